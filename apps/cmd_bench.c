@@ -1,0 +1,538 @@
+/*
+ * gradsync bench: collective micro-benchmarks in the manner of nccl-tests.
+ *
+ * For each size of a sweep and each algorithm (and MPI's own collective, the
+ * peer, measured in the same run), it runs warm-up calls, then timed calls,
+ * and reports the median time over iterations of the slowest rank, the
+ * algorithm bandwidth (bytes / time) and the bus bandwidth (algbw times the
+ * nccl-tests factor: 2(p-1)/p for allreduce, (p-1)/p for reduce-scatter,
+ * allgather and all-to-all, 1 for broadcast). Every measured call's output
+ * is compared with the expected values; a wrong result fails the run.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "gradsync.h"
+
+typedef enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_BCAST, OP_ALLTOALL } bench_op;
+
+static const struct {
+  const char *name;
+  gs_algo algos[6];  /* gradsync's own algorithms, GS_ALGO_COUNT-terminated */
+} op_info[] = {
+    [OP_ALLREDUCE] = {"allreduce", {GS_ALGO_RING, GS_ALGO_RD, GS_ALGO_RABENSEIFNER,
+                                    GS_ALGO_HIER, GS_ALGO_COUNT}},
+    [OP_REDUCE_SCATTER] = {"reduce_scatter", {GS_ALGO_RING, GS_ALGO_COUNT}},
+    [OP_ALLGATHER] = {"allgather", {GS_ALGO_RING, GS_ALGO_COUNT}},
+    [OP_BCAST] = {"bcast", {GS_ALGO_PIPELINE, GS_ALGO_BINOMIAL, GS_ALGO_COUNT}},
+    [OP_ALLTOALL] = {"alltoall", {GS_ALGO_PAIRWISE, GS_ALGO_COUNT}},
+};
+
+typedef struct bench_opts {
+  bench_op op;
+  gs_algo only;   /* GS_ALGO_COUNT: all */
+  size_t min_bytes, max_bytes;
+  int step;
+  gs_dtype dtype;
+  gs_redop redop;
+  int iters, warmup;
+  double budget;  /* seconds of timed calls per (size, algorithm) */
+  int json;
+} bench_opts;
+
+typedef struct bench_ctx {
+  gs_comm *comm;
+  int rank, size;
+  const bench_opts *o;
+  size_t count;        /* elements per rank's send buffer */
+  size_t in_elems, out_elems;
+  void *in, *out, *expect;
+} bench_ctx;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: gradsync run -np N [--net RATE] -- gradsync bench [options]\n"
+          "\nMeasures a collective over a size sweep for each algorithm and for\n"
+          "MPI's own collective in the same run, and checks every result.\n\n"
+          "  --op NAME          allreduce (default), reduce_scatter, allgather,\n"
+          "                     bcast, alltoall\n"
+          "  --algo NAME|all    one algorithm or all (default all; 'auto' is\n"
+          "                     gradsync's own choice, 'mpi' the peer)\n"
+          "  --min-bytes SIZE   smallest size (default 4K; K, M, G = 2^10..)\n"
+          "  --max-bytes SIZE   largest size (default 256M)\n"
+          "  --step F           size multiplier between rows (default 4)\n"
+          "  --dtype T          f32 (default), f64, f16, bf16, i32, i64, u8\n"
+          "  --redop OP         sum (default), avg, min, max, prod\n"
+          "  --iters N          at most N timed calls per row (default 20)\n"
+          "  --warmup N         untimed calls first (default 2)\n"
+          "  --budget SECONDS   time budget of timed calls per row (default 3)\n"
+          "  --json             one JSON object per line instead of a table\n"
+          "Sizes are the total bytes of the collective: the allreduce vector,\n"
+          "the reduce-scatter input, the allgather output, the bcast buffer,\n"
+          "or what one rank sends in all-to-all.\n");
+}
+
+/* The value element i of rank r contributes. Small integers keep every
+ * reduction exact in all dtypes (f16 and u8 included) up to 64 ranks. */
+static double pattern(const bench_opts *o, int r, size_t i) {
+  switch (o->redop) {
+    case GS_PROD: return ((size_t)r + i) % 5 == 0 ? 2.0 : 1.0;
+    case GS_MIN:
+    case GS_MAX: return (double)((i * 7 + (size_t)r * 13) % 61);
+    default: return (double)((i + (size_t)r * 3) % 4);
+  }
+}
+
+static void store(gs_dtype d, void *buf, size_t i, double v) {
+  switch (d) {
+    case GS_F32: ((float *)buf)[i] = (float)v; break;
+    case GS_F64: ((double *)buf)[i] = v; break;
+    case GS_F16: ((uint16_t *)buf)[i] = gs_f32_to_f16((float)v); break;
+    case GS_BF16: ((uint16_t *)buf)[i] = gs_f32_to_bf16((float)v); break;
+    case GS_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case GS_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case GS_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    default: break;
+  }
+}
+
+static double load(gs_dtype d, const void *buf, size_t i) {
+  switch (d) {
+    case GS_F32: return ((const float *)buf)[i];
+    case GS_F64: return ((const double *)buf)[i];
+    case GS_F16: return gs_f16_to_f32(((const uint16_t *)buf)[i]);
+    case GS_BF16: return gs_bf16_to_f32(((const uint16_t *)buf)[i]);
+    case GS_I32: return ((const int32_t *)buf)[i];
+    case GS_I64: return (double)((const int64_t *)buf)[i];
+    case GS_U8: return ((const uint8_t *)buf)[i];
+    default: return 0;
+  }
+}
+
+/* The reduction of element i over all ranks, computed serially. */
+static double reduced(const bench_ctx *b, size_t i) {
+  const bench_opts *o = b->o;
+  double acc = pattern(o, 0, i);
+  for (int r = 1; r < b->size; r++) {
+    double v = pattern(o, r, i);
+    switch (o->redop) {
+      case GS_MIN: acc = fmin(acc, v); break;
+      case GS_MAX: acc = fmax(acc, v); break;
+      case GS_PROD: acc *= v; break;
+      default: acc += v; break;
+    }
+  }
+  if (o->redop == GS_AVG) {
+    int is_int = o->dtype == GS_I32 || o->dtype == GS_I64 || o->dtype == GS_U8;
+    acc = is_int ? trunc(acc / b->size) : acc / b->size;
+  }
+  return acc;
+}
+
+/* Fills the send buffer and the expected output of rank b->rank. */
+static void prepare(bench_ctx *b) {
+  const bench_opts *o = b->o;
+  gs_dtype d = o->dtype;
+  int p = b->size, r = b->rank;
+  size_t n = b->count;
+  switch (o->op) {
+    case OP_ALLREDUCE:
+      for (size_t i = 0; i < n; i++) {
+        store(d, b->in, i, pattern(o, r, i));
+        store(d, b->expect, i, reduced(b, i));
+      }
+      break;
+    case OP_REDUCE_SCATTER: /* n = recvcount; input p*n */
+      for (size_t i = 0; i < n * (size_t)p; i++) store(d, b->in, i, pattern(o, r, i));
+      for (size_t i = 0; i < n; i++)
+        store(d, b->expect, i, reduced(b, (size_t)r * n + i));
+      break;
+    case OP_ALLGATHER:
+      for (size_t i = 0; i < n; i++) store(d, b->in, i, pattern(o, r, i));
+      for (int q = 0; q < p; q++)
+        for (size_t i = 0; i < n; i++)
+          store(d, b->expect, (size_t)q * n + i, pattern(o, q, i));
+      break;
+    case OP_BCAST:
+      for (size_t i = 0; i < n; i++) store(d, b->expect, i, pattern(o, 0, i));
+      break;
+    case OP_ALLTOALL: /* block q of rank r's input goes to rank q */
+      for (int q = 0; q < p; q++)
+        for (size_t i = 0; i < n; i++) {
+          store(d, b->in, (size_t)q * n + i, pattern(o, r * p + q, i));
+          store(d, b->expect, (size_t)q * n + i, pattern(o, q * p + r, i));
+        }
+      break;
+  }
+}
+
+static gs_status run_once(bench_ctx *b, gs_algo algo) {
+  const bench_opts *o = b->o;
+  size_t n = b->count;
+  switch (o->op) {
+    case OP_ALLREDUCE:
+      return gs_allreduce(b->comm, b->in, b->out, n, o->dtype, o->redop, algo);
+    case OP_REDUCE_SCATTER:
+      return gs_reduce_scatter(b->comm, b->in, b->out, n, o->dtype, o->redop, algo);
+    case OP_ALLGATHER:
+      return gs_allgather(b->comm, b->in, b->out, n, o->dtype, algo);
+    case OP_BCAST:
+      return gs_bcast(b->comm, b->out, n, o->dtype, 0, algo);
+    case OP_ALLTOALL:
+      return gs_alltoall(b->comm, b->in, b->out, n, o->dtype, algo);
+  }
+  return GS_ERR_INTERNAL;
+}
+
+/* Resets what a call overwrites: bcast's buffer is its input on the root. */
+static void reset_output(bench_ctx *b) {
+  size_t es = gs_dtype_size(b->o->dtype);
+  if (b->o->op == OP_BCAST) {
+    if (b->rank == 0) memcpy(b->out, b->expect, b->count * es);
+    else memset(b->out, 0xff, b->count * es);
+  }
+}
+
+/* 0 if out matches expect: bitwise, or within a tolerance for averages
+ * (which divide) in reduced precision. */
+static int verify(const bench_ctx *b, size_t *bad_index) {
+  size_t es = gs_dtype_size(b->o->dtype);
+  if (memcmp(b->out, b->expect, b->out_elems * es) == 0) return 0;
+  gs_dtype d = b->o->dtype;
+  double tol = d == GS_F16 || d == GS_BF16 ? 1e-2 : d == GS_F32 ? 1e-6 : 1e-12;
+  if (b->o->redop != GS_AVG) tol = 0;
+  for (size_t i = 0; i < b->out_elems; i++) {
+    double x = load(d, b->out, i), y = load(d, b->expect, i);
+    if (!(fabs(x - y) <= tol * fmax(1.0, fabs(y)))) {
+      *bad_index = i;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static double bus_factor(bench_op op, int p) {
+  switch (op) {
+    case OP_ALLREDUCE: return 2.0 * (p - 1) / p;
+    case OP_BCAST: return 1.0;
+    default: return (double)(p - 1) / p;
+  }
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Measures one (size, algorithm) cell. Returns the median of the per-call
+ * maximum over ranks, or a negative value after reporting an error. */
+static double measure(bench_ctx *b, gs_algo algo, int *iters_out) {
+  const bench_opts *o = b->o;
+  gs_status st = GS_OK;
+  double warm = 0;
+  for (int i = 0; i < o->warmup && st == GS_OK; i++) {
+    reset_output(b);
+    gs_barrier(b->comm, GS_ALGO_MPI);
+    double t0 = gs_now();
+    st = run_once(b, algo);
+    warm = gs_now() - t0;
+  }
+  /* All ranks agree on the number of timed calls from the slowest warm-up. */
+  double agreed[2] = {warm, st == GS_OK ? 0.0 : 1.0};
+  if (gs_allreduce(b->comm, GS_IN_PLACE, agreed, 2, GS_F64, GS_MAX, GS_ALGO_MPI) != GS_OK)
+    st = GS_ERR_MPI;
+  if (st != GS_OK || agreed[1] != 0) {
+    cli_error("bench", "rank %d: %s with algorithm %s failed: %s", b->rank,
+              op_info[o->op].name, gs_algo_name(algo),
+              st != GS_OK ? gs_last_error() : "on another rank");
+    return -1;
+  }
+  int iters = o->iters;
+  if (agreed[0] > 0 && o->budget / agreed[0] < iters) iters = (int)(o->budget / agreed[0]);
+  if (iters < 3) iters = 3;
+  if (iters > o->iters) iters = o->iters;
+  double *times = calloc((size_t)iters + 1, sizeof(double));
+  if (times == NULL) return -1;
+  size_t bad = 0;
+  int wrong = 0;
+  for (int i = 0; i < iters && st == GS_OK; i++) {
+    reset_output(b);
+    gs_barrier(b->comm, GS_ALGO_MPI);
+    double t0 = gs_now();
+    st = run_once(b, algo);
+    times[i] = gs_now() - t0;
+    if (st == GS_OK && !wrong && verify(b, &bad)) wrong = i + 1;
+  }
+  times[iters] = wrong ? 1.0 : 0.0;
+  if (st != GS_OK)
+    cli_error("bench", "rank %d: %s with algorithm %s failed: %s", b->rank,
+              op_info[o->op].name, gs_algo_name(algo), gs_last_error());
+  else if (gs_allreduce(b->comm, GS_IN_PLACE, times, (size_t)iters + 1, GS_F64,
+                        GS_MAX, GS_ALGO_MPI) != GS_OK)
+    st = GS_ERR_MPI;
+  if (st != GS_OK) {
+    free(times);
+    return -1;
+  }
+  if (wrong) {
+    gs_dtype d = o->dtype;
+    cli_error("bench", "rank %d: WRONG RESULT: %s, algorithm %s, %zu elements "
+              "of %s, call %d: element %zu is %g, expected %g", b->rank,
+              op_info[o->op].name, gs_algo_name(algo), b->count, gs_dtype_name(d),
+              wrong, bad, load(d, b->out, bad), load(d, b->expect, bad));
+  }
+  int any_wrong = times[iters] != 0;
+  qsort(times, (size_t)iters, sizeof(double), cmp_double);
+  double med = iters % 2 ? times[iters / 2]
+                         : 0.5 * (times[iters / 2 - 1] + times[iters / 2]);
+  free(times);
+  *iters_out = iters;
+  return any_wrong ? -2 : med;
+}
+
+static int parse_opts(int argc, char **argv, bench_opts *o) {
+  static const struct option longs[] = {
+      {"op", required_argument, 0, 'o'},      {"algo", required_argument, 0, 'a'},
+      {"min-bytes", required_argument, 0, 'b'}, {"max-bytes", required_argument, 0, 'e'},
+      {"step", required_argument, 0, 'f'},    {"dtype", required_argument, 0, 'd'},
+      {"redop", required_argument, 0, 'r'},   {"iters", required_argument, 0, 'n'},
+      {"warmup", required_argument, 0, 'w'},  {"budget", required_argument, 0, 't'},
+      {"json", no_argument, 0, 'j'},          {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  *o = (bench_opts){.op = OP_ALLREDUCE, .only = GS_ALGO_COUNT, .min_bytes = 4096,
+                    .max_bytes = 256u << 20, .step = 4, .dtype = GS_F32,
+                    .redop = GS_SUM, .iters = 20, .warmup = 2, .budget = 3.0};
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+    switch (c) {
+      case 'o': {
+        int found = 0;
+        for (int i = 0; i <= OP_ALLTOALL; i++)
+          if (strcmp(optarg, op_info[i].name) == 0) {
+            o->op = (bench_op)i;
+            found = 1;
+          }
+        if (!found) {
+          cli_error("bench", "unknown --op '%s' (allreduce, reduce_scatter, "
+                    "allgather, bcast, alltoall)", optarg);
+          return 2;
+        }
+        break;
+      }
+      case 'a':
+        if (strcmp(optarg, "all") == 0) o->only = GS_ALGO_COUNT;
+        else if (gs_algo_parse(optarg, &o->only) != GS_OK) {
+          cli_error("bench", "--algo: %s", gs_last_error());
+          return 2;
+        }
+        break;
+      case 'b':
+      case 'e':
+        if (cli_parse_bytes(optarg, c == 'b' ? &o->min_bytes : &o->max_bytes)) {
+          cli_error("bench", "--%s '%s' is not a size (e.g. 4K, 256M)",
+                    c == 'b' ? "min-bytes" : "max-bytes", optarg);
+          return 2;
+        }
+        break;
+      case 'f':
+        if (cli_parse_int(optarg, 2, 1024, &o->step)) {
+          cli_error("bench", "--step '%s' must be an integer from 2 to 1024", optarg);
+          return 2;
+        }
+        break;
+      case 'd':
+        if (gs_dtype_parse(optarg, &o->dtype) != GS_OK) {
+          cli_error("bench", "--dtype: %s", gs_last_error());
+          return 2;
+        }
+        break;
+      case 'r':
+        if (gs_redop_parse(optarg, &o->redop) != GS_OK) {
+          cli_error("bench", "--redop: %s", gs_last_error());
+          return 2;
+        }
+        break;
+      case 'n':
+      case 'w':
+        if (cli_parse_int(optarg, c == 'n' ? 1 : 0, 1000000,
+                          c == 'n' ? &o->iters : &o->warmup)) {
+          cli_error("bench", "--%s '%s' must be a %s integer",
+                    c == 'n' ? "iters" : "warmup", optarg,
+                    c == 'n' ? "positive" : "non-negative");
+          return 2;
+        }
+        break;
+      case 't': {
+        char *end;
+        o->budget = strtod(optarg, &end);
+        if (*end || !(o->budget > 0)) {
+          cli_error("bench", "--budget '%s' must be a positive number of seconds",
+                    optarg);
+          return 2;
+        }
+        break;
+      }
+      case 'j': o->json = 1; break;
+      case 'h': usage(stdout); return 1;
+      default: usage(stderr); return 2;
+    }
+  }
+  if (optind < argc) {
+    cli_error("bench", "unexpected argument '%s'", argv[optind]);
+    return 2;
+  }
+  if (o->min_bytes > o->max_bytes) {
+    cli_error("bench", "--min-bytes %zu is larger than --max-bytes %zu",
+              o->min_bytes, o->max_bytes);
+    return 2;
+  }
+  if (o->only != GS_ALGO_COUNT && o->only != GS_ALGO_AUTO && o->only != GS_ALGO_MPI) {
+    int ok = 0;
+    for (const gs_algo *a = op_info[o->op].algos; *a != GS_ALGO_COUNT; a++)
+      ok |= *a == o->only;
+    if (!ok) {
+      cli_error("bench", "algorithm %s does not implement %s",
+                gs_algo_name(o->only), op_info[o->op].name);
+      return 2;
+    }
+  }
+  return 0;
+}
+
+/* The algorithms of one row: the peer first, then gradsync's choice, then
+ * each of gradsync's own. */
+static int row_algos(const bench_opts *o, const gs_comm *comm, gs_algo *out) {
+  int n = 0;
+  if (o->only != GS_ALGO_COUNT) {
+    if (o->only != GS_ALGO_MPI) out[n++] = GS_ALGO_MPI;
+    out[n++] = o->only;
+    return n;
+  }
+  out[n++] = GS_ALGO_MPI;
+  out[n++] = GS_ALGO_AUTO;
+  for (const gs_algo *a = op_info[o->op].algos; *a != GS_ALGO_COUNT; a++) {
+    /* The two-level algorithm needs several nodes with several ranks each. */
+    if (*a == GS_ALGO_HIER &&
+        (gs_comm_nodes(comm) < 2 || gs_comm_local_size(comm) < 2))
+      continue;
+    out[n++] = *a;
+  }
+  return n;
+}
+
+int cmd_bench(int argc, char **argv) {
+  bench_opts o;
+  int rc = parse_opts(argc, argv, &o);
+  if (rc) return rc == 1 ? 0 : rc;
+  if (gs_init(&argc, &argv) != GS_OK) {
+    cli_error("bench", "%s", gs_last_error());
+    return 1;
+  }
+  bench_ctx b = {.o = &o};
+  if (gs_comm_create(MPI_COMM_WORLD, &b.comm) != GS_OK) {
+    cli_error("bench", "%s", gs_last_error());
+    gs_finalize();
+    return 1;
+  }
+  b.rank = gs_comm_rank(b.comm);
+  b.size = gs_comm_size(b.comm);
+  int p = b.size;
+  size_t es = gs_dtype_size(o.dtype);
+  /* Elements per rank are a multiple of p where the collective splits. */
+  size_t unit = (o.op == OP_ALLREDUCE || o.op == OP_BCAST) ? es : es * (size_t)p;
+  size_t maxn = o.max_bytes / unit + 1;
+  size_t in_cap = o.op == OP_REDUCE_SCATTER || o.op == OP_ALLTOALL ? maxn * (size_t)p : maxn;
+  size_t out_cap = o.op == OP_ALLGATHER || o.op == OP_ALLTOALL ? maxn * (size_t)p : maxn;
+  b.in = calloc(in_cap, es);
+  b.out = calloc(out_cap, es);
+  b.expect = calloc(out_cap, es);
+  if (!b.in || !b.out || !b.expect) {
+    cli_error("bench", "rank %d: cannot allocate buffers for %zu bytes", b.rank,
+              o.max_bytes);
+    return 1;
+  }
+  const gs_cost_params *cost = gs_comm_cost(b.comm);
+  if (b.rank == 0) {
+    if (o.json) {
+      cli_print_env_json(stdout);
+      printf("{\"cost_model\": {\"alpha_s\": %.4g, \"beta_s_per_B\": %.4g, "
+             "\"gamma_s_per_B\": %.4g}, \"ranks\": %d, \"nodes\": %d}\n",
+             cost->alpha, cost->beta, cost->gamma, p, gs_comm_nodes(b.comm));
+    } else {
+      printf("# gradsync bench: %s, %s %s, %d ranks on %d node(s)\n",
+             op_info[o.op].name, gs_dtype_name(o.dtype), gs_redop_name(o.redop),
+             p, gs_comm_nodes(b.comm));
+      printf("# cost model: alpha %.1f us, beta %.3g s/B (%.3f GB/s), gamma %.3g s/B\n",
+             cost->alpha * 1e6, cost->beta, 1e-9 / cost->beta, cost->gamma);
+      printf("# time: median over calls of the slowest rank; busbw per nccl-tests;\n"
+             "# vs mpi: MPI's time / this time (above 1 = faster than MPI)\n");
+      printf("%12s  %-20s %12s %10s %10s %8s %6s\n", "bytes", "algo", "time_us",
+             "algbw_GB/s", "busbw_GB/s", "vs_mpi", "iters");
+    }
+    fflush(stdout);
+  }
+  int failures = 0;
+  gs_algo algos[GS_ALGO_COUNT + 2];
+  int nalgo = row_algos(&o, b.comm, algos);
+  for (size_t bytes = o.min_bytes; bytes <= o.max_bytes;) {
+    size_t per = bytes / unit;
+    b.count = per;
+    size_t total_elems = per * (unit / es);
+    b.in_elems = o.op == OP_REDUCE_SCATTER || o.op == OP_ALLTOALL ? per * (size_t)p : per;
+    b.out_elems = o.op == OP_ALLGATHER || o.op == OP_ALLTOALL ? per * (size_t)p : per;
+    prepare(&b);
+    double t_mpi = 0;
+    for (int k = 0; k < nalgo; k++) {
+      int iters = 0;
+      double t = measure(&b, algos[k], &iters);
+      if (t < 0) {
+        failures++;
+        if (t == -1) goto out; /* an error, not a wrong value: stop */
+        continue;
+      }
+      if (algos[k] == GS_ALGO_MPI) t_mpi = t;
+      double actual = (double)(total_elems * es);
+      double algbw = t > 0 ? actual / t * 1e-9 : 0;
+      double busbw = algbw * bus_factor(o.op, p);
+      double vs = t_mpi > 0 && t > 0 ? t_mpi / t : 0;
+      char name[40];
+      if (algos[k] == GS_ALGO_AUTO && o.op == OP_ALLREDUCE)
+        snprintf(name, sizeof name, "auto(%s)",
+                 gs_algo_name(gs_comm_choose_allreduce(b.comm, (size_t)actual)));
+      else
+        snprintf(name, sizeof name, "%s", gs_algo_name(algos[k]));
+      if (b.rank == 0) {
+        if (o.json)
+          printf("{\"op\": \"%s\", \"algo\": \"%s\", \"chosen\": \"%s\", "
+                 "\"bytes\": %.0f, \"ranks\": %d, \"nodes\": %d, \"dtype\": \"%s\", "
+                 "\"redop\": \"%s\", \"time_us\": %.2f, \"algbw_GBps\": %.5f, "
+                 "\"busbw_GBps\": %.5f, \"speedup_vs_mpi\": %.4f, \"iters\": %d, "
+                 "\"check\": \"ok\"}\n",
+                 op_info[o.op].name, gs_algo_name(algos[k]), name, actual, p,
+                 gs_comm_nodes(b.comm), gs_dtype_name(o.dtype),
+                 gs_redop_name(o.redop), t * 1e6, algbw, busbw, vs, iters);
+        else
+          printf("%12.0f  %-20s %12.1f %10.4f %10.4f %7.2fx %6d\n", actual, name,
+                 t * 1e6, algbw, busbw, vs, iters);
+        fflush(stdout);
+      }
+    }
+    if (bytes > o.max_bytes / (size_t)o.step) break;
+    bytes *= (size_t)o.step;
+  }
+out:
+  free(b.in);
+  free(b.out);
+  free(b.expect);
+  gs_comm_destroy(b.comm);
+  gs_finalize();
+  if (failures && b.rank == 0)
+    cli_error("bench", "%d measurement(s) failed or gave wrong results", failures);
+  return failures ? 1 : 0;
+}

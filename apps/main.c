@@ -1,0 +1,44 @@
+/* gradsync: the command-line tool. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "gradsync.h"
+
+static const struct {
+  const char *name;
+  int (*fn)(int, char **);
+  const char *help;
+} verbs[] = {
+    {"run", cmd_run, "launch N ranks, optionally on an emulated cluster"},
+    {"bench", cmd_bench, "measure collectives against MPI's own"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: gradsync <command> [options]   (gradsync %s)\n\ncommands:\n",
+          GRADSYNC_VERSION);
+  for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+    fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].help);
+  fprintf(f, "\n'gradsync <command> --help' describes a command.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+      strcmp(argv[1], "help") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("gradsync %s\n", GRADSYNC_VERSION);
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+    if (strcmp(argv[1], verbs[i].name) == 0) return verbs[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "gradsync: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,18 @@
+/*
+ * gradsync: communication-efficient data-parallel training.
+ *
+ * The one header of the public C API. See docs/ARCHITECTURE.md for the layers.
+ */
+#ifndef GRADSYNC_H
+#define GRADSYNC_H
+
+#define GRADSYNC_VERSION_MAJOR 0
+#define GRADSYNC_VERSION_MINOR 1
+#define GRADSYNC_VERSION_PATCH 0
+#define GRADSYNC_VERSION "0.1.0"
+
+#include "gradsync/core.h"
+#include "gradsync/comm.h"
+#include "gradsync/cost.h"
+
+#endif /* GRADSYNC_H */

@@ -1,0 +1,174 @@
+/*
+ * gradsync communicators and collectives.
+ *
+ * A gs_comm wraps an MPI communicator. It duplicates it (so gradsync's
+ * messages never mix with the application's), splits it into node-local and
+ * cross-node sub-communicators, and owns one background progress thread that
+ * makes every MPI call of gradsync's collectives. The public API is
+ * non-blocking: a collective is queued and returns a gs_request; requests run
+ * in the order they were issued, one at a time. Blocking wrappers issue and
+ * wait.
+ *
+ * Ownership: the caller owns every buffer. From the call that issues a
+ * collective until gs_wait (or a gs_test that reports completion) the caller
+ * must neither free nor write the buffers, nor read the output buffer; after
+ * that gradsync never touches them again. Count arrays of the v-variants
+ * (allgatherv, alltoallv) are copied at issue time.
+ *
+ * Every rank must issue the same collectives, in the same order, with the
+ * same count, dtype, op and root, as with MPI. GRADSYNC_CHECK=1 verifies this
+ * before each collective and turns a mismatch into GS_ERR_MISMATCH on every
+ * rank, naming the ranks that differ.
+ */
+#ifndef GRADSYNC_COMM_H
+#define GRADSYNC_COMM_H
+
+#include <mpi.h>
+
+#include "gradsync/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Pass as the send buffer to reduce in place in the receive buffer. */
+#define GS_IN_PLACE ((const void *)1)
+
+typedef struct gs_comm gs_comm;
+typedef struct gs_request gs_request;
+
+/* Algorithms. Each collective implements a subset; GS_ALGO_AUTO lets the cost
+ * model choose, GS_ALGO_MPI delegates to MPI's own collective. */
+typedef enum {
+  GS_ALGO_AUTO = 0,
+  GS_ALGO_MPI,
+  GS_ALGO_RING,          /* allreduce, reduce-scatter, allgather(v) */
+  GS_ALGO_RD,            /* recursive doubling: allreduce, allgather */
+  GS_ALGO_RABENSEIFNER,  /* allreduce: halving reduce-scatter + doubling allgather */
+  GS_ALGO_HIER,          /* allreduce: node-local RS, cross-node AR, node-local AG */
+  GS_ALGO_PIPELINE,      /* broadcast: segmented chain */
+  GS_ALGO_BINOMIAL,      /* broadcast: binomial tree */
+  GS_ALGO_PAIRWISE,      /* all-to-all(v): p-1 pairwise exchanges */
+  GS_ALGO_DISSEMINATION, /* barrier */
+  GS_ALGO_COUNT
+} gs_algo;
+
+const char *gs_algo_name(gs_algo algo);
+gs_status gs_algo_parse(const char *name, gs_algo *out);
+
+/* Initialises MPI with MPI_THREAD_MULTIPLE if the application has not done so
+ * (gs_finalize then finalizes it). Either may be called with NULL args. */
+gs_status gs_init(int *argc, char ***argv);
+gs_status gs_finalize(void);
+
+/* Creates a communicator over the ranks of mpi_comm (collective over it).
+ * The node of a rank is the set of ranks sharing memory with it, or, when
+ * GRADSYNC_NODE is set (as `gradsync run --net` does), the ranks with the
+ * same GRADSYNC_NODE value. The cost model's parameters come from
+ * GRADSYNC_ALPHA/GRADSYNC_BETA (seconds, seconds per byte) if set, otherwise
+ * from a short ping-pong calibration agreed on by all ranks. */
+gs_status gs_comm_create(MPI_Comm mpi_comm, gs_comm **out);
+
+/* Waits for the queued collectives, stops the progress thread and frees the
+ * communicator (collective). NULL is a no-op. */
+gs_status gs_comm_destroy(gs_comm *comm);
+
+int gs_comm_rank(const gs_comm *comm);
+int gs_comm_size(const gs_comm *comm);
+int gs_comm_local_rank(const gs_comm *comm);  /* rank within the node */
+int gs_comm_local_size(const gs_comm *comm);  /* ranks on this node */
+int gs_comm_node(const gs_comm *comm);        /* index of this node */
+int gs_comm_nodes(const gs_comm *comm);       /* number of nodes */
+
+/* Cost model parameters the communicator chooses algorithms with. */
+struct gs_cost_params;
+const struct gs_cost_params *gs_comm_cost(const gs_comm *comm);
+void gs_comm_set_cost(gs_comm *comm, const struct gs_cost_params *params);
+
+/* The algorithm GS_ALGO_AUTO resolves to for an allreduce of `bytes` bytes
+ * (GRADSYNC_ALLREDUCE_ALGO overrides the model). Same on every rank. */
+gs_algo gs_comm_choose_allreduce(const gs_comm *comm, size_t bytes);
+
+/* ---- Requests ---------------------------------------------------------- */
+
+/* Blocks until the request completes, frees it and returns its status (with
+ * its message in gs_last_error()). NULL is GS_OK. */
+gs_status gs_wait(gs_request *req);
+
+/* Sets *done to 1 if the request completed, without blocking. A completed
+ * request must still be released with gs_wait, which then returns at once. */
+gs_status gs_test(gs_request *req, int *done);
+
+/* ---- Collectives (non-blocking) -----------------------------------------
+ * count is in elements. sendbuf may be GS_IN_PLACE where noted. On an
+ * argument error nothing is queued and *req is set to NULL. */
+
+/* recvbuf[i] = op over ranks of sendbuf[i], i < count, on every rank. */
+gs_status gs_iallreduce(gs_comm *comm, const void *sendbuf, void *recvbuf,
+                        size_t count, gs_dtype dtype, gs_redop op,
+                        gs_algo algo, gs_request **req);
+
+/* Rank r receives elements [r*recvcount, (r+1)*recvcount) of the reduction of
+ * sendbuf (size*recvcount elements). With GS_IN_PLACE, recvbuf holds the
+ * size*recvcount input and the result lands in its first recvcount. */
+gs_status gs_ireduce_scatter(gs_comm *comm, const void *sendbuf, void *recvbuf,
+                             size_t recvcount, gs_dtype dtype, gs_redop op,
+                             gs_algo algo, gs_request **req);
+
+/* recvbuf[r*sendcount ...] = rank r's sendbuf. GS_IN_PLACE: each rank's
+ * input already sits at its place in recvbuf. */
+gs_status gs_iallgather(gs_comm *comm, const void *sendbuf, void *recvbuf,
+                        size_t sendcount, gs_dtype dtype, gs_algo algo,
+                        gs_request **req);
+
+/* Rank r's sendcount (== recvcounts[r]) elements land at recvbuf + displs[r]
+ * (displacements in elements). */
+gs_status gs_iallgatherv(gs_comm *comm, const void *sendbuf, size_t sendcount,
+                         void *recvbuf, const size_t *recvcounts,
+                         const size_t *displs, gs_dtype dtype, gs_algo algo,
+                         gs_request **req);
+
+gs_status gs_ibcast(gs_comm *comm, void *buf, size_t count, gs_dtype dtype,
+                    int root, gs_algo algo, gs_request **req);
+
+/* Block r of sendbuf (count elements) goes to rank r; block r of recvbuf
+ * comes from rank r. */
+gs_status gs_ialltoall(gs_comm *comm, const void *sendbuf, void *recvbuf,
+                       size_t count, gs_dtype dtype, gs_algo algo,
+                       gs_request **req);
+
+gs_status gs_ialltoallv(gs_comm *comm, const void *sendbuf,
+                        const size_t *sendcounts, const size_t *sdispls,
+                        void *recvbuf, const size_t *recvcounts,
+                        const size_t *rdispls, gs_dtype dtype, gs_algo algo,
+                        gs_request **req);
+
+gs_status gs_ibarrier(gs_comm *comm, gs_algo algo, gs_request **req);
+
+/* ---- Collectives (blocking): issue, then gs_wait ------------------------ */
+
+gs_status gs_allreduce(gs_comm *comm, const void *sendbuf, void *recvbuf,
+                       size_t count, gs_dtype dtype, gs_redop op, gs_algo algo);
+gs_status gs_reduce_scatter(gs_comm *comm, const void *sendbuf, void *recvbuf,
+                            size_t recvcount, gs_dtype dtype, gs_redop op,
+                            gs_algo algo);
+gs_status gs_allgather(gs_comm *comm, const void *sendbuf, void *recvbuf,
+                       size_t sendcount, gs_dtype dtype, gs_algo algo);
+gs_status gs_allgatherv(gs_comm *comm, const void *sendbuf, size_t sendcount,
+                        void *recvbuf, const size_t *recvcounts,
+                        const size_t *displs, gs_dtype dtype, gs_algo algo);
+gs_status gs_bcast(gs_comm *comm, void *buf, size_t count, gs_dtype dtype,
+                   int root, gs_algo algo);
+gs_status gs_alltoall(gs_comm *comm, const void *sendbuf, void *recvbuf,
+                      size_t count, gs_dtype dtype, gs_algo algo);
+gs_status gs_alltoallv(gs_comm *comm, const void *sendbuf,
+                       const size_t *sendcounts, const size_t *sdispls,
+                       void *recvbuf, const size_t *recvcounts,
+                       const size_t *rdispls, gs_dtype dtype, gs_algo algo);
+gs_status gs_barrier(gs_comm *comm, gs_algo algo);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRADSYNC_COMM_H */

@@ -1,0 +1,83 @@
+/*
+ * gradsync's cost model: the single home of the alpha-beta-gamma formulas of
+ * collective algorithms (Thakur, Rabenseifner & Gropp, "Optimization of
+ * Collective Communication Operations in MPICH", IJHPCA 2005) and of their
+ * calibration from measurements. The communicator's algorithm choice, the
+ * merge planner and the simulator all call this module; no other file may
+ * restate these formulas.
+ *
+ * Units: seconds, bytes, seconds per byte.
+ */
+#ifndef GRADSYNC_COST_H
+#define GRADSYNC_COST_H
+
+#include <stddef.h>
+
+#include "gradsync/comm.h"
+#include "gradsync/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gs_cost_params {
+  double alpha;        /* latency of one message between nodes (s) */
+  double beta;         /* transfer time per byte between nodes (s/B) */
+  double alpha_local;  /* latency inside a node (s) */
+  double beta_local;   /* transfer time per byte inside a node (s/B) */
+  double gamma;        /* reduction time per byte (s/B) */
+} gs_cost_params;
+
+/* The shape of the communicator a cost is predicted for. */
+typedef struct gs_cost_topo {
+  int ranks;          /* p */
+  int nodes;          /* number of nodes; ranks/nodes per node */
+} gs_cost_topo;
+
+/* Network presets: "1GbE", "10GbE", "25GbE", "100GbIB", "shm". */
+gs_status gs_cost_preset(const char *name, gs_cost_params *out);
+
+/* Predicted time of one collective of `bytes` bytes in total (the full vector
+ * for allreduce, reduce-scatter input and allgather output; the per-peer
+ * block times p for all-to-all). GS_ALGO_MPI and GS_ALGO_AUTO are predicted
+ * as the best of gradsync's own algorithms. Returns a negative value for an
+ * algorithm that does not implement the collective. */
+double gs_cost_allreduce(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
+                         double bytes);
+double gs_cost_reduce_scatter(const gs_cost_params *c, gs_cost_topo t,
+                              gs_algo algo, double bytes);
+double gs_cost_allgather(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
+                         double bytes);
+double gs_cost_bcast(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
+                     double bytes);
+double gs_cost_alltoall(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
+                        double bytes);
+
+/* The allreduce algorithm with the smallest predicted time; *time_s (may be
+ * NULL) receives it. Ties go to the first in ring, rabenseifner, rd, hier. */
+gs_algo gs_cost_best_allreduce(const gs_cost_params *c, gs_cost_topo t,
+                               double bytes, double *time_s);
+
+/* The all-reduce cost of one message of M bytes as T(M) = a + b*M (the form
+ * MG-WFBP plans with, TPDS 2021 Eq. 10), for a given algorithm (GS_ALGO_AUTO:
+ * the best one at large sizes). */
+void gs_cost_allreduce_linear(const gs_cost_params *c, gs_cost_topo t,
+                              gs_algo algo, double *a, double *b);
+
+/* Least-squares fit of y = a + b*x over n >= 2 points (x not all equal). */
+gs_status gs_cost_fit_linear(const double *x, const double *y, size_t n,
+                             double *a, double *b);
+
+/* Fits alpha and beta (inter-node) of `c` to measured allreduce times of an
+ * algorithm, keeping gamma and the local terms: every formula is linear in
+ * alpha and beta, so this is a least-squares fit on two unknowns. Negative
+ * fits are clamped to 0. */
+gs_status gs_cost_calibrate_allreduce(gs_cost_params *c, gs_cost_topo t,
+                                      gs_algo algo, const double *bytes,
+                                      const double *secs, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRADSYNC_COST_H */

@@ -1,0 +1,88 @@
+/*
+ * Rabenseifner's allreduce (Thakur et al. 2005, Sec. 4.4): a reduce-scatter
+ * by recursive halving, then an allgather by recursive doubling. lg p rounds
+ * each way, bandwidth-optimal: 2 lg p alpha + 2 (p-1)/p n beta.
+ *
+ * The vector is cut into q = 2^floor(lg p) balanced blocks (any count works,
+ * including count < q); non-power-of-two p folds like recursive doubling.
+ * Each block's final value is computed on one rank only and then copied, so
+ * all ranks end with identical results.
+ */
+#include "comm_internal.h"
+
+int fold_newrank(int rank, int rem);
+int fold_realrank(int newrank, int rem);
+
+gs_status allreduce_rabenseifner(gs_comm *c, const coll_group *g, void *buf,
+                                 size_t count, gs_dtype dtype, gs_redop op,
+                                 int avg_div) {
+  int p = g->size, r = g->rank;
+  size_t esize = gs_dtype_size(dtype), bytes = count * esize;
+  if (p == 1 || count == 0) {
+    if (avg_div > 1) GS_CHECK(gs_scale_div(buf, count, dtype, avg_div));
+    return GS_OK;
+  }
+  int q = 1;
+  while (q * 2 <= p) q *= 2;
+  int rem = p - q;
+  int nr = fold_newrank(r, rem);
+  char *b = buf;
+  char *tmp;
+  GS_CHECK(comm_scratch(c, &c->scratch, &c->scratch_bytes, bytes, (void **)&tmp));
+
+  if (r < 2 * rem) {
+    if (r % 2 == 0) {
+      GS_CHECK(p2p_sendrecv(g, b, bytes, r + 1, NULL, 0, MPI_PROC_NULL, TAG_RAB));
+    } else {
+      GS_CHECK(p2p_sendrecv(g, NULL, 0, MPI_PROC_NULL, tmp, bytes, r - 1, TAG_RAB));
+      GS_CHECK(gs_reduce_local(b, tmp, count, dtype, op));
+    }
+  }
+  gs_status st = GS_OK;
+  if (nr >= 0) {
+    size_t *off = gs_malloc(2 * sizeof(size_t) * (size_t)q);
+    if (off == NULL) return GS_ERR_NOMEM;
+    size_t *len = off + q;
+    split_blocks(count, q, off, len);
+    /* Elements of the block range [lo, hi). */
+#define RANGE_OFF(lo) (off[lo])
+#define RANGE_LEN(lo, hi) (off[(hi) - 1] + len[(hi) - 1] - off[lo])
+    int lo = 0, hi = q;
+    for (int mask = q / 2; mask >= 1 && st == GS_OK; mask >>= 1) {
+      int partner = fold_realrank(nr ^ mask, rem);
+      int keep_lo = (nr & mask) ? lo + mask : lo;
+      int send_lo = (nr & mask) ? lo : lo + mask;
+      size_t kn = RANGE_LEN(keep_lo, keep_lo + mask);
+      size_t sn = RANGE_LEN(send_lo, send_lo + mask);
+      st = p2p_sendrecv(g, b + RANGE_OFF(send_lo) * esize, sn * esize, partner,
+                        tmp, kn * esize, partner, TAG_RAB);
+      if (st == GS_OK)
+        st = gs_reduce_local(b + RANGE_OFF(keep_lo) * esize, tmp, kn, dtype, op);
+      lo = keep_lo;
+      hi = keep_lo + mask;
+    }
+    if (st == GS_OK && avg_div > 1)
+      st = gs_scale_div(b + RANGE_OFF(lo) * esize, RANGE_LEN(lo, hi), dtype,
+                        avg_div);
+    for (int mask = 1; mask < q && st == GS_OK; mask <<= 1) {
+      int partner = fold_realrank(nr ^ mask, rem);
+      int plo = lo ^ mask;
+      st = p2p_sendrecv(g, b + RANGE_OFF(lo) * esize,
+                        RANGE_LEN(lo, lo + mask) * esize, partner,
+                        b + RANGE_OFF(plo) * esize,
+                        RANGE_LEN(plo, plo + mask) * esize, partner, TAG_RAB);
+      lo = GS_MIN(lo, plo);
+    }
+#undef RANGE_OFF
+#undef RANGE_LEN
+    gs_free(off);
+  }
+  GS_CHECK(st);
+  if (r < 2 * rem) {
+    if (r % 2 == 1)
+      GS_CHECK(p2p_sendrecv(g, b, bytes, r - 1, NULL, 0, MPI_PROC_NULL, TAG_RAB));
+    else
+      GS_CHECK(p2p_sendrecv(g, NULL, 0, MPI_PROC_NULL, b, bytes, r + 1, TAG_RAB));
+  }
+  return GS_OK;
+}

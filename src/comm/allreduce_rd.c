@@ -1,0 +1,71 @@
+/*
+ * Recursive-doubling allreduce (Thakur et al. 2005, Sec. 4.4): lg p rounds,
+ * each exchanging the whole vector with the partner whose rank differs in
+ * one bit. Latency-optimal, for small messages.
+ *
+ * Non-power-of-two p: of the first 2*rem ranks (rem = p - 2^floor(lg p)),
+ * each even rank folds its vector into the odd rank above it and sits out,
+ * receiving the result at the end.
+ *
+ * Every rank computes the full result itself, so both partners apply the
+ * operator in the same operand order (lower rank first) to end with
+ * bit-identical values even for min/max with NaNs.
+ */
+#include <string.h>
+
+#include "comm_internal.h"
+
+int fold_newrank(int rank, int rem) {
+  if (rank < 2 * rem) return rank % 2 ? rank / 2 : -1;
+  return rank - rem;
+}
+
+int fold_realrank(int newrank, int rem) {
+  return newrank < rem ? newrank * 2 + 1 : newrank + rem;
+}
+
+gs_status allreduce_rd(gs_comm *c, const coll_group *g, void *buf, size_t count,
+                       gs_dtype dtype, gs_redop op, int avg_div) {
+  int p = g->size, r = g->rank;
+  size_t esize = gs_dtype_size(dtype), bytes = count * esize;
+  if (p == 1 || count == 0) {
+    if (avg_div > 1) GS_CHECK(gs_scale_div(buf, count, dtype, avg_div));
+    return GS_OK;
+  }
+  void *tmp;
+  GS_CHECK(comm_scratch(c, &c->scratch, &c->scratch_bytes, bytes, &tmp));
+  int q = 1;
+  while (q * 2 <= p) q *= 2;
+  int rem = p - q;
+  int nr = fold_newrank(r, rem);
+  if (r < 2 * rem) {
+    if (r % 2 == 0) {
+      GS_CHECK(p2p_sendrecv(g, buf, bytes, r + 1, NULL, 0, MPI_PROC_NULL, TAG_RD));
+    } else {
+      GS_CHECK(p2p_sendrecv(g, NULL, 0, MPI_PROC_NULL, tmp, bytes, r - 1, TAG_RD));
+      /* The even rank is the lower one. */
+      GS_CHECK(gs_reduce_local(tmp, buf, count, dtype, op));
+      memcpy(buf, tmp, bytes);
+    }
+  }
+  if (nr >= 0) {
+    for (int mask = 1; mask < q; mask <<= 1) {
+      int partner = fold_realrank(nr ^ mask, rem);
+      GS_CHECK(p2p_sendrecv(g, buf, bytes, partner, tmp, bytes, partner, TAG_RD));
+      if (r < partner) {
+        GS_CHECK(gs_reduce_local(buf, tmp, count, dtype, op));
+      } else {
+        GS_CHECK(gs_reduce_local(tmp, buf, count, dtype, op));
+        memcpy(buf, tmp, bytes);
+      }
+    }
+  }
+  if (r < 2 * rem) {
+    if (r % 2 == 1)
+      GS_CHECK(p2p_sendrecv(g, buf, bytes, r - 1, NULL, 0, MPI_PROC_NULL, TAG_RD));
+    else
+      GS_CHECK(p2p_sendrecv(g, NULL, 0, MPI_PROC_NULL, buf, bytes, r + 1, TAG_RD));
+  }
+  if (avg_div > 1) GS_CHECK(gs_scale_div(buf, count, dtype, avg_div));
+  return GS_OK;
+}

@@ -1,0 +1,149 @@
+/*
+ * Internals of the communicator: the queued collective, the progress thread's
+ * state, and the algorithms' entry points. Only src/comm/ includes this.
+ */
+#ifndef GS_COMM_INTERNAL_H
+#define GS_COMM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "gs_internal.h"
+
+typedef enum {
+  COLL_ALLREDUCE = 1,
+  COLL_REDUCE_SCATTER,
+  COLL_ALLGATHER,
+  COLL_ALLGATHERV,
+  COLL_BCAST,
+  COLL_ALLTOALL,
+  COLL_ALLTOALLV,
+  COLL_BARRIER,
+} coll_kind;
+
+const char *coll_kind_name(coll_kind kind);
+
+/* One collective as issued. Count arrays are owned copies. */
+typedef struct coll_args {
+  coll_kind kind;
+  gs_algo algo;          /* resolved: never GS_ALGO_AUTO */
+  const void *sendbuf;   /* NULL when in place */
+  void *recvbuf;
+  size_t count;          /* allreduce: count; RS: recvcount; AG: sendcount;
+                            bcast: count; alltoall: per-peer count */
+  gs_dtype dtype;
+  gs_redop op;
+  int root;
+  size_t *counts, *displs;    /* allgatherv: recv; alltoallv: send */
+  size_t *rcounts, *rdispls;  /* alltoallv: recv */
+} coll_args;
+
+struct gs_request {
+  coll_args args;
+  struct gs_request *next;
+  gs_comm *comm;
+  gs_status status;
+  int done;              /* guarded by comm->mu */
+  char message[1024];
+};
+
+/* The group an algorithm runs on: the whole communicator, or one of its
+ * node-local or cross-node sub-communicators (hierarchical allreduce). */
+typedef struct coll_group {
+  MPI_Comm mpi;
+  int rank, size;
+} coll_group;
+
+struct gs_comm {
+  coll_group world, local, cross;
+  int node, nodes;
+  int uniform_nodes;     /* every node has the same number of ranks */
+  gs_cost_params cost;
+  int check;             /* GRADSYNC_CHECK */
+  gs_algo forced_allreduce; /* GRADSYNC_ALLREDUCE_ALGO or GS_ALGO_AUTO */
+  size_t segment_bytes;  /* pipelining segment of ring and chain */
+
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv_work, cv_done;
+  gs_request *head, *tail;   /* guarded by mu */
+  int stopping;              /* guarded by mu */
+  int failed;                /* set by the progress thread after an MPI error */
+  char failure[1024];
+
+  /* Scratch memory, touched only by the progress thread. */
+  void *scratch;
+  size_t scratch_bytes;
+  void *work;
+  size_t work_bytes;
+};
+
+/* Grows one of the comm's scratch areas to at least `bytes`. */
+gs_status comm_scratch(gs_comm *c, void **area, size_t *cap, size_t bytes,
+                       void **out);
+
+/* Queues a request for the progress thread. */
+gs_status comm_enqueue(gs_comm *c, gs_request *req);
+
+/* Turns an MPI error code into a gs_status with a message. */
+gs_status comm_mpi_error(const coll_group *g, const char *what, int rc);
+#define MPI_TRY(g, call)                                                  \
+  do {                                                                    \
+    int mpi__rc = (call);                                                 \
+    if (mpi__rc != MPI_SUCCESS) return comm_mpi_error((g), #call, mpi__rc); \
+  } while (0)
+
+/* Balanced split of `count` elements into `parts` blocks: block i starts at
+ * i*(count/parts) + min(i, count%parts). */
+void split_blocks(size_t count, int parts, size_t *off, size_t *len);
+
+/* ---- Algorithms (run on the progress thread) ----------------------------
+ * `buf` is the in-place working buffer. */
+
+/* Pipelined ring over a chunk table of g->size chunks. With do_rs, a
+ * reduce-scatter leaves rank r with the reduction of chunk r; with do_ag, an
+ * allgather then spreads chunk r of every rank r. scale_avg divides the owned
+ * chunk by `avg_div` between the phases (GS_AVG). */
+gs_status ring_run(gs_comm *c, const coll_group *g, void *buf, const size_t *off,
+                   const size_t *len, gs_dtype dtype, gs_redop op, int do_rs,
+                   int do_ag, int avg_div);
+
+gs_status allreduce_ring(gs_comm *c, const coll_group *g, void *buf,
+                         size_t count, gs_dtype dtype, gs_redop op, int avg_div);
+gs_status allreduce_rd(gs_comm *c, const coll_group *g, void *buf, size_t count,
+                       gs_dtype dtype, gs_redop op, int avg_div);
+gs_status allreduce_rabenseifner(gs_comm *c, const coll_group *g, void *buf,
+                                 size_t count, gs_dtype dtype, gs_redop op,
+                                 int avg_div);
+gs_status allreduce_hier(gs_comm *c, void *buf, size_t count, gs_dtype dtype,
+                         gs_redop op);
+gs_status bcast_pipeline(gs_comm *c, const coll_group *g, void *buf,
+                         size_t bytes, int root);
+gs_status bcast_binomial(gs_comm *c, const coll_group *g, void *buf,
+                         size_t bytes, int root);
+gs_status alltoallv_pairwise(gs_comm *c, const coll_group *g,
+                             const void *sendbuf, const size_t *scounts,
+                             const size_t *sdispls, void *recvbuf,
+                             const size_t *rcounts, const size_t *rdispls,
+                             size_t esize);
+gs_status barrier_dissemination(const coll_group *g);
+
+/* MPI's own collectives, the peer. */
+gs_status coll_mpi(gs_comm *c, coll_args *a);
+
+/* Point-to-point helpers that split messages above INT_MAX bytes. */
+gs_status p2p_sendrecv(const coll_group *g, const void *sbuf, size_t sbytes,
+                       int dst, void *rbuf, size_t rbytes, int src, int tag);
+
+/* Tags of gradsync's point-to-point traffic, one per algorithm. */
+enum {
+  TAG_RING = 100,
+  TAG_RD,
+  TAG_RAB,
+  TAG_BCAST,
+  TAG_A2A,
+  TAG_BARRIER,
+  TAG_CALIB,
+};
+
+#endif /* GS_COMM_INTERNAL_H */
