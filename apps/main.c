@@ -12,6 +12,7 @@ static const struct {
 } verbs[] = {
     {"run", cmd_run, "launch N ranks, optionally on an emulated cluster"},
     {"bench", cmd_bench, "measure collectives against MPI's own"},
+    {"plan", cmd_plan, "merge plan and predicted iteration time for a profile"},
 };
 
 static void usage(FILE *f) {

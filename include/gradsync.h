@@ -14,5 +14,6 @@
 #include "gradsync/core.h"
 #include "gradsync/comm.h"
 #include "gradsync/cost.h"
+#include "gradsync/plan.h"
 
 #endif /* GRADSYNC_H */

@@ -1,0 +1,2 @@
+/* Placeholder: merge plans (being written). */
+typedef int gs__plan_placeholder;

@@ -1,0 +1,2 @@
+/* Placeholder: model profiles (being written). */
+typedef int gs__profile_placeholder;
