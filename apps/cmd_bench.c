@@ -43,6 +43,8 @@ typedef struct bench_opts {
   int iters, warmup;
   double budget;  /* seconds of timed calls per (size, algorithm) */
   int json;
+  int calibrate;        /* fit each algorithm before the sweep */
+  const char *cost_out; /* where to save the fitted model */
 } bench_opts;
 
 typedef struct bench_ctx {
@@ -72,6 +74,11 @@ static void usage(FILE *f) {
           "  --warmup N         untimed calls first (default 2)\n"
           "  --budget SECONDS   time budget of timed calls per row (default 3)\n"
           "  --json             one JSON object per line instead of a table\n"
+          "  --no-calibrate     choose 'auto' with the quick model of start-up\n"
+          "                     instead of first fitting each algorithm (up to\n"
+          "                     64 MB) on this network\n"
+          "  --cost-out FILE    save the fitted model; GRADSYNC_COST_FILE=FILE\n"
+          "                     makes later runs on this topology use it\n"
           "Sizes are the total bytes of the collective: the allreduce vector,\n"
           "the reduce-scatter input, the allgather output, the bcast buffer,\n"
           "or what one rank sends in all-to-all.\n");
@@ -303,10 +310,12 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
       {"redop", required_argument, 0, 'r'},   {"iters", required_argument, 0, 'n'},
       {"warmup", required_argument, 0, 'w'},  {"budget", required_argument, 0, 't'},
       {"json", no_argument, 0, 'j'},          {"help", no_argument, 0, 'h'},
+      {"no-calibrate", no_argument, 0, 'C'},  {"cost-out", required_argument, 0, 'O'},
       {0, 0, 0, 0}};
   *o = (bench_opts){.op = OP_ALLREDUCE, .only = GS_ALGO_COUNT, .min_bytes = 4096,
                     .max_bytes = 256u << 20, .step = 4, .dtype = GS_F32,
-                    .redop = GS_SUM, .iters = 20, .warmup = 2, .budget = 3.0};
+                    .redop = GS_SUM, .iters = 20, .warmup = 2, .budget = 3.0,
+                    .calibrate = 1};
   int c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
@@ -379,6 +388,8 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         break;
       }
       case 'j': o->json = 1; break;
+      case 'C': o->calibrate = 0; break;
+      case 'O': o->cost_out = optarg; break;
       case 'h': usage(stdout); return 1;
       default: usage(stderr); return 2;
     }
@@ -457,19 +468,46 @@ int cmd_bench(int argc, char **argv) {
               o.max_bytes);
     return 1;
   }
+  if (o.calibrate && o.op == OP_ALLREDUCE) {
+    if (b.rank == 0 && !o.json) {
+      printf("# calibrating each allreduce algorithm up to %zu bytes ...\n",
+             o.max_bytes < (64u << 20) ? o.max_bytes : (size_t)(64u << 20));
+      fflush(stdout);
+    }
+    if (gs_comm_calibrate(b.comm, o.max_bytes < (64u << 20) ? o.max_bytes
+                                                              : (64u << 20)) != GS_OK) {
+      cli_error("bench", "rank %d: calibration failed: %s", b.rank, gs_last_error());
+      return 1;
+    }
+  }
   const gs_cost_params *cost = gs_comm_cost(b.comm);
+  if (o.cost_out && b.rank == 0) {
+    gs_cost_topo topo = {p, gs_comm_nodes(b.comm)};
+    if (gs_cost_save(o.cost_out, cost, topo) != GS_OK)
+      cli_error("bench", "%s", gs_last_error());
+  }
   if (b.rank == 0) {
     if (o.json) {
       cli_print_env_json(stdout);
       printf("{\"cost_model\": {\"alpha_s\": %.4g, \"beta_s_per_B\": %.4g, "
-             "\"gamma_s_per_B\": %.4g}, \"ranks\": %d, \"nodes\": %d}\n",
-             cost->alpha, cost->beta, cost->gamma, p, gs_comm_nodes(b.comm));
+             "\"gamma_s_per_B\": %.4g", cost->alpha, cost->beta, cost->gamma);
+      for (int a = 0; a < GS_ALGO_COUNT; a++)
+        if (cost->fit[a].beta > 0)
+          printf(", \"%s\": {\"alpha_s\": %.4g, \"beta_s_per_B\": %.4g}",
+                 gs_algo_name((gs_algo)a), cost->fit[a].alpha, cost->fit[a].beta);
+      printf("}, \"ranks\": %d, \"nodes\": %d, \"calibrated\": %s}\n", p,
+             gs_comm_nodes(b.comm), o.calibrate ? "true" : "false");
     } else {
       printf("# gradsync bench: %s, %s %s, %d ranks on %d node(s)\n",
              op_info[o.op].name, gs_dtype_name(o.dtype), gs_redop_name(o.redop),
              p, gs_comm_nodes(b.comm));
       printf("# cost model: alpha %.1f us, beta %.3g s/B (%.3f GB/s), gamma %.3g s/B\n",
              cost->alpha * 1e6, cost->beta, 1e-9 / cost->beta, cost->gamma);
+      for (int a = 0; a < GS_ALGO_COUNT; a++)
+        if (cost->fit[a].beta > 0)
+          printf("#   fitted %-13s alpha %8.1f us, beta %.3g s/B (%.4f GB/s)\n",
+                 gs_algo_name((gs_algo)a), cost->fit[a].alpha * 1e6,
+                 cost->fit[a].beta, 1e-9 / cost->fit[a].beta);
       printf("# time: median over calls of the slowest rank; busbw per nccl-tests;\n"
              "# vs mpi: MPI's time / this time (above 1 = faster than MPI)\n");
       printf("%12s  %-20s %12s %10s %10s %8s %6s\n", "bytes", "algo", "time_us",

@@ -1,8 +1,583 @@
-/* gradsync run: placeholder, being written. */
+/* gradsync run: launch N ranks of a program through Open MPI's mpirun,
+ * optionally on an emulated cluster built from network namespaces.
+ *
+ * The emulated cluster (DESIGN.md, "Measuring on one machine"): one network
+ * namespace per node, named gs-<pid>-<node>; each holds one end of a veth
+ * pair, named gs0 in every namespace so one btl_tcp_if_include fits all;
+ * the other end, gs<pid>n<node>, is a port of the bridge gsbr<pid> in the
+ * root namespace. Addresses come from 10.213.X.0/24 (X chosen free per
+ * run): the bridge is .1, node i is .(i+2). Both directions of each node's
+ * link are shaped with tbf: the egress of gs0 is the node's upload, the
+ * egress of the bridge port its download. mpirun stays in the root
+ * namespace; every rank starts as this binary re-invoked with the hidden
+ * verb "run --exec-in-netns", which enters the rank's namespace with
+ * setns(2) and execs the program. Everything is removed afterwards, also
+ * after failures and signals; leftovers of runs whose launcher died are
+ * removed by the next run. */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "cli.h"
+
+extern char **environ;
+
+#define NODE_IFACE "gs0"        /* the veth end inside every namespace */
+#define MAX_NODES 253           /* .2 .. .254 of one /24 */
+#define NETNS_DIR "/var/run/netns"
+#define TBF_LATENCY "10ms"      /* queue bound: tens of ms at most, like a switch port */
+#define KILL_GRACE_S 10.0       /* how long mpirun gets to stop its ranks */
+
+struct cluster {
+  int pid;        /* the launcher's pid: part of every name */
+  int nodes;      /* namespaces to build */
+  int built;      /* namespaces created so far */
+  int subnet;     /* X of 10.213.X.0/24 */
+  int bridge_up;  /* the bridge exists */
+  char bridge[16];
+};
+
+static volatile sig_atomic_t got_signal;
+static volatile pid_t mpirun_pid;
+static int verbose;
+/* ip and tc by absolute path: find_exe also looks in /usr/sbin and /sbin. */
+static char ip_exe[PATH_MAX] = "ip", tc_exe[PATH_MAX] = "tc";
+
+static void usage(FILE *f) {
+  fprintf(f,
+      "usage: gradsync run -np N [--net RATE] [--per-node K] [options] -- PROGRAM [ARGS...]\n\n"
+      "Launches N ranks of PROGRAM through mpirun. With --net, the ranks run on an\n"
+      "emulated cluster: one network namespace per node, joined by a bridge, each\n"
+      "node's link shaped to RATE in both directions (needs root, ip and tc).\n\n"
+      "options:\n"
+      "  -np N, -n N     number of ranks (required)\n"
+      "  --net RATE      per-node link rate, e.g. 100mbit, 1gbit, 10gbit\n"
+      "  --per-node K    ranks per node (default 1; N must be divisible by K);\n"
+      "                  sets GRADSYNC_NODE=rank/K in every rank\n"
+      "  --mpirun PATH   the mpirun to use (default: mpirun from PATH)\n"
+      "  -v, --verbose   print the commands run\n"
+      "  --help          this text\n\n"
+      "The exit status is 0 only if every rank exits 0.\n");
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A signal typed at the terminal reaches the whole foreground process group,
+ * mpirun included; forwarding it again would count as a second Ctrl-C, which
+ * makes mpirun exit at once without stopping its ranks. So only signals sent
+ * by a process (kill, timeout) are forwarded. */
+static void on_signal(int sig, siginfo_t *si, void *uc) {
+  (void)uc;
+  if (!got_signal) got_signal = sig;
+  if (mpirun_pid > 0 && si->si_code != SI_KERNEL) kill(mpirun_pid, sig);
+}
+
+static void install_handlers(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO; /* no SA_RESTART: waitpid must wake up */
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+}
+
+/* Finds an executable the way execvp would, but also in /usr/sbin and /sbin,
+ * where ip and tc live and which a non-login PATH may lack. */
+static int find_exe(const char *name, char *out, size_t size) {
+  if (strchr(name, '/')) {
+    snprintf(out, size, "%s", name);
+    return access(name, X_OK) == 0 ? 0 : -1;
+  }
+  const char *env = getenv("PATH");
+  char path[4096];
+  snprintf(path, sizeof path, "%s:/usr/sbin:/sbin", env ? env : "/usr/bin:/bin");
+  for (char *save = NULL, *dir = strtok_r(path, ":", &save); dir;
+       dir = strtok_r(NULL, ":", &save)) {
+    struct stat st;
+    snprintf(out, size, "%s/%s", *dir ? dir : ".", name);
+    if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0) return 0;
+  }
+  return -1;
+}
+
+/* Runs one command to completion and returns its exit status (-1 if it could
+ * not run). It gets its own process group, so that a Ctrl-C meant for the
+ * ranks cannot interrupt building or removing the cluster halfway. quiet
+ * sends its stderr to /dev/null, for removals of things that may be gone. */
+static int run_cmd(int quiet, char *const argv[]) {
+  if (verbose) {
+    fprintf(stderr, "+");
+    for (int i = 0; argv[i]; i++) fprintf(stderr, " %s", argv[i]);
+    fprintf(stderr, "\n");
+  }
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawn_file_actions_init(&fa);
+  if (quiet) posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid;
+  int err = posix_spawnp(&pid, argv[0], &fa, &attr, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (err) {
+    if (!quiet) cli_error("run", "cannot run %s: %s", argv[0], strerror(err));
+    return -1;
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* run_cmd with a NULL-terminated list of words, for brevity at call sites. */
+static int cmd(int quiet, const char *arg0, ...) {
+  char *argv[24];
+  int n = 0;
+  va_list ap;
+  va_start(ap, arg0);
+  for (const char *a = arg0; a && n < 23; a = va_arg(ap, const char *)) argv[n++] = (char *)a;
+  va_end(ap);
+  argv[n] = NULL;
+  return run_cmd(quiet, argv);
+}
+
+/* Kills every process still inside a namespace: ranks orphaned by a killed
+ * mpirun would otherwise keep the namespace, and the CPU, busy. A process is
+ * inside when its /proc/<pid>/ns/net is the same nsfs inode as the
+ * namespace's file, which is how `ip netns pids` decides too. */
+static void kill_ns_procs(const char *ns) {
+  char path[PATH_MAX];
+  struct stat ns_st, st;
+  snprintf(path, sizeof path, NETNS_DIR "/%s", ns);
+  if (stat(path, &ns_st) != 0) return;
+  DIR *d = opendir("/proc");
+  if (!d) return;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (!isdigit((unsigned char)e->d_name[0])) continue;
+    snprintf(path, sizeof path, "/proc/%s/ns/net", e->d_name);
+    if (stat(path, &st) == 0 && st.st_ino == ns_st.st_ino && st.st_dev == ns_st.st_dev)
+      kill((pid_t)atoi(e->d_name), SIGKILL);
+  }
+  closedir(d);
+}
+
+/* Removes what the cluster holds: the bridge-side veth ends first (which
+ * destroys both ends at once; deleting a namespace frees its veth only
+ * asynchronously), then the namespaces, then the bridge. */
+static void cluster_destroy(struct cluster *c) {
+  char name[64];
+  for (int i = 0; i < c->built; i++) {
+    snprintf(name, sizeof name, "gs-%d-%d", c->pid, i);
+    kill_ns_procs(name);
+  }
+  for (int i = 0; i < c->built; i++) {
+    snprintf(name, sizeof name, "gs%dn%d", c->pid, i);
+    cmd(1, ip_exe, "link", "del", name, NULL);
+    snprintf(name, sizeof name, "gs-%d-%d", c->pid, i);
+    if (cmd(0, ip_exe, "netns", "del", name, NULL) != 0)
+      cli_error("run", "could not remove network namespace %s", name);
+  }
+  if (c->bridge_up && cmd(0, ip_exe, "link", "del", c->bridge, NULL) != 0)
+    cli_error("run", "could not remove bridge %s", c->bridge);
+  c->built = 0;
+  c->bridge_up = 0;
+}
+
+/* True when pid names no live process, so its namespaces are leftovers. */
+static int pid_dead(int pid) { return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH; }
+
+/* Removes namespaces, bridges and veths of earlier runs whose launcher is
+ * gone (killed with SIGKILL, say). Only names of our exact form count. */
+static void clean_stale(int self) {
+  DIR *d = opendir(NETNS_DIR);
+  int pid, node, len;
+  char name[300];
+  for (struct dirent *e; d && (e = readdir(d));) {
+    len = 0;
+    if (sscanf(e->d_name, "gs-%d-%d%n", &pid, &node, &len) == 2 &&
+        e->d_name[len] == '\0' && pid != self && pid_dead(pid)) {
+      snprintf(name, sizeof name, "%s", e->d_name);
+      kill_ns_procs(name);
+      cmd(1, ip_exe, "netns", "del", name, NULL);
+    }
+  }
+  if (d) closedir(d);
+  d = opendir("/sys/class/net");
+  for (struct dirent *e; d && (e = readdir(d));) {
+    len = 0;
+    int ours = (sscanf(e->d_name, "gsbr%d%n", &pid, &len) == 1 && e->d_name[len] == '\0') ||
+               (sscanf(e->d_name, "gs%dn%d%n", &pid, &node, &len) == 2 &&
+                e->d_name[len] == '\0');
+    if (ours && pid != self && pid_dead(pid)) {
+      snprintf(name, sizeof name, "%s", e->d_name);
+      cmd(1, ip_exe, "link", "del", name, NULL);
+    }
+  }
+  if (d) closedir(d);
+}
+
+/* Picks X for 10.213.X.0/24 that no interface of the root namespace uses, so
+ * that concurrent runs get disjoint subnets and routes. Starts at pid % 254
+ * to spread choices out. Returns -1 when all are taken. */
+static int pick_subnet(int pid) {
+  unsigned char used[256] = {0};
+  struct ifaddrs *ifa = NULL;
+  if (getifaddrs(&ifa) == 0) {
+    for (struct ifaddrs *p = ifa; p; p = p->ifa_next) {
+      if (!p->ifa_addr || p->ifa_addr->sa_family != AF_INET) continue;
+      unsigned a = ntohl(((struct sockaddr_in *)(void *)p->ifa_addr)->sin_addr.s_addr);
+      if ((a >> 16) == ((10u << 8) | 213u)) used[(a >> 8) & 0xff] = 1;
+    }
+    freeifaddrs(ifa);
+  }
+  for (int k = 0; k < 254; k++) {
+    int x = 1 + (pid + k) % 254;
+    if (!used[x]) return x;
+  }
+  return -1;
+}
+
+/* Builds the emulated cluster (see the top of the file). burst is tbf's
+ * bucket: 4 ms of traffic at the rate, at least 64 KiB so one GSO packet
+ * fits; smaller buckets lost 5-10% of the rate at 1 Gbit/s. Returns 0, or -1
+ * with whatever was built left in c for cluster_destroy. */
+static int cluster_build(struct cluster *c, double rate_bps) {
+  char rate[32], burst[32], addr[32], ns[32], port[32];
+  snprintf(rate, sizeof rate, "%.0fbit", rate_bps);
+  snprintf(burst, sizeof burst, "%.0f", fmax(rate_bps / 8 * 0.004, 65536));
+  snprintf(c->bridge, sizeof c->bridge, "gsbr%d", c->pid);
+  if (cmd(0, ip_exe, "link", "add", c->bridge, "type", "bridge", NULL) != 0) return -1;
+  c->bridge_up = 1;
+  snprintf(addr, sizeof addr, "10.213.%d.1/24", c->subnet);
+  if (cmd(0, ip_exe, "addr", "add", addr, "dev", c->bridge, NULL) != 0 ||
+      cmd(0, ip_exe, "link", "set", c->bridge, "up", NULL) != 0)
+    return -1;
+  for (int i = 0; i < c->nodes; i++) {
+    if (got_signal) return -1;
+    snprintf(ns, sizeof ns, "gs-%d-%d", c->pid, i);
+    snprintf(port, sizeof port, "gs%dn%d", c->pid, i);
+    snprintf(addr, sizeof addr, "10.213.%d.%d/24", c->subnet, i + 2);
+    if (cmd(0, ip_exe, "netns", "add", ns, NULL) != 0) return -1;
+    c->built = i + 1;
+    /* The peer is created directly inside the namespace under its final name. */
+    if (cmd(0, ip_exe, "link", "add", port, "type", "veth", "peer", "name", NODE_IFACE,
+            "netns", ns, NULL) != 0 ||
+        cmd(0, ip_exe, "-n", ns, "addr", "add", addr, "dev", NODE_IFACE, NULL) != 0 ||
+        cmd(0, ip_exe, "-n", ns, "link", "set", NODE_IFACE, "up", NULL) != 0 ||
+        cmd(0, ip_exe, "-n", ns, "link", "set", "lo", "up", NULL) != 0 ||
+        cmd(0, ip_exe, "link", "set", port, "master", c->bridge, "up", NULL) != 0 ||
+        cmd(0, tc_exe, "-n", ns, "qdisc", "add", "dev", NODE_IFACE, "root", "tbf", "rate", rate,
+            "burst", burst, "latency", TBF_LATENCY, NULL) != 0 ||
+        cmd(0, tc_exe, "qdisc", "add", "dev", port, "root", "tbf", "rate", rate, "burst", burst,
+            "latency", TBF_LATENCY, NULL) != 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* Parses a rate as tc writes it: a number and bit, kbit, mbit, gbit or tbit
+ * (powers of 1000, as tc reads them). */
+static int parse_rate(const char *s, double *bps) {
+  static const struct { const char *unit; double mult; } units[] = {
+      {"bit", 1}, {"kbit", 1e3}, {"mbit", 1e6}, {"gbit", 1e9}, {"tbit", 1e12}};
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || !isfinite(v) || v <= 0 || !isdigit((unsigned char)*s)) return -1;
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+    if (strcasecmp(end, units[i].unit) == 0) {
+      *bps = v * units[i].mult;
+      return *bps >= 1e3 && *bps <= 1e12 ? 0 : -1;
+    }
+  }
+  return -1;
+}
+
+/* The hidden verb each rank starts as: run --exec-in-netns NSPREFIX K PROG...
+ * It sets GRADSYNC_NODE = rank / K (all namespaces share one hostname, so
+ * the library cannot tell nodes apart otherwise), enters namespace
+ * NSPREFIX<node> unless NSPREFIX is "-", and becomes the program. setns
+ * does what `ip netns exec` would, without its extra exec and mount
+ * namespace. */
+static int exec_in_node(int argc, char **argv) {
+  int rank, k;
+  const char *rank_s = getenv("OMPI_COMM_WORLD_RANK");
+  if (argc < 5 || cli_parse_int(argv[3], 1, 1 << 20, &k) != 0) {
+    cli_error("run", "--exec-in-netns is internal; usage: NSPREFIX K PROGRAM...");
+    return 2;
+  }
+  if (!rank_s || cli_parse_int(rank_s, 0, INT_MAX, &rank) != 0) {
+    cli_error("run", "--exec-in-netns: OMPI_COMM_WORLD_RANK is not set; start it via mpirun");
+    return 2;
+  }
+  char node[16];
+  snprintf(node, sizeof node, "%d", rank / k);
+  setenv("GRADSYNC_NODE", node, 1);
+  if (strcmp(argv[2], "-") != 0) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, NETNS_DIR "/%s%d", argv[2], rank / k);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+      cli_error("run", "rank %d: cannot enter network namespace %s: %s", rank, path,
+                strerror(errno));
+      return 126;
+    }
+    close(fd);
+  }
+  execvp(argv[4], argv + 4);
+  cli_error("run", "rank %d: cannot execute '%s': %s", rank, argv[4], strerror(errno));
+  return 127;
+}
+
+/* Waits for mpirun. After a signal it gives mpirun KILL_GRACE_S to stop its
+ * ranks, then kills it; orphaned ranks are killed by cluster_destroy. */
+static int wait_mpirun(pid_t pid, int *status) {
+  double deadline = 0;
+  for (;;) {
+    pid_t r = waitpid(pid, status, got_signal ? WNOHANG : 0);
+    if (r == pid) return 0;
+    if (r < 0 && errno != EINTR) return -1;
+    if (got_signal) {
+      if (deadline == 0) {
+        deadline = now_s() + KILL_GRACE_S;
+      } else if (now_s() > deadline) {
+        cli_error("run", "mpirun did not stop within %.0f s; killing it", KILL_GRACE_S);
+        kill(pid, SIGKILL);
+        deadline = now_s() + 1e9;
+      }
+      nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    }
+  }
+}
+
 int cmd_run(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  cli_error("run", "not implemented yet");
-  return 2;
+  if (argc >= 2 && strcmp(argv[1], "--exec-in-netns") == 0) return exec_in_node(argc, argv);
+  int np = 0, per_node = 1, per_node_given = 0, i;
+  const char *net = NULL, *mpirun = "mpirun";
+  double rate_bps = 0;
+  for (i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int has_value = i + 1 < argc;
+    if (strcmp(a, "--") == 0) {
+      i++;
+      break;
+    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      return 0;
+    } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+      verbose = 1;
+    } else if (strcmp(a, "-np") == 0 || strcmp(a, "-n") == 0 || strcmp(a, "--np") == 0) {
+      if (!has_value || cli_parse_int(argv[++i], 1, 1 << 16, &np) != 0) {
+        cli_error("run", "%s needs a rank count of at least 1", a);
+        return 2;
+      }
+    } else if (strcmp(a, "--per-node") == 0) {
+      if (!has_value || cli_parse_int(argv[++i], 1, 1 << 16, &per_node) != 0) {
+        cli_error("run", "--per-node needs a positive number of ranks per node");
+        return 2;
+      }
+      per_node_given = 1;
+    } else if (strcmp(a, "--net") == 0) {
+      if (!has_value || parse_rate(argv[++i], &rate_bps) != 0) {
+        cli_error("run", "--net needs a rate such as 100mbit, 1gbit or 10gbit (got '%s')",
+                  has_value ? argv[i] : "");
+        return 2;
+      }
+      net = argv[i];
+    } else if (strcmp(a, "--mpirun") == 0) {
+      if (!has_value) {
+        cli_error("run", "--mpirun needs a path");
+        return 2;
+      }
+      mpirun = argv[++i];
+    } else if (a[0] == '-') {
+      cli_error("run", "unknown option '%s' (see 'gradsync run --help')", a);
+      return 2;
+    } else {
+      break; /* the program starts here */
+    }
+  }
+  char **prog = argv + i;
+  int nprog = argc - i;
+  if (np == 0) {
+    cli_error("run", "missing -np N (the number of ranks)");
+    return 2;
+  }
+  if (nprog < 1) {
+    cli_error("run", "missing the program to run after '--'");
+    return 2;
+  }
+  if (np % per_node != 0) {
+    cli_error("run", "-np %d is not divisible by --per-node %d", np, per_node);
+    return 2;
+  }
+  char exe[PATH_MAX], mpirun_path[PATH_MAX], self[PATH_MAX];
+  if (find_exe(prog[0], exe, sizeof exe) != 0) {
+    cli_error("run", "program '%s' not found or not executable", prog[0]);
+    return 2;
+  }
+  if (find_exe(mpirun, mpirun_path, sizeof mpirun_path) != 0) {
+    cli_error("run", "mpirun not found ('%s'); install Open MPI or pass --mpirun PATH", mpirun);
+    return 2;
+  }
+  /* Ranks start as this very binary, so they must find it by absolute path. */
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) {
+    cli_error("run", "cannot find the gradsync binary: %s", strerror(errno));
+    return 2;
+  }
+  self[n] = '\0';
+  struct cluster c = {.pid = (int)getpid(), .nodes = np / per_node};
+  if (net) {
+    if (geteuid() != 0) {
+      cli_error("run", "--net needs root (it creates network namespaces and shapes links)");
+      return 2;
+    }
+    if (find_exe("ip", ip_exe, sizeof ip_exe) != 0 ||
+        find_exe("tc", tc_exe, sizeof tc_exe) != 0) {
+      cli_error("run", "--net needs the 'ip' and 'tc' tools (package iproute2)");
+      return 2;
+    }
+    if (c.nodes > MAX_NODES) {
+      cli_error("run", "--net supports at most %d nodes, not %d", MAX_NODES, c.nodes);
+      return 2;
+    }
+  }
+
+  install_handlers();
+  int rc = 0;
+  if (net) {
+    /* The lock keeps concurrent launchers from picking one subnet. */
+    double t0 = now_s();
+    int lock = open("/run/gradsync-run.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock >= 0) flock(lock, LOCK_EX);
+    clean_stale(c.pid);
+    c.subnet = pick_subnet(c.pid);
+    if (c.subnet < 0) {
+      cli_error("run", "no free subnet in 10.213.0.0/16");
+      rc = 2;
+    } else if (cluster_build(&c, rate_bps) != 0) {
+      if (!got_signal) cli_error("run", "could not build the emulated cluster (see above)");
+      rc = got_signal ? 128 + got_signal : 2;
+    }
+    if (lock >= 0) close(lock);
+    if (verbose && rc == 0)
+      fprintf(stderr, "gradsync run: %d nodes at %s on %s (10.213.%d.0/24), built in %.2f s\n",
+              c.nodes, net, c.bridge, c.subnet, now_s() - t0);
+  }
+
+  if (rc == 0 && !got_signal) {
+    char npbuf[16], kbuf[16], nsprefix[32];
+    snprintf(npbuf, sizeof npbuf, "%d", np);
+    snprintf(kbuf, sizeof kbuf, "%d", per_node);
+    snprintf(nsprefix, sizeof nsprefix, "gs-%d-", c.pid);
+    char **margv = calloc((size_t)nprog + 24, sizeof *margv);
+    if (!margv) return 2;
+    int m = 0;
+    margv[m++] = mpirun_path;
+    margv[m++] = "--oversubscribe";
+    margv[m++] = "-np";
+    margv[m++] = npbuf;
+    if (net) {
+      /* TCP only: vader would join all ranks over shared memory, since to
+       * Open MPI they all sit on one host, and bypass the shaped links.
+       * Ranks of one node still reach each other over their namespace's own
+       * unshaped loopback route. */
+      char *mca[] = {"--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", NODE_IFACE,
+                     "--mca", "oob_tcp_if_include", c.bridge};
+      for (size_t j = 0; j < sizeof mca / sizeof mca[0]; j++) margv[m++] = mca[j];
+      /* The ranks reach mpirun's PMIx server across the bridge. */
+      setenv("PMIX_MCA_ptl_tcp_remote_connections", "1", 1);
+      setenv("PMIX_MCA_ptl_tcp_if_include", c.bridge, 1);
+    }
+    if (net || per_node_given) {
+      margv[m++] = self;
+      margv[m++] = "run";
+      margv[m++] = "--exec-in-netns";
+      margv[m++] = net ? nsprefix : "-";
+      margv[m++] = kbuf;
+    }
+    for (int j = 0; j < nprog; j++) margv[m++] = prog[j];
+    margv[m] = NULL;
+    if (geteuid() == 0) {
+      setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+      setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    }
+    if (verbose) {
+      fprintf(stderr, "+");
+      for (int j = 0; margv[j]; j++) fprintf(stderr, " %s", margv[j]);
+      fprintf(stderr, "\n");
+    }
+    /* mpirun stays in our process group so that it can read the terminal
+     * and receives a Ctrl-C together with us. If we are killed outright, it
+     * gets SIGTERM from the kernel (PR_SET_PDEATHSIG) and stops the ranks;
+     * the next run removes the namespaces left behind. */
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() == parent) execv(mpirun_path, margv);
+      _exit(127);
+    }
+    int err = errno;
+    free(margv);
+    if (pid < 0) {
+      cli_error("run", "cannot start %s: %s", mpirun_path, strerror(err));
+      rc = 2;
+    } else {
+      mpirun_pid = pid;
+      if (got_signal) kill(pid, got_signal); /* arrived before mpirun_pid was set */
+      int status = 0;
+      if (wait_mpirun(pid, &status) != 0) {
+        cli_error("run", "lost track of mpirun: %s", strerror(errno));
+        rc = 2;
+      } else if (got_signal) {
+        cli_error("run", "interrupted by signal %d; ranks stopped", (int)got_signal);
+        rc = 128 + got_signal;
+      } else if (WIFSIGNALED(status)) {
+        cli_error("run", "mpirun was killed by signal %d", WTERMSIG(status));
+        rc = 128 + WTERMSIG(status);
+      } else if (WEXITSTATUS(status) != 0) {
+        cli_error("run", "rank program exited with status %d", WEXITSTATUS(status));
+        rc = WEXITSTATUS(status);
+      }
+      mpirun_pid = 0;
+    }
+  } else if (rc == 0) {
+    rc = 128 + got_signal;
+  }
+
+  if (net) {
+    double t0 = now_s();
+    cluster_destroy(&c);
+    if (verbose) fprintf(stderr, "gradsync run: cluster removed in %.2f s\n", now_s() - t0);
+  }
+  return rc;
 }

@@ -89,6 +89,13 @@ void gs_comm_set_cost(gs_comm *comm, const struct gs_cost_params *params);
  * (GRADSYNC_ALLREDUCE_ALGO overrides the model). Same on every rank. */
 gs_algo gs_comm_choose_allreduce(const gs_comm *comm, size_t bytes);
 
+/* Measures every allreduce algorithm over sizes from 4 KB up to max_bytes
+ * (collective; it takes seconds on a 1 Gbit/s network), fits each one's
+ * alpha and beta with gs_cost_fit_algo, and makes GS_ALGO_AUTO choose with
+ * the fits. `gradsync bench` does this first unless told not to; save the
+ * result with gs_cost_save and load it through GRADSYNC_COST_FILE. */
+gs_status gs_comm_calibrate(gs_comm *comm, size_t max_bytes);
+
 /* ---- Requests ---------------------------------------------------------- */
 
 /* Blocks until the request completes, frees it and returns its status (with

@@ -26,6 +26,13 @@ typedef struct gs_cost_params {
   double alpha_local;  /* latency inside a node (s) */
   double beta_local;   /* transfer time per byte inside a node (s/B) */
   double gamma;        /* reduction time per byte (s/B) */
+  /* Per-algorithm alpha and beta fitted from measurements of that algorithm
+   * (gs_cost_fit_algo); where beta is 0 the shared alpha and beta apply.
+   * The formulas stay the textbook ones: the fit folds what an algorithm's
+   * implementation achieves on a given network into its two constants. */
+  struct {
+    double alpha, beta;
+  } fit[GS_ALGO_COUNT];
 } gs_cost_params;
 
 /* The shape of the communicator a cost is predicted for. */
@@ -75,6 +82,18 @@ gs_status gs_cost_fit_linear(const double *x, const double *y, size_t n,
 gs_status gs_cost_calibrate_allreduce(gs_cost_params *c, gs_cost_topo t,
                                       gs_algo algo, const double *bytes,
                                       const double *secs, size_t n);
+
+/* Fits alpha and beta of one allreduce algorithm (stored in c->fit[algo])
+ * to its measured times at n >= 3 sizes: beta by least squares over the
+ * larger half of the sizes, alpha from the smallest size. */
+gs_status gs_cost_fit_algo(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
+                           const double *bytes, const double *secs, size_t n);
+
+/* Saves or loads parameters (with the topology they were measured on) as
+ * JSON. Loading a file measured on another topology fails with
+ * GS_ERR_MISMATCH. */
+gs_status gs_cost_save(const char *path, const gs_cost_params *c, gs_cost_topo t);
+gs_status gs_cost_load(const char *path, gs_cost_topo t, gs_cost_params *out);
 
 #ifdef __cplusplus
 }

@@ -394,19 +394,22 @@ static gs_status time_exchange(const coll_group *g, void *buf, size_t bytes,
   return GS_OK;
 }
 
-/* Measures alpha and beta of a group with a short ring exchange, agreed on
- * by all ranks (the maximum), so that every rank chooses the same algorithm. */
+/* Measures alpha and beta of a group with ring exchanges, agreed on by all
+ * ranks (the maximum), so that every rank chooses the same algorithm. Beta
+ * comes from the difference of two large exchanges, which cancels what a
+ * token-bucket burst or a warm TCP window lets through at first. */
 static gs_status calibrate_group(const coll_group *g, double *alpha,
                                  double *beta) {
-  const size_t big = 256 * 1024;
+  const size_t mid = 512 * 1024, big = 2 * 1024 * 1024;
   void *buf = gs_calloc(2, big);
   if (buf == NULL) return GS_ERR_NOMEM;
-  double t_small = 0, t_big = 0;
+  double t_small = 0, t_mid = 0, t_big = 0;
   gs_status st = time_exchange(g, buf, 8, 20, &t_small);
-  if (st == GS_OK) st = time_exchange(g, buf, big, 4, &t_big);
+  if (st == GS_OK) st = time_exchange(g, buf, mid, 3, &t_mid);
+  if (st == GS_OK) st = time_exchange(g, buf, big, 3, &t_big);
   gs_free(buf);
   GS_CHECK(st);
-  double v[2] = {t_small, (t_big - t_small) / (double)big};
+  double v[2] = {t_small, (t_big - t_mid) / (double)(big - mid)};
   MPI_TRY(g, MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_MAX, g->mpi));
   *alpha = v[0];
   *beta = v[1] > 0 ? v[1] : 1e-12;
@@ -430,6 +433,24 @@ static double measure_gamma(void) {
 
 static gs_status setup_cost(gs_comm *c) {
   const char *ea = getenv("GRADSYNC_ALPHA"), *eb = getenv("GRADSYNC_BETA");
+  const char *file = getenv("GRADSYNC_COST_FILE");
+  gs_cost_topo topo = {c->world.size, c->nodes};
+  if (file && *file) {
+    /* A calibration saved by `gradsync bench --cost-out` on this topology.
+     * Every rank reads the same file; all must succeed or none uses it. */
+    gs_cost_params loaded;
+    gs_status lst = gs_cost_load(file, topo, &loaded);
+    int ok = lst == GS_OK, all_ok = 0;
+    MPI_TRY(&c->world, MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN,
+                                     c->world.mpi));
+    if (all_ok) {
+      c->cost = loaded;
+      gs_log(GS_LOG_INFO, "cost model loaded from %s", file);
+      return GS_OK;
+    }
+    gs_log(GS_LOG_WARN, "GRADSYNC_COST_FILE ignored: %s",
+           ok ? "another rank could not load it" : gs_last_error());
+  }
   gs_cost_preset("1GbE", &c->cost);
   double gamma = measure_gamma();
   MPI_TRY(&c->world, MPI_Allreduce(MPI_IN_PLACE, &gamma, 1, MPI_DOUBLE, MPI_MAX,
@@ -618,4 +639,55 @@ gs_algo gs_comm_choose_allreduce(const gs_comm *c, size_t bytes) {
   }
   if (a == GS_ALGO_HIER && !c->uniform_nodes) a = GS_ALGO_RING;
   return a;
+}
+
+/* ---- Per-algorithm calibration ------------------------------------------ */
+
+/* Times one allreduce algorithm at one size: the minimum over reps of the
+ * slowest rank, so every rank fits the same numbers. */
+static gs_status time_allreduce(gs_comm *c, gs_algo algo, float *buf,
+                                size_t count, int reps, double *secs) {
+  double t[8];
+  GS_CHECK(gs_allreduce(c, GS_IN_PLACE, buf, count, GS_F32, GS_SUM, algo));
+  for (int i = 0; i < reps; i++) {
+    GS_CHECK(gs_barrier(c, GS_ALGO_MPI));
+    double t0 = gs_now();
+    GS_CHECK(gs_allreduce(c, GS_IN_PLACE, buf, count, GS_F32, GS_SUM, algo));
+    t[i] = gs_now() - t0;
+  }
+  GS_CHECK(gs_allreduce(c, GS_IN_PLACE, t, (size_t)reps, GS_F64, GS_MAX,
+                        GS_ALGO_MPI));
+  double best = t[0];
+  for (int i = 1; i < reps; i++) best = GS_MIN(best, t[i]);
+  *secs = best;
+  return GS_OK;
+}
+
+gs_status gs_comm_calibrate(gs_comm *c, size_t max_bytes) {
+  if (c == NULL) return gs_error(GS_ERR_INVALID_ARG, "calibrate: comm is NULL");
+  if (max_bytes < 64 * 1024) max_bytes = 64 * 1024;
+  if (c->world.size < 2) return GS_OK;
+  gs_algo algos[4] = {GS_ALGO_RING, GS_ALGO_RD, GS_ALGO_RABENSEIFNER, GS_ALGO_HIER};
+  int nalgo = c->uniform_nodes && c->nodes > 1 && c->local.size > 1 ? 4 : 3;
+  double bytes[12], secs[12];
+  size_t nsize = 0;
+  for (size_t b = 4096; b <= max_bytes && nsize < 12; b *= 4) bytes[nsize++] = (double)b;
+  float *buf = gs_calloc(max_bytes / sizeof(float) + 1, sizeof(float));
+  if (buf == NULL) return GS_ERR_NOMEM;
+  gs_cost_topo t = {c->world.size, c->nodes};
+  gs_cost_params fitted = c->cost;
+  gs_status st = GS_OK;
+  for (int a = 0; a < nalgo && st == GS_OK; a++) {
+    for (size_t i = 0; i < nsize && st == GS_OK; i++)
+      st = time_allreduce(c, algos[a], buf, (size_t)bytes[i] / sizeof(float), 3,
+                          &secs[i]);
+    if (st == GS_OK) st = gs_cost_fit_algo(&fitted, t, algos[a], bytes, secs, nsize);
+    if (st == GS_OK)
+      gs_log(GS_LOG_INFO, "calibrated %s: alpha %.3g s, beta %.3g s/B",
+             gs_algo_name(algos[a]), fitted.fit[algos[a]].alpha,
+             fitted.fit[algos[a]].beta);
+  }
+  gs_free(buf);
+  if (st == GS_OK) c->cost = fitted;
+  return st;
 }

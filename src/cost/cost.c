@@ -56,7 +56,8 @@ static double rab_allreduce(const gs_cost_params *c, int p, double n) {
          f * n * c->gamma + fold_cost(c, p, n, 1);
 }
 
-/* The best flat allreduce on `p` ranks, with a parameter set. */
+/* The best flat allreduce on `p` ranks (the cross-node step of hier uses the
+ * shared parameters: per-algorithm fits are measured on the whole group). */
 static double best_flat(const gs_cost_params *c, int p, double n) {
   double t = ring_allreduce(c, p, n);
   t = GS_MIN(t, rab_allreduce(c, p, n));
@@ -77,10 +78,23 @@ static double hier_allreduce(const gs_cost_params *c, gs_cost_topo t, double n) 
   return intra + best_flat(c, nodes, n / local);
 }
 
-double gs_cost_allreduce(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
-                         double bytes) {
+/* The parameters an algorithm's formula is evaluated with: its own fit where
+ * one was measured. */
+static gs_cost_params effective(const gs_cost_params *c, gs_algo algo) {
+  gs_cost_params e = *c;
+  if ((unsigned)algo < GS_ALGO_COUNT && c->fit[algo].beta > 0) {
+    e.alpha = c->fit[algo].alpha;
+    e.beta = c->fit[algo].beta;
+  }
+  return e;
+}
+
+double gs_cost_allreduce(const gs_cost_params *craw, gs_cost_topo t,
+                         gs_algo algo, double bytes) {
   int p = t.ranks;
   if (p <= 1) return 0.0;
+  gs_cost_params ce = effective(craw, algo);
+  const gs_cost_params *c = &ce;
   switch (algo) {
     case GS_ALGO_RING: return ring_allreduce(c, p, bytes);
     case GS_ALGO_RD: return rd_allreduce(c, p, bytes);
@@ -241,9 +255,66 @@ gs_status gs_cost_fit_linear(const double *x, const double *y, size_t n,
   return GS_OK;
 }
 
+static gs_status calibrate(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
+                           const double *bytes, const double *secs, size_t n);
+
 gs_status gs_cost_calibrate_allreduce(gs_cost_params *c, gs_cost_topo t,
                                       gs_algo algo, const double *bytes,
                                       const double *secs, size_t n) {
+  return calibrate(c, t, algo, bytes, secs, n);
+}
+
+/* Two regimes, fitted separately: beta by least squares over the larger
+ * half of the sizes (where bandwidth dominates and token-bucket bursts or
+ * TCP windows matter least), then alpha from the smallest size with that
+ * beta's share removed. A single fit over all sizes lets many small,
+ * burst-assisted points drag beta far below what large messages achieve. */
+gs_status gs_cost_fit_algo(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
+                           const double *bytes, const double *secs, size_t n) {
+  if (c == NULL || bytes == NULL || secs == NULL || (unsigned)algo >= GS_ALGO_COUNT)
+    return gs_error(GS_ERR_INVALID_ARG, "fit: bad parameters or algorithm");
+  if (n < 3)
+    return gs_error(GS_ERR_INVALID_ARG, "fit: need 3 sizes or more, got %zu", n);
+  size_t lo = 0, first_big = n / 2;
+  for (size_t i = 1; i < n; i++)
+    if (bytes[i] < bytes[lo]) lo = i;
+  /* The points sorted by size: take the larger half by rank of size. */
+  double bx[16], by[16];
+  size_t nb = 0;
+  for (size_t i = 0; i < n && nb < 16; i++) {
+    size_t smaller = 0;
+    for (size_t j = 0; j < n; j++) smaller += bytes[j] < bytes[i];
+    if (smaller >= first_big) {
+      bx[nb] = bytes[i];
+      by[nb++] = secs[i];
+    }
+  }
+  if (nb < 2) {
+    bx[0] = bytes[lo];
+    by[0] = secs[lo];
+    nb = 1;
+    for (size_t i = 0; i < n && nb < 2; i++)
+      if (i != lo) {
+        bx[nb] = bytes[i];
+        by[nb++] = secs[i];
+      }
+  }
+  gs_cost_params tmp = *c;
+  memset(tmp.fit, 0, sizeof tmp.fit);
+  GS_CHECK(calibrate(&tmp, t, algo, bx, by, nb));
+  /* alpha from the smallest message, given the fitted beta. */
+  gs_cost_params unit_a = {.alpha = 1}, no_alpha = tmp;
+  no_alpha.alpha = 0;
+  double coef_a = gs_cost_allreduce(&unit_a, t, algo, 0.0);
+  double rest = gs_cost_allreduce(&no_alpha, t, algo, bytes[lo]);
+  double alpha = coef_a > 0 ? (secs[lo] - rest) / coef_a : 0.0;
+  c->fit[algo].alpha = GS_MAX(alpha, 0.0);
+  c->fit[algo].beta = tmp.beta > 0 ? tmp.beta : 1e-15;
+  return GS_OK;
+}
+
+static gs_status calibrate(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
+                           const double *bytes, const double *secs, size_t n) {
   if (c == NULL || bytes == NULL || secs == NULL)
     return gs_error(GS_ERR_INVALID_ARG, "calibrate: NULL argument");
   if (n < 2)
@@ -252,10 +323,11 @@ gs_status gs_cost_calibrate_allreduce(gs_cost_params *c, gs_cost_topo t,
     return gs_error(GS_ERR_INVALID_ARG, "calibrate: needs 2 ranks or more");
   /* T = A*alpha + (B*n)*beta + rest(n): the coefficients come from the same
    * formula evaluated with unit parameters, so no formula is restated here. */
-  gs_cost_params unit_a = {1, 0, 0, 0, 0}, unit_b = {0, 1, 0, 0, 0};
+  gs_cost_params unit_a = {.alpha = 1}, unit_b = {.beta = 1};
   gs_cost_params rest = *c;
   rest.alpha = 0;
   rest.beta = 0;
+  memset(rest.fit, 0, sizeof rest.fit);
   double coef_a = gs_cost_allreduce(&unit_a, t, algo, 0.0);
   if (coef_a < 0)
     return gs_error(GS_ERR_UNSUPPORTED, "calibrate: algorithm %s has no "
@@ -278,4 +350,100 @@ gs_status gs_cost_calibrate_allreduce(gs_cost_params *c, gs_cost_topo t,
   c->alpha = GS_MAX(fa / (coef_a > 0 ? coef_a : 1.0), 0.0);
   c->beta = GS_MAX(fb, 0.0);
   return GS_OK;
+}
+
+/* ---- Saving and loading ---------------------------------------------------- */
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+gs_status gs_cost_save(const char *path, const gs_cost_params *c, gs_cost_topo t) {
+  if (path == NULL || c == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "cost save: NULL argument");
+  cJSON *root = cJSON_CreateObject();
+  if (root == NULL) return gs_error(GS_ERR_NOMEM, "cost save: out of memory");
+  cJSON_AddNumberToObject(root, "ranks", t.ranks);
+  cJSON_AddNumberToObject(root, "nodes", t.nodes);
+  cJSON_AddNumberToObject(root, "alpha", c->alpha);
+  cJSON_AddNumberToObject(root, "beta", c->beta);
+  cJSON_AddNumberToObject(root, "alpha_local", c->alpha_local);
+  cJSON_AddNumberToObject(root, "beta_local", c->beta_local);
+  cJSON_AddNumberToObject(root, "gamma", c->gamma);
+  cJSON *fits = cJSON_AddObjectToObject(root, "fit");
+  for (int a = 0; a < GS_ALGO_COUNT; a++) {
+    if (c->fit[a].beta <= 0) continue;
+    cJSON *f = cJSON_AddObjectToObject(fits, gs_algo_name((gs_algo)a));
+    cJSON_AddNumberToObject(f, "alpha", c->fit[a].alpha);
+    cJSON_AddNumberToObject(f, "beta", c->fit[a].beta);
+  }
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  if (text == NULL) return gs_error(GS_ERR_NOMEM, "cost save: out of memory");
+  /* Written to a temporary file and renamed, so a reader never sees half. */
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  gs_status st = GS_OK;
+  if (f == NULL) {
+    st = gs_error(GS_ERR_IO, "cost save: cannot write %s: %s", tmp, strerror(errno));
+  } else {
+    int bad = fputs(text, f) < 0 || fputc('\n', f) == EOF;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0)
+      st = gs_error(GS_ERR_IO, "cost save: cannot write %s: %s", path, strerror(errno));
+  }
+  cJSON_free(text);
+  return st;
+}
+
+static gs_status json_number(const cJSON *obj, const char *key, const char *path,
+                             double *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (!cJSON_IsNumber(v) || v->valuedouble < 0)
+    return gs_error(GS_ERR_PARSE, "%s: field '%s' is missing or not a "
+                    "non-negative number", path, key);
+  *out = v->valuedouble;
+  return GS_OK;
+}
+
+gs_status gs_cost_load(const char *path, gs_cost_topo t, gs_cost_params *out) {
+  if (path == NULL || out == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "cost load: NULL argument");
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return gs_error(GS_ERR_IO, "cost load: cannot open %s: %s", path, strerror(errno));
+  char buf[16384];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  cJSON *root = cJSON_Parse(buf);
+  if (root == NULL)
+    return gs_error(GS_ERR_PARSE, "cost load: %s is not valid JSON", path);
+  gs_cost_params c = {0};
+  double ranks = 0, nodes = 0;
+  gs_status st = json_number(root, "ranks", path, &ranks);
+  if (st == GS_OK) st = json_number(root, "nodes", path, &nodes);
+  if (st == GS_OK && ((int)ranks != t.ranks || (int)nodes != t.nodes))
+    st = gs_error(GS_ERR_MISMATCH, "cost load: %s was measured on %d ranks / %d "
+                  "nodes, this communicator has %d / %d", path, (int)ranks,
+                  (int)nodes, t.ranks, t.nodes);
+  if (st == GS_OK) st = json_number(root, "alpha", path, &c.alpha);
+  if (st == GS_OK) st = json_number(root, "beta", path, &c.beta);
+  if (st == GS_OK) st = json_number(root, "alpha_local", path, &c.alpha_local);
+  if (st == GS_OK) st = json_number(root, "beta_local", path, &c.beta_local);
+  if (st == GS_OK) st = json_number(root, "gamma", path, &c.gamma);
+  const cJSON *fits = cJSON_GetObjectItemCaseSensitive(root, "fit");
+  const cJSON *it;
+  cJSON_ArrayForEach(it, fits) {
+    if (st != GS_OK) break;
+    gs_algo a;
+    st = gs_algo_parse(it->string, &a);
+    if (st == GS_OK) st = json_number(it, "alpha", path, &c.fit[a].alpha);
+    if (st == GS_OK) st = json_number(it, "beta", path, &c.fit[a].beta);
+  }
+  cJSON_Delete(root);
+  if (st == GS_OK) *out = c;
+  return st;
 }
