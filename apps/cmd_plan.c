@@ -1,8 +1,326 @@
-/* gradsync plan: placeholder, being written. */
+/*
+ * gradsync plan: the merge plan of a model profile under a communication
+ * cost, and its predicted iteration time (docs/PLANNING.md).
+ *
+ * The cost comes either directly as T(M) = a + b*M (--a, --b) or from a
+ * network preset through the cost module (--net, --workers, --algo).
+ * Exit status: 0 on success, 2 on bad options or a bad profile, 1 on an
+ * internal failure.
+ */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli.h"
+#include "gradsync.h"
+
+#define VERB "plan"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: gradsync plan --profile FILE --policy P|all\n"
+          "                     (--a SECONDS --b SECONDS_PER_BYTE |\n"
+          "                      --net PRESET --workers N [--nodes N] [--algo A])\n"
+          "                     [--compute-scale F] [--json] [--verbose]\n"
+          "\nGroups a model's gradient tensors into messages and predicts the\n"
+          "iteration time: messages go one at a time in backward order, each\n"
+          "starting when its last tensor is ready and the previous one is done.\n\n"
+          "  --profile FILE     model profile (JSON, see profiles/)\n"
+          "  --policy P|all     wfbp, single, bucket[:<MB>[,first=<MB>]], mgwfbp,\n"
+          "                     optimal, dear, auto, or all of them (default all)\n"
+          "  --a SECONDS        all-reduce start-up cost a of T(M) = a + b*M\n"
+          "  --b SEC_PER_BYTE   all-reduce cost per byte b (with --a; reduce-\n"
+          "                     scatter and all-gather are each taken as half)\n"
+          "  --net PRESET       derive costs from a network preset: 1GbE, 10GbE,\n"
+          "                     25GbE, 100GbIB, shm\n"
+          "  --workers N        number of workers (ranks); required with --net\n"
+          "  --nodes N          nodes the workers are on (default: one per node)\n"
+          "  --algo A           all-reduce algorithm for --net: auto (default),\n"
+          "                     ring, rd, rabenseifner, hier\n"
+          "  --compute-scale F  multiply forward_s and every backward_s by F > 0\n"
+          "                     (project a profile onto a faster or slower device)\n"
+          "  --json             one JSON object per policy and line\n"
+          "  --verbose          also print each plan's groups\n"
+          "  --help             this text\n");
+}
+
+static int parse_double(const char *s, double *out) {
+  if (s == NULL || *s == '\0') return -1;
+  char *end;
+  double v = strtod(s, &end);
+  if (*end != '\0' || !isfinite(v) || v < 0) return -1;
+  *out = v;
+  return 0;
+}
+
+typedef struct plan_row {
+  const char *spec;
+  gs_plan *plan;
+} plan_row;
+
+static double total_bytes(const gs_profile *p) {
+  double s = 0;
+  for (size_t i = 0; i < p->ntensors; i++) s += (double)gs_profile_tensor_bytes(p, i);
+  return s;
+}
+
+static void print_groups(FILE *f, const gs_plan *pl) {
+  fprintf(f, "  %s groups (launch order):", gs_plan_policy_name(pl->policy.kind));
+  for (size_t g = 0; g < pl->ngroups; g++) {
+    size_t lo = pl->tensors[pl->offsets[g]], hi = pl->tensors[pl->offsets[g + 1] - 1];
+    if (lo == hi)
+      fprintf(f, " [%zu]", lo);
+    else
+      fprintf(f, " [%zu-%zu]", lo, hi);
+  }
+  fprintf(f, "\n");
+}
+
+static char *row_json(const plan_row *r, const gs_profile *prof,
+                      const gs_plan_cost *cost, int workers, double scale, double wfbp_s,
+                      double single_s) {
+  const gs_plan *pl = r->plan;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "profile", prof->name);
+  cJSON_AddStringToObject(o, "policy", gs_plan_policy_name(pl->policy.kind));
+  cJSON_AddStringToObject(o, "spec", r->spec);
+  if (pl->policy.kind == GS_PLAN_AUTO)
+    cJSON_AddStringToObject(o, "chosen", gs_plan_policy_name(pl->chosen));
+  if (workers > 0) cJSON_AddNumberToObject(o, "workers", workers);
+  cJSON_AddNumberToObject(o, "compute_scale", scale);
+  cJSON_AddNumberToObject(o, "a", cost->a);
+  cJSON_AddNumberToObject(o, "b", cost->b);
+  cJSON_AddNumberToObject(o, "ngroups", (double)pl->ngroups);
+  cJSON *groups = cJSON_AddArrayToObject(o, "groups");
+  for (size_t g = 0; g < pl->ngroups; g++) {
+    cJSON *grp = cJSON_CreateArray();
+    for (size_t k = pl->offsets[g]; k < pl->offsets[g + 1]; k++)
+      cJSON_AddItemToArray(grp, cJSON_CreateNumber((double)pl->tensors[k]));
+    cJSON_AddItemToArray(groups, grp);
+  }
+  cJSON_AddNumberToObject(o, "predicted_iter_s", pl->predicted_iter_s);
+  cJSON_AddNumberToObject(o, "speedup_vs_wfbp", wfbp_s / pl->predicted_iter_s);
+  cJSON_AddNumberToObject(o, "speedup_vs_single", single_s / pl->predicted_iter_s);
+  if (pl->chosen == GS_PLAN_DEAR) {
+    cJSON_AddNumberToObject(o, "rs_a", cost->rs_a);
+    cJSON_AddNumberToObject(o, "rs_b", cost->rs_b);
+    cJSON_AddNumberToObject(o, "ag_a", cost->ag_a);
+    cJSON_AddNumberToObject(o, "ag_b", cost->ag_b);
+    cJSON_AddNumberToObject(o, "dear_forward_end_s", pl->dear_forward_end_s);
+    cJSON_AddNumberToObject(o, "dear_ag_wait_s", pl->dear_ag_wait_s);
+  }
+  char *s = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  return s;
+}
+
 int cmd_plan(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  cli_error("plan", "not implemented yet");
-  return 2;
+  static const struct option longopts[] = {
+      {"profile", required_argument, 0, 'p'}, {"policy", required_argument, 0, 'P'},
+      {"a", required_argument, 0, 'a'},       {"b", required_argument, 0, 'b'},
+      {"net", required_argument, 0, 'n'},     {"workers", required_argument, 0, 'w'},
+      {"nodes", required_argument, 0, 'N'},   {"algo", required_argument, 0, 'A'},
+      {"json", no_argument, 0, 'j'},          {"verbose", no_argument, 0, 'v'},
+      {"help", no_argument, 0, 'h'},          {"compute-scale", required_argument, 0, 's'},
+      {0, 0, 0, 0}};
+  const char *profile_path = NULL, *policy = "all", *net = NULL, *algo_name = "auto";
+  double a = -1, b = -1, scale = 1.0;
+  int have_a = 0, have_b = 0, workers = 0, nodes = 0, json = 0, verbose = 0;
+  optind = 1;
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    switch (c) {
+      case 'p': profile_path = optarg; break;
+      case 'P': policy = optarg; break;
+      case 'a':
+        if (parse_double(optarg, &a) != 0) {
+          cli_error(VERB, "--a: expected seconds >= 0, got '%s'", optarg);
+          return 2;
+        }
+        have_a = 1;
+        break;
+      case 'b':
+        if (parse_double(optarg, &b) != 0) {
+          cli_error(VERB, "--b: expected seconds per byte >= 0, got '%s'", optarg);
+          return 2;
+        }
+        have_b = 1;
+        break;
+      case 'n': net = optarg; break;
+      case 's':
+        if (parse_double(optarg, &scale) != 0 || scale <= 0) {
+          cli_error(VERB, "--compute-scale: expected a number > 0, got '%s'", optarg);
+          return 2;
+        }
+        break;
+      case 'w':
+        if (cli_parse_int(optarg, 1, 1 << 24, &workers) != 0) {
+          cli_error(VERB, "--workers: expected a positive integer, got '%s'", optarg);
+          return 2;
+        }
+        break;
+      case 'N':
+        if (cli_parse_int(optarg, 1, 1 << 24, &nodes) != 0) {
+          cli_error(VERB, "--nodes: expected a positive integer, got '%s'", optarg);
+          return 2;
+        }
+        break;
+      case 'A': algo_name = optarg; break;
+      case 'j': json = 1; break;
+      case 'v': verbose = 1; break;
+      case 'h': usage(stdout); return 0;
+      case ':':
+        cli_error(VERB, "option '%s' needs a value", argv[optind - 1]);
+        return 2;
+      default:
+        cli_error(VERB, "unknown option '%s' (see gradsync plan --help)",
+                  argv[optind - 1]);
+        return 2;
+    }
+  }
+  if (optind < argc) {
+    cli_error(VERB, "unexpected argument '%s'", argv[optind]);
+    return 2;
+  }
+  if (profile_path == NULL) {
+    cli_error(VERB, "--profile FILE is required (see --help)");
+    return 2;
+  }
+  if (have_a != have_b) {
+    cli_error(VERB, "--a and --b go together");
+    return 2;
+  }
+  if (have_a && net) {
+    cli_error(VERB, "give either --a/--b or --net, not both");
+    return 2;
+  }
+  if (!have_a && !net) {
+    cli_error(VERB, "a cost is required: --a SECONDS --b SECONDS_PER_BYTE, or "
+              "--net PRESET --workers N");
+    return 2;
+  }
+  if (net && workers == 0) {
+    cli_error(VERB, "--net needs --workers N");
+    return 2;
+  }
+  if (nodes > 0 && (workers == 0 || nodes > workers || workers % nodes != 0)) {
+    cli_error(VERB, "--nodes %d must divide --workers %d", nodes, workers);
+    return 2;
+  }
+
+  gs_plan_cost cost;
+  if (have_a) {
+    if (gs_plan_cost_from_ab(a, b, &cost) != GS_OK) {
+      cli_error(VERB, "%s", gs_last_error());
+      return 2;
+    }
+  } else {
+    gs_cost_params params;
+    gs_algo algo;
+    if (gs_cost_preset(net, &params) != GS_OK) {
+      cli_error(VERB, "--net: %s", gs_last_error());
+      return 2;
+    }
+    if (gs_algo_parse(algo_name, &algo) != GS_OK) {
+      cli_error(VERB, "--algo: %s", gs_last_error());
+      return 2;
+    }
+    gs_cost_topo topo = {workers, nodes > 0 ? nodes : workers};
+    if (gs_plan_cost_from_net(&params, topo, algo, &cost) != GS_OK) {
+      cli_error(VERB, "--algo %s: %s", algo_name, gs_last_error());
+      return 2;
+    }
+  }
+
+  /* The policies to plan; wfbp and single are always planned, for the
+   * speedup columns. */
+  static const char *all_specs[] = {"wfbp", "single", "bucket", "mgwfbp",
+                                    "optimal", "dear", "auto"};
+  const char *one[1] = {policy};
+  const char **specs = all_specs;
+  size_t nspecs = sizeof all_specs / sizeof all_specs[0];
+  if (strcmp(policy, "all") != 0) {
+    gs_plan_policy pp;
+    if (gs_plan_policy_parse(policy, &pp) != GS_OK) {
+      cli_error(VERB, "--policy: %s", gs_last_error());
+      return 2;
+    }
+    specs = one;
+    nspecs = 1;
+  }
+
+  gs_profile *prof = NULL;
+  if (gs_profile_load(profile_path, &prof) != GS_OK) {
+    cli_error(VERB, "%s", gs_last_error());
+    return 2;
+  }
+  /* The profile is ours to change: scale its compute times. */
+  prof->forward_s *= scale;
+  for (size_t i = 0; i < prof->ntensors; i++) prof->tensors[i].backward_s *= scale;
+  int rc = 0;
+  plan_row rows[8] = {{0}};
+  gs_plan *wfbp = NULL, *single = NULL;
+  if (gs_plan_make(prof, &cost, "wfbp", &wfbp) != GS_OK ||
+      gs_plan_make(prof, &cost, "single", &single) != GS_OK) {
+    cli_error(VERB, "%s", gs_last_error());
+    rc = 1;
+    goto done;
+  }
+  for (size_t k = 0; k < nspecs; k++) {
+    rows[k].spec = specs[k];
+    if (gs_plan_make(prof, &cost, specs[k], &rows[k].plan) != GS_OK) {
+      cli_error(VERB, "%s: %s", specs[k], gs_last_error());
+      rc = 1;
+      goto done;
+    }
+  }
+  double wfbp_s = wfbp->predicted_iter_s, single_s = single->predicted_iter_s;
+  if (json) {
+    for (size_t k = 0; k < nspecs; k++) {
+      char *s = row_json(&rows[k], prof, &cost, workers, scale, wfbp_s, single_s);
+      if (s == NULL) {
+        rc = 1;
+        goto done;
+      }
+      printf("%s\n", s);
+      cJSON_free(s);
+    }
+    goto done;
+  }
+  double bwd = 0;
+  for (size_t i = 0; i < prof->ntensors; i++) bwd += prof->tensors[i].backward_s;
+  printf("profile %s: %zu tensors, %.1f MB, forward %.1f ms, backward %.1f ms",
+         prof->name, prof->ntensors, total_bytes(prof) / 1e6, prof->forward_s * 1e3,
+         bwd * 1e3);
+  if (prof->batch_size > 0) printf(", batch %d", prof->batch_size);
+  if (scale != 1.0) printf(" (times scaled by %g)", scale);
+  printf("\ncost: all-reduce %.3e s + %.3e s/B", cost.a, cost.b);
+  if (net) printf(" (%s, %d workers, %s)", net, workers, algo_name);
+  printf("\n\n%-18s %7s %12s %8s %9s\n", "policy", "groups", "iter (ms)", "vs wfbp",
+         "vs single");
+  for (size_t k = 0; k < nspecs; k++) {
+    const gs_plan *pl = rows[k].plan;
+    char name[64];
+    if (pl->policy.kind == GS_PLAN_AUTO)
+      snprintf(name, sizeof name, "auto (%s)", gs_plan_policy_name(pl->chosen));
+    else
+      snprintf(name, sizeof name, "%s", rows[k].spec);
+    printf("%-18s %7zu %12.3f %8.3f %9.3f\n", name, pl->ngroups,
+           pl->predicted_iter_s * 1e3, wfbp_s / pl->predicted_iter_s,
+           single_s / pl->predicted_iter_s);
+  }
+  if (verbose) {
+    printf("\n");
+    for (size_t k = 0; k < nspecs; k++) print_groups(stdout, rows[k].plan);
+  }
+done:
+  for (size_t k = 0; k < nspecs; k++) gs_plan_free(rows[k].plan);
+  gs_plan_free(wfbp);
+  gs_plan_free(single);
+  gs_profile_free(prof);
+  return rc;
 }

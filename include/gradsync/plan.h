@@ -1,4 +1,198 @@
-/* Placeholder: the merge planner's public API (being written). */
+/*
+ * gradsync's merge planner: model profiles, communication plans and their
+ * predicted iteration time.
+ *
+ * A plan groups a model's gradient tensors into messages. Every group is a
+ * contiguous run of tensor indices (profile order, 0 next to the input), and
+ * groups are listed in launch order, which is backward order: the group
+ * holding the last tensor goes first. docs/PLANNING.md describes the model
+ * and the policies in full.
+ *
+ * The model of wfbp, single, bucket, mgwfbp and optimal (MG-WFBP, Shi, Chu &
+ * Li, TPDS 2021, Eqs. 6-8): tensor i's gradient is ready at
+ *   r(i) = forward_s + sum_{j >= i} backward_s[j];
+ * messages are sent one at a time in launch order; a message starts when its
+ * last tensor is ready and the previous message has ended, and takes
+ * a + b * bytes; the predicted iteration time is the end of the last message.
+ * gs_plan_predict is the one implementation of that model.
+ *
+ * Costs are never computed here: gs_plan_cost_from_net takes them from the
+ * cost module (gradsync/cost.h).
+ */
 #ifndef GRADSYNC_PLAN_H
 #define GRADSYNC_PLAN_H
+
+#include <stddef.h>
+
+#include "gradsync/comm.h"
+#include "gradsync/core.h"
+#include "gradsync/cost.h"
+
+#ifdef __cplusplus
+extern "C" {
 #endif
+
+/* ---- Model profiles ------------------------------------------------------ */
+
+typedef struct gs_profile_tensor {
+  char *name;         /* e.g. "layer1.0.conv1.weight" */
+  size_t numel;       /* number of elements, > 0 */
+  gs_dtype dtype;     /* element type ("dtype" in JSON, default f32) */
+  double backward_s;  /* time from the previous gradient (tensor i+1) being
+                         ready to this one being ready, >= 0 */
+} gs_profile_tensor;
+
+typedef struct gs_profile {
+  char *name;                 /* model name */
+  int batch_size;             /* per-worker batch the times were measured at
+                                 (0 if the file does not say) */
+  char *device;               /* where the times come from ("" if absent) */
+  char *source;               /* how the numbers were obtained ("" if absent) */
+  double forward_s;           /* forward pass, >= 0 */
+  size_t ntensors;            /* >= 1 */
+  gs_profile_tensor *tensors; /* forward order: index 0 next to the input */
+} gs_profile;
+
+/* Reads a profile (JSON, DESIGN.md "Model profiles"). Required: "name",
+ * "forward_s", "tensors" (non-empty), and per tensor "name", "numel" and
+ * "backward_s"; optional: "batch_size", "device", "source", "dtype". Errors
+ * (GS_ERR_IO, GS_ERR_PARSE) name the file, the field and what was expected,
+ * e.g. "profiles/x.json: tensors[3].numel: expected a positive integer".
+ * On success *out is a new profile owned by the caller, to be released with
+ * gs_profile_free; on failure *out is NULL. */
+gs_status gs_profile_load(const char *path, gs_profile **out);
+
+/* The same from JSON text in memory; `origin` names it in error messages. */
+gs_status gs_profile_parse(const char *json, const char *origin,
+                           gs_profile **out);
+
+/* Releases a profile from gs_profile_load or gs_profile_parse (NULL is a
+ * no-op). Profiles the caller built itself are the caller's to free. */
+void gs_profile_free(gs_profile *profile);
+
+/* Bytes of tensor i's gradient (numel * dtype size). */
+size_t gs_profile_tensor_bytes(const gs_profile *profile, size_t i);
+
+/* Checks a profile built by the caller as gs_profile_load checks a file. */
+gs_status gs_profile_validate(const gs_profile *profile);
+
+/* ---- Costs ----------------------------------------------------------------- */
+
+/* Linear costs of one message of M bytes, in seconds. The all-reduce cost
+ * a + b*M is MG-WFBP's T_ar (TPDS 2021, Eq. 10). DeAR's reduce-scatter and
+ * all-gather costs are rs_a + rs_b*M and ag_a + ag_b*M, M being the fused
+ * group's full size in both. */
+typedef struct gs_plan_cost {
+  double a, b;        /* all-reduce */
+  double rs_a, rs_b;  /* reduce-scatter (dear) */
+  double ag_a, ag_b;  /* all-gather (dear) */
+} gs_plan_cost;
+
+/* Costs given directly as T(M) = a + b*M. Reduce-scatter and all-gather are
+ * each taken as half an all-reduce, a/2 + (b/2)*M, which is exact for the
+ * ring all-reduce without reduction cost and a documented approximation
+ * otherwise. a and b must be finite and >= 0. */
+gs_status gs_plan_cost_from_ab(double a, double b, gs_plan_cost *out);
+
+/* Costs from the cost module for `topo` and a network's parameters: the
+ * all-reduce's a and b from gs_cost_allreduce_linear with `algo`
+ * (GS_ALGO_AUTO: the best at large sizes); reduce-scatter from the ring
+ * (the split DeAR uses) and all-gather from the best algorithm, both as
+ * read from gs_cost_reduce_scatter / gs_cost_allgather. */
+gs_status gs_plan_cost_from_net(const gs_cost_params *params, gs_cost_topo topo,
+                                gs_algo algo, gs_plan_cost *out);
+
+/* ---- Policies ---------------------------------------------------------------- */
+
+typedef enum {
+  GS_PLAN_WFBP = 0,  /* one message per tensor */
+  GS_PLAN_SINGLE,    /* one message after backward */
+  GS_PLAN_BUCKET,    /* PyTorch DDP's static buckets */
+  GS_PLAN_MGWFBP,    /* MG-WFBP, TPDS 2021 Algorithm 1 */
+  GS_PLAN_OPTIMAL,   /* the exact minimum of the model (dynamic program) */
+  GS_PLAN_DEAR,      /* DeAR, ICDCS 2023: reduce-scatter + all-gather */
+  GS_PLAN_AUTO,      /* the policy with the smallest predicted time */
+  GS_PLAN_POLICY_COUNT
+} gs_plan_policy_kind;
+
+typedef struct gs_plan_policy {
+  gs_plan_policy_kind kind;
+  double bucket_mb;  /* GS_PLAN_BUCKET: cap in MiB (default 25) */
+  double first_mb;   /* GS_PLAN_BUCKET: first bucket's cap in MiB (default 1) */
+} gs_plan_policy;
+
+/* Parses "wfbp", "single", "bucket[:<MB>[,first=<MB>]]", "mgwfbp",
+ * "optimal", "dear" or "auto" (case-sensitive). */
+gs_status gs_plan_policy_parse(const char *spec, gs_plan_policy *out);
+
+/* The policy's name as parse accepts it ("bucket" without its sizes). */
+const char *gs_plan_policy_name(gs_plan_policy_kind kind);
+
+/* ---- Plans ------------------------------------------------------------------- */
+
+typedef struct gs_plan {
+  gs_plan_policy policy;   /* the policy asked for */
+  gs_plan_policy_kind chosen; /* the policy that made the groups (differs
+                                 from policy.kind only for auto) */
+  size_t ntensors;
+  size_t ngroups;
+  /* Group g holds tensors[offsets[g]] .. tensors[offsets[g+1]-1], in profile
+   * order (ascending); groups are in launch order (descending indices). */
+  size_t *tensors;         /* ntensors entries */
+  size_t *offsets;         /* ngroups + 1 entries, offsets[0] = 0 */
+  double predicted_iter_s; /* the model's iteration time for this plan */
+  /* dear only (0 otherwise): in an iteration that starts when the previous
+   * one's last reduce-scatter ends, the end of the forward pass (delayed by
+   * all-gathers it waits for) and the time forward waited on all-gathers. */
+  double dear_forward_end_s;
+  double dear_ag_wait_s;
+} gs_plan;
+
+/* Makes the plan of `policy_spec` (see gs_plan_policy_parse) for a profile
+ * under `cost`. *out is a new plan owned by the caller (gs_plan_free); the
+ * plan keeps no pointer to the profile or the cost. Runs in O(L^2) time for
+ * L tensors at worst (mgwfbp, optimal). */
+gs_status gs_plan_make(const gs_profile *profile, const gs_plan_cost *cost,
+                       const char *policy_spec, gs_plan **out);
+
+/* The same from a parsed policy. */
+gs_status gs_plan_make_policy(const gs_profile *profile, const gs_plan_cost *cost,
+                              const gs_plan_policy *policy, gs_plan **out);
+
+void gs_plan_free(gs_plan *plan);
+
+/* The model of wfbp, single, bucket, mgwfbp and optimal (see the top of this
+ * file) for any grouping: `ngroups` groups in launch order, group g being
+ * tensors[offsets[g]] .. tensors[offsets[g+1]-1]; every tensor must appear
+ * exactly once (groups need not be contiguous here: a group is ready when its
+ * last-ready tensor is). Writes the end of the last message to *iter_s. */
+gs_status gs_plan_predict(const gs_profile *profile, const gs_plan_cost *cost,
+                          const size_t *tensors, const size_t *offsets,
+                          size_t ngroups, double *iter_s);
+
+/* DeAR's model for contiguous groups in launch order (docs/PLANNING.md):
+ * one iteration starts when the previous one's last reduce-scatter ends.
+ * Forward: tensor i takes f(i) = forward_s * backward_s[i] / sum(backward_s)
+ * (forward_s / L each if backward is all zero), in profile order. The
+ * all-gather of the group holding tensor 0 starts at 0; the forward of a
+ * group's first tensor waits for that group's all-gather, and when it starts
+ * the all-gather of the next group (forward order) is launched (DeAR's
+ * one-group look-ahead). Backward starts when forward ends, gradients become
+ * ready as in the all-reduce model, and each group's reduce-scatter starts
+ * when its last tensor is ready and the previous reduce-scatter has ended.
+ * The iteration time is the end of the last reduce-scatter. Any of the three
+ * outputs may be NULL. */
+gs_status gs_plan_predict_dear(const gs_profile *profile, const gs_plan_cost *cost,
+                               const size_t *tensors, const size_t *offsets,
+                               size_t ngroups, double *iter_s,
+                               double *forward_end_s, double *ag_wait_s);
+
+/* Checks that a plan's groups are contiguous, in launch order, and cover
+ * every tensor of a profile with `ntensors` tensors exactly once. */
+gs_status gs_plan_check(const gs_plan *plan, size_t ntensors);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRADSYNC_PLAN_H */

@@ -1,2 +1,256 @@
-/* Placeholder: model profiles (being written). */
-typedef int gs__profile_placeholder;
+/*
+ * Model profiles: the JSON file shared by the planner, the replay trainer and
+ * the simulator (DESIGN.md, "Model profiles"). Parsing goes through cJSON;
+ * every error names the file and the field, so a user can fix the file
+ * without reading this code.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gs_internal.h"
+
+/* Largest numel we accept: integers up to 2^53 are exact in a JSON double. */
+#define PROFILE_MAX_NUMEL 9007199254740992.0
+
+static char *profile_strdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = gs_malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+void gs_profile_free(gs_profile *p) {
+  if (p == NULL) return;
+  if (p->tensors) {
+    for (size_t i = 0; i < p->ntensors; i++) gs_free(p->tensors[i].name);
+    gs_free(p->tensors);
+  }
+  gs_free(p->name);
+  gs_free(p->device);
+  gs_free(p->source);
+  gs_free(p);
+}
+
+size_t gs_profile_tensor_bytes(const gs_profile *p, size_t i) {
+  if (p == NULL || i >= p->ntensors) return 0;
+  return p->tensors[i].numel * gs_dtype_size(p->tensors[i].dtype);
+}
+
+/* Line and column of byte `off` in `text`, for JSON syntax errors. */
+static void text_position(const char *text, size_t off, int *line, int *col) {
+  *line = 1;
+  *col = 1;
+  for (size_t i = 0; i < off && text[i]; i++) {
+    if (text[i] == '\n') {
+      (*line)++;
+      *col = 1;
+    } else {
+      (*col)++;
+    }
+  }
+}
+
+/* A required or optional string member; "" when optional and absent. */
+static gs_status get_string(const cJSON *obj, const char *key, int required,
+                            const char *origin, const char *where, char **out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (v == NULL) {
+    if (required)
+      return gs_error(GS_ERR_PARSE, "%s: %s%s: missing (expected a string)",
+                      origin, where, key);
+    *out = profile_strdup("");
+    return *out ? GS_OK : GS_ERR_NOMEM;
+  }
+  if (!cJSON_IsString(v) || v->valuestring == NULL)
+    return gs_error(GS_ERR_PARSE, "%s: %s%s: expected a string", origin, where,
+                    key);
+  *out = profile_strdup(v->valuestring);
+  return *out ? GS_OK : GS_ERR_NOMEM;
+}
+
+/* A required non-negative finite number. */
+static gs_status get_seconds(const cJSON *obj, const char *key,
+                             const char *origin, const char *where, double *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (v == NULL)
+    return gs_error(GS_ERR_PARSE, "%s: %s%s: missing (expected seconds >= 0)",
+                    origin, where, key);
+  if (!cJSON_IsNumber(v))
+    return gs_error(GS_ERR_PARSE, "%s: %s%s: expected a number of seconds",
+                    origin, where, key);
+  if (!isfinite(v->valuedouble) || v->valuedouble < 0)
+    return gs_error(GS_ERR_PARSE, "%s: %s%s: expected seconds >= 0, got %g",
+                    origin, where, key, v->valuedouble);
+  *out = v->valuedouble;
+  return GS_OK;
+}
+
+static gs_status parse_tensor(const cJSON *t, size_t i, const char *origin,
+                              gs_profile_tensor *out) {
+  char where[64];
+  snprintf(where, sizeof where, "tensors[%zu].", i);
+  if (!cJSON_IsObject(t))
+    return gs_error(GS_ERR_PARSE, "%s: tensors[%zu]: expected an object", origin,
+                    i);
+  GS_CHECK(get_string(t, "name", 1, origin, where, &out->name));
+  const cJSON *n = cJSON_GetObjectItemCaseSensitive(t, "numel");
+  if (n == NULL)
+    return gs_error(GS_ERR_PARSE,
+                    "%s: %snumel: missing (expected a positive integer)", origin,
+                    where);
+  if (!cJSON_IsNumber(n) || !isfinite(n->valuedouble) || n->valuedouble < 1 ||
+      n->valuedouble != floor(n->valuedouble) ||
+      n->valuedouble > PROFILE_MAX_NUMEL)
+    return gs_error(GS_ERR_PARSE,
+                    "%s: %snumel: expected a positive integer, got %s", origin,
+                    where, cJSON_IsNumber(n) ? "another number" : "a non-number");
+  out->numel = (size_t)n->valuedouble;
+  out->dtype = GS_F32;
+  const cJSON *d = cJSON_GetObjectItemCaseSensitive(t, "dtype");
+  if (d != NULL) {
+    if (!cJSON_IsString(d) || d->valuestring == NULL)
+      return gs_error(GS_ERR_PARSE, "%s: %sdtype: expected a string", origin,
+                      where);
+    if (gs_dtype_parse(d->valuestring, &out->dtype) != GS_OK)
+      return gs_error(GS_ERR_PARSE,
+                      "%s: %sdtype: unknown dtype '%s' (expected f32, f64, f16, "
+                      "bf16, i32, i64 or u8)", origin, where, d->valuestring);
+  }
+  size_t bytes;
+  if (gs_mul_size(out->numel, gs_dtype_size(out->dtype), &bytes) != GS_OK)
+    return gs_error(GS_ERR_PARSE, "%s: %snumel: %zu elements overflow size_t",
+                    origin, where, out->numel);
+  GS_CHECK(get_seconds(t, "backward_s", origin, where, &out->backward_s));
+  return GS_OK;
+}
+
+static gs_status parse_root(const cJSON *root, const char *origin,
+                            gs_profile *p) {
+  if (!cJSON_IsObject(root))
+    return gs_error(GS_ERR_PARSE, "%s: expected a JSON object at the top level",
+                    origin);
+  GS_CHECK(get_string(root, "name", 1, origin, "", &p->name));
+  GS_CHECK(get_string(root, "device", 0, origin, "", &p->device));
+  GS_CHECK(get_string(root, "source", 0, origin, "", &p->source));
+  GS_CHECK(get_seconds(root, "forward_s", origin, "", &p->forward_s));
+  const cJSON *bs = cJSON_GetObjectItemCaseSensitive(root, "batch_size");
+  if (bs != NULL) {
+    if (!cJSON_IsNumber(bs) || bs->valuedouble < 1 || bs->valuedouble > 1e9 ||
+        bs->valuedouble != floor(bs->valuedouble))
+      return gs_error(GS_ERR_PARSE, "%s: batch_size: expected a positive integer",
+                      origin);
+    p->batch_size = (int)bs->valuedouble;
+  }
+  const cJSON *ts = cJSON_GetObjectItemCaseSensitive(root, "tensors");
+  if (ts == NULL)
+    return gs_error(GS_ERR_PARSE,
+                    "%s: tensors: missing (expected an array of tensors)", origin);
+  if (!cJSON_IsArray(ts) || cJSON_GetArraySize(ts) < 1)
+    return gs_error(GS_ERR_PARSE, "%s: tensors: expected a non-empty array",
+                    origin);
+  size_t n = (size_t)cJSON_GetArraySize(ts);
+  p->tensors = gs_calloc(n, sizeof *p->tensors);
+  if (p->tensors == NULL) return GS_ERR_NOMEM;
+  p->ntensors = n;
+  size_t i = 0;
+  const cJSON *t;
+  cJSON_ArrayForEach(t, ts) {
+    GS_CHECK(parse_tensor(t, i, origin, &p->tensors[i]));
+    i++;
+  }
+  return GS_OK;
+}
+
+gs_status gs_profile_parse(const char *json, const char *origin,
+                           gs_profile **out) {
+  if (out) *out = NULL;
+  if (json == NULL || out == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "profile parse: NULL argument");
+  if (origin == NULL) origin = "<profile>";
+  cJSON *root = cJSON_Parse(json);
+  if (root == NULL) {
+    const char *at = cJSON_GetErrorPtr();
+    int line = 0, col = 0;
+    if (at != NULL && at >= json && at <= json + strlen(json))
+      text_position(json, (size_t)(at - json), &line, &col);
+    return gs_error(GS_ERR_PARSE, "%s: invalid JSON near line %d, column %d",
+                    origin, line, col);
+  }
+  gs_profile *p = gs_calloc(1, sizeof *p);
+  if (p == NULL) {
+    cJSON_Delete(root);
+    return GS_ERR_NOMEM;
+  }
+  gs_status st = parse_root(root, origin, p);
+  cJSON_Delete(root);
+  if (st != GS_OK) {
+    gs_profile_free(p);
+    return st;
+  }
+  *out = p;
+  return GS_OK;
+}
+
+gs_status gs_profile_load(const char *path, gs_profile **out) {
+  if (out) *out = NULL;
+  if (path == NULL || out == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "profile load: NULL argument");
+  FILE *f = fopen(path, "rb");
+  if (f == NULL)
+    return gs_error(GS_ERR_IO, "%s: cannot open profile: %s", path,
+                    strerror(errno));
+  char *text = NULL;
+  size_t len = 0, cap = 0;
+  gs_status st = GS_OK;
+  for (;;) {
+    if (cap - len < 65536) {
+      cap = cap ? cap * 2 : 65536;
+      char *grown = gs_realloc(text, cap + 1);
+      if (grown == NULL) {
+        st = GS_ERR_NOMEM;
+        break;
+      }
+      text = grown;
+    }
+    size_t got = fread(text + len, 1, cap - len, f);
+    len += got;
+    if (got == 0) break;
+  }
+  if (st == GS_OK && ferror(f))
+    st = gs_error(GS_ERR_IO, "%s: read error: %s", path, strerror(errno));
+  fclose(f);
+  if (st == GS_OK) {
+    text[len] = '\0';
+    st = gs_profile_parse(text, path, out);
+  }
+  gs_free(text);
+  return st;
+}
+
+gs_status gs_profile_validate(const gs_profile *p) {
+  if (p == NULL) return gs_error(GS_ERR_INVALID_ARG, "profile: NULL");
+  const char *name = p->name ? p->name : "<profile>";
+  if (p->ntensors == 0 || p->tensors == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "%s: tensors: expected a non-empty array",
+                    name);
+  if (!isfinite(p->forward_s) || p->forward_s < 0)
+    return gs_error(GS_ERR_INVALID_ARG, "%s: forward_s: expected seconds >= 0",
+                    name);
+  for (size_t i = 0; i < p->ntensors; i++) {
+    const gs_profile_tensor *t = &p->tensors[i];
+    if (t->numel == 0)
+      return gs_error(GS_ERR_INVALID_ARG,
+                      "%s: tensors[%zu].numel: expected a positive integer", name, i);
+    if (gs_dtype_size(t->dtype) == 0)
+      return gs_error(GS_ERR_INVALID_ARG, "%s: tensors[%zu].dtype: unknown dtype",
+                      name, i);
+    if (!isfinite(t->backward_s) || t->backward_s < 0)
+      return gs_error(GS_ERR_INVALID_ARG,
+                      "%s: tensors[%zu].backward_s: expected seconds >= 0", name, i);
+  }
+  return GS_OK;
+}

@@ -1,0 +1,68 @@
+/*
+ * Planning overhead: the time gs_plan_make takes per policy on a synthetic
+ * profile of N tensors (default 1,000), median of repeated runs. It prints
+ * times and asserts nothing about them; the issue's goal is under 10 ms.
+ *
+ * usage: plan_overhead [N] [REPEATS]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gradsync.h"
+
+static int cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+int main(int argc, char **argv) {
+  size_t n = argc > 1 ? (size_t)strtoul(argv[1], NULL, 10) : 1000;
+  int reps = argc > 2 ? atoi(argv[2]) : 21;
+  if (n < 1 || reps < 1 || reps > 1000) {
+    fprintf(stderr, "usage: plan_overhead [N>=1] [REPEATS 1..1000]\n");
+    return 2;
+  }
+  /* A ResNet-like mix: many small tensors (biases, norms) and some large
+   * ones, backward times 0.01-1 ms, a 10GbE-like cost (cluster 2). */
+  gs_profile_tensor *t = calloc(n, sizeof *t);
+  char **names = calloc(n, sizeof *names);
+  unsigned s = 12345;
+  for (size_t i = 0; i < n; i++) {
+    s = s * 1103515245u + 12345u;
+    names[i] = malloc(24);
+    snprintf(names[i], 24, "t%zu", i);
+    t[i].name = names[i];
+    t[i].numel = (s >> 8) % 3 == 0 ? 1 + (s >> 4) % 2400000 : 64 + (s >> 4) % 2000;
+    t[i].dtype = GS_F32;
+    t[i].backward_s = 1e-5 + ((s >> 12) % 1000) * 1e-6;
+  }
+  gs_profile p = {.name = "synthetic", .device = "", .source = "", .forward_s = 0.05,
+                  .ntensors = n, .tensors = t};
+  gs_plan_cost cost;
+  gs_plan_cost_from_ab(9.08e-4, 7.40e-10, &cost);
+  static const char *specs[] = {"wfbp", "single", "bucket", "mgwfbp", "optimal",
+                                "dear", "auto"};
+  double *times = malloc(reps * sizeof(double));
+  printf("plan overhead, %zu tensors, median of %d runs\n", n, reps);
+  for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
+    size_t groups = 0;
+    for (int r = 0; r < reps; r++) {
+      gs_plan *pl = NULL;
+      double t0 = gs_now();
+      if (gs_plan_make(&p, &cost, specs[k], &pl) != GS_OK) {
+        fprintf(stderr, "%s: %s\n", specs[k], gs_last_error());
+        return 1;
+      }
+      times[r] = gs_now() - t0;
+      groups = pl->ngroups;
+      gs_plan_free(pl);
+    }
+    qsort(times, reps, sizeof(double), cmp_double);
+    printf("  %-8s %8.3f ms  (%zu groups)\n", specs[k], times[reps / 2] * 1e3, groups);
+  }
+  for (size_t i = 0; i < n; i++) free(names[i]);
+  free(names);
+  free(t);
+  free(times);
+  return 0;
+}

@@ -1,0 +1,61 @@
+/*
+ * Internals shared by the planner's files (src/engine/plan*.c). Not installed.
+ *
+ * Inside the planner a contiguous plan is a list of group starts in launch
+ * order: group g covers tensors starts[g] .. end(g), where end(0) = L-1 and
+ * end(g) = starts[g-1]-1, so starts[] is strictly decreasing and its last
+ * entry is 0.
+ */
+#ifndef GS_PLAN_INTERNAL_H
+#define GS_PLAN_INTERNAL_H
+
+#include <stdint.h>
+
+#include "gs_internal.h"
+
+typedef struct plan_ctx {
+  const gs_profile *profile;
+  const gs_plan_cost *cost;
+  size_t L;
+  double *ready;      /* ready[i] = forward_s + sum_{j>=i} backward_s[j] */
+  double *bwd_after;  /* bwd_after[i] = sum_{j>=i} backward_s[j]; [L] = 0 */
+  double *fwd_before; /* fwd_before[i] = forward time of tensors 0..i-1 (dear) */
+  uint64_t *bytes_before; /* bytes of tensors 0..i-1; [L] = total */
+} plan_ctx;
+
+gs_status plan_ctx_init(plan_ctx *ctx, const gs_profile *p, const gs_plan_cost *c);
+void plan_ctx_free(plan_ctx *ctx);
+
+/* Bytes of tensors lo..hi inclusive. */
+static inline uint64_t plan_bytes(const plan_ctx *ctx, size_t lo, size_t hi) {
+  return ctx->bytes_before[hi + 1] - ctx->bytes_before[lo];
+}
+
+/* The time of one message of `bytes` under a linear cost. Every use of the
+ * all-reduce model goes through this, so that the dynamic program and
+ * gs_plan_predict compute bit-identical times. */
+static inline double plan_msg_time(double a, double b, uint64_t bytes) {
+  return a + b * (double)bytes;
+}
+
+/* The optimal plan of the all-reduce model for a message cost a + b*M
+ * (plan.c): writes the starts and returns the number of groups. */
+size_t plan_optimal_starts(const plan_ctx *ctx, double a, double b,
+                           size_t *starts);
+/* MG-WFBP Algorithm 1 with a message cost a + b*M (plan.c). */
+size_t plan_mgwfbp_starts(const plan_ctx *ctx, double a, double b,
+                          size_t *starts);
+/* Fuses tensors in forward order, closing a group once it holds at least
+ * `first` bytes (the first group) or `cap` bytes (the others), and returns
+ * the groups in launch order: PyTorch DDP's bucket assignment (plan.c). */
+size_t plan_threshold_starts(const plan_ctx *ctx, double first, double cap,
+                             size_t *starts);
+
+/* DeAR's model for contiguous groups (plan_dear.c). */
+double plan_dear_eval(const plan_ctx *ctx, const size_t *starts, size_t ngroups,
+                      double *forward_end_s, double *ag_wait_s);
+/* DeAR's grouping: the best found under plan_dear_eval (plan_dear.c).
+ * Writes starts (room for L entries) and returns the number of groups. */
+gs_status plan_dear_starts(const plan_ctx *ctx, size_t *starts, size_t *ngroups);
+
+#endif /* GS_PLAN_INTERNAL_H */

@@ -1,0 +1,458 @@
+/*
+ * Tests of the merge planner: the optimal policy against exhaustive search,
+ * MG-WFBP against a literal implementation of the paper's Algorithm 1 and
+ * hand-worked cases, DDP's buckets, plan shape, DeAR's model and costs.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gradsync.h"
+
+#define MAXL 64
+
+/* A profile built in the test: the caller owns its arrays. */
+typedef struct test_profile {
+  gs_profile p;
+  gs_profile_tensor t[MAXL];
+  char names[MAXL][24];
+} test_profile;
+
+static void tp_init(test_profile *tp, double forward_s, size_t L,
+                    const double *bwd, const size_t *numel, gs_dtype dtype) {
+  memset(tp, 0, sizeof *tp);
+  tp->p.name = "test";
+  tp->p.device = "";
+  tp->p.source = "";
+  tp->p.forward_s = forward_s;
+  tp->p.ntensors = L;
+  tp->p.tensors = tp->t;
+  for (size_t i = 0; i < L; i++) {
+    snprintf(tp->names[i], sizeof tp->names[i], "t%zu", i);
+    tp->t[i].name = tp->names[i];
+    tp->t[i].numel = numel[i];
+    tp->t[i].dtype = dtype;
+    tp->t[i].backward_s = bwd[i];
+  }
+}
+
+static uint64_t rng_state = 88172645463325252ull;
+static double urand(void) { /* xorshift64, uniform in [0, 1) */
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+/* A random instance; `integral` makes times and costs small integers, which
+ * produces ties. */
+static void random_instance(test_profile *tp, size_t L, int integral,
+                            gs_plan_cost *cost) {
+  double bwd[MAXL];
+  size_t numel[MAXL];
+  for (size_t i = 0; i < L; i++) {
+    if (integral) {
+      bwd[i] = (double)(int)(urand() * 6);
+      numel[i] = 1 + (size_t)(urand() * 10);
+    } else {
+      bwd[i] = urand() * 1e-2 * (urand() < 0.2 ? 0.01 : 1.0);
+      numel[i] = 1 + (size_t)(urand() * (urand() < 0.5 ? 1e3 : 4e6));
+    }
+  }
+  double fwd = integral ? (double)(int)(urand() * 4) : urand() * 0.05;
+  tp_init(tp, fwd, L, bwd, numel, integral ? GS_U8 : GS_F32);
+  if (integral) {
+    assert_int_equal(gs_plan_cost_from_ab((double)(int)(urand() * 5),
+                                          (double)(int)(urand() * 3), cost), GS_OK);
+  } else {
+    double a = urand() < 0.5 ? urand() * 1e-3 : urand() * 2e-2;
+    double b = urand() * 4e-9;
+    assert_int_equal(gs_plan_cost_from_ab(a, b, cost), GS_OK);
+  }
+}
+
+static double plan_time(const gs_profile *p, const gs_plan_cost *c,
+                        const char *spec, gs_plan **keep) {
+  gs_plan *pl = NULL;
+  assert_int_equal(gs_plan_make(p, c, spec, &pl), GS_OK);
+  assert_non_null(pl);
+  assert_int_equal(gs_plan_check(pl, p->ntensors), GS_OK);
+  double t = pl->predicted_iter_s;
+  if (keep)
+    *keep = pl;
+  else
+    gs_plan_free(pl);
+  return t;
+}
+
+/* Every contiguous plan: bit k of mask set = a group boundary between
+ * tensors k+1 and k (launch order runs from L-1 down). */
+static double exhaustive_min(const gs_profile *p, const gs_plan_cost *c) {
+  size_t L = p->ntensors;
+  size_t tensors[MAXL], offsets[MAXL + 1];
+  double best = INFINITY;
+  for (unsigned long mask = 0; mask < (1ul << (L - 1)); mask++) {
+    size_t G = 0, n = 0, hi = L;
+    for (size_t i = L; i-- > 0;) {
+      int boundary = (i == 0) || (mask >> (i - 1) & 1);
+      if (boundary) { /* group i .. hi-1 */
+        offsets[G++] = n;
+        for (size_t k = i; k < hi; k++) tensors[n++] = k;
+        hi = i;
+      }
+    }
+    offsets[G] = n;
+    double t;
+    assert_int_equal(gs_plan_predict(p, c, tensors, offsets, G, &t), GS_OK);
+    if (t < best) best = t;
+  }
+  return best;
+}
+
+static void test_optimal_equals_exhaustive(void **state) {
+  (void)state;
+  test_profile tp;
+  gs_plan_cost c;
+  int checked = 0;
+  for (int rep = 0; rep < 600; rep++) {
+    size_t L = 1 + (size_t)(urand() * 12);
+    random_instance(&tp, L, rep % 2, &c);
+    double best = exhaustive_min(&tp.p, &c);
+    double opt = plan_time(&tp.p, &c, "optimal", NULL);
+    /* Same expression, same order of operations: the times agree to
+     * rounding of the comparison only. */
+    assert_true(fabs(opt - best) <= 1e-12 * fmax(1.0, fabs(best)));
+    checked++;
+  }
+  assert_int_equal(checked, 600);
+}
+
+/* The paper's Algorithm 1 written out literally, layers 1..L: after each
+ * merge every tau_c is recomputed from Eq. 7. */
+static void algorithm1_reference(const gs_profile *p, const gs_plan_cost *c,
+                                 int *merged /* [L+1], layer l merged into l-1 */) {
+  size_t L = p->ntensors;
+  double tb[MAXL + 2], taub[MAXL + 2], tc[MAXL + 2], taue[MAXL + 2], pp[MAXL + 2];
+  for (size_t l = 1; l <= L; l++) {
+    tb[l] = p->tensors[l - 1].backward_s;
+    pp[l] = (double)(p->tensors[l - 1].numel * gs_dtype_size(p->tensors[l - 1].dtype));
+    tc[l] = c->a + c->b * pp[l];
+    merged[l] = 0;
+  }
+  taub[L] = p->forward_s;
+  for (size_t l = L - 1; l >= 1; l--) taub[l] = taub[l + 1] + tb[l + 1];
+#define RECOMPUTE_TAUC()                                                  \
+  do {                                                                    \
+    taue[L] = taub[L] + tb[L];                                            \
+    for (size_t k = L - 1; k >= 1; k--)                                   \
+      taue[k] = fmax(taue[k + 1] + tc[k + 1], taub[k] + tb[k]);           \
+  } while (0)
+  RECOMPUTE_TAUC();
+  for (size_t l = L; l >= 2; l--) {
+    if (taub[l - 1] + tb[l - 1] < taue[l] + c->a) {
+      merged[l] = 1;
+      tc[l] = 0;
+      pp[l - 1] += pp[l];
+      tc[l - 1] = c->a + c->b * pp[l - 1];
+      RECOMPUTE_TAUC();
+    }
+  }
+#undef RECOMPUTE_TAUC
+}
+
+static void assert_mgwfbp_matches_reference(const gs_profile *p,
+                                            const gs_plan_cost *c) {
+  int merged[MAXL + 2];
+  algorithm1_reference(p, c, merged);
+  gs_plan *pl = NULL;
+  plan_time(p, c, "mgwfbp", &pl);
+  /* Group boundaries of the plan: tensor i starts a group iff i == 0 or
+   * layer i+1 was not merged into layer i. */
+  int starts[MAXL] = {0};
+  for (size_t g = 0; g < pl->ngroups; g++) starts[pl->tensors[pl->offsets[g]]] = 1;
+  for (size_t i = 1; i < p->ntensors; i++)
+    assert_int_equal(starts[i], !merged[i + 1]);
+  assert_int_equal(starts[0], 1);
+  gs_plan_free(pl);
+}
+
+static void test_mgwfbp_three_layer_case(void **state) {
+  (void)state;
+  /* The issue's case: t_f = 0, t_b = 5, 1, 2, sizes 1, 2, 8 bytes, a = 2,
+   * b = 1. Algorithm 1 merges layers 3 and 2 and ends at 18; layer 3 alone
+   * and 2 with 1 ends at 17, which optimal finds. */
+  const double bwd[] = {5, 1, 2};
+  const size_t numel[] = {1, 2, 8};
+  test_profile tp;
+  tp_init(&tp, 0, 3, bwd, numel, GS_U8);
+  gs_plan_cost c;
+  assert_int_equal(gs_plan_cost_from_ab(2, 1, &c), GS_OK);
+  gs_plan *mg = NULL, *opt = NULL;
+  assert_true(plan_time(&tp.p, &c, "mgwfbp", &mg) == 18.0);
+  assert_true(plan_time(&tp.p, &c, "optimal", &opt) == 17.0);
+  assert_int_equal(mg->ngroups, 2); /* [1 2] then [0] */
+  assert_int_equal(mg->tensors[0], 1);
+  assert_int_equal(mg->tensors[1], 2);
+  assert_int_equal(mg->tensors[2], 0);
+  assert_int_equal(opt->ngroups, 2); /* [2] then [0 1] */
+  assert_int_equal(opt->tensors[0], 2);
+  assert_int_equal(opt->tensors[1], 0);
+  assert_int_equal(opt->tensors[2], 1);
+  assert_mgwfbp_matches_reference(&tp.p, &c);
+  gs_plan_free(mg);
+  gs_plan_free(opt);
+}
+
+static void test_mgwfbp_hand_cases(void **state) {
+  (void)state;
+  gs_plan_cost c;
+  test_profile tp;
+  gs_plan *pl = NULL;
+  /* Communication fully hidden: a = 1, b = 0; each layer's message (1)
+   * ends before the next gradient (3 later) is ready, and 3 >= 1 + a: no
+   * merge, the plan is WFBP, ending at 1 + 4*3 ... = ready(0) + 1. */
+  {
+    const double bwd[] = {3, 3, 3, 3};
+    const size_t numel[] = {4, 4, 4, 4};
+    tp_init(&tp, 1, 4, bwd, numel, GS_F32);
+    assert_int_equal(gs_plan_cost_from_ab(1, 0, &c), GS_OK);
+    assert_true(plan_time(&tp.p, &c, "mgwfbp", &pl) == 14.0);
+    assert_int_equal(pl->ngroups, 4);
+    gs_plan_free(pl);
+    assert_mgwfbp_matches_reference(&tp.p, &c);
+  }
+  /* Start-up cost dominates: every next gradient is ready within a of the
+   * previous message's start, so everything merges into one message:
+   * ready(0) = 4, end = 4 + 10 + 4*4 bytes... = 4 + 10 + 16*0.5 = 22. */
+  {
+    const double bwd[] = {1, 1, 1, 1};
+    const size_t numel[] = {1, 1, 1, 1};
+    tp_init(&tp, 0, 4, bwd, numel, GS_F32);
+    assert_int_equal(gs_plan_cost_from_ab(10, 0.5, &c), GS_OK);
+    assert_true(plan_time(&tp.p, &c, "mgwfbp", &pl) == 22.0);
+    assert_int_equal(pl->ngroups, 1);
+    gs_plan_free(pl);
+    assert_mgwfbp_matches_reference(&tp.p, &c);
+  }
+  /* Worked by hand, a = 2, b = 1, u8 sizes 4, 1, 1, 3, t_f = 0,
+   * t_b = 1, 4, 1, 1 for layers 1..4. Ready: l4 = 1, l3 = 2, l2 = 6,
+   * l1 = 7. tau_c(4) = 1; l3 ready 2 < 1 + 2: merge 4 into 3 (p3 = 4,
+   * t_c3 = 6), tau_c(3) = max(1 + 0, 2) = 2. l2 ready 6 < 2 + 2? no:
+   * normal; tau_c(2) = max(2 + 6, 6) = 8. l1 ready 7 < 8 + 2: merge 2 into
+   * 1 (p1 = 5, t_c1 = 7), tau_c(1) = max(8, 7) = 8, end 15. */
+  {
+    const double bwd[] = {1, 4, 1, 1};
+    const size_t numel[] = {4, 1, 1, 3};
+    tp_init(&tp, 0, 4, bwd, numel, GS_U8);
+    assert_int_equal(gs_plan_cost_from_ab(2, 1, &c), GS_OK);
+    assert_true(plan_time(&tp.p, &c, "mgwfbp", &pl) == 15.0);
+    assert_int_equal(pl->ngroups, 2);
+    assert_int_equal(pl->offsets[1], 2); /* [2 3] then [0 1] */
+    assert_int_equal(pl->tensors[0], 2);
+    assert_int_equal(pl->tensors[2], 0);
+    gs_plan_free(pl);
+    assert_mgwfbp_matches_reference(&tp.p, &c);
+  }
+}
+
+static void test_mgwfbp_matches_algorithm1_random(void **state) {
+  (void)state;
+  test_profile tp;
+  gs_plan_cost c;
+  for (int rep = 0; rep < 500; rep++) {
+    size_t L = 1 + (size_t)(urand() * 40);
+    random_instance(&tp, L, rep % 2, &c);
+    assert_mgwfbp_matches_reference(&tp.p, &c);
+  }
+}
+
+static void test_policies_contiguous_and_ordered(void **state) {
+  (void)state;
+  static const char *specs[] = {"wfbp", "single", "bucket", "bucket:0.01,first=0.002",
+                                "mgwfbp", "optimal", "dear", "auto"};
+  test_profile tp;
+  gs_plan_cost c;
+  for (int rep = 0; rep < 200; rep++) {
+    size_t L = 1 + (size_t)(urand() * MAXL);
+    random_instance(&tp, L, rep % 3 == 0, &c);
+    double t[8];
+    for (size_t k = 0; k < 8; k++) {
+      gs_plan *pl = NULL;
+      t[k] = plan_time(&tp.p, &c, specs[k], &pl);
+      /* The plan's time is the model's time for its groups. */
+      double again;
+      if (pl->chosen == GS_PLAN_DEAR)
+        assert_int_equal(gs_plan_predict_dear(&tp.p, &c, pl->tensors, pl->offsets,
+                                              pl->ngroups, &again, NULL, NULL), GS_OK);
+      else
+        assert_int_equal(gs_plan_predict(&tp.p, &c, pl->tensors, pl->offsets,
+                                         pl->ngroups, &again), GS_OK);
+      assert_true(again == pl->predicted_iter_s);
+      if (k == 0) assert_int_equal(pl->ngroups, L);
+      if (k == 1) assert_int_equal(pl->ngroups, 1);
+      gs_plan_free(pl);
+    }
+    /* optimal is no worse than any other all-reduce plan, auto no worse
+     * than anything. */
+    for (size_t k = 0; k < 5; k++) assert_true(t[5] <= t[k] + 1e-12 * t[k]);
+    for (size_t k = 0; k < 8; k++)
+      if (k != 3) assert_true(t[7] <= t[k]); /* k = 3 is not a candidate */
+  }
+}
+
+static void test_bucket_ddp_semantics(void **state) {
+  (void)state;
+  /* Forward order sizes in MiB (f32 elements of 1/4 MiB each unit):
+   * 0.5, 0.75, 10, 20, 3, 30. DDP: 0.5 + 0.75 >= 1 closes the first
+   * (1 MiB) bucket [0 1]; then 10 + 20 >= 25 closes [2 3]; 3 + 30 >= 25
+   * closes [4 5]. Reversed: [4 5], [2 3], [0 1]. */
+  const double mib = 1024.0 * 1024.0 / 4.0; /* f32 elements per MiB */
+  const size_t numel[] = {(size_t)(0.5 * mib), (size_t)(0.75 * mib), (size_t)(10 * mib),
+                          (size_t)(20 * mib), (size_t)(3 * mib), (size_t)(30 * mib)};
+  const double bwd[] = {1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3};
+  test_profile tp;
+  tp_init(&tp, 0.01, 6, bwd, numel, GS_F32);
+  gs_plan_cost c;
+  assert_int_equal(gs_plan_cost_from_ab(1e-3, 1e-9, &c), GS_OK);
+  gs_plan *pl = NULL;
+  plan_time(&tp.p, &c, "bucket", &pl);
+  assert_int_equal(pl->ngroups, 3);
+  const size_t expect[] = {4, 5, 2, 3, 0, 1};
+  for (size_t k = 0; k < 6; k++) assert_int_equal(pl->tensors[k], expect[k]);
+  assert_true(pl->policy.bucket_mb == 25.0 && pl->policy.first_mb == 1.0);
+  gs_plan_free(pl);
+  /* bucket:12,first=2: 0.5+0.75 < 2, +10 >= 2 closes [0 1 2]; 20 >= 12
+   * closes [3]; 3 < 12, + 30 closes [4 5]. */
+  plan_time(&tp.p, &c, "bucket:12,first=2", &pl);
+  const size_t expect2[] = {4, 5, 3, 0, 1, 2};
+  assert_int_equal(pl->ngroups, 3);
+  for (size_t k = 0; k < 6; k++) assert_int_equal(pl->tensors[k], expect2[k]);
+  gs_plan_free(pl);
+  /* bucket:40: 0.5 + 0.75 closes [0 1]; 10 + 20 + 3 = 33 < 40, + 30
+   * closes [2..5]. */
+  plan_time(&tp.p, &c, "bucket:40", &pl);
+  assert_int_equal(pl->ngroups, 2);
+  assert_int_equal(pl->offsets[1], 4);
+  assert_int_equal(pl->tensors[0], 2);
+  gs_plan_free(pl);
+}
+
+static void test_policy_parse(void **state) {
+  (void)state;
+  gs_plan_policy p;
+  assert_int_equal(gs_plan_policy_parse("optimal", &p), GS_OK);
+  assert_int_equal(p.kind, GS_PLAN_OPTIMAL);
+  assert_int_equal(gs_plan_policy_parse("bucket:50,first=4", &p), GS_OK);
+  assert_int_equal(p.kind, GS_PLAN_BUCKET);
+  assert_true(p.bucket_mb == 50.0 && p.first_mb == 4.0);
+  assert_int_equal(gs_plan_policy_parse("bucket:2.5", &p), GS_OK);
+  assert_true(p.bucket_mb == 2.5 && p.first_mb == 1.0);
+  const char *bad[] = {"", "Optimal", "bucket:", "bucket:0", "bucket:-1",
+                       "bucket:x", "bucket:25,first=", "bucket:25,last=1",
+                       "bucket:25,first=0", "mg-wfbp", "all"};
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+    assert_int_not_equal(gs_plan_policy_parse(bad[k], &p), GS_OK);
+  assert_int_equal(gs_plan_policy_parse("nope", &p), GS_ERR_PARSE);
+  assert_non_null(strstr(gs_last_error(), "nope"));
+}
+
+static void test_dear_model_hand_case(void **state) {
+  (void)state;
+  /* The three-layer profile with a = 2, b = 1, so reduce-scatter and
+   * all-gather cost 1 + 0.5 M each. Groups [2], [0 1]; forward_s = 0.
+   * All-gather of [0 1] (3 B): 0 -> 2.5; forward of [0 1] starts at 2.5
+   * and takes 0, launching the all-gather of [2] (8 B): 2.5 -> 7.5;
+   * forward of [2] waits until 7.5. Backward from 7.5: tensor 2 ready at
+   * 9.5, reduce-scatter 5 -> 14.5; tensors 0-1 ready at 15.5, + 2.5 = 18. */
+  const double bwd[] = {5, 1, 2};
+  const size_t numel[] = {1, 2, 8};
+  test_profile tp;
+  tp_init(&tp, 0, 3, bwd, numel, GS_U8);
+  gs_plan_cost c;
+  assert_int_equal(gs_plan_cost_from_ab(2, 1, &c), GS_OK);
+  const size_t tensors[] = {2, 0, 1}, offsets[] = {0, 1, 3};
+  double t, fend, wait;
+  assert_int_equal(gs_plan_predict_dear(&tp.p, &c, tensors, offsets, 2, &t, &fend,
+                                        &wait), GS_OK);
+  assert_true(t == 18.0);
+  assert_true(fend == 7.5);
+  assert_true(wait == 7.5);
+  /* Non-contiguous groups are refused by the DeAR model. */
+  const size_t bad_t[] = {2, 0, 1}, bad_o[] = {0, 2, 3};
+  assert_int_not_equal(gs_plan_predict_dear(&tp.p, &c, bad_t, bad_o, 2, &t, NULL,
+                                            NULL), GS_OK);
+  /* Forward time spread by backward share: forward 8 over t_b 5, 1, 2 is
+   * 5, 1, 2. With free communication the iteration is forward + backward. */
+  tp_init(&tp, 8, 3, bwd, numel, GS_U8);
+  assert_int_equal(gs_plan_cost_from_ab(0, 0, &c), GS_OK);
+  assert_true(plan_time(&tp.p, &c, "dear", NULL) == 16.0);
+}
+
+static void test_predict_rejects_bad_groupings(void **state) {
+  (void)state;
+  const double bwd[] = {1, 1, 1};
+  const size_t numel[] = {1, 1, 1};
+  test_profile tp;
+  tp_init(&tp, 0, 3, bwd, numel, GS_F32);
+  gs_plan_cost c;
+  assert_int_equal(gs_plan_cost_from_ab(1, 0, &c), GS_OK);
+  double t;
+  const size_t dup[] = {2, 2, 0}, off[] = {0, 1, 3};
+  assert_int_equal(gs_plan_predict(&tp.p, &c, dup, off, 2, &t), GS_ERR_INVALID_ARG);
+  const size_t range[] = {2, 3, 0};
+  assert_int_equal(gs_plan_predict(&tp.p, &c, range, off, 2, &t), GS_ERR_INVALID_ARG);
+  const size_t short_off[] = {0, 1, 2};
+  assert_int_equal(gs_plan_predict(&tp.p, &c, dup, short_off, 2, &t),
+                   GS_ERR_INVALID_ARG);
+  /* Non-contiguous is allowed by the all-reduce model: {0, 2} then {1}. */
+  const size_t nc[] = {0, 2, 1}, nco[] = {0, 2, 3};
+  assert_int_equal(gs_plan_predict(&tp.p, &c, nc, nco, 2, &t), GS_OK);
+  assert_true(t == 5.0); /* {0,2} ready at 3, ends 4; {1} ready 2, ends 5 */
+  assert_int_equal(gs_plan_cost_from_ab(-1, 0, &c), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_plan_cost_from_ab(NAN, 0, &c), GS_ERR_INVALID_ARG);
+}
+
+static void test_cost_from_net(void **state) {
+  (void)state;
+  gs_cost_params params;
+  assert_int_equal(gs_cost_preset("10GbE", &params), GS_OK);
+  gs_cost_topo topo = {16, 16};
+  gs_plan_cost c;
+  assert_int_equal(gs_plan_cost_from_net(&params, topo, GS_ALGO_RING, &c), GS_OK);
+  double a, b;
+  gs_cost_allreduce_linear(&params, topo, GS_ALGO_RING, &a, &b);
+  assert_true(c.a == a && c.b == b);
+  for (double m = 1e3; m < 1e9; m *= 10) {
+    double rs = gs_cost_reduce_scatter(&params, topo, GS_ALGO_RING, m);
+    double ag = gs_cost_allgather(&params, topo, GS_ALGO_AUTO, m);
+    assert_true(fabs(c.rs_a + c.rs_b * m - rs) <= 1e-9 * rs);
+    assert_true(fabs(c.ag_a + c.ag_b * m - ag) <= 1e-9 * ag);
+  }
+  assert_int_equal(gs_plan_cost_from_net(&params, topo, GS_ALGO_PIPELINE, &c),
+                   GS_ERR_UNSUPPORTED);
+  assert_int_equal(gs_plan_cost_from_ab(2e-3, 4e-9, &c), GS_OK);
+  assert_true(c.rs_a == 1e-3 && c.ag_a == 1e-3 && c.rs_b == 2e-9 && c.ag_b == 2e-9);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_optimal_equals_exhaustive),
+      cmocka_unit_test(test_mgwfbp_three_layer_case),
+      cmocka_unit_test(test_mgwfbp_hand_cases),
+      cmocka_unit_test(test_mgwfbp_matches_algorithm1_random),
+      cmocka_unit_test(test_policies_contiguous_and_ordered),
+      cmocka_unit_test(test_bucket_ddp_semantics),
+      cmocka_unit_test(test_policy_parse),
+      cmocka_unit_test(test_dear_model_hand_case),
+      cmocka_unit_test(test_predict_rejects_bad_groupings),
+      cmocka_unit_test(test_cost_from_net),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
