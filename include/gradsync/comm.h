@@ -43,7 +43,7 @@ typedef enum {
   GS_ALGO_AUTO = 0,
   GS_ALGO_MPI,
   GS_ALGO_RING,          /* allreduce, reduce-scatter, allgather(v) */
-  GS_ALGO_RD,            /* recursive doubling: allreduce, allgather */
+  GS_ALGO_RD,            /* recursive doubling: allreduce */
   GS_ALGO_RABENSEIFNER,  /* allreduce: halving reduce-scatter + doubling allgather */
   GS_ALGO_HIER,          /* allreduce: node-local RS, cross-node AR, node-local AG */
   GS_ALGO_PIPELINE,      /* broadcast: segmented chain */

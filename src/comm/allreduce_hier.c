@@ -1,7 +1,7 @@
 /*
- * Two-level allreduce: a ring reduce-scatter inside each node, an allreduce
- * of each rank's shard across nodes (between the ranks with the same local
- * rank, with the flat algorithm the cost model prefers for that shard), and
+ * Two-level allreduce: a ring reduce-scatter inside each node, a ring
+ * allreduce of each rank's shard across nodes (between the ranks with the
+ * same local rank), and
  * a ring allgather inside each node. Only 1/L of the vector crosses the
  * network from each of a node's L ranks. Requires the same L on every node.
  */
@@ -18,15 +18,10 @@ gs_status allreduce_hier(gs_comm *c, void *buf, size_t count, gs_dtype dtype,
   int div = op == GS_AVG ? c->world.size : 1;
   gs_status st = ring_run(c, &c->local, buf, off, len, dtype, op, 1, 0, 1);
   if (st == GS_OK) {
+    /* The cross-node step is the ring, as the cost model assumes (see
+     * hier_allreduce in src/cost/cost.c). */
     char *shard = (char *)buf + off[lr] * esize;
-    gs_cost_topo t = {c->cross.size, c->cross.size};
-    gs_algo a = gs_cost_best_allreduce(&c->cost, t, (double)(len[lr] * esize), NULL);
-    if (a == GS_ALGO_RD)
-      st = allreduce_rd(c, &c->cross, shard, len[lr], dtype, op, div);
-    else if (a == GS_ALGO_RABENSEIFNER)
-      st = allreduce_rabenseifner(c, &c->cross, shard, len[lr], dtype, op, div);
-    else
-      st = allreduce_ring(c, &c->cross, shard, len[lr], dtype, op, div);
+    st = allreduce_ring(c, &c->cross, shard, len[lr], dtype, op, div);
   }
   if (st == GS_OK) st = ring_run(c, &c->local, buf, off, len, dtype, op, 0, 1, 1);
   gs_free(off);

@@ -118,7 +118,9 @@ static gs_status issue(gs_comm *c, coll_args *a, size_t bytes, gs_algo algo,
 #define BEGIN(what, reqp)                                                   \
   if ((reqp) == NULL)                                                       \
     return gs_error(GS_ERR_INVALID_ARG, "%s: request pointer is NULL", what); \
-  *(reqp) = NULL
+  *(reqp) = NULL;                                                           \
+  if (c == NULL)                                                            \
+    return gs_error(GS_ERR_INVALID_ARG, "%s: communicator is NULL", what)
 
 gs_status gs_iallreduce(gs_comm *c, const void *sendbuf, void *recvbuf,
                         size_t count, gs_dtype dtype, gs_redop op, gs_algo algo,
@@ -294,7 +296,6 @@ gs_status gs_ialltoallv(gs_comm *c, const void *sendbuf,
 
 gs_status gs_ibarrier(gs_comm *c, gs_algo algo, gs_request **req) {
   BEGIN("barrier", req);
-  if (c == NULL) return gs_error(GS_ERR_INVALID_ARG, "barrier: communicator is NULL");
   coll_args a = {.kind = COLL_BARRIER};
   return issue(c, &a, 0, algo, req);
 }

@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 
 #include "comm_internal.h"
@@ -278,11 +279,32 @@ static gs_status execute(gs_comm *c, coll_args *a) {
   return gs_error(GS_ERR_INTERNAL, "unknown collective %d", (int)a->kind);
 }
 
+/* Spins until `flag` is non-zero or spin_s has passed. A blocking wait on a
+ * condition variable costs two scheduler wake-ups (about 10 us here) per
+ * collective, which small messages on a fast network cannot afford; a short
+ * spin, yielding the core, catches work that arrives right away. */
+static int spin_until(atomic_int *flag, double spin_s) {
+  if (spin_s <= 0) return atomic_load(flag) != 0;
+  double end = gs_now() + spin_s;
+  for (int i = 0;; i++) {
+    if (atomic_load_explicit(flag, memory_order_acquire)) return 1;
+    if ((i & 63) == 63) {
+      if (gs_now() > end) return 0;
+      sched_yield();
+    }
+  }
+}
+
 static void *progress_main(void *arg) {
   gs_comm *c = arg;
   for (;;) {
+    spin_until(&c->queued, c->spin_s);
     pthread_mutex_lock(&c->mu);
-    while (c->head == NULL && !c->stopping) pthread_cond_wait(&c->cv_work, &c->mu);
+    while (c->head == NULL && !c->stopping) {
+      c->thread_sleeping = 1;
+      pthread_cond_wait(&c->cv_work, &c->mu);
+      c->thread_sleeping = 0;
+    }
     gs_request *req = c->head;
     if (req == NULL) { /* stopping with an empty queue */
       pthread_mutex_unlock(&c->mu);
@@ -310,9 +332,10 @@ static void *progress_main(void *arg) {
     if (st == GS_ERR_MPI) c->failed = 1;
     c->head = req->next;
     if (c->head == NULL) c->tail = NULL;
+    atomic_fetch_sub(&c->queued, 1);
     req->status = st;
-    req->done = 1;
-    pthread_cond_broadcast(&c->cv_done);
+    atomic_store_explicit(&req->done, 1, memory_order_release);
+    if (c->waiters) pthread_cond_broadcast(&c->cv_done);
     pthread_mutex_unlock(&c->mu);
   }
   return NULL;
@@ -328,7 +351,8 @@ gs_status comm_enqueue(gs_comm *c, gs_request *req) {
   if (c->tail) c->tail->next = req;
   else c->head = req;
   c->tail = req;
-  pthread_cond_signal(&c->cv_work);
+  atomic_fetch_add_explicit(&c->queued, 1, memory_order_release);
+  if (c->thread_sleeping) pthread_cond_signal(&c->cv_work);
   pthread_mutex_unlock(&c->mu);
   return GS_OK;
 }
@@ -344,9 +368,13 @@ static void request_free(gs_request *req) {
 gs_status gs_wait(gs_request *req) {
   if (req == NULL) return GS_OK;
   gs_comm *c = req->comm;
-  pthread_mutex_lock(&c->mu);
-  while (!req->done) pthread_cond_wait(&c->cv_done, &c->mu);
-  pthread_mutex_unlock(&c->mu);
+  if (!spin_until(&req->done, c->spin_s)) {
+    pthread_mutex_lock(&c->mu);
+    c->waiters++;
+    while (!atomic_load(&req->done)) pthread_cond_wait(&c->cv_done, &c->mu);
+    c->waiters--;
+    pthread_mutex_unlock(&c->mu);
+  }
   gs_status st = req->status;
   if (st != GS_OK) gs__error_set_message(req->message);
   request_free(req);
@@ -359,9 +387,7 @@ gs_status gs_test(gs_request *req, int *done) {
     *done = 1;
     return GS_OK;
   }
-  pthread_mutex_lock(&req->comm->mu);
-  *done = req->done;
-  pthread_mutex_unlock(&req->comm->mu);
+  *done = atomic_load_explicit(&req->done, memory_order_acquire);
   return GS_OK;
 }
 
@@ -468,17 +494,16 @@ static gs_status setup_cost(gs_comm *c) {
      * nodes: the world ring's timing is the inter-node cost. */
     GS_CHECK(calibrate_group(&c->world, &c->cost.alpha, &c->cost.beta));
   }
-  c->cost.alpha_local = c->cost.alpha;
-  c->cost.beta_local = c->cost.beta;
-  if (c->local.size > 1 && c->nodes > 1) {
-    GS_CHECK(calibrate_group(&c->local, &c->cost.alpha_local,
-                             &c->cost.beta_local));
-    double v[2] = {c->cost.alpha_local, c->cost.beta_local};
-    MPI_TRY(&c->world, MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_MAX,
-                                     c->world.mpi));
-    c->cost.alpha_local = v[0];
-    c->cost.beta_local = v[1];
-  }
+  /* Node-local parameters, measured on nodes with several ranks. Every rank
+   * joins the world-wide maximum (the decision to measure is per node, so
+   * the agreement must not be). */
+  double v[2] = {0, 0};
+  if (c->local.size > 1 && c->nodes > 1)
+    GS_CHECK(calibrate_group(&c->local, &v[0], &v[1]));
+  MPI_TRY(&c->world, MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_MAX,
+                                   c->world.mpi));
+  c->cost.alpha_local = v[1] > 0 ? v[0] : c->cost.alpha;
+  c->cost.beta_local = v[1] > 0 ? v[1] : c->cost.beta;
   gs_log(GS_LOG_INFO, "cost model: alpha=%.3g s beta=%.3g s/B (%.3g GB/s) "
          "alpha_local=%.3g beta_local=%.3g gamma=%.3g", c->cost.alpha,
          c->cost.beta, 1e-9 / c->cost.beta, c->cost.alpha_local,
@@ -541,6 +566,16 @@ static gs_status read_env(gs_comm *c) {
       return gs_error(GS_ERR_PARSE, "GRADSYNC_ALLREDUCE_ALGO=%s: expected "
                       "ring, rd, rabenseifner, hier, mpi or auto", s);
     c->forced_allreduce = a;
+  }
+  c->spin_s = 50e-6;
+  s = getenv("GRADSYNC_SPIN_US");
+  if (s && *s) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*end || !(v >= 0) || v > 1e6)
+      return gs_error(GS_ERR_PARSE, "GRADSYNC_SPIN_US=%s: expected microseconds "
+                      "from 0 to 1e6", s);
+    c->spin_s = v * 1e-6;
   }
   c->segment_bytes = 256 * 1024;
   s = getenv("GRADSYNC_SEGMENT_BYTES");

@@ -43,7 +43,7 @@ struct gs_request {
   struct gs_request *next;
   gs_comm *comm;
   gs_status status;
-  int done;              /* guarded by comm->mu */
+  atomic_int done;       /* set under comm->mu; read without it to spin */
   char message[1024];
 };
 
@@ -68,6 +68,10 @@ struct gs_comm {
   pthread_cond_t cv_work, cv_done;
   gs_request *head, *tail;   /* guarded by mu */
   int stopping;              /* guarded by mu */
+  atomic_int queued;         /* requests enqueued, read without mu to spin */
+  int thread_sleeping;       /* guarded by mu: the thread waits on cv_work */
+  int waiters;               /* guarded by mu: threads waiting on cv_done */
+  double spin_s;             /* GRADSYNC_SPIN_US: spin before sleeping */
   int failed;                /* set by the progress thread after an MPI error */
   char failure[1024];
 

@@ -56,18 +56,11 @@ static double rab_allreduce(const gs_cost_params *c, int p, double n) {
          f * n * c->gamma + fold_cost(c, p, n, 1);
 }
 
-/* The best flat allreduce on `p` ranks (the cross-node step of hier uses the
- * shared parameters: per-algorithm fits are measured on the whole group). */
-static double best_flat(const gs_cost_params *c, int p, double n) {
-  double t = ring_allreduce(c, p, n);
-  t = GS_MIN(t, rab_allreduce(c, p, n));
-  t = GS_MIN(t, rd_allreduce(c, p, n));
-  return t;
-}
-
-/* Two-level: node-local ring reduce-scatter, cross-node allreduce of the
- * local shard (best flat algorithm over N nodes), node-local ring allgather.
- * (L-1)a_l + (L-1)/L n b_l + (L-1)/L n g + AR_N(n/L) + (L-1)a_l + (L-1)/L n b_l */
+/* Two-level: node-local ring reduce-scatter, cross-node ring allreduce of
+ * the local shard, node-local ring allgather.
+ * (L-1)a_l + (L-1)/L n b_l + (L-1)/L n g + RING_N(n/L) + (L-1)a_l + (L-1)/L n b_l
+ * The cross-node step is the ring (not the best flat algorithm) so that the
+ * formula stays affine in n, which calibration and T(M) = a + bM rely on. */
 static double hier_allreduce(const gs_cost_params *c, gs_cost_topo t, double n) {
   int nodes = t.nodes > 0 ? t.nodes : t.ranks;
   int local = t.ranks / nodes;
@@ -75,7 +68,7 @@ static double hier_allreduce(const gs_cost_params *c, gs_cost_topo t, double n) 
   double f = (double)(local - 1) / local;
   double intra = 2.0 * (local - 1) * c->alpha_local +
                  2.0 * f * n * c->beta_local + f * n * c->gamma;
-  return intra + best_flat(c, nodes, n / local);
+  return intra + ring_allreduce(c, nodes, n / local);
 }
 
 /* The parameters an algorithm's formula is evaluated with: its own fit where
@@ -92,6 +85,9 @@ static gs_cost_params effective(const gs_cost_params *c, gs_algo algo) {
 double gs_cost_allreduce(const gs_cost_params *craw, gs_cost_topo t,
                          gs_algo algo, double bytes) {
   int p = t.ranks;
+  if (algo != GS_ALGO_RING && algo != GS_ALGO_RD && algo != GS_ALGO_RABENSEIFNER &&
+      algo != GS_ALGO_HIER && algo != GS_ALGO_AUTO && algo != GS_ALGO_MPI)
+    return -1.0;
   if (p <= 1) return 0.0;
   gs_cost_params ce = effective(craw, algo);
   const gs_cost_params *c = &ce;
@@ -135,30 +131,21 @@ gs_algo gs_cost_best_allreduce(const gs_cost_params *c, gs_cost_topo t,
 double gs_cost_reduce_scatter(const gs_cost_params *c, gs_cost_topo t,
                               gs_algo algo, double bytes) {
   int p = t.ranks;
-  if (p <= 1) return 0.0;
   if (algo != GS_ALGO_RING && algo != GS_ALGO_AUTO && algo != GS_ALGO_MPI)
     return -1.0;
+  if (p <= 1) return 0.0;
   double f = (double)(p - 1) / p;
   return (p - 1) * c->alpha + f * bytes * (c->beta + c->gamma);
 }
 
-/* Ring allgather: (p-1)a + (p-1)/p n b; recursive doubling: lg p a +
- * (p-1)/p n b [Thakur et al. Sec. 4.1]. */
+/* Ring allgather: (p-1)a + (p-1)/p n b [Thakur et al. Sec. 4.1]. */
 double gs_cost_allgather(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
                          double bytes) {
   int p = t.ranks;
+  if (algo != GS_ALGO_RING && algo != GS_ALGO_AUTO && algo != GS_ALGO_MPI)
+    return -1.0;
   if (p <= 1) return 0.0;
-  double f = (double)(p - 1) / p;
-  double ring = (p - 1) * c->alpha + f * bytes * c->beta;
-  double rd = (p == floor_pow2(p)) ? lg_floor(p) * c->alpha + f * bytes * c->beta
-                                   : INFINITY;
-  switch (algo) {
-    case GS_ALGO_RING: return ring;
-    case GS_ALGO_RD: return p == floor_pow2(p) ? rd : -1.0;
-    case GS_ALGO_AUTO:
-    case GS_ALGO_MPI: return GS_MIN(ring, rd);
-    default: return -1.0;
-  }
+  return (p - 1) * c->alpha + (double)(p - 1) / p * bytes * c->beta;
 }
 
 /* Binomial: lg p (a + n b). Pipelined chain of s segments:
@@ -166,6 +153,9 @@ double gs_cost_allgather(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
 double gs_cost_bcast(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
                      double bytes) {
   int p = t.ranks;
+  if (algo != GS_ALGO_BINOMIAL && algo != GS_ALGO_PIPELINE && algo != GS_ALGO_AUTO &&
+      algo != GS_ALGO_MPI)
+    return -1.0;
   if (p <= 1) return 0.0;
   int lg = lg_floor(p) + (p != floor_pow2(p));
   double binomial = lg * (c->alpha + bytes * c->beta);
@@ -185,9 +175,9 @@ double gs_cost_bcast(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
 double gs_cost_alltoall(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
                         double bytes) {
   int p = t.ranks;
-  if (p <= 1) return 0.0;
   if (algo != GS_ALGO_PAIRWISE && algo != GS_ALGO_AUTO && algo != GS_ALGO_MPI)
     return -1.0;
+  if (p <= 1) return 0.0;
   return (p - 1) * c->alpha + (double)(p - 1) / p * bytes * c->beta;
 }
 

@@ -1,0 +1,171 @@
+/*
+ * gradsync's engine: averages a model's gradients across the ranks of a
+ * communicator while the backward pass runs, following a merge plan
+ * (gradsync/plan.h) that it makes from its own measurements.
+ *
+ * Use (docs/ENGINE.md has the full story):
+ *
+ *   gs_engine_create(comm, &cfg, &e);
+ *   for each gradient tensor, in forward order (input side first):
+ *     gs_engine_register(e, name, grad_buffer, count, dtype, &id);
+ *   each iteration:
+ *     forward:  (dear with cfg.forward_overlap) gs_engine_wait_tensor(e, id)
+ *               before a layer uses its parameters
+ *     backward: gs_engine_grad_ready(e, id) as each gradient is final
+ *     gs_engine_wait(e);  then the optimizer step
+ *   gs_engine_destroy(e);
+ *
+ * Threads. The engine runs two background threads: the launch thread packs
+ * the tensors of each message into a fusion buffer and issues the collective,
+ * in the plan's order; the completion thread waits for the collectives in
+ * issue order and scatters the results back. Neither calls MPI: the
+ * communicator's progress thread does. grad_ready, wait, wait_tensor and
+ * register must all be called from one thread (the training thread).
+ *
+ * Buffer ownership. The caller owns every registered gradient buffer; the
+ * engine never frees one, and the buffer must stay valid until
+ * gs_engine_destroy returns. The engine may read and write a tensor's buffer
+ * from the gs_engine_grad_ready call for it (or, for a tensor never marked
+ * ready, from gs_engine_wait) until its result is in place: for all-reduce
+ * plans, until gs_engine_wait returns; for dear with cfg.forward_overlap,
+ * until gs_engine_wait_tensor for that tensor returns (or the next
+ * iteration's first grad_ready, or gs_engine_destroy). In between the caller
+ * must neither write nor read the buffer. Outside those windows the engine
+ * never touches it.
+ *
+ * Unready tensors (PyTorch DDP's unused parameters, as with
+ * find_unused_parameters=True): a tensor not marked ready when
+ * gs_engine_wait is called contributes zeros on this rank, without its
+ * buffer being read, and receives the average like every other tensor.
+ *
+ * Errors. Every call returns a gs_status with a message in gs_last_error().
+ * An error in a background thread (an MPI failure, ranks that registered
+ * different tensors) fails the engine: the failing call and every later call
+ * return the first error, on every rank that saw it, instead of hanging.
+ */
+#ifndef GRADSYNC_ENGINE_H
+#define GRADSYNC_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gradsync/comm.h"
+#include "gradsync/core.h"
+#include "gradsync/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gs_engine gs_engine;
+
+typedef struct gs_engine_config {
+  /* A planner policy (gs_plan_policy_parse): wfbp, single, bucket[:...],
+   * mgwfbp, optimal, dear or auto. NULL means "auto". */
+  const char *policy;
+  /* Iterations run under wfbp while the profiler measures, before policies
+   * that need a profile (mgwfbp, optimal, dear, auto) make their plan.
+   * Default 5; 0 plans at once from the communicator's cost model and zero
+   * compute times. */
+  int warmup_iters;
+  /* After the warm-up, every `replan_interval` iterations rank 0 checks the
+   * profile and remakes the plan when the current plan's predicted time under
+   * the new measurements differs from its prediction by more than
+   * `replan_drift` (relative). Defaults 10 and 0.10. */
+  int replan_interval;
+  double replan_drift;
+  /* 1: the trainer calls gs_engine_wait_tensor for each tensor during the
+   * next forward, before using its parameters, so dear may finish its
+   * all-gathers there. 0 (default): gs_engine_wait finishes every
+   * collective, dear runs its all-gathers inside wait, and auto never
+   * chooses dear. */
+  int forward_overlap;
+  /* Chrome-trace JSON written at gs_engine_destroy (docs/ENGINE.md), one
+   * file per rank ("t.json" -> "t.rank3.json" when there are several).
+   * NULL: the GRADSYNC_TIMELINE environment variable, if set. */
+  const char *timeline;
+} gs_engine_config;
+
+/* Fills cfg with the defaults above. */
+void gs_engine_config_init(gs_engine_config *cfg);
+
+/* Creates an engine on a communicator (local: no communication). cfg may be
+ * NULL for the defaults; its strings are copied. The communicator must
+ * outlive the engine. */
+gs_status gs_engine_create(gs_comm *comm, const gs_engine_config *cfg,
+                           gs_engine **out);
+
+/* Registers a gradient tensor. Call in forward order, before the first
+ * grad_ready or wait; every rank must register the same tensors (names,
+ * counts, dtypes, order): the first iteration checks this and fails with
+ * GS_ERR_MISMATCH on every rank otherwise. `name` is copied; `buf` stays
+ * the caller's (see ownership above) and may be NULL only if count is 0.
+ * *id receives the tensor's index (0, 1, ... in registration order). */
+gs_status gs_engine_register(gs_engine *e, const char *name, void *buf,
+                             size_t count, gs_dtype dtype, int *id);
+
+/* Marks tensor `id`'s gradient of this iteration as final. Cheap (a
+ * timestamp and a push onto a lock-free queue) and non-blocking. Marking a
+ * tensor twice in one iteration is GS_ERR_STATE. */
+gs_status gs_engine_grad_ready(gs_engine *e, int id);
+
+/* Ends the iteration's backward pass. Returns when every gradient of the
+ * iteration is averaged in place; with dear and cfg.forward_overlap, when
+ * every reduce-scatter is done (each tensor's average then arrives through
+ * gs_engine_wait_tensor during the next forward). */
+gs_status gs_engine_wait(gs_engine *e);
+
+/* Returns when tensor `id`'s averaged gradient of the last iteration that
+ * marked it is in place. With dear and cfg.forward_overlap this is where
+ * the all-gathers run: call it in forward order before a layer uses its
+ * parameters; it also launches the all-gather of the next group. Otherwise
+ * it waits for the tensor's message (useful during backward), or returns at
+ * once after gs_engine_wait. */
+gs_status gs_engine_wait_tensor(gs_engine *e, int id);
+
+/* Finishes the collectives already issued (and dear's pending all-gathers),
+ * stops the threads, writes the timeline and frees the engine. Call after
+ * gs_engine_wait, on every rank. NULL is a no-op. */
+gs_status gs_engine_destroy(gs_engine *e);
+
+/* ---- Introspection --------------------------------------------------------- */
+
+typedef struct gs_engine_stats {
+  uint64_t iterations;          /* completed gs_engine_wait calls */
+  gs_plan_policy_kind policy;   /* asked for */
+  gs_plan_policy_kind chosen;   /* making the plan in use (wfbp in warm-up) */
+  int warming_up;               /* 1 while the warm-up plan is in use */
+  uint64_t plans;               /* plans installed so far */
+  size_t ngroups;               /* groups of the plan in use */
+  double predicted_iter_s;      /* the planner's time for the plan in use,
+                                   under the profile and cost it was made
+                                   with (0 in warm-up) */
+  gs_plan_cost cost;            /* the costs the plan in use was made with */
+  int cost_measured;            /* 1: fitted from the engine's collectives;
+                                   0: the communicator's cost model */
+  uint64_t messages;            /* collectives issued */
+  double comm_s;                /* total time the communicator spent on
+                                   them (start: issue or previous end) */
+  double wait_s;                /* total time the training thread blocked in
+                                   wait and wait_tensor */
+  uint64_t unready;             /* tensors zero-filled at wait */
+} gs_engine_stats;
+
+gs_status gs_engine_get_stats(gs_engine *e, gs_engine_stats *out);
+
+/* A copy of the plan in use (gs_plan_free), or NULL before the first
+ * iteration. Its tensor indices count only the tensors with count > 0, in
+ * registration order (the zero-size ones never communicate). The same on
+ * every rank: rank 0 makes it and broadcasts it. */
+gs_status gs_engine_get_plan(gs_engine *e, gs_plan **out);
+
+/* A copy of the profile the plan in use was made from (gs_profile_free):
+ * rank 0's measurements, broadcast with the plan; NULL before the first
+ * iteration. Indexed like gs_engine_get_plan. */
+gs_status gs_engine_get_profile(gs_engine *e, gs_profile **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRADSYNC_ENGINE_H */

@@ -1,0 +1,723 @@
+/*
+ * The engine: gradient averaging during backward, after a merge plan
+ * (include/gradsync/engine.h, docs/ENGINE.md).
+ *
+ * This file holds the public calls (training thread), the event ring, the
+ * launch thread (pack, issue in plan order) and the completion thread (wait
+ * in issue order, scatter back). Plans and the profiler live in
+ * engine_plan.c, the Chrome-trace timeline in timeline.c.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "engine_internal.h"
+
+#define DEFAULT_WARMUP 5
+#define DEFAULT_INTERVAL 10
+#define DEFAULT_DRIFT 0.10
+
+/* ---- Failure ---------------------------------------------------------------- */
+
+/* Fails the engine with the first error; later errors are dropped. Wakes
+ * every waiter so that nothing hangs on a failed engine. */
+void eng_fail(gs_engine *e, gs_status st, const char *msg) {
+  pthread_mutex_lock(&e->mu);
+  if (atomic_load(&e->failed) == 0) {
+    snprintf(e->failure, sizeof e->failure, "%s", msg && *msg ? msg : gs_strerror(st));
+    atomic_store(&e->failed, (int)st);
+    gs_log(GS_LOG_ERROR, "gradsync engine, rank %d: %s", e->rank, e->failure);
+  }
+  pthread_cond_broadcast(&e->cv_done);
+  pthread_cond_broadcast(&e->cv_inflight);
+  pthread_mutex_unlock(&e->mu);
+}
+
+/* The engine's first error, as the calling thread's error. */
+static gs_status failed_status_locked(gs_engine *e) {
+  gs__error_set_message(e->failure);
+  return (gs_status)atomic_load(&e->failed);
+}
+
+static gs_status failed_status(gs_engine *e) {
+  pthread_mutex_lock(&e->mu);
+  gs_status st = failed_status_locked(e);
+  pthread_mutex_unlock(&e->mu);
+  return st;
+}
+
+/* ---- The event ring ------------------------------------------------------------
+ * Single producer (training thread), single consumer (launch thread). The
+ * producer pays one futex wake only when the consumer sleeps; the two sides
+ * use sequentially consistent operations on `tail` and `sleeping`, so either
+ * the producer sees the consumer asleep or the consumer sees the new tail. */
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val) {
+  return syscall(SYS_futex, (uint32_t *)addr, op, val, NULL, NULL, 0);
+}
+
+static void ring_push(eng_ring *r, const eng_event *ev) {
+  uint32_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+  while (t - atomic_load_explicit(&r->head, memory_order_acquire) > r->mask)
+    sched_yield(); /* full: the launch thread is behind by a whole ring */
+  r->slots[t & r->mask] = *ev;
+  atomic_store(&r->tail, t + 1);
+  if (atomic_load(&r->sleeping))
+    futex(&r->tail, FUTEX_WAKE_PRIVATE, 1);
+}
+
+static void ring_pop(eng_ring *r, eng_event *ev) {
+  uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+  for (;;) {
+    for (int i = 0; i <= r->spin_iters; i++) {
+      if (atomic_load_explicit(&r->tail, memory_order_acquire) != h) {
+        *ev = r->slots[h & r->mask];
+        atomic_store_explicit(&r->head, h + 1, memory_order_release);
+        return;
+      }
+      __asm__ __volatile__("" ::: "memory");
+    }
+    atomic_store(&r->sleeping, 1);
+    if (atomic_load(&r->tail) == h) futex(&r->tail, FUTEX_WAIT_PRIVATE, h);
+    atomic_store(&r->sleeping, 0);
+  }
+}
+
+/* ---- Issue and completion --------------------------------------------------------- */
+
+static void fifo_push_locked(gs_engine *e, const eng_inflight *f) {
+  if (e->fifo_len == e->fifo_cap) {
+    size_t cap = e->fifo_cap ? 2 * e->fifo_cap : 64;
+    eng_inflight *n = gs_malloc(cap * sizeof *n);
+    if (n == NULL) abort(); /* 64 bytes per collective in flight */
+    for (size_t i = 0; i < e->fifo_len; i++)
+      n[i] = e->fifo[(e->fifo_head + i) % e->fifo_cap];
+    gs_free(e->fifo);
+    e->fifo = n;
+    e->fifo_cap = cap;
+    e->fifo_head = 0;
+  }
+  e->fifo[(e->fifo_head + e->fifo_len) % e->fifo_cap] = *f;
+  e->fifo_len++;
+}
+
+/* Issues one message's collective and queues it for the completion thread.
+ * Called with mu held, so that the issue order (the communicator's order)
+ * and the sequence numbers agree whichever thread issues. */
+gs_status eng_issue_locked(gs_engine *e, eng_msg *m, eng_op op, uint64_t iter) {
+  gs_request *req = NULL;
+  gs_status st;
+  int p = e->size;
+  if (op == OP_ALLREDUCE) {
+    void *buf = m->fusion ? m->fusion : e->tensors[m->ids[0]].buf;
+    st = gs_iallreduce(e->comm, GS_IN_PLACE, buf, m->count, m->dtype, GS_AVG,
+                       GS_ALGO_AUTO, &req);
+  } else if (op == OP_RS) {
+    st = gs_ireduce_scatter(e->comm, GS_IN_PLACE, m->fusion, m->padded / (size_t)p,
+                            m->dtype, GS_AVG, GS_ALGO_AUTO, &req);
+  } else {
+    st = gs_iallgather(e->comm, GS_IN_PLACE, m->fusion, m->padded / (size_t)p,
+                       m->dtype, GS_ALGO_AUTO, &req);
+  }
+  if (st != GS_OK) return st;
+  eng_inflight f = {req, op, m, ++e->issued_seq, iter, gs_now_ns()};
+  fifo_push_locked(e, &f);
+  e->stats.messages++;
+  if (op != OP_RS) {
+    for (size_t k = 0; k < m->n; k++) {
+      long c = e->tensors[m->ids[k]].comm;
+      e->t_iter[c] = iter + 1;
+      e->t_seq[c] = f.seq;
+    }
+  }
+  pthread_cond_signal(&e->cv_inflight);
+  return GS_OK;
+}
+
+/* Waits until every issued collective has completed (or the engine failed). */
+void eng_wait_drained_locked(gs_engine *e) {
+  while (e->completed_seq < e->issued_seq && !atomic_load(&e->failed))
+    pthread_cond_wait(&e->cv_done, &e->mu);
+}
+
+static const char *op_name[OP_COUNT] = {"allreduce", "reduce_scatter", "allgather"};
+
+/* Scatters a completed message's result back to the caller's buffers. */
+static void unpack(gs_engine *e, const eng_inflight *f) {
+  eng_msg *m = f->msg;
+  size_t es = gs_dtype_size(m->dtype);
+  if (f->op == OP_RS) {
+    /* The reduce-scatter left this rank's chunk first; the in-place
+     * all-gather expects it at its place. */
+    size_t chunk = m->padded / (size_t)e->size;
+    if (e->rank > 0 && chunk > 0)
+      memmove((char *)m->fusion + (size_t)e->rank * chunk * es, m->fusion, chunk * es);
+    return;
+  }
+  if (m->fusion == NULL) return; /* reduced in place */
+  for (size_t k = 0; k < m->n; k++) {
+    const eng_tensor *t = &e->tensors[m->ids[k]];
+    memcpy(t->buf, (char *)m->fusion + m->off[k] * es, t->count * es);
+  }
+}
+
+static void *completion_main(void *arg) {
+  gs_engine *e = arg;
+  for (;;) {
+    pthread_mutex_lock(&e->mu);
+    while (e->fifo_len == 0 && !e->stopping) pthread_cond_wait(&e->cv_inflight, &e->mu);
+    if (e->fifo_len == 0) {
+      pthread_mutex_unlock(&e->mu);
+      break;
+    }
+    eng_inflight f = e->fifo[e->fifo_head];
+    e->fifo_head = (e->fifo_head + 1) % e->fifo_cap;
+    e->fifo_len--;
+    pthread_mutex_unlock(&e->mu);
+
+    gs_status st = gs_wait(f.req);
+    if (st != GS_OK) {
+      char msg[1024];
+      snprintf(msg, sizeof msg, "rank %d: %s of %zu tensors (%s, iteration %llu) "
+               "failed: %s", e->rank, op_name[f.op], f.msg->n, f.msg->label,
+               (unsigned long long)f.iter, gs_last_error());
+      eng_fail(e, st, msg);
+    } else if (!atomic_load(&e->failed)) {
+      unpack(e, &f);
+    }
+    uint64_t end = gs_now_ns();
+
+    pthread_mutex_lock(&e->mu);
+    uint64_t start = GS_MAX(f.issue_ns, e->prev_end_ns);
+    e->prev_end_ns = end;
+    double secs = (double)(end - start) * 1e-9;
+    e->stats.comm_s += secs;
+    if (st == GS_OK && f.iter >= 1) {
+      eng_sample *s = &e->samples[e->nsamples % ENG_SAMPLES];
+      s->op = f.op;
+      s->bytes = (double)f.msg->bytes;
+      s->secs = secs;
+      e->nsamples++;
+    }
+    e->completed_seq = f.seq;
+    pthread_cond_broadcast(&e->cv_done);
+    pthread_mutex_unlock(&e->mu);
+
+    if (e->timeline) {
+      char name[96], args[1400];
+      snprintf(name, sizeof name, "%s g%zu (%zu tensor%s, %zu B)", op_name[f.op],
+               f.msg->group, f.msg->n, f.msg->n == 1 ? "" : "s", f.msg->bytes);
+      snprintf(args, sizeof args, "\"iteration\":%llu,\"group\":%zu,\"bytes\":%zu,"
+               "\"tensors\":\"%s\"", (unsigned long long)f.iter, f.msg->group,
+               f.msg->bytes, f.msg->label);
+      tl_event(e->timeline, TL_COMM, name, start, end, args);
+    }
+  }
+  return NULL;
+}
+
+/* ---- The launch thread ------------------------------------------------------------ */
+
+/* Packs a message into its fusion buffer: ready tensors are copied, tensors
+ * never marked ready contribute zeros (DDP's unused parameters). */
+static void pack(gs_engine *e, eng_msg *m) {
+  size_t es = gs_dtype_size(m->dtype);
+  if (m->fusion == NULL) {
+    const eng_tensor *t = &e->tensors[m->ids[0]];
+    if (!e->ready[t->comm]) memset(t->buf, 0, t->count * es);
+    return;
+  }
+  for (size_t k = 0; k < m->n; k++) {
+    const eng_tensor *t = &e->tensors[m->ids[k]];
+    char *dst = (char *)m->fusion + m->off[k] * es;
+    if (e->ready[t->comm])
+      memcpy(dst, t->buf, t->count * es);
+    else
+      memset(dst, 0, t->count * es);
+  }
+  if (m->padded > m->count)
+    memset((char *)m->fusion + m->count * es, 0, (m->padded - m->count) * es);
+}
+
+/* Launches every complete group from next_group on, in plan order. */
+static void launch_ready_groups(gs_engine *e, eng_plan *p) {
+  while (e->next_group < p->ngroups && e->pending[e->next_group] == 0) {
+    size_t g = e->next_group++;
+    if (atomic_load(&e->failed)) continue;
+    for (size_t k = p->gmsg[g]; k < p->gmsg[g + 1]; k++) pack(e, &p->msgs[k]);
+    pthread_mutex_lock(&e->mu);
+    for (size_t k = p->gmsg[g]; k < p->gmsg[g + 1]; k++) {
+      gs_status st = eng_issue_locked(e, &p->msgs[k], p->dear ? OP_RS : OP_ALLREDUCE,
+                                      e->liter);
+      if (st != GS_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", gs_last_error());
+        pthread_mutex_unlock(&e->mu);
+        eng_fail(e, st, msg);
+        pthread_mutex_lock(&e->mu);
+        break;
+      }
+    }
+    pthread_mutex_unlock(&e->mu);
+  }
+}
+
+/* Dear's all-gathers of the previous iteration that the trainer did not
+ * ask for are issued now, before anything of this iteration, so that every
+ * rank issues the same sequence; then they are waited for. */
+static void finish_pending_allgathers(gs_engine *e) {
+  pthread_mutex_lock(&e->mu);
+  eng_plan *p = e->plan;
+  if (e->ag_pending && p) {
+    while (e->ag_next < p->ngroups && !atomic_load(&e->failed)) {
+      size_t g = p->ngroups - 1 - e->ag_next++;
+      for (size_t k = p->gmsg[g]; k < p->gmsg[g + 1]; k++) {
+        gs_status st = eng_issue_locked(e, &p->msgs[k], OP_AG, e->ag_iter);
+        if (st != GS_OK) {
+          char msg[1024];
+          snprintf(msg, sizeof msg, "%s", gs_last_error());
+          pthread_mutex_unlock(&e->mu);
+          eng_fail(e, st, msg);
+          pthread_mutex_lock(&e->mu);
+          break;
+        }
+      }
+    }
+    e->ag_pending = 0;
+  }
+  eng_wait_drained_locked(e);
+  pthread_mutex_unlock(&e->mu);
+}
+
+static void begin_iteration(gs_engine *e) {
+  finish_pending_allgathers(e);
+  if (!atomic_load(&e->failed) && e->liter == 0) {
+    gs_clear_error();
+    gs_status st = eng_check_registration(e);
+    if (st != GS_OK) eng_fail(e, st, gs_last_error());
+  }
+  if (!atomic_load(&e->failed) && e->ncomm > 0) {
+    gs_clear_error();
+    gs_status st = eng_plan_step(e, e->liter);
+    if (st != GS_OK) eng_fail(e, st, gs_last_error());
+  }
+  eng_plan *p = e->plan;
+  memset(e->ready, 0, e->ncomm);
+  if (p) memcpy(e->pending, p->gsize, p->ngroups * sizeof(size_t));
+  e->next_group = 0;
+}
+
+static void end_iteration(gs_engine *e, uint64_t flush_ns) {
+  eng_plan *p = e->plan;
+  if (p && !atomic_load(&e->failed)) {
+    for (size_t g = 0; g < p->ngroups; g++) e->pending[g] = 0;
+    launch_ready_groups(e, p);
+  }
+  size_t unready = 0;
+  for (size_t c = 0; c < e->ncomm; c++) {
+    if (!e->ready[c]) {
+      unready++;
+      e->stamp[c] = flush_ns;
+    }
+  }
+  if (p && !atomic_load(&e->failed)) eng_profile_iteration(e, flush_ns);
+  if (e->timeline && e->liter >= 1 && e->ncomm > 0) {
+    /* Compute as the stamps show it: forward up to the first gradient,
+     * then each tensor's backward share. */
+    uint64_t prev = e->it_start_ns, r = 0;
+    for (size_t c = e->ncomm; c-- > 0;) {
+      r = GS_MAX(r, e->stamp[c]);
+      const char *name = e->tensors[e->comm_ids[c]].name;
+      char label[160];
+      if (c == e->ncomm - 1) {
+        tl_event(e->timeline, TL_COMPUTE, "forward", prev, r, NULL);
+      } else if (r > prev) {
+        snprintf(label, sizeof label, "backward %s", name);
+        tl_event(e->timeline, TL_COMPUTE, label, prev, r, NULL);
+      }
+      prev = r;
+    }
+  }
+  pthread_mutex_lock(&e->mu);
+  e->stats.unready += unready;
+  e->flush_dear = p ? p->dear : 0;
+  e->flush_seq = e->issued_seq;
+  e->flushed_iter = e->liter + 1;
+  pthread_cond_broadcast(&e->cv_done);
+  pthread_mutex_unlock(&e->mu);
+  e->liter++;
+}
+
+static void *launch_main(void *arg) {
+  gs_engine *e = arg;
+  for (;;) {
+    eng_event ev;
+    ring_pop(&e->ring, &ev);
+    switch (ev.kind) {
+      case EV_STOP: return NULL;
+      case EV_START:
+        e->it_start_ns = ev.t_ns;
+        e->it_fwd_wait_ns = ev.aux;
+        begin_iteration(e);
+        break;
+      case EV_READY: {
+        long c = e->tensors[ev.id].comm;
+        if (c < 0 || e->plan == NULL) break;
+        e->ready[c] = 1;
+        e->stamp[c] = ev.t_ns;
+        e->pending[e->plan->group_of[c]]--;
+        launch_ready_groups(e, e->plan);
+        break;
+      }
+      case EV_FLUSH: end_iteration(e, ev.t_ns); break;
+    }
+  }
+}
+
+/* ---- Public calls ----------------------------------------------------------------- */
+
+void gs_engine_config_init(gs_engine_config *cfg) {
+  if (cfg == NULL) return;
+  memset(cfg, 0, sizeof *cfg);
+  cfg->warmup_iters = DEFAULT_WARMUP;
+  cfg->replan_interval = DEFAULT_INTERVAL;
+  cfg->replan_drift = DEFAULT_DRIFT;
+}
+
+static char *str_dup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = gs_malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+gs_status gs_engine_create(gs_comm *comm, const gs_engine_config *cfg_in,
+                           gs_engine **out) {
+  if (out == NULL) return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create: out is NULL");
+  *out = NULL;
+  if (comm == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create: communicator is NULL");
+  gs_engine_config cfg;
+  if (cfg_in) cfg = *cfg_in;
+  else gs_engine_config_init(&cfg);
+  const char *spec = cfg.policy ? cfg.policy : "auto";
+  gs_plan_policy pol;
+  if (gs_plan_policy_parse(spec, &pol) != GS_OK)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create: policy: %s", gs_last_error());
+  if (cfg.warmup_iters < 0 || cfg.replan_interval < 1 || !(cfg.replan_drift >= 0))
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create: warmup_iters %d must be "
+                    ">= 0, replan_interval %d >= 1 and replan_drift %g >= 0",
+                    cfg.warmup_iters, cfg.replan_interval, cfg.replan_drift);
+  gs_engine *e = gs_calloc(1, sizeof *e);
+  if (e == NULL) return GS_ERR_NOMEM;
+  e->comm = comm;
+  e->rank = gs_comm_rank(comm);
+  e->size = gs_comm_size(comm);
+  e->policy = pol;
+  e->policy_spec = str_dup(spec);
+  e->warmup_iters = cfg.warmup_iters;
+  e->replan_interval = cfg.replan_interval;
+  e->replan_drift = cfg.replan_drift;
+  e->forward_overlap = cfg.forward_overlap != 0;
+  e->needs_profile = pol.kind == GS_PLAN_MGWFBP || pol.kind == GS_PLAN_OPTIMAL ||
+                     pol.kind == GS_PLAN_DEAR || pol.kind == GS_PLAN_AUTO;
+  const char *tl = cfg.timeline ? cfg.timeline : getenv("GRADSYNC_TIMELINE");
+  if (tl && *tl) {
+    e->timeline_path = str_dup(tl);
+    e->timeline = tl_create();
+  }
+  e->samples = gs_calloc(ENG_SAMPLES, sizeof *e->samples);
+  if (e->policy_spec == NULL || e->samples == NULL ||
+      (tl && *tl && (e->timeline_path == NULL || e->timeline == NULL))) {
+    gs_engine_destroy(e);
+    return GS_ERR_NOMEM;
+  }
+  e->stats.policy = pol.kind;
+  e->stats.chosen = pol.kind;
+  pthread_mutex_init(&e->mu, NULL);
+  pthread_cond_init(&e->cv_inflight, NULL);
+  pthread_cond_init(&e->cv_done, NULL);
+  /* The spin before sleeping trades a little CPU for a cheaper grad_ready
+   * (no futex wake while the launch thread is spinning). */
+  const char *spin = getenv("GRADSYNC_ENGINE_SPIN");
+  e->ring.spin_iters = spin ? atoi(spin) : 2000;
+  if (e->ring.spin_iters < 0) e->ring.spin_iters = 0;
+  *out = e;
+  return GS_OK;
+}
+
+gs_status gs_engine_register(gs_engine *e, const char *name, void *buf,
+                             size_t count, gs_dtype dtype, int *id) {
+  if (e == NULL) return gs_error(GS_ERR_INVALID_ARG, "gs_engine_register: engine is NULL");
+  if (name == NULL || *name == '\0')
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_register on rank %d: tensor %zu "
+                    "has no name", e->rank, e->ntensors);
+  if (e->frozen)
+    return gs_error(GS_ERR_STATE, "gs_engine_register on rank %d: '%s' registered "
+                    "after the first iteration started", e->rank, name);
+  size_t es = gs_dtype_size(dtype), bytes;
+  if (es == 0)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_register on rank %d: '%s' has an "
+                    "invalid dtype %d", e->rank, name, (int)dtype);
+  if (gs_mul_size(count, es, &bytes) != GS_OK || bytes > (size_t)PTRDIFF_MAX / 2)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_register on rank %d: '%s' count "
+                    "%zu overflows", e->rank, name, count);
+  if (buf == NULL && count > 0)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_register on rank %d: '%s' has a "
+                    "NULL buffer and count %zu", e->rank, name, count);
+  if (e->ntensors >= INT_MAX - 1)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_register: too many tensors");
+  if (e->ntensors == e->cap_tensors) {
+    size_t cap = e->cap_tensors ? 2 * e->cap_tensors : 64;
+    eng_tensor *t = gs_realloc(e->tensors, cap * sizeof *t);
+    if (t == NULL) return GS_ERR_NOMEM;
+    e->tensors = t;
+    e->cap_tensors = cap;
+  }
+  eng_tensor *t = &e->tensors[e->ntensors];
+  memset(t, 0, sizeof *t);
+  t->name = str_dup(name);
+  if (t->name == NULL) return GS_ERR_NOMEM;
+  t->buf = buf;
+  t->count = count;
+  t->dtype = dtype;
+  t->comm = count > 0 ? (long)e->ncomm++ : -1;
+  if (id) *id = (int)e->ntensors;
+  e->ntensors++;
+  return GS_OK;
+}
+
+/* Closes registration: sizes the per-tensor state and the event ring (it
+ * holds two iterations of events, more than can ever be outstanding), and
+ * starts the threads. */
+static gs_status freeze(gs_engine *e) {
+  size_t L = e->ncomm, cap = 64;
+  while (cap < 2 * (e->ntensors + 4)) cap *= 2;
+  if (cap > (1u << 30)) return gs_error(GS_ERR_INVALID_ARG, "gs_engine: too many tensors");
+  e->ring.slots = gs_calloc(cap, sizeof(eng_event));
+  e->ring.mask = (uint32_t)(cap - 1);
+  e->comm_ids = gs_calloc(L + 1, sizeof(long));
+  e->t_iter = gs_calloc(L + 1, sizeof(uint64_t));
+  e->t_seq = gs_calloc(L + 1, sizeof(uint64_t));
+  e->ready = gs_calloc(L + 1, 1);
+  e->stamp = gs_calloc(L + 1, sizeof(uint64_t));
+  e->pending = gs_calloc(L + 1, sizeof(size_t));
+  e->w_bwd = gs_calloc(L + 1, sizeof(double));
+  if (!e->ring.slots || !e->comm_ids || !e->t_iter || !e->t_seq || !e->ready ||
+      !e->stamp || !e->pending || !e->w_bwd)
+    return GS_ERR_NOMEM;
+  for (size_t i = 0; i < e->ntensors; i++)
+    if (e->tensors[i].comm >= 0) e->comm_ids[e->tensors[i].comm] = (long)i;
+  gs_cost_topo topo = {e->size, gs_comm_nodes(e->comm)};
+  if (gs_plan_cost_from_net(gs_comm_cost(e->comm), topo, GS_ALGO_AUTO, &e->cost) != GS_OK)
+    gs_plan_cost_from_ab(0, 0, &e->cost);
+  if (pthread_create(&e->completion_thread, NULL, completion_main, e) != 0)
+    return gs_error(GS_ERR_INTERNAL, "gs_engine: cannot start the completion thread");
+  if (pthread_create(&e->launch_thread, NULL, launch_main, e) != 0) {
+    pthread_mutex_lock(&e->mu);
+    e->stopping = 1;
+    pthread_cond_broadcast(&e->cv_inflight);
+    pthread_mutex_unlock(&e->mu);
+    pthread_join(e->completion_thread, NULL);
+    return gs_error(GS_ERR_INTERNAL, "gs_engine: cannot start the launch thread");
+  }
+  e->threads_started = 1;
+  e->frozen = 1;
+  e->iter_start_ns = 0;
+  return GS_OK;
+}
+
+static void push_start(gs_engine *e) {
+  eng_event ev = {EV_START, 0, e->iter_start_ns, e->fwd_wait_ns};
+  ring_push(&e->ring, &ev);
+  e->started = 1;
+}
+
+gs_status gs_engine_grad_ready(gs_engine *e, int id) {
+  if (e == NULL) return gs_error(GS_ERR_INVALID_ARG, "gs_engine_grad_ready: engine is NULL");
+  if (atomic_load_explicit(&e->failed, memory_order_relaxed)) return failed_status(e);
+  if (id < 0 || (size_t)id >= e->ntensors)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_grad_ready on rank %d: tensor id %d "
+                    "is not registered (%zu tensors)", e->rank, id, e->ntensors);
+  if (!e->frozen) GS_CHECK(freeze(e));
+  eng_tensor *t = &e->tensors[id];
+  if (t->marked == e->iter + 1)
+    return gs_error(GS_ERR_STATE, "gs_engine_grad_ready on rank %d: tensor '%s' marked "
+                    "ready twice in iteration %llu", e->rank, t->name,
+                    (unsigned long long)e->iter);
+  t->marked = e->iter + 1;
+  eng_event ev = {EV_READY, (uint32_t)id, gs_now_ns(), 0};
+  if (!e->started) push_start(e);
+  ring_push(&e->ring, &ev);
+  return GS_OK;
+}
+
+/* Issues dear's all-gathers, in forward order, up to forward group `upto`. */
+static gs_status issue_allgathers_locked(gs_engine *e, size_t upto) {
+  eng_plan *p = e->plan;
+  while (e->ag_next <= upto && e->ag_next < p->ngroups) {
+    size_t g = p->ngroups - 1 - e->ag_next++;
+    for (size_t k = p->gmsg[g]; k < p->gmsg[g + 1]; k++) {
+      GS_CHECK(eng_issue_locked(e, &p->msgs[k], OP_AG, e->ag_iter));
+      e->ag_last_seq = e->issued_seq;
+    }
+  }
+  if (e->ag_next >= p->ngroups) e->ag_pending = 0;
+  return GS_OK;
+}
+
+gs_status gs_engine_wait(gs_engine *e) {
+  if (e == NULL) return gs_error(GS_ERR_INVALID_ARG, "gs_engine_wait: engine is NULL");
+  if (atomic_load(&e->failed)) return failed_status(e);
+  if (!e->frozen) GS_CHECK(freeze(e));
+  uint64_t t0 = gs_now_ns();
+  if (!e->started) push_start(e);
+  eng_event ev = {EV_FLUSH, 0, t0, 0};
+  ring_push(&e->ring, &ev);
+  e->started = 0;
+  gs_status st = GS_OK;
+  pthread_mutex_lock(&e->mu);
+  while (!atomic_load(&e->failed) &&
+         !(e->flushed_iter > e->iter && e->completed_seq >= e->flush_seq))
+    pthread_cond_wait(&e->cv_done, &e->mu);
+  if (!atomic_load(&e->failed) && e->flush_dear && e->plan) {
+    /* Dear: every reduce-scatter is done. Start the all-gathers: the first
+     * group in forward order now (DeAR's step), the others from
+     * wait_tensor; or all of them, waited for here, without overlap. */
+    e->ag_pending = 1;
+    e->ag_iter = e->iter;
+    e->ag_next = 0;
+    st = issue_allgathers_locked(e, e->forward_overlap ? 0 : SIZE_MAX);
+    if (st == GS_OK && !e->forward_overlap) {
+      uint64_t last = e->ag_last_seq;
+      while (!atomic_load(&e->failed) && e->completed_seq < last)
+        pthread_cond_wait(&e->cv_done, &e->mu);
+    }
+  }
+  if (atomic_load(&e->failed)) st = failed_status_locked(e);
+  uint64_t t1 = gs_now_ns();
+  e->stats.wait_s += (double)(t1 - t0) * 1e-9;
+  e->stats.iterations = e->iter + 1;
+  pthread_mutex_unlock(&e->mu);
+  if (st != GS_OK && !atomic_load(&e->failed)) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", gs_last_error());
+    eng_fail(e, st, msg);
+  }
+  if (e->timeline) tl_event(e->timeline, TL_WAIT, "wait", t0, t1, NULL);
+  e->iter++;
+  e->iter_start_ns = t1;
+  e->fwd_wait_ns = 0;
+  return st;
+}
+
+gs_status gs_engine_wait_tensor(gs_engine *e, int id) {
+  if (e == NULL) return gs_error(GS_ERR_INVALID_ARG, "gs_engine_wait_tensor: engine is NULL");
+  if (atomic_load(&e->failed)) return failed_status(e);
+  if (id < 0 || (size_t)id >= e->ntensors)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_wait_tensor on rank %d: tensor id "
+                    "%d is not registered (%zu tensors)", e->rank, id, e->ntensors);
+  long c = e->tensors[id].comm;
+  if (c < 0 || e->iter == 0) return GS_OK;
+  uint64_t target = e->iter - 1, t0 = gs_now_ns();
+  gs_status st = GS_OK;
+  pthread_mutex_lock(&e->mu);
+  if (e->ag_pending && e->ag_iter == target && e->plan) {
+    size_t fwd = e->plan->ngroups - 1 - e->plan->group_of[c];
+    st = issue_allgathers_locked(e, fwd + 1);
+  }
+  while (st == GS_OK && !atomic_load(&e->failed) &&
+         !(e->t_iter[c] >= target + 1 && e->completed_seq >= e->t_seq[c]))
+    pthread_cond_wait(&e->cv_done, &e->mu);
+  if (atomic_load(&e->failed)) st = failed_status_locked(e);
+  uint64_t t1 = gs_now_ns();
+  e->stats.wait_s += (double)(t1 - t0) * 1e-9;
+  pthread_mutex_unlock(&e->mu);
+  e->fwd_wait_ns += t1 - t0;
+  if (e->timeline && t1 - t0 > 1000) {
+    char name[160];
+    snprintf(name, sizeof name, "wait_tensor %s", e->tensors[id].name);
+    tl_event(e->timeline, TL_WAIT, name, t0, t1, NULL);
+  }
+  return st;
+}
+
+gs_status gs_engine_destroy(gs_engine *e) {
+  if (e == NULL) return GS_OK;
+  gs_status st = GS_OK;
+  if (e->threads_started) {
+    /* Dear's last all-gathers: every rank issues them here, in order. */
+    pthread_mutex_lock(&e->mu);
+    if (e->ag_pending && e->plan && !atomic_load(&e->failed))
+      issue_allgathers_locked(e, SIZE_MAX);
+    pthread_mutex_unlock(&e->mu);
+    eng_event ev = {EV_STOP, 0, 0, 0};
+    ring_push(&e->ring, &ev);
+    pthread_join(e->launch_thread, NULL);
+    pthread_mutex_lock(&e->mu);
+    e->stopping = 1;
+    pthread_cond_broadcast(&e->cv_inflight);
+    pthread_mutex_unlock(&e->mu);
+    pthread_join(e->completion_thread, NULL);
+  }
+  if (e->timeline) {
+    if (tl_write(e->timeline, e->timeline_path, e->rank, e->size) != GS_OK) st = GS_ERR_IO;
+    tl_free(e->timeline);
+  }
+  if (e->samples) { /* created: the sync objects exist */
+    pthread_cond_destroy(&e->cv_done);
+    pthread_cond_destroy(&e->cv_inflight);
+    pthread_mutex_destroy(&e->mu);
+  }
+  eng_plan_free(e->plan);
+  for (size_t i = 0; i < e->ntensors; i++) gs_free(e->tensors[i].name);
+  gs_free(e->tensors);
+  gs_free(e->comm_ids);
+  gs_free(e->ring.slots);
+  gs_free(e->fifo);
+  gs_free(e->t_iter);
+  gs_free(e->t_seq);
+  gs_free(e->ready);
+  gs_free(e->stamp);
+  gs_free(e->pending);
+  gs_free(e->w_bwd);
+  gs_free(e->samples);
+  gs_free(e->policy_spec);
+  gs_free(e->timeline_path);
+  gs_free(e);
+  return st;
+}
+
+gs_status gs_engine_get_stats(gs_engine *e, gs_engine_stats *out) {
+  if (e == NULL || out == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_get_stats: NULL argument");
+  pthread_mutex_lock(&e->mu);
+  *out = e->stats;
+  pthread_mutex_unlock(&e->mu);
+  return GS_OK;
+}
+
+gs_status gs_engine_get_plan(gs_engine *e, gs_plan **out) {
+  if (e == NULL || out == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_get_plan: NULL argument");
+  *out = NULL;
+  pthread_mutex_lock(&e->mu);
+  gs_status st = e->plan ? eng_copy_plan(e->plan, out) : GS_OK;
+  pthread_mutex_unlock(&e->mu);
+  return st;
+}
+
+gs_status gs_engine_get_profile(gs_engine *e, gs_profile **out) {
+  if (e == NULL || out == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_get_profile: NULL argument");
+  *out = NULL;
+  pthread_mutex_lock(&e->mu);
+  gs_status st = e->plan ? eng_copy_profile(e->plan->profile, out) : GS_OK;
+  pthread_mutex_unlock(&e->mu);
+  return st;
+}

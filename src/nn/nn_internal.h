@@ -1,0 +1,182 @@
+/*
+ * Internals of the training engine: the layer record, the net, the kernels
+ * of each layer kind and the seeded generator. Not installed.
+ *
+ * Buffers: every layer owns its output y[batch][out]; a layer that is not
+ * the last of its sequence also owns dy, the gradient with respect to y.
+ * Backward of layer i reads dy_i and writes dx into dy_{i-1} (or into the
+ * sequence's dx), overwriting it.
+ */
+#ifndef GS_NN_INTERNAL_H
+#define GS_NN_INTERNAL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gs_internal.h"
+#include "gradsync/nn.h"
+
+/* ---- Generator: splitmix64 (Steele, Lea & Flood 2014) ---------------------- */
+static inline uint64_t nn_rng_next(uint64_t *state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+/* Uniform in [0, 1) with 24 random bits. */
+static inline float nn_rng_uniform(uint64_t *state) {
+  return (float)(nn_rng_next(state) >> 40) * (1.0f / 16777216.0f);
+}
+/* Uniform in [0, n) (n > 0), by Lemire's multiply-shift; bias < n / 2^64. */
+static inline uint64_t nn_rng_below(uint64_t *state, uint64_t n) {
+  return (uint64_t)(((unsigned __int128)nn_rng_next(state) * n) >> 64);
+}
+double nn_rng_normal(uint64_t *state);
+
+/* ---- Layers ------------------------------------------------------------- */
+
+typedef enum {
+  NN_LINEAR = 0,
+  NN_CONV,
+  NN_RELU,
+  NN_MAXPOOL,
+  NN_AVGPOOL,
+  NN_BATCHNORM,
+  NN_DROPOUT,
+  NN_FLATTEN,
+  NN_RESIDUAL,
+} nn_kind;
+
+typedef struct {
+  int c, h, w;
+} nn_shape;
+
+static inline size_t nn_shape_size(nn_shape s) {
+  return (size_t)s.c * (size_t)s.h * (size_t)s.w;
+}
+
+typedef struct nn_layer nn_layer;
+
+typedef struct {
+  nn_layer **layers;
+  int n, cap;
+} nn_seq;
+
+struct nn_layer {
+  nn_kind kind;
+  char name[64];
+  nn_shape in, out;
+  size_t in_size, out_size; /* per sample */
+
+  /* Parameters: indices into the net's table (weight first, then bias). */
+  int nparams;
+  size_t param0;
+  float *w, *b, *dw, *db;
+
+  /* conv / pool / linear geometry */
+  int k, stride, pad, has_bias;
+  /* dropout */
+  float p;
+  /* whether the last forward ran in training mode (batch-norm, dropout) */
+  int train_mode;
+  /* batch-norm: running statistics live in the net's buffer area */
+  float eps, momentum;
+  float *run_mean, *run_var;
+  size_t buf0; /* offset in the buffer area */
+
+  /* activations and workspaces (per max_batch) */
+  float *y, *dy;
+  float *xhat;     /* batch-norm: normalised input */
+  float *inv_std;  /* batch-norm: per channel */
+  float *mask;     /* dropout: 0 or 1 / (1 - p) */
+  int32_t *argmax; /* max-pool: index in the input plane */
+  float *dx_tmp;   /* residual: the main path's input gradient */
+
+  /* residual */
+  nn_seq main, shortcut;
+};
+
+struct gs_nn_net {
+  nn_shape in;
+  int max_batch;
+  int finalized;
+  nn_seq top;
+  /* builder: the open residual block and which path gets new layers */
+  nn_layer *open_block;
+  int in_shortcut;
+  nn_shape block_in;
+  int layer_counter;
+
+  /* parameters */
+  gs_nn_param *params;
+  char **names;
+  size_t nparams, cap_params;
+  size_t *param_offset; /* in flat */
+  size_t total;
+  float *flat_w, *flat_g;
+  size_t nbuffers;
+  float *buffers;
+
+  /* workspaces shared by all layers (sized in finalize) */
+  float *col;    /* im2col / col2im */
+  size_t col_size;
+  float *gemm_tmp; /* conv output of a group, [cout][g*hw] */
+  size_t gemm_tmp_size;
+
+  /* run state */
+  int training, input_grad, dropout_frozen;
+  uint64_t rng;
+  int batch;
+  const float *x;   /* the last forward's input */
+  float *dx_in;     /* input gradient (if input_grad) */
+  float *dlogits;
+  gs_nn_grad_ready_fn on_grad_ready;
+  gs_nn_before_forward_fn before_forward;
+  void *cb_ctx;
+};
+
+/* Callbacks, in the order the hook contract promises. */
+static inline void nn_before_forward(gs_nn_net *net, const nn_layer *l) {
+  if (net->before_forward)
+    for (int i = 0; i < l->nparams; i++)
+      net->before_forward(net->cb_ctx, l->param0 + (size_t)i);
+}
+static inline void nn_grad_ready(gs_nn_net *net, size_t index) {
+  if (net->on_grad_ready) net->on_grad_ready(net->cb_ctx, index);
+}
+
+/* Kernels: forward reads x[batch][in_size] and writes l->y; backward reads
+ * x, dy and writes the parameter gradients (firing grad_ready as each is
+ * final) and, if dx is not NULL, dx. */
+void nn_linear_forward(gs_nn_net *net, nn_layer *l, const float *x, int batch);
+void nn_linear_backward(gs_nn_net *net, nn_layer *l, const float *x,
+                        const float *dy, float *dx, int batch);
+void nn_conv_forward(gs_nn_net *net, nn_layer *l, const float *x, int batch);
+void nn_conv_backward(gs_nn_net *net, nn_layer *l, const float *x,
+                      const float *dy, float *dx, int batch);
+/* Workspace floats a conv layer needs for batch samples (col, gemm_tmp). */
+void nn_conv_workspace(const nn_layer *l, int batch, size_t *col,
+                       size_t *tmp);
+void nn_relu_forward(nn_layer *l, const float *x, int batch);
+void nn_relu_backward(nn_layer *l, const float *dy, float *dx, int batch);
+void nn_maxpool_forward(nn_layer *l, const float *x, int batch);
+void nn_maxpool_backward(nn_layer *l, const float *dy, float *dx, int batch);
+void nn_avgpool_forward(nn_layer *l, const float *x, int batch);
+void nn_avgpool_backward(nn_layer *l, const float *dy, float *dx, int batch);
+void nn_bn_forward(gs_nn_net *net, nn_layer *l, const float *x, int batch);
+void nn_bn_backward(gs_nn_net *net, nn_layer *l, const float *dy, float *dx,
+                    int batch);
+void nn_dropout_forward(gs_nn_net *net, nn_layer *l, const float *x,
+                        int batch);
+void nn_dropout_backward(nn_layer *l, const float *dy, float *dx, int batch);
+
+/* Opaque optimizer (optim.c), visible to checkpoint.c. */
+struct gs_nn_sgd {
+  gs_nn_net *net;
+  gs_nn_sgd_config cfg;
+  /* total floats; zero at creation, so the first step gives v = g exactly
+   * as torch's lazily cloned buffer does. */
+  float *momentum_buf;
+};
+
+#endif /* GS_NN_INTERNAL_H */
