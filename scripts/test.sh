@@ -15,20 +15,24 @@ quick=0
 # Open MPI refuses to run as root unless told; CI runs as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
+# run_suite DIR "CTEST ARGS" CMAKE ARGS...
 run_suite() {
-  local dir=$1; shift
+  local dir=$1 filter=$2; shift 2
   echo "=== $dir: configure and build ($*)"
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
   cmake --build "$dir" -j"$jobs"
   echo "=== $dir: tests"
-  (cd "$dir" && ctest --output-on-failure --timeout 300)
+  # shellcheck disable=SC2086
+  (cd "$dir" && ctest --output-on-failure --timeout 300 $filter)
 }
 
-run_suite build
+run_suite build ""
 if [ $quick -eq 0 ]; then
-  ASAN_OPTIONS=detect_leaks=1 run_suite build-asan -DGRADSYNC_SANITIZE=address,undefined \
+  run_suite build-asan "" -DGRADSYNC_SANITIZE=address,undefined \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo
-  run_suite build-tsan -DGRADSYNC_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DGRADSYNC_TSAN_ONLY=ON
+  # ThreadSanitizer: the threaded parts (the communicator's progress thread
+  # and requests, the engine's thread) on a few rank counts.
+  run_suite build-tsan "-R (comm_collectives_np[23]|comm_collectives_hier_np4|comm_mismatch_np3|engine_mpi)" \
+    -DGRADSYNC_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo
 fi
 echo "=== all test suites passed"

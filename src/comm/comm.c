@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <sched.h>
 #include <string.h>
+#include <strings.h>
 
 #include "comm_internal.h"
 
@@ -33,7 +34,7 @@ gs_status gs_algo_parse(const char *name, gs_algo *out) {
   if (name == NULL || out == NULL)
     return gs_error(GS_ERR_INVALID_ARG, "algorithm name is NULL");
   for (int i = 0; i < GS_ALGO_COUNT; i++) {
-    if (strcmp(name, algo_names[i]) == 0) {
+    if (strcasecmp(name, algo_names[i]) == 0) {
       *out = (gs_algo)i;
       return GS_OK;
     }
@@ -121,7 +122,9 @@ void split_blocks(size_t count, int parts, size_t *off, size_t *len) {
  * mismatch of counts. */
 static gs_status check_signature(gs_comm *c, const coll_args *a) {
   enum { NSIG = 6 };
-  int64_t mine[NSIG] = {a->kind, (int64_t)a->count, a->dtype,
+  /* The v-variants' own counts legitimately differ between ranks. */
+  int v = a->kind == COLL_ALLGATHERV || a->kind == COLL_ALLTOALLV;
+  int64_t mine[NSIG] = {a->kind, v ? -1 : (int64_t)a->count, a->dtype,
                         a->kind == COLL_ALLREDUCE || a->kind == COLL_REDUCE_SCATTER
                             ? (int64_t)a->op : -1,
                         a->kind == COLL_BCAST ? a->root : -1, a->algo};

@@ -311,6 +311,10 @@ static gs_status calibrate(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
     return gs_error(GS_ERR_INVALID_ARG, "calibrate: need 2 points, got %zu", n);
   if (t.ranks < 2)
     return gs_error(GS_ERR_INVALID_ARG, "calibrate: needs 2 ranks or more");
+  if (algo == GS_ALGO_AUTO || algo == GS_ALGO_MPI)
+    return gs_error(GS_ERR_INVALID_ARG, "calibrate: name one algorithm, not %s "
+                    "(the best one may change with the parameters)",
+                    gs_algo_name(algo));
   /* T = A*alpha + (B*n)*beta + rest(n): the coefficients come from the same
    * formula evaluated with unit parameters, so no formula is restated here. */
   gs_cost_params unit_a = {.alpha = 1}, unit_b = {.beta = 1};

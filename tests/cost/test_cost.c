@@ -1,0 +1,398 @@
+/*
+ * Unit tests of the cost model: the properties that users and the algorithm
+ * choice rely on, rather than the formulas restated (include/gradsync/cost.h
+ * makes src/cost/cost.c their single home).
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gradsync.h"
+
+static const char *const presets[] = {"1GbE", "10GbE", "25GbE", "100GbIB", "shm"};
+#define NPRESETS (sizeof presets / sizeof presets[0])
+
+static const gs_algo allreduce_algos[] = {GS_ALGO_RING, GS_ALGO_RABENSEIFNER,
+                                          GS_ALGO_RD, GS_ALGO_HIER};
+
+static int close_rel(double a, double b, double rel) {
+  return fabs(a - b) <= rel * fmax(fabs(a), fabs(b)) + 1e-300;
+}
+
+#define assert_close(a, b, rel)                                                \
+  do {                                                                         \
+    double a_ = (a), b_ = (b);                                                 \
+    if (!close_rel(a_, b_, rel))                                               \
+      fail_msg("%s = %.17g, expected %.17g (%s)", #a, a_, b_, #b);             \
+  } while (0)
+
+static int is_pow2(int p) { return p > 0 && (p & (p - 1)) == 0; }
+
+/* ---- Presets ------------------------------------------------------------------- */
+
+static void test_presets(void **state) {
+  (void)state;
+  for (size_t i = 0; i < NPRESETS; i++) {
+    gs_cost_params c;
+    memset(&c, 0xff, sizeof c);
+    assert_int_equal(gs_cost_preset(presets[i], &c), GS_OK);
+    assert_true(c.alpha > 0 && c.beta > 0 && c.gamma > 0);
+    assert_true(c.alpha_local > 0 && c.beta_local > 0);
+  }
+  /* Faster fabrics have more bandwidth. */
+  gs_cost_params g1, g10, ib;
+  gs_cost_preset("1GbE", &g1);
+  gs_cost_preset("10GbE", &g10);
+  gs_cost_preset("100GbIB", &ib);
+  assert_true(g1.beta > g10.beta && g10.beta > ib.beta);
+  assert_close(g1.beta, 8.0 / 1e9, 1e-12); /* 1 Gbit/s */
+  gs_cost_params c = {.alpha = 1, .beta = 2, .alpha_local = 3, .beta_local = 4,
+                      .gamma = 5};
+  assert_int_equal(gs_cost_preset("2GbE", &c), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "'2GbE'"));
+  assert_true(c.alpha == 1 && c.beta == 2); /* untouched */
+  assert_int_equal(gs_cost_preset("", &c), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_preset(NULL, &c), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_preset("1GbE", NULL), GS_ERR_INVALID_ARG);
+}
+
+/* ---- Formulas' properties ---------------------------------------------------- */
+
+/* With latency and reduction free, ring and Rabenseifner move the
+ * bandwidth-optimal 2(p-1)/p n bytes per rank (Thakur et al. 2005, Sec. 4.4).
+ * Rabenseifner reaches it for powers of two; otherwise its fold costs more. */
+static void test_bandwidth_term(void **state) {
+  (void)state;
+  gs_cost_params c = {.beta = 1e-9, .beta_local = 1e-9};
+  for (int p = 2; p <= 64; p++) {
+    gs_cost_topo t = {p, p};
+    for (double n = 1; n <= 1e9; n *= 31) {
+      double bw = 2.0 * (p - 1) / p * n * c.beta;
+      assert_close(gs_cost_allreduce(&c, t, GS_ALGO_RING, n), bw, 1e-12);
+      double rab = gs_cost_allreduce(&c, t, GS_ALGO_RABENSEIFNER, n);
+      if (is_pow2(p))
+        assert_close(rab, bw, 1e-12);
+      else
+        assert_true(rab > bw);
+      /* Recursive doubling sends the whole vector lg p times. */
+      assert_true(gs_cost_allreduce(&c, t, GS_ALGO_RD, n) >= bw * (1 - 1e-12));
+    }
+  }
+}
+
+static void test_p1_costs_zero(void **state) {
+  (void)state;
+  for (size_t i = 0; i < NPRESETS; i++) {
+    gs_cost_params c;
+    gs_cost_preset(presets[i], &c);
+    gs_cost_topo t = {1, 1};
+    for (double n = 0; n <= 1e9; n = n * 10 + 1) {
+      for (size_t a = 0; a < 4; a++)
+        assert_true(gs_cost_allreduce(&c, t, allreduce_algos[a], n) == 0.0);
+      assert_true(gs_cost_allreduce(&c, t, GS_ALGO_AUTO, n) == 0.0);
+      assert_true(gs_cost_reduce_scatter(&c, t, GS_ALGO_RING, n) == 0.0);
+      assert_true(gs_cost_allgather(&c, t, GS_ALGO_RING, n) == 0.0);
+      assert_true(gs_cost_bcast(&c, t, GS_ALGO_BINOMIAL, n) == 0.0);
+      assert_true(gs_cost_bcast(&c, t, GS_ALGO_PIPELINE, n) == 0.0);
+      assert_true(gs_cost_alltoall(&c, t, GS_ALGO_PAIRWISE, n) == 0.0);
+      double best = -1;
+      gs_cost_best_allreduce(&c, t, n, &best);
+      assert_true(best == 0.0);
+    }
+  }
+}
+
+/* Costs are non-negative and grow with the message. */
+static void test_costs_monotone(void **state) {
+  (void)state;
+  for (size_t i = 0; i < NPRESETS; i++) {
+    gs_cost_params c;
+    gs_cost_preset(presets[i], &c);
+    for (int p = 2; p <= 17; p++) {
+      for (int nodes = 1; nodes <= p; nodes++) {
+        if (p % nodes) continue;
+        gs_cost_topo t = {p, nodes};
+        for (size_t a = 0; a < 4; a++) {
+          double prev = 0;
+          for (double n = 0; n <= 1e10; n = n * 4 + 1) {
+            double v = gs_cost_allreduce(&c, t, allreduce_algos[a], n);
+            if (!(v >= prev)) /* also catches NaN */
+              fail_msg("%s %s p=%d nodes=%d n=%g: %g < %g", presets[i],
+                       gs_algo_name(allreduce_algos[a]), p, nodes, n, v, prev);
+            prev = v;
+          }
+        }
+        double prev[4] = {0, 0, 0, 0};
+        for (double n = 0; n <= 1e10; n = n * 4 + 1) {
+          double v[4] = {gs_cost_reduce_scatter(&c, t, GS_ALGO_RING, n),
+                         gs_cost_allgather(&c, t, GS_ALGO_RING, n),
+                         gs_cost_bcast(&c, t, GS_ALGO_PIPELINE, n),
+                         gs_cost_alltoall(&c, t, GS_ALGO_PAIRWISE, n)};
+          for (int k = 0; k < 4; k++) {
+            assert_true(v[k] >= prev[k]);
+            prev[k] = v[k];
+          }
+        }
+      }
+    }
+  }
+}
+
+/* The choice users see: recursive doubling for tiny messages, a bandwidth-
+ * optimal algorithm for large ones, on commodity Ethernet. */
+static void test_regimes_1gbe(void **state) {
+  (void)state;
+  gs_cost_params c;
+  assert_int_equal(gs_cost_preset("1GbE", &c), GS_OK);
+  for (int p = 2; p <= 64; p++) {
+    gs_cost_topo t = {p, p};
+    double tiny = gs_cost_allreduce(&c, t, GS_ALGO_RD, 8);
+    assert_true(tiny <= gs_cost_allreduce(&c, t, GS_ALGO_RING, 8));
+    assert_true(tiny <= gs_cost_allreduce(&c, t, GS_ALGO_RABENSEIFNER, 8));
+    if (p > 2)
+      assert_int_equal(gs_cost_best_allreduce(&c, t, 8, NULL), GS_ALGO_RD);
+    gs_algo big = gs_cost_best_allreduce(&c, t, 256e6, NULL);
+    if (big != GS_ALGO_RING && big != GS_ALGO_RABENSEIFNER)
+      fail_msg("p=%d: 256 MB allreduce picks %s", p, gs_algo_name(big));
+    double rd = gs_cost_allreduce(&c, t, GS_ALGO_RD, 256e6);
+    assert_true(gs_cost_allreduce(&c, t, big, 256e6) < rd || p == 2);
+  }
+}
+
+/* gs_cost_best_allreduce is the argmin of gs_cost_allreduce, with ties to the
+ * first of ring, rabenseifner, rd, hier; AUTO and MPI cost that minimum. */
+static void test_best_is_argmin(void **state) {
+  (void)state;
+  for (size_t i = 0; i < NPRESETS; i++) {
+    gs_cost_params c;
+    gs_cost_preset(presets[i], &c);
+    for (int p = 1; p <= 24; p++) {
+      for (int nodes = 1; nodes <= p; nodes++) {
+        if (p % nodes) continue;
+        gs_cost_topo t = {p, nodes};
+        int hier_ok = nodes > 1 && nodes < p;
+        for (double n = 0; n <= 4e9; n = n * 3 + 1) {
+          double best_t = -1;
+          gs_algo best = gs_cost_best_allreduce(&c, t, n, &best_t);
+          double want = INFINITY;
+          gs_algo want_algo = GS_ALGO_RING;
+          for (size_t a = 0; a < 4; a++) {
+            if (allreduce_algos[a] == GS_ALGO_HIER && !hier_ok) continue;
+            double v = gs_cost_allreduce(&c, t, allreduce_algos[a], n);
+            if (v < want) {
+              want = v;
+              want_algo = allreduce_algos[a];
+            }
+          }
+          if (p == 1) want = 0;
+          if (p > 1 && best != want_algo)
+            fail_msg("%s p=%d nodes=%d n=%g: best %s, argmin %s", presets[i], p,
+                     nodes, n, gs_algo_name(best), gs_algo_name(want_algo));
+          assert_true(best_t == want);
+          assert_true(gs_cost_best_allreduce(&c, t, n, NULL) == best);
+          assert_true(gs_cost_allreduce(&c, t, GS_ALGO_AUTO, n) == want);
+          assert_true(gs_cost_allreduce(&c, t, GS_ALGO_MPI, n) == want);
+        }
+      }
+    }
+  }
+  /* All equal (p = 2, no latency, no reduction cost): ring wins the tie. */
+  gs_cost_params free_lat = {.beta = 1e-9, .beta_local = 1e-9};
+  gs_cost_topo t2 = {2, 2};
+  assert_close(gs_cost_allreduce(&free_lat, t2, GS_ALGO_RD, 1e6),
+               gs_cost_allreduce(&free_lat, t2, GS_ALGO_RING, 1e6), 1e-12);
+  assert_int_equal(gs_cost_best_allreduce(&free_lat, t2, 1e6, NULL), GS_ALGO_RING);
+}
+
+/* Algorithms that do not implement a collective cost a negative number. */
+static void test_unsupported_negative(void **state) {
+  (void)state;
+  gs_cost_params c;
+  gs_cost_preset("10GbE", &c);
+  for (int p = 2; p <= 9; p++) {
+    gs_cost_topo t = {p, p};
+    const gs_algo not_ar[] = {GS_ALGO_PIPELINE, GS_ALGO_BINOMIAL,
+                              GS_ALGO_PAIRWISE, GS_ALGO_DISSEMINATION,
+                              GS_ALGO_COUNT};
+    for (size_t i = 0; i < sizeof not_ar / sizeof not_ar[0]; i++)
+      assert_true(gs_cost_allreduce(&c, t, not_ar[i], 1e6) < 0);
+    assert_true(gs_cost_reduce_scatter(&c, t, GS_ALGO_RD, 1e6) < 0);
+    assert_true(gs_cost_reduce_scatter(&c, t, GS_ALGO_PIPELINE, 1e6) < 0);
+    assert_true(gs_cost_allgather(&c, t, GS_ALGO_RABENSEIFNER, 1e6) < 0);
+    assert_true(gs_cost_allgather(&c, t, GS_ALGO_PAIRWISE, 1e6) < 0);
+    assert_true(gs_cost_allgather(&c, t, GS_ALGO_RD, 1e6) < 0); /* as gs_allgather */
+    assert_true(gs_cost_allgather(&c, t, GS_ALGO_RING, 1e6) >= 0);
+    assert_true(gs_cost_bcast(&c, t, GS_ALGO_RING, 1e6) < 0);
+    assert_true(gs_cost_bcast(&c, t, GS_ALGO_RD, 1e6) < 0);
+    assert_true(gs_cost_alltoall(&c, t, GS_ALGO_RING, 1e6) < 0);
+    assert_true(gs_cost_alltoall(&c, t, GS_ALGO_BINOMIAL, 1e6) < 0);
+    assert_true(gs_cost_alltoall(&c, t, GS_ALGO_PAIRWISE, 1e6) >= 0);
+    assert_true(gs_cost_bcast(&c, t, GS_ALGO_PIPELINE, 1e6) >= 0);
+    assert_true(gs_cost_bcast(&c, t, GS_ALGO_AUTO, 1e6) >= 0);
+  }
+}
+
+/* The header promises a negative cost for an algorithm lacking the
+ * collective; that must not depend on the communicator size. */
+static void test_unsupported_negative_p1(void **state) {
+  (void)state;
+  gs_cost_params c;
+  gs_cost_preset("10GbE", &c);
+  gs_cost_topo t = {1, 1};
+  assert_true(gs_cost_allreduce(&c, t, GS_ALGO_PIPELINE, 1e6) < 0);
+  assert_true(gs_cost_reduce_scatter(&c, t, GS_ALGO_RD, 1e6) < 0);
+  assert_true(gs_cost_bcast(&c, t, GS_ALGO_RING, 1e6) < 0);
+  assert_true(gs_cost_alltoall(&c, t, GS_ALGO_RING, 1e6) < 0);
+}
+
+/* ---- Linear forms and fits ------------------------------------------------------ */
+
+static void test_allreduce_linear(void **state) {
+  (void)state;
+  for (size_t i = 0; i < NPRESETS; i++) {
+    gs_cost_params c;
+    gs_cost_preset(presets[i], &c);
+    for (int p = 2; p <= 16; p++) {
+      gs_cost_topo t = {p, p};
+      for (size_t k = 0; k < 3; k++) {
+        gs_algo algo = allreduce_algos[k];
+        double a = -1, b = -1;
+        gs_cost_allreduce_linear(&c, t, algo, &a, &b);
+        assert_true(a > 0 && b > 0);
+        const double sizes[] = {0, 4096, 1e6, 3e8};
+        for (size_t s = 0; s < 4; s++)
+          assert_close(a + b * sizes[s], gs_cost_allreduce(&c, t, algo, sizes[s]),
+                       1e-9);
+      }
+      /* AUTO: the algorithm best for large messages. */
+      double a, b;
+      gs_cost_allreduce_linear(&c, t, GS_ALGO_AUTO, &a, &b);
+      gs_algo big = gs_cost_best_allreduce(&c, t, 64.0 * 1024 * 1024, NULL);
+      assert_close(a + b * 5e7, gs_cost_allreduce(&c, t, big, 5e7), 1e-9);
+      assert_close(a + b * 1e3, gs_cost_allreduce(&c, t, big, 1e3), 1e-9);
+    }
+  }
+}
+
+static void test_fit_linear(void **state) {
+  (void)state;
+  double x[] = {1, 2, 4, 8, 1000, 1e6}, y[6];
+  for (int i = 0; i < 6; i++) y[i] = 3.5e-5 + 2.25e-9 * x[i];
+  double a = 0, b = 0;
+  assert_int_equal(gs_cost_fit_linear(x, y, 6, &a, &b), GS_OK);
+  assert_close(a, 3.5e-5, 1e-9);
+  assert_close(b, 2.25e-9, 1e-12);
+  assert_int_equal(gs_cost_fit_linear(x, y, 2, &a, &b), GS_OK);
+  assert_close(a, 3.5e-5, 1e-9);
+  assert_close(b, 2.25e-9, 1e-9);
+  /* Least squares through noisy-but-symmetric data. */
+  double x2[] = {0, 1, 2, 3}, y2[] = {1, 2.5, 2.5, 4};
+  assert_int_equal(gs_cost_fit_linear(x2, y2, 4, &a, &b), GS_OK);
+  assert_close(b, 0.9, 1e-12);
+  assert_close(a, 1.15, 1e-12);
+
+  a = b = 42;
+  assert_int_equal(gs_cost_fit_linear(x, y, 1, &a, &b), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_fit_linear(x, y, 0, &a, &b), GS_ERR_INVALID_ARG);
+  double same[] = {5, 5, 5};
+  assert_int_equal(gs_cost_fit_linear(same, y, 3, &a, &b), GS_ERR_INVALID_ARG);
+  assert_true(a == 42 && b == 42);
+  assert_int_equal(gs_cost_fit_linear(NULL, y, 3, &a, &b), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_fit_linear(x, NULL, 3, &a, &b), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_fit_linear(x, y, 3, NULL, &b), GS_ERR_INVALID_ARG);
+}
+
+/* Times generated by the model itself give back the model's alpha and beta,
+ * and the fit leaves gamma and the node-local terms alone. */
+static void check_calibration(gs_algo algo, gs_cost_topo t) {
+  const gs_cost_params truth = {.alpha = 37e-6, .beta = 1.0 / 1.1e9,
+                                .alpha_local = 2e-6, .beta_local = 1.0 / 7e9,
+                                .gamma = 1.0 / 4e9};
+  const double bytes[] = {8, 1024, 65536, 1 << 20, 16 << 20, 100e6};
+  enum { N = sizeof bytes / sizeof bytes[0] };
+  double secs[N];
+  for (int i = 0; i < N; i++) secs[i] = gs_cost_allreduce(&truth, t, algo, bytes[i]);
+  gs_cost_params c;
+  gs_cost_preset("shm", &c);
+  c.gamma = truth.gamma;
+  c.alpha_local = truth.alpha_local;
+  c.beta_local = truth.beta_local;
+  gs_status st = gs_cost_calibrate_allreduce(&c, t, algo, bytes, secs, N);
+  if (st != GS_OK) fail_msg("%s p=%d: %s", gs_algo_name(algo), t.ranks, gs_last_error());
+  if (!close_rel(c.alpha, truth.alpha, 1e-6) || !close_rel(c.beta, truth.beta, 1e-6))
+    fail_msg("%s p=%d nodes=%d: fitted alpha %.6g beta %.6g, want %.6g %.6g",
+             gs_algo_name(algo), t.ranks, t.nodes, c.alpha, c.beta, truth.alpha,
+             truth.beta);
+  assert_true(c.gamma == truth.gamma);
+  assert_true(c.alpha_local == truth.alpha_local);
+  assert_true(c.beta_local == truth.beta_local);
+}
+
+static void test_calibrate_recovers_params(void **state) {
+  (void)state;
+  const int ps[] = {2, 3, 4, 8};
+  const gs_algo algos[] = {GS_ALGO_RING, GS_ALGO_RD, GS_ALGO_RABENSEIFNER};
+  for (size_t i = 0; i < 4; i++)
+    for (size_t k = 0; k < 3; k++) check_calibration(algos[k], (gs_cost_topo){ps[i], ps[i]});
+}
+
+/* The hierarchical formula contains a choice of the cross-node algorithm,
+ * which calibration must also see through. */
+static void test_calibrate_hier(void **state) {
+  (void)state;
+  check_calibration(GS_ALGO_HIER, (gs_cost_topo){8, 2});
+  check_calibration(GS_ALGO_HIER, (gs_cost_topo){12, 4});
+}
+
+static void test_calibrate_invalid(void **state) {
+  (void)state;
+  gs_cost_params c;
+  gs_cost_preset("1GbE", &c);
+  double b[] = {1, 2, 3}, s[] = {1e-5, 2e-5, 3e-5};
+  gs_cost_topo t = {4, 4};
+  assert_int_equal(gs_cost_calibrate_allreduce(&c, t, GS_ALGO_RING, b, s, 1),
+                   GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_calibrate_allreduce(&c, (gs_cost_topo){1, 1},
+                                               GS_ALGO_RING, b, s, 3),
+                   GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_calibrate_allreduce(&c, t, GS_ALGO_PIPELINE, b, s, 3),
+                   GS_ERR_UNSUPPORTED);
+  assert_int_equal(gs_cost_calibrate_allreduce(NULL, t, GS_ALGO_RING, b, s, 3),
+                   GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_calibrate_allreduce(&c, t, GS_ALGO_RING, NULL, s, 3),
+                   GS_ERR_INVALID_ARG);
+  double same[] = {7, 7, 7};
+  assert_int_equal(gs_cost_calibrate_allreduce(&c, t, GS_ALGO_RING, same, s, 3),
+                   GS_ERR_INVALID_ARG);
+  /* Times falling with size would fit a negative beta: clamped to 0. */
+  double down[] = {3e-3, 2e-3, 1e-3};
+  assert_int_equal(gs_cost_calibrate_allreduce(&c, t, GS_ALGO_RING,
+                                               (double[]){1e3, 1e5, 1e7}, down, 3),
+                   GS_OK);
+  assert_true(c.beta == 0.0 && c.alpha >= 0.0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_presets),
+      cmocka_unit_test(test_bandwidth_term),
+      cmocka_unit_test(test_p1_costs_zero),
+      cmocka_unit_test(test_costs_monotone),
+      cmocka_unit_test(test_regimes_1gbe),
+      cmocka_unit_test(test_best_is_argmin),
+      cmocka_unit_test(test_unsupported_negative),
+      cmocka_unit_test(test_unsupported_negative_p1),
+      cmocka_unit_test(test_allreduce_linear),
+      cmocka_unit_test(test_fit_linear),
+      cmocka_unit_test(test_calibrate_recovers_params),
+      cmocka_unit_test(test_calibrate_hier),
+      cmocka_unit_test(test_calibrate_invalid),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs a build into a temporary prefix and builds a program against it
+# twice, with pkg-config and with CMake's find_package(gradsync), then runs
+# both on 2 ranks. Usage: test_install.sh BUILD_DIR
+set -euo pipefail
+build=$(cd "$1" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+echo "installed into $tmp/prefix"
+export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
+mpicc "$here/consumer.c" $(pkg-config --cflags --libs gradsync) \
+  -Wl,-rpath,"$tmp/prefix/lib" -o "$tmp/consumer_pc"
+echo "pkg-config build: ok"
+mkdir "$tmp/src"
+cp "$here/consumer.c" "$tmp/src/"
+cp "$here/CMakeLists.txt.in" "$tmp/src/CMakeLists.txt"
+cmake -S "$tmp/src" -B "$tmp/b" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  -DCMAKE_BUILD_RPATH="$tmp/prefix/lib" >/dev/null
+cmake --build "$tmp/b" >/dev/null
+echo "find_package build: ok"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpirun -np 2 --oversubscribe "$tmp/consumer_pc"
+mpirun -np 2 --oversubscribe "$tmp/b/consumer_cmake"
+echo "both consumers ran on 2 ranks: ok"
