@@ -15,5 +15,6 @@
 #include "gradsync/comm.h"
 #include "gradsync/cost.h"
 #include "gradsync/plan.h"
+#include "gradsync/engine.h"
 
 #endif /* GRADSYNC_H */

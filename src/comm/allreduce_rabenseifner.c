@@ -10,9 +10,6 @@
  */
 #include "comm_internal.h"
 
-int fold_newrank(int rank, int rem);
-int fold_realrank(int newrank, int rem);
-
 gs_status allreduce_rabenseifner(gs_comm *c, const coll_group *g, void *buf,
                                  size_t count, gs_dtype dtype, gs_redop op,
                                  int avg_div) {
@@ -30,14 +27,7 @@ gs_status allreduce_rabenseifner(gs_comm *c, const coll_group *g, void *buf,
   char *tmp;
   GS_CHECK(comm_scratch(c, &c->scratch, &c->scratch_bytes, bytes, (void **)&tmp));
 
-  if (r < 2 * rem) {
-    if (r % 2 == 0) {
-      GS_CHECK(p2p_sendrecv(g, b, bytes, r + 1, NULL, 0, MPI_PROC_NULL, TAG_RAB));
-    } else {
-      GS_CHECK(p2p_sendrecv(g, NULL, 0, MPI_PROC_NULL, tmp, bytes, r - 1, TAG_RAB));
-      GS_CHECK(gs_reduce_local(b, tmp, count, dtype, op));
-    }
-  }
+  GS_CHECK(fold_in(g, b, tmp, count, dtype, op, rem, TAG_RAB));
   gs_status st = GS_OK;
   if (nr >= 0) {
     size_t *off = gs_malloc(2 * sizeof(size_t) * (size_t)q);
@@ -78,11 +68,5 @@ gs_status allreduce_rabenseifner(gs_comm *c, const coll_group *g, void *buf,
     gs_free(off);
   }
   GS_CHECK(st);
-  if (r < 2 * rem) {
-    if (r % 2 == 1)
-      GS_CHECK(p2p_sendrecv(g, b, bytes, r - 1, NULL, 0, MPI_PROC_NULL, TAG_RAB));
-    else
-      GS_CHECK(p2p_sendrecv(g, NULL, 0, MPI_PROC_NULL, b, bytes, r + 1, TAG_RAB));
-  }
-  return GS_OK;
+  return fold_out(g, b, bytes, rem, TAG_RAB);
 }

@@ -24,6 +24,29 @@ int fold_realrank(int newrank, int rem) {
   return newrank < rem ? newrank * 2 + 1 : newrank + rem;
 }
 
+gs_status fold_in(const coll_group *g, void *buf, void *tmp, size_t count,
+                  gs_dtype dtype, gs_redop op, int rem, int tag) {
+  int r = g->rank;
+  size_t bytes = count * gs_dtype_size(dtype);
+  if (r >= 2 * rem) return GS_OK;
+  if (r % 2 == 0)
+    return p2p_sendrecv(g, buf, bytes, r + 1, NULL, 0, MPI_PROC_NULL, tag);
+  GS_CHECK(p2p_sendrecv(g, NULL, 0, MPI_PROC_NULL, tmp, bytes, r - 1, tag));
+  /* The even rank is the lower one: its operand comes first. */
+  GS_CHECK(gs_reduce_local(tmp, buf, count, dtype, op));
+  memcpy(buf, tmp, bytes);
+  return GS_OK;
+}
+
+gs_status fold_out(const coll_group *g, void *buf, size_t bytes, int rem,
+                   int tag) {
+  int r = g->rank;
+  if (r >= 2 * rem) return GS_OK;
+  if (r % 2 == 1)
+    return p2p_sendrecv(g, buf, bytes, r - 1, NULL, 0, MPI_PROC_NULL, tag);
+  return p2p_sendrecv(g, NULL, 0, MPI_PROC_NULL, buf, bytes, r + 1, tag);
+}
+
 gs_status allreduce_rd(gs_comm *c, const coll_group *g, void *buf, size_t count,
                        gs_dtype dtype, gs_redop op, int avg_div) {
   int p = g->size, r = g->rank;
@@ -38,16 +61,7 @@ gs_status allreduce_rd(gs_comm *c, const coll_group *g, void *buf, size_t count,
   while (q * 2 <= p) q *= 2;
   int rem = p - q;
   int nr = fold_newrank(r, rem);
-  if (r < 2 * rem) {
-    if (r % 2 == 0) {
-      GS_CHECK(p2p_sendrecv(g, buf, bytes, r + 1, NULL, 0, MPI_PROC_NULL, TAG_RD));
-    } else {
-      GS_CHECK(p2p_sendrecv(g, NULL, 0, MPI_PROC_NULL, tmp, bytes, r - 1, TAG_RD));
-      /* The even rank is the lower one. */
-      GS_CHECK(gs_reduce_local(tmp, buf, count, dtype, op));
-      memcpy(buf, tmp, bytes);
-    }
-  }
+  GS_CHECK(fold_in(g, buf, tmp, count, dtype, op, rem, TAG_RD));
   if (nr >= 0) {
     for (int mask = 1; mask < q; mask <<= 1) {
       int partner = fold_realrank(nr ^ mask, rem);
@@ -60,12 +74,7 @@ gs_status allreduce_rd(gs_comm *c, const coll_group *g, void *buf, size_t count,
       }
     }
   }
-  if (r < 2 * rem) {
-    if (r % 2 == 1)
-      GS_CHECK(p2p_sendrecv(g, buf, bytes, r - 1, NULL, 0, MPI_PROC_NULL, TAG_RD));
-    else
-      GS_CHECK(p2p_sendrecv(g, NULL, 0, MPI_PROC_NULL, buf, bytes, r + 1, TAG_RD));
-  }
+  GS_CHECK(fold_out(g, buf, bytes, rem, TAG_RD));
   if (avg_div > 1) GS_CHECK(gs_scale_div(buf, count, dtype, avg_div));
   return GS_OK;
 }

@@ -167,6 +167,18 @@ static gs_status check_signature(gs_comm *c, const coll_args *a) {
                   bad > 4 ? "; ..." : "");
 }
 
+/* The block table of the uniform collectives: block i of `count` elements
+ * at offset i*count. Returns 2p entries, offsets then lengths (gs_free). */
+static size_t *uniform_blocks(int p, size_t count) {
+  size_t *t = gs_malloc(2 * sizeof(size_t) * (size_t)p);
+  if (t == NULL) return NULL;
+  for (int i = 0; i < p; i++) {
+    t[i] = (size_t)i * count;
+    t[p + i] = count;
+  }
+  return t;
+}
+
 static gs_status run_allreduce(gs_comm *c, coll_args *a) {
   size_t esize = gs_dtype_size(a->dtype);
   if (a->sendbuf != NULL && a->count > 0)
@@ -201,15 +213,10 @@ static gs_status run_reduce_scatter(gs_comm *c, coll_args *a) {
     GS_CHECK(comm_scratch(c, &c->work, &c->work_bytes, total * esize, &work));
     if (total) memcpy(work, a->sendbuf, total * esize);
   }
-  size_t *off = gs_malloc(2 * sizeof(size_t) * (size_t)p);
+  size_t *off = uniform_blocks(p, a->count);
   if (off == NULL) return GS_ERR_NOMEM;
-  size_t *len = off + p;
-  for (int i = 0; i < p; i++) {
-    off[i] = (size_t)i * a->count;
-    len[i] = a->count;
-  }
-  gs_status st = ring_run(c, &c->world, work, off, len, a->dtype, a->op, 1, 0,
-                          a->op == GS_AVG ? p : 1);
+  gs_status st = ring_run(c, &c->world, work, off, off + p, a->dtype, a->op, 1,
+                          0, a->op == GS_AVG ? p : 1);
   gs_free(off);
   GS_CHECK(st);
   if (a->count > 0)
@@ -231,14 +238,9 @@ static gs_status run_allgatherv(gs_comm *c, coll_args *a, const size_t *counts,
 
 static gs_status run_allgather(gs_comm *c, coll_args *a) {
   int p = c->world.size;
-  size_t *off = gs_malloc(2 * sizeof(size_t) * (size_t)p);
+  size_t *off = uniform_blocks(p, a->count);
   if (off == NULL) return GS_ERR_NOMEM;
-  size_t *len = off + p;
-  for (int i = 0; i < p; i++) {
-    off[i] = (size_t)i * a->count;
-    len[i] = a->count;
-  }
-  gs_status st = run_allgatherv(c, a, len, off);
+  gs_status st = run_allgatherv(c, a, off + p, off);
   gs_free(off);
   return st;
 }
@@ -249,14 +251,10 @@ static gs_status run_alltoall(gs_comm *c, coll_args *a) {
   if (a->kind == COLL_ALLTOALLV)
     return alltoallv_pairwise(c, &c->world, a->sendbuf, a->counts, a->displs,
                               a->recvbuf, a->rcounts, a->rdispls, esize);
-  size_t *tab = gs_malloc(2 * sizeof(size_t) * (size_t)p);
+  size_t *tab = uniform_blocks(p, a->count);
   if (tab == NULL) return GS_ERR_NOMEM;
-  for (int i = 0; i < p; i++) {
-    tab[i] = a->count;
-    tab[p + i] = (size_t)i * a->count;
-  }
-  gs_status st = alltoallv_pairwise(c, &c->world, a->sendbuf, tab, tab + p,
-                                    a->recvbuf, tab, tab + p, esize);
+  gs_status st = alltoallv_pairwise(c, &c->world, a->sendbuf, tab + p, tab,
+                                    a->recvbuf, tab + p, tab, esize);
   gs_free(tab);
   return st;
 }

@@ -132,6 +132,18 @@ gs_status alltoallv_pairwise(gs_comm *c, const coll_group *g,
                              size_t esize);
 gs_status barrier_dissemination(const coll_group *g);
 
+/* Non-power-of-two groups in recursive doubling and Rabenseifner: of the
+ * first 2*rem ranks each even one folds its vector into the odd one above
+ * (fold_in) and gets the result back at the end (fold_out); the others are
+ * renumbered into a power-of-two core. fold_newrank is -1 for a folded
+ * rank. */
+int fold_newrank(int rank, int rem);
+int fold_realrank(int newrank, int rem);
+gs_status fold_in(const coll_group *g, void *buf, void *tmp, size_t count,
+                  gs_dtype dtype, gs_redop op, int rem, int tag);
+gs_status fold_out(const coll_group *g, void *buf, size_t bytes, int rem,
+                   int tag);
+
 /* MPI's own collectives, the peer. */
 gs_status coll_mpi(gs_comm *c, coll_args *a);
 

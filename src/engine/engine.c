@@ -8,12 +8,14 @@
  * engine_plan.c, the Chrome-trace timeline in timeline.c.
  */
 #include <errno.h>
+#include <sched.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine_internal.h"
@@ -31,7 +33,7 @@ void eng_fail(gs_engine *e, gs_status st, const char *msg) {
   if (atomic_load(&e->failed) == 0) {
     snprintf(e->failure, sizeof e->failure, "%s", msg && *msg ? msg : gs_strerror(st));
     atomic_store(&e->failed, (int)st);
-    gs_log(GS_LOG_ERROR, "gradsync engine, rank %d: %s", e->rank, e->failure);
+    gs_log(GS_LOG_ERROR, "gradsync engine: %s", e->failure);
   }
   pthread_cond_broadcast(&e->cv_done);
   pthread_cond_broadcast(&e->cv_inflight);
@@ -52,13 +54,19 @@ static gs_status failed_status(gs_engine *e) {
 }
 
 /* ---- The event ring ------------------------------------------------------------
- * Single producer (training thread), single consumer (launch thread). The
- * producer pays one futex wake only when the consumer sleeps; the two sides
- * use sequentially consistent operations on `tail` and `sleeping`, so either
- * the producer sees the consumer asleep or the consumer sees the new tail. */
+ * Single producer (training thread), single consumer (launch thread), no
+ * lock. grad_ready must cost the training thread next to nothing, so a READY
+ * event never makes a system call: inside an iteration the launch thread
+ * polls, sleeping between polls for a period that starts at poll_min_ns
+ * after each event and doubles while the ring stays empty, up to
+ * poll_max_ns (a long backward gap costs at most that much launch delay,
+ * a short one little CPU). Between iterations it sleeps on a futex, and
+ * START, FLUSH and STOP wake it. Both sides use sequentially consistent
+ * operations on `tail` and `sleeping`, so a wake is never lost. */
 
-static long futex(_Atomic uint32_t *addr, int op, uint32_t val) {
-  return syscall(SYS_futex, (uint32_t *)addr, op, val, NULL, NULL, 0);
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val,
+                  const struct timespec *timeout) {
+  return syscall(SYS_futex, (uint32_t *)addr, op, val, timeout, NULL, 0);
 }
 
 static void ring_push(eng_ring *r, const eng_event *ev) {
@@ -67,12 +75,14 @@ static void ring_push(eng_ring *r, const eng_event *ev) {
     sched_yield(); /* full: the launch thread is behind by a whole ring */
   r->slots[t & r->mask] = *ev;
   atomic_store(&r->tail, t + 1);
-  if (atomic_load(&r->sleeping))
-    futex(&r->tail, FUTEX_WAKE_PRIVATE, 1);
+  if (ev->kind != EV_READY && atomic_load(&r->sleeping))
+    futex(&r->tail, FUTEX_WAKE_PRIVATE, 1, NULL);
 }
 
-static void ring_pop(eng_ring *r, eng_event *ev) {
+/* Pops the next event; `polling` says an iteration is open. */
+static void ring_pop(eng_ring *r, eng_event *ev, int polling) {
   uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+  uint64_t period = r->poll_min_ns;
   for (;;) {
     for (int i = 0; i <= r->spin_iters; i++) {
       if (atomic_load_explicit(&r->tail, memory_order_acquire) != h) {
@@ -83,7 +93,16 @@ static void ring_pop(eng_ring *r, eng_event *ev) {
       __asm__ __volatile__("" ::: "memory");
     }
     atomic_store(&r->sleeping, 1);
-    if (atomic_load(&r->tail) == h) futex(&r->tail, FUTEX_WAIT_PRIVATE, h);
+    if (atomic_load(&r->tail) == h) {
+      if (polling) {
+        struct timespec ts = {(time_t)(period / 1000000000u),
+                              (long)(period % 1000000000u)};
+        futex(&r->tail, FUTEX_WAIT_PRIVATE, h, &ts);
+        period = GS_MIN(2 * period, r->poll_max_ns);
+      } else {
+        futex(&r->tail, FUTEX_WAIT_PRIVATE, h, NULL);
+      }
+    }
     atomic_store(&r->sleeping, 0);
   }
 }
@@ -357,10 +376,11 @@ static void *launch_main(void *arg) {
   gs_engine *e = arg;
   for (;;) {
     eng_event ev;
-    ring_pop(&e->ring, &ev);
+    ring_pop(&e->ring, &ev, e->iter_open);
     switch (ev.kind) {
       case EV_STOP: return NULL;
       case EV_START:
+        e->iter_open = 1;
         e->it_start_ns = ev.t_ns;
         e->it_fwd_wait_ns = ev.aux;
         begin_iteration(e);
@@ -374,7 +394,10 @@ static void *launch_main(void *arg) {
         launch_ready_groups(e, e->plan);
         break;
       }
-      case EV_FLUSH: end_iteration(e, ev.t_ns); break;
+      case EV_FLUSH:
+        e->iter_open = 0;
+        end_iteration(e, ev.t_ns);
+        break;
     }
   }
 }
@@ -442,11 +465,15 @@ gs_status gs_engine_create(gs_comm *comm, const gs_engine_config *cfg_in,
   pthread_mutex_init(&e->mu, NULL);
   pthread_cond_init(&e->cv_inflight, NULL);
   pthread_cond_init(&e->cv_done, NULL);
-  /* The spin before sleeping trades a little CPU for a cheaper grad_ready
-   * (no futex wake while the launch thread is spinning). */
+  /* The launch thread's polling (see the event ring above). */
   const char *spin = getenv("GRADSYNC_ENGINE_SPIN");
-  e->ring.spin_iters = spin ? atoi(spin) : 2000;
+  const char *poll = getenv("GRADSYNC_ENGINE_POLL_US");
+  e->ring.spin_iters = spin ? atoi(spin) : 200;
   if (e->ring.spin_iters < 0) e->ring.spin_iters = 0;
+  double poll_us = poll ? atof(poll) : 50.0;
+  if (!(poll_us >= 1)) poll_us = 50.0;
+  e->ring.poll_min_ns = (uint64_t)(poll_us * 1e3);
+  e->ring.poll_max_ns = GS_MAX(e->ring.poll_min_ns, (uint64_t)1000000);
   *out = e;
   return GS_OK;
 }

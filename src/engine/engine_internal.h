@@ -39,6 +39,7 @@ typedef struct eng_ring {
   _Atomic uint32_t head;  /* written by the consumer */
   _Atomic int sleeping;   /* the consumer is (about to be) in futex_wait */
   int spin_iters;         /* polls before sleeping */
+  uint64_t poll_min_ns, poll_max_ns; /* sleep between polls in an iteration */
 } eng_ring;
 
 /* ---- Plans as the engine runs them --------------------------------------- */
@@ -153,6 +154,7 @@ struct gs_engine {
 
   /* Launch thread. */
   uint64_t liter;               /* the iteration it is processing */
+  int iter_open;                /* between START and FLUSH */
   unsigned char *ready;         /* per comm tensor, this iteration */
   uint64_t *stamp;              /* per comm tensor, ready stamp (ns) */
   size_t *pending;              /* per group, tensors not yet ready */

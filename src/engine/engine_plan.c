@@ -1,0 +1,658 @@
+/*
+ * The engine's control plane, run by its launch thread at the start of an
+ * iteration: the first iteration's registration check, the profiler (layer
+ * times from grad_ready stamps, a and b fitted from the engine's own
+ * collectives) and the plan, made on rank 0 and broadcast so that every rank
+ * issues the same collectives.
+ *
+ * Schedule (the same on every rank, so every rank joins each exchange):
+ *   iteration 0           registration check; first plan (wfbp while the
+ *                         profiler warms up, for policies that need a profile)
+ *   iteration W (warm-up) the policy's plan from the measurements
+ *   W + k*interval        rank 0 checks for drift; a new plan if the current
+ *                         plan's predicted time moved by more than the drift
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+
+/* ---- Registration check ------------------------------------------------------ */
+
+typedef struct reg_rec {
+  uint64_t hash, count, dtype;
+  char name[56];
+} reg_rec;
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; i++) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+static void tensor_rec(const eng_tensor *t, reg_rec *r) {
+  memset(r, 0, sizeof *r);
+  uint64_t cnt = t->count, dt = (uint64_t)t->dtype;
+  uint64_t h = fnv1a(14695981039346656037ull, t->name, strlen(t->name) + 1);
+  h = fnv1a(h, &cnt, sizeof cnt);
+  r->hash = fnv1a(h, &dt, sizeof dt);
+  r->count = cnt;
+  r->dtype = dt;
+  snprintf(r->name, sizeof r->name, "%s", t->name);
+}
+
+static void describe(char *dst, size_t n, const reg_rec *r) {
+  snprintf(dst, n, "'%s' (%llu x %s)", r->name, (unsigned long long)r->count,
+           gs_dtype_name((gs_dtype)r->dtype));
+}
+
+/* Every rank contributes (number of tensors, hash of names, counts, dtypes
+ * and order) to one fixed-size allgather, so a mismatch cannot hang. On a
+ * mismatch, rank 0's list is broadcast (its length is known to all from the
+ * first exchange) and a second fixed-size allgather collects where each rank
+ * first differs, so that every rank reports the same complete story. */
+gs_status eng_check_registration(gs_engine *e) {
+  int p = e->size;
+  if (p == 1) return GS_OK;
+  uint64_t h = 14695981039346656037ull;
+  for (size_t i = 0; i < e->ntensors; i++) {
+    reg_rec r;
+    tensor_rec(&e->tensors[i], &r);
+    h = fnv1a(h, &r.hash, sizeof r.hash);
+  }
+  uint64_t mine[2] = {e->ntensors, h};
+  uint64_t *all = gs_malloc(2 * sizeof(uint64_t) * (size_t)p);
+  if (all == NULL) return GS_ERR_NOMEM;
+  gs_status st = gs_allgather(e->comm, mine, all, 2, GS_I64, GS_ALGO_AUTO);
+  if (st != GS_OK) {
+    gs_free(all);
+    return st;
+  }
+  int same = 1;
+  for (int r = 1; r < p; r++)
+    if (all[2 * r] != all[0] || all[2 * r + 1] != all[1]) same = 0;
+  if (same) {
+    gs_free(all);
+    return GS_OK;
+  }
+  size_t n0 = (size_t)all[0];
+  reg_rec *recs = gs_calloc(n0 + 1, sizeof *recs);
+  uint64_t *diff = gs_malloc(sizeof(uint64_t) * (size_t)p);
+  if (recs == NULL || diff == NULL) {
+    gs_free(all);
+    gs_free(recs);
+    gs_free(diff);
+    return GS_ERR_NOMEM;
+  }
+  if (e->rank == 0)
+    for (size_t i = 0; i < n0; i++) tensor_rec(&e->tensors[i], &recs[i]);
+  st = gs_bcast(e->comm, recs, n0 * sizeof *recs, GS_U8, 0, GS_ALGO_AUTO);
+  size_t first = GS_MIN(n0, e->ntensors);
+  for (size_t i = 0; st == GS_OK && i < GS_MIN(n0, e->ntensors); i++) {
+    reg_rec r;
+    tensor_rec(&e->tensors[i], &r);
+    if (r.hash != recs[i].hash) {
+      first = i;
+      break;
+    }
+  }
+  uint64_t first64 = first;
+  if (st == GS_OK) st = gs_allgather(e->comm, &first64, diff, 1, GS_I64, GS_ALGO_AUTO);
+  if (st != GS_OK) {
+    gs_free(all);
+    gs_free(recs);
+    gs_free(diff);
+    return st;
+  }
+  char msg[1024], part[400], a[160], b[160];
+  int len = snprintf(msg, sizeof msg, "ranks registered different gradient tensors "
+                     "(every rank must register the same names, counts and dtypes "
+                     "in the same order; checked on the first iteration):");
+  int shown = 0;
+  for (int r = 1; r < p && len < (int)sizeof msg; r++) {
+    size_t nr = (size_t)all[2 * r], d = (size_t)diff[r];
+    if (nr == n0 && all[2 * r + 1] == all[1]) continue;
+    if (shown++ == 4) {
+      len += snprintf(msg + len, sizeof msg - (size_t)len, " ...");
+      break;
+    }
+    if (d < GS_MIN(nr, n0)) {
+      describe(a, sizeof a, &recs[d]);
+      if (r == e->rank) {
+        reg_rec mr;
+        tensor_rec(&e->tensors[d], &mr);
+        describe(b, sizeof b, &mr);
+        snprintf(part, sizeof part, " rank %d's tensor %zu is %s where rank 0's is %s;",
+                 r, d, b, a);
+      } else {
+        snprintf(part, sizeof part, " rank %d's tensor %zu differs from rank 0's %s;",
+                 r, d, a);
+      }
+    } else {
+      snprintf(part, sizeof part, " rank %d registered %zu tensors, rank 0 %zu;", r,
+               nr, n0);
+    }
+    len += snprintf(msg + len, sizeof msg - (size_t)len, "%s", part);
+  }
+  if (len > 0 && len < (int)sizeof msg && msg[len - 1] == ';') msg[len - 1] = '\0';
+  gs_free(all);
+  gs_free(recs);
+  gs_free(diff);
+  return gs_error(GS_ERR_MISMATCH, "rank %d: %s", e->rank, msg);
+}
+
+/* ---- Profiler ---------------------------------------------------------------------
+ * Tensor c's effective ready time is the latest stamp of c and every tensor
+ * after it (the clamp tools/profile_model.py applies when autograd reorders
+ * gradients); backward_s[c] is the gap to the next effective time up, and
+ * the time from the iteration's start (the previous wait's return) to the
+ * first gradient, less time blocked in wait_tensor, counts as forward. */
+void eng_profile_iteration(gs_engine *e, uint64_t flush_ns) {
+  (void)flush_ns;
+  size_t L = e->ncomm;
+  if (e->liter < 1 || e->it_start_ns == 0 || L == 0) return;
+  uint64_t r = e->stamp[L - 1];
+  double fwd = (double)r - (double)e->it_start_ns - (double)e->it_fwd_wait_ns;
+  e->w_fwd += fwd > 0 ? fwd * 1e-9 : 0.0;
+  for (size_t c = L - 1; c-- > 0;) {
+    uint64_t rc = GS_MAX(r, e->stamp[c]);
+    e->w_bwd[c] += (double)(rc - r) * 1e-9;
+    r = rc;
+  }
+  e->w_n++;
+}
+
+static int cmp_sample(const void *pa, const void *pb) {
+  const eng_sample *a = pa, *b = pb;
+  int la = (int)log2(a->bytes), lb = (int)log2(b->bytes);
+  if (la != lb) return la < lb ? -1 : 1;
+  return (a->secs > b->secs) - (a->secs < b->secs);
+}
+
+/* Fits T(M) = a + b*M to one kind of collective with gs_cost_fit_linear:
+ * one point per power-of-two size class (the median time, the mean size),
+ * so that outliers and the many small messages do not dominate. Needs two
+ * classes. Returns 0 on success. */
+static int fit_op(const eng_sample *src, size_t n, eng_op op, double *a, double *b) {
+  eng_sample *s = gs_malloc((n + 1) * sizeof *s);
+  double *x = gs_malloc(66 * sizeof(double)), *y = gs_malloc(66 * sizeof(double));
+  int rc = -1;
+  if (s == NULL || x == NULL || y == NULL) goto done;
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (src[i].op == op && src[i].bytes >= 1 && src[i].secs > 0) s[m++] = src[i];
+  qsort(s, m, sizeof *s, cmp_sample);
+  size_t np = 0;
+  for (size_t i = 0; i < m && np < 66;) {
+    size_t j = i;
+    int cls = (int)log2(s[i].bytes);
+    double sum = 0;
+    while (j < m && (int)log2(s[j].bytes) == cls) sum += s[j++].bytes;
+    x[np] = sum / (double)(j - i);
+    y[np] = s[i + (j - i) / 2].secs;
+    np++;
+    i = j;
+  }
+  if (np >= 2 && gs_cost_fit_linear(x, y, np, a, b) == GS_OK && isfinite(*a) &&
+      isfinite(*b)) {
+    /* A non-positive slope means the sizes did not separate from the
+     * noise (ranks arriving late dominate): keep the previous cost. */
+    if (*a < 0) *a = 0;
+    if (*b > 0) rc = 0;
+  }
+done:
+  gs_free(s);
+  gs_free(x);
+  gs_free(y);
+  return rc;
+}
+
+/* Updates e->cost from the samples (rank 0). Dear's reduce-scatter and
+ * all-gather costs come from their own fits when both exist, else each is
+ * half the all-reduce (gs_plan_cost_from_ab). */
+static void refit_cost(gs_engine *e) {
+  pthread_mutex_lock(&e->mu);
+  size_t n = GS_MIN(e->nsamples, (size_t)ENG_SAMPLES);
+  eng_sample *s = gs_malloc((n + 1) * sizeof *s);
+  if (s) memcpy(s, e->samples, n * sizeof *s);
+  pthread_mutex_unlock(&e->mu);
+  if (s == NULL) return;
+  double a, b, rs_a, rs_b, ag_a, ag_b;
+  if (fit_op(s, n, OP_ALLREDUCE, &a, &b) == 0) {
+    gs_plan_cost_from_ab(a, b, &e->cost);
+    e->cost_measured = 1;
+  }
+  if (fit_op(s, n, OP_RS, &rs_a, &rs_b) == 0 && fit_op(s, n, OP_AG, &ag_a, &ag_b) == 0) {
+    e->cost.rs_a = rs_a;
+    e->cost.rs_b = rs_b;
+    e->cost.ag_a = ag_a;
+    e->cost.ag_b = ag_b;
+    if (!e->cost_measured) { /* no all-reduce fit yet: RS + AG is one */
+      e->cost.a = rs_a + ag_a;
+      e->cost.b = rs_b + ag_b;
+    }
+    e->cost_measured = 1;
+  }
+  gs_free(s);
+}
+
+/* ---- Plans ------------------------------------------------------------------------- */
+
+/* The profile as the engine sees it: the tensors with count > 0, with the
+ * window's mean times (zero before any measurement). Names are borrowed. */
+static gs_status window_profile(gs_engine *e, gs_profile *p) {
+  memset(p, 0, sizeof *p);
+  p->name = "engine";
+  p->device = "";
+  p->source = "gradsync engine profiler";
+  p->ntensors = e->ncomm;
+  p->tensors = gs_calloc(e->ncomm, sizeof *p->tensors);
+  if (p->tensors == NULL) return GS_ERR_NOMEM;
+  double n = e->w_n ? (double)e->w_n : 1.0;
+  p->forward_s = e->w_fwd / n;
+  for (size_t c = 0; c < e->ncomm; c++) {
+    const eng_tensor *t = &e->tensors[e->comm_ids[c]];
+    p->tensors[c].name = t->name;
+    p->tensors[c].numel = t->count;
+    p->tensors[c].dtype = t->dtype;
+    p->tensors[c].backward_s = e->w_bwd[c] / n;
+  }
+  return GS_OK;
+}
+
+static double predict(const gs_profile *p, const gs_plan_cost *c, const gs_plan *pl,
+                      int dear) {
+  double t = -1;
+  gs_status st = dear ? gs_plan_predict_dear(p, c, pl->tensors, pl->offsets,
+                                             pl->ngroups, &t, NULL, NULL)
+                      : gs_plan_predict(p, c, pl->tensors, pl->offsets, pl->ngroups, &t);
+  return st == GS_OK ? t : -1;
+}
+
+/* The policy's plan. Without forward_overlap, auto chooses among the
+ * all-reduce policies only: dear's all-gathers would not overlap anything. */
+static gs_status make_plan(gs_engine *e, const gs_profile *p, const char *spec,
+                           gs_plan **out) {
+  gs_plan_policy pol;
+  GS_CHECK(gs_plan_policy_parse(spec, &pol));
+  if (pol.kind != GS_PLAN_AUTO || e->forward_overlap)
+    return gs_plan_make_policy(p, &e->cost, &pol, out);
+  gs_plan *best = NULL;
+  for (int k = 0; k < GS_PLAN_DEAR; k++) {
+    gs_plan_policy pk = {(gs_plan_policy_kind)k, 25.0, 1.0};
+    gs_plan *pl = NULL;
+    gs_status st = gs_plan_make_policy(p, &e->cost, &pk, &pl);
+    if (st != GS_OK) {
+      gs_plan_free(best);
+      return st;
+    }
+    if (best == NULL || pl->predicted_iter_s < best->predicted_iter_s) {
+      gs_plan_free(best);
+      best = pl;
+    } else {
+      gs_plan_free(pl);
+    }
+  }
+  best->policy = pol;
+  *out = best;
+  return GS_OK;
+}
+
+void eng_plan_free(eng_plan *p) {
+  if (p == NULL) return;
+  for (size_t k = 0; k < p->nmsgs; k++) {
+    gs_free(p->msgs[k].ids);
+    gs_free(p->msgs[k].off);
+    gs_free(p->msgs[k].fusion);
+    gs_free(p->msgs[k].label);
+  }
+  gs_free(p->msgs);
+  gs_free(p->gmsg);
+  gs_free(p->group_of);
+  gs_free(p->gsize);
+  gs_plan_free(p->plan);
+  gs_profile_free(p->profile);
+  gs_free(p);
+}
+
+gs_status eng_copy_plan(const eng_plan *src, gs_plan **out) {
+  const gs_plan *p = src->plan;
+  gs_plan *c = gs_calloc(1, sizeof *c);
+  if (c == NULL) return GS_ERR_NOMEM;
+  *c = *p;
+  c->tensors = gs_malloc((p->ntensors + 1) * sizeof(size_t));
+  c->offsets = gs_malloc((p->ngroups + 1) * sizeof(size_t));
+  if (c->tensors == NULL || c->offsets == NULL) {
+    gs_free(c->tensors);
+    gs_free(c->offsets);
+    gs_free(c);
+    return GS_ERR_NOMEM;
+  }
+  memcpy(c->tensors, p->tensors, p->ntensors * sizeof(size_t));
+  memcpy(c->offsets, p->offsets, (p->ngroups + 1) * sizeof(size_t));
+  *out = c;
+  return GS_OK;
+}
+
+static char *dup_str(const char *s) {
+  size_t n = strlen(s ? s : "") + 1;
+  char *d = gs_malloc(n);
+  if (d) memcpy(d, s ? s : "", n);
+  return d;
+}
+
+gs_status eng_copy_profile(const gs_profile *p, gs_profile **out) {
+  gs_profile *c = gs_calloc(1, sizeof *c);
+  if (c == NULL) return GS_ERR_NOMEM;
+  *c = *p;
+  c->name = dup_str(p->name);
+  c->device = dup_str(p->device);
+  c->source = dup_str(p->source);
+  c->tensors = gs_calloc(p->ntensors, sizeof *c->tensors);
+  int ok = c->name && c->device && c->source && c->tensors;
+  for (size_t i = 0; ok && i < p->ntensors; i++) {
+    c->tensors[i] = p->tensors[i];
+    c->tensors[i].name = dup_str(p->tensors[i].name);
+    if (c->tensors[i].name == NULL) ok = 0;
+  }
+  if (!ok) {
+    if (c->tensors == NULL) c->ntensors = 0;
+    else
+      for (size_t i = 0; i < p->ntensors; i++)
+        if (c->tensors[i].name == p->tensors[i].name) c->tensors[i].name = NULL;
+    gs_profile_free(c);
+    return GS_ERR_NOMEM;
+  }
+  *out = c;
+  return GS_OK;
+}
+
+/* Names joined by commas for the timeline, JSON-safe, at most ~1000 bytes. */
+static char *msg_label(const gs_engine *e, const int *ids, size_t n) {
+  size_t cap = 1024, len = 0;
+  char *s = gs_malloc(cap);
+  if (s == NULL) return NULL;
+  s[0] = '\0';
+  for (size_t k = 0; k < n; k++) {
+    const char *nm = e->tensors[ids[k]].name;
+    size_t l = strlen(nm);
+    if (len + l + 8 >= cap) {
+      snprintf(s + len, cap - len, "%s...", k ? "," : "");
+      break;
+    }
+    if (k) s[len++] = ',';
+    for (size_t i = 0; i < l; i++) {
+      char ch = nm[i];
+      s[len++] = (ch == '"' || ch == '\\' || (unsigned char)ch < 0x20) ? '_' : ch;
+    }
+    s[len] = '\0';
+  }
+  return s;
+}
+
+/* Turns a plan into the engine's messages: one per dtype present in a group
+ * (fusing f16 with f32 would change what is sent), each with its fusion
+ * buffer; a one-tensor message of an all-reduce plan reduces in place. */
+static gs_status build_plan(gs_engine *e, gs_plan *plan, gs_profile *prof,
+                            eng_plan **out) {
+  eng_plan *ep = gs_calloc(1, sizeof *ep);
+  if (ep == NULL) return GS_ERR_NOMEM;
+  ep->plan = plan;
+  ep->profile = prof;
+  ep->dear = plan->chosen == GS_PLAN_DEAR;
+  size_t G = plan->ngroups, L = e->ncomm;
+  ep->ngroups = G;
+  ep->gmsg = gs_calloc(G + 1, sizeof(size_t));
+  ep->group_of = gs_calloc(L + 1, sizeof(size_t));
+  ep->gsize = gs_calloc(G + 1, sizeof(size_t));
+  ep->msgs = gs_calloc(L + 1, sizeof(eng_msg)); /* at most one per tensor */
+  int *ids = gs_malloc((L + 1) * sizeof(int));
+  gs_status st = GS_OK;
+  if (!ep->gmsg || !ep->group_of || !ep->gsize || !ep->msgs || !ids) {
+    st = GS_ERR_NOMEM;
+    goto done;
+  }
+  for (size_t g = 0; g < G; g++) {
+    ep->gmsg[g] = ep->nmsgs;
+    ep->gsize[g] = plan->offsets[g + 1] - plan->offsets[g];
+    for (size_t k = plan->offsets[g]; k < plan->offsets[g + 1]; k++)
+      ep->group_of[plan->tensors[k]] = g;
+    for (int d = 0; d < GS_DTYPE_COUNT; d++) {
+      size_t n = 0;
+      for (size_t k = plan->offsets[g]; k < plan->offsets[g + 1]; k++) {
+        long id = e->comm_ids[plan->tensors[k]];
+        if ((int)e->tensors[id].dtype == d) ids[n++] = (int)id;
+      }
+      if (n == 0) continue;
+      eng_msg *m = &ep->msgs[ep->nmsgs++];
+      m->group = g;
+      m->dtype = (gs_dtype)d;
+      m->n = n;
+      m->ids = gs_malloc(n * sizeof(int));
+      m->off = gs_malloc(n * sizeof(size_t));
+      m->label = msg_label(e, ids, n);
+      if (!m->ids || !m->off || !m->label) {
+        st = GS_ERR_NOMEM;
+        goto done;
+      }
+      memcpy(m->ids, ids, n * sizeof(int));
+      for (size_t k = 0; k < n; k++) {
+        m->off[k] = m->count;
+        m->count += e->tensors[ids[k]].count;
+      }
+      size_t es = gs_dtype_size(m->dtype), p = (size_t)e->size;
+      m->padded = ep->dear ? (m->count + p - 1) / p * p : m->count;
+      m->bytes = m->count * es;
+      if (n > 1 || ep->dear) {
+        m->fusion = gs_malloc(m->padded * es);
+        if (m->fusion == NULL) {
+          st = gs_error(GS_ERR_NOMEM, "gs_engine on rank %d: cannot allocate a "
+                        "fusion buffer of %zu bytes", e->rank, m->padded * es);
+          goto done;
+        }
+      }
+    }
+  }
+  ep->gmsg[G] = ep->nmsgs;
+done:
+  gs_free(ids);
+  if (st != GS_OK) {
+    ep->plan = NULL; /* the caller still owns plan and prof */
+    ep->profile = NULL;
+    eng_plan_free(ep);
+    return st;
+  }
+  *out = ep;
+  return GS_OK;
+}
+
+enum {
+  H_STATUS, H_CHANGED, H_CHOSEN, H_NGROUPS, H_WARMUP, H_PREDICTED, H_A, H_B, H_RS_A,
+  H_RS_B, H_AG_A, H_AG_B, H_MEASURED, H_FORWARD, H_DEAR_FWD_END, H_DEAR_AG_WAIT,
+  H_COUNT
+};
+
+/* Rank 0: decides whether this iteration gets a new plan, and makes it. */
+static gs_status decide(gs_engine *e, uint64_t n, int forced, gs_plan **plan_out,
+                        gs_profile **prof_out, int *warm) {
+  *plan_out = NULL;
+  *prof_out = NULL;
+  *warm = 0;
+  gs_profile prof;
+  GS_CHECK(window_profile(e, &prof));
+  refit_cost(e);
+  gs_status st = GS_OK;
+  const char *spec = e->policy_spec;
+  if (forced && n == 0 && e->needs_profile && e->warmup_iters > 0) {
+    spec = "wfbp";
+    *warm = 1;
+  }
+  int make = forced;
+  if (!forced && e->plan) {
+    double old = e->plan->plan->predicted_iter_s;
+    double now = predict(&prof, &e->cost, e->plan->plan, e->plan->dear);
+    double rel = old > 0 ? fabs(now - old) / old : (now > 0 ? INFINITY : 0);
+    make = now < 0 || rel > e->replan_drift;
+    gs_log(GS_LOG_INFO, "gradsync engine: iteration %llu: the plan's predicted time "
+           "moved %.1f%% (%.3f -> %.3f ms)%s", (unsigned long long)n, rel * 100,
+           old * 1e3, now * 1e3, make ? ": replanning" : "");
+  }
+  if (make) {
+    st = make_plan(e, &prof, spec, plan_out);
+    if (st == GS_OK) st = eng_copy_profile(&prof, prof_out);
+    if (st != GS_OK) {
+      gs_plan_free(*plan_out);
+      *plan_out = NULL;
+    }
+  }
+  gs_free(prof.tensors);
+  return st;
+}
+
+gs_status eng_plan_step(gs_engine *e, uint64_t n) {
+  uint64_t W = (uint64_t)e->warmup_iters, I = (uint64_t)e->replan_interval;
+  int forced = n == 0 || (e->needs_profile && W > 0 && n == W);
+  int check = e->needs_profile && n > W && (n - W) % I == 0;
+  if (!forced && !check) return GS_OK;
+
+  double hdr[H_COUNT] = {0};
+  gs_plan *plan = NULL;
+  gs_profile *prof = NULL;
+  gs_status st = GS_OK;
+  if (e->rank == 0) {
+    int warm = 0;
+    st = decide(e, n, forced, &plan, &prof, &warm);
+    hdr[H_STATUS] = (double)st;
+    if (plan) {
+      hdr[H_CHANGED] = 1;
+      hdr[H_CHOSEN] = (double)plan->chosen;
+      hdr[H_NGROUPS] = (double)plan->ngroups;
+      hdr[H_WARMUP] = warm;
+      hdr[H_PREDICTED] = plan->predicted_iter_s;
+      hdr[H_DEAR_FWD_END] = plan->dear_forward_end_s;
+      hdr[H_DEAR_AG_WAIT] = plan->dear_ag_wait_s;
+      hdr[H_FORWARD] = prof->forward_s;
+    }
+    const double c[6] = {e->cost.a, e->cost.b, e->cost.rs_a,
+                         e->cost.rs_b, e->cost.ag_a, e->cost.ag_b};
+    memcpy(&hdr[H_A], c, sizeof c);
+    hdr[H_MEASURED] = e->cost_measured;
+  }
+  /* A new profiler window starts with every decision. */
+  e->w_n = 0;
+  e->w_fwd = 0;
+  memset(e->w_bwd, 0, e->ncomm * sizeof(double));
+  char saved[1024];
+  gs__error_copy(saved, sizeof saved);
+  gs_status bst = gs_bcast(e->comm, hdr, H_COUNT, GS_F64, 0, GS_ALGO_AUTO);
+  if (bst != GS_OK) {
+    gs_plan_free(plan);
+    gs_profile_free(prof);
+    return bst;
+  }
+  if (hdr[H_STATUS] != 0) {
+    gs_plan_free(plan);
+    gs_profile_free(prof);
+    if (e->rank == 0) {
+      gs__error_set_message(saved);
+      return st;
+    }
+    return gs_error((gs_status)(int)hdr[H_STATUS], "rank %d: rank 0 could not make "
+                    "a plan at iteration %llu (see rank 0's error)", e->rank,
+                    (unsigned long long)n);
+  }
+  e->cost.a = hdr[H_A];
+  e->cost.b = hdr[H_B];
+  e->cost.rs_a = hdr[H_RS_A];
+  e->cost.rs_b = hdr[H_RS_B];
+  e->cost.ag_a = hdr[H_AG_A];
+  e->cost.ag_b = hdr[H_AG_B];
+  e->cost_measured = hdr[H_MEASURED] != 0;
+  if (hdr[H_CHANGED] == 0) return GS_OK;
+
+  /* The plan's group starts (launch order) and the profile's backward
+   * times, exact in doubles. */
+  size_t G = (size_t)hdr[H_NGROUPS], L = e->ncomm;
+  double *body = gs_calloc(G + L + 1, sizeof(double));
+  if (body == NULL) st = GS_ERR_NOMEM;
+  if (st == GS_OK && e->rank == 0) {
+    for (size_t g = 0; g < G; g++) body[g] = (double)plan->tensors[plan->offsets[g]];
+    for (size_t c = 0; c < L; c++) body[G + c] = prof->tensors[c].backward_s;
+  }
+  /* Every rank must join the broadcast even if its allocation failed. */
+  if (body) {
+    gs_status b2 = gs_bcast(e->comm, body, G + L, GS_F64, 0, GS_ALGO_AUTO);
+    if (st == GS_OK) st = b2;
+  }
+  if (st == GS_OK && e->rank != 0) {
+    plan = gs_calloc(1, sizeof *plan);
+    if (plan) {
+      plan->tensors = gs_malloc((L + 1) * sizeof(size_t));
+      plan->offsets = gs_malloc((G + 1) * sizeof(size_t));
+    }
+    gs_profile tmp;
+    if (plan == NULL || plan->tensors == NULL || plan->offsets == NULL ||
+        window_profile(e, &tmp) != GS_OK) {
+      st = GS_ERR_NOMEM;
+    } else {
+      /* Groups are contiguous runs in launch order: group g covers
+       * starts[g] .. (g ? starts[g-1] : L) - 1. */
+      size_t k = 0, hi = L;
+      for (size_t g = 0; g < G; g++) {
+        size_t s = (size_t)body[g];
+        plan->offsets[g] = k;
+        for (size_t i = s; i < hi && k < L; i++) plan->tensors[k++] = i;
+        hi = s;
+      }
+      plan->offsets[G] = k;
+      plan->ntensors = L;
+      plan->ngroups = G;
+      plan->policy = e->policy;
+      plan->chosen = (gs_plan_policy_kind)(int)hdr[H_CHOSEN];
+      plan->predicted_iter_s = hdr[H_PREDICTED];
+      plan->dear_forward_end_s = hdr[H_DEAR_FWD_END];
+      plan->dear_ag_wait_s = hdr[H_DEAR_AG_WAIT];
+      tmp.forward_s = hdr[H_FORWARD];
+      for (size_t c = 0; c < L; c++) tmp.tensors[c].backward_s = body[G + c];
+      st = eng_copy_profile(&tmp, &prof);
+      gs_free(tmp.tensors);
+      if (st == GS_OK) st = gs_plan_check(plan, L);
+    }
+  }
+  gs_free(body);
+  eng_plan *ep = NULL;
+  if (st == GS_OK) st = build_plan(e, plan, prof, &ep);
+  if (st != GS_OK) {
+    gs_plan_free(plan);
+    gs_profile_free(prof);
+    return st;
+  }
+  ep->cost = e->cost;
+  ep->cost_measured = e->cost_measured;
+  ep->warmup = hdr[H_WARMUP] != 0;
+
+  pthread_mutex_lock(&e->mu);
+  eng_wait_drained_locked(e);
+  eng_plan *old = e->plan;
+  e->plan = ep;
+  e->stats.plans++;
+  e->stats.chosen = plan->chosen;
+  e->stats.warming_up = ep->warmup;
+  e->stats.ngroups = G;
+  e->stats.predicted_iter_s = ep->warmup ? 0 : plan->predicted_iter_s;
+  e->stats.cost = e->cost;
+  e->stats.cost_measured = e->cost_measured;
+  pthread_mutex_unlock(&e->mu);
+  eng_plan_free(old);
+  gs_log(GS_LOG_INFO, "gradsync engine, rank %d: iteration %llu: plan %s, %zu groups, "
+         "predicted %.3f ms (a=%.3g s, b=%.3g s/B, %s)", e->rank,
+         (unsigned long long)n, gs_plan_policy_name(plan->chosen), G,
+         plan->predicted_iter_s * 1e3, e->cost.a, e->cost.b,
+         e->cost_measured ? "measured" : "model");
+  return GS_OK;
+}

@@ -1,0 +1,132 @@
+/*
+ * The engine's timeline: complete events ("ph":"X") in the Chrome trace
+ * format (the "JSON Object Format" of the Trace Event Format document),
+ * which Perfetto and chrome://tracing open. One process per rank (pid =
+ * rank) with three threads: compute, comm and wait. Times are microseconds
+ * of CLOCK_MONOTONIC, so files of ranks on one host line up.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine_internal.h"
+
+/* Enough for hours of a 600-tensor model; events past it are counted. */
+#define TL_MAX_EVENTS (4u << 20)
+
+typedef struct tl_ev {
+  uint64_t start_ns, end_ns;
+  int track;
+  char *name, *args;
+} tl_ev;
+
+struct eng_timeline {
+  pthread_mutex_t mu;
+  tl_ev *ev;
+  size_t n, cap, dropped;
+};
+
+eng_timeline *tl_create(void) {
+  eng_timeline *tl = gs_calloc(1, sizeof *tl);
+  if (tl) pthread_mutex_init(&tl->mu, NULL);
+  return tl;
+}
+
+void tl_free(eng_timeline *tl) {
+  if (tl == NULL) return;
+  for (size_t i = 0; i < tl->n; i++) {
+    gs_free(tl->ev[i].name);
+    gs_free(tl->ev[i].args);
+  }
+  gs_free(tl->ev);
+  pthread_mutex_destroy(&tl->mu);
+  gs_free(tl);
+}
+
+static char *copy(const char *s) {
+  if (s == NULL) return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = gs_malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+void tl_event(eng_timeline *tl, int track, const char *name, uint64_t start_ns,
+              uint64_t end_ns, const char *args) {
+  if (tl == NULL) return;
+  char *n = copy(name), *a = copy(args);
+  pthread_mutex_lock(&tl->mu);
+  if (tl->n == tl->cap && tl->cap < TL_MAX_EVENTS) {
+    size_t cap = tl->cap ? 2 * tl->cap : 1024;
+    tl_ev *ev = gs_realloc(tl->ev, cap * sizeof *ev);
+    if (ev) {
+      tl->ev = ev;
+      tl->cap = cap;
+    }
+  }
+  if (n == NULL || tl->n == tl->cap) {
+    tl->dropped++;
+    pthread_mutex_unlock(&tl->mu);
+    gs_free(n);
+    gs_free(a);
+    return;
+  }
+  tl->ev[tl->n++] = (tl_ev){start_ns, end_ns > start_ns ? end_ns : start_ns, track, n, a};
+  pthread_mutex_unlock(&tl->mu);
+}
+
+static void put_json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c < 0x20) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+/* "t.json" -> "t.rank3.json"; "t" -> "t.rank3". */
+static void rank_path(char *dst, size_t n, const char *path, int rank) {
+  const char *slash = strrchr(path, '/');
+  const char *dot = strrchr(path, '.');
+  if (dot == NULL || (slash && dot < slash) || dot == (slash ? slash + 1 : path)) {
+    snprintf(dst, n, "%s.rank%d", path, rank);
+    return;
+  }
+  snprintf(dst, n, "%.*s.rank%d%s", (int)(dot - path), path, rank, dot);
+}
+
+gs_status tl_write(eng_timeline *tl, const char *path, int rank, int size) {
+  char file[4096];
+  if (size > 1) rank_path(file, sizeof file, path, rank);
+  else snprintf(file, sizeof file, "%s", path);
+  FILE *f = fopen(file, "w");
+  if (f == NULL)
+    return gs_error(GS_ERR_IO, "gradsync engine, rank %d: cannot write the timeline "
+                    "'%s'", rank, file);
+  static const char *tracks[] = {"", "compute", "comm", "wait"};
+  fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+  fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,"
+          "\"args\":{\"name\":\"rank %d\"}}", rank, rank);
+  for (int t = 1; t <= 3; t++)
+    fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,"
+            "\"args\":{\"name\":\"%s\"}}", rank, t, tracks[t]);
+  pthread_mutex_lock(&tl->mu);
+  for (size_t i = 0; i < tl->n; i++) {
+    const tl_ev *ev = &tl->ev[i];
+    fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+            "\"name\":", rank, ev->track, (double)ev->start_ns * 1e-3,
+            (double)(ev->end_ns - ev->start_ns) * 1e-3);
+    put_json_string(f, ev->name);
+    if (ev->args) fprintf(f, ",\"args\":{%s}", ev->args);
+    fputc('}', f);
+  }
+  size_t dropped = tl->dropped;
+  pthread_mutex_unlock(&tl->mu);
+  fprintf(f, "\n],\"otherData\":{\"rank\":%d,\"ranks\":%d,\"dropped_events\":%zu}}\n",
+          rank, size, dropped);
+  if (fclose(f) != 0)
+    return gs_error(GS_ERR_IO, "gradsync engine, rank %d: error writing '%s'", rank, file);
+  return GS_OK;
+}
