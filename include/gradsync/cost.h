@@ -20,6 +20,8 @@
 extern "C" {
 #endif
 
+#define GS_COST_MAX_POINTS 12
+
 typedef struct gs_cost_params {
   double alpha;        /* latency of one message between nodes (s) */
   double beta;         /* transfer time per byte between nodes (s/B) */
@@ -32,6 +34,13 @@ typedef struct gs_cost_params {
    * implementation achieves on a given network into its two constants. */
   struct {
     double alpha, beta;
+    /* The measurements the fit came from, by increasing size. Inside their
+     * range gs_cost_allreduce interpolates them: on links whose time is not
+     * affine in the size (a token bucket lets short messages through at a
+     * burst rate, TCP windows open), they predict better than any single
+     * alpha and beta. */
+    int npoints;
+    double bytes[GS_COST_MAX_POINTS], secs[GS_COST_MAX_POINTS];
   } fit[GS_ALGO_COUNT];
 } gs_cost_params;
 
@@ -41,14 +50,19 @@ typedef struct gs_cost_topo {
   int nodes;          /* number of nodes; ranks/nodes per node */
 } gs_cost_topo;
 
-/* Network presets: "1GbE", "10GbE", "25GbE", "100GbIB", "shm". */
+/* Network presets: "1GbE", "10GbE", "25GbE", "100GbIB", "shm". Sets every
+ * field of *out (no per-algorithm fits). */
 gs_status gs_cost_preset(const char *name, gs_cost_params *out);
 
 /* Predicted time of one collective of `bytes` bytes in total (the full vector
  * for allreduce, reduce-scatter input and allgather output; the per-peer
- * block times p for all-to-all). GS_ALGO_MPI and GS_ALGO_AUTO are predicted
- * as the best of gradsync's own algorithms. Returns a negative value for an
- * algorithm that does not implement the collective. */
+ * block times p for all-to-all). For an allreduce algorithm with measured
+ * points (gs_cost_fit_algo) and a size inside their range, the measurements
+ * are interpolated linearly; elsewhere the formula is evaluated with the
+ * algorithm's fitted alpha and beta, or the shared ones. GS_ALGO_MPI and
+ * GS_ALGO_AUTO are predicted as the best of gradsync's own algorithms.
+ * Returns a negative value for an algorithm that does not implement the
+ * collective. */
 double gs_cost_allreduce(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
                          double bytes);
 double gs_cost_reduce_scatter(const gs_cost_params *c, gs_cost_topo t,
@@ -84,8 +98,9 @@ gs_status gs_cost_calibrate_allreduce(gs_cost_params *c, gs_cost_topo t,
                                       const double *secs, size_t n);
 
 /* Fits alpha and beta of one allreduce algorithm (stored in c->fit[algo])
- * to its measured times at n >= 3 sizes: beta by least squares over the
- * larger half of the sizes, alpha from the smallest size. */
+ * to its measured times at 3 <= n <= GS_COST_MAX_POINTS sizes: beta by least
+ * squares over the larger half of the sizes, alpha from the smallest size;
+ * the points are kept for interpolation. */
 gs_status gs_cost_fit_algo(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
                            const double *bytes, const double *secs, size_t n);
 

@@ -472,6 +472,7 @@ static gs_status setup_cost(gs_comm *c) {
                                      c->world.mpi));
     if (all_ok) {
       c->cost = loaded;
+      c->cost_from_env = 1;
       gs_log(GS_LOG_INFO, "cost model loaded from %s", file);
       return GS_OK;
     }
@@ -484,6 +485,7 @@ static gs_status setup_cost(gs_comm *c) {
                                    c->world.mpi));
   c->cost.gamma = gamma;
   if (ea && eb) {
+    c->cost_from_env = 1;
     char *end1, *end2;
     c->cost.alpha = strtod(ea, &end1);
     c->cost.beta = strtod(eb, &end2);
@@ -568,6 +570,18 @@ static gs_status read_env(gs_comm *c) {
                       "ring, rd, rabenseifner, hier, mpi or auto", s);
     c->forced_allreduce = a;
   }
+  /* GRADSYNC_CALIBRATE: 0 turns the start-up fit of each algorithm off; a
+   * size (bytes) sets the largest message it times (default 4 MiB). */
+  c->calibrate_bytes = 4u << 20;
+  s = getenv("GRADSYNC_CALIBRATE");
+  if (s && *s) {
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || (v != 0 && (v < 65536 || v > (1ull << 30))))
+      return gs_error(GS_ERR_PARSE, "GRADSYNC_CALIBRATE=%s: expected 0 (off) or "
+                      "a byte count from 65536 to 2^30", s);
+    c->calibrate_bytes = (size_t)v;
+  }
   c->spin_s = 50e-6;
   s = getenv("GRADSYNC_SPIN_US");
   if (s && *s) {
@@ -632,6 +646,19 @@ gs_status gs_comm_create(MPI_Comm mpi_comm, gs_comm **out) {
     pthread_mutex_destroy(&c->mu);
     goto fail;
   }
+  if (c->calibrate_bytes > 0 && c->world.size > 1 && !c->cost_from_env) {
+    /* Fit every allreduce algorithm on this network (collective: every rank
+     * took the same branch, since the settings come from the launcher's
+     * environment and the file load is agreed on). */
+    st = gs_comm_calibrate(c, c->calibrate_bytes);
+    if (st != GS_OK) {
+      char msg[1024];
+      gs__error_copy(msg, sizeof msg);
+      gs_comm_destroy(c);
+      gs__error_set_message(msg);
+      return st;
+    }
+  }
   *out = c;
   return GS_OK;
 fail:
@@ -679,6 +706,12 @@ gs_algo gs_comm_choose_allreduce(const gs_comm *c, size_t bytes) {
 
 /* ---- Per-algorithm calibration ------------------------------------------ */
 
+static size_t pow_size(size_t b, int e) {
+  size_t r = 1;
+  while (e-- > 0 && r < ((size_t)1 << 40)) r *= b;
+  return r;
+}
+
 /* Times one allreduce algorithm at one size: the minimum over reps of the
  * slowest rank, so every rank fits the same numbers. */
 static gs_status time_allreduce(gs_comm *c, gs_algo algo, float *buf,
@@ -707,7 +740,11 @@ gs_status gs_comm_calibrate(gs_comm *c, size_t max_bytes) {
   int nalgo = c->uniform_nodes && c->nodes > 1 && c->local.size > 1 ? 4 : 3;
   double bytes[12], secs[12];
   size_t nsize = 0;
-  for (size_t b = 4096; b <= max_bytes && nsize < 12; b *= 4) bytes[nsize++] = (double)b;
+  /* Sizes from 4 KB to max_bytes, at most 8 of them, the largest included. */
+  size_t step = 4;
+  while (4096 * pow_size(step, 7) < max_bytes) step *= 2;
+  for (size_t b = 4096; b < max_bytes && nsize < 7; b *= step) bytes[nsize++] = (double)b;
+  bytes[nsize++] = (double)max_bytes;
   float *buf = gs_calloc(max_bytes / sizeof(float) + 1, sizeof(float));
   if (buf == NULL) return GS_ERR_NOMEM;
   gs_cost_topo t = {c->world.size, c->nodes};

@@ -62,6 +62,8 @@ struct gs_comm {
   int check;             /* GRADSYNC_CHECK */
   gs_algo forced_allreduce; /* GRADSYNC_ALLREDUCE_ALGO or GS_ALGO_AUTO */
   size_t segment_bytes;  /* pipelining segment of ring and chain */
+  size_t calibrate_bytes; /* GRADSYNC_CALIBRATE: start-up fit up to this */
+  int cost_from_env;      /* GRADSYNC_COST_FILE or GRADSYNC_ALPHA/BETA set it */
 
   pthread_t thread;
   pthread_mutex_t mu;

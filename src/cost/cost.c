@@ -82,8 +82,9 @@ static gs_cost_params effective(const gs_cost_params *c, gs_algo algo) {
   return e;
 }
 
-double gs_cost_allreduce(const gs_cost_params *craw, gs_cost_topo t,
-                         gs_algo algo, double bytes) {
+/* The formula of an allreduce algorithm (with its fitted alpha and beta). */
+static double model_allreduce(const gs_cost_params *craw, gs_cost_topo t,
+                              gs_algo algo, double bytes) {
   int p = t.ranks;
   if (algo != GS_ALGO_RING && algo != GS_ALGO_RD && algo != GS_ALGO_RABENSEIFNER &&
       algo != GS_ALGO_HIER && algo != GS_ALGO_AUTO && algo != GS_ALGO_MPI)
@@ -104,6 +105,31 @@ double gs_cost_allreduce(const gs_cost_params *craw, gs_cost_topo t,
     }
     default: return -1.0;
   }
+}
+
+/* Linear interpolation between an algorithm's measured points, or -1 when
+ * `bytes` lies outside them. */
+static double interpolate(const gs_cost_params *c, gs_algo algo, double bytes) {
+  if ((unsigned)algo >= GS_ALGO_COUNT) return -1.0;
+  int n = c->fit[algo].npoints;
+  const double *x = c->fit[algo].bytes, *y = c->fit[algo].secs;
+  if (n < 2 || bytes < x[0] || bytes > x[n - 1]) return -1.0;
+  for (int i = 1; i < n; i++) {
+    if (bytes <= x[i]) {
+      double w = x[i] > x[i - 1] ? (bytes - x[i - 1]) / (x[i] - x[i - 1]) : 1.0;
+      return y[i - 1] + w * (y[i] - y[i - 1]);
+    }
+  }
+  return y[n - 1];
+}
+
+double gs_cost_allreduce(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
+                         double bytes) {
+  if (t.ranks > 1 && algo != GS_ALGO_AUTO && algo != GS_ALGO_MPI) {
+    double v = interpolate(c, algo, bytes);
+    if (v >= 0 && model_allreduce(c, t, algo, bytes) >= 0) return v;
+  }
+  return model_allreduce(c, t, algo, bytes);
 }
 
 gs_algo gs_cost_best_allreduce(const gs_cost_params *c, gs_cost_topo t,
@@ -186,8 +212,8 @@ void gs_cost_allreduce_linear(const gs_cost_params *c, gs_cost_topo t,
   if (algo == GS_ALGO_AUTO || algo == GS_ALGO_MPI)
     algo = gs_cost_best_allreduce(c, t, 64.0 * 1024 * 1024, NULL);
   /* Every formula is affine in the message size. */
-  double t0 = gs_cost_allreduce(c, t, algo, 0.0);
-  double t1 = gs_cost_allreduce(c, t, algo, 1e6);
+  double t0 = model_allreduce(c, t, algo, 0.0);
+  double t1 = model_allreduce(c, t, algo, 1e6);
   *a = t0;
   *b = (t1 - t0) / 1e6;
 }
@@ -209,6 +235,7 @@ gs_status gs_cost_preset(const char *name, gs_cost_params *out) {
     return gs_error(GS_ERR_INVALID_ARG, "cost preset: NULL argument");
   for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
     if (strcasecmp(name, presets[i].name) == 0) {
+      memset(out, 0, sizeof *out); /* no fits, no measured points */
       out->alpha = presets[i].alpha;
       out->beta = presets[i].beta;
       out->alpha_local = 1e-6;
@@ -263,8 +290,9 @@ gs_status gs_cost_fit_algo(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
                            const double *bytes, const double *secs, size_t n) {
   if (c == NULL || bytes == NULL || secs == NULL || (unsigned)algo >= GS_ALGO_COUNT)
     return gs_error(GS_ERR_INVALID_ARG, "fit: bad parameters or algorithm");
-  if (n < 3)
-    return gs_error(GS_ERR_INVALID_ARG, "fit: need 3 sizes or more, got %zu", n);
+  if (n < 3 || n > GS_COST_MAX_POINTS)
+    return gs_error(GS_ERR_INVALID_ARG, "fit: need 3 to %d sizes, got %zu",
+                    GS_COST_MAX_POINTS, n);
   size_t lo = 0, first_big = n / 2;
   for (size_t i = 1; i < n; i++)
     if (bytes[i] < bytes[lo]) lo = i;
@@ -295,11 +323,24 @@ gs_status gs_cost_fit_algo(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
   /* alpha from the smallest message, given the fitted beta. */
   gs_cost_params unit_a = {.alpha = 1}, no_alpha = tmp;
   no_alpha.alpha = 0;
-  double coef_a = gs_cost_allreduce(&unit_a, t, algo, 0.0);
-  double rest = gs_cost_allreduce(&no_alpha, t, algo, bytes[lo]);
+  double coef_a = model_allreduce(&unit_a, t, algo, 0.0);
+  double rest = model_allreduce(&no_alpha, t, algo, bytes[lo]);
   double alpha = coef_a > 0 ? (secs[lo] - rest) / coef_a : 0.0;
   c->fit[algo].alpha = GS_MAX(alpha, 0.0);
   c->fit[algo].beta = tmp.beta > 0 ? tmp.beta : 1e-15;
+  /* Keep the points, sorted by size, for interpolation. */
+  int np = 0;
+  for (size_t i = 0; i < n && np < GS_COST_MAX_POINTS; i++) {
+    int j = np++;
+    while (j > 0 && c->fit[algo].bytes[j - 1] > bytes[i]) {
+      c->fit[algo].bytes[j] = c->fit[algo].bytes[j - 1];
+      c->fit[algo].secs[j] = c->fit[algo].secs[j - 1];
+      j--;
+    }
+    c->fit[algo].bytes[j] = bytes[i];
+    c->fit[algo].secs[j] = secs[i];
+  }
+  c->fit[algo].npoints = np;
   return GS_OK;
 }
 
@@ -322,7 +363,7 @@ static gs_status calibrate(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
   rest.alpha = 0;
   rest.beta = 0;
   memset(rest.fit, 0, sizeof rest.fit);
-  double coef_a = gs_cost_allreduce(&unit_a, t, algo, 0.0);
+  double coef_a = model_allreduce(&unit_a, t, algo, 0.0);
   if (coef_a < 0)
     return gs_error(GS_ERR_UNSUPPORTED, "calibrate: algorithm %s has no "
                     "allreduce cost", gs_algo_name(algo));
@@ -333,8 +374,8 @@ static gs_status calibrate(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
     return GS_ERR_NOMEM;
   }
   for (size_t i = 0; i < n; i++) {
-    x[i] = gs_cost_allreduce(&unit_b, t, algo, bytes[i]);
-    y[i] = secs[i] - gs_cost_allreduce(&rest, t, algo, bytes[i]);
+    x[i] = model_allreduce(&unit_b, t, algo, bytes[i]);
+    y[i] = secs[i] - model_allreduce(&rest, t, algo, bytes[i]);
   }
   double fa, fb;
   gs_status st = gs_cost_fit_linear(x, y, n, &fa, &fb);
@@ -371,6 +412,11 @@ gs_status gs_cost_save(const char *path, const gs_cost_params *c, gs_cost_topo t
     cJSON *f = cJSON_AddObjectToObject(fits, gs_algo_name((gs_algo)a));
     cJSON_AddNumberToObject(f, "alpha", c->fit[a].alpha);
     cJSON_AddNumberToObject(f, "beta", c->fit[a].beta);
+    cJSON *pts = cJSON_AddArrayToObject(f, "points");
+    for (int i = 0; i < c->fit[a].npoints; i++) {
+      double pt[2] = {c->fit[a].bytes[i], c->fit[a].secs[i]};
+      cJSON_AddItemToArray(pts, cJSON_CreateDoubleArray(pt, 2));
+    }
   }
   char *text = cJSON_Print(root);
   cJSON_Delete(root);
@@ -436,6 +482,22 @@ gs_status gs_cost_load(const char *path, gs_cost_topo t, gs_cost_params *out) {
     st = gs_algo_parse(it->string, &a);
     if (st == GS_OK) st = json_number(it, "alpha", path, &c.fit[a].alpha);
     if (st == GS_OK) st = json_number(it, "beta", path, &c.fit[a].beta);
+    const cJSON *pts = cJSON_GetObjectItemCaseSensitive(it, "points"), *pt;
+    cJSON_ArrayForEach(pt, pts) {
+      if (st != GS_OK || c.fit[a].npoints >= GS_COST_MAX_POINTS) break;
+      const cJSON *x = cJSON_GetArrayItem(pt, 0), *y = cJSON_GetArrayItem(pt, 1);
+      int k = c.fit[a].npoints;
+      if (!cJSON_IsNumber(x) || !cJSON_IsNumber(y) || x->valuedouble < 0 ||
+          y->valuedouble < 0 || (k > 0 && x->valuedouble < c.fit[a].bytes[k - 1]))
+        st = gs_error(GS_ERR_PARSE, "%s: fit.%s.points[%d]: expected [bytes, "
+                      "seconds], non-negative, by increasing size", path,
+                      it->string, k);
+      else {
+        c.fit[a].bytes[k] = x->valuedouble;
+        c.fit[a].secs[k] = y->valuedouble;
+        c.fit[a].npoints = k + 1;
+      }
+    }
   }
   cJSON_Delete(root);
   if (st == GS_OK) *out = c;

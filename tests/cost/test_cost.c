@@ -9,7 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -378,6 +380,48 @@ static void test_calibrate_invalid(void **state) {
   assert_true(c.beta == 0.0 && c.alpha >= 0.0);
 }
 
+/* Measured points are interpolated inside their range, the fitted formula
+ * is used outside it, the affine T(M) = a + bM ignores the points, and the
+ * whole model survives a save/load round trip. */
+static void test_fit_points_interpolate_and_persist(void **state) {
+  (void)state;
+  gs_cost_params c;
+  assert_int_equal(gs_cost_preset("1GbE", &c), GS_OK);
+  gs_cost_topo t = {4, 4};
+  /* A link whose small messages are burst-fast: not affine. */
+  double bytes[4] = {4096, 65536, 1048576, 4194304};
+  double secs[4] = {100e-6, 150e-6, 12e-3, 50e-3};
+  assert_int_equal(gs_cost_fit_algo(&c, t, GS_ALGO_RING, bytes, secs, 4), GS_OK);
+  assert_int_equal(c.fit[GS_ALGO_RING].npoints, 4);
+  for (int i = 0; i < 4; i++)
+    assert_true(fabs(gs_cost_allreduce(&c, t, GS_ALGO_RING, bytes[i]) - secs[i]) < 1e-12);
+  double mid = gs_cost_allreduce(&c, t, GS_ALGO_RING, (65536.0 + 1048576.0) / 2);
+  assert_true(fabs(mid - (150e-6 + 12e-3) / 2) < 1e-9);
+  /* Outside: the formula with the fitted alpha and beta, which grows. */
+  double big = gs_cost_allreduce(&c, t, GS_ALGO_RING, 64.0 * 1048576);
+  assert_true(big > 50e-3);
+  double a, b;
+  gs_cost_allreduce_linear(&c, t, GS_ALGO_RING, &a, &b);
+  assert_true(fabs(a + b * 64.0 * 1048576 - big) < 1e-9 * big + 1e-12);
+
+  char path[] = "/tmp/gs_test_cost_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(gs_cost_save(path, &c, t), GS_OK);
+  gs_cost_params back;
+  assert_int_equal(gs_cost_load(path, t, &back), GS_OK);
+  assert_int_equal(back.fit[GS_ALGO_RING].npoints, 4);
+  assert_true(fabs(gs_cost_allreduce(&back, t, GS_ALGO_RING, 300000) -
+                   gs_cost_allreduce(&c, t, GS_ALGO_RING, 300000)) < 1e-12);
+  /* Another topology is refused, with a message naming the file. */
+  gs_cost_topo other = {8, 8};
+  assert_int_equal(gs_cost_load(path, other, &back), GS_ERR_MISMATCH);
+  assert_non_null(strstr(gs_last_error(), path));
+  unlink(path);
+  assert_int_equal(gs_cost_load(path, t, &back), GS_ERR_IO);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_presets),
@@ -393,6 +437,7 @@ int main(void) {
       cmocka_unit_test(test_calibrate_recovers_params),
       cmocka_unit_test(test_calibrate_hier),
       cmocka_unit_test(test_calibrate_invalid),
+      cmocka_unit_test(test_fit_points_interpolate_and_persist),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
