@@ -9,6 +9,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 
 /* Parses "4K", "256MB", "1GiB", "4096" into bytes (K/M/G are powers of
  * 1024, as nccl-tests reads them). Returns 0 on success. */

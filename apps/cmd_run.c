@@ -526,6 +526,10 @@ int cmd_run(int argc, char **argv) {
     }
     for (int j = 0; j < nprog; j++) margv[m++] = prog[j];
     margv[m] = NULL;
+    /* mpirun hands ranks a pseudo-terminal for their output whether or
+     * not the launcher's output is one: tell them which it is, so progress
+     * bars appear on terminals and plain lines in logs. */
+    setenv("GRADSYNC_TTY", isatty(STDOUT_FILENO) ? "1" : "0", 1);
     if (geteuid() == 0) {
       setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
       setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);

@@ -13,6 +13,7 @@ static const struct {
     {"run", cmd_run, "launch N ranks, optionally on an emulated cluster"},
     {"bench", cmd_bench, "measure collectives against MPI's own"},
     {"plan", cmd_plan, "merge plan and predicted iteration time for a profile"},
+    {"train", cmd_train, "train a model on Fashion-MNIST across the ranks"},
     {"replay", cmd_replay, "replay a profile's compute, communicating through the engine"},
 };
 

@@ -188,7 +188,7 @@ gs_status gs_nn_fashion_mnist_load(const char *dir, int train,
   out->h = (int)im.dims[1];
   out->w = (int)im.dims[2];
   out->classes = 10;
-  out->images = gs_malloc((n * px ? n * px : 1) * sizeof(float));
+  out->images = gs_malloc((n * px > 0 ? n * px : 1) * sizeof(float));
   out->labels = gs_malloc((n ? n : 1) * sizeof(int32_t));
   if (!out->images || !out->labels) {
     st = GS_ERR_NOMEM;

@@ -11,6 +11,7 @@
 
 /* ---- ReLU ------------------------------------------------------------------- */
 
+NN_CLONES
 void nn_relu_forward(nn_layer *l, const float *x, int batch) {
   size_t n = (size_t)batch * l->out_size;
   float *y = l->y;
@@ -18,10 +19,24 @@ void nn_relu_forward(nn_layer *l, const float *x, int batch) {
 }
 
 /* dx = dy where the output was positive (the subgradient 0 at x = 0). */
+NN_CLONES
 void nn_relu_backward(nn_layer *l, const float *dy, float *dx, int batch) {
   size_t n = (size_t)batch * l->out_size;
   const float *y = l->y;
-  for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  /* Both loads unconditional, so that the select vectorises. */
+  for (size_t i = 0; i < n; i++) {
+    float g = dy[i];
+    dx[i] = y[i] > 0.0f ? g : 0.0f;
+  }
+}
+
+NN_CLONES
+void nn_relu_mask_inplace(float *restrict dy, const float *restrict y,
+                          size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    float g = dy[i];
+    dy[i] = y[i] > 0.0f ? g : 0.0f;
+  }
 }
 
 /* ---- Pooling ------------------------------------------------------------- */
@@ -74,6 +89,28 @@ void nn_maxpool_backward(nn_layer *l, const float *dy, float *dx, int batch) {
   const size_t in_plane = (size_t)l->in.h * l->in.w;
   const size_t out_plane = (size_t)l->out.h * l->out.w;
   const size_t planes = (size_t)batch * (size_t)l->in.c;
+  const int W = l->in.w, OH = l->out.h, OW = l->out.w;
+  if (l->k == 2 && l->stride == 2 && l->in.h == 2 * OH && W == 2 * OW) {
+    /* The windows tile the input exactly: one write pass, no memset. */
+    for (size_t pl = 0; pl < planes; pl++) {
+      float *d = dx + pl * in_plane;
+      const float *g = dy + pl * out_plane;
+      const int32_t *a = l->argmax + pl * out_plane;
+      for (int oy = 0; oy < OH; oy++) {
+        float *r0 = d + (size_t)(2 * oy) * W, *r1 = r0 + W;
+        int base = 2 * oy * W;
+        for (int ox = 0; ox < OW; ox++) {
+          int o = oy * OW + ox, i0 = base + 2 * ox, am = a[o];
+          float v = g[o];
+          r0[2 * ox] = am == i0 ? v : 0.0f;
+          r0[2 * ox + 1] = am == i0 + 1 ? v : 0.0f;
+          r1[2 * ox] = am == i0 + W ? v : 0.0f;
+          r1[2 * ox + 1] = am == i0 + W + 1 ? v : 0.0f;
+        }
+      }
+    }
+    return;
+  }
   memset(dx, 0, planes * in_plane * sizeof(float));
   for (size_t pl = 0; pl < planes; pl++) {
     float *d = dx + pl * in_plane;
@@ -83,6 +120,7 @@ void nn_maxpool_backward(nn_layer *l, const float *dy, float *dx, int batch) {
   }
 }
 
+NN_CLONES
 void nn_avgpool_forward(nn_layer *l, const float *x, int batch) {
   const int H = l->in.h, W = l->in.w, OH = l->out.h, OW = l->out.w;
   const int k = l->k, s = l->stride;
@@ -103,6 +141,7 @@ void nn_avgpool_forward(nn_layer *l, const float *x, int batch) {
   }
 }
 
+NN_CLONES
 void nn_avgpool_backward(nn_layer *l, const float *dy, float *dx, int batch) {
   const int H = l->in.h, W = l->in.w, OH = l->out.h, OW = l->out.w;
   const int k = l->k, s = l->stride;
@@ -125,99 +164,122 @@ void nn_avgpool_backward(nn_layer *l, const float *dy, float *dx, int batch) {
 
 /* ---- Batch normalisation ------------------------------------------------
  * Ioffe & Szegedy 2015, algorithm 1; running statistics as torch.nn
- * BatchNorm2d (momentum 0.1, unbiased variance for the running value). */
+ * BatchNorm2d (momentum 0.1, unbiased variance for the running value).
+ * The normalised input is not stored: backward recomputes it from x and the
+ * saved mean and 1/std, which saves a write and a read of a whole
+ * activation per layer. */
 
+/* The loops run image by image and channel by channel, the order of the
+ * NCHW memory, so that every pass is one linear sweep (small planes, 7x7 in
+ * the ResNet's last stage, made a channel-outer order jump through memory).
+ * Per channel the images are still summed in order, so the results do not
+ * depend on the loop order. */
+NN_CLONES
 void nn_bn_forward(gs_nn_net *net, nn_layer *l, const float *x, int batch) {
   const int C = l->in.c;
   const size_t hw = (size_t)l->in.h * l->in.w;
   const size_t m = (size_t)batch * hw;
+  double *st = l->stats; /* [c][sum, sum of squares] */
   l->train_mode = net->training;
-  for (int c = 0; c < C; c++) {
-    float mean, inv;
-    if (net->training) {
-      double sum = 0.0;
-      for (int n = 0; n < batch; n++) {
-        const float *xp = x + (size_t)n * l->in_size + (size_t)c * hw;
-        float s = 0.0f;
-        for (size_t i = 0; i < hw; i++) s += xp[i];
-        sum += s;
-      }
-      mean = (float)(sum / (double)m);
-      double sq = 0.0;
-      for (int n = 0; n < batch; n++) {
-        const float *xp = x + (size_t)n * l->in_size + (size_t)c * hw;
-        float s = 0.0f;
-        for (size_t i = 0; i < hw; i++) {
-          float d = xp[i] - mean;
-          s += d * d;
+  if (net->training) {
+    /* The conv before this layer already summed its output planes
+     * (nn_conv_stats) when that output is this layer's input. Sums per
+     * plane in f32 (at most a few thousand terms), across planes in f64;
+     * var = E[x^2] - mean^2 in f64. */
+    if (l->stats_from != x) {
+      memset(st, 0, 2 * (size_t)C * sizeof(double));
+      for (int n = 0; n < batch; n++)
+        for (int c = 0; c < C; c++) {
+          const float *xp = x + (size_t)n * l->in_size + (size_t)c * hw;
+          float s, q;
+          nn_sum_dot(xp, xp, hw, &s, &q);
+          st[2 * c] += s;
+          st[2 * c + 1] += q;
         }
-        sq += s;
-      }
-      double var = sq / (double)m;
-      inv = (float)(1.0 / sqrt(var + (double)l->eps));
-      double unbiased = m > 1 ? sq / (double)(m - 1) : var;
+    }
+    for (int c = 0; c < C; c++) {
+      double mu = st[2 * c] / (double)m;
+      double var = st[2 * c + 1] / (double)m - mu * mu;
+      if (var < 0.0) var = 0.0;
+      float mean = (float)mu;
+      l->mean[c] = mean;
+      l->inv_std[c] = (float)(1.0 / sqrt(var + (double)l->eps));
+      double unbiased = m > 1 ? var * (double)m / (double)(m - 1) : var;
       l->run_mean[c] = (1.0f - l->momentum) * l->run_mean[c] + l->momentum * mean;
       l->run_var[c] = (1.0f - l->momentum) * l->run_var[c] +
                       l->momentum * (float)unbiased;
-    } else {
-      mean = l->run_mean[c];
-      inv = 1.0f / sqrtf(l->run_var[c] + l->eps);
     }
-    l->inv_std[c] = inv;
-    const float gamma = l->w[c], beta = l->b[c];
-    for (int n = 0; n < batch; n++) {
-      size_t off = (size_t)n * l->in_size + (size_t)c * hw;
-      const float *xp = x + off;
-      float *xh = l->xhat + off, *y = l->y + off;
-      for (size_t i = 0; i < hw; i++) {
-        float v = (xp[i] - mean) * inv;
-        xh[i] = v;
-        y[i] = gamma * v + beta;
-      }
+  } else {
+    for (int c = 0; c < C; c++) {
+      l->mean[c] = l->run_mean[c];
+      l->inv_std[c] = 1.0f / sqrtf(l->run_var[c] + l->eps);
     }
   }
+  l->stats_from = NULL;
+  for (int n = 0; n < batch; n++)
+    for (int c = 0; c < C; c++) {
+      const float scale = l->w[c] * l->inv_std[c];
+      const float shift = l->b[c] - l->mean[c] * scale;
+      size_t off = (size_t)n * l->in_size + (size_t)c * hw;
+      const float *xp = x + off;
+      float *y = l->y + off;
+      if (l->fuse_relu) {
+        for (size_t i = 0; i < hw; i++) {
+          float o = xp[i] * scale + shift;
+          y[i] = o > 0.0f ? o : 0.0f;
+        }
+      } else {
+        for (size_t i = 0; i < hw; i++) y[i] = xp[i] * scale + shift;
+      }
+    }
 }
 
-/* Training mode: with M values per channel,
- *   dx = gamma * inv_std / M * (M dy - sum(dy) - xhat * sum(dy * xhat)).
+/* Training mode: with M values per channel and xhat = (x - mean) inv_std,
+ *   dx = gamma * inv_std * (dy - sum(dy) / M - xhat * sum(dy * xhat) / M)
+ * (Ioffe & Szegedy 2015, the gradients below algorithm 1).
  * Evaluation mode: dx = gamma * inv_std * dy. */
-void nn_bn_backward(gs_nn_net *net, nn_layer *l, const float *dy, float *dx,
-                    int batch) {
+NN_CLONES
+void nn_bn_backward(gs_nn_net *net, nn_layer *l, const float *x,
+                    const float *dy, float *dx, int batch) {
   const int C = l->in.c;
   const size_t hw = (size_t)l->in.h * l->in.w;
   const float m = (float)((size_t)batch * hw);
-  for (int c = 0; c < C; c++) {
-    float sdy = 0.0f, sdyx = 0.0f;
-    for (int n = 0; n < batch; n++) {
+  double *st = l->stats; /* scratch here: [c][sum(dy), sum(dy * x)] */
+  memset(st, 0, 2 * (size_t)C * sizeof(double));
+  for (int n = 0; n < batch; n++)
+    for (int c = 0; c < C; c++) {
       size_t off = (size_t)n * l->in_size + (size_t)c * hw;
-      const float *g = dy + off, *xh = l->xhat + off;
-      float a = 0.0f, b = 0.0f;
-      for (size_t i = 0; i < hw; i++) {
-        a += g[i];
-        b += g[i] * xh[i];
-      }
-      sdy += a;
-      sdyx += b;
+      const float *g = dy + off, *xp = x + off;
+      /* A fused ReLU: dy is this layer's own buffer, masked in place. */
+      if (l->fuse_relu) nn_relu_mask_inplace(l->dy + off, l->y + off, hw);
+      float a, b;
+      nn_sum_dot(g, xp, hw, &a, &b);
+      st[2 * c] += a;
+      st[2 * c + 1] += b;
     }
-    l->db[c] = sdy;
-    l->dw[c] = sdyx;
+  for (int c = 0; c < C; c++) {
+    /* sum(dy * xhat) = inv_std * (sum(dy * x) - mean * sum(dy)) */
+    double sdy = st[2 * c], sdyx = st[2 * c + 1];
+    l->db[c] = (float)sdy;
+    l->dw[c] = (float)((sdyx - (double)l->mean[c] * sdy) * (double)l->inv_std[c]);
   }
   nn_grad_ready(net, l->param0 + 1);
   nn_grad_ready(net, l->param0);
   if (!dx) return;
-  for (int c = 0; c < C; c++) {
-    const float k = l->w[c] * l->inv_std[c];
-    const float sdy = l->db[c] / m, sdyx = l->dw[c] / m;
-    for (int n = 0; n < batch; n++) {
+  for (int n = 0; n < batch; n++)
+    for (int c = 0; c < C; c++) {
+      const float inv = l->inv_std[c], mean = l->mean[c];
+      const float k = l->w[c] * inv;
+      const float sdy = l->db[c] / m, sdyx = l->dw[c] / m;
       size_t off = (size_t)n * l->in_size + (size_t)c * hw;
-      const float *g = dy + off, *xh = l->xhat + off;
+      const float *g = dy + off, *xp = x + off;
       float *d = dx + off;
       if (l->train_mode)
-        for (size_t i = 0; i < hw; i++) d[i] = k * (g[i] - sdy - xh[i] * sdyx);
+        for (size_t i = 0; i < hw; i++)
+          d[i] = k * (g[i] - sdy - (xp[i] - mean) * inv * sdyx);
       else
         for (size_t i = 0; i < hw; i++) d[i] = k * g[i];
     }
-  }
 }
 
 /* ---- Dropout (inverted: kept units scaled by 1 / (1 - p)) ---------------- */
@@ -238,6 +300,7 @@ void nn_dropout_forward(gs_nn_net *net, nn_layer *l, const float *x,
   for (size_t i = 0; i < n; i++) l->y[i] = x[i] * l->mask[i];
 }
 
+NN_CLONES
 void nn_dropout_backward(nn_layer *l, const float *dy, float *dx, int batch) {
   size_t n = (size_t)batch * l->out_size;
   if (!l->train_mode) {

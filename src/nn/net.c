@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "nn_internal.h"
 
@@ -50,17 +51,50 @@ gs_status gs_nn_net_create(gs_nn_net **out, int c, int h, int w,
   return GS_OK;
 }
 
+/* ---- Buffers ---------------------------------------------------------------- */
+
+#define NN_HUGE_PAGE ((size_t)2 << 20)
+
+void *nn_buf_alloc(size_t bytes) {
+  size_t align = bytes >= 2 * NN_HUGE_PAGE ? NN_HUGE_PAGE : 64;
+  if (bytes > SIZE_MAX - align - sizeof(void *)) {
+    gs_error(GS_ERR_NOMEM, "nn: a buffer of %zu bytes is too large", bytes);
+    return NULL;
+  }
+  char *raw = gs_malloc(bytes + align + sizeof(void *));
+  if (!raw) return NULL;
+  uintptr_t a = ((uintptr_t)(raw + sizeof(void *)) + align - 1) & ~(uintptr_t)(align - 1);
+  char *p = (char *)a;
+  memcpy(p - sizeof(void *), &raw, sizeof raw);
+#ifdef MADV_HUGEPAGE
+  if (align == NN_HUGE_PAGE)
+    (void)madvise(p, bytes & ~(NN_HUGE_PAGE - 1), MADV_HUGEPAGE);
+#endif
+  memset(p, 0, bytes);
+  return p;
+}
+
+void nn_buf_free(void *p) {
+  if (!p) return;
+  char *raw;
+  memcpy(&raw, (char *)p - sizeof(void *), sizeof raw);
+  gs_free(raw);
+}
+
 static void seq_free(nn_seq *s);
 
 static void layer_free(nn_layer *l) {
   if (!l) return;
-  if (l->kind != NN_FLATTEN) gs_free(l->y);
-  gs_free(l->dy);
-  gs_free(l->xhat);
-  gs_free(l->inv_std);
-  gs_free(l->mask);
-  gs_free(l->argmax);
-  gs_free(l->dx_tmp);
+  if (l->kind != NN_FLATTEN && !l->fused_away) nn_buf_free(l->y);
+  if (!l->fused_away) nn_buf_free(l->dy);
+  nn_buf_free(l->mean);
+  nn_buf_free(l->inv_std);
+  nn_buf_free(l->mask);
+  nn_buf_free(l->argmax);
+  nn_buf_free(l->dx_tmp);
+  nn_buf_free(l->wt);
+  nn_buf_free(l->dwt);
+  nn_buf_free(l->stats);
   seq_free(&l->main);
   seq_free(&l->shortcut);
   gs_free(l);
@@ -81,13 +115,13 @@ void gs_nn_net_destroy(gs_nn_net *net) {
   gs_free(net->names);
   gs_free(net->params);
   gs_free(net->param_offset);
-  gs_free(net->flat_w);
-  gs_free(net->flat_g);
-  gs_free(net->buffers);
-  gs_free(net->col);
-  gs_free(net->gemm_tmp);
-  gs_free(net->dx_in);
-  gs_free(net->dlogits);
+  nn_buf_free(net->flat_w);
+  nn_buf_free(net->flat_g);
+  nn_buf_free(net->buffers);
+  nn_buf_free(net->col);
+  nn_buf_free(net->gemm_tmp);
+  nn_buf_free(net->dx_in);
+  nn_buf_free(net->dlogits);
   gs_free(net);
 }
 
@@ -370,7 +404,7 @@ gs_status gs_nn_add_basic_block(gs_nn_net *net, const char *name,
 static gs_status alloc_floats(float **p, size_t n) {
   size_t bytes;
   GS_CHECK(gs_mul_size(n, sizeof(float), &bytes));
-  *p = gs_calloc(1, bytes ? bytes : 1);
+  *p = nn_buf_alloc(bytes);
   return *p ? GS_OK : GS_ERR_NOMEM;
 }
 
@@ -394,11 +428,14 @@ static gs_status seq_alloc(gs_nn_net *net, nn_seq *s);
 static gs_status layer_alloc(gs_nn_net *net, nn_layer *l, int last) {
   size_t B = (size_t)net->max_batch;
   bind_params(net, l);
+  if (l->fused_away) return GS_OK; /* views, bound by seq_alloc */
   if (l->kind != NN_FLATTEN) GS_CHECK(alloc_floats(&l->y, B * l->out_size));
   if (!last) GS_CHECK(alloc_floats(&l->dy, B * l->out_size));
   switch (l->kind) {
     case NN_BATCHNORM:
-      GS_CHECK(alloc_floats(&l->xhat, B * l->out_size));
+      GS_CHECK(alloc_floats(&l->mean, (size_t)l->in.c));
+      l->stats = nn_buf_alloc(2 * (size_t)l->in.c * sizeof(double));
+      if (!l->stats) return GS_ERR_NOMEM;
       GS_CHECK(alloc_floats(&l->inv_std, (size_t)l->in.c));
       break;
     case NN_DROPOUT:
@@ -407,19 +444,23 @@ static gs_status layer_alloc(gs_nn_net *net, nn_layer *l, int last) {
     case NN_MAXPOOL: {
       size_t bytes;
       GS_CHECK(gs_mul_size(B * l->out_size, sizeof(int32_t), &bytes));
-      l->argmax = gs_calloc(1, bytes);
+      l->argmax = nn_buf_alloc(bytes);
       if (!l->argmax) return GS_ERR_NOMEM;
       break;
     }
     case NN_CONV: {
       size_t col, tmp;
       nn_conv_workspace(l, net->max_batch, &col, &tmp);
+      GS_CHECK(alloc_floats(&l->wt, (size_t)l->out.c * (size_t)l->in.c *
+                                        (size_t)l->k * (size_t)l->k));
+      GS_CHECK(alloc_floats(&l->dwt, (size_t)l->out.c * (size_t)l->in.c *
+                                         (size_t)l->k * (size_t)l->k));
       if (col > net->col_size) net->col_size = col;
       if (tmp > net->gemm_tmp_size) net->gemm_tmp_size = tmp;
       break;
     }
     case NN_RESIDUAL:
-      GS_CHECK(alloc_floats(&l->dx_tmp, B * l->in_size));
+      if (l->shortcut.n) GS_CHECK(alloc_floats(&l->dx_tmp, B * l->in_size));
       GS_CHECK(seq_alloc(net, &l->main));
       GS_CHECK(seq_alloc(net, &l->shortcut));
       break;
@@ -430,9 +471,39 @@ static gs_status layer_alloc(gs_nn_net *net, nn_layer *l, int last) {
 }
 
 static gs_status seq_alloc(gs_nn_net *net, nn_seq *s) {
-  for (int i = 0; i < s->n; i++)
-    GS_CHECK(layer_alloc(net, s->layers[i], i == s->n - 1));
+  for (int i = 0; i < s->n; i++) {
+    nn_layer *l = s->layers[i];
+    GS_CHECK(layer_alloc(net, l, i == s->n - 1));
+    if (l->fused_away) {
+      l->y = s->layers[i - 1]->y;
+      l->dy = s->layers[i - 1]->dy;
+    }
+  }
   return GS_OK;
+}
+
+/* Marks producer + ReLU pairs for fusion (the ReLU must not be the last
+ * layer of its sequence: its dy then comes from outside and cannot alias
+ * the producer's) and conv + batch-norm pairs for statistics fusion.
+ * GRADSYNC_NN_FUSE=0 turns both off. */
+static void seq_fuse(nn_seq *s) {
+  for (int i = 0; i + 2 < s->n; i++) {
+    nn_layer *p = s->layers[i], *r = s->layers[i + 1];
+    if (r->kind == NN_RELU &&
+        (p->kind == NN_CONV || p->kind == NN_LINEAR || p->kind == NN_BATCHNORM ||
+         p->kind == NN_RESIDUAL)) {
+      p->fuse_relu = 1;
+      r->fused_away = 1;
+    }
+  }
+  for (int i = 0; i + 1 < s->n; i++)
+    if (s->layers[i]->kind == NN_CONV && s->layers[i + 1]->kind == NN_BATCHNORM)
+      s->layers[i]->stats_to = s->layers[i + 1];
+  for (int i = 0; i < s->n; i++)
+    if (s->layers[i]->kind == NN_RESIDUAL) {
+      seq_fuse(&s->layers[i]->main);
+      seq_fuse(&s->layers[i]->shortcut);
+    }
 }
 
 gs_status gs_nn_finalize(gs_nn_net *net, gs_nn_init init, uint64_t seed) {
@@ -461,6 +532,8 @@ gs_status gs_nn_finalize(gs_nn_net *net, gs_nn_init init, uint64_t seed) {
     net->params[i].weights = net->flat_w + net->param_offset[i];
     net->params[i].grad = net->flat_g + net->param_offset[i];
   }
+  const char *fuse = getenv("GRADSYNC_NN_FUSE");
+  if (!fuse || strcmp(fuse, "0") != 0) seq_fuse(&net->top);
   GS_CHECK(seq_alloc(net, &net->top));
   GS_CHECK(alloc_floats(&net->col, net->col_size));
   GS_CHECK(alloc_floats(&net->gemm_tmp, net->gemm_tmp_size));
@@ -589,13 +662,21 @@ void gs_nn_net_print(const gs_nn_net *net, void *file) {
 static const float *seq_forward(gs_nn_net *net, nn_seq *s, const float *x,
                                 int batch);
 
+NN_CLONES
 static void residual_forward(gs_nn_net *net, nn_layer *l, const float *x,
                              int batch) {
   const float *a = seq_forward(net, &l->main, x, batch);
   const float *b = seq_forward(net, &l->shortcut, x, batch);
   float *y = l->y;
   size_t n = (size_t)batch * l->out_size;
-  for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+  if (l->fuse_relu) {
+    for (size_t i = 0; i < n; i++) {
+      float v = a[i] + b[i];
+      y[i] = v > 0.0f ? v : 0.0f;
+    }
+  } else {
+    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+  }
 }
 
 static void layer_forward(gs_nn_net *net, nn_layer *l, const float *x,
@@ -604,7 +685,9 @@ static void layer_forward(gs_nn_net *net, nn_layer *l, const float *x,
   switch (l->kind) {
     case NN_LINEAR: nn_linear_forward(net, l, x, batch); break;
     case NN_CONV: nn_conv_forward(net, l, x, batch); break;
-    case NN_RELU: nn_relu_forward(l, x, batch); break;
+    case NN_RELU:
+      if (!l->fused_away) nn_relu_forward(l, x, batch);
+      break;
     case NN_MAXPOOL: nn_maxpool_forward(l, x, batch); break;
     case NN_AVGPOOL: nn_avgpool_forward(l, x, batch); break;
     case NN_BATCHNORM: nn_bn_forward(net, l, x, batch); break;
@@ -626,18 +709,25 @@ static const float *seq_forward(gs_nn_net *net, nn_seq *s, const float *x,
 static void seq_backward(gs_nn_net *net, nn_seq *s, const float *x,
                          const float *dy, float *dx, int batch);
 
-/* The shortcut first: its parameters have the higher indices. */
+/* The shortcut first: its parameters have the higher indices. With an
+ * identity shortcut the main path writes dx directly and dy is added. */
+NN_CLONES
 static void residual_backward(gs_nn_net *net, nn_layer *l, const float *x,
                               const float *dy, float *dx, int batch) {
   size_t n = (size_t)batch * l->in_size;
-  if (l->shortcut.n)
+  if (l->fuse_relu) /* dy is this block's own buffer */
+    nn_relu_mask_inplace(l->dy, l->y, (size_t)batch * l->out_size);
+  if (l->shortcut.n) {
     seq_backward(net, &l->shortcut, x, dy, dx, batch);
-  else if (dx)
-    memcpy(dx, dy, n * sizeof(float));
-  seq_backward(net, &l->main, x, dy, dx ? l->dx_tmp : NULL, batch);
-  if (dx) {
-    const float *t = l->dx_tmp;
-    for (size_t i = 0; i < n; i++) dx[i] += t[i];
+    seq_backward(net, &l->main, x, dy, dx ? l->dx_tmp : NULL, batch);
+    if (dx) {
+      const float *t = l->dx_tmp;
+      for (size_t i = 0; i < n; i++) dx[i] += t[i];
+    }
+  } else {
+    seq_backward(net, &l->main, x, dy, dx, batch);
+    if (dx)
+      for (size_t i = 0; i < n; i++) dx[i] += dy[i];
   }
 }
 
@@ -646,10 +736,12 @@ static void layer_backward(gs_nn_net *net, nn_layer *l, const float *x,
   switch (l->kind) {
     case NN_LINEAR: nn_linear_backward(net, l, x, dy, dx, batch); break;
     case NN_CONV: nn_conv_backward(net, l, x, dy, dx, batch); break;
-    case NN_RELU: if (dx) nn_relu_backward(l, dy, dx, batch); break;
+    case NN_RELU:
+      if (dx && !l->fused_away) nn_relu_backward(l, dy, dx, batch);
+      break;
     case NN_MAXPOOL: if (dx) nn_maxpool_backward(l, dy, dx, batch); break;
     case NN_AVGPOOL: if (dx) nn_avgpool_backward(l, dy, dx, batch); break;
-    case NN_BATCHNORM: nn_bn_backward(net, l, dy, dx, batch); break;
+    case NN_BATCHNORM: nn_bn_backward(net, l, x, dy, dx, batch); break;
     case NN_DROPOUT: if (dx) nn_dropout_backward(l, dy, dx, batch); break;
     case NN_FLATTEN:
       if (dx) memcpy(dx, dy, (size_t)batch * l->in_size * sizeof(float));

@@ -16,6 +16,60 @@
 #include "gs_internal.h"
 #include "gradsync/nn.h"
 
+/* The elementwise and copy loops are built for AVX-512, AVX2 and the
+ * baseline, the loader picking the best the CPU has (GCC's function
+ * multi-versioning): the library stays portable and the loops move 32 or 64
+ * bytes per instruction instead of 16. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(GRADSYNC_NN_NO_CLONES)
+#define NN_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define NN_CLONES
+#endif
+
+/* Reductions with NN_LANES independent partial sums, combined in a fixed
+ * order at the end. Without -ffast-math the compiler must keep a single
+ * running sum in program order (one add per 4 cycles of latency); spelled
+ * out like this the lanes vectorise, and the result is the same on every
+ * instruction set since the order of operations is the code's. */
+#define NN_LANES 16
+
+static inline float nn_lanes_total(const float *acc) {
+  float t = 0.0f;
+  for (int j = 0; j < NN_LANES; j++) t += acc[j];
+  return t;
+}
+
+/* *sum = sum(a), *dot = sum(a * b) (b may equal a). */
+static inline void nn_sum_dot(const float *a, const float *b, size_t n,
+                              float *sum, float *dot) {
+  float s[NN_LANES] = {0}, d[NN_LANES] = {0};
+  size_t i = 0;
+  for (; i + NN_LANES <= n; i += NN_LANES)
+    for (int j = 0; j < NN_LANES; j++) {
+      s[j] += a[i + j];
+      d[j] += a[i + j] * b[i + j];
+    }
+  float ts = nn_lanes_total(s), td = nn_lanes_total(d);
+  for (; i < n; i++) {
+    ts += a[i];
+    td += a[i] * b[i];
+  }
+  *sum = ts;
+  *dot = td;
+}
+
+static inline float nn_sum(const float *a, size_t n) {
+  float s[NN_LANES] = {0};
+  size_t i = 0;
+  for (; i + NN_LANES <= n; i += NN_LANES)
+    for (int j = 0; j < NN_LANES; j++) s[j] += a[i + j];
+  float t = nn_lanes_total(s);
+  for (; i < n; i++) t += a[i];
+  return t;
+}
+
 /* ---- Generator: splitmix64 (Steele, Lea & Flood 2014) ---------------------- */
 static inline uint64_t nn_rng_next(uint64_t *state) {
   uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
@@ -79,6 +133,19 @@ struct nn_layer {
   float p;
   /* whether the last forward ran in training mode (batch-norm, dropout) */
   int train_mode;
+  /* ReLU fusion (finalize): a conv, linear, batch-norm or residual layer
+   * followed by a ReLU applies it to its output while that is in cache
+   * (fuse_relu) and masks its dy in place in backward; the ReLU layer is
+   * then a view of the producer's y and dy (fused_away) and does nothing. */
+  int fuse_relu, fused_away;
+  /* Batch-norm statistics fusion (finalize): a conv followed by a batch-norm
+   * adds each output plane's sum and sum of squares to the batch-norm's
+   * stats (2 x channels doubles) while the plane is in cache, in the order
+   * the batch-norm would (image by image, so the result is bitwise the
+   * same), and the batch-norm skips its first pass over the input. */
+  nn_layer *stats_to;
+  double *stats;
+  const float *stats_from; /* batch-norm: the conv output stats describe */
   /* batch-norm: running statistics live in the net's buffer area */
   float eps, momentum;
   float *run_mean, *run_var;
@@ -86,11 +153,13 @@ struct nn_layer {
 
   /* activations and workspaces (per max_batch) */
   float *y, *dy;
-  float *xhat;     /* batch-norm: normalised input */
+  float *mean;     /* batch-norm: per channel, of the last forward */
   float *inv_std;  /* batch-norm: per channel */
   float *mask;     /* dropout: 0 or 1 / (1 - p) */
   int32_t *argmax; /* max-pool: index in the input plane */
-  float *dx_tmp;   /* residual: the main path's input gradient */
+  float *dx_tmp;   /* residual with a projection: the main path's dx */
+  float *wt;       /* conv: transposed, flipped weights (input gradient) */
+  float *dwt;      /* conv: the weight gradient in that layout */
 
   /* residual */
   nn_seq main, shortcut;
@@ -135,6 +204,12 @@ struct gs_nn_net {
   void *cb_ctx;
 };
 
+/* Activation buffers: zeroed, 64-byte aligned, and on transparent huge
+ * pages when large (fewer TLB misses on the multi-megabyte activations).
+ * Allocated through gs_malloc; freed with nn_buf_free. */
+void *nn_buf_alloc(size_t bytes);
+void nn_buf_free(void *p);
+
 /* Callbacks, in the order the hook contract promises. */
 static inline void nn_before_forward(gs_nn_net *net, const nn_layer *l) {
   if (net->before_forward)
@@ -144,6 +219,10 @@ static inline void nn_before_forward(gs_nn_net *net, const nn_layer *l) {
 static inline void nn_grad_ready(gs_nn_net *net, size_t index) {
   if (net->on_grad_ready) net->on_grad_ready(net->cb_ctx, index);
 }
+
+/* Adds the plane sums of images [b0, b0 + n) of a conv output to the
+ * following batch-norm's statistics (conv.c). */
+void nn_conv_stats(nn_layer *l, int b0, int n);
 
 /* Kernels: forward reads x[batch][in_size] and writes l->y; backward reads
  * x, dy and writes the parameter gradients (firing grad_ready as each is
@@ -159,13 +238,16 @@ void nn_conv_workspace(const nn_layer *l, int batch, size_t *col,
                        size_t *tmp);
 void nn_relu_forward(nn_layer *l, const float *x, int batch);
 void nn_relu_backward(nn_layer *l, const float *dy, float *dx, int batch);
+/* dy[i] = 0 where y[i] <= 0: the backward of a fused ReLU. */
+void nn_relu_mask_inplace(float *restrict dy, const float *restrict y,
+                          size_t n);
 void nn_maxpool_forward(nn_layer *l, const float *x, int batch);
 void nn_maxpool_backward(nn_layer *l, const float *dy, float *dx, int batch);
 void nn_avgpool_forward(nn_layer *l, const float *x, int batch);
 void nn_avgpool_backward(nn_layer *l, const float *dy, float *dx, int batch);
 void nn_bn_forward(gs_nn_net *net, nn_layer *l, const float *x, int batch);
-void nn_bn_backward(gs_nn_net *net, nn_layer *l, const float *dy, float *dx,
-                    int batch);
+void nn_bn_backward(gs_nn_net *net, nn_layer *l, const float *x,
+                    const float *dy, float *dx, int batch);
 void nn_dropout_forward(gs_nn_net *net, nn_layer *l, const float *x,
                         int batch);
 void nn_dropout_backward(nn_layer *l, const float *dy, float *dx, int batch);

@@ -45,6 +45,7 @@ void gs_nn_sgd_set_lr(gs_nn_sgd *opt, float lr) { opt->cfg.lr = lr; }
 float gs_nn_sgd_lr(const gs_nn_sgd *opt) { return opt->cfg.lr; }
 float *gs_nn_sgd_momentum_flat(gs_nn_sgd *opt) { return opt->momentum_buf; }
 
+NN_CLONES
 static void sgd_update(const gs_nn_sgd_config *c, float *restrict w,
                        const float *restrict grad, float *restrict v,
                        size_t n) {

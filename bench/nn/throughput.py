@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Driver of bench/nn/throughput.sh: runs the C benchmark (nn_throughput) and
+the PyTorch peer (torch_throughput.py) alternately for several rounds, so
+that both see the same machine conditions, and writes the median and best
+images/s of each, their ratio and the environment as Markdown and JSON."""
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_json(cmd):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True,
+                              timeout=60).stdout.strip()
+    except Exception:
+        return ""
+
+
+def environment():
+    cpu, extra = "", []
+    for line in sh("lscpu").splitlines():
+        key, _, val = line.partition(":")
+        if key == "Model name":
+            cpu = val.strip()
+        elif key in ("CPU family", "Model", "Thread(s) per core", "L2 cache", "L3 cache"):
+            extra.append(f"{key.lower()} {val.strip()}")
+    flags = sh("grep -m1 -o -w -E 'avx512f|avx2' /proc/cpuinfo | sort -u | tr '\\n' ' '")
+    if extra or flags:
+        cpu += " (" + ", ".join(extra + ([flags.strip()] if flags else [])) + ")"
+    torch_info = run_json([sys.executable, "-c",
+                           "import json,torch;print(json.dumps({'torch': torch.__version__,"
+                           "'mkldnn': torch.backends.mkldnn.is_available()}))"])[0]
+    return {
+        "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "loadavg_start": sh("cut -d' ' -f1-3 /proc/loadavg"),
+        "kernel": platform.release(),
+        "compiler": sh("cc --version | head -1"),
+        "openblas": sh("pkg-config --modversion openblas") or sh(
+            "dpkg-query -W -f='${Version}' libopenblas0-pthread"),
+        "torch": torch_info["torch"],
+        "torch_mkldnn": torch_info["mkldnn"],
+        "python": platform.python_version(),
+        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "(unset)"),
+        "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", ""),
+        "git": sh("git rev-parse --short HEAD") + (" (dirty)" if sh("git status --porcelain") else ""),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--models", default="cnn,resnet")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    env = environment()
+    models = a.models.split(",")
+    samples = {m: {"gradsync": [], "pytorch": []} for m in models}
+    ratios = {m: [] for m in models}
+    c_cmd = [a.bin, "--batch", str(a.batch), "--seconds", str(a.seconds)]
+    t_cmd = [sys.executable, os.path.join(HERE, "torch_throughput.py"),
+             "--batch", str(a.batch), "--seconds", str(a.seconds)]
+    detail = {}
+    for r in range(a.rounds):
+        for m in models:
+            # Alternate who goes first, so neither always gets the cooler
+            # (or the busier) half of a round.
+            order = ["gradsync", "pytorch"] if r % 2 == 0 else ["pytorch", "gradsync"]
+            got = {}
+            for impl in order:
+                cmd = (c_cmd if impl == "gradsync" else t_cmd) + ["--models", m]
+                res = run_json(cmd)[0]
+                got[impl] = res["images_per_s"]
+                samples[m][impl].append(res["images_per_s"])
+                detail.setdefault(m, {})[impl] = res
+            ratios[m].append(got["gradsync"] / got["pytorch"])
+            print(f"round {r + 1}/{a.rounds} {m}: gradsync {got['gradsync']:.1f}, "
+                  f"pytorch {got['pytorch']:.1f} images/s, ratio "
+                  f"{ratios[m][-1]:.3f}", file=sys.stderr, flush=True)
+    env["loadavg_end"] = sh("cut -d' ' -f1-3 /proc/loadavg")
+    summary = []
+    for m in models:
+        g, t = samples[m]["gradsync"], samples[m]["pytorch"]
+        summary.append({
+            "model": m,
+            "params": detail[m]["gradsync"]["params"],
+            "params_pytorch": detail[m]["pytorch"]["params"],
+            "batch": a.batch,
+            "gradsync_median": statistics.median(g), "gradsync_best": max(g),
+            "pytorch_median": statistics.median(t), "pytorch_best": max(t),
+            "ratio_median_of_rounds": statistics.median(ratios[m]),
+            "ratio_best": max(g) / max(t),
+            "gradsync_samples": g, "pytorch_samples": t, "ratios": ratios[m],
+        })
+    with open(a.out + ".json", "w") as f:
+        json.dump({"env": env, "rounds": a.rounds, "seconds_per_run": a.seconds,
+                   "results": summary}, f, indent=2)
+        f.write("\n")
+    lines = [
+        "# nn training throughput: gradsync vs PyTorch (one process, one thread)",
+        "",
+        f"Batch {a.batch}; forward, softmax cross-entropy, backward and an SGD "
+        "step with momentum on a fixed synthetic 1x28x28 batch. "
+        f"{a.rounds} rounds of {a.seconds:g} s per implementation and model, "
+        "alternating which goes first; images/s. The ratio is gradsync / "
+        "PyTorch (> 1: gradsync is faster), the median of the per-round ratios.",
+        "Produced by `bench/nn/throughput.sh`. The machine may be shared: the "
+        "load averages below, against the core count, say how busy it was, and "
+        "the per-round ratios show the spread that caused.",
+        "",
+        "| model | params | gradsync median | gradsync best | PyTorch median | "
+        "PyTorch best | ratio (median of rounds) | ratio (best/best) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in summary:
+        lines.append(
+            f"| {s['model']} | {s['params']:,} | {s['gradsync_median']:.1f} | "
+            f"{s['gradsync_best']:.1f} | {s['pytorch_median']:.1f} | "
+            f"{s['pytorch_best']:.1f} | {s['ratio_median_of_rounds']:.3f} | "
+            f"{s['ratio_best']:.3f} |")
+    lines += ["", "Per-round ratios: " + "; ".join(
+        f"{s['model']}: " + ", ".join(f"{x:.3f}" for x in s["ratios"]) for s in summary),
+        "", "## Environment", ""]
+    for k, v in env.items():
+        lines.append(f"- {k}: {v}")
+    lines.append("")
+    with open(a.out + ".md", "w") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Replays model profiles under every scheduling policy on emulated clusters
+# at 1 Gbit/s (issue #3's benchmark) and writes bench/results/replay_*.jsonl
+# and bench/results/replay.md.
+#
+# Compute is scaled so that it takes about as long as the gradients' ring
+# all-reduce on that cluster: scale = (2(N-1)/N * bytes / 0.11 GB/s) /
+# (forward + backward), rounded to two digits (0.11 GB/s is the ring's
+# measured bus bandwidth there). The scale used is printed and recorded.
+#
+# Usage: bench/replay_sweep.sh [-n NODES]... [-p PROFILE]... [-i ITERS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+gs=${GS:-build/gradsync}
+nodes=() profiles=() iters=6 warmup=5
+while getopts "n:p:i:w:" o; do
+  case $o in
+    n) nodes+=("$OPTARG") ;;
+    p) profiles+=("$OPTARG") ;;
+    i) iters=$OPTARG ;;
+    w) warmup=$OPTARG ;;
+    *) exit 2 ;;
+  esac
+done
+[ ${#nodes[@]} -gt 0 ] || nodes=(4 8)
+[ ${#profiles[@]} -gt 0 ] || profiles=(googlenet densenet201 resnet50 resnet152 bert_base vgg16)
+mkdir -p bench/results
+for n in "${nodes[@]}"; do
+  for p in "${profiles[@]}"; do
+    f=profiles/$p.json
+    scale=$(python3 - "$f" "$n" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1])); n = int(sys.argv[2])
+size = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
+b = sum(t["numel"] * size.get(t.get("dtype", "f32"), 4) for t in p["tensors"])
+c = p["forward_s"] + sum(t["backward_s"] for t in p["tensors"])
+comm = 2 * (n - 1) / n * b / 0.11e9
+print(f"{comm / c:.2g}")
+PY
+)
+    echo "== $p on $n nodes, compute x$scale" >&2
+    "$gs" run -np "$n" --net 1gbit -- "$gs" replay --profile "$f" --policy all \
+      --iters "$iters" --warmup "$warmup" --time-scale "$scale" --json \
+      > "bench/results/replay_${p}_${n}nodes.jsonl"
+  done
+done
+python3 bench/summarize_replay.py bench/results/replay_*_*nodes.jsonl > bench/results/replay.md
+cat bench/results/replay.md

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# gradsync train, end to end on a synthetic data set (shared memory):
+#   - N ranks with batch b reach the weights of 1 rank with batch N*b, for
+#     every scheduling policy (no batch-norm or dropout in the mlp and cnn);
+#   - the same seed gives bitwise the same weights;
+#   - a run stopped after one epoch and resumed ends bitwise where an
+#     uninterrupted run ends;
+#   - bad options, missing or corrupt data and divergence give a clear error
+#     and a non-zero exit.
+# Usage: test_train.sh GRADSYNC CKPT_COMPARE
+set -u
+gs=$1
+cmp_ckpt=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Bitwise comparisons need the same summation order in every run: a fixed
+# allreduce algorithm instead of the one each run's calibration picks.
+export GRADSYNC_ALLREDUCE_ALGO=ring GRADSYNC_CALIBRATE=0
+fails=0 passes=0
+ok() { echo "ok   $1"; passes=$((passes + 1)); }
+bad() { echo "FAIL $1"; fails=$((fails + 1)); }
+
+train() { # train NP DIR ARGS...
+  local np=$1 dir=$2; shift 2
+  "$gs" run -np "$np" -- "$gs" train --synthetic 4096 --epochs 1 --max-steps 8 \
+    --checkpoint "$dir" --json "$@" > "$dir.log" 2>&1
+}
+
+# Data-parallel equivalence.
+train 1 "$tmp/ref" --model mlp --batch 32 --policy wfbp || bad "reference run failed: $(tail -3 "$tmp/ref.log")"
+for pol in wfbp single bucket:0.05 mgwfbp optimal dear auto; do
+  d="$tmp/dp_${pol%%:*}"
+  if train 2 "$d" --model mlp --batch 16 --policy "$pol" &&
+     "$cmp_ckpt" mlp "$tmp/ref/checkpoint.gsck" "$d/checkpoint.gsck" 1e-4 > "$d.cmp"; then
+    ok "2 ranks x batch 16 = 1 rank x batch 32 under $pol ($(cat "$d.cmp"))"
+  else
+    bad "2 ranks x batch 16 under $pol differ from 1 x 32: $(cat "$d.cmp" 2>/dev/null; tail -3 "$d.log")"
+  fi
+done
+train 1 "$tmp/ref4" --model cnn --batch 32 --policy wfbp
+if train 4 "$tmp/dp4" --model cnn --batch 8 --policy dear &&
+   "$cmp_ckpt" cnn "$tmp/ref4/checkpoint.gsck" "$tmp/dp4/checkpoint.gsck" 1e-4 > "$tmp/dp4.cmp"; then
+  ok "cnn: 4 ranks x batch 8 under dear = 1 rank x batch 32 ($(cat "$tmp/dp4.cmp"))"
+else
+  bad "cnn: 4 ranks x batch 8 under dear differ: $(cat "$tmp/dp4.cmp" 2>/dev/null; tail -3 "$tmp/dp4.log")"
+fi
+
+# Same seed, same result.
+train 2 "$tmp/s1" --model mlp --batch 16 --policy wfbp
+train 2 "$tmp/s2" --model mlp --batch 16 --policy wfbp
+if "$cmp_ckpt" mlp "$tmp/s1/checkpoint.gsck" "$tmp/s2/checkpoint.gsck" > "$tmp/s.cmp"; then
+  ok "same seed: bitwise identical weights"
+else
+  bad "same seed gave different weights: $(cat "$tmp/s.cmp")"
+fi
+
+# Resume: 2 epochs straight vs 1 epoch, then --resume to 2.
+"$gs" run -np 2 -- "$gs" train --synthetic 4096 --epochs 2 --max-steps 6 --model mlp \
+  --batch 16 --policy wfbp --checkpoint "$tmp/full" --json > "$tmp/full.log" 2>&1
+"$gs" run -np 2 -- "$gs" train --synthetic 4096 --epochs 1 --max-steps 6 --model mlp \
+  --batch 16 --policy wfbp --checkpoint "$tmp/half" --json > "$tmp/half1.log" 2>&1
+"$gs" run -np 2 -- "$gs" train --synthetic 4096 --epochs 2 --max-steps 6 --model mlp \
+  --batch 16 --policy wfbp --checkpoint "$tmp/half" --resume --json > "$tmp/half2.log" 2>&1
+if "$cmp_ckpt" mlp "$tmp/full/checkpoint.gsck" "$tmp/half/checkpoint.gsck" > "$tmp/r.cmp"; then
+  ok "stopped after epoch 1 and resumed: bitwise identical to an uninterrupted run"
+else
+  bad "resumed run differs: $(cat "$tmp/r.cmp"; tail -3 "$tmp/half2.log")"
+fi
+
+# Errors: exit status and message.
+expect_error() { # expect_error STATUS PATTERN DESCRIPTION ARGS...
+  local want=$1 pat=$2 what=$3; shift 3
+  "$@" > "$tmp/err.log" 2>&1
+  local rc=$?
+  if { [ "$want" = any ] && [ $rc -ne 0 ]; } || [ "$rc" = "$want" ]; then
+    if grep -q -- "$pat" "$tmp/err.log"; then ok "$what (exit $rc)"; return; fi
+  fi
+  bad "$what: exit $rc, output: $(head -c 400 "$tmp/err.log")"
+}
+expect_error 2 "batch" "--batch 0 is refused" "$gs" train --batch 0
+expect_error 2 "model" "an unknown model is refused" "$gs" train --model lenet9
+expect_error 2 "polic" "an unknown policy is refused" "$gs" train --policy fastest
+expect_error 2 "resume" "--resume without --checkpoint is refused" "$gs" train --resume
+expect_error any "dataset-fashion-mnist" "missing data names the package to install" \
+  "$gs" run -np 1 -- "$gs" train --data "$tmp/nowhere"
+mkdir -p "$tmp/corrupt"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+  printf 'not an idx file' | gzip > "$tmp/corrupt/$f.gz"
+done
+expect_error any "corrupt/train-images" "a corrupt data file is named" \
+  "$gs" run -np 1 -- "$gs" train --data "$tmp/corrupt"
+expect_error any "diverged at epoch 1, step" "divergence names the epoch, step and layer" \
+  "$gs" run -np 2 -- "$gs" train --synthetic 4096 --max-steps 30 --model mlp --lr 90
+
+echo "$passes passed, $fails failed"
+[ $fails -eq 0 ]
