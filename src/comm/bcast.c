@@ -29,15 +29,14 @@ gs_status bcast_pipeline(gs_comm *c, const coll_group *g, void *buf,
   }
   for (size_t i = 0; i < nseg && st == GS_OK; i++) {
     int n = (int)GS_MIN(seg, bytes - i * seg);
-    int rc = MPI_Wait(&rreq[i], MPI_STATUS_IGNORE);
-    if (rc == MPI_SUCCESS && next != MPI_PROC_NULL)
-      rc = MPI_Isend(b + i * seg, n, MPI_BYTE, next, TAG_BCAST, g->mpi, &sreq[i]);
+    st = comm_waitall(g, 1, &rreq[i], "bcast receive");
+    if (st != GS_OK) break;
+    int rc = next != MPI_PROC_NULL ? MPI_Isend(b + i * seg, n, MPI_BYTE, next, TAG_BCAST,
+                                               g->mpi, &sreq[i])
+                                   : MPI_SUCCESS;
     if (rc != MPI_SUCCESS) st = comm_mpi_error(g, "bcast segment", rc);
   }
-  if (st == GS_OK) {
-    int rc = MPI_Waitall((int)nseg, sreq, MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS) st = comm_mpi_error(g, "MPI_Waitall (bcast)", rc);
-  }
+  if (st == GS_OK) st = comm_waitall(g, (int)nseg, sreq, "bcast sends");
   gs_free(req);
   return st;
 }

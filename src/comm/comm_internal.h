@@ -149,7 +149,12 @@ gs_status fold_out(const coll_group *g, void *buf, size_t bytes, int rem,
 /* MPI's own collectives, the peer. */
 gs_status coll_mpi(gs_comm *c, coll_args *a);
 
-/* Point-to-point helpers that split messages above INT_MAX bytes. */
+/* Completes n requests, polling briefly and then sleeping between polls
+ * (see p2p.c); the MPI error of a failure becomes a message naming `what`. */
+gs_status comm_waitall(const coll_group *g, int n, MPI_Request *reqs,
+                       const char *what);
+
+/* Point-to-point exchange, in 1 MiB pieces posted together. */
 gs_status p2p_sendrecv(const coll_group *g, const void *sbuf, size_t sbytes,
                        int dst, void *rbuf, size_t rbytes, int src, int tag);
 

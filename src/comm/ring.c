@@ -110,11 +110,8 @@ gs_status ring_run(gs_comm *c, const coll_group *g, void *buf, const size_t *off
       int j = i - s.nseg, step = j / s.nseg, seg = j % s.nseg;
       size_t chunk = recv_chunk(&s, step);
       size_t n = seg_len(&s, chunk, seg);
-      int rc = MPI_Wait(&s.recv_req[j % s.window], MPI_STATUS_IGNORE);
-      if (rc != MPI_SUCCESS) {
-        st = comm_mpi_error(g, "MPI_Wait (ring receive)", rc);
-        break;
-      }
+      st = comm_waitall(g, 1, &s.recv_req[j % s.window], "ring receive");
+      if (st != GS_OK) break;
       char *dst = s.buf + (off[chunk] + (size_t)seg * s.seg) * esize;
       char *slot = s.slots + (size_t)(j % s.window) * s.seg * esize;
       if (n > 0 && step < s.rs_steps) {
@@ -125,12 +122,9 @@ gs_status ring_run(gs_comm *c, const coll_group *g, void *buf, const size_t *off
         /* The reduce-scatter send of this region: same chunk, step index
          * equal to this allgather step (see the schedule above). */
         if (do_rs) {
-          rc = MPI_Wait(&s.send_req[(step - s.rs_steps) * s.nseg + seg],
-                        MPI_STATUS_IGNORE);
-          if (rc != MPI_SUCCESS) {
-            st = comm_mpi_error(g, "MPI_Wait (ring send)", rc);
-            break;
-          }
+          st = comm_waitall(g, 1, &s.send_req[(step - s.rs_steps) * s.nseg + seg],
+                            "ring send");
+          if (st != GS_OK) break;
         }
         memcpy(dst, slot, n * esize);
       }
@@ -149,10 +143,7 @@ gs_status ring_run(gs_comm *c, const coll_group *g, void *buf, const size_t *off
       }
     }
   }
-  if (st == GS_OK) {
-    int rc = MPI_Waitall(total, s.send_req, MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS) st = comm_mpi_error(g, "MPI_Waitall (ring sends)", rc);
-  }
+  if (st == GS_OK) st = comm_waitall(g, total, s.send_req, "ring sends");
   /* Requests still pending after an error are abandoned with the failed
    * communicator (it refuses further work). */
   gs_free(s.recv_req);
