@@ -10,6 +10,7 @@ Prints one JSON line on rank 0: epochs, seconds per epoch, test accuracy."""
 import argparse
 import gzip
 import json
+import math
 import os
 import struct
 import time
@@ -49,6 +50,13 @@ class CNN(nn.Module):
         self.fc1 = nn.Linear(64 * 7 * 7, 512)
         self.fc2 = nn.Linear(512, 10)
 
+        # gradsync's initialisation (src/nn/net.c): Kaiming normal over
+        # fan-in (He et al. 2015), zero biases, so both start alike.
+        for m in self.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
+                nn.init.zeros_(m.bias)
+
     def forward(self, x):
         x = F.max_pool2d(F.relu(self.conv1(x)), 2)
         x = F.max_pool2d(F.relu(self.conv2(x)), 2)
@@ -61,6 +69,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--warmup-epochs", type=float, default=0.0)
+    ap.add_argument("--cosine", action="store_true")
     ap.add_argument("--store", required=True)
     a = ap.parse_args()
     torch.set_num_threads(1)
@@ -78,13 +88,30 @@ def main():
         torch.utils.data.TensorDataset(xtr, ytr), num_replicas=size, rank=rank, seed=1)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xtr, ytr),
                                          batch_size=a.batch, sampler=sampler)
+    # gradsync train's schedule (gs_nn_lr_at): linear warm-up over
+    # warmup-epochs, then cosine decay to 0 over the rest, per step.
+    steps = len(loader)
+    warm, total = int(a.warmup_epochs * steps), a.epochs * steps
+
+    def lr_at(s):
+        if s < warm:
+            return a.lr * (s + 1) / warm
+        if not a.cosine:
+            return a.lr
+        t = min(1.0, (s - warm) / max(1, total - warm))
+        return a.lr * (1 + math.cos(math.pi * t)) / 2
+
     epoch_s = []
+    step = 0
     for epoch in range(a.epochs):
         sampler.set_epoch(epoch)
         model.train()
         dist.barrier()
         t0 = time.time()
         for x, y in loader:
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step)
+            step += 1
             opt.zero_grad()
             F.cross_entropy(model(x), y).backward()
             opt.step()
