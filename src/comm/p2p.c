@@ -7,13 +7,16 @@
 /* Waiting without burning a core. Open MPI's MPI_Wait polls at full speed,
  * so every rank's progress thread would take a whole core for as long as a
  * collective runs; with several ranks per host (and compute on the same
- * cores) that halves training throughput. comm_waitall polls at full speed
- * for the first WAIT_SPIN_S, which keeps small messages fast, then sleeps
- * between polls: at most WAIT_SLEEP_MAX_NS, short next to the milliseconds a
- * large segment spends on the wire while socket buffers keep the link busy. */
-#define WAIT_SPIN_S 50e-6
-#define WAIT_SLEEP_MIN_NS 10000
-#define WAIT_SLEEP_MAX_NS 20000
+ * cores) that takes compute time away. comm_waitall polls at full speed
+ * for the first WAIT_SPIN_S, long enough for the round trips of small
+ * messages (a nap costs at least the timer slack, 50 us, per round: polling
+ * for only 50 us made 4 KB allreduces on 4 emulated nodes twice as slow),
+ * then sleeps between polls: at most WAIT_SLEEP_MAX_NS, short next to the
+ * milliseconds a large segment spends on the wire while socket buffers keep
+ * the link busy. */
+#define WAIT_SPIN_S 1e-3
+#define WAIT_SLEEP_MIN_NS 20000
+#define WAIT_SLEEP_MAX_NS 100000
 
 gs_status comm_waitall(const coll_group *g, int n, MPI_Request *reqs,
                        const char *what) {

@@ -68,6 +68,30 @@ else
   bad "resumed run differs: $(cat "$tmp/r.cmp"; tail -3 "$tmp/half2.log")"
 fi
 
+# A rank killed with kill -9 ends the run, non-zero, within 60 s; resuming
+# from the last checkpoint finishes it.
+"$gs" run -np 3 -- "$gs" train --synthetic 8192 --epochs 3 --max-steps 400 --model cnn \
+  --batch 8 --policy auto --checkpoint "$tmp/killed" --json > "$tmp/killed.log" 2>&1 &
+launcher=$!
+for _ in $(seq 1 600); do [ -f "$tmp/killed/checkpoint.gsck" ] && break; sleep 0.1; done
+victim=$(pgrep -f -- "train --synthetic 8192 --epochs 3" | grep -v "^$launcher\$" | tail -1)
+t0=$(date +%s)
+[ -n "$victim" ] && kill -9 "$victim"
+wait "$launcher"
+rc=$? elapsed=$(($(date +%s) - t0))
+if [ -n "$victim" ] && [ $rc -ne 0 ] && [ $elapsed -le 60 ]; then
+  ok "a rank killed with kill -9 ends the run in ${elapsed} s with status $rc"
+else
+  bad "kill -9 of a rank: victim '$victim', status $rc after ${elapsed} s"
+fi
+if "$gs" run -np 3 -- "$gs" train --synthetic 8192 --epochs 3 --max-steps 400 --model cnn \
+     --batch 8 --policy auto --checkpoint "$tmp/killed" --resume --json > "$tmp/resumed.log" 2>&1 &&
+   grep -q '"epoch": 3' "$tmp/resumed.log"; then
+  ok "resuming from the last checkpoint finishes the run"
+else
+  bad "resume after kill -9 failed: $(tail -3 "$tmp/resumed.log")"
+fi
+
 # Errors: exit status and message.
 expect_error() { # expect_error STATUS PATTERN DESCRIPTION ARGS...
   local want=$1 pat=$2 what=$3; shift 3
