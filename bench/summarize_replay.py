@@ -21,6 +21,12 @@ def main(paths):
                 if "policy" not in r:
                     continue
                 runs[(r["nodes"], r["profile"], r.get("time_scale", 1))][r["policy"]] = r
+    print("# Scheduling policies replayed on emulated clusters at 1 Gbit/s\n")
+    print("Produced by `bench/replay_sweep.sh` (`gradsync replay --policy all`): compute "
+          "replayed by sleeping, scaled per profile so that it takes about as long as the "
+          "ring all-reduce of all gradients on that cluster (scale column); real buffers "
+          "through the engine. Predicted = the planner's model with the engine's fitted a "
+          "and b.\n")
     print("| nodes | profile | compute scale | policy | groups | measured ms | "
           "predicted ms | pred/meas | hidden | vs wfbp | vs single |")
     print("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
