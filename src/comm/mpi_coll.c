@@ -28,8 +28,10 @@ static MPI_User_function *half_fns[2][GS_REDOP_COUNT] = {
     {bf16_sum, bf16_sum, bf16_min, bf16_max, bf16_prod},
 };
 
-/* Created on first use by the progress thread; MPI ops live until
- * MPI_Finalize. */
+/* Created on first use; MPI ops live until MPI_Finalize. The lock guards
+ * the lazy creation: several communicators' progress threads may get here
+ * at once. */
+static pthread_mutex_t half_ops_mu = PTHREAD_MUTEX_INITIALIZER;
 static MPI_Op half_ops[2][GS_REDOP_COUNT];
 static int half_ops_ready[2][GS_REDOP_COUNT];
 
@@ -50,11 +52,15 @@ static gs_status mpi_op(const coll_group *g, gs_dtype d, gs_redop op,
                         MPI_Op *out) {
   if (d == GS_F16 || d == GS_BF16) {
     int h = d == GS_BF16;
+    int rc = MPI_SUCCESS;
+    pthread_mutex_lock(&half_ops_mu);
     if (!half_ops_ready[h][op]) {
-      MPI_TRY(g, MPI_Op_create(half_fns[h][op], 1, &half_ops[h][op]));
-      half_ops_ready[h][op] = 1;
+      rc = MPI_Op_create(half_fns[h][op], 1, &half_ops[h][op]);
+      half_ops_ready[h][op] = rc == MPI_SUCCESS;
     }
     *out = half_ops[h][op];
+    pthread_mutex_unlock(&half_ops_mu);
+    if (rc != MPI_SUCCESS) return comm_mpi_error(g, "MPI_Op_create", rc);
     return GS_OK;
   }
   static const MPI_Op ops[GS_REDOP_COUNT] = {MPI_SUM, MPI_SUM, MPI_MIN, MPI_MAX,
