@@ -91,8 +91,8 @@ static char *row_json(const plan_row *r, const gs_profile *prof,
     cJSON_AddStringToObject(o, "chosen", gs_plan_policy_name(pl->chosen));
   if (workers > 0) cJSON_AddNumberToObject(o, "workers", workers);
   cJSON_AddNumberToObject(o, "compute_scale", scale);
-  cJSON_AddNumberToObject(o, "a", cost->a);
-  cJSON_AddNumberToObject(o, "b", cost->b);
+  cJSON_AddNumberToObject(o, "a", cost->ar.a);
+  cJSON_AddNumberToObject(o, "b", cost->ar.b);
   cJSON_AddNumberToObject(o, "ngroups", (double)pl->ngroups);
   cJSON *groups = cJSON_AddArrayToObject(o, "groups");
   for (size_t g = 0; g < pl->ngroups; g++) {
@@ -105,10 +105,10 @@ static char *row_json(const plan_row *r, const gs_profile *prof,
   cJSON_AddNumberToObject(o, "speedup_vs_wfbp", wfbp_s / pl->predicted_iter_s);
   cJSON_AddNumberToObject(o, "speedup_vs_single", single_s / pl->predicted_iter_s);
   if (pl->chosen == GS_PLAN_DEAR) {
-    cJSON_AddNumberToObject(o, "rs_a", cost->rs_a);
-    cJSON_AddNumberToObject(o, "rs_b", cost->rs_b);
-    cJSON_AddNumberToObject(o, "ag_a", cost->ag_a);
-    cJSON_AddNumberToObject(o, "ag_b", cost->ag_b);
+    cJSON_AddNumberToObject(o, "rs_a", cost->rs.a);
+    cJSON_AddNumberToObject(o, "rs_b", cost->rs.b);
+    cJSON_AddNumberToObject(o, "ag_a", cost->ag.a);
+    cJSON_AddNumberToObject(o, "ag_b", cost->ag.b);
     cJSON_AddNumberToObject(o, "dear_forward_end_s", pl->dear_forward_end_s);
     cJSON_AddNumberToObject(o, "dear_ag_wait_s", pl->dear_ag_wait_s);
   }
@@ -298,7 +298,7 @@ int cmd_plan(int argc, char **argv) {
          bwd * 1e3);
   if (prof->batch_size > 0) printf(", batch %d", prof->batch_size);
   if (scale != 1.0) printf(" (times scaled by %g)", scale);
-  printf("\ncost: all-reduce %.3e s + %.3e s/B", cost.a, cost.b);
+  printf("\ncost: all-reduce %.3e s + %.3e s/B", cost.ar.a, cost.ar.b);
   if (net) printf(" (%s, %d workers, %s)", net, workers, algo_name);
   printf("\n\n%-18s %7s %12s %8s %9s\n", "policy", "groups", "iter (ms)", "vs wfbp",
          "vs single");

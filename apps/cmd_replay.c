@@ -206,8 +206,8 @@ static void print_json(const result *r, const gs_profile *prof, double scale,
   cJSON_AddNumberToObject(o, "comm_s", r->comm_s);
   cJSON_AddNumberToObject(o, "exposed_comm_s", r->exposed_s);
   cJSON_AddNumberToObject(o, "hidden_frac", r->hidden_frac);
-  cJSON_AddNumberToObject(o, "a", r->cost.a);
-  cJSON_AddNumberToObject(o, "b", r->cost.b);
+  cJSON_AddNumberToObject(o, "a", r->cost.ar.a);
+  cJSON_AddNumberToObject(o, "b", r->cost.ar.b);
   cJSON_AddBoolToObject(o, "cost_measured", r->cost_measured);
   char *s = cJSON_PrintUnformatted(o);
   if (s) printf("%s\n", s);
@@ -336,7 +336,7 @@ int cmd_replay(int argc, char **argv) {
       printf("%-10s %-8s %6zu %10.1f %10.1f %7.3f %9.1f %9.1f %6.0f%% %10.3g %10.3g\n",
              r.spec, gs_plan_policy_name(r.chosen), r.ngroups, r.iter_s * 1e3,
              r.predicted_s * 1e3, r.predicted_s / r.iter_s, r.comm_s * 1e3,
-             r.exposed_s * 1e3, r.hidden_frac * 100, r.cost.a, r.cost.b);
+             r.exposed_s * 1e3, r.hidden_frac * 100, r.cost.ar.a, r.cost.ar.b);
     }
     fflush(stdout);
   }

@@ -104,6 +104,47 @@ gs_status gs_cost_calibrate_allreduce(gs_cost_params *c, gs_cost_topo t,
 gs_status gs_cost_fit_algo(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
                            const double *bytes, const double *secs, size_t n);
 
+/* ---- Measured cost curves ------------------------------------------------ */
+
+#define GS_COST_CURVE_POINTS 40
+
+/* The measured time of one kind of collective as a function of its size,
+ * for planners that must rank messages of many sizes: one point per
+ * power-of-two size class, non-decreasing in both coordinates, plus the
+ * least-squares line a + b*M through them. On links whose time is not
+ * affine in the size (a token bucket passes short messages at a burst rate,
+ * TCP windows open), the points predict what no single a and b can. */
+typedef struct gs_cost_curve {
+  double a, b;   /* the affine fit, a >= 0, b > 0 once fitted */
+  int npoints;   /* 0: the curve is the line a + b*M */
+  double bytes[GS_COST_CURVE_POINTS]; /* increasing */
+  double secs[GS_COST_CURVE_POINTS];  /* non-decreasing */
+} gs_cost_curve;
+
+/* An affine curve a + b*M without points. a and b must be finite, >= 0. */
+gs_status gs_cost_curve_affine(double a, double b, gs_cost_curve *out);
+
+/* Fits a curve to n raw samples (bytes[i] >= 1, secs[i] > 0; others are
+ * ignored): the samples are grouped by power-of-two size class, each class
+ * gives one point (its mean size, its median time), the points are made
+ * non-decreasing by pooling adjacent violators (isotonic regression), and a
+ * and b are fitted to them by least squares (a clamped at 0). Fails with
+ * GS_ERR_INVALID_ARG when fewer than two classes have samples or the fitted
+ * slope is not positive (the sizes did not separate from the noise); *out is
+ * then left unchanged. */
+gs_status gs_cost_curve_fit(const double *bytes, const double *secs, size_t n,
+                            gs_cost_curve *out);
+
+/* The curve's time for `bytes`: between the points, linear interpolation;
+ * beyond them, the line of slope b through the nearest point (never below
+ * 0); without points, a + b*bytes. Non-decreasing in `bytes`. */
+double gs_cost_curve_eval(const gs_cost_curve *c, double bytes);
+
+/* The same value, bit for bit, found by walking from segment *hint (any
+ * int; updated): O(1) when successive calls move through nearby sizes, as
+ * in the planner's dynamic program. */
+double gs_cost_curve_eval_hint(const gs_cost_curve *c, double bytes, int *hint);
+
 /* Saves or loads parameters (with the topology they were measured on) as
  * JSON. Loading a file measured on another topology fails with
  * GS_ERR_MISMATCH. */

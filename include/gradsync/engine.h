@@ -80,6 +80,15 @@ typedef struct gs_engine_config {
    * collective, dear runs its all-gathers inside wait, and auto never
    * chooses dear. */
   int forward_overlap;
+  /* 0 (default): plans use the affine fit T(M) = a + b*M of the engine's
+   * own messages, MG-WFBP's model. 1: plans use their measured curve
+   * (gs_cost_curve: one point per power-of-two size class, interpolated),
+   * for links whose time is a function of the size but not affine in it.
+   * On a token-bucket link a message's time depends on the link's recent
+   * idle time as much as on its size, and the curve, measured under the
+   * warm-up's schedule, misjudges others (docs/PLANNING.md); hence not the
+   * default. GRADSYNC_PLAN_COST=curve sets 1. */
+  int cost_curve;
   /* Chrome-trace JSON written at gs_engine_destroy (docs/ENGINE.md), one
    * file per rank ("t.json" -> "t.rank3.json" when there are several).
    * NULL: the GRADSYNC_TIMELINE environment variable, if set. */

@@ -13,7 +13,10 @@
  *   r(i) = forward_s + sum_{j >= i} backward_s[j];
  * messages are sent one at a time in launch order; a message starts when its
  * last tensor is ready and the previous message has ended, and takes
- * a + b * bytes; the predicted iteration time is the end of the last message.
+ * T(bytes); the predicted iteration time is the end of the last message.
+ * T is a + b * bytes for costs given as a and b (gradsync plan) and the
+ * measured curve of the engine's own messages at run time (gs_cost_curve:
+ * piecewise linear through measured points, affine beyond them).
  * gs_plan_predict is the one implementation of that model.
  *
  * Costs are never computed here: gs_plan_cost_from_net takes them from the
@@ -78,14 +81,16 @@ gs_status gs_profile_validate(const gs_profile *profile);
 
 /* ---- Costs ----------------------------------------------------------------- */
 
-/* Linear costs of one message of M bytes, in seconds. The all-reduce cost
- * a + b*M is MG-WFBP's T_ar (TPDS 2021, Eq. 10). DeAR's reduce-scatter and
- * all-gather costs are rs_a + rs_b*M and ag_a + ag_b*M, M being the fused
- * group's full size in both. */
+/* Costs of one message of M bytes, in seconds, each evaluated with
+ * gs_cost_curve_eval: without points a curve is the line a + b*M, which for
+ * the all-reduce is MG-WFBP's T_ar (TPDS 2021, Eq. 10); with points it is
+ * the measured curve. DeAR's reduce-scatter and all-gather costs take M as
+ * the fused group's full size in both. mgwfbp's merge test (Algorithm 1)
+ * reads the all-reduce's start-up cost as ar.a. */
 typedef struct gs_plan_cost {
-  double a, b;        /* all-reduce */
-  double rs_a, rs_b;  /* reduce-scatter (dear) */
-  double ag_a, ag_b;  /* all-gather (dear) */
+  gs_cost_curve ar;  /* all-reduce */
+  gs_cost_curve rs;  /* reduce-scatter (dear) */
+  gs_cost_curve ag;  /* all-gather (dear) */
 } gs_plan_cost;
 
 /* Costs given directly as T(M) = a + b*M. Reduce-scatter and all-gather are

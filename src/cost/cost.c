@@ -7,6 +7,7 @@
  * formula below is linear in each parameter, which the calibration relies on.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -107,6 +108,22 @@ static double model_allreduce(const gs_cost_params *craw, gs_cost_topo t,
   }
 }
 
+/* Linear interpolation between n >= 1 points sorted by x, for x[0] <= v <=
+ * x[n-1] (binary search: the planner calls this O(L^2) times). The one
+ * implementation of interpolating measurements, for the per-algorithm fits
+ * and for curves. */
+static double interp_points(const double *x, const double *y, int n, double v) {
+  int lo = 0, hi = n - 1; /* x[lo] <= v <= x[hi] */
+  while (hi - lo > 1) {
+    int mid = lo + (hi - lo) / 2;
+    if (x[mid] <= v) lo = mid;
+    else hi = mid;
+  }
+  if (hi == lo || x[hi] <= x[lo]) return y[hi];
+  double w = (v - x[lo]) / (x[hi] - x[lo]);
+  return y[lo] + w * (y[hi] - y[lo]);
+}
+
 /* Linear interpolation between an algorithm's measured points, or -1 when
  * `bytes` lies outside them. */
 static double interpolate(const gs_cost_params *c, gs_algo algo, double bytes) {
@@ -114,13 +131,7 @@ static double interpolate(const gs_cost_params *c, gs_algo algo, double bytes) {
   int n = c->fit[algo].npoints;
   const double *x = c->fit[algo].bytes, *y = c->fit[algo].secs;
   if (n < 2 || bytes < x[0] || bytes > x[n - 1]) return -1.0;
-  for (int i = 1; i < n; i++) {
-    if (bytes <= x[i]) {
-      double w = x[i] > x[i - 1] ? (bytes - x[i - 1]) / (x[i] - x[i - 1]) : 1.0;
-      return y[i - 1] + w * (y[i] - y[i - 1]);
-    }
-  }
-  return y[n - 1];
+  return interp_points(x, y, n, bytes);
 }
 
 double gs_cost_allreduce(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
@@ -272,6 +283,135 @@ gs_status gs_cost_fit_linear(const double *x, const double *y, size_t n,
   return GS_OK;
 }
 
+/* ---- Measured cost curves -------------------------------------------- */
+
+gs_status gs_cost_curve_affine(double a, double b, gs_cost_curve *out) {
+  if (out == NULL) return gs_error(GS_ERR_INVALID_ARG, "cost curve: NULL output");
+  if (!isfinite(a) || !isfinite(b) || a < 0 || b < 0)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "cost curve: a and b must be finite and >= 0 (a=%g, b=%g)", a, b);
+  memset(out, 0, sizeof *out);
+  out->a = a;
+  out->b = b;
+  return GS_OK;
+}
+
+typedef struct {
+  double bytes, secs;
+  int cls;
+} curve_sample;
+
+static int cmp_curve_sample(const void *pa, const void *pb) {
+  const curve_sample *a = pa, *b = pb;
+  if (a->cls != b->cls) return a->cls < b->cls ? -1 : 1;
+  return (a->secs > b->secs) - (a->secs < b->secs);
+}
+
+gs_status gs_cost_curve_fit(const double *bytes, const double *secs, size_t n,
+                            gs_cost_curve *out) {
+  if ((n > 0 && (bytes == NULL || secs == NULL)) || out == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "cost curve fit: NULL argument");
+  curve_sample *s = gs_malloc((n + 1) * sizeof *s);
+  if (s == NULL) return GS_ERR_NOMEM;
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (isfinite(bytes[i]) && isfinite(secs[i]) && bytes[i] >= 1 && secs[i] > 0)
+      s[m++] = (curve_sample){bytes[i], secs[i], (int)log2(bytes[i])};
+  qsort(s, m, sizeof *s, cmp_curve_sample);
+  /* One point per class: mean size, median time; w counts the classes
+   * pooled into a point by the isotonic pass. */
+  double x[GS_COST_CURVE_POINTS], y[GS_COST_CURVE_POINTS], w[GS_COST_CURVE_POINTS];
+  int np = 0;
+  for (size_t i = 0; i < m;) {
+    size_t j = i;
+    double sum = 0;
+    while (j < m && s[j].cls == s[i].cls) sum += s[j++].bytes;
+    if (np == GS_COST_CURVE_POINTS) { /* keep the largest classes */
+      memmove(x, x + 1, (GS_COST_CURVE_POINTS - 1) * sizeof *x);
+      memmove(y, y + 1, (GS_COST_CURVE_POINTS - 1) * sizeof *y);
+      np--;
+    }
+    x[np] = sum / (double)(j - i);
+    y[np] = s[i + (j - i) / 2].secs;
+    np++;
+    i = j;
+  }
+  gs_free(s);
+  if (np < 2)
+    return gs_error(GS_ERR_INVALID_ARG, "cost curve fit: samples of %d size "
+                    "class(es), need 2", np);
+  double a, b;
+  GS_CHECK(gs_cost_fit_linear(x, y, (size_t)np, &a, &b));
+  if (!(b > 0) || !isfinite(a))
+    return gs_error(GS_ERR_INVALID_ARG, "cost curve fit: the time does not grow "
+                    "with the size (slope %g s/B over %d classes)", b, np);
+  /* Pool adjacent violators: a block of consecutive classes slower than
+   * the next one is merged with it into one block whose time is their mean;
+   * every class keeps its size and takes its block's time. */
+  double bsum[GS_COST_CURVE_POINTS];
+  int bstart[GS_COST_CURVE_POINTS], nb = 0;
+  for (int i = 0; i < np; i++) {
+    bsum[nb] = y[i];
+    w[nb] = 1;
+    bstart[nb] = i;
+    nb++;
+    while (nb > 1 && bsum[nb - 2] / w[nb - 2] > bsum[nb - 1] / w[nb - 1]) {
+      bsum[nb - 2] += bsum[nb - 1];
+      w[nb - 2] += w[nb - 1];
+      nb--;
+    }
+  }
+  memset(out, 0, sizeof *out);
+  out->a = a > 0 ? a : 0.0;
+  out->b = b;
+  out->npoints = np;
+  for (int k = 0; k < nb; k++) {
+    int end = k + 1 < nb ? bstart[k + 1] : np;
+    for (int i = bstart[k]; i < end; i++) {
+      out->bytes[i] = x[i];
+      out->secs[i] = bsum[k] / w[k];
+    }
+  }
+  return GS_OK;
+}
+
+/* The curve's time at v on segment lo (x[lo] <= v < x[lo+1], or an end):
+ * the one formula both evaluations below share, so they agree bit for bit. */
+static double curve_at(const gs_cost_curve *c, int lo, double v) {
+  int n = c->npoints;
+  double t;
+  if (v <= c->bytes[0]) t = c->secs[0] - c->b * (c->bytes[0] - v);
+  else if (v >= c->bytes[n - 1]) t = c->secs[n - 1] + c->b * (v - c->bytes[n - 1]);
+  else t = c->secs[lo] + (v - c->bytes[lo]) / (c->bytes[lo + 1] - c->bytes[lo]) *
+                             (c->secs[lo + 1] - c->secs[lo]);
+  return t > 0 ? t : 0.0;
+}
+
+double gs_cost_curve_eval(const gs_cost_curve *c, double bytes) {
+  int n = c->npoints;
+  if (n <= 0) return c->a + c->b * bytes;
+  /* The largest lo in [0, n-2] with x[lo] <= bytes. */
+  int lo = 0, hi = n - 1;
+  while (hi - lo > 1) {
+    int mid = lo + (hi - lo) / 2;
+    if (c->bytes[mid] <= bytes) lo = mid;
+    else hi = mid;
+  }
+  return curve_at(c, lo, bytes);
+}
+
+double gs_cost_curve_eval_hint(const gs_cost_curve *c, double bytes, int *hint) {
+  int n = c->npoints;
+  if (n <= 0) return c->a + c->b * bytes;
+  int lo = *hint;
+  if (lo < 0) lo = 0;
+  if (lo > n - 2) lo = n > 1 ? n - 2 : 0;
+  while (lo > 0 && c->bytes[lo] > bytes) lo--;
+  while (lo + 1 < n - 1 && c->bytes[lo + 1] <= bytes) lo++;
+  *hint = lo;
+  return curve_at(c, lo, bytes);
+}
+
 static gs_status calibrate(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
                            const double *bytes, const double *secs, size_t n);
 
@@ -392,7 +532,6 @@ static gs_status calibrate(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 gs_status gs_cost_save(const char *path, const gs_cost_params *c, gs_cost_topo t) {
   if (path == NULL || c == NULL)

@@ -447,6 +447,8 @@ gs_status gs_engine_create(gs_comm *comm, const gs_engine_config *cfg_in,
   e->replan_interval = cfg.replan_interval;
   e->replan_drift = cfg.replan_drift;
   e->forward_overlap = cfg.forward_overlap != 0;
+  const char *pc = getenv("GRADSYNC_PLAN_COST");
+  e->cost_curve = cfg.cost_curve != 0 || (pc && strcmp(pc, "curve") == 0);
   e->needs_profile = pol.kind == GS_PLAN_MGWFBP || pol.kind == GS_PLAN_OPTIMAL ||
                      pol.kind == GS_PLAN_DEAR || pol.kind == GS_PLAN_AUTO;
   const char *tl = cfg.timeline ? cfg.timeline : getenv("GRADSYNC_TIMELINE");

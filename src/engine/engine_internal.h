@@ -109,6 +109,7 @@ struct gs_engine {
   gs_plan_policy policy;
   char *policy_spec;
   int warmup_iters, replan_interval, forward_overlap;
+  int cost_curve;                 /* plan with the measured curve */
   double replan_drift;
   int needs_profile;    /* mgwfbp, optimal, dear, auto */
 

@@ -167,46 +167,26 @@ void eng_profile_iteration(gs_engine *e, uint64_t flush_ns) {
   e->w_n++;
 }
 
-static int cmp_sample(const void *pa, const void *pb) {
-  const eng_sample *a = pa, *b = pb;
-  int la = (int)log2(a->bytes), lb = (int)log2(b->bytes);
-  if (la != lb) return la < lb ? -1 : 1;
-  return (a->secs > b->secs) - (a->secs < b->secs);
-}
-
-/* Fits T(M) = a + b*M to one kind of collective with gs_cost_fit_linear:
- * one point per power-of-two size class (the median time, the mean size),
- * so that outliers and the many small messages do not dominate. Needs two
- * classes. Returns 0 on success. */
-static int fit_op(const eng_sample *src, size_t n, eng_op op, double *a, double *b) {
-  eng_sample *s = gs_malloc((n + 1) * sizeof *s);
-  double *x = gs_malloc(66 * sizeof(double)), *y = gs_malloc(66 * sizeof(double));
+/* Fits one kind of collective's measured curve (gs_cost_curve_fit: a point
+ * per power-of-two size class, the median time, so that outliers and the
+ * many small messages do not dominate). Returns 0 on success; on failure
+ * (fewer than two classes, or a slope the noise hides: ranks arriving late
+ * dominate) *out is unchanged and the previous cost stays. */
+static int fit_op(const eng_sample *src, size_t n, eng_op op, gs_cost_curve *out) {
+  double *x = gs_malloc((n + 1) * sizeof(double)), *y = gs_malloc((n + 1) * sizeof(double));
   int rc = -1;
-  if (s == NULL || x == NULL || y == NULL) goto done;
-  size_t m = 0;
-  for (size_t i = 0; i < n; i++)
-    if (src[i].op == op && src[i].bytes >= 1 && src[i].secs > 0) s[m++] = src[i];
-  qsort(s, m, sizeof *s, cmp_sample);
-  size_t np = 0;
-  for (size_t i = 0; i < m && np < 66;) {
-    size_t j = i;
-    int cls = (int)log2(s[i].bytes);
-    double sum = 0;
-    while (j < m && (int)log2(s[j].bytes) == cls) sum += s[j++].bytes;
-    x[np] = sum / (double)(j - i);
-    y[np] = s[i + (j - i) / 2].secs;
-    np++;
-    i = j;
+  if (x != NULL && y != NULL) {
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+      if (src[i].op == op) {
+        x[m] = (double)src[i].bytes;
+        y[m++] = src[i].secs;
+      }
+    char saved[1024];
+    gs__error_copy(saved, sizeof saved); /* a failed fit is not an error */
+    rc = gs_cost_curve_fit(x, y, m, out) == GS_OK ? 0 : -1;
+    gs__error_set_message(saved);
   }
-  if (np >= 2 && gs_cost_fit_linear(x, y, np, a, b) == GS_OK && isfinite(*a) &&
-      isfinite(*b)) {
-    /* A non-positive slope means the sizes did not separate from the
-     * noise (ranks arriving late dominate): keep the previous cost. */
-    if (*a < 0) *a = 0;
-    if (*b > 0) rc = 0;
-  }
-done:
-  gs_free(s);
   gs_free(x);
   gs_free(y);
   return rc;
@@ -222,20 +202,19 @@ static void refit_cost(gs_engine *e) {
   if (s) memcpy(s, e->samples, n * sizeof *s);
   pthread_mutex_unlock(&e->mu);
   if (s == NULL) return;
-  double a, b, rs_a, rs_b, ag_a, ag_b;
-  if (fit_op(s, n, OP_ALLREDUCE, &a, &b) == 0) {
-    gs_plan_cost_from_ab(a, b, &e->cost);
+  gs_cost_curve ar, rs, ag;
+  if (fit_op(s, n, OP_ALLREDUCE, &ar) == 0) {
+    if (!e->cost_curve) ar.npoints = 0;
+    gs_plan_cost_from_ab(ar.a, ar.b, &e->cost);
+    e->cost.ar = ar;
     e->cost_measured = 1;
   }
-  if (fit_op(s, n, OP_RS, &rs_a, &rs_b) == 0 && fit_op(s, n, OP_AG, &ag_a, &ag_b) == 0) {
-    e->cost.rs_a = rs_a;
-    e->cost.rs_b = rs_b;
-    e->cost.ag_a = ag_a;
-    e->cost.ag_b = ag_b;
-    if (!e->cost_measured) { /* no all-reduce fit yet: RS + AG is one */
-      e->cost.a = rs_a + ag_a;
-      e->cost.b = rs_b + ag_b;
-    }
+  if (fit_op(s, n, OP_RS, &rs) == 0 && fit_op(s, n, OP_AG, &ag) == 0) {
+    if (!e->cost_curve) rs.npoints = ag.npoints = 0;
+    e->cost.rs = rs;
+    e->cost.ag = ag;
+    if (!e->cost_measured) /* no all-reduce fit yet: RS + AG is one */
+      gs_cost_curve_affine(rs.a + ag.a, rs.b + ag.b, &e->cost.ar);
     e->cost_measured = 1;
   }
   gs_free(s);
@@ -471,11 +450,30 @@ done:
   return GS_OK;
 }
 
+/* The decision's header: scalars, then the three cost curves, each as
+ * a, b, npoints and GS_COST_CURVE_POINTS sizes and times. */
 enum {
-  H_STATUS, H_CHANGED, H_CHOSEN, H_NGROUPS, H_WARMUP, H_PREDICTED, H_A, H_B, H_RS_A,
-  H_RS_B, H_AG_A, H_AG_B, H_MEASURED, H_FORWARD, H_DEAR_FWD_END, H_DEAR_AG_WAIT,
-  H_COUNT
+  H_STATUS, H_CHANGED, H_CHOSEN, H_NGROUPS, H_WARMUP, H_PREDICTED, H_MEASURED,
+  H_FORWARD, H_DEAR_FWD_END, H_DEAR_AG_WAIT, H_CURVES
 };
+#define H_CURVE_LEN (3 + 2 * GS_COST_CURVE_POINTS)
+#define H_COUNT (H_CURVES + 3 * H_CURVE_LEN)
+
+static void curve_pack(const gs_cost_curve *c, double *h) {
+  h[0] = c->a;
+  h[1] = c->b;
+  h[2] = c->npoints;
+  memcpy(h + 3, c->bytes, sizeof c->bytes);
+  memcpy(h + 3 + GS_COST_CURVE_POINTS, c->secs, sizeof c->secs);
+}
+
+static void curve_unpack(const double *h, gs_cost_curve *c) {
+  c->a = h[0];
+  c->b = h[1];
+  c->npoints = (int)h[2];
+  memcpy(c->bytes, h + 3, sizeof c->bytes);
+  memcpy(c->secs, h + 3 + GS_COST_CURVE_POINTS, sizeof c->secs);
+}
 
 /* Rank 0: decides whether this iteration gets a new plan, and makes it. */
 static gs_status decide(gs_engine *e, uint64_t n, int forced, gs_plan **plan_out,
@@ -538,9 +536,9 @@ gs_status eng_plan_step(gs_engine *e, uint64_t n) {
       hdr[H_DEAR_AG_WAIT] = plan->dear_ag_wait_s;
       hdr[H_FORWARD] = prof->forward_s;
     }
-    const double c[6] = {e->cost.a, e->cost.b, e->cost.rs_a,
-                         e->cost.rs_b, e->cost.ag_a, e->cost.ag_b};
-    memcpy(&hdr[H_A], c, sizeof c);
+    curve_pack(&e->cost.ar, &hdr[H_CURVES]);
+    curve_pack(&e->cost.rs, &hdr[H_CURVES + H_CURVE_LEN]);
+    curve_pack(&e->cost.ag, &hdr[H_CURVES + 2 * H_CURVE_LEN]);
     hdr[H_MEASURED] = e->cost_measured;
   }
   /* A new profiler window starts with every decision. */
@@ -566,12 +564,9 @@ gs_status eng_plan_step(gs_engine *e, uint64_t n) {
                     "a plan at iteration %llu (see rank 0's error)", e->rank,
                     (unsigned long long)n);
   }
-  e->cost.a = hdr[H_A];
-  e->cost.b = hdr[H_B];
-  e->cost.rs_a = hdr[H_RS_A];
-  e->cost.rs_b = hdr[H_RS_B];
-  e->cost.ag_a = hdr[H_AG_A];
-  e->cost.ag_b = hdr[H_AG_B];
+  curve_unpack(&hdr[H_CURVES], &e->cost.ar);
+  curve_unpack(&hdr[H_CURVES + H_CURVE_LEN], &e->cost.rs);
+  curve_unpack(&hdr[H_CURVES + 2 * H_CURVE_LEN], &e->cost.ag);
   e->cost_measured = hdr[H_MEASURED] != 0;
   if (hdr[H_CHANGED] == 0) return GS_OK;
 
@@ -650,9 +645,9 @@ gs_status eng_plan_step(gs_engine *e, uint64_t n) {
   pthread_mutex_unlock(&e->mu);
   eng_plan_free(old);
   gs_log(GS_LOG_INFO, "gradsync engine, rank %d: iteration %llu: plan %s, %zu groups, "
-         "predicted %.3f ms (a=%.3g s, b=%.3g s/B, %s)", e->rank,
+         "predicted %.3f ms (a=%.3g s, b=%.3g s/B, %s, %d points)", e->rank,
          (unsigned long long)n, gs_plan_policy_name(plan->chosen), G,
-         plan->predicted_iter_s * 1e3, e->cost.a, e->cost.b,
-         e->cost_measured ? "measured" : "model");
+         plan->predicted_iter_s * 1e3, e->cost.ar.a, e->cost.ar.b,
+         e->cost_measured ? "measured" : "model", e->cost.ar.npoints);
   return GS_OK;
 }

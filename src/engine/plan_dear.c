@@ -29,7 +29,7 @@ double plan_dear_eval(const plan_ctx *ctx, const size_t *starts, size_t G,
   /* Forward phase: groups in forward order are launch-order groups G-1..0.
    * Group g covers starts[g] .. hi(g)-1 with hi(0) = L, hi(g) = starts[g-1]. */
   double fwd_end = 0.0, wait = 0.0;
-  double ag_end = plan_msg_time(c->ag_a, c->ag_b,
+  double ag_end = plan_msg_time(&c->ag,
                                 plan_bytes(ctx, starts[G - 1],
                                            (G >= 2 ? starts[G - 2] : L) - 1));
   for (size_t h = G; h-- > 0;) {
@@ -38,7 +38,7 @@ double plan_dear_eval(const plan_ctx *ctx, const size_t *starts, size_t G,
     wait += fstart - fwd_end;
     if (h > 0) { /* the pre-hook launches the next group's all-gather */
       size_t nlo = starts[h - 1], nhi = h > 1 ? starts[h - 2] : L;
-      ag_end = fstart + plan_msg_time(c->ag_a, c->ag_b, plan_bytes(ctx, nlo, nhi - 1));
+      ag_end = fstart + plan_msg_time(&c->ag, plan_bytes(ctx, nlo, nhi - 1));
     }
     fwd_end = fstart + (ctx->fwd_before[hi] - ctx->fwd_before[lo]);
   }
@@ -50,7 +50,7 @@ double plan_dear_eval(const plan_ctx *ctx, const size_t *starts, size_t G,
     size_t lo = starts[g], hi = g > 0 ? starts[g - 1] : L;
     double ready = fwd_end + ctx->bwd_after[lo];
     end = GS_MAX(end, ready) +
-          plan_msg_time(c->rs_a, c->rs_b, plan_bytes(ctx, lo, hi - 1));
+          plan_msg_time(&c->rs, plan_bytes(ctx, lo, hi - 1));
   }
   if (forward_end_s) *forward_end_s = fwd_end;
   if (ag_wait_s) *ag_wait_s = wait;
@@ -155,11 +155,11 @@ gs_status plan_dear_starts(const plan_ctx *ctx, size_t *starts, size_t *ngroups)
     n = plan_threshold_starts(ctx, th, th, cand);
     consider(ctx, cand, n, starts, &best_n, &best_t);
   }
-  n = plan_optimal_starts(ctx, c->a, c->b, cand);
+  n = plan_optimal_starts(ctx, &c->ar, cand);
   if (n) consider(ctx, cand, n, starts, &best_n, &best_t);
-  n = plan_optimal_starts(ctx, c->rs_a, c->rs_b, cand);
+  n = plan_optimal_starts(ctx, &c->rs, cand);
   if (n) consider(ctx, cand, n, starts, &best_n, &best_t);
-  n = plan_mgwfbp_starts(ctx, c->rs_a, c->rs_b, cand);
+  n = plan_mgwfbp_starts(ctx, &c->rs, cand);
   consider(ctx, cand, n, starts, &best_n, &best_t);
   /* A pass costs O(G^2); keep the search within a few million steps so a
    * 1,000-tensor plan stays in milliseconds. */

@@ -31,19 +31,28 @@ static inline uint64_t plan_bytes(const plan_ctx *ctx, size_t lo, size_t hi) {
   return ctx->bytes_before[hi + 1] - ctx->bytes_before[lo];
 }
 
-/* The time of one message of `bytes` under a linear cost. Every use of the
- * all-reduce model goes through this, so that the dynamic program and
- * gs_plan_predict compute bit-identical times. */
-static inline double plan_msg_time(double a, double b, uint64_t bytes) {
-  return a + b * (double)bytes;
+/* The time of one message of `bytes` under a cost curve. Every use of the
+ * model goes through this, so that the dynamic program and gs_plan_predict
+ * compute bit-identical times. */
+static inline double plan_msg_time(const gs_cost_curve *cost, uint64_t bytes) {
+  if (cost->npoints == 0) return cost->a + cost->b * (double)bytes;
+  return gs_cost_curve_eval(cost, (double)bytes);
 }
 
-/* The optimal plan of the all-reduce model for a message cost a + b*M
+/* The same, walking from the curve segment *hint (the dynamic program's
+ * sizes move monotonically). */
+static inline double plan_msg_time_hint(const gs_cost_curve *cost, uint64_t bytes,
+                                        int *hint) {
+  if (cost->npoints == 0) return cost->a + cost->b * (double)bytes;
+  return gs_cost_curve_eval_hint(cost, (double)bytes, hint);
+}
+
+/* The optimal plan of the all-reduce model for message costs `cost`
  * (plan.c): writes the starts and returns the number of groups. */
-size_t plan_optimal_starts(const plan_ctx *ctx, double a, double b,
+size_t plan_optimal_starts(const plan_ctx *ctx, const gs_cost_curve *cost,
                            size_t *starts);
-/* MG-WFBP Algorithm 1 with a message cost a + b*M (plan.c). */
-size_t plan_mgwfbp_starts(const plan_ctx *ctx, double a, double b,
+/* MG-WFBP Algorithm 1 with message costs `cost` (plan.c). */
+size_t plan_mgwfbp_starts(const plan_ctx *ctx, const gs_cost_curve *cost,
                           size_t *starts);
 /* Fuses tensors in forward order, closing a group once it holds at least
  * `first` bytes (the first group) or `cap` bytes (the others), and returns

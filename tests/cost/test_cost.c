@@ -422,6 +422,91 @@ static void test_fit_points_interpolate_and_persist(void **state) {
   assert_int_equal(gs_cost_load(path, t, &back), GS_ERR_IO);
 }
 
+/* A curve from raw samples: one point per power-of-two class (median time,
+ * mean size), the line through them, and an isotonic correction. */
+static void test_curve_fit(void **state) {
+  (void)state;
+  /* Three samples per class at 1 KiB, 16 KiB, 1 MiB; one wild outlier per
+   * class that the median ignores. Times: a token-bucket-like curve. */
+  double bytes[12], secs[12];
+  const double sz[3] = {1024, 16384, 1048576}, t[3] = {1e-4, 2e-4, 9e-3};
+  int n = 0;
+  for (int k = 0; k < 3; k++) {
+    bytes[n] = sz[k]; secs[n++] = t[k];
+    bytes[n] = sz[k]; secs[n++] = t[k] * 0.9;
+    bytes[n] = sz[k]; secs[n++] = t[k] * 1.1;
+    bytes[n] = sz[k]; secs[n++] = t[k] * 50; /* outlier */
+  }
+  gs_cost_curve c;
+  assert_int_equal(gs_cost_curve_fit(bytes, secs, (size_t)n, &c), GS_OK);
+  assert_int_equal(c.npoints, 3);
+  /* Median of four: the upper middle sample, 1.1 t. */
+  for (int k = 0; k < 3; k++) {
+    assert_true(c.bytes[k] == sz[k]);
+    assert_true(fabs(c.secs[k] - 1.1 * t[k]) < 1e-15);
+  }
+  assert_true(c.b > 0 && c.a >= 0);
+  /* Between points: linear; at a point: the point; beyond: slope b. */
+  double mid = 0.5 * (sz[1] + sz[2]);
+  assert_true(fabs(gs_cost_curve_eval(&c, mid) - 0.5 * (c.secs[1] + c.secs[2])) < 1e-15);
+  assert_true(gs_cost_curve_eval(&c, sz[1]) == c.secs[1]);
+  assert_true(fabs(gs_cost_curve_eval(&c, 2 * sz[2]) - (c.secs[2] + c.b * sz[2])) < 1e-15);
+  assert_true(gs_cost_curve_eval(&c, 1) >= 0 && gs_cost_curve_eval(&c, 1) <= c.secs[0]);
+  /* Non-decreasing everywhere. */
+  double prev = -1;
+  for (double m = 1; m < 1e8; m *= 1.3) {
+    double v = gs_cost_curve_eval(&c, m);
+    assert_true(v >= prev);
+    prev = v;
+  }
+}
+
+static void test_curve_isotonic(void **state) {
+  (void)state;
+  /* The 4 KiB class is slower than the 8 KiB one: pooled to their mean,
+   * both keep their sizes. */
+  double bytes[4] = {1024, 4096, 8192, 65536}, secs[4] = {1e-4, 5e-4, 3e-4, 1e-3};
+  gs_cost_curve c;
+  assert_int_equal(gs_cost_curve_fit(bytes, secs, 4, &c), GS_OK);
+  assert_int_equal(c.npoints, 4);
+  assert_true(c.bytes[1] == 4096 && c.bytes[2] == 8192);
+  assert_true(fabs(c.secs[1] - 4e-4) < 1e-15 && fabs(c.secs[2] - 4e-4) < 1e-15);
+  for (int i = 1; i < c.npoints; i++) assert_true(c.secs[i] >= c.secs[i - 1]);
+}
+
+static void test_curve_errors(void **state) {
+  (void)state;
+  gs_cost_curve c, keep;
+  assert_int_equal(gs_cost_curve_affine(1e-3, 2e-9, &c), GS_OK);
+  assert_int_equal(c.npoints, 0);
+  assert_true(gs_cost_curve_eval(&c, 1e6) == 1e-3 + 2e-9 * 1e6);
+  keep = c;
+  /* One class only, bad samples ignored, slope not positive: refused and
+   * *out unchanged. */
+  double b1[3] = {1000, 1020, 0}, s1[3] = {1e-3, 1e-3, 1e-3};
+  assert_int_equal(gs_cost_curve_fit(b1, s1, 3, &c), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "need 2"));
+  double b2[2] = {1000, 1e6}, s2[2] = {1e-3, 1e-4};
+  assert_int_equal(gs_cost_curve_fit(b2, s2, 2, &c), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "does not grow"));
+  double b3[2] = {1000, 1e6}, s3[2] = {NAN, -1};
+  assert_int_equal(gs_cost_curve_fit(b3, s3, 2, &c), GS_ERR_INVALID_ARG);
+  assert_memory_equal(&c, &keep, sizeof c);
+  assert_int_equal(gs_cost_curve_fit(NULL, NULL, 2, &c), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_curve_affine(-1, 0, &c), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_curve_affine(0, INFINITY, &c), GS_ERR_INVALID_ARG);
+  /* More classes than points: the largest are kept. */
+  double bb[50], ss[50];
+  for (int i = 0; i < 50; i++) {
+    bb[i] = ldexp(1.0, i);
+    ss[i] = 1e-6 * (i + 1);
+  }
+  assert_int_equal(gs_cost_curve_fit(bb, ss, 50, &c), GS_OK);
+  assert_int_equal(c.npoints, GS_COST_CURVE_POINTS);
+  assert_true(c.bytes[GS_COST_CURVE_POINTS - 1] == ldexp(1.0, 49));
+  assert_true(c.bytes[0] == ldexp(1.0, 50 - GS_COST_CURVE_POINTS));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_presets),
@@ -438,6 +523,9 @@ int main(void) {
       cmocka_unit_test(test_calibrate_hier),
       cmocka_unit_test(test_calibrate_invalid),
       cmocka_unit_test(test_fit_points_interpolate_and_persist),
+      cmocka_unit_test(test_curve_fit),
+      cmocka_unit_test(test_curve_isotonic),
+      cmocka_unit_test(test_curve_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

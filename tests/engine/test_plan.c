@@ -143,7 +143,7 @@ static void algorithm1_reference(const gs_profile *p, const gs_plan_cost *c,
   for (size_t l = 1; l <= L; l++) {
     tb[l] = p->tensors[l - 1].backward_s;
     pp[l] = (double)(p->tensors[l - 1].numel * gs_dtype_size(p->tensors[l - 1].dtype));
-    tc[l] = c->a + c->b * pp[l];
+    tc[l] = c->ar.a + c->ar.b * pp[l];
     merged[l] = 0;
   }
   taub[L] = p->forward_s;
@@ -156,11 +156,11 @@ static void algorithm1_reference(const gs_profile *p, const gs_plan_cost *c,
   } while (0)
   RECOMPUTE_TAUC();
   for (size_t l = L; l >= 2; l--) {
-    if (taub[l - 1] + tb[l - 1] < taue[l] + c->a) {
+    if (taub[l - 1] + tb[l - 1] < taue[l] + c->ar.a) {
       merged[l] = 1;
       tc[l] = 0;
       pp[l - 1] += pp[l];
-      tc[l - 1] = c->a + c->b * pp[l - 1];
+      tc[l - 1] = c->ar.a + c->ar.b * pp[l - 1];
       RECOMPUTE_TAUC();
     }
   }
@@ -428,21 +428,99 @@ static void test_cost_from_net(void **state) {
   assert_int_equal(gs_plan_cost_from_net(&params, topo, GS_ALGO_RING, &c), GS_OK);
   double a, b;
   gs_cost_allreduce_linear(&params, topo, GS_ALGO_RING, &a, &b);
-  assert_true(c.a == a && c.b == b);
+  assert_true(c.ar.a == a && c.ar.b == b && c.ar.npoints == 0);
   for (double m = 1e3; m < 1e9; m *= 10) {
     double rs = gs_cost_reduce_scatter(&params, topo, GS_ALGO_RING, m);
     double ag = gs_cost_allgather(&params, topo, GS_ALGO_AUTO, m);
-    assert_true(fabs(c.rs_a + c.rs_b * m - rs) <= 1e-9 * rs);
-    assert_true(fabs(c.ag_a + c.ag_b * m - ag) <= 1e-9 * ag);
+    assert_true(fabs(c.rs.a + c.rs.b * m - rs) <= 1e-9 * rs);
+    assert_true(fabs(c.ag.a + c.ag.b * m - ag) <= 1e-9 * ag);
   }
   assert_int_equal(gs_plan_cost_from_net(&params, topo, GS_ALGO_PIPELINE, &c),
                    GS_ERR_UNSUPPORTED);
   assert_int_equal(gs_plan_cost_from_ab(2e-3, 4e-9, &c), GS_OK);
-  assert_true(c.rs_a == 1e-3 && c.ag_a == 1e-3 && c.rs_b == 2e-9 && c.ag_b == 2e-9);
+  assert_true(c.rs.a == 1e-3 && c.ag.a == 1e-3 && c.rs.b == 2e-9 && c.ag.b == 2e-9);
+}
+
+/* A random measured curve: non-decreasing times at increasing sizes,
+ * with a burst region (small messages nearly free) as on a token bucket. */
+static void random_curve(gs_cost_curve *cv) {
+  cv->npoints = 2 + (int)(urand() * 10);
+  double x = 1 + urand() * 50, y = urand() * 2e-3;
+  for (int i = 0; i < cv->npoints; i++) {
+    cv->bytes[i] = x;
+    cv->secs[i] = y;
+    x *= 1.5 + urand() * 20;
+    y += urand() < 0.3 ? 0.0 : urand() * 5e-3;
+  }
+  cv->b = urand() * 4e-9;
+}
+
+/* The dynamic program's optimum holds under measured curves too (its proof
+ * needs only a non-negative cost per group): optimal equals the best
+ * contiguous plan, and dear's and mgwfbp's plans are valid and predicted
+ * by the same model. */
+static void test_optimal_exhaustive_with_curves(void **state) {
+  (void)state;
+  test_profile tp;
+  gs_plan_cost c;
+  for (int rep = 0; rep < 400; rep++) {
+    size_t L = 1 + (size_t)(urand() * 12);
+    random_instance(&tp, L, 0, &c);
+    random_curve(&c.ar);
+    random_curve(&c.rs);
+    random_curve(&c.ag);
+    double best = exhaustive_min(&tp.p, &c);
+    double opt = plan_time(&tp.p, &c, "optimal", NULL);
+    assert_true(fabs(opt - best) <= 1e-12 * fmax(1.0, fabs(best)));
+    for (int k = 0; k < GS_PLAN_POLICY_COUNT; k++) {
+      gs_plan *pl = NULL;
+      double t = plan_time(&tp.p, &c, gs_plan_policy_name((gs_plan_policy_kind)k), &pl);
+      double again = -1;
+      if (pl->chosen == GS_PLAN_DEAR)
+        assert_int_equal(gs_plan_predict_dear(&tp.p, &c, pl->tensors, pl->offsets,
+                                              pl->ngroups, &again, NULL, NULL), GS_OK);
+      else
+        assert_int_equal(gs_plan_predict(&tp.p, &c, pl->tensors, pl->offsets,
+                                         pl->ngroups, &again), GS_OK);
+      assert_true(again == t);
+      if (k != GS_PLAN_DEAR && pl->chosen != GS_PLAN_DEAR) assert_true(t >= opt - 1e-12);
+      gs_plan_free(pl);
+    }
+  }
+}
+
+/* A message's time under a curve is the curve's, not a + b*M: a plan of one
+ * tensor is predicted as ready time + curve(bytes). */
+static void test_predict_reads_curve(void **state) {
+  (void)state;
+  size_t numel[2] = {1000, 250000};
+  double bwd[2] = {0.0, 0.0};
+  test_profile tp;
+  tp_init(&tp, 0.5, 2, bwd, numel, GS_F32);
+  gs_plan_cost c;
+  assert_int_equal(gs_plan_cost_from_ab(1.0, 1.0, &c), GS_OK); /* absurd line */
+  c.ar.npoints = 2;
+  c.ar.bytes[0] = 4000;
+  c.ar.secs[0] = 0.001;
+  c.ar.bytes[1] = 1e6;
+  c.ar.secs[1] = 0.01;
+  size_t tensors[2] = {1, 0}, offsets[3] = {0, 1, 2};
+  double t;
+  assert_int_equal(gs_plan_predict(&tp.p, &c, tensors, offsets, 2, &t), GS_OK);
+  assert_true(fabs(t - (0.5 + 0.01 + 0.001)) < 1e-12);
+  /* Invalid curves are refused with the offending point named. */
+  c.ar.secs[1] = 0.0005;
+  assert_int_equal(gs_plan_predict(&tp.p, &c, tensors, offsets, 2, &t), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "all-reduce cost: point 1"));
+  c.ar.secs[1] = 0.01;
+  c.ar.npoints = GS_COST_CURVE_POINTS + 1;
+  assert_int_equal(gs_plan_predict(&tp.p, &c, tensors, offsets, 2, &t), GS_ERR_INVALID_ARG);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_optimal_exhaustive_with_curves),
+      cmocka_unit_test(test_predict_reads_curve),
       cmocka_unit_test(test_optimal_equals_exhaustive),
       cmocka_unit_test(test_mgwfbp_three_layer_case),
       cmocka_unit_test(test_mgwfbp_hand_cases),
