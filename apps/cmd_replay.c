@@ -9,7 +9,10 @@
  *
  * It reports per policy the median iteration time, the planner's predicted
  * time (the scaled profile under the engine's fitted a and b), the time the
- * collectives took and how much of it was hidden behind compute.
+ * collectives took and how much of it was hidden behind compute. With
+ * --rounds R the policies run R times in turn (odd rounds in reverse
+ * order), so that a machine whose speed drifts during the run (a shared VM)
+ * does not favour the policies measured first; each round is reported.
  * Exit status: 0 on success, 2 on bad options or a bad profile, 1 on a
  * runtime failure.
  */
@@ -29,7 +32,7 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: gradsync replay --profile FILE --policy P|all [--iters N]\n"
-          "                       [--warmup N] [--time-scale X] [--json]\n"
+          "                       [--warmup N] [--rounds R] [--time-scale X] [--json]\n"
           "\nReplays a model profile on every rank: compute by sleeping, gradients\n"
           "averaged for real through the engine. Run it under gradsync run.\n\n"
           "  --profile FILE    model profile (JSON, see profiles/)\n"
@@ -37,6 +40,8 @@ static void usage(FILE *f) {
           "                    optimal, dear, auto, or all of them in turn\n"
           "  --iters N         measured iterations per policy (default 10)\n"
           "  --warmup N        engine warm-up iterations, not measured (default 5)\n"
+          "  --rounds R        run the policies R times in turn, odd rounds in\n"
+          "                    reverse order (default 1); each round is reported\n"
           "  --time-scale X    multiply every compute time by X > 0 (default 1)\n"
           "  --json            one JSON object per policy and line\n"
           "  --help            this text\n"
@@ -189,7 +194,8 @@ static int run_policy(gs_comm *comm, const gs_profile *prof, void **bufs,
 }
 
 static void print_json(const result *r, const gs_profile *prof, double scale,
-                       int ranks, int nodes, int iters, int warmup) {
+                       int ranks, int nodes, int iters, int warmup, int round,
+                       int rounds) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "profile", prof->name);
   cJSON_AddStringToObject(o, "policy", r->spec);
@@ -198,6 +204,8 @@ static void print_json(const result *r, const gs_profile *prof, double scale,
   cJSON_AddNumberToObject(o, "nodes", nodes);
   cJSON_AddNumberToObject(o, "iters", iters);
   cJSON_AddNumberToObject(o, "warmup", warmup);
+  cJSON_AddNumberToObject(o, "round", round);
+  cJSON_AddNumberToObject(o, "rounds", rounds);
   cJSON_AddNumberToObject(o, "time_scale", scale);
   cJSON_AddNumberToObject(o, "ngroups", (double)r->ngroups);
   cJSON_AddNumberToObject(o, "iter_s", r->iter_s);
@@ -220,9 +228,10 @@ int cmd_replay(int argc, char **argv) {
       {"profile", required_argument, 0, 'p'}, {"policy", required_argument, 0, 'P'},
       {"iters", required_argument, 0, 'i'},   {"warmup", required_argument, 0, 'w'},
       {"time-scale", required_argument, 0, 's'}, {"json", no_argument, 0, 'j'},
+      {"rounds", required_argument, 0, 'r'},
       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
   const char *profile_path = NULL, *policy = NULL;
-  int iters = 10, warmup = 5, json = 0;
+  int iters = 10, warmup = 5, json = 0, rounds = 1;
   double scale = 1.0;
   optind = 1;
   opterr = 0;
@@ -240,6 +249,12 @@ int cmd_replay(int argc, char **argv) {
       case 'w':
         if (cli_parse_int(optarg, 0, 1000000, &warmup) != 0) {
           cli_error(VERB, "--warmup: expected an integer >= 0, got '%s'", optarg);
+          return 2;
+        }
+        break;
+      case 'r':
+        if (cli_parse_int(optarg, 1, 1000, &rounds) != 0) {
+          cli_error(VERB, "--rounds: expected an integer from 1 to 1000, got '%s'", optarg);
           return 2;
         }
         break;
@@ -321,24 +336,28 @@ int cmd_replay(int argc, char **argv) {
            "%.1f; time scale %g), %d ranks on %d nodes, %d+%d iterations\n\n",
            prof->name, prof->ntensors, bytes / 1e6, (prof->forward_s + bwd) * 1e3,
            prof->forward_s * 1e3, bwd * 1e3, scale, ranks, nodes, warmup, iters);
-    printf("%-10s %-8s %6s %10s %10s %7s %9s %9s %7s %10s %10s\n", "policy", "chosen",
-           "groups", "iter ms", "pred ms", "pred/m", "comm ms", "exposed", "hidden",
-           "a (s)", "b (s/B)");
+    printf("%-5s %-10s %-8s %6s %10s %10s %7s %9s %9s %7s %10s %10s\n", "round",
+           "policy", "chosen", "groups", "iter ms", "pred ms", "pred/m", "comm ms",
+           "exposed", "hidden", "a (s)", "b (s/B)");
   }
-  for (size_t k = 0; k < nspecs && rc == 0; k++) {
-    result r;
-    memset(&r, 0, sizeof r);
-    rc = run_policy(comm, prof, bufs, specs[k], warmup, iters, &r);
-    if (rc != 0 || rank != 0) continue;
-    if (json) {
-      print_json(&r, prof, scale, ranks, nodes, iters, warmup);
-    } else {
-      printf("%-10s %-8s %6zu %10.1f %10.1f %7.3f %9.1f %9.1f %6.0f%% %10.3g %10.3g\n",
-             r.spec, gs_plan_policy_name(r.chosen), r.ngroups, r.iter_s * 1e3,
-             r.predicted_s * 1e3, r.predicted_s / r.iter_s, r.comm_s * 1e3,
-             r.exposed_s * 1e3, r.hidden_frac * 100, r.cost.ar.a, r.cost.ar.b);
+  for (int round = 0; round < rounds && rc == 0; round++) {
+    for (size_t j = 0; j < nspecs && rc == 0; j++) {
+      size_t k = round % 2 ? nspecs - 1 - j : j;
+      result r;
+      memset(&r, 0, sizeof r);
+      rc = run_policy(comm, prof, bufs, specs[k], warmup, iters, &r);
+      if (rc != 0 || rank != 0) continue;
+      if (json) {
+        print_json(&r, prof, scale, ranks, nodes, iters, warmup, round, rounds);
+      } else {
+        printf("%-5d %-10s %-8s %6zu %10.1f %10.1f %7.3f %9.1f %9.1f %6.0f%% %10.3g "
+               "%10.3g\n", round, r.spec, gs_plan_policy_name(r.chosen), r.ngroups,
+               r.iter_s * 1e3, r.predicted_s * 1e3, r.predicted_s / r.iter_s,
+               r.comm_s * 1e3, r.exposed_s * 1e3, r.hidden_frac * 100, r.cost.ar.a,
+               r.cost.ar.b);
+      }
+      fflush(stdout);
     }
-    fflush(stdout);
   }
   for (size_t i = 0; bufs && i < prof->ntensors; i++) free(bufs[i]);
   free(bufs);

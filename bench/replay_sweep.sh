@@ -8,17 +8,23 @@
 # (forward + backward), rounded to two digits (0.11 GB/s is the ring's
 # measured bus bandwidth there). The scale used is printed and recorded.
 #
+# -r ROUNDS runs the policies ROUNDS times in turn (odd rounds in reverse
+# order) so that the shared machine's drifting speed does not favour the
+# policies measured first; the summary takes the rounds' medians.
+#
 # Usage: bench/replay_sweep.sh [-n NODES]... [-p PROFILE]... [-i ITERS]
+#                              [-w WARMUP] [-r ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 gs=${GS:-build/gradsync}
-nodes=() profiles=() iters=6 warmup=5
-while getopts "n:p:i:w:" o; do
+nodes=() profiles=() iters=6 warmup=5 rounds=1
+while getopts "n:p:i:w:r:" o; do
   case $o in
     n) nodes+=("$OPTARG") ;;
     p) profiles+=("$OPTARG") ;;
     i) iters=$OPTARG ;;
     w) warmup=$OPTARG ;;
+    r) rounds=$OPTARG ;;
     *) exit 2 ;;
   esac
 done
@@ -38,9 +44,9 @@ comm = 2 * (n - 1) / n * b / 0.11e9
 print(f"{comm / c:.2g}")
 PY
 )
-    echo "== $p on $n nodes, compute x$scale" >&2
+    echo "== $p on $n nodes, compute x$scale, $rounds round(s) ($(date +%T))" >&2
     "$gs" run -np "$n" --net 1gbit -- "$gs" replay --profile "$f" --policy all \
-      --iters "$iters" --warmup "$warmup" --time-scale "$scale" --json \
+      --iters "$iters" --warmup "$warmup" --rounds "$rounds" --time-scale "$scale" --json \
       > "bench/results/replay_${p}_${n}nodes.jsonl"
   done
 done

@@ -1,16 +1,36 @@
 #!/usr/bin/env python3
 """Markdown tables from `gradsync replay --json` runs: per profile and
 cluster, each policy's measured and predicted iteration time, and the ratios
-issue #3's goals are stated in."""
+issue #3's goals are stated in. A run with --rounds R gives R results per
+policy; the table shows their medians and the spread of the measured times
+((max - min) / median), which says how much of a difference is noise."""
 import json
+import statistics
 import sys
 from collections import defaultdict
 
 ORDER = ["wfbp", "single", "bucket", "mgwfbp", "optimal", "dear", "auto"]
 
 
+def merge(rs):
+    """One row from the rounds of one policy: medians of the rounds."""
+    med = lambda k: statistics.median(r[k] for r in rs)
+    its = [r["iter_s"] for r in rs]
+    groups = sorted({r["ngroups"] for r in rs})
+    chosen = sorted({r.get("chosen", "") for r in rs})
+    return {
+        "iter_s": med("iter_s"),
+        "predicted_s": med("predicted_s"),
+        "hidden_frac": med("hidden_frac"),
+        "groups": str(groups[0]) if len(groups) == 1 else f"{groups[0]}-{groups[-1]}",
+        "chosen": "/".join(chosen),
+        "rounds": len(rs),
+        "spread": (max(its) - min(its)) / statistics.median(its) if len(its) > 1 else None,
+    }
+
+
 def main(paths):
-    runs = defaultdict(dict)
+    raw = defaultdict(lambda: defaultdict(list))
     for path in paths:
         with open(path) as f:
             for line in f:
@@ -20,16 +40,20 @@ def main(paths):
                 r = json.loads(line)
                 if "policy" not in r:
                     continue
-                runs[(r["nodes"], r["profile"], r.get("time_scale", 1))][r["policy"]] = r
+                key = (r["nodes"], r["profile"], r.get("time_scale", 1))
+                raw[key][r["policy"]].append(r)
+    runs = {k: {p: merge(rs) for p, rs in v.items()} for k, v in raw.items()}
     print("# Scheduling policies replayed on emulated clusters at 1 Gbit/s\n")
     print("Produced by `bench/replay_sweep.sh` (`gradsync replay --policy all`): compute "
           "replayed by sleeping, scaled per profile so that it takes about as long as the "
           "ring all-reduce of all gradients on that cluster (scale column); real buffers "
           "through the engine. Predicted = the planner's model with the engine's fitted a "
-          "and b.\n")
-    print("| nodes | profile | compute scale | policy | groups | measured ms | "
-          "predicted ms | pred/meas | hidden | vs wfbp | vs single |")
-    print("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+          "and b. With several rounds (policies run in turn, odd rounds in reverse order) "
+          "the times are the rounds' medians and spread is (max - min) / median of the "
+          "measured times.\n")
+    print("| nodes | profile | compute scale | policy | groups | rounds | measured ms | "
+          "spread | predicted ms | pred/meas | hidden | vs wfbp | vs single |")
+    print("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     summary = []
     for (nodes, prof, scale), pol in sorted(runs.items()):
         wf = pol.get("wfbp", {}).get("iter_s")
@@ -38,24 +62,28 @@ def main(paths):
             r = pol.get(name)
             if not r:
                 continue
-            label = name if name != "auto" else f"auto ({r.get('chosen')})"
-            print(f"| {nodes} | {prof} | {scale} | {label} | {r['ngroups']} | "
-                  f"{r['iter_s'] * 1e3:.0f} | {r['predicted_s'] * 1e3:.0f} | "
+            label = name if name != "auto" else f"auto ({r['chosen']})"
+            spread = "" if r["spread"] is None else f"{r['spread'] * 100:.0f}%"
+            vs_wf = f"{wf / r['iter_s']:.2f}x" if wf else ""
+            vs_si = f"{si / r['iter_s']:.2f}x" if si else ""
+            print(f"| {nodes} | {prof} | {scale} | {label} | {r['groups']} | {r['rounds']} | "
+                  f"{r['iter_s'] * 1e3:.0f} | {spread} | {r['predicted_s'] * 1e3:.0f} | "
                   f"{r['predicted_s'] / r['iter_s']:.2f} | {r['hidden_frac'] * 100:.0f}% | "
-                  f"{wf / r['iter_s']:.2f}x | {si / r['iter_s']:.2f}x |")
+                  f"{vs_wf} | {vs_si} |")
         # optimal is optimal among all-reduce plans: compare it with those;
         # auto chooses among every policy, dear included.
         for name, rivals in (("optimal", ORDER[:4]), ("auto", ORDER[:6])):
-            times = [pol[n]["iter_s"] for n in rivals if n in pol]
+            times = [(pol[n]["iter_s"], n) for n in rivals if n in pol]
             if name in pol and times:
-                summary.append((nodes, prof, name, pol[name]["iter_s"] / min(times)))
+                best, best_name = min(times)
+                summary.append((nodes, prof, name, best_name, pol[name]["iter_s"] / best))
     print("\nOptimal against the best all-reduce policy (wfbp, single, bucket, "
           "mgwfbp), and auto against the best of all six (measured time ratio; "
           "the goal is at most 1.03):\n")
-    print("| nodes | profile | policy | time / best other |")
-    print("|---:|---|---|---:|")
-    for nodes, prof, name, ratio in summary:
-        print(f"| {nodes} | {prof} | {name} | {ratio:.3f} |")
+    print("| nodes | profile | policy | best other | time / best other |")
+    print("|---:|---|---|---|---:|")
+    for nodes, prof, name, best_name, ratio in summary:
+        print(f"| {nodes} | {prof} | {name} | {best_name} | {ratio:.3f} |")
 
 
 if __name__ == "__main__":
