@@ -110,8 +110,8 @@ gs_status gs_cost_fit_algo(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
 
 /* The measured time of one kind of collective as a function of its size,
  * for planners that must rank messages of many sizes: one point per
- * power-of-two size class, non-decreasing in both coordinates, plus the
- * least-squares line a + b*M through them. On links whose time is not
+ * power-of-two size class, non-decreasing in both coordinates, plus a line
+ * a + b*M fitted to them (gs_cost_curve_fit). On links whose time is not
  * affine in the size (a token bucket passes short messages at a burst rate,
  * TCP windows open), the points predict what no single a and b can. */
 typedef struct gs_cost_curve {
@@ -127,8 +127,10 @@ gs_status gs_cost_curve_affine(double a, double b, gs_cost_curve *out);
 /* Fits a curve to n raw samples (bytes[i] >= 1, secs[i] > 0; others are
  * ignored): the samples are grouped by power-of-two size class, each class
  * gives one point (its mean size, its median time), the points are made
- * non-decreasing by pooling adjacent violators (isotonic regression), and a
- * and b are fitted to them by least squares (a clamped at 0). Fails with
+ * non-decreasing by pooling adjacent violators (isotonic regression); b is
+ * the least-squares slope over the larger half of the points and a the
+ * smallest point's time less b times its size (clamped at 0), so that a is
+ * what the smallest messages cost. Fails with
  * GS_ERR_INVALID_ARG when fewer than two classes have samples or the fitted
  * slope is not positive (the sizes did not separate from the noise); *out is
  * then left unchanged. */

@@ -514,7 +514,10 @@ static gs_status decide(gs_engine *e, uint64_t n, int forced, gs_plan **plan_out
 
 gs_status eng_plan_step(gs_engine *e, uint64_t n) {
   uint64_t W = (uint64_t)e->warmup_iters, I = (uint64_t)e->replan_interval;
-  int forced = n == 0 || (e->needs_profile && W > 0 && n == W);
+  /* At the end of the warm-up every policy is planned again: the ones that
+   * need a profile get their plan, the others (wfbp, single, bucket) the
+   * same groups with the measured costs and predicted time. */
+  int forced = n == 0 || (W > 0 && n == W);
   int check = e->needs_profile && n > W && (n - W) % I == 0;
   if (!forced && !check) return GS_OK;
 

@@ -78,7 +78,7 @@ grep -q '"cost_measured":true' "$out" && ok "costs fitted from the engine's mess
 
 # Timeline, and the measured-curve cost.
 if GRADSYNC_LOG=info GRADSYNC_TIMELINE=$tmp/t.json GRADSYNC_PLAN_COST=curve "$gs" run -np 2 -- "$gs" replay \
-     --profile "$prof" --policy optimal --iters 3 --warmup 2 > "$tmp/one.txt" 2>&1; then
+     --profile "$prof" --policy optimal --iters 3 --warmup 6 > "$tmp/one.txt" 2>&1; then
   ok "replay --policy optimal with a timeline and GRADSYNC_PLAN_COST=curve"
 else
   bad "replay with a timeline failed: $(cat "$tmp/one.txt")"

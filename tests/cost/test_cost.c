@@ -445,6 +445,11 @@ static void test_curve_fit(void **state) {
     assert_true(c.bytes[k] == sz[k]);
     assert_true(fabs(c.secs[k] - 1.1 * t[k]) < 1e-15);
   }
+  /* b: the slope over the larger half (here the two largest classes); a:
+   * the smallest class's time less b times its size. */
+  double b = (c.secs[2] - c.secs[1]) / (sz[2] - sz[1]);
+  assert_true(fabs(c.b - b) <= 1e-9 * b);
+  assert_true(fabs(c.a - fmax(0.0, c.secs[0] - c.b * sz[0])) < 1e-15);
   assert_true(c.b > 0 && c.a >= 0);
   /* Between points: linear; at a point: the point; beyond: slope b. */
   double mid = 0.5 * (sz[1] + sz[2]);
