@@ -24,7 +24,7 @@ def merge(rs):
         "hidden_frac": med("hidden_frac"),
         "groups": str(groups[0]) if len(groups) == 1 else f"{groups[0]}-{groups[-1]}",
         "chosen": "/".join(chosen),
-        "rounds": len(rs),
+        "rounds": f"{len(rs)}x{rs[0].get('iters', '?')}",
         "spread": (max(its) - min(its)) / statistics.median(its) if len(its) > 1 else None,
     }
 
@@ -50,11 +50,13 @@ def main(paths):
           "through the engine. Predicted = the planner's model with the engine's fitted a "
           "and b. With several rounds (policies run in turn, odd rounds in reverse order) "
           "the times are the rounds' medians and spread is (max - min) / median of the "
-          "measured times.\n")
-    print("| nodes | profile | compute scale | policy | groups | rounds | measured ms | "
+          "measured times; each round's time is the median of its iterations, after 5 "
+          "warm-up iterations.\n")
+    print("| nodes | profile | compute scale | policy | groups | rounds x iters | measured ms | "
           "spread | predicted ms | pred/meas | hidden | vs wfbp | vs single |")
     print("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     summary = []
+    off = []
     for (nodes, prof, scale), pol in sorted(runs.items()):
         wf = pol.get("wfbp", {}).get("iter_s")
         si = pol.get("single", {}).get("iter_s")
@@ -63,6 +65,9 @@ def main(paths):
             if not r:
                 continue
             label = name if name != "auto" else f"auto ({r['chosen']})"
+            ratio = r["predicted_s"] / r["iter_s"]
+            if not 0.9 <= ratio <= 1.1:
+                off.append(f"{nodes} nodes {prof} {name} ({ratio:.2f})")
             spread = "" if r["spread"] is None else f"{r['spread'] * 100:.0f}%"
             vs_wf = f"{wf / r['iter_s']:.2f}x" if wf else ""
             vs_si = f"{si / r['iter_s']:.2f}x" if si else ""
@@ -84,6 +89,9 @@ def main(paths):
     print("|---:|---|---|---|---:|")
     for nodes, prof, name, best_name, ratio in summary:
         print(f"| {nodes} | {prof} | {name} | {best_name} | {ratio:.3f} |")
+    rows = sum(len(p) for p in runs.values())
+    print(f"\nPredicted within 10% of measured: {rows - len(off)} of {rows} rows"
+          + (f"; outside: {', '.join(off)}." if off else "."))
 
 
 if __name__ == "__main__":

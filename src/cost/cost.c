@@ -108,20 +108,23 @@ static double model_allreduce(const gs_cost_params *craw, gs_cost_topo t,
   }
 }
 
-/* Linear interpolation between n >= 1 points sorted by x, for x[0] <= v <=
- * x[n-1] (binary search: the planner calls this O(L^2) times). The one
- * implementation of interpolating measurements, for the per-algorithm fits
- * and for curves. */
-static double interp_points(const double *x, const double *y, int n, double v) {
-  int lo = 0, hi = n - 1; /* x[lo] <= v <= x[hi] */
+/* Interpolating measurements, for the per-algorithm fits and for curves:
+ * the segment of n >= 2 points sorted by x that holds v, i.e. the largest lo
+ * in [0, n-2] with x[lo] <= v (0 when v < x[0]), by binary search (the
+ * planner evaluates curves O(L^2) times), and the line on that segment. */
+static int segment_of(const double *x, int n, double v) {
+  int lo = 0, hi = n - 1;
   while (hi - lo > 1) {
     int mid = lo + (hi - lo) / 2;
     if (x[mid] <= v) lo = mid;
     else hi = mid;
   }
-  if (hi == lo || x[hi] <= x[lo]) return y[hi];
-  double w = (v - x[lo]) / (x[hi] - x[lo]);
-  return y[lo] + w * (y[hi] - y[lo]);
+  return lo;
+}
+
+static double lerp_segment(const double *x, const double *y, int lo, double v) {
+  if (x[lo + 1] <= x[lo]) return y[lo + 1];
+  return y[lo] + (v - x[lo]) / (x[lo + 1] - x[lo]) * (y[lo + 1] - y[lo]);
 }
 
 /* Linear interpolation between an algorithm's measured points, or -1 when
@@ -131,7 +134,7 @@ static double interpolate(const gs_cost_params *c, gs_algo algo, double bytes) {
   int n = c->fit[algo].npoints;
   const double *x = c->fit[algo].bytes, *y = c->fit[algo].secs;
   if (n < 2 || bytes < x[0] || bytes > x[n - 1]) return -1.0;
-  return interp_points(x, y, n, bytes);
+  return lerp_segment(x, y, segment_of(x, n, bytes), bytes);
 }
 
 double gs_cost_allreduce(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
@@ -383,29 +386,22 @@ gs_status gs_cost_curve_fit(const double *bytes, const double *secs, size_t n,
   return GS_OK;
 }
 
-/* The curve's time at v on segment lo (x[lo] <= v < x[lo+1], or an end):
- * the one formula both evaluations below share, so they agree bit for bit. */
+/* The curve's time at v on segment lo (see segment_of), beyond the points
+ * the line of slope b through the nearest one: both evaluations below end
+ * here, so they agree bit for bit. */
 static double curve_at(const gs_cost_curve *c, int lo, double v) {
   int n = c->npoints;
   double t;
   if (v <= c->bytes[0]) t = c->secs[0] - c->b * (c->bytes[0] - v);
   else if (v >= c->bytes[n - 1]) t = c->secs[n - 1] + c->b * (v - c->bytes[n - 1]);
-  else t = c->secs[lo] + (v - c->bytes[lo]) / (c->bytes[lo + 1] - c->bytes[lo]) *
-                             (c->secs[lo + 1] - c->secs[lo]);
+  else t = lerp_segment(c->bytes, c->secs, lo, v);
   return t > 0 ? t : 0.0;
 }
 
 double gs_cost_curve_eval(const gs_cost_curve *c, double bytes) {
   int n = c->npoints;
   if (n <= 0) return c->a + c->b * bytes;
-  /* The largest lo in [0, n-2] with x[lo] <= bytes. */
-  int lo = 0, hi = n - 1;
-  while (hi - lo > 1) {
-    int mid = lo + (hi - lo) / 2;
-    if (c->bytes[mid] <= bytes) lo = mid;
-    else hi = mid;
-  }
-  return curve_at(c, lo, bytes);
+  return curve_at(c, n >= 2 ? segment_of(c->bytes, n, bytes) : 0, bytes);
 }
 
 double gs_cost_curve_eval_hint(const gs_cost_curve *c, double bytes, int *hint) {
