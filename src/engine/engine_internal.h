@@ -110,6 +110,7 @@ struct gs_engine {
   char *policy_spec;
   int warmup_iters, replan_interval, forward_overlap;
   int cost_curve;                 /* plan with the measured curve */
+  int rsag_measured;              /* rank 0: cost.rs/ag fitted, not halves */
   double replan_drift;
   int needs_profile;    /* mgwfbp, optimal, dear, auto */
 

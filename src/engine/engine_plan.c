@@ -205,7 +205,10 @@ static void refit_cost(gs_engine *e) {
   gs_cost_curve ar, rs, ag;
   if (fit_op(s, n, OP_ALLREDUCE, &ar) == 0) {
     if (!e->cost_curve) ar.npoints = 0;
-    gs_plan_cost_from_ab(ar.a, ar.b, &e->cost);
+    /* Reduce-scatter and all-gather are halves of it until they have
+     * been measured themselves; measured ones are kept when a later
+     * window has too few of their samples to refit. */
+    if (!e->rsag_measured) gs_plan_cost_from_ab(ar.a, ar.b, &e->cost);
     e->cost.ar = ar;
     e->cost_measured = 1;
   }
@@ -213,6 +216,7 @@ static void refit_cost(gs_engine *e) {
     if (!e->cost_curve) rs.npoints = ag.npoints = 0;
     e->cost.rs = rs;
     e->cost.ag = ag;
+    e->rsag_measured = 1;
     if (!e->cost_measured) /* no all-reduce fit yet: RS + AG is one */
       gs_cost_curve_affine(rs.a + ag.a, rs.b + ag.b, &e->cost.ar);
     e->cost_measured = 1;
