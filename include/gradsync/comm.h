@@ -100,6 +100,22 @@ gs_algo gs_comm_choose_allreduce(const gs_comm *comm, size_t bytes);
  * result with gs_cost_save and load it through GRADSYNC_COST_FILE. */
 gs_status gs_comm_calibrate(gs_comm *comm, size_t max_bytes);
 
+/* ---- Reliability ---------------------------------------------------------
+ * No rank waits forever. GRADSYNC_TIMEOUT (seconds, default 300; 0 turns it
+ * off) bounds how long a collective or an engine wait may make no progress
+ * before the job is ended with a message; GRADSYNC_STALL_WARN (seconds,
+ * default 60 as in Horovod; 0 turns it off) is when a stall is first
+ * reported. Both are read by gs_comm_create. */
+double gs_comm_timeout_s(const gs_comm *comm);
+double gs_comm_stall_warn_s(const gs_comm *comm);
+
+/* Ends the whole job from any thread: prints "gradsync: rank R: fatal:
+ * <message>" on stderr, marks the communicator failed, and calls MPI_Abort
+ * on it with `code`. Never returns. For failures that the other ranks cannot
+ * learn through a collective (a stalled collective, a dead peer). */
+_Noreturn void gs_comm_abort(gs_comm *comm, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* ---- Requests ---------------------------------------------------------- */
 
 /* Blocks until the request completes, frees it and returns its status (with

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <string.h>
 #include <strings.h>
 
@@ -556,6 +557,21 @@ static gs_status setup_nodes(gs_comm *c) {
   return GS_OK;
 }
 
+/* A duration in seconds from the environment: a non-negative number, 0 for
+ * "never", at most a year. */
+static gs_status env_seconds(const char *name, double def, double *out) {
+  *out = def;
+  const char *s = getenv(name);
+  if (s == NULL || *s == '\0') return GS_OK;
+  char *end;
+  double v = strtod(s, &end);
+  if (*end || !(v >= 0) || v > 365.0 * 86400)
+    return gs_error(GS_ERR_PARSE, "%s=%s: expected seconds from 0 (never) to "
+                    "31536000", name, s);
+  *out = v;
+  return GS_OK;
+}
+
 static gs_status read_env(gs_comm *c) {
   const char *s = getenv("GRADSYNC_CHECK");
   c->check = s && *s && strcmp(s, "0") != 0;
@@ -592,6 +608,8 @@ static gs_status read_env(gs_comm *c) {
                       "from 0 to 1e6", s);
     c->spin_s = v * 1e-6;
   }
+  GS_CHECK(env_seconds("GRADSYNC_TIMEOUT", 300, &c->timeout_s));
+  GS_CHECK(env_seconds("GRADSYNC_STALL_WARN", 60, &c->stall_warn_s));
   c->segment_bytes = 256 * 1024;
   s = getenv("GRADSYNC_SEGMENT_BYTES");
   if (s && *s) {
@@ -682,6 +700,27 @@ gs_status gs_comm_destroy(gs_comm *c) {
   gs_free(c->work);
   gs_free(c);
   return GS_OK;
+}
+
+double gs_comm_timeout_s(const gs_comm *c) { return c->timeout_s; }
+double gs_comm_stall_warn_s(const gs_comm *c) { return c->stall_warn_s; }
+
+_Noreturn void gs_comm_abort(gs_comm *c, int code, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  int rank = c ? c->world.rank : -1;
+  fprintf(stderr, "gradsync: rank %d: fatal: %s\n", rank, msg);
+  fflush(stderr);
+  if (c) {
+    /* No lock: the progress thread may hold it while stuck. A torn read of
+     * this flag cannot matter, the job is ending. */
+    c->failed = 1;
+  }
+  MPI_Abort(c ? c->world.mpi : MPI_COMM_WORLD, code ? code : 1);
+  abort(); /* MPI_Abort does not return; if it did, end this rank anyway */
 }
 
 int gs_comm_rank(const gs_comm *c) { return c->world.rank; }

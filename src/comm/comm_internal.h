@@ -63,6 +63,8 @@ struct gs_comm {
   gs_algo forced_allreduce; /* GRADSYNC_ALLREDUCE_ALGO or GS_ALGO_AUTO */
   size_t segment_bytes;  /* pipelining segment of ring and chain */
   size_t calibrate_bytes; /* GRADSYNC_CALIBRATE: start-up fit up to this */
+  double timeout_s;       /* GRADSYNC_TIMEOUT: 0 = never */
+  double stall_warn_s;    /* GRADSYNC_STALL_WARN: 0 = never */
   int cost_from_env;      /* GRADSYNC_COST_FILE or GRADSYNC_ALPHA/BETA set it */
 
   pthread_t thread;
