@@ -13,15 +13,27 @@
  * verb "run --exec-in-netns", which enters the rank's namespace with
  * setns(2) and execs the program. Everything is removed afterwards, also
  * after failures and signals; leftovers of runs whose launcher died are
- * removed by the next run. */
+ * removed by the next run.
+ *
+ * Privileges (docs/EMULATED_CLUSTER.md, "What needs root"): building and
+ * removing the cluster needs root, the program does not. Started through
+ * sudo, the launcher stays root for the set-up and clean-up only; mpirun
+ * runs as the invoking user (SUDO_UID, SUDO_GID and that user's groups)
+ * keeping one capability, CAP_SYS_ADMIN, as an ambient capability, because
+ * setns(2) needs it; each rank enters its namespace with it and drops every
+ * capability before it execs the program, which so runs as the plain user.
+ * ip and tc come from the system's directories, never from PATH. */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <ifaddrs.h>
 #include <limits.h>
 #include <math.h>
+#include <linux/capability.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -33,6 +45,7 @@
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,15 +72,27 @@ struct cluster {
 static volatile sig_atomic_t got_signal;
 static volatile pid_t mpirun_pid;
 static int verbose;
-/* ip and tc by absolute path: find_exe also looks in /usr/sbin and /sbin. */
-static char ip_exe[PATH_MAX] = "ip", tc_exe[PATH_MAX] = "tc";
+/* ip and tc by absolute path from the system's directories (find_system_exe). */
+static char ip_exe[PATH_MAX], tc_exe[PATH_MAX];
+
+/* Whom the program runs as when the launcher was started through sudo: the
+ * invoking user, with that user's supplementary groups and home. */
+struct run_user {
+  uid_t uid;
+  gid_t gid;
+  int ngroups;
+  gid_t groups[256];
+  char name[64], home[PATH_MAX], shell[PATH_MAX];
+};
 
 static void usage(FILE *f) {
   fprintf(f,
       "usage: gradsync run -np N [--net RATE] [--per-node K] [options] -- PROGRAM [ARGS...]\n\n"
       "Launches N ranks of PROGRAM through mpirun. With --net, the ranks run on an\n"
       "emulated cluster: one network namespace per node, joined by a bridge, each\n"
-      "node's link shaped to RATE in both directions (needs root, ip and tc).\n\n"
+      "node's link shaped to RATE in both directions (needs root, ip and tc).\n"
+      "Started through sudo, only the network set-up runs as root: the ranks run\n"
+      "as the invoking user (SUDO_UID, SUDO_GID) without privileges.\n\n"
       "options:\n"
       "  -np N, -n N     number of ranks (required)\n"
       "  --net RATE      per-node link rate, e.g. 100mbit, 1gbit, 10gbit\n"
@@ -106,8 +131,22 @@ static void install_handlers(void) {
   sigaction(SIGHUP, &sa, NULL);
 }
 
+/* Finds a tool that runs as root (ip, tc) in the system's own directories
+ * only: a PATH, which sudo -E or a user's shell may pass on, must not choose
+ * what root executes. /usr/sbin and /sbin first, where iproute2 installs
+ * them; /usr/bin and /bin for distributions that merged sbin into bin. */
+static int find_system_exe(const char *name, char *out, size_t size) {
+  static const char *const dirs[] = {"/usr/sbin", "/sbin", "/usr/bin", "/bin"};
+  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+    struct stat st;
+    snprintf(out, size, "%s/%s", dirs[i], name);
+    if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0) return 0;
+  }
+  return -1;
+}
+
 /* Finds an executable the way execvp would, but also in /usr/sbin and /sbin,
- * where ip and tc live and which a non-login PATH may lack. */
+ * which a non-login PATH may lack. */
 static int find_exe(const char *name, char *out, size_t size) {
   if (strchr(name, '/')) {
     snprintf(out, size, "%s", name);
@@ -143,7 +182,7 @@ static int run_cmd(int quiet, char *const argv[]) {
   posix_spawn_file_actions_init(&fa);
   if (quiet) posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
   pid_t pid;
-  int err = posix_spawnp(&pid, argv[0], &fa, &attr, argv, environ);
+  int err = posix_spawn(&pid, argv[0], &fa, &attr, argv, environ); /* absolute path */
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   if (err) {
@@ -320,6 +359,95 @@ static int parse_rate(const char *s, double *bps) {
   return -1;
 }
 
+/* Reads who started the launcher through sudo: SUDO_UID (and SUDO_GID,
+ * else the user's primary group) with the passwd entry's name, home, shell
+ * and supplementary groups, looked up now, while root, so that a missing
+ * entry is an error before anything is built. Returns 1 when the program
+ * should run as that user, 0 when not started through sudo (or by root
+ * itself), -1 on an error, already printed. */
+static int resolve_sudo_user(struct run_user *u) {
+  const char *uid_s = getenv("SUDO_UID"), *gid_s = getenv("SUDO_GID");
+  int uid, gid = -1;
+  if (!uid_s || !*uid_s) return 0;
+  if (cli_parse_int(uid_s, 0, INT_MAX, &uid) != 0 ||
+      (gid_s && *gid_s && cli_parse_int(gid_s, 0, INT_MAX, &gid) != 0)) {
+    cli_error("run", "SUDO_UID '%s' / SUDO_GID '%s' are not user and group ids", uid_s,
+              gid_s ? gid_s : "");
+    return -1;
+  }
+  if (uid == 0) return 0;
+  errno = 0;
+  struct passwd *pw = getpwuid((uid_t)uid);
+  if (!pw) {
+    cli_error("run", "SUDO_UID %d has no passwd entry: cannot tell the ranks' home and "
+              "groups (unset SUDO_UID to run them as root)", uid);
+    return -1;
+  }
+  u->uid = (uid_t)uid;
+  u->gid = gid >= 0 ? (gid_t)gid : pw->pw_gid;
+  snprintf(u->name, sizeof u->name, "%s", pw->pw_name);
+  snprintf(u->home, sizeof u->home, "%s", pw->pw_dir ? pw->pw_dir : "/");
+  snprintf(u->shell, sizeof u->shell, "%s", pw->pw_shell ? pw->pw_shell : "");
+  /* initgroups(3) in two halves: the list now, setgroups(2) in the child. */
+  u->ngroups = (int)(sizeof u->groups / sizeof u->groups[0]);
+  if (getgrouplist(pw->pw_name, u->gid, u->groups, &u->ngroups) < 0) {
+    cli_error("run", "user %s is in more than %zu groups", pw->pw_name,
+              sizeof u->groups / sizeof u->groups[0]);
+    return -1;
+  }
+  return 1;
+}
+
+/* capget(2) and capset(2) without libcap: two 32-bit words per set. */
+static int caps_set(uint32_t bits) {
+  struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2];
+  memset(data, 0, sizeof data);
+  data[0].effective = data[0].permitted = data[0].inheritable = bits;
+  return (int)syscall(SYS_capset, &hdr, data);
+}
+
+static int caps_any(void) {
+  struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[2];
+  if (syscall(SYS_capget, &hdr, data) != 0) return 1;
+  for (int i = 0; i < 2; i++)
+    if (data[i].effective || data[i].permitted || data[i].inheritable) return 1;
+  return 0;
+}
+
+/* In the child that becomes mpirun: switches to the sudo user u, keeping
+ * CAP_SYS_ADMIN alone, as an ambient capability so that it survives the
+ * exec of mpirun and of the ranks (setns needs it). The rank drops it in
+ * exec_in_node before the program starts. Returns 0, or -1 with errno and
+ * *what naming the step that failed. */
+static int become_user(const struct run_user *u, const char **what) {
+  const uint32_t sys_admin = 1u << CAP_SYS_ADMIN;
+  if ((*what = "setgroups", setgroups((size_t)u->ngroups, u->groups) != 0) ||
+      (*what = "setresgid", setresgid(u->gid, u->gid, u->gid) != 0) ||
+      (*what = "PR_SET_KEEPCAPS", prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0) ||
+      (*what = "setresuid", setresuid(u->uid, u->uid, u->uid) != 0) ||
+      (*what = "capset", caps_set(sys_admin) != 0) ||
+      (*what = "PR_CAP_AMBIENT_RAISE",
+       prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SYS_ADMIN, 0, 0) != 0))
+    return -1;
+  setenv("HOME", u->home, 1);
+  setenv("USER", u->name, 1);
+  setenv("LOGNAME", u->name, 1);
+  if (u->shell[0]) setenv("SHELL", u->shell, 1);
+  return 0;
+}
+
+/* In a rank running as a user other than root: gives up every capability
+ * (the ambient CAP_SYS_ADMIN that entered the namespace included), so the
+ * program starts with none and cannot regain them. */
+static int drop_caps(void) {
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+    return -1;
+  if (caps_set(0) != 0) return -1;
+  return caps_any() ? -1 : 0;
+}
+
 /* The hidden verb each rank starts as: run --exec-in-netns NSPREFIX K PROG...
  * It sets GRADSYNC_NODE = rank / K (all namespaces share one hostname, so
  * the library cannot tell nodes apart otherwise), enters namespace
@@ -350,6 +478,13 @@ static int exec_in_node(int argc, char **argv) {
       return 126;
     }
     close(fd);
+  }
+  /* Started through sudo, this process is the user's but holds
+   * CAP_SYS_ADMIN for setns: the program gets no capability at all. */
+  if (getuid() != 0 && drop_caps() != 0) {
+    cli_error("run", "rank %d: cannot drop capabilities before starting '%s': %s", rank,
+              argv[4], strerror(errno));
+    return 126;
   }
   execvp(argv[4], argv + 4);
   cli_error("run", "rank %d: cannot execute '%s': %s", rank, argv[4], strerror(errno));
@@ -455,16 +590,21 @@ int cmd_run(int argc, char **argv) {
   }
   self[n] = '\0';
   struct cluster c = {.pid = (int)getpid(), .nodes = np / per_node};
+  static struct run_user user; /* static: 2 PATH_MAX strings and 256 groups */
+  int as_user = 0;
   if (net) {
     if (geteuid() != 0) {
       cli_error("run", "--net needs root (it creates network namespaces and shapes links)");
       return 2;
     }
-    if (find_exe("ip", ip_exe, sizeof ip_exe) != 0 ||
-        find_exe("tc", tc_exe, sizeof tc_exe) != 0) {
-      cli_error("run", "--net needs the 'ip' and 'tc' tools (package iproute2)");
+    if (find_system_exe("ip", ip_exe, sizeof ip_exe) != 0 ||
+        find_system_exe("tc", tc_exe, sizeof tc_exe) != 0) {
+      cli_error("run", "--net needs the 'ip' and 'tc' tools (package iproute2) in /usr/sbin, "
+                "/sbin, /usr/bin or /bin; PATH is not searched for tools run as root");
       return 2;
     }
+    as_user = resolve_sudo_user(&user);
+    if (as_user < 0) return 2;
     if (c.nodes > MAX_NODES) {
       cli_error("run", "--net supports at most %d nodes, not %d", MAX_NODES, c.nodes);
       return 2;
@@ -530,7 +670,7 @@ int cmd_run(int argc, char **argv) {
      * not the launcher's output is one: tell them which it is, so progress
      * bars appear on terminals and plain lines in logs. */
     setenv("GRADSYNC_TTY", isatty(STDOUT_FILENO) ? "1" : "0", 1);
-    if (geteuid() == 0) {
+    if (geteuid() == 0 && !as_user) {
       setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
       setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     }
@@ -539,13 +679,23 @@ int cmd_run(int argc, char **argv) {
       for (int j = 0; margv[j]; j++) fprintf(stderr, " %s", margv[j]);
       fprintf(stderr, "\n");
     }
+    if (verbose && as_user)
+      fprintf(stderr, "gradsync run: mpirun and the ranks run as %s (uid %d, gid %d)\n",
+              user.name, (int)user.uid, (int)user.gid);
     /* mpirun stays in our process group so that it can read the terminal
      * and receives a Ctrl-C together with us. If we are killed outright, it
-     * gets SIGTERM from the kernel (PR_SET_PDEATHSIG) and stops the ranks;
-     * the next run removes the namespaces left behind. */
+     * gets SIGTERM from the kernel (PR_SET_PDEATHSIG, set after the change
+     * of user, which clears it) and stops the ranks; the next run removes
+     * the namespaces left behind. */
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+      const char *what = NULL;
+      if (as_user && become_user(&user, &what) != 0) {
+        cli_error("run", "cannot run mpirun as %s (uid %d): %s: %s", user.name, (int)user.uid,
+                  what, strerror(errno));
+        _exit(126);
+      }
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (getppid() == parent) execv(mpirun_path, margv);
       _exit(127);

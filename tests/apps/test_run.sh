@@ -1,19 +1,32 @@
 #!/usr/bin/env bash
 # Tests `gradsync run`: exit statuses, usage errors, and (as root, where
 # network namespaces work) the emulated cluster: GRADSYNC_NODE per rank, a
-# rank killed with SIGKILL, and that no namespace, bridge or veth is left.
+# rank killed with SIGKILL, that no namespace, bridge or veth is left, and
+# least privilege: with SUDO_UID/SUDO_GID set, the ranks run as that user
+# without capabilities, and ip and tc never come from PATH.
 #
 # usage: test_run.sh GRADSYNC [MPI_PROGRAM]
 #   GRADSYNC     the gradsync binary
 #   MPI_PROGRAM  optional MPI program, run on 2 emulated nodes at 1gbit
 # Exit status: 0 pass, 1 fail, 77 skip (the emulated-cluster part cannot run).
+# The rank programs below are single-quoted on purpose: the ranks expand them.
+# shellcheck disable=SC2016
 set -u
 G=${1:?usage: test_run.sh GRADSYNC [MPI_PROGRAM]}
 PROG=${2:-}
 G=$(cd "$(dirname "$G")" && pwd)/$(basename "$G")
+# Plain root unless a check sets these itself, also under `sudo ctest`.
+unset SUDO_UID SUDO_GID SUDO_USER
 failures=0
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+scratch=$(mktemp -d)
+made_user=
+cleanup() {
+  rm -rf "$out" "$scratch"
+  if [ -n "$made_user" ]; then userdel "$made_user" >/dev/null 2>&1; fi
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT HUP
 
 pass() { echo "ok    $*"; }
 fail() { echo "FAIL  $*"; sed 's/^/      | /' "$out" | tail -20; failures=$((failures + 1)); }
@@ -86,15 +99,16 @@ ip netns del "gs-probe-$$"
 
 # GRADSYNC_NODE per rank, and clean up afterwards. The launcher runs in the
 # background so that its pid, which names what it builds, is known.
-"$G" run -np 2 --net 1gbit -- sh -c 'echo "node=$GRADSYNC_NODE"' >"$out" 2>&1 &
+"$G" run -np 2 --net 1gbit -- sh -c 'echo "node=$GRADSYNC_NODE uid=$(id -u)"' >"$out" 2>&1 &
 pid=$!
 wait $pid
 rc=$?
 nodes=$(grep -o 'node=[0-9]*' "$out" | sort | tr '\n' ' ')
-if [ "$rc" = 0 ] && [ "$nodes" = "node=0 node=1 " ]; then
-  pass "--net 1gbit: ranks see GRADSYNC_NODE 0 and 1"
+uids=$(grep -o 'uid=[0-9]*' "$out" | sort -u | tr '\n' ' ')
+if [ "$rc" = 0 ] && [ "$nodes" = "node=0 node=1 " ] && [ "$uids" = "uid=0 " ]; then
+  pass "--net 1gbit: ranks see GRADSYNC_NODE 0 and 1, run as root without sudo"
 else
-  fail "--net 1gbit: exit $rc, nodes '$nodes'"
+  fail "--net 1gbit: exit $rc, nodes '$nodes', uids '$uids'"
 fi
 left=$(leftovers $pid)
 if [ -z "$left" ]; then pass "--net 1gbit: nothing left behind"; else fail "left behind: $left"; fi
@@ -146,6 +160,74 @@ if [ "$rc" != 0 ] && [ -z "$(leftovers $pid)" ]; then
   pass "--net, SIGTERM to the launcher: exit $rc, ranks and cluster gone"
 else
   fail "--net, SIGTERM to the launcher: exit $rc, left '$(leftovers $pid)'"
+fi
+
+echo "== least privilege (--net started through sudo)"
+# A user to be the invoking user: an existing throwaway one, else made now
+# and removed at exit.
+user=gsrun-test
+if ! id "$user" >/dev/null 2>&1; then
+  if useradd --system --no-create-home --shell /usr/sbin/nologin "$user" >/dev/null 2>&1; then
+    made_user=$user
+  fi
+fi
+if ! id "$user" >/dev/null 2>&1; then
+  echo "SKIP  least privilege: cannot create a user (useradd)"
+else
+  uid=$(id -u "$user") gid=$(id -g "$user") groups=$(id -G "$user" | tr ' ' '\n' | sort -n | tr '\n' ' ')
+  # Each rank prints its ids, groups, effective and permitted capabilities
+  # and HOME; root's group 0 must be gone, and no capability left.
+  IDS='echo "ids=$(id -u):$(id -g) groups=$(id -G | tr " " "\n" | sort -n | tr "\n" " ")caps=$(awk "/^CapEff|^CapPrm|^CapAmb/{printf \$2}" /proc/self/status) home=$HOME"'
+  SUDO_UID=$uid SUDO_GID=$gid "$G" run -np 2 --net 1gbit -- sh -c "$IDS" >"$out" 2>&1 &
+  pid=$!
+  wait $pid
+  rc=$?
+  want="ids=$uid:$gid groups=${groups}caps=$(printf '0%.0s' $(seq 48)) home=$(getent passwd "$user" | cut -d: -f6)"
+  got=$(grep -c -x -F -- "$want" "$out")
+  if [ "$rc" = 0 ] && [ "$got" = 2 ] && [ -z "$(leftovers $pid)" ]; then
+    pass "SUDO_UID=$uid SUDO_GID=$gid: both ranks run as $uid:$gid, groups '$groups', no capabilities"
+  else
+    fail "SUDO_UID=$uid: exit $rc, $got of 2 ranks print '$want', left '$(leftovers $pid)'"
+  fi
+
+  # gradsync's own collectives between ranks that run as the user (mpirun
+  # too), where the user can execute the binary.
+  if setpriv --reuid="$uid" --regid="$gid" --clear-groups test -x "$G" 2>/dev/null; then
+    SUDO_UID=$uid SUDO_GID=$gid "$G" run -np 2 --net 1gbit -- "$G" bench --op allreduce \
+      --min-bytes 4K --max-bytes 64K --iters 2 --budget 1 --no-calibrate >"$out" 2>&1 &
+    pid=$!
+    wait $pid
+    rc=$?
+    if [ "$rc" = 0 ] && grep -q 'auto' "$out" && [ -z "$(leftovers $pid)" ]; then
+      pass "SUDO_UID=$uid: gradsync bench across 2 nodes as the user"
+    else
+      fail "SUDO_UID=$uid: gradsync bench as the user: exit $rc, left '$(leftovers $pid)'"
+    fi
+  else
+    echo "SKIP  bench as the user: $user cannot execute $G"
+  fi
+
+  check_usage "SUDO_UID without a passwd entry" "passwd entry" \
+    env SUDO_UID=3999999 SUDO_GID=3999999 "$G" run -np 2 --net 1gbit -- /bin/true
+fi
+
+# ip and tc run as root, so PATH must not choose them: fakes first on PATH
+# would leave a marker.
+mkdir -p "$scratch/bin"
+for tool in ip tc; do
+  printf '#!/bin/sh\ntouch "%s/used-%s"\nexit 1\n' "$scratch" "$tool" >"$scratch/bin/$tool"
+  chmod +x "$scratch/bin/$tool"
+done
+PATH="$scratch/bin:$PATH" "$G" run -np 2 --net 1gbit -- /bin/true >"$out" 2>&1 &
+pid=$!
+wait $pid
+rc=$?
+used=
+for tool in ip tc; do [ -e "$scratch/used-$tool" ] && used="$used$tool "; done
+if [ "$rc" = 0 ] && [ -z "$used" ] && [ -z "$(leftovers $pid)" ]; then
+  pass "fake ip and tc first on PATH: not used"
+else
+  fail "fake ip and tc first on PATH: exit $rc, used '$used', left '$(leftovers $pid)'"
 fi
 
 if [ -n "$PROG" ]; then
