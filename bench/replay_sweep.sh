@@ -10,18 +10,26 @@
 #
 # -r ROUNDS runs the policies ROUNDS times in turn (odd rounds in reverse
 # order) so that the shared machine's drifting speed does not favour the
-# policies measured first; the summary takes the rounds' medians.
+# policies measured first; the summary takes the rounds' medians. Every file
+# is stamped with the commit, command and machine (bench/lib.sh). Needs root
+# (gradsync run --net).
 #
 # Usage: bench/replay_sweep.sh [-n NODES]... [-p PROFILE]... [-i ITERS]
 #                              [-w WARMUP] [-r ROUNDS]
+#   BENCH_QUICK=1: GoogleNet on 4 nodes, 2 iterations after 1 warm-up.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-gs=${GS:-build/gradsync}
+# shellcheck source=SCRIPTDIR/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_init "$0" "$@"
+gs=${GS:-$BENCH_BUILD/gradsync}
 nodes=() profiles=() iters=6 warmup=5 rounds=1
+if [ "$BENCH_QUICK" = 1 ]; then
+  nodes=(4) profiles=(googlenet) iters=2 warmup=1
+fi
 while getopts "n:p:i:w:r:" o; do
   case $o in
-    n) nodes+=("$OPTARG") ;;
-    p) profiles+=("$OPTARG") ;;
+    n) [ -n "${n_given:-}" ] || nodes=(); n_given=1; nodes+=("$OPTARG") ;;
+    p) [ -n "${p_given:-}" ] || profiles=(); p_given=1; profiles+=("$OPTARG") ;;
     i) iters=$OPTARG ;;
     w) warmup=$OPTARG ;;
     r) rounds=$OPTARG ;;
@@ -30,7 +38,8 @@ while getopts "n:p:i:w:r:" o; do
 done
 [ ${#nodes[@]} -gt 0 ] || nodes=(4 8)
 [ ${#profiles[@]} -gt 0 ] || profiles=(googlenet densenet201 resnet50 resnet152 bert_base vgg16)
-mkdir -p bench/results
+[ -n "${GS:-}" ] || bench_build gradsync_cli
+out=$BENCH_OUT
 for n in "${nodes[@]}"; do
   for p in "${profiles[@]}"; do
     f=profiles/$p.json
@@ -45,10 +54,18 @@ print(f"{comm / c:.2g}")
 PY
 )
     echo "== $p on $n nodes, compute x$scale, $rounds round(s) ($(date +%T))" >&2
-    "$gs" run -np "$n" --net 1gbit -- "$gs" replay --profile "$f" --policy all \
-      --iters "$iters" --warmup "$warmup" --rounds "$rounds" --time-scale "$scale" --json \
-      > "bench/results/replay_${p}_${n}nodes.jsonl"
+    argv=("$gs" run -np "$n" --net 1gbit -- "$gs" replay --profile "$f" --policy all
+          --iters "$iters" --warmup "$warmup" --rounds "$rounds" --time-scale "$scale" --json)
+    cmd=$(bench_quote "${argv[@]}")
+    "${argv[@]}" > "$out/replay_${p}_${n}nodes.jsonl"
+    bench_stamp "$out/replay_${p}_${n}nodes.jsonl" "$cmd"
   done
 done
-python3 bench/summarize_replay.py bench/results/replay_*_*nodes.jsonl > bench/results/replay.md
-cat bench/results/replay.md
+# The summary covers every replay file in the output directory, so that a
+# run of some profiles updates their rows and keeps the others' (each file
+# carries its own stamp).
+all=("$out"/replay_*_*nodes.jsonl)
+cmd=$(bench_quote python3 bench/summarize_replay.py "${all[@]}")
+python3 bench/summarize_replay.py "${all[@]}" > "$out/replay.md"
+bench_stamp "$out/replay.md" "$cmd"
+cat "$out/replay.md"

@@ -14,6 +14,8 @@ def load(path):
             if not line.startswith("{"):
                 continue
             obj = json.loads(line)
+            if "stamp" in obj:
+                continue
             if "env" in obj:
                 env = obj["env"]
             elif "cost_model" in obj:

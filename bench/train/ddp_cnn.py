@@ -71,6 +71,8 @@ def main():
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--warmup-epochs", type=float, default=0.0)
     ap.add_argument("--cosine", action="store_true")
+    ap.add_argument("--max-steps", type=int, default=0,
+                    help="at most N steps per epoch (quick checks; 0 = all)")
     ap.add_argument("--store", required=True)
     a = ap.parse_args()
     torch.set_num_threads(1)
@@ -108,7 +110,9 @@ def main():
         model.train()
         dist.barrier()
         t0 = time.time()
-        for x, y in loader:
+        for i, (x, y) in enumerate(loader):
+            if a.max_steps and i >= a.max_steps:
+                break
             for g in opt.param_groups:
                 g["lr"] = lr_at(step)
             step += 1

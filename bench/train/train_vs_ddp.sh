@@ -2,25 +2,43 @@
 # Issue #4's data-parallel benchmark: gradsync train (policy auto) against
 # PyTorch DistributedDataParallel (gloo, default buckets) on the same CNN,
 # batch 64 per rank, Fashion-MNIST, 4 emulated nodes at 1 Gbit/s, measured
-# in the same run. Writes bench/results/train_vs_ddp.{jsonl,md}.
+# in the same run. Writes bench/results/train_vs_ddp.{jsonl,md}, stamped with
+# the commit, commands and machine (bench/lib.sh). Needs root (--net).
+#
 # Usage: bench/train/train_vs_ddp.sh [EPOCHS] [NODES]
+#   BENCH_QUICK=1: 1 epoch of at most 20 steps on 2 nodes (a smoke run: the
+#   step limit skews both sides' epoch times).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+# shellcheck source=SCRIPTDIR/../lib.sh
+. "$(dirname "$0")/../lib.sh"
+bench_init "$0" "$@"
 epochs=${1:-2}
 n=${2:-4}
-gs=${GS:-build/gradsync}
-out=bench/results/train_vs_ddp.jsonl
+limit=()
+if [ "$BENCH_QUICK" = 1 ]; then
+  epochs=${1:-1} n=${2:-2} limit=(--max-steps 20)
+fi
+[ -n "${GS:-}" ] || bench_build gradsync_cli
+gs=${GS:-$BENCH_BUILD/gradsync}
+out=$BENCH_OUT/train_vs_ddp.jsonl
 store=$(mktemp -u /tmp/gradsync-ddp-store.XXXXXX)
-echo "== gradsync train: cnn, $n ranks, $epochs epoch(s)" >&2
-"$gs" run -np "$n" --net 1gbit -- "$gs" train --model cnn --epochs "$epochs" --batch 64 \
-  --lr 0.05 --warmup-epochs 0.3 --schedule cosine --policy auto --json > "$out.gradsync"
-echo "== PyTorch DDP (gloo): cnn, $n ranks, $epochs epoch(s)" >&2
-"$gs" run -np "$n" --net 1gbit -- /usr/bin/python3 bench/train/ddp_cnn.py --epochs "$epochs" \
-  --batch 64 --lr 0.05 --warmup-epochs 0.3 --cosine --store "$store" > "$out.ddp"
+echo "== gradsync train: cnn, $n ranks, $epochs epoch(s) ($(date +%T))" >&2
+gs_argv=("$gs" run -np "$n" --net 1gbit -- "$gs" train --model cnn --epochs "$epochs"
+         --batch 64 --lr 0.05 --warmup-epochs 0.3 --schedule cosine --policy auto
+         "${limit[@]}" --json)
+"${gs_argv[@]}" > "$out.gradsync"
+echo "== PyTorch DDP (gloo): cnn, $n ranks, $epochs epoch(s) ($(date +%T))" >&2
+ddp_argv=("$gs" run -np "$n" --net 1gbit -- /usr/bin/python3 bench/train/ddp_cnn.py
+          --epochs "$epochs" --batch 64 --lr 0.05 --warmup-epochs 0.3 --cosine
+          "${limit[@]}" --store "$store")
+"${ddp_argv[@]}" > "$out.ddp"
 rm -f "$store"
 cat "$out.gradsync" "$out.ddp" > "$out"
 rm -f "$out.gradsync" "$out.ddp"
-python3 - "$out" "$n" <<'PY' > bench/results/train_vs_ddp.md
+gs_cmd=$(bench_quote "${gs_argv[@]}")
+ddp_cmd=$(bench_quote "${ddp_argv[@]}")
+bench_stamp "$out" "$gs_cmd; $ddp_cmd"
+python3 - "$out" "$n" <<'PY' > "$BENCH_OUT/train_vs_ddp.md"
 import json, sys, platform, subprocess
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 gs_epochs = [r for r in rows if "epoch" in r]
@@ -49,4 +67,5 @@ print(f"\nEnvironment: {platform.processor() or platform.machine()}, "
       f"{subprocess.getoutput('nproc')} cores, torch {ddp['torch']}, "
       f"{subprocess.getoutput('mpirun --version | head -1')}.")
 PY
-cat bench/results/train_vs_ddp.md
+bench_stamp "$BENCH_OUT/train_vs_ddp.md" "$gs_cmd; $ddp_cmd"
+cat "$BENCH_OUT/train_vs_ddp.md"
