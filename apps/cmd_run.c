@@ -1,7 +1,7 @@
 /* gradsync run: launch N ranks of a program through Open MPI's mpirun,
  * optionally on an emulated cluster built from network namespaces.
  *
- * The emulated cluster (DESIGN.md, "Measuring on one machine"): one network
+ * The emulated cluster (docs/EMULATED_CLUSTER.md): one network
  * namespace per node, named gs-<pid>-<node>; each holds one end of a veth
  * pair, named gs0 in every namespace so one btl_tcp_if_include fits all;
  * the other end, gs<pid>n<node>, is a port of the bridge gsbr<pid> in the

@@ -56,7 +56,7 @@ typedef struct gs_profile {
   gs_profile_tensor *tensors; /* forward order: index 0 next to the input */
 } gs_profile;
 
-/* Reads a profile (JSON, DESIGN.md "Model profiles"). Required: "name",
+/* Reads a profile (JSON, docs/PLANNING.md "Profiles"). Required: "name",
  * "forward_s", "tensors" (non-empty), and per tensor "name", "numel" and
  * "backward_s"; optional: "batch_size", "device", "source", "dtype". Errors
  * (GS_ERR_IO, GS_ERR_PARSE) name the file, the field and what was expected,

@@ -1,6 +1,6 @@
 /*
  * Model profiles: the JSON file shared by the planner, the replay trainer and
- * the simulator (DESIGN.md, "Model profiles"). Parsing goes through cJSON;
+ * the simulator (docs/PLANNING.md, "Profiles"). Parsing goes through cJSON;
  * every error names the file and the field, so a user can fix the file
  * without reading this code.
  */
