@@ -15,6 +15,7 @@ set -u
 G=${1:?usage: test_run.sh GRADSYNC [MPI_PROGRAM]}
 PROG=${2:-}
 G=$(cd "$(dirname "$G")" && pwd)/$(basename "$G")
+if [ -n "$PROG" ]; then PROG=$(cd "$(dirname "$PROG")" && pwd)/$(basename "$PROG"); fi
 # Plain root unless a check sets these itself, also under `sudo ctest`.
 unset SUDO_UID SUDO_GID SUDO_USER
 failures=0
@@ -171,9 +172,14 @@ if ! id "$user" >/dev/null 2>&1; then
     made_user=$user
   fi
 fi
+# Every rank starts as $G itself, run by the user: the user must be able to
+# reach it (a checkout under a private home cannot be).
 if ! id "$user" >/dev/null 2>&1; then
   echo "SKIP  least privilege: cannot create a user (useradd)"
+elif ! setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups test -x "$G" 2>/dev/null; then
+  echo "SKIP  least privilege: $user cannot execute $G (or setpriv is missing)"
 else
+  cd / || exit 1 # the user's mpirun needs a working directory it can enter
   uid=$(id -u "$user") gid=$(id -g "$user") groups=$(id -G "$user" | tr ' ' '\n' | sort -n | tr '\n' ' ')
   # Each rank prints its ids, groups, effective and permitted capabilities
   # and HOME; root's group 0 must be gone, and no capability left.
@@ -191,20 +197,16 @@ else
   fi
 
   # gradsync's own collectives between ranks that run as the user (mpirun
-  # too), where the user can execute the binary.
-  if setpriv --reuid="$uid" --regid="$gid" --clear-groups test -x "$G" 2>/dev/null; then
-    SUDO_UID=$uid SUDO_GID=$gid "$G" run -np 2 --net 1gbit -- "$G" bench --op allreduce \
-      --min-bytes 4K --max-bytes 64K --iters 2 --budget 1 --no-calibrate >"$out" 2>&1 &
-    pid=$!
-    wait $pid
-    rc=$?
-    if [ "$rc" = 0 ] && grep -q 'auto' "$out" && [ -z "$(leftovers $pid)" ]; then
-      pass "SUDO_UID=$uid: gradsync bench across 2 nodes as the user"
-    else
-      fail "SUDO_UID=$uid: gradsync bench as the user: exit $rc, left '$(leftovers $pid)'"
-    fi
+  # too).
+  SUDO_UID=$uid SUDO_GID=$gid "$G" run -np 2 --net 1gbit -- "$G" bench --op allreduce \
+    --min-bytes 4K --max-bytes 64K --iters 2 --budget 1 --no-calibrate >"$out" 2>&1 &
+  pid=$!
+  wait $pid
+  rc=$?
+  if [ "$rc" = 0 ] && grep -q 'auto' "$out" && [ -z "$(leftovers $pid)" ]; then
+    pass "SUDO_UID=$uid: gradsync bench across 2 nodes as the user"
   else
-    echo "SKIP  bench as the user: $user cannot execute $G"
+    fail "SUDO_UID=$uid: gradsync bench as the user: exit $rc, left '$(leftovers $pid)'"
   fi
 
   check_usage "SUDO_UID without a passwd entry" "passwd entry" \
