@@ -164,13 +164,11 @@ else
 fi
 
 echo "== least privilege (--net started through sudo)"
-# A user to be the invoking user: an existing throwaway one, else made now
-# and removed at exit.
-user=gsrun-test
-if ! id "$user" >/dev/null 2>&1; then
-  if useradd --system --no-create-home --shell /usr/sbin/nologin "$user" >/dev/null 2>&1; then
-    made_user=$user
-  fi
+# A throwaway user to be the invoking user, made for this run (so that runs
+# side by side do not share one) and removed at exit.
+user=gsrun-$$
+if useradd --system --no-create-home --shell /usr/sbin/nologin "$user" >/dev/null 2>&1; then
+  made_user=$user
 fi
 # Every rank starts as $G itself, run by the user: the user must be able to
 # reach it (a checkout under a private home cannot be).
@@ -207,6 +205,21 @@ else
     pass "SUDO_UID=$uid: gradsync bench across 2 nodes as the user"
   else
     fail "SUDO_UID=$uid: gradsync bench as the user: exit $rc, left '$(leftovers $pid)'"
+  fi
+
+  # The root launcher still stops the user's mpirun and ranks on SIGTERM.
+  SUDO_UID=$uid SUDO_GID=$gid "$G" run -np 2 --net 1gbit -- sleep 30 >"$out" 2>&1 &
+  pid=$!
+  sleep 2
+  kill -TERM $pid
+  wait $pid
+  rc=$?
+  # Killed processes may take a moment to be reaped: up to 5 s.
+  for _ in $(seq 50); do pgrep -u "$uid" >/dev/null || break; sleep 0.1; done
+  if [ "$rc" != 0 ] && [ -z "$(leftovers $pid)" ] && ! pgrep -u "$uid" >/dev/null; then
+    pass "SUDO_UID=$uid, SIGTERM to the launcher: exit $rc, no process of $user left"
+  else
+    fail "SUDO_UID=$uid, SIGTERM: exit $rc, left '$(leftovers $pid)', $user runs '$(pgrep -u "$uid" -a)'"
   fi
 
   check_usage "SUDO_UID without a passwd entry" "passwd entry" \
