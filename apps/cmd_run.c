@@ -438,6 +438,54 @@ static int become_user(const struct run_user *u, const char **what) {
   return 0;
 }
 
+/* Whether user u may use path in the way mode says (X_OK, R_OK, ...),
+ * judged by the kernel with u's ids and groups as the effective ones, so
+ * that what the ranks need is checked before anything is built. Returns 1,
+ * 0, or -1 when the launcher could not switch back (it must stop then). */
+static int user_may(const struct run_user *u, const char *path, int mode) {
+  gid_t saved[256];
+  int n = getgroups((int)(sizeof saved / sizeof saved[0]), saved);
+  if (n < 0 || setgroups((size_t)u->ngroups, u->groups) != 0) return -1;
+  int ok = -1;
+  if (setegid(u->gid) == 0) {
+    if (seteuid(u->uid) == 0) {
+      ok = faccessat(AT_FDCWD, path, mode, AT_EACCESS) == 0;
+      if (seteuid(0) != 0) ok = -1;
+    }
+    if (setegid(0) != 0) ok = -1;
+  }
+  if (setgroups((size_t)n, saved) != 0) ok = -1;
+  return ok;
+}
+
+/* Checks that the sudo user can do what mpirun and the ranks will do as
+ * that user: enter the working directory (mpirun starts the ranks there),
+ * execute this binary (every rank starts as it) and the program. A clear
+ * error now beats N ranks failing to start. Returns 0 or -1 (printed). */
+static int check_user_access(const struct run_user *u, const char *self, const char *exe) {
+  char cwd[PATH_MAX];
+  if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, ".");
+  const struct { const char *path; int mode; const char *why; } need[] = {
+      {cwd, X_OK, "the working directory, where mpirun starts the ranks"},
+      {self, X_OK, "the gradsync binary, which every rank starts as"},
+      {exe, X_OK, "the program"}};
+  for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+    int ok = user_may(u, need[i].path, need[i].mode);
+    if (ok < 0) {
+      cli_error("run", "cannot switch to user %s and back to check access: %s", u->name,
+                strerror(errno));
+      return -1;
+    }
+    if (!ok) {
+      cli_error("run", "user %s (uid %d, from SUDO_UID) cannot %s %s, %s; the ranks run as "
+                "that user (unset SUDO_UID to run them as root)", u->name, (int)u->uid,
+                i == 0 ? "enter" : "execute", need[i].path, need[i].why);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /* In a rank running as a user other than root: gives up every capability
  * (the ambient CAP_SYS_ADMIN that entered the namespace included), so the
  * program starts with none and cannot regain them. */
@@ -604,7 +652,7 @@ int cmd_run(int argc, char **argv) {
       return 2;
     }
     as_user = resolve_sudo_user(&user);
-    if (as_user < 0) return 2;
+    if (as_user < 0 || (as_user && check_user_access(&user, self, exe) != 0)) return 2;
     if (c.nodes > MAX_NODES) {
       cli_error("run", "--net supports at most %d nodes, not %d", MAX_NODES, c.nodes);
       return 2;

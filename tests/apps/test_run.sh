@@ -166,8 +166,12 @@ fi
 echo "== least privilege (--net started through sudo)"
 # A throwaway user to be the invoking user, made for this run (so that runs
 # side by side do not share one) and removed at exit.
+# In the group "users" too, where there is one, so that the ranks must get
+# the user's supplementary groups, not only lose root's.
 user=gsrun-$$
-if useradd --system --no-create-home --shell /usr/sbin/nologin "$user" >/dev/null 2>&1; then
+extra=()
+if getent group users >/dev/null; then extra=(--groups users); fi
+if useradd --system --no-create-home --shell /usr/sbin/nologin "${extra[@]}" "$user" >/dev/null 2>&1; then
   made_user=$user
 fi
 # Every rank starts as $G itself, run by the user: the user must be able to
@@ -221,6 +225,14 @@ else
   else
     fail "SUDO_UID=$uid, SIGTERM: exit $rc, left '$(leftovers $pid)', $user runs '$(pgrep -u "$uid" -a)'"
   fi
+
+  # What the user cannot reach is an error before anything is built.
+  check_usage "SUDO_UID user and a private working directory" "cannot enter" \
+    sh -c 'cd "$1" && shift && exec "$@"' sh "$scratch" \
+    env SUDO_UID="$uid" SUDO_GID="$gid" "$G" run -np 2 --net 1gbit -- /bin/true
+  cp /bin/true "$scratch/private-program"
+  check_usage "SUDO_UID user and a program only root can reach" "cannot execute" \
+    env SUDO_UID="$uid" SUDO_GID="$gid" "$G" run -np 2 --net 1gbit -- "$scratch/private-program"
 
   check_usage "SUDO_UID without a passwd entry" "passwd entry" \
     env SUDO_UID=3999999 SUDO_GID=3999999 "$G" run -np 2 --net 1gbit -- /bin/true
