@@ -30,8 +30,8 @@
 #include <grp.h>
 #include <ifaddrs.h>
 #include <limits.h>
-#include <math.h>
 #include <linux/capability.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <sched.h>
@@ -376,7 +376,6 @@ static int resolve_sudo_user(struct run_user *u) {
     return -1;
   }
   if (uid == 0) return 0;
-  errno = 0;
   struct passwd *pw = getpwuid((uid_t)uid);
   if (!pw) {
     cli_error("run", "SUDO_UID %d has no passwd entry: cannot tell the ranks' home and "
@@ -460,13 +459,15 @@ static int user_may(const struct run_user *u, const char *path, int mode) {
 
 /* Checks that the sudo user can do what mpirun and the ranks will do as
  * that user: enter the working directory (mpirun starts the ranks there),
- * execute this binary (every rank starts as it) and the program. A clear
- * error now beats N ranks failing to start. Returns 0 or -1 (printed). */
-static int check_user_access(const struct run_user *u, const char *self, const char *exe) {
+ * execute mpirun, this binary (every rank starts as it) and the program. A
+ * clear error now beats N ranks failing to start. Returns 0 or -1 (printed). */
+static int check_user_access(const struct run_user *u, const char *mpirun, const char *self,
+                             const char *exe) {
   char cwd[PATH_MAX];
   if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, ".");
   const struct { const char *path; int mode; const char *why; } need[] = {
       {cwd, X_OK, "the working directory, where mpirun starts the ranks"},
+      {mpirun, X_OK, "mpirun"},
       {self, X_OK, "the gradsync binary, which every rank starts as"},
       {exe, X_OK, "the program"}};
   for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
@@ -652,7 +653,7 @@ int cmd_run(int argc, char **argv) {
       return 2;
     }
     as_user = resolve_sudo_user(&user);
-    if (as_user < 0 || (as_user && check_user_access(&user, self, exe) != 0)) return 2;
+    if (as_user < 0 || (as_user && check_user_access(&user, mpirun_path, self, exe) != 0)) return 2;
     if (c.nodes > MAX_NODES) {
       cli_error("run", "--net supports at most %d nodes, not %d", MAX_NODES, c.nodes);
       return 2;
