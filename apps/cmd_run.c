@@ -148,6 +148,7 @@ static int find_system_exe(const char *name, char *out, size_t size) {
 /* Finds an executable the way execvp would, but also in /usr/sbin and /sbin,
  * which a non-login PATH may lack. */
 static int find_exe(const char *name, char *out, size_t size) {
+  if (!name || !*name) return -1;
   if (strchr(name, '/')) {
     snprintf(out, size, "%s", name);
     return access(name, X_OK) == 0 ? 0 : -1;
