@@ -37,25 +37,6 @@ extern "C" {
 typedef struct gs_comm gs_comm;
 typedef struct gs_request gs_request;
 
-/* Algorithms. Each collective implements a subset; GS_ALGO_AUTO lets the cost
- * model choose, GS_ALGO_MPI delegates to MPI's own collective. */
-typedef enum {
-  GS_ALGO_AUTO = 0,
-  GS_ALGO_MPI,
-  GS_ALGO_RING,          /* allreduce, reduce-scatter, allgather(v) */
-  GS_ALGO_RD,            /* recursive doubling: allreduce */
-  GS_ALGO_RABENSEIFNER,  /* allreduce: halving reduce-scatter + doubling allgather */
-  GS_ALGO_HIER,          /* allreduce: node-local RS, cross-node AR, node-local AG */
-  GS_ALGO_PIPELINE,      /* broadcast: segmented chain */
-  GS_ALGO_BINOMIAL,      /* broadcast: binomial tree */
-  GS_ALGO_PAIRWISE,      /* all-to-all(v): p-1 pairwise exchanges */
-  GS_ALGO_DISSEMINATION, /* barrier */
-  GS_ALGO_COUNT
-} gs_algo;
-
-const char *gs_algo_name(gs_algo algo);
-gs_status gs_algo_parse(const char *name, gs_algo *out);
-
 /* Initialises MPI with MPI_THREAD_MULTIPLE if the application has not done so
  * (gs_finalize then finalizes it). Either may be called with NULL args. */
 gs_status gs_init(int *argc, char ***argv);

@@ -8,6 +8,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include <mpi.h>
+
+#include "gradsync/comm.h"
+#include "gradsync/cost.h"
 #include "gs_internal.h"
 
 typedef enum {
