@@ -37,26 +37,23 @@ extern "C" {
 typedef struct gs_comm gs_comm;
 typedef struct gs_request gs_request;
 
-/* Algorithms. Each collective implements a subset; GS_ALGO_AUTO lets the cost
- * model choose, GS_ALGO_MPI delegates to MPI's own collective. */
-typedef enum {
-  GS_ALGO_AUTO = 0,
-  GS_ALGO_MPI,
-  GS_ALGO_RING,          /* allreduce, reduce-scatter, allgather(v) */
-  GS_ALGO_RD,            /* recursive doubling: allreduce */
-  GS_ALGO_RABENSEIFNER,  /* allreduce: halving reduce-scatter + doubling allgather */
-  GS_ALGO_HIER,          /* allreduce: node-local RS, cross-node AR, node-local AG */
-  GS_ALGO_PIPELINE,      /* broadcast: segmented chain */
-  GS_ALGO_BINOMIAL,      /* broadcast: binomial tree */
-  GS_ALGO_PAIRWISE,      /* all-to-all(v): p-1 pairwise exchanges */
-  GS_ALGO_DISSEMINATION, /* barrier */
-  GS_ALGO_COUNT
-} gs_algo;
-
-const char *gs_algo_name(gs_algo algo);
-gs_status gs_algo_parse(const char *name, gs_algo *out);
-
-/* Initialises MPI with MPI_THREAD_MULTIPLE if the application has not done so
+/* ---- The MPI thread contract ----------------------------------------------
+ * Between gs_comm_create and gs_comm_destroy a communicator's progress
+ * thread makes every MPI call of its collectives, and its watchdog thread
+ * may call MPI_Abort (see Reliability below). What MPI must provide:
+ *   - gradsync alone (the application makes no MPI call while a gs_comm
+ *     exists): MPI_THREAD_SERIALIZED. gs_comm_create refuses a lower level
+ *     with GS_ERR_UNSUPPORTED, also when the application initialised MPI.
+ *   - an application that calls MPI itself (on its own communicators, or
+ *     MPI_Abort) while a gs_comm exists, or several gs_comms used from
+ *     different threads: MPI_THREAD_MULTIPLE, since its calls may overlap
+ *     the progress thread's. gs_comm_thread_level says which it got.
+ * The watchdog's MPI_Abort may overlap a progress thread blocked inside
+ * MPI; MPI guarantees that only under MPI_THREAD_MULTIPLE (Open MPI and
+ * MPICH abort the job at any level, through their process manager).
+ * gs_init asks for MPI_THREAD_MULTIPLE.
+ *
+ * Initialises MPI with MPI_THREAD_MULTIPLE if the application has not done so
  * (gs_finalize then finalizes it). Either may be called with NULL args. */
 gs_status gs_init(int *argc, char ***argv);
 gs_status gs_finalize(void);
@@ -70,7 +67,18 @@ gs_status gs_finalize(void);
  * from a ring exchange agreed on by all ranks, refined by timing each
  * allreduce algorithm up to 4 MiB (gs_comm_calibrate; GRADSYNC_CALIBRATE=0
  * turns that off, GRADSYNC_CALIBRATE=BYTES sets the largest size). On a
- * 1 Gbit/s network with 8 nodes this takes about two seconds. */
+ * 1 Gbit/s network with 8 nodes this takes about two seconds.
+ *
+ * Every setting that changes what a rank sends must be the same on every
+ * rank: GRADSYNC_SEGMENT_BYTES, GRADSYNC_ALLREDUCE_ALGO, GRADSYNC_CALIBRATE,
+ * GRADSYNC_SPIN_US, GRADSYNC_CHECK, GRADSYNC_TIMEOUT, GRADSYNC_STALL_WARN,
+ * GRADSYNC_ALPHA/GRADSYNC_BETA and the contents of GRADSYNC_COST_FILE.
+ * gs_comm_create compares them across ranks and returns GS_ERR_MISMATCH on
+ * every rank, naming the settings and the ranks that differ; the measured
+ * cost model is then rank 0's on every rank. A rank that cannot set up
+ * (a malformed setting, a thread level below MPI_THREAD_SERIALIZED) fails
+ * with its own error, and every other rank with an error naming it: no
+ * rank is left waiting in a collective the failed one never joins. */
 gs_status gs_comm_create(MPI_Comm mpi_comm, gs_comm **out);
 
 /* Waits for the queued collectives, stops the progress thread and frees the
@@ -100,12 +108,43 @@ gs_algo gs_comm_choose_allreduce(const gs_comm *comm, size_t bytes);
  * result with gs_cost_save and load it through GRADSYNC_COST_FILE. */
 gs_status gs_comm_calibrate(gs_comm *comm, size_t max_bytes);
 
+/* The thread level MPI provides (MPI_THREAD_SERIALIZED or
+ * MPI_THREAD_MULTIPLE, as from MPI_Query_thread at gs_comm_create). An
+ * application may call MPI from its own threads while this communicator
+ * exists only if it is MPI_THREAD_MULTIPLE. */
+int gs_comm_thread_level(const gs_comm *comm);
+
 /* ---- Reliability ---------------------------------------------------------
  * No rank waits forever. GRADSYNC_TIMEOUT (seconds, default 300; 0 turns it
  * off) bounds how long a collective or an engine wait may make no progress
  * before the job is ended with a message; GRADSYNC_STALL_WARN (seconds,
  * default 60 as in Horovod; 0 turns it off) is when a stall is first
- * reported. Both are read by gs_comm_create. */
+ * reported. Both are read by gs_comm_create and agreed across ranks.
+ *
+ * A watchdog thread (one per communicator, started by gs_comm_create when
+ * either is set, waking every quarter of the shorter one, at most once a
+ * second) watches the collective the progress thread runs. Progress is the
+ * start of a collective and, inside gradsync's own algorithms, every
+ * completed message piece; an idle communicator never stalls. After
+ * GRADSYNC_STALL_WARN seconds without progress it prints, once per
+ * collective, "gradsync: rank R: warning: collective #N, KIND(count=...,
+ * dtype=..., algo=...) has made no progress for S s ..."; after
+ * GRADSYNC_TIMEOUT seconds it fails the communicator and ends the job
+ * through gs_comm_abort ("gradsync: rank R: fatal: collective #N ...").
+ * N counts the collectives issued since gs_comm_create returned, from 1.
+ * MPI's own collectives (GS_ALGO_MPI) block inside MPI and show progress
+ * only when they start, so GRADSYNC_TIMEOUT must exceed the longest of
+ * them. gs_wait looks for the same stall while it waits, so it never
+ * blocks forever while a timeout is set.
+ *
+ * A collective that fails on one rank (an MPI error) returns the error on
+ * that rank and fails its communicator; the other ranks, waiting for it,
+ * end through their watchdog within GRADSYNC_TIMEOUT.
+ *
+ * GRADSYNC_FAULT="rank=R,call=N[,kind=error|stall]" (tests only) makes
+ * the N-th collective after gs_comm_create on rank R fail with GS_ERR_MPI
+ * inside the progress thread (kind=error, the default) or never complete
+ * (kind=stall). */
 double gs_comm_timeout_s(const gs_comm *comm);
 double gs_comm_stall_warn_s(const gs_comm *comm);
 

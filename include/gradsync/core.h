@@ -90,6 +90,30 @@ uint16_t gs_f32_to_f16(float f);
 float gs_bf16_to_f32(uint16_t h);
 uint16_t gs_f32_to_bf16(float f);
 
+/* ---- Collective algorithms ---------------------------------------------- */
+
+/* Collective algorithms. They live in core because the cost model (below
+ * comm) predicts each one's time. Each collective implements a subset; GS_ALGO_AUTO lets the cost
+ * model choose, GS_ALGO_MPI delegates to MPI's own collective. */
+typedef enum {
+  GS_ALGO_AUTO = 0,
+  GS_ALGO_MPI,
+  GS_ALGO_RING,          /* allreduce, reduce-scatter, allgather(v) */
+  GS_ALGO_RD,            /* recursive doubling: allreduce */
+  GS_ALGO_RABENSEIFNER,  /* allreduce: halving reduce-scatter + doubling allgather */
+  GS_ALGO_HIER,          /* allreduce: node-local RS, cross-node AR, node-local AG */
+  GS_ALGO_PIPELINE,      /* broadcast: segmented chain */
+  GS_ALGO_BINOMIAL,      /* broadcast: binomial tree */
+  GS_ALGO_PAIRWISE,      /* all-to-all(v): p-1 pairwise exchanges */
+  GS_ALGO_DISSEMINATION, /* barrier */
+  GS_ALGO_COUNT
+} gs_algo;
+
+/* "auto", "mpi", "ring", ...; "invalid-algo" for a value out of range. */
+const char *gs_algo_name(gs_algo algo);
+/* The algorithm named `name` (case-insensitive), or GS_ERR_INVALID_ARG. */
+gs_status gs_algo_parse(const char *name, gs_algo *out);
+
 /* ---- Logging ------------------------------------------------------------ */
 
 typedef enum {

@@ -13,7 +13,6 @@
 
 #include <stddef.h>
 
-#include "gradsync/comm.h"
 #include "gradsync/core.h"
 
 #ifdef __cplusplus

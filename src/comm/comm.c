@@ -12,39 +12,11 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <string.h>
-#include <strings.h>
+#include <time.h>
 
 #include "comm_internal.h"
 
 static int mpi_inited_by_us;
-
-static const char *algo_names[GS_ALGO_COUNT] = {
-    [GS_ALGO_AUTO] = "auto",         [GS_ALGO_MPI] = "mpi",
-    [GS_ALGO_RING] = "ring",         [GS_ALGO_RD] = "rd",
-    [GS_ALGO_RABENSEIFNER] = "rabenseifner", [GS_ALGO_HIER] = "hier",
-    [GS_ALGO_PIPELINE] = "pipeline", [GS_ALGO_BINOMIAL] = "binomial",
-    [GS_ALGO_PAIRWISE] = "pairwise", [GS_ALGO_DISSEMINATION] = "dissemination",
-};
-
-const char *gs_algo_name(gs_algo algo) {
-  if ((unsigned)algo >= GS_ALGO_COUNT) return "invalid-algo";
-  return algo_names[algo];
-}
-
-gs_status gs_algo_parse(const char *name, gs_algo *out) {
-  if (name == NULL || out == NULL)
-    return gs_error(GS_ERR_INVALID_ARG, "algorithm name is NULL");
-  for (int i = 0; i < GS_ALGO_COUNT; i++) {
-    if (strcasecmp(name, algo_names[i]) == 0) {
-      *out = (gs_algo)i;
-      return GS_OK;
-    }
-  }
-  return gs_error(GS_ERR_INVALID_ARG,
-                  "unknown algorithm '%s' (expected auto, mpi, ring, rd, "
-                  "rabenseifner, hier, pipeline, binomial, pairwise or "
-                  "dissemination)", name);
-}
 
 const char *coll_kind_name(coll_kind kind) {
   switch (kind) {
@@ -297,6 +269,183 @@ static int spin_until(atomic_int *flag, double spin_s) {
   }
 }
 
+/* ---- Watchdog ------------------------------------------------------------
+ * MPI offers no timeout, and MPI's own collectives (GS_ALGO_MPI) block inside
+ * MPI, so no check on the progress thread could notice a peer that never
+ * arrives. A separate thread watches what the progress thread publishes
+ * (run_seq, progress_ns): a request that made no progress for
+ * GRADSYNC_STALL_WARN seconds is reported once, and one that made none for
+ * GRADSYNC_TIMEOUT seconds fails the communicator and ends the job with
+ * MPI_Abort (as PyTorch's NCCL watchdog does). Progress is the start of a
+ * request and every completed wait inside gradsync's own algorithms
+ * (comm_waitall), so a long healthy collective is not mistaken for a stall;
+ * an idle communicator (no request running) is never one. */
+
+/* The number a user sees for request `seq`: calls are counted from 1 after
+ * gs_comm_create returned; gs_comm_create's own collectives are "start-up". */
+static void describe_request(const gs_comm *c, uint64_t seq, coll_kind kind,
+                             size_t count, gs_dtype dtype, gs_algo algo,
+                             char *out, size_t n) {
+  uint64_t base = atomic_load_explicit(&c->user_base, memory_order_relaxed);
+  int user = base != UINT64_MAX && seq > base;
+  snprintf(out, n, "%scollective #%llu, %s(count=%zu, dtype=%s, algo=%s)",
+           user ? "" : "start-up ",
+           (unsigned long long)(user ? seq - base : seq), coll_kind_name(kind),
+           count, kind == COLL_BARRIER ? "-" : gs_dtype_name(dtype),
+           gs_algo_name(algo));
+}
+
+/* Looks at the running request once; warns, or ends the job. Safe from any
+ * thread: each request is warned about once, and one thread aborts. */
+static void watchdog_check(gs_comm *c) {
+  uint64_t seq = atomic_load_explicit(&c->run_seq, memory_order_acquire);
+  if (seq == 0) return;
+  uint64_t last = atomic_load_explicit(&c->progress_ns, memory_order_relaxed);
+  coll_kind kind = (coll_kind)atomic_load_explicit(&c->run_kind, memory_order_relaxed);
+  size_t count = atomic_load_explicit(&c->run_count, memory_order_relaxed);
+  gs_dtype dtype = (gs_dtype)atomic_load_explicit(&c->run_dtype, memory_order_relaxed);
+  gs_algo algo = (gs_algo)atomic_load_explicit(&c->run_algo, memory_order_relaxed);
+  /* A request that ended meanwhile may have left a mixed description. */
+  if (atomic_load_explicit(&c->run_seq, memory_order_acquire) != seq) return;
+  uint64_t now = gs_now_ns();
+  double stalled = now > last ? (double)(now - last) * 1e-9 : 0;
+  int timed_out = c->timeout_s > 0 && stalled >= c->timeout_s;
+  int warn = c->stall_warn_s > 0 && stalled >= c->stall_warn_s;
+  if (!timed_out && !warn) return;
+  char what[256];
+  describe_request(c, seq, kind, count, dtype, algo, what, sizeof what);
+  if (timed_out) {
+    if (atomic_exchange(&c->aborting, 1)) return; /* another thread is at it */
+    gs_comm_abort(c, 1, "%s made no progress for %.1f s (GRADSYNC_TIMEOUT=%g "
+                  "s): another rank failed, stalled or never issued it; "
+                  "ending the job", what, stalled, c->timeout_s);
+  }
+  uint64_t prev = atomic_load(&c->warned_seq);
+  if (prev != seq && atomic_compare_exchange_strong(&c->warned_seq, &prev, seq)) {
+    char tail[96] = "";
+    if (c->timeout_s > 0)
+      snprintf(tail, sizeof tail, "; the job ends if it makes none for %g s "
+               "(GRADSYNC_TIMEOUT)", c->timeout_s);
+    fprintf(stderr, "gradsync: rank %d: warning: %s has made no progress for "
+            "%.1f s (GRADSYNC_STALL_WARN=%g s): another rank may have failed, "
+            "stalled or not issued it%s\n", c->world.rank, what, stalled,
+            c->stall_warn_s, tail);
+    fflush(stderr);
+  }
+}
+
+/* An absolute CLOCK_MONOTONIC time `secs` from now. */
+static struct timespec deadline_in(double secs) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  long ns = ts.tv_nsec + (long)((secs - (double)(long)secs) * 1e9);
+  ts.tv_sec += (time_t)secs + ns / 1000000000L;
+  ts.tv_nsec = ns % 1000000000L;
+  return ts;
+}
+
+static void *watchdog_main(void *arg) {
+  gs_comm *c = arg;
+  pthread_mutex_lock(&c->wd_mu);
+  while (!c->wd_stop) {
+    struct timespec ts = deadline_in(c->wd_tick_s);
+    pthread_cond_timedwait(&c->wd_cv, &c->wd_mu, &ts);
+    if (c->wd_stop) break;
+    pthread_mutex_unlock(&c->wd_mu);
+    watchdog_check(c);
+    pthread_mutex_lock(&c->wd_mu);
+  }
+  pthread_mutex_unlock(&c->wd_mu);
+  return NULL;
+}
+
+/* Publishes the request the progress thread starts (or 0: none runs). */
+static void watch_begin(gs_comm *c, const coll_args *a, uint64_t seq) {
+  atomic_store_explicit(&c->run_kind, (int)a->kind, memory_order_relaxed);
+  atomic_store_explicit(&c->run_count, a->count, memory_order_relaxed);
+  atomic_store_explicit(&c->run_dtype, (int)a->dtype, memory_order_relaxed);
+  atomic_store_explicit(&c->run_algo, (int)a->algo, memory_order_relaxed);
+  atomic_store_explicit(&c->progress_ns, gs_now_ns(), memory_order_relaxed);
+  atomic_store_explicit(&c->run_seq, seq, memory_order_release);
+}
+
+static void watch_end(gs_comm *c) {
+  atomic_store_explicit(&c->run_seq, 0, memory_order_release);
+}
+
+/* ---- Fault injection (tests only) ----------------------------------------
+ * GRADSYNC_FAULT="rank=R,call=N[,kind=error|stall]": on rank R of every
+ * communicator created with it, the N-th collective issued after
+ * gs_comm_create returned (counting from 1) fails with GS_ERR_MPI inside
+ * the progress thread, as a transport error would (kind=error, the
+ * default), or never completes (kind=stall). The other ranks then see a
+ * peer that never arrives. */
+static gs_status parse_fault(gs_comm *c, const char *spec) {
+  c->fault = FAULT_NONE;
+  if (spec == NULL || *spec == '\0') return GS_OK;
+  snprintf(c->fault_spec, sizeof c->fault_spec, "%s", spec);
+  char buf[128];
+  if (strlen(spec) >= sizeof buf)
+    return gs_error(GS_ERR_PARSE, "GRADSYNC_FAULT is too long");
+  strcpy(buf, spec);
+  long rank = -1;
+  long long call = 0;
+  fault_kind kind = FAULT_ERROR;
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(tok, '='), *end = NULL;
+    if (eq == NULL) goto bad;
+    *eq++ = '\0';
+    if (strcmp(tok, "rank") == 0) {
+      rank = strtol(eq, &end, 10);
+      if (*eq == '\0' || *end || rank < 0 || rank > INT_MAX) goto bad;
+    } else if (strcmp(tok, "call") == 0) {
+      call = strtoll(eq, &end, 10);
+      if (*eq == '\0' || *end || call < 1) goto bad;
+    } else if (strcmp(tok, "kind") == 0) {
+      if (strcmp(eq, "error") == 0) kind = FAULT_ERROR;
+      else if (strcmp(eq, "stall") == 0) kind = FAULT_STALL;
+      else goto bad;
+    } else {
+      goto bad;
+    }
+  }
+  if (rank < 0 || call < 1) goto bad;
+  c->fault = kind;
+  c->fault_rank = (int)rank;
+  c->fault_call = (uint64_t)call;
+  return GS_OK;
+bad:
+  return gs_error(GS_ERR_PARSE, "GRADSYNC_FAULT=%s: expected "
+                  "rank=R,call=N[,kind=error|stall] (N counts from 1)", spec);
+}
+
+static gs_status inject_fault(gs_comm *c, const coll_args *a, uint64_t seq) {
+  char what[256];
+  describe_request(c, seq, a->kind, a->count, a->dtype, a->algo, what,
+                   sizeof what);
+  if (c->fault == FAULT_STALL) {
+    fprintf(stderr, "gradsync: rank %d: GRADSYNC_FAULT=%s: %s stalls\n",
+            c->world.rank, c->fault_spec, what);
+    fflush(stderr);
+    for (;;) { /* never completes: only the watchdog ends this */
+      struct timespec ts = {0, 100000000L};
+      nanosleep(&ts, NULL);
+    }
+  }
+  return gs_error(GS_ERR_MPI, "rank %d of %d: %s failed: injected fault "
+                  "(GRADSYNC_FAULT=%s)", c->world.rank, c->world.size, what,
+                  c->fault_spec);
+}
+
+static int fault_due(const gs_comm *c, uint64_t seq) {
+  if (c->fault == FAULT_NONE || c->world.rank != c->fault_rank) return 0;
+  uint64_t base = atomic_load_explicit(&c->user_base, memory_order_relaxed);
+  return base != UINT64_MAX && seq - base == c->fault_call;
+}
+
+/* ---- The progress thread ------------------------------------------------- */
+
 static void *progress_main(void *arg) {
   gs_comm *c = arg;
   for (;;) {
@@ -312,26 +461,30 @@ static void *progress_main(void *arg) {
       pthread_mutex_unlock(&c->mu);
       break;
     }
-    int failed = c->failed;
     pthread_mutex_unlock(&c->mu);
+    int failed = atomic_load(&c->failed);
 
+    uint64_t seq = atomic_fetch_add_explicit(&c->seq, 1, memory_order_relaxed) + 1;
     gs_status st;
     gs_clear_error();
+    watch_begin(c, &req->args, seq);
     if (failed) {
       st = gs_error(GS_ERR_STATE, "rank %d: the communicator failed earlier "
                     "and cannot run %s: %s", c->world.rank,
                     coll_kind_name(req->args.kind), c->failure);
     } else {
-      st = execute(c, &req->args);
+      st = fault_due(c, seq) ? inject_fault(c, &req->args, seq)
+                             : execute(c, &req->args);
       if (st == GS_ERR_MPI) {
         /* The message streams between ranks may now be out of step. */
         snprintf(c->failure, sizeof c->failure, "%s", gs_last_error());
+        atomic_store(&c->failed, 1);
       }
     }
+    watch_end(c);
     gs__error_copy(req->message, sizeof req->message);
 
     pthread_mutex_lock(&c->mu);
-    if (st == GS_ERR_MPI) c->failed = 1;
     c->head = req->next;
     if (c->head == NULL) c->tail = NULL;
     atomic_fetch_sub(&c->queued, 1);
@@ -371,9 +524,23 @@ gs_status gs_wait(gs_request *req) {
   if (req == NULL) return GS_OK;
   gs_comm *c = req->comm;
   if (!spin_until(&req->done, c->spin_s)) {
+    /* Never forever: the wait wakes every watchdog tick and looks for a
+     * stall itself, so it ends even where the watchdog thread could not
+     * run. */
     pthread_mutex_lock(&c->mu);
     c->waiters++;
-    while (!atomic_load(&req->done)) pthread_cond_wait(&c->cv_done, &c->mu);
+    while (!atomic_load(&req->done)) {
+      if (c->wd_tick_s <= 0) {
+        pthread_cond_wait(&c->cv_done, &c->mu);
+        continue;
+      }
+      struct timespec ts = deadline_in(c->wd_tick_s);
+      pthread_cond_timedwait(&c->cv_done, &c->mu, &ts);
+      if (atomic_load(&req->done)) break;
+      pthread_mutex_unlock(&c->mu);
+      watchdog_check(c);
+      pthread_mutex_lock(&c->mu);
+    }
     c->waiters--;
     pthread_mutex_unlock(&c->mu);
   }
@@ -395,8 +562,9 @@ gs_status gs_test(gs_request *req, int *done) {
 
 /* ---- Creation ----------------------------------------------------------- */
 
-static gs_status group_init(coll_group *g, MPI_Comm mpi) {
+static gs_status group_init(gs_comm *c, coll_group *g, MPI_Comm mpi) {
   g->mpi = mpi;
+  g->progress = &c->progress_ns;
   MPI_Comm_set_errhandler(mpi, MPI_ERRORS_RETURN);
   MPI_Comm_rank(mpi, &g->rank);
   MPI_Comm_size(mpi, &g->size);
@@ -460,7 +628,6 @@ static double measure_gamma(void) {
 }
 
 static gs_status setup_cost(gs_comm *c) {
-  const char *ea = getenv("GRADSYNC_ALPHA"), *eb = getenv("GRADSYNC_BETA");
   const char *file = getenv("GRADSYNC_COST_FILE");
   gs_cost_topo topo = {c->world.size, c->nodes};
   if (file && *file) {
@@ -485,14 +652,10 @@ static gs_status setup_cost(gs_comm *c) {
   MPI_TRY(&c->world, MPI_Allreduce(MPI_IN_PLACE, &gamma, 1, MPI_DOUBLE, MPI_MAX,
                                    c->world.mpi));
   c->cost.gamma = gamma;
-  if (ea && eb) {
+  if (c->have_env_cost) {
     c->cost_from_env = 1;
-    char *end1, *end2;
-    c->cost.alpha = strtod(ea, &end1);
-    c->cost.beta = strtod(eb, &end2);
-    if (*end1 || *end2 || c->cost.alpha < 0 || c->cost.beta < 0)
-      return gs_error(GS_ERR_PARSE, "GRADSYNC_ALPHA=%s / GRADSYNC_BETA=%s: "
-                      "expected non-negative numbers (seconds, s/byte)", ea, eb);
+    c->cost.alpha = c->env_alpha;
+    c->cost.beta = c->env_beta;
   } else if (c->world.size > 1) {
     /* With several ranks per node, the flat ring's slowest hop crosses
      * nodes: the world ring's timing is the inter-node cost. */
@@ -517,16 +680,7 @@ static gs_status setup_cost(gs_comm *c) {
 
 static gs_status setup_nodes(gs_comm *c) {
   MPI_Comm local, cross;
-  const char *env_node = getenv("GRADSYNC_NODE");
-  int color = -1;
-  if (env_node && *env_node) {
-    char *end;
-    long v = strtol(env_node, &end, 10);
-    if (*end || v < 0 || v > INT_MAX)
-      return gs_error(GS_ERR_PARSE, "GRADSYNC_NODE=%s is not a node index",
-                      env_node);
-    color = (int)v;
-  }
+  int color = c->env_node;
   /* All ranks must take the same path: agree on whether every rank has a
    * GRADSYNC_NODE. */
   int have = color >= 0, all_have = 0;
@@ -539,10 +693,10 @@ static gs_status setup_nodes(gs_comm *c) {
     rc = MPI_Comm_split_type(c->world.mpi, MPI_COMM_TYPE_SHARED, c->world.rank,
                              MPI_INFO_NULL, &local);
   if (rc != MPI_SUCCESS) return comm_mpi_error(&c->world, "split (node)", rc);
-  GS_CHECK(group_init(&c->local, local));
+  GS_CHECK(group_init(c, &c->local, local));
   rc = MPI_Comm_split(c->world.mpi, c->local.rank, c->world.rank, &cross);
   if (rc != MPI_SUCCESS) return comm_mpi_error(&c->world, "split (cross)", rc);
-  GS_CHECK(group_init(&c->cross, cross));
+  GS_CHECK(group_init(c, &c->cross, cross));
   /* Node index: rank in the cross communicator of local rank 0's. */
   int node = c->cross.rank;
   MPI_TRY(&c->local, MPI_Bcast(&node, 1, MPI_INT, 0, c->local.mpi));
@@ -570,6 +724,23 @@ static gs_status env_seconds(const char *name, double def, double *out) {
                     "31536000", name, s);
   *out = v;
   return GS_OK;
+}
+
+/* FNV-1a over a file's bytes: 0 stands for "not set", 1 for "unreadable".
+ * Every rank reads its own copy of GRADSYNC_COST_FILE; comparing these
+ * catches copies that differ between nodes. */
+static uint64_t file_hash(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return 1;
+  uint64_t h = 1469598103934665603ull;
+  unsigned char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+    for (size_t i = 0; i < n; i++) h = (h ^ buf[i]) * 1099511628211ull;
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) return 1;
+  return h > 1 ? h : h + 2;
 }
 
 static gs_status read_env(gs_comm *c) {
@@ -610,6 +781,28 @@ static gs_status read_env(gs_comm *c) {
   }
   GS_CHECK(env_seconds("GRADSYNC_TIMEOUT", 300, &c->timeout_s));
   GS_CHECK(env_seconds("GRADSYNC_STALL_WARN", 60, &c->stall_warn_s));
+  const char *ea = getenv("GRADSYNC_ALPHA"), *eb = getenv("GRADSYNC_BETA");
+  c->have_env_cost = ea && *ea && eb && *eb;
+  if (c->have_env_cost) {
+    char *end1, *end2;
+    c->env_alpha = strtod(ea, &end1);
+    c->env_beta = strtod(eb, &end2);
+    if (*end1 || *end2 || !(c->env_alpha >= 0) || !(c->env_beta >= 0))
+      return gs_error(GS_ERR_PARSE, "GRADSYNC_ALPHA=%s / GRADSYNC_BETA=%s: "
+                      "expected non-negative numbers (seconds, s/byte)", ea, eb);
+  }
+  c->env_node = -1;
+  s = getenv("GRADSYNC_NODE");
+  if (s && *s) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v < 0 || v > INT_MAX)
+      return gs_error(GS_ERR_PARSE, "GRADSYNC_NODE=%s is not a node index", s);
+    c->env_node = (int)v;
+  }
+  s = getenv("GRADSYNC_COST_FILE");
+  c->cost_file_hash = s && *s ? file_hash(s) : 0;
+  GS_CHECK(parse_fault(c, getenv("GRADSYNC_FAULT")));
   c->segment_bytes = 256 * 1024;
   s = getenv("GRADSYNC_SEGMENT_BYTES");
   if (s && *s) {
@@ -623,10 +816,217 @@ static gs_status read_env(gs_comm *c) {
   return GS_OK;
 }
 
+/* ---- One agreed configuration --------------------------------------------
+ * Every setting that changes what a rank sends must be the same on every
+ * rank, or ranks run different algorithms, segmentations or timeouts on
+ * one message stream and hang or corrupt data. gs_comm_create gathers each
+ * rank's status of reading its settings and the settings themselves in one
+ * fixed-size allgather (which cannot hang on a difference), so that a bad
+ * value on one rank, or a value that differs between ranks, is an error on
+ * every rank naming the setting and the ranks. The cost model's fitted
+ * values are then taken from rank 0 (gs_comm_create's last step). */
+enum {
+  CFG_SEGMENT, CFG_ALGO, CFG_CALIBRATE, CFG_SPIN, CFG_CHECK, CFG_TIMEOUT,
+  CFG_STALL_WARN, CFG_ALPHA, CFG_BETA, CFG_COST_FILE, CFG_COUNT
+};
+
+static const struct {
+  const char *name;
+  char type; /* u: integer, a: algorithm, d: double, h: file hash */
+} cfg_fields[CFG_COUNT] = {
+    [CFG_SEGMENT] = {"GRADSYNC_SEGMENT_BYTES", 'u'},
+    [CFG_ALGO] = {"GRADSYNC_ALLREDUCE_ALGO", 'a'},
+    [CFG_CALIBRATE] = {"GRADSYNC_CALIBRATE", 'u'},
+    [CFG_SPIN] = {"GRADSYNC_SPIN_US", 'd'},
+    [CFG_CHECK] = {"GRADSYNC_CHECK", 'u'},
+    [CFG_TIMEOUT] = {"GRADSYNC_TIMEOUT", 'd'},
+    [CFG_STALL_WARN] = {"GRADSYNC_STALL_WARN", 'd'},
+    [CFG_ALPHA] = {"GRADSYNC_ALPHA", 'd'},
+    [CFG_BETA] = {"GRADSYNC_BETA", 'd'},
+    [CFG_COST_FILE] = {"GRADSYNC_COST_FILE (its contents)", 'h'},
+};
+
+#define CFG_UNSET UINT64_MAX
+
+typedef struct cfg_record {
+  int32_t status;
+  int32_t unused;
+  uint64_t v[CFG_COUNT];
+  char message[240];
+} cfg_record;
+
+static uint64_t dbits(double d) {
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  return u;
+}
+
+static void cfg_format(int field, uint64_t v, char *out, size_t n) {
+  double d;
+  memcpy(&d, &v, sizeof d);
+  if (v == CFG_UNSET) {
+    snprintf(out, n, "unset");
+    return;
+  }
+  switch (cfg_fields[field].type) {
+    case 'a': snprintf(out, n, "%s", gs_algo_name((gs_algo)v)); break;
+    case 'd': snprintf(out, n, "%g", field == CFG_SPIN ? d * 1e6 : d); break;
+    case 'h':
+      if (v == 0) snprintf(out, n, "unset");
+      else if (v == 1) snprintf(out, n, "unreadable");
+      else snprintf(out, n, "hash %016llx", (unsigned long long)v);
+      break;
+    default: snprintf(out, n, "%llu", (unsigned long long)v);
+  }
+}
+
+static void cfg_collect(const gs_comm *c, cfg_record *r) {
+  r->v[CFG_SEGMENT] = c->segment_bytes;
+  r->v[CFG_ALGO] = (uint64_t)c->forced_allreduce;
+  r->v[CFG_CALIBRATE] = c->calibrate_bytes;
+  r->v[CFG_SPIN] = dbits(c->spin_s);
+  r->v[CFG_CHECK] = (uint64_t)c->check;
+  r->v[CFG_TIMEOUT] = dbits(c->timeout_s);
+  r->v[CFG_STALL_WARN] = dbits(c->stall_warn_s);
+  r->v[CFG_ALPHA] = c->have_env_cost ? dbits(c->env_alpha) : CFG_UNSET;
+  r->v[CFG_BETA] = c->have_env_cost ? dbits(c->env_beta) : CFG_UNSET;
+  r->v[CFG_COST_FILE] = c->cost_file_hash;
+}
+
+/* Agrees on `local` (this rank's status of its local set-up, with its
+ * message in gs_last_error) and on the configuration. Returns the same
+ * failure on every rank when any rank failed or the settings differ. */
+static gs_status agree_config(gs_comm *c, gs_status local) {
+  int p = c->world.size, me = c->world.rank;
+  cfg_record mine;
+  memset(&mine, 0, sizeof mine);
+  mine.status = (int32_t)local;
+  if (local != GS_OK) gs__error_copy(mine.message, sizeof mine.message);
+  else cfg_collect(c, &mine);
+  cfg_record *all = gs_calloc((size_t)p, sizeof *all);
+  if (all == NULL) return GS_ERR_NOMEM; /* the others then time out */
+  int rc = MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all,
+                         (int)sizeof mine, MPI_BYTE, c->world.mpi);
+  if (rc != MPI_SUCCESS) {
+    gs_free(all);
+    return comm_mpi_error(&c->world, "MPI_Allgather (configuration)", rc);
+  }
+  char msg[1024];
+  size_t n = 0;
+  gs_status st = GS_OK;
+  int nfailed = 0;
+  for (int r = 0; r < p; r++) {
+    if (all[r].status == GS_OK) continue;
+    if (st == GS_OK) st = (gs_status)all[r].status;
+    if (nfailed++ < 3 && r != me && n < sizeof msg)
+      n += (size_t)snprintf(msg + n, sizeof msg - n, "; rank %d failed (%s): %.*s",
+                            r, gs_strerror((gs_status)all[r].status),
+                            (int)sizeof all[r].message - 1, all[r].message);
+  }
+  if (st != GS_OK) {
+    gs_free(all);
+    if (local != GS_OK) {
+      char own[1024];
+      gs__error_copy(own, sizeof own);
+      return gs_error(local, "gs_comm_create on rank %d: %s%s", me, own,
+                      nfailed > 1 ? " (and other ranks failed too)" : "");
+    }
+    return gs_error(st, "gs_comm_create on rank %d: %d rank(s) could not set "
+                    "up%s%s", me, nfailed, msg, nfailed > 3 ? "; ..." : "");
+  }
+  int bad_fields = 0;
+  for (int f = 0; f < CFG_COUNT; f++) {
+    int differ = 0;
+    for (int r = 1; r < p; r++) differ |= all[r].v[f] != all[0].v[f];
+    if (!differ) continue;
+    if (bad_fields++ >= 3) continue;
+    char v0[64];
+    cfg_format(f, all[0].v[f], v0, sizeof v0);
+    if (n < sizeof msg)
+      n += (size_t)snprintf(msg + n, sizeof msg - n, "; %s is %s on rank 0 but",
+                            cfg_fields[f].name, v0);
+    int shown = 0;
+    for (int r = 1; r < p && n < sizeof msg; r++) {
+      if (all[r].v[f] == all[0].v[f]) continue;
+      char vr[64];
+      cfg_format(f, all[r].v[f], vr, sizeof vr);
+      if (shown++ < 4)
+        n += (size_t)snprintf(msg + n, sizeof msg - n, "%s %s on rank %d",
+                              shown > 1 ? "," : "", vr, r);
+      else if (shown == 5)
+        n += (size_t)snprintf(msg + n, sizeof msg - n, ", ...");
+    }
+  }
+  gs_free(all);
+  if (bad_fields == 0) return GS_OK;
+  return gs_error(GS_ERR_MISMATCH, "gs_comm_create on rank %d: %d setting(s) "
+                  "differ between ranks and must be the same on every rank%s%s",
+                  me, bad_fields, msg, bad_fields > 3 ? "; ..." : "");
+}
+
+/* MPI's thread level decides what may call MPI when. gradsync's progress
+ * thread makes every MPI call of the collectives, and the watchdog may call
+ * MPI_Abort, so MPI must allow calls from any thread, one at a time. */
+static gs_status check_thread_level(gs_comm *c) {
+  int provided = MPI_THREAD_SINGLE;
+  int rc = MPI_Query_thread(&provided);
+  if (rc != MPI_SUCCESS) return comm_mpi_error(&c->world, "MPI_Query_thread", rc);
+  c->thread_level = provided;
+  if (provided >= MPI_THREAD_SERIALIZED) return GS_OK;
+  return gs_error(GS_ERR_UNSUPPORTED,
+                  "MPI was initialised with thread level %s; gradsync's "
+                  "progress thread needs MPI_THREAD_SERIALIZED (and an "
+                  "application that calls MPI itself while a gs_comm exists, "
+                  "MPI_THREAD_MULTIPLE): initialise MPI with gs_init or "
+                  "MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)",
+                  provided == MPI_THREAD_SINGLE ? "MPI_THREAD_SINGLE"
+                                                : "MPI_THREAD_FUNNELED");
+}
+
 static void comm_free_mpi(gs_comm *c) {
   if (c->cross.mpi != MPI_COMM_NULL) MPI_Comm_free(&c->cross.mpi);
   if (c->local.mpi != MPI_COMM_NULL) MPI_Comm_free(&c->local.mpi);
   if (c->world.mpi != MPI_COMM_NULL) MPI_Comm_free(&c->world.mpi);
+}
+
+/* The interval at which stalls are looked for: a quarter of the shortest
+ * configured interval, between 50 ms and 1 s; 0 when neither is set. */
+static double watchdog_tick(const gs_comm *c) {
+  double m = 0;
+  if (c->timeout_s > 0) m = c->timeout_s;
+  if (c->stall_warn_s > 0 && (m == 0 || c->stall_warn_s < m)) m = c->stall_warn_s;
+  if (m == 0) return 0;
+  m /= 4;
+  return m < 0.05 ? 0.05 : m > 1.0 ? 1.0 : m;
+}
+
+static int cond_init_monotonic(pthread_cond_t *cv) {
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  int rc = pthread_cond_init(cv, &attr);
+  pthread_condattr_destroy(&attr);
+  return rc;
+}
+
+/* Stops the watchdog; after the progress thread, which it may have to end. */
+static void watchdog_stop(gs_comm *c) {
+  if (!c->watchdog_running) return;
+  pthread_mutex_lock(&c->wd_mu);
+  c->wd_stop = 1;
+  pthread_cond_signal(&c->wd_cv);
+  pthread_mutex_unlock(&c->wd_mu);
+  pthread_join(c->watchdog, NULL);
+  c->watchdog_running = 0;
+}
+
+/* Fails a half-made communicator: its threads run, so destroy it. */
+static gs_status create_fail(gs_comm *c, gs_status st) {
+  char msg[1024];
+  gs__error_copy(msg, sizeof msg);
+  gs_comm_destroy(c);
+  gs__error_set_message(msg);
+  return st;
 }
 
 gs_status gs_comm_create(MPI_Comm mpi_comm, gs_comm **out) {
@@ -642,6 +1042,7 @@ gs_status gs_comm_create(MPI_Comm mpi_comm, gs_comm **out) {
   gs_comm *c = gs_calloc(1, sizeof *c);
   if (c == NULL) return GS_ERR_NOMEM;
   c->world.mpi = c->local.mpi = c->cross.mpi = MPI_COMM_NULL;
+  atomic_store(&c->user_base, UINT64_MAX);
   gs_status st;
   MPI_Comm dup;
   int rc = MPI_Comm_dup(mpi_comm, &dup);
@@ -649,34 +1050,49 @@ gs_status gs_comm_create(MPI_Comm mpi_comm, gs_comm **out) {
     gs_free(c);
     return gs_error(GS_ERR_MPI, "gs_comm_create: MPI_Comm_dup failed (%d)", rc);
   }
-  GS_CHECK_GOTO(group_init(&c->world, dup), st, fail);
-  GS_CHECK_GOTO(read_env(c), st, fail);
+  GS_CHECK_GOTO(group_init(c, &c->world, dup), st, fail);
+  /* Everything that can fail on one rank alone is checked before the first
+   * collective that depends on it, and agreed on. */
+  st = check_thread_level(c);
+  if (st == GS_OK) st = read_env(c);
+  GS_CHECK_GOTO(agree_config(c, st), st, fail);
   GS_CHECK_GOTO(setup_nodes(c), st, fail);
   GS_CHECK_GOTO(setup_cost(c), st, fail);
+  c->wd_tick_s = watchdog_tick(c);
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv_work, NULL);
-  pthread_cond_init(&c->cv_done, NULL);
+  cond_init_monotonic(&c->cv_done);
+  pthread_mutex_init(&c->wd_mu, NULL);
+  cond_init_monotonic(&c->wd_cv);
   if (pthread_create(&c->thread, NULL, progress_main, c) != 0) {
     st = gs_error(GS_ERR_INTERNAL, "gs_comm_create: cannot start the progress "
                   "thread");
+    pthread_cond_destroy(&c->wd_cv);
+    pthread_mutex_destroy(&c->wd_mu);
     pthread_cond_destroy(&c->cv_done);
     pthread_cond_destroy(&c->cv_work);
     pthread_mutex_destroy(&c->mu);
     goto fail;
   }
+  /* Without the watchdog thread, gs_wait still looks for stalls itself. */
+  if (c->wd_tick_s > 0)
+    c->watchdog_running =
+        pthread_create(&c->watchdog, NULL, watchdog_main, c) == 0;
   if (c->calibrate_bytes > 0 && c->world.size > 1 && !c->cost_from_env) {
     /* Fit every allreduce algorithm on this network (collective: every rank
-     * took the same branch, since the settings come from the launcher's
-     * environment and the file load is agreed on). */
+     * took the same branch, since the settings are agreed on). */
     st = gs_comm_calibrate(c, c->calibrate_bytes);
-    if (st != GS_OK) {
-      char msg[1024];
-      gs__error_copy(msg, sizeof msg);
-      gs_comm_destroy(c);
-      gs__error_set_message(msg);
-      return st;
-    }
+    if (st != GS_OK) return create_fail(c, st);
   }
+  if (c->world.size > 1) {
+    /* Rank 0's cost model for all: the measurements are maxima over ranks,
+     * but one broadcast makes the algorithm choice agree by construction. */
+    st = gs_bcast(c, &c->cost, sizeof c->cost, GS_U8, 0, GS_ALGO_MPI);
+    if (st != GS_OK) return create_fail(c, st);
+  }
+  /* Every start-up collective has completed (gs_wait synchronised with the
+   * progress thread), so seq is stable here. */
+  atomic_store(&c->user_base, atomic_load(&c->seq));
   *out = c;
   return GS_OK;
 fail:
@@ -692,6 +1108,9 @@ gs_status gs_comm_destroy(gs_comm *c) {
   pthread_cond_signal(&c->cv_work);
   pthread_mutex_unlock(&c->mu);
   pthread_join(c->thread, NULL);
+  watchdog_stop(c);
+  pthread_cond_destroy(&c->wd_cv);
+  pthread_mutex_destroy(&c->wd_mu);
   pthread_cond_destroy(&c->cv_done);
   pthread_cond_destroy(&c->cv_work);
   pthread_mutex_destroy(&c->mu);
@@ -704,6 +1123,7 @@ gs_status gs_comm_destroy(gs_comm *c) {
 
 double gs_comm_timeout_s(const gs_comm *c) { return c->timeout_s; }
 double gs_comm_stall_warn_s(const gs_comm *c) { return c->stall_warn_s; }
+int gs_comm_thread_level(const gs_comm *c) { return c->thread_level; }
 
 _Noreturn void gs_comm_abort(gs_comm *c, int code, const char *fmt, ...) {
   char msg[1024];
@@ -717,7 +1137,7 @@ _Noreturn void gs_comm_abort(gs_comm *c, int code, const char *fmt, ...) {
   if (c) {
     /* No lock: the progress thread may hold it while stuck. A torn read of
      * this flag cannot matter, the job is ending. */
-    c->failed = 1;
+    atomic_store(&c->failed, 1);
   }
   MPI_Abort(c ? c->world.mpi : MPI_COMM_WORLD, code ? code : 1);
   abort(); /* MPI_Abort does not return; if it did, end this rank anyway */

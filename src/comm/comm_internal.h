@@ -7,7 +7,12 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 
+#include <mpi.h>
+
+#include "gradsync/comm.h"
+#include "gradsync/cost.h"
 #include "gs_internal.h"
 
 typedef enum {
@@ -52,7 +57,21 @@ struct gs_request {
 typedef struct coll_group {
   MPI_Comm mpi;
   int rank, size;
+  /* The communicator's progress stamp (see gs_comm.progress_ns): waits that
+   * complete store the time in it, so the watchdog can tell a long healthy
+   * collective from a stalled one. */
+  _Atomic uint64_t *progress;
 } coll_group;
+
+/* Stamps progress on a group's communicator: one clock read (vDSO, no
+ * system call) and one relaxed atomic store. */
+static inline void comm_progress(const coll_group *g) {
+  if (g->progress)
+    atomic_store_explicit(g->progress, gs_now_ns(), memory_order_relaxed);
+}
+
+/* GRADSYNC_FAULT: the test-only fault injector (see comm.c). */
+typedef enum { FAULT_NONE = 0, FAULT_ERROR, FAULT_STALL } fault_kind;
 
 struct gs_comm {
   coll_group world, local, cross;
@@ -66,6 +85,11 @@ struct gs_comm {
   double timeout_s;       /* GRADSYNC_TIMEOUT: 0 = never */
   double stall_warn_s;    /* GRADSYNC_STALL_WARN: 0 = never */
   int cost_from_env;      /* GRADSYNC_COST_FILE or GRADSYNC_ALPHA/BETA set it */
+  int have_env_cost;      /* GRADSYNC_ALPHA and GRADSYNC_BETA are both set */
+  double env_alpha, env_beta;
+  uint64_t cost_file_hash; /* FNV-1a of GRADSYNC_COST_FILE's bytes; 0 unset */
+  int env_node;           /* GRADSYNC_NODE, or -1 */
+  int thread_level;       /* MPI_Query_thread at gs_comm_create */
 
   pthread_t thread;
   pthread_mutex_t mu;
@@ -76,8 +100,35 @@ struct gs_comm {
   int thread_sleeping;       /* guarded by mu: the thread waits on cv_work */
   int waiters;               /* guarded by mu: threads waiting on cv_done */
   double spin_s;             /* GRADSYNC_SPIN_US: spin before sleeping */
-  int failed;                /* set by the progress thread after an MPI error */
-  char failure[1024];
+  atomic_int failed;         /* set after an MPI error or by gs_comm_abort */
+  char failure[1024];        /* written before `failed`, by the progress thread */
+
+  /* The watchdog. The progress thread publishes the request it runs: its
+   * description, then its sequence number in run_seq (0 between requests),
+   * and stamps progress_ns when it starts it and whenever a wait inside it
+   * completes. The watchdog thread (and gs_wait, as a backstop) read them
+   * without locks; a stall is run_seq != 0 with progress_ns too old. */
+  _Atomic uint64_t seq;         /* requests started; written by the thread */
+  _Atomic uint64_t run_seq;
+  _Atomic uint64_t progress_ns;
+  atomic_int run_kind, run_dtype, run_algo;
+  _Atomic size_t run_count;
+  _Atomic uint64_t warned_seq;  /* the last request warned about */
+  atomic_int aborting;
+  _Atomic uint64_t user_base;   /* seq when gs_comm_create returned */
+  double wd_tick_s;             /* how often the watchdog looks */
+  pthread_t watchdog;
+  int watchdog_running;
+  pthread_mutex_t wd_mu;
+  pthread_cond_t wd_cv;
+  int wd_stop;                  /* guarded by wd_mu */
+
+  /* GRADSYNC_FAULT: on rank fault_rank, the fault_call-th collective after
+   * gs_comm_create fails (FAULT_ERROR) or never completes (FAULT_STALL). */
+  fault_kind fault;
+  int fault_rank;
+  uint64_t fault_call;
+  char fault_spec[128];
 
   /* Scratch memory, touched only by the progress thread. */
   void *scratch;

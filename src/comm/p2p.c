@@ -26,7 +26,10 @@ gs_status comm_waitall(const coll_group *g, int n, MPI_Request *reqs,
     int done = 0;
     int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS) return comm_mpi_error(g, what, rc);
-    if (done) return GS_OK;
+    if (done) {
+      comm_progress(g);
+      return GS_OK;
+    }
     if (gs_now() - t0 < WAIT_SPIN_S) continue;
     struct timespec ts = {0, nap};
     nanosleep(&ts, NULL);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "gradsync/cost.h"
 #include "gs_internal.h"
 
 static int floor_pow2(int p) {

@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "gradsync/engine.h"
 #include "gs_internal.h"
 
 /* ---- Events from the training thread to the launch thread --------------- */

@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include "gradsync/plan.h"
 #include "gs_internal.h"
 
 typedef struct plan_ctx {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gradsync/plan.h"
 #include "gs_internal.h"
 
 /* Largest numel we accept: integers up to 2^53 are exact in a JSON double. */

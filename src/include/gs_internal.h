@@ -4,7 +4,7 @@
 #ifndef GS_INTERNAL_H
 #define GS_INTERNAL_H
 
-#include "gradsync.h"
+#include "gradsync/core.h"
 
 /* Propagates a failing status, logging the call site at debug level so that
  * GRADSYNC_LOG=debug prints a poor man's backtrace (as NCCLCHECK does). */

@@ -1,0 +1,228 @@
+/*
+ * Multi-rank failure tests of the communicator, driven by test_faults.sh,
+ * which sets the environment per case (and per rank) and checks exit
+ * statuses, messages and how long the job took to end.
+ *
+ *   test_faults run ALGO ITERS [hang|exit]  ITERS allreduces with ALGO;
+ *                                   the GRADSYNC_FAULT the script sets fails
+ *                                   or stalls one of them on one rank
+ *   test_faults healthy             idle gaps and runs of collectives
+ *                                   longer than GRADSYNC_TIMEOUT: nothing
+ *                                   may fire
+ *   test_faults create STATUS TEXT...  gs_comm_create must fail with STATUS
+ *                                   (a gs_strerror name's GS_ERR_ suffix, or
+ *                                   OK) and a message holding every TEXT
+ *   test_faults thread LEVEL [RANK] MPI initialised by the application with
+ *                                   LEVEL (single|funneled|serialized|
+ *                                   multiple), on RANK only if given (the
+ *                                   others: multiple)
+ * Each rank prints "rank R: OK ..." when its expectations hold.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <mpi.h>
+
+#include "gradsync.h"
+
+static int world_rank(void) {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+static void nap(double secs) {
+  struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
+  nanosleep(&ts, NULL);
+}
+
+/* Allreduces until the injected fault. The failing rank reports its error
+ * and then, with `after` "exit", leaves at once with a non-zero status
+ * (mpirun then ends the job); with "hang" it frees its communicator and
+ * stays, as a rank stuck elsewhere would: only the other ranks' watchdogs
+ * can end the job then, which is what the test checks. */
+static int cmd_run(const char *algo_name, int iters, const char *after) {
+  if (gs_init(NULL, NULL) != GS_OK) return 2;
+  int rank = world_rank();
+  gs_algo algo;
+  if (gs_algo_parse(algo_name, &algo) != GS_OK) return 2;
+  gs_comm *c;
+  if (gs_comm_create(MPI_COMM_WORLD, &c) != GS_OK) {
+    fprintf(stderr, "FAIL rank %d: gs_comm_create: %s\n", rank, gs_last_error());
+    return 2;
+  }
+  enum { N = 1024 };
+  static float buf[N];
+  int p = gs_comm_size(c);
+  for (int i = 1; i <= iters; i++) {
+    for (int j = 0; j < N; j++) buf[j] = (float)(rank + 1);
+    gs_status st = gs_allreduce(c, GS_IN_PLACE, buf, N, GS_F32, GS_SUM, algo);
+    if (st != GS_OK) {
+      fprintf(stderr, "rank %d: gs_allreduce #%d failed (%s): %s\n", rank, i,
+              gs_strerror(st), gs_last_error());
+      fflush(stderr);
+      gs_comm_destroy(c);
+      if (strcmp(after, "exit") == 0) return 3;
+      for (;;) nap(1);
+    }
+    if (buf[0] != (float)(p * (p + 1) / 2)) {
+      fprintf(stderr, "FAIL rank %d: allreduce #%d gave %g\n", rank, i, buf[0]);
+      return 1;
+    }
+  }
+  printf("rank %d: all %d collectives completed\n", rank, iters);
+  gs_comm_destroy(c);
+  gs_finalize();
+  return 0;
+}
+
+/* A healthy job with idle time and work longer than the timeout in total:
+ * the watchdog must stay silent (the script sets GRADSYNC_TIMEOUT=1). */
+static int cmd_healthy(void) {
+  if (gs_init(NULL, NULL) != GS_OK) return 2;
+  int rank = world_rank();
+  gs_comm *c;
+  if (gs_comm_create(MPI_COMM_WORLD, &c) != GS_OK) {
+    fprintf(stderr, "FAIL rank %d: gs_comm_create: %s\n", rank, gs_last_error());
+    return 2;
+  }
+  size_t n = 4u << 20; /* 16 MiB of f32: many ring segments */
+  float *big = calloc(n, sizeof(float));
+  if (big == NULL) return 2;
+  gs_status st = GS_OK;
+  double timeout = gs_comm_timeout_s(c);
+  for (int round = 0; round < 2 && st == GS_OK; round++) {
+    nap(1.3 * timeout); /* idle: no collective queued, past the timeout */
+    /* Small collectives for longer than the timeout; every rank stops at
+     * the same one, since the stop flag is reduced with max. */
+    double t0 = gs_now();
+    for (float stop = 0; st == GS_OK && stop == 0;) {
+      stop = gs_now() - t0 > 1.3 * timeout;
+      st = gs_allreduce(c, GS_IN_PLACE, &stop, 1, GS_F32, GS_MAX, GS_ALGO_AUTO);
+    }
+    if (st == GS_OK)
+      st = gs_allreduce(c, GS_IN_PLACE, big, n, GS_F32, GS_SUM, GS_ALGO_RING);
+    if (st == GS_OK) st = gs_barrier(c, GS_ALGO_MPI);
+  }
+  free(big);
+  if (st != GS_OK) {
+    fprintf(stderr, "FAIL rank %d: %s\n", rank, gs_last_error());
+    return 1;
+  }
+  printf("rank %d: OK: healthy run\n", rank);
+  gs_comm_destroy(c);
+  gs_finalize();
+  return 0;
+}
+
+static int status_named(const char *name, gs_status *out) {
+  static const char *names[GS_STATUS_COUNT] = {
+      "OK", "INVALID_ARG", "NOMEM", "MPI", "MISMATCH", "UNSUPPORTED", "IO",
+      "PARSE", "STATE", "INTERNAL"};
+  for (int i = 0; i < GS_STATUS_COUNT; i++)
+    if (strcmp(name, names[i]) == 0) {
+      *out = (gs_status)i;
+      return 1;
+    }
+  return 0;
+}
+
+/* Checks gs_comm_create's status and message on this rank. */
+static int expect_create(gs_status want, char **texts, int ntexts) {
+  int rank = world_rank();
+  gs_comm *c = NULL;
+  gs_status st = gs_comm_create(MPI_COMM_WORLD, &c);
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", st == GS_OK ? "" : gs_last_error());
+  if (st == GS_OK) gs_comm_destroy(c);
+  if (st != want) {
+    fprintf(stderr, "FAIL rank %d: gs_comm_create returned %s, expected %s: %s\n",
+            rank, gs_strerror(st), gs_strerror(want), msg);
+    return 1;
+  }
+  if (st != GS_OK && c != NULL) {
+    fprintf(stderr, "FAIL rank %d: failed gs_comm_create set *out\n", rank);
+    return 1;
+  }
+  for (int i = 0; i < ntexts; i++)
+    if (strstr(msg, texts[i]) == NULL) {
+      fprintf(stderr, "FAIL rank %d: message lacks '%s': %s\n", rank, texts[i], msg);
+      return 1;
+    }
+  printf("rank %d: OK: %s: %s\n", rank, gs_strerror(st), msg);
+  return 0;
+}
+
+static int cmd_create(const char *status, char **texts, int ntexts) {
+  gs_status want;
+  if (!status_named(status, &want)) return 2;
+  if (gs_init(NULL, NULL) != GS_OK) return 2;
+  int rc = expect_create(want, texts, ntexts);
+  gs_finalize();
+  return rc;
+}
+
+static int cmd_thread(const char *level_name, int only_rank) {
+  static const char *names[] = {"single", "funneled", "serialized", "multiple"};
+  static const int levels[] = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED,
+                               MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE};
+  int level = -1;
+  for (int i = 0; i < 4; i++)
+    if (strcmp(level_name, names[i]) == 0) level = levels[i];
+  if (level < 0) return 2;
+  const char *env = getenv("OMPI_COMM_WORLD_RANK");
+  int my = env ? atoi(env) : 0;
+  int ask = only_rank < 0 || only_rank == my ? level : MPI_THREAD_MULTIPLE;
+  int provided = -1;
+  MPI_Init_thread(NULL, NULL, ask, &provided);
+  int rank = world_rank();
+  /* Whether any rank got less than the progress thread needs. */
+  int low = provided < MPI_THREAD_SERIALIZED, any_low = 0;
+  MPI_Allreduce(&low, &any_low, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  gs_comm *c = NULL;
+  gs_status st = gs_comm_create(MPI_COMM_WORLD, &c);
+  int rc = 0;
+  if (any_low) {
+    const char *m = gs_last_error();
+    if (st != GS_ERR_UNSUPPORTED || strstr(m, "MPI_THREAD_SERIALIZED") == NULL ||
+        (low && strstr(m, "thread level MPI_THREAD_") == NULL) ||
+        (!low && strstr(m, "failed") == NULL)) {
+      fprintf(stderr, "FAIL rank %d: provided %d: gs_comm_create gave %s: %s\n",
+              rank, provided, gs_strerror(st), m);
+      rc = 1;
+    } else {
+      printf("rank %d: OK: refused: %s\n", rank, m);
+    }
+  } else if (st != GS_OK) {
+    fprintf(stderr, "FAIL rank %d: gs_comm_create: %s\n", rank, gs_last_error());
+    rc = 1;
+  } else if (gs_comm_thread_level(c) != provided) {
+    fprintf(stderr, "FAIL rank %d: gs_comm_thread_level %d, provided %d\n",
+            rank, gs_comm_thread_level(c), provided);
+    rc = 1;
+  } else {
+    float x = 1;
+    if (gs_allreduce(c, GS_IN_PLACE, &x, 1, GS_F32, GS_SUM, GS_ALGO_AUTO) != GS_OK)
+      rc = 1;
+    else
+      printf("rank %d: OK: thread level %d accepted\n", rank, provided);
+  }
+  if (c) gs_comm_destroy(c);
+  MPI_Finalize();
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 4 && strcmp(argv[1], "run") == 0)
+    return cmd_run(argv[2], atoi(argv[3]), argc >= 5 ? argv[4] : "hang");
+  if (argc >= 2 && strcmp(argv[1], "healthy") == 0) return cmd_healthy();
+  if (argc >= 3 && strcmp(argv[1], "create") == 0)
+    return cmd_create(argv[2], argv + 3, argc - 3);
+  if (argc >= 3 && strcmp(argv[1], "thread") == 0)
+    return cmd_thread(argv[2], argc >= 4 ? atoi(argv[3]) : -1);
+  fprintf(stderr, "usage: test_faults run ALGO ITERS | healthy | create STATUS "
+          "TEXT... | thread LEVEL [RANK]\n");
+  return 2;
+}

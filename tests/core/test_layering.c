@@ -1,0 +1,30 @@
+/*
+ * The layering that docs/ARCHITECTURE.md states, checked by the compiler:
+ * the internal header pulls in only core, and the cost model's header
+ * neither the communicator's nor MPI's. gs_algo and its names are core's.
+ */
+#include "gs_internal.h"
+
+#if defined(GRADSYNC_COMM_H) || defined(GRADSYNC_COST_H) || defined(MPI_VERSION)
+#error "gs_internal.h must include only gradsync/core.h"
+#endif
+
+#include "gradsync/cost.h"
+
+#if defined(GRADSYNC_COMM_H) || defined(MPI_VERSION)
+#error "gradsync/cost.h must not include gradsync/comm.h or mpi.h"
+#endif
+
+#include <stdio.h>
+#include <string.h>
+
+int main(void) {
+  gs_algo a = GS_ALGO_AUTO;
+  if (gs_algo_parse("rabenseifner", &a) != GS_OK || a != GS_ALGO_RABENSEIFNER ||
+      strcmp(gs_algo_name(GS_ALGO_HIER), "hier") != 0) {
+    fprintf(stderr, "FAIL gs_algo names\n");
+    return 1;
+  }
+  printf("ok layering\n");
+  return 0;
+}
