@@ -636,9 +636,12 @@ static gs_status create_local(gs_comm *comm, const gs_engine_config *cfg_in,
   int rank = gs_comm_rank(comm);
   const char *spec = cfg.policy ? cfg.policy : "auto";
   gs_plan_policy pol;
-  if (gs_plan_policy_parse(spec, &pol) != GS_OK)
+  if (gs_plan_policy_parse(spec, &pol) != GS_OK) {
+    char why[900];
+    gs__error_copy(why, sizeof why); /* gs_error writes the buffer it reads */
     return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create on rank %d: policy: %s", rank,
-                    gs_last_error());
+                    why);
+  }
   if (cfg.warmup_iters < 0 || cfg.replan_interval < 1 || !(cfg.replan_drift >= 0))
     return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create on rank %d: warmup_iters %d "
                     "must be >= 0, replan_interval %d >= 1 and replan_drift %g >= 0",
