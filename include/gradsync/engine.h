@@ -19,8 +19,10 @@
  * the tensors of each message into a fusion buffer and issues the collective,
  * in the plan's order; the completion thread waits for the collectives in
  * issue order and scatters the results back. Neither calls MPI: the
- * communicator's progress thread does. grad_ready, wait, wait_tensor and
- * register must all be called from one thread (the training thread).
+ * communicator's progress thread does (the one exception is the stall
+ * timeout below, which ends the job through gs_comm_abort from the thread
+ * that detects it). grad_ready, wait, wait_tensor and register must all be
+ * called from one thread (the training thread).
  *
  * Buffer ownership. The caller owns every registered gradient buffer; the
  * engine never frees one, and the buffer must stay valid until

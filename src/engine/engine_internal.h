@@ -7,7 +7,9 @@
  *   - the launch thread pops events, tracks which groups are complete,
  *     packs each message and issues its collective, strictly in plan order.
  *     At the start of each iteration it also runs the control exchanges:
- *     the registration check (first iteration) and the plan broadcast;
+ *     the registration check (first iteration) and the plan broadcast,
+ *     which ends with an agreement on every rank's status. While an
+ *     iteration is open it also watches for this rank's own stall;
  *   - the completion thread waits for the collectives in issue order and
  *     scatters the results back into the caller's buffers.
  * `mu` guards everything marked (mu); the rest belongs to one thread, named.
