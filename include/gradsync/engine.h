@@ -19,8 +19,10 @@
  * the tensors of each message into a fusion buffer and issues the collective,
  * in the plan's order; the completion thread waits for the collectives in
  * issue order and scatters the results back. Neither calls MPI: the
- * communicator's progress thread does. grad_ready, wait, wait_tensor and
- * register must all be called from one thread (the training thread).
+ * communicator's progress thread does (the one exception is the stall
+ * timeout below, which ends the job through gs_comm_abort from the thread
+ * that detects it). grad_ready, wait, wait_tensor and register must all be
+ * called from one thread (the training thread).
  *
  * Buffer ownership. The caller owns every registered gradient buffer; the
  * engine never frees one, and the buffer must stay valid until
@@ -31,7 +33,12 @@
  * until gs_engine_wait_tensor for that tensor returns (or the next
  * iteration's first grad_ready, or gs_engine_destroy). In between the caller
  * must neither write nor read the buffer. Outside those windows the engine
- * never touches it.
+ * never touches it. DeAR's all-gathers that the trainer skipped are issued
+ * and finished inside that first grad_ready (or a wait without one), before
+ * it returns, so backward may then write every buffer; the tensor that call
+ * marks was written before it, so its wait_tensor must have been called: if
+ * its average was not yet in place the call fails with GS_ERR_STATE (the
+ * engine would have overwritten the new gradient).
  *
  * Unready tensors (PyTorch DDP's unused parameters, as with
  * find_unused_parameters=True): a tensor not marked ready when
@@ -42,6 +49,30 @@
  * An error in a background thread (an MPI failure, ranks that registered
  * different tensors) fails the engine: the failing call and every later call
  * return the first error, on every rank that saw it, instead of hanging.
+ *
+ * Agreement. Where a rank can fail locally before an exchange, every rank
+ * learns every rank's status (one all-reduce of a flag per rank) and all
+ * fail together: at gs_engine_create (a bad policy or setting, a timeline
+ * file that cannot be opened, no memory), at each plan install (a rank that
+ * cannot build its plan's fusion buffers) and at the first iteration's
+ * registration check. The failing rank returns its own error; the others
+ * the same status with a message naming the failing rank(s).
+ *
+ * Stalls. No engine call waits forever. When the engine makes no progress
+ * (no collective completing, no tensor becoming ready, no control exchange
+ * ending) for gs_comm_stall_warn_s(comm) seconds (GRADSYNC_STALL_WARN,
+ * default 60; 0 never), a call that waits (wait, wait_tensor, the first
+ * grad_ready finishing dear's all-gathers, destroy) logs one warning naming
+ * the tensors it waits for and their state: not marked ready on this rank,
+ * or packed and in a collective that waits for the other ranks (then every
+ * tensor of it was ready here, and the rank that has not marked it names it
+ * in its own warning). An iteration open on this rank (first grad_ready
+ * done, no wait yet) whose next group this rank has not completed warns the
+ * same way, naming the tensors it has not marked. After
+ * gs_comm_timeout_s(comm) seconds (GRADSYNC_TIMEOUT, default 300; 0 never)
+ * without progress the job ends through gs_comm_abort with a message naming
+ * the tensors and the stall. So a rank must not leave an iteration open
+ * (between its first grad_ready and wait) for longer than the timeout.
  */
 #ifndef GRADSYNC_ENGINE_H
 #define GRADSYNC_ENGINE_H
@@ -98,9 +129,12 @@ typedef struct gs_engine_config {
 /* Fills cfg with the defaults above. */
 void gs_engine_config_init(gs_engine_config *cfg);
 
-/* Creates an engine on a communicator (local: no communication). cfg may be
- * NULL for the defaults; its strings are copied. The communicator must
- * outlive the engine. */
+/* Creates an engine on a communicator. Collective over it (one small
+ * all-reduce): if any rank fails (configuration, timeline file, memory),
+ * every rank fails, the others with a message naming that rank; arguments
+ * that make the call impossible (out or comm NULL) fail at once, locally.
+ * cfg may be NULL for the defaults; its strings are copied. The timeline
+ * file, if any, is created here. The communicator must outlive the engine. */
 gs_status gs_engine_create(gs_comm *comm, const gs_engine_config *cfg,
                            gs_engine **out);
 
@@ -114,8 +148,10 @@ gs_status gs_engine_register(gs_engine *e, const char *name, void *buf,
                              size_t count, gs_dtype dtype, int *id);
 
 /* Marks tensor `id`'s gradient of this iteration as final. Cheap (a
- * timestamp and a push onto a lock-free queue) and non-blocking. Marking a
- * tensor twice in one iteration is GS_ERR_STATE. */
+ * timestamp and a push onto a lock-free queue) and non-blocking, except the
+ * first call of an iteration after a dear iteration whose all-gathers the
+ * trainer skipped: it finishes them (see Buffer ownership). Marking a tensor
+ * twice in one iteration is GS_ERR_STATE. */
 gs_status gs_engine_grad_ready(gs_engine *e, int id);
 
 /* Ends the iteration's backward pass. Returns when every gradient of the
@@ -134,7 +170,8 @@ gs_status gs_engine_wait_tensor(gs_engine *e, int id);
 
 /* Finishes the collectives already issued (and dear's pending all-gathers),
  * stops the threads, writes the timeline and frees the engine. Call after
- * gs_engine_wait, on every rank. NULL is a no-op. */
+ * gs_engine_wait, on every rank. Its waits have the stall watchdog too. NULL
+ * is a no-op. */
 gs_status gs_engine_destroy(gs_engine *e);
 
 /* ---- Introspection --------------------------------------------------------- */

@@ -8,6 +8,7 @@
  * engine_plan.c, the Chrome-trace timeline in timeline.c.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <sched.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -53,6 +54,146 @@ static gs_status failed_status(gs_engine *e) {
   return st;
 }
 
+/* ---- The stall watchdog ----------------------------------------------------------
+ * Horovod's stall check, per rank. Whatever blocks in the engine (the
+ * training thread in wait, wait_tensor, the first grad_ready of an
+ * iteration or destroy; the launch thread in an open iteration whose next
+ * group this rank has not completed) watches the time since the engine's
+ * last progress. After gs_comm_stall_warn_s it warns once, naming the
+ * tensors it waits for and what holds them: tensors not marked ready on this
+ * rank, or a collective that this rank has joined and the others have not.
+ * After gs_comm_timeout_s it ends the job through gs_comm_abort with that
+ * story. No rank needs another's state for it: the rank that did not mark a
+ * tensor names it, the ranks stuck in its group's collective name the
+ * collective and its tensors, and the logs together name the ranks. */
+
+void eng_progress(gs_engine *e) { atomic_store(&e->progress_ns, gs_now_ns()); }
+
+void eng_set_phase(gs_engine *e, const char *phase, uint64_t iter) {
+  pthread_mutex_lock(&e->mu);
+  e->ctl_phase = phase;
+  e->ctl_iter = iter;
+  pthread_mutex_unlock(&e->mu);
+  eng_progress(e);
+}
+
+static const char *op_name[OP_COUNT] = {"allreduce", "reduce_scatter", "allgather"};
+
+/* Appends to dst (a string of capacity n) without overflowing. */
+static void put(char *dst, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void put(char *dst, size_t n, const char *fmt, ...) {
+  size_t len = strlen(dst);
+  if (len + 1 >= n) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(dst + len, n - len, fmt, ap);
+  va_end(ap);
+}
+
+/* The tensors (count > 0) that this rank has not marked ready in the
+ * current iteration, as the training thread knows them (its `marked`). */
+static void put_unmarked(gs_engine *e, char *dst, size_t n) {
+  size_t shown = 0, total = 0;
+  for (size_t i = 0; i < e->ntensors; i++) {
+    const eng_tensor *t = &e->tensors[i];
+    if (t->comm < 0 || t->marked == e->iter + 1) continue;
+    if (total++ < 6) put(dst, n, "%s'%s'", shown++ ? ", " : "", t->name);
+  }
+  if (total > shown) put(dst, n, " and %zu more", total - shown);
+  if (total == 0) put(dst, n, "none");
+}
+
+/* What the training thread waits for, in words (mu held). */
+static void describe_wait_locked(gs_engine *e, const eng_watch *w, char *dst, size_t n) {
+  uint64_t now = gs_now_ns();
+  dst[0] = '\0';
+  if (w->id >= 0 && e->tensors[w->id].comm >= 0) {
+    long c = e->tensors[w->id].comm;
+    uint64_t target = e->iter - 1;
+    if (e->t_iter[c] < target + 1) {
+      put(dst, n, "tensor '%s' of iteration %llu: its message has not been issued; "
+          "groups are launched in plan order once all their tensors are marked ready, "
+          "and this rank has not marked ", e->tensors[w->id].name,
+          (unsigned long long)target);
+      put_unmarked(e, dst, n);
+      put(dst, n, "; ");
+    } else {
+      put(dst, n, "tensor '%s' of iteration %llu: ", e->tensors[w->id].name,
+          (unsigned long long)target);
+    }
+  }
+  if (e->ctl_phase)
+    put(dst, n, "the engine's %s of iteration %llu, an exchange every rank's engine "
+        "joins when it starts that iteration (a rank that has not started it, with "
+        "its first grad_ready or wait, or that failed, holds it up); ", e->ctl_phase,
+        (unsigned long long)e->ctl_iter);
+  if (e->cur_valid) {
+    const eng_inflight *f = &e->cur;
+    put(dst, n, "%s of group %zu of iteration %llu (tensors %s; %zu B), issued %.1f s "
+        "ago: packed and in a collective, waiting for the other ranks (this rank "
+        "marked every one of its tensors ready or gave zeros at wait, so a rank that "
+        "has not marked them ready, or has stopped, holds it up)", op_name[f->op],
+        f->msg->group, (unsigned long long)f->iter, f->msg->label, f->msg->bytes,
+        (double)(now - f->issue_ns) * 1e-9);
+    if (e->fifo_len) put(dst, n, ", %zu more collective(s) queued behind it", e->fifo_len);
+  } else if (e->fifo_len) {
+    put(dst, n, "%zu collective(s) queued for the completion thread", e->fifo_len);
+  } else if (!e->ctl_phase && e->flushed_iter <= e->iter && !strcmp(w->call, "gs_engine_wait")) {
+    put(dst, n, "the launch thread, which has not yet handled the end of iteration %llu",
+        (unsigned long long)e->iter);
+  }
+  size_t len = strlen(dst);
+  while (len > 0 && (dst[len - 1] == ' ' || dst[len - 1] == ';')) dst[--len] = '\0';
+  if (len == 0) put(dst, n, "nothing identified");
+}
+
+/* One wait of a training-thread loop on cv_done, with the watchdog (mu
+ * held): warns once per stall, ends the job at the timeout. */
+static void watch_wait_locked(gs_engine *e, eng_watch *w) {
+  if (!(e->warn_s > 0) && !(e->timeout_s > 0)) {
+    pthread_cond_wait(&e->cv_done, &e->mu);
+    return;
+  }
+  uint64_t now = gs_now_ns(), last = atomic_load(&e->progress_ns);
+  if (last < w->start_ns) last = w->start_ns;
+  double idle = (double)(now - last) * 1e-9;
+  if (e->timeout_s > 0 && idle >= e->timeout_s) {
+    char what[900];
+    describe_wait_locked(e, w, what, sizeof what);
+    gs_comm_abort(e->comm, 1, "gradsync engine: %s made no progress for %.1f s "
+                  "(GRADSYNC_TIMEOUT=%g) in iteration %llu, waiting for %s; ending the "
+                  "job", w->call, idle, e->timeout_s, (unsigned long long)e->iter, what);
+  }
+  if (e->warn_s > 0 && idle >= e->warn_s && w->warned_for != last) {
+    w->warned_for = last;
+    char what[900];
+    describe_wait_locked(e, w, what, sizeof what);
+    gs_log(GS_LOG_WARN, "gradsync engine, rank %d: stall: %s has made no progress for "
+           "%.1f s in iteration %llu, waiting for %s (GRADSYNC_STALL_WARN=%g; the job "
+           "ends at GRADSYNC_TIMEOUT=%g s)", e->rank, w->call, idle,
+           (unsigned long long)e->iter, what, e->warn_s, e->timeout_s);
+  }
+  /* Sleep until the next threshold, at most a second (progress moves it). */
+  double next = 1.0;
+  if (e->warn_s > 0 && w->warned_for != last) next = GS_MIN(next, e->warn_s - idle);
+  if (e->timeout_s > 0) next = GS_MIN(next, e->timeout_s - idle);
+  if (next < 1e-3) next = 1e-3;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)(next * 1e9);
+  ts.tv_sec += (time_t)(ns / 1000000000u);
+  ts.tv_nsec = (long)(ns % 1000000000u);
+  pthread_cond_timedwait(&e->cv_done, &e->mu, &ts);
+}
+
+static void watch_init(eng_watch *w, const char *call, int id) {
+  w->call = call;
+  w->id = id;
+  w->start_ns = gs_now_ns();
+  w->warned_for = 0;
+}
+
 /* ---- The event ring ------------------------------------------------------------
  * Single producer (training thread), single consumer (launch thread), no
  * lock. grad_ready must cost the training thread next to nothing, so a READY
@@ -79,8 +220,9 @@ static void ring_push(eng_ring *r, const eng_event *ev) {
     futex(&r->tail, FUTEX_WAKE_PRIVATE, 1, NULL);
 }
 
-/* Pops the next event; `polling` says an iteration is open. */
-static void ring_pop(eng_ring *r, eng_event *ev, int polling) {
+/* Pops the next event; `polling` says an iteration is open. Returns 0,
+ * without an event, if polling passes `deadline_ns` (0: none). */
+static int ring_pop(eng_ring *r, eng_event *ev, int polling, uint64_t deadline_ns) {
   uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
   uint64_t period = r->poll_min_ns;
   for (;;) {
@@ -88,7 +230,7 @@ static void ring_pop(eng_ring *r, eng_event *ev, int polling) {
       if (atomic_load_explicit(&r->tail, memory_order_acquire) != h) {
         *ev = r->slots[h & r->mask];
         atomic_store_explicit(&r->head, h + 1, memory_order_release);
-        return;
+        return 1;
       }
       __asm__ __volatile__("" ::: "memory");
     }
@@ -104,6 +246,8 @@ static void ring_pop(eng_ring *r, eng_event *ev, int polling) {
       }
     }
     atomic_store(&r->sleeping, 0);
+    if (polling && deadline_ns && atomic_load(&r->tail) == h && gs_now_ns() >= deadline_ns)
+      return 0;
   }
 }
 
@@ -164,8 +308,6 @@ void eng_wait_drained_locked(gs_engine *e) {
     pthread_cond_wait(&e->cv_done, &e->mu);
 }
 
-static const char *op_name[OP_COUNT] = {"allreduce", "reduce_scatter", "allgather"};
-
 /* Scatters a completed message's result back to the caller's buffers. */
 static void unpack(gs_engine *e, const eng_inflight *f) {
   eng_msg *m = f->msg;
@@ -191,12 +333,16 @@ static void *completion_main(void *arg) {
     pthread_mutex_lock(&e->mu);
     while (e->fifo_len == 0 && !e->stopping) pthread_cond_wait(&e->cv_inflight, &e->mu);
     if (e->fifo_len == 0) {
+      e->completion_exited = 1;
+      pthread_cond_broadcast(&e->cv_done);
       pthread_mutex_unlock(&e->mu);
       break;
     }
     eng_inflight f = e->fifo[e->fifo_head];
     e->fifo_head = (e->fifo_head + 1) % e->fifo_cap;
     e->fifo_len--;
+    e->cur = f;
+    e->cur_valid = 1;
     pthread_mutex_unlock(&e->mu);
 
     gs_status st = gs_wait(f.req);
@@ -224,6 +370,8 @@ static void *completion_main(void *arg) {
       e->nsamples++;
     }
     e->completed_seq = f.seq;
+    e->cur_valid = 0;
+    eng_progress(e);
     pthread_cond_broadcast(&e->cv_done);
     pthread_mutex_unlock(&e->mu);
 
@@ -317,14 +465,17 @@ static void begin_iteration(gs_engine *e) {
   finish_pending_allgathers(e);
   if (!atomic_load(&e->failed) && e->liter == 0) {
     gs_clear_error();
+    eng_set_phase(e, "registration check", e->liter);
     gs_status st = eng_check_registration(e);
     if (st != GS_OK) eng_fail(e, st, gs_last_error());
   }
   if (!atomic_load(&e->failed) && e->ncomm > 0) {
     gs_clear_error();
+    eng_set_phase(e, "plan exchange", e->liter);
     gs_status st = eng_plan_step(e, e->liter);
     if (st != GS_OK) eng_fail(e, st, gs_last_error());
   }
+  eng_set_phase(e, NULL, 0);
   eng_plan *p = e->plan;
   memset(e->ready, 0, e->ncomm);
   if (p) memcpy(e->pending, p->gsize, p->ngroups * sizeof(size_t));
@@ -372,13 +523,69 @@ static void end_iteration(gs_engine *e, uint64_t flush_ns) {
   e->liter++;
 }
 
+/* The launch thread's side of the watchdog: an open iteration whose next
+ * group (in plan order) this rank has not completed for warn_s / timeout_s.
+ * This rank holds up the other ranks, which wait in that group's
+ * collective; it names the tensors it has not marked. */
+static void launch_stall(gs_engine *e, double idle, int fatal) {
+  eng_plan *p = e->plan;
+  size_t g = e->next_group;
+  char names[700] = "";
+  size_t shown = 0, total = 0;
+  for (size_t k = p->plan->offsets[g]; k < p->plan->offsets[g + 1]; k++) {
+    size_t c = p->plan->tensors[k];
+    if (e->ready[c]) continue;
+    if (total++ < 8)
+      put(names, sizeof names, "%s'%s'", shown++ ? ", " : "",
+          e->tensors[e->comm_ids[c]].name);
+  }
+  if (total > shown) put(names, sizeof names, " and %zu more", total - shown);
+  char what[1000];
+  snprintf(what, sizeof what, "iteration %llu has made no progress on this rank for "
+           "%.1f s: tensor(s) %s of group %zu not marked ready on this rank (no "
+           "grad_ready for them, and no gs_engine_wait), so this rank cannot launch "
+           "group %zu or the %zu group(s) after it, and the other ranks wait for them "
+           "in that group's collective", (unsigned long long)e->liter, idle, names, g,
+           g, p->ngroups - g - 1);
+  if (fatal)
+    gs_comm_abort(e->comm, 1, "gradsync engine: %s (GRADSYNC_TIMEOUT=%g); ending the job",
+                  what, e->timeout_s);
+  gs_log(GS_LOG_WARN, "gradsync engine, rank %d: stall: %s (GRADSYNC_STALL_WARN=%g; the "
+         "job ends at GRADSYNC_TIMEOUT=%g s)", e->rank, what, e->warn_s, e->timeout_s);
+}
+
 static void *launch_main(void *arg) {
   gs_engine *e = arg;
+  uint64_t last_ev = gs_now_ns();
+  int warned = 0;
   for (;;) {
     eng_event ev;
-    ring_pop(&e->ring, &ev, e->iter_open);
+    uint64_t deadline = 0;
+    int watch = e->iter_open && e->plan && e->next_group < e->plan->ngroups &&
+                !atomic_load(&e->failed);
+    if (watch && e->warn_s > 0 && !warned)
+      deadline = last_ev + (uint64_t)(e->warn_s * 1e9);
+    if (watch && e->timeout_s > 0) {
+      uint64_t t = last_ev + (uint64_t)(e->timeout_s * 1e9);
+      if (deadline == 0 || t < deadline) deadline = t;
+    }
+    if (!ring_pop(&e->ring, &ev, e->iter_open, deadline)) {
+      double idle = (double)(gs_now_ns() - last_ev) * 1e-9;
+      int fatal = e->timeout_s > 0 && idle >= e->timeout_s;
+      if (fatal || !warned) launch_stall(e, idle, fatal);
+      warned = 1;
+      continue;
+    }
+    last_ev = gs_now_ns();
+    warned = 0;
+    eng_progress(e);
     switch (ev.kind) {
-      case EV_STOP: return NULL;
+      case EV_STOP:
+        pthread_mutex_lock(&e->mu);
+        e->launch_exited = 1;
+        pthread_cond_broadcast(&e->cv_done);
+        pthread_mutex_unlock(&e->mu);
+        return NULL;
       case EV_START:
         e->iter_open = 1;
         e->it_start_ns = ev.t_ns;
@@ -419,27 +626,30 @@ static char *str_dup(const char *s) {
   return d;
 }
 
-gs_status gs_engine_create(gs_comm *comm, const gs_engine_config *cfg_in,
-                           gs_engine **out) {
-  if (out == NULL) return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create: out is NULL");
-  *out = NULL;
-  if (comm == NULL)
-    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create: communicator is NULL");
+/* The local part of gs_engine_create: checks the configuration, opens the
+ * timeline and allocates. On failure *out stays NULL. */
+static gs_status create_local(gs_comm *comm, const gs_engine_config *cfg_in,
+                              gs_engine **out) {
   gs_engine_config cfg;
   if (cfg_in) cfg = *cfg_in;
   else gs_engine_config_init(&cfg);
+  int rank = gs_comm_rank(comm);
   const char *spec = cfg.policy ? cfg.policy : "auto";
   gs_plan_policy pol;
-  if (gs_plan_policy_parse(spec, &pol) != GS_OK)
-    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create: policy: %s", gs_last_error());
+  if (gs_plan_policy_parse(spec, &pol) != GS_OK) {
+    char why[900];
+    gs__error_copy(why, sizeof why); /* gs_error writes the buffer it reads */
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create on rank %d: policy: %s", rank,
+                    why);
+  }
   if (cfg.warmup_iters < 0 || cfg.replan_interval < 1 || !(cfg.replan_drift >= 0))
-    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create: warmup_iters %d must be "
-                    ">= 0, replan_interval %d >= 1 and replan_drift %g >= 0",
-                    cfg.warmup_iters, cfg.replan_interval, cfg.replan_drift);
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create on rank %d: warmup_iters %d "
+                    "must be >= 0, replan_interval %d >= 1 and replan_drift %g >= 0",
+                    rank, cfg.warmup_iters, cfg.replan_interval, cfg.replan_drift);
   gs_engine *e = gs_calloc(1, sizeof *e);
   if (e == NULL) return GS_ERR_NOMEM;
   e->comm = comm;
-  e->rank = gs_comm_rank(comm);
+  e->rank = rank;
   e->size = gs_comm_size(comm);
   e->policy = pol;
   e->policy_spec = str_dup(spec);
@@ -447,26 +657,41 @@ gs_status gs_engine_create(gs_comm *comm, const gs_engine_config *cfg_in,
   e->replan_interval = cfg.replan_interval;
   e->replan_drift = cfg.replan_drift;
   e->forward_overlap = cfg.forward_overlap != 0;
+  e->warn_s = gs_comm_stall_warn_s(comm);
+  e->timeout_s = gs_comm_timeout_s(comm);
+  atomic_store(&e->progress_ns, gs_now_ns());
   const char *pc = getenv("GRADSYNC_PLAN_COST");
   e->cost_curve = cfg.cost_curve != 0 || (pc && strcmp(pc, "curve") == 0);
   e->needs_profile = pol.kind == GS_PLAN_MGWFBP || pol.kind == GS_PLAN_OPTIMAL ||
                      pol.kind == GS_PLAN_DEAR || pol.kind == GS_PLAN_AUTO;
-  const char *tl = cfg.timeline ? cfg.timeline : getenv("GRADSYNC_TIMELINE");
-  if (tl && *tl) {
-    e->timeline_path = str_dup(tl);
-    e->timeline = tl_create();
-  }
   e->samples = gs_calloc(ENG_SAMPLES, sizeof *e->samples);
-  if (e->policy_spec == NULL || e->samples == NULL ||
-      (tl && *tl && (e->timeline_path == NULL || e->timeline == NULL))) {
-    gs_engine_destroy(e);
+  if (e->policy_spec == NULL || e->samples == NULL) {
+    gs_free(e->policy_spec);
+    gs_free(e->samples);
+    gs_free(e);
     return GS_ERR_NOMEM;
   }
+  /* Waits are timed on CLOCK_MONOTONIC, the clock of gs_now_ns. */
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_mutex_init(&e->mu, NULL);
+  pthread_cond_init(&e->cv_inflight, &ca);
+  pthread_cond_init(&e->cv_done, &ca);
+  pthread_condattr_destroy(&ca);
   e->stats.policy = pol.kind;
   e->stats.chosen = pol.kind;
-  pthread_mutex_init(&e->mu, NULL);
-  pthread_cond_init(&e->cv_inflight, NULL);
-  pthread_cond_init(&e->cv_done, NULL);
+  const char *tl = cfg.timeline ? cfg.timeline : getenv("GRADSYNC_TIMELINE");
+  if (tl && *tl) {
+    gs_status st = tl_open(tl, e->rank, e->size, &e->timeline);
+    if (st != GS_OK) {
+      char msg[1024];
+      gs__error_copy(msg, sizeof msg);
+      gs_engine_destroy(e);
+      gs__error_set_message(msg);
+      return st;
+    }
+  }
   /* The launch thread's polling (see the event ring above). */
   const char *spin = getenv("GRADSYNC_ENGINE_SPIN");
   const char *poll = getenv("GRADSYNC_ENGINE_POLL_US");
@@ -476,6 +701,37 @@ gs_status gs_engine_create(gs_comm *comm, const gs_engine_config *cfg_in,
   if (!(poll_us >= 1)) poll_us = 50.0;
   e->ring.poll_min_ns = (uint64_t)(poll_us * 1e3);
   e->ring.poll_max_ns = GS_MAX(e->ring.poll_min_ns, (uint64_t)1000000);
+  *out = e;
+  return GS_OK;
+}
+
+/* Creation is an agreement point: a rank whose configuration, timeline or
+ * memory fails must not leave the others to wait for it in the first
+ * iteration's exchange, so every rank learns every rank's status and all
+ * fail together. */
+gs_status gs_engine_create(gs_comm *comm, const gs_engine_config *cfg_in,
+                           gs_engine **out) {
+  if (out == NULL) return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create: out is NULL");
+  *out = NULL;
+  if (comm == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create: communicator is NULL");
+  gs_engine *e = NULL;
+  gs_status st = create_local(comm, cfg_in, &e);
+  int32_t small[64], *flags = small;
+  size_t p = (size_t)gs_comm_size(comm);
+  if (p > 64 && (flags = gs_malloc(p * sizeof *flags)) == NULL) {
+    gs_engine_destroy(e);
+    return GS_ERR_NOMEM;
+  }
+  gs_status ag = eng_agree_on(comm, flags, st, "create its engine");
+  if (flags != small) gs_free(flags);
+  if (ag != GS_OK) {
+    char msg[1024];
+    gs__error_copy(msg, sizeof msg);
+    gs_engine_destroy(e);
+    gs__error_set_message(msg);
+    return ag;
+  }
   *out = e;
   return GS_OK;
 }
@@ -537,8 +793,10 @@ static gs_status freeze(gs_engine *e) {
   e->stamp = gs_calloc(L + 1, sizeof(uint64_t));
   e->pending = gs_calloc(L + 1, sizeof(size_t));
   e->w_bwd = gs_calloc(L + 1, sizeof(double));
+  e->agree = gs_calloc((size_t)e->size, sizeof(int32_t));
+  e->plan_body = gs_calloc(2 * L + 2, sizeof(double));
   if (!e->ring.slots || !e->comm_ids || !e->t_iter || !e->t_seq || !e->ready ||
-      !e->stamp || !e->pending || !e->w_bwd)
+      !e->stamp || !e->pending || !e->w_bwd || !e->agree || !e->plan_body)
     return GS_ERR_NOMEM;
   for (size_t i = 0; i < e->ntensors; i++)
     if (e->tensors[i].comm >= 0) e->comm_ids[e->tensors[i].comm] = (long)i;
@@ -567,25 +825,6 @@ static void push_start(gs_engine *e) {
   e->started = 1;
 }
 
-gs_status gs_engine_grad_ready(gs_engine *e, int id) {
-  if (e == NULL) return gs_error(GS_ERR_INVALID_ARG, "gs_engine_grad_ready: engine is NULL");
-  if (atomic_load_explicit(&e->failed, memory_order_relaxed)) return failed_status(e);
-  if (id < 0 || (size_t)id >= e->ntensors)
-    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_grad_ready on rank %d: tensor id %d "
-                    "is not registered (%zu tensors)", e->rank, id, e->ntensors);
-  if (!e->frozen) GS_CHECK(freeze(e));
-  eng_tensor *t = &e->tensors[id];
-  if (t->marked == e->iter + 1)
-    return gs_error(GS_ERR_STATE, "gs_engine_grad_ready on rank %d: tensor '%s' marked "
-                    "ready twice in iteration %llu", e->rank, t->name,
-                    (unsigned long long)e->iter);
-  t->marked = e->iter + 1;
-  eng_event ev = {EV_READY, (uint32_t)id, gs_now_ns(), 0};
-  if (!e->started) push_start(e);
-  ring_push(&e->ring, &ev);
-  return GS_OK;
-}
-
 /* Issues dear's all-gathers, in forward order, up to forward group `upto`. */
 static gs_status issue_allgathers_locked(gs_engine *e, size_t upto) {
   eng_plan *p = e->plan;
@@ -600,20 +839,93 @@ static gs_status issue_allgathers_locked(gs_engine *e, size_t upto) {
   return GS_OK;
 }
 
+/* DeAR's buffer contract (engine.h). With dear and forward_overlap, the
+ * all-gathers of the last iteration that the trainer did not wait for with
+ * gs_engine_wait_tensor are issued (in forward order, the same on every
+ * rank) and finished here, on the training thread, before the first
+ * grad_ready (or a wait without one) of the next iteration returns: once it
+ * has, the engine writes no buffer of the last iteration any more, so
+ * backward may write them. The tensor that call marks (`id`, -1 for wait)
+ * was written before the call: if its average was not in place by then, the
+ * engine would overwrite the new gradient, so that is GS_ERR_STATE. */
+static gs_status finish_allgathers(gs_engine *e, int id) {
+  pthread_mutex_lock(&e->mu);
+  if (!(e->forward_overlap && e->flush_dear && e->plan && e->iter > 0 &&
+        e->ag_iter + 1 == e->iter)) {
+    pthread_mutex_unlock(&e->mu);
+    return GS_OK;
+  }
+  long c = id >= 0 ? e->tensors[id].comm : -1;
+  int in_place = c < 0 || (e->t_iter[c] >= e->iter && e->completed_seq >= e->t_seq[c]);
+  gs_status st = GS_OK;
+  if (e->ag_pending) st = issue_allgathers_locked(e, SIZE_MAX);
+  eng_watch w;
+  watch_init(&w, "gs_engine_grad_ready (finishing dear's all-gathers)", -1);
+  while (st == GS_OK && !atomic_load(&e->failed) && e->completed_seq < e->ag_last_seq)
+    watch_wait_locked(e, &w);
+  if (atomic_load(&e->failed)) {
+    st = failed_status_locked(e);
+    pthread_mutex_unlock(&e->mu);
+    return st;
+  }
+  pthread_mutex_unlock(&e->mu);
+  if (st == GS_OK && !in_place)
+    st = gs_error(GS_ERR_STATE, "gs_engine_grad_ready on rank %d: tensor '%s' marked "
+                  "ready in iteration %llu before its average of iteration %llu was in "
+                  "place (dear with forward_overlap: call gs_engine_wait_tensor for a "
+                  "tensor before backward writes its buffer); the engine would have "
+                  "overwritten the new gradient", e->rank, e->tensors[id].name,
+                  (unsigned long long)e->iter, (unsigned long long)e->iter - 1);
+  if (st != GS_OK) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", gs_last_error());
+    eng_fail(e, st, msg);
+  }
+  return st;
+}
+
+gs_status gs_engine_grad_ready(gs_engine *e, int id) {
+  if (e == NULL) return gs_error(GS_ERR_INVALID_ARG, "gs_engine_grad_ready: engine is NULL");
+  if (atomic_load_explicit(&e->failed, memory_order_relaxed)) return failed_status(e);
+  if (id < 0 || (size_t)id >= e->ntensors)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_grad_ready on rank %d: tensor id %d "
+                    "is not registered (%zu tensors)", e->rank, id, e->ntensors);
+  if (!e->frozen) GS_CHECK(freeze(e));
+  eng_tensor *t = &e->tensors[id];
+  if (t->marked == e->iter + 1)
+    return gs_error(GS_ERR_STATE, "gs_engine_grad_ready on rank %d: tensor '%s' marked "
+                    "ready twice in iteration %llu", e->rank, t->name,
+                    (unsigned long long)e->iter);
+  if (!e->started) {
+    GS_CHECK(finish_allgathers(e, id));
+    push_start(e);
+  }
+  t->marked = e->iter + 1;
+  eng_event ev = {EV_READY, (uint32_t)id, gs_now_ns(), 0};
+  ring_push(&e->ring, &ev);
+  return GS_OK;
+}
+
+
 gs_status gs_engine_wait(gs_engine *e) {
   if (e == NULL) return gs_error(GS_ERR_INVALID_ARG, "gs_engine_wait: engine is NULL");
   if (atomic_load(&e->failed)) return failed_status(e);
   if (!e->frozen) GS_CHECK(freeze(e));
   uint64_t t0 = gs_now_ns();
-  if (!e->started) push_start(e);
+  if (!e->started) {
+    GS_CHECK(finish_allgathers(e, -1));
+    push_start(e);
+  }
   eng_event ev = {EV_FLUSH, 0, t0, 0};
   ring_push(&e->ring, &ev);
   e->started = 0;
   gs_status st = GS_OK;
+  eng_watch w;
+  watch_init(&w, "gs_engine_wait", -1);
   pthread_mutex_lock(&e->mu);
   while (!atomic_load(&e->failed) &&
          !(e->flushed_iter > e->iter && e->completed_seq >= e->flush_seq))
-    pthread_cond_wait(&e->cv_done, &e->mu);
+    watch_wait_locked(e, &w);
   if (!atomic_load(&e->failed) && e->flush_dear && e->plan) {
     /* Dear: every reduce-scatter is done. Start the all-gathers: the first
      * group in forward order now (DeAR's step), the others from
@@ -625,7 +937,7 @@ gs_status gs_engine_wait(gs_engine *e) {
     if (st == GS_OK && !e->forward_overlap) {
       uint64_t last = e->ag_last_seq;
       while (!atomic_load(&e->failed) && e->completed_seq < last)
-        pthread_cond_wait(&e->cv_done, &e->mu);
+        watch_wait_locked(e, &w);
     }
   }
   if (atomic_load(&e->failed)) st = failed_status_locked(e);
@@ -655,6 +967,8 @@ gs_status gs_engine_wait_tensor(gs_engine *e, int id) {
   if (c < 0 || e->iter == 0) return GS_OK;
   uint64_t target = e->iter - 1, t0 = gs_now_ns();
   gs_status st = GS_OK;
+  eng_watch w;
+  watch_init(&w, "gs_engine_wait_tensor", id);
   pthread_mutex_lock(&e->mu);
   if (e->ag_pending && e->ag_iter == target && e->plan) {
     size_t fwd = e->plan->ngroups - 1 - e->plan->group_of[c];
@@ -662,7 +976,7 @@ gs_status gs_engine_wait_tensor(gs_engine *e, int id) {
   }
   while (st == GS_OK && !atomic_load(&e->failed) &&
          !(e->t_iter[c] >= target + 1 && e->completed_seq >= e->t_seq[c]))
-    pthread_cond_wait(&e->cv_done, &e->mu);
+    watch_wait_locked(e, &w);
   if (atomic_load(&e->failed)) st = failed_status_locked(e);
   uint64_t t1 = gs_now_ns();
   e->stats.wait_s += (double)(t1 - t0) * 1e-9;
@@ -685,17 +999,26 @@ gs_status gs_engine_destroy(gs_engine *e) {
     if (e->ag_pending && e->plan && !atomic_load(&e->failed))
       issue_allgathers_locked(e, SIZE_MAX);
     pthread_mutex_unlock(&e->mu);
+    /* Both threads may wait on the other ranks (a control exchange, a
+     * collective): the joins come after watched waits, so that destroy
+     * cannot hang either. */
     eng_event ev = {EV_STOP, 0, 0, 0};
     ring_push(&e->ring, &ev);
+    eng_watch w;
+    watch_init(&w, "gs_engine_destroy", -1);
+    pthread_mutex_lock(&e->mu);
+    while (!e->launch_exited) watch_wait_locked(e, &w);
+    pthread_mutex_unlock(&e->mu);
     pthread_join(e->launch_thread, NULL);
     pthread_mutex_lock(&e->mu);
     e->stopping = 1;
     pthread_cond_broadcast(&e->cv_inflight);
+    while (!e->completion_exited) watch_wait_locked(e, &w);
     pthread_mutex_unlock(&e->mu);
     pthread_join(e->completion_thread, NULL);
   }
   if (e->timeline) {
-    if (tl_write(e->timeline, e->timeline_path, e->rank, e->size) != GS_OK) st = GS_ERR_IO;
+    if (tl_write(e->timeline, e->rank, e->size) != GS_OK) st = GS_ERR_IO;
     tl_free(e->timeline);
   }
   if (e->samples) { /* created: the sync objects exist */
@@ -717,7 +1040,8 @@ gs_status gs_engine_destroy(gs_engine *e) {
   gs_free(e->w_bwd);
   gs_free(e->samples);
   gs_free(e->policy_spec);
-  gs_free(e->timeline_path);
+  gs_free(e->agree);
+  gs_free(e->plan_body);
   gs_free(e);
   return st;
 }

@@ -7,7 +7,9 @@
  *   - the launch thread pops events, tracks which groups are complete,
  *     packs each message and issues its collective, strictly in plan order.
  *     At the start of each iteration it also runs the control exchanges:
- *     the registration check (first iteration) and the plan broadcast;
+ *     the registration check (first iteration) and the plan broadcast,
+ *     which ends with an agreement on every rank's status. While an
+ *     iteration is open it also watches for this rank's own stall;
  *   - the completion thread waits for the collectives in issue order and
  *     scatters the results back into the caller's buffers.
  * `mu` guards everything marked (mu); the rest belongs to one thread, named.
@@ -171,13 +173,36 @@ struct gs_engine {
   int cost_measured;
 
   eng_timeline *timeline;
-  char *timeline_path;
+
+  /* Agreement points (engine_plan.c): a per-rank status vector, summed. */
+  int32_t *agree;               /* launch thread, size entries */
+  double *plan_body;            /* launch thread: the plan broadcast's body */
+
+  /* The stall watchdog. Progress is any collective completing, any event
+   * the launch thread handles and any control exchange ending. */
+  double warn_s, timeout_s;     /* gs_comm_stall_warn_s / gs_comm_timeout_s */
+  _Atomic uint64_t progress_ns; /* time of the last progress */
+  const char *ctl_phase;        /* (mu) the control exchange under way */
+  uint64_t ctl_iter;            /* (mu) its iteration */
+  eng_inflight cur;             /* (mu) the collective the completion thread */
+  int cur_valid;                /*      waits for, if any */
+  int launch_exited, completion_exited; /* (mu) */
 };
+
+/* A training-thread wait with the stall watchdog (engine.c). */
+typedef struct eng_watch {
+  const char *call;     /* "gs_engine_wait", ... */
+  int id;               /* wait_tensor's tensor, else -1 */
+  uint64_t start_ns;
+  uint64_t warned_for;  /* the progress time the warning was printed for */
+} eng_watch;
 
 /* engine.c */
 void eng_fail(gs_engine *e, gs_status st, const char *msg);
 gs_status eng_issue_locked(gs_engine *e, eng_msg *m, eng_op op, uint64_t iter);
 void eng_wait_drained_locked(gs_engine *e);
+void eng_progress(gs_engine *e);
+void eng_set_phase(gs_engine *e, const char *phase, uint64_t iter);
 
 /* engine_plan.c: control exchanges and the profiler (launch thread). */
 gs_status eng_check_registration(gs_engine *e);
@@ -186,15 +211,25 @@ void eng_profile_iteration(gs_engine *e, uint64_t flush_ns);
 void eng_plan_free(eng_plan *p);
 gs_status eng_copy_plan(const eng_plan *p, gs_plan **out);
 gs_status eng_copy_profile(const gs_profile *p, gs_profile **out);
+/* Agreement point: every rank contributes its status (`mine`, with its
+ * message in gs_last_error() when not GS_OK) to one all-reduce of a flag per
+ * rank (`flags`: size entries). Returns GS_OK on every rank if all are;
+ * otherwise the failing ranks keep their own error and the others get the
+ * first failing rank's status with a message naming the ranks that failed
+ * to do `what`. */
+gs_status eng_agree_on(gs_comm *comm, int32_t *flags, gs_status mine, const char *what);
+gs_status eng_agree(gs_engine *e, gs_status mine, const char *what);
 
 /* timeline.c. Tracks: the compute, comm and wait rows of a rank. */
 enum { TL_COMPUTE = 1, TL_COMM = 2, TL_WAIT = 3 };
-eng_timeline *tl_create(void);
+/* Opens the rank's trace file at once ("t.json" -> "t.rank3.json" when
+ * size > 1), so that a path that cannot be written fails at the start. */
+gs_status tl_open(const char *path, int rank, int size, eng_timeline **out);
 void tl_free(eng_timeline *tl);
 /* Records a complete event; `name` and `args` (a JSON object's members
  * without braces, or NULL) are copied. Thread-safe. */
 void tl_event(eng_timeline *tl, int track, const char *name, uint64_t start_ns,
               uint64_t end_ns, const char *args);
-gs_status tl_write(eng_timeline *tl, const char *path, int rank, int size);
+gs_status tl_write(eng_timeline *tl, int rank, int size);
 
 #endif /* GS_ENGINE_INTERNAL_H */

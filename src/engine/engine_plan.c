@@ -146,6 +146,45 @@ gs_status eng_check_registration(gs_engine *e) {
   return gs_error(GS_ERR_MISMATCH, "rank %d: %s", e->rank, msg);
 }
 
+/* ---- Agreement points ---------------------------------------------------------- */
+
+gs_status eng_agree_on(gs_comm *comm, int32_t *flags, gs_status mine, const char *what) {
+  int p = gs_comm_size(comm), me = gs_comm_rank(comm);
+  if (p == 1) return mine;
+  char own[1024] = "";
+  if (mine != GS_OK) gs__error_copy(own, sizeof own);
+  memset(flags, 0, (size_t)p * sizeof *flags);
+  flags[me] = (int32_t)mine;
+  gs_status st = gs_allreduce(comm, GS_IN_PLACE, flags, (size_t)p, GS_I32, GS_SUM,
+                              GS_ALGO_AUTO);
+  if (st != GS_OK) return st;
+  if (mine != GS_OK) {
+    gs__error_set_message(own);
+    return mine;
+  }
+  char list[600] = "";
+  size_t len = 0;
+  int bad = 0, first = -1;
+  for (int r = 0; r < p; r++) {
+    if (flags[r] == 0) continue;
+    if (first < 0) first = r;
+    if (bad++ < 8 && len < sizeof list)
+      len += (size_t)snprintf(list + len, sizeof list - len, "%s%d (%s)", bad > 1 ? ", " : "",
+                              r, gs_strerror((gs_status)flags[r]));
+  }
+  if (bad == 0) return GS_OK;
+  gs_status code = (gs_status)flags[first];
+  if (code <= GS_OK || code >= GS_STATUS_COUNT) code = GS_ERR_INTERNAL;
+  return gs_error(code, "rank %d: rank%s %s%s could not %s (%s own message says why); "
+                  "every rank fails with %s", me, bad > 1 ? "s" : "", list,
+                  bad > 8 ? ", ..." : "", what, bad > 1 ? "their" : "its",
+                  bad > 1 ? "them" : "it");
+}
+
+gs_status eng_agree(gs_engine *e, gs_status mine, const char *what) {
+  return eng_agree_on(e->comm, e->agree, mine, what);
+}
+
 /* ---- Profiler ---------------------------------------------------------------------
  * Tensor c's effective ready time is the latest stamp of c and every tensor
  * after it (the clamp tools/profile_model.py applies when autograd reorders
@@ -389,6 +428,10 @@ static gs_status build_plan(gs_engine *e, gs_plan *plan, gs_profile *prof,
   ep->profile = prof;
   ep->dear = plan->chosen == GS_PLAN_DEAR;
   size_t G = plan->ngroups, L = e->ncomm;
+  /* Test hook: GRADSYNC_TEST_ENGINE_PLAN_FAIL=R fails rank R's fusion
+   * buffers, to test the agreement on the plan. */
+  const char *inject = getenv("GRADSYNC_TEST_ENGINE_PLAN_FAIL");
+  int fail_here = inject && *inject && atoi(inject) == e->rank;
   ep->ngroups = G;
   ep->gmsg = gs_calloc(G + 1, sizeof(size_t));
   ep->group_of = gs_calloc(L + 1, sizeof(size_t));
@@ -432,7 +475,7 @@ static gs_status build_plan(gs_engine *e, gs_plan *plan, gs_profile *prof,
       m->padded = ep->dear ? (m->count + p - 1) / p * p : m->count;
       m->bytes = m->count * es;
       if (n > 1 || ep->dear) {
-        m->fusion = gs_malloc(m->padded * es);
+        m->fusion = fail_here ? NULL : gs_malloc(m->padded * es);
         if (m->fusion == NULL) {
           st = gs_error(GS_ERR_NOMEM, "gs_engine on rank %d: cannot allocate a "
                         "fusion buffer of %zu bytes", e->rank, m->padded * es);
@@ -578,20 +621,28 @@ gs_status eng_plan_step(gs_engine *e, uint64_t n) {
   if (hdr[H_CHANGED] == 0) return GS_OK;
 
   /* The plan's group starts (launch order) and the profile's backward
-   * times, exact in doubles. */
+   * times, exact in doubles, in a buffer allocated with the engine (so
+   * that no rank can miss this broadcast for want of memory). */
   size_t G = (size_t)hdr[H_NGROUPS], L = e->ncomm;
-  double *body = gs_calloc(G + L + 1, sizeof(double));
-  if (body == NULL) st = GS_ERR_NOMEM;
-  if (st == GS_OK && e->rank == 0) {
+  if (G < 1 || G > L) {
+    gs_plan_free(plan);
+    gs_profile_free(prof);
+    return gs_error(GS_ERR_INTERNAL, "rank %d: rank 0's plan of iteration %llu has %zu "
+                    "groups for %zu tensors", e->rank, (unsigned long long)n, G, L);
+  }
+  double *body = e->plan_body;
+  memset(body, 0, (G + L) * sizeof *body);
+  if (e->rank == 0) {
     for (size_t g = 0; g < G; g++) body[g] = (double)plan->tensors[plan->offsets[g]];
     for (size_t c = 0; c < L; c++) body[G + c] = prof->tensors[c].backward_s;
   }
-  /* Every rank must join the broadcast even if its allocation failed. */
-  if (body) {
-    gs_status b2 = gs_bcast(e->comm, body, G + L, GS_F64, 0, GS_ALGO_AUTO);
-    if (st == GS_OK) st = b2;
+  st = gs_bcast(e->comm, body, G + L, GS_F64, 0, GS_ALGO_AUTO);
+  if (st != GS_OK) {
+    gs_plan_free(plan);
+    gs_profile_free(prof);
+    return st;
   }
-  if (st == GS_OK && e->rank != 0) {
+  if (e->rank != 0) {
     plan = gs_calloc(1, sizeof *plan);
     if (plan) {
       plan->tensors = gs_malloc((L + 1) * sizeof(size_t));
@@ -600,7 +651,8 @@ gs_status eng_plan_step(gs_engine *e, uint64_t n) {
     gs_profile tmp;
     if (plan == NULL || plan->tensors == NULL || plan->offsets == NULL ||
         window_profile(e, &tmp) != GS_OK) {
-      st = GS_ERR_NOMEM;
+      st = gs_error(GS_ERR_NOMEM, "rank %d: no memory for the plan of iteration %llu",
+                    e->rank, (unsigned long long)n);
     } else {
       /* Groups are contiguous runs in launch order: group g covers
        * starts[g] .. (g ? starts[g-1] : L) - 1. */
@@ -626,12 +678,19 @@ gs_status eng_plan_step(gs_engine *e, uint64_t n) {
       if (st == GS_OK) st = gs_plan_check(plan, L);
     }
   }
-  gs_free(body);
   eng_plan *ep = NULL;
   if (st == GS_OK) st = build_plan(e, plan, prof, &ep);
+  /* Agreement point: a rank that cannot install the plan (its fusion
+   * buffers, say) would never issue its collectives; every rank learns it
+   * here and all fail together instead. */
+  st = eng_agree(e, st, "install the plan of this iteration");
   if (st != GS_OK) {
-    gs_plan_free(plan);
-    gs_profile_free(prof);
+    if (ep) {
+      eng_plan_free(ep);
+    } else {
+      gs_plan_free(plan);
+      gs_profile_free(prof);
+    }
     return st;
   }
   ep->cost = e->cost;

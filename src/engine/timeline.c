@@ -5,6 +5,7 @@
  * rank) with three threads: compute, comm and wait. Times are microseconds
  * of CLOCK_MONOTONIC, so files of ranks on one host line up.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,16 +25,43 @@ struct eng_timeline {
   pthread_mutex_t mu;
   tl_ev *ev;
   size_t n, cap, dropped;
+  FILE *f;
+  char file[4096];
 };
 
-eng_timeline *tl_create(void) {
+/* "t.json" -> "t.rank3.json"; "t" -> "t.rank3". */
+static void rank_path(char *dst, size_t n, const char *path, int rank) {
+  const char *slash = strrchr(path, '/');
+  const char *dot = strrchr(path, '.');
+  if (dot == NULL || (slash && dot < slash) || dot == (slash ? slash + 1 : path)) {
+    snprintf(dst, n, "%s.rank%d", path, rank);
+    return;
+  }
+  snprintf(dst, n, "%.*s.rank%d%s", (int)(dot - path), path, rank, dot);
+}
+
+gs_status tl_open(const char *path, int rank, int size, eng_timeline **out) {
+  *out = NULL;
   eng_timeline *tl = gs_calloc(1, sizeof *tl);
-  if (tl) pthread_mutex_init(&tl->mu, NULL);
-  return tl;
+  if (tl == NULL) return GS_ERR_NOMEM;
+  if (size > 1) rank_path(tl->file, sizeof tl->file, path, rank);
+  else snprintf(tl->file, sizeof tl->file, "%s", path);
+  tl->f = fopen(tl->file, "w");
+  if (tl->f == NULL) {
+    gs_status st = gs_error(GS_ERR_IO, "gradsync engine, rank %d: cannot write the "
+                            "timeline '%s' (GRADSYNC_TIMELINE or cfg.timeline): %s",
+                            rank, tl->file, strerror(errno));
+    gs_free(tl);
+    return st;
+  }
+  pthread_mutex_init(&tl->mu, NULL);
+  *out = tl;
+  return GS_OK;
 }
 
 void tl_free(eng_timeline *tl) {
   if (tl == NULL) return;
+  if (tl->f) fclose(tl->f);
   for (size_t i = 0; i < tl->n; i++) {
     gs_free(tl->ev[i].name);
     gs_free(tl->ev[i].args);
@@ -86,25 +114,11 @@ static void put_json_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-/* "t.json" -> "t.rank3.json"; "t" -> "t.rank3". */
-static void rank_path(char *dst, size_t n, const char *path, int rank) {
-  const char *slash = strrchr(path, '/');
-  const char *dot = strrchr(path, '.');
-  if (dot == NULL || (slash && dot < slash) || dot == (slash ? slash + 1 : path)) {
-    snprintf(dst, n, "%s.rank%d", path, rank);
-    return;
-  }
-  snprintf(dst, n, "%.*s.rank%d%s", (int)(dot - path), path, rank, dot);
-}
-
-gs_status tl_write(eng_timeline *tl, const char *path, int rank, int size) {
-  char file[4096];
-  if (size > 1) rank_path(file, sizeof file, path, rank);
-  else snprintf(file, sizeof file, "%s", path);
-  FILE *f = fopen(file, "w");
-  if (f == NULL)
-    return gs_error(GS_ERR_IO, "gradsync engine, rank %d: cannot write the timeline "
-                    "'%s'", rank, file);
+/* Writes the events to the file opened by tl_open and closes it. */
+gs_status tl_write(eng_timeline *tl, int rank, int size) {
+  FILE *f = tl->f;
+  tl->f = NULL;
+  if (f == NULL) return GS_OK;
   static const char *tracks[] = {"", "compute", "comm", "wait"};
   fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
   fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,"
@@ -127,6 +141,7 @@ gs_status tl_write(eng_timeline *tl, const char *path, int rank, int size) {
   fprintf(f, "\n],\"otherData\":{\"rank\":%d,\"ranks\":%d,\"dropped_events\":%zu}}\n",
           rank, size, dropped);
   if (fclose(f) != 0)
-    return gs_error(GS_ERR_IO, "gradsync engine, rank %d: error writing '%s'", rank, file);
+    return gs_error(GS_ERR_IO, "gradsync engine, rank %d: error writing '%s'", rank,
+                    tl->file);
   return GS_OK;
 }

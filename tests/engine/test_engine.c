@@ -8,8 +8,9 @@
  *                           against the average it computes serially from
  *                           the inputs all ranks generate deterministically;
  *                           unready tensors; mismatched registration; misuse
- *   test_engine --latency   prints the median cost of gs_engine_grad_ready
- *                           (asserts nothing about it)
+ *   test_engine --latency [MAX_US]
+ *                           prints the median cost of gs_engine_grad_ready
+ *                           and fails if it exceeds MAX_US (if given)
  *
  * A failing check prints "FAIL rank R case C: ..."; rank 0 prints
  * "N passed, M failed" (summed over ranks); the exit status is non-zero if
@@ -300,7 +301,7 @@ static int cmp_double(const void *a, const void *b) {
 /* grad_ready's cost as the training thread sees it, with the backward's
  * gaps replayed by sleeping (the launch thread then sleeps between events)
  * and by spinning (it is still polling). */
-static void latency(void) {
+static void latency(double max_us) {
   enum { L = 200, ITERS = 30 };
   static float bufs[L][256];
   double *lat = malloc(sizeof(double) * L * ITERS);
@@ -343,14 +344,18 @@ static void latency(void) {
              "p90 %.3f us, max %.1f us over %zu calls\n",
              mode == 0 ? "sleeping" : "busy", gaps_us[mode], g_size, lat[n / 2],
              lat[n * 9 / 10], lat[n - 1], n);
+    if (max_us > 0 && lat[n / 2] > max_us)
+      fail("grad_ready's median %.3f us (%s gaps) exceeds %.1f us", lat[n / 2],
+           mode == 0 ? "sleeping" : "busy", max_us);
   }
   free(lat);
 }
 
 int main(int argc, char **argv) {
   int lat = argc > 1 && strcmp(argv[1], "--latency") == 0;
+  double max_us = lat && argc > 2 ? atof(argv[2]) : 0;
   if (argc > 1 && !lat) {
-    fprintf(stderr, "usage: %s [--latency]\n", argv[0]);
+    fprintf(stderr, "usage: %s [--latency [MAX_US]]\n", argv[0]);
     return 2;
   }
   if (gs_init(&argc, &argv) != GS_OK) {
@@ -366,7 +371,7 @@ int main(int argc, char **argv) {
   }
   if (lat) {
     begin_case("latency");
-    latency();
+    latency(max_us);
     end_case();
   } else {
     misuse();
