@@ -26,6 +26,7 @@ targets=("$@")
 jobs=${FUZZ_JOBS:-1}
 max_len=${FUZZ_MAX_LEN:-8192}
 build=${FUZZ_BUILD:-build-fuzz}
+case "$build" in /*) ;; *) build=$root/$build ;; esac
 
 case "$secs" in
   ''|*[!0-9]*) echo "fuzz: SECONDS must be a whole number, got '$secs'" >&2; exit 2 ;;
@@ -76,13 +77,17 @@ for t in "${targets[@]}"; do
   echo "fuzz: $t for ${secs}s from $(ls "$corpus" | wc -l) seeds"
   # New inputs go to a scratch directory (first corpus argument); the
   # committed corpus is only read here and rewritten by the merge below.
+  # With -jobs, libFuzzer writes fuzz-N.log into the current directory:
+  # run from the build directory.
+  par=()
+  [ "$jobs" -gt 1 ] && par=(-jobs="$jobs" -workers="$jobs")
   set +e
-  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    "$build/tests/fuzz/fuzz_$t" "$build/new/$t" "$corpus" \
+  (cd "$build" && ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
+   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "tests/fuzz/fuzz_$t" "new/$t" "$corpus" \
       -max_total_time="$secs" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
-      -jobs="$jobs" -workers="$jobs" -print_final_stats=1 \
-      -artifact_prefix="$build/artifacts/$t/" 2>&1 | tee "$build/fuzz_$t.log" |
+      "${par[@]}" -print_final_stats=1 -artifact_prefix="artifacts/$t/") 2>&1 |
+    tee "$build/fuzz_$t.log" |
     grep -E '^(#[0-9]+ *(DONE|INITED)|stat::|==[0-9]+==ERROR|SUMMARY|artifact_prefix|Test unit written)' || true
   rc=${PIPESTATUS[0]}
   set -e
@@ -105,7 +110,9 @@ for t in "${targets[@]}"; do
     sum=$(sha1sum "$f" | cut -d' ' -f1)
     case "$(basename "$f")" in
       seed_*|crash-*) rm -f "$merged/$sum"; cp "$f" "$merged/" ;;
-      *) [ -e "$merged/$sum" ] && mv "$merged/$sum" "$merged/$(basename "$f")" ;;
+      *) if [ -e "$merged/$sum" ] && [ "$sum" != "$(basename "$f")" ]; then
+           mv "$merged/$sum" "$merged/$(basename "$f")"
+         fi ;;
     esac
   done
   rm -f "$corpus"/*
