@@ -59,9 +59,9 @@ static gs_status gz_read_exact(gzFile f, const char *path, void *buf, size_t n,
 #define IDX_GROW_BYTES ((size_t)64 << 20)
 
 /* Reads the `count` data bytes into a new buffer, grown as the data arrives
- * (never larger than twice what was read, or IDX_GROW_BYTES more), so that
- * a header announcing far more than the file holds fails as truncated
- * without a large allocation. */
+ * (never more than IDX_GROW_BYTES beyond what was read), so that a header
+ * announcing far more than the file holds fails as truncated without a
+ * large allocation. */
 static gs_status idx_read_data(gzFile f, const char *path, size_t count,
                                uint8_t **out) {
   size_t cap = GS_MIN(count, IDX_GROW_BYTES), done = 0;
