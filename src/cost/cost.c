@@ -536,7 +536,9 @@ static gs_status calibrate(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 gs_status gs_cost_save(const char *path, const gs_cost_params *c, gs_cost_topo t) {
   if (path == NULL || c == NULL)
@@ -582,65 +584,173 @@ gs_status gs_cost_save(const char *path, const gs_cost_params *c, gs_cost_topo t
   return st;
 }
 
+/* A cost file holds a few numbers per algorithm (GS_COST_MAX_POINTS points
+ * at most): a file above this size is not one, and is refused before it is
+ * read rather than parsed at any size. */
+#define COST_FILE_MAX_BYTES (1024 * 1024)
+/* Sane bounds on what a cost file may say: times and per-byte costs are
+ * seconds, sizes bytes. Bounded values keep every prediction finite (no
+ * inf - inf in an interpolation). */
+#define COST_MAX_SECONDS 1e6
+#define COST_MAX_BYTES 4611686018427387904.0 /* 2^62 */
+
+/* Reads the whole of a regular file of at most `max` bytes into a
+ * NUL-terminated buffer (owned by the caller); text with a NUL byte inside
+ * is refused, so that the parser sees the whole file. */
+static gs_status cost_read_text(const char *path, size_t max, char **out) {
+  *out = NULL;
+  FILE *f = fopen(path, "rb");
+  if (f == NULL)
+    return gs_error(GS_ERR_IO, "cost load: cannot open %s: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    fclose(f);
+    return gs_error(GS_ERR_IO, "cost load: %s is not a regular file", path);
+  }
+  if ((unsigned long long)sb.st_size > max) {
+    fclose(f);
+    return gs_error(GS_ERR_PARSE, "cost load: %s has %lld bytes, more than the "
+                    "%zu a cost file may have", path, (long long)sb.st_size, max);
+  }
+  /* One byte more than the cap, to see a file that grew since fstat. */
+  size_t cap = (size_t)sb.st_size + 1;
+  char *buf = gs_malloc(cap + 1);
+  if (buf == NULL) {
+    fclose(f);
+    return gs_error(GS_ERR_NOMEM, "cost load: %s: out of memory", path);
+  }
+  size_t n = fread(buf, 1, cap, f);
+  int err = ferror(f);
+  fclose(f);
+  if (err) {
+    gs_free(buf);
+    return gs_error(GS_ERR_IO, "cost load: cannot read %s", path);
+  }
+  if (n == cap) {
+    gs_free(buf);
+    return gs_error(GS_ERR_IO, "cost load: %s changed while it was read", path);
+  }
+  buf[n] = '\0';
+  size_t text_len = strlen(buf);
+  if (text_len != n) {
+    gs_free(buf);
+    return gs_error(GS_ERR_PARSE, "cost load: %s: NUL byte at offset %zu: not "
+                    "a JSON text file", path, text_len);
+  }
+  *out = buf;
+  return GS_OK;
+}
+
+/* A number in [0, max]; "-0" reads as 0 so that a save gives it back. */
+static gs_status json_number_in(const cJSON *obj, const char *key, double max,
+                                const char *path, const char *where, double *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0 ||
+      v->valuedouble > max)
+    return gs_error(GS_ERR_PARSE, "%s: field '%s%s' is missing or not a number "
+                    "in [0, %g]", path, where, key, max);
+  *out = v->valuedouble + 0.0;
+  return GS_OK;
+}
+
 static gs_status json_number(const cJSON *obj, const char *key, const char *path,
                              double *out) {
+  return json_number_in(obj, key, COST_MAX_SECONDS, path, "", out);
+}
+
+/* ranks or nodes: a whole number in [1, INT_MAX]. */
+static gs_status json_count(const cJSON *obj, const char *key, const char *path,
+                            int *out) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-  if (!cJSON_IsNumber(v) || v->valuedouble < 0)
-    return gs_error(GS_ERR_PARSE, "%s: field '%s' is missing or not a "
-                    "non-negative number", path, key);
-  *out = v->valuedouble;
+  if (!cJSON_IsNumber(v) || !(v->valuedouble >= 1 && v->valuedouble <= INT_MAX) ||
+      v->valuedouble != floor(v->valuedouble))
+    return gs_error(GS_ERR_PARSE, "%s: field '%s' is missing or not a whole "
+                    "number >= 1", path, key);
+  *out = (int)v->valuedouble;
+  return GS_OK;
+}
+
+/* One member of "fit": {"alpha": s, "beta": s/B, "points": [[B, s], ...]}. */
+static gs_status parse_fit(const cJSON *it, const char *path, gs_cost_params *c,
+                           unsigned *seen) {
+  gs_algo a;
+  if (it->string == NULL || gs_algo_parse(it->string, &a) != GS_OK)
+    return gs_error(GS_ERR_PARSE, "%s: fit.%s: not an algorithm name", path,
+                    it->string ? it->string : "(unnamed)");
+  if (*seen & (1u << a))
+    return gs_error(GS_ERR_PARSE, "%s: fit.%s appears twice", path, it->string);
+  *seen |= 1u << a;
+  if (!cJSON_IsObject(it))
+    return gs_error(GS_ERR_PARSE, "%s: fit.%s: expected an object", path, it->string);
+  char where[64];
+  snprintf(where, sizeof where, "fit.%s.", gs_algo_name(a));
+  GS_CHECK(json_number_in(it, "alpha", COST_MAX_SECONDS, path, where, &c->fit[a].alpha));
+  GS_CHECK(json_number_in(it, "beta", COST_MAX_SECONDS, path, where, &c->fit[a].beta));
+  /* gs_cost_save writes the fits whose beta is positive, and only those
+   * are used: a zero beta here was not written by it. */
+  if (!(c->fit[a].beta > 0))
+    return gs_error(GS_ERR_PARSE, "%s: fit.%s.beta: expected a positive number",
+                    path, it->string);
+  const cJSON *pts = cJSON_GetObjectItemCaseSensitive(it, "points"), *pt;
+  if (pts == NULL) return GS_OK;
+  if (!cJSON_IsArray(pts))
+    return gs_error(GS_ERR_PARSE, "%s: fit.%s.points: expected an array", path,
+                    it->string);
+  if (cJSON_GetArraySize(pts) > GS_COST_MAX_POINTS)
+    return gs_error(GS_ERR_PARSE, "%s: fit.%s.points: %d points, at most %d",
+                    path, it->string, cJSON_GetArraySize(pts), GS_COST_MAX_POINTS);
+  cJSON_ArrayForEach(pt, pts) {
+    const cJSON *x = cJSON_GetArrayItem(pt, 0), *y = cJSON_GetArrayItem(pt, 1);
+    int k = c->fit[a].npoints;
+    if (!cJSON_IsArray(pt) || cJSON_GetArraySize(pt) != 2 || !cJSON_IsNumber(x) ||
+        !cJSON_IsNumber(y) || !(x->valuedouble >= 0 && x->valuedouble <= COST_MAX_BYTES) ||
+        !(y->valuedouble >= 0 && y->valuedouble <= COST_MAX_SECONDS) ||
+        (k > 0 && x->valuedouble < c->fit[a].bytes[k - 1]))
+      return gs_error(GS_ERR_PARSE, "%s: fit.%s.points[%d]: expected [bytes, "
+                      "seconds], non-negative, by increasing size", path,
+                      it->string, k);
+    c->fit[a].bytes[k] = x->valuedouble + 0.0;
+    c->fit[a].secs[k] = y->valuedouble + 0.0;
+    c->fit[a].npoints = k + 1;
+  }
   return GS_OK;
 }
 
 gs_status gs_cost_load(const char *path, gs_cost_topo t, gs_cost_params *out) {
   if (path == NULL || out == NULL)
     return gs_error(GS_ERR_INVALID_ARG, "cost load: NULL argument");
-  FILE *f = fopen(path, "r");
-  if (f == NULL)
-    return gs_error(GS_ERR_IO, "cost load: cannot open %s: %s", path, strerror(errno));
-  char buf[16384];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  cJSON *root = cJSON_Parse(buf);
+  char *text;
+  GS_CHECK(cost_read_text(path, COST_FILE_MAX_BYTES, &text));
+  cJSON *root = cJSON_Parse(text);
+  gs_free(text);
   if (root == NULL)
     return gs_error(GS_ERR_PARSE, "cost load: %s is not valid JSON", path);
-  gs_cost_params c = {0};
-  double ranks = 0, nodes = 0;
-  gs_status st = json_number(root, "ranks", path, &ranks);
-  if (st == GS_OK) st = json_number(root, "nodes", path, &nodes);
-  if (st == GS_OK && ((int)ranks != t.ranks || (int)nodes != t.nodes))
+  gs_cost_params c;
+  memset(&c, 0, sizeof c);
+  int ranks = 0, nodes = 0;
+  gs_status st = GS_OK;
+  if (!cJSON_IsObject(root))
+    st = gs_error(GS_ERR_PARSE, "cost load: %s: expected a JSON object", path);
+  if (st == GS_OK) st = json_count(root, "ranks", path, &ranks);
+  if (st == GS_OK) st = json_count(root, "nodes", path, &nodes);
+  if (st == GS_OK && (ranks != t.ranks || nodes != t.nodes))
     st = gs_error(GS_ERR_MISMATCH, "cost load: %s was measured on %d ranks / %d "
-                  "nodes, this communicator has %d / %d", path, (int)ranks,
-                  (int)nodes, t.ranks, t.nodes);
+                  "nodes, this communicator has %d / %d", path, ranks, nodes,
+                  t.ranks, t.nodes);
   if (st == GS_OK) st = json_number(root, "alpha", path, &c.alpha);
   if (st == GS_OK) st = json_number(root, "beta", path, &c.beta);
   if (st == GS_OK) st = json_number(root, "alpha_local", path, &c.alpha_local);
   if (st == GS_OK) st = json_number(root, "beta_local", path, &c.beta_local);
   if (st == GS_OK) st = json_number(root, "gamma", path, &c.gamma);
   const cJSON *fits = cJSON_GetObjectItemCaseSensitive(root, "fit");
+  if (st == GS_OK && fits != NULL && !cJSON_IsObject(fits))
+    st = gs_error(GS_ERR_PARSE, "%s: fit: expected an object", path);
   const cJSON *it;
-  cJSON_ArrayForEach(it, fits) {
-    if (st != GS_OK) break;
-    gs_algo a;
-    st = gs_algo_parse(it->string, &a);
-    if (st == GS_OK) st = json_number(it, "alpha", path, &c.fit[a].alpha);
-    if (st == GS_OK) st = json_number(it, "beta", path, &c.fit[a].beta);
-    const cJSON *pts = cJSON_GetObjectItemCaseSensitive(it, "points"), *pt;
-    cJSON_ArrayForEach(pt, pts) {
-      if (st != GS_OK || c.fit[a].npoints >= GS_COST_MAX_POINTS) break;
-      const cJSON *x = cJSON_GetArrayItem(pt, 0), *y = cJSON_GetArrayItem(pt, 1);
-      int k = c.fit[a].npoints;
-      if (!cJSON_IsNumber(x) || !cJSON_IsNumber(y) || x->valuedouble < 0 ||
-          y->valuedouble < 0 || (k > 0 && x->valuedouble < c.fit[a].bytes[k - 1]))
-        st = gs_error(GS_ERR_PARSE, "%s: fit.%s.points[%d]: expected [bytes, "
-                      "seconds], non-negative, by increasing size", path,
-                      it->string, k);
-      else {
-        c.fit[a].bytes[k] = x->valuedouble;
-        c.fit[a].secs[k] = y->valuedouble;
-        c.fit[a].npoints = k + 1;
-      }
+  unsigned seen = 0;
+  if (st == GS_OK && fits != NULL) {
+    cJSON_ArrayForEach(it, fits) {
+      st = parse_fit(it, path, &c, &seen);
+      if (st != GS_OK) break;
     }
   }
   cJSON_Delete(root);

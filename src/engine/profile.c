@@ -10,12 +10,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "gradsync/plan.h"
 #include "gs_internal.h"
 
 /* Largest numel we accept: integers up to 2^53 are exact in a JSON double. */
 #define PROFILE_MAX_NUMEL 9007199254740992.0
+/* Largest profile file we read: the largest model's (DenseNet-201) is
+ * 70 KiB, so 64 MiB leaves room for models a thousand times larger. */
+#define PROFILE_MAX_BYTES (64 << 20)
 
 static char *profile_strdup(const char *s) {
   size_t n = strlen(s) + 1;
@@ -204,6 +208,13 @@ gs_status gs_profile_load(const char *path, gs_profile **out) {
   if (f == NULL)
     return gs_error(GS_ERR_IO, "%s: cannot open profile: %s", path,
                     strerror(errno));
+  struct stat sb;
+  if (fstat(fileno(f), &sb) != 0 || S_ISDIR(sb.st_mode)) {
+    fclose(f);
+    return gs_error(GS_ERR_IO, "%s: not a profile file (a directory?)", path);
+  }
+  /* Read to the end (the file may be a pipe), refusing more than
+   * PROFILE_MAX_BYTES: the cap bounds what a wrong path can cost. */
   char *text = NULL;
   size_t len = 0, cap = 0;
   gs_status st = GS_OK;
@@ -212,13 +223,18 @@ gs_status gs_profile_load(const char *path, gs_profile **out) {
       cap = cap ? cap * 2 : 65536;
       char *grown = gs_realloc(text, cap + 1);
       if (grown == NULL) {
-        st = GS_ERR_NOMEM;
+        st = gs_error(GS_ERR_NOMEM, "%s: out of memory reading the profile", path);
         break;
       }
       text = grown;
     }
     size_t got = fread(text + len, 1, cap - len, f);
     len += got;
+    if (len > PROFILE_MAX_BYTES) {
+      st = gs_error(GS_ERR_PARSE, "%s: larger than %d MiB: not a profile",
+                    path, PROFILE_MAX_BYTES >> 20);
+      break;
+    }
     if (got == 0) break;
   }
   if (st == GS_OK && ferror(f))
@@ -226,7 +242,12 @@ gs_status gs_profile_load(const char *path, gs_profile **out) {
   fclose(f);
   if (st == GS_OK) {
     text[len] = '\0';
-    st = gs_profile_parse(text, path, out);
+    /* The JSON parser stops at a NUL: refuse one rather than read half. */
+    if (strlen(text) != len)
+      st = gs_error(GS_ERR_PARSE, "%s: NUL byte at offset %zu: not a JSON text "
+                    "file", path, strlen(text));
+    else
+      st = gs_profile_parse(text, path, out);
   }
   gs_free(text);
   return st;

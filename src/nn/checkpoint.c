@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,19 +146,31 @@ out:
   return s;
 }
 
-static gs_status read_file(const char *path, unsigned char **data, size_t *size) {
+/* Reads a whole checkpoint, which must be a regular file of at most `max`
+ * bytes: the largest checkpoint the net can have. A file above that (or a
+ * header claiming so) fails before anything is allocated for it. */
+static gs_status read_file(const char *path, size_t max, unsigned char **data,
+                           size_t *size) {
   FILE *f = fopen(path, "rb");
   if (!f) return gs_error(GS_ERR_IO, "checkpoint %s: %s", path, strerror(errno));
   struct stat sb;
-  if (fstat(fileno(f), &sb) != 0 || sb.st_size < 0) {
+  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
     fclose(f);
-    return gs_error(GS_ERR_IO, "checkpoint %s: cannot stat", path);
+    return gs_error(GS_ERR_IO, "checkpoint %s: not a regular file", path);
+  }
+  if ((unsigned long long)sb.st_size > max) {
+    fclose(f);
+    return gs_error(GS_ERR_PARSE,
+                    "checkpoint %s: %lld bytes, more than the %zu a checkpoint "
+                    "of this net has (not a checkpoint of this model)", path,
+                    (long long)sb.st_size, max);
   }
   size_t n = (size_t)sb.st_size;
   unsigned char *buf = gs_malloc(n ? n : 1);
   if (!buf) {
     fclose(f);
-    return GS_ERR_NOMEM;
+    return gs_error(GS_ERR_NOMEM, "checkpoint %s: out of memory for %zu bytes",
+                    path, n);
   }
   if (fread(buf, 1, n, f) != n) {
     fclose(f);
@@ -178,9 +191,12 @@ gs_status gs_nn_checkpoint_load(const char *path, gs_nn_net *net,
   if (opt && opt->net != net)
     return gs_error(GS_ERR_INVALID_ARG,
                     "gs_nn_checkpoint_load: the optimizer belongs to another net");
+  /* The size of this net's checkpoint with momentum, the largest one. */
+  size_t max = sizeof(ckpt_header) + net->nparams * sizeof(uint64_t) +
+               (2 * net->total + net->nbuffers) * sizeof(float) + sizeof(uint32_t);
   unsigned char *data = NULL;
   size_t size = 0;
-  GS_CHECK(read_file(path, &data, &size));
+  GS_CHECK(read_file(path, max, &data, &size));
   gs_status s = GS_OK;
   ckpt_header h;
   if (size < sizeof h + sizeof(uint32_t)) {
@@ -208,6 +224,11 @@ gs_status gs_nn_checkpoint_load(const char *path, gs_nn_net *net,
                  net->nbuffers);
     goto out;
   }
+  if (h.flags & ~1u) {
+    s = gs_error(GS_ERR_PARSE, "checkpoint %s: unknown flags 0x%x (this build "
+                 "knows 0x1, momentum)", path, h.flags);
+    goto out;
+  }
   int has_mom = (h.flags & 1u) != 0;
   size_t expect = sizeof h + h.tensors * sizeof(uint64_t) +
                   (h.total * (has_mom ? 2 : 1) + h.buffers) * sizeof(float) +
@@ -228,6 +249,15 @@ gs_status gs_nn_checkpoint_load(const char *path, gs_nn_net *net,
   if ((uint32_t)crc != crc_file) {
     s = gs_error(GS_ERR_PARSE, "checkpoint %s: checksum mismatch (corrupt file)",
                  path);
+    goto out;
+  }
+  /* A file with a valid checksum can still say nonsense (written by a
+   * bug, or crafted): the training state must be one a run can resume. */
+  if (h.epoch < 0 || h.step < 0 || (has_mom && !(isfinite(h.lr) && h.lr >= 0))) {
+    s = gs_error(GS_ERR_PARSE,
+                 "checkpoint %s: bad training state (epoch %lld, step %lld, lr "
+                 "%g): expected epoch, step >= 0 and a finite lr >= 0", path,
+                 (long long)h.epoch, (long long)h.step, (double)h.lr);
     goto out;
   }
   const unsigned char *p = data + sizeof h;

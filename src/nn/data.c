@@ -53,6 +53,50 @@ static gs_status gz_read_exact(gzFile f, const char *path, void *buf, size_t n,
   return GS_OK;
 }
 
+/* The largest IDX data we read (64 GiB), whatever a header claims. */
+#define IDX_MAX_BYTES ((size_t)1 << 36)
+/* A gzip file's data grows its buffer in steps of at most this much. */
+#define IDX_GROW_BYTES ((size_t)64 << 20)
+
+/* Reads the `count` data bytes into a new buffer, grown as the data arrives
+ * (never more than IDX_GROW_BYTES beyond what was read), so that a header
+ * announcing far more than the file holds fails as truncated without a
+ * large allocation. */
+static gs_status idx_read_data(gzFile f, const char *path, size_t count,
+                               uint8_t **out) {
+  size_t cap = GS_MIN(count, IDX_GROW_BYTES), done = 0;
+  uint8_t *buf = gs_malloc(cap ? cap : 1);
+  if (!buf) return gs_error(GS_ERR_NOMEM, "%s: out of memory", path);
+  while (done < count) {
+    if (done == cap) {
+      size_t grow = GS_MIN(GS_MAX(cap, (size_t)1 << 20), IDX_GROW_BYTES);
+      size_t next = GS_MIN(count, cap + grow);
+      uint8_t *bigger = gs_realloc(buf, next);
+      if (!bigger) {
+        gs_free(buf);
+        return gs_error(GS_ERR_NOMEM, "%s: out of memory for %zu bytes of data",
+                        path, next);
+      }
+      buf = bigger;
+      cap = next;
+    }
+    size_t want = cap - done;
+    gs_status st = gz_read_exact(f, path, buf + done, want, "data");
+    if (st != GS_OK) {
+      gs_free(buf);
+      /* Name the whole size, not the step that ran short. */
+      if (st == GS_ERR_PARSE && strstr(gs_last_error(), "truncated"))
+        return gs_error(GS_ERR_PARSE,
+                        "%s: truncated: the data needs %zu bytes, the file "
+                        "has fewer", path, count);
+      return st;
+    }
+    done += want;
+  }
+  *out = buf;
+  return GS_OK;
+}
+
 gs_status gs_nn_idx_read(const char *path, gs_nn_idx *out) {
   if (!path || !out)
     return gs_error(GS_ERR_INVALID_ARG, "gs_nn_idx_read: path or out is NULL");
@@ -64,6 +108,8 @@ gs_status gs_nn_idx_read(const char *path, gs_nn_idx *out) {
                       path, FMNIST_HINT);
     return gs_error(GS_ERR_IO, "%s: %s", path, strerror(errno));
   }
+  if (S_ISDIR(sb.st_mode))
+    return gs_error(GS_ERR_IO, "%s: is a directory, not an IDX file", path);
   gzFile f = gzopen(path, "rb");
   if (!f) return gs_error(GS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   gs_status st = GS_OK;
@@ -97,17 +143,31 @@ gs_status gs_nn_idx_read(const char *path, gs_nn_idx *out) {
     out->dims[i] = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
                    (uint32_t)b[2] << 8 | b[3];
     if (gs_mul_size(count, out->dims[i], &count) != GS_OK ||
-        count > ((size_t)1 << 36)) {
-      st = gs_error(GS_ERR_PARSE, "%s: dimensions too large", path);
+        count > IDX_MAX_BYTES) {
+      st = gs_error(GS_ERR_PARSE, "%s: dimensions too large (more than %llu "
+                    "bytes of data)", path, (unsigned long long)IDX_MAX_BYTES);
       goto done;
     }
   }
-  data = gs_malloc(count ? count : 1);
-  if (!data) {
-    st = GS_ERR_NOMEM;
+  /* The header's size is a claim, checked against the file before any
+   * memory is committed to it: a plain file must hold exactly that many
+   * bytes, and a gzip file's data is read into a buffer that grows with
+   * what actually arrives, so a hostile header costs nothing. */
+  size_t hdr_bytes = 4 + 4 * (size_t)out->ndims;
+  if (S_ISREG(sb.st_mode) && gzdirect(f) &&
+      (unsigned long long)sb.st_size != hdr_bytes + count) {
+    char shape[64];
+    int len = snprintf(shape, sizeof shape, "%u", out->dims[0]);
+    for (int i = 1; i < out->ndims && len > 0 && (size_t)len < sizeof shape; i++)
+      len += snprintf(shape + len, sizeof shape - (size_t)len, " x %u", out->dims[i]);
+    int trunc = (unsigned long long)sb.st_size < hdr_bytes + count;
+    st = gs_error(GS_ERR_PARSE,
+                  "%s: %s: the header announces %s = %zu bytes of data, the "
+                  "file holds %lld", path, trunc ? "truncated" : "trailing bytes",
+                  shape, count, (long long)sb.st_size - (long long)hdr_bytes);
     goto done;
   }
-  GS_CHECK_GOTO(gz_read_exact(f, path, data, count, "data"), st, done);
+  GS_CHECK_GOTO(idx_read_data(f, path, count, &data), st, done);
   /* Reading on to the end also makes zlib check the gzip trailer (CRC). */
   unsigned char extra;
   int r = gzread(f, &extra, 1);
@@ -140,6 +200,9 @@ void gs_nn_idx_free(gs_nn_idx *idx) {
 }
 
 /* ---- Fashion-MNIST ------------------------------------------------------- */
+
+/* The largest image side a data set may have (Fashion-MNIST's is 28). */
+#define NN_IMAGE_MAX_SIDE 65536
 
 /* dir/base.gz if it exists, else dir/base; errors name the .gz path. */
 static gs_status fmnist_path(const char *dir, const char *base, char *buf,
@@ -182,14 +245,29 @@ gs_status gs_nn_fashion_mnist_load(const char *dir, int train,
                   ipath, im.ndims, im.dims[0], lpath, lb.ndims, lb.dims[0]);
     goto fail;
   }
-  size_t n = im.dims[0], px = (size_t)im.dims[1] * im.dims[2];
+  /* A data set of no samples or of empty or absurd images is refused here,
+   * naming the file, rather than left to fail (or divide by zero) later. */
+  if (im.dims[0] == 0 || im.dims[1] == 0 || im.dims[2] == 0 ||
+      im.dims[1] > NN_IMAGE_MAX_SIDE || im.dims[2] > NN_IMAGE_MAX_SIDE) {
+    st = gs_error(GS_ERR_PARSE,
+                  "Fashion-MNIST: %s holds %u images of %u x %u pixels; "
+                  "expected at least one image of 1 to %d pixels a side",
+                  ipath, im.dims[0], im.dims[1], im.dims[2], NN_IMAGE_MAX_SIDE);
+    goto fail;
+  }
+  size_t n = im.dims[0], px = (size_t)im.dims[1] * im.dims[2], bytes;
+  if (gs_mul_size(n * px, sizeof(float), &bytes) != GS_OK) {
+    st = gs_error(GS_ERR_PARSE, "Fashion-MNIST: %s: %zu images of %zu pixels "
+                  "overflow the address space", ipath, n, px);
+    goto fail;
+  }
   out->n = n;
   out->c = 1;
   out->h = (int)im.dims[1];
   out->w = (int)im.dims[2];
   out->classes = 10;
-  out->images = gs_malloc((n * px > 0 ? n * px : 1) * sizeof(float));
-  out->labels = gs_malloc((n ? n : 1) * sizeof(int32_t));
+  out->images = gs_malloc(bytes);
+  out->labels = gs_malloc(n * sizeof(int32_t));
   if (!out->images || !out->labels) {
     st = GS_ERR_NOMEM;
     goto fail;

@@ -512,6 +512,97 @@ static void test_curve_errors(void **state) {
   assert_true(c.bytes[0] == ldexp(1.0, 50 - GS_COST_CURVE_POINTS));
 }
 
+/* ---- Hostile cost files ------------------------------------------------- */
+
+static char cost_path[64];
+
+/* Writes n bytes of text to cost_path and loads it for 4 ranks on 2 nodes. */
+static gs_status load_cost_bytes(const char *text, size_t n, gs_cost_params *out) {
+  snprintf(cost_path, sizeof cost_path, "/tmp/gs_test_costfile_%d.json", (int)getpid());
+  FILE *f = fopen(cost_path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(text, 1, n, f), n);
+  fclose(f);
+  gs_cost_topo t = {4, 2};
+  gs_status st = gs_cost_load(cost_path, t, out);
+  unlink(cost_path);
+  return st;
+}
+
+static void expect_cost_error(const char *text, gs_status want, const char *needle) {
+  gs_cost_params c;
+  gs_status st = load_cost_bytes(text, strlen(text), &c);
+  if (st != want || strstr(gs_last_error(), needle) == NULL ||
+      strstr(gs_last_error(), cost_path) == NULL)
+    fail_msg("%s: got %s \"%s\", want %s with \"%s\"", text, gs_strerror(st),
+             gs_last_error(), gs_strerror(want), needle);
+}
+
+#define COST_HEAD "{\"ranks\": 4, \"nodes\": 2, \"alpha\": 1e-5, \"beta\": 1e-9, " \
+                  "\"alpha_local\": 1e-6, \"beta_local\": 1e-10, \"gamma\": 1e-10"
+
+/* The file is read whole (it was cut at 16 KiB), up to a cap with a clear
+ * error above it; numbers out of range, unknown or repeated algorithms, too
+ * many points and non-text are errors naming the file, never a crash,
+ * undefined behaviour (a float-to-int overflow) or a silent truncation. */
+static void test_cost_load_hostile(void **state) {
+  (void)state;
+  /* A valid file past 16 KiB (indentation and a long fit list) loads. */
+  size_t big = 40 * 1024;
+  char *text = malloc(big + 512);
+  assert_non_null(text);
+  int n = snprintf(text, big + 512, COST_HEAD ", \"fit\": {\"ring\": {\"alpha\": 1e-5, "
+                   "\"beta\": 2e-9, \"points\": [[1024, 1e-5],");
+  memset(text + n, ' ', big);
+  n += (int)big;
+  n += snprintf(text + n, 128, "[4096, 2e-5]]}}}");
+  gs_cost_params c;
+  if (load_cost_bytes(text, (size_t)n, &c) != GS_OK) fail_msg("%s", gs_last_error());
+  assert_int_equal(c.fit[GS_ALGO_RING].npoints, 2);
+  assert_true(c.fit[GS_ALGO_RING].bytes[1] == 4096);
+  free(text);
+
+  /* Above the cap (1 MiB): refused before parsing. */
+  text = malloc((2 << 20) + 256);
+  assert_non_null(text);
+  n = snprintf(text, 256, COST_HEAD);
+  memset(text + n, ' ', (2 << 20) - 16);
+  memcpy(text + n + (2 << 20) - 16, "}", 1);
+  assert_int_equal(load_cost_bytes(text, (size_t)n + (2 << 20) - 15, &c), GS_ERR_PARSE);
+  assert_non_null(strstr(gs_last_error(), "more than"));
+  free(text);
+
+  /* A NUL byte inside. */
+  static const char nul[] = COST_HEAD "}\0garbage";
+  assert_int_equal(load_cost_bytes(nul, sizeof nul, &c), GS_ERR_PARSE);
+  assert_non_null(strstr(gs_last_error(), "NUL"));
+
+  expect_cost_error("{\"ranks\": 1e300, \"nodes\": 2}", GS_ERR_PARSE, "ranks");
+  expect_cost_error("{\"ranks\": 4.5, \"nodes\": 2}", GS_ERR_PARSE, "ranks");
+  expect_cost_error("{\"ranks\": 4, \"nodes\": -2}", GS_ERR_PARSE, "nodes");
+  expect_cost_error("[1, 2]", GS_ERR_PARSE, "object");
+  expect_cost_error(COST_HEAD "}", GS_OK, "");
+  expect_cost_error("{\"ranks\": 4, \"nodes\": 2, \"alpha\": 1e999, \"beta\": 1}",
+                    GS_ERR_PARSE, "alpha");
+  expect_cost_error(COST_HEAD ", \"fit\": {\"hir\": {\"alpha\": 0, \"beta\": 1e-9}}}",
+                    GS_ERR_PARSE, "fit.hir");
+  expect_cost_error(COST_HEAD ", \"fit\": [{\"alpha\": 0, \"beta\": 1e-9}]}",
+                    GS_ERR_PARSE, "fit");
+  expect_cost_error(COST_HEAD ", \"fit\": {\"ring\": {\"alpha\": 0, \"beta\": 1e-9},"
+                    " \"RING\": {\"alpha\": 0, \"beta\": 1e-9}}}", GS_ERR_PARSE, "twice");
+  expect_cost_error(COST_HEAD ", \"fit\": {\"ring\": {\"alpha\": 0, \"beta\": 0}}}",
+                    GS_ERR_PARSE, "positive");
+  expect_cost_error(COST_HEAD ", \"fit\": {\"ring\": {\"alpha\": 0, \"beta\": 1e-9, "
+                    "\"points\": [[1, 1], [2]]}}}", GS_ERR_PARSE, "points[1]");
+  expect_cost_error(COST_HEAD ", \"fit\": {\"ring\": {\"alpha\": 0, \"beta\": 1e-9, "
+                    "\"points\": [[1,1],[2,1],[3,1],[4,1],[5,1],[6,1],[7,1],[8,1],"
+                    "[9,1],[10,1],[11,1],[12,1],[13,1]]}}}", GS_ERR_PARSE, "at most");
+  /* A directory is not a cost file. */
+  gs_cost_topo t = {4, 2};
+  assert_int_equal(gs_cost_load("/tmp", t, &c), GS_ERR_IO);
+  assert_non_null(strstr(gs_last_error(), "/tmp"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_presets),
@@ -531,6 +622,7 @@ int main(void) {
       cmocka_unit_test(test_curve_fit),
       cmocka_unit_test(test_curve_isotonic),
       cmocka_unit_test(test_curve_errors),
+      cmocka_unit_test(test_cost_load_hostile),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -147,9 +147,39 @@ static void test_bad_values(void **state) {
                TENSOR_OK "]}", GS_ERR_PARSE, "batch_size");
 }
 
+/* Files that are not profiles: a NUL byte inside (the JSON parser would stop
+ * there and read half the file), a directory, a file above the 64 MiB cap.
+ * Each is an error naming the file, not a partial read or an unbounded one. */
+static void test_hostile_files(void **state) {
+  (void)state;
+  char path[256];
+  snprintf(path, sizeof path, "/tmp/gs_profile_hostile_%d.json", (int)getpid());
+  static const char nul[] = "{\"name\": \"x\", \"forward_s\": 0, \"tensors\": "
+                            "[{\"name\": \"w\", \"numel\": 1, \"backward_s\": 0}]}\0{";
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(nul, 1, sizeof nul, f), sizeof nul);
+  fclose(f);
+  gs_profile *p = NULL;
+  assert_int_equal(gs_profile_load(path, &p), GS_ERR_PARSE);
+  assert_null(p);
+  assert_non_null(strstr(gs_last_error(), "NUL"));
+  assert_non_null(strstr(gs_last_error(), path));
+  /* 65 MiB of spaces, sparse: zeros read as NUL, so it fails either way,
+   * but by its size before the whole of it is held. */
+  assert_int_equal(truncate(path, (off_t)65 << 20), 0);
+  assert_int_equal(gs_profile_load(path, &p), GS_ERR_PARSE);
+  assert_non_null(strstr(gs_last_error(), "larger than"));
+  unlink(path);
+  assert_int_equal(gs_profile_load("/tmp", &p), GS_ERR_IO);
+  assert_non_null(strstr(gs_last_error(), "/tmp"));
+  assert_null(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shipped_profiles), cmocka_unit_test(test_good_minimal),
+      cmocka_unit_test(test_hostile_files),
       cmocka_unit_test(test_missing_file),     cmocka_unit_test(test_invalid_json),
       cmocka_unit_test(test_missing_fields),   cmocka_unit_test(test_bad_values),
   };

@@ -285,6 +285,63 @@ static void test_sampler(void **s) {
   assert_int_equal(gs_nn_sampler_init(&a, n, 3, 3, 1, 0), GS_ERR_INVALID_ARG);
 }
 
+/* Hostile IDX headers: sizes are claims checked against the file before
+ * memory is committed (a header announcing gigabytes in a tiny file was
+ * allocated in full, or failed as out of memory), and a data set of empty
+ * or absurd images is an error naming the file. */
+static void test_idx_hostile_headers(void **s) {
+  (void)s;
+  /* 2^35 bytes announced (8 x 2^16 x 2^16), 12 present: plain and gzip. */
+  unsigned char buf[16 + 12];
+  size_t n = idx3_bytes(buf, 1, 3, 4);
+  buf[4] = 0, buf[5] = 0, buf[6] = 0, buf[7] = 8;
+  buf[8] = 0, buf[9] = 1, buf[10] = 0, buf[11] = 0;
+  buf[12] = 0, buf[13] = 1, buf[14] = 0, buf[15] = 0;
+  write_plain(path_of("huge.idx"), buf, n);
+  expect_error(path_of("huge.idx"), GS_ERR_PARSE, "announces");
+  write_gz(path_of("huge.idx.gz"), buf, n);
+  expect_error(path_of("huge.idx.gz"), GS_ERR_PARSE, "truncated");
+  /* Beyond the 64 GiB cap on any IDX file. */
+  buf[4] = 0x10;
+  write_gz(path_of("cap.idx.gz"), buf, n);
+  expect_error(path_of("cap.idx.gz"), GS_ERR_PARSE, "too large");
+  /* A directory is not an IDX file. */
+  expect_error(dir, GS_ERR_IO, "directory");
+
+  /* Fashion-MNIST over images of 0 x 5 pixels, then no images at all. */
+  char sub[128], lpath[192], ipath[192];
+  snprintf(sub, sizeof sub, "%s/hostile", dir);
+  assert_int_equal(mkdir(sub, 0700), 0);
+  snprintf(ipath, sizeof ipath, "%s/train-images-idx3-ubyte", sub);
+  snprintf(lpath, sizeof lpath, "%s/train-labels-idx1-ubyte", sub);
+  unsigned char lab[8 + 2] = {0, 0, 8, 1, 0, 0, 0, 2, 1, 2};
+  write_plain(lpath, lab, sizeof lab);
+  n = idx3_bytes(buf, 2, 0, 5);
+  write_plain(ipath, buf, n);
+  gs_nn_dataset ds;
+  assert_int_equal(gs_nn_fashion_mnist_load(sub, 1, &ds), GS_ERR_PARSE);
+  assert_non_null(strstr(gs_last_error(), ipath));
+  assert_non_null(strstr(gs_last_error(), "0 x 5"));
+  assert_null(ds.images);
+  unsigned char nolab[8] = {0, 0, 8, 1, 0, 0, 0, 0};
+  write_plain(lpath, nolab, sizeof nolab);
+  n = idx3_bytes(buf, 0, 28, 28);
+  write_plain(ipath, buf, n);
+  assert_int_equal(gs_nn_fashion_mnist_load(sub, 1, &ds), GS_ERR_PARSE);
+  assert_non_null(strstr(gs_last_error(), "at least one image"));
+  /* Images of another size than 28 x 28 load as what they are: the shape
+   * check against the model belongs to the trainer. */
+  write_plain(lpath, lab, sizeof lab);
+  unsigned char big[16 + 2 * 6 * 6];
+  n = idx3_bytes(big, 2, 6, 6);
+  write_plain(ipath, big, n);
+  assert_int_equal(gs_nn_fashion_mnist_load(sub, 1, &ds), GS_OK);
+  assert_int_equal(ds.n, 2);
+  assert_int_equal(ds.h, 6);
+  assert_int_equal(ds.w, 6);
+  gs_nn_dataset_free(&ds);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_idx_roundtrip),
@@ -293,6 +350,7 @@ int main(void) {
       cmocka_unit_test(test_fashion_mnist_real),
       cmocka_unit_test(test_synthetic),
       cmocka_unit_test(test_sampler),
+      cmocka_unit_test(test_idx_hostile_headers),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

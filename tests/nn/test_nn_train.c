@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cmocka.h>
 
@@ -555,6 +556,81 @@ static void test_nonfinite(void **s) {
   gs_nn_net_destroy(net);
 }
 
+/* ---- Hostile checkpoints ----------------------------------------------------- */
+
+/* Rewrites the trailing CRC32 so that a crafted change passes the checksum. */
+static void fix_crc(unsigned char *bytes, size_t n) {
+  uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), bytes, (uInt)(n - 4));
+  memcpy(bytes + n - 4, &crc, 4);
+}
+
+/* A file far larger than any checkpoint of the net is refused before it is
+ * read; a file whose checksum holds but whose training state or flags are
+ * nonsense is refused; a directory is not a checkpoint. The net is never
+ * touched by a failed load. */
+static void test_checkpoint_hostile(void **s) {
+  (void)s;
+  char dir[] = "/tmp/gs_nn_ckpt_hostile_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[256], bad[256];
+  snprintf(path, sizeof path, "%s/model.ckpt", dir);
+  snprintf(bad, sizeof bad, "%s/bad.ckpt", dir);
+  gs_nn_net *net = model(GS_NN_MODEL_MLP, 2, 1);
+  gs_nn_sgd_config cfg = {.lr = 0.05f, .momentum = 0.9f};
+  gs_nn_sgd *opt;
+  assert_int_equal(gs_nn_sgd_create(&opt, net, &cfg), GS_OK);
+  gs_nn_train_state st = {.epoch = 1, .step = 10, .seed = 5};
+  assert_int_equal(gs_nn_checkpoint_save(path, net, opt, &st), GS_OK);
+  size_t n;
+  unsigned char *bytes = read_bytes(path, &n);
+  float keep = gs_nn_weights_flat(net)[0];
+
+  /* 1 GiB of (sparse) file: refused by its size, not read. */
+  FILE *f = fopen(bad, "wb");
+  assert_non_null(f);
+  fclose(f);
+  assert_int_equal(truncate(bad, (off_t)1 << 30), 0);
+  assert_int_equal(gs_nn_checkpoint_load(bad, net, opt, NULL), GS_ERR_PARSE);
+  assert_non_null(strstr(gs_last_error(), "more than"));
+  assert_non_null(strstr(gs_last_error(), "bad.ckpt"));
+
+  /* Header offsets: flags 12, epoch 40, step 48, lr 72 (see checkpoint.c). */
+  static const struct {
+    size_t off;
+    unsigned char byte;
+    const char *needle;
+  } cases[] = {
+      {12, 0x02, "unknown flags"},
+      {47, 0x80, "training state"}, /* epoch < 0 */
+      {55, 0x80, "training state"}, /* step < 0 */
+      {75, 0x7f, "training state"}, /* lr: NaN */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    unsigned char *b = malloc(n);
+    memcpy(b, bytes, n);
+    b[cases[i].off] |= cases[i].byte;
+    if (cases[i].off == 75) b[74] |= 0xc0, b[73] |= 1;
+    fix_crc(b, n);
+    write_bytes(bad, b, n);
+    gs_status got = gs_nn_checkpoint_load(bad, net, opt, NULL);
+    if (got != GS_ERR_PARSE || !strstr(gs_last_error(), cases[i].needle))
+      fail_msg("case %zu: got %s \"%s\"", i, gs_strerror(got), gs_last_error());
+    free(b);
+  }
+  assert_float_equal(gs_nn_weights_flat(net)[0], keep, 0);
+  /* The untouched file still loads. */
+  assert_int_equal(gs_nn_checkpoint_load(path, net, opt, NULL), GS_OK);
+  assert_int_equal(gs_nn_checkpoint_load(dir, net, opt, NULL), GS_ERR_IO);
+  assert_non_null(strstr(gs_last_error(), dir));
+
+  free(bytes);
+  gs_nn_sgd_destroy(opt);
+  gs_nn_net_destroy(net);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_model_shapes),
@@ -567,6 +643,7 @@ int main(void) {
       cmocka_unit_test(test_training_reduces_loss),
       cmocka_unit_test(test_checkpoint_roundtrip),
       cmocka_unit_test(test_nonfinite),
+      cmocka_unit_test(test_checkpoint_hostile),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
