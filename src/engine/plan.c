@@ -70,6 +70,12 @@ gs_status plan_ctx_init(plan_ctx *ctx, const gs_profile *p, const gs_plan_cost *
   ctx->fwd_before[0] = 0.0;
   ctx->bytes_before[0] = 0;
   for (size_t i = 0; i < L; i++) {
+    if (p->tensors[i].numel > PLAN_MAX_BYTES / gs_dtype_size(p->tensors[i].dtype)) {
+      plan_ctx_free(ctx);
+      return gs_error(GS_ERR_INVALID_ARG, "plan: %s: tensors[%zu]: %zu elements "
+                      "hold more than 2^53 bytes", p->name ? p->name : "profile", i,
+                      p->tensors[i].numel);
+    }
     double share = total_bwd > 0 ? p->tensors[i].backward_s / total_bwd
                                  : 1.0 / (double)L;
     ctx->fwd_before[i + 1] = ctx->fwd_before[i] + p->forward_s * share;
