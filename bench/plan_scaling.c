@@ -7,8 +7,12 @@
  *   a=huge   a = 1000 s: one message is best, every m must be compared;
  *   b=0      T(M) = a: flat, every larger group ties;
  *   free     a = b = 0: every plan ties;
+ *   tiny     a = 1e-7 s, b = 1e-10 s/B: plans of thousands of groups (DeAR's
+ *            local search meets its budget);
  *   curve    a measured curve of 40 points with a burst region and flat
- *            steps (all three collectives).
+ *            steps (all three collectives), a = 9e-4 s, b = 7.4e-10 s/B;
+ *   curve-tiny  the same shape with a = 1e-9 s, b = 1e-13 s/B: one group
+ *            per tensor (DeAR's local search meets its budget).
  * The profile mixes many small tensors (biases, norms) with some large ones
  * and backward times of 10 us - 1 ms, like bench/plan_overhead.c.
  *
@@ -46,9 +50,9 @@
 #define SLOW_BUILD 0
 #endif
 
-enum { NCOSTS = 6 };
+enum { NCOSTS = 8 };
 static const char *cost_names[NCOSTS] = {"1GbE", "a=0", "a=huge", "b=0", "free",
-                                         "curve"};
+                                         "tiny", "curve", "curve-tiny"};
 static const char *specs[] = {"wfbp", "single", "bucket", "mgwfbp",
                               "optimal", "dear", "auto"};
 enum { NSPECS = sizeof specs / sizeof specs[0] };
@@ -88,13 +92,16 @@ static gs_status make_cost(int kind, gs_plan_cost *c) {
     case 2: return gs_plan_cost_from_ab(1000.0, 1e-9, c);
     case 3: return gs_plan_cost_from_ab(1e-3, 0.0, c);
     case 4: return gs_plan_cost_from_ab(0.0, 0.0, c);
-    default:
-      gs_status st = gs_plan_cost_from_ab(9.08e-4, 7.40e-10, c);
+    case 5: return gs_plan_cost_from_ab(1e-7, 1e-10, c);
+    default: {
+      double a = kind == 6 ? 9.08e-4 : 1e-9, b = kind == 6 ? 7.40e-10 : 1e-13;
+      gs_status st = gs_plan_cost_from_ab(a, b, c);
       if (st != GS_OK) return st;
-      make_curve(&c->ar, 9.08e-4, 7.40e-10);
-      make_curve(&c->rs, 4.54e-4, 3.70e-10);
-      make_curve(&c->ag, 4.54e-4, 3.70e-10);
+      make_curve(&c->ar, a, b);
+      make_curve(&c->rs, a / 2, b / 2);
+      make_curve(&c->ag, a / 2, b / 2);
       return GS_OK;
+    }
   }
 }
 
