@@ -89,6 +89,22 @@ gs_status plan_ctx_init(plan_ctx *ctx, const gs_profile *p, const gs_plan_cost *
                       "2^53 bytes", p->name ? p->name : "profile", i);
     }
   }
+  /* Every plan's predicted time is at most twice the compute time plus L
+   * messages of every kind, each of the whole model: refuse times and costs
+   * whose sum would not be finite (1e308 s per message, say), so that every
+   * prediction is a number. */
+  const uint64_t whole = ctx->bytes_before[L];
+  const double compute = p->forward_s + ctx->bwd_after[0];
+  const double ar_whole = plan_msg_time(&c->ar, whole);
+  double bound = 2 * compute + (double)L * (ar_whole + plan_msg_time(&c->rs, whole) +
+                                            plan_msg_time(&c->ag, whole));
+  if (!isfinite(bound * 16)) {
+    plan_ctx_free(ctx);
+    return gs_error(GS_ERR_INVALID_ARG, "plan: %s: compute time (%g s) or message "
+                    "costs (the whole model's all-reduce, %g B: %g s) too large: "
+                    "predicted times would overflow", p->name ? p->name : "profile",
+                    compute, (double)whole, ar_whole);
+  }
   return GS_OK;
 }
 

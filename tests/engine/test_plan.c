@@ -723,6 +723,19 @@ static void test_degenerate_profiles(void **state) {
   tp_init(&tp, 0.0, 2, bwd2, numel2, GS_F32); /* each fits, the sum does not */
   assert_int_equal(gs_plan_make(&tp.p, &c, "wfbp", &pl), GS_ERR_INVALID_ARG);
   assert_null(pl);
+  /* Times or costs whose sums overflow: refused, never an infinite
+   * prediction (a finite a of 1e307 s over a few messages would be). */
+  const double bwd_big[] = {1e308, 1e308};
+  const size_t numel_one[] = {1, 1};
+  tp_init(&tp, 0.0, 2, bwd_big, numel_one, GS_F32);
+  assert_int_equal(gs_plan_make(&tp.p, &c, "wfbp", &pl), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "overflow"));
+  tp_init(&tp, 0.0, 2, bwd2, numel_one, GS_F32);
+  assert_int_equal(gs_plan_cost_from_ab(1e307, 0, &c), GS_OK);
+  assert_int_equal(gs_plan_make(&tp.p, &c, "auto", &pl), GS_ERR_INVALID_ARG);
+  assert_null(pl);
+  assert_int_equal(gs_plan_cost_from_ab(1e300, 1e280, &c), GS_OK); /* large, finite */
+  for (size_t k = 0; k < 7; k++) assert_true(isfinite(plan_time(&tp.p, &c, specs[k], NULL)));
   /* Zero backward and forward times, free communication: every policy
    * plans and predicts 0. */
   const double bwd0[] = {0, 0, 0};
