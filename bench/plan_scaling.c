@@ -14,7 +14,9 @@
  *   curve-tiny  the same shape with a = 1e-9 s, b = 1e-13 s/B: one group
  *            per tensor (DeAR's local search meets its budget).
  * The profile mixes many small tensors (biases, norms) with some large ones
- * and backward times of 10 us - 1 ms, like bench/plan_overhead.c.
+ * and backward times of 10 us - 1 ms, like bench/plan_overhead.c; two more
+ * rows ("large, ...") give every tensor the same large size (2^52 bytes in
+ * all), under 1GbE and the curve.
  *
  * usage: plan_scaling [--check SECONDS] [--markdown] [N ...]
  *   (default N: 1000 10000 100000)
@@ -176,7 +178,16 @@ int main(int argc, char **argv) {
     }
     double compute = s.p.forward_s;
     for (size_t i = 0; i < s.p.ntensors; i++) compute += s.t[i].backward_s;
-    for (int c = 0; c < NCOSTS; c++) {
+    for (int row = 0; row < NCOSTS + 2; row++) {
+      /* The last two rows: every tensor of the same large size (2^52 bytes
+       * in all), where every threshold below it gives the same plan. */
+      int c = row < NCOSTS ? row : row == NCOSTS ? 0 : 6;
+      char cost_label[32];
+      snprintf(cost_label, sizeof cost_label, "%s%s", row < NCOSTS ? "" : "large, ",
+               cost_names[c]);
+      if (row == NCOSTS)
+        for (size_t i = 0; i < s.p.ntensors; i++)
+          s.t[i].numel = ((size_t)1 << 50) / s.p.ntensors + i % 7;
       gs_plan_cost cost;
       if (make_cost(c, &cost) != GS_OK) {
         fprintf(stderr, "plan_scaling: cost %s: %s\n", cost_names[c], gs_last_error());
@@ -191,7 +202,7 @@ int main(int argc, char **argv) {
         secs[k] = gs_now() - t0;
         cpu[k] = cpu_now() - c0;
         if (st != GS_OK) {
-          fprintf(stderr, "FAIL %zu tensors, %s, %s: %s\n", sizes[si], cost_names[c],
+          fprintf(stderr, "FAIL %zu tensors, %s, %s: %s\n", sizes[si], cost_label,
                   specs[k], gs_last_error());
           return 1;
         }
@@ -201,12 +212,12 @@ int main(int argc, char **argv) {
         worst[k] = MAXD(worst[k], secs[k]);
       }
       if (markdown) {
-        printf("| %zu | %s |", sizes[si], cost_names[c]);
+        printf("| %zu | %s |", sizes[si], cost_label);
         for (int k = 0; k < NSPECS; k++)
           printf(" %.1f (%.1f) |", secs[k] * 1e3, cpu[k] * 1e3);
         printf("\n");
       } else {
-        printf("%7zu tensors, cost %-6s:", sizes[si], cost_names[c]);
+        printf("%7zu tensors, cost %-6s:", sizes[si], cost_label);
         for (int k = 0; k < NSPECS; k++)
           printf(" %s %.1f/%.1f ms (%zu)", specs[k], secs[k] * 1e3, cpu[k] * 1e3,
                  groups[k]);
@@ -223,7 +234,7 @@ int main(int argc, char **argv) {
           why = "predicted time above wfbp's or single's";
         if (why) {
           printf("FAIL %zu tensors, cost %s, %s: %s (%.3f s, predicted %g s)\n",
-                 sizes[si], cost_names[c], specs[k], why, secs[k], pred[k]);
+                 sizes[si], cost_label, specs[k], why, secs[k], pred[k]);
           failures++;
         }
       }

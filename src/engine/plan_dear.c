@@ -162,10 +162,21 @@ gs_status plan_dear_starts(const plan_ctx *ctx, size_t *starts, size_t *ngroups)
   size_t n;
   for (size_t g = 0; g < L; g++) cand[g] = L - 1 - g; /* one per tensor */
   consider(ctx, cand, L, starts, &best_n, &best_t);
+  /* Thresholds: a plan equal to the previous candidate (every threshold
+   * below the smallest tensor gives one per tensor) would evaluate the same
+   * and is skipped, so the evaluations add up to O(L) per factor of 2 in
+   * sizes, not O(L) per threshold. `tmp` holds the previous candidate. */
+  size_t prev_n = L;
+  memcpy(tmp, cand, L * sizeof(size_t));
   double total = (double)ctx->bytes_before[L];
   for (double th = 1024.0; th < total * 2; th *= 1.189207115002721) { /* 2^(1/4) */
     n = plan_threshold_starts(ctx, th, th, cand);
+    if (n == prev_n && memcmp(cand, tmp, n * sizeof(size_t)) == 0) continue;
     consider(ctx, cand, n, starts, &best_n, &best_t);
+    size_t *t = tmp;
+    tmp = cand;
+    cand = t;
+    prev_n = n;
   }
   n = plan_optimal_starts(ctx, &c->ar, cand);
   if (n) consider(ctx, cand, n, starts, &best_n, &best_t);
