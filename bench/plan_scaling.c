@@ -26,6 +26,8 @@
  * or (optimal, auto) above wfbp's or single's. This is the ctest entry
  * engine_plan_scaling.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
