@@ -13,6 +13,8 @@
 
 /* ---- Context: prefix sums every policy reads --------------------------- */
 
+#define PLAN_MAX_BYTES (UINT64_C(1) << 53)
+
 /* A cost curve the planner can trust: finite, non-negative, points by
  * increasing size with non-decreasing times (gs_cost_curve_fit's output). */
 static gs_status check_curve(const gs_cost_curve *c, const char *what) {
@@ -47,7 +49,9 @@ gs_status plan_ctx_init(plan_ctx *ctx, const gs_profile *p, const gs_plan_cost *
   ctx->bwd_after = gs_malloc((L + 1) * sizeof(double));
   ctx->fwd_before = gs_malloc((L + 1) * sizeof(double));
   ctx->bytes_before = gs_malloc((L + 1) * sizeof(uint64_t));
-  if (!ctx->ready || !ctx->bwd_after || !ctx->fwd_before || !ctx->bytes_before) {
+  ctx->memo_ar = gs_calloc(1, sizeof *ctx->memo_ar);
+  if (!ctx->ready || !ctx->bwd_after || !ctx->fwd_before || !ctx->bytes_before ||
+      !ctx->memo_ar) {
     plan_ctx_free(ctx);
     return GS_ERR_NOMEM;
   }
@@ -66,11 +70,40 @@ gs_status plan_ctx_init(plan_ctx *ctx, const gs_profile *p, const gs_plan_cost *
   ctx->fwd_before[0] = 0.0;
   ctx->bytes_before[0] = 0;
   for (size_t i = 0; i < L; i++) {
+    if (p->tensors[i].numel > PLAN_MAX_BYTES / gs_dtype_size(p->tensors[i].dtype)) {
+      plan_ctx_free(ctx);
+      return gs_error(GS_ERR_INVALID_ARG, "plan: %s: tensors[%zu]: %zu elements "
+                      "hold more than 2^53 bytes", p->name ? p->name : "profile", i,
+                      p->tensors[i].numel);
+    }
     double share = total_bwd > 0 ? p->tensors[i].backward_s / total_bwd
                                  : 1.0 / (double)L;
     ctx->fwd_before[i + 1] = ctx->fwd_before[i] + p->forward_s * share;
     ctx->bytes_before[i + 1] =
         ctx->bytes_before[i] + (uint64_t)gs_profile_tensor_bytes(p, i);
+    /* Sizes are compared as doubles: keep every sum exact (and unwrapped). */
+    if (ctx->bytes_before[i + 1] > PLAN_MAX_BYTES ||
+        ctx->bytes_before[i + 1] < ctx->bytes_before[i]) {
+      plan_ctx_free(ctx);
+      return gs_error(GS_ERR_INVALID_ARG, "plan: %s: tensors 0..%zu hold more than "
+                      "2^53 bytes", p->name ? p->name : "profile", i);
+    }
+  }
+  /* Every plan's predicted time is at most twice the compute time plus L
+   * messages of every kind, each of the whole model: refuse times and costs
+   * whose sum would not be finite (1e308 s per message, say), so that every
+   * prediction is a number. */
+  const uint64_t whole = ctx->bytes_before[L];
+  const double compute = p->forward_s + ctx->bwd_after[0];
+  const double ar_whole = plan_msg_time(&c->ar, whole);
+  double bound = 2 * compute + (double)L * (ar_whole + plan_msg_time(&c->rs, whole) +
+                                            plan_msg_time(&c->ag, whole));
+  if (!isfinite(bound * 16)) {
+    plan_ctx_free(ctx);
+    return gs_error(GS_ERR_INVALID_ARG, "plan: %s: compute time (%g s) or message "
+                    "costs (the whole model's all-reduce, %g B: %g s) too large: "
+                    "predicted times would overflow", p->name ? p->name : "profile",
+                    compute, (double)whole, ar_whole);
   }
   return GS_OK;
 }
@@ -80,6 +113,8 @@ void plan_ctx_free(plan_ctx *ctx) {
   gs_free(ctx->bwd_after);
   gs_free(ctx->fwd_before);
   gs_free(ctx->bytes_before);
+  if (ctx->memo_ar) gs_free(ctx->memo_ar->starts);
+  gs_free(ctx->memo_ar);
   memset(ctx, 0, sizeof *ctx);
 }
 
@@ -191,17 +226,29 @@ gs_status gs_plan_policy_parse(const char *spec, gs_plan_policy *out) {
 size_t plan_threshold_starts(const plan_ctx *ctx, double first, double cap,
                              size_t *starts) {
   size_t L = ctx->L, G = 0;
-  double limit = first, size = 0;
+  const uint64_t *B = ctx->bytes_before;
+  double limit = first;
   size_t open = 0;
-  /* Collect bucket starts in forward order, then reverse. */
-  for (size_t i = 0; i < L; i++) {
-    size += (double)plan_bytes(ctx, i, i);
-    if (size >= limit || i == L - 1) {
-      starts[G++] = open;
-      open = i + 1;
-      size = 0;
-      limit = cap;
+  /* Collect bucket starts in forward order, then reverse. A bucket from
+   * `open` closes at the first i with bytes(open..i) >= limit (sums below
+   * 2^53 bytes are exact in a double), found by a galloping search: O(log)
+   * of the bucket's length, so small buckets cost O(1) and the whole plan
+   * at most O(L). */
+  while (open < L) {
+    size_t lo = open, step = 1, hi; /* the close is in lo..hi */
+    while (lo + step < L && (double)(B[lo + step + 1] - B[open]) < limit) {
+      lo += step;
+      step *= 2;
     }
+    hi = GS_MIN(lo + step, L - 1);
+    while (lo < hi) { /* the first i in lo..hi reaching the limit, else hi */
+      size_t mid = lo + (hi - lo) / 2;
+      if ((double)(B[mid + 1] - B[open]) >= limit) hi = mid;
+      else lo = mid + 1;
+    }
+    starts[G++] = open;
+    open = lo + 1;
+    limit = cap;
   }
   for (size_t g = 0; g < G / 2; g++) {
     size_t t = starts[g];
@@ -261,9 +308,9 @@ size_t plan_mgwfbp_starts(const plan_ctx *ctx, const gs_cost_curve *cost,
  * end of its plan of m..L-1. Replacing that prefix plan by one ending at
  * E(m) therefore never makes the total later, so some optimal plan uses an
  * optimal prefix for its last split, and induction on L-k gives E(k). The
- * answer is E(0), in O(L^2) time and O(L) memory. The argument uses
- * nothing of T but that it is a non-negative function of the group, so it
- * holds for measured curves (gs_cost_curve) as for T(M) = a + b*M.
+ * argument uses nothing of T but that it is a non-negative function of the
+ * group, so it holds for measured curves (gs_cost_curve) as for
+ * T(M) = a + b*M.
  * Contiguity loses nothing when T(M) = a + b*M: for any plan (any partition, any order) with
  * messages 1..n, let R(g) be the latest ready time among messages 1..g. Its
  * end is max over g of R(g) + sum_{h>=g} c(h) (a FIFO chain), with
@@ -274,12 +321,193 @@ size_t plan_mgwfbp_starts(const plan_ctx *ctx, const gs_cost_curve *cost,
  * before g, hence no more bytes; so it ends no later. (Under a measured
  * curve, fewer bytes in fewer messages need not cost less in sum, so there
  * the optimum is over contiguous plans, which are the plans the engine
- * runs.) Ties between m keep the
- * largest group (m scanned from L down, strict improvement).
+ * runs.) Ties between m keep the largest group (the largest m).
+ *
+ * Computing the minimum in O(P * L) for a curve of P linear pieces (P = 1
+ * for T = a + b*M, at most GS_COST_CURVE_POINTS + 2), whatever the costs.
+ * E is non-increasing in m (dropping tensor m from a plan of m..L-1 leaves
+ * no message later, T being non-decreasing). So the m with E(m) <= r(k) form
+ * a suffix m0..L, on which the value is r(k) + c(k,m), growing with m: m0 is
+ * the best of them (with the largest m of equal value, found by bisection).
+ * For m in k+1..m0-1 the value is E(m) + T(B(m) - B(k)), B being the bytes
+ * before a tensor. On a piece of T where T(x) = t0 + s*x, that is
+ * E(m) + s*B(m) plus a constant of k: the best m of the piece is the one of
+ * least F(m) = E(m) + s*B(m) among the m whose B(m) - B(k) falls in the
+ * piece. As k falls, r(k) grows and B(k) shrinks, so m0 and both ends of
+ * each piece's range of m move only downwards: each piece's range is a
+ * sliding window, and a monotone deque (indices by decreasing m, F
+ * increasing from the front) gives its minimum in amortised O(1), each m
+ * entering each piece's deque at most once. A window's candidate is then
+ * evaluated exactly as gs_plan_predict does. The deques compare F of two
+ * indices as (E(x) - E(y)) + s*(B(x) - B(y)), differences of nearby values,
+ * so a steep piece does not lose the precision a sum s*B(m) would.
+ * plan_optimal_starts_scan, the direct scan of every m with pruning, is the
+ * reference the tests compare with: it takes O(L^2) steps when the pruning
+ * fails (a = 0, where E(m) + c(k,m) hardly varies with m, or a large a,
+ * where one message is best and every m must be looked at).
  */
-size_t plan_optimal_starts(const plan_ctx *ctx, const gs_cost_curve *cost,
-                           size_t *starts) {
+#define PLAN_MAX_PIECES (GS_COST_CURVE_POINTS + 2)
+#define NO_INDEX SIZE_MAX
+
+/* T(x) = T(x') + slope * (x - x') for x, x' in [lo, the next piece's lo). */
+typedef struct curve_piece {
+  double lo, slope;
+} curve_piece;
+
+/* The linear pieces of a curve as gs_cost_curve_eval evaluates it: below
+ * the first point the line of slope b clamped at 0, between points the
+ * interpolation, beyond the last point slope b. */
+static int curve_pieces(const gs_cost_curve *c, curve_piece *pc) {
+  int n = c->npoints, P = 0;
+  if (n == 0) {
+    pc[P++] = (curve_piece){-INFINITY, c->b};
+    return P;
+  }
+  double x0 = c->bytes[0], y0 = c->secs[0];
+  if (c->b > 0 && y0 < c->b * x0) { /* 0 up to x0 - y0/b */
+    pc[P++] = (curve_piece){-INFINITY, 0.0};
+    pc[P++] = (curve_piece){x0 - y0 / c->b, c->b};
+  } else {
+    pc[P++] = (curve_piece){-INFINITY, c->b};
+  }
+  for (int i = 0; i + 1 < n; i++)
+    pc[P++] = (curve_piece){c->bytes[i], (c->secs[i + 1] - c->secs[i]) /
+                                             (c->bytes[i + 1] - c->bytes[i])};
+  pc[P++] = (curve_piece){c->bytes[n - 1], c->b};
+  return P;
+}
+
+/* One piece's window: indices ptr.. whose size falls in the piece, the next
+ * index to enter, and its deque as a list through the shared link arrays
+ * (the windows are disjoint, so an index is in one deque at a time). */
+typedef struct piece_window {
+  size_t ptr;        /* first m >= k+1 with B(m) - B(k) >= lo (L: none) */
+  size_t add;        /* indices >= add have been offered to the deque */
+  size_t head, tail; /* front (largest m, least F) and back */
+} piece_window;
+
+/* next[k] is the end (exclusive) of the group starting at k in the optimal
+ * plan of k..L-1: walks the plan from tensor 0 (the last group launched),
+ * writes the group starts in launch order and returns their number. */
+static size_t starts_from_next(const size_t *next, size_t L, size_t *starts) {
+  size_t G = 0;
+  for (size_t k = 0; k < L; k = next[k]) starts[G++] = k;
+  for (size_t g = 0; g < G / 2; g++) {
+    size_t t = starts[g];
+    starts[g] = starts[G - 1 - g];
+    starts[G - 1 - g] = t;
+  }
+  return G;
+}
+
+size_t plan_optimal_starts_windowed(const plan_ctx *ctx, const gs_cost_curve *cost,
+                                    size_t *starts) {
   size_t L = ctx->L;
+  const uint64_t *B = ctx->bytes_before;
+  curve_piece pc[PLAN_MAX_PIECES];
+  piece_window w[PLAN_MAX_PIECES];
+  double t_lo[PLAN_MAX_PIECES];
+  int P = curve_pieces(cost, pc);
+  for (int s = 0; s < P; s++) /* T >= 0; T is non-decreasing */
+    t_lo[s] = s == 0 ? 0.0 : gs_cost_curve_eval(cost, pc[s].lo);
+  double *E = gs_malloc((L + 1) * sizeof(double));
+  size_t *next = gs_malloc((L + 1) * sizeof(size_t));
+  size_t *toward_back = gs_malloc((L + 1) * sizeof(size_t));
+  size_t *toward_front = gs_malloc((L + 1) * sizeof(size_t));
+  if (E == NULL || next == NULL || toward_back == NULL || toward_front == NULL) {
+    gs_free(E);
+    gs_free(next);
+    gs_free(toward_back);
+    gs_free(toward_front);
+    return 0;
+  }
+  for (int s = 0; s < P; s++) w[s] = (piece_window){L, L, NO_INDEX, NO_INDEX};
+  E[L] = -INFINITY;
+  size_t m0 = L;
+  for (size_t k = L; k-- > 0;) {
+    const double r = ctx->ready[k];
+    const uint64_t base = B[k];
+    while (m0 - 1 > k && E[m0 - 1] <= r) m0--;
+    /* m >= m0: m0 is the best; equal values (a flat T) extend the group as
+     * far as they go, the values being non-decreasing in m. */
+    int hint = cost->npoints;
+    double best = GS_MAX(E[m0], r) + plan_msg_time_hint(cost, B[m0] - base, &hint);
+    size_t best_m = m0;
+    for (size_t lo = m0, hi = L; lo < hi;) {
+      size_t mid = lo + (hi - lo + 1) / 2;
+      if (GS_MAX(E[mid], r) + plan_msg_time_hint(cost, B[mid] - base, &hint) == best)
+        lo = best_m = mid;
+      else
+        hi = mid - 1;
+    }
+    /* m in k+1..m0-1, one window per piece of T. */
+    hint = 0;
+    /* Pieces above the largest size of the window are empty: skipped (an
+     * index only ever moves to higher pieces, so their stale entries are
+     * never pushed by a lower one). */
+    const double x_max = m0 - 1 > k ? (double)(B[m0 - 1] - base) : -INFINITY;
+    for (int s = 0; s < P && (s == 0 || pc[s].lo <= x_max); s++) {
+      piece_window *q = &w[s];
+      while (q->ptr > k + 1 && (double)(B[q->ptr - 1] - base) >= pc[s].lo) q->ptr--;
+      size_t right = m0 - 1; /* the window is ptr..right */
+      if (s + 1 < P) {
+        size_t nptr = w[s + 1].ptr;
+        while (nptr > k + 1 && (double)(B[nptr - 1] - base) >= pc[s + 1].lo) nptr--;
+        w[s + 1].ptr = nptr;
+        right = GS_MIN(right, nptr - 1);
+      }
+      while (q->head != NO_INDEX && q->head > right) { /* leaves at the front */
+        q->head = toward_back[q->head];
+        if (q->head == NO_INDEX) q->tail = NO_INDEX;
+        else toward_front[q->head] = NO_INDEX;
+      }
+      while (q->add > q->ptr) { /* enters at the back */
+        size_t m = --q->add;
+        if (m > right) continue; /* already beyond this piece for good */
+        const double slope = pc[s].slope;
+        while (q->tail != NO_INDEX &&
+               (E[m] - E[q->tail]) - slope * (double)(B[q->tail] - B[m]) < 0) {
+          q->tail = toward_front[q->tail];
+          if (q->tail == NO_INDEX) q->head = NO_INDEX;
+          else toward_back[q->tail] = NO_INDEX;
+        }
+        toward_front[m] = q->tail;
+        toward_back[m] = NO_INDEX;
+        if (q->tail != NO_INDEX) toward_back[q->tail] = m;
+        else q->head = m;
+        q->tail = m;
+      }
+      /* The piece's best; T at the piece's start bounds it from below. */
+      if (q->head != NO_INDEX && GS_MAX(E[q->head], r) + t_lo[s] <= best) {
+        size_t m = q->head;
+        double v = GS_MAX(E[m], r) + plan_msg_time_hint(cost, B[m] - base, &hint);
+        if (v < best || (v == best && m > best_m)) {
+          best = v;
+          best_m = m;
+        }
+      }
+    }
+    E[k] = best;
+    next[k] = best_m;
+  }
+  size_t G = starts_from_next(next, L, starts);
+  gs_free(E);
+  gs_free(next);
+  gs_free(toward_back);
+  gs_free(toward_front);
+  return G;
+}
+
+/* The same minimum by scanning every m of each k (the planner's algorithm
+ * before the windows above), pruned without changing the result: below m0
+ * the value is at least E(m), which only grows as m falls, so the scan stops
+ * once E(m) reaches the best value. O(L^2) at worst. Gives up (0 groups,
+ * *over set) after about max_steps values of m (0: no limit). */
+size_t plan_optimal_starts_scan(const plan_ctx *ctx, const gs_cost_curve *cost,
+                                size_t *starts, uint64_t max_steps, int *over) {
+  size_t L = ctx->L;
+  uint64_t steps = 0;
+  *over = 0;
   double *E = gs_malloc((L + 1) * sizeof(double));
   size_t *next = gs_malloc((L + 1) * sizeof(size_t));
   if (E == NULL || next == NULL) {
@@ -313,9 +541,11 @@ size_t plan_optimal_starts(const plan_ctx *ctx, const gs_cost_curve *cost,
                                  plan_msg_time_hint(cost, ctx->bytes_before[best_m + 1] - base,
                                                     &hint) == best)
       best_m++;
+    steps += 1 + best_m - lo;
     for (size_t m = lo - 1; m > k && E[m] < best; m--) {
       double v = GS_MAX(E[m], r) +
                  plan_msg_time_hint(cost, ctx->bytes_before[m] - base, &hint);
+      steps++;
       if (v < best) {
         best = v;
         best_m = m;
@@ -323,18 +553,46 @@ size_t plan_optimal_starts(const plan_ctx *ctx, const gs_cost_curve *cost,
     }
     E[k] = best;
     next[k] = best_m;
+    if (max_steps > 0 && steps > max_steps) {
+      *over = 1;
+      gs_free(E);
+      gs_free(next);
+      return 0;
+    }
   }
-  /* next[] walks the plan from tensor 0 (the last group launched); write the
-   * group starts, then reverse them into launch order. */
-  size_t G = 0;
-  for (size_t k = 0; k < L; k = next[k]) starts[G++] = k;
-  for (size_t g = 0; g < G / 2; g++) {
-    size_t t = starts[g];
-    starts[g] = starts[G - 1 - g];
-    starts[G - 1 - g] = t;
-  }
+  size_t G = starts_from_next(next, L, starts);
   gs_free(E);
   gs_free(next);
+  return G;
+}
+
+/* The scan and the windows find the same minimum; where several plans
+ * share it to the last bit, each keeps the largest group by its own
+ * rounding, and the scan's choice is the one plans had before the windows.
+ * The scan is kept wherever it is cheap, which covers every shipped profile
+ * (at most L^2/2 steps, 182,000 for 604 tensors), and handed over to the
+ * windows past PLAN_SCAN_STEPS values of m (about 10-40 ms of work). */
+#define PLAN_SCAN_STEPS 2000000u
+
+size_t plan_optimal_starts(const plan_ctx *ctx, const gs_cost_curve *cost,
+                           size_t *starts) {
+  /* auto asks for the all-reduce optimum twice (optimal, and dear's
+   * candidates): the second time it is copied. */
+  plan_memo *memo = cost == &ctx->cost->ar ? ctx->memo_ar : NULL;
+  if (memo != NULL && memo->starts != NULL) {
+    memcpy(starts, memo->starts, memo->n * sizeof(size_t));
+    return memo->n;
+  }
+  int over = 0;
+  size_t G = plan_optimal_starts_scan(ctx, cost, starts, PLAN_SCAN_STEPS, &over);
+  if (over) G = plan_optimal_starts_windowed(ctx, cost, starts);
+  if (memo != NULL && G > 0) {
+    memo->starts = gs_malloc(G * sizeof(size_t));
+    if (memo->starts != NULL) {
+      memcpy(memo->starts, starts, G * sizeof(size_t));
+      memo->n = G;
+    }
+  }
   return G;
 }
 
@@ -454,6 +712,17 @@ gs_status gs_plan_predict(const gs_profile *profile, const gs_plan_cost *cost,
   return st;
 }
 
+/* gs_plan_predict's model for a contiguous plan given as starts. */
+static double predict_starts(const plan_ctx *ctx, const size_t *starts, size_t G) {
+  double end = -INFINITY;
+  for (size_t g = 0; g < G; g++) {
+    size_t lo = starts[g], hi = g > 0 ? starts[g - 1] : ctx->L;
+    end = GS_MAX(end, ctx->ready[lo]) + plan_msg_time(&ctx->cost->ar,
+                                                      plan_bytes(ctx, lo, hi - 1));
+  }
+  return end;
+}
+
 /* Makes the groups of one (non-auto) policy as starts. */
 static gs_status policy_starts(const plan_ctx *ctx, const gs_plan_policy *pol,
                                size_t *starts, size_t *G) {
@@ -494,19 +763,13 @@ static gs_status make_one(const plan_ctx *ctx, const gs_plan_policy *pol,
   if (pl == NULL) return GS_ERR_NOMEM;
   pl->policy = *pol;
   pl->chosen = pol->kind;
-  gs_status st;
-  if (pol->kind == GS_PLAN_DEAR) {
-    st = gs_plan_predict_dear(ctx->profile, ctx->cost, pl->tensors, pl->offsets,
-                              G, &pl->predicted_iter_s, &pl->dear_forward_end_s,
-                              &pl->dear_ag_wait_s);
-  } else {
-    st = gs_plan_predict(ctx->profile, ctx->cost, pl->tensors, pl->offsets, G,
-                         &pl->predicted_iter_s);
-  }
-  if (st != GS_OK) {
-    gs_plan_free(pl);
-    return st;
-  }
+  /* The models of gs_plan_predict and gs_plan_predict_dear, on the context
+   * already built (the same arithmetic, so the same times to the bit). */
+  if (pol->kind == GS_PLAN_DEAR)
+    pl->predicted_iter_s = plan_dear_eval(ctx, starts, G, &pl->dear_forward_end_s,
+                                          &pl->dear_ag_wait_s);
+  else
+    pl->predicted_iter_s = predict_starts(ctx, starts, G);
   *out = pl;
   return GS_OK;
 }

@@ -85,6 +85,11 @@ gs_status gs_plan_predict_dear(const gs_profile *profile, const gs_plan_cost *co
   return st;
 }
 
+/* The most groups the local search evaluates in all: above what it needs for
+ * a whole pass of any plan of up to 2,000 groups (a third of it under
+ * measured curves, whose evaluation costs more: there up to 1,150). */
+#define DEAR_REFINE_BUDGET 1.3e7
+
 /* Keeps the better of a candidate and the best so far. */
 static void consider(const plan_ctx *ctx, const size_t *cand, size_t n,
                      size_t *best, size_t *best_n, double *best_t) {
@@ -97,12 +102,18 @@ static void consider(const plan_ctx *ctx, const size_t *cand, size_t n,
 }
 
 /* Local search: merge two adjacent groups, or move a boundary by one tensor,
- * whenever that lowers the predicted time; at most `passes` sweeps. */
+ * whenever that lowers the predicted time; at most `passes` sweeps, and at
+ * most `budget` groups evaluated in all (each evaluation of a plan of G
+ * groups costs G). */
 static void refine(const plan_ctx *ctx, size_t *s, size_t *n, double *t,
-                   size_t *tmp, int passes) {
-  for (int pass = 0; pass < passes; pass++) {
+                   size_t *tmp, int passes, double budget) {
+  double spent = 0;
+  /* A group under measured curves costs about three times as much. */
+  if (ctx->cost->rs.npoints > 0 || ctx->cost->ag.npoints > 0) budget /= 3;
+  for (int pass = 0; pass < passes && spent <= budget; pass++) {
     int improved = 0;
-    for (size_t g = 0; g + 1 < *n; g++) { /* remove start g: merge g, g+1 */
+    for (size_t g = 0; g + 1 < *n && spent <= budget; g++) { /* remove start g */
+      spent += (double)*n;
       memcpy(tmp, s, g * sizeof(size_t));
       memcpy(tmp + g, s + g + 1, (*n - g - 1) * sizeof(size_t));
       double v = plan_dear_eval(ctx, tmp, *n - 1, NULL, NULL);
@@ -114,12 +125,13 @@ static void refine(const plan_ctx *ctx, size_t *s, size_t *n, double *t,
         if (g > 0) g--;
       }
     }
-    for (size_t g = 0; g + 1 < *n; g++) { /* starts[g] in (s[g+1], hi) */
+    for (size_t g = 0; g + 1 < *n && spent <= budget; g++) { /* s[g] in (s[g+1], hi) */
       size_t hi = g > 0 ? s[g - 1] : ctx->L;
       for (int d = -1; d <= 1; d += 2) {
         size_t old = s[g];
         size_t nv = (size_t)((long long)old + d);
         if (nv <= s[g + 1] || nv >= hi) continue;
+        spent += (double)*n;
         s[g] = nv;
         double v = plan_dear_eval(ctx, s, *n, NULL, NULL);
         if (v < *t) {
@@ -150,10 +162,21 @@ gs_status plan_dear_starts(const plan_ctx *ctx, size_t *starts, size_t *ngroups)
   size_t n;
   for (size_t g = 0; g < L; g++) cand[g] = L - 1 - g; /* one per tensor */
   consider(ctx, cand, L, starts, &best_n, &best_t);
+  /* Thresholds: a plan equal to the previous candidate (every threshold
+   * below the smallest tensor gives one per tensor) would evaluate the same
+   * and is skipped, so the evaluations add up to O(L) per factor of 2 in
+   * sizes, not O(L) per threshold. `tmp` holds the previous candidate. */
+  size_t prev_n = L;
+  memcpy(tmp, cand, L * sizeof(size_t));
   double total = (double)ctx->bytes_before[L];
   for (double th = 1024.0; th < total * 2; th *= 1.189207115002721) { /* 2^(1/4) */
     n = plan_threshold_starts(ctx, th, th, cand);
+    if (n == prev_n && memcmp(cand, tmp, n * sizeof(size_t)) == 0) continue;
     consider(ctx, cand, n, starts, &best_n, &best_t);
+    size_t *t = tmp;
+    tmp = cand;
+    cand = t;
+    prev_n = n;
   }
   n = plan_optimal_starts(ctx, &c->ar, cand);
   if (n) consider(ctx, cand, n, starts, &best_n, &best_t);
@@ -162,10 +185,13 @@ gs_status plan_dear_starts(const plan_ctx *ctx, size_t *starts, size_t *ngroups)
   n = plan_mgwfbp_starts(ctx, &c->rs, cand);
   consider(ctx, cand, n, starts, &best_n, &best_t);
   /* A pass costs O(G^2); keep the search within a few million steps so a
-   * 1,000-tensor plan stays in milliseconds. */
+   * 1,000-tensor plan stays in milliseconds. Up to 2,000 groups that allows
+   * at least one whole pass (at most 3 * 4e6 groups evaluated); past that
+   * the budget stops the search part way through its first pass, so that
+   * planning stays bounded (100,000 groups: one pass would be 3e10). */
   double work = (double)best_n * (double)best_n + 1.0;
   int passes = work * 16 <= 4e6 ? 16 : (int)GS_MAX(1.0, 4e6 / work);
-  refine(ctx, starts, &best_n, &best_t, tmp, passes);
+  refine(ctx, starts, &best_n, &best_t, tmp, passes, DEAR_REFINE_BUDGET);
   gs_free(cand);
   gs_free(tmp);
   *ngroups = best_n;

@@ -14,6 +14,12 @@
 #include "gradsync/plan.h"
 #include "gs_internal.h"
 
+/* A plan computed once per context (see plan_optimal_starts). */
+typedef struct plan_memo {
+  size_t *starts; /* NULL until computed */
+  size_t n;
+} plan_memo;
+
 typedef struct plan_ctx {
   const gs_profile *profile;
   const gs_plan_cost *cost;
@@ -22,6 +28,7 @@ typedef struct plan_ctx {
   double *bwd_after;  /* bwd_after[i] = sum_{j>=i} backward_s[j]; [L] = 0 */
   double *fwd_before; /* fwd_before[i] = forward time of tensors 0..i-1 (dear) */
   uint64_t *bytes_before; /* bytes of tensors 0..i-1; [L] = total */
+  plan_memo *memo_ar;     /* the optimal plan under the all-reduce cost */
 } plan_ctx;
 
 gs_status plan_ctx_init(plan_ctx *ctx, const gs_profile *p, const gs_plan_cost *c);
@@ -49,9 +56,20 @@ static inline double plan_msg_time_hint(const gs_cost_curve *cost, uint64_t byte
 }
 
 /* The optimal plan of the all-reduce model for message costs `cost`
- * (plan.c): writes the starts and returns the number of groups. */
+ * (plan.c): writes the starts and returns the number of groups (0: out of
+ * memory). The direct scan while it is cheap, else the windows: bounded by
+ * O(P * L) for a curve of P linear pieces, whatever the costs. */
 size_t plan_optimal_starts(const plan_ctx *ctx, const gs_cost_curve *cost,
                            size_t *starts);
+/* The minimum by sliding windows, one per linear piece of the curve,
+ * O(P * L) (0: out of memory). */
+size_t plan_optimal_starts_windowed(const plan_ctx *ctx, const gs_cost_curve *cost,
+                                    size_t *starts);
+/* The minimum by the direct scan, O(L^2) at worst; gives up with 0 groups
+ * and *over = 1 after about max_steps steps (0: never). 0 groups with
+ * *over = 0: out of memory. */
+size_t plan_optimal_starts_scan(const plan_ctx *ctx, const gs_cost_curve *cost,
+                                size_t *starts, uint64_t max_steps, int *over);
 /* MG-WFBP Algorithm 1 with message costs `cost` (plan.c). */
 size_t plan_mgwfbp_starts(const plan_ctx *ctx, const gs_cost_curve *cost,
                           size_t *starts);

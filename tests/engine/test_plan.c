@@ -15,6 +15,8 @@
 #include <cmocka.h>
 
 #include "gradsync.h"
+/* The planner's internals: the windowed and the scanning dynamic programs. */
+#include "../../src/engine/plan_internal.h"
 
 #define MAXL 64
 
@@ -517,6 +519,232 @@ static void test_predict_reads_curve(void **state) {
   assert_int_equal(gs_plan_predict(&tp.p, &c, tensors, offsets, 2, &t), GS_ERR_INVALID_ARG);
 }
 
+/* ---- The windowed dynamic program against the scan ------------------------ */
+
+/* A profile of any size on the heap. */
+typedef struct big_profile {
+  gs_profile p;
+  gs_profile_tensor *t;
+} big_profile;
+
+static void big_init(big_profile *bp, size_t L, double forward_s) {
+  bp->t = calloc(L, sizeof *bp->t);
+  assert_non_null(bp->t);
+  bp->p = (gs_profile){.name = "big", .device = "", .source = "",
+                       .forward_s = forward_s, .ntensors = L, .tensors = bp->t};
+  for (size_t i = 0; i < L; i++) {
+    bp->t[i].name = "t";
+    bp->t[i].dtype = GS_F32;
+  }
+}
+
+/* The predicted time of a plan given as starts, through the public model. */
+static double starts_time(const gs_profile *p, const gs_plan_cost *c,
+                          const size_t *starts, size_t G) {
+  size_t L = p->ntensors;
+  size_t *tensors = malloc(L * sizeof(size_t)), *offsets = malloc((G + 1) * sizeof(size_t));
+  assert_true(tensors != NULL && offsets != NULL);
+  size_t n = 0, hi = L;
+  for (size_t g = 0; g < G; g++) {
+    assert_true(starts[g] < hi); /* contiguous, launch order */
+    offsets[g] = n;
+    for (size_t i = starts[g]; i < hi; i++) tensors[n++] = i;
+    hi = starts[g];
+  }
+  assert_int_equal(hi, 0);
+  offsets[G] = n;
+  double t;
+  assert_int_equal(gs_plan_predict(p, c, tensors, offsets, G, &t), GS_OK);
+  free(tensors);
+  free(offsets);
+  return t;
+}
+
+/* Both algorithms on one instance under the all-reduce cost: the same
+ * optimum (to rounding); returns whether the plans are identical. */
+static int windowed_vs_scan(const gs_profile *p, const gs_plan_cost *c) {
+  plan_ctx ctx;
+  assert_int_equal(plan_ctx_init(&ctx, p, c), GS_OK);
+  size_t L = p->ntensors;
+  size_t *sw = malloc(L * sizeof(size_t)), *ss = malloc(L * sizeof(size_t));
+  assert_true(sw != NULL && ss != NULL);
+  int over = 1;
+  size_t gs = plan_optimal_starts_scan(&ctx, &c->ar, ss, 0, &over);
+  assert_int_equal(over, 0);
+  size_t gw = plan_optimal_starts_windowed(&ctx, &c->ar, sw);
+  assert_true(gs > 0 && gw > 0);
+  double ts = starts_time(p, c, ss, gs), tw = starts_time(p, c, sw, gw);
+  if (!(fabs(tw - ts) <= 1e-12 * fmax(1e-300, fabs(ts))))
+    fail_msg("windowed %.17g (%zu groups) != scan %.17g (%zu groups), L=%zu a=%g b=%g "
+             "points=%d", tw, gw, ts, gs, L, c->ar.a, c->ar.b, c->ar.npoints);
+  int same = gw == gs && memcmp(sw, ss, gw * sizeof(size_t)) == 0;
+  free(sw);
+  free(ss);
+  plan_ctx_free(&ctx);
+  return same;
+}
+
+/* The costs that defeat the scan's pruning or make ties, and ordinary ones. */
+static void random_medium_cost(int kind, gs_plan_cost *c) {
+  switch (kind % 6) {
+    case 0: assert_int_equal(gs_plan_cost_from_ab(0.0, urand() * 4e-9, c), GS_OK); break;
+    case 1: assert_int_equal(gs_plan_cost_from_ab(10 + urand() * 1e3, urand() * 4e-9, c), GS_OK); break;
+    case 2: assert_int_equal(gs_plan_cost_from_ab(urand() * 1e-2, 0.0, c), GS_OK); break;
+    case 3: assert_int_equal(gs_plan_cost_from_ab(urand() * 1e-3, urand() * 4e-9, c), GS_OK); break;
+    case 4: assert_int_equal(gs_plan_cost_from_ab(0.0, 0.0, c), GS_OK); break;
+    default:
+      assert_int_equal(gs_plan_cost_from_ab(urand() * 1e-3, urand() * 4e-9, c), GS_OK);
+      random_curve(&c->ar);
+      break;
+  }
+}
+
+static void test_windowed_equals_scan_medium(void **state) {
+  (void)state;
+  int same = 0, total = 0;
+  for (int rep = 0; rep < 240; rep++) {
+    size_t L = 200 + (size_t)(urand() * 200);
+    big_profile bp;
+    int integral = rep % 4 == 3; /* small integers: exact ties */
+    big_init(&bp, L, integral ? (double)(int)(urand() * 4) : urand() * 0.05);
+    for (size_t i = 0; i < L; i++) {
+      bp.t[i].dtype = integral ? GS_U8 : GS_F32;
+      bp.t[i].numel = integral ? 1 + (size_t)(urand() * 10)
+                               : 1 + (size_t)(urand() * (urand() < 0.5 ? 1e3 : 4e6));
+      bp.t[i].backward_s = integral ? (double)(int)(urand() * 6)
+                                    : urand() * 1e-3 * (urand() < 0.2 ? 0.01 : 1.0);
+    }
+    gs_plan_cost c;
+    if (integral)
+      assert_int_equal(gs_plan_cost_from_ab((double)(int)(urand() * 5),
+                                            (double)(int)(urand() * 3), &c), GS_OK);
+    else
+      random_medium_cost(rep, &c);
+    same += windowed_vs_scan(&bp.p, &c);
+    total++;
+    free(bp.t);
+  }
+  /* Plans differ only where several share the optimum to the last bits. */
+  print_message("windowed == scan: %d of %d plans identical, all times equal\n", same,
+                total);
+  assert_true(same * 2 > total);
+}
+
+/* The windows against exhaustive search on small instances, affine and
+ * curves (the scan is what "optimal" runs at these sizes). */
+static void test_windowed_equals_exhaustive(void **state) {
+  (void)state;
+  test_profile tp;
+  gs_plan_cost c;
+  for (int rep = 0; rep < 600; rep++) {
+    size_t L = 1 + (size_t)(urand() * 12);
+    random_instance(&tp, L, rep % 2, &c);
+    if (rep % 3 == 2) random_curve(&c.ar);
+    if (rep % 5 == 4) assert_int_equal(gs_plan_cost_from_ab(0.0, c.ar.b, &c), GS_OK);
+    double best = exhaustive_min(&tp.p, &c);
+    plan_ctx ctx;
+    assert_int_equal(plan_ctx_init(&ctx, &tp.p, &c), GS_OK);
+    size_t starts[MAXL];
+    size_t G = plan_optimal_starts_windowed(&ctx, &c.ar, starts);
+    plan_ctx_free(&ctx);
+    double t = starts_time(&tp.p, &c, starts, G);
+    assert_true(fabs(t - best) <= 1e-12 * fmax(1.0, fabs(best)));
+  }
+}
+
+/* The scan gives up past its step budget, and plan_optimal_starts then
+ * answers with the windows: a = 0 on 3,000 tensors takes ~L^2/2 steps. */
+static void test_scan_budget_hands_over(void **state) {
+  (void)state;
+  size_t L = 3000;
+  big_profile bp;
+  big_init(&bp, L, 0.01);
+  for (size_t i = 0; i < L; i++) {
+    bp.t[i].numel = 1000 + (i * 7919) % 5000;
+    bp.t[i].backward_s = 1e-7;
+  }
+  gs_plan_cost c;
+  assert_int_equal(gs_plan_cost_from_ab(0.0, 1e-9, &c), GS_OK);
+  plan_ctx ctx;
+  assert_int_equal(plan_ctx_init(&ctx, &bp.p, &c), GS_OK);
+  size_t *s1 = malloc(L * sizeof(size_t)), *s2 = malloc(L * sizeof(size_t));
+  int over = 0;
+  assert_int_equal(plan_optimal_starts_scan(&ctx, &c.ar, s1, 100000, &over), 0);
+  assert_int_equal(over, 1);
+  size_t g1 = plan_optimal_starts(&ctx, &c.ar, s1);
+  size_t g2 = plan_optimal_starts_windowed(&ctx, &c.ar, s2);
+  assert_int_equal(g1, g2);
+  assert_memory_equal(s1, s2, g1 * sizeof(size_t));
+  over = 1;
+  size_t g3 = plan_optimal_starts_scan(&ctx, &c.ar, s2, 0, &over);
+  assert_int_equal(over, 0);
+  double t1 = starts_time(&bp.p, &c, s1, g1), t3 = starts_time(&bp.p, &c, s2, g3);
+  assert_true(fabs(t1 - t3) <= 1e-12 * t3);
+  free(s1);
+  free(s2);
+  plan_ctx_free(&ctx);
+  free(bp.t);
+}
+
+/* Degenerate profiles: one tensor plans under every policy; no tensors, a
+ * tensor of 0 elements and sizes past 2^53 bytes are refused, not crashed on. */
+static void test_degenerate_profiles(void **state) {
+  (void)state;
+  static const char *specs[] = {"wfbp", "single", "bucket", "mgwfbp", "optimal",
+                                "dear", "auto"};
+  gs_plan_cost c;
+  assert_int_equal(gs_plan_cost_from_ab(1e-3, 1e-9, &c), GS_OK);
+  const double bwd1[] = {0.0};
+  const size_t numel1[] = {1};
+  test_profile tp;
+  tp_init(&tp, 0.0, 1, bwd1, numel1, GS_F32);
+  for (size_t k = 0; k < 7; k++) {
+    gs_plan *pl = NULL;
+    double t = plan_time(&tp.p, &c, specs[k], &pl);
+    assert_int_equal(pl->ngroups, 1);
+    assert_true(t == 1e-3 + 4e-9);
+    gs_plan_free(pl);
+  }
+  gs_plan *pl = NULL;
+  tp.p.ntensors = 0;
+  assert_int_equal(gs_plan_make(&tp.p, &c, "auto", &pl), GS_ERR_INVALID_ARG);
+  assert_null(pl);
+  tp.p.ntensors = 1;
+  tp.t[0].numel = 0;
+  assert_int_equal(gs_plan_make(&tp.p, &c, "optimal", &pl), GS_ERR_INVALID_ARG);
+  assert_null(pl);
+  tp.t[0].numel = ((size_t)1 << 53) / 4 + 1; /* f32: just over 2^53 bytes */
+  assert_int_equal(gs_plan_make(&tp.p, &c, "optimal", &pl), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "2^53"));
+  tp.t[0].numel = SIZE_MAX / 2; /* bytes would wrap around */
+  assert_int_equal(gs_plan_make(&tp.p, &c, "dear", &pl), GS_ERR_INVALID_ARG);
+  const double bwd2[] = {1.0, 1.0};
+  const size_t numel2[] = {((size_t)1 << 52) / 4, ((size_t)1 << 52) / 4 + 1};
+  tp_init(&tp, 0.0, 2, bwd2, numel2, GS_F32); /* each fits, the sum does not */
+  assert_int_equal(gs_plan_make(&tp.p, &c, "wfbp", &pl), GS_ERR_INVALID_ARG);
+  assert_null(pl);
+  /* Times or costs whose sums overflow: refused, never an infinite
+   * prediction (a finite a of 1e307 s over a few messages would be). */
+  const double bwd_big[] = {1e308, 1e308};
+  const size_t numel_one[] = {1, 1};
+  tp_init(&tp, 0.0, 2, bwd_big, numel_one, GS_F32);
+  assert_int_equal(gs_plan_make(&tp.p, &c, "wfbp", &pl), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "overflow"));
+  tp_init(&tp, 0.0, 2, bwd2, numel_one, GS_F32);
+  assert_int_equal(gs_plan_cost_from_ab(1e307, 0, &c), GS_OK);
+  assert_int_equal(gs_plan_make(&tp.p, &c, "auto", &pl), GS_ERR_INVALID_ARG);
+  assert_null(pl);
+  assert_int_equal(gs_plan_cost_from_ab(1e300, 1e280, &c), GS_OK); /* large, finite */
+  for (size_t k = 0; k < 7; k++) assert_true(isfinite(plan_time(&tp.p, &c, specs[k], NULL)));
+  /* Zero backward and forward times, free communication: every policy
+   * plans and predicts 0. */
+  const double bwd0[] = {0, 0, 0};
+  const size_t numel3[] = {1, 1, 1};
+  tp_init(&tp, 0.0, 3, bwd0, numel3, GS_F32);
+  assert_int_equal(gs_plan_cost_from_ab(0, 0, &c), GS_OK);
+  for (size_t k = 0; k < 7; k++) assert_true(plan_time(&tp.p, &c, specs[k], NULL) == 0.0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_optimal_exhaustive_with_curves),
@@ -531,6 +759,10 @@ int main(void) {
       cmocka_unit_test(test_dear_model_hand_case),
       cmocka_unit_test(test_predict_rejects_bad_groupings),
       cmocka_unit_test(test_cost_from_net),
+      cmocka_unit_test(test_windowed_equals_exhaustive),
+      cmocka_unit_test(test_windowed_equals_scan_medium),
+      cmocka_unit_test(test_scan_budget_hands_over),
+      cmocka_unit_test(test_degenerate_profiles),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
