@@ -5,6 +5,7 @@
 #   - the same seed gives bitwise the same weights;
 #   - a run stopped after one epoch and resumed ends bitwise where an
 #     uninterrupted run ends;
+#   - the checkpoint comparison treats NaN weights as a difference;
 #   - bad options, missing or corrupt data and divergence give a clear error
 #     and a non-zero exit.
 # Usage: test_train.sh GRADSYNC CKPT_COMPARE
@@ -53,6 +54,23 @@ if "$cmp_ckpt" mlp "$tmp/s1/checkpoint.gsck" "$tmp/s2/checkpoint.gsck" > "$tmp/s
   ok "same seed: bitwise identical weights"
 else
   bad "same seed gave different weights: $(cat "$tmp/s.cmp")"
+fi
+
+# The comparison itself can fail: a NaN weight is a difference, also where
+# both files hold the same bits (a NaN compares unequal to everything, so a
+# max over differences skips it). Exit 1 from the comparison, or 2 if the
+# checkpoint reader refuses non-finite weights itself.
+if "$cmp_ckpt" --nan mlp "$tmp/s1/checkpoint.gsck" "$tmp/nan.gsck" > "$tmp/nan.log" 2>&1; then
+  for tol in "" 1e-4; do
+    "$cmp_ckpt" mlp "$tmp/nan.gsck" "$tmp/nan.gsck" $tol > "$tmp/nan.cmp" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ]; then ok "a NaN weight is a difference (rtol ${tol:-0}, exit $rc)"
+    else bad "a NaN weight compared equal (rtol ${tol:-0}): $(cat "$tmp/nan.cmp")"; fi
+  done
+  "$cmp_ckpt" mlp "$tmp/s1/checkpoint.gsck" "$tmp/nan.gsck" 1e-4 > "$tmp/nan.cmp" 2>&1 &&
+    bad "a NaN weight against a finite one compared equal: $(cat "$tmp/nan.cmp")"
+else
+  bad "ckpt_compare --nan failed: $(cat "$tmp/nan.log")"
 fi
 
 # Resume: 2 epochs straight vs 1 epoch, then --resume to 2.
