@@ -92,7 +92,8 @@ fi
   --batch 8 --policy auto --checkpoint "$tmp/killed" --json > "$tmp/killed.log" 2>&1 &
 launcher=$!
 for _ in $(seq 1 600); do [ -f "$tmp/killed/checkpoint.gsck" ] && break; sleep 0.1; done
-victim=$(pgrep -f -- "train --synthetic 8192 --epochs 3" | grep -v "^$launcher\$" | tail -1)
+# Only this run's ranks: its checkpoint path is unique to this test.
+victim=$(pgrep -f -- "train --synthetic 8192 --epochs 3 .*--checkpoint $tmp/killed" | grep -v "^$launcher\$" | tail -1)
 t0=$(date +%s)
 [ -n "$victim" ] && kill -9 "$victim"
 wait "$launcher"
