@@ -102,7 +102,9 @@ int cli_rank_connect(cli_rank *r, int flags, int startup_rc, const char *startup
  * else 1 on every rank. A failed rank (failed != 0) has already printed its
  * error; reason is its short form for the others, who print which ranks
  * failed and the first one's reason. Call only where the engine has no
- * collective in flight (see above). */
+ * collective in flight (see above). If the agreement's own collective fails
+ * (a collective failed inside the communicator before), no collective can
+ * reach the others: the job is aborted (cli_rank_abort). */
 int cli_agree(cli_rank *r, int failed, const char *reason);
 /* cli_agree for a gs_status: on failure, this rank first prints
  * "gradsync VERB: rank R: <gs_last_error()>". */

@@ -68,6 +68,13 @@ static gs_status exchange(cli_rank *r, const void *mine, void *all, size_t bytes
   return GS_OK;
 }
 
+/* The agreement's own collective failed: the communicator is broken (a
+ * collective failed inside it), so no collective can tell the others, who
+ * may be waiting in one; ending the job now beats their timeout. */
+static _Noreturn void agree_failed(cli_rank *r) {
+  cli_rank_abort(r, "cannot agree with the other ranks: %s", gs_last_error());
+}
+
 int cli_agree(cli_rank *r, int failed, const char *reason) {
   agree_rec mine;
   memset(&mine, 0, sizeof mine);
@@ -84,14 +91,7 @@ int cli_agree(cli_rank *r, int failed, const char *reason) {
   }
   agree_rec *all = calloc((size_t)r->size, sizeof *all);
   if (all == NULL) cli_rank_abort(r, "out of memory for an agreement of %d ranks", r->size);
-  gs_status st = exchange(r, &mine, all, sizeof mine);
-  if (st != GS_OK) {
-    /* The collective itself failed: the communicator's own error handling
-     * (its timeout) is what ends the others now. */
-    cli_rank_error(r, "cannot agree with the other ranks: %s", gs_last_error());
-    free(all);
-    return 1;
-  }
+  if (exchange(r, &mine, all, sizeof mine) != GS_OK) agree_failed(r);
   int nfailed = 0, first = -1;
   for (int k = 0; k < r->size; k++)
     if (all[k].failed) {
@@ -138,12 +138,7 @@ int cli_agree_status(cli_rank *r, gs_status st) {
 int cli_agree_equal(cli_rank *r, const int64_t *vals, const char *const *names, int n) {
   int64_t *all = calloc((size_t)r->size * (size_t)n, sizeof *all);
   if (all == NULL) cli_rank_abort(r, "out of memory for an agreement of %d ranks", r->size);
-  gs_status st = exchange(r, vals, all, (size_t)n * sizeof *vals);
-  if (st != GS_OK) {
-    cli_rank_error(r, "cannot agree with the other ranks: %s", gs_last_error());
-    free(all);
-    return 1;
-  }
+  if (exchange(r, vals, all, (size_t)n * sizeof *vals) != GS_OK) agree_failed(r);
   /* Every rank finds the same first difference and says it. */
   for (int i = 0; i < n; i++)
     for (int k = 1; k < r->size; k++)
