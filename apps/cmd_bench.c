@@ -9,6 +9,7 @@
  * allgather and all-to-all, 1 for broadcast). Every measured call's output
  * is compared with the expected values; a wrong result fails the run.
  */
+#include <cjson/cJSON.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -48,6 +49,7 @@ typedef struct bench_opts {
 } bench_opts;
 
 typedef struct bench_ctx {
+  cli_rank *r;
   gs_comm *comm;
   int rank, size;
   const bench_opts *o;
@@ -231,11 +233,6 @@ static double bus_factor(bench_op op, int p) {
   }
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* Measures one (size, algorithm) cell. Returns the median of the per-call
  * maximum over ranks, or a negative value after reporting an error. */
 static double measure(bench_ctx *b, gs_algo algo, int *iters_out) {
@@ -254,17 +251,18 @@ static double measure(bench_ctx *b, gs_algo algo, int *iters_out) {
   if (gs_allreduce(b->comm, GS_IN_PLACE, agreed, 2, GS_F64, GS_MAX, GS_ALGO_MPI) != GS_OK)
     st = GS_ERR_MPI;
   if (st != GS_OK || agreed[1] != 0) {
-    cli_error("bench", "rank %d: %s with algorithm %s failed: %s", b->rank,
-              op_info[o->op].name, gs_algo_name(algo),
-              st != GS_OK ? gs_last_error() : "on another rank");
+    cli_rank_error(b->r, "%s with algorithm %s failed: %s", op_info[o->op].name,
+                   gs_algo_name(algo), st != GS_OK ? gs_last_error() : "on another rank");
     return -1;
   }
   int iters = o->iters;
   if (agreed[0] > 0 && o->budget / agreed[0] < iters) iters = (int)(o->budget / agreed[0]);
   if (iters < 3) iters = 3;
   if (iters > o->iters) iters = o->iters;
+  /* times[iters]: this rank's verdict (0 ok, 1 wrong result, 2 failed),
+   * maximised with the times so that every rank learns it in one call. */
   double *times = calloc((size_t)iters + 1, sizeof(double));
-  if (times == NULL) return -1;
+  if (times == NULL) cli_rank_abort(b->r, "out of memory for %d timings", iters);
   size_t bad = 0;
   int wrong = 0;
   for (int i = 0; i < iters && st == GS_OK; i++) {
@@ -275,31 +273,33 @@ static double measure(bench_ctx *b, gs_algo algo, int *iters_out) {
     times[i] = gs_now() - t0;
     if (st == GS_OK && !wrong && verify(b, &bad)) wrong = i + 1;
   }
-  times[iters] = wrong ? 1.0 : 0.0;
+  times[iters] = st != GS_OK ? 2.0 : wrong ? 1.0 : 0.0;
   if (st != GS_OK)
-    cli_error("bench", "rank %d: %s with algorithm %s failed: %s", b->rank,
-              op_info[o->op].name, gs_algo_name(algo), gs_last_error());
-  else if (gs_allreduce(b->comm, GS_IN_PLACE, times, (size_t)iters + 1, GS_F64,
-                        GS_MAX, GS_ALGO_MPI) != GS_OK)
-    st = GS_ERR_MPI;
-  if (st != GS_OK) {
+    cli_rank_error(b->r, "%s with algorithm %s failed: %s", op_info[o->op].name,
+                   gs_algo_name(algo), gs_last_error());
+  if (wrong) {
+    gs_dtype d = o->dtype;
+    cli_rank_error(b->r, "WRONG RESULT: %s, algorithm %s, %zu elements of %s, call %d: "
+                   "element %zu is %g, expected %g", op_info[o->op].name,
+                   gs_algo_name(algo), b->count, gs_dtype_name(d), wrong, bad,
+                   load(d, b->out, bad), load(d, b->expect, bad));
+  }
+  /* A rank whose call failed still joins: the others learn it here instead
+   * of waiting for it. */
+  if (gs_allreduce(b->comm, GS_IN_PLACE, times, (size_t)iters + 1, GS_F64, GS_MAX,
+                   GS_ALGO_MPI) != GS_OK) {
+    cli_rank_error(b->r, "cannot collect the timings: %s", gs_last_error());
     free(times);
     return -1;
   }
-  if (wrong) {
-    gs_dtype d = o->dtype;
-    cli_error("bench", "rank %d: WRONG RESULT: %s, algorithm %s, %zu elements "
-              "of %s, call %d: element %zu is %g, expected %g", b->rank,
-              op_info[o->op].name, gs_algo_name(algo), b->count, gs_dtype_name(d),
-              wrong, bad, load(d, b->out, bad), load(d, b->expect, bad));
-  }
-  int any_wrong = times[iters] != 0;
-  qsort(times, (size_t)iters, sizeof(double), cmp_double);
-  double med = iters % 2 ? times[iters / 2]
-                         : 0.5 * (times[iters / 2 - 1] + times[iters / 2]);
+  double verdict = times[iters];
+  if (verdict == 2.0 && st == GS_OK)
+    cli_rank_error(b->r, "stopping: %s with algorithm %s failed on another rank",
+                   op_info[o->op].name, gs_algo_name(algo));
+  double med = cli_median(times, (size_t)iters);
   free(times);
   *iters_out = iters;
-  return any_wrong ? -2 : med;
+  return verdict == 2.0 ? -1 : verdict == 1.0 ? -2 : med;
 }
 
 static int parse_opts(int argc, char **argv, bench_opts *o) {
@@ -377,16 +377,13 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
           return 2;
         }
         break;
-      case 't': {
-        char *end;
-        o->budget = strtod(optarg, &end);
-        if (*end || !(o->budget > 0)) {
-          cli_error("bench", "--budget '%s' must be a positive number of seconds",
-                    optarg);
+      case 't':
+        if (cli_parse_double(optarg, 0, 86400, &o->budget) || o->budget == 0) {
+          cli_error("bench", "--budget '%s' must be a number of seconds above 0 and up "
+                    "to 86400", optarg);
           return 2;
         }
         break;
-      }
       case 'j': o->json = 1; break;
       case 'C': o->calibrate = 0; break;
       case 'O': o->cost_out = optarg; break;
@@ -437,22 +434,65 @@ static int row_algos(const bench_opts *o, const gs_comm *comm, gs_algo *out) {
   return n;
 }
 
+/* The cost model the run chooses algorithms with, as one JSON line. */
+static void print_cost_json(const bench_opts *o, const gs_cost_params *cost, int p,
+                            int nodes) {
+  cJSON *m = cJSON_CreateObject();
+  cli_json_add(m, "alpha_s", cost->alpha, "%.4g");
+  cli_json_add(m, "beta_s_per_B", cost->beta, "%.4g");
+  cli_json_add(m, "gamma_s_per_B", cost->gamma, "%.4g");
+  for (int a = 0; a < GS_ALGO_COUNT; a++)
+    if (cost->fit[a].beta > 0) {
+      cJSON *f = cJSON_AddObjectToObject(m, gs_algo_name((gs_algo)a));
+      cli_json_add(f, "alpha_s", cost->fit[a].alpha, "%.4g");
+      cli_json_add(f, "beta_s_per_B", cost->fit[a].beta, "%.4g");
+    }
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddItemToObject(j, "cost_model", m);
+  cJSON_AddNumberToObject(j, "ranks", p);
+  cJSON_AddNumberToObject(j, "nodes", nodes);
+  cJSON_AddBoolToObject(j, "calibrated", o->calibrate);
+  cli_print_json(stdout, j);
+}
+
+static void print_row_json(const bench_opts *o, gs_algo algo, const char *chosen,
+                           double bytes, int p, int nodes, double t, double algbw,
+                           double busbw, double vs, int iters) {
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "op", op_info[o->op].name);
+  cJSON_AddStringToObject(j, "algo", gs_algo_name(algo));
+  cJSON_AddStringToObject(j, "chosen", chosen);
+  cli_json_add(j, "bytes", bytes, "%.0f");
+  cJSON_AddNumberToObject(j, "ranks", p);
+  cJSON_AddNumberToObject(j, "nodes", nodes);
+  cJSON_AddStringToObject(j, "dtype", gs_dtype_name(o->dtype));
+  cJSON_AddStringToObject(j, "redop", gs_redop_name(o->redop));
+  cli_json_add(j, "time_us", t * 1e6, "%.2f");
+  cli_json_add(j, "algbw_GBps", algbw, "%.5f");
+  cli_json_add(j, "busbw_GBps", busbw, "%.5f");
+  cli_json_add(j, "speedup_vs_mpi", vs, "%.4f");
+  cJSON_AddNumberToObject(j, "iters", iters);
+  cJSON_AddStringToObject(j, "check", "ok");
+  cli_print_json(stdout, j);
+}
+
 int cmd_bench(int argc, char **argv) {
   bench_opts o;
   int rc = parse_opts(argc, argv, &o);
-  if (rc) return rc == 1 ? 0 : rc;
-  if (gs_init(&argc, &argv) != GS_OK) {
-    cli_error("bench", "%s", gs_last_error());
-    return 1;
+  if (rc == 1) return 0; /* --help */
+  cli_rank cr;
+  if (cli_rank_init(&cr, "bench", &argc, &argv)) return rc ? rc : 1;
+  char reason[160] = "bad options";
+  /* Rank 0 writes the cost file: its path is checked before any work. */
+  if (rc == 0 && o.cost_out && cr.rank == 0 &&
+      cli_check_writable(o.cost_out, "--cost-out") != GS_OK) {
+    cli_rank_error(&cr, "%s", gs_last_error());
+    snprintf(reason, sizeof reason, "%s", gs_last_error());
+    rc = 2;
   }
-  bench_ctx b = {.o = &o};
-  if (gs_comm_create(MPI_COMM_WORLD, &b.comm) != GS_OK) {
-    cli_error("bench", "%s", gs_last_error());
-    gs_finalize();
-    return 1;
-  }
-  b.rank = gs_comm_rank(b.comm);
-  b.size = gs_comm_size(b.comm);
+  rc = cli_rank_connect(&cr, 0, rc, reason);
+  if (rc) return rc;
+  bench_ctx b = {.r = &cr, .o = &o, .comm = cr.comm, .rank = cr.rank, .size = cr.size};
   int p = b.size;
   size_t es = gs_dtype_size(o.dtype);
   /* Elements per rank are a multiple of p where the collective splits. */
@@ -463,40 +503,37 @@ int cmd_bench(int argc, char **argv) {
   b.in = calloc(in_cap, es);
   b.out = calloc(out_cap, es);
   b.expect = calloc(out_cap, es);
-  if (!b.in || !b.out || !b.expect) {
-    cli_error("bench", "rank %d: cannot allocate buffers for %zu bytes", b.rank,
-              o.max_bytes);
-    return 1;
+  gs_status st = GS_OK;
+  if (!b.in || !b.out || !b.expect)
+    st = gs_error(GS_ERR_NOMEM, "cannot allocate buffers for %zu bytes", o.max_bytes);
+  int failures = 0;
+  if (cli_agree_status(&cr, st)) {
+    rc = 1;
+    goto out;
   }
   if (o.calibrate && o.op == OP_ALLREDUCE) {
+    size_t cal = o.max_bytes < (64u << 20) ? o.max_bytes : (size_t)(64u << 20);
     if (b.rank == 0 && !o.json) {
-      printf("# calibrating each allreduce algorithm up to %zu bytes ...\n",
-             o.max_bytes < (64u << 20) ? o.max_bytes : (size_t)(64u << 20));
+      printf("# calibrating each allreduce algorithm up to %zu bytes ...\n", cal);
       fflush(stdout);
     }
-    if (gs_comm_calibrate(b.comm, o.max_bytes < (64u << 20) ? o.max_bytes
-                                                              : (64u << 20)) != GS_OK) {
-      cli_error("bench", "rank %d: calibration failed: %s", b.rank, gs_last_error());
-      return 1;
+    if (cli_agree_status(&cr, gs_comm_calibrate(b.comm, cal))) {
+      rc = 1;
+      goto out;
     }
   }
   const gs_cost_params *cost = gs_comm_cost(b.comm);
   if (o.cost_out && b.rank == 0) {
     gs_cost_topo topo = {p, gs_comm_nodes(b.comm)};
-    if (gs_cost_save(o.cost_out, cost, topo) != GS_OK)
-      cli_error("bench", "%s", gs_last_error());
+    if (gs_cost_save(o.cost_out, cost, topo) != GS_OK) {
+      cli_rank_error(&cr, "%s", gs_last_error());
+      rc = 1;
+    }
   }
   if (b.rank == 0) {
     if (o.json) {
       cli_print_env_json(stdout);
-      printf("{\"cost_model\": {\"alpha_s\": %.4g, \"beta_s_per_B\": %.4g, "
-             "\"gamma_s_per_B\": %.4g", cost->alpha, cost->beta, cost->gamma);
-      for (int a = 0; a < GS_ALGO_COUNT; a++)
-        if (cost->fit[a].beta > 0)
-          printf(", \"%s\": {\"alpha_s\": %.4g, \"beta_s_per_B\": %.4g}",
-                 gs_algo_name((gs_algo)a), cost->fit[a].alpha, cost->fit[a].beta);
-      printf("}, \"ranks\": %d, \"nodes\": %d, \"calibrated\": %s}\n", p,
-             gs_comm_nodes(b.comm), o.calibrate ? "true" : "false");
+      print_cost_json(&o, cost, p, gs_comm_nodes(b.comm));
     } else {
       printf("# gradsync bench: %s, %s %s, %d ranks on %d node(s)\n",
              op_info[o.op].name, gs_dtype_name(o.dtype), gs_redop_name(o.redop),
@@ -515,7 +552,6 @@ int cmd_bench(int argc, char **argv) {
     }
     fflush(stdout);
   }
-  int failures = 0;
   gs_algo algos[GS_ALGO_COUNT + 2];
   int nalgo = row_algos(&o, b.comm, algos);
   for (size_t bytes = o.min_bytes; bytes <= o.max_bytes;) {
@@ -547,14 +583,8 @@ int cmd_bench(int argc, char **argv) {
         snprintf(name, sizeof name, "%s", gs_algo_name(algos[k]));
       if (b.rank == 0) {
         if (o.json)
-          printf("{\"op\": \"%s\", \"algo\": \"%s\", \"chosen\": \"%s\", "
-                 "\"bytes\": %.0f, \"ranks\": %d, \"nodes\": %d, \"dtype\": \"%s\", "
-                 "\"redop\": \"%s\", \"time_us\": %.2f, \"algbw_GBps\": %.5f, "
-                 "\"busbw_GBps\": %.5f, \"speedup_vs_mpi\": %.4f, \"iters\": %d, "
-                 "\"check\": \"ok\"}\n",
-                 op_info[o.op].name, gs_algo_name(algos[k]), name, actual, p,
-                 gs_comm_nodes(b.comm), gs_dtype_name(o.dtype),
-                 gs_redop_name(o.redop), t * 1e6, algbw, busbw, vs, iters);
+          print_row_json(&o, algos[k], name, actual, p, gs_comm_nodes(b.comm), t, algbw,
+                         busbw, vs, iters);
         else
           printf("%12.0f  %-20s %12.1f %10.4f %10.4f %7.2fx %6d\n", actual, name,
                  t * 1e6, algbw, busbw, vs, iters);
@@ -568,9 +598,7 @@ out:
   free(b.in);
   free(b.out);
   free(b.expect);
-  gs_comm_destroy(b.comm);
-  gs_finalize();
   if (failures && b.rank == 0)
     cli_error("bench", "%d measurement(s) failed or gave wrong results", failures);
-  return failures ? 1 : 0;
+  return cli_rank_finish(&cr, rc ? rc : failures ? 1 : 0);
 }

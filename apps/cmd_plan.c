@@ -8,6 +8,7 @@
  * internal failure.
  */
 #include <cjson/cJSON.h>
+#include <float.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -45,15 +46,6 @@ static void usage(FILE *f) {
           "  --json             one JSON object per policy and line\n"
           "  --verbose          also print each plan's groups\n"
           "  --help             this text\n");
-}
-
-static int parse_double(const char *s, double *out) {
-  if (s == NULL || *s == '\0') return -1;
-  char *end;
-  double v = strtod(s, &end);
-  if (*end != '\0' || !isfinite(v) || v < 0) return -1;
-  *out = v;
-  return 0;
 }
 
 typedef struct plan_row {
@@ -137,14 +129,14 @@ int cmd_plan(int argc, char **argv) {
       case 'p': profile_path = optarg; break;
       case 'P': policy = optarg; break;
       case 'a':
-        if (parse_double(optarg, &a) != 0) {
+        if (cli_parse_double(optarg, 0, DBL_MAX, &a) != 0) {
           cli_error(VERB, "--a: expected seconds >= 0, got '%s'", optarg);
           return 2;
         }
         have_a = 1;
         break;
       case 'b':
-        if (parse_double(optarg, &b) != 0) {
+        if (cli_parse_double(optarg, 0, DBL_MAX, &b) != 0) {
           cli_error(VERB, "--b: expected seconds per byte >= 0, got '%s'", optarg);
           return 2;
         }
@@ -152,7 +144,7 @@ int cmd_plan(int argc, char **argv) {
         break;
       case 'n': net = optarg; break;
       case 's':
-        if (parse_double(optarg, &scale) != 0 || scale <= 0) {
+        if (cli_parse_double(optarg, 0, DBL_MAX, &scale) != 0 || scale == 0) {
           cli_error(VERB, "--compute-scale: expected a number > 0, got '%s'", optarg);
           return 2;
         }

@@ -14,7 +14,9 @@
  * order), so that a machine whose speed drifts during the run (a shared VM)
  * does not favour the policies measured first; each round is reported.
  * Exit status: 0 on success, 2 on bad options or a bad profile, 1 on a
- * runtime failure.
+ * runtime failure. A rank that fails alone (a profile missing on one node,
+ * an allocation) stops every rank: they agree before each policy's
+ * iterations (cli.h); a failure during the iterations ends the job.
  */
 #include <cjson/cJSON.h>
 #include <getopt.h>
@@ -48,15 +50,6 @@ static void usage(FILE *f) {
           "\nGRADSYNC_TIMELINE=FILE writes a Chrome trace per rank (docs/ENGINE.md).\n");
 }
 
-static int parse_pos_double(const char *s, double *out) {
-  if (s == NULL || *s == '\0') return -1;
-  char *end;
-  double v = strtod(s, &end);
-  if (*end != '\0' || !isfinite(v) || v <= 0) return -1;
-  *out = v;
-  return 0;
-}
-
 /* Sleeps until an absolute CLOCK_MONOTONIC time (the clock of gs_now), so
  * that errors of one sleep do not accumulate over the next. */
 static void sleep_until(double t) {
@@ -71,17 +64,6 @@ static void sleep_until(double t) {
   }
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, size_t n) {
-  if (n == 0) return 0;
-  qsort(v, n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 typedef struct result {
   const char *spec;
   gs_plan_policy_kind chosen;
@@ -92,9 +74,11 @@ typedef struct result {
 } result;
 
 /* Runs one policy: warm-up + iters iterations; fills *r on every rank
- * (iteration time: the slowest rank's median). */
-static int run_policy(gs_comm *comm, const gs_profile *prof, void **bufs,
-                      const char *spec, int warmup, int iters, result *r) {
+ * (iteration time: the slowest rank's median). Returns 0, or 1 on every rank
+ * after a failure (reported). */
+static int run_policy(cli_rank *cr, const gs_profile *prof, void **bufs, const char *spec,
+                      int warmup, int iters, result *r) {
+  gs_comm *comm = cr->comm;
   size_t L = prof->ntensors;
   double total_bwd = 0;
   for (size_t i = 0; i < L; i++) total_bwd += prof->tensors[i].backward_s;
@@ -104,32 +88,31 @@ static int run_policy(gs_comm *comm, const gs_profile *prof, void **bufs,
   cfg.warmup_iters = warmup;
   cfg.forward_overlap = 1; /* the forward below calls wait_tensor */
   gs_engine *e = NULL;
-  if (gs_engine_create(comm, &cfg, &e) != GS_OK) {
-    cli_error(VERB, "%s", gs_last_error());
-    return 2;
-  }
-  int ids_ok = 1;
-  for (size_t i = 0; i < L && ids_ok; i++)
-    ids_ok = gs_engine_register(e, prof->tensors[i].name, bufs[i], prof->tensors[i].numel,
-                                prof->tensors[i].dtype, NULL) == GS_OK;
-  double *it_s = calloc((size_t)iters + 1, sizeof(double));
-  double *comm_s = calloc((size_t)iters + 1, sizeof(double));
-  double *exp_s = calloc((size_t)iters + 1, sizeof(double));
-  int rc = 0;
-  if (!ids_ok || !it_s || !comm_s || !exp_s) {
-    cli_error(VERB, "rank %d: %s", gs_comm_rank(comm), gs_last_error());
-    rc = 1;
-  }
-  gs_barrier(comm, GS_ALGO_AUTO);
+  gs_status st = gs_engine_create(comm, &cfg, &e);
+  for (size_t i = 0; i < L && st == GS_OK; i++)
+    st = gs_engine_register(e, prof->tensors[i].name, bufs[i], prof->tensors[i].numel,
+                            prof->tensors[i].dtype, NULL);
+  double *it_s = gs_calloc((size_t)iters + 1, sizeof(double));
+  double *comm_s = gs_calloc((size_t)iters + 1, sizeof(double));
+  double *exp_s = gs_calloc((size_t)iters + 1, sizeof(double));
+  if (st == GS_OK && (!it_s || !comm_s || !exp_s))
+    st = gs_error(GS_ERR_NOMEM, "out of memory for %d iterations' times", iters);
+  /* Creating and registering are local: the engine has issued nothing yet. */
+  int rc = cli_agree_status(cr, st);
+  if (rc == 0) st = gs_barrier(comm, GS_ALGO_AUTO);
+  if (rc == 0) rc = cli_agree_status(cr, st);
   gs_engine_stats s0, s1;
-  gs_engine_get_stats(e, &s0);
+  if (rc == 0) gs_engine_get_stats(e, &s0);
   for (int it = 0; rc == 0 && it < warmup + iters; it++) {
     double t0 = gs_now(), deadline = t0;
     /* Forward, layer by layer: each first waits for its parameters (dear's
-     * all-gathers), then computes its share of forward_s. */
-    for (size_t i = 0; i < L && rc == 0; i++) {
+     * all-gathers), then computes its share of forward_s. Any failure here
+     * leaves collectives in flight that the others wait in: it ends the
+     * job. */
+    for (size_t i = 0; i < L; i++) {
       double w0 = gs_now();
-      if (gs_engine_wait_tensor(e, (int)i) != GS_OK) rc = 1;
+      if (gs_engine_wait_tensor(e, (int)i) != GS_OK)
+        cli_rank_abort(cr, "policy %s, iteration %d: %s", spec, it, gs_last_error());
       double w1 = gs_now();
       /* A layer starts when its parameters are there: only a wait that
        * blocked moves the schedule (a sleep's overshoot must not). */
@@ -138,12 +121,14 @@ static int run_policy(gs_comm *comm, const gs_profile *prof, void **bufs,
                                 : prof->forward_s / (double)L;
       sleep_until(deadline);
     }
-    for (size_t i = L; i-- > 0 && rc == 0;) {
+    for (size_t i = L; i-- > 0;) {
       deadline += prof->tensors[i].backward_s;
       sleep_until(deadline);
-      if (gs_engine_grad_ready(e, (int)i) != GS_OK) rc = 1;
+      if (gs_engine_grad_ready(e, (int)i) != GS_OK)
+        cli_rank_abort(cr, "policy %s, iteration %d: %s", spec, it, gs_last_error());
     }
-    if (rc == 0 && gs_engine_wait(e) != GS_OK) rc = 1;
+    if (gs_engine_wait(e) != GS_OK)
+      cli_rank_abort(cr, "policy %s, iteration %d: %s", spec, it, gs_last_error());
     double t1 = gs_now();
     gs_engine_get_stats(e, &s1);
     if (it >= warmup) {
@@ -153,44 +138,48 @@ static int run_policy(gs_comm *comm, const gs_profile *prof, void **bufs,
     }
     s0 = s1;
   }
-  if (rc != 0) cli_error(VERB, "rank %d, policy %s: %s", gs_comm_rank(comm), spec,
-                         gs_last_error());
   gs_plan *plan = NULL;
-  gs_engine_get_stats(e, &s1);
-  if (rc == 0 && (gs_engine_get_plan(e, &plan) != GS_OK || plan == NULL)) rc = 1;
   if (rc == 0) {
+    gs_engine_get_stats(e, &s1);
+    st = gs_engine_get_plan(e, &plan);
+    if (st == GS_OK && plan == NULL)
+      st = gs_error(GS_ERR_STATE, "policy %s: the engine has no plan after %d iterations",
+                    spec, warmup + iters);
+  }
+  if (rc == 0 && st == GS_OK) {
     r->spec = spec;
     r->chosen = plan->chosen;
     r->ngroups = plan->ngroups;
     r->cost = s1.cost;
     r->cost_measured = s1.cost_measured;
     r->engine_predicted_s = s1.predicted_iter_s;
-    gs_status st = plan->chosen == GS_PLAN_DEAR
-                       ? gs_plan_predict_dear(prof, &s1.cost, plan->tensors, plan->offsets,
-                                              plan->ngroups, &r->predicted_s, NULL, NULL)
-                       : gs_plan_predict(prof, &s1.cost, plan->tensors, plan->offsets,
-                                         plan->ngroups, &r->predicted_s);
-    if (st != GS_OK) r->predicted_s = NAN;
-    double exposed = median(exp_s, (size_t)iters);
-    r->iter_s = median(it_s, (size_t)iters);
-    r->comm_s = median(comm_s, (size_t)iters);
+    gs_status pst = plan->chosen == GS_PLAN_DEAR
+                        ? gs_plan_predict_dear(prof, &s1.cost, plan->tensors, plan->offsets,
+                                               plan->ngroups, &r->predicted_s, NULL, NULL)
+                        : gs_plan_predict(prof, &s1.cost, plan->tensors, plan->offsets,
+                                          plan->ngroups, &r->predicted_s);
+    if (pst != GS_OK) r->predicted_s = NAN;
+    double exposed = cli_median(exp_s, (size_t)iters);
+    r->iter_s = cli_median(it_s, (size_t)iters);
+    r->comm_s = cli_median(comm_s, (size_t)iters);
     r->exposed_s = exposed;
     r->hidden_frac = r->comm_s > 0 ? fmax(0.0, 1.0 - exposed / r->comm_s) : 1.0;
   }
   gs_plan_free(plan);
-  if (gs_engine_destroy(e) != GS_OK && rc == 0) {
-    cli_error(VERB, "%s", gs_last_error());
-    rc = 1;
-  }
-  free(it_s);
-  free(comm_s);
-  free(exp_s);
-  /* The slowest rank's median is the cluster's iteration time; a failure
-   * anywhere fails every rank. */
-  double mine[2] = {rc == 0 ? r->iter_s : 0, (double)rc}, all[2];
-  MPI_Allreduce(mine, all, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  r->iter_s = all[0];
-  return (int)all[1];
+  /* Every iteration's collectives are done (gs_engine_wait returned on
+   * every rank, and dear's all-gathers are finished by destroy without
+   * new collectives of the others'), so destroying issues nothing that
+   * the others would not. */
+  gs_status dst = gs_engine_destroy(e);
+  if (st == GS_OK) st = dst;
+  gs_free(it_s);
+  gs_free(comm_s);
+  gs_free(exp_s);
+  if (rc != 0) return rc;
+  if (cli_agree_status(cr, st)) return 1;
+  /* The slowest rank's median is the cluster's iteration time. */
+  st = gs_allreduce(comm, GS_IN_PLACE, &r->iter_s, 1, GS_F64, GS_MAX, GS_ALGO_MPI);
+  return cli_agree_status(cr, st);
 }
 
 static void print_json(const result *r, const gs_profile *prof, double scale,
@@ -223,49 +212,55 @@ static void print_json(const result *r, const gs_profile *prof, double scale,
   cJSON_Delete(o);
 }
 
-int cmd_replay(int argc, char **argv) {
+typedef struct replay_opts {
+  const char *profile_path, *policy;
+  int iters, warmup, json, rounds;
+  double scale;
+} replay_opts;
+
+/* Returns 0, 1 for --help, or 2 after reporting bad options. */
+static int parse_opts(int argc, char **argv, replay_opts *o) {
   static const struct option longopts[] = {
       {"profile", required_argument, 0, 'p'}, {"policy", required_argument, 0, 'P'},
       {"iters", required_argument, 0, 'i'},   {"warmup", required_argument, 0, 'w'},
       {"time-scale", required_argument, 0, 's'}, {"json", no_argument, 0, 'j'},
       {"rounds", required_argument, 0, 'r'},
       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
-  const char *profile_path = NULL, *policy = NULL;
-  int iters = 10, warmup = 5, json = 0, rounds = 1;
-  double scale = 1.0;
+  *o = (replay_opts){.iters = 10, .warmup = 5, .rounds = 1, .scale = 1.0};
   optind = 1;
   opterr = 0;
   int c;
   while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
     switch (c) {
-      case 'p': profile_path = optarg; break;
-      case 'P': policy = optarg; break;
+      case 'p': o->profile_path = optarg; break;
+      case 'P': o->policy = optarg; break;
       case 'i':
-        if (cli_parse_int(optarg, 1, 1000000, &iters) != 0) {
-          cli_error(VERB, "--iters: expected a positive integer, got '%s'", optarg);
+        if (cli_parse_int(optarg, 1, 1000000, &o->iters) != 0) {
+          cli_error(VERB, "--iters: expected an integer from 1 to 1000000, got '%s'", optarg);
           return 2;
         }
         break;
       case 'w':
-        if (cli_parse_int(optarg, 0, 1000000, &warmup) != 0) {
-          cli_error(VERB, "--warmup: expected an integer >= 0, got '%s'", optarg);
+        if (cli_parse_int(optarg, 0, 1000000, &o->warmup) != 0) {
+          cli_error(VERB, "--warmup: expected an integer from 0 to 1000000, got '%s'",
+                    optarg);
           return 2;
         }
         break;
       case 'r':
-        if (cli_parse_int(optarg, 1, 1000, &rounds) != 0) {
+        if (cli_parse_int(optarg, 1, 1000, &o->rounds) != 0) {
           cli_error(VERB, "--rounds: expected an integer from 1 to 1000, got '%s'", optarg);
           return 2;
         }
         break;
       case 's':
-        if (parse_pos_double(optarg, &scale) != 0) {
-          cli_error(VERB, "--time-scale: expected a number > 0, got '%s'", optarg);
+        if (cli_parse_double(optarg, 0, 1e6, &o->scale) != 0 || o->scale == 0) {
+          cli_error(VERB, "--time-scale: expected a number > 0 and <= 1e6, got '%s'", optarg);
           return 2;
         }
         break;
-      case 'j': json = 1; break;
-      case 'h': usage(stdout); return 0;
+      case 'j': o->json = 1; break;
+      case 'h': usage(stdout); return 1;
       case ':':
         cli_error(VERB, "option '%s' needs a value", argv[optind - 1]);
         return 2;
@@ -279,76 +274,90 @@ int cmd_replay(int argc, char **argv) {
     cli_error(VERB, "unexpected argument '%s'", argv[optind]);
     return 2;
   }
-  if (profile_path == NULL || policy == NULL) {
+  if (o->profile_path == NULL || o->policy == NULL) {
     cli_error(VERB, "--profile FILE and --policy P|all are required (see --help)");
     return 2;
   }
+  if (strcmp(o->policy, "all") != 0) {
+    gs_plan_policy pp;
+    if (gs_plan_policy_parse(o->policy, &pp) != GS_OK) {
+      cli_error(VERB, "--policy: %s", gs_last_error());
+      return 2;
+    }
+  }
+  return 0;
+}
+
+int cmd_replay(int argc, char **argv) {
+  replay_opts o;
+  int rc = parse_opts(argc, argv, &o);
+  if (rc == 1) return 0; /* --help */
   static const char *all_specs[] = {"wfbp", "single", "bucket", "mgwfbp",
                                     "optimal", "dear", "auto"};
   const char **specs = all_specs;
   size_t nspecs = sizeof all_specs / sizeof all_specs[0];
-  if (strcmp(policy, "all") != 0) {
-    gs_plan_policy pp;
-    if (gs_plan_policy_parse(policy, &pp) != GS_OK) {
-      cli_error(VERB, "--policy: %s", gs_last_error());
-      return 2;
-    }
-    specs = (const char **)&policy;
+  if (rc == 0 && strcmp(o.policy, "all") != 0) {
+    specs = &o.policy;
     nspecs = 1;
   }
+  cli_rank cr;
+  if (cli_rank_init(&cr, VERB, &argc, &argv)) return rc ? rc : 1;
+  /* Each rank reads its own copy of the profile (nodes need not share a
+   * file system): a missing or broken one on any rank stops them all. */
   gs_profile *prof = NULL;
-  if (gs_profile_load(profile_path, &prof) != GS_OK) {
-    cli_error(VERB, "%s", gs_last_error());
-    return 2;
+  char reason[160] = "bad options";
+  if (rc == 0 && gs_profile_load(o.profile_path, &prof) != GS_OK) {
+    cli_rank_error(&cr, "%s", gs_last_error());
+    snprintf(reason, sizeof reason, "%s", gs_last_error());
+    rc = 2;
   }
-  prof->forward_s *= scale;
-  for (size_t i = 0; i < prof->ntensors; i++) prof->tensors[i].backward_s *= scale;
-
-  if (gs_init(&argc, &argv) != GS_OK) {
-    cli_error(VERB, "%s", gs_last_error());
+  rc = cli_rank_connect(&cr, 0, rc, reason);
+  if (rc) {
     gs_profile_free(prof);
-    return 1;
+    return rc;
   }
-  gs_comm *comm = NULL;
-  if (gs_comm_create(MPI_COMM_WORLD, &comm) != GS_OK) {
-    cli_error(VERB, "%s", gs_last_error());
-    gs_profile_free(prof);
-    gs_finalize();
-    return 1;
-  }
-  int rank = gs_comm_rank(comm), ranks = gs_comm_size(comm), nodes = gs_comm_nodes(comm);
-  int rc = 0;
-  void **bufs = calloc(prof->ntensors, sizeof(void *));
+  prof->forward_s *= o.scale;
+  for (size_t i = 0; i < prof->ntensors; i++) prof->tensors[i].backward_s *= o.scale;
+  gs_comm *comm = cr.comm;
+  int rank = cr.rank, ranks = cr.size, nodes = gs_comm_nodes(comm);
+  gs_status st = GS_OK;
+  void **bufs = gs_calloc(prof->ntensors ? prof->ntensors : 1, sizeof(void *));
   double bytes = 0, bwd = 0;
-  for (size_t i = 0; bufs && i < prof->ntensors; i++) {
+  for (size_t i = 0; bufs && i < prof->ntensors && st == GS_OK; i++) {
     size_t b = gs_profile_tensor_bytes(prof, i);
     bytes += (double)b;
     bwd += prof->tensors[i].backward_s;
-    bufs[i] = calloc(1, b);
-    if (bufs[i] == NULL) rc = 1;
+    bufs[i] = gs_calloc(1, b);
+    if (bufs[i] == NULL) st = GS_ERR_NOMEM;
   }
-  if (bufs == NULL || rc) {
-    cli_error(VERB, "rank %d: out of memory for the gradients", rank);
-    rc = 1;
-  }
-  if (rank == 0 && !json && rc == 0) {
+  if (bufs == NULL || st != GS_OK)
+    st = gs_error(GS_ERR_NOMEM, "out of memory for the gradients (%.1f MB)", bytes / 1e6);
+  rc = cli_agree_status(&cr, st);
+  /* The ranks must run the same iterations over tensors of the same count:
+   * a different profile on one node would otherwise hang the others. */
+  const int64_t shared[] = {(int64_t)prof->ntensors, (int64_t)bytes, o.iters, o.warmup,
+                            o.rounds, (int64_t)nspecs};
+  static const char *const names[] = {"the profile's tensor count", "the profile's bytes",
+                                      "--iters", "--warmup", "--rounds", "the policies"};
+  if (rc == 0) rc = cli_agree_equal(&cr, shared, names, 6);
+  if (rank == 0 && !o.json && rc == 0) {
     printf("replay %s: %zu tensors, %.1f MB, compute %.1f ms (forward %.1f, backward "
            "%.1f; time scale %g), %d ranks on %d nodes, %d+%d iterations\n\n",
            prof->name, prof->ntensors, bytes / 1e6, (prof->forward_s + bwd) * 1e3,
-           prof->forward_s * 1e3, bwd * 1e3, scale, ranks, nodes, warmup, iters);
+           prof->forward_s * 1e3, bwd * 1e3, o.scale, ranks, nodes, o.warmup, o.iters);
     printf("%-5s %-10s %-8s %6s %10s %10s %7s %9s %9s %7s %10s %10s\n", "round",
            "policy", "chosen", "groups", "iter ms", "pred ms", "pred/m", "comm ms",
            "exposed", "hidden", "a (s)", "b (s/B)");
   }
-  for (int round = 0; round < rounds && rc == 0; round++) {
+  for (int round = 0; round < o.rounds && rc == 0; round++) {
     for (size_t j = 0; j < nspecs && rc == 0; j++) {
       size_t k = round % 2 ? nspecs - 1 - j : j;
       result r;
       memset(&r, 0, sizeof r);
-      rc = run_policy(comm, prof, bufs, specs[k], warmup, iters, &r);
+      rc = run_policy(&cr, prof, bufs, specs[k], o.warmup, o.iters, &r);
       if (rc != 0 || rank != 0) continue;
-      if (json) {
-        print_json(&r, prof, scale, ranks, nodes, iters, warmup, round, rounds);
+      if (o.json) {
+        print_json(&r, prof, o.scale, ranks, nodes, o.iters, o.warmup, round, o.rounds);
       } else {
         printf("%-5d %-10s %-8s %6zu %10.1f %10.1f %7.3f %9.1f %9.1f %6.0f%% %10.3g "
                "%10.3g\n", round, r.spec, gs_plan_policy_name(r.chosen), r.ngroups,
@@ -359,10 +368,8 @@ int cmd_replay(int argc, char **argv) {
       fflush(stdout);
     }
   }
-  for (size_t i = 0; bufs && i < prof->ntensors; i++) free(bufs[i]);
-  free(bufs);
+  for (size_t i = 0; bufs && i < prof->ntensors; i++) gs_free(bufs[i]);
+  gs_free(bufs);
   gs_profile_free(prof);
-  gs_comm_destroy(comm);
-  gs_finalize();
-  return rc;
+  return cli_rank_finish(&cr, rc);
 }

@@ -11,12 +11,22 @@
  * all-gathers with the forward pass; a flush applies what is pending before
  * evaluation, checkpoints and the end.
  *
- * Metrics (loss, accuracy, stop decisions) travel on a separate duplicate of
- * MPI_COMM_WORLD from the training thread, never on the engine's
- * communicator, whose collectives the engine's threads issue.
+ * Failures. Where a rank can fail alone before a collective phase (options,
+ * data, --resume, the model and engine, the output paths, evaluation,
+ * checkpoints), the ranks agree on the outcome first (cli_agree) and stop
+ * together. A failure inside a step, where the engine may have collectives
+ * in flight, cannot be agreed on: that rank ends the job (cli_rank_abort).
+ * Divergence is no such failure: it is detected on the averaged gradients,
+ * bitwise the same on every rank, so every rank stops at the same step.
+ *
+ * Metrics (loss, accuracy), the initial weights and the agreements travel
+ * on the engine's gs_comm, at points where the engine has nothing in
+ * flight; the training thread never calls MPI itself (cli.h explains why).
  */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,11 +37,6 @@
 #include "cli.h"
 #include "gradsync.h"
 #include "gradsync/nn.h"
-#include "gs_internal.h"
-
-/* OpenBLAS's own thread count (from cblas.h, not included here to keep the
- * CLI free of BLAS headers). */
-void openblas_set_num_threads(int num_threads);
 
 #define VERB "train"
 
@@ -52,11 +57,15 @@ typedef struct train_opts {
   float dropout;
 } train_opts;
 
+/* The model's input: Fashion-MNIST's images, 1 channel of 28 x 28 pixels,
+ * in 10 classes. */
+enum { IN_C = 1, IN_H = 28, IN_W = 28, CLASSES = 10 };
+
 typedef struct trainer {
   const train_opts *o;
+  cli_rank *r;
   int rank, size;
   gs_comm *comm;
-  MPI_Comm metrics;
   gs_engine *engine;
   gs_nn_net *net;
   gs_nn_sgd *opt;
@@ -97,15 +106,6 @@ static void usage(FILE *f) {
 
 /* ---- Options ----------------------------------------------------------------- */
 
-static int parse_float(const char *s, double lo, double hi, double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || *end || end == s || !(v >= lo && v <= hi)) return -1;
-  *out = v;
-  return 0;
-}
-
 static int parse_opts(int argc, char **argv, train_opts *o) {
   static const struct option longs[] = {
       {"model", required_argument, 0, 'm'},   {"epochs", required_argument, 0, 'e'},
@@ -125,6 +125,7 @@ static int parse_opts(int argc, char **argv, train_opts *o) {
                     .seed = 1};
   int c;
   double v;
+  long n;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
     switch (c) {
@@ -136,7 +137,7 @@ static int parse_opts(int argc, char **argv, train_opts *o) {
         break;
       case 'e':
         if (cli_parse_int(optarg, 1, 100000, &o->epochs)) {
-          cli_error(VERB, "--epochs '%s' must be a positive integer", optarg);
+          cli_error(VERB, "--epochs '%s' must be an integer from 1 to 100000", optarg);
           return 2;
         }
         break;
@@ -150,12 +151,15 @@ static int parse_opts(int argc, char **argv, train_opts *o) {
       case 'M':
       case 'W':
       case 'D':
-        if (parse_float(optarg, 0, c == 'l' ? 100 : c == 'W' ? 1 : 0.999, &v) ||
-            (c == 'l' && v <= 0)) {
-          cli_error(VERB, "--%s '%s' is out of range", c == 'l' ? "lr" : c == 'M' ? "momentum"
-                    : c == 'W' ? "weight-decay" : "dropout", optarg);
+      {
+        double hi = c == 'l' ? 100 : c == 'W' ? 1 : 0.999;
+        if (cli_parse_double(optarg, 0, hi, &v) || (c == 'l' && v == 0)) {
+          cli_error(VERB, "--%s '%s' must be a number %s 0 and %g",
+                    c == 'l' ? "lr" : c == 'M' ? "momentum" : c == 'W' ? "weight-decay"
+                    : "dropout", optarg, c == 'l' ? "above" : "from", hi);
           return 2;
         }
+      }
         if (c == 'l') o->lr = (float)v;
         else if (c == 'M') o->momentum = (float)v;
         else if (c == 'W') o->weight_decay = (float)v;
@@ -170,8 +174,8 @@ static int parse_opts(int argc, char **argv, train_opts *o) {
         o->schedule = optarg;
         break;
       case 'w':
-        if (parse_float(optarg, 0, 1000, &o->warmup_epochs)) {
-          cli_error(VERB, "--warmup-epochs '%s' must be a number >= 0", optarg);
+        if (cli_parse_double(optarg, 0, 1000, &o->warmup_epochs)) {
+          cli_error(VERB, "--warmup-epochs '%s' must be a number from 0 to 1000", optarg);
           return 2;
         }
         break;
@@ -187,9 +191,8 @@ static int parse_opts(int argc, char **argv, train_opts *o) {
       case 'd': o->data_dir = optarg; break;
       case 'y':
       case 'x': {
-        int n;
-        if (cli_parse_int(optarg, 1, 100000000, &n)) {
-          cli_error(VERB, "--%s '%s' must be a positive integer",
+        if (cli_parse_long(optarg, 1, 100000000, &n)) {
+          cli_error(VERB, "--%s '%s' must be an integer from 1 to 100000000",
                     c == 'y' ? "synthetic" : "max-steps", optarg);
           return 2;
         }
@@ -200,11 +203,11 @@ static int parse_opts(int argc, char **argv, train_opts *o) {
       case 'c': o->checkpoint_dir = optarg; break;
       case 'r': o->resume = 1; break;
       case 's':
-        if (parse_float(optarg, 0, 1e18, &v)) {
-          cli_error(VERB, "--seed '%s' must be a non-negative integer", optarg);
+        if (cli_parse_long(optarg, 0, LONG_MAX, &n)) {
+          cli_error(VERB, "--seed '%s' must be an integer from 0 to %ld", optarg, LONG_MAX);
           return 2;
         }
-        o->seed = (uint64_t)v;
+        o->seed = (uint64_t)n;
         break;
       case 'j': o->json = 1; break;
       case 'h': usage(stdout); return 1;
@@ -240,10 +243,10 @@ static void on_grad_ready(void *ctx, size_t i) {
 /* Applies tensor i's pending update once its average is in place. */
 static gs_status apply_pending(trainer *t, size_t i) {
   if (!t->pending[i]) return GS_OK;
-  GS_CHECK(gs_engine_wait_tensor(t->engine, t->ids[i]));
-  GS_CHECK(gs_nn_sgd_step_param(t->opt, i));
-  t->pending[i] = 0;
-  return GS_OK;
+  gs_status st = gs_engine_wait_tensor(t->engine, t->ids[i]);
+  if (st == GS_OK) st = gs_nn_sgd_step_param(t->opt, i);
+  if (st == GS_OK) t->pending[i] = 0;
+  return st;
 }
 
 static void before_forward(void *ctx, size_t i) {
@@ -253,15 +256,13 @@ static void before_forward(void *ctx, size_t i) {
 }
 
 static gs_status flush_updates(trainer *t) {
-  for (size_t i = 0; i < t->nparams; i++) GS_CHECK(apply_pending(t, i));
-  return GS_OK;
+  gs_status st = GS_OK;
+  for (size_t i = 0; i < t->nparams && st == GS_OK; i++) st = apply_pending(t, i);
+  return st;
 }
 
 static gs_status callbacks_status(trainer *t) {
-  if (t->cb_status != GS_OK) {
-    gs__error_set_message(t->cb_error);
-    return t->cb_status;
-  }
+  if (t->cb_status != GS_OK) return gs_error(t->cb_status, "%s", t->cb_error);
   return GS_OK;
 }
 
@@ -301,22 +302,24 @@ static double hidden_share(const gs_engine_stats *s) {
 
 /* Accuracy on the test set: each rank evaluates a shard; the counts are
  * summed. Batch-norm statistics come from rank 0 first (as DDP broadcasts
- * buffers), so every rank evaluates the same model. */
-static gs_status evaluate(trainer *t, const gs_nn_dataset *test, double *acc,
-                          double *loss) {
+ * buffers), so every rank evaluates the same model. Called with the engine
+ * idle (after flush_updates). Returns 0, or 1 on every rank after a failure
+ * on any. */
+static int evaluate(trainer *t, const gs_nn_dataset *test, double *acc, double *loss) {
   size_t nbuf = 0;
   float *buffers = gs_nn_buffers_flat(t->net, &nbuf);
-  if (nbuf > 0 && MPI_Bcast(buffers, (int)nbuf, MPI_FLOAT, 0, t->metrics) != MPI_SUCCESS)
-    return gs_error(GS_ERR_MPI, "train: broadcasting batch-norm statistics failed");
-  gs_nn_set_training(t->net, 0);
+  gs_status st = GS_OK;
+  if (nbuf > 0) st = gs_bcast(t->comm, buffers, nbuf, GS_F32, 0, GS_ALGO_AUTO);
   int b = gs_nn_max_batch(t->net);
   size_t in = gs_nn_input_size(t->net);
   float *x = gs_malloc((size_t)b * in * sizeof(float));
   int32_t *y = gs_malloc((size_t)b * sizeof(int32_t));
   size_t *idx = gs_malloc((size_t)b * sizeof(size_t));
-  gs_status st = (x && y && idx) ? GS_OK : GS_ERR_NOMEM;
+  if (st == GS_OK && !(x && y && idx))
+    st = gs_error(GS_ERR_NOMEM, "out of memory for an evaluation batch of %d", b);
   double sums[3] = {0, 0, 0}; /* correct, loss * n, n */
   /* Rank r takes samples r, r + size, ...; no callbacks during evaluation. */
+  gs_nn_set_training(t->net, 0);
   gs_nn_set_callbacks(t->net, NULL, NULL, NULL);
   for (size_t s = (size_t)t->rank; s < test->n && st == GS_OK;) {
     int n = 0;
@@ -335,37 +338,106 @@ static gs_status evaluate(trainer *t, const gs_nn_dataset *test, double *acc,
   gs_free(x);
   gs_free(y);
   gs_free(idx);
-  GS_CHECK(st);
-  if (MPI_Allreduce(MPI_IN_PLACE, sums, 3, MPI_DOUBLE, MPI_SUM, t->metrics) != MPI_SUCCESS)
-    return gs_error(GS_ERR_MPI, "train: summing test accuracy failed");
+  if (cli_agree_status(t->r, st)) return 1;
+  st = gs_allreduce(t->comm, GS_IN_PLACE, sums, 3, GS_F64, GS_SUM, GS_ALGO_MPI);
+  if (cli_agree_status(t->r, st)) return 1;
   *acc = sums[2] > 0 ? sums[0] / sums[2] : 0;
   *loss = sums[2] > 0 ? sums[1] / sums[2] : 0;
-  return GS_OK;
+  return 0;
 }
 
-/* ---- Checkpoints ---------------------------------------------------------------- */
+/* ---- Checkpoints and other outputs ------------------------------------------------ */
 
 static void checkpoint_path(const train_opts *o, char *buf, size_t n) {
   snprintf(buf, n, "%s/checkpoint.gsck", o->checkpoint_dir);
 }
 
-static gs_status save_checkpoint(trainer *t, long epoch, long step) {
+/* Replicas are identical: rank 0 writes; every rank learns the outcome.
+ * Returns 0, or 1 on every rank. */
+static int save_checkpoint(trainer *t, long epoch, long step) {
   char path[4096];
   checkpoint_path(t->o, path, sizeof path);
   gs_status st = GS_OK;
-  /* Replicas are identical: rank 0 writes; everyone learns the outcome. */
   if (t->rank == 0) {
-    if (mkdir(t->o->checkpoint_dir, 0777) != 0 && errno != EEXIST)
-      st = gs_error(GS_ERR_IO, "train: cannot create %s: %s", t->o->checkpoint_dir,
-                    strerror(errno));
     gs_nn_train_state ts = {.epoch = epoch, .step = step, .seed = t->o->seed};
-    if (st == GS_OK) st = gs_nn_checkpoint_save(path, t->net, t->opt, &ts);
+    st = gs_nn_checkpoint_save(path, t->net, t->opt, &ts);
   }
-  int bad = st != GS_OK;
-  MPI_Bcast(&bad, 1, MPI_INT, 0, t->metrics);
-  if (bad && t->rank != 0)
-    st = gs_error(GS_ERR_IO, "train: rank 0 could not write %s", path);
+  return cli_agree_status(t->r, st);
+}
+
+/* Everything the run will write is checked before any work: the checkpoint
+ * directory (rank 0 writes it; created here) and each rank's timeline. */
+static gs_status check_outputs(const trainer *t) {
+  const char *dir = t->o->checkpoint_dir;
+  if (dir && t->rank == 0) {
+    struct stat sb;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+      return gs_error(GS_ERR_IO, "--checkpoint %s: cannot create the directory: %s", dir,
+                      strerror(errno));
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+      return gs_error(GS_ERR_IO, "--checkpoint %s: not a directory", dir);
+    if (access(dir, W_OK | X_OK) != 0)
+      return gs_error(GS_ERR_IO, "--checkpoint %s: cannot write there: %s", dir,
+                      strerror(errno));
+  }
+  const char *timeline = getenv("GRADSYNC_TIMELINE");
+  if (timeline && *timeline) return cli_check_writable(timeline, "GRADSYNC_TIMELINE");
+  return GS_OK;
+}
+
+/* ---- Data ----------------------------------------------------------------------- */
+
+/* The file a split's images come from, as gs_nn_fashion_mnist_load picks
+ * it (for messages), or a description of the synthetic set. */
+static void data_name(const train_opts *o, int train, char *buf, size_t n) {
+  if (o->synthetic > 0) {
+    snprintf(buf, n, "the synthetic %s set", train ? "training" : "test");
+    return;
+  }
+  const char *dir = o->data_dir;
+  if (!dir) dir = getenv("GRADSYNC_FASHION_MNIST_DIR");
+  if (!dir || !*dir) dir = GS_NN_FASHION_MNIST_DIR;
+  struct stat sb;
+  snprintf(buf, n, "%s/%s-images-idx3-ubyte.gz", dir, train ? "train" : "t10k");
+  if (stat(buf, &sb) != 0) snprintf(buf, n, "%s/%s-images-idx3-ubyte", dir, train ? "train" : "t10k");
+}
+
+static gs_status load_data(const train_opts *o, gs_nn_dataset *train, gs_nn_dataset *test) {
+  gs_status st;
+  if (o->synthetic > 0) {
+    st = gs_nn_dataset_synthetic(train, (size_t)o->synthetic, IN_C, IN_H, IN_W, CLASSES,
+                                 1.0f, 7);
+    if (st == GS_OK)
+      st = gs_nn_dataset_synthetic(test, (size_t)(o->synthetic / 5 + 1), IN_C, IN_H, IN_W,
+                                   CLASSES, 1.0f, 7);
+    return st;
+  }
+  st = gs_nn_fashion_mnist_load(o->data_dir, 1, train);
+  if (st == GS_OK) st = gs_nn_fashion_mnist_load(o->data_dir, 0, test);
   return st;
+}
+
+/* A data set the model cannot take is an error before training, never a
+ * batch copied past the end of the model's input buffer: the image shape,
+ * the class count and every label are checked against the model. */
+static gs_status check_data(const train_opts *o, const gs_nn_dataset *ds, int train) {
+  char name[4200];
+  data_name(o, train, name, sizeof name);
+  if (ds->n == 0) return gs_error(GS_ERR_INVALID_ARG, "%s: no samples", name);
+  if (ds->c != IN_C || ds->h != IN_H || ds->w != IN_W)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "%s: the images are %dx%dx%d (channels x rows x columns), but the %s "
+                    "model takes %dx%dx%d images (Fashion-MNIST's shape)",
+                    name, ds->c, ds->h, ds->w, gs_nn_model_name(o->model), IN_C, IN_H, IN_W);
+  if (ds->classes != CLASSES)
+    return gs_error(GS_ERR_INVALID_ARG, "%s: %d classes, but the %s model has %d outputs",
+                    name, ds->classes, gs_nn_model_name(o->model), CLASSES);
+  for (size_t i = 0; i < ds->n; i++)
+    if (ds->labels[i] < 0 || ds->labels[i] >= CLASSES)
+      return gs_error(GS_ERR_INVALID_ARG,
+                      "%s: the label of sample %zu is %d, outside the model's %d classes",
+                      name, i, (int)ds->labels[i], CLASSES);
+  return GS_OK;
 }
 
 /* ---- The loop --------------------------------------------------------------------- */
@@ -375,28 +447,19 @@ static gs_status setup_engine(trainer *t) {
   gs_engine_config_init(&cfg);
   cfg.policy = t->o->policy;
   cfg.forward_overlap = 1;
-  GS_CHECK(gs_engine_create(t->comm, &cfg, &t->engine));
+  gs_status st = gs_engine_create(t->comm, &cfg, &t->engine);
+  if (st != GS_OK) return st;
   t->nparams = gs_nn_param_count(t->net);
   t->ids = gs_calloc(t->nparams, sizeof *t->ids);
   t->pending = gs_calloc(t->nparams, 1);
-  if (!t->ids || !t->pending) return GS_ERR_NOMEM;
-  for (size_t i = 0; i < t->nparams; i++) {
+  if (!t->ids || !t->pending)
+    return gs_error(GS_ERR_NOMEM, "out of memory for %zu tensors", t->nparams);
+  for (size_t i = 0; i < t->nparams && st == GS_OK; i++) {
     const gs_nn_param *p = gs_nn_param_at(t->net, i);
-    GS_CHECK(gs_engine_register(t->engine, p->name, p->grad, p->count, GS_F32,
-                                &t->ids[i]));
+    st = gs_engine_register(t->engine, p->name, p->grad, p->count, GS_F32, &t->ids[i]);
   }
-  gs_nn_set_callbacks(t->net, on_grad_ready, before_forward, t);
-  return GS_OK;
-}
-
-static gs_status load_data(const train_opts *o, gs_nn_dataset *train, gs_nn_dataset *test) {
-  if (o->synthetic > 0) {
-    GS_CHECK(gs_nn_dataset_synthetic(train, (size_t)o->synthetic, 1, 28, 28, 10, 1.0f, 7));
-    return gs_nn_dataset_synthetic(test, (size_t)(o->synthetic / 5 + 1), 1, 28, 28, 10,
-                                   1.0f, 7);
-  }
-  GS_CHECK(gs_nn_fashion_mnist_load(o->data_dir, 1, train));
-  return gs_nn_fashion_mnist_load(o->data_dir, 0, test);
+  if (st == GS_OK) gs_nn_set_callbacks(t->net, on_grad_ready, before_forward, t);
+  return st;
 }
 
 /* Stops training whose averaged gradients are not finite, naming where. */
@@ -411,94 +474,174 @@ static gs_status check_finite(trainer *t, long epoch, long step) {
                   epoch + 1, step + 1, bad);
 }
 
-static void set_lr(trainer *t, const gs_nn_lr_schedule *sched, long step) {
-  gs_nn_sgd_set_lr(t->opt, gs_nn_lr_at(sched, step));
+/* A failure inside a step: the engine may have collectives in flight on this
+ * rank, which the others are waiting in, so no agreement can reach them. */
+static _Noreturn void step_failed(trainer *t, long epoch, long step) {
+  cli_rank_abort(t->r, "epoch %ld, step %ld: %s", epoch + 1, step + 1, gs_last_error());
 }
 
+static void print_epoch(long epoch, double epoch_s, double train_loss,
+                        double test_loss, double acc, double img_s,
+                        const gs_engine_stats *d) {
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddNumberToObject(j, "epoch", (double)epoch);
+  cli_json_add(j, "epoch_s", epoch_s, "%.3f");
+  cli_json_add(j, "train_loss", train_loss, "%.5f");
+  cli_json_add(j, "test_loss", test_loss, "%.5f");
+  cli_json_add(j, "test_accuracy", acc, "%.4f");
+  cli_json_add(j, "images_per_s", img_s, "%.1f");
+  cli_json_add(j, "comm_s", d->comm_s, "%.3f");
+  cli_json_add(j, "comm_hidden", hidden_share(d), "%.3f");
+  cli_print_json(stdout, j);
+}
+
+static void print_summary(const trainer *t, double train_s, double wall_s, long images,
+                          double last_acc) {
+  const train_opts *o = t->o;
+  gs_engine_stats s;
+  gs_engine_get_stats(t->engine, &s);
+  gs_plan *plan = NULL;
+  gs_engine_get_plan(t->engine, &plan);
+  const char *chosen = plan ? gs_plan_policy_name(plan->chosen) : "-";
+  size_t groups = plan ? plan->ngroups : 0;
+  double img_s = train_s > 0 ? (double)images / train_s : 0;
+  if (o->json) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "model", gs_nn_model_name(o->model));
+    cJSON_AddNumberToObject(m, "ranks", t->size);
+    cJSON_AddNumberToObject(m, "epochs", o->epochs);
+    cJSON_AddNumberToObject(m, "batch_per_rank", o->batch);
+    cJSON_AddStringToObject(m, "policy", o->policy);
+    cJSON_AddStringToObject(m, "chosen", chosen);
+    cJSON_AddNumberToObject(m, "groups", (double)groups);
+    cli_json_add(m, "train_s", train_s, "%.3f");
+    cli_json_add(m, "wall_s", wall_s, "%.3f");
+    cli_json_add(m, "images_per_s", img_s, "%.1f");
+    cli_json_add(m, "test_accuracy", last_acc, "%.4f");
+    cJSON_AddNumberToObject(m, "messages", (double)s.messages);
+    cli_json_add(m, "comm_s", s.comm_s, "%.3f");
+    cli_json_add(m, "comm_hidden", hidden_share(&s), "%.3f");
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddItemToObject(j, "summary", m);
+    cli_print_json(stdout, j);
+  } else {
+    printf("\nsummary: %s on %d rank(s), %d epoch(s), batch %d per rank\n"
+           "  time        %.1f s training, %.1f s in all\n"
+           "  throughput  %.0f images/s\n"
+           "  accuracy    %.2f%% on the test set\n"
+           "  comm        policy %s (plan: %s, %zu messages per step), %llu collectives,\n"
+           "              %.1f s communicating, %.0f%% of it hidden behind compute\n",
+           gs_nn_model_name(o->model), t->size, o->epochs, o->batch, train_s, wall_s, img_s,
+           100 * last_acc, o->policy, chosen, groups, (unsigned long long)s.messages,
+           s.comm_s, 100 * hidden_share(&s));
+  }
+  gs_plan_free(plan);
+}
+
+/* Returns the exit status: 0, or 1 after a failure (reported; the ranks
+ * agreed on it). */
 static int run(trainer *t) {
   const train_opts *o = t->o;
+  cli_rank *r = t->r;
   gs_nn_dataset train = {0}, test = {0};
   gs_nn_sampler sampler = {0};
   float *x = NULL;
   int32_t *y = NULL;
+  int rc = 1;
+  long steps = 0, start_epoch = 0;
+
+  /* What each rank does alone: data, model, optimizer, checkpoint, outputs. */
   gs_status st = load_data(o, &train, &test);
-  gs_nn_model_options mopt = {.dropout = o->dropout};
+  if (st == GS_OK) st = check_data(o, &train, 1);
+  if (st == GS_OK) st = check_data(o, &test, 0);
+  gs_nn_model_options mopt = {.c = IN_C, .h = IN_H, .w = IN_W, .classes = CLASSES,
+                              .dropout = o->dropout};
   if (st == GS_OK) st = gs_nn_model_create(&t->net, o->model, o->batch, o->seed, &mopt);
   gs_nn_sgd_config scfg = {.lr = o->lr, .momentum = o->momentum,
                            .weight_decay = o->weight_decay, .nesterov = o->nesterov};
   if (st == GS_OK) st = gs_nn_sgd_create(&t->opt, t->net, &scfg);
   if (st == GS_OK) st = gs_nn_sampler_init(&sampler, train.n, t->rank, t->size, o->seed, 1);
-  long steps = st == GS_OK ? (long)(sampler.count / (size_t)o->batch) : 0;
+  if (st == GS_OK) steps = (long)(sampler.count / (size_t)o->batch);
   if (o->max_steps > 0 && steps > o->max_steps) steps = o->max_steps;
   if (st == GS_OK && steps == 0)
-    st = gs_error(GS_ERR_INVALID_ARG, "train: %zu samples per rank give no full batch of %d",
+    st = gs_error(GS_ERR_INVALID_ARG, "%zu samples per rank give no full batch of %d",
                   sampler.count, o->batch);
-  long start_epoch = 0;
   if (st == GS_OK && o->resume) {
     char path[4096];
     checkpoint_path(o, path, sizeof path);
     gs_nn_train_state ts;
     st = gs_nn_checkpoint_load(path, t->net, t->opt, &ts);
     if (st == GS_OK) start_epoch = ts.epoch;
-    if (st == GS_OK && start_epoch >= o->epochs && t->rank == 0 && !o->json)
-      printf("checkpoint %s is at epoch %ld: nothing left to train\n", path, start_epoch);
   }
-  /* Every replica starts from rank 0's weights. */
-  if (st == GS_OK && MPI_Bcast(gs_nn_weights_flat(t->net), (int)gs_nn_param_total(t->net),
-                               MPI_FLOAT, 0, t->metrics) != MPI_SUCCESS)
-    st = gs_error(GS_ERR_MPI, "train: broadcasting the initial weights failed");
-  if (st == GS_OK) st = setup_engine(t);
+  if (st == GS_OK) st = check_outputs(t);
   if (st == GS_OK) {
     x = gs_malloc((size_t)o->batch * gs_nn_input_size(t->net) * sizeof(float));
     y = gs_malloc((size_t)o->batch * sizeof(int32_t));
-    if (!x || !y) st = GS_ERR_NOMEM;
+    if (!x || !y) st = gs_error(GS_ERR_NOMEM, "out of memory for a batch of %d", o->batch);
   }
+  if (cli_agree_status(r, st)) goto out;
+  /* The ranks must run the same collectives: the same parameters and the
+   * same number of steps from the same epoch. */
+  const int64_t shared[] = {(int64_t)gs_nn_param_total(t->net), steps, o->epochs,
+                            start_epoch};
+  static const char *const shared_names[] = {"the parameter count", "the steps per epoch",
+                                             "--epochs", "the checkpoint's epoch"};
+  if (cli_agree_equal(r, shared, shared_names, 4)) goto out;
+  if (start_epoch >= o->epochs && t->rank == 0 && !o->json)
+    printf("the checkpoint in %s is at epoch %ld: nothing left to train\n",
+           o->checkpoint_dir, start_epoch);
+
+  /* Every replica starts from rank 0's weights. */
+  st = gs_bcast(t->comm, gs_nn_weights_flat(t->net), gs_nn_param_total(t->net), GS_F32, 0,
+                GS_ALGO_AUTO);
+  if (st == GS_OK) st = setup_engine(t);
+  if (cli_agree_status(r, st)) goto out;
 
   gs_nn_lr_schedule sched = {.base_lr = o->lr,
                              .warmup_steps = (long)(o->warmup_epochs * steps),
                              .total_steps = (long)o->epochs * steps};
   if (strcmp(o->schedule, "step") == 0) {
     sched.decay = GS_NN_LR_STEP;
-    sched.step_size = GS_MAX(1L, (long)o->epochs * steps / 3);
+    long third = (long)o->epochs * steps / 3;
+    sched.step_size = third > 1 ? third : 1;
     sched.gamma = 0.1f;
   } else if (strcmp(o->schedule, "cosine") == 0) {
     sched.decay = GS_NN_LR_COSINE;
   }
-  double t_start = gs_now(), train_s = 0, last_acc = 0;
-  long images = 0;
-  for (long epoch = start_epoch; st == GS_OK && epoch < o->epochs; epoch++) {
+  double t_start = gs_now(), train_s = 0, last_acc = 0, last_draw = 0;
+  long images = 0, log_every = steps / 20 > 1 ? steps / 20 : 1;
+  for (long epoch = start_epoch; epoch < o->epochs; epoch++) {
     st = gs_nn_sampler_set_epoch(&sampler, epoch);
+    if (cli_agree_status(r, st)) goto out;
     double e0 = gs_now(), loss_sum = 0;
     long correct = 0, seen = 0;
     gs_engine_stats s0 = {0}, s1 = {0};
     gs_engine_get_stats(t->engine, &s0);
-    for (long step = 0; step < steps && st == GS_OK; step++) {
+    for (long step = 0; step < steps; step++) {
       long gstep = epoch * steps + step;
-      st = gs_nn_dataset_gather(&train, sampler.indices + (size_t)step * (size_t)o->batch,
-                                o->batch, x, y);
       float loss = 0;
       int ok = 0;
-      if (st == GS_OK) st = gs_nn_forward(t->net, x, o->batch, NULL);
-      if (st == GS_OK) st = callbacks_status(t);
+      if (gs_nn_dataset_gather(&train, sampler.indices + (size_t)step * (size_t)o->batch,
+                               o->batch, x, y) != GS_OK ||
+          gs_nn_forward(t->net, x, o->batch, NULL) != GS_OK ||
+          callbacks_status(t) != GS_OK)
+        step_failed(t, epoch, step);
       /* The forward pass applied the previous step's updates, so the
        * gradient buffers hold that step's averages, the same on every rank:
-       * every rank takes the same decision without communicating. */
-      if (st == GS_OK && step > 0) st = check_finite(t, epoch, step - 1);
-      if (st == GS_OK) st = gs_nn_loss(t->net, y, &loss, &ok);
-      if (st == GS_OK) st = gs_nn_backward(t->net);
-      if (st == GS_OK) st = callbacks_status(t);
-      if (st == GS_OK) st = gs_engine_wait(t->engine);
-      if (st != GS_OK) break;
-      set_lr(t, &sched, gstep);
+       * every rank takes the same decision without communicating, with the
+       * engine idle. */
+      if (step > 0 && (st = check_finite(t, epoch, step - 1)) != GS_OK) break;
+      if (gs_nn_loss(t->net, y, &loss, &ok) != GS_OK || gs_nn_backward(t->net) != GS_OK ||
+          callbacks_status(t) != GS_OK || gs_engine_wait(t->engine) != GS_OK)
+        step_failed(t, epoch, step);
+      gs_nn_sgd_set_lr(t->opt, gs_nn_lr_at(&sched, gstep));
       memset(t->pending, 1, t->nparams);
       loss_sum += loss;
       correct += ok;
       seen += o->batch;
       /* A terminal's bar is redrawn at most 5 times a second; a log gets a
        * line every 5% of the epoch. */
-      static double last_draw;
-      int draw = on_terminal() ? gs_now() - last_draw > 0.2
-                               : (step + 1) % GS_MAX(1L, steps / 20) == 0;
+      int draw = on_terminal() ? gs_now() - last_draw > 0.2 : (step + 1) % log_every == 0;
       if (t->rank == 0 && step + 1 < steps && draw) {
         last_draw = gs_now();
         gs_engine_get_stats(t->engine, &s1);
@@ -508,26 +651,25 @@ static int run(trainer *t) {
                  el > 0 ? seen * t->size / el : 0, hidden_share(&d), 0);
       }
     }
-    if (st != GS_OK) break;
-    st = flush_updates(t);
-    if (st == GS_OK) st = check_finite(t, epoch, steps - 1);
+    if (st == GS_OK) {
+      if (flush_updates(t) != GS_OK) step_failed(t, epoch, steps - 1);
+      st = check_finite(t, epoch, steps - 1);
+    }
+    if (cli_agree_status(r, st)) goto out;
     double epoch_s = gs_now() - e0;
     train_s += epoch_s;
     images += seen * t->size;
     double acc = 0, test_loss = 0;
-    if (st == GS_OK) st = evaluate(t, &test, &acc, &test_loss);
-    if (st == GS_OK && o->checkpoint_dir) st = save_checkpoint(t, epoch + 1, (epoch + 1) * steps);
-    if (st != GS_OK) break;
+    if (evaluate(t, &test, &acc, &test_loss)) goto out;
+    if (o->checkpoint_dir && save_checkpoint(t, epoch + 1, (epoch + 1) * steps)) goto out;
     last_acc = acc;
     gs_engine_get_stats(t->engine, &s1);
     gs_engine_stats d = {.comm_s = s1.comm_s - s0.comm_s, .wait_s = s1.wait_s - s0.wait_s};
     if (t->rank == 0) {
-      if (o->json)
-        printf("{\"epoch\": %ld, \"epoch_s\": %.3f, \"train_loss\": %.5f, \"test_loss\": "
-               "%.5f, \"test_accuracy\": %.4f, \"images_per_s\": %.1f, \"comm_s\": %.3f, "
-               "\"comm_hidden\": %.3f}\n", epoch + 1, epoch_s, loss_sum / steps, test_loss,
-               acc, seen * t->size / epoch_s, d.comm_s, hidden_share(&d));
-      else {
+      if (o->json) {
+        print_epoch(epoch + 1, epoch_s, loss_sum / steps, test_loss, acc,
+                    seen * t->size / epoch_s, &d);
+      } else {
         progress(t, (int)epoch, steps, steps, loss_sum / steps, (double)correct / seen,
                  seen * t->size / epoch_s, hidden_share(&d), 1);
         printf("epoch %ld: %.1f s, test accuracy %.2f%%, test loss %.4f\n", epoch + 1,
@@ -536,79 +678,38 @@ static int run(trainer *t) {
       fflush(stdout);
     }
   }
-  if (st == GS_OK && t->rank == 0) {
-    gs_engine_stats s;
-    gs_engine_get_stats(t->engine, &s);
-    gs_plan *plan = NULL;
-    gs_engine_get_plan(t->engine, &plan);
-    const char *chosen = plan ? gs_plan_policy_name(plan->chosen) : "-";
-    if (o->json)
-      printf("{\"summary\": {\"model\": \"%s\", \"ranks\": %d, \"epochs\": %d, \"batch_per_rank\": "
-             "%d, \"policy\": \"%s\", \"chosen\": \"%s\", \"groups\": %zu, \"train_s\": %.3f, "
-             "\"wall_s\": %.3f, \"images_per_s\": %.1f, \"test_accuracy\": %.4f, "
-             "\"messages\": %llu, \"comm_s\": %.3f, \"comm_hidden\": %.3f}}\n",
-             gs_nn_model_name(o->model), t->size, o->epochs, o->batch, o->policy, chosen,
-             plan ? plan->ngroups : 0, train_s, gs_now() - t_start,
-             train_s > 0 ? images / train_s : 0, last_acc, (unsigned long long)s.messages,
-             s.comm_s, hidden_share(&s));
-    else
-      printf("\nsummary: %s on %d rank(s), %d epoch(s), batch %d per rank\n"
-             "  time        %.1f s training, %.1f s in all\n"
-             "  throughput  %.0f images/s\n"
-             "  accuracy    %.2f%% on the test set\n"
-             "  comm        policy %s (plan: %s, %zu messages per step), %llu collectives,\n"
-             "              %.1f s communicating, %.0f%% of it hidden behind compute\n",
-             gs_nn_model_name(o->model), t->size, o->epochs, o->batch, train_s,
-             gs_now() - t_start, train_s > 0 ? images / train_s : 0, 100 * last_acc,
-             o->policy, chosen, plan ? plan->ngroups : 0, (unsigned long long)s.messages,
-             s.comm_s, 100 * hidden_share(&s));
-    gs_plan_free(plan);
-  }
-  if (st != GS_OK) cli_error(VERB, "rank %d: %s", t->rank, gs_last_error());
+  if (t->rank == 0) print_summary(t, train_s, gs_now() - t_start, images, last_acc);
+  fflush(stdout);
+  rc = 0;
+out:
   gs_free(x);
   gs_free(y);
   gs_nn_sampler_free(&sampler);
   gs_nn_dataset_free(&train);
   gs_nn_dataset_free(&test);
-  return st == GS_OK ? 0 : 1;
+  return rc;
 }
 
 int cmd_train(int argc, char **argv) {
   train_opts o;
   int rc = parse_opts(argc, argv, &o);
-  if (rc) return rc == 1 ? 0 : rc;
-  if (gs_init(&argc, &argv) != GS_OK) {
-    cli_error(VERB, "%s", gs_last_error());
-    return 1;
-  }
-  trainer t = {.o = &o};
-  if (gs_comm_create(MPI_COMM_WORLD, &t.comm) != GS_OK) {
-    cli_error(VERB, "%s", gs_last_error());
-    gs_finalize();
-    return 1;
-  }
-  t.rank = gs_comm_rank(t.comm);
-  t.size = gs_comm_size(t.comm);
-  /* One compute thread per rank, as the ranks share the machine's cores:
-   * OpenBLAS's default of one thread per core makes N ranks run N x cores
-   * threads that spin against each other (measured: half the throughput of
-   * 4 ranks on 2 cores). GRADSYNC_BLAS_THREADS overrides it. */
-  const char *bt = getenv("GRADSYNC_BLAS_THREADS");
-  openblas_set_num_threads(bt && atoi(bt) > 0 ? atoi(bt) : 1);
-  MPI_Comm_dup(MPI_COMM_WORLD, &t.metrics);
-  MPI_Comm_set_errhandler(t.metrics, MPI_ERRORS_RETURN);
+  if (rc == 1) return 0; /* --help */
+  cli_rank r;
+  if (cli_rank_init(&r, VERB, &argc, &argv)) return rc ? rc : 1;
+  rc = cli_rank_connect(&r, CLI_RANK_BLAS, rc, "bad options");
+  if (rc) return rc;
+  trainer t = {.o = &o, .r = &r, .rank = r.rank, .size = r.size, .comm = r.comm};
   rc = run(&t);
-  /* A failure on one rank must not leave the others waiting: agree on the
-   * outcome before tearing down. */
-  int any = rc;
-  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, t.metrics);
-  if (t.engine) gs_engine_destroy(t.engine);
+  /* Every path here has the engine idle on every rank: destroying it
+   * issues no collective (it writes the timeline, which can fail alone:
+   * cli_rank_finish agrees on that). */
+  if (t.engine && gs_engine_destroy(t.engine) != GS_OK) {
+    cli_rank_error(&r, "%s", gs_last_error());
+    rc = 1;
+  }
   gs_nn_sgd_destroy(t.opt);
   gs_nn_net_destroy(t.net);
   gs_free(t.ids);
   gs_free(t.pending);
-  MPI_Comm_free(&t.metrics);
-  gs_comm_destroy(t.comm);
-  gs_finalize();
-  return any ? 1 : 0;
+  return cli_rank_finish(&r, rc);
 }

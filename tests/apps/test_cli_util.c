@@ -1,0 +1,110 @@
+/* Unit tests of the command line's toolkit (apps/cli_util.c): the number
+ * parsers every verb reads its options with, the median, and JSON numbers
+ * that stay valid JSON. */
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+#include "cli.h"
+
+static void test_parse_bytes(void **state) {
+  (void)state;
+  size_t v = 0;
+  assert_int_equal(cli_parse_bytes("4096", &v), 0);
+  assert_int_equal(v, 4096);
+  assert_int_equal(cli_parse_bytes("4K", &v), 0);
+  assert_int_equal(v, 4096);
+  assert_int_equal(cli_parse_bytes("256MB", &v), 0);
+  assert_int_equal(v, (size_t)256 << 20);
+  assert_int_equal(cli_parse_bytes("1GiB", &v), 0);
+  assert_int_equal(v, (size_t)1 << 30);
+  assert_int_equal(cli_parse_bytes("0", &v), 0);
+  assert_int_equal(v, 0);
+  v = 7;
+  const char *bad[] = {"", " 4K", "+4K", "-4K", "4Q", "4KX", "K", "4 K", "1.5M",
+                       "99999999999999999999", "17179869184G"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(cli_parse_bytes(bad[i], &v), -1);
+    assert_int_equal(v, 7); /* untouched on failure */
+  }
+  assert_int_equal(cli_parse_bytes(NULL, &v), -1);
+}
+
+static void test_parse_int(void **state) {
+  (void)state;
+  int v = 0;
+  long l = 0;
+  assert_int_equal(cli_parse_int("12", 1, 100, &v), 0);
+  assert_int_equal(v, 12);
+  assert_int_equal(cli_parse_int("-3", -5, 5, &v), 0);
+  assert_int_equal(v, -3);
+  v = 7;
+  const char *bad[] = {"", " 1", "+1", "1.5", "1e3", "12x", "0x10", "101", "0"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(cli_parse_int(bad[i], 1, 100, &v), -1);
+    assert_int_equal(v, 7);
+  }
+  assert_int_equal(cli_parse_long("9223372036854775807", 0, LONG_MAX, &l), 0);
+  assert_true(l == LONG_MAX);
+  assert_int_equal(cli_parse_long("9223372036854775808", 0, LONG_MAX, &l), -1);
+  /* An int range never lets a long through truncated. */
+  assert_int_equal(cli_parse_int("4294967297", 0, INT_MAX, &v), -1);
+}
+
+static void test_parse_double(void **state) {
+  (void)state;
+  double v = 0;
+  assert_int_equal(cli_parse_double("0.5", 0, 1, &v), 0);
+  assert_true(v == 0.5);
+  assert_int_equal(cli_parse_double("1e-3", 0, 1, &v), 0);
+  assert_true(v == 1e-3);
+  v = 7;
+  const char *bad[] = {"", "nan", "NaN", "inf", "-inf", "1e999", " 0.5", "+0.5",
+                       "0.5s", "2", "-0.1", "1e-400"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(cli_parse_double(bad[i], 0, 1, &v), -1);
+    assert_true(v == 7);
+  }
+}
+
+static void test_median(void **state) {
+  (void)state;
+  double odd[] = {5, 1, 3};
+  assert_true(cli_median(odd, 3) == 3);
+  double even[] = {4, 1, 3, 2};
+  assert_true(cli_median(even, 4) == 2.5);
+  double one[] = {9};
+  assert_true(cli_median(one, 1) == 9);
+  assert_true(cli_median(NULL, 0) == 0);
+}
+
+static void test_json_numbers(void **state) {
+  (void)state;
+  cJSON *o = cJSON_CreateObject();
+  cli_json_add(o, "t", 0.123456789, "%.3f");
+  cli_json_add(o, "g", 1.23456789e-7, "%.4g");
+  cli_json_add(o, "nan", NAN, "%.3f");
+  cli_json_add(o, "inf", INFINITY, "%.3f");
+  char *s = cJSON_PrintUnformatted(o);
+  assert_string_equal(s, "{\"t\":0.123,\"g\":1.235e-07,\"nan\":null,\"inf\":null}");
+  cJSON_free(s);
+  cJSON_Delete(o);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_parse_bytes),  cmocka_unit_test(test_parse_int),
+      cmocka_unit_test(test_parse_double), cmocka_unit_test(test_median),
+      cmocka_unit_test(test_json_numbers),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
