@@ -104,14 +104,19 @@ gs_status comm_mpi_error(const coll_group *g, const char *what, int rc);
 /* Bounds that keep large messages working in bounded memory (p2p.c).
  * comm_window_bytes(): the scratch memory one algorithm may use (64 MiB);
  * larger messages are processed in windows of this size.
- * comm_mpi_max_bytes(): the bytes one MPI call moves at most (64 MiB), so that
- * no count, element or byte, reaches INT_MAX, and MPI's own temporary
- * buffers (half a 1 GiB call for Open MPI's allreduce) stay bounded too. GRADSYNC_TEST_WINDOW_BYTES
+ * comm_mpi_max_bytes(): the bytes one MPI call moves at most (1 GiB), so that
+ * no count, element or byte, reaches INT_MAX. MPI's own temporary buffers
+ * are MPI's: Open MPI's allreduce takes half a call's bytes. Smaller calls
+ * would bound them further but made a 2 GiB allreduce of MPI's 1.6x slower
+ * (a fresh temporary buffer per call). GRADSYNC_TEST_WINDOW_BYTES
  * lowers both, so that tests reach the windowed paths with small messages;
  * like every setting that changes what a rank sends, it must be the same on
  * every rank. */
 size_t comm_window_bytes(void);
 size_t comm_mpi_max_bytes(void);
+/* The bytes of one allgatherv/alltoallv MPI call, which cannot be cut into
+ * windows: INT_MAX (or the test window). */
+size_t comm_mpi_v_max_bytes(void);
 
 /* Balanced split of `count` elements into `parts` blocks: block i starts at
  * i*(count/parts) + min(i, count%parts). */

@@ -73,9 +73,9 @@ static gs_status mpi_op(const coll_group *g, gs_dtype d, gs_redop op,
 
 /* ---- Large messages -------------------------------------------------------
  * MPI counts are int, and some of Open MPI's paths compute byte counts in an
- * int as well, so every call below moves at most comm_mpi_max_bytes() (64
- * MiB), which also bounds MPI's own temporary buffers: larger collectives
- * become a sequence of calls on windows of the data. The allgather and all-to-all windows are strided (a piece of every
+ * int as well, so every call below moves at most comm_mpi_max_bytes() (1
+ * GiB): larger collectives become a sequence of calls on windows of the
+ * data. The allgather and all-to-all windows are strided (a piece of every
  * rank's block), described by a datatype whose extent is the whole block;
  * reduce-scatter, whose MPI_Op needs plain elements, packs its windows into
  * scratch instead (at most comm_window_bytes() of it). */
@@ -209,8 +209,8 @@ static gs_status mpi_bcast(gs_comm *c, coll_args *a, MPI_Datatype t) {
 }
 
 /* Whether a v-variant's table fits one MPI call: every count and
- * displacement an int, and all the blocks together at most
- * comm_mpi_max_bytes(). */
+ * displacement an int, and all the blocks together at most INT_MAX bytes
+ * (comm_mpi_v_max_bytes()). */
 static int v_fits(const coll_group *g, const size_t *counts, const size_t *displs,
                   size_t esize) {
   size_t total = 0;
@@ -218,7 +218,7 @@ static int v_fits(const coll_group *g, const size_t *counts, const size_t *displ
     if (counts[i] > INT_MAX || displs[i] > INT_MAX) return 0;
     total += counts[i] * esize;
   }
-  return total <= comm_mpi_max_bytes();
+  return total <= comm_mpi_v_max_bytes();
 }
 
 /* The v-variants cannot be cut into windows without knowing every rank's
@@ -231,7 +231,7 @@ static void log_fallback(const coll_group *g, const char *what, const char *algo
   if (atomic_exchange(&said, 1)) return;
   fprintf(stderr, "gradsync: rank %d: %s: counts beyond MPI's int (or over %zu "
           "bytes): running gradsync's %s algorithm instead of MPI's\n", g->rank, what,
-          comm_mpi_max_bytes(), algo);
+          comm_mpi_v_max_bytes(), algo);
 }
 
 static gs_status mpi_allgatherv(gs_comm *c, coll_args *a, MPI_Datatype t) {

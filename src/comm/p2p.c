@@ -40,7 +40,7 @@ gs_status comm_waitall(const coll_group *g, int n, MPI_Request *reqs,
 /* ---- Bounds of large messages -------------------------------------------- */
 
 #define WINDOW_BYTES_DEFAULT ((size_t)64 << 20)
-#define MPI_MAX_BYTES_DEFAULT ((size_t)64 << 20)
+#define MPI_MAX_BYTES_DEFAULT ((size_t)1 << 30)
 
 static size_t window_bytes = WINDOW_BYTES_DEFAULT;
 static size_t mpi_max_bytes = MPI_MAX_BYTES_DEFAULT;
@@ -67,6 +67,11 @@ size_t comm_window_bytes(void) {
 size_t comm_mpi_max_bytes(void) {
   pthread_once(&bounds_once, bounds_init);
   return mpi_max_bytes;
+}
+
+size_t comm_mpi_v_max_bytes(void) {
+  pthread_once(&bounds_once, bounds_init);
+  return mpi_max_bytes < MPI_MAX_BYTES_DEFAULT ? mpi_max_bytes : (size_t)INT_MAX;
 }
 
 /* ---- Point-to-point exchange ---------------------------------------------- */
