@@ -106,9 +106,9 @@ gs_status comm_mpi_error(const coll_group *g, const char *what, int rc);
  * larger messages are processed in windows of this size.
  * comm_mpi_max_bytes(): the bytes one MPI call moves at most (1 GiB), so that
  * no count, element or byte, reaches INT_MAX. MPI's own temporary buffers
- * are MPI's: Open MPI's allreduce takes half a call's bytes. Smaller calls
- * would bound them further but made a 2 GiB allreduce of MPI's 1.6x slower
- * (a fresh temporary buffer per call). GRADSYNC_TEST_WINDOW_BYTES
+ * are MPI's: Open MPI's allreduce takes half a call's bytes. 64 MiB calls
+ * would bound them further but made a 2 GiB allreduce of MPI's slower (74 s
+ * against 45 s on a loaded 2-core machine: a fresh temporary per call). GRADSYNC_TEST_WINDOW_BYTES
  * lowers both, so that tests reach the windowed paths with small messages;
  * like every setting that changes what a rank sends, it must be the same on
  * every rank. */
