@@ -10,22 +10,16 @@
  */
 #include "comm_internal.h"
 
-gs_status allreduce_rabenseifner(gs_comm *c, const coll_group *g, void *buf,
-                                 size_t count, gs_dtype dtype, gs_redop op,
-                                 int avg_div) {
+/* One window of the vector: the whole algorithm on `count` elements, with
+ * `tmp` of count elements. */
+static gs_status rab_window(const coll_group *g, char *b, char *tmp, size_t count,
+                            gs_dtype dtype, gs_redop op, int avg_div) {
   int p = g->size, r = g->rank;
   size_t esize = gs_dtype_size(dtype), bytes = count * esize;
-  if (p == 1 || count == 0) {
-    if (avg_div > 1) GS_CHECK(gs_scale_div(buf, count, dtype, avg_div));
-    return GS_OK;
-  }
   int q = 1;
   while (q * 2 <= p) q *= 2;
   int rem = p - q;
   int nr = fold_newrank(r, rem);
-  char *b = buf;
-  char *tmp;
-  GS_CHECK(comm_scratch(c, &c->scratch, &c->scratch_bytes, bytes, (void **)&tmp));
 
   GS_CHECK(fold_in(g, b, tmp, count, dtype, op, rem, TAG_RAB));
   gs_status st = GS_OK;
@@ -69,4 +63,27 @@ gs_status allreduce_rabenseifner(gs_comm *c, const coll_group *g, void *buf,
   }
   GS_CHECK(st);
   return fold_out(g, b, bytes, rem, TAG_RAB);
+}
+
+/* A vector larger than comm_window_bytes() is reduced one window after the
+ * other: each window is itself reduce-scattered and allgathered (still
+ * bandwidth-optimal), and the scratch stays within the window. */
+gs_status allreduce_rabenseifner(gs_comm *c, const coll_group *g, void *buf,
+                                 size_t count, gs_dtype dtype, gs_redop op,
+                                 int avg_div) {
+  size_t esize = gs_dtype_size(dtype);
+  if (g->size == 1 || count == 0) {
+    if (avg_div > 1) GS_CHECK(gs_scale_div(buf, count, dtype, avg_div));
+    return GS_OK;
+  }
+  size_t win = GS_MAX((size_t)1, comm_window_bytes() / esize);
+  char *tmp;
+  GS_CHECK(comm_scratch(c, &c->scratch, &c->scratch_bytes,
+                        GS_MIN(count, win) * esize, (void **)&tmp));
+  for (size_t done = 0; done < count;) {
+    size_t n = GS_MIN(win, count - done);
+    GS_CHECK(rab_window(g, (char *)buf + done * esize, tmp, n, dtype, op, avg_div));
+    done += n;
+  }
+  return GS_OK;
 }

@@ -47,16 +47,11 @@ gs_status fold_out(const coll_group *g, void *buf, size_t bytes, int rem,
   return p2p_sendrecv(g, NULL, 0, MPI_PROC_NULL, buf, bytes, r + 1, tag);
 }
 
-gs_status allreduce_rd(gs_comm *c, const coll_group *g, void *buf, size_t count,
-                       gs_dtype dtype, gs_redop op, int avg_div) {
+/* One window of the vector: the whole algorithm on `count` elements. */
+static gs_status rd_window(const coll_group *g, char *buf, void *tmp, size_t count,
+                           gs_dtype dtype, gs_redop op) {
   int p = g->size, r = g->rank;
-  size_t esize = gs_dtype_size(dtype), bytes = count * esize;
-  if (p == 1 || count == 0) {
-    if (avg_div > 1) GS_CHECK(gs_scale_div(buf, count, dtype, avg_div));
-    return GS_OK;
-  }
-  void *tmp;
-  GS_CHECK(comm_scratch(c, &c->scratch, &c->scratch_bytes, bytes, &tmp));
+  size_t bytes = count * gs_dtype_size(dtype);
   int q = 1;
   while (q * 2 <= p) q *= 2;
   int rem = p - q;
@@ -74,7 +69,27 @@ gs_status allreduce_rd(gs_comm *c, const coll_group *g, void *buf, size_t count,
       }
     }
   }
-  GS_CHECK(fold_out(g, buf, bytes, rem, TAG_RD));
+  return fold_out(g, buf, bytes, rem, TAG_RD);
+}
+
+/* A vector larger than comm_window_bytes() is reduced one window after the
+ * other, so the scratch (the partner's copy) stays within the window. */
+gs_status allreduce_rd(gs_comm *c, const coll_group *g, void *buf, size_t count,
+                       gs_dtype dtype, gs_redop op, int avg_div) {
+  size_t esize = gs_dtype_size(dtype);
+  if (g->size == 1 || count == 0) {
+    if (avg_div > 1) GS_CHECK(gs_scale_div(buf, count, dtype, avg_div));
+    return GS_OK;
+  }
+  size_t win = GS_MAX((size_t)1, comm_window_bytes() / esize);
+  void *tmp;
+  GS_CHECK(comm_scratch(c, &c->scratch, &c->scratch_bytes,
+                        GS_MIN(count, win) * esize, &tmp));
+  for (size_t done = 0; done < count;) {
+    size_t n = GS_MIN(win, count - done);
+    GS_CHECK(rd_window(g, (char *)buf + done * esize, tmp, n, dtype, op));
+    done += n;
+  }
   if (avg_div > 1) GS_CHECK(gs_scale_div(buf, count, dtype, avg_div));
   return GS_OK;
 }

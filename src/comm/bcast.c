@@ -7,6 +7,12 @@
  */
 #include "comm_internal.h"
 
+/* Segments in flight at once: receives are posted up to BCAST_WINDOW
+ * segments ahead, and a segment's send is waited for before its request slot
+ * is reused, so the requests (and MPI's memory for them) stay bounded
+ * however many segments the buffer has. */
+#define BCAST_WINDOW 64
+
 gs_status bcast_pipeline(gs_comm *c, const coll_group *g, void *buf,
                          size_t bytes, int root) {
   int p = g->size;
@@ -14,31 +20,37 @@ gs_status bcast_pipeline(gs_comm *c, const coll_group *g, void *buf,
   int vr = (g->rank - root + p) % p;
   int prev = vr > 0 ? (g->rank - 1 + p) % p : MPI_PROC_NULL;
   int next = vr < p - 1 ? (g->rank + 1) % p : MPI_PROC_NULL;
-  size_t seg = GS_MIN(c->segment_bytes, (size_t)1 << 30);
+  /* A segment is at most comm_mpi_max_bytes() < INT_MAX: its count fits. */
+  size_t seg = GS_MAX((size_t)1, GS_MIN(c->segment_bytes, comm_mpi_max_bytes()));
   size_t nseg = (bytes + seg - 1) / seg;
-  MPI_Request *req = gs_malloc(sizeof(MPI_Request) * 2 * nseg);
-  if (req == NULL) return GS_ERR_NOMEM;
-  MPI_Request *rreq = req, *sreq = req + nseg;
-  for (size_t i = 0; i < 2 * nseg; i++) req[i] = MPI_REQUEST_NULL;
-  gs_status st = GS_OK;
+  MPI_Request rreq[BCAST_WINDOW], sreq[BCAST_WINDOW];
+  for (int k = 0; k < BCAST_WINDOW; k++) rreq[k] = sreq[k] = MPI_REQUEST_NULL;
   char *b = buf;
-  for (size_t i = 0; i < nseg && prev != MPI_PROC_NULL && st == GS_OK; i++) {
+  for (size_t i = 0; i < GS_MIN(nseg, (size_t)BCAST_WINDOW) && prev != MPI_PROC_NULL;
+       i++) {
     int n = (int)GS_MIN(seg, bytes - i * seg);
     int rc = MPI_Irecv(b + i * seg, n, MPI_BYTE, prev, TAG_BCAST, g->mpi, &rreq[i]);
-    if (rc != MPI_SUCCESS) st = comm_mpi_error(g, "MPI_Irecv (bcast)", rc);
+    if (rc != MPI_SUCCESS) return comm_mpi_error(g, "MPI_Irecv (bcast)", rc);
   }
-  for (size_t i = 0; i < nseg && st == GS_OK; i++) {
+  for (size_t i = 0; i < nseg; i++) {
+    size_t k = i % BCAST_WINDOW;
     int n = (int)GS_MIN(seg, bytes - i * seg);
-    st = comm_waitall(g, 1, &rreq[i], "bcast receive");
-    if (st != GS_OK) break;
-    int rc = next != MPI_PROC_NULL ? MPI_Isend(b + i * seg, n, MPI_BYTE, next, TAG_BCAST,
-                                               g->mpi, &sreq[i])
-                                   : MPI_SUCCESS;
-    if (rc != MPI_SUCCESS) st = comm_mpi_error(g, "bcast segment", rc);
+    GS_CHECK(comm_waitall(g, 1, &rreq[k], "bcast receive"));
+    if (next != MPI_PROC_NULL) {
+      GS_CHECK(comm_waitall(g, 1, &sreq[k], "bcast send"));
+      int rc = MPI_Isend(b + i * seg, n, MPI_BYTE, next, TAG_BCAST, g->mpi, &sreq[k]);
+      if (rc != MPI_SUCCESS) return comm_mpi_error(g, "MPI_Isend (bcast)", rc);
+    }
+    size_t j = i + BCAST_WINDOW;
+    if (j < nseg && prev != MPI_PROC_NULL) {
+      int nj = (int)GS_MIN(seg, bytes - j * seg);
+      int rc = MPI_Irecv(b + j * seg, nj, MPI_BYTE, prev, TAG_BCAST, g->mpi, &rreq[k]);
+      if (rc != MPI_SUCCESS) return comm_mpi_error(g, "MPI_Irecv (bcast)", rc);
+    }
   }
-  if (st == GS_OK) st = comm_waitall(g, (int)nseg, sreq, "bcast sends");
-  gs_free(req);
-  return st;
+  /* Requests left after an error are abandoned with the failed communicator
+   * (it refuses further work). */
+  return comm_waitall(g, BCAST_WINDOW, sreq, "bcast sends");
 }
 
 gs_status bcast_binomial(gs_comm *c, const coll_group *g, void *buf,

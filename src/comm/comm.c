@@ -176,26 +176,9 @@ static gs_status run_allreduce(gs_comm *c, coll_args *a) {
 }
 
 static gs_status run_reduce_scatter(gs_comm *c, coll_args *a) {
-  int p = c->world.size, r = c->world.rank;
-  size_t esize = gs_dtype_size(a->dtype);
-  size_t total = a->count * (size_t)p;
-  void *work;
-  if (a->sendbuf == NULL) {
-    work = a->recvbuf;
-  } else {
-    GS_CHECK(comm_scratch(c, &c->work, &c->work_bytes, total * esize, &work));
-    if (total) memcpy(work, a->sendbuf, total * esize);
-  }
-  size_t *off = uniform_blocks(p, a->count);
-  if (off == NULL) return GS_ERR_NOMEM;
-  gs_status st = ring_run(c, &c->world, work, off, off + p, a->dtype, a->op, 1,
-                          0, a->op == GS_AVG ? p : 1);
-  gs_free(off);
-  GS_CHECK(st);
-  if (a->count > 0)
-    memmove(a->recvbuf, (char *)work + (size_t)r * a->count * esize,
-            a->count * esize);
-  return GS_OK;
+  int p = c->world.size;
+  return reduce_scatter_ring(c, &c->world, a->sendbuf, a->recvbuf, a->count,
+                             a->dtype, a->op, a->op == GS_AVG ? p : 1);
 }
 
 static gs_status run_allgatherv(gs_comm *c, coll_args *a, const size_t *counts,

@@ -152,6 +152,23 @@ gs_status comm_mpi_error(const coll_group *g, const char *what, int rc);
     if (mpi__rc != MPI_SUCCESS) return comm_mpi_error((g), #call, mpi__rc); \
   } while (0)
 
+/* Bounds that keep large messages working in bounded memory (p2p.c).
+ * comm_window_bytes(): the scratch memory one algorithm may use (64 MiB);
+ * larger messages are processed in windows of this size.
+ * comm_mpi_max_bytes(): the bytes one MPI call moves at most (1 GiB), so that
+ * no count, element or byte, reaches INT_MAX. MPI's own temporary buffers
+ * are MPI's: Open MPI's allreduce takes half a call's bytes. 64 MiB calls
+ * would bound them further but made a 2 GiB allreduce of MPI's slower (74 s
+ * against 45 s on a loaded 2-core machine: a fresh temporary per call). GRADSYNC_TEST_WINDOW_BYTES
+ * lowers both, so that tests reach the windowed paths with small messages;
+ * like every setting that changes what a rank sends, it must be the same on
+ * every rank. */
+size_t comm_window_bytes(void);
+size_t comm_mpi_max_bytes(void);
+/* The bytes of one allgatherv/alltoallv MPI call, which cannot be cut into
+ * windows: INT_MAX (or the test window). */
+size_t comm_mpi_v_max_bytes(void);
+
 /* Balanced split of `count` elements into `parts` blocks: block i starts at
  * i*(count/parts) + min(i, count%parts). */
 void split_blocks(size_t count, int parts, size_t *off, size_t *len);
@@ -167,6 +184,12 @@ gs_status ring_run(gs_comm *c, const coll_group *g, void *buf, const size_t *off
                    const size_t *len, gs_dtype dtype, gs_redop op, int do_rs,
                    int do_ag, int avg_div);
 
+/* Reduce-scatter of `count` elements per rank with the ring. Out of place
+ * (sendbuf != NULL), the input is copied into scratch one window of every
+ * block at a time, so scratch stays within comm_window_bytes(). */
+gs_status reduce_scatter_ring(gs_comm *c, const coll_group *g,
+                              const void *sendbuf, void *recvbuf, size_t count,
+                              gs_dtype dtype, gs_redop op, int avg_div);
 gs_status allreduce_ring(gs_comm *c, const coll_group *g, void *buf,
                          size_t count, gs_dtype dtype, gs_redop op, int avg_div);
 gs_status allreduce_rd(gs_comm *c, const coll_group *g, void *buf, size_t count,

@@ -14,16 +14,23 @@
  *   allgather step k:      send chunk r-k,   receive chunk r-k-1.
  * The chunk sent at step k is always the one received at step k-1.
  *
- * Receives land in W = segments+1 scratch slots, posted one step ahead.
+ * Receives land in W scratch slots, posted up to one step ahead: W =
+ * segments+1 while that fits in comm_window_bytes(), fewer for larger
+ * chunks, so scratch is bounded by the window and not by the message (a
+ * receive posted later than its message arrives only waits in MPI's queue).
  * Sends read the user buffer. A segment of the allgather overwrites a region
  * that a reduce-scatter send read; that send is waited for first (it has
  * completed by causality: the data came round the ring after it).
  */
+#include <limits.h>
 #include <string.h>
 
 #include "comm_internal.h"
 
 #define RING_MAX_SEGMENTS 32
+/* A segment grown for a large chunk stops at RING_SEG_MAX bytes (a larger
+ * GRADSYNC_SEGMENT_BYTES is kept, up to half the window). */
+#define RING_SEG_MAX ((size_t)8 << 20)
 
 static inline size_t mod(long a, int p) { return (size_t)(((a % p) + p) % p); }
 
@@ -62,6 +69,7 @@ static gs_status post_recv(ring_state *s, int j) {
   if (n == 0) return GS_OK;
   int left = (s->g->rank - 1 + s->g->size) % s->g->size;
   char *slot = s->slots + (size_t)(j % s->window) * s->seg * s->esize;
+  /* n * esize <= the segment, at most half the window: it fits in an int. */
   MPI_TRY(s->g, MPI_Irecv(slot, (int)(n * s->esize), MPI_BYTE, left, TAG_RING,
                           s->g->mpi, rq));
   return GS_OK;
@@ -82,14 +90,23 @@ gs_status ring_run(gs_comm *c, const coll_group *g, void *buf, const size_t *off
   if (maxlen == 0) return GS_OK;
 
   ring_state s = {.g = g, .buf = buf, .off = off, .len = len, .esize = esize};
+  size_t window_bytes = comm_window_bytes();
+  size_t seg_max = GS_MIN(GS_MAX(RING_SEG_MAX, c->segment_bytes), window_bytes / 2);
   s.seg = GS_MAX((size_t)1, c->segment_bytes / esize);
   if ((maxlen + s.seg - 1) / s.seg > RING_MAX_SEGMENTS)
     s.seg = (maxlen + RING_MAX_SEGMENTS - 1) / RING_MAX_SEGMENTS;
-  s.nseg = (int)((maxlen + s.seg - 1) / s.seg);
+  s.seg = GS_MAX((size_t)1, GS_MIN(s.seg, seg_max / esize));
+  size_t nseg = (maxlen + s.seg - 1) / s.seg;
   s.rs_steps = do_rs ? p - 1 : 0;
   s.steps = s.rs_steps + (do_ag ? p - 1 : 0);
+  if (s.steps > 0 && nseg > (size_t)INT_MAX / (size_t)s.steps)
+    return gs_error(GS_ERR_UNSUPPORTED, "ring on rank %d: %zu segments of %zu "
+                    "bytes in %d steps are too many", r, nseg, s.seg * esize,
+                    s.steps);
+  s.nseg = (int)nseg;
   int total = s.steps * s.nseg;
-  s.window = GS_MIN(s.nseg + 1, total);
+  size_t slots_fit = GS_MAX((size_t)2, window_bytes / (s.seg * esize));
+  s.window = (int)GS_MIN((size_t)GS_MIN(s.nseg + 1, total), slots_fit);
 
   void *slots;
   GS_CHECK(comm_scratch(c, &c->scratch, &c->scratch_bytes,
@@ -159,6 +176,45 @@ gs_status allreduce_ring(gs_comm *c, const coll_group *g, void *buf,
   size_t *len = off + p;
   split_blocks(count, p, off, len);
   gs_status st = ring_run(c, g, buf, off, len, dtype, op, 1, 1, avg_div);
+  gs_free(off);
+  return st;
+}
+
+gs_status reduce_scatter_ring(gs_comm *c, const coll_group *g,
+                              const void *sendbuf, void *recvbuf, size_t count,
+                              gs_dtype dtype, gs_redop op, int avg_div) {
+  int p = g->size, r = g->rank;
+  size_t esize = gs_dtype_size(dtype);
+  /* Window: w elements of each of the p blocks (all of them in place, where
+   * the ring works in recvbuf itself). */
+  size_t w = sendbuf == NULL ? count
+                             : GS_MAX((size_t)1, comm_window_bytes() / ((size_t)p * esize));
+  size_t *off = gs_malloc(2 * sizeof(size_t) * (size_t)p);
+  if (off == NULL) return GS_ERR_NOMEM;
+  size_t *len = off + p;
+  gs_status st = GS_OK;
+  for (size_t done = 0; done < count && st == GS_OK;) {
+    size_t m = GS_MIN(w, count - done);
+    char *work = recvbuf;
+    if (sendbuf != NULL) {
+      void *area;
+      st = comm_scratch(c, &c->work, &c->work_bytes, (size_t)p * m * esize, &area);
+      if (st != GS_OK) break;
+      work = area;
+      for (int i = 0; i < p; i++)
+        memcpy(work + (size_t)i * m * esize,
+               (const char *)sendbuf + ((size_t)i * count + done) * esize, m * esize);
+    }
+    for (int i = 0; i < p; i++) {
+      off[i] = (size_t)i * m;
+      len[i] = m;
+    }
+    st = ring_run(c, g, work, off, len, dtype, op, 1, 0, avg_div);
+    if (st == GS_OK)
+      memmove((char *)recvbuf + done * esize, work + (size_t)r * m * esize,
+              m * esize);
+    done += m;
+  }
   gs_free(off);
   return st;
 }

@@ -11,6 +11,8 @@
  * that must come back untouched.
  *
  *   test_collectives              the full matrix
+ *   test_collectives --large      only messages above 64 MiB: one case of
+ *                                 about 80 MiB per collective and algorithm
  *   test_collectives --mismatch   GRADSYNC_CHECK=1 must be set: ranks that
  *                                 disagree get GS_ERR_MISMATCH, naming them;
  *                                 then the full matrix, which must not
@@ -451,7 +453,10 @@ static void test_bcast(void) {
 
 /* Elements rank `src` sends to rank `dst` in the v-variant: uneven, with
  * zeros. */
-static size_t a2a_count(int src, int dst) { return (size_t)((src + 2 * dst) % 4) * 3; }
+static size_t g_a2a_scale = 1; /* --large: blocks this many times larger */
+static size_t a2a_count(int src, int dst) {
+  return (size_t)((src + 2 * dst) % 4) * 3 * g_a2a_scale;
+}
 
 static void alltoall_case(gs_algo algo, gs_dtype d, size_t count, int use_v) {
   begin_case("%s algo=%s dtype=%s count=%zu", use_v ? "alltoallv" : "alltoall",
@@ -851,6 +856,59 @@ static void test_mismatch(void) {
   end_case();
 }
 
+/* ---- Messages above 64 MiB --------------------------------------------------- */
+
+/* One case of about 80 MiB per collective and algorithm (not the dtype x op
+ * matrix): past the 64 MiB window, so that the algorithms work in several
+ * windows (recursive doubling, Rabenseifner, MPI's calls, the packed
+ * reduce-scatter) or with bounded ring slots. */
+#define LARGE_BYTES ((size_t)80 << 20)
+
+static void test_large(void) {
+  size_t p = (size_t)g_size;
+  const gs_algo ar[] = {GS_ALGO_RING, GS_ALGO_RD, GS_ALGO_RABENSEIFNER,
+                        GS_ALGO_HIER, GS_ALGO_MPI};
+  size_t n32 = LARGE_BYTES / 4 + 3;
+  for (size_t a = 0; a < sizeof ar / sizeof ar[0]; a++)
+    allreduce_case(ar[a], GS_F32, GS_SUM, n32, 1);
+  allreduce_case(GS_ALGO_MPI, GS_F32, GS_AVG, n32, 0);
+
+  /* Out of place: the ring's and MPI's packed windows. */
+  const gs_algo two[] = {GS_ALGO_RING, GS_ALGO_MPI};
+  for (size_t a = 0; a < 2; a++)
+    reduce_scatter_case(two[a], GS_F32, GS_SUM, LARGE_BYTES / (4 * p) + 1, 0);
+
+  size_t *counts = xmalloc(p * sizeof *counts), *displs = xmalloc(p * sizeof *displs);
+  size_t blk = LARGE_BYTES / p + 5;
+  for (size_t r = 0; r < p; r++) {
+    counts[r] = blk;
+    displs[r] = r * blk;
+  }
+  for (size_t a = 0; a < 2; a++)
+    allgatherv_case("allgather 80 MiB", two[a], GS_U8, counts, displs, 1, 0);
+  /* Uneven blocks in reverse rank order, with gaps. */
+  size_t at = 1;
+  for (size_t k = 0; k < p; k++) {
+    size_t r = p - 1 - k;
+    counts[r] = blk / 2 + r * 4099;
+    displs[r] = at;
+    at += counts[r] + 3;
+  }
+  allgatherv_case("allgatherv 80 MiB uneven", GS_ALGO_MPI, GS_U8, counts, displs, 0, 1);
+  free(counts);
+  free(displs);
+
+  const gs_algo bc[] = {GS_ALGO_PIPELINE, GS_ALGO_MPI};
+  for (size_t a = 0; a < 2; a++) bcast_case(bc[a], GS_U8, LARGE_BYTES + 3, g_size - 1);
+
+  const gs_algo aa[] = {GS_ALGO_PAIRWISE, GS_ALGO_MPI};
+  for (size_t a = 0; a < 2; a++) alltoall_case(aa[a], GS_U8, LARGE_BYTES / p + 7, 0);
+  /* a2a_count averages 4.5 elements per pair: about 80 MiB sent per rank. */
+  g_a2a_scale = LARGE_BYTES / (p * 9) * 2 + 1;
+  alltoall_case(GS_ALGO_MPI, GS_U8, 0, 1);
+  g_a2a_scale = 1;
+}
+
 /* ---- Main ------------------------------------------------------------------------ */
 
 static void probe_topology(void) {
@@ -885,12 +943,14 @@ static void probe_topology(void) {
 }
 
 int main(int argc, char **argv) {
-  int mismatch = 0;
+  int mismatch = 0, large = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--mismatch") == 0) {
       mismatch = 1;
+    } else if (strcmp(argv[i], "--large") == 0) {
+      large = 1;
     } else {
-      fprintf(stderr, "usage: %s [--mismatch]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--mismatch | --large]\n", argv[0]);
       return 2;
     }
   }
@@ -910,14 +970,18 @@ int main(int argc, char **argv) {
    * legitimate per-rank differences (allgatherv and alltoallv counts,
    * in-place on some ranks) must not be reported as mismatches. */
   if (mismatch) test_mismatch();
-  test_bad_input();
-  test_barrier();
-  test_nonblocking();
-  test_allreduce();
-  test_reduce_scatter();
-  test_allgather();
-  test_bcast();
-  test_alltoall();
+  if (large) {
+    test_large();
+  } else {
+    test_bad_input();
+    test_barrier();
+    test_nonblocking();
+    test_allreduce();
+    test_reduce_scatter();
+    test_allgather();
+    test_bcast();
+    test_alltoall();
+  }
   begin_case("gs_comm_destroy");
   CHECK_ST(gs_comm_destroy(g_comm), GS_OK);
   end_case();
