@@ -33,8 +33,10 @@ if [ $quick -eq 0 ]; then
   # ThreadSanitizer: the threaded parts (the communicator's progress thread
   # and requests, the engine's threads) on 2, 3, 4 and 8 ranks (races that
   # need more ranks than cores to show), and the trainer and replay, whose
-  # main threads issue collectives beside the engine's.
-  run_suite build-tsan "-R ^(comm_collectives_np[2348]|comm_collectives_hier_np4|comm_mismatch_np3|engine_np[2348]|cli_threads)$" \
+  # main threads issue collectives beside the engine's; and the watchdogs
+  # (a collective error or stall on one rank, a healthy long run, an engine
+  # stall), the engine's agreement and DeAR's buffer contract on 2 ranks.
+  run_suite build-tsan "-R ^(comm_collectives_np[2348]|comm_collectives_hier_np4|comm_mismatch_np3|engine_np[2348]|cli_threads|comm_fault_(error|stall|healthy)_np2|engine_(stall|agree|dear_contract)_np2)$" \
     -DGRADSYNC_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo
 fi
 echo "=== all test suites passed"

@@ -69,6 +69,13 @@ static gs_status failed_status(gs_engine *e) {
 
 void eng_progress(gs_engine *e) { atomic_store(&e->progress_ns, gs_now_ns()); }
 
+/* Seconds from `then` to `now`. Other threads stamp progress and issue
+ * times, so a stamp read after `now` may be later than it: that is no time
+ * at all, not an unsigned wrap to 584 years. */
+static double since_s(uint64_t now, uint64_t then) {
+  return now > then ? (double)(now - then) * 1e-9 : 0;
+}
+
 void eng_set_phase(gs_engine *e, const char *phase, uint64_t iter) {
   pthread_mutex_lock(&e->mu);
   e->ctl_phase = phase;
@@ -135,7 +142,7 @@ static void describe_wait_locked(gs_engine *e, const eng_watch *w, char *dst, si
         "marked every one of its tensors ready or gave zeros at wait, so a rank that "
         "has not marked them ready, or has stopped, holds it up)", op_name[f->op],
         f->msg->group, (unsigned long long)f->iter, f->msg->label, f->msg->bytes,
-        (double)(now - f->issue_ns) * 1e-9);
+        since_s(now, f->issue_ns));
     if (e->fifo_len) put(dst, n, ", %zu more collective(s) queued behind it", e->fifo_len);
   } else if (e->fifo_len) {
     put(dst, n, "%zu collective(s) queued for the completion thread", e->fifo_len);
@@ -157,7 +164,7 @@ static void watch_wait_locked(gs_engine *e, eng_watch *w) {
   }
   uint64_t now = gs_now_ns(), last = atomic_load(&e->progress_ns);
   if (last < w->start_ns) last = w->start_ns;
-  double idle = (double)(now - last) * 1e-9;
+  double idle = since_s(now, last);
   if (e->timeout_s > 0 && idle >= e->timeout_s) {
     char what[900];
     describe_wait_locked(e, w, what, sizeof what);
@@ -570,7 +577,7 @@ static void *launch_main(void *arg) {
       if (deadline == 0 || t < deadline) deadline = t;
     }
     if (!ring_pop(&e->ring, &ev, e->iter_open, deadline)) {
-      double idle = (double)(gs_now_ns() - last_ev) * 1e-9;
+      double idle = since_s(gs_now_ns(), last_ev);
       int fatal = e->timeout_s > 0 && idle >= e->timeout_s;
       if (fatal || !warned) launch_stall(e, idle, fatal);
       warned = 1;
