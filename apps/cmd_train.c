@@ -38,6 +38,10 @@ static void usage(FILE *f) {
     "  --data DIR          Fashion-MNIST's IDX files (default\n"
     "                      " GS_NN_FASHION_MNIST_DIR ")\n"
     "  --synthetic N       train on N synthetic samples instead\n"
+    "  --data-cache DIR    keep the decoded data set in DIR: later runs and the\n"
+    "                      other ranks sharing DIR read it from there\n"
+    "  --no-prefetch       gather each batch in the training thread (default:\n"
+    "                      a background thread prepares the next batch)\n"
     "  --checkpoint DIR    write DIR/checkpoint.gsck at every epoch's end\n"
     "  --resume            continue from DIR/checkpoint.gsck\n"
     "  --seed S            initialisation and shuffling seed (default 1)\n"
@@ -61,13 +65,25 @@ static int parse_opts(int argc, char **argv, train_config *o) {
       {"checkpoint", required_argument, 0, 'c'}, {"resume", no_argument, 0, 'r'},
       {"seed", required_argument, 0, 's'},    {"max-steps", required_argument, 0, 'x'},
       {"dropout", required_argument, 0, 'D'}, {"json", no_argument, 0, 'j'},
+      {"data-cache", required_argument, 0, 'C'}, {"no-prefetch", no_argument, 0, 'P'},
       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+  unsigned char seen[128] = {0};
   train_config_init(o);
   int c;
   double v;
   long n;
   optind = 1;
+  opterr = 0; /* unknown options get one line in the verbs' format */
   while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+    /* An option given twice is a mistake to point out, not a silent
+     * last-one-wins. */
+    if (c > 0 && c < 128 && c != '?' && c != 'h' && seen[c]++) {
+      const char *name = "?";
+      for (const struct option *l = longs; l->name; l++)
+        if (l->val == c) name = l->name;
+      cli_error(VERB, "--%s is given more than once", name);
+      return 2;
+    }
     switch (c) {
       case 'm':
         if (gs_nn_model_parse(optarg, &o->model) != GS_OK) {
@@ -150,8 +166,19 @@ static int parse_opts(int argc, char **argv, train_config *o) {
         o->seed = (uint64_t)n;
         break;
       case 'j': o->json = 1; break;
+      case 'C':
+        if (!*optarg) {
+          cli_error(VERB, "--data-cache needs a directory");
+          return 2;
+        }
+        o->data_cache = optarg;
+        break;
+      case 'P': o->prefetch = 0; break;
       case 'h': usage(stdout); return 1;
-      default: usage(stderr); return 2;
+      default:
+        if (optopt) cli_error(VERB, "option '-%c' is unknown or needs a value", optopt);
+        else cli_error(VERB, "option '%s' is unknown or needs a value", argv[optind - 1]);
+        return 2;
     }
   }
   if (optind < argc) {
@@ -160,6 +187,28 @@ static int parse_opts(int argc, char **argv, train_config *o) {
   }
   if (o->resume && !o->checkpoint_dir) {
     cli_error(VERB, "--resume needs --checkpoint DIR");
+    return 2;
+  }
+  /* Options that cannot apply together. */
+  if (o->synthetic > 0 && o->data_dir) {
+    cli_error(VERB, "--synthetic and --data cannot be used together (one data set)");
+    return 2;
+  }
+  if (o->synthetic > 0 && o->data_cache) {
+    cli_error(VERB, "--data-cache caches a data set read from files: not with --synthetic");
+    return 2;
+  }
+  if (o->dropout > 0 && o->model == GS_NN_MODEL_RESNET) {
+    cli_error(VERB, "--dropout applies to the mlp and cnn models, not to resnet");
+    return 2;
+  }
+  if (o->nesterov && o->momentum == 0) {
+    cli_error(VERB, "--nesterov needs a momentum above 0 (--momentum 0 was given)");
+    return 2;
+  }
+  if (o->warmup_epochs > o->epochs) {
+    cli_error(VERB, "--warmup-epochs %g is longer than the run (--epochs %d)", o->warmup_epochs,
+              o->epochs);
     return 2;
   }
   return 0;

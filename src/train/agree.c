@@ -1,5 +1,6 @@
 /* Agreement between the ranks (agree.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +153,21 @@ int train_agree_equal(const train_ranks *r, const int64_t *vals, const char *con
   return 0;
 }
 
+gs_status train_probe_dir(const char *dir, const char *what) {
+  char probe[4200];
+  snprintf(probe, sizeof probe, "%s/.gradsync-probe-%ld", dir, (long)getpid());
+  int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0)
+    return gs_error(GS_ERR_IO, "%s: cannot create a file in %s: %s", what, dir,
+                    strerror(errno));
+  int werr = write(fd, "x", 1) != 1 ? errno : 0;
+  close(fd);
+  unlink(probe);
+  if (werr)
+    return gs_error(GS_ERR_IO, "%s: cannot write a file in %s: %s", what, dir, strerror(werr));
+  return GS_OK;
+}
+
 gs_status train_check_writable(const char *path, const char *what) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s", path);
@@ -170,5 +186,9 @@ gs_status train_check_writable(const char *path, const char *what) {
   if (stat(path, &sb) == 0 && (S_ISDIR(sb.st_mode) || access(path, W_OK) != 0))
     return gs_error(GS_ERR_IO, "%s %s: %s", what, path,
                     S_ISDIR(sb.st_mode) ? "is a directory" : "cannot be overwritten");
-  return GS_OK;
+  /* access() answers yes to root for any directory not on a read-only file
+   * system: only creating a file tells. */
+  char label[4200];
+  snprintf(label, sizeof label, "%s %s", what, path);
+  return train_probe_dir(dir, label);
 }

@@ -57,5 +57,9 @@ int train_agree_equal(const train_ranks *r, const int64_t *vals, const char *con
  * writable, and path is no directory nor a read-only file (GS_ERR_IO naming
  * the path and what it is for, otherwise). */
 gs_status train_check_writable(const char *path, const char *what);
+/* Whether files can be created in directory dir: creates and removes a
+ * probe file there (access() says yes to root even where creating fails).
+ * GS_ERR_IO naming what the directory is for otherwise. */
+gs_status train_probe_dir(const char *dir, const char *what);
 
 #endif /* GRADSYNC_TRAIN_AGREE_H */

@@ -20,6 +20,7 @@ void train_config_init(train_config *c) {
   c->seed = 1;
   c->sync = "engine";
   c->optimizer = "sgd";
+  c->prefetch = 1;
 }
 
 /* ---- The nn callbacks, into the sync mode --------------------------------- */
@@ -139,13 +140,14 @@ static void checkpoint_path(const train_config *c, char *buf, size_t n) {
 
 /* Replicas are identical: rank 0 writes; every rank learns the outcome.
  * Returns 0, or 1 on every rank. */
-static int save_checkpoint(train_ctx *t, long epoch, long step) {
+static int save_checkpoint(train_ctx *t, const train_data_id *data, long epoch, long step) {
   char path[4096];
   checkpoint_path(t->cfg, path, sizeof path);
   gs_status st = GS_OK;
   if (t->rank == 0) {
     gs_nn_train_state ts = {.epoch = epoch, .step = step, .seed = t->cfg->seed};
     st = t->optim.ops->save(t->optim.self, path, t->net, &ts);
+    if (st == GS_OK) st = train_meta_save(t, path, data, epoch);
   }
   return train_agree_status(&t->workers, st);
 }
@@ -164,6 +166,10 @@ static gs_status check_outputs(const train_ctx *t) {
     if (access(dir, W_OK | X_OK) != 0)
       return gs_error(GS_ERR_IO, "--checkpoint %s: cannot write there: %s", dir,
                       strerror(errno));
+    char what[4200];
+    snprintf(what, sizeof what, "--checkpoint %s", dir);
+    gs_status st = train_probe_dir(dir, what);
+    if (st != GS_OK) return st;
   }
   const char *timeline = getenv("GRADSYNC_TIMELINE");
   if (timeline && *timeline) return train_check_writable(timeline, "GRADSYNC_TIMELINE");
@@ -224,8 +230,8 @@ static gs_status find_extensions(const train_config *c, const train_sync_ops **s
 /* The steps of one epoch, then its flush: returns the status (divergence,
  * which every rank sees at the same step) for the caller to agree on.
  * Failures that cannot be agreed on end the job. */
-static gs_status run_epoch(train_ctx *t, const gs_nn_dataset *train, gs_nn_sampler *sampler,
-                           const gs_nn_lr_schedule *sched, long epoch, float *x, int32_t *y,
+static gs_status run_epoch(train_ctx *t, train_batches *batches,
+                           const gs_nn_lr_schedule *sched, long epoch,
                            double *loss_sum, long *correct, long *seen, double *steps_s,
                            double e0, const train_sync_stats *s0, double *last_draw) {
   const train_config *c = t->cfg;
@@ -235,14 +241,15 @@ static gs_status run_epoch(train_ctx *t, const gs_nn_dataset *train, gs_nn_sampl
   gs_status st = GS_OK;
   for (long step = 0; step < steps; step++) {
     double s_start = gs_now();
+    float *x = NULL;
+    int32_t *y = NULL;
+    if (train_batches_get(batches, step, steps, &x, &y) != GS_OK) step_failed(t, epoch, step);
     train_step ts = {.epoch = epoch, .step = step, .global_step = epoch * steps + step,
                      .steps_per_epoch = steps, .batch = c->batch, .x = x, .y = y};
     ts.lr = gs_nn_lr_at(sched, ts.global_step);
     float loss = 0;
     int ok = 0;
-    if (gs_nn_dataset_gather(train, sampler->indices + (size_t)step * (size_t)c->batch,
-                             c->batch, x, y) != GS_OK ||
-        run_hooks(t, HOOK_BEFORE_FORWARD, &ts) != GS_OK ||
+    if (run_hooks(t, HOOK_BEFORE_FORWARD, &ts) != GS_OK ||
         gs_nn_forward(t->net, x, c->batch, NULL) != GS_OK || callbacks_status(t) != GS_OK)
       step_failed(t, epoch, step);
     /* The forward pass applied the previous step's updates, so the
@@ -276,6 +283,7 @@ static gs_status run_epoch(train_ctx *t, const gs_nn_dataset *train, gs_nn_sampl
                      train_sync_hidden(&d), 0);
     }
   }
+  train_batches_finish(batches);
   if (st == GS_OK) {
     double f0 = gs_now();
     if (t->sync.ops->flush && t->sync.ops->flush(t->sync.self) != GS_OK)
@@ -288,11 +296,10 @@ static gs_status run_epoch(train_ctx *t, const gs_nn_dataset *train, gs_nn_sampl
 
 /* The workers' part, after set-up: the epochs. Returns 0 or 1 (agreed). */
 static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_dataset *test,
-                        long start_epoch, train_result *res) {
+                        const train_data_id *data, long start_epoch, train_result *res) {
   const train_config *c = t->cfg;
   gs_nn_sampler sampler = {0};
-  float *x = NULL;
-  int32_t *y = NULL;
+  train_batches *batches = NULL;
   int rc = 1;
   long steps = 0;
   gs_status st = gs_nn_sampler_init(&sampler, train->n, t->rank, t->size, c->seed, 1);
@@ -301,11 +308,9 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
   if (st == GS_OK && steps == 0)
     st = gs_error(GS_ERR_INVALID_ARG, "%zu samples per rank give no full batch of %d",
                   sampler.count, c->batch);
-  if (st == GS_OK) {
-    x = gs_malloc((size_t)c->batch * gs_nn_input_size(t->net) * sizeof(float));
-    y = gs_malloc((size_t)c->batch * sizeof(int32_t));
-    if (!x || !y) st = gs_error(GS_ERR_NOMEM, "out of memory for a batch of %d", c->batch);
-  }
+  if (st == GS_OK)
+    st = train_batches_create(&batches, train, c->batch, gs_nn_input_size(t->net),
+                              c->prefetch);
   if (train_agree_status(&t->workers, st)) goto out;
   /* The ranks must run the same collectives: the same number of steps. */
   const int64_t shared[] = {steps};
@@ -325,8 +330,9 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
     long correct = 0, seen = 0;
     train_sync_stats s0, s1;
     sync_stats(t, &s0);
-    st = run_epoch(t, train, &sampler, &sched, epoch, x, y, &loss_sum, &correct, &seen,
-                   &steps_s, e0, &s0, &last_draw);
+    train_batches_start(batches, sampler.indices, steps);
+    st = run_epoch(t, batches, &sched, epoch, &loss_sum, &correct, &seen, &steps_s, e0, &s0,
+                   &last_draw);
     if (train_agree_status(&t->workers, st)) goto out;
     double epoch_s = gs_now() - e0;
     train_s += epoch_s;
@@ -336,7 +342,8 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
     compute_s += steps_s - d.wait_s;
     double acc = 0, test_loss = 0;
     if (evaluate(t, test, &acc, &test_loss)) goto out;
-    if (c->checkpoint_dir && save_checkpoint(t, epoch + 1, (epoch + 1) * steps)) goto out;
+    if (c->checkpoint_dir && save_checkpoint(t, data, epoch + 1, (epoch + 1) * steps))
+      goto out;
     last_acc = acc;
     res->epochs_done = epoch + 1;
     if (!c->json)
@@ -361,8 +368,7 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
                       &res->breakdown);
   rc = 0;
 out:
-  gs_free(x);
-  gs_free(y);
+  train_batches_destroy(batches);
   gs_nn_sampler_free(&sampler);
   return rc;
 }
@@ -370,14 +376,16 @@ out:
 /* Everything each rank does alone before the first collective phase:
  * data, model, optimizer, checkpoint, outputs. */
 static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *test,
-                             long *start_epoch) {
+                             int loaded, train_data_id *data, long *start_epoch) {
   const train_config *c = t->cfg;
   const train_sync_ops *sync_ops = NULL;
   const train_optim_ops *optim_ops = NULL;
   gs_status st = find_extensions(c, &sync_ops, &optim_ops);
-  if (st == GS_OK) st = train_load_data(c, train, test);
+  t->sync.ops = sync_ops;
+  if (st == GS_OK && !loaded) st = train_load_data(c, train, test);
   if (st == GS_OK) st = train_check_data(c, train, 1);
   if (st == GS_OK) st = train_check_data(c, test, 0);
+  if (st == GS_OK && c->checkpoint_dir) train_data_identify(c, train, data);
   gs_nn_model_options mopt = {.c = TRAIN_IN_C, .h = TRAIN_IN_H, .w = TRAIN_IN_W,
                               .classes = TRAIN_CLASSES, .dropout = c->dropout};
   if (st == GS_OK) st = gs_nn_model_create(&t->net, c->model, c->batch, c->seed, &mopt);
@@ -391,11 +399,12 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
     char path[4096];
     checkpoint_path(c, path, sizeof path);
     gs_nn_train_state ts;
-    st = t->optim.ops->load(t->optim.self, path, t->net, &ts);
+    st = train_meta_check_model(t);
+    if (st == GS_OK) st = t->optim.ops->load(t->optim.self, path, t->net, &ts);
+    if (st == GS_OK) st = train_meta_check(t, path, data, (long)ts.epoch);
     if (st == GS_OK) *start_epoch = ts.epoch;
   }
   if (st == GS_OK) st = check_outputs(t);
-  t->sync.ops = sync_ops;
   return st;
 }
 
@@ -407,10 +416,16 @@ int train_run(const train_config *cfg, const train_ranks *ranks, train_result *r
                    .size = ranks->size};
   train_ctx *t = &ctx;
   gs_nn_dataset train = {0}, test = {0};
+  train_data_id data;
+  memset(&data, 0, sizeof data);
   long start_epoch = 0;
   int rc = 1;
 
-  gs_status st = setup_local(t, &train, &test, &start_epoch);
+  gs_status st = GS_OK;
+  t->data_origin = "source";
+  if (cfg->data_cache && train_data_cached(t, &train, &test, &st)) goto out;
+  if (st == GS_OK) st = setup_local(t, &train, &test, cfg->data_cache != NULL, &data,
+                                    &start_epoch);
   if (train_agree_status(ranks, st)) goto out;
   /* The ranks must run the same collectives: the same parameters and the
    * same epochs. */
@@ -447,7 +462,7 @@ int train_run(const train_config *cfg, const train_ranks *ranks, train_result *r
     rc = st != GS_OK;
     goto out;
   }
-  rc = train_epochs(t, &train, &test, start_epoch, res);
+  rc = train_epochs(t, &train, &test, &data, start_epoch, res);
   if (rc == 0 && result) {
     size_t n = gs_nn_param_total(t->net);
     res->weights = gs_malloc(n * sizeof(float));

@@ -67,6 +67,8 @@ typedef struct train_config {
   long max_steps;          /* > 0: at most this many steps per epoch */
   float dropout;           /* 0 */
   int quiet;               /* 1: no output at all (tests) */
+  const char *data_cache;  /* NULL, or a directory keeping the decoded data set */
+  int prefetch;            /* 1: a background thread gathers the next batch */
   const char *sync;        /* "engine" */
   const char *optimizer;   /* "sgd" */
   /* Explicit extension tables (tests, or a caller's own mode): when
@@ -105,6 +107,7 @@ struct train_ctx {
   } hooks[TRAIN_MAX_HOOKS];
   int nhooks;
   long steps_per_epoch;
+  const char *data_origin; /* "source", "cache", "written cache", "rebuilt cache" */
   gs_status cb_status;   /* first failure inside an nn callback */
   char cb_error[512];
 };

@@ -10,6 +10,8 @@
  *     the loop calls its hooks as sync.h promises (every gradient once per
  *     step in decreasing order, end_backward once per step);
  *   - step hooks run once per step in order and add their time bucket;
+ *   - the batches prefetched by a background thread give bitwise the
+ *     weights of batches gathered in the training thread;
  *   - failures: a data directory missing on one rank alone, ranks that
  *     disagree on --epochs, an unknown sync mode and a sync mode whose
  *     set-up fails on one rank: every rank returns 1.
@@ -232,6 +234,18 @@ int main(int argc, char **argv) {
     CHECK(res.epochs_done == 1, "epochs done %ld", res.epochs_done);
     CHECK(res.sync.messages > 0, "the engine reported no collectives");
     CHECK(train_breakdown_get(&res.breakdown, "compute") > 0, "no compute time");
+    /* The prefetch thread changes when batches are gathered, never what
+     * they hold: the weights without it are bitwise the same. */
+    train_result res2;
+    base_config(&c);
+    c.prefetch = 0;
+    rc = train_run(&c, &ranks, &res2);
+    CHECK(rc == 0, "engine run without prefetch: exit %d", rc);
+    if (rc == 0) {
+      CHECK(memcmp(res2.weights, res.weights, nref * sizeof(float)) == 0,
+            "without prefetch the weights differ by %g", rel_diff(res2.weights, res.weights, nref));
+      gs_free(res2.weights);
+    }
     gs_free(res.weights);
   }
 
