@@ -176,8 +176,7 @@ static int parse_opts(int argc, char **argv, train_config *o) {
       case 'P': o->prefetch = 0; break;
       case 'h': usage(stdout); return 1;
       default:
-        if (optopt) cli_error(VERB, "option '-%c' is unknown or needs a value", optopt);
-        else cli_error(VERB, "option '%s' is unknown or needs a value", argv[optind - 1]);
+        cli_error(VERB, "option '%s' is unknown or needs a value", argv[optind - 1]);
         return 2;
     }
   }

@@ -6,7 +6,7 @@
  * parameter count, the batch per rank, the rank count, the data set (its
  * source, size, shape and a CRC-32 of the decoded samples), the seed, the
  * epochs and learning-rate schedule, the sync mode and the optimizer, and a
- * salted CRC-32 (hash) of the checkpoint file it describes. A resumed run checks each
+ * hash (FNV-1a) of the checkpoint file it describes. A resumed run checks each
  * against its own; a description of another checkpoint (a save cut between
  * the two renames) is refused too. */
 #include <cjson/cJSON.h>
@@ -52,31 +52,31 @@ void train_data_identify(const train_config *c, const gs_nn_dataset *ds, train_d
   id->crc32 = (uint32_t)crc;
 }
 
-/* A CRC-32 of a whole file, salted: a checkpoint ends with the CRC-32 of
- * what precedes it, which makes the plain CRC-32 of every checkpoint file
- * the same constant (the CRC's residue). */
-static gs_status file_crc(const char *path, uint32_t *out) {
+/* The FNV-1a 64-bit hash of a whole file, as text. (Not a CRC: a
+ * checkpoint ends with the CRC-32 of what precedes it, which makes any
+ * CRC-32 of the whole file, salted or not, depend on its length alone.) */
+static gs_status file_hash(const char *path, char *out, size_t n) {
   FILE *f = fopen(path, "rb");
   if (f == NULL) return gs_error(GS_ERR_IO, "%s: %s", path, strerror(errno));
-  static const char salt[] = "gradsync checkpoint description";
-  uLong crc = crc32(crc32(0L, Z_NULL, 0), (const Bytef *)salt, sizeof salt - 1);
+  uint64_t h = 0xcbf29ce484222325ull;
   unsigned char buf[1 << 16];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) crc = crc32(crc, buf, (uInt)n);
+  size_t k;
+  while ((k = fread(buf, 1, sizeof buf, f)) > 0)
+    for (size_t i = 0; i < k; i++) h = (h ^ buf[i]) * 0x100000001b3ull;
   int err = ferror(f);
   fclose(f);
   if (err) return gs_error(GS_ERR_IO, "%s: read failed", path);
-  *out = (uint32_t)crc;
+  snprintf(out, n, "fnv1a64:%016llx", (unsigned long long)h);
   return GS_OK;
 }
 
 static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long epoch,
-                           uint32_t ckpt_crc) {
+                           const char *ckpt_hash) {
   const train_config *c = t->cfg;
   cJSON *m = cJSON_CreateObject();
   cJSON_AddNumberToObject(m, "format", 1);
   cJSON_AddNumberToObject(m, "epoch", (double)epoch);
-  cJSON_AddNumberToObject(m, "checkpoint_hash", ckpt_crc);
+  cJSON_AddStringToObject(m, "checkpoint_hash", ckpt_hash);
   cJSON_AddStringToObject(m, "model", gs_nn_model_name(c->model));
   cJSON_AddNumberToObject(m, "parameters", (double)gs_nn_param_total(t->net));
   cJSON_AddNumberToObject(m, "tensors", (double)t->nparams);
@@ -99,13 +99,13 @@ static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long e
 
 gs_status train_meta_save(const train_ctx *t, const char *ckpt_path, const train_data_id *data,
                           long epoch) {
-  uint32_t crc = 0;
-  gs_status st = file_crc(ckpt_path, &crc);
+  char hash[64];
+  gs_status st = file_hash(ckpt_path, hash, sizeof hash);
   if (st != GS_OK) return st;
   char path[4200], tmp[4300];
   meta_path(t->cfg, path, sizeof path);
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  cJSON *m = describe_run(t, data, epoch, crc);
+  cJSON *m = describe_run(t, data, epoch, hash);
   char *text = cJSON_PrintUnformatted(m);
   cJSON_Delete(m);
   if (text == NULL) return gs_error(GS_ERR_NOMEM, "out of memory for %s", path);
@@ -212,15 +212,15 @@ gs_status train_meta_check(const train_ctx *t, const char *ckpt_path,
   cJSON *m = NULL;
   gs_status st = read_meta(path, &m);
   if (st != GS_OK) return st;
-  uint32_t crc = 0;
-  st = file_crc(ckpt_path, &crc);
+  char hash[64];
+  st = file_hash(ckpt_path, hash, sizeof hash);
   if (st != GS_OK) {
     cJSON_Delete(m);
     return st;
   }
   const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "data");
   int bad =
-      differs_num(m, "checkpoint_hash", crc, why, sizeof why, "the checkpoint file's hash (the description is of another checkpoint)") ||
+      differs_str(m, "checkpoint_hash", hash, why, sizeof why, "the checkpoint file's hash (the description is of another checkpoint)") ||
       differs_num(m, "epoch", (double)ckpt_epoch, why, sizeof why, "the checkpoint's epoch") ||
       differs_str(m, "model", gs_nn_model_name(c->model), why, sizeof why, "--model") ||
       differs_num(m, "parameters", (double)gs_nn_param_total(t->net), why, sizeof why,
