@@ -151,7 +151,7 @@ static uint32_t kth_largest_key(uint32_t *keys, size_t m, size_t r) {
 #define SAMPLE_MIN_N ((size_t)1 << 16)
 #define SAMPLE_MAX_FRACTION 16
 #define SAMPLE_SIZE ((size_t)16384)
-#define FILTER_BLOCK 16
+#define FILTER_BLOCK 32
 
 /* Path 1: the sampled threshold and one filtering pass. Returns GS_OK with
  * *done = 1 when it selected, *done = 0 when the threshold missed. */
@@ -174,11 +174,13 @@ static gs_status select_sampled(const float *x, size_t n, size_t k,
   uint32_t *cand = gs_malloc(cap * sizeof *cand);
   if (cand == NULL) return GS_ERR_NOMEM;
   size_t c = 0, i = 0;
+  /* Keys fit in 31 bits, so signed comparisons (SSE2's pcmpgtd) order them. */
+  const int32_t ts = (int32_t)t;
   for (; i + FILTER_BLOCK <= n; i += FILTER_BLOCK) {
     /* A branch-free test per block (vectorised), a scalar pass on hits. */
-    uint32_t any = 0;
+    int32_t any = 0;
     for (size_t j = 0; j < FILTER_BLOCK; j++)
-      any |= (uint32_t)(key_at(x, i + j) >= t);
+      any |= (int32_t)key_at(x, i + j) >= ts;
     if (any) {
       if (c + FILTER_BLOCK > cap) goto miss;
       for (size_t j = 0; j < FILTER_BLOCK; j++)
