@@ -477,6 +477,12 @@ static void print_row_json(const bench_opts *o, gs_algo algo, const char *chosen
 }
 
 int cmd_bench(int argc, char **argv) {
+  /* --op topk is one process without MPI: its own code path. */
+  for (int i = 1; i + 1 < argc; i++)
+    if (strcmp(argv[i], "--op") == 0 && strcmp(argv[i + 1], "topk") == 0)
+      return cmd_bench_topk(argc, argv);
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--op=topk") == 0) return cmd_bench_topk(argc, argv);
   bench_opts o;
   int rc = parse_opts(argc, argv, &o);
   if (rc == 1) return 0; /* --help */
