@@ -152,6 +152,57 @@ double gs_cost_curve_eval_hint(const gs_cost_curve *c, double bytes, int *hint);
 gs_status gs_cost_save(const char *path, const gs_cost_params *c, gs_cost_topo t);
 gs_status gs_cost_load(const char *path, gs_cost_topo t, gs_cost_params *out);
 
+/* ---- Compressed exchanges --------------------------------------------------
+ *
+ * A message sent compressed costs the compression of the dense message, the
+ * collective that carries the payload, and the decoding of what arrives.
+ * The compressors say how large their payload is and how fast they code
+ * (gs_cost_compress, filled by the compression layer); the formulas of the
+ * collectives stay the ones above. */
+
+/* How a compressed payload travels. */
+typedef enum gs_xchg {
+  GS_XCHG_ALLREDUCE = 0, /* summable payload (fp16, bf16, random-k values,
+                            none): one all-reduce of the payload */
+  GS_XCHG_ALLGATHER,     /* every rank's payload gathered by every rank,
+                            then decoded and summed (top-k, quantisers) */
+  GS_XCHG_POWERSGD,      /* two all-reduces of low-rank factors (P, then Q)
+                            with an orthogonalisation between them */
+  GS_XCHG_GTOPK,         /* gTop-k's tree merge (sparse payloads) */
+  GS_XCHG_HITOPK,        /* HiTopKComm: intra-node reduce-scatter, top-k of
+                            each shard, inter-node sparse all-gather */
+  GS_XCHG_COUNT
+} gs_xchg;
+
+/* The exchange's name ("allreduce", "allgather", "powersgd", "gtopk",
+ * "hitopk"), or "unknown". */
+const char *gs_xchg_name(gs_xchg x);
+
+/* What a compressor tells the cost model about one message of M dense
+ * bytes: each rank sends ratio * M + fixed payload bytes; compressing
+ * (error feedback included) takes encode_s_per_byte * M seconds, and
+ * decoding takes decode_s_per_byte seconds per payload byte decoded (every
+ * rank's payload after an all-gather, the one summed payload otherwise)
+ * plus M * decode_s_per_byte_dense for writing the dense result. */
+typedef struct gs_cost_compress {
+  double ratio;                  /* payload bytes per dense byte, (0, 1] */
+  double fixed;                  /* payload bytes per message, >= 0 */
+  double encode_s_per_byte;      /* per dense byte, >= 0 */
+  double decode_s_per_byte;      /* per payload byte decoded, >= 0 */
+  double decode_s_per_byte_dense;/* per dense byte written, >= 0 */
+} gs_cost_compress;
+
+/* Checks that every field of *z is finite and in range. */
+gs_status gs_cost_compress_check(const gs_cost_compress *z);
+
+/* Predicted time of one message of `bytes` dense bytes sent compressed
+ * through exchange x: encode + collective of the payload + decode. Returns
+ * a negative value for an exchange the cost model cannot predict (gtopk and
+ * hitopk: their formulas come with the sparse collectives) or invalid
+ * arguments. On one rank it is the coding time alone. Affine in `bytes`. */
+double gs_cost_compressed(const gs_cost_params *c, gs_cost_topo t, gs_xchg x,
+                          const gs_cost_compress *z, double bytes);
+
 #ifdef __cplusplus
 }
 #endif

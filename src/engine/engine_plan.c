@@ -349,14 +349,15 @@ gs_status eng_copy_plan(const eng_plan *src, gs_plan **out) {
   *c = *p;
   c->tensors = gs_malloc((p->ntensors + 1) * sizeof(size_t));
   c->offsets = gs_malloc((p->ngroups + 1) * sizeof(size_t));
-  if (c->tensors == NULL || c->offsets == NULL) {
-    gs_free(c->tensors);
-    gs_free(c->offsets);
-    gs_free(c);
+  c->group_xchg = p->group_xchg ? gs_malloc(p->ngroups * sizeof(int)) : NULL;
+  if (c->tensors == NULL || c->offsets == NULL ||
+      (p->group_xchg && c->group_xchg == NULL)) {
+    gs_plan_free(c);
     return GS_ERR_NOMEM;
   }
   memcpy(c->tensors, p->tensors, p->ntensors * sizeof(size_t));
   memcpy(c->offsets, p->offsets, (p->ngroups + 1) * sizeof(size_t));
+  if (p->group_xchg) memcpy(c->group_xchg, p->group_xchg, p->ngroups * sizeof(int));
   *out = c;
   return GS_OK;
 }
