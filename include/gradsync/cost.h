@@ -185,7 +185,9 @@ const char *gs_xchg_name(gs_xchg x);
  * rank's payload after an all-gather, the one summed payload otherwise)
  * plus M * decode_s_per_byte_dense for writing the dense result. */
 typedef struct gs_cost_compress {
-  double ratio;                  /* payload bytes per dense byte, (0, 1] */
+  double ratio;                  /* payload bytes per dense byte, (0, 64]
+                                    (above 1 a payload is larger than
+                                    the dense message: never chosen) */
   double fixed;                  /* payload bytes per message, >= 0 */
   double encode_s_per_byte;      /* per dense byte, >= 0 */
   double decode_s_per_byte;      /* per payload byte decoded, >= 0 */
@@ -196,7 +198,8 @@ typedef struct gs_cost_compress {
 gs_status gs_cost_compress_check(const gs_cost_compress *z);
 
 /* Predicted time of one message of `bytes` dense bytes sent compressed
- * through exchange x: encode + collective of the payload + decode. Returns
+ * through exchange x: encode + collective of the payload + decode (an
+ * all-gather is preceded by one of every rank's status and size, 16 bytes). Returns
  * a negative value for an exchange the cost model cannot predict (gtopk and
  * hitopk: their formulas come with the sparse collectives) or invalid
  * arguments. On one rank it is the coding time alone. Affine in `bytes`. */

@@ -20,9 +20,9 @@ static int nonneg(double v) { return isfinite(v) && v >= 0; }
 
 gs_status gs_cost_compress_check(const gs_cost_compress *z) {
   if (z == NULL) return gs_error(GS_ERR_INVALID_ARG, "compression cost: NULL");
-  if (!isfinite(z->ratio) || z->ratio <= 0 || z->ratio > 1)
+  if (!isfinite(z->ratio) || z->ratio <= 0 || z->ratio > 64)
     return gs_error(GS_ERR_INVALID_ARG, "compression cost: payload ratio %g, "
-                    "expected (0, 1]", z->ratio);
+                    "expected (0, 64]", z->ratio);
   if (!nonneg(z->fixed) || !nonneg(z->encode_s_per_byte) ||
       !nonneg(z->decode_s_per_byte) || !nonneg(z->decode_s_per_byte_dense))
     return gs_error(GS_ERR_INVALID_ARG, "compression cost: fixed bytes (%g) and "
@@ -45,8 +45,11 @@ double gs_cost_compressed(const gs_cost_params *c, gs_cost_topo t, gs_xchg x,
       decoded = payload;
       break;
     case GS_XCHG_ALLGATHER:
-      /* The all-gather's size is its output: every rank's payload. */
-      comm = gs_cost_allgather(c, t, GS_ALGO_AUTO, p * payload);
+      /* Every rank's status and size (16 bytes each) go first, so that
+       * sizes may vary and a failure reaches every rank; the all-gather's
+       * size is its output: every rank's payload. */
+      comm = gs_cost_allgather(c, t, GS_ALGO_AUTO, p * 16) +
+             gs_cost_allgather(c, t, GS_ALGO_AUTO, p * payload);
       decoded = p * payload;
       break;
     case GS_XCHG_POWERSGD: {

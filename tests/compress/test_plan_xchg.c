@@ -67,7 +67,8 @@ static void test_cost_terms(void **state) {
                         .decode_s_per_byte = 2e-9, .decode_s_per_byte_dense = 5e-10};
   double payload = 0.02 * M + 64;
   /* All-gather: the output is every rank's payload; decoding reads it all. */
-  double want = 1e-9 * M + gs_cost_allgather(&c, t, GS_ALGO_AUTO, 4 * payload) +
+  double want = 1e-9 * M + gs_cost_allgather(&c, t, GS_ALGO_AUTO, 4 * 16) +
+                gs_cost_allgather(&c, t, GS_ALGO_AUTO, 4 * payload) +
                 2e-9 * 4 * payload + 5e-10 * M;
   assert_true(close_to(gs_cost_compressed(&c, t, GS_XCHG_ALLGATHER, &z, M), want));
   /* All-reduce of a summable payload. */
