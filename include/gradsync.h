@@ -16,5 +16,6 @@
 #include "gradsync/cost.h"
 #include "gradsync/plan.h"
 #include "gradsync/engine.h"
+#include "gradsync/compress.h"
 
 #endif /* GRADSYNC_H */

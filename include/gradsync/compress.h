@@ -1,0 +1,216 @@
+/*
+ * gradsync compression: top-k selection, gradient compressors and their
+ * error-feedback memory.
+ *
+ * Pure computation below the communicator: nothing here calls MPI. A
+ * compressor turns one tensor's gradient into a payload; the exchange layer
+ * (the engine, a sparse collective, the Python binding) moves the payloads
+ * between ranks in the way the compressor declares (gs_compress_exchange)
+ * and hands them back for decompression. The cost model reads each
+ * compressor's payload size and time model to decide where compression pays.
+ *
+ * One step of one tensor, for a compressor with one round:
+ *
+ *   gs_compress(st, grad, n, payload, cap, &bytes);   p = g + e; payload = C(p);
+ *                                                      e = p - D(C(p))
+ *   exchange:  GS_EXCHANGE_DENSE   all-reduce (sum) the payload as
+ *                                  info.dense_dtype elements (bytes is the
+ *                                  same on every rank);
+ *              GS_EXCHANGE_SPARSE  all-gather(v) the (index, value) pairs;
+ *              GS_EXCHANGE_OPAQUE  all-gather(v) each rank's bytes.
+ *   gs_decompress_add(st, payload, bytes, out, n);    out += D(payload)
+ *     DENSE: once, on the reduced payload; SPARSE/OPAQUE: once per rank's
+ *     payload (in any order). out then holds the sum over ranks of the
+ *     decompressed contributions (divide by the rank count for a mean).
+ *
+ * Multi-round compressors (info.rounds > 1, PowerSGD) are dense: after
+ * gs_compress the exchange layer all-reduces the payload and calls
+ * gs_compress_round(st, r, ...) for r = 1 .. rounds-1, each taking the
+ * reduced payload of the previous round and producing the next one, with an
+ * all-reduce in between; gs_decompress_add takes the last reduced payload.
+ *
+ * Sparse payload layout (GS_EXCHANGE_SPARSE): count = bytes / 8 pairs, the
+ * count uint32_t indices first, then the count float values (native byte
+ * order). Indices are distinct within one payload and < n. Zero pairs
+ * (bytes = 0) is legal. gs_sparse_view splits a payload.
+ *
+ * Ownership: the caller owns every buffer passed in; gradsync keeps no
+ * pointer to it after the call returns. A gs_compressor is immutable after
+ * gs_compressor_create and may be shared by threads and states; a
+ * gs_compress_state belongs to one tensor and is not thread-safe (one thread
+ * at a time).
+ */
+#ifndef GRADSYNC_COMPRESS_H
+#define GRADSYNC_COMPRESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gradsync/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The invalid-argument status under the name the selection API's users know
+ * it by (it is GS_ERR_INVALID_ARG). */
+#ifndef GS_ERR_ARG
+#define GS_ERR_ARG GS_ERR_INVALID_ARG
+#endif
+
+/* ---- Top-k selection ------------------------------------------------------- */
+
+/* Writes to idx k distinct indices (in an unspecified order) of the entries
+ * of x with the largest |x|.
+ *   method "exact":  the exact top-k (ties broken arbitrarily but
+ *                    deterministically): a histogram (radix) select over the
+ *                    bits of |x|, about two passes over memory.
+ *   method "mstopk": the MSTopK approximation (Shi et al., MLSys 2021): a
+ *                    binary search for a threshold between mean(|x|) and
+ *                    max(|x|) with count passes, then the entries above the
+ *                    best lower threshold plus a seeded choice among those
+ *                    just below it; always exactly k indices.
+ * NULL method means "exact". k = 0 is legal (idx may then be NULL). Errors:
+ * GS_ERR_INVALID_ARG (GS_ERR_ARG) for NULL x or idx, k > n, n >= 2^32, an
+ * unknown method, or a NaN anywhere in x (the message names its index);
+ * GS_ERR_NOMEM. +-inf are ordinary (largest) values. */
+gs_status gs_topk_f32(const float *x, size_t n, size_t k, const char *method,
+                      uint32_t *idx);
+
+/* ---- Compressors ----------------------------------------------------------- */
+
+/* How a compressor's payloads travel between ranks. */
+typedef enum {
+  GS_EXCHANGE_DENSE = 0, /* summable elementwise: all-reduce (sum) */
+  GS_EXCHANGE_SPARSE,    /* (index, value) pairs: all-gather, sum duplicates */
+  GS_EXCHANGE_OPAQUE     /* per-rank bytes: gathered, decoded one by one */
+} gs_compress_exchange;
+
+typedef struct gs_compressor gs_compressor;
+typedef struct gs_compress_state gs_compress_state;
+
+/* What the exchange layer and the cost model need to know of a compressor. */
+typedef struct gs_compressor_info {
+  const char *name;              /* "topk", "qsgd", ...: the spec's kind */
+  gs_compress_exchange exchange;
+  gs_dtype dense_dtype;          /* DENSE: element type of the all-reduce
+                                    (GS_F32, GS_F16 or GS_BF16) */
+  int rounds;                    /* all-reduce rounds per step: 1, PowerSGD 2 */
+  int lossless;                  /* 1 for "none": no residual is kept */
+  int fixed_size;                /* 1 where every rank's payload has the same
+                                    size at a given step (fixed-k all-gather
+                                    works); 0 for DGC and SIDCo (counts vary) */
+  double param;                  /* density, QSGD levels, PowerSGD rank; 0 */
+  /* Compression time model: memory traffic per gradient element (bytes
+   * read + written, error feedback included) of gs_compress and of one
+   * gs_decompress_add, for a cost model that times memory-bound passes. */
+  double compress_bytes_per_elem;
+  double decompress_bytes_per_elem;
+} gs_compressor_info;
+
+/* Per-tensor options. Start from gs_compress_opts_default(). */
+typedef struct gs_compress_opts {
+  int error_feedback;   /* 1 (default): keep the residual e; 0: --no-ef */
+  uint64_t seed;        /* shared by all ranks (random-k's indices, PowerSGD's
+                           initial Q); default 0x9e3779b97f4a7c15 */
+  int rank;             /* this rank: seeds per-rank stochastic rounding
+                           (QSGD, TernGrad) so that ranks' noise is
+                           independent; default 0 */
+  int nranks;           /* ranks that exchange: DGC's local clipping uses
+                           clip_norm / sqrt(nranks); default 1 */
+  size_t rows;          /* PowerSGD: the tensor is viewed as rows x
+                           ceil(n / rows), zero-padded; 0: ceil(sqrt(n)) */
+  /* DGC (Lin et al., ICLR 2018). The compressor then applies momentum
+   * itself (momentum correction), so the optimizer must not add its own. */
+  float momentum;       /* default 0.9 */
+  float clip_norm;      /* global-norm clipping threshold; 0 (default): off */
+  uint64_t warmup_steps;/* exponential density warm-up from 0.25 to the
+                           spec's density over this many steps; default 0 */
+} gs_compress_opts;
+
+gs_compress_opts gs_compress_opts_default(void);
+
+/* Parses a spec and creates the compressor. Accepted specs:
+ *   none | fp16 | bf16 | terngrad | efsignsgd
+ *   topk:D | mstopk:D | gtopk:D | dgc:D | sidco:D | randomk:D   0 < D <= 1
+ *   qsgd:S      levels 1 <= S <= 32767
+ *   powersgd:R  rank 1 <= R <= 1024
+ * Errors: GS_ERR_INVALID_ARG naming the spec and the accepted forms. */
+gs_status gs_compressor_create(const char *spec, gs_compressor **out);
+void gs_compressor_destroy(gs_compressor *c); /* NULL is a no-op */
+gs_status gs_compressor_info_get(const gs_compressor *c, gs_compressor_info *out);
+/* The spec it was created from, normalised ("topk:0.001"). */
+const char *gs_compressor_spec(const gs_compressor *c);
+/* A comma-separated list of the registered kinds, for help texts. */
+const char *gs_compressor_kinds(void);
+
+/* The payload bytes of one round (0 .. rounds-1) for an n-element tensor in
+ * the steady state (after any warm-up): what the cost model sends. */
+gs_status gs_compressor_payload_bytes(const gs_compressor *c, size_t n,
+                                      int round, size_t *bytes);
+
+/* Measured compression rate: times gs_compress + one gs_decompress_add on n
+ * seeded normal values (single thread) and returns seconds per element, for
+ * a cost model that prefers a measured rate to the traffic model. */
+gs_status gs_compressor_measure(const gs_compressor *c, size_t n,
+                                double *secs_per_elem);
+
+/* ---- Per-tensor state -------------------------------------------------------- */
+
+/* State of one n-element tensor: the error-feedback residual (zero at
+ * first), DGC's momentum, PowerSGD's warm-started Q, the step counter. opts
+ * may be NULL (defaults). The state keeps a reference to c, which must
+ * outlive it. */
+gs_status gs_compress_state_create(const gs_compressor *c, size_t n,
+                                   const gs_compress_opts *opts,
+                                   gs_compress_state **out);
+void gs_compress_state_destroy(gs_compress_state *st); /* NULL is a no-op */
+
+/* The most payload bytes this state can produce in round `round`, over its
+ * whole life (DGC's warm-up densities included): size buffers with it. */
+size_t gs_compress_capacity(const gs_compress_state *st, int round);
+
+/* Round 0 of a step: p = g (+ e), payload = C(p), and with error feedback
+ * e = p - D(C(p)). grad holds n floats (n as at creation); payload has cap
+ * bytes (>= gs_compress_capacity(st, 0)); *bytes receives the size written.
+ * NaN in grad is GS_ERR_INVALID_ARG and leaves the state unchanged. Advances
+ * the step counter (after the last round for multi-round compressors). */
+gs_status gs_compress(gs_compress_state *st, const float *grad, size_t n,
+                      void *payload, size_t cap, size_t *bytes);
+
+/* Round r >= 1 of a multi-round compressor: in is the all-reduced payload of
+ * round r-1 (in_bytes), out receives round r's payload. */
+gs_status gs_compress_round(gs_compress_state *st, int round, const void *in,
+                            size_t in_bytes, void *out, size_t cap,
+                            size_t *bytes);
+
+/* out[0..n) += D(payload): see the step above for how often to call it. */
+gs_status gs_decompress_add(gs_compress_state *st, const void *payload,
+                            size_t bytes, float *out, size_t n);
+
+/* Adds values back into the residual: for a sparse exchange that keeps
+ * fewer entries than were sent (gTop-k's global selection), the entries of
+ * this rank's payload that did not survive return to its error feedback.
+ * A no-op without error feedback. Indices must be < n. */
+gs_status gs_compress_return(gs_compress_state *st, const uint32_t *idx,
+                             const float *val, size_t count);
+
+/* The current residual (n floats, owned by the state; NULL without error
+ * feedback), the step counter, and the density used at the current step
+ * (DGC's warm-up; the spec's density for the other sparse kinds; 1 for
+ * dense ones). */
+const float *gs_compress_residual(const gs_compress_state *st);
+uint64_t gs_compress_step(const gs_compress_state *st);
+double gs_compress_density(const gs_compress_state *st);
+
+/* Splits a sparse payload of `bytes` bytes into its pairs (pointers into the
+ * payload). GS_ERR_INVALID_ARG if bytes is not a multiple of 8 or the
+ * payload is not 4-byte aligned. */
+gs_status gs_sparse_view(const void *payload, size_t bytes, const uint32_t **idx,
+                         const float **val, size_t *count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRADSYNC_COMPRESS_H */
