@@ -146,6 +146,42 @@ double gs_cost_curve_eval(const gs_cost_curve *c, double bytes);
  * in the planner's dynamic program. */
 double gs_cost_curve_eval_hint(const gs_cost_curve *c, double bytes, int *hint);
 
+/* ---- Sparse collectives -------------------------------------------------
+ * The exchanges of sparsified gradients (src/comm/sparse_*.c). A pair is an
+ * index and a value, `pair_bytes` bytes (8 for f32). Every sparse
+ * collective begins with a small all-gather of each rank's sizes (lg p
+ * alpha). The flat exchanges (all-gather, gTop-k) are priced on the links
+ * between nodes, as the flat dense algorithms are. The dense alternative is gs_cost_allreduce of the n elements; src/comm compares the
+ * two (gs_comm_choose_sparse).
+ *
+ * Sparse all-gather of `total_pairs` pairs in all (every rank's together)
+ * over the ring, then a scatter-add of all of them:
+ *   lg p a + (p-1) a + (p-1)/p P s b + P s g.
+ * With k pairs on each of p ranks it crosses over the ring all-reduce of n
+ * elements (2(p-1)/p n e b) where k p s = 2 n e: for f32 values and u32
+ * indices, where density x ranks = 1 (earlier against the hierarchical
+ * all-reduce on nodes of several ranks). */
+double gs_cost_sparse_allgather(const gs_cost_params *c, gs_cost_topo t,
+                                double total_pairs, double pair_bytes);
+
+/* gTop-k's merge by recursive doubling over q = 2^floor(lg p) ranks, with the
+ * p - q others folded in before and sent the result after; each step sends k
+ * pairs and merges 2k (Shi et al., ICDCS 2019, Sec. IV):
+ *   lg p a + lg q (a + k s b + 2 k s g) + [q < p] 2 (a + k s b). */
+double gs_cost_gtopk(const gs_cost_params *c, gs_cost_topo t, double k,
+                     double pair_bytes);
+
+/* HiTopKComm (Shi et al., MLSys 2021) of n elements of e bytes, k pairs
+ * selected over the whole tensor (k/L per shard), on N nodes of L ranks:
+ * node-local ring reduce-scatter and all-gather of the dense tensor, a ring
+ * all-gather of k/L pairs from each of the N nodes between the ranks of the
+ * same local rank (the N-1 steps of the L rings share each node's link, so
+ * L of them count against one link):
+ *   lg p a + 2 (L-1) a_l + (L-1)/L n e (2 b_l + g)
+ *          + (N-1) a + (N-1) k s b + N k/L s g. */
+double gs_cost_hitopk(const gs_cost_params *c, gs_cost_topo t, double n,
+                      double elem_bytes, double k, double pair_bytes);
+
 /* Saves or loads parameters (with the topology they were measured on) as
  * JSON. Loading a file measured on another topology fails with
  * GS_ERR_MISMATCH. */
