@@ -1,0 +1,43 @@
+/*
+ * "bf16": each value rounded to nearest even in bfloat16 (DDP's bf16_compress_hook): the f32 exponent range, 8
+ * significant bits.
+ * The payload is all-reduced as bf16 (the reduction widens to f32 and rounds
+ * back); the conversions are core's (src/core/dtype.c).
+ */
+#include "compress_internal.h"
+
+static size_t bf16_bytes(const gs_compressor *c, const gs_compress_state *st,
+                         size_t n, int round, double d) {
+  (void)c, (void)st, (void)round, (void)d;
+  return 2 * n;
+}
+
+static gs_status bf16_compress(gs_compress_state *st, const float *p,
+                               void *payload, size_t cap, size_t *bytes) {
+  (void)cap;
+  uint16_t *h = payload;
+  for (size_t i = 0; i < st->n; i++) {
+    float v = p[i];
+
+    h[i] = gs_f32_to_bf16(v);
+  }
+  *bytes = 2 * st->n;
+  return GS_OK;
+}
+
+static gs_status bf16_decompress_add(gs_compress_state *st, const void *payload,
+                                     size_t bytes, float *out, float alpha) {
+  if (bytes != 2 * st->n)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "compressor bf16: payload of %zu bytes, expected %zu", bytes,
+                    2 * st->n);
+  const uint16_t *h = payload;
+  for (size_t i = 0; i < st->n; i++) out[i] += alpha * gs_bf16_to_f32(h[i]);
+  return GS_OK;
+}
+
+const gs_compress_kind gs__kind_bf16 = {
+    .name = "bf16", .param = GS_PARAM_NONE, .exchange = GS_EXCHANGE_DENSE,
+    .dense_dtype = GS_BF16, .rounds = 1, .fixed_size = 1,
+    .cbytes = 22, .dbytes = 10, .payload_bytes = bf16_bytes,
+    .compress = bf16_compress, .decompress_add = bf16_decompress_add};

@@ -1,0 +1,456 @@
+/*
+ * The compressor registry, spec parsing, per-tensor state and the generic
+ * error feedback (Karimireddy et al., "Error Feedback Fixes SignSGD and other
+ * Gradient Compression Problems", ICML 2019, Algorithm 2: p = g + e,
+ * Delta = C(p), e = p - Delta), shared by every compressor that does not
+ * keep its own residual.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "compress_internal.h"
+
+/* Adding a compressor: a file defining its gs_compress_kind, and a line here. */
+static const gs_compress_kind *const registry[] = {
+    &gs__kind_none,    &gs__kind_fp16,     &gs__kind_bf16,
+    &gs__kind_topk,    &gs__kind_mstopk,   &gs__kind_gtopk,
+    &gs__kind_dgc,     &gs__kind_sidco,    &gs__kind_randomk,
+    &gs__kind_qsgd,    &gs__kind_terngrad, &gs__kind_efsignsgd,
+    &gs__kind_powersgd,
+};
+#define NKINDS (sizeof registry / sizeof registry[0])
+
+static const char accepted[] =
+    "none, fp16, bf16, terngrad, efsignsgd, topk:D, mstopk:D, gtopk:D, dgc:D, "
+    "sidco:D[:exp|gpareto|gamma], randomk:D (density 0 < D <= 1), qsgd:S "
+    "(levels 1..32767), powersgd:R (rank 1..1024)";
+
+const char *gs_compressor_kinds(void) {
+  return "none,fp16,bf16,topk,mstopk,gtopk,dgc,sidco,randomk,qsgd,terngrad,"
+         "efsignsgd,powersgd";
+}
+
+static const char *const sidco_fits[] = {"exp", "gpareto", "gamma"};
+
+gs_status gs_compressor_create(const char *spec, gs_compressor **out) {
+  if (out == NULL) return gs_error(GS_ERR_INVALID_ARG, "compressor: out is NULL");
+  *out = NULL;
+  if (spec == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "compressor spec is NULL (accepted: %s)",
+                    accepted);
+  const char *colon = strchr(spec, ':');
+  const size_t namelen = colon ? (size_t)(colon - spec) : strlen(spec);
+  const gs_compress_kind *kind = NULL;
+  for (size_t i = 0; i < NKINDS; i++)
+    if (strlen(registry[i]->name) == namelen &&
+        strncasecmp(registry[i]->name, spec, namelen) == 0)
+      kind = registry[i];
+  if (kind == NULL)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "unknown compressor '%s' (accepted: %s)", spec, accepted);
+  double param = 0;
+  int variant = 0;
+  if (kind->param == GS_PARAM_NONE) {
+    if (colon != NULL)
+      return gs_error(GS_ERR_INVALID_ARG,
+                      "compressor '%s': %s takes no parameter (accepted: %s)",
+                      spec, kind->name, accepted);
+  } else {
+    if (colon == NULL || colon[1] == '\0')
+      return gs_error(GS_ERR_INVALID_ARG,
+                      "compressor '%s': %s needs a %s after ':' (accepted: %s)",
+                      spec, kind->name,
+                      kind->param == GS_PARAM_DENSITY ? "density" : "number",
+                      accepted);
+    char *end;
+    errno = 0;
+    param = strtod(colon + 1, &end);
+    const int bad_number = end == colon + 1 || errno != 0 || !isfinite(param);
+    const char *rest = end;
+    if (!bad_number && *rest == ':' && kind == &gs__kind_sidco) {
+      variant = -1;
+      for (int v = 0; v < 3; v++)
+        if (strcasecmp(rest + 1, sidco_fits[v]) == 0) variant = v;
+      if (variant < 0)
+        return gs_error(GS_ERR_INVALID_ARG,
+                        "compressor '%s': unknown SIDCo fit '%s' (expected exp, "
+                        "gpareto or gamma)", spec, rest + 1);
+      rest = "";
+    }
+    if (bad_number || *rest != '\0')
+      return gs_error(GS_ERR_INVALID_ARG,
+                      "compressor '%s': '%s' is not a number (accepted: %s)", spec,
+                      colon + 1, accepted);
+    if (kind->param == GS_PARAM_DENSITY && !(param > 0 && param <= 1))
+      return gs_error(GS_ERR_INVALID_ARG,
+                      "compressor '%s': density %g out of range (0 < D <= 1)",
+                      spec, param);
+    if (kind->param == GS_PARAM_INT &&
+        (param != floor(param) || param < kind->pmin || param > kind->pmax))
+      return gs_error(GS_ERR_INVALID_ARG,
+                      "compressor '%s': %s takes an integer %g..%g, not %g", spec,
+                      kind->name, kind->pmin, kind->pmax, param);
+  }
+  gs_compressor *c = gs_calloc(1, sizeof *c);
+  if (c == NULL) return GS_ERR_NOMEM;
+  c->kind = kind;
+  c->param = param;
+  c->variant = variant;
+  if (kind->param == GS_PARAM_NONE)
+    snprintf(c->spec, sizeof c->spec, "%s", kind->name);
+  else if (kind == &gs__kind_sidco && colon != NULL && strchr(colon + 1, ':'))
+    snprintf(c->spec, sizeof c->spec, "%s:%g:%s", kind->name, param,
+             sidco_fits[variant]);
+  else
+    snprintf(c->spec, sizeof c->spec, "%s:%g", kind->name, param);
+  *out = c;
+  return GS_OK;
+}
+
+void gs_compressor_destroy(gs_compressor *c) { gs_free(c); }
+
+const char *gs_compressor_spec(const gs_compressor *c) {
+  return c ? c->spec : "";
+}
+
+gs_status gs_compressor_info_get(const gs_compressor *c, gs_compressor_info *out) {
+  if (c == NULL || out == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_compressor_info_get: NULL argument");
+  const gs_compress_kind *k = c->kind;
+  *out = (gs_compressor_info){
+      .name = k->name, .exchange = k->exchange, .dense_dtype = k->dense_dtype,
+      .rounds = k->rounds, .lossless = k->lossless, .fixed_size = k->fixed_size,
+      .param = c->param, .compress_bytes_per_elem = k->cbytes,
+      .decompress_bytes_per_elem = k->dbytes};
+  return GS_OK;
+}
+
+gs_status gs_compressor_payload_bytes(const gs_compressor *c, size_t n,
+                                      int round, size_t *bytes) {
+  if (c == NULL || bytes == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_compressor_payload_bytes: NULL argument");
+  if (round < 0 || round >= c->kind->rounds)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "compressor %s: round %d out of range (it has %d)", c->spec,
+                    round, c->kind->rounds);
+  if (n > (size_t)UINT32_MAX)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "compressor %s: n = %zu does not fit uint32_t indices",
+                    c->spec, n);
+  *bytes = c->kind->payload_bytes(c, NULL, n, round, c->param);
+  return GS_OK;
+}
+
+/* ---- Helpers shared by the kinds ---------------------------------------------- */
+
+size_t gs__density_k(size_t n, double d) {
+  if (n == 0) return 0;
+  double k = floor(d * (double)n);
+  if (k < 1) k = 1;
+  if (k > (double)n) k = (double)n;
+  return (size_t)k;
+}
+
+/* DGC's warm-up (Lin et al., ICLR 2018, Sec. 3.3): the density falls
+ * exponentially from 25% to the target (their schedule: 25%, 6.25%, 1.5625%,
+ * 0.4%, 0.1% over the first epochs), here continuously over `warmup`
+ * steps. */
+double gs__warmup_density(double target, uint64_t step, uint64_t warmup) {
+  const double start = 0.25;
+  if (warmup == 0 || step >= warmup || target >= start) return target;
+  return start * pow(target / start, (double)step / (double)warmup);
+}
+
+void gs__sparse_pack(const float *x, const uint32_t *idx, size_t k, void *payload) {
+  uint32_t *pi = payload;
+  float *pv = (float *)(void *)(pi + k);
+  for (size_t i = 0; i < k; i++) {
+    pi[i] = idx[i];
+    pv[i] = x[idx[i]];
+  }
+}
+
+gs_status gs_sparse_view(const void *payload, size_t bytes, const uint32_t **idx,
+                         const float **val, size_t *count) {
+  if (idx == NULL || val == NULL || count == NULL || (payload == NULL && bytes > 0))
+    return gs_error(GS_ERR_INVALID_ARG, "gs_sparse_view: NULL argument");
+  if (bytes % 8 != 0)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "sparse payload of %zu bytes: expected a multiple of 8 "
+                    "(4-byte index + 4-byte value pairs)", bytes);
+  if (((uintptr_t)payload & 3u) != 0)
+    return gs_error(GS_ERR_INVALID_ARG, "sparse payload is not 4-byte aligned");
+  *count = bytes / 8;
+  *idx = payload;
+  *val = (const float *)(const void *)(*idx + *count);
+  return GS_OK;
+}
+
+gs_status gs__sparse_add(const gs_compress_state *st, const void *payload,
+                         size_t bytes, float *out, float alpha) {
+  const uint32_t *idx;
+  const float *val;
+  size_t count;
+  GS_CHECK(gs_sparse_view(payload, bytes, &idx, &val, &count));
+  for (size_t i = 0; i < count; i++)
+    if (idx[i] >= st->n)
+      return gs_error(GS_ERR_INVALID_ARG,
+                      "compressor %s: sparse payload pair %zu has index %u, "
+                      "expected < n = %zu", st->c->spec, i, idx[i], st->n);
+  for (size_t i = 0; i < count; i++) out[idx[i]] += alpha * val[i];
+  return GS_OK;
+}
+
+size_t gs__sparse_bytes(const gs_compressor *c, const gs_compress_state *st,
+                        size_t n, int round, double d) {
+  (void)c;
+  (void)st;
+  (void)round;
+  return 8 * gs__density_k(n, d);
+}
+
+uint64_t gs__rank_stream(const gs_compress_state *st) {
+  uint64_t s = st->opts.seed ^ 0x5eed5eed5eed5eedULL;
+  s ^= gs__rand_next(&s) + (uint64_t)st->opts.rank * 0xd1b54a32d192ed03ULL;
+  s ^= gs__rand_next(&s) + st->last_step * 0x8cb92ba72f3d8dd7ULL;
+  gs__rand_next(&s);
+  return s;
+}
+
+/* ---- State ----------------------------------------------------------------------- */
+
+gs_compress_opts gs_compress_opts_default(void) {
+  return (gs_compress_opts){.error_feedback = 1,
+                            .seed = 0x9e3779b97f4a7c15ULL,
+                            .rank = 0,
+                            .nranks = 1,
+                            .rows = 0,
+                            .momentum = 0.9f,
+                            .clip_norm = 0,
+                            .warmup_steps = 0};
+}
+
+gs_status gs_compress_state_create(const gs_compressor *c, size_t n,
+                                   const gs_compress_opts *opts,
+                                   gs_compress_state **out) {
+  if (c == NULL || out == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_compress_state_create: NULL argument");
+  *out = NULL;
+  if (n > (size_t)UINT32_MAX)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "compressor %s: tensor of n = %zu elements does not fit "
+                    "uint32_t indices", c->spec, n);
+  gs_compress_opts o = opts ? *opts : gs_compress_opts_default();
+  if (o.nranks < 1 || o.rank < 0 || o.rank >= o.nranks)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "compressor %s: rank %d of nranks %d (expected 0 <= rank < "
+                    "nranks)", c->spec, o.rank, o.nranks);
+  if (!(o.momentum >= 0 && o.momentum < 1) || !(o.clip_norm >= 0))
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "compressor %s: momentum %g (expected 0 <= m < 1), clip_norm "
+                    "%g (expected >= 0)", c->spec, (double)o.momentum,
+                    (double)o.clip_norm);
+  gs_compress_state *st = gs_calloc(1, sizeof *st);
+  if (st == NULL) return GS_ERR_NOMEM;
+  st->c = c;
+  st->kind = c->kind;
+  st->n = n;
+  st->opts = o;
+  st->density = c->kind->param == GS_PARAM_DENSITY
+                    ? (c->kind->warmup ? gs__warmup_density(c->param, 0, o.warmup_steps)
+                                       : c->param)
+                    : 1.0;
+  if (o.error_feedback && !c->kind->lossless && !c->kind->own_ef) {
+    st->residual = gs_calloc(n ? n : 1, sizeof(float));
+    if (st->residual == NULL) {
+      gs_free(st);
+      return GS_ERR_NOMEM;
+    }
+  }
+  if (c->kind->init != NULL) {
+    gs_status s = c->kind->init(st);
+    if (s != GS_OK) {
+      if (c->kind->fini != NULL) c->kind->fini(st);
+      gs_free(st->residual);
+      gs_free(st);
+      return s;
+    }
+  }
+  *out = st;
+  return GS_OK;
+}
+
+void gs_compress_state_destroy(gs_compress_state *st) {
+  if (st == NULL) return;
+  if (st->kind->fini != NULL) st->kind->fini(st);
+  gs_free(st->residual);
+  gs_free(st);
+}
+
+size_t gs_compress_capacity(const gs_compress_state *st, int round) {
+  if (st == NULL || round < 0 || round >= st->kind->rounds) return 0;
+  /* The warm-up only lowers the density, so its first step is the largest. */
+  double d = st->c->param;
+  if (st->kind->warmup) d = gs__warmup_density(d, 0, st->opts.warmup_steps);
+  return st->kind->payload_bytes(st->c, st, st->n, round, d);
+}
+
+const float *gs_compress_residual(const gs_compress_state *st) {
+  return st ? st->residual : NULL;
+}
+
+uint64_t gs_compress_step(const gs_compress_state *st) { return st ? st->step : 0; }
+double gs_compress_density(const gs_compress_state *st) { return st ? st->density : 0; }
+
+static gs_status check_n(const gs_compress_state *st, size_t n, const char *fn) {
+  if (n != st->n)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "%s (compressor %s): n = %zu, but the state was created for "
+                    "n = %zu", fn, st->c->spec, n, st->n);
+  return GS_OK;
+}
+
+gs_status gs_compress(gs_compress_state *st, const float *grad, size_t n,
+                      void *payload, size_t cap, size_t *bytes) {
+  if (st == NULL || bytes == NULL || (grad == NULL && n > 0) || payload == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_compress: NULL argument");
+  if (((uintptr_t)payload & 3u) != 0)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "gs_compress (compressor %s): payload is not 4-byte aligned",
+                    st->c->spec);
+  GS_CHECK(check_n(st, n, "gs_compress"));
+  const size_t need = gs_compress_capacity(st, 0);
+  if (cap < need)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "gs_compress (compressor %s, n = %zu): payload buffer of %zu "
+                    "bytes, expected at least %zu", st->c->spec, n, cap, need);
+  /* A NaN must not reach the residual, where it would stay forever. */
+  for (size_t i = 0; i < n; i++)
+    if (isnan(grad[i]))
+      return gs_error(GS_ERR_INVALID_ARG,
+                      "gs_compress (compressor %s): grad[%zu] is NaN", st->c->spec,
+                      i);
+  st->last_step = st->step;
+  if (st->kind->warmup)
+    st->density = gs__warmup_density(st->c->param, st->step, st->opts.warmup_steps);
+  gs_status s;
+  if (st->residual != NULL && !st->kind->own_ef) {
+    float *e = st->residual;
+    for (size_t i = 0; i < n; i++) e[i] += grad[i];
+    s = st->kind->compress(st, e, payload, cap, bytes);
+    if (s == GS_OK) s = st->kind->decompress_add(st, payload, *bytes, e, -1.0f);
+  } else {
+    s = st->kind->compress(st, grad, payload, cap, bytes);
+  }
+  if (s != GS_OK) return s;
+  if (st->kind->rounds == 1) st->step++;
+  return GS_OK;
+}
+
+gs_status gs_compress_round(gs_compress_state *st, int round, const void *in,
+                            size_t in_bytes, void *out, size_t cap, size_t *bytes) {
+  if (st == NULL || in == NULL || out == NULL || bytes == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_compress_round: NULL argument");
+  if (round < 1 || round >= st->kind->rounds || st->kind->round == NULL)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "gs_compress_round (compressor %s): round %d, expected 1..%d",
+                    st->c->spec, round, st->kind->rounds - 1);
+  if (in_bytes != gs_compress_capacity(st, round - 1))
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "gs_compress_round (compressor %s): round %d input of %zu "
+                    "bytes, expected %zu", st->c->spec, round, in_bytes,
+                    gs_compress_capacity(st, round - 1));
+  const size_t need = gs_compress_capacity(st, round);
+  if (cap < need)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "gs_compress_round (compressor %s): buffer of %zu bytes, "
+                    "expected at least %zu", st->c->spec, cap, need);
+  GS_CHECK(st->kind->round(st, round, in, in_bytes, out, cap, bytes));
+  if (round == st->kind->rounds - 1) st->step++;
+  return GS_OK;
+}
+
+gs_status gs_decompress_add(gs_compress_state *st, const void *payload,
+                            size_t bytes, float *out, size_t n) {
+  if (st == NULL || (payload == NULL && bytes > 0) || (out == NULL && n > 0))
+    return gs_error(GS_ERR_INVALID_ARG, "gs_decompress_add: NULL argument");
+  GS_CHECK(check_n(st, n, "gs_decompress_add"));
+  const size_t last = (size_t)(st->kind->rounds - 1);
+  if (bytes > gs_compress_capacity(st, (int)last))
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "gs_decompress_add (compressor %s, n = %zu): payload of %zu "
+                    "bytes, more than the %zu it can produce", st->c->spec, n,
+                    bytes, gs_compress_capacity(st, (int)last));
+  return st->kind->decompress_add(st, payload, bytes, out, 1.0f);
+}
+
+gs_status gs_compress_return(gs_compress_state *st, const uint32_t *idx,
+                             const float *val, size_t count) {
+  if (st == NULL || (count > 0 && (idx == NULL || val == NULL)))
+    return gs_error(GS_ERR_INVALID_ARG, "gs_compress_return: NULL argument");
+  for (size_t i = 0; i < count; i++)
+    if (idx[i] >= st->n)
+      return gs_error(GS_ERR_INVALID_ARG,
+                      "gs_compress_return (compressor %s): index %u, expected < "
+                      "n = %zu", st->c->spec, idx[i], st->n);
+  float *e = (float *)gs_compress_residual(st);
+  if (e == NULL) return GS_OK;
+  for (size_t i = 0; i < count; i++) e[idx[i]] += val[i];
+  return GS_OK;
+}
+
+/* ---- Measured rate ------------------------------------------------------------ */
+
+gs_status gs_compressor_measure(const gs_compressor *c, size_t n,
+                                double *secs_per_elem) {
+  if (c == NULL || secs_per_elem == NULL || n == 0)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "gs_compressor_measure: NULL argument or n = 0");
+  gs_status s = GS_OK;
+  gs_compress_state *st = NULL;
+  float *g = gs_malloc(n * sizeof *g), *acc = gs_calloc(n, sizeof *acc);
+  void *buf[2] = {NULL, NULL};
+  GS_CHECK_GOTO(gs_compress_state_create(c, n, NULL, &st), s, done);
+  size_t cap = 0;
+  for (int r = 0; r < c->kind->rounds; r++)
+    cap = GS_MAX(cap, gs_compress_capacity(st, r));
+  buf[0] = gs_malloc(cap ? cap : 1);
+  buf[1] = gs_malloc(cap ? cap : 1);
+  if (g == NULL || acc == NULL || buf[0] == NULL || buf[1] == NULL) {
+    s = GS_ERR_NOMEM;
+    goto done;
+  }
+  uint64_t rng = 42;
+  for (size_t i = 0; i < n; i++) {
+    /* Box-Muller normal values: gradients look like this. */
+    float u = gs__rand_unit(&rng) + 1e-7f, v = gs__rand_unit(&rng);
+    g[i] = sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+  }
+  double dt[3];
+  for (int rep = 0; rep < 3; rep++) {
+    const double t0 = gs_now();
+    size_t bytes;
+    GS_CHECK_GOTO(gs_compress(st, g, n, buf[0], cap, &bytes), s, done);
+    for (int r = 1; r < c->kind->rounds; r++) {
+      GS_CHECK_GOTO(gs_compress_round(st, r, buf[(r - 1) & 1], bytes, buf[r & 1],
+                                      cap, &bytes), s, done);
+    }
+    GS_CHECK_GOTO(gs_decompress_add(st, buf[(c->kind->rounds - 1) & 1], bytes,
+                                    acc, n), s, done);
+    dt[rep] = gs_now() - t0;
+  }
+  /* The median of three: one disturbed run does not move it. */
+  const double lo = GS_MIN(dt[0], dt[1]), hi = GS_MAX(dt[0], dt[1]);
+  *secs_per_elem = GS_MAX(lo, GS_MIN(hi, dt[2])) / (double)n;
+done:
+  gs_compress_state_destroy(st);
+  gs_free(g);
+  gs_free(acc);
+  gs_free(buf[0]);
+  gs_free(buf[1]);
+  return s;
+}

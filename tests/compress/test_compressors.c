@@ -1,0 +1,769 @@
+/*
+ * The compressors (include/gradsync/compress.h) against straightforward
+ * references:
+ *   - specs: every kind parses, bad specs name the spec and the accepted
+ *     forms;
+ *   - error feedback, on 3 simulated ranks whose payloads are exchanged the
+ *     way each compressor declares (dense: summed with core's reduction;
+ *     sparse and opaque: every rank decodes every payload): over several
+ *     steps, the decompressed sum plus every rank's final residual equals
+ *     the sum of all the gradients;
+ *   - top-k payloads are the exact top k of g + e; DGC's momentum
+ *     correction and factor masking against a reference loop; warm-up and
+ *     clipping; SIDCo's fits on data they model; QSGD's and TernGrad's
+ *     unbiasedness (fixed seed, tolerances of several standard errors);
+ *     PowerSGD reconstructs a low-rank matrix; random-k agrees across
+ *     ranks; determinism; the failure paths.
+ */
+#include "gradsync/compress.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static uint64_t rng_state = 777;
+static uint64_t rnd(void) {
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+static double unif(void) { return ((double)(rnd() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+static float normal(void) {
+  return (float)(sqrt(-2.0 * log(unif())) * cos(6.283185307179586 * unif()));
+}
+
+static const char *const all_specs[] = {
+    "none",     "fp16",        "bf16",        "topk:0.01", "mstopk:0.01",
+    "gtopk:0.01", "dgc:0.01",  "sidco:0.01",  "sidco:0.001:gpareto",
+    "sidco:0.01:gamma", "randomk:0.05", "qsgd:256", "qsgd:4",
+    "terngrad", "efsignsgd",   "powersgd:4",  "powersgd:1"};
+#define NSPECS (sizeof all_specs / sizeof all_specs[0])
+
+static gs_compressor *make(const char *spec) {
+  gs_compressor *c = NULL;
+  if (gs_compressor_create(spec, &c) != GS_OK) fail_msg("%s: %s", spec, gs_last_error());
+  return c;
+}
+
+static gs_compress_state *state(const gs_compressor *c, size_t n, int ef, int rank,
+                                int nranks) {
+  gs_compress_opts o = gs_compress_opts_default();
+  o.error_feedback = ef;
+  o.rank = rank;
+  o.nranks = nranks;
+  o.momentum = 0; /* DGC then accumulates plain gradients */
+  gs_compress_state *st = NULL;
+  if (gs_compress_state_create(c, n, &o, &st) != GS_OK)
+    fail_msg("%s n=%zu: %s", gs_compressor_spec(c), n, gs_last_error());
+  return st;
+}
+
+/* ---- Specs ----------------------------------------------------------------- */
+
+static void test_specs(void **unused) {
+  (void)unused;
+  for (size_t i = 0; i < NSPECS; i++) {
+    gs_compressor *c = make(all_specs[i]);
+    gs_compressor_info info;
+    assert_int_equal(gs_compressor_info_get(c, &info), GS_OK);
+    assert_non_null(strstr(gs_compressor_kinds(), info.name));
+    assert_true(info.rounds >= 1);
+    gs_compressor_destroy(c);
+  }
+  gs_compressor *c = make("TopK:0.0010");
+  assert_string_equal(gs_compressor_spec(c), "topk:0.001");
+  gs_compressor_destroy(c);
+  const char *bad[] = {"", "topk", "topk:", "topk:0", "topk:-0.1", "topk:1.5",
+                       "topk:abc", "topk:0.1x", "topk:nan", "qsgd:0", "qsgd:2.5",
+                       "qsgd:40000", "powersgd:0", "powersgd:", "fp16:3",
+                       "none:1", "zip", "sidco:0.01:normal", "randomk:inf"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    c = (gs_compressor *)0x1;
+    assert_int_equal(gs_compressor_create(bad[i], &c), GS_ERR_INVALID_ARG);
+    assert_null(c);
+    char want[40];
+    snprintf(want, sizeof want, "'%s", bad[i]);
+    if (strstr(gs_last_error(), want) == NULL)
+      fail_msg("spec '%s': message '%s' does not name it", bad[i], gs_last_error());
+  }
+  assert_int_equal(gs_compressor_create("zip", &c), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "topk:D"));
+  assert_non_null(strstr(gs_last_error(), "powersgd:R"));
+  assert_int_equal(gs_compressor_create("qsgd:0", &c), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "1..32767"));
+  assert_int_equal(gs_compressor_create(NULL, &c), GS_ERR_INVALID_ARG);
+  gs_compressor_destroy(NULL);
+}
+
+static void test_info_and_bytes(void **unused) {
+  (void)unused;
+  struct {
+    const char *spec;
+    gs_compress_exchange ex;
+    int rounds;
+    size_t n, round, bytes;
+  } cases[] = {
+      {"none", GS_EXCHANGE_DENSE, 1, 1000, 0, 4000},
+      {"fp16", GS_EXCHANGE_DENSE, 1, 1000, 0, 2000},
+      {"bf16", GS_EXCHANGE_DENSE, 1, 1000, 0, 2000},
+      {"topk:0.01", GS_EXCHANGE_SPARSE, 1, 1000, 0, 80},
+      {"topk:0.00001", GS_EXCHANGE_SPARSE, 1, 1000, 0, 8}, /* at least 1 */
+      {"gtopk:0.5", GS_EXCHANGE_SPARSE, 1, 7, 0, 24},
+      {"randomk:0.01", GS_EXCHANGE_DENSE, 1, 1000, 0, 40},
+      {"qsgd:4", GS_EXCHANGE_OPAQUE, 1, 1000, 0, 1008},
+      {"qsgd:256", GS_EXCHANGE_OPAQUE, 1, 1000, 0, 2008},
+      {"terngrad", GS_EXCHANGE_OPAQUE, 1, 1001, 0, 8 + 251},
+      {"efsignsgd", GS_EXCHANGE_OPAQUE, 1, 1001, 0, 8 + 126},
+      {"powersgd:4", GS_EXCHANGE_DENSE, 2, 1000, 0, 4 * 32 * 4},
+      {"powersgd:4", GS_EXCHANGE_DENSE, 2, 1000, 1, 4 * 32 * 4},
+      {"powersgd:4", GS_EXCHANGE_DENSE, 2, 10, 1, 4 * 3 * 3}, /* 4 x 3, rank 3 */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    gs_compressor *c = make(cases[i].spec);
+    gs_compressor_info info;
+    assert_int_equal(gs_compressor_info_get(c, &info), GS_OK);
+    assert_int_equal(info.exchange, cases[i].ex);
+    assert_int_equal(info.rounds, cases[i].rounds);
+    assert_true(info.compress_bytes_per_elem > 0);
+    size_t b = 0;
+    assert_int_equal(gs_compressor_payload_bytes(c, cases[i].n, (int)cases[i].round, &b),
+                     GS_OK);
+    if (b != cases[i].bytes)
+      fail_msg("%s n=%zu round %zu: %zu bytes, expected %zu", cases[i].spec,
+               cases[i].n, cases[i].round, b, cases[i].bytes);
+    assert_int_equal(gs_compressor_payload_bytes(c, 10, 2, &b), GS_ERR_INVALID_ARG);
+    gs_compressor_destroy(c);
+  }
+  gs_compressor *c = make("fp16");
+  gs_compressor_info info;
+  gs_compressor_info_get(c, &info);
+  assert_int_equal(info.dense_dtype, GS_F16);
+  double rate = 0;
+  assert_int_equal(gs_compressor_measure(c, 4096, &rate), GS_OK);
+  assert_true(rate > 0 && rate < 1e-3);
+  gs_compressor_destroy(c);
+  c = make("dgc:0.01");
+  gs_compressor_info_get(c, &info);
+  assert_int_equal(info.fixed_size, 0);
+  gs_compressor_destroy(c);
+}
+
+/* ---- Error feedback over simulated ranks ---------------------------------------- */
+
+#define RANKS 3
+
+/* Runs `steps` steps of `spec` on RANKS simulated ranks with n elements;
+ * checks (with error feedback) that the decompressed total plus the final
+ * residuals equals the total of the gradients, and returns the largest
+ * relative deviation. */
+static double ef_identity(const char *spec, size_t n, int steps, double tol) {
+  gs_compressor *c = make(spec);
+  gs_compressor_info info;
+  gs_compressor_info_get(c, &info);
+  gs_compress_state *st[RANKS];
+  for (int r = 0; r < RANKS; r++) st[r] = state(c, n, 1, r, RANKS);
+  size_t cap = 0;
+  for (int rd = 0; rd < info.rounds; rd++)
+    if (gs_compress_capacity(st[0], rd) > cap) cap = gs_compress_capacity(st[0], rd);
+  cap += 8;
+  float *g = malloc((n + 1) * sizeof *g);
+  double *total = calloc(n + 1, sizeof *total);
+  float *acc[RANKS];
+  void *pay[RANKS];
+  size_t bytes[RANKS];
+  for (int r = 0; r < RANKS; r++) {
+    acc[r] = calloc(n + 1, sizeof(float));
+    pay[r] = malloc(cap);
+  }
+  void *red = malloc(cap);
+  double scale = 0;
+  for (int step = 0; step < steps; step++) {
+    for (int r = 0; r < RANKS; r++) {
+      for (size_t i = 0; i < n; i++) {
+        g[i] = normal() * (1.0f + (float)(i % 7)) + (r == 1 ? 0.5f : 0.0f);
+        total[i] += g[i];
+        scale = fmax(scale, fabs(total[i]));
+      }
+      if (gs_compress(st[r], g, n, pay[r], cap, &bytes[r]) != GS_OK)
+        fail_msg("%s step %d rank %d: %s", spec, step, r, gs_last_error());
+      assert_true(bytes[r] <= gs_compress_capacity(st[r], 0));
+    }
+    if (info.exchange == GS_EXCHANGE_DENSE) {
+      for (int rd = 0; rd < info.rounds; rd++) {
+        for (int r = 1; r < RANKS; r++) assert_int_equal(bytes[r], bytes[0]);
+        const size_t es = gs_dtype_size(info.dense_dtype);
+        memcpy(red, pay[0], bytes[0]);
+        for (int r = 1; r < RANKS; r++)
+          assert_int_equal(gs_reduce_local(red, pay[r], bytes[0] / es,
+                                           info.dense_dtype, GS_SUM), GS_OK);
+        if (rd + 1 < info.rounds) {
+          const size_t in_bytes = bytes[0];
+          for (int r = 0; r < RANKS; r++)
+            if (gs_compress_round(st[r], rd + 1, red, in_bytes, pay[r], cap,
+                                  &bytes[r]) != GS_OK)
+              fail_msg("%s round %d: %s", spec, rd + 1, gs_last_error());
+        }
+      }
+      for (int r = 0; r < RANKS; r++)
+        assert_int_equal(gs_decompress_add(st[r], red, bytes[0], acc[r], n), GS_OK);
+    } else {
+      for (int r = 0; r < RANKS; r++)
+        for (int q = 0; q < RANKS; q++)
+          if (gs_decompress_add(st[r], pay[q], bytes[q], acc[r], n) != GS_OK)
+            fail_msg("%s: %s", spec, gs_last_error());
+    }
+  }
+  /* Every rank decoded the same sum. */
+  for (int r = 1; r < RANKS; r++)
+    for (size_t i = 0; i < n; i++)
+      if (fabsf(acc[r][i] - acc[0][i]) > 1e-5f * (float)scale)
+        fail_msg("%s: rank %d decoded %g at %zu, rank 0 %g", spec, r,
+                 (double)acc[r][i], i, (double)acc[0][i]);
+  double worst = 0;
+  for (size_t i = 0; i < n; i++) {
+    double sum = acc[0][i];
+    for (int r = 0; r < RANKS; r++) {
+      const float *e = gs_compress_residual(st[r]);
+      if (!info.lossless) assert_non_null(e);
+      if (e) sum += e[i];
+    }
+    const double dev = fabs(sum - total[i]) / scale;
+    if (dev > worst) worst = dev;
+    if (dev > tol)
+      fail_msg("%s n=%zu: decompressed + residuals = %.9g at %zu, gradients sum "
+               "to %.9g (deviation %.3g of the scale, tolerance %g)", spec, n, sum,
+               i, total[i], dev, tol);
+  }
+  for (int r = 0; r < RANKS; r++) {
+    assert_int_equal(gs_compress_step(st[r]), (uint64_t)steps);
+    gs_compress_state_destroy(st[r]);
+    free(acc[r]);
+    free(pay[r]);
+  }
+  free(red);
+  free(g);
+  free(total);
+  gs_compressor_destroy(c);
+  return worst;
+}
+
+static void test_error_feedback(void **unused) {
+  (void)unused;
+  const size_t sizes[] = {1, 7, 1000, 4099};
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+    for (size_t i = 0; i < NSPECS; i++) {
+      /* Half precision sums round in the all-reduce itself (2^-11 and 2^-8
+       * per addition), outside what the residual can account for. */
+      double tol = strcmp(all_specs[i], "fp16") == 0   ? 3e-3
+                   : strcmp(all_specs[i], "bf16") == 0 ? 2e-2
+                                                      : 2e-5;
+      ef_identity(all_specs[i], sizes[s], 6, tol);
+    }
+  }
+}
+
+/* Without error feedback there is no residual; top-k sends exactly the k
+ * largest of g itself, each step afresh. */
+static void test_no_ef(void **unused) {
+  (void)unused;
+  const size_t n = 5000;
+  gs_compressor *c = make("topk:0.01");
+  gs_compress_state *st = state(c, n, 0, 0, 1);
+  assert_null(gs_compress_residual(st));
+  float *g = malloc(n * sizeof *g);
+  size_t cap = gs_compress_capacity(st, 0), bytes;
+  void *pay = malloc(cap);
+  uint32_t ref[50];
+  for (int step = 0; step < 3; step++) {
+    for (size_t i = 0; i < n; i++) g[i] = normal();
+    assert_int_equal(gs_compress(st, g, n, pay, cap, &bytes), GS_OK);
+    assert_int_equal(bytes, 400);
+    const uint32_t *idx;
+    const float *val;
+    size_t count;
+    assert_int_equal(gs_sparse_view(pay, bytes, &idx, &val, &count), GS_OK);
+    assert_int_equal(gs_topk_f32(g, n, 50, "exact", ref), GS_OK);
+    float minsel = INFINITY;
+    for (size_t i = 0; i < count; i++) {
+      assert_true(val[i] == g[idx[i]]);
+      minsel = fminf(minsel, fabsf(val[i]));
+    }
+    for (size_t i = 0; i < 50; i++) assert_true(fabsf(g[ref[i]]) >= minsel);
+  }
+  /* Nothing to return to. */
+  uint32_t i0 = 3;
+  float v0 = 1;
+  assert_int_equal(gs_compress_return(st, &i0, &v0, 1), GS_OK);
+  gs_compress_state_destroy(st);
+  gs_compressor_destroy(c);
+  free(g);
+  free(pay);
+}
+
+/* gs_compress_return puts dropped entries back into the residual. */
+static void test_return(void **unused) {
+  (void)unused;
+  const size_t n = 100;
+  gs_compressor *c = make("gtopk:0.05");
+  gs_compress_state *st = state(c, n, 1, 0, 1);
+  float g[100];
+  for (size_t i = 0; i < n; i++) g[i] = (float)i;
+  size_t cap = gs_compress_capacity(st, 0), bytes;
+  void *pay = malloc(cap);
+  assert_int_equal(gs_compress(st, g, n, pay, cap, &bytes), GS_OK);
+  const uint32_t *idx;
+  const float *val;
+  size_t count;
+  gs_sparse_view(pay, bytes, &idx, &val, &count);
+  assert_int_equal(count, 5);
+  const float *e = gs_compress_residual(st);
+  for (size_t i = 0; i < count; i++) assert_true(e[idx[i]] == 0);
+  assert_int_equal(gs_compress_return(st, idx, val, count), GS_OK);
+  for (size_t i = 0; i < n; i++) assert_true(e[i] == g[i]);
+  uint32_t bad = 100;
+  assert_int_equal(gs_compress_return(st, &bad, val, 1), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "index 100"));
+  gs_compress_state_destroy(st);
+  gs_compressor_destroy(c);
+  free(pay);
+}
+
+/* ---- DGC ----------------------------------------------------------------------- */
+
+static void test_dgc_momentum(void **unused) {
+  (void)unused;
+  const size_t n = 20000;
+  gs_compressor *c = make("dgc:0.01");
+  gs_compress_opts o = gs_compress_opts_default();
+  o.momentum = 0.9f;
+  gs_compress_state *st;
+  assert_int_equal(gs_compress_state_create(c, n, &o, &st), GS_OK);
+  float *g = malloc(n * sizeof *g), *u = calloc(n, sizeof *u), *v = calloc(n, sizeof *v);
+  unsigned char *sent = malloc(n);
+  size_t cap = gs_compress_capacity(st, 0), bytes;
+  void *pay = malloc(cap);
+  for (int step = 0; step < 8; step++) {
+    for (size_t i = 0; i < n; i++) {
+      g[i] = normal();
+      u[i] = 0.9f * u[i] + g[i];
+      v[i] += u[i];
+    }
+    assert_int_equal(gs_compress(st, g, n, pay, cap, &bytes), GS_OK);
+    const uint32_t *idx;
+    const float *val;
+    size_t count;
+    assert_int_equal(gs_sparse_view(pay, bytes, &idx, &val, &count), GS_OK);
+    assert_true(count >= 1 && count <= (size_t)(1.3 * 200) + 1);
+    memset(sent, 0, n);
+    float minsent = INFINITY;
+    for (size_t i = 0; i < count; i++) {
+      if (sent[idx[i]]) fail_msg("dgc: index %u twice", idx[i]);
+      sent[idx[i]] = 1;
+      if (val[i] != v[idx[i]])
+        fail_msg("dgc step %d: sent %g at %u, reference v = %g", step,
+                 (double)val[i], idx[i], (double)v[idx[i]]);
+      minsent = fminf(minsent, fabsf(val[i]));
+      u[idx[i]] = 0; /* momentum factor masking */
+      v[idx[i]] = 0;
+    }
+    const float *e = gs_compress_residual(st);
+    for (size_t i = 0; i < n; i++) {
+      if (!sent[i] && fabsf(v[i]) > minsent)
+        fail_msg("dgc: unsent |v[%zu]| = %g above the smallest sent %g", i,
+                 (double)fabsf(v[i]), (double)minsent);
+      if (e[i] != v[i]) fail_msg("dgc: residual %g at %zu, reference %g",
+                                 (double)e[i], i, (double)v[i]);
+    }
+  }
+  gs_compress_state_destroy(st);
+  free(g), free(u), free(v), free(sent), free(pay);
+  gs_compressor_destroy(c);
+}
+
+static void test_dgc_warmup_and_clip(void **unused) {
+  (void)unused;
+  const size_t n = 40000;
+  gs_compressor *c = make("dgc:0.001");
+  gs_compress_opts o = gs_compress_opts_default();
+  o.warmup_steps = 8;
+  o.momentum = 0;
+  gs_compress_state *st;
+  assert_int_equal(gs_compress_state_create(c, n, &o, &st), GS_OK);
+  /* Capacity covers the first step's 25%. */
+  assert_true(gs_compress_capacity(st, 0) >= 8 * (size_t)(0.25 * n));
+  float *g = malloc(n * sizeof *g);
+  size_t cap = gs_compress_capacity(st, 0), bytes, prev = n;
+  void *pay = malloc(cap);
+  double prevd = 1;
+  for (int step = 0; step < 10; step++) {
+    for (size_t i = 0; i < n; i++) g[i] = normal();
+    assert_int_equal(gs_compress(st, g, n, pay, cap, &bytes), GS_OK);
+    const double d = gs_compress_density(st);
+    if (step == 0) assert_true(fabs(d - 0.25) < 1e-12);
+    if (step >= 8) assert_true(fabs(d - 0.001) < 1e-12);
+    assert_true(d <= prevd);
+    const size_t k = (size_t)(d * n);
+    if (bytes / 8 > (size_t)(1.3 * k) + 1 || bytes / 8 < 1)
+      fail_msg("dgc warm-up step %d: %zu pairs for k = %zu", step, bytes / 8, k);
+    if (step > 0 && step < 8) assert_true(bytes / 8 < prev);
+    prev = bytes / 8;
+    prevd = d;
+  }
+  gs_compress_state_destroy(st);
+  /* Clipping: ||g|| is scaled to clip_norm / sqrt(nranks). */
+  o = gs_compress_opts_default();
+  o.momentum = 0;
+  o.clip_norm = 0.01f;
+  o.nranks = 4;
+  assert_int_equal(gs_compress_state_create(c, n, &o, &st), GS_OK);
+  double ss = 0;
+  for (size_t i = 0; i < n; i++) ss += (double)g[i] * g[i];
+  assert_int_equal(gs_compress(st, g, n, pay, cap, &bytes), GS_OK);
+  float *acc = calloc(n, sizeof *acc);
+  assert_int_equal(gs_decompress_add(st, pay, bytes, acc, n), GS_OK);
+  const float *e = gs_compress_residual(st);
+  const double f = 0.005 / sqrt(ss);
+  for (size_t i = 0; i < n; i++)
+    if (fabs(acc[i] + e[i] - f * g[i]) > 1e-9)
+      fail_msg("dgc clipping at %zu: %g, expected %g", i, (double)(acc[i] + e[i]),
+               f * g[i]);
+  gs_compress_state_destroy(st);
+  gs_compressor_destroy(c);
+  free(g), free(pay), free(acc);
+}
+
+/* ---- SIDCo --------------------------------------------------------------------- */
+
+/* Each fit models exponential magnitudes exactly (exponential; generalised
+ * Pareto with shape 0; gamma with shape 1), so one or two stages hit the
+ * target count within sampling noise. */
+static void test_sidco_fits(void **unused) {
+  (void)unused;
+  const size_t n = 200000;
+  float *g = malloc(n * sizeof *g);
+  for (size_t i = 0; i < n; i++) g[i] = (float)(-log(unif()) * 0.01) * ((rnd() & 1) ? 1 : -1);
+  const char *specs[] = {"sidco:0.01", "sidco:0.01:gpareto", "sidco:0.01:gamma",
+                         "sidco:0.001", "sidco:0.001:gpareto", "sidco:0.001:gamma"};
+  for (size_t s = 0; s < 6; s++) {
+    gs_compressor *c = make(specs[s]);
+    gs_compress_state *st = state(c, n, 0, 0, 1);
+    size_t cap = gs_compress_capacity(st, 0), bytes;
+    void *pay = malloc(cap);
+    assert_int_equal(gs_compress(st, g, n, pay, cap, &bytes), GS_OK);
+    const double k = strstr(specs[s], "0.001") ? 200 : 2000;
+    const double got = (double)(bytes / 8);
+    if (got < 0.75 * k || got > 1.25 * k)
+      fail_msg("%s on exponential data: %g pairs, expected about %g", specs[s], got, k);
+    /* A threshold selection: everything sent is at least everything kept. */
+    const uint32_t *idx;
+    const float *val;
+    size_t count;
+    gs_sparse_view(pay, bytes, &idx, &val, &count);
+    float minsent = INFINITY;
+    unsigned char *sent = calloc(n, 1);
+    for (size_t i = 0; i < count; i++) {
+      minsent = fminf(minsent, fabsf(val[i]));
+      sent[idx[i]] = 1;
+    }
+    for (size_t i = 0; i < n; i++) assert_true(sent[i] || fabsf(g[i]) <= minsent);
+    free(sent);
+    free(pay);
+    gs_compress_state_destroy(st);
+    gs_compressor_destroy(c);
+  }
+  free(g);
+}
+
+/* ---- Unbiased quantisers ------------------------------------------------------- */
+
+static void unbiased(const char *spec, double tol) {
+  const size_t n = 256;
+  const int steps = 4000;
+  gs_compressor *c = make(spec);
+  gs_compress_state *st = state(c, n, 0, 2, 4);
+  float g[256], ref[256];
+  double mean_g = 0, var_g = 0;
+  for (size_t i = 0; i < n; i++) {
+    g[i] = normal();
+    mean_g += g[i];
+  }
+  mean_g /= n;
+  for (size_t i = 0; i < n; i++) var_g += (g[i] - mean_g) * (g[i] - mean_g);
+  /* TernGrad's expectation is the tensor clipped to 2.5 standard deviations. */
+  const float clip = (float)(2.5 * sqrt(var_g / n));
+  for (size_t i = 0; i < n; i++)
+    ref[i] = strcmp(spec, "terngrad") == 0 ? fmaxf(-clip, fminf(clip, g[i])) : g[i];
+  float *acc = calloc(n, sizeof *acc);
+  size_t cap = gs_compress_capacity(st, 0), bytes;
+  void *pay = malloc(cap), *first = malloc(cap);
+  for (int s = 0; s < steps; s++) {
+    assert_int_equal(gs_compress(st, g, n, pay, cap, &bytes), GS_OK);
+    if (s == 0) memcpy(first, pay, bytes);
+    if (s == 1) assert_memory_not_equal(first, pay, bytes); /* fresh noise */
+    assert_int_equal(gs_decompress_add(st, pay, bytes, acc, n), GS_OK);
+  }
+  double worst = 0;
+  for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(acc[i] / steps - ref[i]));
+  if (worst > tol)
+    fail_msg("%s: mean of %d decompressions deviates by %g from the input "
+             "(tolerance %g)", spec, steps, worst, tol);
+  /* Determinism: a second state with the same seed and rank repeats the
+   * first payload; another rank draws other noise. */
+  gs_compress_state *again = state(c, n, 0, 2, 4), *other = state(c, n, 0, 1, 4);
+  assert_int_equal(gs_compress(again, g, n, pay, cap, &bytes), GS_OK);
+  assert_memory_equal(first, pay, bytes);
+  assert_int_equal(gs_compress(other, g, n, pay, cap, &bytes), GS_OK);
+  assert_memory_not_equal(first, pay, bytes);
+  gs_compress_state_destroy(again);
+  gs_compress_state_destroy(other);
+  gs_compress_state_destroy(st);
+  gs_compressor_destroy(c);
+  free(acc), free(pay), free(first);
+}
+
+static void test_unbiased(void **unused) {
+  (void)unused;
+  /* Per-element standard error over 4000 draws: QSGD with 64 levels of
+   * ||g|| ~ 16, at most 0.125 / sqrt(4000) = 0.002; TernGrad with s ~ 2.7,
+   * at most 1.35 / sqrt(4000) = 0.021. Deterministic rounding would be off
+   * by up to 0.25 and 1.3. */
+  unbiased("qsgd:64", 0.012);
+  unbiased("qsgd:1000", 0.002);
+  unbiased("terngrad", 0.11);
+}
+
+/* ---- PowerSGD ------------------------------------------------------------------ */
+
+/* On 3 ranks whose gradients share a column space of rank 2, rank-2
+ * PowerSGD reconstructs the sum in one step from any warm start. */
+static void test_powersgd_low_rank(void **unused) {
+  (void)unused;
+  const size_t R = 40, C = 30, n = R * C;
+  gs_compressor *c = make("powersgd:2");
+  gs_compress_opts o = gs_compress_opts_default();
+  o.rows = R;
+  gs_compress_state *st[RANKS];
+  float A[40 * 2], *g[RANKS], *sum = calloc(n, sizeof *sum);
+  for (size_t i = 0; i < R * 2; i++) A[i] = normal();
+  for (int r = 0; r < RANKS; r++) {
+    o.rank = r;
+    o.nranks = RANKS;
+    assert_int_equal(gs_compress_state_create(c, n, &o, &st[r]), GS_OK);
+    g[r] = malloc(n * sizeof(float));
+    float B[30 * 2];
+    for (size_t i = 0; i < C * 2; i++) B[i] = normal();
+    for (size_t i = 0; i < R; i++)
+      for (size_t j = 0; j < C; j++) {
+        g[r][i * C + j] = A[i * 2] * B[j * 2] + A[i * 2 + 1] * B[j * 2 + 1];
+        sum[i * C + j] += g[r][i * C + j];
+      }
+  }
+  size_t p_bytes = gs_compress_capacity(st[0], 0), q_bytes = gs_compress_capacity(st[0], 1);
+  assert_int_equal(p_bytes, 4 * R * 2);
+  assert_int_equal(q_bytes, 4 * C * 2);
+  float *pay[RANKS], *red = malloc(4 * n), *out = calloc(n, sizeof *out);
+  size_t bytes;
+  for (int r = 0; r < RANKS; r++) {
+    pay[r] = malloc(4 * n);
+    assert_int_equal(gs_compress(st[r], g[r], n, pay[r], 4 * n, &bytes), GS_OK);
+    assert_int_equal(bytes, p_bytes);
+  }
+  memcpy(red, pay[0], p_bytes);
+  for (int r = 1; r < RANKS; r++) gs_reduce_local(red, pay[r], R * 2, GS_F32, GS_SUM);
+  for (int r = 0; r < RANKS; r++) {
+    assert_int_equal(gs_compress_round(st[r], 1, red, p_bytes, pay[r], 4 * n, &bytes),
+                     GS_OK);
+    assert_int_equal(bytes, q_bytes);
+  }
+  memcpy(red, pay[0], q_bytes);
+  for (int r = 1; r < RANKS; r++) gs_reduce_local(red, pay[r], C * 2, GS_F32, GS_SUM);
+  assert_int_equal(gs_decompress_add(st[0], red, q_bytes, out, n), GS_OK);
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < n; i++) {
+    err += (out[i] - sum[i]) * (double)(out[i] - sum[i]);
+    norm += (double)sum[i] * sum[i];
+  }
+  if (sqrt(err / norm) > 1e-4)
+    fail_msg("powersgd: relative reconstruction error %g", sqrt(err / norm));
+  for (int r = 0; r < RANKS; r++) {
+    const float *e = gs_compress_residual(st[r]);
+    double en = 0;
+    for (size_t i = 0; i < n; i++) en += (double)e[i] * e[i];
+    if (sqrt(en / norm) > 1e-4) fail_msg("powersgd: residual %g", sqrt(en / norm));
+    /* The round must be called in order. */
+    assert_int_equal(gs_compress_round(st[r], 2, red, q_bytes, pay[r], 4 * n, &bytes),
+                     GS_ERR_INVALID_ARG);
+    gs_compress_state_destroy(st[r]);
+    free(g[r]);
+    free(pay[r]);
+  }
+  free(sum), free(red), free(out);
+  gs_compressor_destroy(c);
+}
+
+/* ---- random-k and determinism -------------------------------------------------- */
+
+static void test_randomk(void **unused) {
+  (void)unused;
+  const size_t n = 1000;
+  gs_compressor *c = make("randomk:0.1");
+  gs_compress_state *a = state(c, n, 0, 0, 2), *b = state(c, n, 0, 1, 2);
+  float g[1000];
+  for (size_t i = 0; i < n; i++) g[i] = (float)i + 1;
+  size_t cap = gs_compress_capacity(a, 0), bytes;
+  float *pa = malloc(cap), *pb = malloc(cap), *acc = calloc(n, sizeof *acc);
+  uint64_t seen_steps = 0;
+  for (int step = 0; step < 4; step++) {
+    assert_int_equal(gs_compress(a, g, n, pa, cap, &bytes), GS_OK);
+    assert_int_equal(gs_compress(b, g, n, pb, cap, &bytes), GS_OK);
+    assert_int_equal(bytes, 400);
+    /* Both ranks picked the same indices: the same values of the same g. */
+    assert_memory_equal(pa, pb, bytes);
+    memset(acc, 0, n * sizeof *acc);
+    assert_int_equal(gs_decompress_add(a, pa, bytes, acc, n), GS_OK);
+    size_t nz = 0;
+    uint64_t h = 0;
+    for (size_t i = 0; i < n; i++)
+      if (acc[i] != 0) {
+        assert_true(acc[i] == g[i]);
+        nz++;
+        h = h * 31 + i;
+      }
+    assert_int_equal(nz, 100); /* distinct indices */
+    assert_true(h != seen_steps); /* another choice each step */
+    seen_steps = h;
+  }
+  gs_compress_state_destroy(a);
+  gs_compress_state_destroy(b);
+  gs_compressor_destroy(c);
+  free(pa), free(pb), free(acc);
+}
+
+static void test_determinism(void **unused) {
+  (void)unused;
+  const size_t n = 3001;
+  float *g = malloc(n * sizeof *g);
+  for (size_t s = 0; s < NSPECS; s++) {
+    gs_compressor *c = make(all_specs[s]);
+    gs_compress_state *a = state(c, n, 1, 1, 3), *b = state(c, n, 1, 1, 3);
+    size_t cap = gs_compress_capacity(a, 0) + gs_compress_capacity(a, 0) % 4;
+    void *pa = malloc(cap + 4), *pb = malloc(cap + 4);
+    for (int step = 0; step < 3; step++) {
+      for (size_t i = 0; i < n; i++) g[i] = normal();
+      size_t ba, bb;
+      assert_int_equal(gs_compress(a, g, n, pa, cap, &ba), GS_OK);
+      assert_int_equal(gs_compress(b, g, n, pb, cap, &bb), GS_OK);
+      assert_int_equal(ba, bb);
+      if (memcmp(pa, pb, ba) != 0) fail_msg("%s: payloads differ", all_specs[s]);
+      if (gs_compress_capacity(a, 1) > 0) { /* PowerSGD: finish the step */
+        size_t c1 = gs_compress_capacity(a, 1);
+        void *qa = malloc(c1), *qb = malloc(c1);
+        assert_int_equal(gs_compress_round(a, 1, pa, ba, qa, c1, &ba), GS_OK);
+        assert_int_equal(gs_compress_round(b, 1, pb, bb, qb, c1, &bb), GS_OK);
+        assert_memory_equal(qa, qb, ba);
+        free(qa), free(qb);
+      }
+    }
+    gs_compress_state_destroy(a);
+    gs_compress_state_destroy(b);
+    gs_compressor_destroy(c);
+    free(pa), free(pb);
+  }
+  free(g);
+}
+
+/* ---- Failure paths ---------------------------------------------------------------- */
+
+static void test_failures(void **unused) {
+  (void)unused;
+  const size_t n = 100;
+  gs_compressor *c = make("topk:0.1");
+  gs_compress_state *st = state(c, n, 1, 0, 1);
+  float g[100];
+  for (size_t i = 0; i < n; i++) g[i] = (float)i;
+  uint32_t pay32[64];
+  size_t bytes;
+  /* Wrong n, small buffer, NULLs. */
+  assert_int_equal(gs_compress(st, g, 99, pay32, sizeof pay32, &bytes), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "created for n = 100"));
+  assert_int_equal(gs_compress(st, g, n, pay32, 79, &bytes), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "at least 80"));
+  assert_int_equal(gs_compress(st, NULL, n, pay32, 80, &bytes), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_compress((gs_compress_state *)st, g, n, (char *)pay32 + 1, 80,
+                               &bytes), GS_ERR_INVALID_ARG);
+  /* NaN: refused, and the residual and step are untouched. */
+  g[42] = NAN;
+  assert_int_equal(gs_compress(st, g, n, pay32, sizeof pay32, &bytes), GS_ERR_ARG);
+  assert_non_null(strstr(gs_last_error(), "grad[42] is NaN"));
+  assert_int_equal(gs_compress_step(st), 0);
+  for (size_t i = 0; i < n; i++) assert_true(gs_compress_residual(st)[i] == 0);
+  g[42] = 42;
+  assert_int_equal(gs_compress(st, g, n, pay32, sizeof pay32, &bytes), GS_OK);
+  /* Corrupt sparse payloads: index out of range, odd size, too large. */
+  float out[100] = {0};
+  pay32[0] = 100;
+  assert_int_equal(gs_decompress_add(st, pay32, bytes, out, n), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "index 100"));
+  assert_int_equal(gs_decompress_add(st, pay32, 12, out, n), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_decompress_add(st, pay32, 88, out, n), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_decompress_add(st, pay32, 0, out, n), GS_OK); /* none sent */
+  /* A single-round compressor has no round 1. */
+  assert_int_equal(gs_compress_round(st, 1, pay32, 80, pay32, 80, &bytes),
+                   GS_ERR_INVALID_ARG);
+  gs_compress_state_destroy(st);
+  gs_compressor_destroy(c);
+  /* Opaque payloads carry their count: decoding against another tensor fails. */
+  c = make("qsgd:8");
+  gs_compress_state *a = state(c, 100, 1, 0, 1), *b = state(c, 92, 1, 0, 1);
+  unsigned char buf[200];
+  assert_int_equal(gs_compress(a, g, 100, buf, sizeof buf, &bytes), GS_OK);
+  assert_int_equal(gs_decompress_add(b, buf, bytes - 8, out, 92), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "encodes 100 elements"));
+  assert_int_equal(gs_decompress_add(a, buf, bytes - 1, out, 100), GS_ERR_INVALID_ARG);
+  gs_compress_state_destroy(a);
+  gs_compress_state_destroy(b);
+  gs_compressor_destroy(c);
+  /* Options out of range. */
+  c = make("dgc:0.1");
+  gs_compress_opts o = gs_compress_opts_default();
+  o.momentum = 1.5f;
+  assert_int_equal(gs_compress_state_create(c, 10, &o, &st), GS_ERR_INVALID_ARG);
+  o = gs_compress_opts_default();
+  o.rank = 4;
+  o.nranks = 4;
+  assert_int_equal(gs_compress_state_create(c, 10, &o, &st), GS_ERR_INVALID_ARG);
+  gs_compressor_destroy(c);
+  c = make("powersgd:2");
+  o = gs_compress_opts_default();
+  o.rows = 11;
+  assert_int_equal(gs_compress_state_create(c, 10, &o, &st), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "rows = 11"));
+  gs_compressor_destroy(c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_specs),
+      cmocka_unit_test(test_info_and_bytes),
+      cmocka_unit_test(test_error_feedback),
+      cmocka_unit_test(test_no_ef),
+      cmocka_unit_test(test_return),
+      cmocka_unit_test(test_dgc_momentum),
+      cmocka_unit_test(test_dgc_warmup_and_clip),
+      cmocka_unit_test(test_sidco_fits),
+      cmocka_unit_test(test_unbiased),
+      cmocka_unit_test(test_powersgd_low_rank),
+      cmocka_unit_test(test_randomk),
+      cmocka_unit_test(test_determinism),
+      cmocka_unit_test(test_failures),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
