@@ -12,7 +12,9 @@
  *   2. exchange the payloads: an all-reduce (sum) for summable payloads
  *      (none, fp16, bf16, random-k; PowerSGD's two rounds with the
  *      orthogonalisation between them), an all-gather(v) of every rank's
- *      payload for sparse and opaque ones (top-k, DGC, QSGD, ...);
+ *      payload for sparse and opaque ones (top-k, DGC, QSGD, ...), or
+ *      gTop-k's tree merge for fixed-k sparse ones (the entries this rank
+ *      selected that the global set dropped return to its error feedback);
  *   3. buf = (sum over ranks of D(payload_r)) / p, the same bits on every
  *      rank: decoding happens in rank order from the same gathered bytes, or
  *      once from the same reduced payload.
@@ -40,8 +42,10 @@ extern "C" {
 #endif
 
 /* The exchange a compressor's payloads travel through by default:
- * GS_XCHG_ALLREDUCE for dense one-round payloads, GS_XCHG_POWERSGD for
- * multi-round ones, GS_XCHG_ALLGATHER for sparse and opaque ones. */
+ * GS_XCHG_GTOPK for gtopk, GS_XCHG_ALLREDUCE for dense one-round payloads,
+ * GS_XCHG_POWERSGD for multi-round ones, GS_XCHG_ALLGATHER for the other
+ * sparse and opaque ones. GS_XCHG_HITOPK is not carried here (it selects
+ * on node sums, outside a compressor's error feedback). */
 gs_xchg gs_compress_default_xchg(const gs_compressor_info *info);
 
 /* GS_OK if the compressor's payloads can travel through `x` in this build

@@ -234,11 +234,12 @@ typedef struct gs_cost_compress {
 gs_status gs_cost_compress_check(const gs_cost_compress *z);
 
 /* Predicted time of one message of `bytes` dense bytes sent compressed
- * through exchange x: encode + collective of the payload + decode (an
- * all-gather is preceded by one of every rank's status and size, 16 bytes). Returns
- * a negative value for an exchange the cost model cannot predict (gtopk and
- * hitopk: their formulas come with the sparse collectives) or invalid
- * arguments. On one rank it is the coding time alone. Affine in `bytes`. */
+ * through exchange x: encode + collective of the payload + decode. An
+ * all-gather is preceded by one of every rank's status and size (16 bytes);
+ * gtopk and hitopk take the payload as (index, value) pairs of 8 bytes
+ * (gs_cost_gtopk, gs_cost_hitopk of an f32 tensor). Returns a negative value
+ * for invalid arguments. On one rank it is the coding time alone. Affine in
+ * `bytes`. */
 double gs_cost_compressed(const gs_cost_params *c, gs_cost_topo t, gs_xchg x,
                           const gs_cost_compress *z, double bytes);
 

@@ -28,6 +28,8 @@
 #include <stddef.h>
 
 #include "gradsync/comm.h"
+#include "gradsync/compress.h"
+#include "gradsync/compress_comm.h"
 #include "gradsync/core.h"
 #include "gradsync/cost.h"
 
@@ -237,6 +239,22 @@ typedef struct gs_plan_xchg {
 gs_status gs_plan_make_xchg(const gs_profile *profile, const gs_plan_cost *cost,
                             const gs_plan_xchg *x, const gs_plan_policy *policy,
                             int allow_dear, gs_plan **out);
+
+/* The alternatives a compressor offers on a network: with required, its
+ * own exchange only (gs_compress_default_xchg: the exchange changes a
+ * sparse result, which must not depend on timings); otherwise one per
+ * exchange its payloads can travel through (gs_compress_xchg_check), each
+ * priced by
+ * gs_cost_compressed with the compressor's figures (gs_compress_cost_figures
+ * with a measured coding rate secs_per_elem, gs_compressor_measure).
+ * `dense` (may be NULL) is the dense all-reduce's cost as the planner sees
+ * it: params' alpha and beta are then refitted to its line (ring formula,
+ * gs_cost_calibrate_allreduce) so that dense and compressed messages are
+ * priced on the same network. required: see gs_plan_xchg. */
+gs_status gs_plan_xchg_from_compressor(const gs_compressor *c, double secs_per_elem,
+                                       const gs_cost_params *params, gs_cost_topo topo,
+                                       const gs_cost_curve *dense, int required,
+                                       gs_plan_xchg *out);
 
 /* gs_plan_predict with a per-group choice (group_xchg[g] = -1: dense, else
  * a kind present in x; group_xchg NULL: all dense). */

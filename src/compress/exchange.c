@@ -13,6 +13,7 @@
 /* ---- Which collective carries which payload ---------------------------------- */
 
 gs_xchg gs_compress_default_xchg(const gs_compressor_info *info) {
+  if (info->name && strcmp(info->name, "gtopk") == 0) return GS_XCHG_GTOPK;
   if (info->exchange == GS_EXCHANGE_DENSE)
     return info->rounds > 1 ? GS_XCHG_POWERSGD : GS_XCHG_ALLREDUCE;
   return GS_XCHG_ALLGATHER;
@@ -31,6 +32,10 @@ gs_status gs_compress_xchg_check(const gs_compressor_info *info, gs_xchg x) {
     case GS_XCHG_ALLGATHER:
       ok = info->exchange != GS_EXCHANGE_DENSE;
       break;
+    case GS_XCHG_GTOPK:
+      /* gTop-k merges fixed-k f32 pairs. */
+      ok = info->exchange == GS_EXCHANGE_SPARSE && info->fixed_size;
+      break;
     default:
       ok = 0;
   }
@@ -46,6 +51,8 @@ gs_status gs_compress_xchg_check(const gs_compressor_info *info, gs_xchg x) {
 struct gs_xchg_ws {
   void *own, *red;      /* this rank's payload; reduced or gathered payloads */
   size_t own_cap, red_cap;
+  void *aux;            /* gTop-k: kept flags, returned pairs */
+  size_t aux_cap;
   int64_t *hdr;         /* per rank: status, bytes */
   size_t *counts, *displs;
   int hdr_ranks;
@@ -61,6 +68,7 @@ void gs_xchg_ws_destroy(gs_xchg_ws *ws) {
   if (ws == NULL) return;
   gs_free(ws->own);
   gs_free(ws->red);
+  gs_free(ws->aux);
   gs_free(ws->hdr);
   gs_free(ws->counts);
   gs_free(ws->displs);
@@ -252,6 +260,69 @@ static gs_status xchg_gather(gs_comm *comm, const gs_compressor_info *info,
   return GS_OK;
 }
 
+/* gTop-k (Shi et al., ICDCS 2019): the pairs of every rank merge in a tree
+ * into one global set of at most k pairs, the same on every rank; this
+ * rank's selected entries that did not make the global set go back to its
+ * error feedback (gs_compress_return). A rank whose compression failed
+ * gives k + 1 pairs, which the collective's own validity exchange turns
+ * into an error on every rank naming it. */
+static gs_status xchg_gtopk(gs_comm *comm, gs_compress_state *st, float *buf, size_t n,
+                            gs_xchg_ws *ws, gs_xchg_stats *s) {
+  uint64_t t0 = gs_now_ns();
+  size_t cap = gs_compress_capacity(st, 0), k = cap / 8, bytes = 0;
+  GS_CHECK(grow(&ws->own, &ws->own_cap, (k + 1) * 8));
+  GS_CHECK(grow(&ws->red, &ws->red_cap, (k + 1) * 8));
+  const size_t koff = (k + 8) / 8 * 8; /* kept flags, then aligned pairs */
+  GS_CHECK(grow(&ws->aux, &ws->aux_cap, koff + (k + 1) * 8));
+  gs_status mine = gs_compress(st, buf, n, ws->own, cap, &bytes);
+  char why[512] = "";
+  const uint32_t *idx;
+  const float *val;
+  size_t count = 0;
+  uint32_t *bad_idx = NULL;
+  float *bad_val = NULL;
+  if (mine == GS_OK) GS_CHECK(gs_sparse_view(ws->own, bytes, &idx, &val, &count));
+  if (mine != GS_OK) {
+    snprintf(why, sizeof why, "%s", gs_last_error());
+    bad_idx = ws->own;
+    bad_val = (float *)((uint32_t *)ws->own + k + 1);
+    memset(ws->own, 0, (k + 1) * 8);
+    idx = bad_idx;
+    val = bad_val;
+    count = k + 1;
+  }
+  s->compress_s += since(t0);
+  t0 = gs_now_ns();
+  uint32_t *out_idx = ws->red;
+  float *out_val = (float *)((uint32_t *)ws->red + k + 1);
+  uint8_t *kept = ws->aux;
+  size_t out_count = 0;
+  gs_status cs = gs_gtopk(comm, idx, val, count, k, n, out_idx, out_val, &out_count,
+                          kept);
+  s->comm_s += since(t0);
+  if (mine != GS_OK) {
+    gs__error_set_message(why);
+    return mine;
+  }
+  if (cs != GS_OK) return cs;
+  s->payload_bytes += bytes;
+  t0 = gs_now_ns();
+  /* Error feedback: what this rank selected but the global set dropped. */
+  uint32_t *ret_idx = (uint32_t *)((uint8_t *)ws->aux + koff);
+  size_t nret = 0;
+  for (size_t i = 0; i < count; i++)
+    if (!kept[i]) ret_idx[nret++] = idx[i];
+  float *ret_val = (float *)(ret_idx + nret);
+  for (size_t i = 0, j = 0; i < count; i++)
+    if (!kept[i]) ret_val[j++] = val[i];
+  if (nret) GS_CHECK(gs_compress_return(st, ret_idx, ret_val, nret));
+  memset(buf, 0, n * sizeof *buf);
+  for (size_t i = 0; i < out_count; i++) buf[out_idx[i]] += out_val[i];
+  GS_CHECK(gs_scale_div(buf, n, GS_F32, gs_comm_size(comm)));
+  s->decompress_s += since(t0);
+  return GS_OK;
+}
+
 gs_status gs_compress_allreduce(gs_comm *comm, const gs_compressor *c,
                                 gs_compress_state *st, float *buf, size_t n,
                                 gs_xchg x, gs_xchg_ws *ws, gs_xchg_stats *stats) {
@@ -268,6 +339,7 @@ gs_status gs_compress_allreduce(gs_comm *comm, const gs_compressor *c,
     ws = own_ws;
   }
   gs_status rc = x == GS_XCHG_ALLGATHER ? xchg_gather(comm, &info, st, buf, n, ws, s)
+                 : x == GS_XCHG_GTOPK   ? xchg_gtopk(comm, st, buf, n, ws, s)
                                         : xchg_dense(comm, c, &info, st, buf, n, ws, s);
   if (rc == GS_OK) {
     s->calls++;

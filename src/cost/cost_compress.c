@@ -61,6 +61,16 @@ double gs_cost_compressed(const gs_cost_params *c, gs_cost_topo t, gs_xchg x,
       decoded = payload;
       break;
     }
+    case GS_XCHG_GTOPK:
+      /* The payload is k (index, value) pairs of 8 bytes; the global set
+       * that comes back has k pairs too. */
+      comm = gs_cost_gtopk(c, t, payload / 8, 8);
+      decoded = payload;
+      break;
+    case GS_XCHG_HITOPK:
+      comm = gs_cost_hitopk(c, t, bytes / 4, 4, payload / 8, 8);
+      decoded = payload;
+      break;
     default:
       return -1.0;
   }

@@ -237,3 +237,48 @@ gs_status gs_plan_make_xchg(const gs_profile *profile, const gs_plan_cost *cost,
   *out = best;
   return GS_OK;
 }
+
+gs_status gs_plan_xchg_from_compressor(const gs_compressor *c, double secs_per_elem,
+                                       const gs_cost_params *params_in, gs_cost_topo topo,
+                                       const gs_cost_curve *dense, int required,
+                                       gs_plan_xchg *x) {
+  if (c == NULL || params_in == NULL || x == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "plan: compression costs: NULL argument");
+  memset(x, 0, sizeof *x);
+  gs_compressor_info info;
+  GS_CHECK(gs_compressor_info_get(c, &info));
+  gs_cost_params params = *params_in;
+  if (dense != NULL && topo.ranks > 1) {
+    /* Two sizes on the dense line determine alpha and beta. */
+    memset(params.fit, 0, sizeof params.fit);
+    double sz[2] = {1 << 20, 16 << 20};
+    double secs[2] = {dense->a + dense->b * sz[0], dense->a + dense->b * sz[1]};
+    if (secs[1] > secs[0])
+      GS_CHECK(gs_cost_calibrate_allreduce(&params, topo, GS_ALGO_RING, sz, secs, 2));
+  }
+  /* Payloads are proportional to the dense size: 1 Mi elements stand for
+   * the ratio of any group. */
+  gs_cost_compress z;
+  GS_CHECK(gs_compress_cost_figures(c, (size_t)1 << 20, secs_per_elem, &z));
+  x->required = required != 0;
+  /* Required compression keeps the compressor's own exchange, whatever the
+   * costs: which exchange carries a sparse payload changes the result
+   * (gTop-k keeps a global top-k of the sum), and a run must not depend on
+   * timings. With auto, the plan chooses among all of them. */
+  const gs_xchg own = gs_compress_default_xchg(&info);
+  for (int k = 0; k < GS_XCHG_COUNT && x->n < GS_PLAN_MAX_XCHG; k++) {
+    gs_xchg xk = (gs_xchg)k;
+    if (x->required && xk != own) continue;
+    if (gs_compress_xchg_check(&info, xk) != GS_OK) continue;
+    double t0 = gs_cost_compressed(&params, topo, xk, &z, 0);
+    double t1 = gs_cost_compressed(&params, topo, xk, &z, 1e6);
+    if (t0 < 0 || t1 < t0) continue;
+    GS_CHECK(gs_cost_curve_affine(t0, (t1 - t0) / 1e6, &x->cost[x->n]));
+    x->kind[x->n++] = xk;
+  }
+  gs_clear_error();
+  if (x->n == 0)
+    return gs_error(GS_ERR_UNSUPPORTED, "plan: compression %s: no exchange can carry "
+                    "its payloads", gs_compressor_spec(c));
+  return GS_OK;
+}
