@@ -16,6 +16,8 @@
 # Usage: bench/train/compress_sweep.sh [EPOCHS] [TABLE_EPOCHS] [TABLE_STEPS] [EPOCHS_1G]
 #   BENCH_QUICK=1: every run 1 epoch of at most 20 steps (a smoke run).
 #   SKIP=1,3 leaves parts out.
+#   MAX_STEPS=N: at most N steps per epoch in parts 1 and 3 (recorded in
+#   every command; for when the full runs do not fit).
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -25,6 +27,7 @@ table_epochs=${2:-1}
 table_steps=${3:-120}
 epochs_1g=${4:-2}
 limit=()
+[ -n "${MAX_STEPS:-}" ] && limit=(--max-steps "$MAX_STEPS")
 if [ "$BENCH_QUICK" = 1 ]; then
   epochs=1 table_epochs=1 table_steps=20 epochs_1g=1 limit=(--max-steps 20)
 fi
