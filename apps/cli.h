@@ -13,6 +13,8 @@
 int cmd_bench(int argc, char **argv);
 /* gradsync bench --op topk (apps/bench_topk.c), reached through cmd_bench. */
 int cmd_bench_topk(int argc, char **argv);
+/* gradsync bench --op sparse_allreduce (apps/bench_sparse.c). */
+int cmd_bench_sparse(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_replay(int argc, char **argv);

@@ -64,7 +64,8 @@ static void usage(FILE *f) {
           "\nMeasures a collective over a size sweep for each algorithm and for\n"
           "MPI's own collective in the same run, and checks every result.\n\n"
           "  --op NAME          allreduce (default), reduce_scatter, allgather,\n"
-          "                     bcast, alltoall\n"
+          "                     bcast, alltoall; sparse_allreduce (its own\n"
+          "                     options: --op sparse_allreduce --help)\n"
           "  --algo NAME|all    one algorithm or all (default all; 'auto' is\n"
           "                     gradsync's own choice, 'mpi' the peer)\n"
           "  --min-bytes SIZE   smallest size (default 4K; K, M, G = 2^10..)\n"
@@ -483,6 +484,12 @@ int cmd_bench(int argc, char **argv) {
       return cmd_bench_topk(argc, argv);
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "--op=topk") == 0) return cmd_bench_topk(argc, argv);
+  /* The sparse exchanges have options and rows of their own. */
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--op=sparse_allreduce") == 0 ||
+        (strcmp(argv[i], "--op") == 0 && i + 1 < argc &&
+         strcmp(argv[i + 1], "sparse_allreduce") == 0))
+      return cmd_bench_sparse(argc, argv);
   bench_opts o;
   int rc = parse_opts(argc, argv, &o);
   if (rc == 1) return 0; /* --help */

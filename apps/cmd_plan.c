@@ -25,7 +25,8 @@ static void usage(FILE *f) {
           "usage: gradsync plan --profile FILE --policy P|all\n"
           "                     (--a SECONDS --b SECONDS_PER_BYTE |\n"
           "                      --net PRESET --workers N [--nodes N] [--algo A])\n"
-          "                     [--compute-scale F] [--json] [--verbose]\n"
+          "                     [--compute-scale F] [--compress [auto:]SPEC]\n"
+          "                     [--json] [--verbose]\n"
           "\nGroups a model's gradient tensors into messages and predicts the\n"
           "iteration time: messages go one at a time in backward order, each\n"
           "starting when its last tensor is ready and the previous one is done.\n\n"
@@ -43,6 +44,13 @@ static void usage(FILE *f) {
           "                     ring, rd, rabenseifner, hier\n"
           "  --compute-scale F  multiply forward_s and every backward_s by F > 0\n"
           "                     (project a profile onto a faster or slower device)\n"
+          "  --compress SPEC    send every group compressed (a compressor spec:\n"
+          "                     topk:0.01, gtopk:0.001, fp16, powersgd:4, ...)\n"
+          "                     through its own exchange; auto:SPEC lets each\n"
+          "                     group stay dense or go compressed through any\n"
+          "                     exchange, whichever is predicted fastest.\n"
+          "                     The coding rate is measured here; with --a/--b\n"
+          "                     it needs --workers\n"
           "  --json             one JSON object per policy and line\n"
           "  --verbose          also print each plan's groups\n"
           "  --help             this text\n");
@@ -60,13 +68,16 @@ static double total_bytes(const gs_profile *p) {
 }
 
 static void print_groups(FILE *f, const gs_plan *pl) {
-  fprintf(f, "  %s groups (launch order):", gs_plan_policy_name(pl->policy.kind));
+  fprintf(f, "  %s groups (launch order%s):", gs_plan_policy_name(pl->policy.kind),
+          pl->group_xchg ? "; :exchange where compressed" : "");
   for (size_t g = 0; g < pl->ngroups; g++) {
     size_t lo = pl->tensors[pl->offsets[g]], hi = pl->tensors[pl->offsets[g + 1] - 1];
+    const char *z = pl->group_xchg && pl->group_xchg[g] >= 0
+                        ? gs_xchg_name((gs_xchg)pl->group_xchg[g]) : NULL;
     if (lo == hi)
-      fprintf(f, " [%zu]", lo);
+      fprintf(f, " [%zu%s%s]", lo, z ? ":" : "", z ? z : "");
     else
-      fprintf(f, " [%zu-%zu]", lo, hi);
+      fprintf(f, " [%zu-%zu%s%s]", lo, hi, z ? ":" : "", z ? z : "");
   }
   fprintf(f, "\n");
 }
@@ -93,6 +104,13 @@ static char *row_json(const plan_row *r, const gs_profile *prof,
       cJSON_AddItemToArray(grp, cJSON_CreateNumber((double)pl->tensors[k]));
     cJSON_AddItemToArray(groups, grp);
   }
+  if (pl->group_xchg) {
+    /* Per group, in launch order: "dense" or the compressed exchange. */
+    cJSON *gx = cJSON_AddArrayToObject(o, "group_exchange");
+    for (size_t g = 0; g < pl->ngroups; g++)
+      cJSON_AddItemToArray(gx, cJSON_CreateString(
+          pl->group_xchg[g] >= 0 ? gs_xchg_name((gs_xchg)pl->group_xchg[g]) : "dense"));
+  }
   cJSON_AddNumberToObject(o, "predicted_iter_s", pl->predicted_iter_s);
   cJSON_AddNumberToObject(o, "speedup_vs_wfbp", wfbp_s / pl->predicted_iter_s);
   cJSON_AddNumberToObject(o, "speedup_vs_single", single_s / pl->predicted_iter_s);
@@ -117,7 +135,8 @@ int cmd_plan(int argc, char **argv) {
       {"nodes", required_argument, 0, 'N'},   {"algo", required_argument, 0, 'A'},
       {"json", no_argument, 0, 'j'},          {"verbose", no_argument, 0, 'v'},
       {"help", no_argument, 0, 'h'},          {"compute-scale", required_argument, 0, 's'},
-      {0, 0, 0, 0}};
+      {"compress", required_argument, 0, 'z'}, {0, 0, 0, 0}};
+  const char *compress = NULL;
   const char *profile_path = NULL, *policy = "all", *net = NULL, *algo_name = "auto";
   double a = -1, b = -1, scale = 1.0;
   int have_a = 0, have_b = 0, workers = 0, nodes = 0, json = 0, verbose = 0;
@@ -162,6 +181,7 @@ int cmd_plan(int argc, char **argv) {
         }
         break;
       case 'A': algo_name = optarg; break;
+      case 'z': compress = optarg; break;
       case 'j': json = 1; break;
       case 'v': verbose = 1; break;
       case 'h': usage(stdout); return 0;
@@ -204,6 +224,11 @@ int cmd_plan(int argc, char **argv) {
     return 2;
   }
 
+  if (compress && workers == 0) {
+    cli_error(VERB, "--compress needs --workers N (the exchanges' cost depends on it)");
+    return 2;
+  }
+  gs_cost_params zparams = {0};
   gs_plan_cost cost;
   if (have_a) {
     if (gs_plan_cost_from_ab(a, b, &cost) != GS_OK) {
@@ -225,6 +250,31 @@ int cmd_plan(int argc, char **argv) {
     if (gs_plan_cost_from_net(&params, topo, algo, &cost) != GS_OK) {
       cli_error(VERB, "--algo %s: %s", algo_name, gs_last_error());
       return 2;
+    }
+    zparams = params;
+  }
+  /* The compressor: "auto:SPEC" lets each group choose. */
+  gs_compressor *zc = NULL;
+  int zrequired = 0;
+  if (compress && strcmp(compress, "none") != 0 && strcmp(compress, "auto:none") != 0) {
+    zrequired = strncmp(compress, "auto:", 5) != 0;
+    if (gs_compressor_create(zrequired ? compress : compress + 5, &zc) != GS_OK) {
+      cli_error(VERB, "--compress: %s", gs_last_error());
+      return 2;
+    }
+  }
+  gs_plan_xchg xchg = {0};
+  if (zc) {
+    /* With --a/--b the network's alpha and beta are fitted to the line. */
+    if (have_a) gs_cost_preset("1GbE", &zparams);
+    gs_cost_topo topo = {workers, nodes > 0 ? nodes : workers};
+    double spe = 0;
+    if (gs_compressor_measure(zc, (size_t)1 << 18, &spe) != GS_OK ||
+        gs_plan_xchg_from_compressor(zc, spe, &zparams, topo, have_a ? &cost.ar : NULL,
+                                     zrequired, &xchg) != GS_OK) {
+      cli_error(VERB, "--compress %s: %s", compress, gs_last_error());
+      gs_compressor_destroy(zc);
+      return 1;
     }
   }
 
@@ -264,7 +314,9 @@ int cmd_plan(int argc, char **argv) {
   }
   for (size_t k = 0; k < nspecs; k++) {
     rows[k].spec = specs[k];
-    if (gs_plan_make(prof, &cost, specs[k], &rows[k].plan) != GS_OK) {
+    gs_plan_policy pk;
+    if (gs_plan_policy_parse(specs[k], &pk) != GS_OK ||
+        gs_plan_make_xchg(prof, &cost, &xchg, &pk, 1, &rows[k].plan) != GS_OK) {
       cli_error(VERB, "%s: %s", specs[k], gs_last_error());
       rc = 1;
       goto done;
@@ -292,8 +344,9 @@ int cmd_plan(int argc, char **argv) {
   if (scale != 1.0) printf(" (times scaled by %g)", scale);
   printf("\ncost: all-reduce %.3e s + %.3e s/B", cost.ar.a, cost.ar.b);
   if (net) printf(" (%s, %d workers, %s)", net, workers, algo_name);
-  printf("\n\n%-18s %7s %12s %8s %9s\n", "policy", "groups", "iter (ms)", "vs wfbp",
-         "vs single");
+  if (zc) printf("\ncompression: %s", compress);
+  printf("\n\n%-18s %7s %12s %8s %9s%s\n", "policy", "groups", "iter (ms)", "vs wfbp",
+         "vs single", zc ? " compressed" : "");
   for (size_t k = 0; k < nspecs; k++) {
     const gs_plan *pl = rows[k].plan;
     char name[64];
@@ -301,9 +354,15 @@ int cmd_plan(int argc, char **argv) {
       snprintf(name, sizeof name, "auto (%s)", gs_plan_policy_name(pl->chosen));
     else
       snprintf(name, sizeof name, "%s", rows[k].spec);
-    printf("%-18s %7zu %12.3f %8.3f %9.3f\n", name, pl->ngroups,
+    printf("%-18s %7zu %12.3f %8.3f %9.3f", name, pl->ngroups,
            pl->predicted_iter_s * 1e3, wfbp_s / pl->predicted_iter_s,
            single_s / pl->predicted_iter_s);
+    if (zc) {
+      size_t nz = 0;
+      for (size_t g = 0; pl->group_xchg && g < pl->ngroups; g++) nz += pl->group_xchg[g] >= 0;
+      printf(" %10zu", nz);
+    }
+    printf("\n");
   }
   if (verbose) {
     printf("\n");
@@ -314,5 +373,6 @@ done:
   gs_plan_free(wfbp);
   gs_plan_free(single);
   gs_profile_free(prof);
+  gs_compressor_destroy(zc);
   return rc;
 }

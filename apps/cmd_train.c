@@ -35,6 +35,16 @@ static void usage(FILE *f) {
     "  --warmup-epochs W   linear learning-rate warm-up (default 0)\n"
     "  --policy P          wfbp, single, bucket[:MB[,first=MB]], mgwfbp,\n"
     "                      optimal, dear or auto (default)\n"
+    "  --compress SPEC     send gradients compressed (topk:0.01, gtopk:0.001,\n"
+    "                      dgc:0.001, qsgd:16, powersgd:4, fp16, ...; see\n"
+    "                      gradsync plan --help): every group, through the\n"
+    "                      exchange the plan predicts fastest; auto:SPEC lets\n"
+    "                      each group stay dense where that is faster\n"
+    "  --no-ef             no error feedback (the residual of compression is\n"
+    "                      dropped instead of added to the next step)\n"
+    "  --compress-warmup-steps N  dgc: exponential density warm-up over N\n"
+    "                      steps; dgc applies --momentum itself (momentum\n"
+    "                      correction) and the optimizer none\n"
     "  --data DIR          Fashion-MNIST's IDX files (default\n"
     "                      " GS_NN_FASHION_MNIST_DIR ")\n"
     "  --synthetic N       train on N synthetic samples instead\n"
@@ -60,6 +70,8 @@ static int parse_opts(int argc, char **argv, train_config *o) {
       {"weight-decay", required_argument, 0, 'W'},
       {"schedule", required_argument, 0, 'S'},
       {"warmup-epochs", required_argument, 0, 'w'},
+      {"compress", required_argument, 0, 'Z'}, {"no-ef", no_argument, 0, 'E'},
+      {"compress-warmup-steps", required_argument, 0, 'U'},
       {"policy", required_argument, 0, 'p'},  {"data", required_argument, 0, 'd'},
       {"synthetic", required_argument, 0, 'y'},
       {"checkpoint", required_argument, 0, 'c'}, {"resume", no_argument, 0, 'r'},
@@ -144,6 +156,28 @@ static int parse_opts(int argc, char **argv, train_config *o) {
         o->policy = optarg;
         break;
       }
+      case 'Z': {
+        /* The spec is checked here (exit 2) and agreed between ranks by
+         * the engine. */
+        const char *kind = strncmp(optarg, "auto:", 5) == 0 ? optarg + 5 : optarg;
+        gs_compressor *zc = NULL;
+        if (strcmp(kind, "none") != 0 && gs_compressor_create(kind, &zc) != GS_OK) {
+          cli_error(VERB, "--compress: %s", gs_last_error());
+          return 2;
+        }
+        gs_compressor_destroy(zc);
+        o->compress = optarg;
+        break;
+      }
+      case 'E': o->no_ef = 1; break;
+      case 'U':
+        if (cli_parse_long(optarg, 0, 100000000, &n)) {
+          cli_error(VERB, "--compress-warmup-steps '%s' must be an integer from 0 to "
+                    "100000000", optarg);
+          return 2;
+        }
+        o->compress_warmup_steps = n;
+        break;
       case 'd': o->data_dir = optarg; break;
       case 'y':
       case 'x': {
@@ -183,6 +217,16 @@ static int parse_opts(int argc, char **argv, train_config *o) {
   if (optind < argc) {
     cli_error(VERB, "unexpected argument '%s'", argv[optind]);
     return 2;
+  }
+  if ((o->no_ef || o->compress_warmup_steps) && !o->compress) {
+    cli_error(VERB, "--no-ef and --compress-warmup-steps need --compress SPEC");
+    return 2;
+  }
+  /* DGC corrects momentum itself: the optimizer's momentum moves into the
+   * compressor (Lin et al., ICLR 2018, Sec. 3.2). */
+  if (o->compress && strstr(o->compress, "dgc:") != NULL) {
+    o->compress_momentum = o->momentum;
+    o->momentum = 0;
   }
   if (o->resume && !o->checkpoint_dir) {
     cli_error(VERB, "--resume needs --checkpoint DIR");

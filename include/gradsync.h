@@ -17,5 +17,6 @@
 #include "gradsync/plan.h"
 #include "gradsync/engine.h"
 #include "gradsync/compress.h"
+#include "gradsync/compress_comm.h"
 
 #endif /* GRADSYNC_H */

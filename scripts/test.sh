@@ -36,7 +36,7 @@ if [ $quick -eq 0 ]; then
   # main threads issue collectives beside the engine's; and the watchdogs
   # (a collective error or stall on one rank, a healthy long run, an engine
   # stall), the engine's agreement and DeAR's buffer contract on 2 ranks.
-  run_suite build-tsan "-R ^(comm_collectives_np[2348]|comm_collectives_hier_np4|comm_mismatch_np3|engine_np[2348]|cli_threads|comm_fault_(error|stall|healthy)_np2|engine_(stall|agree|dear_contract)_np2)$" \
+  run_suite build-tsan "-R ^(comm_collectives_np[2348]|comm_collectives_hier_np4|comm_mismatch_np3|engine_np[2348]|cli_threads|comm_fault_(error|stall|healthy)_np2|engine_(stall|agree|dear_contract)_np2|comm_sparse_np[234]|comm_sparse_nodes_np4)$" \
     -DGRADSYNC_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo
 fi
 echo "=== all test suites passed"

@@ -233,6 +233,130 @@ gs_status gs_alltoallv(gs_comm *comm, const void *sendbuf,
                        const size_t *rdispls, gs_dtype dtype, gs_algo algo);
 gs_status gs_barrier(gs_comm *comm, gs_algo algo);
 
+/* ---- Sparse collectives --------------------------------------------------
+ * A sparse tensor of n elements is `count` (index, value) pairs with
+ * idx[i] < n; duplicate indices add (within a rank and across ranks).
+ * Values are GS_F32, GS_F16 or GS_BF16 for the all-gathers and the sparse
+ * all-reduce, GS_F32 for gTop-k and HiTopKComm.
+ *
+ * Same conventions as the dense collectives: argument errors of the call
+ * itself (NULL buffers, a bad dtype) are returned on the caller's thread and
+ * nothing is queued; the work runs on the progress thread, completes through
+ * gs_wait, and the watchdog, GRADSYNC_TIMEOUT and GRADSYNC_FAULT apply.
+ * Every sparse collective starts with one small all-gather in which every
+ * rank states n, k, its count and whether its pairs are valid (an index
+ * >= n, count > k): a mismatch of n or k between ranks is GS_ERR_MISMATCH,
+ * and an invalid rank's input GS_ERR_INVALID_ARG, on EVERY rank, naming
+ * the rank, never a hang. Zero pairs on some or all ranks is legal.
+ *
+ * Buffers are the caller's from issue to gs_wait, as for every collective;
+ * the pairs are read on the progress thread, not copied at issue. */
+
+typedef enum {
+  GS_SPARSE_AUTO = 0,  /* the cost model picks (gs_comm_choose_sparse) */
+  GS_SPARSE_ALLGATHER, /* all-gather every rank's pairs, scatter-add */
+  GS_SPARSE_GTOPK,     /* gTop-k's tree merge */
+  GS_SPARSE_HITOPK,    /* HiTopKComm */
+  GS_SPARSE_DENSE,     /* densify and all-reduce (the fall-back) */
+  GS_SPARSE_COUNT
+} gs_sparse_algo;
+
+/* "auto", "allgather", "gtopk", "hitopk", "dense". */
+const char *gs_sparse_algo_name(gs_sparse_algo algo);
+gs_status gs_sparse_algo_parse(const char *name, gs_sparse_algo *out);
+
+/* Top-k selection as gs_topk_f32 (gradsync/compress.h) does it: writes k
+ * distinct indices of the entries of x[0..n) of largest magnitude. HiTopKComm
+ * calls it on the progress thread, so it must be thread-safe. */
+typedef gs_status (*gs_topk_fn)(const float *x, size_t n, size_t k,
+                                const char *method, uint32_t *idx);
+
+/* Sparse all-gather, fixed k: every rank gives k pairs of an n-element
+ * tensor; rank r's pairs land at out_idx/out_val[r*k .. (r+1)*k). */
+gs_status gs_isparse_allgather(gs_comm *comm, const uint32_t *idx,
+                               const void *val, size_t k, size_t n,
+                               gs_dtype dtype, uint32_t *out_idx,
+                               void *out_val, gs_request **req);
+
+/* Sparse all-gather, varying counts: the counts are exchanged first, then
+ * the pairs with an all-gatherv; rank r's pairs land after those of ranks
+ * < r, and counts[r] (p entries, written by the collective) says how many.
+ * If the total exceeds `capacity` pairs, every rank fails with
+ * GS_ERR_INVALID_ARG and nothing is written. */
+gs_status gs_isparse_allgatherv(gs_comm *comm, const uint32_t *idx,
+                                const void *val, size_t count, size_t n,
+                                gs_dtype dtype, uint32_t *out_idx,
+                                void *out_val, size_t capacity, size_t *counts,
+                                gs_request **req);
+
+/* Sparse all-reduce with a dense result: dense[0..n) = the sum over ranks of
+ * every rank's pairs. algo GS_SPARSE_ALLGATHER gathers the pairs;
+ * GS_SPARSE_DENSE scatters them into `dense` and all-reduces it;
+ * GS_SPARSE_AUTO picks whichever the cost model predicts faster for the
+ * total number of pairs (known after the count exchange, so the same on every
+ * rank): dense once density x ranks passes the break-even point. */
+gs_status gs_isparse_allreduce(gs_comm *comm, const uint32_t *idx,
+                               const void *val, size_t count, size_t n,
+                               gs_dtype dtype, void *dense,
+                               gs_sparse_algo algo, gs_request **req);
+
+/* gTop-k (Shi et al., ICDCS 2019): every rank gives count <= k f32 pairs.
+ * Pairs of ranks exchange their current set of at most k pairs, add them
+ * (union of indices, values summed) and keep the top k by magnitude (ties:
+ * the smaller index); with recursive doubling every rank of the
+ * power-of-two core ends with the same set, and the p - 2^floor(lg p)
+ * remainder ranks, folded in first, receive it at the end. Results on every
+ * rank, identical: out_idx/out_val (capacity k) sorted by index, their number
+ * in *out_count (< k only when fewer distinct indices were given). kept
+ * (count flags, may be NULL): kept[i] = 1 if idx[i] is in the global set
+ * (for error feedback, the caller puts back the entries not kept). */
+gs_status gs_igtopk(gs_comm *comm, const uint32_t *idx, const float *val,
+                    size_t count, size_t k, size_t n, uint32_t *out_idx,
+                    float *out_val, size_t *out_count, uint8_t *kept,
+                    gs_request **req);
+
+/* HiTopKComm (Shi et al., MLSys 2021) of a dense f32 tensor: a node-local
+ * reduce-scatter (local rank l holds the node's sum of shard l of the
+ * split_blocks split), top-k of the shard with `select`/`method` and
+ * k_l = ceil(k * shard / n), a sparse all-gather of those pairs between the
+ * ranks of the same local rank on every node, scatter-add into the shard,
+ * and a node-local all-gather: recvbuf = sum over nodes of the top-k of each
+ * node's sum, shard by shard, on every rank. sendbuf may be GS_IN_PLACE.
+ * Needs the same number of ranks on every node (GS_ERR_UNSUPPORTED
+ * otherwise). algo: GS_SPARSE_HITOPK, GS_SPARSE_DENSE (all-reduce of the
+ * dense tensor, no sparsification) or GS_SPARSE_AUTO (the cost model). */
+gs_status gs_ihitopk(gs_comm *comm, const float *sendbuf, float *recvbuf,
+                     size_t n, size_t k, gs_topk_fn select, const char *method,
+                     gs_sparse_algo algo, gs_request **req);
+
+/* What GS_SPARSE_AUTO resolves to for `pairs` pairs in total over all ranks
+ * (gs_isparse_allreduce) or k per rank (gTop-k: "algo" GS_SPARSE_GTOPK; and
+ * HiTopKComm: GS_SPARSE_HITOPK) of an n-element tensor of dtype: `algo`
+ * itself, or GS_SPARSE_DENSE where src/cost predicts the dense all-reduce
+ * faster. Same on every rank (the cost model is rank 0's). *sparse_s and
+ * *dense_s (may be NULL) receive the two predictions. */
+gs_sparse_algo gs_comm_choose_sparse(const gs_comm *comm, gs_sparse_algo algo,
+                                     size_t n, size_t pairs, gs_dtype dtype,
+                                     double *sparse_s, double *dense_s);
+
+/* Blocking forms: issue, then gs_wait. */
+gs_status gs_sparse_allgather(gs_comm *comm, const uint32_t *idx,
+                              const void *val, size_t k, size_t n,
+                              gs_dtype dtype, uint32_t *out_idx, void *out_val);
+gs_status gs_sparse_allgatherv(gs_comm *comm, const uint32_t *idx,
+                               const void *val, size_t count, size_t n,
+                               gs_dtype dtype, uint32_t *out_idx, void *out_val,
+                               size_t capacity, size_t *counts);
+gs_status gs_sparse_allreduce(gs_comm *comm, const uint32_t *idx,
+                              const void *val, size_t count, size_t n,
+                              gs_dtype dtype, void *dense, gs_sparse_algo algo);
+gs_status gs_gtopk(gs_comm *comm, const uint32_t *idx, const float *val,
+                   size_t count, size_t k, size_t n, uint32_t *out_idx,
+                   float *out_val, size_t *out_count, uint8_t *kept);
+gs_status gs_hitopk(gs_comm *comm, const float *sendbuf, float *recvbuf,
+                    size_t n, size_t k, gs_topk_fn select, const char *method,
+                    gs_sparse_algo algo);
+
 #ifdef __cplusplus
 }
 #endif

@@ -146,11 +146,102 @@ double gs_cost_curve_eval(const gs_cost_curve *c, double bytes);
  * in the planner's dynamic program. */
 double gs_cost_curve_eval_hint(const gs_cost_curve *c, double bytes, int *hint);
 
+/* ---- Sparse collectives -------------------------------------------------
+ * The exchanges of sparsified gradients (src/comm/sparse_*.c). A pair is an
+ * index and a value, `pair_bytes` bytes (8 for f32). Every sparse
+ * collective begins with a small all-gather of each rank's sizes (lg p
+ * alpha). The flat exchanges (all-gather, gTop-k) are priced on the links
+ * between nodes, as the flat dense algorithms are. The dense alternative is gs_cost_allreduce of the n elements; src/comm compares the
+ * two (gs_comm_choose_sparse).
+ *
+ * Sparse all-gather of `total_pairs` pairs in all (every rank's together)
+ * over the ring, then a scatter-add of all of them:
+ *   lg p a + (p-1) a + (p-1)/p P s b + P s g.
+ * With k pairs on each of p ranks it crosses over the ring all-reduce of n
+ * elements (2(p-1)/p n e b) where k p s = 2 n e: for f32 values and u32
+ * indices, where density x ranks = 1 (earlier against the hierarchical
+ * all-reduce on nodes of several ranks). */
+double gs_cost_sparse_allgather(const gs_cost_params *c, gs_cost_topo t,
+                                double total_pairs, double pair_bytes);
+
+/* gTop-k's merge by recursive doubling over q = 2^floor(lg p) ranks, with the
+ * p - q others folded in before and sent the result after; each step sends k
+ * pairs and merges 2k (Shi et al., ICDCS 2019, Sec. IV):
+ *   lg p a + lg q (a + k s b + 2 k s g) + [q < p] 2 (a + k s b). */
+double gs_cost_gtopk(const gs_cost_params *c, gs_cost_topo t, double k,
+                     double pair_bytes);
+
+/* HiTopKComm (Shi et al., MLSys 2021) of n elements of e bytes, k pairs
+ * selected over the whole tensor (k/L per shard), on N nodes of L ranks:
+ * node-local ring reduce-scatter and all-gather of the dense tensor, a ring
+ * all-gather of k/L pairs from each of the N nodes between the ranks of the
+ * same local rank (the N-1 steps of the L rings share each node's link, so
+ * L of them count against one link):
+ *   lg p a + 2 (L-1) a_l + (L-1)/L n e (2 b_l + g)
+ *          + (N-1) a + (N-1) k s b + N k/L s g. */
+double gs_cost_hitopk(const gs_cost_params *c, gs_cost_topo t, double n,
+                      double elem_bytes, double k, double pair_bytes);
+
 /* Saves or loads parameters (with the topology they were measured on) as
  * JSON. Loading a file measured on another topology fails with
  * GS_ERR_MISMATCH. */
 gs_status gs_cost_save(const char *path, const gs_cost_params *c, gs_cost_topo t);
 gs_status gs_cost_load(const char *path, gs_cost_topo t, gs_cost_params *out);
+
+/* ---- Compressed exchanges --------------------------------------------------
+ *
+ * A message sent compressed costs the compression of the dense message, the
+ * collective that carries the payload, and the decoding of what arrives.
+ * The compressors say how large their payload is and how fast they code
+ * (gs_cost_compress, filled by the compression layer); the formulas of the
+ * collectives stay the ones above. */
+
+/* How a compressed payload travels. */
+typedef enum gs_xchg {
+  GS_XCHG_ALLREDUCE = 0, /* summable payload (fp16, bf16, random-k values,
+                            none): one all-reduce of the payload */
+  GS_XCHG_ALLGATHER,     /* every rank's payload gathered by every rank,
+                            then decoded and summed (top-k, quantisers) */
+  GS_XCHG_POWERSGD,      /* two all-reduces of low-rank factors (P, then Q)
+                            with an orthogonalisation between them */
+  GS_XCHG_GTOPK,         /* gTop-k's tree merge (sparse payloads) */
+  GS_XCHG_HITOPK,        /* HiTopKComm: intra-node reduce-scatter, top-k of
+                            each shard, inter-node sparse all-gather */
+  GS_XCHG_COUNT
+} gs_xchg;
+
+/* The exchange's name ("allreduce", "allgather", "powersgd", "gtopk",
+ * "hitopk"), or "unknown". */
+const char *gs_xchg_name(gs_xchg x);
+
+/* What a compressor tells the cost model about one message of M dense
+ * bytes: each rank sends ratio * M + fixed payload bytes; compressing
+ * (error feedback included) takes encode_s_per_byte * M seconds, and
+ * decoding takes decode_s_per_byte seconds per payload byte decoded (every
+ * rank's payload after an all-gather, the one summed payload otherwise)
+ * plus M * decode_s_per_byte_dense for writing the dense result. */
+typedef struct gs_cost_compress {
+  double ratio;                  /* payload bytes per dense byte, (0, 64]
+                                    (above 1 a payload is larger than
+                                    the dense message: never chosen) */
+  double fixed;                  /* payload bytes per message, >= 0 */
+  double encode_s_per_byte;      /* per dense byte, >= 0 */
+  double decode_s_per_byte;      /* per payload byte decoded, >= 0 */
+  double decode_s_per_byte_dense;/* per dense byte written, >= 0 */
+} gs_cost_compress;
+
+/* Checks that every field of *z is finite and in range. */
+gs_status gs_cost_compress_check(const gs_cost_compress *z);
+
+/* Predicted time of one message of `bytes` dense bytes sent compressed
+ * through exchange x: encode + collective of the payload + decode. An
+ * all-gather is preceded by one of every rank's status and size (16 bytes);
+ * gtopk and hitopk take the payload as (index, value) pairs of 8 bytes
+ * (gs_cost_gtopk, gs_cost_hitopk of an f32 tensor). Returns a negative value
+ * for invalid arguments. On one rank it is the coding time alone. Affine in
+ * `bytes`. */
+double gs_cost_compressed(const gs_cost_params *c, gs_cost_topo t, gs_xchg x,
+                          const gs_cost_compress *z, double bytes);
 
 #ifdef __cplusplus
 }

@@ -82,6 +82,7 @@
 
 #include "gradsync/comm.h"
 #include "gradsync/core.h"
+#include "gradsync/compress.h"
 #include "gradsync/plan.h"
 
 #ifdef __cplusplus
@@ -124,6 +125,27 @@ typedef struct gs_engine_config {
    * file per rank ("t.json" -> "t.rank3.json" when there are several).
    * NULL: the GRADSYNC_TIMELINE environment variable, if set. */
   const char *timeline;
+  /* Gradient compression (docs/COMPRESSED_EXCHANGE.md). A compressor spec
+   * of gradsync/compress.h ("topk:0.01", "fp16", "powersgd:4", ...): every
+   * group of f32 tensors is sent compressed, through the compressor's own
+   * exchange (gs_compress_default_xchg); "auto:SPEC": each group is sent
+   * dense or compressed with SPEC through whichever exchange the plan
+   * predicts fastest (so on a fast network it stays dense). Compressors
+   * select within a group: with the same seed a run is reproducible when
+   * its groups are (wfbp, single, bucket; not the policies that plan from
+   * measured times), and, for SPEC alone, not otherwise timing-dependent. NULL, "" or "none": dense. Every rank
+   * must give the same spec and error_feedback (checked at creation,
+   * GS_ERR_MISMATCH naming both). Each compressed message keeps its own
+   * compressor state (error-feedback residual, DGC momentum, PowerSGD's Q);
+   * a replan that changes a message's tensors starts its state afresh. */
+  const char *compress;
+  /* 1 (default from gs_engine_config_init): keep the error-feedback
+   * residual; 0: --no-ef. */
+  int error_feedback;
+  /* Options for the compressor states (seed, DGC's momentum, clipping and
+   * warm-up steps; NULL: gs_compress_opts_default). rank, nranks and
+   * error_feedback are set by the engine. Copied. */
+  const struct gs_compress_opts *compress_opts;
 } gs_engine_config;
 
 /* Fills cfg with the defaults above. */
@@ -195,6 +217,13 @@ typedef struct gs_engine_stats {
   double wait_s;                /* total time the training thread blocked in
                                    wait and wait_tensor */
   uint64_t unready;             /* tensors zero-filled at wait */
+  /* Bytes this rank put on the wire for gradients, summed over iterations:
+   * dense messages count their size, compressed ones their payload. */
+  uint64_t bytes_sent;
+  uint64_t bytes_dense;         /* the dense size of the same messages */
+  uint64_t compressed_messages; /* messages sent compressed */
+  size_t compressed_groups;     /* groups of the plan in use sent compressed */
+  double compress_s;            /* time spent compressing and decoding */
 } gs_engine_stats;
 
 gs_status gs_engine_get_stats(gs_engine *e, gs_engine_stats *out);

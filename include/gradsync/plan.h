@@ -28,6 +28,8 @@
 #include <stddef.h>
 
 #include "gradsync/comm.h"
+#include "gradsync/compress.h"
+#include "gradsync/compress_comm.h"
 #include "gradsync/core.h"
 #include "gradsync/cost.h"
 
@@ -153,6 +155,10 @@ typedef struct gs_plan {
    * all-gathers it waits for) and the time forward waited on all-gathers. */
   double dear_forward_end_s;
   double dear_ag_wait_s;
+  /* Compression (gs_plan_make_xchg): per group in launch order, -1 when the
+   * group is a dense all-reduce, else the gs_xchg it is sent compressed
+   * through. NULL: every group is dense (gs_plan_make never sets it). */
+  int *group_xchg;
 } gs_plan;
 
 /* Makes the plan of `policy_spec` (see gs_plan_policy_parse) for a profile
@@ -202,6 +208,60 @@ gs_status gs_plan_predict_dear(const gs_profile *profile, const gs_plan_cost *co
 /* Checks that a plan's groups are contiguous, in launch order, and cover
  * every tensor of a profile with `ntensors` tensors exactly once. */
 gs_status gs_plan_check(const gs_plan *plan, size_t ntensors);
+
+/* ---- Compression inside the plan ------------------------------------------
+ *
+ * A group can be sent compressed: its message then costs the compressed
+ * exchange's curve of the dense size M (gs_cost_compressed gives one from
+ * a compressor's figures) instead of the dense all-reduce's. The groups
+ * are planned under the lower envelope of the alternatives' affine costs
+ * (each curve's a + b*M), so a policy merges as it would for the cheaper
+ * exchange at each size; then each group takes the alternative whose curve
+ * is fastest at its size (dense on ties) and the plan's time is predicted
+ * with those choices. DeAR's reduce-scatter + all-gather groups stay
+ * dense. */
+
+#define GS_PLAN_MAX_XCHG 4
+
+typedef struct gs_plan_xchg {
+  int n;          /* alternatives, 0 .. GS_PLAN_MAX_XCHG; 0: dense only */
+  int required;   /* 1: every group compressed (dear is then refused, and
+                     auto does not consider it); 0: each group dense or
+                     compressed, whichever is faster */
+  gs_xchg kind[GS_PLAN_MAX_XCHG];
+  gs_cost_curve cost[GS_PLAN_MAX_XCHG]; /* time of M dense bytes sent so */
+} gs_plan_xchg;
+
+/* gs_plan_make_policy with compressed alternatives (x NULL or x->n == 0:
+ * exactly gs_plan_make_policy's plan, group_xchg left NULL). auto compares
+ * the policies with their choices made; `allow_dear` 0 leaves dear out of
+ * auto (the engine without forward overlap). */
+gs_status gs_plan_make_xchg(const gs_profile *profile, const gs_plan_cost *cost,
+                            const gs_plan_xchg *x, const gs_plan_policy *policy,
+                            int allow_dear, gs_plan **out);
+
+/* The alternatives a compressor offers on a network: with required, its
+ * own exchange only (gs_compress_default_xchg: the exchange changes a
+ * sparse result, which must not depend on timings); otherwise one per
+ * exchange its payloads can travel through (gs_compress_xchg_check), each
+ * priced by
+ * gs_cost_compressed with the compressor's figures (gs_compress_cost_figures
+ * with a measured coding rate secs_per_elem, gs_compressor_measure).
+ * `dense` (may be NULL) is the dense all-reduce's cost as the planner sees
+ * it: params' alpha and beta are then refitted to its line (ring formula,
+ * gs_cost_calibrate_allreduce) so that dense and compressed messages are
+ * priced on the same network. required: see gs_plan_xchg. */
+gs_status gs_plan_xchg_from_compressor(const gs_compressor *c, double secs_per_elem,
+                                       const gs_cost_params *params, gs_cost_topo topo,
+                                       const gs_cost_curve *dense, int required,
+                                       gs_plan_xchg *out);
+
+/* gs_plan_predict with a per-group choice (group_xchg[g] = -1: dense, else
+ * a kind present in x; group_xchg NULL: all dense). */
+gs_status gs_plan_predict_xchg(const gs_profile *profile, const gs_plan_cost *cost,
+                               const gs_plan_xchg *x, const size_t *tensors,
+                               const size_t *offsets, size_t ngroups,
+                               const int *group_xchg, double *iter_s);
 
 #ifdef __cplusplus
 }

@@ -82,6 +82,13 @@ static gs_status resolve_algo(gs_comm *c, coll_kind kind, gs_algo algo,
       ok |= algo == GS_ALGO_DISSEMINATION;
       *out = algo == GS_ALGO_AUTO ? GS_ALGO_DISSEMINATION : algo;
       break;
+    case COLL_SPARSE_ALLGATHER:
+    case COLL_SPARSE_ALLREDUCE:
+    case COLL_GTOPK:
+    case COLL_HITOPK: /* issued by sparse_coll.c, which chooses itself */
+      ok = algo == GS_ALGO_AUTO;
+      *out = algo;
+      break;
   }
   if (!ok)
     return gs_error(GS_ERR_UNSUPPORTED, "%s on rank %d: algorithm %s does not "

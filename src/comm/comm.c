@@ -28,6 +28,10 @@ const char *coll_kind_name(coll_kind kind) {
     case COLL_ALLTOALL: return "alltoall";
     case COLL_ALLTOALLV: return "alltoallv";
     case COLL_BARRIER: return "barrier";
+    case COLL_SPARSE_ALLGATHER: return "sparse_allgather";
+    case COLL_SPARSE_ALLREDUCE: return "sparse_allreduce";
+    case COLL_GTOPK: return "gtopk";
+    case COLL_HITOPK: return "hitopk";
   }
   return "unknown";
 }
@@ -232,6 +236,10 @@ static gs_status execute(gs_comm *c, coll_args *a) {
     case COLL_ALLTOALL:
     case COLL_ALLTOALLV: return run_alltoall(c, a);
     case COLL_BARRIER: return barrier_dissemination(&c->world);
+    case COLL_SPARSE_ALLGATHER:
+    case COLL_SPARSE_ALLREDUCE:
+    case COLL_GTOPK:
+    case COLL_HITOPK: return sparse_run(c, a);
   }
   return gs_error(GS_ERR_INTERNAL, "unknown collective %d", (int)a->kind);
 }
@@ -500,6 +508,7 @@ static void request_free(gs_request *req) {
   gs_free(req->args.displs);
   gs_free(req->args.rcounts);
   gs_free(req->args.rdispls);
+  sparse_args_free(req->args.sparse);
   gs_free(req);
 }
 

@@ -24,7 +24,14 @@ typedef enum {
   COLL_ALLTOALL,
   COLL_ALLTOALLV,
   COLL_BARRIER,
+  /* The sparse collectives (sparse_*.c); their arguments are in `sparse`. */
+  COLL_SPARSE_ALLGATHER,
+  COLL_SPARSE_ALLREDUCE,
+  COLL_GTOPK,
+  COLL_HITOPK,
 } coll_kind;
+
+#define COLL_IS_SPARSE(kind) ((kind) >= COLL_SPARSE_ALLGATHER)
 
 const char *coll_kind_name(coll_kind kind);
 
@@ -41,6 +48,7 @@ typedef struct coll_args {
   int root;
   size_t *counts, *displs;    /* allgatherv: recv; alltoallv: send */
   size_t *rcounts, *rdispls;  /* alltoallv: recv */
+  struct sparse_args *sparse; /* sparse collectives: owned, sparse_args_free */
 } coll_args;
 
 struct gs_request {
@@ -243,6 +251,13 @@ enum {
   TAG_A2A,
   TAG_BARRIER,
   TAG_CALIB,
+  TAG_SPARSE,
 };
+
+/* ---- Sparse collectives (sparse_coll.c) ---------------------------------- */
+struct sparse_args;
+/* Runs a sparse collective on the progress thread. */
+gs_status sparse_run(gs_comm *c, coll_args *a);
+void sparse_args_free(struct sparse_args *s);
 
 #endif /* GS_COMM_INTERNAL_H */

@@ -300,6 +300,11 @@ gs_status coll_mpi(gs_comm *c, coll_args *a) {
     case COLL_BARRIER:
       MPI_TRY(&c->world, MPI_Barrier(c->world.mpi));
       return GS_OK;
+    case COLL_SPARSE_ALLGATHER:
+    case COLL_SPARSE_ALLREDUCE:
+    case COLL_GTOPK:
+    case COLL_HITOPK:
+      break; /* MPI has no sparse collectives; sparse_coll.c never asks */
   }
   return gs_error(GS_ERR_INTERNAL, "mpi: unknown collective %d", (int)a->kind);
 }

@@ -222,6 +222,54 @@ double gs_cost_alltoall(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
   return (p - 1) * c->alpha + (double)(p - 1) / p * bytes * c->beta;
 }
 
+/* ---- Sparse collectives ------------------------------------------------------
+ * The exchanges of sparsified gradients, evaluated with the ring's fitted
+ * alpha and beta (the links the ring all-reduce, their dense alternative,
+ * was measured on). Each begins with an all-gather of the ranks' sizes:
+ * lg p latencies (recursive doubling of a few bytes). */
+
+static double sparse_agree_cost(const gs_cost_params *c, int p) {
+  return (lg_floor(p) + (p != floor_pow2(p))) * c->alpha;
+}
+
+double gs_cost_sparse_allgather(const gs_cost_params *craw, gs_cost_topo t,
+                                double total_pairs, double pair_bytes) {
+  int p = t.ranks;
+  if (p <= 1) return 0.0;
+  gs_cost_params c = effective(craw, GS_ALGO_RING);
+  double bytes = total_pairs * pair_bytes;
+  return sparse_agree_cost(&c, p) + (p - 1) * c.alpha +
+         (double)(p - 1) / p * bytes * c.beta + bytes * c.gamma;
+}
+
+double gs_cost_gtopk(const gs_cost_params *craw, gs_cost_topo t, double k,
+                     double pair_bytes) {
+  int p = t.ranks;
+  if (p <= 1) return 0.0;
+  gs_cost_params c = effective(craw, GS_ALGO_RING);
+  int q = floor_pow2(p);
+  double msg = c.alpha + k * pair_bytes * c.beta;
+  return sparse_agree_cost(&c, p) +
+         lg_floor(q) * (msg + 2.0 * k * pair_bytes * c.gamma) +
+         (q < p ? 2.0 * msg : 0.0);
+}
+
+double gs_cost_hitopk(const gs_cost_params *craw, gs_cost_topo t, double n,
+                      double elem_bytes, double k, double pair_bytes) {
+  int p = t.ranks;
+  if (p <= 1) return 0.0;
+  gs_cost_params c = effective(craw, GS_ALGO_RING);
+  int nodes = t.nodes > 0 ? t.nodes : p;
+  int local = p / nodes;
+  if (local < 1) local = 1;
+  double f = (double)(local - 1) / local, dense = n * elem_bytes;
+  double intra = 2.0 * (local - 1) * c.alpha_local +
+                 f * dense * (2.0 * c.beta_local + c.gamma);
+  double inter = (nodes - 1) * c.alpha + (nodes - 1) * k * pair_bytes * c.beta +
+                 nodes * k / local * pair_bytes * c.gamma;
+  return sparse_agree_cost(&c, p) + intra + inter;
+}
+
 void gs_cost_allreduce_linear(const gs_cost_params *c, gs_cost_topo t,
                               gs_algo algo, double *a, double *b) {
   if (algo == GS_ALGO_AUTO || algo == GS_ALGO_MPI)

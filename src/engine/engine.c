@@ -84,7 +84,8 @@ void eng_set_phase(gs_engine *e, const char *phase, uint64_t iter) {
   eng_progress(e);
 }
 
-static const char *op_name[OP_COUNT] = {"allreduce", "reduce_scatter", "allgather"};
+static const char *op_name[OP_COUNT] = {"allreduce", "reduce_scatter", "allgather",
+                                         "compressed exchange"};
 
 /* Appends to dst (a string of capacity n) without overflowing. */
 static void put(char *dst, size_t n, const char *fmt, ...)
@@ -295,7 +296,7 @@ gs_status eng_issue_locked(gs_engine *e, eng_msg *m, eng_op op, uint64_t iter) {
                        m->dtype, GS_ALGO_AUTO, &req);
   }
   if (st != GS_OK) return st;
-  eng_inflight f = {req, op, m, ++e->issued_seq, iter, gs_now_ns()};
+  eng_inflight f = {req, GS_OK, 0, op, m, ++e->issued_seq, iter, gs_now_ns()};
   fifo_push_locked(e, &f);
   e->stats.messages++;
   if (op != OP_RS) {
@@ -307,6 +308,19 @@ gs_status eng_issue_locked(gs_engine *e, eng_msg *m, eng_op op, uint64_t iter) {
   }
   pthread_cond_signal(&e->cv_inflight);
   return GS_OK;
+}
+
+void eng_push_xchg_locked(gs_engine *e, eng_msg *m, uint64_t iter, uint64_t issue_ns,
+                          gs_status xst, uint64_t xbytes) {
+  eng_inflight f = {NULL, xst, xbytes, OP_XCHG, m, ++e->issued_seq, iter, issue_ns};
+  fifo_push_locked(e, &f);
+  e->stats.messages++;
+  for (size_t k = 0; k < m->n; k++) {
+    long c = e->tensors[m->ids[k]].comm;
+    e->t_iter[c] = iter + 1;
+    e->t_seq[c] = f.seq;
+  }
+  pthread_cond_signal(&e->cv_inflight);
 }
 
 /* Waits until every issued collective has completed (or the engine failed). */
@@ -352,8 +366,10 @@ static void *completion_main(void *arg) {
     e->cur_valid = 1;
     pthread_mutex_unlock(&e->mu);
 
-    gs_status st = gs_wait(f.req);
-    if (st != GS_OK) {
+    gs_status st = f.op == OP_XCHG ? f.xst : gs_wait(f.req);
+    if (st != GS_OK && f.op == OP_XCHG) {
+      /* The launch thread failed the engine with the exchange's message. */
+    } else if (st != GS_OK) {
       char msg[1024];
       snprintf(msg, sizeof msg, "rank %d: %s of %zu tensors (%s, iteration %llu) "
                "failed: %s", e->rank, op_name[f.op], f.msg->n, f.msg->label,
@@ -369,6 +385,13 @@ static void *completion_main(void *arg) {
     e->prev_end_ns = end;
     double secs = (double)(end - start) * 1e-9;
     e->stats.comm_s += secs;
+    if (st == GS_OK) {
+      e->stats.bytes_dense += f.msg->bytes;
+      e->stats.bytes_sent += f.op == OP_XCHG ? f.xbytes
+                             : f.op == OP_AG ? 0 : f.msg->bytes;
+      if (f.op == OP_XCHG) e->stats.compressed_messages++;
+      if (f.op == OP_AG) e->stats.bytes_dense -= f.msg->bytes; /* counted at RS */
+    }
     if (st == GS_OK && f.iter >= 1) {
       eng_sample *s = &e->samples[e->nsamples % ENG_SAMPLES];
       s->op = f.op;
@@ -426,8 +449,31 @@ static void launch_ready_groups(gs_engine *e, eng_plan *p) {
     for (size_t k = p->gmsg[g]; k < p->gmsg[g + 1]; k++) pack(e, &p->msgs[k]);
     pthread_mutex_lock(&e->mu);
     for (size_t k = p->gmsg[g]; k < p->gmsg[g + 1]; k++) {
-      gs_status st = eng_issue_locked(e, &p->msgs[k], p->dear ? OP_RS : OP_ALLREDUCE,
-                                      e->liter);
+      eng_msg *m = &p->msgs[k];
+      if (m->xchg >= 0) {
+        /* A compressed exchange runs here, to its end: its collectives
+         * then enter the communicator's queue in plan order on every
+         * rank, whatever the completion thread is doing. */
+        pthread_mutex_unlock(&e->mu);
+        uint64_t t0 = gs_now_ns();
+        gs_xchg_stats zs = {0};
+        float *buf = m->fusion ? m->fusion : e->tensors[m->ids[0]].buf;
+        gs_status xs = gs_compress_allreduce(e->comm, e->zc, m->zst, buf, m->count,
+                                             (gs_xchg)m->xchg, e->zws, &zs);
+        if (xs != GS_OK) {
+          char msg[1400];
+          snprintf(msg, sizeof msg, "rank %d: compressed exchange (%s) of %zu "
+                   "tensors (%s, iteration %llu) failed: %s", e->rank, e->zspec,
+                   m->n, m->label, (unsigned long long)e->liter, gs_last_error());
+          eng_fail(e, xs, msg);
+        }
+        pthread_mutex_lock(&e->mu);
+        e->stats.compress_s += zs.compress_s + zs.decompress_s;
+        eng_push_xchg_locked(e, m, e->liter, t0, xs, zs.payload_bytes);
+        if (xs != GS_OK) break;
+        continue;
+      }
+      gs_status st = eng_issue_locked(e, m, p->dear ? OP_RS : OP_ALLREDUCE, e->liter);
       if (st != GS_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", gs_last_error());
@@ -624,6 +670,7 @@ void gs_engine_config_init(gs_engine_config *cfg) {
   cfg->warmup_iters = DEFAULT_WARMUP;
   cfg->replan_interval = DEFAULT_INTERVAL;
   cfg->replan_drift = DEFAULT_DRIFT;
+  cfg->error_feedback = 1;
 }
 
 static char *str_dup(const char *s) {
@@ -631,6 +678,47 @@ static char *str_dup(const char *s) {
   char *d = gs_malloc(n);
   if (d) memcpy(d, s, n);
   return d;
+}
+
+/* The compression of cfg: "auto:SPEC" lets the plan choose per group,
+ * SPEC alone compresses every f32 group; "none" is dense. Rank 0 measures
+ * the compressor's coding rate once, for the planner's cost. */
+static gs_status setup_compression(gs_engine *e, const gs_engine_config *cfg) {
+  const char *spec = cfg->compress ? cfg->compress : "";
+  e->zef = cfg->error_feedback != 0;
+  e->zspec = str_dup(*spec ? spec : "none");
+  if (e->zspec == NULL) return GS_ERR_NOMEM;
+  int automatic = strncmp(spec, "auto:", 5) == 0;
+  const char *kind = automatic ? spec + 5 : spec;
+  if (*kind == '\0' || strcmp(kind, "none") == 0) {
+    if (automatic && *kind == '\0')
+      return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create on rank %d: compression "
+                      "'%s': expected auto:SPEC with a compressor spec (%s)", e->rank,
+                      spec, gs_compressor_kinds());
+    return GS_OK;
+  }
+  gs_status st = gs_compressor_create(kind, &e->zc);
+  if (st != GS_OK) {
+    char why[900];
+    gs__error_copy(why, sizeof why);
+    return gs_error(st, "gs_engine_create on rank %d: compression: %s", e->rank, why);
+  }
+  e->zrequired = !automatic;
+  if (e->zrequired && e->policy.kind == GS_PLAN_DEAR)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create on rank %d: compression "
+                    "'%s' on every group cannot be combined with dear, whose "
+                    "reduce-scatter + all-gather groups are sent dense (use "
+                    "auto:%s)", e->rank, spec, kind);
+  e->zopts = cfg->compress_opts ? *cfg->compress_opts : gs_compress_opts_default();
+  e->zopts.error_feedback = e->zef;
+  e->zopts.rank = e->rank;
+  e->zopts.nranks = e->size;
+  GS_CHECK(gs_xchg_ws_create(&e->zws));
+  if (e->rank == 0) {
+    st = gs_compressor_measure(e->zc, (size_t)1 << 18, &e->z_secs_per_elem);
+    if (st != GS_OK) return st;
+  }
+  return GS_OK;
 }
 
 /* The local part of gs_engine_create: checks the configuration, opens the
@@ -688,6 +776,14 @@ static gs_status create_local(gs_comm *comm, const gs_engine_config *cfg_in,
   pthread_condattr_destroy(&ca);
   e->stats.policy = pol.kind;
   e->stats.chosen = pol.kind;
+  gs_status zs = setup_compression(e, &cfg);
+  if (zs != GS_OK) {
+    char msg[1024];
+    gs__error_copy(msg, sizeof msg);
+    gs_engine_destroy(e);
+    gs__error_set_message(msg);
+    return zs;
+  }
   const char *tl = cfg.timeline ? cfg.timeline : getenv("GRADSYNC_TIMELINE");
   if (tl && *tl) {
     gs_status st = tl_open(tl, e->rank, e->size, &e->timeline);
@@ -712,6 +808,37 @@ static gs_status create_local(gs_comm *comm, const gs_engine_config *cfg_in,
   return GS_OK;
 }
 
+/* Every rank must compress alike: one fixed-size all-gather of each rank's
+ * normalised spec and error-feedback flag; a difference fails every rank
+ * with GS_ERR_MISMATCH naming the first rank that differs and both specs.
+ * `all` (size * ENG_ZREC bytes) was allocated before the creation's
+ * agreement, so that no rank can miss this exchange for want of memory. */
+#define ENG_ZREC 96
+static gs_status agree_compression(gs_engine *e, char *all) {
+  char mine[ENG_ZREC] = {0};
+  const char *norm = e->zc ? gs_compressor_spec(e->zc) : "none";
+  snprintf(mine, sizeof mine, "%s%s%s", e->zc && !e->zrequired ? "auto:" : "", norm,
+           e->zc && !e->zef ? " without error feedback" : "");
+  gs_status st = gs_allgather(e->comm, mine, all, ENG_ZREC, GS_U8, GS_ALGO_AUTO);
+  if (st == GS_OK) {
+    for (int r = 1; r < e->size; r++) {
+      const char *theirs = all + (size_t)r * ENG_ZREC;
+      if (memcmp(theirs, all, ENG_ZREC) != 0) {
+        char a[ENG_ZREC + 1], b[ENG_ZREC + 1];
+        memcpy(a, all, ENG_ZREC);
+        memcpy(b, theirs, ENG_ZREC);
+        a[ENG_ZREC] = b[ENG_ZREC] = '\0';
+        st = gs_error(GS_ERR_MISMATCH, "gs_engine_create on rank %d: rank %d's "
+                      "compression is '%s' where rank 0's is '%s': every rank must "
+                      "give the same compression spec and error feedback", e->rank, r,
+                      b, a);
+        break;
+      }
+    }
+  }
+  return st;
+}
+
 /* Creation is an agreement point: a rank whose configuration, timeline or
  * memory fails must not leave the others to wait for it in the first
  * iteration's exchange, so every rank learns every rank's status and all
@@ -726,12 +853,19 @@ gs_status gs_engine_create(gs_comm *comm, const gs_engine_config *cfg_in,
   gs_status st = create_local(comm, cfg_in, &e);
   int32_t small[64], *flags = small;
   size_t p = (size_t)gs_comm_size(comm);
+  char *zall = st == GS_OK ? gs_malloc(p * ENG_ZREC) : NULL;
+  if (st == GS_OK && zall == NULL)
+    st = gs_error(GS_ERR_NOMEM, "gs_engine_create on rank %d: no memory",
+                  gs_comm_rank(comm));
   if (p > 64 && (flags = gs_malloc(p * sizeof *flags)) == NULL) {
+    gs_free(zall);
     gs_engine_destroy(e);
     return GS_ERR_NOMEM;
   }
   gs_status ag = eng_agree_on(comm, flags, st, "create its engine");
   if (flags != small) gs_free(flags);
+  if (ag == GS_OK) ag = agree_compression(e, zall);
+  gs_free(zall);
   if (ag != GS_OK) {
     char msg[1024];
     gs__error_copy(msg, sizeof msg);
@@ -801,7 +935,7 @@ static gs_status freeze(gs_engine *e) {
   e->pending = gs_calloc(L + 1, sizeof(size_t));
   e->w_bwd = gs_calloc(L + 1, sizeof(double));
   e->agree = gs_calloc((size_t)e->size, sizeof(int32_t));
-  e->plan_body = gs_calloc(2 * L + 2, sizeof(double));
+  e->plan_body = gs_calloc(3 * L + 2, sizeof(double));
   if (!e->ring.slots || !e->comm_ids || !e->t_iter || !e->t_seq || !e->ready ||
       !e->stamp || !e->pending || !e->w_bwd || !e->agree || !e->plan_body)
     return GS_ERR_NOMEM;
@@ -1033,7 +1167,10 @@ gs_status gs_engine_destroy(gs_engine *e) {
     pthread_cond_destroy(&e->cv_inflight);
     pthread_mutex_destroy(&e->mu);
   }
-  eng_plan_free(e->plan);
+  eng_plan_free(e->plan); /* its compressor states first */
+  gs_compressor_destroy(e->zc);
+  gs_xchg_ws_destroy(e->zws);
+  gs_free(e->zspec);
   for (size_t i = 0; i < e->ntensors; i++) gs_free(e->tensors[i].name);
   gs_free(e->tensors);
   gs_free(e->comm_ids);

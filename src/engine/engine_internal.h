@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "gradsync/compress_comm.h"
 #include "gradsync/engine.h"
 #include "gs_internal.h"
 
@@ -59,6 +60,9 @@ typedef struct eng_msg {
   size_t bytes;       /* count * dtype size */
   void *fusion;       /* NULL: reduced in place in its one tensor's buffer */
   char *label;        /* tensor names, for the timeline */
+  int xchg;           /* -1: dense; else the gs_xchg it is sent compressed
+                         through (f32 messages only) */
+  gs_compress_state *zst; /* its compressor state when compressed */
 } eng_msg;
 
 typedef struct eng_plan {
@@ -76,10 +80,14 @@ typedef struct eng_plan {
   size_t *gsize;        /* comm tensors per group */
 } eng_plan;
 
-typedef enum { OP_ALLREDUCE = 0, OP_RS, OP_AG, OP_COUNT } eng_op;
+/* OP_XCHG: a compressed exchange, run to completion by the launch thread
+ * (gs_compress_allreduce) before it is queued; its request is NULL. */
+typedef enum { OP_ALLREDUCE = 0, OP_RS, OP_AG, OP_XCHG, OP_COUNT } eng_op;
 
 typedef struct eng_inflight {
   gs_request *req;
+  gs_status xst;      /* OP_XCHG: the exchange's status */
+  uint64_t xbytes;    /* OP_XCHG: payload bytes this rank sent */
   eng_op op;
   eng_msg *msg;
   uint64_t seq;
@@ -174,6 +182,15 @@ struct gs_engine {
 
   eng_timeline *timeline;
 
+  /* Compression (NULL zc: dense). The launch thread runs the exchanges. */
+  gs_compressor *zc;
+  int zrequired;                /* spec without "auto:": every f32 group */
+  int zef;                      /* error feedback */
+  gs_compress_opts zopts;
+  char *zspec;                  /* as given, for messages */
+  gs_xchg_ws *zws;              /* launch thread */
+  double z_secs_per_elem;       /* rank 0: measured coding rate */
+
   /* Agreement points (engine_plan.c): a per-rank status vector, summed. */
   int32_t *agree;               /* launch thread, size entries */
   double *plan_body;            /* launch thread: the plan broadcast's body */
@@ -200,6 +217,10 @@ typedef struct eng_watch {
 /* engine.c */
 void eng_fail(gs_engine *e, gs_status st, const char *msg);
 gs_status eng_issue_locked(gs_engine *e, eng_msg *m, eng_op op, uint64_t iter);
+/* Queues a compressed exchange that the launch thread has already run
+ * (status xst, xbytes payload bytes sent), with mu held. */
+void eng_push_xchg_locked(gs_engine *e, eng_msg *m, uint64_t iter, uint64_t issue_ns,
+                          gs_status xst, uint64_t xbytes);
 void eng_wait_drained_locked(gs_engine *e);
 void eng_progress(gs_engine *e);
 void eng_set_phase(gs_engine *e, const char *phase, uint64_t iter);
@@ -211,6 +232,9 @@ void eng_profile_iteration(gs_engine *e, uint64_t flush_ns);
 void eng_plan_free(eng_plan *p);
 gs_status eng_copy_plan(const eng_plan *p, gs_plan **out);
 gs_status eng_copy_profile(const gs_profile *p, gs_profile **out);
+/* The compressed alternatives for the planner under the engine's current
+ * cost (rank 0); x->n = 0 without compression. */
+gs_status eng_xchg_costs(gs_engine *e, gs_plan_xchg *x);
 /* Agreement point: every rank contributes its status (`mine`, with its
  * message in gs_last_error() when not GS_OK) to one all-reduce of a flag per
  * rank (`flags`: size entries). Returns GS_OK on every rank if all are;

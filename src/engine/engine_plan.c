@@ -287,13 +287,30 @@ static gs_status window_profile(gs_engine *e, gs_profile *p) {
   return GS_OK;
 }
 
-static double predict(const gs_profile *p, const gs_plan_cost *c, const gs_plan *pl,
-                      int dear) {
+static double predict(gs_engine *e, const gs_profile *p, const gs_plan_cost *c,
+                      const gs_plan *pl, int dear) {
   double t = -1;
-  gs_status st = dear ? gs_plan_predict_dear(p, c, pl->tensors, pl->offsets,
-                                             pl->ngroups, &t, NULL, NULL)
-                      : gs_plan_predict(p, c, pl->tensors, pl->offsets, pl->ngroups, &t);
+  gs_plan_xchg x;
+  gs_status st = eng_xchg_costs(e, &x);
+  if (st == GS_OK)
+    st = dear ? gs_plan_predict_dear(p, c, pl->tensors, pl->offsets, pl->ngroups, &t,
+                                     NULL, NULL)
+              : gs_plan_predict_xchg(p, c, &x, pl->tensors, pl->offsets, pl->ngroups,
+                                     pl->group_xchg, &t);
   return st == GS_OK ? t : -1;
+}
+
+/* The compressed alternatives under the engine's cost: the cost module's
+ * parameters fitted to the dense all-reduce as measured (or modelled), so
+ * that dense and compressed messages are priced on the same network, and
+ * the compressor's payload ratio and measured coding rate. Which exchanges
+ * a payload can take is the exchange layer's word. */
+gs_status eng_xchg_costs(gs_engine *e, gs_plan_xchg *x) {
+  memset(x, 0, sizeof *x);
+  if (e->zc == NULL) return GS_OK;
+  gs_cost_topo topo = {e->size, gs_comm_nodes(e->comm)};
+  return gs_plan_xchg_from_compressor(e->zc, e->z_secs_per_elem, gs_comm_cost(e->comm),
+                                      topo, &e->cost.ar, e->zrequired, x);
 }
 
 /* The policy's plan. Without forward_overlap, auto chooses among the
@@ -302,8 +319,10 @@ static gs_status make_plan(gs_engine *e, const gs_profile *p, const char *spec,
                            gs_plan **out) {
   gs_plan_policy pol;
   GS_CHECK(gs_plan_policy_parse(spec, &pol));
-  if (pol.kind != GS_PLAN_AUTO || e->forward_overlap)
-    return gs_plan_make_policy(p, &e->cost, &pol, out);
+  gs_plan_xchg x;
+  GS_CHECK(eng_xchg_costs(e, &x));
+  if (x.n > 0 || pol.kind != GS_PLAN_AUTO || e->forward_overlap)
+    return gs_plan_make_xchg(p, &e->cost, &x, &pol, e->forward_overlap, out);
   gs_plan *best = NULL;
   for (int k = 0; k < GS_PLAN_DEAR; k++) {
     gs_plan_policy pk = {(gs_plan_policy_kind)k, 25.0, 1.0};
@@ -332,6 +351,7 @@ void eng_plan_free(eng_plan *p) {
     gs_free(p->msgs[k].off);
     gs_free(p->msgs[k].fusion);
     gs_free(p->msgs[k].label);
+    gs_compress_state_destroy(p->msgs[k].zst);
   }
   gs_free(p->msgs);
   gs_free(p->gmsg);
@@ -349,14 +369,15 @@ gs_status eng_copy_plan(const eng_plan *src, gs_plan **out) {
   *c = *p;
   c->tensors = gs_malloc((p->ntensors + 1) * sizeof(size_t));
   c->offsets = gs_malloc((p->ngroups + 1) * sizeof(size_t));
-  if (c->tensors == NULL || c->offsets == NULL) {
-    gs_free(c->tensors);
-    gs_free(c->offsets);
-    gs_free(c);
+  c->group_xchg = p->group_xchg ? gs_malloc(p->ngroups * sizeof(int)) : NULL;
+  if (c->tensors == NULL || c->offsets == NULL ||
+      (p->group_xchg && c->group_xchg == NULL)) {
+    gs_plan_free(c);
     return GS_ERR_NOMEM;
   }
   memcpy(c->tensors, p->tensors, p->ntensors * sizeof(size_t));
   memcpy(c->offsets, p->offsets, (p->ngroups + 1) * sizeof(size_t));
+  if (p->group_xchg) memcpy(c->group_xchg, p->group_xchg, p->ngroups * sizeof(int));
   *out = c;
   return GS_OK;
 }
@@ -474,6 +495,13 @@ static gs_status build_plan(gs_engine *e, gs_plan *plan, gs_profile *prof,
       size_t es = gs_dtype_size(m->dtype), p = (size_t)e->size;
       m->padded = ep->dear ? (m->count + p - 1) / p * p : m->count;
       m->bytes = m->count * es;
+      m->xchg = -1;
+      if (plan->group_xchg && plan->group_xchg[g] >= 0 && e->zc && !ep->dear &&
+          m->dtype == GS_F32) {
+        m->xchg = plan->group_xchg[g];
+        st = gs_compress_state_create(e->zc, m->count, &e->zopts, &m->zst);
+        if (st != GS_OK) goto done;
+      }
       if (n > 1 || ep->dear) {
         m->fusion = fail_here ? NULL : gs_malloc(m->padded * es);
         if (m->fusion == NULL) {
@@ -497,11 +525,34 @@ done:
   return GS_OK;
 }
 
+/* A compressed message whose tensors are exactly those of a compressed
+ * message of the old plan keeps that message's state (error-feedback
+ * residual, momentum, warm-up step): a replan that keeps a group keeps its
+ * memory. The launch thread runs every exchange and installs plans, so no
+ * exchange is using either state. */
+static void carry_states(eng_plan *old, eng_plan *ep) {
+  if (old == NULL) return;
+  for (size_t k = 0; k < ep->nmsgs; k++) {
+    eng_msg *m = &ep->msgs[k];
+    if (m->zst == NULL) continue;
+    for (size_t j = 0; j < old->nmsgs; j++) {
+      eng_msg *o = &old->msgs[j];
+      if (o->zst && o->n == m->n && o->count == m->count &&
+          memcmp(o->ids, m->ids, m->n * sizeof(int)) == 0) {
+        gs_compress_state *t = m->zst;
+        m->zst = o->zst;
+        o->zst = t;
+        break;
+      }
+    }
+  }
+}
+
 /* The decision's header: scalars, then the three cost curves, each as
  * a, b, npoints and GS_COST_CURVE_POINTS sizes and times. */
 enum {
   H_STATUS, H_CHANGED, H_CHOSEN, H_NGROUPS, H_WARMUP, H_PREDICTED, H_MEASURED,
-  H_FORWARD, H_DEAR_FWD_END, H_DEAR_AG_WAIT, H_CURVES
+  H_FORWARD, H_DEAR_FWD_END, H_DEAR_AG_WAIT, H_XCHG, H_CURVES
 };
 #define H_CURVE_LEN (3 + 2 * GS_COST_CURVE_POINTS)
 #define H_COUNT (H_CURVES + 3 * H_CURVE_LEN)
@@ -540,7 +591,7 @@ static gs_status decide(gs_engine *e, uint64_t n, int forced, gs_plan **plan_out
   int make = forced;
   if (!forced && e->plan) {
     double old = e->plan->plan->predicted_iter_s;
-    double now = predict(&prof, &e->cost, e->plan->plan, e->plan->dear);
+    double now = predict(e, &prof, &e->cost, e->plan->plan, e->plan->dear);
     double rel = old > 0 ? fabs(now - old) / old : (now > 0 ? INFINITY : 0);
     make = now < 0 || rel > e->replan_drift;
     gs_log(GS_LOG_INFO, "gradsync engine: iteration %llu: the plan's predicted time "
@@ -585,6 +636,7 @@ gs_status eng_plan_step(gs_engine *e, uint64_t n) {
       hdr[H_DEAR_FWD_END] = plan->dear_forward_end_s;
       hdr[H_DEAR_AG_WAIT] = plan->dear_ag_wait_s;
       hdr[H_FORWARD] = prof->forward_s;
+      hdr[H_XCHG] = plan->group_xchg != NULL;
     }
     curve_pack(&e->cost.ar, &hdr[H_CURVES]);
     curve_pack(&e->cost.rs, &hdr[H_CURVES + H_CURVE_LEN]);
@@ -620,9 +672,10 @@ gs_status eng_plan_step(gs_engine *e, uint64_t n) {
   e->cost_measured = hdr[H_MEASURED] != 0;
   if (hdr[H_CHANGED] == 0) return GS_OK;
 
-  /* The plan's group starts (launch order) and the profile's backward
-   * times, exact in doubles, in a buffer allocated with the engine (so
-   * that no rank can miss this broadcast for want of memory). */
+  /* The plan's group starts (launch order), the profile's backward times
+   * and, with compression, each group's exchange, exact in doubles, in a
+   * buffer allocated with the engine (so that no rank can miss this
+   * broadcast for want of memory). */
   size_t G = (size_t)hdr[H_NGROUPS], L = e->ncomm;
   if (G < 1 || G > L) {
     gs_plan_free(plan);
@@ -631,12 +684,16 @@ gs_status eng_plan_step(gs_engine *e, uint64_t n) {
                     "groups for %zu tensors", e->rank, (unsigned long long)n, G, L);
   }
   double *body = e->plan_body;
-  memset(body, 0, (G + L) * sizeof *body);
+  const int has_xchg = hdr[H_XCHG] != 0;
+  const size_t nbody = G + L + (has_xchg ? G : 0);
+  memset(body, 0, nbody * sizeof *body);
   if (e->rank == 0) {
     for (size_t g = 0; g < G; g++) body[g] = (double)plan->tensors[plan->offsets[g]];
     for (size_t c = 0; c < L; c++) body[G + c] = prof->tensors[c].backward_s;
+    if (has_xchg)
+      for (size_t g = 0; g < G; g++) body[G + L + g] = plan->group_xchg[g];
   }
-  st = gs_bcast(e->comm, body, G + L, GS_F64, 0, GS_ALGO_AUTO);
+  st = gs_bcast(e->comm, body, nbody, GS_F64, 0, GS_ALGO_AUTO);
   if (st != GS_OK) {
     gs_plan_free(plan);
     gs_profile_free(prof);
@@ -649,8 +706,9 @@ gs_status eng_plan_step(gs_engine *e, uint64_t n) {
       plan->offsets = gs_malloc((G + 1) * sizeof(size_t));
     }
     gs_profile tmp;
+    if (plan && has_xchg) plan->group_xchg = gs_malloc(G * sizeof(int));
     if (plan == NULL || plan->tensors == NULL || plan->offsets == NULL ||
-        window_profile(e, &tmp) != GS_OK) {
+        (has_xchg && plan->group_xchg == NULL) || window_profile(e, &tmp) != GS_OK) {
       st = gs_error(GS_ERR_NOMEM, "rank %d: no memory for the plan of iteration %llu",
                     e->rank, (unsigned long long)n);
     } else {
@@ -671,6 +729,8 @@ gs_status eng_plan_step(gs_engine *e, uint64_t n) {
       plan->predicted_iter_s = hdr[H_PREDICTED];
       plan->dear_forward_end_s = hdr[H_DEAR_FWD_END];
       plan->dear_ag_wait_s = hdr[H_DEAR_AG_WAIT];
+      if (has_xchg)
+        for (size_t g = 0; g < G; g++) plan->group_xchg[g] = (int)body[G + L + g];
       tmp.forward_s = hdr[H_FORWARD];
       for (size_t c = 0; c < L; c++) tmp.tensors[c].backward_s = body[G + c];
       st = eng_copy_profile(&tmp, &prof);
@@ -696,15 +756,23 @@ gs_status eng_plan_step(gs_engine *e, uint64_t n) {
   ep->cost = e->cost;
   ep->cost_measured = e->cost_measured;
   ep->warmup = hdr[H_WARMUP] != 0;
+  size_t zgroups = 0;
+  for (size_t g = 0; g < G; g++) {
+    int any = 0;
+    for (size_t k = ep->gmsg[g]; k < ep->gmsg[g + 1]; k++) any |= ep->msgs[k].xchg >= 0;
+    zgroups += any;
+  }
 
   pthread_mutex_lock(&e->mu);
   eng_wait_drained_locked(e);
   eng_plan *old = e->plan;
+  carry_states(old, ep);
   e->plan = ep;
   e->stats.plans++;
   e->stats.chosen = plan->chosen;
   e->stats.warming_up = ep->warmup;
   e->stats.ngroups = G;
+  e->stats.compressed_groups = zgroups;
   e->stats.predicted_iter_s = ep->warmup ? 0 : plan->predicted_iter_s;
   e->stats.cost = e->cost;
   e->stats.cost_measured = e->cost_measured;

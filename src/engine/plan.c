@@ -602,6 +602,7 @@ void gs_plan_free(gs_plan *plan) {
   if (plan == NULL) return;
   gs_free(plan->tensors);
   gs_free(plan->offsets);
+  gs_free(plan->group_xchg);
   gs_free(plan);
 }
 

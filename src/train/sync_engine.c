@@ -19,7 +19,6 @@ typedef struct engine_sync {
   gs_engine *engine;
   int *ids;
   unsigned char *pending; /* per tensor: an update waits to be applied */
-  uint64_t bytes_per_step; /* gradient bytes handed to the engine per step */
   uint64_t steps;
 } engine_sync;
 
@@ -34,6 +33,16 @@ static gs_status engine_create(train_ctx *t, void **self) {
   gs_engine_config_init(&cfg);
   cfg.policy = t->cfg->policy;
   cfg.forward_overlap = 1;
+  /* Compression: the engine sends groups compressed, with each message's
+   * error feedback; DGC's options come from the trainer's. */
+  cfg.compress = t->cfg->compress;
+  cfg.error_feedback = !t->cfg->no_ef;
+  gs_compress_opts zopts = gs_compress_opts_default();
+  zopts.seed ^= t->cfg->seed;
+  zopts.warmup_steps = t->cfg->compress_warmup_steps > 0
+                           ? (uint64_t)t->cfg->compress_warmup_steps : 0;
+  if (t->cfg->compress_momentum > 0) zopts.momentum = t->cfg->compress_momentum;
+  cfg.compress_opts = &zopts;
   gs_status st = gs_engine_create(t->comm, &cfg, &s->engine);
   if (st != GS_OK) return st;
   s->ids = gs_calloc(t->nparams, sizeof *s->ids);
@@ -43,7 +52,6 @@ static gs_status engine_create(train_ctx *t, void **self) {
   for (size_t i = 0; i < t->nparams && st == GS_OK; i++) {
     const gs_nn_param *p = gs_nn_param_at(t->net, i);
     st = gs_engine_register(s->engine, p->name, p->grad, p->count, GS_F32, &s->ids[i]);
-    s->bytes_per_step += (uint64_t)p->count * sizeof(float);
   }
   return st;
 }
@@ -89,7 +97,8 @@ static void engine_stats(void *self, train_sync_stats *out) {
   memset(out, 0, sizeof *out);
   if (gs_engine_get_stats(s->engine, &es) != GS_OK) return;
   out->messages = es.messages;
-  out->bytes = s->bytes_per_step * s->steps;
+  /* What went on the wire: payloads for compressed messages. */
+  out->bytes = es.bytes_sent;
   out->comm_s = es.comm_s;
   out->wait_s = es.wait_s;
 }
@@ -100,14 +109,47 @@ static void engine_describe(void *self, cJSON *json, char *text, size_t n) {
   gs_engine_get_plan(s->engine, &plan);
   const char *chosen = plan ? gs_plan_policy_name(plan->chosen) : "-";
   size_t groups = plan ? plan->ngroups : 0;
+  gs_engine_stats es;
+  memset(&es, 0, sizeof es);
+  gs_engine_get_stats(s->engine, &es);
+  const char *z = s->t->cfg->compress;
+  const int zon = z && *z && strcmp(z, "none") != 0;
+  /* Bytes this rank sent per step, and the dense size over them. */
+  double per_step = es.iterations ? (double)es.bytes_sent / (double)es.iterations : 0;
+  double ratio = es.bytes_sent ? (double)es.bytes_dense / (double)es.bytes_sent : 1;
+  char exch[128] = "dense";
+  if (plan && plan->group_xchg) {
+    /* The exchanges the plan uses, e.g. "gtopk" or "allgather+dense". */
+    int seen[GS_XCHG_COUNT + 1] = {0};
+    size_t len = 0;
+    exch[0] = '\0';
+    for (size_t g = 0; g < plan->ngroups; g++) {
+      int k = plan->group_xchg[g] < 0 ? GS_XCHG_COUNT : plan->group_xchg[g];
+      if (seen[k]++ || len >= sizeof exch) continue;
+      len += (size_t)snprintf(exch + len, sizeof exch - len, "%s%s", len ? "+" : "",
+                              k == GS_XCHG_COUNT ? "dense" : gs_xchg_name((gs_xchg)k));
+    }
+  }
   if (json) {
     cJSON_AddStringToObject(json, "policy", s->t->cfg->policy);
     cJSON_AddStringToObject(json, "chosen", chosen);
     cJSON_AddNumberToObject(json, "groups", (double)groups);
+    cJSON_AddStringToObject(json, "compress", zon ? z : "none");
+    cJSON_AddBoolToObject(json, "error_feedback", zon && !s->t->cfg->no_ef);
+    cJSON_AddNumberToObject(json, "compressed_groups", (double)es.compressed_groups);
+    cJSON_AddStringToObject(json, "exchanges", exch);
+    cJSON_AddNumberToObject(json, "bytes_per_step", per_step);
+    cJSON_AddNumberToObject(json, "compression_ratio", ratio);
   }
-  if (text)
-    snprintf(text, n, "policy %s (plan: %s, %zu messages per step)", s->t->cfg->policy,
-             chosen, groups);
+  if (text && zon)
+    snprintf(text, n, "policy %s (plan: %s, %zu messages per step), compression %s%s "
+             "(%zu of %zu groups via %s): %.0f bytes sent per step, %.1fx fewer than "
+             "dense", s->t->cfg->policy, chosen, groups, z,
+             s->t->cfg->no_ef ? " without error feedback" : "", es.compressed_groups,
+             groups, exch, per_step, ratio);
+  else if (text)
+    snprintf(text, n, "policy %s (plan: %s, %zu messages per step), %.0f bytes sent "
+             "per step", s->t->cfg->policy, chosen, groups, per_step);
   gs_plan_free(plan);
 }
 

@@ -58,6 +58,13 @@ typedef struct train_config {
   const char *schedule;    /* "const", "step" (x0.1 every third) or "cosine" */
   double warmup_epochs;    /* 0 */
   const char *policy;      /* the engine's scheduling policy: "auto" */
+  /* Gradient compression in the engine (gs_engine_config.compress): a
+   * compressor spec, "auto:SPEC", or NULL for dense. */
+  const char *compress;
+  int no_ef;               /* 1: no error feedback (--no-ef) */
+  long compress_warmup_steps; /* DGC's exponential density warm-up (steps) */
+  float compress_momentum; /* DGC's momentum correction (the optimizer's
+                              momentum is then 0); 0: the default 0.9 */
   const char *data_dir;    /* NULL: $GRADSYNC_FASHION_MNIST_DIR or the default */
   long synthetic;          /* > 0: a synthetic set of this many samples */
   const char *checkpoint_dir; /* NULL: none; else DIR/checkpoint.gsck */

@@ -1,7 +1,8 @@
 /*
  * The layering that docs/ARCHITECTURE.md states, checked by the compiler:
  * the internal header pulls in only core, and the cost model's header
- * neither the communicator's nor MPI's. gs_algo and its names are core's.
+ * neither the communicator's nor MPI's, and the compressors' header neither
+ * either. gs_algo and its names are core's.
  */
 #include "gs_internal.h"
 
@@ -13,6 +14,15 @@
 
 #if defined(GRADSYNC_COMM_H) || defined(MPI_VERSION)
 #error "gradsync/cost.h must not include gradsync/comm.h or mpi.h"
+#endif
+
+/* The compressors are pure computation below the communicator; the
+ * exchange layer that moves their payloads (gradsync/compress_comm.h) is
+ * the one above it. */
+#include "gradsync/compress.h"
+
+#if defined(GRADSYNC_COMM_H) || defined(MPI_VERSION)
+#error "gradsync/compress.h must not include gradsync/comm.h or mpi.h"
 #endif
 
 #include <stdio.h>

@@ -1,0 +1,142 @@
+/*
+ * HiTopKComm (Shi et al., "Towards Scalable Distributed Training of Deep
+ * Learning on Public Cloud Clusters", MLSys 2021): a sparse all-reduce for
+ * ranks spread over nodes, where links inside a node are fast and links
+ * between nodes slow.
+ *
+ *   1. node-local ring reduce-scatter of the dense tensor: local rank l
+ *      holds the node's sum of shard l (split_blocks over the L local ranks);
+ *   2. top-k of that shard, k_l = ceil(k * |shard l| / n), by the caller's
+ *      selection function (gs_topk_f32 or another);
+ *   3. sparse all-gather of those pairs between the ranks with local rank l
+ *      on every node (the cross-node group): L such gathers run at once,
+ *      each carrying 1/L of the pairs, and each node's link carries
+ *      (N-1) k pairs instead of the (p-1) k of a flat all-gather;
+ *   4. scatter-add of the gathered pairs into shard l (zeroed first), and a
+ *      node-local ring all-gather of the shards: the dense result, the same
+ *      on every rank.
+ *
+ * A selection that fails on one rank (NaN input, say) must not leave the
+ * others waiting: that rank still takes part in every exchange (with pairs
+ * of value zero), and a last all-reduce of every rank's status makes every
+ * rank fail, naming it.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sparse_internal.h"
+
+/* Pairs kept from a shard of `len` of the n elements: k scaled to the
+ * shard, rounded up, at most the shard. */
+static size_t shard_k(size_t k, size_t len, size_t n) {
+  if (n == 0 || len == 0) return 0;
+  double v = ceil((double)k * (double)len / (double)n);
+  size_t ks = v >= (double)len ? len : (size_t)v;
+  return ks;
+}
+
+/* Selects the shard's pairs; a failure is reported in *status (with its
+ * message in *msg) while the pairs become harmless zeros. */
+static void select_shard(const sparse_args *s, const float *shard, size_t len,
+                         size_t ks, uint32_t *idx, float *val, int rank,
+                         gs_status *status, char *msg, size_t msglen) {
+  gs_status st = GS_OK;
+  if (ks > 0) {
+    gs_clear_error();
+    st = s->select(shard, len, ks, s->method, idx);
+    if (st != GS_OK) {
+      snprintf(msg, msglen, "hitopk on rank %d: top-%zu selection (%s) of its "
+               "shard of %zu elements failed: %s", rank, ks, s->method, len,
+               gs_last_error());
+    } else {
+      for (size_t i = 0; i < ks; i++) {
+        if (idx[i] >= len) {
+          st = GS_ERR_INVALID_ARG;
+          snprintf(msg, msglen, "hitopk on rank %d: the selection (%s) "
+                   "returned index %u at position %zu, outside the shard of "
+                   "%zu elements", rank, s->method, idx[i], i, len);
+          break;
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < ks; i++) {
+    if (st != GS_OK) {
+      idx[i] = 0;
+      val[i] = 0.0f;
+    } else {
+      val[i] = shard[idx[i]];
+    }
+  }
+  *status = st;
+}
+
+static gs_status hitopk(gs_comm *c, const sparse_args *s, gs_status *sel_st,
+                        char *msg, size_t msglen) {
+  int L = c->local.size, lr = c->local.rank, N = c->cross.size;
+  float *buf = s->recvbuf;
+  size_t *off = gs_malloc(sizeof(size_t) * (2 * (size_t)L + (size_t)N));
+  if (off == NULL) return GS_ERR_NOMEM;
+  size_t *len = off + L, *counts = off + 2 * L;
+  split_blocks(s->n, L, off, len);
+  gs_status st = GS_OK;
+  if (L > 1) st = ring_run(c, &c->local, buf, off, len, GS_F32, GS_SUM, 1, 0, 1);
+  float *shard = buf + off[lr];
+  size_t ks = shard_k(s->k, len[lr], s->n);
+  uint32_t *idx = gs_malloc((ks + 1) * sizeof(uint32_t));
+  float *val = gs_malloc((ks + 1) * sizeof(float));
+  if (idx == NULL || val == NULL) st = GS_ERR_NOMEM;
+  char *packed = NULL;
+  size_t *boff = NULL;
+  if (st == GS_OK) {
+    select_shard(s, shard, len[lr], ks, idx, val, c->world.rank, sel_st, msg,
+                 msglen);
+    /* Every rank of the cross-node group has local rank lr, hence the same
+     * shard and the same k. */
+    for (int r = 0; r < N; r++) counts[r] = ks;
+    st = sparse_gather(c, &c->cross, idx, val, sizeof(float), counts, &packed,
+                       &boff);
+  }
+  if (st == GS_OK) {
+    memset(shard, 0, len[lr] * sizeof(float));
+    for (int r = 0; r < N; r++) {
+      const char *blk = packed + boff[r];
+      sparse_scatter_add(shard, (const uint32_t *)blk,
+                         blk + ks * sizeof(uint32_t), ks, GS_F32);
+    }
+    if (L > 1) st = ring_run(c, &c->local, buf, off, len, GS_F32, GS_SUM, 0, 1, 1);
+  }
+  gs_free(packed);
+  gs_free(boff);
+  gs_free(idx);
+  gs_free(val);
+  gs_free(off);
+  return st;
+}
+
+gs_status sparse_run_hitopk(gs_comm *c, sparse_args *s) {
+  GS_CHECK(sparse_agree(c, &c->world, "hitopk", s, 1, SIZE_MAX, NULL, NULL));
+  if (s->sendbuf != NULL && s->n > 0)
+    memcpy(s->recvbuf, s->sendbuf, s->n * sizeof(float));
+  gs_sparse_algo algo = s->algo;
+  if (algo == GS_SPARSE_AUTO)
+    algo = gs_comm_choose_sparse(c, GS_SPARSE_HITOPK, s->n, s->k, GS_F32, NULL,
+                                 NULL);
+  if (algo == GS_SPARSE_DENSE)
+    return sparse_dense_allreduce(c, s->recvbuf, s->n, GS_F32);
+  gs_status sel = GS_OK;
+  char msg[512] = "";
+  GS_CHECK(hitopk(c, s, &sel, msg, sizeof msg));
+  /* Every rank learns whether a selection failed anywhere. */
+  int mine[2] = {sel != GS_OK ? (int)sel : 0, c->world.rank}, any[2];
+  MPI_TRY(&c->world, MPI_Allreduce(mine, any, 1, MPI_2INT, MPI_MAXLOC,
+                                   c->world.mpi));
+  comm_progress(&c->world);
+  if (sel != GS_OK) return gs_error(sel, "%s", msg);
+  if (any[0] != 0)
+    return gs_error((gs_status)any[0], "hitopk on rank %d: the top-k selection "
+                    "failed on rank %d (%s); no rank's result is complete",
+                    c->world.rank, any[1], gs_strerror((gs_status)any[0]));
+  return GS_OK;
+}

@@ -1,0 +1,44 @@
+#!/bin/sh
+# The command line's compression options: bad specs and option misuse exit
+# 2 with a message; gradsync plan --compress auto:SPEC keeps every group
+# dense on a fast network and compresses on a slow one, and shows it.
+# Usage: test_cli_compress.sh GRADSYNC PROFILES_DIR
+gs=$1
+prof=$2/resnet50.json
+fail=0
+expect() { # expect CODE PATTERN CMD...
+  code=$1 pat=$2
+  shift 2
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ "$rc" != "$code" ] || ! printf '%s' "$out" | grep -q -- "$pat"; then
+    echo "FAIL: $* -> exit $rc (expected $code, output matching '$pat'):"
+    printf '%s\n' "$out" | head -5
+    fail=1
+  fi
+}
+expect 2 "unknown compressor" "$gs" train --compress bogus:1
+expect 2 "topk" "$gs" train --compress topk:2
+expect 2 "need --compress" "$gs" train --no-ef
+expect 2 "unknown compressor" "$gs" plan --profile "$prof" --net 1GbE --workers 4 --compress bogus
+expect 2 "needs --workers" "$gs" plan --profile "$prof" --a 1e-4 --b 1e-9 --compress topk:0.01
+# auto:topk on a fast and on a slow network (compute scaled to a fast GPU).
+fast=$("$gs" plan --profile "$prof" --net 100GbIB --workers 4 --policy optimal \
+       --compute-scale 0.05 --compress auto:topk:0.01 --json) || fail=1
+slow=$("$gs" plan --profile "$prof" --net 1GbE --workers 4 --policy optimal \
+       --compute-scale 0.05 --compress auto:topk:0.01 --json) || fail=1
+case $fast in *'"group_exchange":['*) ;; *) echo "FAIL: no group_exchange: $fast" | head -c 300; fail=1 ;; esac
+if printf '%s' "$fast" | grep -q '"allgather"\|"gtopk"'; then
+  echo "FAIL: 100GbIB: a group went compressed"; fail=1
+fi
+if ! printf '%s' "$slow" | grep -q '"allgather"\|"gtopk"'; then
+  echo "FAIL: 1GbE: no group went compressed"; fail=1
+fi
+# A required spec: every group through the compressor's own exchange.
+req=$("$gs" plan --profile "$prof" --net 100GbIB --workers 4 --policy wfbp \
+      --compress topk:0.01 --verbose) || fail=1
+if printf '%s' "$req" | grep -q '\[[0-9-]*\]'; then
+  echo "FAIL: topk:0.01 left a group dense"; fail=1
+fi
+[ $fail = 0 ] && echo "cli compress: ok"
+exit $fail

@@ -1,0 +1,254 @@
+/*
+ * The engine with compression, under mpirun (tests/xchg/CMakeLists.txt):
+ *
+ *   test_engine_xchg main   every group compressed (top-k with error
+ *                           feedback, policy single): each iteration's f32
+ *                           result is bitwise the exchange layer's on the
+ *                           fused buffer with a state of its own, the f16
+ *                           tensor stays dense (bitwise gs_allreduce AVG),
+ *                           bytes sent < dense bytes; a compression spec or
+ *                           error-feedback flag that differs on one rank,
+ *                           and a bad spec on one rank, fail creation on
+ *                           every rank; required compression with dear is
+ *                           refused
+ *   test_engine_xchg dense  auto:topk on a fast network (GRADSYNC_BETA
+ *                           small): the plan keeps every group dense
+ *   test_engine_xchg sparse auto:topk on a slow network: the large tensor
+ *                           goes compressed
+ * Prints "FAIL rank R ..." on a failed check; exit status non-zero.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gradsync.h"
+
+static int g_rank, g_size, g_fail;
+static gs_comm *g_comm;
+
+#define CHECK(cond, ...)                                   \
+  do {                                                     \
+    if (!(cond)) {                                         \
+      printf("FAIL rank %d line %d: ", g_rank, __LINE__); \
+      printf(__VA_ARGS__);                                 \
+      printf("\n");                                        \
+      fflush(stdout);                                      \
+      g_fail++;                                            \
+    }                                                      \
+  } while (0)
+
+static uint64_t rng;
+static float frand(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (float)((double)(rng >> 11) / 9007199254740992.0 - 0.5);
+}
+
+enum { NT = 4 };
+static const size_t counts[NT] = {300, 5000, 17, 20000};
+
+static void fill(float *const bufs[NT], uint16_t *half, size_t nhalf, int iter) {
+  rng = (uint64_t)(g_rank + 1) * 1000003u + (uint64_t)iter * 7919u;
+  for (int t = 0; t < NT; t++)
+    for (size_t i = 0; i < counts[t]; i++) bufs[t][i] = frand();
+  for (size_t i = 0; i < nhalf; i++) half[i] = (uint16_t)(0x3C00 + (i % 64)); /* ~1 */
+}
+
+static void test_main(void) {
+  gs_engine_config cfg;
+  gs_engine_config_init(&cfg);
+  cfg.policy = "single";
+  cfg.compress = "topk:0.05";
+  gs_engine *e = NULL;
+  CHECK(gs_engine_create(g_comm, &cfg, &e) == GS_OK, "create: %s", gs_last_error());
+  if (e == NULL) return;
+  float *bufs[NT], *ins[NT];
+  size_t total = 0;
+  int ids[NT + 1];
+  for (int t = 0; t < NT; t++) {
+    bufs[t] = malloc(counts[t] * sizeof(float));
+    ins[t] = malloc(counts[t] * sizeof(float));
+    total += counts[t];
+  }
+  const size_t nhalf = 64;
+  uint16_t half[64], half_ref[64];
+  char name[16];
+  for (int t = 0; t < NT; t++) {
+    snprintf(name, sizeof name, "w%d", t);
+    gs_engine_register(e, name, bufs[t], counts[t], GS_F32, &ids[t]);
+  }
+  gs_engine_register(e, "h", half, nhalf, GS_F16, &ids[NT]);
+  /* The reference: the exchange layer on the fused f32 buffer (fusion
+   * order is registration order) with its own state. */
+  gs_compressor *c = NULL;
+  gs_compress_state *st = NULL;
+  gs_compressor_create("topk:0.05", &c);
+  gs_compress_opts o = gs_compress_opts_default();
+  o.rank = g_rank;
+  o.nranks = g_size;
+  gs_compress_state_create(c, total, &o, &st);
+  float *fused = malloc(total * sizeof(float));
+  for (int it = 0; it < 4; it++) {
+    fill(bufs, half, nhalf, it);
+    for (int t = 0; t < NT; t++) memcpy(ins[t], bufs[t], counts[t] * sizeof(float));
+    memcpy(half_ref, half, sizeof half);
+    for (int t = NT; t >= 0; t--) gs_engine_grad_ready(e, ids[t]);
+    CHECK(gs_engine_wait(e) == GS_OK, "wait: %s", gs_last_error());
+    size_t off = 0;
+    for (int t = 0; t < NT; t++) {
+      memcpy(fused + off, ins[t], counts[t] * sizeof(float));
+      off += counts[t];
+    }
+    /* The exchange the plan chose for the group (all-gather or gTop-k). */
+    gs_plan *pl = NULL;
+    gs_engine_get_plan(e, &pl);
+    gs_xchg how = pl && pl->group_xchg ? (gs_xchg)pl->group_xchg[0] : GS_XCHG_COUNT;
+    gs_plan_free(pl);
+    CHECK(how == GS_XCHG_ALLGATHER || how == GS_XCHG_GTOPK, "iteration %d: group sent "
+          "through %s", it, gs_xchg_name(how));
+    CHECK(gs_compress_allreduce(g_comm, c, st, fused, total, how, NULL, NULL) == GS_OK,
+          "reference: %s", gs_last_error());
+    off = 0;
+    for (int t = 0; t < NT; t++) {
+      CHECK(memcmp(fused + off, bufs[t], counts[t] * sizeof(float)) == 0,
+            "iteration %d: tensor w%d differs from the exchange layer's result", it, t);
+      off += counts[t];
+    }
+    gs_allreduce(g_comm, GS_IN_PLACE, half_ref, nhalf, GS_F16, GS_AVG, GS_ALGO_AUTO);
+    CHECK(memcmp(half, half_ref, sizeof half) == 0,
+          "iteration %d: the f16 tensor is not the dense average", it);
+  }
+  gs_engine_stats s;
+  gs_engine_get_stats(e, &s);
+  CHECK(s.compressed_messages == 4, "%llu compressed messages, expected 4",
+        (unsigned long long)s.compressed_messages);
+  CHECK(s.compressed_groups == 1, "%zu compressed groups", s.compressed_groups);
+  CHECK(s.bytes_sent > 0 && s.bytes_sent * 4 < s.bytes_dense,
+        "bytes sent %llu, dense %llu", (unsigned long long)s.bytes_sent,
+        (unsigned long long)s.bytes_dense);
+  gs_plan *pl = NULL;
+  gs_engine_get_plan(e, &pl);
+  CHECK(pl && pl->group_xchg && pl->group_xchg[0] >= 0,
+        "the plan does not show the compressed group");
+  gs_plan_free(pl);
+  CHECK(gs_engine_destroy(e) == GS_OK, "destroy: %s", gs_last_error());
+  for (int t = 0; t < NT; t++) {
+    free(bufs[t]);
+    free(ins[t]);
+  }
+  free(fused);
+  gs_compress_state_destroy(st);
+  gs_compressor_destroy(c);
+
+  /* A spec, an error-feedback flag, or a bad spec on one rank. */
+  const int odd = g_size - 1;
+  for (int k = 0; k < 3 && g_size > 1; k++) {
+    gs_engine_config_init(&cfg);
+    cfg.compress = "topk:0.1";
+    if (g_rank == odd) {
+      if (k == 0) cfg.compress = "auto:topk:0.2";
+      if (k == 1) cfg.error_feedback = 0;
+      if (k == 2) cfg.compress = "topk:2";
+    }
+    e = NULL;
+    gs_status r = gs_engine_create(g_comm, &cfg, &e);
+    CHECK(r != GS_OK && e == NULL, "case %d: creation succeeded", k);
+    const char *msg = gs_last_error();
+    char want[64];
+    snprintf(want, sizeof want, "rank %d", odd);
+    if (k < 2) {
+      CHECK(r == GS_ERR_MISMATCH, "case %d: status %d", k, (int)r);
+      CHECK(strstr(msg, want) && strstr(msg, k == 0 ? "auto:topk:0.2" : "error feedback"),
+            "case %d: message: %s", k, msg);
+    } else if (g_rank == odd) {
+      CHECK(r == GS_ERR_INVALID_ARG && strstr(msg, "topk:2"), "bad spec: %d %s", (int)r,
+            msg);
+    } else {
+      CHECK(strstr(msg, want) != NULL, "bad spec elsewhere: %s", msg);
+    }
+    gs_engine_destroy(e);
+  }
+  gs_engine_config_init(&cfg);
+  cfg.compress = "topk:0.1";
+  cfg.policy = "dear";
+  e = NULL;
+  CHECK(gs_engine_create(g_comm, &cfg, &e) == GS_ERR_INVALID_ARG &&
+            strstr(gs_last_error(), "dear"), "required compression with dear: %s",
+        gs_last_error());
+  gs_engine_destroy(e);
+}
+
+/* auto:topk with wfbp planned at once from the communicator's cost model
+ * (GRADSYNC_ALPHA / GRADSYNC_BETA): on a fast network every group stays
+ * dense, on a slow one the 4 MB tensor goes compressed. */
+static void test_auto(int want_compressed) {
+  gs_engine_config cfg;
+  gs_engine_config_init(&cfg);
+  cfg.policy = "wfbp";
+  cfg.warmup_iters = 0;
+  cfg.compress = "auto:topk:0.01";
+  gs_engine *e = NULL;
+  CHECK(gs_engine_create(g_comm, &cfg, &e) == GS_OK, "create: %s", gs_last_error());
+  if (e == NULL) return;
+  size_t big = 1u << 20, small = 100;
+  float *a = calloc(big, sizeof(float)), *b = calloc(small, sizeof(float));
+  int ia, ib;
+  gs_engine_register(e, "big", a, big, GS_F32, &ia);
+  gs_engine_register(e, "small", b, small, GS_F32, &ib);
+  for (int it = 0; it < 2; it++) {
+    for (size_t i = 0; i < big; i++) a[i] = (float)((i * 2654435761u) % 1000) / 1000.0f;
+    gs_engine_grad_ready(e, ib);
+    gs_engine_grad_ready(e, ia);
+    CHECK(gs_engine_wait(e) == GS_OK, "wait: %s", gs_last_error());
+  }
+  gs_engine_stats s;
+  gs_engine_get_stats(e, &s);
+  gs_plan *pl = NULL;
+  gs_engine_get_plan(e, &pl);
+  int big_compressed = 0, small_compressed = 0;
+  for (size_t g = 0; pl && g < pl->ngroups; g++) {
+    int z = pl->group_xchg && pl->group_xchg[g] >= 0;
+    for (size_t k = pl->offsets[g]; k < pl->offsets[g + 1]; k++) {
+      if (pl->tensors[k] == 0) big_compressed = z;
+      else small_compressed = z;
+    }
+  }
+  CHECK(big_compressed == want_compressed, "the 4 MB tensor: compressed %d, expected %d",
+        big_compressed, want_compressed);
+  /* On the slow network the small tensor may go either way: the model has
+   * the same latency terms for both and fewer bytes compressed. */
+  CHECK(want_compressed || !small_compressed, "the 400-byte tensor went compressed");
+  CHECK(want_compressed ? s.bytes_sent * 10 < s.bytes_dense
+                        : s.bytes_sent == s.bytes_dense,
+        "bytes sent %llu, dense %llu", (unsigned long long)s.bytes_sent,
+        (unsigned long long)s.bytes_dense);
+  gs_plan_free(pl);
+  CHECK(gs_engine_destroy(e) == GS_OK, "destroy: %s", gs_last_error());
+  free(a);
+  free(b);
+}
+
+int main(int argc, char **argv) {
+  if (gs_init(&argc, &argv) != GS_OK ||
+      gs_comm_create(MPI_COMM_WORLD, &g_comm) != GS_OK) {
+    fprintf(stderr, "FAIL setup: %s\n", gs_last_error());
+    return 1;
+  }
+  g_rank = gs_comm_rank(g_comm);
+  g_size = gs_comm_size(g_comm);
+  const char *mode = argc > 1 ? argv[1] : "main";
+  if (strcmp(mode, "main") == 0) test_main();
+  else if (strcmp(mode, "dense") == 0) test_auto(0);
+  else if (strcmp(mode, "sparse") == 0) test_auto(1);
+  else CHECK(0, "unknown mode %s", mode);
+  int all = 0;
+  gs_allreduce(g_comm, &g_fail, &all, 1, GS_I32, GS_SUM, GS_ALGO_AUTO);
+  if (g_rank == 0) printf("%s: %d failed checks\n", mode, all);
+  gs_comm_destroy(g_comm);
+  gs_finalize();
+  return all != 0;
+}
