@@ -1106,7 +1106,6 @@ gs_status gs_comm_destroy(gs_comm *c) {
   pthread_cond_destroy(&c->cv_done);
   pthread_cond_destroy(&c->cv_work);
   pthread_mutex_destroy(&c->mu);
-  sparse_comm_free(c);
   comm_free_mpi(c);
   gs_free(c->scratch);
   gs_free(c->work);

@@ -143,10 +143,6 @@ struct gs_comm {
   size_t scratch_bytes;
   void *work;
   size_t work_bytes;
-
-  /* HiTopKComm's node-local shared memory (sparse_hitopk.c); NULL until
-   * first used, freed by sparse_comm_free in gs_comm_destroy. */
-  struct sparse_shm *sparse_shm;
 };
 
 /* Grows one of the comm's scratch areas to at least `bytes`. */
@@ -263,8 +259,5 @@ struct sparse_args;
 /* Runs a sparse collective on the progress thread. */
 gs_status sparse_run(gs_comm *c, coll_args *a);
 void sparse_args_free(struct sparse_args *s);
-/* Frees a communicator's sparse state (collective over its node, like
- * gs_comm_destroy; before the MPI communicators are freed). */
-void sparse_comm_free(gs_comm *c);
 
 #endif /* GS_COMM_INTERNAL_H */

@@ -4,9 +4,8 @@
  * ranks spread over nodes, where links inside a node are fast and links
  * between nodes slow.
  *
- *   1. node-local reduce-scatter of the dense tensor through shared memory
- *      (the ring where none can be had): local rank l holds the node's sum
- *      of shard l (split_blocks over the L local ranks);
+ *   1. node-local ring reduce-scatter of the dense tensor: local rank l
+ *      holds the node's sum of shard l (split_blocks over the L local ranks);
  *   2. top-k of that shard, k_l = ceil(k * |shard l| / n), by the caller's
  *      selection function (gs_topk_f32 or another);
  *   3. sparse all-gather of those pairs between the ranks with local rank l
@@ -24,7 +23,6 @@
  * rank fail, naming it.
  */
 #include <math.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -75,115 +73,6 @@ static void select_shard(const sparse_args *s, const float *shard, size_t len,
   *status = st;
 }
 
-/* ---- The node-local reduce-scatter through shared memory ------------------
- * The ranks of a node share memory, so the node's sum of each shard need not
- * travel through the transport: each rank copies its tensor into its segment
- * of an MPI shared-memory window (MPI_Win_allocate_shared over the node's
- * communicator), and after a node barrier local rank l adds shard l of every
- * segment. On the emulated cluster, whose ranks talk TCP (also inside a
- * node), this is what NVLink or a node's memory bus is to the paper's
- * HiTopKComm. The window is allocated at the first call, grown when a
- * larger tensor comes, and kept until gs_comm_destroy. Where MPI cannot make
- * one (ranks of a "node" on different hosts), every rank of the node falls
- * back to the ring. */
-struct sparse_shm {
-  MPI_Win win;
-  size_t n;        /* floats per segment */
-  int broken;      /* no window can be had: use the ring */
-  float **seg;     /* every local rank's segment */
-};
-
-static void shm_release(gs_comm *c) {
-  struct sparse_shm *s = c->sparse_shm;
-  if (s == NULL) return;
-  if (s->win != MPI_WIN_NULL) {
-    MPI_Win_unlock_all(s->win);
-    MPI_Win_free(&s->win);
-  }
-  gs_free(s->seg);
-  s->seg = NULL;
-  s->n = 0;
-}
-
-void sparse_comm_free(gs_comm *c) {
-  if (c->sparse_shm == NULL) return;
-  shm_release(c);
-  gs_free(c->sparse_shm);
-  c->sparse_shm = NULL;
-}
-
-/* A window of n floats per local rank; *ok = 0 on every rank of the node if
- * any could not have one (then the ring is used, now and later). */
-static gs_status shm_ensure(gs_comm *c, size_t n, int *ok) {
-  struct sparse_shm *s = c->sparse_shm;
-  *ok = 0;
-  if (s == NULL) {
-    s = c->sparse_shm = gs_calloc(1, sizeof *s);
-    if (s == NULL) return GS_ERR_NOMEM;
-    s->win = MPI_WIN_NULL;
-  }
-  if (s->broken) return GS_OK;
-  if (s->n >= n && s->win != MPI_WIN_NULL) {
-    *ok = 1;
-    return GS_OK;
-  }
-  shm_release(c);
-  int L = c->local.size, mine = 1, all = 0;
-  float *base = NULL;
-  s->seg = gs_calloc((size_t)L, sizeof(float *));
-  if (s->seg == NULL) mine = 0;
-  if (mine && (n * sizeof(float) > (size_t)PTRDIFF_MAX / 2 ||
-               MPI_Win_allocate_shared((MPI_Aint)(n * sizeof(float)), sizeof(float),
-                                       MPI_INFO_NULL, c->local.mpi, &base,
-                                       &s->win) != MPI_SUCCESS)) {
-    mine = 0;
-    s->win = MPI_WIN_NULL;
-  }
-  for (int l = 0; mine && l < L; l++) {
-    MPI_Aint size;
-    int disp;
-    if (MPI_Win_shared_query(s->win, l, &size, &disp, &s->seg[l]) != MPI_SUCCESS ||
-        (size_t)size < n * sizeof(float))
-      mine = 0;
-  }
-  MPI_TRY(&c->local, MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, c->local.mpi));
-  if (!all) {
-    /* The window (where this rank got one) is freed with the others'. */
-    if (s->win != MPI_WIN_NULL) MPI_Win_free(&s->win);
-    s->win = MPI_WIN_NULL;
-    gs_free(s->seg);
-    s->seg = NULL;
-    s->broken = 1;
-    gs_log(GS_LOG_INFO, "hitopk on rank %d: no node-local shared memory; the "
-           "node's reduce-scatter uses the ring", c->world.rank);
-    return GS_OK;
-  }
-  MPI_TRY(&c->local, MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win));
-  s->n = n;
-  *ok = 1;
-  return GS_OK;
-}
-
-/* Local rank lr's shard of buf becomes the node's sum of it. */
-static gs_status shm_reduce_scatter(gs_comm *c, float *buf, const size_t *off,
-                                    const size_t *len, size_t n) {
-  struct sparse_shm *s = c->sparse_shm;
-  int L = c->local.size, lr = c->local.rank;
-  memcpy(s->seg[lr], buf, n * sizeof(float));
-  MPI_TRY(&c->local, MPI_Win_sync(s->win));
-  MPI_TRY(&c->local, MPI_Barrier(c->local.mpi));
-  MPI_TRY(&c->local, MPI_Win_sync(s->win));
-  comm_progress(&c->local);
-  float *shard = buf + off[lr];
-  memcpy(shard, s->seg[0] + off[lr], len[lr] * sizeof(float));
-  for (int l = 1; l < L; l++)
-    GS_CHECK(gs_reduce_local(shard, s->seg[l] + off[lr], len[lr], GS_F32, GS_SUM));
-  /* Nobody writes its segment again until every rank has read. */
-  MPI_TRY(&c->local, MPI_Barrier(c->local.mpi));
-  comm_progress(&c->local);
-  return GS_OK;
-}
-
 static gs_status hitopk(gs_comm *c, const sparse_args *s, gs_status *sel_st,
                         char *msg, size_t msglen) {
   int L = c->local.size, lr = c->local.rank, N = c->cross.size;
@@ -193,13 +82,7 @@ static gs_status hitopk(gs_comm *c, const sparse_args *s, gs_status *sel_st,
   size_t *len = off + L, *lcounts = off + 2 * L, *counts = off + 3 * L;
   split_blocks(s->n, L, off, len);
   gs_status st = GS_OK;
-  if (L > 1) {
-    int shm = 0;
-    st = shm_ensure(c, s->n, &shm);
-    if (st == GS_OK && shm) st = shm_reduce_scatter(c, buf, off, len, s->n);
-    else if (st == GS_OK)
-      st = ring_run(c, &c->local, buf, off, len, GS_F32, GS_SUM, 1, 0, 1);
-  }
+  if (L > 1) st = ring_run(c, &c->local, buf, off, len, GS_F32, GS_SUM, 1, 0, 1);
   float *shard = buf + off[lr];
   size_t ks = shard_k(s->k, len[lr], s->n);
   /* Room for this rank's pairs, then for the N nodes' pairs of its shard. */
