@@ -316,15 +316,17 @@ gs_status gs_igtopk(gs_comm *comm, const uint32_t *idx, const float *val,
                     gs_request **req);
 
 /* HiTopKComm (Shi et al., MLSys 2021) of a dense f32 tensor: a node-local
- * reduce-scatter (local rank l holds the node's sum of shard l of the
- * split_blocks split), top-k of the shard with `select`/`method` and
+ * reduce-scatter (local rank l holds the node's sum of shard l of a balanced
+ * split), top-k of the shard with `select`/`method` and
  * k_l = ceil(k * shard / n), a sparse all-gather of those pairs between the
- * ranks of the same local rank on every node, scatter-add into the shard,
- * and a node-local all-gather: recvbuf = sum over nodes of the top-k of each
- * node's sum, shard by shard, on every rank. sendbuf may be GS_IN_PLACE.
- * Needs the same number of ranks on every node (GS_ERR_UNSUPPORTED
- * otherwise). algo: GS_SPARSE_HITOPK, GS_SPARSE_DENSE (all-reduce of the
- * dense tensor, no sparsification) or GS_SPARSE_AUTO (the cost model). */
+ * ranks of the same local rank on every node, a node-local all-gather of
+ * the gathered pairs and their scatter-add: recvbuf = sum over nodes of the
+ * top k_l of each shard of each node's sum, the same on every rank. sendbuf
+ * may be GS_IN_PLACE. Needs the same number of ranks on every node
+ * (GS_ERR_UNSUPPORTED otherwise). algo: GS_SPARSE_HITOPK, GS_SPARSE_DENSE
+ * (all-reduce of the dense tensor, no sparsification) or GS_SPARSE_AUTO (the
+ * cost model). A selection that fails on one rank fails the call on every
+ * rank. */
 gs_status gs_ihitopk(gs_comm *comm, const float *sendbuf, float *recvbuf,
                      size_t n, size_t k, gs_topk_fn select, const char *method,
                      gs_sparse_algo algo, gs_request **req);

@@ -172,13 +172,13 @@ double gs_cost_gtopk(const gs_cost_params *c, gs_cost_topo t, double k,
                      double pair_bytes);
 
 /* HiTopKComm (Shi et al., MLSys 2021) of n elements of e bytes, k pairs
- * selected over the whole tensor (k/L per shard), on N nodes of L ranks:
- * node-local ring reduce-scatter and all-gather of the dense tensor, a ring
- * all-gather of k/L pairs from each of the N nodes between the ranks of the
- * same local rank (the N-1 steps of the L rings share each node's link, so
- * L of them count against one link):
- *   lg p a + 2 (L-1) a_l + (L-1)/L n e (2 b_l + g)
- *          + (N-1) a + (N-1) k s b + N k/L s g. */
+ * selected over the whole tensor (k/L per shard), on N nodes of L ranks: a
+ * node-local ring reduce-scatter of the dense tensor, a ring all-gather of
+ * k/L pairs from each of the N nodes between the ranks of the same local
+ * rank (the L rings share each node's link, so L of them count against
+ * one link), a node-local all-gather of the N k pairs, and their scatter-add:
+ *   lg p a + (L-1) a_l + (L-1)/L n e (b_l + g)
+ *          + (N-1) a + (N-1) k s b + (L-1) a_l + (L-1)/L N k s b_l + N k s g. */
 double gs_cost_hitopk(const gs_cost_params *c, gs_cost_topo t, double n,
                       double elem_bytes, double k, double pair_bytes);
 

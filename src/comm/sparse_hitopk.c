@@ -12,9 +12,10 @@
  *      on every node (the cross-node group): L such gathers run at once,
  *      each carrying 1/L of the pairs, and each node's link carries
  *      (N-1) k pairs instead of the (p-1) k of a flat all-gather;
- *   4. scatter-add of the gathered pairs into shard l (zeroed first), and a
- *      node-local ring all-gather of the shards: the dense result, the same
- *      on every rank.
+ *   4. a node-local all-gather of those N k_l pairs of every shard (sparse:
+ *      N k pairs in all, where the dense shards would be n elements), and a
+ *      scatter-add of all of them, in the same order on every rank, into the
+ *      zeroed output: the dense result, the same on every rank.
  *
  * A selection that fails on one rank (NaN input, say) must not leave the
  * others waiting: that rank still takes part in every exchange (with pairs
@@ -76,19 +77,20 @@ static gs_status hitopk(gs_comm *c, const sparse_args *s, gs_status *sel_st,
                         char *msg, size_t msglen) {
   int L = c->local.size, lr = c->local.rank, N = c->cross.size;
   float *buf = s->recvbuf;
-  size_t *off = gs_malloc(sizeof(size_t) * (2 * (size_t)L + (size_t)N));
+  size_t *off = gs_malloc(sizeof(size_t) * (3 * (size_t)L + (size_t)N));
   if (off == NULL) return GS_ERR_NOMEM;
-  size_t *len = off + L, *counts = off + 2 * L;
+  size_t *len = off + L, *lcounts = off + 2 * L, *counts = off + 3 * L;
   split_blocks(s->n, L, off, len);
   gs_status st = GS_OK;
   if (L > 1) st = ring_run(c, &c->local, buf, off, len, GS_F32, GS_SUM, 1, 0, 1);
   float *shard = buf + off[lr];
   size_t ks = shard_k(s->k, len[lr], s->n);
-  uint32_t *idx = gs_malloc((ks + 1) * sizeof(uint32_t));
-  float *val = gs_malloc((ks + 1) * sizeof(float));
+  /* Room for this rank's pairs, then for the N nodes' pairs of its shard. */
+  uint32_t *idx = gs_malloc(((size_t)N * ks + 1) * sizeof(uint32_t));
+  float *val = gs_malloc(((size_t)N * ks + 1) * sizeof(float));
   if (idx == NULL || val == NULL) st = GS_ERR_NOMEM;
-  char *packed = NULL;
-  size_t *boff = NULL;
+  char *packed = NULL, *lpacked = NULL;
+  size_t *boff = NULL, *lboff = NULL;
   if (st == GS_OK) {
     select_shard(s, shard, len[lr], ks, idx, val, c->world.rank, sel_st, msg,
                  msglen);
@@ -99,16 +101,32 @@ static gs_status hitopk(gs_comm *c, const sparse_args *s, gs_status *sel_st,
                        &boff);
   }
   if (st == GS_OK) {
-    memset(shard, 0, len[lr] * sizeof(float));
+    /* The shard's pairs of every node, in node order, with indices into the
+     * whole tensor; each local rank's count follows from the split. */
     for (int r = 0; r < N; r++) {
       const char *blk = packed + boff[r];
-      sparse_scatter_add(shard, (const uint32_t *)blk,
-                         blk + ks * sizeof(uint32_t), ks, GS_F32);
+      const uint32_t *bi = (const uint32_t *)blk;
+      memcpy(val + (size_t)r * ks, blk + ks * sizeof(uint32_t), ks * sizeof(float));
+      for (size_t j = 0; j < ks; j++)
+        idx[(size_t)r * ks + j] = bi[j] + (uint32_t)off[lr];
     }
-    if (L > 1) st = ring_run(c, &c->local, buf, off, len, GS_F32, GS_SUM, 0, 1, 1);
+    for (int l = 0; l < L; l++) lcounts[l] = (size_t)N * shard_k(s->k, len[l], s->n);
+    st = sparse_gather(c, &c->local, idx, val, sizeof(float), lcounts, &lpacked,
+                       &lboff);
+  }
+  if (st == GS_OK) {
+    /* Every rank adds the same pairs in the same order: the same result. */
+    memset(buf, 0, s->n * sizeof(float));
+    for (int l = 0; l < L; l++) {
+      const char *blk = lpacked + lboff[l];
+      sparse_scatter_add(buf, (const uint32_t *)blk,
+                         blk + lcounts[l] * sizeof(uint32_t), lcounts[l], GS_F32);
+    }
   }
   gs_free(packed);
   gs_free(boff);
+  gs_free(lpacked);
+  gs_free(lboff);
   gs_free(idx);
   gs_free(val);
   gs_free(off);

@@ -263,10 +263,11 @@ double gs_cost_hitopk(const gs_cost_params *craw, gs_cost_topo t, double n,
   int local = p / nodes;
   if (local < 1) local = 1;
   double f = (double)(local - 1) / local, dense = n * elem_bytes;
+  double pairs = nodes * k * pair_bytes; /* every shard's pairs of every node */
   double intra = 2.0 * (local - 1) * c.alpha_local +
-                 f * dense * (2.0 * c.beta_local + c.gamma);
+                 f * dense * (c.beta_local + c.gamma) + f * pairs * c.beta_local;
   double inter = (nodes - 1) * c.alpha + (nodes - 1) * k * pair_bytes * c.beta +
-                 nodes * k / local * pair_bytes * c.gamma;
+                 pairs * c.gamma;
   return sparse_agree_cost(&c, p) + intra + inter;
 }
 
