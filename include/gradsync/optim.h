@@ -51,7 +51,8 @@ typedef struct {
  * backward: data = the gradient of the loss with respect to the layer's
  * output (pre-activation, after a fused ReLU's mask), dy[batch][d_out]
  * [spatial], after the layer's parameter gradients are final; valid only
- * during the call. Both run on the thread calling gs_nn_forward /
+ * during the call. Hooks fire in training mode only (gs_nn_set_training),
+ * so evaluation passes leave an optimizer's statistics alone. Both run on the thread calling gs_nn_forward /
  * gs_nn_backward and must not write the net's buffers. */
 typedef void (*gs_nn_layer_io_fn)(void *ctx, size_t layer, const float *data,
                                   int batch);

@@ -220,12 +220,12 @@ struct gs_nn_net {
  * input) and after its backward kernel (with its output gradient). */
 static inline void nn_hook_forward(gs_nn_net *net, const nn_layer *l,
                                    const float *x, int batch) {
-  if (net->hook_forward && l->hook_slot)
+  if (net->hook_forward && l->hook_slot && net->training)
     net->hook_forward(net->hook_ctx, l->hook_slot - 1, x, batch);
 }
 static inline void nn_hook_backward(gs_nn_net *net, const nn_layer *l,
                                     const float *dy, int batch) {
-  if (net->hook_backward && l->hook_slot)
+  if (net->hook_backward && l->hook_slot && net->training)
     net->hook_backward(net->hook_ctx, l->hook_slot - 1, dy, batch);
 }
 void nn_hooks_free(gs_nn_net *net);
