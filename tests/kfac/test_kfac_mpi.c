@@ -1,7 +1,7 @@
 /*
  * Distributed K-FAC under mpirun, on a small conv net (conv+BN, strided
- * conv, linear) and synthetic data, gradients averaged with MPI_Allreduce
- * as the engine would:
+ * conv, linear) and synthetic data, gradients averaged on a communicator
+ * of their own as the engine's would be:
  *
  *   equiv  dkfac and spd give the same losses (1e-4 relative) and weights up
  *          to summation order; N ranks x batch b equal one process x batch
@@ -74,7 +74,7 @@ typedef struct {
 
 /* Trains STEPS steps. comm NULL: one process on the whole global batch;
  * else rank r takes its b samples of each global batch. */
-static void run(gs_comm *kcomm, MPI_Comm gcomm, gs_kfac_dist dist,
+static void run(gs_comm *kcomm, gs_comm *gcomm, gs_kfac_dist dist,
                 int inv_every, int bn, const gs_nn_dataset *ds,
                 run_result *out) {
   int P = kcomm ? size : 1, me = kcomm ? rank : 0;
@@ -102,9 +102,9 @@ static void run(gs_comm *kcomm, MPI_Comm gcomm, gs_kfac_dist dist,
     OK(gs_nn_backward(net));
     if (kcomm && P > 1) {
       float *g = gs_nn_grads_flat(net);
-      MPI_Allreduce(MPI_IN_PLACE, g, (int)total, MPI_FLOAT, MPI_SUM, gcomm);
+      OK(gs_allreduce(gcomm, GS_IN_PLACE, g, total, GS_F32, GS_SUM, GS_ALGO_AUTO));
       for (size_t i = 0; i < total; i++) g[i] /= (float)P;
-      MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_FLOAT, MPI_SUM, gcomm);
+      OK(gs_allreduce(gcomm, GS_IN_PLACE, &loss, 1, GS_F32, GS_SUM, GS_ALGO_AUTO));
       loss /= (float)P;
     }
     out->loss[s] = loss;
@@ -140,9 +140,8 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const char *mode = argc > 1 ? argv[1] : "equiv";
-  MPI_Comm gcomm;
-  MPI_Comm_dup(MPI_COMM_WORLD, &gcomm);
-  gs_comm *kcomm = NULL;
+  gs_comm *gcomm = NULL, *kcomm = NULL;
+  OK(gs_comm_create(MPI_COMM_WORLD, &gcomm));
   OK(gs_comm_create(MPI_COMM_WORLD, &kcomm));
   gs_nn_dataset ds;
   OK(gs_nn_dataset_synthetic(&ds, 512, 1, 8, 8, 10, 1.0f, 9));
@@ -214,9 +213,9 @@ int main(int argc, char **argv) {
   }
   gs_nn_dataset_free(&ds);
   OK(gs_comm_destroy(kcomm));
-  MPI_Comm_free(&gcomm);
-  int all = 0;
-  MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  int all = failures;
+  OK(gs_allreduce(gcomm, GS_IN_PLACE, &all, 1, GS_I32, GS_SUM, GS_ALGO_AUTO));
+  OK(gs_comm_destroy(gcomm));
   gs_finalize();
   return all ? 1 : 0;
 }
