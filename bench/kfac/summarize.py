@@ -31,6 +31,24 @@ for r in runs:
           f"{r['precondition_s']:.3f} | {r['exposed_comm_s']:.3f} | "
           f"{r['bytes_per_second_order_update'] / 1e6:.1f} | {bytes_ratio:.2f}x |")
 print()
+# Medians over repeated runs of a configuration (every run is listed above).
+from statistics import median
+groups = {}
+for r in runs:
+    groups.setdefault((r["model"], r["ranks"], r["optimizer"]), []).append(r)
+print("Medians over the runs above (runs per row in the last column); the ratios are")
+print("medians against dkfac's median of the same model and node count.\n")
+print("| model | nodes | scheme | iter (s) | vs dkfac | exposed comm (s) | vs dkfac | runs |")
+print("|---|---:|---|---:|---:|---:|---:|---:|")
+for (m, n, o), rs in groups.items():
+    it = median(r["iter_s"] for r in rs)
+    ex = median(r["exposed_comm_s"] for r in rs)
+    b = groups.get((m, n, "dkfac"))
+    bit = median(r["iter_s"] for r in b) if b else float("nan")
+    bex = median(r["exposed_comm_s"] for r in b) if b else float("nan")
+    print(f"| {m} | {n} | {o} | {it:.3f} | {it / bit:.2f}x | {ex:.3f} | "
+          f"{(ex / bex if bex else float('nan')):.2f}x | {len(rs)} |")
+print()
 spd = [r for r in runs if r["optimizer"] == "spd"]
 if spd:
     print("spd's planner merged the factor streams into "
