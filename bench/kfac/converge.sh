@@ -2,7 +2,7 @@
 # Convergence on Fashion-MNIST (issue 10): test accuracy against training
 # progress for SGD and K-FAC schemes on the cnn, 2 ranks (shared memory),
 # batch 128 per rank (global 256, the main job's 4 x 64), lr 0.05, momentum
-# 0.9, 0.3 "epoch" warm-up and cosine decay. To see accuracy more often
+# 0.9, cosine decay over the run after a warm-up of 0.3 rounds. To see accuracy more often
 # than once per pass, a run is E evaluation rounds of S steps each
 # (--epochs E --max-steps S, each round a fresh shuffle): S = 59 steps x 256
 # samples is 0.25 of a pass over the 60,000 training images. The runs go
@@ -13,6 +13,8 @@
 #
 # Usage: bench/kfac/converge.sh [BUILD_DIR] [ROUNDS] [NAME...]
 #   NAME: sgd, dkfac, spd, dp (default: sgd dkfac dp)
+#   BENCH_LIMIT_S=S: stop every run after S seconds (the summary says which
+#   runs were cut short and uses the rounds they finished).
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -36,11 +38,20 @@ for n in "${names[@]}"; do
   argv=("$gs" run -np 2 -- "$gs" train "${common[@]}" "${extra[@]}")
   echo "== $n: $(bench_quote "${argv[@]}") ($(date +%T))" >&2
   ( start=$(date +%s.%N)
-    "${argv[@]}" | grep '^{' > "$BENCH_OUT/kfac_converge_$n.jsonl"
-    echo "{\"wall_s\": $(echo "$(date +%s.%N) - $start" | bc)}" >> "$BENCH_OUT/kfac_converge_$n.jsonl"
+    set +e
+    timeout "${BENCH_LIMIT_S:-86400}" "${argv[@]}" | grep --line-buffered '^{' \
+      > "$BENCH_OUT/kfac_converge_$n.jsonl"
+    rc=${PIPESTATUS[0]}
+    set -e
+    echo "{\"wall_s\": $(echo "$(date +%s.%N) - $start" | bc), \"exit\": $rc}" \
+      >> "$BENCH_OUT/kfac_converge_$n.jsonl"
     bench_stamp "$BENCH_OUT/kfac_converge_$n.jsonl" "$(bench_quote "${argv[@]}")"
     echo "== $n done ($(date +%T))" >&2 ) &
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done
-python3 bench/kfac/converge_summary.py "$steps" "$BENCH_OUT" "${names[@]}"
+python3 bench/kfac/converge_summary.py "$steps" "$BENCH_OUT" "${names[@]}" \
+  > "$BENCH_OUT/kfac_converge.md"
+bench_stamp "$BENCH_OUT/kfac_converge.md" "$(bench_quote "$gs" run -np 2 -- "$gs" train \
+  "${common[@]}" "[--optimizer kfac --kfac-dist NAME]")"
+cat "$BENCH_OUT/kfac_converge.md"
