@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "gradsync.h"
 #include "gradsync/nn.h"
+#include "optim_kfac.h"
 #include "train.h"
 
 #define VERB "train"
@@ -57,7 +58,15 @@ static void usage(FILE *f) {
     "  --seed S            initialisation and shuffling seed (default 1)\n"
     "  --max-steps N       at most N steps per epoch (for quick checks)\n"
     "  --dropout P         dropout before the last layer (mlp, cnn)\n"
-    "  --json              a JSON line per epoch and a summary line\n");
+    "  --json              a JSON line per epoch and a summary line\n"
+    "  --optimizer O       sgd (default) or kfac (docs/KFAC.md); with kfac:\n"
+    "  --kfac-dist D       dkfac (default), spd or dp\n"
+    "  --kfac-inverse M    chol (default) or eig\n"
+    "  --kfac-cov-every N  factors every N steps (default 1)\n"
+    "  --kfac-inv-every N  inverses every N steps (default 10)\n"
+    "  --kfac-damping G    Tikhonov damping (default 0.003)\n"
+    "  --kfac-decay X      factors' running-average decay (default 0.95)\n"
+    "  --kfac-kl-clip K    KL clip, 0 for none (default 0.001)\n");
 }
 
 /* ---- Options ----------------------------------------------------------------- */
@@ -78,7 +87,17 @@ static int parse_opts(int argc, char **argv, train_config *o) {
       {"seed", required_argument, 0, 's'},    {"max-steps", required_argument, 0, 'x'},
       {"dropout", required_argument, 0, 'D'}, {"json", no_argument, 0, 'j'},
       {"data-cache", required_argument, 0, 'C'}, {"no-prefetch", no_argument, 0, 'P'},
+      {"optimizer", required_argument, 0, 'O'},
+      {"kfac-dist", required_argument, 0, 'K'}, {"kfac-inverse", required_argument, 0, 'I'},
+      {"kfac-cov-every", required_argument, 0, 'v'},
+      {"kfac-inv-every", required_argument, 0, 'i'},
+      {"kfac-damping", required_argument, 0, 'g'}, {"kfac-decay", required_argument, 0, 'X'},
+      {"kfac-kl-clip", required_argument, 0, 'k'},
       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+  /* K-FAC's options outlive parse_opts: train_run reads them. */
+  static train_kfac_options kfac;
+  train_kfac_options_init(&kfac);
+  const char *kfac_opt = NULL; /* the first --kfac-* option given */
   unsigned char seen[128] = {0};
   train_config_init(o);
   int c;
@@ -208,6 +227,47 @@ static int parse_opts(int argc, char **argv, train_config *o) {
         o->data_cache = optarg;
         break;
       case 'P': o->prefetch = 0; break;
+      case 'O':
+        if (strcmp(optarg, "sgd") && strcmp(optarg, "kfac")) {
+          cli_error(VERB, "--optimizer '%s' must be sgd or kfac", optarg);
+          return 2;
+        }
+        o->optimizer = optarg;
+        break;
+      case 'K':
+      case 'I':
+      case 'v':
+      case 'i':
+      case 'g':
+      case 'X':
+      case 'k': {
+        const char *name = "?";
+        for (const struct option *l = longs; l->name; l++)
+          if (l->val == c) name = l->name;
+        if (!kfac_opt) kfac_opt = name;
+        int bad = 0;
+        if (c == 'K') bad = gs_kfac_dist_parse(optarg, &kfac.dist) != GS_OK;
+        else if (c == 'I') bad = gs_kfac_inverse_parse(optarg, &kfac.inverse) != GS_OK;
+        else if (c == 'v') bad = cli_parse_int(optarg, 1, 1000000, &kfac.cov_every);
+        else if (c == 'i') bad = cli_parse_int(optarg, 1, 1000000, &kfac.inv_every);
+        else {
+          bad = cli_parse_double(optarg, 0, c == 'g' ? 1e6 : c == 'X' ? 1 : 1e6, &v) ||
+                (c == 'g' && v == 0) || (c == 'X' && v >= 1);
+          if (!bad && c == 'g') kfac.damping = (float)v;
+          if (!bad && c == 'X') kfac.decay = (float)v;
+          if (!bad && c == 'k') kfac.kl_clip = (float)v;
+        }
+        if (bad) {
+          static const char *const want[] = {
+              ['K'] = "dkfac, spd or dp", ['I'] = "chol or eig",
+              ['v'] = "an integer from 1 to 1000000", ['i'] = "an integer from 1 to 1000000",
+              ['g'] = "a number above 0", ['X'] = "a number from 0 to below 1",
+              ['k'] = "a number from 0 (no clip)"};
+          cli_error(VERB, "--%s '%s' must be %s", name, optarg, want[c]);
+          return 2;
+        }
+        break;
+      }
       case 'h': usage(stdout); return 1;
       default:
         cli_error(VERB, "option '%s' is unknown or needs a value", argv[optind - 1]);
@@ -227,6 +287,14 @@ static int parse_opts(int argc, char **argv, train_config *o) {
   if (o->compress && strstr(o->compress, "dgc:") != NULL) {
     o->compress_momentum = o->momentum;
     o->momentum = 0;
+  }
+  if (kfac_opt && strcmp(o->optimizer, "kfac") != 0) {
+    cli_error(VERB, "--%s applies to --optimizer kfac only", kfac_opt);
+    return 2;
+  }
+  if (strcmp(o->optimizer, "kfac") == 0 && train_kfac_config(o, &kfac) != GS_OK) {
+    cli_error(VERB, "%s", gs_last_error());
+    return 2;
   }
   if (o->resume && !o->checkpoint_dir) {
     cli_error(VERB, "--resume needs --checkpoint DIR");

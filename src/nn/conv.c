@@ -276,6 +276,10 @@ static void conv_epilogue(const nn_layer *l, const float *src, float *dst,
   }
 }
 
+void nn_conv_im2col(const nn_layer *l, const float *x, float *col, size_t ld) {
+  im2col(l, x, col, ld);
+}
+
 void nn_conv_forward(gs_nn_net *net, nn_layer *l, const float *x, int batch) {
   const int Cout = l->out.c, K = l->in.c * l->k * l->k;
   const int HW = l->out.h * l->out.w;

@@ -109,6 +109,7 @@ static void seq_free(nn_seq *s) {
 
 void gs_nn_net_destroy(gs_nn_net *net) {
   if (!net) return;
+  nn_hooks_free(net);
   seq_free(&net->top);
   if (net->open_block) layer_free(net->open_block);
   for (size_t i = 0; i < net->nparams; i++) gs_free(net->names[i]);
@@ -683,8 +684,14 @@ static void layer_forward(gs_nn_net *net, nn_layer *l, const float *x,
                           int batch) {
   nn_before_forward(net, l);
   switch (l->kind) {
-    case NN_LINEAR: nn_linear_forward(net, l, x, batch); break;
-    case NN_CONV: nn_conv_forward(net, l, x, batch); break;
+    case NN_LINEAR:
+      nn_linear_forward(net, l, x, batch);
+      nn_hook_forward(net, l, x, batch);
+      break;
+    case NN_CONV:
+      nn_conv_forward(net, l, x, batch);
+      nn_hook_forward(net, l, x, batch);
+      break;
     case NN_RELU:
       if (!l->fused_away) nn_relu_forward(l, x, batch);
       break;
@@ -734,8 +741,14 @@ static void residual_backward(gs_nn_net *net, nn_layer *l, const float *x,
 static void layer_backward(gs_nn_net *net, nn_layer *l, const float *x,
                            const float *dy, float *dx, int batch) {
   switch (l->kind) {
-    case NN_LINEAR: nn_linear_backward(net, l, x, dy, dx, batch); break;
-    case NN_CONV: nn_conv_backward(net, l, x, dy, dx, batch); break;
+    case NN_LINEAR:
+      nn_linear_backward(net, l, x, dy, dx, batch);
+      nn_hook_backward(net, l, dy, batch);
+      break;
+    case NN_CONV:
+      nn_conv_backward(net, l, x, dy, dx, batch);
+      nn_hook_backward(net, l, dy, batch);
+      break;
     case NN_RELU:
       if (dx && !l->fused_away) nn_relu_backward(l, dy, dx, batch);
       break;

@@ -15,6 +15,7 @@
 
 #include "gs_internal.h"
 #include "gradsync/nn.h"
+#include "gradsync/optim.h"
 
 /* The elementwise and copy loops are built for AVX-512, AVX2 and the
  * baseline, the loader picking the best the CPU has (GCC's function
@@ -163,6 +164,10 @@ struct nn_layer {
 
   /* residual */
   nn_seq main, shortcut;
+
+  /* layer hooks (optim_hooks.c): 1 + this layer's index among the hooked
+   * (linear and conv) layers, 0 for other kinds */
+  size_t hook_slot;
 };
 
 struct gs_nn_net {
@@ -202,7 +207,30 @@ struct gs_nn_net {
   gs_nn_grad_ready_fn on_grad_ready;
   gs_nn_before_forward_fn before_forward;
   void *cb_ctx;
+
+  /* layer hooks (optim_hooks.c): the linear and conv layers in forward
+   * order, built on first use, and the optimizer's callbacks */
+  nn_layer **hooked;
+  size_t nhooked;
+  gs_nn_layer_io_fn hook_forward, hook_backward;
+  void *hook_ctx;
 };
+
+/* Layer hooks, called by net.c after a hooked layer's forward (with its
+ * input) and after its backward kernel (with its output gradient). */
+static inline void nn_hook_forward(gs_nn_net *net, const nn_layer *l,
+                                   const float *x, int batch) {
+  if (net->hook_forward && l->hook_slot && net->training)
+    net->hook_forward(net->hook_ctx, l->hook_slot - 1, x, batch);
+}
+static inline void nn_hook_backward(gs_nn_net *net, const nn_layer *l,
+                                    const float *dy, int batch) {
+  if (net->hook_backward && l->hook_slot && net->training)
+    net->hook_backward(net->hook_ctx, l->hook_slot - 1, dy, batch);
+}
+void nn_hooks_free(gs_nn_net *net);
+/* im2col of one image x[cin][h][w] into col[cin*k*k][ld] (conv.c). */
+void nn_conv_im2col(const nn_layer *l, const float *x, float *col, size_t ld);
 
 /* Activation buffers: zeroed, 64-byte aligned, and on transparent huge
  * pages when large (fewer TLB misses on the multi-megabyte activations).
@@ -259,6 +287,14 @@ struct gs_nn_sgd {
   /* total floats; zero at creation, so the first step gives v = g exactly
    * as torch's lazily cloned buffer does. */
   float *momentum_buf;
+  /* the fused parallel update's workers (optim_fused.c); NULL: one thread */
+  struct gs_nn_pool *pool;
 };
+
+/* SGD's elementwise update of n floats (optim.c) and the fused step over
+ * the pool (optim_fused.c). */
+void nn_sgd_update(const gs_nn_sgd_config *c, float *restrict w,
+                   const float *restrict grad, float *restrict v, size_t n);
+gs_status nn_sgd_step_fused(gs_nn_sgd *opt);
 
 #endif /* GS_NN_INTERNAL_H */

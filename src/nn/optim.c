@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "gradsync/optim.h"
 #include "nn_internal.h"
 
 gs_status gs_nn_sgd_create(gs_nn_sgd **out, gs_nn_net *net,
@@ -37,6 +38,7 @@ gs_status gs_nn_sgd_create(gs_nn_sgd **out, gs_nn_net *net,
 
 void gs_nn_sgd_destroy(gs_nn_sgd *opt) {
   if (!opt) return;
+  gs_nn_pool_destroy(opt->pool);
   gs_free(opt->momentum_buf);
   gs_free(opt);
 }
@@ -46,7 +48,7 @@ float gs_nn_sgd_lr(const gs_nn_sgd *opt) { return opt->cfg.lr; }
 float *gs_nn_sgd_momentum_flat(gs_nn_sgd *opt) { return opt->momentum_buf; }
 
 NN_CLONES
-static void sgd_update(const gs_nn_sgd_config *c, float *restrict w,
+void nn_sgd_update(const gs_nn_sgd_config *c, float *restrict w,
                        const float *restrict grad, float *restrict v,
                        size_t n) {
   const float lr = c->lr, mu = c->momentum, wd = c->weight_decay;
@@ -70,8 +72,10 @@ static void sgd_update(const gs_nn_sgd_config *c, float *restrict w,
 
 gs_status gs_nn_sgd_step(gs_nn_sgd *opt) {
   if (!opt) return gs_error(GS_ERR_INVALID_ARG, "gs_nn_sgd_step: opt is NULL");
+  if (opt->pool) return nn_sgd_step_fused(opt);
   gs_nn_net *net = opt->net;
-  sgd_update(&opt->cfg, net->flat_w, net->flat_g, opt->momentum_buf, net->total);
+  nn_sgd_update(&opt->cfg, net->flat_w, net->flat_g, opt->momentum_buf,
+                net->total);
   return GS_OK;
 }
 
@@ -84,7 +88,7 @@ gs_status gs_nn_sgd_step_param(gs_nn_sgd *opt, size_t index) {
                     "gs_nn_sgd_step_param: tensor %zu of %zu", index,
                     net->nparams);
   size_t off = net->param_offset[index];
-  sgd_update(&opt->cfg, net->flat_w + off, net->flat_g + off,
+  nn_sgd_update(&opt->cfg, net->flat_w + off, net->flat_g + off,
              opt->momentum_buf + off, net->params[index].count);
   return GS_OK;
 }

@@ -2,6 +2,7 @@
  * the optimizer interface (optim.h). */
 #include <string.h>
 
+#include "optim_kfac.h"
 #include "train.h"
 
 static gs_status sgd_create(train_ctx *t, void **self) {
@@ -46,7 +47,7 @@ const train_optim_ops train_optim_sgd = {
 };
 
 /* Every optimizer the trainer knows; a new one is a line here. */
-static const train_optim_ops *const optimizers[] = {&train_optim_sgd};
+static const train_optim_ops *const optimizers[] = {&train_optim_sgd, &train_optim_kfac};
 
 const train_optim_ops *train_optim_find(const char *name) {
   for (size_t i = 0; i < sizeof optimizers / sizeof *optimizers; i++)

@@ -220,7 +220,7 @@ static gs_status find_extensions(const train_config *c, const train_sync_ops **s
                     train_sync_names());
   *optim = c->optim_ops ? c->optim_ops : train_optim_find(c->optimizer ? c->optimizer : "sgd");
   if (*optim == NULL)
-    return gs_error(GS_ERR_INVALID_ARG, "unknown optimizer '%s' (sgd)", c->optimizer);
+    return gs_error(GS_ERR_INVALID_ARG, "unknown optimizer '%s' (sgd or kfac)", c->optimizer);
   if (c->nhooks < 0 || c->nhooks > TRAIN_MAX_HOOKS)
     return gs_error(GS_ERR_INVALID_ARG, "%d step hooks: at most %d", c->nhooks,
                     TRAIN_MAX_HOOKS);

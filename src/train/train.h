@@ -78,6 +78,7 @@ typedef struct train_config {
   int prefetch;            /* 1: a background thread gathers the next batch */
   const char *sync;        /* "engine" */
   const char *optimizer;   /* "sgd" */
+  const struct train_kfac_options *kfac; /* --optimizer kfac: NULL, the defaults (optim_kfac.h) */
   /* Explicit extension tables (tests, or a caller's own mode): when
    * non-NULL they take the place of the named sync mode / optimizer. */
   const train_sync_ops *sync_ops;
