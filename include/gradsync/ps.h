@@ -114,13 +114,18 @@ typedef struct {
   int servers;              /* S, 1 .. N-1 */
   gs_ps_sync sync;
   long sample_budget;       /* samples over all workers; 0: workers decide
-                               when to stop (required by the switch policies) */
+                               when to stop; GS_PS_BUDGET_AT_INIT: given to
+                               gs_ps_worker_init (the switch policies need
+                               one or the other) */
   size_t chunk_bytes;       /* largest message piece; 0: 1 MiB */
   double timeout_s;         /* 0: from comm, GRADSYNC_TIMEOUT, or 300 s */
   float async_lr_scale;     /* ASP/SSP learning-rate factor; 0: 1/W */
   int momentum_ramp_steps;  /* after a switch to ASP; 0: no ramp */
   gs_comm *comm;            /* the job's gs_comm if it has one, or NULL */
 } gs_ps_config;
+
+/* gs_ps_config.sample_budget: the budget comes with gs_ps_worker_init. */
+#define GS_PS_BUDGET_AT_INIT (-1L)
 
 typedef struct gs_ps gs_ps;
 
@@ -130,7 +135,9 @@ typedef struct gs_ps gs_ps;
  * GS_ERR_MISMATCH naming the values that differ between ranks. */
 gs_status gs_ps_create(MPI_Comm job, const gs_ps_config *cfg,
                        const size_t *counts, size_t n, gs_ps **out);
-/* Frees the handle and its communicators (collective over job). NULL: no-op. */
+/* Frees the handle and its communicators. It waits for no other rank (a
+ * rank may reach it after another failed); a worker calls gs_ps_finish
+ * first. NULL: no-op. */
 gs_status gs_ps_destroy(gs_ps *ps);
 
 int gs_ps_is_server(const gs_ps *ps);
@@ -147,8 +154,11 @@ void gs_ps_shard(const gs_ps *ps, int server, size_t *begin, size_t *end);
 gs_status gs_ps_serve(gs_ps *ps, gs_ps_update_fn update, void *ctx);
 
 /* Worker: worker 0 sends w (gs_ps_total floats) as the servers' initial
- * parameters; then every worker pulls them into w. Collective over workers. */
-gs_status gs_ps_worker_init(gs_ps *ps, float *w);
+ * parameters and, with GS_PS_BUDGET_AT_INIT, sample_budget (> 0) as the
+ * budget; then every worker pulls them into w. Every worker calls it
+ * before its first step (it waits for the servers, not for the other
+ * workers). sample_budget is ignored on workers other than 0. */
+gs_status gs_ps_worker_init(gs_ps *ps, float *w, long sample_budget);
 
 typedef struct {
   int batch;          /* samples in this gradient */

@@ -110,11 +110,12 @@ static gs_status check_local(const gs_ps *ps, const gs_ps_config *cfg,
                     "staleness %d, policy %d, F %g, straggler ratio %g)",
                     ps->rank, (int)s->mode, s->staleness, (int)s->policy,
                     s->bsp_fraction, s->straggler_ratio);
-  if (s->policy != GS_PS_POLICY_FIXED && cfg->sample_budget <= 0)
+  if (s->policy != GS_PS_POLICY_FIXED && cfg->sample_budget == 0)
     return gs_error(GS_ERR_INVALID_ARG,
                     "rank %d: gs_ps_create: Sync-Switch needs a sample budget "
                     "(the BSP share is a fraction of it)", ps->rank);
-  if (cfg->sample_budget < 0 || cfg->async_lr_scale < 0 ||
+  if ((cfg->sample_budget < 0 && cfg->sample_budget != GS_PS_BUDGET_AT_INIT) ||
+      cfg->async_lr_scale < 0 ||
       cfg->momentum_ramp_steps < 0)
     return gs_error(GS_ERR_INVALID_ARG,
                     "rank %d: gs_ps_create: sample budget %ld, async lr "
@@ -237,7 +238,6 @@ gs_status gs_ps_create(MPI_Comm job, const gs_ps_config *cfg,
 
 gs_status gs_ps_destroy(gs_ps *ps) {
   if (!ps) return GS_OK;
-  MPI_Barrier(ps->comm);
   if (ps->worker_comm != MPI_COMM_NULL) MPI_Comm_free(&ps->worker_comm);
   MPI_Comm_free(&ps->comm);
   gs_free(ps->begin);
@@ -358,13 +358,21 @@ static gs_status exchange(gs_ps *ps, ps_request *req, const float *data,
   return GS_OK;
 }
 
-gs_status gs_ps_worker_init(gs_ps *ps, float *w) {
+gs_status gs_ps_worker_init(gs_ps *ps, float *w, long sample_budget) {
   GS_CHECK(need_worker(ps, "gs_ps_worker_init"));
   if (!w && ps->total)
     return gs_error(GS_ERR_INVALID_ARG, "rank %d: gs_ps_worker_init: w is NULL",
                     ps->rank);
+  if (ps->worker_index == 0 && ps->cfg.sample_budget == GS_PS_BUDGET_AT_INIT &&
+      sample_budget <= 0)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "rank %d: gs_ps_worker_init: the sample budget (%ld) must "
+                    "be > 0 when it comes at init", ps->rank, sample_budget);
   if (ps->worker_index == 0) {
-    ps_request req = {.type = PS_MSG_INIT};
+    /* The budget travels in the clock field of the INIT request. */
+    ps_request req = {.type = PS_MSG_INIT,
+                      .clock = ps->cfg.sample_budget == GS_PS_BUDGET_AT_INIT
+                                   ? sample_budget : 0};
     size_t nslots = request_slots(ps);
     MPI_Request *sreq = gs_malloc(nslots * sizeof *sreq);
     if (!sreq) return GS_ERR_NOMEM;

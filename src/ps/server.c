@@ -193,6 +193,7 @@ static int poll_peer(ps_server *s, int w) {
     p->last_event = gs_now();
     switch (p->req.type) {
       case PS_MSG_INIT:
+        if (s->has_policy && p->req.clock > 0) s->policy.budget = p->req.clock;
         p->init = 1;
         post_data(s, w, s->w);
         break;
