@@ -172,6 +172,8 @@ typedef struct {
   int stop;              /* the sample budget is used up: finish now */
   int switched;          /* next_mode differs from mode */
   double wait_s;         /* from the push to the answer */
+  long samples;          /* samples applied by the servers so far, this
+                            push's included (first server's count) */
 } gs_ps_step_result;
 
 /* Worker: pushes grad (gs_ps_total floats), waits for the answers and
@@ -180,6 +182,12 @@ gs_status gs_ps_step(gs_ps *ps, const float *grad, float *w,
                      const gs_ps_step_info *info, gs_ps_step_result *res);
 /* Worker: the servers' current parameters, without pushing. */
 gs_status gs_ps_pull(gs_ps *ps, float *w);
+/* Worker: steps out until its next push: BSP rounds and SSP's slowest
+ * clock leave it out meanwhile. For a pause every worker takes but not at
+ * the same step (an epoch's end under ASP, where the workers meet to
+ * evaluate): a worker held in a BSP round would otherwise wait for one that
+ * already left for the meeting. No silence timeout runs while parked. */
+gs_status gs_ps_park(gs_ps *ps);
 /* Worker: tells the servers this worker is done (no call after it but
  * gs_ps_stats and gs_ps_destroy). */
 gs_status gs_ps_finish(gs_ps *ps);

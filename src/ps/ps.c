@@ -471,11 +471,25 @@ gs_status gs_ps_step(gs_ps *ps, const float *grad, float *w,
       res->stop = rep[0].stop;
       res->switched = next != mode;
       res->wait_s = after - now;
+      res->samples = rep[0].samples;
     }
   }
   gs_free(rep);
   ps->last_answer = gs_now();
   return st;
+}
+
+gs_status gs_ps_park(gs_ps *ps) {
+  GS_CHECK(need_worker(ps, "gs_ps_park"));
+  ps_request req = {.type = PS_MSG_PARK, .clock = ps->clock};
+  MPI_Request *sreq = gs_malloc((size_t)ps->servers * sizeof *sreq);
+  if (!sreq) return GS_ERR_NOMEM;
+  int ns = send_all(ps, &req, NULL, 0, sreq);
+  if (ps_wait_all(ns, sreq, ps->timeout_s) != 0)
+    ps_abort(ps, "worker %d: the parameter servers did not take its park "
+             "message within %.0f s", ps->worker_index, ps->timeout_s);
+  gs_free(sreq);
+  return GS_OK;
 }
 
 gs_status gs_ps_finish(gs_ps *ps) {

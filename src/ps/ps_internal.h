@@ -16,7 +16,7 @@
 enum { PS_TAG_REQ = 1, PS_TAG_PUSH_DATA = 2, PS_TAG_REPLY = 3,
        PS_TAG_PULL_DATA = 4 };
 
-enum { PS_MSG_PUSH = 1, PS_MSG_PULL, PS_MSG_INIT, PS_MSG_FIN };
+enum { PS_MSG_PUSH = 1, PS_MSG_PULL, PS_MSG_INIT, PS_MSG_FIN, PS_MSG_PARK };
 
 /* Worker -> server, before the gradient's chunks (PUSH, INIT) or alone. */
 typedef struct {
@@ -33,7 +33,9 @@ typedef struct {
 typedef struct {
   int32_t next_mode;  /* server 0's decision for the worker's next step */
   int32_t stop;       /* sample budget used up */
+  int32_t pad;
   int64_t updates;    /* updates applied to this shard so far */
+  int64_t samples;    /* server 0: samples applied so far */
 } ps_reply;
 
 /* The first server's switch policy (policy.c). */

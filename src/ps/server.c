@@ -16,6 +16,7 @@ typedef struct {
   int state;
   int pending;
   int init;             /* the data being received are the initial values */
+  int parked;           /* stepped out (gs_ps_park) until its next push */
   ps_request req;
   MPI_Request req_r;
   MPI_Request *data_r;
@@ -68,7 +69,8 @@ static void post_data(ps_server *s, int w, float *dst) {
 static long min_clock(const ps_server *s) {
   long m = -1;
   for (int w = 0; w < s->ps->workers; w++)
-    if (s->peer[w].state != PEER_DONE && (m < 0 || s->peer[w].clock < m))
+    if (s->peer[w].state != PEER_DONE && !s->peer[w].parked &&
+        (m < 0 || s->peer[w].clock < m))
       m = s->peer[w].clock;
   return m < 0 ? 0 : m;
 }
@@ -92,6 +94,7 @@ static void answer(ps_server *s, int w, int next_mode) {
   p->rep.next_mode = next_mode;
   p->rep.stop = s->has_policy ? ps_policy_stop(&s->policy) : 0;
   p->rep.updates = s->version;
+  p->rep.samples = s->has_policy ? s->policy.samples : 0;
   int r = 0;
   MPI_Isend(&p->rep, (int)sizeof p->rep, MPI_BYTE, w, PS_TAG_REPLY, ps->comm,
             &p->send_r[r++]);
@@ -144,7 +147,7 @@ static void on_push(ps_server *s, int w) {
 static void try_bsp_round(ps_server *s) {
   int W = s->ps->workers, k = 0, first = -1;
   for (int w = 0; w < W; w++) {
-    if (s->peer[w].state == PEER_DONE) continue;
+    if (s->peer[w].state == PEER_DONE || s->peer[w].parked) continue;
     if (s->peer[w].pending != PEND_BSP) return;
     if (first < 0) first = w;
     k++;
@@ -199,6 +202,7 @@ static int poll_peer(ps_server *s, int w) {
         break;
       case PS_MSG_PUSH:
         p->init = 0;
+        p->parked = 0;
         post_data(s, w, p->grad);
         break;
       case PS_MSG_PULL:
@@ -206,6 +210,10 @@ static int poll_peer(ps_server *s, int w) {
           answer(s, w, (int)s->ps->mode);
         else
           p->pending = PEND_PULL;
+        post_request(s, w);
+        break;
+      case PS_MSG_PARK:
+        p->parked = 1;
         post_request(s, w);
         break;
       case PS_MSG_FIN:
@@ -244,7 +252,7 @@ static void check_silence(ps_server *s) {
   double now = gs_now(), limit = 1.5 * ps->timeout_s;
   for (int w = 0; w < ps->workers; w++) {
     ps_peer *p = &s->peer[w];
-    if (p->state == PEER_DONE || p->pending != PEND_NONE) continue;
+    if (p->state == PEER_DONE || p->pending != PEND_NONE || p->parked) continue;
     if (now - p->last_event > limit)
       ps_abort(ps, "parameter server %d: worker %d (rank %d) sent nothing for "
                "%.0f s (GRADSYNC_TIMEOUT %.0f s): it died or stalls",

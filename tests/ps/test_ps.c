@@ -312,6 +312,45 @@ static void case_online(int servers) {
   gs_ps_destroy(ps);
 }
 
+/* BSP with parking: worker 2 parks after 5 steps while workers 0 and 1 go
+ * on in rounds of two to step 10 and park; all then run 2 rounds of three.
+ * Without parking the rounds of two would wait for worker 2 forever. */
+static void case_park(int servers) {
+  const int B = 4;
+  gs_ps *ps = make(servers, "switch:offline:1", GS_PS_BUDGET_AT_INIT, 0, 0);
+  if (!ps) return;
+  size_t n = total_count();
+  if (gs_ps_is_server(ps)) {
+    serve(ps);
+  } else {
+    int p = gs_ps_worker_index(ps);
+    EXPECT(gs_ps_workers(ps) == 3, "needs 3 workers");
+    MPI_Comm wc = gs_ps_worker_comm(ps);
+    float *w = malloc(n * sizeof *w), *g = malloc(n * sizeof *g);
+    init_weights(w, n);
+    EXPECT(gs_ps_worker_init(ps, w, 1000000) == GS_OK, "init");
+    gs_ps_step_info info = {.batch = B, .lr = 0.01f, .momentum = 0.9f};
+    gs_ps_step_result res = {0};
+    long t = 0;
+    for (; t < (p == 2 ? 5 : 10); t++) {
+      gradient(g, w, n, p, t);
+      EXPECT(gs_ps_step(ps, g, w, &info, &res) == GS_OK, "step");
+    }
+    EXPECT(gs_ps_park(ps) == GS_OK, "park");
+    MPI_Barrier(wc);
+    for (int k = 0; k < 2; k++, t++) {
+      gradient(g, w, n, p, t);
+      EXPECT(gs_ps_step(ps, g, w, &info, &res) == GS_OK, "step");
+      EXPECT(res.mode == GS_PS_BSP, "mode %d", (int)res.mode);
+    }
+    EXPECT(res.samples == 31 * B, "the servers counted %ld samples, expected %d",
+           res.samples, 31 * B);
+    EXPECT(gs_ps_finish(ps) == GS_OK, "finish");
+    free(w); free(g);
+  }
+  gs_ps_destroy(ps);
+}
+
 static void case_badcfg(int servers) {
   gs_ps_config cfg = {.servers = rank == 1 ? size : servers};
   gs_ps_sync_parse("bsp", &cfg.sync);
@@ -368,6 +407,7 @@ int main(int argc, char **argv) {
   else if (strcmp(c, "switch") == 0) case_switch(servers);
   else if (strcmp(c, "online") == 0) case_online(servers);
   else if (strcmp(c, "badcfg") == 0) case_badcfg(servers);
+  else if (strcmp(c, "park") == 0) case_park(servers);
   else if (strcmp(c, "fault") == 0) case_fault(servers);
   else {
     EXPECT(0, "unknown case '%s'", c);
