@@ -86,6 +86,56 @@ else
   bad "resumed run differs: $(cat "$tmp/r.cmp"; tail -3 "$tmp/half2.log")"
 fi
 
+# --resume refuses a checkpoint that does not fit the run, naming what
+# differs (exit 1, as for other unusable files); the checkpoint in half/ was
+# written by 2 ranks, mlp, batch 16, seed 1, on the synthetic 4096 set.
+resume_mismatch() { # resume_mismatch PATTERN DESCRIPTION NP ARGS...
+  local pat=$1 what=$2 np=$3; shift 3
+  "$gs" run -np "$np" -- "$gs" train --max-steps 6 --checkpoint "$tmp/half" --resume "$@" \
+    > "$tmp/mm.log" 2>&1
+  local rc=$?
+  if [ $rc -eq 1 ] && grep -q -- "does not fit this run: $pat" "$tmp/mm.log" &&
+     ! grep -q '"epoch"' "$tmp/mm.log"; then
+    ok "--resume refuses $what (exit 1)"
+  else
+    bad "--resume with $what: exit $rc, output: $(head -c 400 "$tmp/mm.log")"
+  fi
+}
+mm="--synthetic 4096 --epochs 2 --policy wfbp --json"
+resume_mismatch "--batch (per rank): the checkpoint's run had 16, this run has 8" \
+  "another batch" 2 $mm --model mlp --batch 8
+resume_mismatch "the rank count .* had 2, this run has 1" "another rank count" 1 $mm \
+  --model mlp --batch 16
+resume_mismatch "--model: the checkpoint's run had 'mlp', this run has 'cnn'" "another model" 2 \
+  $mm --model cnn --batch 16
+resume_mismatch "the training set's size" "another data set" 2 --synthetic 2048 --epochs 2 \
+  --model mlp --batch 16
+resume_mismatch "--seed" "another seed" 2 $mm --model mlp --batch 16 --seed 5
+resume_mismatch "--epochs (the learning-rate schedule spans the run)" \
+  "other --epochs under a cosine schedule" 2 --synthetic 4096 --epochs 3 --schedule cosine \
+  --model mlp --batch 16
+resume_mismatch "the checkpoint is at epoch 2, beyond this run's --epochs 1" "a checkpoint beyond --epochs" 2 \
+  --synthetic 4096 --epochs 1 --model mlp --batch 16
+cp -r "$tmp/half" "$tmp/half_nometa" && rm "$tmp/half_nometa/checkpoint.json"
+"$gs" run -np 2 -- "$gs" train $mm --model mlp --batch 16 --max-steps 6 \
+  --checkpoint "$tmp/half_nometa" --resume > "$tmp/mm.log" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -q "checkpoint.json: No such file" "$tmp/mm.log"; then
+  ok "--resume without the checkpoint's description is refused (exit 1)"
+else
+  bad "--resume without checkpoint.json: exit $rc, $(head -c 400 "$tmp/mm.log")"
+fi
+cp "$tmp/full/checkpoint.json" "$tmp/half_nometa/checkpoint.json"
+cp "$tmp/s1/checkpoint.gsck" "$tmp/half_nometa/checkpoint.gsck"
+"$gs" run -np 2 -- "$gs" train $mm --model mlp --batch 16 --max-steps 6 \
+  --checkpoint "$tmp/half_nometa" --resume > "$tmp/mm.log" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -q "description is of another checkpoint" "$tmp/mm.log"; then
+  ok "--resume refuses a description of another checkpoint file (exit 1)"
+else
+  bad "--resume with another checkpoint's description: exit $rc, $(head -c 400 "$tmp/mm.log")"
+fi
+
 # A rank killed with kill -9 ends the run, non-zero, within 60 s; resuming
 # from the last checkpoint finishes it.
 "$gs" run -np 3 -- "$gs" train --synthetic 8192 --epochs 3 --max-steps 400 --model cnn \
@@ -125,6 +175,29 @@ expect_error 2 "batch" "--batch 0 is refused" "$gs" train --batch 0
 expect_error 2 "model" "an unknown model is refused" "$gs" train --model lenet9
 expect_error 2 "polic" "an unknown policy is refused" "$gs" train --policy fastest
 expect_error 2 "resume" "--resume without --checkpoint is refused" "$gs" train --resume
+# Options that cannot apply together, repeated or unknown: exit 2, one line.
+expect_error 2 "given more than once" "a repeated option is refused" "$gs" train --batch 8 --batch 16
+expect_error 2 "synthetic and --data" "--synthetic with --data is refused" \
+  "$gs" train --synthetic 64 --data "$tmp"
+expect_error 2 "not with --synthetic" "--data-cache with --synthetic is refused" \
+  "$gs" train --synthetic 64 --data-cache "$tmp"
+expect_error 2 "not to resnet" "--dropout with resnet is refused" \
+  "$gs" train --model resnet --dropout 0.5
+expect_error 2 "needs a momentum" "--nesterov with --momentum 0 is refused" \
+  "$gs" train --nesterov --momentum 0
+expect_error 2 "longer than the run" "a warm-up longer than the run is refused" \
+  "$gs" train --epochs 2 --warmup-epochs 3
+expect_error 2 "'--bogus' is unknown" "an unknown option is one line" "$gs" train --bogus
+[ "$(wc -l < "$tmp/err.log")" -eq 1 ] && ok "an unknown option's message is one line" ||
+  bad "an unknown option printed $(wc -l < "$tmp/err.log") lines"
+# Where the run will write is checked before any work, by creating a file
+# there (as root, access() would say yes to /proc).
+expect_error 1 "checkpoint /proc: cannot create a file" "an unwritable checkpoint directory is refused" \
+  "$gs" run -np 2 -- "$gs" train --synthetic 4096 --model mlp --batch 16 --max-steps 2 --checkpoint /proc
+grep -q "epoch 1" "$tmp/err.log" && bad "the unwritable checkpoint directory was found after training"
+expect_error 1 "GRADSYNC_TIMELINE /proc/t.json: cannot create a file" "an unwritable timeline is refused" \
+  env GRADSYNC_TIMELINE=/proc/t.json "$gs" train --synthetic 4096 --model mlp --batch 16 --max-steps 2
+grep -q "epoch 1" "$tmp/err.log" && bad "the unwritable timeline was found after training"
 expect_error any "dataset-fashion-mnist" "missing data names the package to install" \
   "$gs" run -np 1 -- "$gs" train --data "$tmp/nowhere"
 mkdir -p "$tmp/corrupt"
