@@ -28,5 +28,5 @@ for r in rows:
     s = r["result"]["summary"]
     b = base.get(r["straggler"])
     ratio = f"{b / s['train_s']:.2f}x faster" if b else "-"
-    mix = f"{s['bsp_steps']}/{s['asp_steps']}" if "bsp_steps" in s else "-"
+    mix = f"{s['bsp_steps']}/{s['asp_steps']}" if "asp_steps" in s else "-"
     print(f"| {r['label']} | {st} | {s['train_s']:.1f} | {ratio} | {100 * s['test_accuracy']:.2f}% | {mix} |")
