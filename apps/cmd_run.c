@@ -96,6 +96,7 @@ static void usage(FILE *f) {
       "options:\n"
       "  -np N, -n N     number of ranks (required)\n"
       "  --net RATE      per-node link rate, e.g. 100mbit, 1gbit, 10gbit\n"
+      "  --slow NODE:RATE  node NODE's link at RATE instead (a slow link)\n"
       "  --per-node K    ranks per node (default 1; N must be divisible by K);\n"
       "                  sets GRADSYNC_NODE=rank/K in every rank\n"
       "  --mpirun PATH   the mpirun to use (default: mpirun from PATH)\n"
@@ -308,10 +309,12 @@ static int pick_subnet(int pid) {
  * bucket: 4 ms of traffic at the rate, at least 64 KiB so one GSO packet
  * fits; smaller buckets lost 5-10% of the rate at 1 Gbit/s. Returns 0, or -1
  * with whatever was built left in c for cluster_destroy. */
+/* --slow NODE:RATE: one node's link at its own rate (a straggling link). */
+static int slow_node = -1;
+static double slow_bps;
+
 static int cluster_build(struct cluster *c, double rate_bps) {
   char rate[32], burst[32], addr[32], ns[32], port[32];
-  snprintf(rate, sizeof rate, "%.0fbit", rate_bps);
-  snprintf(burst, sizeof burst, "%.0f", fmax(rate_bps / 8 * 0.004, 65536));
   snprintf(c->bridge, sizeof c->bridge, "gsbr%d", c->pid);
   if (cmd(0, ip_exe, "link", "add", c->bridge, "type", "bridge", NULL) != 0) return -1;
   c->bridge_up = 1;
@@ -324,6 +327,9 @@ static int cluster_build(struct cluster *c, double rate_bps) {
     snprintf(ns, sizeof ns, "gs-%d-%d", c->pid, i);
     snprintf(port, sizeof port, "gs%dn%d", c->pid, i);
     snprintf(addr, sizeof addr, "10.213.%d.%d/24", c->subnet, i + 2);
+    double bps = i == slow_node ? slow_bps : rate_bps;
+    snprintf(rate, sizeof rate, "%.0fbit", bps);
+    snprintf(burst, sizeof burst, "%.0f", fmax(bps / 8 * 0.004, 65536));
     if (cmd(0, ip_exe, "netns", "add", ns, NULL) != 0) return -1;
     c->built = i + 1;
     /* The peer is created directly inside the namespace under its final name. */
@@ -596,6 +602,18 @@ int cmd_run(int argc, char **argv) {
         return 2;
       }
       net = argv[i];
+    } else if (strcmp(a, "--slow") == 0) {
+      const char *colon = has_value ? strchr(argv[i + 1], ':') : NULL;
+      char node[16] = "";
+      if (colon && colon - argv[i + 1] < (long)sizeof node)
+        memcpy(node, argv[i + 1], (size_t)(colon - argv[i + 1]));
+      if (!colon || cli_parse_int(node, 0, MAX_NODES - 1, &slow_node) != 0 ||
+          parse_rate(colon + 1, &slow_bps) != 0) {
+        cli_error("run", "--slow needs NODE:RATE, a node index and a rate such as 0:100mbit "
+                  "(got '%s')", has_value ? argv[i + 1] : "");
+        return 2;
+      }
+      i++;
     } else if (strcmp(a, "--mpirun") == 0) {
       if (!has_value) {
         cli_error("run", "--mpirun needs a path");
@@ -617,6 +635,11 @@ int cmd_run(int argc, char **argv) {
   }
   if (nprog < 1) {
     cli_error("run", "missing the program to run after '--'");
+    return 2;
+  }
+  if (slow_node >= 0 && (!net || slow_node >= np / per_node)) {
+    cli_error("run", "--slow %d: needs --net and a node below %d", slow_node,
+              np / per_node);
     return 2;
   }
   if (np % per_node != 0) {

@@ -15,6 +15,8 @@
 #include "gradsync.h"
 #include "gradsync/nn.h"
 #include "optim_kfac.h"
+#include "gradsync/ps.h"
+#include "sync_ps.h"
 #include "train.h"
 
 #define VERB "train"
@@ -66,7 +68,12 @@ static void usage(FILE *f) {
     "  --kfac-inv-every N  inverses every N steps (default 10)\n"
     "  --kfac-damping G    Tikhonov damping (default 0.003)\n"
     "  --kfac-decay X      factors' running-average decay (default 0.95)\n"
-    "  --kfac-kl-clip K    KL clip, 0 for none (default 0.001)\n");
+    "  --kfac-kl-clip K    KL clip, 0 for none (default 0.001)\n"
+    "  --sync MODE         engine (default); with --ps S: bsp, asp, ssp:S,\n"
+    "                      switch:offline:F, switch:online[:F]; or local:H,\n"
+    "                      post-local:H[:F], delayed:D (docs/SYNC.md)\n"
+    "  --ps S              the last S ranks are parameter servers\n"
+    "  --straggler R:F[:A-B]  rank R computes F times slower (global steps A..B-1)\n");
 }
 
 /* ---- Options ----------------------------------------------------------------- */
@@ -93,6 +100,8 @@ static int parse_opts(int argc, char **argv, train_config *o) {
       {"kfac-inv-every", required_argument, 0, 'i'},
       {"kfac-damping", required_argument, 0, 'g'}, {"kfac-decay", required_argument, 0, 'X'},
       {"kfac-kl-clip", required_argument, 0, 'k'},
+      {"sync", required_argument, 0, 'Y'},    {"ps", required_argument, 0, 'Q'},
+      {"straggler", required_argument, 0, 'G'},
       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
   /* K-FAC's options outlive parse_opts: train_run reads them. */
   static train_kfac_options kfac;
@@ -268,6 +277,44 @@ static int parse_opts(int argc, char **argv, train_config *o) {
         }
         break;
       }
+      case 'Y': {
+        gs_ps_sync ps_sync;
+        int kind;
+        long h;
+        double f;
+        if (!train_sync_find(optarg)) {
+          cli_error(VERB, "unknown --sync '%s' (%s)", optarg, train_sync_names());
+          return 2;
+        }
+        if ((train_sync_is_ps(optarg) && gs_ps_sync_parse(optarg, &ps_sync) != GS_OK) ||
+            ((strncmp(optarg, "local:", 6) == 0 || strncmp(optarg, "post-local", 10) == 0 ||
+              strncmp(optarg, "delayed", 7) == 0) &&
+             train_local_parse(optarg, &kind, &h, &f) != GS_OK) ||
+            (strncmp(optarg, "engine", 6) == 0 && strcmp(optarg, "engine") != 0)) {
+          cli_error(VERB, "%s", gs_last_error());
+          return 2;
+        }
+        o->sync = optarg;
+        break;
+      }
+      case 'Q':
+        if (cli_parse_int(optarg, 1, 65535, &o->ps_servers)) {
+          cli_error(VERB, "--ps '%s' must be a server count from 1 to 65535", optarg);
+          return 2;
+        }
+        break;
+      case 'G': {
+        int r;
+        double f;
+        long a, b;
+        if (train_straggler_parse(optarg, &r, &f, &a, &b) != GS_OK) {
+          cli_error(VERB, "%s", gs_last_error());
+          return 2;
+        }
+        o->straggler = optarg;
+        o->hooks[o->nhooks++] = &train_hook_straggler;
+        break;
+      }
       case 'h': usage(stdout); return 1;
       default:
         cli_error(VERB, "option '%s' is unknown or needs a value", argv[optind - 1]);
@@ -315,6 +362,15 @@ static int parse_opts(int argc, char **argv, train_config *o) {
   }
   if (o->nesterov && o->momentum == 0) {
     cli_error(VERB, "--nesterov needs a momentum above 0 (--momentum 0 was given)");
+    return 2;
+  }
+  if (o->ps_servers > 0 && !train_sync_is_ps(o->sync)) {
+    cli_error(VERB, "--ps %d needs a parameter-server --sync (bsp, asp, ssp:S, "
+              "switch:offline:F or switch:online[:F]), not '%s'", o->ps_servers, o->sync);
+    return 2;
+  }
+  if (o->ps_servers == 0 && train_sync_is_ps(o->sync)) {
+    cli_error(VERB, "--sync %s runs over parameter servers: it needs --ps S", o->sync);
     return 2;
   }
   if (o->warmup_epochs > o->epochs) {

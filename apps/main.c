@@ -15,6 +15,7 @@ static const struct {
     {"plan", cmd_plan, "merge plan and predicted iteration time for a profile"},
     {"train", cmd_train, "train a model on Fashion-MNIST across the ranks"},
     {"replay", cmd_replay, "replay a profile's compute, communicating through the engine"},
+    {"syncswitch", cmd_syncswitch, "search Sync-Switch's offline switch point for a job"},
 };
 
 static void usage(FILE *f) {

@@ -214,6 +214,10 @@ float gs_nn_sgd_lr(const gs_nn_sgd *opt);
 gs_status gs_nn_sgd_step(gs_nn_sgd *opt);
 /* Updates one parameter tensor only (DeAR: as soon as its reduction ends). */
 gs_status gs_nn_sgd_step_param(gs_nn_sgd *opt, size_t index);
+/* The same update on n flat floats outside a gs_nn_sgd: w, grad and the
+ * momentum buffer v (for a parameter server's shard). */
+void gs_nn_sgd_update(const gs_nn_sgd_config *cfg, float *w,
+                      const float *grad, float *v, size_t n);
 /* The momentum buffers, flat, gs_nn_param_total floats. */
 float *gs_nn_sgd_momentum_flat(gs_nn_sgd *opt);
 

@@ -4,13 +4,21 @@
 #include <string.h>
 
 #include "sync.h"
+#include "sync_ps.h"
 
 /* Every sync mode the trainer knows; a new one is a line here. */
-static const train_sync_ops *const modes[] = {&train_sync_engine};
+static const train_sync_ops *const modes[] = {
+    &train_sync_engine,    &train_sync_ps_bsp,     &train_sync_ps_asp,
+    &train_sync_ps_ssp,    &train_sync_ps_switch,  &train_sync_local,
+    &train_sync_post_local, &train_sync_delayed};
 
+/* A mode is named by the part of --sync before its first ':' ("ssp:2" is
+ * ssp's; the mode parses the rest). */
 const train_sync_ops *train_sync_find(const char *name) {
+  size_t len = strcspn(name, ":");
   for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
-    if (strcmp(modes[i]->name, name) == 0) return modes[i];
+    if (strlen(modes[i]->name) == len && strncmp(modes[i]->name, name, len) == 0)
+      return modes[i];
   return NULL;
 }
 

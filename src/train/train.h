@@ -76,7 +76,11 @@ typedef struct train_config {
   int quiet;               /* 1: no output at all (tests) */
   const char *data_cache;  /* NULL, or a directory keeping the decoded data set */
   int prefetch;            /* 1: a background thread gathers the next batch */
-  const char *sync;        /* "engine" */
+  const char *sync;        /* "engine"; or with ps_servers: bsp, asp, ssp:S,
+                              switch:offline:F, switch:online[:F]; or local:H,
+                              post-local:H[:F], delayed:D (docs/SYNC.md) */
+  int ps_servers;          /* --ps S: the last S ranks are parameter servers */
+  const char *straggler;   /* --straggler RANK:FACTOR[:FROM-TO], or NULL */
   const char *optimizer;   /* "sgd" */
   const struct train_kfac_options *kfac; /* --optimizer kfac: NULL, the defaults (optim_kfac.h) */
   /* Explicit extension tables (tests, or a caller's own mode): when

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The sync-protocol table of issue 11: time and test accuracy of BSP over
+# the engine, BSP/ASP over parameter servers, Sync-Switch offline and
+# online, local SGD and delayed averaging, without and with one straggler
+# (rank 1 computing 2x slower over the middle half of the steps).
+# CNN on Fashion-MNIST, 4 workers (+2 servers for the PS modes), one rank
+# per emulated 1 Gbit/s node, batch 64 per worker. The sample budget is cut
+# to EPOCHS x STEPS steps per worker (default 2 x 60) so the table fits the
+# time a shared machine allows; every run starts from the same seed.
+# Writes bench/results/sync.jsonl and sync.md, stamped. Needs root.
+#
+# Usage: bench/sync/sync_table.sh [BUILD_DIR]
+#   BENCH_QUICK=1: 1 epoch of 10 steps, no straggler runs.
+set -euo pipefail
+# shellcheck source=SCRIPTDIR/../lib.sh
+. "$(dirname "$0")/../lib.sh"
+bench_init "$0" "$@"
+build=${1:-$BENCH_BUILD}
+BENCH_BUILD=$build
+epochs=${SYNC_EPOCHS:-2} steps=${SYNC_STEPS:-60} straggle=1
+if [ "$BENCH_QUICK" = 1 ]; then epochs=1 steps=10 straggle=0; fi
+bench_build gradsync_cli
+gs="$build/gradsync"
+total=$((epochs * steps))
+slow="1:2:$((total / 4))-$((3 * total / 4))"
+common=(--model cnn --epochs "$epochs" --max-steps "$steps" --batch 64 --lr 0.05 --json)
+out=$BENCH_OUT/sync.jsonl
+: > "$out.tmp"
+cmds=()
+run() { # label np straggler(0/1) train-args...
+  local label=$1 np=$2 st=$3
+  shift 3
+  local extra=()
+  [ "$st" = 1 ] && extra=(--straggler "$slow")
+  local argv=("$gs" run -np "$np" --net 1gbit -- "$gs" train "${common[@]}" "$@" "${extra[@]}")
+  cmds+=("$(bench_quote "${argv[@]}")")
+  echo "== $label, straggler $st ($(date +%T))" >&2
+  local line
+  line=$("${argv[@]}" 2>/dev/null | grep '"summary"' || true)
+  if [ -z "$line" ]; then
+    echo "{\"label\": \"$label\", \"straggler\": $st, \"failed\": true}" >> "$out.tmp"
+  else
+    echo "{\"label\": \"$label\", \"straggler\": $st, \"result\": $line}" >> "$out.tmp"
+  fi
+}
+configs=(
+  "BSP, engine|4|--sync engine"
+  "BSP, 2 servers|6|--ps 2 --sync bsp"
+  "ASP, 2 servers|6|--ps 2 --sync asp"
+  "SSP:3, 2 servers|6|--ps 2 --sync ssp:3"
+  "Sync-Switch offline F=0.25|6|--ps 2 --sync switch:offline:0.25"
+  "Sync-Switch online|6|--ps 2 --sync switch:online:0.5"
+  "local SGD H=4|4|--sync local:4"
+  "local SGD H=16|4|--sync local:16"
+  "post-local H=4|4|--sync post-local:4:0.5"
+  "delayed averaging D=4|4|--sync delayed:4"
+)
+for st in 0 1; do
+  [ "$st" = 1 ] && [ "$straggle" = 0 ] && break
+  for c in "${configs[@]}"; do
+    IFS='|' read -r label np args <<< "$c"
+    # shellcheck disable=SC2086
+    run "$label" "$np" "$st" $args
+  done
+done
+mv "$out.tmp" "$out"
+bench_stamp "$out" "$(IFS=';'; echo "${cmds[*]}")"
+md=$BENCH_OUT/sync.md
+python3 "$(dirname "$0")/summarize_sync.py" "$out" "$epochs" "$steps" "$slow" > "$md"
+bench_stamp "$md" "$(bench_quote python3 bench/sync/summarize_sync.py "$out" "$epochs" "$steps" "$slow")"
+cat "$md"

@@ -1,0 +1,194 @@
+/*
+ * The protocol names and Sync-Switch's policies (Li et al., ICDCS'21),
+ * evaluated by the first server: offline (BSP for the first fraction F of
+ * the sample budget, then ASP) and online (ASP while a straggler is seen in
+ * the workers' step times, BSP otherwise until the BSP share is done).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps_internal.h"
+
+static const char *const mode_names[GS_PS_MODE_COUNT] = {"bsp", "asp", "ssp"};
+
+const char *gs_ps_mode_name(gs_ps_mode mode) {
+  return (unsigned)mode < GS_PS_MODE_COUNT ? mode_names[mode] : "invalid-mode";
+}
+
+static int parse_fraction(const char *s, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || *end != '\0' || !(v >= 0.0 && v <= 1.0)) return -1;
+  *out = v;
+  return 0;
+}
+
+gs_status gs_ps_sync_parse(const char *text, gs_ps_sync *out) {
+  if (!text || !out)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_ps_sync_parse: a NULL argument");
+  gs_ps_sync s = {.policy = GS_PS_POLICY_FIXED, .mode = GS_PS_BSP,
+                  .staleness = 0, .bsp_fraction = 0.25,
+                  .straggler_ratio = 1.5, .window = 8};
+  if (strcmp(text, "bsp") == 0) {
+    s.mode = GS_PS_BSP;
+  } else if (strcmp(text, "asp") == 0) {
+    s.mode = GS_PS_ASP;
+  } else if (strncmp(text, "ssp:", 4) == 0) {
+    char *end;
+    errno = 0;
+    long v = strtol(text + 4, &end, 10);
+    if (errno || end == text + 4 || *end != '\0' || v < 0 || v > 1000000)
+      return gs_error(GS_ERR_PARSE,
+                      "--sync '%s': ssp:S needs a staleness bound S, an "
+                      "integer from 0 to 1000000", text);
+    s.mode = GS_PS_SSP;
+    s.staleness = (int)v;
+  } else if (strncmp(text, "switch:offline:", 15) == 0) {
+    s.policy = GS_PS_POLICY_OFFLINE;
+    if (parse_fraction(text + 15, &s.bsp_fraction) != 0)
+      return gs_error(GS_ERR_PARSE,
+                      "--sync '%s': switch:offline:F needs the BSP fraction "
+                      "F, a number from 0 to 1", text);
+  } else if (strcmp(text, "switch:online") == 0) {
+    s.policy = GS_PS_POLICY_ONLINE;
+  } else if (strncmp(text, "switch:online:", 14) == 0) {
+    s.policy = GS_PS_POLICY_ONLINE;
+    if (parse_fraction(text + 14, &s.bsp_fraction) != 0)
+      return gs_error(GS_ERR_PARSE,
+                      "--sync '%s': switch:online:F needs the BSP fraction "
+                      "F, a number from 0 to 1", text);
+  } else {
+    return gs_error(GS_ERR_PARSE,
+                    "--sync '%s': expected bsp, asp, ssp:S, "
+                    "switch:offline:F or switch:online[:F]", text);
+  }
+  *out = s;
+  return GS_OK;
+}
+
+void gs_ps_sync_format(const gs_ps_sync *s, char *buf, size_t n) {
+  if (!buf || n == 0) return;
+  if (!s) {
+    snprintf(buf, n, "?");
+  } else if (s->policy == GS_PS_POLICY_OFFLINE) {
+    snprintf(buf, n, "switch:offline:%g", s->bsp_fraction);
+  } else if (s->policy == GS_PS_POLICY_ONLINE) {
+    snprintf(buf, n, "switch:online:%g", s->bsp_fraction);
+  } else if (s->mode == GS_PS_SSP) {
+    snprintf(buf, n, "ssp:%d", s->staleness);
+  } else {
+    snprintf(buf, n, "%s", gs_ps_mode_name(s->mode));
+  }
+}
+
+gs_status ps_policy_init(ps_policy *p, const gs_ps_sync *sync, int workers,
+                         long budget) {
+  memset(p, 0, sizeof *p);
+  p->sync = *sync;
+  if (p->sync.window < 1) p->sync.window = 1;
+  p->workers = workers;
+  p->budget = budget;
+  p->straggler = -1;
+  p->current = sync->policy == GS_PS_POLICY_FIXED ? sync->mode : GS_PS_BSP;
+  p->times = gs_calloc((size_t)workers * (size_t)p->sync.window, sizeof(double));
+  p->filled = gs_calloc((size_t)workers, sizeof(int));
+  p->next = gs_calloc((size_t)workers, sizeof(int));
+  if (!p->times || !p->filled || !p->next) {
+    ps_policy_free(p);
+    return GS_ERR_NOMEM;
+  }
+  return GS_OK;
+}
+
+void ps_policy_free(ps_policy *p) {
+  gs_free(p->times);
+  gs_free(p->filled);
+  gs_free(p->next);
+  p->times = NULL;
+  p->filled = p->next = NULL;
+}
+
+void ps_policy_record_time(ps_policy *p, int w, double compute_s) {
+  if (compute_s < 0) return;
+  int win = p->sync.window;
+  p->times[(size_t)w * (size_t)win + (size_t)p->next[w]] = compute_s;
+  p->next[w] = (p->next[w] + 1) % win;
+  if (p->filled[w] < win) p->filled[w]++;
+}
+
+void ps_policy_count(ps_policy *p, gs_ps_mode mode, int batch) {
+  p->samples += batch;
+  if (mode == GS_PS_BSP) p->bsp_samples += batch;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Lower median of v[0 .. n-1] (sorted in place). */
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return v[(n - 1) / 2];
+}
+
+/* A worker is a straggler when the median of its last `window` compute
+ * times is more than straggler_ratio times the median of the other
+ * workers' medians. Workers without a full window are not judged. */
+int ps_policy_straggler(ps_policy *p) {
+  int W = p->workers, win = p->sync.window;
+  if (W < 2) return -1;
+  double med[64], tmp[64], others[64];
+  int use = W <= 64 ? W : 64;
+  for (int w = 0; w < use; w++) {
+    if (p->filled[w] < win) return -1;
+    memcpy(tmp, p->times + (size_t)w * (size_t)win, (size_t)win * sizeof(double));
+    med[w] = median(tmp, win);
+  }
+  int worst = -1;
+  double worst_ratio = 0;
+  for (int w = 0; w < use; w++) {
+    int k = 0;
+    for (int q = 0; q < use; q++)
+      if (q != w) others[k++] = med[q];
+    double m = median(others, k);
+    double r = m > 0 ? med[w] / m : 0;
+    if (r > worst_ratio) {
+      worst_ratio = r;
+      worst = w;
+    }
+  }
+  return worst_ratio > p->sync.straggler_ratio ? worst : -1;
+}
+
+void ps_policy_round_done(ps_policy *p) { p->rejoining = 0; }
+
+int ps_policy_stop(const ps_policy *p) {
+  return p->budget > 0 && p->samples >= p->budget;
+}
+
+gs_ps_mode ps_policy_decide(ps_policy *p) {
+  const gs_ps_sync *s = &p->sync;
+  if (s->policy == GS_PS_POLICY_FIXED) return s->mode;
+  double t0 = gs_now();
+  gs_ps_mode m;
+  int bsp_done = p->budget > 0 &&
+                 (double)p->bsp_samples >= s->bsp_fraction * (double)p->budget;
+  if (bsp_done) {
+    m = GS_PS_ASP;
+  } else if (s->policy == GS_PS_POLICY_OFFLINE || p->rejoining) {
+    m = GS_PS_BSP;
+  } else {
+    p->straggler = ps_policy_straggler(p);
+    m = p->straggler >= 0 ? GS_PS_ASP : GS_PS_BSP;
+    if (m == GS_PS_BSP && p->current != GS_PS_BSP) p->rejoining = 1;
+  }
+  if (m != p->current) p->switches++;
+  p->current = m;
+  p->policy_s += gs_now() - t0;
+  return m;
+}

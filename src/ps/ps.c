@@ -1,0 +1,507 @@
+/*
+ * Parameter servers: set-up and the worker's side (init, push/pull, finish).
+ * The server's loop is in server.c, the switch policy in policy.c.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ps_internal.h"
+
+#define PS_CHUNK_DEFAULT ((size_t)1 << 20)
+#define PS_TIMEOUT_DEFAULT 300.0
+
+_Noreturn void ps_abort(gs_ps *ps, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "gradsync: rank %d: fatal: %s\n", ps->rank, msg);
+  fflush(stderr);
+  MPI_Abort(ps->comm, 1);
+  _exit(1); /* MPI_Abort does not return; this is for the compiler */
+}
+
+/* Waiting without taking a core: full-speed polls for the first
+ * millisecond (small messages' round trips), then naps of up to 200 us. */
+int ps_wait_all(int n, MPI_Request *reqs, double timeout_s) {
+  double t0 = gs_now();
+  long nap = 20000;
+  for (;;) {
+    int done = 0;
+    MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+    if (done) return 0;
+    double dt = gs_now() - t0;
+    if (timeout_s > 0 && dt > timeout_s) return -1;
+    if (dt < 1e-3) continue;
+    struct timespec ts = {0, nap};
+    nanosleep(&ts, NULL);
+    if (nap < 200000) nap *= 2;
+  }
+}
+
+/* GRADSYNC_PS_FAULT="rank=R,step=N[,kind=exit|stall]". A malformed value
+ * is an error on the rank that has it (and so, through the agreement in
+ * gs_ps_create, on every rank). */
+static gs_status fault_parse(gs_ps *ps) {
+  ps->fault_step = -1;
+  const char *s = getenv("GRADSYNC_PS_FAULT");
+  if (!s || !*s) return GS_OK;
+  int rank = -1, step = -1, n = 0;
+  char kind[16] = "exit";
+  if (sscanf(s, "rank=%d,step=%d%n", &rank, &step, &n) != 2 || rank < 0 ||
+      step < 1 || (s[n] != '\0' && sscanf(s + n, ",kind=%15s", kind) != 1) ||
+      (strcmp(kind, "exit") != 0 && strcmp(kind, "stall") != 0))
+    return gs_error(GS_ERR_PARSE,
+                    "rank %d: GRADSYNC_PS_FAULT='%s': expected "
+                    "rank=R,step=N[,kind=exit|stall] with N >= 1",
+                    ps->rank, s);
+  if (rank == ps->rank) {
+    ps->fault_step = step;
+    ps->fault_stall = strcmp(kind, "stall") == 0;
+  }
+  return GS_OK;
+}
+
+void ps_fault_check(gs_ps *ps, long count) {
+  if (ps->fault_step < 0 || count < ps->fault_step) return;
+  fprintf(stderr, "gradsync: rank %d: injected fault (GRADSYNC_PS_FAULT): %s\n",
+          ps->rank, ps->fault_stall ? "stalling" : "exiting");
+  fflush(stderr);
+  if (!ps->fault_stall) _exit(3);
+  for (;;) sleep(1000);
+}
+
+static double timeout_from(const gs_ps_config *cfg) {
+  if (cfg->timeout_s > 0) return cfg->timeout_s;
+  if (cfg->comm) return gs_comm_timeout_s(cfg->comm);
+  const char *s = getenv("GRADSYNC_TIMEOUT");
+  if (s && *s) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*end == '\0' && v >= 0) return v;
+  }
+  return PS_TIMEOUT_DEFAULT;
+}
+
+/* What this rank can say is wrong with its own arguments, or GS_OK. */
+static gs_status check_local(const gs_ps *ps, const gs_ps_config *cfg,
+                             const size_t *counts, size_t n) {
+  if (cfg->servers < 1 || cfg->servers >= ps->size)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "rank %d: --ps %d: a job of %d ranks can have 1 to %d "
+                    "servers (at least one rank must be a worker)",
+                    ps->rank, cfg->servers, ps->size, ps->size - 1);
+  if (n > 0 && !counts)
+    return gs_error(GS_ERR_INVALID_ARG, "rank %d: gs_ps_create: counts is NULL",
+                    ps->rank);
+  const gs_ps_sync *s = &cfg->sync;
+  if ((unsigned)s->mode >= GS_PS_MODE_COUNT || s->staleness < 0 ||
+      (unsigned)s->policy > GS_PS_POLICY_ONLINE ||
+      !(s->bsp_fraction >= 0 && s->bsp_fraction <= 1) ||
+      (s->policy == GS_PS_POLICY_ONLINE && !(s->straggler_ratio > 1.0)))
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "rank %d: gs_ps_create: invalid sync settings (mode %d, "
+                    "staleness %d, policy %d, F %g, straggler ratio %g)",
+                    ps->rank, (int)s->mode, s->staleness, (int)s->policy,
+                    s->bsp_fraction, s->straggler_ratio);
+  if (s->policy != GS_PS_POLICY_FIXED && cfg->sample_budget == 0)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "rank %d: gs_ps_create: Sync-Switch needs a sample budget "
+                    "(the BSP share is a fraction of it)", ps->rank);
+  if ((cfg->sample_budget < 0 && cfg->sample_budget != GS_PS_BUDGET_AT_INIT) ||
+      cfg->async_lr_scale < 0 ||
+      cfg->momentum_ramp_steps < 0)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "rank %d: gs_ps_create: sample budget %ld, async lr "
+                    "scale %g, momentum ramp %d must be >= 0", ps->rank,
+                    cfg->sample_budget, (double)cfg->async_lr_scale,
+                    cfg->momentum_ramp_steps);
+  if (cfg->comm && gs_comm_thread_level(cfg->comm) < MPI_THREAD_MULTIPLE)
+    return gs_error(GS_ERR_UNSUPPORTED,
+                    "rank %d: parameter servers beside a gs_comm need "
+                    "MPI_THREAD_MULTIPLE (the communicator's progress thread "
+                    "calls MPI at the same time); MPI provides level %d",
+                    ps->rank, gs_comm_thread_level(cfg->comm));
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  if (level < MPI_THREAD_FUNNELED)
+    return gs_error(GS_ERR_UNSUPPORTED,
+                    "rank %d: parameter servers need at least "
+                    "MPI_THREAD_FUNNELED; MPI provides level %d", ps->rank,
+                    level);
+  return GS_OK;
+}
+
+/* The values every rank must share, compared by min/max reductions. */
+enum { AGREE_OK, AGREE_SERVERS, AGREE_TOTAL, AGREE_N, AGREE_POLICY,
+       AGREE_MODE, AGREE_STALENESS, AGREE_BUDGET, AGREE_CHUNK, AGREE_COUNT };
+static const char *const agree_names[AGREE_COUNT] = {
+    "set-up", "servers", "parameter count", "tensor count", "policy",
+    "mode", "staleness", "sample budget", "chunk bytes"};
+
+gs_status gs_ps_create(MPI_Comm job, const gs_ps_config *cfg,
+                       const size_t *counts, size_t n, gs_ps **out) {
+  if (!cfg || !out)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_ps_create: a NULL argument");
+  *out = NULL;
+  gs_ps *ps = gs_calloc(1, sizeof *ps);
+  if (!ps) return GS_ERR_NOMEM;
+  ps->comm = MPI_COMM_NULL;
+  ps->worker_comm = MPI_COMM_NULL;
+  if (MPI_Comm_dup(job, &ps->comm) != MPI_SUCCESS) {
+    gs_free(ps);
+    return gs_error(GS_ERR_MPI, "gs_ps_create: MPI_Comm_dup failed");
+  }
+  MPI_Comm_rank(ps->comm, &ps->rank);
+  MPI_Comm_size(ps->comm, &ps->size);
+  ps->cfg = *cfg;
+
+  char local_msg[512] = "";
+  gs_status local = check_local(ps, cfg, counts, n);
+  if (local == GS_OK) local = fault_parse(ps);
+  if (local != GS_OK) snprintf(local_msg, sizeof local_msg, "%s", gs_last_error());
+  size_t total = 0;
+  for (size_t i = 0; counts && i < n; i++) total += counts[i];
+
+  long long v[AGREE_COUNT] = {local != GS_OK, cfg->servers, (long long)total,
+                              (long long)n, cfg->sync.policy, cfg->sync.mode,
+                              cfg->sync.staleness, cfg->sample_budget,
+                              (long long)cfg->chunk_bytes};
+  long long lo[AGREE_COUNT], hi[AGREE_COUNT];
+  MPI_Allreduce(v, lo, AGREE_COUNT, MPI_LONG_LONG, MPI_MIN, ps->comm);
+  MPI_Allreduce(v, hi, AGREE_COUNT, MPI_LONG_LONG, MPI_MAX, ps->comm);
+  gs_status st = GS_OK;
+  if (hi[AGREE_OK]) {
+    /* One more reduction, on every rank, to name a rank that failed. */
+    int bad = local != GS_OK ? ps->rank : -1, first = -1;
+    MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MAX, ps->comm);
+    if (local != GS_OK)
+      st = gs_error(local, "%s", local_msg);
+    else
+      st = gs_error(GS_ERR_MISMATCH,
+                    "rank %d: parameter servers not set up: rank %d failed "
+                    "its own checks", ps->rank, first);
+  } else {
+    for (int i = 1; i < AGREE_COUNT; i++)
+      if (lo[i] != hi[i]) {
+        st = gs_error(GS_ERR_MISMATCH,
+                      "rank %d: parameter servers: the ranks' %s differ "
+                      "(from %lld to %lld)", ps->rank, agree_names[i], lo[i],
+                      hi[i]);
+        break;
+      }
+  }
+  if (st != GS_OK) {
+    MPI_Comm_free(&ps->comm);
+    gs_free(ps);
+    return st;
+  }
+
+  ps->servers = cfg->servers;
+  ps->workers = ps->size - cfg->servers;
+  ps->worker_index = ps->rank < ps->workers ? ps->rank : -1;
+  ps->server_index = ps->rank < ps->workers ? -1 : ps->rank - ps->workers;
+  ps->timeout_s = timeout_from(cfg);
+  ps->chunk = (cfg->chunk_bytes ? cfg->chunk_bytes : PS_CHUNK_DEFAULT) / sizeof(float);
+  if (ps->chunk == 0) ps->chunk = 1;
+  ps->total = total;
+  if (ps->cfg.async_lr_scale == 0) ps->cfg.async_lr_scale = 1.0f / (float)ps->workers;
+  const gs_ps_sync *s = &cfg->sync;
+  if (s->policy == GS_PS_POLICY_FIXED)
+    ps->mode = s->mode;
+  else
+    ps->mode = s->bsp_fraction > 0 ? GS_PS_BSP : GS_PS_ASP;
+  ps->begin = gs_calloc((size_t)ps->servers + 1, sizeof(size_t));
+  if (!ps->begin) st = GS_ERR_NOMEM;
+  if (st == GS_OK) st = gs_ps_shard_plan(counts, n, ps->servers, ps->begin);
+  if (st == GS_OK &&
+      MPI_Comm_split(ps->comm, ps->worker_index >= 0 ? 0 : MPI_UNDEFINED,
+                     ps->rank, &ps->worker_comm) != MPI_SUCCESS)
+    st = gs_error(GS_ERR_MPI, "rank %d: gs_ps_create: MPI_Comm_split failed",
+                  ps->rank);
+  if (st != GS_OK) {
+    gs_free(ps->begin);
+    MPI_Comm_free(&ps->comm);
+    gs_free(ps);
+    return st;
+  }
+  ps->last_answer = -1;
+  *out = ps;
+  return GS_OK;
+}
+
+gs_status gs_ps_destroy(gs_ps *ps) {
+  if (!ps) return GS_OK;
+  if (ps->worker_comm != MPI_COMM_NULL) MPI_Comm_free(&ps->worker_comm);
+  MPI_Comm_free(&ps->comm);
+  gs_free(ps->begin);
+  gs_free(ps);
+  return GS_OK;
+}
+
+int gs_ps_is_server(const gs_ps *ps) { return ps->server_index >= 0; }
+int gs_ps_workers(const gs_ps *ps) { return ps->workers; }
+int gs_ps_worker_index(const gs_ps *ps) { return ps->worker_index; }
+MPI_Comm gs_ps_worker_comm(const gs_ps *ps) { return ps->worker_comm; }
+size_t gs_ps_total(const gs_ps *ps) { return ps->total; }
+void gs_ps_shard(const gs_ps *ps, int server, size_t *begin, size_t *end) {
+  *begin = ps->begin[server];
+  *end = ps->begin[server + 1];
+}
+void gs_ps_get_stats(const gs_ps *ps, gs_ps_stats *out) { *out = ps->stats; }
+
+/* ---- The worker's side ---------------------------------------------------- */
+
+static int server_rank(const gs_ps *ps, int k) { return ps->workers + k; }
+
+static gs_status need_worker(const gs_ps *ps, const char *what) {
+  if (ps->worker_index < 0)
+    return gs_error(GS_ERR_STATE, "rank %d: %s: this rank is a server",
+                    ps->rank, what);
+  if (ps->finished)
+    return gs_error(GS_ERR_STATE, "rank %d: %s after gs_ps_finish", ps->rank,
+                    what);
+  return GS_OK;
+}
+
+/* Sends a request (and, with data, its chunks of the shard) to every
+ * server; returns the number of requests written into reqs. */
+static int send_all(gs_ps *ps, ps_request *req, const float *data, int tag,
+                    MPI_Request *reqs) {
+  int r = 0;
+  for (int k = 0; k < ps->servers; k++) {
+    MPI_Isend(req, (int)sizeof *req, MPI_BYTE, server_rank(ps, k), PS_TAG_REQ,
+              ps->comm, &reqs[r++]);
+    if (!data) continue;
+    size_t b = ps->begin[k], e = ps->begin[k + 1];
+    for (size_t off = b; off < e; off += ps->chunk) {
+      size_t len = GS_MIN(ps->chunk, e - off);
+      MPI_Isend(data + off, (int)len, MPI_FLOAT, server_rank(ps, k), tag,
+                ps->comm, &reqs[r++]);
+    }
+  }
+  return r;
+}
+
+/* Receives every server's answer and its parameters into w. */
+static int recv_all(gs_ps *ps, ps_reply *rep, float *w, MPI_Request *reqs) {
+  int r = 0;
+  for (int k = 0; k < ps->servers; k++) {
+    MPI_Irecv(&rep[k], (int)sizeof *rep, MPI_BYTE, server_rank(ps, k),
+              PS_TAG_REPLY, ps->comm, &reqs[r++]);
+    size_t b = ps->begin[k], e = ps->begin[k + 1];
+    for (size_t off = b; off < e; off += ps->chunk) {
+      size_t len = GS_MIN(ps->chunk, e - off);
+      MPI_Irecv(w + off, (int)len, MPI_FLOAT, server_rank(ps, k),
+                PS_TAG_PULL_DATA, ps->comm, &reqs[r++]);
+    }
+  }
+  return r;
+}
+
+static size_t request_slots(const gs_ps *ps) {
+  size_t n = 0;
+  for (int k = 0; k < ps->servers; k++)
+    n += 1 + ps_chunks(ps, ps->begin[k + 1] - ps->begin[k]);
+  return n;
+}
+
+/* Waits for the answers; a server that sends none within the timeout ends
+ * the job with its name. Polls each server's header in turn, so the
+ * message names the first one that is silent. */
+static void wait_answers(gs_ps *ps, MPI_Request *reqs, int nreqs,
+                         const char *what) {
+  double t0 = gs_now();
+  if (ps_wait_all(nreqs, reqs, ps->timeout_s) == 0) return;
+  int r = 0;
+  for (int k = 0; k < ps->servers; k++) {
+    int nk = 1 + (int)ps_chunks(ps, ps->begin[k + 1] - ps->begin[k]);
+    int done = 0;
+    MPI_Testall(nk, reqs + r, &done, MPI_STATUSES_IGNORE);
+    if (!done)
+      ps_abort(ps,
+               "parameter server %d (rank %d) sent no answer to %s of worker "
+               "%d within %.0f s (GRADSYNC_TIMEOUT): it died or stalls",
+               k, server_rank(ps, k), what, ps->worker_index,
+               gs_now() - t0);
+    r += nk;
+  }
+  ps_abort(ps, "parameter servers did not answer %s within %.0f s", what,
+           gs_now() - t0);
+}
+
+static gs_status exchange(gs_ps *ps, ps_request *req, const float *data,
+                          float *w, ps_reply *rep, const char *what) {
+  size_t nslots = request_slots(ps);
+  MPI_Request *sreq = gs_malloc(nslots * sizeof *sreq);
+  MPI_Request *rreq = gs_malloc(nslots * sizeof *rreq);
+  if (!sreq || !rreq) {
+    gs_free(sreq);
+    gs_free(rreq);
+    return GS_ERR_NOMEM;
+  }
+  int nr = w ? recv_all(ps, rep, w, rreq) : 0;
+  int ns = send_all(ps, req, data, PS_TAG_PUSH_DATA, sreq);
+  wait_answers(ps, rreq, nr, what);
+  /* The servers answered, so they have received everything sent. */
+  if (ps_wait_all(ns, sreq, ps->timeout_s) != 0)
+    ps_abort(ps, "worker %d: a push to the parameter servers did not "
+             "complete within %.0f s", ps->worker_index, ps->timeout_s);
+  gs_free(sreq);
+  gs_free(rreq);
+  return GS_OK;
+}
+
+gs_status gs_ps_worker_init(gs_ps *ps, float *w, long sample_budget) {
+  GS_CHECK(need_worker(ps, "gs_ps_worker_init"));
+  if (!w && ps->total)
+    return gs_error(GS_ERR_INVALID_ARG, "rank %d: gs_ps_worker_init: w is NULL",
+                    ps->rank);
+  if (ps->worker_index == 0 && ps->cfg.sample_budget == GS_PS_BUDGET_AT_INIT &&
+      sample_budget <= 0)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "rank %d: gs_ps_worker_init: the sample budget (%ld) must "
+                    "be > 0 when it comes at init", ps->rank, sample_budget);
+  if (ps->worker_index == 0) {
+    /* The budget travels in the clock field of the INIT request. */
+    ps_request req = {.type = PS_MSG_INIT,
+                      .clock = ps->cfg.sample_budget == GS_PS_BUDGET_AT_INIT
+                                   ? sample_budget : 0};
+    size_t nslots = request_slots(ps);
+    MPI_Request *sreq = gs_malloc(nslots * sizeof *sreq);
+    if (!sreq) return GS_ERR_NOMEM;
+    int ns = send_all(ps, &req, w, PS_TAG_PUSH_DATA, sreq);
+    if (ps_wait_all(ns, sreq, ps->timeout_s) != 0)
+      ps_abort(ps, "worker 0: the initial parameters did not reach the "
+               "parameter servers within %.0f s", ps->timeout_s);
+    gs_free(sreq);
+  }
+  GS_CHECK(gs_ps_pull(ps, w));
+  ps->last_answer = gs_now();
+  return GS_OK;
+}
+
+gs_status gs_ps_pull(gs_ps *ps, float *w) {
+  GS_CHECK(need_worker(ps, "gs_ps_pull"));
+  if (!w && ps->total)
+    return gs_error(GS_ERR_INVALID_ARG, "rank %d: gs_ps_pull: w is NULL",
+                    ps->rank);
+  ps_request req = {.type = PS_MSG_PULL, .clock = ps->clock};
+  ps_reply *rep = gs_calloc((size_t)ps->servers, sizeof *rep);
+  if (!rep) return GS_ERR_NOMEM;
+  gs_status st = exchange(ps, &req, NULL, w, rep, "a pull");
+  gs_free(rep);
+  ps->stats.bytes_pulled += (double)ps->total * sizeof(float);
+  return st;
+}
+
+/* The learning rate and momentum of a push: BSP's as given; ASP's and SSP's
+ * scaled for the per-worker batch, with the momentum ramped after a switch
+ * (mu/W, doubling every momentum_ramp_steps pushes; Sync-Switch's authors'
+ * multi-step ramp). */
+static void step_hparams(const gs_ps *ps, const gs_ps_step_info *info,
+                         float *lr, float *mu) {
+  *lr = info->lr;
+  *mu = info->momentum;
+  if (ps->mode == GS_PS_BSP) return;
+  *lr = info->lr * ps->cfg.async_lr_scale;
+  int ramp = ps->cfg.momentum_ramp_steps;
+  if (ramp > 0 && ps->cfg.sync.policy != GS_PS_POLICY_FIXED) {
+    double f = 1.0 / ps->workers;
+    for (long k = ps->asp_since / ramp; k > 0 && f < 1.0; k--) f *= 2;
+    if (f < 1.0) *mu = (float)(info->momentum * f);
+  }
+}
+
+gs_status gs_ps_step(gs_ps *ps, const float *grad, float *w,
+                     const gs_ps_step_info *info, gs_ps_step_result *res) {
+  GS_CHECK(need_worker(ps, "gs_ps_step"));
+  if ((!grad || !w) && ps->total)
+    return gs_error(GS_ERR_INVALID_ARG, "rank %d: gs_ps_step: NULL buffers",
+                    ps->rank);
+  if (!info || info->batch < 1)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "rank %d: gs_ps_step: a step needs a batch of >= 1 "
+                    "samples", ps->rank);
+  if (ps->stopped)
+    return gs_error(GS_ERR_STATE,
+                    "rank %d: gs_ps_step after the servers said the sample "
+                    "budget is used up", ps->rank);
+  ps_fault_check(ps, ps->clock + 1);
+  double now = gs_now();
+  ps_request req = {.type = PS_MSG_PUSH, .mode = ps->mode,
+                    .batch = info->batch, .clock = ps->clock,
+                    .compute_s = ps->last_answer >= 0 ? now - ps->last_answer
+                                                      : -1.0};
+  step_hparams(ps, info, &req.lr, &req.momentum);
+  ps_reply *rep = gs_calloc((size_t)ps->servers, sizeof *rep);
+  if (!rep) return GS_ERR_NOMEM;
+  char what[64];
+  snprintf(what, sizeof what, "step %ld", ps->clock + 1);
+  gs_status st = exchange(ps, &req, grad, w, rep, what);
+  double after = gs_now();
+  gs_ps_mode mode = ps->mode;
+  if (st == GS_OK) {
+    ps->clock++;
+    ps->stats.pushes++;
+    ps->stats.wait_s += after - now;
+    ps->stats.bytes_pushed += (double)ps->total * sizeof(float);
+    ps->stats.bytes_pulled += (double)ps->total * sizeof(float);
+    if (mode == GS_PS_BSP) ps->stats.bsp_steps++;
+    else if (mode == GS_PS_ASP) ps->stats.asp_steps++;
+    else ps->stats.ssp_steps++;
+    gs_ps_mode next = (gs_ps_mode)rep[0].next_mode;
+    if (next != mode) {
+      ps->stats.switches++;
+      ps->asp_since = 0;
+    } else {
+      ps->asp_since++;
+    }
+    ps->mode = next;
+    ps->stopped = rep[0].stop;
+    if (res) {
+      res->mode = mode;
+      res->next_mode = next;
+      res->stop = rep[0].stop;
+      res->switched = next != mode;
+      res->wait_s = after - now;
+      res->samples = rep[0].samples;
+    }
+  }
+  gs_free(rep);
+  ps->last_answer = gs_now();
+  return st;
+}
+
+gs_status gs_ps_park(gs_ps *ps) {
+  GS_CHECK(need_worker(ps, "gs_ps_park"));
+  ps_request req = {.type = PS_MSG_PARK, .clock = ps->clock};
+  MPI_Request *sreq = gs_malloc((size_t)ps->servers * sizeof *sreq);
+  if (!sreq) return GS_ERR_NOMEM;
+  int ns = send_all(ps, &req, NULL, 0, sreq);
+  if (ps_wait_all(ns, sreq, ps->timeout_s) != 0)
+    ps_abort(ps, "worker %d: the parameter servers did not take its park "
+             "message within %.0f s", ps->worker_index, ps->timeout_s);
+  gs_free(sreq);
+  return GS_OK;
+}
+
+gs_status gs_ps_finish(gs_ps *ps) {
+  GS_CHECK(need_worker(ps, "gs_ps_finish"));
+  ps_request req = {.type = PS_MSG_FIN, .clock = ps->clock};
+  MPI_Request *sreq = gs_malloc((size_t)ps->servers * sizeof *sreq);
+  if (!sreq) return GS_ERR_NOMEM;
+  int ns = send_all(ps, &req, NULL, 0, sreq);
+  if (ps_wait_all(ns, sreq, ps->timeout_s) != 0)
+    ps_abort(ps, "worker %d: the parameter servers did not take its finish "
+             "message within %.0f s", ps->worker_index, ps->timeout_s);
+  gs_free(sreq);
+  ps->finished = 1;
+  return GS_OK;
+}

@@ -1,0 +1,342 @@
+/*
+ * The server's loop: one shard, every worker's messages polled in turn (no
+ * head-of-line blocking), updates by protocol (BSP rounds, ASP on arrival,
+ * SSP with held answers), the first server's switch decisions, and the
+ * silent-worker watchdog.
+ */
+#include <string.h>
+#include <time.h>
+
+#include "ps_internal.h"
+
+enum { PEER_WAIT_REQ, PEER_WAIT_DATA, PEER_DONE };
+enum { PEND_NONE, PEND_BSP, PEND_SSP, PEND_PULL };
+
+typedef struct {
+  int state;
+  int pending;
+  int init;             /* the data being received are the initial values */
+  int parked;           /* stepped out (gs_ps_park) until its next push */
+  ps_request req;
+  MPI_Request req_r;
+  MPI_Request *data_r;
+  int ndata;
+  float *grad;          /* the push being received or held (BSP) */
+  MPI_Request *send_r;  /* the answer in flight */
+  int nsend;
+  float *sendbuf;       /* its parameters: a snapshot, so updates made
+                           while it is on the wire cannot tear it */
+  ps_reply rep;
+  long clock;           /* pushes applied */
+  long version_seen;    /* shard updates when last answered */
+  double last_event;    /* last request or answer */
+} ps_peer;
+
+typedef struct {
+  gs_ps *ps;
+  gs_ps_update_fn update;
+  void *ctx;
+  size_t n;             /* shard length */
+  float *w, *state, *sum;
+  ps_peer *peer;
+  int active;           /* workers that have not finished */
+  int initialised;
+  long version;         /* updates applied */
+  long received;        /* pushes received (fault injection) */
+  ps_policy policy;     /* server 0 only */
+  int has_policy;
+} ps_server;
+
+static void post_request(ps_server *s, int w) {
+  ps_peer *p = &s->peer[w];
+  MPI_Irecv(&p->req, (int)sizeof p->req, MPI_BYTE, w, PS_TAG_REQ, s->ps->comm,
+            &p->req_r);
+  p->state = PEER_WAIT_REQ;
+}
+
+static void post_data(ps_server *s, int w, float *dst) {
+  ps_peer *p = &s->peer[w];
+  int r = 0;
+  for (size_t off = 0; off < s->n; off += s->ps->chunk) {
+    size_t len = GS_MIN(s->ps->chunk, s->n - off);
+    MPI_Irecv(dst + off, (int)len, MPI_FLOAT, w, PS_TAG_PUSH_DATA, s->ps->comm,
+              &p->data_r[r++]);
+  }
+  p->ndata = r;
+  p->state = PEER_WAIT_DATA;
+}
+
+static long min_clock(const ps_server *s) {
+  long m = -1;
+  for (int w = 0; w < s->ps->workers; w++)
+    if (s->peer[w].state != PEER_DONE && !s->peer[w].parked &&
+        (m < 0 || s->peer[w].clock < m))
+      m = s->peer[w].clock;
+  return m < 0 ? 0 : m;
+}
+
+/* The next mode of a worker (server 0 decides; the others' is ignored). */
+static int decide(ps_server *s) {
+  return s->has_policy ? (int)ps_policy_decide(&s->policy) : 0;
+}
+
+static void answer(ps_server *s, int w, int next_mode) {
+  gs_ps *ps = s->ps;
+  ps_peer *p = &s->peer[w];
+  if (p->nsend > 0) {
+    /* The worker took the previous answer before asking again. */
+    if (ps_wait_all(p->nsend, p->send_r, ps->timeout_s) != 0)
+      ps_abort(ps, "parameter server %d: worker %d (rank %d) did not take "
+               "its answer within %.0f s", ps->server_index, w, w,
+               ps->timeout_s);
+  }
+  memcpy(p->sendbuf, s->w, s->n * sizeof(float));
+  p->rep.next_mode = next_mode;
+  p->rep.stop = s->has_policy ? ps_policy_stop(&s->policy) : 0;
+  p->rep.updates = s->version;
+  p->rep.samples = s->has_policy ? s->policy.samples : 0;
+  int r = 0;
+  MPI_Isend(&p->rep, (int)sizeof p->rep, MPI_BYTE, w, PS_TAG_REPLY, ps->comm,
+            &p->send_r[r++]);
+  for (size_t off = 0; off < s->n; off += ps->chunk) {
+    size_t len = GS_MIN(ps->chunk, s->n - off);
+    MPI_Isend(p->sendbuf + off, (int)len, MPI_FLOAT, w, PS_TAG_PULL_DATA,
+              ps->comm, &p->send_r[r++]);
+  }
+  p->nsend = r;
+  long gap = p->clock - min_clock(s);
+  if (gap > ps->stats.max_clock_gap) ps->stats.max_clock_gap = gap;
+  p->version_seen = s->version;
+  p->pending = PEND_NONE;
+  p->last_event = gs_now();
+}
+
+static void apply(ps_server *s, const float *grad, float lr, float mu) {
+  double t0 = gs_now();
+  s->update(s->ctx, s->w, grad, s->state, s->n, lr, mu);
+  s->version++;
+  s->ps->stats.updates++;
+  s->ps->stats.busy_s += gs_now() - t0;
+}
+
+/* A push has arrived in full. */
+static void on_push(ps_server *s, int w) {
+  gs_ps *ps = s->ps;
+  ps_peer *p = &s->peer[w];
+  ps_fault_check(ps, ++s->received);
+  ps->stats.pushes++;
+  long stale = s->version - p->version_seen;
+  if (stale > ps->stats.max_staleness) ps->stats.max_staleness = stale;
+  if (s->has_policy) ps_policy_record_time(&s->policy, w, p->req.compute_s);
+  gs_ps_mode mode = (gs_ps_mode)p->req.mode;
+  if (mode == GS_PS_BSP) {
+    p->pending = PEND_BSP;
+    return;
+  }
+  apply(s, p->grad, p->req.lr, p->req.momentum);
+  p->clock++;
+  if (s->has_policy) ps_policy_count(&s->policy, mode, p->req.batch);
+  if (mode == GS_PS_ASP)
+    answer(s, w, decide(s));
+  else
+    p->pending = PEND_SSP;
+}
+
+/* BSP: once every worker still training has a push held, one update with
+ * their average (summed in worker order) and an answer to each. */
+static void try_bsp_round(ps_server *s) {
+  int W = s->ps->workers, k = 0, first = -1;
+  for (int w = 0; w < W; w++) {
+    if (s->peer[w].state == PEER_DONE || s->peer[w].parked) continue;
+    if (s->peer[w].pending != PEND_BSP) return;
+    if (first < 0) first = w;
+    k++;
+  }
+  if (k == 0) return;
+  int started = 0;
+  for (int w = 0; w < W; w++) {
+    if (s->peer[w].pending != PEND_BSP) continue;
+    if (!started) {
+      memcpy(s->sum, s->peer[w].grad, s->n * sizeof(float));
+      started = 1;
+    } else {
+      gs_reduce_local(s->sum, s->peer[w].grad, s->n, GS_F32, GS_SUM);
+    }
+  }
+  gs_scale_div(s->sum, s->n, GS_F32, k);
+  apply(s, s->sum, s->peer[first].req.lr, s->peer[first].req.momentum);
+  for (int w = 0; w < W; w++)
+    if (s->peer[w].pending == PEND_BSP) {
+      s->peer[w].clock++;
+      if (s->has_policy)
+        ps_policy_count(&s->policy, GS_PS_BSP, s->peer[w].req.batch);
+    }
+  if (s->has_policy) ps_policy_round_done(&s->policy);
+  int next = decide(s);
+  for (int w = 0; w < W; w++)
+    if (s->peer[w].pending == PEND_BSP) answer(s, w, next);
+}
+
+/* SSP: a held answer goes out once its worker is at most s steps ahead of
+ * the slowest worker still training. */
+static void try_ssp(ps_server *s) {
+  long bound = s->ps->cfg.sync.staleness;
+  long m = min_clock(s);
+  for (int w = 0; w < s->ps->workers; w++)
+    if (s->peer[w].pending == PEND_SSP && s->peer[w].clock - m <= bound)
+      answer(s, w, decide(s));
+}
+
+static int poll_peer(ps_server *s, int w) {
+  ps_peer *p = &s->peer[w];
+  int done = 0;
+  if (p->state == PEER_WAIT_REQ) {
+    MPI_Test(&p->req_r, &done, MPI_STATUS_IGNORE);
+    if (!done) return 0;
+    p->last_event = gs_now();
+    switch (p->req.type) {
+      case PS_MSG_INIT:
+        if (s->has_policy && p->req.clock > 0) s->policy.budget = p->req.clock;
+        p->init = 1;
+        post_data(s, w, s->w);
+        break;
+      case PS_MSG_PUSH:
+        p->init = 0;
+        p->parked = 0;
+        post_data(s, w, p->grad);
+        break;
+      case PS_MSG_PULL:
+        if (s->initialised)
+          answer(s, w, (int)s->ps->mode);
+        else
+          p->pending = PEND_PULL;
+        post_request(s, w);
+        break;
+      case PS_MSG_PARK:
+        p->parked = 1;
+        post_request(s, w);
+        break;
+      case PS_MSG_FIN:
+        p->state = PEER_DONE;
+        s->active--;
+        break;
+      default:
+        ps_abort(s->ps, "parameter server %d: worker %d sent a message of "
+                 "unknown type %d", s->ps->server_index, w, (int)p->req.type);
+    }
+    return 1;
+  }
+  if (p->state == PEER_WAIT_DATA) {
+    MPI_Testall(p->ndata, p->data_r, &done, MPI_STATUSES_IGNORE);
+    if (!done) return 0;
+    p->last_event = gs_now();
+    post_request(s, w);
+    if (p->init) {
+      s->initialised = 1;
+      for (int q = 0; q < s->ps->workers; q++)
+        if (s->peer[q].pending == PEND_PULL) answer(s, q, (int)s->ps->mode);
+    } else {
+      on_push(s, w);
+    }
+    return 1;
+  }
+  return 0;
+}
+
+/* A worker that neither asks nor is held for 1.5 x the timeout is gone:
+ * end the job with its name. Longer than the workers' own timeout, so that
+ * a worker stuck on another, dead server names that one first. */
+static void check_silence(ps_server *s) {
+  gs_ps *ps = s->ps;
+  if (ps->timeout_s <= 0) return;
+  double now = gs_now(), limit = 1.5 * ps->timeout_s;
+  for (int w = 0; w < ps->workers; w++) {
+    ps_peer *p = &s->peer[w];
+    if (p->state == PEER_DONE || p->pending != PEND_NONE || p->parked) continue;
+    if (now - p->last_event > limit)
+      ps_abort(ps, "parameter server %d: worker %d (rank %d) sent nothing for "
+               "%.0f s (GRADSYNC_TIMEOUT %.0f s): it died or stalls",
+               ps->server_index, w, w, now - p->last_event, ps->timeout_s);
+  }
+}
+
+static void server_free(ps_server *s) {
+  if (s->peer)
+    for (int w = 0; w < s->ps->workers; w++) {
+      gs_free(s->peer[w].data_r);
+      gs_free(s->peer[w].send_r);
+      gs_free(s->peer[w].grad);
+      gs_free(s->peer[w].sendbuf);
+    }
+  gs_free(s->peer);
+  gs_free(s->w);
+  gs_free(s->state);
+  gs_free(s->sum);
+  if (s->has_policy) ps_policy_free(&s->policy);
+}
+
+gs_status gs_ps_serve(gs_ps *ps, gs_ps_update_fn update, void *ctx) {
+  if (!ps || !update)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_ps_serve: a NULL argument");
+  if (ps->server_index < 0)
+    return gs_error(GS_ERR_STATE, "rank %d: gs_ps_serve: this rank is a worker",
+                    ps->rank);
+  ps_server s = {.ps = ps, .update = update, .ctx = ctx};
+  size_t b = ps->begin[ps->server_index], e = ps->begin[ps->server_index + 1];
+  s.n = e - b;
+  size_t nchunk = ps_chunks(ps, s.n);
+  int W = ps->workers;
+  s.w = gs_calloc(s.n + 1, sizeof(float));
+  s.state = gs_calloc(s.n + 1, sizeof(float));
+  s.sum = gs_calloc(s.n + 1, sizeof(float));
+  s.peer = gs_calloc((size_t)W, sizeof *s.peer);
+  gs_status st = (s.w && s.state && s.sum && s.peer) ? GS_OK : GS_ERR_NOMEM;
+  for (int w = 0; st == GS_OK && w < W; w++) {
+    ps_peer *p = &s.peer[w];
+    p->data_r = gs_calloc(nchunk + 1, sizeof(MPI_Request));
+    p->send_r = gs_calloc(nchunk + 1, sizeof(MPI_Request));
+    p->grad = gs_calloc(s.n + 1, sizeof(float));
+    p->sendbuf = gs_calloc(s.n + 1, sizeof(float));
+    if (!p->data_r || !p->send_r || !p->grad || !p->sendbuf) st = GS_ERR_NOMEM;
+  }
+  if (st == GS_OK && ps->server_index == 0) {
+    st = ps_policy_init(&s.policy, &ps->cfg.sync, W, ps->cfg.sample_budget);
+    s.has_policy = st == GS_OK;
+  }
+  if (st != GS_OK) {
+    server_free(&s);
+    return gs_error(st, "rank %d: parameter server %d: no memory for a shard "
+                    "of %zu parameters and %d workers", ps->rank,
+                    ps->server_index, s.n, W);
+  }
+  double now = gs_now();
+  for (int w = 0; w < W; w++) {
+    s.peer[w].last_event = now;
+    post_request(&s, w);
+  }
+  s.active = W;
+  long nap = 20000;
+  double idle_since = gs_now();
+  while (s.active > 0) {
+    int progress = 0;
+    for (int w = 0; w < W; w++) progress |= poll_peer(&s, w);
+    if (progress) {
+      try_bsp_round(&s);
+      try_ssp(&s);
+      nap = 20000;
+      idle_since = gs_now();
+      continue;
+    }
+    check_silence(&s);
+    if (gs_now() - idle_since < 1e-3) continue;
+    struct timespec ts = {0, nap};
+    nanosleep(&ts, NULL);
+    if (nap < 200000) nap *= 2;
+  }
+  /* Let the last answers leave before the buffers go. */
+  for (int w = 0; w < W; w++)
+    if (s.peer[w].nsend > 0) ps_wait_all(s.peer[w].nsend, s.peer[w].send_r, ps->timeout_s);
+  if (s.has_policy) ps->stats.policy_s = s.policy.policy_s;
+  server_free(&s);
+  return GS_OK;
+}

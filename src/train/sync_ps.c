@@ -1,0 +1,205 @@
+/* Parameter servers as a sync mode (--ps S --sync bsp|asp|ssp:S|
+ * switch:offline:F|switch:online[:F]): the last S ranks serve shards of the
+ * parameters (src/ps, include/gradsync/ps.h) and run the optimizer's
+ * update on them; the other ranks are the workers, and the loop's
+ * collectives (metrics, agreements) run on a gs_comm over the workers only.
+ *
+ * A worker pushes its whole gradient after backward and gets the servers'
+ * parameters back (the mode owns the step). The servers' SGD is src/nn's
+ * (gs_nn_sgd_update) with the run's momentum, weight decay and Nesterov
+ * setting; the learning rate of each step comes with its push. The sample
+ * budget of Sync-Switch's policies is the run's: epochs x steps per epoch x
+ * workers x batch. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gradsync/ps.h"
+#include "sync_ps.h"
+#include "train.h"
+
+int train_sync_is_ps(const char *sync) {
+  size_t len = strcspn(sync, ":");
+  return (len == 3 && (strncmp(sync, "bsp", 3) == 0 || strncmp(sync, "asp", 3) == 0 ||
+                       strncmp(sync, "ssp", 3) == 0)) ||
+         (len == 6 && strncmp(sync, "switch", 6) == 0);
+}
+
+typedef struct ps_sync {
+  train_ctx *t;
+  gs_ps *ps;
+  gs_comm *workers;      /* the loop's communicator on a worker */
+  gs_ps_sync sync;
+  gs_nn_sgd_config sgd;  /* the servers' update */
+  int started;           /* worker: initial parameters sent and pulled */
+  long switches;
+  double switch_step_s;  /* time of the steps at which the mode changed */
+  double step_s;         /* time of all steps' exchanges */
+  long steps;
+  train_sync_stats st;
+} ps_sync;
+
+static void ps_update(void *ctx, float *w, const float *grad, float *state, size_t n, float lr,
+                      float mu) {
+  gs_nn_sgd_config c = *(const gs_nn_sgd_config *)ctx;
+  c.lr = lr;
+  c.momentum = mu;
+  gs_nn_sgd_update(&c, w, grad, state, n);
+}
+
+static gs_status psm_destroy(void *self);
+
+static gs_status psm_create(train_ctx *t, void **self) {
+  ps_sync *s = gs_calloc(1, sizeof *s);
+  if (!s) return gs_error(GS_ERR_NOMEM, "out of memory for the parameter-server sync mode");
+  *self = s;
+  s->t = t;
+  const train_config *c = t->cfg;
+  if (c->ps_servers < 1)
+    return gs_error(GS_ERR_INVALID_ARG, "--sync %s runs over parameter servers: it needs --ps S",
+                    c->sync);
+  gs_status st = gs_ps_sync_parse(c->sync, &s->sync);
+  if (st != GS_OK) return st;
+  s->sgd = (gs_nn_sgd_config){.lr = c->lr, .momentum = c->momentum,
+                              .weight_decay = c->weight_decay, .nesterov = c->nesterov};
+  size_t n = t->nparams;
+  size_t *counts = gs_malloc((n ? n : 1) * sizeof *counts);
+  if (!counts) return gs_error(GS_ERR_NOMEM, "out of memory for %zu tensor sizes", n);
+  for (size_t i = 0; i < n; i++) counts[i] = gs_nn_param_at(t->net, i)->count;
+  gs_ps_config cfg = {.servers = c->ps_servers, .sync = s->sync,
+                      .sample_budget = GS_PS_BUDGET_AT_INIT,
+                      .momentum_ramp_steps = 20, .comm = t->comm};
+  st = gs_ps_create(MPI_COMM_WORLD, &cfg, counts, n, &s->ps);
+  gs_free(counts);
+  if (st != GS_OK) return st;
+  if (gs_ps_is_server(s->ps)) return GS_OK;
+  /* The workers' own communicator: the loop's collectives leave the
+   * servers out from here on. */
+  st = gs_comm_create(gs_ps_worker_comm(s->ps), &s->workers);
+  if (st != GS_OK) return st;
+  t->comm = s->workers;
+  t->rank = gs_comm_rank(s->workers);
+  t->size = gs_comm_size(s->workers);
+  return GS_OK;
+}
+
+static int psm_is_worker(void *self) { return !gs_ps_is_server(((ps_sync *)self)->ps); }
+
+static gs_status psm_serve(void *self) {
+  ps_sync *s = self;
+  return gs_ps_serve(s->ps, ps_update, &s->sgd);
+}
+
+static gs_status psm_before_forward(void *self, size_t index) {
+  (void)self;
+  (void)index;
+  return GS_OK;
+}
+
+static gs_status psm_grad_ready(void *self, size_t index) {
+  (void)self;
+  (void)index;
+  return GS_OK;
+}
+
+static gs_status psm_end_backward(void *self, const train_step *step) {
+  ps_sync *s = self;
+  float *w = gs_nn_weights_flat(s->t->net);
+  double t0 = gs_now();
+  if (!s->started) {
+    long budget = step->steps_per_epoch * (long)s->t->cfg->epochs * (long)s->t->size *
+                  (long)step->batch;
+    gs_status st = gs_ps_worker_init(s->ps, w, budget);
+    if (st != GS_OK) return st;
+    s->started = 1;
+  }
+  gs_ps_step_info info = {.batch = step->batch, .lr = step->lr,
+                          .momentum = s->t->cfg->momentum};
+  gs_ps_step_result res;
+  gs_status st = gs_ps_step(s->ps, gs_nn_grads_flat(s->t->net), w, &info, &res);
+  double dt = gs_now() - t0;
+  s->steps++;
+  s->step_s += dt;
+  if (res.switched) {
+    s->switches++;
+    s->switch_step_s += dt;
+  }
+  size_t bytes = gs_nn_param_total(s->t->net) * sizeof(float);
+  s->st.messages += 2;
+  s->st.bytes += 2 * bytes;
+  s->st.comm_s += dt;
+  s->st.wait_s += dt;
+  return st;
+}
+
+/* Before evaluation, checkpoints and the end: nothing is in flight (each
+ * step waits for its answers), but under ASP the workers reach the epoch's
+ * end at different times: parked, a worker is left out of BSP rounds and
+ * SSP's slowest clock until its next push. */
+static gs_status psm_flush(void *self) {
+  ps_sync *s = self;
+  return s->started ? gs_ps_park(s->ps) : GS_OK;
+}
+
+static void psm_stats(void *self, train_sync_stats *out) { *out = ((ps_sync *)self)->st; }
+
+static void psm_describe(void *self, cJSON *json, char *text, size_t n) {
+  ps_sync *s = self;
+  gs_ps_stats ps;
+  gs_ps_get_stats(s->ps, &ps);
+  char sync[64];
+  gs_ps_sync_format(&s->sync, sync, sizeof sync);
+  if (json) {
+    cJSON_AddStringToObject(json, "sync", sync);
+    cJSON_AddNumberToObject(json, "servers", s->t->cfg->ps_servers);
+    cJSON_AddNumberToObject(json, "bsp_steps", (double)ps.bsp_steps);
+    cJSON_AddNumberToObject(json, "asp_steps", (double)ps.asp_steps);
+    cJSON_AddNumberToObject(json, "ssp_steps", (double)ps.ssp_steps);
+    cJSON_AddNumberToObject(json, "switches", (double)ps.switches);
+  }
+  if (text)
+    snprintf(text, n,
+             "%d parameter servers, --sync %s: this worker ran %ld BSP, %ld ASP, %ld SSP "
+             "steps, %ld switches",
+             s->t->cfg->ps_servers, sync, ps.bsp_steps, ps.asp_steps, ps.ssp_steps,
+             ps.switches);
+}
+
+/* The switch's own cost: a switch step's exchange beyond the mean one. */
+static void psm_breakdown(void *self, train_breakdown *b) {
+  ps_sync *s = self;
+  double mean = s->steps ? s->step_s / (double)s->steps : 0;
+  double extra = s->switch_step_s - (double)s->switches * mean;
+  train_breakdown_add(b, "switch", extra > 0 ? extra : 0);
+}
+
+static gs_status psm_destroy(void *self) {
+  ps_sync *s = self;
+  if (!s) return GS_OK;
+  gs_status st = GS_OK;
+  if (s->ps && !gs_ps_is_server(s->ps) && s->started) st = gs_ps_finish(s->ps);
+  if (s->workers) gs_comm_destroy(s->workers);
+  gs_ps_destroy(s->ps);
+  gs_free(s);
+  return st;
+}
+
+#define PS_OPS(sym, nm)                                                                 \
+  const train_sync_ops sym = {.name = nm,                                              \
+                              .owns_step = 1,                                          \
+                              .create = psm_create,                                    \
+                              .is_worker = psm_is_worker,                              \
+                              .serve = psm_serve,                                      \
+                              .before_forward = psm_before_forward,                    \
+                              .grad_ready = psm_grad_ready,                            \
+                              .end_backward = psm_end_backward,                        \
+                              .flush = psm_flush,                                      \
+                              .stats = psm_stats,                                      \
+                              .describe = psm_describe,                                \
+                              .breakdown = psm_breakdown,                              \
+                              .destroy = psm_destroy}
+
+PS_OPS(train_sync_ps_bsp, "bsp");
+PS_OPS(train_sync_ps_asp, "asp");
+PS_OPS(train_sync_ps_ssp, "ssp");
+PS_OPS(train_sync_ps_switch, "switch");

@@ -1,0 +1,420 @@
+/*
+ * Parameter servers under mpirun: test_ps CASE SERVERS
+ *   bsp      BSP over servers equals all-reduce SGD (same seed, momentum,
+ *            chunked messages) up to summation order, on every worker
+ *   ssp      SSP:2 with one slow worker never lets a worker run more than
+ *            2 steps ahead of the slowest (the servers' instrumented gap)
+ *   asp      the same job under ASP does run ahead (the instrument sees it)
+ *   switch   offline Sync-Switch at half the budget: the switch happens on
+ *            every worker at the same step, inside the job, the weights
+ *            after it are the weights before it, the first ASP update is
+ *            exactly w - lr/W * g, and the budget stops every worker
+ *   online   a worker 4x slower over a range of steps: online Sync-Switch
+ *            goes to ASP while it lasts and back to BSP after
+ *   badcfg   a configuration bad on one rank fails gs_ps_create on every
+ *            rank (no hang), naming that rank
+ *   fault    a plain BSP job, to be killed by GRADSYNC_PS_FAULT (the
+ *            wrapping script checks the exit and the messages)
+ * Prints "FAIL ..." and exits non-zero on a failed check.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gradsync/nn.h"
+#include "gradsync/ps.h"
+
+static int rank, size;
+static int failures;
+
+#define EXPECT(cond, ...)                                  \
+  do {                                                     \
+    if (!(cond)) {                                         \
+      printf("FAIL rank %d %s:%d: ", rank, __FILE__, __LINE__); \
+      printf(__VA_ARGS__);                                 \
+      printf("\n");                                        \
+      fflush(stdout);                                      \
+      failures++;                                          \
+    }                                                      \
+  } while (0)
+
+static const size_t counts[] = {7, 3000, 5, 20000, 1, 1500};
+#define NT (sizeof counts / sizeof *counts)
+
+static void sgd_shard(void *ctx, float *w, const float *g, float *v, size_t n,
+                      float lr, float mu) {
+  gs_nn_sgd_config c = *(const gs_nn_sgd_config *)ctx;
+  c.lr = lr;
+  c.momentum = mu;
+  gs_nn_sgd_update(&c, w, g, v, n);
+}
+
+/* A deterministic gradient of worker p at step t: a quadratic pull towards
+ * a per-worker target plus a step-dependent term. */
+static void gradient(float *g, const float *w, size_t n, int p, long t) {
+  for (size_t i = 0; i < n; i++) {
+    float target = (float)((i * 7 + (size_t)p * 13) % 17) / 17.0f - 0.5f;
+    g[i] = 0.5f * (w[i] - target) + 0.01f * (float)sin((double)(i + 31 * t + 5 * p));
+  }
+}
+
+static void nap_ms(double ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(fmod(ms, 1000) * 1e6)};
+  nanosleep(&ts, NULL);
+}
+
+static gs_ps *make(int servers, const char *sync, long budget, size_t chunk,
+                   int ramp) {
+  gs_ps_config cfg = {.servers = servers, .sample_budget = budget,
+                      .chunk_bytes = chunk, .momentum_ramp_steps = ramp};
+  if (gs_ps_sync_parse(sync, &cfg.sync) != GS_OK) {
+    EXPECT(0, "parse %s: %s", sync, gs_last_error());
+    return NULL;
+  }
+  gs_ps *ps = NULL;
+  gs_status st = gs_ps_create(MPI_COMM_WORLD, &cfg, counts, NT, &ps);
+  EXPECT(st == GS_OK, "gs_ps_create: %s", gs_last_error());
+  return ps;
+}
+
+static size_t total_count(void) {
+  size_t t = 0;
+  for (size_t i = 0; i < NT; i++) t += counts[i];
+  return t;
+}
+
+static void init_weights(float *w, size_t n) {
+  for (size_t i = 0; i < n; i++) w[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+}
+
+static gs_nn_sgd_config sgd = {.lr = 0.1f, .momentum = 0.9f,
+                               .weight_decay = 1e-4f, .nesterov = 0};
+
+static void serve(gs_ps *ps) {
+  EXPECT(gs_ps_serve(ps, sgd_shard, &sgd) == GS_OK, "serve: %s", gs_last_error());
+}
+
+static long reduce_max(long v) {
+  long out = 0;
+  MPI_Allreduce(&v, &out, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+  return out;
+}
+
+static void case_bsp(int servers) {
+  gs_ps *ps = make(servers, "bsp", 0, 4096, 0);
+  if (!ps) return;
+  size_t n = total_count();
+  if (gs_ps_is_server(ps)) {
+    serve(ps);
+  } else {
+    int p = gs_ps_worker_index(ps), W = gs_ps_workers(ps);
+    MPI_Comm wc = gs_ps_worker_comm(ps);
+    float *w = malloc(n * sizeof *w), *ref = malloc(n * sizeof *ref);
+    float *g = malloc(n * sizeof *g), *gr = malloc(n * sizeof *gr);
+    float *v = calloc(n, sizeof *v);
+    init_weights(w, n);
+    memcpy(ref, w, n * sizeof *w);
+    EXPECT(gs_ps_worker_init(ps, w, 0) == GS_OK, "init: %s", gs_last_error());
+    double worst = 0;
+    for (long t = 0; t < 15; t++) {
+      gradient(g, w, n, p, t);
+      gs_ps_step_info info = {.batch = 32, .lr = sgd.lr, .momentum = sgd.momentum};
+      gs_ps_step_result res;
+      EXPECT(gs_ps_step(ps, g, w, &info, &res) == GS_OK, "step: %s", gs_last_error());
+      EXPECT(res.mode == GS_PS_BSP && !res.switched, "mode %d", (int)res.mode);
+      /* The reference: all-reduce average and the same SGD locally. */
+      gradient(gr, ref, n, p, t);
+      MPI_Allreduce(MPI_IN_PLACE, gr, (int)n, MPI_FLOAT, MPI_SUM, wc);
+      for (size_t i = 0; i < n; i++) gr[i] /= (float)W;
+      gs_nn_sgd_update(&sgd, ref, gr, v, n);
+      for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)w[i] - ref[i]) / (1.0 + fabs(ref[i]));
+        if (d > worst) worst = d;
+      }
+    }
+    EXPECT(worst < 1e-5, "BSP over servers differs from all-reduce SGD by %g", worst);
+    /* Every worker holds the same parameters. */
+    float *w0 = malloc(n * sizeof *w0);
+    memcpy(w0, w, n * sizeof *w);
+    MPI_Bcast(w0, (int)n, MPI_FLOAT, 0, wc);
+    EXPECT(memcmp(w0, w, n * sizeof *w) == 0, "workers hold different parameters");
+    gs_ps_stats s;
+    gs_ps_get_stats(ps, &s);
+    EXPECT(s.bsp_steps == 15 && s.pushes == 15, "steps %ld", s.bsp_steps);
+    EXPECT(gs_ps_finish(ps) == GS_OK, "finish");
+    if (p == 0) printf("bsp: %d workers, %d servers, max relative difference %.3g\n", W, servers, worst);
+    free(w); free(ref); free(g); free(gr); free(v); free(w0);
+  }
+  gs_ps_stats s;
+  gs_ps_get_stats(ps, &s);
+  long gap = reduce_max(gs_ps_is_server(ps) ? s.max_clock_gap : 0);
+  EXPECT(gap == 0, "BSP let a worker run %ld steps ahead", gap);
+  gs_ps_destroy(ps);
+}
+
+/* Worker 0 is slow: 4 ms a step; the others take none. */
+static void case_stale(int servers, const char *sync, int bound, int expect_within) {
+  gs_ps *ps = make(servers, sync, 0, 0, 0);
+  if (!ps) return;
+  size_t n = total_count();
+  if (gs_ps_is_server(ps)) {
+    serve(ps);
+  } else {
+    int p = gs_ps_worker_index(ps);
+    float *w = malloc(n * sizeof *w), *g = malloc(n * sizeof *g);
+    init_weights(w, n);
+    EXPECT(gs_ps_worker_init(ps, w, 0) == GS_OK, "init: %s", gs_last_error());
+    for (long t = 0; t < 30; t++) {
+      if (p == 0) nap_ms(4);
+      gradient(g, w, n, p, t);
+      gs_ps_step_info info = {.batch = 8, .lr = 0.01f, .momentum = 0.0f};
+      EXPECT(gs_ps_step(ps, g, w, &info, NULL) == GS_OK, "step: %s", gs_last_error());
+    }
+    EXPECT(gs_ps_finish(ps) == GS_OK, "finish");
+    free(w); free(g);
+  }
+  gs_ps_stats s;
+  gs_ps_get_stats(ps, &s);
+  long gap = reduce_max(gs_ps_is_server(ps) ? s.max_clock_gap : 0);
+  long stale = reduce_max(gs_ps_is_server(ps) ? s.max_staleness : 0);
+  if (rank == 0) printf("%s: largest clock gap %ld (bound %d), staleness %ld\n", sync, gap, bound, stale);
+  if (expect_within) {
+    EXPECT(gap <= bound, "%s: a worker ran %ld steps ahead of the slowest", sync, gap);
+    EXPECT(gap >= 1, "%s: no worker ever ran ahead: the slow worker was not slow", sync);
+  } else {
+    EXPECT(gap > bound, "%s: gap %ld: ASP should have run ahead of %d", sync, gap, bound);
+  }
+  gs_ps_destroy(ps);
+}
+
+static void case_switch(int servers) {
+  const int B = 16, K = 10;
+  /* momentum 0 so the first ASP update can be computed here exactly */
+  gs_ps_config bad = {.servers = servers};
+  gs_ps_sync_parse("switch:offline:0.5", &bad.sync);
+  gs_ps *ps = NULL;
+  EXPECT(gs_ps_create(MPI_COMM_WORLD, &bad, counts, NT, &ps) ==
+                 GS_ERR_INVALID_ARG && ps == NULL &&
+             strstr(gs_last_error(), "sample budget"),
+         "a switch policy without a sample budget: %s", gs_last_error());
+  int W = size - servers;
+  ps = make(servers, "switch:offline:0.5", (long)W * B * K, 8192, 0);
+  if (!ps) return;
+  size_t n = total_count();
+  gs_nn_sgd_config plain = {.lr = 0.05f};
+  if (gs_ps_is_server(ps)) {
+    EXPECT(gs_ps_serve(ps, sgd_shard, &plain) == GS_OK, "serve");
+  } else {
+    int p = gs_ps_worker_index(ps);
+    MPI_Comm wc = gs_ps_worker_comm(ps);
+    float *w = malloc(n * sizeof *w), *g = malloc(n * sizeof *g);
+    float *wb = malloc(n * sizeof *wb), *pulled = malloc(n * sizeof *pulled);
+    init_weights(w, n);
+    EXPECT(gs_ps_worker_init(ps, w, 0) == GS_OK, "init");
+    gs_ps_step_info info = {.batch = B, .lr = plain.lr, .momentum = 0};
+    gs_ps_step_result res = {0};
+    long t = 0, switched_at = -1;
+    /* BSP until told otherwise. */
+    while (!res.stop) {
+      gradient(g, w, n, p, t);
+      EXPECT(gs_ps_step(ps, g, w, &info, &res) == GS_OK, "step");
+      t++;
+      if (res.switched) {
+        switched_at = t;
+        break;
+      }
+    }
+    EXPECT(switched_at == K / 2, "switched after step %ld, expected %d", switched_at, K / 2);
+    EXPECT(res.next_mode == GS_PS_ASP, "switched to %d", (int)res.next_mode);
+    long first = -1;
+    MPI_Allreduce(&switched_at, &first, 1, MPI_LONG, MPI_MIN, wc);
+    EXPECT(first == switched_at, "workers switched at different steps");
+    memcpy(wb, w, n * sizeof *w);
+    /* The servers still hold the BSP weights. */
+    MPI_Barrier(wc);
+    EXPECT(gs_ps_pull(ps, pulled) == GS_OK, "pull");
+    EXPECT(memcmp(pulled, wb, n * sizeof *w) == 0, "the switch changed the weights");
+    MPI_Barrier(wc);
+    /* Worker 0's first ASP push, alone: w - lr/W * g exactly. */
+    if (p == 0) {
+      gradient(g, w, n, p, t);
+      float *expect = malloc(n * sizeof *expect), *zero = calloc(n, sizeof *zero);
+      memcpy(expect, w, n * sizeof *w);
+      gs_nn_sgd_config c = {.lr = plain.lr * (1.0f / (float)W)};
+      gs_nn_sgd_update(&c, expect, g, zero, n);
+      EXPECT(gs_ps_step(ps, g, w, &info, &res) == GS_OK, "step");
+      EXPECT(res.mode == GS_PS_ASP, "first step after the switch ran %d", (int)res.mode);
+      EXPECT(memcmp(expect, w, n * sizeof *w) == 0,
+             "the first ASP update is not w - lr/W * g");
+      t++;
+      free(expect); free(zero);
+    }
+    MPI_Barrier(wc);
+    while (!res.stop) {
+      gradient(g, w, n, p, t);
+      EXPECT(gs_ps_step(ps, g, w, &info, &res) == GS_OK, "step");
+      t++;
+    }
+    long pushes = t, sum = 0;
+    MPI_Allreduce(&pushes, &sum, 1, MPI_LONG, MPI_SUM, wc);
+    EXPECT(sum * B >= (long)W * B * K && sum * B < (long)W * B * K + (long)W * B,
+           "%ld samples trained, budget %ld", sum * B, (long)W * B * K);
+    gs_ps_stats s;
+    gs_ps_get_stats(ps, &s);
+    EXPECT(s.switches == 1 && s.bsp_steps == K / 2, "switches %ld, BSP steps %ld",
+           s.switches, s.bsp_steps);
+    EXPECT(gs_ps_finish(ps) == GS_OK, "finish");
+    free(w); free(g); free(wb); free(pulled);
+  }
+  gs_ps_destroy(ps);
+}
+
+static void case_online(int servers) {
+  const int B = 8;
+  int W = size - servers;
+  /* The budget comes with the initial parameters, as in the trainer. */
+  gs_ps *ps = make(servers, "switch:online:0.9", GS_PS_BUDGET_AT_INIT, 0, 4);
+  if (!ps) return;
+  size_t n = total_count();
+  if (gs_ps_is_server(ps)) {
+    serve(ps);
+  } else {
+    int p = gs_ps_worker_index(ps);
+    float *w = malloc(n * sizeof *w), *g = malloc(n * sizeof *g);
+    init_weights(w, n);
+    EXPECT(gs_ps_worker_init(ps, w, (long)W * B * 80) == GS_OK, "init");
+    gs_ps_step_info info = {.batch = B, .lr = 0.01f, .momentum = 0.9f};
+    gs_ps_step_result res = {0};
+    char modes[512];
+    (void)W;
+    int nm = 0;
+    long t = 0;
+    /* Worker 1 is 5x slower (25 ms against 5 ms) during its steps 10-29. */
+    while (!res.stop && nm < 511) {
+      nap_ms(p == 1 && t >= 10 && t < 30 ? 25 : 5);
+      gradient(g, w, n, p, t);
+      EXPECT(gs_ps_step(ps, g, w, &info, &res) == GS_OK, "step");
+      modes[nm++] = res.mode == GS_PS_BSP ? 'b' : 'a';
+      t++;
+    }
+    modes[nm] = '\0';
+    if (p == 0) printf("online, worker 0's steps: %s\n", modes);
+    const char *a = strchr(modes, 'a');
+    EXPECT(modes[0] == 'b', "did not start in BSP");
+    EXPECT(a && a - modes >= 10, "went to ASP at step %ld, before the straggler",
+           a ? (long)(a - modes) : -1L);
+    EXPECT(a && strchr(a, 'b'), "never went back to BSP after the straggler");
+    EXPECT(gs_ps_finish(ps) == GS_OK, "finish");
+    free(w); free(g);
+  }
+  gs_ps_destroy(ps);
+}
+
+/* BSP with parking: worker 2 parks after 5 steps while workers 0 and 1 go
+ * on in rounds of two to step 10 and park; all then run 2 rounds of three.
+ * Without parking the rounds of two would wait for worker 2 forever. */
+static void case_park(int servers) {
+  const int B = 4;
+  gs_ps *ps = make(servers, "switch:offline:1", GS_PS_BUDGET_AT_INIT, 0, 0);
+  if (!ps) return;
+  size_t n = total_count();
+  if (gs_ps_is_server(ps)) {
+    serve(ps);
+  } else {
+    int p = gs_ps_worker_index(ps);
+    EXPECT(gs_ps_workers(ps) == 3, "needs 3 workers");
+    MPI_Comm wc = gs_ps_worker_comm(ps);
+    float *w = malloc(n * sizeof *w), *g = malloc(n * sizeof *g);
+    init_weights(w, n);
+    EXPECT(gs_ps_worker_init(ps, w, 1000000) == GS_OK, "init");
+    gs_ps_step_info info = {.batch = B, .lr = 0.01f, .momentum = 0.9f};
+    gs_ps_step_result res = {0};
+    long t = 0;
+    for (; t < (p == 2 ? 5 : 10); t++) {
+      gradient(g, w, n, p, t);
+      EXPECT(gs_ps_step(ps, g, w, &info, &res) == GS_OK, "step");
+    }
+    EXPECT(gs_ps_park(ps) == GS_OK, "park");
+    MPI_Barrier(wc);
+    for (int k = 0; k < 2; k++, t++) {
+      gradient(g, w, n, p, t);
+      EXPECT(gs_ps_step(ps, g, w, &info, &res) == GS_OK, "step");
+      EXPECT(res.mode == GS_PS_BSP, "mode %d", (int)res.mode);
+    }
+    EXPECT(res.samples == 31 * B, "the servers counted %ld samples, expected %d",
+           res.samples, 31 * B);
+    EXPECT(gs_ps_finish(ps) == GS_OK, "finish");
+    free(w); free(g);
+  }
+  gs_ps_destroy(ps);
+}
+
+static void case_badcfg(int servers) {
+  gs_ps_config cfg = {.servers = rank == 1 ? size : servers};
+  gs_ps_sync_parse("bsp", &cfg.sync);
+  gs_ps *ps = NULL;
+  gs_status st = gs_ps_create(MPI_COMM_WORLD, &cfg, counts, NT, &ps);
+  EXPECT(st != GS_OK && ps == NULL, "a bad server count on rank 1 was accepted");
+  if (rank == 1)
+    EXPECT(strstr(gs_last_error(), "--ps") != NULL, "message: %s", gs_last_error());
+  else
+    EXPECT(strstr(gs_last_error(), "rank 1 failed") != NULL, "message: %s", gs_last_error());
+  /* Agreed values that differ: a mismatch everywhere. */
+  cfg.servers = servers;
+  size_t other[NT];
+  memcpy(other, counts, sizeof counts);
+  if (rank == 0) other[1]++;
+  st = gs_ps_create(MPI_COMM_WORLD, &cfg, other, NT, &ps);
+  EXPECT(st == GS_ERR_MISMATCH && strstr(gs_last_error(), "parameter count"),
+         "differing parameter counts: %s", gs_last_error());
+}
+
+static void case_fault(int servers) {
+  gs_ps *ps = make(servers, getenv("PS_SYNC") ? getenv("PS_SYNC") : "bsp", 0, 0, 0);
+  if (!ps) return;
+  size_t n = total_count();
+  if (gs_ps_is_server(ps)) {
+    serve(ps);
+  } else {
+    int p = gs_ps_worker_index(ps);
+    float *w = malloc(n * sizeof *w), *g = malloc(n * sizeof *g);
+    init_weights(w, n);
+    gs_ps_worker_init(ps, w, 0);
+    for (long t = 0; t < 200; t++) {
+      nap_ms(2);
+      gradient(g, w, n, p, t);
+      gs_ps_step_info info = {.batch = 8, .lr = 0.01f, .momentum = 0.9f};
+      gs_ps_step(ps, g, w, &info, NULL);
+    }
+    gs_ps_finish(ps);
+    free(w); free(g);
+  }
+  gs_ps_destroy(ps);
+}
+
+int main(int argc, char **argv) {
+  int provided;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const char *c = argc > 1 ? argv[1] : "";
+  int servers = argc > 2 ? atoi(argv[2]) : 1;
+  if (strcmp(c, "bsp") == 0) case_bsp(servers);
+  else if (strcmp(c, "ssp") == 0) case_stale(servers, "ssp:2", 2, 1);
+  else if (strcmp(c, "asp") == 0) case_stale(servers, "asp", 2, 0);
+  else if (strcmp(c, "switch") == 0) case_switch(servers);
+  else if (strcmp(c, "online") == 0) case_online(servers);
+  else if (strcmp(c, "badcfg") == 0) case_badcfg(servers);
+  else if (strcmp(c, "park") == 0) case_park(servers);
+  else if (strcmp(c, "fault") == 0) case_fault(servers);
+  else {
+    EXPECT(0, "unknown case '%s'", c);
+  }
+  int all = 0;
+  MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Finalize();
+  if (all == 0 && rank == 0) printf("ok ps %s\n", c);
+  return all ? 1 : 0;
+}

@@ -1,0 +1,36 @@
+#!/bin/sh
+# gradsync train's sync modes from src/train/sync_ps.c and sync_local.c:
+# bad --sync / --ps / --straggler values exit 2 with a message; short runs
+# on a synthetic set under --ps 1 --sync bsp, switch:offline:0.5 (which
+# switches once, inside the job), local:2 and delayed:2 finish with a
+# summary naming the mode.
+#   test_train_sync.sh GRADSYNC
+set -u
+gs=$1
+fails=0
+fail() { echo "FAIL train --sync: $*"; fails=1; }
+export GRADSYNC_CALIBRATE=0 GRADSYNC_TIMEOUT=60
+for bad in "--sync bogus" "--sync ssp:x --ps 1" "--sync ssp --ps 1" "--sync switch:offline:2 --ps 1" \
+           "--sync local:0" "--sync post-local:2:5" "--sync delayed:" "--sync bsp" \
+           "--ps 1" "--ps 0 --sync bsp" "--ps 1 --sync local:4" "--straggler 1" \
+           "--straggler 1:0.5" "--straggler 1:2:5-3" "--sync engine:3"; do
+  # shellcheck disable=SC2086
+  msg=$("$gs" train $bad 2>&1)
+  rc=$?
+  [ "$rc" -eq 2 ] || fail "'$bad': exit $rc, expected 2"
+  echo "$msg" | grep -q "gradsync train" || fail "'$bad': message '$msg'"
+done
+run() { # np expect-regex args...
+  np=$1; want=$2; shift 2
+  out=$(timeout 200 "$gs" run -np "$np" -- "$gs" train --synthetic 384 --epochs 2 --batch 32 \
+        --json "$@" 2>&1)
+  rc=$?
+  [ "$rc" -eq 0 ] || { fail "$*: exit $rc"; echo "$out" | tail -5; return; }
+  echo "$out" | grep '"summary"' | grep -Eq "$want" ||
+    { fail "$*: summary does not match $want"; echo "$out" | tail -3; }
+}
+run 3 '"sync":"bsp","servers":1,"bsp_steps":12,"asp_steps":0' --ps 1 --sync bsp
+run 3 '"bsp_steps":6,"asp_steps":6,"ssp_steps":0,"switches":1' --ps 1 --sync switch:offline:0.5
+run 3 '"sync":"local:2","averages":[4-9]' --sync local:2
+run 3 '"sync":"delayed:2"' --sync delayed:2 --straggler 1:2:2-6
+exit $fails
