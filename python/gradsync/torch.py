@@ -58,6 +58,14 @@ _INT_DTYPES = {torch.int32: _C.I32, torch.int64: _C.I64, torch.uint8: _C.U8}
 _DTYPES = {**_FLOAT_DTYPES, **_INT_DTYPES}
 _DTYPE_OF_CODE = {v: k for k, v in _DTYPES.items()}
 
+def _error(status, message):
+    """A GradsyncError raised by the Python half, shaped like the library's:
+    the message ends with the status name, which .status holds."""
+    e = GradsyncError(f"{message} ({status})")
+    e.status = status
+    return e
+
+
 _topology = None          # (rank, size, local_rank, local_size, node, nodes)
 _optimizers = weakref.WeakSet()  # live DistributedOptimizers (engines to close)
 _hooks_installed = False
@@ -108,8 +116,8 @@ def is_initialized():
 
 def _topo():
     if _topology is None or not _C.is_initialized():
-        raise GradsyncError("gradsync is not initialised on this rank: call "
-                            "gradsync.torch.init() first (STATE)")
+        raise _error("STATE", "gradsync is not initialised on this rank: call "
+                                     "gradsync.torch.init() first")
     return _topology
 
 
@@ -289,8 +297,8 @@ def allgather_async(tensor, name=None):
     ref = sigs[:, [0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11]]
     if not bool((ref == ref[0]).all()):
         shapes = "; ".join(f"rank {r}: {_describe(s)}" for r, s in enumerate(sigs))
-        raise GradsyncError(f"gradsync: allgather: ranks disagree on the dtype or the "
-                            f"dimensions after the first ({shapes}) (MISMATCH)")
+        raise _error("MISMATCH", f"gradsync: allgather: ranks disagree on the dtype or the "
+                                 f"dimensions after the first ({shapes})")
     rest = src.numel() // src.shape[0] if src.shape[0] else int(sigs[0, 3])
     dim0s = [int(d) for d in sigs[:, 2]]
     out = torch.empty([sum(dim0s)] + list(src.shape[1:]), dtype=src.dtype)
@@ -360,9 +368,9 @@ def alltoall_async(tensor, splits=None, name=None):
                   (send, recv)).wait()
     bad = [r for r in range(n) if int(recv[r, 1]) != rest or int(recv[r, 2]) != code]
     if bad:
-        raise GradsyncError(f"gradsync: alltoall: ranks {bad} send a dtype or row size "
-                            f"different from rank {rank()}'s ({tensor.dtype}, {rest} elements "
-                            "per row) (MISMATCH)")
+        raise _error("MISMATCH", f"gradsync: alltoall: ranks {bad} send a dtype or row size "
+                                 f"different from rank {rank()}'s ({tensor.dtype}, {rest} "
+                                 "elements per row)")
     rsplits = [int(r) for r in recv[:, 0]]
     out = torch.empty([sum(rsplits)] + list(src.shape[1:]), dtype=src.dtype)
     req = _C.ialltoallv(_addr(src), [s * rest for s in splits], _addr(out),
@@ -505,9 +513,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._gs_skip = False
         self._gs_closed = False
         self._gs_accs = []
+        self._gs_hooks = []
         for i, p in enumerate(self._gs_params):
             acc = p.expand_as(p).grad_fn.next_functions[0][0]
-            acc.register_hook(self._gs_make_hook(i))
+            self._gs_hooks.append(acc.register_hook(self._gs_make_hook(i)))
             self._gs_accs.append(acc)  # the node must outlive the hook
         _optimizers.add(self)
 
@@ -525,8 +534,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if c < k:
                 return
             if c > k:
-                raise GradsyncError(
-                    f"gradsync: the gradient of '{self._gs_names[i]}' was computed "
+                raise _error(
+                    "STATE", f"gradsync: the gradient of '{self._gs_names[i]}' was computed "
                     f"{c} times before step(), more than backward_passes_per_step={k}")
             engine = self._gs_engine
             if engine is None:
@@ -558,10 +567,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         nr = size()
         counts = allgather(torch.tensor([n], dtype=torch.int64)).tolist()
         if len(set(counts)) != 1:
-            raise GradsyncError(
-                f"gradsync: DistributedOptimizer: ranks have different numbers of parameters "
-                f"to synchronise ({', '.join(f'rank {r}: {c}' for r, c in enumerate(counts))}) "
-                f"(MISMATCH)")
+            raise _error(
+                "MISMATCH", f"gradsync: DistributedOptimizer: ranks have different numbers of "
+                f"parameters to synchronise "
+                f"({', '.join(f'rank {r}: {c}' for r, c in enumerate(counts))})")
         first = set(self._gs_first)
         order = [i for i in range(n) if i not in first] + list(reversed(self._gs_first))
         order_t = torch.tensor(order, dtype=torch.int64)
@@ -597,7 +606,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         average. Called by step(); call it yourself to look at or change the
         averaged gradients first (then step() inside skip_synchronize())."""
         if self._gs_closed:
-            raise GradsyncError("gradsync: this DistributedOptimizer was closed (STATE)")
+            raise _error("STATE", "gradsync: this DistributedOptimizer was closed")
         if not self._gs_open and self._gs_engine is not None:
             return  # nothing computed since the last synchronize
         if self._gs_engine is None:
@@ -640,9 +649,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._gs_first.clear()
             self._gs_open = False
         elif self._gs_open:
-            raise GradsyncError("gradsync: zero_grad() between backward() and step(): the "
-                                "gradients of this step are being averaged; call step() or "
-                                "synchronize() first (STATE)")
+            raise _error("STATE", "gradsync: zero_grad() between backward() and step(): the "
+                                  "gradients of this step are being averaged; call step() or "
+                                  "synchronize() first")
         return super(self.__class__, self).zero_grad(
             set_to_none=set_to_none and self._gs_engine is None)
 
@@ -657,6 +666,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._gs_closed:
             return
         self._gs_closed = True
+        for h in self._gs_hooks:
+            h.remove()
         engine, self._gs_engine = self._gs_engine, None
         if engine is not None:
             engine.destroy()

@@ -33,7 +33,9 @@ if [ "$case" = healthy ]; then
   exit 0
 fi
 [ $rc -ne 0 ] || { echo "FAIL the job exited 0 although rank 1 failed"; exit 1; }
-X
+# Python's start-up on three ranks sharing two busy cores takes up to ~30 s;
+# a job left to the watchdog would take more than its 120 s.
+[ $took -lt 100 ] || { echo "FAIL the job took ${took}s to end (the watchdog's timeout is 120 s: it hung)"; exit 1; }
 grep -q "rank 1: fatal: uncaught Python exception on this rank" "$out" ||
   { echo "FAIL no 'rank 1: fatal' message"; exit 1; }
 if [ "$case" = raise ]; then
