@@ -88,6 +88,7 @@ def parse(argv=None):
     ap.add_argument("--max-steps", type=int, default=0,
                     help="at most N steps per epoch (0: the whole epoch)")
     ap.add_argument("--data", default=DATA)
+    ap.add_argument("--no-eval", action="store_true", help="no test accuracy (benchmarks)")
     ap.add_argument("--eval-every-epoch", action="store_true",
                     help="test accuracy after every epoch (default: after the last)")
     ap.add_argument("--warmup-iters", type=int, default=None,
@@ -146,7 +147,8 @@ def main():
         gs.barrier()
         secs = time.time() - t0
         last = epoch == a.epochs - 1
-        acc = evaluate(model, xte, yte, rank, size) if last or a.eval_every_epoch else None
+        want = (last or a.eval_every_epoch) and not a.no_eval
+        acc = evaluate(model, xte, yte, rank, size) if want else None
         if rank == 0:
             st = opt.engine_stats()
             row = {"example": "fashion_mnist_cnn", "mode": "gradsync", "policy": a.policy,

@@ -87,7 +87,7 @@ def main():
                "mode": "ddp", "backend": "gloo", "torch": torch.__version__, "ranks": size,
                "batch_per_rank": a.batch, "epoch": epoch + 1, "steps": steps,
                "epoch_s": secs, "images_per_s": images / secs}
-        if which == "fashion_mnist" and epoch == a.epochs - 1:
+        if which == "fashion_mnist" and epoch == a.epochs - 1 and not a.no_eval:
             model.eval()
             xs_, ys_ = xte[rank::size], yte[rank::size]
             with torch.no_grad():

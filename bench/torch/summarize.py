@@ -45,7 +45,7 @@ if all(fm):
     print("\nA full Fashion-MNIST epoch (60,000 images) at these rates would take, in seconds "
           "(60000 / images/s, not measured end to end): " + "; ".join(
               f"{r['net']} {r['label']} {60000 / r['images_per_s']:.0f}" for r in fm) + ".")
-acc = [r for r in last.values() if "test_accuracy" in r]
+acc = [r for r in last.values() if r.get("test_accuracy") is not None]
 if acc:
     print("\nTest accuracy after the 2 short epochs (not a convergence figure): " + "; ".join(
         f"{r['net']} {r['label']} {100 * r['test_accuracy']:.1f}%" for r in acc) + ".")

@@ -478,6 +478,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._gs_warmup = -1 if warmup_iters is None else int(warmup_iters)
         self._gs_timeline = timeline
         self._gs_model = model
+        # DeAR's forward overlap (policy "dear" with the model): step() only
+        # finishes the reduce-scatters; each parameter's all-gather and update
+        # happen in the next forward, in a pre-hook of its module.
+        self._gs_overlap = policy == "dear" and model is not None
+        if model is not None and not isinstance(model, torch.nn.Module):
+            raise TypeError(f"gradsync: model= must be a torch.nn.Module, "
+                            f"not {type(model).__name__}")
 
         all_params = [p for g in self.param_groups for p in g["params"]]
         if named_parameters is not None:
@@ -512,13 +519,73 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._gs_open = False        # a gradient arrived since the last synchronize
         self._gs_skip = False
         self._gs_closed = False
+        self._gs_pending = [False] * n  # overlap: averaged, update not yet applied
+        self._gs_zero_later = [False] * n  # overlap: zero_grad() came before the update
         self._gs_accs = []
         self._gs_hooks = []
         for i, p in enumerate(self._gs_params):
             acc = p.expand_as(p).grad_fn.next_functions[0][0]
             self._gs_hooks.append(acc.register_hook(self._gs_make_hook(i)))
             self._gs_accs.append(acc)  # the node must outlive the hook
+        if self._gs_overlap:
+            self._gs_add_forward_hooks(model)
         _optimizers.add(self)
+
+    def _gs_add_forward_hooks(self, model):
+        """A forward pre-hook on every module that owns synchronised
+        parameters: it waits for their averages and applies their update
+        just before the module uses them (DeAR's overlap of the all-gathers
+        with the forward pass)."""
+        index = {id(p): i for i, p in enumerate(self._gs_params)}
+        covered = set()
+        for module in model.modules():
+            mine = [index[id(p)] for p in module.parameters(recurse=False) if id(p) in index]
+            if mine:
+                covered.update(mine)
+                self._gs_hooks.append(module.register_forward_pre_hook(
+                    self._gs_make_pre_hook(mine)))
+        missing = [self._gs_names[i] for i in range(len(self._gs_params)) if i not in covered]
+        if missing:
+            raise ValueError(f"gradsync: policy='dear' with model=: the optimizer's "
+                             f"parameters {missing[:5]} are not in the model")
+
+    def _gs_make_pre_hook(self, indices):
+        def pre_hook(module, inputs):
+            if any(self._gs_pending[i] for i in indices):
+                self._gs_apply(indices)
+
+        return pre_hook
+
+    def _gs_apply(self, indices):
+        """Overlap: waits for the averages of parameters `indices` and runs
+        the wrapped optimizer's step on them alone."""
+        indices = [i for i in indices if self._gs_pending[i]]
+        if not indices:
+            return
+        engine = self._gs_engine
+        for i in indices:
+            engine.wait_tensor(self._gs_ids[i])
+        subset = {id(self._gs_params[i]) for i in indices}
+        saved = [g["params"] for g in self.param_groups]
+        try:
+            for g in self.param_groups:
+                g["params"] = [p for p in g["params"] if id(p) in subset]
+            super(self.__class__, self).step()
+        finally:
+            for g, params in zip(self.param_groups, saved):
+                g["params"] = params
+        for i in indices:
+            self._gs_pending[i] = False
+            if self._gs_zero_later[i]:
+                self._gs_zero_later[i] = False
+                self._gs_bufs[i].zero_()
+
+    def finish(self):
+        """Overlap (policy "dear" with model=): applies every update still
+        waiting for the next forward, e.g. before evaluating without a
+        forward pass, saving or comparing weights. A no-op otherwise."""
+        if self._gs_engine is not None:
+            self._gs_apply(range(len(self._gs_params)))
 
     def _gs_make_hook(self, i):
         """The hook that runs after autograd has accumulated parameter i's
@@ -533,6 +600,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._gs_open = True
             if c < k:
                 return
+            if self._gs_pending[i]:
+                raise _error(
+                    "STATE", f"gradsync: '{self._gs_names[i]}' got a gradient while its "
+                    "update from the last step was still waiting for its module's forward "
+                    "pre-hook: with policy='dear' and model=, parameters must be used inside "
+                    "their own module's forward (or call finish() before the forward)")
             if c > k:
                 raise _error(
                     "STATE", f"gradsync: the gradient of '{self._gs_names[i]}' was computed "
@@ -577,10 +650,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if nr > 1:
             broadcast_(order_t, 0)
         order = order_t.tolist()
-        overlap = 1 if (self._gs_policy == "dear" and self._gs_model is not None) else 0
-        if overlap:
-            raise NotImplementedError("gradsync: policy='dear' with model= (forward overlap) "
-                                      "is not available yet")
+        overlap = 1 if self._gs_overlap else 0
         engine = _C.Engine(policy=self._gs_policy, warmup_iters=self._gs_warmup,
                            forward_overlap=overlap, timeline=self._gs_timeline)
         self._gs_engine = engine
@@ -612,6 +682,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._gs_engine is None:
             self._gs_start()
         engine = self._gs_engine
+        if self._gs_overlap:
+            # Updates of parameters no forward used since the last step: their
+            # all-gathers are done (first grad_ready, or done here), and the
+            # wait below writes their buffers again.
+            self._gs_apply(range(len(self._gs_params)))
         k = self._gs_k
         for i, c in enumerate(self._gs_counts):
             if 0 < c < k:  # step() before k passes: what was accumulated counts
@@ -624,6 +699,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if p.grad is not self._gs_bufs[i]:
                 p.grad = self._gs_bufs[i]
         self._gs_open = False
+        if self._gs_overlap:
+            self._gs_pending[:] = [True] * len(self._gs_pending)
 
     @contextlib.contextmanager
     def skip_synchronize(self):
@@ -638,6 +715,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def step(self, closure=None):
         if not self._gs_skip:
             self.synchronize()
+        if self._gs_overlap and self._gs_engine is not None:
+            if closure is not None:
+                raise ValueError("gradsync: step(closure) is not available with policy='dear' "
+                                 "and model=: the update happens in the next forward")
+            return None  # each module's pre-hook applies its update
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, set_to_none=False):
@@ -652,6 +734,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise _error("STATE", "gradsync: zero_grad() between backward() and step(): the "
                                   "gradients of this step are being averaged; call step() or "
                                   "synchronize() first")
+        elif self._gs_overlap:
+            # The pending averages are read by the updates in the next
+            # forward: zero those gradients after their update.
+            for i, p in enumerate(self._gs_params):
+                if self._gs_pending[i]:
+                    self._gs_zero_later[i] = True
+                elif p.grad is not None:
+                    p.grad.zero_()
+            return None
         return super(self.__class__, self).zero_grad(
             set_to_none=set_to_none and self._gs_engine is None)
 
@@ -665,6 +756,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         step). Later steps raise. shutdown() closes every optimizer."""
         if self._gs_closed:
             return
+        if self._gs_overlap and self._gs_engine is not None:
+            self.finish()
         self._gs_closed = True
         for h in self._gs_hooks:
             h.remove()
@@ -693,6 +786,13 @@ def DistributedOptimizer(optimizer, named_parameters=None, policy="auto", compre
       number of backward passes accumulated locally before the average.
     warmup_iters: iterations measured under wfbp before a profiled policy
       plans (default 5). timeline: a Chrome-trace file (per rank).
+    model: the torch.nn.Module the parameters belong to. With policy="dear"
+      it turns on DeAR's forward overlap: step() returns after the
+      reduce-scatters, and each module's forward pre-hook waits for its
+      parameters' all-gathers and applies their update just before the
+      module runs; finish() applies what is left (before evaluating without
+      a forward, saving or comparing weights). Without model=, "dear" runs
+      its all-gathers inside step().
     compression: reserved for the compression engine; only None for now.
     """
     if not isinstance(optimizer, torch.optim.Optimizer):

@@ -12,7 +12,10 @@ import torch.nn.functional as F
 import gradsync.torch as gs
 from common import check, max_rel_diff, ok
 
-POLICIES = sys.argv[1:] or ["wfbp", "single", "bucket", "mgwfbp", "optimal", "dear", "auto"]
+# dear-overlap: policy "dear" with model=, DeAR's all-gathers and updates in
+# the next forward's pre-hooks.
+POLICIES = sys.argv[1:] or ["wfbp", "single", "bucket", "mgwfbp", "optimal", "dear",
+                            "dear-overlap", "auto"]
 STEPS, BATCH, TOL = 7, 4, 1e-4
 
 
@@ -50,8 +53,10 @@ for policy in POLICIES:
     torch.manual_seed(3)
     model, ref = Net(), Net()
     ref.load_state_dict(model.state_dict())
+    overlap = policy == "dear-overlap"
     opt = gs.DistributedOptimizer(sgd(model.parameters()), named_parameters=model.named_parameters(),
-                                  policy=policy, warmup_iters=2)
+                                  policy="dear" if overlap else policy, warmup_iters=2,
+                                  model=model if overlap else None)
     ref_opt = sgd(ref.parameters())
     for step in range(STEPS):
         x, y = data(step, n)
@@ -61,6 +66,7 @@ for policy in POLICIES:
         ref_opt.zero_grad()
         F.cross_entropy(ref(x), y).backward()
         ref_opt.step()
+    opt.finish()  # dear-overlap: the last step's updates wait for a forward
     worst = max_rel_diff(list(model.parameters()), list(ref.parameters()))
     moved = max_rel_diff(list(ref.parameters()), list(Net().parameters()))
     stats = opt.engine_stats()
