@@ -179,6 +179,32 @@ opt2.close()
 raises(gradsync.GradsyncError, opt2.step, contains="closed")
 ok(r, "backward_passes_per_step")
 
+# DeAR's forward overlap: step() leaves each update to its module's next
+# forward pre-hook; a module not run (rank != 0's `unused`) is updated at the
+# next synchronize; finish() applies the rest; every rank ends alike.
+torch.manual_seed(9)
+net3 = Net()
+gs.broadcast_parameters(net3.state_dict())
+opt3 = gs.DistributedOptimizer(torch.optim.SGD(net3.parameters(), lr=0.1, momentum=0.9),
+                               named_parameters=net3.named_parameters(), policy="dear",
+                               model=net3, warmup_iters=1)
+for step in range(4):
+    opt3.zero_grad()
+    torch.manual_seed(300 + step + 10 * r)
+    net3(torch.randn(4, 3), use=(r == 0)).sum().backward()
+    before = net3.a.weight.detach().clone()
+    opt3.step()
+    check(torch.equal(net3.a.weight, before), "overlap: step() updated before the forward")
+    with torch.no_grad():
+        net3.a(torch.zeros(1, 3))
+    check(not torch.equal(net3.a.weight, before), "overlap: the forward did not update")
+opt3.finish()
+for k, v in net3.state_dict().items():
+    check(torch.equal(v, gs.broadcast(v, 0)), f"overlap: ranks differ in {k}")
+check(opt3.engine_stats()["chosen"] == "dear", "overlap: dear not chosen")
+opt3.close()
+ok(r, "dear forward overlap")
+
 raises(NotImplementedError, gs.DistributedOptimizer, torch.optim.SGD(net.parameters(), lr=1),
        compression="topk:0.01", contains="compression")
 raises(ValueError, gs.DistributedOptimizer, torch.optim.SGD(net.parameters(), lr=1),
