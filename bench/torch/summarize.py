@@ -21,7 +21,8 @@ print("# gradsync.torch against PyTorch DDP and single-message fusion\n")
 print(f"{nodes} ranks on {nodes} emulated nodes (`gradsync run --net RATE`), one thread per "
       f"rank, torch {torch_v} on CPU. Each configuration trains 2 epochs of a fixed number "
       "of steps; the table gives the last epoch (after the profiled policies have planned). "
-      "Runs are one after the other in one invocation of `bench/torch/torch_vs_ddp.sh`.\n")
+      "The three peers run one after the other in the same processes (one launch per link "
+      "rate, `bench/torch/compare.py`, driven by `bench/torch/torch_vs_ddp.sh`).\n")
 print("**The machine was shared with 7 other engineers' builds and tests while this ran "
       "(2 cores, load average well above the core count; see the stamp's load): compute "
       "is slowed unevenly between runs, so ratios carry that noise. Single runs, no best-of.**\n")

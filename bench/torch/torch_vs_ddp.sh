@@ -2,12 +2,13 @@
 # Issue #12's speed targets: the two gradsync.torch examples (the C
 # trainer's CNN on Fashion-MNIST; torchvision's ResNet-18 on synthetic 32x32
 # images) on 4 emulated nodes at 1 Gbit/s and at 100 Mbit/s, three ways,
-# one after the other in the same run on the same emulated cluster:
-#   gradsync.torch, policy auto         (examples/*.py --policy auto)
+# one after the other by the same processes on the same emulated cluster
+# (bench/torch/compare.py, one launch per link rate):
+#   gradsync.torch, policy auto
 #   gradsync.torch, policy single       (Horovod-style: one fused message)
-#   PyTorch DDP, gloo, default buckets  (bench/torch/ddp_peer.py)
-# Each run trains 2 epochs of a fixed number of steps and reports the last
-# (the profiled policies plan after --warmup-iters 2 iterations, in epoch 1).
+#   PyTorch DDP, gloo, default buckets
+# Each trains 2 epochs of a fixed number of steps; the summary reports the
+# last (the profiled policies plan after 2 warm-up iterations, in epoch 1).
 # Writes bench/results/torch.{jsonl,md}, stamped (bench/lib.sh). Needs root.
 #
 # Usage: bench/torch/torch_vs_ddp.sh [NODES]
@@ -28,36 +29,20 @@ gs=${GS:-$BENCH_BUILD/gradsync}
 export PYTHONPATH=$PWD/$BENCH_BUILD/python${PYTHONPATH:+:$PYTHONPATH}
 out=$BENCH_OUT/torch.jsonl
 tmp=$(mktemp)
-store=$(mktemp -u /tmp/gradsync-torch-ddp-store.XXXXXX)
-trap 'rm -f "$tmp" "$store"' EXIT
+trap 'rm -f "$tmp"' EXIT
 cmds=()
 for net in "${nets[@]}"; do
-  for ex in fashion_mnist resnet18; do
-    if [ $ex = fashion_mnist ]; then
-      script=examples/torch_fashion_mnist.py args=(--epochs 2 --max-steps "$cnn_steps" --no-eval)
-    else
-      script=examples/torch_resnet18.py args=(--epochs 2 --steps "$resnet_steps" --batch 16)
-    fi
-    for mode in auto single ddp; do
-      echo "== $ex, $mode, $n nodes at $net ($(date +%T))" >&2
-      if [ $mode = ddp ]; then
-        argv=("$gs" run -np "$n" --net "$net" -- /usr/bin/python3 bench/torch/ddp_peer.py
-              "$ex" --store "$store" "${args[@]}")
-      else
-        argv=("$gs" run -np "$n" --net "$net" -- /usr/bin/python3 "$script" --json
-              --policy "$mode" --warmup-iters 2 "${args[@]}")
-      fi
-      cmds+=("$(bench_quote "${argv[@]}")")
-      "${argv[@]}" | python3 -c '
+  echo "== both examples x (auto, single, DDP), $n nodes at $net ($(date +%T))" >&2
+  argv=("$gs" run -np "$n" --net "$net" -- /usr/bin/python3 bench/torch/compare.py
+        --epochs 2 --cnn-steps "$cnn_steps" --resnet-steps "$resnet_steps" --resnet-batch 16)
+  cmds+=("$(bench_quote "${argv[@]}")")
+  "${argv[@]}" | python3 -c '
 import json, sys
 for line in sys.stdin:
     if line.startswith("{"):
         row = json.loads(line)
-        row["net"], row["label"] = sys.argv[1], sys.argv[2]
-        print(json.dumps(row), flush=True)' "$net" "$mode" >> "$tmp"
-      rm -f "$store"
-    done
-  done
+        row["net"] = sys.argv[1]
+        print(json.dumps(row), flush=True)' "$net" >> "$tmp"
 done
 mv "$tmp" "$out"
 all_cmds=$(printf '%s; ' "${cmds[@]}")
