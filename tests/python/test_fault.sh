@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One rank of a gradsync.torch job fails alone; every rank must end, the job
-# must exit non-zero, well before the watchdog's timeout, with a message
+# must exit non-zero, long before the watchdog's timeout, with a message
 # naming the failing rank.
 #   raise:  rank 1 raises an exception in Python (the excepthook ends the job)
 #   fault:  rank 1's 12th collective fails inside the library
@@ -12,7 +12,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 pypath=$1 mpiexec=$2 case=$3
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-export GRADSYNC_TIMEOUT=120 GRADSYNC_STALL_WARN=60
+# A watchdog far beyond the test's 300 s limit: only the failing rank's own
+# abort can end the job in time.
+export GRADSYNC_TIMEOUT=900 GRADSYNC_STALL_WARN=600
 mode=none
 case $case in
   raise) mode=raise ;;
@@ -33,9 +35,8 @@ if [ "$case" = healthy ]; then
   exit 0
 fi
 [ $rc -ne 0 ] || { echo "FAIL the job exited 0 although rank 1 failed"; exit 1; }
-# Python's start-up on three ranks sharing two busy cores takes up to ~30 s;
-# a job left to the watchdog would take more than its 120 s.
-[ $took -lt 100 ] || { echo "FAIL the job took ${took}s to end (the watchdog's timeout is 120 s: it hung)"; exit 1; }
+[ $took -lt 600 ] || { echo "FAIL the job took ${took}s to end: it waited for the watchdog"; exit 1; }
+grep -q "has made no progress" "$out" && { echo "FAIL the watchdog, not the failing rank, ended the job"; exit 1; }
 grep -q "rank 1: fatal: uncaught Python exception on this rank" "$out" ||
   { echo "FAIL no 'rank 1: fatal' message"; exit 1; }
 if [ "$case" = raise ]; then
