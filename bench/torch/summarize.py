@@ -25,7 +25,11 @@ print(f"{nodes} ranks on {nodes} emulated nodes (`gradsync run --net RATE`), one
       "rate, `bench/torch/compare.py`, driven by `bench/torch/torch_vs_ddp.sh`).\n")
 print("**The machine was shared with 7 other engineers' builds and tests while this ran "
       "(2 cores, load average well above the core count; see the stamp's load): compute "
-      "is slowed unevenly between runs, so ratios carry that noise. Single runs, no best-of.**\n")
+      "is slowed unevenly between runs, so ratios carry that noise: a peer's two epochs "
+      "differ by up to 1.7x on their own (see torch.jsonl), and differences of that size say "
+      "nothing about gradsync against DDP. Single runs, no best-of. The compute (about 3 s "
+      "per CNN step here) dwarfs the communication, so these runs cannot show the link-bound "
+      "behaviour the issue's targets are about.**\n")
 print("| example | link | gradsync auto (plan, messages) img/s | single img/s | DDP (gloo) img/s "
       "| auto / DDP | auto / single | epoch s: auto / single / DDP |")
 print("|---|---|---:|---:|---:|---:|---:|---|")
@@ -40,6 +44,12 @@ for net in ("1gbit", "100mbit"):
               f"{a['images_per_s'] / d['images_per_s']:.2f}x | "
               f"{a['images_per_s'] / s['images_per_s']:.2f}x | "
               f"{a['epoch_s']:.1f} / {s['epoch_s']:.1f} / {d['epoch_s']:.1f} |")
+missing = [f"{ex} at {net} ({m})" for net in ("1gbit", "100mbit")
+           for ex in ("fashion_mnist_cnn", "resnet18_synthetic")
+           for m in ("auto", "single", "ddp") if (net, ex, m) not in last]
+if missing:
+    print("\n**Not measured (the run was stopped at the session's deadline): "
+          + ", ".join(missing) + ".**")
 fm = [last.get((net, "fashion_mnist_cnn", m)) for net in ("1gbit", "100mbit")
       for m in ("auto", "single", "ddp")]
 if all(fm):
