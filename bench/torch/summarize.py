@@ -16,6 +16,14 @@ for r in rows:  # the last epoch of each run
     key = (r["net"], r["example"], r["label"])
     if key not in last or r["epoch"] > last[key]["epoch"]:
         last[key] = r
+spread = 1.0
+for r in rows:
+    if r["label"] in ("single", "ddp") and r["epoch"] == 2:
+        first = next((q for q in rows if q["epoch"] == 1 and q["net"] == r["net"] and
+                      q["example"] == r["example"] and q["label"] == r["label"]), None)
+        if first:
+            a, b = first["epoch_s"], r["epoch_s"]
+            spread = max(spread, max(a, b) / min(a, b))
 torch_v = next((r["torch"] for r in rows if "torch" in r), "?")
 print("# gradsync.torch against PyTorch DDP and single-message fusion\n")
 print(f"{nodes} ranks on {nodes} emulated nodes (`gradsync run --net RATE`), one thread per "
@@ -25,9 +33,10 @@ print(f"{nodes} ranks on {nodes} emulated nodes (`gradsync run --net RATE`), one
       "rate, `bench/torch/compare.py`, driven by `bench/torch/torch_vs_ddp.sh`).\n")
 print("**The machine was shared with 7 other engineers' builds and tests while this ran "
       "(2 cores, load average well above the core count; see the stamp's load): compute "
-      "is slowed unevenly between runs, so ratios carry that noise: a peer's two epochs "
-      "differ by up to 1.7x on their own (see torch.jsonl), and differences of that size say "
-      "nothing about gradsync against DDP. Single runs, no best-of. The compute (about 3 s "
+      "is slowed unevenly between runs, so ratios carry that noise: the two epochs of one "
+      f"peer that changes nothing between them (single, DDP) differ by up to {spread:.2f}x "
+      "(torch.jsonl), and differences of that size say nothing about gradsync against DDP. "
+      "Single runs, no best-of. The compute (about 3 s "
       "per CNN step here) dwarfs the communication, so these runs cannot show the link-bound "
       "behaviour the issue's targets are about.**\n")
 print("| example | link | gradsync auto (plan, messages) img/s | single img/s | DDP (gloo) img/s "
