@@ -36,8 +36,9 @@ print("**The machine was shared with 7 other engineers' builds and tests while t
       "is slowed unevenly between runs, so ratios carry that noise: the two epochs of one "
       f"peer that changes nothing between them (single, DDP) differ by up to {spread:.2f}x "
       "(torch.jsonl), and differences of that size say nothing about gradsync against DDP. "
-      "Single runs, no best-of. The compute (about 3 s "
-      "per CNN step here) dwarfs the communication, so these runs cannot show the link-bound "
+      "Single runs, no best-of. The CNN's steps took 4 to 14 s here, mostly waiting for "
+      "a core, against 0.08 s (1 Gbit/s) and 0.8 s (100 Mbit/s) for its 6.6 MB all-reduce at "
+      "the link rate, so these runs cannot show the link-bound "
       "behaviour the issue's targets are about.**\n")
 print("| example | link | gradsync auto (plan, messages) img/s | single img/s | DDP (gloo) img/s "
       "| auto / DDP | auto / single | epoch s: auto / single / DDP |")
