@@ -2,12 +2,14 @@
 # Installs what gradsync needs from Debian's packages, if missing.
 # Usage: scripts/install-deps.sh [--with-torch]
 #   --with-torch also installs PyTorch (CPU) and torchvision, used by the
-#   profiler tool and by the PyTorch peers of some benchmarks.
+#   profiler tool, the PyTorch peers of some benchmarks and the Python
+#   binding's tests and examples (python3-dev and python3-numpy, which the
+#   binding builds against, are always installed).
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libcjson-dev
       libcmocka-dev libopenblas-dev liblapacke-dev zlib1g-dev iproute2 procps
-      dataset-fashion-mnist)
+      dataset-fashion-mnist python3-dev python3-numpy)
 for arg in "$@"; do
   case "$arg" in
     --with-torch) pkgs+=(python3-torch python3-torchvision) ;;

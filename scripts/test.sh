@@ -6,7 +6,8 @@
 # Usage: scripts/test.sh [--quick]   (--quick: step 1 only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+# --with-torch: the Python binding's tests (ctest -L python) need python3-torch.
+scripts/install-deps.sh --with-torch
 
 jobs=$(nproc)
 quick=0

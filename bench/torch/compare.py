@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""One launch, every peer: the two gradsync.torch examples' models and data
+(examples/torch_fashion_mnist.py, examples/torch_resnet18.py), each trained
+three ways one after the other by the same processes on the same emulated
+cluster, from the same initialisation, with the same batch, schedule and
+timing:
+  auto    gradsync.torch, policy auto
+  single  gradsync.torch, policy single (Horovod-style: one fused message)
+  ddp     PyTorch DistributedDataParallel, gloo backend, default 25 MB buckets
+One launch for all (rather than one per peer) because starting torch on the
+shared machine took minutes per launch. Launched under `gradsync run` by
+bench/torch/torch_vs_ddp.sh; DDP's ranks meet through a file store (the
+path is broadcast by gradsync) and talk over the emulated network's
+interface (gs0). Prints one JSON line per epoch on rank 0.
+
+Usage: compare.py --cnn-steps S --resnet-steps S [--epochs E] [--resnet-batch B]"""
+import argparse
+import importlib.util
+import json
+import os
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+import gradsync.torch as gs
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
+
+
+def load_example(fname):
+    spec = importlib.util.spec_from_file_location(fname[:-3], os.path.join(EXAMPLES, fname))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run(mode, model, batches_of_epoch, lr_at, epochs, momentum, wd, emit):
+    """Trains `model` for `epochs` epochs of batches_of_epoch(epoch) under
+    `mode`; emit(row) per epoch."""
+    if mode == "ddp":
+        net = torch.nn.parallel.DistributedDataParallel(model)
+        opt = torch.optim.SGD(net.parameters(), lr=lr_at(0), momentum=momentum,
+                              weight_decay=wd)
+        barrier = dist.barrier
+    else:
+        net = model
+        opt = gs.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=lr_at(0), momentum=momentum,
+                            weight_decay=wd),
+            named_parameters=model.named_parameters(), policy=mode, warmup_iters=2)
+        barrier = gs.barrier
+    step = 0
+    for epoch in range(epochs):
+        barrier()
+        t0, images, steps = time.time(), 0, 0
+        for x, y in batches_of_epoch(epoch):
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step)
+            step += 1
+            opt.zero_grad()
+            F.cross_entropy(net(x), y).backward()
+            opt.step()
+            images += len(x) * gs.size()
+            steps += 1
+        barrier()
+        secs = time.time() - t0
+        row = {"mode": mode, "epoch": epoch + 1, "steps": steps, "epoch_s": secs,
+               "images_per_s": images / secs}
+        if mode != "ddp":
+            st = opt.engine_stats()
+            row.update(chosen=st["chosen"], messages=st["groups"])
+        emit(row)
+    if mode != "ddp":
+        opt.close()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--cnn-steps", type=int, default=8)
+    ap.add_argument("--resnet-steps", type=int, default=2)
+    ap.add_argument("--resnet-batch", type=int, default=16)
+    ap.add_argument("--modes", default="auto,single,ddp")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    gs.init()
+    rank, size = gs.rank(), gs.size()
+    store = gs.broadcast_object(tempfile.mktemp(prefix="gradsync-torch-ddp-") if rank == 0
+                                else None)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "gs0")
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=size)
+    modes = a.modes.split(",")
+
+    def emitter(example, batch):
+        def emit(row):
+            if rank == 0:
+                print(json.dumps({"example": example, "label": row["mode"], "ranks": size,
+                                  "batch_per_rank": batch, "torch": torch.__version__, **row}),
+                      flush=True)
+        return emit
+
+    # The C trainer's CNN on Fashion-MNIST (the example's data, schedule, batch 64).
+    fm = load_example("torch_fashion_mnist.py")
+    fa = fm.parse(["--epochs", str(a.epochs)])
+    xtr, ytr = fm.load(True, fa.data)
+    dataset = torch.utils.data.TensorDataset(xtr, ytr)
+    sampler = torch.utils.data.distributed.DistributedSampler(dataset, num_replicas=size,
+                                                              rank=rank, seed=1)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=fa.batch, sampler=sampler)
+
+    def cnn_batches(epoch):
+        sampler.set_epoch(epoch)
+        return (b for i, b in zip(range(a.cnn_steps), loader))
+
+    for mode in modes:
+        torch.manual_seed(1)
+        run(mode, fm.CNN(), cnn_batches, fm.lr_schedule(fa, len(loader)), a.epochs, 0.9, 0.0,
+            emitter("fashion_mnist_cnn", fa.batch))
+
+    # torchvision's ResNet-18 on synthetic 32x32 images (the example's).
+    rn = load_example("torch_resnet18.py")
+    ra = rn.parse(["--steps", str(a.resnet_steps), "--batch", str(a.resnet_batch)])
+    for mode in modes:
+        model, xs, ys = rn.model_and_data(ra, rank)
+        run(mode, model, lambda epoch: zip(xs, ys), lambda s: ra.lr, a.epochs, 0.9, 5e-4,
+            emitter("resnet18_synthetic", ra.batch))
+    dist.destroy_process_group()
+    if rank == 0 and os.path.exists(store):
+        os.unlink(store)
+    gs.shutdown()
+
+
+if __name__ == "__main__":
+    main()

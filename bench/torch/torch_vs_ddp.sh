@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Issue #12's speed targets: the two gradsync.torch examples (the C
+# trainer's CNN on Fashion-MNIST; torchvision's ResNet-18 on synthetic 32x32
+# images) on 4 emulated nodes at 1 Gbit/s and at 100 Mbit/s, three ways,
+# one after the other by the same processes on the same emulated cluster
+# (bench/torch/compare.py, one launch per link rate):
+#   gradsync.torch, policy auto
+#   gradsync.torch, policy single       (Horovod-style: one fused message)
+#   PyTorch DDP, gloo, default buckets
+# Each trains 2 epochs of a fixed number of steps; the summary reports the
+# last (the profiled policies plan after 2 warm-up iterations, in epoch 1).
+# Writes bench/results/torch.{jsonl,md}, stamped (bench/lib.sh). Needs root.
+#
+# Usage: bench/torch/torch_vs_ddp.sh [NODES]
+#   BENCH_QUICK=1: 2 nodes, 1 Gbit/s only, 3 steps (a smoke run)
+set -euo pipefail
+# shellcheck source=SCRIPTDIR/../lib.sh
+. "$(dirname "$0")/../lib.sh"
+bench_init "$0" "$@"
+n=${1:-4}
+nets=(1gbit 100mbit)
+# Few steps: the machine these run on is shared and slow (see the result).
+cnn_steps=8 resnet_steps=2
+if [ "$BENCH_QUICK" = 1 ]; then
+  n=${1:-2} nets=(1gbit) cnn_steps=3 resnet_steps=1
+fi
+[ -n "${GS:-}" ] || bench_build gradsync_cli gradsync_python
+gs=${GS:-$BENCH_BUILD/gradsync}
+export PYTHONPATH=$PWD/$BENCH_BUILD/python${PYTHONPATH:+:$PYTHONPATH}
+out=$BENCH_OUT/torch.jsonl
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+cmds=()
+for net in "${nets[@]}"; do
+  echo "== both examples x (auto, single, DDP), $n nodes at $net ($(date +%T))" >&2
+  argv=("$gs" run -np "$n" --net "$net" -- /usr/bin/python3 bench/torch/compare.py
+        --epochs 2 --cnn-steps "$cnn_steps" --resnet-steps "$resnet_steps" --resnet-batch 16)
+  cmds+=("$(bench_quote "${argv[@]}")")
+  "${argv[@]}" | python3 -c '
+import json, sys
+for line in sys.stdin:
+    if line.startswith("{"):
+        row = json.loads(line)
+        row["net"] = sys.argv[1]
+        print(json.dumps(row), flush=True)' "$net" >> "$tmp"
+done
+mv "$tmp" "$out"
+all_cmds=$(printf '%s; ' "${cmds[@]}")
+bench_stamp "$out" "${all_cmds%; }"
+python3 bench/torch/summarize.py "$out" "$n" > "$BENCH_OUT/torch.md"
+bench_stamp "$BENCH_OUT/torch.md" "${all_cmds%; }"
+cat "$BENCH_OUT/torch.md"

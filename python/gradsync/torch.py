@@ -1,0 +1,808 @@
+"""gradsync.torch: data-parallel PyTorch training over gradsync's engine.
+
+Horovod's interface where it has one (docs/PYTORCH.md):
+
+    import gradsync.torch as gs
+    gs.init()
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01 * gs.size())
+    opt = gs.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    gs.broadcast_parameters(model.state_dict(), root_rank=0)
+    gs.broadcast_optimizer_state(opt, root_rank=0)
+    for x, y in loader:
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()   # hooks hand each gradient to the engine
+        opt.step()                        # waits for the averages, then updates
+
+launched with `gradsync run -np N [--net RATE] -- /usr/bin/python3 train.py`.
+
+Tensors are CPU tensors of float32, float64, float16 or bfloat16 (and, for
+the collectives that do not reduce or for sums, int32, int64 and uint8, which
+the library carries too). Anything else, a GPU or sparse tensor, or a
+non-contiguous tensor where the call works in place, raises ValueError or
+TypeError before any communication. Failures of the library raise
+gradsync.GradsyncError with its message.
+"""
+import atexit
+import contextlib
+import io
+import sys
+import weakref
+
+import torch
+
+from gradsync import _C
+from gradsync._C import GradsyncError
+
+__all__ = [
+    "GradsyncError", "init", "shutdown", "is_initialized", "rank", "size",
+    "local_rank", "local_size", "Average", "Sum", "Min", "Max", "Product",
+    "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
+    "allgather", "allgather_async", "broadcast", "broadcast_",
+    "broadcast_async", "broadcast_async_", "alltoall", "alltoall_async",
+    "synchronize", "poll", "barrier", "broadcast_object", "allgather_object",
+    "broadcast_parameters", "broadcast_optimizer_state",
+    "DistributedOptimizer",
+]
+
+# Reduction operations (Horovod's names).
+Average = _C.AVG
+Sum = _C.SUM
+Min = _C.MIN
+Max = _C.MAX
+Product = _C.PROD
+
+_FLOAT_DTYPES = {torch.float32: _C.F32, torch.float64: _C.F64,
+                 torch.float16: _C.F16, torch.bfloat16: _C.BF16}
+_INT_DTYPES = {torch.int32: _C.I32, torch.int64: _C.I64, torch.uint8: _C.U8}
+_DTYPES = {**_FLOAT_DTYPES, **_INT_DTYPES}
+_DTYPE_OF_CODE = {v: k for k, v in _DTYPES.items()}
+
+def _error(status, message):
+    """A GradsyncError raised by the Python half, shaped like the library's:
+    the message ends with the status name, which .status holds."""
+    e = GradsyncError(f"{message} ({status})")
+    e.status = status
+    return e
+
+
+_topology = None          # (rank, size, local_rank, local_size, node, nodes)
+_optimizers = weakref.WeakSet()  # live DistributedOptimizers (engines to close)
+_hooks_installed = False
+_prev_excepthook = None
+
+
+# ---- Set-up -------------------------------------------------------------------
+
+def init():
+    """Initialises MPI (thread level MULTIPLE) and gradsync's communicator
+    over every rank. Collective; calling it again is a no-op. Reads the
+    GRADSYNC_* settings (timeouts, cost model) like every gradsync program."""
+    global _topology, _hooks_installed, _prev_excepthook
+    _C.init()
+    _topology = _C.topology()
+    if not _hooks_installed:
+        _hooks_installed = True
+        atexit.register(shutdown)
+        _prev_excepthook = sys.excepthook
+        sys.excepthook = _excepthook
+
+
+def _excepthook(etype, value, tb):
+    """An uncaught exception on one rank would leave the others waiting in
+    their next collective until the watchdog's timeout (and this rank's exit
+    in MPI_Finalize): print it, then end every rank at once, non-zero, with
+    gradsync's "rank R: fatal:" message."""
+    (_prev_excepthook or sys.__excepthook__)(etype, value, tb)
+    if _C.is_initialized() and _topology and _topology[1] > 1:
+        _C.abort(f"uncaught Python exception on this rank: {etype.__name__}: {value}; "
+                 f"ending every rank", 1)
+
+
+def shutdown():
+    """Destroys the engines of live DistributedOptimizers, then the
+    communicator, and finalizes MPI if init() started it. Collective. Runs at
+    exit if the script does not call it."""
+    global _topology
+    for opt in list(_optimizers):
+        opt.close()
+    _C.shutdown()
+    _topology = None
+
+
+def is_initialized():
+    return _C.is_initialized()
+
+
+def _topo():
+    if _topology is None or not _C.is_initialized():
+        raise _error("STATE", "gradsync is not initialised on this rank: call "
+                                     "gradsync.torch.init() first")
+    return _topology
+
+
+def rank():
+    """This process's rank, 0 .. size()-1."""
+    return _topo()[0]
+
+
+def size():
+    """The number of ranks."""
+    return _topo()[1]
+
+
+def local_rank():
+    """This rank's index among the ranks of its node (GRADSYNC_NODE under
+    `gradsync run --net`, else the ranks sharing memory)."""
+    return _topo()[2]
+
+
+def local_size():
+    return _topo()[3]
+
+
+# ---- Tensor checks ------------------------------------------------------------
+
+def _dtype_code(t, what, floats_only=False):
+    table = _FLOAT_DTYPES if floats_only else _DTYPES
+    code = table.get(t.dtype)
+    if code is None:
+        names = ", ".join(str(d).replace("torch.", "") for d in table)
+        raise TypeError(f"gradsync: {what} has dtype {t.dtype}, which gradsync cannot "
+                        f"{'reduce' if floats_only else 'carry'} (supported: {names})")
+    return code
+
+
+def _check(t, what, inplace=False, floats_only=False):
+    """Validates a tensor argument; returns its gradsync dtype code."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"gradsync: {what} must be a torch.Tensor, not {type(t).__name__}")
+    if t.layout != torch.strided:
+        raise ValueError(f"gradsync: {what} is a {t.layout} tensor; only dense "
+                         "(strided) tensors are supported")
+    if t.device.type != "cpu":
+        raise ValueError(f"gradsync: {what} is on {t.device}; gradsync.torch works on "
+                         "CPU tensors only")
+    code = _dtype_code(t, what, floats_only)
+    if inplace and not t.is_contiguous():
+        raise ValueError(f"gradsync: {what} (shape {tuple(t.shape)}, strides {t.stride()}) "
+                         "is not contiguous, and an in-place operation needs it to be: "
+                         "pass t.contiguous() and copy the result back, or use the "
+                         "out-of-place call")
+    return code
+
+
+_EMPTY = torch.zeros(1, dtype=torch.float64)  # an address for empty tensors
+
+
+def _addr(t):
+    """The data address of a contiguous tensor (a valid one when empty)."""
+    return t.data_ptr() if t.numel() > 0 else _EMPTY.data_ptr()
+
+
+class Handle:
+    """A non-blocking collective in flight; finish it with synchronize()."""
+
+    __slots__ = ("_req", "_result", "_finish", "_done")
+
+    def __init__(self, req, result, finish=None):
+        self._req, self._result, self._finish, self._done = req, result, finish, False
+
+    def wait(self):
+        if not self._done:
+            self._done = True
+            self._req.wait()
+            if self._finish is not None:
+                self._result = self._finish(self._result)
+        return self._result
+
+    def poll(self):
+        return self._done or self._req.test()
+
+
+def synchronize(handle):
+    """Waits for a handle from an *_async call and returns its result."""
+    if not isinstance(handle, Handle):
+        raise TypeError(f"gradsync: synchronize() takes a handle from an *_async call, "
+                        f"not {type(handle).__name__}")
+    return handle.wait()
+
+
+def poll(handle):
+    """True if the handle's collective has completed (never blocks)."""
+    return handle.poll()
+
+
+def _op_of(average, op):
+    if average is not None:  # Horovod's older keyword
+        return Average if average else Sum
+    if op not in (Average, Sum, Min, Max, Product):
+        raise ValueError(f"gradsync: unknown reduction op {op!r} (use gradsync.torch.Average, "
+                         "Sum, Min, Max or Product)")
+    return op
+
+
+# ---- Collectives ------------------------------------------------------------------
+
+def allreduce_async(tensor, average=None, name=None, op=Average):
+    """Starts reducing `tensor` over every rank into a new tensor (the input
+    is left as it is). Returns a handle; synchronize(handle) gives the result.
+    Average and Product need a floating-point dtype."""
+    del name  # accepted for Horovod compatibility; gradsync matches by order
+    op = _op_of(average, op)
+    code = _check(tensor, "allreduce's tensor", floats_only=op in (Average, Product))
+    src = tensor.contiguous()
+    out = torch.empty_like(src, memory_format=torch.contiguous_format)
+    req = _C.iallreduce(_addr(src), _addr(out), src.numel(), code, op, (src, out))
+    return Handle(req, out)
+
+
+def allreduce(tensor, average=None, name=None, op=Average):
+    """The reduction of `tensor` over every rank (a new tensor)."""
+    return synchronize(allreduce_async(tensor, average, name, op))
+
+
+def allreduce_async_(tensor, average=None, name=None, op=Average):
+    """Starts reducing `tensor` in place (it must be contiguous)."""
+    del name
+    op = _op_of(average, op)
+    code = _check(tensor, "allreduce_'s tensor", inplace=True,
+                  floats_only=op in (Average, Product))
+    req = _C.iallreduce(0, _addr(tensor), tensor.numel(), code, op, tensor)
+    return Handle(req, tensor)
+
+
+def allreduce_(tensor, average=None, name=None, op=Average):
+    return synchronize(allreduce_async_(tensor, average, name, op))
+
+
+_SIG = 12  # ndim, dtype, dim0, rest numel, then up to 8 trailing dims
+
+
+def _signature(t, dim0, code):
+    shape = list(t.shape[1:])
+    sig = [t.dim(), code, dim0, int(torch.tensor(shape).prod().item()) if shape else 1]
+    sig += (shape + [-1] * 8)[:8]
+    return torch.tensor(sig, dtype=torch.int64)
+
+
+def _gather_signatures(t, dim0, code):
+    """Every rank's (ndim, dtype, dim0, trailing shape), one all-gather."""
+    n = size()
+    mine = _signature(t, dim0, code)
+    all_sigs = torch.empty(n * _SIG, dtype=torch.int64)
+    _C.iallgatherv(mine.data_ptr(), _SIG, all_sigs.data_ptr(), [_SIG] * n, _C.I64,
+                   (mine, all_sigs)).wait()
+    return all_sigs.view(n, _SIG)
+
+
+def _describe(sig):
+    ndim, code, dim0 = int(sig[0]), int(sig[1]), int(sig[2])
+    rest = [int(x) for x in sig[4:4 + max(0, ndim - 1)]]
+    dtype = _DTYPE_OF_CODE.get(code, f"code {code}")
+    return f"{str(dtype).replace('torch.', '')}[{', '.join(str(d) for d in [dim0] + rest)}]"
+
+
+def allgather_async(tensor, name=None):
+    """Starts concatenating every rank's `tensor` along dimension 0. The
+    first dimension may differ between ranks; the others and the dtype must
+    not (a difference raises GradsyncError on every rank). The sizes are
+    exchanged first (blocking); the data moves in the background."""
+    del name
+    code = _check(tensor, "allgather's tensor")
+    src = tensor.contiguous()
+    if src.dim() == 0:
+        src = src.reshape(1)
+    sigs = _gather_signatures(src, src.shape[0], code)
+    ref = sigs[:, [0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11]]
+    if not bool((ref == ref[0]).all()):
+        shapes = "; ".join(f"rank {r}: {_describe(s)}" for r, s in enumerate(sigs))
+        raise _error("MISMATCH", f"gradsync: allgather: ranks disagree on the dtype or the "
+                                 f"dimensions after the first ({shapes})")
+    rest = src.numel() // src.shape[0] if src.shape[0] else int(sigs[0, 3])
+    dim0s = [int(d) for d in sigs[:, 2]]
+    out = torch.empty([sum(dim0s)] + list(src.shape[1:]), dtype=src.dtype)
+    req = _C.iallgatherv(_addr(src), src.numel(), _addr(out), [d * rest for d in dim0s],
+                         code, (src, out))
+    return Handle(req, out)
+
+
+def allgather(tensor, name=None):
+    return synchronize(allgather_async(tensor, name))
+
+
+def broadcast_async_(tensor, root_rank, name=None):
+    """Starts overwriting `tensor` (contiguous) with root_rank's."""
+    del name
+    code = _check(tensor, "broadcast_'s tensor", inplace=True)
+    req = _C.ibcast(_addr(tensor), tensor.numel(), code, int(root_rank), tensor)
+    return Handle(req, tensor)
+
+
+def broadcast_(tensor, root_rank, name=None):
+    return synchronize(broadcast_async_(tensor, root_rank, name))
+
+
+def broadcast_async(tensor, root_rank, name=None):
+    """Starts a broadcast into a new tensor (the input is not modified)."""
+    del name
+    code = _check(tensor, "broadcast's tensor")
+    out = tensor.contiguous().clone()
+    req = _C.ibcast(_addr(out), out.numel(), code, int(root_rank), out)
+    return Handle(req, out)
+
+
+def broadcast(tensor, root_rank, name=None):
+    return synchronize(broadcast_async(tensor, root_rank, name))
+
+
+def alltoall_async(tensor, splits=None, name=None):
+    """Starts an all-to-all: the rows (dimension 0) of `tensor` are cut into
+    size() blocks, block r going to rank r; the result stacks the blocks
+    received from ranks 0, 1, ... `splits` gives each block's number of rows
+    (default: equal blocks, dimension 0 divisible by size()). The received
+    sizes are exchanged first (blocking), with the dtype and trailing shape,
+    whose difference raises GradsyncError on every rank."""
+    del name
+    code = _check(tensor, "alltoall's tensor")
+    n = size()
+    src = tensor.contiguous()
+    if src.dim() == 0:
+        raise ValueError("gradsync: alltoall needs a tensor with at least one dimension")
+    rows = src.shape[0]
+    if splits is None:
+        if rows % n:
+            raise ValueError(f"gradsync: alltoall: dimension 0 ({rows}) is not divisible by "
+                             f"the {n} ranks; pass splits=")
+        splits = [rows // n] * n
+    else:
+        splits = [int(s) for s in (splits.tolist() if isinstance(splits, torch.Tensor)
+                                   else splits)]
+        if len(splits) != n or any(s < 0 for s in splits) or sum(splits) != rows:
+            raise ValueError(f"gradsync: alltoall: splits {splits} must be {n} non-negative "
+                             f"row counts adding up to dimension 0 ({rows})")
+    rest = src.numel() // rows if rows else int(torch.tensor(src.shape[1:]).prod().item())
+    send = torch.tensor([[s, rest, code] for s in splits], dtype=torch.int64)
+    recv = torch.empty_like(send)
+    _C.ialltoallv(send.data_ptr(), [3] * n, recv.data_ptr(), [3] * n, _C.I64,
+                  (send, recv)).wait()
+    bad = [r for r in range(n) if int(recv[r, 1]) != rest or int(recv[r, 2]) != code]
+    if bad:
+        raise _error("MISMATCH", f"gradsync: alltoall: ranks {bad} send a dtype or row size "
+                                 f"different from rank {rank()}'s ({tensor.dtype}, {rest} "
+                                 "elements per row)")
+    rsplits = [int(r) for r in recv[:, 0]]
+    out = torch.empty([sum(rsplits)] + list(src.shape[1:]), dtype=src.dtype)
+    req = _C.ialltoallv(_addr(src), [s * rest for s in splits], _addr(out),
+                        [s * rest for s in rsplits], code, (src, out))
+    return Handle(req, out)
+
+
+def alltoall(tensor, splits=None, name=None):
+    return synchronize(alltoall_async(tensor, splits, name))
+
+
+def barrier():
+    _C.ibarrier().wait()
+
+
+def broadcast_object(obj, root_rank=0, name=None):
+    """root_rank's `obj` on every rank (pickled with torch.save)."""
+    del name
+    if rank() == root_rank:
+        buf = io.BytesIO()
+        torch.save(obj, buf)
+        data = torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
+        length = torch.tensor([data.numel()], dtype=torch.int64)
+    else:
+        length = torch.zeros(1, dtype=torch.int64)
+    broadcast_(length, root_rank)
+    if rank() != root_rank:
+        data = torch.empty(int(length.item()), dtype=torch.uint8)
+    broadcast_(data, root_rank)
+    if rank() == root_rank:
+        return obj
+    return torch.load(io.BytesIO(data.numpy().tobytes()))
+
+
+def allgather_object(obj, name=None):
+    """The list of every rank's `obj`, in rank order."""
+    del name
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    data = torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
+    lengths = allgather(torch.tensor([data.numel()], dtype=torch.int64)).tolist()
+    everything = allgather(data)
+    out, at = [], 0
+    for n in lengths:
+        out.append(torch.load(io.BytesIO(everything[at:at + n].numpy().tobytes())))
+        at += n
+    return out
+
+
+def broadcast_parameters(params, root_rank=0):
+    """Overwrites every tensor of `params` (a state_dict, or an iterable of
+    (name, tensor)) with root_rank's, in place. Non-contiguous tensors are
+    broadcast through a contiguous copy."""
+    if isinstance(params, dict):
+        items = sorted(params.items())
+    else:
+        items = list(params)
+    pending = []
+    for name, p in items:
+        if p is None:
+            continue
+        t = p.data if isinstance(p, torch.nn.Parameter) else p
+        _check(t, f"parameter '{name}'")
+        if t.is_contiguous():
+            pending.append((broadcast_async_(t, root_rank), None, None))
+        else:
+            tmp = t.contiguous()
+            pending.append((broadcast_async_(tmp, root_rank), t, tmp))
+    for handle, target, tmp in pending:
+        handle.wait()
+        if target is not None:
+            target.copy_(tmp)
+
+
+def broadcast_optimizer_state(optimizer, root_rank=0):
+    """Makes every rank's optimizer state (momentum buffers, step counts,
+    hyper-parameters) root_rank's: its state_dict is broadcast as one object
+    and loaded."""
+    state = broadcast_object(optimizer.state_dict() if rank() == root_rank else None,
+                             root_rank)
+    if rank() != root_rank:
+        optimizer.load_state_dict(state)
+
+
+# ---- DistributedOptimizer --------------------------------------------------------
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    """Mixed into the wrapped optimizer's own class (as Horovod does), so
+    isinstance() and the optimizer's step() keep working. The methods below
+    are its additions; see DistributedOptimizer for the contract."""
+
+    def __init__(self, params, named_parameters, policy, compression,
+                 backward_passes_per_step, model, warmup_iters, timeline):
+        super(self.__class__, self).__init__(params)
+        if compression not in (None, "none"):
+            raise NotImplementedError(
+                f"gradsync: compression={compression!r} needs the compression engine "
+                "(an exchange that averages a buffer through a compressor), which this "
+                "build of libgradsync does not have yet; use compression=None")
+        if int(backward_passes_per_step) < 1:
+            raise ValueError(f"gradsync: backward_passes_per_step must be >= 1, "
+                             f"got {backward_passes_per_step}")
+        self._gs_k = int(backward_passes_per_step)
+        self._gs_policy = policy
+        self._gs_warmup = -1 if warmup_iters is None else int(warmup_iters)
+        self._gs_timeline = timeline
+        self._gs_model = model
+        # DeAR's forward overlap (policy "dear" with the model): step() only
+        # finishes the reduce-scatters; each parameter's all-gather and update
+        # happen in the next forward, in a pre-hook of its module.
+        self._gs_overlap = policy == "dear" and model is not None
+        if model is not None and not isinstance(model, torch.nn.Module):
+            raise TypeError(f"gradsync: model= must be a torch.nn.Module, "
+                            f"not {type(model).__name__}")
+
+        all_params = [p for g in self.param_groups for p in g["params"]]
+        if named_parameters is not None:
+            named = list(named_parameters)
+            names = [n for n, _ in named]
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"gradsync: named_parameters has duplicate names: {dup}")
+            by_param = {id(p): n for n, p in named}
+            unnamed = [i for i, p in enumerate(all_params) if id(p) not in by_param]
+            if unnamed:
+                raise ValueError(f"gradsync: named_parameters was given, but {len(unnamed)} "
+                                 f"parameter(s) of the optimizer are not in it (positions "
+                                 f"{unnamed[:8]} of its parameter groups)")
+        else:
+            by_param = {id(p): f"param.{i}" for i, p in enumerate(all_params)}
+        seen = set()
+        self._gs_params = []
+        for p in all_params:
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                self._gs_params.append(p)
+        for i, p in enumerate(self._gs_params):
+            _check(p.data, f"parameter '{by_param[id(p)]}'", floats_only=True)
+        self._gs_names = [by_param[id(p)] for p in self._gs_params]
+        n = len(self._gs_params)
+        self._gs_counts = [0] * n
+        self._gs_first = []          # first iteration: the order gradients arrive in
+        self._gs_engine = None
+        self._gs_ids = [None] * n    # engine ids, by parameter index
+        self._gs_bufs = [None] * n   # the registered gradient buffers
+        self._gs_open = False        # a gradient arrived since the last synchronize
+        self._gs_skip = False
+        self._gs_closed = False
+        self._gs_pending = [False] * n  # overlap: averaged, update not yet applied
+        self._gs_zero_later = [False] * n  # overlap: zero_grad() came before the update
+        self._gs_accs = []
+        self._gs_hooks = []
+        for i, p in enumerate(self._gs_params):
+            acc = p.expand_as(p).grad_fn.next_functions[0][0]
+            self._gs_hooks.append(acc.register_hook(self._gs_make_hook(i)))
+            self._gs_accs.append(acc)  # the node must outlive the hook
+        if self._gs_overlap:
+            self._gs_add_forward_hooks(model)
+        _optimizers.add(self)
+
+    def _gs_add_forward_hooks(self, model):
+        """A forward pre-hook on every module that owns synchronised
+        parameters: it waits for their averages and applies their update
+        just before the module uses them (DeAR's overlap of the all-gathers
+        with the forward pass)."""
+        index = {id(p): i for i, p in enumerate(self._gs_params)}
+        covered = set()
+        for module in model.modules():
+            mine = [index[id(p)] for p in module.parameters(recurse=False) if id(p) in index]
+            if mine:
+                covered.update(mine)
+                self._gs_hooks.append(module.register_forward_pre_hook(
+                    self._gs_make_pre_hook(mine)))
+        missing = [self._gs_names[i] for i in range(len(self._gs_params)) if i not in covered]
+        if missing:
+            raise ValueError(f"gradsync: policy='dear' with model=: the optimizer's "
+                             f"parameters {missing[:5]} are not in the model")
+
+    def _gs_make_pre_hook(self, indices):
+        def pre_hook(module, inputs):
+            if any(self._gs_pending[i] for i in indices):
+                self._gs_apply(indices)
+
+        return pre_hook
+
+    def _gs_apply(self, indices):
+        """Overlap: waits for the averages of parameters `indices` and runs
+        the wrapped optimizer's step on them alone."""
+        indices = [i for i in indices if self._gs_pending[i]]
+        if not indices:
+            return
+        engine = self._gs_engine
+        for i in indices:
+            engine.wait_tensor(self._gs_ids[i])
+        subset = {id(self._gs_params[i]) for i in indices}
+        saved = [g["params"] for g in self.param_groups]
+        try:
+            for g in self.param_groups:
+                g["params"] = [p for p in g["params"] if id(p) in subset]
+            super(self.__class__, self).step()
+        finally:
+            for g, params in zip(self.param_groups, saved):
+                g["params"] = params
+        for i in indices:
+            self._gs_pending[i] = False
+            if self._gs_zero_later[i]:
+                self._gs_zero_later[i] = False
+                self._gs_bufs[i].zero_()
+
+    def finish(self):
+        """Overlap (policy "dear" with model=): applies every update still
+        waiting for the next forward, e.g. before evaluating without a
+        forward pass, saving or comparing weights. A no-op otherwise."""
+        if self._gs_engine is not None:
+            self._gs_apply(range(len(self._gs_params)))
+
+    def _gs_make_hook(self, i):
+        """The hook that runs after autograd has accumulated parameter i's
+        gradient: the engine's grad_ready on the hot path."""
+        p = self._gs_params[i]
+        k = self._gs_k
+        counts = self._gs_counts
+
+        def hook(*unused):
+            c = counts[i] + 1
+            counts[i] = c
+            self._gs_open = True
+            if c < k:
+                return
+            if self._gs_pending[i]:
+                raise _error(
+                    "STATE", f"gradsync: '{self._gs_names[i]}' got a gradient while its "
+                    "update from the last step was still waiting for its module's forward "
+                    "pre-hook: with policy='dear' and model=, parameters must be used inside "
+                    "their own module's forward (or call finish() before the forward)")
+            if c > k:
+                raise _error(
+                    "STATE", f"gradsync: the gradient of '{self._gs_names[i]}' was computed "
+                    f"{c} times before step(), more than backward_passes_per_step={k}")
+            engine = self._gs_engine
+            if engine is None:
+                self._gs_first.append(i)
+                return
+            if p.grad is not self._gs_bufs[i]:
+                self._gs_adopt(i)
+            engine.grad_ready(self._gs_ids[i])
+
+        return hook
+
+    def _gs_adopt(self, i):
+        """Parameter i's gradient is a new tensor (zero_grad(set_to_none=True),
+        or an assignment): move it into the registered buffer."""
+        p, buf = self._gs_params[i], self._gs_bufs[i]
+        if p.grad is not None:
+            buf.copy_(p.grad)
+        else:
+            buf.zero_()
+        p.grad = buf
+
+    def _gs_start(self):
+        """First synchronize: agree on the parameters and their order with
+        every rank, create the engine and register every gradient in forward
+        order (the reverse of the order their gradients arrived in on rank 0;
+        parameters without a gradient go first), then mark the gradients
+        already computed. Collective."""
+        n = len(self._gs_params)
+        nr = size()
+        counts = allgather(torch.tensor([n], dtype=torch.int64)).tolist()
+        if len(set(counts)) != 1:
+            raise _error(
+                "MISMATCH", f"gradsync: DistributedOptimizer: ranks have different numbers of "
+                f"parameters to synchronise "
+                f"({', '.join(f'rank {r}: {c}' for r, c in enumerate(counts))})")
+        first = set(self._gs_first)
+        order = [i for i in range(n) if i not in first] + list(reversed(self._gs_first))
+        order_t = torch.tensor(order, dtype=torch.int64)
+        if nr > 1:
+            broadcast_(order_t, 0)
+        order = order_t.tolist()
+        overlap = 1 if self._gs_overlap else 0
+        engine = _C.Engine(policy=self._gs_policy, warmup_iters=self._gs_warmup,
+                           forward_overlap=overlap, timeline=self._gs_timeline)
+        self._gs_engine = engine
+        for i in order:
+            p = self._gs_params[i]
+            g = p.grad
+            if g is None or not g.is_contiguous() or g.dtype != p.dtype:
+                buf = torch.zeros_like(p, memory_format=torch.contiguous_format)
+                if g is not None:
+                    buf.copy_(g)
+                p.grad = buf
+            self._gs_bufs[i] = p.grad
+            buf = p.grad
+            self._gs_ids[i] = engine.register(self._gs_names[i], _addr(buf), buf.numel(),
+                                              _FLOAT_DTYPES[buf.dtype], buf)
+        for i in self._gs_first:
+            engine.grad_ready(self._gs_ids[i])
+
+    def synchronize(self):
+        """Waits until every gradient of this step is averaged over the ranks
+        (in place, in p.grad). Parameters without a gradient on this rank
+        count as zeros (DDP's find_unused_parameters=True) and receive the
+        average. Called by step(); call it yourself to look at or change the
+        averaged gradients first (then step() inside skip_synchronize())."""
+        if self._gs_closed:
+            raise _error("STATE", "gradsync: this DistributedOptimizer was closed")
+        if not self._gs_open and self._gs_engine is not None:
+            return  # nothing computed since the last synchronize
+        if self._gs_engine is None:
+            self._gs_start()
+        engine = self._gs_engine
+        if self._gs_overlap:
+            # Updates of parameters no forward used since the last step: their
+            # all-gathers are done (first grad_ready, or done here), and the
+            # wait below writes their buffers again.
+            self._gs_apply(range(len(self._gs_params)))
+        k = self._gs_k
+        for i, c in enumerate(self._gs_counts):
+            if 0 < c < k:  # step() before k passes: what was accumulated counts
+                if self._gs_params[i].grad is not self._gs_bufs[i]:
+                    self._gs_adopt(i)
+                engine.grad_ready(self._gs_ids[i])
+        engine.wait()
+        for i, p in enumerate(self._gs_params):
+            self._gs_counts[i] = 0
+            if p.grad is not self._gs_bufs[i]:
+                p.grad = self._gs_bufs[i]
+        self._gs_open = False
+        if self._gs_overlap:
+            self._gs_pending[:] = [True] * len(self._gs_pending)
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """step() inside this context does not synchronize (it was done
+        explicitly before)."""
+        self._gs_skip = True
+        try:
+            yield
+        finally:
+            self._gs_skip = False
+
+    def step(self, closure=None):
+        if not self._gs_skip:
+            self.synchronize()
+        if self._gs_overlap and self._gs_engine is not None:
+            if closure is not None:
+                raise ValueError("gradsync: step(closure) is not available with policy='dear' "
+                                 "and model=: the update happens in the next forward")
+            return None  # each module's pre-hook applies its update
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, set_to_none=False):
+        """Zeros the gradients in place. set_to_none=True is honoured only for
+        parameters gradsync does not synchronise: the engine averages into
+        fixed buffers, and p.grad stays that buffer."""
+        if self._gs_engine is None:  # first iteration: nothing handed over yet
+            self._gs_counts[:] = [0] * len(self._gs_counts)
+            self._gs_first.clear()
+            self._gs_open = False
+        elif self._gs_open:
+            raise _error("STATE", "gradsync: zero_grad() between backward() and step(): the "
+                                  "gradients of this step are being averaged; call step() or "
+                                  "synchronize() first")
+        elif self._gs_overlap:
+            # The pending averages are read by the updates in the next
+            # forward: zero those gradients after their update.
+            for i, p in enumerate(self._gs_params):
+                if self._gs_pending[i]:
+                    self._gs_zero_later[i] = True
+                elif p.grad is not None:
+                    p.grad.zero_()
+            return None
+        return super(self.__class__, self).zero_grad(
+            set_to_none=set_to_none and self._gs_engine is None)
+
+    def engine_stats(self):
+        """The engine's counters (gs_engine_stats) as a dict, or None before
+        the first step."""
+        return self._gs_engine.stats() if self._gs_engine is not None else None
+
+    def close(self):
+        """Destroys the engine (on every rank: call it everywhere, after a
+        step). Later steps raise. shutdown() closes every optimizer."""
+        if self._gs_closed:
+            return
+        if self._gs_overlap and self._gs_engine is not None:
+            self.finish()
+        self._gs_closed = True
+        for h in self._gs_hooks:
+            h.remove()
+        engine, self._gs_engine = self._gs_engine, None
+        if engine is not None:
+            engine.destroy()
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, policy="auto", compression=None,
+                         backward_passes_per_step=1, model=None, warmup_iters=None,
+                         timeline=None):
+    """Wraps a torch.optim optimizer so that step() applies the gradients
+    averaged over every rank by gradsync's engine.
+
+    Every parameter that requires a gradient is registered with the engine
+    at the first step, in forward order (learned from the order its
+    gradients arrived in during the first backward pass). From then on,
+    autograd's hook after each gradient's accumulation marks it ready, and
+    the engine's background threads average it in the messages the `policy`
+    plans (wfbp, single, bucket[:MB], mgwfbp, optimal, dear, auto), while
+    backward goes on; step() waits for the averages, then updates.
+
+    named_parameters: (name, parameter) pairs (model.named_parameters()); the
+      names must match across ranks (checked at the first step: a difference
+      raises GradsyncError on every rank). backward_passes_per_step: the
+      number of backward passes accumulated locally before the average.
+    warmup_iters: iterations measured under wfbp before a profiled policy
+      plans (default 5). timeline: a Chrome-trace file (per rank).
+    model: the torch.nn.Module the parameters belong to. With policy="dear"
+      it turns on DeAR's forward overlap: step() returns after the
+      reduce-scatters, and each module's forward pre-hook waits for its
+      parameters' all-gathers and applies their update just before the
+      module runs; finish() applies what is left (before evaluating without
+      a forward, saving or comparing weights). Without model=, "dear" runs
+      its all-gathers inside step().
+    compression: reserved for the compression engine; only None for now.
+    """
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"gradsync: DistributedOptimizer wraps a torch.optim.Optimizer, "
+                        f"not {type(optimizer).__name__}")
+    _topo()
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               dict(_DistributedOptimizer.__dict__))
+    opt = cls(optimizer.param_groups, named_parameters, policy, compression,
+              backward_passes_per_step, model, warmup_iters, timeline)
+    if optimizer.state:
+        opt.load_state_dict(optimizer.state_dict())
+    return opt
