@@ -1,5 +1,6 @@
 /* The ranks' common set-up and their agreement points (cli.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,20 +25,19 @@ typedef struct agree_rec {
   char reason[127];
 } agree_rec;
 
-static void vrank_error(const cli_rank *r, const char *fmt, va_list ap) {
-  char msg[2048];
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  if (r->size > 0)
-    fprintf(stderr, "gradsync %s: rank %d: %s\n", r->verb, r->rank, msg);
-  else
-    fprintf(stderr, "gradsync %s: %s\n", r->verb, msg);
-  fflush(stderr);
-}
-
+/* The rank is named where there are several (its size is known from
+ * cli_rank_init on); the format is cli_vmessage's, shared by every verb. */
 void cli_rank_error(const cli_rank *r, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vrank_error(r, fmt, ap);
+  cli_vmessage(r->verb, r->size > 1 ? r->rank : -1, 0, fmt, ap);
+  va_end(ap);
+}
+
+void cli_rank_usage_error(const cli_rank *r, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  cli_vmessage(r->verb, r->size > 1 ? r->rank : -1, 1, fmt, ap);
   va_end(ap);
 }
 
@@ -172,12 +172,17 @@ int cli_rank_connect(cli_rank *r, int flags, int startup_rc, const char *startup
     gs_finalize();
     return startup_rc ? startup_rc : 1;
   }
-  if (gs_comm_create(MPI_COMM_WORLD, &r->comm) != GS_OK) {
-    /* gs_comm_create fails on every rank together. */
-    cli_rank_error(r, "%s", gs_last_error());
+  gs_status st = gs_comm_create(MPI_COMM_WORLD, &r->comm);
+  if (st != GS_OK) {
+    /* gs_comm_create fails on every rank together. A setting from the
+     * environment that is malformed, or differs between ranks, is bad
+     * input (2); anything else a failure (1). */
+    int usage = st == GS_ERR_PARSE || st == GS_ERR_MISMATCH;
+    if (usage) cli_rank_usage_error(r, "%s", gs_last_error());
+    else cli_rank_error(r, "%s", gs_last_error());
     r->comm = NULL;
     gs_finalize();
-    return 1;
+    return usage ? 2 : 1;
   }
   if (flags & CLI_RANK_BLAS) {
     /* One compute thread per rank, as the ranks share the machine's cores:
@@ -206,6 +211,7 @@ int cli_rank_finish(cli_rank *r, int rc) {
 }
 
 gs_status cli_check_writable(const char *path, const char *what) {
+  if (path == NULL || *path == '\0') return gs_error(GS_ERR_IO, "%s: empty file name", what);
   char dir[4096];
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
@@ -217,11 +223,21 @@ gs_status cli_check_writable(const char *path, const char *what) {
     return gs_error(GS_ERR_IO, "%s %s: directory %s: %s", what, path, dir, strerror(errno));
   if (!S_ISDIR(sb.st_mode))
     return gs_error(GS_ERR_IO, "%s %s: %s is not a directory", what, path, dir);
-  if (access(dir, W_OK | X_OK) != 0)
-    return gs_error(GS_ERR_IO, "%s %s: cannot create files in %s: %s", what, path, dir,
-                    strerror(errno));
-  if (stat(path, &sb) == 0 && (S_ISDIR(sb.st_mode) || access(path, W_OK) != 0))
-    return gs_error(GS_ERR_IO, "%s %s: %s", what, path,
-                    S_ISDIR(sb.st_mode) ? "is a directory" : "cannot be overwritten");
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+    return gs_error(GS_ERR_IO, "%s %s: is a directory", what, path);
+  /* Permissions alone do not tell (root passes every access() check, a
+   * read-only or special file system refuses what they allow): open the
+   * file for writing, without truncating it, and remove it again if this
+   * created it. */
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  int created = 0;
+  if (fd < 0 && errno == ENOENT) {
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    created = fd >= 0;
+  }
+  if (fd < 0)
+    return gs_error(GS_ERR_IO, "%s %s: cannot write there: %s", what, path, strerror(errno));
+  close(fd);
+  if (created) unlink(path);
   return GS_OK;
 }
