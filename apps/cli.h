@@ -137,6 +137,12 @@ enum {
   CLI_RANK_BLAS = 1,
 };
 
+/* Whether this process was started by an MPI launcher (mpirun sets
+ * OMPI_COMM_WORLD_SIZE, other launchers PMI_SIZE or PMIX_RANK). A verb run
+ * directly whose options are bad exits at once: there are no other ranks
+ * to tell, and starting MPI alone costs seconds on a loaded machine. */
+int cli_under_launcher(void);
+
 /* Starts MPI (gs_init) and learns the rank and size: cli_rank_error names
  * the rank from here on. Returns 0, or 1 after printing why not. */
 int cli_rank_init(cli_rank *r, const char *verb, int *argc, char ***argv);

@@ -81,6 +81,11 @@ int cli_parse_double(const char *s, double min, double max, double *out) {
   return 0;
 }
 
+int cli_under_launcher(void) {
+  return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL ||
+         getenv("PMIX_RANK") != NULL;
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);

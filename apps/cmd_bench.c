@@ -498,6 +498,7 @@ int cmd_bench(int argc, char **argv) {
   int rc = parse_opts(argc, argv, &o);
   if (rc == 1) return 0; /* --help */
   cli_rank cr;
+  if (rc != 0 && !cli_under_launcher()) return rc; /* no other rank to tell */
   if (cli_rank_init(&cr, "bench", &argc, &argv)) return rc ? rc : 1;
   char reason[160] = "bad options";
   /* Rank 0 writes the cost file: its path is checked before any work. */

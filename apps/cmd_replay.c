@@ -299,6 +299,7 @@ int cmd_replay(int argc, char **argv) {
   replay_opts o;
   int rc = parse_opts(argc, argv, &o);
   if (rc == 1) return 0; /* --help */
+  if (rc != 0 && !cli_under_launcher()) return rc; /* no other rank to tell */
   static const char *all_specs[] = {"wfbp", "single", "bucket", "mgwfbp",
                                     "optimal", "dear", "auto"};
   const char **specs = all_specs;
