@@ -234,6 +234,10 @@ gs_status cli_check_writable(const char *path, const char *what) {
   if (fd < 0 && errno == ENOENT) {
     fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     created = fd >= 0;
+    /* Ranks probing one path together: another one created it in between,
+     * in the same directory. */
+    if (fd < 0 && errno == EEXIST) fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) return GS_OK; /* ... and removed it again */
   }
   if (fd < 0)
     return gs_error(GS_ERR_IO, "%s %s: cannot write there: %s", what, path, strerror(errno));
