@@ -275,9 +275,15 @@ gs_status gs_nn_dataset_synthetic(gs_nn_dataset *out, size_t n, int c, int h,
                                   int w, int classes, float noise,
                                   uint64_t seed);
 void gs_nn_dataset_free(gs_nn_dataset *ds);
-/* Copies samples idx[0..batch) into x and y. */
+/* Copies samples idx[0..batch) into x and y. x must hold batch * c * h * w
+ * floats of the data set's shape: gs_nn_dataset_gather_n checks that. */
 gs_status gs_nn_dataset_gather(const gs_nn_dataset *ds, const size_t *idx,
                                int batch, float *x, int32_t *y);
+/* gs_nn_dataset_gather into an x of x_count floats: a batch that does not
+ * fit (a data set whose images are larger than the buffer's owner, a net,
+ * expects) is GS_ERR_INVALID_ARG, never a write past the buffer. */
+gs_status gs_nn_dataset_gather_n(const gs_nn_dataset *ds, const size_t *idx,
+                                 int batch, float *x, size_t x_count, int32_t *y);
 
 /* Shards each epoch's seeded shuffle of [0, n) across ranks: rank r takes
  * perm[r], perm[r + size], ... Every rank computes the same permutation.

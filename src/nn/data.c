@@ -359,6 +359,20 @@ gs_status gs_nn_dataset_gather(const gs_nn_dataset *ds, const size_t *idx,
   return GS_OK;
 }
 
+gs_status gs_nn_dataset_gather_n(const gs_nn_dataset *ds, const size_t *idx,
+                                 int batch, float *x, size_t x_count, int32_t *y) {
+  if (!ds || batch < 0)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_nn_dataset_gather_n: a NULL argument");
+  size_t px = (size_t)ds->c * ds->h * ds->w;
+  if (px != 0 && (size_t)batch > x_count / px)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "a batch of %d samples of %dx%dx%d (%zu floats) does not fit a "
+                    "buffer of %zu floats: the data set's images are not the shape "
+                    "the buffer was made for", batch, ds->c, ds->h, ds->w,
+                    (size_t)batch * px, x_count);
+  return gs_nn_dataset_gather(ds, idx, batch, x, y);
+}
+
 /* ---- Distributed sampler ------------------------------------------------- */
 
 gs_status gs_nn_sampler_init(gs_nn_sampler *s, size_t n, int rank, int size,

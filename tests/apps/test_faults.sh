@@ -91,9 +91,10 @@ one_rank_fails missing_data "train --data $tmp/nowhere --model mlp --batch 16" "
 one_rank_fails missing_data_np3 "train --data $tmp/nowhere --model mlp --batch 16" "$train_ok" \
   "rank 1: .*nowhere/train-images" "rank 0: stopping: rank 1 failed" 3
 
-# A corrupt checkpoint on rank 1 only: a good one first, then a copy with
-# bytes overwritten in the middle.
-"$gs" train --synthetic 4096 --model mlp --batch 16 --max-steps 4 --checkpoint "$tmp/ck0" \
+# A corrupt checkpoint on rank 1 only: a good one first (on the 2 ranks
+# that resume it: --resume refuses a checkpoint of another rank count), then
+# a copy with bytes overwritten in the middle.
+"$gs" run -np 2 -- "$gs" train --synthetic 4096 --model mlp --batch 16 --max-steps 4 --checkpoint "$tmp/ck0" \
   --json > "$tmp/ck0.log" 2>&1 || bad "writing a checkpoint failed: $(tail -3 "$tmp/ck0.log")"
 mkdir -p "$tmp/ck1"
 cp "$tmp/ck0/checkpoint.gsck" "$tmp/ck1/checkpoint.gsck"

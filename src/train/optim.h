@@ -1,0 +1,59 @@
+/* The optimizer extension point: the loop updates the weights only
+ * through this interface, so a second-order optimizer (K-FAC) is a new
+ * implementation, not an edit of the loop. SGD (optim_sgd.c, a thin wrapper
+ * of src/nn's gs_nn_sgd) is the one today.
+ *
+ * Who calls what: the sync mode applies the updates (step_param per tensor
+ * as each tensor's average lands, or step for all) unless it owns the step
+ * itself (a parameter server updates on the servers); the loop sets the
+ * learning rate once per step, before any update of that step is applied,
+ * and saves and loads the optimizer's state with the checkpoints. */
+#ifndef GRADSYNC_TRAIN_OPTIM_H
+#define GRADSYNC_TRAIN_OPTIM_H
+
+#include <stddef.h>
+
+#include "breakdown.h"
+#include "gradsync.h"
+#include "gradsync/nn.h"
+
+typedef struct train_ctx train_ctx;
+
+typedef struct train_optim_ops {
+  const char *name; /* as --optimizer names it */
+  /* Builds the optimizer for t->net (which exists; the weights are not yet
+   * broadcast) from t->cfg. */
+  gs_status (*create)(train_ctx *t, void **self);
+  /* Updates parameter tensor index (forward order) from its gradient. */
+  gs_status (*step_param)(void *self, size_t index);
+  /* Updates every tensor. */
+  gs_status (*step)(void *self);
+  void (*set_lr)(void *self, float lr);
+  /* The optimizer's state goes into checkpoints with the net's (atomically,
+   * one file): save writes path, load restores net and optimizer from it
+   * and fills st; a file that does not fit leaves both unchanged. */
+  gs_status (*save)(void *self, const char *path, const gs_nn_net *net,
+                    const gs_nn_train_state *st);
+  gs_status (*load)(void *self, const char *path, gs_nn_net *net, gs_nn_train_state *st);
+  /* Optional (may be NULL): adds the optimizer's own time buckets. */
+  void (*breakdown)(void *self, train_breakdown *b);
+  void (*destroy)(void *self);
+} train_optim_ops;
+
+typedef struct train_optim {
+  const train_optim_ops *ops;
+  void *self;
+} train_optim;
+
+extern const train_optim_ops train_optim_sgd;
+
+/* The optimizer called name ("sgd"), or NULL. */
+const train_optim_ops *train_optim_find(const char *name);
+
+static inline gs_status train_optim_step_param(train_optim *o, size_t index) {
+  return o->ops->step_param(o->self, index);
+}
+static inline gs_status train_optim_step(train_optim *o) { return o->ops->step(o->self); }
+static inline void train_optim_set_lr(train_optim *o, float lr) { o->ops->set_lr(o->self, lr); }
+
+#endif /* GRADSYNC_TRAIN_OPTIM_H */

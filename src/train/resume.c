@@ -1,0 +1,272 @@
+/* What run a checkpoint belongs to, so that --resume can refuse one that
+ * does not fit the run and say what differs.
+ *
+ * Beside DIR/checkpoint.gsck, rank 0 writes DIR/checkpoint.json after every
+ * save (atomically: a temporary file, fsync, rename): the model and its
+ * parameter count, the batch per rank, the rank count, the data set (its
+ * source, size, shape and a CRC-32 of the decoded samples), the seed, the
+ * epochs and learning-rate schedule, the sync mode and the optimizer, and a
+ * hash (FNV-1a) of the checkpoint file it describes. A resumed run checks each
+ * against its own; a description of another checkpoint (a save cut between
+ * the two renames) is refused too. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "train_internal.h"
+
+/* Descriptions are small; a larger file is not one. */
+enum { META_MAX_BYTES = 1 << 16 };
+
+static void meta_path(const train_config *c, char *buf, size_t n) {
+  snprintf(buf, n, "%s/checkpoint.json", c->checkpoint_dir);
+}
+
+void train_data_identify(const train_config *c, const gs_nn_dataset *ds, train_data_id *id) {
+  memset(id, 0, sizeof *id);
+  if (c->synthetic > 0) snprintf(id->source, sizeof id->source, "synthetic %ld", c->synthetic);
+  else
+    snprintf(id->source, sizeof id->source, "%s",
+             c->data_dir ? c->data_dir
+             : getenv("GRADSYNC_FASHION_MNIST_DIR") ? getenv("GRADSYNC_FASHION_MNIST_DIR")
+                                                    : GS_NN_FASHION_MNIST_DIR);
+  id->samples = ds->n;
+  snprintf(id->shape, sizeof id->shape, "%dx%dx%d", ds->c, ds->h, ds->w);
+  id->classes = ds->classes;
+  /* zlib's crc32 takes at most 4 GiB a call. */
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const unsigned char *p = (const unsigned char *)ds->images;
+  size_t left = ds->n * (size_t)ds->c * ds->h * ds->w * sizeof(float);
+  while (left > 0) {
+    uInt n = left > (1u << 30) ? (1u << 30) : (uInt)left;
+    crc = crc32(crc, p, n);
+    p += n;
+    left -= n;
+  }
+  crc = crc32(crc, (const unsigned char *)ds->labels, (uInt)(ds->n * sizeof(int32_t)));
+  id->crc32 = (uint32_t)crc;
+}
+
+/* The FNV-1a 64-bit hash of a whole file, as text. (Not a CRC: a
+ * checkpoint ends with the CRC-32 of what precedes it, which makes any
+ * CRC-32 of the whole file, salted or not, depend on its length alone.) */
+static gs_status file_hash(const char *path, char *out, size_t n) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return gs_error(GS_ERR_IO, "%s: %s", path, strerror(errno));
+  uint64_t h = 0xcbf29ce484222325ull;
+  unsigned char buf[1 << 16];
+  size_t k;
+  while ((k = fread(buf, 1, sizeof buf, f)) > 0)
+    for (size_t i = 0; i < k; i++) h = (h ^ buf[i]) * 0x100000001b3ull;
+  int err = ferror(f);
+  fclose(f);
+  if (err) return gs_error(GS_ERR_IO, "%s: read failed", path);
+  snprintf(out, n, "fnv1a64:%016llx", (unsigned long long)h);
+  return GS_OK;
+}
+
+static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long epoch,
+                           const char *ckpt_hash) {
+  const train_config *c = t->cfg;
+  cJSON *m = cJSON_CreateObject();
+  cJSON_AddNumberToObject(m, "format", 1);
+  cJSON_AddNumberToObject(m, "epoch", (double)epoch);
+  cJSON_AddStringToObject(m, "checkpoint_hash", ckpt_hash);
+  cJSON_AddStringToObject(m, "model", gs_nn_model_name(c->model));
+  cJSON_AddNumberToObject(m, "parameters", (double)gs_nn_param_total(t->net));
+  cJSON_AddNumberToObject(m, "tensors", (double)t->nparams);
+  cJSON_AddNumberToObject(m, "batch", c->batch);
+  cJSON_AddNumberToObject(m, "ranks", t->size);
+  cJSON *d = cJSON_AddObjectToObject(m, "data");
+  cJSON_AddStringToObject(d, "source", data->source);
+  cJSON_AddNumberToObject(d, "samples", (double)data->samples);
+  cJSON_AddStringToObject(d, "shape", data->shape);
+  cJSON_AddNumberToObject(d, "classes", data->classes);
+  cJSON_AddNumberToObject(d, "crc32", data->crc32);
+  cJSON_AddNumberToObject(m, "seed", (double)c->seed);
+  cJSON_AddNumberToObject(m, "epochs", c->epochs);
+  cJSON_AddStringToObject(m, "schedule", c->schedule);
+  cJSON_AddNumberToObject(m, "warmup_epochs", c->warmup_epochs);
+  cJSON_AddStringToObject(m, "sync", t->sync.ops ? t->sync.ops->name : c->sync);
+  cJSON_AddStringToObject(m, "optimizer", t->optim.ops ? t->optim.ops->name : c->optimizer);
+  return m;
+}
+
+gs_status train_meta_save(const train_ctx *t, const char *ckpt_path, const train_data_id *data,
+                          long epoch) {
+  char hash[64];
+  gs_status st = file_hash(ckpt_path, hash, sizeof hash);
+  if (st != GS_OK) return st;
+  char path[4200], tmp[4300];
+  meta_path(t->cfg, path, sizeof path);
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  cJSON *m = describe_run(t, data, epoch, hash);
+  char *text = cJSON_PrintUnformatted(m);
+  cJSON_Delete(m);
+  if (text == NULL) return gs_error(GS_ERR_NOMEM, "out of memory for %s", path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  size_t len = strlen(text);
+  int ok = fd >= 0 && write(fd, text, len) == (ssize_t)len && write(fd, "\n", 1) == 1 &&
+           fsync(fd) == 0;
+  int err = errno;
+  cJSON_free(text);
+  if (fd >= 0 && close(fd) != 0 && ok) {
+    ok = 0;
+    err = errno;
+  }
+  if (!ok || rename(tmp, path) != 0) {
+    if (ok) err = errno;
+    unlink(tmp);
+    return gs_error(GS_ERR_IO, "%s: cannot write the checkpoint's description: %s", path,
+                    strerror(err));
+  }
+  return GS_OK;
+}
+
+/* Reads and parses path (at most META_MAX_BYTES). */
+static gs_status read_meta(const char *path, cJSON **out) {
+  *out = NULL;
+  FILE *f = fopen(path, "rb");
+  if (f == NULL)
+    return gs_error(GS_ERR_IO,
+                    "%s: %s: without it --resume cannot check that the checkpoint fits "
+                    "this run (it is written with every checkpoint)", path, strerror(errno));
+  char *buf = gs_malloc(META_MAX_BYTES + 1);
+  if (buf == NULL) {
+    fclose(f);
+    return gs_error(GS_ERR_NOMEM, "out of memory reading %s", path);
+  }
+  size_t n = fread(buf, 1, META_MAX_BYTES + 1, f);
+  fclose(f);
+  if (n > META_MAX_BYTES) {
+    gs_free(buf);
+    return gs_error(GS_ERR_PARSE, "%s: larger than %d bytes: not a checkpoint description",
+                    path, META_MAX_BYTES);
+  }
+  buf[n] = '\0';
+  *out = cJSON_Parse(buf);
+  gs_free(buf);
+  if (*out == NULL || !cJSON_IsObject(*out)) {
+    cJSON_Delete(*out);
+    *out = NULL;
+    return gs_error(GS_ERR_PARSE, "%s: not a valid checkpoint description (JSON object)", path);
+  }
+  return GS_OK;
+}
+
+/* Compares one number or string; fills why on a difference. */
+static int differs_num(const cJSON *m, const char *key, double mine, char *why, size_t n,
+                       const char *what) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, key);
+  if (!cJSON_IsNumber(v)) {
+    snprintf(why, n, "it does not record %s", what);
+    return 1;
+  }
+  if (v->valuedouble != mine) {
+    snprintf(why, n, "%s: the checkpoint's run had %.17g, this run has %.17g", what,
+             v->valuedouble, mine);
+    return 1;
+  }
+  return 0;
+}
+
+static int differs_str(const cJSON *m, const char *key, const char *mine, char *why, size_t n,
+                       const char *what) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, key);
+  if (!cJSON_IsString(v)) {
+    snprintf(why, n, "it does not record %s", what);
+    return 1;
+  }
+  if (strcmp(v->valuestring, mine) != 0) {
+    snprintf(why, n, "%s: the checkpoint's run had '%s', this run has '%s'", what,
+             v->valuestring, mine);
+    return 1;
+  }
+  return 0;
+}
+
+gs_status train_meta_check_model(const train_ctx *t) {
+  const train_config *c = t->cfg;
+  char path[4200], why[1024] = "";
+  meta_path(c, path, sizeof path);
+  cJSON *m = NULL;
+  if (read_meta(path, &m) != GS_OK) return GS_OK; /* train_meta_check says why */
+  gs_status st = GS_OK;
+  if (differs_str(m, "model", gs_nn_model_name(c->model), why, sizeof why, "--model"))
+    st = gs_error(GS_ERR_INVALID_ARG, "--resume: the checkpoint in %s does not fit this run: %s",
+                  c->checkpoint_dir, why);
+  cJSON_Delete(m);
+  return st;
+}
+
+gs_status train_meta_check(const train_ctx *t, const char *ckpt_path,
+                           const train_data_id *data, long ckpt_epoch) {
+  const train_config *c = t->cfg;
+  char path[4200], why[1024] = "";
+  meta_path(c, path, sizeof path);
+  cJSON *m = NULL;
+  gs_status st = read_meta(path, &m);
+  if (st != GS_OK) return st;
+  char hash[64];
+  st = file_hash(ckpt_path, hash, sizeof hash);
+  if (st != GS_OK) {
+    cJSON_Delete(m);
+    return st;
+  }
+  const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "data");
+  int bad =
+      differs_str(m, "checkpoint_hash", hash, why, sizeof why, "the checkpoint file's hash (the description is of another checkpoint)") ||
+      differs_num(m, "epoch", (double)ckpt_epoch, why, sizeof why, "the checkpoint's epoch") ||
+      differs_str(m, "model", gs_nn_model_name(c->model), why, sizeof why, "--model") ||
+      differs_num(m, "parameters", (double)gs_nn_param_total(t->net), why, sizeof why,
+                  "the parameter count") ||
+      differs_num(m, "tensors", (double)t->nparams, why, sizeof why, "the tensor count") ||
+      differs_num(m, "batch", c->batch, why, sizeof why, "--batch (per rank)") ||
+      differs_num(m, "ranks", t->size, why, sizeof why,
+                  "the rank count (the global batch and each rank's data would change)");
+  if (!bad && !cJSON_IsObject(d)) {
+    snprintf(why, sizeof why, "it does not record the data set");
+    bad = 1;
+  }
+  int data_bad = 0;
+  if (!bad)
+    data_bad = bad = differs_num(d, "samples", (double)data->samples, why, sizeof why,
+                      "the training set's size") ||
+          differs_str(d, "shape", data->shape, why, sizeof why, "the images' shape") ||
+          differs_num(d, "classes", data->classes, why, sizeof why, "the class count") ||
+          differs_num(d, "crc32", data->crc32, why, sizeof why,
+                      "the training set's contents (CRC-32)");
+  if (!bad)
+    bad = differs_num(m, "seed", (double)c->seed, why, sizeof why, "--seed") ||
+          differs_str(m, "sync", t->sync.ops ? t->sync.ops->name : c->sync, why, sizeof why,
+                      "the sync mode") ||
+          differs_str(m, "optimizer", t->optim.ops->name, why, sizeof why, "--optimizer");
+  /* More epochs continue a constant learning rate; a schedule that spans
+   * the run (step, cosine, warm-up) would change under the finished part. */
+  if (!bad && (strcmp(c->schedule, "const") != 0 || c->warmup_epochs > 0))
+    bad = differs_num(m, "epochs", c->epochs, why, sizeof why,
+                      "--epochs (the learning-rate schedule spans the run)") ||
+          differs_str(m, "schedule", c->schedule, why, sizeof why, "--schedule") ||
+          differs_num(m, "warmup_epochs", c->warmup_epochs, why, sizeof why,
+                      "--warmup-epochs");
+  if (!bad && ckpt_epoch > c->epochs) {
+    snprintf(why, sizeof why, "the checkpoint is at epoch %ld, beyond this run's --epochs %d",
+             ckpt_epoch, c->epochs);
+    bad = 1;
+  }
+  if (bad) {
+    const char *src =
+        data_bad ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "source")) : NULL;
+    st = gs_error(GS_ERR_INVALID_ARG,
+                  "--resume: the checkpoint in %s does not fit this run: %s%s%s%s",
+                  c->checkpoint_dir, why, src ? " (its data: " : "", src ? src : "",
+                  src ? ")" : "");
+  }
+  cJSON_Delete(m);
+  return st;
+}

@@ -1,0 +1,92 @@
+/* The gradient-synchronisation extension point ("sync mode").
+ *
+ * A sync mode decides how the ranks' gradients become the update: today's
+ * engine path (sync_engine.c: gradients averaged by gradsync's engine during
+ * backward, updates applied lazily before each tensor's next use in
+ * forward) is one; parameter servers and local SGD are others, each a new
+ * file with its ops here and one line in sync.c's table.
+ *
+ * The loop calls, per rank:
+ *   create      after the model and the optimizer exist and every rank holds
+ *               rank 0's initial weights: register tensors, start threads;
+ *   is_worker   (may be NULL: every rank trains) 0 for a rank that does not
+ *               run the training loop (a parameter server): the loop calls
+ *               serve instead, which returns when the workers are done;
+ *   per step:   before_forward(i) before forward first reads tensor i
+ *               (apply its pending update); grad_ready(i) the moment
+ *               backward makes gradient i final (highest index first);
+ *               end_backward after backward (wait for the averages and apply
+ *               or schedule the update);
+ *   flush       before evaluation, checkpoints and the end: every pending
+ *               update applied, nothing in flight;
+ *   stats       cumulative counters, read between steps;
+ *   describe    the mode's part of the summary;
+ *   destroy     (must issue no collective: ranks may reach it after a
+ *               failure) returns whether the mode's last outputs (a
+ *               timeline) could be written.
+ *
+ * Updates: a mode with owns_step = 0 leaves the update to the loop, which
+ * calls the optimizer's step for all tensors after end_backward. A mode
+ * with owns_step = 1 applies updates itself, through t->optim (per tensor,
+ * when it likes) or elsewhere (on servers); the loop then never steps.
+ *
+ * Failures: a hook's non-zero status during a step ends the job
+ * (train_rank_abort), since collectives may be in flight; create, flush
+ * and serve run where the loop can agree on the outcome. */
+#ifndef GRADSYNC_TRAIN_SYNC_H
+#define GRADSYNC_TRAIN_SYNC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "breakdown.h"
+#include "gradsync.h"
+#include "step.h"
+
+struct cJSON;
+
+/* Cumulative counters of a sync mode on this rank. */
+typedef struct train_sync_stats {
+  uint64_t messages; /* collectives (or messages) issued */
+  uint64_t bytes;    /* payload bytes this rank handed to communication */
+  double comm_s;     /* time communication was in flight, hidden or not */
+  double wait_s;     /* time the training thread waited for it (exposed) */
+} train_sync_stats;
+
+typedef struct train_sync_ops {
+  const char *name; /* as --sync names it */
+  int owns_step;
+  gs_status (*create)(train_ctx *t, void **self);
+  int (*is_worker)(void *self);
+  gs_status (*serve)(void *self);
+  gs_status (*before_forward)(void *self, size_t index);
+  gs_status (*grad_ready)(void *self, size_t index);
+  gs_status (*end_backward)(void *self, const train_step *step);
+  gs_status (*flush)(void *self);
+  void (*stats)(void *self, train_sync_stats *out);
+  /* Optional: adds the mode's fields to the JSON summary (json) and writes
+   * its one-line description for the text summary into text, e.g.
+   * "policy auto (plan: mgwfbp, 3 messages per step)". */
+  void (*describe)(void *self, struct cJSON *json, char *text, size_t n);
+  /* Optional: adds the mode's own time buckets. */
+  void (*breakdown)(void *self, train_breakdown *b);
+  gs_status (*destroy)(void *self);
+} train_sync_ops;
+
+typedef struct train_sync {
+  const train_sync_ops *ops;
+  void *self;
+} train_sync;
+
+extern const train_sync_ops train_sync_engine;
+
+/* The sync mode called name ("engine"), or NULL. */
+const train_sync_ops *train_sync_find(const char *name);
+/* The modes' names, comma-separated, for messages. */
+const char *train_sync_names(void);
+
+/* The hidden share of communication: 1 - wait / comm, clamped to [0, 1]
+ * (1 when nothing was communicated). */
+double train_sync_hidden(const train_sync_stats *s);
+
+#endif /* GRADSYNC_TRAIN_SYNC_H */

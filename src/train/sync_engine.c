@@ -1,0 +1,138 @@
+/* The engine sync mode: every rank a worker, gradients averaged by
+ * gradsync's engine during backward under the configured scheduling policy
+ * (wfbp, mgwfbp, dear, ...).
+ *
+ * Updates are applied lazily: after gs_engine_wait every tensor's update is
+ * pending, and it is applied right before forward first reads the tensor
+ * (under DeAR the tensor's all-gather finishes there, gs_engine_wait_tensor).
+ * That is the same arithmetic as stepping right after the wait, and lets
+ * DeAR overlap its all-gathers with the next forward pass; flush applies
+ * what is pending before evaluation, checkpoints and the end. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "train.h"
+
+typedef struct engine_sync {
+  train_ctx *t;
+  gs_engine *engine;
+  int *ids;
+  unsigned char *pending; /* per tensor: an update waits to be applied */
+  uint64_t bytes_per_step; /* gradient bytes handed to the engine per step */
+  uint64_t steps;
+} engine_sync;
+
+static gs_status engine_destroy(void *self);
+
+static gs_status engine_create(train_ctx *t, void **self) {
+  engine_sync *s = gs_calloc(1, sizeof *s);
+  if (s == NULL) return gs_error(GS_ERR_NOMEM, "out of memory for the engine sync mode");
+  *self = s;
+  s->t = t;
+  gs_engine_config cfg;
+  gs_engine_config_init(&cfg);
+  cfg.policy = t->cfg->policy;
+  cfg.forward_overlap = 1;
+  gs_status st = gs_engine_create(t->comm, &cfg, &s->engine);
+  if (st != GS_OK) return st;
+  s->ids = gs_calloc(t->nparams, sizeof *s->ids);
+  s->pending = gs_calloc(t->nparams, 1);
+  if (!s->ids || !s->pending)
+    return gs_error(GS_ERR_NOMEM, "out of memory for %zu tensors", t->nparams);
+  for (size_t i = 0; i < t->nparams && st == GS_OK; i++) {
+    const gs_nn_param *p = gs_nn_param_at(t->net, i);
+    st = gs_engine_register(s->engine, p->name, p->grad, p->count, GS_F32, &s->ids[i]);
+    s->bytes_per_step += (uint64_t)p->count * sizeof(float);
+  }
+  return st;
+}
+
+static gs_status engine_grad_ready(void *self, size_t i) {
+  engine_sync *s = self;
+  return gs_engine_grad_ready(s->engine, s->ids[i]);
+}
+
+/* Applies tensor i's pending update once its average is in place. */
+static gs_status apply_pending(engine_sync *s, size_t i) {
+  if (!s->pending[i]) return GS_OK;
+  gs_status st = gs_engine_wait_tensor(s->engine, s->ids[i]);
+  if (st == GS_OK) st = train_optim_step_param(&s->t->optim, i);
+  if (st == GS_OK) s->pending[i] = 0;
+  return st;
+}
+
+static gs_status engine_before_forward(void *self, size_t i) {
+  return apply_pending(self, i);
+}
+
+static gs_status engine_end_backward(void *self, const train_step *step) {
+  (void)step;
+  engine_sync *s = self;
+  gs_status st = gs_engine_wait(s->engine);
+  if (st != GS_OK) return st;
+  memset(s->pending, 1, s->t->nparams);
+  s->steps++;
+  return GS_OK;
+}
+
+static gs_status engine_flush(void *self) {
+  engine_sync *s = self;
+  gs_status st = GS_OK;
+  for (size_t i = 0; i < s->t->nparams && st == GS_OK; i++) st = apply_pending(s, i);
+  return st;
+}
+
+static void engine_stats(void *self, train_sync_stats *out) {
+  engine_sync *s = self;
+  gs_engine_stats es;
+  memset(out, 0, sizeof *out);
+  if (gs_engine_get_stats(s->engine, &es) != GS_OK) return;
+  out->messages = es.messages;
+  out->bytes = s->bytes_per_step * s->steps;
+  out->comm_s = es.comm_s;
+  out->wait_s = es.wait_s;
+}
+
+static void engine_describe(void *self, cJSON *json, char *text, size_t n) {
+  engine_sync *s = self;
+  gs_plan *plan = NULL;
+  gs_engine_get_plan(s->engine, &plan);
+  const char *chosen = plan ? gs_plan_policy_name(plan->chosen) : "-";
+  size_t groups = plan ? plan->ngroups : 0;
+  if (json) {
+    cJSON_AddStringToObject(json, "policy", s->t->cfg->policy);
+    cJSON_AddStringToObject(json, "chosen", chosen);
+    cJSON_AddNumberToObject(json, "groups", (double)groups);
+  }
+  if (text)
+    snprintf(text, n, "policy %s (plan: %s, %zu messages per step)", s->t->cfg->policy,
+             chosen, groups);
+  gs_plan_free(plan);
+}
+
+/* Every path here has the engine idle on every rank: destroying it issues
+ * no collective (it writes the timeline, which can fail alone). */
+static gs_status engine_destroy(void *self) {
+  engine_sync *s = self;
+  if (s == NULL) return GS_OK;
+  gs_status st = GS_OK;
+  if (s->engine) st = gs_engine_destroy(s->engine);
+  gs_free(s->ids);
+  gs_free(s->pending);
+  gs_free(s);
+  return st;
+}
+
+const train_sync_ops train_sync_engine = {
+    .name = "engine",
+    .owns_step = 1,
+    .create = engine_create,
+    .before_forward = engine_before_forward,
+    .grad_ready = engine_grad_ready,
+    .end_backward = engine_end_backward,
+    .flush = engine_flush,
+    .stats = engine_stats,
+    .describe = engine_describe,
+    .destroy = engine_destroy,
+};

@@ -1,0 +1,489 @@
+/* The training loop (train.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "train_internal.h"
+
+void train_config_init(train_config *c) {
+  memset(c, 0, sizeof *c);
+  c->model = GS_NN_MODEL_CNN;
+  c->epochs = 1;
+  c->batch = 64;
+  c->lr = 0.05f;
+  c->momentum = 0.9f;
+  c->schedule = "const";
+  c->policy = "auto";
+  c->seed = 1;
+  c->sync = "engine";
+  c->optimizer = "sgd";
+  c->prefetch = 1;
+}
+
+/* ---- The nn callbacks, into the sync mode --------------------------------- */
+
+static void fail_cb(train_ctx *t, gs_status st) {
+  if (t->cb_status == GS_OK) {
+    t->cb_status = st;
+    snprintf(t->cb_error, sizeof t->cb_error, "%s", gs_last_error());
+  }
+}
+
+static void on_grad_ready(void *ctx, size_t i) {
+  train_ctx *t = ctx;
+  if (t->sync.ops->grad_ready == NULL) return;
+  gs_status st = t->sync.ops->grad_ready(t->sync.self, i);
+  if (st != GS_OK) fail_cb(t, st);
+}
+
+static void on_before_forward(void *ctx, size_t i) {
+  train_ctx *t = ctx;
+  if (t->sync.ops->before_forward == NULL) return;
+  gs_status st = t->sync.ops->before_forward(t->sync.self, i);
+  if (st != GS_OK) fail_cb(t, st);
+}
+
+static gs_status callbacks_status(train_ctx *t) {
+  if (t->cb_status != GS_OK) return gs_error(t->cb_status, "%s", t->cb_error);
+  return GS_OK;
+}
+
+static void set_callbacks(train_ctx *t, int on) {
+  if (on) gs_nn_set_callbacks(t->net, on_grad_ready, on_before_forward, t);
+  else gs_nn_set_callbacks(t->net, NULL, NULL, NULL);
+}
+
+typedef enum { HOOK_BEFORE_FORWARD, HOOK_AFTER_FORWARD, HOOK_BEFORE_BACKWARD,
+               HOOK_AFTER_BACKWARD } hook_point;
+
+static gs_status run_hooks(train_ctx *t, hook_point p, const train_step *s) {
+  for (int i = 0; i < t->nhooks; i++) {
+    const train_hook_ops *h = t->hooks[i].ops;
+    gs_status (*fn)(void *, const train_step *) =
+        p == HOOK_BEFORE_FORWARD    ? h->before_forward
+        : p == HOOK_AFTER_FORWARD   ? h->after_forward
+        : p == HOOK_BEFORE_BACKWARD ? h->before_backward
+                                    : h->after_backward;
+    if (fn == NULL) continue;
+    gs_status st = fn(t->hooks[i].self, s);
+    if (st != GS_OK) return st;
+  }
+  return GS_OK;
+}
+
+static void sync_stats(train_ctx *t, train_sync_stats *out) {
+  memset(out, 0, sizeof *out);
+  if (t->sync.ops->stats) t->sync.ops->stats(t->sync.self, out);
+}
+
+static train_sync_stats stats_diff(const train_sync_stats *a, const train_sync_stats *b) {
+  return (train_sync_stats){.messages = b->messages - a->messages, .bytes = b->bytes - a->bytes,
+                            .comm_s = b->comm_s - a->comm_s, .wait_s = b->wait_s - a->wait_s};
+}
+
+/* ---- Evaluation ------------------------------------------------------------------ */
+
+/* Accuracy on the test set: each rank evaluates a shard; the counts are
+ * summed. Batch-norm statistics come from rank 0 first (as DDP broadcasts
+ * buffers), so every rank evaluates the same model. Called with nothing in
+ * flight (after the sync mode's flush). Returns 0, or 1 on every rank after
+ * a failure on any. */
+static int evaluate(train_ctx *t, const gs_nn_dataset *test, double *acc, double *loss) {
+  size_t nbuf = 0;
+  float *buffers = gs_nn_buffers_flat(t->net, &nbuf);
+  gs_status st = GS_OK;
+  if (nbuf > 0) st = gs_bcast(t->comm, buffers, nbuf, GS_F32, 0, GS_ALGO_AUTO);
+  int b = gs_nn_max_batch(t->net);
+  size_t in = gs_nn_input_size(t->net);
+  float *x = gs_malloc((size_t)b * in * sizeof(float));
+  int32_t *y = gs_malloc((size_t)b * sizeof(int32_t));
+  size_t *idx = gs_malloc((size_t)b * sizeof(size_t));
+  if (st == GS_OK && !(x && y && idx))
+    st = gs_error(GS_ERR_NOMEM, "out of memory for an evaluation batch of %d", b);
+  double sums[3] = {0, 0, 0}; /* correct, loss * n, n */
+  /* Rank r takes samples r, r + size, ...; no callbacks during evaluation. */
+  gs_nn_set_training(t->net, 0);
+  set_callbacks(t, 0);
+  for (size_t s = (size_t)t->rank; s < test->n && st == GS_OK;) {
+    int n = 0;
+    for (; n < b && s < test->n; s += (size_t)t->size) idx[n++] = s;
+    st = gs_nn_dataset_gather(test, idx, n, x, y);
+    float l = 0;
+    int correct = 0;
+    if (st == GS_OK) st = gs_nn_forward(t->net, x, n, NULL);
+    if (st == GS_OK) st = gs_nn_loss(t->net, y, &l, &correct);
+    sums[0] += correct;
+    sums[1] += (double)l * n;
+    sums[2] += n;
+  }
+  set_callbacks(t, 1);
+  gs_nn_set_training(t->net, 1);
+  gs_free(x);
+  gs_free(y);
+  gs_free(idx);
+  if (train_agree_status(&t->workers, st)) return 1;
+  st = gs_allreduce(t->comm, GS_IN_PLACE, sums, 3, GS_F64, GS_SUM, GS_ALGO_MPI);
+  if (train_agree_status(&t->workers, st)) return 1;
+  *acc = sums[2] > 0 ? sums[0] / sums[2] : 0;
+  *loss = sums[2] > 0 ? sums[1] / sums[2] : 0;
+  return 0;
+}
+
+/* ---- Checkpoints and other outputs --------------------------------------------------- */
+
+static void checkpoint_path(const train_config *c, char *buf, size_t n) {
+  snprintf(buf, n, "%s/checkpoint.gsck", c->checkpoint_dir);
+}
+
+/* Replicas are identical: rank 0 writes; every rank learns the outcome.
+ * Returns 0, or 1 on every rank. */
+static int save_checkpoint(train_ctx *t, const train_data_id *data, long epoch, long step) {
+  char path[4096];
+  checkpoint_path(t->cfg, path, sizeof path);
+  gs_status st = GS_OK;
+  if (t->rank == 0) {
+    gs_nn_train_state ts = {.epoch = epoch, .step = step, .seed = t->cfg->seed};
+    st = t->optim.ops->save(t->optim.self, path, t->net, &ts);
+    if (st == GS_OK) st = train_meta_save(t, path, data, epoch);
+  }
+  return train_agree_status(&t->workers, st);
+}
+
+/* Everything the run will write is checked before any work: the checkpoint
+ * directory (rank 0 writes it; created here) and each rank's timeline. */
+static gs_status check_outputs(const train_ctx *t) {
+  const char *dir = t->cfg->checkpoint_dir;
+  if (dir && t->rank == 0) {
+    struct stat sb;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+      return gs_error(GS_ERR_IO, "--checkpoint %s: cannot create the directory: %s", dir,
+                      strerror(errno));
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+      return gs_error(GS_ERR_IO, "--checkpoint %s: not a directory", dir);
+    if (access(dir, W_OK | X_OK) != 0)
+      return gs_error(GS_ERR_IO, "--checkpoint %s: cannot write there: %s", dir,
+                      strerror(errno));
+    char what[4200];
+    snprintf(what, sizeof what, "--checkpoint %s", dir);
+    gs_status st = train_probe_dir(dir, what);
+    if (st != GS_OK) return st;
+  }
+  const char *timeline = getenv("GRADSYNC_TIMELINE");
+  if (timeline && *timeline) return train_check_writable(timeline, "GRADSYNC_TIMELINE");
+  return GS_OK;
+}
+
+/* ---- The loop ------------------------------------------------------------------------ */
+
+/* Stops training whose averaged gradients are not finite, naming where. */
+static gs_status check_finite(train_ctx *t, long epoch, long step) {
+  size_t index;
+  const char *bad = gs_nn_first_nonfinite_grad(t->net, &index);
+  if (bad == NULL) return GS_OK;
+  return gs_error(GS_ERR_INVALID_ARG,
+                  "training diverged at epoch %ld, step %ld: the averaged gradient "
+                  "of %s (the first layer in backward order that is not finite) "
+                  "holds a NaN or an infinity; lower --lr or check the data",
+                  epoch + 1, step + 1, bad);
+}
+
+/* A failure inside a step: collectives may be in flight on this rank,
+ * which the others are waiting in, so no agreement can reach them. */
+static _Noreturn void step_failed(train_ctx *t, long epoch, long step) {
+  train_rank_abort(t->ranks, "epoch %ld, step %ld: %s", epoch + 1, step + 1, gs_last_error());
+}
+
+static gs_nn_lr_schedule make_schedule(const train_config *c, long steps) {
+  gs_nn_lr_schedule sched = {.base_lr = c->lr,
+                             .warmup_steps = (long)(c->warmup_epochs * steps),
+                             .total_steps = (long)c->epochs * steps};
+  if (strcmp(c->schedule, "step") == 0) {
+    sched.decay = GS_NN_LR_STEP;
+    long third = (long)c->epochs * steps / 3;
+    sched.step_size = third > 1 ? third : 1;
+    sched.gamma = 0.1f;
+  } else if (strcmp(c->schedule, "cosine") == 0) {
+    sched.decay = GS_NN_LR_COSINE;
+  }
+  return sched;
+}
+
+/* The extensions' tables: explicit ones first, else by name. */
+static gs_status find_extensions(const train_config *c, const train_sync_ops **sync,
+                                 const train_optim_ops **optim) {
+  *sync = c->sync_ops ? c->sync_ops : train_sync_find(c->sync ? c->sync : "engine");
+  if (*sync == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "unknown sync mode '%s' (%s)", c->sync,
+                    train_sync_names());
+  *optim = c->optim_ops ? c->optim_ops : train_optim_find(c->optimizer ? c->optimizer : "sgd");
+  if (*optim == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "unknown optimizer '%s' (sgd)", c->optimizer);
+  if (c->nhooks < 0 || c->nhooks > TRAIN_MAX_HOOKS)
+    return gs_error(GS_ERR_INVALID_ARG, "%d step hooks: at most %d", c->nhooks,
+                    TRAIN_MAX_HOOKS);
+  return GS_OK;
+}
+
+/* The steps of one epoch, then its flush: returns the status (divergence,
+ * which every rank sees at the same step) for the caller to agree on.
+ * Failures that cannot be agreed on end the job. */
+static gs_status run_epoch(train_ctx *t, train_batches *batches,
+                           const gs_nn_lr_schedule *sched, long epoch,
+                           double *loss_sum, long *correct, long *seen, double *steps_s,
+                           double e0, const train_sync_stats *s0, double *last_draw) {
+  const train_config *c = t->cfg;
+  const long steps = t->steps_per_epoch;
+  const long log_every = steps / 20 > 1 ? steps / 20 : 1;
+  const int owns_step = t->sync.ops->owns_step;
+  gs_status st = GS_OK;
+  for (long step = 0; step < steps; step++) {
+    double s_start = gs_now();
+    float *x = NULL;
+    int32_t *y = NULL;
+    if (train_batches_get(batches, step, steps, &x, &y) != GS_OK) step_failed(t, epoch, step);
+    train_step ts = {.epoch = epoch, .step = step, .global_step = epoch * steps + step,
+                     .steps_per_epoch = steps, .batch = c->batch, .x = x, .y = y};
+    ts.lr = gs_nn_lr_at(sched, ts.global_step);
+    float loss = 0;
+    int ok = 0;
+    if (run_hooks(t, HOOK_BEFORE_FORWARD, &ts) != GS_OK ||
+        gs_nn_forward(t->net, x, c->batch, NULL) != GS_OK || callbacks_status(t) != GS_OK)
+      step_failed(t, epoch, step);
+    /* The forward pass applied the previous step's updates, so the
+     * gradient buffers hold that step's averages, the same on every rank:
+     * every rank takes the same decision without communicating, with
+     * nothing in flight. */
+    if (step > 0 && (st = check_finite(t, epoch, step - 1)) != GS_OK) break;
+    if (gs_nn_loss(t->net, y, &loss, &ok) != GS_OK ||
+        run_hooks(t, HOOK_AFTER_FORWARD, &ts) != GS_OK ||
+        run_hooks(t, HOOK_BEFORE_BACKWARD, &ts) != GS_OK || gs_nn_backward(t->net) != GS_OK ||
+        callbacks_status(t) != GS_OK || t->sync.ops->end_backward(t->sync.self, &ts) != GS_OK)
+      step_failed(t, epoch, step);
+    train_optim_set_lr(&t->optim, ts.lr);
+    if (!owns_step && train_optim_step(&t->optim) != GS_OK) step_failed(t, epoch, step);
+    if (run_hooks(t, HOOK_AFTER_BACKWARD, &ts) != GS_OK) step_failed(t, epoch, step);
+    *steps_s += gs_now() - s_start;
+    *loss_sum += loss;
+    *correct += ok;
+    *seen += c->batch;
+    /* A terminal's bar is redrawn at most 5 times a second; a log gets a
+     * line every 5% of the epoch. */
+    int draw = train_on_terminal() ? gs_now() - *last_draw > 0.2 : (step + 1) % log_every == 0;
+    if (t->rank == 0 && step + 1 < steps && draw && !c->json && !c->quiet) {
+      *last_draw = gs_now();
+      train_sync_stats s1, d;
+      sync_stats(t, &s1);
+      d = stats_diff(s0, &s1);
+      double el = gs_now() - e0;
+      train_progress(t, (int)epoch, step + 1, steps, *loss_sum / (step + 1),
+                     (double)*correct / *seen, el > 0 ? *seen * t->size / el : 0,
+                     train_sync_hidden(&d), 0);
+    }
+  }
+  train_batches_finish(batches);
+  if (st == GS_OK) {
+    double f0 = gs_now();
+    if (t->sync.ops->flush && t->sync.ops->flush(t->sync.self) != GS_OK)
+      step_failed(t, epoch, steps - 1);
+    *steps_s += gs_now() - f0;
+    st = check_finite(t, epoch, steps - 1);
+  }
+  return st;
+}
+
+/* The workers' part, after set-up: the epochs. Returns 0 or 1 (agreed). */
+static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_dataset *test,
+                        const train_data_id *data, long start_epoch, train_result *res) {
+  const train_config *c = t->cfg;
+  gs_nn_sampler sampler = {0};
+  train_batches *batches = NULL;
+  int rc = 1;
+  long steps = 0;
+  gs_status st = gs_nn_sampler_init(&sampler, train->n, t->rank, t->size, c->seed, 1);
+  if (st == GS_OK) steps = (long)(sampler.count / (size_t)c->batch);
+  if (c->max_steps > 0 && steps > c->max_steps) steps = c->max_steps;
+  if (st == GS_OK && steps == 0)
+    st = gs_error(GS_ERR_INVALID_ARG, "%zu samples per rank give no full batch of %d",
+                  sampler.count, c->batch);
+  if (st == GS_OK)
+    st = train_batches_create(&batches, train, c->batch, gs_nn_input_size(t->net),
+                              c->prefetch);
+  if (train_agree_status(&t->workers, st)) goto out;
+  /* The ranks must run the same collectives: the same number of steps. */
+  const int64_t shared[] = {steps};
+  static const char *const shared_names[] = {"the steps per epoch"};
+  if (train_agree_equal(&t->workers, shared, shared_names, 1)) goto out;
+  t->steps_per_epoch = steps;
+
+  gs_nn_lr_schedule sched = make_schedule(c, steps);
+  double t_start = gs_now(), train_s = 0, last_acc = 0, last_draw = 0, compute_s = 0;
+  long images = 0;
+  train_sync_stats first;
+  sync_stats(t, &first);
+  for (long epoch = start_epoch; epoch < c->epochs; epoch++) {
+    st = gs_nn_sampler_set_epoch(&sampler, epoch);
+    if (train_agree_status(&t->workers, st)) goto out;
+    double e0 = gs_now(), loss_sum = 0, steps_s = 0;
+    long correct = 0, seen = 0;
+    train_sync_stats s0, s1;
+    sync_stats(t, &s0);
+    train_batches_start(batches, sampler.indices, steps);
+    st = run_epoch(t, batches, &sched, epoch, &loss_sum, &correct, &seen, &steps_s, e0, &s0,
+                   &last_draw);
+    if (train_agree_status(&t->workers, st)) goto out;
+    double epoch_s = gs_now() - e0;
+    train_s += epoch_s;
+    images += seen * t->size;
+    sync_stats(t, &s1);
+    train_sync_stats d = stats_diff(&s0, &s1);
+    compute_s += steps_s - d.wait_s;
+    double acc = 0, test_loss = 0;
+    if (evaluate(t, test, &acc, &test_loss)) goto out;
+    if (c->checkpoint_dir && save_checkpoint(t, data, epoch + 1, (epoch + 1) * steps))
+      goto out;
+    last_acc = acc;
+    res->epochs_done = epoch + 1;
+    if (!c->json)
+      train_progress(t, (int)epoch, steps, steps, loss_sum / steps, (double)correct / seen,
+                     seen * t->size / epoch_s, train_sync_hidden(&d), 1);
+    train_print_epoch(t, epoch + 1, epoch_s, loss_sum / steps, test_loss, acc,
+                      seen * t->size / epoch_s, &d);
+  }
+  train_sync_stats last;
+  sync_stats(t, &last);
+  train_sync_stats all = stats_diff(&first, &last);
+  train_breakdown_add(&res->breakdown, "compute", compute_s > 0 ? compute_s : 0);
+  train_breakdown_add(&res->breakdown, "comm", all.comm_s);
+  train_breakdown_add(&res->breakdown, "exposed_comm", all.wait_s);
+  if (t->sync.ops->breakdown) t->sync.ops->breakdown(t->sync.self, &res->breakdown);
+  if (t->optim.ops->breakdown) t->optim.ops->breakdown(t->optim.self, &res->breakdown);
+  for (int i = 0; i < t->nhooks; i++)
+    if (t->hooks[i].ops->breakdown) t->hooks[i].ops->breakdown(t->hooks[i].self, &res->breakdown);
+  res->sync = last;
+  res->test_accuracy = last_acc;
+  train_print_summary(t, train_s, gs_now() - t_start, images, last_acc, &last,
+                      &res->breakdown);
+  rc = 0;
+out:
+  train_batches_destroy(batches);
+  gs_nn_sampler_free(&sampler);
+  return rc;
+}
+
+/* Everything each rank does alone before the first collective phase:
+ * data, model, optimizer, checkpoint, outputs. */
+static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *test,
+                             int loaded, train_data_id *data, long *start_epoch) {
+  const train_config *c = t->cfg;
+  const train_sync_ops *sync_ops = NULL;
+  const train_optim_ops *optim_ops = NULL;
+  gs_status st = find_extensions(c, &sync_ops, &optim_ops);
+  t->sync.ops = sync_ops;
+  if (st == GS_OK && !loaded) st = train_load_data(c, train, test);
+  if (st == GS_OK) st = train_check_data(c, train, 1);
+  if (st == GS_OK) st = train_check_data(c, test, 0);
+  if (st == GS_OK && c->checkpoint_dir) train_data_identify(c, train, data);
+  gs_nn_model_options mopt = {.c = TRAIN_IN_C, .h = TRAIN_IN_H, .w = TRAIN_IN_W,
+                              .classes = TRAIN_CLASSES, .dropout = c->dropout};
+  if (st == GS_OK) st = gs_nn_model_create(&t->net, c->model, c->batch, c->seed, &mopt);
+  if (st == GS_OK) {
+    t->nparams = gs_nn_param_count(t->net);
+    t->optim.ops = optim_ops;
+    st = optim_ops->create(t, &t->optim.self);
+    if (st != GS_OK) t->optim.ops = NULL;
+  }
+  if (st == GS_OK && c->resume) {
+    char path[4096];
+    checkpoint_path(c, path, sizeof path);
+    gs_nn_train_state ts;
+    st = train_meta_check_model(t);
+    if (st == GS_OK) st = t->optim.ops->load(t->optim.self, path, t->net, &ts);
+    if (st == GS_OK) st = train_meta_check(t, path, data, (long)ts.epoch);
+    if (st == GS_OK) *start_epoch = ts.epoch;
+  }
+  if (st == GS_OK) st = check_outputs(t);
+  return st;
+}
+
+int train_run(const train_config *cfg, const train_ranks *ranks, train_result *result) {
+  train_result local_result;
+  train_result *res = result ? result : &local_result;
+  memset(res, 0, sizeof *res);
+  train_ctx ctx = {.cfg = cfg, .ranks = ranks, .comm = ranks->comm, .rank = ranks->rank,
+                   .size = ranks->size};
+  train_ctx *t = &ctx;
+  gs_nn_dataset train = {0}, test = {0};
+  train_data_id data;
+  memset(&data, 0, sizeof data);
+  long start_epoch = 0;
+  int rc = 1;
+
+  gs_status st = GS_OK;
+  t->data_origin = "source";
+  if (cfg->data_cache && train_data_cached(t, &train, &test, &st)) goto out;
+  if (st == GS_OK) st = setup_local(t, &train, &test, cfg->data_cache != NULL, &data,
+                                    &start_epoch);
+  if (train_agree_status(ranks, st)) goto out;
+  /* The ranks must run the same collectives: the same parameters and the
+   * same epochs. */
+  const int64_t shared[] = {(int64_t)gs_nn_param_total(t->net), cfg->epochs, start_epoch};
+  static const char *const shared_names[] = {"the parameter count", "--epochs",
+                                             "the checkpoint's epoch"};
+  if (train_agree_equal(ranks, shared, shared_names, 3)) goto out;
+  if (start_epoch >= cfg->epochs && t->rank == 0 && !cfg->json && !cfg->quiet)
+    printf("the checkpoint in %s is at epoch %ld: nothing left to train\n",
+           cfg->checkpoint_dir, start_epoch);
+  res->epochs_done = start_epoch;
+
+  /* Every replica starts from rank 0's weights; then the sync mode and the
+   * hooks are set up. */
+  st = gs_bcast(t->comm, gs_nn_weights_flat(t->net), gs_nn_param_total(t->net), GS_F32, 0,
+                GS_ALGO_AUTO);
+  if (st == GS_OK) {
+    st = t->sync.ops->create(t, &t->sync.self);
+    if (st == GS_OK) set_callbacks(t, 1);
+  }
+  t->workers = (train_ranks){.verb = ranks->verb, .comm = t->comm, .rank = t->rank,
+                             .size = t->size};
+  for (int i = 0; i < cfg->nhooks && st == GS_OK; i++) {
+    t->hooks[i].ops = cfg->hooks[i];
+    st = cfg->hooks[i]->create ? cfg->hooks[i]->create(t, &t->hooks[i].self) : GS_OK;
+    t->nhooks = i + 1;
+  }
+  if (train_agree_status(ranks, st)) goto out;
+
+  if (t->sync.ops->is_worker && !t->sync.ops->is_worker(t->sync.self)) {
+    /* Not a worker (a server): the mode runs this rank's part. */
+    st = t->sync.ops->serve(t->sync.self);
+    if (st != GS_OK) train_rank_error(ranks, "%s", gs_last_error());
+    rc = st != GS_OK;
+    goto out;
+  }
+  rc = train_epochs(t, &train, &test, &data, start_epoch, res);
+  if (rc == 0 && result) {
+    size_t n = gs_nn_param_total(t->net);
+    res->weights = gs_malloc(n * sizeof(float));
+    if (res->weights) {
+      memcpy(res->weights, gs_nn_weights_flat(t->net), n * sizeof(float));
+      res->nweights = n;
+    }
+  }
+out:
+  /* Every path here has nothing in flight on any rank: destroying the
+   * extensions issues no collective (the engine writes its timeline, which
+   * can fail alone: the caller's final agreement covers that). */
+  for (int i = t->nhooks - 1; i >= 0; i--)
+    if (t->hooks[i].ops->destroy) t->hooks[i].ops->destroy(t->hooks[i].self);
+  if (t->sync.self && t->sync.ops->destroy(t->sync.self) != GS_OK) {
+    train_rank_error(ranks, "%s", gs_last_error());
+    rc = 1;
+  }
+  if (t->optim.ops) t->optim.ops->destroy(t->optim.self);
+  gs_nn_net_destroy(t->net);
+  gs_nn_dataset_free(&train);
+  gs_nn_dataset_free(&test);
+  return rc;
+}

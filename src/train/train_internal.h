@@ -1,0 +1,78 @@
+/* Parts of the loop shared between its files (not for extensions). */
+#ifndef GRADSYNC_TRAIN_INTERNAL_H
+#define GRADSYNC_TRAIN_INTERNAL_H
+
+#include <stdio.h>
+
+#include "train.h"
+
+struct cJSON;
+
+/* ---- Data (data.c) ---- */
+gs_status train_load_data(const train_config *c, gs_nn_dataset *train, gs_nn_dataset *test);
+/* A data set the model cannot take is an error before training: the image
+ * shape, the class count and every label are checked against the model. */
+gs_status train_check_data(const train_config *c, const gs_nn_dataset *ds, int train);
+
+/* ---- The data cache (data_cache.c) ---- */
+/* --data-cache: fills train and test from the cache or the source
+ * (collective over t->ranks). Returns 1 after an agreed failure; else 0,
+ * with *st this rank's status of a fall-back read of the source (to be
+ * agreed with the rest of the set-up). */
+int train_data_cached(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *test, gs_status *st);
+
+/* ---- Checkpoints' descriptions (resume.c) ---- */
+/* What identifies a training set. */
+typedef struct train_data_id {
+  char source[512]; /* "synthetic N" or the directory */
+  size_t samples;
+  char shape[48];   /* "1x28x28" */
+  int classes;
+  uint32_t crc32;   /* of the decoded images and labels */
+} train_data_id;
+void train_data_identify(const train_config *c, const gs_nn_dataset *ds, train_data_id *id);
+/* Rank 0, after saving ckpt_path at the end of epoch (1-based count done):
+ * writes DIR/checkpoint.json describing the run and that file. */
+gs_status train_meta_save(const train_ctx *t, const char *ckpt_path, const train_data_id *data,
+                          long epoch);
+/* Before loading the checkpoint: a different --model, named as such (the
+ * loader would only see other tensor sizes). GS_OK where the description
+ * cannot be read (train_meta_check reports that). */
+gs_status train_meta_check_model(const train_ctx *t);
+/* After loading ckpt_path (at ckpt_epoch) for --resume: GS_ERR_INVALID_ARG
+ * saying what differs when the checkpoint does not fit this run. */
+gs_status train_meta_check(const train_ctx *t, const char *ckpt_path,
+                           const train_data_id *data, long ckpt_epoch);
+
+/* ---- Batches (prefetch.c) ---- */
+/* The batch buffers of a run, with a background thread that gathers the
+ * next step's batch while the current one computes (threaded = 1). */
+typedef struct train_batches train_batches;
+gs_status train_batches_create(train_batches **out, const gs_nn_dataset *ds, int batch,
+                               size_t sample_floats, int threaded);
+/* A new epoch: its shard's indices (which must not change until
+ * train_batches_finish) and step count; the first batch starts. */
+void train_batches_start(train_batches *b, const size_t *indices, long steps);
+/* Step's batch (steps in order from 0); asks for the next one. x and y stay
+ * valid and unchanged until the call for step + 2. */
+gs_status train_batches_get(train_batches *b, long step, long steps, float **x, int32_t **y);
+/* Waits until no gather is in flight (before the indices change). */
+void train_batches_finish(train_batches *b);
+void train_batches_destroy(train_batches *b);
+
+/* ---- Output (report.c) ---- */
+/* Adds v as fmt would print it (NaN and infinities become null). */
+void train_json_add(struct cJSON *obj, const char *name, double v, const char *fmt);
+/* Prints obj as one line on f and frees it. */
+void train_json_print(FILE *f, struct cJSON *obj);
+/* Whether the user watches a terminal. */
+int train_on_terminal(void);
+void train_progress(const train_ctx *t, int epoch, long step, long steps, double loss,
+                    double acc, double img_s, double hidden, int final);
+void train_print_epoch(const train_ctx *t, long epoch, double epoch_s, double train_loss,
+                       double test_loss, double acc, double img_s, const train_sync_stats *d);
+void train_print_summary(const train_ctx *t, double train_s, double wall_s, long images,
+                         double last_acc, const train_sync_stats *s,
+                         const train_breakdown *b);
+
+#endif /* GRADSYNC_TRAIN_INTERNAL_H */

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# gradsync train's checks before work (issue 14), end to end:
+#   - options that cannot apply together, repeated or unknown: exit 2, one
+#     line;
+#   - an unwritable checkpoint directory or timeline: exit 1 before any
+#     training (probed by creating a file: root passes access() on /proc);
+#   - --resume with a checkpoint that does not fit the run (batch, ranks,
+#     model, data, seed, epochs under a schedule, beyond --epochs, no
+#     description, another checkpoint's description): exit 1 naming what
+#     differs, before training.
+# Usage: test_train_checks.sh GRADSYNC
+set -u
+gs=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 GRADSYNC_CALIBRATE=0
+fails=0 passes=0
+ok() { echo "ok   $1"; passes=$((passes + 1)); }
+bad() { echo "FAIL $1"; fails=$((fails + 1)); }
+
+expect_error() { # expect_error STATUS PATTERN DESCRIPTION ARGS...
+  local want=$1 pat=$2 what=$3; shift 3
+  "$@" > "$tmp/err.log" 2>&1
+  local rc=$?
+  if { [ "$want" = any ] && [ $rc -ne 0 ]; } || [ "$rc" = "$want" ]; then
+    if grep -q -- "$pat" "$tmp/err.log"; then ok "$what (exit $rc)"; return; fi
+  fi
+  bad "$what: exit $rc, output: $(head -c 400 "$tmp/err.log")"
+}
+
+# Options that cannot apply together, repeated or unknown: exit 2, one line.
+expect_error 2 "given more than once" "a repeated option is refused" "$gs" train --batch 8 --batch 16
+expect_error 2 "synthetic and --data" "--synthetic with --data is refused" \
+  "$gs" train --synthetic 64 --data "$tmp"
+expect_error 2 "not with --synthetic" "--data-cache with --synthetic is refused" \
+  "$gs" train --synthetic 64 --data-cache "$tmp"
+expect_error 2 "not to resnet" "--dropout with resnet is refused" \
+  "$gs" train --model resnet --dropout 0.5
+expect_error 2 "needs a momentum" "--nesterov with --momentum 0 is refused" \
+  "$gs" train --nesterov --momentum 0
+expect_error 2 "longer than the run" "a warm-up longer than the run is refused" \
+  "$gs" train --epochs 2 --warmup-epochs 3
+expect_error 2 "'--bogus' is unknown" "an unknown option is one line" "$gs" train --bogus
+[ "$(wc -l < "$tmp/err.log")" -eq 1 ] && ok "an unknown option's message is one line" ||
+  bad "an unknown option printed $(wc -l < "$tmp/err.log") lines"
+# Where the run will write is checked before any work, by creating a file
+# there (as root, access() would say yes to /proc).
+expect_error 1 "checkpoint /proc: cannot create a file" "an unwritable checkpoint directory is refused" \
+  "$gs" run -np 2 -- "$gs" train --synthetic 4096 --model mlp --batch 16 --max-steps 2 --checkpoint /proc
+grep -q "epoch 1" "$tmp/err.log" && bad "the unwritable checkpoint directory was found after training"
+expect_error 1 "GRADSYNC_TIMELINE /proc/t.json: cannot create a file" "an unwritable timeline is refused" \
+  env GRADSYNC_TIMELINE=/proc/t.json "$gs" train --synthetic 4096 --model mlp --batch 16 --max-steps 2
+grep -q "epoch 1" "$tmp/err.log" && bad "the unwritable timeline was found after training"
+# The checkpoints to resume: half/ at epoch 2 of 2 (2 ranks, mlp, batch
+# 16, seed 1, the synthetic 4096 set), s1/ another run's at epoch 1.
+"$gs" run -np 2 -- "$gs" train --synthetic 4096 --epochs 2 --max-steps 6 --model mlp \
+  --batch 16 --policy wfbp --checkpoint "$tmp/half" --json > "$tmp/half.log" 2>&1 ||
+  bad "writing the checkpoint failed: $(tail -3 "$tmp/half.log")"
+"$gs" run -np 2 -- "$gs" train --synthetic 4096 --epochs 1 --max-steps 8 --model mlp \
+  --batch 16 --policy wfbp --checkpoint "$tmp/s1" --json > "$tmp/s1.log" 2>&1 ||
+  bad "writing the second checkpoint failed: $(tail -3 "$tmp/s1.log")"
+# --resume refuses a checkpoint that does not fit the run, naming what
+# differs (exit 1, as for other unusable files).
+resume_mismatch() { # resume_mismatch PATTERN DESCRIPTION NP ARGS...
+  local pat=$1 what=$2 np=$3; shift 3
+  "$gs" run -np "$np" -- "$gs" train --max-steps 6 --checkpoint "$tmp/half" --resume "$@" \
+    > "$tmp/mm.log" 2>&1
+  local rc=$?
+  if [ $rc -eq 1 ] && grep -q -- "does not fit this run: $pat" "$tmp/mm.log" &&
+     ! grep -q '"epoch"' "$tmp/mm.log"; then
+    ok "--resume refuses $what (exit 1)"
+  else
+    bad "--resume with $what: exit $rc, output: $(head -c 400 "$tmp/mm.log")"
+  fi
+}
+mm="--synthetic 4096 --epochs 2 --policy wfbp --json"
+resume_mismatch "--batch (per rank): the checkpoint's run had 16, this run has 8" \
+  "another batch" 2 $mm --model mlp --batch 8
+resume_mismatch "the rank count .* had 2, this run has 1" "another rank count" 1 $mm \
+  --model mlp --batch 16
+resume_mismatch "--model: the checkpoint's run had 'mlp', this run has 'cnn'" "another model" 2 \
+  $mm --model cnn --batch 16
+resume_mismatch "the training set's size" "another data set" 2 --synthetic 2048 --epochs 2 \
+  --model mlp --batch 16
+resume_mismatch "--seed" "another seed" 2 $mm --model mlp --batch 16 --seed 5
+resume_mismatch "--epochs (the learning-rate schedule spans the run)" \
+  "other --epochs under a cosine schedule" 2 --synthetic 4096 --epochs 3 --schedule cosine \
+  --model mlp --batch 16
+resume_mismatch "the checkpoint is at epoch 2, beyond this run's --epochs 1" "a checkpoint beyond --epochs" 2 \
+  --synthetic 4096 --epochs 1 --model mlp --batch 16
+cp -r "$tmp/half" "$tmp/half_nometa" && rm "$tmp/half_nometa/checkpoint.json"
+"$gs" run -np 2 -- "$gs" train $mm --model mlp --batch 16 --max-steps 6 \
+  --checkpoint "$tmp/half_nometa" --resume > "$tmp/mm.log" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -q "checkpoint.json: No such file" "$tmp/mm.log"; then
+  ok "--resume without the checkpoint's description is refused (exit 1)"
+else
+  bad "--resume without checkpoint.json: exit $rc, $(head -c 400 "$tmp/mm.log")"
+fi
+cp "$tmp/half/checkpoint.json" "$tmp/half_nometa/checkpoint.json"
+cp "$tmp/s1/checkpoint.gsck" "$tmp/half_nometa/checkpoint.gsck"
+"$gs" run -np 2 -- "$gs" train $mm --model mlp --batch 16 --max-steps 6 \
+  --checkpoint "$tmp/half_nometa" --resume > "$tmp/mm.log" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -q "description is of another checkpoint" "$tmp/mm.log"; then
+  ok "--resume refuses a description of another checkpoint file (exit 1)"
+else
+  bad "--resume with another checkpoint's description: exit $rc, $(head -c 400 "$tmp/mm.log")"
+fi
+
+echo "$passes passed, $fails failed"
+[ $fails -eq 0 ]

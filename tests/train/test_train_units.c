@@ -1,0 +1,82 @@
+/*
+ * Unit checks of the training library's pieces that need no ranks:
+ *   - a batch of 32x32 images gathered for a 28x28 net is refused, never
+ *     written past the buffer (the heap corruption issue 14 saw: the loop
+ *     gathers with gs_nn_dataset_gather_n, bounded by the buffer);
+ *   - the breakdown's buckets: added in order of first use, summed, and
+ *     bounded in number and name length.
+ * Exits 1 after printing "FAIL ..." on a failed check.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train.h"
+
+static int fails;
+#define CHECK(cond, ...)                           \
+  do {                                             \
+    if (!(cond)) {                                 \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+      printf(__VA_ARGS__);                         \
+      printf("\n");                                \
+      fails++;                                     \
+    }                                              \
+  } while (0)
+
+static void gather_bounds(void) {
+  gs_nn_dataset big = {0}, fit = {0};
+  if (gs_nn_dataset_synthetic(&big, 16, 1, 32, 32, 10, 1.0f, 3) != GS_OK ||
+      gs_nn_dataset_synthetic(&fit, 16, 1, 28, 28, 10, 1.0f, 3) != GS_OK) {
+    printf("FAIL synthetic sets: %s\n", gs_last_error());
+    exit(1);
+  }
+  enum { B = 4 };
+  size_t idx[B] = {0, 5, 9, 15};
+  /* Exactly a 28x28 batch: ASan reports any write past it. */
+  float *x = malloc((size_t)B * 28 * 28 * sizeof(float));
+  int32_t y[B];
+  gs_status st = gs_nn_dataset_gather_n(&big, idx, B, x, (size_t)B * 28 * 28, y);
+  CHECK(st == GS_ERR_INVALID_ARG, "32x32 into a 28x28 batch: status %d", (int)st);
+  CHECK(strstr(gs_last_error(), "1x32x32") != NULL, "the message does not name the shape: %s",
+        gs_last_error());
+  st = gs_nn_dataset_gather_n(&fit, idx, B, x, (size_t)B * 28 * 28, y);
+  CHECK(st == GS_OK, "28x28 into a 28x28 batch: %s", gs_last_error());
+  CHECK(st != GS_OK || (memcmp(x + 784, fit.images + 5 * 784, 784 * sizeof(float)) == 0 &&
+                        y[3] == fit.labels[15]),
+        "the gathered samples are not the data set's");
+  st = gs_nn_dataset_gather_n(&fit, idx, B, x, (size_t)B * 28 * 28 - 1, y);
+  CHECK(st == GS_ERR_INVALID_ARG, "one float short: status %d", (int)st);
+  free(x);
+  gs_nn_dataset_free(&big);
+  gs_nn_dataset_free(&fit);
+}
+
+static void breakdown(void) {
+  train_breakdown b = {0};
+  CHECK(train_breakdown_add(&b, "compute", 1.0) == 0, "add compute");
+  CHECK(train_breakdown_add(&b, "comm", 0.5) == 0, "add comm");
+  CHECK(train_breakdown_add(&b, "compute", 2.0) == 0, "add compute again");
+  CHECK(b.n == 2 && strcmp(b.bucket[0].name, "compute") == 0, "order of first use");
+  CHECK(train_breakdown_get(&b, "compute") == 3.0, "compute sums to %g",
+        train_breakdown_get(&b, "compute"));
+  CHECK(train_breakdown_get(&b, "nothing") == 0, "a missing bucket reads 0");
+  char longname[TRAIN_BREAKDOWN_NAME + 1];
+  memset(longname, 'a', sizeof longname - 1);
+  longname[sizeof longname - 1] = '\0';
+  CHECK(train_breakdown_add(&b, longname, 1) == -1 && b.n == 2, "a too long name is refused");
+  for (int i = b.n; i < TRAIN_BREAKDOWN_MAX; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "b%d", i);
+    CHECK(train_breakdown_add(&b, name, 1) == 0, "bucket %d", i);
+  }
+  CHECK(train_breakdown_add(&b, "one_too_many", 1) == -1 && b.n == TRAIN_BREAKDOWN_MAX,
+        "more than %d buckets are refused", TRAIN_BREAKDOWN_MAX);
+}
+
+int main(void) {
+  gather_bounds();
+  breakdown();
+  if (fails == 0) printf("ok: train unit checks passed\n");
+  return fails != 0;
+}
