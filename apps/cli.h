@@ -5,6 +5,7 @@
 #define GRADSYNC_CLI_H
 
 #include <stddef.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -24,8 +25,9 @@ int cmd_syncswitch(int argc, char **argv);
 /* ---- Numbers ------------------------------------------------------------
  * Every verb reads its numbers with these. Each returns 0 on success and -1
  * (leaving *out unchanged) on an empty string, stray characters (spaces,
- * a '+', a trailing unit that is not one), an overflow or a value outside
- * [min, max]. */
+ * a '+', a trailing unit that is not one), a leading zero ("010", which C
+ * would read as octal, "0x10"), an overflow or a value outside [min, max].
+ * Numbers are decimal only. */
 
 /* Parses "4K", "256MB", "1GiB", "4096" into bytes (K/M/G are powers of
  * 1024, as nccl-tests reads them). */
@@ -33,17 +35,69 @@ int cli_parse_bytes(const char *s, size_t *out);
 /* A decimal integer in [min, max]. */
 int cli_parse_long(const char *s, long min, long max, long *out);
 int cli_parse_int(const char *s, int min, int max, int *out);
-/* A finite decimal number in [min, max] (strtod's syntax: "0.5", "1e-3"). */
+/* A finite decimal number in [min, max] ("0.5", ".5", "1e-3"; not "nan",
+ * "inf" nor strtod's hexadecimal "0x1p3"). */
 int cli_parse_double(const char *s, double min, double max, double *out);
 
 /* The median of v[0..n) (0 for n == 0); sorts v in place. */
 double cli_median(double *v, size_t n);
 
-/* ---- Messages and JSON ------------------------------------------------- */
+/* ---- Messages and JSON -------------------------------------------------
+ * One voice for every verb. Every message is one line on stderr:
+ *
+ *   gradsync VERB: message (see --help)      bad usage or input, exit 2
+ *   gradsync VERB: message                   a failure of the work, exit 1
+ *   gradsync VERB: rank R: message           either, from rank R of several
+ *
+ * Whatever the message holds (names from a profile, a library error), it
+ * is printed as valid UTF-8 on one line: see cli_clean_text. */
 
-/* Prints an error in the tool's format: "gradsync <verb>: message". */
+/* Bad usage or input (an unknown option, a bad value, a missing argument,
+ * a file that cannot be read or written at start-up): the verb then exits
+ * with status 2. */
 void cli_error(const char *verb, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* A failure of the work itself (a collective failed, a result was wrong,
+ * an output could not be written at the end): the verb exits with 1. */
+void cli_fail(const char *verb, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The one formatter behind cli_error, cli_fail and cli_rank_error: rank < 0
+ * prints no rank, usage != 0 adds "(see --help)". */
+void cli_vmessage(const char *verb, int rank, int usage, const char *fmt, va_list ap);
+
+/* Copies in to out (cap bytes, always terminated) as valid UTF-8 without
+ * control characters: each byte of an invalid or overlong sequence, each
+ * surrogate and each C0 or C1 control character (newline and tab included)
+ * and DEL becomes U+FFFD. Text and JSON output use it alike, so a name reads
+ * the same in both. A sequence that does not fit whole is dropped. Returns
+ * out. */
+char *cli_clean_text(char *out, size_t cap, const char *in);
+/* Cleans a profile's model and tensor names in place (cli_clean_text), so
+ * that every output made from them (tables, JSON lines, timelines, error
+ * messages) is valid UTF-8: profiles are read as given, names included.
+ * GS_ERR_NOMEM, with the profile unchanged from that name on, otherwise
+ * GS_OK. */
+struct gs_profile;
+gs_status cli_clean_profile(struct gs_profile *p);
+
+/* getopt_long's errors, reported in the verb's voice. Call with the value
+ * getopt_long returned (':' for a missing value, '?' otherwise), with the
+ * optstring starting with "+:" (no reordering, missing values reported as
+ * ':'). Prints "option '--x' needs a value", "option '--x' takes no value"
+ * or "unknown option '--x'" and returns 2. */
+int cli_getopt_error(const char *verb, int c, char *const *argv);
+
+/* Repeated options are refused, as strict tools do (a value given twice is
+ * more often a mistake in a script than a wish for the last one). seen is
+ * the verb's record (zeroed), indexed by getopt's value c for the option,
+ * whose name is looked up in longs; returns 0 the first time, else prints
+ * "option --NAME given more than once" and returns 2. */
+struct option;
+typedef struct cli_seen {
+  unsigned char seen[256];
+} cli_seen;
+int cli_once(const char *verb, cli_seen *s, int c, const struct option *longs);
+
 /* Prints a cJSON object as one line on f and frees it. */
 struct cJSON;
 void cli_print_json(FILE *f, struct cJSON *obj);
@@ -88,6 +142,12 @@ enum {
   CLI_RANK_BLAS = 1,
 };
 
+/* Whether this process was started by an MPI launcher (mpirun sets
+ * OMPI_COMM_WORLD_SIZE, other launchers PMI_SIZE or PMIX_RANK). A verb run
+ * directly whose options are bad exits at once: there are no other ranks
+ * to tell, and starting MPI alone costs seconds on a loaded machine. */
+int cli_under_launcher(void);
+
 /* Starts MPI (gs_init) and learns the rank and size: cli_rank_error names
  * the rank from here on. Returns 0, or 1 after printing why not. */
 int cli_rank_init(cli_rank *r, const char *verb, int *argc, char ***argv);
@@ -131,14 +191,21 @@ _Noreturn void cli_rank_abort(cli_rank *r, const char *fmt, ...)
  * whose communicator does not exist yet). */
 void cli_rank_error(const cli_rank *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* cli_rank_error for bad usage or input found by a rank at start-up (a
+ * profile it cannot read, a path it cannot write): adds "(see --help)". */
+void cli_rank_usage_error(const cli_rank *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* Agrees on rc (0 or an exit status) across the ranks, then destroys the
  * communicator and shuts MPI down. Returns rc, or 1 where rc was 0 but
  * another rank failed. */
 int cli_rank_finish(cli_rank *r, int rc);
 
-/* Whether a file can be created at path: its directory exists and is
- * writable (GS_ERR_IO naming the path and what it is for otherwise). */
+/* Whether a file can be written at path, probed before any work: an
+ * existing file is opened for writing (not truncated); a new one is created
+ * and removed again. GS_ERR_IO naming the path, what it is for and why
+ * otherwise (a missing directory, a directory in the way, no permission, a
+ * read-only file system). */
 gs_status cli_check_writable(const char *path, const char *what);
 
 #endif /* GRADSYNC_CLI_H */

@@ -1,5 +1,6 @@
 /* The ranks' common set-up and their agreement points (cli.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,11 +26,19 @@ static train_ranks as_ranks(const cli_rank *r) {
   return (train_ranks){.verb = r->verb, .comm = r->comm, .rank = r->rank, .size = r->size};
 }
 
+/* The rank is named where there are several (its size is known from
+ * cli_rank_init on); the format is cli_vmessage's, shared by every verb. */
 void cli_rank_error(const cli_rank *r, const char *fmt, ...) {
-  train_ranks tr = as_ranks(r);
   va_list ap;
   va_start(ap, fmt);
-  train_rank_verror(&tr, fmt, ap);
+  cli_vmessage(r->verb, r->size > 1 ? r->rank : -1, 0, fmt, ap);
+  va_end(ap);
+}
+
+void cli_rank_usage_error(const cli_rank *r, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  cli_vmessage(r->verb, r->size > 1 ? r->rank : -1, 1, fmt, ap);
   va_end(ap);
 }
 
@@ -74,12 +83,17 @@ int cli_rank_connect(cli_rank *r, int flags, int startup_rc, const char *startup
     gs_finalize();
     return startup_rc ? startup_rc : 1;
   }
-  if (gs_comm_create(MPI_COMM_WORLD, &r->comm) != GS_OK) {
-    /* gs_comm_create fails on every rank together. */
-    cli_rank_error(r, "%s", gs_last_error());
+  gs_status st = gs_comm_create(MPI_COMM_WORLD, &r->comm);
+  if (st != GS_OK) {
+    /* gs_comm_create fails on every rank together. A setting from the
+     * environment that is malformed, or differs between ranks, is bad
+     * input (2); anything else a failure (1). */
+    int usage = st == GS_ERR_PARSE || st == GS_ERR_MISMATCH;
+    if (usage) cli_rank_usage_error(r, "%s", gs_last_error());
+    else cli_rank_error(r, "%s", gs_last_error());
     r->comm = NULL;
     gs_finalize();
-    return 1;
+    return usage ? 2 : 1;
   }
   if (flags & CLI_RANK_BLAS) {
     /* One compute thread per rank, as the ranks share the machine's cores:

@@ -2,6 +2,7 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -17,9 +18,14 @@
 #include "cli.h"
 
 /* strto* skip leading spaces and take a sign; the options take neither (a
- * '-' only where the range allows negative values). */
+ * '-' only where the range allows negative values). A leading zero before
+ * another digit is refused too: C reads "010" as 8 and "0x10" as 16, and a
+ * user who writes them may mean either. */
 static int plain_number(const char *s) {
-  return s != NULL && *s != '\0' && !isspace((unsigned char)*s) && *s != '+';
+  if (s == NULL || *s == '\0' || isspace((unsigned char)*s) || *s == '+') return 0;
+  const char *d = *s == '-' ? s + 1 : s;
+  if (d[0] == '0' && (isdigit((unsigned char)d[1]) || d[1] == 'x' || d[1] == 'X')) return 0;
+  return 1;
 }
 
 int cli_parse_bytes(const char *s, size_t *out) {
@@ -64,14 +70,20 @@ int cli_parse_int(const char *s, int min, int max, int *out) {
 
 int cli_parse_double(const char *s, double min, double max, double *out) {
   if (!plain_number(s)) return -1;
+  /* Decimal only: strtod would also read "nan", "inf" and hexadecimal. */
+  if (strspn(s, "0123456789.eE-+") != strlen(s)) return -1;
   errno = 0;
   char *end;
   double v = strtod(s, &end);
-  /* strtod also reads "nan", "inf" and hexadecimal: only finite values in
-   * range pass, and ERANGE (overflow, or underflow to 0) is refused. */
+  /* ERANGE (overflow, or underflow to 0) is refused. */
   if (errno || end == s || *end || !isfinite(v) || !(v >= min && v <= max)) return -1;
   *out = v;
   return 0;
+}
+
+int cli_under_launcher(void) {
+  return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL ||
+         getenv("PMIX_RANK") != NULL;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -85,15 +97,133 @@ double cli_median(double *v, size_t n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-void cli_error(const char *verb, const char *fmt, ...) {
-  char msg[2048];
-  va_list ap;
-  va_start(ap, fmt);
+/* Appends the n bytes of seq to out[*len] if they fit whole with the
+ * terminator in cap; returns 0, or -1 when they did not fit. */
+static int put_seq(char *out, size_t *len, size_t cap, const unsigned char *seq, size_t n) {
+  if (*len + n + 1 > cap) return -1;
+  memcpy(out + *len, seq, n);
+  *len += n;
+  return 0;
+}
+
+char *cli_clean_text(char *out, size_t cap, const char *in) {
+  static const unsigned char fffd[3] = {0xEF, 0xBF, 0xBD};
+  if (cap == 0) return out;
+  size_t len = 0;
+  const unsigned char *p = (const unsigned char *)(in ? in : "");
+  int full = 0;
+  while (*p && !full) {
+    unsigned char b = p[0];
+    size_t n = 0; /* bytes of a valid sequence at p, 0 if invalid */
+    unsigned lo = 0x80, hi = 0xBF; /* the range of the second byte */
+    if (b < 0x80) n = 1;
+    else if (b >= 0xC2 && b <= 0xDF) n = 2;
+    else if (b >= 0xE0 && b <= 0xEF) {
+      n = 3;
+      if (b == 0xE0) lo = 0xA0;      /* overlong */
+      else if (b == 0xED) hi = 0x9F; /* surrogates */
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      n = 4;
+      if (b == 0xF0) lo = 0x90;      /* overlong */
+      else if (b == 0xF4) hi = 0x8F; /* above U+10FFFF */
+    }
+    for (size_t k = 1; k < n; k++) {
+      unsigned c = p[k];
+      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) {
+        n = 0;
+        break;
+      }
+    }
+    if (n == 0) { /* one replacement per byte of an invalid sequence */
+      full = put_seq(out, &len, cap, fffd, 3) != 0;
+      p++;
+      continue;
+    }
+    /* Control characters: C0 and DEL, and C1 (U+0080..U+009F, C2 80..9F). */
+    int control = (n == 1 && (b < 0x20 || b == 0x7F)) || (n == 2 && b == 0xC2 && p[1] < 0xA0);
+    full = (control ? put_seq(out, &len, cap, fffd, 3) : put_seq(out, &len, cap, p, n)) != 0;
+    p += n;
+  }
+  out[len] = '\0';
+  return out;
+}
+
+/* Replaces *name by its cleaned copy (a gs_malloc'd string, as the profile
+ * owns its names through gs_free). */
+static gs_status clean_name(char **name) {
+  if (*name == NULL) return GS_OK;
+  size_t cap = 3 * strlen(*name) + 1;
+  char *c = gs_malloc(cap);
+  if (c == NULL) return gs_error(GS_ERR_NOMEM, "out of memory for a name of %zu bytes", cap);
+  cli_clean_text(c, cap, *name);
+  gs_free(*name);
+  *name = c;
+  return GS_OK;
+}
+
+gs_status cli_clean_profile(gs_profile *p) {
+  gs_status st = clean_name(&p->name);
+  for (size_t i = 0; i < p->ntensors && st == GS_OK; i++) st = clean_name(&p->tensors[i].name);
+  return st;
+}
+
+void cli_vmessage(const char *verb, int rank, int usage, const char *fmt, va_list ap) {
+  char msg[2048], clean[3 * sizeof msg], line[sizeof clean + 128];
   vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
+  cli_clean_text(clean, sizeof clean, msg);
+  char where[32] = "";
+  if (rank >= 0) snprintf(where, sizeof where, "rank %d: ", rank);
+  snprintf(line, sizeof line, "gradsync %s: %s%s%s\n", verb, where, clean,
+           usage ? " (see --help)" : "");
   /* One write per message, so that ranks sharing a terminal do not
    * interleave within a line. */
-  fprintf(stderr, "gradsync %s: %s\n", verb, msg);
+  fputs(line, stderr);
+  fflush(stderr);
+}
+
+void cli_error(const char *verb, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  cli_vmessage(verb, -1, 1, fmt, ap);
+  va_end(ap);
+}
+
+void cli_fail(const char *verb, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  cli_vmessage(verb, -1, 0, fmt, ap);
+  va_end(ap);
+}
+
+int cli_getopt_error(const char *verb, int c, char *const *argv) {
+  const char *arg = optind > 0 ? argv[optind - 1] : "";
+  char name[128];
+  if (strncmp(arg, "--", 2) == 0) {
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(arg, "="), arg);
+  } else if (optopt > 0 && optopt < 256) {
+    snprintf(name, sizeof name, "-%c", optopt);
+  } else {
+    snprintf(name, sizeof name, "%s", arg);
+  }
+  if (c == ':')
+    cli_error(verb, "option '%s' needs a value", name);
+  else if (strncmp(arg, "--", 2) == 0 && optopt != 0 && strchr(arg, '='))
+    cli_error(verb, "option '%s' takes no value", name);
+  else
+    cli_error(verb, "unknown option '%s'", name);
+  return 2;
+}
+
+int cli_once(const char *verb, cli_seen *s, int c, const struct option *longs) {
+  if (s->seen[c & 0xff]++ == 0) return 0;
+  const char *name = "?";
+  for (const struct option *o = longs; o && o->name; o++)
+    if (o->val == c) {
+      name = o->name;
+      break;
+    }
+  cli_error(verb, "option --%s given more than once", name);
+  return 2;
 }
 
 void cli_print_json(FILE *f, cJSON *obj) {

@@ -34,6 +34,11 @@ static const struct {
     [OP_ALLTOALL] = {"alltoall", {GS_ALGO_PAIRWISE, GS_ALGO_COUNT}},
 };
 
+/* The largest size of a sweep: 64 GiB, beyond any one machine's buffers
+ * here; larger sizes are refused at start-up rather than failing to
+ * allocate. */
+#define BENCH_MAX_BYTES ((size_t)64 << 30)
+
 typedef struct bench_opts {
   bench_op op;
   gs_algo only;   /* GS_ALGO_COUNT: all */
@@ -318,8 +323,11 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
                     .redop = GS_SUM, .iters = 20, .warmup = 2, .budget = 3.0,
                     .calibrate = 1};
   int c;
+  cli_seen seen = {{0}};
   optind = 1;
-  while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
+    if (c != '?' && c != ':' && cli_once("bench", &seen, c, longs)) return 2;
     switch (c) {
       case 'o': {
         int found = 0;
@@ -344,8 +352,12 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         break;
       case 'b':
       case 'e':
-        if (cli_parse_bytes(optarg, c == 'b' ? &o->min_bytes : &o->max_bytes)) {
-          cli_error("bench", "--%s '%s' is not a size (e.g. 4K, 256M)",
+        /* From 1 byte (a sweep from 0 would never grow) to 64G. */
+        if (cli_parse_bytes(optarg, c == 'b' ? &o->min_bytes : &o->max_bytes) ||
+            (c == 'b' ? o->min_bytes : o->max_bytes) < 1 ||
+            (c == 'b' ? o->min_bytes : o->max_bytes) > BENCH_MAX_BYTES) {
+          cli_error("bench", "--%s '%s' must be a size from 1 to 64G (decimal digits and "
+                    "an optional K, M or G, e.g. 4K, 256M)",
                     c == 'b' ? "min-bytes" : "max-bytes", optarg);
           return 2;
         }
@@ -372,9 +384,8 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
       case 'w':
         if (cli_parse_int(optarg, c == 'n' ? 1 : 0, 1000000,
                           c == 'n' ? &o->iters : &o->warmup)) {
-          cli_error("bench", "--%s '%s' must be a %s integer",
-                    c == 'n' ? "iters" : "warmup", optarg,
-                    c == 'n' ? "positive" : "non-negative");
+          cli_error("bench", "--%s '%s' must be an integer from %d to 1000000",
+                    c == 'n' ? "iters" : "warmup", optarg, c == 'n' ? 1 : 0);
           return 2;
         }
         break;
@@ -387,9 +398,15 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         break;
       case 'j': o->json = 1; break;
       case 'C': o->calibrate = 0; break;
-      case 'O': o->cost_out = optarg; break;
+      case 'O':
+        if (*optarg == '\0') {
+          cli_error("bench", "--cost-out needs a file name");
+          return 2;
+        }
+        o->cost_out = optarg;
+        break;
       case 'h': usage(stdout); return 1;
-      default: usage(stderr); return 2;
+      default: return cli_getopt_error("bench", c, argv);
     }
   }
   if (optind < argc) {
@@ -494,12 +511,13 @@ int cmd_bench(int argc, char **argv) {
   int rc = parse_opts(argc, argv, &o);
   if (rc == 1) return 0; /* --help */
   cli_rank cr;
+  if (rc != 0 && !cli_under_launcher()) return rc; /* no other rank to tell */
   if (cli_rank_init(&cr, "bench", &argc, &argv)) return rc ? rc : 1;
   char reason[160] = "bad options";
   /* Rank 0 writes the cost file: its path is checked before any work. */
   if (rc == 0 && o.cost_out && cr.rank == 0 &&
       cli_check_writable(o.cost_out, "--cost-out") != GS_OK) {
-    cli_rank_error(&cr, "%s", gs_last_error());
+    cli_rank_usage_error(&cr, "%s", gs_last_error());
     snprintf(reason, sizeof reason, "%s", gs_last_error());
     rc = 2;
   }
@@ -552,7 +570,8 @@ int cmd_bench(int argc, char **argv) {
              op_info[o.op].name, gs_dtype_name(o.dtype), gs_redop_name(o.redop),
              p, gs_comm_nodes(b.comm));
       printf("# cost model: alpha %.1f us, beta %.3g s/B (%.3f GB/s), gamma %.3g s/B\n",
-             cost->alpha * 1e6, cost->beta, 1e-9 / cost->beta, cost->gamma);
+             cost->alpha * 1e6, cost->beta, cost->beta > 0 ? 1e-9 / cost->beta : 0.0,
+             cost->gamma);
       for (int a = 0; a < GS_ALGO_COUNT; a++)
         if (cost->fit[a].beta > 0)
           printf("#   fitted %-13s alpha %8.1f us, beta %.3g s/B (%.4f GB/s)\n",
@@ -612,6 +631,6 @@ out:
   free(b.out);
   free(b.expect);
   if (failures && b.rank == 0)
-    cli_error("bench", "%d measurement(s) failed or gave wrong results", failures);
+    cli_fail("bench", "%d measurement(s) failed or gave wrong results", failures);
   return cli_rank_finish(&cr, rc ? rc : failures ? 1 : 0);
 }

@@ -4,8 +4,9 @@
  *
  * The cost comes either directly as T(M) = a + b*M (--a, --b) or from a
  * network preset through the cost module (--net, --workers, --algo).
- * Exit status: 0 on success, 2 on bad options or a bad profile, 1 on an
- * internal failure.
+ * Exit status: 0 on success, 2 on bad options, a bad profile or a profile
+ * and cost the planner refuses (times that would overflow, tensors beyond
+ * 2^53 bytes), 1 on any other failure (memory, a bug).
  */
 #include <cjson/cJSON.h>
 #include <float.h>
@@ -56,6 +57,14 @@ static void usage(FILE *f) {
           "  --help             this text\n");
 }
 
+/* The accepted ranges of the cost options: a start-up cost up to an hour
+ * and a cost per byte up to a second (1 B/s) are beyond any network; a
+ * compute scale up to 1e6 projects a profile onto any device. Larger
+ * values only make the predictions overflow. */
+#define PLAN_MAX_A 3600.0
+#define PLAN_MAX_B 1.0
+#define PLAN_MAX_SCALE 1e6
+
 typedef struct plan_row {
   const char *spec;
   gs_plan *plan;
@@ -65,6 +74,22 @@ static double total_bytes(const gs_profile *p) {
   double s = 0;
   for (size_t i = 0; i < p->ntensors; i++) s += (double)gs_profile_tensor_bytes(p, i);
   return s;
+}
+
+/* x / y, or NaN (null in JSON, "-" in text) where y is 0: a profile and
+ * cost whose iteration takes no time has no speedup. */
+static double ratio(double x, double y) { return y > 0 ? x / y : NAN; }
+
+/* The exit status of a failed gs_plan_make: the profile and cost the user
+ * gave are refused (2), or the planner itself failed (1); printed in the
+ * matching voice. */
+static int plan_failure(const char *spec, gs_status st) {
+  if (st == GS_ERR_INVALID_ARG || st == GS_ERR_PARSE) {
+    cli_error(VERB, "%s: %s", spec, gs_last_error());
+    return 2;
+  }
+  cli_fail(VERB, "%s: %s", spec, gs_last_error());
+  return 1;
 }
 
 static void print_groups(FILE *f, const gs_plan *pl) {
@@ -112,8 +137,8 @@ static char *row_json(const plan_row *r, const gs_profile *prof,
           pl->group_xchg[g] >= 0 ? gs_xchg_name((gs_xchg)pl->group_xchg[g]) : "dense"));
   }
   cJSON_AddNumberToObject(o, "predicted_iter_s", pl->predicted_iter_s);
-  cJSON_AddNumberToObject(o, "speedup_vs_wfbp", wfbp_s / pl->predicted_iter_s);
-  cJSON_AddNumberToObject(o, "speedup_vs_single", single_s / pl->predicted_iter_s);
+  cli_json_add(o, "speedup_vs_wfbp", ratio(wfbp_s, pl->predicted_iter_s), "%.17g");
+  cli_json_add(o, "speedup_vs_single", ratio(single_s, pl->predicted_iter_s), "%.17g");
   if (pl->chosen == GS_PLAN_DEAR) {
     cJSON_AddNumberToObject(o, "rs_a", cost->rs.a);
     cJSON_AddNumberToObject(o, "rs_b", cost->rs.b);
@@ -139,59 +164,59 @@ int cmd_plan(int argc, char **argv) {
   const char *compress = NULL;
   const char *profile_path = NULL, *policy = "all", *net = NULL, *algo_name = "auto";
   double a = -1, b = -1, scale = 1.0;
-  int have_a = 0, have_b = 0, workers = 0, nodes = 0, json = 0, verbose = 0;
+  int have_a = 0, have_b = 0, have_algo = 0, workers = 0, nodes = 0, json = 0, verbose = 0;
   optind = 1;
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+  cli_seen seen = {{0}};
+  while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+    if (c != '?' && c != ':' && cli_once(VERB, &seen, c, longopts)) return 2;
     switch (c) {
       case 'p': profile_path = optarg; break;
       case 'P': policy = optarg; break;
       case 'a':
-        if (cli_parse_double(optarg, 0, DBL_MAX, &a) != 0) {
-          cli_error(VERB, "--a: expected seconds >= 0, got '%s'", optarg);
+        if (cli_parse_double(optarg, 0, PLAN_MAX_A, &a) != 0) {
+          cli_error(VERB, "--a: expected seconds from 0 to %g, got '%s'", PLAN_MAX_A, optarg);
           return 2;
         }
         have_a = 1;
         break;
       case 'b':
-        if (cli_parse_double(optarg, 0, DBL_MAX, &b) != 0) {
-          cli_error(VERB, "--b: expected seconds per byte >= 0, got '%s'", optarg);
+        if (cli_parse_double(optarg, 0, PLAN_MAX_B, &b) != 0) {
+          cli_error(VERB, "--b: expected seconds per byte from 0 to %g, got '%s'", PLAN_MAX_B,
+                    optarg);
           return 2;
         }
         have_b = 1;
         break;
       case 'n': net = optarg; break;
       case 's':
-        if (cli_parse_double(optarg, 0, DBL_MAX, &scale) != 0 || scale == 0) {
-          cli_error(VERB, "--compute-scale: expected a number > 0, got '%s'", optarg);
+        if (cli_parse_double(optarg, 0, PLAN_MAX_SCALE, &scale) != 0 || scale == 0) {
+          cli_error(VERB, "--compute-scale: expected a number above 0 and up to %g, got '%s'",
+                    PLAN_MAX_SCALE, optarg);
           return 2;
         }
         break;
       case 'w':
         if (cli_parse_int(optarg, 1, 1 << 24, &workers) != 0) {
-          cli_error(VERB, "--workers: expected a positive integer, got '%s'", optarg);
+          cli_error(VERB, "--workers: expected an integer from 1 to %d, got '%s'", 1 << 24,
+                    optarg);
           return 2;
         }
         break;
       case 'N':
         if (cli_parse_int(optarg, 1, 1 << 24, &nodes) != 0) {
-          cli_error(VERB, "--nodes: expected a positive integer, got '%s'", optarg);
+          cli_error(VERB, "--nodes: expected an integer from 1 to %d, got '%s'", 1 << 24,
+                    optarg);
           return 2;
         }
         break;
-      case 'A': algo_name = optarg; break;
+      case 'A': algo_name = optarg; have_algo = 1; break;
       case 'z': compress = optarg; break;
       case 'j': json = 1; break;
       case 'v': verbose = 1; break;
       case 'h': usage(stdout); return 0;
-      case ':':
-        cli_error(VERB, "option '%s' needs a value", argv[optind - 1]);
-        return 2;
-      default:
-        cli_error(VERB, "unknown option '%s' (see gradsync plan --help)",
-                  argv[optind - 1]);
-        return 2;
+      default: return cli_getopt_error(VERB, c, argv);
     }
   }
   if (optind < argc) {
@@ -199,7 +224,7 @@ int cmd_plan(int argc, char **argv) {
     return 2;
   }
   if (profile_path == NULL) {
-    cli_error(VERB, "--profile FILE is required (see --help)");
+    cli_error(VERB, "--profile FILE is required");
     return 2;
   }
   if (have_a != have_b) {
@@ -208,6 +233,11 @@ int cmd_plan(int argc, char **argv) {
   }
   if (have_a && net) {
     cli_error(VERB, "give either --a/--b or --net, not both");
+    return 2;
+  }
+  if (have_a && (have_algo || nodes > 0)) {
+    cli_error(VERB, "--%s applies only with --net (--a/--b give the cost directly)",
+              have_algo ? "algo" : "nodes");
     return 2;
   }
   if (!have_a && !net) {
@@ -296,7 +326,16 @@ int cmd_plan(int argc, char **argv) {
   }
 
   gs_profile *prof = NULL;
-  if (gs_profile_load(profile_path, &prof) != GS_OK) {
+  /* Names are printed (and appear in errors) as valid UTF-8 whatever the
+   * file holds. */
+  gs_status lst = gs_profile_load(profile_path, &prof);
+  if (lst == GS_OK) lst = cli_clean_profile(prof);
+  if (lst != GS_OK) {
+    gs_profile_free(prof);
+    if (lst == GS_ERR_NOMEM) {
+      cli_fail(VERB, "%s", gs_last_error());
+      return 1;
+    }
     cli_error(VERB, "%s", gs_last_error());
     return 2;
   }
@@ -306,19 +345,18 @@ int cmd_plan(int argc, char **argv) {
   int rc = 0;
   plan_row rows[8] = {{0}};
   gs_plan *wfbp = NULL, *single = NULL;
-  if (gs_plan_make(prof, &cost, "wfbp", &wfbp) != GS_OK ||
-      gs_plan_make(prof, &cost, "single", &single) != GS_OK) {
-    cli_error(VERB, "%s", gs_last_error());
-    rc = 1;
+  gs_status st;
+  if ((st = gs_plan_make(prof, &cost, "wfbp", &wfbp)) != GS_OK ||
+      (st = gs_plan_make(prof, &cost, "single", &single)) != GS_OK) {
+    rc = plan_failure(wfbp ? "single" : "wfbp", st);
     goto done;
   }
   for (size_t k = 0; k < nspecs; k++) {
     rows[k].spec = specs[k];
     gs_plan_policy pk;
-    if (gs_plan_policy_parse(specs[k], &pk) != GS_OK ||
-        gs_plan_make_xchg(prof, &cost, &xchg, &pk, 1, &rows[k].plan) != GS_OK) {
-      cli_error(VERB, "%s: %s", specs[k], gs_last_error());
-      rc = 1;
+    if ((st = gs_plan_policy_parse(specs[k], &pk)) != GS_OK ||
+        (st = gs_plan_make_xchg(prof, &cost, &xchg, &pk, 1, &rows[k].plan)) != GS_OK) {
+      rc = plan_failure(specs[k], st);
       goto done;
     }
   }
@@ -327,6 +365,7 @@ int cmd_plan(int argc, char **argv) {
     for (size_t k = 0; k < nspecs; k++) {
       char *s = row_json(&rows[k], prof, &cost, workers, scale, wfbp_s, single_s);
       if (s == NULL) {
+        cli_fail(VERB, "out of memory for the JSON of policy %s", rows[k].spec);
         rc = 1;
         goto done;
       }
@@ -354,9 +393,13 @@ int cmd_plan(int argc, char **argv) {
       snprintf(name, sizeof name, "auto (%s)", gs_plan_policy_name(pl->chosen));
     else
       snprintf(name, sizeof name, "%s", rows[k].spec);
-    printf("%-18s %7zu %12.3f %8.3f %9.3f", name, pl->ngroups,
-           pl->predicted_iter_s * 1e3, wfbp_s / pl->predicted_iter_s,
-           single_s / pl->predicted_iter_s);
+    char vs_wfbp[32] = "-", vs_single[32] = "-";
+    if (pl->predicted_iter_s > 0) {
+      snprintf(vs_wfbp, sizeof vs_wfbp, "%.3f", wfbp_s / pl->predicted_iter_s);
+      snprintf(vs_single, sizeof vs_single, "%.3f", single_s / pl->predicted_iter_s);
+    }
+    printf("%-18s %7zu %12.3f %8s %9s", name, pl->ngroups, pl->predicted_iter_s * 1e3,
+           vs_wfbp, vs_single);
     if (zc) {
       size_t nz = 0;
       for (size_t g = 0; pl->group_xchg && g < pl->ngroups; g++) nz += pl->group_xchg[g] >= 0;

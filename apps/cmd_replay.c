@@ -13,8 +13,9 @@
  * --rounds R the policies run R times in turn (odd rounds in reverse
  * order), so that a machine whose speed drifts during the run (a shared VM)
  * does not favour the policies measured first; each round is reported.
- * Exit status: 0 on success, 2 on bad options or a bad profile, 1 on a
- * runtime failure. A rank that fails alone (a profile missing on one node,
+ * Exit status: 0 on success, 2 on bad options, a bad profile or an
+ * unwritable GRADSYNC_TIMELINE (all found before any work), 1 on a runtime
+ * failure. A rank that fails alone (a profile missing on one node,
  * an allocation) stops every rank: they agree before each policy's
  * iterations (cli.h); a failure during the iterations ends the job.
  */
@@ -31,6 +32,13 @@
 
 #define VERB "replay"
 
+/* Time scales from a millionth (a profile projected onto a far faster
+ * device) to a thousand; an iteration's scaled compute of at most an hour.
+ * Beyond these a replay only sleeps for days. */
+#define REPLAY_MIN_SCALE 1e-6
+#define REPLAY_MAX_SCALE 1e3
+#define REPLAY_MAX_ITER_S 3600.0
+
 static void usage(FILE *f) {
   fprintf(f,
           "usage: gradsync replay --profile FILE --policy P|all [--iters N]\n"
@@ -44,7 +52,9 @@ static void usage(FILE *f) {
           "  --warmup N        engine warm-up iterations, not measured (default 5)\n"
           "  --rounds R        run the policies R times in turn, odd rounds in\n"
           "                    reverse order (default 1); each round is reported\n"
-          "  --time-scale X    multiply every compute time by X > 0 (default 1)\n"
+          "  --time-scale X    multiply every compute time by X, from 1e-6 to 1000\n"
+          "                    (default 1); one iteration's scaled compute must\n"
+          "                    stay within an hour\n"
           "  --json            one JSON object per policy and line\n"
           "  --help            this text\n"
           "\nGRADSYNC_TIMELINE=FILE writes a Chrome trace per rank (docs/ENGINE.md).\n");
@@ -230,7 +240,9 @@ static int parse_opts(int argc, char **argv, replay_opts *o) {
   optind = 1;
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+  cli_seen seen = {{0}};
+  while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+    if (c != '?' && c != ':' && cli_once(VERB, &seen, c, longopts)) return 2;
     switch (c) {
       case 'p': o->profile_path = optarg; break;
       case 'P': o->policy = optarg; break;
@@ -254,20 +266,15 @@ static int parse_opts(int argc, char **argv, replay_opts *o) {
         }
         break;
       case 's':
-        if (cli_parse_double(optarg, 0, 1e6, &o->scale) != 0 || o->scale == 0) {
-          cli_error(VERB, "--time-scale: expected a number > 0 and <= 1e6, got '%s'", optarg);
+        if (cli_parse_double(optarg, REPLAY_MIN_SCALE, REPLAY_MAX_SCALE, &o->scale) != 0) {
+          cli_error(VERB, "--time-scale: expected a number from %g to %g, got '%s'",
+                    REPLAY_MIN_SCALE, REPLAY_MAX_SCALE, optarg);
           return 2;
         }
         break;
       case 'j': o->json = 1; break;
       case 'h': usage(stdout); return 1;
-      case ':':
-        cli_error(VERB, "option '%s' needs a value", argv[optind - 1]);
-        return 2;
-      default:
-        cli_error(VERB, "unknown option '%s' (see gradsync replay --help)",
-                  argv[optind - 1]);
-        return 2;
+      default: return cli_getopt_error(VERB, c, argv);
     }
   }
   if (optind < argc) {
@@ -275,7 +282,7 @@ static int parse_opts(int argc, char **argv, replay_opts *o) {
     return 2;
   }
   if (o->profile_path == NULL || o->policy == NULL) {
-    cli_error(VERB, "--profile FILE and --policy P|all are required (see --help)");
+    cli_error(VERB, "--profile FILE and --policy P|all are required");
     return 2;
   }
   if (strcmp(o->policy, "all") != 0) {
@@ -292,6 +299,7 @@ int cmd_replay(int argc, char **argv) {
   replay_opts o;
   int rc = parse_opts(argc, argv, &o);
   if (rc == 1) return 0; /* --help */
+  if (rc != 0 && !cli_under_launcher()) return rc; /* no other rank to tell */
   static const char *all_specs[] = {"wfbp", "single", "bucket", "mgwfbp",
                                     "optimal", "dear", "auto"};
   const char **specs = all_specs;
@@ -306,9 +314,35 @@ int cmd_replay(int argc, char **argv) {
    * file system): a missing or broken one on any rank stops them all. */
   gs_profile *prof = NULL;
   char reason[160] = "bad options";
-  if (rc == 0 && gs_profile_load(o.profile_path, &prof) != GS_OK) {
-    cli_rank_error(&cr, "%s", gs_last_error());
+  /* Names reach the table, the JSON lines, the engine's messages and the
+   * timeline: cleaned once here, they are valid UTF-8 in all of them. */
+  gs_status lst = rc == 0 ? gs_profile_load(o.profile_path, &prof) : GS_OK;
+  if (lst == GS_OK && prof) lst = cli_clean_profile(prof);
+  if (lst != GS_OK) {
     snprintf(reason, sizeof reason, "%s", gs_last_error());
+    rc = lst == GS_ERR_NOMEM ? 1 : 2;
+    if (rc == 2) cli_rank_usage_error(&cr, "%s", reason);
+    else cli_rank_error(&cr, "%s", reason);
+  }
+  if (rc == 0) {
+    /* The scaled compute of one iteration, bounded so that a replay ends. */
+    double compute = prof->forward_s;
+    for (size_t i = 0; i < prof->ntensors; i++) compute += prof->tensors[i].backward_s;
+    if (!(compute * o.scale <= REPLAY_MAX_ITER_S)) {
+      snprintf(reason, sizeof reason, "%s: one iteration's compute is %g s at --time-scale "
+               "%g; at most %g s is replayed", o.profile_path, compute * o.scale, o.scale,
+               REPLAY_MAX_ITER_S);
+      cli_rank_usage_error(&cr, "%s", reason);
+      rc = 2;
+    }
+  }
+  /* Every rank writes its own timeline: the path is probed before any
+   * work, not discovered unwritable when the engine starts. */
+  const char *timeline = getenv("GRADSYNC_TIMELINE");
+  if (rc == 0 && timeline && *timeline &&
+      cli_check_writable(timeline, "GRADSYNC_TIMELINE") != GS_OK) {
+    snprintf(reason, sizeof reason, "%s", gs_last_error());
+    cli_rank_usage_error(&cr, "%s", reason);
     rc = 2;
   }
   rc = cli_rank_connect(&cr, 0, rc, reason);

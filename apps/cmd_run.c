@@ -105,6 +105,14 @@ static void usage(FILE *f) {
       "The exit status is 0 only if every rank exits 0.\n");
 }
 
+/* The most ranks one launch starts. */
+#define RUN_MAX_RANKS 65536
+
+static int run_repeated(const char *opt) {
+  cli_error("run", "option %s given more than once", opt);
+  return 2;
+}
+
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -188,7 +196,7 @@ static int run_cmd(int quiet, char *const argv[]) {
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   if (err) {
-    if (!quiet) cli_error("run", "cannot run %s: %s", argv[0], strerror(err));
+    if (!quiet) cli_fail("run", "cannot run %s: %s", argv[0], strerror(err));
     return -1;
   }
   int status;
@@ -243,10 +251,10 @@ static void cluster_destroy(struct cluster *c) {
     cmd(1, ip_exe, "link", "del", name, NULL);
     snprintf(name, sizeof name, "gs-%d-%d", c->pid, i);
     if (cmd(0, ip_exe, "netns", "del", name, NULL) != 0)
-      cli_error("run", "could not remove network namespace %s", name);
+      cli_fail("run", "could not remove network namespace %s", name);
   }
   if (c->bridge_up && cmd(0, ip_exe, "link", "del", c->bridge, NULL) != 0)
-    cli_error("run", "could not remove bridge %s", c->bridge);
+    cli_fail("run", "could not remove bridge %s", c->bridge);
   c->built = 0;
   c->bridge_up = 0;
 }
@@ -357,6 +365,8 @@ static int parse_rate(const char *s, double *bps) {
   errno = 0;
   double v = strtod(s, &end);
   if (errno || end == s || !isfinite(v) || v <= 0 || !isdigit((unsigned char)*s)) return -1;
+  /* Decimal digits and a point only: strtod would also read "1e9" and hex. */
+  if (strspn(s, "0123456789.") != (size_t)(end - s)) return -1;
   for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
     if (strcasecmp(end, units[i].unit) == 0) {
       *bps = v * units[i].mult;
@@ -480,7 +490,7 @@ static int check_user_access(const struct run_user *u, const char *mpirun, const
   for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
     int ok = user_may(u, need[i].path, need[i].mode);
     if (ok < 0) {
-      cli_error("run", "cannot switch to user %s and back to check access: %s", u->name,
+      cli_fail("run", "cannot switch to user %s and back to check access: %s", u->name,
                 strerror(errno));
       return -1;
     }
@@ -529,7 +539,7 @@ static int exec_in_node(int argc, char **argv) {
     snprintf(path, sizeof path, NETNS_DIR "/%s%d", argv[2], rank / k);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
-      cli_error("run", "rank %d: cannot enter network namespace %s: %s", rank, path,
+      cli_fail("run", "rank %d: cannot enter network namespace %s: %s", rank, path,
                 strerror(errno));
       return 126;
     }
@@ -538,12 +548,12 @@ static int exec_in_node(int argc, char **argv) {
   /* Started through sudo, this process is the user's but holds
    * CAP_SYS_ADMIN for setns: the program gets no capability at all. */
   if (getuid() != 0 && drop_caps() != 0) {
-    cli_error("run", "rank %d: cannot drop capabilities before starting '%s': %s", rank,
+    cli_fail("run", "rank %d: cannot drop capabilities before starting '%s': %s", rank,
               argv[4], strerror(errno));
     return 126;
   }
   execvp(argv[4], argv + 4);
-  cli_error("run", "rank %d: cannot execute '%s': %s", rank, argv[4], strerror(errno));
+  cli_fail("run", "rank %d: cannot execute '%s': %s", rank, argv[4], strerror(errno));
   return 127;
 }
 
@@ -559,7 +569,7 @@ static int wait_mpirun(pid_t pid, int *status) {
       if (deadline == 0) {
         deadline = now_s() + KILL_GRACE_S;
       } else if (now_s() > deadline) {
-        cli_error("run", "mpirun did not stop within %.0f s; killing it", KILL_GRACE_S);
+        cli_fail("run", "mpirun did not stop within %.0f s; killing it", KILL_GRACE_S);
         kill(pid, SIGKILL);
         deadline = now_s() + 1e9;
       }
@@ -571,6 +581,9 @@ static int wait_mpirun(pid_t pid, int *status) {
 int cmd_run(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "--exec-in-netns") == 0) return exec_in_node(argc, argv);
   int np = 0, per_node = 1, per_node_given = 0, i;
+  /* Each option at most once, as for the other verbs (-np, -n and --np
+   * are one option). */
+  int seen_np = 0, seen_net = 0, seen_mpirun = 0, seen_verbose = 0;
   const char *net = NULL, *mpirun = "mpirun";
   double rate_bps = 0;
   for (i = 1; i < argc; i++) {
@@ -583,21 +596,29 @@ int cmd_run(int argc, char **argv) {
       usage(stdout);
       return 0;
     } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+      if (seen_verbose++) return run_repeated(a);
       verbose = 1;
     } else if (strcmp(a, "-np") == 0 || strcmp(a, "-n") == 0 || strcmp(a, "--np") == 0) {
-      if (!has_value || cli_parse_int(argv[++i], 1, 1 << 16, &np) != 0) {
-        cli_error("run", "%s needs a rank count of at least 1", a);
+      if (seen_np++) return run_repeated(a);
+      if (!has_value || cli_parse_int(argv[++i], 1, RUN_MAX_RANKS, &np) != 0) {
+        cli_error("run", "%s needs a rank count from 1 to %d%s%s%s", a, RUN_MAX_RANKS,
+                  has_value ? " (got '" : "", has_value ? argv[i] : "", has_value ? "')" : "");
         return 2;
       }
     } else if (strcmp(a, "--per-node") == 0) {
-      if (!has_value || cli_parse_int(argv[++i], 1, 1 << 16, &per_node) != 0) {
-        cli_error("run", "--per-node needs a positive number of ranks per node");
+      if (per_node_given) return run_repeated(a);
+      if (!has_value || cli_parse_int(argv[++i], 1, RUN_MAX_RANKS, &per_node) != 0) {
+        cli_error("run", "--per-node needs a number of ranks per node from 1 to %d%s%s%s",
+                  RUN_MAX_RANKS, has_value ? " (got '" : "", has_value ? argv[i] : "",
+                  has_value ? "')" : "");
         return 2;
       }
       per_node_given = 1;
     } else if (strcmp(a, "--net") == 0) {
+      if (seen_net++) return run_repeated(a);
       if (!has_value || parse_rate(argv[++i], &rate_bps) != 0) {
-        cli_error("run", "--net needs a rate such as 100mbit, 1gbit or 10gbit (got '%s')",
+        cli_error("run", "--net needs a rate from 1kbit to 1tbit such as 100mbit, 1gbit or "
+                  "10gbit (a number and bit, kbit, mbit, gbit or tbit; got '%s')",
                   has_value ? argv[i] : "");
         return 2;
       }
@@ -615,13 +636,14 @@ int cmd_run(int argc, char **argv) {
       }
       i++;
     } else if (strcmp(a, "--mpirun") == 0) {
-      if (!has_value) {
+      if (seen_mpirun++) return run_repeated(a);
+      if (!has_value || argv[i + 1][0] == '\0') {
         cli_error("run", "--mpirun needs a path");
         return 2;
       }
       mpirun = argv[++i];
     } else if (a[0] == '-') {
-      cli_error("run", "unknown option '%s' (see 'gradsync run --help')", a);
+      cli_error("run", "unknown option '%s'", a);
       return 2;
     } else {
       break; /* the program starts here */
@@ -658,7 +680,7 @@ int cmd_run(int argc, char **argv) {
   /* Ranks start as this very binary, so they must find it by absolute path. */
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) {
-    cli_error("run", "cannot find the gradsync binary: %s", strerror(errno));
+    cli_fail("run", "cannot find the gradsync binary: %s", strerror(errno));
     return 2;
   }
   self[n] = '\0';
@@ -694,10 +716,10 @@ int cmd_run(int argc, char **argv) {
     clean_stale(c.pid);
     c.subnet = pick_subnet(c.pid);
     if (c.subnet < 0) {
-      cli_error("run", "no free subnet in 10.213.0.0/16");
+      cli_fail("run", "no free subnet in 10.213.0.0/16");
       rc = 2;
     } else if (cluster_build(&c, rate_bps) != 0) {
-      if (!got_signal) cli_error("run", "could not build the emulated cluster (see above)");
+      if (!got_signal) cli_fail("run", "could not build the emulated cluster (see above)");
       rc = got_signal ? 128 + got_signal : 2;
     }
     if (lock >= 0) close(lock);
@@ -765,7 +787,7 @@ int cmd_run(int argc, char **argv) {
     if (pid == 0) {
       const char *what = NULL;
       if (as_user && become_user(&user, &what) != 0) {
-        cli_error("run", "cannot run mpirun as %s (uid %d): %s: %s", user.name, (int)user.uid,
+        cli_fail("run", "cannot run mpirun as %s (uid %d): %s: %s", user.name, (int)user.uid,
                   what, strerror(errno));
         _exit(126);
       }
@@ -776,23 +798,23 @@ int cmd_run(int argc, char **argv) {
     int err = errno;
     free(margv);
     if (pid < 0) {
-      cli_error("run", "cannot start %s: %s", mpirun_path, strerror(err));
+      cli_fail("run", "cannot start %s: %s", mpirun_path, strerror(err));
       rc = 2;
     } else {
       mpirun_pid = pid;
       if (got_signal) kill(pid, got_signal); /* arrived before mpirun_pid was set */
       int status = 0;
       if (wait_mpirun(pid, &status) != 0) {
-        cli_error("run", "lost track of mpirun: %s", strerror(errno));
+        cli_fail("run", "lost track of mpirun: %s", strerror(errno));
         rc = 2;
       } else if (got_signal) {
-        cli_error("run", "interrupted by signal %d; ranks stopped", (int)got_signal);
+        cli_fail("run", "interrupted by signal %d; ranks stopped", (int)got_signal);
         rc = 128 + got_signal;
       } else if (WIFSIGNALED(status)) {
-        cli_error("run", "mpirun was killed by signal %d", WTERMSIG(status));
+        cli_fail("run", "mpirun was killed by signal %d", WTERMSIG(status));
         rc = 128 + WTERMSIG(status);
       } else if (WEXITSTATUS(status) != 0) {
-        cli_error("run", "rank program exited with status %d", WEXITSTATUS(status));
+        cli_fail("run", "rank program exited with status %d", WEXITSTATUS(status));
         rc = WEXITSTATUS(status);
       }
       mpirun_pid = 0;

@@ -26,23 +26,39 @@ static void usage(FILE *f) {
   fprintf(f, "\n'gradsync <command> --help' describes a command.\n");
 }
 
+/* Errors of the tool itself (no verb yet) speak like the verbs', one line:
+ * "gradsync: message (see --help)" (exit status 2). */
+static int main_error(const char *what, const char *arg) {
+  char clean[512];
+  fprintf(stderr, "gradsync: %s%s%s%s (see --help)\n", what, arg ? " '" : "",
+          arg ? cli_clean_text(clean, sizeof clean, arg) : "", arg ? "'" : "");
+  return 2;
+}
+
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    usage(stderr);
-    return 2;
+  if (argc < 2) return main_error("no command given (run, bench, plan, replay, train)", NULL);
+  if (strcmp(argv[1], "help") == 0 && argc == 3) {
+    /* "gradsync help VERB" is "gradsync VERB --help". */
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+      if (strcmp(argv[2], verbs[i].name) == 0) {
+        char *hargv[] = {argv[2], "--help", NULL};
+        return verbs[i].fn(2, hargv);
+      }
+    return main_error("help: unknown command", argv[2]);
   }
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
       strcmp(argv[1], "help") == 0) {
+    if (argc > 2)
+      return main_error("unexpected argument", argv[strcmp(argv[1], "help") == 0 ? 3 : 2]);
     usage(stdout);
     return 0;
   }
-  if (strcmp(argv[1], "--version") == 0) {
+  if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+    if (argc > 2) return main_error("unexpected argument", argv[2]);
     printf("gradsync %s\n", GRADSYNC_VERSION);
     return 0;
   }
   for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
     if (strcmp(argv[1], verbs[i].name) == 0) return verbs[i].fn(argc - 1, argv + 1);
-  fprintf(stderr, "gradsync: unknown command '%s'\n\n", argv[1]);
-  usage(stderr);
-  return 2;
+  return main_error(argv[1][0] == '-' ? "unknown option" : "unknown command", argv[1]);
 }

@@ -7,6 +7,7 @@
  * In between, only the progress thread calls MPI (Horovod's shape).
  */
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sched.h>
@@ -779,9 +780,12 @@ static gs_status read_env(gs_comm *c) {
     char *end1, *end2;
     c->env_alpha = strtod(ea, &end1);
     c->env_beta = strtod(eb, &end2);
-    if (*end1 || *end2 || !(c->env_alpha >= 0) || !(c->env_beta >= 0))
+    /* Finite only: an infinite cost would reach every prediction and the
+     * JSON records (which have no infinity). */
+    if (*end1 || *end2 || !(c->env_alpha >= 0) || !(c->env_beta >= 0) ||
+        !isfinite(c->env_alpha) || !isfinite(c->env_beta))
       return gs_error(GS_ERR_PARSE, "GRADSYNC_ALPHA=%s / GRADSYNC_BETA=%s: "
-                      "expected non-negative numbers (seconds, s/byte)", ea, eb);
+                      "expected finite non-negative numbers (seconds, s/byte)", ea, eb);
   }
   c->env_node = -1;
   s = getenv("GRADSYNC_NODE");

@@ -31,7 +31,7 @@ static void test_parse_bytes(void **state) {
   assert_int_equal(v, 0);
   v = 7;
   const char *bad[] = {"", " 4K", "+4K", "-4K", "4Q", "4KX", "K", "4 K", "1.5M",
-                       "99999999999999999999", "17179869184G"};
+                       "99999999999999999999", "17179869184G", "04K", "0x10"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     assert_int_equal(cli_parse_bytes(bad[i], &v), -1);
     assert_int_equal(v, 7); /* untouched on failure */
@@ -48,7 +48,7 @@ static void test_parse_int(void **state) {
   assert_int_equal(cli_parse_int("-3", -5, 5, &v), 0);
   assert_int_equal(v, -3);
   v = 7;
-  const char *bad[] = {"", " 1", "+1", "1.5", "1e3", "12x", "0x10", "101", "0"};
+  const char *bad[] = {"", " 1", "+1", "1.5", "1e3", "12x", "0x10", "101", "0", "010", "-05"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     assert_int_equal(cli_parse_int(bad[i], 1, 100, &v), -1);
     assert_int_equal(v, 7);
@@ -69,11 +69,36 @@ static void test_parse_double(void **state) {
   assert_true(v == 1e-3);
   v = 7;
   const char *bad[] = {"", "nan", "NaN", "inf", "-inf", "1e999", " 0.5", "+0.5",
-                       "0.5s", "2", "-0.1", "1e-400"};
+                       "0.5s", "2", "-0.1", "1e-400", "0x1p-3", "00.5", "infinity"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     assert_int_equal(cli_parse_double(bad[i], 0, 1, &v), -1);
     assert_true(v == 7);
   }
+}
+
+/* Output text: valid UTF-8 kept, every invalid byte, surrogate, overlong
+ * form and control character replaced by U+FFFD, truncation never splits a
+ * character. */
+static void test_clean_text(void **state) {
+  (void)state;
+  char out[64];
+  assert_string_equal(cli_clean_text(out, sizeof out, "conv1.weight"), "conv1.weight");
+  assert_string_equal(cli_clean_text(out, sizeof out, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
+                      "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  assert_string_equal(cli_clean_text(out, sizeof out, "a\xff\xfe" "b"),
+                      "a\xef\xbf\xbd\xef\xbf\xbd" "b");
+  assert_string_equal(cli_clean_text(out, sizeof out, "x\ny\tz\x7f"),
+                      "x\xef\xbf\xbdy\xef\xbf\xbdz\xef\xbf\xbd");
+  /* C1 control U+0085, a surrogate (ED A0 80), an overlong '/' (C0 AF). */
+  assert_string_equal(cli_clean_text(out, sizeof out, "\xc2\x85"), "\xef\xbf\xbd");
+  assert_string_equal(cli_clean_text(out, sizeof out, "\xed\xa0\x80"),
+                      "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+  assert_string_equal(cli_clean_text(out, sizeof out, "\xc0\xaf"), "\xef\xbf\xbd\xef\xbf\xbd");
+  /* A truncated sequence at the end. */
+  assert_string_equal(cli_clean_text(out, sizeof out, "a\xe2\x82"), "a\xef\xbf\xbd\xef\xbf\xbd");
+  char small[5];
+  assert_string_equal(cli_clean_text(small, sizeof small, "ab\xe2\x82\xac"), "ab");
+  assert_string_equal(cli_clean_text(small, sizeof small, NULL), "");
 }
 
 static void test_median(void **state) {
@@ -104,7 +129,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_bytes),  cmocka_unit_test(test_parse_int),
       cmocka_unit_test(test_parse_double), cmocka_unit_test(test_median),
-      cmocka_unit_test(test_json_numbers),
+      cmocka_unit_test(test_json_numbers), cmocka_unit_test(test_clean_text),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

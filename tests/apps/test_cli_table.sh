@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# The command line's contract, as a table: for every verb (run, bench, plan,
+# replay, train, and the tool itself: help, version, unknown verbs) and every
+# class of input of docs/CLI.md (unknown options, missing values, repeated
+# options, numbers of the wrong kind or outside their range, options that
+# cannot apply together, paths that cannot be written, environment settings
+# that are not finite), the command, the exit status it must end with and a
+# substring of its message. Every usage error (exit 2) of run, bench, plan and
+# replay must also be ONE line on stderr ending in "(see --help)", with
+# nothing on stdout. Then outputs: JSON lines are strict JSON (no NaN or
+# Infinity) and valid UTF-8 whatever a profile's names contain; a size sweep
+# from 1 byte ends.
+# Usage: test_cli_table.sh GRADSYNC
+set -u
+gs=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 GRADSYNC_CALIBRATE=0
+unset GRADSYNC_TIMELINE GRADSYNC_ALPHA GRADSYNC_BETA
+PY=/usr/bin/python3
+fails=0 passes=0
+ok() { echo "ok   $1"; passes=$((passes + 1)); }
+bad() { echo "FAIL $1"; fails=$((fails + 1)); }
+
+prof=$tmp/small.json
+cat > "$prof" <<'EOF'
+{"name": "small", "forward_s": 0.002,
+ "tensors": [{"name": "w", "numel": 1024, "backward_s": 0.001},
+             {"name": "b", "numel": 16, "backward_s": 0.0005}]}
+EOF
+# Zero times: every prediction is 0 and no speedup exists.
+printf '{"name":"zero","forward_s":0,"tensors":[{"name":"w","numel":4,"backward_s":0}]}' \
+  > "$tmp/zero.json"
+# Names with invalid UTF-8 (\xff\xfe), a control character (\u0007, BEL) and
+# an escaped newline: outputs must stay valid UTF-8 on one line.
+printf '{"name":"bad\xff\\u0007name","forward_s":0.001,"tensors":[{"name":"w\xfe\\n","numel":4,"backward_s":0.001},{"name":"b","numel":4,"backward_s":0.001}]}' \
+  > "$tmp/names.json"
+# More than 2^53 bytes: the planner refuses it (bad input, exit 2).
+printf '{"name":"huge","forward_s":0,"tensors":[{"name":"w","numel":4000000000000000,"backward_s":0}]}' \
+  > "$tmp/huge.json"
+# An hour and more of compute per iteration: replay refuses it.
+printf '{"name":"slow","forward_s":4000,"tensors":[{"name":"w","numel":4,"backward_s":0}]}' \
+  > "$tmp/slow.json"
+
+# t CODE NEEDLE ARGS...: runs gradsync ARGS (ENV=... words first go to env).
+t() {
+  local code=$1 needle=$2
+  shift 2
+  local envs=()
+  while [ $# -gt 0 ] && [[ $1 == *=* && $1 != -* ]]; do envs+=("$1"); shift; done
+  local rc verb=${1:-}
+  env "${envs[@]}" timeout 60 "$gs" "$@" > "$tmp/out" 2> "$tmp/err"
+  rc=$?
+  local what="${envs[*]} gradsync $*"
+  if [ "$rc" != "$code" ]; then
+    bad "$what: exit $rc, expected $code: $(head -c 400 "$tmp/err")"
+    return
+  fi
+  if [ -n "$needle" ] && ! grep -qF -- "$needle" "$tmp/out" "$tmp/err"; then
+    bad "$what: output lacks '$needle': $(head -c 400 "$tmp/err")"
+    return
+  fi
+  # One voice: a usage error is one line on stderr with the hint, nothing on
+  # stdout (the trainer's options are the train helper's: exit status and
+  # message only).
+  if [ "$code" = 2 ] && [ "$verb" != train ] && [ "${ONE_LINE:-1}" = 1 ]; then
+    local lines
+    lines=$(wc -l < "$tmp/err")
+    if [ "$lines" != 1 ] || [ -s "$tmp/out" ] || ! grep -q '^gradsync[ a-z]*: .*(see --help)$' "$tmp/err"; then
+      bad "$what: not one line ending in (see --help): $(head -c 400 "$tmp/err")"
+      return
+    fi
+  fi
+  ok "$what -> $rc"
+}
+
+echo "== the tool"
+t 0 "usage: gradsync <command>" --help
+t 0 "usage: gradsync <command>" help
+t 0 "gradsync 0." --version
+t 0 "usage: gradsync run" help bench
+t 2 "no command given"
+t 2 "unknown command 'frobnicate'" frobnicate
+t 2 "unknown option '--frob'" --frob
+t 2 "unexpected argument 'x'" --version x
+t 2 "help: unknown command 'nope'" help nope
+
+echo "== bench: options"
+B=(--max-bytes 4K --iters 1 --warmup 0 --no-calibrate)
+t 0 "usage: gradsync run" bench --help
+t 2 "unknown option '--frob'" bench --frob
+t 2 "unknown option '-x'" bench -x
+t 2 "option '--step' needs a value" bench --step
+t 2 "option '--json' takes no value" bench --json=1
+t 2 "option --iters given more than once" bench --iters 2 --iters 3
+t 2 "option --json given more than once" bench --json --json
+t 2 "unexpected argument 'extra'" bench extra
+t 2 "must be a size from 1 to 64G" bench --min-bytes 0 --max-bytes 16
+t 2 "must be a size from 1 to 64G" bench --max-bytes 1T
+t 2 "must be a size from 1 to 64G" bench --max-bytes 65G
+t 2 "must be a size from 1 to 64G" bench --min-bytes -4K
+t 2 "must be a size from 1 to 64G" bench --min-bytes +4K
+t 2 "must be a size from 1 to 64G" bench --min-bytes 4K7
+t 2 "must be a size from 1 to 64G" bench --min-bytes 1.5M
+t 2 "must be a size from 1 to 64G" bench --min-bytes 0x10
+t 2 "must be a size from 1 to 64G" bench --min-bytes 99999999999999999999
+t 2 "must be an integer from 1 to 1000000" bench --iters 1.5
+t 2 "must be an integer from 1 to 1000000" bench --iters 010
+t 2 "must be an integer from 1 to 1000000" bench --iters 0x10
+t 2 "must be an integer from 0 to 1000000" bench --warmup -1
+t 2 "must be an integer from 2 to 1024" bench --step 99999999999999999999
+t 2 "must be an integer from 2 to 1024" bench --step 1
+t 2 "above 0 and up to 86400" bench --budget nan
+t 2 "above 0 and up to 86400" bench --budget inf
+t 2 "above 0 and up to 86400" bench --budget 0x1p3
+t 2 "is larger than --max-bytes" bench --min-bytes 1M --max-bytes 4K
+t 2 "does not implement bcast" bench --op bcast --algo ring
+t 2 "unknown --op 'sum'" bench --op sum
+t 2 "--cost-out needs a file name" bench --cost-out ""
+echo "== bench: paths and environment, before any work"
+t 2 "--cost-out $tmp/none/x.json" bench "${B[@]}" --cost-out "$tmp/none/x.json"
+t 2 "is a directory" bench "${B[@]}" --cost-out "$tmp"
+t 2 "is not a directory" bench "${B[@]}" --cost-out "$prof/x.json"
+t 2 "--cost-out /proc/gradsync-x.json" bench "${B[@]}" --cost-out /proc/gradsync-x.json
+t 2 "GRADSYNC_ALPHA=nan" GRADSYNC_ALPHA=nan GRADSYNC_BETA=1e-9 bench "${B[@]}" --json
+t 2 "GRADSYNC_BETA=inf" GRADSYNC_ALPHA=1e-5 GRADSYNC_BETA=inf bench "${B[@]}" --json
+t 2 "GRADSYNC_SEGMENT_BYTES=12" GRADSYNC_SEGMENT_BYTES=12 bench "${B[@]}"
+t 0 "" bench "${B[@]}" --cost-out "$tmp/cost.json"
+[ -s "$tmp/cost.json" ] && ok "bench --cost-out wrote the file" || bad "no cost file written"
+
+echo "== bench: bounded sweeps, strict JSON"
+t 0 "" bench --min-bytes 1 --max-bytes 16 --iters 1 --warmup 0 --no-calibrate --json
+rows=$(grep -c '"op"' "$tmp/out")
+[ "$rows" -gt 0 ] && [ "$rows" -le 40 ] && ok "sweep from 1 byte ended after $rows rows" \
+  || bad "sweep from 1 byte: $rows rows"
+strict_json() { # strict_json FILE: every line strict JSON and valid UTF-8
+  "$PY" - "$1" <<'EOF'
+import json, sys
+def no_const(c): raise ValueError("non-finite number " + c)
+data = open(sys.argv[1], "rb").read()
+text = data.decode("utf-8")  # raises on invalid UTF-8
+for line in text.splitlines():
+    if line.strip():
+        json.loads(line, parse_constant=no_const)
+EOF
+}
+strict_json "$tmp/out" && ok "bench --json lines are strict JSON" || bad "bench JSON not strict"
+
+echo "== plan"
+t 0 "usage: gradsync plan" plan --help
+t 2 "--profile FILE is required" plan --a 0 --b 0
+t 2 "option --policy given more than once" plan --profile "$prof" --a 0 --b 0 --policy wfbp --policy all
+t 2 "option '--a' needs a value" plan --profile "$prof" --a
+t 2 "unknown option '--frob'" plan --frob
+t 2 "--a: expected seconds from 0 to 3600" plan --profile "$prof" --a 1e9 --b 0
+t 2 "--a: expected seconds from 0 to 3600" plan --profile "$prof" --a nan --b 0
+t 2 "--b: expected seconds per byte from 0 to 1" plan --profile "$prof" --a 0 --b inf
+t 2 "--b: expected seconds per byte from 0 to 1" plan --profile "$prof" --a 0 --b -1e-9
+t 2 "--compute-scale: expected a number above 0 and up to 1e+06" plan --profile "$prof" --a 0 --b 0 --compute-scale 0
+t 2 "--workers: expected an integer from 1" plan --profile "$prof" --net 1GbE --workers 2.5
+t 2 "either --a/--b or --net" plan --profile "$prof" --a 0 --b 0 --net 1GbE --workers 4
+t 2 "--algo applies only with --net" plan --profile "$prof" --a 0 --b 0 --algo ring
+t 2 "--nodes applies only with --net" plan --profile "$prof" --a 0 --b 0 --nodes 2
+t 2 "--a and --b go together" plan --profile "$prof" --a 0
+t 2 "--net needs --workers" plan --profile "$prof" --net 1GbE
+t 2 "must divide" plan --profile "$prof" --net 1GbE --workers 4 --nodes 3
+t 2 "$tmp/none.json" plan --profile "$tmp/none.json" --a 0 --b 0
+t 2 "more than 2^53 bytes" plan --profile "$tmp/huge.json" --a 0 --b 0
+t 0 "" plan --profile "$tmp/zero.json" --a 0 --b 0
+grep -qi "nan" "$tmp/out" && bad "plan with zero times prints nan: $(cat "$tmp/out")" \
+  || ok "plan with zero times prints no nan"
+t 0 "" plan --profile "$tmp/zero.json" --a 0 --b 0 --json
+strict_json "$tmp/out" && ok "plan --json with zero times is strict JSON" || bad "plan JSON not strict"
+t 0 "" plan --profile "$tmp/names.json" --a 1e-5 --b 1e-9 --json
+strict_json "$tmp/out" && ok "plan --json with bad names is strict UTF-8 JSON" \
+  || bad "plan JSON with bad names"
+t 0 "" plan --profile "$tmp/names.json" --a 1e-5 --b 1e-9
+"$PY" -c 'import sys; t = open(sys.argv[1], "rb").read().decode("utf-8"); sys.exit(any(ord(c) < 32 and c != "\n" for c in t))' \
+  "$tmp/out" && ok "plan's table with bad names is clean UTF-8" || bad "plan's table not clean"
+
+echo "== replay"
+t 0 "usage: gradsync replay" replay --help
+t 2 "are required" replay --profile "$prof"
+t 2 "option --iters given more than once" replay --profile "$prof" --policy all --iters 1 --iters 2
+t 2 "expected a number from 1e-06 to 1000" replay --profile "$prof" --policy all --time-scale 0
+t 2 "expected a number from 1e-06 to 1000" replay --profile "$prof" --policy all --time-scale -1
+t 2 "expected a number from 1e-06 to 1000" replay --profile "$prof" --policy all --time-scale nan
+t 2 "expected a number from 1e-06 to 1000" replay --profile "$prof" --policy all --time-scale 1e4
+t 2 "expected an integer from 1 to 1000000" replay --profile "$prof" --policy all --iters 1e3
+t 2 "at most 3600 s is replayed" replay --profile "$tmp/slow.json" --policy wfbp
+t 2 "unknown policy" replay --profile "$prof" --policy fastest
+t 2 "GRADSYNC_TIMELINE $tmp/none/t.json" GRADSYNC_TIMELINE="$tmp/none/t.json" \
+  replay --profile "$prof" --policy wfbp --iters 1 --warmup 0
+t 0 "" replay --profile "$tmp/names.json" --policy wfbp --iters 1 --warmup 1 --json
+strict_json "$tmp/out" && ok "replay --json with bad names is strict UTF-8 JSON" \
+  || bad "replay JSON with bad names"
+
+echo "== run"
+t 0 "usage: gradsync run" run --help
+t 2 "option -np given more than once" run -np 1 -np 2 -- /bin/true
+t 2 "-np needs a rank count from 1 to 65536" run -np 1.5 -- /bin/true
+t 2 "-np needs a rank count from 1 to 65536" run -np 0 -- /bin/true
+t 2 "--per-node needs a number of ranks per node from 1" run -np 2 --per-node -1 -- /bin/true
+t 2 "--net needs a rate" run -np 1 --net 1e9bit -- /bin/true
+t 2 "unknown option '--frob'" run --frob
+t 2 "missing -np N" run -- /bin/true
+t 2 "not divisible" run -np 3 --per-node 2 -- /bin/true
+# A rank's usage error is the run's exit status (mpirun adds its own lines).
+ONE_LINE=0 t 2 "unknown option '--frob'" run -np 1 -- "$gs" bench --frob
+
+echo "== train (options)"
+t 0 "usage: gradsync run" train --help
+t 2 "--epochs" train --epochs 1.5
+t 2 "--batch" train --batch 0x10
+t 2 "" train --frobnicate
+
+echo "$passes passed, $fails failed"
+[ "$fails" = 0 ]
