@@ -72,7 +72,7 @@ void nn_sgd_update(const gs_nn_sgd_config *c, float *restrict w,
 
 void gs_nn_sgd_update(const gs_nn_sgd_config *cfg, float *w,
                       const float *grad, float *v, size_t n) {
-  if (cfg && n > 0) sgd_update(cfg, w, grad, v, n);
+  if (cfg && n > 0) nn_sgd_update(cfg, w, grad, v, n);
 }
 
 gs_status gs_nn_sgd_step(gs_nn_sgd *opt) {
