@@ -33,6 +33,7 @@
 #define GRADSYNC_TRAIN_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "agree.h"
@@ -139,5 +140,12 @@ typedef struct train_result {
  * printed and on which every rank agreed. result may be NULL; otherwise it
  * is overwritten, and on success holds a copy of the final weights. */
 int train_run(const train_config *cfg, const train_ranks *ranks, train_result *result);
+
+/* JSON output shared by the trainer and every verb (report.c): one home. */
+struct cJSON;
+/* Adds v as fmt would print it (NaN and infinities become null: strict JSON). */
+void train_json_add(struct cJSON *obj, const char *name, double v, const char *fmt);
+/* Prints obj as one line on f and frees it. */
+void train_json_print(FILE *f, struct cJSON *obj);
 
 #endif /* GRADSYNC_TRAIN_H */

@@ -61,10 +61,6 @@ void train_batches_finish(train_batches *b);
 void train_batches_destroy(train_batches *b);
 
 /* ---- Output (report.c) ---- */
-/* Adds v as fmt would print it (NaN and infinities become null). */
-void train_json_add(struct cJSON *obj, const char *name, double v, const char *fmt);
-/* Prints obj as one line on f and frees it. */
-void train_json_print(FILE *f, struct cJSON *obj);
 /* Whether the user watches a terminal. */
 int train_on_terminal(void);
 void train_progress(const train_ctx *t, int epoch, long step, long steps, double loss,
