@@ -2,6 +2,8 @@
 dtype (blocking and async), the argument checks, object and parameter
 broadcasts, and DistributedOptimizer's contract (averages, unused
 parameters, backward_passes_per_step, skip_synchronize, compression)."""
+import copy
+
 import torch
 
 import gradsync
@@ -138,8 +140,14 @@ opt = gs.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.1),
 for step in range(3):
     opt.zero_grad()
     torch.manual_seed(1000 * step + r)
-    net(torch.randn(4, 3), use=(r == 0)).sum().backward()
-    local = {k: p.grad.clone() for k, p in net.named_parameters() if p.grad is not None}
+    x = torch.randn(4, 3)
+    # The engine averages p.grad in place from its own thread as soon as a
+    # hook hands it over, so this rank's own gradient is read from a copy
+    # of the network that has no hooks.
+    shadow = copy.deepcopy(net)
+    shadow(x, use=(r == 0)).sum().backward()
+    local = {k: p.grad for k, p in shadow.named_parameters() if p.grad is not None}
+    net(x, use=(r == 0)).sum().backward()
     opt.synchronize()
     for k, p in net.named_parameters():
         want = gs.allreduce(local.get(k, torch.zeros_like(p)), op=gs.Sum) / n
@@ -159,10 +167,13 @@ opt2 = gs.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.1),
                                backward_passes_per_step=2, policy="single")
 for step in range(2):
     opt2.zero_grad()
+    shadow = copy.deepcopy(net)  # no hooks: this rank's own sum of two passes
     for p_ in range(2):
         torch.manual_seed(50 + 10 * step + p_ + 100 * r)
-        net(torch.randn(2, 3), use=True).sum().backward()
-    local = {k: p.grad.clone() for k, p in net.named_parameters()}
+        x = torch.randn(2, 3)
+        shadow(x, use=True).sum().backward()
+        net(x, use=True).sum().backward()
+    local = {k: p.grad for k, p in shadow.named_parameters()}
     opt2.synchronize()
     for k, p in net.named_parameters():
         want = gs.allreduce(local[k])
