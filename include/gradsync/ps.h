@@ -186,7 +186,11 @@ gs_status gs_ps_pull(gs_ps *ps, float *w);
  * clock leave it out meanwhile. For a pause every worker takes but not at
  * the same step (an epoch's end under ASP, where the workers meet to
  * evaluate): a worker held in a BSP round would otherwise wait for one that
- * already left for the meeting. No silence timeout runs while parked. */
+ * already left for the meeting. No silence timeout runs while parked.
+ * Every worker parks the same number of times, its k-th park being the
+ * k-th meeting: a BSP round after meeting k waits for every worker that has
+ * not yet parked for meeting k+1, so the first push after a meeting waits
+ * for the others to come back rather than making a round of its own. */
 gs_status gs_ps_park(gs_ps *ps);
 /* Worker: tells the servers this worker is done (no call after it but
  * gs_ps_stats and gs_ps_destroy). */

@@ -437,6 +437,7 @@ gs_status gs_ps_step(gs_ps *ps, const float *grad, float *w,
   double now = gs_now();
   ps_request req = {.type = PS_MSG_PUSH, .mode = ps->mode,
                     .batch = info->batch, .clock = ps->clock,
+                    .parks = (int32_t)ps->parks,
                     .compute_s = ps->last_answer >= 0 ? now - ps->last_answer
                                                       : -1.0};
   step_hparams(ps, info, &req.lr, &req.momentum);
@@ -481,7 +482,9 @@ gs_status gs_ps_step(gs_ps *ps, const float *grad, float *w,
 
 gs_status gs_ps_park(gs_ps *ps) {
   GS_CHECK(need_worker(ps, "gs_ps_park"));
-  ps_request req = {.type = PS_MSG_PARK, .clock = ps->clock};
+  ps->parks++;
+  ps_request req = {.type = PS_MSG_PARK, .clock = ps->clock,
+                    .parks = (int32_t)ps->parks};
   MPI_Request *sreq = gs_malloc((size_t)ps->servers * sizeof *sreq);
   if (!sreq) return GS_ERR_NOMEM;
   int ns = send_all(ps, &req, NULL, 0, sreq);

@@ -23,7 +23,8 @@ typedef struct {
   int32_t type;
   int32_t mode;       /* gs_ps_mode of a push */
   int32_t batch;      /* samples behind a push */
-  int32_t pad;
+  int32_t parks;      /* the worker's gs_ps_park calls so far (a PARK
+                         counts itself): a push's round generation */
   int64_t clock;      /* the worker's pushes before this one */
   float lr, momentum; /* as applied to this push */
   double compute_s;   /* worker time since its previous answer */
@@ -86,6 +87,7 @@ struct gs_ps {
   /* worker state */
   gs_ps_mode mode;      /* of the next step */
   long clock;
+  long parks;           /* gs_ps_park calls so far */
   long asp_since;       /* own pushes since the last switch to ASP/SSP */
   double last_answer;   /* when the previous answer arrived */
   int stopped;

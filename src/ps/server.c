@@ -17,6 +17,7 @@ typedef struct {
   int pending;
   int init;             /* the data being received are the initial values */
   int parked;           /* stepped out (gs_ps_park) until its next push */
+  long parks;           /* its PARK messages received */
   ps_request req;
   MPI_Request req_r;
   MPI_Request *data_r;
@@ -142,20 +143,39 @@ static void on_push(ps_server *s, int w) {
     p->pending = PEND_SSP;
 }
 
-/* BSP: once every worker still training has a push held, one update with
- * their average (summed in worker order) and an answer to each. */
+/* Whether worker w holds a BSP push of round generation g. */
+static int in_round(const ps_server *s, int w, long g) {
+  return s->peer[w].pending == PEND_BSP && s->peer[w].req.parks == g;
+}
+
+/* BSP: once every worker expected in a round has a push held, one update
+ * with their average (summed in worker order) and an answer to each.
+ *
+ * Rounds have generations: a push made after a worker's g-th gs_ps_park
+ * belongs to generation g, and the oldest generation held goes first. A
+ * round of generation g waits for every worker still training that has not
+ * parked a (g+1)-th time: one that left for the next meeting is out, and
+ * one that parked g times is back for this round even while its park flag
+ * is still set, because messages from different workers arrive in any
+ * order (a worker's push after a meeting can overtake another's park for
+ * it). Without the generation, the first push after a meeting every
+ * worker parked at made a round of its own. */
 static void try_bsp_round(ps_server *s) {
   int W = s->ps->workers, k = 0, first = -1;
+  long g = -1;
+  for (int w = 0; w < W; w++)
+    if (s->peer[w].pending == PEND_BSP && (g < 0 || s->peer[w].req.parks < g))
+      g = s->peer[w].req.parks;
+  if (g < 0) return;
   for (int w = 0; w < W; w++) {
-    if (s->peer[w].state == PEER_DONE || s->peer[w].parked) continue;
-    if (s->peer[w].pending != PEND_BSP) return;
+    if (s->peer[w].state == PEER_DONE || s->peer[w].parks > g) continue;
+    if (!in_round(s, w, g)) return;
     if (first < 0) first = w;
     k++;
   }
-  if (k == 0) return;
   int started = 0;
   for (int w = 0; w < W; w++) {
-    if (s->peer[w].pending != PEND_BSP) continue;
+    if (!in_round(s, w, g)) continue;
     if (!started) {
       memcpy(s->sum, s->peer[w].grad, s->n * sizeof(float));
       started = 1;
@@ -166,7 +186,7 @@ static void try_bsp_round(ps_server *s) {
   gs_scale_div(s->sum, s->n, GS_F32, k);
   apply(s, s->sum, s->peer[first].req.lr, s->peer[first].req.momentum);
   for (int w = 0; w < W; w++)
-    if (s->peer[w].pending == PEND_BSP) {
+    if (in_round(s, w, g)) {
       s->peer[w].clock++;
       if (s->has_policy)
         ps_policy_count(&s->policy, GS_PS_BSP, s->peer[w].req.batch);
@@ -174,7 +194,7 @@ static void try_bsp_round(ps_server *s) {
   if (s->has_policy) ps_policy_round_done(&s->policy);
   int next = decide(s);
   for (int w = 0; w < W; w++)
-    if (s->peer[w].pending == PEND_BSP) answer(s, w, next);
+    if (in_round(s, w, g)) answer(s, w, next);
 }
 
 /* SSP: a held answer goes out once its worker is at most s steps ahead of
@@ -214,6 +234,7 @@ static int poll_peer(ps_server *s, int w) {
         break;
       case PS_MSG_PARK:
         p->parked = 1;
+        p->parks = p->req.parks;
         post_request(s, w);
         break;
       case PS_MSG_FIN:
