@@ -104,6 +104,17 @@ typedef struct {
   int inverted_locally;   /* spd: factors every rank inverts */
 } gs_kfac_stats;
 
+/* This rank's K-FAC state, for checkpoints: the step count, and the
+ * factors' running averages and damped inverses the rank holds (all of
+ * them under dkfac and spd; its own layers' under dp), written atomically
+ * to path (gs_nn_file). Local: each rank writes its own file. */
+gs_status gs_kfac_state_save(gs_nn_optim *opt, const char *path);
+/* Restores what save wrote on the same rank of a job of the same size,
+ * scheme and layers; expect_step >= 0 also requires the file's step to be
+ * that one (the checkpoint's). A file that does not fit is GS_ERR_PARSE
+ * naming what differs, and leaves the optimizer unchanged. */
+gs_status gs_kfac_state_load(gs_nn_optim *opt, const char *path, long expect_step);
+
 gs_status gs_kfac_stats_get(gs_nn_optim *opt, gs_kfac_stats *out);
 void gs_kfac_stats_reset(gs_nn_optim *opt);
 

@@ -308,6 +308,33 @@ gs_status gs_nn_sampler_init(gs_nn_sampler *s, size_t n, int rank, int size,
 gs_status gs_nn_sampler_set_epoch(gs_nn_sampler *s, long epoch);
 void gs_nn_sampler_free(gs_nn_sampler *s);
 
+/* ---- State files ---------------------------------------------------------- */
+
+/* A file written atomically and durably, ending in the crc32 (zlib) of
+ * what precedes it: create opens a temporary file beside path; write
+ * appends; commit writes the checksum, fsyncs, renames the temporary file
+ * over path and fsyncs the directory; abort (after a failed write) removes
+ * the temporary file. A reader sees the old file or the new one, never a
+ * mix. `what` names the kind of file in messages ("checkpoint"). */
+typedef struct {
+  int fd;
+  const char *path, *what; /* borrowed until commit or abort */
+  char *tmp;
+  unsigned long crc;
+} gs_nn_file;
+
+gs_status gs_nn_file_create(gs_nn_file *f, const char *path, const char *what);
+gs_status gs_nn_file_write(gs_nn_file *f, const void *buf, size_t n);
+/* On failure the temporary file is already gone (no abort needed). */
+gs_status gs_nn_file_commit(gs_nn_file *f);
+void gs_nn_file_abort(gs_nn_file *f);
+/* Reads a whole regular file of at most max bytes into *data (the caller's,
+ * gs_free); a larger one fails before anything is allocated for it. */
+gs_status gs_nn_file_read(const char *path, const char *what, size_t max,
+                          unsigned char **data, size_t *size);
+/* Whether data's last 4 bytes are the crc32 of the rest. */
+int gs_nn_file_crc_ok(const unsigned char *data, size_t size);
+
 /* ---- Checkpoints ---------------------------------------------------------- */
 
 typedef struct {

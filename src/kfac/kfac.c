@@ -864,3 +864,187 @@ void gs_kfac_stats_reset(gs_nn_optim *opt) {
   k->stats.merge_groups_g = g;
   k->stats.inverted_locally = loc;
 }
+
+/* ---- State files --------------------------------------------------------- */
+
+static const char KFAC_MAGIC[8] = {'G', 'S', 'K', 'F', 'A', 'C', 0, 0};
+#define KFAC_STATE_VERSION 1u
+
+/* A state file (host byte order): this header; per layer a kfac_state_layer
+ * and, when the rank holds the layer's factors, A, G, Ainv and Ginv
+ * (dA^2, dG^2, dA^2, dG^2 floats); the crc32 of all that (gs_nn_file). */
+typedef struct {
+  char magic[8];
+  uint32_t version, dist, inverse, layers;
+  int32_t rank, size;
+  int64_t step;
+  uint32_t have_inverses, reserved;
+} kfac_state_header;
+
+typedef struct {
+  uint32_t dA, dG, holds, have_factors;
+} kfac_state_layer;
+
+static gs_status kfac_of(gs_nn_optim *opt, const char *fn, kfac **out) {
+  if (!opt || strcmp(gs_nn_optim_name(opt), "kfac") != 0)
+    return gs_error(GS_ERR_INVALID_ARG, "%s: not a K-FAC optimizer", fn);
+  *out = gs_nn_optim_impl(opt);
+  return GS_OK;
+}
+
+static size_t layer_state_floats(const kfac_layer *l) {
+  return 2 * ((size_t)l->dA * l->dA + (size_t)l->dG * l->dG);
+}
+
+gs_status gs_kfac_state_save(gs_nn_optim *opt, const char *path) {
+  kfac *k = NULL;
+  GS_CHECK(kfac_of(opt, "gs_kfac_state_save", &k));
+  if (!path) return gs_error(GS_ERR_INVALID_ARG, "gs_kfac_state_save: path NULL");
+  kfac_state_header h;
+  memset(&h, 0, sizeof h);
+  memcpy(h.magic, KFAC_MAGIC, sizeof h.magic);
+  h.version = KFAC_STATE_VERSION;
+  h.dist = (uint32_t)k->cfg.dist;
+  h.inverse = (uint32_t)k->cfg.inverse;
+  h.layers = (uint32_t)k->L;
+  h.rank = k->rank;
+  h.size = k->size;
+  h.step = k->step;
+  h.have_inverses = (uint32_t)k->have_inverses;
+  gs_nn_file f;
+  GS_CHECK(gs_nn_file_create(&f, path, "K-FAC state"));
+  gs_status st = gs_nn_file_write(&f, &h, sizeof h);
+  for (size_t i = 0; st == GS_OK && i < k->L; i++) {
+    const kfac_layer *l = &k->layers[i];
+    kfac_state_layer sl = {(uint32_t)l->dA, (uint32_t)l->dG, l->A != NULL,
+                           (uint32_t)l->have_factors};
+    st = gs_nn_file_write(&f, &sl, sizeof sl);
+    if (st != GS_OK || !l->A) continue;
+    size_t na = (size_t)l->dA * l->dA, ng = (size_t)l->dG * l->dG;
+    st = gs_nn_file_write(&f, l->A, na * sizeof(float));
+    if (st == GS_OK) st = gs_nn_file_write(&f, l->G, ng * sizeof(float));
+    if (st == GS_OK) st = gs_nn_file_write(&f, l->Ainv, na * sizeof(float));
+    if (st == GS_OK) st = gs_nn_file_write(&f, l->Ginv, ng * sizeof(float));
+  }
+  if (st != GS_OK) {
+    gs_nn_file_abort(&f);
+    return st;
+  }
+  return gs_nn_file_commit(&f);
+}
+
+/* Checks a state file against this optimizer; *why says what differs. */
+static int state_fits(const kfac *k, const unsigned char *data, size_t size,
+                      char *why, size_t n) {
+  kfac_state_header h;
+  if (size < sizeof h + sizeof(uint32_t)) {
+    snprintf(why, n, "truncated (%zu bytes)", size);
+    return 0;
+  }
+  memcpy(&h, data, sizeof h);
+  if (memcmp(h.magic, KFAC_MAGIC, sizeof h.magic) != 0) {
+    snprintf(why, n, "bad magic: not a gradsync K-FAC state file");
+    return 0;
+  }
+  if (h.version != KFAC_STATE_VERSION) {
+    snprintf(why, n, "version %u, this build reads %u", h.version, KFAC_STATE_VERSION);
+    return 0;
+  }
+  if (!gs_nn_file_crc_ok(data, size)) {
+    snprintf(why, n, "checksum mismatch (corrupt file)");
+    return 0;
+  }
+  if (h.dist != (uint32_t)k->cfg.dist || h.layers != k->L || h.rank != k->rank ||
+      h.size != k->size) {
+    snprintf(why, n,
+             "written by rank %d of %d for %s over %u layers; this is rank %d of "
+             "%d running %s over %zu layers", (int)h.rank, (int)h.size,
+             h.dist < GS_KFAC_DIST_COUNT ? dist_names[h.dist] : "an unknown scheme",
+             h.layers, k->rank, k->size, dist_names[k->cfg.dist], k->L);
+    return 0;
+  }
+  if (h.step < 0) {
+    snprintf(why, n, "bad step %lld", (long long)h.step);
+    return 0;
+  }
+  size_t off = sizeof h;
+  for (size_t i = 0; i < k->L; i++) {
+    const kfac_layer *l = &k->layers[i];
+    kfac_state_layer sl;
+    if (size - sizeof(uint32_t) - off < sizeof sl) {
+      snprintf(why, n, "truncated at layer %zu (%s)", i, l->info.name);
+      return 0;
+    }
+    memcpy(&sl, data + off, sizeof sl);
+    off += sizeof sl;
+    if (sl.dA != (uint32_t)l->dA || sl.dG != (uint32_t)l->dG ||
+        sl.holds != (uint32_t)(l->A != NULL)) {
+      snprintf(why, n,
+               "layer %zu (%s): factors of %ux%u and %ux%u%s in the file, "
+               "%dx%d and %dx%d%s here", i, l->info.name, sl.dA, sl.dA, sl.dG, sl.dG,
+               sl.holds ? "" : " (not held)", l->dA, l->dA, l->dG, l->dG,
+               l->A ? "" : " (not held)");
+      return 0;
+    }
+    size_t bytes = sl.holds ? layer_state_floats(l) * sizeof(float) : 0;
+    if (size - sizeof(uint32_t) - off < bytes) {
+      snprintf(why, n, "truncated in layer %zu (%s)", i, l->info.name);
+      return 0;
+    }
+    off += bytes;
+  }
+  if (off != size - sizeof(uint32_t)) {
+    snprintf(why, n, "%zu trailing bytes", size - sizeof(uint32_t) - off);
+    return 0;
+  }
+  return 1;
+}
+
+gs_status gs_kfac_state_load(gs_nn_optim *opt, const char *path, long expect_step) {
+  kfac *k = NULL;
+  GS_CHECK(kfac_of(opt, "gs_kfac_state_load", &k));
+  if (!path) return gs_error(GS_ERR_INVALID_ARG, "gs_kfac_state_load: path NULL");
+  size_t max = sizeof(kfac_state_header) + sizeof(uint32_t);
+  for (size_t i = 0; i < k->L; i++)
+    max += sizeof(kfac_state_layer) + layer_state_floats(&k->layers[i]) * sizeof(float);
+  unsigned char *data = NULL;
+  size_t size = 0;
+  GS_CHECK(gs_nn_file_read(path, "K-FAC state", max, &data, &size));
+  char why[256];
+  gs_status st = GS_OK;
+  if (!state_fits(k, data, size, why, sizeof why)) {
+    st = gs_error(GS_ERR_PARSE, "K-FAC state %s: %s", path, why);
+  } else {
+    kfac_state_header h;
+    memcpy(&h, data, sizeof h);
+    if (expect_step >= 0 && h.step != expect_step) {
+      st = gs_error(GS_ERR_PARSE,
+                    "K-FAC state %s: from step %lld, the checkpoint is at step %ld "
+                    "(a save was cut between the two files)", path,
+                    (long long)h.step, expect_step);
+    } else {
+      const unsigned char *p = data + sizeof h;
+      for (size_t i = 0; i < k->L; i++) {
+        kfac_layer *l = &k->layers[i];
+        kfac_state_layer sl;
+        memcpy(&sl, p, sizeof sl);
+        p += sizeof sl;
+        l->have_factors = sl.have_factors != 0;
+        if (!sl.holds) continue;
+        size_t na = (size_t)l->dA * l->dA, ng = (size_t)l->dG * l->dG;
+        memcpy(l->A, p, na * sizeof(float));
+        p += na * sizeof(float);
+        memcpy(l->G, p, ng * sizeof(float));
+        p += ng * sizeof(float);
+        memcpy(l->Ainv, p, na * sizeof(float));
+        p += na * sizeof(float);
+        memcpy(l->Ginv, p, ng * sizeof(float));
+        p += ng * sizeof(float);
+      }
+      k->step = h.step;
+      k->have_inverses = h.have_inverses != 0;
+    }
+  }
+  gs_free(data);
+  return st;
+}

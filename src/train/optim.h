@@ -35,6 +35,15 @@ typedef struct train_optim_ops {
   gs_status (*save)(void *self, const char *path, const gs_nn_net *net,
                     const gs_nn_train_state *st);
   gs_status (*load)(void *self, const char *path, gs_nn_net *net, gs_nn_train_state *st);
+  /* Optional (may be NULL): state that differs between ranks (K-FAC's
+   * factors), in files of each rank's own beside the checkpoint in dir.
+   * Every rank calls save_rank before rank 0 writes the checkpoint of
+   * training step `step`, and commit_rank once that checkpoint is in (to
+   * drop the files of the previous one). load_rank runs on every rank after
+   * load and must find the state of load's step, or fail naming the file. */
+  gs_status (*save_rank)(void *self, const char *dir, int rank, long step);
+  void (*commit_rank)(void *self);
+  gs_status (*load_rank)(void *self, const char *dir, int rank, long step);
   /* Optional (may be NULL): adds the optimizer's own time buckets. */
   void (*breakdown)(void *self, train_breakdown *b);
   void (*destroy)(void *self);

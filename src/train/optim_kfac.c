@@ -20,10 +20,16 @@
  * before any update, marks a new step. Modes that leave the step to the
  * loop call step, the same K-FAC step.
  *
- * Checkpoints carry the weights, the momentum and the lr (as SGD's do); the
- * Kronecker factors are rebuilt after a resume.
+ * Checkpoints carry the weights, the momentum and the lr (as SGD's do), and
+ * beside them each rank's K-FAC state (factors, inverses, step count; under
+ * dp the ranks hold different layers) in DIR/kfac.rank<R>.step<S>.gsck,
+ * written before the checkpoint and removed once a later checkpoint is in:
+ * a resumed run continues with the factors an uninterrupted one has.
  */
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "optim_kfac.h"
 #include "train.h"
@@ -36,7 +42,15 @@ typedef struct kfac_train {
   gs_nn_optim *opt;
   int need_step;     /* set_lr seen, the step not yet done */
   int in_step;       /* completing the synchronisation: updates are no-ops */
+  /* Checkpoints: the state file of the last checkpoint (removed once a
+   * newer one is in), the one just written, and the one to resume from. */
+  char kept[4096], written[4096], resume[4096];
+  long resume_step;
 } kfac_train;
+
+static void state_path(char *buf, size_t n, const char *dir, int rank, long step) {
+  snprintf(buf, n, "%s/kfac.rank%d.step%ld.gsck", dir, rank, step);
+}
 
 void train_kfac_options_init(train_kfac_options *o) {
   gs_kfac_config c;
@@ -104,7 +118,11 @@ static gs_status kh_create(train_ctx *t, void **self) {
   gs_nn_sgd_set_lr(s, gs_nn_sgd_lr(k->boot));
   gs_nn_sgd_destroy(k->boot);
   k->boot = NULL;
-  return GS_OK;
+  if (k->resume[0]) {
+    st = gs_kfac_state_load(k->opt, k->resume, k->resume_step);
+    if (st == GS_OK) snprintf(k->kept, sizeof k->kept, "%s", k->resume);
+  }
+  return st;
 }
 
 static gs_status kt_ready(const kfac_train *k) {
@@ -163,6 +181,33 @@ static gs_status kt_load(void *self, const char *path, gs_nn_net *net,
   return gs_nn_checkpoint_load(path, net, kt_sgd(self), st);
 }
 
+static gs_status kt_save_rank(void *self, const char *dir, int rank, long step) {
+  kfac_train *k = self;
+  gs_status st = kt_ready(k);
+  if (st != GS_OK) return st;
+  state_path(k->written, sizeof k->written, dir, rank, step);
+  return gs_kfac_state_save(k->opt, k->written);
+}
+
+static void kt_commit_rank(void *self) {
+  kfac_train *k = self;
+  if (k->kept[0] && strcmp(k->kept, k->written) != 0) (void)unlink(k->kept);
+  snprintf(k->kept, sizeof k->kept, "%s", k->written);
+}
+
+/* K-FAC does not exist yet (the step hook creates it): the file is checked
+ * for now and read then. */
+static gs_status kt_load_rank(void *self, const char *dir, int rank, long step) {
+  kfac_train *k = self;
+  state_path(k->resume, sizeof k->resume, dir, rank, step);
+  k->resume_step = step;
+  if (access(k->resume, R_OK) != 0)
+    return gs_error(GS_ERR_IO,
+                    "K-FAC state %s: %s: the checkpoint (step %ld) needs this rank's "
+                    "factors from it", k->resume, strerror(errno), step);
+  return GS_OK;
+}
+
 static void kt_breakdown(void *self, train_breakdown *b) {
   kfac_train *k = self;
   gs_kfac_stats s;
@@ -192,6 +237,9 @@ const train_optim_ops train_optim_kfac = {
     .set_lr = kt_set_lr,
     .save = kt_save,
     .load = kt_load,
+    .save_rank = kt_save_rank,
+    .commit_rank = kt_commit_rank,
+    .load_rank = kt_load_rank,
     .breakdown = kt_breakdown,
     .destroy = kt_destroy,
 };

@@ -139,17 +139,26 @@ static void checkpoint_path(const train_config *c, char *buf, size_t n) {
 }
 
 /* Replicas are identical: rank 0 writes; every rank learns the outcome.
- * Returns 0, or 1 on every rank. */
+ * State that differs between ranks (the optimizer's save_rank) is written
+ * first, by every rank, so that a checkpoint on disk always has its ranks'
+ * files. Returns 0, or 1 on every rank. */
 static int save_checkpoint(train_ctx *t, const train_data_id *data, long epoch, long step) {
   char path[4096];
   checkpoint_path(t->cfg, path, sizeof path);
   gs_status st = GS_OK;
+  const train_optim_ops *o = t->optim.ops;
+  if (o->save_rank) {
+    st = o->save_rank(t->optim.self, t->cfg->checkpoint_dir, t->rank, step);
+    if (train_agree_status(&t->workers, st)) return 1;
+  }
   if (t->rank == 0) {
     gs_nn_train_state ts = {.epoch = epoch, .step = step, .seed = t->cfg->seed};
     st = t->optim.ops->save(t->optim.self, path, t->net, &ts);
     if (st == GS_OK) st = train_meta_save(t, path, data, epoch);
   }
-  return train_agree_status(&t->workers, st);
+  if (train_agree_status(&t->workers, st)) return 1;
+  if (o->commit_rank) o->commit_rank(t->optim.self);
+  return 0;
 }
 
 /* Everything the run will write is checked before any work: the checkpoint
@@ -402,6 +411,8 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
     st = train_meta_check_model(t);
     if (st == GS_OK) st = t->optim.ops->load(t->optim.self, path, t->net, &ts);
     if (st == GS_OK) st = train_meta_check(t, path, data, (long)ts.epoch);
+    if (st == GS_OK && t->optim.ops->load_rank)
+      st = t->optim.ops->load_rank(t->optim.self, c->checkpoint_dir, t->rank, (long)ts.step);
     if (st == GS_OK) *start_epoch = ts.epoch;
   }
   if (st == GS_OK) st = check_outputs(t);

@@ -5,6 +5,11 @@
 #     and spd, under the wfbp and dear policies (dear completes each
 #     tensor's average only in the next forward: K-FAC must wait for all);
 #   - dp trains; the JSON summary carries K-FAC's breakdown;
+#   - checkpoints carry each rank's factors: 1 epoch, then --resume to 2,
+#     gives the weights of 2 epochs straight, bitwise (dkfac on 2 ranks, dp
+#     on 3, whose ranks hold different layers); only the last checkpoint's
+#     state files stay; a rank whose file is gone, or a resume under another
+#     scheme, fails every rank with the file named;
 #   - bad K-FAC options exit 2 with a message naming the option.
 # Usage: test_kfac_train.sh GRADSYNC CKPT_COMPARE
 set -u
@@ -20,7 +25,7 @@ bad() { echo "FAIL $1"; fails=$((fails + 1)); }
 
 train() { # train NP DIR ARGS...
   local np=$1 dir=$2; shift 2
-  "$gs" run -np "$np" -- "$gs" train --synthetic 2048 --epochs 1 --max-steps 6 \
+  "$gs" run -np "$np" -- "$gs" train --synthetic 2048 --max-steps 6 \
     --model mlp --checkpoint "$dir" --json --optimizer kfac --kfac-inv-every 2 "$@" \
     > "$dir.log" 2>&1
 }
@@ -42,6 +47,49 @@ if train 3 "$tmp/dp" --batch 16 --kfac-dist dp --kfac-inverse eig &&
   ok "dp on 3 ranks trains and reports K-FAC's breakdown"
 else
   bad "dp on 3 ranks: $(tail -5 "$tmp/dp.log")"
+fi
+
+# Resume: 1 epoch + 1 epoch = 2 epochs, with the factors restored.
+resume_case() { # resume_case NP DIST
+  local np=$1 dist=$2 d="$tmp/res_$2"
+  # wfbp: auto's groups follow measured times, and on 3 ranks the ring's
+  # summation order follows the groups: runs would differ in the last bits.
+  local args=(--batch 16 --kfac-dist "$dist" --policy wfbp)
+  if train "$np" "$d.full" "${args[@]}" --epochs 2 &&
+     train "$np" "$d.half" "${args[@]}" --epochs 1 &&
+     train "$np" "$d.half" "${args[@]}" --epochs 2 --resume &&
+     "$cmp_ckpt" mlp "$d.full/checkpoint.gsck" "$d.half/checkpoint.gsck" 0 > "$d.cmp"; then
+    ok "$dist on $np ranks: 1 epoch + --resume 1 epoch = 2 epochs, bitwise"
+  else
+    bad "$dist on $np ranks: resumed run differs: $(cat "$d.cmp" 2>/dev/null; tail -3 "$d.half.log")"
+  fi
+  local n
+  n=$(ls "$d.half" | grep -c '^kfac\.rank.*\.gsck$')
+  if [ "$n" -eq "$np" ] && [ -f "$d.half/kfac.rank$((np - 1)).step12.gsck" ]; then
+    ok "$dist: one K-FAC state file per rank, the last checkpoint's"
+  else
+    bad "$dist: K-FAC state files: $(ls "$d.half")"
+  fi
+}
+resume_case 2 dkfac
+resume_case 3 dp
+
+d="$tmp/res_dkfac.half"
+mv "$d/kfac.rank1.step12.gsck" "$tmp/saved.gsck"
+train 2 "$d" --batch 16 --epochs 3 --resume
+rc=$?
+if [ $rc -ne 0 ] && grep -q "rank 1.*kfac.rank1.step12.gsck" "$d.log"; then
+  ok "a rank's missing K-FAC state fails the resume (exit $rc), naming the file"
+else
+  bad "missing K-FAC state: exit $rc: $(tail -3 "$d.log")"
+fi
+mv "$tmp/saved.gsck" "$d/kfac.rank1.step12.gsck"
+train 2 "$d" --batch 16 --epochs 3 --resume --kfac-dist spd
+rc=$?
+if [ $rc -ne 0 ] && grep -q "K-FAC state .*dkfac.*spd" "$d.log"; then
+  ok "resuming dkfac's state under spd fails (exit $rc), naming both"
+else
+  bad "resume under another scheme: exit $rc: $(tail -3 "$d.log")"
 fi
 
 expect2() { # what pattern ARGS...
