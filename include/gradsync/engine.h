@@ -196,6 +196,15 @@ gs_status gs_engine_wait_tensor(gs_engine *e, int id);
  * is a no-op. */
 gs_status gs_engine_destroy(gs_engine *e);
 
+/* Records a caller's event in the engine's timeline (cfg.timeline /
+ * GRADSYNC_TIMELINE), on a row of its own named `track` (at most 8 such
+ * rows; "kfac" for K-FAC's factors, inversions and broadcasts in the
+ * trainer). start_s and end_s are seconds of CLOCK_MONOTONIC, the clock the
+ * timeline's other events use. Thread-safe; a no-op without a timeline or
+ * once the rows are used up. */
+gs_status gs_engine_trace(gs_engine *e, const char *track, const char *name,
+                          double start_s, double end_s);
+
 /* ---- Introspection --------------------------------------------------------- */
 
 typedef struct gs_engine_stats {

@@ -66,6 +66,14 @@ typedef struct {
   int inv_every;         /* inverses every N steps, >= 1 (default 10) */
   gs_kfac_inverse inverse;
   gs_kfac_dist dist;
+  /* Optional: called (in the training thread) with each timed phase:
+   * "A <layer>" and "G <layer>" (building a factor), "factor exchange"
+   * (waiting for the factors' all-reduce), "inversions", "inverse
+   * broadcast" / "gradient broadcast" (waiting), "precondition". Times are
+   * seconds of CLOCK_MONOTONIC. The trainer sends them to the engine's
+   * timeline (gs_engine_trace). NULL (default): none. */
+  void (*trace)(void *ctx, const char *name, double start_s, double end_s);
+  void *trace_ctx;
 } gs_kfac_config;
 
 /* The defaults above, with the given SGD step. */

@@ -1131,6 +1131,20 @@ gs_status gs_engine_wait_tensor(gs_engine *e, int id) {
   return st;
 }
 
+gs_status gs_engine_trace(gs_engine *e, const char *track, const char *name,
+                          double start_s, double end_s) {
+  if (!e || !track || !name)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_trace: a NULL argument");
+  if (!(start_s >= 0) || !(end_s >= 0))
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_trace: times must be >= 0 seconds "
+                    "of CLOCK_MONOTONIC (got %g, %g)", start_s, end_s);
+  int t = tl_caller_track(e->timeline, track);
+  if (t >= 0)
+    tl_event(e->timeline, t, name, (uint64_t)(start_s * 1e9), (uint64_t)(end_s * 1e9),
+             NULL);
+  return GS_OK;
+}
+
 gs_status gs_engine_destroy(gs_engine *e) {
   if (e == NULL) return GS_OK;
   gs_status st = GS_OK;

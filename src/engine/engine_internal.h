@@ -255,5 +255,9 @@ void tl_free(eng_timeline *tl);
 void tl_event(eng_timeline *tl, int track, const char *name, uint64_t start_ns,
               uint64_t end_ns, const char *args);
 gs_status tl_write(eng_timeline *tl, int rank, int size);
+/* The track id of a caller's track called name (made on first use, after
+ * the engine's three; at most 8), or -1 (no timeline, or no room).
+ * Thread-safe. */
+int tl_caller_track(eng_timeline *tl, const char *name);
 
 #endif /* GS_ENGINE_INTERNAL_H */

@@ -21,8 +21,13 @@ typedef struct tl_ev {
   char *name, *args;
 } tl_ev;
 
+/* Caller tracks (gs_engine_trace) follow the engine's three. */
+#define TL_MAX_CALLER_TRACKS 8
+
 struct eng_timeline {
   pthread_mutex_t mu;
+  char *caller[TL_MAX_CALLER_TRACKS];
+  int ncaller;
   tl_ev *ev;
   size_t n, cap, dropped;
   FILE *f;
@@ -67,6 +72,7 @@ void tl_free(eng_timeline *tl) {
     gs_free(tl->ev[i].args);
   }
   gs_free(tl->ev);
+  for (int i = 0; i < tl->ncaller; i++) gs_free(tl->caller[i]);
   pthread_mutex_destroy(&tl->mu);
   gs_free(tl);
 }
@@ -103,6 +109,23 @@ void tl_event(eng_timeline *tl, int track, const char *name, uint64_t start_ns,
   pthread_mutex_unlock(&tl->mu);
 }
 
+int tl_caller_track(eng_timeline *tl, const char *name) {
+  if (tl == NULL || name == NULL) return -1;
+  int t = -1;
+  pthread_mutex_lock(&tl->mu);
+  for (int i = 0; i < tl->ncaller && t < 0; i++)
+    if (strcmp(tl->caller[i], name) == 0) t = TL_WAIT + 1 + i;
+  if (t < 0 && tl->ncaller < TL_MAX_CALLER_TRACKS) {
+    char *c = copy(name);
+    if (c) {
+      tl->caller[tl->ncaller] = c;
+      t = TL_WAIT + 1 + tl->ncaller++;
+    }
+  }
+  pthread_mutex_unlock(&tl->mu);
+  return t;
+}
+
 static void put_json_string(FILE *f, const char *s) {
   fputc('"', f);
   for (; *s; s++) {
@@ -127,6 +150,12 @@ gs_status tl_write(eng_timeline *tl, int rank, int size) {
     fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,"
             "\"args\":{\"name\":\"%s\"}}", rank, t, tracks[t]);
   pthread_mutex_lock(&tl->mu);
+  for (int i = 0; i < tl->ncaller; i++) {
+    fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,"
+            "\"args\":{\"name\":", rank, TL_WAIT + 1 + i);
+    put_json_string(f, tl->caller[i]);
+    fputs("}}", f);
+  }
   for (size_t i = 0; i < tl->n; i++) {
     const tl_ev *ev = &tl->ev[i];
     fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"

@@ -144,6 +144,18 @@ static gs_status check_config(const gs_kfac_config *c) {
 
 /* ---- Helpers ------------------------------------------------------------- */
 
+static void trace(const kfac *k, const char *name, double t0, double t1) {
+  if (k->cfg.trace) k->cfg.trace(k->cfg.trace_ctx, name, t0, t1);
+}
+
+static void trace_layer(const kfac *k, const char *factor, const kfac_layer *l,
+                        double t0, double t1) {
+  if (!k->cfg.trace) return;
+  char name[160];
+  snprintf(name, sizeof name, "%s %s", factor, l->info.name);
+  k->cfg.trace(k->cfg.trace_ctx, name, t0, t1);
+}
+
 static int cov_step(const kfac *k) { return k->step % k->cfg.cov_every == 0; }
 static int inv_step(const kfac *k) { return k->step % k->cfg.inv_every == 0; }
 static int distributed(const kfac *k) { return k->comm && k->size > 1; }
@@ -198,6 +210,7 @@ static void hook_forward(void *ctx, size_t layer, const float *x, int batch) {
   l->fresh_a = 1;
   double t1 = gs_now();
   k->stats.factor_compute_s += t1 - t0;
+  trace_layer(k, "A", l, t0, t1);
   l->a_ready = t1;
   if (k->cfg.dist == GS_KFAC_DIST_SPD && distributed(k)) {
     kfac_triangle_pack(l->Anew, l->dA, k->fused + l->a_off);
@@ -220,6 +233,7 @@ static void hook_backward(void *ctx, size_t layer, const float *dy, int batch) {
   l->fresh_g = 1;
   double t1 = gs_now();
   k->stats.factor_compute_s += t1 - t0;
+  trace_layer(k, "G", l, t0, t1);
   l->g_ready = t1;
   if (k->cfg.dist == GS_KFAC_DIST_SPD && distributed(k)) {
     kfac_triangle_pack(l->Gnew, l->dG, k->fused + l->g_off);
@@ -360,7 +374,9 @@ static gs_status update_factors(kfac *k) {
       for (size_t j = 0; j < ng; j++) l->Gnew[j] *= inv_p;
     }
   }
-  k->stats.factor_comm_s += gs_now() - t0;
+  double t1 = gs_now();
+  k->stats.factor_comm_s += t1 - t0;
+  if (distributed(k) && k->cfg.dist != GS_KFAC_DIST_DP) trace(k, "factor exchange", t0, t1);
   for (size_t i = 0; i < L; i++) {
     kfac_layer *l = &k->layers[i];
     if (!l->mine) continue;
@@ -382,9 +398,12 @@ static gs_status invert_factor(kfac *k, size_t f) {
   char what[96];
   snprintf(what, sizeof what, "%s of layer '%s'", f % 2 ? "G" : "A",
            l->info.name);
-  if (f % 2 == 0)
-    return kfac_invert(l->A, l->dA, da, k->cfg.inverse, l->Ainv, k->work, what);
-  return kfac_invert(l->G, l->dG, dg, k->cfg.inverse, l->Ginv, k->work, what);
+  double t0 = gs_now();
+  gs_status st =
+      f % 2 == 0 ? kfac_invert(l->A, l->dA, da, k->cfg.inverse, l->Ainv, k->work, what)
+                 : kfac_invert(l->G, l->dG, dg, k->cfg.inverse, l->Ginv, k->work, what);
+  trace_layer(k, f % 2 ? "inverse G" : "inverse A", l, t0, gs_now());
+  return st;
 }
 
 static int factor_dim(const kfac *k, size_t f) {
@@ -516,7 +535,9 @@ static gs_status spd_inversion(kfac *k) {
     }
   double t0 = gs_now();
   gs_status wst = wait_all(k);
-  k->stats.bcast_s += gs_now() - t0;
+  double t1 = gs_now();
+  k->stats.bcast_s += t1 - t0;
+  trace(k, "inverse broadcast", t0, t1);
   k->stats.inversion_s += inv_s;
   if (st == GS_OK) st = wst;
   if (st == GS_OK)
@@ -556,8 +577,11 @@ static gs_status update_inverses(kfac *k) {
         k->stats.bcast_bytes += (double)d * d * sizeof(float);
       }
     }
+    double t2 = gs_now();
     gs_status wst = wait_all(k);
-    k->stats.bcast_s += gs_now() - t1;
+    double t3 = gs_now();
+    k->stats.bcast_s += t3 - t1;
+    trace(k, "inverse broadcast", t2, t3);
     GS_CHECK(st);
     GS_CHECK(wst);
   } else if (!k->placed) {
@@ -620,7 +644,9 @@ static gs_status precondition_all(kfac *k) {
   if (dp) {
     double tw = gs_now();
     gs_status wst = wait_all(k);
-    bwait = gs_now() - tw;
+    double tw1 = gs_now();
+    bwait = tw1 - tw;
+    trace(k, "gradient broadcast", tw, tw1);
     k->stats.bcast_s += bwait;
     if (st == GS_OK) st = wst;
   }
@@ -633,7 +659,9 @@ static gs_status precondition_all(kfac *k) {
   double nu = kfac_kl_nu(vg, gs_nn_sgd_lr(k->sgd), k->cfg.kl_clip);
   for (size_t i = 0; i < L; i++)
     grad_scatter(k->net, &k->layers[i], k->layers[i].v, (float)nu);
-  k->stats.precondition_s += gs_now() - t0 - bwait;
+  double t1 = gs_now();
+  k->stats.precondition_s += t1 - t0 - bwait;
+  trace(k, "precondition", t0, t1);
   return GS_OK;
 }
 

@@ -96,6 +96,11 @@ static gs_status kt_create(train_ctx *t, void **self) {
   return gs_nn_sgd_create(&k->boot, t->net, &sgd);
 }
 
+/* K-FAC's phases on the engine's timeline, in a row of their own. */
+static void kt_trace(void *ctx, const char *name, double start_s, double end_s) {
+  (void)gs_engine_trace(ctx, "kfac", name, start_s, end_s);
+}
+
 /* The step hook's create: every rank is here (after the agreement). */
 static gs_status kh_create(train_ctx *t, void **self) {
   *self = NULL;
@@ -109,6 +114,10 @@ static gs_status kh_create(train_ctx *t, void **self) {
     return gs_error(GS_ERR_UNSUPPORTED,
                     "K-FAC needs every rank of the job to train (%d of %d do)", t->size,
                     world);
+  if (t->engine) {
+    k->cfg.trace = kt_trace;
+    k->cfg.trace_ctx = t->engine;
+  }
   gs_status st = t->size > 1 ? gs_comm_create(MPI_COMM_WORLD, &k->comm) : GS_OK;
   if (st == GS_OK) st = gs_kfac_create(&k->opt, t->net, k->comm, &k->cfg);
   if (st != GS_OK) return st;

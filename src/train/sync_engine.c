@@ -45,6 +45,7 @@ static gs_status engine_create(train_ctx *t, void **self) {
   cfg.compress_opts = &zopts;
   gs_status st = gs_engine_create(t->comm, &cfg, &s->engine);
   if (st != GS_OK) return st;
+  t->engine = s->engine;
   s->ids = gs_calloc(t->nparams, sizeof *s->ids);
   s->pending = gs_calloc(t->nparams, 1);
   if (!s->ids || !s->pending)
@@ -159,6 +160,7 @@ static gs_status engine_destroy(void *self) {
   engine_sync *s = self;
   if (s == NULL) return GS_OK;
   gs_status st = GS_OK;
+  if (s->t->engine == s->engine) s->t->engine = NULL;
   if (s->engine) st = gs_engine_destroy(s->engine);
   gs_free(s->ids);
   gs_free(s->pending);

@@ -114,6 +114,7 @@ struct train_ctx {
   size_t nparams;        /* parameter tensors */
   train_optim optim;
   train_sync sync;
+  gs_engine *engine;     /* the engine mode's engine (its timeline), or NULL */
   struct {
     const train_hook_ops *ops;
     void *self;

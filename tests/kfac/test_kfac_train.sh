@@ -5,6 +5,8 @@
 #     and spd, under the wfbp and dear policies (dear completes each
 #     tensor's average only in the next forward: K-FAC must wait for all);
 #   - dp trains; the JSON summary carries K-FAC's breakdown;
+#   - with GRADSYNC_TIMELINE, each rank's trace has a "kfac" row with its
+#     factors, the factor exchange, inversions, broadcasts, preconditioning;
 #   - checkpoints carry each rank's factors: 1 epoch, then --resume to 2,
 #     gives the weights of 2 epochs straight, bitwise (dkfac on 2 ranks, dp
 #     on 3, whose ranks hold different layers); only the last checkpoint's
@@ -47,6 +49,22 @@ if train 3 "$tmp/dp" --batch 16 --kfac-dist dp --kfac-inverse eig &&
   ok "dp on 3 ranks trains and reports K-FAC's breakdown"
 else
   bad "dp on 3 ranks: $(tail -5 "$tmp/dp.log")"
+fi
+
+# K-FAC's phases in the engine's timeline.
+if GRADSYNC_TIMELINE="$tmp/tl.json" train 2 "$tmp/tl" --batch 16 --kfac-dist dkfac; then
+  for r in 0 1; do
+    f="$tmp/tl.rank$r.json" missing=""
+    for pat in '"args":{"name":"kfac"}' '"name":"A fc1"' '"name":"G fc1"' \
+               '"name":"factor exchange"' '"name":"inverse [AG] ' \
+               '"name":"inverse broadcast"' '"name":"precondition"'; do
+      grep -q "$pat" "$f" 2>/dev/null || missing="$missing $pat"
+    done
+    if [ -z "$missing" ]; then ok "rank $r's timeline has K-FAC's row and phases"
+    else bad "rank $r's timeline lacks:$missing"; fi
+  done
+else
+  bad "the run with a timeline failed: $(tail -3 "$tmp/tl.log")"
 fi
 
 # Resume: 1 epoch + 1 epoch = 2 epochs, with the factors restored.
