@@ -33,7 +33,8 @@ static void usage(FILE *f) {
           "                         [--compress [auto:]SPEC] [--iters I]\n"
           "                         [--jitter CV] [--jitter-dist lognormal|normal]\n"
           "                         [--jitter-scope iteration|op]\n"
-          "                         [--seed S] [--json] [--trace FILE]\n"
+          "                         [--seed S] [--algo A] [--compute-scale F]\n"
+          "                         [--json] [--trace FILE]\n"
           "\nSimulates training iterations event by event on N workers: each\n"
           "worker's forward and backward per tensor from the profile, and the\n"
           "plan's messages on one network stream, each costing what the cost\n"
@@ -48,6 +49,10 @@ static void usage(FILE *f) {
           "  --inter A,B        the same between nodes (with --intra)\n"
           "  --cost FILE        cost parameters from 'gradsync bench --cost-out',\n"
           "                     for the cluster they were measured on\n"
+          "  --algo A           all-reduce algorithm: auto (default: hier with\n"
+          "                     K > 1 and N > K, else the best flat one), ring,\n"
+          "                     rd, rabenseifner, hier\n"
+          "  --compute-scale F  multiply forward_s and every backward_s by F > 0\n"
           "  --policy P|all     wfbp, single, bucket[:<MB>[,first=<MB>]], mgwfbp,\n"
           "                     optimal, dear, auto, or all of them (default all)\n"
           "  --compress SPEC    send every group compressed (topk:0.01, fp16,\n"
@@ -105,9 +110,9 @@ static double now_s(void) {
 }
 
 typedef struct sim_opts {
-  const char *profile, *policy, *net, *cost_file, *compress, *trace;
+  const char *profile, *policy, *net, *cost_file, *compress, *trace, *algo;
   int workers, per_node, iters, json, have_intra, have_inter;
-  double intra_a, intra_b, inter_a, inter_b, jitter;
+  double intra_a, intra_b, inter_a, inter_b, jitter, scale;
   gs_sim_jitter dist;
   gs_sim_jitter_scope scope;
   uint64_t seed;
@@ -123,10 +128,12 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
       {"jitter", required_argument, 0, 'j'},   {"jitter-dist", required_argument, 0, 'd'},
       {"seed", required_argument, 0, 's'},     {"json", no_argument, 0, 'J'},
       {"jitter-scope", required_argument, 0, 'S'},
+      {"algo", required_argument, 0, 'A'},     {"compute-scale", required_argument, 0, 'x'},
       {"trace", required_argument, 0, 't'},    {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   o->policy = "all";
+  o->scale = 1.0;
   o->per_node = 1;
   o->seed = 1;
   optind = 1;
@@ -213,6 +220,14 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
         }
         o->seed = (uint64_t)v;
         break;
+      case 'A': o->algo = optarg; break;
+      case 'x':
+        if (cli_parse_double(optarg, 0, 1e6, &o->scale) != 0 || o->scale == 0) {
+          cli_error(VERB, "--compute-scale: expected a number above 0 and up to 1e6, "
+                    "got '%s'", optarg);
+          return 2;
+        }
+        break;
       case 'J': o->json = 1; break;
       case 't': o->trace = optarg; break;
       case 'h': usage(stdout); return -1;
@@ -294,6 +309,7 @@ static void print_json(const gs_profile *prof, const sim_opts *o, const char *sp
                                                                        : "intra/inter");
   if (o->compress) cJSON_AddStringToObject(j, "compress", o->compress);
   cJSON_AddNumberToObject(j, "iters", r->iters);
+  cli_json_add(j, "compute_scale", o->scale, "%.17g");
   cli_json_add(j, "jitter_cv", o->jitter, "%.17g");
   cJSON_AddStringToObject(j, "jitter_dist",
                           o->dist == GS_SIM_JITTER_NORMAL ? "normal" : "lognormal");
@@ -355,9 +371,13 @@ int cmd_simulate(int argc, char **argv) {
   /* Hierarchical between nodes of several workers; otherwise the best flat
    * algorithm at large sizes. */
   gs_algo algo = o.per_node > 1 && o.workers > o.per_node ? GS_ALGO_HIER : GS_ALGO_AUTO;
+  if (o.algo && strcmp(o.algo, "auto") != 0 && gs_algo_parse(o.algo, &algo) != GS_OK) {
+    cli_error(VERB, "--algo: %s", gs_last_error());
+    return 2;
+  }
   gs_plan_cost cost;
   if (gs_plan_cost_from_net(&params, topo, algo, &cost) != GS_OK) {
-    cli_error(VERB, "%s", gs_last_error());
+    cli_error(VERB, "--algo %s: %s", gs_algo_name(algo), gs_last_error());
     return 2;
   }
 
@@ -393,6 +413,9 @@ int cmd_simulate(int argc, char **argv) {
     return 2;
   }
 
+  /* The profile is ours to change: scale its compute times. */
+  prof->forward_s *= o.scale;
+  for (size_t i = 0; i < prof->ntensors; i++) prof->tensors[i].backward_s *= o.scale;
   gs_sim_config cfg = {.workers = o.workers, .iters = o.iters, .jitter_cv = o.jitter,
                        .jitter = o.dist, .scope = o.scope, .seed = o.seed, .trace = o.trace != NULL};
   if (!o.json) {
@@ -401,8 +424,9 @@ int cmd_simulate(int argc, char **argv) {
       bytes += (double)gs_profile_tensor_bytes(prof, i);
       bwd += prof->tensors[i].backward_s;
     }
-    printf("profile %s: %zu tensors, %.1f MB, forward %.1f ms, backward %.1f ms\n",
-           prof->name, prof->ntensors, bytes / 1e6, prof->forward_s * 1e3, bwd * 1e3);
+    printf("profile %s: %zu tensors, %.1f MB, forward %.1f ms, backward %.1f ms%s\n",
+           prof->name, prof->ntensors, bytes / 1e6, prof->forward_s * 1e3, bwd * 1e3,
+           o.scale != 1.0 ? " (times scaled)" : "");
     printf("cluster: %d workers, %d per node, %s (%s); all-reduce %.3e s + %.3e s/B\n",
            o.workers, o.per_node,
            o.net ? o.net : o.cost_file ? o.cost_file : "--intra/--inter",

@@ -44,6 +44,9 @@ expect 2 "more than once" -- --profile "$P" --workers 8 --workers 4 --net 10GbE
 expect 2 "unknown option" -- --profile "$P" --workers 8 --net 10GbE --bogus
 expect 2 "unexpected argument" -- --profile "$P" --workers 8 --net 10GbE extra
 expect 2 "--compress" -- --profile "$P" --workers 8 --net 10GbE --compress zip:3
+expect 2 "--algo" -- --profile "$P" --workers 8 --net 1GbE --algo pipeline
+expect 2 "--compute-scale" -- --profile "$P" --workers 8 --net 1GbE --compute-scale 0
+expect 0 "(ring)" -- --profile "$P" --workers 8 --net 1GbE --algo ring --compute-scale 0.5
 expect 0 "mgwfbp" -- --profile "$P" --workers 8 --net 1GbE
 expect 0 "hier" -- --profile "$P" --workers 16 --per-node 4 --intra 2e-6,2e-10 --inter 5e-5,8e-9
 expect 0 "topk" -- --profile "$P" --workers 8 --net 1GbE --policy wfbp --compress topk:0.01
