@@ -12,7 +12,7 @@ set yrange [-0.6:2.6]
 eval("set ytics (" . ROWS . ")")
 set grid x
 set key outside bottom center horizontal
-set style fill solid 0.85 border rgb "black"
+set style fill solid 0.85 noborder
 h = 0.35
 do for [term = 1:2] {
   if (term == 1) { set terminal pngcairo size 1100,420 font ",11"; set output OUT . ".png" }

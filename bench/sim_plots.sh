@@ -2,13 +2,15 @@
 # The simulator's pictures, one command (issue 13, "Pictures"), as PNG and
 # SVG through gnuplot (Debian's gnuplot-nox):
 #   bench/results/sim_efficiency.{png,svg}: scaling efficiency T_1 / T_iter
-#     against workers (4 .. 2048) for every policy: ResNet-50 on the 10GbE
-#     preset, one worker per node (flat ring), no jitter;
+#     against workers (4 .. 2048) for every policy: ResNet-50 (its profile's
+#     layer times scaled so that one iteration computes in 0.1 s, a
+#     GPU-class device: the CPU profile's 1.7 s would hide any network) on
+#     the 10GbE preset, one worker per node, no jitter;
 #   bench/results/sim_efficiency_jitter.{png,svg}: the same with 8 workers
 #     per node (hierarchical all-reduce) and compute jitter CV 0.05 per worker
 #     and iteration (20 iterations, seed 1), where stragglers appear;
-#   bench/results/sim_gantt.{png,svg}: one simulated iteration of ResNet-50,
-#     mgwfbp, 64 workers on 10GbE with jitter 0.05: worker 0, the straggler
+#   bench/results/sim_gantt.{png,svg}: one simulated iteration of ResNet-50
+#     (the same compute), mgwfbp, 64 workers on 10GbE with jitter 0.05: worker 0, the straggler
 #     and the network stream (from the --trace Chrome trace).
 # The data behind each picture is kept beside it (.dat), and
 # bench/results/sim_plots.md records the commands and the environment.
@@ -24,6 +26,11 @@ bench_build gradsync_cli
 gs="$BENCH_BUILD/gradsync"
 out=$BENCH_OUT
 prof=profiles/resnet50.json
+t1=0.1
+scale=$(python3 -c "
+import json
+d = json.load(open('$prof'))
+print($t1 / (d['forward_s'] + sum(t['backward_s'] for t in d['tensors'])))")
 policies=(wfbp single bucket mgwfbp optimal dear)
 workers=(4 8 16 32 64 128 256 512 1024 2048)
 
@@ -34,7 +41,7 @@ efficiency() {
   for n in "${workers[@]}"; do
     local k=$(( n < kmax ? n : kmax )) row="$n"
     "$gs" simulate --profile "$prof" --workers "$n" --per-node "$k" --net 10GbE \
-      --jitter "$jit" --iters "$iters" --seed 1 --json > "$tmp/e.jsonl"
+      --compute-scale "$scale" --jitter "$jit" --iters "$iters" --seed 1 --json > "$tmp/e.jsonl"
     for p in "${policies[@]}"; do
       row="$row $(python3 -c "
 import json, sys
@@ -48,12 +55,13 @@ for l in open(sys.argv[1]):
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 efficiency sim_efficiency 1 0 1
-gnuplot -e "DATA='$out/sim_efficiency.dat'; OUT='$out/sim_efficiency'; TITLE='ResNet-50 (161 tensors, 25.6M parameters), 10GbE preset, 1 worker per node, no jitter: gradsync simulate'" bench/sim_efficiency.gp
+gnuplot -e "DATA='$out/sim_efficiency.dat'; OUT='$out/sim_efficiency'; TITLE='ResNet-50 (161 tensors, 25.6M parameters, compute 0.1 s per iteration), 10GbE preset, 1 worker per node, no jitter'" bench/sim_efficiency.gp
 efficiency sim_efficiency_jitter 8 0.05 20
-gnuplot -e "DATA='$out/sim_efficiency_jitter.dat'; OUT='$out/sim_efficiency_jitter'; TITLE='ResNet-50, 10GbE preset, 8 workers per node (hierarchical), jitter CV 0.05, 20 iterations: gradsync simulate'" bench/sim_efficiency.gp
+gnuplot -e "DATA='$out/sim_efficiency_jitter.dat'; OUT='$out/sim_efficiency_jitter'; TITLE='ResNet-50 (compute 0.1 s), 10GbE preset, 8 workers per node (hierarchical), jitter CV 0.05, 20 iterations'" bench/sim_efficiency.gp
 
 # The Gantt picture from the Chrome trace.
 "$gs" simulate --profile "$prof" --workers 64 --per-node 8 --net 10GbE --policy mgwfbp \
+  --compute-scale "$scale" \
   --jitter 0.05 --iters 3 --seed 1 --trace "$tmp/trace.json" > "$tmp/gantt.txt"
 rows=$(python3 - "$tmp/trace.json" "$out/sim_gantt.dat" <<'PY'
 import json, sys
@@ -80,7 +88,7 @@ with open(sys.argv[2], "w") as f:
 print(", ".join([f'"network" 0'] + [f'"{names[p]}" {row[p]}' for p in pids]))
 PY
 )
-gnuplot -e "DATA='$out/sim_gantt.dat'; OUT='$out/sim_gantt'; ROWS='$rows'; TITLE='One simulated iteration: ResNet-50, mgwfbp, 64 workers (8 per node) on 10GbE, jitter CV 0.05'" bench/sim_gantt.gp
+gnuplot -e "DATA='$out/sim_gantt.dat'; OUT='$out/sim_gantt'; ROWS='$rows'; TITLE='One simulated iteration: ResNet-50 (compute 0.1 s), mgwfbp, 64 workers (8 per node) on 10GbE, jitter CV 0.05'" bench/sim_gantt.gp
 
 cmd=$(bench_quote bench/sim_plots.sh "$@")
 {
@@ -89,7 +97,9 @@ cmd=$(bench_quote bench/sim_plots.sh "$@")
   echo "Made by \`bench/sim_plots.sh\` (gnuplot scripts bench/sim_efficiency.gp and"
   echo "bench/sim_gantt.gp). Simulated, not measured: docs/SIMULATE.md says what the"
   echo "model holds and leaves out. Efficiency is T_1 / T_iter, T_1 being one worker's"
-  echo "forward + backward without communication."
+  echo "forward + backward without communication. The ResNet-50 profile's layer times"
+  echo "(measured on a CPU, 1.72 s per iteration) are scaled to 0.1 s per iteration"
+  echo "(--compute-scale), a GPU-class device, so that the network matters."
   echo
   echo "![scaling efficiency](sim_efficiency.png)"
   echo
