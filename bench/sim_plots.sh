@@ -116,9 +116,10 @@ cmd=$(bench_quote bench/sim_plots.sh "$@")
   echo "![scaling efficiency with jitter](sim_efficiency_jitter.png)"
   echo
   echo "Data (efficiency in %, jitter CV 0.05, 8 workers per node, from 2 nodes). With"
-  echo "stragglers, \\`optimal\\` (the exact minimum of the jitter-free model) is no longer"
-  echo "the fastest: a plan that waits less on the last gradients (bucket) loses less"
-  echo "to a late worker. mgwfbp's rule merges everything into one message from 512"
+  echo 'stragglers, `optimal` (the exact minimum of the jitter-free model) is not always'
+  echo "the fastest: bucket beats it from 32 to 512 workers in this run; a plan optimal"
+  echo "for equal workers is not one for the slowest of N."
+  echo "mgwfbp's rule merges everything into one message from 512"
   echo "workers on, as the MG-WFBP paper observed of its ring model."
   echo
   echo '```'
