@@ -48,6 +48,12 @@ expect 2 "--algo" -- --profile "$P" --workers 8 --net 1GbE --algo pipeline
 expect 2 "--compute-scale" -- --profile "$P" --workers 8 --net 1GbE --compute-scale 0
 expect 0 "(ring)" -- --profile "$P" --workers 8 --net 1GbE --algo ring --compute-scale 0.5
 expect 0 "mgwfbp" -- --profile "$P" --workers 8 --net 1GbE
+# A cost file (the form gradsync bench --cost-out writes) drives the same
+# costs as the links it holds, and only for the topology it was measured on.
+printf '{"ranks": 8, "nodes": 8, "alpha": 5e-5, "beta": 8e-9, "alpha_local": 1e-6, "beta_local": 2e-10, "gamma": 0, "fit": {}}' > "$T/c8.json"
+expect 0 "all-reduce 3.000e-04 s + 1.400e-08 s/B" -- --profile "$P" --workers 8 --cost "$T/c8.json" --policy mgwfbp
+expect 0 "all-reduce 3.000e-04 s + 1.400e-08 s/B" -- --profile "$P" --workers 8 --intra 1e-6,2e-10 --inter 5e-5,8e-9 --policy mgwfbp
+expect 2 "measured on 8 ranks" -- --profile "$P" --workers 16 --cost "$T/c8.json"
 expect 0 "hier" -- --profile "$P" --workers 16 --per-node 4 --intra 2e-6,2e-10 --inter 5e-5,8e-9
 expect 0 "topk" -- --profile "$P" --workers 8 --net 1GbE --policy wfbp --compress topk:0.01
 
