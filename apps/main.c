@@ -15,6 +15,7 @@ static const struct {
     {"plan", cmd_plan, "merge plan and predicted iteration time for a profile"},
     {"train", cmd_train, "train a model on Fashion-MNIST across the ranks"},
     {"replay", cmd_replay, "replay a profile's compute, communicating through the engine"},
+    {"simulate", cmd_simulate, "simulate training iterations on N workers, event by event"},
     {"syncswitch", cmd_syncswitch, "search Sync-Switch's offline switch point for a job"},
 };
 
@@ -36,7 +37,7 @@ static int main_error(const char *what, const char *arg) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) return main_error("no command given (run, bench, plan, replay, train)", NULL);
+  if (argc < 2) return main_error("no command given (run, bench, plan, replay, train, simulate)", NULL);
   if (strcmp(argv[1], "help") == 0 && argc == 3) {
     /* "gradsync help VERB" is "gradsync VERB --help". */
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)

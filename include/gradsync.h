@@ -15,6 +15,7 @@
 #include "gradsync/comm.h"
 #include "gradsync/cost.h"
 #include "gradsync/plan.h"
+#include "gradsync/sim.h"
 #include "gradsync/engine.h"
 #include "gradsync/compress.h"
 #include "gradsync/compress_comm.h"

@@ -1,0 +1,510 @@
+/*
+ * gradsync simulate: a discrete-event simulation of training iterations of
+ * a model profile on N workers (docs/SIMULATE.md).
+ *
+ * The plans come from the planner (gs_plan_make_xchg), the costs from the
+ * cost module for the cluster described (a preset, two links, or a cost
+ * file), and the simulation from src/sim (gradsync/sim.h).
+ * Exit status: 0 on success, 2 on bad options or input (a bad profile, an
+ * unknown policy or preset, --per-node not dividing --workers, an
+ * unwritable --trace), 1 on any other failure.
+ */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "gradsync.h"
+#include "gradsync/sim.h"
+
+#define VERB "simulate"
+#define SIM_MAX_WORKERS (1 << 20)
+#define SIM_MAX_ITERS 100000
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: gradsync simulate --profile FILE --workers N [--per-node K]\n"
+          "                         (--net PRESET | --intra A,B --inter A,B |\n"
+          "                          --cost FILE) [--policy P|all]\n"
+          "                         [--compress [auto:]SPEC] [--iters I]\n"
+          "                         [--jitter CV] [--jitter-dist lognormal|normal]\n"
+          "                         [--jitter-scope iteration|op]\n"
+          "                         [--seed S] [--algo A] [--compute-scale F]\n"
+          "                         [--json] [--trace FILE]\n"
+          "\nSimulates training iterations event by event on N workers: each\n"
+          "worker's forward and backward per tensor from the profile, and the\n"
+          "plan's messages on one network stream, each costing what the cost\n"
+          "model gives for N workers, K per node (docs/SIMULATE.md).\n\n"
+          "  --profile FILE     model profile (JSON, see profiles/)\n"
+          "  --workers N        number of workers, 1 to %d\n"
+          "  --per-node K       workers per node (default 1); must divide N.\n"
+          "                     With K > 1 and N > K the all-reduce is the\n"
+          "                     hierarchical one\n"
+          "  --net PRESET       network preset: 1GbE, 10GbE, 25GbE, 100GbIB, shm\n"
+          "  --intra A,B        latency (s) and time per byte (s/B) inside a node\n"
+          "  --inter A,B        the same between nodes (with --intra)\n"
+          "  --cost FILE        cost parameters from 'gradsync bench --cost-out',\n"
+          "                     for the cluster they were measured on\n"
+          "  --algo A           all-reduce algorithm: auto (default: hier with\n"
+          "                     K > 1 and N > K, else the best flat one), ring,\n"
+          "                     rd, rabenseifner, hier\n"
+          "  --compute-scale F  multiply forward_s and every backward_s by F > 0\n"
+          "  --policy P|all     wfbp, single, bucket[:<MB>[,first=<MB>]], mgwfbp,\n"
+          "                     optimal, dear, auto, or all of them (default all)\n"
+          "  --compress SPEC    send every group compressed (topk:0.01, fp16,\n"
+          "                     powersgd:4, ...); auto:SPEC lets each group choose\n"
+          "                     (coding rate measured on this machine)\n"
+          "  --iters I          iterations simulated (default 1 without jitter,\n"
+          "                     20 with)\n"
+          "  --jitter CV        coefficient of variation of the workers' compute\n"
+          "                     times (default 0, up to 10)\n"
+          "  --jitter-dist D    lognormal (default) or normal (clamped at 0)\n"
+          "  --jitter-scope S   iteration (default: one factor per worker and\n"
+          "                     iteration, a slow worker) or op (one per\n"
+          "                     forward/backward of each tensor)\n"
+          "  --seed S           seed of the jitter (default 1)\n"
+          "  --json             one JSON object per policy and line\n"
+          "  --trace FILE       Chrome trace (chrome://tracing, Perfetto) of the\n"
+          "                     last simulated iteration: worker 0, the straggler\n"
+          "                     and the network. With several policies, one file\n"
+          "                     per policy: FILE's name with .POLICY before its\n"
+          "                     extension\n"
+          "  --help             this text\n",
+          SIM_MAX_WORKERS);
+}
+
+/* "A,B" as two non-negative numbers (a latency and a time per byte). */
+static int parse_pair(const char *s, double *a, double *b) {
+  const char *comma = strchr(s, ',');
+  if (comma == NULL || comma - s >= 64) return -1;
+  char first[64];
+  memcpy(first, s, (size_t)(comma - s));
+  first[comma - s] = '\0';
+  return cli_parse_double(first, 0, 3600, a) != 0 || cli_parse_double(comma + 1, 0, 1, b) != 0
+             ? -1 : 0;
+}
+
+/* The trace path of one policy among several: "t.json" -> "t.wfbp.json". */
+static void trace_path(char *out, size_t cap, const char *path, const char *policy,
+                       int several) {
+  if (!several) {
+    snprintf(out, cap, "%s", path);
+    return;
+  }
+  const char *slash = strrchr(path, '/');
+  const char *dot = strrchr(path, '.');
+  if (dot == NULL || (slash && dot < slash) || dot == (slash ? slash + 1 : path))
+    snprintf(out, cap, "%s.%s", path, policy);
+  else
+    snprintf(out, cap, "%.*s.%s%s", (int)(dot - path), path, policy, dot);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct sim_opts {
+  const char *profile, *policy, *net, *cost_file, *compress, *trace, *algo;
+  int workers, per_node, iters, json, have_intra, have_inter;
+  double intra_a, intra_b, inter_a, inter_b, jitter, scale;
+  gs_sim_jitter dist;
+  gs_sim_jitter_scope scope;
+  uint64_t seed;
+} sim_opts;
+
+static int parse_opts(int argc, char **argv, sim_opts *o) {
+  static const struct option longs[] = {
+      {"profile", required_argument, 0, 'p'},  {"workers", required_argument, 0, 'w'},
+      {"per-node", required_argument, 0, 'k'}, {"net", required_argument, 0, 'n'},
+      {"intra", required_argument, 0, 'I'},    {"inter", required_argument, 0, 'E'},
+      {"cost", required_argument, 0, 'c'},     {"policy", required_argument, 0, 'P'},
+      {"compress", required_argument, 0, 'z'}, {"iters", required_argument, 0, 'i'},
+      {"jitter", required_argument, 0, 'j'},   {"jitter-dist", required_argument, 0, 'd'},
+      {"seed", required_argument, 0, 's'},     {"json", no_argument, 0, 'J'},
+      {"jitter-scope", required_argument, 0, 'S'},
+      {"algo", required_argument, 0, 'A'},     {"compute-scale", required_argument, 0, 'x'},
+      {"trace", required_argument, 0, 't'},    {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  memset(o, 0, sizeof *o);
+  o->policy = "all";
+  o->scale = 1.0;
+  o->per_node = 1;
+  o->seed = 1;
+  optind = 1;
+  opterr = 0;
+  cli_seen seen = {{0}};
+  int c;
+  long v;
+  while ((c = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
+    if (c != '?' && c != ':' && cli_once(VERB, &seen, c, longs)) return 2;
+    switch (c) {
+      case 'p': o->profile = optarg; break;
+      case 'w':
+        if (cli_parse_int(optarg, 1, SIM_MAX_WORKERS, &o->workers) != 0) {
+          cli_error(VERB, "--workers: expected an integer from 1 to %d, got '%s'",
+                    SIM_MAX_WORKERS, optarg);
+          return 2;
+        }
+        break;
+      case 'k':
+        if (cli_parse_int(optarg, 1, SIM_MAX_WORKERS, &o->per_node) != 0) {
+          cli_error(VERB, "--per-node: expected an integer from 1 to %d, got '%s'",
+                    SIM_MAX_WORKERS, optarg);
+          return 2;
+        }
+        break;
+      case 'n': o->net = optarg; break;
+      case 'I':
+        if (parse_pair(optarg, &o->intra_a, &o->intra_b) != 0) {
+          cli_error(VERB, "--intra: expected A,B (seconds 0-3600, seconds per byte 0-1), "
+                    "got '%s'", optarg);
+          return 2;
+        }
+        o->have_intra = 1;
+        break;
+      case 'E':
+        if (parse_pair(optarg, &o->inter_a, &o->inter_b) != 0) {
+          cli_error(VERB, "--inter: expected A,B (seconds 0-3600, seconds per byte 0-1), "
+                    "got '%s'", optarg);
+          return 2;
+        }
+        o->have_inter = 1;
+        break;
+      case 'c': o->cost_file = optarg; break;
+      case 'P': o->policy = optarg; break;
+      case 'z': o->compress = optarg; break;
+      case 'i':
+        if (cli_parse_int(optarg, 1, SIM_MAX_ITERS, &o->iters) != 0) {
+          cli_error(VERB, "--iters: expected an integer from 1 to %d, got '%s'",
+                    SIM_MAX_ITERS, optarg);
+          return 2;
+        }
+        break;
+      case 'j':
+        if (cli_parse_double(optarg, 0, 10, &o->jitter) != 0) {
+          cli_error(VERB, "--jitter: expected a coefficient of variation from 0 to 10, "
+                    "got '%s'", optarg);
+          return 2;
+        }
+        break;
+      case 'd':
+        if (strcmp(optarg, "lognormal") == 0) {
+          o->dist = GS_SIM_JITTER_LOGNORMAL;
+        } else if (strcmp(optarg, "normal") == 0) {
+          o->dist = GS_SIM_JITTER_NORMAL;
+        } else {
+          cli_error(VERB, "--jitter-dist: expected lognormal or normal, got '%s'", optarg);
+          return 2;
+        }
+        break;
+      case 'S':
+        if (strcmp(optarg, "iteration") == 0) {
+          o->scope = GS_SIM_SCOPE_ITERATION;
+        } else if (strcmp(optarg, "op") == 0) {
+          o->scope = GS_SIM_SCOPE_OPERATION;
+        } else {
+          cli_error(VERB, "--jitter-scope: expected iteration or op, got '%s'", optarg);
+          return 2;
+        }
+        break;
+      case 's':
+        if (cli_parse_long(optarg, 0, 0x7fffffffffffffffL, &v) != 0) {
+          cli_error(VERB, "--seed: expected a non-negative integer, got '%s'", optarg);
+          return 2;
+        }
+        o->seed = (uint64_t)v;
+        break;
+      case 'A': o->algo = optarg; break;
+      case 'x':
+        if (cli_parse_double(optarg, 0, 1e6, &o->scale) != 0 || o->scale == 0) {
+          cli_error(VERB, "--compute-scale: expected a number above 0 and up to 1e6, "
+                    "got '%s'", optarg);
+          return 2;
+        }
+        break;
+      case 'J': o->json = 1; break;
+      case 't': o->trace = optarg; break;
+      case 'h': usage(stdout); return -1;
+      default: return cli_getopt_error(VERB, c, argv);
+    }
+  }
+  if (optind < argc) {
+    cli_error(VERB, "unexpected argument '%s'", argv[optind]);
+    return 2;
+  }
+  if (o->profile == NULL) {
+    cli_error(VERB, "--profile FILE is required");
+    return 2;
+  }
+  if (o->workers == 0) {
+    cli_error(VERB, "--workers N is required");
+    return 2;
+  }
+  if (o->workers % o->per_node != 0) {
+    cli_error(VERB, "--per-node %d must divide --workers %d", o->per_node, o->workers);
+    return 2;
+  }
+  int nets = (o->net != NULL) + (o->have_intra || o->have_inter) + (o->cost_file != NULL);
+  if (nets != 1) {
+    cli_error(VERB, nets == 0 ? "a network is required: --net PRESET, --intra A,B "
+                                "--inter A,B, or --cost FILE"
+                              : "give one of --net, --intra/--inter and --cost");
+    return 2;
+  }
+  if (o->have_intra != o->have_inter) {
+    cli_error(VERB, "--intra and --inter go together");
+    return 2;
+  }
+  if (o->iters == 0) o->iters = o->jitter > 0 ? 20 : 1;
+  return 0;
+}
+
+/* The cost parameters of the cluster described by the options. */
+static int make_params(const sim_opts *o, gs_cost_topo topo, gs_cost_params *params) {
+  if (o->net) {
+    if (gs_cost_preset(o->net, params) != GS_OK) {
+      cli_error(VERB, "--net: %s", gs_last_error());
+      return 2;
+    }
+    return 0;
+  }
+  if (o->cost_file) {
+    gs_status st = gs_cost_load(o->cost_file, topo, params);
+    if (st != GS_OK) {
+      if (st == GS_ERR_NOMEM) {
+        cli_fail(VERB, "--cost: %s", gs_last_error());
+        return 1;
+      }
+      cli_error(VERB, "--cost: %s", gs_last_error());
+      return 2;
+    }
+    return 0;
+  }
+  memset(params, 0, sizeof *params);
+  params->alpha = o->inter_a;
+  params->beta = o->inter_b;
+  params->alpha_local = o->intra_a;
+  params->beta_local = o->intra_b;
+  return 0;
+}
+
+static void print_json(const gs_profile *prof, const sim_opts *o, const char *spec,
+                       const gs_plan *pl, const gs_sim_result *r, double run_s) {
+  cJSON *j = cJSON_CreateObject();
+  if (j == NULL) return;
+  cJSON_AddStringToObject(j, "profile", prof->name);
+  cJSON_AddStringToObject(j, "policy", gs_plan_policy_name(pl->policy.kind));
+  cJSON_AddStringToObject(j, "spec", spec);
+  if (pl->policy.kind == GS_PLAN_AUTO)
+    cJSON_AddStringToObject(j, "chosen", gs_plan_policy_name(pl->chosen));
+  cJSON_AddNumberToObject(j, "workers", o->workers);
+  cJSON_AddNumberToObject(j, "per_node", o->per_node);
+  cJSON_AddStringToObject(j, "network", o->net ? o->net : o->cost_file ? o->cost_file
+                                                                       : "intra/inter");
+  if (o->compress) cJSON_AddStringToObject(j, "compress", o->compress);
+  cJSON_AddNumberToObject(j, "iters", r->iters);
+  cli_json_add(j, "compute_scale", o->scale, "%.17g");
+  cli_json_add(j, "jitter_cv", o->jitter, "%.17g");
+  cJSON_AddStringToObject(j, "jitter_dist",
+                          o->dist == GS_SIM_JITTER_NORMAL ? "normal" : "lognormal");
+  cJSON_AddStringToObject(j, "jitter_scope",
+                          o->scope == GS_SIM_SCOPE_OPERATION ? "op" : "iteration");
+  cJSON_AddNumberToObject(j, "seed", (double)o->seed);
+  cJSON_AddNumberToObject(j, "groups", (double)pl->ngroups);
+  cJSON_AddNumberToObject(j, "messages", (double)r->messages);
+  cJSON_AddNumberToObject(j, "bytes", r->bytes);
+  cli_json_add(j, "iter_s", r->iter_s, "%.17g");
+  cli_json_add(j, "iter_min_s", r->iter_min_s, "%.17g");
+  cli_json_add(j, "iter_max_s", r->iter_max_s, "%.17g");
+  cli_json_add(j, "compute_s", r->compute_s, "%.17g");
+  cli_json_add(j, "straggler_s", r->straggler_s, "%.17g");
+  cli_json_add(j, "exposed_comm_s", r->exposed_comm_s, "%.17g");
+  cli_json_add(j, "comm_s", r->comm_s, "%.17g");
+  cli_json_add(j, "efficiency", r->efficiency, "%.17g");
+  cli_json_add(j, "predicted_iter_s", pl->predicted_iter_s, "%.17g");
+  cJSON_AddNumberToObject(j, "events", (double)r->events);
+  cJSON_AddNumberToObject(j, "straggler", r->straggler);
+  cli_json_add(j, "sim_wall_s", run_s, "%.6g");
+  cli_print_json(stdout, j);
+}
+
+int cmd_simulate(int argc, char **argv) {
+  sim_opts o;
+  int rc = parse_opts(argc, argv, &o);
+  if (rc < 0) return 0; /* --help */
+  if (rc != 0) return rc;
+
+  static const char *all_specs[] = {"wfbp", "single", "bucket", "mgwfbp",
+                                    "optimal", "dear", "auto"};
+  const char *one[1] = {o.policy};
+  const char **specs = all_specs;
+  size_t nspecs = sizeof all_specs / sizeof all_specs[0];
+  if (strcmp(o.policy, "all") != 0) {
+    gs_plan_policy pp;
+    if (gs_plan_policy_parse(o.policy, &pp) != GS_OK) {
+      cli_error(VERB, "--policy: %s", gs_last_error());
+      return 2;
+    }
+    specs = one;
+    nspecs = 1;
+  }
+  if (o.trace) {
+    for (size_t k = 0; k < nspecs; k++) {
+      char path[4096];
+      trace_path(path, sizeof path, o.trace, specs[k], nspecs > 1);
+      if (cli_check_writable(path, "--trace") != GS_OK) {
+        cli_error(VERB, "%s", gs_last_error());
+        return 2;
+      }
+    }
+  }
+
+  gs_cost_topo topo = {o.workers, o.workers / o.per_node};
+  gs_cost_params params;
+  if ((rc = make_params(&o, topo, &params)) != 0) return rc;
+  /* Hierarchical between nodes of several workers; otherwise the best flat
+   * algorithm at large sizes. */
+  gs_algo algo = o.per_node > 1 && o.workers > o.per_node ? GS_ALGO_HIER : GS_ALGO_AUTO;
+  if (o.algo && strcmp(o.algo, "auto") != 0 && gs_algo_parse(o.algo, &algo) != GS_OK) {
+    cli_error(VERB, "--algo: %s", gs_last_error());
+    return 2;
+  }
+  gs_plan_cost cost;
+  if (gs_plan_cost_from_net(&params, topo, algo, &cost) != GS_OK) {
+    cli_error(VERB, "--algo %s: %s", gs_algo_name(algo), gs_last_error());
+    return 2;
+  }
+
+  gs_compressor *zc = NULL;
+  gs_plan_xchg xchg = {0};
+  int zrequired = 0;
+  if (o.compress && strcmp(o.compress, "none") != 0 && strcmp(o.compress, "auto:none") != 0) {
+    int required = strncmp(o.compress, "auto:", 5) != 0;
+    zrequired = required;
+    if (gs_compressor_create(required ? o.compress : o.compress + 5, &zc) != GS_OK) {
+      cli_error(VERB, "--compress: %s", gs_last_error());
+      return 2;
+    }
+    double spe = 0;
+    if (gs_compressor_measure(zc, (size_t)1 << 18, &spe) != GS_OK ||
+        gs_plan_xchg_from_compressor(zc, spe, &params, topo, NULL, required, &xchg) !=
+            GS_OK) {
+      cli_fail(VERB, "--compress %s: %s", o.compress, gs_last_error());
+      gs_compressor_destroy(zc);
+      return 1;
+    }
+  }
+
+  gs_profile *prof = NULL;
+  gs_status st = gs_profile_load(o.profile, &prof);
+  if (st == GS_OK) st = cli_clean_profile(prof);
+  if (st != GS_OK) {
+    gs_profile_free(prof);
+    gs_compressor_destroy(zc);
+    if (st == GS_ERR_NOMEM) {
+      cli_fail(VERB, "%s", gs_last_error());
+      return 1;
+    }
+    cli_error(VERB, "%s", gs_last_error());
+    return 2;
+  }
+
+  /* The profile is ours to change: scale its compute times. */
+  prof->forward_s *= o.scale;
+  for (size_t i = 0; i < prof->ntensors; i++) prof->tensors[i].backward_s *= o.scale;
+  gs_sim_config cfg = {.workers = o.workers, .iters = o.iters, .jitter_cv = o.jitter,
+                       .jitter = o.dist, .scope = o.scope, .seed = o.seed, .trace = o.trace != NULL};
+  if (!o.json) {
+    double bytes = 0, bwd = 0;
+    for (size_t i = 0; i < prof->ntensors; i++) {
+      bytes += (double)gs_profile_tensor_bytes(prof, i);
+      bwd += prof->tensors[i].backward_s;
+    }
+    printf("profile %s: %zu tensors, %.1f MB, forward %.1f ms, backward %.1f ms%s\n",
+           prof->name, prof->ntensors, bytes / 1e6, prof->forward_s * 1e3, bwd * 1e3,
+           o.scale != 1.0 ? " (times scaled)" : "");
+    printf("cluster: %d workers, %d per node, %s (%s); all-reduce %.3e s + %.3e s/B\n",
+           o.workers, o.per_node,
+           o.net ? o.net : o.cost_file ? o.cost_file : "--intra/--inter",
+           gs_algo_name(algo), cost.ar.a, cost.ar.b);
+    printf("%d iteration%s, jitter CV %g (%s, per %s), seed %llu%s%s\n\n", o.iters,
+           o.iters == 1 ? "" : "s", o.jitter,
+           o.dist == GS_SIM_JITTER_NORMAL ? "normal" : "lognormal",
+           o.scope == GS_SIM_SCOPE_OPERATION ? "operation" : "worker and iteration",
+           (unsigned long long)o.seed, o.compress ? ", compression " : "",
+           o.compress ? o.compress : "");
+    printf("%-18s %6s %5s %10s %9s %9s %9s %7s %9s %10s\n", "policy", "groups", "msgs",
+           "iter (ms)", "comp (ms)", "strag(ms)", "expo (ms)", "eff", "MB/iter",
+           "model (ms)");
+  }
+  for (size_t k = 0; k < nspecs && rc == 0; k++) {
+    gs_plan_policy pk;
+    gs_plan *pl = NULL;
+    st = gs_plan_policy_parse(specs[k], &pk);
+    if (st == GS_OK && nspecs > 1 && zrequired && pk.kind == GS_PLAN_DEAR) {
+      /* With every group compressed, DeAR has no plan: among all the
+       * policies it is left out (asked for alone, it is an error). */
+      if (!o.json)
+        printf("%-18s (left out: its reduce-scatter and all-gather cannot be sent "
+               "compressed)\n", specs[k]);
+      continue;
+    }
+    if (st == GS_OK) st = gs_plan_make_xchg(prof, &cost, &xchg, &pk, 1, &pl);
+    if (st != GS_OK) {
+      rc = st == GS_ERR_INVALID_ARG || st == GS_ERR_PARSE || st == GS_ERR_UNSUPPORTED ? 2 : 1;
+      if (rc == 2)
+        cli_error(VERB, "%s: %s", specs[k], gs_last_error());
+      else
+        cli_fail(VERB, "%s: %s", specs[k], gs_last_error());
+      break;
+    }
+    gs_sim_result r;
+    double t0 = now_s();
+    st = gs_sim_run(prof, &cost, &xchg, pl, &cfg, &r);
+    double run_s = now_s() - t0;
+    if (st != GS_OK) {
+      cli_fail(VERB, "%s: %s", specs[k], gs_last_error());
+      gs_plan_free(pl);
+      rc = 1;
+      break;
+    }
+    if (o.json) {
+      print_json(prof, &o, specs[k], pl, &r, run_s);
+    } else {
+      char name[64];
+      if (pl->policy.kind == GS_PLAN_AUTO)
+        snprintf(name, sizeof name, "auto (%s)", gs_plan_policy_name(pl->chosen));
+      else
+        snprintf(name, sizeof name, "%s", specs[k]);
+      printf("%-18s %6zu %5zu %10.3f %9.3f %9.3f %9.3f %6.1f%% %9.1f %10.3f\n", name,
+             pl->ngroups, r.messages, r.iter_s * 1e3, r.compute_s * 1e3,
+             r.straggler_s * 1e3, r.exposed_comm_s * 1e3, r.efficiency * 100,
+             r.bytes / 1e6, pl->predicted_iter_s * 1e3);
+    }
+    if (o.trace) {
+      char path[4096];
+      trace_path(path, sizeof path, o.trace, specs[k], nspecs > 1);
+      char label[128];
+      snprintf(label, sizeof label, "%s, %d workers", specs[k], o.workers);
+      if (gs_sim_write_trace(&r, prof, label, path) != GS_OK) {
+        cli_fail(VERB, "--trace: %s", gs_last_error());
+        rc = 1;
+      }
+    }
+    gs_sim_result_free(&r);
+    gs_plan_free(pl);
+  }
+  if (rc == 0 && !o.json)
+    printf("\neff = T_compute / T_iter (T_compute: one worker's forward + backward, no "
+           "communication);\nstrag: slowest worker's compute - T_compute; expo: "
+           "communication not hidden;\nmodel: the planner's prediction (no jitter).\n");
+  gs_profile_free(prof);
+  gs_compressor_destroy(zc);
+  return rc;
+}

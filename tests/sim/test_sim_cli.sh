@@ -1,0 +1,91 @@
+#!/bin/sh
+# gradsync simulate: --help exits 0; bad options and inputs exit 2 with a
+# message (bad profile, --workers 0, --per-node not dividing, unknown policy
+# or preset, unwritable --trace); the table, the JSON and the trace have the
+# shape docs/SIMULATE.md describes.
+# usage: test_sim_cli.sh GRADSYNC PROFILES_DIR
+G="$1"
+P="$2/resnet50.json"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+expect() { # expect CODE NEEDLE -- ARGS...
+  code="$1"; needle="$2"; shift 3
+  out=$("$G" simulate "$@" 2>&1); rc=$?
+  if [ "$rc" != "$code" ]; then
+    echo "FAIL: gradsync simulate $*: exit $rc, expected $code: $out"; fail=1
+  elif [ -n "$needle" ] && ! printf '%s' "$out" | grep -qF -- "$needle"; then
+    echo "FAIL: gradsync simulate $*: output lacks '$needle': $out"; fail=1
+  else
+    echo "ok: gradsync simulate $* -> $rc"
+  fi
+}
+printf '{"name": "x", "forward_s": 0.1, "tensors": [' > "$T/bad.json"
+expect 0 "usage: gradsync simulate" -- --help
+expect 2 "--profile FILE is required" -- --workers 4 --net 10GbE
+expect 2 "--workers N is required" -- --profile "$P" --net 10GbE
+expect 2 "--workers: expected an integer" -- --profile "$P" --workers 0 --net 10GbE
+expect 2 "--per-node 3 must divide --workers 8" -- --profile "$P" --workers 8 --per-node 3 --net 10GbE
+expect 2 "unknown policy" -- --profile "$P" --workers 8 --net 10GbE --policy fastest
+expect 2 "unknown network preset" -- --profile "$P" --workers 8 --net 7GbE
+expect 2 "a network is required" -- --profile "$P" --workers 8
+expect 2 "give one of" -- --profile "$P" --workers 8 --net 10GbE --cost "$T/c.json"
+expect 2 "--intra and --inter go together" -- --profile "$P" --workers 8 --intra 1e-6,1e-10
+expect 2 "--inter: expected" -- --profile "$P" --workers 8 --intra 1e-6,1e-10 --inter 5
+expect 2 "--cost" -- --profile "$P" --workers 8 --cost "$T/missing.json"
+expect 2 "/nonexistent.json" -- --profile /nonexistent.json --workers 8 --net 10GbE
+expect 2 "bad.json" -- --profile "$T/bad.json" --workers 8 --net 10GbE
+expect 2 "--trace" -- --profile "$P" --workers 8 --net 10GbE --policy wfbp --trace /nonexistent-dir/t.json
+expect 2 "--jitter: expected" -- --profile "$P" --workers 8 --net 10GbE --jitter -1
+expect 2 "--jitter-dist" -- --profile "$P" --workers 8 --net 10GbE --jitter-dist uniform
+expect 2 "--jitter-scope" -- --profile "$P" --workers 8 --net 10GbE --jitter-scope tensor
+expect 2 "--iters: expected" -- --profile "$P" --workers 8 --net 10GbE --iters 0
+expect 2 "more than once" -- --profile "$P" --workers 8 --workers 4 --net 10GbE
+expect 2 "unknown option" -- --profile "$P" --workers 8 --net 10GbE --bogus
+expect 2 "unexpected argument" -- --profile "$P" --workers 8 --net 10GbE extra
+expect 2 "--compress" -- --profile "$P" --workers 8 --net 10GbE --compress zip:3
+expect 2 "--algo" -- --profile "$P" --workers 8 --net 1GbE --algo pipeline
+expect 2 "--compute-scale" -- --profile "$P" --workers 8 --net 1GbE --compute-scale 0
+expect 0 "(ring)" -- --profile "$P" --workers 8 --net 1GbE --algo ring --compute-scale 0.5
+expect 0 "mgwfbp" -- --profile "$P" --workers 8 --net 1GbE
+# A cost file (the form gradsync bench --cost-out writes) drives the same
+# costs as the links it holds, and only for the topology it was measured on.
+printf '{"ranks": 8, "nodes": 8, "alpha": 5e-5, "beta": 8e-9, "alpha_local": 1e-6, "beta_local": 2e-10, "gamma": 0, "fit": {}}' > "$T/c8.json"
+expect 0 "all-reduce 3.000e-04 s + 1.400e-08 s/B" -- --profile "$P" --workers 8 --cost "$T/c8.json" --policy mgwfbp
+expect 0 "all-reduce 3.000e-04 s + 1.400e-08 s/B" -- --profile "$P" --workers 8 --intra 1e-6,2e-10 --inter 5e-5,8e-9 --policy mgwfbp
+expect 2 "measured on 8 ranks" -- --profile "$P" --workers 16 --cost "$T/c8.json"
+expect 0 "hier" -- --profile "$P" --workers 16 --per-node 4 --intra 2e-6,2e-10 --inter 5e-5,8e-9
+expect 0 "topk" -- --profile "$P" --workers 8 --net 1GbE --policy wfbp --compress topk:0.01
+expect 0 "left out" -- --profile "$P" --workers 8 --net 1GbE --compress topk:0.01
+expect 2 "cannot be sent compressed" -- --profile "$P" --workers 8 --net 1GbE --policy dear --compress topk:0.01
+
+# JSON: one line per policy, and the simulated time equals the model's
+# without jitter.
+n=$("$G" simulate --profile "$P" --workers 8 --net 10GbE --json | grep -c '"policy"')
+[ "$n" = 7 ] || { echo "FAIL: --json gave $n lines, expected 7"; fail=1; }
+line=$("$G" simulate --profile "$P" --workers 8 --net 10GbE --json --policy optimal)
+/usr/bin/python3 - "$line" <<'PY' || fail=1
+import json, sys
+r = json.loads(sys.argv[1])
+for k in ("iter_s", "compute_s", "exposed_comm_s", "efficiency", "messages", "bytes",
+          "straggler_s", "predicted_iter_s"):
+    assert k in r, k
+assert abs(r["iter_s"] - r["predicted_iter_s"]) <= 1e-9 * r["iter_s"], r
+assert abs(r["efficiency"] - r["compute_s"] / r["iter_s"]) < 1e-12, r
+print("ok: JSON fields and the model's time")
+PY
+
+# Jitter is deterministic for a seed.
+a=$("$G" simulate --profile "$P" --workers 64 --net 10GbE --policy wfbp --jitter 0.1 --seed 7 --json | sed 's/"sim_wall_s":[^,}]*//')
+b=$("$G" simulate --profile "$P" --workers 64 --net 10GbE --policy wfbp --jitter 0.1 --seed 7 --json | sed 's/"sim_wall_s":[^,}]*//')
+[ "$a" = "$b" ] || { echo "FAIL: same seed, different results"; fail=1; }
+
+# The trace: one file per policy with several, valid Chrome trace JSON.
+"$G" simulate --profile "$P" --workers 8 --net 10GbE --policy dear --jitter 0.1 --trace "$T/t.json" >/dev/null || fail=1
+"$G" simulate --profile "$P" --workers 8 --net 10GbE --trace "$T/all.json" >/dev/null || fail=1
+for f in "$T/t.json" "$T/all.wfbp.json" "$T/all.dear.json" "$T/all.auto.json"; do
+  /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert any(e.get('ph')=='X' for e in d['traceEvents'])" "$f" \
+    || { echo "FAIL: $f is not a Chrome trace"; fail=1; }
+done
+[ $fail = 0 ] && echo "all ok"
+exit $fail
