@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The command line's contract, as a table: for every verb (run, bench, plan,
+# The command line's contract, as a table: for every verb (run, bench, plan, simulate,
 # replay, train, and the tool itself: help, version, unknown verbs) and every
 # class of input of docs/CLI.md (unknown options, missing values, repeated
 # options, numbers of the wrong kind or outside their range, options that
@@ -194,6 +194,25 @@ t 2 "GRADSYNC_TIMELINE $tmp/none/t.json" GRADSYNC_TIMELINE="$tmp/none/t.json" \
 t 0 "" replay --profile "$tmp/names.json" --policy wfbp --iters 1 --warmup 1 --json
 strict_json "$tmp/out" && ok "replay --json with bad names is strict UTF-8 JSON" \
   || bad "replay JSON with bad names"
+
+echo "== simulate"
+t 0 "usage: gradsync simulate" simulate --help
+t 2 "--profile" simulate --workers 4 --net 1GbE
+t 2 "option --workers given more than once" simulate --profile "$prof" --workers 4 --workers 8 --net 1GbE
+t 2 "unknown option '--frob'" simulate --frob
+t 2 "--workers" simulate --profile "$prof" --workers 0 --net 1GbE
+t 2 "--workers" simulate --profile "$prof" --workers 2.5 --net 1GbE
+t 2 "must divide" simulate --profile "$prof" --workers 4 --per-node 3 --net 1GbE
+t 2 "--jitter" simulate --profile "$prof" --workers 4 --net 1GbE --jitter nan
+t 2 "unknown policy" simulate --profile "$prof" --workers 4 --net 1GbE --policy fastest
+t 2 "$tmp/none.json" simulate --profile "$tmp/none.json" --workers 4 --net 1GbE
+t 2 "$tmp/none/t.json" simulate --profile "$prof" --workers 4 --net 1GbE --policy wfbp --trace "$tmp/none/t.json"
+t 0 "" simulate --profile "$tmp/zero.json" --workers 4 --net 1GbE --json
+strict_json "$tmp/out" && ok "simulate --json with zero times is strict JSON" \
+  || bad "simulate JSON with zero times not strict"
+t 0 "" simulate --profile "$tmp/names.json" --workers 4 --net 1GbE --json
+strict_json "$tmp/out" && ok "simulate --json with bad names is strict UTF-8 JSON" \
+  || bad "simulate JSON with bad names"
 
 echo "== run"
 t 0 "usage: gradsync run" run --help
