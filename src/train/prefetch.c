@@ -12,7 +12,9 @@
 
 struct train_batches {
   const gs_nn_dataset *ds;
-  const size_t *indices; /* the epoch's shard; step s takes batch entries at s * batch */
+  const size_t *indices; /* the epoch's shard; step s takes batch entries at
+                            (s mod shard_steps) * batch */
+  long shard_steps;
   int batch, threaded;
   size_t x_count;        /* floats in each x buffer */
   float *x[2];
@@ -29,7 +31,8 @@ struct train_batches {
 
 /* Step's samples into buffer k. */
 static gs_status gather(train_batches *b, long step, int k) {
-  return gs_nn_dataset_gather_n(b->ds, b->indices + (size_t)step * (size_t)b->batch, b->batch,
+  size_t s = (size_t)(b->shard_steps > 0 ? step % b->shard_steps : step);
+  return gs_nn_dataset_gather_n(b->ds, b->indices + s * (size_t)b->batch, b->batch,
                                 b->x[k], b->x_count, b->y[k]);
 }
 
@@ -98,11 +101,13 @@ static void drain(train_batches *b) {
 void train_batches_start(train_batches *b, const size_t *indices, long steps) {
   if (!b->threaded) {
     b->indices = indices;
+    b->shard_steps = steps;
     return;
   }
   pthread_mutex_lock(&b->mu);
   drain(b);
   b->indices = indices;
+  b->shard_steps = steps;
   b->ready = -1;
   if (steps > 0) {
     b->want = 0;

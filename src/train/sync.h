@@ -70,6 +70,14 @@ typedef struct train_sync_ops {
   void (*describe)(void *self, struct cJSON *json, char *text, size_t n);
   /* Optional: adds the mode's own time buckets. */
   void (*breakdown)(void *self, train_breakdown *b);
+  /* Optional: the epoch ends by samples, not by steps. For modes whose
+   * workers may run different numbers of steps (asynchronous ones: a
+   * straggler does fewer, the others more). Called after each step's
+   * end_backward; returns 1 once the epoch's samples (steps_per_epoch x
+   * workers x batch) have been applied, and the worker leaves the epoch
+   * whatever its own step count. Batches past the worker's shard of the
+   * epoch wrap around it. NULL: every worker runs steps_per_epoch steps. */
+  int (*epoch_done)(void *self, const train_step *step);
   gs_status (*destroy)(void *self);
 } train_sync_ops;
 

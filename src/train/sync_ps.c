@@ -36,6 +36,9 @@ typedef struct ps_sync {
   double switch_step_s;  /* time of the steps at which the mode changed */
   double step_s;         /* time of all steps' exchanges */
   long steps;
+  long samples;          /* the servers' count in the last answer */
+  long first_epoch;      /* of this run (-1 until the first step): the
+                            servers count from 0 after a --resume too */
   train_sync_stats st;
 } ps_sync;
 
@@ -54,6 +57,7 @@ static gs_status psm_create(train_ctx *t, void **self) {
   if (!s) return gs_error(GS_ERR_NOMEM, "out of memory for the parameter-server sync mode");
   *self = s;
   s->t = t;
+  s->first_epoch = -1;
   const train_config *c = t->cfg;
   if (c->ps_servers < 1)
     return gs_error(GS_ERR_INVALID_ARG, "--sync %s runs over parameter servers: it needs --ps S",
@@ -118,6 +122,8 @@ static gs_status psm_end_backward(void *self, const train_step *step) {
   gs_ps_step_result res;
   gs_status st = gs_ps_step(s->ps, gs_nn_grads_flat(s->t->net), w, &info, &res);
   double dt = gs_now() - t0;
+  if (s->first_epoch < 0) s->first_epoch = step->epoch;
+  if (st == GS_OK) s->samples = res.samples;
   s->steps++;
   s->step_s += dt;
   if (res.switched) {
@@ -130,6 +136,15 @@ static gs_status psm_end_backward(void *self, const train_step *step) {
   s->st.comm_s += dt;
   s->st.wait_s += dt;
   return st;
+}
+
+/* An epoch is its samples: under ASP a straggler's pushes are fewer and
+ * the others' more, and every worker leaves once the servers have applied
+ * the epoch's share (BSP's rounds make that every worker's last step). */
+static int psm_epoch_done(void *self, const train_step *step) {
+  ps_sync *s = self;
+  long per_epoch = step->steps_per_epoch * (long)s->t->size * (long)step->batch;
+  return s->samples >= (step->epoch + 1 - s->first_epoch) * per_epoch;
 }
 
 /* Before evaluation, checkpoints and the end: nothing is in flight (each
@@ -197,6 +212,7 @@ static gs_status psm_destroy(void *self) {
                               .stats = psm_stats,                                      \
                               .describe = psm_describe,                                \
                               .breakdown = psm_breakdown,                              \
+                              .epoch_done = psm_epoch_done,                            \
                               .destroy = psm_destroy}
 
 PS_OPS(train_sync_ps_bsp, "bsp");

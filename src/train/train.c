@@ -1,5 +1,6 @@
 /* The training loop (train.h). */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,20 +241,27 @@ static gs_status find_extensions(const train_config *c, const train_sync_ops **s
  * which every rank sees at the same step) for the caller to agree on.
  * Failures that cannot be agreed on end the job. */
 static gs_status run_epoch(train_ctx *t, train_batches *batches,
-                           const gs_nn_lr_schedule *sched, long epoch,
+                           const gs_nn_lr_schedule *sched, long epoch, long *done,
                            double *loss_sum, long *correct, long *seen, double *steps_s,
                            double e0, const train_sync_stats *s0, double *last_draw) {
   const train_config *c = t->cfg;
   const long steps = t->steps_per_epoch;
   const long log_every = steps / 20 > 1 ? steps / 20 : 1;
   const int owns_step = t->sync.ops->owns_step;
+  /* By samples (the sync mode's epoch_done): as many steps as it takes. */
+  const int by_samples = t->sync.ops->epoch_done != NULL;
   gs_status st = GS_OK;
-  for (long step = 0; step < steps; step++) {
+  long step = 0;
+  for (; by_samples || step < steps; step++) {
     double s_start = gs_now();
     float *x = NULL;
     int32_t *y = NULL;
-    if (train_batches_get(batches, step, steps, &x, &y) != GS_OK) step_failed(t, epoch, step);
-    train_step ts = {.epoch = epoch, .step = step, .global_step = epoch * steps + step,
+    if (train_batches_get(batches, step, by_samples ? LONG_MAX : steps, &x, &y) != GS_OK)
+      step_failed(t, epoch, step);
+    /* The schedule's position: a worker past the epoch's steps stays at
+     * its last one. */
+    long in_epoch = step < steps ? step : steps - 1;
+    train_step ts = {.epoch = epoch, .step = step, .global_step = epoch * steps + in_epoch,
                      .steps_per_epoch = steps, .batch = c->batch, .x = x, .y = y};
     ts.lr = gs_nn_lr_at(sched, ts.global_step);
     float loss = 0;
@@ -278,6 +286,10 @@ static gs_status run_epoch(train_ctx *t, train_batches *batches,
     *loss_sum += loss;
     *correct += ok;
     *seen += c->batch;
+    if (by_samples && t->sync.ops->epoch_done(t->sync.self, &ts)) {
+      step++;
+      break;
+    }
     /* A terminal's bar is redrawn at most 5 times a second; a log gets a
      * line every 5% of the epoch. */
     int draw = train_on_terminal() ? gs_now() - *last_draw > 0.2 : (step + 1) % log_every == 0;
@@ -293,12 +305,13 @@ static gs_status run_epoch(train_ctx *t, train_batches *batches,
     }
   }
   train_batches_finish(batches);
+  *done = step;
   if (st == GS_OK) {
     double f0 = gs_now();
     if (t->sync.ops->flush && t->sync.ops->flush(t->sync.self) != GS_OK)
-      step_failed(t, epoch, steps - 1);
+      step_failed(t, epoch, step - 1);
     *steps_s += gs_now() - f0;
-    st = check_finite(t, epoch, steps - 1);
+    st = check_finite(t, epoch, step - 1);
   }
   return st;
 }
@@ -340,12 +353,21 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
     train_sync_stats s0, s1;
     sync_stats(t, &s0);
     train_batches_start(batches, sampler.indices, steps);
-    st = run_epoch(t, batches, &sched, epoch, &loss_sum, &correct, &seen, &steps_s, e0, &s0,
-                   &last_draw);
+    long done = 0;
+    st = run_epoch(t, batches, &sched, epoch, &done, &loss_sum, &correct, &seen, &steps_s, e0,
+                   &s0, &last_draw);
     if (train_agree_status(&t->workers, st)) goto out;
     double epoch_s = gs_now() - e0;
     train_s += epoch_s;
-    images += seen * t->size;
+    /* The samples of every worker (they may have run different steps). */
+    int64_t all_seen = seen;
+    if (t->sync.ops->epoch_done) {
+      st = gs_allreduce(t->comm, GS_IN_PLACE, &all_seen, 1, GS_I64, GS_SUM, GS_ALGO_MPI);
+      if (train_agree_status(&t->workers, st)) goto out;
+    } else {
+      all_seen *= t->size;
+    }
+    images += all_seen;
     sync_stats(t, &s1);
     train_sync_stats d = stats_diff(&s0, &s1);
     compute_s += steps_s - d.wait_s;
@@ -356,10 +378,10 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
     last_acc = acc;
     res->epochs_done = epoch + 1;
     if (!c->json)
-      train_progress(t, (int)epoch, steps, steps, loss_sum / steps, (double)correct / seen,
-                     seen * t->size / epoch_s, train_sync_hidden(&d), 1);
-    train_print_epoch(t, epoch + 1, epoch_s, loss_sum / steps, test_loss, acc,
-                      seen * t->size / epoch_s, &d);
+      train_progress(t, (int)epoch, steps, steps, loss_sum / done, (double)correct / seen,
+                     all_seen / epoch_s, train_sync_hidden(&d), 1);
+    train_print_epoch(t, epoch + 1, epoch_s, loss_sum / done, test_loss, acc,
+                      all_seen / epoch_s, &d);
   }
   train_sync_stats last;
   sync_stats(t, &last);

@@ -53,7 +53,8 @@ gs_status train_batches_create(train_batches **out, const gs_nn_dataset *ds, int
 /* A new epoch: its shard's indices (which must not change until
  * train_batches_finish) and step count; the first batch starts. */
 void train_batches_start(train_batches *b, const size_t *indices, long steps);
-/* Step's batch (steps in order from 0); asks for the next one. x and y stay
+/* Step's batch (steps in order from 0; past the shard's steps, batches
+ * wrap around it); asks for the next one if step + 1 < steps. x and y stay
  * valid and unchanged until the call for step + 2. */
 gs_status train_batches_get(train_batches *b, long step, long steps, float **x, int32_t **y);
 /* Waits until no gather is in flight (before the indices change). */

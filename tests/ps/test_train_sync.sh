@@ -2,8 +2,10 @@
 # gradsync train's sync modes from src/train/sync_ps.c and sync_local.c:
 # bad --sync / --ps / --straggler values exit 2 with a message; short runs
 # on a synthetic set under --ps 1 --sync bsp, switch:offline:0.5 (which
-# switches once, inside the job), local:2 and delayed:2 finish with a
-# summary naming the mode.
+# switches once, inside the job; under asp worker 0 runs its part of the
+# 12 pushes left, 6 on average), local:2 and delayed:2 finish with a
+# summary naming the mode; under asp an epoch is its samples, so with a
+# worker 10x slower, worker 0 runs more than its 32 steps of 2 epochs.
 #   test_train_sync.sh GRADSYNC
 set -u
 gs=$1
@@ -30,7 +32,15 @@ run() { # np expect-regex args...
     { fail "$*: summary does not match $want"; echo "$out" | tail -3; }
 }
 run 3 '"sync":"bsp","servers":1,"bsp_steps":12,"asp_steps":0' --ps 1 --sync bsp
-run 3 '"bsp_steps":6,"asp_steps":6,"ssp_steps":0,"switches":1' --ps 1 --sync switch:offline:0.5
+run 3 '"bsp_steps":6,"asp_steps":([0-9]|1[0-2]),"ssp_steps":0,"switches":1' --ps 1 --sync switch:offline:0.5
 run 3 '"sync":"local:2","averages":[4-9]' --sync local:2
+out=$(timeout 200 "$gs" run -np 4 -- "$gs" train --synthetic 1536 --epochs 2 --batch 32 --json \
+      --ps 1 --sync asp --straggler 1:10 2>&1)
+rc=$?
+steps=$(echo "$out" | grep '"summary"' | sed -n 's/.*"asp_steps":\([0-9]*\).*/\1/p')
+if [ "$rc" -ne 0 ] || [ -z "$steps" ] || [ "$steps" -le 32 ] || [ "$steps" -gt 64 ]; then
+  fail "asp with a straggler: exit $rc, worker 0 ran '${steps}' steps, expected 33 to 64 (32 is its share)"
+  echo "$out" | tail -3
+fi
 run 3 '"sync":"delayed:2"' --sync delayed:2 --straggler 1:2:2-6
 exit $fails
