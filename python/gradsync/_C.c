@@ -12,7 +12,9 @@
  *
  * Module state: one communicator over MPI_COMM_WORLD (init/shutdown).
  * Objects: Request (one non-blocking collective: wait, test) and Engine
- * (gs_engine: register, grad_ready, wait, wait_tensor, destroy, stats).
+ * (gs_engine: register, grad_ready, wait, wait_tensor, destroy, stats; its
+ * configuration includes gradient compression). compression_check parses
+ * a compression spec without communicating.
  * Every gradsync failure raises gradsync.GradsyncError with the library's
  * message (gs_last_error) and the status name in its `status` attribute.
  * Calls that may block (waits, blocking collectives, engine waits) release
@@ -406,6 +408,43 @@ static PyObject *py_ibarrier(PyObject *self, PyObject *args) {
   return issued(st, req, NULL);
 }
 
+/* ---- Compression ----------------------------------------------------------- */
+
+/* compression_check(spec) -> normalised spec: parses a compression spec as
+ * the engine and `gradsync train --compress` do ("none", a compressor spec
+ * of gradsync/compress.h, or "auto:SPEC"), without any communication, so
+ * that a bad spec is reported where it is given. Returns "none",
+ * "topk:0.01" or "auto:topk:0.01" (the compressor's own normalisation);
+ * raises GradsyncError (INVALID_ARG) with the parser's message. */
+static PyObject *py_compression_check(PyObject *self, PyObject *arg) {
+  (void)self;
+  const char *spec = PyUnicode_AsUTF8(arg);
+  if (!spec) return NULL;
+  const int automatic = strncmp(spec, "auto:", 5) == 0;
+  const char *kind = automatic ? spec + 5 : spec;
+  if (*kind == '\0' && automatic) {
+    gs_error(GS_ERR_INVALID_ARG,
+             "gradsync: compression '%s': expected auto:SPEC with a "
+             "compressor spec (%s)",
+             spec, gs_compressor_kinds());
+    return raise_status(GS_ERR_INVALID_ARG);
+  }
+  if (*kind == '\0' || strcmp(kind, "none") == 0)
+    return PyUnicode_FromString("none");
+  gs_compressor *c = NULL;
+  gs_status st = gs_compressor_create(kind, &c);
+  if (st != GS_OK) {
+    char why[900];
+    snprintf(why, sizeof why, "%s", gs_last_error());
+    gs_error(st, "gradsync: compression: %s", why);
+    return raise_status(st);
+  }
+  PyObject *res = PyUnicode_FromFormat("%s%s", automatic ? "auto:" : "",
+                                       gs_compressor_spec(c));
+  gs_compressor_destroy(c);
+  return res;
+}
+
 /* ---- Engine ---------------------------------------------------------------- */
 
 typedef struct {
@@ -421,16 +460,34 @@ static int engine_live(EngineObject *e) {
   return -1;
 }
 
-/* Engine(policy=None, warmup_iters=-1, forward_overlap=0, timeline=None):
- * collective over every rank (gs_engine_create). */
+/* Engine(policy=None, warmup_iters=-1, forward_overlap=0, timeline=None,
+ *        compress=None, error_feedback=1, compress_warmup_steps=0,
+ *        compress_momentum=0.0): collective over every rank
+ * (gs_engine_create). compress is a spec of gradsync/compress.h or
+ * "auto:SPEC" (None, "" or "none": dense); the other three fill the
+ * compressor states' options as `gradsync train` does (a momentum of 0
+ * keeps the default). */
 static int engine_init(EngineObject *e, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"policy", "warmup_iters", "forward_overlap",
-                           "timeline", NULL};
-  const char *policy = NULL, *timeline = NULL;
-  int warmup = -1, overlap = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|zipz", kwlist, &policy, &warmup,
-                                   &overlap, &timeline))
+  static char *kwlist[] = {"policy",         "warmup_iters",
+                           "forward_overlap", "timeline",
+                           "compress",       "error_feedback",
+                           "compress_warmup_steps", "compress_momentum",
+                           NULL};
+  const char *policy = NULL, *timeline = NULL, *compress = NULL;
+  int warmup = -1, overlap = 0, error_feedback = 1;
+  long long zwarmup = 0;
+  double zmomentum = 0.0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|zipzzpLd", kwlist, &policy,
+                                   &warmup, &overlap, &timeline, &compress,
+                                   &error_feedback, &zwarmup, &zmomentum))
     return -1;
+  if (zwarmup < 0 || !(zmomentum >= 0 && zmomentum < 1)) {
+    PyErr_Format(PyExc_ValueError,
+                 "gradsync: compress_warmup_steps (%lld) must be >= 0 and "
+                 "compress_momentum (%g) in [0, 1)",
+                 zwarmup, zmomentum);
+    return -1;
+  }
   if (need_comm()) return -1;
   if (e->engine) {
     PyErr_SetString(GradsyncError, "gradsync: engine already created");
@@ -442,6 +499,12 @@ static int engine_init(EngineObject *e, PyObject *args, PyObject *kw) {
   if (warmup >= 0) cfg.warmup_iters = warmup;
   cfg.forward_overlap = overlap;
   cfg.timeline = timeline;
+  cfg.compress = compress;
+  cfg.error_feedback = error_feedback;
+  gs_compress_opts zopts = gs_compress_opts_default();
+  zopts.warmup_steps = (uint64_t)zwarmup;
+  if (zmomentum > 0) zopts.momentum = (float)zmomentum;
+  cfg.compress_opts = &zopts; /* copied by gs_engine_create */
   e->keep = PyList_New(0);
   if (!e->keep) return -1;
   gs_status st;
@@ -535,14 +598,17 @@ static PyObject *engine_stats(EngineObject *e, PyObject *args) {
   gs_status st = gs_engine_get_stats(e->engine, &s);
   if (st != GS_OK) return raise_status(st);
   return Py_BuildValue(
-      "{s:K,s:s,s:s,s:i,s:K,s:n,s:d,s:K,s:d,s:d,s:K}", "iterations",
-      (unsigned long long)s.iterations, "policy",
-      gs_plan_policy_name(s.policy), "chosen",
-      gs_plan_policy_name(s.chosen), "warming_up", s.warming_up, "plans",
-      (unsigned long long)s.plans, "groups", (Py_ssize_t)s.ngroups,
-      "predicted_iter_s", s.predicted_iter_s, "messages",
-      (unsigned long long)s.messages, "comm_s", s.comm_s, "wait_s", s.wait_s,
-      "unready", (unsigned long long)s.unready);
+      "{s:K,s:s,s:s,s:i,s:K,s:n,s:d,s:K,s:d,s:d,s:K,s:K,s:K,s:K,s:n,s:d}",
+      "iterations", (unsigned long long)s.iterations, "policy",
+      gs_plan_policy_name(s.policy), "chosen", gs_plan_policy_name(s.chosen),
+      "warming_up", s.warming_up, "plans", (unsigned long long)s.plans,
+      "groups", (Py_ssize_t)s.ngroups, "predicted_iter_s", s.predicted_iter_s,
+      "messages", (unsigned long long)s.messages, "comm_s", s.comm_s,
+      "wait_s", s.wait_s, "unready", (unsigned long long)s.unready,
+      "bytes_sent", (unsigned long long)s.bytes_sent, "bytes_dense",
+      (unsigned long long)s.bytes_dense, "compressed_messages",
+      (unsigned long long)s.compressed_messages, "compressed_groups",
+      (Py_ssize_t)s.compressed_groups, "compress_s", s.compress_s);
 }
 
 static void engine_dealloc(EngineObject *e) {
@@ -601,6 +667,8 @@ static PyMethodDef module_methods[] = {
     {"ibcast", py_ibcast, METH_VARARGS, NULL},
     {"ialltoallv", py_ialltoallv, METH_VARARGS, NULL},
     {"ibarrier", py_ibarrier, METH_NOARGS, NULL},
+    {"compression_check", py_compression_check, METH_O,
+     "compression_check(spec) -> normalised spec; GradsyncError if bad"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {

@@ -42,7 +42,7 @@ __all__ = [
     "broadcast_async", "broadcast_async_", "alltoall", "alltoall_async",
     "synchronize", "poll", "barrier", "broadcast_object", "allgather_object",
     "broadcast_parameters", "broadcast_optimizer_state",
-    "DistributedOptimizer",
+    "Compression", "Compressor", "DistributedOptimizer",
 ]
 
 # Reduction operations (Horovod's names).
@@ -455,6 +455,70 @@ def broadcast_optimizer_state(optimizer, root_rank=0):
         optimizer.load_state_dict(state)
 
 
+# ---- Compression -------------------------------------------------------------------
+
+class Compressor:
+    """A gradient compressor for DistributedOptimizer(compression=...), named
+    by its spec (gradsync/compress.h): the engine compresses inside its own
+    exchange, so this object carries no compress()/decompress() methods of
+    its own, unlike Horovod's."""
+
+    __slots__ = ("spec",)
+
+    def __init__(self, spec):
+        self.spec = _C.compression_check(str(spec))
+
+    def __repr__(self):
+        return f"gradsync.torch.Compressor({self.spec!r})"
+
+    def __eq__(self, other):
+        return isinstance(other, Compressor) and other.spec == self.spec
+
+    def __hash__(self):
+        return hash(self.spec)
+
+
+class Compression:
+    """Horovod's names for the compressors (hvd.Compression.none / .fp16),
+    plus the others by spec. Any spec string works as well:
+    compression="topk:0.01" is Compression.topk(0.01)."""
+
+    none = Compressor("none")
+    fp16 = Compressor("fp16")
+    bf16 = Compressor("bf16")
+
+    @staticmethod
+    def topk(density):
+        """The k = density * n entries of largest |g| of each message."""
+        return Compressor(f"topk:{density!r}")
+
+    @staticmethod
+    def spec(spec):
+        """Any compressor spec, or "auto:SPEC" (dense or SPEC per message,
+        as the plan predicts faster)."""
+        return Compressor(spec)
+
+
+def _compression_spec(compression):
+    """The engine's compression spec for a compression= argument: None for
+    dense, else a normalised spec ("topk:0.01", "auto:topk:0.01"). A bad
+    spec raises GradsyncError (INVALID_ARG) with the parser's message,
+    before anything is sent."""
+    if compression is None:
+        return None
+    if isinstance(compression, Compressor):
+        spec = compression.spec
+    elif isinstance(compression, str):
+        spec = _C.compression_check(compression)
+    else:
+        raise TypeError(
+            f"gradsync: compression= takes a spec string (\"topk:0.01\", \"fp16\", "
+            f"\"powersgd:4\", \"auto:topk:0.01\", ...) or gradsync.torch.Compression.*, "
+            f"not {compression!r}: the engine compresses inside its exchange, so "
+            f"Horovod-style compressor classes with compress()/decompress() are not used")
+    return None if spec == "none" else spec
+
+
 # ---- DistributedOptimizer --------------------------------------------------------
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -463,13 +527,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     are its additions; see DistributedOptimizer for the contract."""
 
     def __init__(self, params, named_parameters, policy, compression,
-                 backward_passes_per_step, model, warmup_iters, timeline):
+                 backward_passes_per_step, model, warmup_iters, timeline,
+                 error_feedback, compress_warmup_steps, compress_momentum):
         super(self.__class__, self).__init__(params)
-        if compression not in (None, "none"):
-            raise NotImplementedError(
-                f"gradsync: compression={compression!r} needs the compression engine "
-                "(an exchange that averages a buffer through a compressor), which this "
-                "build of libgradsync does not have yet; use compression=None")
+        self._gs_compress = _compression_spec(compression)
+        self._gs_compress_given = compression is not None
+        self._gs_set_compress_options(policy, error_feedback, compress_warmup_steps,
+                                      compress_momentum)
         if int(backward_passes_per_step) < 1:
             raise ValueError(f"gradsync: backward_passes_per_step must be >= 1, "
                              f"got {backward_passes_per_step}")
@@ -530,6 +594,45 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._gs_overlap:
             self._gs_add_forward_hooks(model)
         _optimizers.add(self)
+
+    def _gs_set_compress_options(self, policy, error_feedback, warmup_steps, momentum):
+        """Checks the compression options against each other and the policy
+        (the checks `gradsync train` and the engine make), locally."""
+        spec = self._gs_compress
+        if not isinstance(error_feedback, bool):
+            raise TypeError(f"gradsync: error_feedback must be True or False, "
+                            f"not {error_feedback!r}")
+        if isinstance(warmup_steps, bool) or int(warmup_steps) != warmup_steps \
+                or warmup_steps < 0:
+            raise ValueError(f"gradsync: compress_warmup_steps must be an integer >= 0, "
+                             f"got {warmup_steps!r}")
+        if momentum is not None and not 0 <= float(momentum) < 1:
+            raise ValueError(f"gradsync: compress_momentum must be in [0, 1), "
+                             f"got {momentum!r}")
+        if not self._gs_compress_given and (not error_feedback or warmup_steps or
+                                            momentum is not None):
+            raise ValueError("gradsync: error_feedback=False, compress_warmup_steps and "
+                             "compress_momentum need compression= (a compressor spec)")
+        if spec is not None and not spec.startswith("auto:") and \
+                str(policy).split(":")[0] == "dear":
+            raise _error("INVALID_ARG", f"gradsync: compression '{spec}' on every message "
+                         f"cannot be combined with policy='dear', whose reduce-scatter + "
+                         f"all-gather messages are sent dense (use "
+                         f"compression='auto:{spec}')")
+        kind = spec.split(":")[1 if spec.startswith("auto:") else 0] if spec else ""
+        if kind == "dgc":
+            # DGC corrects momentum itself (Lin et al., ICLR 2018, Sec. 3.2):
+            # the optimizer's own momentum would apply it twice.
+            moms = {g.get("momentum", 0) for g in self.param_groups}
+            if any(m for m in moms):
+                raise ValueError(
+                    f"gradsync: compression '{spec}' applies momentum inside the "
+                    f"compressor (DGC's momentum correction): give the optimizer "
+                    f"momentum=0 and DistributedOptimizer compress_momentum="
+                    f"{max(moms)} instead")
+        self._gs_ef = error_feedback
+        self._gs_zwarmup = int(warmup_steps)
+        self._gs_zmomentum = 0.0 if momentum is None else float(momentum)
 
     def _gs_add_forward_hooks(self, model):
         """A forward pre-hook on every module that owns synchronised
@@ -652,7 +755,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         order = order_t.tolist()
         overlap = 1 if self._gs_overlap else 0
         engine = _C.Engine(policy=self._gs_policy, warmup_iters=self._gs_warmup,
-                           forward_overlap=overlap, timeline=self._gs_timeline)
+                           forward_overlap=overlap, timeline=self._gs_timeline,
+                           compress=self._gs_compress, error_feedback=self._gs_ef,
+                           compress_warmup_steps=self._gs_zwarmup,
+                           compress_momentum=self._gs_zmomentum)
         self._gs_engine = engine
         for i in order:
             p = self._gs_params[i]
@@ -748,8 +854,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def engine_stats(self):
         """The engine's counters (gs_engine_stats) as a dict, or None before
-        the first step."""
-        return self._gs_engine.stats() if self._gs_engine is not None else None
+        the first step: iterations, policy, chosen, groups, messages, comm_s,
+        wait_s, unready, and for compression compressed_messages,
+        compressed_groups, compress_s (coding time), bytes_sent (what this
+        rank put on the wire for gradients: payloads for compressed
+        messages) and bytes_dense (the dense size of the same messages);
+        `compression` is the spec in use ("none" for dense)."""
+        if self._gs_engine is None:
+            return None
+        stats = self._gs_engine.stats()
+        stats["compression"] = self._gs_compress or "none"
+        stats["error_feedback"] = self._gs_ef
+        return stats
 
     def close(self):
         """Destroys the engine (on every rank: call it everywhere, after a
@@ -768,7 +884,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
 def DistributedOptimizer(optimizer, named_parameters=None, policy="auto", compression=None,
                          backward_passes_per_step=1, model=None, warmup_iters=None,
-                         timeline=None):
+                         timeline=None, error_feedback=True, compress_warmup_steps=0,
+                         compress_momentum=None):
     """Wraps a torch.optim optimizer so that step() applies the gradients
     averaged over every rank by gradsync's engine.
 
@@ -793,7 +910,23 @@ def DistributedOptimizer(optimizer, named_parameters=None, policy="auto", compre
       module runs; finish() applies what is left (before evaluating without
       a forward, saving or comparing weights). Without model=, "dear" runs
       its all-gathers inside step().
-    compression: reserved for the compression engine; only None for now.
+    compression: None (dense), a compressor spec as `gradsync train
+      --compress` takes ("topk:0.01", "mstopk:0.01", "gtopk:0.01", "dgc:0.001",
+      "randomk:0.01", "qsgd:16", "fp16", "bf16", "powersgd:4", "none", ...),
+      "auto:SPEC" (each message dense or SPEC, whichever the plan predicts
+      faster), or a gradsync.torch.Compression object (.none, .fp16, .bf16,
+      .topk(d)). The engine sends every message of float32 gradients
+      compressed (a merged message is compressed as one vector: top-k picks
+      k = density * its size over all its tensors), keeping one error-feedback
+      residual per message; float64, float16 and bfloat16 parameters always
+      travel dense. A bad spec raises GradsyncError here, before anything is
+      sent; ranks whose specs differ raise GradsyncError (MISMATCH) on every
+      rank at the first step. Not with policy="dear" (use "auto:SPEC").
+    error_feedback: keep the residual of compression and add it to the next
+      step's gradient (default; `--no-ef` of gradsync train is False).
+    compress_warmup_steps: DGC's exponential density warm-up, in steps.
+    compress_momentum: DGC's momentum (it applies momentum inside the
+      compressor, so the wrapped optimizer must have momentum 0).
     """
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"gradsync: DistributedOptimizer wraps a torch.optim.Optimizer, "
@@ -802,7 +935,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, policy="auto", compre
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     opt = cls(optimizer.param_groups, named_parameters, policy, compression,
-              backward_passes_per_step, model, warmup_iters, timeline)
+              backward_passes_per_step, model, warmup_iters, timeline, error_feedback,
+              compress_warmup_steps, compress_momentum)
     if optimizer.state:
         opt.load_state_dict(optimizer.state_dict())
     return opt

@@ -216,8 +216,10 @@ check(opt3.engine_stats()["chosen"] == "dear", "overlap: dear not chosen")
 opt3.close()
 ok(r, "dear forward overlap")
 
-raises(NotImplementedError, gs.DistributedOptimizer, torch.optim.SGD(net.parameters(), lr=1),
-       compression="topk:0.01", contains="compression")
+e = raises(gradsync.GradsyncError, gs.DistributedOptimizer,
+           torch.optim.SGD(net.parameters(), lr=1), compression="topk:2",
+           contains="'topk:2'")
+check(e.status == "INVALID_ARG", f"bad compression spec status {e.status}")
 raises(ValueError, gs.DistributedOptimizer, torch.optim.SGD(net.parameters(), lr=1),
        named_parameters=[("a", net.a.weight)], contains="not in it")
 raises(TypeError, gs.DistributedOptimizer, object(), contains="Optimizer")
