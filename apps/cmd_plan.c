@@ -37,8 +37,12 @@ static void usage(FILE *f) {
           "  --a SECONDS        all-reduce start-up cost a of T(M) = a + b*M\n"
           "  --b SEC_PER_BYTE   all-reduce cost per byte b (with --a; reduce-\n"
           "                     scatter and all-gather are each taken as half)\n"
-          "  --net PRESET       derive costs from a network preset: 1GbE, 10GbE,\n"
-          "                     25GbE, 100GbIB, shm\n"
+          "  --net NAME         derive costs from a named network, the names of\n"
+          "                     `gradsync run --net`: 100mbit, 1gbit, 10gbit, 25gbit,\n"
+          "                     100gbit or any rate; aliases 1GbE, 10GbE, 25GbE,\n"
+          "                     100GbIB; shm (docs/NETWORK.md)\n"
+          "  --cost FILE        derive costs from a file of `gradsync bench --cost-out`,\n"
+          "                     measured on the same --workers and --nodes\n"
           "  --workers N        number of workers (ranks); required with --net\n"
           "  --nodes N          nodes the workers are on (default: one per node)\n"
           "  --algo A           all-reduce algorithm for --net: auto (default),\n"
@@ -160,9 +164,11 @@ int cmd_plan(int argc, char **argv) {
       {"nodes", required_argument, 0, 'N'},   {"algo", required_argument, 0, 'A'},
       {"json", no_argument, 0, 'j'},          {"verbose", no_argument, 0, 'v'},
       {"help", no_argument, 0, 'h'},          {"compute-scale", required_argument, 0, 's'},
-      {"compress", required_argument, 0, 'z'}, {0, 0, 0, 0}};
+      {"compress", required_argument, 0, 'z'}, {"cost", required_argument, 0, 'c'},
+      {0, 0, 0, 0}};
   const char *compress = NULL;
   const char *profile_path = NULL, *policy = "all", *net = NULL, *algo_name = "auto";
+  const char *cost_file = NULL;
   double a = -1, b = -1, scale = 1.0;
   int have_a = 0, have_b = 0, have_algo = 0, workers = 0, nodes = 0, json = 0, verbose = 0;
   optind = 1;
@@ -190,6 +196,7 @@ int cmd_plan(int argc, char **argv) {
         have_b = 1;
         break;
       case 'n': net = optarg; break;
+      case 'c': cost_file = optarg; break;
       case 's':
         if (cli_parse_double(optarg, 0, PLAN_MAX_SCALE, &scale) != 0 || scale == 0) {
           cli_error(VERB, "--compute-scale: expected a number above 0 and up to %g, got '%s'",
@@ -231,8 +238,13 @@ int cmd_plan(int argc, char **argv) {
     cli_error(VERB, "--a and --b go together");
     return 2;
   }
+  if (net && cost_file) {
+    cli_error(VERB, "give either --net or --cost, not both");
+    return 2;
+  }
+  if (cost_file) net = cost_file; /* the same path from here on, read below */
   if (have_a && net) {
-    cli_error(VERB, "give either --a/--b or --net, not both");
+    cli_error(VERB, "give either --a/--b or --net/--cost, not both");
     return 2;
   }
   if (have_a && (have_algo || nodes > 0)) {
@@ -246,7 +258,7 @@ int cmd_plan(int argc, char **argv) {
     return 2;
   }
   if (net && workers == 0) {
-    cli_error(VERB, "--net needs --workers N");
+    cli_error(VERB, "%s needs --workers N", cost_file ? "--cost" : "--net");
     return 2;
   }
   if (nodes > 0 && (workers == 0 || nodes > workers || workers % nodes != 0)) {
@@ -268,8 +280,10 @@ int cmd_plan(int argc, char **argv) {
   } else {
     gs_cost_params params;
     gs_algo algo;
-    if (gs_cost_preset(net, &params) != GS_OK) {
-      cli_error(VERB, "--net: %s", gs_last_error());
+    gs_cost_topo ftopo = {workers, nodes > 0 ? nodes : workers};
+    if (cost_file ? gs_cost_load(cost_file, ftopo, &params) != GS_OK
+                  : gs_cost_preset(net, &params) != GS_OK) {
+      cli_error(VERB, "%s: %s", cost_file ? "--cost" : "--net", gs_last_error());
       return 2;
     }
     if (gs_algo_parse(algo_name, &algo) != GS_OK) {
