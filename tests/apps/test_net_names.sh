@@ -26,6 +26,17 @@ for verb in "run -np 2 --net 1gb -- /bin/true" "plan --profile $prof --workers 4
   fi
 done
 
+# --burst: a bucket smaller than one packet, or not a number, is refused.
+for bad in 100 1514x 67108865; do
+  "$G" run -np 2 --net 1gbit --burst $bad -- /bin/true >"$tmp/out" 2>&1
+  rc=$?
+  if [ $rc = 2 ] && grep -q -- "--burst needs the bucket size" "$tmp/out"; then
+    pass "run --burst $bad: exit 2"
+  else
+    fail "run --burst $bad: exit $rc: $(head -c 300 "$tmp/out")"
+  fi
+done
+
 # The same name in plan: a rate and its alias give the same plan.
 for pair in "1gbit 1GbE" "10gbit 10GbE"; do
   set -- $pair
@@ -57,6 +68,13 @@ if [ "$(id -u)" = 0 ] && command -v tc >/dev/null; then
       fail "run --net $name: exit $rc: $(grep -m2 tbf "$tmp/run")"
     fi
   done
+  "$G" run -v -np 2 --net 100mbit --burst 70000 -- /bin/true >"$tmp/run" 2>&1
+  rc=$?
+  if [ $rc = 0 ] && [ "$(grep -c "tbf rate 100000000bit burst 70000 " "$tmp/run")" -ge 4 ]; then
+    pass "run --burst 70000: every link's bucket is 70000 bytes"
+  else
+    fail "run --burst 70000: exit $rc: $(grep -m2 tbf "$tmp/run")"
+  fi
 else
   echo "SKIP run --net (needs root and tc)"
 fi
