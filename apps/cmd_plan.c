@@ -28,6 +28,9 @@ static void usage(FILE *f) {
           "                      --net PRESET --workers N [--nodes N] [--algo A])\n"
           "                     [--compute-scale F] [--compress [auto:]SPEC]\n"
           "                     [--json] [--verbose]\n"
+          "       gradsync plan --search --profile FILE --net NAME\n"
+          "                     (--workers N | --max-workers N) [--per-node K]\n"
+          "                     [--target throughput|efficiency:E] [--json]\n"
           "\nGroups a model's gradient tensors into messages and predicts the\n"
           "iteration time: messages go one at a time in backward order, each\n"
           "starting when its last tensor is ready and the previous one is done.\n\n"
@@ -37,12 +40,20 @@ static void usage(FILE *f) {
           "  --a SECONDS        all-reduce start-up cost a of T(M) = a + b*M\n"
           "  --b SEC_PER_BYTE   all-reduce cost per byte b (with --a; reduce-\n"
           "                     scatter and all-gather are each taken as half)\n"
-          "  --net PRESET       derive costs from a network preset: 1GbE, 10GbE,\n"
-          "                     25GbE, 100GbIB, shm\n"
+          "  --net NAME         derive costs from a named network, the names of\n"
+          "                     `gradsync run --net`: 100mbit, 1gbit, 10gbit, 25gbit,\n"
+          "                     100gbit or any rate; aliases 1GbE, 10GbE, 25GbE,\n"
+          "                     100GbIB; shm (docs/NETWORK.md)\n"
+          "  --cost FILE        derive costs from a file of `gradsync bench --cost-out`,\n"
+          "                     measured on the same --workers and --nodes\n"
           "  --workers N        number of workers (ranks); required with --net\n"
           "  --nodes N          nodes the workers are on (default: one per node)\n"
           "  --algo A           all-reduce algorithm for --net: auto (default),\n"
           "                     ring, rd, rabenseifner, hier\n"
+          "  --search           recommend workers and policy for --target: every\n"
+          "                     policy planned at K, 2K, 4K, ... up to --max-workers\n"
+          "  --target T         throughput (default) or efficiency:E, the most\n"
+          "                     workers whose weak-scaling efficiency is >= E\n"
           "  --compute-scale F  multiply forward_s and every backward_s by F > 0\n"
           "                     (project a profile onto a faster or slower device)\n"
           "  --compress SPEC    send every group compressed (a compressor spec:\n"
@@ -152,6 +163,185 @@ static char *row_json(const plan_row *r, const gs_profile *prof,
   return s;
 }
 
+/* ---- plan --search ------------------------------------------------------------ */
+
+/* The policies a search compares (auto is one of them already). */
+static const char *const search_specs[] = {"wfbp", "single", "bucket", "mgwfbp", "optimal",
+                                           "dear"};
+#define NSEARCH (sizeof search_specs / sizeof search_specs[0])
+
+typedef struct {
+  int workers;
+  double iter_s[NSEARCH];
+  int best;          /* index into search_specs */
+  double efficiency; /* one worker's iteration time over this one's (weak scaling) */
+  double samples_s;  /* workers * batch / iteration time (0 without a batch size) */
+} search_row;
+
+/* Plans every policy for `workers` workers, `per_node` per node, on the
+ * network `params`, all through gs_plan_cost_from_net and gs_plan_make. */
+static gs_status search_point(const gs_profile *prof, const gs_cost_params *params,
+                              gs_algo algo, int workers, int per_node, search_row *r) {
+  gs_cost_topo topo = {workers, workers / per_node};
+  gs_plan_cost cost;
+  gs_status cst = gs_plan_cost_from_net(params, topo, algo, &cost);
+  if (cst != GS_OK) return cst;
+  r->workers = workers;
+  r->best = 0;
+  for (size_t k = 0; k < NSEARCH; k++) {
+    gs_plan *pl = NULL;
+    gs_status st = gs_plan_make(prof, &cost, search_specs[k], &pl);
+    if (st != GS_OK) return st;
+    r->iter_s[k] = pl->predicted_iter_s;
+    gs_plan_free(pl);
+    if (r->iter_s[k] < r->iter_s[r->best]) r->best = (int)k;
+  }
+  return GS_OK;
+}
+
+/* gradsync plan --search: the number of workers and the policy for a target,
+ * every figure from the planner (gs_plan_make on gs_plan_cost_from_net). The
+ * efficiency is weak scaling: one worker's iteration time (no communication)
+ * over N workers'. Zou et al.'s guideline for workers, computed instead of
+ * looked up: past the last N whose efficiency meets the target, adding
+ * workers buys less than the target's share of their compute. */
+static int plan_search(const char *profile_path, const char *net, const char *algo_name,
+                       int workers, int max_workers, int per_node, double target_eff,
+                       int json) {
+  gs_cost_params params;
+  gs_algo algo;
+  if (gs_cost_preset(net, &params) != GS_OK) {
+    cli_error(VERB, "--net: %s", gs_last_error());
+    return 2;
+  }
+  if (gs_algo_parse(algo_name, &algo) != GS_OK) {
+    cli_error(VERB, "--algo: %s", gs_last_error());
+    return 2;
+  }
+  gs_profile *prof = NULL;
+  gs_status lst = gs_profile_load(profile_path, &prof);
+  if (lst == GS_OK) lst = cli_clean_profile(prof);
+  if (lst != GS_OK) {
+    gs_profile_free(prof);
+    cli_error(VERB, "%s", gs_last_error());
+    return lst == GS_ERR_NOMEM ? 1 : 2;
+  }
+  /* The counts tried: per_node, doubling, up to the maximum (and it). */
+  int lo = workers ? workers : per_node, hi = workers ? workers : max_workers;
+  search_row rows[32];
+  int n = 0, rc = 0;
+  /* One worker's time: the plan with no communication. */
+  double t1 = INFINITY;
+  gs_status st = GS_OK;
+  {
+    gs_plan_cost zero;
+    gs_plan *pl = NULL;
+    st = gs_plan_cost_from_ab(0, 0, &zero);
+    if (st == GS_OK) st = gs_plan_make(prof, &zero, "wfbp", &pl);
+    if (st == GS_OK) t1 = pl->predicted_iter_s;
+    gs_plan_free(pl);
+  }
+  for (long w = lo; st == GS_OK && n < 32; w = w * 2 > hi && w < hi ? hi : w * 2) {
+    st = search_point(prof, &params, algo, (int)w, per_node, &rows[n]);
+    if (st != GS_OK) break;
+    search_row *r = &rows[n++];
+    r->efficiency = t1 / r->iter_s[r->best];
+    r->samples_s = prof->batch_size > 0 ? w * prof->batch_size / r->iter_s[r->best] : 0;
+    if (w >= hi) break;
+  }
+  if (st != GS_OK) {
+    cli_error(VERB, "%s", gs_last_error());
+    gs_profile_free(prof);
+    return 2;
+  }
+  /* The recommendation: with a target efficiency, the most workers that
+   * meet it (none: the fewest tried, said so); for throughput, the most
+   * samples (or the least time per worker) per second. */
+  int pick = 0, met = 0;
+  for (int i = 0; i < n; i++) {
+    if (target_eff > 0) {
+      if (rows[i].efficiency >= target_eff) {
+        pick = i;
+        met = 1;
+      }
+    } else if (rows[i].workers / rows[i].iter_s[rows[i].best] >
+               rows[pick].workers / rows[pick].iter_s[rows[pick].best]) {
+      pick = i;
+    }
+  }
+  if (target_eff <= 0) met = 1;
+  const search_row *r = &rows[pick];
+  double bwd = 0;
+  for (size_t i = 0; i < prof->ntensors; i++) bwd += prof->tensors[i].backward_s;
+  gs_cost_topo topo = {r->workers, r->workers / per_node};
+  double a_ar, b_ar;
+  gs_cost_allreduce_linear(&params, topo, algo == GS_ALGO_AUTO ? GS_ALGO_RING : algo, &a_ar,
+                           &b_ar);
+  double ar_all = r->workers > 1 ? a_ar + b_ar * total_bytes(prof) : 0;
+  if (json) {
+    cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "points");
+    cJSON_AddStringToObject(o, "profile", prof->name);
+    cJSON_AddStringToObject(o, "net", net);
+    cJSON_AddNumberToObject(o, "per_node", per_node);
+    if (target_eff > 0) cJSON_AddNumberToObject(o, "target_efficiency", target_eff);
+    else cJSON_AddStringToObject(o, "target", "throughput");
+    cJSON_AddNumberToObject(o, "one_worker_iter_s", t1);
+    for (int i = 0; i < n; i++) {
+      cJSON *p = cJSON_CreateObject(), *it = cJSON_AddObjectToObject(p, "iter_s");
+      cJSON_AddNumberToObject(p, "workers", rows[i].workers);
+      for (size_t k = 0; k < NSEARCH; k++)
+        cJSON_AddNumberToObject(it, search_specs[k], rows[i].iter_s[k]);
+      cJSON_AddStringToObject(p, "best", search_specs[rows[i].best]);
+      cJSON_AddNumberToObject(p, "efficiency", rows[i].efficiency);
+      cJSON_AddItemToArray(arr, p);
+    }
+    cJSON *rec = cJSON_AddObjectToObject(o, "recommendation");
+    cJSON_AddNumberToObject(rec, "workers", r->workers);
+    cJSON_AddStringToObject(rec, "policy", search_specs[r->best]);
+    cJSON_AddNumberToObject(rec, "iter_s", r->iter_s[r->best]);
+    cJSON_AddNumberToObject(rec, "efficiency", r->efficiency);
+    cJSON_AddBoolToObject(rec, "target_met", met);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (text == NULL) {
+      cli_fail(VERB, "out of memory for the JSON of the search");
+      rc = 1;
+    } else {
+      printf("%s\n", text);
+      cJSON_free(text);
+    }
+    gs_profile_free(prof);
+    return rc;
+  }
+  printf("search: profile %s (%.1f MB of gradients, forward %.1f ms, backward %.1f ms), "
+         "--net %s, %d per node\n", prof->name, total_bytes(prof) / 1e6, prof->forward_s * 1e3,
+         bwd * 1e3, net, per_node);
+  printf("\n%8s %-8s %12s %11s\n", "workers", "best", "iter (ms)", "efficiency");
+  for (int i = 0; i < n; i++)
+    printf("%8d %-8s %12.3f %11.3f\n", rows[i].workers, search_specs[rows[i].best],
+           rows[i].iter_s[rows[i].best] * 1e3, rows[i].efficiency);
+  printf("\nrecommendation: %d workers, policy %s: iteration %.3f ms, efficiency %.3f\n",
+         r->workers, search_specs[r->best], r->iter_s[r->best] * 1e3, r->efficiency);
+  printf("why:\n  - one worker computes an iteration in %.3f ms; at %d workers one all-reduce "
+         "of all %.1f MB would take %.3f ms against %.3f ms of backward to hide it in\n",
+         t1 * 1e3, r->workers, total_bytes(prof) / 1e6, ar_all * 1e3, bwd * 1e3);
+  if (target_eff > 0 && !met)
+    printf("  - no count tried reaches efficiency %.2f: even %d workers reach only %.3f; "
+           "compute dominates too little for this network\n", target_eff, rows[0].workers,
+           rows[0].efficiency);
+  else if (target_eff > 0 && pick + 1 < n)
+    printf("  - past %d workers the efficiency falls below %.2f (%d workers: %.3f)\n",
+           r->workers, target_eff, rows[pick + 1].workers, rows[pick + 1].efficiency);
+  else if (target_eff > 0)
+    printf("  - every count tried, up to %d, meets efficiency %.2f\n", r->workers, target_eff);
+  else
+    printf("  - the most iterations x workers per second of the counts tried\n");
+  printf("  - %s beats wfbp by %.3fx here (wfbp %.3f ms)\n", search_specs[r->best],
+         r->iter_s[0] / r->iter_s[r->best], r->iter_s[0] * 1e3);
+  gs_profile_free(prof);
+  return 0;
+}
+
 int cmd_plan(int argc, char **argv) {
   static const struct option longopts[] = {
       {"profile", required_argument, 0, 'p'}, {"policy", required_argument, 0, 'P'},
@@ -160,9 +350,15 @@ int cmd_plan(int argc, char **argv) {
       {"nodes", required_argument, 0, 'N'},   {"algo", required_argument, 0, 'A'},
       {"json", no_argument, 0, 'j'},          {"verbose", no_argument, 0, 'v'},
       {"help", no_argument, 0, 'h'},          {"compute-scale", required_argument, 0, 's'},
-      {"compress", required_argument, 0, 'z'}, {0, 0, 0, 0}};
+      {"compress", required_argument, 0, 'z'}, {"cost", required_argument, 0, 'c'},
+      {"search", no_argument, 0, 'S'},        {"max-workers", required_argument, 0, 'M'},
+      {"per-node", required_argument, 0, 'K'}, {"target", required_argument, 0, 'T'},
+      {0, 0, 0, 0}};
   const char *compress = NULL;
   const char *profile_path = NULL, *policy = "all", *net = NULL, *algo_name = "auto";
+  const char *cost_file = NULL;
+  int search = 0, max_workers = 0, per_node = 1;
+  double target_eff = 0; /* 0: throughput */
   double a = -1, b = -1, scale = 1.0;
   int have_a = 0, have_b = 0, have_algo = 0, workers = 0, nodes = 0, json = 0, verbose = 0;
   optind = 1;
@@ -190,6 +386,32 @@ int cmd_plan(int argc, char **argv) {
         have_b = 1;
         break;
       case 'n': net = optarg; break;
+      case 'c': cost_file = optarg; break;
+      case 'S': search = 1; break;
+      case 'M':
+        if (cli_parse_int(optarg, 1, 1 << 24, &max_workers) != 0) {
+          cli_error(VERB, "--max-workers: expected an integer from 1 to %d, got '%s'", 1 << 24,
+                    optarg);
+          return 2;
+        }
+        break;
+      case 'K':
+        if (cli_parse_int(optarg, 1, 1 << 24, &per_node) != 0) {
+          cli_error(VERB, "--per-node: expected an integer from 1 to %d, got '%s'", 1 << 24,
+                    optarg);
+          return 2;
+        }
+        break;
+      case 'T':
+        if (strcmp(optarg, "throughput") == 0) {
+          target_eff = 0;
+        } else if (strncmp(optarg, "efficiency:", 11) != 0 ||
+                   cli_parse_double(optarg + 11, 0, 1, &target_eff) != 0 || target_eff == 0) {
+          cli_error(VERB, "--target: expected throughput or efficiency:E with 0 < E <= 1, "
+                    "got '%s'", optarg);
+          return 2;
+        }
+        break;
       case 's':
         if (cli_parse_double(optarg, 0, PLAN_MAX_SCALE, &scale) != 0 || scale == 0) {
           cli_error(VERB, "--compute-scale: expected a number above 0 and up to %g, got '%s'",
@@ -231,8 +453,34 @@ int cmd_plan(int argc, char **argv) {
     cli_error(VERB, "--a and --b go together");
     return 2;
   }
+  if (search || max_workers || per_node != 1) {
+    const char *why = !search ? "--max-workers and --per-node apply only with --search"
+                      : cost_file || have_a ? "--search needs --net NAME (a cost file or "
+                                              "--a/--b describe one cluster size only)"
+                      : !net ? "--search needs --net NAME"
+                      : (workers == 0) == (max_workers == 0)
+                          ? "--search needs one of --workers N or --max-workers N"
+                      : (workers ? workers : max_workers) % per_node != 0
+                          ? "--per-node must divide --workers / --max-workers"
+                      : compress ? "--search does not take --compress yet" : NULL;
+    if (why) {
+      cli_error(VERB, "%s", why);
+      return 2;
+    }
+    if (nodes > 0) {
+      cli_error(VERB, "--search takes --per-node K, not --nodes");
+      return 2;
+    }
+    return plan_search(profile_path, net, algo_name, workers, max_workers, per_node,
+                       target_eff, json);
+  }
+  if (net && cost_file) {
+    cli_error(VERB, "give either --net or --cost, not both");
+    return 2;
+  }
+  if (cost_file) net = cost_file; /* the same path from here on, read below */
   if (have_a && net) {
-    cli_error(VERB, "give either --a/--b or --net, not both");
+    cli_error(VERB, "give either --a/--b or --net/--cost, not both");
     return 2;
   }
   if (have_a && (have_algo || nodes > 0)) {
@@ -246,7 +494,7 @@ int cmd_plan(int argc, char **argv) {
     return 2;
   }
   if (net && workers == 0) {
-    cli_error(VERB, "--net needs --workers N");
+    cli_error(VERB, "%s needs --workers N", cost_file ? "--cost" : "--net");
     return 2;
   }
   if (nodes > 0 && (workers == 0 || nodes > workers || workers % nodes != 0)) {
@@ -268,8 +516,10 @@ int cmd_plan(int argc, char **argv) {
   } else {
     gs_cost_params params;
     gs_algo algo;
-    if (gs_cost_preset(net, &params) != GS_OK) {
-      cli_error(VERB, "--net: %s", gs_last_error());
+    gs_cost_topo ftopo = {workers, nodes > 0 ? nodes : workers};
+    if (cost_file ? gs_cost_load(cost_file, ftopo, &params) != GS_OK
+                  : gs_cost_preset(net, &params) != GS_OK) {
+      cli_error(VERB, "%s: %s", cost_file ? "--cost" : "--net", gs_last_error());
       return 2;
     }
     if (gs_algo_parse(algo_name, &algo) != GS_OK) {

@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "gradsync/cost.h"
 
 extern char **environ;
 
@@ -97,6 +98,8 @@ static void usage(FILE *f) {
       "  -np N, -n N     number of ranks (required)\n"
       "  --net RATE      per-node link rate, e.g. 100mbit, 1gbit, 10gbit\n"
       "  --slow NODE:RATE  node NODE's link at RATE instead (a slow link)\n"
+      "  --burst BYTES   each link's token bucket (default: 4 ms at RATE, at\n"
+      "                  least 64 KiB; see docs/NETWORK.md)\n"
       "  --per-node K    ranks per node (default 1; N must be divisible by K);\n"
       "                  sets GRADSYNC_NODE=rank/K in every rank\n"
       "  --mpirun PATH   the mpirun to use (default: mpirun from PATH)\n"
@@ -321,6 +324,18 @@ static int pick_subnet(int pid) {
 static int slow_node = -1;
 static double slow_bps;
 
+/* --burst BYTES: tbf's bucket instead of the default (0: the default). */
+static double burst_bytes;
+
+/* tbf's bucket: what a link lets through at the host's speed after an idle
+ * moment. The default, 4 ms of traffic at the rate and at least 64 KiB, is
+ * the old rule burst >= rate / HZ (HZ = 250 here); bench/link_p2p.sh
+ * measured smaller buckets on a loaded host and found them worse, not more
+ * faithful (docs/NETWORK.md). */
+static double link_burst_bytes(double bps) {
+  return burst_bytes > 0 ? burst_bytes : fmax(bps / 8 * 0.004, 65536);
+}
+
 static int cluster_build(struct cluster *c, double rate_bps) {
   char rate[32], burst[32], addr[32], ns[32], port[32];
   snprintf(c->bridge, sizeof c->bridge, "gsbr%d", c->pid);
@@ -337,7 +352,7 @@ static int cluster_build(struct cluster *c, double rate_bps) {
     snprintf(addr, sizeof addr, "10.213.%d.%d/24", c->subnet, i + 2);
     double bps = i == slow_node ? slow_bps : rate_bps;
     snprintf(rate, sizeof rate, "%.0fbit", bps);
-    snprintf(burst, sizeof burst, "%.0f", fmax(bps / 8 * 0.004, 65536));
+    snprintf(burst, sizeof burst, "%.0f", link_burst_bytes(bps));
     if (cmd(0, ip_exe, "netns", "add", ns, NULL) != 0) return -1;
     c->built = i + 1;
     /* The peer is created directly inside the namespace under its final name. */
@@ -354,26 +369,6 @@ static int cluster_build(struct cluster *c, double rate_bps) {
       return -1;
   }
   return 0;
-}
-
-/* Parses a rate as tc writes it: a number and bit, kbit, mbit, gbit or tbit
- * (powers of 1000, as tc reads them). */
-static int parse_rate(const char *s, double *bps) {
-  static const struct { const char *unit; double mult; } units[] = {
-      {"bit", 1}, {"kbit", 1e3}, {"mbit", 1e6}, {"gbit", 1e9}, {"tbit", 1e12}};
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || !isfinite(v) || v <= 0 || !isdigit((unsigned char)*s)) return -1;
-  /* Decimal digits and a point only: strtod would also read "1e9" and hex. */
-  if (strspn(s, "0123456789.") != (size_t)(end - s)) return -1;
-  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-    if (strcasecmp(end, units[i].unit) == 0) {
-      *bps = v * units[i].mult;
-      return *bps >= 1e3 && *bps <= 1e12 ? 0 : -1;
-    }
-  }
-  return -1;
 }
 
 /* Reads who started the launcher through sudo: SUDO_UID (and SUDO_GID,
@@ -616,10 +611,13 @@ int cmd_run(int argc, char **argv) {
       per_node_given = 1;
     } else if (strcmp(a, "--net") == 0) {
       if (seen_net++) return run_repeated(a);
-      if (!has_value || parse_rate(argv[++i], &rate_bps) != 0) {
-        cli_error("run", "--net needs a rate from 1kbit to 1tbit such as 100mbit, 1gbit or "
-                  "10gbit (a number and bit, kbit, mbit, gbit or tbit; got '%s')",
-                  has_value ? argv[i] : "");
+      if (!has_value || gs_net_rate(argv[++i], &rate_bps) != GS_OK) {
+        if (has_value)
+          cli_error("run", "--net needs a rate from 1kbit to 1tbit such as 100mbit, 1gbit or "
+                    "10gbit: %s", gs_last_error());
+        else
+          cli_error("run", "--net needs a rate from 1kbit to 1tbit such as 100mbit, 1gbit or "
+                    "10gbit (got '')");
         return 2;
       }
       net = argv[i];
@@ -629,11 +627,20 @@ int cmd_run(int argc, char **argv) {
       if (colon && colon - argv[i + 1] < (long)sizeof node)
         memcpy(node, argv[i + 1], (size_t)(colon - argv[i + 1]));
       if (!colon || cli_parse_int(node, 0, MAX_NODES - 1, &slow_node) != 0 ||
-          parse_rate(colon + 1, &slow_bps) != 0) {
+          gs_net_rate(colon + 1, &slow_bps) != GS_OK) {
         cli_error("run", "--slow needs NODE:RATE, a node index and a rate such as 0:100mbit "
                   "(got '%s')", has_value ? argv[i + 1] : "");
         return 2;
       }
+      i++;
+    } else if (strcmp(a, "--burst") == 0) {
+      int b;
+      if (!has_value || cli_parse_int(argv[i + 1], 1514, 1 << 26, &b) != 0) {
+        cli_error("run", "--burst needs the bucket size in bytes, from 1514 to %d (got '%s')",
+                  1 << 26, has_value ? argv[i + 1] : "");
+        return 2;
+      }
+      burst_bytes = b;
       i++;
     } else if (strcmp(a, "--mpirun") == 0) {
       if (seen_mpirun++) return run_repeated(a);

@@ -49,8 +49,16 @@ typedef struct gs_cost_topo {
   int nodes;          /* number of nodes; ranks/nodes per node */
 } gs_cost_topo;
 
-/* Network presets: "1GbE", "10GbE", "25GbE", "100GbIB", "shm". Sets every
- * field of *out (no per-algorithm fits). */
+/* The link rate (bit/s) a network name stands for: a rate as tc writes it
+ * ("100mbit", "1gbit", "10gbit", "25gbit", "100gbit", any rate from 1kbit
+ * to 1tbit) or an alias ("1GbE", "10GbE", "25GbE", "100GbIB"). The one
+ * vocabulary of `gradsync run --net`, `plan --net` and `simulate --net`; an
+ * unknown name is GS_ERR_INVALID_ARG with the list of names. */
+gs_status gs_net_rate(const char *name, double *bps);
+
+/* Network presets: any name gs_net_rate takes (beta = 8 / rate, alpha the
+ * fabric's latency, see docs/NETWORK.md), or "shm" (ranks on one host).
+ * Sets every field of *out (no per-algorithm fits). */
 gs_status gs_cost_preset(const char *name, gs_cost_params *out);
 
 /* Predicted time of one collective of `bytes` bytes in total (the full vector

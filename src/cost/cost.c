@@ -6,6 +6,8 @@
  * nodes of L = p/N ranks. lg is the base-2 logarithm rounded up. Every
  * formula below is linear in each parameter, which the calibration relies on.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,35 +284,83 @@ void gs_cost_allreduce_linear(const gs_cost_params *c, gs_cost_topo t,
   *b = (t1 - t0) / 1e6;
 }
 
-gs_status gs_cost_preset(const char *name, gs_cost_params *out) {
-  /* Latencies are one-way software + wire latencies typical of each fabric;
-   * beta is the inverse of the link rate; gamma is a CPU's vectorised f32
-   * sum (about 5 GB/s through memory). The "shm" preset is for ranks on one
-   * host. */
-  static const struct {
-    const char *name;
-    double alpha, beta;
-  } presets[] = {
-      {"1GbE", 50e-6, 1.0 / 125e6},   {"10GbE", 25e-6, 1.0 / 1.25e9},
-      {"25GbE", 15e-6, 1.0 / 3.125e9}, {"100GbIB", 2e-6, 1.0 / 12.5e9},
-      {"shm", 1e-6, 1.0 / 5e9},
-  };
-  if (name == NULL || out == NULL)
-    return gs_error(GS_ERR_INVALID_ARG, "cost preset: NULL argument");
-  for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
-    if (strcasecmp(name, presets[i].name) == 0) {
-      memset(out, 0, sizeof *out); /* no fits, no measured points */
-      out->alpha = presets[i].alpha;
-      out->beta = presets[i].beta;
-      out->alpha_local = 1e-6;
-      out->beta_local = 1.0 / 5e9;
-      out->gamma = 1.0 / 5e9;
+/* The one table of named networks, read by `gradsync run --net` (the rate it
+ * shapes each emulated link to), `plan --net` and `simulate --net` (the
+ * preset's cost). A name is a rate as tc writes it (100mbit, 1gbit, ...),
+ * or one of the older fabric names, which are aliases of a rate. alpha is
+ * the one-way software + wire latency of a message on such a fabric; any
+ * other rate takes the alpha of the nearest named rate below it (or of the
+ * slowest). beta is the inverse of the rate. */
+static const struct {
+  const char *name, *alias;
+  double bps, alpha;
+} net_table[] = {
+    {"100mbit", NULL, 100e6, 50e-6},  {"1gbit", "1GbE", 1e9, 50e-6},
+    {"10gbit", "10GbE", 10e9, 25e-6}, {"25gbit", "25GbE", 25e9, 15e-6},
+    {"100gbit", "100GbIB", 100e9, 2e-6},
+};
+#define NET_TABLE_LEN (sizeof net_table / sizeof net_table[0])
+#define NET_NAMES "100mbit, 1gbit, 10gbit, 25gbit, 100gbit (or any rate from 1kbit " \
+                  "to 1tbit in bit, kbit, mbit, gbit, tbit), their aliases 1GbE, 10GbE, " \
+                  "25GbE, 100GbIB, or shm"
+
+/* A rate as tc reads it: decimal digits (and a point) and a unit, bit, kbit,
+ * mbit, gbit or tbit, powers of 1000, from 1 kbit/s to 1 Tbit/s. */
+static int parse_rate(const char *s, double *bps) {
+  static const struct { const char *unit; double mult; } units[] = {
+      {"bit", 1}, {"kbit", 1e3}, {"mbit", 1e6}, {"gbit", 1e9}, {"tbit", 1e12}};
+  char *end;
+  if (!isdigit((unsigned char)*s)) return -1;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || !isfinite(v) || v <= 0) return -1;
+  /* Decimal digits and a point only: strtod would also read "1e9" and hex. */
+  if (strspn(s, "0123456789.") != (size_t)(end - s)) return -1;
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+    if (strcasecmp(end, units[i].unit) == 0) {
+      *bps = v * units[i].mult;
+      return *bps >= 1e3 && *bps <= 1e12 ? 0 : -1;
+    }
+  }
+  return -1;
+}
+
+gs_status gs_net_rate(const char *name, double *bps) {
+  if (name == NULL || bps == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "network rate: NULL argument");
+  for (size_t i = 0; i < NET_TABLE_LEN; i++) {
+    if (net_table[i].alias && strcasecmp(name, net_table[i].alias) == 0) {
+      *bps = net_table[i].bps;
       return GS_OK;
     }
   }
-  return gs_error(GS_ERR_INVALID_ARG,
-                  "unknown network preset '%s' (expected 1GbE, 10GbE, 25GbE, "
-                  "100GbIB or shm)", name);
+  if (parse_rate(name, bps) == 0) return GS_OK;
+  return gs_error(GS_ERR_INVALID_ARG, "unknown network '%s' (expected %s)", name, NET_NAMES);
+}
+
+gs_status gs_cost_preset(const char *name, gs_cost_params *out) {
+  if (name == NULL || out == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "cost preset: NULL argument");
+  /* gamma is a CPU's vectorised f32 sum (about 5 GB/s through memory); the
+   * "shm" preset is for ranks on one host. */
+  gs_cost_params c;
+  memset(&c, 0, sizeof c); /* no fits, no measured points */
+  c.alpha_local = 1e-6;
+  c.beta_local = 1.0 / 5e9;
+  c.gamma = 1.0 / 5e9;
+  if (strcasecmp(name, "shm") == 0) {
+    c.alpha = 1e-6;
+    c.beta = 1.0 / 5e9;
+  } else {
+    double bps;
+    GS_CHECK(gs_net_rate(name, &bps)); /* *out untouched on an error */
+    c.alpha = net_table[0].alpha;
+    for (size_t i = 0; i < NET_TABLE_LEN; i++)
+      if (net_table[i].bps <= bps) c.alpha = net_table[i].alpha;
+    c.beta = 8.0 / bps;
+  }
+  *out = c;
+  return GS_OK;
 }
 
 gs_status gs_cost_fit_linear(const double *x, const double *y, size_t n,

@@ -38,6 +38,44 @@ static int is_pow2(int p) { return p > 0 && (p & (p - 1)) == 0; }
 
 /* ---- Presets ------------------------------------------------------------------- */
 
+/* One vocabulary: run's rate names and the older fabric names mean the same
+ * link, and the preset's beta is the rate run shapes to. */
+static void test_net_names(void **state) {
+  (void)state;
+  static const struct { const char *rate, *alias; double bps; } same[] = {
+      {"1gbit", "1GbE", 1e9}, {"10gbit", "10GbE", 10e9}, {"25gbit", "25GbE", 25e9},
+      {"100gbit", "100GbIB", 100e9}};
+  for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+    double r1 = 0, r2 = 0;
+    gs_cost_params a, b;
+    assert_int_equal(gs_net_rate(same[i].rate, &r1), GS_OK);
+    assert_int_equal(gs_net_rate(same[i].alias, &r2), GS_OK);
+    assert_true(r1 == same[i].bps && r2 == same[i].bps);
+    assert_int_equal(gs_cost_preset(same[i].rate, &a), GS_OK);
+    assert_int_equal(gs_cost_preset(same[i].alias, &b), GS_OK);
+    assert_memory_equal(&a, &b, sizeof a);
+    assert_true(fabs(a.beta * same[i].bps / 8 - 1) < 1e-12);
+  }
+  double r = 0;
+  gs_cost_params c;
+  assert_int_equal(gs_net_rate("100mbit", &r), GS_OK);
+  assert_true(r == 100e6);
+  assert_int_equal(gs_cost_preset("100mbit", &c), GS_OK);
+  assert_true(fabs(c.beta * 100e6 / 8 - 1) < 1e-12);
+  assert_int_equal(gs_net_rate("2.5gbit", &r), GS_OK);
+  assert_true(r == 2.5e9);
+  /* Unknown names fail with the list of names. */
+  static const char *const bad[] = {"1gb", "gbit", "1e9bit", "0x10gbit", "0.5bit", "2tbit",
+                                    "-1gbit", "1 gbit", "", "shm2"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(gs_net_rate(bad[i], &r), GS_ERR_INVALID_ARG);
+    assert_int_equal(gs_cost_preset(bad[i], &c), GS_ERR_INVALID_ARG);
+    assert_non_null(strstr(gs_last_error(), "1gbit, 10gbit"));
+  }
+  assert_int_equal(gs_net_rate("shm", &r), GS_ERR_INVALID_ARG); /* no rate */
+  assert_int_equal(gs_net_rate(NULL, &r), GS_ERR_INVALID_ARG);
+}
+
 static void test_presets(void **state) {
   (void)state;
   for (size_t i = 0; i < NPRESETS; i++) {
@@ -606,6 +644,7 @@ static void test_cost_load_hostile(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_presets),
+      cmocka_unit_test(test_net_names),
       cmocka_unit_test(test_bandwidth_term),
       cmocka_unit_test(test_p1_costs_zero),
       cmocka_unit_test(test_costs_monotone),

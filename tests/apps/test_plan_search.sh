@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# gradsync plan --search: hand-checkable recommendations and the refusals.
+# usage: test_plan_search.sh GRADSYNC
+set -u
+G=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+pass() { echo "PASS $*"; }
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
+
+# Compute dominates: one 4 MB tensor, 1 s forward, 0.1 s backward. At 1 Gbit/s
+# its ring all-reduce costs 2(p-1)/p * 4 MB * 8 ns/B < 64 ms + latencies, so
+# the efficiency stays above 1.1 / (1.1 + 0.07) = 0.94 at every count: the
+# most workers tried (64).
+cat >"$tmp/compute.json" <<'J'
+{"name": "compute", "batch_size": 1, "forward_s": 1.0,
+ "tensors": [{"name": "w", "numel": 1000000, "dtype": "f32", "backward_s": 0.1}]}
+J
+# Communication dominates: one 100 MB tensor, 10 ms of compute. Two workers
+# already spend >= 100 MB * 8 ns/B = 0.8 s on the all-reduce: efficiency
+# below 0.03, so the only count that meets 0.8 is one worker.
+cat >"$tmp/comm.json" <<'J'
+{"name": "comm", "batch_size": 1, "forward_s": 0.005,
+ "tensors": [{"name": "w", "numel": 25000000, "dtype": "f32", "backward_s": 0.005}]}
+J
+"$G" plan --search --profile "$tmp/compute.json" --net 1gbit --max-workers 64 \
+  --target efficiency:0.8 --json >"$tmp/c.json" 2>&1
+rc=$?
+if [ $rc = 0 ] && [ "$(jget "$tmp/c.json" 'd["recommendation"]["workers"]')" = 64 ] &&
+   [ "$(jget "$tmp/c.json" 'min(p["efficiency"] for p in d["points"]) > 0.94')" = True ] &&
+   [ "$(jget "$tmp/c.json" 'len(d["points"])')" = 7 ]; then
+  pass "compute-bound profile: 64 workers, efficiency > 0.94 at 1..64"
+else
+  fail "compute-bound profile: exit $rc: $(head -c 400 "$tmp/c.json")"
+fi
+"$G" plan --search --profile "$tmp/comm.json" --net 1gbit --max-workers 64 \
+  --target efficiency:0.8 --json >"$tmp/m.json" 2>&1
+rc=$?
+if [ $rc = 0 ] && [ "$(jget "$tmp/m.json" 'd["recommendation"]["workers"]')" = 1 ] &&
+   [ "$(jget "$tmp/m.json" 'd["points"][1]["efficiency"] < 0.03')" = True ]; then
+  pass "communication-bound profile: 1 worker, efficiency < 0.03 at 2"
+else
+  fail "communication-bound profile: exit $rc: $(head -c 400 "$tmp/m.json")"
+fi
+# The same profile on a network 100 times faster: 2 workers spend ~8 ms.
+"$G" plan --search --profile "$tmp/comm.json" --net 100gbit --workers 2 \
+  --target efficiency:0.3 --json >"$tmp/f.json" 2>&1
+if [ "$(jget "$tmp/f.json" 'd["recommendation"]["workers"]')" = 2 ]; then
+  pass "communication-bound profile at 100gbit: 2 workers meet 0.3"
+else
+  fail "at 100gbit: $(head -c 400 "$tmp/f.json")"
+fi
+# The search's figures are the planner's: 4 workers' best time equals the
+# fastest of plan --net 1gbit --workers 4.
+"$G" plan --profile "$tmp/compute.json" --net 1gbit --workers 4 --json >"$tmp/p.jsonl" 2>&1
+want=$(python3 -c "import json,sys; print(min(json.loads(l)['predicted_iter_s'] for l in open(sys.argv[1]) if json.loads(l)['policy']!='auto'))" "$tmp/p.jsonl")
+got=$(jget "$tmp/c.json" '[min(p["iter_s"].values()) for p in d["points"] if p["workers"]==4][0]')
+if [ -n "$want" ] && python3 -c "import sys; a,b=map(float,sys.argv[1:]); sys.exit(abs(a-b)>1e-9*b)" "$want" "$got"; then
+  pass "search at 4 workers = plan --workers 4 ($got s)"
+else
+  fail "search at 4 workers $got, plan says $want"
+fi
+# Text output says why.
+"$G" plan --search --profile "$tmp/comm.json" --net 1gbit --max-workers 8 \
+  --target efficiency:0.8 >"$tmp/t" 2>&1
+if grep -q "^recommendation: 1 workers" "$tmp/t" && grep -q "past 1 workers the efficiency falls below 0.80" "$tmp/t"; then
+  pass "text output: recommendation and why"
+else
+  fail "text output: $(cat "$tmp/t")"
+fi
+
+# Refusals: exit 2 with a message naming the problem.
+P=$tmp/compute.json
+expect2() {
+  local want=$1
+  shift
+  "$G" "$@" >"$tmp/e" 2>&1
+  local rc=$?
+  if [ $rc = 2 ] && grep -q -- "$want" "$tmp/e"; then pass "exit 2 '$want'"
+  else fail "$*: exit $rc, wanted '$want': $(head -c 300 "$tmp/e")"; fi
+}
+expect2 "needs --net" plan --search --profile "$P" --max-workers 8
+expect2 "a cost file" plan --search --profile "$P" --max-workers 8 --cost "$P"
+expect2 "one of --workers N or --max-workers N" plan --search --profile "$P" --net 1gbit
+expect2 "one of --workers N or --max-workers N" plan --search --profile "$P" --net 1gbit --workers 4 --max-workers 8
+expect2 "apply only with --search" plan --profile "$P" --net 1gbit --workers 4 --max-workers 8
+expect2 "--per-node must divide" plan --search --profile "$P" --net 1gbit --max-workers 6 --per-node 4
+expect2 "--target: expected" plan --search --profile "$P" --net 1gbit --max-workers 8 --target efficiency:1.5
+expect2 "--target: expected" plan --search --profile "$P" --net 1gbit --max-workers 8 --target speed
+expect2 "unknown network" plan --search --profile "$P" --net 1gb --max-workers 8
+expect2 "not with\|--nodes" plan --search --profile "$P" --net 1gbit --max-workers 8 --nodes 2
+
+[ $failures = 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "all passed"
