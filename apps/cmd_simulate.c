@@ -28,7 +28,7 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: gradsync simulate --profile FILE --workers N [--per-node K]\n"
-          "                         (--net PRESET | --intra A,B --inter A,B |\n"
+          "                         (--net NAME | --intra A,B --inter A,B |\n"
           "                          --cost FILE) [--policy P|all]\n"
           "                         [--compress [auto:]SPEC] [--iters I]\n"
           "                         [--jitter CV] [--jitter-dist lognormal|normal]\n"
@@ -44,7 +44,10 @@ static void usage(FILE *f) {
           "  --per-node K       workers per node (default 1); must divide N.\n"
           "                     With K > 1 and N > K the all-reduce is the\n"
           "                     hierarchical one\n"
-          "  --net PRESET       network preset: 1GbE, 10GbE, 25GbE, 100GbIB, shm\n"
+          "  --net NAME         a named network, the names of `gradsync run\n"
+          "                     --net`: 100mbit, 1gbit, 10gbit, 25gbit, 100gbit,\n"
+          "                     any rate (e.g. 2500mbit), aliases 1GbE, 10GbE,\n"
+          "                     25GbE, 100GbIB; or shm (docs/NETWORK.md)\n"
           "  --intra A,B        latency (s) and time per byte (s/B) inside a node\n"
           "  --inter A,B        the same between nodes (with --intra)\n"
           "  --cost FILE        cost parameters from 'gradsync bench --cost-out',\n"
@@ -252,7 +255,7 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
   }
   int nets = (o->net != NULL) + (o->have_intra || o->have_inter) + (o->cost_file != NULL);
   if (nets != 1) {
-    cli_error(VERB, nets == 0 ? "a network is required: --net PRESET, --intra A,B "
+    cli_error(VERB, nets == 0 ? "a network is required: --net NAME, --intra A,B "
                                 "--inter A,B, or --cost FILE"
                               : "give one of --net, --intra/--inter and --cost");
     return 2;

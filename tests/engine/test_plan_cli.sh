@@ -26,7 +26,7 @@ expect 2 "a cost is required" -- --profile "$P"
 expect 2 "--a: expected" -- --profile "$P" --a -1 --b 1e-9
 expect 2 "--b: expected" -- --profile "$P" --a 1e-3 --b fast
 expect 2 "--net needs --workers" -- --profile "$P" --net 10GbE
-expect 2 "unknown network preset" -- --profile "$P" --net 7GbE --workers 8
+expect 2 "unknown network" -- --profile "$P" --net 7GbE --workers 8
 expect 2 "--workers" -- --profile "$P" --net 10GbE --workers 0
 expect 2 "--algo" -- --profile "$P" --net 10GbE --workers 8 --algo pipeline
 expect 2 "unknown policy 'fastest'" -- --profile "$P" --a 1e-3 --b 1e-9 --policy fastest

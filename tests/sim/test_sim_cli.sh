@@ -27,7 +27,7 @@ expect 2 "--workers N is required" -- --profile "$P" --net 10GbE
 expect 2 "--workers: expected an integer" -- --profile "$P" --workers 0 --net 10GbE
 expect 2 "--per-node 3 must divide --workers 8" -- --profile "$P" --workers 8 --per-node 3 --net 10GbE
 expect 2 "unknown policy" -- --profile "$P" --workers 8 --net 10GbE --policy fastest
-expect 2 "unknown network preset" -- --profile "$P" --workers 8 --net 7GbE
+expect 2 "unknown network" -- --profile "$P" --workers 8 --net 7GbE
 expect 2 "a network is required" -- --profile "$P" --workers 8
 expect 2 "give one of" -- --profile "$P" --workers 8 --net 10GbE --cost "$T/c.json"
 expect 2 "--intra and --inter go together" -- --profile "$P" --workers 8 --intra 1e-6,1e-10
