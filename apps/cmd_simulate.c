@@ -29,6 +29,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: gradsync simulate --profile FILE --workers N [--per-node K]\n"
           "                         (--net NAME | --intra A,B --inter A,B |\n"
+          "                          --ar A,B |\n"
           "                          --cost FILE) [--policy P|all]\n"
           "                         [--compress [auto:]SPEC] [--iters I]\n"
           "                         [--jitter CV] [--jitter-dist lognormal|normal]\n"
@@ -50,6 +51,10 @@ static void usage(FILE *f) {
           "                     25GbE, 100GbIB; or shm (docs/NETWORK.md)\n"
           "  --intra A,B        latency (s) and time per byte (s/B) inside a node\n"
           "  --inter A,B        the same between nodes (with --intra)\n"
+          "  --ar A,B           the all-reduce's measured cost T(M) = A + B*M (s,\n"
+          "                     s/B), as the engine fits it and 'gradsync replay\n"
+          "                     --json' reports it (a, b); reduce-scatter and\n"
+          "                     all-gather are taken as half of it\n"
           "  --cost FILE        cost parameters from 'gradsync bench --cost-out',\n"
           "                     for the cluster they were measured on\n"
           "  --algo A           all-reduce algorithm: auto (default: hier with\n"
@@ -114,8 +119,8 @@ static double now_s(void) {
 
 typedef struct sim_opts {
   const char *profile, *policy, *net, *cost_file, *compress, *trace, *algo;
-  int workers, per_node, iters, json, have_intra, have_inter;
-  double intra_a, intra_b, inter_a, inter_b, jitter, scale;
+  int workers, per_node, iters, json, have_intra, have_inter, have_ar;
+  double intra_a, intra_b, inter_a, inter_b, ar_a, ar_b, jitter, scale;
   gs_sim_jitter dist;
   gs_sim_jitter_scope scope;
   uint64_t seed;
@@ -133,6 +138,7 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
       {"jitter-scope", required_argument, 0, 'S'},
       {"algo", required_argument, 0, 'A'},     {"compute-scale", required_argument, 0, 'x'},
       {"trace", required_argument, 0, 't'},    {"help", no_argument, 0, 'h'},
+      {"ar", required_argument, 0, 'a'},
       {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   o->policy = "all";
@@ -178,6 +184,14 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
           return 2;
         }
         o->have_inter = 1;
+        break;
+      case 'a':
+        if (parse_pair(optarg, &o->ar_a, &o->ar_b) != 0) {
+          cli_error(VERB, "--ar: expected A,B (seconds 0-3600, seconds per byte 0-1), "
+                    "got '%s'", optarg);
+          return 2;
+        }
+        o->have_ar = 1;
         break;
       case 'c': o->cost_file = optarg; break;
       case 'P': o->policy = optarg; break;
@@ -253,11 +267,17 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
     cli_error(VERB, "--per-node %d must divide --workers %d", o->per_node, o->workers);
     return 2;
   }
-  int nets = (o->net != NULL) + (o->have_intra || o->have_inter) + (o->cost_file != NULL);
+  int nets = (o->net != NULL) + (o->have_intra || o->have_inter) + (o->cost_file != NULL) +
+             o->have_ar;
   if (nets != 1) {
     cli_error(VERB, nets == 0 ? "a network is required: --net NAME, --intra A,B "
-                                "--inter A,B, or --cost FILE"
-                              : "give one of --net, --intra/--inter and --cost");
+                                "--inter A,B, --cost FILE or --ar A,B"
+                              : "give one of --net, --intra/--inter, --cost and --ar");
+    return 2;
+  }
+  if (o->have_ar && (o->algo || o->compress)) {
+    cli_error(VERB, "--ar gives the all-reduce's cost itself: --%s does not apply",
+              o->algo ? "algo" : "compress");
     return 2;
   }
   if (o->have_intra != o->have_inter) {
@@ -308,8 +328,10 @@ static void print_json(const gs_profile *prof, const sim_opts *o, const char *sp
     cJSON_AddStringToObject(j, "chosen", gs_plan_policy_name(pl->chosen));
   cJSON_AddNumberToObject(j, "workers", o->workers);
   cJSON_AddNumberToObject(j, "per_node", o->per_node);
-  cJSON_AddStringToObject(j, "network", o->net ? o->net : o->cost_file ? o->cost_file
-                                                                       : "intra/inter");
+  cJSON_AddStringToObject(j, "network", o->net         ? o->net
+                                         : o->cost_file ? o->cost_file
+                                         : o->have_ar   ? "ar"
+                                                        : "intra/inter");
   if (o->compress) cJSON_AddStringToObject(j, "compress", o->compress);
   cJSON_AddNumberToObject(j, "iters", r->iters);
   cli_json_add(j, "compute_scale", o->scale, "%.17g");
@@ -379,7 +401,12 @@ int cmd_simulate(int argc, char **argv) {
     return 2;
   }
   gs_plan_cost cost;
-  if (gs_plan_cost_from_net(&params, topo, algo, &cost) != GS_OK) {
+  if (o.have_ar) {
+    if (gs_plan_cost_from_ab(o.ar_a, o.ar_b, &cost) != GS_OK) {
+      cli_error(VERB, "--ar: %s", gs_last_error());
+      return 2;
+    }
+  } else if (gs_plan_cost_from_net(&params, topo, algo, &cost) != GS_OK) {
     cli_error(VERB, "--algo %s: %s", gs_algo_name(algo), gs_last_error());
     return 2;
   }
@@ -434,7 +461,7 @@ int cmd_simulate(int argc, char **argv) {
            o.scale != 1.0 ? " (times scaled)" : "");
     printf("cluster: %d workers, %d per node, %s (%s); all-reduce %.3e s + %.3e s/B\n",
            o.workers, o.per_node,
-           o.net ? o.net : o.cost_file ? o.cost_file : "--intra/--inter",
+           o.net ? o.net : o.cost_file ? o.cost_file : o.have_ar ? "--ar" : "--intra/--inter",
            gs_algo_name(algo), cost.ar.a, cost.ar.b);
     printf("%d iteration%s, jitter CV %g (%s, per %s), seed %llu%s%s\n\n", o.iters,
            o.iters == 1 ? "" : "s", o.jitter,

@@ -58,6 +58,21 @@ expect 0 "hier" -- --profile "$P" --workers 16 --per-node 4 --intra 2e-6,2e-10 -
 expect 0 "topk" -- --profile "$P" --workers 8 --net 1GbE --policy wfbp --compress topk:0.01
 expect 0 "left out" -- --profile "$P" --workers 8 --net 1GbE --compress topk:0.01
 expect 2 "cannot be sent compressed" -- --profile "$P" --workers 8 --net 1GbE --policy dear --compress topk:0.01
+# --ar: the all-reduce's measured a + b*M (what replay reports), as plan --a --b.
+expect 0 "all-reduce 2.000e-04 s + 1.500e-08 s/B" -- --profile "$P" --workers 4 --ar 2e-4,1.5e-8 --policy mgwfbp
+expect 2 "--ar: expected" -- --profile "$P" --workers 4 --ar 2e-4
+expect 2 "--ar: expected" -- --profile "$P" --workers 4 --ar -1,1e-9
+expect 2 "give one of" -- --profile "$P" --workers 4 --ar 2e-4,1.5e-8 --net 1gbit
+expect 2 "does not apply" -- --profile "$P" --workers 4 --ar 2e-4,1.5e-8 --compress topk:0.01
+for pol in wfbp mgwfbp optimal dear; do
+  s=$("$G" simulate --profile "$P" --workers 4 --ar 2e-4,1.5e-8 --policy $pol --json |
+      sed -n 's/.*"iter_s":\([^,]*\),.*/\1/p')
+  p=$("$G" plan --profile "$P" --a 2e-4 --b 1.5e-8 --policy $pol --json |
+      sed -n 's/.*"predicted_iter_s":\([^,}]*\).*/\1/p' | head -1)
+  /usr/bin/python3 -c "import sys; s, p = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(s - p) > 1e-9 * p)" "$s" "$p" \
+    && echo "ok: --ar $pol equals plan --a --b ($s)" \
+    || { echo "FAIL: --ar $pol: simulated '$s', plan '$p'"; fail=1; }
+done
 
 # JSON: one line per policy, and the simulated time equals the model's
 # without jitter.
