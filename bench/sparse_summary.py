@@ -30,12 +30,11 @@ def ms(v):
 
 def main(paths):
     print("# Sparse exchanges against the dense ring all-reduce\n")
-    print("Machine: shared with seven other helpers' builds and tests while these "
-          "ran (2 cores; the load average is in each file's stamp), so absolute "
-          "times are inflated, the dense ring's (CPU-bound reductions of 8 ranks "
-          "on 2 cores) most of all; the ratios compare calls alternated within "
-          "one run. Times: median over the iterations of the slowest rank. "
-          "Every result was checked (see apps/bench_sparse.c).\n")
+    print("Machine: 2 cores for 8 ranks (the load average while each ran is in its "
+          "section and the stamp), so absolute times carry CPU contention, the "
+          "dense ring's (CPU-bound reductions) most of all; the ratios compare "
+          "calls alternated within one run. Times: median over the iterations of "
+          "the slowest rank. Every result was checked (see apps/bench_sparse.c).\n")
     targets = []
     for path in paths:
         stamp, env, rows = load(path)
