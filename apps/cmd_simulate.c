@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "gradsync.h"
@@ -86,14 +85,24 @@ static void usage(FILE *f) {
 }
 
 /* "A,B" as two non-negative numbers (a latency and a time per byte). */
-static int parse_pair(const char *s, double *a, double *b) {
+/* "A,B": a latency (seconds, 0 to 3600) and a time per byte (0 to 1), for
+ * the option called name; *have is set. Returns 0, or 2 after the message. */
+static int parse_pair(const char *name, const char *s, double *a, double *b, int *have) {
   const char *comma = strchr(s, ',');
-  if (comma == NULL || comma - s >= 64) return -1;
   char first[64];
-  memcpy(first, s, (size_t)(comma - s));
-  first[comma - s] = '\0';
-  return cli_parse_double(first, 0, 3600, a) != 0 || cli_parse_double(comma + 1, 0, 1, b) != 0
-             ? -1 : 0;
+  int ok = comma != NULL && comma - s < 64;
+  if (ok) {
+    memcpy(first, s, (size_t)(comma - s));
+    first[comma - s] = '\0';
+    ok = cli_parse_double(first, 0, 3600, a) == 0 && cli_parse_double(comma + 1, 0, 1, b) == 0;
+  }
+  if (!ok) {
+    cli_error(VERB, "--%s: expected A,B (seconds 0-3600, seconds per byte 0-1), got '%s'",
+              name, s);
+    return 2;
+  }
+  *have = 1;
+  return 0;
 }
 
 /* The trace path of one policy among several: "t.json" -> "t.wfbp.json". */
@@ -109,12 +118,6 @@ static void trace_path(char *out, size_t cap, const char *path, const char *poli
     snprintf(out, cap, "%s.%s", path, policy);
   else
     snprintf(out, cap, "%.*s.%s%s", (int)(dot - path), path, policy, dot);
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 typedef struct sim_opts {
@@ -170,28 +173,13 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
         break;
       case 'n': o->net = optarg; break;
       case 'I':
-        if (parse_pair(optarg, &o->intra_a, &o->intra_b) != 0) {
-          cli_error(VERB, "--intra: expected A,B (seconds 0-3600, seconds per byte 0-1), "
-                    "got '%s'", optarg);
-          return 2;
-        }
-        o->have_intra = 1;
+        if (parse_pair("intra", optarg, &o->intra_a, &o->intra_b, &o->have_intra) != 0) return 2;
         break;
       case 'E':
-        if (parse_pair(optarg, &o->inter_a, &o->inter_b) != 0) {
-          cli_error(VERB, "--inter: expected A,B (seconds 0-3600, seconds per byte 0-1), "
-                    "got '%s'", optarg);
-          return 2;
-        }
-        o->have_inter = 1;
+        if (parse_pair("inter", optarg, &o->inter_a, &o->inter_b, &o->have_inter) != 0) return 2;
         break;
       case 'a':
-        if (parse_pair(optarg, &o->ar_a, &o->ar_b) != 0) {
-          cli_error(VERB, "--ar: expected A,B (seconds 0-3600, seconds per byte 0-1), "
-                    "got '%s'", optarg);
-          return 2;
-        }
-        o->have_ar = 1;
+        if (parse_pair("ar", optarg, &o->ar_a, &o->ar_b, &o->have_ar) != 0) return 2;
         break;
       case 'c': o->cost_file = optarg; break;
       case 'P': o->policy = optarg; break;
@@ -495,9 +483,9 @@ int cmd_simulate(int argc, char **argv) {
       break;
     }
     gs_sim_result r;
-    double t0 = now_s();
+    double t0 = gs_now();
     st = gs_sim_run(prof, &cost, &xchg, pl, &cfg, &r);
-    double run_s = now_s() - t0;
+    double run_s = gs_now() - t0;
     if (st != GS_OK) {
       cli_fail(VERB, "%s: %s", specs[k], gs_last_error());
       gs_plan_free(pl);
