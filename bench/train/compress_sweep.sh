@@ -4,20 +4,22 @@
 # SGD lr 0.05 momentum 0.9, 0.3 epoch warm-up, cosine), 4 ranks on 4
 # emulated nodes, every run of one table in the same invocation:
 #   1. 100 Mbit/s: dense (policy auto) against top-k 1% with error feedback,
-#      EPOCHS epochs each: time to 88% test accuracy, accuracy at the end;
+#      with and without density warm-up, EPOCHS epochs each: time to 88% test
+#      accuracy, accuracy at the end;
 #   2. 100 Mbit/s: every compressor with and without error feedback, for a
 #      shorter run (TABLE_EPOCHS epochs of at most TABLE_STEPS steps);
 #   3. 1 Gbit/s: auto with compression allowed (auto:topk:0.01) against
 #      dense, EPOCHS_1G epochs each.
 # Writes bench/results/compress.{jsonl,md}, stamped (bench/lib.sh). Needs
-# root (--net). The runs are sequential; the machine is shared with other
-# jobs, which the result file says.
+# root (--net). The runs are sequential; the stamp records the machine's load.
 #
 # Usage: bench/train/compress_sweep.sh [EPOCHS] [TABLE_EPOCHS] [TABLE_STEPS] [EPOCHS_1G]
 #   BENCH_QUICK=1: every run 1 epoch of at most 20 steps (a smoke run).
 #   SKIP=1,3 leaves parts out.
 #   MAX_STEPS=N: at most N steps per epoch in parts 1 and 3 (recorded in
 #   every command; for when the full runs do not fit).
+#   WARMUP=N: part 1's first top-k run warms its density up over N steps
+#   (default 117, half an epoch).
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -26,6 +28,7 @@ epochs=${1:-4}
 table_epochs=${2:-1}
 table_steps=${3:-120}
 epochs_1g=${4:-2}
+warmup=${WARMUP:-117}
 limit=()
 [ -n "${MAX_STEPS:-}" ] && limit=(--max-steps "$MAX_STEPS")
 if [ "$BENCH_QUICK" = 1 ]; then
@@ -43,7 +46,7 @@ run() {
   local part=$1 label=$2 net=$3 ep=$4
   shift 4
   local argv=("$gs" run -np 4 --net "$net" -- "$gs" train --model cnn --epochs "$ep"
-              --batch 64 --lr 0.05 --warmup-epochs 0.3 --schedule cosine --json "$@")
+              --batch 64 --lr 0.05 --warmup-epochs "$lr_warmup" --schedule cosine --json "$@")
   echo "== $part $label ($net, $ep epoch(s)) ($(date +%T))" >&2
   cmds+=("$(bench_quote "${argv[@]}")")
   local rc=0
@@ -61,9 +64,28 @@ if int(rc) != 0 or not any("summary" in r for r in rows):
                       "stderr": tail}))
 PY
 }
+# Part 1 evaluates every quarter pass: an epoch of 4 x 64 samples per step is
+# 234 steps, so each of the 4 x EPOCHS rounds is 59 steps of a fresh shuffle
+# (4 rounds: 1.008 passes), the learning-rate warm-up 1.2 rounds (0.3 epoch),
+# and the cosine decay spans all rounds.
+lr_warmup=0.3
+rounds=()
+if [ ${#limit[@]} -eq 0 ]; then
+  rounds=(--max-steps 59)
+  head_epochs=$((epochs * 4)) head_warm=1.2
+else
+  head_epochs=$epochs head_warm=0.3
+fi
 if [[ $skip != *,1,* ]]; then
-  run headline dense 100mbit "$epochs" --policy auto "${limit[@]}"
-  run headline topk:0.01 100mbit "$epochs" --policy auto --compress topk:0.01 "${limit[@]}"
+  lr_warmup=$head_warm
+  run headline dense 100mbit "$head_epochs" --policy auto "${limit[@]}" "${rounds[@]}"
+  # Top-k's density warms up as DGC's does (25% falling exponentially to 1%)
+  # over the first WARMUP steps (default: one epoch of 4 x 64 samples).
+  run headline "topk:0.01 warm-up $warmup" 100mbit "$head_epochs" --policy auto \
+      --compress topk:0.01 --compress-warmup-steps "$warmup" "${limit[@]}" "${rounds[@]}"
+  run headline "topk:0.01" 100mbit "$head_epochs" --policy auto --compress topk:0.01 \
+      "${limit[@]}" "${rounds[@]}"
+  lr_warmup=0.3
 fi
 if [[ $skip != *,2,* ]]; then
   for spec in topk:0.01 mstopk:0.01 gtopk:0.01 dgc:0.01 sidco:0.01 randomk:0.01 qsgd:16 \
@@ -86,6 +108,6 @@ rm -f "$tmp.run" "$tmp.err"
 all_cmds=$(printf '%s; ' "${cmds[@]}")
 bench_stamp "$out" "${all_cmds%; }"
 python3 bench/train/compress_report.py "$out" "$epochs" "$table_epochs" "$table_steps" \
-    "$epochs_1g" > "$BENCH_OUT/compress.md"
+    "$epochs_1g" "$head_epochs" > "$BENCH_OUT/compress.md"
 bench_stamp "$BENCH_OUT/compress.md" "${all_cmds%; }"
 cat "$BENCH_OUT/compress.md"

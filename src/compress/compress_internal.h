@@ -40,7 +40,7 @@ typedef struct gs_compress_kind {
                                   generic e += g / e -= D(C(p)) is skipped;
                                   its init allocates st->residual when
                                   opts.error_feedback is set */
-  int warmup;                  /* honours opts.warmup_steps (DGC) */
+  int warmup;                  /* honours opts.warmup_steps (DGC, top-k, MSTopK) */
   double cbytes, dbytes;       /* the time model (gs_compressor_info) */
   /* Payload bytes of `round` for n elements at density d (sparse kinds),
    * or for the state's shape when st is not NULL (PowerSGD). */

@@ -38,7 +38,7 @@ static gs_status topk_decompress_add(gs_compress_state *st, const void *payload,
  * residual (e += g: 12 B); decompressing touches only k entries. */
 const gs_compress_kind gs__kind_topk = {
     .name = "topk", .param = GS_PARAM_DENSITY, .exchange = GS_EXCHANGE_SPARSE,
-    .rounds = 1, .fixed_size = 1, .cbytes = 20, .dbytes = 0,
+    .rounds = 1, .fixed_size = 1, .warmup = 1, .cbytes = 20, .dbytes = 0,
     .payload_bytes = gs__sparse_bytes, .compress = topk_compress,
     .decompress_add = topk_decompress_add};
 

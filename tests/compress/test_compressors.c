@@ -388,6 +388,55 @@ static void test_dgc_momentum(void **unused) {
   gs_compressor_destroy(c);
 }
 
+/* topk and mstopk warm up as DGC does: exactly k = floor(d_t * n) pairs at
+ * step t, d_t falling from 25% to the target, and error feedback keeps
+ * whatever a step did not send (p = g + e equals sent + new residual). */
+static void test_topk_warmup(void **unused) {
+  (void)unused;
+  const size_t n = 20000;
+  const char *specs[] = {"topk:0.001", "mstopk:0.001"};
+  for (size_t si = 0; si < 2; si++) {
+    gs_compressor *c = make(specs[si]);
+    gs_compress_opts o = gs_compress_opts_default();
+    o.warmup_steps = 6;
+    gs_compress_state *st;
+    assert_int_equal(gs_compress_state_create(c, n, &o, &st), GS_OK);
+    size_t cap = gs_compress_capacity(st, 0), bytes;
+    assert_int_equal(cap, 8 * (size_t)(0.25 * n));
+    float *g = malloc(n * sizeof *g), *p = malloc(n * sizeof *p);
+    float *sent = malloc(n * sizeof *sent);
+    void *pay = malloc(cap);
+    size_t prev = n + 1;
+    for (int step = 0; step < 8; step++) {
+      const float *e = gs_compress_residual(st);
+      for (size_t i = 0; i < n; i++) {
+        g[i] = normal();
+        p[i] = g[i] + e[i];
+      }
+      assert_int_equal(gs_compress(st, g, n, pay, cap, &bytes), GS_OK);
+      const double d = gs_compress_density(st);
+      const double want = step >= 6 ? 0.001 : 0.25 * pow(0.001 / 0.25, step / 6.0);
+      if (fabs(d - want) > 1e-12) fail_msg("%s step %d: density %g, expected %g",
+                                           specs[si], step, d, want);
+      const size_t k = (size_t)floor(want * (double)n);
+      if (bytes != 8 * k) fail_msg("%s step %d: %zu pairs, expected %zu", specs[si],
+                                   step, bytes / 8, k);
+      assert_true(k < prev || step >= 6);
+      prev = k;
+      memset(sent, 0, n * sizeof *sent);
+      assert_int_equal(gs_decompress_add(st, pay, bytes, sent, n), GS_OK);
+      e = gs_compress_residual(st);
+      for (size_t i = 0; i < n; i++)
+        if (fabsf(sent[i] + e[i] - p[i]) > 1e-6f)
+          fail_msg("%s step %d: sent + residual != g + old residual at %zu", specs[si],
+                   step, i);
+    }
+    gs_compress_state_destroy(st);
+    free(g), free(p), free(sent), free(pay);
+    gs_compressor_destroy(c);
+  }
+}
+
 static void test_dgc_warmup_and_clip(void **unused) {
   (void)unused;
   const size_t n = 40000;
@@ -758,6 +807,7 @@ int main(void) {
       cmocka_unit_test(test_return),
       cmocka_unit_test(test_dgc_momentum),
       cmocka_unit_test(test_dgc_warmup_and_clip),
+      cmocka_unit_test(test_topk_warmup),
       cmocka_unit_test(test_sidco_fits),
       cmocka_unit_test(test_unbiased),
       cmocka_unit_test(test_powersgd_low_rank),
