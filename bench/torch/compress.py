@@ -10,7 +10,10 @@ scores the whole test set. Prints one JSON line per peer on rank 0: images/s,
 epoch time, test accuracy, and for gradsync the bytes it sent per step.
 
 Usage (under gradsync run, driven by bench/torch/torch_compress.sh):
-  compress.py [--epochs E] [--train-images N] [--modes ddp,topk:0.01]"""
+  compress.py [--epochs E] [--train-images N] [--modes ddp,topk:0.01]
+              [--compress-warmup W]
+--compress-warmup W: gradsync's density warm-up (compress_warmup_steps=) over
+the first W epochs (a fraction is fine), for every compressed mode."""
 import argparse
 import importlib.util
 import json
@@ -41,6 +44,8 @@ def main():
     ap.add_argument("--modes", default="topk:0.01,ddp",
                     help="ddp, or a gradsync compression spec (none: dense gradsync)")
     ap.add_argument("--policy", default="auto")
+    ap.add_argument("--compress-warmup", type=float, default=0.0,
+                    help="density warm-up over this many epochs (topk, mstopk, dgc)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     gs.init()
@@ -60,6 +65,7 @@ def main():
                                                               rank=rank, seed=1)
     loader = torch.utils.data.DataLoader(dataset, batch_size=fa.batch, sampler=sampler)
     lr_at = fm.lr_schedule(fa, len(loader))
+    warmup_steps = int(a.compress_warmup * len(loader))
 
     for mode in a.modes.split(","):
         torch.manual_seed(1)
@@ -69,8 +75,9 @@ def main():
             net, opt, barrier = torch.nn.parallel.DistributedDataParallel(model), sgd, dist.barrier
         else:
             net, barrier = model, gs.barrier
+            extra = {"compress_warmup_steps": warmup_steps} if mode != "none" else {}
             opt = gs.DistributedOptimizer(sgd, named_parameters=model.named_parameters(),
-                                          policy=a.policy, compression=mode)
+                                          policy=a.policy, compression=mode, **extra)
         step, t_train, images = 0, 0.0, 0
         for epoch in range(a.epochs):
             sampler.set_epoch(epoch)
@@ -94,6 +101,7 @@ def main():
         if mode != "ddp":
             st = opt.engine_stats()
             row.update(policy=a.policy, chosen=st["chosen"], messages=st["groups"],
+                       compress_warmup_steps=warmup_steps,
                        compressed_messages=st["compressed_messages"],
                        bytes_per_step=st["bytes_sent"] / max(1, st["iterations"]),
                        dense_bytes_per_step=st["bytes_dense"] / max(1, st["iterations"]),
