@@ -195,6 +195,18 @@ gs_status gs_decompress_add(gs_compress_state *st, const void *payload,
 gs_status gs_compress_return(gs_compress_state *st, const uint32_t *idx,
                              const float *val, size_t count);
 
+/* The learning rate the next payload's average will be applied with.
+ * Error feedback keeps gradient that a step did not send and sends it
+ * later, when the rate may differ: under a warm-up the memory of small-rate
+ * steps would land with a large rate, under a decay the reverse. When lr
+ * differs from the one set before, the memory (the residual, DGC's
+ * accumulated velocity) is multiplied by old / new, so that it carries
+ * rate-scaled gradient as EF-SGD's e += lr * g does (Karimireddy et al.,
+ * ICML 2019, Algorithm 2). The first call only records lr; never calling
+ * it keeps the memory as is. GS_ERR_INVALID_ARG unless lr is finite and
+ * > 0 (a rate of 0 sends nothing worth scaling for: skip the call). */
+gs_status gs_compress_set_lr(gs_compress_state *st, double lr);
+
 /* The current residual (n floats, owned by the state; NULL without error
  * feedback), the step counter, and the density used at the current step
  * (DGC's warm-up; the spec's density for the other sparse kinds; 1 for

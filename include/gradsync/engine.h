@@ -176,6 +176,15 @@ gs_status gs_engine_register(gs_engine *e, const char *name, void *buf,
  * twice in one iteration is GS_ERR_STATE. */
 gs_status gs_engine_grad_ready(gs_engine *e, int id);
 
+/* The learning rate this iteration's averaged gradients will be applied
+ * with; call before the iteration's first gs_engine_grad_ready. Compressed
+ * messages hand it to their compressor state (gs_compress_set_lr) before
+ * compressing, so error feedback carries rate-scaled gradient across rate
+ * changes (warm-up, decay). Without the call, or without compression, it
+ * changes nothing. GS_ERR_INVALID_ARG unless lr is finite and >= 0; 0
+ * leaves the memory as it is for that iteration. */
+gs_status gs_engine_set_lr(gs_engine *e, double lr);
+
 /* Ends the iteration's backward pass. Returns when every gradient of the
  * iteration is averaged in place; with dear and cfg.forward_overlap, when
  * every reduce-scatter is done (each tensor's average then arrives through

@@ -552,6 +552,15 @@ static PyObject *engine_grad_ready(EngineObject *e, PyObject *arg) {
   Py_RETURN_NONE;
 }
 
+static PyObject *engine_set_lr(EngineObject *e, PyObject *arg) {
+  double lr = PyFloat_AsDouble(arg);
+  if (lr == -1.0 && PyErr_Occurred()) return NULL;
+  if (engine_live(e)) return NULL;
+  gs_status st = gs_engine_set_lr(e->engine, lr);
+  if (st != GS_OK) return raise_status(st);
+  Py_RETURN_NONE;
+}
+
 static PyObject *engine_wait(EngineObject *e, PyObject *args) {
   (void)args;
   if (engine_live(e)) return NULL;
@@ -631,6 +640,9 @@ static PyMethodDef engine_methods[] = {
      "register(name, address, count, dtype, owner) -> id"},
     {"grad_ready", (PyCFunction)engine_grad_ready, METH_O,
      "grad_ready(id): the gradient of tensor id is final"},
+    {"set_lr", (PyCFunction)engine_set_lr, METH_O,
+     "set_lr(lr): the rate this iteration's averages will be applied with "
+     "(compressed messages rescale their error feedback when it changes)"},
     {"wait", (PyCFunction)engine_wait, METH_NOARGS,
      "wait(): every gradient of the iteration averaged in place"},
     {"wait_tensor", (PyCFunction)engine_wait_tensor, METH_O,

@@ -700,6 +700,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         def hook(*unused):
             c = counts[i] + 1
             counts[i] = c
+            opened = not self._gs_open
             self._gs_open = True
             if c < k:
                 return
@@ -719,9 +720,21 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 return
             if p.grad is not self._gs_bufs[i]:
                 self._gs_adopt(i)
+            if opened:
+                self._gs_send_lr(engine)
             engine.grad_ready(self._gs_ids[i])
 
         return hook
+
+    def _gs_send_lr(self, engine):
+        """At an iteration's first gradient: the rate its averages will be
+        applied with, so that compressed messages rescale their error
+        feedback when the schedule changes it (gs_engine_set_lr). The first
+        parameter group's rate stands for all."""
+        if self._gs_compress is not None:
+            lr = float(self.param_groups[0]["lr"])
+            if lr > 0:
+                engine.set_lr(lr)
 
     def _gs_adopt(self, i):
         """Parameter i's gradient is a new tensor (zero_grad(set_to_none=True),
@@ -772,6 +785,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             buf = p.grad
             self._gs_ids[i] = engine.register(self._gs_names[i], _addr(buf), buf.numel(),
                                               _FLOAT_DTYPES[buf.dtype], buf)
+        self._gs_send_lr(engine)
         for i in self._gs_first:
             engine.grad_ready(self._gs_ids[i])
 

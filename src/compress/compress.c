@@ -299,6 +299,19 @@ size_t gs_compress_capacity(const gs_compress_state *st, int round) {
   return st->kind->payload_bytes(st->c, st, st->n, round, d);
 }
 
+gs_status gs_compress_set_lr(gs_compress_state *st, double lr) {
+  if (st == NULL) return gs_error(GS_ERR_INVALID_ARG, "gs_compress_set_lr: NULL state");
+  if (!(lr > 0) || !isfinite(lr))
+    return gs_error(GS_ERR_INVALID_ARG, "gs_compress_set_lr (compressor %s): learning "
+                    "rate %g must be finite and > 0", st->c->spec, lr);
+  if (st->lr > 0 && lr != st->lr && st->residual != NULL) {
+    const float f = (float)(st->lr / lr);
+    for (size_t i = 0; i < st->n; i++) st->residual[i] *= f;
+  }
+  st->lr = lr;
+  return GS_OK;
+}
+
 const float *gs_compress_residual(const gs_compress_state *st) {
   return st ? st->residual : NULL;
 }

@@ -78,6 +78,7 @@ struct gs_compress_state {
   uint64_t step;        /* completed steps */
   uint64_t last_step;   /* the step of the most recent payload */
   double density;       /* the current step's density */
+  double lr;            /* gs_compress_set_lr's last rate; 0 before it */
   void *priv;           /* the kind's own state */
 };
 

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <sched.h>
 #include <limits.h>
+#include <math.h>
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -458,7 +459,12 @@ static void launch_ready_groups(gs_engine *e, eng_plan *p) {
         uint64_t t0 = gs_now_ns();
         gs_xchg_stats zs = {0};
         float *buf = m->fusion ? m->fusion : e->tensors[m->ids[0]].buf;
-        gs_status xs = gs_compress_allreduce(e->comm, e->zc, m->zst, buf, m->count,
+        uint64_t lr_bits = atomic_load_explicit(&e->zlr_bits, memory_order_relaxed);
+        double lr;
+        memcpy(&lr, &lr_bits, sizeof lr);
+        gs_status xs = lr > 0 ? gs_compress_set_lr(m->zst, lr) : GS_OK;
+        if (xs == GS_OK)
+          xs = gs_compress_allreduce(e->comm, e->zc, m->zst, buf, m->count,
                                              (gs_xchg)m->xchg, e->zws, &zs);
         if (xs != GS_OK) {
           char msg[1400];
@@ -1047,6 +1053,16 @@ gs_status gs_engine_grad_ready(gs_engine *e, int id) {
   return GS_OK;
 }
 
+gs_status gs_engine_set_lr(gs_engine *e, double lr) {
+  if (e == NULL) return gs_error(GS_ERR_INVALID_ARG, "gs_engine_set_lr: engine is NULL");
+  if (!(lr >= 0) || !isfinite(lr))
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_set_lr on rank %d: learning rate %g "
+                    "must be finite and >= 0", e->rank, lr);
+  uint64_t bits;
+  memcpy(&bits, &lr, sizeof bits);
+  atomic_store_explicit(&e->zlr_bits, bits, memory_order_relaxed);
+  return GS_OK;
+}
 
 gs_status gs_engine_wait(gs_engine *e) {
   if (e == NULL) return gs_error(GS_ERR_INVALID_ARG, "gs_engine_wait: engine is NULL");

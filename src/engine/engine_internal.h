@@ -187,6 +187,8 @@ struct gs_engine {
   int zrequired;                /* spec without "auto:": every f32 group */
   int zef;                      /* error feedback */
   gs_compress_opts zopts;
+  _Atomic uint64_t zlr_bits;    /* gs_engine_set_lr's rate (double bits; 0:
+                                   none), read by the launch thread */
   char *zspec;                  /* as given, for messages */
   gs_xchg_ws *zws;              /* launch thread */
   double z_secs_per_elem;       /* rank 0: measured coding rate */

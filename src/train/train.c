@@ -276,7 +276,9 @@ static gs_status run_epoch(train_ctx *t, train_batches *batches,
     if (step > 0 && (st = check_finite(t, epoch, step - 1)) != GS_OK) break;
     if (gs_nn_loss(t->net, y, &loss, &ok) != GS_OK ||
         run_hooks(t, HOOK_AFTER_FORWARD, &ts) != GS_OK ||
-        run_hooks(t, HOOK_BEFORE_BACKWARD, &ts) != GS_OK || gs_nn_backward(t->net) != GS_OK ||
+        run_hooks(t, HOOK_BEFORE_BACKWARD, &ts) != GS_OK ||
+        (t->engine && gs_engine_set_lr(t->engine, ts.lr) != GS_OK) ||
+        gs_nn_backward(t->net) != GS_OK ||
         callbacks_status(t) != GS_OK || t->sync.ops->end_backward(t->sync.self, &ts) != GS_OK)
       step_failed(t, epoch, step);
     train_optim_set_lr(&t->optim, ts.lr);

@@ -437,6 +437,53 @@ static void test_topk_warmup(void **unused) {
   }
 }
 
+/* gs_compress_set_lr: the first rate is only recorded; a change scales the
+ * memory by old / new (the residual for topk, DGC's accumulated velocity),
+ * so memory * lr stays what it was; a bad rate is refused and changes
+ * nothing. */
+static void test_set_lr_scales_memory(void **unused) {
+  (void)unused;
+  const size_t n = 5000;
+  const char *specs[] = {"topk:0.01", "dgc:0.01", "qsgd:16"};
+  for (size_t si = 0; si < 3; si++) {
+    gs_compressor *c = make(specs[si]);
+    gs_compress_opts o = gs_compress_opts_default();
+    gs_compress_state *st;
+    assert_int_equal(gs_compress_state_create(c, n, &o, &st), GS_OK);
+    size_t cap = gs_compress_capacity(st, 0), bytes;
+    float *g = malloc(n * sizeof *g), *before = malloc(n * sizeof *before);
+    void *pay = malloc(cap);
+    assert_int_equal(gs_compress_set_lr(st, 0.1), GS_OK);
+    for (size_t i = 0; i < n; i++) g[i] = normal();
+    assert_int_equal(gs_compress(st, g, n, pay, cap, &bytes), GS_OK);
+    const float *e = gs_compress_residual(st);
+    assert_non_null(e);
+    double norm = 0;
+    for (size_t i = 0; i < n; i++) {
+      before[i] = e[i];
+      norm += fabs(e[i]);
+    }
+    if (!(norm > 0)) fail_msg("%s: empty memory after a lossy step", specs[si]);
+    assert_int_equal(gs_compress_set_lr(st, 0.1), GS_OK); /* same rate: as is */
+    for (size_t i = 0; i < n; i++) assert_true(e[i] == before[i]);
+    assert_int_equal(gs_compress_set_lr(st, 0.025), GS_OK); /* rate / 4 */
+    for (size_t i = 0; i < n; i++)
+      if (fabsf(e[i] - 4.0f * before[i]) > 1e-6f * (1 + fabsf(before[i])))
+        fail_msg("%s: residual[%zu] %g after the rate fell 4x, expected %g", specs[si], i,
+                 (double)e[i], 4.0 * before[i]);
+    assert_int_equal(gs_compress_set_lr(st, 0.0), GS_ERR_INVALID_ARG);
+    assert_int_equal(gs_compress_set_lr(st, NAN), GS_ERR_INVALID_ARG);
+    assert_int_equal(gs_compress_set_lr(st, -1.0), GS_ERR_INVALID_ARG);
+    for (size_t i = 0; i < n; i++)
+      if (fabsf(e[i] - 4.0f * before[i]) > 1e-6f * (1 + fabsf(before[i])))
+        fail_msg("%s: a refused rate changed the memory", specs[si]);
+    gs_compress_state_destroy(st);
+    free(g), free(before), free(pay);
+    gs_compressor_destroy(c);
+  }
+  assert_int_equal(gs_compress_set_lr(NULL, 0.1), GS_ERR_INVALID_ARG);
+}
+
 static void test_dgc_warmup_and_clip(void **unused) {
   (void)unused;
   const size_t n = 40000;
@@ -808,6 +855,7 @@ int main(void) {
       cmocka_unit_test(test_dgc_momentum),
       cmocka_unit_test(test_dgc_warmup_and_clip),
       cmocka_unit_test(test_topk_warmup),
+      cmocka_unit_test(test_set_lr_scales_memory),
       cmocka_unit_test(test_sidco_fits),
       cmocka_unit_test(test_unbiased),
       cmocka_unit_test(test_powersgd_low_rank),

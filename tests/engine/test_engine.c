@@ -263,6 +263,12 @@ static void misuse(void) {
   CHECK_ST(gs_engine_register(e, "", buf, 8, GS_F32, &id), GS_ERR_INVALID_ARG);
   CHECK_ST(gs_engine_register(e, "w", buf, 8, (gs_dtype)99, &id), GS_ERR_INVALID_ARG);
   CHECK_ST(gs_engine_register(e, "w", buf, 8, GS_F32, &id), GS_OK);
+  CHECK_ST(gs_engine_set_lr(NULL, 0.1), GS_ERR_INVALID_ARG);
+  CHECK_ST(gs_engine_set_lr(e, -0.1), GS_ERR_INVALID_ARG);
+  CHECK_ST(gs_engine_set_lr(e, NAN), GS_ERR_INVALID_ARG);
+  CHECK_ST(gs_engine_set_lr(e, INFINITY), GS_ERR_INVALID_ARG);
+  CHECK_ST(gs_engine_set_lr(e, 0.0), GS_OK);
+  CHECK_ST(gs_engine_set_lr(e, 0.1), GS_OK);
   CHECK_ST(gs_engine_grad_ready(e, 1), GS_ERR_INVALID_ARG);
   CHECK_ST(gs_engine_grad_ready(e, -1), GS_ERR_INVALID_ARG);
   CHECK_ST(gs_engine_grad_ready(e, id), GS_OK);
