@@ -20,30 +20,8 @@
 
 #define MAXL 64
 
-/* A profile built in the test: the caller owns its arrays. */
-typedef struct test_profile {
-  gs_profile p;
-  gs_profile_tensor t[MAXL];
-  char names[MAXL][24];
-} test_profile;
-
-static void tp_init(test_profile *tp, double forward_s, size_t L,
-                    const double *bwd, const size_t *numel, gs_dtype dtype) {
-  memset(tp, 0, sizeof *tp);
-  tp->p.name = "test";
-  tp->p.device = "";
-  tp->p.source = "";
-  tp->p.forward_s = forward_s;
-  tp->p.ntensors = L;
-  tp->p.tensors = tp->t;
-  for (size_t i = 0; i < L; i++) {
-    snprintf(tp->names[i], sizeof tp->names[i], "t%zu", i);
-    tp->t[i].name = tp->names[i];
-    tp->t[i].numel = numel[i];
-    tp->t[i].dtype = dtype;
-    tp->t[i].backward_s = bwd[i];
-  }
-}
+#define TEST_PROFILE_MAXL MAXL
+#include "../common/test_profile.h"
 
 static uint64_t rng_state = 88172645463325252ull;
 static double urand(void) { /* xorshift64, uniform in [0, 1) */
@@ -69,7 +47,7 @@ static void random_instance(test_profile *tp, size_t L, int integral,
     }
   }
   double fwd = integral ? (double)(int)(urand() * 4) : urand() * 0.05;
-  tp_init(tp, fwd, L, bwd, numel, integral ? GS_U8 : GS_F32);
+  tp_init_as(tp, fwd, L, bwd, numel, integral ? GS_U8 : GS_F32);
   if (integral) {
     assert_int_equal(gs_plan_cost_from_ab((double)(int)(urand() * 5),
                                           (double)(int)(urand() * 3), cost), GS_OK);
@@ -193,7 +171,7 @@ static void test_mgwfbp_three_layer_case(void **state) {
   const double bwd[] = {5, 1, 2};
   const size_t numel[] = {1, 2, 8};
   test_profile tp;
-  tp_init(&tp, 0, 3, bwd, numel, GS_U8);
+  tp_init_as(&tp, 0, 3, bwd, numel, GS_U8);
   gs_plan_cost c;
   assert_int_equal(gs_plan_cost_from_ab(2, 1, &c), GS_OK);
   gs_plan *mg = NULL, *opt = NULL;
@@ -223,7 +201,7 @@ static void test_mgwfbp_hand_cases(void **state) {
   {
     const double bwd[] = {3, 3, 3, 3};
     const size_t numel[] = {4, 4, 4, 4};
-    tp_init(&tp, 1, 4, bwd, numel, GS_F32);
+    tp_init_as(&tp, 1, 4, bwd, numel, GS_F32);
     assert_int_equal(gs_plan_cost_from_ab(1, 0, &c), GS_OK);
     assert_true(plan_time(&tp.p, &c, "mgwfbp", &pl) == 14.0);
     assert_int_equal(pl->ngroups, 4);
@@ -236,7 +214,7 @@ static void test_mgwfbp_hand_cases(void **state) {
   {
     const double bwd[] = {1, 1, 1, 1};
     const size_t numel[] = {1, 1, 1, 1};
-    tp_init(&tp, 0, 4, bwd, numel, GS_F32);
+    tp_init_as(&tp, 0, 4, bwd, numel, GS_F32);
     assert_int_equal(gs_plan_cost_from_ab(10, 0.5, &c), GS_OK);
     assert_true(plan_time(&tp.p, &c, "mgwfbp", &pl) == 22.0);
     assert_int_equal(pl->ngroups, 1);
@@ -252,7 +230,7 @@ static void test_mgwfbp_hand_cases(void **state) {
   {
     const double bwd[] = {1, 4, 1, 1};
     const size_t numel[] = {4, 1, 1, 3};
-    tp_init(&tp, 0, 4, bwd, numel, GS_U8);
+    tp_init_as(&tp, 0, 4, bwd, numel, GS_U8);
     assert_int_equal(gs_plan_cost_from_ab(2, 1, &c), GS_OK);
     assert_true(plan_time(&tp.p, &c, "mgwfbp", &pl) == 15.0);
     assert_int_equal(pl->ngroups, 2);
@@ -320,7 +298,7 @@ static void test_bucket_ddp_semantics(void **state) {
                           (size_t)(20 * mib), (size_t)(3 * mib), (size_t)(30 * mib)};
   const double bwd[] = {1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3};
   test_profile tp;
-  tp_init(&tp, 0.01, 6, bwd, numel, GS_F32);
+  tp_init_as(&tp, 0.01, 6, bwd, numel, GS_F32);
   gs_plan_cost c;
   assert_int_equal(gs_plan_cost_from_ab(1e-3, 1e-9, &c), GS_OK);
   gs_plan *pl = NULL;
@@ -376,7 +354,7 @@ static void test_dear_model_hand_case(void **state) {
   const double bwd[] = {5, 1, 2};
   const size_t numel[] = {1, 2, 8};
   test_profile tp;
-  tp_init(&tp, 0, 3, bwd, numel, GS_U8);
+  tp_init_as(&tp, 0, 3, bwd, numel, GS_U8);
   gs_plan_cost c;
   assert_int_equal(gs_plan_cost_from_ab(2, 1, &c), GS_OK);
   const size_t tensors[] = {2, 0, 1}, offsets[] = {0, 1, 3};
@@ -392,7 +370,7 @@ static void test_dear_model_hand_case(void **state) {
                                             NULL), GS_OK);
   /* Forward time spread by backward share: forward 8 over t_b 5, 1, 2 is
    * 5, 1, 2. With free communication the iteration is forward + backward. */
-  tp_init(&tp, 8, 3, bwd, numel, GS_U8);
+  tp_init_as(&tp, 8, 3, bwd, numel, GS_U8);
   assert_int_equal(gs_plan_cost_from_ab(0, 0, &c), GS_OK);
   assert_true(plan_time(&tp.p, &c, "dear", NULL) == 16.0);
 }
@@ -402,7 +380,7 @@ static void test_predict_rejects_bad_groupings(void **state) {
   const double bwd[] = {1, 1, 1};
   const size_t numel[] = {1, 1, 1};
   test_profile tp;
-  tp_init(&tp, 0, 3, bwd, numel, GS_F32);
+  tp_init_as(&tp, 0, 3, bwd, numel, GS_F32);
   gs_plan_cost c;
   assert_int_equal(gs_plan_cost_from_ab(1, 0, &c), GS_OK);
   double t;
@@ -498,7 +476,7 @@ static void test_predict_reads_curve(void **state) {
   size_t numel[2] = {1000, 250000};
   double bwd[2] = {0.0, 0.0};
   test_profile tp;
-  tp_init(&tp, 0.5, 2, bwd, numel, GS_F32);
+  tp_init_as(&tp, 0.5, 2, bwd, numel, GS_F32);
   gs_plan_cost c;
   assert_int_equal(gs_plan_cost_from_ab(1.0, 1.0, &c), GS_OK); /* absurd line */
   c.ar.npoints = 2;
@@ -697,7 +675,7 @@ static void test_degenerate_profiles(void **state) {
   const double bwd1[] = {0.0};
   const size_t numel1[] = {1};
   test_profile tp;
-  tp_init(&tp, 0.0, 1, bwd1, numel1, GS_F32);
+  tp_init_as(&tp, 0.0, 1, bwd1, numel1, GS_F32);
   for (size_t k = 0; k < 7; k++) {
     gs_plan *pl = NULL;
     double t = plan_time(&tp.p, &c, specs[k], &pl);
@@ -720,17 +698,17 @@ static void test_degenerate_profiles(void **state) {
   assert_int_equal(gs_plan_make(&tp.p, &c, "dear", &pl), GS_ERR_INVALID_ARG);
   const double bwd2[] = {1.0, 1.0};
   const size_t numel2[] = {((size_t)1 << 52) / 4, ((size_t)1 << 52) / 4 + 1};
-  tp_init(&tp, 0.0, 2, bwd2, numel2, GS_F32); /* each fits, the sum does not */
+  tp_init_as(&tp, 0.0, 2, bwd2, numel2, GS_F32); /* each fits, the sum does not */
   assert_int_equal(gs_plan_make(&tp.p, &c, "wfbp", &pl), GS_ERR_INVALID_ARG);
   assert_null(pl);
   /* Times or costs whose sums overflow: refused, never an infinite
    * prediction (a finite a of 1e307 s over a few messages would be). */
   const double bwd_big[] = {1e308, 1e308};
   const size_t numel_one[] = {1, 1};
-  tp_init(&tp, 0.0, 2, bwd_big, numel_one, GS_F32);
+  tp_init_as(&tp, 0.0, 2, bwd_big, numel_one, GS_F32);
   assert_int_equal(gs_plan_make(&tp.p, &c, "wfbp", &pl), GS_ERR_INVALID_ARG);
   assert_non_null(strstr(gs_last_error(), "overflow"));
-  tp_init(&tp, 0.0, 2, bwd2, numel_one, GS_F32);
+  tp_init_as(&tp, 0.0, 2, bwd2, numel_one, GS_F32);
   assert_int_equal(gs_plan_cost_from_ab(1e307, 0, &c), GS_OK);
   assert_int_equal(gs_plan_make(&tp.p, &c, "auto", &pl), GS_ERR_INVALID_ARG);
   assert_null(pl);
@@ -740,7 +718,7 @@ static void test_degenerate_profiles(void **state) {
    * plans and predicts 0. */
   const double bwd0[] = {0, 0, 0};
   const size_t numel3[] = {1, 1, 1};
-  tp_init(&tp, 0.0, 3, bwd0, numel3, GS_F32);
+  tp_init_as(&tp, 0.0, 3, bwd0, numel3, GS_F32);
   assert_int_equal(gs_plan_cost_from_ab(0, 0, &c), GS_OK);
   for (size_t k = 0; k < 7; k++) assert_true(plan_time(&tp.p, &c, specs[k], NULL) == 0.0);
 }

@@ -22,29 +22,8 @@
 
 #define MAXL 8
 
-typedef struct test_profile {
-  gs_profile p;
-  gs_profile_tensor t[MAXL];
-  char names[MAXL][24];
-} test_profile;
-
-static void tp_init(test_profile *tp, double forward_s, size_t L, const double *bwd,
-                    const size_t *numel) {
-  memset(tp, 0, sizeof *tp);
-  tp->p.name = "test";
-  tp->p.device = "";
-  tp->p.source = "";
-  tp->p.forward_s = forward_s;
-  tp->p.ntensors = L;
-  tp->p.tensors = tp->t;
-  for (size_t i = 0; i < L; i++) {
-    snprintf(tp->names[i], sizeof tp->names[i], "t%zu", i);
-    tp->t[i].name = tp->names[i];
-    tp->t[i].numel = numel[i];
-    tp->t[i].dtype = GS_F32;
-    tp->t[i].backward_s = bwd[i];
-  }
-}
+#define TEST_PROFILE_MAXL MAXL
+#include "../common/test_profile.h"
 
 static gs_sim_config config(int workers) {
   gs_sim_config c = {.workers = workers, .iters = 1, .jitter_cv = 0,
