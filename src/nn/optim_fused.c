@@ -5,12 +5,17 @@
  * The pool: workers sleep on a condition variable until the caller
  * publishes a job (a new generation number); tasks are handed out by an
  * atomic counter, the caller's thread taking tasks too; the caller waits
- * until every task has finished. Each element's update depends only on its
+ * until every task has finished. The counter carries the job's generation
+ * in its high 32 bits: a worker still looping over one job when the caller
+ * publishes the next sees a generation it did not copy and stops, instead
+ * of taking a task of the new job with the old job's task count (which ran
+ * the task twice and could end the new job early or never). Each element's update depends only on its
  * own weight, gradient and momentum, so which thread runs which chunk
  * cannot change a single bit of the result.
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include "gradsync/optim.h"
 #include "nn_internal.h"
@@ -23,23 +28,40 @@ struct gs_nn_pool {
   pthread_cond_t wake, done;
   unsigned long generation;
   int stopping;
-  /* the current job */
+  /* the current job, written under mu before generation is raised */
   void (*run)(void *ctx, int task);
   void *ctx;
   int ntasks;
-  atomic_int next;
-  int finished; /* tasks finished, under mu */
+  atomic_uint_least64_t claim; /* generation << 32 | next task */
+  int finished;                /* tasks of this job finished, under mu */
 };
 
-static void pool_work(gs_nn_pool *p) {
+/* A job as one thread copied it under mu. */
+typedef struct {
+  uint32_t gen;
+  void (*run)(void *ctx, int task);
+  void *ctx;
+  int ntasks;
+} pool_job;
+
+static pool_job pool_job_copy(const gs_nn_pool *p) {
+  return (pool_job){(uint32_t)p->generation, p->run, p->ctx, p->ntasks};
+}
+
+/* Takes tasks of job j until none is left or a newer job was published. */
+static void pool_work(gs_nn_pool *p, pool_job j) {
   int n = 0;
+  uint_least64_t c = atomic_load(&p->claim);
   for (;;) {
-    int t = atomic_fetch_add(&p->next, 1);
-    if (t >= p->ntasks) break;
-    p->run(p->ctx, t);
+    if ((uint32_t)(c >> 32) != j.gen || (int)(uint32_t)c >= j.ntasks) break;
+    if (!atomic_compare_exchange_weak(&p->claim, &c, c + 1)) continue;
+    j.run(j.ctx, (int)(uint32_t)c);
     n++;
+    c = atomic_load(&p->claim);
   }
   if (n) {
+    /* The job cannot end before these n are counted, so it is still the
+     * current one. */
     pthread_mutex_lock(&p->mu);
     p->finished += n;
     if (p->finished == p->ntasks) pthread_cond_broadcast(&p->done);
@@ -56,8 +78,9 @@ static void *pool_main(void *arg) {
       pthread_cond_wait(&p->wake, &p->mu);
     if (p->stopping) break;
     seen = p->generation;
+    pool_job j = pool_job_copy(p);
     pthread_mutex_unlock(&p->mu);
-    pool_work(p);
+    pool_work(p, j);
     pthread_mutex_lock(&p->mu);
   }
   pthread_mutex_unlock(&p->mu);
@@ -76,7 +99,7 @@ gs_status gs_nn_pool_create(gs_nn_pool **out, int threads) {
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->wake, NULL);
   pthread_cond_init(&p->done, NULL);
-  atomic_init(&p->next, 0);
+  atomic_init(&p->claim, 0);
   if (threads > 1) {
     p->workers = gs_calloc((size_t)threads - 1, sizeof *p->workers);
     if (!p->workers) {
@@ -125,11 +148,12 @@ void gs_nn_pool_run(gs_nn_pool *p, void (*run)(void *ctx, int task), void *ctx,
   p->ctx = ctx;
   p->ntasks = ntasks;
   p->finished = 0;
-  atomic_store(&p->next, 0);
   p->generation++;
+  atomic_store(&p->claim, (uint_least64_t)(uint32_t)p->generation << 32);
+  pool_job j = pool_job_copy(p);
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
-  pool_work(p);
+  pool_work(p, j);
   pthread_mutex_lock(&p->mu);
   while (p->finished < p->ntasks) pthread_cond_wait(&p->done, &p->mu);
   pthread_mutex_unlock(&p->mu);

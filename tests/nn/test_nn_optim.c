@@ -84,6 +84,16 @@ static void test_pool_counts(void **st) {
       for (int round = 0; round < 20; round++) gs_nn_pool_run(p, count_task, hits, ntasks);
       for (int t = 0; t < 64; t++) assert_int_equal(hits[t], t < ntasks ? 20 : 0);
     }
+    /* Jobs of changing size back to back: a worker still finishing one job
+     * must not take a task of the next (it ran twice, and the caller
+     * returned before the task had finished). */
+    int seen[64] = {0}, want[64] = {0};
+    for (int round = 0; round < 3000; round++) {
+      int ntasks = 1 + (round * 7) % 40;
+      gs_nn_pool_run(p, count_task, seen, ntasks);
+      for (int t = 0; t < ntasks; t++) want[t]++;
+    }
+    assert_memory_equal(seen, want, sizeof seen);
     gs_nn_pool_destroy(p);
   }
   gs_nn_pool *p = (gs_nn_pool *)1;
