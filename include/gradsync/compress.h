@@ -130,11 +130,21 @@ typedef struct gs_compress_opts {
 
 gs_compress_opts gs_compress_opts_default(void);
 
+/* Elements per scale of the scaled quantizers unless their spec says. */
+#define GS_COMPRESS_BUCKET 512
+
 /* Parses a spec and creates the compressor. Accepted specs:
- *   none | fp16 | bf16 | terngrad | efsignsgd
+ *   none | fp16 | bf16
+ *   terngrad[:B] | efsignsgd[:B]
  *   topk:D | mstopk:D | gtopk:D | dgc:D | sidco:D | randomk:D   0 < D <= 1
- *   qsgd:S      levels 1 <= S <= 32767
+ *   qsgd:S[:B]  levels 1 <= S <= 32767
  *   powersgd:R  rank 1 <= R <= 1024
+ * B: the scaled quantizers (QSGD, TernGrad, EF-signSGD) keep one scale per
+ * bucket of B consecutive elements (default GS_COMPRESS_BUCKET; 0: one for
+ * the whole message, as when a message is one layer). A message fuses
+ * layers whose gradients differ by orders of magnitude; one scale for all of
+ * them quantizes the small ones away and, under error feedback, lets the
+ * residual grow without bound.
  * Errors: GS_ERR_INVALID_ARG naming the spec and the accepted forms. */
 gs_status gs_compressor_create(const char *spec, gs_compressor **out);
 void gs_compressor_destroy(gs_compressor *c); /* NULL is a no-op */
@@ -206,6 +216,21 @@ gs_status gs_compress_return(gs_compress_state *st, const uint32_t *idx,
  * it keeps the memory as is. GS_ERR_INVALID_ARG unless lr is finite and
  * > 0 (a rate of 0 sends nothing worth scaling for: skip the call). */
 gs_status gs_compress_set_lr(gs_compress_state *st, double lr);
+
+/* Moves memory between two states of the same compressor when the tensors
+ * they hold are regrouped (a replan that fuses or splits messages): elements
+ * [src_off, src_off + n) of src's error-feedback residual and of the kind's
+ * per-element memory (DGC's momentum) are copied to [dst_off, dst_off + n)
+ * of dst, the residual rescaled to dst's learning rate when both have one
+ * (gs_compress_set_lr). dst's step counter becomes at least src's, so a
+ * density warm-up goes on where it was, and dst takes src's learning rate
+ * when it has none. Whole-tensor memory that cannot be split (PowerSGD's Q)
+ * is not carried: dst keeps its own. src is unchanged. GS_ERR_INVALID_ARG
+ * for states of different compressors or error-feedback settings, or a
+ * range outside either state. */
+gs_status gs_compress_state_carry(gs_compress_state *dst, size_t dst_off,
+                                  const gs_compress_state *src, size_t src_off,
+                                  size_t n);
 
 /* The current residual (n floats, owned by the state; NULL without error
  * feedback), the step counter, and the density used at the current step

@@ -137,7 +137,9 @@ typedef struct gs_engine_config {
    * must give the same spec and error_feedback (checked at creation,
    * GS_ERR_MISMATCH naming both). Each compressed message keeps its own
    * compressor state (error-feedback residual, DGC momentum, PowerSGD's Q);
-   * a replan that changes a message's tensors starts its state afresh. */
+   * a replan that regroups tensors carries each tensor's residual and
+   * momentum, and the warm-up step, into its new message
+   * (gs_compress_state_carry); only PowerSGD's Q starts afresh. */
   const char *compress;
   /* 1 (default from gs_engine_config_init): keep the error-feedback
    * residual; 0: --no-ef. */

@@ -26,8 +26,10 @@ static const gs_compress_kind *const registry[] = {
 
 static const char accepted[] =
     "none, fp16, bf16, terngrad, efsignsgd, topk:D, mstopk:D, gtopk:D, dgc:D, "
-    "sidco:D[:exp|gpareto|gamma], randomk:D (density 0 < D <= 1), qsgd:S "
-    "(levels 1..32767), powersgd:R (rank 1..1024)";
+    "sidco:D[:exp|gpareto|gamma], randomk:D (density 0 < D <= 1), qsgd:S[:B] "
+    "(levels 1..32767), powersgd:R (rank 1..1024); terngrad, efsignsgd and qsgd "
+    "take an optional bucket of B elements per scale (default 512, 0: the whole "
+    "message)";
 
 const char *gs_compressor_kinds(void) {
   return "none,fp16,bf16,topk,mstopk,gtopk,dgc,sidco,randomk,qsgd,terngrad,"
@@ -54,11 +56,13 @@ gs_status gs_compressor_create(const char *spec, gs_compressor **out) {
                     "unknown compressor '%s' (accepted: %s)", spec, accepted);
   double param = 0;
   int variant = 0;
+  const char *bucket_arg = NULL; /* a bucketed kind's ":B" */
   if (kind->param == GS_PARAM_NONE) {
-    if (colon != NULL)
+    if (colon != NULL && !kind->bucketed)
       return gs_error(GS_ERR_INVALID_ARG,
                       "compressor '%s': %s takes no parameter (accepted: %s)",
                       spec, kind->name, accepted);
+    bucket_arg = colon ? colon + 1 : NULL;
   } else {
     if (colon == NULL || colon[1] == '\0')
       return gs_error(GS_ERR_INVALID_ARG,
@@ -81,6 +85,10 @@ gs_status gs_compressor_create(const char *spec, gs_compressor **out) {
                         "gpareto or gamma)", spec, rest + 1);
       rest = "";
     }
+    if (!bad_number && *rest == ':' && kind->bucketed) {
+      bucket_arg = rest + 1;
+      rest = "";
+    }
     if (bad_number || *rest != '\0')
       return gs_error(GS_ERR_INVALID_ARG,
                       "compressor '%s': '%s' is not a number (accepted: %s)", spec,
@@ -95,12 +103,31 @@ gs_status gs_compressor_create(const char *spec, gs_compressor **out) {
                       "compressor '%s': %s takes an integer %g..%g, not %g", spec,
                       kind->name, kind->pmin, kind->pmax, param);
   }
+  size_t bucket = kind->bucketed ? GS_COMPRESS_BUCKET : 0;
+  if (bucket_arg != NULL) {
+    char *end;
+    errno = 0;
+    const unsigned long long v = strtoull(bucket_arg, &end, 10);
+    if (end == bucket_arg || *end != '\0' || errno != 0 || bucket_arg[0] == '-' ||
+        v > (1ULL << 30))
+      return gs_error(GS_ERR_INVALID_ARG,
+                      "compressor '%s': bucket '%s' is not an element count 0..%llu "
+                      "(0: one scale for the whole message)", spec, bucket_arg,
+                      1ULL << 30);
+    bucket = (size_t)v;
+  }
   gs_compressor *c = gs_calloc(1, sizeof *c);
   if (c == NULL) return GS_ERR_NOMEM;
   c->kind = kind;
   c->param = param;
   c->variant = variant;
-  if (kind->param == GS_PARAM_NONE)
+  c->bucket = bucket;
+  if (kind->bucketed && bucket != GS_COMPRESS_BUCKET) {
+    if (kind->param == GS_PARAM_NONE)
+      snprintf(c->spec, sizeof c->spec, "%s:%zu", kind->name, bucket);
+    else
+      snprintf(c->spec, sizeof c->spec, "%s:%g:%zu", kind->name, param, bucket);
+  } else if (kind->param == GS_PARAM_NONE)
     snprintf(c->spec, sizeof c->spec, "%s", kind->name);
   else if (kind == &gs__kind_sidco && colon != NULL && strchr(colon + 1, ':'))
     snprintf(c->spec, sizeof c->spec, "%s:%g:%s", kind->name, param,
@@ -309,6 +336,38 @@ gs_status gs_compress_set_lr(gs_compress_state *st, double lr) {
     for (size_t i = 0; i < st->n; i++) st->residual[i] *= f;
   }
   st->lr = lr;
+  return GS_OK;
+}
+
+gs_status gs_compress_state_carry(gs_compress_state *dst, size_t dst_off,
+                                  const gs_compress_state *src, size_t src_off,
+                                  size_t n) {
+  if (dst == NULL || src == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_compress_state_carry: NULL state");
+  if (dst->c != src->c || dst->opts.error_feedback != src->opts.error_feedback)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_compress_state_carry: states of "
+                    "compressor %s (error feedback %d) and %s (%d): expected the "
+                    "same", src->c->spec, src->opts.error_feedback, dst->c->spec,
+                    dst->opts.error_feedback);
+  if (dst == src || src_off > src->n || n > src->n - src_off || dst_off > dst->n ||
+      n > dst->n - dst_off)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_compress_state_carry (compressor %s): "
+                    "%zu elements from offset %zu of a %zu-element state to offset "
+                    "%zu of a %zu-element one%s", src->c->spec, n, src_off, src->n,
+                    dst_off, dst->n, dst == src ? " (the same state)" : "");
+  if (src->residual != NULL && dst->residual != NULL) {
+    float *d = dst->residual + dst_off;
+    const float *s = src->residual + src_off;
+    if (dst->lr > 0 && src->lr > 0 && dst->lr != src->lr) {
+      const float f = (float)(src->lr / dst->lr);
+      for (size_t i = 0; i < n; i++) d[i] = s[i] * f;
+    } else {
+      memcpy(d, s, n * sizeof *d);
+    }
+  }
+  if (dst->kind->carry != NULL) dst->kind->carry(dst, dst_off, src, src_off, n);
+  if (src->step > dst->step) dst->step = src->step;
+  if (dst->lr == 0) dst->lr = src->lr;
   return GS_OK;
 }
 

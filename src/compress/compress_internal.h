@@ -41,6 +41,8 @@ typedef struct gs_compress_kind {
                                   its init allocates st->residual when
                                   opts.error_feedback is set */
   int warmup;                  /* honours opts.warmup_steps (DGC, top-k, MSTopK) */
+  int bucketed;                /* one scale per bucket of elements (spec's
+                                  optional last ":B"; opaque.h) */
   double cbytes, dbytes;       /* the time model (gs_compressor_info) */
   /* Payload bytes of `round` for n elements at density d (sparse kinds),
    * or for the state's shape when st is not NULL (PowerSGD). */
@@ -49,6 +51,11 @@ typedef struct gs_compress_kind {
   /* Optional: allocate / free st->priv. */
   gs_status (*init)(gs_compress_state *st);
   void (*fini)(gs_compress_state *st);
+  /* Optional: copy the kind's per-element memory of src [soff, soff + n)
+   * to dst [doff, doff + n) (gs_compress_state_carry; the residual is
+   * copied by the caller). */
+  void (*carry)(gs_compress_state *dst, size_t doff, const gs_compress_state *src,
+                size_t soff, size_t n);
   /* Round 0: p holds the n values to compress (g + e under the generic
    * error feedback, g otherwise; own_ef kinds get g). */
   gs_status (*compress)(gs_compress_state *st, const float *p, void *payload,
@@ -65,6 +72,7 @@ struct gs_compressor {
   const gs_compress_kind *kind;
   double param;    /* density, levels, rank (0 for GS_PARAM_NONE) */
   int variant;     /* a kind's sub-choice (SIDCo's fit) */
+  size_t bucket;   /* bucketed kinds: elements per scale (0: the whole message) */
   char spec[64];
 };
 

@@ -525,17 +525,29 @@ done:
   return GS_OK;
 }
 
-/* A compressed message whose tensors are exactly those of a compressed
- * message of the old plan keeps that message's state (error-feedback
- * residual, momentum, warm-up step): a replan that keeps a group keeps its
- * memory. The launch thread runs every exchange and installs plans, so no
- * exchange is using either state. */
-static void carry_states(eng_plan *old, eng_plan *ep) {
+/* Compressed messages keep their memory across a replan. A message whose
+ * tensors are exactly those of a compressed message of the old plan takes
+ * that message's state whole (error-feedback residual, DGC's momentum,
+ * PowerSGD's Q, the warm-up step). A regrouped message takes, tensor by
+ * tensor, the residual and momentum its tensors had in the old plan's
+ * compressed messages (gs_compress_state_carry), and their furthest warm-up
+ * step: without it every regrouping replan would restart the density
+ * warm-up at 25% and drop the unsent gradient. Tensors that were sent dense
+ * start with no memory. The launch thread runs every exchange and installs
+ * plans, so no exchange is using either state. */
+static void carry_states(gs_engine *e, eng_plan *old, eng_plan *ep) {
   if (old == NULL) return;
+  /* Built at the first regrouped message: each tensor's old compressed
+   * message and its index there. A whole state taken above leaves a fresh
+   * one in its old message, but that message's tensors are all in the new
+   * message that took it, never in a regrouped one. */
+  eng_msg **from = NULL;
+  size_t *at = NULL;
   for (size_t k = 0; k < ep->nmsgs; k++) {
     eng_msg *m = &ep->msgs[k];
     if (m->zst == NULL) continue;
-    for (size_t j = 0; j < old->nmsgs; j++) {
+    size_t j = 0;
+    for (; j < old->nmsgs; j++) {
       eng_msg *o = &old->msgs[j];
       if (o->zst && o->n == m->n && o->count == m->count &&
           memcmp(o->ids, m->ids, m->n * sizeof(int)) == 0) {
@@ -545,7 +557,37 @@ static void carry_states(eng_plan *old, eng_plan *ep) {
         break;
       }
     }
+    if (j < old->nmsgs) continue;
+    if (from == NULL) {
+      const size_t T = e->ntensors ? e->ntensors : 1;
+      from = gs_calloc(T, sizeof *from);
+      at = gs_calloc(T, sizeof *at);
+      if (from == NULL || at == NULL) {
+        gs_log(GS_LOG_WARN, "gradsync engine, rank %d: no memory to carry the "
+               "compressors' memory across a replan: regrouped messages start "
+               "afresh", e->rank);
+        break;
+      }
+      for (size_t q = 0; q < old->nmsgs; q++) {
+        eng_msg *o = &old->msgs[q];
+        for (size_t i = 0; o->zst && i < o->n; i++) {
+          from[o->ids[i]] = o;
+          at[o->ids[i]] = i;
+        }
+      }
+    }
+    for (size_t i = 0; i < m->n; i++) {
+      const eng_msg *o = from[m->ids[i]];
+      if (o == NULL) continue;
+      gs_status st = gs_compress_state_carry(m->zst, m->off[i], o->zst,
+                                             o->off[at[m->ids[i]]],
+                                             e->tensors[m->ids[i]].count);
+      if (st != GS_OK) /* the same compressor and sizes: a bug */
+        gs_log(GS_LOG_WARN, "gradsync engine, rank %d: %s", e->rank, gs_last_error());
+    }
   }
+  gs_free(from);
+  gs_free(at);
 }
 
 /* The decision's header: scalars, then the three cost curves, each as
@@ -766,7 +808,7 @@ gs_status eng_plan_step(gs_engine *e, uint64_t n) {
   pthread_mutex_lock(&e->mu);
   eng_wait_drained_locked(e);
   eng_plan *old = e->plan;
-  carry_states(old, ep);
+  carry_states(e, old, ep);
   e->plan = ep;
   e->stats.plans++;
   e->stats.chosen = plan->chosen;

@@ -81,10 +81,21 @@ static void test_specs(void **unused) {
   gs_compressor *c = make("TopK:0.0010");
   assert_string_equal(gs_compressor_spec(c), "topk:0.001");
   gs_compressor_destroy(c);
+  /* Buckets: the default is left out of the normalised spec. */
+  const char *buckets[][2] = {{"qsgd:16:512", "qsgd:16"}, {"qsgd:16:0", "qsgd:16:0"},
+                              {"terngrad:4096", "terngrad:4096"},
+                              {"efsignsgd:512", "efsignsgd"}};
+  for (size_t i = 0; i < 4; i++) {
+    c = make(buckets[i][0]);
+    assert_string_equal(gs_compressor_spec(c), buckets[i][1]);
+    gs_compressor_destroy(c);
+  }
   const char *bad[] = {"", "topk", "topk:", "topk:0", "topk:-0.1", "topk:1.5",
                        "topk:abc", "topk:0.1x", "topk:nan", "qsgd:0", "qsgd:2.5",
                        "qsgd:40000", "powersgd:0", "powersgd:", "fp16:3",
-                       "none:1", "zip", "sidco:0.01:normal", "randomk:inf"};
+                       "none:1", "zip", "sidco:0.01:normal", "randomk:inf",
+                       "qsgd:4:-1", "qsgd:4:x", "qsgd:4:2000000000", "terngrad:abc",
+                       "efsignsgd:1.5", "topk:0.1:512", "terngrad:"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     c = (gs_compressor *)0x1;
     assert_int_equal(gs_compressor_create(bad[i], &c), GS_ERR_INVALID_ARG);
@@ -118,10 +129,13 @@ static void test_info_and_bytes(void **unused) {
       {"topk:0.00001", GS_EXCHANGE_SPARSE, 1, 1000, 0, 8}, /* at least 1 */
       {"gtopk:0.5", GS_EXCHANGE_SPARSE, 1, 7, 0, 24},
       {"randomk:0.01", GS_EXCHANGE_DENSE, 1, 1000, 0, 40},
-      {"qsgd:4", GS_EXCHANGE_OPAQUE, 1, 1000, 0, 1008},
-      {"qsgd:256", GS_EXCHANGE_OPAQUE, 1, 1000, 0, 2008},
-      {"terngrad", GS_EXCHANGE_OPAQUE, 1, 1001, 0, 8 + 251},
-      {"efsignsgd", GS_EXCHANGE_OPAQUE, 1, 1001, 0, 8 + 126},
+      /* header 8, a 4-byte scale per bucket of 512 (or B), the codes */
+      {"qsgd:4", GS_EXCHANGE_OPAQUE, 1, 1000, 0, 8 + 8 + 1000},
+      {"qsgd:256", GS_EXCHANGE_OPAQUE, 1, 1000, 0, 8 + 8 + 2000},
+      {"qsgd:4:0", GS_EXCHANGE_OPAQUE, 1, 1000, 0, 8 + 4 + 1000},
+      {"terngrad", GS_EXCHANGE_OPAQUE, 1, 1001, 0, 8 + 8 + 251},
+      {"terngrad:100", GS_EXCHANGE_OPAQUE, 1, 1001, 0, 8 + 44 + 251},
+      {"efsignsgd", GS_EXCHANGE_OPAQUE, 1, 1001, 0, 8 + 8 + 126},
       {"powersgd:4", GS_EXCHANGE_DENSE, 2, 1000, 0, 4 * 32 * 4},
       {"powersgd:4", GS_EXCHANGE_DENSE, 2, 1000, 1, 4 * 32 * 4},
       {"powersgd:4", GS_EXCHANGE_DENSE, 2, 10, 1, 4 * 3 * 3}, /* 4 x 3, rank 3 */
@@ -484,6 +498,105 @@ static void test_set_lr_scales_memory(void **unused) {
   assert_int_equal(gs_compress_set_lr(NULL, 0.1), GS_ERR_INVALID_ARG);
 }
 
+/* gs_compress_state_carry, as the engine uses it when a replan regroups
+ * tensors. (1) A state that takes all of another's memory behaves exactly
+ * like it: the same payloads on the same gradients (topk's residual and
+ * warm-up step; DGC's momentum and velocity too). (2) Two states fused into
+ * one: the residuals land at their offsets, the second rescaled to the
+ * first's learning rate, and the warm-up goes on from the furthest step.
+ * (3) Misuse is refused and changes nothing. */
+static void run_steps(gs_compress_state *st, size_t n, int steps, void *pay, size_t cap) {
+  float *g = malloc(n * sizeof *g);
+  size_t bytes;
+  for (int s = 0; s < steps; s++) {
+    for (size_t i = 0; i < n; i++) g[i] = normal();
+    assert_int_equal(gs_compress(st, g, n, pay, cap, &bytes), GS_OK);
+  }
+  free(g);
+}
+
+static void test_state_carry(void **unused) {
+  (void)unused;
+  const size_t n1 = 3000, n2 = 2000;
+  const char *specs[] = {"topk:0.01", "dgc:0.01"};
+  for (size_t si = 0; si < 2; si++) {
+    gs_compressor *c = make(specs[si]);
+    gs_compress_opts o = gs_compress_opts_default();
+    o.warmup_steps = 10;
+    gs_compress_state *a, *b, *same, *f;
+    assert_int_equal(gs_compress_state_create(c, n1, &o, &a), GS_OK);
+    assert_int_equal(gs_compress_state_create(c, n2, &o, &b), GS_OK);
+    assert_int_equal(gs_compress_state_create(c, n1, &o, &same), GS_OK);
+    assert_int_equal(gs_compress_state_create(c, n1 + n2, &o, &f), GS_OK);
+    const size_t cap = gs_compress_capacity(f, 0);
+    void *pay = malloc(cap), *pay2 = malloc(cap);
+    assert_int_equal(gs_compress_set_lr(a, 0.1), GS_OK);
+    assert_int_equal(gs_compress_set_lr(b, 0.05), GS_OK);
+    run_steps(a, n1, 3, pay, cap);
+    run_steps(b, n2, 5, pay, cap);
+
+    /* (1) */
+    assert_int_equal(gs_compress_state_carry(same, 0, a, 0, n1), GS_OK);
+    assert_int_equal(gs_compress_step(same), 3);
+    float *g = malloc(n1 * sizeof *g);
+    for (int step = 0; step < 3; step++) {
+      for (size_t i = 0; i < n1; i++) g[i] = normal();
+      size_t b1, b2;
+      assert_int_equal(gs_compress(a, g, n1, pay, cap, &b1), GS_OK);
+      assert_int_equal(gs_compress(same, g, n1, pay2, cap, &b2), GS_OK);
+      if (b1 != b2 || memcmp(pay, pay2, b1) != 0)
+        fail_msg("%s step %d: the state that took all the memory sent another "
+                 "payload (%zu vs %zu bytes)", specs[si], step, b2, b1);
+    }
+    free(g);
+
+    /* (2) a has now run 6 steps at lr 0.1, b 5 at lr 0.05. */
+    assert_int_equal(gs_compress_state_carry(f, 0, a, 0, n1), GS_OK);
+    assert_int_equal(gs_compress_state_carry(f, n1, b, 0, n2), GS_OK);
+    assert_int_equal(gs_compress_step(f), 6);
+    const float *ef = gs_compress_residual(f), *ea = gs_compress_residual(a),
+                *eb = gs_compress_residual(b);
+    for (size_t i = 0; i < n1; i++)
+      if (ef[i] != ea[i]) fail_msg("%s: residual[%zu] not carried", specs[si], i);
+    for (size_t i = 0; i < n2; i++)
+      if (fabsf(ef[n1 + i] - 0.5f * eb[i]) > 1e-7f * (1 + fabsf(eb[i])))
+        fail_msg("%s: residual[%zu] %g, expected %g (b's memory at a's rate)", specs[si],
+                 n1 + i, (double)ef[n1 + i], 0.5 * eb[i]);
+    /* The warm-up goes on at step 6, not from 25% again. */
+    run_steps(f, n1 + n2, 1, pay, cap);
+    const double want = 0.25 * pow(0.01 / 0.25, 6 / 10.0);
+    if (fabs(gs_compress_density(f) - want) > 1e-12)
+      fail_msg("%s: density %g after the carry, expected step 6's %g", specs[si],
+               gs_compress_density(f), want);
+
+    /* (3) */
+    float before = gs_compress_residual(f)[0];
+    gs_compressor *other = make("topk:0.02");
+    gs_compress_state *x;
+    assert_int_equal(gs_compress_state_create(other, n1, &o, &x), GS_OK);
+    assert_int_equal(gs_compress_state_carry(f, 0, x, 0, n1), GS_ERR_INVALID_ARG);
+    assert_int_equal(gs_compress_state_carry(f, n2 + 1, a, 0, n1), GS_ERR_INVALID_ARG);
+    assert_int_equal(gs_compress_state_carry(f, 0, a, 1, n1), GS_ERR_INVALID_ARG);
+    assert_int_equal(gs_compress_state_carry(f, 0, f, 0, 1), GS_ERR_INVALID_ARG);
+    assert_int_equal(gs_compress_state_carry(NULL, 0, a, 0, 1), GS_ERR_INVALID_ARG);
+    assert_true(gs_compress_residual(f)[0] == before);
+    o.error_feedback = 0;
+    gs_compress_state *noef;
+    assert_int_equal(gs_compress_state_create(c, n1, &o, &noef), GS_OK);
+    assert_int_equal(gs_compress_state_carry(noef, 0, a, 0, n1), GS_ERR_INVALID_ARG);
+    assert_non_null(strstr(gs_last_error(), "error feedback"));
+    gs_compress_state_destroy(noef);
+    gs_compress_state_destroy(x);
+    gs_compressor_destroy(other);
+    gs_compress_state_destroy(a);
+    gs_compress_state_destroy(b);
+    gs_compress_state_destroy(same);
+    gs_compress_state_destroy(f);
+    free(pay), free(pay2);
+    gs_compressor_destroy(c);
+  }
+}
+
 static void test_dgc_warmup_and_clip(void **unused) {
   (void)unused;
   const size_t n = 40000;
@@ -632,8 +745,88 @@ static void test_unbiased(void **unused) {
    * at most 1.35 / sqrt(4000) = 0.021. Deterministic rounding would be off
    * by up to 0.25 and 1.3. */
   unbiased("qsgd:64", 0.012);
+  unbiased("qsgd:64:32", 0.012); /* 8 buckets: smaller norms, less noise */
   unbiased("qsgd:1000", 0.002);
   unbiased("terngrad", 0.11);
+}
+
+/* Buckets keep a small layer fused with a large one apart: a message of
+ * 1024 values of |g| ~ 1 then 1024 of |g| ~ 0.001. With buckets of 512 the
+ * small half comes back at its own scale: relative error of one draw about
+ * 0.6 (EF-signSGD, sqrt(1 - 2/pi); QSGD) or 1 (TernGrad's variance). With
+ * one scale for the whole message it comes back at the large half's scale
+ * (EF-signSGD: tens) or mostly as zeros (QSGD, TernGrad: 1 or more). */
+static void test_buckets(void **unused) {
+  (void)unused;
+  const size_t n = 2048, h = 1024;
+  float g[2048], out[2048];
+  double small = 0;
+  for (size_t i = 0; i < n; i++) {
+    g[i] = normal() * (i < h ? 1.0f : 0.001f);
+    if (i >= h) small += (double)g[i] * g[i];
+  }
+  small = sqrt(small);
+  const struct {
+    const char *spec;
+    double lo, hi; /* the relative error's expected range */
+  } cases[] = {{"efsignsgd", 0.4, 0.8}, {"efsignsgd:0", 5, 1e9},
+               {"qsgd:16", 0.3, 0.9},   {"qsgd:16:0", 0.99, 1e9},
+               {"terngrad", 0.6, 1.5},  {"terngrad:0", 0.99, 1e9}};
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    gs_compressor *c = make(cases[ci].spec);
+    gs_compress_state *st = state(c, n, 0, 0, 1);
+    size_t cap = gs_compress_capacity(st, 0), bytes;
+    void *pay = malloc(cap);
+    assert_int_equal(gs_compress(st, g, n, pay, cap, &bytes), GS_OK);
+    memset(out, 0, sizeof out);
+    assert_int_equal(gs_decompress_add(st, pay, bytes, out, n), GS_OK);
+    double err = 0;
+    for (size_t i = h; i < n; i++) err += (double)(out[i] - g[i]) * (out[i] - g[i]);
+    const double rel = sqrt(err) / small;
+    if (rel < cases[ci].lo || rel > cases[ci].hi)
+      fail_msg("%s: the small half comes back with relative error %g, expected "
+               "%g..%g", cases[ci].spec, rel, cases[ci].lo, cases[ci].hi);
+    gs_compress_state_destroy(st);
+    gs_compressor_destroy(c);
+    free(pay);
+  }
+}
+
+/* Error feedback with the unbiased quantizers stays bounded: with one scale
+ * for 4096 values, QSGD with 4 levels has variance omega ~ 16 times the
+ * signal, and an unscaled residual would grow about sqrt(1 + omega) times
+ * per step (to infinity in 100 steps). Scaled by 1 / (1 + omega) it stays
+ * within a few dozen gradients' norm. */
+static void test_ef_bounded(void **unused) {
+  (void)unused;
+  const size_t n = 4096;
+  const char *specs[] = {"qsgd:4:0", "qsgd:16", "terngrad:0", "terngrad"};
+  float *g = malloc(n * sizeof *g);
+  for (size_t si = 0; si < 4; si++) {
+    gs_compressor *c = make(specs[si]);
+    gs_compress_state *st = state(c, n, 1, 0, 1);
+    size_t cap = gs_compress_capacity(st, 0), bytes;
+    void *pay = malloc(cap);
+    double worst = 0;
+    for (int step = 0; step < 100; step++) {
+      double gn = 0, en = 0;
+      for (size_t i = 0; i < n; i++) {
+        g[i] = normal();
+        gn += (double)g[i] * g[i];
+      }
+      assert_int_equal(gs_compress(st, g, n, pay, cap, &bytes), GS_OK);
+      const float *e = gs_compress_residual(st);
+      for (size_t i = 0; i < n; i++) en += (double)e[i] * e[i];
+      worst = fmax(worst, sqrt(en / gn));
+    }
+    if (!(worst < 100))
+      fail_msg("%s with error feedback: the residual reached %g times the gradient's "
+               "norm", specs[si], worst);
+    gs_compress_state_destroy(st);
+    gs_compressor_destroy(c);
+    free(pay);
+  }
+  free(g);
 }
 
 /* ---- PowerSGD ------------------------------------------------------------------ */
@@ -856,8 +1049,11 @@ int main(void) {
       cmocka_unit_test(test_dgc_warmup_and_clip),
       cmocka_unit_test(test_topk_warmup),
       cmocka_unit_test(test_set_lr_scales_memory),
+      cmocka_unit_test(test_state_carry),
       cmocka_unit_test(test_sidco_fits),
       cmocka_unit_test(test_unbiased),
+      cmocka_unit_test(test_buckets),
+      cmocka_unit_test(test_ef_bounded),
       cmocka_unit_test(test_powersgd_low_rank),
       cmocka_unit_test(test_randomk),
       cmocka_unit_test(test_determinism),

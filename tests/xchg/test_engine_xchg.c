@@ -15,6 +15,10 @@
  *                           small): the plan keeps every group dense
  *   test_engine_xchg sparse auto:topk on a slow network: the large tensor
  *                           goes compressed
+ *   test_engine_xchg regroup the mgwfbp plan after the warm-up merges the
+ *                           compressed tensors: their density warm-up goes
+ *                           on and their error-feedback memory is kept
+ *                           (the results sum to the gradients' sum)
  * Prints "FAIL rank R ..." on a failed check; exit status non-zero.
  */
 #include <math.h>
@@ -232,6 +236,109 @@ static void test_auto(int want_compressed) {
   free(b);
 }
 
+/* A replan that regroups compressed tensors carries their memory: under
+ * mgwfbp the wfbp warm-up plan (a message per tensor) gives way to merged
+ * groups. The density warm-up goes on (the first merged step sends
+ * 8 * floor(d(step) * count) bytes per merged message, not 25% of it), and
+ * no unsent gradient is lost: after zero gradients drain the residuals, the
+ * sum of every iteration's result equals the sum of the ranks' average
+ * gradients. */
+static void test_regroup(void) {
+  enum { WARM = 3, ZWARM = 6, GRAD_ITERS = 8, ITERS = 400 };
+  gs_compress_opts zo = gs_compress_opts_default();
+  zo.warmup_steps = ZWARM;
+  gs_engine_config cfg;
+  gs_engine_config_init(&cfg);
+  cfg.policy = "mgwfbp";
+  cfg.warmup_iters = WARM;
+  cfg.replan_interval = 1000000; /* only the plan after the warm-up */
+  cfg.compress = "topk:0.01";
+  cfg.compress_opts = &zo;
+  gs_engine *e = NULL;
+  CHECK(gs_engine_create(g_comm, &cfg, &e) == GS_OK, "create: %s", gs_last_error());
+  if (e == NULL) return;
+  float *bufs[NT];
+  double *sum_out[NT], *sum_in[NT];
+  int ids[NT];
+  size_t total = 0;
+  char name[16];
+  for (int t = 0; t < NT; t++) {
+    bufs[t] = malloc(counts[t] * sizeof(float));
+    sum_out[t] = calloc(counts[t], sizeof(double));
+    sum_in[t] = calloc(counts[t], sizeof(double));
+    snprintf(name, sizeof name, "w%d", t);
+    gs_engine_register(e, name, bufs[t], counts[t], GS_F32, &ids[t]);
+    total += counts[t];
+  }
+  uint64_t sent_before = 0;
+  size_t groups = NT;
+  int merged_at = -1;
+  for (int it = 0; it < ITERS; it++) {
+    /* Every rank's gradients, to sum their average here. */
+    for (int r = 0; r < g_size; r++) {
+      rng = (uint64_t)(r + 1) * 1000003u + (uint64_t)it * 7919u;
+      for (int t = 0; t < NT; t++)
+        for (size_t i = 0; i < counts[t]; i++) {
+          const float v = it < GRAD_ITERS ? frand() : 0.0f;
+          if (r == g_rank) bufs[t][i] = v;
+          sum_in[t][i] += (double)v / g_size;
+        }
+    }
+    for (int t = NT - 1; t >= 0; t--) gs_engine_grad_ready(e, ids[t]);
+    CHECK(gs_engine_wait(e) == GS_OK, "wait: %s", gs_last_error());
+    for (int t = 0; t < NT; t++)
+      for (size_t i = 0; i < counts[t]; i++) sum_out[t][i] += bufs[t][i];
+    gs_engine_stats s;
+    gs_engine_get_stats(e, &s);
+    gs_plan *pl = NULL;
+    gs_engine_get_plan(e, &pl);
+    if (merged_at < 0 && pl && pl->ngroups < groups) {
+      merged_at = it;
+      /* The first step of the merged plan: each merged group's warm-up
+       * density is that of step `it` (its tensors' furthest step). */
+      const double d = 0.25 * pow(0.01 / 0.25, (double)it / ZWARM);
+      uint64_t want = 0;
+      int all_gather = 1;
+      for (size_t g = 0; g < pl->ngroups; g++) {
+        size_t n = 0;
+        for (size_t k = pl->offsets[g]; k < pl->offsets[g + 1]; k++)
+          n += counts[pl->tensors[k]];
+        want += 8 * (uint64_t)floor(d * (double)n);
+        all_gather &= pl->group_xchg && pl->group_xchg[g] == GS_XCHG_ALLGATHER;
+      }
+      const uint64_t got = s.bytes_sent - sent_before;
+      const uint64_t fresh = 8 * (uint64_t)floor(0.25 * (double)total);
+      CHECK(got < fresh / 2, "iteration %d, the first merged one: %llu bytes sent, as "
+            "many as a restarted warm-up's %llu", it, (unsigned long long)got,
+            (unsigned long long)fresh);
+      CHECK(!all_gather || got == want, "iteration %d: %llu bytes sent, expected %llu "
+            "(density %g over the merged groups)", it, (unsigned long long)got,
+            (unsigned long long)want, d);
+    }
+    if (pl) groups = pl->ngroups;
+    sent_before = s.bytes_sent;
+    gs_plan_free(pl);
+  }
+  CHECK(merged_at == WARM || merged_at == WARM + 1,
+        "the plan after the warm-up did not merge the %d tensors (merged at "
+        "iteration %d)", NT, merged_at);
+  /* Conservation: nothing unsent was lost at the regrouping. */
+  double err = 0, norm = 0;
+  for (int t = 0; t < NT; t++)
+    for (size_t i = 0; i < counts[t]; i++) {
+      err += fabs(sum_out[t][i] - sum_in[t][i]);
+      norm += fabs(sum_in[t][i]);
+    }
+  CHECK(err <= 1e-4 * norm, "sum of the results differs from the sum of the average "
+        "gradients by %g (L1; the gradients' L1 is %g): memory was lost", err, norm);
+  CHECK(gs_engine_destroy(e) == GS_OK, "destroy: %s", gs_last_error());
+  for (int t = 0; t < NT; t++) {
+    free(bufs[t]);
+    free(sum_out[t]);
+    free(sum_in[t]);
+  }
+}
+
 int main(int argc, char **argv) {
   if (gs_init(&argc, &argv) != GS_OK ||
       gs_comm_create(MPI_COMM_WORLD, &g_comm) != GS_OK) {
@@ -244,6 +351,7 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "main") == 0) test_main();
   else if (strcmp(mode, "dense") == 0) test_auto(0);
   else if (strcmp(mode, "sparse") == 0) test_auto(1);
+  else if (strcmp(mode, "regroup") == 0) test_regroup();
   else CHECK(0, "unknown mode %s", mode);
   int all = 0;
   gs_allreduce(g_comm, &g_fail, &all, 1, GS_I32, GS_SUM, GS_ALGO_AUTO);
