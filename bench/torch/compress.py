@@ -103,6 +103,7 @@ def main():
             row.update(policy=a.policy, chosen=st["chosen"], messages=st["groups"],
                        compress_warmup_steps=warmup_steps,
                        compressed_messages=st["compressed_messages"],
+                       plans=st["plans"],
                        bytes_per_step=st["bytes_sent"] / max(1, st["iterations"]),
                        dense_bytes_per_step=st["bytes_dense"] / max(1, st["iterations"]),
                        compress_s_per_step=st["compress_s"] / max(1, st["iterations"]))

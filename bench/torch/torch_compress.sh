@@ -55,6 +55,7 @@ for r in rows:
          if "bytes_per_step" in r else "dense all-reduce of 6.65 MB")
     name = ("DDP (gloo)" if r["mode"] == "ddp" else
             f"gradsync.torch {r['mode']} ({r['policy']}: {r['chosen']}, {r['messages']} messages"
+            + (f" in the last of {r['plans']} plans" if "plans" in r else "")
             + (f", warm-up {r['compress_warmup_steps']} steps" if r.get("compress_warmup_steps")
                else "") + ")")
     print(f"| {r['ranks']} | {name} | {r['steps']} | {r['train_s']:.1f} | "

@@ -19,7 +19,8 @@ def runs(part):
     for r in rows:
         if r.get("part") != part:
             continue
-        d = out.setdefault(r["label"], {"epochs": [], "summary": None, "failed": None})
+        d = out.setdefault(r["label"], {"epochs": [], "summary": None, "failed": None,
+                                        "net": r.get("net")})
         if "epoch" in r:
             d["epochs"].append(r)
         elif "summary" in r:
@@ -110,10 +111,21 @@ if h:
 
 t = runs("table")
 if t:
-    print(f"## Every compressor, with and without error feedback, 100 Mbit/s\n")
-    print(f"Shorter runs: {table_epochs} epoch(s) of at most {table_steps} steps each; "
-          f"accuracy is after that run, not after {epochs} epochs. Compressors pick their exchange by the plan "
-          f"(all-gather, gTop-k, all-reduce, PowerSGD's two all-reduces).\n")
+    net = next(iter(t.values()))["net"]
+    shaped = net != "none"
+    print(f"## Every compressor, with and without error feedback, "
+          f"{'at ' + net if shaped else 'without link shaping'}\n")
+    if int(table_steps) > 0:
+        print(f"Shorter runs: {table_epochs} epoch(s) of at most {table_steps} steps each; "
+              f"accuracy is after that run, not after {epochs} epochs. ", end="")
+    else:
+        print(f"{table_epochs} whole epoch(s) each; accuracy after them. ", end="")
+    if not shaped:
+        print("These runs had no emulated link (4 ranks over loopback on 2 cores): the "
+              "accuracy and bytes per step are what the compressor gives, but the times "
+              "are compute and loopback only and say nothing about a slow link. ", end="")
+    print("Compressors pick their exchange by the plan "
+          "(all-gather, gTop-k, all-reduce, PowerSGD's two all-reduces).\n")
     print("| compressor | error feedback | test accuracy | train time (s) | time vs dense | "
           "bytes/step | compression | exchange |")
     print("|---|---|---:|---:|---:|---:|---:|---|")

@@ -7,7 +7,10 @@
 #      with and without density warm-up, EPOCHS epochs each: time to 88% test
 #      accuracy, accuracy at the end;
 #   2. 100 Mbit/s: every compressor with and without error feedback, for a
-#      shorter run (TABLE_EPOCHS epochs of at most TABLE_STEPS steps);
+#      shorter run (TABLE_EPOCHS epochs of at most TABLE_STEPS steps; 0: whole
+#      epochs); TABLE_NET=none runs it without link shaping (for accuracy
+#      after whole epochs on a machine where the shaped runs take too long:
+#      its times are then compute and loopback only);
 #   3. 1 Gbit/s: auto with compression allowed (auto:topk:0.01) against
 #      dense, EPOCHS_1G epochs each.
 # Writes bench/results/compress.{jsonl,md}, stamped (bench/lib.sh). Needs
@@ -45,7 +48,9 @@ cmds=()
 run() {
   local part=$1 label=$2 net=$3 ep=$4
   shift 4
-  local argv=("$gs" run -np 4 --net "$net" -- "$gs" train --model cnn --epochs "$ep"
+  local shaping=(--net "$net")
+  [ "$net" = none ] && shaping=()
+  local argv=("$gs" run -np 4 "${shaping[@]}" -- "$gs" train --model cnn --epochs "$ep"
               --batch 64 --lr 0.05 --warmup-epochs "$lr_warmup" --schedule cosine --json "$@")
   echo "== $part $label ($net, $ep epoch(s)) ($(date +%T))" >&2
   cmds+=("$(bench_quote "${argv[@]}")")
@@ -87,16 +92,19 @@ if [[ $skip != *,1,* ]]; then
       "${limit[@]}" "${rounds[@]}"
   lr_warmup=0.3
 fi
+table_net=${TABLE_NET:-100mbit}
+cap=(--max-steps "$table_steps")
+[ "$table_steps" = 0 ] && cap=()
 if [[ $skip != *,2,* ]]; then
   for spec in topk:0.01 mstopk:0.01 gtopk:0.01 dgc:0.01 sidco:0.01 randomk:0.01 qsgd:16 \
               terngrad efsignsgd powersgd:4 fp16 bf16; do
-    run table "$spec" 100mbit "$table_epochs" --policy auto --compress "$spec" \
-        --max-steps "$table_steps"
+    run table "$spec" "$table_net" "$table_epochs" --policy auto --compress "$spec" \
+        "${cap[@]}"
     case $spec in fp16|bf16) continue ;; esac  # lossless enough: no residual kept
-    run table "$spec --no-ef" 100mbit "$table_epochs" --policy auto --compress "$spec" \
-        --no-ef --max-steps "$table_steps"
+    run table "$spec --no-ef" "$table_net" "$table_epochs" --policy auto --compress "$spec" \
+        --no-ef "${cap[@]}"
   done
-  run table dense 100mbit "$table_epochs" --policy auto --max-steps "$table_steps"
+  run table dense "$table_net" "$table_epochs" --policy auto "${cap[@]}"
 fi
 if [[ $skip != *,3,* ]]; then
   run fast dense 1gbit "$epochs_1g" --policy auto "${limit[@]}"
