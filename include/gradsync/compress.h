@@ -217,6 +217,22 @@ gs_status gs_compress_return(gs_compress_state *st, const uint32_t *idx,
  * > 0 (a rate of 0 sends nothing worth scaling for: skip the call). */
 gs_status gs_compress_set_lr(gs_compress_state *st, double lr);
 
+/* Tells the state that its n elements are `count` tensors laid end to end
+ * (sizes[i] elements each, summing to n): a message that fuses several
+ * tensors. The kinds that select entries by magnitude ("topk", "mstopk")
+ * then select within each tensor, k_i = max(1, floor(d * sizes[i])), as if
+ * each tensor were compressed alone (layer-wise selection, as DGC's and
+ * Horovod's users get), so fusing tensors into fewer messages (a scheduling
+ * choice: MG-WFBP, buckets) saves start-up costs without changing what is
+ * sent. Without the call, or with count <= 1, they select over the whole
+ * message (merged selection, as in OMGS-SGD). The payload grows by at most
+ * 8 bytes per tensor (each keeps at least one entry); gs_compress_capacity
+ * follows. Other kinds ignore it. The sizes are copied; the call may come
+ * at any time and holds from the next gs_compress. GS_ERR_INVALID_ARG if
+ * the sizes do not sum to n or one is 0. */
+gs_status gs_compress_set_segments(gs_compress_state *st, const size_t *sizes,
+                                   size_t count);
+
 /* Moves memory between two states of the same compressor when the tensors
  * they hold are regrouped (a replan that fuses or splits messages): elements
  * [src_off, src_off + n) of src's error-feedback residual and of the kind's

@@ -130,11 +130,14 @@ typedef struct gs_engine_config {
    * group of f32 tensors is sent compressed, through the compressor's own
    * exchange (gs_compress_default_xchg); "auto:SPEC": each group is sent
    * dense or compressed with SPEC through whichever exchange the plan
-   * predicts fastest (so on a fast network it stays dense). Compressors
-   * select within a group: with the same seed a run is reproducible when
+   * predicts fastest (so on a fast network it stays dense). topk and
+   * mstopk select within each tensor (compress_merged below), so their
+   * result does not depend on the grouping; the other compressors select
+   * or scale within a group: with the same seed a run is reproducible when
    * its groups are (wfbp, single, bucket; not the policies that plan from
-   * measured times), and, for SPEC alone, not otherwise timing-dependent. NULL, "" or "none": dense. Every rank
-   * must give the same spec and error_feedback (checked at creation,
+   * measured times), and, for SPEC alone, not otherwise timing-dependent.
+   * NULL, "" or "none": dense. Every rank must give the same spec,
+   * error_feedback and compress_merged (checked at creation,
    * GS_ERR_MISMATCH naming both). Each compressed message keeps its own
    * compressor state (error-feedback residual, DGC momentum, PowerSGD's Q);
    * a replan that regroups tensors carries each tensor's residual and
@@ -144,6 +147,12 @@ typedef struct gs_engine_config {
   /* 1 (default from gs_engine_config_init): keep the error-feedback
    * residual; 0: --no-ef. */
   int error_feedback;
+  /* 0 (default): a compressed message that fuses several tensors selects
+   * within each tensor (gs_compress_set_segments: topk and mstopk keep
+   * each tensor's own k largest, so the plan's grouping does not change
+   * what is sent); 1: over the whole message (merged selection, OMGS-SGD).
+   * Every rank must agree (checked with the spec). */
+  int compress_merged;
   /* Options for the compressor states (seed, DGC's momentum, clipping and
    * warm-up steps; NULL: gs_compress_opts_default). rank, nranks and
    * error_feedback are set by the engine. Copied. */

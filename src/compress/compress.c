@@ -235,9 +235,13 @@ gs_status gs__sparse_add(const gs_compress_state *st, const void *payload,
 size_t gs__sparse_bytes(const gs_compressor *c, const gs_compress_state *st,
                         size_t n, int round, double d) {
   (void)c;
-  (void)st;
   (void)round;
-  return 8 * gs__density_k(n, d);
+  if (st == NULL) return 8 * gs__density_k(n, d);
+  size_t one[2], k = 0;
+  const size_t *seg;
+  const size_t nseg = gs__segments(st, one, &seg);
+  for (size_t i = 0; i < nseg; i++) k += gs__density_k(seg[i + 1] - seg[i], d);
+  return 8 * k;
 }
 
 uint64_t gs__rank_stream(const gs_compress_state *st) {
@@ -315,7 +319,40 @@ void gs_compress_state_destroy(gs_compress_state *st) {
   if (st == NULL) return;
   if (st->kind->fini != NULL) st->kind->fini(st);
   gs_free(st->residual);
+  gs_free(st->seg);
   gs_free(st);
+}
+
+gs_status gs_compress_set_segments(gs_compress_state *st, const size_t *sizes,
+                                   size_t count) {
+  if (st == NULL || (sizes == NULL && count > 0))
+    return gs_error(GS_ERR_INVALID_ARG, "gs_compress_set_segments: NULL argument");
+  size_t sum = 0;
+  for (size_t i = 0; i < count; i++) {
+    if (sizes[i] == 0 || sizes[i] > st->n - sum)
+      return gs_error(GS_ERR_INVALID_ARG,
+                      "gs_compress_set_segments (compressor %s, n = %zu): "
+                      "tensor %zu of %zu has %zu elements (expected 1 to the "
+                      "%zu left)", st->c->spec, st->n, i, count, sizes[i],
+                      st->n - sum);
+    sum += sizes[i];
+  }
+  if (count > 0 && sum != st->n)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "gs_compress_set_segments (compressor %s): %zu tensors of "
+                    "%zu elements in all, but the state holds n = %zu",
+                    st->c->spec, count, sum, st->n);
+  size_t *seg = NULL;
+  if (count > 1) {
+    seg = gs_malloc((count + 1) * sizeof *seg);
+    if (seg == NULL) return GS_ERR_NOMEM;
+    seg[0] = 0;
+    for (size_t i = 0; i < count; i++) seg[i + 1] = seg[i] + sizes[i];
+  }
+  gs_free(st->seg);
+  st->seg = seg;
+  st->nseg = count > 1 ? count : 0;
+  return GS_OK;
 }
 
 size_t gs_compress_capacity(const gs_compress_state *st, int round) {

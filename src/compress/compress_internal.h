@@ -43,6 +43,8 @@ typedef struct gs_compress_kind {
   int warmup;                  /* honours opts.warmup_steps (DGC, top-k, MSTopK) */
   int bucketed;                /* one scale per bucket of elements (spec's
                                   optional last ":B"; opaque.h) */
+  int segmented;               /* selects within each of the state's
+                                  segments (gs_compress_set_segments) */
   double cbytes, dbytes;       /* the time model (gs_compressor_info) */
   /* Payload bytes of `round` for n elements at density d (sparse kinds),
    * or for the state's shape when st is not NULL (PowerSGD). */
@@ -87,6 +89,9 @@ struct gs_compress_state {
   uint64_t last_step;   /* the step of the most recent payload */
   double density;       /* the current step's density */
   double lr;            /* gs_compress_set_lr's last rate; 0 before it */
+  size_t *seg;          /* gs_compress_set_segments: nseg + 1 offsets, the
+                           last n; NULL (one segment) without the call */
+  size_t nseg;
   void *priv;           /* the kind's own state */
 };
 
@@ -94,6 +99,20 @@ struct gs_compress_state {
 size_t gs__density_k(size_t n, double d);
 /* The density of `step` under opts.warmup_steps (exponential from 0.25). */
 double gs__warmup_density(double target, uint64_t step, uint64_t warmup);
+
+/* The selection's segments: [seg[i], seg[i + 1]) for i < count; the whole
+ * message when set_segments was not called or the kind ignores it. */
+static inline size_t gs__segments(const gs_compress_state *st, size_t *one,
+                                  const size_t **seg) {
+  if (st != NULL && st->seg != NULL && st->kind->segmented) {
+    *seg = st->seg;
+    return st->nseg;
+  }
+  one[0] = 0;
+  one[1] = st ? st->n : 0;
+  *seg = one;
+  return 1;
+}
 
 /* Sparse payloads: pairs of x at the given indices. */
 void gs__sparse_pack(const float *x, const uint32_t *idx, size_t k,

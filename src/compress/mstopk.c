@@ -23,6 +23,7 @@ static gs_status mstopk_decompress_add(gs_compress_state *st, const void *payloa
 
 const gs_compress_kind gs__kind_mstopk = {
     .name = "mstopk", .param = GS_PARAM_DENSITY, .exchange = GS_EXCHANGE_SPARSE,
-    .rounds = 1, .fixed_size = 1, .warmup = 1, .cbytes = 60, .dbytes = 0,
+    .rounds = 1, .fixed_size = 1, .warmup = 1, .segmented = 1, .cbytes = 60,
+    .dbytes = 0,
     .payload_bytes = gs__sparse_bytes, .compress = mstopk_compress,
     .decompress_add = mstopk_decompress_add};

@@ -4,6 +4,10 @@
  * Heafield, "Sparse Communication for Distributed Gradient Descent", EMNLP
  * 2017). With error feedback the residual keeps everything not sent.
  *
+ * topk selects within each tensor of a fused message when told its tensors
+ * (gs_compress_set_segments). gtopk selects over the whole message: its
+ * global merge keeps the k largest of all, whatever the tensors.
+ *
  * gtopk compresses locally exactly as topk; what differs is the exchange:
  * gTop-k's tree merge (Shi et al., ICDCS 2019) keeps only the global top k
  * and hands the entries this rank sent but the merge dropped back to
@@ -13,10 +17,20 @@
 
 gs_status gs__topk_compress_with(gs_compress_state *st, const float *p,
                                  void *payload, size_t *bytes, int mstopk) {
-  const size_t k = gs__density_k(st->n, st->density);
+  size_t one[2], k = 0;
+  const size_t *seg;
+  const size_t nseg = gs__segments(st, one, &seg);
+  for (size_t s = 0; s < nseg; s++) k += gs__density_k(seg[s + 1] - seg[s], st->density);
   uint32_t *idx = payload;
-  GS_CHECK(mstopk ? gs__topk_mstopk(p, st->n, k, idx)
-                  : gs__topk_exact(p, st->n, k, idx));
+  /* Each segment's own top k_s, its indices shifted to the message's. */
+  for (size_t s = 0, j = 0; s < nseg; s++) {
+    const size_t off = seg[s], ns = seg[s + 1] - off;
+    const size_t ks = gs__density_k(ns, st->density);
+    GS_CHECK(mstopk ? gs__topk_mstopk(p + off, ns, ks, idx + j)
+                    : gs__topk_exact(p + off, ns, ks, idx + j));
+    for (size_t i = j; i < j + ks; i++) idx[i] += (uint32_t)off;
+    j += ks;
+  }
   float *val = (float *)(void *)(idx + k);
   for (size_t i = 0; i < k; i++) val[i] = p[idx[i]];
   *bytes = 8 * k;
@@ -38,7 +52,8 @@ static gs_status topk_decompress_add(gs_compress_state *st, const void *payload,
  * residual (e += g: 12 B); decompressing touches only k entries. */
 const gs_compress_kind gs__kind_topk = {
     .name = "topk", .param = GS_PARAM_DENSITY, .exchange = GS_EXCHANGE_SPARSE,
-    .rounds = 1, .fixed_size = 1, .warmup = 1, .cbytes = 20, .dbytes = 0,
+    .rounds = 1, .fixed_size = 1, .warmup = 1, .segmented = 1, .cbytes = 20,
+    .dbytes = 0,
     .payload_bytes = gs__sparse_bytes, .compress = topk_compress,
     .decompress_add = topk_decompress_add};
 

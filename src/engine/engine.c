@@ -692,6 +692,7 @@ static char *str_dup(const char *s) {
 static gs_status setup_compression(gs_engine *e, const gs_engine_config *cfg) {
   const char *spec = cfg->compress ? cfg->compress : "";
   e->zef = cfg->error_feedback != 0;
+  e->zmerged = cfg->compress_merged != 0;
   e->zspec = str_dup(*spec ? spec : "none");
   if (e->zspec == NULL) return GS_ERR_NOMEM;
   int automatic = strncmp(spec, "auto:", 5) == 0;
@@ -815,7 +816,7 @@ static gs_status create_local(gs_comm *comm, const gs_engine_config *cfg_in,
 }
 
 /* Every rank must compress alike: one fixed-size all-gather of each rank's
- * normalised spec and error-feedback flag; a difference fails every rank
+ * normalised spec, error-feedback flag and selection; a difference fails every rank
  * with GS_ERR_MISMATCH naming the first rank that differs and both specs.
  * `all` (size * ENG_ZREC bytes) was allocated before the creation's
  * agreement, so that no rank can miss this exchange for want of memory. */
@@ -823,8 +824,9 @@ static gs_status create_local(gs_comm *comm, const gs_engine_config *cfg_in,
 static gs_status agree_compression(gs_engine *e, char *all) {
   char mine[ENG_ZREC] = {0};
   const char *norm = e->zc ? gs_compressor_spec(e->zc) : "none";
-  snprintf(mine, sizeof mine, "%s%s%s", e->zc && !e->zrequired ? "auto:" : "", norm,
-           e->zc && !e->zef ? " without error feedback" : "");
+  snprintf(mine, sizeof mine, "%s%s%s%s", e->zc && !e->zrequired ? "auto:" : "", norm,
+           e->zc && !e->zef ? " without error feedback" : "",
+           e->zc && e->zmerged ? ", merged selection" : "");
   gs_status st = gs_allgather(e->comm, mine, all, ENG_ZREC, GS_U8, GS_ALGO_AUTO);
   if (st == GS_OK) {
     for (int r = 1; r < e->size; r++) {

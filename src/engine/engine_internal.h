@@ -186,6 +186,7 @@ struct gs_engine {
   gs_compressor *zc;
   int zrequired;                /* spec without "auto:": every f32 group */
   int zef;                      /* error feedback */
+  int zmerged;                   /* select over whole messages */
   gs_compress_opts zopts;
   _Atomic uint64_t zlr_bits;    /* gs_engine_set_lr's rate (double bits; 0:
                                    none), read by the launch thread */

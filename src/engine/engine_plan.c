@@ -501,6 +501,21 @@ static gs_status build_plan(gs_engine *e, gs_plan *plan, gs_profile *prof,
         m->xchg = plan->group_xchg[g];
         st = gs_compress_state_create(e->zc, m->count, &e->zopts, &m->zst);
         if (st != GS_OK) goto done;
+        if (n > 1 && !e->zmerged) {
+          /* Select within each tensor: the grouping changes start-up
+           * costs, not what is sent. */
+          size_t *sizes = gs_malloc(n * sizeof *sizes);
+          if (sizes == NULL) {
+            st = GS_ERR_NOMEM;
+            goto done;
+          }
+          size_t ns = 0;
+          for (size_t k = 0; k < n; k++)
+            if (e->tensors[ids[k]].count > 0) sizes[ns++] = e->tensors[ids[k]].count;
+          st = gs_compress_set_segments(m->zst, sizes, ns);
+          gs_free(sizes);
+          if (st != GS_OK) goto done;
+        }
       }
       if (n > 1 || ep->dear) {
         m->fusion = fail_here ? NULL : gs_malloc(m->padded * es);

@@ -10,7 +10,8 @@
  *     the sum of all the gradients;
  *   - top-k payloads are the exact top k of g + e; DGC's momentum
  *     correction and factor masking against a reference loop; warm-up and
- *     clipping; SIDCo's fits on data they model; QSGD's and TernGrad's
+ *     clipping; layer-wise selection in a fused message (segments) equals
+ *     separate states; SIDCo's fits on data they model; QSGD's and TernGrad's
  *     unbiasedness (fixed seed, tolerances of several standard errors);
  *     PowerSGD reconstructs a low-rank matrix; random-k agrees across
  *     ranks; determinism; the failure paths.
@@ -512,6 +513,92 @@ static void run_steps(gs_compress_state *st, size_t n, int steps, void *pay, siz
     for (size_t i = 0; i < n; i++) g[i] = normal();
     assert_int_equal(gs_compress(st, g, n, pay, cap, &bytes), GS_OK);
   }
+  free(g);
+}
+
+/* gs_compress_set_segments: topk and mstopk select within each tensor of a
+ * fused message exactly as separate states would (indices shifted, values
+ * equal, residuals equal); the capacity counts each tensor's k; gtopk keeps
+ * its merged selection; bad sizes are refused and change nothing. */
+static void test_segments(void **unused) {
+  (void)unused;
+  enum { NSEG = 3 };
+  const size_t sizes[NSEG] = {4000, 30, 900}, n = 4930;
+  const char *specs[] = {"topk:0.01", "mstopk:0.01"};
+  float *g = malloc(n * sizeof *g);
+  for (size_t si = 0; si < 2; si++) {
+    gs_compressor *c = make(specs[si]);
+    gs_compress_opts o = gs_compress_opts_default();
+    o.warmup_steps = 3;
+    gs_compress_state *f, *sep[NSEG];
+    assert_int_equal(gs_compress_state_create(c, n, &o, &f), GS_OK);
+    const size_t merged_cap = gs_compress_capacity(f, 0);
+    assert_int_equal(gs_compress_set_segments(f, sizes, NSEG), GS_OK);
+    size_t want_cap = 0;
+    for (int t = 0; t < NSEG; t++) {
+      assert_int_equal(gs_compress_state_create(c, sizes[t], &o, &sep[t]), GS_OK);
+      want_cap += gs_compress_capacity(sep[t], 0);
+    }
+    assert_int_equal(gs_compress_capacity(f, 0), want_cap);
+    assert_true(want_cap >= merged_cap && want_cap <= merged_cap + 8 * NSEG);
+    void *pay = malloc(want_cap), *one = malloc(want_cap);
+    for (int step = 0; step < 5; step++) {
+      /* The middle tensor is 1000x smaller: a merged selection skips it. */
+      for (size_t i = 0; i < n; i++) g[i] = normal() * (i >= 4000 && i < 4030 ? 1e-3f : 1);
+      size_t bytes;
+      assert_int_equal(gs_compress(f, g, n, pay, want_cap, &bytes), GS_OK);
+      const uint32_t *idx;
+      const float *val;
+      size_t count;
+      assert_int_equal(gs_sparse_view(pay, bytes, &idx, &val, &count), GS_OK);
+      size_t at = 0, off = 0;
+      for (int t = 0; t < NSEG; t++) {
+        size_t b1;
+        assert_int_equal(gs_compress(sep[t], g + off, sizes[t], one, want_cap, &b1),
+                         GS_OK);
+        const uint32_t *i1;
+        const float *v1;
+        size_t c1;
+        assert_int_equal(gs_sparse_view(one, b1, &i1, &v1, &c1), GS_OK);
+        if (at + c1 > count) fail_msg("%s step %d: payload too short", specs[si], step);
+        for (size_t j = 0; j < c1; j++)
+          if (idx[at + j] != i1[j] + off || val[at + j] != v1[j])
+            fail_msg("%s step %d tensor %d pair %zu: (%u, %g), alone (%u, %g)",
+                     specs[si], step, t, j, idx[at + j], (double)val[at + j],
+                     (unsigned)(i1[j] + off), (double)v1[j]);
+        if (memcmp(gs_compress_residual(f) + off, gs_compress_residual(sep[t]),
+                   sizes[t] * sizeof(float)) != 0)
+          fail_msg("%s step %d tensor %d: residual differs", specs[si], step, t);
+        at += c1;
+        off += sizes[t];
+      }
+      assert_int_equal(at, count);
+    }
+    /* Refused: sizes not summing to n, a zero size, NULL; the segments hold. */
+    const size_t bad_sum[2] = {4000, 900}, zero[4] = {4000, 0, 30, 900};
+    assert_int_equal(gs_compress_set_segments(f, bad_sum, 2), GS_ERR_INVALID_ARG);
+    assert_non_null(strstr(gs_last_error(), "4900"));
+    assert_int_equal(gs_compress_set_segments(f, zero, 4), GS_ERR_INVALID_ARG);
+    assert_int_equal(gs_compress_set_segments(f, NULL, 2), GS_ERR_INVALID_ARG);
+    assert_int_equal(gs_compress_set_segments(NULL, sizes, NSEG), GS_ERR_INVALID_ARG);
+    assert_int_equal(gs_compress_capacity(f, 0), want_cap);
+    /* Back to one segment. */
+    assert_int_equal(gs_compress_set_segments(f, NULL, 0), GS_OK);
+    assert_int_equal(gs_compress_capacity(f, 0), merged_cap);
+    for (int t = 0; t < NSEG; t++) gs_compress_state_destroy(sep[t]);
+    gs_compress_state_destroy(f);
+    gs_compressor_destroy(c);
+    free(pay);
+    free(one);
+  }
+  /* gtopk merges globally: its selection ignores the tensors. */
+  gs_compressor *c = make("gtopk:0.01");
+  gs_compress_state *f = state(c, n, 1, 0, 1);
+  const size_t cap = gs_compress_capacity(f, 0);
+  assert_int_equal(gs_compress_set_segments(f, sizes, NSEG), GS_OK);
+  assert_int_equal(gs_compress_capacity(f, 0), cap);
+  gs_compress_state_destroy(f);
+  gs_compressor_destroy(c);
   free(g);
 }
 
@@ -1050,6 +1137,7 @@ int main(void) {
       cmocka_unit_test(test_topk_warmup),
       cmocka_unit_test(test_set_lr_scales_memory),
       cmocka_unit_test(test_state_carry),
+      cmocka_unit_test(test_segments),
       cmocka_unit_test(test_sidco_fits),
       cmocka_unit_test(test_unbiased),
       cmocka_unit_test(test_buckets),

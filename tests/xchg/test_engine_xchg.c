@@ -10,7 +10,12 @@
  *                           error-feedback flag that differs on one rank,
  *                           and a bad spec on one rank, fail creation on
  *                           every rank; required compression with dear is
- *                           refused
+ *                           refused; with compress_merged, bitwise the
+ *                           exchange layer's selection over the whole buffer
+ *   test_engine_xchg groups topk: one fused message (single) and one
+ *                           message per tensor (wfbp) give bitwise the same
+ *                           results (selection within each tensor); merged
+ *                           selection does not
  *   test_engine_xchg dense  auto:topk on a fast network (GRADSYNC_BETA
  *                           small): the plan keeps every group dense
  *   test_engine_xchg sparse auto:topk on a slow network: the large tensor
@@ -62,11 +67,12 @@ static void fill(float *const bufs[NT], uint16_t *half, size_t nhalf, int iter) 
   for (size_t i = 0; i < nhalf; i++) half[i] = (uint16_t)(0x3C00 + (i % 64)); /* ~1 */
 }
 
-static void test_main(void) {
+static void test_main(int merged) {
   gs_engine_config cfg;
   gs_engine_config_init(&cfg);
   cfg.policy = "single";
   cfg.compress = "topk:0.05";
+  cfg.compress_merged = merged;
   gs_engine *e = NULL;
   CHECK(gs_engine_create(g_comm, &cfg, &e) == GS_OK, "create: %s", gs_last_error());
   if (e == NULL) return;
@@ -87,7 +93,8 @@ static void test_main(void) {
   }
   gs_engine_register(e, "h", half, nhalf, GS_F16, &ids[NT]);
   /* The reference: the exchange layer on the fused f32 buffer (fusion
-   * order is registration order) with its own state. */
+   * order is registration order) with its own state, selecting within each
+   * tensor unless the selection is merged. */
   gs_compressor *c = NULL;
   gs_compress_state *st = NULL;
   gs_compressor_create("topk:0.05", &c);
@@ -95,6 +102,7 @@ static void test_main(void) {
   o.rank = g_rank;
   o.nranks = g_size;
   gs_compress_state_create(c, total, &o, &st);
+  if (!merged) gs_compress_set_segments(st, counts, NT);
   float *fused = malloc(total * sizeof(float));
   for (int it = 0; it < 4; it++) {
     fill(bufs, half, nhalf, it);
@@ -147,16 +155,18 @@ static void test_main(void) {
   free(fused);
   gs_compress_state_destroy(st);
   gs_compressor_destroy(c);
+  if (merged) return;
 
-  /* A spec, an error-feedback flag, or a bad spec on one rank. */
+  /* A spec, an error-feedback flag, a selection, or a bad spec on one rank. */
   const int odd = g_size - 1;
-  for (int k = 0; k < 3 && g_size > 1; k++) {
+  for (int k = 0; k < 4 && g_size > 1; k++) {
     gs_engine_config_init(&cfg);
     cfg.compress = "topk:0.1";
     if (g_rank == odd) {
       if (k == 0) cfg.compress = "auto:topk:0.2";
       if (k == 1) cfg.error_feedback = 0;
       if (k == 2) cfg.compress = "topk:2";
+      if (k == 3) cfg.compress_merged = 1;
     }
     e = NULL;
     gs_status r = gs_engine_create(g_comm, &cfg, &e);
@@ -164,10 +174,10 @@ static void test_main(void) {
     const char *msg = gs_last_error();
     char want[64];
     snprintf(want, sizeof want, "rank %d", odd);
-    if (k < 2) {
+    if (k != 2) {
+      const char *what = k == 0 ? "auto:topk:0.2" : k == 1 ? "error feedback" : "merged";
       CHECK(r == GS_ERR_MISMATCH, "case %d: status %d", k, (int)r);
-      CHECK(strstr(msg, want) && strstr(msg, k == 0 ? "auto:topk:0.2" : "error feedback"),
-            "case %d: message: %s", k, msg);
+      CHECK(strstr(msg, want) && strstr(msg, what), "case %d: message: %s", k, msg);
     } else if (g_rank == odd) {
       CHECK(r == GS_ERR_INVALID_ARG && strstr(msg, "topk:2"), "bad spec: %d %s", (int)r,
             msg);
@@ -239,7 +249,7 @@ static void test_auto(int want_compressed) {
 /* A replan that regroups compressed tensors carries their memory: under
  * mgwfbp the wfbp warm-up plan (a message per tensor) gives way to merged
  * groups. The density warm-up goes on (the first merged step sends
- * 8 * floor(d(step) * count) bytes per merged message, not 25% of it), and
+ * 8 * floor(d(step) * count) bytes per tensor, not 25% of it), and
  * no unsent gradient is lost: after zero gradients drain the residuals, the
  * sum of every iteration's result equals the sum of the ranks' average
  * gradients. */
@@ -300,10 +310,10 @@ static void test_regroup(void) {
       uint64_t want = 0;
       int all_gather = 1;
       for (size_t g = 0; g < pl->ngroups; g++) {
-        size_t n = 0;
-        for (size_t k = pl->offsets[g]; k < pl->offsets[g + 1]; k++)
-          n += counts[pl->tensors[k]];
-        want += 8 * (uint64_t)floor(d * (double)n);
+        for (size_t k = pl->offsets[g]; k < pl->offsets[g + 1]; k++) {
+          const double kt = floor(d * (double)counts[pl->tensors[k]]);
+          want += 8 * (uint64_t)(kt < 1 ? 1 : kt); /* each tensor's own top k */
+        }
         all_gather &= pl->group_xchg && pl->group_xchg[g] == GS_XCHG_ALLGATHER;
       }
       const uint64_t got = s.bytes_sent - sent_before;
@@ -339,6 +349,76 @@ static void test_regroup(void) {
   }
 }
 
+/* Runs ITERS iterations of topk:0.02 with error feedback and a density
+ * warm-up under `policy`, writing every iteration's results to out. */
+enum { GROUP_ITERS = 6 };
+static void run_policy(const char *policy, int merged, float *out) {
+  gs_compress_opts zo = gs_compress_opts_default();
+  zo.warmup_steps = 4;
+  gs_engine_config cfg;
+  gs_engine_config_init(&cfg);
+  cfg.policy = policy;
+  cfg.compress = "topk:0.02";
+  cfg.compress_opts = &zo;
+  cfg.compress_merged = merged;
+  gs_engine *e = NULL;
+  CHECK(gs_engine_create(g_comm, &cfg, &e) == GS_OK, "%s: create: %s", policy,
+        gs_last_error());
+  if (e == NULL) return;
+  float *bufs[NT];
+  int ids[NT];
+  char name[16];
+  uint16_t half[1];
+  for (int t = 0; t < NT; t++) {
+    bufs[t] = malloc(counts[t] * sizeof(float));
+    snprintf(name, sizeof name, "w%d", t);
+    gs_engine_register(e, name, bufs[t], counts[t], GS_F32, &ids[t]);
+  }
+  for (int it = 0; it < GROUP_ITERS; it++) {
+    fill(bufs, half, 0, it);
+    /* Tensors of very different scales: a merged selection starves w0. */
+    for (size_t i = 0; i < counts[0]; i++) bufs[0][i] *= 1e-3f;
+    for (int t = NT - 1; t >= 0; t--) gs_engine_grad_ready(e, ids[t]);
+    CHECK(gs_engine_wait(e) == GS_OK, "%s: wait: %s", policy, gs_last_error());
+    for (int t = 0; t < NT; t++) {
+      memcpy(out, bufs[t], counts[t] * sizeof(float));
+      out += counts[t];
+    }
+  }
+  gs_plan *pl = NULL;
+  gs_engine_get_plan(e, &pl);
+  const size_t want = strcmp(policy, "single") == 0 ? 1 : NT;
+  CHECK(pl && pl->ngroups == want, "%s: %zu groups, expected %zu", policy,
+        pl ? pl->ngroups : 0, want);
+  gs_plan_free(pl);
+  CHECK(gs_engine_destroy(e) == GS_OK, "%s: destroy: %s", policy, gs_last_error());
+  for (int t = 0; t < NT; t++) free(bufs[t]);
+}
+
+/* Layer-wise selection: one message per tensor (wfbp) and one fused message
+ * (single) send the same entries, so their results are bitwise equal; a
+ * merged selection over the fused message differs. */
+static void test_groups(void) {
+  size_t total = 0;
+  for (int t = 0; t < NT; t++) total += counts[t];
+  const size_t n = total * GROUP_ITERS;
+  float *a = calloc(n, sizeof(float)), *b = calloc(n, sizeof(float)),
+        *c = calloc(n, sizeof(float));
+  run_policy("wfbp", 0, a);
+  run_policy("single", 0, b);
+  run_policy("single", 1, c);
+  size_t differ = 0;
+  for (size_t i = 0; i < n; i++) differ += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  CHECK(differ == 0, "single (one fused message) differs from wfbp (a message per "
+        "tensor) in %zu of %zu results", differ, n);
+  differ = 0;
+  for (size_t i = 0; i < n; i++) differ += memcmp(&a[i], &c[i], sizeof(float)) != 0;
+  CHECK(differ > 0, "merged selection sent the same entries as layer-wise selection");
+  free(a);
+  free(b);
+  free(c);
+}
+
 int main(int argc, char **argv) {
   if (gs_init(&argc, &argv) != GS_OK ||
       gs_comm_create(MPI_COMM_WORLD, &g_comm) != GS_OK) {
@@ -348,7 +428,10 @@ int main(int argc, char **argv) {
   g_rank = gs_comm_rank(g_comm);
   g_size = gs_comm_size(g_comm);
   const char *mode = argc > 1 ? argv[1] : "main";
-  if (strcmp(mode, "main") == 0) test_main();
+  if (strcmp(mode, "main") == 0) {
+    test_main(0);
+    test_main(1);
+  } else if (strcmp(mode, "groups") == 0) test_groups();
   else if (strcmp(mode, "dense") == 0) test_auto(0);
   else if (strcmp(mode, "sparse") == 0) test_auto(1);
   else if (strcmp(mode, "regroup") == 0) test_regroup();
