@@ -70,12 +70,16 @@ def main():
     for mode in a.modes.split(","):
         torch.manual_seed(1)
         model = fm.CNN()
-        sgd = torch.optim.SGD(model.parameters(), lr=fa.lr, momentum=0.9)
+        # DGC corrects momentum inside the compressor: the optimizer gets none.
+        dgc = mode.split(":")[0] == "dgc"
+        sgd = torch.optim.SGD(model.parameters(), lr=fa.lr, momentum=0 if dgc else 0.9)
         if mode == "ddp":
             net, opt, barrier = torch.nn.parallel.DistributedDataParallel(model), sgd, dist.barrier
         else:
             net, barrier = model, gs.barrier
             extra = {"compress_warmup_steps": warmup_steps} if mode != "none" else {}
+            if dgc:
+                extra["compress_momentum"] = 0.9
             opt = gs.DistributedOptimizer(sgd, named_parameters=model.named_parameters(),
                                           policy=a.policy, compression=mode, **extra)
         step, t_train, images = 0, 0.0, 0

@@ -7,15 +7,16 @@
 # stamped (bench/lib.sh). Needs root (emulated nodes).
 #
 # Usage: bench/torch/torch_compress.sh ["NODES..."] [EPOCHS] [TRAIN_IMAGES]
-#   default: 4 nodes, 2 epochs of the whole training set (60000 images)
-#   WARMUP=W: top-k's density warm-up over the first W epochs (default 0.5;
-#   compress_warmup_steps=, DGC's schedule from 25% down to 1%)
+#   default: 4 nodes, 4 epochs of the whole training set (60000 images)
+#   WARMUP=W: top-k's density warm-up over the first W epochs (default 1, a
+#   quarter of the default run; compress_warmup_steps=, DGC's schedule from
+#   25% down to 1%)
 #   BENCH_QUICK=1: 2 nodes, 1 epoch of 1024 images (a smoke run)
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
 bench_init "$0" "$@"
-nodes=${1:-4} epochs=${2:-2} images=${3:-60000} warm=${WARMUP:-0.5}
+nodes=${1:-4} epochs=${2:-4} images=${3:-60000} warm=${WARMUP:-1}
 if [ "$BENCH_QUICK" = 1 ]; then nodes=2 images=1024 epochs=1; fi
 [ -n "${GS:-}" ] || bench_build gradsync_cli gradsync_python
 gs=${GS:-$BENCH_BUILD/gradsync}
