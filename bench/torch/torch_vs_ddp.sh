@@ -12,6 +12,7 @@
 # Writes bench/results/torch.{jsonl,md}, stamped (bench/lib.sh). Needs root.
 #
 # Usage: bench/torch/torch_vs_ddp.sh [NODES]
+#   CNN_STEPS=S, RESNET_STEPS=S: steps per epoch (default 8 and 2)
 #   BENCH_QUICK=1: 2 nodes, 1 Gbit/s only, 3 steps (a smoke run)
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
@@ -20,7 +21,7 @@ bench_init "$0" "$@"
 n=${1:-4}
 nets=(1gbit 100mbit)
 # Few steps: the machine these run on is shared and slow (see the result).
-cnn_steps=8 resnet_steps=2
+cnn_steps=${CNN_STEPS:-8} resnet_steps=${RESNET_STEPS:-2}
 if [ "$BENCH_QUICK" = 1 ]; then
   n=${1:-2} nets=(1gbit) cnn_steps=3 resnet_steps=1
 fi
