@@ -50,16 +50,10 @@ static gs_status efsign_compress(gs_compress_state *st, const float *p,
 
 static gs_status efsign_decompress_add(gs_compress_state *st, const void *payload,
                                        size_t bytes, float *out, float alpha) {
-  const size_t n = st->n, B = st->c->bucket;
+  const size_t n = st->n;
   GS_CHECK(gs__opaque_check(st, payload, bytes, efsign_bytes(st->c, st, n, 0, 0)));
-  const float *scales = gs__opaque_scales((void *)payload);
-  const unsigned char *bits = gs__opaque_codes((void *)payload, n, B);
-  for (size_t b = 0, nb = gs__opaque_nb(n, B); b < nb; b++) {
-    size_t lo, hi;
-    gs__opaque_range(n, B, b, &lo, &hi);
-    const float v[2] = {alpha * scales[b], -alpha * scales[b]};
-    for (size_t i = lo; i < hi; i++) out[i] += v[(bits[i / 8] >> (i % 8)) & 1u];
-  }
+  static const float sign[4] = {1, -1, 0, 0}; /* bit set: negative */
+  gs__opaque_add_codes(payload, n, st->c->bucket, 1, sign, alpha, out);
   return GS_OK;
 }
 

@@ -55,6 +55,25 @@ static inline void gs__opaque_put(void *payload, size_t n, size_t bucket) {
   memcpy(payload, &h, sizeof h);
 }
 
+/* out += alpha * D(payload) for codes of `width` bits (1 or 2), packed
+ * little-end first within each byte: element i of bucket b decodes to
+ * scale_b * mult[code_i]. */
+static inline void gs__opaque_add_codes(const void *payload, size_t n, size_t bucket,
+                                        unsigned width, const float mult[4],
+                                        float alpha, float *out) {
+  const float *scales = gs__opaque_scales((void *)payload);
+  const unsigned char *codes = gs__opaque_codes((void *)payload, n, bucket);
+  const unsigned mask = (1u << width) - 1u;
+  for (size_t b = 0, nb = gs__opaque_nb(n, bucket); b < nb; b++) {
+    size_t lo, hi;
+    gs__opaque_range(n, bucket, b, &lo, &hi);
+    const float a = alpha * scales[b];
+    const float v[4] = {a * mult[0], a * mult[1], a * mult[2], a * mult[3]};
+    for (size_t i = lo; i < hi; i++)
+      out[i] += v[(codes[i * width / 8] >> (i * width % 8)) & mask];
+  }
+}
+
 /* Checks the payload's size, count and bucket against the state. */
 static inline gs_status gs__opaque_check(const gs_compress_state *st,
                                          const void *payload, size_t bytes,

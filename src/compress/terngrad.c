@@ -61,16 +61,10 @@ static gs_status terngrad_compress(gs_compress_state *st, const float *p,
 static gs_status terngrad_decompress_add(gs_compress_state *st,
                                          const void *payload, size_t bytes,
                                          float *out, float alpha) {
-  const size_t n = st->n, B = st->c->bucket;
+  const size_t n = st->n;
   GS_CHECK(gs__opaque_check(st, payload, bytes, terngrad_bytes(st->c, st, n, 0, 0)));
-  const float *scales = gs__opaque_scales((void *)payload);
-  const unsigned char *codes = gs__opaque_codes((void *)payload, n, B);
-  for (size_t b = 0, nb = gs__opaque_nb(n, B); b < nb; b++) {
-    size_t lo, hi;
-    gs__opaque_range(n, B, b, &lo, &hi);
-    const float v[4] = {0, alpha * scales[b], -alpha * scales[b], 0};
-    for (size_t i = lo; i < hi; i++) out[i] += v[(codes[i / 4] >> (2 * (i % 4))) & 3u];
-  }
+  static const float tern[4] = {0, 1, -1, 0}; /* codes 0, +s, -s */
+  gs__opaque_add_codes(payload, n, st->c->bucket, 2, tern, alpha, out);
   return GS_OK;
 }
 

@@ -17,10 +17,10 @@
 
 gs_status gs__topk_compress_with(gs_compress_state *st, const float *p,
                                  void *payload, size_t *bytes, int mstopk) {
-  size_t one[2], k = 0;
+  const size_t k = gs__sparse_bytes(st->c, st, st->n, 0, st->density) / 8;
+  size_t one[2];
   const size_t *seg;
   const size_t nseg = gs__segments(st, one, &seg);
-  for (size_t s = 0; s < nseg; s++) k += gs__density_k(seg[s + 1] - seg[s], st->density);
   uint32_t *idx = payload;
   /* Each segment's own top k_s, its indices shifted to the message's. */
   for (size_t s = 0, j = 0; s < nseg; s++) {
