@@ -1070,10 +1070,13 @@ gs_status gs_comm_create(MPI_Comm mpi_comm, gs_comm **out) {
     pthread_mutex_destroy(&c->mu);
     goto fail;
   }
+  /* Names for top -H, gdb and /proc: whose thread uses the CPU. */
+  pthread_setname_np(c->thread, "gs-comm");
   /* Without the watchdog thread, gs_wait still looks for stalls itself. */
   if (c->wd_tick_s > 0)
     c->watchdog_running =
         pthread_create(&c->watchdog, NULL, watchdog_main, c) == 0;
+  if (c->watchdog_running) pthread_setname_np(c->watchdog, "gs-watchdog");
   if (c->calibrate_bytes > 0 && c->world.size > 1 && !c->cost_from_env) {
     /* Fit every allreduce algorithm on this network (collective: every rank
      * took the same branch, since the settings are agreed on). */

@@ -962,6 +962,8 @@ static gs_status freeze(gs_engine *e) {
     pthread_join(e->completion_thread, NULL);
     return gs_error(GS_ERR_INTERNAL, "gs_engine: cannot start the launch thread");
   }
+  pthread_setname_np(e->completion_thread, "gs-complete"); /* for top -H, gdb */
+  pthread_setname_np(e->launch_thread, "gs-launch");
   e->threads_started = 1;
   e->frozen = 1;
   e->iter_start_ns = 0;

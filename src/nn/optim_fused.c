@@ -113,6 +113,7 @@ gs_status gs_nn_pool_create(gs_nn_pool **out, int threads) {
                         "gs_nn_pool_create: could not start worker %d of %d",
                         i + 1, threads - 1);
       }
+      pthread_setname_np(p->workers[i], "gs-optim"); /* for top -H, gdb */
       p->started++;
     }
   }

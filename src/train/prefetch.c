@@ -87,6 +87,7 @@ gs_status train_batches_create(train_batches **out, const gs_nn_dataset *ds, int
       train_batches_destroy(b);
       return gs_error(GS_ERR_NOMEM, "cannot start the prefetch thread: %s", strerror(rc));
     }
+    pthread_setname_np(b->thread, "gs-prefetch"); /* for top -H, gdb */
     b->threaded = 1;
   }
   *out = b;

@@ -7,7 +7,8 @@
  *                           f16 and bf16; each rank checks every element
  *                           against the average it computes serially from
  *                           the inputs all ranks generate deterministically;
- *                           unready tensors; mismatched registration; misuse
+ *                           unready tensors; mismatched registration; misuse;
+ *                           the names of its threads
  *   test_engine --latency [MAX_US]
  *                           prints the median cost of gs_engine_grad_ready
  *                           and fails if it exceeds MAX_US (if given)
@@ -16,6 +17,7 @@
  * "N passed, M failed" (summed over ranks); the exit status is non-zero if
  * any case failed on any rank.
  */
+#include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -299,6 +301,42 @@ static void empty(void) {
   end_case();
 }
 
+/* The names of this process's threads, as top -H and gdb show them: has
+ * `name` among them? */
+static int has_thread(const char *name) {
+  DIR *d = opendir("/proc/self/task");
+  if (d == NULL) return -1;
+  int found = 0;
+  struct dirent *de;
+  while (!found && (de = readdir(d)) != NULL) {
+    if (de->d_name[0] == '.') continue;
+    char path[300], comm[32] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", de->d_name);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) continue;
+    if (fgets(comm, sizeof comm, f) != NULL) comm[strcspn(comm, "\n")] = '\0';
+    fclose(f);
+    found = strcmp(comm, name) == 0;
+  }
+  closedir(d);
+  return found;
+}
+
+/* gradsync's threads carry names, so a user who sees CPU in top -H knows
+ * whose it is; the engine's start with its first iteration and end with it. */
+static void thread_names(void) {
+  begin_case("thread names");
+  gs_engine *e = NULL;
+  CHECK_ST(gs_engine_create(g_comm, NULL, &e), GS_OK);
+  CHECK_ST(gs_engine_wait(e), GS_OK);
+  static const char *names[] = {"gs-comm", "gs-launch", "gs-complete"};
+  for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+    if (has_thread(names[k]) != 1) fail("no thread named %s while an engine runs", names[k]);
+  CHECK_ST(gs_engine_destroy(e), GS_OK);
+  if (has_thread("gs-launch") != 0) fail("a thread named gs-launch outlives its engine");
+  end_case();
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -382,6 +420,7 @@ int main(int argc, char **argv) {
   } else {
     misuse();
     empty();
+    thread_names();
     static const char *policies[] = {"wfbp", "single", "bucket", "bucket:0.01,first=0.001",
                                      "mgwfbp", "optimal", "dear", "auto"};
     for (size_t k = 0; k < sizeof policies / sizeof policies[0]; k++) {
