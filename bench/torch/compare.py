@@ -80,8 +80,8 @@ def run(mode, model, batches_of_epoch, lr_at, epochs, momentum, wd, emit):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--cnn-steps", type=int, default=8)
-    ap.add_argument("--resnet-steps", type=int, default=2)
+    ap.add_argument("--cnn-steps", type=int, default=8, help="0 skips the CNN")
+    ap.add_argument("--resnet-steps", type=int, default=2, help="0 skips ResNet-18")
     ap.add_argument("--resnet-batch", type=int, default=16)
     ap.add_argument("--modes", default="auto,single,ddp")
     a = ap.parse_args()
@@ -115,7 +115,7 @@ def main():
         sampler.set_epoch(epoch)
         return (b for i, b in zip(range(a.cnn_steps), loader))
 
-    for mode in modes:
+    for mode in modes if a.cnn_steps > 0 else []:
         torch.manual_seed(1)
         run(mode, fm.CNN(), cnn_batches, fm.lr_schedule(fa, len(loader)), a.epochs, 0.9, 0.0,
             emitter("fashion_mnist_cnn", fa.batch))
@@ -123,7 +123,7 @@ def main():
     # torchvision's ResNet-18 on synthetic 32x32 images (the example's).
     rn = load_example("torch_resnet18.py")
     ra = rn.parse(["--steps", str(a.resnet_steps), "--batch", str(a.resnet_batch)])
-    for mode in modes:
+    for mode in modes if a.resnet_steps > 0 else []:
         model, xs, ys = rn.model_and_data(ra, rank)
         run(mode, model, lambda epoch: zip(xs, ys), lambda s: ra.lr, a.epochs, 0.9, 5e-4,
             emitter("resnet18_synthetic", ra.batch))
