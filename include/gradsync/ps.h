@@ -23,7 +23,12 @@
  *        is held back until it is not (Ho et al., NIPS'13). SSP:0 keeps the
  *        workers in step, with one update per push.
  * ASP and SSP pushes are applied with the learning rate scaled for the
- * per-worker batch (gs_ps_config.async_lr_scale, default 1/W).
+ * per-worker batch (gs_ps_config.async_lr_scale, default 1/W) and with less
+ * momentum: W asynchronous workers add about 1 - 1/W of momentum by
+ * themselves (Mitliagkas et al., "Asynchrony begets momentum", 2016), so a
+ * push's momentum is max(0, mu - (1 - 1/W)) by default
+ * (gs_ps_config.async_momentum_offset). Without it, ASP at BSP's mu = 0.9
+ * left the CNN of `gradsync train` at chance in some runs.
  *
  * Sync-Switch (Li et al., ICDCS'21) switches inside the running job: the
  * first server decides the mode of each worker's next step and sends it in
@@ -32,8 +37,8 @@
  * (a worker whose median compute time over the last `window` steps is more
  * than `straggler_ratio` times the median of the others'), until the BSP
  * share F is done; then ASP. After a switch to ASP the momentum ramps from
- * mu/W, doubling every momentum_ramp_steps pushes of that worker, back to
- * mu. The servers' parameters and optimizer state are untouched by a switch.
+ * 1/W of ASP's momentum, doubling every momentum_ramp_steps pushes of that
+ * worker, back to it. The servers' parameters and optimizer state are untouched by a switch.
  *
  * Threads and MPI: every MPI call of a gs_ps is made by the thread that calls
  * its functions, on its own communicator. MPI_THREAD_FUNNELED is enough for
@@ -120,6 +125,9 @@ typedef struct {
   size_t chunk_bytes;       /* largest message piece; 0: 1 MiB */
   double timeout_s;         /* 0: from comm, GRADSYNC_TIMEOUT, or 300 s */
   float async_lr_scale;     /* ASP/SSP learning-rate factor; 0: 1/W */
+  float async_momentum_offset; /* ASP/SSP momentum is max(0, mu - this);
+                               0: 1 - 1/W, the momentum asynchrony adds by
+                               itself; < 0: none (mu as given) */
   int momentum_ramp_steps;  /* after a switch to ASP; 0: no ramp */
   gs_comm *comm;            /* the job's gs_comm if it has one, or NULL */
 } gs_ps_config;

@@ -115,13 +115,14 @@ static gs_status check_local(const gs_ps *ps, const gs_ps_config *cfg,
                     "rank %d: gs_ps_create: Sync-Switch needs a sample budget "
                     "(the BSP share is a fraction of it)", ps->rank);
   if ((cfg->sample_budget < 0 && cfg->sample_budget != GS_PS_BUDGET_AT_INIT) ||
-      cfg->async_lr_scale < 0 ||
+      !(cfg->async_lr_scale >= 0) || !(cfg->async_momentum_offset <= 1) ||
       cfg->momentum_ramp_steps < 0)
     return gs_error(GS_ERR_INVALID_ARG,
                     "rank %d: gs_ps_create: sample budget %ld, async lr "
-                    "scale %g, momentum ramp %d must be >= 0", ps->rank,
+                    "scale %g, momentum ramp %d must be >= 0, and the async "
+                    "momentum offset %g at most 1", ps->rank,
                     cfg->sample_budget, (double)cfg->async_lr_scale,
-                    cfg->momentum_ramp_steps);
+                    cfg->momentum_ramp_steps, (double)cfg->async_momentum_offset);
   if (cfg->comm && gs_comm_thread_level(cfg->comm) < MPI_THREAD_MULTIPLE)
     return gs_error(GS_ERR_UNSUPPORTED,
                     "rank %d: parameter servers beside a gs_comm need "
@@ -212,6 +213,10 @@ gs_status gs_ps_create(MPI_Comm job, const gs_ps_config *cfg,
   if (ps->chunk == 0) ps->chunk = 1;
   ps->total = total;
   if (ps->cfg.async_lr_scale == 0) ps->cfg.async_lr_scale = 1.0f / (float)ps->workers;
+  if (ps->cfg.async_momentum_offset == 0)
+    ps->cfg.async_momentum_offset = 1.0f - 1.0f / (float)ps->workers;
+  else if (ps->cfg.async_momentum_offset < 0)
+    ps->cfg.async_momentum_offset = 0;
   const gs_ps_sync *s = &cfg->sync;
   if (s->policy == GS_PS_POLICY_FIXED)
     ps->mode = s->mode;
@@ -402,20 +407,23 @@ gs_status gs_ps_pull(gs_ps *ps, float *w) {
 }
 
 /* The learning rate and momentum of a push: BSP's as given; ASP's and SSP's
- * scaled for the per-worker batch, with the momentum ramped after a switch
- * (mu/W, doubling every momentum_ramp_steps pushes; Sync-Switch's authors'
- * multi-step ramp). */
+ * learning rate scaled for the per-worker batch, their momentum less what
+ * asynchrony adds (include/gradsync/ps.h), and ramped after a switch (from
+ * 1/W of it, doubling every momentum_ramp_steps pushes; Sync-Switch's
+ * authors' multi-step ramp). */
 static void step_hparams(const gs_ps *ps, const gs_ps_step_info *info,
                          float *lr, float *mu) {
   *lr = info->lr;
   *mu = info->momentum;
   if (ps->mode == GS_PS_BSP) return;
   *lr = info->lr * ps->cfg.async_lr_scale;
+  float off = ps->cfg.async_momentum_offset;
+  *mu = info->momentum > off ? info->momentum - off : 0.0f;
   int ramp = ps->cfg.momentum_ramp_steps;
   if (ramp > 0 && ps->cfg.sync.policy != GS_PS_POLICY_FIXED) {
     double f = 1.0 / ps->workers;
     for (long k = ps->asp_since / ramp; k > 0 && f < 1.0; k--) f *= 2;
-    if (f < 1.0) *mu = (float)(info->momentum * f);
+    if (f < 1.0) *mu = (float)(*mu * f);
   }
 }
 

@@ -5,6 +5,8 @@
  *   ssp      SSP:2 with one slow worker never lets a worker run more than
  *            2 steps ahead of the slowest (the servers' instrumented gap)
  *   asp      the same job under ASP does run ahead (the instrument sees it)
+ *   asp_momentum  an ASP push's momentum is mu - (1 - 1/W) (floored at 0) by
+ *            default, and mu when the offset is turned off
  *   switch   offline Sync-Switch at half the budget: the switch happens on
  *            every worker at the same step, inside the job, the weights
  *            after it are the weights before it, the first ASP update is
@@ -356,6 +358,52 @@ static void case_park(int servers) {
   gs_ps_destroy(ps);
 }
 
+/* ASP's momentum: worker 0 pushes twice alone, with mu = 0.9. The second
+ * update must use max(0, mu - (1 - 1/W)) by default, and mu itself when
+ * async_momentum_offset < 0; both are computed here with the same SGD. */
+static void case_asp_momentum(int servers, float offset) {
+  gs_ps_config cfg = {.servers = servers, .async_momentum_offset = offset};
+  gs_ps_sync_parse("asp", &cfg.sync);
+  gs_ps *ps = NULL;
+  if (gs_ps_create(MPI_COMM_WORLD, &cfg, counts, NT, &ps) != GS_OK) {
+    EXPECT(0, "gs_ps_create: %s", gs_last_error());
+    return;
+  }
+  size_t n = total_count();
+  gs_nn_sgd_config plain = {.lr = 0.05f};
+  if (gs_ps_is_server(ps)) {
+    EXPECT(gs_ps_serve(ps, sgd_shard, &plain) == GS_OK, "serve: %s", gs_last_error());
+  } else {
+    int W = size - servers, p = gs_ps_worker_index(ps);
+    float mu = 0.9f, want_mu = offset < 0 ? mu : mu - (1.0f - 1.0f / (float)W);
+    if (want_mu < 0) want_mu = 0;
+    float *w = malloc(n * sizeof *w), *g = malloc(n * sizeof *g);
+    float *expect = malloc(n * sizeof *expect), *v = calloc(n, sizeof *v);
+    init_weights(w, n);
+    memcpy(expect, w, n * sizeof *w);
+    EXPECT(gs_ps_worker_init(ps, w, 0) == GS_OK, "init: %s", gs_last_error());
+    MPI_Comm wc = gs_ps_worker_comm(ps);
+    if (p == 0) {
+      for (long t = 0; t < 2; t++) {
+        gradient(g, w, n, p, t);
+        /* The first step's momentum multiplies a zero state, so only the
+         * second tells which was used. */
+        gs_nn_sgd_config c = {.lr = plain.lr / (float)W, .momentum = want_mu};
+        gs_nn_sgd_update(&c, expect, g, v, n);
+        gs_ps_step_info info = {.batch = 8, .lr = plain.lr, .momentum = mu};
+        EXPECT(gs_ps_step(ps, g, w, &info, NULL) == GS_OK, "step: %s", gs_last_error());
+      }
+      EXPECT(memcmp(expect, w, n * sizeof *w) == 0,
+             "W=%d, offset %g: the second ASP update did not use momentum %g", W,
+             (double)offset, (double)want_mu);
+    }
+    MPI_Barrier(wc);
+    EXPECT(gs_ps_finish(ps) == GS_OK, "finish");
+    free(w); free(g); free(expect); free(v);
+  }
+  gs_ps_destroy(ps);
+}
+
 static void case_badcfg(int servers) {
   gs_ps_config cfg = {.servers = rank == 1 ? size : servers};
   gs_ps_sync_parse("bsp", &cfg.sync);
@@ -412,6 +460,10 @@ int main(int argc, char **argv) {
   else if (strcmp(c, "switch") == 0) case_switch(servers);
   else if (strcmp(c, "online") == 0) case_online(servers);
   else if (strcmp(c, "badcfg") == 0) case_badcfg(servers);
+  else if (strcmp(c, "asp_momentum") == 0) {
+    case_asp_momentum(servers, 0);
+    case_asp_momentum(servers, -1);
+  }
   else if (strcmp(c, "park") == 0) case_park(servers);
   else if (strcmp(c, "fault") == 0) case_fault(servers);
   else {
