@@ -23,7 +23,11 @@ bench_build gradsync_cli
 gs="$build/gradsync"
 total=$((epochs * steps))
 slow="1:2:$((total / 4))-$((3 * total / 4))"
-common=(--model cnn --epochs "$epochs" --max-steps "$steps" --batch 64 --lr 0.05 --json)
+# The main job's schedule (scripts/quickstart.sh): lr 0.05, momentum 0.9,
+# linear warm-up over 0.3 epochs, cosine decay. Without the warm-up the
+# first steps' loss reached 10-19 and some asynchronous runs never left it.
+common=(--model cnn --epochs "$epochs" --max-steps "$steps" --batch 64 --lr 0.05
+        --warmup-epochs 0.3 --schedule cosine --json)
 out=$BENCH_OUT/sync.jsonl
 : > "$out.tmp"
 cmds=()
