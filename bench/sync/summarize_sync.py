@@ -18,7 +18,7 @@ base = {}
 for r in rows:
     if r.get("label") == "BSP, engine" and "result" in r:
         base[r["straggler"]] = r["result"]["summary"]["train_s"]
-print("| mode | straggler | time s | speed vs BSP (engine), same straggler | test accuracy | steps BSP/ASP (worker 0) |")
+print("| mode | straggler | time s | speed vs BSP (engine), same straggler | test accuracy | steps BSP/ASP/SSP (worker 0) |")
 print("|---|---|---:|---:|---:|---|")
 for r in rows:
     st = "yes" if r["straggler"] else "no"
@@ -28,7 +28,8 @@ for r in rows:
     s = r["result"]["summary"]
     b = base.get(r["straggler"])
     ratio = f"{b / s['train_s']:.2f}x" if b else "-"
-    mix = f"{s['bsp_steps']}/{s['asp_steps']}" if "asp_steps" in s else "-"
+    mix = (f"{s['bsp_steps']}/{s['asp_steps']}/{s.get('ssp_steps', 0)}"
+           if "asp_steps" in s else "-")
     print(f"| {r['label']} | {st} | {s['train_s']:.1f} | {ratio} | {100 * s['test_accuracy']:.2f}% | {mix} |")
 
 
