@@ -38,7 +38,8 @@
  * than `straggler_ratio` times the median of the others'), until the BSP
  * share F is done; then ASP. After a switch to ASP the momentum ramps from
  * 1/W of ASP's momentum, doubling every momentum_ramp_steps pushes of that
- * worker, back to it. The servers' parameters and optimizer state are untouched by a switch.
+ * worker, back to it. The servers' parameters and optimizer state are
+ * untouched by a switch.
  *
  * Threads and MPI: every MPI call of a gs_ps is made by the thread that calls
  * its functions, on its own communicator. MPI_THREAD_FUNNELED is enough for

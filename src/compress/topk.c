@@ -17,19 +17,19 @@
 
 gs_status gs__topk_compress_with(gs_compress_state *st, const float *p,
                                  void *payload, size_t *bytes, int mstopk) {
-  const size_t k = gs__sparse_bytes(st->c, st, st->n, 0, st->density) / 8;
   size_t one[2];
   const size_t *seg;
   const size_t nseg = gs__segments(st, one, &seg);
   uint32_t *idx = payload;
+  size_t k = 0; /* pairs so far */
   /* Each segment's own top k_s, its indices shifted to the message's. */
-  for (size_t s = 0, j = 0; s < nseg; s++) {
+  for (size_t s = 0; s < nseg; s++) {
     const size_t off = seg[s], ns = seg[s + 1] - off;
     const size_t ks = gs__density_k(ns, st->density);
-    GS_CHECK(mstopk ? gs__topk_mstopk(p + off, ns, ks, idx + j)
-                    : gs__topk_exact(p + off, ns, ks, idx + j));
-    for (size_t i = j; i < j + ks; i++) idx[i] += (uint32_t)off;
-    j += ks;
+    GS_CHECK(mstopk ? gs__topk_mstopk(p + off, ns, ks, idx + k)
+                    : gs__topk_exact(p + off, ns, ks, idx + k));
+    for (size_t i = k; i < k + ks; i++) idx[i] += (uint32_t)off;
+    k += ks;
   }
   float *val = (float *)(void *)(idx + k);
   for (size_t i = 0; i < k; i++) val[i] = p[idx[i]];
