@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "comm_internal.h"
 
@@ -1139,7 +1140,10 @@ _Noreturn void gs_comm_abort(gs_comm *c, int code, const char *fmt, ...) {
     atomic_store(&c->failed, 1);
   }
   MPI_Abort(c ? c->world.mpi : MPI_COMM_WORLD, code ? code : 1);
-  abort(); /* MPI_Abort does not return; if it did, end this rank anyway */
+  /* MPI_Abort can return when every rank aborts at once (ORTE loses the
+   * race). End this rank with the code then, by _exit, not abort(): a
+   * SIGABRT runs Open MPI's backtrace handler, which is not signal-safe. */
+  _exit(code ? code : 1);
 }
 
 int gs_comm_rank(const gs_comm *c) { return c->world.rank; }

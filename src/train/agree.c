@@ -43,7 +43,7 @@ _Noreturn void train_rank_vabort(const train_ranks *r, const char *fmt, va_list 
   fprintf(stderr, "gradsync: rank %d: fatal: %s: %s\n", r->rank, r->verb, msg);
   fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);
-  abort();
+  _exit(1); /* if MPI_Abort returns: see gs_comm_abort */
 }
 
 _Noreturn void train_rank_abort(const train_ranks *r, const char *fmt, ...) {
