@@ -30,7 +30,7 @@ static void usage(FILE *f) {
     "  --epochs E          passes over the training set (default 1)\n"
     "  --batch B           samples per rank and step (default 64)\n"
     "  --lr LR             base learning rate (default 0.05)\n"
-    "  --momentum M        SGD momentum (default 0.9)\n"
+    "  --momentum M        SGD momentum (default 0.9; 0.5 with --optimizer kfac)\n"
     "  --nesterov          Nesterov momentum\n"
     "  --weight-decay WD   L2 weight decay (default 0)\n"
     "  --schedule S        const (default), step (x0.1 every 1/3 of the run)\n"
@@ -108,6 +108,7 @@ static int parse_opts(int argc, char **argv, train_config *o) {
   static train_kfac_options kfac;
   train_kfac_options_init(&kfac);
   const char *kfac_opt = NULL; /* the first --kfac-* option given */
+  int momentum_given = 0;
   unsigned char seen[128] = {0};
   train_config_init(o);
   int c;
@@ -158,7 +159,7 @@ static int parse_opts(int argc, char **argv, train_config *o) {
         }
       }
         if (c == 'l') o->lr = (float)v;
-        else if (c == 'M') o->momentum = (float)v;
+        else if (c == 'M') { o->momentum = (float)v; momentum_given = 1; }
         else if (c == 'W') o->weight_decay = (float)v;
         else o->dropout = (float)v;
         break;
@@ -340,6 +341,8 @@ static int parse_opts(int argc, char **argv, train_config *o) {
     cli_error(VERB, "--%s applies to --optimizer kfac only", kfac_opt);
     return 2;
   }
+  if (strcmp(o->optimizer, "kfac") == 0 && !momentum_given)
+    o->momentum = TRAIN_KFAC_MOMENTUM;
   if (strcmp(o->optimizer, "kfac") == 0 && train_kfac_config(o, &kfac) != GS_OK) {
     cli_error(VERB, "%s", gs_last_error());
     return 2;

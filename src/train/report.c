@@ -92,6 +92,7 @@ void train_print_summary(const train_ctx *t, double train_s, double wall_s, long
     cJSON_AddNumberToObject(m, "batch_per_rank", c->batch);
     cJSON_AddStringToObject(m, "sync", sync->ops->name);
     cJSON_AddStringToObject(m, "optimizer", t->optim.ops->name);
+    train_json_add(m, "momentum", c->momentum, "%g");
     cJSON_AddStringToObject(m, "data", t->data_origin ? t->data_origin : "source");
     if (sync->ops->describe) sync->ops->describe(sync->self, m, NULL, 0);
     train_json_add(m, "train_s", train_s, "%.3f");

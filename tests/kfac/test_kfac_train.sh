@@ -12,6 +12,7 @@
 #     on 3, whose ranks hold different layers); only the last checkpoint's
 #     state files stay; a rank whose file is gone, or a resume under another
 #     scheme, fails every rank with the file named;
+#   - K-FAC's momentum is 0.5 unless --momentum is given;
 #   - bad K-FAC options exit 2 with a message naming the option.
 # Usage: test_kfac_train.sh GRADSYNC CKPT_COMPARE
 set -u
@@ -44,6 +45,14 @@ for dist in dkfac spd; do
     fi
   done
 done
+# K-FAC's own default momentum (0.5, not SGD's 0.9); --momentum overrides it.
+if grep -q '"optimizer":"kfac","momentum":0.5,' "$tmp/ref.log" &&
+   train 1 "$tmp/mom" --batch 32 --epochs 1 --momentum 0.9 &&
+   grep -q '"optimizer":"kfac","momentum":0.9,' "$tmp/mom.log"; then
+  ok "momentum: 0.5 by default under kfac, --momentum 0.9 when given"
+else
+  bad "momentum: $(grep -o '"momentum":[^,]*' "$tmp/ref.log" "$tmp/mom.log")"
+fi
 if train 3 "$tmp/dp" --batch 16 --kfac-dist dp --kfac-inverse eig &&
    grep -q '"kfac_factor_compute' "$tmp/dp.log" && grep -q '"kfac_broadcast' "$tmp/dp.log"; then
   ok "dp on 3 ranks trains and reports K-FAC's breakdown"
