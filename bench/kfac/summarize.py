@@ -10,10 +10,10 @@ print("gradient all-reduce, the K-FAC step) on emulated nodes at 1 Gbit/s, batch
 print("rank, factors every step, inverses every 5 steps; mean over the measured")
 print("iterations after a warm-up (spd plans its factor messages and places its")
 print("inversions there). Times are seconds per iteration, from rank 0.\n")
-print("**The machine is shared:** 2 cores under 7 other engineers' builds and tests")
-print("(load averages of 8-14 were seen while this ran), with 4 or 8 ranks on those 2")
-print("cores. Compute (forward/backward, factors, inversions, preconditioning) is")
-print("inflated several times over, and each figure comes from one run.\n")
+print("**4 or 8 ranks share the machine's 2 cores** (the stamp's load is mostly this")
+print("job's own ranks). Compute (forward/backward, factors, inversions,")
+print("preconditioning) is inflated 2-4x over one rank per core, and each figure comes")
+print("from one run.\n")
 print("| model | nodes | scheme | iter (s) | vs dkfac | fwd+bwd | grad wait | factor compute | "
       "factor comm (exposed) | inversion | broadcast wait | precondition+SGD | exposed comm | "
       "MB per 2nd-order update | dkfac bytes / this |")
