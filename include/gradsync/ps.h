@@ -111,7 +111,10 @@ gs_status gs_ps_shard_plan(const size_t *counts, size_t n, int servers,
 
 /* The server's update of its shard for one (averaged) gradient: w, grad and
  * state (one float per parameter, zero at start: the momentum buffer) of n
- * elements, with the learning rate and momentum of this step. */
+ * elements, with the learning rate and momentum of this step. It must be
+ * elementwise: a BSP round applies it one chunk (cfg.chunk_bytes) at a time,
+ * each as soon as every worker's part of it has arrived, and sends that
+ * chunk back while the next ones arrive. */
 typedef void (*gs_ps_update_fn)(void *ctx, float *w, const float *grad,
                                 float *state, size_t n, float lr,
                                 float momentum);

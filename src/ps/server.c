@@ -31,7 +31,16 @@ typedef struct {
   long clock;           /* pushes applied */
   long version_seen;    /* shard updates when last answered */
   double last_event;    /* last request or answer */
+  int in_round;         /* a member of the BSP round being reduced */
 } ps_peer;
+
+/* The BSP round being reduced chunk by chunk (try_bsp_round). */
+typedef struct {
+  int active;
+  long g;               /* its generation (ps_request.parks) */
+  int k, first;         /* members, and the first (its lr and momentum) */
+  size_t next;          /* the next chunk to reduce */
+} ps_round;
 
 typedef struct {
   gs_ps *ps;
@@ -46,6 +55,7 @@ typedef struct {
   long received;        /* pushes received (fault injection) */
   ps_policy policy;     /* server 0 only */
   int has_policy;
+  ps_round round;
 } ps_server;
 
 static void post_request(ps_server *s, int w) {
@@ -81,35 +91,49 @@ static int decide(ps_server *s) {
   return s->has_policy ? (int)ps_policy_decide(&s->policy) : 0;
 }
 
-static void answer(ps_server *s, int w, int next_mode) {
+/* Waits for the previous answer to w to have left (the worker took it
+ * before asking again), so that its send buffer can be rewritten. */
+static void answer_drain(ps_server *s, int w) {
   gs_ps *ps = s->ps;
   ps_peer *p = &s->peer[w];
-  if (p->nsend > 0) {
-    /* The worker took the previous answer before asking again. */
-    if (ps_wait_all(p->nsend, p->send_r, ps->timeout_s) != 0)
-      ps_abort(ps, "parameter server %d: worker %d (rank %d) did not take "
-               "its answer within %.0f s", ps->server_index, w, w,
-               ps->timeout_s);
-  }
-  memcpy(p->sendbuf, s->w, s->n * sizeof(float));
+  if (p->nsend > 0 && ps_wait_all(p->nsend, p->send_r, ps->timeout_s) != 0)
+    ps_abort(ps, "parameter server %d: worker %d (rank %d) did not take "
+             "its answer within %.0f s", ps->server_index, w, w, ps->timeout_s);
+  p->nsend = 0;
+}
+
+/* Sends chunk [off, off + len) of the shard to w, from a snapshot. */
+static void answer_chunk(ps_server *s, int w, size_t off, size_t len) {
+  ps_peer *p = &s->peer[w];
+  memcpy(p->sendbuf + off, s->w + off, len * sizeof(float));
+  MPI_Isend(p->sendbuf + off, (int)len, MPI_FLOAT, w, PS_TAG_PULL_DATA,
+            s->ps->comm, &p->send_r[p->nsend++]);
+}
+
+/* The answer's header: next mode, stop, counts. It completes the answer
+ * (the worker waits for the header and every chunk, matched by tag). */
+static void answer_header(ps_server *s, int w, int next_mode) {
+  gs_ps *ps = s->ps;
+  ps_peer *p = &s->peer[w];
   p->rep.next_mode = next_mode;
   p->rep.stop = s->has_policy ? ps_policy_stop(&s->policy) : 0;
   p->rep.updates = s->version;
   p->rep.samples = s->has_policy ? s->policy.samples : 0;
-  int r = 0;
   MPI_Isend(&p->rep, (int)sizeof p->rep, MPI_BYTE, w, PS_TAG_REPLY, ps->comm,
-            &p->send_r[r++]);
-  for (size_t off = 0; off < s->n; off += ps->chunk) {
-    size_t len = GS_MIN(ps->chunk, s->n - off);
-    MPI_Isend(p->sendbuf + off, (int)len, MPI_FLOAT, w, PS_TAG_PULL_DATA,
-              ps->comm, &p->send_r[r++]);
-  }
-  p->nsend = r;
+            &p->send_r[p->nsend++]);
   long gap = p->clock - min_clock(s);
   if (gap > ps->stats.max_clock_gap) ps->stats.max_clock_gap = gap;
   p->version_seen = s->version;
   p->pending = PEND_NONE;
   p->last_event = gs_now();
+}
+
+/* The whole shard at once (ASP, SSP, pulls). */
+static void answer(ps_server *s, int w, int next_mode) {
+  answer_drain(s, w);
+  for (size_t off = 0; off < s->n; off += s->ps->chunk)
+    answer_chunk(s, w, off, GS_MIN(s->ps->chunk, s->n - off));
+  answer_header(s, w, next_mode);
 }
 
 static void apply(ps_server *s, const float *grad, float lr, float mu) {
@@ -143,13 +167,24 @@ static void on_push(ps_server *s, int w) {
     p->pending = PEND_SSP;
 }
 
-/* Whether worker w holds a BSP push of round generation g. */
+/* Whether worker w is in BSP round generation g: it holds a BSP push of
+ * that generation, or is receiving one (its request has come). */
 static int in_round(const ps_server *s, int w, long g) {
-  return s->peer[w].pending == PEND_BSP && s->peer[w].req.parks == g;
+  const ps_peer *p = &s->peer[w];
+  if (p->pending == PEND_BSP) return p->req.parks == g;
+  return p->state == PEER_WAIT_DATA && !p->init && p->req.type == PS_MSG_PUSH &&
+         p->req.mode == GS_PS_BSP && p->req.parks == g;
 }
 
-/* BSP: once every worker expected in a round has a push held, one update
- * with their average (summed in worker order) and an answer to each.
+static int poll_peer(ps_server *s, int w);
+
+/* BSP: once every worker expected in a round has sent its push request,
+ * the round forms; then each chunk of the shard, as soon as every member's
+ * part of it has arrived, is averaged (summed in worker order), updated and
+ * sent back to every member, while later chunks are still arriving. The
+ * servers' links then carry pulls and pushes at once, as BytePS's
+ * partitions do; the result equals one update of the whole shard, since
+ * the update is elementwise. The header of each answer goes last.
  *
  * Rounds have generations: a push made after a worker's g-th gs_ps_park
  * belongs to generation g, and the oldest generation held goes first. A
@@ -160,33 +195,69 @@ static int in_round(const ps_server *s, int w, long g) {
  * order (a worker's push after a meeting can overtake another's park for
  * it). Without the generation, the first push after a meeting every
  * worker parked at made a round of its own. */
-static void try_bsp_round(ps_server *s) {
-  int W = s->ps->workers, k = 0, first = -1;
-  long g = -1;
-  for (int w = 0; w < W; w++)
-    if (s->peer[w].pending == PEND_BSP && (g < 0 || s->peer[w].req.parks < g))
-      g = s->peer[w].req.parks;
-  if (g < 0) return;
-  for (int w = 0; w < W; w++) {
-    if (s->peer[w].state == PEER_DONE || s->peer[w].parks > g) continue;
-    if (!in_round(s, w, g)) return;
-    if (first < 0) first = w;
-    k++;
-  }
-  int started = 0;
-  for (int w = 0; w < W; w++) {
-    if (!in_round(s, w, g)) continue;
-    if (!started) {
-      memcpy(s->sum, s->peer[w].grad, s->n * sizeof(float));
-      started = 1;
-    } else {
-      gs_reduce_local(s->sum, s->peer[w].grad, s->n, GS_F32, GS_SUM);
+static int try_bsp_round(ps_server *s) {
+  gs_ps *ps = s->ps;
+  int W = ps->workers;
+  ps_round *r = &s->round;
+  if (!r->active) {
+    long g = -1;
+    for (int w = 0; w < W; w++) {
+      const ps_peer *p = &s->peer[w];
+      long pg = p->req.parks;
+      if (in_round(s, w, pg) && (g < 0 || pg < g)) g = pg;
+    }
+    if (g < 0) return 0;
+    for (int w = 0; w < W; w++) {
+      if (s->peer[w].state == PEER_DONE || s->peer[w].parks > g) continue;
+      if (!in_round(s, w, g)) return 0;
+    }
+    *r = (ps_round){.active = 1, .g = g, .first = -1};
+    for (int w = 0; w < W; w++) {
+      ps_peer *p = &s->peer[w];
+      p->in_round = (p->state != PEER_DONE && p->parks <= g) && in_round(s, w, g);
+      if (!p->in_round) continue;
+      if (r->first < 0) r->first = w;
+      r->k++;
+      answer_drain(s, w);
     }
   }
-  gs_scale_div(s->sum, s->n, GS_F32, k);
-  apply(s, s->sum, s->peer[first].req.lr, s->peer[first].req.momentum);
+  const ps_request *q = &s->peer[r->first].req;
+  size_t nchunk = ps_chunks(ps, s->n), next0 = r->next;
+  for (; r->next < nchunk; r->next++) {
+    size_t off = r->next * ps->chunk, len = GS_MIN(ps->chunk, s->n - off);
+    for (int w = 0; w < W; w++) {
+      ps_peer *p = &s->peer[w];
+      if (!p->in_round || p->pending == PEND_BSP) continue;
+      int done = 0;
+      MPI_Test(&p->data_r[r->next], &done, MPI_STATUS_IGNORE);
+      if (!done) return r->next > next0;
+    }
+    double t0 = gs_now();
+    int started = 0;
+    for (int w = 0; w < W; w++) {
+      if (!s->peer[w].in_round) continue;
+      if (!started)
+        memcpy(s->sum + off, s->peer[w].grad + off, len * sizeof(float));
+      else
+        gs_reduce_local(s->sum + off, s->peer[w].grad + off, len, GS_F32, GS_SUM);
+      started = 1;
+    }
+    gs_scale_div(s->sum + off, len, GS_F32, r->k);
+    s->update(s->ctx, s->w + off, s->sum + off, s->state + off, len, q->lr,
+              q->momentum);
+    ps->stats.busy_s += gs_now() - t0;
+    for (int w = 0; w < W; w++)
+      if (s->peer[w].in_round) answer_chunk(s, w, off, len);
+  }
+  /* Every member's push is in: let each finish as a push (its next request
+   * posted, its bookkeeping, PEND_BSP), then close the round. */
   for (int w = 0; w < W; w++)
-    if (in_round(s, w, g)) {
+    if (s->peer[w].in_round && s->peer[w].state == PEER_WAIT_DATA) poll_peer(s, w);
+  r->active = 0;
+  s->version++;
+  ps->stats.updates++;
+  for (int w = 0; w < W; w++)
+    if (s->peer[w].in_round) {
       s->peer[w].clock++;
       if (s->has_policy)
         ps_policy_count(&s->policy, GS_PS_BSP, s->peer[w].req.batch);
@@ -194,7 +265,11 @@ static void try_bsp_round(ps_server *s) {
   if (s->has_policy) ps_policy_round_done(&s->policy);
   int next = decide(s);
   for (int w = 0; w < W; w++)
-    if (in_round(s, w, g)) answer(s, w, next);
+    if (s->peer[w].in_round) {
+      s->peer[w].in_round = 0;
+      answer_header(s, w, next);
+    }
+  return 1;
 }
 
 /* SSP: a held answer goes out once its worker is at most s steps ahead of
@@ -341,8 +416,8 @@ gs_status gs_ps_serve(gs_ps *ps, gs_ps_update_fn update, void *ctx) {
   while (s.active > 0) {
     int progress = 0;
     for (int w = 0; w < W; w++) progress |= poll_peer(&s, w);
+    progress |= try_bsp_round(&s);
     if (progress) {
-      try_bsp_round(&s);
       try_ssp(&s);
       nap = 20000;
       idle_since = gs_now();
