@@ -12,7 +12,7 @@
 
 #include "ps_internal.h"
 
-#define PS_CHUNK_DEFAULT ((size_t)1 << 20)
+#define PS_CHUNK_DEFAULT ((size_t)1 << 18)
 #define PS_TIMEOUT_DEFAULT 300.0
 
 _Noreturn void ps_abort(gs_ps *ps, const char *fmt, ...) {
@@ -341,18 +341,71 @@ static void wait_answers(gs_ps *ps, MPI_Request *reqs, int nreqs,
            gs_now() - t0);
 }
 
+/* Sends a push's data: to each server its chunks one at a time, the next
+ * when the previous has left. Open MPI interleaves the fragments of
+ * concurrent sends to one peer, so chunks posted all at once all complete
+ * at the end, and a server could not reduce and answer the first chunk
+ * (its BSP pipeline) before the last had arrived. reqs: one per server. */
+static void push_paced(gs_ps *ps, const float *data, MPI_Request *reqs,
+                       size_t *off) {
+  int S = ps->servers, busy = 0;
+  for (int k = 0; k < S; k++) {
+    off[k] = ps->begin[k];
+    reqs[k] = MPI_REQUEST_NULL;
+  }
+  double t_last = gs_now();
+  long nap = 20000;
+  for (;;) {
+    busy = 0;
+    int moved = 0;
+    for (int k = 0; k < S; k++) {
+      int done = 1;
+      if (reqs[k] != MPI_REQUEST_NULL) MPI_Test(&reqs[k], &done, MPI_STATUS_IGNORE);
+      if (done && off[k] < ps->begin[k + 1]) {
+        size_t len = GS_MIN(ps->chunk, ps->begin[k + 1] - off[k]);
+        MPI_Isend(data + off[k], (int)len, MPI_FLOAT, server_rank(ps, k),
+                  PS_TAG_PUSH_DATA, ps->comm, &reqs[k]);
+        off[k] += len;
+        done = 0;
+        moved = 1;
+      }
+      busy |= !done;
+    }
+    if (!busy) return;
+    double now = gs_now();
+    if (moved) {
+      t_last = now;
+      nap = 20000;
+      continue;
+    }
+    if (ps->timeout_s > 0 && now - t_last > ps->timeout_s)
+      for (int k = 0; k < S; k++)
+        if (reqs[k] != MPI_REQUEST_NULL)
+          ps_abort(ps, "parameter server %d (rank %d) took no part of worker "
+                   "%d's push for %.0f s (GRADSYNC_TIMEOUT): it died or stalls",
+                   k, server_rank(ps, k), ps->worker_index, now - t_last);
+    if (now - t_last < 1e-3) continue;
+    struct timespec ts = {0, nap};
+    nanosleep(&ts, NULL);
+    if (nap < 200000) nap *= 2;
+  }
+}
+
 static gs_status exchange(gs_ps *ps, ps_request *req, const float *data,
                           float *w, ps_reply *rep, const char *what) {
   size_t nslots = request_slots(ps);
   MPI_Request *sreq = gs_malloc(nslots * sizeof *sreq);
   MPI_Request *rreq = gs_malloc(nslots * sizeof *rreq);
-  if (!sreq || !rreq) {
+  size_t *off = gs_malloc((size_t)ps->servers * sizeof *off);
+  if (!sreq || !rreq || !off) {
     gs_free(sreq);
     gs_free(rreq);
+    gs_free(off);
     return GS_ERR_NOMEM;
   }
   int nr = w ? recv_all(ps, rep, w, rreq) : 0;
-  int ns = send_all(ps, req, data, PS_TAG_PUSH_DATA, sreq);
+  int ns = send_all(ps, req, NULL, PS_TAG_PUSH_DATA, sreq);
+  if (data) push_paced(ps, data, sreq + ns, off);
   wait_answers(ps, rreq, nr, what);
   /* The servers answered, so they have received everything sent. */
   if (ps_wait_all(ns, sreq, ps->timeout_s) != 0)
@@ -360,6 +413,7 @@ static gs_status exchange(gs_ps *ps, ps_request *req, const float *data,
              "complete within %.0f s", ps->worker_index, ps->timeout_s);
   gs_free(sreq);
   gs_free(rreq);
+  gs_free(off);
   return GS_OK;
 }
 
