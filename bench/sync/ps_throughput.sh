@@ -41,7 +41,7 @@ print("# Parameter servers: push/pull throughput per worker\n")
 print("4 workers and S servers, one rank per emulated node at 1 Gbit/s (0.125 GB/s each way),")
 print("a 6.6 MB model (the CNN's 1.66 M floats) pushed and pulled whole every step; the peer is")
 print("gradsync's all-reduce of the same buffer among the same 4 workers, measured in the same run.")
-print("The machine (2 cores) was shared with 7 other engineers' builds and tests during the run.\n")
+print("BSP rounds are pipelined by chunk (docs/SYNC.md); 4 + S ranks share the machine's 2 cores.\n")
 print("| sync | servers | step s | push+pull GB/s per worker | of the worker's link (2 x 0.125) | of the servers' bound (2 x 0.125 x min(1, S/W)) | all-reduce step s | PS step / all-reduce step |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for r in rows:
@@ -53,5 +53,5 @@ for r in rows:
 print("\nA server's link carries every worker's push and pull of its shard: with S servers and W")
 print("workers, a worker's share is at most S/W of the link each way (S = W: the full link).")
 PY
-bench_stamp "$md" "$(bench_quote python3 - "$out")"
+bench_stamp "$md" "$(IFS=';'; echo "${cmds[*]}")"
 cat "$md"
