@@ -4,6 +4,7 @@ import sys
 
 path, epochs, steps, slow = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 rows = [json.loads(l) for l in open(path) if l.startswith('{"label"')]
+search = next((json.loads(l)["search"] for l in open(path) if l.startswith('{"search"')), None)
 print("# Synchronization protocols: time and accuracy\n")
 print(f"CNN on Fashion-MNIST, 4 workers with batch 64 each, one rank per emulated node at 1 Gbit/s "
       f"(`gradsync run --net 1gbit`); the PS modes add 2 server ranks on nodes of their own. "
@@ -14,6 +15,12 @@ print(f"CNN on Fashion-MNIST, 4 workers with batch 64 each, one rank per emulate
       "Time is the trainer's train_s (epochs without start-up); test accuracy is on the full "
       "10,000-image test set after the last epoch. One run per cell, none picked; times on this "
       "2-core machine vary from run to run (the stamp records its load).\n")
+if search:
+    trials = ", ".join(f"F={t['fraction']:g}: {t['test_accuracy']:.2f}%"
+                       f"{' (accepted)' if t['accepted'] else ''}" for t in search["runs"])
+    print(f"Sync-Switch offline's F = {search['fraction']:g} was searched first by `gradsync "
+          f"syncswitch search` on this job (without the straggler): BSP over the servers "
+          f"{search['bsp_accuracy']:.2f}%, tolerance {search['tolerance']:g} points; trials {trials}.\n")
 base = {}
 for r in rows:
     if r.get("label") == "BSP, engine" and "result" in r:

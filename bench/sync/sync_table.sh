@@ -47,12 +47,30 @@ run() { # label np straggler(0/1) train-args...
     echo "{\"label\": \"$label\", \"straggler\": $st, \"result\": $line}" >> "$out.tmp"
   fi
 }
+# Sync-Switch offline runs with the BSP share F that `gradsync syncswitch
+# search` finds for this very job (3 halving steps: BSP plus 3 trials), as a
+# user of a recurring job would; SYNC_F=F skips the search.
+F=${SYNC_F:-}
+if [ -z "$F" ]; then
+  topts=()
+  for a in "${common[@]}"; do [ "$a" = --json ] || topts+=("$a"); done
+  sargv=("$gs" syncswitch search -np 6 --ps 2 --net 1gbit --steps 3 --json -- "${topts[@]}")
+  echo "== syncswitch search ($(date +%T))" >&2
+  search=$("${sargv[@]}" 2>/dev/null | grep '"fraction"' | tail -1)
+  [ -n "$search" ] || { echo "sync_table: the switch-point search failed" >&2; exit 1; }
+  F=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["fraction"])' "$search")
+  echo "{\"search\": $search}" >> "$out.tmp"
+  cmds+=("$(bench_quote "${sargv[@]}")")
+  flabel="Sync-Switch offline F=$F (searched)"
+else
+  flabel="Sync-Switch offline F=$F"
+fi
 configs=(
   "BSP, engine|4|--sync engine"
   "BSP, 2 servers|6|--ps 2 --sync bsp"
   "ASP, 2 servers|6|--ps 2 --sync asp"
   "SSP:3, 2 servers|6|--ps 2 --sync ssp:3"
-  "Sync-Switch offline F=0.25|6|--ps 2 --sync switch:offline:0.25"
+  "$flabel|6|--ps 2 --sync switch:offline:$F"
   "Sync-Switch online|6|--ps 2 --sync switch:online:0.5"
   "local SGD H=4|4|--sync local:4"
   "local SGD H=16|4|--sync local:16"
