@@ -61,3 +61,12 @@ if asp and off:
     ok = t <= 1.3 and d >= 1
     print(f"- Sync-Switch offline against ASP: {d:+.2f} points (target >= +1) at {t:.2f}x ASP's "
           f"time (target <= 1.3x): {'met' if ok else 'not met'}.")
+sw = [(r["label"], r["straggler"], r["result"]["summary"]) for r in rows
+      if r["label"].startswith("Sync-Switch") and "result" in r]
+if sw:
+    worst = max(s["breakdown"].get("switch_s", 0.0) / s["train_s"] for _, _, s in sw)
+    parts = "; ".join(f"{lab}{' (straggler)' if st else ''}: {s.get('switches', 0)} switch(es), "
+                      f"{s['breakdown'].get('switch_s', 0.0):.3f} s" for lab, st, s in sw)
+    print(f"- Switch overhead (the summary's `switch` bucket: the extra time of the steps at which "
+          f"the protocol changed): {parts}. At most {100 * worst:.2f}% of training time "
+          f"(target <= 2%): {'met' if worst <= 0.02 else 'not met'}.")
