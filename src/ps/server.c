@@ -269,6 +269,8 @@ static int try_bsp_round(ps_server *s) {
       s->peer[w].in_round = 0;
       answer_header(s, w, next);
     }
+  for (int w = 0; w < W; w++)
+    if (s->peer[w].pending == PEND_PULL) answer(s, w, (int)ps->mode);
   return 1;
 }
 
@@ -301,7 +303,9 @@ static int poll_peer(ps_server *s, int w) {
         post_data(s, w, p->grad);
         break;
       case PS_MSG_PULL:
-        if (s->initialised)
+        /* Not in the middle of a BSP round: its chunks are updated one
+         * at a time, and a pull would see some of them new, some old. */
+        if (s->initialised && !s->round.active)
           answer(s, w, (int)s->ps->mode);
         else
           p->pending = PEND_PULL;
