@@ -9,6 +9,9 @@
 #
 # Usage: bench/kfac/iter.sh [BUILD_DIR] [NODES...]
 #   BENCH_QUICK=1: cnn on 4 nodes only, 2 + 5 iterations.
+#   KFAC_RUNS=R: the whole sweep R times (default 1); kfac.md then gives
+#   each configuration's median, each run's ratio against the dkfac run of
+#   the same repetition.
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -27,14 +30,16 @@ bin="$build/src/kfac/kfac_iter"
 export OPENBLAS_NUM_THREADS=1
 out="$BENCH_OUT/kfac_iter.jsonl"
 : > "$out"
+for rep in $(seq "${KFAC_RUNS:-1}"); do
 for m in "${models[@]}"; do
   for n in "${nodes[@]}"; do
     for d in dkfac spd dp; do
-      echo "== $m, $n nodes, $d ($(date +%T), load $(cut -d' ' -f1 /proc/loadavg))" >&2
+      echo "== run $rep: $m, $n nodes, $d ($(date +%T), load $(cut -d' ' -f1 /proc/loadavg))" >&2
       "$gs" run -np "$n" --net 1gbit -- "$bin" "$m" "$d" "$batch" "$warmup" "$iters" "$inv" \
         | grep '^{' >> "$out"
     done
   done
+done
 done
 cmd=$(bench_quote OPENBLAS_NUM_THREADS=1 "$gs" run -np N --net 1gbit -- "$bin" MODEL DIST \
       "$batch" "$warmup" "$iters" "$inv")

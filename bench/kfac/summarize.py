@@ -19,8 +19,10 @@ print("| model | nodes | scheme | iter (s) | vs dkfac | fwd+bwd | grad wait | fa
       "MB per 2nd-order update | dkfac bytes / this |")
 print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 key = lambda r: (r["model"], r["ranks"])
-base = {key(r): r for r in runs if r["optimizer"] == "dkfac"}
+base = {}  # the dkfac run of the same repetition: the latest one before it
 for r in runs:
+    if r["optimizer"] == "dkfac":
+        base[key(r)] = r
     b = base.get(key(r))
     ratio = r["iter_s"] / b["iter_s"] if b else float("nan")
     bytes_ratio = (b["bytes_per_second_order_update"] / r["bytes_per_second_order_update"]
