@@ -27,11 +27,17 @@ _Noreturn void ps_abort(gs_ps *ps, const char *fmt, ...) {
   _exit(1); /* MPI_Abort does not return; this is for the compiler */
 }
 
+void ps_nap(long *nap_ns) {
+  struct timespec ts = {0, *nap_ns};
+  nanosleep(&ts, NULL);
+  if (*nap_ns < PS_NAP_MAX_NS) *nap_ns *= 2;
+}
+
 /* Waiting without taking a core: full-speed polls for the first
- * millisecond (small messages' round trips), then naps of up to 200 us. */
+ * millisecond (small messages' round trips), then naps (ps_nap). */
 int ps_wait_all(int n, MPI_Request *reqs, double timeout_s) {
   double t0 = gs_now();
-  long nap = 20000;
+  long nap = PS_NAP_MIN_NS;
   for (;;) {
     int done = 0;
     MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
@@ -39,9 +45,7 @@ int ps_wait_all(int n, MPI_Request *reqs, double timeout_s) {
     double dt = gs_now() - t0;
     if (timeout_s > 0 && dt > timeout_s) return -1;
     if (dt < 1e-3) continue;
-    struct timespec ts = {0, nap};
-    nanosleep(&ts, NULL);
-    if (nap < 200000) nap *= 2;
+    ps_nap(&nap);
   }
 }
 
@@ -348,16 +352,15 @@ static void wait_answers(gs_ps *ps, MPI_Request *reqs, int nreqs,
  * (its BSP pipeline) before the last had arrived. reqs: one per server. */
 static void push_paced(gs_ps *ps, const float *data, MPI_Request *reqs,
                        size_t *off) {
-  int S = ps->servers, busy = 0;
+  int S = ps->servers;
   for (int k = 0; k < S; k++) {
     off[k] = ps->begin[k];
     reqs[k] = MPI_REQUEST_NULL;
   }
   double t_last = gs_now();
-  long nap = 20000;
+  long nap = PS_NAP_MIN_NS;
   for (;;) {
-    busy = 0;
-    int moved = 0;
+    int busy = 0, moved = 0;
     for (int k = 0; k < S; k++) {
       int done = 1;
       if (reqs[k] != MPI_REQUEST_NULL) MPI_Test(&reqs[k], &done, MPI_STATUS_IGNORE);
@@ -375,7 +378,7 @@ static void push_paced(gs_ps *ps, const float *data, MPI_Request *reqs,
     double now = gs_now();
     if (moved) {
       t_last = now;
-      nap = 20000;
+      nap = PS_NAP_MIN_NS;
       continue;
     }
     if (ps->timeout_s > 0 && now - t_last > ps->timeout_s)
@@ -385,9 +388,7 @@ static void push_paced(gs_ps *ps, const float *data, MPI_Request *reqs,
                    "%d's push for %.0f s (GRADSYNC_TIMEOUT): it died or stalls",
                    k, server_rank(ps, k), ps->worker_index, now - t_last);
     if (now - t_last < 1e-3) continue;
-    struct timespec ts = {0, nap};
-    nanosleep(&ts, NULL);
-    if (nap < 200000) nap *= 2;
+    ps_nap(&nap);
   }
 }
 

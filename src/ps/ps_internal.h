@@ -107,6 +107,13 @@ void ps_fault_check(gs_ps *ps, long count);
 static inline size_t ps_chunks(const gs_ps *ps, size_t n) {
   return n == 0 ? 0 : (n + ps->chunk - 1) / ps->chunk;
 }
+/* One nap of a polling loop that has had nothing to do: sleeps *nap_ns,
+ * then doubles it up to PS_NAP_MAX_NS (reset it to PS_NAP_MIN_NS on
+ * progress), so an idle rank leaves the shared cores to the others. */
+#define PS_NAP_MIN_NS 20000L
+#define PS_NAP_MAX_NS 200000L
+void ps_nap(long *nap_ns);
+
 /* Polls reqs until all complete; sleeps briefly between polls. Returns 0 on
  * completion, -1 when `timeout_s` passes first. */
 int ps_wait_all(int n, MPI_Request *reqs, double timeout_s);

@@ -5,7 +5,6 @@
  * silent-worker watchdog.
  */
 #include <string.h>
-#include <time.h>
 
 #include "ps_internal.h"
 
@@ -37,7 +36,6 @@ typedef struct {
 /* The BSP round being reduced chunk by chunk (try_bsp_round). */
 typedef struct {
   int active;
-  long g;               /* its generation (ps_request.parks) */
   int k, first;         /* members, and the first (its lr and momentum) */
   size_t next;          /* the next chunk to reduce */
 } ps_round;
@@ -211,7 +209,7 @@ static int try_bsp_round(ps_server *s) {
       if (s->peer[w].state == PEER_DONE || s->peer[w].parks > g) continue;
       if (!in_round(s, w, g)) return 0;
     }
-    *r = (ps_round){.active = 1, .g = g, .first = -1};
+    *r = (ps_round){.active = 1, .first = -1};
     for (int w = 0; w < W; w++) {
       ps_peer *p = &s->peer[w];
       p->in_round = (p->state != PEER_DONE && p->parks <= g) && in_round(s, w, g);
@@ -415,7 +413,7 @@ gs_status gs_ps_serve(gs_ps *ps, gs_ps_update_fn update, void *ctx) {
     post_request(&s, w);
   }
   s.active = W;
-  long nap = 20000;
+  long nap = PS_NAP_MIN_NS;
   double idle_since = gs_now();
   while (s.active > 0) {
     int progress = 0;
@@ -423,15 +421,13 @@ gs_status gs_ps_serve(gs_ps *ps, gs_ps_update_fn update, void *ctx) {
     progress |= try_bsp_round(&s);
     if (progress) {
       try_ssp(&s);
-      nap = 20000;
+      nap = PS_NAP_MIN_NS;
       idle_since = gs_now();
       continue;
     }
     check_silence(&s);
     if (gs_now() - idle_since < 1e-3) continue;
-    struct timespec ts = {0, nap};
-    nanosleep(&ts, NULL);
-    if (nap < 200000) nap *= 2;
+    ps_nap(&nap);
   }
   /* Let the last answers leave before the buffers go. */
   for (int w = 0; w < W; w++)
