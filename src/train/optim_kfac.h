@@ -29,8 +29,8 @@ void train_kfac_options_init(train_kfac_options *o);
 /* The momentum of a K-FAC run whose user gave none (the trainer's default,
  * 0.9, is SGD's). The preconditioned step is already scaled by curvature;
  * with 0.9 on top, the cnn's training loss climbed to 7-19 over the first
- * 30 steps (warm-up included) and the run ended 4 points lower
- * (docs/KFAC.md, "Momentum"). */
+ * 30 steps (warm-up included), and its test accuracy after them was 66%
+ * against 85% with 0.5 (docs/KFAC.md, "Momentum"). */
 #define TRAIN_KFAC_MOMENTUM 0.5f
 
 extern const train_optim_ops train_optim_kfac;
