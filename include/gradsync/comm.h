@@ -91,6 +91,11 @@ int gs_comm_local_rank(const gs_comm *comm);  /* rank within the node */
 int gs_comm_local_size(const gs_comm *comm);  /* ranks on this node */
 int gs_comm_node(const gs_comm *comm);        /* index of this node */
 int gs_comm_nodes(const gs_comm *comm);       /* number of nodes */
+/* 1 when this node's ranks exchange node-local data (the hierarchical
+ * all-reduce's and HiTopKComm's node-local steps) through a shared-memory
+ * segment, 0 when through point-to-point messages: a node of one rank,
+ * ranks that do not share memory, or GRADSYNC_SHM=0 on any rank. */
+int gs_comm_shared_memory(const gs_comm *comm);
 
 /* Cost model parameters the communicator chooses algorithms with. */
 struct gs_cost_params;

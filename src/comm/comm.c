@@ -660,7 +660,8 @@ static gs_status setup_cost(gs_comm *c) {
    * the agreement must not be). */
   double v[2] = {0, 0};
   if (c->local.size > 1 && c->nodes > 1)
-    GS_CHECK(calibrate_group(&c->local, &v[0], &v[1]));
+    GS_CHECK(shm_active(c) ? shm_calibrate(c, &v[0], &v[1])
+                           : calibrate_group(&c->local, &v[0], &v[1]));
   MPI_TRY(&c->world, MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_MAX,
                                    c->world.mpi));
   c->cost.alpha_local = v[1] > 0 ? v[0] : c->cost.alpha;
@@ -981,6 +982,7 @@ static gs_status check_thread_level(gs_comm *c) {
 }
 
 static void comm_free_mpi(gs_comm *c) {
+  shm_free(c);
   if (c->cross.mpi != MPI_COMM_NULL) MPI_Comm_free(&c->cross.mpi);
   if (c->local.mpi != MPI_COMM_NULL) MPI_Comm_free(&c->local.mpi);
   if (c->world.mpi != MPI_COMM_NULL) MPI_Comm_free(&c->world.mpi);
@@ -1054,6 +1056,7 @@ gs_status gs_comm_create(MPI_Comm mpi_comm, gs_comm **out) {
   if (st == GS_OK) st = read_env(c);
   GS_CHECK_GOTO(agree_config(c, st), st, fail);
   GS_CHECK_GOTO(setup_nodes(c), st, fail);
+  GS_CHECK_GOTO(shm_init(c), st, fail);
   GS_CHECK_GOTO(setup_cost(c), st, fail);
   c->wd_tick_s = watchdog_tick(c);
   pthread_mutex_init(&c->mu, NULL);
@@ -1152,6 +1155,7 @@ int gs_comm_local_rank(const gs_comm *c) { return c->local.rank; }
 int gs_comm_local_size(const gs_comm *c) { return c->local.size; }
 int gs_comm_node(const gs_comm *c) { return c->node; }
 int gs_comm_nodes(const gs_comm *c) { return c->nodes; }
+int gs_comm_shared_memory(const gs_comm *c) { return shm_active(c); }
 const gs_cost_params *gs_comm_cost(const gs_comm *c) { return &c->cost; }
 void gs_comm_set_cost(gs_comm *c, const gs_cost_params *p) { c->cost = *p; }
 

@@ -82,7 +82,7 @@ static gs_status hitopk(gs_comm *c, const sparse_args *s, gs_status *sel_st,
   size_t *len = off + L, *lcounts = off + 2 * L, *counts = off + 3 * L;
   split_blocks(s->n, L, off, len);
   gs_status st = GS_OK;
-  if (L > 1) st = ring_run(c, &c->local, buf, off, len, GS_F32, GS_SUM, 1, 0, 1);
+  if (L > 1) st = local_run(c, buf, off, len, GS_F32, GS_SUM, 1, 0, 1);
   float *shard = buf + off[lr];
   size_t ks = shard_k(s->k, len[lr], s->n);
   /* Room for this rank's pairs, then for the N nodes' pairs of its shard. */

@@ -936,10 +936,20 @@ static void probe_topology(void) {
     CHECK(same == ls, "GRADSYNC_NODE=%d: %d ranks share it, local size %d", mine, same, ls);
     free(all);
   }
+  /* Every rank of these tests runs on one host: a node of several ranks
+   * shares memory unless GRADSYNC_SHM=0 turned that off. */
+  const char *shm_env = getenv("GRADSYNC_SHM");
+  int want_shm = ls > 1 && !(shm_env && strcmp(shm_env, "0") == 0);
+  CHECK(gs_comm_shared_memory(g_comm) == want_shm, "node-local shared memory %s, "
+        "expected %s (local size %d, GRADSYNC_SHM=%s)",
+        gs_comm_shared_memory(g_comm) ? "on" : "off", want_shm ? "on" : "off", ls,
+        shm_env ? shm_env : "(unset)");
   end_case();
   if (g_rank == 0)
-    printf("test_collectives: %d ranks, %d node(s), local size %d, hier %s\n", g_size,
-           nodes, ls, g_hier_uniform ? "uniform" : "not uniform");
+    printf("test_collectives: %d ranks, %d node(s), local size %d, hier %s, "
+           "node-local %s\n", g_size, nodes, ls,
+           g_hier_uniform ? "uniform" : "not uniform",
+           gs_comm_shared_memory(g_comm) ? "shared memory" : "messages");
 }
 
 int main(int argc, char **argv) {

@@ -100,6 +100,22 @@ case $case in
     expect_out 'rank [01]: fatal: collective #2, allreduce\(count=1024, dtype=f32, algo=ring\) made no progress'
     expect_order 'warning: collective #2' 'fatal: collective #2'
     expect_within $LIMIT ;;
+  stall_hier_np4) # 2 nodes x 2: rank 1 stalls, its node peer waits at a
+    # shared-memory barrier, the other node in the cross-node ring
+    job 4 -x GRADSYNC_FAULT=rank=1,call=2,kind=stall "$here/node_wrap.sh" 2 \
+      "$bin" run hier 20
+    expect_rc nonzero
+    expect_out 'rank 1: GRADSYNC_FAULT=.*collective #2, allreduce.* stalls'
+    expect_out 'rank [023]: fatal: collective #2, allreduce\(count=1024, dtype=f32, algo=hier\) made no progress'
+    expect_no 'all 20 collectives completed'
+    expect_within $LIMIT ;;
+  error_hier_np4) # rank 3's third collective fails: the others end by the watchdog
+    job 4 -x GRADSYNC_FAULT=rank=3,call=3,kind=error "$here/node_wrap.sh" 2 \
+      "$bin" run hier 20
+    expect_rc nonzero
+    expect_out 'rank 3: gs_allreduce #3 failed \(MPI error\): .*algo=hier\) failed: injected fault'
+    expect_out 'rank [012]: fatal: collective #3, allreduce\(count=1024, dtype=f32, algo=hier\) made no progress'
+    expect_within $LIMIT ;;
   stall_np3_mpi)
     job 3 -x GRADSYNC_FAULT=rank=0,call=4,kind=stall "$bin" run mpi 20
     expect_rc nonzero
