@@ -483,7 +483,8 @@ int cmd_bench_sparse(int argc, char **argv) {
       cli_print_env_json(stdout);
     } else {
       printf("# gradsync bench: sparse_allreduce, %s (k = %zu of n = %zu), %d ranks "
-             "on %d node(s)\n", o.spec, c.k, c.n, c.size, c.nodes);
+             "on %d node(s), node-local steps by %s\n", o.spec, c.k, c.n, c.size,
+             c.nodes, gs_comm_shared_memory(c.comm) ? "shared memory" : "messages");
       printf("# times: median over %d iterations of the slowest rank; select: "
              "gs_topk_f32 %s; vs dense: dense ring all-reduce time / this time\n",
              o.iters, o.method);
@@ -547,6 +548,8 @@ int cmd_bench_sparse(int argc, char **argv) {
         cJSON_AddNumberToObject(j, "k", (double)c.k);
         cJSON_AddNumberToObject(j, "ranks", c.size);
         cJSON_AddNumberToObject(j, "nodes", c.nodes);
+        cJSON_AddStringToObject(j, "node_local",
+                                gs_comm_shared_memory(c.comm) ? "shm" : "p2p");
         cJSON_AddNumberToObject(j, "iters", o.iters);
         cli_json_add(j, "dense_ring_s", md, "%.6g");
         if (which == COMM_HITOPK) cJSON_AddNullToObject(j, "select_s");

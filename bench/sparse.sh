@@ -2,7 +2,8 @@
 # Runs the sparse-exchange benchmarks of issue 9 and writes their results
 # under bench/results/: gTop-k (and the flat top-k all-gather) against the
 # dense ring all-reduce on 8 emulated nodes at 1 Gbit/s, and HiTopKComm
-# against the flat top-k all-gather on 4 nodes x 2 ranks at 1 Gbit/s; each run
+# against the flat top-k all-gather on 4 nodes x 2 ranks at 1 Gbit/s (also
+# with GRADSYNC_SHM=0, and at density 0.01); each run
 # measures the dense ring all-reduce of the same tensor in the same run. Then
 # bench/sparse_summary.py turns them into bench/results/sparse.md. Every file
 # is stamped with the commit, command and machine (bench/lib.sh). Needs root
@@ -30,13 +31,18 @@ run() {
   echo "== $name ($(date +%T))" >&2
   local argv=("$gs" run "$@" -- "$gs" bench --op sparse_allreduce --compress "$spec"
               --comm all --n "$n" --iters "$iters" --json)
-  cmd=$(bench_quote "${argv[@]}")
+  cmd=$(bench_quote ${GRADSYNC_SHM:+GRADSYNC_SHM=$GRADSYNC_SHM} "${argv[@]}")
   "${argv[@]}" > "$out/$name.jsonl"
   bench_stamp "$out/$name.jsonl" "$cmd"
   files+=("$out/$name.jsonl")
 }
 run sparse_8nodes_1gbit gtopk:0.001 -np 8 --net 1gbit
 run sparse_4x2_1gbit topk:0.001 -np 8 --per-node 2 --net 1gbit
+# The same with the node-local steps over loopback TCP (what they were before
+# src/comm/shm.c), and at density 0.01, where the flat all-gather's bytes
+# between nodes, not the CPUs, decide.
+GRADSYNC_SHM=0 run sparse_4x2_1gbit_noshm topk:0.001 -np 8 --per-node 2 --net 1gbit
+run sparse_4x2_1gbit_d01 topk:0.01 -np 8 --per-node 2 --net 1gbit
 cmd=$(bench_quote python3 bench/sparse_summary.py "${files[@]}")
 python3 bench/sparse_summary.py "${files[@]}" > "$out/sparse.md"
 bench_stamp "$out/sparse.md" "$cmd"

@@ -45,7 +45,9 @@ def main(paths):
         load_avg = (stamp or {}).get("env", {}).get("loadavg", "?")
         print(f"## {name}: {r0['ranks']} ranks on {r0['nodes']} node(s), "
               f"{r0['compress']} (k = {r0['k']} of n = {r0['n']}), "
-              f"{r0['iters']} iterations, load average {load_avg}\n")
+              f"{r0['iters']} iterations, node-local steps by "
+              f"{'shared memory' if r0.get('node_local') == 'shm' else 'messages'}, "
+              f"load average {load_avg}\n")
         if stamp:
             print(f"Command: `{stamp.get('command', '')}`\n")
         print("| exchange | dense ring ms | selection ms | exchange ms | total ms | "
@@ -71,8 +73,10 @@ def main(paths):
             targets.append(
                 f"- HiTopKComm vs flat top-k all-gather, {r0['nodes']} nodes x "
                 f"{r0['ranks'] // r0['nodes']}: {a['total_s'] / h['total_s']:.2f}x "
-                f"(selection and exchange for both; HiTopKComm selects inside) "
-                f"(target >= 1.5x).")
+                f"(selection and exchange for both; HiTopKComm selects inside), "
+                f"density {r0['k'] / r0['n']:g}, node-local steps by "
+                f"{'shared memory' if r0.get('node_local') == 'shm' else 'messages'} "
+                f"(target >= 1.5x at density 0.001).")
     if targets:
         print("## Against the targets\n")
         print("\n".join(targets))
