@@ -71,7 +71,11 @@ static gs_status shm_map(gs_comm *c, size_t bytes, char **seg, int *ok) {
     snprintf(name, sizeof name, "/gradsync-%ld-%u", (long)getpid(),
              atomic_fetch_add(&serial, 1));
     fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd >= 0 && ftruncate(fd, (off_t)bytes) != 0) {
+    /* posix_fallocate, not only ftruncate: a /dev/shm too small for the
+     * segment (a container's 64 MB, say) must fail here, not as a SIGBUS at
+     * the first store into a page it cannot back. */
+    if (fd >= 0 && (ftruncate(fd, (off_t)bytes) != 0 ||
+                    posix_fallocate(fd, 0, (off_t)bytes) != 0)) {
       close(fd);
       shm_unlink(name);
       fd = -1;
