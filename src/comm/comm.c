@@ -590,7 +590,7 @@ static gs_status time_exchange(const coll_group *g, void *buf, size_t bytes,
  * token-bucket burst or a warm TCP window lets through at first. */
 static gs_status calibrate_group(const coll_group *g, double *alpha,
                                  double *beta) {
-  const size_t mid = 512 * 1024, big = 2 * 1024 * 1024;
+  const size_t mid = CALIB_MID_BYTES, big = CALIB_BIG_BYTES;
   void *buf = gs_calloc(2, big);
   if (buf == NULL) return GS_ERR_NOMEM;
   double t_small = 0, t_mid = 0, t_big = 0;

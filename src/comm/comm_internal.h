@@ -138,11 +138,11 @@ struct gs_comm {
   uint64_t fault_call;
   char fault_spec[128];
 
-  /* Node-local shared memory (shm.c): shm_base is NULL when it is unused.
-   * Each local rank's area is two halves of local.size pieces. */
+  /* Node-local shared memory (shm.c): shm_seg is NULL when it is unused.
+   * Local rank r's area starts at r * 2 * local.size pieces: two halves of
+   * local.size pieces. */
   char *shm_seg;             /* the node's segment, mapped */
   size_t shm_seg_bytes;
-  char **shm_base;           /* every local rank's area in it */
   size_t shm_piece;          /* bytes of one piece */
   uint64_t shm_round;        /* rounds run: which half is next (thread) */
 
@@ -201,9 +201,9 @@ gs_status ring_run(gs_comm *c, const coll_group *g, void *buf, const size_t *off
                    int do_ag, int avg_div);
 
 /* Node-local shared memory (shm.c). shm_init (collective over the world, at
- * gs_comm_create) maps a shared window over the local group when every
- * node's ranks share memory and no rank set GRADSYNC_SHM=0; shm_free
- * releases it. shm_run does what ring_run does on the local group, through
+ * gs_comm_create) maps one POSIX shared-memory segment per node of several
+ * ranks that share memory, unless some rank set GRADSYNC_SHM=0; shm_free
+ * unmaps it (local, never blocks). shm_run does what ring_run does on the local group, through
  * that memory; local_run takes it when it is there and the ring otherwise.
  * shm_calibrate measures its latency and time per byte for the cost model
  * (collective over the local group). */
@@ -217,6 +217,11 @@ gs_status local_run(gs_comm *c, void *buf, const size_t *off, const size_t *len,
                     gs_dtype dtype, gs_redop op, int do_rs, int do_ag,
                     int avg_div);
 gs_status shm_calibrate(gs_comm *c, double *alpha, double *beta);
+
+/* The two exchange sizes whose time difference gives a group's time per byte
+ * at start-up (calibrate_group in comm.c, shm_calibrate). */
+#define CALIB_MID_BYTES ((size_t)512 * 1024)
+#define CALIB_BIG_BYTES ((size_t)2 * 1024 * 1024)
 
 /* Reduce-scatter of `count` elements per rank with the ring. Out of place
  * (sendbuf != NULL), the input is copied into scratch one window of every

@@ -49,7 +49,12 @@
 #define SHM_AREA_BYTES ((size_t)16 << 20)
 #define SHM_PIECE_ALIGN ((size_t)64)
 
-int shm_active(const gs_comm *c) { return c->shm_base != NULL; }
+int shm_active(const gs_comm *c) { return c->shm_seg != NULL; }
+
+/* Local rank r's area: both halves, 2 L pieces. */
+static char *area(const gs_comm *c, int r) {
+  return c->shm_seg + (size_t)r * 2 * (size_t)c->local.size * c->shm_piece;
+}
 
 /* Whether this rank wants the shared-memory path: GRADSYNC_SHM=0 turns it
  * off (any other value, or none, leaves it on). */
@@ -101,7 +106,6 @@ static gs_status shm_map(gs_comm *c, size_t bytes, char **seg, int *ok) {
 
 gs_status shm_init(gs_comm *c) {
   c->shm_seg = NULL;
-  c->shm_base = NULL;
   int L = c->local.size;
   /* GRADSYNC_SHM=0 on any rank turns the path off on every node, so that a
    * comparison of the two paths compares whole jobs. */
@@ -113,9 +117,6 @@ gs_status shm_init(gs_comm *c) {
    * the collectives below are the local group's, and one world minimum at
    * the end tells every rank whether some node fell back, for the log. */
   int ok = 1;
-  char *seg = NULL;
-  char **base = NULL;
-  size_t piece = 0, bytes = 0;
   if (L > 1) {
     /* The local group shares memory only if MPI's own shared split keeps
      * it whole (GRADSYNC_NODE could name ranks of different hosts). */
@@ -126,29 +127,22 @@ gs_status shm_init(gs_comm *c) {
     int ssize = 0;
     MPI_Comm_size(shared, &ssize);
     MPI_Comm_free(&shared);
-    if (ssize == L) {
-      size_t area = GS_MIN(SHM_AREA_BYTES, comm_window_bytes());
-      piece = area / (2 * (size_t)L) / SHM_PIECE_ALIGN * SHM_PIECE_ALIGN;
-      if (piece < SHM_PIECE_ALIGN) piece = SHM_PIECE_ALIGN;
-      bytes = (size_t)L * 2 * (size_t)L * piece;
-      GS_CHECK(shm_map(c, bytes, &seg, &ok));
-      base = ok ? gs_calloc((size_t)L, sizeof *base) : NULL;
-      ok = base != NULL;
-      MPI_TRY(&c->local, MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN,
-                                       c->local.mpi));
-    } else {
-      ok = 0;
-    }
+    ok = ssize == L;
     if (ok) {
-      for (int r = 0; r < L; r++) base[r] = seg + (size_t)r * 2 * (size_t)L * piece;
-      c->shm_seg = seg;
-      c->shm_seg_bytes = bytes;
-      c->shm_base = base;
-      c->shm_piece = piece;
-      c->shm_round = 0;
-    } else {
-      if (seg != NULL) munmap(seg, bytes);
-      gs_free(base);
+      size_t per_rank = GS_MIN(SHM_AREA_BYTES, comm_window_bytes());
+      size_t piece = per_rank / (2 * (size_t)L) / SHM_PIECE_ALIGN * SHM_PIECE_ALIGN;
+      if (piece < SHM_PIECE_ALIGN) piece = SHM_PIECE_ALIGN;
+      size_t bytes = (size_t)L * 2 * (size_t)L * piece;
+      char *seg = NULL;
+      GS_CHECK(shm_map(c, bytes, &seg, &ok));
+      if (ok) {
+        c->shm_seg = seg;
+        c->shm_seg_bytes = bytes;
+        c->shm_piece = piece;
+        c->shm_round = 0;
+      } else if (seg != NULL) {
+        munmap(seg, bytes);
+      }
     }
   }
   int all = ok;
@@ -165,8 +159,6 @@ void shm_free(gs_comm *c) {
   /* Local only: the name is gone already, the memory with the last map. */
   if (c->shm_seg != NULL) munmap(c->shm_seg, c->shm_seg_bytes);
   c->shm_seg = NULL;
-  gs_free(c->shm_base);
-  c->shm_base = NULL;
 }
 
 /* Ends a round: every local rank has written its half (and read the one of
@@ -199,7 +191,7 @@ static gs_status shm_reduce_scatter(gs_comm *c, char *buf, const size_t *off,
     for (int j = 0; j < L; j++) {
       size_t n = piece_len(len[j], t, per);
       if (j != me && n > 0)
-        memcpy(c->shm_base[me] + b + (size_t)j * c->shm_piece,
+        memcpy(area(c, me) + b + (size_t)j * c->shm_piece,
                buf + (off[j] + t * per) * esize, n * esize);
     }
     GS_CHECK(round_barrier(c));
@@ -208,7 +200,7 @@ static gs_status shm_reduce_scatter(gs_comm *c, char *buf, const size_t *off,
     char *dst = buf + (off[me] + t * per) * esize;
     for (int r = 0; r < L; r++)
       if (r != me)
-        GS_CHECK(gs_reduce_local(dst, c->shm_base[r] + b + (size_t)me * c->shm_piece,
+        GS_CHECK(gs_reduce_local(dst, area(c, r) + b + (size_t)me * c->shm_piece,
                                  n, dtype, op));
     if (avg_div > 1) GS_CHECK(gs_scale_div(dst, n, dtype, avg_div));
   }
@@ -224,12 +216,12 @@ static gs_status shm_allgather(gs_comm *c, char *buf, const size_t *off,
     size_t b = (size_t)(c->shm_round++ & 1) * half;
     size_t n = piece_len(len[me], t, per);
     if (n > 0)
-      memcpy(c->shm_base[me] + b, buf + (off[me] + t * per) * esize, n * esize);
+      memcpy(area(c, me) + b, buf + (off[me] + t * per) * esize, n * esize);
     GS_CHECK(round_barrier(c));
     for (int r = 0; r < L; r++) {
       size_t nr = piece_len(len[r], t, per);
       if (r != me && nr > 0)
-        memcpy(buf + (off[r] + t * per) * esize, c->shm_base[r] + b, nr * esize);
+        memcpy(buf + (off[r] + t * per) * esize, area(c, r) + b, nr * esize);
     }
   }
   return GS_OK;
@@ -246,20 +238,19 @@ gs_status shm_run(gs_comm *c, void *buf, const size_t *off, const size_t *len,
     GS_CHECK(shm_reduce_scatter(c, buf, off, len, dtype, op, avg_div, esize,
                                 maxlen));
   if (do_ag) GS_CHECK(shm_allgather(c, buf, off, len, esize, maxlen));
-  comm_progress(&c->local);
   return GS_OK;
 }
 
 gs_status local_run(gs_comm *c, void *buf, const size_t *off, const size_t *len,
                     gs_dtype dtype, gs_redop op, int do_rs, int do_ag,
                     int avg_div) {
-  if (c->local.size > 1 && shm_active(c))
+  if (shm_active(c)) /* only on nodes of several ranks */
     return shm_run(c, buf, off, len, dtype, op, do_rs, do_ag, avg_div);
   return ring_run(c, &c->local, buf, off, len, dtype, op, do_rs, do_ag, avg_div);
 }
 
 gs_status shm_calibrate(gs_comm *c, double *alpha, double *beta) {
-  const size_t mid = 512 * 1024, big = 2 * 1024 * 1024;
+  const size_t mid = CALIB_MID_BYTES, big = CALIB_BIG_BYTES;
   int L = c->local.size;
   size_t n = (size_t)L * big / sizeof(float);
   float *buf = gs_calloc(n, sizeof(float));
