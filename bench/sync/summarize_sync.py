@@ -1,14 +1,19 @@
-"""Turns bench/sync/sync_table.sh's JSON lines into bench/results/sync.md."""
+"""Turns bench/sync/sync_table.sh's JSON lines into its markdown table (sync.md)."""
 import json
 import sys
 
 path, epochs, steps, slow = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 rows = [json.loads(l) for l in open(path) if l.startswith('{"label"')]
 search = next((json.loads(l)["search"] for l in open(path) if l.startswith('{"search"')), None)
-print("# Synchronization protocols: time and accuracy\n")
+samples = epochs * steps * 4 * 64
+# Issue 11's budget is 4 epochs of the 60,000 training images; a step count
+# that rounds an epoch down to whole batches (234 x 256) still counts as one.
+budget = ("issue 11's 4 epochs" if samples >= 4 * (60000 - 4 * 64)
+          else f"cut to {samples / 60000:.2f} epochs of the training set")
+print(f"# Synchronization protocols: time and accuracy ({epochs} x {steps} steps)\n")
 print(f"CNN on Fashion-MNIST, 4 workers with batch 64 each, one rank per emulated node at 1 Gbit/s "
       f"(`gradsync run --net 1gbit`); the PS modes add 2 server ranks on nodes of their own. "
-      f"Sample budget cut to {epochs} epochs x {steps} steps per worker "
+      f"Sample budget {budget}: {epochs} epochs x {steps} steps per worker "
       f"({epochs * steps * 4 * 64} samples), SGD lr 0.05 momentum 0.9 with the main job's schedule "
       f"(linear warm-up over 0.3 epochs, cosine decay), the same seed everywhere. "
       f"Straggler: `--straggler {slow}` (rank 1 computes 2x slower over the middle half of the steps). "

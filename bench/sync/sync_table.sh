@@ -6,8 +6,10 @@
 # CNN on Fashion-MNIST, 4 workers (+2 servers for the PS modes), one rank
 # per emulated 1 Gbit/s node, batch 64 per worker. The sample budget is cut
 # to EPOCHS x STEPS steps per worker (default 2 x 60) so the table fits the
-# time a shared machine allows; every run starts from the same seed.
-# Writes bench/results/sync.jsonl and sync.md, stamped. Needs root.
+# time a shared machine allows; SYNC_EPOCHS=4 SYNC_STEPS=234 runs issue
+# 11's full budget of 4 epochs (about 95 minutes here). Every run starts
+# from the same seed. Writes $BENCH_OUT/$SYNC_NAME.jsonl and .md (default
+# name sync), stamped. Needs root.
 #
 # Usage: bench/sync/sync_table.sh [BUILD_DIR]
 #   BENCH_QUICK=1: 1 epoch of 10 steps, no straggler runs.
@@ -28,7 +30,8 @@ slow="1:2:$((total / 4))-$((3 * total / 4))"
 # first steps' loss reached 10-19 and some asynchronous runs never left it.
 common=(--model cnn --epochs "$epochs" --max-steps "$steps" --batch 64 --lr 0.05
         --warmup-epochs 0.3 --schedule cosine --json)
-out=$BENCH_OUT/sync.jsonl
+name=${SYNC_NAME:-sync}
+out=$BENCH_OUT/$name.jsonl
 : > "$out.tmp"
 cmds=()
 run() { # label np straggler(0/1) train-args...
@@ -87,7 +90,7 @@ for st in 0 1; do
 done
 mv "$out.tmp" "$out"
 bench_stamp "$out" "$(IFS=';'; echo "${cmds[*]}")"
-md=$BENCH_OUT/sync.md
+md=$BENCH_OUT/$name.md
 python3 "$(dirname "$0")/summarize_sync.py" "$out" "$epochs" "$steps" "$slow" > "$md"
 bench_stamp "$md" "$(bench_quote python3 bench/sync/summarize_sync.py "$out" "$epochs" "$steps" "$slow")"
 cat "$md"
