@@ -45,6 +45,9 @@ static void usage(FILE *f) {
     "                      each group stay dense where that is faster\n"
     "  --no-ef             no error feedback (the residual of compression is\n"
     "                      dropped instead of added to the next step)\n"
+    "  --ef-decay G        damp the error feedback: the residual becomes\n"
+    "                      G*e + g each step (0 < G <= 1; default 1, and\n"
+    "                      0.9 for randomk, whose undamped residual diverged)\n"
     "  --compress-warmup-steps N  topk, mstopk, dgc: the density starts at 25%%\n"
     "                      and falls exponentially to SPEC's over N steps;\n"
     "                      dgc applies --momentum itself (momentum\n"
@@ -89,6 +92,7 @@ static int parse_opts(int argc, char **argv, train_config *o) {
       {"warmup-epochs", required_argument, 0, 'w'},
       {"compress", required_argument, 0, 'Z'}, {"no-ef", no_argument, 0, 'E'},
       {"compress-warmup-steps", required_argument, 0, 'U'},
+      {"ef-decay", required_argument, 0, 'F'},
       {"policy", required_argument, 0, 'p'},  {"data", required_argument, 0, 'd'},
       {"synthetic", required_argument, 0, 'y'},
       {"checkpoint", required_argument, 0, 'c'}, {"resume", no_argument, 0, 'r'},
@@ -200,6 +204,16 @@ static int parse_opts(int argc, char **argv, train_config *o) {
         break;
       }
       case 'E': o->no_ef = 1; break;
+      case 'F': {
+        double v;
+        if (cli_parse_double(optarg, 0, 1, &v) || v == 0) {
+          cli_error(VERB, "--ef-decay '%s' must be a number above 0 and at most 1",
+                    optarg);
+          return 2;
+        }
+        o->ef_decay = (float)v;
+        break;
+      }
       case 'U':
         if (cli_parse_long(optarg, 0, 100000000, &n)) {
           cli_error(VERB, "--compress-warmup-steps '%s' must be an integer from 0 to "
@@ -327,8 +341,14 @@ static int parse_opts(int argc, char **argv, train_config *o) {
     cli_error(VERB, "unexpected argument '%s'", argv[optind]);
     return 2;
   }
-  if ((o->no_ef || o->compress_warmup_steps) && !o->compress) {
-    cli_error(VERB, "--no-ef and --compress-warmup-steps need --compress SPEC");
+  if ((o->no_ef || o->compress_warmup_steps || o->ef_decay > 0) && !o->compress) {
+    cli_error(VERB, "--no-ef, --ef-decay and --compress-warmup-steps need --compress "
+              "SPEC");
+    return 2;
+  }
+  if (o->no_ef && o->ef_decay > 0) {
+    cli_error(VERB, "--ef-decay damps the error feedback that --no-ef turns off: "
+              "give one of them");
     return 2;
   }
   /* DGC corrects momentum itself: the optimizer's momentum moves into the

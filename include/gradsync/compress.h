@@ -126,7 +126,20 @@ typedef struct gs_compress_opts {
   float clip_norm;      /* global-norm clipping threshold; 0 (default): off */
   uint64_t warmup_steps;/* exponential density warm-up from 0.25 to the
                            spec's density over this many steps; default 0 */
+  /* Error feedback's damping gamma, 0 < gamma <= 1: each step the residual
+   * becomes gamma * e + g before compression. 1 keeps every dropped value
+   * until it is sent (the usual error feedback). Random-k sends a given
+   * element once in 1/D steps on average, so its undamped residual arrives
+   * as a burst of about 1/D stale gradients, and under momentum 0.9 the
+   * cnn diverged in its first epoch; gamma < 1 bounds that burst to about
+   * 1/(1 - gamma) steps' worth. 0 (default): the kind's own, 1 except
+   * random-k's GS_COMPRESS_RANDOMK_EF_DECAY. Kinds with their own residual
+   * (DGC, PowerSGD) ignore it. */
+  float ef_decay;
 } gs_compress_opts;
+
+/* Random-k's default error-feedback damping (gs_compress_opts.ef_decay). */
+#define GS_COMPRESS_RANDOMK_EF_DECAY 0.9f
 
 gs_compress_opts gs_compress_opts_default(void);
 

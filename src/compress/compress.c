@@ -262,7 +262,8 @@ gs_compress_opts gs_compress_opts_default(void) {
                             .rows = 0,
                             .momentum = 0.9f,
                             .clip_norm = 0,
-                            .warmup_steps = 0};
+                            .warmup_steps = 0,
+                            .ef_decay = 0};
 }
 
 gs_status gs_compress_state_create(const gs_compressor *c, size_t n,
@@ -285,6 +286,11 @@ gs_status gs_compress_state_create(const gs_compressor *c, size_t n,
                     "compressor %s: momentum %g (expected 0 <= m < 1), clip_norm "
                     "%g (expected >= 0)", c->spec, (double)o.momentum,
                     (double)o.clip_norm);
+  if (!(o.ef_decay >= 0 && o.ef_decay <= 1))
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "compressor %s: ef_decay %g (expected 0 < gamma <= 1, or 0 for "
+                    "the compressor's default)", c->spec, (double)o.ef_decay);
+  if (o.ef_decay == 0) o.ef_decay = c->kind->ef_decay > 0 ? c->kind->ef_decay : 1.0f;
   gs_compress_state *st = gs_calloc(1, sizeof *st);
   if (st == NULL) return GS_ERR_NOMEM;
   st->c = c;
@@ -449,7 +455,12 @@ gs_status gs_compress(gs_compress_state *st, const float *grad, size_t n,
   gs_status s;
   if (st->residual != NULL && !st->kind->own_ef) {
     float *e = st->residual;
-    for (size_t i = 0; i < n; i++) e[i] += grad[i];
+    const float gamma = st->opts.ef_decay;
+    if (gamma == 1.0f) {
+      for (size_t i = 0; i < n; i++) e[i] += grad[i];
+    } else {
+      for (size_t i = 0; i < n; i++) e[i] = gamma * e[i] + grad[i];
+    }
     s = st->kind->compress(st, e, payload, cap, bytes);
     if (s == GS_OK) s = st->kind->decompress_add(st, payload, *bytes, e, -1.0f);
   } else {

@@ -45,6 +45,8 @@ typedef struct gs_compress_kind {
                                   optional last ":B"; opaque.h) */
   int segmented;               /* selects within each of the state's
                                   segments (gs_compress_set_segments) */
+  float ef_decay;              /* default error-feedback damping
+                                  (gs_compress_opts.ef_decay); 0: 1 */
   double cbytes, dbytes;       /* the time model (gs_compressor_info) */
   /* Payload bytes of `round` for n elements at density d (sparse kinds),
    * or for the state's shape when st is not NULL (PowerSGD). */

@@ -6,6 +6,9 @@
  * "Sparsified SGD with Memory", NeurIPS 2018, rand-k). The indices come
  * from Floyd's algorithm (Bentley, "Programming Pearls", CACM 1987): k
  * draws and a bitmap of n bits, no pass over n.
+ * Its error feedback is damped by default (gs_compress_opts.ef_decay): an
+ * element is sent once in 1/D steps on average, so an undamped residual
+ * arrives as a burst of about 1/D stale gradients.
  */
 #include <string.h>
 
@@ -91,6 +94,7 @@ static gs_status randomk_decompress_add(gs_compress_state *st, const void *paylo
 const gs_compress_kind gs__kind_randomk = {
     .name = "randomk", .param = GS_PARAM_DENSITY, .exchange = GS_EXCHANGE_DENSE,
     .dense_dtype = GS_F32, .rounds = 1, .fixed_size = 1, .cbytes = 12,
-    .dbytes = 0, .payload_bytes = randomk_bytes, .init = randomk_init,
+    .dbytes = 0, .ef_decay = GS_COMPRESS_RANDOMK_EF_DECAY,
+    .payload_bytes = randomk_bytes, .init = randomk_init,
     .fini = randomk_fini, .compress = randomk_compress,
     .decompress_add = randomk_decompress_add};

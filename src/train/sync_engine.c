@@ -42,6 +42,7 @@ static gs_status engine_create(train_ctx *t, void **self) {
   zopts.warmup_steps = t->cfg->compress_warmup_steps > 0
                            ? (uint64_t)t->cfg->compress_warmup_steps : 0;
   if (t->cfg->compress_momentum > 0) zopts.momentum = t->cfg->compress_momentum;
+  zopts.ef_decay = t->cfg->ef_decay;
   cfg.compress_opts = &zopts;
   gs_status st = gs_engine_create(t->comm, &cfg, &s->engine);
   if (st != GS_OK) return st;

@@ -63,6 +63,8 @@ typedef struct train_config {
    * compressor spec, "auto:SPEC", or NULL for dense. */
   const char *compress;
   int no_ef;               /* 1: no error feedback (--no-ef) */
+  float ef_decay;          /* --ef-decay (gs_compress_opts.ef_decay); 0: the
+                              compressor's default */
   long compress_warmup_steps; /* DGC's exponential density warm-up (steps) */
   float compress_momentum; /* DGC's momentum correction (the optimizer's
                               momentum is then 0); 0: the default 0.9 */

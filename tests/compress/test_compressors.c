@@ -61,6 +61,7 @@ static gs_compress_state *state(const gs_compressor *c, size_t n, int ef, int ra
   o.rank = rank;
   o.nranks = nranks;
   o.momentum = 0; /* DGC then accumulates plain gradients */
+  o.ef_decay = 1; /* undamped, so that sent + residual = sum of g for all */
   gs_compress_state *st = NULL;
   if (gs_compress_state_create(c, n, &o, &st) != GS_OK)
     fail_msg("%s n=%zu: %s", gs_compressor_spec(c), n, gs_last_error());
@@ -1023,6 +1024,66 @@ static void test_randomk(void **unused) {
   free(pa), free(pb), free(acc);
 }
 
+/* A damped residual: e <- gamma * e + g, then e -= D(C(e)). Random-k damps
+ * by default (its undamped residual diverged the cnn); the others keep
+ * gamma = 1 unless the options say; bad gammas are refused. */
+static void test_ef_decay(void **unused) {
+  (void)unused;
+  const size_t n = 2000;
+  const char *specs[] = {"randomk:0.01", "topk:0.01", "qsgd:4"};
+  const float gammas[] = {0, 0.5f, 0};     /* 0: the kind's default */
+  const float expect[] = {GS_COMPRESS_RANDOMK_EF_DECAY, 0.5f, 1.0f};
+  float *g = malloc(n * sizeof *g), *ref = calloc(n, sizeof *ref),
+        *dec = malloc(n * sizeof *dec);
+  for (size_t t = 0; t < 3; t++) {
+    gs_compressor *c = make(specs[t]);
+    gs_compress_opts o = gs_compress_opts_default();
+    o.ef_decay = gammas[t];
+    gs_compress_state *st = NULL;
+    assert_int_equal(gs_compress_state_create(c, n, &o, &st), GS_OK);
+    size_t cap = gs_compress_capacity(st, 0), bytes;
+    void *pay = malloc(cap);
+    memset(ref, 0, n * sizeof *ref);
+    for (int step = 0; step < 40; step++) {
+      for (size_t i = 0; i < n; i++) {
+        g[i] = 1.0f + 0.25f * normal();
+        ref[i] = expect[t] * ref[i] + g[i];
+      }
+      assert_int_equal(gs_compress(st, g, n, pay, cap, &bytes), GS_OK);
+      memset(dec, 0, n * sizeof *dec);
+      assert_int_equal(gs_decompress_add(st, pay, bytes, dec, n), GS_OK);
+      const float *e = gs_compress_residual(st);
+      for (size_t i = 0; i < n; i++) {
+        ref[i] -= dec[i];
+        if (fabsf(e[i] - ref[i]) > 1e-5f * (1 + fabsf(ref[i])))
+          fail_msg("%s gamma %g step %d: residual[%zu] = %g, expected %g", specs[t],
+                   (double)expect[t], step, i, (double)e[i], (double)ref[i]);
+      }
+    }
+    if (t == 0) {
+      /* Damped, an element random-k has not sent holds at most about
+       * 1/(1 - gamma) steps' gradients (here 10 x about 1), not 40. */
+      const float *e = gs_compress_residual(st);
+      for (size_t i = 0; i < n; i++) assert_true(e[i] < 14.0f);
+    }
+    free(pay);
+    gs_compress_state_destroy(st);
+    gs_compressor_destroy(c);
+  }
+  gs_compressor *c = make("randomk:0.01");
+  const float bad[] = {-0.1f, 1.5f, NAN};
+  for (size_t i = 0; i < 3; i++) {
+    gs_compress_opts o = gs_compress_opts_default();
+    o.ef_decay = bad[i];
+    gs_compress_state *st = (gs_compress_state *)&o; /* must become NULL */
+    assert_int_equal(gs_compress_state_create(c, n, &o, &st), GS_ERR_INVALID_ARG);
+    assert_null(st);
+    assert_non_null(strstr(gs_last_error(), "ef_decay"));
+  }
+  gs_compressor_destroy(c);
+  free(g), free(ref), free(dec);
+}
+
 static void test_determinism(void **unused) {
   (void)unused;
   const size_t n = 3001;
@@ -1144,6 +1205,7 @@ int main(void) {
       cmocka_unit_test(test_ef_bounded),
       cmocka_unit_test(test_powersgd_low_rank),
       cmocka_unit_test(test_randomk),
+      cmocka_unit_test(test_ef_decay),
       cmocka_unit_test(test_determinism),
       cmocka_unit_test(test_failures),
   };

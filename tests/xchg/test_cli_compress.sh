@@ -20,6 +20,10 @@ expect() { # expect CODE PATTERN CMD...
 expect 2 "unknown compressor" "$gs" train --compress bogus:1
 expect 2 "topk" "$gs" train --compress topk:2
 expect 2 "need --compress" "$gs" train --no-ef
+expect 2 "need --compress" "$gs" train --ef-decay 0.9
+expect 2 "above 0 and at most 1" "$gs" train --compress randomk:0.01 --ef-decay 0
+expect 2 "above 0 and at most 1" "$gs" train --compress randomk:0.01 --ef-decay 1.5
+expect 2 "give one of them" "$gs" train --compress randomk:0.01 --no-ef --ef-decay 0.9
 expect 2 "unknown compressor" "$gs" plan --profile "$prof" --net 1GbE --workers 4 --compress bogus
 expect 2 "needs --workers" "$gs" plan --profile "$prof" --a 1e-4 --b 1e-9 --compress topk:0.01
 # auto:topk on a fast and on a slow network (compute scaled to a fast GPU).
