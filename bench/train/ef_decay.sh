@@ -5,8 +5,8 @@
 # random-k 1% without error feedback and with G = 1 (undamped), 0.99, 0.9
 # (random-k's default) and 0.5, and for top-k 1% undamped and at 0.9 (what
 # the damping would cost a compressor that does not need it). Runs without
-# link shaping: accuracy is the point, and the times are compute and
-# loopback only. Writes bench/results/ef_decay.{jsonl,md}, stamped.
+# link shaping: accuracy is the point, so the table gives no times (they
+# would be compute and loopback only, and this run may share the machine). Writes bench/results/ef_decay.{jsonl,md}, stamped.
 #
 # Usage: bench/train/ef_decay.sh [EPOCHS]     (default 4; about 3 min a run)
 #   BENCH_QUICK=1: 1 epoch of 20 steps per run.
@@ -60,17 +60,17 @@ rows = [json.loads(l) for l in open(path) if l.startswith('{"spec"')]
 print("# Damped error feedback: accuracy after whole epochs\n")
 print(f"The cnn on Fashion-MNIST, 4 ranks, {epochs} epoch(s) of the main job's schedule "
       "(batch 64 per rank, SGD lr 0.05 momentum 0.9, 0.3 epoch warm-up, cosine), no link "
-      "shaping (times are compute and loopback only). EF G: the residual becomes G*e + g "
+      "shaping and no times (accuracy is the point). EF G: the residual becomes G*e + g "
       "each step (`--ef-decay G`); `no EF` is `--no-ef`. One run per row, none picked.\n")
-print("| compressor | EF G | test accuracy | final train loss | train s |")
-print("|---|---|---:|---:|---:|")
+print("| compressor | EF G | test accuracy | last epoch's train loss |")
+print("|---|---|---:|---:|")
 for r in rows:
     if "result" not in r:
-        print(f"| {r['spec']} | {r['ef']} | failed | | |")
+        print(f"| {r['spec']} | {r['ef']} | failed | |")
         continue
     s = r["result"]["summary"]
     print(f"| {r['spec']} | {r['ef']} | {100 * s['test_accuracy']:.2f}% | "
-          f"{r['last_epoch']['train_loss']:.4f} | {s['train_s']:.1f} |")
+          f"{r['last_epoch']['train_loss']:.4f} |")
 PY
 bench_stamp "$md" "$all"
 cat "$md"
