@@ -462,30 +462,32 @@ static int engine_live(EngineObject *e) {
 
 /* Engine(policy=None, warmup_iters=-1, forward_overlap=0, timeline=None,
  *        compress=None, error_feedback=1, compress_warmup_steps=0,
- *        compress_momentum=0.0): collective over every rank
+ *        compress_momentum=0.0, ef_decay=0.0): collective over every rank
  * (gs_engine_create). compress is a spec of gradsync/compress.h or
- * "auto:SPEC" (None, "" or "none": dense); the other three fill the
- * compressor states' options as `gradsync train` does (a momentum of 0
- * keeps the default). */
+ * "auto:SPEC" (None, "" or "none": dense); the other four fill the
+ * compressor states' options as `gradsync train` does (a momentum or an
+ * ef_decay of 0 keeps the default). */
 static int engine_init(EngineObject *e, PyObject *args, PyObject *kw) {
   static char *kwlist[] = {"policy",         "warmup_iters",
                            "forward_overlap", "timeline",
                            "compress",       "error_feedback",
                            "compress_warmup_steps", "compress_momentum",
-                           NULL};
+                           "ef_decay",       NULL};
   const char *policy = NULL, *timeline = NULL, *compress = NULL;
   int warmup = -1, overlap = 0, error_feedback = 1;
   long long zwarmup = 0;
-  double zmomentum = 0.0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|zipzzpLd", kwlist, &policy,
+  double zmomentum = 0.0, ef_decay = 0.0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|zipzzpLdd", kwlist, &policy,
                                    &warmup, &overlap, &timeline, &compress,
-                                   &error_feedback, &zwarmup, &zmomentum))
+                                   &error_feedback, &zwarmup, &zmomentum, &ef_decay))
     return -1;
-  if (zwarmup < 0 || !(zmomentum >= 0 && zmomentum < 1)) {
+  if (zwarmup < 0 || !(zmomentum >= 0 && zmomentum < 1) ||
+      !(ef_decay >= 0 && ef_decay <= 1)) {
     PyErr_Format(PyExc_ValueError,
-                 "gradsync: compress_warmup_steps (%lld) must be >= 0 and "
-                 "compress_momentum (%g) in [0, 1)",
-                 zwarmup, zmomentum);
+                 "gradsync: compress_warmup_steps (%lld) must be >= 0, "
+                 "compress_momentum (%g) in [0, 1) and ef_decay (%g) in (0, 1] "
+                 "(0: the compressor's default)",
+                 zwarmup, zmomentum, ef_decay);
     return -1;
   }
   if (need_comm()) return -1;
@@ -504,6 +506,7 @@ static int engine_init(EngineObject *e, PyObject *args, PyObject *kw) {
   gs_compress_opts zopts = gs_compress_opts_default();
   zopts.warmup_steps = (uint64_t)zwarmup;
   if (zmomentum > 0) zopts.momentum = (float)zmomentum;
+  zopts.ef_decay = (float)ef_decay;
   cfg.compress_opts = &zopts; /* copied by gs_engine_create */
   e->keep = PyList_New(0);
   if (!e->keep) return -1;

@@ -528,12 +528,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def __init__(self, params, named_parameters, policy, compression,
                  backward_passes_per_step, model, warmup_iters, timeline,
-                 error_feedback, compress_warmup_steps, compress_momentum):
+                 error_feedback, compress_warmup_steps, compress_momentum, ef_decay):
         super(self.__class__, self).__init__(params)
         self._gs_compress = _compression_spec(compression)
         self._gs_compress_given = compression is not None
         self._gs_set_compress_options(policy, error_feedback, compress_warmup_steps,
-                                      compress_momentum)
+                                      compress_momentum, ef_decay)
         if int(backward_passes_per_step) < 1:
             raise ValueError(f"gradsync: backward_passes_per_step must be >= 1, "
                              f"got {backward_passes_per_step}")
@@ -595,7 +595,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._gs_add_forward_hooks(model)
         _optimizers.add(self)
 
-    def _gs_set_compress_options(self, policy, error_feedback, warmup_steps, momentum):
+    def _gs_set_compress_options(self, policy, error_feedback, warmup_steps, momentum,
+                                 ef_decay):
         """Checks the compression options against each other and the policy
         (the checks `gradsync train` and the engine make), locally."""
         spec = self._gs_compress
@@ -609,10 +610,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if momentum is not None and not 0 <= float(momentum) < 1:
             raise ValueError(f"gradsync: compress_momentum must be in [0, 1), "
                              f"got {momentum!r}")
+        if ef_decay is not None and (isinstance(ef_decay, bool) or
+                                     not 0 < float(ef_decay) <= 1):
+            raise ValueError(f"gradsync: ef_decay must be above 0 and at most 1, "
+                             f"got {ef_decay!r}")
         if not self._gs_compress_given and (not error_feedback or warmup_steps or
-                                            momentum is not None):
-            raise ValueError("gradsync: error_feedback=False, compress_warmup_steps and "
-                             "compress_momentum need compression= (a compressor spec)")
+                                            momentum is not None or ef_decay is not None):
+            raise ValueError("gradsync: error_feedback=False, compress_warmup_steps, "
+                             "compress_momentum and ef_decay need compression= (a "
+                             "compressor spec)")
+        if not error_feedback and ef_decay is not None:
+            raise ValueError("gradsync: ef_decay damps the error feedback that "
+                             "error_feedback=False turns off: give one of them")
         if spec is not None and not spec.startswith("auto:") and \
                 str(policy).split(":")[0] == "dear":
             raise _error("INVALID_ARG", f"gradsync: compression '{spec}' on every message "
@@ -633,6 +642,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._gs_ef = error_feedback
         self._gs_zwarmup = int(warmup_steps)
         self._gs_zmomentum = 0.0 if momentum is None else float(momentum)
+        self._gs_ef_decay = 0.0 if ef_decay is None else float(ef_decay)
 
     def _gs_add_forward_hooks(self, model):
         """A forward pre-hook on every module that owns synchronised
@@ -771,7 +781,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                            forward_overlap=overlap, timeline=self._gs_timeline,
                            compress=self._gs_compress, error_feedback=self._gs_ef,
                            compress_warmup_steps=self._gs_zwarmup,
-                           compress_momentum=self._gs_zmomentum)
+                           compress_momentum=self._gs_zmomentum,
+                           ef_decay=self._gs_ef_decay)
         self._gs_engine = engine
         for i in order:
             p = self._gs_params[i]
@@ -899,7 +910,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 def DistributedOptimizer(optimizer, named_parameters=None, policy="auto", compression=None,
                          backward_passes_per_step=1, model=None, warmup_iters=None,
                          timeline=None, error_feedback=True, compress_warmup_steps=0,
-                         compress_momentum=None):
+                         compress_momentum=None, ef_decay=None):
     """Wraps a torch.optim optimizer so that step() applies the gradients
     averaged over every rank by gradsync's engine.
 
@@ -941,6 +952,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, policy="auto", compre
     compress_warmup_steps: DGC's exponential density warm-up, in steps.
     compress_momentum: DGC's momentum (it applies momentum inside the
       compressor, so the wrapped optimizer must have momentum 0).
+    ef_decay: damp the error feedback, 0 < G <= 1: the residual becomes
+      G * e + g each step (`gradsync train --ef-decay`). None: the
+      compressor's default, 1 except randomk's 0.9.
     """
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"gradsync: DistributedOptimizer wraps a torch.optim.Optimizer, "
@@ -950,7 +964,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, policy="auto", compre
                dict(_DistributedOptimizer.__dict__))
     opt = cls(optimizer.param_groups, named_parameters, policy, compression,
               backward_passes_per_step, model, warmup_iters, timeline, error_feedback,
-              compress_warmup_steps, compress_momentum)
+              compress_warmup_steps, compress_momentum, ef_decay)
     if optimizer.state:
         opt.load_state_dict(optimizer.state_dict())
     return opt

@@ -70,8 +70,9 @@ def train(compression, steps, **kw):
     return history, stats
 
 
-def topk_reference(history, density, error_feedback):
-    """The expected averages of every step, from every rank's own gradient."""
+def topk_reference(history, density, error_feedback, decay=1.0):
+    """The expected averages of every step, from every rank's own gradient
+    (the residual damped by `decay` each step)."""
     resid = [{} for _ in range(n)]
     out = []
     for _, owns in history:
@@ -80,7 +81,7 @@ def topk_reference(history, density, error_feedback):
             total = torch.zeros(owns[0][k].numel())
             for q in range(n):
                 g = owns[q][k].reshape(-1)
-                p = resid[q].get(k, torch.zeros_like(g)) + g
+                p = decay * resid[q].get(k, torch.zeros_like(g)) + g
                 kk = max(1, int(density * p.numel()))
                 idx = torch.topk(p.abs(), kk).indices
                 total.index_add_(0, idx, p[idx])
@@ -120,6 +121,19 @@ for ef in (True, False):
     check(0 < st["bytes_sent"] < st["bytes_dense"] / 3, f"bytes {st}")
     check(st["compress_s"] > 0, f"compress_s {st}")
 ok(r, "topk:0.1 equals the Python reference, with and without error feedback")
+
+# 2b. ef_decay=0.5 damps the residual: the reference with decay 0.5, and not
+# the undamped one.
+got, st = train("topk:0.1", 4, ef_decay=0.5)
+want = topk_reference(got, 0.1, True, 0.5)
+undamped = topk_reference(got, 0.1, True)
+for s, (a, w) in enumerate(zip(got, want)):
+    for k in w:
+        check(torch.allclose(a[0][k], w[k], rtol=1e-6, atol=1e-7),
+              f"topk ef_decay=0.5 step {s} {k}: {a[0][k]} != reference {w[k]}")
+check(any(not torch.allclose(a[0][k], u[k]) for a, u in zip(got[1:], undamped[1:]) for k in u),
+      "ef_decay=0.5 sent what the undamped residual would")
+ok(r, "ef_decay damps the residual as the reference does")
 
 # 3. fp16 within half precision of the dense average.
 got, st = train(gs.Compression.fp16, 2, error_feedback=False)
@@ -174,6 +188,14 @@ if r == 0:
            compression=object(), contains="spec string")
     raises(ValueError, gs.DistributedOptimizer, torch.optim.SGD(Net().parameters(), lr=1),
            error_feedback=False, contains="need compression=")
+    for bad in (0, 1.5, -1):
+        raises(ValueError, gs.DistributedOptimizer, torch.optim.SGD(Net().parameters(), lr=1),
+               compression="randomk:0.01", ef_decay=bad, contains="ef_decay")
+    raises(ValueError, gs.DistributedOptimizer, torch.optim.SGD(Net().parameters(), lr=1),
+           ef_decay=0.9, contains="need compression=")
+    raises(ValueError, gs.DistributedOptimizer, torch.optim.SGD(Net().parameters(), lr=1),
+           compression="topk:0.01", error_feedback=False, ef_decay=0.9,
+           contains="give one of them")
     raises(ValueError, gs.DistributedOptimizer,
            torch.optim.SGD(Net().parameters(), lr=1, momentum=0.9), compression="dgc:0.01",
            contains="momentum")
