@@ -73,7 +73,10 @@ bench_build() {
   local src
   src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BENCH_BUILD/CMakeCache.txt" 2>/dev/null)
   if [ -z "$src" ]; then
-    cmake -S . -B "$BENCH_BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 2
+    cmake -S . -B "$BENCH_BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null || {
+      echo "bench: configuring $BENCH_BUILD failed (cmake -S . -B $BENCH_BUILD)" >&2
+      exit 2
+    }
   elif [ "$(cd "$src" && pwd -P)" != "$(pwd -P)" ]; then
     echo "bench: $BENCH_BUILD was configured from $src, not from $(pwd -P)" >&2
     exit 2
