@@ -106,6 +106,10 @@ typedef struct gs_compressor_info {
    * gs_decompress_add, for a cost model that times memory-bound passes. */
   double compress_bytes_per_elem;
   double decompress_bytes_per_elem;
+  /* The error-feedback damping a state gets when its options leave
+   * gs_compress_opts.ef_decay at 0: 1 (undamped), random-k's
+   * GS_COMPRESS_RANDOMK_EF_DECAY. */
+  float ef_decay;
 } gs_compressor_info;
 
 /* Per-tensor options. Start from gs_compress_opts_default(). */

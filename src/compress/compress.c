@@ -152,7 +152,8 @@ gs_status gs_compressor_info_get(const gs_compressor *c, gs_compressor_info *out
       .name = k->name, .exchange = k->exchange, .dense_dtype = k->dense_dtype,
       .rounds = k->rounds, .lossless = k->lossless, .fixed_size = k->fixed_size,
       .param = c->param, .compress_bytes_per_elem = k->cbytes,
-      .decompress_bytes_per_elem = k->dbytes};
+      .decompress_bytes_per_elem = k->dbytes,
+      .ef_decay = k->ef_decay > 0 ? k->ef_decay : 1.0f};
   return GS_OK;
 }
 
@@ -290,7 +291,11 @@ gs_status gs_compress_state_create(const gs_compressor *c, size_t n,
     return gs_error(GS_ERR_INVALID_ARG,
                     "compressor %s: ef_decay %g (expected 0 < gamma <= 1, or 0 for "
                     "the compressor's default)", c->spec, (double)o.ef_decay);
-  if (o.ef_decay == 0) o.ef_decay = c->kind->ef_decay > 0 ? c->kind->ef_decay : 1.0f;
+  if (o.ef_decay == 0) {
+    gs_compressor_info info;
+    gs_compressor_info_get(c, &info);
+    o.ef_decay = info.ef_decay;
+  }
   gs_compress_state *st = gs_calloc(1, sizeof *st);
   if (st == NULL) return GS_ERR_NOMEM;
   st->c = c;

@@ -8,6 +8,7 @@
  * That is the same arithmetic as stepping right after the wait, and lets
  * DeAR overlap its all-gathers with the next forward pass; flush applies
  * what is pending before evaluation, checkpoints and the end. */
+#include <math.h>
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
@@ -116,6 +117,23 @@ static void engine_describe(void *self, cJSON *json, char *text, size_t n) {
   gs_engine_get_stats(s->engine, &es);
   const char *z = s->t->cfg->compress;
   const int zon = z && *z && strcmp(z, "none") != 0;
+  /* The error feedback's damping in use: --ef-decay, else the kind's. */
+  double decay = 0;
+  if (zon && !s->t->cfg->no_ef) {
+    decay = s->t->cfg->ef_decay;
+    gs_compressor *zc = NULL;
+    if (decay == 0 && gs_compressor_create(strncmp(z, "auto:", 5) == 0 ? z + 5 : z,
+                                           &zc) == GS_OK) {
+      gs_compressor_info info;
+      gs_compressor_info_get(zc, &info);
+      decay = info.ef_decay;
+    }
+    gs_compressor_destroy(zc);
+  }
+  decay = round(decay * 1e6) / 1e6; /* the float's value as given: 0.9, not 0.8999... */
+  char damp[64] = "";
+  if (decay > 0 && decay < 1)
+    snprintf(damp, sizeof damp, " with error feedback damped by %g", decay);
   /* Bytes this rank sent per step, and the dense size over them. */
   double per_step = es.iterations ? (double)es.bytes_sent / (double)es.iterations : 0;
   double ratio = es.bytes_sent ? (double)es.bytes_dense / (double)es.bytes_sent : 1;
@@ -138,6 +156,7 @@ static void engine_describe(void *self, cJSON *json, char *text, size_t n) {
     cJSON_AddNumberToObject(json, "groups", (double)groups);
     cJSON_AddStringToObject(json, "compress", zon ? z : "none");
     cJSON_AddBoolToObject(json, "error_feedback", zon && !s->t->cfg->no_ef);
+    if (decay > 0) cJSON_AddNumberToObject(json, "ef_decay", decay);
     cJSON_AddNumberToObject(json, "compressed_groups", (double)es.compressed_groups);
     cJSON_AddStringToObject(json, "exchanges", exch);
     cJSON_AddNumberToObject(json, "bytes_per_step", per_step);
@@ -147,7 +166,7 @@ static void engine_describe(void *self, cJSON *json, char *text, size_t n) {
     snprintf(text, n, "policy %s (plan: %s, %zu messages per step), compression %s%s "
              "(%zu of %zu groups via %s): %.0f bytes sent per step, %.1fx fewer than "
              "dense", s->t->cfg->policy, chosen, groups, z,
-             s->t->cfg->no_ef ? " without error feedback" : "", es.compressed_groups,
+             s->t->cfg->no_ef ? " without error feedback" : damp, es.compressed_groups,
              groups, exch, per_step, ratio);
   else if (text)
     snprintf(text, n, "policy %s (plan: %s, %zu messages per step), %.0f bytes sent "

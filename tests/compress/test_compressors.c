@@ -149,6 +149,10 @@ static void test_info_and_bytes(void **unused) {
     assert_int_equal(info.exchange, cases[i].ex);
     assert_int_equal(info.rounds, cases[i].rounds);
     assert_true(info.compress_bytes_per_elem > 0);
+    /* The default damping: random-k's, every other kind undamped. */
+    assert_true(info.ef_decay == (strncmp(cases[i].spec, "randomk", 7) == 0
+                                      ? GS_COMPRESS_RANDOMK_EF_DECAY
+                                      : 1.0f));
     size_t b = 0;
     assert_int_equal(gs_compressor_payload_bytes(c, cases[i].n, (int)cases[i].round, &b),
                      GS_OK);

@@ -24,6 +24,14 @@ expect 2 "need --compress" "$gs" train --ef-decay 0.9
 expect 2 "above 0 and at most 1" "$gs" train --compress randomk:0.01 --ef-decay 0
 expect 2 "above 0 and at most 1" "$gs" train --compress randomk:0.01 --ef-decay 1.5
 expect 2 "give one of them" "$gs" train --compress randomk:0.01 --no-ef --ef-decay 0.9
+# The damping in use is reported: random-k's default, --ef-decay's value.
+small="--model mlp --synthetic 256 --max-steps 1"
+# shellcheck disable=SC2086
+expect 0 '"ef_decay":0.9,' "$gs" train $small --compress randomk:0.01 --json
+# shellcheck disable=SC2086
+expect 0 '"ef_decay":1,' "$gs" train $small --compress topk:0.01 --json
+# shellcheck disable=SC2086
+expect 0 "error feedback damped by 0.5" "$gs" train $small --compress topk:0.01 --ef-decay 0.5
 expect 2 "unknown compressor" "$gs" plan --profile "$prof" --net 1GbE --workers 4 --compress bogus
 expect 2 "needs --workers" "$gs" plan --profile "$prof" --a 1e-4 --b 1e-9 --compress topk:0.01
 # auto:topk on a fast and on a slow network (compute scaled to a fast GPU).
