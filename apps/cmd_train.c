@@ -47,7 +47,7 @@ static void usage(FILE *f) {
     "                      dropped instead of added to the next step)\n"
     "  --ef-decay G        damp the error feedback: the residual becomes\n"
     "                      G*e + g each step (0 < G <= 1; default 1, and\n"
-    "                      0.9 for randomk, whose undamped residual diverged)\n"
+    "                      0.5 for randomk, whose undamped residual diverged)\n"
     "  --compress-warmup-steps N  topk, mstopk, dgc: the density starts at 25%%\n"
     "                      and falls exponentially to SPEC's over N steps;\n"
     "                      dgc applies --momentum itself (momentum\n"

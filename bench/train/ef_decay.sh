@@ -3,7 +3,7 @@
 # EPOCHS whole epochs of the main job (cnn, Fashion-MNIST, 4 ranks, batch 64
 # per rank, SGD lr 0.05 momentum 0.9, 0.3 epoch warm-up, cosine) for
 # random-k 1% without error feedback and with G = 1 (undamped), 0.99, 0.9
-# (random-k's default) and 0.5, and for top-k 1% undamped and at 0.9 (what
+# and 0.5 (random-k's default), and for top-k 1% undamped and at 0.9 (what
 # the damping would cost a compressor that does not need it). Runs without
 # link shaping: accuracy is the point, so the table gives no times (they
 # would be compute and loopback only, and this run may share the machine). Writes bench/results/ef_decay.{jsonl,md}, stamped.
@@ -26,8 +26,8 @@ configs=(
   "randomk:0.01|no EF|--no-ef"
   "randomk:0.01|1|--ef-decay 1"
   "randomk:0.01|0.99|--ef-decay 0.99"
-  "randomk:0.01|0.9 (default)|"
-  "randomk:0.01|0.5|--ef-decay 0.5"
+  "randomk:0.01|0.9|--ef-decay 0.9"
+  "randomk:0.01|0.5 (default)|"
   "topk:0.01|1 (default)|"
   "topk:0.01|0.9|--ef-decay 0.9"
 )

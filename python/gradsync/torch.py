@@ -954,7 +954,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, policy="auto", compre
       compressor, so the wrapped optimizer must have momentum 0).
     ef_decay: damp the error feedback, 0 < G <= 1: the residual becomes
       G * e + g each step (`gradsync train --ef-decay`). None: the
-      compressor's default, 1 except randomk's 0.9.
+      compressor's default, 1 except randomk's 0.5.
     """
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"gradsync: DistributedOptimizer wraps a torch.optim.Optimizer, "
