@@ -52,7 +52,8 @@ run() { # label np straggler(0/1) train-args...
 }
 # Sync-Switch offline runs with the BSP share F that `gradsync syncswitch
 # search` finds for this very job (3 halving steps: BSP plus 3 trials), as a
-# user of a recurring job would; SYNC_F=F skips the search.
+# user of a recurring job would; SYNC_F=F skips the search. The online
+# policy keeps the same BSP share and adds its straggler and loss triggers.
 F=${SYNC_F:-}
 if [ -z "$F" ]; then
   topts=()
@@ -74,7 +75,7 @@ configs=(
   "ASP, 2 servers|6|--ps 2 --sync asp"
   "SSP:3, 2 servers|6|--ps 2 --sync ssp:3"
   "$flabel|6|--ps 2 --sync switch:offline:$F"
-  "Sync-Switch online|6|--ps 2 --sync switch:online:0.5"
+  "Sync-Switch online|6|--ps 2 --sync switch:online:$F"
   "local SGD H=4|4|--sync local:4"
   "local SGD H=16|4|--sync local:16"
   "post-local H=4|4|--sync post-local:4:0.5"
