@@ -16,14 +16,14 @@ gs_status allreduce_hier(gs_comm *c, void *buf, size_t count, gs_dtype dtype,
   size_t *len = off + L;
   split_blocks(count, L, off, len);
   int div = op == GS_AVG ? c->world.size : 1;
-  gs_status st = local_run(c, buf, off, len, dtype, op, 1, 0, 1);
+  gs_status st = local_run(c, NULL, buf, off, len, dtype, op, 1, 0, 1);
   if (st == GS_OK) {
     /* The cross-node step is the ring, as the cost model assumes (see
      * hier_allreduce in src/cost/cost.c). */
     char *shard = (char *)buf + off[lr] * esize;
     st = allreduce_ring(c, &c->cross, shard, len[lr], dtype, op, div);
   }
-  if (st == GS_OK) st = local_run(c, buf, off, len, dtype, op, 0, 1, 1);
+  if (st == GS_OK) st = local_run(c, NULL, buf, off, len, dtype, op, 0, 1, 1);
   gs_free(off);
   return st;
 }

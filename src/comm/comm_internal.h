@@ -205,17 +205,20 @@ gs_status ring_run(gs_comm *c, const coll_group *g, void *buf, const size_t *off
  * ranks that share memory, unless some rank set GRADSYNC_SHM=0; shm_free
  * unmaps it (local, never blocks). shm_run does what ring_run does on the local group, through
  * that memory; local_run takes it when it is there and the ring otherwise.
+ * Their src (NULL: buf) is where a reduce-scatter reads the whole tensor
+ * from; it writes only this rank's shard of buf (the ring first copies src
+ * into buf), so the caller need not copy the input into buf beforehand.
  * shm_calibrate measures its latency and time per byte for the cost model
  * (collective over the local group). */
 gs_status shm_init(gs_comm *c);
 void shm_free(gs_comm *c);
 int shm_active(const gs_comm *c);
-gs_status shm_run(gs_comm *c, void *buf, const size_t *off, const size_t *len,
-                  gs_dtype dtype, gs_redop op, int do_rs, int do_ag,
-                  int avg_div);
-gs_status local_run(gs_comm *c, void *buf, const size_t *off, const size_t *len,
-                    gs_dtype dtype, gs_redop op, int do_rs, int do_ag,
-                    int avg_div);
+gs_status shm_run(gs_comm *c, const void *src, void *buf, const size_t *off,
+                  const size_t *len, gs_dtype dtype, gs_redop op, int do_rs,
+                  int do_ag, int avg_div);
+gs_status local_run(gs_comm *c, const void *src, void *buf, const size_t *off,
+                    const size_t *len, gs_dtype dtype, gs_redop op, int do_rs,
+                    int do_ag, int avg_div);
 gs_status shm_calibrate(gs_comm *c, double *alpha, double *beta);
 
 /* The two exchange sizes whose time difference gives a group's time per byte

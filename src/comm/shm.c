@@ -179,10 +179,12 @@ static size_t piece_len(size_t len, size_t t, size_t per) {
   return start >= len ? 0 : GS_MIN(per, len - start);
 }
 
-static gs_status shm_reduce_scatter(gs_comm *c, char *buf, const size_t *off,
-                                    const size_t *len, gs_dtype dtype,
-                                    gs_redop op, int avg_div, size_t esize,
-                                    size_t maxlen) {
+/* src is where the rank's whole tensor is read from (buf itself or another
+ * array); only shard me of buf is written. */
+static gs_status shm_reduce_scatter(gs_comm *c, const char *src, char *buf,
+                                    const size_t *off, const size_t *len,
+                                    gs_dtype dtype, gs_redop op, int avg_div,
+                                    size_t esize, size_t maxlen) {
   int L = c->local.size, me = c->local.rank;
   size_t per = c->shm_piece / esize, half = (size_t)L * c->shm_piece;
   size_t rounds = (maxlen + per - 1) / per;
@@ -192,12 +194,14 @@ static gs_status shm_reduce_scatter(gs_comm *c, char *buf, const size_t *off,
       size_t n = piece_len(len[j], t, per);
       if (j != me && n > 0)
         memcpy(area(c, me) + b + (size_t)j * c->shm_piece,
-               buf + (off[j] + t * per) * esize, n * esize);
+               src + (off[j] + t * per) * esize, n * esize);
     }
     GS_CHECK(round_barrier(c));
     size_t n = piece_len(len[me], t, per);
     if (n == 0) continue;
     char *dst = buf + (off[me] + t * per) * esize;
+    /* A piece at a time, so that it is still in cache for the adds. */
+    if (src != buf) memcpy(dst, src + (off[me] + t * per) * esize, n * esize);
     for (int r = 0; r < L; r++)
       if (r != me)
         GS_CHECK(gs_reduce_local(dst, area(c, r) + b + (size_t)me * c->shm_piece,
@@ -227,25 +231,31 @@ static gs_status shm_allgather(gs_comm *c, char *buf, const size_t *off,
   return GS_OK;
 }
 
-gs_status shm_run(gs_comm *c, void *buf, const size_t *off, const size_t *len,
-                  gs_dtype dtype, gs_redop op, int do_rs, int do_ag,
-                  int avg_div) {
+gs_status shm_run(gs_comm *c, const void *src, void *buf, const size_t *off,
+                  const size_t *len, gs_dtype dtype, gs_redop op, int do_rs,
+                  int do_ag, int avg_div) {
   int L = c->local.size;
   size_t esize = gs_dtype_size(dtype), maxlen = 0;
   for (int i = 0; i < L; i++) maxlen = GS_MAX(maxlen, len[i]);
   if (maxlen == 0) return GS_OK;
   if (do_rs)
-    GS_CHECK(shm_reduce_scatter(c, buf, off, len, dtype, op, avg_div, esize,
-                                maxlen));
+    GS_CHECK(shm_reduce_scatter(c, src != NULL ? src : buf, buf, off, len,
+                                dtype, op, avg_div, esize, maxlen));
   if (do_ag) GS_CHECK(shm_allgather(c, buf, off, len, esize, maxlen));
   return GS_OK;
 }
 
-gs_status local_run(gs_comm *c, void *buf, const size_t *off, const size_t *len,
-                    gs_dtype dtype, gs_redop op, int do_rs, int do_ag,
-                    int avg_div) {
+gs_status local_run(gs_comm *c, const void *src, void *buf, const size_t *off,
+                    const size_t *len, gs_dtype dtype, gs_redop op, int do_rs,
+                    int do_ag, int avg_div) {
   if (shm_active(c)) /* only on nodes of several ranks */
-    return shm_run(c, buf, off, len, dtype, op, do_rs, do_ag, avg_div);
+    return shm_run(c, src, buf, off, len, dtype, op, do_rs, do_ag, avg_div);
+  if (do_rs && src != NULL && src != buf) {
+    /* The ring reduces in place: it needs the whole tensor in buf. */
+    size_t esize = gs_dtype_size(dtype), total = 0;
+    for (int i = 0; i < c->local.size; i++) total = GS_MAX(total, off[i] + len[i]);
+    if (total > 0) memcpy(buf, src, total * esize);
+  }
   return ring_run(c, &c->local, buf, off, len, dtype, op, do_rs, do_ag, avg_div);
 }
 
@@ -273,7 +283,7 @@ gs_status shm_calibrate(gs_comm *c, double *alpha, double *beta) {
       st = round_barrier(c);
       double t0 = gs_now();
       if (st == GS_OK)
-        st = shm_run(c, buf, off, off + L, GS_F32, GS_SUM, 0, 1, 1);
+        st = shm_run(c, NULL, buf, off, off + L, GS_F32, GS_SUM, 0, 1, 1);
       if (i > 0) *best[s] = GS_MIN(*best[s], gs_now() - t0);
     }
   }

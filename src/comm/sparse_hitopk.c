@@ -4,8 +4,9 @@
  * ranks spread over nodes, where links inside a node are fast and links
  * between nodes slow.
  *
- *   1. node-local ring reduce-scatter of the dense tensor: local rank l
- *      holds the node's sum of shard l (split_blocks over the L local ranks);
+ *   1. node-local reduce-scatter of the dense tensor (shared memory, or the
+ *      ring), read from the input where it is: local rank l holds the node's
+ *      sum of shard l (split_blocks over the L local ranks) in the output;
  *   2. top-k of that shard, k_l = ceil(k * |shard l| / n), by the caller's
  *      selection function (gs_topk_f32 or another);
  *   3. sparse all-gather of those pairs between the ranks with local rank l
@@ -82,8 +83,12 @@ static gs_status hitopk(gs_comm *c, const sparse_args *s, gs_status *sel_st,
   size_t *len = off + L, *lcounts = off + 2 * L, *counts = off + 3 * L;
   split_blocks(s->n, L, off, len);
   gs_status st = GS_OK;
-  if (L > 1) st = local_run(c, buf, off, len, GS_F32, GS_SUM, 1, 0, 1);
-  float *shard = buf + off[lr];
+  /* The input is read where it is: the reduce-scatter writes only this
+   * rank's shard of the output, and a node of one rank selects from the
+   * input itself (no copy of the whole tensor first). */
+  const float *src = s->sendbuf != NULL ? s->sendbuf : buf;
+  if (L > 1) st = local_run(c, src, buf, off, len, GS_F32, GS_SUM, 1, 0, 1);
+  const float *shard = (L > 1 ? buf : src) + off[lr];
   size_t ks = shard_k(s->k, len[lr], s->n);
   /* Room for this rank's pairs, then for the N nodes' pairs of its shard. */
   uint32_t *idx = gs_malloc(((size_t)N * ks + 1) * sizeof(uint32_t));
@@ -135,14 +140,15 @@ static gs_status hitopk(gs_comm *c, const sparse_args *s, gs_status *sel_st,
 
 gs_status sparse_run_hitopk(gs_comm *c, sparse_args *s) {
   GS_CHECK(sparse_agree(c, &c->world, "hitopk", s, 1, SIZE_MAX, NULL, NULL));
-  if (s->sendbuf != NULL && s->n > 0)
-    memcpy(s->recvbuf, s->sendbuf, s->n * sizeof(float));
   gs_sparse_algo algo = s->algo;
   if (algo == GS_SPARSE_AUTO)
     algo = gs_comm_choose_sparse(c, GS_SPARSE_HITOPK, s->n, s->k, GS_F32, NULL,
                                  NULL);
-  if (algo == GS_SPARSE_DENSE)
+  if (algo == GS_SPARSE_DENSE) {
+    if (s->sendbuf != NULL && s->n > 0)
+      memcpy(s->recvbuf, s->sendbuf, s->n * sizeof(float));
     return sparse_dense_allreduce(c, s->recvbuf, s->n, GS_F32);
+  }
   gs_status sel = GS_OK;
   char msg[512] = "";
   GS_CHECK(hitopk(c, s, &sel, msg, sizeof msg));
