@@ -80,7 +80,7 @@ typedef struct result {
   size_t ngroups;
   double iter_s, predicted_s, engine_predicted_s, comm_s, exposed_s, hidden_frac;
   gs_plan_cost cost;
-  int cost_measured;
+  int cost_measured, rsag_measured;
 } result;
 
 /* Runs one policy: warm-up + iters iterations; fills *r on every rank
@@ -162,6 +162,7 @@ static int run_policy(cli_rank *cr, const gs_profile *prof, void **bufs, const c
     r->ngroups = plan->ngroups;
     r->cost = s1.cost;
     r->cost_measured = s1.cost_measured;
+    r->rsag_measured = s1.rsag_measured;
     r->engine_predicted_s = s1.predicted_iter_s;
     gs_status pst = plan->chosen == GS_PLAN_DEAR
                         ? gs_plan_predict_dear(prof, &s1.cost, plan->tensors, plan->offsets,
@@ -216,6 +217,14 @@ static void print_json(const result *r, const gs_profile *prof, double scale,
   cJSON_AddNumberToObject(o, "a", r->cost.ar.a);
   cJSON_AddNumberToObject(o, "b", r->cost.ar.b);
   cJSON_AddBoolToObject(o, "cost_measured", r->cost_measured);
+  /* DeAR's halves (what `simulate --rs/--ag` take): fitted from its own
+   * messages once it has run (rsag_measured), else half of the all-reduce's
+   * fit, or the communicator's model when nothing is measured. */
+  cJSON_AddNumberToObject(o, "rs_a", r->cost.rs.a);
+  cJSON_AddNumberToObject(o, "rs_b", r->cost.rs.b);
+  cJSON_AddNumberToObject(o, "ag_a", r->cost.ag.a);
+  cJSON_AddNumberToObject(o, "ag_b", r->cost.ag.b);
+  cJSON_AddBoolToObject(o, "rsag_measured", r->rsag_measured);
   char *s = cJSON_PrintUnformatted(o);
   if (s) printf("%s\n", s);
   cJSON_free(s);

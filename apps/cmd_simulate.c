@@ -28,7 +28,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: gradsync simulate --profile FILE --workers N [--per-node K]\n"
           "                         (--net NAME | --intra A,B --inter A,B |\n"
-          "                          --ar A,B |\n"
+          "                          --ar A,B [--rs A,B] [--ag A,B] |\n"
           "                          --cost FILE) [--policy P|all]\n"
           "                         [--compress [auto:]SPEC] [--iters I]\n"
           "                         [--jitter CV] [--jitter-dist lognormal|normal]\n"
@@ -53,7 +53,10 @@ static void usage(FILE *f) {
           "  --ar A,B           the all-reduce's measured cost T(M) = A + B*M (s,\n"
           "                     s/B), as the engine fits it and 'gradsync replay\n"
           "                     --json' reports it (a, b); reduce-scatter and\n"
-          "                     all-gather are taken as half of it\n"
+          "                     all-gather are taken as half of it unless given:\n"
+          "  --rs A,B           with --ar: DeAR's reduce-scatter of a group of M\n"
+          "                     bytes costs A + B*M (replay --json: rs_a, rs_b)\n"
+          "  --ag A,B           with --ar: its all-gather (ag_a, ag_b)\n"
           "  --cost FILE        cost parameters from 'gradsync bench --cost-out',\n"
           "                     for the cluster they were measured on\n"
           "  --algo A           all-reduce algorithm: auto (default: hier with\n"
@@ -84,7 +87,6 @@ static void usage(FILE *f) {
           SIM_MAX_WORKERS);
 }
 
-/* "A,B" as two non-negative numbers (a latency and a time per byte). */
 /* "A,B": a latency (seconds, 0 to 3600) and a time per byte (0 to 1), for
  * the option called name; *have is set. Returns 0, or 2 after the message. */
 static int parse_pair(const char *name, const char *s, double *a, double *b, int *have) {
@@ -122,8 +124,9 @@ static void trace_path(char *out, size_t cap, const char *path, const char *poli
 
 typedef struct sim_opts {
   const char *profile, *policy, *net, *cost_file, *compress, *trace, *algo;
-  int workers, per_node, iters, json, have_intra, have_inter, have_ar;
-  double intra_a, intra_b, inter_a, inter_b, ar_a, ar_b, jitter, scale;
+  int workers, per_node, iters, json, have_intra, have_inter, have_ar, have_rs, have_ag;
+  double intra_a, intra_b, inter_a, inter_b, ar_a, ar_b, rs_a, rs_b, ag_a, ag_b;
+  double jitter, scale;
   gs_sim_jitter dist;
   gs_sim_jitter_scope scope;
   uint64_t seed;
@@ -141,7 +144,8 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
       {"jitter-scope", required_argument, 0, 'S'},
       {"algo", required_argument, 0, 'A'},     {"compute-scale", required_argument, 0, 'x'},
       {"trace", required_argument, 0, 't'},    {"help", no_argument, 0, 'h'},
-      {"ar", required_argument, 0, 'a'},
+      {"ar", required_argument, 0, 'a'},       {"rs", required_argument, 0, 'R'},
+      {"ag", required_argument, 0, 'G'},
       {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   o->policy = "all";
@@ -180,6 +184,12 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
         break;
       case 'a':
         if (parse_pair("ar", optarg, &o->ar_a, &o->ar_b, &o->have_ar) != 0) return 2;
+        break;
+      case 'R':
+        if (parse_pair("rs", optarg, &o->rs_a, &o->rs_b, &o->have_rs) != 0) return 2;
+        break;
+      case 'G':
+        if (parse_pair("ag", optarg, &o->ag_a, &o->ag_b, &o->have_ag) != 0) return 2;
         break;
       case 'c': o->cost_file = optarg; break;
       case 'P': o->policy = optarg; break;
@@ -266,6 +276,11 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
   if (o->have_ar && (o->algo || o->compress)) {
     cli_error(VERB, "--ar gives the all-reduce's cost itself: --%s does not apply",
               o->algo ? "algo" : "compress");
+    return 2;
+  }
+  if ((o->have_rs || o->have_ag) && !o->have_ar) {
+    cli_error(VERB, "--%s refines the measured cost of --ar A,B: give --ar too",
+              o->have_rs ? "rs" : "ag");
     return 2;
   }
   if (o->have_intra != o->have_inter) {
@@ -394,6 +409,9 @@ int cmd_simulate(int argc, char **argv) {
       cli_error(VERB, "--ar: %s", gs_last_error());
       return 2;
     }
+    /* parse_pair has checked both are finite and >= 0. */
+    if (o.have_rs) gs_cost_curve_affine(o.rs_a, o.rs_b, &cost.rs);
+    if (o.have_ag) gs_cost_curve_affine(o.ag_a, o.ag_b, &cost.ag);
   } else if (gs_plan_cost_from_net(&params, topo, algo, &cost) != GS_OK) {
     cli_error(VERB, "--algo %s: %s", gs_algo_name(algo), gs_last_error());
     return 2;
@@ -451,6 +469,9 @@ int cmd_simulate(int argc, char **argv) {
            o.workers, o.per_node,
            o.net ? o.net : o.cost_file ? o.cost_file : o.have_ar ? "--ar" : "--intra/--inter",
            gs_algo_name(algo), cost.ar.a, cost.ar.b);
+    if (o.have_rs || o.have_ag)
+      printf("reduce-scatter %.3e s + %.3e s/B, all-gather %.3e s + %.3e s/B\n",
+             cost.rs.a, cost.rs.b, cost.ag.a, cost.ag.b);
     printf("%d iteration%s, jitter CV %g (%s, per %s), seed %llu%s%s\n\n", o.iters,
            o.iters == 1 ? "" : "s", o.jitter,
            o.dist == GS_SIM_JITTER_NORMAL ? "normal" : "lognormal",

@@ -240,6 +240,10 @@ typedef struct gs_engine_stats {
   gs_plan_cost cost;            /* the costs the plan in use was made with */
   int cost_measured;            /* 1: fitted from the engine's collectives;
                                    0: the communicator's cost model */
+  int rsag_measured;            /* 1: cost.rs and cost.ag fitted from the
+                                   engine's own reduce-scatters and
+                                   all-gathers (dear); 0: halves of cost.ar
+                                   when that is measured, else the model's */
   uint64_t messages;            /* collectives issued */
   double comm_s;                /* total time the communicator spent on
                                    them (start: issue or previous end) */

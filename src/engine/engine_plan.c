@@ -609,7 +609,7 @@ static void carry_states(gs_engine *e, eng_plan *old, eng_plan *ep) {
  * a, b, npoints and GS_COST_CURVE_POINTS sizes and times. */
 enum {
   H_STATUS, H_CHANGED, H_CHOSEN, H_NGROUPS, H_WARMUP, H_PREDICTED, H_MEASURED,
-  H_FORWARD, H_DEAR_FWD_END, H_DEAR_AG_WAIT, H_XCHG, H_CURVES
+  H_RSAG_MEASURED, H_FORWARD, H_DEAR_FWD_END, H_DEAR_AG_WAIT, H_XCHG, H_CURVES
 };
 #define H_CURVE_LEN (3 + 2 * GS_COST_CURVE_POINTS)
 #define H_COUNT (H_CURVES + 3 * H_CURVE_LEN)
@@ -699,6 +699,7 @@ gs_status eng_plan_step(gs_engine *e, uint64_t n) {
     curve_pack(&e->cost.rs, &hdr[H_CURVES + H_CURVE_LEN]);
     curve_pack(&e->cost.ag, &hdr[H_CURVES + 2 * H_CURVE_LEN]);
     hdr[H_MEASURED] = e->cost_measured;
+    hdr[H_RSAG_MEASURED] = e->rsag_measured;
   }
   /* A new profiler window starts with every decision. */
   e->w_n = 0;
@@ -833,6 +834,7 @@ gs_status eng_plan_step(gs_engine *e, uint64_t n) {
   e->stats.predicted_iter_s = ep->warmup ? 0 : plan->predicted_iter_s;
   e->stats.cost = e->cost;
   e->stats.cost_measured = e->cost_measured;
+  e->stats.rsag_measured = hdr[H_RSAG_MEASURED] != 0;
   pthread_mutex_unlock(&e->mu);
   eng_plan_free(old);
   gs_log(GS_LOG_INFO, "gradsync engine, rank %d: iteration %llu: plan %s, %zu groups, "

@@ -75,6 +75,22 @@ badrow=$(awk '
 [ -z "$badrow" ] && ok "times positive, hidden share in [0, 1]" || bad "bad rows: $badrow"
 grep -q '"cost_measured":true' "$out" && ok "costs fitted from the engine's messages" \
   || bad "no result used measured costs"
+# DeAR's reduce-scatter and all-gather costs (what simulate --rs/--ag take):
+# on every row, and halves of the all-reduce's measured fit until measured
+# themselves (the communicator's model gives its own where nothing is).
+if /usr/bin/python3 - "$out" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    for k in ("rs_a", "rs_b", "ag_a", "ag_b"):
+        assert r[k] >= 0, (k, r)
+    if r["cost_measured"] and not r["rsag_measured"]:
+        for k, h in (("rs_a", "a"), ("ag_a", "a"), ("rs_b", "b"), ("ag_b", "b")):
+            assert abs(r[k] - r[h] / 2) <= 1e-9 * r[h], (k, r)
+PY
+then ok "rs/ag costs on every row, halves of the all-reduce's fit unless measured"
+else bad "rs/ag costs missing or not halves: $(head -c 600 "$out")"
+fi
 
 # Timeline, and the measured-curve cost.
 if GRADSYNC_LOG=info GRADSYNC_TIMELINE=$tmp/t.json GRADSYNC_PLAN_COST=curve "$gs" run -np 2 -- "$gs" replay \

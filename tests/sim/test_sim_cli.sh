@@ -73,6 +73,30 @@ for pol in wfbp mgwfbp optimal dear; do
     && echo "ok: --ar $pol equals plan --a --b ($s)" \
     || { echo "FAIL: --ar $pol: simulated '$s', plan '$p'"; fail=1; }
 done
+# --rs/--ag: DeAR's measured reduce-scatter and all-gather instead of halves
+# of --ar. One tensor of 4 MB, forward 10 ms, backward 20 ms: the iteration
+# is 10 + 20 + (1 + 4) + (2 + 8) ms = 45 ms; halves of --ar 0,4e-9 give
+# 8 + 8 ms (46 ms), the same as no --rs/--ag at all.
+printf '{"name": "one", "forward_s": 0.01, "tensors": [{"name": "w", "numel": 1000000, "dtype": "f32", "backward_s": 0.02}]}' > "$T/one.json"
+dear_iter() {
+  "$G" simulate --profile "$T/one.json" --workers 4 --ar 0,4e-9 --policy dear --json "$@" |
+    sed -n 's/.*"iter_s":\([^,]*\),.*/\1/p'
+}
+for c in "0.045 --rs 1e-3,1e-9 --ag 2e-3,2e-9" "0.046 --rs 0,2e-9 --ag 0,2e-9" "0.046" \
+         "0.042 --rs 0,1e-9"; do
+  # shellcheck disable=SC2086
+  set -- $c
+  want=$1; shift
+  got=$(dear_iter "$@")
+  /usr/bin/python3 -c "import sys; sys.exit(abs(float(sys.argv[1]) - float(sys.argv[2])) > 1e-12)" "$got" "$want" \
+    && echo "ok: dear with --ar 0,4e-9 $*: $got s" \
+    || { echo "FAIL: dear with --ar 0,4e-9 $*: '$got' s, expected $want"; fail=1; }
+done
+expect 0 "reduce-scatter 1.000e-03 s + 1.000e-09 s/B, all-gather 2.000e-03 s + 2.000e-09 s/B" -- --profile "$T/one.json" --workers 4 --ar 0,4e-9 --rs 1e-3,1e-9 --ag 2e-3,2e-9 --policy dear
+expect 2 "--rs refines the measured cost of --ar" -- --profile "$P" --workers 4 --net 1gbit --rs 1e-3,1e-9
+expect 2 "--ag refines the measured cost of --ar" -- --profile "$P" --workers 4 --cost "$T/c8.json" --ag 1e-3,1e-9
+expect 2 "--ag: expected" -- --profile "$P" --workers 4 --ar 2e-4,1.5e-8 --ag 1e-3
+expect 2 "--rs: expected" -- --profile "$P" --workers 4 --ar 2e-4,1.5e-8 --rs 1e-3,-1
 
 # JSON: one line per policy, and the simulated time equals the model's
 # without jitter.
