@@ -19,7 +19,9 @@
 # b * bytes over every other profile's rows of that cluster (replay's
 # comm_s is the communicator's busy time per iteration, groups the plan's
 # messages, bytes the gradient's; rows whose plan is dear are left out,
-# their messages being reduce-scatters and all-gathers), with a >= 0. The
+# their messages being reduce-scatters and all-gathers), with a >= 0; the
+# same fit over the other profiles' dear rows prices a reduce-scatter plus
+# an all-gather (simulate --rs and --ag, half of it each). The
 # engine's own fit comes from its warm-up iterations under wfbp; this one
 # from the schedules actually measured, never from the profile simulated.
 # Writes bench/results/sim_validate.jsonl and bench/results/sim_validate.md.
@@ -45,9 +47,13 @@ cells = {}  # (profile, nodes, policy) -> [(measured, simulated with the row's f
            #   replay's prediction, simulated with the cluster's fit,
            #   simulated with the held-out fit of measured communication)]
 stamps = {}
-def simulate(r, a, b):
+def simulate(r, a, b, rsag=None):
+    extra = []
+    if rsag is not None:  # DeAR's reduce-scatter + all-gather, half each
+        ha, hb = rsag[0] / 2, rsag[1] / 2
+        extra = ["--rs", f"{ha!r},{hb!r}", "--ag", f"{ha!r},{hb!r}"]
     cmd = [gs, "simulate", "--profile", f"profiles/{r['profile']}.json",
-           "--workers", str(r["ranks"]), "--ar", f"{a!r},{b!r}",
+           "--workers", str(r["ranks"]), "--ar", f"{a!r},{b!r}", *extra,
            "--compute-scale", repr(r["time_scale"]), "--policy", r["policy"], "--json"]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True,
                                      text=True).stdout)["iter_s"]
@@ -93,18 +99,21 @@ for path in sorted(glob.glob(os.path.join(src, "replay_*nodes.jsonl"))):
     files[(fits[0]["profile"], fits[0]["ranks"])] = fits
     measured[(fits[0]["profile"], fits[0]["ranks"])] = every
 held_fit = {}  # (profile, ranks) -> (a, b) from the cluster's other profiles
+held_rsag = {}  # the same for a reduce-scatter plus an all-gather (dear's rows)
 for (p, n) in files:
-    pts = [(r["ngroups"], grad_bytes(q), r["comm_s"])
-           for (q, m), rs in measured.items() if m == n and q != p
-           for r in rs if r["chosen"] != "dear" and r["comm_s"] > 0]
-    held_fit[(p, n)] = comm_fit(pts)
+    def pts(dear):
+        return [(r["ngroups"], grad_bytes(q), r["comm_s"])
+                for (q, m), rs in measured.items() if m == n and q != p
+                for r in rs if (r["chosen"] == "dear") == dear and r["comm_s"] > 0]
+    held_fit[(p, n)] = comm_fit(pts(False))
+    held_rsag[(p, n)] = comm_fit(pts(True))
 for (p, n), fits in sorted(files.items()):
     ca, cb = cluster_fit[(p, n)]
     ha, hb = held_fit[(p, n)]
     for r in fits:
         cells.setdefault((r["profile"], r["ranks"], r["policy"]), []).append(
             (r["iter_s"], simulate(r, r["a"], r["b"]), r.get("predicted_s"),
-             simulate(r, ca, cb), simulate(r, ha, hb)))
+             simulate(r, ca, cb), simulate(r, ha, hb, held_rsag[(p, n)])))
 rows = []
 for (p, n, pol), v in sorted(cells.items()):
     meas = statistics.median(x[0] for x in v)
@@ -118,7 +127,9 @@ for (p, n, pol), v in sorted(cells.items()):
                  "measured_s": meas, "simulated_s": sim, "replay_predicted_s": pred,
                  "error": (sim - meas) / meas, "cluster_a": ca, "cluster_b": cb,
                  "cluster_simulated_s": csim, "cluster_error": (csim - meas) / meas,
-                 "heldout_a": ha, "heldout_b": hb, "heldout_simulated_s": hsim,
+                 "heldout_a": ha, "heldout_b": hb,
+                 "heldout_rsag_a": held_rsag[(p, n)][0],
+                 "heldout_rsag_b": held_rsag[(p, n)][1], "heldout_simulated_s": hsim,
                  "heldout_error": (hsim - meas) / meas})
 with open(jsonl, "w") as f:
     for r in rows:
@@ -147,7 +158,9 @@ L = ["# The simulator against measured iterations (replay)", "",
      "by profile: for profile P, a and b (a >= 0) minimise the relative error of",
      "comm_s = a * groups + b * bytes over the rows of every *other* profile measured on",
      "the same cluster (comm_s: the communicator's busy time per iteration; groups: the",
-     "plan's messages; bytes: the gradient's; rows whose plan is dear left out). It is",
+     "plan's messages; bytes: the gradient's; rows whose plan is dear left out), and",
+     "the same fit over the other profiles' rows whose plan is dear gives the cost of a",
+     "reduce-scatter plus an all-gather (`--rs` and `--ag`, half of it each). It is",
      "what a user has after replaying a few models on a cluster and simulating another;",
      "it never sees the simulated profile's measurements.", ""]
 clusters = (("4 nodes", [r for r in rows if r["nodes"] == 4]),
@@ -163,12 +176,13 @@ for key, what in fits:
         L.append(f"| {label} | {what} | {cnt} | {med:.1%} | {mx:.1%} | {within} |")
 L += ["", "Targets (issue 13): median within 5% and every cell within 10%.", "",
       "The clusters' fits (a in us, b in ns/B):", "",
-      "| profile | nodes | a | b | held-out a | held-out b |",
-      "|---|---:|---:|---:|---:|---:|"]
+      "| profile | nodes | a | b | held-out a | held-out b | held-out rs+ag a | "
+      "held-out rs+ag b |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
 for (p, n), (ca, cb) in sorted(cluster_fit.items()):
     ha, hb = held_fit[(p, n)]
+    ra, rb = held_rsag[(p, n)]
     L.append(f"| {p} | {n} | {ca * 1e6:.0f} | {cb * 1e9:.2f} | {ha * 1e6:.0f} | "
-             f"{hb * 1e9:.2f} |")
+             f"{hb * 1e9:.2f} | {ra * 1e6:.0f} | {rb * 1e9:.2f} |")
 L += ["",
       "Bias by policy (median signed error; + means the model is slower than measured):", "",
       "| policy | 4 nodes, own fit | 8 nodes, own fit | 4 nodes, cluster's fit | "
