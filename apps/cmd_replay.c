@@ -208,6 +208,10 @@ static void print_json(const result *r, const gs_profile *prof, double scale,
   cJSON_AddNumberToObject(o, "rounds", rounds);
   cJSON_AddNumberToObject(o, "time_scale", scale);
   cJSON_AddNumberToObject(o, "ngroups", (double)r->ngroups);
+  double grad_bytes = 0; /* what one iteration's messages carry */
+  for (size_t i = 0; i < prof->ntensors; i++)
+    grad_bytes += (double)gs_profile_tensor_bytes(prof, i);
+  cJSON_AddNumberToObject(o, "grad_bytes", grad_bytes);
   cJSON_AddNumberToObject(o, "iter_s", r->iter_s);
   cJSON_AddNumberToObject(o, "predicted_s", r->predicted_s);
   cJSON_AddNumberToObject(o, "engine_predicted_s", r->engine_predicted_s);

@@ -10,6 +10,7 @@
  * unwritable --trace), 1 on any other failure.
  */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@ static void usage(FILE *f) {
           "usage: gradsync simulate --profile FILE --workers N [--per-node K]\n"
           "                         (--net NAME | --intra A,B --inter A,B |\n"
           "                          --ar A,B [--rs A,B] [--ag A,B] |\n"
+          "                          --replay FILE[,FILE...] |\n"
           "                          --cost FILE) [--policy P|all]\n"
           "                         [--compress [auto:]SPEC] [--iters I]\n"
           "                         [--jitter CV] [--jitter-dist lognormal|normal]\n"
@@ -57,6 +59,13 @@ static void usage(FILE *f) {
           "  --rs A,B           with --ar: DeAR's reduce-scatter of a group of M\n"
           "                     bytes costs A + B*M (replay --json: rs_a, rs_b)\n"
           "  --ag A,B           with --ar: its all-gather (ag_a, ag_b)\n"
+          "  --replay FILE,...  costs fitted to the communication that\n"
+          "                     'gradsync replay --json' measured on the same\n"
+          "                     ranks and nodes (its rows' comm_s, ngroups and\n"
+          "                     grad_bytes): the all-reduce's a + b*M from rows\n"
+          "                     of every plan but dear, a reduce-scatter plus an\n"
+          "                     all-gather from dear's rows (half each; without\n"
+          "                     them half of the all-reduce's)\n"
           "  --cost FILE        cost parameters from 'gradsync bench --cost-out',\n"
           "                     for the cluster they were measured on\n"
           "  --algo A           all-reduce algorithm: auto (default: hier with\n"
@@ -123,7 +132,7 @@ static void trace_path(char *out, size_t cap, const char *path, const char *poli
 }
 
 typedef struct sim_opts {
-  const char *profile, *policy, *net, *cost_file, *compress, *trace, *algo;
+  const char *profile, *policy, *net, *cost_file, *compress, *trace, *algo, *replay;
   int workers, per_node, iters, json, have_intra, have_inter, have_ar, have_rs, have_ag;
   double intra_a, intra_b, inter_a, inter_b, ar_a, ar_b, rs_a, rs_b, ag_a, ag_b;
   double jitter, scale;
@@ -145,7 +154,7 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
       {"algo", required_argument, 0, 'A'},     {"compute-scale", required_argument, 0, 'x'},
       {"trace", required_argument, 0, 't'},    {"help", no_argument, 0, 'h'},
       {"ar", required_argument, 0, 'a'},       {"rs", required_argument, 0, 'R'},
-      {"ag", required_argument, 0, 'G'},
+      {"ag", required_argument, 0, 'G'},       {"replay", required_argument, 0, 'Y'},
       {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   o->policy = "all";
@@ -192,6 +201,7 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
         if (parse_pair("ag", optarg, &o->ag_a, &o->ag_b, &o->have_ag) != 0) return 2;
         break;
       case 'c': o->cost_file = optarg; break;
+      case 'Y': o->replay = optarg; break;
       case 'P': o->policy = optarg; break;
       case 'z': o->compress = optarg; break;
       case 'i':
@@ -266,16 +276,17 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
     return 2;
   }
   int nets = (o->net != NULL) + (o->have_intra || o->have_inter) + (o->cost_file != NULL) +
-             o->have_ar;
+             o->have_ar + (o->replay != NULL);
   if (nets != 1) {
     cli_error(VERB, nets == 0 ? "a network is required: --net NAME, --intra A,B "
-                                "--inter A,B, --cost FILE or --ar A,B"
-                              : "give one of --net, --intra/--inter, --cost and --ar");
+                                "--inter A,B, --cost FILE, --ar A,B or --replay FILE"
+                              : "give one of --net, --intra/--inter, --cost, --ar and "
+                                "--replay");
     return 2;
   }
-  if (o->have_ar && (o->algo || o->compress)) {
-    cli_error(VERB, "--ar gives the all-reduce's cost itself: --%s does not apply",
-              o->algo ? "algo" : "compress");
+  if ((o->have_ar || o->replay) && (o->algo || o->compress)) {
+    cli_error(VERB, "--%s gives the all-reduce's cost itself: --%s does not apply",
+              o->have_ar ? "ar" : "replay", o->algo ? "algo" : "compress");
     return 2;
   }
   if ((o->have_rs || o->have_ag) && !o->have_ar) {
@@ -320,8 +331,153 @@ static int make_params(const sim_opts *o, gs_cost_topo topo, gs_cost_params *par
   return 0;
 }
 
+/* ---- --replay: costs fitted to replayed iterations ---------------------- */
+
+/* Observations of one kind (all-reduce plans, or dear's), grown as read. */
+typedef struct obs {
+  double *g, *bytes, *secs;
+  size_t n, cap;
+} obs;
+
+static int obs_add(obs *b, double g, double bytes, double secs) {
+  if (b->n == b->cap) {
+    size_t cap = b->cap ? 2 * b->cap : 64;
+    double *ng = gs_realloc(b->g, cap * sizeof *ng);
+    if (ng) b->g = ng;
+    double *nb = gs_realloc(b->bytes, cap * sizeof *nb);
+    if (nb) b->bytes = nb;
+    double *ns = gs_realloc(b->secs, cap * sizeof *ns);
+    if (ns) b->secs = ns;
+    if (!ng || !nb || !ns) return -1;
+    b->cap = cap;
+  }
+  b->g[b->n] = g;
+  b->bytes[b->n] = bytes;
+  b->secs[b->n++] = secs;
+  return 0;
+}
+
+static void obs_free(obs *b) {
+  gs_free(b->g);
+  gs_free(b->bytes);
+  gs_free(b->secs);
+}
+
+/* A row's gradient bytes: its grad_bytes, or (rows of replays before that
+ * field) the profile of its name beside --profile. 0 when neither. */
+static double row_bytes(const cJSON *row, const char *profile_path) {
+  const cJSON *gb = cJSON_GetObjectItem(row, "grad_bytes");
+  if (cJSON_IsNumber(gb)) return gb->valuedouble;
+  const cJSON *name = cJSON_GetObjectItem(row, "profile");
+  if (!cJSON_IsString(name) || strchr(name->valuestring, '/') != NULL) return 0;
+  const char *slash = strrchr(profile_path, '/');
+  int dir = slash ? (int)(slash - profile_path + 1) : 0;
+  char path[4096];
+  if (snprintf(path, sizeof path, "%.*s%s.json", dir, profile_path, name->valuestring) >=
+      (int)sizeof path)
+    return 0;
+  gs_profile *p = NULL;
+  if (gs_profile_load(path, &p) != GS_OK) return 0;
+  double bytes = 0;
+  for (size_t i = 0; i < p->ntensors; i++) bytes += (double)gs_profile_tensor_bytes(p, i);
+  gs_profile_free(p);
+  return bytes;
+}
+
+/* Reads the rows of one replay file measured on `ranks` ranks and `nodes`
+ * nodes into ar (plans other than dear) and rsag (dear's); *other counts the
+ * rows of other shapes. Returns 0, 1 (out of memory) or 2 (bad file). */
+static int read_replay(const char *path, const char *profile_path, int ranks, int nodes,
+                       obs *ar, obs *rsag, size_t *other) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL) {
+    cli_error(VERB, "--replay: cannot open '%s': %s", path, strerror(errno));
+    return 2;
+  }
+  char *line = NULL;
+  size_t cap = 0, lineno = 0;
+  int rc = 0;
+  while (rc == 0 && getline(&line, &cap, f) != -1) {
+    lineno++;
+    if (line[strspn(line, " \t\r\n")] == '\0') continue;
+    cJSON *row = cJSON_Parse(line);
+    if (row == NULL) {
+      cli_error(VERB, "--replay: %s:%zu is not JSON", path, lineno);
+      rc = 2;
+      break;
+    }
+    if (cJSON_GetObjectItem(row, "stamp") == NULL) { /* the bench stamp */
+      const cJSON *r = cJSON_GetObjectItem(row, "ranks"), *nd = cJSON_GetObjectItem(row, "nodes"),
+                  *g = cJSON_GetObjectItem(row, "ngroups"), *c = cJSON_GetObjectItem(row, "comm_s"),
+                  *ch = cJSON_GetObjectItem(row, "chosen");
+      double bytes = 0;
+      if (!cJSON_IsNumber(r) || !cJSON_IsNumber(nd) || !cJSON_IsNumber(g) ||
+          !cJSON_IsNumber(c) || !cJSON_IsString(ch)) {
+        cli_error(VERB, "--replay: %s:%zu is not a row of 'gradsync replay --json' "
+                  "(ranks, nodes, ngroups, comm_s, chosen)", path, lineno);
+        rc = 2;
+      } else if ((int)r->valuedouble != ranks || (int)nd->valuedouble != nodes) {
+        (*other)++;
+      } else if ((bytes = row_bytes(row, profile_path)) <= 0) {
+        cli_error(VERB, "--replay: %s:%zu has no grad_bytes, and no profile of its name "
+                  "is beside --profile", path, lineno);
+        rc = 2;
+      } else if (c->valuedouble > 0 &&
+                 obs_add(strcmp(ch->valuestring, "dear") == 0 ? rsag : ar,
+                         g->valuedouble, bytes, c->valuedouble) != 0) {
+        rc = 1;
+      }
+    }
+    cJSON_Delete(row);
+  }
+  free(line);
+  fclose(f);
+  if (rc == 1) cli_fail(VERB, "--replay: out of memory reading %s", path);
+  return rc;
+}
+
+/* The costs of --replay FILE[,FILE...]: *nar and *nrsag are the rows fitted. */
+static int replay_cost(const sim_opts *o, gs_plan_cost *cost, size_t *nar, size_t *nrsag) {
+  obs ar = {0}, rsag = {0};
+  size_t other = 0;
+  int rc = 0, nodes = o->workers / o->per_node;
+  char *list = strdup(o->replay), *save = NULL;
+  if (list == NULL) rc = 1;
+  for (char *p = list ? strtok_r(list, ",", &save) : NULL; p && rc == 0;
+       p = strtok_r(NULL, ",", &save))
+    rc = read_replay(p, o->profile, o->workers, nodes, &ar, &rsag, &other);
+  free(list);
+  double a = 0, b = 0, ra = 0, rb = 0;
+  if (rc == 0 && ar.n == 0) {
+    cli_error(VERB, "--replay %s: no row of a plan other than dear measured on %d ranks "
+              "on %d nodes (%zu rows of other shapes, %zu of dear)", o->replay,
+              o->workers, nodes, other, rsag.n);
+    rc = 2;
+  }
+  if (rc == 0 && (gs_cost_fit_totals(ar.g, ar.bytes, ar.secs, ar.n, &a, &b) != GS_OK ||
+                  gs_plan_cost_from_ab(a, b, cost) != GS_OK)) {
+    cli_error(VERB, "--replay: %s", gs_last_error());
+    rc = 2;
+  }
+  if (rc == 0 && rsag.n > 0) {
+    if (gs_cost_fit_totals(rsag.g, rsag.bytes, rsag.secs, rsag.n, &ra, &rb) != GS_OK) {
+      cli_error(VERB, "--replay (dear's rows): %s", gs_last_error());
+      rc = 2;
+    } else {
+      gs_cost_curve_affine(ra / 2, rb / 2, &cost->rs);
+      gs_cost_curve_affine(ra / 2, rb / 2, &cost->ag);
+    }
+  }
+  *nar = ar.n;
+  *nrsag = rsag.n;
+  obs_free(&ar);
+  obs_free(&rsag);
+  return rc;
+}
+
 static void print_json(const gs_profile *prof, const sim_opts *o, const char *spec,
-                       const gs_plan *pl, const gs_sim_result *r, double run_s) {
+                       const gs_plan *pl, const gs_sim_result *r, double run_s,
+                       const gs_plan_cost *cost) {
   cJSON *j = cJSON_CreateObject();
   if (j == NULL) return;
   cJSON_AddStringToObject(j, "profile", prof->name);
@@ -334,6 +490,7 @@ static void print_json(const gs_profile *prof, const sim_opts *o, const char *sp
   cJSON_AddStringToObject(j, "network", o->net         ? o->net
                                          : o->cost_file ? o->cost_file
                                          : o->have_ar   ? "ar"
+                                         : o->replay    ? "replay"
                                                         : "intra/inter");
   if (o->compress) cJSON_AddStringToObject(j, "compress", o->compress);
   cJSON_AddNumberToObject(j, "iters", r->iters);
@@ -357,6 +514,13 @@ static void print_json(const gs_profile *prof, const sim_opts *o, const char *sp
   cli_json_add(j, "efficiency", r->efficiency, "%.17g");
   cli_json_add(j, "predicted_iter_s", pl->predicted_iter_s, "%.17g");
   cJSON_AddNumberToObject(j, "events", (double)r->events);
+  /* The plan's affine costs, whatever gave them (--net, --replay, ...). */
+  cli_json_add(j, "ar_a", cost->ar.a, "%.17g");
+  cli_json_add(j, "ar_b", cost->ar.b, "%.17g");
+  cli_json_add(j, "rs_a", cost->rs.a, "%.17g");
+  cli_json_add(j, "rs_b", cost->rs.b, "%.17g");
+  cli_json_add(j, "ag_a", cost->ag.a, "%.17g");
+  cli_json_add(j, "ag_b", cost->ag.b, "%.17g");
   cJSON_AddNumberToObject(j, "straggler", r->straggler);
   cli_json_add(j, "sim_wall_s", run_s, "%.6g");
   cli_print_json(stdout, j);
@@ -404,6 +568,7 @@ int cmd_simulate(int argc, char **argv) {
     return 2;
   }
   gs_plan_cost cost;
+  size_t replay_ar = 0, replay_rsag = 0;
   if (o.have_ar) {
     if (gs_plan_cost_from_ab(o.ar_a, o.ar_b, &cost) != GS_OK) {
       cli_error(VERB, "--ar: %s", gs_last_error());
@@ -412,6 +577,8 @@ int cmd_simulate(int argc, char **argv) {
     /* parse_pair has checked both are finite and >= 0. */
     if (o.have_rs) gs_cost_curve_affine(o.rs_a, o.rs_b, &cost.rs);
     if (o.have_ag) gs_cost_curve_affine(o.ag_a, o.ag_b, &cost.ag);
+  } else if (o.replay) {
+    if ((rc = replay_cost(&o, &cost, &replay_ar, &replay_rsag)) != 0) return rc;
   } else if (gs_plan_cost_from_net(&params, topo, algo, &cost) != GS_OK) {
     cli_error(VERB, "--algo %s: %s", gs_algo_name(algo), gs_last_error());
     return 2;
@@ -467,9 +634,14 @@ int cmd_simulate(int argc, char **argv) {
            o.scale != 1.0 ? " (times scaled)" : "");
     printf("cluster: %d workers, %d per node, %s (%s); all-reduce %.3e s + %.3e s/B\n",
            o.workers, o.per_node,
-           o.net ? o.net : o.cost_file ? o.cost_file : o.have_ar ? "--ar" : "--intra/--inter",
+           o.net ? o.net : o.cost_file ? o.cost_file : o.have_ar ? "--ar"
+           : o.replay ? "--replay" : "--intra/--inter",
            gs_algo_name(algo), cost.ar.a, cost.ar.b);
-    if (o.have_rs || o.have_ag)
+    if (o.replay)
+      printf("costs fitted to %zu replayed plans' communication (%s)%s\n", replay_ar + replay_rsag,
+             o.replay, replay_rsag ? "" : "; no dear rows: reduce-scatter and all-gather are "
+             "halves of the all-reduce");
+    if (o.have_rs || o.have_ag || replay_rsag)
       printf("reduce-scatter %.3e s + %.3e s/B, all-gather %.3e s + %.3e s/B\n",
              cost.rs.a, cost.rs.b, cost.ag.a, cost.ag.b);
     printf("%d iteration%s, jitter CV %g (%s, per %s), seed %llu%s%s\n\n", o.iters,
@@ -514,7 +686,7 @@ int cmd_simulate(int argc, char **argv) {
       break;
     }
     if (o.json) {
-      print_json(prof, &o, specs[k], pl, &r, run_s);
+      print_json(prof, &o, specs[k], pl, &r, run_s, &cost);
     } else {
       char name[64];
       if (pl->policy.kind == GS_PLAN_AUTO)

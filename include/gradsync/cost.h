@@ -144,6 +144,18 @@ gs_status gs_cost_curve_affine(double a, double b, gs_cost_curve *out);
 gs_status gs_cost_curve_fit(const double *bytes, const double *secs, size_t n,
                             gs_cost_curve *out);
 
+/* Fits the per-message cost a + b*M to measured totals rather than to single
+ * messages: observation i is secs[i] seconds spent on msgs[i] messages that
+ * carried bytes[i] bytes in all (one iteration of a plan, as `gradsync
+ * replay --json` reports comm_s, ngroups and grad_bytes), so
+ * secs[i] ~ a*msgs[i] + b*bytes[i]. a and b minimise the sum of squared
+ * relative errors; when that a is negative (the latency hidden by the noise)
+ * a = 0 and b alone is fitted. Observations need msgs >= 0, bytes >= 0,
+ * secs > 0, all finite, and some bytes[i] > 0; otherwise GS_ERR_INVALID_ARG
+ * naming the first bad one. */
+gs_status gs_cost_fit_totals(const double *msgs, const double *bytes,
+                             const double *secs, size_t n, double *a, double *b);
+
 /* The curve's time for `bytes`: between the points, linear interpolation;
  * beyond them, the line of slope b through the nearest point (never below
  * 0); without points, a + b*bytes. Non-decreasing in `bytes`. */

@@ -856,3 +856,51 @@ gs_status gs_cost_load(const char *path, gs_cost_topo t, gs_cost_params *out) {
   if (st == GS_OK) *out = c;
   return st;
 }
+
+gs_status gs_cost_fit_totals(const double *msgs, const double *bytes,
+                             const double *secs, size_t n, double *a, double *b) {
+  if (msgs == NULL || bytes == NULL || secs == NULL || a == NULL || b == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "cost fit of totals: NULL argument");
+  if (n == 0)
+    return gs_error(GS_ERR_INVALID_ARG, "cost fit of totals: no observations");
+  /* Weighted least squares with weights 1/secs^2: the normal equations of
+   * min sum ((a g + b B - y) / y)^2. */
+  double s11 = 0, s12 = 0, s22 = 0, t1 = 0, t2 = 0;
+  for (size_t i = 0; i < n; i++) {
+    const double g = msgs[i], B = bytes[i], y = secs[i];
+    if (!isfinite(g) || !isfinite(B) || !isfinite(y) || g < 0 || B < 0 || y <= 0)
+      return gs_error(GS_ERR_INVALID_ARG, "cost fit of totals: observation %zu "
+                      "(%g messages, %g bytes, %g s) is not finite and "
+                      "non-negative with a positive time", i, g, B, y);
+    const double w = 1.0 / (y * y);
+    s11 += w * g * g;
+    s12 += w * g * B;
+    s22 += w * B * B;
+    t1 += w * g * y;
+    t2 += w * B * y;
+  }
+  if (s22 <= 0)
+    return gs_error(GS_ERR_INVALID_ARG, "cost fit of totals: no observation "
+                    "carried any bytes");
+  const double det = s11 * s22 - s12 * s12;
+  /* det is 0 (up to rounding) when every observation has the same
+   * bytes-per-message ratio: a and b are not separable, b alone is fitted. */
+  if (det > 1e-12 * s11 * s22) {
+    const double fa = (t1 * s22 - t2 * s12) / det;
+    if (fa >= 0) {
+      const double fb = (s11 * t2 - s12 * t1) / det;
+      if (fb >= 0) {
+        *a = fa;
+        *b = fb;
+        return GS_OK;
+      }
+      /* A negative slope: the bytes explain nothing; the latency alone. */
+      *a = t1 / s11;
+      *b = 0;
+      return GS_OK;
+    }
+  }
+  *a = 0;
+  *b = t2 / s22;
+  return GS_OK;
+}

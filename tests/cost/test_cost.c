@@ -462,6 +462,51 @@ static void test_fit_points_interpolate_and_persist(void **state) {
 
 /* A curve from raw samples: one point per power-of-two class (median time,
  * mean size), the line through them, and an isotonic correction. */
+/* gs_cost_fit_totals: exact totals of a known a and b come back; noisy ones
+ * are fitted on the relative error; a negative latency is clamped to 0 with
+ * b refitted alone; bad observations are refused, naming them. */
+static void test_fit_totals(void **state) {
+  (void)state;
+  const double a = 8e-4, b = 2e-8;
+  /* Plans of 1, 4, 161 and 604 messages over gradients of 26, 102, 80 MB. */
+  double g[4] = {1, 4, 161, 604}, B[4] = {26.5e6, 102.2e6, 102.2e6, 80.1e6}, y[4];
+  for (int i = 0; i < 4; i++) y[i] = a * g[i] + b * B[i];
+  double fa = -1, fb = -1;
+  assert_int_equal(gs_cost_fit_totals(g, B, y, 4, &fa, &fb), GS_OK);
+  assert_true(fabs(fa - a) <= 1e-9 * a);
+  assert_true(fabs(fb - b) <= 1e-9 * b);
+  /* Relative, not absolute, least squares: one observation 10% slow moves
+   * the fit, but every fitted total stays within 10% of its measurement. */
+  y[3] *= 1.10;
+  assert_int_equal(gs_cost_fit_totals(g, B, y, 4, &fa, &fb), GS_OK);
+  for (int i = 0; i < 4; i++) {
+    double rel = (fa * g[i] + fb * B[i] - y[i]) / y[i];
+    assert_true(fabs(rel) < 0.10);
+  }
+  /* Totals that fall with the message count would need a < 0: a = 0 and b
+   * is the weighted mean of y/B, here exactly 2e-8 on both. */
+  double g2[2] = {1, 100}, B2[2] = {1e6, 1e6}, y2[2] = {0.021, 0.019};
+  assert_int_equal(gs_cost_fit_totals(g2, B2, y2, 2, &fa, &fb), GS_OK);
+  assert_true(fa == 0);
+  double w0 = 1 / (y2[0] * y2[0]), w1 = 1 / (y2[1] * y2[1]);
+  double want = (w0 * 1e6 * y2[0] + w1 * 1e6 * y2[1]) / (w0 * 1e12 + w1 * 1e12);
+  assert_true(fabs(fb - want) <= 1e-12 * want);
+  /* One observation: a and b are not separable; b alone. */
+  assert_int_equal(gs_cost_fit_totals(g, B, y, 1, &fa, &fb), GS_OK);
+  assert_true(fa == 0 && fabs(fb * B[0] - y[0]) <= 1e-12 * y[0]);
+  /* Errors. */
+  double bad[2] = {1, -1}, zero[2] = {0, 0};
+  assert_int_equal(gs_cost_fit_totals(g, B, y, 0, &fa, &fb), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_fit_totals(NULL, B, y, 2, &fa, &fb), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_fit_totals(g, bad, y, 2, &fa, &fb), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "observation 1"));
+  assert_int_equal(gs_cost_fit_totals(g, B, zero, 2, &fa, &fb), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_fit_totals(g, zero, y, 2, &fa, &fb), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "any bytes"));
+  double nan_y[2] = {NAN, 1};
+  assert_int_equal(gs_cost_fit_totals(g, B, nan_y, 2, &fa, &fb), GS_ERR_INVALID_ARG);
+}
+
 static void test_curve_fit(void **state) {
   (void)state;
   /* Three samples per class at 1 KiB, 16 KiB, 1 MiB; one wild outlier per
@@ -659,6 +704,7 @@ int main(void) {
       cmocka_unit_test(test_calibrate_invalid),
       cmocka_unit_test(test_fit_points_interpolate_and_persist),
       cmocka_unit_test(test_curve_fit),
+      cmocka_unit_test(test_fit_totals),
       cmocka_unit_test(test_curve_isotonic),
       cmocka_unit_test(test_curve_errors),
       cmocka_unit_test(test_cost_load_hostile),

@@ -97,6 +97,49 @@ expect 2 "--rs refines the measured cost of --ar" -- --profile "$P" --workers 4 
 expect 2 "--ag refines the measured cost of --ar" -- --profile "$P" --workers 4 --cost "$T/c8.json" --ag 1e-3,1e-9
 expect 2 "--ag: expected" -- --profile "$P" --workers 4 --ar 2e-4,1.5e-8 --ag 1e-3
 expect 2 "--rs: expected" -- --profile "$P" --workers 4 --ar 2e-4,1.5e-8 --rs 1e-3,-1
+# --replay: the cluster's costs fitted to replay rows' communication (comm_s
+# = a * ngroups + b * grad_bytes exactly here: a = 8e-4, b = 2e-8; dear's
+# rows: a reduce-scatter plus an all-gather at 4e-3 + 3e-8 M, half each).
+# Rows of another shape and the bench stamp are skipped.
+cat > "$T/r.jsonl" <<'EOF2'
+{"stamp": {"commit": "x"}}
+{"profile":"one","policy":"wfbp","chosen":"wfbp","ranks":4,"nodes":4,"ngroups":161,"grad_bytes":1e8,"comm_s":2.1288}
+{"profile":"one","policy":"single","chosen":"single","ranks":4,"nodes":4,"ngroups":1,"grad_bytes":1e8,"comm_s":2.0008}
+{"profile":"one","policy":"optimal","chosen":"optimal","ranks":4,"nodes":4,"ngroups":4,"grad_bytes":5e7,"comm_s":1.0032}
+{"profile":"one","policy":"dear","chosen":"dear","ranks":4,"nodes":4,"ngroups":5,"grad_bytes":1e8,"comm_s":3.02}
+{"profile":"one","policy":"auto","chosen":"dear","ranks":4,"nodes":4,"ngroups":2,"grad_bytes":5e7,"comm_s":1.508}
+{"profile":"one","policy":"wfbp","chosen":"wfbp","ranks":8,"nodes":8,"ngroups":161,"grad_bytes":1e8,"comm_s":9}
+EOF2
+expect 0 "all-reduce 8.000e-04 s + 2.000e-08 s/B" -- --profile "$T/one.json" --workers 4 --replay "$T/r.jsonl" --policy wfbp
+expect 0 "reduce-scatter 2.000e-03 s + 1.500e-08 s/B, all-gather 2.000e-03 s + 1.500e-08 s/B" -- --profile "$T/one.json" --workers 4 --replay "$T/r.jsonl" --policy dear
+# Without dear's rows, halves of the all-reduce; a row without grad_bytes
+# takes the profile of its name beside --profile (one.json: 4 MB).
+grep -v dear "$T/r.jsonl" > "$T/r2.jsonl"
+printf '{"profile":"one","policy":"bucket","chosen":"bucket","ranks":4,"nodes":4,"ngroups":1,"comm_s":0.0808}\n' >> "$T/r2.jsonl"
+expect 0 "halves of the all-reduce" -- --profile "$T/one.json" --workers 4 --replay "$T/r2.jsonl" --policy dear
+expect 0 "all-reduce 8.000e-04 s + 2.000e-08 s/B" -- --profile "$T/one.json" --workers 4 --replay "$T/r2.jsonl" --policy wfbp
+s=$("$G" simulate --profile "$T/one.json" --workers 4 --replay "$T/r.jsonl" --policy wfbp --json)
+if printf '%s' "$s" | /usr/bin/python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+want = {'ar_a': 8e-4, 'ar_b': 2e-8, 'rs_a': 2e-3, 'rs_b': 1.5e-8, 'ag_a': 2e-3, 'ag_b': 1.5e-8}
+sys.exit(d['network'] != 'replay' or any(abs(d[k] - v) > 1e-9 * v for k, v in want.items()))"; then
+  echo "ok: --replay --json reports the fitted costs"
+else
+  echo "FAIL: --replay --json: $s"; fail=1
+fi
+# Two files, comma-separated: the second's rows count too.
+expect 0 "costs fitted to 9 replayed plans" -- --profile "$T/one.json" --workers 4 --replay "$T/r.jsonl,$T/r2.jsonl" --policy wfbp
+expect 2 "no row of a plan other than dear measured on 2 ranks on 2 nodes (6 rows of other shapes" -- --profile "$T/one.json" --workers 2 --replay "$T/r.jsonl"
+expect 2 "cannot open '$T/missing.jsonl'" -- --profile "$T/one.json" --workers 4 --replay "$T/missing.jsonl"
+printf '{"profile":"one"\n' > "$T/bad.jsonl"
+expect 2 "bad.jsonl:1 is not JSON" -- --profile "$T/one.json" --workers 4 --replay "$T/bad.jsonl"
+printf '{"profile":"one","ranks":4}\n' > "$T/bad2.jsonl"
+expect 2 "bad2.jsonl:1 is not a row of 'gradsync replay --json'" -- --profile "$T/one.json" --workers 4 --replay "$T/bad2.jsonl"
+printf '{"profile":"nosuch","policy":"wfbp","chosen":"wfbp","ranks":4,"nodes":4,"ngroups":1,"comm_s":1}\n' > "$T/bad3.jsonl"
+expect 2 "bad3.jsonl:1 has no grad_bytes" -- --profile "$T/one.json" --workers 4 --replay "$T/bad3.jsonl"
+expect 2 "give one of" -- --profile "$T/one.json" --workers 4 --replay "$T/r.jsonl" --net 1gbit
+expect 2 "--replay gives the all-reduce's cost itself" -- --profile "$T/one.json" --workers 4 --replay "$T/r.jsonl" --algo ring
 
 # JSON: one line per policy, and the simulated time equals the model's
 # without jitter.
