@@ -14,16 +14,13 @@
 # bucket) can get a b far from the link's; the cluster's fit is what a user
 # of `gradsync simulate` has for a cluster they measured once.
 # A third time with a fit of the communication measured during the
-# replayed iterations themselves, held out by profile: for profile P on a
-# cluster, a and b minimise the relative error of comm_s = a * groups +
-# b * bytes over every other profile's rows of that cluster (replay's
-# comm_s is the communicator's busy time per iteration, groups the plan's
-# messages, bytes the gradient's; rows whose plan is dear are left out,
-# their messages being reduce-scatters and all-gathers), with a >= 0; the
-# same fit over the other profiles' dear rows prices a reduce-scatter plus
-# an all-gather (simulate --rs and --ag, half of it each). The
-# engine's own fit comes from its warm-up iterations under wfbp; this one
-# from the schedules actually measured, never from the profile simulated.
+# replayed iterations themselves, held out by profile: profile P on a
+# cluster is simulated with `simulate --replay` over every *other*
+# profile's replay file of that cluster, which fits comm_s = a * ngroups +
+# b * grad_bytes to their rows (a >= 0; dear's rows give a reduce-scatter
+# plus an all-gather instead). The engine's own fit comes from its warm-up
+# iterations under wfbp; this one from the plans as they ran, never from
+# the profile simulated.
 # Writes bench/results/sim_validate.jsonl and bench/results/sim_validate.md.
 #
 # What it does not do: measure anew. The replay files carry their own
@@ -47,73 +44,52 @@ cells = {}  # (profile, nodes, policy) -> [(measured, simulated with the row's f
            #   replay's prediction, simulated with the cluster's fit,
            #   simulated with the held-out fit of measured communication)]
 stamps = {}
-def simulate(r, a, b, rsag=None):
-    extra = []
-    if rsag is not None:  # DeAR's reduce-scatter + all-gather, half each
-        ha, hb = rsag[0] / 2, rsag[1] / 2
-        extra = ["--rs", f"{ha!r},{hb!r}", "--ag", f"{ha!r},{hb!r}"]
+def simulate(r, cost):
+    """The simulated iteration of row r's profile and policy with `cost`
+    (simulate's cost options); returns simulate's JSON object."""
     cmd = [gs, "simulate", "--profile", f"profiles/{r['profile']}.json",
-           "--workers", str(r["ranks"]), "--ar", f"{a!r},{b!r}", *extra,
+           "--workers", str(r["ranks"]), *cost,
            "--compute-scale", repr(r["time_scale"]), "--policy", r["policy"], "--json"]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True,
-                                     text=True).stdout)["iter_s"]
+                                     text=True).stdout)
 
-def grad_bytes(profile):
-    with open(f"profiles/{profile}.json") as f:
-        t = json.load(f)["tensors"]
-    size = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8}
-    return sum(x["numel"] * size[x.get("dtype", "f32")] for x in t)
-
-def comm_fit(pts):
-    """a >= 0 and b minimising sum(((a g + b B) - y) / y)^2 over (g, B, y)."""
-    s11 = s12 = s22 = t1 = t2 = 0.0
-    for g, B, y in pts:
-        w = 1.0 / (y * y)
-        s11 += w * g * g; s12 += w * g * B; s22 += w * B * B
-        t1 += w * g * y; t2 += w * B * y
-    det = s11 * s22 - s12 * s12
-    a = (t1 * s22 - t2 * s12) / det if det > 0 else -1.0
-    if a >= 0:
-        return a, (s11 * t2 - s12 * t1) / det
-    return 0.0, t2 / s22  # a latency the noise hides: b alone
+def ar(a, b):
+    return ["--ar", f"{a!r},{b!r}"]
 
 cluster_fit = {}  # (profile, ranks) -> (a, b): medians over the file's fits
 files = {}  # (profile, ranks) -> the file's rows with a measured fit
-measured = {}  # (profile, ranks) -> every row of the file
+paths = {}  # (profile, ranks) -> the replay file
 for path in sorted(glob.glob(os.path.join(src, "replay_*nodes.jsonl"))):
     with open(path) as f:
         recs = [json.loads(line) for line in f]
-    fits, every = [], []
+    fits = []
     for r in recs:
         if "stamp" in r:
             stamps[os.path.basename(path)] = r["stamp"]
-        else:
-            every.append(r)
-            if r.get("cost_measured"):
-                fits.append(r)
+        elif r.get("cost_measured"):
+            fits.append(r)
     if not fits:
         continue
     ca = statistics.median(r["a"] for r in fits)
     cb = statistics.median(r["b"] for r in fits)
     cluster_fit[(fits[0]["profile"], fits[0]["ranks"])] = (ca, cb)
     files[(fits[0]["profile"], fits[0]["ranks"])] = fits
-    measured[(fits[0]["profile"], fits[0]["ranks"])] = every
-held_fit = {}  # (profile, ranks) -> (a, b) from the cluster's other profiles
-held_rsag = {}  # the same for a reduce-scatter plus an all-gather (dear's rows)
+    paths[(fits[0]["profile"], fits[0]["ranks"])] = path
+held = {}  # (profile, ranks) -> simulate --replay over the cluster's other files
+held_fit = {}  # (profile, ranks) -> (a, b) that fit gave
+held_rsag = {}  # the same for a reduce-scatter plus an all-gather
 for (p, n) in files:
-    def pts(dear):
-        return [(r["ngroups"], grad_bytes(q), r["comm_s"])
-                for (q, m), rs in measured.items() if m == n and q != p
-                for r in rs if (r["chosen"] == "dear") == dear and r["comm_s"] > 0]
-    held_fit[(p, n)] = comm_fit(pts(False))
-    held_rsag[(p, n)] = comm_fit(pts(True))
+    held[(p, n)] = ["--replay", ",".join(paths[(q, m)] for (q, m) in sorted(paths)
+                                         if m == n and q != p)]
 for (p, n), fits in sorted(files.items()):
     ca, cb = cluster_fit[(p, n)]
-    ha, hb = held_fit[(p, n)]
     for r in fits:
+        h = simulate(r, held[(p, n)])
+        held_fit[(p, n)] = (h["ar_a"], h["ar_b"])
+        held_rsag[(p, n)] = (h["rs_a"] + h["ag_a"], h["rs_b"] + h["ag_b"])
         cells.setdefault((r["profile"], r["ranks"], r["policy"]), []).append(
-            (r["iter_s"], simulate(r, r["a"], r["b"]), r.get("predicted_s"),
-             simulate(r, ca, cb), simulate(r, ha, hb, held_rsag[(p, n)])))
+            (r["iter_s"], simulate(r, ar(r["a"], r["b"]))["iter_s"], r.get("predicted_s"),
+             simulate(r, ar(ca, cb))["iter_s"], h["iter_s"]))
 rows = []
 for (p, n, pol), v in sorted(cells.items()):
     meas = statistics.median(x[0] for x in v)
@@ -155,12 +131,12 @@ L = ["# The simulator against measured iterations (replay)", "",
      "messages can get a b far from the link's; the cluster's fit is what a user of",
      "`gradsync simulate` has after measuring a cluster once.", "",
      "And with a fit of the communication measured in the replayed iterations, held out",
-     "by profile: for profile P, a and b (a >= 0) minimise the relative error of",
-     "comm_s = a * groups + b * bytes over the rows of every *other* profile measured on",
-     "the same cluster (comm_s: the communicator's busy time per iteration; groups: the",
-     "plan's messages; bytes: the gradient's; rows whose plan is dear left out), and",
-     "the same fit over the other profiles' rows whose plan is dear gives the cost of a",
-     "reduce-scatter plus an all-gather (`--rs` and `--ag`, half of it each). It is",
+     "by profile: profile P is simulated with `gradsync simulate --replay` over the replay",
+     "files of every *other* profile measured on the same cluster, which fits",
+     "comm_s = a * ngroups + b * grad_bytes (a >= 0) to their rows (comm_s: the",
+     "communicator's busy time per iteration; ngroups: the plan's messages; grad_bytes:",
+     "the gradient's; rows whose plan is dear left out), and the same to the rows whose",
+     "plan is dear for a reduce-scatter plus an all-gather (half of it each). It is",
      "what a user has after replaying a few models on a cluster and simulating another;",
      "it never sees the simulated profile's measurements.", ""]
 clusters = (("4 nodes", [r for r in rows if r["nodes"] == 4]),
