@@ -156,7 +156,10 @@ double gs_comm_stall_warn_s(const gs_comm *comm);
 /* Ends the whole job from any thread: prints "gradsync: rank R: fatal:
  * <message>" on stderr, marks the communicator failed, and calls MPI_Abort
  * on it with `code`. Never returns. For failures that the other ranks cannot
- * learn through a collective (a stalled collective, a dead peer). */
+ * learn through a collective (a stalled collective, a dead peer). Several
+ * threads may call it at once: each prints its message, the first ends the
+ * job, the others wait for that (and end the process after 10 s if it has
+ * not). */
 _Noreturn void gs_comm_abort(gs_comm *comm, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

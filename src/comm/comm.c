@@ -1128,6 +1128,11 @@ double gs_comm_timeout_s(const gs_comm *c) { return c->timeout_s; }
 double gs_comm_stall_warn_s(const gs_comm *c) { return c->stall_warn_s; }
 int gs_comm_thread_level(const gs_comm *c) { return c->thread_level; }
 
+/* Set by the first thread of this process to end the job: MPI_Abort is not
+ * safe from two threads at once (measured: the engine's watchdog and the
+ * communicator's, timing out on the same stall, crashed inside it). */
+static atomic_int abort_started;
+
 _Noreturn void gs_comm_abort(gs_comm *c, int code, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
@@ -1141,6 +1146,14 @@ _Noreturn void gs_comm_abort(gs_comm *c, int code, const char *fmt, ...) {
     /* No lock: the progress thread may hold it while stuck. A torn read of
      * this flag cannot matter, the job is ending. */
     atomic_store(&c->failed, 1);
+  }
+  if (atomic_exchange(&abort_started, 1)) {
+    /* Another thread is in MPI_Abort: let it end the job, and end this
+     * process only if it has not after a while. */
+    struct timespec left = {10, 0};
+    while (nanosleep(&left, &left) != 0) {
+    }
+    _exit(code ? code : 1);
   }
   MPI_Abort(c ? c->world.mpi : MPI_COMM_WORLD, code ? code : 1);
   /* MPI_Abort can return when every rank aborts at once (ORTE loses the

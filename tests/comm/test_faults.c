@@ -16,8 +16,13 @@
  *                                   LEVEL (single|funneled|serialized|
  *                                   multiple), on RANK only if given (the
  *                                   others: multiple)
+ *   test_faults abort2 RANK          two threads of RANK call gs_comm_abort at
+ *                                   the same moment (as the engine's and the
+ *                                   communicator's watchdogs can); the other
+ *                                   ranks wait in a collective
  * Each rank prints "rank R: OK ..." when its expectations hold.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +219,44 @@ static int cmd_thread(const char *level_name, int only_rank) {
   return rc;
 }
 
+typedef struct {
+  gs_comm *c;
+  pthread_barrier_t *go;
+  const char *who;
+} abort_arg;
+
+static void *abort_thread(void *p) {
+  abort_arg *a = p;
+  pthread_barrier_wait(a->go);
+  gs_comm_abort(a->c, 3, "two threads end the job at once: %s", a->who);
+}
+
+static int cmd_abort2(int who) {
+  if (gs_init(NULL, NULL) != GS_OK) return 2;
+  int rank = world_rank();
+  gs_comm *c;
+  if (gs_comm_create(MPI_COMM_WORLD, &c) != GS_OK) {
+    fprintf(stderr, "FAIL rank %d: gs_comm_create: %s\n", rank, gs_last_error());
+    return 2;
+  }
+  if (rank == who) {
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 2);
+    abort_arg a = {c, &go, "thread A"}, b = {c, &go, "thread B"};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, abort_thread, &a);
+    pthread_create(&tb, NULL, abort_thread, &b);
+    pthread_join(ta, NULL); /* never returns: the process ends */
+    pthread_join(tb, NULL);
+    fprintf(stderr, "FAIL rank %d: gs_comm_abort returned\n", rank);
+    return 1;
+  }
+  float x = 1;
+  gs_allreduce(c, GS_IN_PLACE, &x, 1, GS_F32, GS_SUM, GS_ALGO_RING);
+  fprintf(stderr, "FAIL rank %d: the collective completed without rank %d\n", rank, who);
+  return 1;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 4 && strcmp(argv[1], "run") == 0)
     return cmd_run(argv[2], atoi(argv[3]), argc >= 5 ? argv[4] : "hang");
@@ -222,7 +265,8 @@ int main(int argc, char **argv) {
     return cmd_create(argv[2], argv + 3, argc - 3);
   if (argc >= 3 && strcmp(argv[1], "thread") == 0)
     return cmd_thread(argv[2], argc >= 4 ? atoi(argv[3]) : -1);
+  if (argc >= 3 && strcmp(argv[1], "abort2") == 0) return cmd_abort2(atoi(argv[2]));
   fprintf(stderr, "usage: test_faults run ALGO ITERS | healthy | create STATUS "
-          "TEXT... | thread LEVEL [RANK]\n");
+          "TEXT... | thread LEVEL [RANK] | abort2 RANK\n");
   return 2;
 }

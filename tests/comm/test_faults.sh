@@ -100,6 +100,15 @@ case $case in
     expect_out 'rank [01]: fatal: collective #2, allreduce\(count=1024, dtype=f32, algo=ring\) made no progress'
     expect_order 'warning: collective #2' 'fatal: collective #2'
     expect_within $LIMIT ;;
+  abort2_np3) # two threads of rank 1 end the job at the same moment: one
+    # calls MPI_Abort, the other waits for it (two at once crashed in MPI)
+    job 3 "$bin" abort2 1
+    expect_rc nonzero
+    expect_out 'rank 1: fatal: two threads end the job at once: thread A'
+    expect_out 'rank 1: fatal: two threads end the job at once: thread B'
+    expect_no 'FAIL rank'
+    expect_no 'SEGV|Segmentation|signal 11'
+    expect_within $LIMIT ;;
   stall_hier_np4) # 2 nodes x 2: rank 1 stalls, its node peer waits at a
     # shared-memory barrier, the other node in the cross-node ring
     job 4 -x GRADSYNC_FAULT=rank=1,call=2,kind=stall "$here/node_wrap.sh" 2 \
