@@ -43,21 +43,30 @@ static void nap(double secs) {
   nanosleep(&ts, NULL);
 }
 
+/* gs_init and a communicator over the world; NULL (after a message) if
+ * either fails. */
+static gs_comm *start(int *rank) {
+  if (gs_init(NULL, NULL) != GS_OK) return NULL;
+  *rank = world_rank();
+  gs_comm *c = NULL;
+  if (gs_comm_create(MPI_COMM_WORLD, &c) != GS_OK) {
+    fprintf(stderr, "FAIL rank %d: gs_comm_create: %s\n", *rank, gs_last_error());
+    return NULL;
+  }
+  return c;
+}
+
 /* Allreduces until the injected fault. The failing rank reports its error
  * and then, with `after` "exit", leaves at once with a non-zero status
  * (mpirun then ends the job); with "hang" it frees its communicator and
  * stays, as a rank stuck elsewhere would: only the other ranks' watchdogs
  * can end the job then, which is what the test checks. */
 static int cmd_run(const char *algo_name, int iters, const char *after) {
-  if (gs_init(NULL, NULL) != GS_OK) return 2;
-  int rank = world_rank();
   gs_algo algo;
   if (gs_algo_parse(algo_name, &algo) != GS_OK) return 2;
-  gs_comm *c;
-  if (gs_comm_create(MPI_COMM_WORLD, &c) != GS_OK) {
-    fprintf(stderr, "FAIL rank %d: gs_comm_create: %s\n", rank, gs_last_error());
-    return 2;
-  }
+  int rank;
+  gs_comm *c = start(&rank);
+  if (c == NULL) return 2;
   enum { N = 1024 };
   static float buf[N];
   int p = gs_comm_size(c);
@@ -86,13 +95,9 @@ static int cmd_run(const char *algo_name, int iters, const char *after) {
 /* A healthy job with idle time and work longer than the timeout in total:
  * the watchdog must stay silent (the script sets GRADSYNC_TIMEOUT=1). */
 static int cmd_healthy(void) {
-  if (gs_init(NULL, NULL) != GS_OK) return 2;
-  int rank = world_rank();
-  gs_comm *c;
-  if (gs_comm_create(MPI_COMM_WORLD, &c) != GS_OK) {
-    fprintf(stderr, "FAIL rank %d: gs_comm_create: %s\n", rank, gs_last_error());
-    return 2;
-  }
+  int rank;
+  gs_comm *c = start(&rank);
+  if (c == NULL) return 2;
   size_t n = 4u << 20; /* 16 MiB of f32: many ring segments */
   float *big = calloc(n, sizeof(float));
   if (big == NULL) return 2;
@@ -232,13 +237,9 @@ static void *abort_thread(void *p) {
 }
 
 static int cmd_abort2(int who) {
-  if (gs_init(NULL, NULL) != GS_OK) return 2;
-  int rank = world_rank();
-  gs_comm *c;
-  if (gs_comm_create(MPI_COMM_WORLD, &c) != GS_OK) {
-    fprintf(stderr, "FAIL rank %d: gs_comm_create: %s\n", rank, gs_last_error());
-    return 2;
-  }
+  int rank;
+  gs_comm *c = start(&rank);
+  if (c == NULL) return 2;
   if (rank == who) {
     pthread_barrier_t go;
     pthread_barrier_init(&go, NULL, 2);
