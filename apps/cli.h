@@ -81,6 +81,10 @@ char *cli_clean_text(char *out, size_t cap, const char *in);
 struct gs_profile;
 gs_status cli_clean_profile(struct gs_profile *p);
 
+/* Bytes of the profile's whole gradient: what one iteration's messages
+ * carry (the sum of gs_profile_tensor_bytes). */
+double cli_profile_bytes(const struct gs_profile *p);
+
 /* getopt_long's errors, reported in the verb's voice. Call with the value
  * getopt_long returned (':' for a missing value, '?' otherwise), with the
  * optstring starting with "+:" (no reordering, missing values reported as

@@ -162,6 +162,12 @@ static gs_status clean_name(char **name) {
   return GS_OK;
 }
 
+double cli_profile_bytes(const gs_profile *p) {
+  double s = 0;
+  for (size_t i = 0; i < p->ntensors; i++) s += (double)gs_profile_tensor_bytes(p, i);
+  return s;
+}
+
 gs_status cli_clean_profile(gs_profile *p) {
   gs_status st = clean_name(&p->name);
   for (size_t i = 0; i < p->ntensors && st == GS_OK; i++) st = clean_name(&p->tensors[i].name);

@@ -81,12 +81,6 @@ typedef struct plan_row {
   gs_plan *plan;
 } plan_row;
 
-static double total_bytes(const gs_profile *p) {
-  double s = 0;
-  for (size_t i = 0; i < p->ntensors; i++) s += (double)gs_profile_tensor_bytes(p, i);
-  return s;
-}
-
 /* x / y, or NaN (null in JSON, "-" in text) where y is 0: a profile and
  * cost whose iteration takes no time has no speedup. */
 static double ratio(double x, double y) { return y > 0 ? x / y : NAN; }
@@ -277,7 +271,7 @@ static int plan_search(const char *profile_path, const char *net, const char *al
   double a_ar, b_ar;
   gs_cost_allreduce_linear(&params, topo, algo == GS_ALGO_AUTO ? GS_ALGO_RING : algo, &a_ar,
                            &b_ar);
-  double ar_all = r->workers > 1 ? a_ar + b_ar * total_bytes(prof) : 0;
+  double ar_all = r->workers > 1 ? a_ar + b_ar * cli_profile_bytes(prof) : 0;
   if (json) {
     cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "points");
     cJSON_AddStringToObject(o, "profile", prof->name);
@@ -314,7 +308,7 @@ static int plan_search(const char *profile_path, const char *net, const char *al
     return rc;
   }
   printf("search: profile %s (%.1f MB of gradients, forward %.1f ms, backward %.1f ms), "
-         "--net %s, %d per node\n", prof->name, total_bytes(prof) / 1e6, prof->forward_s * 1e3,
+         "--net %s, %d per node\n", prof->name, cli_profile_bytes(prof) / 1e6, prof->forward_s * 1e3,
          bwd * 1e3, net, per_node);
   printf("\n%8s %-8s %12s %11s\n", "workers", "best", "iter (ms)", "efficiency");
   for (int i = 0; i < n; i++)
@@ -324,7 +318,7 @@ static int plan_search(const char *profile_path, const char *net, const char *al
          r->workers, search_specs[r->best], r->iter_s[r->best] * 1e3, r->efficiency);
   printf("why:\n  - one worker computes an iteration in %.3f ms; at %d workers one all-reduce "
          "of all %.1f MB would take %.3f ms against %.3f ms of backward to hide it in\n",
-         t1 * 1e3, r->workers, total_bytes(prof) / 1e6, ar_all * 1e3, bwd * 1e3);
+         t1 * 1e3, r->workers, cli_profile_bytes(prof) / 1e6, ar_all * 1e3, bwd * 1e3);
   if (target_eff > 0 && !met)
     printf("  - no count tried reaches efficiency %.2f: even %d workers reach only %.3f; "
            "compute dominates too little for this network\n", target_eff, rows[0].workers,
@@ -627,7 +621,7 @@ int cmd_plan(int argc, char **argv) {
   double bwd = 0;
   for (size_t i = 0; i < prof->ntensors; i++) bwd += prof->tensors[i].backward_s;
   printf("profile %s: %zu tensors, %.1f MB, forward %.1f ms, backward %.1f ms",
-         prof->name, prof->ntensors, total_bytes(prof) / 1e6, prof->forward_s * 1e3,
+         prof->name, prof->ntensors, cli_profile_bytes(prof) / 1e6, prof->forward_s * 1e3,
          bwd * 1e3);
   if (prof->batch_size > 0) printf(", batch %d", prof->batch_size);
   if (scale != 1.0) printf(" (times scaled by %g)", scale);

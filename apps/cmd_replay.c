@@ -193,9 +193,11 @@ static int run_policy(cli_rank *cr, const gs_profile *prof, void **bufs, const c
   return cli_agree_status(cr, st);
 }
 
-static void print_json(const result *r, const gs_profile *prof, double scale,
-                       int ranks, int nodes, int iters, int warmup, int round,
-                       int rounds) {
+/* grad_bytes: the profile's whole gradient (what one iteration's messages
+ * carry), computed once by the caller. */
+static void print_json(const result *r, const gs_profile *prof, double grad_bytes,
+                       double scale, int ranks, int nodes, int iters, int warmup,
+                       int round, int rounds) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "profile", prof->name);
   cJSON_AddStringToObject(o, "policy", r->spec);
@@ -208,9 +210,6 @@ static void print_json(const result *r, const gs_profile *prof, double scale,
   cJSON_AddNumberToObject(o, "rounds", rounds);
   cJSON_AddNumberToObject(o, "time_scale", scale);
   cJSON_AddNumberToObject(o, "ngroups", (double)r->ngroups);
-  double grad_bytes = 0; /* what one iteration's messages carry */
-  for (size_t i = 0; i < prof->ntensors; i++)
-    grad_bytes += (double)gs_profile_tensor_bytes(prof, i);
   cJSON_AddNumberToObject(o, "grad_bytes", grad_bytes);
   cJSON_AddNumberToObject(o, "iter_s", r->iter_s);
   cJSON_AddNumberToObject(o, "predicted_s", r->predicted_s);
@@ -404,7 +403,8 @@ int cmd_replay(int argc, char **argv) {
       rc = run_policy(&cr, prof, bufs, specs[k], o.warmup, o.iters, &r);
       if (rc != 0 || rank != 0) continue;
       if (o.json) {
-        print_json(&r, prof, o.scale, ranks, nodes, o.iters, o.warmup, round, o.rounds);
+        print_json(&r, prof, bytes, o.scale, ranks, nodes, o.iters, o.warmup, round,
+                   o.rounds);
       } else {
         printf("%-5d %-10s %-8s %6zu %10.1f %10.1f %7.3f %9.1f %9.1f %6.0f%% %10.3g "
                "%10.3g\n", round, r.spec, gs_plan_policy_name(r.chosen), r.ngroups,

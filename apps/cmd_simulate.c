@@ -363,13 +363,21 @@ static void obs_free(obs *b) {
   gs_free(b->secs);
 }
 
+/* The last profile row_bytes looked up by name (a file's rows share one). */
+typedef struct named_bytes {
+  char name[256];
+  double bytes;
+} named_bytes;
+
 /* A row's gradient bytes: its grad_bytes, or (rows of replays before that
- * field) the profile of its name beside --profile. 0 when neither. */
-static double row_bytes(const cJSON *row, const char *profile_path) {
+ * field) the profile of its name beside --profile, loaded once for a run of
+ * rows of that name (*last). 0 when neither. */
+static double row_bytes(const cJSON *row, const char *profile_path, named_bytes *last) {
   const cJSON *gb = cJSON_GetObjectItem(row, "grad_bytes");
   if (cJSON_IsNumber(gb)) return gb->valuedouble;
   const cJSON *name = cJSON_GetObjectItem(row, "profile");
   if (!cJSON_IsString(name) || strchr(name->valuestring, '/') != NULL) return 0;
+  if (strcmp(last->name, name->valuestring) == 0) return last->bytes;
   const char *slash = strrchr(profile_path, '/');
   int dir = slash ? (int)(slash - profile_path + 1) : 0;
   char path[4096];
@@ -378,9 +386,12 @@ static double row_bytes(const cJSON *row, const char *profile_path) {
     return 0;
   gs_profile *p = NULL;
   if (gs_profile_load(path, &p) != GS_OK) return 0;
-  double bytes = 0;
-  for (size_t i = 0; i < p->ntensors; i++) bytes += (double)gs_profile_tensor_bytes(p, i);
+  double bytes = cli_profile_bytes(p);
   gs_profile_free(p);
+  if (strlen(name->valuestring) < sizeof last->name) {
+    strcpy(last->name, name->valuestring);
+    last->bytes = bytes;
+  }
   return bytes;
 }
 
@@ -397,6 +408,7 @@ static int read_replay(const char *path, const char *profile_path, int ranks, in
   char *line = NULL;
   size_t cap = 0, lineno = 0;
   int rc = 0;
+  named_bytes last = {"", 0};
   while (rc == 0 && getline(&line, &cap, f) != -1) {
     lineno++;
     if (line[strspn(line, " \t\r\n")] == '\0') continue;
@@ -418,7 +430,7 @@ static int read_replay(const char *path, const char *profile_path, int ranks, in
         rc = 2;
       } else if ((int)r->valuedouble != ranks || (int)nd->valuedouble != nodes) {
         (*other)++;
-      } else if ((bytes = row_bytes(row, profile_path)) <= 0) {
+      } else if ((bytes = row_bytes(row, profile_path, &last)) <= 0) {
         cli_error(VERB, "--replay: %s:%zu has no grad_bytes, and no profile of its name "
                   "is beside --profile", path, lineno);
         rc = 2;
