@@ -119,8 +119,10 @@ def main():
     torch.manual_seed(1)
     model = CNN()
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+    # model=: under "auto" (and "dear") the plan may overlap DeAR's
+    # all-gathers with the next forward; updates then happen in that forward.
     opt = gs.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
-                                  policy=a.policy, warmup_iters=a.warmup_iters)
+                                  policy=a.policy, warmup_iters=a.warmup_iters, model=model)
     gs.broadcast_parameters(model.state_dict(), root_rank=0)
     gs.broadcast_optimizer_state(opt, root_rank=0)
     dataset = torch.utils.data.TensorDataset(xtr, ytr)

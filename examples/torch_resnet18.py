@@ -48,8 +48,10 @@ def main():
     rank, size = gs.rank(), gs.size()
     model, xs, ys = model_and_data(a, rank)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, weight_decay=5e-4)
+    # model=: under "auto" (and "dear") the plan may overlap DeAR's
+    # all-gathers with the next forward; updates then happen in that forward.
     opt = gs.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
-                                  policy=a.policy, warmup_iters=a.warmup_iters)
+                                  policy=a.policy, warmup_iters=a.warmup_iters, model=model)
     gs.broadcast_parameters(model.state_dict(), root_rank=0)
     for epoch in range(a.epochs):
         gs.barrier()

@@ -542,10 +542,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._gs_warmup = -1 if warmup_iters is None else int(warmup_iters)
         self._gs_timeline = timeline
         self._gs_model = model
-        # DeAR's forward overlap (policy "dear" with the model): step() only
-        # finishes the reduce-scatters; each parameter's all-gather and update
-        # happen in the next forward, in a pre-hook of its module.
-        self._gs_overlap = policy == "dear" and model is not None
+        # DeAR's forward overlap (policy "dear" or "auto" with the model):
+        # step() only finishes the reduce-scatters; each parameter's
+        # all-gather and update happen in the next forward, in a pre-hook of
+        # its module. With "auto" the engine may choose dear among the other
+        # plans by the cost model (forward_overlap); whichever it chooses,
+        # the updates are applied in the pre-hooks.
+        self._gs_overlap = policy in ("dear", "auto") and model is not None
         if model is not None and not isinstance(model, torch.nn.Module):
             raise TypeError(f"gradsync: model= must be a torch.nn.Module, "
                             f"not {type(model).__name__}")
@@ -659,7 +662,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     self._gs_make_pre_hook(mine)))
         missing = [self._gs_names[i] for i in range(len(self._gs_params)) if i not in covered]
         if missing:
-            raise ValueError(f"gradsync: policy='dear' with model=: the optimizer's "
+            raise ValueError(f"gradsync: policy='{self._gs_policy}' with model=: the optimizer's "
                              f"parameters {missing[:5]} are not in the model")
 
     def _gs_make_pre_hook(self, indices):
@@ -934,7 +937,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, policy="auto", compre
       parameters' all-gathers and applies their update just before the
       module runs; finish() applies what is left (before evaluating without
       a forward, saving or comparing weights). Without model=, "dear" runs
-      its all-gathers inside step().
+      its all-gathers inside step(). With policy="auto" it lets the engine
+      choose dear's overlap among the other plans by the cost model; the
+      updates are then applied in the pre-hooks whatever plan it chose.
     compression: None (dense), a compressor spec as `gradsync train
       --compress` takes ("topk:0.01", "mstopk:0.01", "gtopk:0.01", "dgc:0.001",
       "randomk:0.01", "qsgd:16", "fp16", "bf16", "powersgd:4", "none", ...),

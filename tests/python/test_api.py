@@ -192,29 +192,35 @@ ok(r, "backward_passes_per_step")
 
 # DeAR's forward overlap: step() leaves each update to its module's next
 # forward pre-hook; a module not run (rank != 0's `unused`) is updated at the
-# next synchronize; finish() applies the rest; every rank ends alike.
-torch.manual_seed(9)
-net3 = Net()
-gs.broadcast_parameters(net3.state_dict())
-opt3 = gs.DistributedOptimizer(torch.optim.SGD(net3.parameters(), lr=0.1, momentum=0.9),
-                               named_parameters=net3.named_parameters(), policy="dear",
-                               model=net3, warmup_iters=1)
-for step in range(4):
-    opt3.zero_grad()
-    torch.manual_seed(300 + step + 10 * r)
-    net3(torch.randn(4, 3), use=(r == 0)).sum().backward()
-    before = net3.a.weight.detach().clone()
-    opt3.step()
-    check(torch.equal(net3.a.weight, before), "overlap: step() updated before the forward")
-    with torch.no_grad():
-        net3.a(torch.zeros(1, 3))
-    check(not torch.equal(net3.a.weight, before), "overlap: the forward did not update")
-opt3.finish()
-for k, v in net3.state_dict().items():
-    check(torch.equal(v, gs.broadcast(v, 0)), f"overlap: ranks differ in {k}")
-check(opt3.engine_stats()["chosen"] == "dear", "overlap: dear not chosen")
-opt3.close()
-ok(r, "dear forward overlap")
+# next synchronize; finish() applies the rest; every rank ends alike. The
+# same with policy "auto" and model=: the engine may choose dear, and the
+# updates wait for the forward whichever plan it chose.
+for pol in ("dear", "auto"):
+    torch.manual_seed(9)
+    net3 = Net()
+    gs.broadcast_parameters(net3.state_dict())
+    opt3 = gs.DistributedOptimizer(torch.optim.SGD(net3.parameters(), lr=0.1, momentum=0.9),
+                                   named_parameters=net3.named_parameters(), policy=pol,
+                                   model=net3, warmup_iters=1)
+    for step in range(4):
+        opt3.zero_grad()
+        torch.manual_seed(300 + step + 10 * r)
+        net3(torch.randn(4, 3), use=(r == 0)).sum().backward()
+        before = net3.a.weight.detach().clone()
+        opt3.step()
+        check(torch.equal(net3.a.weight, before), f"{pol} overlap: step() updated before the "
+                                                  "forward")
+        with torch.no_grad():
+            net3.a(torch.zeros(1, 3))
+        check(not torch.equal(net3.a.weight, before), f"{pol} overlap: the forward did not "
+                                                      "update")
+    opt3.finish()
+    for k, v in net3.state_dict().items():
+        check(torch.equal(v, gs.broadcast(v, 0)), f"{pol} overlap: ranks differ in {k}")
+    if pol == "dear":
+        check(opt3.engine_stats()["chosen"] == "dear", "overlap: dear not chosen")
+    opt3.close()
+    ok(r, f"{pol} forward overlap")
 
 e = raises(gradsync.GradsyncError, gs.DistributedOptimizer,
            torch.optim.SGD(net.parameters(), lr=1), compression="topk:2",

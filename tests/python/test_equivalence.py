@@ -13,9 +13,10 @@ import gradsync.torch as gs
 from common import check, max_rel_diff, ok
 
 # dear-overlap: policy "dear" with model=, DeAR's all-gathers and updates in
-# the next forward's pre-hooks.
+# the next forward's pre-hooks; auto-overlap: policy "auto" with model=, the
+# engine choosing among every plan, dear included, updates in the pre-hooks.
 POLICIES = sys.argv[1:] or ["wfbp", "single", "bucket", "mgwfbp", "optimal", "dear",
-                            "dear-overlap", "auto"]
+                            "dear-overlap", "auto", "auto-overlap"]
 STEPS, BATCH, TOL = 7, 4, 1e-4
 
 
@@ -53,9 +54,9 @@ for policy in POLICIES:
     torch.manual_seed(3)
     model, ref = Net(), Net()
     ref.load_state_dict(model.state_dict())
-    overlap = policy == "dear-overlap"
+    overlap = policy.endswith("-overlap")
     opt = gs.DistributedOptimizer(sgd(model.parameters()), named_parameters=model.named_parameters(),
-                                  policy="dear" if overlap else policy, warmup_iters=2,
+                                  policy=policy.split("-")[0], warmup_iters=2,
                                   model=model if overlap else None)
     ref_opt = sgd(ref.parameters())
     for step in range(STEPS):
@@ -66,7 +67,7 @@ for policy in POLICIES:
         ref_opt.zero_grad()
         F.cross_entropy(ref(x), y).backward()
         ref_opt.step()
-    opt.finish()  # dear-overlap: the last step's updates wait for a forward
+    opt.finish()  # *-overlap: the last step's updates wait for a forward
     worst = max_rel_diff(list(model.parameters()), list(ref.parameters()))
     moved = max_rel_diff(list(ref.parameters()), list(Net().parameters()))
     stats = opt.engine_stats()
