@@ -1,19 +1,24 @@
 #!/usr/bin/env python3
 """One launch, every peer: the two gradsync.torch examples' models and data
 (examples/torch_fashion_mnist.py, examples/torch_resnet18.py), each trained
-three ways one after the other by the same processes on the same emulated
+four ways one after the other by the same processes on the same emulated
 cluster, from the same initialisation, with the same batch, schedule and
 timing:
-  auto    gradsync.torch, policy auto
-  single  gradsync.torch, policy single (Horovod-style: one fused message)
-  ddp     PyTorch DistributedDataParallel, gloo backend, default 25 MB buckets
-One launch for all (rather than one per peer) because starting torch on the
-shared machine took minutes per launch. Launched under `gradsync run` by
+  auto          gradsync.torch, policy auto
+  auto-overlap  gradsync.torch, policy auto with model= (the plan may be
+                DeAR's, whose all-gathers overlap the next forward)
+  single        gradsync.torch, policy single (Horovod-style: one message)
+  ddp           PyTorch DistributedDataParallel, gloo, default 25 MB buckets
+--rounds R trains every peer R times, in reverse order on odd rounds, so that
+the shared machine's drifting speed does not favour the peers trained first;
+every row carries its round. One launch for all (rather than one per peer)
+because starting torch on the shared machine took minutes per launch. Launched under `gradsync run` by
 bench/torch/torch_vs_ddp.sh; DDP's ranks meet through a file store (the
 path is broadcast by gradsync) and talk over the emulated network's
 interface (gs0). Prints one JSON line per epoch on rank 0.
 
-Usage: compare.py --cnn-steps S --resnet-steps S [--epochs E] [--resnet-batch B]"""
+Usage: compare.py --cnn-steps S --resnet-steps S [--epochs E] [--resnet-batch B]
+                  [--modes M,M...] [--rounds R]"""
 import argparse
 import importlib.util
 import json
@@ -39,7 +44,8 @@ def load_example(fname):
 
 def run(mode, model, batches_of_epoch, lr_at, epochs, momentum, wd, emit):
     """Trains `model` for `epochs` epochs of batches_of_epoch(epoch) under
-    `mode`; emit(row) per epoch."""
+    `mode` (a peer of the module's docstring, or any gradsync policy, with
+    "-overlap" for model=); emit(row) per epoch."""
     if mode == "ddp":
         net = torch.nn.parallel.DistributedDataParallel(model)
         opt = torch.optim.SGD(net.parameters(), lr=lr_at(0), momentum=momentum,
@@ -50,7 +56,8 @@ def run(mode, model, batches_of_epoch, lr_at, epochs, momentum, wd, emit):
         opt = gs.DistributedOptimizer(
             torch.optim.SGD(model.parameters(), lr=lr_at(0), momentum=momentum,
                             weight_decay=wd),
-            named_parameters=model.named_parameters(), policy=mode, warmup_iters=2)
+            named_parameters=model.named_parameters(), policy=mode.split("-")[0],
+            model=model if mode.endswith("-overlap") else None, warmup_iters=2)
         barrier = gs.barrier
     step = 0
     for epoch in range(epochs):
@@ -83,7 +90,8 @@ def main():
     ap.add_argument("--cnn-steps", type=int, default=8, help="0 skips the CNN")
     ap.add_argument("--resnet-steps", type=int, default=2, help="0 skips ResNet-18")
     ap.add_argument("--resnet-batch", type=int, default=16)
-    ap.add_argument("--modes", default="auto,single,ddp")
+    ap.add_argument("--modes", default="auto,auto-overlap,single,ddp")
+    ap.add_argument("--rounds", type=int, default=1)
     a = ap.parse_args()
     torch.set_num_threads(1)
     gs.init()
@@ -94,13 +102,16 @@ def main():
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=size)
     modes = a.modes.split(",")
 
-    def emitter(example, batch):
+    def emitter(example, batch, rnd):
         def emit(row):
             if rank == 0:
                 print(json.dumps({"example": example, "label": row["mode"], "ranks": size,
-                                  "batch_per_rank": batch, "torch": torch.__version__, **row}),
-                      flush=True)
+                                  "batch_per_rank": batch, "round": rnd,
+                                  "torch": torch.__version__, **row}), flush=True)
         return emit
+
+    def order(rnd):
+        return modes if rnd % 2 == 0 else modes[::-1]
 
     # The C trainer's CNN on Fashion-MNIST (the example's data, schedule, batch 64).
     fm = load_example("torch_fashion_mnist.py")
@@ -115,21 +126,26 @@ def main():
         sampler.set_epoch(epoch)
         return (b for i, b in zip(range(a.cnn_steps), loader))
 
-    for mode in modes if a.cnn_steps > 0 else []:
-        torch.manual_seed(1)
-        run(mode, fm.CNN(), cnn_batches, fm.lr_schedule(fa, len(loader)), a.epochs, 0.9, 0.0,
-            emitter("fashion_mnist_cnn", fa.batch))
+    for rnd in range(a.rounds if a.cnn_steps > 0 else 0):
+        for mode in order(rnd):
+            torch.manual_seed(1)
+            run(mode, fm.CNN(), cnn_batches, fm.lr_schedule(fa, len(loader)), a.epochs, 0.9,
+                0.0, emitter("fashion_mnist_cnn", fa.batch, rnd))
 
     # torchvision's ResNet-18 on synthetic 32x32 images (the example's).
     rn = load_example("torch_resnet18.py")
     ra = rn.parse(["--steps", str(a.resnet_steps), "--batch", str(a.resnet_batch)])
-    for mode in modes if a.resnet_steps > 0 else []:
-        model, xs, ys = rn.model_and_data(ra, rank)
-        run(mode, model, lambda epoch: zip(xs, ys), lambda s: ra.lr, a.epochs, 0.9, 5e-4,
-            emitter("resnet18_synthetic", ra.batch))
+    for rnd in range(a.rounds if a.resnet_steps > 0 else 0):
+        for mode in order(rnd):
+            model, xs, ys = rn.model_and_data(ra, rank)
+            run(mode, model, lambda epoch: zip(xs, ys), lambda s: ra.lr, a.epochs, 0.9, 5e-4,
+                emitter("resnet18_synthetic", ra.batch, rnd))
     dist.destroy_process_group()
-    if rank == 0 and os.path.exists(store):
-        os.unlink(store)
+    if rank == 0:  # gloo's file store may have removed it already
+        try:
+            os.unlink(store)
+        except FileNotFoundError:
+            pass
     gs.shutdown()
 
 

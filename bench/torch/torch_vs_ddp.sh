@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # Issue #12's speed targets: the two gradsync.torch examples (the C
 # trainer's CNN on Fashion-MNIST; torchvision's ResNet-18 on synthetic 32x32
-# images) on 4 emulated nodes at 1 Gbit/s and at 100 Mbit/s, three ways,
+# images) on 4 emulated nodes at 1 Gbit/s and at 100 Mbit/s, four ways,
 # one after the other by the same processes on the same emulated cluster
 # (bench/torch/compare.py, one launch per link rate):
 #   gradsync.torch, policy auto
+#   gradsync.torch, policy auto with model= (DeAR's forward overlap allowed)
 #   gradsync.torch, policy single       (Horovod-style: one fused message)
 #   PyTorch DDP, gloo, default buckets
-# Each trains 2 epochs of a fixed number of steps; the summary reports the
+# Each trains 2 epochs of a fixed number of steps; a run's figure is the
 # last (the profiled policies plan after 2 warm-up iterations, in epoch 1).
+# ROUNDS rounds (order reversed on odd rounds); the summary gives medians
+# over the rounds and the range, and each ratio as the median of the
+# per-round ratios.
 # Writes bench/results/torch.{jsonl,md}, stamped (bench/lib.sh). Needs root.
 #
 # Usage: bench/torch/torch_vs_ddp.sh [NODES]
-#   CNN_STEPS=S, RESNET_STEPS=S: steps per epoch (default 8 and 2)
+#   CNN_STEPS=S, RESNET_STEPS=S: steps per epoch (default 30 and 4)
+#   ROUNDS=R: rounds of every peer (default 3)
 #   BENCH_QUICK=1: 2 nodes, 1 Gbit/s only, 3 steps (a smoke run)
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
@@ -21,9 +26,9 @@ bench_init "$0" "$@"
 n=${1:-4}
 nets=(1gbit 100mbit)
 # Few steps: the machine these run on is shared and slow (see the result).
-cnn_steps=${CNN_STEPS:-8} resnet_steps=${RESNET_STEPS:-2}
+cnn_steps=${CNN_STEPS:-30} resnet_steps=${RESNET_STEPS:-4} rounds=${ROUNDS:-3}
 if [ "$BENCH_QUICK" = 1 ]; then
-  n=${1:-2} nets=(1gbit) cnn_steps=3 resnet_steps=1
+  n=${1:-2} nets=(1gbit) cnn_steps=3 resnet_steps=1 rounds=1
 fi
 [ -n "${GS:-}" ] || bench_build gradsync_cli gradsync_python
 gs=${GS:-$BENCH_BUILD/gradsync}
@@ -33,9 +38,11 @@ tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 cmds=()
 for net in "${nets[@]}"; do
-  echo "== both examples x (auto, single, DDP), $n nodes at $net ($(date +%T))" >&2
+  echo "== both examples x (auto, auto-overlap, single, DDP) x $rounds rounds, $n nodes" \
+       "at $net ($(date +%T))" >&2
   argv=("$gs" run -np "$n" --net "$net" -- /usr/bin/python3 bench/torch/compare.py
-        --epochs 2 --cnn-steps "$cnn_steps" --resnet-steps "$resnet_steps" --resnet-batch 16)
+        --epochs 2 --cnn-steps "$cnn_steps" --resnet-steps "$resnet_steps" --resnet-batch 16
+        --rounds "$rounds")
   cmds+=("$(bench_quote "${argv[@]}")")
   "${argv[@]}" | python3 -c '
 import json, sys
