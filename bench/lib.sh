@@ -71,7 +71,10 @@ bench_init() {
 # directory configured from another source tree.
 bench_build() {
   local src
-  src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BENCH_BUILD/CMakeCache.txt" 2>/dev/null)
+  # (a build directory not configured yet has no cache: sed fails, and
+  # under set -e that must not end the driver)
+  src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BENCH_BUILD/CMakeCache.txt" \
+        2>/dev/null || true)
   if [ -z "$src" ]; then
     cmake -S . -B "$BENCH_BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null || {
       echo "bench: configuring $BENCH_BUILD failed (cmake -S . -B $BENCH_BUILD)" >&2
