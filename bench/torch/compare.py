@@ -12,10 +12,10 @@ timing:
 --rounds R trains every peer R times, in reverse order on odd rounds, so that
 the shared machine's drifting speed does not favour the peers trained first;
 every row carries its round. One launch for all (rather than one per peer)
-because starting torch on the shared machine took minutes per launch. Launched under `gradsync run` by
-bench/torch/torch_vs_ddp.sh; DDP's ranks meet through a file store (the
-path is broadcast by gradsync) and talk over the emulated network's
-interface (gs0). Prints one JSON line per epoch on rank 0.
+because starting torch on the shared machine took minutes per launch.
+Launched under `gradsync run` by bench/torch/torch_vs_ddp.sh; DDP's ranks
+meet through a file store (the path is broadcast by gradsync) and talk over
+the emulated network's interface (gs0). Prints one JSON line per epoch on rank 0.
 
 Usage: compare.py --cnn-steps S --resnet-steps S [--epochs E] [--resnet-batch B]
                   [--modes M,M...] [--rounds R]"""
