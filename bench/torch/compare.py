@@ -23,6 +23,7 @@ import argparse
 import importlib.util
 import json
 import os
+import resource
 import tempfile
 import time
 
@@ -63,6 +64,7 @@ def run(mode, model, batches_of_epoch, lr_at, epochs, momentum, wd, emit):
     for epoch in range(epochs):
         barrier()
         t0, images, steps = time.time(), 0, 0
+        ru0 = resource.getrusage(resource.RUSAGE_SELF)
         for x, y in batches_of_epoch(epoch):
             for g in opt.param_groups:
                 g["lr"] = lr_at(step)
@@ -74,8 +76,15 @@ def run(mode, model, batches_of_epoch, lr_at, epochs, momentum, wd, emit):
             steps += 1
         barrier()
         secs = time.time() - t0
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        # This process's context switches (all its threads) per step: how
+        # often a peer's threads hand the cores over (the printing rank's).
+        csw = (ru.ru_nvcsw - ru0.ru_nvcsw) + (ru.ru_nivcsw - ru0.ru_nivcsw)
         row = {"mode": mode, "epoch": epoch + 1, "steps": steps, "epoch_s": secs,
-               "images_per_s": images / secs}
+               "images_per_s": images / secs,
+               "ctx_switches_per_step": round(csw / max(steps, 1), 1),
+               "cpu_s_per_step": round((ru.ru_utime + ru.ru_stime - ru0.ru_utime
+                                        - ru0.ru_stime) / max(steps, 1), 4)}
         if mode != "ddp":
             st = opt.engine_stats()
             row.update(chosen=st["chosen"], messages=st["groups"])

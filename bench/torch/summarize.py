@@ -109,6 +109,24 @@ for net in NETS:
         if any(secs):
             print(f"| {ex} | {net} | " + " | ".join(
                 f"{statistics.median(v):.1f}" if v else "-" for v in secs) + " |")
+cost = [(net, ex) for net in NETS for ex in EXAMPLES
+        if any("cpu_s_per_step" in runs.get((net, ex, m, k), {}) for m in PEERS for k in rounds)]
+if cost:
+    print("\nWhat a step costs the host (rank 0's process, all its threads; median over the "
+          "rounds): CPU seconds per step, and context switches per step (voluntary and "
+          "involuntary), which on 2 cores shared by 4 ranks are time some rank's computation "
+          "waits:\n")
+    print("| example | link | " + " | ".join(f"{m} CPU s / switches" for m in PEERS) + " |")
+    print("|---|---|" + "---:|" * len(PEERS))
+    for net, ex in cost:
+        cells = []
+        for m in PEERS:
+            rs = [runs[(net, ex, m, k)] for k in rounds if (net, ex, m, k) in runs and
+                  "cpu_s_per_step" in runs[(net, ex, m, k)]]
+            cells.append(f"{statistics.median(r['cpu_s_per_step'] for r in rs):.3f} / "
+                         f"{statistics.median(r['ctx_switches_per_step'] for r in rs):.0f}"
+                         if rs else "-")
+        print(f"| {ex} | {net} | " + " | ".join(cells) + " |")
 fm = [(net, m, rates(net, "fashion_mnist_cnn", m)) for net in NETS for m in PEERS]
 if all(v for _, _, v in fm):
     print("\nA full Fashion-MNIST epoch (60,000 images) at the median rates would take, in "
