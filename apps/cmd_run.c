@@ -98,8 +98,10 @@ static void usage(FILE *f) {
       "  -np N, -n N     number of ranks (required)\n"
       "  --net RATE      per-node link rate, e.g. 100mbit, 1gbit, 10gbit\n"
       "  --slow NODE:RATE  node NODE's link at RATE instead (a slow link)\n"
-      "  --burst BYTES   each link's token bucket (default: 4 ms at RATE, at\n"
-      "                  least 64 KiB; see docs/NETWORK.md)\n"
+      "  --gso BYTES     the largest packet a node's stack hands its link\n"
+      "                  (default 16384; the kernel's own is 65536)\n"
+      "  --burst BYTES   each link's token bucket (default: one packet of\n"
+      "                  --gso plus 1616 bytes; see docs/NETWORK.md)\n"
       "  --per-node K    ranks per node (default 1; N must be divisible by K);\n"
       "                  sets GRADSYNC_NODE=rank/K in every rank\n"
       "  --mpirun PATH   the mpirun to use (default: mpirun from PATH)\n"
@@ -316,10 +318,6 @@ static int pick_subnet(int pid) {
   return -1;
 }
 
-/* Builds the emulated cluster (see the top of the file). burst is tbf's
- * bucket: 4 ms of traffic at the rate, at least 64 KiB so one GSO packet
- * fits; smaller buckets lost 5-10% of the rate at 1 Gbit/s. Returns 0, or -1
- * with whatever was built left in c for cluster_destroy. */
 /* --slow NODE:RATE: one node's link at its own rate (a straggling link). */
 static int slow_node = -1;
 static double slow_bps;
@@ -327,17 +325,33 @@ static double slow_bps;
 /* --burst BYTES: tbf's bucket instead of the default (0: the default). */
 static double burst_bytes;
 
+/* --gso BYTES: the largest (GSO) packet the nodes' TCP stacks build, set as
+ * gso_max_size on both ends of every node's veth. */
+#define RUN_GSO_DEFAULT 16384
+#define RUN_GSO_MAX 65536 /* the kernel's GSO_MAX_SIZE without BIG TCP */
+static int gso_bytes = RUN_GSO_DEFAULT;
+
 /* tbf's bucket: what a link lets through at the host's speed after an idle
- * moment. The default, 4 ms of traffic at the rate and at least 64 KiB, is
- * the old rule burst >= rate / HZ (HZ = 250 here); bench/link_p2p.sh
- * measured smaller buckets on a loaded host and found them worse, not more
- * faithful (docs/NETWORK.md). */
-static double link_burst_bytes(double bps) {
-  return burst_bytes > 0 ? burst_bytes : fmax(bps / 8 * 0.004, 65536);
+ * moment; a real NIC lets nothing through faster than its rate. The bucket
+ * must hold one whole packet as the stack hands it over (a GSO packet of up
+ * to --gso bytes), or tbf cuts every larger one into MTU-sized segments in
+ * software; so the default is one such packet and one more frame. With GSO
+ * packets of at most 16 KiB, this bucket (18,000 B, 144 us at 1 Gbit/s) made
+ * the one-way time of 64 kB..64 MB messages affine within 0.4% on an idle
+ * host, where the kernel's 64 KiB packets and a bucket of 4 ms of traffic
+ * (500 kB at 1 Gbit/s: the old default, by the rule burst >= rate / HZ)
+ * passed every message below 500 kB at memory speed (docs/NETWORK.md,
+ * bench/results/link_p2p.md). */
+static double link_burst_bytes(void) {
+  return burst_bytes > 0 ? burst_bytes : (double)gso_bytes + 1616;
 }
 
+/* Builds the emulated cluster (see the top of the file). Returns 0, or -1
+ * with whatever was built left in c for cluster_destroy. */
 static int cluster_build(struct cluster *c, double rate_bps) {
-  char rate[32], burst[32], addr[32], ns[32], port[32];
+  char rate[32], burst[32], addr[32], ns[32], port[32], gso[16];
+  snprintf(gso, sizeof gso, "%d", gso_bytes);
+  snprintf(burst, sizeof burst, "%.0f", link_burst_bytes());
   snprintf(c->bridge, sizeof c->bridge, "gsbr%d", c->pid);
   if (cmd(0, ip_exe, "link", "add", c->bridge, "type", "bridge", NULL) != 0) return -1;
   c->bridge_up = 1;
@@ -352,13 +366,14 @@ static int cluster_build(struct cluster *c, double rate_bps) {
     snprintf(addr, sizeof addr, "10.213.%d.%d/24", c->subnet, i + 2);
     double bps = i == slow_node ? slow_bps : rate_bps;
     snprintf(rate, sizeof rate, "%.0fbit", bps);
-    snprintf(burst, sizeof burst, "%.0f", link_burst_bytes(bps));
     if (cmd(0, ip_exe, "netns", "add", ns, NULL) != 0) return -1;
     c->built = i + 1;
     /* The peer is created directly inside the namespace under its final name. */
     if (cmd(0, ip_exe, "link", "add", port, "type", "veth", "peer", "name", NODE_IFACE,
             "netns", ns, NULL) != 0 ||
         cmd(0, ip_exe, "-n", ns, "addr", "add", addr, "dev", NODE_IFACE, NULL) != 0 ||
+        cmd(0, ip_exe, "-n", ns, "link", "set", NODE_IFACE, "gso_max_size", gso, NULL) != 0 ||
+        cmd(0, ip_exe, "link", "set", port, "gso_max_size", gso, NULL) != 0 ||
         cmd(0, ip_exe, "-n", ns, "link", "set", NODE_IFACE, "up", NULL) != 0 ||
         cmd(0, ip_exe, "-n", ns, "link", "set", "lo", "up", NULL) != 0 ||
         cmd(0, ip_exe, "link", "set", port, "master", c->bridge, "up", NULL) != 0 ||
@@ -642,6 +657,13 @@ int cmd_run(int argc, char **argv) {
       }
       burst_bytes = b;
       i++;
+    } else if (strcmp(a, "--gso") == 0) {
+      if (!has_value || cli_parse_int(argv[i + 1], 1514, RUN_GSO_MAX, &gso_bytes) != 0) {
+        cli_error("run", "--gso needs the largest packet in bytes, from 1514 to %d (got '%s')",
+                  RUN_GSO_MAX, has_value ? argv[i + 1] : "");
+        return 2;
+      }
+      i++;
     } else if (strcmp(a, "--mpirun") == 0) {
       if (seen_mpirun++) return run_repeated(a);
       if (!has_value || argv[i + 1][0] == '\0') {
@@ -669,6 +691,11 @@ int cmd_run(int argc, char **argv) {
   if (slow_node >= 0 && (!net || slow_node >= np / per_node)) {
     cli_error("run", "--slow %d: needs --net and a node below %d", slow_node,
               np / per_node);
+    return 2;
+  }
+  if (!net && (burst_bytes > 0 || gso_bytes != RUN_GSO_DEFAULT)) {
+    cli_error("run", "%s shapes the emulated links: it needs --net",
+              burst_bytes > 0 ? "--burst" : "--gso");
     return 2;
   }
   if (np % per_node != 0) {

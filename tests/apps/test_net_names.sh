@@ -37,6 +37,28 @@ for bad in 100 1514x 67108865; do
   fi
 done
 
+# --gso: outside 1514..65536, or not a number, is refused; so are --burst
+# and --gso without --net (they shape the emulated links).
+for bad in 1000 65537 16k; do
+  "$G" run -np 2 --net 1gbit --gso $bad -- /bin/true >"$tmp/out" 2>&1
+  rc=$?
+  if [ $rc = 2 ] && grep -q -- "--gso needs the largest packet" "$tmp/out"; then
+    pass "run --gso $bad: exit 2"
+  else
+    fail "run --gso $bad: exit $rc: $(head -c 300 "$tmp/out")"
+  fi
+done
+for opt in "--burst 70000" "--gso 8192"; do
+  # shellcheck disable=SC2086
+  "$G" run -np 2 $opt -- /bin/true >"$tmp/out" 2>&1
+  rc=$?
+  if [ $rc = 2 ] && grep -q -- "${opt% *} shapes the emulated links: it needs --net" "$tmp/out"; then
+    pass "run $opt without --net: exit 2"
+  else
+    fail "run $opt without --net: exit $rc: $(head -c 300 "$tmp/out")"
+  fi
+done
+
 # The same name in plan: a rate and its alias give the same plan.
 for pair in "1gbit 1GbE" "10gbit 10GbE"; do
   set -- $pair
@@ -68,6 +90,24 @@ if [ "$(id -u)" = 0 ] && command -v tc >/dev/null; then
       fail "run --net $name: exit $rc: $(grep -m2 tbf "$tmp/run")"
     fi
   done
+  # The default link: GSO packets of at most 16 KiB on both ends of every
+  # node's veth, and a bucket of one such packet and one more frame.
+  "$G" run -v -np 2 --net 1gbit -- /bin/true >"$tmp/run" 2>&1
+  rc=$?
+  if [ $rc = 0 ] && [ "$(grep -c "tbf rate 1000000000bit burst 18000 " "$tmp/run")" -ge 4 ] &&
+     [ "$(grep -c "gso_max_size 16384" "$tmp/run")" -ge 4 ]; then
+    pass "run --net 1gbit: 16384-byte packets, 18000-byte buckets on every link"
+  else
+    fail "run --net 1gbit default link: exit $rc: $(grep -m3 -e tbf -e gso "$tmp/run")"
+  fi
+  "$G" run -v -np 2 --net 1gbit --gso 65536 -- /bin/true >"$tmp/run" 2>&1
+  rc=$?
+  if [ $rc = 0 ] && [ "$(grep -c "tbf rate 1000000000bit burst 67152 " "$tmp/run")" -ge 4 ] &&
+     [ "$(grep -c "gso_max_size 65536" "$tmp/run")" -ge 4 ]; then
+    pass "run --gso 65536: the bucket follows the packet (67152 bytes)"
+  else
+    fail "run --gso 65536: exit $rc: $(grep -m3 -e tbf -e gso "$tmp/run")"
+  fi
   "$G" run -v -np 2 --net 100mbit --burst 70000 -- /bin/true >"$tmp/run" 2>&1
   rc=$?
   if [ $rc = 0 ] && [ "$(grep -c "tbf rate 100000000bit burst 70000 " "$tmp/run")" -ge 4 ]; then
