@@ -7,8 +7,14 @@
  * source, size, shape and a CRC-32 of the decoded samples), the seed, the
  * epochs and learning-rate schedule, the sync mode and the optimizer, and a
  * hash (FNV-1a) of the checkpoint file it describes. A resumed run checks each
- * against its own; a description of another checkpoint (a save cut between
- * the two renames) is refused too. */
+ * against its own; a description of another checkpoint is refused too.
+ *
+ * A save is three steps, so that a kill at any point leaves a checkpoint
+ * that resumes: the new checkpoint is written to checkpoint.gsck.next; the
+ * description of it, carrying the previous description as "previous", is
+ * renamed into place; then checkpoint.gsck.next is renamed over
+ * checkpoint.gsck. Cut between the last two, the old checkpoint is still in
+ * place and matches "previous". */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -97,6 +103,8 @@ static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long e
   return m;
 }
 
+static gs_status read_meta(const char *path, cJSON **out);
+
 gs_status train_meta_save(const train_ctx *t, const char *ckpt_path, const train_data_id *data,
                           long epoch) {
   char hash[64];
@@ -106,6 +114,13 @@ gs_status train_meta_save(const train_ctx *t, const char *ckpt_path, const train
   meta_path(t->cfg, path, sizeof path);
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
   cJSON *m = describe_run(t, data, epoch, hash);
+  /* The description now in place, if any, stays as "previous" (its own
+   * previous dropped): it describes the checkpoint this save replaces. */
+  cJSON *old = NULL;
+  if (access(path, F_OK) == 0 && read_meta(path, &old) == GS_OK) {
+    cJSON_DeleteItemFromObjectCaseSensitive(old, "previous");
+    cJSON_AddItemToObject(m, "previous", old);
+  }
   char *text = cJSON_PrintUnformatted(m);
   cJSON_Delete(m);
   if (text == NULL) return gs_error(GS_ERR_NOMEM, "out of memory for %s", path);
@@ -217,6 +232,18 @@ gs_status train_meta_check(const train_ctx *t, const char *ckpt_path,
   if (st != GS_OK) {
     cJSON_Delete(m);
     return st;
+  }
+  /* A save cut after its description was renamed into place leaves the
+   * checkpoint it replaced, described by "previous". */
+  const cJSON *prev = cJSON_GetObjectItemCaseSensitive(m, "previous");
+  const cJSON *mh = cJSON_GetObjectItemCaseSensitive(m, "checkpoint_hash");
+  if (cJSON_IsObject(prev) && !(cJSON_IsString(mh) && strcmp(mh->valuestring, hash) == 0)) {
+    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(prev, "checkpoint_hash");
+    if (cJSON_IsString(ph) && strcmp(ph->valuestring, hash) == 0) {
+      cJSON *p = cJSON_DetachItemFromObjectCaseSensitive(m, "previous");
+      cJSON_Delete(m);
+      m = p;
+    }
   }
   const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "data");
   int bad =

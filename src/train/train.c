@@ -153,9 +153,14 @@ static int save_checkpoint(train_ctx *t, const train_data_id *data, long epoch, 
     if (train_agree_status(&t->workers, st)) return 1;
   }
   if (t->rank == 0) {
+    /* The order that survives a kill anywhere: resume.c. */
+    char next[4200];
+    snprintf(next, sizeof next, "%s.next", path);
     gs_nn_train_state ts = {.epoch = epoch, .step = step, .seed = t->cfg->seed};
-    st = t->optim.ops->save(t->optim.self, path, t->net, &ts);
-    if (st == GS_OK) st = train_meta_save(t, path, data, epoch);
+    st = t->optim.ops->save(t->optim.self, next, t->net, &ts);
+    if (st == GS_OK) st = train_meta_save(t, next, data, epoch);
+    if (st == GS_OK && rename(next, path) != 0)
+      st = gs_error(GS_ERR_IO, "%s: cannot rename %s over it: %s", path, next, strerror(errno));
   }
   if (train_agree_status(&t->workers, st)) return 1;
   if (o->commit_rank) o->commit_rank(t->optim.self);

@@ -31,8 +31,10 @@ typedef struct train_data_id {
   uint32_t crc32;   /* of the decoded images and labels */
 } train_data_id;
 void train_data_identify(const train_config *c, const gs_nn_dataset *ds, train_data_id *id);
-/* Rank 0, after saving ckpt_path at the end of epoch (1-based count done):
- * writes DIR/checkpoint.json describing the run and that file. */
+/* Rank 0, after saving the next checkpoint to ckpt_path at the end of epoch
+ * (1-based count done) and before renaming it into place: writes
+ * DIR/checkpoint.json describing the run and that file, with the
+ * description it replaces kept as "previous". */
 gs_status train_meta_save(const train_ctx *t, const char *ckpt_path, const train_data_id *data,
                           long epoch);
 /* Before loading the checkpoint: a different --model, named as such (the

@@ -108,5 +108,26 @@ else
   bad "--resume with another checkpoint's description: exit $rc, $(head -c 400 "$tmp/mm.log")"
 fi
 
+# A save killed after its description was renamed into place but before the
+# new checkpoint was: checkpoint.json describes epoch 2 (and, as "previous",
+# epoch 1) while checkpoint.gsck is still epoch 1's. --resume takes epoch 1's
+# and trains epoch 2 again.
+cut="--synthetic 4096 --max-steps 6 --model mlp --batch 16 --policy wfbp --json"
+"$gs" run -np 2 -- "$gs" train $cut --epochs 1 --checkpoint "$tmp/cut" > "$tmp/cut.log" 2>&1 &&
+  cp "$tmp/cut/checkpoint.gsck" "$tmp/epoch1.gsck" &&
+  "$gs" run -np 2 -- "$gs" train $cut --epochs 2 --checkpoint "$tmp/cut" --resume \
+    > "$tmp/cut.log" 2>&1 &&
+  mv "$tmp/cut/checkpoint.gsck" "$tmp/cut/checkpoint.gsck.next" &&
+  cp "$tmp/epoch1.gsck" "$tmp/cut/checkpoint.gsck" ||
+  bad "preparing the cut save failed: $(tail -3 "$tmp/cut.log")"
+"$gs" run -np 2 -- "$gs" train $cut --epochs 2 --checkpoint "$tmp/cut" --resume \
+  > "$tmp/cut.log" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -Eq '"epoch": ?2' "$tmp/cut.log" && ! grep -Eq '"epoch": ?1,' "$tmp/cut.log"; then
+  ok "--resume after a save cut between its two renames starts from the previous checkpoint"
+else
+  bad "--resume after a cut save: exit $rc, $(head -c 400 "$tmp/cut.log")"
+fi
+
 echo "$passes passed, $fails failed"
 [ $fails -eq 0 ]
