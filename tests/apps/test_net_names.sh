@@ -90,31 +90,31 @@ if [ "$(id -u)" = 0 ] && command -v tc >/dev/null; then
       fail "run --net $name: exit $rc: $(grep -m2 tbf "$tmp/run")"
     fi
   done
+  # link_case DESCRIPTION PATTERN... -- RUN-ARGS: every PATTERN on at least
+  # 4 lines of `run -v` (both ends of 2 nodes' links).
+  link_case() {
+    local what=$1 pats=() p ok=1
+    shift
+    while [ "$1" != -- ]; do pats+=("$1"); shift; done
+    shift
+    "$G" run -v -np 2 "$@" -- /bin/true >"$tmp/run" 2>&1
+    local rc=$?
+    [ $rc = 0 ] || ok=0
+    for p in "${pats[@]}"; do [ "$(grep -c -- "$p" "$tmp/run")" -ge 4 ] || ok=0; done
+    if [ $ok = 1 ]; then
+      pass "$what"
+    else
+      fail "$what: exit $rc: $(grep -m3 -e tbf -e gso "$tmp/run")"
+    fi
+  }
   # The default link: GSO packets of at most 16 KiB on both ends of every
   # node's veth, and a bucket of one such packet and one more frame.
-  "$G" run -v -np 2 --net 1gbit -- /bin/true >"$tmp/run" 2>&1
-  rc=$?
-  if [ $rc = 0 ] && [ "$(grep -c "tbf rate 1000000000bit burst 18000 " "$tmp/run")" -ge 4 ] &&
-     [ "$(grep -c "gso_max_size 16384" "$tmp/run")" -ge 4 ]; then
-    pass "run --net 1gbit: 16384-byte packets, 18000-byte buckets on every link"
-  else
-    fail "run --net 1gbit default link: exit $rc: $(grep -m3 -e tbf -e gso "$tmp/run")"
-  fi
-  "$G" run -v -np 2 --net 1gbit --gso 65536 -- /bin/true >"$tmp/run" 2>&1
-  rc=$?
-  if [ $rc = 0 ] && [ "$(grep -c "tbf rate 1000000000bit burst 67152 " "$tmp/run")" -ge 4 ] &&
-     [ "$(grep -c "gso_max_size 65536" "$tmp/run")" -ge 4 ]; then
-    pass "run --gso 65536: the bucket follows the packet (67152 bytes)"
-  else
-    fail "run --gso 65536: exit $rc: $(grep -m3 -e tbf -e gso "$tmp/run")"
-  fi
-  "$G" run -v -np 2 --net 100mbit --burst 70000 -- /bin/true >"$tmp/run" 2>&1
-  rc=$?
-  if [ $rc = 0 ] && [ "$(grep -c "tbf rate 100000000bit burst 70000 " "$tmp/run")" -ge 4 ]; then
-    pass "run --burst 70000: every link's bucket is 70000 bytes"
-  else
-    fail "run --burst 70000: exit $rc: $(grep -m2 tbf "$tmp/run")"
-  fi
+  link_case "run --net 1gbit: 16384-byte packets, 18000-byte buckets on every link" \
+    "tbf rate 1000000000bit burst 18000 " "gso_max_size 16384" -- --net 1gbit
+  link_case "run --gso 65536: the bucket follows the packet (67152 bytes)" \
+    "tbf rate 1000000000bit burst 67152 " "gso_max_size 65536" -- --net 1gbit --gso 65536
+  link_case "run --burst 70000: every link's bucket is 70000 bytes" \
+    "tbf rate 100000000bit burst 70000 " -- --net 100mbit --burst 70000
 else
   echo "SKIP run --net (needs root and tc)"
 fi
