@@ -31,7 +31,7 @@ static void usage(FILE *f) {
           "                         (--net NAME | --intra A,B --inter A,B |\n"
           "                          --ar A,B [--rs A,B] [--ag A,B] |\n"
           "                          --replay FILE[,FILE...] |\n"
-          "                          --cost FILE) [--policy P|all]\n"
+          "                          --cost FILE) [--plan-ar A,B] [--policy P|all]\n"
           "                         [--compress [auto:]SPEC] [--iters I]\n"
           "                         [--jitter CV] [--jitter-dist lognormal|normal]\n"
           "                         [--jitter-scope iteration|op]\n"
@@ -67,7 +67,15 @@ static void usage(FILE *f) {
           "                     all-gather from dear's rows (half each; without\n"
           "                     them half of the all-reduce's)\n"
           "  --cost FILE        cost parameters from 'gradsync bench --cost-out',\n"
-          "                     for the cluster they were measured on\n"
+          "                     for the cluster they were measured on: messages\n"
+          "                     take the all-reduce time measured at their size\n"
+          "                     (interpolated between the sizes the file holds)\n"
+          "                     and plans use its line a + b*M, as the engine's\n"
+          "                     do\n"
+          "  --plan-ar A,B      plan with the all-reduce cost A + B*M instead (the\n"
+          "                     fit an engine planned with: replay --json's a, b;\n"
+          "                     reduce-scatter and all-gather half of it); the\n"
+          "                     messages still cost what the options above give\n"
           "  --algo A           all-reduce algorithm: auto (default: hier with\n"
           "                     K > 1 and N > K, else the best flat one), ring,\n"
           "                     rd, rabenseifner, hier\n"
@@ -134,7 +142,9 @@ static void trace_path(char *out, size_t cap, const char *path, const char *poli
 typedef struct sim_opts {
   const char *profile, *policy, *net, *cost_file, *compress, *trace, *algo, *replay;
   int workers, per_node, iters, json, have_intra, have_inter, have_ar, have_rs, have_ag;
+  int have_plan_ar;
   double intra_a, intra_b, inter_a, inter_b, ar_a, ar_b, rs_a, rs_b, ag_a, ag_b;
+  double plan_a, plan_b;
   double jitter, scale;
   gs_sim_jitter dist;
   gs_sim_jitter_scope scope;
@@ -155,7 +165,7 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
       {"trace", required_argument, 0, 't'},    {"help", no_argument, 0, 'h'},
       {"ar", required_argument, 0, 'a'},       {"rs", required_argument, 0, 'R'},
       {"ag", required_argument, 0, 'G'},       {"replay", required_argument, 0, 'Y'},
-      {0, 0, 0, 0}};
+      {"plan-ar", required_argument, 0, 'L'},  {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
   o->policy = "all";
   o->scale = 1.0;
@@ -199,6 +209,10 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
         break;
       case 'G':
         if (parse_pair("ag", optarg, &o->ag_a, &o->ag_b, &o->have_ag) != 0) return 2;
+        break;
+      case 'L':
+        if (parse_pair("plan-ar", optarg, &o->plan_a, &o->plan_b, &o->have_plan_ar) != 0)
+          return 2;
         break;
       case 'c': o->cost_file = optarg; break;
       case 'Y': o->replay = optarg; break;
@@ -489,7 +503,7 @@ static int replay_cost(const sim_opts *o, gs_plan_cost *cost, size_t *nar, size_
 
 static void print_json(const gs_profile *prof, const sim_opts *o, const char *spec,
                        const gs_plan *pl, const gs_sim_result *r, double run_s,
-                       const gs_plan_cost *cost) {
+                       const gs_plan_cost *cost, const gs_plan_cost *plan_cost) {
   cJSON *j = cJSON_CreateObject();
   if (j == NULL) return;
   cJSON_AddStringToObject(j, "profile", prof->name);
@@ -526,7 +540,11 @@ static void print_json(const gs_profile *prof, const sim_opts *o, const char *sp
   cli_json_add(j, "efficiency", r->efficiency, "%.17g");
   cli_json_add(j, "predicted_iter_s", pl->predicted_iter_s, "%.17g");
   cJSON_AddNumberToObject(j, "events", (double)r->events);
-  /* The plan's affine costs, whatever gave them (--net, --replay, ...). */
+  /* The affine costs, whatever gave them (--net, --replay, ...); the
+   * measured points that price the messages; the costs planned with. */
+  cJSON_AddNumberToObject(j, "price_points", cost->ar.npoints);
+  cli_json_add(j, "plan_ar_a", plan_cost->ar.a, "%.17g");
+  cli_json_add(j, "plan_ar_b", plan_cost->ar.b, "%.17g");
   cli_json_add(j, "ar_a", cost->ar.a, "%.17g");
   cli_json_add(j, "ar_b", cost->ar.b, "%.17g");
   cli_json_add(j, "rs_a", cost->rs.a, "%.17g");
@@ -591,10 +609,15 @@ int cmd_simulate(int argc, char **argv) {
     if (o.have_ag) gs_cost_curve_affine(o.ag_a, o.ag_b, &cost.ag);
   } else if (o.replay) {
     if ((rc = replay_cost(&o, &cost, &replay_ar, &replay_rsag)) != 0) return rc;
-  } else if (gs_plan_cost_from_net(&params, topo, algo, &cost) != GS_OK) {
+  } else if (gs_plan_cost_measured(&params, topo, algo, &cost) != GS_OK) {
     cli_error(VERB, "--algo %s: %s", gs_algo_name(algo), gs_last_error());
     return 2;
   }
+  /* Plans are made as the engine makes them: with a line a + b*M (its
+   * default), or with the fit of --plan-ar. Messages cost `cost`. */
+  gs_plan_cost plan_cost = cost;
+  plan_cost.ar.npoints = plan_cost.rs.npoints = plan_cost.ag.npoints = 0;
+  if (o.have_plan_ar) gs_plan_cost_from_ab(o.plan_a, o.plan_b, &plan_cost);
 
   gs_compressor *zc = NULL;
   gs_plan_xchg xchg = {0};
@@ -649,6 +672,12 @@ int cmd_simulate(int argc, char **argv) {
            o.net ? o.net : o.cost_file ? o.cost_file : o.have_ar ? "--ar"
            : o.replay ? "--replay" : "--intra/--inter",
            gs_algo_name(algo), cost.ar.a, cost.ar.b);
+    if (cost.ar.npoints > 0)
+      printf("messages priced at the all-reduce times measured at %d sizes, %.0f B to "
+             "%.0f B\n", cost.ar.npoints, cost.ar.bytes[0], cost.ar.bytes[cost.ar.npoints - 1]);
+    if (o.have_plan_ar)
+      printf("planned with --plan-ar: all-reduce %.3e s + %.3e s/B\n", plan_cost.ar.a,
+             plan_cost.ar.b);
     if (o.replay)
       printf("costs fitted to %zu replayed plans' communication (%s)%s\n", replay_ar + replay_rsag,
              o.replay, replay_rsag ? "" : "; no dear rows: reduce-scatter and all-gather are "
@@ -678,7 +707,7 @@ int cmd_simulate(int argc, char **argv) {
                "compressed)\n", specs[k]);
       continue;
     }
-    if (st == GS_OK) st = gs_plan_make_xchg(prof, &cost, &xchg, &pk, 1, &pl);
+    if (st == GS_OK) st = gs_plan_make_xchg(prof, &plan_cost, &xchg, &pk, 1, &pl);
     if (st != GS_OK) {
       rc = st == GS_ERR_INVALID_ARG || st == GS_ERR_PARSE || st == GS_ERR_UNSUPPORTED ? 2 : 1;
       if (rc == 2)
@@ -698,7 +727,7 @@ int cmd_simulate(int argc, char **argv) {
       break;
     }
     if (o.json) {
-      print_json(prof, &o, specs[k], pl, &r, run_s, &cost);
+      print_json(prof, &o, specs[k], pl, &r, run_s, &cost, &plan_cost);
     } else {
       char name[64];
       if (pl->policy.kind == GS_PLAN_AUTO)

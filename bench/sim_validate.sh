@@ -21,6 +21,11 @@
 # plus an all-gather instead). The engine's own fit comes from its warm-up
 # iterations under wfbp; this one from the plans as they ran, never from
 # the profile simulated.
+# A fourth time with the cluster's measured all-reduce curve: the cost file
+# `gradsync bench --cost-out` wrote on the same cluster
+# (bench/results/cost_<N>nodes_1gbit.json, measured by bench/cost_measure.sh):
+# each message takes the time measured at its size (`simulate --cost`), and
+# the plan is the engine's, made with the row's own fit (`--plan-ar a,b`).
 # Writes bench/results/sim_validate.jsonl and bench/results/sim_validate.md.
 #
 # What it does not do: measure anew. The replay files carry their own
@@ -56,6 +61,13 @@ def simulate(r, cost):
 def ar(a, b):
     return ["--ar", f"{a!r},{b!r}"]
 
+def curve_sim(r):
+    """Row r simulated with its cluster's measured curve, or None without one."""
+    path = os.path.join(src, f"cost_{r['ranks']}nodes_1gbit.json")
+    if r["ranks"] != r["nodes"] or not os.path.exists(path):
+        return None
+    return simulate(r, ["--cost", path, "--plan-ar", f"{r['a']!r},{r['b']!r}"])["iter_s"]
+
 cluster_fit = {}  # (profile, ranks) -> (a, b): medians over the file's fits
 files = {}  # (profile, ranks) -> the file's rows with a measured fit
 paths = {}  # (profile, ranks) -> the replay file
@@ -89,7 +101,7 @@ for (p, n), fits in sorted(files.items()):
         held_rsag[(p, n)] = (h["rs_a"] + h["ag_a"], h["rs_b"] + h["ag_b"])
         cells.setdefault((r["profile"], r["ranks"], r["policy"]), []).append(
             (r["iter_s"], simulate(r, ar(r["a"], r["b"]))["iter_s"], r.get("predicted_s"),
-             simulate(r, ar(ca, cb))["iter_s"], h["iter_s"]))
+             simulate(r, ar(ca, cb))["iter_s"], h["iter_s"], curve_sim(r)))
 rows = []
 for (p, n, pol), v in sorted(cells.items()):
     meas = statistics.median(x[0] for x in v)
@@ -97,6 +109,7 @@ for (p, n, pol), v in sorted(cells.items()):
     pred = statistics.median(x[2] for x in v if x[2] is not None)
     csim = statistics.median(x[3] for x in v)
     hsim = statistics.median(x[4] for x in v)
+    msim = statistics.median(x[5] for x in v) if all(x[5] for x in v) else None
     ca, cb = cluster_fit[(p, n)]
     ha, hb = held_fit[(p, n)]
     rows.append({"profile": p, "nodes": n, "policy": pol, "rounds": len(v),
@@ -106,13 +119,16 @@ for (p, n, pol), v in sorted(cells.items()):
                  "heldout_a": ha, "heldout_b": hb,
                  "heldout_rsag_a": held_rsag[(p, n)][0],
                  "heldout_rsag_b": held_rsag[(p, n)][1], "heldout_simulated_s": hsim,
-                 "heldout_error": (hsim - meas) / meas})
+                 "heldout_error": (hsim - meas) / meas, "curve_simulated_s": msim,
+                 "curve_error": None if msim is None else (msim - meas) / meas})
 with open(jsonl, "w") as f:
     for r in rows:
         f.write(json.dumps(r) + "\n")
 
 def summary(sel, key="error"):
-    e = [abs(r[key]) for r in sel]
+    e = [abs(r[key]) for r in sel if r[key] is not None]
+    if not e:
+        return None
     return statistics.median(e), max(e), sum(x <= 0.10 for x in e), len(e)
 
 L = ["# The simulator against measured iterations (replay)", "",
@@ -138,12 +154,22 @@ L = ["# The simulator against measured iterations (replay)", "",
      "the gradient's; rows whose plan is dear left out), and the same to the rows whose",
      "plan is dear for a reduce-scatter plus an all-gather (half of it each). It is",
      "what a user has after replaying a few models on a cluster and simulating another;",
-     "it never sees the simulated profile's measurements.", ""]
+     "it never sees the simulated profile's measurements.", "",
+     "And with the cluster's measured all-reduce curve: `gradsync bench --cost-out` on the",
+     "same emulated cluster (bench/results/cost_<N>nodes_1gbit.json, bench/cost_measure.sh)",
+     "times every algorithm at sizes from 4 KB to 64 MB; `gradsync simulate --cost FILE`",
+     "prices each message at the fastest algorithm's time measured at its size",
+     "(interpolated between sizes), with the plan the engine made from its own fit",
+     "(`--plan-ar a,b`). TCP's windows make the link's time per message not affine in",
+     "the size (a 1 MB all-reduce takes about 1.3x the per-byte time of a 64 MB one),",
+     "so no single a and b prices 604 small messages and 4 large ones alike.", ""]
 clusters = (("4 nodes", [r for r in rows if r["nodes"] == 4]),
             ("8 nodes", [r for r in rows if r["nodes"] == 8]), ("all", rows))
 fits = (("error", "each row's own fit"), ("cluster_error", "the cluster's fit"),
-        ("heldout_error", "measured communication, held out"))
+        ("heldout_error", "measured communication, held out"),
+        ("curve_error", "the cluster's measured curve"))
 S = {(key, label): summary(sel, key) for key, _ in fits for label, sel in clusters}
+fits = tuple(f for f in fits if all(S[(f[0], label)] for label, _ in clusters))
 L += ["| cluster | cost | cells | median abs. error | max abs. error | cells within 10% |",
       "|---|---|---:|---:|---:|---:|"]
 for key, what in fits:
@@ -161,23 +187,29 @@ for (p, n), (ca, cb) in sorted(cluster_fit.items()):
              f"{hb * 1e9:.2f} | {ra * 1e6:.0f} | {rb * 1e9:.2f} |")
 L += ["",
       "Bias by policy (median signed error; + means the model is slower than measured):", "",
-      "| policy | 4 nodes, own fit | 8 nodes, own fit | 4 nodes, cluster's fit | "
-      "8 nodes, cluster's fit | 4 nodes, held out | 8 nodes, held out |",
-      "|---|---:|---:|---:|---:|---:|---:|"]
+      "| policy | " + " | ".join(f"{n} nodes, {w}" for _, w in fits for n in (4, 8)) + " |",
+      "|---|" + "---:|" * (2 * len(fits))]
 for pol in sorted({r["policy"] for r in rows}):
     b = [statistics.median(r[k] for r in rows if r["policy"] == pol and r["nodes"] == n)
-         for k in ("error", "cluster_error", "heldout_error") for n in (4, 8)]
+         for k, _ in fits for n in (4, 8)]
     L.append(f"| {pol} | " + " | ".join(f"{x:+.1%}" for x in b) + " |")
 L += ["",
       "| profile | nodes | policy | rounds | measured s | simulated s (own fit) | error | "
-      "simulated s (cluster's fit) | error | simulated s (held out) | error |",
-      "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+      "simulated s (cluster's fit) | error | simulated s (held out) | error | "
+      "simulated s (measured curve) | error |",
+      "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for r in rows:
+    curve = "| |" if r["curve_error"] is None else \
+        f"| {r['curve_simulated_s']:.4f} | {r['curve_error']:+.1%} |"
     L.append(f"| {r['profile']} | {r['nodes']} | {r['policy']} | {r['rounds']} | "
              f"{r['measured_s']:.4f} | {r['simulated_s']:.4f} | {r['error']:+.1%} | "
              f"{r['cluster_simulated_s']:.4f} | {r['cluster_error']:+.1%} | "
-             f"{r['heldout_simulated_s']:.4f} | {r['heldout_error']:+.1%} |")
-L += ["", "The measurements and their provenance (each replay file's own stamp):", ""]
+             f"{r['heldout_simulated_s']:.4f} | {r['heldout_error']:+.1%} " + curve)
+L += ["", "The measurements and their provenance (each replay file's own stamp, and each",
+      "cost file's: the stamp of the `gradsync bench` run that wrote it):", ""]
+for path in sorted(glob.glob(os.path.join(src, "cost_*nodes_1gbit.json"))):
+    with open(path) as f:
+        stamps[os.path.basename(path)] = json.load(f).get("stamp", {})
 for name, st in sorted(stamps.items()):
     c = st.get("commit") or st.get("committed_in")
     note = " (measured before results were stamped; to be regenerated)" \

@@ -109,6 +109,21 @@ gs_status gs_plan_cost_from_ab(double a, double b, gs_plan_cost *out);
 gs_status gs_plan_cost_from_net(const gs_cost_params *params, gs_cost_topo topo,
                                 gs_algo algo, gs_plan_cost *out);
 
+/* The same costs, with the all-reduce's measured points where `params`
+ * carries them (gs_cost_fit_algo, `gradsync bench --cost-out`): ar becomes
+ * the curve through the sizes measured, each taking the measured time of
+ * `algo` there (GS_ALGO_AUTO: of the fastest algorithm at that size, as
+ * the communicator chooses), made non-decreasing by a running maximum; a
+ * and b stay gs_plan_cost_from_net's (b is the slope beyond the last
+ * point). Reduce-scatter and all-gather then take half of that curve each,
+ * as gs_plan_cost_from_ab does. Without measured points (a preset, or an
+ * algorithm never calibrated) the result is gs_plan_cost_from_net's. Links
+ * whose time is not affine in the size (TCP windows, a token bucket) are
+ * priced at every measured size instead of by one line; `gradsync
+ * simulate --cost` prices its messages so. */
+gs_status gs_plan_cost_measured(const gs_cost_params *params, gs_cost_topo topo,
+                                gs_algo algo, gs_plan_cost *out);
+
 /* ---- Policies ---------------------------------------------------------------- */
 
 typedef enum {

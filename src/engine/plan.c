@@ -162,6 +162,69 @@ gs_status gs_plan_cost_from_net(const gs_cost_params *params, gs_cost_topo topo,
   return GS_OK;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+gs_status gs_plan_cost_measured(const gs_cost_params *params, gs_cost_topo topo,
+                                gs_algo algo, gs_plan_cost *out) {
+  GS_CHECK(gs_plan_cost_from_net(params, topo, algo, out));
+  if (topo.ranks < 2) return GS_OK;
+  /* The sizes measured for the algorithms the price may come from. */
+  double xs[GS_ALGO_COUNT * GS_COST_MAX_POINTS];
+  int n = 0;
+  for (int a = 0; a < GS_ALGO_COUNT; a++) {
+    if (algo != GS_ALGO_AUTO && algo != GS_ALGO_MPI && a != (int)algo) continue;
+    if (params->fit[a].beta <= 0 || params->fit[a].npoints < 2) continue;
+    int np = GS_MIN(params->fit[a].npoints, GS_COST_MAX_POINTS);
+    for (int i = 0; i < np; i++) {
+      double x = params->fit[a].bytes[i];
+      if (!isfinite(x) || x < 1) {
+        return gs_error(GS_ERR_INVALID_ARG, "plan cost: %s's measured point %d has "
+                        "size %g", gs_algo_name((gs_algo)a), i, x);
+      }
+      xs[n++] = x;
+    }
+  }
+  if (n == 0) return GS_OK;
+  qsort(xs, (size_t)n, sizeof xs[0], cmp_double);
+  int u = 0;
+  for (int i = 0; i < n; i++)
+    if (u == 0 || xs[i] > xs[u - 1]) xs[u++] = xs[i];
+  if (u < 2) return GS_OK;
+  /* At most GS_COST_CURVE_POINTS of them, evenly spread, both ends kept. */
+  int keep = GS_MIN(u, GS_COST_CURVE_POINTS);
+  gs_cost_curve *c = &out->ar;
+  double prev = 0;
+  for (int k = 0; k < keep; k++) {
+    int i = keep == u ? k : (int)((double)k * (u - 1) / (keep - 1) + 0.5);
+    double t;
+    if (algo == GS_ALGO_AUTO || algo == GS_ALGO_MPI)
+      gs_cost_best_allreduce(params, topo, xs[i], &t);
+    else
+      t = gs_cost_allreduce(params, topo, algo, xs[i]);
+    if (!isfinite(t) || t < 0)
+      return gs_error(GS_ERR_INVALID_ARG, "plan cost: the measured all-reduce of %g B "
+                      "costs %g s", xs[i], t);
+    prev = GS_MAX(prev, t);
+    c->bytes[k] = xs[i];
+    c->secs[k] = prev;
+  }
+  c->npoints = keep;
+  /* DeAR's halves, as from a and b alone. */
+  for (int h = 0; h < 2; h++) {
+    gs_cost_curve *half = h == 0 ? &out->rs : &out->ag;
+    GS_CHECK(gs_cost_curve_affine(c->a / 2, c->b / 2, half));
+    half->npoints = keep;
+    for (int k = 0; k < keep; k++) {
+      half->bytes[k] = c->bytes[k];
+      half->secs[k] = c->secs[k] / 2;
+    }
+  }
+  return GS_OK;
+}
+
 /* ---- Policies ------------------------------------------------------------ */
 
 static const char *policy_names[GS_PLAN_POLICY_COUNT] = {

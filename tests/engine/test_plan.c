@@ -421,6 +421,63 @@ static void test_cost_from_net(void **state) {
   assert_true(c.rs.a == 1e-3 && c.ag.a == 1e-3 && c.rs.b == 2e-9 && c.ag.b == 2e-9);
 }
 
+/* Costs with measured points: the all-reduce's curve passes through the
+ * sizes measured, at the chosen algorithm's time (running maximum), or at
+ * the fastest algorithm's with GS_ALGO_AUTO; DeAR's halves follow it; a and
+ * b stay those of gs_plan_cost_from_net; without points nothing changes. */
+static void test_cost_measured(void **state) {
+  (void)state;
+  gs_cost_params params;
+  assert_int_equal(gs_cost_preset("1gbit", &params), GS_OK);
+  gs_cost_topo topo = {4, 4};
+  gs_plan_cost net, c;
+  assert_int_equal(gs_plan_cost_from_net(&params, topo, GS_ALGO_AUTO, &net), GS_OK);
+  assert_int_equal(gs_plan_cost_measured(&params, topo, GS_ALGO_AUTO, &c), GS_OK);
+  assert_memory_equal(&c, &net, sizeof c); /* a preset has no points */
+  /* ring measured at three sizes, the middle one noisy (below the first). */
+  const double rb[] = {4096, 65536, 1048576}, rs[] = {2e-3, 1e-3, 5e-3};
+  assert_int_equal(gs_cost_fit_algo(&params, topo, GS_ALGO_RING, rb, rs, 3), GS_OK);
+  assert_int_equal(gs_plan_cost_from_net(&params, topo, GS_ALGO_RING, &net), GS_OK);
+  assert_int_equal(gs_plan_cost_measured(&params, topo, GS_ALGO_RING, &c), GS_OK);
+  assert_int_equal(c.ar.npoints, 3);
+  assert_true(c.ar.a == net.ar.a && c.ar.b == net.ar.b);
+  const double want[] = {2e-3, 2e-3, 5e-3};
+  for (int i = 0; i < 3; i++) {
+    assert_true(c.ar.bytes[i] == rb[i] && c.ar.secs[i] == want[i]);
+    assert_true(c.rs.bytes[i] == rb[i] && c.rs.secs[i] == want[i] / 2);
+    assert_true(c.ag.secs[i] == want[i] / 2);
+  }
+  assert_true(c.rs.a == net.ar.a / 2 && c.ag.b == net.ar.b / 2);
+  /* 1 MB costs the point, not the line; halfway to 64 KB, the mean. */
+  assert_true(gs_cost_curve_eval(&c.ar, 1048576) == 5e-3);
+  assert_true(fabs(gs_cost_curve_eval(&c.ar, (65536 + 1048576) / 2.0) - 3.5e-3) < 1e-15);
+  /* rd measured at other sizes, cheaper at small ones: with AUTO the
+   * points are every size measured, each at the fastest algorithm. */
+  const double db[] = {4096, 16384, 262144}, ds[] = {1e-4, 2e-4, 9e-3};
+  assert_int_equal(gs_cost_fit_algo(&params, topo, GS_ALGO_RD, db, ds, 3), GS_OK);
+  assert_int_equal(gs_plan_cost_measured(&params, topo, GS_ALGO_AUTO, &c), GS_OK);
+  assert_int_equal(c.ar.npoints, 5);
+  double prev = 0;
+  const double xs[] = {4096, 16384, 65536, 262144, 1048576};
+  for (int i = 0; i < 5; i++) {
+    double best;
+    gs_cost_best_allreduce(&params, topo, xs[i], &best);
+    prev = prev > best ? prev : best;
+    assert_true(c.ar.bytes[i] == xs[i] && c.ar.secs[i] == prev);
+  }
+  assert_true(c.ar.secs[0] <= 1e-4); /* rd's, not ring's 2 ms */
+  /* The chosen algorithm alone: rd's three sizes. */
+  assert_int_equal(gs_plan_cost_measured(&params, topo, GS_ALGO_RD, &c), GS_OK);
+  assert_int_equal(c.ar.npoints, 3);
+  assert_true(c.ar.secs[2] == 9e-3);
+  /* One worker: nothing to price. */
+  assert_int_equal(gs_plan_cost_measured(&params, (gs_cost_topo){1, 1}, GS_ALGO_AUTO, &c),
+                   GS_OK);
+  assert_int_equal(c.ar.npoints, 0);
+  assert_int_equal(gs_plan_cost_measured(&params, topo, GS_ALGO_PIPELINE, &c),
+                   GS_ERR_UNSUPPORTED);
+}
+
 /* A random measured curve: non-decreasing times at increasing sizes,
  * with a burst region (small messages nearly free) as on a token bucket. */
 static void random_curve(gs_cost_curve *cv) {
@@ -736,7 +793,7 @@ int main(void) {
       cmocka_unit_test(test_policy_parse),
       cmocka_unit_test(test_dear_model_hand_case),
       cmocka_unit_test(test_predict_rejects_bad_groupings),
-      cmocka_unit_test(test_cost_from_net),
+      cmocka_unit_test(test_cost_from_net), cmocka_unit_test(test_cost_measured),
       cmocka_unit_test(test_windowed_equals_exhaustive),
       cmocka_unit_test(test_windowed_equals_scan_medium),
       cmocka_unit_test(test_scan_budget_hands_over),

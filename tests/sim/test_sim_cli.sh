@@ -93,6 +93,43 @@ for c in "0.045 --rs 1e-3,1e-9 --ag 2e-3,2e-9" "0.046 --rs 0,2e-9 --ag 0,2e-9" "
     || { echo "FAIL: dear with --ar 0,4e-9 $*: '$got' s, expected $want"; fail=1; }
 done
 expect 0 "reduce-scatter 1.000e-03 s + 1.000e-09 s/B, all-gather 2.000e-03 s + 2.000e-09 s/B" -- --profile "$T/one.json" --workers 4 --ar 0,4e-9 --rs 1e-3,1e-9 --ag 2e-3,2e-9 --policy dear
+# A cost file with measured points prices each message at the time
+# measured at its size: ring's points (1e5 B: 5 ms, 4e6 B: 90 ms, 1e7 B:
+# 200 ms) put one.json's 4 MB at 90 ms, far off its line a + b*M, so the
+# iteration is 10 + 20 + 90 ms. Halfway between two points, linear.
+printf '{"ranks": 4, "nodes": 4, "alpha": 5e-5, "beta": 8e-9, "alpha_local": 1e-6, "beta_local": 2e-10, "gamma": 0, "fit": {"ring": {"alpha": 1e-4, "beta": 1e-8, "points": [[1e5, 5e-3], [4e6, 0.09], [1e7, 0.2]]}}}' > "$T/c4.json"
+printf '{"name": "seven", "forward_s": 0.01, "tensors": [{"name": "w", "numel": 1750000, "dtype": "f32", "backward_s": 0.02}]}' > "$T/seven.json"
+curve_iter() { # curve_iter PROFILE WANT
+  got=$("$G" simulate --profile "$1" --workers 4 --cost "$T/c4.json" --algo ring --policy wfbp --json)
+  /usr/bin/python3 -c "
+import json, sys
+d = json.loads(sys.argv[1])
+sys.exit(d['price_points'] != 3 or abs(d['iter_s'] - float(sys.argv[2])) > 1e-12)" "$got" "$2" \
+    && echo "ok: --cost with points: $1 takes $2 s" \
+    || { echo "FAIL: --cost with points: $1: $got, expected $2 s"; fail=1; }
+}
+curve_iter "$T/one.json" 0.12
+curve_iter "$T/seven.json" 0.175 # 7e6 B, halfway from 4e6 to 1e7: 90 + 110/2 ms
+expect 0 "messages priced at the all-reduce times measured at 3 sizes, 100000 B to 10000000 B" -- --profile "$T/one.json" --workers 4 --cost "$T/c4.json" --algo ring --policy wfbp
+# --plan-ar plans as an engine with that fit would, and the messages still
+# cost what --ar says: two tensors of 4 MB, backward 20 ms each, --ar
+# 0,4e-9. mgwfbp with a start-up of 10 s merges both (one 8 MB message,
+# 32 ms: 10 + 40 + 32 ms); with none it sends two (16 ms each, the first
+# hidden behind the second backward: 10 + 40 + 16 ms).
+printf '{"name": "two", "forward_s": 0.01, "tensors": [{"name": "a", "numel": 1000000, "dtype": "f32", "backward_s": 0.02}, {"name": "b", "numel": 1000000, "dtype": "f32", "backward_s": 0.02}]}' > "$T/two.json"
+for c in "10,0 1 0.082" "0,4e-9 2 0.066"; do
+  # shellcheck disable=SC2086
+  set -- $c
+  got=$("$G" simulate --profile "$T/two.json" --workers 4 --ar 0,4e-9 --plan-ar "$1" --policy mgwfbp --json)
+  /usr/bin/python3 -c "
+import json, sys
+d = json.loads(sys.argv[1])
+sys.exit(d['groups'] != int(sys.argv[2]) or abs(d['iter_s'] - float(sys.argv[3])) > 1e-12)" "$got" "$2" "$3" \
+    && echo "ok: --plan-ar $1: $2 message(s), $3 s" \
+    || { echo "FAIL: --plan-ar $1: $got, expected $2 message(s) and $3 s"; fail=1; }
+done
+expect 0 "planned with --plan-ar: all-reduce 1.000e+01 s + 0.000e+00 s/B" -- --profile "$T/two.json" --workers 4 --ar 0,4e-9 --plan-ar 10,0 --policy mgwfbp
+expect 2 "--plan-ar: expected" -- --profile "$T/two.json" --workers 4 --ar 0,4e-9 --plan-ar 10
 expect 2 "--rs refines the measured cost of --ar" -- --profile "$P" --workers 4 --net 1gbit --rs 1e-3,1e-9
 expect 2 "--ag refines the measured cost of --ar" -- --profile "$P" --workers 4 --cost "$T/c8.json" --ag 1e-3,1e-9
 expect 2 "--ag: expected" -- --profile "$P" --workers 4 --ar 2e-4,1.5e-8 --ag 1e-3
