@@ -86,7 +86,10 @@ static void usage(FILE *f) {
           "                     instead of first fitting each algorithm (up to\n"
           "                     64 MB) on this network\n"
           "  --cost-out FILE    save the fitted model; GRADSYNC_COST_FILE=FILE\n"
-          "                     makes later runs on this topology use it\n"
+          "                     makes later runs on this topology use it. An\n"
+          "                     allreduce sweep of 3 or more sizes gives each\n"
+          "                     algorithm's points (median times) and fit; a\n"
+          "                     shorter one keeps the start-up calibration's\n"
           "Sizes are the total bytes of the collective: the allreduce vector,\n"
           "the reduce-scatter input, the allgather output, the bcast buffer,\n"
           "or what one rank sends in all-to-all.\n");
@@ -554,13 +557,12 @@ int cmd_bench(int argc, char **argv) {
     }
   }
   const gs_cost_params *cost = gs_comm_cost(b.comm);
-  if (o.cost_out && b.rank == 0) {
-    gs_cost_topo topo = {p, gs_comm_nodes(b.comm)};
-    if (gs_cost_save(o.cost_out, cost, topo) != GS_OK) {
-      cli_rank_error(&cr, "%s", gs_last_error());
-      rc = 1;
-    }
-  }
+  /* What --cost-out saves: the calibration, refitted per algorithm with the
+   * sweep's medians (more calls per size than the calibration's best of
+   * three, so typical times rather than the luckiest). */
+  gs_cost_params saved = *cost;
+  double sw_bytes[GS_ALGO_COUNT][GS_COST_MAX_POINTS], sw_secs[GS_ALGO_COUNT][GS_COST_MAX_POINTS];
+  size_t sw_n[GS_ALGO_COUNT] = {0};
   if (b.rank == 0) {
     if (o.json) {
       cli_print_env_json(stdout);
@@ -604,6 +606,11 @@ int cmd_bench(int argc, char **argv) {
       }
       if (algos[k] == GS_ALGO_MPI) t_mpi = t;
       double actual = (double)(total_elems * es);
+      if (o.op == OP_ALLREDUCE && algos[k] != GS_ALGO_MPI && algos[k] != GS_ALGO_AUTO &&
+          sw_n[algos[k]] < GS_COST_MAX_POINTS && t > 0) {
+        sw_bytes[algos[k]][sw_n[algos[k]]] = actual;
+        sw_secs[algos[k]][sw_n[algos[k]]++] = t;
+      }
       double algbw = t > 0 ? actual / t * 1e-9 : 0;
       double busbw = algbw * bus_factor(o.op, p);
       double vs = t_mpi > 0 && t > 0 ? t_mpi / t : 0;
@@ -625,6 +632,18 @@ int cmd_bench(int argc, char **argv) {
     }
     if (bytes > o.max_bytes / (size_t)o.step) break;
     bytes *= (size_t)o.step;
+  }
+  if (o.cost_out && b.rank == 0 && failures == 0) {
+    gs_cost_topo topo = {p, gs_comm_nodes(b.comm)};
+    gs_status st2 = GS_OK;
+    for (int a = 0; a < GS_ALGO_COUNT && st2 == GS_OK; a++)
+      if (sw_n[a] >= 3)
+        st2 = gs_cost_fit_algo(&saved, topo, (gs_algo)a, sw_bytes[a], sw_secs[a], sw_n[a]);
+    if (st2 == GS_OK) st2 = gs_cost_save(o.cost_out, &saved, topo);
+    if (st2 != GS_OK) {
+      cli_rank_error(&cr, "--cost-out: %s", gs_last_error());
+      rc = 1;
+    }
   }
 out:
   free(b.in);

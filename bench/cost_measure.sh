@@ -2,12 +2,12 @@
 # Measures the all-reduce cost of emulated clusters at 1 Gbit/s and saves it
 # as the cost files `gradsync plan --cost` and `gradsync simulate --cost` read:
 # `gradsync bench --cost-out` times every all-reduce algorithm at eight sizes
-# from 4 KB to 64 MB (the fastest of three calls, on the slowest rank) and
-# keeps the times as points. bench/sim_validate.sh prices the replayed plans'
-# messages with them. For each cluster of N nodes (one rank per node):
+# from 4 KB to 64 MB (the median over up to 20 calls or 3 s of them, on the
+# slowest rank) and keeps the times as points. bench/sim_validate.sh prices
+# the replayed plans' messages with them. For each cluster of N nodes (one
+# rank per node):
 #   bench/results/cost_<N>nodes_1gbit.json   the cost file, stamped
-#   bench/results/cost_<N>nodes_1gbit.jsonl  bench's JSON output (its one
-#                                            64 MB row), stamped
+#   bench/results/cost_<N>nodes_1gbit.jsonl  bench's rows, stamped
 # Needs root (gradsync run --net).
 #
 # Usage: bench/cost_measure.sh [NODES...]   (default 4 8)
@@ -26,8 +26,8 @@ for n in "${nodes[@]}"; do
   esac
   name="cost_${n}nodes_1gbit"
   echo "== $name ($(date +%T))" >&2
-  argv=("$gs" run -np "$n" --net 1gbit -- "$gs" bench --op allreduce --min-bytes 64M
-        --max-bytes 64M --iters 3 --json --cost-out "$out/$name.json")
+  argv=("$gs" run -np "$n" --net 1gbit -- "$gs" bench --op allreduce --min-bytes 4K
+        --max-bytes 64M --iters 20 --budget 3 --json --cost-out "$out/$name.json")
   "${argv[@]}" > "$out/$name.jsonl"
   cmd=$(bench_quote "${argv[@]}")
   bench_stamp "$out/$name.jsonl" "$cmd"

@@ -127,6 +127,26 @@ t 2 "GRADSYNC_BETA=inf" GRADSYNC_ALPHA=1e-5 GRADSYNC_BETA=inf bench "${B[@]}" --
 t 2 "GRADSYNC_SEGMENT_BYTES=12" GRADSYNC_SEGMENT_BYTES=12 bench "${B[@]}"
 t 0 "" bench "${B[@]}" --cost-out "$tmp/cost.json"
 [ -s "$tmp/cost.json" ] && ok "bench --cost-out wrote the file" || bad "no cost file written"
+# On 2 ranks, a sweep of 3 or more sizes gives each algorithm's points: the
+# sizes swept and the median times the rows report.
+"$gs" run -np 2 -- "$gs" bench --op allreduce --min-bytes 4K --max-bytes 64K --iters 3 \
+  --warmup 1 --json --cost-out "$tmp/cost2.json" > "$tmp/rows2.jsonl" 2> "$tmp/err2"
+if "$PY" - "$tmp/cost2.json" "$tmp/rows2.jsonl" <<'EOF2'
+import json, sys
+cost = json.load(open(sys.argv[1]))
+rows = [json.loads(l) for l in open(sys.argv[2]) if '"op"' in l]
+checked = 0
+for algo, fit in cost["fit"].items():
+    want = sorted((r["bytes"], r["time_us"]) for r in rows if r["algo"] == algo)
+    got = [(b, s * 1e6) for b, s in fit["points"]]
+    assert len(want) == 3 and [b for b, _ in want] == [b for b, _ in got], (algo, want, got)
+    # time_us is printed with two decimals
+    assert all(abs(w - g) <= 0.006 for (_, w), (_, g) in zip(want, got)), (algo, want, got)
+    checked += 1
+assert checked >= 2 and cost["ranks"] == 2, cost
+EOF2
+then ok "bench --cost-out: points are the sweep's sizes and median times"
+else bad "bench --cost-out on 2 ranks: $(tail -3 "$tmp/err2")"; fi
 
 echo "== bench: bounded sweeps, strict JSON"
 t 0 "" bench --min-bytes 1 --max-bytes 16 --iters 1 --warmup 0 --no-calibrate --json
