@@ -80,9 +80,9 @@ print("`gradsync simulate` of one iteration (jitter CV 0.05 per worker and itera
       "workers per node, 10GbE preset), median of 3 runs; `sim` is the whole command "
       "(profile load, planning, simulation), `loop` the event loop alone (gs_sim_run), "
       "`plan` the peer measured in the same run: `gradsync plan` of the same profile and "
-      "policy (the analytical model, no per-worker events). The machine has 2 cores "
-      "shared with other helpers' builds and tests (load in the stamp): absolute times "
-      "are inflated, ratios less so.\n")
+      "policy (the analytical model, no per-worker events). Absolute times depend on "
+      "the machine and on what else ran on it (the stamp gives both, and the load); "
+      "ratios less so.\n")
 print("| profile | tensors | policy | workers | events | loop (s) | sim (s) | plan (s) | sim / plan | ns per event | efficiency |")
 print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in rows:
