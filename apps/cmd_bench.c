@@ -88,11 +88,13 @@ static void usage(FILE *f) {
           "  --cost-out FILE    save the fitted model; GRADSYNC_COST_FILE=FILE\n"
           "                     makes later runs on this topology use it. An\n"
           "                     allreduce sweep of 3 or more sizes gives each\n"
-          "                     algorithm's points (median times) and fit; a\n"
-          "                     shorter one keeps the start-up calibration's\n"
+          "                     algorithm's points (median times of its first\n"
+          "                     %d sizes) and fit; a shorter one keeps the\n"
+          "                     start-up calibration's fit\n"
           "Sizes are the total bytes of the collective: the allreduce vector,\n"
           "the reduce-scatter input, the allgather output, the bcast buffer,\n"
-          "or what one rank sends in all-to-all.\n");
+          "or what one rank sends in all-to-all.\n",
+          GS_COST_MAX_POINTS);
 }
 
 /* The value element i of rank r contributes. Small integers keep every

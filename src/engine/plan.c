@@ -213,15 +213,11 @@ gs_status gs_plan_cost_measured(const gs_cost_params *params, gs_cost_topo topo,
   }
   c->npoints = keep;
   /* DeAR's halves, as from a and b alone. */
-  for (int h = 0; h < 2; h++) {
-    gs_cost_curve *half = h == 0 ? &out->rs : &out->ag;
-    GS_CHECK(gs_cost_curve_affine(c->a / 2, c->b / 2, half));
-    half->npoints = keep;
-    for (int k = 0; k < keep; k++) {
-      half->bytes[k] = c->bytes[k];
-      half->secs[k] = c->secs[k] / 2;
-    }
-  }
+  gs_cost_curve half = *c;
+  half.a /= 2;
+  half.b /= 2;
+  for (int k = 0; k < keep; k++) half.secs[k] /= 2;
+  out->rs = out->ag = half;
   return GS_OK;
 }
 
