@@ -610,7 +610,12 @@ int cmd_simulate(int argc, char **argv) {
   } else if (o.replay) {
     if ((rc = replay_cost(&o, &cost, &replay_ar, &replay_rsag)) != 0) return rc;
   } else if (gs_plan_cost_measured(&params, topo, algo, &cost) != GS_OK) {
-    cli_error(VERB, "--algo %s: %s", gs_algo_name(algo), gs_last_error());
+    /* An algorithm without a cost, or a cost file's point the loader let by. */
+    if (o.cost_file)
+      cli_error(VERB, "--cost %s (--algo %s): %s", o.cost_file, gs_algo_name(algo),
+                gs_last_error());
+    else
+      cli_error(VERB, "--algo %s: %s", gs_algo_name(algo), gs_last_error());
     return 2;
   }
   /* Plans are made as the engine makes them: with a line a + b*M (its

@@ -110,6 +110,9 @@ sys.exit(d['price_points'] != 3 or abs(d['iter_s'] - float(sys.argv[2])) > 1e-12
 }
 curve_iter "$T/one.json" 0.12
 curve_iter "$T/seven.json" 0.175 # 7e6 B, halfway from 4e6 to 1e7: 90 + 110/2 ms
+# A point of 0 bytes is refused, naming the file.
+printf '{"ranks": 4, "nodes": 4, "alpha": 5e-5, "beta": 8e-9, "alpha_local": 1e-6, "beta_local": 2e-10, "gamma": 0, "fit": {"ring": {"alpha": 1e-4, "beta": 1e-8, "points": [[0, 5e-3], [4e6, 0.09], [1e7, 0.2]]}}}' > "$T/c0.json"
+expect 2 "--cost $T/c0.json (--algo auto): plan cost: ring's measured point 0 has size 0" -- --profile "$T/one.json" --workers 4 --cost "$T/c0.json"
 expect 0 "messages priced at the all-reduce times measured at 3 sizes, 100000 B to 10000000 B" -- --profile "$T/one.json" --workers 4 --cost "$T/c4.json" --algo ring --policy wfbp
 # --plan-ar plans as an engine with that fit would, and the messages still
 # cost what --ar says: two tensors of 4 MB, backward 20 ms each, --ar
