@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -244,9 +245,18 @@ static double bus_factor(bench_op op, int p) {
   }
 }
 
+/* This process's CPU time (every thread, user and system), in seconds. */
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* Measures one (size, algorithm) cell. Returns the median of the per-call
- * maximum over ranks, or a negative value after reporting an error. */
-static double measure(bench_ctx *b, gs_algo algo, int *iters_out) {
+ * maximum over ranks, or a negative value after reporting an error;
+ * *cpu_out is the busiest rank's CPU time per timed call (the verification
+ * of results excluded). */
+static double measure(bench_ctx *b, gs_algo algo, int *iters_out, double *cpu_out) {
   const bench_opts *o = b->o;
   gs_status st = GS_OK;
   double warm = 0;
@@ -271,17 +281,19 @@ static double measure(bench_ctx *b, gs_algo algo, int *iters_out) {
   if (iters < 3) iters = 3;
   if (iters > o->iters) iters = o->iters;
   /* times[iters]: this rank's verdict (0 ok, 1 wrong result, 2 failed),
-   * maximised with the times so that every rank learns it in one call. */
-  double *times = calloc((size_t)iters + 1, sizeof(double));
+   * times[iters + 1] its CPU time in the calls, both maximised with the
+   * times so that every rank learns them in one call. */
+  double *times = calloc((size_t)iters + 2, sizeof(double));
   if (times == NULL) cli_rank_abort(b->r, "out of memory for %d timings", iters);
   size_t bad = 0;
   int wrong = 0;
   for (int i = 0; i < iters && st == GS_OK; i++) {
     reset_output(b);
     gs_barrier(b->comm, GS_ALGO_MPI);
-    double t0 = gs_now();
+    double t0 = gs_now(), c0 = cpu_now();
     st = run_once(b, algo);
     times[i] = gs_now() - t0;
+    times[iters + 1] += cpu_now() - c0;
     if (st == GS_OK && !wrong && verify(b, &bad)) wrong = i + 1;
   }
   times[iters] = st != GS_OK ? 2.0 : wrong ? 1.0 : 0.0;
@@ -297,7 +309,7 @@ static double measure(bench_ctx *b, gs_algo algo, int *iters_out) {
   }
   /* A rank whose call failed still joins: the others learn it here instead
    * of waiting for it. */
-  if (gs_allreduce(b->comm, GS_IN_PLACE, times, (size_t)iters + 1, GS_F64, GS_MAX,
+  if (gs_allreduce(b->comm, GS_IN_PLACE, times, (size_t)iters + 2, GS_F64, GS_MAX,
                    GS_ALGO_MPI) != GS_OK) {
     cli_rank_error(b->r, "cannot collect the timings: %s", gs_last_error());
     free(times);
@@ -308,6 +320,7 @@ static double measure(bench_ctx *b, gs_algo algo, int *iters_out) {
     cli_rank_error(b->r, "stopping: %s with algorithm %s failed on another rank",
                    op_info[o->op].name, gs_algo_name(algo));
   double med = cli_median(times, (size_t)iters);
+  *cpu_out = times[iters + 1] / iters;
   free(times);
   *iters_out = iters;
   return verdict == 2.0 ? -1 : verdict == 1.0 ? -2 : med;
@@ -480,7 +493,7 @@ static void print_cost_json(const bench_opts *o, const gs_cost_params *cost, int
 
 static void print_row_json(const bench_opts *o, gs_algo algo, const char *chosen,
                            double bytes, int p, int nodes, double t, double algbw,
-                           double busbw, double vs, int iters) {
+                           double busbw, double vs, int iters, double cpu) {
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "op", op_info[o->op].name);
   cJSON_AddStringToObject(j, "algo", gs_algo_name(algo));
@@ -495,6 +508,7 @@ static void print_row_json(const bench_opts *o, gs_algo algo, const char *chosen
   cli_json_add(j, "busbw_GBps", busbw, "%.5f");
   cli_json_add(j, "speedup_vs_mpi", vs, "%.4f");
   cJSON_AddNumberToObject(j, "iters", iters);
+  cli_json_add(j, "cpu_us", cpu * 1e6, "%.2f");
   cJSON_AddStringToObject(j, "check", "ok");
   cli_print_json(stdout, j);
 }
@@ -582,9 +596,11 @@ int cmd_bench(int argc, char **argv) {
                  gs_algo_name((gs_algo)a), cost->fit[a].alpha * 1e6,
                  cost->fit[a].beta, 1e-9 / cost->fit[a].beta);
       printf("# time: median over calls of the slowest rank; busbw per nccl-tests;\n"
-             "# vs mpi: MPI's time / this time (above 1 = faster than MPI)\n");
-      printf("%12s  %-20s %12s %10s %10s %8s %6s\n", "bytes", "algo", "time_us",
-             "algbw_GB/s", "busbw_GB/s", "vs_mpi", "iters");
+             "# vs mpi: MPI's time / this time (above 1 = faster than MPI);\n"
+             "# cpu: the busiest rank's CPU time (user + system, all threads)\n"
+             "#   as a share of the call's time\n");
+      printf("%12s  %-20s %12s %10s %10s %8s %6s %6s\n", "bytes", "algo", "time_us",
+             "algbw_GB/s", "busbw_GB/s", "vs_mpi", "iters", "cpu");
     }
     fflush(stdout);
   }
@@ -600,7 +616,8 @@ int cmd_bench(int argc, char **argv) {
     double t_mpi = 0;
     for (int k = 0; k < nalgo; k++) {
       int iters = 0;
-      double t = measure(&b, algos[k], &iters);
+      double cpu = 0;
+      double t = measure(&b, algos[k], &iters, &cpu);
       if (t < 0) {
         failures++;
         if (t == -1) goto out; /* an error, not a wrong value: stop */
@@ -625,10 +642,10 @@ int cmd_bench(int argc, char **argv) {
       if (b.rank == 0) {
         if (o.json)
           print_row_json(&o, algos[k], name, actual, p, gs_comm_nodes(b.comm), t, algbw,
-                         busbw, vs, iters);
+                         busbw, vs, iters, cpu);
         else
-          printf("%12.0f  %-20s %12.1f %10.4f %10.4f %7.2fx %6d\n", actual, name,
-                 t * 1e6, algbw, busbw, vs, iters);
+          printf("%12.0f  %-20s %12.1f %10.4f %10.4f %7.2fx %6d %5.0f%%\n", actual, name,
+                 t * 1e6, algbw, busbw, vs, iters, t > 0 ? 100 * cpu / t : 0.0);
         fflush(stdout);
       }
     }

@@ -144,8 +144,12 @@ for algo, fit in cost["fit"].items():
     assert all(abs(w - g) <= 0.006 for (_, w), (_, g) in zip(want, got)), (algo, want, got)
     checked += 1
 assert checked >= 2 and cost["ranks"] == 2, cost
+# Every row reports the busiest rank's CPU time per call: some CPU, and not
+# more than the two ranks' threads could use in the call's time.
+for r in rows:
+    assert 0 < r["cpu_us"] <= 8 * r["time_us"] + 1000, r
 EOF2
-then ok "bench --cost-out: points are the sweep's sizes and median times"
+then ok "bench --cost-out: points are the sweep's sizes and median times; rows give cpu_us"
 else bad "bench --cost-out on 2 ranks: $(tail -3 "$tmp/err2")"; fi
 
 echo "== bench: bounded sweeps, strict JSON"
