@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Turns `gradsync bench --json` output files into a Markdown table: per size,
 MPI's time, gradsync's own choice (auto), the fastest gradsync algorithm, and
-the ratios the performance goals are stated in."""
+the ratios the performance goals are stated in; where the rows carry
+cpu_us (the busiest rank's CPU time per call), also each side's CPU time as a
+share of its call's time."""
 import json
 import sys
 
@@ -25,6 +27,12 @@ def load(path):
     return env, model, rows
 
 
+def share(row):
+    """CPU time per call as a percentage of the call's (median) time."""
+    t = row["time_us"]
+    return f"{100 * row['cpu_us'] / t:.0f}%" if t > 0 else "-"
+
+
 def main(paths):
     for path in paths:
         env, model, rows = load(path)
@@ -35,9 +43,11 @@ def main(paths):
         if env:
             print(f"{env.get('cpu', '?')}, {env.get('cores', '?')} cores, "
                   f"{env.get('mpi', '?')[:60]}\n")
+        cpu = all("cpu_us" in r for r in rows)
         print("| bytes | mpi µs | auto (choice) µs | auto busbw GB/s | "
-              "best own algo | best µs | auto vs mpi | auto / best |")
-        print("|---:|---:|---:|---:|---|---:|---:|---:|")
+              "best own algo | best µs | auto vs mpi | auto / best |"
+              + (" mpi cpu | auto cpu |" if cpu else ""))
+        print("|---:|---:|---:|---:|---|---:|---:|---:|" + ("---:|---:|" if cpu else ""))
         sizes = sorted({r["bytes"] for r in rows})
         for b in sizes:
             at = {r["algo"]: r for r in rows if r["bytes"] == b}
@@ -49,7 +59,12 @@ def main(paths):
             print(f"| {int(b)} | {mpi:.0f} | {auto:.0f} ({at['auto']['chosen']}) | "
                   f"{at['auto']['busbw_GBps']:.4f} | {best['algo']} | "
                   f"{best['time_us']:.0f} | {mpi / auto:.2f}x | "
-                  f"{auto / best['time_us']:.2f} |")
+                  f"{auto / best['time_us']:.2f} |"
+                  + (f" {share(at['mpi'])} | {share(at['auto'])} |" if cpu else ""))
+        if cpu:
+            print("\nCPU: the busiest rank's CPU time (user + system, every thread) per "
+                  "call, as a share of the call's time; MPI's own collective polls at "
+                  "full speed while it waits.")
         print()
 
 
