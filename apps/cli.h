@@ -113,6 +113,17 @@ void cli_json_add(struct cJSON *obj, const char *name, double v, const char *fmt
 /* Writes a one-line JSON description of the machine and software to f. */
 void cli_print_env_json(FILE *f);
 
+/* ---- OpenBLAS's kernels (cli_blas.c) ---------------------------------------
+ * cli_blas_check, first in main: when OpenBLAS chose kernels narrower than
+ * the CPU's vector unit and OPENBLAS_CORETYPE is unset, sets it and executes
+ * the program again (returns only when nothing was to be done, or the exec
+ * failed, with a warning). cli_blas_core: the kernels in use (OpenBLAS's
+ * name). cli_blas_better_core: the OPENBLAS_CORETYPE cli_blas_check would
+ * set, or NULL. */
+void cli_blas_check(char **argv);
+const char *cli_blas_core(void);
+const char *cli_blas_better_core(void);
+
 /* ---- Ranks ----------------------------------------------------------------
  * The set-up every multi-rank verb shares, and agreement points: where a
  * rank can fail alone before a collective phase (bad options on one node, a

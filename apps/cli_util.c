@@ -281,6 +281,7 @@ void cli_print_env_json(FILE *f) {
   cJSON_AddStringToObject(env, "cpu", cpu);
   cJSON_AddNumberToObject(env, "cores", (double)sysconf(_SC_NPROCESSORS_ONLN));
   cJSON_AddStringToObject(env, "mpi", mpiver);
+  cJSON_AddStringToObject(env, "blas_core", cli_blas_core());
   cJSON *o = cJSON_CreateObject();
   cJSON_AddItemToObject(o, "env", env);
   cli_print_json(f, o);

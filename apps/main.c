@@ -37,6 +37,7 @@ static int main_error(const char *what, const char *arg) {
 }
 
 int main(int argc, char **argv) {
+  cli_blas_check(argv);
   if (argc < 2) return main_error("no command given (run, bench, plan, replay, train, simulate)", NULL);
   if (strcmp(argv[1], "help") == 0 && argc == 3) {
     /* "gradsync help VERB" is "gradsync VERB --help". */

@@ -170,6 +170,25 @@ EOF
 }
 strict_json "$tmp/out" && ok "bench --json lines are strict JSON" || bad "bench JSON not strict"
 
+echo "== OpenBLAS's kernels: the CPU's widest unless the user chose"
+# Debian's OpenBLAS 0.3.21 falls back to SSE3 (Prescott) kernels on CPUs
+# newer than itself; gradsync sets OPENBLAS_CORETYPE and runs itself again.
+blas_core() { grep -o '"blas_core":"[^"]*"' "$tmp/out" | head -1 | cut -d'"' -f4; }
+t 0 "" bench --min-bytes 4 --max-bytes 4 --iters 1 --warmup 0 --no-calibrate --json
+core=$(blas_core)
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+  case "$core" in
+    Haswell|Zen|SkylakeX|Cooperlake|SapphireRapids) ok "AVX2 CPU: OpenBLAS runs $core kernels" ;;
+    *) bad "AVX2 CPU but OpenBLAS runs '$core' kernels" ;;
+  esac
+else
+  [ -n "$core" ] && ok "no AVX2: OpenBLAS's own choice ($core) kept" || bad "no blas_core in env"
+fi
+t 0 "" OPENBLAS_CORETYPE=Prescott bench --min-bytes 4 --max-bytes 4 --iters 1 --warmup 0 \
+  --no-calibrate --json
+[ "$(blas_core)" = Prescott ] && ok "OPENBLAS_CORETYPE set by the user is kept" \
+  || bad "OPENBLAS_CORETYPE=Prescott gave '$(blas_core)'"
+
 echo "== plan"
 t 0 "usage: gradsync plan" plan --help
 t 2 "--profile FILE is required" plan --a 0 --b 0
