@@ -12,8 +12,8 @@ print("iterations after a warm-up (spd plans its factor messages and places its"
 print("inversions there). Times are seconds per iteration, from rank 0.\n")
 print("**4 or 8 ranks share the machine's 2 cores** (the stamp's load is mostly this")
 print("job's own ranks). Compute (forward/backward, factors, inversions,")
-print("preconditioning) is inflated 2-4x over one rank per core, and each figure comes")
-print("from one run.\n")
+print("preconditioning) is inflated 2-4x over one rank per core. Each row of the first")
+print("table is one run, in the order they ran; the second table gives medians.\n")
 print("| model | nodes | scheme | iter (s) | vs dkfac | fwd+bwd | grad wait | factor compute | "
       "factor comm (exposed) | inversion | broadcast wait | precondition+SGD | exposed comm | "
       "MB per 2nd-order update | dkfac bytes / this |")

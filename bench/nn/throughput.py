@@ -56,7 +56,10 @@ def environment():
         "python": platform.python_version(),
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "(unset)"),
         "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", ""),
-        "git": sh("git rev-parse --short HEAD") + (" (dirty)" if sh("git status --porcelain") else ""),
+        # dirty as bench/lib.sh counts it: results rewritten by drivers aside
+        "git": sh("git rev-parse --short HEAD")
+        + (" (dirty)" if sh("git status --porcelain --untracked-files=no -- . "
+                            "':(exclude)bench/results'") else ""),
     }
 
 
