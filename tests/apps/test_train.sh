@@ -39,8 +39,13 @@ for pol in wfbp single bucket:0.05 mgwfbp optimal dear auto; do
     bad "2 ranks x batch 16 under $pol differ from 1 x 32: $(cat "$d.cmp" 2>/dev/null; tail -3 "$d.log")"
   fi
 done
-train 1 "$tmp/ref4" --model cnn --batch 32 --policy wfbp
-if train 4 "$tmp/dp4" --model cnn --batch 8 --policy dear &&
+# At the default learning rate this cnn diverges on synthetic data within the
+# 8 steps (loss about 50), and a diverging run magnifies rounding: with
+# OpenBLAS's AVX-512 kernels 1 x 32 and 4 x 8 then differ by 1.3e-3 (5.6e-6
+# with its SSE3 ones), where at lr 0.01 they differ by 3e-7. The check is of
+# summation order, so it trains where training is stable.
+train 1 "$tmp/ref4" --model cnn --batch 32 --policy wfbp --lr 0.01
+if train 4 "$tmp/dp4" --model cnn --batch 8 --policy dear --lr 0.01 &&
    "$cmp_ckpt" cnn "$tmp/ref4/checkpoint.gsck" "$tmp/dp4/checkpoint.gsck" 1e-4 > "$tmp/dp4.cmp"; then
   ok "cnn: 4 ranks x batch 8 under dear = 1 rank x batch 32 ($(cat "$tmp/dp4.cmp"))"
 else
