@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -276,8 +275,7 @@ int cmd_bench_topk(int argc, char **argv) {
   for (int it = 0; it < iters; it++) {
     for (int m = 0; m < M_COUNT; m++) {
       if (!run[m]) continue;
-      struct timespec c0, c1;
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+      const double c0 = cli_cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
       const double t0 = gs_now();
       switch (m) {
         case M_STREAM: sink += stream_sum_abs(x, n); break;
@@ -293,10 +291,8 @@ int cmd_bench_topk(int argc, char **argv) {
         case M_SORT: select_sort(x, n, k, pa, pb, idx); break;
       }
       const double t1 = gs_now();
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
       times[(m * 2) * iters + it] = t1 - t0;
-      times[(m * 2 + 1) * iters + it] =
-          (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
+      times[(m * 2 + 1) * iters + it] = cli_cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - c0;
       if (m != M_STREAM && check(names[m], x, k, idx, &t, m != M_MSTOPK) != 0) {
         rc = 1;
         goto done;

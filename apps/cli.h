@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "gradsync.h"
 
@@ -42,6 +43,10 @@ int cli_parse_double(const char *s, double min, double max, double *out);
 
 /* The median of v[0..n) (0 for n == 0); sorts v in place. */
 double cli_median(double *v, size_t n);
+
+/* CPU time in seconds, user and system, on clock `which`:
+ * CLOCK_PROCESS_CPUTIME_ID (every thread) or CLOCK_THREAD_CPUTIME_ID. */
+double cli_cpu_seconds(clockid_t which);
 
 /* ---- Messages and JSON -------------------------------------------------
  * One voice for every verb. Every message is one line on stderr:
@@ -118,11 +123,9 @@ void cli_print_env_json(FILE *f);
  * the CPU's vector unit and OPENBLAS_CORETYPE is unset, sets it and executes
  * the program again (returns only when nothing was to be done, or the exec
  * failed, with a warning). cli_blas_core: the kernels in use (OpenBLAS's
- * name). cli_blas_better_core: the OPENBLAS_CORETYPE cli_blas_check would
- * set, or NULL. */
+ * name). */
 void cli_blas_check(char **argv);
 const char *cli_blas_core(void);
-const char *cli_blas_better_core(void);
 
 /* ---- Ranks ----------------------------------------------------------------
  * The set-up every multi-rank verb shares, and agreement points: where a

@@ -57,7 +57,8 @@ const char *cli_blas_core(void) {
   return name ? name : "unknown";
 }
 
-const char *cli_blas_better_core(void) {
+/* The OPENBLAS_CORETYPE cli_blas_check would set, or NULL. */
+static const char *better_core(void) {
   const char *set = getenv("OPENBLAS_CORETYPE");
   if (set != NULL && *set != '\0') return NULL;
   int have = core_level(cli_blas_core()), can = cpu_level();
@@ -66,7 +67,7 @@ const char *cli_blas_better_core(void) {
 }
 
 void cli_blas_check(char **argv) {
-  const char *core = cli_blas_better_core();
+  const char *core = better_core();
   if (core == NULL) return;
   if (setenv("OPENBLAS_CORETYPE", core, 1) != 0) return;
   execv("/proc/self/exe", argv);

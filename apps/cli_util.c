@@ -92,6 +92,12 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+double cli_cpu_seconds(clockid_t which) {
+  struct timespec ts;
+  clock_gettime(which, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 double cli_median(double *v, size_t n) {
   if (n == 0) return 0;
   qsort(v, n, sizeof *v, cmp_double);

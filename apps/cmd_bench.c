@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -245,13 +244,6 @@ static double bus_factor(bench_op op, int p) {
   }
 }
 
-/* This process's CPU time (every thread, user and system), in seconds. */
-static double cpu_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Measures one (size, algorithm) cell. Returns the median of the per-call
  * maximum over ranks, or a negative value after reporting an error;
  * *cpu_out is the busiest rank's CPU time per timed call (the verification
@@ -290,10 +282,10 @@ static double measure(bench_ctx *b, gs_algo algo, int *iters_out, double *cpu_ou
   for (int i = 0; i < iters && st == GS_OK; i++) {
     reset_output(b);
     gs_barrier(b->comm, GS_ALGO_MPI);
-    double t0 = gs_now(), c0 = cpu_now();
+    double t0 = gs_now(), c0 = cli_cpu_seconds(CLOCK_PROCESS_CPUTIME_ID);
     st = run_once(b, algo);
     times[i] = gs_now() - t0;
-    times[iters + 1] += cpu_now() - c0;
+    times[iters + 1] += cli_cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0;
     if (st == GS_OK && !wrong && verify(b, &bad)) wrong = i + 1;
   }
   times[iters] = st != GS_OK ? 2.0 : wrong ? 1.0 : 0.0;
