@@ -71,6 +71,18 @@ void cli_fail(const char *verb, const char *fmt, ...)
  * prints no rank, usage != 0 adds "(see --help)". */
 void cli_vmessage(const char *verb, int rank, int usage, const char *fmt, va_list ap);
 
+/* gradsync run --node-cpus (run_cpu.c). run_cpu_create makes a CPU group
+ * per node limited to `cpus` cores (cgroup v1 or v2), the groups' files
+ * owned by uid/gid when uid >= 0, removes groups of dead launchers, and
+ * writes the path prefix that a node number completes; 0 or -1 with a
+ * message. run_cpu_enter moves the calling process into node `node`'s
+ * group; run_cpu_destroy kills what is left in the groups of launcher
+ * `pid` and removes them. */
+int run_cpu_create(int pid, int nodes, double cpus, int uid, int gid, char *prefix,
+                   size_t len);
+int run_cpu_enter(const char *prefix, int node);
+void run_cpu_destroy(int pid);
+
 /* Copies in to out (cap bytes, always terminated) as valid UTF-8 without
  * control characters: each byte of an invalid or overlong sequence, each
  * surrogate and each C0 or C1 control character (newline and tab included)

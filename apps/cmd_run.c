@@ -104,6 +104,9 @@ static void usage(FILE *f) {
       "                  --gso plus 1616 bytes; see docs/NETWORK.md)\n"
       "  --per-node K    ranks per node (default 1; N must be divisible by K);\n"
       "                  sets GRADSYNC_NODE=rank/K in every rank\n"
+      "  --node-cpus C   each node's ranks share at most C cores (a CPU cgroup\n"
+      "                  per node, needs root), so that nodes do not lend each\n"
+      "                  other the host's cores as real machines cannot\n"
       "  --mpirun PATH   the mpirun to use (default: mpirun from PATH)\n"
       "  -v, --verbose   print the commands run\n"
       "  --help          this text\n\n"
@@ -544,6 +547,15 @@ static int exec_in_node(int argc, char **argv) {
   char node[16];
   snprintf(node, sizeof node, "%d", rank / k);
   setenv("GRADSYNC_NODE", node, 1);
+  const char *cpu_prefix = getenv("GRADSYNC_RUN_CPU_PREFIX");
+  if (cpu_prefix && *cpu_prefix) {
+    if (run_cpu_enter(cpu_prefix, rank / k) != 0) {
+      cli_fail("run", "rank %d: cannot enter the CPU group of node %d (%s%d): %s", rank,
+               rank / k, cpu_prefix, rank / k, strerror(errno));
+      return 126;
+    }
+    unsetenv("GRADSYNC_RUN_CPU_PREFIX");
+  }
   if (strcmp(argv[2], "-") != 0) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, NETNS_DIR "/%s%d", argv[2], rank / k);
@@ -595,7 +607,7 @@ int cmd_run(int argc, char **argv) {
    * are one option). */
   int seen_np = 0, seen_net = 0, seen_mpirun = 0, seen_verbose = 0;
   const char *net = NULL, *mpirun = "mpirun";
-  double rate_bps = 0;
+  double rate_bps = 0, node_cpus = 0;
   for (i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has_value = i + 1 < argc;
@@ -664,6 +676,17 @@ int cmd_run(int argc, char **argv) {
         return 2;
       }
       i++;
+    } else if (strcmp(a, "--node-cpus") == 0) {
+      char *end = NULL;
+      if (node_cpus > 0) return run_repeated(a);
+      node_cpus = has_value ? strtod(argv[i + 1], &end) : 0;
+      if (!has_value || end == argv[i + 1] || *end != '\0' || !(node_cpus >= 0.01) ||
+          node_cpus > 4096) {
+        cli_error("run", "--node-cpus needs a number of cores from 0.01 to 4096, such as 0.5 "
+                  "(got '%s')", has_value ? argv[i + 1] : "");
+        return 2;
+      }
+      i++;
     } else if (strcmp(a, "--mpirun") == 0) {
       if (seen_mpirun++) return run_repeated(a);
       if (!has_value || argv[i + 1][0] == '\0') {
@@ -700,6 +723,10 @@ int cmd_run(int argc, char **argv) {
   }
   if (np % per_node != 0) {
     cli_error("run", "-np %d is not divisible by --per-node %d", np, per_node);
+    return 2;
+  }
+  if (node_cpus > 0 && geteuid() != 0) {
+    cli_error("run", "--node-cpus needs root (it creates a CPU cgroup per node)");
     return 2;
   }
   char exe[PATH_MAX], mpirun_path[PATH_MAX], self[PATH_MAX];
@@ -762,6 +789,19 @@ int cmd_run(int argc, char **argv) {
               c.nodes, net, c.bridge, c.subnet, now_s() - t0);
   }
 
+  if (rc == 0 && node_cpus > 0 && !got_signal) {
+    char prefix[300];
+    if (run_cpu_create(c.pid, c.nodes, node_cpus, as_user ? (int)user.uid : -1,
+                       as_user ? (int)user.gid : -1, prefix, sizeof prefix) != 0) {
+      rc = 2;
+    } else {
+      setenv("GRADSYNC_RUN_CPU_PREFIX", prefix, 1);
+      if (verbose)
+        fprintf(stderr, "gradsync run: %d nodes of at most %g cores each (%s*)\n", c.nodes,
+                node_cpus, prefix);
+    }
+  }
+
   if (rc == 0 && !got_signal) {
     char npbuf[16], kbuf[16], nsprefix[32];
     snprintf(npbuf, sizeof npbuf, "%d", np);
@@ -786,7 +826,7 @@ int cmd_run(int argc, char **argv) {
       setenv("PMIX_MCA_ptl_tcp_remote_connections", "1", 1);
       setenv("PMIX_MCA_ptl_tcp_if_include", c.bridge, 1);
     }
-    if (net || per_node_given) {
+    if (net || per_node_given || node_cpus > 0) {
       margv[m++] = self;
       margv[m++] = "run";
       margv[m++] = "--exec-in-netns";
@@ -857,6 +897,7 @@ int cmd_run(int argc, char **argv) {
     rc = 128 + got_signal;
   }
 
+  if (node_cpus > 0) run_cpu_destroy(c.pid);
   if (net) {
     double t0 = now_s();
     cluster_destroy(&c);

@@ -3,6 +3,7 @@ import json
 import sys
 
 path, epochs, steps, slow = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+node_cpus = sys.argv[5] if len(sys.argv) > 5 and sys.argv[5] else None
 rows = [json.loads(l) for l in open(path) if l.startswith('{"label"')]
 search = next((json.loads(l)["search"] for l in open(path) if l.startswith('{"search"')), None)
 samples = epochs * steps * 4 * 64
@@ -20,6 +21,12 @@ print(f"CNN on Fashion-MNIST, 4 workers with batch 64 each, one rank per emulate
       "Time is the trainer's train_s (epochs without start-up); test accuracy is on the full "
       "10,000-image test set after the last epoch. One run per cell, none picked; times on this "
       "2-core machine vary from run to run (the stamp records its load).\n")
+if node_cpus:
+    print(f"**Every emulated node is capped at {node_cpus} cores** (`gradsync run --node-cpus "
+          f"{node_cpus}`, a CPU cgroup per node): a rank that sleeps or waits does not lend its "
+          "share of the 2 cores to the other nodes, as separate machines could not, so the "
+          "straggler slows BSP as it would on a real cluster. Without the cap, the other ranks "
+          "took the straggler's idle share and computed faster meanwhile.\n")
 if search:
     trials = ", ".join(f"F={t['fraction']:g}: {t['test_accuracy']:.2f}%"
                        f"{' (accepted)' if t['accepted'] else ''}" for t in search["runs"])

@@ -13,6 +13,11 @@
 #
 # Usage: bench/sync/sync_table.sh [BUILD_DIR]
 #   BENCH_QUICK=1: 1 epoch of 10 steps, no straggler runs.
+#   SYNC_NODE_CPUS=C: every emulated node gets at most C cores
+#   (gradsync run --node-cpus), so that a straggler's idle time is not
+#   lent to the other nodes; 2 cores / 6 nodes = 0.33 gives the PS modes'
+#   six nodes the whole machine and every node the same share.
+#   SYNC_ONLY=REGEX: only the modes whose label matches (grep -E).
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -39,7 +44,10 @@ run() { # label np straggler(0/1) train-args...
   shift 3
   local extra=()
   [ "$st" = 1 ] && extra=(--straggler "$slow")
-  local argv=("$gs" run -np "$np" --net 1gbit -- "$gs" train "${common[@]}" "$@" "${extra[@]}")
+  local cpus=()
+  [ -n "${SYNC_NODE_CPUS:-}" ] && cpus=(--node-cpus "$SYNC_NODE_CPUS")
+  local argv=("$gs" run -np "$np" --net 1gbit "${cpus[@]}" -- "$gs" train "${common[@]}" "$@"
+              "${extra[@]}")
   cmds+=("$(bench_quote "${argv[@]}")")
   echo "== $label, straggler $st ($(date +%T))" >&2
   local line
@@ -85,6 +93,7 @@ for st in 0 1; do
   [ "$st" = 1 ] && [ "$straggle" = 0 ] && break
   for c in "${configs[@]}"; do
     IFS='|' read -r label np args <<< "$c"
+    if [ -n "${SYNC_ONLY:-}" ] && ! grep -qE -- "$SYNC_ONLY" <<< "$label"; then continue; fi
     # shellcheck disable=SC2086
     run "$label" "$np" "$st" $args
   done
@@ -92,6 +101,8 @@ done
 mv "$out.tmp" "$out"
 bench_stamp "$out" "$(IFS=';'; echo "${cmds[*]}")"
 md=$BENCH_OUT/$name.md
-python3 "$(dirname "$0")/summarize_sync.py" "$out" "$epochs" "$steps" "$slow" > "$md"
-bench_stamp "$md" "$(bench_quote python3 bench/sync/summarize_sync.py "$out" "$epochs" "$steps" "$slow")"
+python3 "$(dirname "$0")/summarize_sync.py" "$out" "$epochs" "$steps" "$slow" \
+  "${SYNC_NODE_CPUS:-}" > "$md"
+bench_stamp "$md" "$(bench_quote python3 bench/sync/summarize_sync.py "$out" "$epochs" "$steps" \
+  "$slow" "${SYNC_NODE_CPUS:-}")"
 cat "$md"

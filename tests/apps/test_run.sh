@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Tests `gradsync run`: exit statuses, usage errors, and (as root, where
+# Tests `gradsync run`: exit statuses, usage errors, the per-node CPU cap
+# (--node-cpus, as root with a CPU cgroup), and (as root, where
 # network namespaces work) the emulated cluster: GRADSYNC_NODE per rank, a
 # rank killed with SIGKILL, that no namespace, bridge or veth is left, and
 # least privilege: with SUDO_UID/SUDO_GID set, the ranks run as that user
@@ -87,6 +88,38 @@ if [ "$rc" != 0 ] && [ "$rc" != 124 ]; then
   pass "killed rank: exit $rc after $((SECONDS - start)) s"
 else
   fail "killed rank: exit $rc (124 means it hung)"
+fi
+
+echo "== per-node CPU quota (--node-cpus)"
+check_usage "--node-cpus 0" "--node-cpus" "$G" run -np 2 --node-cpus 0 -- /bin/true
+check_usage "--node-cpus x" "--node-cpus" "$G" run -np 2 --node-cpus x -- /bin/true
+if [ "$(id -u)" != 0 ] || { [ ! -w /sys/fs/cgroup/cpu/cpu.cfs_quota_us ] &&
+   ! grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; }; then
+  echo "SKIP  --node-cpus: needs root and a writable CPU cgroup"
+else
+  # Each rank busy-loops for 1 s of wall time and prints the CPU time the
+  # loop got. Two ranks on one node capped at 0.3 cores get at most about
+  # 0.3 s between them (one CFS period of slack); uncapped, each would get
+  # up to a core.
+  BUSY='import os, time
+c0 = os.times(); t = time.time()
+while time.time() - t < 1.0: pass
+c = os.times(); print("cpu=%.3f" % (c.user + c.system - c0.user - c0.system))'
+  "$G" run -np 2 --per-node 2 --node-cpus 0.3 -- /usr/bin/python3 -c "$BUSY" >"$out" 2>&1 &
+  pid=$!
+  wait $pid
+  rc=$?
+  total=$(grep -o 'cpu=[0-9.]*' "$out" | cut -d= -f2 | awk '{ s += $1; n++ } END { if (n == 2) printf "%.3f", s }')
+  if [ "$rc" = 0 ] && [ -n "$total" ] && awk -v t="$total" 'BEGIN { exit !(t <= 0.36) }'; then
+    pass "--node-cpus 0.3: two ranks of one node got $total s of CPU in 1 s"
+  else
+    fail "--node-cpus 0.3: exit $rc, CPU '$total' s (wanted at most 0.36 s for both ranks)"
+  fi
+  if [ -e "/sys/fs/cgroup/cpu/gradsync-$pid" ] || [ -e "/sys/fs/cgroup/gradsync-$pid" ]; then
+    fail "--node-cpus: CPU group gradsync-$pid left behind"
+  else
+    pass "--node-cpus: no CPU group left behind"
+  fi
 fi
 
 echo "== emulated cluster (--net)"
