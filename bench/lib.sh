@@ -147,6 +147,19 @@ with open(path, "w") as f:
 PY
 }
 
+# bench_tag_json KEY VALUE: copies the JSON-object lines of stdin to stdout,
+# each with "KEY": "VALUE" added (a driver's loop variable, such as the link
+# rate, which the program does not know); other lines are dropped.
+bench_tag_json() {
+  python3 -c '
+import json, sys
+for line in sys.stdin:
+    if line.startswith("{"):
+        row = json.loads(line)
+        row[sys.argv[1]] = sys.argv[2]
+        print(json.dumps(row), flush=True)' "$1" "$2"
+}
+
 # bench_quote COMMAND...: prints COMMAND quoted as a shell would need it (for
 # bench_stamp), without running it.
 bench_quote() {

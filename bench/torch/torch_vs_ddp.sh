@@ -44,13 +44,7 @@ for net in "${nets[@]}"; do
         --epochs 2 --cnn-steps "$cnn_steps" --resnet-steps "$resnet_steps" --resnet-batch 16
         --rounds "$rounds")
   cmds+=("$(bench_quote "${argv[@]}")")
-  "${argv[@]}" | python3 -c '
-import json, sys
-for line in sys.stdin:
-    if line.startswith("{"):
-        row = json.loads(line)
-        row["net"] = sys.argv[1]
-        print(json.dumps(row), flush=True)' "$net" >> "$tmp"
+  "${argv[@]}" | bench_tag_json net "$net" >> "$tmp"
 done
 mv "$tmp" "$out"
 all_cmds=$(printf '%s; ' "${cmds[@]}")
