@@ -231,6 +231,26 @@ else
     fail "SUDO_UID=$uid: exit $rc, $got of 2 ranks print '$want', left '$(leftovers $pid)'"
   fi
 
+  # --node-cpus as the user: each rank moves itself into its node's CPU
+  # group (files the launcher gave the user), and the groups go afterwards.
+  if [ -w /sys/fs/cgroup/cpu/cpu.cfs_quota_us ] ||
+     grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+    SUDO_UID=$uid SUDO_GID=$gid "$G" run -np 2 --net 1gbit --node-cpus 0.5 -- \
+      sh -c 'echo "id=$(id -u) cg=$(grep -o "gradsync-[0-9]*/node[0-9]*" /proc/self/cgroup | head -1)"' \
+      >"$out" 2>&1 &
+    pid=$!
+    wait $pid
+    rc=$?
+    cgs=$(grep -o 'cg=[^ ]*' "$out" | sort | tr '\n' ' ')
+    if [ "$rc" = 0 ] && [ "$cgs" = "cg=gradsync-$pid/node0 cg=gradsync-$pid/node1 " ] &&
+       [ "$(grep -c "id=$uid " "$out")" = 2 ] && [ ! -e "/sys/fs/cgroup/cpu/gradsync-$pid" ] &&
+       [ ! -e "/sys/fs/cgroup/gradsync-$pid" ]; then
+      pass "SUDO_UID=$uid --node-cpus 0.5: the user's ranks in their nodes' CPU groups, removed after"
+    else
+      fail "SUDO_UID=$uid --node-cpus 0.5: exit $rc, groups '$cgs'"
+    fi
+  fi
+
   # gradsync's own collectives between ranks that run as the user (mpirun
   # too).
   SUDO_UID=$uid SUDO_GID=$gid "$G" run -np 2 --net 1gbit -- "$G" bench --op allreduce \
