@@ -677,11 +677,8 @@ int cmd_run(int argc, char **argv) {
       }
       i++;
     } else if (strcmp(a, "--node-cpus") == 0) {
-      char *end = NULL;
       if (node_cpus > 0) return run_repeated(a);
-      node_cpus = has_value ? strtod(argv[i + 1], &end) : 0;
-      if (!has_value || end == argv[i + 1] || *end != '\0' || !(node_cpus >= 0.01) ||
-          node_cpus > 4096) {
+      if (!has_value || cli_parse_double(argv[i + 1], 0.01, 4096, &node_cpus) != 0) {
         cli_error("run", "--node-cpus needs a number of cores from 0.01 to 4096, such as 0.5 "
                   "(got '%s')", has_value ? argv[i + 1] : "");
         return 2;

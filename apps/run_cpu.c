@@ -129,8 +129,8 @@ int run_cpu_create(int pid, int nodes, double cpus, int uid, int gid, char *pref
     cli_fail("run", "cannot create CPU group %s: %s", run_dir, strerror(errno));
     return -1;
   }
-  if (v == 2) write_file(CPU_V2 "/cgroup.subtree_control", "+cpu");
-  if (v == 2) {
+  if (v == 2) { /* let the run's groups, and their children, set cpu.max */
+    write_file(CPU_V2 "/cgroup.subtree_control", "+cpu");
     snprintf(file, sizeof file, "%s/cgroup.subtree_control", run_dir);
     write_file(file, "+cpu");
   }

@@ -6,7 +6,7 @@ first, each call on a fresh copy of the same random float32 tensor, each
 result checked against the sum of every rank's contribution. The time of a
 call is the slowest rank's (a barrier before each call, the max over ranks
 of the call's time), and a peer's figure is the median over its calls.
-Launched under `gradsync run` by bench/torch/torch_vs_ddp.sh; gloo's ranks
+Launched under `gradsync run` by bench/torch/collective.sh; gloo's ranks
 meet through a file store whose path rank 0 broadcasts. Prints one JSON line
 per size on rank 0.
 
