@@ -183,6 +183,9 @@ typedef struct {
   gs_ps_mode next_mode;  /* what the next step runs under */
   int stop;              /* the sample budget is used up: finish now */
   int switched;          /* next_mode differs from mode */
+  int straggler;         /* Sync-Switch online: the worker the first server
+                            last detected as a straggler (the reason for a
+                            switch to ASP), or -1 */
   double wait_s;         /* from the push to the answer */
   long samples;          /* samples applied by the servers so far, this
                             push's included (first server's count) */

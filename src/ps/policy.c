@@ -180,6 +180,7 @@ gs_ps_mode ps_policy_decide(ps_policy *p) {
                  (double)p->bsp_samples >= s->bsp_fraction * (double)p->budget;
   if (bsp_done) {
     m = GS_PS_ASP;
+    p->straggler = -1; /* ASP because the BSP share is done */
   } else if (s->policy == GS_PS_POLICY_OFFLINE || p->rejoining) {
     m = GS_PS_BSP;
   } else {

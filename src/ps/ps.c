@@ -536,6 +536,7 @@ gs_status gs_ps_step(gs_ps *ps, const float *grad, float *w,
       res->switched = next != mode;
       res->wait_s = after - now;
       res->samples = rep[0].samples;
+      res->straggler = rep[0].straggler;
     }
   }
   gs_free(rep);

@@ -34,7 +34,8 @@ typedef struct {
 typedef struct {
   int32_t next_mode;  /* server 0's decision for the worker's next step */
   int32_t stop;       /* sample budget used up */
-  int32_t pad;
+  int32_t straggler;  /* server 0's online policy: the worker it last saw
+                         as a straggler, or -1 */
   int64_t updates;    /* updates applied to this shard so far */
   int64_t samples;    /* server 0: samples applied so far */
 } ps_reply;

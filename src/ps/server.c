@@ -117,6 +117,7 @@ static void answer_header(ps_server *s, int w, int next_mode) {
   p->rep.stop = s->has_policy ? ps_policy_stop(&s->policy) : 0;
   p->rep.updates = s->version;
   p->rep.samples = s->has_policy ? s->policy.samples : 0;
+  p->rep.straggler = s->has_policy ? s->policy.straggler : -1;
   MPI_Isend(&p->rep, (int)sizeof p->rep, MPI_BYTE, w, PS_TAG_REPLY, ps->comm,
             &p->send_r[p->nsend++]);
   long gap = p->clock - min_clock(s);

@@ -25,6 +25,16 @@ int train_sync_is_ps(const char *sync) {
          (len == 6 && strncmp(sync, "switch", 6) == 0);
 }
 
+/* The switches the summary lists (the count covers them all). */
+#define PS_SWITCH_LOG 32
+
+typedef struct {
+  long step;            /* this worker's steps so far, the switching one's
+                           included */
+  gs_ps_mode to;
+  int straggler;        /* the reason for ASP: a straggler, or -1 */
+} ps_switch;
+
 typedef struct ps_sync {
   train_ctx *t;
   gs_ps *ps;
@@ -33,6 +43,7 @@ typedef struct ps_sync {
   gs_nn_sgd_config sgd;  /* the servers' update */
   int started;           /* worker: initial parameters sent and pulled */
   long switches;
+  ps_switch log[PS_SWITCH_LOG];
   double switch_step_s;  /* time of the steps at which the mode changed */
   double step_s;         /* time of all steps' exchanges */
   long steps;
@@ -126,7 +137,10 @@ static gs_status psm_end_backward(void *self, const train_step *step) {
   if (st == GS_OK) s->samples = res.samples;
   s->steps++;
   s->step_s += dt;
-  if (res.switched) {
+  if (st == GS_OK && res.switched) {
+    if (s->switches < PS_SWITCH_LOG)
+      s->log[s->switches] = (ps_switch){.step = s->steps, .to = res.next_mode,
+                                        .straggler = res.straggler};
     s->switches++;
     s->switch_step_s += dt;
   }
@@ -171,13 +185,38 @@ static void psm_describe(void *self, cJSON *json, char *text, size_t n) {
     cJSON_AddNumberToObject(json, "asp_steps", (double)ps.asp_steps);
     cJSON_AddNumberToObject(json, "ssp_steps", (double)ps.ssp_steps);
     cJSON_AddNumberToObject(json, "switches", (double)ps.switches);
+    cJSON *log = cJSON_AddArrayToObject(json, "switch_log");
+    for (long i = 0; log && i < s->switches && i < PS_SWITCH_LOG; i++) {
+      cJSON *e = cJSON_CreateObject();
+      if (!e) break;
+      cJSON_AddNumberToObject(e, "step", (double)s->log[i].step);
+      cJSON_AddStringToObject(e, "to", gs_ps_mode_name(s->log[i].to));
+      cJSON_AddNumberToObject(e, "straggler", s->log[i].straggler);
+      cJSON_AddItemToArray(log, e);
+    }
   }
-  if (text)
-    snprintf(text, n,
-             "%d parameter servers, --sync %s: this worker ran %ld BSP, %ld ASP, %ld SSP "
-             "steps, %ld switches",
-             s->t->cfg->ps_servers, sync, ps.bsp_steps, ps.asp_steps, ps.ssp_steps,
-             ps.switches);
+  if (text) {
+    int len = snprintf(text, n,
+                       "%d parameter servers, --sync %s: this worker ran %ld BSP, %ld ASP, "
+                       "%ld SSP steps, %ld switches",
+                       s->t->cfg->ps_servers, sync, ps.bsp_steps, ps.asp_steps, ps.ssp_steps,
+                       ps.switches);
+    /* Where the first switches happened and why (the JSON has up to
+     * PS_SWITCH_LOG). */
+    long shown = s->switches < 8 ? s->switches : 8;
+    for (long i = 0; i < shown && len > 0 && (size_t)len < n; i++) {
+      const ps_switch *e = &s->log[i];
+      char why[48] = "";
+      if (e->to != GS_PS_BSP && e->straggler >= 0)
+        snprintf(why, sizeof why, " (straggler: worker %d)", e->straggler);
+      else if (e->to != GS_PS_BSP)
+        snprintf(why, sizeof why, " (BSP share done)");
+      len += snprintf(text + len, n - (size_t)len, "%s after step %ld to %s%s", i ? ";" : ":",
+                      e->step, gs_ps_mode_name(e->to), why);
+    }
+    if (s->switches > shown && len > 0 && (size_t)len < n)
+      snprintf(text + len, n - (size_t)len, "; ...");
+  }
 }
 
 /* The switch's own cost: a switch step's exchange beyond the mean one. */

@@ -291,7 +291,7 @@ static void case_online(int servers) {
     gs_ps_step_result res = {0};
     char modes[512];
     (void)W;
-    int nm = 0;
+    int nm = 0, first_asp_straggler = -2;
     long t = 0;
     /* Worker 1 is 5x slower (25 ms against 5 ms) during its steps 10-29. */
     while (!res.stop && nm < 511) {
@@ -299,8 +299,13 @@ static void case_online(int servers) {
       gradient(g, w, n, p, t);
       EXPECT(gs_ps_step(ps, g, w, &info, &res) == GS_OK, "step");
       modes[nm++] = res.mode == GS_PS_BSP ? 'b' : 'a';
+      if (res.switched && res.next_mode == GS_PS_ASP && first_asp_straggler == -2)
+        first_asp_straggler = res.straggler;
       t++;
     }
+    /* The answer that switched to ASP names the reason. */
+    EXPECT(first_asp_straggler == 1, "the switch to ASP named worker %d as the straggler, "
+           "not worker 1", first_asp_straggler);
     modes[nm] = '\0';
     if (p == 0) printf("online, worker 0's steps: %s\n", modes);
     const char *a = strchr(modes, 'a');

@@ -2,7 +2,8 @@
 # gradsync train's sync modes from src/train/sync_ps.c and sync_local.c:
 # bad --sync / --ps / --straggler values exit 2 with a message; short runs
 # on a synthetic set under --ps 1 --sync bsp, switch:offline:0.5 (which
-# switches once, inside the job; under asp worker 0 runs its part of the
+# switches once, inside the job, and its summary says after which step
+# and why; under asp worker 0 runs its part of the
 # 12 pushes left, 6 on average), local:2 and delayed:2 finish with a
 # summary naming the mode; under asp an epoch is its samples, so with a
 # worker 10x slower, worker 0 runs more than its 32 steps of 2 epochs.
@@ -32,7 +33,8 @@ run() { # np expect-regex args...
     { fail "$*: summary does not match $want"; echo "$out" | tail -3; }
 }
 run 3 '"sync":"bsp","servers":1,"bsp_steps":12,"asp_steps":0' --ps 1 --sync bsp
-run 3 '"bsp_steps":6,"asp_steps":([0-9]|1[0-2]),"ssp_steps":0,"switches":1' --ps 1 --sync switch:offline:0.5
+run 3 '"bsp_steps":6,"asp_steps":([0-9]|1[0-2]),"ssp_steps":0,"switches":1,"switch_log":\[\{"step":6,"to":"asp","straggler":-1\}\]' \
+  --ps 1 --sync switch:offline:0.5
 run 3 '"sync":"local:2","averages":[4-9]' --sync local:2
 out=$(timeout 200 "$gs" run -np 4 -- "$gs" train --synthetic 1536 --epochs 2 --batch 32 --json \
       --ps 1 --sync asp --straggler 1:10 2>&1)
