@@ -93,11 +93,13 @@ if sw:
           f"(target <= 2%): {'met' if worst <= 0.02 else 'not met'}.")
 # Where the online policy switched and why (runs from 5a59f77 on carry
 # switch_log: worker 0's steps; the first server's detected straggler).
+def why(e):
+    if e["to"] == "bsp":
+        return ""
+    return f" (straggler: worker {e['straggler']})" if e["straggler"] >= 0 else " (BSP share done)"
+
+
 logs = [(lab, st, s["switch_log"]) for lab, st, s in sw if s.get("switch_log")]
 for lab, st, log in logs:
-    def why(e):
-        if e["to"] == "bsp":
-            return ""
-        return f" (straggler: worker {e['straggler']})" if e["straggler"] >= 0 else " (BSP share done)"
     steps = "; ".join(f"after step {e['step']} to {e['to'].upper()}{why(e)}" for e in log)
     print(f"- {lab}{' (straggler)' if st else ''}, worker 0's switches: {steps}.")

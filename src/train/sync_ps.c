@@ -25,8 +25,10 @@ int train_sync_is_ps(const char *sync) {
          (len == 6 && strncmp(sync, "switch", 6) == 0);
 }
 
-/* The switches the summary lists (the count covers them all). */
+/* The switches the JSON summary lists, and the text one (the count covers
+ * them all). */
 #define PS_SWITCH_LOG 32
+#define PS_SWITCH_TEXT 8
 
 typedef struct {
   long step;            /* this worker's steps so far, the switching one's
@@ -201,9 +203,8 @@ static void psm_describe(void *self, cJSON *json, char *text, size_t n) {
                        "%ld SSP steps, %ld switches",
                        s->t->cfg->ps_servers, sync, ps.bsp_steps, ps.asp_steps, ps.ssp_steps,
                        ps.switches);
-    /* Where the first switches happened and why (the JSON has up to
-     * PS_SWITCH_LOG). */
-    long shown = s->switches < 8 ? s->switches : 8;
+    /* Where the first switches happened and why. */
+    long shown = s->switches < PS_SWITCH_TEXT ? s->switches : PS_SWITCH_TEXT;
     for (long i = 0; i < shown && len > 0 && (size_t)len < n; i++) {
       const ps_switch *e = &s->log[i];
       char why[48] = "";
