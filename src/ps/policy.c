@@ -3,6 +3,12 @@
  * evaluated by the first server: offline (BSP for the first fraction F of
  * the sample budget, then ASP) and online (ASP while a straggler is seen in
  * the workers' step times, BSP otherwise until the BSP share is done).
+ *
+ * The online policy goes back to BSP only after `hold` decisions in a row
+ * have seen no straggler (window x workers: about one window of pushes per
+ * worker). One noisy window of the other workers' times no longer sends
+ * the job into a BSP round that waits for the straggler, only to leave it
+ * at the next decision.
  */
 #include <errno.h>
 #include <math.h>
@@ -93,6 +99,7 @@ gs_status ps_policy_init(ps_policy *p, const gs_ps_sync *sync, int workers,
   p->workers = workers;
   p->budget = budget;
   p->straggler = -1;
+  p->hold = p->sync.window * workers;
   p->current = sync->policy == GS_PS_POLICY_FIXED ? sync->mode : GS_PS_BSP;
   p->times = gs_calloc((size_t)workers * (size_t)p->sync.window, sizeof(double));
   p->filled = gs_calloc((size_t)workers, sizeof(int));
@@ -184,9 +191,18 @@ gs_ps_mode ps_policy_decide(ps_policy *p) {
   } else if (s->policy == GS_PS_POLICY_OFFLINE || p->rejoining) {
     m = GS_PS_BSP;
   } else {
-    p->straggler = ps_policy_straggler(p);
-    m = p->straggler >= 0 ? GS_PS_ASP : GS_PS_BSP;
-    if (m == GS_PS_BSP && p->current != GS_PS_BSP) p->rejoining = 1;
+    int seen = ps_policy_straggler(p);
+    if (seen >= 0) {
+      p->straggler = seen;
+      p->calm = 0;
+      m = GS_PS_ASP;
+    } else if (p->current == GS_PS_ASP && ++p->calm < p->hold) {
+      m = GS_PS_ASP; /* p->straggler still names the one that sent us here */
+    } else {
+      p->straggler = -1;
+      m = GS_PS_BSP;
+      if (p->current != GS_PS_BSP) p->rejoining = 1;
+    }
   }
   if (m != p->current) p->switches++;
   p->current = m;

@@ -51,6 +51,10 @@ typedef struct {
   int *filled;          /* per worker: entries in its ring */
   int *next;            /* per worker: next slot */
   int straggler;        /* last detection: index, or -1 */
+  int calm;             /* online, in ASP: decisions since the last one
+                           that saw a straggler */
+  int hold;             /* decisions without a straggler before going back
+                           to BSP: window x workers */
   gs_ps_mode current;   /* the last decision */
   int rejoining;        /* going back to BSP: until a BSP round completes,
                            every decision is BSP, so that no worker waits in

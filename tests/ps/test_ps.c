@@ -286,7 +286,7 @@ static void case_online(int servers) {
     int p = gs_ps_worker_index(ps);
     float *w = malloc(n * sizeof *w), *g = malloc(n * sizeof *g);
     init_weights(w, n);
-    EXPECT(gs_ps_worker_init(ps, w, (long)W * B * 80) == GS_OK, "init");
+    EXPECT(gs_ps_worker_init(ps, w, (long)W * B * 160) == GS_OK, "init");
     gs_ps_step_info info = {.batch = B, .lr = 0.01f, .momentum = 0.9f};
     gs_ps_step_result res = {0};
     char modes[512];

@@ -1,13 +1,15 @@
 /*
  * Parameter servers without MPI traffic: the shard plan (every parameter in
  * exactly one shard, balanced bytes, large tensors split, small ones whole)
- * and the --sync parser (good values and each kind of bad one).
+ * and the --sync parser (good values and each kind of bad one), and the
+ * online Sync-Switch policy fed with step times (src/ps/policy.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gradsync/ps.h"
+#include "ps_internal.h"
 
 static int failures;
 #define EXPECT(cond, ...)                     \
@@ -123,9 +125,62 @@ static void test_parse(void) {
   }
 }
 
+/* Every worker reports one step: worker `slow` takes `factor` times as
+ * long as the others. */
+static void push_round(ps_policy *p, int W, int slow, double factor) {
+  for (int w = 0; w < W; w++)
+    ps_policy_record_time(p, w, w == slow ? 0.1 * factor : 0.1);
+}
+
+/* Online: a straggler sends the job to ASP; one clean window of times does
+ * not bring it back (the hold), a whole hold of clean decisions does, and
+ * the first BSP decision waits for a round (rejoining). */
+static void test_online_policy(void) {
+  gs_ps_sync s;
+  EXPECT(gs_ps_sync_parse("switch:online:0.5", &s) == GS_OK, "parse");
+  const int W = 4;
+  ps_policy p;
+  EXPECT(ps_policy_init(&p, &s, W, 1000000) == GS_OK, "init");
+  EXPECT(p.hold == s.window * W, "hold %d, expected %d", p.hold, s.window * W);
+  for (int i = 0; i < s.window; i++) push_round(&p, W, -1, 1.0);
+  EXPECT(ps_policy_decide(&p) == GS_PS_BSP && p.straggler == -1,
+         "no straggler but not BSP");
+  for (int i = 0; i < s.window; i++) push_round(&p, W, 1, 2.0);
+  EXPECT(ps_policy_decide(&p) == GS_PS_ASP && p.straggler == 1,
+         "worker 1 at 2x: mode %d, straggler %d", (int)p.current, p.straggler);
+  /* One clean window (a dip in the straggler's times): still ASP for the
+   * rest of the hold, naming the same straggler. */
+  for (int i = 0; i < s.window; i++) push_round(&p, W, -1, 1.0);
+  int asp = 0;
+  while (ps_policy_decide(&p) == GS_PS_ASP && asp < 10 * p.hold) asp++;
+  EXPECT(asp == p.hold - 1, "went back to BSP after %d clean decisions, "
+         "expected %d", asp + 1, p.hold);
+  EXPECT(p.straggler == -1 && p.rejoining == 1,
+         "back in BSP: straggler %d, rejoining %d", p.straggler, p.rejoining);
+  EXPECT(p.switches == 2, "%ld switches, expected 2", p.switches);
+  /* The straggler returns in the middle of a hold: the count restarts. */
+  ps_policy_round_done(&p);
+  for (int i = 0; i < s.window; i++) push_round(&p, W, 2, 3.0);
+  EXPECT(ps_policy_decide(&p) == GS_PS_ASP && p.straggler == 2, "worker 2");
+  for (int i = 0; i < s.window; i++) push_round(&p, W, -1, 1.0);
+  for (int i = 0; i < p.hold / 2; i++) ps_policy_decide(&p);
+  for (int i = 0; i < s.window; i++) push_round(&p, W, 2, 3.0);
+  EXPECT(ps_policy_decide(&p) == GS_PS_ASP && p.calm == 0, "calm %d", p.calm);
+  for (int i = 0; i < s.window; i++) push_round(&p, W, -1, 1.0);
+  asp = 0;
+  while (ps_policy_decide(&p) == GS_PS_ASP && asp < 10 * p.hold) asp++;
+  EXPECT(asp == p.hold - 1, "second hold: %d", asp + 1);
+  /* Once the BSP share is done, ASP whatever the times say. */
+  ps_policy_count(&p, GS_PS_BSP, 500000);
+  EXPECT(ps_policy_decide(&p) == GS_PS_ASP && p.straggler == -1,
+         "BSP share done but mode %d", (int)p.current);
+  ps_policy_free(&p);
+}
+
 int main(void) {
   test_plans();
   test_parse();
+  test_online_policy();
   if (failures) return 1;
   printf("ok ps unit\n");
   return 0;
