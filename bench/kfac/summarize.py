@@ -58,8 +58,7 @@ if spd:
                       f"{r['merge_groups_g']} G messages, {r['inverted_locally']} factors "
                       f"inverted by every rank" for r in spd) + ".\n")
 print("Columns: fwd+bwd includes building the factors in the hooks (and, for spd, posting")
-print("their all-reduces and waiting for the previous pass's messages it folds later);")
-print("grad wait is the engine's gs_engine_wait; factor comm is the time K-FAC waits for")
-print("factor all-reduces, in the step or (spd) in those folds; the byte column counts payload")
+print("their all-reduces); grad wait is the engine's gs_engine_wait; factor comm is the")
+print("time the K-FAC step waits for factor all-reduces; the byte column counts payload")
 print("bytes of K-FAC collectives per inverse update (factor all-reduces of every step")
 print("in between plus the broadcasts), whose ratio to dkfac is the issue's dp target.\n")

@@ -97,9 +97,6 @@ gs_status gs_kfac_create(gs_nn_optim **out, gs_nn_net *net, gs_comm *comm,
 typedef struct {
   long steps;             /* optimizer steps */
   long factor_updates;    /* steps that updated the factors */
-  long deferred_updates;  /* spd: of those, the ones folded later, when
-                             the next pass overwrote them (no wait at the
-                             step; see kfac.c) */
   long inverse_updates;   /* steps that updated the inverses */
   double factor_compute_s;/* building A and G (in the hooks) */
   double factor_comm_s;   /* waiting for factor all-reduces (dkfac: all of

@@ -8,12 +8,7 @@
  *   backward  hook per layer: G_l from its output gradient, likewise
  *   step      1. factors: dkfac all-reduces all of them in one message;
  *                spd waits for its group messages; dp uses the owner's
- *                own; then running averages (decay xi). spd, when no
- *                inversion comes before the next factor pass: no wait;
- *                each message is folded into the running averages when
- *                the next pass is about to overwrite its part of the
- *                buffer (or before the next inversion), so its all-reduce
- *                runs under the preconditioning and the next forward
+ *                own; then running averages (decay xi)
  *             2. inverses (every inv_every steps): dkfac inverts its
  *                round-robin share and broadcasts; spd inverts its LPT
  *                share, broadcasting each result as soon as it is ready
@@ -68,11 +63,7 @@ typedef struct {
   int *a_end, *g_end;     /* by layer: 1 if the layer closes a message */
   size_t a_begin, g_begin;/* offset where the open message starts */
   gs_request **reqs;
-  size_t *req_begin, *req_end; /* spd factor messages: their floats of
-                                  `fused`; other requests: 0, 0 */
   size_t nreqs;
-  size_t ndeferred;       /* spd: reqs[0 .. ndeferred-1] are the last
-                             factor pass's messages, not yet folded */
   int planned;
   long profile_step;      /* the cov step whose times the plan uses */
   int *fowner;            /* 2L factors (A of l = 2l, G = 2l + 1): owner,
@@ -169,29 +160,19 @@ static int cov_step(const kfac *k) { return k->step % k->cfg.cov_every == 0; }
 static int inv_step(const kfac *k) { return k->step % k->cfg.inv_every == 0; }
 static int distributed(const kfac *k) { return k->comm && k->size > 1; }
 
-static gs_status push_req_range(kfac *k, gs_request *r, size_t begin,
-                                size_t end) {
-  k->req_begin[k->nreqs] = begin;
-  k->req_end[k->nreqs] = end;
+static gs_status push_req(kfac *k, gs_request *r) {
   k->reqs[k->nreqs++] = r;
   return GS_OK;
 }
 
-static gs_status push_req(kfac *k, gs_request *r) {
-  return push_req_range(k, r, 0, 0);
-}
-
-/* Waits for every outstanding request (deferred factor messages included,
- * unfolded), returning the first error. */
+/* Waits for every outstanding request, returning the first error. */
 static gs_status wait_all(kfac *k) {
   gs_status first = GS_OK;
   for (size_t i = 0; i < k->nreqs; i++) {
-    if (!k->reqs[i]) continue;
     gs_status st = gs_wait(k->reqs[i]);
     if (st != GS_OK && first == GS_OK) first = st;
   }
   k->nreqs = 0;
-  k->ndeferred = 0;
   return first;
 }
 
@@ -205,77 +186,14 @@ static gs_status spd_send(kfac *k, size_t *begin, size_t end) {
   GS_CHECK(gs_iallreduce(k->comm, GS_IN_PLACE, p, end - *begin, GS_F32,
                          GS_SUM, GS_ALGO_AUTO, &r));
   k->stats.factor_bytes += (double)(end - *begin) * sizeof(float);
-  size_t b = *begin;
   *begin = end;
-  return push_req_range(k, r, b, end);
-}
-
-/* Running averages of the factors whose triangles lie in fused[b, e): the
- * sums of all ranks, unpacked through Anew / Gnew. */
-static void spd_fold(kfac *k, size_t b, size_t e) {
-  float inv_p = 1.0f / (float)k->size;
-  for (size_t i = 0; i < k->L; i++) {
-    kfac_layer *l = &k->layers[i];
-    for (int g = 0; g < 2; g++) {
-      size_t off = g ? l->g_off : l->a_off;
-      if (off < b || off >= e) continue;
-      int d = g ? l->dG : l->dA;
-      float *fresh = g ? l->Gnew : l->Anew;
-      size_t n = (size_t)d * d;
-      kfac_triangle_unpack(k->fused + off, d, fresh);
-      for (size_t j = 0; j < n; j++) fresh[j] *= inv_p;
-      kfac_running_average(g ? l->G : l->A, fresh, n, k->cfg.factor_decay,
-                           !l->have_factors);
-    }
-  }
-}
-
-/* Folds the deferred factor messages that overlap fused[b, e) (all of them
- * with 0, SIZE_MAX), waiting for each. Called before anything overwrites
- * that part of the buffer or reads the running averages. */
-static gs_status spd_settle(kfac *k, size_t b, size_t e) {
-  if (k->ndeferred == 0) return GS_OK;
-  double t0 = gs_now();
-  gs_status first = GS_OK;
-  size_t left = 0, folded = 0;
-  for (size_t i = 0; i < k->ndeferred; i++) {
-    if (!k->reqs[i]) continue;
-    if (k->req_end[i] <= b || k->req_begin[i] >= e) {
-      left++;
-      continue;
-    }
-    gs_status st = gs_wait(k->reqs[i]);
-    k->reqs[i] = NULL;
-    folded++;
-    if (st == GS_OK)
-      spd_fold(k, k->req_begin[i], k->req_end[i]);
-    else if (first == GS_OK)
-      first = st;
-  }
-  if (left == 0) { /* the requests of the pass under way move down */
-    size_t m = k->nreqs - k->ndeferred;
-    memmove(k->reqs, k->reqs + k->ndeferred, m * sizeof *k->reqs);
-    memmove(k->req_begin, k->req_begin + k->ndeferred, m * sizeof *k->req_begin);
-    memmove(k->req_end, k->req_end + k->ndeferred, m * sizeof *k->req_end);
-    k->nreqs = m;
-    k->ndeferred = 0;
-  }
-  if (folded) {
-    double t1 = gs_now();
-    k->stats.factor_comm_s += t1 - t0;
-    trace(k, "factor fold", t0, t1);
-  }
-  return first;
+  return push_req(k, r);
 }
 
 static void hook_forward(void *ctx, size_t layer, const float *x, int batch) {
   kfac *k = ctx;
   kfac_layer *l = &k->layers[layer];
   if (!cov_step(k) || !l->mine) return;
-  if (k->ndeferred) {
-    gs_status st = spd_settle(k, l->a_off, l->a_off + kfac_triangle_size(l->dA));
-    if (st != GS_OK && k->hook_error == GS_OK) k->hook_error = st;
-  }
   double t0 = gs_now();
   if (l->info.kind == GS_NN_HOOK_LINEAR) {
     kfac_factor_a_linear(x, batch, l->info.d_in, l->bias, l->Anew);
@@ -307,10 +225,6 @@ static void hook_backward(void *ctx, size_t layer, const float *dy, int batch) {
   kfac *k = ctx;
   kfac_layer *l = &k->layers[layer];
   if (!cov_step(k) || !l->mine) return;
-  if (k->ndeferred) {
-    gs_status st = spd_settle(k, l->g_off, l->g_off + kfac_triangle_size(l->dG));
-    if (st != GS_OK && k->hook_error == GS_OK) k->hook_error = st;
-  }
   double t0 = gs_now();
   if (l->info.kind == GS_NN_HOOK_LINEAR)
     kfac_factor_g_linear(dy, batch, l->dG, l->Gnew);
@@ -450,16 +364,6 @@ static gs_status update_factors(kfac *k) {
       off += na + ng;
     }
   } else if (distributed(k) && k->cfg.dist == GS_KFAC_DIST_SPD) {
-    GS_CHECK(spd_settle(k, 0, SIZE_MAX));
-    if (k->have_inverses && !inv_step(k) && k->planned) {
-      /* Nothing reads the averages before the next pass rebuilds these
-       * factors (or the next inversion): fold each message then. */
-      k->ndeferred = k->nreqs;
-      for (size_t i = 0; i < L; i++) k->layers[i].fresh_a = k->layers[i].fresh_g = 0;
-      k->stats.factor_updates++;
-      k->stats.deferred_updates++;
-      return GS_OK;
-    }
     GS_CHECK(wait_all(k));
     for (size_t i = 0; i < L; i++) {
       kfac_layer *l = &k->layers[i];
@@ -786,10 +690,7 @@ static gs_status kfac_step(void *impl) {
         k->step >= k->profile_step)
       GS_CHECK(spd_plan(k));
   }
-  if (inv_step(k) || !k->have_inverses) {
-    GS_CHECK(spd_settle(k, 0, SIZE_MAX));
-    GS_CHECK(update_inverses(k));
-  }
+  if (inv_step(k) || !k->have_inverses) GS_CHECK(update_inverses(k));
   GS_CHECK(precondition_all(k));
   double t0 = gs_now();
   GS_CHECK(gs_nn_sgd_step(k->sgd));
@@ -828,8 +729,6 @@ static void kfac_free(void *impl) {
   gs_free(k->a_end);
   gs_free(k->g_end);
   gs_free(k->reqs);
-  gs_free(k->req_begin);
-  gs_free(k->req_end);
   gs_free(k->fowner);
   gs_free(k->tri);
   gs_free(k->tri_off);
@@ -903,14 +802,11 @@ gs_status gs_kfac_create(gs_nn_optim **out, gs_nn_net *net, gs_comm *comm,
   k->a_end = gs_calloc(L, sizeof *k->a_end);
   k->g_end = gs_calloc(L, sizeof *k->g_end);
   k->reqs = gs_calloc(4 * L + 4, sizeof *k->reqs);
-  k->req_begin = gs_calloc(4 * L + 4, sizeof *k->req_begin);
-  k->req_end = gs_calloc(4 * L + 4, sizeof *k->req_end);
   k->fowner = gs_calloc(2 * L, sizeof *k->fowner);
   k->tri_off = gs_calloc(2 * L, sizeof *k->tri_off);
   double *lcost = gs_calloc(L, sizeof *lcost);
   int *lowner = gs_calloc(L, sizeof *lowner);
-  if (!k->layers || !k->a_end || !k->g_end || !k->reqs || !k->req_begin ||
-      !k->req_end || !k->fowner ||
+  if (!k->layers || !k->a_end || !k->g_end || !k->reqs || !k->fowner ||
       !k->tri_off || !lcost || !lowner)
     st = GS_ERR_NOMEM;
   size_t max_d = 1, max_col = 1, a_stream = 0, g_stream = 0, full = 0, tri = 0;
@@ -1032,7 +928,6 @@ gs_status gs_kfac_state_save(gs_nn_optim *opt, const char *path) {
   kfac *k = NULL;
   GS_CHECK(kfac_of(opt, "gs_kfac_state_save", &k));
   if (!path) return gs_error(GS_ERR_INVALID_ARG, "gs_kfac_state_save: path NULL");
-  GS_CHECK(spd_settle(k, 0, SIZE_MAX));
   kfac_state_header h;
   memset(&h, 0, sizeof h);
   memcpy(h.magic, KFAC_MAGIC, sizeof h.magic);
@@ -1137,7 +1032,6 @@ gs_status gs_kfac_state_load(gs_nn_optim *opt, const char *path, long expect_ste
   kfac *k = NULL;
   GS_CHECK(kfac_of(opt, "gs_kfac_state_load", &k));
   if (!path) return gs_error(GS_ERR_INVALID_ARG, "gs_kfac_state_load: path NULL");
-  GS_CHECK(spd_settle(k, 0, SIZE_MAX));
   size_t max = sizeof(kfac_state_header) + sizeof(uint32_t);
   for (size_t i = 0; i < k->L; i++)
     max += sizeof(kfac_state_layer) + layer_state_floats(&k->layers[i]) * sizeof(float);
