@@ -74,6 +74,8 @@ typedef struct {
 
 /* Trains STEPS steps. comm NULL: one process on the whole global batch;
  * else rank r takes its b samples of each global batch. */
+static int cov_every = 1;
+
 static void run(gs_comm *kcomm, gs_comm *gcomm, gs_kfac_dist dist,
                 int inv_every, int bn, const gs_nn_dataset *ds,
                 run_result *out) {
@@ -86,6 +88,7 @@ static void run(gs_comm *kcomm, gs_comm *gcomm, gs_kfac_dist dist,
   gs_kfac_config_default(&cfg, &sgd);
   cfg.dist = dist;
   cfg.inv_every = inv_every;
+  cfg.cov_every = cov_every;
   cfg.damping = 0.01f;
   gs_nn_optim *opt = NULL;
   OK(gs_kfac_create(&opt, net, kcomm, &cfg));
@@ -171,6 +174,25 @@ int main(int argc, char **argv) {
       CHECK(rr <= 1e-4, "step %d: spd %d ranks x %d loss %.9g, 1 x %d: %.9g (relative %.3g)",
             s, size, B, nbspd.loss[s], B * size, ref.loss[s], rr);
     }
+    /* Factors every 2 steps, inverses every 7: spd plans on the third
+     * factor pass (step 4) and inverts at step 7 without a factor pass. */
+    run_result dk27, spd27;
+    cov_every = 2;
+    run(kcomm, gcomm, GS_KFAC_DIST_DKFAC, 7, 1, &ds, &dk27);
+    run(kcomm, gcomm, GS_KFAC_DIST_SPD, 7, 1, &ds, &spd27);
+    cov_every = 1;
+    for (int s = 0; s < STEPS; s++) {
+      double rel = fabs(dk27.loss[s] - spd27.loss[s]) / fabs(dk27.loss[s]);
+      CHECK(rel <= 1e-4, "cov 2, inv 7, step %d: dkfac loss %.9g, spd %.9g", s,
+            dk27.loss[s], spd27.loss[s]);
+    }
+    CHECK(max_rel_diff(dk27.weights, spd27.weights, dk27.n) <= 1e-4,
+          "cov 2, inv 7: dkfac vs spd weights differ");
+    CHECK(spd27.stats.factor_updates == STEPS / 2 && spd27.stats.inverse_updates == 2,
+          "cov 2, inv 7: %ld factor and %ld inverse updates in %d steps",
+          spd27.stats.factor_updates, spd27.stats.inverse_updates, STEPS);
+    free(dk27.weights);
+    free(spd27.weights);
     double w1 = max_rel_diff(dk.weights, spd.weights, dk.n);
     double w2 = fmax(max_rel_diff(ref.weights, nb.weights, nb.n),
                      max_rel_diff(ref.weights, nbspd.weights, nb.n));
