@@ -35,8 +35,9 @@
  * its answer. Offline: BSP until a fraction F of the sample budget has been
  * trained, then ASP. Online: BSP, but ASP while a straggler is detected
  * (a worker whose median compute time over the last `window` steps is more
- * than `straggler_ratio` times the median of the others'), until the BSP
- * share F is done; then ASP. After a switch to ASP the momentum ramps from
+ * than `straggler_ratio` times the median of the others'), back to BSP once
+ * window x workers decisions in a row have seen none, until the BSP share F
+ * is done; then ASP. After a switch to ASP the momentum ramps from
  * 1/W of ASP's momentum, doubling every momentum_ramp_steps pushes of that
  * worker, back to it. The servers' parameters and optimizer state are
  * untouched by a switch.
