@@ -72,10 +72,11 @@ typedef struct {
   gs_kfac_stats stats;
 } run_result;
 
-/* Trains STEPS steps. comm NULL: one process on the whole global batch;
- * else rank r takes its b samples of each global batch. */
+/* Factor update interval of the next run() (1 unless a case sets it). */
 static int cov_every = 1;
 
+/* Trains STEPS steps. comm NULL: one process on the whole global batch;
+ * else rank r takes its b samples of each global batch. */
 static void run(gs_comm *kcomm, gs_comm *gcomm, gs_kfac_dist dist,
                 int inv_every, int bn, const gs_nn_dataset *ds,
                 run_result *out) {
