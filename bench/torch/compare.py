@@ -17,8 +17,17 @@ Launched under `gradsync run` by bench/torch/torch_vs_ddp.sh; DDP's ranks
 meet through a file store (the path is broadcast by gradsync) and talk over
 the emulated network's interface (gs0). Prints one JSON line per epoch on rank 0.
 
+--interleave S --chunks C instead keeps every peer alive at once, each
+with its own copy of the model (same initialisation): after --warm steps of
+each (the profiled policies plan there), C chunks of S steps in which every
+peer trains S steps in turn, the order rotating from chunk to chunk. Peers
+that run seconds apart see the same machine, so the ratio of two peers in
+one chunk is not swayed by the host's drift over minutes; one JSON line per
+peer and chunk ("chunk": c).
+
 Usage: compare.py --cnn-steps S --resnet-steps S [--epochs E] [--resnet-batch B]
-                  [--modes M,M...] [--rounds R]"""
+                  [--modes M,M...] [--rounds R]
+                  [--interleave S --resnet-interleave R --chunks C [--warm W]]"""
 import argparse
 import importlib.util
 import json
@@ -93,6 +102,77 @@ def run(mode, model, batches_of_epoch, lr_at, epochs, momentum, wd, emit):
         opt.close()
 
 
+class Peer:
+    """One peer of the interleaved comparison: its model, its optimizer
+    (and DDP wrapper), its own step count for the learning rate."""
+
+    def __init__(self, mode, model, lr_at, momentum, wd):
+        self.mode, self.lr_at, self.step = mode, lr_at, 0
+        if mode == "ddp":
+            self.net = torch.nn.parallel.DistributedDataParallel(model)
+            self.opt = torch.optim.SGD(self.net.parameters(), lr=lr_at(0), momentum=momentum,
+                                       weight_decay=wd)
+        else:
+            self.net = model
+            self.opt = gs.DistributedOptimizer(
+                torch.optim.SGD(model.parameters(), lr=lr_at(0), momentum=momentum,
+                                weight_decay=wd),
+                named_parameters=model.named_parameters(), policy=mode.split("-")[0],
+                model=model if mode.endswith("-overlap") else None, warmup_iters=2)
+
+    def train(self, batches):
+        """Trains on `batches`; an overlapping peer's last updates are
+        applied before it returns, so that no peer's communication runs
+        into the next peer's turn."""
+        for x, y in batches:
+            for g in self.opt.param_groups:
+                g["lr"] = self.lr_at(self.step)
+            self.step += 1
+            self.opt.zero_grad()
+            F.cross_entropy(self.net(x), y).backward()
+            self.opt.step()
+        if self.mode != "ddp":
+            self.opt.finish()
+
+    def close(self):
+        if self.mode != "ddp":
+            self.opt.close()
+
+
+def interleave(modes, make_model, batches, lr_at, momentum, wd, warm, steps, chunks, emit):
+    """Every peer of `modes` alive at once on its own copy of make_model();
+    `warm` steps each, then `chunks` chunks of `steps` steps each, every
+    peer in turn (the order rotating); batches(i, n): n batches from the
+    i-th on. emit(row) per peer and chunk."""
+    peers = [Peer(m, make_model(), lr_at, momentum, wd) for m in modes]
+    for p in peers:
+        p.train(batches(0, warm))
+    pos = warm
+    for c in range(chunks):
+        k = c % len(peers)
+        for p in peers[k:] + peers[:k]:
+            data = list(batches(pos, steps))
+            gs.barrier()
+            t0 = time.perf_counter()
+            ru0 = resource.getrusage(resource.RUSAGE_SELF)
+            p.train(data)
+            gs.barrier()
+            secs = time.perf_counter() - t0
+            ru = resource.getrusage(resource.RUSAGE_SELF)
+            images = sum(len(x) for x, _ in data) * gs.size()
+            row = {"mode": p.mode, "chunk": c, "steps": steps, "epoch": 1, "epoch_s": secs,
+                   "images_per_s": images / secs,
+                   "cpu_s_per_step": round((ru.ru_utime + ru.ru_stime - ru0.ru_utime
+                                            - ru0.ru_stime) / steps, 4)}
+            if p.mode != "ddp":
+                st = p.opt.engine_stats()
+                row.update(chosen=st["chosen"], messages=st["groups"])
+            emit(row)
+        pos += steps
+    for p in peers:
+        p.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=2)
@@ -101,6 +181,12 @@ def main():
     ap.add_argument("--resnet-batch", type=int, default=16)
     ap.add_argument("--modes", default="auto,auto-overlap,single,ddp")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--interleave", type=int, default=0, metavar="S",
+                    help="steps per peer and chunk (0: peers one after another)")
+    ap.add_argument("--resnet-interleave", type=int, default=1, metavar="R",
+                    help="interleaved: ResNet-18's steps per peer and chunk")
+    ap.add_argument("--chunks", type=int, default=20)
+    ap.add_argument("--warm", type=int, default=6, help="interleaved: warm-up steps per peer")
     a = ap.parse_args()
     torch.set_num_threads(1)
     gs.init()
@@ -135,6 +221,27 @@ def main():
         sampler.set_epoch(epoch)
         return (b for i, b in zip(range(a.cnn_steps), loader))
 
+    if a.interleave > 0:
+        cnn_data = [b for _, b in zip(range(a.cnn_steps), loader)]
+        resnet_a = None
+        if a.cnn_steps > 0:
+            def cnn_model():
+                torch.manual_seed(1)
+                return fm.CNN()
+            interleave(modes, cnn_model,
+                       lambda i, n: (cnn_data[(i + j) % len(cnn_data)] for j in range(n)),
+                       fm.lr_schedule(fa, len(loader)), 0.9, 0.0, a.warm, a.interleave,
+                       a.chunks, emitter("fashion_mnist_cnn", fa.batch, 0))
+        rn = load_example("torch_resnet18.py")
+        resnet_a = rn.parse(["--steps", str(a.resnet_steps), "--batch", str(a.resnet_batch)])
+        if a.resnet_steps > 0:
+            _, xs, ys = rn.model_and_data(resnet_a, rank)
+            interleave(modes, lambda: rn.model_and_data(resnet_a, rank)[0],
+                       lambda i, n: ((xs[(i + j) % len(xs)], ys[(i + j) % len(ys)])
+                                     for j in range(n)),
+                       lambda s: resnet_a.lr, 0.9, 5e-4, a.warm, a.resnet_interleave,
+                       a.chunks, emitter("resnet18_synthetic", resnet_a.batch, 0))
+        a.rounds = 0
     for rnd in range(a.rounds if a.cnn_steps > 0 else 0):
         for mode in order(rnd):
             torch.manual_seed(1)

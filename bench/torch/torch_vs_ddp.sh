@@ -19,6 +19,10 @@
 #   CNN_STEPS=S, RESNET_STEPS=S: steps per epoch (default 30 and 4)
 #   ROUNDS=R: rounds of every peer (default 3)
 #   BENCH_QUICK=1: 2 nodes, 1 Gbit/s only, 3 steps (a smoke run)
+#   INTERLEAVE=1: every peer alive at once, trained in turns of a few steps
+#     (compare.py --interleave; CHUNKS turns each, default 24), so that the
+#     host's drift over minutes cannot favour a peer; writes
+#     bench/results/torch_interleaved.{jsonl,md} instead
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -33,7 +37,9 @@ fi
 [ -n "${GS:-}" ] || bench_build gradsync_cli gradsync_python
 gs=${GS:-$BENCH_BUILD/gradsync}
 export PYTHONPATH=$PWD/$BENCH_BUILD/python${PYTHONPATH:+:$PYTHONPATH}
-out=$BENCH_OUT/torch.jsonl
+name=torch
+[ "${INTERLEAVE:-0}" = 1 ] && name=torch_interleaved
+out=$BENCH_OUT/$name.jsonl
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 cmds=()
@@ -43,12 +49,26 @@ for net in "${nets[@]}"; do
   argv=("$gs" run -np "$n" --net "$net" -- /usr/bin/python3 bench/torch/compare.py
         --epochs 2 --cnn-steps "$cnn_steps" --resnet-steps "$resnet_steps" --resnet-batch 16
         --rounds "$rounds")
+  if [ "${INTERLEAVE:-0}" = 1 ]; then
+    # A turn of about 2-6 s: a few steps of each example at this rate.
+    case $net in
+      1gbit) turn=(--interleave 8 --resnet-interleave 2) ;;
+      *) turn=(--interleave 3 --resnet-interleave 1) ;;
+    esac
+    chunks=${CHUNKS:-24}
+    if [ "$BENCH_QUICK" = 1 ]; then
+      turn=(--interleave 2 --resnet-interleave 1) chunks=2
+    fi
+    argv+=("${turn[@]}" --chunks "$chunks")
+  fi
   cmds+=("$(bench_quote "${argv[@]}")")
   "${argv[@]}" | bench_tag_json net "$net" >> "$tmp"
 done
 mv "$tmp" "$out"
 all_cmds=$(printf '%s; ' "${cmds[@]}")
 bench_stamp "$out" "${all_cmds%; }"
-python3 bench/torch/summarize.py "$out" "$n" > "$BENCH_OUT/torch.md"
-bench_stamp "$BENCH_OUT/torch.md" "${all_cmds%; }"
-cat "$BENCH_OUT/torch.md"
+summary=bench/torch/summarize.py
+[ "$name" = torch_interleaved ] && summary=bench/torch/summarize_interleaved.py
+python3 "$summary" "$out" "$n" > "$BENCH_OUT/$name.md"
+bench_stamp "$BENCH_OUT/$name.md" "${all_cmds%; }"
+cat "$BENCH_OUT/$name.md"
