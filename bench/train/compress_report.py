@@ -72,7 +72,9 @@ h = runs("headline")
 if h:
     print(f"## Dense vs top-k 1% with error feedback, 100 Mbit/s, {epochs} epoch(s)\n")
     print("'warm-up N': the density starts at 25% and falls exponentially to 1% over the "
-          "first N steps (DGC's warm-up, `--compress-warmup-steps N`).\n")
+          "first N steps (DGC's warm-up, `--compress-warmup-steps N`). 'dgc': DGC's top-k "
+          "1% of the momentum-corrected residual (the optimizer's momentum 0.9 moves into "
+          "the compressor; momentum factor masking), with error feedback as the others.\n")
     print("| run | time to 88% (s) | vs dense | accuracy after the last epoch | vs dense "
           "(points) | train time (s) | bytes/step | compression | groups compressed |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")

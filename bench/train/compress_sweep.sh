@@ -4,8 +4,9 @@
 # SGD lr 0.05 momentum 0.9, 0.3 epoch warm-up, cosine), 4 ranks on 4
 # emulated nodes, every run of one table in the same invocation:
 #   1. 100 Mbit/s: dense (policy auto) against top-k 1% with error feedback,
-#      with and without density warm-up, EPOCHS epochs each: time to 88% test
-#      accuracy, accuracy at the end;
+#      with and without density warm-up, plain and DGC's (momentum
+#      correction), EPOCHS epochs each: time to 88% test accuracy, accuracy
+#      at the end;
 #   2. 100 Mbit/s: every compressor with and without error feedback, for a
 #      shorter run (TABLE_EPOCHS epochs of at most TABLE_STEPS steps; 0: whole
 #      epochs); TABLE_NET=none runs it without link shaping (for accuracy
@@ -23,6 +24,8 @@
 #   every command; for when the full runs do not fit).
 #   WARMUP=N: part 1's first top-k run warms its density up over N steps
 #   (default 117, half an epoch).
+#   DGC=0 leaves out part 1's two DGC runs (top-k 1% with momentum
+#   correction, with and without the warm-up).
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -90,6 +93,14 @@ if [[ $skip != *,1,* ]]; then
       --compress topk:0.01 --compress-warmup-steps "$warmup" "${limit[@]}" "${rounds[@]}"
   run headline "topk:0.01" 100mbit "$head_epochs" --policy auto --compress topk:0.01 \
       "${limit[@]}" "${rounds[@]}"
+  # DGC: top-k 1% of the momentum-corrected residual (the optimizer's
+  # momentum moves into the compressor), with and without the warm-up.
+  if [ "${DGC:-1}" = 1 ]; then
+    run headline "dgc:0.01 warm-up $warmup" 100mbit "$head_epochs" --policy auto \
+        --compress dgc:0.01 --compress-warmup-steps "$warmup" "${limit[@]}" "${rounds[@]}"
+    run headline "dgc:0.01" 100mbit "$head_epochs" --policy auto --compress dgc:0.01 \
+        "${limit[@]}" "${rounds[@]}"
+  fi
   lr_warmup=0.3
 fi
 table_net=${TABLE_NET:-100mbit}
