@@ -53,7 +53,9 @@ for net in "${nets[@]}"; do
     # A turn of about 2-6 s: a few steps of each example at this rate.
     case $net in
       1gbit) turn=(--interleave 8 --resnet-interleave 2) ;;
-      *) turn=(--interleave 3 --resnet-interleave 1) ;;
+      # Two ResNet-18 steps: a DeAR peer finishes its updates at the end of
+      # its turn, so with one step per turn its all-gathers never overlap.
+      *) turn=(--interleave 3 --resnet-interleave 2) ;;
     esac
     chunks=${CHUNKS:-24}
     if [ "$BENCH_QUICK" = 1 ]; then
