@@ -77,7 +77,11 @@ static void usage(FILE *f) {
     "                      switch:offline:F, switch:online[:F]; or local:H,\n"
     "                      post-local:H[:F], delayed:D (docs/SYNC.md)\n"
     "  --ps S              the last S ranks are parameter servers\n"
-    "  --straggler R:F[:A-B]  rank R computes F times slower (global steps A..B-1)\n");
+    "  --straggler R:F[:A-B]  rank R computes F times slower (global steps A..B-1)\n"
+    "  --async-lr-scale X  ASP/SSP pushes' learning rate: X times --lr (default\n"
+    "                      1/W, W workers: the per-worker batch)\n"
+    "  --async-momentum M  ASP/SSP pushes' momentum, at most --momentum (default\n"
+    "                      --momentum less 1 - 1/W: asynchrony adds the rest)\n");
 }
 
 /* ---- Options ----------------------------------------------------------------- */
@@ -107,6 +111,8 @@ static int parse_opts(int argc, char **argv, train_config *o) {
       {"kfac-kl-clip", required_argument, 0, 'k'},
       {"sync", required_argument, 0, 'Y'},    {"ps", required_argument, 0, 'Q'},
       {"straggler", required_argument, 0, 'G'},
+      {"async-lr-scale", required_argument, 0, 'A'},
+      {"async-momentum", required_argument, 0, 'a'},
       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
   /* K-FAC's options outlive parse_opts: train_run reads them. */
   static train_kfac_options kfac;
@@ -331,6 +337,21 @@ static int parse_opts(int argc, char **argv, train_config *o) {
         o->hooks[o->nhooks++] = &train_hook_straggler;
         break;
       }
+      case 'A':
+        if (cli_parse_double(optarg, 0, 1000, &v) || v == 0) {
+          cli_error(VERB, "--async-lr-scale '%s' must be a number above 0 and at most 1000",
+                    optarg);
+          return 2;
+        }
+        o->async_lr_scale = (float)v;
+        break;
+      case 'a':
+        if (cli_parse_double(optarg, 0, 0.999, &v)) {
+          cli_error(VERB, "--async-momentum '%s' must be a number from 0 to 0.999", optarg);
+          return 2;
+        }
+        o->async_momentum = (float)v;
+        break;
       case 'h': usage(stdout); return 1;
       default:
         cli_error(VERB, "option '%s' is unknown or needs a value", argv[optind - 1]);
@@ -391,6 +412,17 @@ static int parse_opts(int argc, char **argv, train_config *o) {
   if (o->ps_servers > 0 && !train_sync_is_ps(o->sync)) {
     cli_error(VERB, "--ps %d needs a parameter-server --sync (bsp, asp, ssp:S, "
               "switch:offline:F or switch:online[:F]), not '%s'", o->ps_servers, o->sync);
+    return 2;
+  }
+  if ((seen['A'] || seen['a']) && o->ps_servers == 0) {
+    cli_error(VERB, "--async-lr-scale and --async-momentum apply to parameter servers "
+              "(--ps S with --sync asp, ssp:S or switch:...)");
+    return 2;
+  }
+  if (seen['a'] && o->async_momentum > o->momentum) {
+    cli_error(VERB, "--async-momentum %g is above --momentum %g: asynchrony adds momentum, "
+              "it cannot take the place of less", (double)o->async_momentum,
+              (double)o->momentum);
     return 2;
   }
   if (o->ps_servers == 0 && train_sync_is_ps(o->sync)) {

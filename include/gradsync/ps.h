@@ -229,6 +229,13 @@ typedef struct {
 
 void gs_ps_get_stats(const gs_ps *ps, gs_ps_stats *out);
 
+/* The learning rate and momentum an asynchronous (ASP or SSP) push uses
+ * when the job's are lr and momentum: lr x async_lr_scale, and momentum
+ * less async_momentum_offset (at least 0), before any ramp after a switch.
+ * For reports; gs_ps_step applies them itself. */
+void gs_ps_async_hparams(const gs_ps *ps, float lr, float momentum, float *async_lr,
+                         float *async_momentum);
+
 #ifdef __cplusplus
 }
 #endif

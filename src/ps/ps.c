@@ -466,14 +466,19 @@ gs_status gs_ps_pull(gs_ps *ps, float *w) {
  * asynchrony adds (include/gradsync/ps.h), and ramped after a switch (from
  * 1/W of it, doubling every momentum_ramp_steps pushes; Sync-Switch's
  * authors' multi-step ramp). */
+void gs_ps_async_hparams(const gs_ps *ps, float lr, float momentum, float *async_lr,
+                         float *async_momentum) {
+  float off = ps->cfg.async_momentum_offset;
+  *async_lr = lr * ps->cfg.async_lr_scale;
+  *async_momentum = momentum > off ? momentum - off : 0.0f;
+}
+
 static void step_hparams(const gs_ps *ps, const gs_ps_step_info *info,
                          float *lr, float *mu) {
   *lr = info->lr;
   *mu = info->momentum;
   if (ps->mode == GS_PS_BSP) return;
-  *lr = info->lr * ps->cfg.async_lr_scale;
-  float off = ps->cfg.async_momentum_offset;
-  *mu = info->momentum > off ? info->momentum - off : 0.0f;
+  gs_ps_async_hparams(ps, info->lr, info->momentum, lr, mu);
   int ramp = ps->cfg.momentum_ramp_steps;
   if (ramp > 0 && ps->cfg.sync.policy != GS_PS_POLICY_FIXED) {
     double f = 1.0 / ps->workers;

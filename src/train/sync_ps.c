@@ -11,6 +11,7 @@
  * budget of Sync-Switch's policies is the run's: epochs x steps per epoch x
  * workers x batch. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -85,7 +86,13 @@ static gs_status psm_create(train_ctx *t, void **self) {
   for (size_t i = 0; i < n; i++) counts[i] = gs_nn_param_at(t->net, i)->count;
   gs_ps_config cfg = {.servers = c->ps_servers, .sync = s->sync,
                       .sample_budget = GS_PS_BUDGET_AT_INIT,
-                      .momentum_ramp_steps = 20, .comm = t->comm};
+                      .momentum_ramp_steps = 20, .comm = t->comm,
+                      .async_lr_scale = c->async_lr_scale};
+  /* gs_ps_config's offset: 0 means 1 - 1/W and a negative one none. */
+  if (c->async_momentum >= 0) {
+    float off = c->momentum - c->async_momentum;
+    cfg.async_momentum_offset = off > 0 ? off : -1.0f;
+  }
   st = gs_ps_create(MPI_COMM_WORLD, &cfg, counts, n, &s->ps);
   gs_free(counts);
   if (st != GS_OK) return st;
@@ -196,6 +203,12 @@ static void psm_describe(void *self, cJSON *json, char *text, size_t n) {
       cJSON_AddNumberToObject(e, "straggler", s->log[i].straggler);
       cJSON_AddItemToArray(log, e);
     }
+    /* What an asynchronous push uses (--async-lr-scale, --async-momentum,
+     * or their defaults), as a factor of --lr and as a momentum. */
+    float alr, amu;
+    gs_ps_async_hparams(s->ps, 1.0f, s->t->cfg->momentum, &alr, &amu);
+    cJSON_AddNumberToObject(json, "async_lr_scale", round(alr * 1e4) / 1e4);
+    cJSON_AddNumberToObject(json, "async_momentum", round(amu * 1e4) / 1e4);
   }
   if (text) {
     int len = snprintf(text, n,

@@ -22,6 +22,7 @@ void train_config_init(train_config *c) {
   c->sync = "engine";
   c->optimizer = "sgd";
   c->prefetch = 1;
+  c->async_momentum = -1;
 }
 
 /* ---- The nn callbacks, into the sync mode --------------------------------- */

@@ -84,6 +84,10 @@ typedef struct train_config {
                               post-local:H[:F], delayed:D (docs/SYNC.md) */
   int ps_servers;          /* --ps S: the last S ranks are parameter servers */
   const char *straggler;   /* --straggler RANK:FACTOR[:FROM-TO], or NULL */
+  float async_lr_scale;    /* --async-lr-scale: ASP/SSP pushes' learning-rate
+                              factor; 0: 1/W (gs_ps_config.async_lr_scale) */
+  float async_momentum;    /* --async-momentum: ASP/SSP pushes' momentum;
+                              < 0: the momentum less 1 - 1/W (docs/SYNC.md) */
   const char *optimizer;   /* "sgd" */
   const struct train_kfac_options *kfac; /* --optimizer kfac: NULL, the defaults (optim_kfac.h) */
   /* Explicit extension tables (tests, or a caller's own mode): when

@@ -6,7 +6,10 @@
 # and why; under asp worker 0 runs its part of the
 # 12 pushes left, 6 on average), local:2 and delayed:2 finish with a
 # summary naming the mode; under asp an epoch is its samples, so with a
-# worker 10x slower, worker 0 runs more than its 32 steps of 2 epochs.
+# worker 10x slower, worker 0 runs more than its 32 steps of 2 epochs;
+# --async-lr-scale and --async-momentum reach the pushes (the summary's
+# async_lr_scale and async_momentum), their defaults 1/W and the momentum
+# less 1 - 1/W.
 #   test_train_sync.sh GRADSYNC
 set -u
 gs=$1
@@ -16,7 +19,10 @@ export GRADSYNC_CALIBRATE=0 GRADSYNC_TIMEOUT=60
 for bad in "--sync bogus" "--sync ssp:x --ps 1" "--sync ssp --ps 1" "--sync switch:offline:2 --ps 1" \
            "--sync local:0" "--sync post-local:2:5" "--sync delayed:" "--sync bsp" \
            "--ps 1" "--ps 0 --sync bsp" "--ps 1 --sync local:4" "--straggler 1" \
-           "--straggler 1:0.5" "--straggler 1:2:5-3" "--sync engine:3"; do
+           "--straggler 1:0.5" "--straggler 1:2:5-3" "--sync engine:3" \
+           "--async-momentum 0.5" "--sync local:2 --async-lr-scale 0.5" \
+           "--ps 1 --sync asp --async-momentum 0.95" "--ps 1 --sync asp --async-momentum -0.1" \
+           "--ps 1 --sync asp --async-lr-scale 0" "--ps 1 --sync asp --async-lr-scale x"; do
   # shellcheck disable=SC2086
   msg=$("$gs" train $bad 2>&1)
   rc=$?
@@ -35,6 +41,12 @@ run() { # np expect-regex args...
 run 3 '"sync":"bsp","servers":1,"bsp_steps":12,"asp_steps":0' --ps 1 --sync bsp
 run 3 '"bsp_steps":6,"asp_steps":([0-9]|1[0-2]),"ssp_steps":0,"switches":1,"switch_log":\[\{"step":6,"to":"asp","straggler":-1\}\]' \
   --ps 1 --sync switch:offline:0.5
+# What asynchronous pushes use: by default lr / W and the momentum less
+# 1 - 1/W (2 workers: 0.5 and 0.4); or as given.
+run 3 '"sync":"asp".*"async_lr_scale":0.5,"async_momentum":0.4' --ps 1 --sync asp
+run 3 '"async_lr_scale":0.7,"async_momentum":0.3' --ps 1 --sync asp --async-lr-scale 0.7 \
+  --async-momentum 0.3
+run 3 '"async_lr_scale":0.5,"async_momentum":0.9' --ps 1 --sync asp --async-momentum 0.9
 run 3 '"sync":"local:2","averages":[4-9]' --sync local:2
 out=$(timeout 200 "$gs" run -np 4 -- "$gs" train --synthetic 1536 --epochs 2 --batch 32 --json \
       --ps 1 --sync asp --straggler 1:10 2>&1)
