@@ -61,6 +61,13 @@ def cell(label, straggler):
     return None
 
 
+hp = sorted({(r["result"]["summary"]["async_lr_scale"], r["result"]["summary"]["async_momentum"])
+             for r in rows if "result" in r and "async_lr_scale" in r["result"]["summary"]})
+if hp:
+    print("\nAsynchronous pushes (ASP, SSP, Sync-Switch's ASP) used " + "; ".join(
+        f"the learning rate x {a:g} and momentum {m:g}" for a, m in hp) +
+          " (`--async-lr-scale`, `--async-momentum`; by default 1/W and the momentum less "
+          "1 - 1/W, docs/SYNC.md).")
 print("\nIssue 11's targets, from the rows above:\n")
 bsp, onl = cell("BSP, engine", 1), cell("Sync-Switch online", 1)
 if bsp and onl:

@@ -18,6 +18,10 @@
 #   lent to the other nodes; 2 cores / 6 nodes = 0.33 gives the PS modes'
 #   six nodes the whole machine and every node the same share.
 #   SYNC_ONLY=REGEX: only the modes whose label matches (grep -E).
+#   SYNC_ASYNC_OPTS="--async-lr-scale X --async-momentum M": added to every
+#   parameter-server mode (what its asynchronous pushes use; the summary
+#   reports it).
+#   SYNC_STRAGGLER_ONLY=1: only the runs with the straggler.
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -91,9 +95,11 @@ configs=(
 )
 for st in 0 1; do
   [ "$st" = 1 ] && [ "$straggle" = 0 ] && break
+  [ "$st" = 0 ] && [ "${SYNC_STRAGGLER_ONLY:-0}" = 1 ] && continue
   for c in "${configs[@]}"; do
     IFS='|' read -r label np args <<< "$c"
     if [ -n "${SYNC_ONLY:-}" ] && ! grep -qE -- "$SYNC_ONLY" <<< "$label"; then continue; fi
+    case $args in *--ps*) args="$args ${SYNC_ASYNC_OPTS:-}" ;; esac
     # shellcheck disable=SC2086
     run "$label" "$np" "$st" $args
   done
