@@ -52,56 +52,6 @@ def load_example(fname):
     return mod
 
 
-def run(mode, model, batches_of_epoch, lr_at, epochs, momentum, wd, emit):
-    """Trains `model` for `epochs` epochs of batches_of_epoch(epoch) under
-    `mode` (a peer of the module's docstring, or any gradsync policy, with
-    "-overlap" for model=); emit(row) per epoch."""
-    if mode == "ddp":
-        net = torch.nn.parallel.DistributedDataParallel(model)
-        opt = torch.optim.SGD(net.parameters(), lr=lr_at(0), momentum=momentum,
-                              weight_decay=wd)
-        barrier = dist.barrier
-    else:
-        net = model
-        opt = gs.DistributedOptimizer(
-            torch.optim.SGD(model.parameters(), lr=lr_at(0), momentum=momentum,
-                            weight_decay=wd),
-            named_parameters=model.named_parameters(), policy=mode.split("-")[0],
-            model=model if mode.endswith("-overlap") else None, warmup_iters=2)
-        barrier = gs.barrier
-    step = 0
-    for epoch in range(epochs):
-        barrier()
-        t0, images, steps = time.time(), 0, 0
-        ru0 = resource.getrusage(resource.RUSAGE_SELF)
-        for x, y in batches_of_epoch(epoch):
-            for g in opt.param_groups:
-                g["lr"] = lr_at(step)
-            step += 1
-            opt.zero_grad()
-            F.cross_entropy(net(x), y).backward()
-            opt.step()
-            images += len(x) * gs.size()
-            steps += 1
-        barrier()
-        secs = time.time() - t0
-        ru = resource.getrusage(resource.RUSAGE_SELF)
-        # This process's context switches (all its threads) per step: how
-        # often a peer's threads hand the cores over (the printing rank's).
-        csw = (ru.ru_nvcsw - ru0.ru_nvcsw) + (ru.ru_nivcsw - ru0.ru_nivcsw)
-        row = {"mode": mode, "epoch": epoch + 1, "steps": steps, "epoch_s": secs,
-               "images_per_s": images / secs,
-               "ctx_switches_per_step": round(csw / max(steps, 1), 1),
-               "cpu_s_per_step": round((ru.ru_utime + ru.ru_stime - ru0.ru_utime
-                                        - ru0.ru_stime) / max(steps, 1), 4)}
-        if mode != "ddp":
-            st = opt.engine_stats()
-            row.update(chosen=st["chosen"], messages=st["groups"])
-        emit(row)
-    if mode != "ddp":
-        opt.close()
-
-
 class Peer:
     """One peer of the interleaved comparison: its model, its optimizer
     (and DDP wrapper), its own step count for the learning rate."""
@@ -120,10 +70,12 @@ class Peer:
                 named_parameters=model.named_parameters(), policy=mode.split("-")[0],
                 model=model if mode.endswith("-overlap") else None, warmup_iters=2)
 
-    def train(self, batches):
-        """Trains on `batches`; an overlapping peer's last updates are
-        applied before it returns, so that no peer's communication runs
-        into the next peer's turn."""
+    def train(self, batches, finish=True):
+        """Trains on `batches`; returns the steps and the images of all
+        ranks. With `finish`, an overlapping peer's last updates are applied
+        before it returns, so that no peer's communication runs into the
+        next peer's turn."""
+        steps = images = 0
         for x, y in batches:
             for g in self.opt.param_groups:
                 g["lr"] = self.lr_at(self.step)
@@ -131,12 +83,49 @@ class Peer:
             self.opt.zero_grad()
             F.cross_entropy(self.net(x), y).backward()
             self.opt.step()
-        if self.mode != "ddp":
+            steps += 1
+            images += len(x) * gs.size()
+        if finish and self.mode != "ddp":
             self.opt.finish()
+        return steps, images
+
+    def plan(self):
+        """gradsync's plan and messages per step (none for DDP)."""
+        if self.mode == "ddp":
+            return {}
+        st = self.opt.engine_stats()
+        return {"chosen": st["chosen"], "messages": st["groups"]}
 
     def close(self):
         if self.mode != "ddp":
             self.opt.close()
+
+
+def run(mode, model, batches_of_epoch, lr_at, epochs, momentum, wd, emit):
+    """Trains `model` for `epochs` epochs of batches_of_epoch(epoch) under
+    `mode` (a peer of the module's docstring, or any gradsync policy, with
+    "-overlap" for model=); emit(row) per epoch."""
+    peer = Peer(mode, model, lr_at, momentum, wd)
+    barrier = dist.barrier if mode == "ddp" else gs.barrier
+    for epoch in range(epochs):
+        barrier()
+        t0 = time.time()
+        ru0 = resource.getrusage(resource.RUSAGE_SELF)
+        steps, images = peer.train(batches_of_epoch(epoch), finish=False)
+        barrier()
+        secs = time.time() - t0
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        # This process's context switches (all its threads) per step: how
+        # often a peer's threads hand the cores over (the printing rank's).
+        csw = (ru.ru_nvcsw - ru0.ru_nvcsw) + (ru.ru_nivcsw - ru0.ru_nivcsw)
+        row = {"mode": mode, "epoch": epoch + 1, "steps": steps, "epoch_s": secs,
+               "images_per_s": images / secs,
+               "ctx_switches_per_step": round(csw / max(steps, 1), 1),
+               "cpu_s_per_step": round((ru.ru_utime + ru.ru_stime - ru0.ru_utime
+                                        - ru0.ru_stime) / max(steps, 1), 4)}
+        row.update(peer.plan())
+        emit(row)
+    peer.close()
 
 
 def interleave(modes, make_model, batches, lr_at, momentum, wd, warm, steps, chunks, emit):
@@ -155,18 +144,15 @@ def interleave(modes, make_model, batches, lr_at, momentum, wd, warm, steps, chu
             gs.barrier()
             t0 = time.perf_counter()
             ru0 = resource.getrusage(resource.RUSAGE_SELF)
-            p.train(data)
+            _, images = p.train(data)
             gs.barrier()
             secs = time.perf_counter() - t0
             ru = resource.getrusage(resource.RUSAGE_SELF)
-            images = sum(len(x) for x, _ in data) * gs.size()
             row = {"mode": p.mode, "chunk": c, "steps": steps, "epoch": 1, "epoch_s": secs,
                    "images_per_s": images / secs,
                    "cpu_s_per_step": round((ru.ru_utime + ru.ru_stime - ru0.ru_utime
                                             - ru0.ru_stime) / steps, 4)}
-            if p.mode != "ddp":
-                st = p.opt.engine_stats()
-                row.update(chosen=st["chosen"], messages=st["groups"])
+            row.update(p.plan())
             emit(row)
         pos += steps
     for p in peers:
@@ -221,10 +207,13 @@ def main():
         sampler.set_epoch(epoch)
         return (b for i, b in zip(range(a.cnn_steps), loader))
 
+    # torchvision's ResNet-18 on synthetic 32x32 images (the example's).
+    rn = load_example("torch_resnet18.py")
+    ra = rn.parse(["--steps", str(a.resnet_steps), "--batch", str(a.resnet_batch)])
     if a.interleave > 0:
-        cnn_data = [b for _, b in zip(range(a.cnn_steps), loader)]
-        resnet_a = None
         if a.cnn_steps > 0:
+            cnn_data = [b for _, b in zip(range(a.cnn_steps), loader)]
+
             def cnn_model():
                 torch.manual_seed(1)
                 return fm.CNN()
@@ -232,30 +221,24 @@ def main():
                        lambda i, n: (cnn_data[(i + j) % len(cnn_data)] for j in range(n)),
                        fm.lr_schedule(fa, len(loader)), 0.9, 0.0, a.warm, a.interleave,
                        a.chunks, emitter("fashion_mnist_cnn", fa.batch, 0))
-        rn = load_example("torch_resnet18.py")
-        resnet_a = rn.parse(["--steps", str(a.resnet_steps), "--batch", str(a.resnet_batch)])
         if a.resnet_steps > 0:
-            _, xs, ys = rn.model_and_data(resnet_a, rank)
-            interleave(modes, lambda: rn.model_and_data(resnet_a, rank)[0],
+            _, xs, ys = rn.model_and_data(ra, rank)
+            interleave(modes, lambda: rn.model_and_data(ra, rank)[0],
                        lambda i, n: ((xs[(i + j) % len(xs)], ys[(i + j) % len(ys)])
                                      for j in range(n)),
-                       lambda s: resnet_a.lr, 0.9, 5e-4, a.warm, a.resnet_interleave,
-                       a.chunks, emitter("resnet18_synthetic", resnet_a.batch, 0))
-        a.rounds = 0
-    for rnd in range(a.rounds if a.cnn_steps > 0 else 0):
-        for mode in order(rnd):
-            torch.manual_seed(1)
-            run(mode, fm.CNN(), cnn_batches, fm.lr_schedule(fa, len(loader)), a.epochs, 0.9,
-                0.0, emitter("fashion_mnist_cnn", fa.batch, rnd))
-
-    # torchvision's ResNet-18 on synthetic 32x32 images (the example's).
-    rn = load_example("torch_resnet18.py")
-    ra = rn.parse(["--steps", str(a.resnet_steps), "--batch", str(a.resnet_batch)])
-    for rnd in range(a.rounds if a.resnet_steps > 0 else 0):
-        for mode in order(rnd):
-            model, xs, ys = rn.model_and_data(ra, rank)
-            run(mode, model, lambda epoch: zip(xs, ys), lambda s: ra.lr, a.epochs, 0.9, 5e-4,
-                emitter("resnet18_synthetic", ra.batch, rnd))
+                       lambda s: ra.lr, 0.9, 5e-4, a.warm, a.resnet_interleave,
+                       a.chunks, emitter("resnet18_synthetic", ra.batch, 0))
+    else:
+        for rnd in range(a.rounds if a.cnn_steps > 0 else 0):
+            for mode in order(rnd):
+                torch.manual_seed(1)
+                run(mode, fm.CNN(), cnn_batches, fm.lr_schedule(fa, len(loader)), a.epochs,
+                    0.9, 0.0, emitter("fashion_mnist_cnn", fa.batch, rnd))
+        for rnd in range(a.rounds if a.resnet_steps > 0 else 0):
+            for mode in order(rnd):
+                model, xs, ys = rn.model_and_data(ra, rank)
+                run(mode, model, lambda epoch: zip(xs, ys), lambda s: ra.lr, a.epochs, 0.9,
+                    5e-4, emitter("resnet18_synthetic", ra.batch, rnd))
     dist.destroy_process_group()
     if rank == 0:  # gloo's file store may have removed it already
         try:
