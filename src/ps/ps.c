@@ -461,11 +461,6 @@ gs_status gs_ps_pull(gs_ps *ps, float *w) {
   return st;
 }
 
-/* The learning rate and momentum of a push: BSP's as given; ASP's and SSP's
- * learning rate scaled for the per-worker batch, their momentum less what
- * asynchrony adds (include/gradsync/ps.h), and ramped after a switch (from
- * 1/W of it, doubling every momentum_ramp_steps pushes; Sync-Switch's
- * authors' multi-step ramp). */
 void gs_ps_async_hparams(const gs_ps *ps, float lr, float momentum, float *async_lr,
                          float *async_momentum) {
   float off = ps->cfg.async_momentum_offset;
@@ -473,6 +468,11 @@ void gs_ps_async_hparams(const gs_ps *ps, float lr, float momentum, float *async
   *async_momentum = momentum > off ? momentum - off : 0.0f;
 }
 
+/* The learning rate and momentum of a push: BSP's as given; ASP's and SSP's
+ * learning rate scaled for the per-worker batch, their momentum less what
+ * asynchrony adds (include/gradsync/ps.h), and ramped after a switch (from
+ * 1/W of it, doubling every momentum_ramp_steps pushes; Sync-Switch's
+ * authors' multi-step ramp). */
 static void step_hparams(const gs_ps *ps, const gs_ps_step_info *info,
                          float *lr, float *mu) {
   *lr = info->lr;
