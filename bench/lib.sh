@@ -22,6 +22,10 @@
 #   BENCH_BUILD=DIR      the build directory (default build)
 #   BENCH_QUICK=1        a short smoke run of the same steps (recorded)
 #   BENCH_ALLOW_DIRTY=1  measure a tree with uncommitted changes (recorded)
+#   BENCH_COPY_OF=SHA    this tree is a copy without .git of a clean checkout
+#                        of SHA (bench/device/run.sh on the lent machine)
+#   BENCH_PREBUILT=1     use the build directory's binaries as they are
+#                        (built elsewhere from the same commit; recorded)
 
 # bench_init DRIVER [ARGS...]: call first, with "$0" "$@". Moves to the
 # repository's root, checks the tree and records the environment.
@@ -40,11 +44,19 @@ bench_init() {
   BENCH_S_DRIVER=$(printf '%q ' "$rel" "$@")
   BENCH_S_DRIVER=${BENCH_S_DRIVER% }
   [ "$BENCH_QUICK" = 1 ] && BENCH_S_DRIVER="BENCH_QUICK=1 $BENCH_S_DRIVER"
+  [ "${BENCH_PREBUILT:-0}" = 1 ] && BENCH_S_DRIVER="BENCH_PREBUILT=1 $BENCH_S_DRIVER"
   BENCH_S_STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   BENCH_S_COMMIT=$(git rev-parse HEAD 2>/dev/null || echo unknown)
   local changes
   changes=$(git status --porcelain --untracked-files=no -- . ':(exclude)bench/results' 2>&1)
-  if [ "$BENCH_S_COMMIT" = unknown ]; then changes="not a git checkout"; fi
+  if [ "$BENCH_S_COMMIT" = unknown ]; then
+    if [ -n "${BENCH_COPY_OF:-}" ]; then
+      BENCH_S_COMMIT=$BENCH_COPY_OF changes=
+      BENCH_S_DRIVER="BENCH_COPY_OF=$BENCH_COPY_OF $BENCH_S_DRIVER"
+    else
+      changes="not a git checkout"
+    fi
+  fi
   BENCH_S_CLEAN=1
   if [ -n "$changes" ]; then
     BENCH_S_CLEAN=0
@@ -71,6 +83,10 @@ bench_init() {
 # directory configured from another source tree.
 bench_build() {
   local src
+  if [ "${BENCH_PREBUILT:-0}" = 1 ]; then
+    echo "bench: BENCH_PREBUILT=1: using the binaries in $BENCH_BUILD as they are" >&2
+    return 0
+  fi
   # (a build directory not configured yet has no cache: sed fails, and
   # under set -e that must not end the driver)
   src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BENCH_BUILD/CMakeCache.txt" \
