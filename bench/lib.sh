@@ -33,8 +33,8 @@ bench_init() {
   local driver
   driver=$(realpath "$1")
   shift
-  cd "$(dirname "$driver")" || exit 2
-  cd "$(git rev-parse --show-toplevel 2>/dev/null || echo ..)" || exit 2
+  # (the repository's root is where bench/lib.sh is, .git or none)
+  cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
   BENCH_OUT=${BENCH_OUT:-bench/results}
   BENCH_BUILD=${BENCH_BUILD:-build}
   BENCH_QUICK=${BENCH_QUICK:-0}
@@ -47,15 +47,14 @@ bench_init() {
   [ "${BENCH_PREBUILT:-0}" = 1 ] && BENCH_S_DRIVER="BENCH_PREBUILT=1 $BENCH_S_DRIVER"
   BENCH_S_STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   BENCH_S_COMMIT=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-  local changes
-  changes=$(git status --porcelain --untracked-files=no -- . ':(exclude)bench/results' 2>&1)
-  if [ "$BENCH_S_COMMIT" = unknown ]; then
-    if [ -n "${BENCH_COPY_OF:-}" ]; then
-      BENCH_S_COMMIT=$BENCH_COPY_OF changes=
-      BENCH_S_DRIVER="BENCH_COPY_OF=$BENCH_COPY_OF $BENCH_S_DRIVER"
-    else
-      changes="not a git checkout"
-    fi
+  local changes=
+  if [ "$BENCH_S_COMMIT" != unknown ]; then
+    changes=$(git status --porcelain --untracked-files=no -- . ':(exclude)bench/results' 2>&1)
+  elif [ -n "${BENCH_COPY_OF:-}" ]; then
+    BENCH_S_COMMIT=$BENCH_COPY_OF
+    BENCH_S_DRIVER="BENCH_COPY_OF=$BENCH_COPY_OF $BENCH_S_DRIVER"
+  else
+    changes="not a git checkout"
   fi
   BENCH_S_CLEAN=1
   if [ -n "$changes" ]; then

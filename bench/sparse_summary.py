@@ -30,11 +30,16 @@ def ms(v):
 
 def main(paths):
     print("# Sparse exchanges against the dense ring all-reduce\n")
-    print("Machine: 2 cores for 8 ranks (the load average while each ran is in its "
-          "section and the stamp), so absolute times carry CPU contention, the "
-          "dense ring's (CPU-bound reductions) most of all; the ratios compare "
-          "calls alternated within one run. Times: median over the iterations of "
-          "the slowest rank. Every result was checked (see apps/bench_sparse.c).\n")
+    cores = (load(paths[0])[0] or {}).get("env", {}).get("cores", 0) if paths else 0
+    if cores >= 8:
+        print(f"Machine: {cores} cores, a core per rank. ", end="")
+    else:
+        print(f"Machine: {cores or '?'} cores for 8 ranks (the load average while each "
+              "ran is in its section and the stamp), so absolute times carry CPU "
+              "contention, the dense ring's (CPU-bound reductions) most of all. ", end="")
+    print("The ratios compare calls alternated within one run. Times: median over the "
+          "iterations of the slowest rank. Every result was checked (see "
+          "apps/bench_sparse.c).\n")
     targets = []
     for path in paths:
         stamp, env, rows = load(path)

@@ -10,10 +10,16 @@ print("gradient all-reduce, the K-FAC step) on emulated nodes at 1 Gbit/s, batch
 print("rank, factors every step, inverses every 5 steps; mean over the measured")
 print("iterations after a warm-up (spd plans its factor messages and places its")
 print("inversions there). Times are seconds per iteration, from rank 0.\n")
-print("**4 or 8 ranks share the machine's 2 cores** (the stamp's load is mostly this")
-print("job's own ranks). Compute (forward/backward, factors, inversions,")
-print("preconditioning) is inflated 2-4x over one rank per core. Each row of the first")
-print("table is one run, in the order they ran; the second table gives medians.\n")
+stamps = [json.loads(l)["stamp"] for l in open(sys.argv[1]) if l.startswith('{"stamp"')]
+cores = stamps[0]["env"].get("cores", 0) if stamps else 0
+if cores >= 8:
+    print(f"**A core per rank**: the machine has {cores} cores for 4 or 8 ranks.")
+else:
+    print(f"**4 or 8 ranks share the machine's {cores or '?'} cores** (the stamp's load is")
+    print("mostly this job's own ranks). Compute (forward/backward, factors, inversions,")
+    print("preconditioning) is inflated 2-4x over one rank per core.")
+print("Each row of the first table is one run, in the order they ran; the second table")
+print("gives medians.\n")
 print("| model | nodes | scheme | iter (s) | vs dkfac | fwd+bwd | grad wait | factor compute | "
       "factor comm (exposed) | inversion | broadcast wait | precondition+SGD | exposed comm | "
       "MB per 2nd-order update | dkfac bytes / this |")
