@@ -59,10 +59,16 @@ for (m, n, o), rs in groups.items():
 print()
 spd = [r for r in runs if r["optimizer"] == "spd"]
 if spd:
+    plans = {}  # each configuration's distinct plans, in order, with their run counts
+    for r in spd:
+        p = (f"{r['merge_groups_a']} A and {r['merge_groups_g']} G messages, "
+             f"{r['inverted_locally']} factors inverted by every rank")
+        c = plans.setdefault(f"{r['model']}/{r['ranks']}", {})
+        c[p] = c.get(p, 0) + 1
     print("spd's planner merged the factor streams into "
-          + ", ".join(f"{r['model']}/{r['ranks']}: {r['merge_groups_a']} A and "
-                      f"{r['merge_groups_g']} G messages, {r['inverted_locally']} factors "
-                      f"inverted by every rank" for r in spd) + ".\n")
+          + "; ".join(f"{cfg}: " + " or ".join(
+              p + (f" ({k} run{'s' if k > 1 else ''})" if len(c) > 1 else "") for p, k in c.items())
+              for cfg, c in plans.items()) + ".\n")
 print("Columns: fwd+bwd includes building the factors in the hooks (and, for spd, posting")
 print("their all-reduces); grad wait is the engine's gs_engine_wait; factor comm is the")
 print("time the K-FAC step waits for factor all-reduces; the byte column counts payload")
