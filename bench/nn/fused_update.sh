@@ -28,9 +28,9 @@ load=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "each of $rounds rounds of $steps steps; median over rounds. Results are bitwise"
   echo "identical (tests/nn/test_nn_optim.c)."
   echo
-  echo "The machine has $(nproc) cores shared with 7 other engineers' builds and tests"
-  echo "while this ran (load average $load): thread counts above the free cores only"
-  echo "add hand-off cost, and the absolute times are noisy."
+  echo "The machine has $(nproc) cores (load average $load when this started; the"
+  echo "stamp has it at the end): thread counts above the free cores only add"
+  echo "hand-off cost, and steps of tens of microseconds are noisy."
   echo
   "${argv[@]}"
 } > "$out"
