@@ -9,6 +9,7 @@
 #
 # Usage (through the device tool, carry .devbundle):
 #   bash bench/device/run.sh SECONDS DRIVER[:SECONDS] ...
+#   (after bench/device/bundle.sh BUILD_DIR on the host, from a clean tree)
 #   e.g. bash bench/device/run.sh 560 bench/sparse.sh:200 bench/kfac/iter.sh
 set -uo pipefail
 total=${1:?usage: bench/device/run.sh SECONDS DRIVER[:SECONDS] ...}
@@ -36,6 +37,9 @@ ip link del gsbr 2>/dev/null; ip link del gsp0 2>/dev/null; ip netns del gsprobe
 echo "== probe: network namespaces, veth, bridge and tbf: $([ $probe_ok = 1 ] && echo ok || echo FAILED)"
 export BENCH_COPY_OF
 BENCH_COPY_OF=$(cat .devbundle/commit)
+# The copy may hold a .git of an older commit (seen: it called the tree's
+# newer files changes); the bundle's commit is what the copy is.
+export GIT_DIR=/nonexistent
 export BENCH_PREBUILT=1 BENCH_BUILD=build-dev BENCH_OUT=$res
 for d in "$@"; do
   name=${d%%:*} limit=${d#*:}
