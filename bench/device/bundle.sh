@@ -11,6 +11,23 @@
 set -euo pipefail
 build=$(realpath "${1:?usage: bench/device/bundle.sh BUILD_DIR}")
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
+# The binaries must be what the copy's commit says: the build's source tree
+# (this checkout or a worktree of it) clean at this checkout's HEAD, and
+# the build brought up to date.
+src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+[ -n "$src" ] || { echo "bundle: $build is not a configured build directory" >&2; exit 2; }
+for t in . "$src"; do
+  if [ -n "$(git -C "$t" status --porcelain --untracked-files=no -- . ':(exclude)bench/results')" ]; then
+    echo "bundle: $t has uncommitted changes" >&2
+    exit 2
+  fi
+done
+if [ "$(git -C "$src" rev-parse HEAD)" != "$(git rev-parse HEAD)" ]; then
+  echo "bundle: $build is built from $src at $(git -C "$src" rev-parse --short HEAD)," \
+       "not at this checkout's $(git rev-parse --short HEAD)" >&2
+  exit 2
+fi
+cmake --build "$build" -j"$(nproc)" --target gradsync_cli kfac_iter >/dev/null
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 r=$stage/gs
