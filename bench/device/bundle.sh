@@ -5,29 +5,18 @@
 # tc, and every shared library these load (the C library aside), into
 # .devbundle/gs.tgz (ignored by git; the device tool carries it).
 # bench/device/run.sh unpacks it there and runs Open MPI relocated
-# (OPAL_PREFIX), so nothing of the machine's own system is replaced.
+# (OPAL_DESTDIR, PMIX_DESTDIR), so nothing of the machine's own system is replaced.
 #
-# Usage: bench/device/bundle.sh BUILD_DIR
+# Usage: bench/device/bundle.sh [BUILD_DIR]   (default build)
 set -euo pipefail
-build=$(realpath "${1:?usage: bench/device/bundle.sh BUILD_DIR}")
-cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
-# The binaries must be what the copy's commit says: the build's source tree
-# (this checkout or a worktree of it) clean at this checkout's HEAD, and
-# the build brought up to date.
-src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
-[ -n "$src" ] || { echo "bundle: $build is not a configured build directory" >&2; exit 2; }
-for t in . "$src"; do
-  if [ -n "$(git -C "$t" status --porcelain --untracked-files=no -- . ':(exclude)bench/results')" ]; then
-    echo "bundle: $t has uncommitted changes" >&2
-    exit 2
-  fi
-done
-if [ "$(git -C "$src" rev-parse HEAD)" != "$(git rev-parse HEAD)" ]; then
-  echo "bundle: $build is built from $src at $(git -C "$src" rev-parse --short HEAD)," \
-       "not at this checkout's $(git rev-parse --short HEAD)" >&2
-  exit 2
-fi
-cmake --build "$build" -j"$(nproc)" --target gradsync_cli kfac_iter >/dev/null
+# bench/lib.sh's checks: a clean tree (its commit is the bundle's), and a
+# build directory configured from this checkout and brought up to date.
+# shellcheck source=SCRIPTDIR/../lib.sh
+. "$(dirname "$0")/../lib.sh"
+bench_init "$0" "$@"
+BENCH_BUILD=${1:-$BENCH_BUILD}
+bench_build gradsync_cli kfac_iter
+build=$(realpath "$BENCH_BUILD")
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 r=$stage/gs
@@ -51,5 +40,5 @@ mkdir -p "$r/etc/openmpi" && cp /etc/openmpi/openmpi-mca-params.conf "$r/etc/ope
   while read -r lib; do cp -L "$lib" "$r/lib/"; done
 mkdir -p .devbundle
 tar -C "$stage" -czf .devbundle/gs.tgz gs
-git rev-parse HEAD > .devbundle/commit
+echo "$BENCH_S_COMMIT" > .devbundle/commit
 ls -la .devbundle

@@ -9,7 +9,7 @@
 #
 # Usage (through the device tool, carry .devbundle):
 #   bash bench/device/run.sh SECONDS DRIVER[:SECONDS] ...
-#   (after bench/device/bundle.sh BUILD_DIR on the host, from a clean tree)
+#   (after bench/device/bundle.sh [BUILD_DIR] on the host, from a clean tree)
 #   e.g. bash bench/device/run.sh 560 bench/sparse.sh:200 bench/kfac/iter.sh
 set -uo pipefail
 total=${1:?usage: bench/device/run.sh SECONDS DRIVER[:SECONDS] ...}

@@ -3,14 +3,15 @@
 import json
 import sys
 
-runs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{") and '"stamp"' not in l[:10]]
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+runs = [l for l in lines if "stamp" not in l]
+stamps = [l["stamp"] for l in lines if "stamp" in l]
 print("# Distributed K-FAC: dkfac, spd, dp\n")
 print("Iteration time of one K-FAC training step (forward, backward with the engine's")
 print("gradient all-reduce, the K-FAC step) on emulated nodes at 1 Gbit/s, batch 32 per")
 print("rank, factors every step, inverses every 5 steps; mean over the measured")
 print("iterations after a warm-up (spd plans its factor messages and places its")
 print("inversions there). Times are seconds per iteration, from rank 0.\n")
-stamps = [json.loads(l)["stamp"] for l in open(sys.argv[1]) if l.startswith('{"stamp"')]
 cores = stamps[0]["env"].get("cores", 0) if stamps else 0
 if cores >= 8:
     print(f"**A core per rank**: the machine has {cores} cores for 4 or 8 ranks.")
