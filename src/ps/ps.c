@@ -98,9 +98,9 @@ static gs_status check_local(const gs_ps *ps, const gs_ps_config *cfg,
                              const size_t *counts, size_t n) {
   if (cfg->servers < 1 || cfg->servers >= ps->size)
     return gs_error(GS_ERR_INVALID_ARG,
-                    "rank %d: --ps %d: a job of %d ranks can have 1 to %d "
-                    "servers (at least one rank must be a worker)",
-                    ps->rank, cfg->servers, ps->size, ps->size - 1);
+                    "gs_ps_create on rank %d: %d servers in a communicator of %d "
+                    "ranks: at least one rank must be a worker, and at least one "
+                    "a server", ps->rank, cfg->servers, ps->size);
   if (n > 0 && !counts)
     return gs_error(GS_ERR_INVALID_ARG, "rank %d: gs_ps_create: counts is NULL",
                     ps->rank);

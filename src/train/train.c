@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sync_ps.h"
 #include "train_internal.h"
 
 void train_config_init(train_config *c) {
@@ -449,7 +450,48 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
   return st;
 }
 
+/* Options that name ranks, checked against the job's size before anything
+ * is loaded: every rank has the same options and size, so every rank finds
+ * the same answer, and rank 0 alone says it. GS_OK or GS_ERR_INVALID_ARG
+ * with the message. */
+static gs_status check_job_size(const train_config *c, int size) {
+  int workers = size - (c->ps_servers > 0 ? c->ps_servers : 0);
+  if (c->ps_servers > 0 && workers < 1 && size == 1)
+    return gs_error(GS_ERR_INVALID_ARG, "--ps %d: a job of 1 rank can have no parameter "
+                    "server (a server needs at least one worker rank beside it)",
+                    c->ps_servers);
+  if (c->ps_servers > 0 && workers < 1)
+    return gs_error(GS_ERR_INVALID_ARG, "--ps %d: a job of %d ranks can have at most %d "
+                    "parameter server%s (at least one rank must be a worker)",
+                    c->ps_servers, size, size - 1, size - 1 == 1 ? "" : "s");
+  if (c->straggler) {
+    int r = -1;
+    double f;
+    long a, b;
+    gs_status st = train_straggler_parse(c->straggler, &r, &f, &a, &b);
+    if (st != GS_OK) return st;
+    if (r >= workers && c->ps_servers > 0 && r < size)
+      return gs_error(GS_ERR_INVALID_ARG, "--straggler %s: rank %d is a parameter server, "
+                      "not a worker: this job's workers are ranks 0 to %d (--ps %d makes "
+                      "the last %d rank%s servers)", c->straggler, r, workers - 1,
+                      c->ps_servers, c->ps_servers, c->ps_servers == 1 ? "" : "s");
+    if (r >= workers)
+      return gs_error(GS_ERR_INVALID_ARG, "--straggler %s: this job has no rank %d "
+                      "(its ranks are 0 to %d)", c->straggler, r, size - 1);
+  }
+  return GS_OK;
+}
+
 int train_run(const train_config *cfg, const train_ranks *ranks, train_result *result) {
+  gs_status bad = check_job_size(cfg, ranks->size);
+  if (bad != GS_OK) {
+    if (ranks->rank == 0) {
+      train_ranks whole = *ranks;
+      whole.size = 0; /* the job's options: no rank prefix */
+      train_rank_error(&whole, "%s", gs_last_error());
+    }
+    return 2;
+  }
   train_result local_result;
   train_result *res = result ? result : &local_result;
   memset(res, 0, sizeof *res);

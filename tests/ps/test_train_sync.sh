@@ -1,6 +1,7 @@
 #!/bin/sh
 # gradsync train's sync modes from src/train/sync_ps.c and sync_local.c:
-# bad --sync / --ps / --straggler values exit 2 with a message; short runs
+# bad --sync / --ps / --straggler values exit 2 with a message, also when
+# --ps or --straggler does not fit the job's ranks; short runs
 # on a synthetic set under --ps 1 --sync bsp, switch:offline:0.5 (which
 # switches once, inside the job, and its summary says after which step
 # and why; under asp worker 0 runs its part of the
@@ -29,6 +30,22 @@ for bad in "--sync bogus" "--sync ssp:x --ps 1" "--sync ssp --ps 1" "--sync swit
   [ "$rc" -eq 2 ] || fail "'$bad': exit $rc, expected 2"
   echo "$msg" | grep -q "gradsync train" || fail "'$bad': message '$msg'"
 done
+# Options that name ranks, against the job's size: usage errors (exit 2),
+# said once, without a rank prefix repeated (issue 36).
+sized() { # np expect-substring args...
+  np=$1; want=$2; shift 2
+  msg=$(timeout 120 "$gs" run -np "$np" -- "$gs" train --synthetic 384 --max-steps 1 "$@" 2>&1)
+  rc=$?
+  [ "$rc" -eq 2 ] || fail "-np $np $*: exit $rc, expected 2"
+  n=$(echo "$msg" | grep -c "gradsync train: ")
+  echo "$msg" | grep -qF "$want" && [ "$n" -eq 1 ] ||
+    fail "-np $np $*: expected one line with '$want', got: $msg"
+  echo "$msg" | grep -q "rank 0: rank 0" && fail "-np $np $*: the rank named twice: $msg"
+}
+sized 2 "a job of 2 ranks can have at most 1 parameter server" --ps 2 --sync bsp
+sized 1 "a job of 1 rank can have no parameter server" --ps 1 --sync asp
+sized 2 "this job has no rank 7 (its ranks are 0 to 1)" --straggler 7:2
+sized 3 "rank 2 is a parameter server, not a worker" --ps 1 --sync bsp --straggler 2:2
 run() { # np expect-regex args...
   np=$1; want=$2; shift 2
   out=$(timeout 200 "$gs" run -np "$np" -- "$gs" train --synthetic 384 --epochs 2 --batch 32 \
