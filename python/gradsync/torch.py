@@ -29,7 +29,15 @@ import io
 import sys
 import weakref
 
-import torch
+try:
+    import torch
+except ImportError as _e:  # torch missing, or a torch that cannot load
+    raise ModuleNotFoundError(
+        f"gradsync.torch needs PyTorch, which this interpreter ({sys.executable}) "
+        f"cannot import ({_e}). Install it with scripts/install-deps.sh --with-torch "
+        f"(Debian's python3-torch; run with /usr/bin/python3). The C library, "
+        f"`import gradsync` and every gradsync command work without it.",
+        name="torch") from _e
 
 from gradsync import _C
 from gradsync._C import GradsyncError

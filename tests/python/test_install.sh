@@ -13,3 +13,22 @@ import gradsync, gradsync._C as c, sys
 assert gradsync.__file__.startswith(sys.argv[1]), gradsync.__file__
 assert issubclass(gradsync.GradsyncError, RuntimeError)
 print("installed package:", gradsync.__file__, "extension:", c.__file__)' "$tmp/prefix"
+
+# Without PyTorch (sys.modules["torch"] = None makes "import torch" fail as
+# on an interpreter without it), gradsync imports, and gradsync.torch fails
+# with a ModuleNotFoundError that says what to install and what still works.
+PYTHONPATH="$tmp/prefix/$pydir" "$py" -c '
+import sys
+sys.modules["torch"] = None
+import gradsync
+try:
+    import gradsync.torch
+except ModuleNotFoundError as e:
+    msg = str(e)
+    assert e.name == "torch", e.name
+    for want in ("needs PyTorch", "scripts/install-deps.sh --with-torch",
+                 "work without it"):
+        assert want in msg, f"{want!r} not in: {msg}"
+    print("without torch:", msg)
+else:
+    raise SystemExit("FAIL: gradsync.torch imported without torch")'
