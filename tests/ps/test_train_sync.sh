@@ -10,10 +10,13 @@
 # worker 10x slower, worker 0 runs more than its 32 steps of 2 epochs;
 # --async-lr-scale and --async-momentum reach the pushes (the summary's
 # async_lr_scale and async_momentum), their defaults 1/W and the momentum
-# less 1 - 1/W.
-#   test_train_sync.sh GRADSYNC
+# less 1 - 1/W; Sync-Switch's switch carries the job's state: a switch
+# to ASP whose pushes move nothing leaves the weights BSP had at the switch.
+#   test_train_sync.sh GRADSYNC CKPT_COMPARE
 set -u
-gs=$1
+gs=$1 cmp=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "FAIL train --sync: $*"; fails=1; }
 export GRADSYNC_CALIBRATE=0 GRADSYNC_TIMEOUT=60
@@ -74,4 +77,20 @@ if [ "$rc" -ne 0 ] || [ -z "$steps" ] || [ "$steps" -le 32 ] || [ "$steps" -gt 6
   echo "$out" | tail -3
 fi
 run 3 '"sync":"delayed:2"' --sync delayed:2 --straggler 1:2:2-6
+# The switch itself (issue 36, item 1): BSP for half of a 6-step budget,
+# then ASP pushes with a learning rate of 1e-9 of BSP's, end with the
+# weights of a BSP run stopped at step 3 (bitwise but for those pushes'
+# rounding): nothing of the weights is lost, reset or applied twice at the
+# switch, and the servers' momentum does not move them afterwards.
+sw() { # dir args...
+  d=$1; shift
+  out=$(timeout 200 "$gs" run -np 3 -- "$gs" train --synthetic 384 --epochs 1 --batch 32 --json \
+        --ps 1 --checkpoint "$tmp/$d" "$@" 2>&1) || { fail "$*: exit $?"; echo "$out" | tail -5; }
+}
+sw bsp3 --sync bsp --max-steps 3
+sw switch --sync switch:offline:0.5 --async-lr-scale 1e-9
+echo "$out" | grep -q '"switch_log":\[{"step":3,"to":"asp"' ||
+  fail "switch:offline:0.5 over 6 steps did not switch after step 3: $(echo "$out" | tail -1)"
+"$cmp" cnn "$tmp/bsp3/checkpoint.gsck" "$tmp/switch/checkpoint.gsck" 1e-6 ||
+  fail "the weights after a switch to ASP at lr ~0 are not BSP's at the switch"
 exit $fails
