@@ -61,6 +61,12 @@ gs_status gs_net_rate(const char *name, double *bps);
  * Sets every field of *out (no per-algorithm fits). */
 gs_status gs_cost_preset(const char *name, gs_cost_params *out);
 
+/* One line, into buf (n bytes, truncated), of what the preset `name`
+ * assumes: the rate, the latency of a message step, the share of the line
+ * rate bytes move at, the reduction's speed, and where the constants come
+ * from. GS_ERR_INVALID_ARG for an unknown name, as gs_cost_preset. */
+gs_status gs_net_describe(const char *name, char *buf, size_t n);
+
 /* Predicted time of one collective of `bytes` bytes in total (the full vector
  * for allreduce, reduce-scatter input and allgather output; the per-peer
  * block times p for all-to-all). For an allreduce algorithm with measured
