@@ -43,6 +43,9 @@ def main(paths):
                 key = (r["nodes"], r["profile"], r.get("time_scale", 1))
                 raw[key][r["policy"]].append(r)
     runs = {k: {p: merge(rs) for p, rs in v.items()} for k, v in raw.items()}
+    ws = sorted({r.get("warmup") for v in raw.values() for rs in v.values() for r in rs
+                 if r.get("warmup") is not None})
+    warmups = " or ".join(str(w) for w in ws) if ws else "the"
     print("# Scheduling policies replayed on emulated clusters at 1 Gbit/s\n")
     print("Produced by `bench/replay_sweep.sh` (`gradsync replay --policy all`): compute "
           "replayed by sleeping, scaled per profile so that it takes about as long as the "
@@ -50,8 +53,8 @@ def main(paths):
           "through the engine. Predicted = the planner's model with the engine's fitted a "
           "and b. With several rounds (policies run in turn, odd rounds in reverse order) "
           "the times are the rounds' medians and spread is (max - min) / median of the "
-          "measured times; each round's time is the median of its iterations, after 5 "
-          "warm-up iterations.\n")
+          "measured times; each round's time is the median of its iterations, after "
+          f"{warmups} engine warm-up iterations (each file's command is in its stamp).\n")
     print("| nodes | profile | compute scale | policy | groups | rounds x iters | measured ms | "
           "spread | predicted ms | pred/meas | hidden | vs wfbp | vs single |")
     print("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
