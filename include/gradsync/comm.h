@@ -87,6 +87,13 @@ gs_status gs_comm_destroy(gs_comm *comm);
 
 int gs_comm_rank(const gs_comm *comm);
 int gs_comm_size(const gs_comm *comm);
+/* The MPI communicator gs_comm_create was given: the ranks this gs_comm
+ * spans, for modules that set up their own communication over the same
+ * ranks (parameter servers, K-FAC's communicator) instead of assuming
+ * MPI_COMM_WORLD. Not a copy: the caller of gs_comm_create owns it. The
+ * gs_comm's own collectives run on a duplicate, so calls on this one do
+ * not mix with them. MPI_COMM_NULL for a NULL comm. */
+MPI_Comm gs_comm_mpi(const gs_comm *comm);
 int gs_comm_local_rank(const gs_comm *comm);  /* rank within the node */
 int gs_comm_local_size(const gs_comm *comm);  /* ranks on this node */
 int gs_comm_node(const gs_comm *comm);        /* index of this node */

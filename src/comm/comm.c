@@ -1056,6 +1056,7 @@ gs_status gs_comm_create(MPI_Comm mpi_comm, gs_comm **out) {
   gs_comm *c = gs_calloc(1, sizeof *c);
   if (c == NULL) return GS_ERR_NOMEM;
   c->world.mpi = c->local.mpi = c->cross.mpi = MPI_COMM_NULL;
+  c->given = mpi_comm;
   atomic_store(&c->user_base, UINT64_MAX);
   gs_status st;
   MPI_Comm dup;
@@ -1178,6 +1179,7 @@ _Noreturn void gs_comm_abort(gs_comm *c, int code, const char *fmt, ...) {
 }
 
 int gs_comm_rank(const gs_comm *c) { return c->world.rank; }
+MPI_Comm gs_comm_mpi(const gs_comm *c) { return c ? c->given : MPI_COMM_NULL; }
 int gs_comm_size(const gs_comm *c) { return c->world.size; }
 int gs_comm_local_rank(const gs_comm *c) { return c->local.rank; }
 int gs_comm_local_size(const gs_comm *c) { return c->local.size; }

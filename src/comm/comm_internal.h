@@ -82,6 +82,7 @@ static inline void comm_progress(const coll_group *g) {
 typedef enum { FAULT_NONE = 0, FAULT_ERROR, FAULT_STALL } fault_kind;
 
 struct gs_comm {
+  MPI_Comm given;        /* the communicator gs_comm_create was given (not ours) */
   coll_group world, local, cross;
   int node, nodes;
   int uniform_nodes;     /* every node has the same number of ranks */

@@ -108,8 +108,7 @@ static gs_status kh_create(train_ctx *t, void **self) {
     return gs_error(GS_ERR_INVALID_ARG, "the kfac step hook needs --optimizer kfac");
   kfac_train *k = t->optim.self;
   *self = k;
-  int world = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  int world = t->ranks->size;
   if (t->size > 1 && world != t->size)
     return gs_error(GS_ERR_UNSUPPORTED,
                     "K-FAC needs every rank of the job to train (%d of %d do)", t->size,
@@ -118,7 +117,7 @@ static gs_status kh_create(train_ctx *t, void **self) {
     k->cfg.trace = kt_trace;
     k->cfg.trace_ctx = t->engine;
   }
-  gs_status st = t->size > 1 ? gs_comm_create(MPI_COMM_WORLD, &k->comm) : GS_OK;
+  gs_status st = t->size > 1 ? gs_comm_create(gs_comm_mpi(t->comm), &k->comm) : GS_OK;
   if (st == GS_OK) st = gs_kfac_create(&k->opt, t->net, k->comm, &k->cfg);
   if (st != GS_OK) return st;
   gs_nn_sgd *s = gs_nn_optim_sgd(k->opt);

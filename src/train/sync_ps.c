@@ -93,7 +93,7 @@ static gs_status psm_create(train_ctx *t, void **self) {
     float off = c->momentum - c->async_momentum;
     cfg.async_momentum_offset = off > 0 ? off : -1.0f;
   }
-  st = gs_ps_create(MPI_COMM_WORLD, &cfg, counts, n, &s->ps);
+  st = gs_ps_create(gs_comm_mpi(t->comm), &cfg, counts, n, &s->ps);
   gs_free(counts);
   if (st != GS_OK) return st;
   if (gs_ps_is_server(s->ps)) return GS_OK;
