@@ -121,7 +121,7 @@ fi
 
 # plan --cost FILE: a file as gs_cost_save writes it, for 4 ranks on 4 nodes.
 cat >"$tmp/cost.json" <<'J'
-{"ranks": 4, "nodes": 4, "alpha": 5e-5, "beta": 8e-9, "alpha_local": 1e-6,
+{"ranks": 4, "nodes": 4, "alpha": 1e-4, "beta": 9.4117647058823523e-09, "alpha_local": 1e-6,
  "beta_local": 2e-10, "gamma": 2e-10, "fit": {}}
 J
 "$G" plan --profile "$prof" --workers 4 --cost "$tmp/cost.json" --json >"$tmp/d" 2>&1

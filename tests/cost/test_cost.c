@@ -39,7 +39,8 @@ static int is_pow2(int p) { return p > 0 && (p & (p - 1)) == 0; }
 /* ---- Presets ------------------------------------------------------------------- */
 
 /* One vocabulary: run's rate names and the older fabric names mean the same
- * link, and the preset's beta is the rate run shapes to. */
+ * link, and the preset's beta is the rate run shapes to, at the one
+ * efficiency measured on the emulated link (85% of the line rate). */
 static void test_net_names(void **state) {
   (void)state;
   static const struct { const char *rate, *alias; double bps; } same[] = {
@@ -54,14 +55,14 @@ static void test_net_names(void **state) {
     assert_int_equal(gs_cost_preset(same[i].rate, &a), GS_OK);
     assert_int_equal(gs_cost_preset(same[i].alias, &b), GS_OK);
     assert_memory_equal(&a, &b, sizeof a);
-    assert_true(fabs(a.beta * same[i].bps / 8 - 1) < 1e-12);
+    assert_true(fabs(a.beta * same[i].bps * 0.85 / 8 - 1) < 1e-12);
   }
   double r = 0;
   gs_cost_params c;
   assert_int_equal(gs_net_rate("100mbit", &r), GS_OK);
   assert_true(r == 100e6);
   assert_int_equal(gs_cost_preset("100mbit", &c), GS_OK);
-  assert_true(fabs(c.beta * 100e6 / 8 - 1) < 1e-12);
+  assert_true(fabs(c.beta * 100e6 * 0.85 / 8 - 1) < 1e-12);
   assert_int_equal(gs_net_rate("2.5gbit", &r), GS_OK);
   assert_true(r == 2.5e9);
   /* Unknown names fail with the list of names. */
@@ -91,7 +92,24 @@ static void test_presets(void **state) {
   gs_cost_preset("10GbE", &g10);
   gs_cost_preset("100GbIB", &ib);
   assert_true(g1.beta > g10.beta && g10.beta > ib.beta);
-  assert_close(g1.beta, 8.0 / 1e9, 1e-12); /* 1 Gbit/s */
+  assert_close(g1.beta, 8.0 / (0.85 * 1e9), 1e-12); /* 1 Gbit/s at 85% */
+  assert_close(g1.alpha, 100e-6, 1e-12);             /* the emulated link's fit */
+  /* What the preset assumes, in one line naming its constants. */
+  char line[512];
+  assert_int_equal(gs_net_describe("1GbE", line, sizeof line), GS_OK);
+  assert_non_null(strstr(line, "1GbE: 1 Gbit/s links"));
+  assert_non_null(strstr(line, "100 us"));
+  assert_non_null(strstr(line, "85% of the line rate"));
+  assert_non_null(strstr(line, "measured on gradsync run's emulated link"));
+  assert_int_equal(gs_net_describe("10gbit", line, sizeof line), GS_OK);
+  assert_non_null(strstr(line, "published latency"));
+  assert_int_equal(gs_net_describe("shm", line, sizeof line), GS_OK);
+  assert_non_null(strstr(line, "one host"));
+  char tiny[8];
+  assert_int_equal(gs_net_describe("1gbit", tiny, sizeof tiny), GS_OK);
+  assert_int_equal(strlen(tiny), 7); /* truncated, terminated */
+  assert_int_equal(gs_net_describe("2GbE", line, sizeof line), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_net_describe(NULL, line, sizeof line), GS_ERR_INVALID_ARG);
   gs_cost_params c = {.alpha = 1, .beta = 2, .alpha_local = 3, .beta_local = 4,
                       .gamma = 5};
   assert_int_equal(gs_cost_preset("2GbE", &c), GS_ERR_INVALID_ARG);
