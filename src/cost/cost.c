@@ -298,8 +298,9 @@ void gs_cost_allreduce_linear(const gs_cost_params *c, gs_cost_topo t,
  * 100mbit and 1gbit are what the emulated link of that rate costs
  * (`gradsync run --net`: TCP over a veth shaped by tc tbf), fitted to
  * replayed iterations of every profile on 4 nodes at 1 Gbit/s
- * (bench/net_preset.sh, bench/results/net_preset.md: a = 100 us, e = 0.85,
- * every cell within 10%, each profile also when held out of the fit);
+ * (bench/net_preset.sh, bench/results/net_preset.md: with a = 100 us and
+ * e = 0.85 every cell within 5.4%, each profile within 6.1% when held out
+ * of the fit; the fit's optimum a = 75 us differs by 0.4 points);
  * 100mbit takes 1gbit's constants, since framing and the per-message work
  * do not depend on the rate. The faster ones keep their fabrics' published
  * latencies and take the efficiency. */
