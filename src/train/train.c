@@ -483,8 +483,10 @@ static gs_status check_job_size(const train_config *c, int size) {
 }
 
 int train_run(const train_config *cfg, const train_ranks *ranks, train_result *result) {
-  gs_status bad = check_job_size(cfg, ranks->size);
-  if (bad != GS_OK) {
+  train_result local_result;
+  train_result *res = result ? result : &local_result;
+  memset(res, 0, sizeof *res);
+  if (check_job_size(cfg, ranks->size) != GS_OK) {
     if (ranks->rank == 0) {
       train_ranks whole = *ranks;
       whole.size = 0; /* the job's options: no rank prefix */
@@ -492,9 +494,6 @@ int train_run(const train_config *cfg, const train_ranks *ranks, train_result *r
     }
     return 2;
   }
-  train_result local_result;
-  train_result *res = result ? result : &local_result;
-  memset(res, 0, sizeof *res);
   train_ctx ctx = {.cfg = cfg, .ranks = ranks, .comm = ranks->comm, .rank = ranks->rank,
                    .size = ranks->size};
   train_ctx *t = &ctx;

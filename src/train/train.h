@@ -143,8 +143,10 @@ typedef struct train_result {
 } train_result;
 
 /* Runs training on every rank of ranks->comm (collective; ranks->comm must
- * exist). Returns the exit status: 0, or 1 after a failure, which has been
- * printed and on which every rank agreed. result may be NULL; otherwise it
+ * exist). Returns the exit status: 0; 2 when an option does not fit the
+ * job's ranks (--ps, --straggler: every rank finds it, rank 0 prints it);
+ * or 1 after a failure, which has been printed and on which every rank
+ * agreed. result may be NULL; otherwise it
  * is overwritten, and on success holds a copy of the final weights. */
 int train_run(const train_config *cfg, const train_ranks *ranks, train_result *result);
 
