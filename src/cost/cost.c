@@ -398,13 +398,19 @@ gs_status gs_net_describe(const char *name, char *buf, size_t n) {
   double bps;
   GS_CHECK(gs_net_rate(name, &bps));
   size_t row = net_row(bps);
+  char from[160];
+  if (net_table[row].calibrated && net_table[row].bps == bps)
+    snprintf(from, sizeof from, "as measured on gradsync run's emulated link "
+             "(bench/results/net_preset.md)");
+  else if (net_table[row].calibrated)
+    snprintf(from, sizeof from, "the constants measured on the emulated %s link",
+             net_table[row].name);
+  else
+    snprintf(from, sizeof from, "the efficiency measured on the emulated 1gbit link and "
+             "the %s fabric's published latency", net_table[row].name);
   snprintf(buf, n, "%s: %g Gbit/s links; a message step costs %.0f us and its bytes move "
-           "at %.0f%% of the line rate (b = %.3g ns/B)%s; reductions at %.0f GB/s",
-           name, bps / 1e9, c.alpha * 1e6, NET_EFFICIENCY * 100, c.beta * 1e9,
-           net_table[row].calibrated
-               ? ", as measured on gradsync run's emulated link (bench/results/net_preset.md)"
-               : ", the efficiency measured on the emulated 1 Gbit/s link and the "
-                 "fabric's published latency",
+           "at %.0f%% of the line rate (b = %.3g ns/B), %s; reductions at %.0f GB/s",
+           name, bps / 1e9, c.alpha * 1e6, NET_EFFICIENCY * 100, c.beta * 1e9, from,
            1e-9 / c.gamma);
   return GS_OK;
 }

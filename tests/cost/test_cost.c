@@ -102,7 +102,9 @@ static void test_presets(void **state) {
   assert_non_null(strstr(line, "85% of the line rate"));
   assert_non_null(strstr(line, "measured on gradsync run's emulated link"));
   assert_int_equal(gs_net_describe("10gbit", line, sizeof line), GS_OK);
-  assert_non_null(strstr(line, "published latency"));
+  assert_non_null(strstr(line, "10gbit fabric's published latency"));
+  assert_int_equal(gs_net_describe("2.5gbit", line, sizeof line), GS_OK);
+  assert_non_null(strstr(line, "the constants measured on the emulated 1gbit link"));
   assert_int_equal(gs_net_describe("shm", line, sizeof line), GS_OK);
   assert_non_null(strstr(line, "one host"));
   char tiny[8];
