@@ -8,9 +8,17 @@
  * nccl-tests factor: 2(p-1)/p for allreduce, (p-1)/p for reduce-scatter,
  * allgather and all-to-all, 1 for broadcast). Every measured call's output
  * is compared with the expected values; a wrong result fails the run.
+ *
+ * --link adds the link's own ceiling to each row: every rank at once sends
+ * the bytes the collective's bus carries (busbw's bytes) to the next rank
+ * and receives as many from the previous one with plain MPI_Sendrecv, no
+ * arithmetic and nothing of gradsync's. Its busbw is what the network (and
+ * the host carrying it, for an emulated one) gives when every node sends,
+ * the ceiling any algorithm's busbw can reach; each row prints its share.
  */
 #include <cjson/cJSON.h>
 #include <getopt.h>
+#include <mpi.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +29,9 @@
 #include "gradsync.h"
 
 typedef enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_BCAST, OP_ALLTOALL } bench_op;
+
+/* The pseudo-algorithm of --link's row, past gradsync's own. */
+#define ALGO_LINK ((gs_algo)GS_ALGO_COUNT)
 
 static const struct {
   const char *name;
@@ -51,6 +62,7 @@ typedef struct bench_opts {
   int json;
   int calibrate;        /* fit each algorithm before the sweep */
   const char *cost_out; /* where to save the fitted model */
+  int link;             /* add the link's ceiling to each row */
 } bench_opts;
 
 typedef struct bench_ctx {
@@ -60,6 +72,7 @@ typedef struct bench_ctx {
   const bench_opts *o;
   size_t count;        /* elements per rank's send buffer */
   size_t in_elems, out_elems;
+  size_t bytes;        /* the row's size: the collective's total bytes */
   void *in, *out, *expect;
 } bench_ctx;
 
@@ -82,6 +95,9 @@ static void usage(FILE *f) {
           "  --warmup N         untimed calls first (default 2)\n"
           "  --budget SECONDS   time budget of timed calls per row (default 3)\n"
           "  --json             one JSON object per line instead of a table\n"
+          "  --link             also measure the link's ceiling: every rank sends\n"
+          "                     the bus's bytes to the next with plain MPI_Sendrecv\n"
+          "                     at once; each row adds its share of it\n"
           "  --no-calibrate     choose 'auto' with the quick model of start-up\n"
           "                     instead of first fitting each algorithm (up to\n"
           "                     64 MB) on this network\n"
@@ -191,9 +207,39 @@ static void prepare(bench_ctx *b) {
   }
 }
 
+static double bus_factor(bench_op op, int p);
+
+/* --link's call: the bus's bytes of the collective (busbw's numerator)
+ * from each rank to the next, from the previous one at once, in pieces of
+ * at most the collective's own buffer. */
+static gs_status link_once(bench_ctx *b) {
+  size_t es = gs_dtype_size(b->o->dtype);
+  size_t cap = b->in_elems < b->out_elems ? b->in_elems : b->out_elems;
+  cap *= es;
+  double want = (double)b->bytes * bus_factor(b->o->op, b->size);
+  size_t left = (size_t)(want + 0.5);
+  int right = (b->rank + 1) % b->size, from = (b->rank + b->size - 1) % b->size;
+  MPI_Comm mc = gs_comm_mpi(b->comm);
+  while (left > 0) {
+    size_t n = left < cap ? left : cap;
+    if (n > (size_t)1 << 30) n = (size_t)1 << 30;
+    int rc = MPI_Sendrecv(b->in, (int)n, MPI_BYTE, right, 77, b->out, (int)n, MPI_BYTE,
+                          from, 77, mc, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS)
+      return gs_error(GS_ERR_MPI, "link: MPI_Sendrecv of %zu bytes failed (%d)", n, rc);
+    left -= n;
+  }
+  return GS_OK;
+}
+
+static const char *row_name(gs_algo algo) {
+  return algo == ALGO_LINK ? "link" : gs_algo_name(algo);
+}
+
 static gs_status run_once(bench_ctx *b, gs_algo algo) {
   const bench_opts *o = b->o;
   size_t n = b->count;
+  if (algo == ALGO_LINK) return link_once(b);
   switch (o->op) {
     case OP_ALLREDUCE:
       return gs_allreduce(b->comm, b->in, b->out, n, o->dtype, o->redop, algo);
@@ -265,7 +311,7 @@ static double measure(bench_ctx *b, gs_algo algo, int *iters_out, double *cpu_ou
     st = GS_ERR_MPI;
   if (st != GS_OK || agreed[1] != 0) {
     cli_rank_error(b->r, "%s with algorithm %s failed: %s", op_info[o->op].name,
-                   gs_algo_name(algo), st != GS_OK ? gs_last_error() : "on another rank");
+                   row_name(algo), st != GS_OK ? gs_last_error() : "on another rank");
     return -1;
   }
   int iters = o->iters;
@@ -286,12 +332,12 @@ static double measure(bench_ctx *b, gs_algo algo, int *iters_out, double *cpu_ou
     st = run_once(b, algo);
     times[i] = gs_now() - t0;
     times[iters + 1] += cli_cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0;
-    if (st == GS_OK && !wrong && verify(b, &bad)) wrong = i + 1;
+    if (st == GS_OK && !wrong && algo != ALGO_LINK && verify(b, &bad)) wrong = i + 1;
   }
   times[iters] = st != GS_OK ? 2.0 : wrong ? 1.0 : 0.0;
   if (st != GS_OK)
     cli_rank_error(b->r, "%s with algorithm %s failed: %s", op_info[o->op].name,
-                   gs_algo_name(algo), gs_last_error());
+                   row_name(algo), gs_last_error());
   if (wrong) {
     gs_dtype d = o->dtype;
     cli_rank_error(b->r, "WRONG RESULT: %s, algorithm %s, %zu elements of %s, call %d: "
@@ -310,7 +356,7 @@ static double measure(bench_ctx *b, gs_algo algo, int *iters_out, double *cpu_ou
   double verdict = times[iters];
   if (verdict == 2.0 && st == GS_OK)
     cli_rank_error(b->r, "stopping: %s with algorithm %s failed on another rank",
-                   op_info[o->op].name, gs_algo_name(algo));
+                   op_info[o->op].name, row_name(algo));
   double med = cli_median(times, (size_t)iters);
   *cpu_out = times[iters + 1] / iters;
   free(times);
@@ -327,7 +373,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
       {"warmup", required_argument, 0, 'w'},  {"budget", required_argument, 0, 't'},
       {"json", no_argument, 0, 'j'},          {"help", no_argument, 0, 'h'},
       {"no-calibrate", no_argument, 0, 'C'},  {"cost-out", required_argument, 0, 'O'},
-      {0, 0, 0, 0}};
+      {"link", no_argument, 0, 'L'},          {0, 0, 0, 0}};
   *o = (bench_opts){.op = OP_ALLREDUCE, .only = GS_ALGO_COUNT, .min_bytes = 4096,
                     .max_bytes = 256u << 20, .step = 4, .dtype = GS_F32,
                     .redop = GS_SUM, .iters = 20, .warmup = 2, .budget = 3.0,
@@ -408,6 +454,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         break;
       case 'j': o->json = 1; break;
       case 'C': o->calibrate = 0; break;
+      case 'L': o->link = 1; break;
       case 'O':
         if (*optarg == '\0') {
           cli_error("bench", "--cost-out needs a file name");
@@ -441,10 +488,11 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
   return 0;
 }
 
-/* The algorithms of one row: the peer first, then gradsync's choice, then
- * each of gradsync's own. */
+/* The algorithms of one row: the link's ceiling (--link), the peer, then
+ * gradsync's choice, then each of gradsync's own. */
 static int row_algos(const bench_opts *o, const gs_comm *comm, gs_algo *out) {
   int n = 0;
+  if (o->link) out[n++] = ALGO_LINK;
   if (o->only != GS_ALGO_COUNT) {
     if (o->only != GS_ALGO_MPI) out[n++] = GS_ALGO_MPI;
     out[n++] = o->only;
@@ -485,10 +533,11 @@ static void print_cost_json(const bench_opts *o, const gs_cost_params *cost, int
 
 static void print_row_json(const bench_opts *o, gs_algo algo, const char *chosen,
                            double bytes, int p, int nodes, double t, double algbw,
-                           double busbw, double vs, int iters, double cpu) {
+                           double busbw, double vs, int iters, double cpu,
+                           double link_share) {
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "op", op_info[o->op].name);
-  cJSON_AddStringToObject(j, "algo", gs_algo_name(algo));
+  cJSON_AddStringToObject(j, "algo", row_name(algo));
   cJSON_AddStringToObject(j, "chosen", chosen);
   cli_json_add(j, "bytes", bytes, "%.0f");
   cJSON_AddNumberToObject(j, "ranks", p);
@@ -498,10 +547,11 @@ static void print_row_json(const bench_opts *o, gs_algo algo, const char *chosen
   cli_json_add(j, "time_us", t * 1e6, "%.2f");
   cli_json_add(j, "algbw_GBps", algbw, "%.5f");
   cli_json_add(j, "busbw_GBps", busbw, "%.5f");
-  cli_json_add(j, "speedup_vs_mpi", vs, "%.4f");
+  if (algo != ALGO_LINK) cli_json_add(j, "speedup_vs_mpi", vs, "%.4f");
   cJSON_AddNumberToObject(j, "iters", iters);
   cli_json_add(j, "cpu_us", cpu * 1e6, "%.2f");
-  cJSON_AddStringToObject(j, "check", "ok");
+  if (o->link) cli_json_add(j, "link_share", link_share, "%.4f");
+  cJSON_AddStringToObject(j, "check", algo == ALGO_LINK ? "none" : "ok");
   cli_print_json(stdout, j);
 }
 
@@ -591,12 +641,16 @@ int cmd_bench(int argc, char **argv) {
              "# vs mpi: MPI's time / this time (above 1 = faster than MPI);\n"
              "# cpu: the busiest rank's CPU time (user + system, all threads)\n"
              "#   as a share of the call's time\n");
-      printf("%12s  %-20s %12s %10s %10s %8s %6s %6s\n", "bytes", "algo", "time_us",
-             "algbw_GB/s", "busbw_GB/s", "vs_mpi", "iters", "cpu");
+      if (o.link)
+        printf("# link: plain MPI_Sendrecv of the bus's bytes, every rank to the next\n"
+               "#   at once (no result to check); of_link: busbw / link's busbw\n");
+      printf("%12s  %-20s %12s %10s %10s %8s %6s %6s%s\n", "bytes", "algo", "time_us",
+             "algbw_GB/s", "busbw_GB/s", "vs_mpi", "iters", "cpu",
+             o.link ? " of_link" : "");
     }
     fflush(stdout);
   }
-  gs_algo algos[GS_ALGO_COUNT + 2];
+  gs_algo algos[GS_ALGO_COUNT + 3];
   int nalgo = row_algos(&o, b.comm, algos);
   for (size_t bytes = o.min_bytes; bytes <= o.max_bytes;) {
     size_t per = bytes / unit;
@@ -604,8 +658,9 @@ int cmd_bench(int argc, char **argv) {
     size_t total_elems = per * (unit / es);
     b.in_elems = o.op == OP_REDUCE_SCATTER || o.op == OP_ALLTOALL ? per * (size_t)p : per;
     b.out_elems = o.op == OP_ALLGATHER || o.op == OP_ALLTOALL ? per * (size_t)p : per;
+    b.bytes = total_elems * es;
     prepare(&b);
-    double t_mpi = 0;
+    double t_mpi = 0, t_link = 0;
     for (int k = 0; k < nalgo; k++) {
       int iters = 0;
       double cpu = 0;
@@ -616,8 +671,10 @@ int cmd_bench(int argc, char **argv) {
         continue;
       }
       if (algos[k] == GS_ALGO_MPI) t_mpi = t;
+      if (algos[k] == ALGO_LINK) t_link = t;
       double actual = (double)(total_elems * es);
       if (o.op == OP_ALLREDUCE && algos[k] != GS_ALGO_MPI && algos[k] != GS_ALGO_AUTO &&
+          algos[k] != ALGO_LINK &&
           sw_n[algos[k]] < GS_COST_MAX_POINTS && t > 0) {
         sw_bytes[algos[k]][sw_n[algos[k]]] = actual;
         sw_secs[algos[k]][sw_n[algos[k]]++] = t;
@@ -625,16 +682,24 @@ int cmd_bench(int argc, char **argv) {
       double algbw = t > 0 ? actual / t * 1e-9 : 0;
       double busbw = algbw * bus_factor(o.op, p);
       double vs = t_mpi > 0 && t > 0 ? t_mpi / t : 0;
+      double share = t_link > 0 && t > 0 ? t_link / t : 0;
       char name[40];
       if (algos[k] == GS_ALGO_AUTO && o.op == OP_ALLREDUCE)
         snprintf(name, sizeof name, "auto(%s)",
                  gs_algo_name(gs_comm_choose_allreduce(b.comm, (size_t)actual)));
       else
-        snprintf(name, sizeof name, "%s", gs_algo_name(algos[k]));
+        snprintf(name, sizeof name, "%s", row_name(algos[k]));
       if (b.rank == 0) {
         if (o.json)
           print_row_json(&o, algos[k], name, actual, p, gs_comm_nodes(b.comm), t, algbw,
-                         busbw, vs, iters, cpu);
+                         busbw, vs, iters, cpu, share);
+        else if (algos[k] == ALGO_LINK)
+          printf("%12.0f  %-20s %12.1f %10.4f %10.4f %8s %6d %5.0f%% %7s\n", actual, name,
+                 t * 1e6, algbw, busbw, "-", iters, t > 0 ? 100 * cpu / t : 0.0, "100%");
+        else if (o.link)
+          printf("%12.0f  %-20s %12.1f %10.4f %10.4f %7.2fx %6d %5.0f%% %6.0f%%\n", actual,
+                 name, t * 1e6, algbw, busbw, vs, iters, t > 0 ? 100 * cpu / t : 0.0,
+                 100 * share);
         else
           printf("%12.0f  %-20s %12.1f %10.4f %10.4f %7.2fx %6d %5.0f%%\n", actual, name,
                  t * 1e6, algbw, busbw, vs, iters, t > 0 ? 100 * cpu / t : 0.0);
