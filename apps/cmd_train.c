@@ -300,20 +300,12 @@ static int parse_opts(int argc, char **argv, train_config *o) {
         break;
       }
       case 'Y': {
-        gs_ps_sync ps_sync;
-        int kind;
-        long h;
-        double f;
         if (!train_sync_find(optarg)) {
           cli_error(VERB, "unknown --sync '%s' (%s)", optarg, train_sync_names());
           return 2;
         }
-        if ((train_sync_is_ps(optarg) && gs_ps_sync_parse(optarg, &ps_sync) != GS_OK) ||
-            ((strncmp(optarg, "local:", 6) == 0 || strncmp(optarg, "post-local", 10) == 0 ||
-              strncmp(optarg, "delayed", 7) == 0) &&
-             train_local_parse(optarg, &kind, &h, &f) != GS_OK) ||
-            (strncmp(optarg, "engine", 6) == 0 && strcmp(optarg, "engine") != 0)) {
-          cli_error(VERB, "%s", gs_last_error());
+        if (train_sync_check(optarg) != GS_OK) {
+          cli_error(VERB, "--sync: %s", gs_last_error());
           return 2;
         }
         o->sync = optarg;
@@ -409,7 +401,7 @@ static int parse_opts(int argc, char **argv, train_config *o) {
     cli_error(VERB, "--nesterov needs a momentum above 0 (--momentum 0 was given)");
     return 2;
   }
-  if (o->ps_servers > 0 && !train_sync_is_ps(o->sync)) {
+  if (o->ps_servers > 0 && !train_sync_uses_servers(o->sync)) {
     cli_error(VERB, "--ps %d needs a parameter-server --sync (bsp, asp, ssp:S, "
               "switch:offline:F or switch:online[:F]), not '%s'", o->ps_servers, o->sync);
     return 2;
@@ -425,7 +417,7 @@ static int parse_opts(int argc, char **argv, train_config *o) {
               (double)o->momentum);
     return 2;
   }
-  if (o->ps_servers == 0 && train_sync_is_ps(o->sync)) {
+  if (o->ps_servers == 0 && train_sync_uses_servers(o->sync)) {
     cli_error(VERB, "--sync %s runs over parameter servers: it needs --ps S", o->sync);
     return 2;
   }

@@ -49,7 +49,7 @@ gs_status gs_ps_sync_parse(const char *text, gs_ps_sync *out) {
     long v = strtol(text + 4, &end, 10);
     if (errno || end == text + 4 || *end != '\0' || v < 0 || v > 1000000)
       return gs_error(GS_ERR_PARSE,
-                      "--sync '%s': ssp:S needs a staleness bound S, an "
+                      "sync mode '%s': ssp:S needs a staleness bound S, an "
                       "integer from 0 to 1000000", text);
     s.mode = GS_PS_SSP;
     s.staleness = (int)v;
@@ -57,7 +57,7 @@ gs_status gs_ps_sync_parse(const char *text, gs_ps_sync *out) {
     s.policy = GS_PS_POLICY_OFFLINE;
     if (parse_fraction(text + 15, &s.bsp_fraction) != 0)
       return gs_error(GS_ERR_PARSE,
-                      "--sync '%s': switch:offline:F needs the BSP fraction "
+                      "sync mode '%s': switch:offline:F needs the BSP fraction "
                       "F, a number from 0 to 1", text);
   } else if (strcmp(text, "switch:online") == 0) {
     s.policy = GS_PS_POLICY_ONLINE;
@@ -65,11 +65,11 @@ gs_status gs_ps_sync_parse(const char *text, gs_ps_sync *out) {
     s.policy = GS_PS_POLICY_ONLINE;
     if (parse_fraction(text + 14, &s.bsp_fraction) != 0)
       return gs_error(GS_ERR_PARSE,
-                      "--sync '%s': switch:online:F needs the BSP fraction "
+                      "sync mode '%s': switch:online:F needs the BSP fraction "
                       "F, a number from 0 to 1", text);
   } else {
     return gs_error(GS_ERR_PARSE,
-                    "--sync '%s': expected bsp, asp, ssp:S, "
+                    "sync mode '%s': expected bsp, asp, ssp:S, "
                     "switch:offline:F or switch:online[:F]", text);
   }
   *out = s;

@@ -22,6 +22,18 @@ const train_sync_ops *train_sync_find(const char *name) {
   return NULL;
 }
 
+gs_status train_sync_check(const char *spec) {
+  const train_sync_ops *m = train_sync_find(spec);
+  if (m == NULL)
+    return gs_error(GS_ERR_PARSE, "unknown sync mode '%s' (%s)", spec, train_sync_names());
+  return m->check(spec);
+}
+
+int train_sync_uses_servers(const char *spec) {
+  const train_sync_ops *m = train_sync_find(spec);
+  return m != NULL && m->servers;
+}
+
 const char *train_sync_names(void) {
   static char names[256];
   if (names[0] == '\0') {

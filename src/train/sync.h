@@ -54,8 +54,12 @@ typedef struct train_sync_stats {
 } train_sync_stats;
 
 typedef struct train_sync_ops {
-  const char *name; /* as --sync names it */
+  const char *name; /* the mode's name, the part of its spec before ':' */
+  int servers;      /* runs on parameter servers: the job has server ranks */
   int owns_step;
+  /* Checks a whole spec of this mode ("ssp:2"), without side effects;
+   * GS_ERR_PARSE naming the spec and the forms the mode accepts. */
+  gs_status (*check)(const char *spec);
   gs_status (*create)(train_ctx *t, void **self);
   int (*is_worker)(void *self);
   gs_status (*serve)(void *self);
@@ -90,6 +94,11 @@ extern const train_sync_ops train_sync_engine;
 
 /* The sync mode called name ("engine"), or NULL. */
 const train_sync_ops *train_sync_find(const char *name);
+/* Checks a whole sync spec ("ssp:2") with its mode's check: GS_ERR_PARSE
+ * naming the spec for an unknown mode or a bad parameter. */
+gs_status train_sync_check(const char *spec);
+/* Whether the spec's mode runs on parameter servers (0 for unknown ones). */
+int train_sync_uses_servers(const char *spec);
 /* The modes' names, comma-separated, for messages. */
 const char *train_sync_names(void);
 

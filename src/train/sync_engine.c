@@ -188,9 +188,15 @@ static gs_status engine_destroy(void *self) {
   return st;
 }
 
+static gs_status engine_check(const char *spec) {
+  if (strcmp(spec, "engine") == 0) return GS_OK;
+  return gs_error(GS_ERR_PARSE, "sync mode '%s': engine takes no parameters", spec);
+}
+
 const train_sync_ops train_sync_engine = {
     .name = "engine",
     .owns_step = 1,
+    .check = engine_check,
     .create = engine_create,
     .before_forward = engine_before_forward,
     .grad_ready = engine_grad_ready,

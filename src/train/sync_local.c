@@ -84,7 +84,7 @@ gs_status train_local_parse(const char *text, int *kind, long *h, double *frac) 
     if (parse_long(text + 8, 1, 1000000, h, &rest) == 0 && *rest == '\0') return GS_OK;
   }
   return gs_error(GS_ERR_PARSE,
-                  "--sync '%s': expected local:H, post-local:H[:F] or delayed:D with "
+                  "sync mode '%s': expected local:H, post-local:H[:F] or delayed:D with "
                   "H, D integers >= 1 and F from 0 to 1",
                   text);
 }
@@ -235,9 +235,17 @@ static gs_status local_destroy(void *self) {
   return GS_OK;
 }
 
+static gs_status local_check(const char *spec) {
+  int kind;
+  long h;
+  double frac;
+  return train_local_parse(spec, &kind, &h, &frac);
+}
+
 #define LOCAL_OPS(sym, nm)                                                              \
   const train_sync_ops sym = {.name = nm,                                              \
                               .owns_step = 0,                                          \
+                              .check = local_check,                                    \
                               .create = local_create,                                  \
                               .before_forward = local_before_forward,                  \
                               .grad_ready = local_grad_ready,                          \

@@ -19,11 +19,9 @@
 #include "sync_ps.h"
 #include "train.h"
 
-int train_sync_is_ps(const char *sync) {
-  size_t len = strcspn(sync, ":");
-  return (len == 3 && (strncmp(sync, "bsp", 3) == 0 || strncmp(sync, "asp", 3) == 0 ||
-                       strncmp(sync, "ssp", 3) == 0)) ||
-         (len == 6 && strncmp(sync, "switch", 6) == 0);
+static gs_status psm_check(const char *spec) {
+  gs_ps_sync s;
+  return gs_ps_sync_parse(spec, &s);
 }
 
 /* The switches the JSON summary lists, and the text one (the count covers
@@ -254,7 +252,9 @@ static gs_status psm_destroy(void *self) {
 
 #define PS_OPS(sym, nm)                                                                 \
   const train_sync_ops sym = {.name = nm,                                              \
+                              .servers = 1,                                            \
                               .owns_step = 1,                                          \
+                              .check = psm_check,                                      \
                               .create = psm_create,                                    \
                               .is_worker = psm_is_worker,                              \
                               .serve = psm_serve,                                      \

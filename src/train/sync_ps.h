@@ -14,8 +14,6 @@ extern const train_sync_ops train_sync_local, train_sync_post_local, train_sync_
 /* --straggler RANK:FACTOR[:FROM-TO] (hook_straggler.c). */
 extern const train_hook_ops train_hook_straggler;
 
-/* Whether --sync names a parameter-server protocol (bsp, asp, ssp:S, switch:...). */
-int train_sync_is_ps(const char *sync);
 /* Checks a local-SGD --sync value (GS_ERR_PARSE with a message). */
 gs_status train_local_parse(const char *text, int *kind, long *h, double *frac);
 gs_status train_straggler_parse(const char *text, int *rank, double *factor, long *from,

@@ -32,6 +32,15 @@ for bad in "--sync bogus" "--sync ssp:x --ps 1" "--sync ssp --ps 1" "--sync swit
   rc=$?
   [ "$rc" -eq 2 ] || fail "'$bad': exit $rc, expected 2"
   echo "$msg" | grep -q "gradsync train" || fail "'$bad': message '$msg'"
+  # A bad --sync value is named in the message (an empty one was printed
+  # for engine:3 before the modes checked their own specs).
+  case "$bad" in
+    "--sync "*" --async"*) ;;
+    "--sync "*)
+      val=${bad#--sync }
+      val=${val%% *}
+      echo "$msg" | grep -qF -- "$val" || fail "'$bad': message '$msg' does not name '$val'" ;;
+  esac
 done
 # Options that name ranks, against the job's size: usage errors (exit 2),
 # said once, without a rank prefix repeated (issue 36).
