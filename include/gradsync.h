@@ -19,5 +19,6 @@
 #include "gradsync/engine.h"
 #include "gradsync/compress.h"
 #include "gradsync/compress_comm.h"
+#include "gradsync/ps.h"
 
 #endif /* GRADSYNC_H */

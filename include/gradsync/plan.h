@@ -27,9 +27,7 @@
 
 #include <stddef.h>
 
-#include "gradsync/comm.h"
 #include "gradsync/compress.h"
-#include "gradsync/compress_comm.h"
 #include "gradsync/core.h"
 #include "gradsync/cost.h"
 

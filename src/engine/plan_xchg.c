@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "gradsync/compress_comm.h"
 #include "plan_internal.h"
 
 static gs_status check_xchg(const gs_plan_xchg *x) {

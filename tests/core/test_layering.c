@@ -2,7 +2,8 @@
  * The layering that docs/ARCHITECTURE.md states, checked by the compiler:
  * the internal header pulls in only core, and the cost model's header
  * neither the communicator's nor MPI's, and the compressors' header neither
- * either. gs_algo and its names are core's.
+ * either; the planner's and the simulator's headers neither MPI nor the
+ * communicator. gs_algo and its names are core's.
  */
 #include "gs_internal.h"
 
@@ -23,6 +24,15 @@
 
 #if defined(GRADSYNC_COMM_H) || defined(MPI_VERSION)
 #error "gradsync/compress.h must not include gradsync/comm.h or mpi.h"
+#endif
+
+/* The planner and the simulator are arithmetic on profiles and the cost
+ * model: a tool can plan or simulate a cluster without MPI. */
+#include "gradsync/plan.h"
+#include "gradsync/sim.h"
+
+#if defined(GRADSYNC_COMM_H) || defined(GRADSYNC_COMPRESS_COMM_H) || defined(MPI_VERSION)
+#error "gradsync/plan.h and gradsync/sim.h must not include comm.h, compress_comm.h or mpi.h"
 #endif
 
 #include <stdio.h>

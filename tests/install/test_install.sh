@@ -12,9 +12,11 @@ echo "installed into $tmp/prefix"
 export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
 mpicc "$here/consumer.c" $(pkg-config --cflags --libs gradsync) \
   -Wl,-rpath,"$tmp/prefix/lib" -o "$tmp/consumer_pc"
-echo "pkg-config build: ok"
+mpicc "$here/consumer_kfac.c" $(pkg-config --cflags --libs gradsync-kfac) \
+  -Wl,-rpath,"$tmp/prefix/lib" -o "$tmp/consumer_kfac_pc"
+echo "pkg-config build: ok (gradsync, gradsync-kfac)"
 mkdir "$tmp/src"
-cp "$here/consumer.c" "$tmp/src/"
+cp "$here/consumer.c" "$here/consumer_kfac.c" "$tmp/src/"
 cp "$here/CMakeLists.txt.in" "$tmp/src/CMakeLists.txt"
 cmake -S "$tmp/src" -B "$tmp/b" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
   -DCMAKE_BUILD_RPATH="$tmp/prefix/lib" >/dev/null
@@ -23,4 +25,6 @@ echo "find_package build: ok"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun -np 2 --oversubscribe "$tmp/consumer_pc"
 mpirun -np 2 --oversubscribe "$tmp/b/consumer_cmake"
+mpirun -np 2 --oversubscribe "$tmp/consumer_kfac_pc"
+mpirun -np 2 --oversubscribe "$tmp/b/consumer_kfac_cmake"
 echo "both consumers ran on 2 ranks: ok"
