@@ -321,27 +321,7 @@ static gs_status make_plan(gs_engine *e, const gs_profile *p, const char *spec,
   GS_CHECK(gs_plan_policy_parse(spec, &pol));
   gs_plan_xchg x;
   GS_CHECK(eng_xchg_costs(e, &x));
-  if (x.n > 0 || pol.kind != GS_PLAN_AUTO || e->forward_overlap)
-    return gs_plan_make_xchg(p, &e->cost, &x, &pol, e->forward_overlap, out);
-  gs_plan *best = NULL;
-  for (int k = 0; k < GS_PLAN_DEAR; k++) {
-    gs_plan_policy pk = {(gs_plan_policy_kind)k, 25.0, 1.0};
-    gs_plan *pl = NULL;
-    gs_status st = gs_plan_make_policy(p, &e->cost, &pk, &pl);
-    if (st != GS_OK) {
-      gs_plan_free(best);
-      return st;
-    }
-    if (best == NULL || pl->predicted_iter_s < best->predicted_iter_s) {
-      gs_plan_free(best);
-      best = pl;
-    } else {
-      gs_plan_free(pl);
-    }
-  }
-  best->policy = pol;
-  *out = best;
-  return GS_OK;
+  return gs_plan_make_xchg(p, &e->cost, &x, &pol, e->forward_overlap, out);
 }
 
 void eng_plan_free(eng_plan *p) {

@@ -834,6 +834,43 @@ static gs_status make_one(const plan_ctx *ctx, const gs_plan_policy *pol,
   return GS_OK;
 }
 
+gs_status plan_auto_search(plan_make_fn make, void *arg, unsigned skip,
+                           const gs_plan_policy *asked, gs_plan **out) {
+  gs_plan *best = NULL;
+  *out = NULL;
+  for (int k = 0; k < GS_PLAN_AUTO; k++) {
+    if (skip & (1u << k)) continue;
+    gs_plan_policy pk = {(gs_plan_policy_kind)k, 25.0, 1.0};
+    gs_plan *pl = NULL;
+    gs_status st = make(arg, &pk, &pl);
+    if (st != GS_OK) {
+      gs_plan_free(best);
+      return st;
+    }
+    if (best == NULL || pl->predicted_iter_s < best->predicted_iter_s) {
+      gs_plan_free(best);
+      best = pl;
+    } else {
+      gs_plan_free(pl);
+    }
+  }
+  if (best == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "plan: auto has no policy to choose from");
+  best->policy = *asked;
+  *out = best;
+  return GS_OK;
+}
+
+typedef struct {
+  const plan_ctx *ctx;
+  size_t *starts;
+} make_one_arg;
+
+static gs_status make_one_cb(void *arg, const gs_plan_policy *policy, gs_plan **out) {
+  make_one_arg *a = arg;
+  return make_one(a->ctx, policy, a->starts, out);
+}
+
 gs_status gs_plan_make_policy(const gs_profile *profile, const gs_plan_cost *cost,
                               const gs_plan_policy *policy, gs_plan **out) {
   if (out) *out = NULL;
@@ -848,27 +885,8 @@ gs_status gs_plan_make_policy(const gs_profile *profile, const gs_plan_cost *cos
   if (st == GS_OK && policy->kind != GS_PLAN_AUTO) {
     st = make_one(&ctx, policy, starts, out);
   } else if (st == GS_OK) {
-    /* auto: every other policy (bucket with DDP's defaults); ties go to the
-     * first in enum order, so the simpler plan wins. */
-    gs_plan *best = NULL;
-    for (int k = 0; k < GS_PLAN_AUTO && st == GS_OK; k++) {
-      gs_plan_policy pk = {(gs_plan_policy_kind)k, 25.0, 1.0};
-      gs_plan *pl = NULL;
-      st = make_one(&ctx, &pk, starts, &pl);
-      if (st != GS_OK) break;
-      if (best == NULL || pl->predicted_iter_s < best->predicted_iter_s) {
-        gs_plan_free(best);
-        best = pl;
-      } else {
-        gs_plan_free(pl);
-      }
-    }
-    if (st == GS_OK) {
-      best->policy = *policy;
-      *out = best;
-    } else {
-      gs_plan_free(best);
-    }
+    make_one_arg arg = {&ctx, starts};
+    st = plan_auto_search(make_one_cb, &arg, 0, policy, out);
   }
   gs_free(starts);
   plan_ctx_free(&ctx);

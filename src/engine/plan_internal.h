@@ -32,6 +32,15 @@ typedef struct plan_ctx {
 } plan_ctx;
 
 gs_status plan_ctx_init(plan_ctx *ctx, const gs_profile *p, const gs_plan_cost *c);
+
+/* The auto policy's search, its one home: makes the plan of every policy
+ * kind below GS_PLAN_AUTO whose bit is not in skip (1u << kind) with
+ * make(arg, ...), bucket with DDP's defaults, and keeps the plan with the
+ * smallest predicted iteration; ties go to the first in enum order, so the
+ * simpler plan wins. The kept plan's policy becomes *asked (auto). */
+typedef gs_status (*plan_make_fn)(void *arg, const gs_plan_policy *policy, gs_plan **out);
+gs_status plan_auto_search(plan_make_fn make, void *arg, unsigned skip,
+                           const gs_plan_policy *asked, gs_plan **out);
 void plan_ctx_free(plan_ctx *ctx);
 
 /* Bytes of tensors lo..hi inclusive. */

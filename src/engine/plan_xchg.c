@@ -181,6 +181,18 @@ static gs_status make_one_xchg(const gs_profile *profile, const gs_plan_cost *co
   return GS_OK;
 }
 
+typedef struct {
+  const gs_profile *profile;
+  const gs_plan_cost *cost, *env;
+  const gs_plan_xchg *x;
+} xchg_arg;
+
+static gs_status make_xchg_cb(void *arg, const gs_plan_policy *policy, gs_plan **out) {
+  const xchg_arg *a = arg;
+  return a->x->n > 0 ? make_one_xchg(a->profile, a->cost, a->env, a->x, policy, out)
+                     : gs_plan_make_policy(a->profile, a->cost, policy, out);
+}
+
 gs_status gs_plan_make_xchg(const gs_profile *profile, const gs_plan_cost *cost,
                             const gs_plan_xchg *x, const gs_plan_policy *policy,
                             int allow_dear, gs_plan **out) {
@@ -214,29 +226,10 @@ gs_status gs_plan_make_xchg(const gs_profile *profile, const gs_plan_cost *cost,
     if (x->n == 0) return gs_plan_make_policy(profile, cost, policy, out);
     return make_one_xchg(profile, cost, &env, x, policy, out);
   }
-  /* auto: every other policy, each with its choices made; ties go to the
-   * first in enum order, as in gs_plan_make_policy. */
-  gs_plan *best = NULL;
-  for (int k = 0; k < GS_PLAN_AUTO; k++) {
-    if (k == GS_PLAN_DEAR && (!allow_dear || x->required)) continue;
-    gs_plan_policy pk = {(gs_plan_policy_kind)k, 25.0, 1.0};
-    gs_plan *pl = NULL;
-    gs_status st = x->n > 0 ? make_one_xchg(profile, cost, &env, x, &pk, &pl)
-                            : gs_plan_make_policy(profile, cost, &pk, &pl);
-    if (st != GS_OK) {
-      gs_plan_free(best);
-      return st;
-    }
-    if (best == NULL || pl->predicted_iter_s < best->predicted_iter_s) {
-      gs_plan_free(best);
-      best = pl;
-    } else {
-      gs_plan_free(pl);
-    }
-  }
-  best->policy = *policy;
-  *out = best;
-  return GS_OK;
+  /* auto: every other policy, each with its choices made. */
+  xchg_arg arg = {profile, cost, &env, x};
+  unsigned skip = !allow_dear || x->required ? 1u << GS_PLAN_DEAR : 0;
+  return plan_auto_search(make_xchg_cb, &arg, skip, policy, out);
 }
 
 gs_status gs_plan_xchg_from_compressor(const gs_compressor *c, double secs_per_elem,
