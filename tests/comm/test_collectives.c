@@ -34,55 +34,7 @@
 
 /* ---- Tiny test harness --------------------------------------------------- */
 
-static int g_rank, g_size;
-static gs_comm *g_comm;
-static long g_pass, g_fail, g_printed;
-static char g_case[200];
-static int g_case_failed;
-
-static void begin_case(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void begin_case(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(g_case, sizeof g_case, fmt, ap);
-  va_end(ap);
-  g_case_failed = 0;
-}
-
-static void end_case(void) {
-  if (g_case_failed)
-    g_fail++;
-  else
-    g_pass++;
-}
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...) {
-  if (g_case_failed) return; /* one line per case: the first bad element */
-  g_case_failed = 1;
-  if (g_printed++ > 60) return;
-  char msg[600];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  printf("FAIL rank %d case %s: %s\n", g_rank, g_case, msg);
-  fflush(stdout);
-}
-
-#define CHECK(cond, ...)                  \
-  do {                                    \
-    if (!(cond)) fail(__VA_ARGS__);       \
-  } while (0)
-
-/* Checks a status and, on a mismatch, prints the library's message. */
-#define CHECK_ST(call, want)                                                  \
-  do {                                                                        \
-    gs_status st_ = (call);                                                   \
-    if (st_ != (want))                                                        \
-      fail("%s returned %s, want %s (%s)", #call, gs_strerror(st_),           \
-           gs_strerror(want), gs_last_error());                               \
-  } while (0)
+#include "mrt.h"
 
 /* ---- Data ------------------------------------------------------------------ */
 
@@ -964,17 +916,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (gs_init(&argc, &argv) != GS_OK) {
-    fprintf(stderr, "gs_init: %s\n", gs_last_error());
-    return 1;
-  }
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  if (gs_comm_create(MPI_COMM_WORLD, &g_comm) != GS_OK) {
-    fprintf(stderr, "FAIL rank %d case gs_comm_create: %s\n", g_rank, gs_last_error());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
+  mrt_init(&argc, &argv);
   probe_topology();
   /* Under --mismatch the whole matrix runs too, with GRADSYNC_CHECK on:
    * legitimate per-rank differences (allgatherv and alltoallv counts,
@@ -995,10 +937,5 @@ int main(int argc, char **argv) {
   begin_case("gs_comm_destroy");
   CHECK_ST(gs_comm_destroy(g_comm), GS_OK);
   end_case();
-
-  long local[2] = {g_pass, g_fail}, total[2] = {0, 0};
-  MPI_Allreduce(local, total, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-  if (g_rank == 0) printf("%ld passed, %ld failed\n", total[0], total[1]);
-  gs_finalize();
-  return total[1] ? 1 : 0;
+  return mrt_finish();
 }

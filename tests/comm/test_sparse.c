@@ -23,53 +23,9 @@
 
 /* ---- Harness ---------------------------------------------------------------- */
 
-static int g_rank, g_size;
-static gs_comm *g_comm;
-static long g_pass, g_fail, g_printed;
-static char g_case[200];
-static int g_case_failed;
+#include "mrt.h"
+
 static int g_uniform; /* every node has as many ranks */
-
-static void begin_case(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void begin_case(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(g_case, sizeof g_case, fmt, ap);
-  va_end(ap);
-  g_case_failed = 0;
-}
-
-static void end_case(void) {
-  if (g_case_failed) g_fail++;
-  else g_pass++;
-}
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...) {
-  if (g_case_failed) return;
-  g_case_failed = 1;
-  if (g_printed++ > 60) return;
-  char msg[700];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  printf("FAIL rank %d case %s: %s\n", g_rank, g_case, msg);
-  fflush(stdout);
-}
-
-#define CHECK(cond, ...)            \
-  do {                              \
-    if (!(cond)) fail(__VA_ARGS__); \
-  } while (0)
-
-#define CHECK_ST(call, want)                                                 \
-  do {                                                                       \
-    gs_status st_ = (call);                                                  \
-    if (st_ != (want))                                                       \
-      fail("%s returned %s, expected %s: %s", #call, gs_strerror(st_),       \
-           gs_strerror(want), st_ == GS_OK ? "" : gs_last_error());          \
-  } while (0)
 
 /* ---- Inputs -------------------------------------------------------------- */
 
@@ -727,17 +683,7 @@ static void test_nonblocking(void) {
 }
 
 int main(int argc, char **argv) {
-  if (gs_init(&argc, &argv) != GS_OK) {
-    fprintf(stderr, "gs_init: %s\n", gs_last_error());
-    return 1;
-  }
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  if (gs_comm_create(MPI_COMM_WORLD, &g_comm) != GS_OK) {
-    fprintf(stderr, "FAIL rank %d case gs_comm_create: %s\n", g_rank, gs_last_error());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
+  mrt_init(&argc, &argv);
   {
     int L = gs_comm_local_size(g_comm), lo = L, hi = L;
     gs_allreduce(g_comm, GS_IN_PLACE, &lo, 1, GS_I32, GS_MIN, GS_ALGO_AUTO);
@@ -796,9 +742,5 @@ int main(int argc, char **argv) {
   begin_case("gs_comm_destroy");
   CHECK_ST(gs_comm_destroy(g_comm), GS_OK);
   end_case();
-  long tot[2] = {g_pass, g_fail};
-  MPI_Allreduce(MPI_IN_PLACE, tot, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-  if (g_rank == 0) printf("%ld passed, %ld failed\n", tot[0], tot[1]);
-  gs_finalize();
-  return tot[1] ? 1 : 0;
+  return mrt_finish();
 }

@@ -26,46 +26,7 @@
 #include <time.h>
 
 #include "gradsync.h"
-
-static int g_rank, g_size;
-static gs_comm *g_comm;
-static long g_pass, g_fail;
-static char g_case[200];
-static int g_case_failed;
-
-static void begin_case(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void begin_case(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(g_case, sizeof g_case, fmt, ap);
-  va_end(ap);
-  g_case_failed = 0;
-}
-
-static void end_case(void) {
-  if (g_case_failed) g_fail++;
-  else g_pass++;
-}
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...) {
-  if (g_case_failed) return;
-  g_case_failed = 1;
-  char msg[600];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  printf("FAIL rank %d case %s: %s\n", g_rank, g_case, msg);
-}
-
-#define CHECK_ST(call, want)                                                     \
-  do {                                                                           \
-    gs_status st__ = (call);                                                     \
-    if (st__ != (want))                                                          \
-      fail("%s returned %s, expected %s (%s)", #call, gs_strerror(st__),         \
-           gs_strerror(want), gs_last_error());                                  \
-  } while (0)
+#include "mrt.h"
 
 /* ---- The model --------------------------------------------------------------- */
 
@@ -402,17 +363,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s [--latency [MAX_US]]\n", argv[0]);
     return 2;
   }
-  if (gs_init(&argc, &argv) != GS_OK) {
-    fprintf(stderr, "gs_init: %s\n", gs_last_error());
-    return 1;
-  }
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  if (gs_comm_create(MPI_COMM_WORLD, &g_comm) != GS_OK) {
-    fprintf(stderr, "FAIL rank %d case gs_comm_create: %s\n", g_rank, gs_last_error());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
+  mrt_init(&argc, &argv);
   if (lat) {
     begin_case("latency");
     latency(max_us);
@@ -433,9 +384,5 @@ int main(int argc, char **argv) {
     mismatch(1);
   }
   CHECK_ST(gs_comm_destroy(g_comm), GS_OK);
-  long local[2] = {g_pass, g_fail}, total[2] = {0, 0};
-  MPI_Allreduce(local, total, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-  if (g_rank == 0) printf("%ld passed, %ld failed\n", total[0], total[1]);
-  gs_finalize();
-  return total[1] == 0 ? 0 : 1;
+  return mrt_finish();
 }

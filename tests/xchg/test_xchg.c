@@ -25,44 +25,7 @@
 #include <string.h>
 
 #include "gradsync.h"
-
-static int g_rank, g_size;
-static gs_comm *g_comm;
-static long g_pass, g_fail;
-static char g_case[160];
-static int g_case_failed;
-
-static void begin_case(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void begin_case(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(g_case, sizeof g_case, fmt, ap);
-  va_end(ap);
-  g_case_failed = 0;
-}
-
-static void end_case(void) {
-  if (g_case_failed) g_fail++;
-  else g_pass++;
-}
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...) {
-  if (g_case_failed) return;
-  g_case_failed = 1;
-  char msg[700];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  printf("FAIL rank %d case %s: %s\n", g_rank, g_case, msg);
-  fflush(stdout);
-}
-
-#define CHECK(cond, ...)            \
-  do {                              \
-    if (!(cond)) fail(__VA_ARGS__); \
-  } while (0)
+#include "mrt.h"
 
 static uint64_t rng;
 static double urand(void) {
@@ -383,13 +346,7 @@ static void test_gtopk(void) {
 }
 
 int main(int argc, char **argv) {
-  if (gs_init(&argc, &argv) != GS_OK ||
-      gs_comm_create(MPI_COMM_WORLD, &g_comm) != GS_OK) {
-    fprintf(stderr, "FAIL setup: %s\n", gs_last_error());
-    return 1;
-  }
-  g_rank = gs_comm_rank(g_comm);
-  g_size = gs_comm_size(g_comm);
+  mrt_init(&argc, &argv);
   if (g_size > 16) {
     fprintf(stderr, "FAIL: at most 16 ranks\n");
     return 1;
@@ -398,10 +355,6 @@ int main(int argc, char **argv) {
   test_none_is_dense();
   test_one_rank_fails();
   test_gtopk();
-  long tot[2] = {g_pass, g_fail}, sum[2];
-  gs_allreduce(g_comm, tot, sum, 2, GS_I64, GS_SUM, GS_ALGO_AUTO);
-  if (g_rank == 0) printf("%ld passed, %ld failed\n", sum[0], sum[1]);
   gs_comm_destroy(g_comm);
-  gs_finalize();
-  return sum[1] != 0;
+  return mrt_finish();
 }
