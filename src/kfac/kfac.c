@@ -1,85 +1,46 @@
 /*
  * The K-FAC optimizer (gradsync/kfac.h): per-layer state, the layer hooks
- * that build the factors, and the step. One iteration of step k:
+ * that build the factors, and the step's skeleton, which calls the
+ * scheme's ops (kfac_scheme.h; scheme_dkfac.c, scheme_spd.c, scheme_dp.c)
+ * where the schemes differ. One iteration of step k:
  *
- *   forward   hook per layer: A_l from its input      (cov step)
- *             spd: A_l's upper triangle joins its merge group; a full
- *             group is all-reduced at once (non-blocking)
+ *   forward   hook per layer: A_l from its input      (cov step); the
+ *             scheme may start exchanging it (spd)
  *   backward  hook per layer: G_l from its output gradient, likewise
- *   step      1. factors: dkfac all-reduces all of them in one message;
- *                spd waits for its group messages; dp uses the owner's
- *                own; then running averages (decay xi)
- *             2. inverses (every inv_every steps): dkfac inverts its
- *                round-robin share and broadcasts; spd inverts its LPT
- *                share, broadcasting each result as soon as it is ready
- *                while it inverts the next, and inverts the small factors
- *                locally; dp owners invert their layers
- *             3. v = G^-1 grad A^-1 per layer (dp: by the owner, then
- *                broadcast), KL clip, SGD with momentum on every parameter
+ *   step      1. factors: the scheme exchanges them (dkfac, spd; dp uses
+ *                the owner's own); then running averages (decay xi)
+ *             2. inverses (every inv_every steps), placed and shared as
+ *                the scheme does
+ *             3. v = G^-1 grad A^-1 per layer by the layer's holder, shared
+ *                as the scheme does (dp), KL clip, SGD with momentum on
+ *                every parameter
  *
- * Every rank issues the same collectives in the same order on `comm`: the
- * groups and placements that decide them are computed on rank 0 and
- * broadcast, or derived from data every rank has.
+ * Without a communicator or on one rank, every scheme runs the one-process
+ * table below: every layer held, nothing exchanged.
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "gradsync/plan.h"
-#include "kfac_internal.h"
-
-typedef struct {
-  gs_nn_layer_info info;
-  int dA, dG, bias;
-  int mine;               /* this rank holds the layer's factors (dp) */
-  int dp_owner;           /* dp: the rank that owns the layer */
-  float *A, *G;           /* running averages */
-  float *Anew, *Gnew;     /* this step's */
-  float *Ainv, *Ginv;     /* damped inverses */
-  float *grad, *v, *tmp;  /* [dG][dA] */
-  int have_factors;       /* running averages initialised */
-  int fresh_a, fresh_g;   /* Anew / Gnew built this iteration */
-  size_t a_off, g_off;    /* spd: triangle offsets in the stream buffer */
-  double a_ready, g_ready;/* spd: when the factor was ready (profiling) */
-} kfac_layer;
-
-typedef struct {
-  gs_nn_net *net;
-  gs_comm *comm;
-  int rank, size;
-  gs_kfac_config cfg;
-  gs_nn_sgd *sgd;
-  size_t L;
-  kfac_layer *layers;
-  long step;
-  int have_inverses;
-  float *work;            /* inversion workspace */
-  float *col;             /* one image's patches */
-  float *fused;           /* dkfac: all factors; spd: the triangle streams */
-  size_t fused_n;
-  /* spd */
-  size_t a_stream_n;      /* floats of the A stream (the G stream follows) */
-  int *a_end, *g_end;     /* by layer: 1 if the layer closes a message */
-  size_t a_begin, g_begin;/* offset where the open message starts */
-  gs_request **reqs;
-  size_t nreqs;
-  int planned;
-  long profile_step;      /* the cov step whose times the plan uses */
-  int *fowner;            /* 2L factors (A of l = 2l, G = 2l + 1): owner,
-                             -1 inverted by every rank */
-  int placed;
-  float *tri;             /* spd: inverse triangles, for broadcasts */
-  size_t *tri_off;        /* 2L */
-  gs_kfac_stats stats;
-  /* A hook cannot return an error: the first one is kept for step. */
-  gs_status hook_error;
-} kfac;
+#include "kfac_scheme.h"
 
 /* ---- Configuration ------------------------------------------------------ */
 
-static const char *const dist_names[GS_KFAC_DIST_COUNT] = {"dkfac", "spd", "dp"};
+/* The schemes by gs_kfac_dist: their names are what gs_kfac_dist_parse
+ * accepts. */
+static const kfac_scheme_ops *const schemes[GS_KFAC_DIST_COUNT] = {
+    [GS_KFAC_DIST_DKFAC] = &kfac_scheme_dkfac,
+    [GS_KFAC_DIST_SPD] = &kfac_scheme_spd,
+    [GS_KFAC_DIST_DP] = &kfac_scheme_dp,
+};
 static const char *const inv_names[GS_KFAC_INV_COUNT] = {"chol", "eig"};
+
+/* One process: every layer held and inverted here, nothing exchanged. */
+static const kfac_scheme_ops one_process = {
+    .name = "one process",
+    .update_inverses = kfac_invert_held,
+};
 
 void gs_kfac_config_default(gs_kfac_config *cfg, const gs_nn_sgd_config *sgd) {
   memset(cfg, 0, sizeof *cfg);
@@ -95,7 +56,7 @@ void gs_kfac_config_default(gs_kfac_config *cfg, const gs_nn_sgd_config *sgd) {
 
 gs_status gs_kfac_dist_parse(const char *s, gs_kfac_dist *out) {
   for (int i = 0; s && i < GS_KFAC_DIST_COUNT; i++)
-    if (strcmp(s, dist_names[i]) == 0) {
+    if (strcmp(s, schemes[i]->name) == 0) {
       *out = (gs_kfac_dist)i;
       return GS_OK;
     }
@@ -104,7 +65,7 @@ gs_status gs_kfac_dist_parse(const char *s, gs_kfac_dist *out) {
 }
 
 const char *gs_kfac_dist_name(gs_kfac_dist d) {
-  return (unsigned)d < GS_KFAC_DIST_COUNT ? dist_names[d] : "?";
+  return (unsigned)d < GS_KFAC_DIST_COUNT ? schemes[d]->name : "?";
 }
 
 gs_status gs_kfac_inverse_parse(const char *s, gs_kfac_inverse *out) {
@@ -144,7 +105,7 @@ static gs_status check_config(const gs_kfac_config *c) {
 
 /* ---- Helpers ------------------------------------------------------------- */
 
-static void trace(const kfac *k, const char *name, double t0, double t1) {
+void kfac_trace(const kfac *k, const char *name, double t0, double t1) {
   if (k->cfg.trace) k->cfg.trace(k->cfg.trace_ctx, name, t0, t1);
 }
 
@@ -158,15 +119,10 @@ static void trace_layer(const kfac *k, const char *factor, const kfac_layer *l,
 
 static int cov_step(const kfac *k) { return k->step % k->cfg.cov_every == 0; }
 static int inv_step(const kfac *k) { return k->step % k->cfg.inv_every == 0; }
-static int distributed(const kfac *k) { return k->comm && k->size > 1; }
 
-static gs_status push_req(kfac *k, gs_request *r) {
-  k->reqs[k->nreqs++] = r;
-  return GS_OK;
-}
+void kfac_push_req(kfac *k, gs_request *r) { k->reqs[k->nreqs++] = r; }
 
-/* Waits for every outstanding request, returning the first error. */
-static gs_status wait_all(kfac *k) {
+gs_status kfac_wait_all(kfac *k) {
   gs_status first = GS_OK;
   for (size_t i = 0; i < k->nreqs; i++) {
     gs_status st = gs_wait(k->reqs[i]);
@@ -176,18 +132,13 @@ static gs_status wait_all(kfac *k) {
   return first;
 }
 
-static double factor_cost(int d) { return (double)d * d * d; }
-
 /* ---- Hooks ------------------------------------------------------------------ */
 
-static gs_status spd_send(kfac *k, size_t *begin, size_t end) {
-  gs_request *r = NULL;
-  float *p = k->fused + *begin;
-  GS_CHECK(gs_iallreduce(k->comm, GS_IN_PLACE, p, end - *begin, GS_F32,
-                         GS_SUM, GS_ALGO_AUTO, &r));
-  k->stats.factor_bytes += (double)(end - *begin) * sizeof(float);
-  *begin = end;
-  return push_req(k, r);
+/* Hands factor f, just built, to the scheme; a failure waits for step. */
+static void factor_built(kfac *k, size_t f) {
+  if (!k->ops->factor_built) return;
+  gs_status st = k->ops->factor_built(k, f);
+  if (st != GS_OK && k->hook_error == GS_OK) k->hook_error = st;
 }
 
 static void hook_forward(void *ctx, size_t layer, const float *x, int batch) {
@@ -212,13 +163,7 @@ static void hook_forward(void *ctx, size_t layer, const float *x, int batch) {
   k->stats.factor_compute_s += t1 - t0;
   trace_layer(k, "A", l, t0, t1);
   l->a_ready = t1;
-  if (k->cfg.dist == GS_KFAC_DIST_SPD && distributed(k)) {
-    kfac_triangle_pack(l->Anew, l->dA, k->fused + l->a_off);
-    if (k->a_end[layer]) {
-      gs_status st = spd_send(k, &k->a_begin, l->a_off + kfac_triangle_size(l->dA));
-      if (st != GS_OK && k->hook_error == GS_OK) k->hook_error = st;
-    }
-  }
+  factor_built(k, 2 * layer);
 }
 
 static void hook_backward(void *ctx, size_t layer, const float *dy, int batch) {
@@ -235,149 +180,18 @@ static void hook_backward(void *ctx, size_t layer, const float *dy, int batch) {
   k->stats.factor_compute_s += t1 - t0;
   trace_layer(k, "G", l, t0, t1);
   l->g_ready = t1;
-  if (k->cfg.dist == GS_KFAC_DIST_SPD && distributed(k)) {
-    kfac_triangle_pack(l->Gnew, l->dG, k->fused + l->g_off);
-    if (k->g_end[layer]) {
-      gs_status st = spd_send(k, &k->g_begin, l->g_off + kfac_triangle_size(l->dG));
-      if (st != GS_OK && k->hook_error == GS_OK) k->hook_error = st;
-    }
-  }
-}
-
-/* ---- spd: merge groups from the planner ------------------------------------ */
-
-/* The factor streams as gradsync's planner sees a gradient stream: the
- * factor produced first is the profile's last tensor, its "backward time"
- * the time since the previous factor of its stream was ready. The optimal
- * policy's groups are contiguous runs of production order; a layer closes
- * a message if it is the last produced of its group. Rank 0 plans from its
- * own times; every rank receives the result. */
-static gs_status spd_plan_stream(kfac *k, int forward, int *end) {
-  size_t L = k->L;
-  gs_profile prof;
-  memset(&prof, 0, sizeof prof);
-  prof.name = forward ? "kfac-A" : "kfac-G";
-  prof.device = "";
-  prof.source = "K-FAC factor ready times of this run";
-  prof.ntensors = L;
-  prof.tensors = gs_calloc(L, sizeof *prof.tensors);
-  if (!prof.tensors) return GS_ERR_NOMEM;
-  char name[] = "factor";
-  for (size_t p = 0; p < L; p++) {
-    /* production position p: forward layer p, backward layer L-1-p */
-    size_t layer = forward ? p : L - 1 - p;
-    size_t idx = L - 1 - p; /* profile index */
-    const kfac_layer *l = &k->layers[layer];
-    double t = forward ? l->a_ready : l->g_ready;
-    double prev = 0.0;
-    if (p > 0) {
-      const kfac_layer *q = &k->layers[forward ? layer - 1 : layer + 1];
-      prev = forward ? q->a_ready : q->g_ready;
-    }
-    prof.tensors[idx].name = name;
-    prof.tensors[idx].numel = kfac_triangle_size(forward ? l->dA : l->dG);
-    prof.tensors[idx].dtype = GS_F32;
-    prof.tensors[idx].backward_s = p > 0 && t > prev ? t - prev : 0.0;
-  }
-  gs_plan_cost cost;
-  gs_cost_topo topo = {.ranks = k->size, .nodes = gs_comm_nodes(k->comm)};
-  gs_status st = gs_plan_cost_from_net(gs_comm_cost(k->comm), topo,
-                                       GS_ALGO_AUTO, &cost);
-  gs_plan *plan = NULL;
-  if (st == GS_OK) st = gs_plan_make(&prof, &cost, "optimal", &plan);
-  if (st == GS_OK) {
-    for (size_t i = 0; i < L; i++) end[i] = 0;
-    for (size_t g = 0; g < plan->ngroups; g++) {
-      size_t min_idx = plan->tensors[plan->offsets[g]];
-      size_t p = L - 1 - min_idx; /* last produced of the group */
-      end[forward ? p : L - 1 - p] = 1;
-    }
-  }
-  gs_plan_free(plan);
-  gs_free(prof.tensors);
-  return st;
-}
-
-static gs_status spd_plan(kfac *k) {
-  size_t L = k->L;
-  int32_t *ends = gs_calloc(2 * L + 1, sizeof *ends);
-  if (!ends) return GS_ERR_NOMEM;
-  gs_status st = GS_OK;
-  if (k->rank == 0) {
-    int *ea = gs_calloc(L, sizeof *ea), *eg = gs_calloc(L, sizeof *eg);
-    if (!ea || !eg) st = GS_ERR_NOMEM;
-    if (st == GS_OK) st = spd_plan_stream(k, 1, ea);
-    if (st == GS_OK) st = spd_plan_stream(k, 0, eg);
-    if (st == GS_OK)
-      for (size_t i = 0; i < L; i++) {
-        ends[i] = ea[i];
-        ends[L + i] = eg[i];
-      }
-    ends[2 * L] = st == GS_OK ? 1 : -1; /* the other ranks learn a failure */
-    gs_free(ea);
-    gs_free(eg);
-  }
-  gs_status bst = gs_bcast(k->comm, ends, 2 * L + 1, GS_I32, 0, GS_ALGO_AUTO);
-  if (bst == GS_OK && ends[2 * L] != 1 && st == GS_OK)
-    st = gs_error(GS_ERR_INTERNAL, "K-FAC spd: rank 0 could not plan the factor messages");
-  if (bst != GS_OK) st = bst;
-  if (st == GS_OK) {
-    size_t na = 0, ng = 0;
-    for (size_t i = 0; i < L; i++) {
-      k->a_end[i] = ends[i];
-      k->g_end[i] = ends[L + i];
-      na += (size_t)ends[i];
-      ng += (size_t)ends[L + i];
-    }
-    k->stats.merge_groups_a = na;
-    k->stats.merge_groups_g = ng;
-    k->planned = 1;
-  }
-  gs_free(ends);
-  return st;
+  factor_built(k, 2 * layer + 1);
 }
 
 /* ---- Step ------------------------------------------------------------------- */
 
 static gs_status update_factors(kfac *k) {
-  size_t L = k->L;
-  float inv_p = 1.0f / (float)(distributed(k) ? k->size : 1);
   double t0 = gs_now();
-  if (distributed(k) && k->cfg.dist == GS_KFAC_DIST_DKFAC) {
-    size_t off = 0;
-    for (size_t i = 0; i < L; i++) {
-      kfac_layer *l = &k->layers[i];
-      size_t na = (size_t)l->dA * l->dA, ng = (size_t)l->dG * l->dG;
-      memcpy(k->fused + off, l->Anew, na * sizeof(float));
-      memcpy(k->fused + off + na, l->Gnew, ng * sizeof(float));
-      off += na + ng;
-    }
-    GS_CHECK(gs_allreduce(k->comm, GS_IN_PLACE, k->fused, off, GS_F32, GS_SUM,
-                          GS_ALGO_AUTO));
-    k->stats.factor_bytes += (double)off * sizeof(float);
-    off = 0;
-    for (size_t i = 0; i < L; i++) {
-      kfac_layer *l = &k->layers[i];
-      size_t na = (size_t)l->dA * l->dA, ng = (size_t)l->dG * l->dG;
-      for (size_t j = 0; j < na; j++) l->Anew[j] = k->fused[off + j] * inv_p;
-      for (size_t j = 0; j < ng; j++) l->Gnew[j] = k->fused[off + na + j] * inv_p;
-      off += na + ng;
-    }
-  } else if (distributed(k) && k->cfg.dist == GS_KFAC_DIST_SPD) {
-    GS_CHECK(wait_all(k));
-    for (size_t i = 0; i < L; i++) {
-      kfac_layer *l = &k->layers[i];
-      kfac_triangle_unpack(k->fused + l->a_off, l->dA, l->Anew);
-      kfac_triangle_unpack(k->fused + l->g_off, l->dG, l->Gnew);
-      size_t na = (size_t)l->dA * l->dA, ng = (size_t)l->dG * l->dG;
-      for (size_t j = 0; j < na; j++) l->Anew[j] *= inv_p;
-      for (size_t j = 0; j < ng; j++) l->Gnew[j] *= inv_p;
-    }
-  }
+  if (k->ops->exchange_factors) GS_CHECK(k->ops->exchange_factors(k));
   double t1 = gs_now();
   k->stats.factor_comm_s += t1 - t0;
-  if (distributed(k) && k->cfg.dist != GS_KFAC_DIST_DP) trace(k, "factor exchange", t0, t1);
-  for (size_t i = 0; i < L; i++) {
+  if (k->ops->exchange_factors) kfac_trace(k, "factor exchange", t0, t1);
+  for (size_t i = 0; i < k->L; i++) {
     kfac_layer *l = &k->layers[i];
     if (!l->mine) continue;
     kfac_running_average(l->A, l->Anew, (size_t)l->dA * l->dA,
@@ -388,10 +202,11 @@ static gs_status update_factors(kfac *k) {
     l->fresh_a = l->fresh_g = 0;
   }
   k->stats.factor_updates++;
+  if (k->ops->factors_updated) GS_CHECK(k->ops->factors_updated(k));
   return GS_OK;
 }
 
-static gs_status invert_factor(kfac *k, size_t f) {
+gs_status kfac_invert_factor(kfac *k, size_t f) {
   kfac_layer *l = &k->layers[f / 2];
   float da, dg;
   kfac_damping_split(l->A, l->dA, l->G, l->dG, k->cfg.damping, &da, &dg);
@@ -406,191 +221,26 @@ static gs_status invert_factor(kfac *k, size_t f) {
   return st;
 }
 
-static int factor_dim(const kfac *k, size_t f) {
+int kfac_factor_dim(const kfac *k, size_t f) {
   const kfac_layer *l = &k->layers[f / 2];
   return f % 2 ? l->dG : l->dA;
 }
-static float *factor_inv(kfac *k, size_t f) {
+float *kfac_factor_inv(kfac *k, size_t f) {
   kfac_layer *l = &k->layers[f / 2];
   return f % 2 ? l->Ginv : l->Ainv;
 }
 
-/* spd, first inverse update: every rank inverts everything, timing each;
- * rank 0 fits seconds per d^3 and places the factors by LPT, each factor
- * whose inversion is cheaper than broadcasting its triangle being inverted
- * by every rank. */
-static gs_status spd_first_inversion(kfac *k) {
+gs_status kfac_invert_held(kfac *k) {
   size_t F = 2 * k->L;
-  double sec = 0.0, cube = 0.0;
-  for (size_t f = 0; f < F; f++) {
-    double t0 = gs_now();
-    GS_CHECK(invert_factor(k, f));
-    sec += gs_now() - t0;
-    cube += factor_cost(factor_dim(k, f));
-  }
-  int32_t *owner = gs_calloc(F + 1, sizeof *owner);
-  double *cost = gs_calloc(F, sizeof *cost), *bc = gs_calloc(F, sizeof *bc);
-  int *o = gs_calloc(F, sizeof *o);
-  gs_status st = owner && cost && bc && o ? GS_OK : GS_ERR_NOMEM;
-  if (st == GS_OK && k->rank == 0) {
-    double c = cube > 0.0 ? sec / cube : 0.0;
-    gs_cost_topo topo = {.ranks = k->size, .nodes = gs_comm_nodes(k->comm)};
-    for (size_t f = 0; f < F; f++) {
-      int d = factor_dim(k, f);
-      cost[f] = c * factor_cost(d);
-      bc[f] = gs_cost_bcast(gs_comm_cost(k->comm), topo, GS_ALGO_AUTO,
-                            (double)kfac_triangle_size(d) * sizeof(float));
-    }
-    kfac_place_lpt(cost, bc, F, k->size, o, NULL);
-    for (size_t f = 0; f < F; f++) owner[f] = o[f];
-    owner[F] = 1;
-  }
-  if (st == GS_OK || k->rank != 0) {
-    gs_status bst = gs_bcast(k->comm, owner, F + 1, GS_I32, 0, GS_ALGO_AUTO);
-    if (bst != GS_OK) st = bst;
-  }
-  if (st == GS_OK) {
-    int local = 0;
-    for (size_t f = 0; f < F; f++) {
-      k->fowner[f] = owner[f];
-      local += owner[f] < 0;
-    }
-    k->stats.inverted_locally = local;
-    k->placed = 1;
-  }
-  gs_free(owner);
-  gs_free(cost);
-  gs_free(bc);
-  gs_free(o);
-  return st;
-}
-
-/* spd: broadcasts in the order the owners finish (each owner inverts its
- * share largest first); a rank inverts its next own factor just before it
- * posts that factor's broadcast, so the broadcasts already posted proceed
- * on the progress thread meanwhile. The locally inverted factors come last,
- * under the broadcasts still running. */
-static gs_status spd_inversion(kfac *k) {
-  size_t F = 2 * k->L;
-  size_t *order = gs_calloc(F, sizeof *order);
-  double *finish = gs_calloc(F, sizeof *finish);
-  double *load = gs_calloc((size_t)k->size, sizeof *load);
-  if (!order || !finish || !load) {
-    gs_free(order);
-    gs_free(finish);
-    gs_free(load);
-    return GS_ERR_NOMEM;
-  }
-  /* each owner's factors largest first; finish time = its running load */
-  size_t n = 0;
-  for (size_t f = 0; f < F; f++)
-    if (k->fowner[f] >= 0) order[n++] = f;
-  for (size_t i = 1; i < n; i++) { /* by decreasing d, then index */
-    size_t v = order[i], j = i;
-    while (j > 0 && factor_dim(k, order[j - 1]) < factor_dim(k, v)) {
-      order[j] = order[j - 1];
-      j--;
-    }
-    order[j] = v;
-  }
-  for (size_t i = 0; i < n; i++) {
-    int r = k->fowner[order[i]];
-    load[r] += factor_cost(factor_dim(k, order[i]));
-    finish[order[i]] = load[r];
-  }
-  for (size_t i = 1; i < n; i++) { /* by finish time (stable) */
-    size_t v = order[i], j = i;
-    while (j > 0 && finish[order[j - 1]] > finish[v]) {
-      order[j] = order[j - 1];
-      j--;
-    }
-    order[j] = v;
-  }
-  gs_status st = GS_OK;
-  double inv_s = 0.0;
-  for (size_t i = 0; i < n && st == GS_OK; i++) {
-    size_t f = order[i];
-    int d = factor_dim(k, f);
-    float *tri = k->tri + k->tri_off[f];
-    if (k->fowner[f] == k->rank) {
-      double t0 = gs_now();
-      st = invert_factor(k, f);
-      inv_s += gs_now() - t0;
-      if (st != GS_OK) break;
-      kfac_triangle_pack(factor_inv(k, f), d, tri);
-    }
-    gs_request *r = NULL;
-    st = gs_ibcast(k->comm, tri, kfac_triangle_size(d), GS_F32, k->fowner[f],
-                   GS_ALGO_AUTO, &r);
-    if (st == GS_OK) {
-      push_req(k, r);
-      k->stats.bcast_bytes += (double)kfac_triangle_size(d) * sizeof(float);
-    }
-  }
-  for (size_t f = 0; f < F && st == GS_OK; f++)
-    if (k->fowner[f] < 0) {
-      double t0 = gs_now();
-      st = invert_factor(k, f);
-      inv_s += gs_now() - t0;
-    }
   double t0 = gs_now();
-  gs_status wst = wait_all(k);
-  double t1 = gs_now();
-  k->stats.bcast_s += t1 - t0;
-  trace(k, "inverse broadcast", t0, t1);
-  k->stats.inversion_s += inv_s;
-  if (st == GS_OK) st = wst;
-  if (st == GS_OK)
-    for (size_t i = 0; i < n; i++) {
-      size_t f = order[i];
-      if (k->fowner[f] != k->rank)
-        kfac_triangle_unpack(k->tri + k->tri_off[f], factor_dim(k, f),
-                             factor_inv(k, f));
-    }
-  gs_free(order);
-  gs_free(finish);
-  gs_free(load);
-  return st;
+  for (size_t f = 0; f < F; f++)
+    if (k->layers[f / 2].mine) GS_CHECK(kfac_invert_factor(k, f));
+  k->stats.inversion_s += gs_now() - t0;
+  return GS_OK;
 }
 
 static gs_status update_inverses(kfac *k) {
-  size_t F = 2 * k->L;
-  if (!distributed(k) || k->cfg.dist == GS_KFAC_DIST_DP) {
-    double t0 = gs_now();
-    for (size_t f = 0; f < F; f++)
-      if (k->layers[f / 2].mine) GS_CHECK(invert_factor(k, f));
-    k->stats.inversion_s += gs_now() - t0;
-  } else if (k->cfg.dist == GS_KFAC_DIST_DKFAC) {
-    double t0 = gs_now();
-    for (size_t f = 0; f < F; f++)
-      if (k->fowner[f] == k->rank) GS_CHECK(invert_factor(k, f));
-    double t1 = gs_now();
-    k->stats.inversion_s += t1 - t0;
-    gs_status st = GS_OK;
-    for (size_t f = 0; f < F && st == GS_OK; f++) {
-      int d = factor_dim(k, f);
-      gs_request *r = NULL;
-      st = gs_ibcast(k->comm, factor_inv(k, f), (size_t)d * d, GS_F32,
-                     k->fowner[f], GS_ALGO_AUTO, &r);
-      if (st == GS_OK) {
-        push_req(k, r);
-        k->stats.bcast_bytes += (double)d * d * sizeof(float);
-      }
-    }
-    double t2 = gs_now();
-    gs_status wst = wait_all(k);
-    double t3 = gs_now();
-    k->stats.bcast_s += t3 - t1;
-    trace(k, "inverse broadcast", t2, t3);
-    GS_CHECK(st);
-    GS_CHECK(wst);
-  } else if (!k->placed) {
-    double t0 = gs_now();
-    GS_CHECK(spd_first_inversion(k));
-    k->stats.inversion_s += gs_now() - t0;
-  } else {
-    GS_CHECK(spd_inversion(k));
-  }
+  GS_CHECK(k->ops->update_inverses(k));
   k->have_inverses = 1;
   k->stats.inverse_updates++;
   return GS_OK;
@@ -624,29 +274,20 @@ static void grad_scatter(gs_nn_net *net, const kfac_layer *l, const float *m,
 static gs_status precondition_all(kfac *k) {
   size_t L = k->L;
   double t0 = gs_now(), bwait = 0.0;
-  int dp = distributed(k) && k->cfg.dist == GS_KFAC_DIST_DP;
   gs_status st = GS_OK;
   for (size_t i = 0; i < L; i++) {
     kfac_layer *l = &k->layers[i];
     grad_gather(k->net, l, l->grad);
     if (l->mine)
       kfac_precondition(l->Ginv, l->dG, l->grad, l->dA, l->Ainv, l->v, l->tmp);
-    if (dp && st == GS_OK) {
-      gs_request *r = NULL;
-      size_t n = (size_t)l->dG * l->dA;
-      st = gs_ibcast(k->comm, l->v, n, GS_F32, l->dp_owner, GS_ALGO_AUTO, &r);
-      if (st == GS_OK) {
-        push_req(k, r);
-        k->stats.bcast_bytes += (double)n * sizeof(float);
-      }
-    }
+    if (k->ops->share_v && st == GS_OK) st = k->ops->share_v(k, i);
   }
-  if (dp) {
+  if (k->ops->share_v) {
     double tw = gs_now();
-    gs_status wst = wait_all(k);
+    gs_status wst = kfac_wait_all(k);
     double tw1 = gs_now();
     bwait = tw1 - tw;
-    trace(k, "gradient broadcast", tw, tw1);
+    kfac_trace(k, "gradient broadcast", tw, tw1);
     k->stats.bcast_s += bwait;
     if (st == GS_OK) st = wst;
   }
@@ -661,7 +302,7 @@ static gs_status precondition_all(kfac *k) {
     grad_scatter(k->net, &k->layers[i], k->layers[i].v, (float)nu);
   double t1 = gs_now();
   k->stats.precondition_s += t1 - t0 - bwait;
-  trace(k, "precondition", t0, t1);
+  kfac_trace(k, "precondition", t0, t1);
   return GS_OK;
 }
 
@@ -670,14 +311,14 @@ static gs_status kfac_step(void *impl) {
   if (k->hook_error != GS_OK) {
     gs_status st = k->hook_error;
     k->hook_error = GS_OK;
-    wait_all(k);
+    kfac_wait_all(k);
     return st;
   }
   if (cov_step(k)) {
     for (size_t i = 0; i < k->L; i++) {
       const kfac_layer *l = &k->layers[i];
       if (l->mine && (!l->fresh_a || !l->fresh_g)) {
-        wait_all(k);
+        kfac_wait_all(k);
         return gs_error(GS_ERR_STATE,
                         "K-FAC step %ld: layer '%s' has no %s from this "
                         "iteration (forward and backward in training mode "
@@ -686,17 +327,12 @@ static gs_status kfac_step(void *impl) {
       }
     }
     GS_CHECK(update_factors(k));
-    if (k->cfg.dist == GS_KFAC_DIST_SPD && distributed(k) && !k->planned &&
-        k->step >= k->profile_step)
-      GS_CHECK(spd_plan(k));
   }
   if (inv_step(k) || !k->have_inverses) GS_CHECK(update_inverses(k));
   GS_CHECK(precondition_all(k));
   double t0 = gs_now();
   GS_CHECK(gs_nn_sgd_step(k->sgd));
   k->stats.precondition_s += gs_now() - t0;
-  k->a_begin = 0;
-  k->g_begin = k->a_stream_n;
   k->step++;
   k->stats.steps++;
   k->stats.exposed_comm_s = k->stats.factor_comm_s + k->stats.bcast_s;
@@ -708,8 +344,9 @@ static gs_status kfac_step(void *impl) {
 static void kfac_free(void *impl) {
   kfac *k = impl;
   if (!k) return;
-  wait_all(k);
+  kfac_wait_all(k);
   if (k->net) gs_nn_set_layer_hooks(k->net, NULL, NULL, NULL);
+  if (k->ops && k->ops->destroy) k->ops->destroy(k);
   for (size_t i = 0; k->layers && i < k->L; i++) {
     kfac_layer *l = &k->layers[i];
     gs_free(l->A);
@@ -725,13 +362,7 @@ static void kfac_free(void *impl) {
   gs_free(k->layers);
   gs_free(k->work);
   gs_free(k->col);
-  gs_free(k->fused);
-  gs_free(k->a_end);
-  gs_free(k->g_end);
   gs_free(k->reqs);
-  gs_free(k->fowner);
-  gs_free(k->tri);
-  gs_free(k->tri_off);
   gs_nn_sgd_destroy(k->sgd);
   gs_free(k);
 }
@@ -754,22 +385,20 @@ static const gs_nn_optim_ops kfac_ops = {
     .destroy = kfac_free,
 };
 
-static float *zalloc(size_t n) { return gs_calloc(n ? n : 1, sizeof(float)); }
-
 static gs_status alloc_layer(kfac_layer *l, int factors) {
   size_t na = (size_t)l->dA * l->dA, ng = (size_t)l->dG * l->dG;
   size_t nw = (size_t)l->dG * l->dA;
-  l->grad = zalloc(nw);
-  l->v = zalloc(nw);
-  l->tmp = zalloc(nw);
+  l->grad = kfac_zalloc(nw);
+  l->v = kfac_zalloc(nw);
+  l->tmp = kfac_zalloc(nw);
   if (!l->grad || !l->v || !l->tmp) return GS_ERR_NOMEM;
   if (!factors) return GS_OK;
-  l->A = zalloc(na);
-  l->Anew = zalloc(na);
-  l->Ainv = zalloc(na);
-  l->G = zalloc(ng);
-  l->Gnew = zalloc(ng);
-  l->Ginv = zalloc(ng);
+  l->A = kfac_zalloc(na);
+  l->Anew = kfac_zalloc(na);
+  l->Ainv = kfac_zalloc(na);
+  l->G = kfac_zalloc(ng);
+  l->Gnew = kfac_zalloc(ng);
+  l->Ginv = kfac_zalloc(ng);
   if (!l->A || !l->Anew || !l->Ainv || !l->G || !l->Gnew || !l->Ginv)
     return GS_ERR_NOMEM;
   return GS_OK;
@@ -792,24 +421,16 @@ gs_status gs_kfac_create(gs_nn_optim **out, gs_nn_net *net, gs_comm *comm,
   k->rank = comm ? gs_comm_rank(comm) : 0;
   k->size = comm ? gs_comm_size(comm) : 1;
   k->L = L;
-  k->profile_step = 2L * cfg->cov_every; /* the third factor pass: warm */
+  k->ops = comm && k->size > 1 ? schemes[cfg->dist] : &one_process;
   gs_status st = gs_nn_sgd_create(&k->sgd, net, &cfg->sgd);
   if (st != GS_OK) {
     kfac_free(k);
     return st;
   }
   k->layers = gs_calloc(L, sizeof *k->layers);
-  k->a_end = gs_calloc(L, sizeof *k->a_end);
-  k->g_end = gs_calloc(L, sizeof *k->g_end);
   k->reqs = gs_calloc(4 * L + 4, sizeof *k->reqs);
-  k->fowner = gs_calloc(2 * L, sizeof *k->fowner);
-  k->tri_off = gs_calloc(2 * L, sizeof *k->tri_off);
-  double *lcost = gs_calloc(L, sizeof *lcost);
-  int *lowner = gs_calloc(L, sizeof *lowner);
-  if (!k->layers || !k->a_end || !k->g_end || !k->reqs || !k->fowner ||
-      !k->tri_off || !lcost || !lowner)
-    st = GS_ERR_NOMEM;
-  size_t max_d = 1, max_col = 1, a_stream = 0, g_stream = 0, full = 0, tri = 0;
+  if (!k->layers || !k->reqs) st = GS_ERR_NOMEM;
+  size_t max_d = 1, max_col = 1;
   for (size_t i = 0; st == GS_OK && i < L; i++) {
     kfac_layer *l = &k->layers[i];
     st = gs_nn_hook_layer_info(net, i, &l->info);
@@ -817,54 +438,19 @@ gs_status gs_kfac_create(gs_nn_optim **out, gs_nn_net *net, gs_comm *comm,
     l->bias = l->info.bias_index != SIZE_MAX;
     l->dA = l->info.d_in + l->bias;
     l->dG = l->info.d_out;
-    lcost[i] = factor_cost(l->dA) + factor_cost(l->dG);
+    l->mine = 1;
     max_d = GS_MAX(max_d, (size_t)GS_MAX(l->dA, l->dG));
     if (l->info.kind == GS_NN_HOOK_CONV)
       max_col = GS_MAX(max_col, (size_t)l->info.d_in * l->info.spatial);
-    full += (size_t)l->dA * l->dA + (size_t)l->dG * l->dG;
-    k->tri_off[2 * i] = tri;
-    tri += kfac_triangle_size(l->dA);
-    k->tri_off[2 * i + 1] = tri;
-    tri += kfac_triangle_size(l->dG);
-    /* spd streams: A in forward order, then G in backward order */
-    l->a_off = a_stream;
-    a_stream += kfac_triangle_size(l->dA);
   }
-  for (size_t i = L; st == GS_OK && i-- > 0;) {
-    k->layers[i].g_off = a_stream + g_stream;
-    g_stream += kfac_triangle_size(k->layers[i].dG);
-    /* until planned, every factor is a message of its own */
-    k->a_end[i] = k->g_end[i] = 1;
-  }
-  k->a_stream_n = a_stream;
-  k->g_begin = a_stream;
-  int dist = comm && k->size > 1;
+  if (st == GS_OK && k->ops->create) st = k->ops->create(k);
+  for (size_t i = 0; st == GS_OK && i < L; i++)
+    st = alloc_layer(&k->layers[i], k->layers[i].mine);
   if (st == GS_OK) {
-    if (dist && cfg->dist == GS_KFAC_DIST_DP)
-      kfac_place_lpt(lcost, NULL, L, k->size, lowner, NULL);
-    for (size_t i = 0; i < L; i++) {
-      kfac_layer *l = &k->layers[i];
-      l->dp_owner = dist && cfg->dist == GS_KFAC_DIST_DP ? lowner[i] : k->rank;
-      l->mine = l->dp_owner == k->rank;
-      st = alloc_layer(l, l->mine || cfg->dist != GS_KFAC_DIST_DP);
-      if (st != GS_OK) break;
-    }
+    k->work = kfac_zalloc(kfac_inverse_work((int)max_d, cfg->inverse));
+    k->col = kfac_zalloc(max_col);
+    if (!k->work || !k->col) st = GS_ERR_NOMEM;
   }
-  if (st == GS_OK && dist && cfg->dist == GS_KFAC_DIST_DKFAC)
-    kfac_place_round_robin(2 * L, k->size, k->fowner);
-  if (st == GS_OK) {
-    k->work = zalloc(kfac_inverse_work((int)max_d, cfg->inverse));
-    k->col = zalloc(max_col);
-    if (dist && cfg->dist == GS_KFAC_DIST_DKFAC) k->fused_n = full;
-    if (dist && cfg->dist == GS_KFAC_DIST_SPD) k->fused_n = a_stream + g_stream;
-    k->fused = k->fused_n ? zalloc(k->fused_n) : NULL;
-    k->tri = dist && cfg->dist == GS_KFAC_DIST_SPD ? zalloc(tri) : NULL;
-    if (!k->work || !k->col || (k->fused_n && !k->fused) ||
-        (dist && cfg->dist == GS_KFAC_DIST_SPD && !k->tri))
-      st = GS_ERR_NOMEM;
-  }
-  gs_free(lcost);
-  gs_free(lowner);
   if (st == GS_OK) st = gs_nn_set_layer_hooks(net, hook_forward, hook_backward, k);
   if (st != GS_OK) {
     kfac_free(k);
@@ -987,8 +573,8 @@ static int state_fits(const kfac *k, const unsigned char *data, size_t size,
     snprintf(why, n,
              "written by rank %d of %d for %s over %u layers; this is rank %d of "
              "%d running %s over %zu layers", (int)h.rank, (int)h.size,
-             h.dist < GS_KFAC_DIST_COUNT ? dist_names[h.dist] : "an unknown scheme",
-             h.layers, k->rank, k->size, dist_names[k->cfg.dist], k->L);
+             h.dist < GS_KFAC_DIST_COUNT ? schemes[h.dist]->name : "an unknown scheme",
+             h.layers, k->rank, k->size, schemes[k->cfg.dist]->name, k->L);
     return 0;
   }
   if (h.step < 0) {
