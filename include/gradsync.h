@@ -20,5 +20,6 @@
 #include "gradsync/compress.h"
 #include "gradsync/compress_comm.h"
 #include "gradsync/ps.h"
+#include "gradsync/embed.h"
 
 #endif /* GRADSYNC_H */

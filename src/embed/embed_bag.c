@@ -1,0 +1,266 @@
+/*
+ * Embedding bags: pooled lookups and the backward fused with the update
+ * (include/gradsync/embed.h; docs/DLRM.md).
+ *
+ * The backward's grouping is a stable LSD radix sort of 64-bit pairs
+ * (row << 32 | bag) on the row's bits only, in as few passes as the table's
+ * size needs (at most 11 bits a pass: the counts of a pass stay in L1).
+ * Being stable, it keeps each row's lookups in input order, so the sum of a
+ * row's gradient is always taken in the same order: the update is
+ * deterministic without atomics (FBGEMM's design: sort, segment-reduce,
+ * fused optimizer).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gradsync/embed.h"
+#include "gs_internal.h"
+
+#define RADIX_MAX_BITS 11
+
+struct gs_embed_work {
+  uint64_t *pairs, *tmp;
+  size_t cap;
+  float *grad;
+  size_t grad_cap;
+  size_t *counts; /* 1 << RADIX_MAX_BITS */
+};
+
+void gs_embed_work_free(gs_embed_work *w) {
+  if (w == NULL) return;
+  gs_free(w->pairs);
+  gs_free(w->tmp);
+  gs_free(w->grad);
+  gs_free(w->counts);
+  gs_free(w);
+}
+
+static inline int64_t id_at(const gs_embed_bags *bags, int64_t j) {
+  return bags->ids64 ? ((const int64_t *)bags->ids)[j] : ((const int32_t *)bags->ids)[j];
+}
+
+static const char *table_name(const gs_embed_table *t) {
+  return t->name && *t->name ? t->name : "(unnamed)";
+}
+
+gs_status gs_embed_check(const gs_embed_table *t, const gs_embed_bags *bags) {
+  if (t == NULL || bags == NULL || t->weights == NULL || bags->offsets == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "embedding bags: NULL table, weights or offsets");
+  if (t->dim == 0)
+    return gs_error(GS_ERR_INVALID_ARG, "embedding table '%s': dimension 0", table_name(t));
+  if (t->rows > UINT32_MAX)
+    return gs_error(GS_ERR_UNSUPPORTED, "embedding table '%s': %zu rows (at most 2^32 - 1 "
+                    "in one shard)", table_name(t), t->rows);
+  if (bags->nbags > UINT32_MAX)
+    return gs_error(GS_ERR_UNSUPPORTED, "embedding bags of table '%s': %zu bags in one "
+                    "batch (at most 2^32 - 1)", table_name(t), bags->nbags);
+  if (bags->offsets[0] != 0)
+    return gs_error(GS_ERR_INVALID_ARG, "embedding bags of table '%s': offsets[0] is %lld, "
+                    "not 0", table_name(t), (long long)bags->offsets[0]);
+  for (size_t b = 0; b < bags->nbags; b++)
+    if (bags->offsets[b + 1] < bags->offsets[b])
+      return gs_error(GS_ERR_INVALID_ARG, "embedding bags of table '%s': offsets decrease "
+                      "at sample %zu (%lld then %lld)", table_name(t),
+                      bags->first_sample + b, (long long)bags->offsets[b],
+                      (long long)bags->offsets[b + 1]);
+  if (bags->offsets[bags->nbags] > 0 && bags->ids == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "embedding bags of table '%s': %lld lookups and "
+                    "no ids", table_name(t), (long long)bags->offsets[bags->nbags]);
+  for (size_t b = 0; b < bags->nbags; b++)
+    for (int64_t j = bags->offsets[b]; j < bags->offsets[b + 1]; j++) {
+      int64_t id = id_at(bags, j);
+      if (id < 0 || (uint64_t)id >= t->rows)
+        return gs_error(GS_ERR_INVALID_ARG, "embedding table '%s': id %lld out of range "
+                        "[0, %zu) in sample %zu (its lookup %lld)", table_name(t),
+                        (long long)id, t->rows, bags->first_sample + b,
+                        (long long)(j - bags->offsets[b]));
+    }
+  return GS_OK;
+}
+
+/* The loops are built for AVX-512, AVX2 and the baseline, the loader
+ * picking the best the CPU has (GCC's function multi-versioning, as in
+ * src/nn); not under ThreadSanitizer, whose runtime is not up when the
+ * loader resolves them. The file is compiled with -ffp-contract=off: every
+ * clone rounds as the baseline does, so results do not depend on the CPU. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(GRADSYNC_EMBED_NO_CLONES)
+#define EMBED_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define EMBED_CLONES
+#endif
+
+/* The rows ahead are fetched while the current one is added: a lookup is a
+ * random row of a table far larger than the caches, and without the
+ * prefetch each one waits for memory (FBGEMM's kernels do the same). */
+#define PREFETCH_AHEAD 8
+/* A bag is pooled BLOCK columns at a time, their sums held in registers
+ * across the bag's lookups; each column still adds the lookups in order. */
+#define BLOCK 16
+
+#define FORWARD_ROWS(NAME, ID_T)                                                        \
+  static EMBED_CLONES void NAME(const gs_embed_table *t, const gs_embed_bags *bags,     \
+                                gs_embed_pool pool, float *out, size_t out_stride,      \
+                                size_t out_col) {                                       \
+    const ID_T *ids = bags->ids;                                                       \
+    const float *w = t->weights;                                                       \
+    size_t dim = t->dim;                                                               \
+    int64_t n = bags->offsets[bags->nbags];                                            \
+    for (size_t b = 0; b < bags->nbags; b++) {                                         \
+      float *dst = out + b * out_stride + out_col;                                     \
+      int64_t lo = bags->offsets[b], hi = bags->offsets[b + 1];                        \
+      float s = pool == GS_EMBED_MEAN && hi - lo > 1 ? 1.0f / (float)(hi - lo) : 1.0f;  \
+      size_t d0 = 0;                                                                   \
+      for (; d0 + BLOCK <= dim; d0 += BLOCK) {                                         \
+        float acc[BLOCK] = {0};                                                        \
+        for (int64_t j = lo; j < hi; j++) {                                            \
+          if (d0 == 0 && j + PREFETCH_AHEAD < n)                                       \
+            __builtin_prefetch(w + (size_t)ids[j + PREFETCH_AHEAD] * dim);             \
+          const float *r = w + (size_t)ids[j] * dim + d0;                              \
+          for (int k = 0; k < BLOCK; k++) acc[k] += r[k];                              \
+        }                                                                              \
+        for (int k = 0; k < BLOCK; k++) dst[d0 + k] = s == 1.0f ? acc[k] : acc[k] * s; \
+      }                                                                                \
+      for (size_t d = d0; d < dim; d++) {                                              \
+        float acc = 0;                                                                 \
+        for (int64_t j = lo; j < hi; j++) acc += w[(size_t)ids[j] * dim + d];          \
+        dst[d] = s == 1.0f ? acc : acc * s;                                            \
+      }                                                                                \
+    }                                                                                  \
+  }
+FORWARD_ROWS(forward_rows32, int32_t)
+FORWARD_ROWS(forward_rows64, int64_t)
+
+gs_status gs_embed_forward(const gs_embed_table *t, const gs_embed_bags *bags,
+                           gs_embed_pool pool, float *out, size_t out_stride,
+                           size_t out_col) {
+  GS_CHECK(gs_embed_check(t, bags));
+  if (out == NULL || out_col + t->dim > out_stride)
+    return gs_error(GS_ERR_INVALID_ARG, "embedding table '%s': output columns [%zu, %zu) "
+                    "outside a row of %zu", table_name(t), out_col, out_col + t->dim,
+                    out_stride);
+  if (bags->ids64)
+    forward_rows64(t, bags, pool, out, out_stride, out_col);
+  else
+    forward_rows32(t, bags, pool, out, out_stride, out_col);
+  return GS_OK;
+}
+
+static gs_status work_reserve(gs_embed_work **wp, size_t n, size_t dim) {
+  if (*wp == NULL) {
+    *wp = gs_calloc(1, sizeof **wp);
+    if (*wp == NULL) return gs_error(GS_ERR_NOMEM, "embedding bags: out of memory for scratch");
+  }
+  gs_embed_work *w = *wp;
+  if (w->counts == NULL) {
+    w->counts = gs_malloc(sizeof(size_t) << RADIX_MAX_BITS);
+    if (w->counts == NULL) return gs_error(GS_ERR_NOMEM, "embedding bags: out of memory");
+  }
+  if (n > w->cap) {
+    gs_free(w->pairs);
+    gs_free(w->tmp);
+    w->pairs = gs_malloc(n * sizeof(uint64_t));
+    w->tmp = gs_malloc(n * sizeof(uint64_t));
+    w->cap = w->pairs && w->tmp ? n : 0;
+    if (w->cap == 0)
+      return gs_error(GS_ERR_NOMEM, "embedding bags: out of memory for %zu lookups", n);
+  }
+  if (dim > w->grad_cap) {
+    gs_free(w->grad);
+    w->grad = gs_malloc(dim * sizeof(float));
+    w->grad_cap = w->grad ? dim : 0;
+    if (w->grad == NULL) return gs_error(GS_ERR_NOMEM, "embedding bags: out of memory");
+  }
+  return GS_OK;
+}
+
+/* Sorts n pairs by their high 32 bits (the row, below 2^bits), stably;
+ * returns the buffer holding the result (pairs or tmp). */
+static uint64_t *radix_sort_rows(gs_embed_work *w, size_t n, int bits) {
+  uint64_t *src = w->pairs, *dst = w->tmp;
+  int passes = (bits + RADIX_MAX_BITS - 1) / RADIX_MAX_BITS;
+  if (passes == 0) return src; /* one row: already grouped */
+  int per = (bits + passes - 1) / passes;
+  size_t buckets = (size_t)1 << per, mask = buckets - 1;
+  for (int p = 0; p < passes; p++) {
+    int shift = 32 + p * per;
+    size_t *cnt = w->counts;
+    memset(cnt, 0, buckets * sizeof(size_t));
+    for (size_t i = 0; i < n; i++) cnt[(src[i] >> shift) & mask]++;
+    size_t sum = 0;
+    for (size_t k = 0; k < buckets; k++) {
+      size_t c = cnt[k];
+      cnt[k] = sum;
+      sum += c;
+    }
+    for (size_t i = 0; i < n; i++) dst[cnt[(src[i] >> shift) & mask]++] = src[i];
+    uint64_t *x = src;
+    src = dst;
+    dst = x;
+  }
+  return src;
+}
+
+static inline void axpy(float *restrict g, float a, const float *restrict x, size_t dim) {
+  for (size_t d = 0; d < dim; d++) g[d] += a * x[d];
+}
+
+static inline void copy_scaled(float *restrict g, float a, const float *restrict x, size_t dim) {
+  for (size_t d = 0; d < dim; d++) g[d] = a * x[d];
+}
+
+gs_status gs_embed_backward_update(gs_embed_table *t, const gs_embed_bags *bags,
+                                   gs_embed_pool pool, const float *dout,
+                                   size_t dout_stride, size_t dout_col,
+                                   const gs_embed_optim *opt, gs_embed_work **work) {
+  GS_CHECK(gs_embed_check(t, bags));
+  if (dout == NULL || opt == NULL || work == NULL || dout_col + t->dim > dout_stride)
+    return gs_error(GS_ERR_INVALID_ARG, "embedding table '%s': backward: NULL gradient, "
+                    "optimizer or work, or columns [%zu, %zu) outside a row of %zu",
+                    table_name(t), dout_col, dout_col + t->dim, dout_stride);
+  if (opt->kind == GS_EMBED_ROWWISE_ADAGRAD && t->state == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "embedding table '%s': row-wise Adagrad needs its "
+                    "accumulator (one float per row)", table_name(t));
+  if (opt->kind != GS_EMBED_SGD && opt->kind != GS_EMBED_ROWWISE_ADAGRAD)
+    return gs_error(GS_ERR_INVALID_ARG, "embedding table '%s': unknown optimizer %d",
+                    table_name(t), (int)opt->kind);
+  size_t n = (size_t)bags->offsets[bags->nbags], dim = t->dim;
+  if (n == 0) return GS_OK;
+  GS_CHECK(work_reserve(work, n, dim));
+  gs_embed_work *w = *work;
+  for (size_t b = 0, j = 0; b < bags->nbags; b++)
+    for (; j < (size_t)bags->offsets[b + 1]; j++)
+      w->pairs[j] = (uint64_t)id_at(bags, (int64_t)j) << 32 | (uint64_t)b;
+  int bits = 0;
+  while (bits < 32 && ((size_t)1 << bits) < t->rows) bits++;
+  const uint64_t *sorted = radix_sort_rows(w, n, bits);
+  float *g = w->grad;
+  const float lr = opt->lr, eps = opt->eps;
+  for (size_t i = 0; i < n;) {
+    uint32_t row = (uint32_t)(sorted[i] >> 32);
+    /* The row's gradient: its lookups in input order (the sort is stable). */
+    size_t k = i;
+    for (; k < n && (uint32_t)(sorted[k] >> 32) == row; k++) {
+      size_t b = (size_t)(sorted[k] & 0xffffffffu);
+      float s = 1.0f;
+      if (pool == GS_EMBED_MEAN) s = 1.0f / (float)(bags->offsets[b + 1] - bags->offsets[b]);
+      const float *src = dout + b * dout_stride + dout_col;
+      if (k == i) copy_scaled(g, s, src, dim);
+      else axpy(g, s, src, dim);
+    }
+    i = k;
+    float *wr = t->weights + (size_t)row * dim;
+    if (opt->kind == GS_EMBED_SGD) {
+      for (size_t d = 0; d < dim; d++) wr[d] -= lr * g[d];
+    } else {
+      float sq = 0;
+      for (size_t d = 0; d < dim; d++) sq += g[d] * g[d];
+      t->state[row] += sq / (float)dim;
+      float step = lr / (sqrtf(t->state[row]) + eps);
+      for (size_t d = 0; d < dim; d++) wr[d] -= step * g[d];
+    }
+  }
+  return GS_OK;
+}
