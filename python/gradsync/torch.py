@@ -986,8 +986,12 @@ def DistributedOptimizer(optimizer, named_parameters=None, policy="auto", compre
     error_feedback: keep the residual of compression and add it to the next
       step's gradient (default; `--no-ef` of gradsync train is False).
     compress_warmup_steps: DGC's exponential density warm-up, in steps.
-    compress_momentum: DGC's momentum (it applies momentum inside the
-      compressor, so the wrapped optimizer must have momentum 0).
+    compress_momentum: DGC's momentum. DGC applies momentum inside the
+      compressor, so with "dgc:D" the wrapped optimizer's momentum moves into
+      it (the param groups' momentum becomes 0) with a warning; a
+      compress_momentum that differs from a non-zero optimizer momentum, a
+      Nesterov momentum, or param groups of different momenta raise
+      ValueError. With an optimizer momentum of 0 it is DGC's (default 0.9).
     ef_decay: damp the error feedback, 0 < G <= 1: the residual becomes
       G * e + g each step (`gradsync train --ef-decay`). None: the
       compressor's default, 1 except randomk's 0.5.
