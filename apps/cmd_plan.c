@@ -527,15 +527,51 @@ int cmd_plan(int argc, char **argv) {
     }
     zparams = params;
   }
-  /* The compressor: "auto:SPEC" lets each group choose. */
-  gs_compressor *zc = NULL;
-  int zrequired = 0;
-  if (compress && strcmp(compress, "none") != 0 && strcmp(compress, "auto:none") != 0) {
-    zrequired = strncmp(compress, "auto:", 5) != 0;
-    if (gs_compressor_create(zrequired ? compress : compress + 5, &zc) != GS_OK) {
+  /* The compression spec: "auto:SPEC" lets each group choose. */
+  gs_compress_spec z;
+  if (gs_compress_spec_parse(compress, &z) != GS_OK) {
+    cli_error(VERB, "--compress: %s", gs_last_error());
+    return 2;
+  }
+
+  /* The policies to plan; wfbp and single are always planned, for the
+   * speedup columns. */
+  static const char *all_specs[] = {"wfbp", "single", "bucket", "mgwfbp",
+                                    "optimal", "dear", "auto"};
+  const char *one[1] = {policy};
+  const char *kept[sizeof all_specs / sizeof all_specs[0]];
+  const char *left_out = NULL; /* a policy the compression leaves out */
+  const char **specs = kept;
+  size_t nspecs = 0;
+  if (strcmp(policy, "all") != 0) {
+    gs_plan_policy pp;
+    if (gs_plan_policy_parse(policy, &pp) != GS_OK) {
+      cli_error(VERB, "--policy: %s", gs_last_error());
+      return 2;
+    }
+    if (gs_plan_policy_check_compress(&pp, &z) != GS_OK) {
       cli_error(VERB, "--compress: %s", gs_last_error());
       return 2;
     }
+    specs = one;
+    nspecs = 1;
+  } else {
+    /* With every group compressed, DeAR has no plan: among all the
+     * policies it is left out (asked for alone, it is an error). */
+    for (size_t k = 0; k < sizeof all_specs / sizeof all_specs[0]; k++) {
+      gs_plan_policy pk;
+      if (gs_plan_policy_parse(all_specs[k], &pk) == GS_OK &&
+          gs_plan_policy_check_compress(&pk, &z) != GS_OK)
+        left_out = all_specs[k];
+      else
+        kept[nspecs++] = all_specs[k];
+    }
+  }
+
+  gs_compressor *zc = NULL;
+  if (!z.off && gs_compressor_create(z.compressor, &zc) != GS_OK) {
+    cli_fail(VERB, "--compress: %s", gs_last_error());
+    return 1;
   }
   gs_plan_xchg xchg = {0};
   if (zc) {
@@ -545,28 +581,11 @@ int cmd_plan(int argc, char **argv) {
     double spe = 0;
     if (gs_compressor_measure(zc, (size_t)1 << 18, &spe) != GS_OK ||
         gs_plan_xchg_from_compressor(zc, spe, &zparams, topo, have_a ? &cost.ar : NULL,
-                                     zrequired, &xchg) != GS_OK) {
+                                     !z.automatic, &xchg) != GS_OK) {
       cli_error(VERB, "--compress %s: %s", compress, gs_last_error());
       gs_compressor_destroy(zc);
       return 1;
     }
-  }
-
-  /* The policies to plan; wfbp and single are always planned, for the
-   * speedup columns. */
-  static const char *all_specs[] = {"wfbp", "single", "bucket", "mgwfbp",
-                                    "optimal", "dear", "auto"};
-  const char *one[1] = {policy};
-  const char **specs = all_specs;
-  size_t nspecs = sizeof all_specs / sizeof all_specs[0];
-  if (strcmp(policy, "all") != 0) {
-    gs_plan_policy pp;
-    if (gs_plan_policy_parse(policy, &pp) != GS_OK) {
-      cli_error(VERB, "--policy: %s", gs_last_error());
-      return 2;
-    }
-    specs = one;
-    nspecs = 1;
   }
 
   gs_profile *prof = NULL;
@@ -654,6 +673,9 @@ int cmd_plan(int argc, char **argv) {
     }
     printf("\n");
   }
+  if (left_out)
+    printf("%-18s (left out: its reduce-scatter and all-gather cannot be sent "
+           "compressed)\n", left_out);
   if (verbose) {
     printf("\n");
     for (size_t k = 0; k < nspecs; k++) print_groups(stdout, rows[k].plan);

@@ -627,20 +627,31 @@ int cmd_simulate(int argc, char **argv) {
   plan_cost.ar.npoints = plan_cost.rs.npoints = plan_cost.ag.npoints = 0;
   if (o.have_plan_ar) gs_plan_cost_from_ab(o.plan_a, o.plan_b, &plan_cost);
 
-  gs_compressor *zc = NULL;
-  gs_plan_xchg xchg = {0};
-  int zrequired = 0;
-  if (o.compress && strcmp(o.compress, "none") != 0 && strcmp(o.compress, "auto:none") != 0) {
-    int required = strncmp(o.compress, "auto:", 5) != 0;
-    zrequired = required;
-    if (gs_compressor_create(required ? o.compress : o.compress + 5, &zc) != GS_OK) {
+  /* The compression spec: "auto:SPEC" lets each group choose. */
+  gs_compress_spec z;
+  if (gs_compress_spec_parse(o.compress, &z) != GS_OK) {
+    cli_error(VERB, "--compress: %s", gs_last_error());
+    return 2;
+  }
+  if (nspecs == 1) {
+    gs_plan_policy pp;
+    if (gs_plan_policy_parse(specs[0], &pp) == GS_OK &&
+        gs_plan_policy_check_compress(&pp, &z) != GS_OK) {
       cli_error(VERB, "--compress: %s", gs_last_error());
       return 2;
     }
+  }
+  gs_compressor *zc = NULL;
+  gs_plan_xchg xchg = {0};
+  if (!z.off) {
+    if (gs_compressor_create(z.compressor, &zc) != GS_OK) {
+      cli_fail(VERB, "--compress: %s", gs_last_error());
+      return 1;
+    }
     double spe = 0;
     if (gs_compressor_measure(zc, (size_t)1 << 18, &spe) != GS_OK ||
-        gs_plan_xchg_from_compressor(zc, spe, &params, topo, NULL, required, &xchg) !=
-            GS_OK) {
+        gs_plan_xchg_from_compressor(zc, spe, &params, topo, NULL, !z.automatic,
+                                     &xchg) != GS_OK) {
       cli_fail(VERB, "--compress %s: %s", o.compress, gs_last_error());
       gs_compressor_destroy(zc);
       return 1;
@@ -710,9 +721,9 @@ int cmd_simulate(int argc, char **argv) {
     gs_plan_policy pk;
     gs_plan *pl = NULL;
     st = gs_plan_policy_parse(specs[k], &pk);
-    if (st == GS_OK && nspecs > 1 && zrequired && pk.kind == GS_PLAN_DEAR) {
+    if (st == GS_OK && gs_plan_policy_check_compress(&pk, &z) != GS_OK) {
       /* With every group compressed, DeAR has no plan: among all the
-       * policies it is left out (asked for alone, it is an error). */
+       * policies it is left out (asked for alone, it was an error above). */
       if (!o.json)
         printf("%-18s (left out: its reduce-scatter and all-gather cannot be sent "
                "compressed)\n", specs[k]);

@@ -42,16 +42,18 @@ static void usage(FILE *f) {
     "                      dgc:0.001, qsgd:16, powersgd:4, fp16, ...; see\n"
     "                      gradsync plan --help): every group, through the\n"
     "                      exchange the plan predicts fastest; auto:SPEC lets\n"
-    "                      each group stay dense where that is faster\n"
+    "                      each group stay dense where that is faster.\n"
+    "                      dgc applies momentum inside the compressor (DGC's\n"
+    "                      momentum correction): --momentum moves into it, the\n"
+    "                      optimizer's becomes 0, and a line on stderr says so\n"
+    "                      (a Nesterov --momentum cannot move: an error)\n"
     "  --no-ef             no error feedback (the residual of compression is\n"
     "                      dropped instead of added to the next step)\n"
     "  --ef-decay G        damp the error feedback: the residual becomes\n"
     "                      G*e + g each step (0 < G <= 1; default 1, and\n"
     "                      0.5 for randomk, whose undamped residual diverged)\n"
     "  --compress-warmup-steps N  topk, mstopk, dgc: the density starts at 25%%\n"
-    "                      and falls exponentially to SPEC's over N steps;\n"
-    "                      dgc applies --momentum itself (momentum\n"
-    "                      correction) and the optimizer none\n"
+    "                      and falls exponentially to SPEC's over N steps\n"
     "  --data DIR          Fashion-MNIST's IDX files (default\n"
     "                      " GS_NN_FASHION_MNIST_DIR ")\n"
     "  --synthetic N       train on N synthetic samples instead\n"
@@ -86,7 +88,10 @@ static void usage(FILE *f) {
 
 /* ---- Options ----------------------------------------------------------------- */
 
-static int parse_opts(int argc, char **argv, train_config *o) {
+/* zspec and zmom receive the compression spec and the momentum rule's
+ * outcome (for the announcement of a move). */
+static int parse_opts(int argc, char **argv, train_config *o, gs_compress_spec *zspec,
+                      gs_compress_momentum *zmom) {
   static const struct option longs[] = {
       {"model", required_argument, 0, 'm'},   {"epochs", required_argument, 0, 'e'},
       {"batch", required_argument, 0, 'b'},   {"lr", required_argument, 0, 'l'},
@@ -121,6 +126,7 @@ static int parse_opts(int argc, char **argv, train_config *o) {
   int momentum_given = 0;
   unsigned char seen[128] = {0};
   train_config_init(o);
+  gs_compress_spec_parse(NULL, zspec); /* off until --compress */
   int c;
   double v;
   long n;
@@ -196,19 +202,15 @@ static int parse_opts(int argc, char **argv, train_config *o) {
         o->policy = optarg;
         break;
       }
-      case 'Z': {
+      case 'Z':
         /* The spec is checked here (exit 2) and agreed between ranks by
          * the engine. */
-        const char *kind = strncmp(optarg, "auto:", 5) == 0 ? optarg + 5 : optarg;
-        gs_compressor *zc = NULL;
-        if (strcmp(kind, "none") != 0 && gs_compressor_create(kind, &zc) != GS_OK) {
+        if (gs_compress_spec_parse(optarg, zspec) != GS_OK) {
           cli_error(VERB, "--compress: %s", gs_last_error());
           return 2;
         }
-        gs_compressor_destroy(zc);
         o->compress = optarg;
         break;
-      }
       case 'E': o->no_ef = 1; break;
       case 'F': {
         double v;
@@ -364,18 +366,24 @@ static int parse_opts(int argc, char **argv, train_config *o) {
               "give one of them");
     return 2;
   }
-  /* DGC corrects momentum itself: the optimizer's momentum moves into the
-   * compressor (Lin et al., ICLR 2018, Sec. 3.2). */
-  if (o->compress && strstr(o->compress, "dgc:") != NULL) {
-    o->compress_momentum = o->momentum;
-    o->momentum = 0;
-  }
   if (kfac_opt && strcmp(o->optimizer, "kfac") != 0) {
     cli_error(VERB, "--%s applies to --optimizer kfac only", kfac_opt);
     return 2;
   }
   if (strcmp(o->optimizer, "kfac") == 0 && !momentum_given)
     o->momentum = TRAIN_KFAC_MOMENTUM;
+  /* A compressor that applies momentum itself (dgc) takes the optimizer's
+   * (gs_compress_spec_momentum); cmd_train announces the move. There is no
+   * option for the compressor's momentum: it is --momentum. */
+  if (gs_compress_spec_momentum(zspec, o->momentum, o->nesterov, -1, zmom) != GS_OK) {
+    cli_error(VERB, "--momentum %g%s with --compress: %s", (double)o->momentum,
+              o->nesterov ? " --nesterov" : "", gs_last_error());
+    return 2;
+  }
+  if (zmom->moved) {
+    o->compress_momentum = zmom->compressor;
+    o->momentum = zmom->optimizer;
+  }
   if (strcmp(o->optimizer, "kfac") == 0 && train_kfac_config(o, &kfac) != GS_OK) {
     cli_error(VERB, "%s", gs_last_error());
     return 2;
@@ -431,12 +439,18 @@ static int parse_opts(int argc, char **argv, train_config *o) {
 
 int cmd_train(int argc, char **argv) {
   train_config cfg;
-  int rc = parse_opts(argc, argv, &cfg);
+  gs_compress_spec zspec;
+  gs_compress_momentum zmom = {0};
+  int rc = parse_opts(argc, argv, &cfg, &zspec, &zmom);
   if (rc == 1) return 0; /* --help */
   cli_rank r;
   if (cli_rank_init(&r, VERB, &argc, &argv)) return rc ? rc : 1;
   rc = cli_rank_connect(&r, CLI_RANK_BLAS, rc, "bad options");
   if (rc) return rc;
+  if (zmom.moved && r.rank == 0)
+    fprintf(stderr, "gradsync %s: --compress %s applies momentum inside the compressor "
+            "(DGC's momentum correction): --momentum %g moved into it, and the "
+            "optimizer's momentum is 0\n", VERB, cfg.compress, (double)zmom.compressor);
   train_ranks ranks = {.verb = VERB, .comm = r.comm, .rank = r.rank, .size = r.size};
   rc = train_run(&cfg, &ranks, NULL);
   return cli_rank_finish(&r, rc);

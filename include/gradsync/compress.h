@@ -110,6 +110,10 @@ typedef struct gs_compressor_info {
    * gs_compress_opts.ef_decay at 0: 1 (undamped), random-k's
    * GS_COMPRESS_RANDOMK_EF_DECAY. */
   float ef_decay;
+  /* 1 where the kind applies momentum itself (DGC's momentum correction,
+   * gs_compress_opts.momentum): the optimizer must then add none of its
+   * own (gs_compress_spec_momentum says who applies which). */
+  int own_momentum;
 } gs_compressor_info;
 
 /* Per-tensor options. Start from gs_compress_opts_default(). */
@@ -183,6 +187,66 @@ gs_status gs_compressor_payload_bytes(const gs_compressor *c, size_t n,
  * a cost model that prefers a measured rate to the traffic model. */
 gs_status gs_compressor_measure(const gs_compressor *c, size_t n,
                                 double *secs_per_elem);
+
+/* ---- Compression specs ------------------------------------------------------- */
+
+/* A compression spec, as the engine (gs_engine_config.compress), `gradsync
+ * train|plan|simulate --compress` and the Python binding take it:
+ *   "none", "" or NULL  every group dense ("auto:none" too);
+ *   SPEC                a compressor spec (gs_compressor_create): every f32
+ *                       group compressed;
+ *   "auto:SPEC"         the planner chooses per group: dense or SPEC.
+ * gs_compress_spec_parse is the one parser of these forms: every caller
+ * reads a spec through it, so that they cannot disagree. */
+typedef struct gs_compress_spec {
+  int off;                /* 1: every group dense */
+  int automatic;          /* 1: "auto:SPEC" (0 when off) */
+  const char *compressor; /* the compressor spec as given, without "auto:"
+                             (points into the parsed string, valid as long
+                             as it is); "" when off */
+  const char *kind;       /* the kind's name ("topk", "dgc", ...; static);
+                             "none" when off */
+  char normalised[80];    /* "none", "topk:0.001" or "auto:topk:0.001" */
+  /* The kind's defaults that a caller needs before any state exists
+   * (gs_compressor_info): its error-feedback damping (1 when off) and
+   * whether it applies momentum itself (DGC). */
+  float ef_decay;
+  int own_momentum;
+} gs_compress_spec;
+
+/* Parses a compression spec (the forms above), kind names in any case as
+ * gs_compressor_create takes them ("NONE" is off too). Errors:
+ * GS_ERR_INVALID_ARG naming the spec and the accepted forms: "auto:"
+ * without a compressor spec, or the compressor's own error. */
+gs_status gs_compress_spec_parse(const char *spec, gs_compress_spec *out);
+
+/* Who applies momentum: the optimizer or the compressor. */
+typedef struct gs_compress_momentum {
+  float compressor; /* for gs_compress_opts.momentum */
+  float optimizer;  /* the momentum the optimizer keeps */
+  int moved;        /* 1: the optimizer's momentum moved into the compressor,
+                       which the caller announces (it changes what the user
+                       asked of the optimizer) */
+} gs_compress_momentum;
+
+/* The one momentum rule between an optimizer and a compressor that applies
+ * momentum itself (own_momentum: DGC's momentum correction, Lin et al.,
+ * ICLR 2018, Sec. 3.2, Eq. 6). Both applying it would apply it twice, so the
+ * optimizer's momentum moves into the compressor:
+ *   - spec off, or a kind without own momentum: nothing moves; compressor
+ *     is `compressor` when given, else gs_compress_opts_default's;
+ *   - own momentum, optimizer 0: the same;
+ *   - own momentum, optimizer m > 0: compressor m, optimizer 0, moved 1.
+ *     GS_ERR_INVALID_ARG instead when `compressor` was given too and
+ *     differs from m (the message names both values), or when the
+ *     optimizer's momentum is Nesterov's (nesterov != 0), which the
+ *     compressor's plain momentum cannot take over.
+ * optimizer: the optimizer's momentum (0 <= m < 1 where it moves).
+ * compressor: the compressor momentum the user gave, 0 <= c < 1, or
+ * negative for none. GS_ERR_INVALID_ARG for values out of range. */
+gs_status gs_compress_spec_momentum(const gs_compress_spec *z, double optimizer,
+                                   int nesterov, double compressor,
+                                   gs_compress_momentum *out);
 
 /* ---- Per-tensor state -------------------------------------------------------- */
 

@@ -136,7 +136,9 @@ typedef struct gs_engine_config {
    * or scale within a group: with the same seed a run is reproducible when
    * its groups are (wfbp, single, bucket; not the policies that plan from
    * measured times), and, for SPEC alone, not otherwise timing-dependent.
-   * NULL, "" or "none": dense. Every rank must give the same spec,
+   * NULL, "" or "none": dense. Read by gs_compress_spec_parse; a SPEC
+   * without auto: and policy dear is GS_ERR_INVALID_ARG
+   * (gs_plan_policy_check_compress). Every rank must give the same spec,
    * error_feedback and compress_merged (checked at creation,
    * GS_ERR_MISMATCH naming both). Each compressed message keeps its own
    * compressor state (error-feedback residual, DGC momentum, PowerSGD's Q);
@@ -154,7 +156,9 @@ typedef struct gs_engine_config {
    * Every rank must agree (checked with the spec). */
   int compress_merged;
   /* Options for the compressor states (seed, DGC's momentum, clipping and
-   * warm-up steps; NULL: gs_compress_opts_default). rank, nranks and
+   * warm-up steps; NULL: gs_compress_opts_default). DGC's momentum is the
+   * optimizer's, whose own is then 0 (gs_compress_spec_momentum: the
+   * caller applies the rule). rank, nranks and
    * error_feedback are set by the engine. Copied. */
   const struct gs_compress_opts *compress_opts;
 } gs_engine_config;

@@ -269,6 +269,14 @@ gs_status gs_plan_xchg_from_compressor(const gs_compressor *c, double secs_per_e
                                        const gs_cost_curve *dense, int required,
                                        gs_plan_xchg *out);
 
+/* The one rule between a compression spec (gs_compress_spec_parse) and a
+ * policy: a spec that compresses every group (not auto:) cannot be combined
+ * with dear, whose reduce-scatter + all-gather groups cannot be sent
+ * compressed. GS_ERR_INVALID_ARG naming the spec and the auto:SPEC to use
+ * instead; GS_OK for any other pair (z off or automatic, another policy). */
+gs_status gs_plan_policy_check_compress(const gs_plan_policy *policy,
+                                        const gs_compress_spec *z);
+
 /* gs_plan_predict with a per-group choice (group_xchg[g] = -1: dense, else
  * a kind present in x; group_xchg NULL: all dense). */
 gs_status gs_plan_predict_xchg(const gs_profile *profile, const gs_plan_cost *cost,

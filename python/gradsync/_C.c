@@ -14,7 +14,8 @@
  * Objects: Request (one non-blocking collective: wait, test) and Engine
  * (gs_engine: register, grad_ready, wait, wait_tensor, destroy, stats; its
  * configuration includes gradient compression). compression_check parses
- * a compression spec without communicating.
+ * a compression spec and compression_momentum applies its momentum rule,
+ * both without communicating.
  * Every gradsync failure raises gradsync.GradsyncError with the library's
  * message (gs_last_error) and the status name in its `status` attribute.
  * Calls that may block (waits, blocking collectives, engine waits) release
@@ -410,39 +411,67 @@ static PyObject *py_ibarrier(PyObject *self, PyObject *args) {
 
 /* ---- Compression ----------------------------------------------------------- */
 
-/* compression_check(spec) -> normalised spec: parses a compression spec as
- * the engine and `gradsync train --compress` do ("none", a compressor spec
- * of gradsync/compress.h, or "auto:SPEC"), without any communication, so
- * that a bad spec is reported where it is given. Returns "none",
- * "topk:0.01" or "auto:topk:0.01" (the compressor's own normalisation);
- * raises GradsyncError (INVALID_ARG) with the parser's message. */
-static PyObject *py_compression_check(PyObject *self, PyObject *arg) {
+/* compression_check(spec, policy=None) -> normalised spec: parses a
+ * compression spec with the library's parser (gs_compress_spec_parse: "none",
+ * a compressor spec of gradsync/compress.h, or "auto:SPEC"), as the engine
+ * and `gradsync train --compress` do, without any communication, so that a
+ * bad spec is reported where it is given. With a policy spec, also the
+ * policy rule (gs_plan_policy_check_compress: dear sends its groups dense);
+ * a policy that does not parse is left to the engine to report. Returns
+ * "none", "topk:0.01" or "auto:topk:0.01"; raises GradsyncError
+ * (INVALID_ARG) with the library's message. */
+static PyObject *py_compression_check(PyObject *self, PyObject *args) {
   (void)self;
-  const char *spec = PyUnicode_AsUTF8(arg);
-  if (!spec) return NULL;
-  const int automatic = strncmp(spec, "auto:", 5) == 0;
-  const char *kind = automatic ? spec + 5 : spec;
-  if (*kind == '\0' && automatic) {
-    gs_error(GS_ERR_INVALID_ARG,
-             "gradsync: compression '%s': expected auto:SPEC with a "
-             "compressor spec (%s)",
-             spec, gs_compressor_kinds());
-    return raise_status(GS_ERR_INVALID_ARG);
-  }
-  if (*kind == '\0' || strcmp(kind, "none") == 0)
-    return PyUnicode_FromString("none");
-  gs_compressor *c = NULL;
-  gs_status st = gs_compressor_create(kind, &c);
+  const char *spec, *policy = NULL;
+  if (!PyArg_ParseTuple(args, "s|z", &spec, &policy)) return NULL;
+  gs_compress_spec z;
+  gs_status st = gs_compress_spec_parse(spec, &z);
+  gs_plan_policy pol;
+  if (st == GS_OK && policy && gs_plan_policy_parse(policy, &pol) == GS_OK)
+    st = gs_plan_policy_check_compress(&pol, &z);
   if (st != GS_OK) {
     char why[900];
     snprintf(why, sizeof why, "%s", gs_last_error());
-    gs_error(st, "gradsync: compression: %s", why);
+    gs_error(st, "gradsync: %s", why);
     return raise_status(st);
   }
-  PyObject *res = PyUnicode_FromFormat("%s%s", automatic ? "auto:" : "",
-                                       gs_compressor_spec(c));
-  gs_compressor_destroy(c);
-  return res;
+  return PyUnicode_FromString(z.normalised);
+}
+
+/* compression_momentum(spec, momentum, nesterov, compress_momentum) ->
+ * (compressor's momentum, optimizer's momentum, moved): the library's
+ * momentum rule (gs_compress_spec_momentum) for an optimizer's momentum and
+ * the compressor momentum the user gave (None: not given). moved is True
+ * where the optimizer's momentum moved into the compressor (DGC), which the
+ * caller announces. Raises GradsyncError (INVALID_ARG) with the library's
+ * message for a conflict. */
+static PyObject *py_compression_momentum(PyObject *self, PyObject *args) {
+  (void)self;
+  const char *spec;
+  double momentum;
+  int nesterov;
+  PyObject *given;
+  if (!PyArg_ParseTuple(args, "sdpO", &spec, &momentum, &nesterov, &given)) return NULL;
+  double compressor = -1;
+  if (given != Py_None) {
+    compressor = PyFloat_AsDouble(given);
+    if (compressor == -1 && PyErr_Occurred()) return NULL;
+    if (compressor < 0) /* negative means "not given" to the library */
+      return PyErr_Format(PyExc_ValueError, "gradsync: compress_momentum %R is below 0",
+                          given);
+  }
+  gs_compress_spec z;
+  gs_compress_momentum m;
+  gs_status st = gs_compress_spec_parse(spec, &z);
+  if (st == GS_OK) st = gs_compress_spec_momentum(&z, momentum, nesterov, compressor, &m);
+  if (st != GS_OK) {
+    char why[900];
+    snprintf(why, sizeof why, "%s", gs_last_error());
+    gs_error(st, "gradsync: %s", why);
+    return raise_status(st);
+  }
+  return Py_BuildValue("(ddO)", (double)m.compressor, (double)m.optimizer,
+                       m.moved ? Py_True : Py_False);
 }
 
 /* ---- Engine ---------------------------------------------------------------- */
@@ -682,8 +711,11 @@ static PyMethodDef module_methods[] = {
     {"ibcast", py_ibcast, METH_VARARGS, NULL},
     {"ialltoallv", py_ialltoallv, METH_VARARGS, NULL},
     {"ibarrier", py_ibarrier, METH_NOARGS, NULL},
-    {"compression_check", py_compression_check, METH_O,
-     "compression_check(spec) -> normalised spec; GradsyncError if bad"},
+    {"compression_check", py_compression_check, METH_VARARGS,
+     "compression_check(spec, policy=None) -> normalised spec; GradsyncError if bad"},
+    {"compression_momentum", py_compression_momentum, METH_VARARGS,
+     "compression_momentum(spec, momentum, nesterov, compress_momentum) -> "
+     "(compressor, optimizer, moved); GradsyncError for a conflict"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {

@@ -27,6 +27,7 @@ import atexit
 import contextlib
 import io
 import sys
+import warnings
 import weakref
 
 try:
@@ -618,9 +619,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 or warmup_steps < 0:
             raise ValueError(f"gradsync: compress_warmup_steps must be an integer >= 0, "
                              f"got {warmup_steps!r}")
-        if momentum is not None and not 0 <= float(momentum) < 1:
-            raise ValueError(f"gradsync: compress_momentum must be in [0, 1), "
-                             f"got {momentum!r}")
         if ef_decay is not None and (isinstance(ef_decay, bool) or
                                      not 0 < float(ef_decay) <= 1):
             raise ValueError(f"gradsync: ef_decay must be above 0 and at most 1, "
@@ -633,27 +631,52 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if not error_feedback and ef_decay is not None:
             raise ValueError("gradsync: ef_decay damps the error feedback that "
                              "error_feedback=False turns off: give one of them")
-        if spec is not None and not spec.startswith("auto:") and \
-                str(policy).split(":")[0] == "dear":
-            raise _error("INVALID_ARG", f"gradsync: compression '{spec}' on every message "
-                         f"cannot be combined with policy='dear', whose reduce-scatter + "
-                         f"all-gather messages are sent dense (use "
-                         f"compression='auto:{spec}')")
-        kind = spec.split(":")[1 if spec.startswith("auto:") else 0] if spec else ""
-        if kind == "dgc":
-            # DGC corrects momentum itself (Lin et al., ICLR 2018, Sec. 3.2):
-            # the optimizer's own momentum would apply it twice.
-            moms = {g.get("momentum", 0) for g in self.param_groups}
-            if any(m for m in moms):
-                raise ValueError(
-                    f"gradsync: compression '{spec}' applies momentum inside the "
-                    f"compressor (DGC's momentum correction): give the optimizer "
-                    f"momentum=0 and DistributedOptimizer compress_momentum="
-                    f"{max(moms)} instead")
+        if spec is not None:
+            # The policy rule (dear sends its messages dense) is the library's.
+            _C.compression_check(spec, None if policy is None else str(policy))
+        self._gs_zmomentum = 0.0 if momentum is None else float(momentum)
+        self._gs_move_momentum(spec or "none", momentum)
         self._gs_ef = error_feedback
         self._gs_zwarmup = int(warmup_steps)
-        self._gs_zmomentum = 0.0 if momentum is None else float(momentum)
         self._gs_ef_decay = 0.0 if ef_decay is None else float(ef_decay)
+
+    def _gs_move_momentum(self, spec, momentum):
+        """The library's momentum rule (gs_compress_spec_momentum): a
+        compressor that applies momentum itself (DGC's momentum correction,
+        Lin et al., ICLR 2018, Sec. 3.2) takes the optimizer's, which
+        becomes 0; the move is announced with a warning. A compress_momentum
+        that differs from the optimizer's, or a Nesterov momentum, is a
+        ValueError, and so is a compress_momentum outside [0, 1)."""
+        momentum = None if momentum is None else float(momentum)
+        groups = {(float(g.get("momentum", 0) or 0), bool(g.get("nesterov", False)))
+                  for g in self.param_groups}
+        outcomes = []
+        for m, nesterov in sorted(groups):
+            try:
+                outcomes.append(_C.compression_momentum(spec, m, nesterov, momentum))
+            except GradsyncError as e:
+                text = str(e).rsplit(" (", 1)[0]
+                raise ValueError(f"{text} (the optimizer's momentum= and "
+                                 f"DistributedOptimizer's compress_momentum=)") from None
+        if not any(moved for _, _, moved in outcomes):
+            return
+        # One compressor momentum serves every message: param groups with
+        # different momenta cannot all move into it (no C equivalent: the
+        # command line has one optimizer momentum).
+        if len(groups) > 1:
+            raise ValueError(
+                f"gradsync: compression '{spec}' applies one momentum inside the "
+                f"compressor to every message, but the optimizer's param groups have "
+                f"momenta {sorted(m for m, _ in groups)}: give them one momentum")
+        zmomentum, kept, _ = outcomes[0]
+        for g in self.param_groups:
+            g["momentum"] = kept
+        self._gs_zmomentum = zmomentum
+        warnings.warn(
+            f"gradsync: compression '{spec}' applies momentum inside the compressor "
+            f"(DGC's momentum correction): the optimizer's momentum {zmomentum:g} moved "
+            f"into it (compress_momentum={zmomentum:g}), and the param groups' momentum "
+            f"is now 0", stacklevel=4)
 
     def _gs_add_forward_hooks(self, model):
         """A forward pre-hook on every module that owns synchronised
@@ -963,8 +986,12 @@ def DistributedOptimizer(optimizer, named_parameters=None, policy="auto", compre
     error_feedback: keep the residual of compression and add it to the next
       step's gradient (default; `--no-ef` of gradsync train is False).
     compress_warmup_steps: DGC's exponential density warm-up, in steps.
-    compress_momentum: DGC's momentum (it applies momentum inside the
-      compressor, so the wrapped optimizer must have momentum 0).
+    compress_momentum: DGC's momentum. DGC applies momentum inside the
+      compressor, so with "dgc:D" the wrapped optimizer's momentum moves into
+      it (the param groups' momentum becomes 0) with a warning; a
+      compress_momentum that differs from a non-zero optimizer momentum, a
+      Nesterov momentum, or param groups of different momenta raise
+      ValueError. With an optimizer momentum of 0 it is DGC's (default 0.9).
     ef_decay: damp the error feedback, 0 < G <= 1: the residual becomes
       G * e + g each step (`gradsync train --ef-decay`). None: the
       compressor's default, 1 except randomk's 0.5.

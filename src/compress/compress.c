@@ -153,7 +153,8 @@ gs_status gs_compressor_info_get(const gs_compressor *c, gs_compressor_info *out
       .rounds = k->rounds, .lossless = k->lossless, .fixed_size = k->fixed_size,
       .param = c->param, .compress_bytes_per_elem = k->cbytes,
       .decompress_bytes_per_elem = k->dbytes,
-      .ef_decay = k->ef_decay > 0 ? k->ef_decay : 1.0f};
+      .ef_decay = k->ef_decay > 0 ? k->ef_decay : 1.0f,
+      .own_momentum = k->own_momentum};
   return GS_OK;
 }
 

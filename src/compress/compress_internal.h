@@ -41,6 +41,7 @@ typedef struct gs_compress_kind {
                                   its init allocates st->residual when
                                   opts.error_feedback is set */
   int warmup;                  /* honours opts.warmup_steps (DGC, top-k, MSTopK) */
+  int own_momentum;            /* applies opts.momentum itself (DGC) */
   int bucketed;                /* one scale per bucket of elements (spec's
                                   optional last ":B"; opaque.h) */
   int segmented;               /* selects within each of the state's

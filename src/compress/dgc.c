@@ -144,6 +144,7 @@ static void dgc_carry(gs_compress_state *dst, size_t doff,
 
 const gs_compress_kind gs__kind_dgc = {
     .name = "dgc", .param = GS_PARAM_DENSITY, .exchange = GS_EXCHANGE_SPARSE,
-    .rounds = 1, .fixed_size = 0, .own_ef = 1, .warmup = 1, .cbytes = 36,
+    .rounds = 1, .fixed_size = 0, .own_ef = 1, .warmup = 1, .own_momentum = 1,
+    .cbytes = 36,
     .dbytes = 0, .payload_bytes = dgc_bytes, .init = dgc_init, .fini = dgc_fini,
     .carry = dgc_carry, .compress = dgc_compress, .decompress_add = dgc_decompress_add};

@@ -686,36 +686,27 @@ static char *str_dup(const char *s) {
   return d;
 }
 
-/* The compression of cfg: "auto:SPEC" lets the plan choose per group,
- * SPEC alone compresses every f32 group; "none" is dense. Rank 0 measures
- * the compressor's coding rate once, for the planner's cost. */
+/* The compression of cfg (gs_compress_spec_parse): "auto:SPEC" lets the
+ * plan choose per group, SPEC alone compresses every f32 group; "none" is
+ * dense. Rank 0 measures the compressor's coding rate once, for the
+ * planner's cost. */
 static gs_status setup_compression(gs_engine *e, const gs_engine_config *cfg) {
   const char *spec = cfg->compress ? cfg->compress : "";
   e->zef = cfg->error_feedback != 0;
   e->zmerged = cfg->compress_merged != 0;
   e->zspec = str_dup(*spec ? spec : "none");
   if (e->zspec == NULL) return GS_ERR_NOMEM;
-  int automatic = strncmp(spec, "auto:", 5) == 0;
-  const char *kind = automatic ? spec + 5 : spec;
-  if (*kind == '\0' || strcmp(kind, "none") == 0) {
-    if (automatic && *kind == '\0')
-      return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create on rank %d: compression "
-                      "'%s': expected auto:SPEC with a compressor spec (%s)", e->rank,
-                      spec, gs_compressor_kinds());
-    return GS_OK;
-  }
-  gs_status st = gs_compressor_create(kind, &e->zc);
+  gs_compress_spec z;
+  gs_status st = gs_compress_spec_parse(spec, &z);
+  if (st == GS_OK) st = gs_plan_policy_check_compress(&e->policy, &z);
+  if (st == GS_OK && !z.off) st = gs_compressor_create(z.compressor, &e->zc);
   if (st != GS_OK) {
     char why[900];
     gs__error_copy(why, sizeof why);
-    return gs_error(st, "gs_engine_create on rank %d: compression: %s", e->rank, why);
+    return gs_error(st, "gs_engine_create on rank %d: %s", e->rank, why);
   }
-  e->zrequired = !automatic;
-  if (e->zrequired && e->policy.kind == GS_PLAN_DEAR)
-    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create on rank %d: compression "
-                    "'%s' on every group cannot be combined with dear, whose "
-                    "reduce-scatter + all-gather groups are sent dense (use "
-                    "auto:%s)", e->rank, spec, kind);
+  if (z.off) return GS_OK;
+  e->zrequired = !z.automatic;
   e->zopts = cfg->compress_opts ? *cfg->compress_opts : gs_compress_opts_default();
   e->zopts.error_feedback = e->zef;
   e->zopts.rank = e->rank;

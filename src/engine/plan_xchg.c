@@ -158,6 +158,16 @@ static gs_status label_plan(const gs_profile *profile, const gs_plan_cost *cost,
                               pl->group_xchg, &pl->predicted_iter_s);
 }
 
+gs_status gs_plan_policy_check_compress(const gs_plan_policy *policy,
+                                        const gs_compress_spec *z) {
+  if (policy == NULL || z == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_plan_policy_check_compress: NULL argument");
+  if (z->off || z->automatic || policy->kind != GS_PLAN_DEAR) return GS_OK;
+  return gs_error(GS_ERR_INVALID_ARG, "compression '%s' on every group cannot be combined "
+                  "with dear, whose reduce-scatter + all-gather groups cannot be sent "
+                  "compressed (use auto:%s)", z->normalised, z->normalised);
+}
+
 /* One non-auto policy's plan with compression. */
 static gs_status make_one_xchg(const gs_profile *profile, const gs_plan_cost *cost,
                                const gs_plan_cost *env, const gs_plan_xchg *x,

@@ -116,20 +116,13 @@ static void engine_describe(void *self, cJSON *json, char *text, size_t n) {
   memset(&es, 0, sizeof es);
   gs_engine_get_stats(s->engine, &es);
   const char *z = s->t->cfg->compress;
-  const int zon = z && *z && strcmp(z, "none") != 0;
+  /* The engine has parsed the same spec: it cannot fail here. */
+  gs_compress_spec zs;
+  const int zon = gs_compress_spec_parse(z, &zs) == GS_OK && !zs.off;
   /* The error feedback's damping in use: --ef-decay, else the kind's. */
   double decay = 0;
-  if (zon && !s->t->cfg->no_ef) {
-    decay = s->t->cfg->ef_decay;
-    gs_compressor *zc = NULL;
-    if (decay == 0 && gs_compressor_create(strncmp(z, "auto:", 5) == 0 ? z + 5 : z,
-                                           &zc) == GS_OK) {
-      gs_compressor_info info;
-      gs_compressor_info_get(zc, &info);
-      decay = info.ef_decay;
-    }
-    gs_compressor_destroy(zc);
-  }
+  if (zon && !s->t->cfg->no_ef)
+    decay = s->t->cfg->ef_decay > 0 ? s->t->cfg->ef_decay : zs.ef_decay;
   decay = round(decay * 1e6) / 1e6; /* the float's value as given: 0.9, not 0.8999... */
   char damp[64] = "";
   if (decay > 0 && decay < 1)

@@ -67,7 +67,8 @@ typedef struct train_config {
                               compressor's default */
   long compress_warmup_steps; /* DGC's exponential density warm-up (steps) */
   float compress_momentum; /* DGC's momentum correction (the optimizer's
-                              momentum is then 0); 0: the default 0.9 */
+                              momentum is then 0: gs_compress_spec_momentum,
+                              applied by cmd_train); 0: the default 0.9 */
   const char *data_dir;    /* NULL: $GRADSYNC_FASHION_MNIST_DIR or the default */
   long synthetic;          /* > 0: a synthetic set of this many samples */
   const char *checkpoint_dir; /* NULL: none; else DIR/checkpoint.gsck */

@@ -7,7 +7,10 @@
   feedback the reference with e = 0;
 - "fp16" within half precision of the dense average;
 - a float64 parameter stays dense (only float32 messages are compressed);
-- a bad spec raises GradsyncError before any collective (one rank alone);
+- a bad spec raises GradsyncError before any collective (one rank alone),
+  and so do DGC's momentum conflicts (ValueError);
+- dgc takes the optimizer's momentum (the param groups' becomes 0) with a
+  warning, and trains;
 - ranks whose compression differs (ONE rank differing) raise MISMATCH on
   every rank, naming both specs, and the communicator still works;
 - a small model trained with topk:0.1 converges.
@@ -15,6 +18,7 @@ Each rank's own gradient comes from a hook-free copy of the network
 (copy.deepcopy): the engine averages p.grad in place from its own thread
 as soon as a hook hands it over."""
 import copy
+import warnings
 
 import torch
 
@@ -196,14 +200,59 @@ if r == 0:
     raises(ValueError, gs.DistributedOptimizer, torch.optim.SGD(Net().parameters(), lr=1),
            compression="topk:0.01", error_feedback=False, ef_decay=0.9,
            contains="give one of them")
+    # DGC's momentum rule: an explicit compress_momentum that differs from
+    # the optimizer's, a Nesterov momentum, or param groups of different
+    # momenta cannot move into the compressor.
+    e = raises(ValueError, gs.DistributedOptimizer,
+               torch.optim.SGD(Net().parameters(), lr=1, momentum=0.9),
+               compression="dgc:0.01", compress_momentum=0.5, contains="0.9")
+    check("0.5" in str(e) and "compress_momentum=" in str(e), f"dgc conflict: {e}")
     raises(ValueError, gs.DistributedOptimizer,
-           torch.optim.SGD(Net().parameters(), lr=1, momentum=0.9), compression="dgc:0.01",
-           contains="momentum")
+           torch.optim.SGD(Net().parameters(), lr=1, momentum=0.9, nesterov=True),
+           compression="dgc:0.01", contains="Nesterov momentum 0.9")
+    net = Net()
+    raises(ValueError, gs.DistributedOptimizer,
+           torch.optim.SGD([{"params": net.a.parameters(), "momentum": 0.9},
+                            {"params": net.b.parameters(), "momentum": 0.5}], lr=1),
+           compression="dgc:0.01", contains="param groups have momenta")
+    raises(ValueError, gs.DistributedOptimizer, torch.optim.SGD(Net().parameters(), lr=1),
+           compression="topk:0.01", compress_momentum=1.5, contains="1.5")
     raises(gradsync.GradsyncError, gs.DistributedOptimizer,
            torch.optim.SGD(Net().parameters(), lr=1), policy="dear", compression="topk:0.01",
            contains="auto:topk:0.01")
 gs.barrier()
 ok(r, "bad specs raise before any collective")
+
+# 5b. DGC applies momentum inside the compressor: the optimizer's momentum
+# moves into it (the param groups' momentum becomes 0, the compressor's is
+# the optimizer's), announced by a warning; without momentum, or with
+# another kind, nothing moves and nothing is said.
+for spec, momentum, given, moves in (("dgc:0.1", 0.8, None, True), ("dgc:0.1", 0.8, 0.8, True),
+                                     ("dgc:0.1", 0.0, None, False),
+                                     ("topk:0.1", 0.8, None, False)):
+    torch.manual_seed(5)
+    net = Net()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        opt = gs.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.1,
+                                                      momentum=momentum),
+                                      named_parameters=net.named_parameters(),
+                                      policy="wfbp", compression=spec,
+                                      compress_momentum=given)
+    said = [str(w.message) for w in caught if "moved into it" in str(w.message)]
+    what = f"{spec}, momentum {momentum}, compress_momentum {given}"
+    if moves:
+        check(len(said) == 1 and "0.8" in said[0] and spec in said[0], f"{what}: {said}")
+        check(all(g["momentum"] == 0 for g in opt.param_groups), f"{what}: groups kept it")
+        check(abs(opt._gs_zmomentum - 0.8) < 1e-6, f"{what}: compressor {opt._gs_zmomentum}")
+    else:
+        check(not said, f"{what}: announced a move: {said}")
+        check(all(g["momentum"] == momentum for g in opt.param_groups), f"{what}: moved")
+    loss_of(net, 0).backward()
+    opt.step()
+    check(opt.engine_stats()["compressed_messages"] > 0, f"{what}: nothing was compressed")
+    opt.close()
+ok(r, "dgc takes the optimizer's momentum, with a warning")
 
 # 6. ONE rank's compression differs: every rank raises MISMATCH at the first
 # step, naming the specs; then the communicator still works.

@@ -1,6 +1,7 @@
 #!/bin/sh
 # The command line's compression options: bad specs and option misuse exit
-# 2 with a message; gradsync plan --compress auto:SPEC keeps every group
+# 2 with a message; dgc takes --momentum and says so; a spec on every group
+# and dear conflict; gradsync plan --compress auto:SPEC keeps every group
 # dense on a fast network and compresses on a slow one, and shows it.
 # Usage: test_cli_compress.sh GRADSYNC PROFILES_DIR
 gs=$1
@@ -32,7 +33,34 @@ expect 0 '"ef_decay":0.5,' "$gs" train $small --compress randomk:0.01 --json
 expect 0 '"ef_decay":1,' "$gs" train $small --compress topk:0.01 --json
 # shellcheck disable=SC2086
 expect 0 "error feedback damped by 0.5" "$gs" train $small --compress topk:0.01 --ef-decay 0.5
+expect 2 "expected auto:SPEC" "$gs" train --compress auto:
+# DGC applies momentum inside the compressor: --momentum moves into it, the
+# optimizer's becomes 0, and rank 0 says so on one line (the summary shows
+# the optimizer's momentum 0). A Nesterov momentum cannot move.
+# shellcheck disable=SC2086
+expect 0 "dgc:0.01 applies momentum inside the compressor.*--momentum 0.8 moved into it" \
+  "$gs" train $small --compress dgc:0.01 --momentum 0.8 --json
+# shellcheck disable=SC2086
+expect 0 '"momentum":0,' "$gs" train $small --compress dgc:0.01 --momentum 0.8 --json
+# shellcheck disable=SC2086
+out=$("$gs" train $small --compress dgc:0.01 --momentum 0 2>&1) || fail=1
+if printf '%s' "$out" | grep -q "moved into it"; then
+  echo "FAIL: --momentum 0 announced a move"; fail=1
+fi
+# shellcheck disable=SC2086
+out=$("$gs" train $small --compress topk:0.01 2>&1) || fail=1
+if printf '%s' "$out" | grep -q "moved into it"; then
+  echo "FAIL: topk announced a move"; fail=1
+fi
+expect 2 "Nesterov momentum 0.9 cannot move" "$gs" train --compress dgc:0.01 --nesterov
 expect 2 "unknown compressor" "$gs" plan --profile "$prof" --net 1GbE --workers 4 --compress bogus
+expect 2 "expected auto:SPEC" "$gs" plan --profile "$prof" --net 1GbE --workers 4 --compress auto:
+# A spec on every group cannot go with dear: asked for alone, an error;
+# among all the policies, dear is left out.
+expect 2 "use auto:topk:0.01" "$gs" plan --profile "$prof" --net 1GbE --workers 4 \
+  --policy dear --compress topk:0.01
+expect 0 "dear .*left out" "$gs" plan --profile "$prof" --net 1GbE --workers 4 \
+  --compress topk:0.01
 expect 2 "needs --workers" "$gs" plan --profile "$prof" --a 1e-4 --b 1e-9 --compress topk:0.01
 # auto:topk on a fast and on a slow network (compute scaled to a fast GPU).
 fast=$("$gs" plan --profile "$prof" --net 100GbIB --workers 4 --policy optimal \

@@ -2,7 +2,8 @@
  * Compression inside the cost model and the plan: the compressed exchanges'
  * costs against the collectives they are built from, the envelope planner
  * against an exhaustive search over groupings and per-group choices, and
- * auto keeping dense on a fast network while compressing on a slow one.
+ * auto keeping dense on a fast network while compressing on a slow one;
+ * the policy rule of compression specs (dear takes no spec on every group).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -300,8 +301,37 @@ static void test_required_and_errors(void **state) {
   assert_non_null(strstr(gs_last_error(), "powersgd"));
 }
 
+/* The policy rule of compression specs (gs_plan_policy_check_compress):
+ * a spec on every group cannot go with dear; auto:SPEC, none and the other
+ * policies can. */
+static void test_policy_check_compress(void **state) {
+  (void)state;
+  const char *policies[] = {"wfbp", "single", "bucket", "mgwfbp", "optimal", "dear", "auto"};
+  const char *specs[] = {"topk:0.01", "auto:topk:0.01", "none", "dgc:0.001"};
+  for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++) {
+    gs_plan_policy pol;
+    assert_int_equal(gs_plan_policy_parse(policies[i], &pol), GS_OK);
+    for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
+      gs_compress_spec z;
+      assert_int_equal(gs_compress_spec_parse(specs[k], &z), GS_OK);
+      const int conflict = pol.kind == GS_PLAN_DEAR && !z.off && !z.automatic;
+      gs_status st = gs_plan_policy_check_compress(&pol, &z);
+      assert_int_equal(st, conflict ? GS_ERR_INVALID_ARG : GS_OK);
+      if (conflict) {
+        char use[128];
+        snprintf(use, sizeof use, "(use auto:%s)", z.normalised);
+        if (strstr(gs_last_error(), use) == NULL || strstr(gs_last_error(), "dear") == NULL)
+          fail_msg("%s with %s: %s", specs[k], policies[i], gs_last_error());
+      }
+    }
+  }
+  gs_plan_policy pol = {.kind = GS_PLAN_DEAR};
+  assert_int_equal(gs_plan_policy_check_compress(&pol, NULL), GS_ERR_INVALID_ARG);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_policy_check_compress),
       cmocka_unit_test(test_cost_terms),
       cmocka_unit_test(test_optimal_matches_exhaustive),
       cmocka_unit_test(test_auto_dense_fast_compressed_slow),
