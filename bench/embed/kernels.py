@@ -14,7 +14,10 @@ permutation so the hot rows scatter over the table).
             into one accumulator per row, w -= lr * g / (sqrt(G) + eps))
             against gs_embed_backward_update (sort, segment-sum, fused update).
 The peer's forward is outside its timed backward. Times are medians over
-REPS calls after a warm-up; each cell's two sides alternate call by call.
+REPS calls after a warm-up; the two sides alternate, each on its own fresh
+batch per call (the same distribution), so that neither is timed on rows
+the other has just brought into the cache; each backward follows its own
+forward of the same batch, as in training.
 Writes one JSON line per cell to stdout."""
 import argparse
 import ctypes
@@ -85,28 +88,36 @@ def main():
         for L in [int(x) for x in a.pooling.split(",")]:
             for dist in ("uniform", "zipf1.15"):
                 n = a.batch * L
-                ids = torch.from_numpy(make_ids(rng, dist, n, a.rows, perm))
-                ids32 = ids.to(torch.int32)
                 offsets = torch.arange(0, n + 1, L, dtype=torch.int64)
                 dout = torch.randn(a.batch, dim)
                 out = torch.empty(a.batch, dim)
                 table = Table(b"bench", w.data.data_ptr(), gs_state.data_ptr(), a.rows, dim)
-                bags = Bags(a.batch, offsets.data_ptr(), ids32.data_ptr(), 0, 0)
                 opt = Optim(1, 0.01, 1e-10)
+                # Each side its own fresh batch per call (same distribution), so
+                # that neither finds the rows the other just read in the cache.
+                batches = [torch.from_numpy(make_ids(rng, dist, n, a.rows, perm))
+                           for _ in range(2 * a.reps + 2)]
+                cur = {}
+
+                def use(i):
+                    cur["ids"] = batches[i]
+                    cur["ids32"] = batches[i].to(torch.int32)
+                    cur["bags"] = Bags(a.batch, offsets.data_ptr(), cur["ids32"].data_ptr(), 0, 0)
 
                 def gs_fwd():
-                    if lib.gs_embed_forward(ctypes.byref(table), ctypes.byref(bags), 0,
+                    if lib.gs_embed_forward(ctypes.byref(table), ctypes.byref(cur["bags"]), 0,
                                             ctypes.c_void_p(out.data_ptr()),
                                             ctypes.c_size_t(dim), ctypes.c_size_t(0)) != 0:
                         raise RuntimeError(lib.gs_last_error().decode())
 
                 def torch_fwd():
                     with torch.no_grad():
-                        torch.nn.functional.embedding_bag(ids, w, offsets[:-1], mode="sum")
+                        torch.nn.functional.embedding_bag(cur["ids"], w, offsets[:-1],
+                                                          mode="sum")
 
                 def gs_bwd():
                     if lib.gs_embed_backward_update(
-                            ctypes.byref(table), ctypes.byref(bags), 0,
+                            ctypes.byref(table), ctypes.byref(cur["bags"]), 0,
                             ctypes.c_void_p(dout.data_ptr()), ctypes.c_size_t(dim),
                             ctypes.c_size_t(0), ctypes.byref(opt), ctypes.byref(work)) != 0:
                         raise RuntimeError(lib.gs_last_error().decode())
@@ -115,7 +126,7 @@ def main():
 
                 def torch_prep():
                     emb.zero_grad(set_to_none=True)
-                    pending["y"] = emb(ids, offsets[:-1])
+                    pending["y"] = emb(cur["ids"], offsets[:-1])
 
                 def torch_bwd():
                     pending["y"].backward(dout)
@@ -126,21 +137,25 @@ def main():
                         std = state.index_select(0, idx).sqrt_().add_(1e-10)
                         w.index_add_(0, idx, vals / std.unsqueeze(1), alpha=-0.01)
 
-                # Correctness of the forward against the peer on this batch.
+                # Correctness of the forward against the peer on one batch.
+                use(0)
                 gs_fwd()
-                ref = torch.nn.functional.embedding_bag(ids, w, offsets[:-1], mode="sum")
+                ref = torch.nn.functional.embedding_bag(cur["ids"], w, offsets[:-1], mode="sum")
                 err = float((out - ref).abs().max() / (ref.abs().max() + 1e-30))
-                # Warm-up, then alternate.
-                for f in (gs_fwd, torch_fwd, gs_bwd):
-                    f()
+                # Warm-up (code, allocator), then each side on its own batches.
+                gs_bwd()
+                use(1)
+                torch_fwd()
                 torch_prep()
                 torch_bwd()
                 tf = {"gs": [], "torch": []}
                 tb = {"gs": [], "torch": []}
-                for _ in range(a.reps):
+                for r in range(a.reps):
+                    use(2 + 2 * r)
                     tf["gs"].append(median_time(gs_fwd, 1))
-                    tf["torch"].append(median_time(torch_fwd, 1))
                     tb["gs"].append(median_time(gs_bwd, 1))
+                    use(3 + 2 * r)
+                    tf["torch"].append(median_time(torch_fwd, 1))
                     torch_prep()
                     tb["torch"].append(median_time(torch_bwd, 1))
                 row = {"dim": dim, "pooling": L, "ids": dist, "lookups": n,

@@ -94,11 +94,16 @@ gs_status gs_embed_check(const gs_embed_table *t, const gs_embed_bags *bags) {
 
 /* The rows ahead are fetched while the current one is added: a lookup is a
  * random row of a table far larger than the caches, and without the
- * prefetch each one waits for memory (FBGEMM's kernels do the same). */
-#define PREFETCH_AHEAD 8
-/* A bag is pooled BLOCK columns at a time, their sums held in registers
- * across the bag's lookups; each column still adds the lookups in order. */
-#define BLOCK 16
+ * prefetch each one waits for memory (FBGEMM's kernels do the same). The
+ * whole row, every 64-byte line of it. */
+#define PREFETCH_AHEAD 16
+
+/* dst[d] += src[d]. (Pooling a bag in column blocks held in registers was
+ * twice as slow here: the row-at-a-time loop lets the loads of successive
+ * lookups overlap.) */
+static inline void add_row(float *restrict dst, const float *restrict src, size_t dim) {
+  for (size_t d = 0; d < dim; d++) dst[d] += src[d];
+}
 
 #define FORWARD_ROWS(NAME, ID_T)                                                        \
   static EMBED_CLONES void NAME(const gs_embed_table *t, const gs_embed_bags *bags,     \
@@ -111,22 +116,17 @@ gs_status gs_embed_check(const gs_embed_table *t, const gs_embed_bags *bags) {
     for (size_t b = 0; b < bags->nbags; b++) {                                         \
       float *dst = out + b * out_stride + out_col;                                     \
       int64_t lo = bags->offsets[b], hi = bags->offsets[b + 1];                        \
-      float s = pool == GS_EMBED_MEAN && hi - lo > 1 ? 1.0f / (float)(hi - lo) : 1.0f;  \
-      size_t d0 = 0;                                                                   \
-      for (; d0 + BLOCK <= dim; d0 += BLOCK) {                                         \
-        float acc[BLOCK] = {0};                                                        \
-        for (int64_t j = lo; j < hi; j++) {                                            \
-          if (d0 == 0 && j + PREFETCH_AHEAD < n)                                       \
-            __builtin_prefetch(w + (size_t)ids[j + PREFETCH_AHEAD] * dim);             \
-          const float *r = w + (size_t)ids[j] * dim + d0;                              \
-          for (int k = 0; k < BLOCK; k++) acc[k] += r[k];                              \
+      memset(dst, 0, dim * sizeof(float));                                             \
+      for (int64_t j = lo; j < hi; j++) {                                              \
+        if (j + PREFETCH_AHEAD < n) {                                                  \
+          const float *ahead = w + (size_t)ids[j + PREFETCH_AHEAD] * dim;              \
+          for (size_t c = 0; c < dim; c += 16) __builtin_prefetch(ahead + c);          \
         }                                                                              \
-        for (int k = 0; k < BLOCK; k++) dst[d0 + k] = s == 1.0f ? acc[k] : acc[k] * s; \
+        add_row(dst, w + (size_t)ids[j] * dim, dim);                                   \
       }                                                                                \
-      for (size_t d = d0; d < dim; d++) {                                              \
-        float acc = 0;                                                                 \
-        for (int64_t j = lo; j < hi; j++) acc += w[(size_t)ids[j] * dim + d];          \
-        dst[d] = s == 1.0f ? acc : acc * s;                                            \
+      if (pool == GS_EMBED_MEAN && hi - lo > 1) {                                      \
+        float s = 1.0f / (float)(hi - lo);                                             \
+        for (size_t d = 0; d < dim; d++) dst[d] *= s;                                  \
       }                                                                                \
     }                                                                                  \
   }
