@@ -170,6 +170,48 @@ double gs_comm_stall_warn_s(const gs_comm *comm);
 _Noreturn void gs_comm_abort(gs_comm *comm, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* ---- Agreement points ------------------------------------------------------
+ * Where one rank can fail alone before a collective phase (a bad setting, an
+ * allocation, a plan it cannot install), every rank must learn it, or the
+ * others wait forever in a collective that rank never issues. gs_agree is
+ * that agreement, for the library and its applications alike: every rank
+ * contributes its status, a message saying why when it failed, and
+ * optionally `payload_bytes` bytes of its own (values the ranks must share),
+ * and every rank learns every rank's, in one fixed-size all-gather that
+ * cannot hang on a difference. What to do about a failure is the caller's:
+ * each knows what went wrong in its own words.
+ *
+ * Transport: through `comm`'s progress thread when comm is not NULL (call it
+ * where nothing else is in flight on comm), otherwise over `mpi` from the
+ * calling thread (before a gs_comm exists, on a communicator of the
+ * caller's own, or on the progress thread itself). `what` names the
+ * agreement in the error of a failed exchange. A message is cut to
+ * GS_VOTE_MESSAGE - 1 bytes; NULL is "". On success *out holds size votes
+ * and payloads in rank order, which the caller releases with
+ * gs_agreement_free; on failure (GS_ERR_NOMEM, an MPI error) nothing is
+ * held, and ranks that did not fail wait until their timeout, so the caller
+ * should end the job. */
+#define GS_VOTE_MESSAGE 240
+
+typedef struct gs_vote {
+  int32_t status;                /* the rank's gs_status */
+  int32_t reserved;
+  char message[GS_VOTE_MESSAGE]; /* why it failed, NUL-terminated; "" if none */
+} gs_vote;
+
+typedef struct gs_agreement {
+  int size;        /* ranks */
+  int failed;      /* ranks whose status is not GS_OK */
+  int first;       /* the lowest of them, or -1 */
+  gs_vote *votes;  /* size votes, owned */
+  void *payloads;  /* size * payload_bytes bytes, owned; NULL without payload */
+} gs_agreement;
+
+gs_status gs_agree(gs_comm *comm, MPI_Comm mpi, const char *what,
+                   gs_status mine, const char *message, const void *payload,
+                   size_t payload_bytes, gs_agreement *out);
+void gs_agreement_free(gs_agreement *a);
+
 /* ---- Requests ---------------------------------------------------------- */
 
 /* Blocks until the request completes, frees it and returns its status (with

@@ -40,60 +40,36 @@ static gs_status check_op(gs_comm *c, const char *what, gs_redop op) {
   return GS_OK;
 }
 
-/* Resolves GS_ALGO_AUTO and rejects an algorithm the collective lacks. */
+/* What GS_ALGO_AUTO means for a collective: the cost model's choice for
+ * allreduce and bcast, the table's first row otherwise (the sparse
+ * collectives' is GS_ALGO_AUTO: they choose on the progress thread). */
+static gs_algo choose_auto(gs_comm *c, coll_kind kind, size_t bytes) {
+  if (kind == COLL_ALLREDUCE) return gs_comm_choose_allreduce(c, bytes);
+  if (kind == COLL_BCAST) {
+    gs_cost_topo t = {c->world.size, c->world.size};
+    double chain = gs_cost_bcast(&c->cost, t, GS_ALGO_PIPELINE, (double)bytes);
+    double tree = gs_cost_bcast(&c->cost, t, GS_ALGO_BINOMIAL, (double)bytes);
+    return tree <= chain ? GS_ALGO_BINOMIAL : GS_ALGO_PIPELINE;
+  }
+  return coll_algo_default(kind);
+}
+
+/* Resolves GS_ALGO_AUTO and rejects an algorithm the collective lacks (one
+ * without a row in the table of algorithms, dispatch.c). */
 static gs_status resolve_algo(gs_comm *c, coll_kind kind, gs_algo algo,
                               size_t bytes, gs_algo *out) {
   if ((unsigned)algo >= GS_ALGO_COUNT)
     return gs_error(GS_ERR_INVALID_ARG, "%s on rank %d: invalid algorithm %d",
                     coll_kind_name(kind), c->world.rank, (int)algo);
-  gs_algo dflt;
-  int ok = algo == GS_ALGO_AUTO || algo == GS_ALGO_MPI;
-  switch (kind) {
-    case COLL_ALLREDUCE:
-      ok |= algo == GS_ALGO_RING || algo == GS_ALGO_RD ||
-            algo == GS_ALGO_RABENSEIFNER || algo == GS_ALGO_HIER;
-      if (algo == GS_ALGO_AUTO) algo = gs_comm_choose_allreduce(c, bytes);
-      if (algo == GS_ALGO_HIER && !c->uniform_nodes)
-        return gs_error(GS_ERR_UNSUPPORTED, "allreduce on rank %d: hier needs "
-                        "the same number of ranks on every node", c->world.rank);
-      *out = algo;
-      break;
-    case COLL_REDUCE_SCATTER:
-    case COLL_ALLGATHER:
-    case COLL_ALLGATHERV:
-      ok |= algo == GS_ALGO_RING;
-      *out = algo == GS_ALGO_AUTO ? GS_ALGO_RING : algo;
-      break;
-    case COLL_BCAST: {
-      ok |= algo == GS_ALGO_PIPELINE || algo == GS_ALGO_BINOMIAL;
-      gs_cost_topo t = {c->world.size, c->world.size};
-      double chain = gs_cost_bcast(&c->cost, t, GS_ALGO_PIPELINE, (double)bytes);
-      double tree = gs_cost_bcast(&c->cost, t, GS_ALGO_BINOMIAL, (double)bytes);
-      dflt = tree <= chain ? GS_ALGO_BINOMIAL : GS_ALGO_PIPELINE;
-      *out = algo == GS_ALGO_AUTO ? dflt : algo;
-      break;
-    }
-    case COLL_ALLTOALL:
-    case COLL_ALLTOALLV:
-      ok |= algo == GS_ALGO_PAIRWISE;
-      *out = algo == GS_ALGO_AUTO ? GS_ALGO_PAIRWISE : algo;
-      break;
-    case COLL_BARRIER:
-      ok |= algo == GS_ALGO_DISSEMINATION;
-      *out = algo == GS_ALGO_AUTO ? GS_ALGO_DISSEMINATION : algo;
-      break;
-    case COLL_SPARSE_ALLGATHER:
-    case COLL_SPARSE_ALLREDUCE:
-    case COLL_GTOPK:
-    case COLL_HITOPK: /* issued by sparse_coll.c, which chooses itself */
-      ok = algo == GS_ALGO_AUTO;
-      *out = algo;
-      break;
-  }
-  if (!ok)
+  if (algo != GS_ALGO_AUTO && coll_algo_find(kind, algo) == NULL)
     return gs_error(GS_ERR_UNSUPPORTED, "%s on rank %d: algorithm %s does not "
                     "implement it", coll_kind_name(kind), c->world.rank,
                     gs_algo_name(algo));
+  if (algo == GS_ALGO_AUTO) algo = choose_auto(c, kind, bytes);
+  if (kind == COLL_ALLREDUCE && algo == GS_ALGO_HIER && !c->uniform_nodes)
+    return gs_error(GS_ERR_UNSUPPORTED, "allreduce on rank %d: hier needs "
+                    "the same number of ranks on every node", c->world.rank);
+  *out = algo;
   return GS_OK;
 }
 

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <mpi.h>
 
@@ -78,7 +79,7 @@ static inline void comm_progress(const coll_group *g) {
     atomic_store_explicit(g->progress, gs_now_ns(), memory_order_relaxed);
 }
 
-/* GRADSYNC_FAULT: the test-only fault injector (see comm.c). */
+/* GRADSYNC_FAULT: the test-only fault injector (fault.c). */
 typedef enum { FAULT_NONE = 0, FAULT_ERROR, FAULT_STALL } fault_kind;
 
 struct gs_comm {
@@ -223,7 +224,7 @@ gs_status local_run(gs_comm *c, const void *src, void *buf, const size_t *off,
 gs_status shm_calibrate(gs_comm *c, double *alpha, double *beta);
 
 /* The two exchange sizes whose time difference gives a group's time per byte
- * at start-up (calibrate_group in comm.c, shm_calibrate). */
+ * at start-up (calibrate_group in calibrate.c, shm_calibrate). */
 #define CALIB_MID_BYTES ((size_t)512 * 1024)
 #define CALIB_BIG_BYTES ((size_t)2 * 1024 * 1024)
 
@@ -265,8 +266,15 @@ gs_status fold_in(const coll_group *g, void *buf, void *tmp, size_t count,
 gs_status fold_out(const coll_group *g, void *buf, size_t bytes, int rem,
                    int tag);
 
-/* MPI's own collectives, the peer. */
-gs_status coll_mpi(gs_comm *c, coll_args *a);
+/* MPI's own collectives, the peer (mpi_coll.c): one per collective. */
+gs_status mpi_allreduce(gs_comm *c, coll_args *a);
+gs_status mpi_reduce_scatter(gs_comm *c, coll_args *a);
+gs_status mpi_allgather(gs_comm *c, coll_args *a);
+gs_status mpi_allgatherv(gs_comm *c, coll_args *a);
+gs_status mpi_bcast(gs_comm *c, coll_args *a);
+gs_status mpi_alltoall(gs_comm *c, coll_args *a);
+gs_status mpi_alltoallv(gs_comm *c, coll_args *a);
+gs_status mpi_barrier(gs_comm *c, coll_args *a);
 
 /* Completes n requests, polling briefly and then sleeping between polls
  * (see p2p.c); the MPI error of a failure becomes a message naming `what`. */
@@ -291,8 +299,70 @@ enum {
 
 /* ---- Sparse collectives (sparse_coll.c) ---------------------------------- */
 struct sparse_args;
-/* Runs a sparse collective on the progress thread. */
-gs_status sparse_run(gs_comm *c, coll_args *a);
 void sparse_args_free(struct sparse_args *s);
+
+/* ---- The table of algorithms (dispatch.c) ---------------------------------
+ * One row per collective and algorithm that implements it: adding an
+ * algorithm is one row. coll.c rejects an algorithm without a row ("does not
+ * implement it"); the progress thread runs the row's function. */
+typedef gs_status (*coll_run_fn)(gs_comm *c, coll_args *a);
+typedef struct coll_algo_row {
+  coll_kind kind;
+  gs_algo algo;     /* GS_ALGO_AUTO: the collective chooses itself (sparse) */
+  coll_run_fn run;  /* on the progress thread */
+} coll_algo_row;
+
+/* The row of `kind` implemented by `algo`, or NULL. */
+const coll_algo_row *coll_algo_find(coll_kind kind, gs_algo algo);
+/* The collective's first row's algorithm: its default where the cost model
+ * has no say. */
+gs_algo coll_algo_default(coll_kind kind);
+/* The algorithms implementing `kind` in table order, at most max; returns
+ * their number. */
+size_t coll_algo_list(coll_kind kind, gs_algo *out, size_t max);
+/* Runs a request on the progress thread: GRADSYNC_CHECK's consistency
+ * check, then its row of the table. */
+gs_status coll_execute(gs_comm *c, coll_args *a);
+
+/* ---- The progress thread (progress.c) ------------------------------------ */
+void *progress_main(void *arg);
+
+/* ---- The watchdog (watchdog.c) --------------------------------------------
+ * watchdog_begin/end publish the request the progress thread runs;
+ * watchdog_check looks at it once (from the watchdog thread, or gs_wait as a
+ * backstop), warns or ends the job; watchdog_tick is how often, 0 for
+ * never. */
+void watchdog_begin(gs_comm *c, const coll_args *a, uint64_t seq);
+void watchdog_end(gs_comm *c);
+void watchdog_check(gs_comm *c);
+double watchdog_tick(const gs_comm *c);
+void *watchdog_main(void *arg);
+/* Stops the watchdog thread; after the progress thread, which it may have to
+ * end. */
+void watchdog_stop(gs_comm *c);
+/* An absolute CLOCK_MONOTONIC time `secs` from now. */
+struct timespec watchdog_deadline(double secs);
+/* What a user reads for request `seq`: "collective #N, KIND(count=...)",
+ * N counted from 1 after gs_comm_create returned, or "start-up collective
+ * #N" for gs_comm_create's own. */
+void comm_describe_request(const gs_comm *c, uint64_t seq, coll_kind kind,
+                           size_t count, gs_dtype dtype, gs_algo algo,
+                           char *out, size_t n);
+
+/* ---- Fault injection (fault.c) -------------------------------------------- */
+gs_status fault_parse(gs_comm *c, const char *spec);
+/* Whether request `seq` is the one GRADSYNC_FAULT names on this rank. */
+int fault_due(const gs_comm *c, uint64_t seq);
+/* Fails the request as a transport error would, or never returns (stall). */
+gs_status fault_inject(gs_comm *c, const coll_args *a, uint64_t seq);
+
+/* ---- Configuration (config.c) and cost model (calibrate.c) ----------------
+ * Collective over the world, on the caller's thread, at gs_comm_create:
+ * config_read reads this rank's GRADSYNC_* settings (local), config_agree
+ * agrees on its status and on the settings; calibrate_setup sets the cost
+ * model up. */
+gs_status config_read(gs_comm *c);
+gs_status config_agree(gs_comm *c, gs_status local);
+gs_status calibrate_setup(gs_comm *c);
 
 #endif /* GS_COMM_INTERNAL_H */

@@ -101,7 +101,8 @@ static gs_status strided_type(const coll_group *g, MPI_Datatype t, size_t m,
   return GS_OK;
 }
 
-static gs_status mpi_allreduce(gs_comm *c, coll_args *a, MPI_Datatype t) {
+gs_status mpi_allreduce(gs_comm *c, coll_args *a) {
+  MPI_Datatype t = mpi_type(a->dtype);
   const coll_group *g = &c->world;
   MPI_Op op = MPI_OP_NULL;
   GS_CHECK(mpi_op(g, a->dtype, a->op, &op));
@@ -120,7 +121,8 @@ static gs_status mpi_allreduce(gs_comm *c, coll_args *a, MPI_Datatype t) {
 /* In place, the input is the whole recvbuf and the result lands at its
  * start; a window's result overwrites only block 0's part of that same
  * window, which is already packed. */
-static gs_status mpi_reduce_scatter(gs_comm *c, coll_args *a, MPI_Datatype t) {
+gs_status mpi_reduce_scatter(gs_comm *c, coll_args *a) {
+  MPI_Datatype t = mpi_type(a->dtype);
   const coll_group *g = &c->world;
   int p = g->size;
   MPI_Op op = MPI_OP_NULL;
@@ -151,7 +153,8 @@ static gs_status mpi_reduce_scatter(gs_comm *c, coll_args *a, MPI_Datatype t) {
   return GS_OK;
 }
 
-static gs_status mpi_allgather(gs_comm *c, coll_args *a, MPI_Datatype t) {
+gs_status mpi_allgather(gs_comm *c, coll_args *a) {
+  MPI_Datatype t = mpi_type(a->dtype);
   const coll_group *g = &c->world;
   int p = g->size;
   size_t esize = gs_dtype_size(a->dtype), w = window_elems(esize, p);
@@ -174,7 +177,8 @@ static gs_status mpi_allgather(gs_comm *c, coll_args *a, MPI_Datatype t) {
   return GS_OK;
 }
 
-static gs_status mpi_alltoall(gs_comm *c, coll_args *a, MPI_Datatype t) {
+gs_status mpi_alltoall(gs_comm *c, coll_args *a) {
+  MPI_Datatype t = mpi_type(a->dtype);
   const coll_group *g = &c->world;
   int p = g->size;
   size_t esize = gs_dtype_size(a->dtype), w = window_elems(esize, p);
@@ -196,7 +200,8 @@ static gs_status mpi_alltoall(gs_comm *c, coll_args *a, MPI_Datatype t) {
   return GS_OK;
 }
 
-static gs_status mpi_bcast(gs_comm *c, coll_args *a, MPI_Datatype t) {
+gs_status mpi_bcast(gs_comm *c, coll_args *a) {
+  MPI_Datatype t = mpi_type(a->dtype);
   const coll_group *g = &c->world;
   size_t esize = gs_dtype_size(a->dtype), w = window_elems(esize, 1);
   for (size_t done = 0; done < a->count;) {
@@ -234,7 +239,8 @@ static void log_fallback(const coll_group *g, const char *what, const char *algo
           comm_mpi_v_max_bytes(), algo);
 }
 
-static gs_status mpi_allgatherv(gs_comm *c, coll_args *a, MPI_Datatype t) {
+gs_status mpi_allgatherv(gs_comm *c, coll_args *a) {
+  MPI_Datatype t = mpi_type(a->dtype);
   const coll_group *g = &c->world;
   int p = g->size, r = g->rank;
   size_t esize = gs_dtype_size(a->dtype);
@@ -260,7 +266,8 @@ static gs_status mpi_allgatherv(gs_comm *c, coll_args *a, MPI_Datatype t) {
   return GS_OK;
 }
 
-static gs_status mpi_alltoallv(gs_comm *c, coll_args *a, MPI_Datatype t) {
+gs_status mpi_alltoallv(gs_comm *c, coll_args *a) {
+  MPI_Datatype t = mpi_type(a->dtype);
   const coll_group *g = &c->world;
   int p = g->size;
   size_t esize = gs_dtype_size(a->dtype);
@@ -287,24 +294,8 @@ static gs_status mpi_alltoallv(gs_comm *c, coll_args *a, MPI_Datatype t) {
   return GS_OK;
 }
 
-gs_status coll_mpi(gs_comm *c, coll_args *a) {
-  MPI_Datatype t = mpi_type(a->dtype);
-  switch (a->kind) {
-    case COLL_ALLREDUCE: return mpi_allreduce(c, a, t);
-    case COLL_REDUCE_SCATTER: return mpi_reduce_scatter(c, a, t);
-    case COLL_ALLGATHER: return mpi_allgather(c, a, t);
-    case COLL_ALLGATHERV: return mpi_allgatherv(c, a, t);
-    case COLL_BCAST: return mpi_bcast(c, a, t);
-    case COLL_ALLTOALL: return mpi_alltoall(c, a, t);
-    case COLL_ALLTOALLV: return mpi_alltoallv(c, a, t);
-    case COLL_BARRIER:
-      MPI_TRY(&c->world, MPI_Barrier(c->world.mpi));
-      return GS_OK;
-    case COLL_SPARSE_ALLGATHER:
-    case COLL_SPARSE_ALLREDUCE:
-    case COLL_GTOPK:
-    case COLL_HITOPK:
-      break; /* MPI has no sparse collectives; sparse_coll.c never asks */
-  }
-  return gs_error(GS_ERR_INTERNAL, "mpi: unknown collective %d", (int)a->kind);
+gs_status mpi_barrier(gs_comm *c, coll_args *a) {
+  (void)a;
+  MPI_TRY(&c->world, MPI_Barrier(c->world.mpi));
+  return GS_OK;
 }

@@ -85,15 +85,15 @@ gs_status sparse_agree(gs_comm *c, const coll_group *g, const char *what,
   int p = g->size, me = g->rank;
   uint64_t mine[H_WORDS] = {s->n, s->k, s->count, capacity, (uint64_t)s->bad,
                             s->bad_pos, s->bad_value};
-  uint64_t *all = gs_malloc(sizeof(uint64_t) * H_WORDS * (size_t)p);
-  if (all == NULL) return GS_ERR_NOMEM; /* the others then time out */
-  int rc = MPI_Allgather(mine, H_WORDS, MPI_UINT64_T, all, H_WORDS,
-                         MPI_UINT64_T, g->mpi);
-  if (rc != MPI_SUCCESS) {
-    gs_free(all);
-    return comm_mpi_error(g, "MPI_Allgather (sparse sizes)", rc);
-  }
+  /* On the progress thread, over the group's own MPI communicator. A rank's
+   * status is its pairs' verdict; the words say what is wrong, which the
+   * loops below turn into the same error on every rank. */
+  gs_agreement ag;
+  GS_CHECK(gs_agree(NULL, g->mpi, "sparse sizes",
+                    s->bad ? GS_ERR_INVALID_ARG : GS_OK, NULL, mine,
+                    sizeof mine, &ag));
   comm_progress(g);
+  const uint64_t *all = ag.payloads;
   gs_status st = GS_OK;
   size_t sum = 0;
   for (int r = 0; r < p && st == GS_OK; r++) {
@@ -126,25 +126,12 @@ gs_status sparse_agree(gs_comm *c, const coll_group *g, const char *what,
                     "pairs in all, more than the %llu that rank %d's output "
                     "holds", what, me, sum, (unsigned long long)h[H_CAP], r);
   }
-  gs_free(all);
+  gs_agreement_free(&ag);
   if (total) *total = sum;
   return st;
 }
 
 /* ---- Issue --------------------------------------------------------------- */
-
-gs_status sparse_run(gs_comm *c, coll_args *a) {
-  sparse_args *s = a->sparse;
-  switch (a->kind) {
-    case COLL_SPARSE_ALLGATHER: return sparse_run_allgather(c, s);
-    case COLL_SPARSE_ALLREDUCE: return sparse_run_allreduce(c, s);
-    case COLL_GTOPK: return sparse_run_gtopk(c, s);
-    case COLL_HITOPK: return sparse_run_hitopk(c, s);
-    default:
-      return gs_error(GS_ERR_INTERNAL, "sparse collective %d reached the "
-                      "sparse dispatcher", (int)a->kind);
-  }
-}
 
 /* Checks what every sparse call shares and this rank's pairs. The pairs'
  * verdict is not returned: the agreement tells every rank. */

@@ -850,19 +850,12 @@ gs_status gs_engine_create(gs_comm *comm, const gs_engine_config *cfg_in,
     return gs_error(GS_ERR_INVALID_ARG, "gs_engine_create: communicator is NULL");
   gs_engine *e = NULL;
   gs_status st = create_local(comm, cfg_in, &e);
-  int32_t small[64], *flags = small;
   size_t p = (size_t)gs_comm_size(comm);
   char *zall = st == GS_OK ? gs_malloc(p * ENG_ZREC) : NULL;
   if (st == GS_OK && zall == NULL)
     st = gs_error(GS_ERR_NOMEM, "gs_engine_create on rank %d: no memory",
                   gs_comm_rank(comm));
-  if (p > 64 && (flags = gs_malloc(p * sizeof *flags)) == NULL) {
-    gs_free(zall);
-    gs_engine_destroy(e);
-    return GS_ERR_NOMEM;
-  }
-  gs_status ag = eng_agree_on(comm, flags, st, "create its engine");
-  if (flags != small) gs_free(flags);
+  gs_status ag = eng_agree_on(comm, st, "create its engine");
   if (ag == GS_OK) ag = agree_compression(e, zall);
   gs_free(zall);
   if (ag != GS_OK) {
@@ -933,10 +926,9 @@ static gs_status freeze(gs_engine *e) {
   e->stamp = gs_calloc(L + 1, sizeof(uint64_t));
   e->pending = gs_calloc(L + 1, sizeof(size_t));
   e->w_bwd = gs_calloc(L + 1, sizeof(double));
-  e->agree = gs_calloc((size_t)e->size, sizeof(int32_t));
   e->plan_body = gs_calloc(3 * L + 2, sizeof(double));
   if (!e->ring.slots || !e->comm_ids || !e->t_iter || !e->t_seq || !e->ready ||
-      !e->stamp || !e->pending || !e->w_bwd || !e->agree || !e->plan_body)
+      !e->stamp || !e->pending || !e->w_bwd || !e->plan_body)
     return GS_ERR_NOMEM;
   for (size_t i = 0; i < e->ntensors; i++)
     if (e->tensors[i].comm >= 0) e->comm_ids[e->tensors[i].comm] = (long)i;
@@ -1209,7 +1201,6 @@ gs_status gs_engine_destroy(gs_engine *e) {
   gs_free(e->w_bwd);
   gs_free(e->samples);
   gs_free(e->policy_spec);
-  gs_free(e->agree);
   gs_free(e->plan_body);
   gs_free(e);
   return st;

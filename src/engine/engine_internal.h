@@ -195,7 +195,6 @@ struct gs_engine {
   double z_secs_per_elem;       /* rank 0: measured coding rate */
 
   /* Agreement points (engine_plan.c): a per-rank status vector, summed. */
-  int32_t *agree;               /* launch thread, size entries */
   double *plan_body;            /* launch thread: the plan broadcast's body */
 
   /* The stall watchdog. Progress is any collective completing, any event
@@ -239,12 +238,12 @@ gs_status eng_copy_profile(const gs_profile *p, gs_profile **out);
  * cost (rank 0); x->n = 0 without compression. */
 gs_status eng_xchg_costs(gs_engine *e, gs_plan_xchg *x);
 /* Agreement point: every rank contributes its status (`mine`, with its
- * message in gs_last_error() when not GS_OK) to one all-reduce of a flag per
- * rank (`flags`: size entries). Returns GS_OK on every rank if all are;
+ * message in gs_last_error() when not GS_OK) to one gs_agree on the
+ * communicator. Returns GS_OK on every rank if all are;
  * otherwise the failing ranks keep their own error and the others get the
  * first failing rank's status with a message naming the ranks that failed
  * to do `what`. */
-gs_status eng_agree_on(gs_comm *comm, int32_t *flags, gs_status mine, const char *what);
+gs_status eng_agree_on(gs_comm *comm, gs_status mine, const char *what);
 gs_status eng_agree(gs_engine *e, gs_status mine, const char *what);
 
 /* timeline.c. Tracks: the compute, comm and wait rows of a rank. */

@@ -148,32 +148,33 @@ gs_status eng_check_registration(gs_engine *e) {
 
 /* ---- Agreement points ---------------------------------------------------------- */
 
-gs_status eng_agree_on(gs_comm *comm, int32_t *flags, gs_status mine, const char *what) {
+gs_status eng_agree_on(gs_comm *comm, gs_status mine, const char *what) {
   int p = gs_comm_size(comm), me = gs_comm_rank(comm);
   if (p == 1) return mine;
   char own[1024] = "";
   if (mine != GS_OK) gs__error_copy(own, sizeof own);
-  memset(flags, 0, (size_t)p * sizeof *flags);
-  flags[me] = (int32_t)mine;
-  gs_status st = gs_allreduce(comm, GS_IN_PLACE, flags, (size_t)p, GS_I32, GS_SUM,
-                              GS_ALGO_AUTO);
+  gs_agreement ag;
+  gs_status st = gs_agree(comm, MPI_COMM_NULL, "engine agreement", mine, own,
+                          NULL, 0, &ag);
   if (st != GS_OK) return st;
   if (mine != GS_OK) {
+    gs_agreement_free(&ag);
     gs__error_set_message(own);
     return mine;
   }
   char list[600] = "";
   size_t len = 0;
-  int bad = 0, first = -1;
+  int bad = 0;
   for (int r = 0; r < p; r++) {
-    if (flags[r] == 0) continue;
-    if (first < 0) first = r;
+    gs_status s = (gs_status)ag.votes[r].status;
+    if (s == GS_OK) continue;
     if (bad++ < 8 && len < sizeof list)
       len += (size_t)snprintf(list + len, sizeof list - len, "%s%d (%s)", bad > 1 ? ", " : "",
-                              r, gs_strerror((gs_status)flags[r]));
+                              r, gs_strerror(s));
   }
+  gs_status code = bad ? (gs_status)ag.votes[ag.first].status : GS_OK;
+  gs_agreement_free(&ag);
   if (bad == 0) return GS_OK;
-  gs_status code = (gs_status)flags[first];
   if (code <= GS_OK || code >= GS_STATUS_COUNT) code = GS_ERR_INTERNAL;
   return gs_error(code, "rank %d: rank%s %s%s could not %s (%s own message says why); "
                   "every rank fails with %s", me, bad > 1 ? "s" : "", list,
@@ -182,7 +183,7 @@ gs_status eng_agree_on(gs_comm *comm, int32_t *flags, gs_status mine, const char
 }
 
 gs_status eng_agree(gs_engine *e, gs_status mine, const char *what) {
-  return eng_agree_on(e->comm, e->agree, mine, what);
+  return eng_agree_on(e->comm, mine, what);
 }
 
 /* ---- Profiler ---------------------------------------------------------------------

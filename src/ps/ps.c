@@ -143,11 +143,11 @@ static gs_status check_local(const gs_ps *ps, const gs_ps_config *cfg,
   return GS_OK;
 }
 
-/* The values every rank must share, compared by min/max reductions. */
-enum { AGREE_OK, AGREE_SERVERS, AGREE_TOTAL, AGREE_N, AGREE_POLICY,
-       AGREE_MODE, AGREE_STALENESS, AGREE_BUDGET, AGREE_CHUNK, AGREE_COUNT };
+/* The values every rank must share, compared by their range over ranks. */
+enum { AGREE_SERVERS, AGREE_TOTAL, AGREE_N, AGREE_POLICY, AGREE_MODE,
+       AGREE_STALENESS, AGREE_BUDGET, AGREE_CHUNK, AGREE_COUNT };
 static const char *const agree_names[AGREE_COUNT] = {
-    "set-up", "servers", "parameter count", "tensor count", "policy",
+    "servers", "parameter count", "tensor count", "policy",
     "mode", "staleness", "sample budget", "chunk bytes"};
 
 gs_status gs_ps_create(MPI_Comm job, const gs_ps_config *cfg,
@@ -174,34 +174,38 @@ gs_status gs_ps_create(MPI_Comm job, const gs_ps_config *cfg,
   size_t total = 0;
   for (size_t i = 0; counts && i < n; i++) total += counts[i];
 
-  long long v[AGREE_COUNT] = {local != GS_OK, cfg->servers, (long long)total,
-                              (long long)n, cfg->sync.policy, cfg->sync.mode,
+  long long v[AGREE_COUNT] = {cfg->servers, (long long)total, (long long)n,
+                              cfg->sync.policy, cfg->sync.mode,
                               cfg->sync.staleness, cfg->sample_budget,
                               (long long)cfg->chunk_bytes};
-  long long lo[AGREE_COUNT], hi[AGREE_COUNT];
-  MPI_Allreduce(v, lo, AGREE_COUNT, MPI_LONG_LONG, MPI_MIN, ps->comm);
-  MPI_Allreduce(v, hi, AGREE_COUNT, MPI_LONG_LONG, MPI_MAX, ps->comm);
-  gs_status st = GS_OK;
-  if (hi[AGREE_OK]) {
-    /* One more reduction, on every rank, to name a rank that failed. */
-    int bad = local != GS_OK ? ps->rank : -1, first = -1;
-    MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MAX, ps->comm);
+  /* On this thread, over the servers' own communicator: one agreement on
+   * every rank's set-up and values. */
+  gs_agreement ag;
+  gs_status st = gs_agree(NULL, ps->comm, "parameter servers", local, local_msg,
+                          v, sizeof v, &ag);
+  if (st == GS_OK && ag.failed > 0) {
     if (local != GS_OK)
       st = gs_error(local, "%s", local_msg);
     else
       st = gs_error(GS_ERR_MISMATCH,
                     "rank %d: parameter servers not set up: rank %d failed "
-                    "its own checks", ps->rank, first);
-  } else {
-    for (int i = 1; i < AGREE_COUNT; i++)
-      if (lo[i] != hi[i]) {
+                    "its own checks", ps->rank, ag.first);
+  } else if (st == GS_OK) {
+    const long long *all = ag.payloads;
+    for (int i = 0; i < AGREE_COUNT && st == GS_OK; i++) {
+      long long lo = all[i], hi = all[i];
+      for (int r = 1; r < ag.size; r++) {
+        long long x = all[(size_t)r * AGREE_COUNT + (size_t)i];
+        lo = x < lo ? x : lo;
+        hi = x > hi ? x : hi;
+      }
+      if (lo != hi)
         st = gs_error(GS_ERR_MISMATCH,
                       "rank %d: parameter servers: the ranks' %s differ "
-                      "(from %lld to %lld)", ps->rank, agree_names[i], lo[i],
-                      hi[i]);
-        break;
-      }
+                      "(from %lld to %lld)", ps->rank, agree_names[i], lo, hi);
+    }
   }
+  gs_agreement_free(&ag);
   if (st != GS_OK) {
     MPI_Comm_free(&ps->comm);
     gs_free(ps);

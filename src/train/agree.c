@@ -12,12 +12,9 @@
 
 #include "agree.h"
 
-/* What a rank says at an agreement point: whether it failed, and why in
- * short. A fixed size, so one allgather carries every rank's record. */
-typedef struct agree_rec {
-  char failed;
-  char reason[127];
-} agree_rec;
+/* The reason a failing rank gives the others: its first line, at most this
+ * long (the failing rank prints the whole). */
+enum { REASON_MAX = 126 };
 
 void train_rank_verror(const train_ranks *r, const char *fmt, va_list ap) {
   char msg[2048];
@@ -52,18 +49,14 @@ _Noreturn void train_rank_abort(const train_ranks *r, const char *fmt, ...) {
   train_rank_vabort(r, fmt, ap);
 }
 
-/* Every rank's `bytes` bytes from `mine` into all[rank]. Before the
- * communicator exists no other thread can be inside MPI, so MPI_COMM_WORLD
- * serves from this thread; afterwards the gs_comm's progress thread makes
- * the call. */
-static gs_status exchange(const train_ranks *r, const void *mine, void *all, size_t bytes) {
-  if (r->comm) return gs_allgather(r->comm, mine, all, bytes, GS_U8, GS_ALGO_MPI);
-  int rc = MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE,
-                         MPI_COMM_WORLD);
-  if (rc != MPI_SUCCESS)
-    return gs_error(GS_ERR_MPI, "rank %d: the agreement's MPI_Allgather failed (%d)",
-                    r->rank, rc);
-  return GS_OK;
+/* Every rank's status, reason and `bytes` bytes of values, through
+ * gs_agree. Before the communicator exists no other thread can be inside
+ * MPI, so MPI_COMM_WORLD serves from this thread; afterwards the gs_comm's
+ * progress thread makes the call. */
+static gs_status exchange(const train_ranks *r, int failed, const char *reason,
+                          const void *vals, size_t bytes, gs_agreement *ag) {
+  return gs_agree(r->comm, MPI_COMM_WORLD, "agreement",
+                  failed ? GS_ERR_STATE : GS_OK, reason, vals, bytes, ag);
 }
 
 /* The agreement's own collective failed: the communicator is broken (a
@@ -74,34 +67,26 @@ static _Noreturn void agree_failed(const train_ranks *r) {
 }
 
 int train_agree(const train_ranks *r, int failed, const char *reason) {
-  agree_rec mine;
-  memset(&mine, 0, sizeof mine);
-  mine.failed = failed != 0;
+  char why[REASON_MAX + 1] = "";
   if (failed && reason && *reason) {
     /* The first line, shortened: the failing rank prints the whole. */
-    size_t n = strcspn(reason, "\n"), cap = sizeof mine.reason - 1;
+    size_t n = strcspn(reason, "\n"), cap = REASON_MAX;
     if (n > cap) {
-      memcpy(mine.reason, reason, cap - 3);
-      memcpy(mine.reason + cap - 3, "...", 3);
+      memcpy(why, reason, cap - 3);
+      memcpy(why + cap - 3, "...", 3);
     } else {
-      memcpy(mine.reason, reason, n);
+      memcpy(why, reason, n);
     }
   }
-  agree_rec *all = calloc((size_t)r->size, sizeof *all);
-  if (all == NULL) train_rank_abort(r, "out of memory for an agreement of %d ranks", r->size);
-  if (exchange(r, &mine, all, sizeof mine) != GS_OK) agree_failed(r);
-  int nfailed = 0, first = -1;
-  for (int k = 0; k < r->size; k++)
-    if (all[k].failed) {
-      if (first < 0) first = k;
-      nfailed++;
-    }
+  gs_agreement all;
+  if (exchange(r, failed, why, NULL, 0, &all) != GS_OK) agree_failed(r);
+  int nfailed = all.failed, first = all.first;
   if (nfailed > 0 && !failed) {
     char ranks[256] = "";
     size_t len = 0;
     int listed = 0;
-    for (int k = 0; k < r->size && len < sizeof ranks; k++) {
-      if (!all[k].failed) continue;
+    for (int k = 0; k < all.size && len < sizeof ranks; k++) {
+      if (all.votes[k].status == GS_OK) continue;
       if (listed == 8) {
         snprintf(ranks + len, sizeof ranks - len, " and %d more", nfailed - listed);
         break;
@@ -110,16 +95,16 @@ int train_agree(const train_ranks *r, int failed, const char *reason) {
       len += w > 0 ? (size_t)w : 0;
       listed++;
     }
-    all[first].reason[sizeof all[first].reason - 1] = '\0';
-    if (all[first].reason[0] == '\0')
+    const char *first_reason = all.votes[first].message;
+    if (first_reason[0] == '\0')
       train_rank_error(r, "stopping: rank%s %s failed", nfailed > 1 ? "s" : "", ranks);
     else if (nfailed == 1)
-      train_rank_error(r, "stopping: rank %s failed (%s)", ranks, all[first].reason);
+      train_rank_error(r, "stopping: rank %s failed (%s)", ranks, first_reason);
     else
       train_rank_error(r, "stopping: ranks %s failed (rank %d: %s)", ranks, first,
-                       all[first].reason);
+                       first_reason);
   }
-  free(all);
+  gs_agreement_free(&all);
   return nfailed > 0;
 }
 
@@ -135,21 +120,21 @@ int train_agree_status(const train_ranks *r, gs_status st) {
 
 int train_agree_equal(const train_ranks *r, const int64_t *vals, const char *const *names,
                       int n) {
-  int64_t *all = calloc((size_t)r->size * (size_t)n, sizeof *all);
-  if (all == NULL) train_rank_abort(r, "out of memory for an agreement of %d ranks", r->size);
-  if (exchange(r, vals, all, (size_t)n * sizeof *vals) != GS_OK) agree_failed(r);
+  gs_agreement ag;
+  if (exchange(r, 0, NULL, vals, (size_t)n * sizeof *vals, &ag) != GS_OK) agree_failed(r);
+  const int64_t *all = ag.payloads;
   /* Every rank finds the same first difference and says it. */
   for (int i = 0; i < n; i++)
-    for (int k = 1; k < r->size; k++)
+    for (int k = 1; k < ag.size; k++)
       if (all[(size_t)k * (size_t)n + (size_t)i] != all[i]) {
         train_rank_error(r,
                          "stopping: the ranks differ in %s: rank 0 has %lld, rank %d has %lld",
                          names[i], (long long)all[i], k,
                          (long long)all[(size_t)k * (size_t)n + (size_t)i]);
-        free(all);
+        gs_agreement_free(&ag);
         return 1;
       }
-  free(all);
+  gs_agreement_free(&ag);
   return 0;
 }
 

@@ -1,0 +1,187 @@
+/*
+ * The cost model at gs_comm_create (calibrate_setup: GRADSYNC_COST_FILE,
+ * GRADSYNC_ALPHA/BETA, or ring exchanges timed on the world and node
+ * groups) and the per-algorithm fit (gs_comm_calibrate). Every measurement
+ * is agreed on by all ranks, so that every rank chooses the same algorithm.
+ */
+#include <stdlib.h>
+
+#include "comm_internal.h"
+
+/* ---- Start-up cost model -------------------------------------------------- */
+
+/* Times a ring exchange (send right, receive left) of `bytes` bytes. */
+static gs_status time_exchange(const coll_group *g, void *buf, size_t bytes,
+                               int reps, double *secs) {
+  int right = (g->rank + 1) % g->size, left = (g->rank - 1 + g->size) % g->size;
+  char *sbuf = buf, *rbuf = (char *)buf + bytes;
+  double best = 1e30;
+  for (int i = 0; i < reps + 1; i++) {
+    MPI_TRY(g, MPI_Barrier(g->mpi));
+    double t0 = gs_now();
+    MPI_TRY(g, MPI_Sendrecv(sbuf, (int)bytes, MPI_BYTE, right, TAG_CALIB, rbuf,
+                            (int)bytes, MPI_BYTE, left, TAG_CALIB, g->mpi,
+                            MPI_STATUS_IGNORE));
+    double t = gs_now() - t0;
+    if (i > 0 && t < best) best = t; /* the first is a warm-up */
+  }
+  *secs = best;
+  return GS_OK;
+}
+
+/* Measures alpha and beta of a group with ring exchanges, agreed on by all
+ * ranks (the maximum), so that every rank chooses the same algorithm. Beta
+ * comes from the difference of two large exchanges, which cancels what a
+ * token-bucket burst or a warm TCP window lets through at first. */
+static gs_status calibrate_group(const coll_group *g, double *alpha,
+                                 double *beta) {
+  const size_t mid = CALIB_MID_BYTES, big = CALIB_BIG_BYTES;
+  void *buf = gs_calloc(2, big);
+  if (buf == NULL) return GS_ERR_NOMEM;
+  double t_small = 0, t_mid = 0, t_big = 0;
+  gs_status st = time_exchange(g, buf, 8, 20, &t_small);
+  if (st == GS_OK) st = time_exchange(g, buf, mid, 3, &t_mid);
+  if (st == GS_OK) st = time_exchange(g, buf, big, 3, &t_big);
+  gs_free(buf);
+  GS_CHECK(st);
+  double v[2] = {t_small, (t_big - t_mid) / (double)(big - mid)};
+  MPI_TRY(g, MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_MAX, g->mpi));
+  *alpha = v[0];
+  *beta = v[1] > 0 ? v[1] : 1e-12;
+  return GS_OK;
+}
+
+static double measure_gamma(void) {
+  enum { N = 1 << 18 };
+  float *a = gs_calloc(2 * N, sizeof(float));
+  if (a == NULL) return 1.0 / 5e9;
+  double best = 1e30;
+  for (int i = 0; i < 4; i++) {
+    double t0 = gs_now();
+    gs_reduce_local(a, a + N, N, GS_F32, GS_SUM);
+    double t = gs_now() - t0;
+    if (t < best) best = t;
+  }
+  gs_free(a);
+  return best / (N * sizeof(float));
+}
+
+gs_status calibrate_setup(gs_comm *c) {
+  const char *file = getenv("GRADSYNC_COST_FILE");
+  gs_cost_topo topo = {c->world.size, c->nodes};
+  if (file && *file) {
+    /* A calibration saved by `gradsync bench --cost-out` on this topology.
+     * Every rank reads the same file; all must succeed or none uses it. */
+    gs_cost_params loaded;
+    gs_status lst = gs_cost_load(file, topo, &loaded);
+    int ok = lst == GS_OK, all_ok = 0;
+    MPI_TRY(&c->world, MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN,
+                                     c->world.mpi));
+    if (all_ok) {
+      c->cost = loaded;
+      c->cost_from_env = 1;
+      gs_log(GS_LOG_INFO, "cost model loaded from %s", file);
+      return GS_OK;
+    }
+    gs_log(GS_LOG_WARN, "GRADSYNC_COST_FILE ignored: %s",
+           ok ? "another rank could not load it" : gs_last_error());
+  }
+  gs_cost_preset("1GbE", &c->cost);
+  double gamma = measure_gamma();
+  MPI_TRY(&c->world, MPI_Allreduce(MPI_IN_PLACE, &gamma, 1, MPI_DOUBLE, MPI_MAX,
+                                   c->world.mpi));
+  c->cost.gamma = gamma;
+  if (c->have_env_cost) {
+    c->cost_from_env = 1;
+    c->cost.alpha = c->env_alpha;
+    c->cost.beta = c->env_beta;
+  } else if (c->world.size > 1) {
+    /* With several ranks per node, the flat ring's slowest hop crosses
+     * nodes: the world ring's timing is the inter-node cost. */
+    GS_CHECK(calibrate_group(&c->world, &c->cost.alpha, &c->cost.beta));
+  }
+  /* Node-local parameters, measured on nodes with several ranks. Every rank
+   * joins the world-wide maximum (the decision to measure is per node, so
+   * the agreement must not be). */
+  double v[2] = {0, 0};
+  if (c->local.size > 1 && c->nodes > 1)
+    GS_CHECK(shm_active(c) ? shm_calibrate(c, &v[0], &v[1])
+                           : calibrate_group(&c->local, &v[0], &v[1]));
+  MPI_TRY(&c->world, MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_MAX,
+                                   c->world.mpi));
+  c->cost.alpha_local = v[1] > 0 ? v[0] : c->cost.alpha;
+  c->cost.beta_local = v[1] > 0 ? v[1] : c->cost.beta;
+  gs_log(GS_LOG_INFO, "cost model: alpha=%.3g s beta=%.3g s/B (%.3g GB/s) "
+         "alpha_local=%.3g beta_local=%.3g gamma=%.3g", c->cost.alpha,
+         c->cost.beta, 1e-9 / c->cost.beta, c->cost.alpha_local,
+         c->cost.beta_local, c->cost.gamma);
+  return GS_OK;
+}
+
+
+/* ---- Per-algorithm calibration ------------------------------------------ */
+
+static size_t pow_size(size_t b, int e) {
+  size_t r = 1;
+  while (e-- > 0 && r < ((size_t)1 << 40)) r *= b;
+  return r;
+}
+
+/* Times one allreduce algorithm at one size: the minimum over reps of the
+ * slowest rank, so every rank fits the same numbers. */
+static gs_status time_allreduce(gs_comm *c, gs_algo algo, float *buf,
+                                size_t count, int reps, double *secs) {
+  double t[8];
+  GS_CHECK(gs_allreduce(c, GS_IN_PLACE, buf, count, GS_F32, GS_SUM, algo));
+  for (int i = 0; i < reps; i++) {
+    GS_CHECK(gs_barrier(c, GS_ALGO_MPI));
+    double t0 = gs_now();
+    GS_CHECK(gs_allreduce(c, GS_IN_PLACE, buf, count, GS_F32, GS_SUM, algo));
+    t[i] = gs_now() - t0;
+  }
+  GS_CHECK(gs_allreduce(c, GS_IN_PLACE, t, (size_t)reps, GS_F64, GS_MAX,
+                        GS_ALGO_MPI));
+  double best = t[0];
+  for (int i = 1; i < reps; i++) best = GS_MIN(best, t[i]);
+  *secs = best;
+  return GS_OK;
+}
+
+gs_status gs_comm_calibrate(gs_comm *c, size_t max_bytes) {
+  if (c == NULL) return gs_error(GS_ERR_INVALID_ARG, "calibrate: comm is NULL");
+  if (max_bytes < 64 * 1024) max_bytes = 64 * 1024;
+  if (c->world.size < 2) return GS_OK;
+  /* Every allreduce algorithm of the table but MPI's, which the cost model
+   * does not predict, and hier only where it has nodes of several ranks. */
+  gs_algo table[GS_ALGO_COUNT], algos[GS_ALGO_COUNT];
+  size_t ntable = coll_algo_list(COLL_ALLREDUCE, table, GS_ALGO_COUNT);
+  int hier = c->uniform_nodes && c->nodes > 1 && c->local.size > 1, nalgo = 0;
+  for (size_t i = 0; i < ntable; i++)
+    if (table[i] != GS_ALGO_MPI && (table[i] != GS_ALGO_HIER || hier))
+      algos[nalgo++] = table[i];
+  double bytes[12], secs[12];
+  size_t nsize = 0;
+  /* Sizes from 4 KB to max_bytes, at most 8 of them, the largest included. */
+  size_t step = 4;
+  while (4096 * pow_size(step, 7) < max_bytes) step *= 2;
+  for (size_t b = 4096; b < max_bytes && nsize < 7; b *= step) bytes[nsize++] = (double)b;
+  bytes[nsize++] = (double)max_bytes;
+  float *buf = gs_calloc(max_bytes / sizeof(float) + 1, sizeof(float));
+  if (buf == NULL) return GS_ERR_NOMEM;
+  gs_cost_topo t = {c->world.size, c->nodes};
+  gs_cost_params fitted = c->cost;
+  gs_status st = GS_OK;
+  for (int a = 0; a < nalgo && st == GS_OK; a++) {
+    for (size_t i = 0; i < nsize && st == GS_OK; i++)
+      st = time_allreduce(c, algos[a], buf, (size_t)bytes[i] / sizeof(float), 3,
+                          &secs[i]);
+    if (st == GS_OK) st = gs_cost_fit_algo(&fitted, t, algos[a], bytes, secs, nsize);
+    if (st == GS_OK)
+      gs_log(GS_LOG_INFO, "calibrated %s: alpha %.3g s, beta %.3g s/B",
+             gs_algo_name(algos[a]), fitted.fit[algos[a]].alpha,
+             fitted.fit[algos[a]].beta);
+  }
+  gs_free(buf);
+  if (st == GS_OK) c->cost = fitted;
+  return st;
+}
