@@ -269,6 +269,51 @@ gs_status gs_cost_compress_check(const gs_cost_compress *z);
 double gs_cost_compressed(const gs_cost_params *c, gs_cost_topo t, gs_xchg x,
                           const gs_cost_compress *z, double bytes);
 
+/* ---- Embedding shards (DLRM; docs/DLRM.md) ------------------------------
+ * The time per training step that one shard of an embedding table costs the
+ * rank holding it: its lookups (the forward and the fused backward, priced
+ * by the machine's measured gs_cost_lookup) and its part of the exchange,
+ * priced by the collective formulas above. The sharding planner
+ * (gradsync/embed.h) calls this and no other formula. */
+typedef enum {
+  GS_SHARD_TW = 0, /* table-wise: the whole table on one rank */
+  GS_SHARD_RW,     /* row-wise: rows split over every rank; pooled partial
+                      sums reduce-scattered forward, all-gathered backward */
+  GS_SHARD_CW,     /* column-wise: column blocks placed as tables */
+  GS_SHARD_TWRW,   /* table-row-wise: rows split over one node's ranks */
+  GS_SHARD_DP,     /* data-parallel: replicated, its gradient all-reduced */
+  GS_SHARD_KIND_COUNT
+} gs_shard_kind;
+
+/* One lookup (forward + fused backward) costs alpha + beta * row bytes. */
+typedef struct gs_cost_lookup {
+  double alpha; /* s per lookup */
+  double beta;  /* s per byte of the row (dim * 4) */
+} gs_cost_lookup;
+
+typedef struct gs_cost_shard_in {
+  gs_shard_kind kind;
+  double batch;           /* global batch: samples per step */
+  double pooling;         /* mean ids per sample in this table */
+  double rows;            /* the shard's rows */
+  double table_rows;      /* the table's rows (ids spread uniformly over them) */
+  double dim;             /* the shard's columns */
+  double wire_elem_bytes; /* bytes of a pooled element on the wire: 4 (fp32), 2 */
+  int group;              /* twrw: the ranks sharing the table's rows (a node's) */
+} gs_cost_shard_in;
+
+typedef struct gs_cost_shard_out {
+  double lookup_s;   /* lookups, forward and backward */
+  double wire_s;     /* this rank's share of the exchange's time */
+  double total_s;
+  double wire_bytes; /* bytes this rank sends for the shard per step */
+} gs_cost_shard_out;
+
+/* A shard's cost per step on the rank holding it. t: the job's ranks and
+ * nodes. Unknown kinds give a negative total. */
+void gs_cost_shard(const gs_cost_params *c, gs_cost_topo t, const gs_cost_lookup *lk,
+                   const gs_cost_shard_in *in, gs_cost_shard_out *out);
+
 #ifdef __cplusplus
 }
 #endif

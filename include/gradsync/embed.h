@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "gradsync/core.h"
+#include "gradsync/cost.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -87,6 +88,84 @@ gs_status gs_embed_backward_update(gs_embed_table *t, const gs_embed_bags *bags,
                                    gs_embed_pool pool, const float *dout,
                                    size_t dout_stride, size_t dout_col,
                                    const gs_embed_optim *opt, gs_embed_work **work);
+
+/* ---- Sharding plans ------------------------------------------------------
+ * Where each table's rows and columns live (docs/DLRM.md). The planner
+ * prices every candidate sharding of a table with gs_cost_shard (the cost
+ * module's one formula), picks one per table (or the one forced), places
+ * the shards longest-first on the rank with the least estimated time whose
+ * memory cap they fit, then moves or swaps shards off the busiest rank while
+ * that lowers the maximum, splitting its largest whole table into column
+ * blocks while it is over 1.10x the mean. */
+
+/* A table as the planner sees it. name is borrowed. */
+typedef struct gs_embed_spec {
+  const char *name;
+  size_t rows, dim;
+  double pooling; /* mean ids per sample */
+} gs_embed_spec;
+
+typedef struct gs_shard_config {
+  int ranks, ranks_per_node;
+  double batch;           /* global batch */
+  double mem_cap;         /* bytes per rank for tables and state; 0: none */
+  double wire_elem_bytes; /* 4: fp32 all-to-all; 2: fp16/bf16 */
+  gs_cost_params net;     /* the network (gs_cost_preset, a cost file) */
+  gs_cost_lookup lookup;  /* this machine's lookup cost (gs_embed_calibrate) */
+  int force;              /* -1: choose per table; else a gs_shard_kind for all */
+} gs_shard_config;
+
+/* One placed piece of a table: rows [row_lo, row_hi) and columns
+ * [col_lo, col_hi) on `rank` (dp: a replica on every rank, one entry each). */
+typedef struct gs_shard {
+  int table, rank;
+  gs_shard_kind kind;
+  size_t row_lo, row_hi, col_lo, col_hi;
+  double est_s, mem_bytes, wire_bytes; /* per step; bytes of weights + state */
+} gs_shard;
+
+typedef struct gs_shard_plan {
+  int ranks, ntables;
+  size_t nshards;
+  gs_shard *shards;
+  gs_shard_kind *kind;  /* per table */
+  char (*why)[200];     /* per table: why it got its sharding */
+  double *rank_s, *rank_mem, *rank_wire; /* per rank estimates */
+} gs_shard_plan;
+
+/* Measures this machine's lookup cost (forward + fused backward with
+ * row-wise Adagrad, one thread, a table beyond the caches): about 0.1 s. */
+gs_status gs_embed_calibrate(gs_cost_lookup *out);
+
+const char *gs_shard_kind_name(gs_shard_kind k);
+/* "tw", "rw", "cw", "twrw", "dp", or "auto" (-1). */
+gs_status gs_shard_kind_parse(const char *s, int *out);
+
+/* Presets of the Criteo data sets' tables: "kaggle" (26 tables, dim 16),
+ * "terabyte" (26, dim 64, ids capped at 10 M as the DLRM reference's
+ * --max-ind-range), "mlperf" (26, dim 128, capped at 40 M); rows scaled by
+ * `scale` (at least 1 row). Writes up to `cap` specs with names "C1".. into
+ * out (names are static). *n receives the count. */
+gs_status gs_embed_preset(const char *name, double scale, gs_embed_spec *out, int cap,
+                          int *n);
+
+gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
+                             const gs_shard_config *cfg, gs_shard_plan **out);
+/* Every row and column of every table owned exactly once (dp: on every
+ * rank), every rank in range, memory under the cap. GS_ERR_INVALID_ARG
+ * naming the table and what is wrong otherwise. */
+gs_status gs_shard_plan_check(const gs_shard_plan *p, const gs_embed_spec *tables,
+                              int ntables, double mem_cap);
+void gs_shard_plan_free(gs_shard_plan *p);
+/* The per-rank maximum and mean of the estimated time. */
+void gs_shard_plan_balance(const gs_shard_plan *p, double *max_s, double *mean_s);
+/* JSON: the tables it was made for, the ranks and every shard. load checks
+ * the file against the tables and the ranks given (a plan for other tables
+ * or another world size is refused) and with gs_shard_plan_check. */
+gs_status gs_shard_plan_save(const gs_shard_plan *p, const gs_embed_spec *tables,
+                             const char *path);
+gs_status gs_shard_plan_load(const char *path, const gs_embed_spec *tables, int ntables,
+                             int ranks, gs_shard_plan **out);
 
 #ifdef __cplusplus
 }

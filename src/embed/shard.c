@@ -1,0 +1,749 @@
+/*
+ * The sharding planner (gradsync/embed.h; docs/DLRM.md).
+ *
+ * 1. Each table's sharding: the one forced, or, per table, by its cost
+ *    (gs_cost_shard) against the mean load a rank would carry with every
+ *    table placed whole (the sum of the tables' table-wise costs over p):
+ *      dp    when its replicas fit and their lookups and gradient all-reduce,
+ *            summed over the ranks, cost less than exchanging its pooled
+ *            vectors (small tables);
+ *      cw    when whole it would exceed half the mean load or the memory
+ *            cap, and its columns split into blocks of 8 or more (the
+ *            all-to-all pattern kept, the pieces placed as tables);
+ *      rw    the same when the columns cannot split finely enough (every
+ *            rank a slice of rows; twrw when the job spans several nodes of
+ *            several ranks: the rows of one node's ranks);
+ *      tw    otherwise.
+ * 2. Placement: fixed shards (rw's rank i, dp's replicas, twrw's node) are
+ *    counted first; the movable ones (tw, cw) go longest first to the rank
+ *    with the least estimated time that still has memory for them (LPT).
+ * 3. Improvement: a movable shard leaves the busiest rank for the least
+ *    busy one, or swaps with a smaller one elsewhere, while that lowers
+ *    the maximum; and while the busiest rank is still over 1.10x the mean,
+ *    its largest whole table (or column block) of 16 columns or more is
+ *    split in two column blocks and the movable shards placed again.
+ * Every table's exchange is one fused message per phase, so shards are
+ * priced by their bytes (gs_cost_shard); a table is replicated (dp) when
+ * that lowers the total work, split when whole it would exceed a rank's
+ * fair share (the mean load with every table whole) or the memory cap.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gradsync/embed.h"
+#include "gs_internal.h"
+
+static const char *const kind_names[GS_SHARD_KIND_COUNT] = {"tw", "rw", "cw", "twrw", "dp"};
+
+const char *gs_shard_kind_name(gs_shard_kind k) {
+  return (unsigned)k < GS_SHARD_KIND_COUNT ? kind_names[k] : "invalid-sharding";
+}
+
+gs_status gs_shard_kind_parse(const char *s, int *out) {
+  if (s && strcmp(s, "auto") == 0) {
+    *out = -1;
+    return GS_OK;
+  }
+  for (int k = 0; s && k < GS_SHARD_KIND_COUNT; k++)
+    if (strcmp(s, kind_names[k]) == 0) {
+      *out = k;
+      return GS_OK;
+    }
+  return gs_error(GS_ERR_PARSE, "sharding '%s': expected auto, tw, rw, cw, twrw or dp",
+                  s ? s : "(null)");
+}
+
+/* ---- Presets --------------------------------------------------------------- */
+
+/* Criteo's 26 categorical features: Kaggle's cardinalities, and Terabyte's
+ * and MLPerf's with ids capped at 10 M and 40 M (facebookresearch/dlrm;
+ * ../shared/research/dlrm.md). */
+static const size_t kaggle_rows[26] = {
+    1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194,
+    27, 14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572};
+static const size_t terabyte_rows[26] = {
+    9980333, 36084, 17217, 7378, 20134, 3, 7112, 1442, 61, 9758201, 1333352, 313829, 10,
+    2208, 11156, 122, 4, 970, 14, 9994222, 7267859, 9946608, 415421, 12420, 101, 36};
+static const size_t mlperf_rows[26] = {
+    39884406, 39043, 17289, 7420, 20263, 3, 7120, 1543, 63, 38532951, 2953546, 403346, 10,
+    2208, 11938, 155, 4, 976, 14, 39979771, 25641295, 39664984, 585935, 12972, 108, 36};
+static const char *const criteo_names[26] = {
+    "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "C11", "C12", "C13",
+    "C14", "C15", "C16", "C17", "C18", "C19", "C20", "C21", "C22", "C23", "C24", "C25", "C26"};
+
+gs_status gs_embed_preset(const char *name, double scale, gs_embed_spec *out, int cap,
+                          int *n) {
+  const size_t *rows = NULL;
+  size_t dim = 0;
+  if (name && strcmp(name, "kaggle") == 0) rows = kaggle_rows, dim = 16;
+  else if (name && strcmp(name, "terabyte") == 0) rows = terabyte_rows, dim = 64;
+  else if (name && strcmp(name, "mlperf") == 0) rows = mlperf_rows, dim = 128;
+  else
+    return gs_error(GS_ERR_INVALID_ARG, "table preset '%s': expected kaggle, terabyte or "
+                    "mlperf", name ? name : "(null)");
+  if (!(scale > 0) || scale > 1)
+    return gs_error(GS_ERR_INVALID_ARG, "table preset '%s': scale %g must be above 0 and "
+                    "at most 1", name, scale);
+  if (cap < 26)
+    return gs_error(GS_ERR_INVALID_ARG, "table preset '%s': 26 tables, room for %d", name,
+                    cap);
+  for (int i = 0; i < 26; i++) {
+    double r = ceil((double)rows[i] * scale);
+    out[i] = (gs_embed_spec){criteo_names[i], r < 1 ? 1 : (size_t)r, dim, 1.0};
+  }
+  *n = 26;
+  return GS_OK;
+}
+
+/* ---- Plans ----------------------------------------------------------------- */
+
+void gs_shard_plan_free(gs_shard_plan *p) {
+  if (p == NULL) return;
+  gs_free(p->shards);
+  gs_free(p->kind);
+  gs_free(p->why);
+  gs_free(p->rank_s);
+  gs_free(p->rank_mem);
+  gs_free(p->rank_wire);
+  gs_free(p);
+}
+
+static gs_status plan_alloc(int ntables, int ranks, size_t cap, gs_shard_plan **out) {
+  gs_shard_plan *p = gs_calloc(1, sizeof *p);
+  if (p == NULL) return gs_error(GS_ERR_NOMEM, "sharding plan: out of memory");
+  p->ranks = ranks;
+  p->ntables = ntables;
+  p->shards = gs_calloc(cap ? cap : 1, sizeof *p->shards);
+  p->kind = gs_calloc((size_t)ntables + 1, sizeof *p->kind);
+  p->why = gs_calloc((size_t)ntables + 1, sizeof *p->why);
+  p->rank_s = gs_calloc((size_t)ranks, sizeof(double));
+  p->rank_mem = gs_calloc((size_t)ranks, sizeof(double));
+  p->rank_wire = gs_calloc((size_t)ranks, sizeof(double));
+  if (!p->shards || !p->kind || !p->why || !p->rank_s || !p->rank_mem || !p->rank_wire) {
+    gs_shard_plan_free(p);
+    return gs_error(GS_ERR_NOMEM, "sharding plan: out of memory for %zu shards", cap);
+  }
+  *out = p;
+  return GS_OK;
+}
+
+static double shard_mem(size_t rows, size_t cols) {
+  /* The weights and row-wise Adagrad's one float per row. */
+  return (double)rows * (double)cols * 4.0 + (double)rows * 4.0;
+}
+
+static void price(const gs_shard_config *cfg, const gs_embed_spec *t, gs_shard *s) {
+  gs_cost_topo topo = {cfg->ranks, cfg->ranks / (cfg->ranks_per_node > 0 ? cfg->ranks_per_node : 1)};
+  gs_cost_shard_in in = {s->kind, cfg->batch, t->pooling, (double)(s->row_hi - s->row_lo),
+                         (double)t->rows, (double)(s->col_hi - s->col_lo),
+                         cfg->wire_elem_bytes, cfg->ranks_per_node};
+  gs_cost_shard_out o;
+  gs_cost_shard(&cfg->net, topo, &cfg->lookup, &in, &o);
+  s->est_s = o.total_s;
+  s->wire_bytes = o.wire_bytes;
+  s->mem_bytes = shard_mem(s->row_hi - s->row_lo, s->col_hi - s->col_lo);
+}
+
+static double whole_cost_group(const gs_shard_config *cfg, const gs_embed_spec *t);
+
+static double whole_cost(const gs_shard_config *cfg, const gs_embed_spec *t,
+                         gs_shard_kind k) {
+  gs_shard s = {0, 0, k, 0, t->rows, 0, t->dim, 0, 0, 0};
+  if (k == GS_SHARD_RW) s.row_hi = (t->rows + (size_t)cfg->ranks - 1) / (size_t)cfg->ranks;
+  price(cfg, t, &s);
+  return s.est_s;
+}
+
+/* One of twrw's shards: the rows of one node's ranks. */
+static double whole_cost_group(const gs_shard_config *cfg, const gs_embed_spec *t) {
+  size_t L = (size_t)(cfg->ranks_per_node > 0 ? cfg->ranks_per_node : 1);
+  gs_shard s = {0, 0, GS_SHARD_TWRW, 0, (t->rows + L - 1) / L, 0, t->dim, 0, 0, 0};
+  price(cfg, t, &s);
+  return s.est_s;
+}
+
+/* Column blocks for cw: the fewest blocks of at least 8 columns (dividing
+ * the dimension) that bring a block under `target` and the memory cap;
+ * 0 if none does. */
+static int cw_blocks(const gs_shard_config *cfg, const gs_embed_spec *t, double tw_cost,
+                     double target) {
+  for (size_t k = 2; k <= t->dim / 8 && k <= (size_t)cfg->ranks; k++) {
+    if (t->dim % k != 0) continue;
+    double mem = shard_mem(t->rows, t->dim / k);
+    if (tw_cost / (double)k <= target && (cfg->mem_cap <= 0 || mem <= cfg->mem_cap)) return (int)k;
+  }
+  return 0;
+}
+
+static gs_status add_shard(gs_shard_plan *p, size_t cap, gs_shard s) {
+  if (p->nshards >= cap)
+    return gs_error(GS_ERR_INTERNAL, "sharding plan: more than %zu shards", cap);
+  p->shards[p->nshards++] = s;
+  return GS_OK;
+}
+
+static int cmp_est_desc(const void *a, const void *b) {
+  const gs_shard *x = *(gs_shard *const *)a, *y = *(gs_shard *const *)b;
+  if (x->est_s != y->est_s) return x->est_s < y->est_s ? 1 : -1;
+  return x->table != y->table ? x->table - y->table : (int)x->col_lo - (int)y->col_lo;
+}
+
+static void move_shard(gs_shard_plan *p, gs_shard *s, int to) {
+  p->rank_s[s->rank] -= s->est_s;
+  p->rank_mem[s->rank] -= s->mem_bytes;
+  p->rank_wire[s->rank] -= s->wire_bytes;
+  s->rank = to;
+  p->rank_s[to] += s->est_s;
+  p->rank_mem[to] += s->mem_bytes;
+  p->rank_wire[to] += s->wire_bytes;
+}
+
+/* Places the movable shards (tw, cw) on top of the fixed ones: longest
+ * first on the least busy rank with memory for it, then moves (or swaps)
+ * off the busiest rank while the maximum falls. Recomputes the per-rank
+ * sums. */
+static gs_status place(gs_shard_plan *p, const gs_embed_spec *tables,
+                       const gs_shard_config *cfg) {
+  int P = p->ranks;
+  for (int r = 0; r < P; r++) p->rank_s[r] = p->rank_mem[r] = p->rank_wire[r] = 0;
+  gs_shard **mov = gs_malloc((p->nshards + 1) * sizeof *mov);
+  if (mov == NULL) return gs_error(GS_ERR_NOMEM, "sharding plan: out of memory");
+  size_t nmov = 0;
+  for (size_t j = 0; j < p->nshards; j++) {
+    gs_shard *s = &p->shards[j];
+    if (s->kind == GS_SHARD_TW || s->kind == GS_SHARD_CW) {
+      s->rank = -1;
+      mov[nmov++] = s;
+    } else {
+      p->rank_s[s->rank] += s->est_s;
+      p->rank_mem[s->rank] += s->mem_bytes;
+      p->rank_wire[s->rank] += s->wire_bytes;
+    }
+  }
+  qsort(mov, nmov, sizeof *mov, cmp_est_desc);
+  gs_status st = GS_OK;
+  for (size_t j = 0; j < nmov; j++) {
+    gs_shard *s = mov[j];
+    int best = -1;
+    for (int r = 0; r < P; r++) {
+      if (cfg->mem_cap > 0 && p->rank_mem[r] + s->mem_bytes > cfg->mem_cap) continue;
+      if (best < 0 || p->rank_s[r] < p->rank_s[best]) best = r;
+    }
+    if (best < 0) {
+      st = gs_error(GS_ERR_INVALID_ARG, "sharding plan: table '%s' (columns %zu-%zu, %.3g MB) "
+                    "fits on no rank under the memory cap of %.3g MB",
+                    tables[s->table].name ? tables[s->table].name : "?", s->col_lo, s->col_hi,
+                    s->mem_bytes / 1e6, cfg->mem_cap / 1e6);
+      break;
+    }
+    s->rank = best;
+    p->rank_s[best] += s->est_s;
+    p->rank_mem[best] += s->mem_bytes;
+    p->rank_wire[best] += s->wire_bytes;
+  }
+  for (size_t iter = 0; st == GS_OK && iter < 4 * nmov + 8; iter++) {
+    int hi = 0, lo = 0;
+    for (int r = 1; r < P; r++) {
+      if (p->rank_s[r] > p->rank_s[hi]) hi = r;
+      if (p->rank_s[r] < p->rank_s[lo]) lo = r;
+    }
+    gs_shard *best = NULL;
+    double best_max = p->rank_s[hi];
+    for (size_t j = 0; j < nmov; j++) {
+      gs_shard *s = mov[j];
+      if (s->rank != hi) continue;
+      if (cfg->mem_cap > 0 && p->rank_mem[lo] + s->mem_bytes > cfg->mem_cap) continue;
+      double m = fmax(p->rank_s[hi] - s->est_s, p->rank_s[lo] + s->est_s);
+      if (m < best_max - 1e-15) best_max = m, best = s;
+    }
+    if (best != NULL) {
+      move_shard(p, best, lo);
+      continue;
+    }
+    /* No move helps: a swap of a shard of the busiest rank with a smaller
+     * one elsewhere, the pair that lowers the maximum of the two most. */
+    gs_shard *sa = NULL, *sb = NULL;
+    if (nmov <= 4096)
+      for (size_t j = 0; j < nmov; j++) {
+        gs_shard *a = mov[j];
+        if (a->rank != hi) continue;
+        for (size_t k = 0; k < nmov; k++) {
+          gs_shard *b = mov[k];
+          if (b->rank == hi || b->est_s >= a->est_s) continue;
+          int r = b->rank;
+          if (cfg->mem_cap > 0 && p->rank_mem[r] - b->mem_bytes + a->mem_bytes > cfg->mem_cap)
+            continue;
+          if (cfg->mem_cap > 0 && p->rank_mem[hi] - a->mem_bytes + b->mem_bytes > cfg->mem_cap)
+            continue;
+          double m = fmax(p->rank_s[hi] - a->est_s + b->est_s, p->rank_s[r] - b->est_s + a->est_s);
+          if (m < best_max - 1e-15) best_max = m, sa = a, sb = b;
+        }
+      }
+    if (sa == NULL) break;
+    int r = sb->rank;
+    move_shard(p, sa, r);
+    move_shard(p, sb, hi);
+  }
+  gs_free(mov);
+  return st;
+}
+
+gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
+                             const gs_shard_config *cfg, gs_shard_plan **out) {
+  if (out) *out = NULL;
+  if (tables == NULL || cfg == NULL || out == NULL || ntables < 1)
+    return gs_error(GS_ERR_INVALID_ARG, "sharding plan: NULL argument or no tables");
+  int P = cfg->ranks, L = cfg->ranks_per_node > 0 ? cfg->ranks_per_node : 1;
+  if (P < 1 || P % L != 0)
+    return gs_error(GS_ERR_INVALID_ARG, "sharding plan: %d ranks in nodes of %d", P, L);
+  if (!(cfg->batch > 0) || !(cfg->wire_elem_bytes > 0))
+    return gs_error(GS_ERR_INVALID_ARG, "sharding plan: batch %g and wire element %g "
+                    "bytes must be above 0", cfg->batch, cfg->wire_elem_bytes);
+  if (cfg->force >= GS_SHARD_KIND_COUNT)
+    return gs_error(GS_ERR_INVALID_ARG, "sharding plan: unknown sharding %d", cfg->force);
+  for (int i = 0; i < ntables; i++)
+    if (tables[i].rows == 0 || tables[i].dim == 0 || !(tables[i].pooling >= 0))
+      return gs_error(GS_ERR_INVALID_ARG, "sharding plan: table '%s' has %zu rows, %zu "
+                      "columns and pooling %g", tables[i].name ? tables[i].name : "?",
+                      tables[i].rows, tables[i].dim, tables[i].pooling);
+  int nodes = P / L;
+  size_t cap = 0;
+  for (int i = 0; i < ntables; i++) cap += (size_t)P + tables[i].dim / 8 + 1;
+  gs_shard_plan *p;
+  GS_CHECK(plan_alloc(ntables, P, cap, &p));
+  gs_status st = GS_OK;
+  /* 1. The mean load with every table whole, the yardstick of "large". */
+  double total = 0;
+  for (int i = 0; i < ntables; i++) total += whole_cost(cfg, &tables[i], GS_SHARD_TW);
+  double mean = total / P, target = mean;
+  for (int i = 0; i < ntables && st == GS_OK; i++) {
+    const gs_embed_spec *t = &tables[i];
+    double tw = whole_cost(cfg, t, GS_SHARD_TW), mem = shard_mem(t->rows, t->dim);
+    int kind = cfg->force, k = 0;
+    int too_big = cfg->mem_cap > 0 && mem > cfg->mem_cap;
+    if (kind < 0) {
+      /* Replicas cost every rank; splits keep or raise the total work. */
+      double dp_total = P * whole_cost(cfg, t, GS_SHARD_DP);
+      double rw_total = P * whole_cost(cfg, t, GS_SHARD_RW);
+      double twrw_total = nodes > 1 && L > 1 ? L * whole_cost_group(cfg, t) : INFINITY;
+      int fits_dp = !too_big && !(cfg->mem_cap > 0 && mem * 1.0 > cfg->mem_cap);
+      if (P > 1 && fits_dp && dp_total < tw) {
+        kind = GS_SHARD_DP;
+        snprintf(p->why[i], sizeof p->why[i], "dp: its replicas' lookups and gradient "
+                 "all-reduce (%.3g ms over all ranks) cost less than exchanging its pooled "
+                 "vectors (%.3g ms)", dp_total * 1e3, tw * 1e3);
+      } else if (P > 1 && (too_big || tw > target) && (k = cw_blocks(cfg, t, tw, target)) > 0) {
+        kind = GS_SHARD_CW;
+        snprintf(p->why[i], sizeof p->why[i], "cw x%d: whole it would be %.2fx a rank's "
+                 "fair share%s; column blocks keep the work the same", k,
+                 target > 0 ? tw / target : 0.0, too_big ? " and exceed the memory cap" : "");
+      } else if (P > 1 && (too_big || tw > target) && (too_big || fmin(rw_total, twrw_total) < 1.5 * tw)) {
+        kind = twrw_total < rw_total && !(cfg->mem_cap > 0 && mem / L > cfg->mem_cap)
+                   ? GS_SHARD_TWRW : GS_SHARD_RW;
+        snprintf(p->why[i], sizeof p->why[i], "%s: whole it would be %.2fx a rank's fair "
+                 "share%s, and its %zu columns do not split into blocks of 8 that fit",
+                 kind_names[kind], target > 0 ? tw / target : 0.0,
+                 too_big ? " and exceed the memory cap" : "", t->dim);
+      } else {
+        kind = GS_SHARD_TW;
+        snprintf(p->why[i], sizeof p->why[i], "tw: %.2fx a rank's fair share; whole is "
+                 "cheapest", target > 0 ? tw / target : 0.0);
+      }
+    } else {
+      snprintf(p->why[i], sizeof p->why[i], "%s: forced", kind_names[kind]);
+      if (kind == GS_SHARD_CW) {
+        k = 1;
+        for (size_t c = 2; c <= t->dim / 8 && c <= (size_t)P; c++)
+          if (t->dim % c == 0) k = (int)c;
+      }
+    }
+    p->kind[i] = (gs_shard_kind)kind;
+    /* The table's shards; rank -1: to be placed. */
+    if (kind == GS_SHARD_TW) {
+      gs_shard s = {i, -1, GS_SHARD_TW, 0, t->rows, 0, t->dim, 0, 0, 0};
+      price(cfg, t, &s);
+      st = add_shard(p, cap, s);
+    } else if (kind == GS_SHARD_CW) {
+      size_t w = t->dim / (size_t)k;
+      for (int b = 0; b < k && st == GS_OK; b++) {
+        gs_shard s = {i, -1, GS_SHARD_CW, 0, t->rows, (size_t)b * w, (size_t)(b + 1) * w, 0, 0, 0};
+        price(cfg, t, &s);
+        st = add_shard(p, cap, s);
+      }
+    } else if (kind == GS_SHARD_RW) {
+      for (int r = 0; r < P && st == GS_OK; r++) {
+        gs_shard s = {i, r, GS_SHARD_RW, t->rows * (size_t)r / (size_t)P,
+                      t->rows * (size_t)(r + 1) / (size_t)P, 0, t->dim, 0, 0, 0};
+        price(cfg, t, &s);
+        st = add_shard(p, cap, s);
+      }
+    } else if (kind == GS_SHARD_TWRW) {
+      /* The node with the least time so far takes the table. */
+      int best = 0;
+      double best_s = INFINITY;
+      for (int n = 0; n < nodes; n++) {
+        double s = 0;
+        for (int r = n * L; r < (n + 1) * L; r++) s += p->rank_s[r];
+        if (s < best_s) best_s = s, best = n;
+      }
+      for (int j = 0; j < L && st == GS_OK; j++) {
+        gs_shard s = {i, best * L + j, GS_SHARD_TWRW, t->rows * (size_t)j / (size_t)L,
+                      t->rows * (size_t)(j + 1) / (size_t)L, 0, t->dim, 0, 0, 0};
+        price(cfg, t, &s);
+        st = add_shard(p, cap, s);
+      }
+    } else { /* dp */
+      for (int r = 0; r < P && st == GS_OK; r++) {
+        gs_shard s = {i, r, GS_SHARD_DP, 0, t->rows, 0, t->dim, 0, 0, 0};
+        price(cfg, t, &s);
+        st = add_shard(p, cap, s);
+      }
+    }
+    /* Fixed shards count at once, so that twrw's choice of node and the
+     * placement below see them. */
+    for (size_t j = 0; st == GS_OK && j < p->nshards; j++)
+      if (p->shards[j].table == i && p->shards[j].rank >= 0) {
+        p->rank_s[p->shards[j].rank] += p->shards[j].est_s;
+        p->rank_mem[p->shards[j].rank] += p->shards[j].mem_bytes;
+        p->rank_wire[p->shards[j].rank] += p->shards[j].wire_bytes;
+      }
+  }
+  /* 2-3. Placement; then, while the busiest rank is over 1.10x the mean,
+   * its largest whole table is split in two column blocks and everything
+   * movable placed again. */
+  for (int round = 0; st == GS_OK; round++) {
+    st = place(p, tables, cfg);
+    if (st != GS_OK || round >= 4 * P + ntables) break;
+    double mx, avg;
+    gs_shard_plan_balance(p, &mx, &avg);
+    if (mx <= 1.10 * avg) break;
+    int hi = 0;
+    for (int r = 1; r < P; r++)
+      if (p->rank_s[r] > p->rank_s[hi]) hi = r;
+    gs_shard *big = NULL;
+    for (size_t j = 0; j < p->nshards; j++) {
+      gs_shard *s = &p->shards[j];
+      size_t w = s->col_hi - s->col_lo;
+      if (s->rank == hi && (s->kind == GS_SHARD_TW || s->kind == GS_SHARD_CW) && w >= 16 &&
+          w % 2 == 0 && (big == NULL || s->est_s > big->est_s))
+        big = s;
+    }
+    if (big == NULL || p->nshards >= cap) break;
+    int i = big->table;
+    size_t half = (big->col_hi - big->col_lo) / 2;
+    gs_shard second = *big;
+    big->col_hi = big->col_lo + half;
+    second.col_lo = big->col_hi;
+    big->kind = second.kind = GS_SHARD_CW;
+    price(cfg, &tables[i], big);
+    price(cfg, &tables[i], &second);
+    st = add_shard(p, cap, second);
+    if (p->kind[i] == GS_SHARD_TW)
+      snprintf(p->why[i], sizeof p->why[i], "cw: split in column blocks to balance the "
+               "ranks (whole, its rank was %.2fx the mean)", avg > 0 ? mx / avg : 0.0);
+    p->kind[i] = GS_SHARD_CW;
+  }
+  if (st != GS_OK) {
+    gs_shard_plan_free(p);
+    return st;
+  }
+  *out = p;
+  return GS_OK;
+}
+
+void gs_shard_plan_balance(const gs_shard_plan *p, double *max_s, double *mean_s) {
+  double mx = 0, sum = 0;
+  for (int r = 0; r < p->ranks; r++) {
+    mx = fmax(mx, p->rank_s[r]);
+    sum += p->rank_s[r];
+  }
+  if (max_s) *max_s = mx;
+  if (mean_s) *mean_s = p->ranks ? sum / p->ranks : 0;
+}
+
+/* ---- This machine's lookup cost ---------------------------------------------- */
+
+/* Times the forward and the fused backward (row-wise Adagrad) over a table of
+ * 2^20 rows (beyond the caches, as real tables are) at 16 and 128 columns,
+ * 16384 uniform lookups each, best of 3, and fits alpha + beta * row bytes
+ * per lookup through the two points. */
+gs_status gs_embed_calibrate(gs_cost_lookup *out) {
+  const size_t rows = (size_t)1 << 20, n = 16384, dims[2] = {16, 128};
+  double secs[2] = {0, 0};
+  float *w = gs_calloc(rows * dims[1], sizeof(float));
+  float *acc = gs_calloc(rows, sizeof(float));
+  float *buf = gs_calloc(n * dims[1], sizeof(float));
+  int64_t *off = gs_malloc((n + 1) * sizeof(int64_t));
+  int32_t *ids = gs_malloc(n * sizeof(int32_t));
+  gs_status st = w && acc && buf && off && ids ? GS_OK
+                 : gs_error(GS_ERR_NOMEM, "embedding calibration: out of memory");
+  gs_embed_work *work = NULL;
+  uint64_t x = 88172645463325252ull;
+  for (size_t i = 0; st == GS_OK && i < n; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    ids[i] = (int32_t)(x % rows);
+    off[i] = (int64_t)i;
+  }
+  if (st == GS_OK) off[n] = (int64_t)n;
+  gs_embed_optim opt = {GS_EMBED_ROWWISE_ADAGRAD, 0.0f, 1e-10f};
+  for (int k = 0; st == GS_OK && k < 2; k++) {
+    gs_embed_table t = {"calibration", w, acc, rows, dims[k]};
+    gs_embed_bags b = {n, off, ids, 0, 0};
+    double best = INFINITY;
+    for (int rep = 0; rep < 3 && st == GS_OK; rep++) {
+      double t0 = gs_now();
+      st = gs_embed_forward(&t, &b, GS_EMBED_SUM, buf, dims[k], 0);
+      if (st == GS_OK)
+        st = gs_embed_backward_update(&t, &b, GS_EMBED_SUM, buf, dims[k], 0, &opt, &work);
+      best = fmin(best, gs_now() - t0);
+    }
+    secs[k] = best / (double)n;
+  }
+  if (st == GS_OK) {
+    double b0 = (double)dims[0] * 4, b1 = (double)dims[1] * 4;
+    out->beta = fmax(0.0, (secs[1] - secs[0]) / (b1 - b0));
+    out->alpha = fmax(0.0, secs[0] - out->beta * b0);
+  }
+  gs_embed_work_free(work);
+  gs_free(w);
+  gs_free(acc);
+  gs_free(buf);
+  gs_free(off);
+  gs_free(ids);
+  return st;
+}
+
+/* ---- Checking ---------------------------------------------------------------- */
+
+static int cmp_shard_pos(const void *a, const void *b) {
+  const gs_shard *x = *(gs_shard *const *)a, *y = *(gs_shard *const *)b;
+  if (x->col_lo != y->col_lo) return x->col_lo < y->col_lo ? -1 : 1;
+  if (x->row_lo != y->row_lo) return x->row_lo < y->row_lo ? -1 : 1;
+  if (x->row_hi != y->row_hi) return x->row_hi < y->row_hi ? -1 : 1; /* empty shards first */
+  return 0;
+}
+
+gs_status gs_shard_plan_check(const gs_shard_plan *p, const gs_embed_spec *tables,
+                              int ntables, double mem_cap) {
+  if (p == NULL || tables == NULL || p->ntables != ntables)
+    return gs_error(GS_ERR_INVALID_ARG, "sharding plan: made for %d tables, not %d",
+                    p ? p->ntables : -1, ntables);
+  gs_shard **mine = gs_malloc((p->nshards + 1) * sizeof *mine);
+  double *mem = gs_calloc((size_t)p->ranks + 1, sizeof(double));
+  gs_status st = mine && mem ? GS_OK : gs_error(GS_ERR_NOMEM, "sharding plan: out of memory");
+  for (int i = 0; st == GS_OK && i < ntables; i++) {
+    const gs_embed_spec *t = &tables[i];
+    const char *name = t->name ? t->name : "?";
+    size_t n = 0;
+    for (size_t j = 0; j < p->nshards; j++)
+      if (p->shards[j].table == i) mine[n++] = &p->shards[j];
+    if (n == 0) {
+      st = gs_error(GS_ERR_INVALID_ARG, "sharding plan: table '%s' has no shard", name);
+      break;
+    }
+    for (size_t j = 0; j < n && st == GS_OK; j++) {
+      const gs_shard *s = mine[j];
+      if (s->rank < 0 || s->rank >= p->ranks || s->row_lo > s->row_hi || s->col_lo >= s->col_hi ||
+          s->row_hi > t->rows || s->col_hi > t->dim || s->kind != p->kind[i])
+        st = gs_error(GS_ERR_INVALID_ARG, "sharding plan: table '%s' (%zu x %zu, %s) has a "
+                      "shard of rows %zu-%zu, columns %zu-%zu, %s, on rank %d of %d", name,
+                      t->rows, t->dim, gs_shard_kind_name(p->kind[i]), s->row_lo, s->row_hi,
+                      s->col_lo, s->col_hi, gs_shard_kind_name(s->kind), s->rank, p->ranks);
+      else
+        mem[s->rank] += shard_mem(s->row_hi - s->row_lo, s->col_hi - s->col_lo);
+    }
+    if (st != GS_OK) break;
+    if (p->kind[i] == GS_SHARD_DP) {
+      /* A whole replica on every rank, once. */
+      int ok = n == (size_t)p->ranks;
+      for (size_t j = 0; j < n && ok; j++)
+        ok = mine[j]->row_lo == 0 && mine[j]->row_hi == t->rows && mine[j]->col_lo == 0 &&
+             mine[j]->col_hi == t->dim && mine[j]->rank == (int)j;
+      if (!ok)
+        st = gs_error(GS_ERR_INVALID_ARG, "sharding plan: table '%s' is dp but not one whole "
+                      "replica on each of the %d ranks", name, p->ranks);
+      continue;
+    }
+    /* The shards tile rows x columns exactly once: column bands in order,
+     * each band's rows contiguous from 0 to rows (empty row shards allowed). */
+    qsort(mine, n, sizeof *mine, cmp_shard_pos);
+    size_t col = 0, j = 0;
+    while (j < n && st == GS_OK) {
+      size_t band_lo = mine[j]->col_lo, band_hi = mine[j]->col_hi, row = 0;
+      if (band_lo != col) break;
+      for (; j < n && mine[j]->col_lo == band_lo; j++) {
+        if (mine[j]->col_hi != band_hi || mine[j]->row_lo != row) {
+          row = (size_t)-1;
+          break;
+        }
+        row = mine[j]->row_hi;
+      }
+      if (row != t->rows) {
+        st = gs_error(GS_ERR_INVALID_ARG, "sharding plan: table '%s': the rows of columns "
+                      "%zu-%zu are not owned exactly once", name, band_lo, band_hi);
+        break;
+      }
+      col = band_hi;
+    }
+    if (st == GS_OK && col != t->dim)
+      st = gs_error(GS_ERR_INVALID_ARG, "sharding plan: table '%s': columns %zu-%zu are not "
+                    "owned exactly once", name, col, t->dim);
+  }
+  for (int r = 0; st == GS_OK && mem_cap > 0 && r < p->ranks; r++)
+    if (mem[r] > mem_cap)
+      st = gs_error(GS_ERR_INVALID_ARG, "sharding plan: rank %d holds %.4g MB, over the cap "
+                    "of %.4g MB", r, mem[r] / 1e6, mem_cap / 1e6);
+  gs_free(mine);
+  gs_free(mem);
+  return st;
+}
+
+/* ---- Saving and loading ---------------------------------------------------------- */
+
+gs_status gs_shard_plan_save(const gs_shard_plan *p, const gs_embed_spec *tables,
+                             const char *path) {
+  cJSON *root = cJSON_CreateObject(), *ts = cJSON_AddArrayToObject(root, "tables");
+  cJSON *ss = NULL;
+  cJSON_AddNumberToObject(root, "ranks", p->ranks);
+  for (int i = 0; i < p->ntables; i++) {
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "name", tables[i].name ? tables[i].name : "");
+    cJSON_AddNumberToObject(t, "rows", (double)tables[i].rows);
+    cJSON_AddNumberToObject(t, "dim", (double)tables[i].dim);
+    cJSON_AddStringToObject(t, "sharding", gs_shard_kind_name(p->kind[i]));
+    cJSON_AddStringToObject(t, "why", p->why[i]);
+    cJSON_AddItemToArray(ts, t);
+  }
+  ss = cJSON_AddArrayToObject(root, "shards");
+  for (size_t j = 0; j < p->nshards; j++) {
+    const gs_shard *s = &p->shards[j];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "table", s->table);
+    cJSON_AddNumberToObject(o, "rank", s->rank);
+    cJSON_AddNumberToObject(o, "row_lo", (double)s->row_lo);
+    cJSON_AddNumberToObject(o, "row_hi", (double)s->row_hi);
+    cJSON_AddNumberToObject(o, "col_lo", (double)s->col_lo);
+    cJSON_AddNumberToObject(o, "col_hi", (double)s->col_hi);
+    cJSON_AddNumberToObject(o, "est_s", s->est_s);
+    cJSON_AddItemToArray(ss, o);
+  }
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  if (text == NULL) return gs_error(GS_ERR_NOMEM, "sharding plan: out of memory for JSON");
+  FILE *f = fopen(path, "w");
+  gs_status st = GS_OK;
+  if (f == NULL || fputs(text, f) < 0 || fputc('\n', f) == EOF)
+    st = gs_error(GS_ERR_IO, "sharding plan: cannot write %s", path);
+  if (f && fclose(f) != 0 && st == GS_OK)
+    st = gs_error(GS_ERR_IO, "sharding plan: cannot write %s", path);
+  free(text);
+  return st;
+}
+
+static int json_size(const cJSON *o, const char *key, size_t *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9.0e15 ||
+      v->valuedouble != floor(v->valuedouble))
+    return -1;
+  *out = (size_t)v->valuedouble;
+  return 0;
+}
+
+gs_status gs_shard_plan_load(const char *path, const gs_embed_spec *tables, int ntables,
+                             int ranks, gs_shard_plan **out) {
+  *out = NULL;
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return gs_error(GS_ERR_IO, "sharding plan %s: cannot open it", path);
+  char *buf = NULL;
+  size_t len = 0, capb = 0;
+  gs_status st = GS_OK;
+  for (;;) {
+    if (len + 4096 > capb) {
+      capb = capb ? 2 * capb : 65536;
+      char *nb = realloc(buf, capb + 1);
+      if (nb == NULL) {
+        st = gs_error(GS_ERR_NOMEM, "sharding plan %s: out of memory", path);
+        break;
+      }
+      buf = nb;
+    }
+    size_t got = fread(buf + len, 1, capb - len, f);
+    len += got;
+    if (got == 0) break;
+  }
+  fclose(f);
+  cJSON *root = NULL;
+  if (st == GS_OK) {
+    buf[len] = '\0';
+    root = cJSON_Parse(buf);
+    if (root == NULL) st = gs_error(GS_ERR_PARSE, "sharding plan %s: not JSON", path);
+  }
+  free(buf);
+  const cJSON *ts = NULL, *ss = NULL, *rk = NULL;
+  if (st == GS_OK) {
+    ts = cJSON_GetObjectItemCaseSensitive(root, "tables");
+    ss = cJSON_GetObjectItemCaseSensitive(root, "shards");
+    rk = cJSON_GetObjectItemCaseSensitive(root, "ranks");
+    if (!cJSON_IsArray(ts) || !cJSON_IsArray(ss) || !cJSON_IsNumber(rk))
+      st = gs_error(GS_ERR_PARSE, "sharding plan %s: expected \"tables\", \"shards\" and "
+                    "\"ranks\"", path);
+  }
+  if (st == GS_OK && (rk->valuedouble != ranks || cJSON_GetArraySize(ts) != ntables))
+    st = gs_error(GS_ERR_INVALID_ARG, "sharding plan %s: made for %g ranks and %d tables, "
+                  "this job has %d ranks and %d tables", path, rk->valuedouble,
+                  cJSON_GetArraySize(ts), ranks, ntables);
+  gs_shard_plan *p = NULL;
+  if (st == GS_OK) st = plan_alloc(ntables, ranks, (size_t)cJSON_GetArraySize(ss) + 1, &p);
+  for (int i = 0; st == GS_OK && i < ntables; i++) {
+    const cJSON *t = cJSON_GetArrayItem(ts, i);
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(t, "name");
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(t, "sharding");
+    size_t rows = 0, dim = 0;
+    int kind = -1;
+    if (!cJSON_IsString(nm) || json_size(t, "rows", &rows) || json_size(t, "dim", &dim) ||
+        !cJSON_IsString(sh) || gs_shard_kind_parse(sh->valuestring, &kind) != GS_OK || kind < 0)
+      st = gs_error(GS_ERR_PARSE, "sharding plan %s: table %d: expected name, rows, dim and "
+                    "a sharding", path, i);
+    else if (strcmp(nm->valuestring, tables[i].name ? tables[i].name : "") != 0 ||
+             rows != tables[i].rows || dim != tables[i].dim)
+      st = gs_error(GS_ERR_INVALID_ARG, "sharding plan %s: table %d is '%s' (%zu x %zu), "
+                    "this job's is '%s' (%zu x %zu)", path, i, nm->valuestring, rows, dim,
+                    tables[i].name ? tables[i].name : "", tables[i].rows, tables[i].dim);
+    else {
+      p->kind[i] = (gs_shard_kind)kind;
+      const cJSON *why = cJSON_GetObjectItemCaseSensitive(t, "why");
+      snprintf(p->why[i], sizeof p->why[i], "%s", cJSON_IsString(why) ? why->valuestring : "");
+    }
+  }
+  const cJSON *o;
+  cJSON_ArrayForEach(o, ss) {
+    if (st != GS_OK) break;
+    size_t tbl, rank, rl, rh, cl, ch;
+    if (json_size(o, "table", &tbl) || json_size(o, "rank", &rank) ||
+        json_size(o, "row_lo", &rl) || json_size(o, "row_hi", &rh) ||
+        json_size(o, "col_lo", &cl) || json_size(o, "col_hi", &ch) || tbl >= (size_t)ntables ||
+        rank >= (size_t)ranks) {
+      st = gs_error(GS_ERR_PARSE, "sharding plan %s: shard %zu: expected table, rank, "
+                    "row_lo, row_hi, col_lo, col_hi within the job", path, p->nshards);
+      break;
+    }
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "est_s");
+    gs_shard s = {(int)tbl, (int)rank, p->kind[tbl], rl, rh, cl, ch,
+                  cJSON_IsNumber(e) ? e->valuedouble : 0, shard_mem(rh > rl ? rh - rl : 0,
+                                                                    ch > cl ? ch - cl : 0), 0};
+    p->shards[p->nshards++] = s;
+    p->rank_s[rank] += s.est_s;
+    p->rank_mem[rank] += s.mem_bytes;
+  }
+  cJSON_Delete(root);
+  if (st == GS_OK) st = gs_shard_plan_check(p, tables, ntables, 0);
+  if (st != GS_OK) {
+    gs_shard_plan_free(p);
+    return st;
+  }
+  *out = p;
+  return GS_OK;
+}

@@ -1,0 +1,299 @@
+/*
+ * The sharding planner (gradsync/embed.h):
+ *   - the Criteo presets (26 tables, dims 16/64/128, scaled);
+ *   - plans for the presets and random table sets on 2-64 ranks, every
+ *     sharding forced and auto: valid (gs_shard_plan_check: every row and
+ *     column owned once), and auto's worst rank within 1.10x the mean or
+ *     a rank's fixed load plus the largest shard it could not split (of
+ *     fewer than 16 columns), never worse than contiguous
+ *     slicing of the tables (the DLRM reference's placement);
+ *   - fewer tables than ranks, fewer rows than ranks (empty row shards);
+ *   - a memory cap respected, and a cap no table fits refused by name;
+ *   - save and load: the same shards; a plan for other tables, another world
+ *     size or with a row owned twice refused;
+ *   - 1,000 tables on 64 ranks planned in under a second;
+ *   - gs_embed_calibrate gives positive, finite costs.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gradsync.h"
+
+static uint64_t rng_state = 4242;
+static uint64_t rnd(void) {
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+static gs_shard_config config(int ranks, int per_node) {
+  gs_shard_config c;
+  memset(&c, 0, sizeof c);
+  c.ranks = ranks;
+  c.ranks_per_node = per_node;
+  c.batch = 8192;
+  c.wire_elem_bytes = 4;
+  c.force = -1;
+  assert_int_equal(gs_cost_preset("1gbit", &c.net), GS_OK);
+  /* About what gs_embed_calibrate measures on the 2-core hosts. */
+  c.lookup.alpha = 40e-9;
+  c.lookup.beta = 0.4e-9;
+  return c;
+}
+
+/* The worst rank if tables are dealt out whole in contiguous blocks of
+ * index (the reference's get_my_slice), priced by the same cost. */
+static double contiguous_max(const gs_embed_spec *t, int n, const gs_shard_config *cfg) {
+  double mx = 0;
+  gs_cost_topo topo = {cfg->ranks, cfg->ranks / cfg->ranks_per_node};
+  for (int r = 0; r < cfg->ranks; r++) {
+    int lo = n * r / cfg->ranks, hi = n * (r + 1) / cfg->ranks;
+    double s = 0;
+    for (int i = lo; i < hi; i++) {
+      gs_cost_shard_in in = {GS_SHARD_TW, cfg->batch, t[i].pooling, (double)t[i].rows,
+                             (double)t[i].rows, (double)t[i].dim, cfg->wire_elem_bytes, 1};
+      gs_cost_shard_out o;
+      gs_cost_shard(&cfg->net, topo, &cfg->lookup, &in, &o);
+      s += o.total_s;
+    }
+    mx = fmax(mx, s);
+  }
+  return mx;
+}
+
+static void check_auto(const gs_embed_spec *t, int n, const gs_shard_config *cfg,
+                       const char *what) {
+  gs_shard_plan *p = NULL;
+  if (gs_shard_plan_make(t, n, cfg, &p) != GS_OK)
+    fail_msg("%s: %s", what, gs_last_error());
+  if (gs_shard_plan_check(p, t, n, cfg->mem_cap) != GS_OK)
+    fail_msg("%s: invalid plan: %s", what, gs_last_error());
+  double mx, mean, largest = 0;
+  gs_shard_plan_balance(p, &mx, &mean);
+  /* The planner splits a whole table or block in two while its columns
+   * allow blocks of 8: the shards it cannot split bound the balance. */
+  for (size_t j = 0; j < p->nshards; j++) {
+    size_t w = p->shards[j].col_hi - p->shards[j].col_lo;
+    if ((p->shards[j].kind == GS_SHARD_TW || p->shards[j].kind == GS_SHARD_CW) &&
+        (w < 16 || w % 2 != 0))
+      largest = fmax(largest, p->shards[j].est_s);
+  }
+  /* A rank's fixed shards (rw, dp) count too: the bound is the mean, or the
+   * largest movable shard on top of a rank's fixed load. */
+  double fixed_max = 0;
+  for (int r = 0; r < p->ranks; r++) {
+    double f = 0;
+    for (size_t j = 0; j < p->nshards; j++)
+      if (p->shards[j].rank == r && p->shards[j].kind != GS_SHARD_TW &&
+          p->shards[j].kind != GS_SHARD_CW)
+        f += p->shards[j].est_s;
+    fixed_max = fmax(fixed_max, f);
+  }
+  double bound = fmax(1.10 * mean, fixed_max + largest);
+  if (mx > bound * (1 + 1e-9)) {
+    for (int r = 0; r < p->ranks; r++) {
+      if (p->rank_s[r] < mx * (1 - 1e-12)) continue;
+      for (size_t j = 0; j < p->nshards; j++)
+        if (p->shards[j].rank == r)
+          printf("  busiest rank %d: table %d (%zu x %zu, %s) rows %zu-%zu cols %zu-%zu: %.4g s\n",
+                 r, p->shards[j].table, t[p->shards[j].table].rows, t[p->shards[j].table].dim,
+                 gs_shard_kind_name(p->shards[j].kind), p->shards[j].row_lo, p->shards[j].row_hi,
+                 p->shards[j].col_lo, p->shards[j].col_hi, p->shards[j].est_s);
+    }
+    fail_msg("%s: worst rank %.4g s, mean %.4g, largest shard %.4g: above %.4g", what, mx,
+             mean, largest, bound);
+  }
+  double cont = contiguous_max(t, n, cfg);
+  if (mx > cont * (1 + 1e-9))
+    fail_msg("%s: worst rank %.4g s is worse than contiguous slicing's %.4g", what, mx, cont);
+  for (int i = 0; i < n; i++)
+    if (strlen(p->why[i]) < 4) fail_msg("%s: table %d has no reason", what, i);
+  gs_shard_plan_free(p);
+}
+
+static void test_presets(void **state) {
+  (void)state;
+  gs_embed_spec t[32];
+  int n = 0;
+  assert_int_equal(gs_embed_preset("kaggle", 1.0, t, 32, &n), GS_OK);
+  assert_int_equal(n, 26);
+  assert_int_equal(t[2].rows, 10131227);
+  assert_int_equal(t[0].dim, 16);
+  assert_int_equal(gs_embed_preset("mlperf", 0.01, t, 32, &n), GS_OK);
+  assert_int_equal(t[0].dim, 128);
+  assert_int_equal(t[5].rows, 1); /* 3 rows scaled: at least one */
+  assert_int_equal(gs_embed_preset("criteo", 1.0, t, 32, &n), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "kaggle, terabyte or mlperf"));
+  assert_int_equal(gs_embed_preset("kaggle", 0, t, 32, &n), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_embed_preset("kaggle", 1.0, t, 8, &n), GS_ERR_INVALID_ARG);
+}
+
+static void test_auto_presets(void **state) {
+  (void)state;
+  const char *names[] = {"kaggle", "terabyte", "mlperf"};
+  const int ranks[] = {2, 4, 8, 16, 64};
+  gs_embed_spec t[32];
+  int n;
+  char what[96];
+  for (int k = 0; k < 3; k++)
+    for (size_t r = 0; r < sizeof ranks / sizeof *ranks; r++) {
+      assert_int_equal(gs_embed_preset(names[k], 0.1, t, 32, &n), GS_OK);
+      gs_shard_config cfg = config(ranks[r], ranks[r] >= 8 ? 4 : 1);
+      snprintf(what, sizeof what, "%s on %d ranks", names[k], ranks[r]);
+      check_auto(t, n, &cfg, what);
+    }
+}
+
+static void test_random_sets(void **state) {
+  (void)state;
+  static gs_embed_spec t[300];
+  char what[96];
+  for (int trial = 0; trial < 12; trial++) {
+    int n = 5 + (int)(rnd() % 200), P = 4 << (trial % 5); /* 4..64 */
+    for (int i = 0; i < n; i++) {
+      size_t rows = (size_t)pow(10.0, 1 + (double)(rnd() % 6000) / 1000.0); /* 10..1e7 */
+      size_t dims[] = {16, 32, 64, 128};
+      t[i] = (gs_embed_spec){"t", rows, dims[rnd() % 4], 1.0 + (double)(rnd() % 40)};
+    }
+    gs_shard_config cfg = config(P, P >= 8 ? 4 : 2);
+    snprintf(what, sizeof what, "random set %d: %d tables on %d ranks", trial, n, P);
+    check_auto(t, n, &cfg, what);
+  }
+}
+
+static void test_forced_and_edges(void **state) {
+  (void)state;
+  /* 3 tables (fewer than 8 ranks), one of 5 rows (fewer than the ranks). */
+  gs_embed_spec t[3] = {{"small", 5, 16, 2}, {"mid", 1000, 64, 10}, {"big", 200000, 32, 20}};
+  for (int k = -1; k < GS_SHARD_KIND_COUNT; k++) {
+    gs_shard_config cfg = config(8, 4);
+    cfg.force = k;
+    gs_shard_plan *p = NULL;
+    if (gs_shard_plan_make(t, 3, &cfg, &p) != GS_OK)
+      fail_msg("forced %d: %s", k, gs_last_error());
+    if (gs_shard_plan_check(p, t, 3, 0) != GS_OK)
+      fail_msg("forced %s: invalid: %s", k < 0 ? "auto" : gs_shard_kind_name(k), gs_last_error());
+    if (k == GS_SHARD_RW) {
+      int empty = 0;
+      for (size_t j = 0; j < p->nshards; j++)
+        empty += p->shards[j].table == 0 && p->shards[j].row_lo == p->shards[j].row_hi;
+      assert_int_equal(empty, 3); /* 5 rows over 8 ranks */
+    }
+    gs_shard_plan_free(p);
+  }
+  int kind;
+  assert_int_equal(gs_shard_kind_parse("twrw", &kind), GS_OK);
+  assert_int_equal(kind, GS_SHARD_TWRW);
+  assert_int_equal(gs_shard_kind_parse("auto", &kind), GS_OK);
+  assert_int_equal(kind, -1);
+  assert_int_equal(gs_shard_kind_parse("row", &kind), GS_ERR_PARSE);
+}
+
+static void test_memory_cap(void **state) {
+  (void)state;
+  gs_embed_spec t[32];
+  int n;
+  assert_int_equal(gs_embed_preset("kaggle", 1.0, t, 32, &n), GS_OK);
+  /* The largest table is 10.1 M x 16 floats, 688 MB with its state: a cap
+   * of 500 MB makes it split; every rank stays under the cap. */
+  gs_shard_config cfg = config(8, 4);
+  cfg.mem_cap = 500e6;
+  gs_shard_plan *p = NULL;
+  if (gs_shard_plan_make(t, n, &cfg, &p) != GS_OK) fail_msg("%s", gs_last_error());
+  if (gs_shard_plan_check(p, t, n, cfg.mem_cap) != GS_OK) fail_msg("%s", gs_last_error());
+  assert_true(p->kind[2] != GS_SHARD_TW && p->kind[2] != GS_SHARD_DP);
+  for (int r = 0; r < 8; r++) assert_true(p->rank_mem[r] <= cfg.mem_cap);
+  gs_shard_plan_free(p);
+  /* Nothing fits 1 MB: refused, naming a table. */
+  cfg.mem_cap = 1e6;
+  cfg.force = GS_SHARD_TW;
+  assert_int_equal(gs_shard_plan_make(t, n, &cfg, &p), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "fits on no rank"));
+  assert_null(p);
+}
+
+static void test_save_load(void **state) {
+  (void)state;
+  gs_embed_spec t[32];
+  int n;
+  assert_int_equal(gs_embed_preset("terabyte", 0.05, t, 32, &n), GS_OK);
+  gs_shard_config cfg = config(8, 4);
+  gs_shard_plan *p = NULL, *q = NULL;
+  assert_int_equal(gs_shard_plan_make(t, n, &cfg, &p), GS_OK);
+  char path[] = "/tmp/gs_shard_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(gs_shard_plan_save(p, t, path), GS_OK);
+  if (gs_shard_plan_load(path, t, n, 8, &q) != GS_OK) fail_msg("load: %s", gs_last_error());
+  assert_int_equal(q->nshards, p->nshards);
+  for (size_t j = 0; j < p->nshards; j++) {
+    assert_int_equal(q->shards[j].rank, p->shards[j].rank);
+    assert_int_equal(q->shards[j].row_hi, p->shards[j].row_hi);
+    assert_int_equal(q->shards[j].col_hi, p->shards[j].col_hi);
+  }
+  for (int i = 0; i < n; i++) assert_int_equal(q->kind[i], p->kind[i]);
+  gs_shard_plan_free(q);
+  /* Another world size; other tables. */
+  assert_int_equal(gs_shard_plan_load(path, t, n, 4, &q), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "8 ranks"));
+  gs_embed_spec other[32];
+  memcpy(other, t, sizeof other);
+  other[3].rows += 1;
+  assert_int_equal(gs_shard_plan_load(path, other, n, 8, &q), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "table 3"));
+  /* A row owned twice: a plan whose first rw or tw shard is duplicated. */
+  p->shards[1] = p->shards[0];
+  if (p->kind[p->shards[0].table] != GS_SHARD_DP) {
+    assert_int_equal(gs_shard_plan_save(p, t, path), GS_OK);
+    assert_int_equal(gs_shard_plan_load(path, t, n, 8, &q), GS_ERR_INVALID_ARG);
+  }
+  assert_int_equal(gs_shard_plan_load("/nonexistent/plan.json", t, n, 8, &q), GS_ERR_IO);
+  unlink(path);
+  gs_shard_plan_free(p);
+}
+
+static void test_speed(void **state) {
+  (void)state;
+  static gs_embed_spec t[1000];
+  for (int i = 0; i < 1000; i++)
+    t[i] = (gs_embed_spec){"t", (size_t)pow(10.0, 1 + (double)(rnd() % 6000) / 1000.0),
+                           (size_t)16 << (rnd() % 4), 1.0 + (double)(rnd() % 20)};
+  gs_shard_config cfg = config(64, 8);
+  double t0 = gs_now();
+  gs_shard_plan *p = NULL;
+  assert_int_equal(gs_shard_plan_make(t, 1000, &cfg, &p), GS_OK);
+  double secs = gs_now() - t0;
+  assert_int_equal(gs_shard_plan_check(p, t, 1000, 0), GS_OK);
+  gs_shard_plan_free(p);
+  if (secs >= 1.0) fail_msg("1,000 tables on 64 ranks took %.3f s", secs);
+  printf("1,000 tables on 64 ranks planned in %.1f ms\n", secs * 1e3);
+}
+
+static void test_calibrate(void **state) {
+  (void)state;
+  gs_cost_lookup lk;
+  assert_int_equal(gs_embed_calibrate(&lk), GS_OK);
+  assert_true(isfinite(lk.alpha) && isfinite(lk.beta) && lk.alpha >= 0 && lk.beta >= 0);
+  assert_true(lk.alpha + lk.beta * 64 > 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_presets),          cmocka_unit_test(test_auto_presets),
+      cmocka_unit_test(test_random_sets),      cmocka_unit_test(test_forced_and_edges),
+      cmocka_unit_test(test_memory_cap),       cmocka_unit_test(test_save_load),
+      cmocka_unit_test(test_speed),            cmocka_unit_test(test_calibrate),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
