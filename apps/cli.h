@@ -23,6 +23,7 @@ int cmd_replay(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_syncswitch(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
+int cmd_shard(int argc, char **argv);
 
 /* ---- Numbers ------------------------------------------------------------
  * Every verb reads its numbers with these. Each returns 0 on success and -1

@@ -17,6 +17,7 @@ static const struct {
     {"replay", cmd_replay, "replay a profile's compute, communicating through the engine"},
     {"simulate", cmd_simulate, "simulate training iterations on N workers, event by event"},
     {"syncswitch", cmd_syncswitch, "search Sync-Switch's offline switch point for a job"},
+    {"shard", cmd_shard, "plan where a recommendation model's embedding tables live"},
 };
 
 static void usage(FILE *f) {

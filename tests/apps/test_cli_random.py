@@ -115,6 +115,16 @@ def main():
             "--compute-scale": ["0.5", "0", "1e7"], "--json": None,
             "--trace": [os.path.join(tmp, "t.json"), os.path.join(tmp, "no/t.json"), tmp],
         }),
+        "shard": (["--tables", "kaggle", "--ranks", "4"], {
+            "--tables": ["kaggle", "terabyte", "mlperf", prof, os.path.join(tmp, "none.json")],
+            "--scale": ["0.01", "0", "2", "x"], "--pooling": ["1", "10", "-1"],
+            "--ranks": ["1", "8", "0", "65537"], "--per-node": ["1", "2", "3", "0"],
+            "--batch": ["1", "8192", "0", "1.5"], "--net": ["1gbit", "shm", "2xbit"],
+            "--mem-cap": ["1M", "1G", "0", "x"],
+            "--sharding": ["auto", "tw", "rw", "cw", "twrw", "dp", "x"],
+            "--precision": ["fp16", "fp8"], "--lookup": ["4e-8,4e-10", "x", "-1,0"],
+            "--out": [os.path.join(tmp, "plan.json"), "/proc/x.json"], "--json": None,
+        }),
         "run": (["-np", "1"], {
             "--per-node": ["1", "2", "0", "x"], "--net": ["bogus", "0bit", "1e3gbit"],
             "--mpirun": ["/nonexistent/mpirun", ""], "-v": None,

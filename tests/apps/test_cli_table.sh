@@ -270,6 +270,41 @@ t 2 "not divisible" run -np 3 --per-node 2 -- /bin/true
 # A rank's usage error is the run's exit status (mpirun adds its own lines).
 ONE_LINE=0 t 2 "unknown option '--frob'" run -np 1 -- "$gs" bench --frob
 
+echo "== shard"
+printf '{"tables":[{"name":"a","rows":100,"dim":16},{"name":"b","rows":5,"dim":8,"pooling":3}]}' \
+  > "$tmp/tables.json"
+printf '{"tables":[{"name":"a","rows":0,"dim":16}]}' > "$tmp/badtables.json"
+L=(--lookup 4e-8,4e-10)
+t 0 "usage: gradsync shard" shard --help
+t 2 "--tables and --ranks are required" shard --tables kaggle
+t 2 "--per-node 3 does not divide --ranks 8" shard --tables kaggle --ranks 8 --per-node 3
+t 2 "expected auto, tw, rw, cw, twrw or dp" shard --tables kaggle --ranks 4 --sharding row
+t 2 "no such preset" shard --tables nope --ranks 4
+t 2 "table 0: expected a name, rows" shard --tables "$tmp/badtables.json" --ranks 4
+t 2 "--scale '2' must be" shard --tables kaggle --ranks 4 --scale 2
+t 2 "--lookup 'x'" shard --tables kaggle --ranks 4 --lookup x
+t 2 "--precision 'fp8'" shard --tables kaggle --ranks 4 --precision fp8
+t 2 "fits on no rank under the memory cap" shard --tables kaggle --ranks 4 --mem-cap 1M --sharding tw "${L[@]}"
+t 2 "--net" shard --tables kaggle --ranks 4 --net 1xbit "${L[@]}"
+t 2 "option --ranks given more than once" shard --tables kaggle --ranks 4 --ranks 8
+t 0 "imbalance" shard --tables kaggle --ranks 8 --per-node 4 "${L[@]}"
+t 0 "contiguous" shard --tables "$tmp/tables.json" --ranks 3 "${L[@]}"
+# --json and --out: a plan every rank of the job owns once (checked on load
+# by the planner's tests); the JSON names each table's sharding and reason.
+if "$gs" shard --tables terabyte --scale 0.01 --ranks 8 --per-node 4 "${L[@]}" --json \
+     --out "$tmp/plan.json" > "$tmp/shard.json" 2> "$tmp/err" &&
+   python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1])); p = json.load(open(sys.argv[2]))
+assert len(j["sharding"]) == 26 and all(t["why"] for t in j["sharding"]), j["sharding"][:2]
+assert len(j["per_rank"]) == 8 and j["max_rank_s"] <= j["contiguous_max_rank_s"] * (1 + 1e-9)
+assert p["ranks"] == 8 and len(p["tables"]) == 26 and len(p["shards"]) >= 26
+' "$tmp/shard.json" "$tmp/plan.json"; then
+  ok "gradsync shard --json --out"
+else
+  bad "gradsync shard --json --out: $(head -c 400 "$tmp/err")"
+fi
+
 echo "== train (options)"
 t 0 "usage: gradsync run" train --help
 t 2 "--epochs" train --epochs 1.5

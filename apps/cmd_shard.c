@@ -1,0 +1,373 @@
+/*
+ * gradsync shard: a sharding plan for a recommendation model's embedding
+ * tables (docs/DLRM.md): each table's sharding and why, the per-rank
+ * estimated time, memory and bytes, the imbalance, and the contiguous
+ * slicing of the DLRM reference priced by the same cost beside it.
+ *
+ * One process, no MPI: the planner is arithmetic on the tables, the network
+ * preset and this machine's lookup cost (measured at start-up unless
+ * --lookup gives it). Exit 2 on bad options or tables, a plan that cannot
+ * fit the memory cap included; 1 on other failures.
+ */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "gradsync.h"
+
+#define VERB "shard"
+#define MAX_TABLES 100000
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: gradsync shard --tables PRESET|FILE --ranks N [options]\n"
+          "\nPlans where each embedding table's rows and columns live, and prints\n"
+          "why, the estimated time, memory and bytes of every rank, and the\n"
+          "contiguous slicing of the DLRM reference priced the same way.\n\n"
+          "  --tables T         kaggle, terabyte or mlperf (Criteo's 26 tables at\n"
+          "                     dims 16, 64, 128), or a JSON file\n"
+          "                     {\"tables\": [{\"name\", \"rows\", \"dim\", \"pooling\"}]}\n"
+          "  --scale F          rows of a preset times F, 0 < F <= 1 (default 1)\n"
+          "  --pooling L        ids per sample of a preset's tables (default 1)\n"
+          "  --ranks N          ranks of the job (1 to 65536)\n"
+          "  --per-node K       ranks per node (default 1; divides --ranks)\n"
+          "  --batch B          global batch (default 8192)\n"
+          "  --net NAME         the network, a name of `gradsync run --net`\n"
+          "                     (default 1gbit; docs/NETWORK.md)\n"
+          "  --mem-cap SIZE     bytes per rank for tables and row-wise Adagrad's\n"
+          "                     state (K, M, G; default none)\n"
+          "  --sharding S       auto (default), tw, rw, cw, twrw or dp for every table\n"
+          "  --precision P      the all-to-all's elements: fp32 (default), fp16, bf16\n"
+          "  --lookup A,B       seconds per lookup and per byte of row, instead of\n"
+          "                     measuring this machine (about 0.1 s)\n"
+          "  --out FILE         save the plan (JSON: the tables, each shard's rows,\n"
+          "                     columns and rank; gs_shard_plan_load reads it)\n"
+          "  --json             the plan as one JSON object instead of tables\n");
+}
+
+typedef struct shard_opts {
+  const char *tables, *net, *out;
+  double scale, pooling, batch, mem_cap;
+  int ranks, per_node, force, json, have_lookup;
+  double elem_bytes;
+  gs_cost_lookup lookup;
+} shard_opts;
+
+/* Tables from a JSON file; names are copied into *names (freed by the
+ * caller). */
+static int read_tables(const char *path, gs_embed_spec *t, int cap, int *n, char ***names) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) {
+    cli_error(VERB, "--tables %s: no such preset (kaggle, terabyte, mlperf) and cannot open "
+              "it as a file", path);
+    return 2;
+  }
+  size_t len = 0, capb = 1 << 16;
+  char *buf = malloc(capb + 1);
+  size_t got;
+  while (buf && (got = fread(buf + len, 1, capb - len, f)) > 0) {
+    len += got;
+    if (len == capb) {
+      char *nb = realloc(buf, 2 * capb + 1);
+      if (nb == NULL) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = nb;
+      capb *= 2;
+    }
+  }
+  fclose(f);
+  if (buf == NULL) {
+    cli_fail(VERB, "out of memory reading %s", path);
+    return 1;
+  }
+  buf[len] = '\0';
+  cJSON *root = cJSON_Parse(buf);
+  free(buf);
+  const cJSON *arr = root ? cJSON_GetObjectItemCaseSensitive(root, "tables") : NULL;
+  if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < 1 || cJSON_GetArraySize(arr) > cap) {
+    cli_error(VERB, "--tables %s: expected {\"tables\": [...]} with 1 to %d tables", path, cap);
+    cJSON_Delete(root);
+    return 2;
+  }
+  int k = cJSON_GetArraySize(arr);
+  *names = calloc((size_t)k, sizeof(char *));
+  int rc = *names ? 0 : 1;
+  for (int i = 0; i < k && rc == 0; i++) {
+    const cJSON *o = cJSON_GetArrayItem(arr, i);
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(o, "name");
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(o, "rows");
+    const cJSON *dim = cJSON_GetObjectItemCaseSensitive(o, "dim");
+    const cJSON *pool = cJSON_GetObjectItemCaseSensitive(o, "pooling");
+    if (!cJSON_IsString(nm) || !cJSON_IsNumber(rows) || !cJSON_IsNumber(dim) ||
+        rows->valuedouble < 1 || rows->valuedouble > 1e12 ||
+        rows->valuedouble != floor(rows->valuedouble) || dim->valuedouble < 1 ||
+        dim->valuedouble > 65536 || dim->valuedouble != floor(dim->valuedouble) ||
+        (pool && (!cJSON_IsNumber(pool) || !(pool->valuedouble >= 0) ||
+                  pool->valuedouble > 1e6))) {
+      cli_error(VERB, "--tables %s: table %d: expected a name, rows (1 to 1e12), dim (1 to "
+                "65536) and an optional pooling (ids per sample, 0 to 1e6)", path, i);
+      rc = 2;
+      break;
+    }
+    (*names)[i] = strdup(nm->valuestring);
+    if ((*names)[i] == NULL) rc = 1;
+    t[i] = (gs_embed_spec){(*names)[i], (size_t)rows->valuedouble, (size_t)dim->valuedouble,
+                           pool ? pool->valuedouble : 1.0};
+  }
+  cJSON_Delete(root);
+  *n = k;
+  if (rc == 1) cli_fail(VERB, "out of memory reading %s", path);
+  return rc;
+}
+
+static int parse_opts(int argc, char **argv, shard_opts *o) {
+  static const struct option longs[] = {
+      {"tables", required_argument, 0, 't'},   {"scale", required_argument, 0, 's'},
+      {"pooling", required_argument, 0, 'L'},  {"ranks", required_argument, 0, 'r'},
+      {"per-node", required_argument, 0, 'k'}, {"batch", required_argument, 0, 'b'},
+      {"net", required_argument, 0, 'n'},      {"mem-cap", required_argument, 0, 'm'},
+      {"sharding", required_argument, 0, 'S'}, {"precision", required_argument, 0, 'p'},
+      {"lookup", required_argument, 0, 'l'},   {"out", required_argument, 0, 'o'},
+      {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  *o = (shard_opts){.net = "1gbit", .scale = 1, .pooling = 1, .batch = 8192, .per_node = 1,
+                    .force = -1, .elem_bytes = 4};
+  int c;
+  cli_seen seen = {{0}};
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
+    if (c != '?' && c != ':' && cli_once(VERB, &seen, c, longs)) return 2;
+    switch (c) {
+      case 't': o->tables = optarg; break;
+      case 's':
+        if (cli_parse_double(optarg, 0, 1, &o->scale) || o->scale == 0) {
+          cli_error(VERB, "--scale '%s' must be a number above 0 and at most 1", optarg);
+          return 2;
+        }
+        break;
+      case 'L':
+        if (cli_parse_double(optarg, 0, 1e6, &o->pooling)) {
+          cli_error(VERB, "--pooling '%s' must be a number of ids from 0 to 1e6", optarg);
+          return 2;
+        }
+        break;
+      case 'r':
+      case 'k':
+        if (cli_parse_int(optarg, 1, 65536, c == 'r' ? &o->ranks : &o->per_node)) {
+          cli_error(VERB, "--%s '%s' must be an integer from 1 to 65536",
+                    c == 'r' ? "ranks" : "per-node", optarg);
+          return 2;
+        }
+        break;
+      case 'b':
+        if (cli_parse_double(optarg, 1, 1e9, &o->batch) || o->batch != floor(o->batch)) {
+          cli_error(VERB, "--batch '%s' must be an integer from 1 to 1e9", optarg);
+          return 2;
+        }
+        break;
+      case 'n': o->net = optarg; break;
+      case 'm': {
+        size_t v;
+        if (cli_parse_bytes(optarg, &v) || v == 0) {
+          cli_error(VERB, "--mem-cap '%s' must be a size above 0 (K, M, G)", optarg);
+          return 2;
+        }
+        o->mem_cap = (double)v;
+        break;
+      }
+      case 'S':
+        if (gs_shard_kind_parse(optarg, &o->force) != GS_OK) {
+          cli_error(VERB, "--sharding: %s", gs_last_error());
+          return 2;
+        }
+        break;
+      case 'p':
+        if (strcmp(optarg, "fp32") == 0) o->elem_bytes = 4;
+        else if (strcmp(optarg, "fp16") == 0 || strcmp(optarg, "bf16") == 0) o->elem_bytes = 2;
+        else {
+          cli_error(VERB, "--precision '%s': expected fp32, fp16 or bf16", optarg);
+          return 2;
+        }
+        break;
+      case 'l': {
+        char *end;
+        o->lookup.alpha = strtod(optarg, &end);
+        if (*end == ',') o->lookup.beta = strtod(end + 1, &end);
+        if (*end != '\0' || !(o->lookup.alpha >= 0) || !(o->lookup.beta >= 0) ||
+            !isfinite(o->lookup.alpha) || !isfinite(o->lookup.beta) ||
+            strchr(optarg, ',') == NULL) {
+          cli_error(VERB, "--lookup '%s': expected A,B, seconds per lookup and per byte "
+                    "(numbers >= 0)", optarg);
+          return 2;
+        }
+        o->have_lookup = 1;
+        break;
+      }
+      case 'o': o->out = optarg; break;
+      case 'j': o->json = 1; break;
+      case 'h': usage(stdout); return 1;
+      default: return cli_getopt_error(VERB, c, argv);
+    }
+  }
+  if (optind < argc) {
+    cli_error(VERB, "unexpected argument '%s'", argv[optind]);
+    return 2;
+  }
+  if (o->tables == NULL || o->ranks == 0) {
+    cli_error(VERB, "--tables and --ranks are required");
+    return 2;
+  }
+  if (o->ranks % o->per_node != 0) {
+    cli_error(VERB, "--per-node %d does not divide --ranks %d", o->per_node, o->ranks);
+    return 2;
+  }
+  return 0;
+}
+
+/* The reference's placement: tables whole, in contiguous blocks of index. */
+static double contiguous_max(const gs_embed_spec *t, int n, const gs_shard_config *cfg) {
+  gs_cost_topo topo = {cfg->ranks, cfg->ranks / cfg->ranks_per_node};
+  double mx = 0;
+  for (int r = 0; r < cfg->ranks; r++) {
+    double s = 0;
+    for (int i = (int)((long)n * r / cfg->ranks); i < (int)((long)n * (r + 1) / cfg->ranks); i++) {
+      gs_cost_shard_in in = {GS_SHARD_TW, cfg->batch, t[i].pooling, (double)t[i].rows,
+                             (double)t[i].rows, (double)t[i].dim, cfg->wire_elem_bytes, 1};
+      gs_cost_shard_out out;
+      gs_cost_shard(&cfg->net, topo, &cfg->lookup, &in, &out);
+      s += out.total_s;
+    }
+    mx = fmax(mx, s);
+  }
+  return mx;
+}
+
+int cmd_shard(int argc, char **argv) {
+  shard_opts o;
+  int rc = parse_opts(argc, argv, &o);
+  if (rc == 1) return 0;
+  if (rc) return rc;
+  gs_embed_spec *t = calloc(MAX_TABLES, sizeof *t);
+  char **names = NULL;
+  int n = 0;
+  if (t == NULL) {
+    cli_fail(VERB, "out of memory");
+    return 1;
+  }
+  if (strcmp(o.tables, "kaggle") == 0 || strcmp(o.tables, "terabyte") == 0 ||
+      strcmp(o.tables, "mlperf") == 0) {
+    if (gs_embed_preset(o.tables, o.scale, t, MAX_TABLES, &n) != GS_OK) {
+      cli_error(VERB, "--tables: %s", gs_last_error());
+      free(t);
+      return 2;
+    }
+    for (int i = 0; i < n; i++) t[i].pooling = o.pooling;
+  } else if ((rc = read_tables(o.tables, t, MAX_TABLES, &n, &names)) != 0) {
+    goto out;
+  }
+  gs_shard_config cfg = {.ranks = o.ranks, .ranks_per_node = o.per_node, .batch = o.batch,
+                         .mem_cap = o.mem_cap, .wire_elem_bytes = o.elem_bytes,
+                         .force = o.force};
+  if (gs_cost_preset(o.net, &cfg.net) != GS_OK) {
+    cli_error(VERB, "--net: %s", gs_last_error());
+    rc = 2;
+    goto out;
+  }
+  if (o.have_lookup) cfg.lookup = o.lookup;
+  else if (gs_embed_calibrate(&cfg.lookup) != GS_OK) {
+    cli_fail(VERB, "measuring the lookup cost: %s", gs_last_error());
+    rc = 1;
+    goto out;
+  }
+  if (o.out && cli_check_writable(o.out, "--out") != GS_OK) {
+    cli_error(VERB, "%s", gs_last_error());
+    rc = 2;
+    goto out;
+  }
+  gs_shard_plan *p = NULL;
+  double t0 = gs_now();
+  gs_status st = gs_shard_plan_make(t, n, &cfg, &p);
+  double plan_s = gs_now() - t0;
+  if (st == GS_OK) st = gs_shard_plan_check(p, t, n, cfg.mem_cap);
+  if (st != GS_OK) {
+    cli_error(VERB, "%s", gs_last_error());
+    rc = st == GS_ERR_INVALID_ARG ? 2 : 1;
+    gs_shard_plan_free(p);
+    goto out;
+  }
+  double mx, mean, cont = contiguous_max(t, n, &cfg);
+  gs_shard_plan_balance(p, &mx, &mean);
+  if (o.json) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "tables", o.tables);
+    cJSON_AddNumberToObject(j, "ranks", o.ranks);
+    cJSON_AddNumberToObject(j, "per_node", o.per_node);
+    cJSON_AddNumberToObject(j, "batch", o.batch);
+    cJSON_AddStringToObject(j, "net", o.net);
+    cli_json_add(j, "lookup_alpha_s", cfg.lookup.alpha, "%.4g");
+    cli_json_add(j, "lookup_beta_s_per_B", cfg.lookup.beta, "%.4g");
+    cli_json_add(j, "max_rank_s", mx, "%.6g");
+    cli_json_add(j, "mean_rank_s", mean, "%.6g");
+    cli_json_add(j, "imbalance", mean > 0 ? mx / mean : 1, "%.4f");
+    cli_json_add(j, "contiguous_max_rank_s", cont, "%.6g");
+    cli_json_add(j, "plan_s", plan_s, "%.4g");
+    cJSON *ta = cJSON_AddArrayToObject(j, "sharding");
+    for (int i = 0; i < n; i++) {
+      cJSON *e = cJSON_CreateObject();
+      cJSON_AddStringToObject(e, "name", t[i].name);
+      cJSON_AddStringToObject(e, "sharding", gs_shard_kind_name(p->kind[i]));
+      cJSON_AddStringToObject(e, "why", p->why[i]);
+      cJSON_AddItemToArray(ta, e);
+    }
+    cJSON *ra = cJSON_AddArrayToObject(j, "per_rank");
+    for (int r = 0; r < o.ranks; r++) {
+      cJSON *e = cJSON_CreateObject();
+      cli_json_add(e, "est_s", p->rank_s[r], "%.6g");
+      cli_json_add(e, "mem_bytes", p->rank_mem[r], "%.0f");
+      cli_json_add(e, "wire_bytes", p->rank_wire[r], "%.0f");
+      cJSON_AddItemToArray(ra, e);
+    }
+    cli_print_json(stdout, j);
+  } else {
+    printf("# gradsync shard: %d tables (%s) on %d ranks (%d per node), batch %.0f, --net %s, "
+           "%s all-to-all\n", n, o.tables, o.ranks, o.per_node, o.batch, o.net,
+           o.elem_bytes == 2 ? "16-bit" : "fp32");
+    printf("# lookup cost: %.3g ns + %.3g ns per byte of row (%s)\n", cfg.lookup.alpha * 1e9,
+           cfg.lookup.beta * 1e9, o.have_lookup ? "--lookup" : "measured on this machine");
+    printf("\n%-16s %12s %6s  %-5s %s\n", "table", "rows", "dim", "shard", "why");
+    for (int i = 0; i < n; i++)
+      printf("%-16.16s %12zu %6zu  %-5s %s\n", t[i].name, t[i].rows, t[i].dim,
+             gs_shard_kind_name(p->kind[i]), p->why[i]);
+    printf("\n%6s %10s %8s %12s %10s\n", "rank", "est ms", "shards", "memory MB", "sent MB");
+    for (int r = 0; r < o.ranks && r < 256; r++) {
+      int k = 0;
+      for (size_t j = 0; j < p->nshards; j++) k += p->shards[j].rank == r;
+      printf("%6d %10.3f %8d %12.1f %10.2f\n", r, p->rank_s[r] * 1e3, k,
+             p->rank_mem[r] / 1e6, p->rank_wire[r] / 1e6);
+    }
+    if (o.ranks > 256) printf("   ... (%d ranks; --json lists all)\n", o.ranks);
+    printf("\nworst rank %.3f ms, mean %.3f ms: imbalance %.3f; the reference's contiguous "
+           "slicing: worst %.3f ms (%.2fx this plan's); planned in %.1f ms\n", mx * 1e3,
+           mean * 1e3, mean > 0 ? mx / mean : 1.0, cont * 1e3, mx > 0 ? cont / mx : 1.0,
+           plan_s * 1e3);
+  }
+  if (o.out && gs_shard_plan_save(p, t, o.out) != GS_OK) {
+    cli_fail(VERB, "--out: %s", gs_last_error());
+    rc = 1;
+  }
+  gs_shard_plan_free(p);
+out:
+  if (names)
+    for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+  free(t);
+  return rc;
+}
