@@ -133,47 +133,6 @@ static inline void add_row(float *restrict dst, const float *restrict src, size_
 FORWARD_ROWS(forward_rows32, int32_t)
 FORWARD_ROWS(forward_rows64, int64_t)
 
-/* For the common widths (16, 32, 64, 128 columns) the whole bag's sum lives
- * in registers: D/16 blocks of 16 floats (GCC's vector extension), each
- * column still adding the lookups in order, so the result is the generic
- * loop's bit for bit. */
-typedef float fblock __attribute__((vector_size(16 * sizeof(float))));
-
-#define FORWARD_FIXED(NAME, ID_T, D)                                                    \
-  static EMBED_CLONES void NAME(const gs_embed_table *t, const gs_embed_bags *bags,     \
-                                gs_embed_pool pool, float *out, size_t out_stride,      \
-                                size_t out_col) {                                       \
-    const ID_T *ids = bags->ids;                                                       \
-    const float *w = t->weights;                                                       \
-    int64_t n = bags->offsets[bags->nbags];                                            \
-    for (size_t b = 0; b < bags->nbags; b++) {                                         \
-      fblock acc[(D) / 16];                                                            \
-      for (int k = 0; k < (D) / 16; k++) acc[k] = (fblock){0};                         \
-      int64_t lo = bags->offsets[b], hi = bags->offsets[b + 1];                        \
-      for (int64_t j = lo; j < hi; j++) {                                              \
-        if (j + PREFETCH_AHEAD < n) {                                                  \
-          const float *ahead = w + (size_t)ids[j + PREFETCH_AHEAD] * (D);              \
-          for (int c = 0; c < (D); c += 16) __builtin_prefetch(ahead + c);             \
-        }                                                                              \
-        const float *r = w + (size_t)ids[j] * (D);                                     \
-        for (int k = 0; k < (D) / 16; k++) {                                           \
-          fblock v;                                                                    \
-          memcpy(&v, r + 16 * k, sizeof v);                                            \
-          acc[k] += v;                                                                 \
-        }                                                                              \
-      }                                                                                \
-      if (pool == GS_EMBED_MEAN && hi - lo > 1) {                                      \
-        float s = 1.0f / (float)(hi - lo);                                             \
-        for (int k = 0; k < (D) / 16; k++) acc[k] *= s;                                \
-      }                                                                                \
-      memcpy(out + b * out_stride + out_col, acc, sizeof acc);                         \
-    }                                                                                  \
-  }
-FORWARD_FIXED(forward32_d16, int32_t, 16)
-FORWARD_FIXED(forward32_d32, int32_t, 32)
-FORWARD_FIXED(forward32_d64, int32_t, 64)
-FORWARD_FIXED(forward32_d128, int32_t, 128)
-
 gs_status gs_embed_forward(const gs_embed_table *t, const gs_embed_bags *bags,
                            gs_embed_pool pool, float *out, size_t out_stride,
                            size_t out_col) {
@@ -184,14 +143,6 @@ gs_status gs_embed_forward(const gs_embed_table *t, const gs_embed_bags *bags,
                     out_stride);
   if (bags->ids64)
     forward_rows64(t, bags, pool, out, out_stride, out_col);
-  else if (t->dim == 16)
-    forward32_d16(t, bags, pool, out, out_stride, out_col);
-  else if (t->dim == 32)
-    forward32_d32(t, bags, pool, out, out_stride, out_col);
-  else if (t->dim == 64)
-    forward32_d64(t, bags, pool, out, out_stride, out_col);
-  else if (t->dim == 128)
-    forward32_d128(t, bags, pool, out, out_stride, out_col);
   else
     forward_rows32(t, bags, pool, out, out_stride, out_col);
   return GS_OK;
