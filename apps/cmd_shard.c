@@ -20,7 +20,6 @@
 #include "gradsync.h"
 
 #define VERB "shard"
-#define MAX_TABLES 100000
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -56,76 +55,6 @@ typedef struct shard_opts {
   double elem_bytes;
   gs_cost_lookup lookup;
 } shard_opts;
-
-/* Tables from a JSON file; names are copied into *names (freed by the
- * caller). */
-static int read_tables(const char *path, gs_embed_spec *t, int cap, int *n, char ***names) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) {
-    cli_error(VERB, "--tables %s: no such preset (kaggle, terabyte, mlperf) and cannot open "
-              "it as a file", path);
-    return 2;
-  }
-  size_t len = 0, capb = 1 << 16;
-  char *buf = malloc(capb + 1);
-  size_t got;
-  while (buf && (got = fread(buf + len, 1, capb - len, f)) > 0) {
-    len += got;
-    if (len == capb) {
-      char *nb = realloc(buf, 2 * capb + 1);
-      if (nb == NULL) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      buf = nb;
-      capb *= 2;
-    }
-  }
-  fclose(f);
-  if (buf == NULL) {
-    cli_fail(VERB, "out of memory reading %s", path);
-    return 1;
-  }
-  buf[len] = '\0';
-  cJSON *root = cJSON_Parse(buf);
-  free(buf);
-  const cJSON *arr = root ? cJSON_GetObjectItemCaseSensitive(root, "tables") : NULL;
-  if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < 1 || cJSON_GetArraySize(arr) > cap) {
-    cli_error(VERB, "--tables %s: expected {\"tables\": [...]} with 1 to %d tables", path, cap);
-    cJSON_Delete(root);
-    return 2;
-  }
-  int k = cJSON_GetArraySize(arr);
-  *names = calloc((size_t)k, sizeof(char *));
-  int rc = *names ? 0 : 1;
-  for (int i = 0; i < k && rc == 0; i++) {
-    const cJSON *o = cJSON_GetArrayItem(arr, i);
-    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(o, "name");
-    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(o, "rows");
-    const cJSON *dim = cJSON_GetObjectItemCaseSensitive(o, "dim");
-    const cJSON *pool = cJSON_GetObjectItemCaseSensitive(o, "pooling");
-    if (!cJSON_IsString(nm) || !cJSON_IsNumber(rows) || !cJSON_IsNumber(dim) ||
-        rows->valuedouble < 1 || rows->valuedouble > 1e12 ||
-        rows->valuedouble != floor(rows->valuedouble) || dim->valuedouble < 1 ||
-        dim->valuedouble > 65536 || dim->valuedouble != floor(dim->valuedouble) ||
-        (pool && (!cJSON_IsNumber(pool) || !(pool->valuedouble >= 0) ||
-                  pool->valuedouble > 1e6))) {
-      cli_error(VERB, "--tables %s: table %d: expected a name, rows (1 to 1e12), dim (1 to "
-                "65536) and an optional pooling (ids per sample, 0 to 1e6)", path, i);
-      rc = 2;
-      break;
-    }
-    (*names)[i] = strdup(nm->valuestring);
-    if ((*names)[i] == NULL) rc = 1;
-    t[i] = (gs_embed_spec){(*names)[i], (size_t)rows->valuedouble, (size_t)dim->valuedouble,
-                           pool ? pool->valuedouble : 1.0};
-  }
-  cJSON_Delete(root);
-  *n = k;
-  if (rc == 1) cli_fail(VERB, "out of memory reading %s", path);
-  return rc;
-}
 
 static int parse_opts(int argc, char **argv, shard_opts *o) {
   static const struct option longs[] = {
@@ -255,24 +184,32 @@ int cmd_shard(int argc, char **argv) {
   int rc = parse_opts(argc, argv, &o);
   if (rc == 1) return 0;
   if (rc) return rc;
-  gs_embed_spec *t = calloc(MAX_TABLES, sizeof *t);
-  char **names = NULL;
+  gs_embed_spec *t = NULL;
   int n = 0;
-  if (t == NULL) {
-    cli_fail(VERB, "out of memory");
-    return 1;
-  }
   if (strcmp(o.tables, "kaggle") == 0 || strcmp(o.tables, "terabyte") == 0 ||
       strcmp(o.tables, "mlperf") == 0) {
-    if (gs_embed_preset(o.tables, o.scale, t, MAX_TABLES, &n) != GS_OK) {
+    t = calloc(32, sizeof *t);
+    if (t == NULL) {
+      cli_fail(VERB, "out of memory");
+      return 1;
+    }
+    if (gs_embed_preset(o.tables, o.scale, t, 32, &n) != GS_OK) {
       cli_error(VERB, "--tables: %s", gs_last_error());
       free(t);
       return 2;
     }
     for (int i = 0; i < n; i++) t[i].pooling = o.pooling;
-  } else if ((rc = read_tables(o.tables, t, MAX_TABLES, &n, &names)) != 0) {
-    goto out;
+  } else {
+    gs_status ls = gs_embed_specs_load(o.tables, &t, &n);
+    if (ls != GS_OK) {
+      cli_error(VERB, "--tables: %s%s",
+                ls == GS_ERR_IO ? "no such preset (kaggle, terabyte, mlperf), and " : "",
+                gs_last_error());
+      return ls == GS_ERR_NOMEM ? 1 : 2;
+    }
   }
+  int preset = strcmp(o.tables, "kaggle") == 0 || strcmp(o.tables, "terabyte") == 0 ||
+               strcmp(o.tables, "mlperf") == 0;
   gs_shard_config cfg = {.ranks = o.ranks, .ranks_per_node = o.per_node, .batch = o.batch,
                          .mem_cap = o.mem_cap, .wire_elem_bytes = o.elem_bytes,
                          .force = o.force};
@@ -365,9 +302,7 @@ int cmd_shard(int argc, char **argv) {
   }
   gs_shard_plan_free(p);
 out:
-  if (names)
-    for (int i = 0; i < n; i++) free(names[i]);
-  free(names);
-  free(t);
+  if (preset) free(t);
+  else gs_embed_specs_free(t);
   return rc;
 }

@@ -149,6 +149,14 @@ gs_status gs_shard_kind_parse(const char *s, int *out);
 gs_status gs_embed_preset(const char *name, double scale, gs_embed_spec *out, int cap,
                           int *n);
 
+/* A table set from a JSON file {"tables": [{"name", "rows" (1 to 1e12),
+ * "dim" (1 to 65536), "pooling" (optional, ids per sample, default 1)}]},
+ * at most GS_EMBED_MAX_TABLES tables; *out (names included) is freed by
+ * gs_embed_specs_free. GS_ERR_PARSE naming the file and the table. */
+#define GS_EMBED_MAX_TABLES 100000
+gs_status gs_embed_specs_load(const char *path, gs_embed_spec **out, int *n);
+void gs_embed_specs_free(gs_embed_spec *specs);
+
 gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
                              const gs_shard_config *cfg, gs_shard_plan **out);
 /* Every row and column of every table owned exactly once (dp: on every

@@ -601,6 +601,75 @@ gs_status gs_shard_plan_check(const gs_shard_plan *p, const gs_embed_spec *table
   return st;
 }
 
+/* Files larger than this are not plans (nor table sets): 1 GiB. */
+#define PLAN_MAX_BYTES ((size_t)1 << 30)
+
+/* ---- Table sets from a file ---------------------------------------------------- */
+
+void gs_embed_specs_free(gs_embed_spec *specs) { gs_free(specs); }
+
+gs_status gs_embed_specs_load(const char *path, gs_embed_spec **out, int *n) {
+  *out = NULL;
+  *n = 0;
+  char *text = NULL;
+  GS_CHECK(gs__read_text(path, "table set", PLAN_MAX_BYTES, &text, NULL));
+  cJSON *root = cJSON_Parse(text);
+  gs_free(text);
+  const cJSON *arr = root ? cJSON_GetObjectItemCaseSensitive(root, "tables") : NULL;
+  int k = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0;
+  if (k < 1 || k > GS_EMBED_MAX_TABLES) {
+    cJSON_Delete(root);
+    return gs_error(GS_ERR_PARSE, "table set %s: expected {\"tables\": [...]} with 1 to %d "
+                    "tables", path, GS_EMBED_MAX_TABLES);
+  }
+  /* One block: the specs, then their names. */
+  size_t names = 0;
+  const cJSON *o;
+  cJSON_ArrayForEach(o, arr) {
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(o, "name");
+    names += cJSON_IsString(nm) ? strlen(nm->valuestring) + 1 : 1;
+  }
+  gs_embed_spec *specs = gs_malloc((size_t)k * sizeof *specs + names);
+  if (specs == NULL) {
+    cJSON_Delete(root);
+    return gs_error(GS_ERR_NOMEM, "table set %s: out of memory for %d tables", path, k);
+  }
+  char *pool = (char *)(specs + k);
+  gs_status st = GS_OK;
+  int i = 0;
+  cJSON_ArrayForEach(o, arr) {
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(o, "name");
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(o, "rows");
+    const cJSON *dim = cJSON_GetObjectItemCaseSensitive(o, "dim");
+    const cJSON *pl = cJSON_GetObjectItemCaseSensitive(o, "pooling");
+    if (!cJSON_IsString(nm) || !cJSON_IsNumber(rows) || !cJSON_IsNumber(dim) ||
+        !(rows->valuedouble >= 1 && rows->valuedouble <= 1e12) ||
+        rows->valuedouble != floor(rows->valuedouble) ||
+        !(dim->valuedouble >= 1 && dim->valuedouble <= 65536) ||
+        dim->valuedouble != floor(dim->valuedouble) ||
+        (pl && (!cJSON_IsNumber(pl) || !(pl->valuedouble >= 0 && pl->valuedouble <= 1e6)))) {
+      st = gs_error(GS_ERR_PARSE, "table set %s: table %d: expected a name, rows (1 to "
+                    "1e12), dim (1 to 65536) and an optional pooling (ids per sample, 0 "
+                    "to 1e6)", path, i);
+      break;
+    }
+    size_t len = strlen(nm->valuestring) + 1;
+    memcpy(pool, nm->valuestring, len);
+    specs[i] = (gs_embed_spec){pool, (size_t)rows->valuedouble, (size_t)dim->valuedouble,
+                               pl ? pl->valuedouble : 1.0};
+    pool += len;
+    i++;
+  }
+  cJSON_Delete(root);
+  if (st != GS_OK) {
+    gs_free(specs);
+    return st;
+  }
+  *out = specs;
+  *n = k;
+  return GS_OK;
+}
+
 /* ---- Saving and loading ---------------------------------------------------------- */
 
 gs_status gs_shard_plan_save(const gs_shard_plan *p, const gs_embed_spec *tables,
@@ -655,33 +724,14 @@ static int json_size(const cJSON *o, const char *key, size_t *out) {
 gs_status gs_shard_plan_load(const char *path, const gs_embed_spec *tables, int ntables,
                              int ranks, gs_shard_plan **out) {
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return gs_error(GS_ERR_IO, "sharding plan %s: cannot open it", path);
   char *buf = NULL;
-  size_t len = 0, capb = 0;
-  gs_status st = GS_OK;
-  for (;;) {
-    if (len + 4096 > capb) {
-      capb = capb ? 2 * capb : 65536;
-      char *nb = realloc(buf, capb + 1);
-      if (nb == NULL) {
-        st = gs_error(GS_ERR_NOMEM, "sharding plan %s: out of memory", path);
-        break;
-      }
-      buf = nb;
-    }
-    size_t got = fread(buf + len, 1, capb - len, f);
-    len += got;
-    if (got == 0) break;
-  }
-  fclose(f);
+  gs_status st = gs__read_text(path, "sharding plan", PLAN_MAX_BYTES, &buf, NULL);
   cJSON *root = NULL;
   if (st == GS_OK) {
-    buf[len] = '\0';
     root = cJSON_Parse(buf);
     if (root == NULL) st = gs_error(GS_ERR_PARSE, "sharding plan %s: not JSON", path);
   }
-  free(buf);
+  gs_free(buf);
   const cJSON *ts = NULL, *ss = NULL, *rk = NULL;
   if (st == GS_OK) {
     ts = cJSON_GetObjectItemCaseSensitive(root, "tables");

@@ -204,51 +204,9 @@ gs_status gs_profile_load(const char *path, gs_profile **out) {
   if (out) *out = NULL;
   if (path == NULL || out == NULL)
     return gs_error(GS_ERR_INVALID_ARG, "profile load: NULL argument");
-  FILE *f = fopen(path, "rb");
-  if (f == NULL)
-    return gs_error(GS_ERR_IO, "%s: cannot open profile: %s", path,
-                    strerror(errno));
-  struct stat sb;
-  if (fstat(fileno(f), &sb) != 0 || S_ISDIR(sb.st_mode)) {
-    fclose(f);
-    return gs_error(GS_ERR_IO, "%s: not a profile file (a directory?)", path);
-  }
-  /* Read to the end (the file may be a pipe), refusing more than
-   * PROFILE_MAX_BYTES: the cap bounds what a wrong path can cost. */
   char *text = NULL;
-  size_t len = 0, cap = 0;
-  gs_status st = GS_OK;
-  for (;;) {
-    if (cap - len < 65536) {
-      cap = cap ? cap * 2 : 65536;
-      char *grown = gs_realloc(text, cap + 1);
-      if (grown == NULL) {
-        st = gs_error(GS_ERR_NOMEM, "%s: out of memory reading the profile", path);
-        break;
-      }
-      text = grown;
-    }
-    size_t got = fread(text + len, 1, cap - len, f);
-    len += got;
-    if (len > PROFILE_MAX_BYTES) {
-      st = gs_error(GS_ERR_PARSE, "%s: larger than %d MiB: not a profile",
-                    path, PROFILE_MAX_BYTES >> 20);
-      break;
-    }
-    if (got == 0) break;
-  }
-  if (st == GS_OK && ferror(f))
-    st = gs_error(GS_ERR_IO, "%s: read error: %s", path, strerror(errno));
-  fclose(f);
-  if (st == GS_OK) {
-    text[len] = '\0';
-    /* The JSON parser stops at a NUL: refuse one rather than read half. */
-    if (strlen(text) != len)
-      st = gs_error(GS_ERR_PARSE, "%s: NUL byte at offset %zu: not a JSON text "
-                    "file", path, strlen(text));
-    else
-      st = gs_profile_parse(text, path, out);
-  }
+  gs_status st = gs__read_text(path, "profile", PROFILE_MAX_BYTES, &text, NULL);
+  if (st == GS_OK) st = gs_profile_parse(text, path, out);
   gs_free(text);
   return st;
 }

@@ -36,5 +36,11 @@
 void gs__error_copy(char *dst, size_t n);
 /* Sets the calling thread's message verbatim. */
 void gs__error_set_message(const char *msg);
+/* Reads the whole file at path (a pipe too) into *out, NUL-terminated, for
+ * the caller to gs_free; refuses a directory, more than max_bytes, and a NUL
+ * inside. Messages name the path and `what` it should be ("profile").
+ * (src/core/text_file.c) */
+gs_status gs__read_text(const char *path, const char *what, size_t max_bytes, char **out,
+                        size_t *len);
 
 #endif /* GS_INTERNAL_H */

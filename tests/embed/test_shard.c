@@ -263,6 +263,37 @@ static void test_save_load(void **state) {
   gs_shard_plan_free(p);
 }
 
+/* Table sets from files: names owned by the result; bad tables named. */
+static void test_specs_file(void **state) {
+  (void)state;
+  char path[] = "/tmp/gs_specs_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  fputs("{\"tables\": [{\"name\": \"user_id\", \"rows\": 1000000, \"dim\": 64, "
+        "\"pooling\": 3}, {\"name\": \"ad\", \"rows\": 10, \"dim\": 8}]}", f);
+  fclose(f);
+  gs_embed_spec *t = NULL;
+  int n = 0;
+  assert_int_equal(gs_embed_specs_load(path, &t, &n), GS_OK);
+  assert_int_equal(n, 2);
+  assert_string_equal(t[0].name, "user_id");
+  assert_int_equal(t[0].rows, 1000000);
+  assert_true(t[0].pooling == 3 && t[1].pooling == 1);
+  assert_string_equal(t[1].name, "ad");
+  gs_embed_specs_free(t);
+  f = fopen(path, "w");
+  fputs("{\"tables\": [{\"name\": \"a\", \"rows\": 5, \"dim\": 8}, "
+        "{\"name\": \"b\", \"rows\": 1.5, \"dim\": 8}]}", f);
+  fclose(f);
+  assert_int_equal(gs_embed_specs_load(path, &t, &n), GS_ERR_PARSE);
+  assert_non_null(strstr(gs_last_error(), "table 1"));
+  assert_null(t);
+  unlink(path);
+  assert_int_equal(gs_embed_specs_load("/nonexistent/t.json", &t, &n), GS_ERR_IO);
+  assert_int_equal(gs_embed_specs_load("/tmp", &t, &n), GS_ERR_IO);
+}
+
 static void test_speed(void **state) {
   (void)state;
   static gs_embed_spec t[1000];
@@ -294,6 +325,7 @@ int main(void) {
       cmocka_unit_test(test_random_sets),      cmocka_unit_test(test_forced_and_edges),
       cmocka_unit_test(test_memory_cap),       cmocka_unit_test(test_save_load),
       cmocka_unit_test(test_speed),            cmocka_unit_test(test_calibrate),
+      cmocka_unit_test(test_specs_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
