@@ -161,24 +161,6 @@ static int parse_opts(int argc, char **argv, shard_opts *o) {
   return 0;
 }
 
-/* The reference's placement: tables whole, in contiguous blocks of index. */
-static double contiguous_max(const gs_embed_spec *t, int n, const gs_shard_config *cfg) {
-  gs_cost_topo topo = {cfg->ranks, cfg->ranks / cfg->ranks_per_node};
-  double mx = 0;
-  for (int r = 0; r < cfg->ranks; r++) {
-    double s = 0;
-    for (int i = (int)((long)n * r / cfg->ranks); i < (int)((long)n * (r + 1) / cfg->ranks); i++) {
-      gs_cost_shard_in in = {GS_SHARD_TW, cfg->batch, t[i].pooling, (double)t[i].rows,
-                             (double)t[i].rows, (double)t[i].dim, cfg->wire_elem_bytes, 1};
-      gs_cost_shard_out out;
-      gs_cost_shard(&cfg->net, topo, &cfg->lookup, &in, &out);
-      s += out.total_s;
-    }
-    mx = fmax(mx, s);
-  }
-  return mx;
-}
-
 int cmd_shard(int argc, char **argv) {
   shard_opts o;
   int rc = parse_opts(argc, argv, &o);
@@ -186,8 +168,9 @@ int cmd_shard(int argc, char **argv) {
   if (rc) return rc;
   gs_embed_spec *t = NULL;
   int n = 0;
-  if (strcmp(o.tables, "kaggle") == 0 || strcmp(o.tables, "terabyte") == 0 ||
-      strcmp(o.tables, "mlperf") == 0) {
+  int preset = strcmp(o.tables, "kaggle") == 0 || strcmp(o.tables, "terabyte") == 0 ||
+               strcmp(o.tables, "mlperf") == 0;
+  if (preset) {
     t = calloc(32, sizeof *t);
     if (t == NULL) {
       cli_fail(VERB, "out of memory");
@@ -208,8 +191,6 @@ int cmd_shard(int argc, char **argv) {
       return ls == GS_ERR_NOMEM ? 1 : 2;
     }
   }
-  int preset = strcmp(o.tables, "kaggle") == 0 || strcmp(o.tables, "terabyte") == 0 ||
-               strcmp(o.tables, "mlperf") == 0;
   gs_shard_config cfg = {.ranks = o.ranks, .ranks_per_node = o.per_node, .batch = o.batch,
                          .mem_cap = o.mem_cap, .wire_elem_bytes = o.elem_bytes,
                          .force = o.force};
@@ -240,7 +221,7 @@ int cmd_shard(int argc, char **argv) {
     gs_shard_plan_free(p);
     goto out;
   }
-  double mx, mean, cont = contiguous_max(t, n, &cfg);
+  double mx, mean, cont = gs_shard_contiguous_max(t, n, &cfg);
   gs_shard_plan_balance(p, &mx, &mean);
   if (o.json) {
     cJSON *j = cJSON_CreateObject();

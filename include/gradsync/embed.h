@@ -165,6 +165,11 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
 gs_status gs_shard_plan_check(const gs_shard_plan *p, const gs_embed_spec *tables,
                               int ntables, double mem_cap);
 void gs_shard_plan_free(gs_shard_plan *p);
+/* The baseline of the DLRM reference: every table whole, dealt out in
+ * contiguous blocks of index (its get_my_slice); the worst rank's estimated
+ * time under the same cost as the planner's. */
+double gs_shard_contiguous_max(const gs_embed_spec *tables, int ntables,
+                               const gs_shard_config *cfg);
 /* The per-rank maximum and mean of the estimated time. */
 void gs_shard_plan_balance(const gs_shard_plan *p, double *max_s, double *mean_s);
 /* JSON: the tables it was made for, the ranks and every shard. load checks

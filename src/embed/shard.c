@@ -191,14 +191,17 @@ static int cmp_est_desc(const void *a, const void *b) {
   return x->table != y->table ? x->table - y->table : (int)x->col_lo - (int)y->col_lo;
 }
 
+/* Adds (sign 1) or removes (-1) a shard's estimates on its rank. */
+static void rank_account(gs_shard_plan *p, const gs_shard *s, double sign) {
+  p->rank_s[s->rank] += sign * s->est_s;
+  p->rank_mem[s->rank] += sign * s->mem_bytes;
+  p->rank_wire[s->rank] += sign * s->wire_bytes;
+}
+
 static void move_shard(gs_shard_plan *p, gs_shard *s, int to) {
-  p->rank_s[s->rank] -= s->est_s;
-  p->rank_mem[s->rank] -= s->mem_bytes;
-  p->rank_wire[s->rank] -= s->wire_bytes;
+  rank_account(p, s, -1);
   s->rank = to;
-  p->rank_s[to] += s->est_s;
-  p->rank_mem[to] += s->mem_bytes;
-  p->rank_wire[to] += s->wire_bytes;
+  rank_account(p, s, 1);
 }
 
 /* Places the movable shards (tw, cw) on top of the fixed ones: longest
@@ -218,9 +221,7 @@ static gs_status place(gs_shard_plan *p, const gs_embed_spec *tables,
       s->rank = -1;
       mov[nmov++] = s;
     } else {
-      p->rank_s[s->rank] += s->est_s;
-      p->rank_mem[s->rank] += s->mem_bytes;
-      p->rank_wire[s->rank] += s->wire_bytes;
+      rank_account(p, s, 1);
     }
   }
   qsort(mov, nmov, sizeof *mov, cmp_est_desc);
@@ -240,9 +241,7 @@ static gs_status place(gs_shard_plan *p, const gs_embed_spec *tables,
       break;
     }
     s->rank = best;
-    p->rank_s[best] += s->est_s;
-    p->rank_mem[best] += s->mem_bytes;
-    p->rank_wire[best] += s->wire_bytes;
+    rank_account(p, s, 1);
   }
   for (size_t iter = 0; st == GS_OK && iter < 4 * nmov + 8; iter++) {
     int hi = 0, lo = 0;
@@ -318,7 +317,7 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
   /* 1. The mean load with every table whole, the yardstick of "large". */
   double total = 0;
   for (int i = 0; i < ntables; i++) total += whole_cost(cfg, &tables[i], GS_SHARD_TW);
-  double mean = total / P, target = mean;
+  double target = total / P; /* a rank's fair share */
   for (int i = 0; i < ntables && st == GS_OK; i++) {
     const gs_embed_spec *t = &tables[i];
     double tw = whole_cost(cfg, t, GS_SHARD_TW), mem = shard_mem(t->rows, t->dim);
@@ -329,8 +328,7 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
       double dp_total = P * whole_cost(cfg, t, GS_SHARD_DP);
       double rw_total = P * whole_cost(cfg, t, GS_SHARD_RW);
       double twrw_total = nodes > 1 && L > 1 ? L * whole_cost_group(cfg, t) : INFINITY;
-      int fits_dp = !too_big && !(cfg->mem_cap > 0 && mem * 1.0 > cfg->mem_cap);
-      if (P > 1 && fits_dp && dp_total < tw) {
+      if (P > 1 && !too_big && dp_total < tw) {
         kind = GS_SHARD_DP;
         snprintf(p->why[i], sizeof p->why[i], "dp: its replicas' lookups and gradient "
                  "all-reduce (%.3g ms over all ranks) cost less than exchanging its pooled "
@@ -361,6 +359,7 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
       }
     }
     p->kind[i] = (gs_shard_kind)kind;
+    size_t first = p->nshards;
     /* The table's shards; rank -1: to be placed. */
     if (kind == GS_SHARD_TW) {
       gs_shard s = {i, -1, GS_SHARD_TW, 0, t->rows, 0, t->dim, 0, 0, 0};
@@ -404,12 +403,8 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
     }
     /* Fixed shards count at once, so that twrw's choice of node and the
      * placement below see them. */
-    for (size_t j = 0; st == GS_OK && j < p->nshards; j++)
-      if (p->shards[j].table == i && p->shards[j].rank >= 0) {
-        p->rank_s[p->shards[j].rank] += p->shards[j].est_s;
-        p->rank_mem[p->shards[j].rank] += p->shards[j].mem_bytes;
-        p->rank_wire[p->shards[j].rank] += p->shards[j].wire_bytes;
-      }
+    for (size_t j = first; st == GS_OK && j < p->nshards; j++)
+      if (p->shards[j].rank >= 0) rank_account(p, &p->shards[j], 1);
   }
   /* 2-3. Placement; then, while the busiest rank is over 1.10x the mean,
    * its largest whole table is split in two column blocks and everything
@@ -452,6 +447,18 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
   }
   *out = p;
   return GS_OK;
+}
+
+double gs_shard_contiguous_max(const gs_embed_spec *tables, int ntables,
+                               const gs_shard_config *cfg) {
+  double mx = 0;
+  for (int r = 0; r < cfg->ranks; r++) {
+    double s = 0;
+    int lo = (int)((long)ntables * r / cfg->ranks), hi = (int)((long)ntables * (r + 1) / cfg->ranks);
+    for (int i = lo; i < hi; i++) s += whole_cost(cfg, &tables[i], GS_SHARD_TW);
+    mx = fmax(mx, s);
+  }
+  return mx;
 }
 
 void gs_shard_plan_balance(const gs_shard_plan *p, double *max_s, double *mean_s) {

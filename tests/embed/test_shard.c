@@ -51,26 +51,6 @@ static gs_shard_config config(int ranks, int per_node) {
   return c;
 }
 
-/* The worst rank if tables are dealt out whole in contiguous blocks of
- * index (the reference's get_my_slice), priced by the same cost. */
-static double contiguous_max(const gs_embed_spec *t, int n, const gs_shard_config *cfg) {
-  double mx = 0;
-  gs_cost_topo topo = {cfg->ranks, cfg->ranks / cfg->ranks_per_node};
-  for (int r = 0; r < cfg->ranks; r++) {
-    int lo = n * r / cfg->ranks, hi = n * (r + 1) / cfg->ranks;
-    double s = 0;
-    for (int i = lo; i < hi; i++) {
-      gs_cost_shard_in in = {GS_SHARD_TW, cfg->batch, t[i].pooling, (double)t[i].rows,
-                             (double)t[i].rows, (double)t[i].dim, cfg->wire_elem_bytes, 1};
-      gs_cost_shard_out o;
-      gs_cost_shard(&cfg->net, topo, &cfg->lookup, &in, &o);
-      s += o.total_s;
-    }
-    mx = fmax(mx, s);
-  }
-  return mx;
-}
-
 static void check_auto(const gs_embed_spec *t, int n, const gs_shard_config *cfg,
                        const char *what) {
   gs_shard_plan *p = NULL;
@@ -113,7 +93,7 @@ static void check_auto(const gs_embed_spec *t, int n, const gs_shard_config *cfg
     fail_msg("%s: worst rank %.4g s, mean %.4g, largest shard %.4g: above %.4g", what, mx,
              mean, largest, bound);
   }
-  double cont = contiguous_max(t, n, cfg);
+  double cont = gs_shard_contiguous_max(t, n, cfg);
   if (mx > cont * (1 + 1e-9))
     fail_msg("%s: worst rank %.4g s is worse than contiguous slicing's %.4g", what, mx, cont);
   for (int i = 0; i < n; i++)
