@@ -23,14 +23,9 @@
 
 #include <cmocka.h>
 
-static uint64_t rng_state = 12345;
-static uint64_t rnd(void) {
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-static double unif(void) { return (double)(rnd() >> 11) * (1.0 / 9007199254740992.0); }
+#define TEST_RNG_SEED 12345
+#include "../common/test_rng.h"
+
 static float normal(void) {
   double u = unif(), v = unif();
   if (u < 1e-300) u = 1e-300;

@@ -27,14 +27,8 @@
 
 #include "gradsync.h"
 
-static uint64_t rng_state = 99;
-static uint64_t rnd(void) {
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-static double unif(void) { return (double)(rnd() >> 11) * (1.0 / 9007199254740992.0); }
+#define TEST_RNG_SEED 99
+#include "../common/test_rng.h"
 
 /* A batch: nbags bags of 0..maxlen ids below rows; Zipf-like skew when
  * skew > 0 (id = rows * u^(1 + skew), so low ids are hot). */

@@ -28,13 +28,8 @@
 
 #include "gradsync.h"
 
-static uint64_t rng_state = 4242;
-static uint64_t rnd(void) {
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+#define TEST_RNG_SEED 4242
+#include "../common/test_rng.h"
 
 static gs_shard_config config(int ranks, int per_node) {
   gs_shard_config c;
