@@ -128,6 +128,18 @@ void cli_print_json(FILE *f, struct cJSON *obj);
  * would round it: records keep the precision they had when written with
  * printf. A NaN or an infinity becomes null, as JSON has neither. */
 void cli_json_add(struct cJSON *obj, const char *name, double v, const char *fmt);
+/* ---- What `gradsync train` shows (train_view.c) ----------------------------
+ * The training library's events as text (a progress bar on a terminal, log
+ * lines otherwise) or JSON lines (json = 1), and the flags that name its
+ * options in messages. The view outlives the run. */
+struct gs_train_events;
+typedef struct cli_train_view {
+  int json;
+  int terminal;     /* set by cli_train_events */
+  double last_draw; /* when the bar was last drawn */
+} cli_train_view;
+void cli_train_events(cli_train_view *v, struct gs_train_events *e);
+
 /* Writes a one-line JSON description of the machine and software to f. */
 void cli_print_env_json(FILE *f);
 

@@ -10,7 +10,7 @@
 
 #include <mpi.h>
 
-#include "agree.h"
+#include "gradsync/train.h"
 #include "cli.h"
 
 /* OpenBLAS's own thread count (from cblas.h, not included here to keep the
@@ -22,8 +22,8 @@ extern char cli_mpi_version[MPI_MAX_LIBRARY_VERSION_STRING];
 /* The agreement logic lives in the training library (src/train/agree.h),
  * which the trainer uses without the command line: these are its verbs'
  * names for it. */
-static train_ranks as_ranks(const cli_rank *r) {
-  return (train_ranks){.verb = r->verb, .comm = r->comm, .rank = r->rank, .size = r->size};
+static gs_train_ranks as_ranks(const cli_rank *r) {
+  return (gs_train_ranks){.job = r->verb, .comm = r->comm, .rank = r->rank, .size = r->size};
 }
 
 /* The rank is named where there are several (its size is known from
@@ -43,25 +43,25 @@ void cli_rank_usage_error(const cli_rank *r, const char *fmt, ...) {
 }
 
 _Noreturn void cli_rank_abort(cli_rank *r, const char *fmt, ...) {
-  train_ranks tr = as_ranks(r);
+  gs_train_ranks tr = as_ranks(r);
   va_list ap;
   va_start(ap, fmt);
-  train_rank_vabort(&tr, fmt, ap);
+  gs_train_rank_vabort(&tr, fmt, ap);
 }
 
 int cli_agree(cli_rank *r, int failed, const char *reason) {
-  train_ranks tr = as_ranks(r);
-  return train_agree(&tr, failed, reason);
+  gs_train_ranks tr = as_ranks(r);
+  return gs_train_agree(&tr, failed, reason);
 }
 
 int cli_agree_status(cli_rank *r, gs_status st) {
-  train_ranks tr = as_ranks(r);
-  return train_agree_status(&tr, st);
+  gs_train_ranks tr = as_ranks(r);
+  return gs_train_agree_status(&tr, st);
 }
 
 int cli_agree_equal(cli_rank *r, const int64_t *vals, const char *const *names, int n) {
-  train_ranks tr = as_ranks(r);
-  return train_agree_equal(&tr, vals, names, n);
+  gs_train_ranks tr = as_ranks(r);
+  return gs_train_agree_equal(&tr, vals, names, n);
 }
 
 int cli_rank_init(cli_rank *r, const char *verb, int *argc, char ***argv) {
@@ -122,5 +122,5 @@ int cli_rank_finish(cli_rank *r, int rc) {
 }
 
 gs_status cli_check_writable(const char *path, const char *what) {
-  return train_check_writable(path, what);
+  return gs_train_check_writable(path, what);
 }

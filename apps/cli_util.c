@@ -16,7 +16,6 @@
 #include <mpi.h>
 
 #include "cli.h"
-#include "train.h"
 
 /* strto* skip leading spaces and take a sign; the options take neither (a
  * '-' only where the range allows negative values). A leading zero before
@@ -239,10 +238,23 @@ int cli_once(const char *verb, cli_seen *s, int c, const struct option *longs) {
   return 2;
 }
 
-void cli_print_json(FILE *f, cJSON *obj) { train_json_print(f, obj); }
+void cli_print_json(FILE *f, cJSON *obj) {
+  char *s = obj ? cJSON_PrintUnformatted(obj) : NULL;
+  if (s) fprintf(f, "%s\n", s);
+  cJSON_free(s);
+  cJSON_Delete(obj);
+}
 
+/* Records keep the precision they had when written with printf; JSON has
+ * no NaN nor infinity. */
 void cli_json_add(cJSON *obj, const char *name, double v, const char *fmt) {
-  train_json_add(obj, name, v, fmt);
+  if (!isfinite(v)) {
+    cJSON_AddNullToObject(obj, name);
+    return;
+  }
+  char buf[64];
+  snprintf(buf, sizeof buf, fmt, v);
+  cJSON_AddNumberToObject(obj, name, strtod(buf, NULL));
 }
 
 /* Set by cli_rank_init while no other thread can be inside MPI. */

@@ -2,9 +2,9 @@
  * gradsync train: data-parallel training of the C models (src/nn) on
  * Fashion-MNIST, with gradients averaged by the engine during backward.
  *
- * This file parses the options into a train_config and runs the training
- * library (src/train/train.h), which holds the loop, its checks, its
- * agreements between ranks and its output.
+ * This file parses the options into a gs_train_config and runs the training
+ * library (gradsync/train.h), which holds the loop, its checks and its
+ * agreements between ranks; train_view.c shows its events.
  */
 #include <getopt.h>
 #include <limits.h>
@@ -14,10 +14,7 @@
 #include "cli.h"
 #include "gradsync.h"
 #include "gradsync/nn.h"
-#include "optim_kfac.h"
-#include "gradsync/ps.h"
-#include "sync_ps.h"
-#include "train.h"
+#include "gradsync/train.h"
 
 #define VERB "train"
 
@@ -90,8 +87,8 @@ static void usage(FILE *f) {
 
 /* zspec and zmom receive the compression spec and the momentum rule's
  * outcome (for the announcement of a move). */
-static int parse_opts(int argc, char **argv, train_config *o, gs_compress_spec *zspec,
-                      gs_compress_momentum *zmom) {
+static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view *view,
+                      gs_compress_spec *zspec, gs_compress_momentum *zmom) {
   static const struct option longs[] = {
       {"model", required_argument, 0, 'm'},   {"epochs", required_argument, 0, 'e'},
       {"batch", required_argument, 0, 'b'},   {"lr", required_argument, 0, 'l'},
@@ -119,13 +116,17 @@ static int parse_opts(int argc, char **argv, train_config *o, gs_compress_spec *
       {"async-lr-scale", required_argument, 0, 'A'},
       {"async-momentum", required_argument, 0, 'a'},
       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
-  /* K-FAC's options outlive parse_opts: train_run reads them. */
-  static train_kfac_options kfac;
-  train_kfac_options_init(&kfac);
+  /* K-FAC's options and the events outlive parse_opts: gs_train_run reads
+   * them. */
+  static gs_train_events events;
+  static gs_train_kfac_options kfac;
+  gs_train_kfac_options_init(&kfac);
   const char *kfac_opt = NULL; /* the first --kfac-* option given */
   int momentum_given = 0;
   unsigned char seen[128] = {0};
-  train_config_init(o);
+  gs_train_config_init(o);
+  cli_train_events(view, &events);
+  o->events = &events;
   gs_compress_spec_parse(NULL, zspec); /* off until --compress */
   int c;
   double v;
@@ -251,7 +252,7 @@ static int parse_opts(int argc, char **argv, train_config *o, gs_compress_spec *
         }
         o->seed = (uint64_t)n;
         break;
-      case 'j': o->json = 1; break;
+      case 'j': view->json = 1; break;
       case 'C':
         if (!*optarg) {
           cli_error(VERB, "--data-cache needs a directory");
@@ -301,36 +302,14 @@ static int parse_opts(int argc, char **argv, train_config *o, gs_compress_spec *
         }
         break;
       }
-      case 'Y': {
-        if (!train_sync_find(optarg)) {
-          cli_error(VERB, "unknown --sync '%s' (%s)", optarg, train_sync_names());
-          return 2;
-        }
-        if (train_sync_check(optarg) != GS_OK) {
-          cli_error(VERB, "--sync: %s", gs_last_error());
-          return 2;
-        }
-        o->sync = optarg;
-        break;
-      }
+      case 'Y': o->sync = optarg; break; /* checked below */
       case 'Q':
         if (cli_parse_int(optarg, 1, 65535, &o->ps_servers)) {
           cli_error(VERB, "--ps '%s' must be a server count from 1 to 65535", optarg);
           return 2;
         }
         break;
-      case 'G': {
-        int r;
-        double f;
-        long a, b;
-        if (train_straggler_parse(optarg, &r, &f, &a, &b) != GS_OK) {
-          cli_error(VERB, "%s", gs_last_error());
-          return 2;
-        }
-        o->straggler = optarg;
-        o->hooks[o->nhooks++] = &train_hook_straggler;
-        break;
-      }
+      case 'G': o->straggler = optarg; break; /* checked below */
       case 'A':
         if (cli_parse_double(optarg, 0, 1000, &v) || v == 0) {
           cli_error(VERB, "--async-lr-scale '%s' must be a number above 0 and at most 1000",
@@ -356,6 +335,11 @@ static int parse_opts(int argc, char **argv, train_config *o, gs_compress_spec *
     cli_error(VERB, "unexpected argument '%s'", argv[optind]);
     return 2;
   }
+  /* The names the library resolves: the sync mode, the straggler. */
+  if (gs_train_config_check(o) != GS_OK) {
+    cli_error(VERB, "%s", gs_last_error());
+    return 2;
+  }
   if ((o->no_ef || o->compress_warmup_steps || o->ef_decay > 0) && !o->compress) {
     cli_error(VERB, "--no-ef, --ef-decay and --compress-warmup-steps need --compress "
               "SPEC");
@@ -371,7 +355,7 @@ static int parse_opts(int argc, char **argv, train_config *o, gs_compress_spec *
     return 2;
   }
   if (strcmp(o->optimizer, "kfac") == 0 && !momentum_given)
-    o->momentum = TRAIN_KFAC_MOMENTUM;
+    o->momentum = GS_TRAIN_KFAC_MOMENTUM;
   /* A compressor that applies momentum itself (dgc) takes the optimizer's
    * (gs_compress_spec_momentum); cmd_train announces the move. There is no
    * option for the compressor's momentum: it is --momentum. */
@@ -384,10 +368,7 @@ static int parse_opts(int argc, char **argv, train_config *o, gs_compress_spec *
     o->compress_momentum = zmom->compressor;
     o->momentum = zmom->optimizer;
   }
-  if (strcmp(o->optimizer, "kfac") == 0 && train_kfac_config(o, &kfac) != GS_OK) {
-    cli_error(VERB, "%s", gs_last_error());
-    return 2;
-  }
+  if (strcmp(o->optimizer, "kfac") == 0) o->kfac = &kfac;
   if (o->resume && !o->checkpoint_dir) {
     cli_error(VERB, "--resume needs --checkpoint DIR");
     return 2;
@@ -409,7 +390,7 @@ static int parse_opts(int argc, char **argv, train_config *o, gs_compress_spec *
     cli_error(VERB, "--nesterov needs a momentum above 0 (--momentum 0 was given)");
     return 2;
   }
-  if (o->ps_servers > 0 && !train_sync_uses_servers(o->sync)) {
+  if (o->ps_servers > 0 && !gs_train_sync_uses_servers(o->sync)) {
     cli_error(VERB, "--ps %d needs a parameter-server --sync (bsp, asp, ssp:S, "
               "switch:offline:F or switch:online[:F]), not '%s'", o->ps_servers, o->sync);
     return 2;
@@ -425,7 +406,7 @@ static int parse_opts(int argc, char **argv, train_config *o, gs_compress_spec *
               (double)o->momentum);
     return 2;
   }
-  if (o->ps_servers == 0 && train_sync_uses_servers(o->sync)) {
+  if (o->ps_servers == 0 && gs_train_sync_uses_servers(o->sync)) {
     cli_error(VERB, "--sync %s runs over parameter servers: it needs --ps S", o->sync);
     return 2;
   }
@@ -438,10 +419,11 @@ static int parse_opts(int argc, char **argv, train_config *o, gs_compress_spec *
 }
 
 int cmd_train(int argc, char **argv) {
-  train_config cfg;
+  gs_train_config cfg;
+  static cli_train_view view;
   gs_compress_spec zspec;
   gs_compress_momentum zmom = {0};
-  int rc = parse_opts(argc, argv, &cfg, &zspec, &zmom);
+  int rc = parse_opts(argc, argv, &cfg, &view, &zspec, &zmom);
   if (rc == 1) return 0; /* --help */
   cli_rank r;
   if (cli_rank_init(&r, VERB, &argc, &argv)) return rc ? rc : 1;
@@ -451,7 +433,7 @@ int cmd_train(int argc, char **argv) {
     fprintf(stderr, "gradsync %s: --compress %s applies momentum inside the compressor "
             "(DGC's momentum correction): --momentum %g moved into it, and the "
             "optimizer's momentum is 0\n", VERB, cfg.compress, (double)zmom.compressor);
-  train_ranks ranks = {.verb = VERB, .comm = r.comm, .rank = r.rank, .size = r.size};
-  rc = train_run(&cfg, &ranks, NULL);
+  gs_train_ranks ranks = {.job = VERB, .comm = r.comm, .rank = r.rank, .size = r.size};
+  rc = gs_train_run(&cfg, &ranks, NULL);
   return cli_rank_finish(&r, rc);
 }

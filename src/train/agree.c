@@ -10,50 +10,50 @@
 
 #include <mpi.h>
 
-#include "agree.h"
+#include "gradsync/train.h"
 
 /* The reason a failing rank gives the others: its first line, at most this
  * long (the failing rank prints the whole). */
 enum { REASON_MAX = 126 };
 
-void train_rank_verror(const train_ranks *r, const char *fmt, va_list ap) {
+void gs_train_rank_verror(const gs_train_ranks *r, const char *fmt, va_list ap) {
   char msg[2048];
   vsnprintf(msg, sizeof msg, fmt, ap);
   if (r->size > 0)
-    fprintf(stderr, "gradsync %s: rank %d: %s\n", r->verb, r->rank, msg);
+    fprintf(stderr, "gradsync %s: rank %d: %s\n", r->job, r->rank, msg);
   else
-    fprintf(stderr, "gradsync %s: %s\n", r->verb, msg);
+    fprintf(stderr, "gradsync %s: %s\n", r->job, msg);
   fflush(stderr);
 }
 
-void train_rank_error(const train_ranks *r, const char *fmt, ...) {
+void gs_train_rank_error(const gs_train_ranks *r, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  train_rank_verror(r, fmt, ap);
+  gs_train_rank_verror(r, fmt, ap);
   va_end(ap);
 }
 
-_Noreturn void train_rank_vabort(const train_ranks *r, const char *fmt, va_list ap) {
+_Noreturn void gs_train_rank_vabort(const gs_train_ranks *r, const char *fmt, va_list ap) {
   char msg[2048];
   vsnprintf(msg, sizeof msg, fmt, ap);
-  if (r->comm) gs_comm_abort(r->comm, 1, "%s: %s", r->verb, msg);
-  fprintf(stderr, "gradsync: rank %d: fatal: %s: %s\n", r->rank, r->verb, msg);
+  if (r->comm) gs_comm_abort(r->comm, 1, "%s: %s", r->job, msg);
+  fprintf(stderr, "gradsync: rank %d: fatal: %s: %s\n", r->rank, r->job, msg);
   fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);
   _exit(1); /* if MPI_Abort returns: see gs_comm_abort */
 }
 
-_Noreturn void train_rank_abort(const train_ranks *r, const char *fmt, ...) {
+_Noreturn void gs_train_rank_abort(const gs_train_ranks *r, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  train_rank_vabort(r, fmt, ap);
+  gs_train_rank_vabort(r, fmt, ap);
 }
 
 /* Every rank's status, reason and `bytes` bytes of values, through
  * gs_agree. Before the communicator exists no other thread can be inside
  * MPI, so MPI_COMM_WORLD serves from this thread; afterwards the gs_comm's
  * progress thread makes the call. */
-static gs_status exchange(const train_ranks *r, int failed, const char *reason,
+static gs_status exchange(const gs_train_ranks *r, int failed, const char *reason,
                           const void *vals, size_t bytes, gs_agreement *ag) {
   return gs_agree(r->comm, MPI_COMM_WORLD, "agreement",
                   failed ? GS_ERR_STATE : GS_OK, reason, vals, bytes, ag);
@@ -62,11 +62,11 @@ static gs_status exchange(const train_ranks *r, int failed, const char *reason,
 /* The agreement's own collective failed: the communicator is broken (a
  * collective failed inside it), so no collective can tell the others, who
  * may be waiting in one; ending the job now beats their timeout. */
-static _Noreturn void agree_failed(const train_ranks *r) {
-  train_rank_abort(r, "cannot agree with the other ranks: %s", gs_last_error());
+static _Noreturn void agree_failed(const gs_train_ranks *r) {
+  gs_train_rank_abort(r, "cannot agree with the other ranks: %s", gs_last_error());
 }
 
-int train_agree(const train_ranks *r, int failed, const char *reason) {
+int gs_train_agree(const gs_train_ranks *r, int failed, const char *reason) {
   char why[REASON_MAX + 1] = "";
   if (failed && reason && *reason) {
     /* The first line, shortened: the failing rank prints the whole. */
@@ -97,28 +97,28 @@ int train_agree(const train_ranks *r, int failed, const char *reason) {
     }
     const char *first_reason = all.votes[first].message;
     if (first_reason[0] == '\0')
-      train_rank_error(r, "stopping: rank%s %s failed", nfailed > 1 ? "s" : "", ranks);
+      gs_train_rank_error(r, "stopping: rank%s %s failed", nfailed > 1 ? "s" : "", ranks);
     else if (nfailed == 1)
-      train_rank_error(r, "stopping: rank %s failed (%s)", ranks, first_reason);
+      gs_train_rank_error(r, "stopping: rank %s failed (%s)", ranks, first_reason);
     else
-      train_rank_error(r, "stopping: ranks %s failed (rank %d: %s)", ranks, first,
+      gs_train_rank_error(r, "stopping: ranks %s failed (rank %d: %s)", ranks, first,
                        first_reason);
   }
   gs_agreement_free(&all);
   return nfailed > 0;
 }
 
-int train_agree_status(const train_ranks *r, gs_status st) {
+int gs_train_agree_status(const gs_train_ranks *r, gs_status st) {
   if (st != GS_OK) {
     const char *msg = gs_last_error();
     if (msg == NULL || *msg == '\0') msg = gs_strerror(st);
-    train_rank_error(r, "%s", msg);
-    return train_agree(r, 1, msg);
+    gs_train_rank_error(r, "%s", msg);
+    return gs_train_agree(r, 1, msg);
   }
-  return train_agree(r, 0, NULL);
+  return gs_train_agree(r, 0, NULL);
 }
 
-int train_agree_equal(const train_ranks *r, const int64_t *vals, const char *const *names,
+int gs_train_agree_equal(const gs_train_ranks *r, const int64_t *vals, const char *const *names,
                       int n) {
   gs_agreement ag;
   if (exchange(r, 0, NULL, vals, (size_t)n * sizeof *vals, &ag) != GS_OK) agree_failed(r);
@@ -127,7 +127,7 @@ int train_agree_equal(const train_ranks *r, const int64_t *vals, const char *con
   for (int i = 0; i < n; i++)
     for (int k = 1; k < ag.size; k++)
       if (all[(size_t)k * (size_t)n + (size_t)i] != all[i]) {
-        train_rank_error(r,
+        gs_train_rank_error(r,
                          "stopping: the ranks differ in %s: rank 0 has %lld, rank %d has %lld",
                          names[i], (long long)all[i], k,
                          (long long)all[(size_t)k * (size_t)n + (size_t)i]);
@@ -138,7 +138,7 @@ int train_agree_equal(const train_ranks *r, const int64_t *vals, const char *con
   return 0;
 }
 
-gs_status train_probe_dir(const char *dir, const char *what) {
+gs_status gs_train_probe_dir(const char *dir, const char *what) {
   char probe[4200];
   snprintf(probe, sizeof probe, "%s/.gradsync-probe-%ld", dir, (long)getpid());
   int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
@@ -153,7 +153,7 @@ gs_status train_probe_dir(const char *dir, const char *what) {
   return GS_OK;
 }
 
-gs_status train_check_writable(const char *path, const char *what) {
+gs_status gs_train_check_writable(const char *path, const char *what) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
@@ -175,5 +175,5 @@ gs_status train_check_writable(const char *path, const char *what) {
    * system: only creating a file tells. */
   char label[4200];
   snprintf(label, sizeof label, "%s %s", what, path);
-  return train_probe_dir(dir, label);
+  return gs_train_probe_dir(dir, label);
 }

@@ -7,7 +7,7 @@
 
 /* The file a split's images come from, as gs_nn_fashion_mnist_load picks
  * it (for messages), or a description of the synthetic set. */
-static void data_name(const train_config *c, int train, char *buf, size_t n) {
+static void data_name(const gs_train_config *c, int train, char *buf, size_t n) {
   if (c->synthetic > 0) {
     snprintf(buf, n, "the synthetic %s set", train ? "training" : "test");
     return;
@@ -21,14 +21,14 @@ static void data_name(const train_config *c, int train, char *buf, size_t n) {
     snprintf(buf, n, "%s/%s-images-idx3-ubyte", dir, train ? "train" : "t10k");
 }
 
-gs_status train_load_data(const train_config *c, gs_nn_dataset *train, gs_nn_dataset *test) {
+gs_status train_load_data(const gs_train_config *c, gs_nn_dataset *train, gs_nn_dataset *test) {
   gs_status st;
   if (c->synthetic > 0) {
-    st = gs_nn_dataset_synthetic(train, (size_t)c->synthetic, TRAIN_IN_C, TRAIN_IN_H,
-                                 TRAIN_IN_W, TRAIN_CLASSES, 1.0f, 7);
+    st = gs_nn_dataset_synthetic(train, (size_t)c->synthetic, GS_TRAIN_IN_C, GS_TRAIN_IN_H,
+                                 GS_TRAIN_IN_W, GS_TRAIN_CLASSES, 1.0f, 7);
     if (st == GS_OK)
-      st = gs_nn_dataset_synthetic(test, (size_t)(c->synthetic / 5 + 1), TRAIN_IN_C,
-                                   TRAIN_IN_H, TRAIN_IN_W, TRAIN_CLASSES, 1.0f, 7);
+      st = gs_nn_dataset_synthetic(test, (size_t)(c->synthetic / 5 + 1), GS_TRAIN_IN_C,
+                                   GS_TRAIN_IN_H, GS_TRAIN_IN_W, GS_TRAIN_CLASSES, 1.0f, 7);
     return st;
   }
   st = gs_nn_fashion_mnist_load(c->data_dir, 1, train);
@@ -36,23 +36,23 @@ gs_status train_load_data(const train_config *c, gs_nn_dataset *train, gs_nn_dat
   return st;
 }
 
-gs_status train_check_data(const train_config *c, const gs_nn_dataset *ds, int train) {
+gs_status train_check_data(const gs_train_config *c, const gs_nn_dataset *ds, int train) {
   char name[4200];
   data_name(c, train, name, sizeof name);
   if (ds->n == 0) return gs_error(GS_ERR_INVALID_ARG, "%s: no samples", name);
-  if (ds->c != TRAIN_IN_C || ds->h != TRAIN_IN_H || ds->w != TRAIN_IN_W)
+  if (ds->c != GS_TRAIN_IN_C || ds->h != GS_TRAIN_IN_H || ds->w != GS_TRAIN_IN_W)
     return gs_error(GS_ERR_INVALID_ARG,
                     "%s: the images are %dx%dx%d (channels x rows x columns), but the %s "
                     "model takes %dx%dx%d images (Fashion-MNIST's shape)",
-                    name, ds->c, ds->h, ds->w, gs_nn_model_name(c->model), TRAIN_IN_C,
-                    TRAIN_IN_H, TRAIN_IN_W);
-  if (ds->classes != TRAIN_CLASSES)
+                    name, ds->c, ds->h, ds->w, gs_nn_model_name(c->model), GS_TRAIN_IN_C,
+                    GS_TRAIN_IN_H, GS_TRAIN_IN_W);
+  if (ds->classes != GS_TRAIN_CLASSES)
     return gs_error(GS_ERR_INVALID_ARG, "%s: %d classes, but the %s model has %d outputs",
-                    name, ds->classes, gs_nn_model_name(c->model), TRAIN_CLASSES);
+                    name, ds->classes, gs_nn_model_name(c->model), GS_TRAIN_CLASSES);
   for (size_t i = 0; i < ds->n; i++)
-    if (ds->labels[i] < 0 || ds->labels[i] >= TRAIN_CLASSES)
+    if (ds->labels[i] < 0 || ds->labels[i] >= GS_TRAIN_CLASSES)
       return gs_error(GS_ERR_INVALID_ARG,
                       "%s: the label of sample %zu is %d, outside the model's %d classes",
-                      name, i, (int)ds->labels[i], TRAIN_CLASSES);
+                      name, i, (int)ds->labels[i], GS_TRAIN_CLASSES);
   return GS_OK;
 }

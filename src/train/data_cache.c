@@ -49,13 +49,14 @@ typedef enum { CACHE_HIT = 0, CACHE_MISS, CACHE_CORRUPT } cache_outcome;
 
 /* ---- The source's identity ------------------------------------------------- */
 
-static gs_status source_identity(const train_config *c, char *id, size_t n) {
+static gs_status source_identity(const gs_train_config *c, char *id, size_t n) {
   const char *dir = c->data_dir;
   if (!dir) dir = getenv("GRADSYNC_FASHION_MNIST_DIR");
   if (!dir || !*dir) dir = GS_NN_FASHION_MNIST_DIR;
   char real[PATH_MAX];
   if (realpath(dir, real) == NULL)
-    return gs_error(GS_ERR_IO, "--data %s: %s", dir, strerror(errno));
+    return gs_error(GS_ERR_IO, "%s %s: %s", train_option(c, "data_dir"), dir,
+                    strerror(errno));
   size_t len = (size_t)snprintf(id, n, "%s|%s", LOADER_ID, real);
   static const char *const files[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                                       "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
@@ -71,11 +72,13 @@ static gs_status source_identity(const train_config *c, char *id, size_t n) {
                                 (long long)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec);
       break; /* the loader prefers the .gz, as here */
     }
-  if (len >= n) return gs_error(GS_ERR_INVALID_ARG, "--data %s: the path is too long", dir);
+  if (len >= n)
+    return gs_error(GS_ERR_INVALID_ARG, "%s %s: the path is too long",
+                    train_option(c, "data_dir"), dir);
   return GS_OK;
 }
 
-static void cache_file(const train_config *c, const char *identity, char *buf, size_t n) {
+static void cache_file(const gs_train_config *c, const char *identity, char *buf, size_t n) {
   uLong crc = crc32(0L, (const Bytef *)identity, (uInt)strlen(identity));
   snprintf(buf, n, "%s/fashion-%08lx.gsdc", c->data_cache, (unsigned long)crc);
 }
@@ -242,7 +245,7 @@ static gs_status cache_write(const char *path, const char *identity,
   cache_writer w = {.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644),
                     .crc = crc32(0L, Z_NULL, 0)};
   if (w.fd < 0)
-    return gs_error(GS_ERR_IO, "--data-cache: cannot create %s: %s", tmp, strerror(errno));
+    return gs_error(GS_ERR_IO, "data cache: cannot create %s: %s", tmp, strerror(errno));
   uint32_t version = CACHE_VERSION, idlen = (uint32_t)strlen(identity);
   int bad = wr(&w, CACHE_MAGIC, 8) || wr(&w, &version, 4) || wr(&w, &idlen, 4) ||
             wr(&w, identity, idlen) || write_split(&w, train) || write_split(&w, test);
@@ -261,7 +264,7 @@ static gs_status cache_write(const char *path, const char *identity,
   }
   if (bad) {
     unlink(tmp);
-    return gs_error(GS_ERR_IO, "--data-cache: cannot write %s: %s", path, strerror(err));
+    return gs_error(GS_ERR_IO, "data cache: cannot write %s: %s", path, strerror(err));
   }
   return GS_OK;
 }
@@ -290,40 +293,40 @@ typedef struct {
 
 int train_data_cached(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *test,
                       gs_status *st_out) {
-  const train_config *c = t->cfg;
-  const train_ranks *ranks = t->ranks;
+  const gs_train_config *c = t->cfg;
+  const gs_train_ranks *ranks = t->ranks;
   char identity[IDENTITY_MAX], path[PATH_MAX + 64] = "", why[512] = "";
   *st_out = GS_OK;
   /* 1. The directory, the source's identity, the cache file. */
   gs_status st = GS_OK;
   if (mkdir(c->data_cache, 0777) != 0 && errno != EEXIST)
-    st = gs_error(GS_ERR_IO, "--data-cache %s: cannot create the directory: %s",
-                  c->data_cache, strerror(errno));
+    st = gs_error(GS_ERR_IO, "%s %s: cannot create the directory: %s",
+                  train_option(c, "data_cache"), c->data_cache, strerror(errno));
   if (st == GS_OK) {
     char what[PATH_MAX + 32];
-    snprintf(what, sizeof what, "--data-cache %s", c->data_cache);
-    st = train_probe_dir(c->data_cache, what);
+    snprintf(what, sizeof what, "%s %s", train_option(c, "data_cache"), c->data_cache);
+    st = gs_train_probe_dir(c->data_cache, what);
   }
   if (st == GS_OK) st = source_identity(c, identity, sizeof identity);
   /* A failure here is this rank's: agreed before anything else. */
-  if (train_agree_status(ranks, st)) return 1;
+  if (gs_train_agree_status(ranks, st)) return 1;
   cache_file(c, identity, path, sizeof path);
   cache_outcome mine = cache_read(path, identity, train, test, why, sizeof why);
   if (mine == CACHE_CORRUPT)
-    fprintf(stderr, "gradsync %s: rank %d: note: data cache %s is unusable (%s): rebuilding it\n",
-            ranks->verb, ranks->rank, path, why);
+    gs_train_rank_error(ranks, "note: data cache %s is unusable (%s): rebuilding it", path,
+                        why);
 
   /* 2. Who shares the directory, and who missed. */
   cache_rec rec = {.group = sharing_group(c->data_cache), .outcome = (int32_t)mine};
   cache_rec *all = gs_calloc((size_t)ranks->size, sizeof *all);
   st = all ? GS_OK : gs_error(GS_ERR_NOMEM, "out of memory for %d ranks' cache records",
                               ranks->size);
-  if (train_agree_status(ranks, st)) {
+  if (gs_train_agree_status(ranks, st)) {
     gs_free(all);
     return 1;
   }
   st = gs_allgather(ranks->comm, &rec, all, sizeof rec, GS_U8, GS_ALGO_MPI);
-  if (train_agree_status(ranks, st)) {
+  if (gs_train_agree_status(ranks, st)) {
     gs_free(all);
     return 1;
   }
@@ -342,19 +345,18 @@ int train_data_cached(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *test,
     if (st == GS_OK) st = train_check_data(c, train, 1);
     if (st == GS_OK) st = train_check_data(c, test, 0);
     if (st == GS_OK) st = cache_write(path, identity, train, test);
-    if (st == GS_OK && !c->quiet && !c->json)
-      printf("data: rank %d read the source and %s the cache %s\n", ranks->rank,
-             corrupt_seen ? "rebuilt" : "wrote", path);
   }
   /* 4. Agreement on the writers; then the others that missed read it. */
-  if (train_agree_status(ranks, st)) return 1;
+  if (gs_train_agree_status(ranks, st)) return 1;
+  if (writer >= 0)
+    train_note(t, "data: rank %d read the source and %s the cache %s", writer,
+               corrupt_seen ? "rebuilt" : "wrote", path);
   if (mine != CACHE_HIT && writer != ranks->rank) {
     if (cache_read(path, identity, train, test, why, sizeof why) != CACHE_HIT)
       *st_out = train_load_data(c, train, test); /* not shared after all: the source */
   }
   t->data_origin = mine == CACHE_HIT ? "cache" : writer >= 0 && corrupt_seen ? "rebuilt cache"
                                                                             : "written cache";
-  if (ranks->rank == 0 && mine == CACHE_HIT && !c->quiet && !c->json)
-    printf("data: read from the cache %s\n", path);
+  if (mine == CACHE_HIT) train_note(t, "data: read from the cache %s", path);
   return 0;
 }

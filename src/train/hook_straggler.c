@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "sync_ps.h"
-#include "train.h"
+#include "train_ctx.h"
 
 typedef struct straggler {
   train_ctx *t;
@@ -50,7 +50,7 @@ gs_status train_straggler_parse(const char *text, int *rank, double *factor, lon
   }
   if (!ok)
     return gs_error(GS_ERR_PARSE,
-                    "--straggler '%s': expected RANK:FACTOR[:FROM-TO] with a rank >= 0, a "
+                    "'%s': expected RANK:FACTOR[:FROM-TO] with a rank >= 0, a "
                     "slow-down factor from 1 to 1000 and global steps FROM < TO",
                     text);
   *rank = (int)r;
@@ -61,14 +61,14 @@ gs_status train_straggler_parse(const char *text, int *rank, double *factor, lon
 }
 
 static double sync_wait(const train_ctx *t) {
-  train_sync_stats st = {0};
+  gs_train_stats st = {0};
   if (t->sync.ops && t->sync.ops->stats) t->sync.ops->stats(t->sync.self, &st);
   return st.wait_s;
 }
 
 static gs_status straggler_create(train_ctx *t, void **self) {
   straggler *s = gs_calloc(1, sizeof *s);
-  if (!s) return gs_error(GS_ERR_NOMEM, "out of memory for --straggler");
+  if (!s) return gs_error(GS_ERR_NOMEM, "out of memory for the straggler hook");
   *self = s;
   s->t = t;
   if (!t->cfg->straggler) {
@@ -103,9 +103,9 @@ static gs_status straggler_after_backward(void *self, const train_step *st) {
   return GS_OK;
 }
 
-static void straggler_breakdown(void *self, train_breakdown *b) {
+static void straggler_breakdown(void *self, gs_train_breakdown *b) {
   straggler *s = self;
-  if (s->rank == s->t->ranks->rank) train_breakdown_add(b, "straggler_sleep", s->slept_s);
+  if (s->rank == s->t->ranks->rank) gs_train_breakdown_add(b, "straggler_sleep", s->slept_s);
 }
 
 static void straggler_destroy(void *self) { gs_free(self); }

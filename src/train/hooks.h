@@ -7,7 +7,7 @@
 #ifndef GRADSYNC_TRAIN_HOOKS_H
 #define GRADSYNC_TRAIN_HOOKS_H
 
-#include "breakdown.h"
+#include "gradsync/train.h"
 #include "gradsync.h"
 #include "step.h"
 
@@ -19,10 +19,9 @@ typedef struct train_hook_ops {
   gs_status (*after_forward)(void *self, const train_step *s);  /* after the loss */
   gs_status (*before_backward)(void *self, const train_step *s);
   gs_status (*after_backward)(void *self, const train_step *s); /* after end_backward */
-  void (*breakdown)(void *self, train_breakdown *b);
+  void (*breakdown)(void *self, gs_train_breakdown *b);
   void (*destroy)(void *self);
 } train_hook_ops;
 
-enum { TRAIN_MAX_HOOKS = 4 };
 
 #endif /* GRADSYNC_TRAIN_HOOKS_H */

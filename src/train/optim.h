@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "breakdown.h"
+#include "gradsync/train.h"
 #include "gradsync.h"
 #include "gradsync/nn.h"
 
@@ -45,7 +45,7 @@ typedef struct train_optim_ops {
   void (*commit_rank)(void *self);
   gs_status (*load_rank)(void *self, const char *dir, int rank, long step);
   /* Optional (may be NULL): adds the optimizer's own time buckets. */
-  void (*breakdown)(void *self, train_breakdown *b);
+  void (*breakdown)(void *self, gs_train_breakdown *b);
   void (*destroy)(void *self);
 } train_optim_ops;
 

@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "optim_kfac.h"
-#include "train.h"
+#include "train_ctx.h"
 
 typedef struct kfac_train {
   train_ctx *t;
@@ -52,7 +52,7 @@ static void state_path(char *buf, size_t n, const char *dir, int rank, long step
   snprintf(buf, n, "%s/kfac.rank%d.step%ld.gsck", dir, rank, step);
 }
 
-void train_kfac_options_init(train_kfac_options *o) {
+void gs_train_kfac_options_init(gs_train_kfac_options *o) {
   gs_kfac_config c;
   gs_kfac_config_default(&c, NULL);
   o->dist = c.dist;
@@ -64,25 +64,15 @@ void train_kfac_options_init(train_kfac_options *o) {
   o->kl_clip = c.kl_clip;
 }
 
-gs_status train_kfac_config(train_config *cfg, const train_kfac_options *o) {
-  if (cfg->nhooks >= TRAIN_MAX_HOOKS)
-    return gs_error(GS_ERR_INVALID_ARG, "K-FAC: %d step hooks already (at most %d)",
-                    cfg->nhooks, TRAIN_MAX_HOOKS);
-  cfg->optimizer = "kfac";
-  cfg->kfac = o;
-  cfg->hooks[cfg->nhooks++] = &train_hook_kfac;
-  return GS_OK;
-}
-
 static gs_status kt_create(train_ctx *t, void **self) {
   kfac_train *k = gs_calloc(1, sizeof *k);
   *self = k;
   if (!k) return gs_error(GS_ERR_NOMEM, "out of memory for K-FAC");
   k->t = t;
-  const train_config *c = t->cfg;
-  train_kfac_options o;
+  const gs_train_config *c = t->cfg;
+  gs_train_kfac_options o;
   if (c->kfac) o = *c->kfac;
-  else train_kfac_options_init(&o);
+  else gs_train_kfac_options_init(&o);
   gs_nn_sgd_config sgd = {.lr = c->lr, .momentum = c->momentum,
                           .weight_decay = c->weight_decay, .nesterov = c->nesterov};
   gs_kfac_config_default(&k->cfg, &sgd);
@@ -105,7 +95,7 @@ static void kt_trace(void *ctx, const char *name, double start_s, double end_s) 
 static gs_status kh_create(train_ctx *t, void **self) {
   *self = NULL;
   if (t->optim.ops != &train_optim_kfac)
-    return gs_error(GS_ERR_INVALID_ARG, "the kfac step hook needs --optimizer kfac");
+    return gs_error(GS_ERR_INVALID_ARG, "the kfac step hook needs the kfac optimizer");
   kfac_train *k = t->optim.self;
   *self = k;
   int world = t->ranks->size;
@@ -137,7 +127,7 @@ static gs_status kt_ready(const kfac_train *k) {
   if (k->opt) return GS_OK;
   return gs_error(GS_ERR_STATE,
                   "K-FAC is not set up: the run lacks the kfac step hook "
-                  "(train_kfac_config adds it)");
+                  "(the loop lists it for the kfac optimizer)");
 }
 
 static gs_status kt_full_step(kfac_train *k) {
@@ -216,16 +206,16 @@ static gs_status kt_load_rank(void *self, const char *dir, int rank, long step) 
   return GS_OK;
 }
 
-static void kt_breakdown(void *self, train_breakdown *b) {
+static void kt_breakdown(void *self, gs_train_breakdown *b) {
   kfac_train *k = self;
   gs_kfac_stats s;
   if (!k->opt || gs_kfac_stats_get(k->opt, &s) != GS_OK) return;
-  train_breakdown_add(b, "kfac_factor_compute", s.factor_compute_s);
-  train_breakdown_add(b, "kfac_factor_comm", s.factor_comm_s);
-  train_breakdown_add(b, "kfac_inversion", s.inversion_s);
-  train_breakdown_add(b, "kfac_broadcast", s.bcast_s);
-  train_breakdown_add(b, "kfac_precondition", s.precondition_s);
-  train_breakdown_add(b, "kfac_exposed_comm", s.exposed_comm_s);
+  gs_train_breakdown_add(b, "kfac_factor_compute", s.factor_compute_s);
+  gs_train_breakdown_add(b, "kfac_factor_comm", s.factor_comm_s);
+  gs_train_breakdown_add(b, "kfac_inversion", s.inversion_s);
+  gs_train_breakdown_add(b, "kfac_broadcast", s.bcast_s);
+  gs_train_breakdown_add(b, "kfac_precondition", s.precondition_s);
+  gs_train_breakdown_add(b, "kfac_exposed_comm", s.exposed_comm_s);
 }
 
 static void kt_destroy(void *self) {

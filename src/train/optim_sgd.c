@@ -3,10 +3,10 @@
 #include <string.h>
 
 #include "optim_kfac.h"
-#include "train.h"
+#include "train_ctx.h"
 
 static gs_status sgd_create(train_ctx *t, void **self) {
-  const train_config *c = t->cfg;
+  const gs_train_config *c = t->cfg;
   gs_nn_sgd_config scfg = {.lr = c->lr, .momentum = c->momentum,
                            .weight_decay = c->weight_decay, .nesterov = c->nesterov};
   gs_nn_sgd *opt = NULL;

@@ -29,11 +29,11 @@
 /* Descriptions are small; a larger file is not one. */
 enum { META_MAX_BYTES = 1 << 16 };
 
-static void meta_path(const train_config *c, char *buf, size_t n) {
+static void meta_path(const gs_train_config *c, char *buf, size_t n) {
   snprintf(buf, n, "%s/checkpoint.json", c->checkpoint_dir);
 }
 
-void train_data_identify(const train_config *c, const gs_nn_dataset *ds, train_data_id *id) {
+void train_data_identify(const gs_train_config *c, const gs_nn_dataset *ds, train_data_id *id) {
   memset(id, 0, sizeof *id);
   if (c->synthetic > 0) snprintf(id->source, sizeof id->source, "synthetic %ld", c->synthetic);
   else
@@ -78,7 +78,7 @@ static gs_status file_hash(const char *path, char *out, size_t n) {
 
 static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long epoch,
                            const char *ckpt_hash) {
-  const train_config *c = t->cfg;
+  const gs_train_config *c = t->cfg;
   cJSON *m = cJSON_CreateObject();
   cJSON_AddNumberToObject(m, "format", 1);
   cJSON_AddNumberToObject(m, "epoch", (double)epoch);
@@ -149,7 +149,7 @@ static gs_status read_meta(const char *path, cJSON **out) {
   FILE *f = fopen(path, "rb");
   if (f == NULL)
     return gs_error(GS_ERR_IO,
-                    "%s: %s: without it --resume cannot check that the checkpoint fits "
+                    "%s: %s: without it resuming cannot check that the checkpoint fits "
                     "this run (it is written with every checkpoint)", path, strerror(errno));
   char *buf = gs_malloc(META_MAX_BYTES + 1);
   if (buf == NULL) {
@@ -206,22 +206,23 @@ static int differs_str(const cJSON *m, const char *key, const char *mine, char *
 }
 
 gs_status train_meta_check_model(const train_ctx *t) {
-  const train_config *c = t->cfg;
+  const gs_train_config *c = t->cfg;
   char path[4200], why[1024] = "";
   meta_path(c, path, sizeof path);
   cJSON *m = NULL;
   if (read_meta(path, &m) != GS_OK) return GS_OK; /* train_meta_check says why */
   gs_status st = GS_OK;
-  if (differs_str(m, "model", gs_nn_model_name(c->model), why, sizeof why, "--model"))
-    st = gs_error(GS_ERR_INVALID_ARG, "--resume: the checkpoint in %s does not fit this run: %s",
-                  c->checkpoint_dir, why);
+  if (differs_str(m, "model", gs_nn_model_name(c->model), why, sizeof why,
+                  train_option(c, "model")))
+    st = gs_error(GS_ERR_INVALID_ARG, "%s: the checkpoint in %s does not fit this run: %s",
+                  train_option(c, "resume"), c->checkpoint_dir, why);
   cJSON_Delete(m);
   return st;
 }
 
 gs_status train_meta_check(const train_ctx *t, const char *ckpt_path,
                            const train_data_id *data, long ckpt_epoch) {
-  const train_config *c = t->cfg;
+  const gs_train_config *c = t->cfg;
   char path[4200], why[1024] = "";
   meta_path(c, path, sizeof path);
   cJSON *m = NULL;
@@ -246,14 +247,19 @@ gs_status train_meta_check(const train_ctx *t, const char *ckpt_path,
     }
   }
   const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "data");
+  char batch_label[96], epochs_label[128];
+  snprintf(batch_label, sizeof batch_label, "%s (per rank)", train_option(c, "batch"));
+  snprintf(epochs_label, sizeof epochs_label, "%s (the learning-rate schedule spans the run)",
+           train_option(c, "epochs"));
   int bad =
       differs_str(m, "checkpoint_hash", hash, why, sizeof why, "the checkpoint file's hash (the description is of another checkpoint)") ||
       differs_num(m, "epoch", (double)ckpt_epoch, why, sizeof why, "the checkpoint's epoch") ||
-      differs_str(m, "model", gs_nn_model_name(c->model), why, sizeof why, "--model") ||
+      differs_str(m, "model", gs_nn_model_name(c->model), why, sizeof why,
+                  train_option(c, "model")) ||
       differs_num(m, "parameters", (double)gs_nn_param_total(t->net), why, sizeof why,
                   "the parameter count") ||
       differs_num(m, "tensors", (double)t->nparams, why, sizeof why, "the tensor count") ||
-      differs_num(m, "batch", c->batch, why, sizeof why, "--batch (per rank)") ||
+      differs_num(m, "batch", c->batch, why, sizeof why, batch_label) ||
       differs_num(m, "ranks", t->size, why, sizeof why,
                   "the rank count (the global batch and each rank's data would change)");
   if (!bad && !cJSON_IsObject(d)) {
@@ -269,29 +275,30 @@ gs_status train_meta_check(const train_ctx *t, const char *ckpt_path,
           differs_num(d, "crc32", data->crc32, why, sizeof why,
                       "the training set's contents (CRC-32)");
   if (!bad)
-    bad = differs_num(m, "seed", (double)c->seed, why, sizeof why, "--seed") ||
+    bad = differs_num(m, "seed", (double)c->seed, why, sizeof why, train_option(c, "seed")) ||
           differs_str(m, "sync", t->sync.ops ? t->sync.ops->name : c->sync, why, sizeof why,
                       "the sync mode") ||
-          differs_str(m, "optimizer", t->optim.ops->name, why, sizeof why, "--optimizer");
+          differs_str(m, "optimizer", t->optim.ops->name, why, sizeof why,
+                      train_option(c, "optimizer"));
   /* More epochs continue a constant learning rate; a schedule that spans
    * the run (step, cosine, warm-up) would change under the finished part. */
   if (!bad && (strcmp(c->schedule, "const") != 0 || c->warmup_epochs > 0))
-    bad = differs_num(m, "epochs", c->epochs, why, sizeof why,
-                      "--epochs (the learning-rate schedule spans the run)") ||
-          differs_str(m, "schedule", c->schedule, why, sizeof why, "--schedule") ||
+    bad = differs_num(m, "epochs", c->epochs, why, sizeof why, epochs_label) ||
+          differs_str(m, "schedule", c->schedule, why, sizeof why,
+                      train_option(c, "schedule")) ||
           differs_num(m, "warmup_epochs", c->warmup_epochs, why, sizeof why,
-                      "--warmup-epochs");
+                      train_option(c, "warmup_epochs"));
   if (!bad && ckpt_epoch > c->epochs) {
-    snprintf(why, sizeof why, "the checkpoint is at epoch %ld, beyond this run's --epochs %d",
-             ckpt_epoch, c->epochs);
+    snprintf(why, sizeof why, "the checkpoint is at epoch %ld, beyond this run's %s %d",
+             ckpt_epoch, train_option(c, "epochs"), c->epochs);
     bad = 1;
   }
   if (bad) {
     const char *src =
         data_bad ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "source")) : NULL;
     st = gs_error(GS_ERR_INVALID_ARG,
-                  "--resume: the checkpoint in %s does not fit this run: %s%s%s%s",
-                  c->checkpoint_dir, why, src ? " (its data: " : "", src ? src : "",
+                  "%s: the checkpoint in %s does not fit this run: %s%s%s%s",
+                  train_option(c, "resume"), c->checkpoint_dir, why, src ? " (its data: " : "", src ? src : "",
                   src ? ")" : "");
   }
   cJSON_Delete(m);

@@ -25,16 +25,16 @@ const train_sync_ops *train_sync_find(const char *name) {
 gs_status train_sync_check(const char *spec) {
   const train_sync_ops *m = train_sync_find(spec);
   if (m == NULL)
-    return gs_error(GS_ERR_PARSE, "unknown sync mode '%s' (%s)", spec, train_sync_names());
+    return gs_error(GS_ERR_PARSE, "unknown sync mode '%s' (%s)", spec, gs_train_sync_names());
   return m->check(spec);
 }
 
-int train_sync_uses_servers(const char *spec) {
+int gs_train_sync_uses_servers(const char *spec) {
   const train_sync_ops *m = train_sync_find(spec);
   return m != NULL && m->servers;
 }
 
-const char *train_sync_names(void) {
+const char *gs_train_sync_names(void) {
   static char names[256];
   if (names[0] == '\0') {
     size_t len = 0;
@@ -46,6 +46,6 @@ const char *train_sync_names(void) {
   return names;
 }
 
-double train_sync_hidden(const train_sync_stats *s) {
+double gs_train_hidden(const gs_train_stats *s) {
   return s->comm_s > 0 ? fmax(0.0, 1.0 - s->wait_s / s->comm_s) : 1.0;
 }

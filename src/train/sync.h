@@ -31,7 +31,7 @@
  * when it likes) or elsewhere (on servers); the loop then never steps.
  *
  * Failures: a hook's non-zero status during a step ends the job
- * (train_rank_abort), since collectives may be in flight; create, flush
+ * (gs_train_rank_abort), since collectives may be in flight; create, flush
  * and serve run where the loop can agree on the outcome. */
 #ifndef GRADSYNC_TRAIN_SYNC_H
 #define GRADSYNC_TRAIN_SYNC_H
@@ -39,19 +39,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "breakdown.h"
+#include "gradsync/train.h"
 #include "gradsync.h"
 #include "step.h"
 
 struct cJSON;
-
-/* Cumulative counters of a sync mode on this rank. */
-typedef struct train_sync_stats {
-  uint64_t messages; /* collectives (or messages) issued */
-  uint64_t bytes;    /* payload bytes this rank handed to communication */
-  double comm_s;     /* time communication was in flight, hidden or not */
-  double wait_s;     /* time the training thread waited for it (exposed) */
-} train_sync_stats;
 
 typedef struct train_sync_ops {
   const char *name; /* the mode's name, the part of its spec before ':' */
@@ -67,13 +59,13 @@ typedef struct train_sync_ops {
   gs_status (*grad_ready)(void *self, size_t index);
   gs_status (*end_backward)(void *self, const train_step *step);
   gs_status (*flush)(void *self);
-  void (*stats)(void *self, train_sync_stats *out);
+  void (*stats)(void *self, gs_train_stats *out);
   /* Optional: adds the mode's fields to the JSON summary (json) and writes
    * its one-line description for the text summary into text, e.g.
    * "policy auto (plan: mgwfbp, 3 messages per step)". */
   void (*describe)(void *self, struct cJSON *json, char *text, size_t n);
   /* Optional: adds the mode's own time buckets. */
-  void (*breakdown)(void *self, train_breakdown *b);
+  void (*breakdown)(void *self, gs_train_breakdown *b);
   /* Optional: the epoch ends by samples, not by steps. For modes whose
    * workers may run different numbers of steps (asynchronous ones: a
    * straggler does fewer, the others more). Called after each step's
@@ -97,13 +89,4 @@ const train_sync_ops *train_sync_find(const char *name);
 /* Checks a whole sync spec ("ssp:2") with its mode's check: GS_ERR_PARSE
  * naming the spec for an unknown mode or a bad parameter. */
 gs_status train_sync_check(const char *spec);
-/* Whether the spec's mode runs on parameter servers (0 for unknown ones). */
-int train_sync_uses_servers(const char *spec);
-/* The modes' names, comma-separated, for messages. */
-const char *train_sync_names(void);
-
-/* The hidden share of communication: 1 - wait / comm, clamped to [0, 1]
- * (1 when nothing was communicated). */
-double train_sync_hidden(const train_sync_stats *s);
-
 #endif /* GRADSYNC_TRAIN_SYNC_H */

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "train.h"
+#include "train_ctx.h"
 
 typedef struct engine_sync {
   train_ctx *t;
@@ -94,7 +94,7 @@ static gs_status engine_flush(void *self) {
   return st;
 }
 
-static void engine_stats(void *self, train_sync_stats *out) {
+static void engine_stats(void *self, gs_train_stats *out) {
   engine_sync *s = self;
   gs_engine_stats es;
   memset(out, 0, sizeof *out);

@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "sync_ps.h"
-#include "train.h"
+#include "train_ctx.h"
 
 typedef enum { LOCAL_SGD, LOCAL_POST, LOCAL_DELAYED } local_kind;
 
@@ -44,7 +44,7 @@ typedef struct local_sync {
   int due;           /* average before the next forward */
   long bsp_steps;    /* post-local: BSP steps so far */
   long total_steps;  /* post-local: the run's steps (known at the first step) */
-  train_sync_stats st;
+  gs_train_stats st;
   long averages;
 } local_sync;
 
@@ -98,7 +98,8 @@ static gs_status local_create(train_ctx *t, void **self) {
   s->t = t;
   if (t->cfg->ps_servers > 0)
     return gs_error(GS_ERR_INVALID_ARG,
-                    "--sync %s averages parameters by all-reduce: not with --ps", t->cfg->sync);
+                    "%s %s averages parameters by all-reduce: not with %s",
+                    train_option(t->cfg, "sync"), t->cfg->sync, train_option(t->cfg, "ps_servers"));
   int kind = 0;
   gs_status st = train_local_parse(t->cfg->sync, &kind, &s->h, &s->bsp_frac);
   if (st != GS_OK) return st;
@@ -206,7 +207,7 @@ static gs_status local_flush(void *self) {
   return st;
 }
 
-static void local_stats(void *self, train_sync_stats *out) { *out = ((local_sync *)self)->st; }
+static void local_stats(void *self, gs_train_stats *out) { *out = ((local_sync *)self)->st; }
 
 static void local_describe(void *self, cJSON *json, char *text, size_t n) {
   local_sync *s = self;

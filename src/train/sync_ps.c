@@ -17,7 +17,7 @@
 
 #include "gradsync/ps.h"
 #include "sync_ps.h"
-#include "train.h"
+#include "train_ctx.h"
 
 static gs_status psm_check(const char *spec) {
   gs_ps_sync s;
@@ -51,7 +51,7 @@ typedef struct ps_sync {
   long samples;          /* the servers' count in the last answer */
   long first_epoch;      /* of this run (-1 until the first step): the
                             servers count from 0 after a --resume too */
-  train_sync_stats st;
+  gs_train_stats st;
 } ps_sync;
 
 static void ps_update(void *ctx, float *w, const float *grad, float *state, size_t n, float lr,
@@ -70,10 +70,10 @@ static gs_status psm_create(train_ctx *t, void **self) {
   *self = s;
   s->t = t;
   s->first_epoch = -1;
-  const train_config *c = t->cfg;
+  const gs_train_config *c = t->cfg;
   if (c->ps_servers < 1)
-    return gs_error(GS_ERR_INVALID_ARG, "--sync %s runs over parameter servers: it needs --ps S",
-                    c->sync);
+    return gs_error(GS_ERR_INVALID_ARG, "%s %s runs over parameter servers: it needs %s S",
+                    train_option(c, "sync"), c->sync, train_option(c, "ps_servers"));
   gs_status st = gs_ps_sync_parse(c->sync, &s->sync);
   if (st != GS_OK) return st;
   s->sgd = (gs_nn_sgd_config){.lr = c->lr, .momentum = c->momentum,
@@ -177,7 +177,7 @@ static gs_status psm_flush(void *self) {
   return s->started ? gs_ps_park(s->ps) : GS_OK;
 }
 
-static void psm_stats(void *self, train_sync_stats *out) { *out = ((ps_sync *)self)->st; }
+static void psm_stats(void *self, gs_train_stats *out) { *out = ((ps_sync *)self)->st; }
 
 static void psm_describe(void *self, cJSON *json, char *text, size_t n) {
   ps_sync *s = self;
@@ -210,7 +210,7 @@ static void psm_describe(void *self, cJSON *json, char *text, size_t n) {
   }
   if (text) {
     int len = snprintf(text, n,
-                       "%d parameter servers, --sync %s: this worker ran %ld BSP, %ld ASP, "
+                       "%d parameter servers, sync %s: this worker ran %ld BSP, %ld ASP, "
                        "%ld SSP steps, %ld switches",
                        s->t->cfg->ps_servers, sync, ps.bsp_steps, ps.asp_steps, ps.ssp_steps,
                        ps.switches);
@@ -232,11 +232,11 @@ static void psm_describe(void *self, cJSON *json, char *text, size_t n) {
 }
 
 /* The switch's own cost: a switch step's exchange beyond the mean one. */
-static void psm_breakdown(void *self, train_breakdown *b) {
+static void psm_breakdown(void *self, gs_train_breakdown *b) {
   ps_sync *s = self;
   double mean = s->steps ? s->step_s / (double)s->steps : 0;
   double extra = s->switch_step_s - (double)s->switches * mean;
-  train_breakdown_add(b, "switch", extra > 0 ? extra : 0);
+  gs_train_breakdown_add(b, "switch", extra > 0 ? extra : 0);
 }
 
 static gs_status psm_destroy(void *self) {

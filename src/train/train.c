@@ -7,10 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "optim_kfac.h"
 #include "sync_ps.h"
 #include "train_internal.h"
 
-void train_config_init(train_config *c) {
+void gs_train_config_init(gs_train_config *c) {
   memset(c, 0, sizeof *c);
   c->model = GS_NN_MODEL_CNN;
   c->epochs = 1;
@@ -24,6 +25,13 @@ void train_config_init(train_config *c) {
   c->optimizer = "sgd";
   c->prefetch = 1;
   c->async_momentum = -1;
+}
+
+void gs_train_result_free(gs_train_result *r) {
+  if (r == NULL) return;
+  gs_free(r->weights);
+  r->weights = NULL;
+  r->nweights = 0;
 }
 
 /* ---- The nn callbacks, into the sync mode --------------------------------- */
@@ -77,13 +85,13 @@ static gs_status run_hooks(train_ctx *t, hook_point p, const train_step *s) {
   return GS_OK;
 }
 
-static void sync_stats(train_ctx *t, train_sync_stats *out) {
+static void sync_stats(train_ctx *t, gs_train_stats *out) {
   memset(out, 0, sizeof *out);
   if (t->sync.ops->stats) t->sync.ops->stats(t->sync.self, out);
 }
 
-static train_sync_stats stats_diff(const train_sync_stats *a, const train_sync_stats *b) {
-  return (train_sync_stats){.messages = b->messages - a->messages, .bytes = b->bytes - a->bytes,
+static gs_train_stats stats_diff(const gs_train_stats *a, const gs_train_stats *b) {
+  return (gs_train_stats){.messages = b->messages - a->messages, .bytes = b->bytes - a->bytes,
                             .comm_s = b->comm_s - a->comm_s, .wait_s = b->wait_s - a->wait_s};
 }
 
@@ -127,9 +135,9 @@ static int evaluate(train_ctx *t, const gs_nn_dataset *test, double *acc, double
   gs_free(x);
   gs_free(y);
   gs_free(idx);
-  if (train_agree_status(&t->workers, st)) return 1;
+  if (gs_train_agree_status(&t->workers, st)) return 1;
   st = gs_allreduce(t->comm, GS_IN_PLACE, sums, 3, GS_F64, GS_SUM, GS_ALGO_MPI);
-  if (train_agree_status(&t->workers, st)) return 1;
+  if (gs_train_agree_status(&t->workers, st)) return 1;
   *acc = sums[2] > 0 ? sums[0] / sums[2] : 0;
   *loss = sums[2] > 0 ? sums[1] / sums[2] : 0;
   return 0;
@@ -137,7 +145,7 @@ static int evaluate(train_ctx *t, const gs_nn_dataset *test, double *acc, double
 
 /* ---- Checkpoints and other outputs --------------------------------------------------- */
 
-static void checkpoint_path(const train_config *c, char *buf, size_t n) {
+static void checkpoint_path(const gs_train_config *c, char *buf, size_t n) {
   snprintf(buf, n, "%s/checkpoint.gsck", c->checkpoint_dir);
 }
 
@@ -152,7 +160,7 @@ static int save_checkpoint(train_ctx *t, const train_data_id *data, long epoch, 
   const train_optim_ops *o = t->optim.ops;
   if (o->save_rank) {
     st = o->save_rank(t->optim.self, t->cfg->checkpoint_dir, t->rank, step);
-    if (train_agree_status(&t->workers, st)) return 1;
+    if (gs_train_agree_status(&t->workers, st)) return 1;
   }
   if (t->rank == 0) {
     /* The order that survives a kill anywhere: resume.c. */
@@ -164,7 +172,7 @@ static int save_checkpoint(train_ctx *t, const train_data_id *data, long epoch, 
     if (st == GS_OK && rename(next, path) != 0)
       st = gs_error(GS_ERR_IO, "%s: cannot rename %s over it: %s", path, next, strerror(errno));
   }
-  if (train_agree_status(&t->workers, st)) return 1;
+  if (gs_train_agree_status(&t->workers, st)) return 1;
   if (o->commit_rank) o->commit_rank(t->optim.self);
   return 0;
 }
@@ -173,23 +181,23 @@ static int save_checkpoint(train_ctx *t, const train_data_id *data, long epoch, 
  * directory (rank 0 writes it; created here) and each rank's timeline. */
 static gs_status check_outputs(const train_ctx *t) {
   const char *dir = t->cfg->checkpoint_dir;
+  const char *opt = train_option(t->cfg, "checkpoint_dir");
   if (dir && t->rank == 0) {
     struct stat sb;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-      return gs_error(GS_ERR_IO, "--checkpoint %s: cannot create the directory: %s", dir,
+      return gs_error(GS_ERR_IO, "%s %s: cannot create the directory: %s", opt, dir,
                       strerror(errno));
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-      return gs_error(GS_ERR_IO, "--checkpoint %s: not a directory", dir);
+      return gs_error(GS_ERR_IO, "%s %s: not a directory", opt, dir);
     if (access(dir, W_OK | X_OK) != 0)
-      return gs_error(GS_ERR_IO, "--checkpoint %s: cannot write there: %s", dir,
-                      strerror(errno));
+      return gs_error(GS_ERR_IO, "%s %s: cannot write there: %s", opt, dir, strerror(errno));
     char what[4200];
-    snprintf(what, sizeof what, "--checkpoint %s", dir);
-    gs_status st = train_probe_dir(dir, what);
+    snprintf(what, sizeof what, "%s %s", opt, dir);
+    gs_status st = gs_train_probe_dir(dir, what);
     if (st != GS_OK) return st;
   }
   const char *timeline = getenv("GRADSYNC_TIMELINE");
-  if (timeline && *timeline) return train_check_writable(timeline, "GRADSYNC_TIMELINE");
+  if (timeline && *timeline) return gs_train_check_writable(timeline, "GRADSYNC_TIMELINE");
   return GS_OK;
 }
 
@@ -203,17 +211,17 @@ static gs_status check_finite(train_ctx *t, long epoch, long step) {
   return gs_error(GS_ERR_INVALID_ARG,
                   "training diverged at epoch %ld, step %ld: the averaged gradient "
                   "of %s (the first layer in backward order that is not finite) "
-                  "holds a NaN or an infinity; lower --lr or check the data",
-                  epoch + 1, step + 1, bad);
+                  "holds a NaN or an infinity; lower %s or check the data",
+                  epoch + 1, step + 1, bad, train_option(t->cfg, "lr"));
 }
 
 /* A failure inside a step: collectives may be in flight on this rank,
  * which the others are waiting in, so no agreement can reach them. */
 static _Noreturn void step_failed(train_ctx *t, long epoch, long step) {
-  train_rank_abort(t->ranks, "epoch %ld, step %ld: %s", epoch + 1, step + 1, gs_last_error());
+  gs_train_rank_abort(t->ranks, "epoch %ld, step %ld: %s", epoch + 1, step + 1, gs_last_error());
 }
 
-static gs_nn_lr_schedule make_schedule(const train_config *c, long steps) {
+static gs_nn_lr_schedule make_schedule(const gs_train_config *c, long steps) {
   gs_nn_lr_schedule sched = {.base_lr = c->lr,
                              .warmup_steps = (long)(c->warmup_epochs * steps),
                              .total_steps = (long)c->epochs * steps};
@@ -229,18 +237,65 @@ static gs_nn_lr_schedule make_schedule(const train_config *c, long steps) {
 }
 
 /* The extensions' tables: explicit ones first, else by name. */
-static gs_status find_extensions(const train_config *c, const train_sync_ops **sync,
+static gs_status find_extensions(const gs_train_config *c, const train_sync_ops **sync,
                                  const train_optim_ops **optim) {
   *sync = c->sync_ops ? c->sync_ops : train_sync_find(c->sync ? c->sync : "engine");
   if (*sync == NULL)
     return gs_error(GS_ERR_INVALID_ARG, "unknown sync mode '%s' (%s)", c->sync,
-                    train_sync_names());
+                    gs_train_sync_names());
   *optim = c->optim_ops ? c->optim_ops : train_optim_find(c->optimizer ? c->optimizer : "sgd");
   if (*optim == NULL)
     return gs_error(GS_ERR_INVALID_ARG, "unknown optimizer '%s' (sgd or kfac)", c->optimizer);
-  if (c->nhooks < 0 || c->nhooks > TRAIN_MAX_HOOKS)
+  if (c->nhooks < 0 || c->nhooks > GS_TRAIN_MAX_HOOKS)
     return gs_error(GS_ERR_INVALID_ARG, "%d step hooks: at most %d", c->nhooks,
-                    TRAIN_MAX_HOOKS);
+                    GS_TRAIN_MAX_HOOKS);
+  return GS_OK;
+}
+
+/* The step hooks of a run: the configuration's explicit ones, then those its
+ * options imply (K-FAC sets itself up in a hook; the straggler is one). */
+static gs_status list_hooks(const gs_train_config *c, const train_optim_ops *optim,
+                            const train_hook_ops **hooks, int *n) {
+  *n = 0;
+  for (int i = 0; i < c->nhooks; i++) hooks[(*n)++] = c->hooks[i];
+  const train_hook_ops *implied[2];
+  int k = 0;
+  if (optim == &train_optim_kfac) implied[k++] = &train_hook_kfac;
+  if (c->straggler) implied[k++] = &train_hook_straggler;
+  for (int i = 0; i < k; i++) {
+    if (*n >= GS_TRAIN_MAX_HOOKS)
+      return gs_error(GS_ERR_INVALID_ARG, "%d step hooks and %s's: at most %d", c->nhooks,
+                      implied[i]->name, GS_TRAIN_MAX_HOOKS);
+    hooks[(*n)++] = implied[i];
+  }
+  return GS_OK;
+}
+
+/* Prefixes the last error with the field's name (a copy first: gs_error
+ * writes where gs_last_error points). */
+static gs_status field_error(const gs_train_config *c, const char *field, const char *sep) {
+  char why[1024];
+  snprintf(why, sizeof why, "%s", gs_last_error());
+  return gs_error(GS_ERR_PARSE, "%s%s%s", train_option(c, field), sep, why);
+}
+
+gs_status gs_train_config_check(const gs_train_config *c) {
+  if (c->sync_ops == NULL && c->sync && train_sync_check(c->sync) != GS_OK)
+    return field_error(c, "sync", ": ");
+  if (c->optim_ops == NULL && c->optimizer && train_optim_find(c->optimizer) == NULL)
+    return gs_error(GS_ERR_PARSE, "%s '%s' must be sgd or kfac", train_option(c, "optimizer"),
+                    c->optimizer);
+  if (c->schedule && strcmp(c->schedule, "const") && strcmp(c->schedule, "step") &&
+      strcmp(c->schedule, "cosine"))
+    return gs_error(GS_ERR_PARSE, "%s '%s' must be const, step or cosine",
+                    train_option(c, "schedule"), c->schedule);
+  if (c->straggler) {
+    int r;
+    double f;
+    long a, b;
+    if (train_straggler_parse(c->straggler, &r, &f, &a, &b) != GS_OK)
+      return field_error(c, "straggler", " ");
+  }
   return GS_OK;
 }
 
@@ -250,10 +305,9 @@ static gs_status find_extensions(const train_config *c, const train_sync_ops **s
 static gs_status run_epoch(train_ctx *t, train_batches *batches,
                            const gs_nn_lr_schedule *sched, long epoch, long *done,
                            double *loss_sum, long *correct, long *seen, double *steps_s,
-                           double e0, const train_sync_stats *s0, double *last_draw) {
-  const train_config *c = t->cfg;
+                           double e0, const gs_train_stats *s0) {
+  const gs_train_config *c = t->cfg;
   const long steps = t->steps_per_epoch;
-  const long log_every = steps / 20 > 1 ? steps / 20 : 1;
   const int owns_step = t->sync.ops->owns_step;
   /* By samples (the sync mode's epoch_done): as many steps as it takes. */
   const int by_samples = t->sync.ops->epoch_done != NULL;
@@ -299,18 +353,17 @@ static gs_status run_epoch(train_ctx *t, train_batches *batches,
       step++;
       break;
     }
-    /* A terminal's bar is redrawn at most 5 times a second; a log gets a
-     * line every 5% of the epoch. */
-    int draw = train_on_terminal() ? gs_now() - *last_draw > 0.2 : (step + 1) % log_every == 0;
-    if (t->rank == 0 && step + 1 < steps && draw && !c->json && !c->quiet) {
-      *last_draw = gs_now();
-      train_sync_stats s1, d;
+    if (step + 1 < steps && train_wants_progress(t)) {
+      gs_train_stats s1, d;
       sync_stats(t, &s1);
       d = stats_diff(s0, &s1);
       double el = gs_now() - e0;
-      train_progress(t, (int)epoch, step + 1, steps, *loss_sum / (step + 1),
-                     (double)*correct / *seen, el > 0 ? *seen * t->size / el : 0,
-                     train_sync_hidden(&d), 0);
+      gs_train_progress p = {.epoch = (int)epoch, .epochs = c->epochs, .step = step + 1,
+                             .steps = steps, .loss = *loss_sum / (step + 1),
+                             .accuracy = (double)*correct / *seen,
+                             .samples_per_s = el > 0 ? *seen * t->size / el : 0,
+                             .comm_hidden = gs_train_hidden(&d)};
+      train_progress(t, &p);
     }
   }
   train_batches_finish(batches);
@@ -327,8 +380,8 @@ static gs_status run_epoch(train_ctx *t, train_batches *batches,
 
 /* The workers' part, after set-up: the epochs. Returns 0 or 1 (agreed). */
 static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_dataset *test,
-                        const train_data_id *data, long start_epoch, train_result *res) {
-  const train_config *c = t->cfg;
+                        const train_data_id *data, long start_epoch, gs_train_result *res) {
+  const gs_train_config *c = t->cfg;
   gs_nn_sampler sampler = {0};
   train_batches *batches = NULL;
   int rc = 1;
@@ -342,43 +395,43 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
   if (st == GS_OK)
     st = train_batches_create(&batches, train, c->batch, gs_nn_input_size(t->net),
                               c->prefetch);
-  if (train_agree_status(&t->workers, st)) goto out;
+  if (gs_train_agree_status(&t->workers, st)) goto out;
   /* The ranks must run the same collectives: the same number of steps. */
   const int64_t shared[] = {steps};
   static const char *const shared_names[] = {"the steps per epoch"};
-  if (train_agree_equal(&t->workers, shared, shared_names, 1)) goto out;
+  if (gs_train_agree_equal(&t->workers, shared, shared_names, 1)) goto out;
   t->steps_per_epoch = steps;
 
   gs_nn_lr_schedule sched = make_schedule(c, steps);
-  double t_start = gs_now(), train_s = 0, last_acc = 0, last_draw = 0, compute_s = 0;
+  double t_start = gs_now(), train_s = 0, last_acc = 0, compute_s = 0;
   long images = 0;
-  train_sync_stats first;
+  gs_train_stats first;
   sync_stats(t, &first);
   for (long epoch = start_epoch; epoch < c->epochs; epoch++) {
     st = gs_nn_sampler_set_epoch(&sampler, epoch);
-    if (train_agree_status(&t->workers, st)) goto out;
+    if (gs_train_agree_status(&t->workers, st)) goto out;
     double e0 = gs_now(), loss_sum = 0, steps_s = 0;
     long correct = 0, seen = 0;
-    train_sync_stats s0, s1;
+    gs_train_stats s0, s1;
     sync_stats(t, &s0);
     train_batches_start(batches, sampler.indices, steps);
     long done = 0;
     st = run_epoch(t, batches, &sched, epoch, &done, &loss_sum, &correct, &seen, &steps_s, e0,
-                   &s0, &last_draw);
-    if (train_agree_status(&t->workers, st)) goto out;
+                   &s0);
+    if (gs_train_agree_status(&t->workers, st)) goto out;
     double epoch_s = gs_now() - e0;
     train_s += epoch_s;
     /* The samples of every worker (they may have run different steps). */
     int64_t all_seen = seen;
     if (t->sync.ops->epoch_done) {
       st = gs_allreduce(t->comm, GS_IN_PLACE, &all_seen, 1, GS_I64, GS_SUM, GS_ALGO_MPI);
-      if (train_agree_status(&t->workers, st)) goto out;
+      if (gs_train_agree_status(&t->workers, st)) goto out;
     } else {
       all_seen *= t->size;
     }
     images += all_seen;
     sync_stats(t, &s1);
-    train_sync_stats d = stats_diff(&s0, &s1);
+    gs_train_stats d = stats_diff(&s0, &s1);
     compute_s += steps_s - d.wait_s;
     double acc = 0, test_loss = 0;
     if (evaluate(t, test, &acc, &test_loss)) goto out;
@@ -386,26 +439,30 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
       goto out;
     last_acc = acc;
     res->epochs_done = epoch + 1;
-    if (!c->json)
-      train_progress(t, (int)epoch, steps, steps, loss_sum / done, (double)correct / seen,
-                     all_seen / epoch_s, train_sync_hidden(&d), 1);
-    train_print_epoch(t, epoch + 1, epoch_s, loss_sum / done, test_loss, acc,
-                      all_seen / epoch_s, &d);
+    gs_train_progress p = {.epoch = (int)epoch, .epochs = c->epochs, .step = steps,
+                           .steps = steps, .loss = loss_sum / done,
+                           .accuracy = (double)correct / seen,
+                           .samples_per_s = all_seen / epoch_s,
+                           .comm_hidden = gs_train_hidden(&d), .final = 1};
+    train_progress(t, &p);
+    gs_train_epoch ep = {.epoch = epoch + 1, .seconds = epoch_s, .train_loss = loss_sum / done,
+                         .test_loss = test_loss, .test_accuracy = acc,
+                         .samples_per_s = all_seen / epoch_s, .comm = d};
+    train_epoch_done(t, &ep);
   }
-  train_sync_stats last;
+  gs_train_stats last;
   sync_stats(t, &last);
-  train_sync_stats all = stats_diff(&first, &last);
-  train_breakdown_add(&res->breakdown, "compute", compute_s > 0 ? compute_s : 0);
-  train_breakdown_add(&res->breakdown, "comm", all.comm_s);
-  train_breakdown_add(&res->breakdown, "exposed_comm", all.wait_s);
+  gs_train_stats all = stats_diff(&first, &last);
+  gs_train_breakdown_add(&res->breakdown, "compute", compute_s > 0 ? compute_s : 0);
+  gs_train_breakdown_add(&res->breakdown, "comm", all.comm_s);
+  gs_train_breakdown_add(&res->breakdown, "exposed_comm", all.wait_s);
   if (t->sync.ops->breakdown) t->sync.ops->breakdown(t->sync.self, &res->breakdown);
   if (t->optim.ops->breakdown) t->optim.ops->breakdown(t->optim.self, &res->breakdown);
   for (int i = 0; i < t->nhooks; i++)
     if (t->hooks[i].ops->breakdown) t->hooks[i].ops->breakdown(t->hooks[i].self, &res->breakdown);
   res->sync = last;
   res->test_accuracy = last_acc;
-  train_print_summary(t, train_s, gs_now() - t_start, images, last_acc, &last,
-                      &res->breakdown);
+  train_summary(t, train_s, gs_now() - t_start, images, last_acc, &last, &res->breakdown);
   rc = 0;
 out:
   train_batches_destroy(batches);
@@ -417,7 +474,7 @@ out:
  * data, model, optimizer, checkpoint, outputs. */
 static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *test,
                              int loaded, train_data_id *data, long *start_epoch) {
-  const train_config *c = t->cfg;
+  const gs_train_config *c = t->cfg;
   const train_sync_ops *sync_ops = NULL;
   const train_optim_ops *optim_ops = NULL;
   gs_status st = find_extensions(c, &sync_ops, &optim_ops);
@@ -426,8 +483,8 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
   if (st == GS_OK) st = train_check_data(c, train, 1);
   if (st == GS_OK) st = train_check_data(c, test, 0);
   if (st == GS_OK && c->checkpoint_dir) train_data_identify(c, train, data);
-  gs_nn_model_options mopt = {.c = TRAIN_IN_C, .h = TRAIN_IN_H, .w = TRAIN_IN_W,
-                              .classes = TRAIN_CLASSES, .dropout = c->dropout};
+  gs_nn_model_options mopt = {.c = GS_TRAIN_IN_C, .h = GS_TRAIN_IN_H, .w = GS_TRAIN_IN_W,
+                              .classes = GS_TRAIN_CLASSES, .dropout = c->dropout};
   if (st == GS_OK) st = gs_nn_model_create(&t->net, c->model, c->batch, c->seed, &mopt);
   if (st == GS_OK) {
     t->nparams = gs_nn_param_count(t->net);
@@ -454,15 +511,16 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
  * is loaded: every rank has the same options and size, so every rank finds
  * the same answer, and rank 0 alone says it. GS_OK or GS_ERR_INVALID_ARG
  * with the message. */
-static gs_status check_job_size(const train_config *c, int size) {
+static gs_status check_job_size(const gs_train_config *c, int size) {
   int workers = size - (c->ps_servers > 0 ? c->ps_servers : 0);
+  const char *ps = train_option(c, "ps_servers"), *strag = train_option(c, "straggler");
   if (c->ps_servers > 0 && workers < 1 && size == 1)
-    return gs_error(GS_ERR_INVALID_ARG, "--ps %d: a job of 1 rank can have no parameter "
-                    "server (a server needs at least one worker rank beside it)",
+    return gs_error(GS_ERR_INVALID_ARG, "%s %d: a job of 1 rank can have no parameter "
+                    "server (a server needs at least one worker rank beside it)", ps,
                     c->ps_servers);
   if (c->ps_servers > 0 && workers < 1)
-    return gs_error(GS_ERR_INVALID_ARG, "--ps %d: a job of %d ranks can have at most %d "
-                    "parameter server%s (at least one rank must be a worker)",
+    return gs_error(GS_ERR_INVALID_ARG, "%s %d: a job of %d ranks can have at most %d "
+                    "parameter server%s (at least one rank must be a worker)", ps,
                     c->ps_servers, size, size - 1, size - 1 == 1 ? "" : "s");
   if (c->straggler) {
     int r = -1;
@@ -471,26 +529,26 @@ static gs_status check_job_size(const train_config *c, int size) {
     gs_status st = train_straggler_parse(c->straggler, &r, &f, &a, &b);
     if (st != GS_OK) return st;
     if (r >= workers && c->ps_servers > 0 && r < size)
-      return gs_error(GS_ERR_INVALID_ARG, "--straggler %s: rank %d is a parameter server, "
-                      "not a worker: this job's workers are ranks 0 to %d (--ps %d makes "
-                      "the last %d rank%s servers)", c->straggler, r, workers - 1,
+      return gs_error(GS_ERR_INVALID_ARG, "%s %s: rank %d is a parameter server, "
+                      "not a worker: this job's workers are ranks 0 to %d (%s %d makes "
+                      "the last %d rank%s servers)", strag, c->straggler, r, workers - 1, ps,
                       c->ps_servers, c->ps_servers, c->ps_servers == 1 ? "" : "s");
     if (r >= workers)
-      return gs_error(GS_ERR_INVALID_ARG, "--straggler %s: this job has no rank %d "
-                      "(its ranks are 0 to %d)", c->straggler, r, size - 1);
+      return gs_error(GS_ERR_INVALID_ARG, "%s %s: this job has no rank %d "
+                      "(its ranks are 0 to %d)", strag, c->straggler, r, size - 1);
   }
   return GS_OK;
 }
 
-int train_run(const train_config *cfg, const train_ranks *ranks, train_result *result) {
-  train_result local_result;
-  train_result *res = result ? result : &local_result;
+int gs_train_run(const gs_train_config *cfg, const gs_train_ranks *ranks, gs_train_result *result) {
+  gs_train_result local_result;
+  gs_train_result *res = result ? result : &local_result;
   memset(res, 0, sizeof *res);
   if (check_job_size(cfg, ranks->size) != GS_OK) {
     if (ranks->rank == 0) {
-      train_ranks whole = *ranks;
+      gs_train_ranks whole = *ranks;
       whole.size = 0; /* the job's options: no rank prefix */
-      train_rank_error(&whole, "%s", gs_last_error());
+      gs_train_rank_error(&whole, "%s", gs_last_error());
     }
     return 2;
   }
@@ -508,16 +566,16 @@ int train_run(const train_config *cfg, const train_ranks *ranks, train_result *r
   if (cfg->data_cache && train_data_cached(t, &train, &test, &st)) goto out;
   if (st == GS_OK) st = setup_local(t, &train, &test, cfg->data_cache != NULL, &data,
                                     &start_epoch);
-  if (train_agree_status(ranks, st)) goto out;
+  if (gs_train_agree_status(ranks, st)) goto out;
   /* The ranks must run the same collectives: the same parameters and the
    * same epochs. */
   const int64_t shared[] = {(int64_t)gs_nn_param_total(t->net), cfg->epochs, start_epoch};
-  static const char *const shared_names[] = {"the parameter count", "--epochs",
-                                             "the checkpoint's epoch"};
-  if (train_agree_equal(ranks, shared, shared_names, 3)) goto out;
-  if (start_epoch >= cfg->epochs && t->rank == 0 && !cfg->json && !cfg->quiet)
-    printf("the checkpoint in %s is at epoch %ld: nothing left to train\n",
-           cfg->checkpoint_dir, start_epoch);
+  const char *const shared_names[] = {"the parameter count", train_option(cfg, "epochs"),
+                                      "the checkpoint's epoch"};
+  if (gs_train_agree_equal(ranks, shared, shared_names, 3)) goto out;
+  if (start_epoch >= cfg->epochs)
+    train_note(t, "the checkpoint in %s is at epoch %ld: nothing left to train",
+               cfg->checkpoint_dir, start_epoch);
   res->epochs_done = start_epoch;
 
   /* Every replica starts from rank 0's weights; then the sync mode and the
@@ -528,19 +586,22 @@ int train_run(const train_config *cfg, const train_ranks *ranks, train_result *r
     st = t->sync.ops->create(t, &t->sync.self);
     if (st == GS_OK) set_callbacks(t, 1);
   }
-  t->workers = (train_ranks){.verb = ranks->verb, .comm = t->comm, .rank = t->rank,
+  t->workers = (gs_train_ranks){.job = ranks->job, .comm = t->comm, .rank = t->rank,
                              .size = t->size};
-  for (int i = 0; i < cfg->nhooks && st == GS_OK; i++) {
-    t->hooks[i].ops = cfg->hooks[i];
-    st = cfg->hooks[i]->create ? cfg->hooks[i]->create(t, &t->hooks[i].self) : GS_OK;
+  const train_hook_ops *hooks[GS_TRAIN_MAX_HOOKS];
+  int nhooks = 0;
+  if (st == GS_OK) st = list_hooks(cfg, t->optim.ops, hooks, &nhooks);
+  for (int i = 0; i < nhooks && st == GS_OK; i++) {
+    t->hooks[i].ops = hooks[i];
+    st = hooks[i]->create ? hooks[i]->create(t, &t->hooks[i].self) : GS_OK;
     t->nhooks = i + 1;
   }
-  if (train_agree_status(ranks, st)) goto out;
+  if (gs_train_agree_status(ranks, st)) goto out;
 
   if (t->sync.ops->is_worker && !t->sync.ops->is_worker(t->sync.self)) {
     /* Not a worker (a server): the mode runs this rank's part. */
     st = t->sync.ops->serve(t->sync.self);
-    if (st != GS_OK) train_rank_error(ranks, "%s", gs_last_error());
+    if (st != GS_OK) gs_train_rank_error(ranks, "%s", gs_last_error());
     rc = st != GS_OK;
     goto out;
   }
@@ -560,7 +621,7 @@ out:
   for (int i = t->nhooks - 1; i >= 0; i--)
     if (t->hooks[i].ops->destroy) t->hooks[i].ops->destroy(t->hooks[i].self);
   if (t->sync.self && t->sync.ops->destroy(t->sync.self) != GS_OK) {
-    train_rank_error(ranks, "%s", gs_last_error());
+    gs_train_rank_error(ranks, "%s", gs_last_error());
     rc = 1;
   }
   if (t->optim.ops) t->optim.ops->destroy(t->optim.self);

@@ -4,15 +4,15 @@
 
 #include <stdio.h>
 
-#include "train.h"
+#include "train_ctx.h"
 
 struct cJSON;
 
 /* ---- Data (data.c) ---- */
-gs_status train_load_data(const train_config *c, gs_nn_dataset *train, gs_nn_dataset *test);
+gs_status train_load_data(const gs_train_config *c, gs_nn_dataset *train, gs_nn_dataset *test);
 /* A data set the model cannot take is an error before training: the image
  * shape, the class count and every label are checked against the model. */
-gs_status train_check_data(const train_config *c, const gs_nn_dataset *ds, int train);
+gs_status train_check_data(const gs_train_config *c, const gs_nn_dataset *ds, int train);
 
 /* ---- The data cache (data_cache.c) ---- */
 /* --data-cache: fills train and test from the cache or the source
@@ -30,7 +30,7 @@ typedef struct train_data_id {
   int classes;
   uint32_t crc32;   /* of the decoded images and labels */
 } train_data_id;
-void train_data_identify(const train_config *c, const gs_nn_dataset *ds, train_data_id *id);
+void train_data_identify(const gs_train_config *c, const gs_nn_dataset *ds, train_data_id *id);
 /* Rank 0, after saving the next checkpoint to ckpt_path at the end of epoch
  * (1-based count done) and before renaming it into place: writes
  * DIR/checkpoint.json describing the run and that file, with the
@@ -63,15 +63,13 @@ gs_status train_batches_get(train_batches *b, long step, long steps, float **x, 
 void train_batches_finish(train_batches *b);
 void train_batches_destroy(train_batches *b);
 
-/* ---- Output (report.c) ---- */
-/* Whether the user watches a terminal. */
-int train_on_terminal(void);
-void train_progress(const train_ctx *t, int epoch, long step, long steps, double loss,
-                    double acc, double img_s, double hidden, int final);
-void train_print_epoch(const train_ctx *t, long epoch, double epoch_s, double train_loss,
-                       double test_loss, double acc, double img_s, const train_sync_stats *d);
-void train_print_summary(const train_ctx *t, double train_s, double wall_s, long images,
-                         double last_acc, const train_sync_stats *s,
-                         const train_breakdown *b);
+/* ---- Events and names (report.c) ---- */
+/* The events, on the first worker rank only (nothing elsewhere). */
+void train_note(const train_ctx *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int train_wants_progress(const train_ctx *t);
+void train_progress(const train_ctx *t, const gs_train_progress *p);
+void train_epoch_done(const train_ctx *t, const gs_train_epoch *e);
+void train_summary(const train_ctx *t, double train_s, double wall_s, long images,
+                   double last_acc, const gs_train_stats *s, const gs_train_breakdown *b);
 
 #endif /* GRADSYNC_TRAIN_INTERNAL_H */

@@ -24,7 +24,7 @@
 
 #include <mpi.h>
 
-#include "train.h"
+#include "train_ctx.h"
 
 /* 48 samples per step in all: 48, 24 or 16 per rank on 1, 2 or 3 ranks. */
 enum { SAMPLES = 4096, STEPS = 8, GLOBAL_BATCH = 48 };
@@ -93,14 +93,13 @@ static double rel_diff(const float *a, const float *ref, size_t n) {
   return rmax > 0 ? dmax / rmax : dmax;
 }
 
-static void base_config(train_config *c) {
-  train_config_init(c);
+static void base_config(gs_train_config *c) {
+  gs_train_config_init(c);
   c->model = GS_NN_MODEL_MLP;
   c->synthetic = SAMPLES;
   c->batch = GLOBAL_BATCH / size_;
   c->max_steps = STEPS;
   c->policy = "wfbp";
-  c->quiet = 1;
 }
 
 /* ---- A sync mode of the test's own: all-reduce after backward ---------- */
@@ -149,7 +148,7 @@ static gs_status ar_flush(void *self) {
   return GS_OK;
 }
 
-static void ar_stats(void *self, train_sync_stats *out) {
+static void ar_stats(void *self, gs_train_stats *out) {
   allreduce_sync *s = self;
   out->messages = (uint64_t)s->end_calls;
   out->bytes = (uint64_t)s->end_calls * gs_nn_param_total(s->t->net) * sizeof(float);
@@ -191,9 +190,9 @@ static gs_status hk_bf(void *s, const train_step *st) { (void)s; (void)st; retur
 static gs_status hk_af(void *s, const train_step *st) { (void)s; (void)st; return hk_note('F'); }
 static gs_status hk_bb(void *s, const train_step *st) { (void)s; (void)st; return hk_note('b'); }
 static gs_status hk_ab(void *s, const train_step *st) { (void)s; (void)st; return hk_note('B'); }
-static void hk_breakdown(void *s, train_breakdown *b) {
+static void hk_breakdown(void *s, gs_train_breakdown *b) {
   (void)s;
-  train_breakdown_add(b, "hook_test", 1.5);
+  gs_train_breakdown_add(b, "hook_test", 1.5);
 }
 
 static const train_hook_ops hook_ops = {
@@ -213,16 +212,16 @@ int main(int argc, char **argv) {
     printf("FAIL gs_comm_create: %s\n", gs_last_error());
     return 1;
   }
-  train_ranks ranks = {.verb = "train-test", .comm = comm, .rank = rank_, .size = size_};
+  gs_train_ranks ranks = {.job = "train-test", .comm = comm, .rank = rank_, .size = size_};
   size_t nref = 0;
   float *ref = reference_weights(&nref);
-  train_config c;
-  train_result res;
+  gs_train_config c;
+  gs_train_result res;
   int rc;
 
   /* The engine path against the reference. */
   base_config(&c);
-  rc = train_run(&c, &ranks, &res);
+  rc = gs_train_run(&c, &ranks, &res);
   CHECK(rc == 0, "engine run: exit %d", rc);
   if (rc == 0) {
     CHECK(res.nweights == nref, "%zu weights, the reference has %zu", res.nweights, nref);
@@ -233,13 +232,13 @@ int main(int argc, char **argv) {
       CHECK(d <= 1e-4, "%d ranks: differ from the reference by %g", size_, d);
     CHECK(res.epochs_done == 1, "epochs done %ld", res.epochs_done);
     CHECK(res.sync.messages > 0, "the engine reported no collectives");
-    CHECK(train_breakdown_get(&res.breakdown, "compute") > 0, "no compute time");
+    CHECK(gs_train_breakdown_get(&res.breakdown, "compute") > 0, "no compute time");
     /* The prefetch thread changes when batches are gathered, never what
      * they hold: the weights without it are bitwise the same. */
-    train_result res2;
+    gs_train_result res2;
     base_config(&c);
     c.prefetch = 0;
-    rc = train_run(&c, &ranks, &res2);
+    rc = gs_train_run(&c, &ranks, &res2);
     CHECK(rc == 0, "engine run without prefetch: exit %d", rc);
     if (rc == 0) {
       CHECK(memcmp(res2.weights, res.weights, nref * sizeof(float)) == 0,
@@ -256,7 +255,7 @@ int main(int argc, char **argv) {
   c.sync_ops = &allreduce_ops;
   c.hooks[0] = &hook_ops;
   c.nhooks = 1;
-  rc = train_run(&c, &ranks, &res);
+  rc = gs_train_run(&c, &ranks, &res);
   CHECK(rc == 0, "test sync mode: exit %d", rc);
   if (rc == 0) {
     double d = rel_diff(res.weights, ref, nref);
@@ -269,7 +268,7 @@ int main(int argc, char **argv) {
     char want[4 * STEPS + 1] = "";
     for (int s = 0; s < STEPS; s++) strcat(want, "fFbB");
     CHECK(strcmp(hook_log, want) == 0, "hooks ran as '%s', expected '%s'", hook_log, want);
-    CHECK(train_breakdown_get(&res.breakdown, "hook_test") == 1.5, "the hook's bucket is missing");
+    CHECK(gs_train_breakdown_get(&res.breakdown, "hook_test") == 1.5, "the hook's bucket is missing");
     gs_free(res.weights);
   }
   /* Every gradient once per step (the mlp has 6 tensors). */
@@ -283,26 +282,26 @@ int main(int argc, char **argv) {
     c.synthetic = 0;
     c.data_dir = "/nonexistent/gradsync-test";
   }
-  rc = train_run(&c, &ranks, NULL);
+  rc = gs_train_run(&c, &ranks, NULL);
   CHECK(rc == 1, "data missing on rank %d alone: exit %d, expected 1", size_ - 1, rc);
 
   if (size_ > 1) {
     base_config(&c);
     if (rank_ == 1) c.epochs = 2;
-    rc = train_run(&c, &ranks, NULL);
+    rc = gs_train_run(&c, &ranks, NULL);
     CHECK(rc == 1, "ranks disagreeing on --epochs: exit %d, expected 1", rc);
   }
 
   base_config(&c);
   c.sync = "nonesuch";
-  rc = train_run(&c, &ranks, NULL);
+  rc = gs_train_run(&c, &ranks, NULL);
   CHECK(rc == 1, "an unknown sync mode: exit %d, expected 1", rc);
 
   base_config(&c);
   memset(&probe, 0, sizeof probe);
   probe.fail_create_on = size_ - 1;
   c.sync_ops = &allreduce_ops;
-  rc = train_run(&c, &ranks, NULL);
+  rc = gs_train_run(&c, &ranks, NULL);
   CHECK(rc == 1, "sync set-up failing on rank %d alone: exit %d, expected 1", size_ - 1, rc);
 
   free(ref);

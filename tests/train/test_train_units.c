@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train.h"
+#include "gradsync/train.h"
 
 static int fails;
 #define CHECK(cond, ...)                           \
@@ -53,25 +53,25 @@ static void gather_bounds(void) {
 }
 
 static void breakdown(void) {
-  train_breakdown b = {0};
-  CHECK(train_breakdown_add(&b, "compute", 1.0) == 0, "add compute");
-  CHECK(train_breakdown_add(&b, "comm", 0.5) == 0, "add comm");
-  CHECK(train_breakdown_add(&b, "compute", 2.0) == 0, "add compute again");
+  gs_train_breakdown b = {0};
+  CHECK(gs_train_breakdown_add(&b, "compute", 1.0) == 0, "add compute");
+  CHECK(gs_train_breakdown_add(&b, "comm", 0.5) == 0, "add comm");
+  CHECK(gs_train_breakdown_add(&b, "compute", 2.0) == 0, "add compute again");
   CHECK(b.n == 2 && strcmp(b.bucket[0].name, "compute") == 0, "order of first use");
-  CHECK(train_breakdown_get(&b, "compute") == 3.0, "compute sums to %g",
-        train_breakdown_get(&b, "compute"));
-  CHECK(train_breakdown_get(&b, "nothing") == 0, "a missing bucket reads 0");
-  char longname[TRAIN_BREAKDOWN_NAME + 1];
+  CHECK(gs_train_breakdown_get(&b, "compute") == 3.0, "compute sums to %g",
+        gs_train_breakdown_get(&b, "compute"));
+  CHECK(gs_train_breakdown_get(&b, "nothing") == 0, "a missing bucket reads 0");
+  char longname[GS_TRAIN_BREAKDOWN_NAME + 1];
   memset(longname, 'a', sizeof longname - 1);
   longname[sizeof longname - 1] = '\0';
-  CHECK(train_breakdown_add(&b, longname, 1) == -1 && b.n == 2, "a too long name is refused");
-  for (int i = b.n; i < TRAIN_BREAKDOWN_MAX; i++) {
+  CHECK(gs_train_breakdown_add(&b, longname, 1) == -1 && b.n == 2, "a too long name is refused");
+  for (int i = b.n; i < GS_TRAIN_BREAKDOWN_MAX; i++) {
     char name[16];
     snprintf(name, sizeof name, "b%d", i);
-    CHECK(train_breakdown_add(&b, name, 1) == 0, "bucket %d", i);
+    CHECK(gs_train_breakdown_add(&b, name, 1) == 0, "bucket %d", i);
   }
-  CHECK(train_breakdown_add(&b, "one_too_many", 1) == -1 && b.n == TRAIN_BREAKDOWN_MAX,
-        "more than %d buckets are refused", TRAIN_BREAKDOWN_MAX);
+  CHECK(gs_train_breakdown_add(&b, "one_too_many", 1) == -1 && b.n == GS_TRAIN_BREAKDOWN_MAX,
+        "more than %d buckets are refused", GS_TRAIN_BREAKDOWN_MAX);
 }
 
 int main(void) {

@@ -23,7 +23,7 @@
 
 #include "gradsync.h"
 #include "optim_kfac.h"
-#include "train.h"
+#include "gradsync/train.h"
 
 static int fail(const char *what) {
   printf("FAIL %s: %s\n", what, gs_last_error());
@@ -32,19 +32,19 @@ static int fail(const char *what) {
 }
 
 /* Job `job`'s configuration: the same whatever the ranks it runs on. */
-static void job_config(char job, train_config *c, train_kfac_options *k) {
-  train_config_init(c);
+static void job_config(char job, gs_train_config *c, gs_train_kfac_options *k) {
+  gs_train_config_init(c);
   c->model = GS_NN_MODEL_MLP;
   c->synthetic = 256;
   c->batch = 16;
   c->max_steps = 6;
-  c->quiet = 1;
   c->policy = "wfbp";
   if (job == 'A') {
-    train_kfac_options_init(k);
+    gs_train_kfac_options_init(k);
     k->inv_every = 2;
-    c->momentum = TRAIN_KFAC_MOMENTUM;
-    if (train_kfac_config(c, k) != GS_OK) abort(); /* the table is empty */
+    c->momentum = GS_TRAIN_KFAC_MOMENTUM;
+    c->optimizer = "kfac";
+    c->kfac = k;
   } else if (job == 'B') {
     c->ps_servers = 1;
     c->sync = "bsp";
@@ -58,12 +58,12 @@ static int run_job(char job, MPI_Comm mpi, const char *outdir, const char *mode)
   MPI_Comm_size(mpi, &size);
   gs_comm *comm = NULL;
   if (gs_comm_create(mpi, &comm) != GS_OK) return fail("gs_comm_create");
-  train_ranks ranks = {.verb = "two-jobs", .comm = comm, .rank = rank, .size = size};
-  train_config c;
-  train_kfac_options k;
+  gs_train_ranks ranks = {.job = "two-jobs", .comm = comm, .rank = rank, .size = size};
+  gs_train_config c;
+  gs_train_kfac_options k;
   job_config(job, &c, &k);
-  train_result res;
-  int rc = train_run(&c, &ranks, &res);
+  gs_train_result res;
+  int rc = gs_train_run(&c, &ranks, &res);
   if (rc != 0) {
     printf("FAIL job %c (%s) on rank %d of %d: exit %d\n", job, mode, rank, size, rc);
   } else if (rank == 0) { /* a worker in every job: servers are the last ranks */

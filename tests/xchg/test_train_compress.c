@@ -17,7 +17,7 @@
 
 #include <mpi.h>
 
-#include "train.h"
+#include "gradsync/train.h"
 
 enum { SAMPLES = 2048, STEPS = 6, GLOBAL_BATCH = 48 };
 
@@ -34,8 +34,8 @@ static int fails, rank_, size_;
     }                                                               \
   } while (0)
 
-static void base_config(train_config *c) {
-  train_config_init(c);
+static void base_config(gs_train_config *c) {
+  gs_train_config_init(c);
   c->model = GS_NN_MODEL_MLP;
   c->synthetic = SAMPLES;
   c->batch = GLOBAL_BATCH / size_;
@@ -44,15 +44,14 @@ static void base_config(train_config *c) {
    * over each group, so the same seed gives the same weights only with
    * the same groups. */
   c->policy = "wfbp";
-  c->quiet = 1;
 }
 
 /* Runs one configuration; returns its weights (NULL on failure). */
-static float *run(train_config *c, const train_ranks *ranks, size_t *n, uint64_t *bytes,
+static float *run(gs_train_config *c, const gs_train_ranks *ranks, size_t *n, uint64_t *bytes,
                   int want_rc) {
-  train_result res;
+  gs_train_result res;
   memset(&res, 0, sizeof res);
-  int rc = train_run(c, ranks, &res);
+  int rc = gs_train_run(c, ranks, &res);
   CHECK(rc == want_rc, "compress %s: exit %d, expected %d", c->compress ? c->compress : "-",
         rc, want_rc);
   if (rc != 0) return NULL;
@@ -73,8 +72,8 @@ int main(int argc, char **argv) {
     printf("FAIL gs_comm_create: %s\n", gs_last_error());
     return 1;
   }
-  train_ranks ranks = {.verb = "train-test", .comm = comm, .rank = rank_, .size = size_};
-  train_config c;
+  gs_train_ranks ranks = {.job = "train-test", .comm = comm, .rank = rank_, .size = size_};
+  gs_train_config c;
   size_t n0 = 0, n1 = 0, n2 = 0, n3 = 0, n4 = 0;
   uint64_t dense_bytes = 0, topk_bytes = 0;
 

@@ -1,0 +1,163 @@
+/* What `gradsync train` shows of a run: the training library's events
+ * (gs_train_events) as a progress bar or log lines, per-epoch lines and a
+ * summary, in text or JSON lines; and the flags that name the library's
+ * options in its messages. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "gradsync.h"
+#include "gradsync/train.h"
+
+/* `gradsync run` says in GRADSYNC_TTY whether the user watches a terminal,
+ * since ranks write to mpirun's pseudo-terminal even when the user's output
+ * is a file. */
+static int on_terminal(void) {
+  const char *s = getenv("GRADSYNC_TTY");
+  if (s && *s) return strcmp(s, "1") == 0;
+  return isatty(STDOUT_FILENO);
+}
+
+static void progress(void *user, const gs_train_progress *p) {
+  cli_train_view *v = user;
+  if (v->json) return;
+  if (!p->final) {
+    /* A terminal's bar is redrawn at most 5 times a second; a log gets a
+     * line every 5% of the epoch. */
+    long every = p->steps / 20 > 1 ? p->steps / 20 : 1;
+    if (v->terminal ? gs_now() - v->last_draw <= 0.2 : p->step % every != 0) return;
+    v->last_draw = gs_now();
+  }
+  if (v->terminal) {
+    int width = 30, done = p->steps ? (int)(width * p->step / p->steps) : width;
+    printf("\repoch %d/%d [", p->epoch + 1, p->epochs);
+    for (int i = 0; i < width; i++) putchar(i < done ? '#' : '.');
+    printf("] %3ld%% loss %.4f acc %5.1f%% %7.0f img/s comm hidden %3.0f%%",
+           p->steps ? 100 * p->step / p->steps : 100, p->loss, 100 * p->accuracy,
+           p->samples_per_s, 100 * p->comm_hidden);
+    if (p->final) putchar('\n');
+  } else {
+    printf("epoch %d/%d step %ld/%ld loss %.4f acc %.1f%% %.0f img/s comm hidden %.0f%%\n",
+           p->epoch + 1, p->epochs, p->step, p->steps, p->loss, 100 * p->accuracy,
+           p->samples_per_s, 100 * p->comm_hidden);
+  }
+  fflush(stdout);
+}
+
+static void epoch(void *user, const gs_train_epoch *e) {
+  cli_train_view *v = user;
+  if (!v->json) {
+    printf("epoch %ld: %.1f s, test accuracy %.2f%%, test loss %.4f\n", e->epoch, e->seconds,
+           100 * e->test_accuracy, e->test_loss);
+    fflush(stdout);
+    return;
+  }
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddNumberToObject(j, "epoch", (double)e->epoch);
+  cli_json_add(j, "epoch_s", e->seconds, "%.3f");
+  cli_json_add(j, "train_loss", e->train_loss, "%.5f");
+  cli_json_add(j, "test_loss", e->test_loss, "%.5f");
+  cli_json_add(j, "test_accuracy", e->test_accuracy, "%.4f");
+  cli_json_add(j, "images_per_s", e->samples_per_s, "%.1f");
+  cli_json_add(j, "comm_s", e->comm.comm_s, "%.3f");
+  cli_json_add(j, "comm_hidden", gs_train_hidden(&e->comm), "%.3f");
+  cJSON_AddNumberToObject(j, "bytes_sent", (double)e->comm.bytes);
+  cli_print_json(stdout, j);
+  fflush(stdout);
+}
+
+static void summary_json(const gs_train_summary *s) {
+  cJSON *m = cJSON_CreateObject();
+  cJSON_AddStringToObject(m, "model", s->model);
+  cJSON_AddNumberToObject(m, "ranks", s->ranks);
+  cJSON_AddNumberToObject(m, "epochs", s->epochs);
+  cJSON_AddNumberToObject(m, "batch_per_rank", s->batch);
+  cJSON_AddStringToObject(m, "sync", s->sync);
+  cJSON_AddStringToObject(m, "optimizer", s->optimizer);
+  cli_json_add(m, "momentum", s->momentum, "%g");
+  cJSON_AddStringToObject(m, "data", s->data);
+  /* The sync mode's own fields, in its order. */
+  for (const cJSON *f = s->sync_json ? s->sync_json->child : NULL; f; f = f->next)
+    cJSON_AddItemToObject(m, f->string, cJSON_Duplicate(f, 1));
+  cli_json_add(m, "train_s", s->train_s, "%.3f");
+  cli_json_add(m, "wall_s", s->wall_s, "%.3f");
+  cli_json_add(m, "images_per_s", s->samples_per_s, "%.1f");
+  cli_json_add(m, "test_accuracy", s->test_accuracy, "%.4f");
+  cJSON_AddNumberToObject(m, "messages", (double)s->comm.messages);
+  cJSON_AddNumberToObject(m, "bytes_sent", (double)s->comm.bytes);
+  cli_json_add(m, "comm_s", s->comm.comm_s, "%.3f");
+  cli_json_add(m, "comm_hidden", gs_train_hidden(&s->comm), "%.3f");
+  cJSON *bd = cJSON_CreateObject();
+  for (int i = 0; i < s->breakdown->n; i++) {
+    char key[GS_TRAIN_BREAKDOWN_NAME + 2];
+    snprintf(key, sizeof key, "%s_s", s->breakdown->bucket[i].name);
+    cli_json_add(bd, key, s->breakdown->bucket[i].seconds, "%.3f");
+  }
+  cJSON_AddItemToObject(m, "breakdown", bd);
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddItemToObject(j, "summary", m);
+  cli_print_json(stdout, j);
+}
+
+static void summary(void *user, const gs_train_summary *s) {
+  cli_train_view *v = user;
+  if (v->json) {
+    summary_json(s);
+    fflush(stdout);
+    return;
+  }
+  printf("\nsummary: %s on %d rank(s), %d epoch(s), batch %d per rank\n"
+         "  time        %.1f s training, %.1f s in all\n"
+         "  throughput  %.0f images/s\n"
+         "  accuracy    %.2f%% on the test set\n"
+         "  comm        %s, %llu collectives,\n"
+         "              %.1f s communicating, %.0f%% of it hidden behind compute\n",
+         s->model, s->ranks, s->epochs, s->batch, s->train_s, s->wall_s, s->samples_per_s,
+         100 * s->test_accuracy, s->sync_text, (unsigned long long)s->comm.messages,
+         s->comm.comm_s, 100 * gs_train_hidden(&s->comm));
+  printf("  breakdown  ");
+  for (int i = 0; i < s->breakdown->n; i++) {
+    char name[GS_TRAIN_BREAKDOWN_NAME];
+    snprintf(name, sizeof name, "%s", s->breakdown->bucket[i].name);
+    for (char *p = name; *p; p++)
+      if (*p == '_') *p = ' ';
+    printf("%s %s %.1f s", i ? "," : "", name, s->breakdown->bucket[i].seconds);
+  }
+  printf("\n");
+  fflush(stdout);
+}
+
+static void note(void *user, const char *text) {
+  cli_train_view *v = user;
+  if (v->json) return;
+  printf("%s\n", text);
+  fflush(stdout);
+}
+
+/* The flag of each configuration field the library names in messages. */
+static const char *option(void *user, const char *field) {
+  (void)user;
+  static const struct {
+    const char *field, *flag;
+  } flags[] = {{"model", "--model"},           {"epochs", "--epochs"},
+               {"batch", "--batch"},           {"lr", "--lr"},
+               {"schedule", "--schedule"},     {"warmup_epochs", "--warmup-epochs"},
+               {"data_dir", "--data"},         {"data_cache", "--data-cache"},
+               {"checkpoint_dir", "--checkpoint"}, {"resume", "--resume"},
+               {"seed", "--seed"},             {"sync", "--sync"},
+               {"ps_servers", "--ps"},         {"straggler", "--straggler"},
+               {"optimizer", "--optimizer"},   {"compress", "--compress"}};
+  for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
+    if (strcmp(flags[i].field, field) == 0) return flags[i].flag;
+  return NULL;
+}
+
+void cli_train_events(cli_train_view *v, gs_train_events *e) {
+  v->terminal = on_terminal();
+  v->last_draw = 0;
+  *e = (gs_train_events){.user = v, .progress = progress, .epoch = epoch, .summary = summary,
+                         .note = note, .option = option};
+}

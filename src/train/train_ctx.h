@@ -1,0 +1,57 @@
+/*
+ * The training loop's state as its extensions see it (sync.h, optim.h,
+ * hooks.h): the public API is include/gradsync/train.h.
+ *
+ * Extension points, each a small table of functions in its own header:
+ *   sync.h    how gradients are synchronised (engine; PS, local SGD)
+ *   optim.h   the optimizer (SGD; K-FAC)
+ *   hooks.h   per-step hooks around forward and backward
+ * An extension reaches the run's state through train_ctx below.
+ */
+#ifndef GRADSYNC_TRAIN_CTX_H
+#define GRADSYNC_TRAIN_CTX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gradsync.h"
+#include "gradsync/nn.h"
+#include "gradsync/train.h"
+#include "hooks.h"
+#include "optim.h"
+#include "step.h"
+#include "sync.h"
+
+/* A run's state, as the extensions see it. The loop owns every pointer. */
+struct train_ctx {
+  const gs_train_config *cfg;
+  const gs_train_ranks *ranks; /* every rank of the job (for gs_train_rank_abort) */
+  /* The ranks that run the loop and their communicator: all of them, on
+   * ranks->comm, unless the sync mode's create narrows comm, rank and size
+   * to the workers (a communicator it owns), e.g. with parameter servers.
+   * The loop's own collectives (the steps' agreement, metrics,
+   * checkpoints' agreement) then run on the workers only. */
+  gs_comm *comm;
+  int rank, size;
+  gs_train_ranks workers; /* agreement among those ranks (set after create) */
+  gs_nn_net *net;
+  size_t nparams;        /* parameter tensors */
+  train_optim optim;
+  train_sync sync;
+  gs_engine *engine;     /* the engine mode's engine (its timeline), or NULL */
+  struct {
+    const train_hook_ops *ops;
+    void *self;
+  } hooks[GS_TRAIN_MAX_HOOKS];
+  int nhooks;
+  long steps_per_epoch;
+  const char *data_origin; /* "source", "cache", "written cache", "rebuilt cache" */
+  gs_status cb_status;   /* first failure inside an nn callback */
+  char cb_error[512];
+};
+
+/* How the caller names the configuration field `field` in messages
+ * (gs_train_events.option), else the field's own name (report.c). */
+const char *train_option(const gs_train_config *c, const char *field);
+
+#endif /* GRADSYNC_TRAIN_CTX_H */
