@@ -59,7 +59,12 @@ static void usage(FILE *f) {
     "  --no-prefetch       gather each batch in the training thread (default:\n"
     "                      a background thread prepares the next batch)\n"
     "  --checkpoint DIR    write DIR/checkpoint.gsck at every epoch's end\n"
-    "  --resume            continue from DIR/checkpoint.gsck\n"
+    "  --resume            continue from DIR/checkpoint.gsck (an epoch's end, or\n"
+    "                      a commit: from the step after it)\n"
+    "  --commit-every N    also commit to DIR every N global steps inside epochs\n"
+    "                      (weights, optimizer, position; atomic on disk)\n"
+    "  --stop-at-step N    commit after global step N and stop (exit 0); --resume\n"
+    "                      continues exactly there\n"
     "  --seed S            initialisation and shuffling seed (default 1)\n"
     "  --max-steps N       at most N steps per epoch (for quick checks)\n"
     "  --dropout P         dropout before the last layer (mlp, cnn)\n"
@@ -115,6 +120,8 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
       {"straggler", required_argument, 0, 'G'},
       {"async-lr-scale", required_argument, 0, 'A'},
       {"async-momentum", required_argument, 0, 'a'},
+      {"commit-every", required_argument, 0, 'T'},
+      {"stop-at-step", required_argument, 0, 'z'},
       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
   /* K-FAC's options and the events outlive parse_opts: gs_train_run reads
    * them. */
@@ -244,6 +251,16 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
         break;
       }
       case 'c': o->checkpoint_dir = optarg; break;
+      case 'T':
+      case 'z':
+        if (cli_parse_long(optarg, 1, 1000000000, &n)) {
+          cli_error(VERB, "--%s '%s' must be an integer from 1 to 1000000000",
+                    c == 'T' ? "commit-every" : "stop-at-step", optarg);
+          return 2;
+        }
+        if (c == 'T') o->commit_every = n;
+        else o->stop_at_step = n;
+        break;
       case 'r': o->resume = 1; break;
       case 's':
         if (cli_parse_long(optarg, 0, LONG_MAX, &n)) {

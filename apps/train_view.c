@@ -86,6 +86,10 @@ static void summary_json(const gs_train_summary *s) {
   cli_json_add(m, "wall_s", s->wall_s, "%.3f");
   cli_json_add(m, "images_per_s", s->samples_per_s, "%.1f");
   cli_json_add(m, "test_accuracy", s->test_accuracy, "%.4f");
+  if (s->commits > 0) {
+    cJSON_AddNumberToObject(m, "commits", (double)s->commits);
+    cli_json_add(m, "commit_s", s->commit_s, "%.3f");
+  }
   cJSON_AddNumberToObject(m, "messages", (double)s->comm.messages);
   cJSON_AddNumberToObject(m, "bytes_sent", (double)s->comm.bytes);
   cli_json_add(m, "comm_s", s->comm.comm_s, "%.3f");
@@ -118,6 +122,9 @@ static void summary(void *user, const gs_train_summary *s) {
          s->model, s->ranks, s->epochs, s->batch, s->train_s, s->wall_s, s->samples_per_s,
          100 * s->test_accuracy, s->sync_text, (unsigned long long)s->comm.messages,
          s->comm.comm_s, 100 * gs_train_hidden(&s->comm));
+  if (s->commits > 0)
+    printf("  commits     %ld inside epochs, %.2f s (%.1f%% of training)\n", s->commits,
+           s->commit_s, s->train_s > 0 ? 100 * s->commit_s / s->train_s : 0);
   printf("  breakdown  ");
   for (int i = 0; i < s->breakdown->n; i++) {
     char name[GS_TRAIN_BREAKDOWN_NAME];
@@ -149,7 +156,9 @@ static const char *option(void *user, const char *field) {
                {"checkpoint_dir", "--checkpoint"}, {"resume", "--resume"},
                {"seed", "--seed"},             {"sync", "--sync"},
                {"ps_servers", "--ps"},         {"straggler", "--straggler"},
-               {"optimizer", "--optimizer"},   {"compress", "--compress"}};
+               {"optimizer", "--optimizer"},   {"compress", "--compress"},
+               {"commit_every", "--commit-every"}, {"stop_at_step", "--stop-at-step"},
+               {"max_steps", "--max-steps"}};
   for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
     if (strcmp(flags[i].field, field) == 0) return flags[i].flag;
   return NULL;

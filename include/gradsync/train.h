@@ -168,6 +168,8 @@ typedef struct gs_train_summary {
   const char *sync_text;            /* the sync mode's one-line description */
   const struct cJSON *sync_json;    /* its fields, for a JSON summary (or NULL) */
   double train_s, wall_s, samples_per_s, test_accuracy;
+  long commits;                     /* inside epochs; and their seconds */
+  double commit_s;
   gs_train_stats comm;              /* the whole run's */
   const gs_train_breakdown *breakdown;
 } gs_train_summary;
@@ -253,8 +255,16 @@ typedef struct gs_train_config {
                               says how to split it); 0: the default 0.9 */
   const char *data_dir;    /* NULL: $GRADSYNC_FASHION_MNIST_DIR or the default */
   long synthetic;          /* > 0: a synthetic set of this many samples */
-  const char *checkpoint_dir; /* NULL: none; else DIR/checkpoint.gsck */
-  int resume;              /* continue from the checkpoint */
+  const char *checkpoint_dir; /* NULL: none; else DIR/checkpoint.gsck, written at
+                                 every epoch's end and at each commit */
+  int resume;              /* continue from the checkpoint (an epoch's end or a
+                              commit inside one: the next step) */
+  long commit_every;       /* > 0: commit every this many global steps inside
+                              epochs too (needs checkpoint_dir; not with the
+                              asynchronous sync modes, whose workers' steps
+                              differ) */
+  long stop_at_step;       /* > 0: commit after this global step and return
+                              (gs_train_result.stopped_at_step) */
   uint64_t seed;           /* 1: initialisation and shuffling */
   long max_steps;          /* > 0: at most this many steps per epoch */
   float dropout;           /* 0 */
@@ -299,16 +309,19 @@ typedef struct gs_train_result {
   float *weights;        /* a copy of the final weights (gs_train_result_free) */
   size_t nweights;
   long epochs_done;      /* the epoch the run ended at */
+  long stopped_at_step;  /* > 0: the global step it stopped and committed at */
+  long commits;          /* commits inside epochs (commit_every, stop_at_step) */
+  double commit_s;       /* seconds they took (flush and save) */
   double test_accuracy;  /* of the last evaluation */
   gs_train_stats sync;   /* the sync mode's counters at the end */
   gs_train_breakdown breakdown;
 } gs_train_result;
 
 /* Runs training on every rank of ranks->comm (collective; ranks->comm must
- * exist). Returns the exit status: 0; 2 when an option does not fit the
- * job's ranks (parameter servers, the straggler: every rank finds it, rank
- * 0 prints it); or 1 after a failure, which has been printed and on which
- * every rank agreed. result may be NULL; otherwise it is overwritten, and
+ * exist). Returns the exit status: 0; 2 when an option is invalid
+ * (gs_train_config_check) or does not fit the job's ranks (parameter
+ * servers, the straggler): every rank finds it, rank 0 prints it; or 1
+ * after a failure, which has been printed and on which every rank agreed. result may be NULL; otherwise it is overwritten, and
  * on success holds a copy of the final weights. */
 int gs_train_run(const gs_train_config *cfg, const gs_train_ranks *ranks,
                  gs_train_result *result);

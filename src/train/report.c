@@ -68,6 +68,8 @@ void train_summary(const train_ctx *t, double train_s, double wall_s, long image
                         .wall_s = wall_s,
                         .samples_per_s = train_s > 0 ? (double)images / train_s : 0,
                         .test_accuracy = last_acc,
+                        .commits = t->commits,
+                        .commit_s = t->commit_s,
                         .comm = *s,
                         .breakdown = b};
   e->summary(e->user, &m);

@@ -82,6 +82,9 @@ static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long e
   cJSON *m = cJSON_CreateObject();
   cJSON_AddNumberToObject(m, "format", 1);
   cJSON_AddNumberToObject(m, "epoch", (double)epoch);
+  /* Inside an unfinished epoch (a commit): its steps done, of how many. */
+  cJSON_AddNumberToObject(m, "step_in_epoch", (double)t->save_step_in_epoch);
+  cJSON_AddNumberToObject(m, "steps_per_epoch", (double)t->steps_per_epoch);
   cJSON_AddStringToObject(m, "checkpoint_hash", ckpt_hash);
   cJSON_AddStringToObject(m, "model", gs_nn_model_name(c->model));
   cJSON_AddNumberToObject(m, "parameters", (double)gs_nn_param_total(t->net));
@@ -292,6 +295,13 @@ gs_status train_meta_check(const train_ctx *t, const char *ckpt_path,
     snprintf(why, sizeof why, "the checkpoint is at epoch %ld, beyond this run's %s %d",
              ckpt_epoch, train_option(c, "epochs"), c->epochs);
     bad = 1;
+  }
+  if (!bad) {
+    const cJSON *se = cJSON_GetObjectItemCaseSensitive(m, "step_in_epoch");
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(m, "steps_per_epoch");
+    train_ctx *w = (train_ctx *)t; /* the position is this call's output */
+    w->resume_step_in_epoch = cJSON_IsNumber(se) ? (long)se->valuedouble : 0;
+    w->resume_steps_per_epoch = cJSON_IsNumber(sp) ? (long)sp->valuedouble : 0;
   }
   if (bad) {
     const char *src =

@@ -289,6 +289,14 @@ gs_status gs_train_config_check(const gs_train_config *c) {
       strcmp(c->schedule, "cosine"))
     return gs_error(GS_ERR_PARSE, "%s '%s' must be const, step or cosine",
                     train_option(c, "schedule"), c->schedule);
+  if ((c->commit_every > 0 || c->stop_at_step > 0) && !c->checkpoint_dir)
+    return gs_error(GS_ERR_PARSE, "%s needs %s (where commits go)",
+                    train_option(c, c->commit_every > 0 ? "commit_every" : "stop_at_step"),
+                    train_option(c, "checkpoint_dir"));
+  if (c->commit_every < 0 || c->stop_at_step < 0)
+    return gs_error(GS_ERR_PARSE, "%s %ld: must be 0 (none) or a step count",
+                    train_option(c, c->commit_every < 0 ? "commit_every" : "stop_at_step"),
+                    c->commit_every < 0 ? c->commit_every : c->stop_at_step);
   if (c->straggler) {
     int r;
     double f;
@@ -299,11 +307,28 @@ gs_status gs_train_config_check(const gs_train_config *c) {
   return GS_OK;
 }
 
-/* The steps of one epoch, then its flush: returns the status (divergence,
- * which every rank sees at the same step) for the caller to agree on.
- * Failures that cannot be agreed on end the job. */
+/* A commit inside the epoch after its step `step` (0-based), collective over
+ * the workers: every pending update applied (the sync mode's flush), then
+ * the checkpoint, whose train state says the epoch is unfinished and how
+ * many global steps are done. Returns 0, or 1 on every worker. */
+static int commit_step(train_ctx *t, const train_data_id *data, long epoch, long step) {
+  double c0 = gs_now();
+  if (t->sync.ops->flush && t->sync.ops->flush(t->sync.self) != GS_OK)
+    step_failed(t, epoch, step);
+  t->save_step_in_epoch = step + 1;
+  int rc = save_checkpoint(t, data, epoch, epoch * t->steps_per_epoch + step + 1);
+  t->save_step_in_epoch = 0;
+  t->commits++;
+  t->commit_s += gs_now() - c0;
+  return rc;
+}
+
+/* The steps of one epoch from step `first`, then its flush: returns the
+ * status (divergence, which every rank sees at the same step) for the
+ * caller to agree on. Failures that cannot be agreed on end the job. */
 static gs_status run_epoch(train_ctx *t, train_batches *batches,
-                           const gs_nn_lr_schedule *sched, long epoch, long *done,
+                           const gs_nn_lr_schedule *sched, long epoch, long first,
+                           const train_data_id *data, int *stopped, long *done,
                            double *loss_sum, long *correct, long *seen, double *steps_s,
                            double e0, const gs_train_stats *s0) {
   const gs_train_config *c = t->cfg;
@@ -312,12 +337,13 @@ static gs_status run_epoch(train_ctx *t, train_batches *batches,
   /* By samples (the sync mode's epoch_done): as many steps as it takes. */
   const int by_samples = t->sync.ops->epoch_done != NULL;
   gs_status st = GS_OK;
-  long step = 0;
+  long step = first;
   for (; by_samples || step < steps; step++) {
     double s_start = gs_now();
     float *x = NULL;
     int32_t *y = NULL;
-    if (train_batches_get(batches, step, by_samples ? LONG_MAX : steps, &x, &y) != GS_OK)
+    if (train_batches_get(batches, step - first, by_samples ? LONG_MAX : steps - first, &x,
+                          &y) != GS_OK)
       step_failed(t, epoch, step);
     /* The schedule's position: a worker past the epoch's steps stays at
      * its last one. */
@@ -334,7 +360,7 @@ static gs_status run_epoch(train_ctx *t, train_batches *batches,
      * gradient buffers hold that step's averages, the same on every rank:
      * every rank takes the same decision without communicating, with
      * nothing in flight. */
-    if (step > 0 && (st = check_finite(t, epoch, step - 1)) != GS_OK) break;
+    if (step > first && (st = check_finite(t, epoch, step - 1)) != GS_OK) break;
     if (gs_nn_loss(t->net, y, &loss, &ok) != GS_OK ||
         run_hooks(t, HOOK_AFTER_FORWARD, &ts) != GS_OK ||
         run_hooks(t, HOOK_BEFORE_BACKWARD, &ts) != GS_OK ||
@@ -353,13 +379,33 @@ static gs_status run_epoch(train_ctx *t, train_batches *batches,
       step++;
       break;
     }
+    /* Commits between steps (not after the epoch's last: its checkpoint
+     * follows the evaluation). A stop asked for at this step commits and
+     * leaves the loop: *stopped = 1; a failed commit (agreed on, printed):
+     * *stopped = -1. */
+    const long global = epoch * steps + step + 1;
+    const int stop = c->stop_at_step > 0 && global >= c->stop_at_step;
+    if (step + 1 < steps && c->checkpoint_dir &&
+        ((c->commit_every > 0 && global % c->commit_every == 0) || stop)) {
+      if (commit_step(t, data, epoch, step)) {
+        *stopped = -1;
+        *done = step + 1;
+        train_batches_finish(batches);
+        return GS_OK;
+      }
+      if (stop) {
+        *stopped = 1;
+        step++;
+        break;
+      }
+    }
     if (step + 1 < steps && train_wants_progress(t)) {
       gs_train_stats s1, d;
       sync_stats(t, &s1);
       d = stats_diff(s0, &s1);
       double el = gs_now() - e0;
       gs_train_progress p = {.epoch = (int)epoch, .epochs = c->epochs, .step = step + 1,
-                             .steps = steps, .loss = *loss_sum / (step + 1),
+                             .steps = steps, .loss = *loss_sum / (step + 1 - first),
                              .accuracy = (double)*correct / *seen,
                              .samples_per_s = el > 0 ? *seen * t->size / el : 0,
                              .comm_hidden = gs_train_hidden(&d)};
@@ -402,6 +448,16 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
   if (gs_train_agree_equal(&t->workers, shared, shared_names, 1)) goto out;
   t->steps_per_epoch = steps;
 
+  /* A commit inside an epoch resumes at its next step, with the same steps
+   * per epoch (the sampler's order within the epoch depends on them). */
+  long first_step = t->resume_step_in_epoch;
+  if (first_step > 0 && (t->resume_steps_per_epoch != steps || first_step >= steps))
+    st = gs_error(GS_ERR_INVALID_ARG,
+                  "%s: the checkpoint in %s is at step %ld of an epoch of %ld steps; this "
+                  "run's epochs have %ld (the batch, %s or the data differ)",
+                  train_option(c, "resume"), c->checkpoint_dir, first_step,
+                  t->resume_steps_per_epoch, steps, train_option(c, "max_steps"));
+  if (gs_train_agree_status(&t->workers, st)) goto out;
   gs_nn_lr_schedule sched = make_schedule(c, steps);
   double t_start = gs_now(), train_s = 0, last_acc = 0, compute_s = 0;
   long images = 0;
@@ -414,11 +470,24 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
     long correct = 0, seen = 0;
     gs_train_stats s0, s1;
     sync_stats(t, &s0);
-    train_batches_start(batches, sampler.indices, steps);
+    const long first = first_step;
+    train_batches_start(batches, sampler.indices + (size_t)first * (size_t)c->batch,
+                        steps - first);
     long done = 0;
-    st = run_epoch(t, batches, &sched, epoch, &done, &loss_sum, &correct, &seen, &steps_s, e0,
-                   &s0);
+    int stopped = 0;
+    st = run_epoch(t, batches, &sched, epoch, first, data, &stopped, &done, &loss_sum,
+                   &correct, &seen, &steps_s, e0, &s0);
+    if (stopped < 0) goto out; /* a failed commit, agreed on */
     if (gs_train_agree_status(&t->workers, st)) goto out;
+    if (stopped) {
+      res->stopped_at_step = epoch * steps + done;
+      train_note(t, "stopped after global step %ld (committed in %s)", res->stopped_at_step,
+                 c->checkpoint_dir);
+      train_s += gs_now() - e0;
+      break;
+    }
+    done -= first;
+    first_step = 0;
     double epoch_s = gs_now() - e0;
     train_s += epoch_s;
     /* The samples of every worker (they may have run different steps). */
@@ -456,6 +525,9 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
   gs_train_breakdown_add(&res->breakdown, "compute", compute_s > 0 ? compute_s : 0);
   gs_train_breakdown_add(&res->breakdown, "comm", all.comm_s);
   gs_train_breakdown_add(&res->breakdown, "exposed_comm", all.wait_s);
+  if (t->commits > 0) gs_train_breakdown_add(&res->breakdown, "commit", t->commit_s);
+  res->commits = t->commits;
+  res->commit_s = t->commit_s;
   if (t->sync.ops->breakdown) t->sync.ops->breakdown(t->sync.self, &res->breakdown);
   if (t->optim.ops->breakdown) t->optim.ops->breakdown(t->optim.self, &res->breakdown);
   for (int i = 0; i < t->nhooks; i++)
@@ -479,6 +551,10 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
   const train_optim_ops *optim_ops = NULL;
   gs_status st = find_extensions(c, &sync_ops, &optim_ops);
   t->sync.ops = sync_ops;
+  if (st == GS_OK && (c->commit_every > 0 || c->stop_at_step > 0) && sync_ops->epoch_done)
+    st = gs_error(GS_ERR_INVALID_ARG, "%s %s: its workers run different step counts, so "
+                  "no step is common to commit at (commit at epochs' ends instead)",
+                  train_option(c, "sync"), sync_ops->name);
   if (st == GS_OK && !loaded) st = train_load_data(c, train, test);
   if (st == GS_OK) st = train_check_data(c, train, 1);
   if (st == GS_OK) st = train_check_data(c, test, 0);
@@ -544,7 +620,7 @@ int gs_train_run(const gs_train_config *cfg, const gs_train_ranks *ranks, gs_tra
   gs_train_result local_result;
   gs_train_result *res = result ? result : &local_result;
   memset(res, 0, sizeof *res);
-  if (check_job_size(cfg, ranks->size) != GS_OK) {
+  if (gs_train_config_check(cfg) != GS_OK || check_job_size(cfg, ranks->size) != GS_OK) {
     if (ranks->rank == 0) {
       gs_train_ranks whole = *ranks;
       whole.size = 0; /* the job's options: no rank prefix */

@@ -46,6 +46,12 @@ struct train_ctx {
   int nhooks;
   long steps_per_epoch;
   const char *data_origin; /* "source", "cache", "written cache", "rebuilt cache" */
+  /* Commits (gs_train_config.commit_every): the position the next save
+   * records, and what a resumed checkpoint recorded (resume.c). */
+  long save_step_in_epoch;  /* 0 at an epoch's end */
+  long resume_step_in_epoch, resume_steps_per_epoch;
+  long commits;
+  double commit_s;
   gs_status cb_status;   /* first failure inside an nn callback */
   char cb_error[512];
 };
