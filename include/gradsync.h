@@ -21,5 +21,6 @@
 #include "gradsync/compress_comm.h"
 #include "gradsync/ps.h"
 #include "gradsync/embed.h"
+#include "gradsync/dlrm.h"
 
 #endif /* GRADSYNC_H */

@@ -3,7 +3,8 @@
  * the internal header pulls in only core, and the cost model's header
  * neither the communicator's nor MPI's, and the compressors' header neither
  * either; the planner's and the simulator's headers neither MPI nor the
- * communicator. gs_algo and its names are core's.
+ * communicator; the DLRM model's header neither either. gs_algo and its
+ * names are core's.
  */
 #include "gs_internal.h"
 
@@ -33,6 +34,14 @@
 
 #if defined(GRADSYNC_COMM_H) || defined(GRADSYNC_COMPRESS_COMM_H) || defined(MPI_VERSION)
 #error "gradsync/plan.h and gradsync/sim.h must not include comm.h, compress_comm.h or mpi.h"
+#endif
+
+/* The DLRM model, its data and metrics run on one process: the
+ * distributed step will call the communicator, not the other way round. */
+#include "gradsync/dlrm.h"
+
+#if defined(GRADSYNC_COMM_H) || defined(MPI_VERSION)
+#error "gradsync/dlrm.h must not include gradsync/comm.h or mpi.h"
 #endif
 
 #include <stdio.h>

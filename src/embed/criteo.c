@@ -1,0 +1,178 @@
+/*
+ * A streaming reader of Criteo's TSV day files (include/gradsync/dlrm.h):
+ * the Kaggle display-advertising set (train.txt) and the Terabyte set's
+ * day_0 .. day_23 have the same line: label, 13 integers, 26 hex values.
+ * The transformation is the DLRM reference's (dlrm_data_pytorch.py and
+ * data_utils.py: empty fields read as 0, integers clipped at 0 and put
+ * through log(1 + x), categorical values taken modulo the table's rows as
+ * its --max-ind-range does).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gradsync/dlrm.h"
+#include "gs_internal.h"
+
+#define CRITEO_FIELDS (1 + GS_CRITEO_DENSE + GS_CRITEO_SPARSE)
+
+struct gs_criteo_reader {
+  FILE *f;
+  char *path;
+  size_t rows[GS_CRITEO_SPARSE];
+  char *line;
+  size_t line_cap;
+  size_t lineno, samples;
+};
+
+gs_status gs_criteo_open(const char *path, const gs_embed_spec *tables, int ntables,
+                         gs_criteo_reader **out) {
+  if (path == NULL || out == NULL || tables == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "Criteo reader: NULL path, tables or output");
+  *out = NULL;
+  if (ntables != GS_CRITEO_SPARSE)
+    return gs_error(GS_ERR_INVALID_ARG, "Criteo file '%s': %d tables given, the file has %d "
+                    "categorical features", path, ntables, GS_CRITEO_SPARSE);
+  for (int t = 0; t < ntables; t++)
+    if (tables[t].rows == 0 || tables[t].rows > INT32_MAX)
+      return gs_error(GS_ERR_INVALID_ARG, "Criteo file '%s': table %d has %zu rows (1 to "
+                      "2^31 - 1)", path, t, tables[t].rows);
+  gs_criteo_reader *r = gs_calloc(1, sizeof *r);
+  size_t len = strlen(path) + 1;
+  if (r == NULL || (r->path = gs_malloc(len)) == NULL) {
+    gs_free(r);
+    return gs_error(GS_ERR_NOMEM, "Criteo file '%s': out of memory", path);
+  }
+  memcpy(r->path, path, len);
+  for (int t = 0; t < ntables; t++) r->rows[t] = tables[t].rows;
+  r->f = fopen(path, "r");
+  if (r->f == NULL) {
+    gs_status st = gs_error(GS_ERR_IO, "Criteo file '%s': %s", path, strerror(errno));
+    gs_criteo_close(r);
+    return st;
+  }
+  *out = r;
+  return GS_OK;
+}
+
+void gs_criteo_close(gs_criteo_reader *r) {
+  if (r == NULL) return;
+  if (r->f) fclose(r->f);
+  free(r->line); /* getline's */
+  gs_free(r->path);
+  gs_free(r);
+}
+
+size_t gs_criteo_line(const gs_criteo_reader *r) { return r->lineno; }
+
+static void field_name(int k, char *buf, size_t n) {
+  if (k == 0) snprintf(buf, n, "label");
+  else if (k <= GS_CRITEO_DENSE) snprintf(buf, n, "I%d", k);
+  else snprintf(buf, n, "C%d", k - GS_CRITEO_DENSE);
+}
+
+static gs_status bad_field(const gs_criteo_reader *r, int k, const char *text,
+                           const char *expected) {
+  char name[8];
+  field_name(k, name, sizeof name);
+  return gs_error(GS_ERR_PARSE, "Criteo file '%s' line %zu: field %d (%s) '%.40s' is not %s",
+                  r->path, r->lineno, k + 1, name, text, expected);
+}
+
+/* One line's 40 fields, split in place at the tabs. */
+static gs_status split_line(const gs_criteo_reader *r, char *line, char **fields) {
+  size_t len = strlen(line);
+  while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
+  int k = 0;
+  char *p = line;
+  for (;;) {
+    if (k < CRITEO_FIELDS) fields[k] = p;
+    k++;
+    char *tab = strchr(p, '\t');
+    if (tab == NULL) break;
+    *tab = '\0';
+    p = tab + 1;
+  }
+  if (k != CRITEO_FIELDS)
+    return gs_error(GS_ERR_PARSE, "Criteo file '%s' line %zu: %d tab-separated fields, "
+                    "expected %d (label, %d integers, %d categorical)", r->path, r->lineno, k,
+                    CRITEO_FIELDS, GS_CRITEO_DENSE, GS_CRITEO_SPARSE);
+  return GS_OK;
+}
+
+static gs_status parse_sample(const gs_criteo_reader *r, char **fields, gs_dlrm_batch *b,
+                              size_t s) {
+  const char *lab = fields[0];
+  if (!((lab[0] == '0' || lab[0] == '1') && lab[1] == '\0'))
+    return bad_field(r, 0, lab, "0 or 1");
+  b->labels[s] = (float)(lab[0] - '0');
+  float *x = b->dense + s * GS_CRITEO_DENSE;
+  for (int k = 0; k < GS_CRITEO_DENSE; k++) {
+    const char *f = fields[1 + k];
+    long long v = 0;
+    if (*f) {
+      char *end;
+      errno = 0;
+      v = strtoll(f, &end, 10);
+      if (*end != '\0' || errno == ERANGE || !(*f == '-' || (*f >= '0' && *f <= '9')))
+        return bad_field(r, 1 + k, f, "an integer");
+    }
+    x[k] = (float)log1p((double)(v > 0 ? v : 0));
+  }
+  for (int t = 0; t < GS_CRITEO_SPARSE; t++) {
+    const char *f = fields[1 + GS_CRITEO_DENSE + t];
+    unsigned long long v = 0;
+    size_t len = strlen(f);
+    if (len > 16 || strspn(f, "0123456789abcdefABCDEF") != len)
+      return bad_field(r, 1 + GS_CRITEO_DENSE + t, f, "a hex value of at most 16 digits");
+    if (len) v = strtoull(f, NULL, 16);
+    int64_t *off = b->offsets + (size_t)t * (b->max_n + 1);
+    int32_t *ids = b->ids + (size_t)t * b->max_ids;
+    ids[off[s]] = (int32_t)(v % r->rows[t]);
+    off[s + 1] = off[s] + 1;
+  }
+  return GS_OK;
+}
+
+gs_status gs_criteo_read(gs_criteo_reader *r, gs_dlrm_batch *b, size_t *got) {
+  if (r == NULL || b == NULL || got == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "Criteo reader: NULL reader, batch or count");
+  *got = 0;
+  if (b->ndense != GS_CRITEO_DENSE || b->ntables != GS_CRITEO_SPARSE || b->max_ids < b->max_n)
+    return gs_error(GS_ERR_INVALID_ARG, "Criteo file '%s': a batch of %zu dense and %d tables "
+                    "with room for %zu ids per table; %d, %d and at least %zu needed", r->path,
+                    b->ndense, b->ntables, b->max_ids, GS_CRITEO_DENSE, GS_CRITEO_SPARSE,
+                    b->max_n);
+  b->n = 0;
+  b->first_sample = r->samples;
+  for (int t = 0; t < GS_CRITEO_SPARSE; t++) b->offsets[(size_t)t * (b->max_n + 1)] = 0;
+  char *fields[CRITEO_FIELDS];
+  size_t s = 0;
+  while (s < b->max_n) {
+    errno = 0;
+    ssize_t len = getline(&r->line, &r->line_cap, r->f);
+    if (len < 0) {
+      if (ferror(r->f))
+        return gs_error(GS_ERR_IO, "Criteo file '%s' after line %zu: %s", r->path, r->lineno,
+                        strerror(errno ? errno : EIO));
+      break;
+    }
+    r->lineno++;
+    if ((size_t)len != strlen(r->line))
+      return gs_error(GS_ERR_PARSE, "Criteo file '%s' line %zu: a NUL byte inside the line",
+                      r->path, r->lineno);
+    GS_CHECK(split_line(r, r->line, fields));
+    GS_CHECK(parse_sample(r, fields, b, s));
+    s++;
+  }
+  b->n = s;
+  for (int t = 0; t < GS_CRITEO_SPARSE; t++) {
+    b->bags[t].nbags = s;
+    b->bags[t].first_sample = b->first_sample;
+  }
+  r->samples += s;
+  *got = s;
+  return GS_OK;
+}

@@ -1,0 +1,42 @@
+/*
+ * What the DLRM files share (src/embed/dlrm*.c, criteo.c): the random
+ * numbers of the model's initialisation and of the synthetic data. Not
+ * installed.
+ */
+#ifndef GS_DLRM_INTERNAL_H
+#define GS_DLRM_INTERNAL_H
+
+#include <math.h>
+#include <stdint.h>
+
+/* splitmix64 (Steele, Lea & Flood, OOPSLA 2014): the next value of the
+ * stream *state. */
+static inline uint64_t dlrm_rng_next(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+/* A hash of x: splitmix64's finaliser, for counter-based streams (a
+ * sample's or a row's own numbers, from its index alone). */
+static inline uint64_t dlrm_mix(uint64_t x) {
+  uint64_t s = x;
+  return dlrm_rng_next(&s);
+}
+
+/* Uniform in [0, 1), 53 bits; uniform in (0, 1) for logarithms. */
+static inline double dlrm_unif(uint64_t *state) {
+  return (double)(dlrm_rng_next(state) >> 11) * (1.0 / 9007199254740992.0);
+}
+static inline double dlrm_unif_open(uint64_t *state) {
+  return ((double)(dlrm_rng_next(state) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+/* A standard normal by Box-Muller (one of the pair). */
+static inline double dlrm_gauss(uint64_t *state) {
+  double u1 = dlrm_unif_open(state), u2 = dlrm_unif(state);
+  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+#endif /* GS_DLRM_INTERNAL_H */
