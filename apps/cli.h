@@ -84,6 +84,30 @@ int run_cpu_create(int pid, int nodes, double cpus, int uid, int gid, char *pref
 int run_cpu_enter(const char *prefix, int node);
 void run_cpu_destroy(int pid);
 
+/* gradsync run --hosts / --hostfile (run_hosts.c): the hosts of a launch
+ * and their slots. run_hosts_parse reads "HOST[:SLOTS],..."; run_hosts_read
+ * a hostfile of lines HOST, HOST slots=N or HOST:N with '#' comments. Both
+ * return 0, or -1 after a message naming the entry or the line (a bad name
+ * or slot count, a host given twice, an unreadable or empty file), with h
+ * empty. run_hosts_mpi_list returns mpirun's --host value "h1:4,h2:4"
+ * (malloc'ed, the caller frees it; NULL when out of memory). h owns its
+ * array until run_hosts_free. */
+#define RUN_HOST_NAME_MAX 253 /* a DNS name's length */
+typedef struct run_host {
+  char name[RUN_HOST_NAME_MAX + 1];
+  int slots;
+  int line; /* the hostfile's line; 0 for --hosts */
+} run_host;
+typedef struct run_hosts {
+  run_host *host;
+  int n, cap;
+  long slots; /* their sum */
+} run_hosts;
+int run_hosts_parse(const char *list, run_hosts *h);
+int run_hosts_read(const char *path, run_hosts *h);
+char *run_hosts_mpi_list(const run_hosts *h);
+void run_hosts_free(run_hosts *h);
+
 /* Copies in to out (cap bytes, always terminated) as valid UTF-8 without
  * control characters: each byte of an invalid or overlong sequence, each
  * surrogate and each C0 or C1 control character (newline and tab included)

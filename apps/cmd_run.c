@@ -23,6 +23,7 @@
  * setns(2) needs it; each rank enters its namespace with it and drops every
  * capability before it execs the program, which so runs as the plain user.
  * ip and tc come from the system's directories, never from PATH. */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -88,14 +89,21 @@ struct run_user {
 
 static void usage(FILE *f) {
   fprintf(f,
-      "usage: gradsync run -np N [--net RATE] [--per-node K] [options] -- PROGRAM [ARGS...]\n\n"
+      "usage: gradsync run -np N [--net RATE] [--per-node K] [options] -- PROGRAM [ARGS...]\n"
+      "       gradsync run (--hosts H1:S1,H2:S2,... | --hostfile FILE) [-np N] [options]\n"
+      "                    -- PROGRAM [ARGS...]\n\n"
       "Launches N ranks of PROGRAM through mpirun. With --net, the ranks run on an\n"
       "emulated cluster: one network namespace per node, joined by a bridge, each\n"
       "node's link shaped to RATE in both directions (needs root, ip and tc).\n"
       "Started through sudo, only the network set-up runs as root: the ranks run\n"
-      "as the invoking user (SUDO_UID, SUDO_GID) without privileges.\n\n"
+      "as the invoking user (SUDO_UID, SUDO_GID) without privileges.\n"
+      "With --hosts or --hostfile, the ranks run on those hosts, started over ssh\n"
+      "by Open MPI (docs/CLUSTER.md). Inside a Slurm allocation (SLURM_JOB_ID and\n"
+      "SLURM_NODELIST set) without either, Open MPI places the ranks on the\n"
+      "allocation's nodes and -np is optional.\n\n"
       "options:\n"
-      "  -np N, -n N     number of ranks (required)\n"
+      "  -np N, -n N     number of ranks (required on one machine; with hosts or\n"
+      "                  Slurm it defaults to every slot)\n"
       "  --net RATE      per-node link rate, e.g. 100mbit, 1gbit, 10gbit\n"
       "  --slow NODE:RATE  node NODE's link at RATE instead (a slow link)\n"
       "  --gso BYTES     the largest packet a node's stack hands its link\n"
@@ -107,6 +115,15 @@ static void usage(FILE *f) {
       "  --node-cpus C   each node's ranks share at most C cores (a CPU cgroup\n"
       "                  per node, needs root), so that nodes do not lend each\n"
       "                  other the host's cores as real machines cannot\n"
+      "  --hosts LIST    run on these hosts: HOST[:SLOTS],... (slots default 1)\n"
+      "  --hostfile FILE run on the hosts of FILE: lines HOST, HOST slots=N or\n"
+      "                  HOST:N; '#' starts a comment\n"
+      "  --oversubscribe allow more ranks than the hosts' slots\n"
+      "  --iface IFACE   MPI's traffic only through IFACE (an interface name or a\n"
+      "                  subnet such as 10.0.0.0/24; a comma-separated list)\n"
+      "  --ssh-config FILE  Open MPI's ssh reads FILE (ssh -F FILE)\n"
+      "  --prefix DIR    Open MPI's installation prefix on the hosts (mpirun --prefix)\n"
+      "  --dry-run       print the mpirun command line and exit\n"
       "  --mpirun PATH   the mpirun to use (default: mpirun from PATH)\n"
       "  -v, --verbose   print the commands run\n"
       "  --help          this text\n\n"
@@ -579,6 +596,180 @@ static int exec_in_node(int argc, char **argv) {
   return 127;
 }
 
+/* Prints word so that a POSIX shell reads it back as one word: as it is
+ * when it holds only characters no shell treats specially, else in single
+ * quotes (a quote inside as '\''). --dry-run's line can so be pasted. */
+static void print_shell_word(FILE *f, const char *word) {
+  int plain = *word != '\0';
+  for (const char *p = word; *p && plain; p++)
+    plain = isalnum((unsigned char)*p) || strchr("_-./:=,@%+", *p) != NULL;
+  if (plain) {
+    fputs(word, f);
+    return;
+  }
+  fputc('\'', f);
+  for (const char *p = word; *p; p++) {
+    if (*p == '\'') fputs("'\\''", f);
+    else fputc(*p, f);
+  }
+  fputc('\'', f);
+}
+
+/* The Slurm job this launcher runs inside, or NULL: SLURM_JOB_ID and the
+ * allocation's node list (SLURM_NODELIST, or SLURM_JOB_NODELIST of newer
+ * releases) both set, as salloc, sbatch and srun leave them. Open MPI's
+ * Slurm components read the allocation from the same variables. */
+static const char *slurm_job(const char **nodes) {
+  const char *job = getenv("SLURM_JOB_ID");
+  *nodes = getenv("SLURM_NODELIST");
+  if (!*nodes || !**nodes) *nodes = getenv("SLURM_JOB_NODELIST");
+  return job && *job && *nodes && **nodes ? job : NULL;
+}
+
+/* Whether host names this machine, where mpirun starts ranks without ssh:
+ * localhost, a loopback address, the host name (or its first label) or an
+ * IPv4 address of one of its interfaces. */
+static int is_local_host(const char *host) {
+  char self[256] = "";
+  if (strcasecmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0) return 1;
+  if (gethostname(self, sizeof self - 1) == 0) {
+    size_t short_len = strcspn(self, ".");
+    if (strcasecmp(host, self) == 0 ||
+        (strlen(host) == short_len && strncasecmp(host, self, short_len) == 0))
+      return 1;
+  }
+  struct ifaddrs *ifa = NULL;
+  int local = 0;
+  if (getifaddrs(&ifa) == 0) {
+    for (struct ifaddrs *p = ifa; p && !local; p = p->ifa_next) {
+      char addr[INET_ADDRSTRLEN];
+      if (!p->ifa_addr || p->ifa_addr->sa_family != AF_INET) continue;
+      if (inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)p->ifa_addr)->sin_addr, addr,
+                    sizeof addr) && strcmp(addr, host) == 0)
+        local = 1;
+    }
+    freeifaddrs(ifa);
+  }
+  return local;
+}
+
+/* How long the check below waits for a host: ssh's own connect timeout,
+ * and a bound on the whole check (a host that accepts the connection but
+ * never answers). */
+#define SSH_CONNECT_TIMEOUT_S "10"
+#define SSH_CHECK_DEADLINE_S 30.0
+#define SSH_CHECK_BATCH 32
+
+/* Before mpirun starts: runs `AGENT HOST true` for every host that is not
+ * this machine, SSH_CHECK_BATCH at a time, with the agent mpirun will use
+ * (ssh -F FILE for --ssh-config, else OMPI_MCA_plm_rsh_agent's first
+ * choice, else ssh), in batch mode (no password prompt) and with a connect
+ * timeout when it is ssh. A host that cannot be reached would otherwise end
+ * the run with Open MPI's "unable to reliably start one or more daemons",
+ * which names no host, or hang in TCP's own connect timeout (minutes) for
+ * a host that is down. horovodrun checks its hosts the same way. Returns
+ * 0, or -1 after one message per host that failed. */
+static int check_ssh_hosts(const run_hosts *h, const char *origin, const char *ssh_config) {
+  char words[1024], exe[PATH_MAX];
+  const char *argv0[24];
+  int na = 0;
+  const char *env = getenv("OMPI_MCA_plm_rsh_agent");
+  if (ssh_config) {
+    snprintf(words, sizeof words, "ssh");
+  } else {
+    snprintf(words, sizeof words, "%s", env && *env ? env : "ssh");
+    words[strcspn(words, ":")] = '\0'; /* "ssh : rsh": the first choice */
+  }
+  char *save = NULL;
+  for (char *w = strtok_r(words, " \t", &save); w && na < 8; w = strtok_r(NULL, " \t", &save))
+    argv0[na++] = w;
+  if (na == 0 || find_exe(argv0[0], exe, sizeof exe) != 0) {
+    cli_error("run", "the ssh launcher '%s' is not found; install openssh-client (or set "
+              "OMPI_MCA_plm_rsh_agent)", na ? argv0[0] : "");
+    return -1;
+  }
+  argv0[0] = exe;
+  const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+  if (ssh_config) {
+    argv0[na++] = "-F";
+    argv0[na++] = ssh_config;
+  }
+  if (strcmp(base, "ssh") == 0) {
+    const char *opts[] = {"-o", "BatchMode=yes", "-o", "ConnectTimeout=" SSH_CONNECT_TIMEOUT_S};
+    for (size_t j = 0; j < sizeof opts / sizeof opts[0]; j++) argv0[na++] = opts[j];
+  }
+  int failed = 0;
+  for (int first = 0; first < h->n && !got_signal; first += SSH_CHECK_BATCH) {
+    int last = first + SSH_CHECK_BATCH < h->n ? first + SSH_CHECK_BATCH : h->n;
+    pid_t pids[SSH_CHECK_BATCH];
+    int running = 0;
+    for (int i = first; i < last; i++) {
+      pids[i - first] = 0;
+      if (is_local_host(h->host[i].name)) continue;
+      const char *argv[24];
+      memcpy(argv, argv0, (size_t)na * sizeof *argv);
+      argv[na] = h->host[i].name;
+      argv[na + 1] = "true";
+      argv[na + 2] = NULL;
+      if (verbose) {
+        fprintf(stderr, "+");
+        for (int j = 0; argv[j]; j++) fprintf(stderr, " %s", argv[j]);
+        fprintf(stderr, "\n");
+      }
+      posix_spawn_file_actions_t fa;
+      posix_spawn_file_actions_init(&fa);
+      posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+      posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+      int err = posix_spawn(&pids[i - first], exe, &fa, NULL, (char *const *)argv, environ);
+      posix_spawn_file_actions_destroy(&fa);
+      if (err) {
+        cli_fail("run", "cannot run %s: %s", exe, strerror(err));
+        pids[i - first] = 0;
+        failed++;
+        continue;
+      }
+      running++;
+    }
+    double deadline = now_s() + SSH_CHECK_DEADLINE_S;
+    while (running > 0) {
+      int timed_out = now_s() > deadline || got_signal;
+      for (int i = first; i < last; i++) {
+        pid_t pid = pids[i - first];
+        int status;
+        if (pid <= 0) continue;
+        if (timed_out) kill(pid, SIGKILL);
+        if (waitpid(pid, &status, timed_out ? 0 : WNOHANG) != pid) continue;
+        pids[i - first] = 0;
+        running--;
+        char where[PATH_MAX + 32] = "";
+        if (h->host[i].line > 0) snprintf(where, sizeof where, " (%s:%d)", origin, h->host[i].line);
+        if (timed_out && !got_signal) {
+          cli_fail("run", "host %s%s did not answer over ssh within %.0f s", h->host[i].name,
+                   where, SSH_CHECK_DEADLINE_S);
+          failed++;
+        } else if (!got_signal && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+          cli_fail("run", "cannot reach host %s%s over ssh (%s %s true: exit status %d, see "
+                   "above); Open MPI starts its daemons over ssh and needs it to work "
+                   "without a password (docs/CLUSTER.md)", h->host[i].name, where, base,
+                   h->host[i].name, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+          failed++;
+        }
+      }
+      if (running > 0) nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    }
+  }
+  return failed || got_signal ? -1 : 0;
+}
+
+/* Frees mpirun's argument vector: the names after each "-x" before
+ * first_prog were allocated, and host_list (--host's value). */
+static void free_margv(char **margv, int first_prog, char *host_list) {
+  for (int j = 1; j < first_prog; j++)
+    if (strcmp(margv[j - 1], "-x") == 0) free(margv[j]);
+  free(margv);
+  free(host_list);
+}
+
 /* Waits for mpirun. After a signal it gives mpirun KILL_GRACE_S to stop its
  * ranks, then kills it; orphaned ranks are killed by cluster_destroy. */
 static int wait_mpirun(pid_t pid, int *status) {
@@ -608,6 +799,10 @@ int cmd_run(int argc, char **argv) {
   int seen_np = 0, seen_net = 0, seen_mpirun = 0, seen_verbose = 0;
   const char *net = NULL, *mpirun = "mpirun";
   double rate_bps = 0, node_cpus = 0;
+  /* Hosts (docs/CLUSTER.md): at most one of --hosts and --hostfile. */
+  const char *hosts_arg = NULL, *hostfile = NULL, *iface = NULL, *ssh_config = NULL,
+             *prefix = NULL;
+  int oversubscribe = 0, dry_run = 0;
   for (i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has_value = i + 1 < argc;
@@ -684,6 +879,28 @@ int cmd_run(int argc, char **argv) {
         return 2;
       }
       i++;
+    } else if (strcmp(a, "--hosts") == 0 || strcmp(a, "--hostfile") == 0 ||
+               strcmp(a, "--iface") == 0 || strcmp(a, "--ssh-config") == 0 ||
+               strcmp(a, "--prefix") == 0) {
+      const char **slot = a[2] == 'i'   ? &iface
+                          : a[2] == 's' ? &ssh_config
+                          : a[2] == 'p' ? &prefix
+                          : a[6] == 'f' ? &hostfile
+                                        : &hosts_arg;
+      if (*slot) return run_repeated(a);
+      if (!has_value || argv[i + 1][0] == '\0') {
+        cli_error("run", "%s needs %s", a,
+                  slot == &iface      ? "an interface name or a subnet such as 10.0.0.0/24"
+                  : slot == &hosts_arg ? "HOST[:SLOTS],... such as node1:4,node2:4"
+                  : slot == &prefix   ? "the directory Open MPI is installed in on the hosts"
+                                      : "a file");
+        return 2;
+      }
+      *slot = argv[++i];
+    } else if (strcmp(a, "--oversubscribe") == 0) {
+      if (oversubscribe++) return run_repeated(a);
+    } else if (strcmp(a, "--dry-run") == 0) {
+      if (dry_run++) return run_repeated(a);
     } else if (strcmp(a, "--mpirun") == 0) {
       if (seen_mpirun++) return run_repeated(a);
       if (!has_value || argv[i + 1][0] == '\0') {
@@ -700,8 +917,87 @@ int cmd_run(int argc, char **argv) {
   }
   char **prog = argv + i;
   int nprog = argc - i;
-  if (np == 0) {
+  /* Where the ranks run: here (with or without --net), on the hosts given,
+   * or, inside a Slurm allocation with no hosts given, where Open MPI's
+   * Slurm components place them. */
+  int remote = hosts_arg || hostfile;
+  const char *slurm_nodes = NULL, *slurm = remote || net ? NULL : slurm_job(&slurm_nodes);
+  const char *hosts_opt = hosts_arg ? "--hosts" : "--hostfile";
+  if (hosts_arg && hostfile) {
+    cli_error("run", "--hosts and --hostfile both name the hosts: give one");
+    return 2;
+  }
+  if (remote && net) {
+    cli_error("run", "%s runs the ranks on real hosts; --net emulates a cluster on this "
+              "machine: give one or the other", hosts_opt);
+    return 2;
+  }
+  if ((remote || slurm) && (per_node_given || node_cpus > 0)) {
+    cli_error("run", "%s emulates nodes on this machine; %s the nodes are real (--hosts "
+              "localhost:N runs on this machine alone)",
+              per_node_given ? "--per-node" : "--node-cpus",
+              remote ? (hosts_arg ? "with --hosts" : "with --hostfile")
+                     : "inside a Slurm allocation");
+    return 2;
+  }
+  if (iface && net) {
+    cli_error("run", "--iface: --net chooses the emulated cluster's interfaces itself");
+    return 2;
+  }
+  if (ssh_config && !remote) {
+    cli_error("run", "--ssh-config needs --hosts or --hostfile (only there does Open MPI start "
+              "the ranks over ssh)");
+    return 2;
+  }
+  if (dry_run && (net || node_cpus > 0)) {
+    cli_error("run", "--dry-run prints mpirun's command line only; %s builds %s first",
+              net ? "--net" : "--node-cpus", net ? "a cluster" : "CPU groups");
+    return 2;
+  }
+  if (np == 0 && !remote && !slurm) {
     cli_error("run", "missing -np N (the number of ranks)");
+    return 2;
+  }
+  if (nprog < 1) {
+    cli_error("run", "missing the program to run after '--'");
+    return 2;
+  }
+  static run_hosts hosts; /* static: freed at exit, never twice */
+  if (hosts_arg && run_hosts_parse(hosts_arg, &hosts) != 0) return 2;
+  if (hostfile && run_hosts_read(hostfile, &hosts) != 0) return 2;
+  if (remote) {
+    if (np == 0) np = hosts.slots > RUN_MAX_RANKS ? RUN_MAX_RANKS : (int)hosts.slots;
+    if (np > hosts.slots && !oversubscribe) {
+      cli_error("run", "-np %d is more than the %ld slot%s of %s; give --oversubscribe to "
+                "place more ranks than slots", np, hosts.slots, hosts.slots == 1 ? "" : "s",
+                hosts_arg ? "--hosts" : hostfile);
+      run_hosts_free(&hosts);
+      return 2;
+    }
+  }
+  char ssh_config_abs[PATH_MAX];
+  if (ssh_config) {
+    if (access(ssh_config, R_OK) != 0 || !realpath(ssh_config, ssh_config_abs)) {
+      cli_error("run", "--ssh-config %s: cannot read it: %s", ssh_config, strerror(errno));
+      return 2;
+    }
+    if (strpbrk(ssh_config_abs, " \t\n'\"\\")) {
+      cli_error("run", "--ssh-config %s: the path holds a space or a quote, which Open MPI's "
+                "ssh command line cannot carry", ssh_config_abs);
+      return 2;
+    }
+    ssh_config = ssh_config_abs;
+  }
+  if (iface) {
+    for (const char *p = iface; *p; p++)
+      if (!isalnum((unsigned char)*p) && !strchr(".-_:/,@", *p)) {
+        cli_error("run", "--iface '%s': not an interface name or subnet (such as eth0, ib0 "
+                  "or 10.0.0.0/24; several separated by commas)", iface);
+        return 2;
+      }
+  }
+  if (prefix && prefix[0] != '/') {
+    cli_error("run", "--prefix '%s': needs an absolute path (the same on every host)", prefix);
     return 2;
   }
   if (nprog < 1) {
@@ -804,13 +1100,75 @@ int cmd_run(int argc, char **argv) {
     snprintf(npbuf, sizeof npbuf, "%d", np);
     snprintf(kbuf, sizeof kbuf, "%d", per_node);
     snprintf(nsprefix, sizeof nsprefix, "gs-%d-", c.pid);
-    char **margv = calloc((size_t)nprog + 24, sizeof *margv);
-    if (!margv) return 2;
+    /* mpirun hands ranks a pseudo-terminal for their output whether or
+     * not the launcher's output is one: tell them which it is, so progress
+     * bars appear on terminals and plain lines in logs. */
+    setenv("GRADSYNC_TTY", isatty(STDOUT_FILENO) ? "1" : "0", 1);
+    int allow_root = geteuid() == 0 && !as_user;
+    if (allow_root) {
+      setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+      setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    }
+    int nenv = 0;
+    while (environ[nenv]) nenv++;
+    char **margv = calloc((size_t)nprog + 2 * (size_t)nenv + 40, sizeof *margv);
+    char *host_list = remote ? run_hosts_mpi_list(&hosts) : NULL;
+    char agent[PATH_MAX + 16];
+    if (!margv || (remote && !host_list)) {
+      cli_fail("run", "out of memory building mpirun's command line");
+      free(margv);
+      free(host_list);
+      return 2;
+    }
     int m = 0;
     margv[m++] = mpirun_path;
-    margv[m++] = "--oversubscribe";
-    margv[m++] = "-np";
-    margv[m++] = npbuf;
+    /* On one machine ranks may outnumber cores; across hosts and in a
+     * Slurm allocation the slots say how many ranks fit, unless asked. */
+    if ((!remote && !slurm) || oversubscribe) margv[m++] = "--oversubscribe";
+    if (np > 0) {
+      margv[m++] = "-np";
+      margv[m++] = npbuf;
+    }
+    if (remote) {
+      margv[m++] = "--host";
+      margv[m++] = host_list;
+    }
+    if (prefix) {
+      margv[m++] = "--prefix";
+      margv[m++] = (char *)prefix;
+    }
+    if (ssh_config) {
+      snprintf(agent, sizeof agent, "ssh -F %s", ssh_config);
+      margv[m++] = "--mca";
+      margv[m++] = "plm_rsh_agent";
+      margv[m++] = agent;
+    }
+    if (iface) {
+      char *mca[] = {"--mca", "btl_tcp_if_include", (char *)iface,
+                     "--mca", "oob_tcp_if_include", (char *)iface};
+      for (size_t j = 0; j < sizeof mca / sizeof mca[0]; j++) margv[m++] = mca[j];
+    }
+    if (remote) {
+      /* Ranks on other hosts get the environment of their host's daemon
+       * (an ssh session's) and only what mpirun forwards: OMPI_* itself,
+       * the rest by -x. gradsync's settings must reach every rank (the
+       * ranks check that they agree), and PATH and LD_LIBRARY_PATH so
+       * that a program found here is found there, as with a local run. */
+      for (int j = 0; environ[j]; j++) {
+        const char *e = environ[j];
+        size_t len = strcspn(e, "=");
+        if (strncmp(e, "GRADSYNC_", 9) == 0 || (len == 4 && strncmp(e, "PATH", 4) == 0) ||
+            (len == 15 && strncmp(e, "LD_LIBRARY_PATH", 15) == 0)) {
+          margv[m++] = "-x";
+          margv[m] = strndup(e, len);
+          if (!margv[m]) {
+            cli_fail("run", "out of memory building mpirun's command line");
+            return 2;
+          }
+          m++;
+        }
+      }
+    }
     if (net) {
       /* TCP only: vader would join all ranks over shared memory, since to
        * Open MPI they all sit on one host, and bypass the shaped links.
@@ -823,6 +1181,7 @@ int cmd_run(int argc, char **argv) {
       setenv("PMIX_MCA_ptl_tcp_remote_connections", "1", 1);
       setenv("PMIX_MCA_ptl_tcp_if_include", c.bridge, 1);
     }
+    int first_prog = m;
     if (net || per_node_given || node_cpus > 0) {
       margv[m++] = self;
       margv[m++] = "run";
@@ -832,18 +1191,31 @@ int cmd_run(int argc, char **argv) {
     }
     for (int j = 0; j < nprog; j++) margv[m++] = prog[j];
     margv[m] = NULL;
-    /* mpirun hands ranks a pseudo-terminal for their output whether or
-     * not the launcher's output is one: tell them which it is, so progress
-     * bars appear on terminals and plain lines in logs. */
-    setenv("GRADSYNC_TTY", isatty(STDOUT_FILENO) ? "1" : "0", 1);
-    if (geteuid() == 0 && !as_user) {
-      setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-      setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    if (verbose && remote)
+      fprintf(stderr, "gradsync run: %d rank%s on %d host%s (%ld slot%s) from %s\n", np,
+              np == 1 ? "" : "s", hosts.n, hosts.n == 1 ? "" : "s", hosts.slots,
+              hosts.slots == 1 ? "" : "s", hosts_arg ? "--hosts" : hostfile);
+    if (verbose && slurm)
+      fprintf(stderr, "gradsync run: inside Slurm job %s (nodes %s): Open MPI places the "
+              "ranks on the allocation%s\n", slurm, slurm_nodes,
+              np > 0 ? "" : ", one per slot (no -np)");
+    if (verbose || dry_run) {
+      FILE *f = dry_run ? stdout : stderr;
+      if (!dry_run) fprintf(f, "+ ");
+      /* The environment mpirun gets from the launcher, as a shell's
+       * assignments, so that --dry-run's line runs as it stands. */
+      fprintf(f, "GRADSYNC_TTY=%s ", getenv("GRADSYNC_TTY"));
+      if (allow_root) fprintf(f, "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ");
+      for (int j = 0; margv[j]; j++) {
+        if (j) fputc(' ', f);
+        print_shell_word(f, margv[j]);
+      }
+      fputc('\n', f);
     }
-    if (verbose) {
-      fprintf(stderr, "+");
-      for (int j = 0; margv[j]; j++) fprintf(stderr, " %s", margv[j]);
-      fprintf(stderr, "\n");
+    if (dry_run || (remote && check_ssh_hosts(&hosts, hostfile, ssh_config) != 0)) {
+      free_margv(margv, first_prog, host_list);
+      run_hosts_free(&hosts);
+      return dry_run ? 0 : got_signal ? 128 + got_signal : 2;
     }
     if (verbose && as_user)
       fprintf(stderr, "gradsync run: mpirun and the ranks run as %s (uid %d, gid %d)\n",
@@ -867,7 +1239,8 @@ int cmd_run(int argc, char **argv) {
       _exit(127);
     }
     int err = errno;
-    free(margv);
+    free_margv(margv, first_prog, host_list);
+    run_hosts_free(&hosts);
     if (pid < 0) {
       cli_fail("run", "cannot start %s: %s", mpirun_path, strerror(err));
       rc = 2;
@@ -884,6 +1257,10 @@ int cmd_run(int argc, char **argv) {
       } else if (WIFSIGNALED(status)) {
         cli_fail("run", "mpirun was killed by signal %d", WTERMSIG(status));
         rc = 128 + WTERMSIG(status);
+      } else if (WEXITSTATUS(status) != 0 && (remote || slurm)) {
+        cli_fail("run", "mpirun exited with status %d: a rank failed, or a host's daemon "
+                 "could not start (see above)", WEXITSTATUS(status));
+        rc = WEXITSTATUS(status);
       } else if (WEXITSTATUS(status) != 0) {
         cli_fail("run", "rank program exited with status %d", WEXITSTATUS(status));
         rc = WEXITSTATUS(status);

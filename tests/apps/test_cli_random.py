@@ -128,6 +128,8 @@ def main():
         "run": (["-np", "1"], {
             "--per-node": ["1", "2", "0", "x"], "--net": ["bogus", "0bit", "1e3gbit"],
             "--mpirun": ["/nonexistent/mpirun", ""], "-v": None,
+            "--hosts": ["localhost:2", "h1:0", "a,,b", ""], "--hostfile": ["/nonexistent", ""],
+            "--iface": ["lo", "a;b"], "--oversubscribe": None, "--dry-run": None,
         }),
     }
 

@@ -267,6 +267,12 @@ t 2 "--net needs a rate" run -np 1 --net 1e9bit -- /bin/true
 t 2 "unknown option '--frob'" run --frob
 t 2 "missing -np N" run -- /bin/true
 t 2 "not divisible" run -np 3 --per-node 2 -- /bin/true
+t 2 "--hosts entry 1 ('h1:0')" run --hosts h1:0 -- /bin/true
+t 2 "--hostfile $tmp/none.txt: cannot read it" run --hostfile "$tmp/none.txt" -- /bin/true
+t 2 "--net emulates a cluster" run --hosts h1 --net 1gbit -- /bin/true
+t 2 "more than the 2 slots" run -np 3 --hosts h1:2 -- /bin/true
+t 0 "--host h1:2 " run --dry-run --hosts h1:2 -- /bin/true
+t 0 "mpirun /bin/true" SLURM_JOB_ID=7 SLURM_NODELIST=n1 run --dry-run -- /bin/true
 # A rank's usage error is the run's exit status (mpirun adds its own lines).
 ONE_LINE=0 t 2 "unknown option '--frob'" run -np 1 -- "$gs" bench --frob
 

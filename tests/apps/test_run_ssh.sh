@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Runs `gradsync run --hosts` for real over ssh: scripts/emulated-hosts.sh
+# builds 3 hosts (network namespaces on a bridge, each with its own sshd and
+# a key made for the test), and the ranks must start through Open MPI's ssh
+# launcher, one in each namespace; `gradsync bench` then all-reduces across
+# them. Failure paths: a host whose sshd is stopped ends the run within a
+# bounded time with a message naming the host, and a bad hostfile exits 2
+# naming the line. Everything is removed on exit, also after a failure.
+#
+# usage: test_run_ssh.sh GRADSYNC
+# Exit status: 0 pass, 1 fail, 77 skip (not root, or no `ip`).
+# The rank programs below are single-quoted on purpose: the ranks expand them.
+# shellcheck disable=SC2016
+set -u
+G=${1:?usage: test_run_ssh.sh GRADSYNC}
+G=$(cd "$(dirname "$G")" && pwd)/$(basename "$G")
+HERE=$(cd "$(dirname "$0")" && pwd)
+HOSTS_SH=$HERE/../../scripts/emulated-hosts.sh
+unset SLURM_JOB_ID SLURM_NODELIST SLURM_JOB_NODELIST OMPI_MCA_plm_rsh_agent SUDO_UID SUDO_GID
+if [ "$(id -u)" != 0 ]; then echo "SKIP  needs root (network namespaces)"; exit 77; fi
+if ! command -v ip >/dev/null && [ ! -x /usr/sbin/ip ] && [ ! -x /sbin/ip ]; then
+  echo "SKIP  needs ip (iproute2)"; exit 77
+fi
+export PATH=$PATH:/usr/sbin:/sbin
+failures=0
+scratch=$(mktemp -d)
+out=$scratch/out
+dir=$scratch/hosts # scripts/emulated-hosts.sh's own
+cleanup() {
+  if [ -f "$dir/names" ]; then
+    local ns_list
+    ns_list=$(cat "$dir/names")
+    "$HOSTS_SH" down "$dir"
+    for ns in $ns_list; do
+      if ip netns list | grep -qw "$ns"; then echo "FAIL  namespace $ns left behind"; fi
+    done
+  fi
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT HUP
+
+pass() { echo "ok    $*"; }
+fail() { echo "FAIL  $*"; sed 's/^/      | /' "$out" | tail -25; failures=$((failures + 1)); }
+
+N=3
+if ! "$HOSTS_SH" up $N "$dir" >"$out" 2>&1; then
+  fail "scripts/emulated-hosts.sh up $N (sshd installed? scripts/install-deps.sh)"
+  exit 1
+fi
+HOSTS=$(cat "$dir/hosts")
+SUBNET=$(cat "$dir/subnet")
+mapfile -t NAMES < "$dir/names"
+pass "$N emulated hosts with sshd: $HOSTS"
+RUN=("$G" run --ssh-config "$dir/ssh_config" --iface "$SUBNET")
+
+echo "== one rank on each host, started over ssh"
+WHERE='echo "rank=$OMPI_COMM_WORLD_RANK ns=$(ip netns identify $$)"'
+start=$SECONDS
+timeout 120 "${RUN[@]}" --hosts "$HOSTS" -- sh -c "$WHERE" >"$out" 2>&1
+rc=$?
+seen=$(grep -oE 'rank=[0-9]+ ns=[^ ]+' "$out" | sort)
+want=$(for ((i = 0; i < N; i++)); do echo "rank=$i ns=${NAMES[$i]}"; done | sort)
+if [ "$rc" = 0 ] && [ "$seen" = "$want" ]; then
+  pass "--hosts: rank i ran in namespace i, $((SECONDS - start)) s"
+else
+  fail "--hosts: exit $rc; ranks and namespaces '$(echo $seen)', wanted '$(echo $want)'"
+fi
+
+echo "== gradsync bench across the hosts"
+timeout 180 "${RUN[@]}" --hosts "$HOSTS" -- "$G" bench --algo ring --min-bytes 4K \
+  --max-bytes 64K --iters 3 --no-calibrate >"$out" 2>&1
+rc=$?
+if [ "$rc" = 0 ] && grep -q "$N ranks on $N node(s)" "$out" &&
+   [ "$(grep -cE '^ +65536 +ring ' "$out")" = 1 ]; then
+  pass "bench: all-reduce on $N ranks on $N nodes"
+else
+  fail "bench: exit $rc, wanted 0, '$N ranks on $N node(s)' and a 64 KiB ring row"
+fi
+
+echo "== --hostfile, two ranks on the first two hosts"
+{ echo "# emulated hosts"; head -1 "$dir/hostfile"
+  sed -n 2p "$dir/hostfile" | sed -E 's/ slots=([0-9]+)/:\1/'; } > "$scratch/two"
+timeout 120 "${RUN[@]}" --hostfile "$scratch/two" -- sh -c "$WHERE" >"$out" 2>&1
+rc=$?
+seen=$(grep -oE 'rank=[0-9]+ ns=[^ ]+' "$out" | sort)
+want=$(for i in 0 1; do echo "rank=$i ns=${NAMES[$i]}"; done | sort)
+if [ "$rc" = 0 ] && [ "$seen" = "$want" ]; then
+  pass "--hostfile (slots= and host:N lines)"
+else
+  fail "--hostfile: exit $rc; ranks and namespaces '$(echo $seen)', wanted '$(echo $want)'"
+fi
+
+echo "== GRADSYNC_* reach the remote ranks"
+GRADSYNC_TEST_MARK=hello timeout 120 "${RUN[@]}" --hosts "$HOSTS" -- \
+  sh -c 'echo "mark=$GRADSYNC_TEST_MARK"' >"$out" 2>&1
+rc=$?
+if [ "$rc" = 0 ] && [ "$(grep -c '^mark=hello$' "$out")" = "$N" ]; then
+  pass "GRADSYNC_TEST_MARK forwarded to all $N ranks"
+else
+  fail "forwarding: exit $rc, wanted $N lines 'mark=hello'"
+fi
+
+echo "== a rank's failure is the run's"
+timeout 120 "${RUN[@]}" --hosts "$HOSTS" -- \
+  sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 2 ]; then exit 3; fi' >"$out" 2>&1
+rc=$?
+if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "mpirun exited with status" "$out"; then
+  pass "rank 2 exits 3: run exits $rc with a message"
+else
+  fail "rank 2 exits 3: run exit $rc, wanted non-zero and a message"
+fi
+
+echo "== a host whose sshd is down"
+down_host=$(sed -n 2p "$dir/hostfile" | cut -d' ' -f1)
+kill "$(cat "$dir/sshd.1.pid")"
+for _ in $(seq 1 50); do
+  ip netns exec "${NAMES[1]}" ss -ltn 2>/dev/null | grep -q ":22 " || break
+  sleep 0.1
+done
+start=$SECONDS
+timeout 60 "${RUN[@]}" --hostfile "$dir/hostfile" -- /bin/true >"$out" 2>&1
+rc=$?
+took=$((SECONDS - start))
+if [ "$rc" = 2 ] && grep -q "cannot reach host $down_host (.*hostfile:2) over ssh" "$out" &&
+   [ "$took" -le 30 ]; then
+  pass "sshd down on $down_host: exit 2 in $took s: $(grep 'cannot reach' "$out")"
+else
+  fail "sshd down on $down_host: exit $rc after $took s, wanted 2 within 30 s naming the host"
+fi
+
+echo "== a bad hostfile"
+printf '%s\n%s slots=two\n' "$(head -1 "$dir/hostfile" | cut -d' ' -f1)" "$down_host" > "$scratch/bad"
+timeout 30 "${RUN[@]}" --hostfile "$scratch/bad" -- /bin/true >"$out" 2>&1
+rc=$?
+if [ "$rc" = 2 ] && grep -q "bad:2: slots 'two'" "$out"; then
+  pass "bad hostfile: exit 2 naming line 2"
+else
+  fail "bad hostfile: exit $rc, wanted 2 naming line 2"
+fi
+
+if [ "$failures" -gt 0 ]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all checks passed"
