@@ -8,6 +8,7 @@
  */
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +27,10 @@ static void usage(FILE *f) {
     "  --model NAME        mlp, cnn (default) or resnet\n"
     "  --epochs E          passes over the training set (default 1)\n"
     "  --batch B           samples per rank and step (default 64)\n"
+    "  --global-batch G    samples per step over all ranks instead: each rank\n"
+    "                      takes G/N; kept when an elastic job changes size\n"
+    "  --scale-lr linear   an elastic job keeps --batch per rank and scales --lr\n"
+    "                      by N/N0 (N0: the first run's ranks)\n"
     "  --lr LR             base learning rate (default 0.05)\n"
     "  --momentum M        SGD momentum (default 0.9; 0.5 with --optimizer kfac)\n"
     "  --nesterov          Nesterov momentum\n"
@@ -59,12 +64,13 @@ static void usage(FILE *f) {
     "  --no-prefetch       gather each batch in the training thread (default:\n"
     "                      a background thread prepares the next batch)\n"
     "  --checkpoint DIR    write DIR/checkpoint.gsck at every epoch's end\n"
-    "  --resume            continue from DIR/checkpoint.gsck (an epoch's end, or\n"
-    "                      a commit: from the step after it)\n"
+    "  --resume[=auto]     continue from DIR/checkpoint.gsck (an epoch's end, or\n"
+    "                      a commit: from the step after it); auto: if it exists\n"
     "  --commit-every N    also commit to DIR every N global steps inside epochs\n"
     "                      (weights, optimizer, position; atomic on disk)\n"
     "  --stop-at-step N    commit after global step N and stop (exit 0); --resume\n"
-    "                      continues exactly there\n"
+    "                      continues exactly there. SIGUSR1 asks for a stop at the\n"
+    "                      next commit (exit 3: an elastic supervisor resizes)\n"
     "  --seed S            initialisation and shuffling seed (default 1)\n"
     "  --max-steps N       at most N steps per epoch (for quick checks)\n"
     "  --dropout P         dropout before the last layer (mlp, cnn)\n"
@@ -106,7 +112,8 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
       {"ef-decay", required_argument, 0, 'F'},
       {"policy", required_argument, 0, 'p'},  {"data", required_argument, 0, 'd'},
       {"synthetic", required_argument, 0, 'y'},
-      {"checkpoint", required_argument, 0, 'c'}, {"resume", no_argument, 0, 'r'},
+      {"checkpoint", required_argument, 0, 'c'}, {"resume", optional_argument, 0, 'r'},
+      {"global-batch", required_argument, 0, 'B'}, {"scale-lr", required_argument, 0, 'L'},
       {"seed", required_argument, 0, 's'},    {"max-steps", required_argument, 0, 'x'},
       {"dropout", required_argument, 0, 'D'}, {"json", no_argument, 0, 'j'},
       {"data-cache", required_argument, 0, 'C'}, {"no-prefetch", no_argument, 0, 'P'},
@@ -261,7 +268,28 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
         if (c == 'T') o->commit_every = n;
         else o->stop_at_step = n;
         break;
-      case 'r': o->resume = 1; break;
+      case 'r':
+        if (optarg && strcmp(optarg, "auto") != 0) {
+          cli_error(VERB, "--resume=%s: the only value is auto (resume if there is a "
+                    "checkpoint)", optarg);
+          return 2;
+        }
+        o->resume = optarg ? GS_TRAIN_RESUME_IF_ANY : 1;
+        break;
+      case 'B':
+        if (cli_parse_int(optarg, 1, 1 << 24, &o->global_batch)) {
+          cli_error(VERB, "--global-batch '%s' must be an integer from 1 to %d", optarg,
+                    1 << 24);
+          return 2;
+        }
+        break;
+      case 'L':
+        if (strcmp(optarg, "linear") != 0) {
+          cli_error(VERB, "--scale-lr '%s': the only rule is linear", optarg);
+          return 2;
+        }
+        o->scale_lr_linear = 1;
+        break;
       case 's':
         if (cli_parse_long(optarg, 0, LONG_MAX, &n)) {
           cli_error(VERB, "--seed '%s' must be an integer from 0 to %ld", optarg, LONG_MAX);
@@ -386,6 +414,10 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
     o->momentum = zmom->optimizer;
   }
   if (strcmp(o->optimizer, "kfac") == 0) o->kfac = &kfac;
+  if (o->global_batch > 0 && (seen['b'] || o->scale_lr_linear)) {
+    cli_error(VERB, "--global-batch sets the batch per rank: not with --batch or --scale-lr");
+    return 2;
+  }
   if (o->resume && !o->checkpoint_dir) {
     cli_error(VERB, "--resume needs --checkpoint DIR");
     return 2;
@@ -435,6 +467,11 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
   return 0;
 }
 
+static void on_usr1(int sig) {
+  (void)sig;
+  gs_train_request_stop();
+}
+
 int cmd_train(int argc, char **argv) {
   gs_train_config cfg;
   static cli_train_view view;
@@ -450,7 +487,19 @@ int cmd_train(int argc, char **argv) {
     fprintf(stderr, "gradsync %s: --compress %s applies momentum inside the compressor "
             "(DGC's momentum correction): --momentum %g moved into it, and the "
             "optimizer's momentum is 0\n", VERB, cfg.compress, (double)zmom.compressor);
+  /* SIGUSR1 (which mpirun forwards to the ranks): stop at the next commit. */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_usr1;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR1, &sa, NULL);
   gs_train_ranks ranks = {.job = VERB, .comm = r.comm, .rank = r.rank, .size = r.size};
-  rc = gs_train_run(&cfg, &ranks, NULL);
-  return cli_rank_finish(&r, rc);
+  gs_train_result res;
+  rc = gs_train_run(&cfg, &ranks, &res);
+  int asked = rc == 0 && res.stop_requested;
+  gs_train_result_free(&res);
+  rc = cli_rank_finish(&r, rc);
+  /* Stopped at a commit as asked: the supervisor's cue to relaunch. */
+  return rc == 0 && asked ? 3 : rc;
 }

@@ -65,6 +65,8 @@ static void epoch(void *user, const gs_train_epoch *e) {
   cli_json_add(j, "comm_s", e->comm.comm_s, "%.3f");
   cli_json_add(j, "comm_hidden", gs_train_hidden(&e->comm), "%.3f");
   cJSON_AddNumberToObject(j, "bytes_sent", (double)e->comm.bytes);
+  cJSON_AddNumberToObject(j, "samples", (double)e->samples);
+  cJSON_AddNumberToObject(j, "dataset_samples", (double)e->dataset_samples);
   cli_print_json(stdout, j);
   fflush(stdout);
 }
@@ -158,7 +160,8 @@ static const char *option(void *user, const char *field) {
                {"ps_servers", "--ps"},         {"straggler", "--straggler"},
                {"optimizer", "--optimizer"},   {"compress", "--compress"},
                {"commit_every", "--commit-every"}, {"stop_at_step", "--stop-at-step"},
-               {"max_steps", "--max-steps"}};
+               {"max_steps", "--max-steps"},   {"global_batch", "--global-batch"},
+               {"scale_lr_linear", "--scale-lr linear"}};
   for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
     if (strcmp(flags[i].field, field) == 0) return flags[i].flag;
   return NULL;

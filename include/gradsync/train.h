@@ -157,6 +157,9 @@ typedef struct gs_train_epoch {
   long epoch; /* 1-based: epochs done */
   double seconds, train_loss, test_loss, test_accuracy, samples_per_s;
   gs_train_stats comm; /* this epoch's, on the reporting rank */
+  /* The samples of the epoch's permutation trained, each once, by this run
+   * and the runs it resumed (world sizes may differ); of how many. */
+  long samples, dataset_samples;
 } gs_train_epoch;
 
 /* The run's end. Strings and the JSON object are the library's, valid
@@ -237,6 +240,12 @@ typedef struct gs_train_config {
   gs_nn_model model;       /* cnn */
   int epochs;              /* 1 */
   int batch;               /* 64 samples per rank and step */
+  int global_batch;        /* > 0: samples per step over all ranks instead (each
+                              rank takes global_batch / ranks, which must
+                              divide it); kept when the world size changes */
+  int scale_lr_linear;     /* 1: the world size may change with the per-rank
+                              batch kept; lr is for the first run's world
+                              size W0 and is scaled by W / W0 */
   float lr;                /* 0.05 */
   float momentum;          /* 0.9 */
   float weight_decay;      /* 0 */
@@ -258,7 +267,8 @@ typedef struct gs_train_config {
   const char *checkpoint_dir; /* NULL: none; else DIR/checkpoint.gsck, written at
                                  every epoch's end and at each commit */
   int resume;              /* continue from the checkpoint (an epoch's end or a
-                              commit inside one: the next step) */
+                              commit inside one: the next step);
+                              GS_TRAIN_RESUME_IF_ANY: if there is one */
   long commit_every;       /* > 0: commit every this many global steps inside
                               epochs too (needs checkpoint_dir; not with the
                               asynchronous sync modes, whose workers' steps
@@ -293,6 +303,15 @@ typedef struct gs_train_config {
 
 void gs_train_config_init(gs_train_config *cfg);
 
+enum { GS_TRAIN_RESUME_IF_ANY = 2 };
+
+/* Asks the running job to stop at its next commit (gs_train_config
+ * commit_every; or its epoch's end): async-signal-safe, for a SIGUSR1
+ * handler. The ranks agree at the commit (one that was asked is enough),
+ * commit and return with gs_train_result.stop_requested = 1. A supervisor
+ * resizing an elastic job uses it; --resume continues exactly there. */
+void gs_train_request_stop(void);
+
 /* Checks the names in cfg that the library resolves (the sync mode and its
  * parameters, the optimizer, the straggler spec, the schedule), without
  * side effects: GS_ERR_PARSE naming the field as events->option does. */
@@ -310,6 +329,8 @@ typedef struct gs_train_result {
   size_t nweights;
   long epochs_done;      /* the epoch the run ended at */
   long stopped_at_step;  /* > 0: the global step it stopped and committed at */
+  int stop_requested;    /* it stopped because gs_train_request_stop asked */
+  long resumed_samples;  /* the resumed commit's position in its epoch (samples) */
   long commits;          /* commits inside epochs (commit_every, stop_at_step) */
   double commit_s;       /* seconds they took (flush and save) */
   double test_accuracy;  /* of the last evaluation */

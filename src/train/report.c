@@ -60,7 +60,7 @@ void train_summary(const train_ctx *t, double train_s, double wall_s, long image
                         .data = t->data_origin ? t->data_origin : "source",
                         .ranks = t->size,
                         .epochs = c->epochs,
-                        .batch = c->batch,
+                        .batch = t->batch,
                         .momentum = c->momentum,
                         .sync_text = text,
                         .sync_json = json,

@@ -82,15 +82,17 @@ static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long e
   cJSON *m = cJSON_CreateObject();
   cJSON_AddNumberToObject(m, "format", 1);
   cJSON_AddNumberToObject(m, "epoch", (double)epoch);
-  /* Inside an unfinished epoch (a commit): its steps done, of how many. */
-  cJSON_AddNumberToObject(m, "step_in_epoch", (double)t->save_step_in_epoch);
-  cJSON_AddNumberToObject(m, "steps_per_epoch", (double)t->steps_per_epoch);
+  /* Inside an unfinished epoch (a commit): the samples of its permutation
+   * done, whatever world sizes did them. */
+  cJSON_AddNumberToObject(m, "samples_in_epoch", (double)t->save_samples_in_epoch);
   cJSON_AddStringToObject(m, "checkpoint_hash", ckpt_hash);
   cJSON_AddStringToObject(m, "model", gs_nn_model_name(c->model));
   cJSON_AddNumberToObject(m, "parameters", (double)gs_nn_param_total(t->net));
   cJSON_AddNumberToObject(m, "tensors", (double)t->nparams);
-  cJSON_AddNumberToObject(m, "batch", c->batch);
+  cJSON_AddNumberToObject(m, "batch", t->batch);
   cJSON_AddNumberToObject(m, "ranks", t->size);
+  cJSON_AddNumberToObject(m, "global_batch", (double)t->batch * t->size);
+  cJSON_AddNumberToObject(m, "base_ranks", t->base_ranks);
   cJSON *d = cJSON_AddObjectToObject(m, "data");
   cJSON_AddStringToObject(d, "source", data->source);
   cJSON_AddNumberToObject(d, "samples", (double)data->samples);
@@ -262,9 +264,17 @@ gs_status train_meta_check(const train_ctx *t, const char *ckpt_path,
       differs_num(m, "parameters", (double)gs_nn_param_total(t->net), why, sizeof why,
                   "the parameter count") ||
       differs_num(m, "tensors", (double)t->nparams, why, sizeof why, "the tensor count") ||
-      differs_num(m, "batch", c->batch, why, sizeof why, batch_label) ||
-      differs_num(m, "ranks", t->size, why, sizeof why,
-                  "the rank count (the global batch and each rank's data would change)");
+      /* The world size may change where the run says what stays: the
+       * global batch, or the per-rank batch with the learning rate scaled. */
+      (c->global_batch > 0
+           ? differs_num(m, "global_batch", c->global_batch, why, sizeof why,
+                         train_option(c, "global_batch"))
+           : differs_num(m, "batch", t->batch, why, sizeof why, batch_label) ||
+                 (!c->scale_lr_linear &&
+                  differs_num(m, "ranks", t->size, why, sizeof why,
+                              "the rank count (the global batch and each rank's data would "
+                              "change; a run with a global batch or linear learning-rate "
+                              "scaling may change it)")));
   if (!bad && !cJSON_IsObject(d)) {
     snprintf(why, sizeof why, "it does not record the data set");
     bad = 1;
@@ -297,11 +307,13 @@ gs_status train_meta_check(const train_ctx *t, const char *ckpt_path,
     bad = 1;
   }
   if (!bad) {
-    const cJSON *se = cJSON_GetObjectItemCaseSensitive(m, "step_in_epoch");
-    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(m, "steps_per_epoch");
+    const cJSON *se = cJSON_GetObjectItemCaseSensitive(m, "samples_in_epoch");
+    const cJSON *rk = cJSON_GetObjectItemCaseSensitive(m, "ranks");
+    const cJSON *br = cJSON_GetObjectItemCaseSensitive(m, "base_ranks");
     train_ctx *w = (train_ctx *)t; /* the position is this call's output */
-    w->resume_step_in_epoch = cJSON_IsNumber(se) ? (long)se->valuedouble : 0;
-    w->resume_steps_per_epoch = cJSON_IsNumber(sp) ? (long)sp->valuedouble : 0;
+    w->resume_samples_in_epoch = cJSON_IsNumber(se) ? (long)se->valuedouble : 0;
+    w->resume_ranks = cJSON_IsNumber(rk) ? (int)rk->valuedouble : t->size;
+    if (cJSON_IsNumber(br) && br->valuedouble >= 1) w->base_ranks = (int)br->valuedouble;
   }
   if (bad) {
     const char *src =

@@ -1,6 +1,8 @@
 /* The training loop (train.h). */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,22 @@ void gs_train_config_init(gs_train_config *c) {
   c->optimizer = "sgd";
   c->prefetch = 1;
   c->async_momentum = -1;
+}
+
+/* Set from a signal handler; read between steps. */
+static volatile sig_atomic_t stop_asked;
+
+void gs_train_request_stop(void) { stop_asked = 1; }
+
+/* Whether any worker was asked to stop: collective over the workers, at a
+ * commit point (nothing in flight). */
+static int agree_stop(train_ctx *t, long epoch, long step) {
+  int32_t any = stop_asked ? 1 : 0;
+  if (t->size > 1 &&
+      gs_allreduce(t->comm, GS_IN_PLACE, &any, 1, GS_I32, GS_MAX, GS_ALGO_MPI) != GS_OK)
+    gs_train_rank_abort(t->ranks, "epoch %ld, step %ld: cannot agree on a stop: %s", epoch + 1,
+                        step + 1, gs_last_error());
+  return any != 0;
 }
 
 void gs_train_result_free(gs_train_result *r) {
@@ -289,6 +307,9 @@ gs_status gs_train_config_check(const gs_train_config *c) {
       strcmp(c->schedule, "cosine"))
     return gs_error(GS_ERR_PARSE, "%s '%s' must be const, step or cosine",
                     train_option(c, "schedule"), c->schedule);
+  if (c->global_batch < 0)
+    return gs_error(GS_ERR_PARSE, "%s %d: must be 0 (none) or a sample count",
+                    train_option(c, "global_batch"), c->global_batch);
   if ((c->commit_every > 0 || c->stop_at_step > 0) && !c->checkpoint_dir)
     return gs_error(GS_ERR_PARSE, "%s needs %s (where commits go)",
                     train_option(c, c->commit_every > 0 ? "commit_every" : "stop_at_step"),
@@ -311,23 +332,25 @@ gs_status gs_train_config_check(const gs_train_config *c) {
  * the workers: every pending update applied (the sync mode's flush), then
  * the checkpoint, whose train state says the epoch is unfinished and how
  * many global steps are done. Returns 0, or 1 on every worker. */
-static int commit_step(train_ctx *t, const train_data_id *data, long epoch, long step) {
+static int commit_step(train_ctx *t, const train_data_id *data, long epoch, long step,
+                       long samples_in_epoch) {
   double c0 = gs_now();
   if (t->sync.ops->flush && t->sync.ops->flush(t->sync.self) != GS_OK)
     step_failed(t, epoch, step);
-  t->save_step_in_epoch = step + 1;
+  t->save_samples_in_epoch = samples_in_epoch;
   int rc = save_checkpoint(t, data, epoch, epoch * t->steps_per_epoch + step + 1);
-  t->save_step_in_epoch = 0;
+  t->save_samples_in_epoch = 0;
   t->commits++;
   t->commit_s += gs_now() - c0;
   return rc;
 }
 
-/* The steps of one epoch from step `first`, then its flush: returns the
+/* The steps of one epoch from step `first` (whose samples start at
+ * position g0 of the epoch's permutation), then its flush: returns the
  * status (divergence, which every rank sees at the same step) for the
  * caller to agree on. Failures that cannot be agreed on end the job. */
 static gs_status run_epoch(train_ctx *t, train_batches *batches,
-                           const gs_nn_lr_schedule *sched, long epoch, long first,
+                           const gs_nn_lr_schedule *sched, long epoch, long first, long g0,
                            const train_data_id *data, int *stopped, long *done,
                            double *loss_sum, long *correct, long *seen, double *steps_s,
                            double e0, const gs_train_stats *s0) {
@@ -349,12 +372,12 @@ static gs_status run_epoch(train_ctx *t, train_batches *batches,
      * its last one. */
     long in_epoch = step < steps ? step : steps - 1;
     train_step ts = {.epoch = epoch, .step = step, .global_step = epoch * steps + in_epoch,
-                     .steps_per_epoch = steps, .batch = c->batch, .x = x, .y = y};
+                     .steps_per_epoch = steps, .batch = t->batch, .x = x, .y = y};
     ts.lr = gs_nn_lr_at(sched, ts.global_step);
     float loss = 0;
     int ok = 0;
     if (run_hooks(t, HOOK_BEFORE_FORWARD, &ts) != GS_OK ||
-        gs_nn_forward(t->net, x, c->batch, NULL) != GS_OK || callbacks_status(t) != GS_OK)
+        gs_nn_forward(t->net, x, t->batch, NULL) != GS_OK || callbacks_status(t) != GS_OK)
       step_failed(t, epoch, step);
     /* The forward pass applied the previous step's updates, so the
      * gradient buffers hold that step's averages, the same on every rank:
@@ -374,7 +397,7 @@ static gs_status run_epoch(train_ctx *t, train_batches *batches,
     *steps_s += gs_now() - s_start;
     *loss_sum += loss;
     *correct += ok;
-    *seen += c->batch;
+    *seen += t->batch;
     if (by_samples && t->sync.ops->epoch_done(t->sync.self, &ts)) {
       step++;
       break;
@@ -384,17 +407,20 @@ static gs_status run_epoch(train_ctx *t, train_batches *batches,
      * leaves the loop: *stopped = 1; a failed commit (agreed on, printed):
      * *stopped = -1. */
     const long global = epoch * steps + step + 1;
-    const int stop = c->stop_at_step > 0 && global >= c->stop_at_step;
-    if (step + 1 < steps && c->checkpoint_dir &&
-        ((c->commit_every > 0 && global % c->commit_every == 0) || stop)) {
-      if (commit_step(t, data, epoch, step)) {
+    int stop = c->stop_at_step > 0 && global >= c->stop_at_step;
+    const int commit_point = c->commit_every > 0 && global % c->commit_every == 0;
+    if (step + 1 < steps && c->checkpoint_dir && commit_point && !stop && agree_stop(t, epoch, step))
+      stop = 2; /* asked to (gs_train_request_stop) */
+    if (step + 1 < steps && c->checkpoint_dir && (commit_point || stop)) {
+      long g = g0 + (step + 1 - first) * (long)t->batch * t->size;
+      if (commit_step(t, data, epoch, step, g)) {
         *stopped = -1;
         *done = step + 1;
         train_batches_finish(batches);
         return GS_OK;
       }
       if (stop) {
-        *stopped = 1;
+        *stopped = stop;
         step++;
         break;
       }
@@ -424,22 +450,40 @@ static gs_status run_epoch(train_ctx *t, train_batches *batches,
   return st;
 }
 
+void train_epoch_indices(const size_t *perm, long g0, int size, int rank, int batch,
+                         long nsteps, size_t *out) {
+  const long global = (long)size * batch;
+  for (long i = 0; i < nsteps; i++)
+    for (int j = 0; j < batch; j++)
+      out[i * batch + j] = perm[g0 + i * global + (long)j * size + rank];
+}
+
 /* The workers' part, after set-up: the epochs. Returns 0 or 1 (agreed). */
 static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_dataset *test,
                         const train_data_id *data, long start_epoch, gs_train_result *res) {
   const gs_train_config *c = t->cfg;
   gs_nn_sampler sampler = {0};
   train_batches *batches = NULL;
+  size_t *idx = NULL;
   int rc = 1;
-  long steps = 0;
-  gs_status st = gs_nn_sampler_init(&sampler, train->n, t->rank, t->size, c->seed, 1);
-  if (st == GS_OK) steps = (long)(sampler.count / (size_t)c->batch);
+  /* Every step takes the next global batch of the epoch's permutation
+   * (the same on every rank), rank r every size-th sample of it from r:
+   * keyed by the position in the permutation, an epoch uses each sample
+   * once whatever world sizes run its parts (train_epoch_indices). */
+  const long global = (long)t->batch * t->size, n = (long)train->n;
+  long steps = n / global;
   if (c->max_steps > 0 && steps > c->max_steps) steps = c->max_steps;
+  gs_status st = gs_nn_sampler_init(&sampler, train->n, 0, 1, c->seed, 0);
   if (st == GS_OK && steps == 0)
-    st = gs_error(GS_ERR_INVALID_ARG, "%zu samples per rank give no full batch of %d",
-                  sampler.count, c->batch);
+    st = gs_error(GS_ERR_INVALID_ARG, "%ld samples give no full step of %ld (%d ranks x %d)",
+                  n, global, t->size, t->batch);
+  if (st == GS_OK) {
+    idx = gs_malloc((size_t)steps * (size_t)t->batch * sizeof *idx);
+    if (idx == NULL)
+      st = gs_error(GS_ERR_NOMEM, "out of memory for %ld steps' sample indices", steps);
+  }
   if (st == GS_OK)
-    st = train_batches_create(&batches, train, c->batch, gs_nn_input_size(t->net),
+    st = train_batches_create(&batches, train, t->batch, gs_nn_input_size(t->net),
                               c->prefetch);
   if (gs_train_agree_status(&t->workers, st)) goto out;
   /* The ranks must run the same collectives: the same number of steps. */
@@ -448,21 +492,20 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
   if (gs_train_agree_equal(&t->workers, shared, shared_names, 1)) goto out;
   t->steps_per_epoch = steps;
 
-  /* A commit inside an epoch resumes at its next step, with the same steps
-   * per epoch (the sampler's order within the epoch depends on them). */
-  long first_step = t->resume_step_in_epoch;
-  if (first_step > 0 && (t->resume_steps_per_epoch != steps || first_step >= steps))
-    st = gs_error(GS_ERR_INVALID_ARG,
-                  "%s: the checkpoint in %s is at step %ld of an epoch of %ld steps; this "
-                  "run's epochs have %ld (the batch, %s or the data differ)",
-                  train_option(c, "resume"), c->checkpoint_dir, first_step,
-                  t->resume_steps_per_epoch, steps, train_option(c, "max_steps"));
+  /* A commit inside an epoch resumes at its position: the samples of the
+   * permutation done (by whatever world size). */
+  long g0 = t->resume_samples_in_epoch;
+  res->resumed_samples = g0;
+  if (g0 < 0 || g0 >= n)
+    st = gs_error(GS_ERR_INVALID_ARG, "%s: the checkpoint in %s is at sample %ld of an epoch "
+                  "of %ld", train_option(c, "resume"), c->checkpoint_dir, g0, n);
   if (gs_train_agree_status(&t->workers, st)) goto out;
   gs_nn_lr_schedule sched = make_schedule(c, steps);
+  if (c->scale_lr_linear) sched.base_lr *= (float)t->size / (float)t->base_ranks;
   double t_start = gs_now(), train_s = 0, last_acc = 0, compute_s = 0;
   long images = 0;
-  gs_train_stats first;
-  sync_stats(t, &first);
+  gs_train_stats first_stats;
+  sync_stats(t, &first_stats);
   for (long epoch = start_epoch; epoch < c->epochs; epoch++) {
     st = gs_nn_sampler_set_epoch(&sampler, epoch);
     if (gs_train_agree_status(&t->workers, st)) goto out;
@@ -470,24 +513,31 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
     long correct = 0, seen = 0;
     gs_train_stats s0, s1;
     sync_stats(t, &s0);
-    const long first = first_step;
-    train_batches_start(batches, sampler.indices + (size_t)first * (size_t)c->batch,
-                        steps - first);
+    /* The steps left from g0 at this world size; the schedule counts them
+     * as the epoch's last ones. */
+    long left = (n - g0) / global;
+    if (left > steps - g0 / global) left = steps - g0 / global;
+    if (left < 0) left = 0; /* a smaller global batch's commit may leave no full step */
+    const long first = steps - left;
+    train_epoch_indices(sampler.perm, g0, t->size, t->rank, t->batch, left, idx);
+    train_batches_start(batches, idx, left);
     long done = 0;
     int stopped = 0;
-    st = run_epoch(t, batches, &sched, epoch, first, data, &stopped, &done, &loss_sum,
+    st = run_epoch(t, batches, &sched, epoch, first, g0, data, &stopped, &done, &loss_sum,
                    &correct, &seen, &steps_s, e0, &s0);
     if (stopped < 0) goto out; /* a failed commit, agreed on */
     if (gs_train_agree_status(&t->workers, st)) goto out;
     if (stopped) {
       res->stopped_at_step = epoch * steps + done;
-      train_note(t, "stopped after global step %ld (committed in %s)", res->stopped_at_step,
-                 c->checkpoint_dir);
+      res->stop_requested = stopped == 2;
+      train_note(t, "stopped after global step %ld (committed in %s%s)", res->stopped_at_step,
+                 c->checkpoint_dir, stopped == 2 ? ", as asked" : "");
       train_s += gs_now() - e0;
       break;
     }
     done -= first;
-    first_step = 0;
+    const long epoch_samples = g0 + done * global;
+    g0 = 0;
     double epoch_s = gs_now() - e0;
     train_s += epoch_s;
     /* The samples of every worker (they may have run different steps). */
@@ -509,19 +559,28 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
     last_acc = acc;
     res->epochs_done = epoch + 1;
     gs_train_progress p = {.epoch = (int)epoch, .epochs = c->epochs, .step = steps,
-                           .steps = steps, .loss = loss_sum / done,
-                           .accuracy = (double)correct / seen,
+                           .steps = steps, .loss = done > 0 ? loss_sum / done : NAN,
+                           .accuracy = seen > 0 ? (double)correct / seen : NAN,
                            .samples_per_s = all_seen / epoch_s,
                            .comm_hidden = gs_train_hidden(&d), .final = 1};
     train_progress(t, &p);
-    gs_train_epoch ep = {.epoch = epoch + 1, .seconds = epoch_s, .train_loss = loss_sum / done,
+    gs_train_epoch ep = {.epoch = epoch + 1, .seconds = epoch_s,
+                         .train_loss = done > 0 ? loss_sum / done : NAN,
                          .test_loss = test_loss, .test_accuracy = acc,
-                         .samples_per_s = all_seen / epoch_s, .comm = d};
+                         .samples_per_s = all_seen / epoch_s, .comm = d,
+                         .samples = epoch_samples, .dataset_samples = n};
     train_epoch_done(t, &ep);
+    if (c->checkpoint_dir && epoch + 1 < c->epochs && agree_stop(t, epoch, steps - 1)) {
+      res->stopped_at_step = (epoch + 1) * steps;
+      res->stop_requested = 1;
+      train_note(t, "stopped after epoch %ld (committed in %s, as asked)", epoch + 1,
+                 c->checkpoint_dir);
+      break;
+    }
   }
   gs_train_stats last;
   sync_stats(t, &last);
-  gs_train_stats all = stats_diff(&first, &last);
+  gs_train_stats all = stats_diff(&first_stats, &last);
   gs_train_breakdown_add(&res->breakdown, "compute", compute_s > 0 ? compute_s : 0);
   gs_train_breakdown_add(&res->breakdown, "comm", all.comm_s);
   gs_train_breakdown_add(&res->breakdown, "exposed_comm", all.wait_s);
@@ -539,6 +598,7 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
 out:
   train_batches_destroy(batches);
   gs_nn_sampler_free(&sampler);
+  gs_free(idx);
   return rc;
 }
 
@@ -561,22 +621,31 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
   if (st == GS_OK && c->checkpoint_dir) train_data_identify(c, train, data);
   gs_nn_model_options mopt = {.c = GS_TRAIN_IN_C, .h = GS_TRAIN_IN_H, .w = GS_TRAIN_IN_W,
                               .classes = GS_TRAIN_CLASSES, .dropout = c->dropout};
-  if (st == GS_OK) st = gs_nn_model_create(&t->net, c->model, c->batch, c->seed, &mopt);
+  if (st == GS_OK) st = gs_nn_model_create(&t->net, c->model, t->batch, c->seed, &mopt);
   if (st == GS_OK) {
     t->nparams = gs_nn_param_count(t->net);
     t->optim.ops = optim_ops;
     st = optim_ops->create(t, &t->optim.self);
     if (st != GS_OK) t->optim.ops = NULL;
   }
-  if (st == GS_OK && c->resume) {
-    char path[4096];
-    checkpoint_path(c, path, sizeof path);
+  char path[4096] = "";
+  if (c->checkpoint_dir) checkpoint_path(c, path, sizeof path);
+  /* GS_TRAIN_RESUME_IF_ANY: a first run starts afresh (every rank looks at
+   * the same directory; the ranks then agree on the start). */
+  int resume = c->resume == 1 || (c->resume == GS_TRAIN_RESUME_IF_ANY && access(path, F_OK) == 0);
+  if (st == GS_OK && resume) {
     gs_nn_train_state ts;
     st = train_meta_check_model(t);
     if (st == GS_OK) st = t->optim.ops->load(t->optim.self, path, t->net, &ts);
     if (st == GS_OK) st = train_meta_check(t, path, data, (long)ts.epoch);
-    if (st == GS_OK && t->optim.ops->load_rank)
+    /* Per-rank state (K-FAC's factors) is of the ranks that wrote it: on
+     * another world size it starts afresh (the factors are recomputed from
+     * the next steps). */
+    if (st == GS_OK && t->optim.ops->load_rank && t->resume_ranks == t->size)
       st = t->optim.ops->load_rank(t->optim.self, c->checkpoint_dir, t->rank, (long)ts.step);
+    if (st == GS_OK && t->resume_ranks != t->size && t->optim.ops->load_rank)
+      train_note(t, "resume: %s's per-rank state is of %d ranks, not %d: it starts afresh",
+                 t->optim.ops->name, t->resume_ranks, t->size);
     if (st == GS_OK) *start_epoch = ts.epoch;
   }
   if (st == GS_OK) st = check_outputs(t);
@@ -590,6 +659,22 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
 static gs_status check_job_size(const gs_train_config *c, int size) {
   int workers = size - (c->ps_servers > 0 ? c->ps_servers : 0);
   const char *ps = train_option(c, "ps_servers"), *strag = train_option(c, "straggler");
+  if ((c->global_batch > 0 || c->scale_lr_linear) && c->ps_servers > 0)
+    return gs_error(GS_ERR_INVALID_ARG, "%s with %s: a parameter-server job's size is fixed",
+                    train_option(c, c->global_batch > 0 ? "global_batch" : "scale_lr_linear"),
+                    ps);
+  if (c->global_batch > 0 && c->global_batch % size != 0) {
+    char fits[256] = "";
+    size_t len = 0;
+    for (int w = 1; w <= c->global_batch && w <= 4 * size && len < sizeof fits; w++)
+      if (c->global_batch % w == 0) {
+        int k = snprintf(fits + len, sizeof fits - len, "%s%d", len ? ", " : "", w);
+        len += k > 0 ? (size_t)k : 0;
+      }
+    return gs_error(GS_ERR_INVALID_ARG, "%s %d: %d ranks cannot share it equally (world sizes "
+                    "that can, up to %d: %s)", train_option(c, "global_batch"), c->global_batch,
+                    size, 4 * size, fits);
+  }
   if (c->ps_servers > 0 && workers < 1 && size == 1)
     return gs_error(GS_ERR_INVALID_ARG, "%s %d: a job of 1 rank can have no parameter "
                     "server (a server needs at least one worker rank beside it)", ps,
@@ -629,7 +714,9 @@ int gs_train_run(const gs_train_config *cfg, const gs_train_ranks *ranks, gs_tra
     return 2;
   }
   train_ctx ctx = {.cfg = cfg, .ranks = ranks, .comm = ranks->comm, .rank = ranks->rank,
-                   .size = ranks->size};
+                   .size = ranks->size, .base_ranks = ranks->size, .resume_ranks = ranks->size,
+                   .batch = cfg->global_batch > 0 ? cfg->global_batch / ranks->size
+                                                  : cfg->batch};
   train_ctx *t = &ctx;
   gs_nn_dataset train = {0}, test = {0};
   train_data_id data;

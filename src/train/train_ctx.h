@@ -46,10 +46,14 @@ struct train_ctx {
   int nhooks;
   long steps_per_epoch;
   const char *data_origin; /* "source", "cache", "written cache", "rebuilt cache" */
-  /* Commits (gs_train_config.commit_every): the position the next save
-   * records, and what a resumed checkpoint recorded (resume.c). */
-  long save_step_in_epoch;  /* 0 at an epoch's end */
-  long resume_step_in_epoch, resume_steps_per_epoch;
+  int batch;              /* samples per rank and step (global_batch / size, or batch) */
+  int base_ranks;         /* the world size the learning rate is for (scale_lr_linear) */
+  /* Commits (gs_train_config.commit_every): the epoch's position the next
+   * save records (samples of the epoch's permutation done; 0 at its end),
+   * and what a resumed checkpoint recorded (resume.c). */
+  long save_samples_in_epoch;
+  long resume_samples_in_epoch;
+  int resume_ranks;       /* the checkpoint's world size (0: none resumed) */
   long commits;
   double commit_s;
   gs_status cb_status;   /* first failure inside an nn callback */

@@ -63,6 +63,15 @@ gs_status train_batches_get(train_batches *b, long step, long steps, float **x, 
 void train_batches_finish(train_batches *b);
 void train_batches_destroy(train_batches *b);
 
+/* ---- The epoch's samples (train.c) ---- */
+/* Rank `rank`'s samples for nsteps steps of size x batch samples each,
+ * from position g0 of the epoch's permutation perm: step i takes the global
+ * batch perm[g0 + i*size*batch ...), the rank every size-th of it from
+ * `rank`. Disjoint across ranks and steps, so positions cover each sample
+ * once however the world size changes between runs. out: nsteps * batch. */
+void train_epoch_indices(const size_t *perm, long g0, int size, int rank, int batch,
+                         long nsteps, size_t *out);
+
 /* ---- Events and names (report.c) ---- */
 /* The events, on the first worker rank only (nothing elsewhere). */
 void train_note(const train_ctx *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -4,8 +4,12 @@
 #     commit ends bitwise where the uninterrupted run ends (SGD, and K-FAC
 #     with its per-rank factors), commits and all;
 #   - the summary counts the commits;
-#   - a commit's position is checked on resume: other steps per epoch are
-#     refused naming both counts;
+#   - elastic resizing from a commit: the global batch kept (4 -> 3 ranks)
+#     or the per-rank batch with linear lr scaling (2 -> 4), every sample of
+#     each epoch used once; a global batch that the new size cannot share is
+#     refused naming the sizes that can; a plain run keeps its world size;
+#   - --resume=auto starts afresh without a checkpoint; SIGUSR1 stops the
+#     job at its next commit with exit 3;
 #   - commits need a checkpoint directory, and refuse the asynchronous sync
 #     modes (their workers share no step).
 # Usage: test_commit.sh GRADSYNC CKPT_COMPARE
@@ -57,13 +61,62 @@ else
   bad "no commit count in the summary: $(tail -1 "$tmp/counted.log" | cut -c1-300)"
 fi
 
-# A commit inside an epoch fixes the steps per epoch.
-train pos --stop-at-step 5 > /dev/null 2>&1
-if ! train pos --resume --max-steps 20 &&
-   grep -q "is at step 5 of an epoch of 32 steps; this run's epochs have 20" "$tmp/pos.log"; then
-  ok "a commit resumed with other steps per epoch is refused, naming both"
+# Resizing: the global batch kept (4 ranks x 12, stopped at step 10,
+# resumed on 3 ranks x 16): each epoch still trains 20 steps of 48, every
+# sample of its permutation before position 960 once.
+gargs="--model mlp --synthetic 1000 --global-batch 48 --epochs 2 --policy wfbp --json"
+"$gs" run -np 4 -- "$gs" train $gargs --checkpoint "$tmp/grow" --stop-at-step 10 \
+  > "$tmp/grow1.log" 2>&1
+"$gs" run -np 3 -- "$gs" train $gargs --checkpoint "$tmp/grow" --resume > "$tmp/grow2.log" 2>&1
+rc=$?
+if [ $rc = 0 ] && [ "$(grep -c '"samples":960,"dataset_samples":1000' "$tmp/grow2.log")" = 2 ] &&
+   grep -q '"ranks":3,' "$tmp/grow2.log"; then
+  ok "4 ranks stopped at step 10, 3 ranks resumed: both epochs trained 960 samples once each"
 else
-  bad "other steps per epoch were not refused: $(tail -3 "$tmp/pos.log")"
+  bad "resize 4 -> 3 with --global-batch 48: exit $rc: $(tail -3 "$tmp/grow2.log" | cut -c1-300)"
+fi
+out=$("$gs" run -np 5 -- "$gs" train $gargs --checkpoint "$tmp/grow" --resume 2>&1); rc=$?
+if [ $rc = 2 ] && echo "$out" | grep -q -- "--global-batch 48: 5 ranks cannot share it equally (world sizes that can, up to 20: 1, 2, 3, 4, 6, 8, 12, 16)"; then
+  ok "--global-batch 48 on 5 ranks: exit 2 naming the sizes that fit"
+else
+  bad "--global-batch 48 on 5 ranks: exit $rc: $(echo "$out" | head -3)"
+fi
+# Linear scaling: the batch per rank kept, 2 ranks then 4.
+largs="--model mlp --synthetic 1024 --batch 16 --epochs 1 --policy wfbp --scale-lr linear"
+"$gs" run -np 2 -- "$gs" train $largs --checkpoint "$tmp/lin" --stop-at-step 6 > "$tmp/lin1.log" 2>&1
+if "$gs" run -np 4 -- "$gs" train $largs --checkpoint "$tmp/lin" --resume --json \
+     > "$tmp/lin2.log" 2>&1 && grep -q '"samples":1024,"dataset_samples":1024' "$tmp/lin2.log"; then
+  ok "--scale-lr linear: 2 ranks stopped at step 6 (192 samples), 4 ranks finished the epoch's 1024"
+else
+  bad "--scale-lr linear 2 -> 4: $(tail -3 "$tmp/lin2.log" | cut -c1-300)"
+fi
+# Without an elastic rule the world size is part of the run.
+if ! "$gs" run -np 3 -- "$gs" train $args --checkpoint "$tmp/cut-sgd" --resume > "$tmp/fixed.log" 2>&1 &&
+   grep -q "the rank count" "$tmp/fixed.log"; then
+  ok "a plain run resumed on another world size is refused (the rank count)"
+else
+  bad "a plain run resumed on 3 ranks was not refused: $(tail -3 "$tmp/fixed.log")"
+fi
+# --resume=auto: a first run starts afresh.
+if "$gs" train --model mlp --synthetic 256 --batch 16 --max-steps 3 --checkpoint "$tmp/auto" \
+     --resume=auto > "$tmp/auto.log" 2>&1; then
+  ok "--resume=auto with no checkpoint yet: trains from the start"
+else
+  bad "--resume=auto with no checkpoint: $(tail -3 "$tmp/auto.log")"
+fi
+# SIGUSR1 asks for a stop at the next commit: exit 3, and the commit resumes.
+OMPI_MCA_rmaps_base_oversubscribe=1 mpirun -np 2 "$gs" train --model mlp --synthetic 4096 \
+  --batch 16 --epochs 100 --policy wfbp --checkpoint "$tmp/usr1" --commit-every 4 \
+  > "$tmp/usr1.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 200); do [ -e "$tmp/usr1/checkpoint.json" ] && break; sleep 0.1; done
+kill -USR1 $pid
+wait $pid
+rc=$?
+if [ $rc = 3 ] && grep -q "committed in .*, as asked" "$tmp/usr1.log"; then
+  ok "SIGUSR1: stopped at the next commit, exit 3"
+else
+  bad "SIGUSR1: exit $rc: $(tail -3 "$tmp/usr1.log")"
 fi
 
 out=$("$gs" train --commit-every 5 2>&1); rc=$?

@@ -4,14 +4,17 @@
  *     written past the buffer (the heap corruption issue 14 saw: the loop
  *     gathers with gs_nn_dataset_gather_n, bounded by the buffer);
  *   - the breakdown's buckets: added in order of first use, summed, and
- *     bounded in number and name length.
+ *     bounded in number and name length;
+ *   - the epoch's samples keyed by position: runs of different world sizes
+ *     and batches, resumed at each other's commits, use every sample of
+ *     the permutation before the last position exactly once.
  * Exits 1 after printing "FAIL ..." on a failed check.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gradsync/train.h"
+#include "train_internal.h"
 
 static int fails;
 #define CHECK(cond, ...)                           \
@@ -74,8 +77,54 @@ static void breakdown(void) {
         "more than %d buckets are refused", GS_TRAIN_BREAKDOWN_MAX);
 }
 
+/* An epoch of 1000 samples cut by commits into runs of different world
+ * sizes: 4 x 12 (global 48) for 5 steps, 3 x 16 (48, the global batch
+ * kept) for 7, 6 x 8 (48) for 3, then linear scaling's 5 x 12 (60) for 4.
+ * Every rank's indices of every step, together, must be exactly the
+ * permutation's first 960 entries, each once. */
+static void samples_once(void) {
+  enum { N = 1000 };
+  size_t perm[N];
+  for (size_t i = 0; i < N; i++) perm[i] = (i * 379 + 11) % N; /* a permutation */
+  static const struct { int size, batch; long steps; } runs[] = {
+      {4, 12, 5}, {3, 16, 7}, {6, 8, 3}, {5, 12, 4}};
+  int used[N] = {0};
+  long g = 0;
+  size_t out[N];
+  for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
+    for (int r = 0; r < runs[k].size; r++) {
+      train_epoch_indices(perm, g, runs[k].size, r, runs[k].batch, runs[k].steps, out);
+      for (long i = 0; i < runs[k].steps * runs[k].batch; i++) used[out[i]]++;
+    }
+    g += runs[k].steps * runs[k].size * runs[k].batch;
+  }
+  CHECK(g == 960, "position %ld, expected 960", g);
+  long once = 0, twice = 0, missing = 0;
+  for (long i = 0; i < N; i++) {
+    size_t s = perm[i];
+    if (i < g) {
+      once += used[s] == 1;
+      twice += used[s] > 1;
+      missing += used[s] == 0;
+    } else {
+      twice += used[s] != 0;
+    }
+  }
+  CHECK(once == g && twice == 0 && missing == 0,
+        "of the first %ld positions %ld used once, %ld more than once (or past g), %ld never", g,
+        once, twice, missing);
+  /* One world size from the start: rank r's steps are its strided shard
+   * perm[r], perm[r + size], ... (the sampler's order before commits
+   * existed, kept so runs without resizing train as they did). */
+  train_epoch_indices(perm, 0, 4, 3, 12, 5, out);
+  int strided = 1;
+  for (long i = 0; i < 60; i++) strided &= out[i] == perm[3 + 4 * i];
+  CHECK(strided, "one world size: rank 3's samples are not perm[3 + 4 i]");
+}
+
 int main(void) {
   gather_bounds();
+  samples_once();
   breakdown();
   if (fails == 0) printf("ok: train unit checks passed\n");
   return fails != 0;
