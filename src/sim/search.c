@@ -1,0 +1,136 @@
+/*
+ * The configuration search (gradsync/search.h, docs/PLANNING.md "Search").
+ *
+ * At each worker count the costs come from gs_plan_cost_from_net and each
+ * policy's time from gs_plan_make; one worker's time is the plan under a
+ * zero cost. Nothing here prices a message: the search only compares what
+ * the planner predicts.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "gradsync/search.h"
+#include "gs_internal.h"
+
+static gs_status search_check(const gs_profile *profile, const gs_search_config *cfg,
+                              gs_search_result *out) {
+  if (profile == NULL || cfg == NULL || out == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "search: NULL argument");
+  if (cfg->net == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "search: no network cost parameters");
+  if (cfg->workers < 0 || cfg->max_workers < 0 || (cfg->workers > 0) == (cfg->max_workers > 0))
+    return gs_error(GS_ERR_INVALID_ARG, "search: give one of workers (%d) and max_workers "
+                    "(%d), positive", cfg->workers, cfg->max_workers);
+  int count = cfg->workers > 0 ? cfg->workers : cfg->max_workers;
+  if (cfg->per_node < 1 || count % cfg->per_node != 0)
+    return gs_error(GS_ERR_INVALID_ARG, "search: %d workers per node do not divide %d "
+                    "workers", cfg->per_node, count);
+  if (!(cfg->target_efficiency >= 0 && cfg->target_efficiency <= 1))
+    return gs_error(GS_ERR_INVALID_ARG, "search: target efficiency %g is outside [0, 1]",
+                    cfg->target_efficiency);
+  return GS_OK;
+}
+
+/* The counts tried: lo, doubling, up to hi and hi itself. Both are
+ * multiples of the workers per node, and so is every count. */
+static long next_count(long w, long hi) { return w * 2 > hi && w < hi ? hi : w * 2; }
+
+/* Plans every policy at one count (cfg->per_node per node). */
+static gs_status search_point(const gs_profile *profile, const gs_search_config *cfg,
+                              int workers, double one_worker_s, gs_search_point *pt) {
+  gs_cost_topo topo = {workers, workers / cfg->per_node};
+  gs_plan_cost cost;
+  GS_CHECK(gs_plan_cost_from_net(cfg->net, topo, cfg->algo, &cost));
+  pt->workers = workers;
+  pt->nodes = topo.nodes;
+  pt->best = (gs_plan_policy_kind)0;
+  for (int k = 0; k < GS_SEARCH_POLICIES; k++) {
+    gs_plan *pl = NULL;
+    GS_CHECK(gs_plan_make(profile, &cost, gs_plan_policy_name((gs_plan_policy_kind)k), &pl));
+    pt->iter_s[k] = pl->predicted_iter_s;
+    gs_plan_free(pl);
+    if (pt->iter_s[k] < pt->iter_s[pt->best]) pt->best = (gs_plan_policy_kind)k;
+  }
+  double t = pt->iter_s[pt->best];
+  pt->efficiency = t > 0 ? one_worker_s / t : 1.0;
+  pt->samples_s = profile->batch_size > 0 && t > 0 ? workers * (double)profile->batch_size / t
+                                                   : 0;
+  return GS_OK;
+}
+
+gs_status gs_search_run(const gs_profile *profile, const gs_search_config *cfg,
+                        gs_search_result *out) {
+  if (out) memset(out, 0, sizeof *out);
+  GS_CHECK(search_check(profile, cfg, out));
+  GS_CHECK(gs_profile_validate(profile));
+  gs_search_result r;
+  memset(&r, 0, sizeof r);
+  for (size_t i = 0; i < profile->ntensors; i++) {
+    r.backward_s += profile->tensors[i].backward_s;
+    r.gradient_bytes += (double)gs_profile_tensor_bytes(profile, i);
+  }
+  /* One worker's time: the plan with no communication. */
+  gs_plan_cost zero;
+  gs_plan *one = NULL;
+  GS_CHECK(gs_plan_cost_from_ab(0, 0, &zero));
+  GS_CHECK(gs_plan_make(profile, &zero, "wfbp", &one));
+  r.one_worker_s = one->predicted_iter_s;
+  gs_plan_free(one);
+
+  long lo = cfg->workers > 0 ? cfg->workers : cfg->per_node;
+  long hi = cfg->workers > 0 ? cfg->workers : cfg->max_workers;
+  size_t n = 0;
+  for (long w = lo;; w = next_count(w, hi)) {
+    n++;
+    if (w >= hi) break;
+  }
+  r.points = gs_calloc(n, sizeof *r.points);
+  if (r.points == NULL) return GS_ERR_NOMEM;
+  gs_status st = GS_OK;
+  for (long w = lo; r.npoints < n; w = next_count(w, hi)) {
+    GS_CHECK_GOTO(search_point(profile, cfg, (int)w, r.one_worker_s, &r.points[r.npoints]),
+                  st, fail);
+    r.npoints++;
+  }
+
+  /* The recommendation: with a target efficiency, the most workers that
+   * meet it (none: the fewest tried, not met); for throughput, the most
+   * workers per second of iteration, which is the most samples per second
+   * whatever the batch. */
+  double target = cfg->target_efficiency;
+  r.target_met = target > 0 ? 0 : 1;
+  for (size_t i = 0; i < r.npoints; i++) {
+    const gs_search_point *p = &r.points[i], *q = &r.points[r.pick];
+    if (target > 0) {
+      if (p->efficiency >= target) {
+        r.pick = i;
+        r.target_met = 1;
+      }
+    } else if (p->workers / p->iter_s[p->best] > q->workers / q->iter_s[q->best]) {
+      r.pick = i;
+    }
+  }
+
+  /* What the policies hide behind the backward pass at the pick: every
+   * gradient in one all-reduce, on the cost module's line. */
+  const gs_search_point *p = &r.points[r.pick];
+  if (p->workers > 1) {
+    gs_cost_topo topo = {p->workers, p->nodes};
+    double a, b;
+    gs_cost_allreduce_linear(cfg->net, topo, cfg->algo == GS_ALGO_AUTO ? GS_ALGO_RING : cfg->algo,
+                             &a, &b);
+    r.allreduce_all_s = a + b * r.gradient_bytes;
+  }
+  *out = r;
+  return GS_OK;
+fail:
+  gs_free(r.points);
+  return st;
+}
+
+void gs_search_result_free(gs_search_result *r) {
+  if (r == NULL) return;
+  gs_free(r->points);
+  r->points = NULL;
+  r->npoints = 0;
+}
