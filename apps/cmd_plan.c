@@ -159,119 +159,41 @@ static char *row_json(const plan_row *r, const gs_profile *prof,
 
 /* ---- plan --search ------------------------------------------------------------ */
 
-/* The policies a search compares (auto is one of them already). */
-static const char *const search_specs[] = {"wfbp", "single", "bucket", "mgwfbp", "optimal",
-                                           "dear"};
-#define NSEARCH (sizeof search_specs / sizeof search_specs[0])
-
-typedef struct {
-  int workers;
-  double iter_s[NSEARCH];
-  int best;          /* index into search_specs */
-  double efficiency; /* one worker's iteration time over this one's (weak scaling) */
-  double samples_s;  /* workers * batch / iteration time (0 without a batch size) */
-} search_row;
-
-/* Plans every policy for `workers` workers, `per_node` per node, on the
- * network `params`, all through gs_plan_cost_from_net and gs_plan_make. */
-static gs_status search_point(const gs_profile *prof, const gs_cost_params *params,
-                              gs_algo algo, int workers, int per_node, search_row *r) {
-  gs_cost_topo topo = {workers, workers / per_node};
-  gs_plan_cost cost;
-  gs_status cst = gs_plan_cost_from_net(params, topo, algo, &cost);
-  if (cst != GS_OK) return cst;
-  r->workers = workers;
-  r->best = 0;
-  for (size_t k = 0; k < NSEARCH; k++) {
-    gs_plan *pl = NULL;
-    gs_status st = gs_plan_make(prof, &cost, search_specs[k], &pl);
-    if (st != GS_OK) return st;
-    r->iter_s[k] = pl->predicted_iter_s;
-    gs_plan_free(pl);
-    if (r->iter_s[k] < r->iter_s[r->best]) r->best = (int)k;
-  }
-  return GS_OK;
-}
-
-/* gradsync plan --search: the number of workers and the policy for a target,
- * every figure from the planner (gs_plan_make on gs_plan_cost_from_net). The
- * efficiency is weak scaling: one worker's iteration time (no communication)
- * over N workers'. Zou et al.'s guideline for workers, computed instead of
- * looked up: past the last N whose efficiency meets the target, adding
- * workers buys less than the target's share of their compute. */
+/* gradsync plan --search: the search is the library's (gs_search_run,
+ * gradsync/search.h); this reads the network and the profile, and prints
+ * the points, the recommendation and why, as a table or as JSON. */
 static int plan_search(const char *profile_path, const char *net, const char *algo_name,
                        int workers, int max_workers, int per_node, double target_eff,
                        int json) {
   gs_cost_params params;
-  gs_algo algo;
+  gs_search_config cfg = {.net = &params, .workers = workers, .max_workers = max_workers,
+                          .per_node = per_node, .target_efficiency = target_eff};
   if (gs_cost_preset(net, &params) != GS_OK) {
     cli_error(VERB, "--net: %s", gs_last_error());
     return 2;
   }
-  if (gs_algo_parse(algo_name, &algo) != GS_OK) {
+  if (gs_algo_parse(algo_name, &cfg.algo) != GS_OK) {
     cli_error(VERB, "--algo: %s", gs_last_error());
     return 2;
   }
   gs_profile *prof = NULL;
-  gs_status lst = gs_profile_load(profile_path, &prof);
-  if (lst == GS_OK) lst = cli_clean_profile(prof);
-  if (lst != GS_OK) {
-    gs_profile_free(prof);
-    cli_error(VERB, "%s", gs_last_error());
-    return lst == GS_ERR_NOMEM ? 1 : 2;
-  }
-  /* The counts tried: per_node, doubling, up to the maximum (and it). */
-  int lo = workers ? workers : per_node, hi = workers ? workers : max_workers;
-  search_row rows[32];
-  int n = 0, rc = 0;
-  /* One worker's time: the plan with no communication. */
-  double t1 = INFINITY;
-  gs_status st = GS_OK;
-  {
-    gs_plan_cost zero;
-    gs_plan *pl = NULL;
-    st = gs_plan_cost_from_ab(0, 0, &zero);
-    if (st == GS_OK) st = gs_plan_make(prof, &zero, "wfbp", &pl);
-    if (st == GS_OK) t1 = pl->predicted_iter_s;
-    gs_plan_free(pl);
-  }
-  for (long w = lo; st == GS_OK && n < 32; w = w * 2 > hi && w < hi ? hi : w * 2) {
-    st = search_point(prof, &params, algo, (int)w, per_node, &rows[n]);
-    if (st != GS_OK) break;
-    search_row *r = &rows[n++];
-    r->efficiency = t1 / r->iter_s[r->best];
-    r->samples_s = prof->batch_size > 0 ? w * prof->batch_size / r->iter_s[r->best] : 0;
-    if (w >= hi) break;
-  }
+  gs_status st = gs_profile_load(profile_path, &prof);
+  if (st == GS_OK) st = cli_clean_profile(prof);
   if (st != GS_OK) {
-    cli_error(VERB, "%s", gs_last_error());
     gs_profile_free(prof);
-    return 2;
+    cli_error(VERB, "%s", gs_last_error());
+    return st == GS_ERR_NOMEM ? 1 : 2;
   }
-  /* The recommendation: with a target efficiency, the most workers that
-   * meet it (none: the fewest tried, said so); for throughput, the most
-   * samples (or the least time per worker) per second. */
-  int pick = 0, met = 0;
-  for (int i = 0; i < n; i++) {
-    if (target_eff > 0) {
-      if (rows[i].efficiency >= target_eff) {
-        pick = i;
-        met = 1;
-      }
-    } else if (rows[i].workers / rows[i].iter_s[rows[i].best] >
-               rows[pick].workers / rows[pick].iter_s[rows[pick].best]) {
-      pick = i;
-    }
+  gs_search_result res;
+  st = gs_search_run(prof, &cfg, &res);
+  if (st != GS_OK) {
+    if (st == GS_ERR_NOMEM) cli_fail(VERB, "%s", gs_last_error());
+    else cli_error(VERB, "%s", gs_last_error());
+    gs_profile_free(prof);
+    return st == GS_ERR_NOMEM ? 1 : 2;
   }
-  if (target_eff <= 0) met = 1;
-  const search_row *r = &rows[pick];
-  double bwd = 0;
-  for (size_t i = 0; i < prof->ntensors; i++) bwd += prof->tensors[i].backward_s;
-  gs_cost_topo topo = {r->workers, r->workers / per_node};
-  double a_ar, b_ar;
-  gs_cost_allreduce_linear(&params, topo, algo == GS_ALGO_AUTO ? GS_ALGO_RING : algo, &a_ar,
-                           &b_ar);
-  double ar_all = r->workers > 1 ? a_ar + b_ar * cli_profile_bytes(prof) : 0;
+  const gs_search_point *pts = res.points, *r = &res.points[res.pick];
+  int n = (int)res.npoints, pick = (int)res.pick, met = res.target_met, rc = 0;
   if (json) {
     cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "points");
     cJSON_AddStringToObject(o, "profile", prof->name);
@@ -279,19 +201,20 @@ static int plan_search(const char *profile_path, const char *net, const char *al
     cJSON_AddNumberToObject(o, "per_node", per_node);
     if (target_eff > 0) cJSON_AddNumberToObject(o, "target_efficiency", target_eff);
     else cJSON_AddStringToObject(o, "target", "throughput");
-    cJSON_AddNumberToObject(o, "one_worker_iter_s", t1);
+    cJSON_AddNumberToObject(o, "one_worker_iter_s", res.one_worker_s);
     for (int i = 0; i < n; i++) {
       cJSON *p = cJSON_CreateObject(), *it = cJSON_AddObjectToObject(p, "iter_s");
-      cJSON_AddNumberToObject(p, "workers", rows[i].workers);
-      for (size_t k = 0; k < NSEARCH; k++)
-        cJSON_AddNumberToObject(it, search_specs[k], rows[i].iter_s[k]);
-      cJSON_AddStringToObject(p, "best", search_specs[rows[i].best]);
-      cJSON_AddNumberToObject(p, "efficiency", rows[i].efficiency);
+      cJSON_AddNumberToObject(p, "workers", pts[i].workers);
+      for (int k = 0; k < GS_SEARCH_POLICIES; k++)
+        cJSON_AddNumberToObject(it, gs_plan_policy_name((gs_plan_policy_kind)k),
+                                pts[i].iter_s[k]);
+      cJSON_AddStringToObject(p, "best", gs_plan_policy_name(pts[i].best));
+      cJSON_AddNumberToObject(p, "efficiency", pts[i].efficiency);
       cJSON_AddItemToArray(arr, p);
     }
     cJSON *rec = cJSON_AddObjectToObject(o, "recommendation");
     cJSON_AddNumberToObject(rec, "workers", r->workers);
-    cJSON_AddStringToObject(rec, "policy", search_specs[r->best]);
+    cJSON_AddStringToObject(rec, "policy", gs_plan_policy_name(r->best));
     cJSON_AddNumberToObject(rec, "iter_s", r->iter_s[r->best]);
     cJSON_AddNumberToObject(rec, "efficiency", r->efficiency);
     cJSON_AddBoolToObject(rec, "target_met", met);
@@ -304,34 +227,38 @@ static int plan_search(const char *profile_path, const char *net, const char *al
       printf("%s\n", text);
       cJSON_free(text);
     }
+    gs_search_result_free(&res);
     gs_profile_free(prof);
     return rc;
   }
+  const char *best = gs_plan_policy_name(r->best);
   printf("search: profile %s (%.1f MB of gradients, forward %.1f ms, backward %.1f ms), "
-         "--net %s, %d per node\n", prof->name, cli_profile_bytes(prof) / 1e6, prof->forward_s * 1e3,
-         bwd * 1e3, net, per_node);
+         "--net %s, %d per node\n", prof->name, res.gradient_bytes / 1e6,
+         prof->forward_s * 1e3, res.backward_s * 1e3, net, per_node);
   printf("\n%8s %-8s %12s %11s\n", "workers", "best", "iter (ms)", "efficiency");
   for (int i = 0; i < n; i++)
-    printf("%8d %-8s %12.3f %11.3f\n", rows[i].workers, search_specs[rows[i].best],
-           rows[i].iter_s[rows[i].best] * 1e3, rows[i].efficiency);
+    printf("%8d %-8s %12.3f %11.3f\n", pts[i].workers, gs_plan_policy_name(pts[i].best),
+           pts[i].iter_s[pts[i].best] * 1e3, pts[i].efficiency);
   printf("\nrecommendation: %d workers, policy %s: iteration %.3f ms, efficiency %.3f\n",
-         r->workers, search_specs[r->best], r->iter_s[r->best] * 1e3, r->efficiency);
+         r->workers, best, r->iter_s[r->best] * 1e3, r->efficiency);
   printf("why:\n  - one worker computes an iteration in %.3f ms; at %d workers one all-reduce "
          "of all %.1f MB would take %.3f ms against %.3f ms of backward to hide it in\n",
-         t1 * 1e3, r->workers, cli_profile_bytes(prof) / 1e6, ar_all * 1e3, bwd * 1e3);
+         res.one_worker_s * 1e3, r->workers, res.gradient_bytes / 1e6,
+         res.allreduce_all_s * 1e3, res.backward_s * 1e3);
   if (target_eff > 0 && !met)
     printf("  - no count tried reaches efficiency %.2f: even %d workers reach only %.3f; "
-           "compute dominates too little for this network\n", target_eff, rows[0].workers,
-           rows[0].efficiency);
+           "compute dominates too little for this network\n", target_eff, pts[0].workers,
+           pts[0].efficiency);
   else if (target_eff > 0 && pick + 1 < n)
     printf("  - past %d workers the efficiency falls below %.2f (%d workers: %.3f)\n",
-           r->workers, target_eff, rows[pick + 1].workers, rows[pick + 1].efficiency);
+           r->workers, target_eff, pts[pick + 1].workers, pts[pick + 1].efficiency);
   else if (target_eff > 0)
     printf("  - every count tried, up to %d, meets efficiency %.2f\n", r->workers, target_eff);
   else
     printf("  - the most iterations x workers per second of the counts tried\n");
-  printf("  - %s beats wfbp by %.3fx here (wfbp %.3f ms)\n", search_specs[r->best],
-         r->iter_s[0] / r->iter_s[r->best], r->iter_s[0] * 1e3);
+  printf("  - %s beats wfbp by %.3fx here (wfbp %.3f ms)\n", best,
+         r->iter_s[GS_PLAN_WFBP] / r->iter_s[r->best], r->iter_s[GS_PLAN_WFBP] * 1e3);
+  gs_search_result_free(&res);
   gs_profile_free(prof);
   return 0;
 }
