@@ -210,6 +210,10 @@ static int plan_search(const char *profile_path, const char *net, const char *al
                                 pts[i].iter_s[k]);
       cJSON_AddStringToObject(p, "best", gs_plan_policy_name(pts[i].best));
       cJSON_AddNumberToObject(p, "efficiency", pts[i].efficiency);
+      cJSON *ps = cJSON_AddObjectToObject(p, "ps");
+      cJSON_AddNumberToObject(ps, "servers", pts[i].ps_servers);
+      cJSON_AddNumberToObject(ps, "round_s", pts[i].ps_round_s);
+      cJSON_AddNumberToObject(ps, "iter_s", pts[i].ps_iter_s);
       cJSON_AddItemToArray(arr, p);
     }
     cJSON *rec = cJSON_AddObjectToObject(o, "recommendation");
@@ -218,6 +222,12 @@ static int plan_search(const char *profile_path, const char *net, const char *al
     cJSON_AddNumberToObject(rec, "iter_s", r->iter_s[r->best]);
     cJSON_AddNumberToObject(rec, "efficiency", r->efficiency);
     cJSON_AddBoolToObject(rec, "target_met", met);
+    cJSON_AddStringToObject(rec, "sync", res.sync == GS_SEARCH_PS ? "ps" : "allreduce");
+    if (res.sync == GS_SEARCH_PS) {
+      cJSON_AddNumberToObject(rec, "servers", r->ps_servers);
+      cJSON_AddNumberToObject(rec, "ps_iter_s", r->ps_iter_s);
+    }
+    cJSON_AddBoolToObject(o, "predicted", 1);
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (text == NULL) {
@@ -235,10 +245,13 @@ static int plan_search(const char *profile_path, const char *net, const char *al
   printf("search: profile %s (%.1f MB of gradients, forward %.1f ms, backward %.1f ms), "
          "--net %s, %d per node\n", prof->name, res.gradient_bytes / 1e6,
          prof->forward_s * 1e3, res.backward_s * 1e3, net, per_node);
-  printf("\n%8s %-8s %12s %11s\n", "workers", "best", "iter (ms)", "efficiency");
+  printf("\npredicted (cost model and planner, not measured):\n");
+  printf("%8s %-8s %12s %11s %8s %12s\n", "workers", "best", "iter (ms)", "efficiency",
+         "servers", "ps iter (ms)");
   for (int i = 0; i < n; i++)
-    printf("%8d %-8s %12.3f %11.3f\n", pts[i].workers, gs_plan_policy_name(pts[i].best),
-           pts[i].iter_s[pts[i].best] * 1e3, pts[i].efficiency);
+    printf("%8d %-8s %12.3f %11.3f %8d %12.3f\n", pts[i].workers,
+           gs_plan_policy_name(pts[i].best), pts[i].iter_s[pts[i].best] * 1e3,
+           pts[i].efficiency, pts[i].ps_servers, pts[i].ps_iter_s * 1e3);
   printf("\nrecommendation: %d workers, policy %s: iteration %.3f ms, efficiency %.3f\n",
          r->workers, best, r->iter_s[r->best] * 1e3, r->efficiency);
   printf("why:\n  - one worker computes an iteration in %.3f ms; at %d workers one all-reduce "
@@ -258,6 +271,12 @@ static int plan_search(const char *profile_path, const char *net, const char *al
     printf("  - the most iterations x workers per second of the counts tried\n");
   printf("  - %s beats wfbp by %.3fx here (wfbp %.3f ms)\n", best,
          r->iter_s[GS_PLAN_WFBP] / r->iter_s[r->best], r->iter_s[GS_PLAN_WFBP] * 1e3);
+  printf("  - sync: %s: %d parameter servers (the fewest whose links are not the "
+         "bottleneck against %d workers' pushes) would take %.3f ms an iteration, "
+         "all-reduce %.3f ms%s\n",
+         res.sync == GS_SEARCH_PS ? "parameter servers" : "all-reduce", r->ps_servers,
+         r->workers, r->ps_iter_s * 1e3, r->iter_s[r->best] * 1e3,
+         res.sync == GS_SEARCH_PS ? " (on that many more machines)" : "");
   gs_search_result_free(&res);
   gs_profile_free(prof);
   return 0;

@@ -61,7 +61,23 @@ typedef struct gs_search_point {
   double samples_s;                   /* workers * batch_size / iter_s[best];
                                          0 when the profile has no batch
                                          size or the time is 0 */
+  /* Parameter servers instead of the all-reduce (BSP, one server per
+   * host, gs_cost_ps): Zou et al.'s rule, as many servers as keep the
+   * server side from being the bottleneck: the fewest S (up to 4 workers)
+   * whose server_s is no longer than a worker's worker_s (their aggregate
+   * bandwidth against the workers' push); the iteration is one worker's
+   * compute and then the round, since gradsync's workers push after the
+   * backward pass (gradsync/ps.h). */
+  int ps_servers;
+  double ps_round_s;                  /* gs_cost_ps's round_s at ps_servers */
+  double ps_iter_s;                   /* one_worker_s + ps_round_s */
 } gs_search_point;
+
+/* How the recommended configuration synchronises its gradients. */
+typedef enum {
+  GS_SEARCH_ALLREDUCE = 0, /* the engine's all-reduce, planned by `best` */
+  GS_SEARCH_PS             /* parameter servers, ps_servers of them */
+} gs_search_sync;
 
 typedef struct gs_search_result {
   double one_worker_s;     /* one worker's iteration: the plan with no
@@ -77,6 +93,12 @@ typedef struct gs_search_result {
                               of iteration (the first on ties) */
   int target_met;          /* 1 when points[pick] meets the target (always
                               for throughput) */
+  gs_search_sync sync;     /* at the pick's count (chosen on the all-reduce's
+                              times, the workers being the machines both
+                              share): parameter servers when their
+                              ps_iter_s is below iter_s[best], on
+                              ps_servers more machines; else the
+                              all-reduce */
   double allreduce_all_s;  /* at the pick's count, one all-reduce of every
                               gradient in one message (the cost module's
                               line for algo, the ring's for auto); 0 on one

@@ -6,6 +6,7 @@
  * zero cost. Nothing here prices a message: the search only compares what
  * the planner predicts.
  */
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -35,6 +36,30 @@ static gs_status search_check(const gs_profile *profile, const gs_search_config 
  * multiples of the workers per node, and so is every count. */
 static long next_count(long w, long hi) { return w * 2 > hi && w < hi ? hi : w * 2; }
 
+/* Parameter servers at one count: the fewest servers (1 .. 4 W) whose side
+ * of the round is no slower than a worker's, found by bisection since a
+ * server's share shrinks as servers are added; 4 W when even that many
+ * leave the servers' sums the bottleneck. */
+static gs_status search_ps(const gs_profile *profile, const gs_cost_params *net, int workers,
+                           double one_worker_s, gs_search_point *pt) {
+  double bytes = 0;
+  for (size_t i = 0; i < profile->ntensors; i++)
+    bytes += (double)gs_profile_tensor_bytes(profile, i);
+  gs_cost_ps_out o;
+  long lo = 1, hi = 4L * workers;
+  while (lo < hi) {
+    long mid = lo + (hi - lo) / 2;
+    GS_CHECK(gs_cost_ps(net, workers, (int)GS_MIN(mid, (long)INT_MAX), bytes, &o));
+    if (o.server_s <= o.worker_s) hi = mid;
+    else lo = mid + 1;
+  }
+  pt->ps_servers = (int)GS_MIN(lo, (long)INT_MAX);
+  GS_CHECK(gs_cost_ps(net, workers, pt->ps_servers, bytes, &o));
+  pt->ps_round_s = o.round_s;
+  pt->ps_iter_s = one_worker_s + o.round_s;
+  return GS_OK;
+}
+
 /* Plans every policy at one count (cfg->per_node per node). */
 static gs_status search_point(const gs_profile *profile, const gs_search_config *cfg,
                               int workers, double one_worker_s, gs_search_point *pt) {
@@ -51,6 +76,7 @@ static gs_status search_point(const gs_profile *profile, const gs_search_config 
     gs_plan_free(pl);
     if (pt->iter_s[k] < pt->iter_s[pt->best]) pt->best = (gs_plan_policy_kind)k;
   }
+  GS_CHECK(search_ps(profile, cfg->net, workers, one_worker_s, pt));
   double t = pt->iter_s[pt->best];
   pt->efficiency = t > 0 ? one_worker_s / t : 1.0;
   pt->samples_s = profile->batch_size > 0 && t > 0 ? workers * (double)profile->batch_size / t
@@ -110,6 +136,10 @@ gs_status gs_search_run(const gs_profile *profile, const gs_search_config *cfg,
       r.pick = i;
     }
   }
+
+  /* Parameter servers at the pick's count when they are predicted faster. */
+  const gs_search_point *q = &r.points[r.pick];
+  r.sync = q->ps_iter_s < q->iter_s[q->best] ? GS_SEARCH_PS : GS_SEARCH_ALLREDUCE;
 
   /* What the policies hide behind the backward pass at the pick: every
    * gradient in one all-reduce, on the cost module's line. */

@@ -4,7 +4,8 @@
  * (efficiency 1 everywhere, the most workers for throughput), a very slow
  * one (no count meets the target: the fewest), a hand-computed crossing of
  * the target, efficiency that never rises with more workers, the counts
- * tried, the search's figures equal to the planner's, and the refusals.
+ * tried, the search's figures equal to the planner's, the parameter
+ * servers' count and price, and the refusals.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -68,6 +69,13 @@ static void test_free_network(void **state) {
   assert_int_equal(r.points[r.pick].workers, 64);
   assert_int_equal(r.target_met, 1);
   assert_true(r.allreduce_all_s == 0);
+  /* Free links: one server keeps up, and the all-reduce (no slower than
+   * one worker) stays. */
+  for (size_t i = 0; i < r.npoints; i++) {
+    assert_int_equal(r.points[i].ps_servers, 1);
+    NEAR(r.points[i].ps_iter_s, 0.03);
+  }
+  assert_int_equal(r.sync, GS_SEARCH_ALLREDUCE);
   gs_search_result_free(&r);
   cfg.target_efficiency = 1.0;
   assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_OK);
@@ -128,6 +136,23 @@ static void test_target_crossing(void **state) {
   assert_int_equal(r.target_met, 1);
   NEAR(r.allreduce_all_s, 0.0225);
   assert_true(r.points[0].samples_s == 0); /* no batch size in the profile */
+  /* Parameter servers: without a reduction cost a server keeps up with W
+   * workers' pushes once there are W of them, and a round then takes
+   * M beta = 15 ms (push and pull overlapping), below the ring's 22.5 ms at
+   * 4 workers, which one tensor cannot hide: parameter servers win. */
+  for (size_t i = 0; i < r.npoints; i++) {
+    assert_int_equal(r.points[i].ps_servers, r.points[i].workers);
+    NEAR(r.points[i].ps_round_s, 0.015);
+    NEAR(r.points[i].ps_iter_s, 0.045);
+  }
+  assert_int_equal(r.sync, GS_SEARCH_PS);
+  gs_search_result_free(&r);
+  /* With the sums as slow as the link (gamma = beta), twice the servers. */
+  net.gamma = net.beta;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_OK);
+  for (size_t i = 0; i < r.npoints; i++)
+    assert_int_equal(r.points[i].ps_servers, 2 * r.points[i].workers);
+  net.gamma = 0;
   gs_search_result_free(&r);
   /* Throughput: p / (0.03 + 0.03 (p-1)/p) grows with p: the most. */
   cfg.target_efficiency = 0;
@@ -168,7 +193,20 @@ static void test_monotone_and_planner(void **state) {
       gs_plan_free(pl);
     }
     NEAR(p->efficiency, r.one_worker_s / p->iter_s[p->best]);
+    /* The servers' count is the fewest that keep up, priced by the cost
+     * model. */
+    gs_cost_ps_out o, fewer;
+    assert_int_equal(gs_cost_ps(&net, p->workers, p->ps_servers, 12e6, &o), GS_OK);
+    assert_true(o.server_s <= o.worker_s);
+    assert_true(o.round_s == p->ps_round_s);
+    if (p->ps_servers > 1) {
+      assert_int_equal(gs_cost_ps(&net, p->workers, p->ps_servers - 1, 12e6, &fewer), GS_OK);
+      assert_true(fewer.server_s > fewer.worker_s);
+    }
   }
+  const gs_search_point *q = &r.points[r.pick];
+  assert_int_equal(r.sync, q->ps_iter_s < q->iter_s[q->best] ? GS_SEARCH_PS
+                                                              : GS_SEARCH_ALLREDUCE);
   gs_search_result_free(&r);
   /* One count only. */
   cfg.max_workers = 0;
