@@ -30,7 +30,8 @@ static void usage(FILE *f) {
           "                     [--json] [--verbose]\n"
           "       gradsync plan --search --profile FILE --net NAME\n"
           "                     (--workers N | --max-workers N) [--per-node K]\n"
-          "                     [--target throughput|efficiency:E] [--json]\n"
+          "                     [--target throughput|efficiency:E]\n"
+          "                     [--max-global-batch N [--max-batch B]] [--json]\n"
           "\nGroups a model's gradient tensors into messages and predicts the\n"
           "iteration time: messages go one at a time in backward order, each\n"
           "starting when its last tensor is ready and the previous one is done.\n\n"
@@ -54,6 +55,10 @@ static void usage(FILE *f) {
           "                     policy planned at K, 2K, 4K, ... up to --max-workers\n"
           "  --target T         throughput (default) or efficiency:E, the most\n"
           "                     workers whose weak-scaling efficiency is >= E\n"
+          "  --max-global-batch N  with --search: each count at the largest\n"
+          "                     per-worker batch within N samples in all, compute\n"
+          "                     scaled linearly from the profile's batch_size\n"
+          "  --max-batch B      with --max-global-batch: at most B per worker\n"
           "  --compute-scale F  multiply forward_s and every backward_s by F > 0\n"
           "                     (project a profile onto a faster or slower device)\n"
           "  --compress SPEC    send every group compressed (a compressor spec:\n"
@@ -164,10 +169,12 @@ static char *row_json(const plan_row *r, const gs_profile *prof,
  * the points, the recommendation and why, as a table or as JSON. */
 static int plan_search(const char *profile_path, const char *net, const char *algo_name,
                        int workers, int max_workers, int per_node, double target_eff,
-                       int json) {
+                       int max_global_batch, int max_batch, int json) {
   gs_cost_params params;
   gs_search_config cfg = {.net = &params, .workers = workers, .max_workers = max_workers,
-                          .per_node = per_node, .target_efficiency = target_eff};
+                          .per_node = per_node, .target_efficiency = target_eff,
+                          .max_global_batch = max_global_batch,
+                          .max_worker_batch = max_batch};
   if (gs_cost_preset(net, &params) != GS_OK) {
     cli_error(VERB, "--net: %s", gs_last_error());
     return 2;
@@ -210,6 +217,10 @@ static int plan_search(const char *profile_path, const char *net, const char *al
                                 pts[i].iter_s[k]);
       cJSON_AddStringToObject(p, "best", gs_plan_policy_name(pts[i].best));
       cJSON_AddNumberToObject(p, "efficiency", pts[i].efficiency);
+      if (max_global_batch) {
+        cJSON_AddNumberToObject(p, "batch", pts[i].batch);
+        cJSON_AddNumberToObject(p, "samples_s", pts[i].samples_s);
+      }
       cJSON *ps = cJSON_AddObjectToObject(p, "ps");
       cJSON_AddNumberToObject(ps, "servers", pts[i].ps_servers);
       cJSON_AddNumberToObject(ps, "round_s", pts[i].ps_round_s);
@@ -222,6 +233,7 @@ static int plan_search(const char *profile_path, const char *net, const char *al
     cJSON_AddNumberToObject(rec, "iter_s", r->iter_s[r->best]);
     cJSON_AddNumberToObject(rec, "efficiency", r->efficiency);
     cJSON_AddBoolToObject(rec, "target_met", met);
+    if (max_global_batch) cJSON_AddNumberToObject(rec, "batch", r->batch);
     cJSON_AddStringToObject(rec, "sync", res.sync == GS_SEARCH_PS ? "ps" : "allreduce");
     if (res.sync == GS_SEARCH_PS) {
       cJSON_AddNumberToObject(rec, "servers", r->ps_servers);
@@ -246,18 +258,28 @@ static int plan_search(const char *profile_path, const char *net, const char *al
          "--net %s, %d per node\n", prof->name, res.gradient_bytes / 1e6,
          prof->forward_s * 1e3, res.backward_s * 1e3, net, per_node);
   printf("\npredicted (cost model and planner, not measured):\n");
-  printf("%8s %-8s %12s %11s %8s %12s\n", "workers", "best", "iter (ms)", "efficiency",
+  printf("%8s %-8s %12s %11s %8s %12s", "workers", "best", "iter (ms)", "efficiency",
          "servers", "ps iter (ms)");
-  for (int i = 0; i < n; i++)
-    printf("%8d %-8s %12.3f %11.3f %8d %12.3f\n", pts[i].workers,
+  if (max_global_batch) printf(" %6s %10s", "batch", "samples/s");
+  printf("\n");
+  for (int i = 0; i < n; i++) {
+    printf("%8d %-8s %12.3f %11.3f %8d %12.3f", pts[i].workers,
            gs_plan_policy_name(pts[i].best), pts[i].iter_s[pts[i].best] * 1e3,
            pts[i].efficiency, pts[i].ps_servers, pts[i].ps_iter_s * 1e3);
+    if (max_global_batch) printf(" %6d %10.1f", pts[i].batch, pts[i].samples_s);
+    printf("\n");
+  }
   printf("\nrecommendation: %d workers, policy %s: iteration %.3f ms, efficiency %.3f\n",
          r->workers, best, r->iter_s[r->best] * 1e3, r->efficiency);
   printf("why:\n  - one worker computes an iteration in %.3f ms; at %d workers one all-reduce "
          "of all %.1f MB would take %.3f ms against %.3f ms of backward to hide it in\n",
-         res.one_worker_s * 1e3, r->workers, res.gradient_bytes / 1e6,
-         res.allreduce_all_s * 1e3, res.backward_s * 1e3);
+         r->one_worker_s * 1e3, r->workers, res.gradient_bytes / 1e6,
+         res.allreduce_all_s * 1e3, r->backward_s * 1e3);
+  if (max_global_batch)
+    printf("  - batch: %d per worker, the most within %d in all%s; compute taken as linear "
+           "in the batch (measured at %d: %.3f ms)\n", r->batch, max_global_batch,
+           max_batch ? " and the cap per worker" : "", prof->batch_size,
+           res.one_worker_s * 1e3);
   if (target_eff > 0 && !met)
     printf("  - no count tried reaches efficiency %.2f: even %d workers reach only %.3f; "
            "compute dominates too little for this network\n", target_eff, pts[0].workers,
@@ -267,6 +289,8 @@ static int plan_search(const char *profile_path, const char *net, const char *al
            r->workers, target_eff, pts[pick + 1].workers, pts[pick + 1].efficiency);
   else if (target_eff > 0)
     printf("  - every count tried, up to %d, meets efficiency %.2f\n", r->workers, target_eff);
+  else if (max_global_batch)
+    printf("  - the most samples per second of the counts tried\n");
   else
     printf("  - the most iterations x workers per second of the counts tried\n");
   printf("  - %s beats wfbp by %.3fx here (wfbp %.3f ms)\n", best,
@@ -293,11 +317,13 @@ int cmd_plan(int argc, char **argv) {
       {"compress", required_argument, 0, 'z'}, {"cost", required_argument, 0, 'c'},
       {"search", no_argument, 0, 'S'},        {"max-workers", required_argument, 0, 'M'},
       {"per-node", required_argument, 0, 'K'}, {"target", required_argument, 0, 'T'},
+      {"max-global-batch", required_argument, 0, 'G'},
+      {"max-batch", required_argument, 0, 'B'},
       {0, 0, 0, 0}};
   const char *compress = NULL;
   const char *profile_path = NULL, *policy = "all", *net = NULL, *algo_name = "auto";
   const char *cost_file = NULL;
-  int search = 0, max_workers = 0, per_node = 1;
+  int search = 0, max_workers = 0, per_node = 1, max_global_batch = 0, max_batch = 0;
   double target_eff = 0; /* 0: throughput */
   double a = -1, b = -1, scale = 1.0;
   int have_a = 0, have_b = 0, have_algo = 0, workers = 0, nodes = 0, json = 0, verbose = 0;
@@ -339,6 +365,14 @@ int cmd_plan(int argc, char **argv) {
         if (cli_parse_int(optarg, 1, 1 << 24, &per_node) != 0) {
           cli_error(VERB, "--per-node: expected an integer from 1 to %d, got '%s'", 1 << 24,
                     optarg);
+          return 2;
+        }
+        break;
+      case 'G':
+      case 'B':
+        if (cli_parse_int(optarg, 1, 1 << 30, c == 'G' ? &max_global_batch : &max_batch) != 0) {
+          cli_error(VERB, "--%s: expected an integer from 1 to %d, got '%s'",
+                    c == 'G' ? "max-global-batch" : "max-batch", 1 << 30, optarg);
           return 2;
         }
         break;
@@ -393,8 +427,11 @@ int cmd_plan(int argc, char **argv) {
     cli_error(VERB, "--a and --b go together");
     return 2;
   }
-  if (search || max_workers || per_node != 1) {
-    const char *why = !search ? "--max-workers and --per-node apply only with --search"
+  if (search || max_workers || per_node != 1 || max_global_batch || max_batch) {
+    const char *why = !search ? "--max-workers, --per-node and --max-global-batch apply "
+                                "only with --search"
+                      : max_batch && !max_global_batch
+                          ? "--max-batch applies only with --max-global-batch"
                       : cost_file || have_a ? "--search needs --net NAME (a cost file or "
                                               "--a/--b describe one cluster size only)"
                       : !net ? "--search needs --net NAME"
@@ -412,7 +449,7 @@ int cmd_plan(int argc, char **argv) {
       return 2;
     }
     return plan_search(profile_path, net, algo_name, workers, max_workers, per_node,
-                       target_eff, json);
+                       target_eff, max_global_batch, max_batch, json);
   }
   if (net && cost_file) {
     cli_error(VERB, "give either --net or --cost, not both");

@@ -45,20 +45,35 @@ typedef struct gs_search_config {
                                 given; nodes = workers / per_node */
   double target_efficiency;  /* 0: the most throughput; 0 < E <= 1: the
                                 most workers whose efficiency is >= E */
+  int max_global_batch;      /* 0: every worker at the profile's batch_size;
+                                > 0: each count at the largest per-worker
+                                batch B with workers * B <= this (and B <=
+                                max_worker_batch when that is > 0), its
+                                compute scaled by B / batch_size (taken as
+                                linear in the batch; the gradients' bytes do
+                                not change); the throughput pick is then the
+                                most samples per second. Needs a profile
+                                with a batch size, and at least one sample
+                                per worker */
+  int max_worker_batch;      /* 0: no cap; > 0: a memory cap on B */
 } gs_search_config;
 
 /* One worker count tried. */
 typedef struct gs_search_point {
   int workers;
   int nodes;                          /* workers / per_node */
+  int batch;                          /* per-worker batch (the profile's
+                                         without max_global_batch) */
+  double one_worker_s;                /* one worker's iteration at `batch` */
+  double backward_s;                  /* its backward pass, summed */
   double iter_s[GS_SEARCH_POLICIES];  /* predicted iteration time of each
                                          policy, by gs_plan_policy_kind */
   gs_plan_policy_kind best;           /* the smallest iter_s (the first
                                          policy on ties) */
   double efficiency;                  /* weak scaling: one worker's iteration
-                                         time over iter_s[best] (1 when both
-                                         are 0) */
-  double samples_s;                   /* workers * batch_size / iter_s[best];
+                                         time at `batch` over iter_s[best]
+                                         (1 when both are 0) */
+  double samples_s;                   /* workers * batch / iter_s[best];
                                          0 when the profile has no batch
                                          size or the time is 0 */
   /* Parameter servers instead of the all-reduce (BSP, one server per
@@ -70,7 +85,8 @@ typedef struct gs_search_point {
    * backward pass (gradsync/ps.h). */
   int ps_servers;
   double ps_round_s;                  /* gs_cost_ps's round_s at ps_servers */
-  double ps_iter_s;                   /* one_worker_s + ps_round_s */
+  double ps_iter_s;                   /* this point's one_worker_s +
+                                         ps_round_s */
 } gs_search_point;
 
 /* How the recommended configuration synchronises its gradients. */
@@ -80,8 +96,9 @@ typedef enum {
 } gs_search_sync;
 
 typedef struct gs_search_result {
-  double one_worker_s;     /* one worker's iteration: the plan with no
-                              communication (forward + every backward) */
+  double one_worker_s;     /* one worker's iteration at the profile's
+                              batch: the plan with no communication
+                              (forward + every backward) */
   double backward_s;       /* the profile's backward, summed */
   double gradient_bytes;   /* every gradient's bytes, summed */
   size_t npoints;          /* >= 1 */

@@ -26,6 +26,15 @@ static gs_status search_check(const gs_profile *profile, const gs_search_config 
   if (cfg->per_node < 1 || count % cfg->per_node != 0)
     return gs_error(GS_ERR_INVALID_ARG, "search: %d workers per node do not divide %d "
                     "workers", cfg->per_node, count);
+  if (cfg->max_global_batch < 0 || cfg->max_worker_batch < 0)
+    return gs_error(GS_ERR_INVALID_ARG, "search: batch limits %d (global) and %d (per "
+                    "worker) must be >= 0", cfg->max_global_batch, cfg->max_worker_batch);
+  if (cfg->max_global_batch > 0 && profile->batch_size <= 0)
+    return gs_error(GS_ERR_INVALID_ARG, "search: profile %s has no batch size to scale "
+                    "its compute from", profile->name ? profile->name : "(unnamed)");
+  if (cfg->max_global_batch > 0 && cfg->max_global_batch < count)
+    return gs_error(GS_ERR_INVALID_ARG, "search: a global batch of %d leaves some of %d "
+                    "workers without a sample", cfg->max_global_batch, count);
   if (!(cfg->target_efficiency >= 0 && cfg->target_efficiency <= 1))
     return gs_error(GS_ERR_INVALID_ARG, "search: target efficiency %g is outside [0, 1]",
                     cfg->target_efficiency);
@@ -60,14 +69,17 @@ static gs_status search_ps(const gs_profile *profile, const gs_cost_params *net,
   return GS_OK;
 }
 
-/* Plans every policy at one count (cfg->per_node per node). */
-static gs_status search_point(const gs_profile *profile, const gs_search_config *cfg,
-                              int workers, double one_worker_s, gs_search_point *pt) {
+/* Plans every policy at one count for `profile` (the batch's times). */
+static gs_status search_point_at(const gs_profile *profile, const gs_search_config *cfg,
+                                 int workers, gs_search_point *pt) {
+  double one_worker_s = pt->one_worker_s;
   gs_cost_topo topo = {workers, workers / cfg->per_node};
   gs_plan_cost cost;
   GS_CHECK(gs_plan_cost_from_net(cfg->net, topo, cfg->algo, &cost));
   pt->workers = workers;
   pt->nodes = topo.nodes;
+  pt->backward_s = 0;
+  for (size_t i = 0; i < profile->ntensors; i++) pt->backward_s += profile->tensors[i].backward_s;
   pt->best = (gs_plan_policy_kind)0;
   for (int k = 0; k < GS_SEARCH_POLICIES; k++) {
     gs_plan *pl = NULL;
@@ -79,9 +91,49 @@ static gs_status search_point(const gs_profile *profile, const gs_search_config 
   GS_CHECK(search_ps(profile, cfg->net, workers, one_worker_s, pt));
   double t = pt->iter_s[pt->best];
   pt->efficiency = t > 0 ? one_worker_s / t : 1.0;
-  pt->samples_s = profile->batch_size > 0 && t > 0 ? workers * (double)profile->batch_size / t
-                                                   : 0;
+  pt->samples_s = pt->batch > 0 && t > 0 ? workers * (double)pt->batch / t : 0;
   return GS_OK;
+}
+
+/* One worker's time: the plan with no communication. */
+static gs_status one_worker_time(const gs_profile *profile, double *out) {
+  gs_plan_cost zero;
+  gs_plan *one = NULL;
+  GS_CHECK(gs_plan_cost_from_ab(0, 0, &zero));
+  GS_CHECK(gs_plan_make(profile, &zero, "wfbp", &one));
+  *out = one->predicted_iter_s;
+  gs_plan_free(one);
+  return GS_OK;
+}
+
+/* Plans every policy at one count (cfg->per_node per node), at the
+ * per-worker batch the configuration gives it. */
+static gs_status search_point(const gs_profile *profile, const gs_search_config *cfg,
+                              int workers, double one_worker_s, gs_search_point *pt) {
+  pt->batch = profile->batch_size;
+  if (cfg->max_global_batch > 0) {
+    /* The largest per-worker batch within the global limit; compute is
+     * taken as linear in the batch (the profile's times scaled by
+     * batch / batch_size), the gradients' bytes as independent of it. */
+    pt->batch = cfg->max_global_batch / workers;
+    if (cfg->max_worker_batch > 0) pt->batch = GS_MIN(pt->batch, cfg->max_worker_batch);
+    double f = (double)pt->batch / profile->batch_size;
+    gs_profile scaled = *profile;
+    scaled.batch_size = pt->batch;
+    scaled.forward_s *= f;
+    scaled.tensors = gs_malloc(profile->ntensors * sizeof *scaled.tensors);
+    if (scaled.tensors == NULL) return GS_ERR_NOMEM;
+    for (size_t i = 0; i < profile->ntensors; i++) {
+      scaled.tensors[i] = profile->tensors[i];
+      scaled.tensors[i].backward_s *= f;
+    }
+    gs_status st = one_worker_time(&scaled, &pt->one_worker_s);
+    if (st == GS_OK) st = search_point_at(&scaled, cfg, workers, pt);
+    gs_free(scaled.tensors);
+    return st;
+  }
+  pt->one_worker_s = one_worker_s;
+  return search_point_at(profile, cfg, workers, pt);
 }
 
 gs_status gs_search_run(const gs_profile *profile, const gs_search_config *cfg,
@@ -95,13 +147,7 @@ gs_status gs_search_run(const gs_profile *profile, const gs_search_config *cfg,
     r.backward_s += profile->tensors[i].backward_s;
     r.gradient_bytes += (double)gs_profile_tensor_bytes(profile, i);
   }
-  /* One worker's time: the plan with no communication. */
-  gs_plan_cost zero;
-  gs_plan *one = NULL;
-  GS_CHECK(gs_plan_cost_from_ab(0, 0, &zero));
-  GS_CHECK(gs_plan_make(profile, &zero, "wfbp", &one));
-  r.one_worker_s = one->predicted_iter_s;
-  gs_plan_free(one);
+  GS_CHECK(one_worker_time(profile, &r.one_worker_s));
 
   long lo = cfg->workers > 0 ? cfg->workers : cfg->per_node;
   long hi = cfg->workers > 0 ? cfg->workers : cfg->max_workers;
@@ -132,7 +178,8 @@ gs_status gs_search_run(const gs_profile *profile, const gs_search_config *cfg,
         r.pick = i;
         r.target_met = 1;
       }
-    } else if (p->workers / p->iter_s[p->best] > q->workers / q->iter_s[q->best]) {
+    } else if (cfg->max_global_batch > 0 ? p->samples_s > q->samples_s
+               : p->workers / p->iter_s[p->best] > q->workers / q->iter_s[q->best]) {
       r.pick = i;
     }
   }

@@ -66,6 +66,17 @@ if [ "$(jget "$tmp/ps.json" 'd["recommendation"]["sync"]')" = ps ] &&
 else
   fail "parameter servers: $(head -c 400 "$tmp/ps.json")"
 fi
+# The per-worker batch within a global batch of 8 (the profile measured at
+# 1): 8, 4, 2 and 1 per worker at 1, 2, 4 and 8 workers, one worker's
+# compute 8.8, 4.4, 2.2 and 1.1 s.
+"$G" plan --search --profile "$tmp/compute.json" --net 1gbit --max-workers 8 \
+  --max-global-batch 8 --json >"$tmp/b.json" 2>&1
+if [ "$(jget "$tmp/b.json" '[p["batch"] for p in d["points"]]')" = "[8, 4, 2, 1]" ] &&
+   [ "$(jget "$tmp/b.json" 'abs(d["points"][0]["iter_s"]["wfbp"] - 8.8) < 1e-9')" = True ]; then
+  pass "per-worker batch within --max-global-batch 8"
+else
+  fail "per-worker batch: $(head -c 400 "$tmp/b.json")"
+fi
 # The search's figures are the planner's: 4 workers' best time equals the
 # fastest of plan --net 1gbit --workers 4.
 "$G" plan --profile "$tmp/compute.json" --net 1gbit --workers 4 --json >"$tmp/p.jsonl" 2>&1
@@ -103,6 +114,9 @@ expect2 "apply only with --search" plan --profile "$P" --net 1gbit --workers 4 -
 expect2 "--per-node must divide" plan --search --profile "$P" --net 1gbit --max-workers 6 --per-node 4
 expect2 "--target: expected" plan --search --profile "$P" --net 1gbit --max-workers 8 --target efficiency:1.5
 expect2 "--target: expected" plan --search --profile "$P" --net 1gbit --max-workers 8 --target speed
+expect2 "only with --max-global-batch" plan --search --profile "$P" --net 1gbit --max-workers 8 --max-batch 4
+expect2 "without a sample" plan --search --profile "$P" --net 1gbit --max-workers 8 --max-global-batch 4
+expect2 "apply only with --search" plan --profile "$P" --net 1gbit --workers 4 --max-global-batch 8
 expect2 "unknown network" plan --search --profile "$P" --net 1gb --max-workers 8
 expect2 "not with\|--nodes" plan --search --profile "$P" --net 1gbit --max-workers 8 --nodes 2
 

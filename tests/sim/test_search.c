@@ -5,7 +5,8 @@
  * one (no count meets the target: the fewest), a hand-computed crossing of
  * the target, efficiency that never rises with more workers, the counts
  * tried, the search's figures equal to the planner's, the parameter
- * servers' count and price, and the refusals.
+ * servers' count and price, the per-worker batch within a global limit,
+ * and the refusals.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -218,6 +219,58 @@ static void test_monotone_and_planner(void **state) {
   gs_search_result_free(&r);
 }
 
+/* The per-worker batch within a global limit of 80 samples, the profile
+ * measured at 10 (one tensor, 30 ms of compute, M beta = 15 ms): each count
+ * takes B = 80 / W (80, 40, 20, 10), its compute 30 ms x B / 10, and the
+ * ring's 2(W-1)/W x 15 ms after it: efficiency 1, 0.12 / 0.135, 0.06 /
+ * 0.0825, 0.03 / 0.05625; samples per second 80 / iteration, the most at 8
+ * workers; 0.75 stops at 2. A cap of 20 per worker (memory) binds below 4. */
+static void test_batch(void **state) {
+  (void)state;
+  test_profile tp;
+  tp_init(&tp, 0.01, 1, (double[]){0.02}, (size_t[]){1000000});
+  tp.p.batch_size = 10;
+  gs_cost_params net = net_ab(0, 0.015 / 4e6);
+  gs_search_config cfg = config(&net, 8, 1, 0);
+  cfg.max_global_batch = 80;
+  gs_search_result r;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_OK);
+  static const int batch[] = {80, 40, 20, 10};
+  static const double t1[] = {0.24, 0.12, 0.06, 0.03}, comm[] = {0, 0.015, 0.0225, 0.02625};
+  for (size_t i = 0; i < 4; i++) {
+    const gs_search_point *p = &r.points[i];
+    assert_int_equal(p->batch, batch[i]);
+    NEAR(p->one_worker_s, t1[i]);
+    NEAR(p->iter_s[p->best], t1[i] + comm[i]);
+    NEAR(p->efficiency, t1[i] / (t1[i] + comm[i]));
+    NEAR(p->samples_s, 80 / (t1[i] + comm[i]));
+  }
+  NEAR(r.one_worker_s, 0.03); /* at the profile's own batch */
+  assert_int_equal(r.points[r.pick].workers, 8);
+  gs_search_result_free(&r);
+  cfg.target_efficiency = 0.75;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_OK);
+  assert_int_equal(r.points[r.pick].workers, 2);
+  gs_search_result_free(&r);
+  cfg.max_worker_batch = 20;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_OK);
+  assert_int_equal(r.points[0].batch, 20);
+  assert_int_equal(r.points[1].batch, 20);
+  assert_int_equal(r.points[3].batch, 10);
+  NEAR(r.points[1].efficiency, 0.06 / 0.075);
+  gs_search_result_free(&r);
+  /* Refused: a global batch below the workers, and no batch to scale. */
+  cfg.max_global_batch = 4;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_ERR_INVALID_ARG);
+  cfg.max_global_batch = 80;
+  cfg.max_worker_batch = -1;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_ERR_INVALID_ARG);
+  cfg.max_worker_batch = 0;
+  tp.p.batch_size = 0;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_ERR_INVALID_ARG);
+  assert_null(r.points);
+}
+
 /* Refusals: GS_ERR_INVALID_ARG (or UNSUPPORTED for a collective that is no
  * all-reduce), and the result left empty. */
 static void test_bad_arguments(void **state) {
@@ -262,7 +315,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_free_network),      cmocka_unit_test(test_slow_network),
       cmocka_unit_test(test_target_crossing),   cmocka_unit_test(test_monotone_and_planner),
-      cmocka_unit_test(test_bad_arguments),
+      cmocka_unit_test(test_batch),             cmocka_unit_test(test_bad_arguments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
