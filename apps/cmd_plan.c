@@ -30,7 +30,8 @@ static void usage(FILE *f) {
           "                     [--json] [--verbose]\n"
           "       gradsync plan --search --profile FILE --net NAME\n"
           "                     (--workers N | --max-workers N) [--per-node K]\n"
-          "                     [--target throughput|efficiency:E] [--json]\n"
+          "                     [--target throughput|efficiency:E]\n"
+          "                     [--max-global-batch N [--max-batch B]] [--json]\n"
           "\nGroups a model's gradient tensors into messages and predicts the\n"
           "iteration time: messages go one at a time in backward order, each\n"
           "starting when its last tensor is ready and the previous one is done.\n\n"
@@ -54,6 +55,10 @@ static void usage(FILE *f) {
           "                     policy planned at K, 2K, 4K, ... up to --max-workers\n"
           "  --target T         throughput (default) or efficiency:E, the most\n"
           "                     workers whose weak-scaling efficiency is >= E\n"
+          "  --max-global-batch N  with --search: each count at the largest\n"
+          "                     per-worker batch within N samples in all, compute\n"
+          "                     scaled linearly from the profile's batch_size\n"
+          "  --max-batch B      with --max-global-batch: at most B per worker\n"
           "  --compute-scale F  multiply forward_s and every backward_s by F > 0\n"
           "                     (project a profile onto a faster or slower device)\n"
           "  --compress SPEC    send every group compressed (a compressor spec:\n"
@@ -159,119 +164,43 @@ static char *row_json(const plan_row *r, const gs_profile *prof,
 
 /* ---- plan --search ------------------------------------------------------------ */
 
-/* The policies a search compares (auto is one of them already). */
-static const char *const search_specs[] = {"wfbp", "single", "bucket", "mgwfbp", "optimal",
-                                           "dear"};
-#define NSEARCH (sizeof search_specs / sizeof search_specs[0])
-
-typedef struct {
-  int workers;
-  double iter_s[NSEARCH];
-  int best;          /* index into search_specs */
-  double efficiency; /* one worker's iteration time over this one's (weak scaling) */
-  double samples_s;  /* workers * batch / iteration time (0 without a batch size) */
-} search_row;
-
-/* Plans every policy for `workers` workers, `per_node` per node, on the
- * network `params`, all through gs_plan_cost_from_net and gs_plan_make. */
-static gs_status search_point(const gs_profile *prof, const gs_cost_params *params,
-                              gs_algo algo, int workers, int per_node, search_row *r) {
-  gs_cost_topo topo = {workers, workers / per_node};
-  gs_plan_cost cost;
-  gs_status cst = gs_plan_cost_from_net(params, topo, algo, &cost);
-  if (cst != GS_OK) return cst;
-  r->workers = workers;
-  r->best = 0;
-  for (size_t k = 0; k < NSEARCH; k++) {
-    gs_plan *pl = NULL;
-    gs_status st = gs_plan_make(prof, &cost, search_specs[k], &pl);
-    if (st != GS_OK) return st;
-    r->iter_s[k] = pl->predicted_iter_s;
-    gs_plan_free(pl);
-    if (r->iter_s[k] < r->iter_s[r->best]) r->best = (int)k;
-  }
-  return GS_OK;
-}
-
-/* gradsync plan --search: the number of workers and the policy for a target,
- * every figure from the planner (gs_plan_make on gs_plan_cost_from_net). The
- * efficiency is weak scaling: one worker's iteration time (no communication)
- * over N workers'. Zou et al.'s guideline for workers, computed instead of
- * looked up: past the last N whose efficiency meets the target, adding
- * workers buys less than the target's share of their compute. */
+/* gradsync plan --search: the search is the library's (gs_search_run,
+ * gradsync/search.h); this reads the network and the profile, and prints
+ * the points, the recommendation and why, as a table or as JSON. */
 static int plan_search(const char *profile_path, const char *net, const char *algo_name,
                        int workers, int max_workers, int per_node, double target_eff,
-                       int json) {
+                       int max_global_batch, int max_batch, int json) {
   gs_cost_params params;
-  gs_algo algo;
+  gs_search_config cfg = {.net = &params, .workers = workers, .max_workers = max_workers,
+                          .per_node = per_node, .target_efficiency = target_eff,
+                          .max_global_batch = max_global_batch,
+                          .max_worker_batch = max_batch};
   if (gs_cost_preset(net, &params) != GS_OK) {
     cli_error(VERB, "--net: %s", gs_last_error());
     return 2;
   }
-  if (gs_algo_parse(algo_name, &algo) != GS_OK) {
+  if (gs_algo_parse(algo_name, &cfg.algo) != GS_OK) {
     cli_error(VERB, "--algo: %s", gs_last_error());
     return 2;
   }
   gs_profile *prof = NULL;
-  gs_status lst = gs_profile_load(profile_path, &prof);
-  if (lst == GS_OK) lst = cli_clean_profile(prof);
-  if (lst != GS_OK) {
-    gs_profile_free(prof);
-    cli_error(VERB, "%s", gs_last_error());
-    return lst == GS_ERR_NOMEM ? 1 : 2;
-  }
-  /* The counts tried: per_node, doubling, up to the maximum (and it). */
-  int lo = workers ? workers : per_node, hi = workers ? workers : max_workers;
-  search_row rows[32];
-  int n = 0, rc = 0;
-  /* One worker's time: the plan with no communication. */
-  double t1 = INFINITY;
-  gs_status st = GS_OK;
-  {
-    gs_plan_cost zero;
-    gs_plan *pl = NULL;
-    st = gs_plan_cost_from_ab(0, 0, &zero);
-    if (st == GS_OK) st = gs_plan_make(prof, &zero, "wfbp", &pl);
-    if (st == GS_OK) t1 = pl->predicted_iter_s;
-    gs_plan_free(pl);
-  }
-  for (long w = lo; st == GS_OK && n < 32; w = w * 2 > hi && w < hi ? hi : w * 2) {
-    st = search_point(prof, &params, algo, (int)w, per_node, &rows[n]);
-    if (st != GS_OK) break;
-    search_row *r = &rows[n++];
-    r->efficiency = t1 / r->iter_s[r->best];
-    r->samples_s = prof->batch_size > 0 ? w * prof->batch_size / r->iter_s[r->best] : 0;
-    if (w >= hi) break;
-  }
+  gs_status st = gs_profile_load(profile_path, &prof);
+  if (st == GS_OK) st = cli_clean_profile(prof);
   if (st != GS_OK) {
-    cli_error(VERB, "%s", gs_last_error());
     gs_profile_free(prof);
-    return 2;
+    cli_error(VERB, "%s", gs_last_error());
+    return st == GS_ERR_NOMEM ? 1 : 2;
   }
-  /* The recommendation: with a target efficiency, the most workers that
-   * meet it (none: the fewest tried, said so); for throughput, the most
-   * samples (or the least time per worker) per second. */
-  int pick = 0, met = 0;
-  for (int i = 0; i < n; i++) {
-    if (target_eff > 0) {
-      if (rows[i].efficiency >= target_eff) {
-        pick = i;
-        met = 1;
-      }
-    } else if (rows[i].workers / rows[i].iter_s[rows[i].best] >
-               rows[pick].workers / rows[pick].iter_s[rows[pick].best]) {
-      pick = i;
-    }
+  gs_search_result res;
+  st = gs_search_run(prof, &cfg, &res);
+  if (st != GS_OK) {
+    if (st == GS_ERR_NOMEM) cli_fail(VERB, "%s", gs_last_error());
+    else cli_error(VERB, "%s", gs_last_error());
+    gs_profile_free(prof);
+    return st == GS_ERR_NOMEM ? 1 : 2;
   }
-  if (target_eff <= 0) met = 1;
-  const search_row *r = &rows[pick];
-  double bwd = 0;
-  for (size_t i = 0; i < prof->ntensors; i++) bwd += prof->tensors[i].backward_s;
-  gs_cost_topo topo = {r->workers, r->workers / per_node};
-  double a_ar, b_ar;
-  gs_cost_allreduce_linear(&params, topo, algo == GS_ALGO_AUTO ? GS_ALGO_RING : algo, &a_ar,
-                           &b_ar);
-  double ar_all = r->workers > 1 ? a_ar + b_ar * cli_profile_bytes(prof) : 0;
+  const gs_search_point *pts = res.points, *r = &res.points[res.pick];
+  int n = (int)res.npoints, pick = (int)res.pick, met = res.target_met, rc = 0;
   if (json) {
     cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "points");
     cJSON_AddStringToObject(o, "profile", prof->name);
@@ -279,22 +208,38 @@ static int plan_search(const char *profile_path, const char *net, const char *al
     cJSON_AddNumberToObject(o, "per_node", per_node);
     if (target_eff > 0) cJSON_AddNumberToObject(o, "target_efficiency", target_eff);
     else cJSON_AddStringToObject(o, "target", "throughput");
-    cJSON_AddNumberToObject(o, "one_worker_iter_s", t1);
+    cJSON_AddNumberToObject(o, "one_worker_iter_s", res.one_worker_s);
     for (int i = 0; i < n; i++) {
       cJSON *p = cJSON_CreateObject(), *it = cJSON_AddObjectToObject(p, "iter_s");
-      cJSON_AddNumberToObject(p, "workers", rows[i].workers);
-      for (size_t k = 0; k < NSEARCH; k++)
-        cJSON_AddNumberToObject(it, search_specs[k], rows[i].iter_s[k]);
-      cJSON_AddStringToObject(p, "best", search_specs[rows[i].best]);
-      cJSON_AddNumberToObject(p, "efficiency", rows[i].efficiency);
+      cJSON_AddNumberToObject(p, "workers", pts[i].workers);
+      for (int k = 0; k < GS_SEARCH_POLICIES; k++)
+        cJSON_AddNumberToObject(it, gs_plan_policy_name((gs_plan_policy_kind)k),
+                                pts[i].iter_s[k]);
+      cJSON_AddStringToObject(p, "best", gs_plan_policy_name(pts[i].best));
+      cJSON_AddNumberToObject(p, "efficiency", pts[i].efficiency);
+      if (max_global_batch) {
+        cJSON_AddNumberToObject(p, "batch", pts[i].batch);
+        cJSON_AddNumberToObject(p, "samples_s", pts[i].samples_s);
+      }
+      cJSON *ps = cJSON_AddObjectToObject(p, "ps");
+      cJSON_AddNumberToObject(ps, "servers", pts[i].ps_servers);
+      cJSON_AddNumberToObject(ps, "round_s", pts[i].ps_round_s);
+      cJSON_AddNumberToObject(ps, "iter_s", pts[i].ps_iter_s);
       cJSON_AddItemToArray(arr, p);
     }
     cJSON *rec = cJSON_AddObjectToObject(o, "recommendation");
     cJSON_AddNumberToObject(rec, "workers", r->workers);
-    cJSON_AddStringToObject(rec, "policy", search_specs[r->best]);
+    cJSON_AddStringToObject(rec, "policy", gs_plan_policy_name(r->best));
     cJSON_AddNumberToObject(rec, "iter_s", r->iter_s[r->best]);
     cJSON_AddNumberToObject(rec, "efficiency", r->efficiency);
     cJSON_AddBoolToObject(rec, "target_met", met);
+    if (max_global_batch) cJSON_AddNumberToObject(rec, "batch", r->batch);
+    cJSON_AddStringToObject(rec, "sync", res.sync == GS_SEARCH_PS ? "ps" : "allreduce");
+    if (res.sync == GS_SEARCH_PS) {
+      cJSON_AddNumberToObject(rec, "servers", r->ps_servers);
+      cJSON_AddNumberToObject(rec, "ps_iter_s", r->ps_iter_s);
+    }
+    cJSON_AddBoolToObject(o, "predicted", 1);
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (text == NULL) {
@@ -304,34 +249,59 @@ static int plan_search(const char *profile_path, const char *net, const char *al
       printf("%s\n", text);
       cJSON_free(text);
     }
+    gs_search_result_free(&res);
     gs_profile_free(prof);
     return rc;
   }
+  const char *best = gs_plan_policy_name(r->best);
   printf("search: profile %s (%.1f MB of gradients, forward %.1f ms, backward %.1f ms), "
-         "--net %s, %d per node\n", prof->name, cli_profile_bytes(prof) / 1e6, prof->forward_s * 1e3,
-         bwd * 1e3, net, per_node);
-  printf("\n%8s %-8s %12s %11s\n", "workers", "best", "iter (ms)", "efficiency");
-  for (int i = 0; i < n; i++)
-    printf("%8d %-8s %12.3f %11.3f\n", rows[i].workers, search_specs[rows[i].best],
-           rows[i].iter_s[rows[i].best] * 1e3, rows[i].efficiency);
+         "--net %s, %d per node\n", prof->name, res.gradient_bytes / 1e6,
+         prof->forward_s * 1e3, res.backward_s * 1e3, net, per_node);
+  printf("\npredicted (cost model and planner, not measured):\n");
+  printf("%8s %-8s %12s %11s %8s %12s", "workers", "best", "iter (ms)", "efficiency",
+         "servers", "ps iter (ms)");
+  if (max_global_batch) printf(" %6s %10s", "batch", "samples/s");
+  printf("\n");
+  for (int i = 0; i < n; i++) {
+    printf("%8d %-8s %12.3f %11.3f %8d %12.3f", pts[i].workers,
+           gs_plan_policy_name(pts[i].best), pts[i].iter_s[pts[i].best] * 1e3,
+           pts[i].efficiency, pts[i].ps_servers, pts[i].ps_iter_s * 1e3);
+    if (max_global_batch) printf(" %6d %10.1f", pts[i].batch, pts[i].samples_s);
+    printf("\n");
+  }
   printf("\nrecommendation: %d workers, policy %s: iteration %.3f ms, efficiency %.3f\n",
-         r->workers, search_specs[r->best], r->iter_s[r->best] * 1e3, r->efficiency);
+         r->workers, best, r->iter_s[r->best] * 1e3, r->efficiency);
   printf("why:\n  - one worker computes an iteration in %.3f ms; at %d workers one all-reduce "
          "of all %.1f MB would take %.3f ms against %.3f ms of backward to hide it in\n",
-         t1 * 1e3, r->workers, cli_profile_bytes(prof) / 1e6, ar_all * 1e3, bwd * 1e3);
+         r->one_worker_s * 1e3, r->workers, res.gradient_bytes / 1e6,
+         res.allreduce_all_s * 1e3, r->backward_s * 1e3);
+  if (max_global_batch)
+    printf("  - batch: %d per worker, the most within %d in all%s; compute taken as linear "
+           "in the batch (measured at %d: %.3f ms)\n", r->batch, max_global_batch,
+           max_batch ? " and the cap per worker" : "", prof->batch_size,
+           res.one_worker_s * 1e3);
   if (target_eff > 0 && !met)
     printf("  - no count tried reaches efficiency %.2f: even %d workers reach only %.3f; "
-           "compute dominates too little for this network\n", target_eff, rows[0].workers,
-           rows[0].efficiency);
+           "compute dominates too little for this network\n", target_eff, pts[0].workers,
+           pts[0].efficiency);
   else if (target_eff > 0 && pick + 1 < n)
     printf("  - past %d workers the efficiency falls below %.2f (%d workers: %.3f)\n",
-           r->workers, target_eff, rows[pick + 1].workers, rows[pick + 1].efficiency);
+           r->workers, target_eff, pts[pick + 1].workers, pts[pick + 1].efficiency);
   else if (target_eff > 0)
     printf("  - every count tried, up to %d, meets efficiency %.2f\n", r->workers, target_eff);
+  else if (max_global_batch)
+    printf("  - the most samples per second of the counts tried\n");
   else
     printf("  - the most iterations x workers per second of the counts tried\n");
-  printf("  - %s beats wfbp by %.3fx here (wfbp %.3f ms)\n", search_specs[r->best],
-         r->iter_s[0] / r->iter_s[r->best], r->iter_s[0] * 1e3);
+  printf("  - %s beats wfbp by %.3fx here (wfbp %.3f ms)\n", best,
+         r->iter_s[GS_PLAN_WFBP] / r->iter_s[r->best], r->iter_s[GS_PLAN_WFBP] * 1e3);
+  printf("  - sync: %s: %d parameter servers (the fewest whose links are not the "
+         "bottleneck against %d workers' pushes) would take %.3f ms an iteration, "
+         "all-reduce %.3f ms%s\n",
+         res.sync == GS_SEARCH_PS ? "parameter servers" : "all-reduce", r->ps_servers,
+         r->workers, r->ps_iter_s * 1e3, r->iter_s[r->best] * 1e3,
+         res.sync == GS_SEARCH_PS ? " (on that many more machines)" : "");
+  gs_search_result_free(&res);
   gs_profile_free(prof);
   return 0;
 }
@@ -347,11 +317,13 @@ int cmd_plan(int argc, char **argv) {
       {"compress", required_argument, 0, 'z'}, {"cost", required_argument, 0, 'c'},
       {"search", no_argument, 0, 'S'},        {"max-workers", required_argument, 0, 'M'},
       {"per-node", required_argument, 0, 'K'}, {"target", required_argument, 0, 'T'},
+      {"max-global-batch", required_argument, 0, 'G'},
+      {"max-batch", required_argument, 0, 'B'},
       {0, 0, 0, 0}};
   const char *compress = NULL;
   const char *profile_path = NULL, *policy = "all", *net = NULL, *algo_name = "auto";
   const char *cost_file = NULL;
-  int search = 0, max_workers = 0, per_node = 1;
+  int search = 0, max_workers = 0, per_node = 1, max_global_batch = 0, max_batch = 0;
   double target_eff = 0; /* 0: throughput */
   double a = -1, b = -1, scale = 1.0;
   int have_a = 0, have_b = 0, have_algo = 0, workers = 0, nodes = 0, json = 0, verbose = 0;
@@ -393,6 +365,14 @@ int cmd_plan(int argc, char **argv) {
         if (cli_parse_int(optarg, 1, 1 << 24, &per_node) != 0) {
           cli_error(VERB, "--per-node: expected an integer from 1 to %d, got '%s'", 1 << 24,
                     optarg);
+          return 2;
+        }
+        break;
+      case 'G':
+      case 'B':
+        if (cli_parse_int(optarg, 1, 1 << 30, c == 'G' ? &max_global_batch : &max_batch) != 0) {
+          cli_error(VERB, "--%s: expected an integer from 1 to %d, got '%s'",
+                    c == 'G' ? "max-global-batch" : "max-batch", 1 << 30, optarg);
           return 2;
         }
         break;
@@ -447,8 +427,11 @@ int cmd_plan(int argc, char **argv) {
     cli_error(VERB, "--a and --b go together");
     return 2;
   }
-  if (search || max_workers || per_node != 1) {
-    const char *why = !search ? "--max-workers and --per-node apply only with --search"
+  if (search || max_workers || per_node != 1 || max_global_batch || max_batch) {
+    const char *why = !search ? "--max-workers, --per-node and --max-global-batch apply "
+                                "only with --search"
+                      : max_batch && !max_global_batch
+                          ? "--max-batch applies only with --max-global-batch"
                       : cost_file || have_a ? "--search needs --net NAME (a cost file or "
                                               "--a/--b describe one cluster size only)"
                       : !net ? "--search needs --net NAME"
@@ -466,7 +449,7 @@ int cmd_plan(int argc, char **argv) {
       return 2;
     }
     return plan_search(profile_path, net, algo_name, workers, max_workers, per_node,
-                       target_eff, json);
+                       target_eff, max_global_batch, max_batch, json);
   }
   if (net && cost_file) {
     cli_error(VERB, "give either --net or --cost, not both");

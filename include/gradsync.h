@@ -16,6 +16,7 @@
 #include "gradsync/cost.h"
 #include "gradsync/plan.h"
 #include "gradsync/sim.h"
+#include "gradsync/search.h"
 #include "gradsync/engine.h"
 #include "gradsync/compress.h"
 #include "gradsync/compress_comm.h"

@@ -314,6 +314,34 @@ typedef struct gs_cost_shard_out {
 void gs_cost_shard(const gs_cost_params *c, gs_cost_topo t, const gs_cost_lookup *lk,
                    const gs_cost_shard_in *in, gs_cost_shard_out *out);
 
+/* ---- Parameter servers (gradsync/ps.h; docs/SYNC.md) ----------------------
+ * One synchronous (BSP) round of W workers and S servers, each on its own
+ * host with a full-duplex link of the inter-node alpha and beta: every
+ * worker pushes its gradient of M bytes, cut in S equal shards, and pulls
+ * the M bytes of parameters back; each server receives W M / S bytes, sums
+ * them and sends W M / S back. The rounds are pipelined by chunk
+ * (src/ps/server.c), so pushes and pulls share the time on opposite
+ * directions of a link and the busiest direction of the busiest link sets
+ * the pace (the count of BytePS, Jiang et al., OSDI 2020):
+ *   worker_s = a + M b                  (one direction of a worker's link)
+ *   server_s = a + (W M / S) (b + g)    (a server's link and its sum)
+ *   round_s  = a + max(M, W M / S) b + (W M / S) g + a
+ * the last alpha being the answer's. The server side stops being the
+ * bottleneck once S >= W; with fewer servers their aggregate bandwidth
+ * S / b stands against the workers' push of W M bytes per round. On one
+ * worker and one server the formula still holds (a push and a pull). */
+typedef struct gs_cost_ps_out {
+  double worker_s; /* a worker's push (or pull) of its M bytes */
+  double server_s; /* a server's receipt (or answer) of its W M / S bytes,
+                      with their sum */
+  double round_s;  /* one BSP round: push, sum, pull */
+} gs_cost_ps_out;
+
+/* The times above for `workers` W >= 1 and `servers` S >= 1 pushing
+ * `bytes` M >= 0 each. GS_ERR_INVALID_ARG for other arguments. */
+gs_status gs_cost_ps(const gs_cost_params *c, int workers, int servers, double bytes,
+                     gs_cost_ps_out *out);
+
 #ifdef __cplusplus
 }
 #endif

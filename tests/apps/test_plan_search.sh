@@ -53,6 +53,30 @@ if [ "$(jget "$tmp/f.json" 'd["recommendation"]["workers"]')" = 2 ]; then
 else
   fail "at 100gbit: $(head -c 400 "$tmp/f.json")"
 fi
+# Parameter servers on the same 4 workers: one 100 MB tensor cannot hide
+# the ring's 2(p-1)/p = 1.5 x 100 MB on the link, while a BSP round whose
+# pushes and pulls overlap moves 100 MB each way; the servers keep up once
+# S >= 4 (b + g) / b = 4 x 1.021 (gamma 0.2 ns/B against beta 9.41 ns/B):
+# 5 servers, and parameter servers are recommended.
+"$G" plan --search --profile "$tmp/comm.json" --net 1gbit --workers 4 --json >"$tmp/ps.json" 2>&1
+if [ "$(jget "$tmp/ps.json" 'd["recommendation"]["sync"]')" = ps ] &&
+   [ "$(jget "$tmp/ps.json" 'd["recommendation"]["servers"]')" = 5 ] &&
+   [ "$(jget "$tmp/ps.json" 'd["points"][0]["ps"]["iter_s"] < min(d["points"][0]["iter_s"].values())')" = True ]; then
+  pass "parameter servers: 5 servers for 4 workers, faster than the ring"
+else
+  fail "parameter servers: $(head -c 400 "$tmp/ps.json")"
+fi
+# The per-worker batch within a global batch of 8 (the profile measured at
+# 1): 8, 4, 2 and 1 per worker at 1, 2, 4 and 8 workers, one worker's
+# compute 8.8, 4.4, 2.2 and 1.1 s.
+"$G" plan --search --profile "$tmp/compute.json" --net 1gbit --max-workers 8 \
+  --max-global-batch 8 --json >"$tmp/b.json" 2>&1
+if [ "$(jget "$tmp/b.json" '[p["batch"] for p in d["points"]]')" = "[8, 4, 2, 1]" ] &&
+   [ "$(jget "$tmp/b.json" 'abs(d["points"][0]["iter_s"]["wfbp"] - 8.8) < 1e-9')" = True ]; then
+  pass "per-worker batch within --max-global-batch 8"
+else
+  fail "per-worker batch: $(head -c 400 "$tmp/b.json")"
+fi
 # The search's figures are the planner's: 4 workers' best time equals the
 # fastest of plan --net 1gbit --workers 4.
 "$G" plan --profile "$tmp/compute.json" --net 1gbit --workers 4 --json >"$tmp/p.jsonl" 2>&1
@@ -90,6 +114,9 @@ expect2 "apply only with --search" plan --profile "$P" --net 1gbit --workers 4 -
 expect2 "--per-node must divide" plan --search --profile "$P" --net 1gbit --max-workers 6 --per-node 4
 expect2 "--target: expected" plan --search --profile "$P" --net 1gbit --max-workers 8 --target efficiency:1.5
 expect2 "--target: expected" plan --search --profile "$P" --net 1gbit --max-workers 8 --target speed
+expect2 "only with --max-global-batch" plan --search --profile "$P" --net 1gbit --max-workers 8 --max-batch 4
+expect2 "without a sample" plan --search --profile "$P" --net 1gbit --max-workers 8 --max-global-batch 4
+expect2 "apply only with --search" plan --profile "$P" --net 1gbit --workers 4 --max-global-batch 8
 expect2 "unknown network" plan --search --profile "$P" --net 1gb --max-workers 8
 expect2 "not with\|--nodes" plan --search --profile "$P" --net 1gbit --max-workers 8 --nodes 2
 

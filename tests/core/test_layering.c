@@ -3,8 +3,8 @@
  * the internal header pulls in only core, and the cost model's header
  * neither the communicator's nor MPI's, and the compressors' header neither
  * either; the planner's and the simulator's headers neither MPI nor the
- * communicator; the DLRM model's header neither either. gs_algo and its
- * names are core's.
+ * communicator, nor the configuration search's, nor the DLRM model's.
+ * gs_algo and its names are core's.
  */
 #include "gs_internal.h"
 
@@ -31,9 +31,10 @@
  * model: a tool can plan or simulate a cluster without MPI. */
 #include "gradsync/plan.h"
 #include "gradsync/sim.h"
+#include "gradsync/search.h"
 
 #if defined(GRADSYNC_COMM_H) || defined(GRADSYNC_COMPRESS_COMM_H) || defined(MPI_VERSION)
-#error "gradsync/plan.h and gradsync/sim.h must not include comm.h, compress_comm.h or mpi.h"
+#error "gradsync/plan.h, sim.h and search.h must not include comm.h, compress_comm.h or mpi.h"
 #endif
 
 /* The DLRM model, its data and metrics run on one process: the

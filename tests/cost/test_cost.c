@@ -706,6 +706,35 @@ static void test_cost_load_hostile(void **state) {
   assert_non_null(strstr(gs_last_error(), "/tmp"));
 }
 
+/* One BSP round of parameter servers (gs_cost_ps), by hand: W = 4 workers
+ * push M = 1000 bytes to S = 2 servers, a = 1 ms, b = 1 us/B, g = 0: a
+ * server's share is 2000 bytes, so worker_s = 2 ms, server_s = 3 ms and
+ * the round 2 a + 2000 b = 4 ms; with S = W the worker's link sets the pace. */
+static void test_ps_round(void **state) {
+  (void)state;
+  gs_cost_params c;
+  memset(&c, 0, sizeof c);
+  c.alpha = 1e-3;
+  c.beta = 1e-6;
+  gs_cost_ps_out o;
+  assert_int_equal(gs_cost_ps(&c, 4, 2, 1000, &o), GS_OK);
+  assert_true(fabs(o.worker_s - 2e-3) < 1e-15);
+  assert_true(fabs(o.server_s - 3e-3) < 1e-15);
+  assert_true(fabs(o.round_s - 4e-3) < 1e-15);
+  assert_int_equal(gs_cost_ps(&c, 4, 8, 1000, &o), GS_OK);
+  assert_true(fabs(o.round_s - 3e-3) < 1e-15);
+  assert_true(o.server_s < o.worker_s);
+  c.gamma = 1e-6; /* the servers' sums: W M / S g */
+  assert_int_equal(gs_cost_ps(&c, 4, 4, 1000, &o), GS_OK);
+  assert_true(fabs(o.server_s - 3e-3) < 1e-15);
+  assert_true(fabs(o.round_s - 4e-3) < 1e-15);
+  assert_int_equal(gs_cost_ps(&c, 0, 1, 1000, &o), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps(&c, 1, 0, 1000, &o), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps(&c, 1, 1, -1, &o), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps(&c, 1, 1, NAN, &o), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps(NULL, 1, 1, 1, &o), GS_ERR_INVALID_ARG);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_presets),
@@ -728,6 +757,7 @@ int main(void) {
       cmocka_unit_test(test_curve_isotonic),
       cmocka_unit_test(test_curve_errors),
       cmocka_unit_test(test_cost_load_hostile),
+      cmocka_unit_test(test_ps_round),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,144 @@
+/*
+ * gradsync's configuration search: for a model profile and a network, how
+ * many workers to train on and which scheduling policy to plan with, for a
+ * target (the most workers that keep a weak-scaling efficiency, or the most
+ * throughput). `gradsync plan --search` prints it (docs/PLANNING.md,
+ * "Search").
+ *
+ * Every figure is a prediction, none a measurement: at each worker count
+ * tried the costs come from the cost model (gs_plan_cost_from_net) and each
+ * policy's iteration time from the planner (gs_plan_make), so the search
+ * states no formula of its own. It is Zou et al.'s guideline on the number
+ * of workers ("Distributed training large-scale deep architectures", ADMA
+ * 2017, arXiv 1709.06622) computed from the model instead of read from a table: past
+ * the last count whose efficiency meets the target, adding workers buys
+ * less than the target's share of their compute.
+ *
+ * Like plan.h and sim.h, this header compiles without MPI.
+ */
+#ifndef GRADSYNC_SEARCH_H
+#define GRADSYNC_SEARCH_H
+
+#include <stddef.h>
+
+#include "gradsync/core.h"
+#include "gradsync/cost.h"
+#include "gradsync/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The policies a search compares: wfbp .. dear, indexed by their
+ * gs_plan_policy_kind (auto is their minimum, so it is not planned again). */
+#define GS_SEARCH_POLICIES ((int)GS_PLAN_AUTO)
+
+typedef struct gs_search_config {
+  const gs_cost_params *net; /* the network (gs_cost_preset); borrowed for
+                                the call only */
+  gs_algo algo;              /* all-reduce algorithm; GS_ALGO_AUTO: the best
+                                at large sizes, as gs_plan_cost_from_net */
+  int workers;               /* > 0: this count only (max_workers 0) */
+  int max_workers;           /* > 0 (workers 0): per_node, 2 per_node,
+                                4 per_node, ... and max_workers itself */
+  int per_node;              /* workers per node, >= 1, dividing the count
+                                given; nodes = workers / per_node */
+  double target_efficiency;  /* 0: the most throughput; 0 < E <= 1: the
+                                most workers whose efficiency is >= E */
+  int max_global_batch;      /* 0: every worker at the profile's batch_size;
+                                > 0: each count at the largest per-worker
+                                batch B with workers * B <= this (and B <=
+                                max_worker_batch when that is > 0), its
+                                compute scaled by B / batch_size (taken as
+                                linear in the batch; the gradients' bytes do
+                                not change); the throughput pick is then the
+                                most samples per second. Needs a profile
+                                with a batch size, and at least one sample
+                                per worker */
+  int max_worker_batch;      /* 0: no cap; > 0: a memory cap on B */
+} gs_search_config;
+
+/* One worker count tried. */
+typedef struct gs_search_point {
+  int workers;
+  int nodes;                          /* workers / per_node */
+  int batch;                          /* per-worker batch (the profile's
+                                         without max_global_batch) */
+  double one_worker_s;                /* one worker's iteration at `batch` */
+  double backward_s;                  /* its backward pass, summed */
+  double iter_s[GS_SEARCH_POLICIES];  /* predicted iteration time of each
+                                         policy, by gs_plan_policy_kind */
+  gs_plan_policy_kind best;           /* the smallest iter_s (the first
+                                         policy on ties) */
+  double efficiency;                  /* weak scaling: one worker's iteration
+                                         time at `batch` over iter_s[best]
+                                         (1 when both are 0) */
+  double samples_s;                   /* workers * batch / iter_s[best];
+                                         0 when the profile has no batch
+                                         size or the time is 0 */
+  /* Parameter servers instead of the all-reduce (BSP, one server per
+   * host, gs_cost_ps): Zou et al.'s rule, as many servers as keep the
+   * server side from being the bottleneck: the fewest S (up to 4 workers)
+   * whose server_s is no longer than a worker's worker_s (their aggregate
+   * bandwidth against the workers' push); the iteration is one worker's
+   * compute and then the round, since gradsync's workers push after the
+   * backward pass (gradsync/ps.h). */
+  int ps_servers;
+  double ps_round_s;                  /* gs_cost_ps's round_s at ps_servers */
+  double ps_iter_s;                   /* this point's one_worker_s +
+                                         ps_round_s */
+} gs_search_point;
+
+/* How the recommended configuration synchronises its gradients. */
+typedef enum {
+  GS_SEARCH_ALLREDUCE = 0, /* the engine's all-reduce, planned by `best` */
+  GS_SEARCH_PS             /* parameter servers, ps_servers of them */
+} gs_search_sync;
+
+typedef struct gs_search_result {
+  double one_worker_s;     /* one worker's iteration at the profile's
+                              batch: the plan with no communication
+                              (forward + every backward) */
+  double backward_s;       /* the profile's backward, summed */
+  double gradient_bytes;   /* every gradient's bytes, summed */
+  size_t npoints;          /* >= 1 */
+  gs_search_point *points; /* by increasing workers; owned by the result */
+  size_t pick;             /* the recommendation, an index into points:
+                              with a target efficiency the most workers that
+                              meet it (none met: the fewest, points[0]);
+                              for throughput the most workers per second
+                              of iteration (the first on ties) */
+  int target_met;          /* 1 when points[pick] meets the target (always
+                              for throughput) */
+  gs_search_sync sync;     /* at the pick's count (chosen on the all-reduce's
+                              times, the workers being the machines both
+                              share): parameter servers when their
+                              ps_iter_s is below iter_s[best], on
+                              ps_servers more machines; else the
+                              all-reduce */
+  double allreduce_all_s;  /* at the pick's count, one all-reduce of every
+                              gradient in one message (the cost module's
+                              line for algo, the ring's for auto); 0 on one
+                              worker: what the policies overlap with the
+                              backward pass, for explanations */
+} gs_search_result;
+
+/* Runs the search for `profile` (left unchanged) under `cfg`. On success
+ * *out holds the points (gs_search_result_free releases them); on failure
+ * *out holds no memory. Errors: GS_ERR_INVALID_ARG naming the bad field
+ * (no network, neither or both of workers and max_workers, per_node not
+ * dividing the count, a target outside [0, 1]) or a profile the planner
+ * refuses; GS_ERR_UNSUPPORTED for an algo that is no all-reduce;
+ * GS_ERR_NOMEM. */
+gs_status gs_search_run(const gs_profile *profile, const gs_search_config *cfg,
+                        gs_search_result *out);
+
+/* Releases a result's points (the struct itself is the caller's); a zeroed
+ * or already released result is a no-op. */
+void gs_search_result_free(gs_search_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRADSYNC_SEARCH_H */
