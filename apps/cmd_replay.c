@@ -21,11 +21,9 @@
  */
 #include <cjson/cJSON.h>
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "gradsync.h"
@@ -60,147 +58,30 @@ static void usage(FILE *f) {
           "\nGRADSYNC_TIMELINE=FILE writes a Chrome trace per rank (docs/ENGINE.md).\n");
 }
 
-/* Sleeps until an absolute CLOCK_MONOTONIC time (the clock of gs_now), so
- * that errors of one sleep do not accumulate over the next. */
-static void sleep_until(double t) {
-  struct timespec ts;
-  ts.tv_sec = (time_t)t;
-  ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
-  }
-}
-
-typedef struct result {
-  const char *spec;
-  gs_plan_policy_kind chosen;
-  size_t ngroups;
-  double iter_s, predicted_s, engine_predicted_s, comm_s, exposed_s, hidden_frac;
-  gs_plan_cost cost;
-  int cost_measured, rsag_measured;
-} result;
-
-/* Runs one policy: warm-up + iters iterations; fills *r on every rank
- * (iteration time: the slowest rank's median). Returns 0, or 1 on every rank
- * after a failure (reported). */
+/* Runs one policy through gs_engine_replay: returns 0, or 1 on every rank
+ * after a failure before the iterations (reported); a failure during them
+ * ends the job. */
 static int run_policy(cli_rank *cr, const gs_profile *prof, void **bufs, const char *spec,
-                      int warmup, int iters, result *r) {
-  gs_comm *comm = cr->comm;
-  size_t L = prof->ntensors;
-  double total_bwd = 0;
-  for (size_t i = 0; i < L; i++) total_bwd += prof->tensors[i].backward_s;
-  gs_engine_config cfg;
-  gs_engine_config_init(&cfg);
-  cfg.policy = spec;
-  cfg.warmup_iters = warmup;
-  cfg.forward_overlap = 1; /* the forward below calls wait_tensor */
-  gs_engine *e = NULL;
-  gs_status st = gs_engine_create(comm, &cfg, &e);
-  for (size_t i = 0; i < L && st == GS_OK; i++)
-    st = gs_engine_register(e, prof->tensors[i].name, bufs[i], prof->tensors[i].numel,
-                            prof->tensors[i].dtype, NULL);
-  double *it_s = gs_calloc((size_t)iters + 1, sizeof(double));
-  double *comm_s = gs_calloc((size_t)iters + 1, sizeof(double));
-  double *exp_s = gs_calloc((size_t)iters + 1, sizeof(double));
-  if (st == GS_OK && (!it_s || !comm_s || !exp_s))
-    st = gs_error(GS_ERR_NOMEM, "out of memory for %d iterations' times", iters);
-  /* Creating and registering are local: the engine has issued nothing yet. */
-  int rc = cli_agree_status(cr, st);
-  if (rc == 0) st = gs_barrier(comm, GS_ALGO_AUTO);
-  if (rc == 0) rc = cli_agree_status(cr, st);
-  gs_engine_stats s0, s1;
-  if (rc == 0) gs_engine_get_stats(e, &s0);
-  for (int it = 0; rc == 0 && it < warmup + iters; it++) {
-    double t0 = gs_now(), deadline = t0;
-    /* Forward, layer by layer: each first waits for its parameters (dear's
-     * all-gathers), then computes its share of forward_s. Any failure here
-     * leaves collectives in flight that the others wait in: it ends the
-     * job. */
-    for (size_t i = 0; i < L; i++) {
-      double w0 = gs_now();
-      if (gs_engine_wait_tensor(e, (int)i) != GS_OK)
-        cli_rank_abort(cr, "policy %s, iteration %d: %s", spec, it, gs_last_error());
-      double w1 = gs_now();
-      /* A layer starts when its parameters are there: only a wait that
-       * blocked moves the schedule (a sleep's overshoot must not). */
-      if (w1 - w0 > 20e-6 && deadline < w1) deadline = w1;
-      deadline += total_bwd > 0 ? prof->forward_s * prof->tensors[i].backward_s / total_bwd
-                                : prof->forward_s / (double)L;
-      sleep_until(deadline);
-    }
-    for (size_t i = L; i-- > 0;) {
-      deadline += prof->tensors[i].backward_s;
-      sleep_until(deadline);
-      if (gs_engine_grad_ready(e, (int)i) != GS_OK)
-        cli_rank_abort(cr, "policy %s, iteration %d: %s", spec, it, gs_last_error());
-    }
-    if (gs_engine_wait(e) != GS_OK)
-      cli_rank_abort(cr, "policy %s, iteration %d: %s", spec, it, gs_last_error());
-    double t1 = gs_now();
-    gs_engine_get_stats(e, &s1);
-    if (it >= warmup) {
-      it_s[it - warmup] = t1 - t0;
-      comm_s[it - warmup] = s1.comm_s - s0.comm_s;
-      exp_s[it - warmup] = s1.wait_s - s0.wait_s;
-    }
-    s0 = s1;
+                      int warmup, int iters, gs_replay_result *r) {
+  int in_flight = 0;
+  gs_status st = gs_engine_replay(cr->comm, prof, bufs, spec, warmup, iters, r, &in_flight);
+  if (st != GS_OK && in_flight) cli_rank_abort(cr, "%s", gs_last_error());
+  if (st != GS_OK) {
+    cli_rank_error(cr, "%s", gs_last_error());
+    return 1;
   }
-  gs_plan *plan = NULL;
-  if (rc == 0) {
-    gs_engine_get_stats(e, &s1);
-    st = gs_engine_get_plan(e, &plan);
-    if (st == GS_OK && plan == NULL)
-      st = gs_error(GS_ERR_STATE, "policy %s: the engine has no plan after %d iterations",
-                    spec, warmup + iters);
-  }
-  if (rc == 0 && st == GS_OK) {
-    r->spec = spec;
-    r->chosen = plan->chosen;
-    r->ngroups = plan->ngroups;
-    r->cost = s1.cost;
-    r->cost_measured = s1.cost_measured;
-    r->rsag_measured = s1.rsag_measured;
-    r->engine_predicted_s = s1.predicted_iter_s;
-    gs_status pst = plan->chosen == GS_PLAN_DEAR
-                        ? gs_plan_predict_dear(prof, &s1.cost, plan->tensors, plan->offsets,
-                                               plan->ngroups, &r->predicted_s, NULL, NULL)
-                        : gs_plan_predict(prof, &s1.cost, plan->tensors, plan->offsets,
-                                          plan->ngroups, &r->predicted_s);
-    if (pst != GS_OK) r->predicted_s = NAN;
-    double exposed = cli_median(exp_s, (size_t)iters);
-    r->iter_s = cli_median(it_s, (size_t)iters);
-    r->comm_s = cli_median(comm_s, (size_t)iters);
-    r->exposed_s = exposed;
-    r->hidden_frac = r->comm_s > 0 ? fmax(0.0, 1.0 - exposed / r->comm_s) : 1.0;
-  }
-  gs_plan_free(plan);
-  /* Every iteration's collectives are done (gs_engine_wait returned on
-   * every rank, and dear's all-gathers are finished by destroy without
-   * new collectives of the others'), so destroying issues nothing that
-   * the others would not. */
-  gs_status dst = gs_engine_destroy(e);
-  if (st == GS_OK) st = dst;
-  gs_free(it_s);
-  gs_free(comm_s);
-  gs_free(exp_s);
-  if (rc != 0) return rc;
-  if (cli_agree_status(cr, st)) return 1;
-  /* The slowest rank's median is the cluster's iteration time. */
-  st = gs_allreduce(comm, GS_IN_PLACE, &r->iter_s, 1, GS_F64, GS_MAX, GS_ALGO_MPI);
-  return cli_agree_status(cr, st);
+  return 0;
 }
 
 /* grad_bytes: the profile's whole gradient (what one iteration's messages
  * carry), computed once by the caller. */
-static void print_json(const result *r, const gs_profile *prof, double grad_bytes,
+static void print_json(const char *spec, const gs_replay_result *r, const gs_profile *prof,
+                       double grad_bytes,
                        double scale, int ranks, int nodes, int iters, int warmup,
                        int round, int rounds) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "profile", prof->name);
-  cJSON_AddStringToObject(o, "policy", r->spec);
+  cJSON_AddStringToObject(o, "policy", spec);
   cJSON_AddStringToObject(o, "chosen", gs_plan_policy_name(r->chosen));
   cJSON_AddNumberToObject(o, "ranks", ranks);
   cJSON_AddNumberToObject(o, "nodes", nodes);
@@ -398,16 +279,16 @@ int cmd_replay(int argc, char **argv) {
   for (int round = 0; round < o.rounds && rc == 0; round++) {
     for (size_t j = 0; j < nspecs && rc == 0; j++) {
       size_t k = round % 2 ? nspecs - 1 - j : j;
-      result r;
+      gs_replay_result r;
       memset(&r, 0, sizeof r);
       rc = run_policy(&cr, prof, bufs, specs[k], o.warmup, o.iters, &r);
       if (rc != 0 || rank != 0) continue;
       if (o.json) {
-        print_json(&r, prof, bytes, o.scale, ranks, nodes, o.iters, o.warmup, round,
+        print_json(specs[k], &r, prof, bytes, o.scale, ranks, nodes, o.iters, o.warmup, round,
                    o.rounds);
       } else {
         printf("%-5d %-10s %-8s %6zu %10.1f %10.1f %7.3f %9.1f %9.1f %6.0f%% %10.3g "
-               "%10.3g\n", round, r.spec, gs_plan_policy_name(r.chosen), r.ngroups,
+               "%10.3g\n", round, specs[k], gs_plan_policy_name(r.chosen), r.ngroups,
                r.iter_s * 1e3, r.predicted_s * 1e3, r.predicted_s / r.iter_s,
                r.comm_s * 1e3, r.exposed_s * 1e3, r.hidden_frac * 100, r.cost.ar.a,
                r.cost.ar.b);

@@ -276,6 +276,36 @@ gs_status gs_engine_get_plan(gs_engine *e, gs_plan **out);
  * iteration. Indexed like gs_engine_get_plan. */
 gs_status gs_engine_get_profile(gs_engine *e, gs_profile **out);
 
+/* ---- Replaying a profile ------------------------------------------------
+ *
+ * A model profile's schedule without its math: compute by sleeping (the
+ * forward pass, each layer waiting first for its parameters as DeAR's
+ * all-gathers require, then each tensor's backward time in reverse order),
+ * communication for real: buffers of the profile's sizes through an engine
+ * with the policy asked for. `gradsync replay` and the benchmarks use it. */
+typedef struct gs_replay_result {
+  gs_plan_policy_kind chosen;  /* the plan the engine ran */
+  size_t ngroups;
+  double iter_s;               /* median iteration, the slowest rank's */
+  double predicted_s;          /* the planner's, under the engine's fitted costs */
+  double engine_predicted_s;   /* gs_engine_stats.predicted_iter_s */
+  double comm_s, exposed_s;    /* medians per iteration (this rank) */
+  double hidden_frac;          /* 1 - exposed / comm, clamped to [0, 1] */
+  gs_plan_cost cost;           /* the engine's fit at the end */
+  int cost_measured, rsag_measured;
+} gs_replay_result;
+
+/* Collective over comm: an engine with `policy` (gs_engine_config's
+ * warm-up, forward overlap on), bufs[i] registered as the profile's tensor
+ * i, then warmup + iters iterations; *out on every rank. A failure before
+ * the iterations (the engine, registration, memory) is agreed between the
+ * ranks (gs_agree): every rank returns it. A failure during them leaves
+ * collectives in flight that the others wait in: *in_flight = 1, and the
+ * caller must end the job (gs_comm_abort). */
+gs_status gs_engine_replay(gs_comm *comm, const gs_profile *profile, void **bufs,
+                           const char *policy, int warmup, int iters,
+                           gs_replay_result *out, int *in_flight);
+
 #ifdef __cplusplus
 }
 #endif
