@@ -41,6 +41,7 @@ except ImportError as _e:  # torch missing, or a torch that cannot load
         name="torch") from _e
 
 from gradsync import _C
+from gradsync import elastic
 from gradsync._C import GradsyncError
 
 __all__ = [
@@ -51,7 +52,7 @@ __all__ = [
     "broadcast_async", "broadcast_async_", "alltoall", "alltoall_async",
     "synchronize", "poll", "barrier", "broadcast_object", "allgather_object",
     "broadcast_parameters", "broadcast_optimizer_state",
-    "Compression", "Compressor", "DistributedOptimizer",
+    "Compression", "Compressor", "DistributedOptimizer", "elastic",
 ]
 
 # Reduction operations (Horovod's names).

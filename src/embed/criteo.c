@@ -75,7 +75,7 @@ static void field_name(int k, char *buf, size_t n) {
 
 static gs_status bad_field(const gs_criteo_reader *r, int k, const char *text,
                            const char *expected) {
-  char name[8];
+  char name[16]; /* "label", "I13", "C26"; room for any int's digits */
   field_name(k, name, sizeof name);
   return gs_error(GS_ERR_PARSE, "Criteo file '%s' line %zu: field %d (%s) '%.40s' is not %s",
                   r->path, r->lineno, k + 1, name, text, expected);

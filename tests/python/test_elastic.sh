@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# gradsync.torch.elastic across restarts (tests/python/elastic_train.py):
+#   1. 2 ranks; one rank alone gets SIGUSR1 (a supervisor's resize request):
+#      every rank stops at the next commit, exit 3;
+#   2. 3 ranks resume it (the reset callbacks run: another world size) and
+#      SIGKILL takes one rank mid-epoch: the job ends, non-zero, no hang;
+#   3. 2 ranks resume the last commit and finish: every epoch used each
+#      sample of its permutation's trained prefix exactly once.
+# Usage: test_elastic.sh PYTHONPATH MPIEXEC
+set -u
+pypath=$1 mpiexec=$2
+py=${GRADSYNC_TEST_PYTHON:-/usr/bin/python3}
+if ! "$py" -c 'import torch' 2>/dev/null; then
+  echo "SKIP: $py cannot import torch (scripts/install-deps.sh --with-torch)"
+  exit 77
+fi
+export PYTHONPATH=$pypath${PYTHONPATH:+:$PYTHONPATH}
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fails=$((fails + 1)); }
+run() { # run NP MODE LOG
+  timeout 240 "$mpiexec" -np "$1" --oversubscribe "$py" "$here/elastic_train.py" "$tmp/state" \
+    "$2" > "$tmp/$3.log" 2>&1
+}
+
+run 2 usr1-at:4 first; rc=$?
+if [ $rc = 3 ] && grep -q "stopped at commit 2 for a resize" "$tmp/first.log"; then
+  ok "SIGUSR1 on one rank: every rank stopped at the next commit (the 2nd), exit 3"
+else
+  bad "SIGUSR1: exit $rc: $(tail -5 "$tmp/first.log")"
+fi
+run 3 kill-at:5 second; rc=$?
+if [ $rc != 0 ] && [ $rc != 124 ] && grep -q "restored commit 2 of 2 ranks at epoch 0, sample 48, now 3 ranks" "$tmp/second.log"; then
+  ok "3 ranks resumed commit 2 (sample 48); a rank killed mid-epoch ended the job (exit $rc)"
+else
+  bad "resume on 3 ranks, then SIGKILL: exit $rc: $(tail -5 "$tmp/second.log")"
+fi
+run 2 "" third; rc=$?
+if [ $rc = 0 ] && [ "$(grep -c "^ELASTIC OK" "$tmp/third.log")" = 2 ] &&
+   grep -q "now 2 ranks" "$tmp/third.log" && grep -q "reset callbacks ran for sizes \[2\]" "$tmp/third.log"; then
+  ok "2 ranks finished from the last commit: $(grep "^ELASTIC OK" "$tmp/third.log" | tr '\n' ' ')"
+else
+  bad "the last run: exit $rc: $(tail -5 "$tmp/third.log")"
+fi
+[ $fails = 0 ]
