@@ -112,6 +112,48 @@ typedef struct gs_dlrm_dist_stats {
 void gs_dlrm_dist_stats_get(const gs_dlrm_dist *d, gs_dlrm_dist_stats *out);
 void gs_dlrm_dist_stats_reset(gs_dlrm_dist *d);
 
+/* ---- The training loop (gradsync train --model dlrm) ------------------------
+ * Epochs of steps on planted synthetic data (gs_dlrm_synth: the teacher's
+ * AUC is the ceiling), each rank training on its own slice of every global
+ * batch, then an evaluation of AUC and log loss on held-out samples. The
+ * library decides and reports; its caller prints (through `cb`). */
+typedef struct gs_dlrm_train_config {
+  gs_dlrm_config model;       /* tables, MLPs, interaction, seed; max_batch: ignored */
+  gs_dlrm_optim optim;
+  gs_dlrm_synth_config data;  /* ndense, tables, seed: taken from model */
+  int sharding;               /* -1 auto (the planner), else a gs_shard_kind */
+  const char *plan_file;      /* a saved plan instead (gs_shard_plan_load), or NULL */
+  gs_dlrm_a2a_precision precision;
+  size_t batch;               /* per rank and step */
+  int epochs;
+  size_t steps;               /* per epoch (the training set: steps x ranks x batch) */
+  size_t eval_samples;        /* held out, rounded up to whole rounds of ranks x batch */
+  int ranks_per_node;         /* for the planner's twrw; 0: the communicator's */
+} gs_dlrm_train_config;
+
+typedef enum { GS_DLRM_EV_PLAN = 0, GS_DLRM_EV_STEP, GS_DLRM_EV_EPOCH } gs_dlrm_train_event_kind;
+
+typedef struct gs_dlrm_train_event {
+  gs_dlrm_train_event_kind kind;
+  const gs_shard_plan *plan;  /* PLAN: the plan in use (valid during the call) */
+  int epoch;                  /* from 1 */
+  size_t step, steps;         /* STEP: within the epoch, from 1 */
+  double loss;                /* STEP: the global batch's; EPOCH: the epoch's mean */
+  double auc, log_loss, teacher_auc; /* EPOCH: on the held-out samples */
+  double epoch_s, samples_per_s;
+  gs_dlrm_dist_stats stats;   /* EPOCH: this rank's, the epoch's training steps */
+  size_t peak_rss_bytes;      /* EPOCH: this process's peak resident memory, 0 if unknown */
+} gs_dlrm_train_event;
+
+typedef void (*gs_dlrm_train_cb)(const gs_dlrm_train_event *ev, void *user);
+
+/* Collective over comm. Every rank receives every event (cb may be NULL);
+ * a failure on any rank is every rank's (the step's agreement, or gs_agree
+ * around set-up). The auto plan uses the communicator's cost model and
+ * rank 0's measured lookup cost, so every rank makes the same plan. */
+gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
+                            gs_dlrm_train_cb cb, void *user);
+
 #ifdef __cplusplus
 }
 #endif
