@@ -21,6 +21,7 @@ int cmd_run(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_train_dlrm(int argc, char **argv); /* --model dlrm */
 int cmd_syncswitch(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 int cmd_shard(int argc, char **argv);

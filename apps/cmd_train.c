@@ -24,7 +24,9 @@ static void usage(FILE *f) {
     "usage: gradsync run -np N [--net RATE] -- gradsync train [options]\n\n"
     "Trains a model on Fashion-MNIST with data parallelism across the ranks;\n"
     "gradients are averaged during backward by gradsync's engine.\n\n"
-    "  --model NAME        mlp, cnn (default) or resnet\n"
+    "  --model NAME        mlp, cnn (default) or resnet; dlrm is the\n"
+    "                      recommendation model (gradsync train --model dlrm\n"
+    "                      --help for its own options)\n"
     "  --epochs E          passes over the training set (default 1)\n"
     "  --batch B           samples per rank and step (default 64)\n"
     "  --global-batch G    samples per step over all ranks instead: each rank\n"
@@ -472,7 +474,19 @@ static void on_usr1(int sig) {
   gs_train_request_stop();
 }
 
+/* --model dlrm (or --model=dlrm) anywhere on the line: the DLRM trainer
+ * (cmd_train_dlrm.c), whose options are its own. */
+static int wants_dlrm(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--model=dlrm") == 0) return 1;
+    if (strcmp(argv[i], "--model") == 0 && i + 1 < argc && strcmp(argv[i + 1], "dlrm") == 0)
+      return 1;
+  }
+  return 0;
+}
+
 int cmd_train(int argc, char **argv) {
+  if (wants_dlrm(argc, argv)) return cmd_train_dlrm(argc, argv);
   gs_train_config cfg;
   static cli_train_view view;
   gs_compress_spec zspec;

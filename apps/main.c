@@ -13,7 +13,7 @@ static const struct {
     {"run", cmd_run, "launch N ranks, optionally on an emulated cluster"},
     {"bench", cmd_bench, "measure collectives against MPI's own"},
     {"plan", cmd_plan, "merge plan and predicted iteration time for a profile"},
-    {"train", cmd_train, "train a model on Fashion-MNIST across the ranks"},
+    {"train", cmd_train, "train a model across the ranks (Fashion-MNIST; --model dlrm)"},
     {"replay", cmd_replay, "replay a profile's compute, communicating through the engine"},
     {"simulate", cmd_simulate, "simulate training iterations on N workers, event by event"},
     {"syncswitch", cmd_syncswitch, "search Sync-Switch's offline switch point for a job"},

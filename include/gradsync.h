@@ -23,5 +23,6 @@
 #include "gradsync/ps.h"
 #include "gradsync/embed.h"
 #include "gradsync/dlrm.h"
+#include "gradsync/dlrm_dist.h"
 
 #endif /* GRADSYNC_H */

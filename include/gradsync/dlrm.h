@@ -28,7 +28,8 @@
  *   gs_dlrm_update_embed(m, b, &opt);  fused backward + update of the tables
  *   gs_dlrm_update_mlp(m, lr);         SGD on the flat MLP weights
  *
- * or gs_dlrm_train_step for all of it. Deterministic: the same seed and
+ * or gs_dlrm_train_step for all of it. The hybrid-parallel step over
+ * sharded tables is gradsync/dlrm_dist.h's. Deterministic: the same seed and
  * batches give bitwise-identical weights and losses (every sum has a fixed
  * order; OpenBLAS's GEMMs are fixed for a fixed thread count).
  *

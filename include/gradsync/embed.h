@@ -113,6 +113,11 @@ typedef struct gs_shard_config {
   gs_cost_params net;     /* the network (gs_cost_preset, a cost file) */
   gs_cost_lookup lookup;  /* this machine's lookup cost (gs_embed_calibrate) */
   int force;              /* -1: choose per table; else a gs_shard_kind for all */
+  /* 1: never split a table's columns (no cw unless forced, no balancing
+   * split): row-wise Adagrad keeps one accumulator per row over all its
+   * columns, which a column block cannot compute alone, so training with
+   * it (gs_dlrm_dist) equals one process only on plans of whole rows. */
+  int whole_rows;
 } gs_shard_config;
 
 /* One placed piece of a table: rows [row_lo, row_hi) and columns

@@ -181,7 +181,28 @@ static void mlp_init(mlp_layer *l, int nlayers, uint64_t *rng) {
   }
 }
 
+/* Rows [r_lo, r_hi) and columns [c_lo, c_hi) of table t, as the whole
+ * table's initialisation makes them (the reference's create_emb:
+ * U(-sqrt(1/rows), sqrt(1/rows))): element (r, d) is draw r*D + d of the
+ * table's own splitmix64 stream, and a splitmix64 stream jumps ahead by
+ * adding to its state, so any block of any table comes out as it would in
+ * the whole table, which is what lets a rank make only its shards. */
+void dlrm_table_init(float *w, size_t ld, uint64_t seed, size_t t, size_t rows, size_t D,
+                     size_t r_lo, size_t r_hi, size_t c_lo, size_t c_hi) {
+  uint64_t base = dlrm_mix(seed ^ dlrm_mix(0x656d62ULL + t)); /* "emb" */
+  float bound = (float)sqrt(1.0 / (double)rows);
+  for (size_t r = r_lo; r < r_hi; r++) {
+    uint64_t s = base + (uint64_t)(r * D + c_lo) * 0x9e3779b97f4a7c15ULL;
+    float *row = w + (r - r_lo) * ld;
+    for (size_t d = c_lo; d < c_hi; d++) row[d - c_lo] = bound * (float)(2.0 * dlrm_unif(&s) - 1.0);
+  }
+}
+
 gs_status gs_dlrm_create(const gs_dlrm_config *cfg, gs_dlrm **out) {
+  return dlrm_create(cfg, 1, out);
+}
+
+gs_status dlrm_create(const gs_dlrm_config *cfg, int with_tables, gs_dlrm **out) {
   if (cfg == NULL || out == NULL)
     return gs_error(GS_ERR_INVALID_ARG, "DLRM: NULL config or output");
   *out = NULL;
@@ -274,15 +295,13 @@ gs_status gs_dlrm_create(const gs_dlrm_config *cfg, gs_dlrm **out) {
     e->dim = D;
     char what[96];
     snprintf(what, sizeof what, "table '%s'", name);
+    if (!with_tables) continue; /* the hybrid-parallel step holds shards instead */
     if (!(e->weights = alloc_floats(s->rows, D, what, &st)) ||
         !(e->state = alloc_floats(s->rows, 1, what, &st)))
       goto fail;
-    /* The reference's create_emb: U(-sqrt(1/rows), sqrt(1/rows)); each table
-     * from its own stream, so that adding a table leaves the others alone. */
-    uint64_t trng = dlrm_mix(cfg->seed ^ dlrm_mix(0x656d62ULL + t)); /* "emb" */
-    float bound = (float)sqrt(1.0 / (double)s->rows);
-    for (size_t k = 0; k < s->rows * D; k++)
-      e->weights[k] = bound * (float)(2.0 * dlrm_unif(&trng) - 1.0);
+    /* Each table from its own stream, so that adding a table leaves the
+     * others alone. */
+    dlrm_table_init(e->weights, D, cfg->seed, t, s->rows, D, 0, s->rows, 0, D);
   }
   *out = m;
   return GS_OK;
@@ -351,8 +370,13 @@ gs_status gs_dlrm_forward_bottom(gs_dlrm *m, const gs_dlrm_batch *b) {
   return GS_OK;
 }
 
+void dlrm_mark_pooled(gs_dlrm *m) { m->have_pooled = 1; }
+
 gs_status gs_dlrm_forward_embed(gs_dlrm *m, const gs_dlrm_batch *b) {
   GS_CHECK(check_batch(m, b));
+  if (m->T > 0 && m->tables[0].weights == NULL)
+    return gs_error(GS_ERR_STATE, "DLRM: forward_embed on a model whose tables are sharded "
+                    "(gs_dlrm_dist_* look them up)");
   if (!m->have_bottom || b->n != m->n)
     return gs_error(GS_ERR_STATE, "DLRM: forward_embed of %zu samples without the bottom "
                     "forward of the same batch", b->n);
@@ -488,6 +512,9 @@ gs_status gs_dlrm_backward(gs_dlrm *m, const float *dlogits) {
 
 gs_status gs_dlrm_update_embed(gs_dlrm *m, const gs_dlrm_batch *b, const gs_embed_optim *opt) {
   GS_CHECK(check_batch(m, b));
+  if (m->T > 0 && m->tables[0].weights == NULL)
+    return gs_error(GS_ERR_STATE, "DLRM: update_embed on a model whose tables are sharded "
+                    "(gs_dlrm_dist_* update them)");
   if (!m->have_backward || b->n != m->n)
     return gs_error(GS_ERR_STATE, "DLRM: update_embed of %zu samples needs the backward of "
                     "the same batch", b->n);
@@ -528,18 +555,27 @@ gs_status gs_dlrm_bce_with_logits(const float *logits, const float *labels, size
                                   double *loss, float *dlogits) {
   if (logits == NULL || labels == NULL || loss == NULL || n == 0)
     return gs_error(GS_ERR_INVALID_ARG, "binary cross-entropy: NULL input or %zu samples", n);
+  double sum;
+  GS_CHECK(dlrm_bce(logits, labels, n, (double)n, 0, &sum, dlogits));
+  *loss = sum / (double)n;
+  return GS_OK;
+}
+
+gs_status dlrm_bce(const float *logits, const float *labels, size_t n, double denom,
+                   size_t first_sample, double *loss_sum, float *dlogits) {
   double sum = 0;
   for (size_t i = 0; i < n; i++) {
     double z = logits[i], y = labels[i];
     if (!isfinite(z) || !(y >= 0.0 && y <= 1.0))
       return gs_error(GS_ERR_INVALID_ARG, "binary cross-entropy: sample %zu has logit %g and "
-                      "label %g (a finite logit and a label in [0, 1] expected)", i, z, y);
+                      "label %g (a finite logit and a label in [0, 1] expected)",
+                      first_sample + i, z, y);
     sum += (z > 0 ? z : 0) - z * y + log1p(exp(-fabs(z)));
     if (dlogits) {
       double p = z >= 0 ? 1.0 / (1.0 + exp(-z)) : exp(z) / (1.0 + exp(z));
-      dlogits[i] = (float)((p - y) / (double)n);
+      dlogits[i] = (float)((p - y) / denom);
     }
   }
-  *loss = sum / (double)n;
+  *loss_sum = sum;
   return GS_OK;
 }

@@ -39,4 +39,26 @@ static inline double dlrm_gauss(uint64_t *state) {
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+/* ---- What the hybrid-parallel step (dlrm_dist.c) needs of dlrm.c ---- */
+
+#include <stddef.h>
+
+#include "gradsync/dlrm.h"
+
+/* gs_dlrm_create; with_tables 0 leaves every table's weights and state
+ * NULL (their shards live elsewhere): forward_embed and update_embed then
+ * refuse, and the caller fills gs_dlrm_pooled and calls dlrm_mark_pooled. */
+gs_status dlrm_create(const gs_dlrm_config *cfg, int with_tables, gs_dlrm **out);
+/* Block [r_lo, r_hi) x [c_lo, c_hi) of table t (rows x D) as the whole
+ * table's initialisation makes it, into w (leading dimension ld). */
+void dlrm_table_init(float *w, size_t ld, uint64_t seed, size_t t, size_t rows, size_t D,
+                     size_t r_lo, size_t r_hi, size_t c_lo, size_t c_hi);
+/* The pooled matrix of the last forward_bottom's n samples is filled. */
+void dlrm_mark_pooled(gs_dlrm *m);
+/* gs_dlrm_bce_with_logits over n samples, its gradient divided by denom
+ * (the global batch when n is one rank's share) and the loss summed, not
+ * averaged; errors count samples from first_sample. */
+gs_status dlrm_bce(const float *logits, const float *labels, size_t n, double denom,
+                   size_t first_sample, double *loss_sum, float *dlogits);
+
 #endif /* GS_DLRM_INTERNAL_H */

@@ -333,7 +333,8 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
         snprintf(p->why[i], sizeof p->why[i], "dp: its replicas' lookups and gradient "
                  "all-reduce (%.3g ms over all ranks) cost less than exchanging its pooled "
                  "vectors (%.3g ms)", dp_total * 1e3, tw * 1e3);
-      } else if (P > 1 && (too_big || tw > target) && (k = cw_blocks(cfg, t, tw, target)) > 0) {
+      } else if (P > 1 && (too_big || tw > target) && !cfg->whole_rows &&
+                 (k = cw_blocks(cfg, t, tw, target)) > 0) {
         kind = GS_SHARD_CW;
         snprintf(p->why[i], sizeof p->why[i], "cw x%d: whole it would be %.2fx a rank's "
                  "fair share%s; column blocks keep the work the same", k,
@@ -414,7 +415,7 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
     if (st != GS_OK || round >= 4 * P + ntables) break;
     double mx, avg;
     gs_shard_plan_balance(p, &mx, &avg);
-    if (mx <= 1.10 * avg) break;
+    if (mx <= 1.10 * avg || cfg->whole_rows) break;
     int hi = 0;
     for (int r = 1; r < P; r++)
       if (p->rank_s[r] > p->rank_s[hi]) hi = r;

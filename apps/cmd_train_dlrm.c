@@ -1,0 +1,331 @@
+/*
+ * gradsync train --model dlrm: hybrid-parallel DLRM training (docs/DLRM.md)
+ * on planted synthetic data. The loop is the library's (gs_dlrm_train_run,
+ * gradsync/dlrm_dist.h); this file parses the options and prints its
+ * events on rank 0: the plan, progress, and per epoch the held-out AUC and
+ * log loss against the teacher's, the step's breakdown and bytes.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "gradsync.h"
+
+#define VERB "train"
+
+static void usage(FILE *f) {
+  fprintf(f,
+    "usage: gradsync run -np N -- gradsync train --model dlrm [options]\n\n"
+    "Trains a DLRM hybrid-parallel: the embedding tables sharded over the\n"
+    "ranks, the MLPs replicated, on synthetic data with a planted signal.\n\n"
+    "  --tables T[:SCALE]  kaggle, terabyte or mlperf (Criteo's 26 tables),\n"
+    "                      rows times SCALE (default kaggle:0.001), or a JSON\n"
+    "                      file {\"tables\": [{\"name\", \"rows\", \"dim\"}]}\n"
+    "  --sharding S        auto (the planner, default), tw, rw, cw, twrw or dp\n"
+    "  --plan FILE         a plan saved by gradsync shard --out instead\n"
+    "  --a2a-precision P   fp32 (default), fp16 (fp16 forward, bf16 backward)\n"
+    "                      or bf16: the pooled vectors' all-to-alls\n"
+    "  --batch B           samples per rank and step (default 256)\n"
+    "  --epochs E          epochs (default 2)\n"
+    "  --steps N           steps per epoch (default 100)\n"
+    "  --eval N            held-out samples for AUC and log loss (default 16384)\n"
+    "  --bottom-mlp SPEC   default 13-128-64-D (D: the tables' dim, 16 for kaggle)\n"
+    "  --top-mlp SPEC      default 128-64-1\n"
+    "  --interaction I     dot (default) or cat\n"
+    "  --lr LR             the MLPs' SGD rate (default 0.1)\n"
+    "  --embed-lr LR       the tables' row-wise Adagrad rate (default 0.05)\n"
+    "  --embed-sgd         plain SGD on the tables instead\n"
+    "  --pooling L         ids per sample and table (default 1)\n"
+    "  --zipf S            the ids' Zipf exponent (default 1.05)\n"
+    "  --seed S            model and data seed (default 1)\n"
+    "  --json              one JSON line per epoch instead of text\n");
+}
+
+typedef struct dlrm_opts {
+  const char *tables, *plan, *bottom, *top;
+  double scale, lr, embed_lr, zipf;
+  int sharding, epochs, pooling, json, embed_sgd;
+  long batch, steps, eval;
+  gs_dlrm_interaction interaction;
+  gs_dlrm_a2a_precision precision;
+  unsigned long long seed;
+} dlrm_opts;
+
+static int parse_opts(int argc, char **argv, dlrm_opts *o) {
+  static const struct option longs[] = {
+      {"model", required_argument, 0, 'm'},       {"tables", required_argument, 0, 't'},
+      {"sharding", required_argument, 0, 's'},    {"plan", required_argument, 0, 'p'},
+      {"a2a-precision", required_argument, 0, 'P'}, {"batch", required_argument, 0, 'b'},
+      {"epochs", required_argument, 0, 'e'},      {"steps", required_argument, 0, 'n'},
+      {"eval", required_argument, 0, 'E'},        {"bottom-mlp", required_argument, 0, 'B'},
+      {"top-mlp", required_argument, 0, 'T'},     {"interaction", required_argument, 0, 'i'},
+      {"lr", required_argument, 0, 'l'},          {"embed-lr", required_argument, 0, 'L'},
+      {"embed-sgd", no_argument, 0, 'g'},         {"pooling", required_argument, 0, 'o'},
+      {"zipf", required_argument, 0, 'z'},        {"seed", required_argument, 0, 'S'},
+      {"json", no_argument, 0, 'j'},              {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  *o = (dlrm_opts){.tables = "kaggle", .scale = 0.001, .lr = 0.1, .embed_lr = 0.05,
+                   .zipf = 1.05, .sharding = -1, .epochs = 2, .pooling = 1, .batch = 256,
+                   .steps = 100, .eval = 16384, .top = "128-64-1", .seed = 1};
+  optind = 1;
+  int c;
+  double x;
+  while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+    switch (c) {
+      case 'm':
+        if (strcmp(optarg, "dlrm") != 0) {
+          cli_error(VERB, "--model %s: this is the DLRM trainer (--model dlrm)", optarg);
+          return 2;
+        }
+        break;
+      case 't': {
+        static char buf[4096];
+        snprintf(buf, sizeof buf, "%s", optarg);
+        char *colon = strrchr(buf, ':');
+        if (colon && colon != buf) {
+          *colon = '\0';
+          if (cli_parse_double(colon + 1, 1e-12, 1, &o->scale)) {
+            cli_error(VERB, "--tables %s: the scale '%s' is not a number in (0, 1]", optarg,
+                      colon + 1);
+            return 2;
+          }
+        }
+        o->tables = buf;
+        break;
+      }
+      case 's':
+        if (gs_shard_kind_parse(optarg, &o->sharding) != GS_OK) {
+          cli_error(VERB, "--sharding %s: expected auto, tw, rw, cw, twrw or dp", optarg);
+          return 2;
+        }
+        break;
+      case 'p': o->plan = optarg; break;
+      case 'P':
+        if (gs_dlrm_a2a_precision_parse(optarg, &o->precision) != GS_OK) {
+          cli_error(VERB, "--a2a-precision %s: expected fp32, fp16 or bf16", optarg);
+          return 2;
+        }
+        break;
+      case 'b':
+      case 'n':
+      case 'E': {
+        int v;
+        if (cli_parse_int(optarg, c == 'E' ? 0 : 1, 1 << 24, &v)) {
+          cli_error(VERB, "--%s %s: expected a whole number%s", c == 'b' ? "batch"
+                    : c == 'n' ? "steps" : "eval", optarg, c == 'E' ? "" : " of at least 1");
+          return 2;
+        }
+        *(c == 'b' ? &o->batch : c == 'n' ? &o->steps : &o->eval) = v;
+        break;
+      }
+      case 'e':
+        if (cli_parse_int(optarg, 1, 100000, &o->epochs)) {
+          cli_error(VERB, "--epochs %s: expected 1 to 100000", optarg);
+          return 2;
+        }
+        break;
+      case 'B': o->bottom = optarg; break;
+      case 'T': o->top = optarg; break;
+      case 'i':
+        if (gs_dlrm_interaction_parse(optarg, &o->interaction) != GS_OK) {
+          cli_error(VERB, "--interaction %s: expected dot or cat", optarg);
+          return 2;
+        }
+        break;
+      case 'l':
+      case 'L':
+        if (cli_parse_double(optarg, 0, 1000, &x)) {
+          cli_error(VERB, "--%s %s: expected a rate in [0, 1000]", c == 'l' ? "lr" : "embed-lr",
+                    optarg);
+          return 2;
+        }
+        *(c == 'l' ? &o->lr : &o->embed_lr) = x;
+        break;
+      case 'g': o->embed_sgd = 1; break;
+      case 'o':
+        if (cli_parse_int(optarg, 1, 1000, &o->pooling)) {
+          cli_error(VERB, "--pooling %s: expected 1 to 1000", optarg);
+          return 2;
+        }
+        break;
+      case 'z':
+        if (cli_parse_double(optarg, 0, 10, &o->zipf)) {
+          cli_error(VERB, "--zipf %s: expected 0 to 10", optarg);
+          return 2;
+        }
+        break;
+      case 'S':
+        if (cli_parse_double(optarg, 0, 9007199254740992.0, &x) || x != floor(x)) {
+          cli_error(VERB, "--seed %s: expected a whole number", optarg);
+          return 2;
+        }
+        o->seed = (unsigned long long)x;
+        break;
+      case 'j': o->json = 1; break;
+      case 'h': usage(stdout); return 1;
+      default: cli_error(VERB, "unknown option"); return 2;
+    }
+  }
+  if (optind < argc) {
+    cli_error(VERB, "unexpected argument '%s'", argv[optind]);
+    return 2;
+  }
+  if (o->plan && o->sharding >= 0) {
+    cli_error(VERB, "--plan and --sharding cannot be used together (the plan decides)");
+    return 2;
+  }
+  return 0;
+}
+
+/* The tables of --tables: a preset or a file. 0, or the exit status after
+ * printing why. */
+static int load_tables(const dlrm_opts *o, gs_embed_spec **t, int *n) {
+  if (strcmp(o->tables, "kaggle") == 0 || strcmp(o->tables, "terabyte") == 0 ||
+      strcmp(o->tables, "mlperf") == 0) {
+    *t = calloc(32, sizeof **t);
+    if (*t == NULL) {
+      cli_fail(VERB, "out of memory");
+      return 1;
+    }
+    if (gs_embed_preset(o->tables, o->scale, *t, 32, n) != GS_OK) {
+      cli_error(VERB, "--tables: %s", gs_last_error());
+      return 2;
+    }
+    for (int i = 0; i < *n; i++) (*t)[i].pooling = o->pooling;
+    return 0;
+  }
+  gs_status st = gs_embed_specs_load(o->tables, t, n);
+  if (st != GS_OK) {
+    cli_error(VERB, "--tables: %s%s", st == GS_ERR_IO ? "no such preset (kaggle, terabyte, "
+              "mlperf), and " : "", gs_last_error());
+    return 2;
+  }
+  return 0;
+}
+
+typedef struct view {
+  int rank, json, tty;
+  double bytes_ids, bytes_pooled, bytes_grad, bytes_dp, bytes_ar;
+} view;
+
+static const char *human(double b, char *buf, size_t n) {
+  if (b >= 1e6) snprintf(buf, n, "%.2f MB", b / 1e6);
+  else if (b >= 1e3) snprintf(buf, n, "%.1f KB", b / 1e3);
+  else snprintf(buf, n, "%.0f B", b);
+  return buf;
+}
+
+static void on_event(const gs_dlrm_train_event *ev, void *user) {
+  view *v = user;
+  if (v->rank != 0) return;
+  if (ev->kind == GS_DLRM_EV_PLAN) {
+    const gs_shard_plan *p = ev->plan;
+    int counts[GS_SHARD_KIND_COUNT] = {0};
+    for (int t = 0; t < p->ntables; t++) counts[p->kind[t]]++;
+    if (!v->json) {
+      printf("plan: %d tables on %d ranks:", p->ntables, p->ranks);
+      for (int k = 0; k < GS_SHARD_KIND_COUNT; k++)
+        if (counts[k]) printf(" %d %s", counts[k], gs_shard_kind_name((gs_shard_kind)k));
+      double mx, mean;
+      gs_shard_plan_balance(p, &mx, &mean);
+      printf("; estimated imbalance %.2fx\n", mean > 0 ? mx / mean : 1.0);
+    }
+    return;
+  }
+  if (ev->kind == GS_DLRM_EV_STEP) {
+    /* A progress line rewritten in place on a terminal; four lines an
+     * epoch into a file or a pipe. */
+    size_t every = v->tty ? 10 : (ev->steps + 3) / 4;
+    if (!v->json && (ev->step % every == 0 || ev->step == ev->steps)) {
+      printf(v->tty ? "\repoch %d step %zu/%zu loss %.5f" : "epoch %d step %zu/%zu loss %.5f\n",
+             ev->epoch, ev->step, ev->steps, ev->loss);
+      if (v->tty && ev->step == ev->steps) printf("\n");
+      fflush(stdout);
+    }
+    return;
+  }
+  const gs_dlrm_dist_stats *s = &ev->stats;
+  double n = s->steps ? (double)s->steps : 1;
+  if (v->json) {
+    printf("{\"epoch\": %d, \"train_loss\": %.6f, \"auc\": %.6f, \"log_loss\": %.6f, "
+           "\"teacher_auc\": %.6f, \"samples_per_s\": %.1f, \"step_ms\": %.3f, "
+           "\"lookup_ms\": %.3f, \"mlp_ms\": %.3f, \"a2a_ms\": %.3f, \"allreduce_ms\": %.3f, "
+           "\"id_bytes\": %.0f, \"pooled_bytes\": %.0f, \"grad_bytes\": %.0f, "
+           "\"dp_bytes\": %.0f, \"allreduce_bytes\": %.0f, \"peak_rss_bytes\": %zu}\n",
+           ev->epoch, ev->loss, ev->auc, ev->log_loss, ev->teacher_auc, ev->samples_per_s,
+           1e3 * s->total_s / n, 1e3 * s->lookup_s / n, 1e3 * s->mlp_s / n, 1e3 * s->a2a_s / n,
+           1e3 * s->allreduce_s / n, s->id_bytes / n, s->pooled_bytes / n, s->grad_bytes / n,
+           s->dp_bytes / n, s->allreduce_bytes / n, ev->peak_rss_bytes);
+    return;
+  }
+  char b1[32], b2[32], b3[32], b4[32], b5[32];
+  printf("epoch %d: held-out AUC %.4f (teacher %.4f), log loss %.4f; train loss %.4f; "
+         "%.0f samples/s\n", ev->epoch, ev->auc, ev->teacher_auc, ev->log_loss, ev->loss,
+         ev->samples_per_s);
+  printf("  step %.2f ms on rank 0: lookup %.2f, MLPs %.2f, all-to-all %.2f, all-reduce "
+         "(exposed) %.2f\n", 1e3 * s->total_s / n, 1e3 * s->lookup_s / n, 1e3 * s->mlp_s / n,
+         1e3 * s->a2a_s / n, 1e3 * s->allreduce_s / n);
+  printf("  sent per step: ids %s, pooled %s, gradients %s, dp %s, MLP all-reduce %s\n",
+         human(s->id_bytes / n, b1, sizeof b1), human(s->pooled_bytes / n, b2, sizeof b2),
+         human(s->grad_bytes / n, b3, sizeof b3), human(s->dp_bytes / n, b4, sizeof b4),
+         human(s->allreduce_bytes / n, b5, sizeof b5));
+  fflush(stdout);
+}
+
+int cmd_train_dlrm(int argc, char **argv) {
+  dlrm_opts o;
+  int rc = parse_opts(argc, argv, &o);
+  if (rc == 1) return 0;
+  gs_embed_spec *t = NULL;
+  int nt = 0;
+  if (rc == 0) rc = load_tables(&o, &t, &nt);
+  size_t D = nt > 0 && t[0].dim ? t[0].dim : 16;
+  for (int i = 0; rc == 0 && i < nt; i++)
+    if (t[i].dim != D) {
+      cli_error(VERB, "--tables: table '%s' is %zu wide and '%s' %zu (a DLRM's tables are all "
+                "one width)", t[i].name, t[i].dim, t[0].name, D);
+      rc = 2;
+    }
+  char bottom[64];
+  snprintf(bottom, sizeof bottom, "13-128-64-%zu", D);
+  if (rc && !cli_under_launcher()) {
+    free(t);
+    return rc;
+  }
+  cli_rank r;
+  if (cli_rank_init(&r, VERB, &argc, &argv)) return rc ? rc : 1;
+  rc = cli_rank_connect(&r, CLI_RANK_BLAS, rc, "bad options");
+  if (rc) {
+    free(t);
+    return rc;
+  }
+  gs_dlrm_train_config cfg = {
+      .model = {o.bottom ? o.bottom : bottom, o.top, t, nt, o.interaction, 0, o.seed},
+      .optim = {(float)o.lr, {o.embed_sgd ? GS_EMBED_SGD : GS_EMBED_ROWWISE_ADAGRAD,
+                              (float)o.embed_lr, 1e-8f}},
+      .data = gs_dlrm_synth_defaults(),
+      .sharding = o.sharding,
+      .plan_file = o.plan,
+      .precision = o.precision,
+      .batch = (size_t)o.batch,
+      .epochs = o.epochs,
+      .steps = (size_t)o.steps,
+      .eval_samples = (size_t)o.eval};
+  cfg.data.zipf_s = o.zipf;
+  cfg.data.pooling = o.pooling;
+  view v = {.rank = r.rank, .json = o.json, .tty = isatty(STDOUT_FILENO)};
+  gs_status st = gs_dlrm_train_run(&cfg, r.comm, on_event, &v);
+  if (st != GS_OK) {
+    cli_rank_error(&r, "%s", gs_last_error());
+    rc = st == GS_ERR_INVALID_ARG || st == GS_ERR_PARSE || st == GS_ERR_IO ? 2 : 1;
+  }
+  if (strcmp(o.tables, "kaggle") && strcmp(o.tables, "terabyte") && strcmp(o.tables, "mlperf"))
+    gs_embed_specs_free(t);
+  else
+    free(t);
+  return cli_rank_finish(&r, rc);
+}

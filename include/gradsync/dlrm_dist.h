@@ -1,0 +1,161 @@
+/*
+ * Hybrid-parallel DLRM training: the embedding tables sharded across the
+ * ranks of a communicator by a plan (gradsync/embed.h's gs_shard_plan), the
+ * MLPs replicated (docs/DLRM.md). Above the communicator and the one-process
+ * model (gradsync/dlrm.h), which know nothing of it.
+ */
+#ifndef GRADSYNC_DLRM_DIST_H
+#define GRADSYNC_DLRM_DIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gradsync/comm.h"
+#include "gradsync/core.h"
+#include "gradsync/dlrm.h"
+#include "gradsync/embed.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The tables sharded by a plan (gs_shard_plan: tw, rw, cw, twrw, dp), the
+ * MLPs replicated. Each rank trains on its own local batch; the global
+ * batch is the ranks' local batches in rank order, and a step is the
+ * single-process step on that global batch (mean loss over it):
+ *
+ *   1. ids: every rank checks its batch, then one all-to-all of a header
+ *      (status, samples, ids for that rank) and one all-to-allv of the
+ *      bags' lengths and ids, routed to each shard's owner (rw/twrw: each
+ *      id to the owner of its row, rebased to the shard);
+ *   2. the owners pool their shards' rows for every rank's samples (rw:
+ *      partial sums; cw: column blocks); dp tables are looked up locally;
+ *   3. one all-to-allv returns the pooled vectors to the samples' ranks,
+ *      which add the partial sums of a row-wise table in rank order into
+ *      the [n x T*D] matrix, then the interaction and top MLP, the loss;
+ *   4. backward: one all-to-allv sends each shard's pooled gradient to its
+ *      owner, which runs the fused backward + update over the global
+ *      batch's bags (rank order, so a row's gradient sums in the global
+ *      sample order); dp tables all-gather their bags and gradients and
+ *      every replica makes the same update;
+ *   5. the MLP gradients (of the global mean) are summed by one all-reduce
+ *      of the flat buffer, issued before the embedding updates so that it
+ *      runs under them, then SGD.
+ * All through gs_comm's collectives (gs_alltoall, gs_alltoallv,
+ * gs_allgatherv, gs_allreduce). Deterministic: repeated runs of one plan
+ * on the same ranks are bitwise identical. Row-wise Adagrad on a cw shard
+ * keeps one accumulator per row of each column block (the mean of g^2 over
+ * its columns), as TorchRec's column-wise shards do: not the
+ * single-process model's accumulator over all D columns (SGD is the same).
+ *
+ * Every call below is collective over the communicator: every rank calls it
+ * in the same order. A failure on one rank (a bad id, a batch too large) is
+ * learnt by every rank in the step's first exchange: every rank returns
+ * GS_ERR_INVALID_ARG, the failing rank with its own message, the others
+ * with one naming that rank and repeating its message; nothing has changed
+ * on any rank, and no rank is left waiting. */
+
+typedef struct gs_dlrm_dist gs_dlrm_dist;
+
+/* Builds this rank's part of the model: the replicated MLPs (as
+ * gs_dlrm_create's, from the same seed), its shards of the tables (each
+ * row as the single-process model's) with their row-wise Adagrad state, and
+ * a replica of every dp table. plan: for cfg's tables (dims 0 or D) and
+ * gs_comm_size(comm) ranks, checked with gs_shard_plan_check, the same on
+ * every rank (compared by a hash). The plan and cfg are not kept; comm is
+ * borrowed until gs_dlrm_dist_destroy. */
+gs_status gs_dlrm_dist_create(const gs_dlrm_config *cfg, const gs_shard_plan *plan,
+                              gs_comm *comm, gs_dlrm_dist **out);
+/* Not collective. NULL is a no-op. */
+void gs_dlrm_dist_destroy(gs_dlrm_dist *d);
+
+/* The exchanged pooled vectors' element type: fp32, or fp16 forward and
+ * bf16 backward (Neo's choice: the forward's values are small and want
+ * fp16's precision, the gradients want bf16's range). Same on every rank. */
+typedef enum { GS_DLRM_A2A_FP32 = 0, GS_DLRM_A2A_FP16, GS_DLRM_A2A_BF16 } gs_dlrm_a2a_precision;
+/* "fp32", "fp16" (fp16 forward, bf16 backward) or "bf16" (both bf16). */
+gs_status gs_dlrm_a2a_precision_parse(const char *s, gs_dlrm_a2a_precision *out);
+void gs_dlrm_dist_set_precision(gs_dlrm_dist *d, gs_dlrm_a2a_precision p);
+
+/* One training step on this rank's batch b (1 to max_batch samples; the
+ * ranks' n may differ). loss (may be NULL): the global batch's mean log
+ * loss, the same on every rank; logits (may be NULL, else b->n floats):
+ * this rank's samples'. */
+gs_status gs_dlrm_dist_train_step(gs_dlrm_dist *d, const gs_dlrm_batch *b,
+                                  const gs_dlrm_optim *opt, double *loss, float *logits);
+/* The forward alone (evaluation): logits of this rank's b->n samples. */
+gs_status gs_dlrm_dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *logits);
+
+/* The replicated MLPs (gs_dlrm_mlp_weights, gs_dlrm_param_at ...), owned
+ * by d. Its tables hold no rows: look them up through d. */
+gs_dlrm *gs_dlrm_dist_model(gs_dlrm_dist *d);
+
+/* This rank's shards: i < gs_dlrm_dist_nshards, a dp replica counting as
+ * one. *where (may be NULL) receives the plan's shard (a dp replica: the
+ * whole table on this rank); the table (its weights: rows x columns of the
+ * shard, and state) is owned by d. NULL when i is out of range. */
+size_t gs_dlrm_dist_nshards(const gs_dlrm_dist *d);
+gs_embed_table *gs_dlrm_dist_shard(gs_dlrm_dist *d, size_t i, gs_shard *where);
+
+/* Time and bytes since creation (or the last reset), this rank's. The
+ * phases: lookup (the owners' pooling, the fused backward and update, dp
+ * tables' too), mlp (bottom, interaction, top, the loss, backward, SGD),
+ * a2a (waiting in the id, pooled and gradient all-to-alls and the dp
+ * all-gathers), allreduce (waiting for the MLP all-reduce after the
+ * embedding updates: its exposed part). Bytes are what this rank sends,
+ * its own share excluded (a message to itself moves nothing). */
+typedef struct gs_dlrm_dist_stats {
+  uint64_t steps, forwards;
+  double lookup_s, mlp_s, a2a_s, allreduce_s, total_s;
+  double id_bytes, pooled_bytes, grad_bytes, dp_bytes, allreduce_bytes;
+} gs_dlrm_dist_stats;
+void gs_dlrm_dist_stats_get(const gs_dlrm_dist *d, gs_dlrm_dist_stats *out);
+void gs_dlrm_dist_stats_reset(gs_dlrm_dist *d);
+
+/* ---- The training loop (gradsync train --model dlrm) ------------------------
+ * Epochs of steps on planted synthetic data (gs_dlrm_synth: the teacher's
+ * AUC is the ceiling), each rank training on its own slice of every global
+ * batch, then an evaluation of AUC and log loss on held-out samples. The
+ * library decides and reports; its caller prints (through `cb`). */
+typedef struct gs_dlrm_train_config {
+  gs_dlrm_config model;       /* tables, MLPs, interaction, seed; max_batch: ignored */
+  gs_dlrm_optim optim;
+  gs_dlrm_synth_config data;  /* ndense, tables, seed: taken from model */
+  int sharding;               /* -1 auto (the planner), else a gs_shard_kind */
+  const char *plan_file;      /* a saved plan instead (gs_shard_plan_load), or NULL */
+  gs_dlrm_a2a_precision precision;
+  size_t batch;               /* per rank and step */
+  int epochs;
+  size_t steps;               /* per epoch (the training set: steps x ranks x batch) */
+  size_t eval_samples;        /* held out, rounded up to whole rounds of ranks x batch */
+  int ranks_per_node;         /* for the planner's twrw; 0: the communicator's */
+} gs_dlrm_train_config;
+
+typedef enum { GS_DLRM_EV_PLAN = 0, GS_DLRM_EV_STEP, GS_DLRM_EV_EPOCH } gs_dlrm_train_event_kind;
+
+typedef struct gs_dlrm_train_event {
+  gs_dlrm_train_event_kind kind;
+  const gs_shard_plan *plan;  /* PLAN: the plan in use (valid during the call) */
+  int epoch;                  /* from 1 */
+  size_t step, steps;         /* STEP: within the epoch, from 1 */
+  double loss;                /* STEP: the global batch's; EPOCH: the epoch's mean */
+  double auc, log_loss, teacher_auc; /* EPOCH: on the held-out samples */
+  double epoch_s, samples_per_s;
+  gs_dlrm_dist_stats stats;   /* EPOCH: this rank's, the epoch's training steps */
+  size_t peak_rss_bytes;      /* EPOCH: this process's peak resident memory, 0 if unknown */
+} gs_dlrm_train_event;
+
+typedef void (*gs_dlrm_train_cb)(const gs_dlrm_train_event *ev, void *user);
+
+/* Collective over comm. Every rank receives every event (cb may be NULL);
+ * a failure on any rank is every rank's (the step's agreement, or gs_agree
+ * around set-up). The auto plan uses the communicator's cost model and
+ * rank 0's measured lookup cost, so every rank makes the same plan. */
+gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
+                            gs_dlrm_train_cb cb, void *user);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRADSYNC_DLRM_DIST_H */

@@ -1,0 +1,815 @@
+/*
+ * Hybrid-parallel DLRM training (include/gradsync/dlrm_dist.h; docs/DLRM.md): the
+ * tables sharded across the ranks by a plan, the MLPs replicated.
+ *
+ * One routing covers every sharding. A plan's non-dp shard is a block of a
+ * table: rows [row_lo, row_hi) and columns [col_lo, col_hi) on one rank.
+ * For every shard, every rank sends its samples' ids that fall in the
+ * shard's rows (rebased) to the owner; the owner pools the shard's columns
+ * for each of those samples (a partial sum when the table's rows are split)
+ * and sends the vector back; the sample's rank adds the vectors of a table's
+ * shards, in rank order, into the table's columns of the pooled matrix. So
+ * tw is one shard per table, rw and twrw are row blocks whose partial sums
+ * add (the reduce-scatter of TorchRec's row-wise sharding, as an
+ * all-to-allv), cw is column blocks that each fill their own columns. The
+ * backward sends each shard the gradient of its columns for every sample
+ * (rw: every row block gets the whole vector, the all-gather), and the owner
+ * runs the fused backward + update over the global batch's bags.
+ *
+ * Layouts. Rank k owns the shards sh[first[k] .. first[k] + count[k]) (sorted
+ * by rank, table, columns, rows), whose columns sit side by side in a row of
+ * W[k] floats (shard s at column sh[s].col). Everything rank r sends rank k
+ * about its n_r samples is sample-major with that row: the owner's pooled
+ * vectors for r are an [n_r x W[k]] block, and the owner's blocks for ranks
+ * 0..P-1 one after the other are an [N x W[k]] matrix (N the global batch)
+ * that one gs_embed_forward per shard fills at out_col = sh[s].col over the
+ * bags of all ranks concatenated in rank order. The ids rank r sends rank k
+ * are, per shard of k in order, the n_r bag lengths, then the ids of every
+ * shard in the same order.
+ *
+ * dp tables are looked up locally; their backward all-gathers every rank's
+ * bags and gradients, so that every replica takes the same update over the
+ * global batch in rank order, the single-process update.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlrm_internal.h"
+#include "gradsync/dlrm_dist.h"
+#include "gs_internal.h"
+
+/* A non-dp shard of the plan, on any rank. */
+typedef struct dist_shard {
+  int table, rank;
+  size_t row_lo, row_hi, col_lo, col_hi;
+  size_t col; /* its columns' start in its owner's row of W floats */
+} dist_shard;
+
+/* What a rank learns of every rank in the header exchange. */
+enum { HDR_STATUS, HDR_N, HDR_IDS, HDR_DP_IDS, HDR_LEN };
+
+struct gs_dlrm_dist {
+  gs_comm *comm;
+  int rank, size;
+  gs_dlrm *m;
+  size_t D, T, max_batch;
+  uint64_t seed;
+  char **names;
+  size_t *rows;
+  int *is_dp; /* per table */
+  int ndp, *dp_table;
+  gs_dlrm_a2a_precision precision;
+
+  dist_shard *sh;
+  size_t nsh;
+  size_t *first, *count, *W; /* per rank */
+
+  /* Mine: shards first[rank] .. + count[rank], then the dp replicas. */
+  gs_embed_table *local; /* count[rank] + ndp */
+  gs_embed_work *work;
+
+  /* The step's exchanges. */
+  int64_t *hdr_send, *hdr_recv; /* size x HDR_LEN */
+  size_t *n_of, *n_first, N;    /* every rank's samples, where they start */
+  size_t *sc, *sd, *rc, *rd;    /* counts and displacements, size each */
+  int32_t *id_send, *id_recv;
+  size_t id_send_cap, id_recv_cap;
+  int64_t *bag_off; /* count[rank] x (N + 1): the owner's bags, all ranks */
+  size_t bag_off_cap;
+  int32_t *bag_ids; /* the owner's ids, shard after shard */
+  size_t bag_ids_cap, *bag_ids_at; /* where shard j's ids start */
+  float *own_pooled, *mine_pooled; /* [N x W[rank]] and [n x sum_k W[k]] */
+  size_t own_cap, mine_cap;
+  uint16_t *half_send, *half_recv;
+  size_t half_send_cap, half_recv_cap;
+  /* dp: every rank's bags and gradients. */
+  int32_t *dp_send, *dp_recv;
+  size_t dp_send_cap, dp_recv_cap;
+  float *dp_gsend, *dp_grecv;
+  size_t dp_gsend_cap, dp_grecv_cap;
+  int64_t *dp_off;
+  size_t dp_off_cap;
+  int32_t *dp_ids;
+  size_t dp_ids_cap;
+
+  float *logits, *dlogits;
+  gs_dlrm_dist_stats stats;
+};
+
+/* ---- Small helpers ----------------------------------------------------------- */
+
+/* *p holds at least n elements of elem bytes afterwards (contents kept). */
+static gs_status grow(void *pp, size_t *cap, size_t n, size_t elem, const char *what) {
+  void **p = (void **)pp;
+  if (n <= *cap && *p != NULL) return GS_OK;
+  size_t want = GS_MAX(n, *cap + *cap / 2), bytes;
+  if (gs_mul_size(want ? want : 1, elem, &bytes) != GS_OK)
+    return gs_error(GS_ERR_NOMEM, "DLRM step: %s: %zu elements overflow", what, n);
+  void *q = gs_realloc(*p, bytes);
+  if (q == NULL)
+    return gs_error(GS_ERR_NOMEM, "DLRM step: out of memory for %s (%zu bytes)", what, bytes);
+  *p = q;
+  *cap = want;
+  return GS_OK;
+}
+
+static int cmp_shard(const void *a, const void *b) {
+  const dist_shard *x = a, *y = b;
+  if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+  if (x->table != y->table) return x->table < y->table ? -1 : 1;
+  if (x->col_lo != y->col_lo) return x->col_lo < y->col_lo ? -1 : 1;
+  return x->row_lo < y->row_lo ? -1 : x->row_lo > y->row_lo;
+}
+
+/* FNV-1a over the plan's shards: ranks compare plans by it. */
+static uint64_t plan_hash(const dist_shard *sh, size_t n, const int *is_dp, size_t T) {
+  uint64_t h = 1469598103934665603ULL;
+  uint64_t v[6];
+  for (size_t i = 0; i < n; i++) {
+    v[0] = (uint64_t)sh[i].table;
+    v[1] = (uint64_t)sh[i].rank;
+    v[2] = sh[i].row_lo;
+    v[3] = sh[i].row_hi;
+    v[4] = sh[i].col_lo;
+    v[5] = sh[i].col_hi;
+    for (size_t k = 0; k < 6; k++) h = (h ^ v[k]) * 1099511628211ULL;
+  }
+  for (size_t t = 0; t < T; t++) h = (h ^ (uint64_t)is_dp[t]) * 1099511628211ULL;
+  return h;
+}
+
+gs_status gs_dlrm_a2a_precision_parse(const char *s, gs_dlrm_a2a_precision *out) {
+  if (s && strcmp(s, "fp32") == 0) *out = GS_DLRM_A2A_FP32;
+  else if (s && strcmp(s, "fp16") == 0) *out = GS_DLRM_A2A_FP16;
+  else if (s && strcmp(s, "bf16") == 0) *out = GS_DLRM_A2A_BF16;
+  else
+    return gs_error(GS_ERR_PARSE, "all-to-all precision '%s': expected fp32, fp16 (fp16 "
+                    "forward, bf16 backward) or bf16", s ? s : "(null)");
+  return GS_OK;
+}
+
+void gs_dlrm_dist_set_precision(gs_dlrm_dist *d, gs_dlrm_a2a_precision p) { d->precision = p; }
+
+/* ---- Creation ---------------------------------------------------------------- */
+
+void gs_dlrm_dist_destroy(gs_dlrm_dist *d) {
+  if (d == NULL) return;
+  gs_dlrm_destroy(d->m);
+  size_t nlocal = d->count ? d->count[d->rank] + (size_t)d->ndp : 0;
+  for (size_t i = 0; d->local && i < nlocal; i++) {
+    gs_free(d->local[i].weights);
+    gs_free(d->local[i].state);
+  }
+  for (size_t t = 0; d->names && t < d->T; t++) gs_free(d->names[t]);
+  void *bufs[] = {d->names, d->rows, d->is_dp, d->dp_table, d->sh, d->first, d->count, d->W,
+                  d->local, d->hdr_send, d->hdr_recv, d->n_of, d->n_first, d->sc, d->sd,
+                  d->rc, d->rd, d->id_send, d->id_recv, d->bag_off, d->bag_ids,
+                  d->bag_ids_at, d->own_pooled, d->mine_pooled, d->half_send, d->half_recv,
+                  d->dp_send, d->dp_recv, d->dp_gsend, d->dp_grecv, d->dp_off, d->dp_ids,
+                  d->logits, d->dlogits};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gs_free(bufs[i]);
+  gs_embed_work_free(d->work);
+  gs_free(d);
+}
+
+/* Everything but the agreement: this rank's part of the model. */
+static gs_status dist_build(gs_dlrm_dist *d, const gs_dlrm_config *cfg,
+                            const gs_shard_plan *plan) {
+  if (plan == NULL) return gs_error(GS_ERR_INVALID_ARG, "DLRM: NULL sharding plan");
+  GS_CHECK(dlrm_create(cfg, 0, &d->m));
+  d->D = gs_dlrm_dim(d->m);
+  d->T = (size_t)cfg->ntables;
+  d->max_batch = cfg->max_batch;
+  d->seed = cfg->seed;
+  size_t T = d->T, P = (size_t)d->size;
+  if (plan->ranks != d->size || plan->ntables != cfg->ntables)
+    return gs_error(GS_ERR_INVALID_ARG, "DLRM: the sharding plan is for %d tables on %d ranks; "
+                    "the model has %zu tables and the communicator %d ranks", plan->ntables,
+                    plan->ranks, T, d->size);
+  gs_embed_spec *specs = gs_calloc(T ? T : 1, sizeof *specs);
+  if (specs == NULL) return gs_error(GS_ERR_NOMEM, "DLRM: out of memory");
+  for (size_t t = 0; t < T; t++) {
+    specs[t] = cfg->tables[t];
+    specs[t].dim = d->D;
+  }
+  gs_status st = gs_shard_plan_check(plan, specs, (int)T, 0);
+  gs_free(specs);
+  GS_CHECK(st);
+
+  d->names = gs_calloc(T ? T : 1, sizeof *d->names);
+  d->rows = gs_calloc(T ? T : 1, sizeof *d->rows);
+  d->is_dp = gs_calloc(T ? T : 1, sizeof *d->is_dp);
+  d->dp_table = gs_calloc(T ? T : 1, sizeof *d->dp_table);
+  d->sh = gs_calloc(plan->nshards ? plan->nshards : 1, sizeof *d->sh);
+  d->first = gs_calloc(P, sizeof *d->first);
+  d->count = gs_calloc(P, sizeof *d->count);
+  d->W = gs_calloc(P, sizeof *d->W);
+  d->hdr_send = gs_calloc(P * HDR_LEN, sizeof *d->hdr_send);
+  d->hdr_recv = gs_calloc(P * HDR_LEN, sizeof *d->hdr_recv);
+  d->n_of = gs_calloc(P, sizeof *d->n_of);
+  d->n_first = gs_calloc(P + 1, sizeof *d->n_first);
+  d->sc = gs_calloc(P, sizeof *d->sc);
+  d->sd = gs_calloc(P, sizeof *d->sd);
+  d->rc = gs_calloc(P, sizeof *d->rc);
+  d->rd = gs_calloc(P, sizeof *d->rd);
+  d->logits = gs_calloc(d->max_batch, sizeof *d->logits);
+  d->dlogits = gs_calloc(d->max_batch, sizeof *d->dlogits);
+  if (!d->names || !d->rows || !d->is_dp || !d->dp_table || !d->sh || !d->first || !d->count ||
+      !d->W || !d->hdr_send || !d->hdr_recv || !d->n_of || !d->n_first || !d->sc || !d->sd ||
+      !d->rc || !d->rd || !d->logits || !d->dlogits)
+    return gs_error(GS_ERR_NOMEM, "DLRM: out of memory");
+  for (size_t t = 0; t < T; t++) {
+    const char *name = gs_dlrm_table(d->m, (int)t)->name;
+    size_t len = strlen(name) + 1;
+    if ((d->names[t] = gs_malloc(len)) == NULL)
+      return gs_error(GS_ERR_NOMEM, "DLRM: out of memory");
+    memcpy(d->names[t], name, len);
+    d->rows[t] = cfg->tables[t].rows;
+    d->is_dp[t] = plan->kind[t] == GS_SHARD_DP;
+    if (d->is_dp[t]) d->dp_table[d->ndp++] = (int)t;
+  }
+  /* The non-dp shards, empty row blocks (rw over more ranks than rows)
+   * left out: no id can reach them. */
+  for (size_t i = 0; i < plan->nshards; i++) {
+    const gs_shard *s = &plan->shards[i];
+    if (d->is_dp[s->table] || s->row_hi == s->row_lo) continue;
+    d->sh[d->nsh++] = (dist_shard){s->table, s->rank, s->row_lo, s->row_hi, s->col_lo,
+                                   s->col_hi, 0};
+  }
+  qsort(d->sh, d->nsh, sizeof *d->sh, cmp_shard);
+  for (size_t i = 0; i < d->nsh; i++) {
+    size_t k = (size_t)d->sh[i].rank;
+    if (d->count[k]++ == 0) d->first[k] = i;
+    d->sh[i].col = d->W[k];
+    d->W[k] += d->sh[i].col_hi - d->sh[i].col_lo;
+  }
+  /* This rank's shards and replicas, initialised as the whole tables are. */
+  size_t mine = d->count[d->rank];
+  d->local = gs_calloc(mine + (size_t)d->ndp + 1, sizeof *d->local);
+  d->bag_ids_at = gs_calloc(mine + 1, sizeof *d->bag_ids_at);
+  if (!d->local || !d->bag_ids_at) return gs_error(GS_ERR_NOMEM, "DLRM: out of memory");
+  for (size_t j = 0; j < mine + (size_t)d->ndp; j++) {
+    size_t t, rl, rh, cl, ch;
+    if (j < mine) {
+      const dist_shard *s = &d->sh[d->first[d->rank] + j];
+      t = (size_t)s->table, rl = s->row_lo, rh = s->row_hi, cl = s->col_lo, ch = s->col_hi;
+    } else {
+      t = (size_t)d->dp_table[j - mine], rl = 0, rh = d->rows[t], cl = 0, ch = d->D;
+    }
+    gs_embed_table *e = &d->local[j];
+    e->name = d->names[t];
+    e->rows = rh - rl;
+    e->dim = ch - cl;
+    size_t nw;
+    if (gs_mul_size(e->rows, e->dim, &nw) != GS_OK)
+      return gs_error(GS_ERR_NOMEM, "DLRM: table '%s': shard of %zu x %zu overflows", e->name,
+                      e->rows, e->dim);
+    e->weights = gs_malloc(nw * sizeof(float));
+    e->state = gs_calloc(e->rows, sizeof(float));
+    if (e->weights == NULL || e->state == NULL)
+      return gs_error(GS_ERR_NOMEM, "DLRM: out of memory for rank %d's shard of table '%s' "
+                      "(%zu x %zu)", d->rank, e->name, e->rows, e->dim);
+    dlrm_table_init(e->weights, e->dim, cfg->seed, t, d->rows[t], d->D, rl, rh, cl, ch);
+  }
+  return GS_OK;
+}
+
+gs_status gs_dlrm_dist_create(const gs_dlrm_config *cfg, const gs_shard_plan *plan,
+                              gs_comm *comm, gs_dlrm_dist **out) {
+  if (cfg == NULL || comm == NULL || out == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "DLRM: NULL config, communicator or output");
+  *out = NULL;
+  gs_dlrm_dist *d = gs_calloc(1, sizeof *d);
+  if (d == NULL) return gs_error(GS_ERR_NOMEM, "DLRM: out of memory");
+  d->comm = comm;
+  d->rank = gs_comm_rank(comm);
+  d->size = gs_comm_size(comm);
+  gs_status st = dist_build(d, cfg, plan);
+  /* Every rank learns whether every rank could build its part, and whether
+   * they hold the same plan. */
+  char msg[GS_VOTE_MESSAGE] = "";
+  if (st != GS_OK) gs__error_copy(msg, sizeof msg);
+  uint64_t h = st == GS_OK ? plan_hash(d->sh, d->nsh, d->is_dp, d->T) : 0;
+  gs_agreement a;
+  gs_status ast = gs_agree(comm, gs_comm_mpi(comm), "DLRM model creation", st, msg, &h,
+                           sizeof h, &a);
+  if (ast != GS_OK) {
+    gs_dlrm_dist_destroy(d);
+    return ast;
+  }
+  if (st == GS_OK && a.failed > 0) {
+    st = gs_error(GS_ERR_INVALID_ARG, "DLRM: rank %d could not build its part of the model: "
+                  "%s", a.first, a.votes[a.first].message);
+  } else if (st == GS_OK) {
+    const uint64_t *hs = a.payloads;
+    for (int r = 0; r < a.size; r++)
+      if (hs[r] != hs[0]) {
+        st = gs_error(GS_ERR_MISMATCH, "DLRM: rank %d holds another sharding plan than rank "
+                      "0 (every rank must be given the same plan)", r);
+        break;
+      }
+  } else {
+    gs__error_set_message(msg);
+  }
+  gs_agreement_free(&a);
+  if (st != GS_OK) {
+    gs_dlrm_dist_destroy(d);
+    return st;
+  }
+  *out = d;
+  return GS_OK;
+}
+
+gs_dlrm *gs_dlrm_dist_model(gs_dlrm_dist *d) { return d->m; }
+
+size_t gs_dlrm_dist_nshards(const gs_dlrm_dist *d) {
+  return d->count[d->rank] + (size_t)d->ndp;
+}
+
+gs_embed_table *gs_dlrm_dist_shard(gs_dlrm_dist *d, size_t i, gs_shard *where) {
+  size_t mine = d->count[d->rank];
+  if (i >= mine + (size_t)d->ndp) return NULL;
+  if (where) {
+    if (i < mine) {
+      const dist_shard *s = &d->sh[d->first[d->rank] + i];
+      *where = (gs_shard){s->table, s->rank, GS_SHARD_TW, s->row_lo, s->row_hi, s->col_lo,
+                          s->col_hi, 0, 0, 0};
+      where->kind = (s->row_hi - s->row_lo) < d->rows[s->table] ? GS_SHARD_RW
+                    : (s->col_hi - s->col_lo) < d->D          ? GS_SHARD_CW
+                                                              : GS_SHARD_TW;
+    } else {
+      int t = d->dp_table[i - mine];
+      *where = (gs_shard){t, d->rank, GS_SHARD_DP, 0, d->rows[t], 0, d->D, 0, 0, 0};
+    }
+  }
+  return &d->local[i];
+}
+
+void gs_dlrm_dist_stats_get(const gs_dlrm_dist *d, gs_dlrm_dist_stats *out) { *out = d->stats; }
+void gs_dlrm_dist_stats_reset(gs_dlrm_dist *d) { memset(&d->stats, 0, sizeof d->stats); }
+
+/* ---- The id exchange --------------------------------------------------------- */
+
+/* Rank r's bag of sample i in table t: ids[lo .. hi). */
+static inline void bag_range(const gs_dlrm_batch *b, size_t t, size_t i, int64_t *lo,
+                             int64_t *hi) {
+  *lo = b->bags[t].offsets[i];
+  *hi = b->bags[t].offsets[i + 1];
+}
+
+/* Checks this rank's batch: its size and every bag against its table. */
+static gs_status check_local(const gs_dlrm_dist *d, const gs_dlrm_batch *b) {
+  if (b == NULL) return gs_error(GS_ERR_INVALID_ARG, "DLRM step on rank %d: NULL batch", d->rank);
+  if (b->n == 0 || b->n > d->max_batch)
+    return gs_error(GS_ERR_INVALID_ARG, "DLRM step on rank %d: batch of %zu samples (the model "
+                    "takes 1 to %zu per rank)", d->rank, b->n, d->max_batch);
+  if (b->ndense != gs_dlrm_ndense(d->m) || (size_t)b->ntables != d->T)
+    return gs_error(GS_ERR_INVALID_ARG, "DLRM step on rank %d: batch of %zu dense features and "
+                    "%d tables; the model has %zu and %zu", d->rank, b->ndense, b->ntables,
+                    gs_dlrm_ndense(d->m), d->T);
+  static float no_weights; /* gs_embed_check reads only the shape */
+  for (size_t t = 0; t < d->T; t++) {
+    gs_embed_table whole = {d->names[t], &no_weights, NULL, d->rows[t], d->D};
+    gs_embed_bags bags = b->bags[t];
+    bags.nbags = b->n;
+    bags.first_sample = b->first_sample;
+    if (bags.ids64)
+      return gs_error(GS_ERR_UNSUPPORTED, "DLRM step on rank %d: table '%s' has int64 ids "
+                      "(the exchange carries int32)", d->rank, d->names[t]);
+    GS_CHECK(gs_embed_check(&whole, &bags));
+  }
+  return GS_OK;
+}
+
+/* Counts the ids of every shard of rank k in this batch into the header. */
+static void count_for(const gs_dlrm_dist *d, const gs_dlrm_batch *b, size_t k, int64_t *hdr) {
+  int64_t ids = 0;
+  for (size_t s = d->first[k]; s < d->first[k] + d->count[k]; s++) {
+    const dist_shard *x = &d->sh[s];
+    const gs_embed_bags *bg = &b->bags[x->table];
+    const int32_t *id = bg->ids;
+    int64_t end = bg->offsets[b->n];
+    if (x->row_lo == 0 && x->row_hi == d->rows[x->table]) {
+      ids += end;
+      continue;
+    }
+    for (int64_t j = 0; j < end; j++)
+      ids += (size_t)id[j] >= x->row_lo && (size_t)id[j] < x->row_hi;
+  }
+  hdr[HDR_IDS] = ids;
+}
+
+/* The header all-to-all: every rank's status and samples; the failure of
+ * any rank becomes every rank's error (the failing rank's message is
+ * shared through gs_agree, since only then is it needed). */
+static gs_status exchange_header(gs_dlrm_dist *d, const gs_dlrm_batch *b, gs_status mine) {
+  size_t P = (size_t)d->size;
+  int64_t dp_ids = 0;
+  if (mine == GS_OK)
+    for (int j = 0; j < d->ndp; j++) dp_ids += b->bags[d->dp_table[j]].offsets[b->n];
+  for (size_t k = 0; k < P; k++) {
+    int64_t *h = d->hdr_send + k * HDR_LEN;
+    memset(h, 0, HDR_LEN * sizeof *h);
+    h[HDR_STATUS] = mine;
+    if (mine != GS_OK) continue;
+    h[HDR_N] = (int64_t)b->n;
+    h[HDR_DP_IDS] = dp_ids;
+    count_for(d, b, k, h);
+  }
+  char msg[GS_VOTE_MESSAGE] = "";
+  if (mine != GS_OK) gs__error_copy(msg, sizeof msg);
+  double t0 = gs_now();
+  GS_CHECK(gs_alltoall(d->comm, d->hdr_send, d->hdr_recv, HDR_LEN, GS_I64, GS_ALGO_AUTO));
+  d->stats.a2a_s += gs_now() - t0;
+  d->stats.id_bytes += (double)((P - 1) * HDR_LEN * sizeof(int64_t));
+  int failed = 0;
+  for (size_t r = 0; r < P; r++) failed |= d->hdr_recv[r * HDR_LEN + HDR_STATUS] != GS_OK;
+  if (failed) {
+    gs_agreement a;
+    GS_CHECK(gs_agree(d->comm, gs_comm_mpi(d->comm), "DLRM step", mine, msg, NULL, 0, &a));
+    gs_status st;
+    if (mine != GS_OK) {
+      gs__error_set_message(msg);
+      st = mine;
+    } else {
+      st = gs_error((gs_status)a.votes[a.first].status, "DLRM step: rank %d's batch was "
+                    "refused: %s", a.first, a.votes[a.first].message);
+    }
+    gs_agreement_free(&a);
+    return st;
+  }
+  d->N = 0;
+  for (size_t r = 0; r < P; r++) {
+    d->n_of[r] = (size_t)d->hdr_recv[r * HDR_LEN + HDR_N];
+    d->n_first[r] = d->N;
+    d->N += d->n_of[r];
+  }
+  d->n_first[P] = d->N;
+  return GS_OK;
+}
+
+/* The lengths and ids to every owner, then the owner's bags: for each of its
+ * shards, the bags of every rank's samples in rank order (CSR over N). */
+static gs_status exchange_ids(gs_dlrm_dist *d, const gs_dlrm_batch *b) {
+  size_t P = (size_t)d->size, n = b->n, me = (size_t)d->rank;
+  size_t total = 0;
+  for (size_t k = 0; k < P; k++) {
+    d->sd[k] = total;
+    d->sc[k] = d->count[k] * n + (size_t)d->hdr_send[k * HDR_LEN + HDR_IDS];
+    total += d->sc[k];
+  }
+  GS_CHECK(grow(&d->id_send, &d->id_send_cap, total, sizeof(int32_t), "the ids sent"));
+  for (size_t k = 0; k < P; k++) {
+    int32_t *len = d->id_send + d->sd[k], *out = len + d->count[k] * n;
+    for (size_t j = 0; j < d->count[k]; j++) {
+      const dist_shard *x = &d->sh[d->first[k] + j];
+      const gs_embed_bags *bg = &b->bags[x->table];
+      const int32_t *id = bg->ids;
+      for (size_t i = 0; i < n; i++) {
+        int64_t lo, hi;
+        bag_range(b, (size_t)x->table, i, &lo, &hi);
+        int32_t c = 0;
+        for (int64_t q = lo; q < hi; q++)
+          if ((size_t)id[q] >= x->row_lo && (size_t)id[q] < x->row_hi) {
+            *out++ = id[q] - (int32_t)x->row_lo;
+            c++;
+          }
+        len[j * n + i] = c;
+      }
+    }
+  }
+  size_t rtotal = 0, mine = d->count[me];
+  for (size_t r = 0; r < P; r++) {
+    d->rd[r] = rtotal;
+    d->rc[r] = mine * d->n_of[r] + (size_t)d->hdr_recv[r * HDR_LEN + HDR_IDS];
+    rtotal += d->rc[r];
+  }
+  GS_CHECK(grow(&d->id_recv, &d->id_recv_cap, rtotal, sizeof(int32_t), "the ids received"));
+  double t0 = gs_now();
+  GS_CHECK(gs_alltoallv(d->comm, d->id_send, d->sc, d->sd, d->id_recv, d->rc, d->rd, GS_I32,
+                        GS_ALGO_AUTO));
+  d->stats.a2a_s += gs_now() - t0;
+  d->stats.id_bytes += (double)((total - d->sc[me]) * sizeof(int32_t));
+
+  /* The owner's CSR per shard. */
+  size_t N = d->N, nids = rtotal - mine * N;
+  GS_CHECK(grow(&d->bag_off, &d->bag_off_cap, mine * (N + 1) + 1, sizeof(int64_t),
+                "the owner's offsets"));
+  GS_CHECK(grow(&d->bag_ids, &d->bag_ids_cap, nids + 1, sizeof(int32_t), "the owner's ids"));
+  size_t at = 0;
+  for (size_t j = 0; j < mine; j++) {
+    d->bag_ids_at[j] = at;
+    int64_t *off = d->bag_off + j * (N + 1), pos = 0;
+    off[0] = 0;
+    for (size_t r = 0; r < P; r++) {
+      size_t nr = d->n_of[r];
+      const int32_t *len = d->id_recv + d->rd[r];
+      /* Rank r's ids of shard j come after its lengths and its ids of the
+       * shards before j. */
+      size_t skip = mine * nr;
+      for (size_t q = 0; q < j * nr; q++) skip += (size_t)len[q];
+      const int32_t *src = d->id_recv + d->rd[r] + skip;
+      size_t c = 0;
+      for (size_t i = 0; i < nr; i++) {
+        c += (size_t)len[j * nr + i];
+        pos += len[j * nr + i];
+        off[d->n_first[r] + i + 1] = pos;
+      }
+      memcpy(d->bag_ids + at, src, c * sizeof(int32_t));
+      at += c;
+    }
+  }
+  d->bag_ids_at[mine] = at;
+  return GS_OK;
+}
+
+/* ---- Pooled vectors ---------------------------------------------------------- */
+
+static void to_half(uint16_t *dst, const float *src, size_t n, int bf16) {
+  if (bf16)
+    for (size_t i = 0; i < n; i++) dst[i] = gs_f32_to_bf16(src[i]);
+  else
+    for (size_t i = 0; i < n; i++) dst[i] = gs_f32_to_f16(src[i]);
+}
+
+static void from_half(float *dst, const uint16_t *src, size_t n, int bf16) {
+  if (bf16)
+    for (size_t i = 0; i < n; i++) dst[i] = gs_bf16_to_f32(src[i]);
+  else
+    for (size_t i = 0; i < n; i++) dst[i] = gs_f16_to_f32(src[i]);
+}
+
+/* An all-to-allv of floats (counts and displacements in floats in d->sc, sd,
+ * rc, rd), on the wire as fp32, fp16 or bf16. */
+static gs_status a2a_floats(gs_dlrm_dist *d, const float *send, float *recv, int half,
+                            int bf16, double *bytes) {
+  size_t P = (size_t)d->size, me = (size_t)d->rank, stotal = 0, rtotal = 0;
+  for (size_t k = 0; k < P; k++) {
+    stotal = GS_MAX(stotal, d->sd[k] + d->sc[k]);
+    rtotal = GS_MAX(rtotal, d->rd[k] + d->rc[k]);
+  }
+  double t0 = gs_now();
+  if (!half) {
+    GS_CHECK(gs_alltoallv(d->comm, send, d->sc, d->sd, recv, d->rc, d->rd, GS_F32,
+                          GS_ALGO_AUTO));
+  } else {
+    GS_CHECK(grow(&d->half_send, &d->half_send_cap, stotal + 1, 2, "the half-precision sends"));
+    GS_CHECK(grow(&d->half_recv, &d->half_recv_cap, rtotal + 1, 2, "the half-precision receipts"));
+    to_half(d->half_send, send, stotal, bf16);
+    GS_CHECK(gs_alltoallv(d->comm, d->half_send, d->sc, d->sd, d->half_recv, d->rc, d->rd,
+                          bf16 ? GS_BF16 : GS_F16, GS_ALGO_AUTO));
+    from_half(recv, d->half_recv, rtotal, bf16);
+  }
+  d->stats.a2a_s += gs_now() - t0;
+  *bytes += (double)((stotal - d->sc[me]) * (half ? 2 : 4));
+  return GS_OK;
+}
+
+/* Owners pool; the vectors travel back; each rank assembles its pooled
+ * matrix. Then the top of the model. */
+static gs_status dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *logits) {
+  size_t P = (size_t)d->size, me = (size_t)d->rank, n = b->n, N = d->N, D = d->D, T = d->T;
+  size_t mine = d->count[me], Wm = d->W[me];
+  double t0 = gs_now();
+  GS_CHECK(gs_dlrm_forward_bottom(d->m, b));
+  d->stats.mlp_s += gs_now() - t0;
+
+  t0 = gs_now();
+  size_t own, sum_w = 0;
+  for (size_t k = 0; k < P; k++) sum_w += d->W[k];
+  GS_CHECK(gs_mul_size(N, Wm, &own));
+  GS_CHECK(grow(&d->own_pooled, &d->own_cap, own + 1, sizeof(float), "the owner's pooled vectors"));
+  GS_CHECK(grow(&d->mine_pooled, &d->mine_cap, n * sum_w + 1, sizeof(float),
+                "the pooled vectors received"));
+  for (size_t j = 0; j < mine; j++) {
+    const dist_shard *x = &d->sh[d->first[me] + j];
+    gs_embed_bags bags = {N, d->bag_off + j * (N + 1), d->bag_ids + d->bag_ids_at[j], 0, 0};
+    GS_CHECK(gs_embed_forward(&d->local[j], &bags, GS_EMBED_SUM, d->own_pooled, Wm, x->col));
+  }
+  float *pooled = gs_dlrm_pooled(d->m);
+  for (int j = 0; j < d->ndp; j++) {
+    size_t t = (size_t)d->dp_table[j];
+    gs_embed_bags bags = b->bags[t];
+    bags.nbags = n;
+    bags.first_sample = b->first_sample;
+    GS_CHECK(gs_embed_forward(&d->local[mine + (size_t)j], &bags, GS_EMBED_SUM, pooled, T * D,
+                              t * D));
+  }
+  d->stats.lookup_s += gs_now() - t0;
+
+  /* Rank r's block of the owner's matrix goes to r; from owner k come n x
+   * W[k] floats. */
+  size_t at = 0;
+  for (size_t r = 0; r < P; r++) {
+    d->sc[r] = d->n_of[r] * Wm;
+    d->sd[r] = d->n_first[r] * Wm;
+    d->rc[r] = n * d->W[r];
+    d->rd[r] = at;
+    at += d->rc[r];
+  }
+  int half = d->precision != GS_DLRM_A2A_FP32, bf16 = d->precision == GS_DLRM_A2A_BF16;
+  GS_CHECK(a2a_floats(d, d->own_pooled, d->mine_pooled, half, bf16, &d->stats.pooled_bytes));
+
+  /* Assemble: the sharded tables' columns from zero, shards added in rank
+   * order (a row-wise table's partial sums; otherwise one block each). */
+  t0 = gs_now();
+  for (size_t i = 0; i < n; i++) {
+    float *row = pooled + i * T * D;
+    for (size_t t = 0; t < T; t++)
+      if (!d->is_dp[t]) memset(row + t * D, 0, D * sizeof(float));
+  }
+  for (size_t k = 0; k < P; k++) {
+    const float *blk = d->mine_pooled + d->rd[k];
+    for (size_t s = d->first[k]; s < d->first[k] + d->count[k]; s++) {
+      const dist_shard *x = &d->sh[s];
+      size_t w = x->col_hi - x->col_lo, dst = (size_t)x->table * D + x->col_lo;
+      for (size_t i = 0; i < n; i++) {
+        float *o = pooled + i * T * D + dst;
+        const float *v = blk + i * d->W[k] + x->col;
+        for (size_t c = 0; c < w; c++) o[c] += v[c];
+      }
+    }
+  }
+  dlrm_mark_pooled(d->m);
+  GS_CHECK(gs_dlrm_forward_top(d->m, n, logits));
+  d->stats.mlp_s += gs_now() - t0;
+  return GS_OK;
+}
+
+/* The header, the ids and the forward: everything a step and an evaluation
+ * share. */
+static gs_status dist_begin(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *logits) {
+  gs_status mine = check_local(d, b);
+  GS_CHECK(exchange_header(d, b, mine));
+  GS_CHECK(exchange_ids(d, b));
+  return dist_forward(d, b, logits);
+}
+
+gs_status gs_dlrm_dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *logits) {
+  if (d == NULL || logits == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "DLRM forward: NULL model or logits");
+  double t0 = gs_now();
+  GS_CHECK(dist_begin(d, b, logits));
+  d->stats.forwards++;
+  d->stats.total_s += gs_now() - t0;
+  return GS_OK;
+}
+
+/* ---- Backward ---------------------------------------------------------------- */
+
+/* dp tables: every rank's lengths, ids and gradients, then the same update
+ * on every replica over the global batch in rank order. */
+static gs_status dp_update(gs_dlrm_dist *d, const gs_dlrm_batch *b, const gs_embed_optim *opt) {
+  size_t P = (size_t)d->size, n = b->n, D = d->D, T = d->T, ndp = (size_t)d->ndp;
+  size_t me = (size_t)d->rank, mine = d->count[me], N = d->N;
+  /* Ids: [lengths of every dp table (n each)][ids of every dp table]. */
+  size_t cnt = ndp * n + (size_t)d->hdr_send[HDR_DP_IDS], rtot = 0;
+  GS_CHECK(grow(&d->dp_send, &d->dp_send_cap, cnt + 1, sizeof(int32_t), "the dp ids sent"));
+  int32_t *len = d->dp_send, *out = d->dp_send + ndp * n;
+  for (size_t j = 0; j < ndp; j++) {
+    const gs_embed_bags *bg = &b->bags[d->dp_table[j]];
+    for (size_t i = 0; i < n; i++) len[j * n + i] = (int32_t)(bg->offsets[i + 1] - bg->offsets[i]);
+    size_t c = (size_t)bg->offsets[n];
+    memcpy(out, bg->ids, c * sizeof(int32_t));
+    out += c;
+  }
+  for (size_t r = 0; r < P; r++) {
+    d->rc[r] = ndp * d->n_of[r] + (size_t)d->hdr_recv[r * HDR_LEN + HDR_DP_IDS];
+    d->rd[r] = rtot;
+    rtot += d->rc[r];
+  }
+  GS_CHECK(grow(&d->dp_recv, &d->dp_recv_cap, rtot + 1, sizeof(int32_t), "the dp ids received"));
+  size_t gcount = n * ndp * D, gtot = N * ndp * D;
+  GS_CHECK(grow(&d->dp_gsend, &d->dp_gsend_cap, gcount + 1, sizeof(float), "the dp gradients"));
+  GS_CHECK(grow(&d->dp_grecv, &d->dp_grecv_cap, gtot + 1, sizeof(float), "the dp gradients"));
+  const float *dpooled = gs_dlrm_pooled_grad(d->m);
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < ndp; j++)
+      memcpy(d->dp_gsend + (i * ndp + j) * D, dpooled + i * T * D + (size_t)d->dp_table[j] * D,
+             D * sizeof(float));
+  double t0 = gs_now();
+  GS_CHECK(gs_allgatherv(d->comm, d->dp_send, cnt, d->dp_recv, d->rc, d->rd, GS_I32,
+                         GS_ALGO_AUTO));
+  for (size_t r = 0; r < P; r++) {
+    d->rc[r] = d->n_of[r] * ndp * D;
+    d->rd[r] = d->n_first[r] * ndp * D;
+  }
+  GS_CHECK(gs_allgatherv(d->comm, d->dp_gsend, gcount, d->dp_grecv, d->rc, d->rd, GS_F32,
+                         GS_ALGO_AUTO));
+  d->stats.a2a_s += gs_now() - t0;
+  d->stats.dp_bytes += (double)((P - 1) * (cnt * 4 + gcount * 4));
+
+  t0 = gs_now();
+  size_t nid = rtot - ndp * N;
+  GS_CHECK(grow(&d->dp_off, &d->dp_off_cap, N + 1, sizeof(int64_t), "the dp offsets"));
+  GS_CHECK(grow(&d->dp_ids, &d->dp_ids_cap, nid + 1, sizeof(int32_t), "the dp ids"));
+  for (size_t j = 0; j < ndp; j++) {
+    int64_t pos = 0;
+    d->dp_off[0] = 0;
+    size_t at = 0, base = 0; /* where rank r's block starts */
+    for (size_t r = 0; r < P; r++) {
+      size_t nr = d->n_of[r];
+      const int32_t *rl = d->dp_recv + base;
+      base += ndp * nr + (size_t)d->hdr_recv[r * HDR_LEN + HDR_DP_IDS];
+      size_t skip = ndp * nr;
+      for (size_t q = 0; q < j * nr; q++) skip += (size_t)rl[q];
+      size_t c = 0;
+      for (size_t i = 0; i < nr; i++) {
+        c += (size_t)rl[j * nr + i];
+        pos += rl[j * nr + i];
+        d->dp_off[d->n_first[r] + i + 1] = pos;
+      }
+      memcpy(d->dp_ids + at, rl + skip, c * sizeof(int32_t));
+      at += c;
+    }
+    gs_embed_bags bags = {N, d->dp_off, d->dp_ids, 0, 0};
+    GS_CHECK(gs_embed_backward_update(&d->local[mine + j], &bags, GS_EMBED_SUM, d->dp_grecv,
+                                      ndp * D, j * D, opt, &d->work));
+  }
+  d->stats.lookup_s += gs_now() - t0;
+  return GS_OK;
+}
+
+gs_status gs_dlrm_dist_train_step(gs_dlrm_dist *d, const gs_dlrm_batch *b,
+                                  const gs_dlrm_optim *opt, double *loss, float *logits) {
+  if (d == NULL || opt == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "DLRM step: NULL model or optimizer");
+  double t_start = gs_now();
+  GS_CHECK(dist_begin(d, b, d->logits));
+  size_t P = (size_t)d->size, me = (size_t)d->rank, n = b->n, N = d->N, D = d->D, T = d->T;
+  size_t mine = d->count[me], Wm = d->W[me];
+
+  /* The loss of the global batch: gradients divided by N, losses summed. */
+  double t0 = gs_now(), lsum;
+  GS_CHECK(dlrm_bce(d->logits, b->labels, n, (double)N, b->first_sample, &lsum, d->dlogits));
+  GS_CHECK(gs_dlrm_backward(d->m, d->dlogits));
+  d->stats.mlp_s += gs_now() - t0;
+
+  /* Each shard's gradient columns to its owner. */
+  t0 = gs_now();
+  const float *dpooled = gs_dlrm_pooled_grad(d->m);
+  size_t at = 0;
+  for (size_t k = 0; k < P; k++) {
+    d->sc[k] = n * d->W[k];
+    d->sd[k] = at;
+    at += d->sc[k];
+    float *blk = d->mine_pooled + d->sd[k];
+    for (size_t s = d->first[k]; s < d->first[k] + d->count[k]; s++) {
+      const dist_shard *x = &d->sh[s];
+      size_t w = x->col_hi - x->col_lo, src = (size_t)x->table * D + x->col_lo;
+      for (size_t i = 0; i < n; i++)
+        memcpy(blk + i * d->W[k] + x->col, dpooled + i * T * D + src, w * sizeof(float));
+    }
+  }
+  for (size_t r = 0; r < P; r++) {
+    d->rc[r] = d->n_of[r] * Wm;
+    d->rd[r] = d->n_first[r] * Wm;
+  }
+  d->stats.mlp_s += gs_now() - t0;
+
+  /* The MLP gradients' sum and the loss's: issued first so that they run
+   * on the progress thread while the embeddings update. */
+  size_t nw;
+  float *grads = gs_dlrm_mlp_grads(d->m, &nw);
+  double loss_sum = lsum;
+  int half = d->precision != GS_DLRM_A2A_FP32;
+  GS_CHECK(a2a_floats(d, d->mine_pooled, d->own_pooled, half, half, &d->stats.grad_bytes));
+  gs_request *ar = NULL, *lr = NULL;
+  GS_CHECK(gs_iallreduce(d->comm, GS_IN_PLACE, grads, nw, GS_F32, GS_SUM, GS_ALGO_AUTO, &ar));
+  gs_status st = gs_iallreduce(d->comm, GS_IN_PLACE, &loss_sum, 1, GS_F64, GS_SUM,
+                               GS_ALGO_AUTO, &lr);
+  if (st != GS_OK) {
+    gs_wait(ar);
+    return st;
+  }
+  d->stats.allreduce_bytes += P > 1 ? 2.0 * (double)(P - 1) / (double)P * (double)nw * 4 : 0;
+
+  /* The owners' fused backward + update over the global batch. */
+  t0 = gs_now();
+  for (size_t j = 0; j < mine && st == GS_OK; j++) {
+    const dist_shard *x = &d->sh[d->first[me] + j];
+    gs_embed_bags bags = {N, d->bag_off + j * (N + 1), d->bag_ids + d->bag_ids_at[j], 0, 0};
+    st = gs_embed_backward_update(&d->local[j], &bags, GS_EMBED_SUM, d->own_pooled, Wm, x->col,
+                                  &opt->embed, &d->work);
+  }
+  d->stats.lookup_s += gs_now() - t0;
+  if (st == GS_OK && d->ndp > 0) st = dp_update(d, b, &opt->embed);
+
+  t0 = gs_now();
+  gs_status wst = gs_wait(ar);
+  gs_status lst = gs_wait(lr);
+  d->stats.allreduce_s += gs_now() - t0;
+  GS_CHECK(st);
+  GS_CHECK(wst);
+  GS_CHECK(lst);
+  t0 = gs_now();
+  gs_dlrm_update_mlp(d->m, opt->mlp_lr);
+  d->stats.mlp_s += gs_now() - t0;
+  if (loss) *loss = loss_sum / (double)N;
+  if (logits) memcpy(logits, d->logits, n * sizeof(float));
+  d->stats.steps++;
+  d->stats.total_s += gs_now() - t_start;
+  return GS_OK;
+}

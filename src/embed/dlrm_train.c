@@ -1,0 +1,207 @@
+/*
+ * The hybrid-parallel DLRM training loop (gs_dlrm_train_run,
+ * include/gradsync/dlrm_dist.h): a plan, epochs of gs_dlrm_dist steps on
+ * planted synthetic data, and an evaluation after each epoch. It decides
+ * and reports; `gradsync train --model dlrm` (apps/cmd_train_dlrm.c)
+ * prints.
+ *
+ * Data layout: global step g of the run covers samples g*P*B .. (g+1)*P*B - 1
+ * of the training set (P ranks, B per rank), rank r the r-th slice of B; an
+ * epoch is `steps` steps, and every epoch passes over the same samples. The
+ * held-out set starts at sample 2^40, far past any training sample.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "gradsync/dlrm_dist.h"
+#include "gs_internal.h"
+
+#define EVAL_FIRST (1ULL << 40)
+
+static void emit(gs_dlrm_train_cb cb, void *user, const gs_dlrm_train_event *ev) {
+  if (cb) cb(ev, user);
+}
+
+/* The plan every rank makes alike: the lookup cost is rank 0's, the network
+ * the communicator's agreed cost model. A failure is every rank's. */
+static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
+                           const gs_embed_spec *specs, gs_shard_plan **out) {
+  int P = gs_comm_size(comm);
+  gs_status st = GS_OK;
+  char msg[GS_VOTE_MESSAGE] = "";
+  double lookup[2] = {0, 0};
+  if (cfg->plan_file) {
+    st = gs_shard_plan_load(cfg->plan_file, specs, cfg->model.ntables, P, out);
+  } else {
+    if (gs_comm_rank(comm) == 0 && cfg->sharding < 0) {
+      gs_cost_lookup lk;
+      st = gs_embed_calibrate(&lk);
+      lookup[0] = lk.alpha;
+      lookup[1] = lk.beta;
+    }
+  }
+  if (st != GS_OK) gs__error_copy(msg, sizeof msg);
+  gs_agreement a;
+  GS_CHECK(gs_agree(comm, gs_comm_mpi(comm), "DLRM plan", st, msg, lookup, sizeof lookup, &a));
+  if (st == GS_OK && a.failed)
+    st = gs_error((gs_status)a.votes[a.first].status, "DLRM plan on rank %d: %s", a.first,
+                  a.votes[a.first].message);
+  const double *l0 = a.payloads;
+  gs_cost_lookup lk = {l0[0], l0[1]};
+  gs_agreement_free(&a);
+  if (st != GS_OK || cfg->plan_file) {
+    if (st != GS_OK && cfg->plan_file) {
+      gs_shard_plan_free(*out);
+      *out = NULL;
+    }
+    return st;
+  }
+  gs_shard_config sc = {.ranks = P,
+                        .ranks_per_node = cfg->ranks_per_node > 0 ? cfg->ranks_per_node
+                                                                  : gs_comm_local_size(comm),
+                        .batch = (double)(cfg->batch * (size_t)P),
+                        .wire_elem_bytes = cfg->precision == GS_DLRM_A2A_FP32 ? 4 : 2,
+                        .force = cfg->sharding,
+                        .mem_cap = 0,
+                        .whole_rows = cfg->optim.embed.kind == GS_EMBED_ROWWISE_ADAGRAD &&
+                                      cfg->sharding != GS_SHARD_CW};
+  if (P % sc.ranks_per_node != 0) sc.ranks_per_node = 1;
+  sc.net = *gs_comm_cost(comm);
+  sc.lookup = cfg->sharding < 0 ? lk : (gs_cost_lookup){2e-8, 1e-10};
+  return gs_shard_plan_make(specs, cfg->model.ntables, &sc, out);
+}
+
+/* AUC and log loss over the held-out samples: every rank evaluates its
+ * slices, the logits and labels are gathered on every rank. */
+static gs_status evaluate(const gs_dlrm_train_config *cfg, gs_comm *comm, gs_dlrm_dist *d,
+                          const gs_dlrm_synth *g, gs_dlrm_batch *b, size_t rounds, float *all,
+                          float *labels, double *auc, double *ll, double *teacher) {
+  size_t P = (size_t)gs_comm_size(comm), r = (size_t)gs_comm_rank(comm), B = cfg->batch;
+  size_t N = rounds * P * B;
+  float *mine = gs_malloc(2 * rounds * B * sizeof(float));
+  if (mine == NULL) return gs_error(GS_ERR_NOMEM, "DLRM evaluation: out of memory");
+  gs_status st = GS_OK;
+  for (size_t k = 0; k < rounds && st == GS_OK; k++) {
+    st = gs_dlrm_synth_fill(g, EVAL_FIRST + (k * P + r) * B, B, b);
+    if (st == GS_OK) st = gs_dlrm_dist_forward(d, b, mine + k * B);
+    if (st == GS_OK) memcpy(mine + rounds * B + k * B, b->labels, B * sizeof(float));
+  }
+  /* Rank-major: rank r's logits of every round, then its labels. */
+  if (st == GS_OK)
+    st = gs_allgather(comm, mine, all, 2 * rounds * B, GS_F32, GS_ALGO_AUTO);
+  gs_free(mine);
+  GS_CHECK(st);
+  float *logits = labels + N;
+  for (size_t q = 0; q < P; q++) {
+    memcpy(logits + q * rounds * B, all + q * 2 * rounds * B, rounds * B * sizeof(float));
+    memcpy(labels + q * rounds * B, all + q * 2 * rounds * B + rounds * B,
+           rounds * B * sizeof(float));
+  }
+  GS_CHECK(gs_metric_log_loss(logits, labels, N, ll));
+  if (gs_metric_auc(logits, labels, N, auc) != GS_OK) *auc = NAN;
+  if (gs_dlrm_synth_teacher_auc(g, EVAL_FIRST, N, teacher) != GS_OK) *teacher = NAN;
+  return GS_OK;
+}
+
+static size_t peak_rss(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return (size_t)ru.ru_maxrss * 1024; /* kilobytes on Linux */
+}
+
+gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
+                            gs_dlrm_train_cb cb, void *user) {
+  if (cfg == NULL || comm == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "DLRM training: NULL config or communicator");
+  if (cfg->batch == 0 || cfg->epochs < 1 || cfg->steps == 0)
+    return gs_error(GS_ERR_INVALID_ARG, "DLRM training: batch %zu, %d epochs, %zu steps an "
+                    "epoch (each at least 1)", cfg->batch, cfg->epochs, cfg->steps);
+  size_t P = (size_t)gs_comm_size(comm), rank = (size_t)gs_comm_rank(comm), B = cfg->batch;
+  int T = cfg->model.ntables;
+  gs_dlrm_config mc = cfg->model;
+  mc.max_batch = B;
+  gs_embed_spec *specs = gs_calloc(T > 0 ? (size_t)T : 1, sizeof *specs);
+  if (specs == NULL) return gs_error(GS_ERR_NOMEM, "DLRM training: out of memory");
+  int widths[GS_DLRM_MAX_LAYERS + 1], nw = 0;
+  gs_status st = gs_dlrm_mlp_parse(mc.bottom_mlp, widths, GS_DLRM_MAX_LAYERS + 1, &nw);
+  for (int t = 0; t < T && st == GS_OK; t++) {
+    specs[t] = mc.tables[t];
+    specs[t].dim = (size_t)widths[nw - 1];
+  }
+  gs_shard_plan *plan = NULL;
+  gs_dlrm_dist *d = NULL;
+  gs_dlrm_synth *g = NULL;
+  gs_dlrm_batch b = {0};
+  float *all = NULL, *labels = NULL;
+  /* Every rank reaches make_plan's agreement, whatever failed before it. */
+  gs_status pst = make_plan(cfg, comm, specs, &plan);
+  if (st == GS_OK) st = pst;
+  if (st != GS_OK) goto out;
+  GS_CHECK_GOTO(gs_dlrm_dist_create(&mc, plan, comm, &d), st, out);
+  gs_dlrm_dist_set_precision(d, cfg->precision);
+  gs_dlrm_train_event ev = {.kind = GS_DLRM_EV_PLAN, .plan = plan};
+  emit(cb, user, &ev);
+
+  gs_dlrm_synth_config sc = cfg->data;
+  sc.ndense = gs_dlrm_ndense(gs_dlrm_dist_model(d));
+  sc.tables = specs;
+  sc.ntables = T;
+  sc.seed = cfg->model.seed;
+  size_t rounds = (cfg->eval_samples + P * B - 1) / (P * B);
+  if (rounds == 0) rounds = 1;
+  int maxpool = sc.pooling > 0 ? sc.pooling : 1;
+  /* Every rank's set-up, agreed: a failure here would leave the others in
+   * the first step's exchange. */
+  gs_status lst = gs_dlrm_synth_create(&sc, &g);
+  if (lst == GS_OK) lst = gs_dlrm_batch_alloc(&b, B, sc.ndense, T, B * (size_t)maxpool);
+  if (lst == GS_OK) {
+    all = gs_malloc(2 * rounds * P * B * sizeof(float));
+    labels = gs_malloc(2 * rounds * P * B * sizeof(float));
+    if (all == NULL || labels == NULL)
+      lst = gs_error(GS_ERR_NOMEM, "DLRM training: out of memory for the evaluation");
+  }
+  char msg[GS_VOTE_MESSAGE] = "";
+  if (lst != GS_OK) gs__error_copy(msg, sizeof msg);
+  gs_agreement a;
+  GS_CHECK_GOTO(gs_agree(comm, gs_comm_mpi(comm), "DLRM data", lst, msg, NULL, 0, &a), st, out);
+  if (a.failed)
+    st = lst != GS_OK ? gs_error(lst, "%s", msg)
+                      : gs_error((gs_status)a.votes[a.first].status, "DLRM data on rank %d: %s",
+                                 a.first, a.votes[a.first].message);
+  gs_agreement_free(&a);
+  if (st != GS_OK) goto out;
+
+  for (int e = 1; e <= cfg->epochs && st == GS_OK; e++) {
+    gs_dlrm_dist_stats_reset(d);
+    double t0 = gs_now(), lsum = 0;
+    for (size_t s = 0; s < cfg->steps && st == GS_OK; s++) {
+      GS_CHECK_GOTO(gs_dlrm_synth_fill(g, (s * P + rank) * B, B, &b), st, out);
+      double loss;
+      GS_CHECK_GOTO(gs_dlrm_dist_train_step(d, &b, &cfg->optim, &loss, NULL), st, out);
+      lsum += loss;
+      gs_dlrm_train_event se = {.kind = GS_DLRM_EV_STEP, .epoch = e, .step = s + 1,
+                                .steps = cfg->steps, .loss = loss};
+      emit(cb, user, &se);
+    }
+    double dt = gs_now() - t0;
+    gs_dlrm_train_event ee = {.kind = GS_DLRM_EV_EPOCH, .epoch = e, .steps = cfg->steps,
+                              .loss = lsum / (double)cfg->steps, .epoch_s = dt,
+                              .samples_per_s = (double)(cfg->steps * P * B) / dt};
+    gs_dlrm_dist_stats_get(d, &ee.stats);
+    GS_CHECK_GOTO(evaluate(cfg, comm, d, g, &b, rounds, all, labels, &ee.auc, &ee.log_loss,
+                           &ee.teacher_auc), st, out);
+    ee.peak_rss_bytes = peak_rss();
+    emit(cb, user, &ee);
+  }
+out:
+  gs_free(all);
+  gs_free(labels);
+  gs_dlrm_batch_free(&b);
+  gs_dlrm_synth_destroy(g);
+  gs_dlrm_dist_destroy(d);
+  gs_shard_plan_free(plan);
+  gs_free(specs);
+  return st;
+}

@@ -1,0 +1,428 @@
+/*
+ * Hybrid-parallel DLRM training (gs_dlrm_dist_*, docs/DLRM.md) under mpirun
+ * on 2, 3 and 4 ranks:
+ *   - 100 steps on W ranks with their own (unequal) local batches equal the
+ *     single-process model trained on the global batch (the local batches
+ *     in rank order) within 1e-5 relative loss, for tw, rw, dp, cw (SGD:
+ *     column blocks keep their own row-wise Adagrad accumulators), twrw and
+ *     the planner's choice; with bags of 0 to 3 ids (empty bags), a table of
+ *     one row and one of two (empty row-wise shards on 3 and 4 ranks);
+ *   - one table on every rank count (fewer tables than ranks);
+ *   - three runs of one plan bitwise identical (losses, MLPs, shards);
+ *   - an id out of range on one rank: every rank gets GS_ERR_INVALID_ARG,
+ *     the others' message naming that rank, the table, the id and the
+ *     sample; nothing changes and the next step runs;
+ *   - fp16/bf16 pooled all-to-alls close to fp32.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gradsync.h"
+#include "mrt.h"
+
+#define STEPS 100
+
+static gs_embed_spec g_tables[] = {
+    {"one", 1, 16, 2}, {"two", 2, 16, 2}, {"C3", 50, 16, 2}, {"C4", 300, 16, 2}, {"C5", 1000, 16, 2},
+};
+static int g_ntables = 5;
+
+static uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+/* Samples first .. first + n - 1 of the test's data: a pure function of the
+ * global index, so the global batch and the ranks' slices agree. Bags of 0
+ * to 3 ids, skewed to low rows; labels from a fixed rule of the features. */
+static void fill(gs_dlrm_batch *b, size_t first, size_t n, const gs_embed_spec *t, int nt,
+                 uint64_t seed) {
+  b->n = n;
+  b->first_sample = first;
+  for (int k = 0; k < nt; k++) b->offsets[(size_t)k * (b->max_n + 1)] = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t s = mix(seed * 1000003ULL + first + i);
+    double z = 0;
+    for (size_t f = 0; f < b->ndense; f++) {
+      s = mix(s);
+      b->dense[i * b->ndense + f] = (float)((double)(s >> 11) / 9007199254740992.0 * 2 - 1);
+      z += b->dense[i * b->ndense + f];
+    }
+    for (int k = 0; k < nt; k++) {
+      int64_t *off = b->offsets + (size_t)k * (b->max_n + 1);
+      int32_t *ids = b->ids + (size_t)k * b->max_ids;
+      s = mix(s);
+      int len = (int)(s % 4);
+      int64_t at = off[i];
+      for (int q = 0; q < len; q++) {
+        s = mix(s);
+        double u = (double)(s >> 11) / 9007199254740992.0;
+        int32_t id = (int32_t)((double)t[k].rows * u * u);
+        ids[at++] = id;
+        z += (id % 2) ? 0.3 : -0.3;
+      }
+      off[i + 1] = at;
+    }
+    s = mix(s);
+    b->labels[i] = ((double)(s >> 11) / 9007199254740992.0) < 1.0 / (1.0 + exp(-z)) ? 1.0f : 0.0f;
+  }
+}
+
+static size_t local_n(int r) { return 12 + (size_t)r * 5; } /* unequal on purpose */
+
+static size_t global_n(int size, size_t *first_of_me) {
+  size_t N = 0;
+  *first_of_me = 0;
+  for (int r = 0; r < size; r++) {
+    if (r == g_rank) *first_of_me = N;
+    N += local_n(r);
+  }
+  return N;
+}
+
+static gs_dlrm_config model_config(const gs_embed_spec *t, int nt, size_t max_batch) {
+  gs_dlrm_config c = {"4-32-16", "32-1", t, nt, GS_DLRM_DOT, max_batch, 7};
+  return c;
+}
+
+/* Plans of whole rows (no column split) unless cw is forced. */
+static gs_status make_plan(const gs_embed_spec *t, int nt, int force, int per_node,
+                           gs_shard_plan **p) {
+  gs_shard_config cfg = {.ranks = g_size, .ranks_per_node = per_node, .batch = 64,
+                         .wire_elem_bytes = 4, .force = force, .mem_cap = 0,
+                         .whole_rows = force != GS_SHARD_CW};
+  gs_cost_preset("1gbit", &cfg.net);
+  cfg.lookup.alpha = 2e-8;
+  cfg.lookup.beta = 1e-10;
+  return gs_shard_plan_make(t, nt, &cfg, p);
+}
+
+typedef struct run_out {
+  double loss[STEPS];
+  float *mlp;
+  size_t nmlp;
+  float *shards; /* every local shard's weights and state, concatenated */
+  size_t nshards;
+} run_out;
+
+static void run_out_free(run_out *o) {
+  free(o->mlp);
+  free(o->shards);
+  memset(o, 0, sizeof *o);
+}
+
+/* STEPS hybrid-parallel steps under plan p; 0 on success. */
+static int run_dist(const gs_embed_spec *t, int nt, const gs_shard_plan *p,
+                    const gs_dlrm_optim *opt, gs_dlrm_a2a_precision prec, run_out *o) {
+  size_t first = 0;
+  global_n(g_size, &first);
+  size_t n = local_n(g_rank);
+  gs_dlrm_config mc = model_config(t, nt, n);
+  gs_dlrm_dist *d = NULL;
+  gs_status st = gs_dlrm_dist_create(&mc, p, g_comm, &d);
+  CHECK(st == GS_OK, "gs_dlrm_dist_create: %s", gs_last_error());
+  if (st != GS_OK) return 1;
+  gs_dlrm_dist_set_precision(d, prec);
+  gs_dlrm_batch b;
+  CHECK_ST(gs_dlrm_batch_alloc(&b, n, 4, nt, 3 * n), GS_OK);
+  int bad = 0;
+  for (int s = 0; s < STEPS && !bad; s++) {
+    size_t N = global_n(g_size, &first);
+    fill(&b, (size_t)s * N + first, n, t, nt, 11);
+    st = gs_dlrm_dist_train_step(d, &b, opt, &o->loss[s], NULL);
+    if (st != GS_OK) {
+      fail("step %d: %s", s, gs_last_error());
+      bad = 1;
+    }
+  }
+  float *w = gs_dlrm_mlp_weights(gs_dlrm_dist_model(d), &o->nmlp);
+  o->mlp = malloc(o->nmlp * sizeof(float));
+  memcpy(o->mlp, w, o->nmlp * sizeof(float));
+  o->nshards = 0;
+  for (size_t i = 0; i < gs_dlrm_dist_nshards(d); i++) {
+    gs_embed_table *e = gs_dlrm_dist_shard(d, i, NULL);
+    o->nshards += e->rows * e->dim + e->rows;
+  }
+  o->shards = malloc((o->nshards + 1) * sizeof(float));
+  size_t at = 0;
+  for (size_t i = 0; i < gs_dlrm_dist_nshards(d); i++) {
+    gs_embed_table *e = gs_dlrm_dist_shard(d, i, NULL);
+    memcpy(o->shards + at, e->weights, e->rows * e->dim * sizeof(float));
+    at += e->rows * e->dim;
+    memcpy(o->shards + at, e->state, e->rows * sizeof(float));
+    at += e->rows;
+  }
+  gs_dlrm_batch_free(&b);
+  gs_dlrm_dist_destroy(d);
+  return bad;
+}
+
+/* The same STEPS on one process over the global batch. */
+static void run_single(const gs_embed_spec *t, int nt, const gs_dlrm_optim *opt,
+                       double *loss) {
+  size_t first = 0;
+  size_t N = global_n(g_size, &first);
+  gs_dlrm_config mc = model_config(t, nt, N);
+  gs_dlrm *m;
+  CHECK_ST(gs_dlrm_create(&mc, &m), GS_OK);
+  gs_dlrm_batch b;
+  CHECK_ST(gs_dlrm_batch_alloc(&b, N, 4, nt, 3 * N), GS_OK);
+  for (int s = 0; s < STEPS; s++) {
+    fill(&b, (size_t)s * N, N, t, nt, 11);
+    float l;
+    CHECK_ST(gs_dlrm_train_step(m, &b, opt, &l, NULL), GS_OK);
+    /* gs_dlrm_train_step reports a float; recompute in double. */
+    loss[s] = l;
+  }
+  gs_dlrm_batch_free(&b);
+  gs_dlrm_destroy(m);
+}
+
+static void equivalence(const char *name, const gs_embed_spec *t, int nt, int force,
+                        int per_node, const gs_dlrm_optim *opt) {
+  begin_case("equivalence %s, %d tables, %d ranks", name, nt, g_size);
+  gs_shard_plan *p = NULL;
+  CHECK_ST(make_plan(t, nt, force, per_node, &p), GS_OK);
+  if (p) {
+    run_out o = {0};
+    double ref[STEPS];
+    run_single(t, nt, opt, ref);
+    if (run_dist(t, nt, p, opt, GS_DLRM_A2A_FP32, &o) == 0) {
+      double worst = 0;
+      int at = 0;
+      for (int s = 0; s < STEPS; s++) {
+        double rel = fabs(o.loss[s] - ref[s]) / fabs(ref[s]);
+        if (rel > worst) worst = rel, at = s;
+        if (rel > 1e-5 && getenv("DEBUG_STEPS") && g_rank == 0)
+          printf("step %d: %.9g vs %.9g\n", s, o.loss[s], ref[s]);
+      }
+      CHECK(worst <= 1e-5, "loss differs from single-process by %.3g relative at step %d "
+            "(%.9g vs %.9g)", worst, at, o.loss[at], ref[at]);
+      CHECK(ref[STEPS - 1] < ref[0], "no learning: loss %.5f -> %.5f", ref[0], ref[STEPS - 1]);
+      if (g_rank == 0)
+        printf("  %s on %d ranks: loss %.6f -> %.6f, worst relative difference %.2g\n", name,
+               g_size, ref[0], ref[STEPS - 1], worst);
+    }
+    run_out_free(&o);
+    gs_shard_plan_free(p);
+  }
+  end_case();
+}
+
+/* After `steps` steps every shard equals its block of the single-process
+ * model's table (weights within 1e-5 relative to the table's largest). */
+static void tables_match(const char *name, int force, const gs_dlrm_optim *opt, int steps) {
+  begin_case("tables after %d steps, %s, %d ranks", steps, name, g_size);
+  const gs_embed_spec *t = g_tables;
+  int nt = g_ntables;
+  gs_shard_plan *p = NULL;
+  CHECK_ST(make_plan(t, nt, force, 1, &p), GS_OK);
+  size_t first = 0, n = local_n(g_rank), N = global_n(g_size, &first);
+  gs_dlrm_config mc = model_config(t, nt, N);
+  gs_dlrm *m = NULL;
+  CHECK_ST(gs_dlrm_create(&mc, &m), GS_OK);
+  mc.max_batch = n;
+  gs_dlrm_dist *d = NULL;
+  CHECK_ST(gs_dlrm_dist_create(&mc, p, g_comm, &d), GS_OK);
+  gs_dlrm_batch gb, b;
+  CHECK_ST(gs_dlrm_batch_alloc(&gb, N, 4, nt, 3 * N), GS_OK);
+  CHECK_ST(gs_dlrm_batch_alloc(&b, n, 4, nt, 3 * n), GS_OK);
+  for (int s = 0; s < steps && m && d; s++) {
+    fill(&gb, (size_t)s * N, N, t, nt, 11);
+    fill(&b, (size_t)s * N + first, n, t, nt, 11);
+    float l1;
+    double l2;
+    CHECK_ST(gs_dlrm_train_step(m, &gb, opt, &l1, NULL), GS_OK);
+    CHECK_ST(gs_dlrm_dist_train_step(d, &b, opt, &l2, NULL), GS_OK);
+  }
+  for (size_t i = 0; m && d && i < gs_dlrm_dist_nshards(d); i++) {
+    gs_shard w;
+    gs_embed_table *e = gs_dlrm_dist_shard(d, i, &w);
+    gs_embed_table *ref = gs_dlrm_table(m, w.table);
+    int bad = 0;
+    for (size_t r = w.row_lo; r < w.row_hi && !bad; r++) {
+      float a = e->state[r - w.row_lo], bref = ref->state[r];
+      if (w.col_hi - w.col_lo == ref->dim && fabsf(a - bref) > 1e-5f * fabsf(bref) + 1e-12f) {
+        fail("table %d row %zu: state %.9g, single-process %.9g", w.table, r, a, bref);
+        bad = 1;
+      }
+      for (size_t c = w.col_lo; c < w.col_hi && !bad; c++) {
+        float x = e->weights[(r - w.row_lo) * e->dim + c - w.col_lo], y = ref->weights[r * ref->dim + c];
+        if (fabsf(x - y) > 1e-5f * fabsf(y) + 1e-7f) {
+          fail("table %d row %zu col %zu: %.9g, single-process %.9g", w.table, r, c, x, y);
+          bad = 1;
+        }
+      }
+    }
+  }
+  gs_dlrm_batch_free(&gb);
+  gs_dlrm_batch_free(&b);
+  gs_dlrm_dist_destroy(d);
+  gs_dlrm_destroy(m);
+  gs_shard_plan_free(p);
+  end_case();
+}
+
+static void bitwise(void) {
+  begin_case("three runs bitwise identical, %d ranks", g_size);
+  gs_shard_plan *p = NULL;
+  CHECK_ST(make_plan(g_tables, g_ntables, GS_SHARD_RW, 1, &p), GS_OK);
+  gs_dlrm_optim opt = {0.1f, {GS_EMBED_ROWWISE_ADAGRAD, 0.05f, 1e-8f}};
+  run_out o[3];
+  memset(o, 0, sizeof o);
+  for (int k = 0; k < 3 && p; k++) run_dist(g_tables, g_ntables, p, &opt, GS_DLRM_A2A_FP32, &o[k]);
+  for (int k = 1; k < 3 && p; k++) {
+    CHECK(memcmp(o[k].loss, o[0].loss, sizeof o[0].loss) == 0, "run %d's losses differ", k);
+    CHECK(o[k].nmlp == o[0].nmlp && memcmp(o[k].mlp, o[0].mlp, o[0].nmlp * 4) == 0,
+          "run %d's MLP weights differ", k);
+    CHECK(o[k].nshards == o[0].nshards && memcmp(o[k].shards, o[0].shards, o[0].nshards * 4) == 0,
+          "run %d's shards differ", k);
+  }
+  for (int k = 0; k < 3; k++) run_out_free(&o[k]);
+  gs_shard_plan_free(p);
+  end_case();
+}
+
+static void bad_id(void) {
+  begin_case("an id out of range on one rank, %d ranks", g_size);
+  gs_shard_plan *p = NULL;
+  CHECK_ST(make_plan(g_tables, g_ntables, GS_SHARD_TW, 1, &p), GS_OK);
+  size_t first = 0, n = local_n(g_rank);
+  size_t N = global_n(g_size, &first);
+  gs_dlrm_config mc = model_config(g_tables, g_ntables, n);
+  gs_dlrm_dist *d = NULL;
+  CHECK_ST(gs_dlrm_dist_create(&mc, p, g_comm, &d), GS_OK);
+  gs_dlrm_batch b;
+  CHECK_ST(gs_dlrm_batch_alloc(&b, n, 4, g_ntables, 3 * n), GS_OK);
+  gs_dlrm_optim opt = {0.1f, {GS_EMBED_ROWWISE_ADAGRAD, 0.05f, 1e-8f}};
+  if (d) {
+    fill(&b, first, n, g_tables, g_ntables, 11);
+    int bad = g_size - 1;
+    int64_t *off = b.offsets + 3 * (b.max_n + 1);
+    if (g_rank == bad) {
+      /* Sample 2's bag of table C4 gets one id more: 300, one past the end. */
+      int32_t *ids = b.ids + 3 * b.max_ids;
+      memmove(ids + off[3] + 1, ids + off[3], (size_t)(off[n] - off[3]) * sizeof(int32_t));
+      ids[off[3]] = 300;
+      for (size_t i = 3; i <= n; i++) off[i]++;
+    }
+    size_t nmlp;
+    float *w = gs_dlrm_mlp_weights(gs_dlrm_dist_model(d), &nmlp);
+    float *before = malloc(nmlp * sizeof(float));
+    memcpy(before, w, nmlp * sizeof(float));
+    double loss;
+    gs_status st = gs_dlrm_dist_train_step(d, &b, &opt, &loss, NULL);
+    CHECK(st == GS_ERR_INVALID_ARG, "expected GS_ERR_INVALID_ARG, got %s", gs_strerror(st));
+    const char *msg = gs_last_error();
+    char want[64];
+    snprintf(want, sizeof want, "sample %zu", first + 2);
+    if (g_rank == bad) {
+      CHECK(strstr(msg, "'C4'") && strstr(msg, "id 300") && strstr(msg, "out of range"),
+            "the failing rank's message: %s", msg);
+    } else {
+      char who[32];
+      snprintf(who, sizeof who, "rank %d", bad);
+      CHECK(strstr(msg, who) && strstr(msg, "'C4'") && strstr(msg, "id 300"),
+            "another rank's message does not name rank %d, the table and the id: %s", bad, msg);
+    }
+    CHECK(memcmp(before, w, nmlp * sizeof(float)) == 0, "a refused step changed the MLPs");
+    free(before);
+    /* The next step runs on every rank. */
+    fill(&b, N + first, n, g_tables, g_ntables, 11);
+    CHECK_ST(gs_dlrm_dist_train_step(d, &b, &opt, &loss, NULL), GS_OK);
+    CHECK(isfinite(loss), "loss %g after the refused step", loss);
+    /* A batch larger than the model's on one rank: refused everywhere. */
+    b.n = g_rank == 0 ? n + 1 : n;
+    if (g_rank == 0) b.max_n = n + 1; /* lie only about the count */
+    gs_status st2 = gs_dlrm_dist_forward(d, &b, (float[64]){0});
+    CHECK(st2 == GS_ERR_INVALID_ARG, "a batch over max_batch on rank 0: got %s",
+          gs_strerror(st2));
+    b.n = n;
+    b.max_n = n;
+  }
+  gs_dlrm_batch_free(&b);
+  gs_dlrm_dist_destroy(d);
+  gs_shard_plan_free(p);
+  end_case();
+}
+
+static void bad_plan(void) {
+  begin_case("a plan for another world size is refused, %d ranks", g_size);
+  gs_shard_config cfg = {.ranks = g_size + 1, .ranks_per_node = 1, .batch = 64,
+                         .wire_elem_bytes = 4, .force = GS_SHARD_TW, .mem_cap = 0};
+  gs_cost_preset("1gbit", &cfg.net);
+  cfg.lookup.alpha = 2e-8;
+  cfg.lookup.beta = 1e-10;
+  gs_shard_plan *p = NULL;
+  CHECK_ST(gs_shard_plan_make(g_tables, g_ntables, &cfg, &p), GS_OK);
+  gs_dlrm_config mc = model_config(g_tables, g_ntables, 16);
+  gs_dlrm_dist *d = NULL;
+  /* Only rank 0 holds the wrong plan: every rank must fail. */
+  gs_shard_plan *good = NULL;
+  CHECK_ST(make_plan(g_tables, g_ntables, GS_SHARD_TW, 1, &good), GS_OK);
+  gs_status st = gs_dlrm_dist_create(&mc, g_rank == 0 ? p : good, g_comm, &d);
+  CHECK(st != GS_OK && d == NULL, "create with rank 0's plan for %d ranks: %s", g_size + 1,
+        gs_strerror(st));
+  if (g_rank != 0)
+    CHECK(strstr(gs_last_error(), "rank 0") != NULL, "message does not name rank 0: %s",
+          gs_last_error());
+  gs_dlrm_dist_destroy(d);
+  gs_shard_plan_free(p);
+  gs_shard_plan_free(good);
+  end_case();
+}
+
+static void precision(void) {
+  begin_case("fp16 and bf16 pooled all-to-alls, %d ranks", g_size);
+  gs_shard_plan *p = NULL;
+  CHECK_ST(make_plan(g_tables, g_ntables, GS_SHARD_TW, 1, &p), GS_OK);
+  gs_dlrm_optim opt = {0.1f, {GS_EMBED_ROWWISE_ADAGRAD, 0.05f, 1e-8f}};
+  run_out o[3];
+  memset(o, 0, sizeof o);
+  gs_dlrm_a2a_precision pr[3] = {GS_DLRM_A2A_FP32, GS_DLRM_A2A_FP16, GS_DLRM_A2A_BF16};
+  for (int k = 0; k < 3 && p; k++) run_dist(g_tables, g_ntables, p, &opt, pr[k], &o[k]);
+  /* The mean loss of the last half of the run: one step's batch is small
+   * and its loss noisy. */
+  double mean[3] = {0, 0, 0};
+  for (int k = 0; k < 3; k++)
+    for (int s = STEPS / 2; s < STEPS; s++) mean[k] += o[k].loss[s] / (STEPS - STEPS / 2);
+  for (int k = 1; k < 3 && p; k++) {
+    double rel = fabs(mean[k] - mean[0]) / mean[0];
+    CHECK(rel < 0.02, "%s: mean loss of the last %d steps %.6f vs fp32's %.6f",
+          k == 1 ? "fp16/bf16" : "bf16", STEPS - STEPS / 2, mean[k], mean[0]);
+    if (g_rank == 0)
+      printf("  %s: mean loss of the last %d steps %.6f (fp32 %.6f)\n",
+             k == 1 ? "fp16 forward, bf16 backward" : "bf16", STEPS - STEPS / 2, mean[k],
+             mean[0]);
+  }
+  for (int k = 0; k < 3; k++) run_out_free(&o[k]);
+  gs_shard_plan_free(p);
+  end_case();
+}
+
+int main(int argc, char **argv) {
+  mrt_init(&argc, &argv);
+  gs_dlrm_optim adagrad = {0.1f, {GS_EMBED_ROWWISE_ADAGRAD, 0.05f, 1e-8f}};
+  gs_dlrm_optim sgd = {0.1f, {GS_EMBED_SGD, 0.5f, 0}};
+  tables_match("tw", GS_SHARD_TW, &adagrad, 1);
+  tables_match("tw", GS_SHARD_TW, &adagrad, 3);
+  tables_match("rw", GS_SHARD_RW, &adagrad, 3);
+  tables_match("dp", GS_SHARD_DP, &adagrad, 3);
+  equivalence("tw", g_tables, g_ntables, GS_SHARD_TW, 1, &adagrad);
+  equivalence("rw", g_tables, g_ntables, GS_SHARD_RW, 1, &adagrad);
+  equivalence("dp", g_tables, g_ntables, GS_SHARD_DP, 1, &adagrad);
+  equivalence("cw (SGD)", g_tables, g_ntables, GS_SHARD_CW, 1, &sgd);
+  equivalence("rw (SGD)", g_tables, g_ntables, GS_SHARD_RW, 1, &sgd);
+  if (g_size % 2 == 0) equivalence("twrw", g_tables, g_ntables, GS_SHARD_TWRW, 2, &adagrad);
+  equivalence("auto", g_tables, g_ntables, -1, 1, &adagrad);
+  equivalence("tw, one table", g_tables + 4, 1, GS_SHARD_TW, 1, &adagrad);
+  bitwise();
+  bad_id();
+  bad_plan();
+  precision();
+  return mrt_finish();
+}
