@@ -327,6 +327,13 @@ gs_status gs_nn_file_create(gs_nn_file *f, const char *path, const char *what);
 gs_status gs_nn_file_write(gs_nn_file *f, const void *buf, size_t n);
 /* On failure the temporary file is already gone (no abort needed). */
 gs_status gs_nn_file_commit(gs_nn_file *f);
+/* commit in two halves, for a caller that makes the file durable in the
+ * background: finish appends the checksum (the bytes are then in the page
+ * cache: fast; abort after a failure); sync fsyncs, renames over path and
+ * fsyncs the directory (slow; from any thread; on failure the temporary
+ * file is already gone). */
+gs_status gs_nn_file_finish(gs_nn_file *f);
+gs_status gs_nn_file_sync(gs_nn_file *f);
 void gs_nn_file_abort(gs_nn_file *f);
 /* Reads a whole regular file of at most max bytes into *data (the caller's,
  * gs_free); a larger one fails before anything is allocated for it. */
@@ -350,6 +357,13 @@ typedef struct {
 gs_status gs_nn_checkpoint_save(const char *path, const gs_nn_net *net,
                                 const gs_nn_sgd *opt,
                                 const gs_nn_train_state *st);
+/* The first half of a save: everything written into *out's temporary file
+ * (a copy of the state as it is now), not yet durable nor in place; the
+ * caller finishes with gs_nn_file_sync (or gs_nn_file_abort), possibly on
+ * another thread while training goes on. */
+gs_status gs_nn_checkpoint_save_begin(const char *path, const gs_nn_net *net,
+                                      const gs_nn_sgd *opt, const gs_nn_train_state *st,
+                                      gs_nn_file *out);
 /* Restores what save wrote into a net of the same architecture (the
  * parameter count and every tensor's size are checked) and opt (may be NULL;
  * then the momentum in the file is skipped). Bad magic, a different

@@ -60,23 +60,28 @@ static gs_status write_body(gs_nn_file *w, const gs_nn_net *net,
   return GS_OK;
 }
 
-gs_status gs_nn_checkpoint_save(const char *path, const gs_nn_net *net,
-                                const gs_nn_sgd *opt,
-                                const gs_nn_train_state *st) {
+gs_status gs_nn_checkpoint_save_begin(const char *path, const gs_nn_net *net,
+                                      const gs_nn_sgd *opt, const gs_nn_train_state *st,
+                                      gs_nn_file *out) {
   if (!path || !net || !net->finalized)
     return gs_error(GS_ERR_INVALID_ARG,
                     "gs_nn_checkpoint_save: path NULL or net not finalized");
   if (opt && opt->net != net)
     return gs_error(GS_ERR_INVALID_ARG,
                     "gs_nn_checkpoint_save: the optimizer belongs to another net");
+  GS_CHECK(gs_nn_file_create(out, path, "checkpoint"));
+  gs_status s = write_body(out, net, opt, st);
+  if (s == GS_OK) s = gs_nn_file_finish(out);
+  if (s != GS_OK) gs_nn_file_abort(out);
+  return s;
+}
+
+gs_status gs_nn_checkpoint_save(const char *path, const gs_nn_net *net,
+                                const gs_nn_sgd *opt,
+                                const gs_nn_train_state *st) {
   gs_nn_file w;
-  GS_CHECK(gs_nn_file_create(&w, path, "checkpoint"));
-  gs_status s = write_body(&w, net, opt, st);
-  if (s != GS_OK) {
-    gs_nn_file_abort(&w);
-    return s;
-  }
-  return gs_nn_file_commit(&w);
+  GS_CHECK(gs_nn_checkpoint_save_begin(path, net, opt, st, &w));
+  return gs_nn_file_sync(&w);
 }
 
 gs_status gs_nn_checkpoint_load(const char *path, gs_nn_net *net,

@@ -77,9 +77,22 @@ void gs_nn_file_abort(gs_nn_file *f) {
 }
 
 gs_status gs_nn_file_commit(gs_nn_file *f) {
+  gs_status s = gs_nn_file_finish(f);
+  if (s != GS_OK) {
+    gs_nn_file_abort(f);
+    return s;
+  }
+  return gs_nn_file_sync(f);
+}
+
+gs_status gs_nn_file_finish(gs_nn_file *f) {
   uint32_t crc = (uint32_t)f->crc;
-  gs_status s = gs_nn_file_write(f, &crc, sizeof crc);
-  if (s == GS_OK && fsync(f->fd) != 0)
+  return gs_nn_file_write(f, &crc, sizeof crc);
+}
+
+gs_status gs_nn_file_sync(gs_nn_file *f) {
+  gs_status s = GS_OK;
+  if (fsync(f->fd) != 0)
     s = gs_error(GS_ERR_IO, "%s %s: fsync failed: %s", f->what, f->path,
                  strerror(errno));
   int fd = f->fd;

@@ -35,6 +35,11 @@ typedef struct train_optim_ops {
   gs_status (*save)(void *self, const char *path, const gs_nn_net *net,
                     const gs_nn_train_state *st);
   gs_status (*load)(void *self, const char *path, gs_nn_net *net, gs_nn_train_state *st);
+  /* Optional (may be NULL): save's first half (gs_nn_checkpoint_save_begin):
+   * the state copied into *out's temporary file; the loop makes it durable
+   * and puts it in place in the background while training goes on. */
+  gs_status (*save_begin)(void *self, const char *path, const gs_nn_net *net,
+                          const gs_nn_train_state *st, gs_nn_file *out);
   /* Optional (may be NULL): state that differs between ranks (K-FAC's
    * factors), in files of each rank's own beside the checkpoint in dir.
    * Every rank calls save_rank before rank 0 writes the checkpoint of

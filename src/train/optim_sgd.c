@@ -28,6 +28,11 @@ static gs_status sgd_save(void *self, const char *path, const gs_nn_net *net,
   return gs_nn_checkpoint_save(path, net, self, st);
 }
 
+static gs_status sgd_save_begin(void *self, const char *path, const gs_nn_net *net,
+                                const gs_nn_train_state *st, gs_nn_file *out) {
+  return gs_nn_checkpoint_save_begin(path, net, self, st, out);
+}
+
 static gs_status sgd_load(void *self, const char *path, gs_nn_net *net,
                           gs_nn_train_state *st) {
   return gs_nn_checkpoint_load(path, net, self, st);
@@ -42,6 +47,7 @@ const train_optim_ops train_optim_sgd = {
     .step = sgd_step,
     .set_lr = sgd_set_lr,
     .save = sgd_save,
+    .save_begin = sgd_save_begin,
     .load = sgd_load,
     .destroy = sgd_destroy,
 };

@@ -29,7 +29,7 @@
 /* Descriptions are small; a larger file is not one. */
 enum { META_MAX_BYTES = 1 << 16 };
 
-static void meta_path(const gs_train_config *c, char *buf, size_t n) {
+void train_meta_path(const gs_train_config *c, char *buf, size_t n) {
   snprintf(buf, n, "%s/checkpoint.json", c->checkpoint_dir);
 }
 
@@ -76,8 +76,7 @@ static gs_status file_hash(const char *path, char *out, size_t n) {
   return GS_OK;
 }
 
-static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long epoch,
-                           const char *ckpt_hash) {
+static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long epoch) {
   const gs_train_config *c = t->cfg;
   cJSON *m = cJSON_CreateObject();
   cJSON_AddNumberToObject(m, "format", 1);
@@ -85,7 +84,6 @@ static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long e
   /* Inside an unfinished epoch (a commit): the samples of its permutation
    * done, whatever world sizes did them. */
   cJSON_AddNumberToObject(m, "samples_in_epoch", (double)t->save_samples_in_epoch);
-  cJSON_AddStringToObject(m, "checkpoint_hash", ckpt_hash);
   cJSON_AddStringToObject(m, "model", gs_nn_model_name(c->model));
   cJSON_AddNumberToObject(m, "parameters", (double)gs_nn_param_total(t->net));
   cJSON_AddNumberToObject(m, "tensors", (double)t->nparams);
@@ -110,15 +108,29 @@ static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long e
 
 static gs_status read_meta(const char *path, cJSON **out);
 
+struct cJSON *train_meta_describe(const train_ctx *t, const train_data_id *data, long epoch) {
+  return describe_run(t, data, epoch);
+}
+
 gs_status train_meta_save(const train_ctx *t, const char *ckpt_path, const train_data_id *data,
                           long epoch) {
+  char path[4200];
+  train_meta_path(t->cfg, path, sizeof path);
+  cJSON *m = describe_run(t, data, epoch);
+  if (m == NULL) return gs_error(GS_ERR_NOMEM, "out of memory for %s", path);
+  return train_meta_write(path, m, ckpt_path);
+}
+
+gs_status train_meta_write(const char *path, struct cJSON *m, const char *ckpt_path) {
   char hash[64];
   gs_status st = file_hash(ckpt_path, hash, sizeof hash);
-  if (st != GS_OK) return st;
-  char path[4200], tmp[4300];
-  meta_path(t->cfg, path, sizeof path);
+  if (st != GS_OK) {
+    cJSON_Delete(m);
+    return st;
+  }
+  cJSON_AddStringToObject(m, "checkpoint_hash", hash);
+  char tmp[4300];
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  cJSON *m = describe_run(t, data, epoch, hash);
   /* The description now in place, if any, stays as "previous" (its own
    * previous dropped): it describes the checkpoint this save replaces. */
   cJSON *old = NULL;
@@ -213,7 +225,7 @@ static int differs_str(const cJSON *m, const char *key, const char *mine, char *
 gs_status train_meta_check_model(const train_ctx *t) {
   const gs_train_config *c = t->cfg;
   char path[4200], why[1024] = "";
-  meta_path(c, path, sizeof path);
+  train_meta_path(c, path, sizeof path);
   cJSON *m = NULL;
   if (read_meta(path, &m) != GS_OK) return GS_OK; /* train_meta_check says why */
   gs_status st = GS_OK;
@@ -229,7 +241,7 @@ gs_status train_meta_check(const train_ctx *t, const char *ckpt_path,
                            const train_data_id *data, long ckpt_epoch) {
   const gs_train_config *c = t->cfg;
   char path[4200], why[1024] = "";
-  meta_path(c, path, sizeof path);
+  train_meta_path(c, path, sizeof path);
   cJSON *m = NULL;
   gs_status st = read_meta(path, &m);
   if (st != GS_OK) return st;

@@ -1,6 +1,8 @@
 /* The training loop (train.h). */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -167,11 +169,104 @@ static void checkpoint_path(const gs_train_config *c, char *buf, size_t n) {
   snprintf(buf, n, "%s/checkpoint.gsck", c->checkpoint_dir);
 }
 
+/* ---- Commits written in the background --------------------------------------------
+ *
+ * A commit inside an epoch copies the state into the page cache (the file's
+ * bytes written, fast) on rank 0, and a thread makes it durable and puts it
+ * in place (fsync, rename, the description, the final rename: the order
+ * that survives a kill anywhere) while training goes on. Its outcome is
+ * agreed at the next commit or checkpoint, or at the run's end. Optimizers
+ * with per-rank state (K-FAC) commit in the foreground. */
+struct train_bg_commit {
+  pthread_t thread;
+  gs_nn_file file;                 /* the checkpoint's temporary file */
+  struct cJSON *meta;              /* the run's description, taken by the thread */
+  char next[4224], path[4200], meta_path[4200];
+  gs_status st;                    /* the thread's outcome, and its message */
+  char err[1024];
+};
+
+static void *bg_main(void *arg) {
+  struct train_bg_commit *b = arg;
+  gs_status st = gs_nn_file_sync(&b->file);
+  if (st == GS_OK) {
+    st = train_meta_write(b->meta_path, b->meta, b->next);
+    b->meta = NULL;
+  }
+  if (st == GS_OK && rename(b->next, b->path) != 0)
+    st = gs_error(GS_ERR_IO, "%s: cannot rename %s over it: %s", b->path, b->next,
+                  strerror(errno));
+  b->st = st;
+  if (st != GS_OK) snprintf(b->err, sizeof b->err, "%s", gs_last_error());
+  return NULL;
+}
+
+/* Waits for the commit in flight, if any: its status, with its message. */
+static gs_status bg_join(train_ctx *t) {
+  struct train_bg_commit *b = t->bg;
+  if (b == NULL) return GS_OK;
+  double w0 = gs_now();
+  pthread_join(b->thread, NULL);
+  t->commit_s += gs_now() - w0;
+  gs_status st = b->st;
+  if (st != GS_OK) st = gs_error(st, "the commit written in the background: %s", b->err);
+  if (b->meta) cJSON_Delete(b->meta);
+  gs_free(b);
+  t->bg = NULL;
+  return st;
+}
+
+/* Starts writing the commit of (epoch, step) in the background on rank 0:
+ * GS_OK, or the failure of its first half (nothing started). */
+static gs_status bg_start(train_ctx *t, const train_data_id *data, long epoch, long step) {
+  struct train_bg_commit *b = gs_calloc(1, sizeof *b);
+  if (b == NULL) return gs_error(GS_ERR_NOMEM, "out of memory for a commit");
+  checkpoint_path(t->cfg, b->path, sizeof b->path);
+  snprintf(b->next, sizeof b->next, "%s.next", b->path);
+  train_meta_path(t->cfg, b->meta_path, sizeof b->meta_path);
+  gs_nn_train_state ts = {.epoch = epoch, .step = step, .seed = t->cfg->seed};
+  gs_status st = t->optim.ops->save_begin(t->optim.self, b->next, t->net, &ts, &b->file);
+  if (st == GS_OK) {
+    b->meta = train_meta_describe(t, data, epoch);
+    if (b->meta == NULL) {
+      gs_nn_file_abort(&b->file);
+      st = gs_error(GS_ERR_NOMEM, "out of memory for the commit's description");
+    }
+  }
+  if (st == GS_OK && pthread_create(&b->thread, NULL, bg_main, b) != 0) {
+    gs_nn_file_abort(&b->file);
+    st = gs_error(GS_ERR_INTERNAL, "cannot start the commit's writer thread");
+  }
+  if (st != GS_OK) {
+    if (b->meta) cJSON_Delete(b->meta);
+    gs_free(b);
+    return st;
+  }
+  t->bg = b;
+  return GS_OK;
+}
+
+/* Whether commits go to the background: an optimizer that can split its
+ * save and keeps no per-rank state. */
+static int bg_capable(const train_ctx *t) {
+  return t->optim.ops->save_begin != NULL && t->optim.ops->save_rank == NULL &&
+         getenv("GRADSYNC_COMMIT_SYNC") == NULL;
+}
+
+/* The previous background commit's outcome, agreed (before anything that
+ * replaces it, and at the run's end). Returns 0, or 1 on every worker. */
+static int bg_settle(train_ctx *t) {
+  gs_status st = bg_join(t);
+  return gs_train_agree_status(&t->workers, st);
+}
+
 /* Replicas are identical: rank 0 writes; every rank learns the outcome.
  * State that differs between ranks (the optimizer's save_rank) is written
  * first, by every rank, so that a checkpoint on disk always has its ranks'
  * files. Returns 0, or 1 on every rank. */
 static int save_checkpoint(train_ctx *t, const train_data_id *data, long epoch, long step) {
+  /* A commit still being written in the background finishes first. */
+  if (bg_capable(t) && bg_settle(t)) return 1;
   char path[4096];
   checkpoint_path(t->cfg, path, sizeof path);
   gs_status st = GS_OK;
@@ -338,7 +433,16 @@ static int commit_step(train_ctx *t, const train_data_id *data, long epoch, long
   if (t->sync.ops->flush && t->sync.ops->flush(t->sync.self) != GS_OK)
     step_failed(t, epoch, step);
   t->save_samples_in_epoch = samples_in_epoch;
-  int rc = save_checkpoint(t, data, epoch, epoch * t->steps_per_epoch + step + 1);
+  const long global = epoch * t->steps_per_epoch + step + 1;
+  int rc;
+  if (bg_capable(t)) {
+    /* The previous commit's outcome first: this one replaces it. */
+    rc = bg_settle(t);
+    gs_status st = !rc && t->rank == 0 ? bg_start(t, data, epoch, global) : GS_OK;
+    if (!rc) rc = gs_train_agree_status(&t->workers, st);
+  } else {
+    rc = save_checkpoint(t, data, epoch, global);
+  }
   t->save_samples_in_epoch = 0;
   t->commits++;
   t->commit_s += gs_now() - c0;
@@ -578,6 +682,9 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
       break;
     }
   }
+  /* The last commit is on disk before the run reports (and before a stop's
+   * exit tells a supervisor to resume from it). */
+  if (bg_capable(t) && bg_settle(t)) goto out;
   gs_train_stats last;
   sync_stats(t, &last);
   gs_train_stats all = stats_diff(&first_stats, &last);
@@ -596,6 +703,7 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
   train_summary(t, train_s, gs_now() - t_start, images, last_acc, &last, &res->breakdown);
   rc = 0;
 out:
+  (void)bg_join(t); /* after an agreed failure: the outcome no longer matters */
   train_batches_destroy(batches);
   gs_nn_sampler_free(&sampler);
   gs_free(idx);

@@ -56,6 +56,7 @@ struct train_ctx {
   int resume_ranks;       /* the checkpoint's world size (0: none resumed) */
   long commits;
   double commit_s;
+  struct train_bg_commit *bg; /* a commit being written in the background, or NULL */
   gs_status cb_status;   /* first failure inside an nn callback */
   char cb_error[512];
 };

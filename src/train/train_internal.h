@@ -37,6 +37,13 @@ void train_data_identify(const gs_train_config *c, const gs_nn_dataset *ds, trai
  * description it replaces kept as "previous". */
 gs_status train_meta_save(const train_ctx *t, const char *ckpt_path, const train_data_id *data,
                           long epoch);
+/* train_meta_save in two halves, for a commit written in the background:
+ * the description of the run now (main thread), then, from any thread, its
+ * file at path (DIR/checkpoint.json) with ckpt_path's hash. write takes m. */
+struct cJSON *train_meta_describe(const train_ctx *t, const train_data_id *data, long epoch);
+gs_status train_meta_write(const char *path, struct cJSON *m, const char *ckpt_path);
+/* DIR/checkpoint.json of a run. */
+void train_meta_path(const gs_train_config *c, char *buf, size_t n);
 /* Before loading the checkpoint: a different --model, named as such (the
  * loader would only see other tensor sizes). GS_OK where the description
  * cannot be read (train_meta_check reports that). */
