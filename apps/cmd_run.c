@@ -1103,6 +1103,10 @@ int cmd_run(int argc, char **argv) {
     cli_error("run", "-np %d is more than --elastic's most ranks, %d", np, eo.max);
     return 2;
   }
+  if (elastic && !discover && np > 0 && np < eo.min) {
+    cli_error("run", "-np %d is fewer than --elastic's fewest ranks, %d", np, eo.min);
+    return 2;
+  }
   if (elastic && discover && access(discover, X_OK) != 0) {
     cli_error("run", "--discover %s: not an executable file: %s", discover, strerror(errno));
     return 2;

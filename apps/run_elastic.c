@@ -188,10 +188,6 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
     return 2;
   }
   const char *ckpt = prog_option(prog, nprog, "--checkpoint");
-  if (!ckpt || !prog_has(prog, nprog, "--resume"))
-    fprintf(stderr, "gradsync run: warning: --elastic relaunches the program with the same "
-            "arguments; without --checkpoint DIR and --resume=auto among them a relaunch "
-            "starts from the beginning\n");
   if (global_batch > 0) {
     int fits = 0;
     for (int s = o->min; s <= o->max && !fits; s++) fits = global_batch % s == 0;
@@ -210,6 +206,10 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
     }
     v.events_path = o->events;
   }
+  if (!ckpt || !prog_has(prog, nprog, "--resume"))
+    fprintf(stderr, "gradsync run: warning: --elastic relaunches the program with the same "
+            "arguments; without --checkpoint DIR and --resume=auto among them a relaunch "
+            "starts from the beginning\n");
   gs_elastic_config c;
   memset(&c, 0, sizeof c);
   c.min_ranks = o->min;

@@ -630,18 +630,21 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
   /* How it ended, in the order of certainty. */
   char *r = end->reason;
   size_t rl = sizeof end->reason;
+  /* A rank killed or a daemon lost is a failure whatever the status says;
+   * a rank's own exit status (Open MPI's "Exit code:" lines) is not. */
+  int hard = w.sig_rank >= 0 || w.lost_node[0];
   if (el_interrupt) {
     end->how = END_INTERRUPTED;
     snprintf(r, rl, "interrupted by signal %d", (int)el_interrupt);
-  } else if (end->status == 0 && !w.first_sign) {
+  } else if (end->status == 0 && !hard) {
     end->how = END_DONE;
     snprintf(r, rl, "done");
   } else if (end->status == 3 && stop_asked && !killed_stop) {
     end->how = END_GROW; /* reason set when asked */
-  } else if (end->status == 3 && !w.first_sign) {
+  } else if (end->status == 3 && !hard) {
     end->how = END_STOPPED;
     snprintf(r, rl, "the job stopped on request (exit 3)");
-  } else if (end->status == 2 && !w.first_sign && e->res->nlaunches == 1) {
+  } else if (end->status == 2 && !hard && e->res->nlaunches == 1) {
     end->how = END_USAGE;
     snprintf(r, rl, "the program refused its options (exit 2)");
   } else {
