@@ -109,6 +109,32 @@ int run_hosts_read(const char *path, run_hosts *h);
 char *run_hosts_mpi_list(const run_hosts *h);
 void run_hosts_free(run_hosts *h);
 
+/* gradsync run --elastic MIN:MAX (run_elastic.c; docs/ELASTIC.md): the
+ * elastic supervisor of src/launch driven from run's options.
+ * run_elastic_parse_spec reads "MIN:MAX" or "N" (1 <= MIN <= MAX <=
+ * RUN_ELASTIC_MAX): 0 or -1. run_elastic supervises the job and returns the
+ * exit status (0 done, 1 failed or ended, 2 bad input, 3 stopped on request,
+ * 128+N interrupted); mpirun_argv (mpirun and its fixed options, without
+ * -np and --host) and prog stay the caller's. */
+#define RUN_ELASTIC_MAX 65536
+struct gs_launch_host;
+typedef struct run_elastic_opts {
+  int min, max;
+  int first;                         /* the first launch's size at most (0: max) */
+  const struct gs_launch_host *hosts;
+  int nhosts;
+  int hosts_explicit;                /* --hosts/--hostfile: mpirun gets --host */
+  const char *discover;              /* --discover SCRIPT */
+  double discover_every;             /* --discover-every S */
+  int max_restarts;                  /* --max-restarts K */
+  double resize_interval;            /* --resize-interval S */
+  double min_wait;                   /* --min-wait S */
+  const char *events;                /* --events FILE */
+  int (*host_ok)(const char *host, void *user);
+} run_elastic_opts;
+int run_elastic_parse_spec(const char *s, int *min, int *max);
+int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int nprog);
+
 /* Copies in to out (cap bytes, always terminated) as valid UTF-8 without
  * control characters: each byte of an invalid or overlong sequence, each
  * surrogate and each C0 or C1 control character (newline and tab included)

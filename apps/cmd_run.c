@@ -53,6 +53,7 @@
 
 #include "cli.h"
 #include "gradsync/cost.h"
+#include "gradsync/launch.h"
 
 extern char **environ;
 
@@ -74,6 +75,9 @@ struct cluster {
 static volatile sig_atomic_t got_signal;
 static volatile pid_t mpirun_pid;
 static int verbose;
+/* --elastic: the supervisor (src/launch) owns mpirun, in its own process
+ * group, so every signal is forwarded, a terminal's too. */
+static volatile sig_atomic_t elastic_mode;
 /* ip and tc by absolute path from the system's directories (find_system_exe). */
 static char ip_exe[PATH_MAX], tc_exe[PATH_MAX];
 
@@ -124,10 +128,24 @@ static void usage(FILE *f) {
       "  --ssh-config FILE  Open MPI's ssh reads FILE (ssh -F FILE)\n"
       "  --prefix DIR    Open MPI's installation prefix on the hosts (mpirun --prefix)\n"
       "  --dry-run       print the mpirun command line and exit\n"
+      "  --elastic MIN:MAX  supervise the job (docs/ELASTIC.md): when it fails,\n"
+      "                  leave out what failed and relaunch on what is left (at\n"
+      "                  least MIN ranks); grow up to MAX when discovery lists\n"
+      "                  more slots. The program resumes from its own checkpoint\n"
+      "                  (gradsync train --checkpoint DIR --resume=auto); with its\n"
+      "                  --global-batch G only sizes dividing G are used\n"
+      "  --discover SCRIPT  run SCRIPT for the hosts: one HOST:SLOTS a line\n"
+      "  --discover-every S  seconds between discoveries (default 5)\n"
+      "  --max-restarts K  relaunches after failures at most (default 5)\n"
+      "  --resize-interval S  least seconds from a launch to growing (default 30)\n"
+      "  --min-wait S    with fewer than MIN slots, wait this long for discovery\n"
+      "                  (default 60), then end with status 1\n"
+      "  --events FILE   one JSON object a line per launch, failure, resize, end\n"
       "  --mpirun PATH   the mpirun to use (default: mpirun from PATH)\n"
       "  -v, --verbose   print the commands run\n"
       "  --help          this text\n\n"
-      "The exit status is 0 only if every rank exits 0.\n");
+      "The exit status is 0 only if every rank exits 0 (with --elastic: if the\n"
+      "job finished; 1 when it ended short, 3 when it stopped on request).\n");
 }
 
 /* The most ranks one launch starts. */
@@ -151,7 +169,8 @@ static double now_s(void) {
 static void on_signal(int sig, siginfo_t *si, void *uc) {
   (void)uc;
   if (!got_signal) got_signal = sig;
-  if (mpirun_pid > 0 && si->si_code != SI_KERNEL) kill(mpirun_pid, sig);
+  if (elastic_mode) gs_elastic_interrupt(sig);
+  else if (mpirun_pid > 0 && si->si_code != SI_KERNEL) kill(mpirun_pid, sig);
 }
 
 static void install_handlers(void) {
@@ -791,6 +810,67 @@ static int wait_mpirun(pid_t pid, int *status) {
   }
 }
 
+/* --elastic's check of a host that took part in a failed launch: this
+ * machine always passes; another must answer over ssh as before mpirun
+ * starts (check_ssh_hosts prints why not). */
+static const char *elastic_ssh_config, *elastic_origin;
+static int elastic_host_ok(const char *host, void *user) {
+  (void)user;
+  if (is_local_host(host)) return 1;
+  run_host one;
+  memset(&one, 0, sizeof one);
+  snprintf(one.name, sizeof one.name, "%s", host);
+  one.slots = 1;
+  run_hosts h = {.host = &one, .n = 1, .cap = 1, .slots = 1};
+  return check_ssh_hosts(&h, elastic_origin, elastic_ssh_config) == 0;
+}
+
+/* Hands the job to the elastic supervisor: mpirun's fixed options are
+ * margv[0..first_prog), the program the rest. The world: the hosts given,
+ * or this machine with np slots, or (with --discover) what the script lists,
+ * the first launch capped at -np where given. */
+static int run_elastic_job(run_elastic_opts *eo, const char *spec, const char *discover,
+                           const char *events, int np, int remote, const run_hosts *hosts,
+                           char **margv, int first_prog, int nprog, const char *hostfile,
+                           const char *ssh_config) {
+  (void)spec;
+  elastic_origin = hostfile;
+  elastic_ssh_config = ssh_config;
+  char **fixed = calloc((size_t)first_prog + 1, sizeof *fixed);
+  gs_launch_host *list = NULL;
+  int n = remote ? hosts->n : 1;
+  if (!discover || remote) list = calloc((size_t)n, sizeof *list);
+  if (!fixed || (!list && (!discover || remote))) {
+    cli_fail("run", "out of memory starting the elastic job");
+    free(fixed);
+    free(list);
+    return 2;
+  }
+  memcpy(fixed, margv, (size_t)first_prog * sizeof *fixed);
+  if (list && remote) {
+    for (int j = 0; j < n; j++) {
+      snprintf(list[j].name, sizeof list[j].name, "%s", hosts->host[j].name);
+      list[j].slots = hosts->host[j].slots;
+    }
+  } else if (list) {
+    snprintf(list[0].name, sizeof list[0].name, "localhost");
+    list[0].slots = np;
+  }
+  eo->hosts = list;
+  eo->nhosts = list ? n : 0;
+  eo->hosts_explicit = remote;
+  eo->first = np;
+  eo->discover = discover;
+  eo->events = events;
+  eo->host_ok = remote || discover ? elastic_host_ok : NULL;
+  elastic_mode = 1;
+  int rc = run_elastic(eo, fixed, margv + first_prog, nprog);
+  elastic_mode = 0;
+  free(fixed);
+  free(list);
+  return rc;
+}
+
 int cmd_run(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "--exec-in-netns") == 0) return exec_in_node(argc, argv);
   int np = 0, per_node = 1, per_node_given = 0, i;
@@ -803,6 +883,11 @@ int cmd_run(int argc, char **argv) {
   const char *hosts_arg = NULL, *hostfile = NULL, *iface = NULL, *ssh_config = NULL,
              *prefix = NULL;
   int oversubscribe = 0, dry_run = 0;
+  /* --elastic and its settings (docs/ELASTIC.md). */
+  const char *elastic = NULL, *discover = NULL, *events = NULL;
+  run_elastic_opts eo = {.discover_every = 5, .max_restarts = 5, .resize_interval = 30,
+                         .min_wait = 60};
+  int seen_every = 0, seen_restarts = 0, seen_interval = 0, seen_wait = 0;
   for (i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has_value = i + 1 < argc;
@@ -897,6 +982,46 @@ int cmd_run(int argc, char **argv) {
         return 2;
       }
       *slot = argv[++i];
+    } else if (strcmp(a, "--elastic") == 0 || strcmp(a, "--discover") == 0 ||
+               strcmp(a, "--events") == 0) {
+      const char **slot = a[2] == 'e' && a[3] == 'l' ? &elastic
+                          : a[2] == 'd'              ? &discover
+                                                     : &events;
+      if (*slot) return run_repeated(a);
+      if (!has_value || argv[i + 1][0] == '\0') {
+        cli_error("run", "%s needs %s", a,
+                  slot == &elastic    ? "MIN:MAX, the fewest and most ranks, such as 2:4"
+                  : slot == &discover ? "a script that prints HOST:SLOTS lines"
+                                      : "a file");
+        return 2;
+      }
+      *slot = argv[++i];
+      if (slot == &elastic && run_elastic_parse_spec(elastic, &eo.min, &eo.max) != 0) {
+        cli_error("run", "--elastic needs MIN:MAX (or N), whole numbers with 1 <= MIN <= MAX "
+                  "<= %d, such as 2:4 (got '%s')", RUN_ELASTIC_MAX, elastic);
+        return 2;
+      }
+    } else if (strcmp(a, "--discover-every") == 0 || strcmp(a, "--resize-interval") == 0 ||
+               strcmp(a, "--min-wait") == 0) {
+      int *seen = a[2] == 'd' ? &seen_every : a[2] == 'r' ? &seen_interval : &seen_wait;
+      double *v = a[2] == 'd' ? &eo.discover_every : a[2] == 'r' ? &eo.resize_interval
+                                                                  : &eo.min_wait;
+      double lo = a[2] == 'd' ? 0.1 : 0;
+      if ((*seen)++) return run_repeated(a);
+      if (!has_value || cli_parse_double(argv[i + 1], lo, 86400, v) != 0) {
+        cli_error("run", "%s needs seconds from %g to 86400 (got '%s')", a, lo,
+                  has_value ? argv[i + 1] : "");
+        return 2;
+      }
+      i++;
+    } else if (strcmp(a, "--max-restarts") == 0) {
+      if (seen_restarts++) return run_repeated(a);
+      if (!has_value || cli_parse_int(argv[i + 1], 0, 10000, &eo.max_restarts) != 0) {
+        cli_error("run", "--max-restarts needs a count from 0 to 10000 (got '%s')",
+                  has_value ? argv[i + 1] : "");
+        return 2;
+      }
+      i++;
     } else if (strcmp(a, "--oversubscribe") == 0) {
       if (oversubscribe++) return run_repeated(a);
     } else if (strcmp(a, "--dry-run") == 0) {
@@ -954,7 +1079,40 @@ int cmd_run(int argc, char **argv) {
               net ? "--net" : "--node-cpus", net ? "a cluster" : "CPU groups");
     return 2;
   }
-  if (np == 0 && !remote && !slurm) {
+  if (!elastic && (discover || events || seen_every || seen_restarts || seen_interval ||
+                   seen_wait)) {
+    cli_error("run", "%s belongs to an elastic job: it needs --elastic MIN:MAX",
+              discover ? "--discover" : events ? "--events" : seen_every ? "--discover-every"
+              : seen_restarts ? "--max-restarts" : seen_interval ? "--resize-interval"
+              : "--min-wait");
+    return 2;
+  }
+  if (elastic && (net || per_node_given || node_cpus > 0 || dry_run)) {
+    cli_error("run", "--elastic with %s is not supported: the supervisor relaunches plain "
+              "mpirun jobs on this machine or on hosts", net ? "--net" : per_node_given ?
+              "--per-node" : node_cpus > 0 ? "--node-cpus" : "--dry-run (it launches more "
+              "than once)");
+    return 2;
+  }
+  if (elastic && slurm && !discover) {
+    cli_error("run", "--elastic inside a Slurm allocation needs --hosts, --hostfile or "
+              "--discover: the supervisor must know the hosts to leave one out");
+    return 2;
+  }
+  if (elastic && np > eo.max) {
+    cli_error("run", "-np %d is more than --elastic's most ranks, %d", np, eo.max);
+    return 2;
+  }
+  if (elastic && !discover && np > 0 && np < eo.min) {
+    cli_error("run", "-np %d is fewer than --elastic's fewest ranks, %d", np, eo.min);
+    return 2;
+  }
+  if (elastic && discover && access(discover, X_OK) != 0) {
+    cli_error("run", "--discover %s: not an executable file: %s", discover, strerror(errno));
+    return 2;
+  }
+  if (elastic && np == 0 && !remote && !discover) np = eo.max; /* one machine: MAX slots */
+  if (np == 0 && !remote && !slurm && !elastic) {
     cli_error("run", "missing -np N (the number of ranks)");
     return 2;
   }
@@ -1125,11 +1283,11 @@ int cmd_run(int argc, char **argv) {
     /* On one machine ranks may outnumber cores; across hosts and in a
      * Slurm allocation the slots say how many ranks fit, unless asked. */
     if ((!remote && !slurm) || oversubscribe) margv[m++] = "--oversubscribe";
-    if (np > 0) {
+    if (np > 0 && !elastic) {
       margv[m++] = "-np";
       margv[m++] = npbuf;
     }
-    if (remote) {
+    if (remote && !elastic) {
       margv[m++] = "--host";
       margv[m++] = host_list;
     }
@@ -1216,6 +1374,13 @@ int cmd_run(int argc, char **argv) {
       free_margv(margv, first_prog, host_list);
       run_hosts_free(&hosts);
       return dry_run ? 0 : got_signal ? 128 + got_signal : 2;
+    }
+    if (elastic) {
+      rc = run_elastic_job(&eo, elastic, discover, events, np, remote, &hosts, margv,
+                           first_prog, nprog, hostfile, ssh_config);
+      free_margv(margv, first_prog, host_list);
+      run_hosts_free(&hosts);
+      return rc;
     }
     if (verbose && as_user)
       fprintf(stderr, "gradsync run: mpirun and the ranks run as %s (uid %d, gid %d)\n",

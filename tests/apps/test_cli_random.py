@@ -130,6 +130,10 @@ def main():
             "--mpirun": ["/nonexistent/mpirun", ""], "-v": None,
             "--hosts": ["localhost:2", "h1:0", "a,,b", ""], "--hostfile": ["/nonexistent", ""],
             "--iface": ["lo", "a;b"], "--oversubscribe": None, "--dry-run": None,
+            "--elastic": ["1:2", "1", "2:1", "0:1", "x"], "--max-restarts": ["0", "1", "-1"],
+            "--discover": ["/nonexistent", ""], "--discover-every": ["0.5", "0", "x"],
+            "--resize-interval": ["0", "1", "-1"], "--min-wait": ["0", "1", "x"],
+            "--events": [os.path.join(tmp, "events.json"), "/proc/x.json", ""],
         }),
     }
 

@@ -273,6 +273,23 @@ t 2 "--net emulates a cluster" run --hosts h1 --net 1gbit -- /bin/true
 t 2 "more than the 2 slots" run -np 3 --hosts h1:2 -- /bin/true
 t 0 "--host h1:2 " run --dry-run --hosts h1:2 -- /bin/true
 t 0 "mpirun /bin/true" SLURM_JOB_ID=7 SLURM_NODELIST=n1 run --dry-run -- /bin/true
+# --elastic (docs/ELASTIC.md): its settings' refusals, and short jobs.
+t 2 "--elastic needs MIN:MAX" run -np 2 --elastic 3:2 -- /bin/true
+t 2 "--elastic needs MIN:MAX" run -np 2 --elastic x -- /bin/true
+t 2 "option --elastic given more than once" run -np 2 --elastic 1:2 --elastic 1:2 -- /bin/true
+t 2 "--discover belongs to an elastic job" run -np 1 --discover /bin/true -- /bin/true
+t 2 "--max-restarts belongs to an elastic job" run -np 1 --max-restarts 2 -- /bin/true
+t 2 "--max-restarts needs a count from 0 to 10000" run -np 1 --elastic 1 --max-restarts -1 -- /bin/true
+t 2 "--min-wait needs seconds from 0 to 86400" run -np 1 --elastic 1 --min-wait x -- /bin/true
+t 2 "--elastic with --net is not supported" run -np 2 --elastic 1:2 --net 1gbit -- /bin/true
+t 2 "-np 4 is more than --elastic's most ranks, 2" run -np 4 --elastic 1:2 -- /bin/true
+t 2 "-np 1 is fewer than --elastic's fewest ranks, 2" run -np 1 --elastic 2:3 -- /bin/true
+t 2 "--discover /nonexistent: not an executable file" run --elastic 1:2 --discover /nonexistent -- /bin/true
+t 2 "no size from 5 to 5 divides the program's --global-batch 48" run -np 5 --elastic 5 -- /bin/true --global-batch 48
+t 2 "--events /proc/x.json: cannot write it" run -np 1 --elastic 1 --events /proc/x.json -- /bin/true
+t 0 "elastic job history: 1 launch, 0 restarts" run -np 2 --elastic 1:2 -- /bin/true
+t 1 "the restart budget (0) is spent" run -np 1 --elastic 1 --max-restarts 0 -- /bin/false
+ONE_LINE=0 t 2 "the program refused its options (exit 2)" run -np 1 --elastic 1 -- sh -c "exit 2"
 # A rank's usage error is the run's exit status (mpirun adds its own lines).
 ONE_LINE=0 t 2 "unknown option '--frob'" run -np 1 -- "$gs" bench --frob
 

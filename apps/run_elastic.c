@@ -1,0 +1,248 @@
+/* gradsync run --elastic MIN:MAX: the command line's side of the elastic
+ * supervisor (src/launch, gradsync/launch.h; docs/ELASTIC.md). The library
+ * supervises; this file reads the program's own options that matter to it
+ * (--global-batch, --checkpoint), and shows what happens: one line on
+ * stderr per resize, a JSON object per event to --events FILE, and the
+ * job's history at the end. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "gradsync/launch.h"
+
+int run_elastic_parse_spec(const char *s, int *min, int *max) {
+  char buf[32];
+  if (!s || strlen(s) >= sizeof buf) return -1;
+  snprintf(buf, sizeof buf, "%s", s);
+  char *colon = strchr(buf, ':');
+  if (colon) *colon = '\0';
+  if (cli_parse_int(buf, 1, RUN_ELASTIC_MAX, min) != 0) return -1;
+  *max = *min;
+  if (colon && cli_parse_int(colon + 1, 1, RUN_ELASTIC_MAX, max) != 0) return -1;
+  return *min <= *max ? 0 : -1;
+}
+
+/* The value of the program's option --NAME (as "--NAME V" or "--NAME=V"),
+ * or NULL. */
+static const char *prog_option(char **prog, int nprog, const char *name) {
+  size_t len = strlen(name);
+  for (int i = 1; i < nprog; i++) {
+    if (strcmp(prog[i], "--") == 0) break;
+    if (strncmp(prog[i], name, len) != 0) continue;
+    if (prog[i][len] == '=') return prog[i] + len + 1;
+    if (prog[i][len] == '\0' && i + 1 < nprog) return prog[i + 1];
+  }
+  return NULL;
+}
+
+static int prog_has(char **prog, int nprog, const char *name) {
+  size_t len = strlen(name);
+  for (int i = 1; i < nprog; i++)
+    if (strncmp(prog[i], name, len) == 0 && (prog[i][len] == '\0' || prog[i][len] == '='))
+      return 1;
+  return 0;
+}
+
+typedef struct view {
+  FILE *events;
+  const char *events_path;
+  int events_failed;
+} view;
+
+static double wall_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const char *kind_name(gs_elastic_event_kind k) {
+  switch (k) {
+  case GS_ELASTIC_LAUNCH: return "launch";
+  case GS_ELASTIC_FAILURE: return "failure";
+  case GS_ELASTIC_RESIZE: return "resize";
+  case GS_ELASTIC_WAIT: return "wait";
+  case GS_ELASTIC_WARNING: return "warning";
+  case GS_ELASTIC_FINISH: return "finish";
+  }
+  return "?";
+}
+
+static void event_json(view *v, const gs_elastic_event *e) {
+  if (!v->events || v->events_failed) return;
+  char clean[1024];
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "event", kind_name(e->kind));
+  cli_json_add(j, "t", e->t, "%.3f");
+  cli_json_add(j, "time", wall_s(), "%.3f");
+  cJSON_AddNumberToObject(j, "launch", e->launch);
+  switch (e->kind) {
+  case GS_ELASTIC_LAUNCH:
+    cJSON_AddNumberToObject(j, "size", e->new_size);
+    cJSON_AddStringToObject(j, "hosts", cli_clean_text(clean, sizeof clean, e->hosts));
+    if (e->rule[0]) cJSON_AddStringToObject(j, "rule", e->rule);
+    break;
+  case GS_ELASTIC_RESIZE:
+    cJSON_AddNumberToObject(j, "from", e->old_size);
+    cJSON_AddNumberToObject(j, "to", e->new_size);
+    cJSON_AddStringToObject(j, "reason", cli_clean_text(clean, sizeof clean, e->reason));
+    cJSON_AddStringToObject(j, "hosts", cli_clean_text(clean, sizeof clean, e->hosts));
+    if (e->rule[0]) cJSON_AddStringToObject(j, "rule", e->rule);
+    if (e->commit_epoch >= 0) {
+      cJSON_AddNumberToObject(j, "commit_epoch", (double)e->commit_epoch);
+      cJSON_AddNumberToObject(j, "commit_samples_in_epoch", (double)e->commit_samples);
+    } else {
+      cJSON_AddNullToObject(j, "commit_epoch");
+    }
+    if (e->steps_redone >= 0) cJSON_AddNumberToObject(j, "steps_redone", (double)e->steps_redone);
+    else cJSON_AddNullToObject(j, "steps_redone");
+    cli_json_add(j, "seconds_lost", e->seconds_lost, "%.3f");
+    cJSON_AddNumberToObject(j, "restarts", e->restarts);
+    break;
+  case GS_ELASTIC_FAILURE:
+    cJSON_AddNumberToObject(j, "size", e->old_size);
+    cJSON_AddStringToObject(j, "reason", cli_clean_text(clean, sizeof clean, e->reason));
+    cJSON_AddNumberToObject(j, "status", e->status);
+    cli_json_add(j, "detect_s", e->detect_s, "%.3f");
+    break;
+  case GS_ELASTIC_FINISH:
+    cJSON_AddNumberToObject(j, "status", e->status);
+    cJSON_AddNumberToObject(j, "restarts", e->restarts);
+    /* fall through */
+  case GS_ELASTIC_WAIT:
+  case GS_ELASTIC_WARNING:
+    cJSON_AddStringToObject(j, "message", cli_clean_text(clean, sizeof clean, e->reason));
+    break;
+  }
+  cli_print_json(v->events, j);
+  if (fflush(v->events) != 0 || ferror(v->events)) {
+    cli_fail("run", "--events %s: cannot write: %s; no more events there", v->events_path,
+             strerror(errno));
+    v->events_failed = 1;
+  }
+}
+
+static void on_event(const gs_elastic_event *e, void *user) {
+  view *v = user;
+  char reason[1024], commit[96], redone[64];
+  event_json(v, e);
+  cli_clean_text(reason, sizeof reason, e->reason ? e->reason : "");
+  switch (e->kind) {
+  case GS_ELASTIC_LAUNCH:
+    if (e->launch == 1)
+      fprintf(stderr, "gradsync run: elastic: %d rank%s on %s%s%s\n", e->new_size,
+              e->new_size == 1 ? "" : "s", e->hosts, e->rule[0] ? "; " : "", e->rule);
+    break;
+  case GS_ELASTIC_RESIZE:
+    if (e->commit_epoch >= 0)
+      snprintf(commit, sizeof commit, "from the commit at epoch %ld, sample %ld of the epoch",
+               e->commit_epoch + 1, e->commit_samples);
+    else
+      snprintf(commit, sizeof commit, "from no known commit");
+    if (e->steps_redone >= 0) snprintf(redone, sizeof redone, "~%ld", e->steps_redone);
+    else snprintf(redone, sizeof redone, "unknown");
+    fprintf(stderr, "gradsync run: resize %d -> %d ranks (%s): resuming %s, steps redone %s, "
+            "%.1f s lost%s%s\n", e->old_size, e->new_size, reason, commit, redone,
+            e->seconds_lost, e->rule[0] ? "; " : "", e->rule);
+    break;
+  case GS_ELASTIC_WAIT:
+    fprintf(stderr, "gradsync run: elastic: %s\n", reason);
+    break;
+  case GS_ELASTIC_WARNING:
+    fprintf(stderr, "gradsync run: warning: %s\n", reason);
+    break;
+  case GS_ELASTIC_FAILURE:
+  case GS_ELASTIC_FINISH:
+    break; /* in the resize line, or the end's */
+  }
+  fflush(stderr);
+}
+
+static void print_history(const gs_elastic_result *r) {
+  fprintf(stderr, "gradsync run: elastic job history: %d launch%s, %d restart%s after "
+          "failures, %d resize%s to grow\n", r->nlaunches, r->nlaunches == 1 ? "" : "es",
+          r->restarts, r->restarts == 1 ? "" : "s", r->resizes, r->resizes == 1 ? "" : "s");
+  fprintf(stderr, "  %-6s %5s %8s %8s %6s  %-24s %s\n", "launch", "ranks", "start_s", "end_s",
+          "status", "hosts", "end");
+  for (int i = 0; i < r->nlaunches; i++) {
+    const gs_elastic_launch *l = &r->launches[i];
+    char hosts[64], end[200];
+    snprintf(hosts, sizeof hosts, "%.24s", l->hosts);
+    cli_clean_text(end, sizeof end, l->end);
+    fprintf(stderr, "  %-6d %5d %8.1f %8.1f %6d  %-24s %s\n", i + 1, l->size, l->start_t,
+            l->end_t, l->status, hosts, end);
+  }
+}
+
+int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int nprog) {
+  /* The program's global batch restricts the sizes; its checkpoint
+   * directory tells which commit a relaunch resumes from. */
+  long global_batch = 0;
+  const char *gb = prog_option(prog, nprog, "--global-batch");
+  if (gb && cli_parse_long(gb, 1, 1L << 40, &global_batch) != 0) {
+    cli_error("run", "--elastic: the program's --global-batch '%s' is not a whole number", gb);
+    return 2;
+  }
+  const char *ckpt = prog_option(prog, nprog, "--checkpoint");
+  if (global_batch > 0) {
+    int fits = 0;
+    for (int s = o->min; s <= o->max && !fits; s++) fits = global_batch % s == 0;
+    if (!fits) {
+      cli_error("run", "--elastic %d:%d: no size from %d to %d divides the program's "
+                "--global-batch %ld", o->min, o->max, o->min, o->max, global_batch);
+      return 2;
+    }
+  }
+  view v = {0};
+  if (o->events) {
+    v.events = fopen(o->events, "w");
+    if (!v.events) {
+      cli_error("run", "--events %s: cannot write it: %s", o->events, strerror(errno));
+      return 2;
+    }
+    v.events_path = o->events;
+  }
+  if (!ckpt || !prog_has(prog, nprog, "--resume"))
+    fprintf(stderr, "gradsync run: warning: --elastic relaunches the program with the same "
+            "arguments; without --checkpoint DIR and --resume=auto among them a relaunch "
+            "starts from the beginning\n");
+  gs_elastic_config c;
+  memset(&c, 0, sizeof c);
+  c.min_ranks = o->min;
+  c.max_ranks = o->max;
+  c.first_ranks = o->first;
+  c.hosts = o->hosts;
+  c.nhosts = o->nhosts;
+  c.hosts_explicit = o->hosts_explicit;
+  c.discover = o->discover;
+  c.discover_every_s = o->discover_every;
+  c.max_restarts = o->max_restarts;
+  c.resize_interval_s = o->resize_interval;
+  c.min_wait_s = o->min_wait;
+  c.global_batch = global_batch;
+  c.checkpoint_dir = ckpt;
+  c.mpirun_argv = mpirun_argv;
+  c.prog_argv = prog;
+  c.host_ok = o->host_ok;
+  c.on_event = on_event;
+  c.user = &v;
+  if (global_batch > 0)
+    fprintf(stderr, "gradsync run: elastic: sizes %d to %d that divide the program's "
+            "--global-batch %ld\n", o->min, o->max, global_batch);
+  gs_elastic_result r;
+  gs_status st = gs_elastic_run(&c, &r);
+  if (v.events) fclose(v.events);
+  if (st != GS_OK) {
+    cli_fail("run", "elastic supervisor: %s", gs_last_error());
+    return 1;
+  }
+  print_history(&r);
+  int rc = r.status;
+  if (rc != 0) cli_fail("run", "elastic job ended: %s", r.message);
+  gs_elastic_result_free(&r);
+  return rc;
+}

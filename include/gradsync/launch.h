@@ -1,0 +1,146 @@
+/* Launching and supervising jobs (library gradsync_launch, src/launch;
+ * docs/ELASTIC.md). Not part of the umbrella header: `gradsync run
+ * --elastic` and the cluster manager call it.
+ *
+ * gs_elastic_run supervises one elastic job: it starts mpirun on the
+ * current world, watches it, and when the job fails (a rank killed, a host
+ * lost, mpirun killed) it leaves out what failed and starts the job again on
+ * what is left, as long as at least min_ranks slots remain and the restart
+ * budget lasts; when a discovery script lists more slots, it asks the job to
+ * stop at its next commit (SIGUSR1 to mpirun; the program commits and exits
+ * 3) and starts it again larger, up to max_ranks. The program is given the
+ * same arguments each time: it resumes from its own checkpoint
+ * (`gradsync train --resume=auto`). Open MPI 4.1 has no ULFM, so every
+ * resize is a coordinated restart from the last commit.
+ *
+ * The library never prints: what happens reaches the caller as events
+ * (on_event), and the job's own output passes through unchanged to out_fd
+ * and err_fd. Every wait is bounded. */
+#ifndef GRADSYNC_LAUNCH_H
+#define GRADSYNC_LAUNCH_H
+
+#include "gradsync/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GS_LAUNCH_HOST_MAX 253 /* a DNS name's length */
+
+/* A host and how many ranks it takes. */
+typedef struct gs_launch_host {
+  char name[GS_LAUNCH_HOST_MAX + 1];
+  int slots;
+} gs_launch_host;
+
+/* Parses a discovery script's output (Horovod's format): one `HOST:SLOTS`
+ * or `HOST` (one slot) a line; blank lines and `#` comments count for
+ * nothing; a host given twice adds nothing (the later line is refused).
+ * Returns GS_OK with *hosts (gs_malloc'ed, the caller gs_frees it) and *n,
+ * or GS_ERR_PARSE naming the line (`line 3: 'x:y': ...`) with *hosts NULL. */
+gs_status gs_launch_hosts_parse(const char *text, gs_launch_host **hosts, int *n);
+
+typedef enum gs_elastic_event_kind {
+  GS_ELASTIC_LAUNCH,  /* mpirun started (launch numbers from 1) */
+  GS_ELASTIC_FAILURE, /* the job failed: reason says what */
+  GS_ELASTIC_RESIZE,  /* relaunching: after a failure, or to grow */
+  GS_ELASTIC_WAIT,    /* fewer slots than min_ranks: waiting for discovery */
+  GS_ELASTIC_WARNING, /* the discovery script failed or printed garbage */
+  GS_ELASTIC_FINISH   /* the supervisor ends: status and message */
+} gs_elastic_event_kind;
+
+/* One event. Pointers are valid during the callback only. -1 means
+ * unknown for the numbers that can be. */
+typedef struct gs_elastic_event {
+  gs_elastic_event_kind kind;
+  double t;            /* seconds since gs_elastic_run began */
+  int launch;          /* the launch it concerns (the new one for LAUNCH/RESIZE) */
+  int old_size, new_size;
+  const char *hosts;   /* LAUNCH/RESIZE: the new world, "h1:4,h2:3" */
+  const char *reason;  /* FAILURE/RESIZE: why ("rank 2 on node1 killed by signal 9",
+                        * "discovery lists 4 slots"); WAIT/WARNING/FINISH: the message */
+  const char *rule;    /* LAUNCH/RESIZE: how the size was chosen, or "" */
+  long commit_epoch;   /* RESIZE: the commit the job resumes from (checkpoint.json) */
+  long commit_samples; /*   its samples_in_epoch */
+  long steps_redone;   /* RESIZE after a failure: estimated steps since that commit */
+  double seconds_lost; /* RESIZE: from the failure's detection (to grow: from the
+                        * stop request) to the relaunch */
+  double detect_s;     /* FAILURE: from the first sign of failure to mpirun's exit */
+  int status;          /* FAILURE: mpirun's exit status (128+N: killed by N);
+                        * FINISH: the status the job ends with */
+  int restarts;        /* failures relaunched so far */
+} gs_elastic_event;
+
+/* One launch of the job, for the history. */
+typedef struct gs_elastic_launch {
+  int size;
+  char hosts[256];     /* the world, cut to fit */
+  double start_t, end_t;
+  int status;          /* mpirun's exit status (128+N: killed by signal N) */
+  char end[160];       /* how it ended: "done", "stopped to grow", "rank 3 on vm
+                        * killed by signal 9", ... */
+} gs_elastic_launch;
+
+typedef struct gs_elastic_result {
+  int status;          /* 0 done, 1 failed, 2 the program refused its options,
+                        * 3 stopped on request, 128+N interrupted by signal N */
+  char message[512];   /* why it ended, when not done */
+  int restarts;        /* failures relaunched */
+  int resizes;         /* relaunches to grow */
+  gs_elastic_launch *launches; /* gs_malloc'ed; gs_elastic_result_free */
+  int nlaunches;
+} gs_elastic_result;
+
+typedef struct gs_elastic_config {
+  int min_ranks, max_ranks;       /* 1 <= min <= max */
+  int first_ranks;                /* the first launch's size at most (0: max) */
+  /* The hosts: given (hosts/nhosts), or from the discovery script. With
+   * hosts_explicit 0 the world is this machine (one host, its slots the
+   * rank count) and mpirun gets -np only; otherwise --host too. */
+  const gs_launch_host *hosts;
+  int nhosts;
+  int hosts_explicit;
+  const char *discover;           /* a script printing host:slots lines, or NULL */
+  double discover_every_s;        /* its period (default 5) */
+  double discover_timeout_s;      /* one run's bound (default 10) */
+  int max_restarts;               /* failures relaunched at most (default 5; 0: none) */
+  double resize_interval_s;       /* least time from a launch to a growth (default 30) */
+  double min_wait_s;              /* wait for slots when fewer than min (default 60) */
+  double stop_wait_s;             /* the job's bound to commit and stop (default 120) */
+  double kill_grace_s;            /* mpirun's bound to end after a rank died (default 10) */
+  long global_batch;              /* > 0: sizes must divide it (the program keeps it) */
+  const char *checkpoint_dir;     /* the program's: DIR/checkpoint.json is read, or NULL */
+  char *const *mpirun_argv;       /* mpirun's path and fixed options, NULL-ended */
+  char *const *prog_argv;         /* the program and its arguments, NULL-ended */
+  int out_fd, err_fd;             /* where the job's output goes (default 1 and 2; set
+                                   * both, or leave both 0) */
+  /* Whether a host that took part in a failed launch may still start
+   * ranks (the caller checks ssh; 1 for this machine); NULL: always. A host
+   * that fails it is left out for the rest of the job. */
+  int (*host_ok)(const char *host, void *user);
+  void (*on_event)(const gs_elastic_event *e, void *user);
+  void *user;
+} gs_elastic_config;
+
+/* Runs the job to its end (see the top). GS_OK with *res filled whatever
+ * the job's fate (res->status); GS_ERR_INVALID_ARG for a bad configuration,
+ * another status when a process or pipe cannot be made. The caller frees
+ * res with gs_elastic_result_free. Runs in the calling thread; installs no
+ * signal handlers (see gs_elastic_interrupt). mpirun's children (the local
+ * ranks) are recorded by pid and start time while they run; those that
+ * outlive a killed mpirun by kill_grace_s are killed before the next
+ * launch. A discovery warning repeated unchanged is sent once. */
+gs_status gs_elastic_run(const gs_elastic_config *cfg, gs_elastic_result *res);
+
+/* From a signal handler (async-signal-safe): forwards sig to the running
+ * mpirun and ends the supervision without relaunching; gs_elastic_run then
+ * returns status 128+sig once mpirun has stopped (after kill_grace_s it is
+ * killed). */
+void gs_elastic_interrupt(int sig);
+
+void gs_elastic_result_free(gs_elastic_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GRADSYNC_LAUNCH_H */

@@ -1,0 +1,249 @@
+/* Host discovery for elastic jobs: the script's format (Horovod's: one
+ * HOST:SLOTS a line), running the script within a bound, and reading the
+ * job's last commit from its checkpoint description.
+ *
+ * A discovery script is the cluster's word on which hosts may run ranks; it
+ * may fail or print garbage (a half-written file, a scheduler's error). The
+ * supervisor then keeps the world it has, so everything here reports a
+ * failure as a message naming the script and the line, never as a crash. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "gs_internal.h"
+#include "launch_internal.h"
+
+extern char **environ;
+
+#define DISCOVER_MAX_BYTES (1 << 20) /* a script's output at most */
+#define DISCOVER_MAX_HOSTS 65536
+#define DISCOVER_MAX_SLOTS 65536
+
+static int host_char_ok(char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+         ch == '.' || ch == '-' || ch == '_';
+}
+
+/* One line, comment cut and blanks trimmed: "" (nothing), HOST or HOST:N. */
+static gs_status parse_line(char *s, int line, gs_launch_host *out, int *has) {
+  *has = 0;
+  while (*s == ' ' || *s == '\t' || *s == '\r') s++;
+  size_t len = strlen(s);
+  while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t' || s[len - 1] == '\r'))
+    s[--len] = '\0';
+  if (len == 0) return GS_OK;
+  char shown[64];
+  snprintf(shown, sizeof shown, "%.60s", s);
+  for (char *p = shown; *p; p++)
+    if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
+  char *colon = strchr(s, ':');
+  long slots = 1;
+  if (colon) {
+    *colon = '\0';
+    char *end = NULL;
+    errno = 0;
+    slots = strtol(colon + 1, &end, 10);
+    if (colon[1] < '0' || colon[1] > '9' || errno || *end || slots < 1 ||
+        slots > DISCOVER_MAX_SLOTS)
+      return gs_error(GS_ERR_PARSE, "line %d: '%s': the slots must be a whole number from 1 "
+                      "to %d (a line is HOST:SLOTS)", line, shown, DISCOVER_MAX_SLOTS);
+  }
+  size_t hl = strlen(s);
+  if (hl == 0 || hl > GS_LAUNCH_HOST_MAX || s[0] == '-' || s[0] == '.')
+    return gs_error(GS_ERR_PARSE, "line %d: '%s': not a host name (a line is HOST:SLOTS)", line,
+                    shown);
+  for (size_t i = 0; i < hl; i++)
+    if (!host_char_ok(s[i]))
+      return gs_error(GS_ERR_PARSE, "line %d: '%s': not a host name: letters, digits, '.', '-' "
+                      "and '_' only (a line is HOST:SLOTS)", line, shown);
+  snprintf(out->name, sizeof out->name, "%s", s);
+  out->slots = (int)slots;
+  *has = 1;
+  return GS_OK;
+}
+
+gs_status gs_launch_hosts_parse(const char *text, gs_launch_host **hosts, int *n) {
+  *hosts = NULL;
+  *n = 0;
+  if (!text) return gs_error(GS_ERR_INVALID_ARG, "no host list");
+  size_t len = strlen(text);
+  char *copy = gs_malloc(len + 1);
+  if (!copy) return GS_ERR_NOMEM;
+  memcpy(copy, text, len + 1);
+  gs_launch_host *list = NULL;
+  int count = 0, cap = 0, line = 0;
+  gs_status st = GS_OK;
+  for (char *p = copy, *next; p && st == GS_OK; p = next) {
+    next = strchr(p, '\n');
+    if (next) *next++ = '\0';
+    line++;
+    char *hash = strchr(p, '#');
+    if (hash) *hash = '\0';
+    gs_launch_host h;
+    int has;
+    if ((st = parse_line(p, line, &h, &has)) != GS_OK || !has) continue;
+    for (int i = 0; i < count; i++)
+      if (strcasecmp(list[i].name, h.name) == 0) {
+        st = gs_error(GS_ERR_PARSE, "line %d: host '%s' is listed twice; give each host once "
+                      "with all its slots", line, h.name);
+        break;
+      }
+    if (st != GS_OK) break;
+    if (count == DISCOVER_MAX_HOSTS) {
+      st = gs_error(GS_ERR_PARSE, "line %d: more than %d hosts", line, DISCOVER_MAX_HOSTS);
+      break;
+    }
+    if (count == cap) {
+      cap = cap ? 2 * cap : 16;
+      gs_launch_host *grown = gs_malloc((size_t)cap * sizeof *grown);
+      if (!grown) {
+        st = GS_ERR_NOMEM;
+        break;
+      }
+      if (count) memcpy(grown, list, (size_t)count * sizeof *grown);
+      gs_free(list);
+      list = grown;
+    }
+    list[count++] = h;
+  }
+  gs_free(copy);
+  if (st != GS_OK) {
+    gs_free(list);
+    return st;
+  }
+  *hosts = list;
+  *n = count;
+  return GS_OK;
+}
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int launch_discover(const char *script, double timeout_s, int err_fd, gs_launch_host **hosts,
+                    int *n, char *why, size_t why_len) {
+  *hosts = NULL;
+  *n = 0;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    snprintf(why, why_len, "discovery script %s: cannot make a pipe: %s", script,
+             strerror(errno));
+    return -1;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  if (err_fd != 2) posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+  char *argv[] = {(char *)script, NULL};
+  pid_t pid;
+  int err = posix_spawn(&pid, script, &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  if (err) {
+    close(fds[0]);
+    snprintf(why, why_len, "discovery script %s: cannot run it: %s", script, strerror(err));
+    return -1;
+  }
+  char *buf = malloc(DISCOVER_MAX_BYTES + 1);
+  size_t used = 0;
+  int too_long = 0, timed_out = 0;
+  double deadline = mono_s() + timeout_s;
+  for (;;) {
+    double left = deadline - mono_s();
+    if (left <= 0) {
+      timed_out = 1;
+      break;
+    }
+    struct pollfd p = {fds[0], POLLIN, 0};
+    int r = poll(&p, 1, (int)(left * 1000) + 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    char chunk[4096];
+    ssize_t k = read(fds[0], chunk, sizeof chunk);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    if (!buf || used + (size_t)k > DISCOVER_MAX_BYTES) {
+      too_long = 1;
+      continue; /* drain: the script must not block on a full pipe */
+    }
+    memcpy(buf + used, chunk, (size_t)k);
+    used += (size_t)k;
+  }
+  close(fds[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  double wait_end = mono_s() + 2;
+  pid_t r;
+  while ((r = waitpid(pid, &status, WNOHANG)) == 0 && mono_s() < wait_end)
+    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  if (r == 0) { /* closed its output but lingers: end it */
+    kill(pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  int rc = -1;
+  if (timed_out)
+    snprintf(why, why_len, "discovery script %s did not finish within %.0f s", script,
+             timeout_s);
+  else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    snprintf(why, why_len, "discovery script %s %s %d", script,
+             WIFEXITED(status) ? "exited with status" : "was killed by signal",
+             WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+  else if (!buf || too_long)
+    snprintf(why, why_len, "discovery script %s printed more than %d bytes", script,
+             DISCOVER_MAX_BYTES);
+  else if (memchr(buf, '\0', used))
+    snprintf(why, why_len, "discovery script %s printed a NUL byte: not host:slots lines",
+             script);
+  else {
+    buf[used] = '\0';
+    if (gs_launch_hosts_parse(buf, hosts, n) != GS_OK)
+      snprintf(why, why_len, "discovery script %s: %s", script, gs_last_error());
+    else
+      rc = 0;
+  }
+  free(buf);
+  return rc;
+}
+
+int launch_read_commit(const char *dir, long *epoch, long *samples, long *global_step) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/checkpoint.json", dir);
+  char *text = NULL;
+  size_t len = 0;
+  if (access(path, R_OK) != 0 || gs__read_text(path, "checkpoint description", 1 << 20, &text,
+                                               &len) != GS_OK)
+    return -1;
+  cJSON *m = cJSON_Parse(text);
+  gs_free(text);
+  if (!m) return -1;
+  const cJSON *e = cJSON_GetObjectItemCaseSensitive(m, "epoch");
+  const cJSON *s = cJSON_GetObjectItemCaseSensitive(m, "samples_in_epoch");
+  const cJSON *g = cJSON_GetObjectItemCaseSensitive(m, "global_batch");
+  const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "data");
+  const cJSON *ds = d ? cJSON_GetObjectItemCaseSensitive(d, "samples") : NULL;
+  int ok = cJSON_IsNumber(e);
+  if (ok) {
+    *epoch = (long)e->valuedouble;
+    *samples = cJSON_IsNumber(s) ? (long)s->valuedouble : 0;
+    long gb = cJSON_IsNumber(g) ? (long)g->valuedouble : 0;
+    long per_epoch = gb > 0 && cJSON_IsNumber(ds) ? (long)ds->valuedouble / gb : 0;
+    *global_step = gb > 0 ? *epoch * per_epoch + *samples / gb : -1;
+  }
+  cJSON_Delete(m);
+  return ok ? 0 : -1;
+}

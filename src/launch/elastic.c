@@ -1,0 +1,889 @@
+/* The elastic supervisor (gradsync/launch.h; docs/ELASTIC.md).
+ *
+ * One loop: choose the world (the largest size the slots allow, at most
+ * max_ranks, one that divides the global batch when the program keeps one),
+ * start mpirun on it in its own process group with its output through two
+ * pipes, and watch: the pipes (passed through unchanged, and read line by
+ * line for Open MPI's account of a failure: "process rank R with PID P on
+ * node H exited on signal S", "Process name: [[J,1],R] / Exit code: C",
+ * "Remote daemon: ... on node H"), mpirun's exit, the program's commits
+ * (DIR/checkpoint.json's time and position) and the discovery script. Every
+ * wait is bounded: after the first sign of a failure mpirun has
+ * kill_grace_s to end the other ranks before it is terminated and then
+ * killed; a job asked to stop for a resize has stop_wait_s; ranks that
+ * outlive a killed mpirun (recorded by pid and start time while they run)
+ * are killed before the next launch, so that two jobs never write one
+ * checkpoint. Failed slots are left out: a rank killed by a signal costs its
+ * host one slot; a host that fails the caller's host_ok check (ssh) is left
+ * out whole. A rank that exits with an error of its own, or mpirun killed,
+ * leaves the world as it was. */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gs_internal.h"
+#include "launch_internal.h"
+
+static volatile sig_atomic_t el_interrupt;
+static volatile pid_t el_mpirun;
+
+void gs_elastic_interrupt(int sig) {
+  if (!el_interrupt) el_interrupt = sig;
+  pid_t pid = el_mpirun;
+  if (pid > 0) kill(pid, sig);
+}
+
+void gs_elastic_result_free(gs_elastic_result *res) {
+  if (!res) return;
+  gs_free(res->launches);
+  res->launches = NULL;
+  res->nlaunches = 0;
+}
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void nap_ms(int ms) {
+  nanosleep(&(struct timespec){ms / 1000, (long)(ms % 1000) * 1000000L}, NULL);
+}
+
+/* A host the job may use: its slots as given or listed, those lost to
+ * failures, whether it is left out whole, and whether the last discovery
+ * listed it. */
+typedef struct el_host {
+  char name[GS_LAUNCH_HOST_MAX + 1];
+  int slots, lost, banned, listed;
+} el_host;
+
+/* A rank of the running job: its pid and start time (field 22 of
+ * /proc/PID/stat), so that a recycled pid is never killed. */
+typedef struct el_child {
+  pid_t pid;
+  unsigned long long start;
+} el_child;
+
+#define EL_MAX_CHILDREN 4096
+
+typedef struct el {
+  const gs_elastic_config *cfg;
+  gs_elastic_result *res;
+  double t0;
+  el_host *host;
+  int nhost, cap;
+  int use_host_list; /* pass --host to mpirun */
+  /* the current launch */
+  int size;
+  int place_host[1024]; /* host index of each --host entry, in order */
+  int place_slots[1024];
+  int nplace;
+  char world[1024];
+  el_child child[EL_MAX_CHILDREN];
+  int nchild;
+  /* commits seen: the last two during this launch */
+  double commit_mtime;
+  double c_t[2];
+  long c_step[2];
+  int ncommit;
+  double last_discover;
+  char last_warning[1100]; /* a warning repeated unchanged is not sent again */
+} el;
+
+static double el_now(const el *e) { return mono_s() - e->t0; }
+
+static void emit(el *e, gs_elastic_event *ev) {
+  ev->t = el_now(e);
+  ev->restarts = e->res->restarts;
+  if (e->cfg->on_event) e->cfg->on_event(ev, e->cfg->user);
+}
+
+static void emit_text(el *e, gs_elastic_event_kind kind, int status, const char *msg) {
+  gs_elastic_event ev;
+  memset(&ev, 0, sizeof ev);
+  ev.kind = kind;
+  ev.launch = e->res->nlaunches;
+  ev.old_size = ev.new_size = e->size;
+  ev.reason = msg;
+  ev.rule = "";
+  ev.hosts = "";
+  ev.commit_epoch = ev.commit_samples = ev.steps_redone = -1;
+  ev.status = status;
+  emit(e, &ev);
+}
+
+static int host_find(const el *e, const char *name) {
+  for (int i = 0; i < e->nhost; i++)
+    if (strcasecmp(e->host[i].name, name) == 0) return i;
+  return -1;
+}
+
+static int host_add(el *e, const char *name, int slots) {
+  int i = host_find(e, name);
+  if (i >= 0) {
+    e->host[i].slots = slots;
+    e->host[i].listed = 1;
+    return 0;
+  }
+  if (e->nhost == e->cap) {
+    int cap = e->cap ? 2 * e->cap : 16;
+    el_host *grown = gs_malloc((size_t)cap * sizeof *grown);
+    if (!grown) return -1;
+    if (e->nhost) memcpy(grown, e->host, (size_t)e->nhost * sizeof *grown);
+    gs_free(e->host);
+    e->host = grown;
+    e->cap = cap;
+  }
+  el_host *h = &e->host[e->nhost++];
+  memset(h, 0, sizeof *h);
+  snprintf(h->name, sizeof h->name, "%s", name);
+  h->slots = slots;
+  h->listed = 1;
+  return 0;
+}
+
+static int host_avail(const el_host *h) {
+  if (h->banned || !h->listed) return 0;
+  return h->slots > h->lost ? h->slots - h->lost : 0;
+}
+
+static int avail_slots(const el *e) {
+  long sum = 0;
+  for (int i = 0; i < e->nhost; i++) sum += host_avail(&e->host[i]);
+  return sum > 1 << 20 ? 1 << 20 : (int)sum;
+}
+
+/* The largest size that fits: at most the slots and max_ranks, and a divisor
+ * of the global batch when there is one. 0 when none does. */
+static int pick_size(const el *e, int cap, char *rule, size_t rule_len) {
+  const gs_elastic_config *c = e->cfg;
+  int avail = avail_slots(e);
+  int top = avail < c->max_ranks ? avail : c->max_ranks;
+  if (cap > 0 && cap < top) top = cap;
+  rule[0] = '\0';
+  for (int s = top; s >= 1; s--) {
+    if (c->global_batch > 0 && c->global_batch % s != 0) continue;
+    if (c->global_batch > 0 && s < top)
+      snprintf(rule, rule_len, "global batch %ld: %d ranks of %d slots (%d divides %ld, %d "
+               "does not)", c->global_batch, s, top, s, c->global_batch, top);
+    return s;
+  }
+  return 0;
+}
+
+/* The --host list for size ranks: hosts in order, each with the slots it
+ * gives this launch, so that rank r runs on the host whose slots hold r
+ * (Open MPI maps by slot). */
+static void place(el *e, int size) {
+  e->nplace = 0;
+  e->world[0] = '\0';
+  size_t w = 0;
+  int left = size;
+  for (int i = 0; i < e->nhost && left > 0 && e->nplace < 1024; i++) {
+    int a = host_avail(&e->host[i]);
+    if (a <= 0) continue;
+    int take = a < left ? a : left;
+    e->place_host[e->nplace] = i;
+    e->place_slots[e->nplace++] = take;
+    left -= take;
+    int k = snprintf(e->world + w, sizeof e->world - w, "%s%s:%d", w ? "," : "",
+                     e->host[i].name, take);
+    if (k > 0 && (size_t)k < sizeof e->world - w) w += (size_t)k;
+  }
+  e->size = size;
+}
+
+/* The host of rank r in the current launch, or -1. */
+static int rank_host(const el *e, int r) {
+  for (int i = 0; i < e->nplace; i++) {
+    if (r < e->place_slots[i]) return e->place_host[i];
+    r -= e->place_slots[i];
+  }
+  return -1;
+}
+
+static void discover(el *e) {
+  const gs_elastic_config *c = e->cfg;
+  gs_launch_host *list = NULL;
+  int n = 0;
+  char why[1024];
+  e->last_discover = el_now(e);
+  if (launch_discover(c->discover, c->discover_timeout_s, c->err_fd, &list, &n, why,
+                      sizeof why) != 0) {
+    char msg[1100];
+    snprintf(msg, sizeof msg, "%s; keeping the hosts known before", why);
+    if (strcmp(msg, e->last_warning) != 0) emit_text(e, GS_ELASTIC_WARNING, 0, msg);
+    snprintf(e->last_warning, sizeof e->last_warning, "%s", msg);
+    return;
+  }
+  e->last_warning[0] = '\0';
+  for (int i = 0; i < e->nhost; i++) e->host[i].listed = 0;
+  for (int i = 0; i < n; i++)
+    if (host_add(e, list[i].name, list[i].slots) != 0) {
+      emit_text(e, GS_ELASTIC_WARNING, 0, "out of memory recording discovered hosts");
+      break;
+    }
+  gs_free(list);
+}
+
+/* Reads field 22 (start time) and the state of /proc/PID/stat. */
+static int proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start, char *state) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t k = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (k <= 0) return -1;
+  buf[k] = '\0';
+  char *p = strrchr(buf, ')'); /* the name may hold spaces */
+  if (!p) return -1;
+  int pp = 0;
+  unsigned long long st = 0;
+  /* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt
+   * cmajflt utime stime cutime cstime priority nice threads itrealvalue start */
+  if (sscanf(p + 2, "%c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
+                    "%*d %llu", state, &pp, &st) != 3)
+    return -1;
+  *ppid = pp;
+  *start = st;
+  return 0;
+}
+
+/* Records mpirun's children (the local ranks, or ssh clients) while they
+ * live, so that those outliving a killed mpirun can be ended. */
+static void record_children(el *e, pid_t mpirun) {
+  DIR *d = opendir("/proc");
+  if (!d) return;
+  for (struct dirent *de; (de = readdir(d));) {
+    if (!isdigit((unsigned char)de->d_name[0])) continue;
+    pid_t pid = (pid_t)atoi(de->d_name), ppid;
+    unsigned long long start;
+    char state;
+    if (proc_stat(pid, &ppid, &start, &state) != 0 || ppid != mpirun) continue;
+    int known = 0;
+    for (int i = 0; i < e->nchild && !known; i++)
+      known = e->child[i].pid == pid && e->child[i].start == start;
+    if (!known && e->nchild < EL_MAX_CHILDREN) e->child[e->nchild++] = (el_child){pid, start};
+  }
+  closedir(d);
+}
+
+/* Whether the recorded child still runs (not a zombie). */
+static int child_alive(const el_child *c) {
+  pid_t ppid;
+  unsigned long long start;
+  char state;
+  return proc_stat(c->pid, &ppid, &start, &state) == 0 && start == c->start && state != 'Z' &&
+         state != 'X';
+}
+
+/* After mpirun's exit: ranks it left behind get kill_grace_s to end by
+ * themselves (Open MPI's ranks notice their daemon's loss), then SIGKILL. */
+static int end_orphans(el *e) {
+  double deadline = mono_s() + e->cfg->kill_grace_s;
+  int killed = 0;
+  for (;;) {
+    int alive = 0;
+    for (int i = 0; i < e->nchild; i++)
+      if (child_alive(&e->child[i])) alive++;
+    if (!alive) break;
+    if (mono_s() > deadline) {
+      for (int i = 0; i < e->nchild; i++)
+        if (child_alive(&e->child[i])) {
+          kill(e->child[i].pid, SIGKILL);
+          killed++;
+        }
+      nap_ms(100);
+      deadline = mono_s() + 1e9;
+      continue;
+    }
+    nap_ms(50);
+  }
+  e->nchild = 0;
+  return killed;
+}
+
+/* Watches the commits: a new DIR/checkpoint.json (by its modification time)
+ * during this launch gives a point of (time, global step). */
+static void watch_commits(el *e) {
+  const char *dir = e->cfg->checkpoint_dir;
+  if (!dir) return;
+  char path[4096];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/checkpoint.json", dir);
+  if (stat(path, &st) != 0) return;
+  double m = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
+  if (m == e->commit_mtime) return;
+  e->commit_mtime = m;
+  long epoch, samples, step;
+  if (launch_read_commit(dir, &epoch, &samples, &step) != 0 || step < 0) return;
+  e->c_t[0] = e->c_t[1];
+  e->c_step[0] = e->c_step[1];
+  e->c_t[1] = el_now(e);
+  e->c_step[1] = step;
+  e->ncommit++;
+}
+
+/* Steps done since the last commit at time t: the rate between the last
+ * two commits of this launch times the time since the last; -1 unknown. */
+static long steps_since_commit(const el *e, double t) {
+  if (e->ncommit < 2 || e->c_step[1] <= e->c_step[0] || e->c_t[1] <= e->c_t[0]) return -1;
+  double rate = (double)(e->c_step[1] - e->c_step[0]) / (e->c_t[1] - e->c_t[0]);
+  double s = rate * (t - e->c_t[1]);
+  return s < 0 ? 0 : (long)(s + 0.5);
+}
+
+/* What one launch's output told about its end. */
+typedef struct el_watch {
+  int sig_rank, sig_num;            /* a rank killed by a signal (-1: none) */
+  char sig_node[GS_LAUNCH_HOST_MAX + 1];
+  int exit_rank, exit_code;         /* a rank's non-zero exit (-1: none) */
+  char lost_node[GS_LAUNCH_HOST_MAX + 1]; /* a daemon lost ("" none) */
+  double first_sign;                /* when the first of these was read (0: none) */
+  char line[2][4096];               /* partial lines of stdout, stderr */
+  size_t len[2];
+} el_watch;
+
+static void parse_line(el *e, el_watch *w, const char *s) {
+  const char *p;
+  int r, sig, pid, a, b;
+  char node[GS_LAUNCH_HOST_MAX + 1];
+  if ((p = strstr(s, "process rank ")) &&
+      sscanf(p, "process rank %d with PID %d on node %253s exited on signal %d", &r, &pid, node,
+             &sig) == 4) {
+    if (w->sig_rank < 0) {
+      w->sig_rank = r;
+      w->sig_num = sig;
+      snprintf(w->sig_node, sizeof w->sig_node, "%s", node);
+    }
+  } else if ((p = strstr(s, "Process name:")) &&
+             sscanf(p, "Process name: [[%d,%d],%d]", &a, &b, &r) == 3) {
+    if (w->exit_rank < 0) w->exit_rank = r;
+  } else if ((p = strstr(s, "Exit code:")) && sscanf(p, "Exit code: %d", &a) == 1) {
+    if (w->exit_code < 0) w->exit_code = a;
+  } else if ((p = strstr(s, "Remote daemon:")) && (p = strstr(p, " on node ")) &&
+             sscanf(p, " on node %253s", node) == 1) {
+    if (!w->lost_node[0]) snprintf(w->lost_node, sizeof w->lost_node, "%s", node);
+  } else {
+    return;
+  }
+  if (w->first_sign == 0) w->first_sign = el_now(e);
+}
+
+/* Passes a chunk of mpirun's output through and feeds its lines to the
+ * parser. Returns 0, or -1 at the end of the stream. */
+static int pump(el *e, el_watch *w, int which, int fd) {
+  char buf[8192];
+  ssize_t k = read(fd, buf, sizeof buf);
+  if (k < 0 && (errno == EINTR || errno == EAGAIN)) return 0;
+  if (k <= 0) return -1;
+  int out = which == 0 ? e->cfg->out_fd : e->cfg->err_fd;
+  for (ssize_t off = 0; off < k;) {
+    ssize_t put = write(out, buf + off, (size_t)(k - off));
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) break; /* our output is gone: keep supervising */
+    off += put;
+  }
+  for (ssize_t i = 0; i < k; i++) {
+    char ch = buf[i];
+    if (ch == '\n' || w->len[which] == sizeof w->line[which] - 1) {
+      w->line[which][w->len[which]] = '\0';
+      parse_line(e, w, w->line[which]);
+      w->len[which] = 0;
+      if (ch == '\n') continue;
+    }
+    w->line[which][w->len[which]++] = ch;
+  }
+  return 0;
+}
+
+/* Starts mpirun on the current world in its own process group, its output
+ * into pipes[0] (stdout) and pipes[1] (stderr). */
+static pid_t start_mpirun(el *e, int pipes[2], char *why, size_t why_len) {
+  const gs_elastic_config *c = e->cfg;
+  int nm = 0, np = 0;
+  while (c->mpirun_argv[nm]) nm++;
+  while (c->prog_argv[np]) np++;
+  char **argv = calloc((size_t)(nm + np + 8), sizeof *argv);
+  char npbuf[16];
+  if (!argv) {
+    snprintf(why, why_len, "out of memory");
+    return -1;
+  }
+  int m = 0;
+  for (int i = 0; i < nm; i++) argv[m++] = c->mpirun_argv[i];
+  snprintf(npbuf, sizeof npbuf, "%d", e->size);
+  argv[m++] = "-np";
+  argv[m++] = npbuf;
+  if (e->use_host_list) {
+    argv[m++] = "--host";
+    argv[m++] = e->world;
+  }
+  for (int i = 0; i < np; i++) argv[m++] = c->prog_argv[i];
+  argv[m] = NULL;
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    snprintf(why, why_len, "cannot make a pipe: %s", strerror(errno));
+    free(argv);
+    return -1;
+  }
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    snprintf(why, why_len, "cannot make a pipe: %s", strerror(errno));
+    close(out[0]);
+    close(out[1]);
+    free(argv);
+    return -1;
+  }
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    /* mpirun stops its ranks when it gets SIGTERM: so too when the
+     * supervisor dies outright. */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (getppid() == parent) execv(argv[0], argv);
+    _exit(127);
+  }
+  int fork_err = errno;
+  free(argv);
+  close(out[1]);
+  close(err[1]);
+  if (pid < 0) {
+    close(out[0]);
+    close(err[0]);
+    snprintf(why, why_len, "cannot start %s: %s", c->mpirun_argv[0], strerror(fork_err));
+    return -1;
+  }
+  setpgid(pid, pid);
+  pipes[0] = out[0];
+  pipes[1] = err[0];
+  return pid;
+}
+
+/* How a launch ended. */
+enum { END_DONE, END_FAILED, END_GROW, END_STOPPED, END_USAGE, END_INTERRUPTED };
+
+typedef struct el_end {
+  int how;
+  int status;      /* mpirun's: exit code, or 128 + signal */
+  double detect_t; /* the failure's first sign (or mpirun's exit) */
+  double exit_t;
+  double stop_t;   /* when the stop for growth was asked */
+  char reason[512];
+} el_end;
+
+/* Runs one launch to its end. */
+static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
+  const gs_elastic_config *c = e->cfg;
+  memset(end, 0, sizeof *end);
+  int pipes[2];
+  e->nchild = 0;
+  e->ncommit = 0;
+  /* The commit already on disk is the baseline, not a commit of this launch. */
+  if (c->checkpoint_dir) {
+    char path[4096];
+    struct stat cst;
+    snprintf(path, sizeof path, "%s/checkpoint.json", c->checkpoint_dir);
+    e->commit_mtime = stat(path, &cst) == 0 ? (double)cst.st_mtim.tv_sec +
+                                                  1e-9 * (double)cst.st_mtim.tv_nsec
+                                            : 0;
+  }
+  pid_t pid = start_mpirun(e, pipes, why, why_len);
+  if (pid < 0) return GS_ERR_IO;
+  el_mpirun = pid;
+  if (el_interrupt) kill(pid, el_interrupt); /* arrived before el_mpirun was set */
+  double start = el_now(e);
+  gs_elastic_launch *L = &e->res->launches[e->res->nlaunches - 1];
+  L->start_t = start;
+  el_watch w;
+  memset(&w, 0, sizeof w);
+  w.sig_rank = w.exit_rank = w.exit_code = -1;
+  int open_fds = 2, status = 0, exited = 0;
+  double term_at = 0, kill_at = 0, stop_deadline = 0, next_scan = 0, next_commit = 0;
+  int stop_asked = 0, killed_stop = 0;
+  int interrupted_seen = 0;
+  double interrupt_t = 0;
+  while (!exited || open_fds > 0) {
+    struct pollfd p[2];
+    int np = 0, which[2];
+    for (int i = 0; i < 2; i++)
+      if (pipes[i] >= 0) {
+        p[np] = (struct pollfd){pipes[i], POLLIN, 0};
+        which[np++] = i;
+      }
+    if (np > 0) {
+      int r = poll(p, (nfds_t)np, 100);
+      for (int i = 0; r > 0 && i < np; i++)
+        if (p[i].revents && pump(e, &w, which[i], pipes[which[i]]) != 0) {
+          close(pipes[which[i]]);
+          pipes[which[i]] = -1;
+          open_fds--;
+        }
+    } else {
+      nap_ms(50);
+    }
+    double now = el_now(e);
+    if (!exited) {
+      pid_t r = waitpid(pid, &status, WNOHANG);
+      if (r == pid) {
+        exited = 1;
+        el_mpirun = 0;
+        end->exit_t = now;
+        /* Its output may be held open by orphaned ranks: bounded drain. */
+        term_at = now + 2;
+      }
+    } else if (now > term_at) {
+      break; /* the pipes' other ends outlive mpirun: stop reading */
+    }
+    if (exited) continue;
+    if (now >= next_scan) {
+      record_children(e, pid);
+      next_scan = now + 0.5;
+    }
+    if (now >= next_commit) {
+      watch_commits(e);
+      next_commit = now + 0.5;
+    }
+    if (el_interrupt && !interrupted_seen) {
+      interrupted_seen = 1;
+      interrupt_t = now;
+    }
+    /* Bounds: a failure's other ranks, an interrupt, a stop for growth. */
+    double since = w.first_sign > 0 ? w.first_sign : interrupted_seen ? interrupt_t : 0;
+    if (since > 0 && term_at == 0 && now > since + c->kill_grace_s) {
+      kill(pid, SIGTERM);
+      term_at = now;
+      kill_at = now + 3;
+    }
+    if (stop_asked && !w.first_sign && term_at == 0 && now > stop_deadline) {
+      killed_stop = 1;
+      kill(pid, SIGTERM);
+      term_at = now;
+      kill_at = now + 3;
+    }
+    if (kill_at > 0 && now > kill_at) {
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      kill_at = 0;
+    }
+    /* Discovery, and growth when it lists more than the job has. */
+    if (c->discover && !stop_asked && !interrupted_seen && !w.first_sign &&
+        now - e->last_discover >= c->discover_every_s) {
+      discover(e);
+      char rule[256];
+      int best = pick_size(e, 0, rule, sizeof rule);
+      if (best > e->size && el_now(e) - start >= c->resize_interval_s) {
+        stop_asked = 1;
+        end->stop_t = el_now(e);
+        stop_deadline = end->stop_t + c->stop_wait_s;
+        snprintf(end->reason, sizeof end->reason, "discovery lists %d slots: growing from %d",
+                 avail_slots(e), e->size);
+        kill(pid, SIGUSR1);
+      }
+    }
+  }
+  for (int i = 0; i < 2; i++)
+    if (pipes[i] >= 0) close(pipes[i]);
+  if (!exited) { /* the pipes ended first: mpirun is ending */
+    double deadline = el_now(e) + c->kill_grace_s;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (el_now(e) > deadline) {
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        break;
+      }
+      nap_ms(50);
+    }
+    el_mpirun = 0;
+    end->exit_t = el_now(e);
+  }
+  end_orphans(e);
+  watch_commits(e);
+  end->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  end->detect_t = w.first_sign > 0 ? w.first_sign : end->exit_t;
+  L->end_t = end->exit_t;
+  L->status = end->status;
+
+  /* How it ended, in the order of certainty. */
+  char *r = end->reason;
+  size_t rl = sizeof end->reason;
+  /* A rank killed or a daemon lost is a failure whatever the status says;
+   * a rank's own exit status (Open MPI's "Exit code:" lines) is not. */
+  int hard = w.sig_rank >= 0 || w.lost_node[0];
+  if (el_interrupt) {
+    end->how = END_INTERRUPTED;
+    snprintf(r, rl, "interrupted by signal %d", (int)el_interrupt);
+  } else if (end->status == 0 && !hard) {
+    end->how = END_DONE;
+    snprintf(r, rl, "done");
+  } else if (end->status == 3 && stop_asked && !killed_stop) {
+    end->how = END_GROW; /* reason set when asked */
+  } else if (end->status == 3 && !hard) {
+    end->how = END_STOPPED;
+    snprintf(r, rl, "the job stopped on request (exit 3)");
+  } else if (end->status == 2 && !hard && e->res->nlaunches == 1) {
+    end->how = END_USAGE;
+    snprintf(r, rl, "the program refused its options (exit 2)");
+  } else {
+    end->how = END_FAILED;
+    if (killed_stop)
+      snprintf(r, rl, "the job did not commit and stop within %.0f s of the request",
+               c->stop_wait_s);
+    else if (w.sig_rank >= 0) {
+      int h = rank_host(e, w.sig_rank);
+      snprintf(r, rl, "rank %d on %s killed by signal %d", w.sig_rank,
+               h >= 0 && e->use_host_list ? e->host[h].name : w.sig_node, w.sig_num);
+    } else if (w.lost_node[0])
+      snprintf(r, rl, "lost the daemon on host %s", w.lost_node);
+    else if (WIFSIGNALED(status))
+      snprintf(r, rl, "mpirun killed by signal %d", WTERMSIG(status));
+    else if (w.exit_rank >= 0)
+      snprintf(r, rl, "rank %d exited with status %d", w.exit_rank,
+               w.exit_code >= 0 ? w.exit_code : end->status);
+    else
+      snprintf(r, rl, "mpirun exited with status %d", end->status);
+    /* Leave out what failed: a killed rank's slot, a host that cannot be
+     * reached (every host of the launch is checked: a lost sshd shows no
+     * other way). */
+    if (w.sig_rank >= 0 && !killed_stop) {
+      int h = rank_host(e, w.sig_rank);
+      if (h >= 0) e->host[h].lost++;
+    }
+    for (int i = 0; i < e->nplace; i++) {
+      el_host *h = &e->host[e->place_host[i]];
+      if (!h->banned && c->host_ok && !c->host_ok(h->name, c->user)) {
+        h->banned = 1;
+        size_t used = strlen(r);
+        snprintf(r + used, rl - used, "; host %s unreachable, left out", h->name);
+      }
+    }
+  }
+  snprintf(L->end, sizeof L->end, "%s", end->how == END_GROW ? "stopped to grow" : r);
+  return GS_OK;
+}
+
+static void finish(el *e, int status, const char *msg) {
+  e->res->status = status;
+  snprintf(e->res->message, sizeof e->res->message, "%s", msg);
+  emit_text(e, GS_ELASTIC_FINISH, status, msg);
+}
+
+/* Waits, at most min_wait_s, for discovery to bring the slots a launch
+ * needs. Returns the size to launch, or 0 after finish(). */
+static int wait_for_slots(el *e, int cap, char *rule, size_t rule_len) {
+  const gs_elastic_config *c = e->cfg;
+  int size = pick_size(e, cap, rule, rule_len);
+  if (size >= c->min_ranks) return size;
+  char msg[512];
+  int avail = avail_slots(e);
+  if (!c->discover) {
+    snprintf(msg, sizeof msg, "%d slot%s left%s, fewer than the minimum of %d ranks, and no "
+             "discovery to bring more", avail, avail == 1 ? "" : "s",
+             c->global_batch > 0 && size < avail ? " that fit the global batch" : "",
+             c->min_ranks);
+    finish(e, 1, msg);
+    return 0;
+  }
+  snprintf(msg, sizeof msg, "%d slot%s usable, fewer than the minimum of %d ranks: waiting up "
+           "to %.0f s for discovery to list more", size, size == 1 ? "" : "s", c->min_ranks,
+           c->min_wait_s);
+  emit_text(e, GS_ELASTIC_WAIT, 0, msg);
+  double until = el_now(e) + c->min_wait_s;
+  while (!el_interrupt) {
+    double next = e->last_discover + c->discover_every_s;
+    while (!el_interrupt && el_now(e) < next && el_now(e) < until) nap_ms(50);
+    if (el_interrupt) break;
+    discover(e);
+    size = pick_size(e, cap, rule, rule_len);
+    if (size >= c->min_ranks) return size;
+    if (el_now(e) >= until) {
+      snprintf(msg, sizeof msg, "waited %.0f s: %d usable slot%s, fewer than the minimum of %d "
+               "ranks", c->min_wait_s, size, size == 1 ? "" : "s", c->min_ranks);
+      finish(e, 1, msg);
+      return 0;
+    }
+  }
+  snprintf(msg, sizeof msg, "interrupted by signal %d while waiting for slots",
+           (int)el_interrupt);
+  finish(e, 128 + el_interrupt, msg);
+  return 0;
+}
+
+static gs_status check_config(const gs_elastic_config *c) {
+  if (!c || !c->mpirun_argv || !c->mpirun_argv[0] || !c->prog_argv || !c->prog_argv[0])
+    return gs_error(GS_ERR_INVALID_ARG, "elastic job: no mpirun or no program");
+  if (c->min_ranks < 1 || c->max_ranks < c->min_ranks)
+    return gs_error(GS_ERR_INVALID_ARG, "elastic job: sizes %d:%d (need 1 <= min <= max)",
+                    c->min_ranks, c->max_ranks);
+  if (c->nhosts < 0 || (c->nhosts > 0 && !c->hosts) || (!c->discover && c->nhosts == 0))
+    return gs_error(GS_ERR_INVALID_ARG, "elastic job: no hosts and no discovery script");
+  if (c->max_restarts < 0 || c->discover_every_s < 0 || c->resize_interval_s < 0 ||
+      c->min_wait_s < 0 || c->stop_wait_s < 0 || c->kill_grace_s < 0 ||
+      c->discover_timeout_s < 0)
+    return gs_error(GS_ERR_INVALID_ARG, "elastic job: a negative count or time");
+  return GS_OK;
+}
+
+gs_status gs_elastic_run(const gs_elastic_config *cfg_in, gs_elastic_result *res) {
+  memset(res, 0, sizeof *res);
+  GS_CHECK(check_config(cfg_in));
+  gs_elastic_config cfg = *cfg_in;
+  if (cfg.discover_every_s <= 0) cfg.discover_every_s = 5;
+  if (cfg.discover_timeout_s <= 0) cfg.discover_timeout_s = 10;
+  if (cfg.stop_wait_s <= 0) cfg.stop_wait_s = 120;
+  if (cfg.kill_grace_s <= 0) cfg.kill_grace_s = 10;
+  if (cfg.out_fd == 0 && cfg.err_fd == 0) {
+    cfg.out_fd = 1;
+    cfg.err_fd = 2;
+  }
+  el *e = gs_malloc(sizeof *e);
+  if (!e) return GS_ERR_NOMEM;
+  memset(e, 0, sizeof *e);
+  e->cfg = &cfg;
+  e->res = res;
+  e->t0 = mono_s();
+  e->use_host_list = cfg.hosts_explicit || cfg.discover;
+  int max_launches = 2 * (cfg.max_restarts + 2) + 64;
+  res->launches = gs_malloc((size_t)max_launches * sizeof *res->launches);
+  if (!res->launches) {
+    gs_free(e);
+    return GS_ERR_NOMEM;
+  }
+  for (int i = 0; i < cfg.nhosts; i++)
+    if (host_add(e, cfg.hosts[i].name, cfg.hosts[i].slots) != 0) {
+      gs_free(e->host);
+      gs_free(e);
+      gs_elastic_result_free(res);
+      return GS_ERR_NOMEM;
+    }
+  el_interrupt = 0;
+  if (cfg.discover) discover(e);
+
+  gs_status st = GS_OK;
+  int cap = cfg.first_ranks;
+  char rule[256], why[512];
+  el_end last;
+  int have_last = 0;
+  for (;;) {
+    int old = e->size;
+    int size = wait_for_slots(e, cap, rule, sizeof rule);
+    if (size == 0) break;
+    if (el_interrupt) {
+      snprintf(why, sizeof why, "interrupted by signal %d", (int)el_interrupt);
+      finish(e, 128 + el_interrupt, why);
+      break;
+    }
+    cap = 0;
+    if (res->nlaunches == max_launches) {
+      finish(e, 1, "too many launches; giving up");
+      break;
+    }
+    place(e, size);
+    gs_elastic_launch *L = &res->launches[res->nlaunches++];
+    memset(L, 0, sizeof *L);
+    L->size = size;
+    snprintf(L->hosts, sizeof L->hosts, "%.255s", e->world);
+    gs_elastic_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.launch = res->nlaunches;
+    ev.old_size = old;
+    ev.new_size = size;
+    ev.hosts = e->world;
+    ev.rule = rule;
+    ev.commit_epoch = ev.commit_samples = ev.steps_redone = -1;
+    if (have_last) {
+      long ce, cs, cg;
+      ev.kind = GS_ELASTIC_RESIZE;
+      ev.reason = last.reason;
+      if (cfg.checkpoint_dir && launch_read_commit(cfg.checkpoint_dir, &ce, &cs, &cg) == 0) {
+        ev.commit_epoch = ce;
+        ev.commit_samples = cs;
+      }
+      if (last.how == END_GROW) {
+        /* It committed as it stopped; the time from the request to the
+         * relaunch went to reaching the commit and stopping. */
+        ev.steps_redone = 0;
+        ev.seconds_lost = el_now(e) - last.stop_t;
+      } else {
+        ev.steps_redone = steps_since_commit(e, last.detect_t);
+        ev.seconds_lost = el_now(e) - last.detect_t;
+      }
+      emit(e, &ev);
+    }
+    ev.kind = GS_ELASTIC_LAUNCH;
+    ev.reason = "";
+    emit(e, &ev);
+    el_end end;
+    if ((st = run_launch(e, &end, why, sizeof why)) != GS_OK) {
+      char msg[600];
+      snprintf(msg, sizeof msg, "cannot launch: %s", why);
+      finish(e, 1, msg);
+      st = GS_OK; /* reported as the job's end */
+      break;
+    }
+    if (end.how == END_DONE) {
+      finish(e, 0, "done");
+      break;
+    }
+    if (end.how == END_INTERRUPTED) {
+      snprintf(why, sizeof why, "%s; ranks stopped", end.reason);
+      finish(e, 128 + el_interrupt, why);
+      break;
+    }
+    if (end.how == END_STOPPED || end.how == END_USAGE) {
+      finish(e, end.status, end.reason);
+      break;
+    }
+    if (end.how == END_FAILED) {
+      gs_elastic_event fe;
+      memset(&fe, 0, sizeof fe);
+      fe.kind = GS_ELASTIC_FAILURE;
+      fe.launch = res->nlaunches;
+      fe.old_size = fe.new_size = e->size;
+      fe.hosts = e->world;
+      fe.rule = "";
+      fe.reason = end.reason;
+      fe.status = end.status;
+      fe.detect_s = end.exit_t - end.detect_t;
+      fe.commit_epoch = fe.commit_samples = fe.steps_redone = -1;
+      emit(e, &fe);
+      if (res->restarts >= cfg.max_restarts) {
+        snprintf(why, sizeof why, "%s; the restart budget (%d) is spent", end.reason,
+                 cfg.max_restarts);
+        finish(e, 1, why);
+        break;
+      }
+      res->restarts++;
+    } else {
+      res->resizes++;
+    }
+    last = end;
+    have_last = 1;
+  }
+  gs_free(e->host);
+  gs_free(e);
+  return st;
+}

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# gradsync run --elastic on local ranks (docs/ELASTIC.md).
+#
+#   kill   a rank killed with SIGKILL after the first commit: the job goes on
+#          on 3 ranks (4 slots less the killed one; 3 divides the global batch
+#          48), finishes with
+#          exit 0, every epoch's JSON line appears once with every sample, and
+#          the supervisor printed a resize line; the restart is timed (kill ->
+#          detected -> relaunched -> first commit of the new launch).
+#   grow   discovery lists localhost:2, then garbage (a warning, the job goes
+#          on), then localhost:4: the job commits and stops (SIGUSR1, exit 3)
+#          and continues on 4 ranks.
+#
+# usage: test_run_elastic.sh GRADSYNC [kill|grow|all]
+# Exit status: 0 pass, 1 fail.
+set -u
+G=${1:?usage: test_run_elastic.sh GRADSYNC [kill|grow|all]}
+WHICH=${2:-all}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset SLURM_JOB_ID SLURM_NODELIST SLURM_JOB_NODELIST
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/apps/elastic_lib.sh
+. "$HERE/elastic_lib.sh"
+
+# 16384 samples, global batch 48: 341 steps, 16368 samples an epoch.
+TRAIN=(train --model mlp --synthetic 16384 --global-batch 48 --epochs 3 --commit-every 5
+       --resume=auto --json)
+FULL=16368
+
+if [ "$WHICH" = kill ] || [ "$WHICH" = all ]; then
+  echo "== kill -9 of a rank under --elastic 2:4"
+  new_case kill
+  tag=$(unique_tag)
+  "$G" run -np 4 --elastic 2:4 --events "$ev" -- "$G" "${TRAIN[@]}" --checkpoint "$ck" \
+    --seed "$tag" >"$out" 2>"$err" &
+  sup=$!
+  wait_commit 60 && victim=$(rank_pid "$tag" 3)
+  if [ -z "${victim:-}" ]; then
+    fail "no commit or no rank found within 60 s"
+    kill "$sup" 2>/dev/null
+  else
+    t_kill=$(now)
+    kill -9 "$victim"
+    wait_bounded "$sup" 120
+    rc=$?
+    t_fail=$(event_time failure)
+    t_launch=$(event_time launch 2)
+    t_commit=$(first_commit_after "$t_launch")
+    if [ "$rc" = 0 ] && grep -q '^gradsync run: resize 4 -> 3 ranks (rank 3 on .* killed by signal 9)' "$err" &&
+       epochs_once 3 "$FULL" && grep -q '"summary":{[^}]*"ranks":3' "$out"; then
+      pass "kill -9 of rank 3: resized 4 -> 3, finished, 3 epochs of $FULL samples each"
+    else
+      fail "kill -9: exit $rc (want 0), a resize line 4 -> 3, epochs of $FULL samples, 3 ranks"
+    fi
+    echo "      restart: kill -> detected $(sub "$t_fail" "$t_kill") s, -> relaunched" \
+         "$(sub "$t_launch" "$t_fail") s, -> first commit (5 steps) of the new launch" \
+         "$(sub "$t_commit" "$t_launch") s; kill -> first commit $(sub "$t_commit" "$t_kill") s"
+  fi
+fi
+
+if [ "$WHICH" = grow ] || [ "$WHICH" = all ]; then
+  echo "== discovery grows the job from 2 to 4 ranks"
+  new_case grow
+  tag=$(unique_tag)
+  list=$scratch/grow.hosts
+  echo localhost:2 >"$list"
+  printf '#!/bin/sh\ncat %s\n' "$list" >"$scratch/discover.sh"
+  chmod +x "$scratch/discover.sh"
+  "$G" run -np 2 --elastic 2:4 --discover "$scratch/discover.sh" --discover-every 0.5 \
+    --resize-interval 1 --events "$ev" -- "$G" "${TRAIN[@]}" --checkpoint "$ck" \
+    --seed "$tag" >"$out" 2>"$err" &
+  sup=$!
+  if wait_commit 60; then
+    echo "not a host line" >"$list"
+    sleep 1.5
+    t_listed=$(now)
+    echo localhost:4 >"$list"
+  fi
+  wait_bounded "$sup" 120
+  rc=$?
+  t_launch=$(event_time launch 2)
+  warnings=$(grep -c "^gradsync run: warning: discovery script .*discover.sh: line 1: 'not a host line'" "$err")
+  if [ "$rc" = 0 ] && grep -q '^gradsync run: resize 2 -> 4 ranks (discovery lists 4 slots' "$err" &&
+     grep -q 'Exit code: *3' "$err" && [ "$warnings" = 1 ] && epochs_once 3 "$FULL" &&
+     grep -q '"summary":{[^}]*"ranks":4' "$out"; then
+    pass "grew 2 -> 4 through a commit and exit 3; garbage from the script: one warning"
+  else
+    fail "grow: exit $rc (want 0), a resize 2 -> 4 after exit 3, $warnings warning(s) (want 1)"
+  fi
+  echo "      growth: listed -> relaunched $(sub "$t_launch" "${t_listed:-0}") s"
+fi
+finish_tests

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# The faults an elastic job must survive or end clearly from
+# (docs/ELASTIC.md), on local ranks under gradsync run --elastic:
+#
+#   a rank's SIGTERM          relaunched on 3 ranks, finishes (exit 0)
+#   mpirun's SIGKILL          relaunched on the same 4 ranks, finishes
+#   fewer slots than MIN      without discovery: exit 1 at once, naming it;
+#                             with discovery: a bounded wait (--min-wait), exit 1
+#   the restart budget        --max-restarts 0: the first failure ends the job
+#   the discovery script fails  a warning naming the script, the job goes on
+#   SIGTERM to the supervisor forwarded, no relaunch, exit 143, no rank left
+#
+# (A commit interrupted mid-write is the trainer's atomic save: tests/train.)
+# usage: test_run_elastic_faults.sh GRADSYNC
+set -u
+G=${1:?usage: test_run_elastic_faults.sh GRADSYNC}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset SLURM_JOB_ID SLURM_NODELIST SLURM_JOB_NODELIST
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/apps/elastic_lib.sh
+. "$HERE/elastic_lib.sh"
+
+# 8192 samples, global batch 48: 170 steps, 8160 samples an epoch.
+TRAIN=(train --model mlp --synthetic 8192 --global-batch 48 --epochs 2 --commit-every 5
+       --resume=auto --json)
+FULL=8160
+
+# start_job NAME TIMEOUT RUN-OPTIONS...: starts the supervisor in the
+# background (sup, tag set) and waits for the first commit.
+start_job() {
+  local name=$1
+  shift
+  new_case "$name"
+  tag=$(unique_tag)
+  "$G" run "$@" --events "$ev" -- "$G" "${TRAIN[@]}" --checkpoint "$ck" --seed "$tag" \
+    >"$out" 2>"$err" &
+  sup=$!
+  wait_commit 60
+}
+
+echo "== SIGTERM of a rank"
+if start_job term -np 4 --elastic 2:4 && kill -TERM "$(rank_pid "$tag" 1)"; then
+  wait_bounded "$sup" 100
+  rc=$?
+  if [ "$rc" = 0 ] && grep -q '^gradsync run: resize 4 -> 3 ranks (rank 1 on .* killed by signal 15)' "$err" &&
+     epochs_once 2 "$FULL"; then
+    pass "rank 1 terminated: resized 4 -> 3 and finished"
+  else
+    fail "SIGTERM of a rank: exit $rc (want 0) and a resize line 4 -> 3"
+  fi
+else
+  fail "SIGTERM of a rank: no commit or no rank 1"
+  kill "$sup" 2>/dev/null
+fi
+
+echo "== SIGKILL of mpirun"
+if start_job mpirun -np 4 --elastic 2:4 &&
+   mp=$(pgrep -P "$sup" -x mpirun) && kill -KILL "$mp"; then
+  wait_bounded "$sup" 100
+  rc=$?
+  if [ "$rc" = 0 ] && grep -q '^gradsync run: resize 4 -> 4 ranks (mpirun killed by signal 9)' "$err" &&
+     epochs_once 2 "$FULL"; then
+    pass "mpirun killed: relaunched on 4 ranks and finished"
+  else
+    fail "SIGKILL of mpirun: exit $rc (want 0) and a resize line 4 -> 4"
+  fi
+else
+  fail "SIGKILL of mpirun: no commit or no mpirun"
+  kill "$sup" 2>/dev/null
+fi
+
+echo "== fewer slots than MIN, no discovery"
+if start_job below -np 4 --elastic 4:4 && kill -KILL "$(rank_pid "$tag" 2)"; then
+  t0=$SECONDS
+  wait_bounded "$sup" 60
+  rc=$?
+  if [ "$rc" = 1 ] && grep -q '^gradsync run: elastic job ended: 3 slots left, fewer than the minimum of 4 ranks, and no discovery' "$err" &&
+     [ $((SECONDS - t0)) -le 20 ]; then
+    pass "3 slots for --elastic 4:4: exit 1 in $((SECONDS - t0)) s, naming why"
+  else
+    fail "fewer than MIN: exit $rc (want 1) and the reason"
+  fi
+else
+  fail "fewer than MIN: no commit or no rank"
+  kill "$sup" 2>/dev/null
+fi
+
+echo "== fewer slots than MIN, waiting for discovery"
+printf '#!/bin/sh\necho localhost:4\n' >"$scratch/four.sh"
+chmod +x "$scratch/four.sh"
+if start_job wait -np 4 --elastic 4:4 --discover "$scratch/four.sh" --discover-every 0.5 \
+     --min-wait 3 && kill -KILL "$(rank_pid "$tag" 0)"; then
+  t0=$SECONDS
+  wait_bounded "$sup" 60
+  rc=$?
+  if [ "$rc" = 1 ] && grep -q 'waiting up to 3 s for discovery' "$err" &&
+     grep -q '^gradsync run: elastic job ended: waited 3 s: 3 usable slots, fewer than the minimum of 4' "$err" &&
+     [ $((SECONDS - t0)) -le 25 ]; then
+    pass "waited 3 s for discovery, then exit 1 ($((SECONDS - t0)) s after the kill)"
+  else
+    fail "bounded wait: exit $rc (want 1), a wait line and the end's reason"
+  fi
+else
+  fail "bounded wait: no commit or no rank"
+  kill "$sup" 2>/dev/null
+fi
+
+echo "== restart budget"
+if start_job budget -np 4 --elastic 2:4 --max-restarts 0 && kill -KILL "$(rank_pid "$tag" 3)"; then
+  wait_bounded "$sup" 60
+  rc=$?
+  if [ "$rc" = 1 ] && grep -q 'killed by signal 9; the restart budget (0) is spent' "$err"; then
+    pass "--max-restarts 0: the first failure ends the job (exit 1)"
+  else
+    fail "restart budget: exit $rc (want 1) and 'the restart budget (0) is spent'"
+  fi
+else
+  fail "restart budget: no commit or no rank"
+  kill "$sup" 2>/dev/null
+fi
+
+echo "== the discovery script fails"
+cat >"$scratch/flaky.sh" <<EOS
+#!/bin/sh
+if [ -e "$scratch/flaky.ran" ]; then echo "scheduler down" >&2; exit 7; fi
+touch "$scratch/flaky.ran"
+echo localhost:2
+EOS
+chmod +x "$scratch/flaky.sh"
+if start_job flaky -np 2 --elastic 2:2 --discover "$scratch/flaky.sh" --discover-every 0.5; then
+  wait_bounded "$sup" 100
+  rc=$?
+  if [ "$rc" = 0 ] && [ "$(grep -c "^gradsync run: warning: discovery script $scratch/flaky.sh exited with status 7; keeping the hosts" "$err")" = 1 ] &&
+     epochs_once 2 "$FULL"; then
+    pass "script exits 7: one warning naming it, the job finished"
+  else
+    fail "failing discovery: exit $rc (want 0) and one warning"
+  fi
+else
+  fail "failing discovery: no commit"
+  kill "$sup" 2>/dev/null
+fi
+
+echo "== SIGTERM to the supervisor"
+if start_job stop -np 3 --elastic 2:3; then
+  kill -TERM "$sup"
+  wait_bounded "$sup" 40
+  rc=$?
+  sleep 0.5
+  left=$(pgrep -f -- "--seed $tag" | wc -l)
+  if [ "$rc" = 143 ] && [ "$left" = 0 ] && ! grep -q '^gradsync run: resize' "$err" &&
+     grep -q 'elastic job ended: interrupted by signal 15; ranks stopped' "$err"; then
+    pass "SIGTERM: forwarded, no relaunch, exit 143, no rank left"
+  else
+    fail "SIGTERM to the supervisor: exit $rc (want 143), $left rank(s) left (want 0)"
+  fi
+else
+  fail "SIGTERM to the supervisor: no commit"
+  kill "$sup" 2>/dev/null
+fi
+finish_tests
