@@ -18,6 +18,9 @@
  * gradients land in gs_nn's flat gradient buffers in gs_nn's layout, so the
  * engine's callbacks, the optimizer and checkpoints see no difference.
  *
+ * Batch-norm runs on oneDNN only with GRADSYNC_NN_DNNL_BN=1 (see
+ * dnnl_bn_on).
+ *
  * Bias and a following ReLU are fused into the convolution and the inner
  * product (the bias as their argument, the ReLU as an eltwise post-op); a
  * batch-norm followed by a ReLU uses oneDNN's fused norm + ReLU, whose
@@ -33,6 +36,7 @@
 #include <dlfcn.h>
 #include <math.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nn_internal.h"
@@ -723,6 +727,20 @@ static int bn_backward(gs_nn_net *net, nn_dnnl_net *c, nn_layer *l, slot *s,
 
 /* ---- Entry points --------------------------------------------------------- */
 
+/* oneDNN's batch-norm on NCHW data (its ncsp kernel) measured 2x slower
+ * than the library's loops on the ResNet (bench/nn, docs/COMPUTE.md): its
+ * fast kernels want the blocked layouts, which the activations do not keep
+ * between layers yet. So batch-norm runs on the loops unless
+ * GRADSYNC_NN_DNNL_BN=1 (which the tests set, to keep this path checked). */
+static int dnnl_bn_on(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char *e = getenv("GRADSYNC_NN_DNNL_BN");
+    on = e && strcmp(e, "1") == 0;
+  }
+  return on;
+}
+
 static int handles(const gs_nn_net *net, const nn_layer *l) {
   switch (l->kind) {
     case NN_CONV:
@@ -732,7 +750,7 @@ static int handles(const gs_nn_net *net, const nn_layer *l) {
     case NN_RELU:
       return 1;
     case NN_BATCHNORM:
-      return net->training;
+      return net->training && dnnl_bn_on();
     default:
       return 0;
   }
