@@ -6,7 +6,7 @@
  * operation descriptors (*_desc_init) version 3 removed.
  *
  * Primitives are created on a layer's first pass with a given batch size
- * and mode (training or evaluation) and kept in the layer, a few shapes per
+ * and kept in the layer, a few batch sizes per
  * layer (a smaller last batch, an evaluation batch), so that a step creates
  * nothing. Activations stay NCHW between layers, the layout the rest of the
  * library (residual adds, dropout, the loss, K-FAC's layer hooks, the input
@@ -62,7 +62,7 @@ typedef struct {
 } prim;
 
 typedef struct {
-  int batch, training, used; /* key; used: 0 = empty slot */
+  int batch, used; /* key; used: 0 = empty slot */
   int failed;                /* creation failed: BLAS for this shape */
   prim fwd, bwd_data, bwd_weights;
   /* conv / linear: forward src, weights, dst; backward data's weights,
@@ -354,9 +354,14 @@ static void act_md(dnnl_memory_desc_t *md, nn_shape s, int batch) {
   md4(md, batch, s.c, s.h, s.w, dnnl_nchw);
 }
 
-/* ---- Slots ---------------------------------------------------------------- */
+/* ---- Slots ----------------------------------------------------------------
+ * A layer's primitives for one batch size. Training and evaluation share
+ * them: every primitive is created for training propagation (the backward
+ * ones take the forward one as their hint, and gs_nn allows a backward pass
+ * after an evaluation forward), and batch-norm in evaluation mode runs on
+ * the loops. */
 
-static slot *slot_find(nn_layer *l, int batch, int training) {
+static slot *slot_find(nn_layer *l, int batch) {
   if (!l->dnnl) {
     l->dnnl = gs_calloc(1, sizeof *l->dnnl);
     if (!l->dnnl) return NULL;
@@ -364,13 +369,12 @@ static slot *slot_find(nn_layer *l, int batch, int training) {
   nn_dnnl_layer *d = l->dnnl;
   for (int i = 0; i < NN_DNNL_SLOTS; i++) {
     slot *s = &d->slots[i];
-    if (s->used && s->batch == batch && s->training == training) return s;
+    if (s->used && s->batch == batch) return s;
   }
   slot *s = &d->slots[d->next];
   d->next = (d->next + 1) % NN_DNNL_SLOTS;
   slot_free(s);
   s->batch = batch;
-  s->training = training;
   return s;
 }
 
@@ -774,7 +778,7 @@ int nn_dnnl_forward(gs_nn_net *net, nn_layer *l, const float *x, int batch) {
   nn_dnnl_net *c = ctx_get(net);
   if (!c) return 0;
   apply_threads();
-  slot *s = slot_find(l, batch, 1);
+  slot *s = slot_find(l, batch);
   if (!s) return 0;
   if (!s->used) {
     s->used = 1;
