@@ -10,12 +10,10 @@
 
 #include <mpi.h>
 
+#include "gradsync/nn.h"
 #include "gradsync/train.h"
 #include "cli.h"
 
-/* OpenBLAS's own thread count (from cblas.h, not included here to keep the
- * CLI free of BLAS headers). */
-void openblas_set_num_threads(int num_threads);
 
 extern char cli_mpi_version[MPI_MAX_LIBRARY_VERSION_STRING];
 
@@ -97,9 +95,10 @@ int cli_rank_connect(cli_rank *r, int flags, int startup_rc, const char *startup
   }
   if (flags & CLI_RANK_BLAS) {
     /* One compute thread per rank, as the ranks share the machine's cores:
-     * OpenBLAS's default of one thread per core makes N ranks run N x cores
-     * threads that spin against each other (measured: half the throughput
-     * of 4 ranks on 2 cores). GRADSYNC_BLAS_THREADS overrides it. */
+     * OpenBLAS's (and oneDNN's OpenMP) default of one thread per core makes
+     * N ranks run N x cores threads that spin against each other (measured:
+     * half the throughput of 4 ranks on 2 cores). gs_nn_set_threads sets
+     * both pools. GRADSYNC_BLAS_THREADS overrides it. */
     const char *bt = getenv("GRADSYNC_BLAS_THREADS");
     int n = 1;
     if (bt && *bt && cli_parse_int(bt, 1, 1024, &n)) {
@@ -107,7 +106,7 @@ int cli_rank_connect(cli_rank *r, int flags, int startup_rc, const char *startup
                      "using 1", bt);
       n = 1;
     }
-    openblas_set_num_threads(n);
+    gs_nn_set_threads(n);
   }
   return 0;
 }

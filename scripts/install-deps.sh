@@ -8,7 +8,7 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libcjson-dev
-      libcmocka-dev libopenblas-dev liblapacke-dev zlib1g-dev iproute2 procps
+      libcmocka-dev libopenblas-dev liblapacke-dev libdnnl-dev zlib1g-dev iproute2 procps
       dataset-fashion-mnist python3-dev python3-numpy gnuplot-nox
       openssh-client openssh-server)
 for arg in "$@"; do

@@ -6,23 +6,27 @@
  * bench/nn/throughput.sh runs both and writes the comparison.
  *
  *   nn_throughput [--models cnn,resnet] [--batch 64] [--seconds 10]
- *                 [--warmup 5] [--threads 1]
- * prints one JSON object per model.
+ *                 [--warmup 5] [--threads 1] [--backend dnnl|blas]
+ * prints one JSON object per model. The backend defaults to the library's
+ * (gs_nn_default_backend); the threads are OpenBLAS's and oneDNN's.
  */
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gradsync/nn.h"
 
+static const char *backend;
+
 static int bench_model(const char *name, int batch, double seconds, int warmup) {
   gs_nn_model model;
   gs_nn_net *net = NULL;
   gs_nn_sgd *opt = NULL;
   if (gs_nn_model_parse(name, &model) != GS_OK ||
-      gs_nn_model_create(&net, model, batch, 1, NULL) != GS_OK) {
+      gs_nn_model_create(&net, model, batch, 1, NULL) != GS_OK ||
+      (backend && gs_nn_set_backend(net, backend) != GS_OK)) {
     fprintf(stderr, "nn_throughput: %s\n", gs_last_error());
+    gs_nn_net_destroy(net);
     return 1;
   }
   gs_nn_sgd_config cfg = {.lr = 0.01f, .momentum = 0.9f};
@@ -67,11 +71,12 @@ static int bench_model(const char *name, int batch, double seconds, int warmup) 
     }
   }
   double dt = gs_now() - t0;
-  printf("{\"model\": \"%s\", \"impl\": \"gradsync\", \"params\": %zu, "
+  printf("{\"model\": \"%s\", \"impl\": \"gradsync\", \"backend\": \"%s\", "
+         "\"params\": %zu, "
          "\"tensors\": %zu, \"batch\": %d, \"iters\": %ld, \"seconds\": %.4f, "
          "\"images_per_s\": %.2f, \"forward_ms\": %.3f, \"backward_ms\": %.3f, "
          "\"step_ms\": %.3f, \"final_loss\": %.5f}\n",
-         name, gs_nn_param_total(net), gs_nn_param_count(net), batch, iters, dt,
+         name, gs_nn_backend(net), gs_nn_param_total(net), gs_nn_param_count(net), batch, iters, dt,
          (double)iters * batch / dt, 1e3 * t_fwd / iters, 1e3 * t_bwd / iters,
          1e3 * t_opt / iters, (double)loss);
   fflush(stdout);
@@ -93,14 +98,16 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--seconds") && v) seconds = atof(argv[++i]);
     else if (!strcmp(argv[i], "--warmup") && v) warmup = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--threads") && v) threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--backend") && v) backend = argv[++i];
     else {
       fprintf(stderr, "usage: %s [--models cnn,resnet] [--batch 64] "
-              "[--seconds 10] [--warmup 5] [--threads 1]\n", argv[0]);
+              "[--seconds 10] [--warmup 5] [--threads 1] "
+              "[--backend dnnl|blas]\n", argv[0]);
       return 2;
     }
   }
   if (batch <= 0 || warmup < 0 || threads <= 0) return 2;
-  openblas_set_num_threads(threads);
+  gs_nn_set_threads(threads);
   char *list = strdup(models);
   int rc = 0;
   for (char *save, *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save))

@@ -74,8 +74,18 @@ def main():
     a = ap.parse_args()
     env = environment()
     models = a.models.split(",")
-    samples = {m: {"gradsync": [], "pytorch": []} for m in models}
+    # The C models on the build's default backend ("gradsync": oneDNN where
+    # the build has it) and, where that is not already BLAS, on the BLAS
+    # kernels too ("gradsync_blas"), in the same rounds as PyTorch.
+    probe = run_json([a.bin, "--batch", "2", "--seconds", "0", "--warmup", "0",
+                      "--models", models[0]])[0]
+    env["gradsync_backend"] = probe.get("backend", "blas")
+    impls = ["gradsync", "pytorch"]
+    if env["gradsync_backend"] != "blas":
+        impls.insert(1, "gradsync_blas")
+    samples = {m: {i: [] for i in impls} for m in models}
     ratios = {m: [] for m in models}
+    ratios_blas = {m: [] for m in models}
     c_cmd = [a.bin, "--batch", str(a.batch), "--seconds", str(a.seconds)]
     t_cmd = [sys.executable, os.path.join(HERE, "torch_throughput.py"),
              "--batch", str(a.batch), "--seconds", str(a.seconds)]
@@ -84,17 +94,24 @@ def main():
         for m in models:
             # Alternate who goes first, so neither always gets the cooler
             # (or the busier) half of a round.
-            order = ["gradsync", "pytorch"] if r % 2 == 0 else ["pytorch", "gradsync"]
+            order = impls if r % 2 == 0 else impls[::-1]
             got = {}
             for impl in order:
-                cmd = (c_cmd if impl == "gradsync" else t_cmd) + ["--models", m]
+                if impl == "pytorch":
+                    cmd = t_cmd + ["--models", m]
+                elif impl == "gradsync_blas":
+                    cmd = c_cmd + ["--backend", "blas", "--models", m]
+                else:
+                    cmd = c_cmd + ["--models", m]
                 res = run_json(cmd)[0]
                 got[impl] = res["images_per_s"]
                 samples[m][impl].append(res["images_per_s"])
                 detail.setdefault(m, {})[impl] = res
             ratios[m].append(got["gradsync"] / got["pytorch"])
-            print(f"round {r + 1}/{a.rounds} {m}: gradsync {got['gradsync']:.1f}, "
-                  f"pytorch {got['pytorch']:.1f} images/s, ratio "
+            if "gradsync_blas" in got:
+                ratios_blas[m].append(got["gradsync_blas"] / got["pytorch"])
+            print(f"round {r + 1}/{a.rounds} {m}: " + ", ".join(
+                f"{i} {got[i]:.1f}" for i in impls) + " images/s, ratio "
                   f"{ratios[m][-1]:.3f}", file=sys.stderr, flush=True)
     env["loadavg_end"] = sh("cut -d' ' -f1-3 /proc/loadavg")
     summary = []
@@ -111,6 +128,14 @@ def main():
             "ratio_best": max(g) / max(t),
             "gradsync_samples": g, "pytorch_samples": t, "ratios": ratios[m],
         })
+        if "gradsync_blas" in impls:
+            gb = samples[m]["gradsync_blas"]
+            summary[-1].update({
+                "gradsync_blas_median": statistics.median(gb),
+                "gradsync_blas_best": max(gb),
+                "ratio_blas_median_of_rounds": statistics.median(ratios_blas[m]),
+                "gradsync_blas_samples": gb, "ratios_blas": ratios_blas[m],
+            })
     with open(a.out + ".json", "w") as f:
         json.dump({"env": env, "rounds": a.rounds, "seconds_per_run": a.seconds,
                    "results": summary}, f, indent=2)
@@ -137,9 +162,23 @@ def main():
             f"{s['gradsync_best']:.1f} | {s['pytorch_median']:.1f} | "
             f"{s['pytorch_best']:.1f} | {s['ratio_median_of_rounds']:.3f} | "
             f"{s['ratio_best']:.3f} |")
-    lines += ["", "Per-round ratios: " + "; ".join(
-        f"{s['model']}: " + ", ".join(f"{x:.3f}" for x in s["ratios"]) for s in summary),
-        "", "## Environment", ""]
+    lines += ["", f"gradsync's backend: {env['gradsync_backend']} (docs/COMPUTE.md).",
+              "", "Per-round ratios: " + "; ".join(
+        f"{s['model']}: " + ", ".join(f"{x:.3f}" for x in s["ratios"]) for s in summary)]
+    if "gradsync_blas" in impls:
+        lines += [
+            "", "The same C models on the BLAS backend (`--backend blas`), in the same "
+            "rounds; the ratio is BLAS / PyTorch.", "",
+            "| model | blas median | blas best | ratio (median of rounds) |",
+            "|---|---:|---:|---:|"]
+        for s in summary:
+            lines.append(
+                f"| {s['model']} | {s['gradsync_blas_median']:.1f} | "
+                f"{s['gradsync_blas_best']:.1f} | {s['ratio_blas_median_of_rounds']:.3f} |")
+        lines += ["", "Per-round ratios (blas): " + "; ".join(
+            f"{s['model']}: " + ", ".join(f"{x:.3f}" for x in s["ratios_blas"])
+            for s in summary)]
+    lines += ["", "## Environment", ""]
     for k, v in env.items():
         lines.append(f"- {k}: {v}")
     lines.append("")

@@ -31,7 +31,8 @@ fi
 # system interpreter even where another python3 comes first on PATH.
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
-# One thread everywhere: OpenBLAS (both sides), OpenMP and oneDNN (PyTorch).
+# One thread everywhere: OpenBLAS, OpenMP and oneDNN (both sides; the C
+# binary also sets them through gs_nn_set_threads).
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 argv=("$py" bench/nn/throughput.py --bin "$bin" --rounds "$rounds" --seconds "$secs"
       --out "$BENCH_OUT/nn_throughput")

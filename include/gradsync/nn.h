@@ -4,7 +4,8 @@
  * that gradient communication overlaps the rest of the backward pass as it
  * does in a framework.
  *
- * Layers: linear, conv2d (im2col + OpenBLAS sgemm), ReLU, max-pool,
+ * Layers: linear, conv2d (oneDNN or im2col + OpenBLAS sgemm: see
+ * "Backends" below), ReLU, max-pool,
  * average-pool, batch-norm, dropout, flatten, residual blocks; softmax
  * cross-entropy; SGD with momentum, Nesterov and weight decay; learning-rate
  * warm-up with step or cosine decay. Models: mlp, cnn (LeNet-like) and a
@@ -167,6 +168,33 @@ const char *gs_nn_first_nonfinite_grad(const gs_nn_net *net, size_t *index);
 gs_status gs_nn_softmax_ce(const float *logits, const int32_t *labels,
                            int batch, int classes, float *dlogits,
                            float *loss, int *correct);
+
+/* ---- Backends and threads ------------------------------------------------ */
+
+/* The kernels that run the layers: "dnnl", oneDNN's primitives (built when
+ * the library was configured with GRADSYNC_NN_BACKEND=dnnl, the default
+ * where oneDNN is installed), or "blas", im2col + OpenBLAS's sgemm and the
+ * library's own loops. A net starts on $GRADSYNC_NN_BACKEND if set (an
+ * unknown or unbuilt name makes gs_nn_net_create fail), else on
+ * gs_nn_default_backend(). Both give the same results within float
+ * rounding; gradients land in the same buffers in the same layout (OIHW
+ * conv weights), so the callbacks, optimizers and hooks see no difference.
+ * Where oneDNN has no primitive for a layer's shape, that layer runs on the
+ * BLAS kernels (with one warning). May be called between passes. */
+gs_status gs_nn_set_backend(gs_nn_net *net, const char *name);
+const char *gs_nn_backend(const gs_nn_net *net);
+const char *gs_nn_default_backend(void);
+/* Whether this build has the named backend. */
+int gs_nn_backend_available(const char *name);
+
+/* Compute threads of the layers, process-wide: OpenBLAS's and, on the
+ * dnnl backend, oneDNN's OpenMP threads (set on the calling thread before
+ * each layer, since OpenMP's count is a per-thread setting). Ranks sharing
+ * a machine's cores set it to cores / ranks so that their pools do not
+ * oversubscribe the cores. 0 (the default): the libraries' own defaults
+ * (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, else one per core). */
+void gs_nn_set_threads(int threads);
+int gs_nn_threads(void);
 
 /* ---- Models ---------------------------------------------------------------- */
 

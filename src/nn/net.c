@@ -14,6 +14,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include <cblas.h>
+
 #include "nn_internal.h"
 
 static const char *kind_name(nn_kind k) {
@@ -47,9 +49,63 @@ gs_status gs_nn_net_create(gs_nn_net **out, int c, int h, int w,
   net->in = (nn_shape){c, h, w};
   net->max_batch = max_batch;
   net->training = 1;
+  const char *be = getenv("GRADSYNC_NN_BACKEND");
+  gs_status st = gs_nn_set_backend(net, be && *be ? be : gs_nn_default_backend());
+  if (st != GS_OK) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", gs_last_error());
+    gs_free(net);
+    return gs_error(st, "gs_nn_net_create: GRADSYNC_NN_BACKEND=%s: %s", be, why);
+  }
   *out = net;
   return GS_OK;
 }
+
+/* ---- Backends and threads ------------------------------------------------ */
+
+const char *gs_nn_default_backend(void) {
+#ifdef GRADSYNC_NN_DNNL
+  return "dnnl";
+#else
+  return "blas";
+#endif
+}
+
+int gs_nn_backend_available(const char *name) {
+  if (!name) return 0;
+  if (strcmp(name, "blas") == 0) return 1;
+#ifdef GRADSYNC_NN_DNNL
+  if (strcmp(name, "dnnl") == 0) return 1;
+#endif
+  return 0;
+}
+
+gs_status gs_nn_set_backend(gs_nn_net *net, const char *name) {
+  if (!net || !name)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_nn_set_backend: net or name is NULL");
+  if (strcmp(name, "blas") != 0 && strcmp(name, "dnnl") != 0)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "unknown nn backend '%s' (expected dnnl or blas)", name);
+  if (!gs_nn_backend_available(name))
+    return gs_error(GS_ERR_UNSUPPORTED,
+                    "nn backend '%s' is not in this build (configured with "
+                    "GRADSYNC_NN_BACKEND=blas, or oneDNN was not found)", name);
+  net->backend = strcmp(name, "dnnl") == 0 ? NN_BACKEND_DNNL : NN_BACKEND_BLAS;
+  return GS_OK;
+}
+
+const char *gs_nn_backend(const gs_nn_net *net) {
+  return net && net->backend == NN_BACKEND_DNNL ? "dnnl" : "blas";
+}
+
+static int nn_threads; /* 0: the libraries' defaults */
+
+void gs_nn_set_threads(int threads) {
+  nn_threads = threads > 0 ? threads : 0;
+  if (nn_threads) openblas_set_num_threads(nn_threads);
+}
+
+int gs_nn_threads(void) { return nn_threads; }
 
 /* ---- Buffers ---------------------------------------------------------------- */
 
@@ -89,6 +145,10 @@ static void layer_free(nn_layer *l) {
   if (!l->fused_away) nn_buf_free(l->dy);
   nn_buf_free(l->mean);
   nn_buf_free(l->inv_std);
+  nn_buf_free(l->var);
+#ifdef GRADSYNC_NN_DNNL
+  nn_dnnl_layer_free(l);
+#endif
   nn_buf_free(l->mask);
   nn_buf_free(l->argmax);
   nn_buf_free(l->dx_tmp);
@@ -111,6 +171,9 @@ void gs_nn_net_destroy(gs_nn_net *net) {
   if (!net) return;
   nn_hooks_free(net);
   seq_free(&net->top);
+#ifdef GRADSYNC_NN_DNNL
+  nn_dnnl_net_free(net);
+#endif
   if (net->open_block) layer_free(net->open_block);
   for (size_t i = 0; i < net->nparams; i++) gs_free(net->names[i]);
   gs_free(net->names);
@@ -438,6 +501,7 @@ static gs_status layer_alloc(gs_nn_net *net, nn_layer *l, int last) {
       l->stats = nn_buf_alloc(2 * (size_t)l->in.c * sizeof(double));
       if (!l->stats) return GS_ERR_NOMEM;
       GS_CHECK(alloc_floats(&l->inv_std, (size_t)l->in.c));
+      GS_CHECK(alloc_floats(&l->var, (size_t)l->in.c));
       break;
     case NN_DROPOUT:
       GS_CHECK(alloc_floats(&l->mask, B * l->out_size));
@@ -683,6 +747,13 @@ static void residual_forward(gs_nn_net *net, nn_layer *l, const float *x,
 static void layer_forward(gs_nn_net *net, nn_layer *l, const float *x,
                           int batch) {
   nn_before_forward(net, l);
+#ifdef GRADSYNC_NN_DNNL
+  if (net->backend == NN_BACKEND_DNNL && nn_dnnl_forward(net, l, x, batch)) {
+    if (l->kind == NN_LINEAR || l->kind == NN_CONV)
+      nn_hook_forward(net, l, x, batch);
+    return;
+  }
+#endif
   switch (l->kind) {
     case NN_LINEAR:
       nn_linear_forward(net, l, x, batch);
@@ -740,6 +811,14 @@ static void residual_backward(gs_nn_net *net, nn_layer *l, const float *x,
 
 static void layer_backward(gs_nn_net *net, nn_layer *l, const float *x,
                            const float *dy, float *dx, int batch) {
+#ifdef GRADSYNC_NN_DNNL
+  if (net->backend == NN_BACKEND_DNNL &&
+      nn_dnnl_backward(net, l, x, dy, dx, batch)) {
+    if (l->kind == NN_LINEAR || l->kind == NN_CONV)
+      nn_hook_backward(net, l, dy, batch);
+    return;
+  }
+#endif
   switch (l->kind) {
     case NN_LINEAR:
       nn_linear_backward(net, l, x, dy, dx, batch);

@@ -156,6 +156,7 @@ struct nn_layer {
   float *y, *dy;
   float *mean;     /* batch-norm: per channel, of the last forward */
   float *inv_std;  /* batch-norm: per channel */
+  float *var;      /* batch-norm: per channel, biased (the oneDNN backend) */
   float *mask;     /* dropout: 0 or 1 / (1 - p) */
   int32_t *argmax; /* max-pool: index in the input plane */
   float *dx_tmp;   /* residual with a projection: the main path's dx */
@@ -168,7 +169,14 @@ struct nn_layer {
   /* layer hooks (optim_hooks.c): 1 + this layer's index among the hooked
    * (linear and conv) layers, 0 for other kinds */
   size_t hook_slot;
+
+  /* the oneDNN backend's primitives for this layer (dnnl.c); NULL until the
+   * layer first runs on it */
+  struct nn_dnnl_layer *dnnl;
 };
+
+/* Which kernels run the layers (gs_nn_set_backend). */
+typedef enum { NN_BACKEND_BLAS = 0, NN_BACKEND_DNNL } nn_backend;
 
 struct gs_nn_net {
   nn_shape in;
@@ -196,6 +204,11 @@ struct gs_nn_net {
   size_t col_size;
   float *gemm_tmp; /* conv output of a group, [cout][g*hw] */
   size_t gemm_tmp_size;
+
+  /* the layers' kernels, and the oneDNN backend's engine, stream and
+   * scratchpad (dnnl.c; NULL until first used) */
+  nn_backend backend;
+  struct nn_dnnl_net *dnnl;
 
   /* run state */
   int training, input_grad, dropout_frozen;
@@ -279,6 +292,25 @@ void nn_bn_backward(gs_nn_net *net, nn_layer *l, const float *x,
 void nn_dropout_forward(gs_nn_net *net, nn_layer *l, const float *x,
                         int batch);
 void nn_dropout_backward(nn_layer *l, const float *dy, float *dx, int batch);
+
+/* The oneDNN backend (dnnl.c, built with GRADSYNC_NN_DNNL). forward and
+ * backward run layer l on oneDNN and return 1, or return 0 when the layer
+ * is not one it runs (dropout, flatten, residual, batch-norm in evaluation
+ * mode) or has no primitive for it: the caller then runs the BLAS kernel.
+ * Backward fires grad_ready as the BLAS kernels do. */
+#ifdef GRADSYNC_NN_DNNL
+typedef struct nn_dnnl_layer nn_dnnl_layer;
+typedef struct nn_dnnl_net nn_dnnl_net;
+int nn_dnnl_forward(gs_nn_net *net, nn_layer *l, const float *x, int batch);
+int nn_dnnl_backward(gs_nn_net *net, nn_layer *l, const float *x,
+                     const float *dy, float *dx, int batch);
+void nn_dnnl_layer_free(nn_layer *l);
+void nn_dnnl_net_free(gs_nn_net *net);
+/* Layers (per shape) that fell back to the BLAS kernels so far. */
+long nn_dnnl_fallbacks(const gs_nn_net *net);
+/* "2.6.3" */
+const char *nn_dnnl_version(void);
+#endif
 
 /* Opaque optimizer (optim.c), visible to checkpoint.c. */
 struct gs_nn_sgd {

@@ -1,0 +1,235 @@
+/*
+ * The two backends of the layers against each other: the same model, seed
+ * and batch on "blas" (im2col + OpenBLAS, the library's loops) and "dnnl"
+ * (oneDNN's primitives) give the same logits, loss and gradients within
+ * float rounding, in the same flat buffers and layout, with grad_ready in
+ * the same order; also across a change of batch size (a second set of
+ * primitives), in evaluation mode, over a few SGD steps, and with the input
+ * gradient. The finite-difference checks of every layer run on both
+ * backends through test_nn_layers (tests/nn/CMakeLists.txt). Skipped where
+ * the build has no oneDNN.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gradsync/nn.h"
+#include "nn_internal.h"
+
+/* The two backends sum in different orders (oneDNN's blocked direct
+ * convolutions vs im2col GEMMs), so bitwise equality is not expected.
+ * Logits, loss, the input gradient and the whole flat gradient agree to
+ * REL_TOL in 2-norm (measured: ~1e-6). Single tensors get TENSOR_TOL: a
+ * batch-norm scale's gradient, sum(dy * xhat), cancels to a small value
+ * from large terms, so its relative error is larger (measured 4e-4 on the
+ * ResNet's stage1.block1.bn1) while a layout mistake gives errors of
+ * order 1. */
+#define REL_TOL 1e-4
+#define TENSOR_TOL 1e-3
+
+/* ||a - b|| / ||a|| (2-norms: a ReLU whose input lies within rounding of
+ * 0 flips one element of a mask, which a maximum would blow up). */
+static double max_rel_diff(const float *a, const float *b, size_t n) {
+  double scale = 0.0, diff = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    scale += (double)a[i] * a[i];
+    diff += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+  }
+  return scale > 0.0 ? sqrt(diff / scale) : sqrt(diff);
+}
+
+typedef struct {
+  size_t order[128];
+  size_t n;
+} ready_log;
+
+static void on_ready(void *ctx, size_t i) {
+  ready_log *r = ctx;
+  if (r->n < 128) r->order[r->n++] = i;
+}
+
+static gs_nn_net *make(gs_nn_model m, const char *backend, int max_batch) {
+  gs_nn_net *net = NULL;
+  assert_int_equal(gs_nn_model_create(&net, m, max_batch, 42, NULL), GS_OK);
+  assert_int_equal(gs_nn_set_backend(net, backend), GS_OK);
+  assert_string_equal(gs_nn_backend(net), backend);
+  return net;
+}
+
+static void batch_data(int batch, uint64_t seed, float **x, int32_t **y) {
+  gs_nn_dataset ds;
+  assert_int_equal(gs_nn_dataset_synthetic(&ds, (size_t)batch, 1, 28, 28, 10,
+                                           1.0f, seed), GS_OK);
+  *x = ds.images;
+  *y = ds.labels;
+  ds.images = NULL;
+  ds.labels = NULL;
+  gs_nn_dataset_free(&ds);
+}
+
+/* One forward + loss + backward on both nets; compares logits, loss, every
+ * gradient tensor and (if on) the input gradient. */
+static void compare_step(gs_nn_net *a, gs_nn_net *b, const float *x,
+                         const int32_t *y, int batch, const char *what) {
+  ready_log ra = {0}, rb = {0};
+  gs_nn_set_callbacks(a, on_ready, NULL, &ra);
+  gs_nn_set_callbacks(b, on_ready, NULL, &rb);
+  const float *la, *lb;
+  float lossa, lossb;
+  assert_int_equal(gs_nn_forward(a, x, batch, &la), GS_OK);
+  assert_int_equal(gs_nn_forward(b, x, batch, &lb), GS_OK);
+  size_t nl = (size_t)batch * gs_nn_output_size(a);
+  double dl = max_rel_diff(la, lb, nl);
+  assert_int_equal(gs_nn_loss(a, y, &lossa, NULL), GS_OK);
+  assert_int_equal(gs_nn_loss(b, y, &lossb, NULL), GS_OK);
+  assert_int_equal(gs_nn_backward(a), GS_OK);
+  assert_int_equal(gs_nn_backward(b), GS_OK);
+  double worst = 0.0;
+  const char *worst_name = "";
+  double whole = max_rel_diff(gs_nn_grads_flat(a), gs_nn_grads_flat(b),
+                              gs_nn_param_total(a));
+  for (size_t i = 0; i < gs_nn_param_count(a); i++) {
+    const gs_nn_param *pa = gs_nn_param_at(a, i), *pb = gs_nn_param_at(b, i);
+    double d = max_rel_diff(pa->grad, pb->grad, pa->count);
+    if (d > worst) {
+      worst = d;
+      worst_name = pa->name;
+    }
+  }
+  double dx = 0.0;
+  if (gs_nn_input_grad(a))
+    dx = max_rel_diff(gs_nn_input_grad(a), gs_nn_input_grad(b),
+                      (size_t)batch * gs_nn_input_size(a));
+  printf("  %-28s logits %.1e  loss %.6f/%.6f  grads %.1e, worst %.1e (%s)  dx %.1e\n",
+         what, dl, (double)lossa, (double)lossb, whole, worst, worst_name, dx);
+  assert_true(dl <= REL_TOL);
+  assert_true(fabs((double)lossa - (double)lossb) <= REL_TOL * fabs((double)lossa));
+  assert_true(whole <= REL_TOL);
+  assert_true(worst <= TENSOR_TOL);
+  assert_true(dx <= REL_TOL);
+  /* The same tensors announced in the same (strictly decreasing) order. */
+  assert_int_equal(ra.n, gs_nn_param_count(a));
+  assert_int_equal(rb.n, ra.n);
+  for (size_t i = 0; i < ra.n; i++) {
+    assert_int_equal(ra.order[i], rb.order[i]);
+    if (i) assert_true(ra.order[i] < ra.order[i - 1]);
+  }
+  gs_nn_set_callbacks(a, NULL, NULL, NULL);
+  gs_nn_set_callbacks(b, NULL, NULL, NULL);
+}
+
+static void check_model(gs_nn_model m) {
+  if (!gs_nn_backend_available("dnnl")) {
+    skip();
+    return;
+  }
+  const int B = 16;
+  gs_nn_net *blas = make(m, "blas", B), *dnnl = make(m, "dnnl", B);
+  float *x;
+  int32_t *y;
+  /* Data seed 9. With seed 7 one of the CNN's fc1 pre-activations, and
+   * with seeds 8 and 11 some of the ResNet's, lie within rounding of 0, so
+   * the two backends' ReLU masks differ there and every gradient below
+   * moves by up to 1e-2: a kink, not an error (the finite-difference
+   * checks of test_nn_layers avoid kinks the same way, by their inputs).
+   * On this seed the gradients agree to ~1e-6. */
+  batch_data(B, 9, &x, &y);
+  char what[64];
+  snprintf(what, sizeof what, "%s batch %d", gs_nn_model_name(m), B);
+  compare_step(blas, dnnl, x, y, B, what);
+
+  /* A smaller batch (another set of primitives), then the first again. */
+  snprintf(what, sizeof what, "%s batch 5", gs_nn_model_name(m));
+  compare_step(blas, dnnl, x, y, 5, what);
+  gs_nn_set_input_grad(blas, 1);
+  gs_nn_set_input_grad(dnnl, 1);
+  snprintf(what, sizeof what, "%s batch %d, input grad", gs_nn_model_name(m), B);
+  compare_step(blas, dnnl, x, y, B, what);
+
+  /* Evaluation mode (running statistics), after the steps above. */
+  gs_nn_set_training(blas, 0);
+  gs_nn_set_training(dnnl, 0);
+  snprintf(what, sizeof what, "%s eval", gs_nn_model_name(m));
+  compare_step(blas, dnnl, x, y, B, what);
+  gs_nn_set_training(blas, 1);
+  gs_nn_set_training(dnnl, 1);
+
+  /* A few SGD steps: the weights stay together. */
+  gs_nn_sgd_config cfg = {.lr = 0.05f, .momentum = 0.9f};
+  gs_nn_sgd *oa, *ob;
+  assert_int_equal(gs_nn_sgd_create(&oa, blas, &cfg), GS_OK);
+  assert_int_equal(gs_nn_sgd_create(&ob, dnnl, &cfg), GS_OK);
+  for (int step = 0; step < 3; step++) {
+    float loss;
+    assert_int_equal(gs_nn_forward(blas, x, B, NULL), GS_OK);
+    assert_int_equal(gs_nn_loss(blas, y, &loss, NULL), GS_OK);
+    assert_int_equal(gs_nn_backward(blas), GS_OK);
+    assert_int_equal(gs_nn_sgd_step(oa), GS_OK);
+    assert_int_equal(gs_nn_forward(dnnl, x, B, NULL), GS_OK);
+    assert_int_equal(gs_nn_loss(dnnl, y, &loss, NULL), GS_OK);
+    assert_int_equal(gs_nn_backward(dnnl), GS_OK);
+    assert_int_equal(gs_nn_sgd_step(ob), GS_OK);
+  }
+  double dw = max_rel_diff(gs_nn_weights_flat(blas), gs_nn_weights_flat(dnnl),
+                           gs_nn_param_total(blas));
+  size_t nb;
+  float *bufa = gs_nn_buffers_flat(blas, &nb), *bufb = gs_nn_buffers_flat(dnnl, NULL);
+  double drun = nb ? max_rel_diff(bufa, bufb, nb) : 0.0;
+  printf("  %-28s weights %.2e  running stats %.2e\n", "after 3 SGD steps", dw, drun);
+  /* Three steps of lr 0.05 with momentum grow the differences tenfold. */
+  assert_true(dw <= 10 * REL_TOL);
+  assert_true(drun <= 10 * REL_TOL);
+
+#ifdef GRADSYNC_NN_DNNL
+  /* Every layer ran on oneDNN: none fell back to the BLAS kernels. */
+  assert_int_equal(nn_dnnl_fallbacks(dnnl), 0);
+#endif
+  gs_nn_sgd_destroy(oa);
+  gs_nn_sgd_destroy(ob);
+  gs_nn_net_destroy(blas);
+  gs_nn_net_destroy(dnnl);
+  free(x);
+  free(y);
+}
+
+static void test_mlp(void **s) { (void)s; check_model(GS_NN_MODEL_MLP); }
+static void test_cnn(void **s) { (void)s; check_model(GS_NN_MODEL_CNN); }
+static void test_resnet(void **s) { (void)s; check_model(GS_NN_MODEL_RESNET); }
+
+static void test_backend_names(void **s) {
+  (void)s;
+  gs_nn_net *net = NULL;
+  assert_int_equal(gs_nn_model_create(&net, GS_NN_MODEL_MLP, 2, 1, NULL), GS_OK);
+  assert_int_equal(gs_nn_set_backend(net, "cuda"), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_nn_set_backend(net, "blas"), GS_OK);
+  assert_string_equal(gs_nn_backend(net), "blas");
+  assert_true(gs_nn_backend_available("blas"));
+  assert_int_equal(gs_nn_backend_available(gs_nn_default_backend()), 1);
+  gs_nn_net_destroy(net);
+  /* An unknown name in the environment is an error, not a silent default. */
+  setenv("GRADSYNC_NN_BACKEND", "nope", 1);
+  assert_int_equal(gs_nn_net_create(&net, 1, 4, 4, 2), GS_ERR_INVALID_ARG);
+  assert_null(net);
+  unsetenv("GRADSYNC_NN_BACKEND");
+}
+
+int main(void) {
+  unsetenv("GRADSYNC_NN_BACKEND");
+#ifdef GRADSYNC_NN_DNNL
+  printf("oneDNN %s\n", nn_dnnl_version());
+#endif
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_backend_names),
+      cmocka_unit_test(test_mlp),
+      cmocka_unit_test(test_cnn),
+      cmocka_unit_test(test_resnet),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
