@@ -3,7 +3,11 @@
 # each running its own sshd, so that Open MPI's ssh launcher starts ranks on
 # them as on separate machines (docs/CLUSTER.md, "Trying it on one machine").
 #
-# usage: scripts/emulated-hosts.sh up N DIR    build N hosts (1..200), state in DIR
+# usage: scripts/emulated-hosts.sh up N DIR [RATE]
+#                                              build N hosts (1..200), state in DIR;
+#                                              with RATE (tc's syntax: 1gbit), each
+#                                              host's link shaped both ways as
+#                                              `gradsync run --net RATE` shapes it
 #        scripts/emulated-hosts.sh down DIR    stop and remove what `up` built
 #
 # `up` writes into DIR (an empty or new directory; it must stay until `down`):
@@ -58,7 +62,13 @@ down() {
 }
 
 up() {
-  local n=$1 dir=$2 pid=$$ x i ns port addr
+  local n=$1 dir=$2 rate=${3:-} pid=$$ x i ns port addr
+  local tc_exe=""
+  if [ -n "$rate" ]; then
+    [[ "$rate" =~ ^[0-9]+(\.[0-9]+)?[kmgt]?bit$ ]] || die "RATE must be like 100mbit or 1gbit (got '$rate')"
+    for d in /usr/sbin /sbin; do [ -x "$d/tc" ] && tc_exe=$d/tc && break; done
+    [ -n "$tc_exe" ] || die "RATE needs 'tc' (package iproute2)"
+  fi
   [[ "$n" =~ ^[1-9][0-9]*$ ]] && [ "$n" -le 200 ] || die "N must be 1 to 200 (got '$n')"
   [ "$(id -u)" = 0 ] || die "needs root (it creates network namespaces)"
   [ -x "$sshd_exe" ] || die "needs $sshd_exe (package openssh-server: scripts/install-deps.sh)"
@@ -106,6 +116,14 @@ EOF
     "$ip_exe" -n "$ns" link set gsh0 up
     "$ip_exe" -n "$ns" link set lo up
     "$ip_exe" link set "$port" master "gshbr$pid" up
+    if [ -n "$rate" ]; then
+      # As gradsync run --net: 16 KiB GSO packets and a bucket of one of
+      # them, a 10 ms queue; the host's upload and download (docs/NETWORK.md).
+      "$ip_exe" -n "$ns" link set gsh0 gso_max_size 16384
+      "$ip_exe" link set "$port" gso_max_size 16384
+      "$tc_exe" -n "$ns" qdisc add dev gsh0 root tbf rate "$rate" burst 18000 latency 10ms
+      "$tc_exe" qdisc add dev "$port" root tbf rate "$rate" burst 18000 latency 10ms
+    fi
     cat > "$dir/sshd_config.$i" <<EOF
 ListenAddress $addr
 HostKey $dir/host_key
@@ -137,7 +155,7 @@ EOF
 }
 
 case "${1:-}" in
-  up) [ $# = 3 ] || die "usage: $0 up N DIR"; up "$2" "$3" ;;
+  up) [ $# = 3 ] || [ $# = 4 ] || die "usage: $0 up N DIR [RATE]"; up "$2" "$3" "${4:-}" ;;
   down) [ $# = 2 ] || die "usage: $0 down DIR"; down "$2" ;;
   *) die "usage: $0 up N DIR | down DIR" ;;
 esac

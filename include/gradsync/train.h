@@ -339,7 +339,9 @@ typedef struct gs_train_result {
 } gs_train_result;
 
 /* Runs training on every rank of ranks->comm (collective; ranks->comm must
- * exist). Returns the exit status: 0; 2 when an option is invalid
+ * exist), computing with gs_nn_threads() threads per rank, set to 1 if the
+ * caller set none (one thread per rank is gradsync's default: ranks share
+ * a machine's cores, and the result is then bitwise repeatable). Returns the exit status: 0; 2 when an option is invalid
  * (gs_train_config_check) or does not fit the job's ranks (parameter
  * servers, the straggler): every rank finds it, rank 0 prints it; or 1
  * after a failure, which has been printed and on which every rank agreed. result may be NULL; otherwise it is overwritten, and

@@ -813,6 +813,10 @@ int gs_train_run(const gs_train_config *cfg, const gs_train_ranks *ranks, gs_tra
   gs_train_result local_result;
   gs_train_result *res = result ? result : &local_result;
   memset(res, 0, sizeof *res);
+  /* One compute thread per rank unless the caller chose (gs_nn_set_threads):
+   * ranks usually share a machine's cores, and oneDNN's multi-threaded
+   * kernels gave other bits from run to run (tests/train/test_two_jobs.c). */
+  if (gs_nn_threads() == 0) gs_nn_set_threads(1);
   if (gs_train_config_check(cfg) != GS_OK || check_job_size(cfg, ranks->size) != GS_OK) {
     if (ranks->rank == 0) {
       gs_train_ranks whole = *ranks;

@@ -145,9 +145,11 @@ for algo, fit in cost["fit"].items():
     checked += 1
 assert checked >= 2 and cost["ranks"] == 2, cost
 # Every row reports the busiest rank's CPU time per call: some CPU, and not
-# more than the two ranks' threads could use in the call's time.
+# more than the two ranks' threads could use in the call's time, plus a few
+# ms: over 3 calls on a loaded 2-core host the threads' wake-ups around them
+# weigh (1.34 ms against a 41 us call was seen with 4 other jobs running).
 for r in rows:
-    assert 0 < r["cpu_us"] <= 8 * r["time_us"] + 1000, r
+    assert 0 < r["cpu_us"] <= 8 * r["time_us"] + 5000, r
 EOF2
 then ok "bench --cost-out: points are the sweep's sizes and median times; rows give cpu_us"
 else bad "bench --cost-out on 2 ranks: $(tail -3 "$tmp/err2")"; fi
