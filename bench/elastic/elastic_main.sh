@@ -22,7 +22,8 @@ set -euo pipefail
 bench_init "$0" "$@"
 epochs=${1:-4}
 extra=()
-[ "$BENCH_QUICK" = 1 ] && epochs=1 extra=(--max-steps 60)
+kill_epoch=1 # 0-based: the kill lands inside the second epoch
+[ "$BENCH_QUICK" = 1 ] && epochs=1 extra=(--max-steps 60) kill_epoch=0
 bench_build gradsync_cli
 gs=$(realpath "$BENCH_BUILD/gradsync")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -45,7 +46,7 @@ run() {
   "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" || echo "{\"run\":\"$name\",\"exit\":$?}" >>"$out"
   t1=$(date +%s.%N)
   grep '^{' "$tmp/$name.out" | bench_tag_json run "$name" >>"$out" || true
-  echo "{\"run\":\"$name\",\"wall_s\":$(echo "$t1 - $t0" | bc)}" >>"$out"
+  echo "{\"run\":\"$name\",\"wall_s\":$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')}" >>"$out"
 }
 echo "== ref: --hosts, uninterrupted ($(date +%T))" >&2
 run ref "$gs" run "${on_hosts[@]}" -- "$gs" "${train[@]}" --checkpoint "$tmp/ref"
@@ -56,9 +57,9 @@ echo "== elastic: --hosts --elastic 2:4, a rank killed in epoch 2 ($(date +%T))"
   # The kill: once the job has committed inside epoch 2, SIGKILL the newest
   # rank of this run (the last rank started).
   for _ in $(seq 1 3000); do
-    if grep -q '"epoch":1,' "$tmp/elastic/checkpoint.json" 2>/dev/null &&
+    if grep -q "\"epoch\":$kill_epoch," "$tmp/elastic/checkpoint.json" 2>/dev/null &&
        ! grep -q '"samples_in_epoch":0,' "$tmp/elastic/checkpoint.json"; then
-      pid=$(pgrep -n -f -- "--checkpoint $tmp/elastic" || true)
+      pid=$(pgrep -n -f -- "^$gs train .*--checkpoint $tmp/elastic" || true)
       if [ -n "$pid" ]; then
         date +%s.%N >"$tmp/kill_time"
         kill -9 "$pid"
@@ -71,10 +72,13 @@ echo "== elastic: --hosts --elastic 2:4, a rank killed in epoch 2 ($(date +%T))"
 killer=$!
 run elastic "$gs" run "${on_hosts[@]}" --elastic 2:4 --events "$tmp/events.jsonl" -- \
   "$gs" "${train[@]}" --checkpoint "$tmp/elastic"
-wait $killer || true
-bench_tag_json run elastic <"$tmp/events.jsonl" | sed 's/^{/{"event":1,/' >>"$out" || true
+kill $killer 2>/dev/null || true
+wait $killer 2>/dev/null || true
+bench_tag_json run elastic <"$tmp/events.jsonl" >>"$out" || true
 [ -f "$tmp/kill_time" ] && echo "{\"run\":\"elastic\",\"kill_unix\":$(cat "$tmp/kill_time")}" >>"$out"
-grep -h "gradsync run" "$tmp/elastic.err" | sed 's/"/\\"/g; s/^/{"run":"elastic","line":"/; s/$/"}/' >>"$out" || true
+grep -h "gradsync run" "$tmp/elastic.err" |
+  python3 -c 'import json, sys
+for l in sys.stdin: print(json.dumps({"run": "elastic", "line": l.rstrip("\n")}))' >>"$out" || true
 cmd=$(bench_quote "$gs" run "${on_hosts[@]}" --elastic 2:4 -- "$gs" "${train[@]}")
 bench_stamp "$out" "$cmd (and the same without --elastic, and on --net 1gbit)"
 md=$BENCH_OUT/elastic.md

@@ -99,6 +99,23 @@ first_commit_after() {
   awk -v t="${1:-0}" '$1 > t { print; exit }' "$commits"
 }
 
+# epochs_at_most_once E N: no epoch line twice, and epoch E's once with N
+# samples. For a killed mpirun, whose forwarding of the ranks' last lines may
+# die with it: an epoch it finished can lose its line, none can gain one.
+epochs_at_most_once() {
+  local e
+  for e in $(seq 1 "$1"); do
+    if [ "$(grep -c "^{\"epoch\":$e," "$out")" -gt 1 ]; then
+      echo "      epoch $e: more than one line"
+      return 1
+    fi
+  done
+  if [ "$(grep -c "^{\"epoch\":$1,.*\"samples\":$2," "$out")" != 1 ]; then
+    echo "      epoch $1: no line with $2 samples"
+    return 1
+  fi
+}
+
 # Every epoch 1..$1 has exactly one JSON line, with $2 samples.
 epochs_once() {
   local e n
