@@ -88,7 +88,9 @@ static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long e
   cJSON_AddNumberToObject(m, "parameters", (double)gs_nn_param_total(t->net));
   cJSON_AddNumberToObject(m, "tensors", (double)t->nparams);
   cJSON_AddNumberToObject(m, "batch", t->batch);
-  cJSON_AddNumberToObject(m, "ranks", t->size);
+  /* The job's ranks (servers included), as a resumed run counts them at
+   * set-up, before a sync mode narrows its communicator to the workers. */
+  cJSON_AddNumberToObject(m, "ranks", t->ranks->size);
   cJSON_AddNumberToObject(m, "global_batch", (double)t->batch * t->size);
   cJSON_AddNumberToObject(m, "base_ranks", t->base_ranks);
   cJSON *d = cJSON_AddObjectToObject(m, "data");

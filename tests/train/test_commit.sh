@@ -133,5 +133,16 @@ else
   bad "--commit-every with asp was not refused: $(tail -3 "$tmp/asp.log")"
 fi
 
+# A parameter-server job resumes (its checkpoint counts the job's ranks,
+# servers included, as the resumed run does at set-up).
+pargs="--model mlp --synthetic 512 --batch 16 --max-steps 3 --ps 1 --sync bsp --policy wfbp"
+"$gs" run -np 3 -- "$gs" train $pargs --epochs 1 --checkpoint "$tmp/ps" > "$tmp/ps1.log" 2>&1
+if "$gs" run -np 3 -- "$gs" train $pargs --epochs 2 --checkpoint "$tmp/ps" --resume \
+     > "$tmp/ps2.log" 2>&1 && grep -q "^epoch 2:" "$tmp/ps2.log"; then
+  ok "a parameter-server job (2 workers, 1 server) resumes its checkpoint"
+else
+  bad "a parameter-server job's resume: $(grep -h "gradsync train" "$tmp/ps1.log" "$tmp/ps2.log" | head -3)"
+fi
+
 echo "$passes passed, $fails failed"
 [ $fails = 0 ]
