@@ -687,7 +687,9 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
 
 static void finish(el *e, int status, const char *msg) {
   e->res->status = status;
-  snprintf(e->res->message, sizeof e->res->message, "%s", msg);
+  /* A longer message is cut (the line on stderr has it whole). */
+  snprintf(e->res->message, sizeof e->res->message, "%.*s",
+           (int)sizeof e->res->message - 1, msg);
   emit_text(e, GS_ELASTIC_FINISH, status, msg);
 }
 
