@@ -783,8 +783,8 @@ static int check_ssh_hosts(const run_hosts *h, const char *origin, const char *s
 /* Frees mpirun's argument vector: the names after each "-x" before
  * first_prog were allocated, and host_list (--host's value). */
 static void free_margv(char **margv, int first_prog, char *host_list) {
-  for (int j = 1; j < first_prog; j++)
-    if (strcmp(margv[j - 1], "-x") == 0) free(margv[j]);
+  for (int j = 0; j + 1 < first_prog; j++)
+    if (strcmp(margv[j], "-x") == 0) free(margv[++j]); /* then past the freed name */
   free(margv);
   free(host_list);
 }
@@ -1310,13 +1310,16 @@ int cmd_run(int argc, char **argv) {
       /* Ranks on other hosts get the environment of their host's daemon
        * (an ssh session's) and only what mpirun forwards: OMPI_* itself,
        * the rest by -x. gradsync's settings must reach every rank (the
-       * ranks check that they agree), and PATH and LD_LIBRARY_PATH so
-       * that a program found here is found there, as with a local run. */
+       * ranks check that they agree), PATH and LD_LIBRARY_PATH so that
+       * a program found here is found there, as with a local run, and the
+       * sanitizers' settings (ASAN_OPTIONS, ...), which a local rank
+       * inherits too. */
       for (int j = 0; environ[j]; j++) {
         const char *e = environ[j];
         size_t len = strcspn(e, "=");
+        int san = len >= 12 && strncmp(e + len - 11, "SAN_OPTIONS", 11) == 0;
         if (strncmp(e, "GRADSYNC_", 9) == 0 || (len == 4 && strncmp(e, "PATH", 4) == 0) ||
-            (len == 15 && strncmp(e, "LD_LIBRARY_PATH", 15) == 0)) {
+            (len == 15 && strncmp(e, "LD_LIBRARY_PATH", 15) == 0) || san) {
           margv[m++] = "-x";
           margv[m] = strndup(e, len);
           if (!margv[m]) {
