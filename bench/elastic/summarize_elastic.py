@@ -36,16 +36,15 @@ def main():
           "--elastic 2:4`, with one rank SIGKILLed once the job had committed inside "
           "epoch 2. The host has 2 cores for 4 ranks: times are the host's, compare "
           "them within this file only.\n")
-    print("| run | epoch | ranks | test accuracy | epoch s | samples (of dataset) |")
-    print("|---|---:|---:|---:|---:|---|")
+    print("| run | epoch | test accuracy | epoch s | samples (of dataset) |")
+    print("|---|---:|---:|---:|---|")
     final = {}
     for name in ("ref", "net", "elastic"):
-        ranks = None
         for r in runs.get(name, []):
             if "summary" in r:
                 final[name] = r["summary"]
             if "epoch" in r and "test_accuracy" in r and "event" not in r:
-                print(f"| {name} | {r['epoch']} | {final.get(name, {}).get('ranks', '')} | "
+                print(f"| {name} | {r['epoch']} | "
                       f"{100 * r['test_accuracy']:.2f}% | {r.get('epoch_s', 0):.1f} | "
                       f"{r.get('samples', '?')} of {r.get('dataset_samples', '?')} |")
     print()
