@@ -404,27 +404,40 @@ static void conv_geometry(const nn_layer *l, dnnl_dims_t strides, dnnl_dims_t pl
 }
 
 /* The forward primitive of a conv or linear layer and its ports. */
-static int gemm_layer_fwd_create(nn_dnnl_net *c, nn_layer *l, slot *s) {
-  const int conv = l->kind == NN_CONV, B = s->batch;
-  dnnl_memory_desc_t x_md, w_md, y_md, b_md, any_x, any_w, any_y;
-  if (conv) {
-    act_md(&x_md, l->in, B);
-    md4(&w_md, l->out.c, l->in.c, l->k, l->k, dnnl_oihw);
-    act_md(&y_md, l->out, B);
-    md4(&any_x, B, l->in.c, l->in.h, l->in.w, dnnl_format_tag_any);
-    md4(&any_w, l->out.c, l->in.c, l->k, l->k, dnnl_format_tag_any);
-    md4(&any_y, B, l->out.c, l->out.h, l->out.w, dnnl_format_tag_any);
+/* A conv or linear layer's memory descriptors for batch B: the user's
+ * layouts (gs_nn's NCHW / OIHW, or plain matrices) and what the primitives
+ * may choose (any, for convolutions). */
+typedef struct {
+  dnnl_memory_desc_t x, w, y, b, any_x, any_w, any_y;
+} gemm_mds;
+
+static void gemm_layer_mds(const nn_layer *l, int B, gemm_mds *m) {
+  if (l->kind == NN_CONV) {
+    act_md(&m->x, l->in, B);
+    md4(&m->w, l->out.c, l->in.c, l->k, l->k, dnnl_oihw);
+    act_md(&m->y, l->out, B);
+    md4(&m->any_x, B, l->in.c, l->in.h, l->in.w, dnnl_format_tag_any);
+    md4(&m->any_w, l->out.c, l->in.c, l->k, l->k, dnnl_format_tag_any);
+    md4(&m->any_y, B, l->out.c, l->out.h, l->out.w, dnnl_format_tag_any);
   } else {
     /* Plain layouts: the weight matrix is the optimizer's, and a 1.6M-float
      * reorder per pass would cost more than the blocked kernels save. */
-    md2(&x_md, B, (int)l->in_size, dnnl_nc);
-    md2(&w_md, (int)l->out_size, (int)l->in_size, dnnl_oi);
-    md2(&y_md, B, (int)l->out_size, dnnl_nc);
-    any_x = x_md;
-    any_w = w_md;
-    any_y = y_md;
+    md2(&m->x, B, (int)l->in_size, dnnl_nc);
+    md2(&m->w, (int)l->out_size, (int)l->in_size, dnnl_oi);
+    md2(&m->y, B, (int)l->out_size, dnnl_nc);
+    m->any_x = m->x;
+    m->any_w = m->w;
+    m->any_y = m->y;
   }
-  md1(&b_md, l->out.c);
+  md1(&m->b, l->out.c);
+}
+
+static int gemm_layer_fwd_create(nn_dnnl_net *c, nn_layer *l, slot *s) {
+  const int conv = l->kind == NN_CONV;
+  gemm_mds m;
+  gemm_layer_mds(l, s->batch, &m);
+  dnnl_memory_desc_t x_md = m.x, w_md = m.w, y_md = m.y, b_md = m.b, any_x = m.any_x,
+                     any_w = m.any_w, any_y = m.any_y;
   /* Training propagation even in evaluation mode: the backward
    * primitives take this one as their hint, and gs_nn allows a backward
    * pass after an evaluation forward. */
@@ -454,24 +467,11 @@ fail:
 }
 
 static int gemm_layer_bwd_create(nn_dnnl_net *c, nn_layer *l, slot *s) {
-  const int conv = l->kind == NN_CONV, B = s->batch;
-  dnnl_memory_desc_t x_md, w_md, y_md, b_md, any_x, any_w, any_y;
-  if (conv) {
-    act_md(&x_md, l->in, B);
-    md4(&w_md, l->out.c, l->in.c, l->k, l->k, dnnl_oihw);
-    act_md(&y_md, l->out, B);
-    md4(&any_x, B, l->in.c, l->in.h, l->in.w, dnnl_format_tag_any);
-    md4(&any_w, l->out.c, l->in.c, l->k, l->k, dnnl_format_tag_any);
-    md4(&any_y, B, l->out.c, l->out.h, l->out.w, dnnl_format_tag_any);
-  } else {
-    md2(&x_md, B, (int)l->in_size, dnnl_nc);
-    md2(&w_md, (int)l->out_size, (int)l->in_size, dnnl_oi);
-    md2(&y_md, B, (int)l->out_size, dnnl_nc);
-    any_x = x_md;
-    any_w = w_md;
-    any_y = y_md;
-  }
-  md1(&b_md, l->out.c);
+  const int conv = l->kind == NN_CONV;
+  gemm_mds m;
+  gemm_layer_mds(l, s->batch, &m);
+  dnnl_memory_desc_t x_md = m.x, w_md = m.w, y_md = m.y, b_md = m.b, any_x = m.any_x,
+                     any_w = m.any_w, any_y = m.any_y;
   if (conv) {
     dnnl_convolution_desc_t bw, bd;
     dnnl_dims_t st, pl, pr;
