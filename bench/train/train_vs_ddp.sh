@@ -121,11 +121,11 @@ _, _, d = run("ddp", rounds[-1])
 print(f"\ngradsync's last run: policy auto chose {s.get('chosen', '?')} "
       f"({s.get('groups', '?')} messages per step), {100 * s.get('comm_hidden', 0):.0f}% of "
       f"the communication hidden behind compute; layers on {s.get('backend', '?')}.")
+cpu = subprocess.getoutput("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip()
+load = " ".join(open("/proc/loadavg").read().split()[:3])
 print(f"\nEnvironment: {platform.processor() or platform.machine()}, "
-      f"{subprocess.getoutput('nproc')} cores, "
-      f"{subprocess.getoutput('grep -m1 \"model name\" /proc/cpuinfo | cut -d: -f2').strip()}, "
-      f"torch {d['torch']}, {subprocess.getoutput('mpirun --version | head -1')}, "
-      f"load at the end {subprocess.getoutput('cut -d\" \" -f1-3 /proc/loadavg')}.")
+      f"{subprocess.getoutput('nproc')} cores, {cpu}, torch {d['torch']}, "
+      f"{subprocess.getoutput('mpirun --version | head -1')}, load at the end {load}.")
 PY
 bench_stamp "$BENCH_OUT/train_vs_ddp.md" "$cmd"
 cat "$BENCH_OUT/train_vs_ddp.md"
