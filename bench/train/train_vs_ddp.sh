@@ -68,7 +68,7 @@ cmd="$gs_cmd [--precision bf16]; $ddp_cmd"
 bench_stamp "$out" "$cmd"
 python3 - "$out" "$n" <<'PY' > "$BENCH_OUT/train_vs_ddp.md"
 import json, platform, statistics, subprocess, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+rows = [r for r in (json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")) if "bench_peer" in r]
 n = sys.argv[2]
 peers = [p for p in ("gradsync", "gradsync_bf16", "ddp") if any(r["bench_peer"] == p for r in rows)]
 rounds = sorted({r["bench_round"] for r in rows})
