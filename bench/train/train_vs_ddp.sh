@@ -8,13 +8,21 @@
 # bench/results/train_vs_ddp.{jsonl,md}, stamped with the commit, commands
 # and machine (bench/lib.sh). Needs root (--net).
 #
-# Usage: bench/train/train_vs_ddp.sh [EPOCHS] [NODES] [ROUNDS]
+# Usage: bench/train/train_vs_ddp.sh [--summarize JSONL] [EPOCHS] [NODES] [ROUNDS]
+#   --summarize JSONL: no runs; the rows of an earlier, interrupted run of
+#   this driver (its jsonl) summarised as if it had ended there.
 #   BENCH_QUICK=1: 1 round of 1 epoch of at most 20 steps on 2 nodes (a
 #   smoke run: the step limit skews the epoch times).
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
 bench_init "$0" "$@"
+partial=
+if [ "${1:-}" = --summarize ]; then
+  partial=$2
+  shift 2
+  [ -s "$partial" ] || { echo "train_vs_ddp: --summarize: no rows in '$partial'" >&2; exit 2; }
+fi
 epochs=${1:-2}
 n=${2:-4}
 rounds=${3:-2}
@@ -38,6 +46,7 @@ if "$gs" train --model cnn --synthetic 64 --max-steps 1 --precision bf16 >/dev/n
   peers=(gradsync gradsync_bf16 ddp)
 fi
 : > "$out"
+[ -z "$partial" ] || { grep bench_peer "$partial" > "$out"; rounds=0; }
 for ((r = 1; r <= rounds; r++)); do
   order=("${peers[@]}")
   if ((r % 2 == 0)); then
@@ -127,5 +136,8 @@ print(f"\nEnvironment: {platform.processor() or platform.machine()}, "
       f"{subprocess.getoutput('nproc')} cores, {cpu}, torch {d['torch']}, "
       f"{subprocess.getoutput('mpirun --version | head -1')}, load at the end {load}.")
 PY
+if [ -n "$partial" ]; then
+  printf '\nThese rows come from an interrupted run of this driver, summarised by\n`--summarize`: the rounds above are those it completed (the stamp of the\nsummary is the commit it was summarised at; the rows record no commit of\ntheir own).\n' >> "$BENCH_OUT/train_vs_ddp.md"
+fi
 bench_stamp "$BENCH_OUT/train_vs_ddp.md" "$cmd"
 cat "$BENCH_OUT/train_vs_ddp.md"
