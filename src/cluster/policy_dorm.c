@@ -1,0 +1,326 @@
+/*
+ * dorm: Dorm's utilisation-fairness optimiser (Sun, Zhang, Li et al.,
+ * "Towards Distributed Machine Learning in Shared Clusters: A
+ * Dynamically-Partitioned Approach", IEEE SMARTCOMP 2017, arXiv 1704.06738,
+ * Sec. IV), for a pool of whole nodes (one resource type, so a job's
+ * dominant share is its share of the nodes).
+ *
+ * For jobs i = 1..n with sizes x_i in {0} or [min_i, max_i] (integers), fair
+ * shares f_i (weighted max-min, gs_cluster_fair_share) and current sizes c_i,
+ * the MILP maximises
+ *
+ *     U - a * F - b * C
+ *     U = sum_i x_i / N                       utilisation (Dorm's Eq. 1 with
+ *                                             one resource)
+ *     F = sum_i |x_i - f_i| / N               fairness loss: the jobs' total
+ *                                             deviation from their fair shares
+ *                                             (Dorm's Eq. 2, sum |s_i - s_i*|)
+ *     C = sum_{i running} [x_i != c_i]        adjustments: running jobs whose
+ *                                             partition changes (each is a
+ *                                             checkpoint and a relaunch)
+ *
+ * subject to sum_i x_i <= N, where a = fairness_weight and b =
+ * adjust_weight. Dorm bounds the adjustment overhead with a constraint and
+ * trades utilisation against fairness with weights; here both costs are in
+ * the objective, so that one solve both trades them and stays feasible.
+ * Linearisation: |x_i - f_i| <= d_i by two rows; [x_i != c_i] <= y_i
+ * (binary) by |x_i - c_i| <= M y_i; x_i in {0} or [min_i, max_i] by a binary
+ * r_i with min_i r_i <= x_i <= max_i r_i (only where min_i > 1).
+ *
+ * GLPK's branch and cut (glp_intopt) solves it within time_limit_s, started
+ * from a greedy allocation (coordinate ascent on the same objective from the
+ * current sizes) offered as its first incumbent; the report carries the
+ * relative MIP gap, 0 when optimality is proven. When GLPK returns no integer
+ * solution in time, the greedy allocation is used (report.fallback).
+ */
+#include "policy.h"
+
+#include <float.h>
+#include <glpk.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct dorm_model {
+  const gs_cluster_job *jobs;
+  int n, nodes;
+  const gs_cluster_policy_opts *o;
+  const double *share;
+  int *col_x, *col_r, *col_d, *col_y; /* GLPK column of each job's variable; 0 = none */
+  int ncols;
+  const int *start;  /* the greedy allocation (the first incumbent) */
+  double gap;        /* last gap GLPK reported (DBL_MAX before an incumbent) */
+  int heur_given;
+} dorm_model;
+
+/* A job's part of the objective at size x. */
+static double job_gain(const dorm_model *m, int i, int x) {
+  const gs_cluster_job *j = &m->jobs[i];
+  double g = (x - m->o->fairness_weight * fabs(x - m->share[i])) / m->nodes;
+  if (j->cur_nodes > 0 && x != j->cur_nodes) g -= m->o->adjust_weight;
+  return g;
+}
+
+static int job_cap(const dorm_model *m, int i) {
+  const gs_cluster_job *j = &m->jobs[i];
+  if (j->min_nodes > m->nodes) return 0;
+  return j->max_nodes < m->nodes ? j->max_nodes : m->nodes;
+}
+
+/* The best size of job i with at most `room` nodes: the objective is
+ * piecewise linear in x on [min, max], so the best is at 0, a bound, a
+ * neighbour of the fair share or the current size. */
+static int best_size(const dorm_model *m, int i, int room) {
+  const gs_cluster_job *j = &m->jobs[i];
+  int cap = job_cap(m, i);
+  if (cap > room) cap = room;
+  int best = 0;
+  double best_g = job_gain(m, i, 0);
+  if (cap < j->min_nodes) return 0;
+  int cand[6] = {j->min_nodes, cap, (int)floor(m->share[i]), (int)ceil(m->share[i]),
+                 j->cur_nodes, 0};
+  for (int k = 0; k < 5; k++) {
+    int x = cand[k];
+    if (x < j->min_nodes || x > cap) continue;
+    double g = job_gain(m, i, x);
+    if (g > best_g + 1e-12) {
+      best_g = g;
+      best = x;
+    }
+  }
+  return best;
+}
+
+/* The greedy start: running jobs keep their sizes while they fit, then
+ * coordinate ascent (each job's best size given the others') until no job
+ * improves. */
+static void greedy(const dorm_model *m, int *x) {
+  int free_nodes = m->nodes;
+  for (int i = 0; i < m->n; i++) {
+    int c = m->jobs[i].cur_nodes;
+    x[i] = 0;
+    if (c > 0 && c <= job_cap(m, i) && c >= m->jobs[i].min_nodes && c <= free_nodes) {
+      x[i] = c;
+      free_nodes -= c;
+    }
+  }
+  for (int pass = 0; pass < 50; pass++) {
+    int changed = 0;
+    for (int i = 0; i < m->n; i++) {
+      int room = free_nodes + x[i];
+      int b = best_size(m, i, room);
+      if (b != x[i] && job_gain(m, i, b) > job_gain(m, i, x[i]) + 1e-12) {
+        free_nodes += x[i] - b;
+        x[i] = b;
+        changed = 1;
+      }
+    }
+    if (!changed) break;
+  }
+}
+
+/* The column values of allocation x (1-based, as GLPK wants them). */
+static void solution_vector(const dorm_model *m, const int *x, double *v) {
+  for (int i = 0; i < m->n; i++) {
+    v[m->col_x[i]] = x[i];
+    if (m->col_r[i]) v[m->col_r[i]] = x[i] > 0;
+    v[m->col_d[i]] = fabs(x[i] - m->share[i]);
+    if (m->col_y[i]) v[m->col_y[i]] = x[i] != m->jobs[i].cur_nodes;
+  }
+}
+
+static void dorm_callback(glp_tree *tree, void *info) {
+  dorm_model *m = info;
+  switch (glp_ios_reason(tree)) {
+  case GLP_IHEUR:
+    if (!m->heur_given) {
+      double *v = malloc((size_t)(m->ncols + 1) * sizeof *v);
+      if (v != NULL) {
+        solution_vector(m, m->start, v);
+        glp_ios_heur_sol(tree, v);
+        free(v);
+      }
+      m->heur_given = 1;
+    }
+    break;
+  case GLP_IBINGO:
+  case GLP_ISELECT:
+  case GLP_IBRANCH: {
+    double g = glp_ios_mip_gap(tree);
+    if (g < DBL_MAX) m->gap = g;
+    break;
+  }
+  default:
+    break;
+  }
+}
+
+int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
+                           const gs_cluster_policy_opts *o, int *sizes,
+                           gs_cluster_policy_report *rep, char *err, size_t errlen) {
+  int rc = -1;
+  int n = njobs;
+  if (njobs <= 0) return 0;
+  double *share = malloc((size_t)n * sizeof *share);
+  int *cols = calloc((size_t)n * 4, sizeof *cols);
+  int *start = malloc((size_t)n * sizeof *start);
+  int *ia = NULL, *ja = NULL;
+  double *ar = NULL;
+  glp_prob *P = NULL;
+  if (share == NULL || cols == NULL || start == NULL) goto nomem;
+  if (nodes == 0) { /* nothing to share: everyone waits */
+    rep->objective = 0;
+    rc = 0;
+    goto done;
+  }
+  gs_cluster_fair_share(jobs, n, nodes, share);
+  dorm_model m = {.jobs = jobs, .n = n, .nodes = nodes, .o = o, .share = share,
+                  .col_x = cols, .col_r = cols + n, .col_d = cols + 2 * n,
+                  .col_y = cols + 3 * n, .start = start, .gap = DBL_MAX};
+  greedy(&m, start);
+
+  glp_term_out(GLP_OFF);
+  P = glp_create_prob();
+  glp_set_obj_dir(P, GLP_MAX);
+  /* Columns. */
+  for (int i = 0; i < n; i++) {
+    const gs_cluster_job *j = &jobs[i];
+    int cap = job_cap(&m, i);
+    int c = glp_add_cols(P, 1);
+    m.col_x[i] = c;
+    glp_set_col_kind(P, c, GLP_IV);
+    if (cap == 0) glp_set_col_bnds(P, c, GLP_FX, 0, 0);
+    else glp_set_col_bnds(P, c, GLP_DB, 0, cap);
+    glp_set_obj_coef(P, c, 1.0 / nodes);
+    if (cap > 0 && j->min_nodes > 1) {
+      c = glp_add_cols(P, 1);
+      m.col_r[i] = c;
+      glp_set_col_kind(P, c, GLP_BV);
+    }
+    c = glp_add_cols(P, 1);
+    m.col_d[i] = c;
+    glp_set_col_bnds(P, c, GLP_LO, 0, 0);
+    glp_set_obj_coef(P, c, -o->fairness_weight / nodes);
+    if (j->cur_nodes > 0) {
+      c = glp_add_cols(P, 1);
+      m.col_y[i] = c;
+      glp_set_col_kind(P, c, GLP_BV);
+      glp_set_obj_coef(P, c, -o->adjust_weight);
+    }
+  }
+  m.ncols = glp_get_num_cols(P);
+  /* Rows: at most 1 + 6 per job, at most 2 entries each but the capacity row. */
+  size_t cap_entries = (size_t)n * 13 + 2;
+  ia = malloc(cap_entries * sizeof *ia);
+  ja = malloc(cap_entries * sizeof *ja);
+  ar = malloc(cap_entries * sizeof *ar);
+  if (ia == NULL || ja == NULL || ar == NULL) goto nomem;
+  int ne = 0;
+#define ENTRY(row, col, val) (++ne, ia[ne] = (row), ja[ne] = (col), ar[ne] = (val))
+  int row = glp_add_rows(P, 1); /* sum x <= N */
+  glp_set_row_bnds(P, row, GLP_UP, 0, nodes);
+  for (int i = 0; i < n; i++) ENTRY(row, m.col_x[i], 1.0);
+  for (int i = 0; i < n; i++) {
+    const gs_cluster_job *j = &jobs[i];
+    int cap = job_cap(&m, i);
+    if (m.col_r[i]) { /* min r <= x <= cap r */
+      row = glp_add_rows(P, 1);
+      glp_set_row_bnds(P, row, GLP_LO, 0, 0);
+      ENTRY(row, m.col_x[i], 1.0);
+      ENTRY(row, m.col_r[i], -(double)j->min_nodes);
+      row = glp_add_rows(P, 1);
+      glp_set_row_bnds(P, row, GLP_UP, 0, 0);
+      ENTRY(row, m.col_x[i], 1.0);
+      ENTRY(row, m.col_r[i], -(double)cap);
+    }
+    /* d >= x - f and d >= f - x */
+    row = glp_add_rows(P, 1);
+    glp_set_row_bnds(P, row, GLP_LO, -share[i], 0);
+    ENTRY(row, m.col_d[i], 1.0);
+    ENTRY(row, m.col_x[i], -1.0);
+    row = glp_add_rows(P, 1);
+    glp_set_row_bnds(P, row, GLP_LO, share[i], 0);
+    ENTRY(row, m.col_d[i], 1.0);
+    ENTRY(row, m.col_x[i], 1.0);
+    if (m.col_y[i]) { /* |x - c| <= M y */
+      double big = cap > j->cur_nodes ? cap : j->cur_nodes;
+      row = glp_add_rows(P, 1);
+      glp_set_row_bnds(P, row, GLP_UP, 0, j->cur_nodes);
+      ENTRY(row, m.col_x[i], 1.0);
+      ENTRY(row, m.col_y[i], -big);
+      row = glp_add_rows(P, 1);
+      glp_set_row_bnds(P, row, GLP_LO, j->cur_nodes, 0);
+      ENTRY(row, m.col_x[i], 1.0);
+      ENTRY(row, m.col_y[i], big);
+    }
+  }
+#undef ENTRY
+  glp_load_matrix(P, ne, ia, ja, ar);
+
+  int limit_ms = (int)ceil(o->time_limit_s * 1e3);
+  if (limit_ms < 1) limit_ms = 1;
+  glp_smcp sp;
+  glp_init_smcp(&sp);
+  sp.msg_lev = GLP_MSG_OFF;
+  sp.tm_lim = limit_ms;
+  int lp_rc = glp_simplex(P, &sp);
+  int have_mip = 0;
+  double lp_bound = NAN;
+  if (lp_rc == 0 && glp_get_status(P) == GLP_OPT) {
+    lp_bound = glp_get_obj_val(P);
+    glp_iocp ip;
+    glp_init_iocp(&ip);
+    ip.msg_lev = GLP_MSG_OFF;
+    ip.tm_lim = limit_ms;
+    ip.mip_gap = 0;
+    ip.presolve = GLP_OFF; /* the callback's incumbent is in the model's own columns */
+    ip.cb_func = dorm_callback;
+    ip.cb_info = &m;
+    int ip_rc = glp_intopt(P, &ip);
+    int st = glp_mip_status(P);
+    if ((ip_rc == 0 || ip_rc == GLP_ETMLIM) && (st == GLP_OPT || st == GLP_FEAS)) {
+      have_mip = 1;
+      rep->proven = ip_rc == 0 && st == GLP_OPT;
+      rep->gap = rep->proven ? 0 : (m.gap < DBL_MAX ? m.gap : NAN);
+    }
+  }
+  double start_obj = gs_cluster_dorm_objective(jobs, n, nodes, o, share, start);
+  if (have_mip) {
+    int used = 0;
+    for (int i = 0; i < n; i++) {
+      long x = lround(glp_mip_col_val(P, m.col_x[i]));
+      sizes[i] = (int)x;
+      used += sizes[i];
+    }
+    /* GLPK's answer, read back as whole numbers, must be an allocation: the
+     * check guards against a rounding surprise. */
+    int ok = used <= nodes;
+    for (int i = 0; i < n && ok; i++)
+      ok = sizes[i] == 0 || (sizes[i] >= jobs[i].min_nodes && sizes[i] <= jobs[i].max_nodes);
+    if (!ok || gs_cluster_dorm_objective(jobs, n, nodes, o, share, sizes) < start_obj - 1e-9)
+      have_mip = 0;
+  }
+  if (!have_mip) {
+    memcpy(sizes, start, (size_t)n * sizeof *sizes);
+    rep->fallback = 1;
+    rep->proven = 0;
+    rep->gap = isfinite(lp_bound) && fabs(start_obj) > 1e-12
+                   ? fabs(lp_bound - start_obj) / fabs(start_obj)
+                   : NAN;
+  }
+  rep->objective = gs_cluster_dorm_objective(jobs, n, nodes, o, share, sizes);
+  rc = 0;
+  goto done;
+nomem:
+  snprintf(err, errlen, "out of memory building the MILP of %d jobs", njobs);
+done:
+  if (P != NULL) glp_delete_prob(P);
+  free(ia);
+  free(ja);
+  free(ar);
+  free(share);
+  free(cols);
+  free(start);
+  return rc;
+}
