@@ -51,6 +51,9 @@ typedef struct gs_cluster_policy_opts {
   /* Added after the shared interface: */
   double interval_s;        /* goodput: the time until the next round, over which a
                                resize must pay back its restart (0: 60 s) */
+  int dorm_start;           /* dorm's first incumbent for GLPK: 0 the exact dynamic
+                               programme when it is small (jobs * nodes * sizes <= 4e6),
+                               else the greedy; 1 the greedy; 2 none (GLPK alone) */
 } gs_cluster_policy_opts;
 
 typedef struct gs_cluster_policy_report {

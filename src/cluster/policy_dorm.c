@@ -23,15 +23,22 @@
  * adjust_weight. Dorm bounds the adjustment overhead with a constraint and
  * trades utilisation against fairness with weights; here both costs are in
  * the objective, so that one solve both trades them and stays feasible.
- * Linearisation: |x_i - f_i| <= d_i by two rows; [x_i != c_i] <= y_i
+ * Linearisation: |x_i - f_i| <= d_i by two rows (and a chord cut, below); [x_i != c_i] <= y_i
  * (binary) by |x_i - c_i| <= M y_i; x_i in {0} or [min_i, max_i] by a binary
  * r_i with min_i r_i <= x_i <= max_i r_i (only where min_i > 1).
  *
- * GLPK's branch and cut (glp_intopt) solves it within time_limit_s, started
- * from a greedy allocation (coordinate ascent on the same objective from the
- * current sizes) offered as its first incumbent; the report carries the
- * relative MIP gap, 0 when optimality is proven. When GLPK returns no integer
- * solution in time, the greedy allocation is used (report.fallback).
+ * GLPK's branch and cut (glp_intopt) solves it within time_limit_s; the
+ * report carries the relative MIP gap, 0 when optimality is proven. With
+ * whole nodes of one kind the objective is a sum of one term per job under
+ * one capacity row, so a dynamic programme over (job, nodes used) finds the
+ * optimum in O(jobs * nodes * sizes): where that is small it is offered to
+ * GLPK as the first incumbent (dorm_start 0), and GLPK's part is the bound,
+ * and the gap, around it; otherwise a greedy allocation (the current sizes,
+ * then coordinate ascent: each job's best size given the others') is. The
+ * MILP is the general form: per-server placement, several resources or a
+ * bound on the number of adjustments (Dorm's own constraints) break the
+ * separability and leave the MILP. When GLPK returns no integer solution in
+ * time, the start is used (report.fallback).
  */
 #include "policy.h"
 
@@ -41,6 +48,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static double mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
 
 typedef struct dorm_model {
   const gs_cluster_job *jobs;
@@ -120,6 +134,54 @@ static void greedy(const dorm_model *m, int *x) {
   }
 }
 
+/* The exact optimum by dynamic programming (see the top): best[c] is the
+ * best objective of the jobs so far on at most c nodes; choice[i][c] the
+ * size of job i there. Returns 0, or -1 when too large or out of memory. */
+static int dynamic_programme(const dorm_model *m, int *x) {
+  int n = m->n, N = m->nodes;
+  double work = 0;
+  for (int i = 0; i < n; i++) work += (double)(N + 1) * (job_cap(m, i) + 1);
+  if (work > 4e6) return -1;
+  double *best = malloc((size_t)(N + 1) * sizeof *best);
+  double *next = malloc((size_t)(N + 1) * sizeof *next);
+  int *choice = malloc((size_t)n * (size_t)(N + 1) * sizeof *choice);
+  if (best == NULL || next == NULL || choice == NULL) {
+    free(best);
+    free(next);
+    free(choice);
+    return -1;
+  }
+  for (int c = 0; c <= N; c++) best[c] = 0;
+  for (int i = 0; i < n; i++) {
+    int cap = job_cap(m, i), lo = m->jobs[i].min_nodes;
+    double g0 = job_gain(m, i, 0);
+    int *ch = choice + (size_t)i * (N + 1);
+    for (int c = 0; c <= N; c++) {
+      double v = best[c] + g0;
+      int arg = 0;
+      for (int s = lo; s <= cap && s <= c; s++) {
+        double g = best[c - s] + job_gain(m, i, s);
+        if (g > v + 1e-12) {
+          v = g;
+          arg = s;
+        }
+      }
+      next[c] = v;
+      ch[c] = arg;
+    }
+    memcpy(best, next, (size_t)(N + 1) * sizeof *best);
+  }
+  int c = N;
+  for (int i = n - 1; i >= 0; i--) {
+    x[i] = choice[(size_t)i * (N + 1) + c];
+    c -= x[i];
+  }
+  free(best);
+  free(next);
+  free(choice);
+  return 0;
+}
+
 /* The column values of allocation x (1-based, as GLPK wants them). */
 static void solution_vector(const dorm_model *m, const int *x, double *v) {
   for (int i = 0; i < m->n; i++) {
@@ -134,7 +196,7 @@ static void dorm_callback(glp_tree *tree, void *info) {
   dorm_model *m = info;
   switch (glp_ios_reason(tree)) {
   case GLP_IHEUR:
-    if (!m->heur_given) {
+    if (!m->heur_given && m->start != NULL) {
       double *v = malloc((size_t)(m->ncols + 1) * sizeof *v);
       if (v != NULL) {
         solution_vector(m, m->start, v);
@@ -160,6 +222,7 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
                            const gs_cluster_policy_opts *o, int *sizes,
                            gs_cluster_policy_report *rep, char *err, size_t errlen) {
   int rc = -1;
+  double t_begin = mono_ms();
   int n = njobs;
   if (njobs <= 0) return 0;
   double *share = malloc((size_t)n * sizeof *share);
@@ -178,7 +241,8 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
   dorm_model m = {.jobs = jobs, .n = n, .nodes = nodes, .o = o, .share = share,
                   .col_x = cols, .col_r = cols + n, .col_d = cols + 2 * n,
                   .col_y = cols + 3 * n, .start = start, .gap = DBL_MAX};
-  greedy(&m, start);
+  if (o->dorm_start != 0 || dynamic_programme(&m, start) != 0) greedy(&m, start);
+  if (o->dorm_start == 2) m.start = NULL; /* GLPK alone */
 
   glp_term_out(GLP_OFF);
   P = glp_create_prob();
@@ -210,8 +274,8 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
     }
   }
   m.ncols = glp_get_num_cols(P);
-  /* Rows: at most 1 + 6 per job, at most 2 entries each but the capacity row. */
-  size_t cap_entries = (size_t)n * 13 + 2;
+  /* Rows: at most 1 + 7 per job, at most 2 entries each but the capacity row. */
+  size_t cap_entries = (size_t)n * 15 + 2;
   ia = malloc(cap_entries * sizeof *ia);
   ja = malloc(cap_entries * sizeof *ja);
   ar = malloc(cap_entries * sizeof *ar);
@@ -243,6 +307,17 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
     glp_set_row_bnds(P, row, GLP_LO, share[i], 0);
     ENTRY(row, m.col_d[i], 1.0);
     ENTRY(row, m.col_x[i], 1.0);
+    /* On whole numbers |x - f| is convex, so the chord between its values
+     * at floor(f) and floor(f) + 1 bounds it below everywhere: a valid cut
+     * that makes the relaxation exact between those two sizes (without it
+     * the LP sets x = f at no fairness loss and the bound is weak). */
+    double a = floor(share[i]), phi = share[i] - a;
+    if (phi > 1e-12) {
+      row = glp_add_rows(P, 1);
+      glp_set_row_bnds(P, row, GLP_LO, phi - (1 - 2 * phi) * a, 0);
+      ENTRY(row, m.col_d[i], 1.0);
+      ENTRY(row, m.col_x[i], -(1 - 2 * phi));
+    }
     if (m.col_y[i]) { /* |x - c| <= M y */
       double big = cap > j->cur_nodes ? cap : j->cur_nodes;
       row = glp_add_rows(P, 1);
@@ -272,7 +347,10 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
     glp_iocp ip;
     glp_init_iocp(&ip);
     ip.msg_lev = GLP_MSG_OFF;
-    ip.tm_lim = limit_ms;
+    /* The whole round within the limit: branch and cut gets what the model
+     * and the root LP left of it (GLPK checks its limit between nodes). */
+    int left_ms = limit_ms - (int)ceil(mono_ms() - t_begin);
+    ip.tm_lim = left_ms > 1 ? left_ms : 1;
     ip.mip_gap = 0;
     ip.presolve = GLP_OFF; /* the callback's incumbent is in the model's own columns */
     ip.cb_func = dorm_callback;
@@ -298,7 +376,8 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
     int ok = used <= nodes;
     for (int i = 0; i < n && ok; i++)
       ok = sizes[i] == 0 || (sizes[i] >= jobs[i].min_nodes && sizes[i] <= jobs[i].max_nodes);
-    if (!ok || gs_cluster_dorm_objective(jobs, n, nodes, o, share, sizes) < start_obj - 1e-9)
+    if (!ok || (m.start != NULL &&
+                gs_cluster_dorm_objective(jobs, n, nodes, o, share, sizes) < start_obj - 1e-9))
       have_mip = 0;
   }
   if (!have_mip) {
