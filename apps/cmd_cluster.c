@@ -60,7 +60,7 @@ static void usage(FILE *f) {
           "  --interval S         re-allocate every S seconds as well as on\n"
           "                       arrivals and completions (default 60; 0 = only\n"
           "                       on events)\n"
-          "  --time-limit S       dorm: GLPK's time limit per round (default 0.08)\n"
+          "  --time-limit S       dorm: GLPK's time limit per round (default 0.05)\n"
           "  --fairness-weight A  dorm: weight of the fairness loss (default 0.5)\n"
           "  --adjust-weight B    dorm: cost of resizing a running job (default 0.02)\n"
           "  --node-loss T:K      K nodes leave the pool at time T (seconds)\n"

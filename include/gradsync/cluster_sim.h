@@ -64,7 +64,7 @@ typedef struct gs_csim_opts {
   const char *policy;         /* static | dorm | goodput */
   double restart_penalty_s;   /* charged per resize and per resumption (default 30) */
   double interval_s;          /* periodic re-allocation (default 60; 0 = none) */
-  double time_limit_s;        /* dorm's solver limit per round (default 0.08) */
+  double time_limit_s;        /* dorm's solver limit per round (default 0.05) */
   double fairness_weight;     /* dorm (default 0.5) */
   double adjust_weight;       /* dorm (default 0.02) */
   double loss_time_s;         /* node loss: at this time ... */

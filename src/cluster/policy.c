@@ -25,7 +25,7 @@ static const struct {
 void gs_cluster_policy_defaults(gs_cluster_policy_opts *o) {
   memset(o, 0, sizeof *o);
   o->restart_penalty_s = 30;
-  o->time_limit_s = 0.08;
+  o->time_limit_s = 0.05;
   o->fairness_weight = 0.5;
   o->adjust_weight = 0.02;
   o->interval_s = 60;

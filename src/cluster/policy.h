@@ -66,7 +66,7 @@ typedef struct gs_cluster_policy_report {
                             the greedy start (the same objective) was used */
 } gs_cluster_policy_report;
 
-/* Defaults of the options: restart 30 s, time limit 0.08 s, fairness
+/* Defaults of the options: restart 30 s, time limit 0.05 s, fairness
  * weight 0.5, adjustment weight 0.02, interval 60 s. */
 void gs_cluster_policy_defaults(gs_cluster_policy_opts *o);
 

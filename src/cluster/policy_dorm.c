@@ -137,6 +137,16 @@ static void greedy(const dorm_model *m, int *x) {
 /* The exact optimum by dynamic programming (see the top): best[c] is the
  * best objective of the jobs so far on at most c nodes; choice[i][c] the
  * size of job i there. Returns 0, or -1 when too large or out of memory. */
+static const gs_cluster_job *dp_jobs;
+static int cmp_submit(const void *a, const void *b) {
+  const gs_cluster_job *x = &dp_jobs[*(const int *)a], *y = &dp_jobs[*(const int *)b];
+  if (x->submit_time != y->submit_time) return x->submit_time < y->submit_time ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Jobs are taken in FIFO order and the sizes read back from the last one,
+ * each preferring the smaller size on a tie: among allocations of equal
+ * objective, the jobs submitted first get the nodes. */
 static int dynamic_programme(const dorm_model *m, int *x) {
   int n = m->n, N = m->nodes;
   double work = 0;
@@ -145,17 +155,23 @@ static int dynamic_programme(const dorm_model *m, int *x) {
   double *best = malloc((size_t)(N + 1) * sizeof *best);
   double *next = malloc((size_t)(N + 1) * sizeof *next);
   int *choice = malloc((size_t)n * (size_t)(N + 1) * sizeof *choice);
-  if (best == NULL || next == NULL || choice == NULL) {
+  int *order = malloc((size_t)n * sizeof *order);
+  if (best == NULL || next == NULL || choice == NULL || order == NULL) {
     free(best);
     free(next);
     free(choice);
+    free(order);
     return -1;
   }
+  for (int k = 0; k < n; k++) order[k] = k;
+  dp_jobs = m->jobs;
+  qsort(order, (size_t)n, sizeof *order, cmp_submit);
   for (int c = 0; c <= N; c++) best[c] = 0;
-  for (int i = 0; i < n; i++) {
+  for (int k = 0; k < n; k++) {
+    int i = order[k];
     int cap = job_cap(m, i), lo = m->jobs[i].min_nodes;
     double g0 = job_gain(m, i, 0);
-    int *ch = choice + (size_t)i * (N + 1);
+    int *ch = choice + (size_t)k * (N + 1);
     for (int c = 0; c <= N; c++) {
       double v = best[c] + g0;
       int arg = 0;
@@ -172,13 +188,14 @@ static int dynamic_programme(const dorm_model *m, int *x) {
     memcpy(best, next, (size_t)(N + 1) * sizeof *best);
   }
   int c = N;
-  for (int i = n - 1; i >= 0; i--) {
-    x[i] = choice[(size_t)i * (N + 1) + c];
-    c -= x[i];
+  for (int k = n - 1; k >= 0; k--) {
+    x[order[k]] = choice[(size_t)k * (N + 1) + c];
+    c -= x[order[k]];
   }
   free(best);
   free(next);
   free(choice);
+  free(order);
   return 0;
 }
 

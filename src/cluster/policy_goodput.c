@@ -38,6 +38,7 @@ typedef struct gp_state {
   int *x;         /* sizes being built */
   int *cap;       /* largest size allowed this round */
   int *heap, nheap;
+  double *key;    /* each job's marginal gain when it entered the heap */
 } gp_state;
 
 static double norm_speed(const gp_state *s, int i, int n) {
@@ -52,7 +53,7 @@ static double gain(const gp_state *s, int i) {
 /* Heap order: larger gain first; then less remaining time; then earlier
  * submission; then smaller id (a total order: rounds are deterministic). */
 static int before(const gp_state *s, int a, int b) {
-  double ga = gain(s, a), gb = gain(s, b);
+  double ga = s->key[a], gb = s->key[b];
   if (fabs(ga - gb) > 1e-12 * (fabs(ga) + fabs(gb))) return ga > gb;
   if (s->remain[a] != s->remain[b]) return s->remain[a] < s->remain[b];
   if (s->jobs[a].submit_time != s->jobs[b].submit_time)
@@ -61,6 +62,7 @@ static int before(const gp_state *s, int a, int b) {
 }
 
 static void heap_push(gp_state *s, int i) {
+  s->key[i] = gain(s, i);
   int k = s->nheap++;
   s->heap[k] = i;
   while (k > 0) {
@@ -97,7 +99,7 @@ static int grow(gp_state *s, int n, int free_nodes, const unsigned char *eligibl
     if (eligible[i] && s->x[i] > 0 && s->x[i] < s->cap[i]) heap_push(s, i);
   while (free_nodes > 0 && s->nheap > 0) {
     int i = heap_pop(s);
-    if (gain(s, i) <= 0) continue; /* its curve is flat from here */
+    if (s->key[i] <= 0) continue; /* its curve is flat from here */
     s->x[i]++;
     free_nodes--;
     if (s->x[i] < s->cap[i]) heap_push(s, i);
@@ -134,11 +136,12 @@ int gs_cluster_policy_goodput(const gs_cluster_job *jobs, int njobs, int nodes,
   s.remain = malloc((size_t)n * sizeof *s.remain);
   s.cap = malloc((size_t)n * sizeof *s.cap);
   s.heap = malloc((size_t)n * sizeof *s.heap);
+  s.key = malloc((size_t)n * sizeof *s.key);
   int *order = malloc((size_t)n * sizeof *order);
   unsigned char *eligible = malloc((size_t)n);
   s.x = sizes;
   if (s.base == NULL || s.remain == NULL || s.cap == NULL || s.heap == NULL ||
-      order == NULL || eligible == NULL) {
+      s.key == NULL || order == NULL || eligible == NULL) {
     snprintf(err, errlen, "out of memory allocating among %d jobs", njobs);
     goto done;
   }
@@ -195,6 +198,7 @@ done:
   free(s.remain);
   free(s.cap);
   free(s.heap);
+  free(s.key);
   free(order);
   free(eligible);
   return rc;
