@@ -242,6 +242,7 @@ static void print_json_row(const csim_cli *c, const gs_csim_workload *w, const c
   cli_json_add(o, "ftf_mean", r->ftf_mean, "%.3f");
   cJSON_AddNumberToObject(o, "resizes", r->resizes);
   cJSON_AddNumberToObject(o, "rounds", r->rounds);
+  cli_json_add(o, "jobs_per_round", r->jobs_per_round, "%.1f");
   cli_json_add(o, "round_ms_mean", r->policy_ms_mean, "%.3f");
   cli_json_add(o, "round_ms_max", r->policy_ms_max, "%.3f");
   if (strcmp(policy, "dorm") == 0) {

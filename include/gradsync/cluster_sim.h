@@ -88,6 +88,7 @@ typedef struct gs_csim_result {
   double policy_ms_mean, policy_ms_max;
   double gap_max;             /* dorm: the largest MIP gap reported (0 proven) */
   int fallbacks;              /* dorm: rounds that used the greedy start */
+  double jobs_per_round;      /* jobs in the system per policy round, on average */
   double sim_s;               /* wall time of the simulation */
 } gs_csim_result;
 

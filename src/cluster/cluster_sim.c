@@ -4,8 +4,9 @@
  * manager's policies (policy.h), the same gs_cluster_allocate the manager
  * calls.
  *
- * Events: arrivals, completions, a re-allocation every interval_s, and an
- * optional node loss. At each event time the jobs' progress is advanced
+ * Events: arrivals, completions, a re-allocation every interval_s (for a
+ * policy that reads the jobs' progress: goodput; static's and dorm's answers
+ * change only with the jobs and the pool), and an optional node loss. At each event time the jobs' progress is advanced
  * (a job makes no progress during a restart), every arrival and completion
  * at that time is taken in, and the policy is asked once for every job's
  * size. A job whose size changes while it runs, or that resumes after a
@@ -169,6 +170,7 @@ static int resolve(sim *s, double t, gs_csim_result *r, char *err, size_t errlen
     return -1;
   }
   r->rounds++;
+  r->jobs_per_round += n; /* a sum until the end */
   r->policy_ms_mean += rep.solve_ms; /* a sum until the end */
   if (rep.solve_ms > r->policy_ms_max) r->policy_ms_max = rep.solve_ms;
   if (isfinite(rep.gap) && rep.gap > r->gap_max) r->gap_max = rep.gap;
@@ -317,8 +319,10 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       s.nodes = nn;
       changed = 1;
     }
+    /* A periodic round: for a policy that reads progress; the others would
+     * repeat their last answer (gs_cluster_policy_reads_progress). */
     if (t >= next_tick - eps) {
-      changed = 1;
+      if (gs_cluster_policy_reads_progress(o->policy)) changed = 1;
       while (next_tick <= t + eps) next_tick += interval;
     }
     if (finished == nj) break;
@@ -421,7 +425,10 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
   r->util = span > 0 ? used_ns / (o->nodes * span) : 0;
   r->util_busy = span > 0 ? busy_ns / (o->nodes * span) : 0;
   r->fairness_loss = fair_time > 0 ? fair_int / fair_time : 0;
-  if (r->rounds > 0) r->policy_ms_mean /= r->rounds;
+  if (r->rounds > 0) {
+    r->policy_ms_mean /= r->rounds;
+    r->jobs_per_round /= r->rounds;
+  }
   for (int k = 0; k < s.nodes; k++) node_set(&s, k, -1, t);
   r->sim_s = wall_s() - t_start;
   rc = 0;

@@ -77,6 +77,11 @@ int gs_cluster_allocate(const char *name, const gs_cluster_job *jobs, int njobs,
                         const gs_cluster_policy_opts *opts, int *sizes,
                         gs_cluster_policy_report *rep, char *err, size_t errlen);
 int gs_cluster_policy_known(const char *name);
+/* Whether a policy's answer depends on the jobs' progress (goodput: the
+ * restart's payback): static's and dorm's depend only on the jobs, their
+ * sizes and the pool, so a periodic round with nothing else changed would
+ * repeat the last answer. */
+int gs_cluster_policy_reads_progress(const char *name);
 /* The policies' names, "static, dorm, goodput", for messages. */
 const char *gs_cluster_policy_names(void);
 

@@ -109,16 +109,11 @@ static int best_size(const dorm_model *m, int i, int room) {
 /* The greedy start: running jobs keep their sizes while they fit, then
  * coordinate ascent (each job's best size given the others') until no job
  * improves. */
-static void greedy(const dorm_model *m, int *x) {
+/* Coordinate ascent from x: each job's best size given the others', until
+ * no job improves. */
+static void polish(const dorm_model *m, int *x) {
   int free_nodes = m->nodes;
-  for (int i = 0; i < m->n; i++) {
-    int c = m->jobs[i].cur_nodes;
-    x[i] = 0;
-    if (c > 0 && c <= job_cap(m, i) && c >= m->jobs[i].min_nodes && c <= free_nodes) {
-      x[i] = c;
-      free_nodes -= c;
-    }
-  }
+  for (int i = 0; i < m->n; i++) free_nodes -= x[i];
   for (int pass = 0; pass < 50; pass++) {
     int changed = 0;
     for (int i = 0; i < m->n; i++) {
@@ -134,9 +129,29 @@ static void greedy(const dorm_model *m, int *x) {
   }
 }
 
-/* The exact optimum by dynamic programming (see the top): best[c] is the
- * best objective of the jobs so far on at most c nodes; choice[i][c] the
- * size of job i there. Returns 0, or -1 when too large or out of memory. */
+static void greedy(const dorm_model *m, int *x) {
+  int free_nodes = m->nodes;
+  for (int i = 0; i < m->n; i++) {
+    int c = m->jobs[i].cur_nodes;
+    x[i] = 0;
+    if (c > 0 && c <= job_cap(m, i) && c >= m->jobs[i].min_nodes && c <= free_nodes) {
+      x[i] = c;
+      free_nodes -= c;
+    }
+  }
+  polish(m, x);
+}
+
+/* The optimum by dynamic programming (see the top): best[c] is the best
+ * objective of the jobs so far on at most c nodes; choice[k][c] the size of
+ * the k-th job there. Every size of every job when jobs * nodes * sizes <=
+ * 4e6: exact. Otherwise (large pools) each job's breakpoints only: 0, min,
+ * floor(f), ceil(f), its current size and its largest, where its objective
+ * changes slope; some optimum has every job at a breakpoint but at most one
+ * (between breakpoints the terms are linear, so two jobs off them can trade
+ * nodes until one reaches one), so the breakpoint optimum, polished by
+ * coordinate ascent, is at or near the optimum, in O(jobs * nodes * 6).
+ * Returns 0, or -1 when even that is too large or out of memory. */
 static const gs_cluster_job *dp_jobs;
 static int cmp_submit(const void *a, const void *b) {
   const gs_cluster_job *x = &dp_jobs[*(const int *)a], *y = &dp_jobs[*(const int *)b];
@@ -151,7 +166,8 @@ static int dynamic_programme(const dorm_model *m, int *x) {
   int n = m->n, N = m->nodes;
   double work = 0;
   for (int i = 0; i < n; i++) work += (double)(N + 1) * (job_cap(m, i) + 1);
-  if (work > 4e6) return -1;
+  int breakpoints = work > 4e6;
+  if (breakpoints && (double)n * (N + 1) * 6 > 5e7) return -1;
   double *best = malloc((size_t)(N + 1) * sizeof *best);
   double *next = malloc((size_t)(N + 1) * sizeof *next);
   int *choice = malloc((size_t)n * (size_t)(N + 1) * sizeof *choice);
@@ -175,11 +191,25 @@ static int dynamic_programme(const dorm_model *m, int *x) {
     for (int c = 0; c <= N; c++) {
       double v = best[c] + g0;
       int arg = 0;
-      for (int s = lo; s <= cap && s <= c; s++) {
-        double g = best[c - s] + job_gain(m, i, s);
-        if (g > v + 1e-12) {
-          v = g;
-          arg = s;
+      if (!breakpoints) {
+        for (int s = lo; s <= cap && s <= c; s++) {
+          double g = best[c - s] + job_gain(m, i, s);
+          if (g > v + 1e-12) {
+            v = g;
+            arg = s;
+          }
+        }
+      } else {
+        int cand[5] = {lo, (int)floor(m->share[i]), (int)ceil(m->share[i]),
+                       m->jobs[i].cur_nodes, cap};
+        for (int q = 0; q < 5; q++) {
+          int s = cand[q];
+          if (s < lo || s > cap || s > c) continue;
+          double g = best[c - s] + job_gain(m, i, s);
+          if (g > v + 1e-12) {
+            v = g;
+            arg = s;
+          }
         }
       }
       next[c] = v;
@@ -196,6 +226,7 @@ static int dynamic_programme(const dorm_model *m, int *x) {
   free(next);
   free(choice);
   free(order);
+  if (breakpoints) polish(m, x);
   return 0;
 }
 
