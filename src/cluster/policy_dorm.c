@@ -424,9 +424,13 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
     int ok = used <= nodes;
     for (int i = 0; i < n && ok; i++)
       ok = sizes[i] == 0 || (sizes[i] >= jobs[i].min_nodes && sizes[i] <= jobs[i].max_nodes);
-    if (!ok || (m.start != NULL &&
-                gs_cluster_dorm_objective(jobs, n, nodes, o, share, sizes) < start_obj - 1e-9))
-      have_mip = 0;
+    if (!ok) have_mip = 0;
+    /* An answer no better than the start it was given is the start: among
+     * allocations of equal objective, the start's (FIFO on ties) is kept, so
+     * that a round's answer does not depend on how far GLPK got. */
+    else if (m.start != NULL &&
+             gs_cluster_dorm_objective(jobs, n, nodes, o, share, sizes) <= start_obj + 1e-9)
+      memcpy(sizes, start, (size_t)n * sizeof *sizes);
   }
   if (!have_mip) {
     memcpy(sizes, start, (size_t)n * sizeof *sizes);
