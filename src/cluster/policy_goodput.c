@@ -6,9 +6,16 @@
  * costs). Batch size and statistical efficiency are not adapted: a job's
  * speed is its measured throughput at the batch size it was submitted with.
  *
- * 1. Admission: running jobs, then waiting ones in FIFO order of
- *    submission, each get min_nodes while they fit (a job that does not fit
- *    is skipped; later, smaller ones may start).
+ * 1. Admission: jobs in order of least remaining time on min_nodes
+ *    (shortest remaining time first, preemptive: a waiting job closer to
+ *    done takes the place of a running one; a preempted job's key carries
+ *    the restart it will pay to resume), then running before waiting, then
+ *    FIFO; jobs whose work or progress is unknown come after, running ones
+ *    first, in FIFO order. Each gets min_nodes while it fits (a job that does
+ *    not fit is skipped; later, smaller ones may start). On Pollux's eight
+ *    workloads this order took goodput's mean JCT from 9480 s (running jobs
+ *    first, then FIFO) to 2920 s and its worst finish-time fairness from 144
+ *    to 2.2 (bench/results/cluster_sim.md).
  * 2. Growth: every further node goes to the job with the largest weighted
  *    marginal gain w_i * (u_i(x+1) - u_i(x)), where u_i(x) = min_i *
  *    speed_i(x) / speed_i(min_i) is the job's speed normalised so that a job
@@ -107,10 +114,16 @@ static int grow(gp_state *s, int n, int free_nodes, const unsigned char *eligibl
   return free_nodes;
 }
 
+/* Admission order (step 1): least remaining time first, then running jobs
+ * before waiting ones, then FIFO. (qsort has no context argument: the
+ * comparison reads these, set for the round; one round at a time.) */
 static const gs_cluster_job *order_jobs;
+static const double *order_key;
 static int cmp_admission(const void *a, const void *b) {
-  const gs_cluster_job *x = &order_jobs[*(const int *)a], *y = &order_jobs[*(const int *)b];
+  int ia = *(const int *)a, ib = *(const int *)b;
+  const gs_cluster_job *x = &order_jobs[ia], *y = &order_jobs[ib];
   int rx = x->cur_nodes > 0, ry = y->cur_nodes > 0;
+  if (order_key[ia] != order_key[ib]) return order_key[ia] < order_key[ib] ? -1 : 1;
   if (rx != ry) return ry - rx;
   if (x->submit_time != y->submit_time) return x->submit_time < y->submit_time ? -1 : 1;
   return (x->id > y->id) - (x->id < y->id);
@@ -139,9 +152,10 @@ int gs_cluster_policy_goodput(const gs_cluster_job *jobs, int njobs, int nodes,
   s.key = malloc((size_t)n * sizeof *s.key);
   int *order = malloc((size_t)n * sizeof *order);
   unsigned char *eligible = malloc((size_t)n);
+  double *akey = malloc((size_t)n * sizeof *akey);
   s.x = sizes;
   if (s.base == NULL || s.remain == NULL || s.cap == NULL || s.heap == NULL ||
-      s.key == NULL || order == NULL || eligible == NULL) {
+      s.key == NULL || order == NULL || eligible == NULL || akey == NULL) {
     snprintf(err, errlen, "out of memory allocating among %d jobs", njobs);
     goto done;
   }
@@ -159,6 +173,17 @@ int gs_cluster_policy_goodput(const gs_cluster_job *jobs, int njobs, int nodes,
     sizes[i] = 0;
     order[i] = i;
   }
+  /* The admission key: remaining time on min_nodes (plus the restart a
+   * preempted job pays to resume); unknown without work and progress. */
+  for (int i = 0; i < n; i++) {
+    const gs_cluster_job *j = &jobs[i];
+    double sp = gs_cluster_speed(j, j->min_nodes);
+    akey[i] = j->work > 0 && j->progress >= 0 && j->progress <= 1 && sp > 0
+                  ? j->work * (1 - j->progress) / sp
+                  : INFINITY;
+    if (j->cur_nodes == 0 && j->progress > 0) akey[i] += o->restart_penalty_s;
+  }
+  order_key = akey;
   order_jobs = jobs;
   qsort(order, (size_t)n, sizeof *order, cmp_admission);
   /* 1. Admission at min_nodes. */
@@ -201,5 +226,6 @@ done:
   free(s.key);
   free(order);
   free(eligible);
+  free(akey);
   return rc;
 }

@@ -4,7 +4,8 @@
  * answer must reach the enumerated optimum of the same objective); static's
  * FIFO semantics (sizes kept, no backfill, a shrunken pool); goodput's
  * bounds, its marginal gains (optimal against enumeration for concave
- * curves) and its restart penalty; bad input; the time of a round of 100
+ * curves), its admission by least remaining time and its restart penalty;
+ * bad input; the time of a round of 100
  * jobs on 64 nodes.
  */
 #include <math.h>
@@ -298,6 +299,32 @@ static void test_goodput_bounds_and_restart(void **state) {
   assert_int_equal(size, 3);
 }
 
+/* Admission by least remaining time: a short waiting job takes the nodes of
+ * a long running one; without work and progress, the running job keeps
+ * them (FIFO). */
+static void test_goodput_srtf(void **state) {
+  (void)state;
+  gs_cluster_job jobs[2] = {
+      {.id = 1, .min_nodes = 2, .max_nodes = 2, .weight = 1, .cur_nodes = 2, .work = 1000,
+       .progress = 0},
+      {.id = 2, .min_nodes = 2, .max_nodes = 2, .weight = 1, .submit_time = 5, .work = 100,
+       .progress = 0}};
+  int sizes[2];
+  assert_int_equal(gs_cluster_allocate("goodput", jobs, 2, 2, NULL, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[0], 0);
+  assert_int_equal(sizes[1], 2);
+  /* Nearly done, the running job keeps its nodes: 1000 * 0.95 / 2 = 25 s
+   * left against the newcomer's 50. */
+  jobs[0].progress = 0.95;
+  assert_int_equal(gs_cluster_allocate("goodput", jobs, 2, 2, NULL, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[0], 2);
+  assert_int_equal(sizes[1], 0);
+  jobs[0].progress = jobs[1].progress = -1;
+  assert_int_equal(gs_cluster_allocate("goodput", jobs, 2, 2, NULL, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[0], 2);
+  assert_int_equal(sizes[1], 0);
+}
+
 static void test_bad_input(void **state) {
   (void)state;
   gs_cluster_job j[2] = {{.id = 7, .min_nodes = 1, .max_nodes = 2, .weight = 1},
@@ -429,6 +456,7 @@ int main(void) {
       cmocka_unit_test(test_static_fifo),
       cmocka_unit_test(test_goodput_marginal),
       cmocka_unit_test(test_goodput_bounds_and_restart),
+      cmocka_unit_test(test_goodput_srtf),
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_round_time),
   };
