@@ -248,6 +248,7 @@ static void print_json_row(const csim_cli *c, const gs_csim_workload *w, const c
   if (strcmp(policy, "dorm") == 0) {
     cli_json_add(o, "dorm_gap_max", r->gap_max, "%.4g");
     cJSON_AddNumberToObject(o, "dorm_fallbacks", r->fallbacks);
+    cJSON_AddNumberToObject(o, "dorm_exact_rounds", r->exact_rounds);
     cli_json_add(o, "time_limit_s", c->o.time_limit_s, "%.4g");
     cli_json_add(o, "fairness_weight", c->o.fairness_weight, "%.4g");
     cli_json_add(o, "adjust_weight", c->o.adjust_weight, "%.4g");

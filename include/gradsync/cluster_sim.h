@@ -87,7 +87,8 @@ typedef struct gs_csim_result {
   int rounds;                 /* policy rounds */
   double policy_ms_mean, policy_ms_max;
   double gap_max;             /* dorm: the largest MIP gap reported (0 proven) */
-  int fallbacks;              /* dorm: rounds that used the greedy start */
+  int fallbacks;              /* dorm: rounds without a GLPK solution in time */
+  int exact_rounds;           /* dorm: rounds whose start was the exact optimum */
   double jobs_per_round;      /* jobs in the system per policy round, on average */
   double sim_s;               /* wall time of the simulation */
 } gs_csim_result;

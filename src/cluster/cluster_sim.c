@@ -175,6 +175,7 @@ static int resolve(sim *s, double t, gs_csim_result *r, char *err, size_t errlen
   if (rep.solve_ms > r->policy_ms_max) r->policy_ms_max = rep.solve_ms;
   if (isfinite(rep.gap) && rep.gap > r->gap_max) r->gap_max = rep.gap;
   r->fallbacks += rep.fallback;
+  r->exact_rounds += rep.exact;
   for (int a = 0; a < n; a++) {
     int j = s->active[a];
     sim_job *js = &s->js[j];

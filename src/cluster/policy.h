@@ -63,7 +63,10 @@ typedef struct gs_cluster_policy_report {
   /* Added after the shared interface: */
   int proven;            /* dorm: 1 when GLPK proved the solution optimal */
   int fallback;          /* dorm: 1 when no MILP solution came back in time and
-                            the greedy start (the same objective) was used */
+                            its start was used */
+  int exact;             /* dorm: 1 when the start was the exact dynamic programme
+                            over every size (the answer is optimal whatever gap
+                            GLPK's own bound leaves) */
 } gs_cluster_policy_report;
 
 /* Defaults of the options: restart 30 s, time limit 0.05 s, fairness

@@ -162,11 +162,12 @@ static int cmp_submit(const void *a, const void *b) {
 /* Jobs are taken in FIFO order and the sizes read back from the last one,
  * each preferring the smaller size on a tie: among allocations of equal
  * objective, the jobs submitted first get the nodes. */
-static int dynamic_programme(const dorm_model *m, int *x) {
+static int dynamic_programme(const dorm_model *m, int *x, int *exact) {
   int n = m->n, N = m->nodes;
   double work = 0;
   for (int i = 0; i < n; i++) work += (double)(N + 1) * (job_cap(m, i) + 1);
   int breakpoints = work > 4e6;
+  *exact = !breakpoints;
   if (breakpoints && (double)n * (N + 1) * 6 > 5e7) return -1;
   double *best = malloc((size_t)(N + 1) * sizeof *best);
   double *next = malloc((size_t)(N + 1) * sizeof *next);
@@ -289,7 +290,9 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
   dorm_model m = {.jobs = jobs, .n = n, .nodes = nodes, .o = o, .share = share,
                   .col_x = cols, .col_r = cols + n, .col_d = cols + 2 * n,
                   .col_y = cols + 3 * n, .start = start, .gap = DBL_MAX};
-  if (o->dorm_start != 0 || dynamic_programme(&m, start) != 0) greedy(&m, start);
+  int exact = 0;
+  if (o->dorm_start != 0 || dynamic_programme(&m, start, &exact) != 0) greedy(&m, start);
+  rep->exact = exact;
   if (o->dorm_start == 2) m.start = NULL; /* GLPK alone */
 
   glp_term_out(GLP_OFF);
