@@ -25,7 +25,7 @@ def main():
     with open(f"{out}/util_{policy}.dat", "w") as f:
         for r in rows(gantt, "util"):
             f.write(f"{float(r[1]) / 3600:.5f} {int(r[2]) / nodes:.4f} {int(r[3]) / nodes:.4f}\n")
-    jct = sorted(float(r[7]) for path in sys.argv[5:] for r in rows(path, "job"))
+    jct = sorted(float(r[6]) for path in sys.argv[5:] for r in rows(path, "job"))
     with open(f"{out}/jct_{policy}.dat", "w") as f:
         for i, v in enumerate(jct):
             f.write(f"{v:.1f} {(i + 1) / len(jct):.5f}\n")
