@@ -173,11 +173,16 @@ static int dynamic_programme(const dorm_model *m, int *x, int *exact) {
   double *next = malloc((size_t)(N + 1) * sizeof *next);
   int *choice = malloc((size_t)n * (size_t)(N + 1) * sizeof *choice);
   int *order = malloc((size_t)n * sizeof *order);
-  if (best == NULL || next == NULL || choice == NULL || order == NULL) {
+  int *size_s = malloc((size_t)(N + 6) * sizeof *size_s);
+  double *size_g = malloc((size_t)(N + 6) * sizeof *size_g);
+  if (best == NULL || next == NULL || choice == NULL || order == NULL || size_s == NULL ||
+      size_g == NULL) {
     free(best);
     free(next);
     free(choice);
     free(order);
+    free(size_s);
+    free(size_g);
     return -1;
   }
   for (int k = 0; k < n; k++) order[k] = k;
@@ -187,30 +192,39 @@ static int dynamic_programme(const dorm_model *m, int *x, int *exact) {
   for (int k = 0; k < n; k++) {
     int i = order[k];
     int cap = job_cap(m, i), lo = m->jobs[i].min_nodes;
+    /* The job's sizes to try and their gains, once per job: every size in
+     * [lo, cap], or its breakpoints (in increasing order, without repeats). */
+    int ns = 0;
+    if (cap >= lo) {
+      if (!breakpoints) {
+        for (int q = lo; q <= cap; q++) size_s[ns++] = q;
+      } else {
+        int cand[5] = {lo, (int)floor(m->share[i]), (int)ceil(m->share[i]),
+                       m->jobs[i].cur_nodes, cap};
+        for (int q = 0; q < 5; q++) {
+          int v = cand[q], seen = v < lo || v > cap;
+          for (int r = 0; r < ns && !seen; r++) seen = size_s[r] == v;
+          if (!seen) size_s[ns++] = v;
+        }
+        for (int a = 1; a < ns; a++) /* insertion sort of at most 5 */
+          for (int b = a; b > 0 && size_s[b - 1] > size_s[b]; b--) {
+            int t = size_s[b];
+            size_s[b] = size_s[b - 1];
+            size_s[b - 1] = t;
+          }
+      }
+      for (int q = 0; q < ns; q++) size_g[q] = job_gain(m, i, size_s[q]);
+    }
     double g0 = job_gain(m, i, 0);
     int *ch = choice + (size_t)k * (N + 1);
     for (int c = 0; c <= N; c++) {
       double v = best[c] + g0;
       int arg = 0;
-      if (!breakpoints) {
-        for (int s = lo; s <= cap && s <= c; s++) {
-          double g = best[c - s] + job_gain(m, i, s);
-          if (g > v + 1e-12) {
-            v = g;
-            arg = s;
-          }
-        }
-      } else {
-        int cand[5] = {lo, (int)floor(m->share[i]), (int)ceil(m->share[i]),
-                       m->jobs[i].cur_nodes, cap};
-        for (int q = 0; q < 5; q++) {
-          int s = cand[q];
-          if (s < lo || s > cap || s > c) continue;
-          double g = best[c - s] + job_gain(m, i, s);
-          if (g > v + 1e-12) {
-            v = g;
-            arg = s;
-          }
+      for (int q = 0; q < ns && size_s[q] <= c; q++) {
+        double g = best[c - size_s[q]] + size_g[q];
+        if (g > v + 1e-12) {
+          v = g;
+          arg = size_s[q];
         }
       }
       next[c] = v;
@@ -227,6 +241,8 @@ static int dynamic_programme(const dorm_model *m, int *x, int *exact) {
   free(next);
   free(choice);
   free(order);
+  free(size_s);
+  free(size_g);
   if (breakpoints) polish(m, x);
   return 0;
 }

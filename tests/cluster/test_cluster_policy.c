@@ -397,9 +397,9 @@ static double dorm_dp(const gs_cluster_job *jobs, int n, int nodes,
   return v;
 }
 
-static double ms_now(void) {
+static double ms_now(clockid_t clock) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clock, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
@@ -431,13 +431,15 @@ static void test_round_time(void **state) {
     int sizes[NJ];
     gs_cluster_policy_report rep;
     char err[256];
-    double t0 = ms_now();
+    double t0 = ms_now(CLOCK_MONOTONIC), c0 = ms_now(CLOCK_PROCESS_CPUTIME_ID);
     assert_int_equal(gs_cluster_allocate(names[p], jobs, NJ, NN, NULL, sizes, &rep, err, sizeof err), 0);
-    double ms = ms_now() - t0;
+    double ms = ms_now(CLOCK_MONOTONIC) - t0, cpu = ms_now(CLOCK_PROCESS_CPUTIME_ID) - c0;
     check_allocation(jobs, NJ, NN, sizes);
-    printf("round of %d jobs on %d nodes: %-8s %.2f ms (objective %.4f, gap %.3g, proven %d)\n",
-           NJ, NN, names[p], ms, rep.objective, rep.gap, rep.proven);
-    assert_true(ms < 100 * (getenv("GRADSYNC_SLOW_TESTS") ? 10 : 1));
+    printf("round of %d jobs on %d nodes: %-8s %.2f ms, CPU %.2f ms (objective %.4f, gap %.3g, "
+           "exact %d)\n", NJ, NN, names[p], ms, cpu, rep.objective, rep.gap, rep.exact);
+    /* The CPU time: on a machine shared with other builds the wall time
+     * also holds the waits for a core. */
+    assert_true(cpu < 100 * (getenv("GRADSYNC_SLOW_TESTS") ? 10 : 1));
     if (p == 2) {
       gs_cluster_policy_opts o;
       gs_cluster_policy_defaults(&o);
