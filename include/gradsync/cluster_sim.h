@@ -79,7 +79,8 @@ typedef struct gs_csim_result {
   int jobs, done;             /* jobs in the workload, jobs that finished */
   double makespan_s;          /* last completion - first submission */
   double jct_mean_s, jct_p50_s, jct_p99_s;
-  double util;                /* allocated node-seconds / (nodes * makespan) */
+  double util;                /* allocated node-seconds / the pool's node-seconds over
+                                 the makespan (nodes * makespan less a node loss) */
   double util_busy;           /* the same without restarts' node-seconds */
   double fairness_loss;       /* Dorm's, averaged over time while jobs are in */
   double ftf_max, ftf_mean;   /* Themis' finish-time fairness rho */

@@ -15,9 +15,10 @@
  * its restarts the same way). A job's first start is free.
  *
  * Measures (gs_csim_result):
- *  - utilisation: allocated node-seconds over nodes * makespan (Dorm's
- *    resource utilisation with one resource); util_busy leaves out the
- *    node-seconds spent restarting;
+ *  - utilisation: allocated node-seconds over the pool's node-seconds
+ *    during the makespan (nodes * makespan, less what a node loss took
+ *    away; Dorm's resource utilisation with one resource); util_busy leaves
+ *    out the node-seconds spent restarting;
  *  - fairness loss: Dorm's sum_i |x_i - f_i| / N (gs_cluster_fairness_loss)
  *    over the jobs in the system, f the weighted max-min fair share, averaged
  *    over the time in which any job is in the system;
@@ -275,7 +276,7 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
   double interval = o->interval_s;
   double next_tick = interval > 0 ? t + interval : INFINITY;
   int loss_pending = o->loss_nodes > 0;
-  double used_ns = 0, busy_ns = 0, fair_int = 0, fair_time = 0;
+  double used_ns = 0, busy_ns = 0, avail_ns = 0, fair_int = 0, fair_time = 0;
   const double eps = 1e-9;
   if (s.trace) fprintf(s.trace, "# node,NODE,JOB,T0,T1 | util,T,USED,BUSY,ACTIVE | job,...\n");
 
@@ -373,6 +374,7 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       }
     }
     used_ns += used * dt;
+    avail_ns += s.nodes * dt;
     if (s.nactive > 0) {
       fair_int += s.fairness_now * dt;
       fair_time += dt;
@@ -422,9 +424,8 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
     r->ftf_mean = rho_sum / nd;
     r->ftf_max = rho_max;
   }
-  double span = r->makespan_s;
-  r->util = span > 0 ? used_ns / (o->nodes * span) : 0;
-  r->util_busy = span > 0 ? busy_ns / (o->nodes * span) : 0;
+  r->util = avail_ns > 0 ? used_ns / avail_ns : 0;
+  r->util_busy = avail_ns > 0 ? busy_ns / avail_ns : 0;
   r->fairness_loss = fair_time > 0 ? fair_int / fair_time : 0;
   if (r->rounds > 0) {
     r->policy_ms_mean /= r->rounds;

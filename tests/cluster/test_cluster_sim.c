@@ -107,6 +107,10 @@ static void test_node_loss(void **state) {
   assert_int_equal(r.done, 1);
   assert_int_equal(r.resizes, 1);
   NEAR(r.jct_mean_s, 20);
+  /* The pool: 2 nodes for 5 s, 1 for 15: 25 node-seconds, all allocated;
+   * 5 of them spent restarting. */
+  NEAR(r.util, 1.0);
+  NEAR(r.util_busy, 20.0 / 25);
   /* goodput and dorm likewise end it (they may choose differently). */
   run("goodput", "name,time,model,nodes,samples\nA,0,m,2,200\n", 2, 5, 1, &r);
   assert_int_equal(r.done, 1);
