@@ -52,8 +52,9 @@ typedef struct gs_cluster_policy_opts {
   double interval_s;        /* goodput: the time until the next round, over which a
                                resize must pay back its restart (0: 60 s) */
   int dorm_start;           /* dorm's first incumbent for GLPK: 0 the exact dynamic
-                               programme when it is small (jobs * nodes * sizes <= 4e6),
-                               else the greedy; 1 the greedy; 2 none (GLPK alone) */
+                               programme (over every size when jobs * nodes * sizes <= 4e6,
+                               else over each job's breakpoints); 1 the greedy; 2 none
+                               (GLPK alone); 3 the breakpoints' programme always (tests) */
 } gs_cluster_policy_opts;
 
 typedef struct gs_cluster_policy_report {
@@ -65,8 +66,8 @@ typedef struct gs_cluster_policy_report {
   int fallback;          /* dorm: 1 when no MILP solution came back in time and
                             its start was used */
   int exact;             /* dorm: 1 when the start was the exact dynamic programme
-                            over every size (the answer is optimal whatever gap
-                            GLPK's own bound leaves) */
+                            (the answer is optimal whatever gap GLPK's own bound
+                            leaves) */
 } gs_cluster_policy_report;
 
 /* Defaults of the options: restart 30 s, time limit 0.05 s, fairness

@@ -31,14 +31,17 @@
  * report carries the relative MIP gap, 0 when optimality is proven. With
  * whole nodes of one kind the objective is a sum of one term per job under
  * one capacity row, so a dynamic programme over (job, nodes used) finds the
- * optimum in O(jobs * nodes * sizes): where that is small it is offered to
- * GLPK as the first incumbent (dorm_start 0), and GLPK's part is the bound,
- * and the gap, around it; otherwise a greedy allocation (the current sizes,
- * then coordinate ascent: each job's best size given the others') is. The
- * MILP is the general form: per-server placement, several resources or a
- * bound on the number of adjustments (Dorm's own constraints) break the
- * separability and leave the MILP. When GLPK returns no integer solution in
- * time, the start is used (report.fallback).
+ * optimum: over every size in O(jobs * nodes * sizes) where that is small,
+ * else over each job's breakpoints and one free job in O(jobs * nodes * 10)
+ * (breakpoint_programme). It is offered to GLPK as the first incumbent
+ * (dorm_start 0, report.exact), and GLPK's part is the bound, and the gap,
+ * around it; a greedy allocation (the current sizes, then coordinate ascent:
+ * each job's best size given the others') stands in where the programme
+ * cannot run (over 2e7 jobs * nodes, or no memory). The MILP is the general
+ * form: per-server placement, several resources or a bound on the number of
+ * adjustments (Dorm's own constraints) break the separability and leave the
+ * MILP. When GLPK returns no integer solution in time, the start is used
+ * (report.fallback).
  */
 #include "policy.h"
 
@@ -144,14 +147,9 @@ static void greedy(const dorm_model *m, int *x) {
 
 /* The optimum by dynamic programming (see the top): best[c] is the best
  * objective of the jobs so far on at most c nodes; choice[k][c] the size of
- * the k-th job there. Every size of every job when jobs * nodes * sizes <=
- * 4e6: exact. Otherwise (large pools) each job's breakpoints only: 0, min,
- * floor(f), ceil(f), its current size and its largest, where its objective
- * changes slope; some optimum has every job at a breakpoint but at most one
- * (between breakpoints the terms are linear, so two jobs off them can trade
- * nodes until one reaches one), so the breakpoint optimum, polished by
- * coordinate ascent, is at or near the optimum, in O(jobs * nodes * 6).
- * Returns 0, or -1 when even that is too large or out of memory. */
+ * the k-th job there, over every size of every job when jobs * nodes *
+ * sizes <= 4e6, else by breakpoint_programme (large pools). Both are exact.
+ * Returns 0, or -1 when too large (over 2e7 jobs * nodes) or out of memory. */
 static const gs_cluster_job *dp_jobs;
 static int cmp_submit(const void *a, const void *b) {
   const gs_cluster_job *x = &dp_jobs[*(const int *)a], *y = &dp_jobs[*(const int *)b];
@@ -162,19 +160,32 @@ static int cmp_submit(const void *a, const void *b) {
 /* Jobs are taken in FIFO order and the sizes read back from the last one,
  * each preferring the smaller size on a tie: among allocations of equal
  * objective, the jobs submitted first get the nodes. */
+static int breakpoint_programme(const dorm_model *m, const int *order, int *x);
+
 static int dynamic_programme(const dorm_model *m, int *x, int *exact) {
   int n = m->n, N = m->nodes;
   double work = 0;
   for (int i = 0; i < n; i++) work += (double)(N + 1) * (job_cap(m, i) + 1);
-  int breakpoints = work > 4e6;
-  *exact = !breakpoints;
-  if (breakpoints && (double)n * (N + 1) * 6 > 5e7) return -1;
+  int breakpoints = work > 4e6 || m->o->dorm_start == 3;
+  *exact = 0;
+  if (breakpoints) {
+    if ((double)n * (N + 1) > 2e7) return -1; /* memory: two choices a cell */
+    int *order = malloc((size_t)n * sizeof *order);
+    if (order == NULL) return -1;
+    for (int k = 0; k < n; k++) order[k] = k;
+    dp_jobs = m->jobs;
+    qsort(order, (size_t)n, sizeof *order, cmp_submit);
+    int r = breakpoint_programme(m, order, x);
+    free(order);
+    *exact = r == 0;
+    return r;
+  }
   double *best = malloc((size_t)(N + 1) * sizeof *best);
   double *next = malloc((size_t)(N + 1) * sizeof *next);
   int *choice = malloc((size_t)n * (size_t)(N + 1) * sizeof *choice);
   int *order = malloc((size_t)n * sizeof *order);
-  int *size_s = malloc((size_t)(N + 6) * sizeof *size_s);
-  double *size_g = malloc((size_t)(N + 6) * sizeof *size_g);
+  int *size_s = malloc((size_t)(N + 1) * sizeof *size_s);
+  double *size_g = malloc((size_t)(N + 1) * sizeof *size_g);
   if (best == NULL || next == NULL || choice == NULL || order == NULL || size_s == NULL ||
       size_g == NULL) {
     free(best);
@@ -192,27 +203,10 @@ static int dynamic_programme(const dorm_model *m, int *x, int *exact) {
   for (int k = 0; k < n; k++) {
     int i = order[k];
     int cap = job_cap(m, i), lo = m->jobs[i].min_nodes;
-    /* The job's sizes to try and their gains, once per job: every size in
-     * [lo, cap], or its breakpoints (in increasing order, without repeats). */
+    /* The job's sizes and their gains, once per job. */
     int ns = 0;
     if (cap >= lo) {
-      if (!breakpoints) {
-        for (int q = lo; q <= cap; q++) size_s[ns++] = q;
-      } else {
-        int cand[5] = {lo, (int)floor(m->share[i]), (int)ceil(m->share[i]),
-                       m->jobs[i].cur_nodes, cap};
-        for (int q = 0; q < 5; q++) {
-          int v = cand[q], seen = v < lo || v > cap;
-          for (int r = 0; r < ns && !seen; r++) seen = size_s[r] == v;
-          if (!seen) size_s[ns++] = v;
-        }
-        for (int a = 1; a < ns; a++) /* insertion sort of at most 5 */
-          for (int b = a; b > 0 && size_s[b - 1] > size_s[b]; b--) {
-            int t = size_s[b];
-            size_s[b] = size_s[b - 1];
-            size_s[b - 1] = t;
-          }
-      }
+      for (int q = lo; q <= cap; q++) size_s[ns++] = q;
       for (int q = 0; q < ns; q++) size_g[q] = job_gain(m, i, size_s[q]);
     }
     double g0 = job_gain(m, i, 0);
@@ -243,8 +237,127 @@ static int dynamic_programme(const dorm_model *m, int *x, int *exact) {
   free(order);
   free(size_s);
   free(size_g);
-  if (breakpoints) polish(m, x);
+  *exact = 1;
   return 0;
+}
+
+/* The optimum on large pools, in O(jobs * nodes * 10) (Dorm's objective is
+ * a sum of one term per job under one capacity). On [min, max] a job's term
+ * is linear between its breakpoints (min, floor(f), ceil(f), its current
+ * size, max): if two jobs sat strictly inside such segments, moving nodes
+ * from one to the other would change the objective linearly, so one
+ * direction does not lower it until one of them reaches a breakpoint. Some
+ * optimum therefore has every job at 0 or a breakpoint but at most one, the
+ * free one. Two layers of the programme: b0[c], the best of the jobs so far
+ * all at breakpoints on at most c nodes; b1[c], the same with one of them
+ * free. A free job's best size on a linear segment s in [s1, s2], with term
+ * a + b s, is a sliding-window maximum: b0[c - s] + a + b s =
+ * a + b c + (b0[u] - b u) for u = c - s in [c - s2, c - s1], whose ends only
+ * grow with c (a monotone deque, O(nodes) per segment). Returns 0, or -1
+ * when out of memory. */
+static int breakpoint_programme(const dorm_model *m, const int *order, int *x) {
+  int n = m->n, N = m->nodes;
+  size_t cells = (size_t)n * (size_t)(N + 1);
+  double *b0 = malloc((size_t)(N + 1) * sizeof *b0), *b1 = malloc((size_t)(N + 1) * sizeof *b1);
+  double *n0 = malloc((size_t)(N + 1) * sizeof *n0), *n1 = malloc((size_t)(N + 1) * sizeof *n1);
+  int *ch0 = malloc(cells * sizeof *ch0), *ch1 = malloc(cells * sizeof *ch1);
+  unsigned char *from0 = malloc(cells);
+  int *dq = malloc((size_t)(N + 1) * sizeof *dq);
+  int rc = -1;
+  if (!b0 || !b1 || !n0 || !n1 || !ch0 || !ch1 || !from0 || !dq) goto out;
+  for (int c = 0; c <= N; c++) {
+    b0[c] = 0;
+    b1[c] = -INFINITY;
+  }
+  for (int k = 0; k < n; k++) {
+    int i = order[k];
+    const gs_cluster_job *j = &m->jobs[i];
+    int cap = job_cap(m, i), lo = j->min_nodes;
+    int bp[5], nb = 0;
+    double bg[5];
+    if (cap >= lo) {
+      int cand[5] = {lo, (int)floor(m->share[i]), (int)ceil(m->share[i]), j->cur_nodes, cap};
+      for (int q = 0; q < 5; q++) {
+        int v = cand[q], seen = v < lo || v > cap;
+        for (int r = 0; r < nb && !seen; r++) seen = bp[r] == v;
+        if (!seen) bp[nb++] = v;
+      }
+      for (int a = 1; a < nb; a++)
+        for (int b = a; b > 0 && bp[b - 1] > bp[b]; b--) {
+          int t = bp[b];
+          bp[b] = bp[b - 1];
+          bp[b - 1] = t;
+        }
+      for (int q = 0; q < nb; q++) bg[q] = job_gain(m, i, bp[q]);
+    }
+    double g0 = job_gain(m, i, 0);
+    int *c0 = ch0 + (size_t)k * (N + 1), *c1 = ch1 + (size_t)k * (N + 1);
+    unsigned char *f0 = from0 + (size_t)k * (N + 1);
+    for (int c = 0; c <= N; c++) {
+      double v0 = b0[c] + g0, v1 = b1[c] + g0;
+      int a0 = 0, a1 = 0;
+      for (int q = 0; q < nb && bp[q] <= c; q++) {
+        if (b0[c - bp[q]] + bg[q] > v0 + 1e-12) {
+          v0 = b0[c - bp[q]] + bg[q];
+          a0 = bp[q];
+        }
+        if (b1[c - bp[q]] + bg[q] > v1 + 1e-12) {
+          v1 = b1[c - bp[q]] + bg[q];
+          a1 = bp[q];
+        }
+      }
+      n0[c] = v0;
+      c0[c] = a0;
+      n1[c] = v1;
+      c1[c] = a1;
+      f0[c] = 0;
+    }
+    /* This job free: each open segment between consecutive breakpoints. */
+    for (int q = 0; q + 1 < nb; q++) {
+      int s1 = bp[q] + 1, s2 = bp[q + 1] - 1;
+      if (s1 > s2 || s1 > N) continue;
+      double mid = 0.5 * (s1 + s2), sign = mid > m->share[i] ? 1 : -1;
+      double beta = (1 - m->o->fairness_weight * sign) / N;
+      double alpha = m->o->fairness_weight * sign * m->share[i] / N -
+                     (j->cur_nodes > 0 ? m->o->adjust_weight : 0);
+      int head = 0, tail = 0;
+      for (int c = s1; c <= N; c++) {
+        int u = c - s1; /* the window's new right end */
+        double hu = b0[u] - beta * u;
+        while (tail > head && b0[dq[tail - 1]] - beta * dq[tail - 1] <= hu) tail--;
+        dq[tail++] = u;
+        while (dq[head] < c - s2) head++;
+        int ub = dq[head];
+        double v = alpha + beta * c + (b0[ub] - beta * ub);
+        if (v > n1[c] + 1e-12) {
+          n1[c] = v;
+          c1[c] = c - ub;
+          f0[c] = 1;
+        }
+      }
+    }
+    memcpy(b0, n0, (size_t)(N + 1) * sizeof *b0);
+    memcpy(b1, n1, (size_t)(N + 1) * sizeof *b1);
+  }
+  int layer = b1[N] > b0[N] + 1e-12, c = N;
+  for (int k = n - 1; k >= 0; k--) {
+    size_t at = (size_t)k * (N + 1) + (size_t)c;
+    int sz = layer ? ch1[at] : ch0[at];
+    if (layer && from0[at]) layer = 0;
+    x[order[k]] = sz;
+    c -= sz;
+  }
+  rc = 0;
+out:
+  free(b0);
+  free(b1);
+  free(n0);
+  free(n1);
+  free(ch0);
+  free(ch1);
+  free(from0);
+  free(dq);
+  return rc;
 }
 
 /* The column values of allocation x (1-based, as GLPK wants them). */
@@ -307,7 +420,8 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
                   .col_x = cols, .col_r = cols + n, .col_d = cols + 2 * n,
                   .col_y = cols + 3 * n, .start = start, .gap = DBL_MAX};
   int exact = 0;
-  if (o->dorm_start != 0 || dynamic_programme(&m, start, &exact) != 0) greedy(&m, start);
+  if ((o->dorm_start != 0 && o->dorm_start != 3) || dynamic_programme(&m, start, &exact) != 0)
+    greedy(&m, start);
   rep->exact = exact;
   if (o->dorm_start == 2) m.start = NULL; /* GLPK alone */
 
