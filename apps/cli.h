@@ -25,6 +25,12 @@ int cmd_train_dlrm(int argc, char **argv); /* --model dlrm */
 int cmd_syncswitch(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 int cmd_shard(int argc, char **argv);
+/* gradsync cluster (apps/cmd_cluster.c): `simulate` is the cluster
+ * simulator's; every other subcommand (argv[1]: serve, submit, jobs,
+ * cancel, ...) is the manager's, gs_cmd_cluster_manager (argv[0] is
+ * "cluster"), in apps/cmd_cluster_mgr*.c. Both return the exit status. */
+int cmd_cluster(int argc, char **argv);
+int gs_cmd_cluster_manager(int argc, char **argv);
 
 /* ---- Numbers ------------------------------------------------------------
  * Every verb reads its numbers with these. Each returns 0 on success and -1

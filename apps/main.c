@@ -18,6 +18,7 @@ static const struct {
     {"simulate", cmd_simulate, "simulate training iterations on N workers, event by event"},
     {"syncswitch", cmd_syncswitch, "search Sync-Switch's offline switch point for a job"},
     {"shard", cmd_shard, "plan where a recommendation model's embedding tables live"},
+    {"cluster", cmd_cluster, "share a pool of nodes among jobs; simulate its policies"},
 };
 
 static void usage(FILE *f) {
