@@ -128,6 +128,7 @@ typedef struct run_elastic_opts {
   double discover_every;             /* --discover-every S */
   int max_restarts;                  /* --max-restarts K */
   double resize_interval;            /* --resize-interval S */
+  int shrink_on_discover;            /* --shrink-on-discover */
   double min_wait;                   /* --min-wait S */
   const char *events;                /* --events FILE */
   int (*host_ok)(const char *host, void *user);
