@@ -25,6 +25,15 @@ int cmd_train_dlrm(int argc, char **argv); /* --model dlrm */
 int cmd_syncswitch(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 int cmd_shard(int argc, char **argv);
+/* gradsync cluster (apps/cmd_cluster.c): `cluster simulate` to the cluster
+ * simulator, every other `cluster` command to gs_cmd_cluster_manager
+ * (apps/cmd_cluster_mgr.c: serve, keep, drain, undrain, down). */
+int cmd_cluster(int argc, char **argv);
+int gs_cmd_cluster_manager(int argc, char **argv);
+/* The cluster manager's clients (apps/cmd_cluster_mgr.c). */
+int cmd_submit(int argc, char **argv);
+int cmd_jobs(int argc, char **argv);
+int cmd_cancel(int argc, char **argv);
 
 /* ---- Numbers ------------------------------------------------------------
  * Every verb reads its numbers with these. Each returns 0 on success and -1
