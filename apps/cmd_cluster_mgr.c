@@ -497,8 +497,10 @@ int cmd_submit(int argc, char **argv) {
     char msg[1024];
     int rc = check_train_args(args, nargs, msg, sizeof msg);
     if (rc != 0) {
-      const char *m = msg;
+      char *m = msg;
       if (strncmp(m, "gradsync train: ", 16) == 0) m += 16;
+      size_t ml = strlen(m), sl = strlen(" (see --help)");
+      if (ml >= sl && strcmp(m + ml - sl, " (see --help)") == 0) m[ml - sl] = '\0';
       char clean[1024];
       cli_error("submit", "the job's options: %s", cli_clean_text(clean, sizeof clean, m));
       return 2;

@@ -42,6 +42,7 @@
 #include "gradsync/cluster_manager.h"
 #include "gradsync/core.h"
 #include "journal.h"
+#include "manager_internal.h"
 #include "policy.h"
 #include "spool.h"
 
@@ -1055,7 +1056,7 @@ static int policy_round(mgr *m) {
 
 /* ---- Snapshot for `gradsync jobs` -------------------------------------- */
 
-static void write_snapshot(mgr *m) {
+static char *snapshot_text(mgr *m) {
   cJSON *root = cJSON_CreateObject();
   cJSON_AddNumberToObject(root, "time", spool_wall_s());
   cJSON_AddStringToObject(root, "policy", m->cfg->policy);
@@ -1109,6 +1110,11 @@ static void write_snapshot(mgr *m) {
   }
   char *text = cJSON_PrintUnformatted(root);
   cJSON_Delete(root);
+  return text;
+}
+
+static void write_snapshot(mgr *m) {
+  char *text = snapshot_text(m);
   if (!text) return;
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/jobs.json", m->spool);
@@ -1311,6 +1317,34 @@ out:
   gs_free(m.node);
   close(lock);
   return rc;
+}
+
+char *cluster_replay_snapshot(const char *journal, const gs_cluster_node *nodes, int nnodes,
+                              long *records, long *dropped, char *err, size_t errlen) {
+  gs_cluster_serve_config c;
+  memset(&c, 0, sizeof c);
+  c.policy = "static";
+  mgr m;
+  memset(&m, 0, sizeof m);
+  m.cfg = &c;
+  m.err = err;
+  m.errlen = errlen;
+  snprintf(m.spool, sizeof m.spool, "(replay)");
+  m.node = gs_calloc((size_t)nnodes + 1, sizeof *m.node);
+  if (!m.node) return NULL;
+  for (int i = 0; i < nnodes; i++) m.node[i].spec = nodes[i];
+  m.nnode = nnodes;
+  long good = cluster_journal_replay(journal, replay_one, &m, dropped, err, errlen);
+  char *text = good >= 0 ? snapshot_text(&m) : NULL;
+  if (records) *records = good;
+  for (int k = 0; k < m.njob; k++) {
+    cJSON_Delete(m.job[k].args);
+    gs_free(m.job[k].assigned);
+    gs_free(m.job[k].actual);
+  }
+  gs_free(m.job);
+  gs_free(m.node);
+  return text;
 }
 
 /* ---- The keeper -------------------------------------------------------- */
