@@ -469,8 +469,8 @@ int cmd_submit(int argc, char **argv) {
     return 2;
   }
   char err[1024], policy[64];
-  int pool;
-  if (gs_cluster_pool(spool, &pool, policy, sizeof policy, err, sizeof err) != 0) {
+  int pool, slots;
+  if (gs_cluster_pool(spool, &pool, &slots, policy, sizeof policy, err, sizeof err) != 0) {
     cli_error("submit", "%s", err);
     return 2;
   }
@@ -493,6 +493,21 @@ int cmd_submit(int argc, char **argv) {
       cli_error("submit", "give gradsync train's options after '--', not a program ('%s'); "
                 "--exec runs a program", args[0]);
       return 2;
+    }
+    /* With --global-batch G the job runs only on sizes that divide G. */
+    for (int k = 0; k + 1 < nargs; k++) {
+      long gb;
+      if (strcmp(args[k], "--global-batch") != 0 ||
+          cli_parse_long(args[k + 1], 1, 1L << 40, &gb) != 0)
+        continue;
+      int fits = 0;
+      for (int n = min; n <= max && n <= pool && !fits; n++) fits = gb % ((long)n * slots) == 0;
+      if (!fits) {
+        cli_error("submit", "no size from --min %d to --max %d nodes (%d rank%s a node) "
+                  "divides the job's --global-batch %ld", min, max, slots,
+                  slots == 1 ? "" : "s", gb);
+        return 2;
+      }
     }
     char msg[1024];
     int rc = check_train_args(args, nargs, msg, sizeof msg);

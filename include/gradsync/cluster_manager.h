@@ -79,10 +79,11 @@ typedef struct gs_cluster_submission {
   char *const *argv;    /* NULL-ended */
 } gs_cluster_submission;
 
-/* The pool of the manager serving spool (DIR/pool.json): its node count and
- * policy. 0, or -1 with err when no manager has served it. */
-int gs_cluster_pool(const char *spool, int *nodes, char *policy, size_t policy_len, char *err,
-                    size_t errlen);
+/* The pool of the manager serving spool (DIR/pool.json): its node count,
+ * the first node's slots (slots may be NULL) and the policy (policy may be
+ * NULL). 0, or -1 with err when no manager has served it. */
+int gs_cluster_pool(const char *spool, int *nodes, int *slots, char *policy, size_t policy_len,
+                    char *err, size_t errlen);
 
 /* Queues a submission (a request file): *id is its job id. 0, or -1 with
  * err. The caller has checked the sizes and the options. */

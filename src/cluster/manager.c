@@ -819,8 +819,36 @@ static int take_request(mgr *m, const cJSON *r) {
       snprintf(j->message, sizeof j->message, "sizes %d:%d do not fit the pool of %d nodes",
                j->min, j->max, m->nnode);
     }
-    mlog(m, "job %d (%s): submitted, %d to %d nodes, weight %g", j->id, j->name, j->min,
-         j->max, j->weight);
+    /* A gradsync train job with --global-batch G runs only on sizes that
+     * divide G (its supervisor's rule): its most nodes become the largest
+     * such size, so that nodes given to it are used. */
+    long gb = 0;
+    const cJSON *x, *prev = NULL;
+    cJSON_ArrayForEach(x, j->args) {
+      if (!j->exec && prev && cJSON_IsString(prev) && cJSON_IsString(x) &&
+          strcmp(prev->valuestring, "--global-batch") == 0)
+        gb = atol(x->valuestring);
+      prev = x;
+    }
+    int slots = m->nnode > 0 ? m->node[0].spec.slots : 1;
+    if (gb > 0 && j->state == J_QUEUED) {
+      int top = j->max;
+      while (top >= j->min && gb % ((long)top * slots) != 0) top--;
+      if (top < j->min) {
+        j->state = J_FAILED;
+        j->end_t = spool_wall_s();
+        snprintf(j->message, sizeof j->message, "no size from %d to %d nodes (%d rank%s "
+                 "each) divides its --global-batch %ld", j->min, j->max, slots,
+                 slots == 1 ? "" : "s", gb);
+      } else if (top < j->max) {
+        mlog(m, "job %d: at most %d nodes, not %d: its --global-batch %ld", j->id, top, j->max,
+             gb);
+        j->max = top;
+      }
+    }
+    mlog(m, "job %d (%s): submitted, %d to %d nodes, weight %g%s%s", j->id, j->name, j->min,
+         j->max, j->weight, j->state == J_FAILED ? ": refused: " : "",
+         j->state == J_FAILED ? j->message : "");
     (void)pool;
     m->replan = 1;
     return save_job(m, j);

@@ -43,8 +43,8 @@ char *spool_read_file(const char *path, size_t max) {
   return buf;
 }
 
-int gs_cluster_pool(const char *spool, int *nodes, char *policy, size_t policy_len, char *err,
-                    size_t errlen) {
+int gs_cluster_pool(const char *spool, int *nodes, int *slots, char *policy, size_t policy_len,
+                    char *err, size_t errlen) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/pool.json", spool);
   char *text = spool_read_file(path, 1 << 22);
@@ -59,6 +59,11 @@ int gs_cluster_pool(const char *spool, int *nodes, char *policy, size_t policy_l
     return -1;
   }
   *nodes = cJSON_GetArraySize(n);
+  if (slots) {
+    const cJSON *first = cJSON_GetArrayItem(n, 0);
+    const cJSON *sl = first ? cJSON_GetObjectItemCaseSensitive(first, "slots") : NULL;
+    *slots = cJSON_IsNumber(sl) && sl->valueint > 0 ? sl->valueint : 1;
+  }
   if (policy) snprintf(policy, policy_len, "%s", cJSON_IsString(p) ? p->valuestring : "?");
   cJSON_Delete(j);
   return 0;
@@ -111,7 +116,7 @@ int spool_put_request(const char *spool, cJSON *req, const char *tag, char *err,
 int gs_cluster_submit(const char *spool, const gs_cluster_submission *s, int *id, char *err,
                       size_t errlen) {
   int nodes;
-  if (gs_cluster_pool(spool, &nodes, NULL, 0, err, errlen) != 0) return -1;
+  if (gs_cluster_pool(spool, &nodes, NULL, NULL, 0, err, errlen) != 0) return -1;
   if (next_id(spool, id, err, errlen) != 0) return -1;
   char cwd[PATH_MAX];
   if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, "/");
@@ -138,7 +143,7 @@ int gs_cluster_submit(const char *spool, const gs_cluster_submission *s, int *id
 
 int gs_cluster_cancel(const char *spool, int id, char *err, size_t errlen) {
   int nodes;
-  if (gs_cluster_pool(spool, &nodes, NULL, 0, err, errlen) != 0) return -1;
+  if (gs_cluster_pool(spool, &nodes, NULL, NULL, 0, err, errlen) != 0) return -1;
   cJSON *r = cJSON_CreateObject();
   cJSON_AddStringToObject(r, "op", "cancel");
   cJSON_AddNumberToObject(r, "id", id);
@@ -149,7 +154,7 @@ int gs_cluster_cancel(const char *spool, int id, char *err, size_t errlen) {
 
 int gs_cluster_drain(const char *spool, const char *node, int drain, char *err, size_t errlen) {
   int nodes;
-  if (gs_cluster_pool(spool, &nodes, NULL, 0, err, errlen) != 0) return -1;
+  if (gs_cluster_pool(spool, &nodes, NULL, NULL, 0, err, errlen) != 0) return -1;
   cJSON *r = cJSON_CreateObject();
   cJSON_AddStringToObject(r, "op", drain ? "drain" : "resume");
   cJSON_AddStringToObject(r, "node", node);
@@ -160,7 +165,7 @@ int gs_cluster_drain(const char *spool, const char *node, int drain, char *err, 
 
 char *gs_cluster_jobs_json(const char *spool, char *err, size_t errlen) {
   int nodes;
-  if (gs_cluster_pool(spool, &nodes, NULL, 0, err, errlen) != 0) return NULL;
+  if (gs_cluster_pool(spool, &nodes, NULL, NULL, 0, err, errlen) != 0) return NULL;
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/jobs.json", spool);
   char *text = spool_read_file(path, 1 << 26);
@@ -184,6 +189,17 @@ char *gs_cluster_jobs_json(const char *spool, char *err, size_t errlen) {
     cJSON *r = rt ? cJSON_Parse(rt) : NULL;
     gs_free(rt);
     if (!r) continue;
+    /* Taken already (journaled, the file not yet removed): listed once. */
+    const cJSON *rid = cJSON_GetObjectItemCaseSensitive(r, "id"), *known;
+    int dup = 0;
+    cJSON_ArrayForEach(known, jobs) {
+      const cJSON *kid = cJSON_GetObjectItemCaseSensitive(known, "id");
+      dup |= cJSON_IsNumber(rid) && cJSON_IsNumber(kid) && kid->valueint == rid->valueint;
+    }
+    if (dup) {
+      cJSON_Delete(r);
+      continue;
+    }
     cJSON *o = cJSON_CreateObject();
     const char *keys[] = {"id", "name", "min", "max", "weight"};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
