@@ -96,6 +96,8 @@ typedef struct mgr {
   cluster_journal jr;
   int replan;
   double last_round, last_health, last_snapshot;
+  pid_t *health_pid; /* a node's ssh check in flight */
+  double health_deadline;
   char *err;
   size_t errlen;
 } mgr;
@@ -911,15 +913,17 @@ static int is_local(const char *h) {
   return strcasecmp(h, "localhost") == 0 || strncmp(h, "127.", 4) == 0;
 }
 
-/* ssh HOST true for the non-local nodes, all at once, at most 8 s. */
-static int check_health(mgr *m) {
+/* ssh HOST true for the non-local nodes, all at once, each bounded by 8 s;
+ * never blocking the loop: health_start starts a round, health_poll
+ * collects what has ended. A node whose check fails is lost (its jobs
+ * shrink); one that answers again is back. */
+static void health_start(mgr *m) {
   const gs_cluster_serve_config *c = m->cfg;
-  pid_t *pid = gs_calloc((size_t)m->nnode, sizeof *pid);
-  if (!pid) return 0;
+  m->health_deadline = mono_s() + 8;
   for (int i = 0; i < m->nnode; i++) {
-    if (is_local(m->node[i].spec.name)) continue;
-    pid[i] = fork();
-    if (pid[i] == 0) {
+    if (is_local(m->node[i].spec.name) || m->health_pid[i] > 0) continue;
+    pid_t pid = fork();
+    if (pid == 0) {
       int null = open("/dev/null", O_RDWR);
       if (null >= 0) {
         dup2(null, 0);
@@ -934,33 +938,36 @@ static int check_health(mgr *m) {
                m->node[i].spec.name, "true", (char *)NULL);
       _exit(127);
     }
+    m->health_pid[i] = pid > 0 ? pid : 0;
   }
-  double deadline = mono_s() + 8;
-  int rc = 0;
-  for (int i = 0; i < m->nnode; i++) {
-    if (pid[i] <= 0) continue;
-    int status = 0, ok = 0;
-    for (;;) {
-      pid_t r = waitpid(pid[i], &status, WNOHANG);
-      if (r == pid[i]) {
-        ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        break;
+}
+
+static int health_result(mgr *m, int i, int ok) {
+  m->health_pid[i] = 0;
+  if (ok != m->node[i].down) return 0;
+  m->node[i].down = !ok;
+  mlog(m, "node %s: %s", m->node[i].spec.name, ok ? "back" : "lost (ssh fails)");
+  m->replan = 1;
+  return save_node(m, &m->node[i]);
+}
+
+/* Reaps every child that ended (the health checks, and the keepers this
+ * manager started: adopted ones are init's), and ends checks past their
+ * bound. */
+static int health_poll(mgr *m) {
+  int rc = 0, status;
+  for (pid_t r; (r = waitpid(-1, &status, WNOHANG)) > 0;)
+    for (int i = 0; i < m->nnode; i++)
+      if (m->health_pid[i] == r && health_result(m, i, WIFEXITED(status) &&
+                                                          WEXITSTATUS(status) == 0) != 0)
+        rc = -1;
+  if (mono_s() > m->health_deadline)
+    for (int i = 0; i < m->nnode; i++)
+      if (m->health_pid[i] > 0) {
+        kill(m->health_pid[i], SIGKILL);
+        waitpid(m->health_pid[i], &status, 0);
+        if (health_result(m, i, 0) != 0) rc = -1;
       }
-      if (mono_s() > deadline) {
-        kill(pid[i], SIGKILL);
-        waitpid(pid[i], &status, 0);
-        break;
-      }
-      nap_ms(20);
-    }
-    if (ok == m->node[i].down) {
-      m->node[i].down = !ok;
-      mlog(m, "node %s: %s", m->node[i].spec.name, ok ? "back" : "lost (ssh fails)");
-      m->replan = 1;
-      if (save_node(m, &m->node[i]) != 0) rc = -1;
-    }
-  }
-  gs_free(pid);
   return rc;
 }
 
@@ -1272,7 +1279,10 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
     return 2;
   }
   m.node = gs_calloc((size_t)c.nnodes, sizeof *m.node);
-  if (!m.node) {
+  m.health_pid = gs_calloc((size_t)c.nnodes, sizeof *m.health_pid);
+  if (!m.node || !m.health_pid) {
+    gs_free(m.node);
+    gs_free(m.health_pid);
     close(lock);
     snprintf(err, errlen, "out of memory");
     return 1;
@@ -1311,17 +1321,15 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
     if (take_requests(&m) != 0) goto out;
     for (int k = 0; k < m.njob; k++)
       if (job_active(&m.job[k]) && follow(&m, &m.job[k]) != 0) goto out;
+    if (health_poll(&m) != 0) goto out;
     if (now - m.last_health >= c.interval_s) {
       m.last_health = now;
-      if (check_health(&m) != 0) goto out;
+      health_start(&m);
     }
     if (m.replan || now - m.last_round >= c.interval_s) {
       m.replan = 0;
       m.last_round = now;
       if (policy_round(&m) != 0) goto out;
-    }
-    /* Reap keepers that are our children (adopted ones are init's). */
-    while (waitpid(-1, NULL, WNOHANG) > 0) {
     }
     int dirty = 0;
     for (int k = 0; k < m.njob; k++) dirty |= m.job[k].dirty;
@@ -1342,6 +1350,12 @@ out:
     gs_free(m.job[k].actual);
   }
   gs_free(m.job);
+  for (int i = 0; i < m.nnode; i++)
+    if (m.health_pid[i] > 0) {
+      kill(m.health_pid[i], SIGKILL);
+      waitpid(m.health_pid[i], NULL, 0);
+    }
+  gs_free(m.health_pid);
   gs_free(m.node);
   close(lock);
   return rc;

@@ -119,8 +119,10 @@ if grep -q '^2 127.0.1.1:1,127.0.1.2:1$' "$scratch/A/launches"; then
   pass "A started at its max on 2 nodes, B on the third; C waits (static, FIFO)"
 else fail "A's first launch: $(cat "$scratch/A/launches")"; fi
 [ "$(state 3)" = queued ] && pass "C queued" || fail "C is '$(state 3)'"
+exec 3>&2 2>/dev/null # not bash's "Killed" line
 kill -9 "$serve_pid"
-wait "$serve_pid" 2>/dev/null
+wait "$serve_pid"
+exec 2>&3 3>&-
 sleep 1
 a_before=$(cat "$scratch/A/step")
 serve || fail "the manager did not start again"
