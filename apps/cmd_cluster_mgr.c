@@ -172,8 +172,11 @@ static int cmd_serve(int argc, char **argv) {
     cli_error("cluster serve", "--ssh-config: --emulated nodes bring their own");
     return 2;
   }
-  /* The policy is checked by the library; unknown names are refused here
-   * first, in the verb's voice. */
+  if (!gs_cluster_policy_exists(policy)) {
+    cli_error("cluster serve", "unknown policy '%s' (static, dorm and goodput are the "
+              "policies there are; this build may lack some)", policy);
+    return 2;
+  }
   char spool[PATH_MAX];
   if (spool_arg) snprintf(spool, sizeof spool, "%s", spool_arg);
   else default_spool(spool, sizeof spool);

@@ -64,6 +64,9 @@ typedef struct gs_cluster_serve_config {
   void *user;
 } gs_cluster_serve_config;
 
+/* Whether this build knows policy name (gs_cluster_allocate's names). */
+int gs_cluster_policy_exists(const char *name);
+
 /* Serves the spool until *stop. Returns 0 when stopped (the jobs keep
  * running and a later serve adopts them), 2 for a bad configuration or a
  * spool served by another manager, 1 for a failure (journal, spool); err

@@ -1231,6 +1231,8 @@ static int recover(mgr *m) {
   return rc;
 }
 
+int gs_cluster_policy_exists(const char *name) { return gs_cluster_policy_known(name); }
+
 int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errlen) {
   gs_cluster_serve_config c = *cfg;
   if (c.interval_s <= 0) c.interval_s = 10;

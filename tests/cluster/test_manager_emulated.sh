@@ -69,7 +69,8 @@ wait_for() { # SECONDS COMMAND...
 "$G" cluster serve --emulated 2 --spool "$spool" --policy "$POLICY" --interval 2 \
   --commit-every 10 >"$log" 2>&1 &
 serve_pid=$!
-wait_for 60 test -f "$spool/pool.json"
+ready() { [ -f "$spool/pool.json" ] || ! kill -0 "$serve_pid" 2>/dev/null; }
+wait_for 120 ready
 if ! kill -0 "$serve_pid" 2>/dev/null; then
   if grep -q "unknown policy" "$log"; then echo "SKIP  policy $POLICY is not in this build"; exit 77; fi
   fail "the manager did not start"
