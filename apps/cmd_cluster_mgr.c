@@ -54,6 +54,8 @@ static void serve_usage(FILE *f) {
       "                   sshd each, scripts/emulated-hosts.sh), kept in\n"
       "                   SPOOL/emulated (gradsync cluster down removes them)\n"
       "  --rate R         --emulated nodes' links (tc's syntax: 1gbit)\n"
+      "  --node-cpus C    --emulated nodes: each node's processes share at most C\n"
+      "                   cores (a CPU cgroup per node, as gradsync run --node-cpus)\n"
       "  --policy P       static (default), or a policy this build knows\n"
       "  --spool DIR      where requests, the journal and the jobs live\n"
       "  --interval S     a policy round at least every S seconds (default 10)\n"
@@ -104,11 +106,51 @@ static int emulated_up(const char *spool, int n, const char *rate, char *dir, si
   return 0;
 }
 
+/* --node-cpus: each emulated node's sshd goes into a CPU group of its own
+ * capped to cpus cores (run_cpu.c's groups), so that everything a job
+ * starts on the node over ssh is counted there and nodes do not lend each
+ * other cores. The groups are named after node 0's sshd, which lives as
+ * long as the nodes: a manager that restarts finds them, and they are
+ * removed as stale once the nodes are down. */
+static int emulated_cpus(const char *dir, int n, double cpus) {
+  char path[PATH_MAX + 32], prefix[300], file[400], text[32];
+  int pid0 = 0;
+  for (int i = 0; i < n; i++) {
+    snprintf(path, sizeof path, "%s/sshd.%d.pid", dir, i);
+    FILE *f = fopen(path, "r");
+    int pid = 0;
+    if (!f || fscanf(f, "%d", &pid) != 1 || pid <= 0) {
+      if (f) fclose(f);
+      cli_fail("cluster", "--node-cpus: no sshd pid in %s", path);
+      return -1;
+    }
+    fclose(f);
+    if (i == 0) {
+      pid0 = pid;
+      if (run_cpu_create(pid0, n, cpus, -1, -1, prefix, sizeof prefix) != 0) return -1;
+    }
+    if (snprintf(file, sizeof file, "%s%d/cgroup.procs", prefix, i) >= (int)sizeof file)
+      return -1;
+    snprintf(text, sizeof text, "%d", pid);
+    FILE *g = fopen(file, "w");
+    int ok = g && fputs(text, g) >= 0;
+    if (g) ok = fclose(g) == 0 && ok;
+    if (!ok) {
+      cli_fail("cluster", "--node-cpus: cannot move node %d's sshd (pid %d) into %s: %s", i,
+               pid, file, strerror(errno));
+      return -1;
+    }
+  }
+  fprintf(stderr, "gradsync cluster: %d emulated nodes of at most %g cores each (%s*)\n", n,
+          cpus, prefix);
+  return 0;
+}
+
 static int cmd_serve(int argc, char **argv) {
   const char *nodes_file = NULL, *policy = "static", *ssh_config = NULL, *iface = NULL,
              *mpirun = NULL, *rate = NULL, *spool_arg = NULL;
   int emulated = 0, restart_budget = 3, commit_every = 20;
-  double interval = 10, discover_every = 1;
+  double interval = 10, discover_every = 1, node_cpus = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has = i + 1 < argc;
@@ -147,6 +189,13 @@ static int cmd_serve(int argc, char **argv) {
         return 2;
       }
       i++;
+    } else if (strcmp(a, "--node-cpus") == 0) {
+      if (!has || cli_parse_double(argv[i + 1], 0.01, 4096, &node_cpus) != 0) {
+        cli_error("cluster serve", "--node-cpus needs cores from 0.01 to 4096 (got '%s')",
+                  has ? argv[i + 1] : "");
+        return 2;
+      }
+      i++;
     } else if (strcmp(a, "--interval") == 0 || strcmp(a, "--discover-every") == 0) {
       double *v = a[2] == 'i' ? &interval : &discover_every;
       if (!has || cli_parse_double(argv[i + 1], 0.1, 86400, v) != 0) {
@@ -166,6 +215,11 @@ static int cmd_serve(int argc, char **argv) {
   }
   if (rate && !emulated) {
     cli_error("cluster serve", "--rate shapes --emulated nodes' links: it needs --emulated");
+    return 2;
+  }
+  if (node_cpus > 0 && !emulated) {
+    cli_error("cluster serve", "--node-cpus caps --emulated nodes (real nodes have their own "
+              "cores)");
     return 2;
   }
   if (ssh_config && emulated) {
@@ -201,6 +255,7 @@ static int cmd_serve(int argc, char **argv) {
       return 2;
     }
     if (emulated_up(spool, emulated, rate, emu, sizeof emu) != 0) return 1;
+    if (node_cpus > 0 && emulated_cpus(emu, emulated, node_cpus) != 0) return 1;
     snprintf(hostfile, sizeof hostfile, "%s/hostfile", emu);
     snprintf(sshcfg, sizeof sshcfg, "%s/ssh_config", emu);
     nodes_file = hostfile;

@@ -52,7 +52,6 @@ typedef struct gs_cluster_serve_config {
   const char *policy;             /* gs_cluster_allocate's name ("static") */
   double interval_s;              /* a policy round at least this often (default 10) */
   int restart_budget;             /* a job's restarts before it is failed (default 3) */
-  double node_cpus;               /* > 0: each node's processes capped to this many cores */
   const char *gradsync_exe;       /* the gradsync binary that runs the jobs */
   const char *mpirun;             /* the jobs' mpirun (NULL: gradsync run's default) */
   const char *ssh_config;         /* for the jobs' ssh (NULL: none) */

@@ -95,6 +95,7 @@ typedef struct mgr {
   int njob, cap;
   cluster_journal jr;
   int replan;
+  int retry; /* a round could not place everything: another within a second */
   double last_round, last_health, last_snapshot;
   pid_t *health_pid; /* a node's ssh check in flight */
   double health_deadline;
@@ -442,9 +443,12 @@ static char **launch_argv(mgr *m, job *j) {
   if (!v) return NULL;
   int k = 0;
   char buf[PATH_MAX + 64];
-  int slots = 1;
-  for (int i = 0; i < m->nnode; i++)
+  /* The supervisor counts ranks: a node's slots each. */
+  int slots = 1, min_slots = 0;
+  for (int i = 0; i < m->nnode; i++) {
     if (m->node[i].spec.slots > slots) slots = m->node[i].spec.slots;
+    if (min_slots == 0 || m->node[i].spec.slots < min_slots) min_slots = m->node[i].spec.slots;
+  }
 #define ADD(s) (v[k++] = strdup(s))
   ADD(c->gradsync_exe);
   ADD("cluster");
@@ -457,7 +461,7 @@ static char **launch_argv(mgr *m, job *j) {
   ADD(c->gradsync_exe);
   ADD("run");
   ADD("--elastic");
-  snprintf(buf, sizeof buf, "%d:%d", j->min, j->max * slots);
+  snprintf(buf, sizeof buf, "%d:%d", j->min * min_slots, j->max * slots);
   ADD(buf);
   ADD("--hostfile");
   job_path(m, j, buf, sizeof buf, "nodes");
@@ -1064,7 +1068,7 @@ static int policy_round(mgr *m) {
         int nfree = 0;
         for (int i = 0; i < m->nnode; i++) nfree += node_free(m, i);
         if (nfree < want - cur) {
-          m->replan = 1; /* nodes still being given back: next time */
+          m->retry = 1; /* nodes still being given back: again in a second */
           continue;
         }
         for (int i = 0, add = want - cur; i < m->nnode && add > 0; i++)
@@ -1328,8 +1332,9 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
       m.last_health = now;
       health_start(&m);
     }
-    if (m.replan || now - m.last_round >= c.interval_s) {
+    if (m.replan || now - m.last_round >= c.interval_s || (m.retry && now - m.last_round >= 1)) {
       m.replan = 0;
+      m.retry = 0;
       m.last_round = now;
       if (policy_round(&m) != 0) goto out;
     }
