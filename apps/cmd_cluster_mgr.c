@@ -368,11 +368,28 @@ static int cmd_down(int argc, char **argv) {
     return 2;
   }
   if (snprintf(dir, sizeof dir, "%s/emulated", spool) >= (int)sizeof dir) return 2;
-  char script[PATH_MAX];
+  char script[PATH_MAX], pidfile[PATH_MAX + 32];
   snprintf(script, sizeof script, "%s/scripts/emulated-hosts.sh", GRADSYNC_SOURCE_DIR);
-  execl(script, script, "down", dir, (char *)NULL);
-  cli_fail("cluster", "cannot run %s: %s", script, strerror(errno));
-  return 1;
+  /* --node-cpus' groups are named after node 0's sshd (emulated_cpus). */
+  snprintf(pidfile, sizeof pidfile, "%s/sshd.0.pid", dir);
+  int pid0 = 0;
+  FILE *f = fopen(pidfile, "r");
+  if (f && fscanf(f, "%d", &pid0) != 1) pid0 = 0;
+  if (f) fclose(f);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(script, script, "down", dir, (char *)NULL);
+    _exit(127);
+  }
+  int status = 0;
+  while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (pid0 > 0) run_cpu_destroy(pid0);
+  if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    cli_fail("cluster", "%s down %s failed (see above)", script, dir);
+    return 1;
+  }
+  return 0;
 }
 
 int gs_cmd_cluster_manager(int argc, char **argv) {
