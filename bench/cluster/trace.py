@@ -2,8 +2,8 @@
 """A seeded trace of small gradsync training jobs for bench/cluster/real_trace.sh:
 one JSON object a line, {"arrival_s", "name", "min", "max", "args"}, arrivals
 over about two minutes (exponential gaps, mean 120/N s). Kinds: mlp on 8192
-synthetic samples (a short job), mlp on Fashion-MNIST for one epoch, and the
-CNN on Fashion-MNIST for 150 steps; each with a global batch of 48, so that
+synthetic samples for 2 epochs (340 steps), mlp on Fashion-MNIST for 400
+steps, and the CNN on Fashion-MNIST for 100 steps; each with a global batch of 48, so that
 every size from 1 to 4 nodes divides it."""
 import argparse
 import json
@@ -17,8 +17,9 @@ a = ap.parse_args()
 rng = random.Random(a.seed)
 kinds = [
     ("mlp-syn", 0.45, ["--model", "mlp", "--synthetic", "8192", "--epochs", "2"]),
-    ("mlp-fm", 0.35, ["--model", "mlp", "--epochs", "1", "--data-cache", a.cache]),
-    ("cnn-fm", 0.20, ["--model", "cnn", "--epochs", "1", "--max-steps", "150",
+    ("mlp-fm", 0.35, ["--model", "mlp", "--epochs", "1", "--max-steps", "400",
+                      "--data-cache", a.cache]),
+    ("cnn-fm", 0.20, ["--model", "cnn", "--epochs", "1", "--max-steps", "100",
                       "--data-cache", a.cache]),
 ]
 t = 0.0
