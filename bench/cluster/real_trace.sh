@@ -34,9 +34,8 @@ policies=("$@")
 if [ ${#policies[@]} = 0 ]; then
   for p in static dorm goodput; do
     # a policy the build lacks is refused at once, before anything is built
-    if "$gs" cluster serve --nodes /dev/null --policy "$p" 2>&1 | grep -q "unknown policy"; then
-      continue
-    fi
+    msg=$("$gs" cluster serve --nodes /dev/null --policy "$p" 2>&1 || true)
+    [[ $msg == *"unknown policy"* ]] && continue
     policies+=("$p")
   done
 fi
@@ -72,7 +71,8 @@ for policy in "${policies[@]}"; do
   python3 "$here/submit_trace.py" "$gs" "$spool" "$tmp/trace.jsonl" "$t0"
   # every job ended (at most an hour)
   for _ in $(seq 1 3600); do
-    "$gs" jobs --spool "$spool" --json | grep -qE '"state":"(queued|running|resizing)"' || break
+    states=$("$gs" jobs --spool "$spool" --json || true)
+    grep -qE '"state":"(queued|running|resizing)"' <<<"$states" || break
     sleep 1
   done
   python3 "$here/summarize_trace.py" --policy "$policy" --nodes 8 --start "$t0" \
