@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -504,6 +505,10 @@ int cmd_train(int argc, char **argv) {
   gs_compress_momentum zmom = {0};
   int rc = parse_opts(argc, argv, &cfg, &view, &zspec, &zmom);
   if (rc == 1) return 0; /* --help */
+  /* `gradsync submit` checks a job's options before queueing it: with
+   * GRADSYNC_CHECK_ARGS=1 the options are checked and nothing is run. */
+  const char *check_only = getenv("GRADSYNC_CHECK_ARGS");
+  if (check_only && strcmp(check_only, "1") == 0) return rc;
   cli_rank r;
   if (cli_rank_init(&r, VERB, &argc, &argv)) return rc ? rc : 1;
   rc = cli_rank_connect(&r, CLI_RANK_BLAS, rc, "bad options");
