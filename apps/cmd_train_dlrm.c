@@ -42,6 +42,15 @@ static void usage(FILE *f) {
     "  --pooling L         ids per sample and table (default 1)\n"
     "  --zipf S            the ids' Zipf exponent (default 1.05)\n"
     "  --seed S            model and data seed (default 1)\n"
+    "  --checkpoint DIR    commit to DIR at every epoch's end: each rank its\n"
+    "                      shards and their Adagrad state, rank 0 the MLPs, the\n"
+    "                      dp tables, the plan and the position (atomic on disk;\n"
+    "                      DIR must be seen by every rank)\n"
+    "  --commit-every N    also commit every N global steps\n"
+    "  --stop-at-step N    commit after global step N and stop (exit 0)\n"
+    "  --resume[=auto]     continue from DIR's last commit, bitwise as if never\n"
+    "                      stopped (same ranks, tables, MLPs, seed, data, batch,\n"
+    "                      steps and sharding); auto: if there is one\n"
     "  --json              one JSON line per epoch instead of text\n");
 }
 
@@ -53,6 +62,9 @@ typedef struct dlrm_opts {
   gs_dlrm_interaction interaction;
   gs_dlrm_a2a_precision precision;
   unsigned long long seed;
+  const char *checkpoint;
+  long commit_every, stop_at_step;
+  int resume;
 } dlrm_opts;
 
 static int parse_opts(int argc, char **argv, dlrm_opts *o) {
@@ -67,6 +79,8 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
       {"embed-sgd", no_argument, 0, 'g'},         {"pooling", required_argument, 0, 'o'},
       {"zipf", required_argument, 0, 'z'},        {"seed", required_argument, 0, 'S'},
       {"json", no_argument, 0, 'j'},              {"help", no_argument, 0, 'h'},
+      {"checkpoint", required_argument, 0, 'c'},  {"commit-every", required_argument, 0, 'C'},
+      {"stop-at-step", required_argument, 0, 'X'}, {"resume", optional_argument, 0, 'r'},
       {0, 0, 0, 0}};
   *o = (dlrm_opts){.tables = "kaggle", .scale = 0.001, .lr = 0.1, .embed_lr = 0.05,
                    .zipf = 1.05, .sharding = -1, .epochs = 2, .pooling = 1, .batch = 256,
@@ -166,12 +180,42 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
         o->seed = (unsigned long long)x;
         break;
       case 'j': o->json = 1; break;
+      case 'c': o->checkpoint = optarg; break;
+      case 'C':
+      case 'X': {
+        long v;
+        if (cli_parse_long(optarg, 1, 1000000000, &v)) {
+          cli_error(VERB, "--%s %s: expected a whole number from 1 to 1000000000",
+                    c == 'C' ? "commit-every" : "stop-at-step", optarg);
+          return 2;
+        }
+        *(c == 'C' ? &o->commit_every : &o->stop_at_step) = v;
+        break;
+      }
+      case 'r':
+        if (optarg && strcmp(optarg, "auto") != 0) {
+          cli_error(VERB, "--resume=%s: the only value is auto (resume if there is a "
+                    "checkpoint)", optarg);
+          return 2;
+        }
+        o->resume = optarg ? GS_DLRM_RESUME_IF_ANY : GS_DLRM_RESUME;
+        break;
       case 'h': usage(stdout); return 1;
       default: cli_error(VERB, "unknown option"); return 2;
     }
   }
   if (optind < argc) {
     cli_error(VERB, "unexpected argument '%s'", argv[optind]);
+    return 2;
+  }
+  if (!o->checkpoint && (o->resume || o->commit_every || o->stop_at_step)) {
+    cli_error(VERB, "--%s needs --checkpoint DIR", o->resume ? "resume"
+              : o->commit_every ? "commit-every" : "stop-at-step");
+    return 2;
+  }
+  if (o->stop_at_step && o->stop_at_step > (long)o->epochs * o->steps) {
+    cli_error(VERB, "--stop-at-step %ld: the run has %ld steps (%d epochs of %ld)",
+              o->stop_at_step, (long)o->epochs * o->steps, o->epochs, o->steps);
     return 2;
   }
   if (o->plan && o->sharding >= 0) {
@@ -209,6 +253,7 @@ static int load_tables(const dlrm_opts *o, gs_embed_spec **t, int *n) {
 
 typedef struct view {
   int rank, json, tty;
+  const char *checkpoint;
   double bytes_ids, bytes_pooled, bytes_grad, bytes_dp, bytes_ar;
 } view;
 
@@ -234,6 +279,29 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
       gs_shard_plan_balance(p, &mx, &mean);
       printf("; estimated imbalance %.2fx\n", mean > 0 ? mx / mean : 1.0);
     }
+    return;
+  }
+  if (ev->kind == GS_DLRM_EV_RESUME) {
+    if (v->json)
+      printf("{\"resumed_at_step\": %zu, \"epoch\": %d, \"step_in_epoch\": %zu}\n",
+             ev->global_step, ev->epoch, ev->step);
+    else
+      printf("resumed from %s at step %zu (epoch %d, step %zu of %zu)\n", v->checkpoint,
+             ev->global_step, ev->epoch, ev->step, ev->steps);
+    fflush(stdout);
+    return;
+  }
+  if (ev->kind == GS_DLRM_EV_COMMIT) {
+    char b1[32];
+    if (v->json)
+      printf("{\"commit_step\": %zu, \"commit_ms\": %.3f, \"commit_bytes_rank0\": %zu, "
+             "\"stopped\": %s}\n", ev->global_step, 1e3 * ev->commit_s, ev->commit_bytes,
+             ev->stopped ? "true" : "false");
+    else
+      printf("commit at step %zu to %s: %s on rank 0 in %.1f ms%s\n", ev->global_step,
+             v->checkpoint, human((double)ev->commit_bytes, b1, sizeof b1), 1e3 * ev->commit_s,
+             ev->stopped ? "; stopped (--resume continues from here)" : "");
+    fflush(stdout);
     return;
   }
   if (ev->kind == GS_DLRM_EV_STEP) {
@@ -314,10 +382,15 @@ int cmd_train_dlrm(int argc, char **argv) {
       .batch = (size_t)o.batch,
       .epochs = o.epochs,
       .steps = (size_t)o.steps,
-      .eval_samples = (size_t)o.eval};
+      .eval_samples = (size_t)o.eval,
+      .checkpoint_dir = o.checkpoint,
+      .commit_every = (size_t)o.commit_every,
+      .stop_at_step = (size_t)o.stop_at_step,
+      .resume = o.resume};
   cfg.data.zipf_s = o.zipf;
   cfg.data.pooling = o.pooling;
-  view v = {.rank = r.rank, .json = o.json, .tty = isatty(STDOUT_FILENO)};
+  view v = {.rank = r.rank, .json = o.json, .tty = isatty(STDOUT_FILENO),
+            .checkpoint = o.checkpoint};
   gs_status st = gs_dlrm_train_run(&cfg, r.comm, on_event, &v);
   if (st != GS_OK) {
     cli_rank_error(&r, "%s", gs_last_error());

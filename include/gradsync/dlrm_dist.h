@@ -129,9 +129,33 @@ typedef struct gs_dlrm_train_config {
   size_t steps;               /* per epoch (the training set: steps x ranks x batch) */
   size_t eval_samples;        /* held out, rounded up to whole rounds of ranks x batch */
   int ranks_per_node;         /* for the planner's twrw; 0: the communicator's */
+  /* Checkpoints (docs/DLRM.md, "Checkpoints"): with checkpoint_dir (a
+   * directory every rank sees: one machine or a shared file system), a
+   * commit at every epoch's end (after its evaluation), and every
+   * commit_every global steps if not 0. stop_at_step (not 0): commit after
+   * that global step and return GS_OK (an event with stopped = 1). resume:
+   * 0 starts afresh; GS_DLRM_RESUME continues from the last commit in
+   * checkpoint_dir (none is an error); GS_DLRM_RESUME_IF_ANY does so if
+   * there is one. A resumed run continues bitwise as the run that was
+   * never stopped: the same world size, tables, MLPs, seed, data, batch,
+   * steps per epoch and sharding (its plan is the checkpoint's) are
+   * required, and anything else is refused on every rank, naming it.
+   * Learning rates, the exchange's precision, the epochs and the held-out
+   * samples may change. */
+  const char *checkpoint_dir;
+  size_t commit_every, stop_at_step;
+  int resume;
 } gs_dlrm_train_config;
 
-typedef enum { GS_DLRM_EV_PLAN = 0, GS_DLRM_EV_STEP, GS_DLRM_EV_EPOCH } gs_dlrm_train_event_kind;
+enum { GS_DLRM_RESUME = 1, GS_DLRM_RESUME_IF_ANY = 2 };
+
+typedef enum {
+  GS_DLRM_EV_PLAN = 0,
+  GS_DLRM_EV_STEP,
+  GS_DLRM_EV_EPOCH,
+  GS_DLRM_EV_RESUME, /* before the first step: global_step is the commit's */
+  GS_DLRM_EV_COMMIT  /* after a commit: global_step, commit_s, commit_bytes, stopped */
+} gs_dlrm_train_event_kind;
 
 typedef struct gs_dlrm_train_event {
   gs_dlrm_train_event_kind kind;
@@ -143,6 +167,10 @@ typedef struct gs_dlrm_train_event {
   double epoch_s, samples_per_s;
   gs_dlrm_dist_stats stats;   /* EPOCH: this rank's, the epoch's training steps */
   size_t peak_rss_bytes;      /* EPOCH: this process's peak resident memory, 0 if unknown */
+  size_t global_step;         /* RESUME, COMMIT: global steps done (epochs x steps + step) */
+  double commit_s;            /* COMMIT: its time on this rank, agreements included */
+  size_t commit_bytes;        /* COMMIT: the bytes this rank wrote */
+  int stopped;                /* COMMIT: the run stops here (stop_at_step) */
 } gs_dlrm_train_event;
 
 typedef void (*gs_dlrm_train_cb)(const gs_dlrm_train_event *ev, void *user);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "dlrm_internal.h"
 #include "gradsync/dlrm_dist.h"
 #include "gs_internal.h"
 
@@ -105,6 +106,18 @@ static gs_status evaluate(const gs_dlrm_train_config *cfg, gs_comm *comm, gs_dlr
   return GS_OK;
 }
 
+/* A commit (dlrm_ckpt_commit) and its event; c0: when it began. */
+static gs_status commit(dlrm_ckpt *ck, gs_dlrm_dist *d, const gs_shard_plan *plan, size_t gstep,
+                        double lsum, int stop, double c0, gs_dlrm_train_cb cb, void *user) {
+  size_t bytes;
+  GS_CHECK(dlrm_ckpt_commit(ck, d, plan, gstep, lsum, &bytes));
+  gs_dlrm_train_event ce = {.kind = GS_DLRM_EV_COMMIT, .global_step = gstep,
+                            .commit_s = gs_now() - c0, .commit_bytes = bytes,
+                            .stopped = stop};
+  emit(cb, user, &ce);
+  return GS_OK;
+}
+
 static size_t peak_rss(void) {
   struct rusage ru;
   if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
@@ -135,14 +148,28 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   gs_dlrm_synth *g = NULL;
   gs_dlrm_batch b = {0};
   float *all = NULL, *labels = NULL;
-  /* Every rank reaches make_plan's agreement, whatever failed before it. */
-  gs_status pst = make_plan(cfg, comm, specs, &plan);
+  dlrm_ckpt *ck = NULL;
+  size_t start = 0;
+  double resumed_lsum = 0;
+  /* The checkpoint directory, and the commit to resume from with its plan
+   * (agreed: every rank reaches it whatever failed before). */
+  gs_status pst = dlrm_ckpt_open(cfg, comm, specs, &ck, &plan);
   if (st == GS_OK) st = pst;
   if (st != GS_OK) goto out;
+  int resumed = dlrm_ckpt_resumed(ck, &start, &resumed_lsum);
+  /* Every rank reaches make_plan's agreement. */
+  if (!resumed) GS_CHECK_GOTO(make_plan(cfg, comm, specs, &plan), st, out);
   GS_CHECK_GOTO(gs_dlrm_dist_create(&mc, plan, comm, &d), st, out);
   gs_dlrm_dist_set_precision(d, cfg->precision);
+  if (resumed) GS_CHECK_GOTO(dlrm_ckpt_load(ck, d), st, out);
   gs_dlrm_train_event ev = {.kind = GS_DLRM_EV_PLAN, .plan = plan};
   emit(cb, user, &ev);
+  if (resumed) {
+    gs_dlrm_train_event re = {.kind = GS_DLRM_EV_RESUME, .epoch = (int)(start / cfg->steps) + 1,
+                              .step = start % cfg->steps, .steps = cfg->steps,
+                              .global_step = start};
+    emit(cb, user, &re);
+  }
 
   gs_dlrm_synth_config sc = cfg->data;
   sc.ndense = gs_dlrm_ndense(gs_dlrm_dist_model(d));
@@ -173,10 +200,13 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   gs_agreement_free(&a);
   if (st != GS_OK) goto out;
 
-  for (int e = 1; e <= cfg->epochs && st == GS_OK; e++) {
+  for (int e = (int)(start / cfg->steps) + 1; e <= cfg->epochs && st == GS_OK; e++) {
     gs_dlrm_dist_stats_reset(d);
-    double t0 = gs_now(), lsum = 0;
-    for (size_t s = 0; s < cfg->steps && st == GS_OK; s++) {
+    /* A commit inside this epoch resumes at its next step, with the loss
+     * sum of the steps before it. */
+    size_t first = (size_t)(e - 1) * cfg->steps < start ? start % cfg->steps : 0;
+    double t0 = gs_now(), lsum = first ? resumed_lsum : 0, commit_s = 0;
+    for (size_t s = first; s < cfg->steps && st == GS_OK; s++) {
       GS_CHECK_GOTO(gs_dlrm_synth_fill(g, (s * P + rank) * B, B, &b), st, out);
       double loss;
       GS_CHECK_GOTO(gs_dlrm_dist_train_step(d, &b, &cfg->optim, &loss, NULL), st, out);
@@ -184,16 +214,34 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
       gs_dlrm_train_event se = {.kind = GS_DLRM_EV_STEP, .epoch = e, .step = s + 1,
                                 .steps = cfg->steps, .loss = loss};
       emit(cb, user, &se);
+      /* Commits between steps; the epoch's last step commits after the
+       * evaluation. */
+      size_t gstep = (size_t)(e - 1) * cfg->steps + s + 1;
+      int stop = cfg->stop_at_step == gstep;
+      if (ck && s + 1 < cfg->steps &&
+          (stop || (cfg->commit_every && gstep % cfg->commit_every == 0))) {
+        double c0 = gs_now();
+        GS_CHECK_GOTO(commit(ck, d, plan, gstep, lsum, stop, c0, cb, user), st, out);
+        commit_s += gs_now() - c0;
+        if (stop) goto out;
+      }
     }
-    double dt = gs_now() - t0;
+    double dt = gs_now() - t0 - commit_s;
+    size_t ran = cfg->steps - first;
     gs_dlrm_train_event ee = {.kind = GS_DLRM_EV_EPOCH, .epoch = e, .steps = cfg->steps,
                               .loss = lsum / (double)cfg->steps, .epoch_s = dt,
-                              .samples_per_s = (double)(cfg->steps * P * B) / dt};
+                              .samples_per_s = (double)(ran * P * B) / dt};
     gs_dlrm_dist_stats_get(d, &ee.stats);
     GS_CHECK_GOTO(evaluate(cfg, comm, d, g, &b, rounds, all, labels, &ee.auc, &ee.log_loss,
                            &ee.teacher_auc), st, out);
     ee.peak_rss_bytes = peak_rss();
     emit(cb, user, &ee);
+    if (ck) {
+      size_t gstep = (size_t)e * cfg->steps;
+      int stop = cfg->stop_at_step == gstep;
+      GS_CHECK_GOTO(commit(ck, d, plan, gstep, 0, stop, gs_now(), cb, user), st, out);
+      if (stop) goto out;
+    }
   }
 out:
   gs_free(all);
@@ -202,6 +250,7 @@ out:
   gs_dlrm_synth_destroy(g);
   gs_dlrm_dist_destroy(d);
   gs_shard_plan_free(plan);
+  dlrm_ckpt_close(ck);
   gs_free(specs);
   return st;
 }

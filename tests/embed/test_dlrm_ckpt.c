@@ -1,0 +1,359 @@
+/*
+ * Checkpoints of hybrid-parallel DLRM training (gs_dlrm_train_run's
+ * checkpoint_dir, commit_every, stop_at_step, resume) under mpirun.
+ *
+ * Exact resume: a run stopped after a commit inside the first epoch, resumed
+ * and stopped again at the first epoch's end, then resumed to the end, gives
+ * bitwise the losses of every step, the epochs' training losses, held-out AUC
+ * and log loss, and the final files of every rank (shards, accumulators,
+ * MLPs, dp replicas) of a run that was never stopped; for row-wise shards
+ * with row-wise Adagrad and for the planner's plan (dp replicas and whole
+ * tables), and with SGD. Only the last commit's files are left.
+ *
+ * Refusals, on every rank and naming what differs: another seed, table, MLP,
+ * sharding or batch than the checkpoint's; another world size (each rank
+ * alone on a communicator of its own); no checkpoint (and auto starting
+ * afresh); one rank's file missing or corrupted, which fails every rank
+ * with that rank's message and leaves no rank waiting.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+#include "gradsync.h"
+#include "mrt.h"
+
+#define EPOCHS 2
+#define STEPS 4
+#define MAXSTEPS (EPOCHS * STEPS)
+
+static gs_embed_spec g_tables[] = {
+    {"one", 1, 8, 2}, {"two", 2, 8, 2}, {"C3", 50, 8, 2}, {"C4", 300, 8, 2}, {"C5", 1000, 8, 2},
+};
+
+/* What a run reports, by global step and epoch. */
+typedef struct record {
+  double loss[MAXSTEPS + 1];
+  int have[MAXSTEPS + 1];
+  double epoch_loss[EPOCHS + 1], auc[EPOCHS + 1], log_loss[EPOCHS + 1];
+  int epochs_seen, commits, stopped, resumed_at;
+} record;
+
+static void on_event(const gs_dlrm_train_event *ev, void *user) {
+  record *r = user;
+  if (ev->kind == GS_DLRM_EV_STEP) {
+    size_t g = (size_t)(ev->epoch - 1) * ev->steps + ev->step;
+    if (g <= MAXSTEPS) {
+      r->loss[g] = ev->loss;
+      r->have[g] = 1;
+    }
+  } else if (ev->kind == GS_DLRM_EV_EPOCH && ev->epoch <= EPOCHS) {
+    r->epoch_loss[ev->epoch] = ev->loss;
+    r->auc[ev->epoch] = ev->auc;
+    r->log_loss[ev->epoch] = ev->log_loss;
+    r->epochs_seen++;
+  } else if (ev->kind == GS_DLRM_EV_COMMIT) {
+    r->commits++;
+    r->stopped = ev->stopped;
+  } else if (ev->kind == GS_DLRM_EV_RESUME) {
+    r->resumed_at = (int)ev->global_step;
+  }
+}
+
+static gs_dlrm_train_config base_config(const char *dir, int sharding, int sgd) {
+  gs_dlrm_train_config c = {
+      .model = {"13-16-8", "16-1", g_tables, 5, GS_DLRM_DOT, 0, 7},
+      .optim = {0.1f, {sgd ? GS_EMBED_SGD : GS_EMBED_ROWWISE_ADAGRAD, 0.05f, 1e-8f}},
+      .data = gs_dlrm_synth_defaults(),
+      .sharding = sharding,
+      .batch = 12,
+      .epochs = EPOCHS,
+      .steps = STEPS,
+      .eval_samples = 96,
+      .checkpoint_dir = dir};
+  c.data.pooling = 2;
+  c.data.pooling_random = 1;
+  return c;
+}
+
+/* The test's directory, the same on every rank. */
+static char g_root[256];
+
+static void make_root(void) {
+  char buf[256] = "";
+  if (g_rank == 0) {
+    snprintf(buf, sizeof buf, "/tmp/gs_dlrm_ckpt.XXXXXX");
+    if (mkdtemp(buf) == NULL) buf[0] = '\0';
+  }
+  MPI_Bcast(buf, sizeof buf, MPI_CHAR, 0, MPI_COMM_WORLD);
+  snprintf(g_root, sizeof g_root, "%s", buf);
+}
+
+static void subdir(char *out, size_t n, const char *name) {
+  if (snprintf(out, n, "%s/%s", g_root, name) >= (int)n) fail("path too long: %s", name);
+}
+
+/* The files of dir ending in suffix (the last one's path into out); the
+ * count found. */
+static int files_ending(const char *dir, const char *suffix, char *out, size_t n) {
+  DIR *d = opendir(dir);
+  int found = 0;
+  if (d == NULL) return 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    size_t len = strlen(e->d_name), sl = strlen(suffix);
+    if (len > sl && strcmp(e->d_name + len - sl, suffix) == 0) {
+      found++;
+      if (snprintf(out, n, "%s/%s", dir, e->d_name) >= (int)n) fail("path too long");
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+/* This rank's files in dir. */
+static int rank_files(const char *dir, int rank, char *out, size_t n) {
+  char suffix[32];
+  snprintf(suffix, sizeof suffix, ".rank%d.gsck", rank);
+  return files_ending(dir, suffix, out, n);
+}
+
+static unsigned char *slurp(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return NULL;
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *b = malloc(len > 0 ? (size_t)len : 1);
+  if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
+    free(b);
+    b = NULL;
+  }
+  fclose(f);
+  *n = (size_t)len;
+  return b;
+}
+
+/* Every rank's status agrees, and is `want`. */
+static void check_all(gs_status st, gs_status want, const char *what) {
+  int mine = (int)st, lo, hi;
+  MPI_Allreduce(&mine, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&mine, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(lo == hi, "%s: the ranks returned different statuses (%d to %d)", what, lo, hi);
+  CHECK(st == want, "%s: %s, expected %s (%s)", what, gs_strerror(st), gs_strerror(want),
+        st == GS_OK ? "" : gs_last_error());
+}
+
+/* One refused resume: every rank fails with a message holding `needle`
+ * (on `rank` only, or every rank when rank < 0). */
+static void refused(const gs_dlrm_train_config *c, gs_status want, int rank, const char *needle,
+                    const char *what) {
+  record r = {0};
+  gs_status st = gs_dlrm_train_run(c, g_comm, on_event, &r);
+  check_all(st, want, what);
+  if (st != GS_OK && (rank < 0 || rank == g_rank))
+    CHECK(strstr(gs_last_error(), needle) != NULL, "%s: the message '%s' does not say '%s'",
+          what, gs_last_error(), needle);
+  if (st != GS_OK && rank >= 0 && rank != g_rank) {
+    char who[32];
+    snprintf(who, sizeof who, "rank %d", rank);
+    CHECK(strstr(gs_last_error(), who) != NULL, "%s: the message '%s' does not name %s", what,
+          gs_last_error(), who);
+  }
+  CHECK(r.have[1] == 0, "%s: a step ran", what);
+}
+
+/* Uninterrupted against stopped at 3 (commits every 2), resumed and
+ * stopped at 4 (the first epoch's end), resumed to the end. same_plan: the
+ * stopped runs are given the uninterrupted run's plan (saved with its
+ * checkpoint), since the planner's measured costs may differ between runs. */
+static void exact_resume(const char *name, int sharding, int sgd, int same_plan) {
+  begin_case("exact resume, %s, %d ranks", name, g_size);
+  char du[300], ds[300], fu[400] = "", fs[400] = "";
+  char nu[64], ns[64];
+  snprintf(nu, sizeof nu, "%s_whole", name);
+  snprintf(ns, sizeof ns, "%s_stopped", name);
+  subdir(du, sizeof du, nu);
+  subdir(ds, sizeof ds, ns);
+  record u = {0}, s = {0};
+  gs_dlrm_train_config c = base_config(du, sharding, sgd);
+  CHECK_ST(gs_dlrm_train_run(&c, g_comm, on_event, &u), GS_OK);
+  CHECK(u.commits == EPOCHS, "the whole run committed %d times, expected %d", u.commits, EPOCHS);
+
+  char plan[400] = "";
+  MPI_Barrier(MPI_COMM_WORLD); /* rank 0 removes the older plans after the commit */
+  CHECK(files_ending(du, ".plan.json", plan, sizeof plan) == 1, "not one plan in %s", du);
+  c = base_config(ds, sharding, sgd);
+  if (same_plan) {
+    c.sharding = -1;
+    c.plan_file = plan;
+  }
+  c.commit_every = 2;
+  c.stop_at_step = 3;
+  CHECK_ST(gs_dlrm_train_run(&c, g_comm, on_event, &s), GS_OK);
+  CHECK(s.stopped && s.have[3] && !s.have[4] && s.epochs_seen == 0,
+        "stopping at step 3: stopped %d, steps 3 and 4 %d %d, %d epochs", s.stopped, s.have[3],
+        s.have[4], s.epochs_seen);
+  c.commit_every = 0;
+  c.stop_at_step = 4;
+  c.resume = GS_DLRM_RESUME;
+  CHECK_ST(gs_dlrm_train_run(&c, g_comm, on_event, &s), GS_OK);
+  CHECK(s.resumed_at == 3 && s.epochs_seen == 1 && s.stopped,
+        "resumed at %d (expected 3), %d epochs, stopped %d", s.resumed_at, s.epochs_seen,
+        s.stopped);
+  c.stop_at_step = 0;
+  CHECK_ST(gs_dlrm_train_run(&c, g_comm, on_event, &s), GS_OK);
+  CHECK(s.resumed_at == 4 && s.epochs_seen == EPOCHS, "resumed at %d (expected 4), %d epochs",
+        s.resumed_at, s.epochs_seen);
+
+  for (int g = 1; g <= MAXSTEPS; g++)
+    CHECK(s.have[g] && u.have[g] && memcmp(&s.loss[g], &u.loss[g], sizeof(double)) == 0,
+          "step %d's loss: %.17g resumed, %.17g uninterrupted", g, s.loss[g], u.loss[g]);
+  for (int e = 1; e <= EPOCHS; e++) {
+    CHECK(memcmp(&s.epoch_loss[e], &u.epoch_loss[e], sizeof(double)) == 0,
+          "epoch %d's training loss: %.17g resumed, %.17g uninterrupted", e, s.epoch_loss[e],
+          u.epoch_loss[e]);
+    CHECK(memcmp(&s.auc[e], &u.auc[e], sizeof(double)) == 0 &&
+              memcmp(&s.log_loss[e], &u.log_loss[e], sizeof(double)) == 0,
+          "epoch %d's held-out AUC %.17g / %.17g and log loss %.17g / %.17g", e, s.auc[e],
+          u.auc[e], s.log_loss[e], u.log_loss[e]);
+  }
+  /* One file per rank left, and the same bytes. */
+  int nu_files = rank_files(du, g_rank, fu, sizeof fu), ns_files = rank_files(ds, g_rank, fs,
+                                                                                sizeof fs);
+  CHECK(nu_files == 1 && ns_files == 1, "rank %d has %d and %d files (expected one each)",
+        g_rank, nu_files, ns_files);
+  size_t lu = 0, ls = 0;
+  unsigned char *bu = slurp(fu, &lu), *bs = slurp(fs, &ls);
+  CHECK(bu && bs && lu == ls && memcmp(bu, bs, lu) == 0,
+        "rank %d's final state differs: %s (%zu bytes) and %s (%zu bytes)", g_rank, fu, lu, fs,
+        ls);
+  free(bu);
+  free(bs);
+  end_case();
+}
+
+static void refusals(void) {
+  char dir[300], file[400];
+  subdir(dir, sizeof dir, "rw_stopped"); /* exact_resume's: at the end of the run */
+  begin_case("refusals, %d ranks", g_size);
+  gs_dlrm_train_config c = base_config(dir, GS_SHARD_RW, 0);
+  c.resume = GS_DLRM_RESUME;
+  c.epochs = EPOCHS + 1; /* one more epoch to go */
+
+  gs_dlrm_train_config x = c;
+  x.model.seed = 8;
+  refused(&x, GS_ERR_INVALID_ARG, -1, "the seed", "another seed");
+  gs_embed_spec t2[5];
+  memcpy(t2, g_tables, sizeof t2);
+  t2[3].rows = 301;
+  x = c;
+  x.model.tables = t2;
+  refused(&x, GS_ERR_INVALID_ARG, -1, "table 3", "another table");
+  x = c;
+  x.model.top_mlp = "32-1";
+  refused(&x, GS_ERR_INVALID_ARG, -1, "the top MLP", "another top MLP");
+  x = c;
+  x.sharding = GS_SHARD_TW;
+  refused(&x, GS_ERR_INVALID_ARG, -1, "the sharding", "another sharding");
+  char other[300], plan[400] = "";
+  subdir(other, sizeof other, "auto_stopped");
+  files_ending(other, ".plan.json", plan, sizeof plan);
+  x = c;
+  x.sharding = -1;
+  x.plan_file = plan; /* the planner's: dp and tw, not rw */
+  refused(&x, GS_ERR_INVALID_ARG, -1, "the sharding", "a plan file");
+  x = base_config(other, -1, 0);
+  x.resume = GS_DLRM_RESUME;
+  x.plan_file = plan; /* at its end: nothing left to run */
+  record r0 = {0};
+  check_all(gs_dlrm_train_run(&x, g_comm, on_event, &r0), GS_OK, "the checkpoint's own plan");
+  CHECK(r0.resumed_at == MAXSTEPS && r0.commits == 0 && r0.epochs_seen == 0,
+        "resumed at %d, %d commits, %d epochs", r0.resumed_at, r0.commits, r0.epochs_seen);
+  x.plan_file = NULL;
+  refused(&x, GS_ERR_INVALID_ARG, -1, "the sharding", "no plan file");
+  x = c;
+  x.batch = 13;
+  refused(&x, GS_ERR_INVALID_ARG, -1, "the batch per rank", "another batch");
+  x = c;
+  x.optim.embed.kind = GS_EMBED_SGD;
+  refused(&x, GS_ERR_INVALID_ARG, -1, "the tables' optimizer", "another optimizer");
+  x = c;
+  x.epochs = 1;
+  refused(&x, GS_ERR_INVALID_ARG, -1, "past this run's end", "a run that ends before it");
+
+  /* No checkpoint: refused; auto starts afresh. */
+  char empty[300];
+  subdir(empty, sizeof empty, "empty");
+  x = base_config(empty, GS_SHARD_RW, 0);
+  x.epochs = 1;
+  x.steps = 1;
+  x.resume = GS_DLRM_RESUME;
+  refused(&x, GS_ERR_IO, -1, "no checkpoint", "no checkpoint");
+  x.resume = GS_DLRM_RESUME_IF_ANY;
+  record r = {0};
+  check_all(gs_dlrm_train_run(&x, g_comm, on_event, &r), GS_OK, "auto without a checkpoint");
+  CHECK(r.have[1] && r.resumed_at == 0, "auto without a checkpoint did not start afresh");
+
+  /* Another world size: each rank alone. */
+  MPI_Comm solo;
+  gs_comm *one = NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, g_rank, 0, &solo);
+  CHECK_ST(gs_comm_create(solo, &one), GS_OK);
+  if (one) {
+    record q = {0};
+    gs_status st = gs_dlrm_train_run(&c, one, on_event, &q);
+    char want[64];
+    snprintf(want, sizeof want, "written by %d ranks and this run has 1", g_size);
+    CHECK(st == GS_ERR_INVALID_ARG && strstr(gs_last_error(), want),
+          "resuming 2 ranks' checkpoint on 1: %s (%s)", gs_strerror(st), gs_last_error());
+    gs_comm_destroy(one);
+  }
+  MPI_Comm_free(&solo);
+
+  /* The last rank's file missing, then corrupted: every rank fails. */
+  int last = g_size - 1;
+  char moved[420];
+  rank_files(dir, last, file, sizeof file);
+  if (snprintf(moved, sizeof moved, "%s.away", file) >= (int)sizeof moved) fail("path too long");
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (g_rank == last) CHECK(rename(file, moved) == 0, "cannot move %s", file);
+  MPI_Barrier(MPI_COMM_WORLD);
+  refused(&c, GS_ERR_IO, last, "No such file", "a rank's file missing");
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (g_rank == last) {
+    CHECK(rename(moved, file) == 0, "cannot move %s back", moved);
+    FILE *f = fopen(file, "r+b");
+    CHECK(f != NULL, "cannot open %s", file);
+    if (f) {
+      fseek(f, 100, SEEK_SET);
+      int ch = fgetc(f);
+      fseek(f, 100, SEEK_SET);
+      fputc(ch ^ 0x10, f);
+      fclose(f);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  refused(&c, GS_ERR_PARSE, last, "corrupted", "a rank's file corrupted");
+  end_case();
+}
+
+int main(int argc, char **argv) {
+  mrt_init(&argc, &argv);
+  make_root();
+  exact_resume("rw", GS_SHARD_RW, 0, 0);
+  exact_resume("auto", -1, 0, 1);
+  exact_resume("tw_sgd", GS_SHARD_TW, 1, 0);
+  refusals();
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (g_rank == 0 && g_fail == 0) {
+    char cmd[300];
+    if (snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root) >= (int)sizeof cmd || system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_root);
+  }
+  return mrt_finish();
+}
