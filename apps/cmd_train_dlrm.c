@@ -252,7 +252,8 @@ static int load_tables(const dlrm_opts *o, gs_embed_spec **t, int *n) {
 }
 
 typedef struct view {
-  int rank, json, tty;
+  int rank, size, json, tty, epochs;
+  int line_open; /* a progress line rewritten in place waits for its end */
   const char *checkpoint;
   double bytes_ids, bytes_pooled, bytes_grad, bytes_dp, bytes_ar;
 } view;
@@ -283,16 +284,22 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
   }
   if (ev->kind == GS_DLRM_EV_RESUME) {
     if (v->json)
-      printf("{\"resumed_at_step\": %zu, \"epoch\": %d, \"step_in_epoch\": %zu}\n",
-             ev->global_step, ev->epoch, ev->step);
+      printf("{\"resumed_at_step\": %zu, \"epoch\": %d, \"step_in_epoch\": %zu, "
+             "\"from_ranks\": %d}\n", ev->global_step, ev->epoch, ev->step, ev->from_ranks);
+    else if (ev->epoch > v->epochs)
+      printf("resumed from %s at step %zu: the run is complete (%d epochs of %zu steps)\n",
+             v->checkpoint, ev->global_step, v->epochs, ev->steps);
     else
-      printf("resumed from %s at step %zu (epoch %d, step %zu of %zu)\n", v->checkpoint,
-             ev->global_step, ev->epoch, ev->step, ev->steps);
+      printf("resumed from %s at step %zu (epoch %d, step %zu of %zu)%s\n", v->checkpoint,
+             ev->global_step, ev->epoch, ev->step, ev->steps,
+             ev->from_ranks != v->size ? ", its tables re-sharded from another world size" : "");
     fflush(stdout);
     return;
   }
   if (ev->kind == GS_DLRM_EV_COMMIT) {
     char b1[32];
+    if (v->line_open && !v->json) printf("\n");
+    v->line_open = 0;
     if (v->json)
       printf("{\"commit_step\": %zu, \"commit_ms\": %.3f, \"commit_bytes_rank0\": %zu, "
              "\"stopped\": %s}\n", ev->global_step, 1e3 * ev->commit_s, ev->commit_bytes,
@@ -312,6 +319,7 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
       printf(v->tty ? "\repoch %d step %zu/%zu loss %.5f" : "epoch %d step %zu/%zu loss %.5f\n",
              ev->epoch, ev->step, ev->steps, ev->loss);
       if (v->tty && ev->step == ev->steps) printf("\n");
+      v->line_open = v->tty && ev->step != ev->steps;
       fflush(stdout);
     }
     return;
@@ -389,7 +397,7 @@ int cmd_train_dlrm(int argc, char **argv) {
       .resume = o.resume};
   cfg.data.zipf_s = o.zipf;
   cfg.data.pooling = o.pooling;
-  view v = {.rank = r.rank, .json = o.json, .tty = isatty(STDOUT_FILENO),
+  view v = {.rank = r.rank, .size = r.size, .epochs = o.epochs, .json = o.json, .tty = isatty(STDOUT_FILENO),
             .checkpoint = o.checkpoint};
   gs_status st = gs_dlrm_train_run(&cfg, r.comm, on_event, &v);
   if (st != GS_OK) {

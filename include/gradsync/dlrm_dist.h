@@ -141,7 +141,10 @@ typedef struct gs_dlrm_train_config {
    * steps per epoch and sharding (its plan is the checkpoint's) are
    * required, and anything else is refused on every rank, naming it.
    * Learning rates, the exchange's precision, the epochs and the held-out
-   * samples may change. */
+   * samples may change. Another world size resumes when the global batch
+   * (ranks x batch) stays the same: the same samples in the same steps,
+   * the tables re-sharded under a new plan (equal within rounding, not
+   * bitwise: sums run in another order). */
   const char *checkpoint_dir;
   size_t commit_every, stop_at_step;
   int resume;
@@ -171,6 +174,7 @@ typedef struct gs_dlrm_train_event {
   double commit_s;            /* COMMIT: its time on this rank, agreements included */
   size_t commit_bytes;        /* COMMIT: the bytes this rank wrote */
   int stopped;                /* COMMIT: the run stops here (stop_at_step) */
+  int from_ranks;             /* RESUME: the checkpoint's world size (another: re-sharded) */
 } gs_dlrm_train_event;
 
 typedef void (*gs_dlrm_train_cb)(const gs_dlrm_train_event *ev, void *user);

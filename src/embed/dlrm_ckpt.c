@@ -44,6 +44,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,8 +89,10 @@ struct dlrm_ckpt {
   int resumed;
   size_t step;          /* the resumed commit's */
   double loss_sum;
-  uint32_t *file_crc;   /* the resumed commit's, per rank */
+  int old_ranks;        /* the resumed commit's world size */
+  uint32_t *file_crc;   /* the resumed commit's, per rank of it */
   uint64_t *file_bytes;
+  gs_shard_plan *old_plan; /* its plan, when its world size is not this run's */
 };
 
 /* ---- Helpers ----------------------------------------------------------------- */
@@ -203,6 +206,7 @@ static cJSON *describe_run(const dlrm_ckpt *c) {
   cJSON_AddStringToObject(r, "embed_optimizer", cfg->optim.embed.kind == GS_EMBED_ROWWISE_ADAGRAD
                                                     ? "rowwise_adagrad" : "sgd");
   cJSON_AddNumberToObject(r, "batch", (double)cfg->batch);
+  cJSON_AddNumberToObject(r, "global_batch", (double)cfg->batch * c->ranks);
   cJSON_AddNumberToObject(r, "steps_per_epoch", (double)cfg->steps);
   cJSON *d = cJSON_AddObjectToObject(r, "data");
   cJSON_AddNumberToObject(d, "zipf", cfg->data.zipf_s);
@@ -246,12 +250,27 @@ static int run_differs(const cJSON *saved, const cJSON *mine, char *why, size_t 
     }
     if (cJSON_Compare(s, m, 1)) continue;
     if (strcmp(fields[i].key, "ranks") == 0) {
-      snprintf(why, n, "it was written by %.0f ranks and this run has %.0f: resuming on "
-               "another world size is not supported (each rank's file holds its shards of "
-               "a %.0f-rank plan)", cJSON_GetNumberValue(s), cJSON_GetNumberValue(m),
-               cJSON_GetNumberValue(s));
+      /* Another world size takes the same samples in the same steps when
+       * the global batch stays: the tables are re-sharded. */
+      const cJSON *sg = cJSON_GetObjectItemCaseSensitive(saved, "global_batch");
+      const cJSON *mg = cJSON_GetObjectItemCaseSensitive(mine, "global_batch");
+      double G = cJSON_GetNumberValue(sg), P = cJSON_GetNumberValue(m);
+      if (cJSON_Compare(sg, mg, 1)) continue;
+      char fit[96] = "";
+      if (G == floor(G / P) * P)
+        snprintf(fit, sizeof fit, " (a batch of %.0f per rank here)", G / P);
+      snprintf(why, n, "it was written by %.0f ranks and this run has %.0f, with a global "
+               "batch of %.0f and this run %.0f: another world size resumes only with the "
+               "same global batch%s, which then takes the same samples in the same steps",
+               cJSON_GetNumberValue(s), P, G, cJSON_GetNumberValue(mg),
+               fit[0] ? fit : ", which this run's ranks cannot split evenly");
       return 1;
     }
+    /* The batch per rank changes with the world size. */
+    if (strcmp(fields[i].key, "batch") == 0 &&
+        !cJSON_Compare(cJSON_GetObjectItemCaseSensitive(saved, "ranks"),
+                       cJSON_GetObjectItemCaseSensitive(mine, "ranks"), 1))
+      continue;
     if (strcmp(fields[i].key, "tables") == 0) {
       int ns = cJSON_GetArraySize(s), nm = cJSON_GetArraySize(m);
       if (ns != nm) {
@@ -375,12 +394,19 @@ static gs_status read_checkpoint(dlrm_ckpt *c, int *found, uint32_t *text_crc,
                   c->cfg->epochs, c->cfg->steps, total);
     goto out;
   }
-  if (cJSON_GetArraySize(files) != c->ranks) {
+  c->old_ranks = (int)cJSON_GetNumberValue(item(run, "ranks"));
+  if (c->old_ranks < 1 || cJSON_GetArraySize(files) != c->old_ranks) {
     st = gs_error(GS_ERR_PARSE, "resuming from %s: %s lists %d rank files for %d ranks", dir,
-                  path, cJSON_GetArraySize(files), c->ranks);
+                  path, cJSON_GetArraySize(files), c->old_ranks);
     goto out;
   }
-  for (int r = 0; r < c->ranks; r++) {
+  c->file_crc = gs_calloc((size_t)c->old_ranks, sizeof *c->file_crc);
+  c->file_bytes = gs_calloc((size_t)c->old_ranks, sizeof *c->file_bytes);
+  if (c->file_crc == NULL || c->file_bytes == NULL) {
+    st = gs_error(GS_ERR_NOMEM, "DLRM checkpoint: out of memory");
+    goto out;
+  }
+  for (int r = 0; r < c->old_ranks; r++) {
     const cJSON *f = cJSON_GetArrayItem(files, r);
     const cJSON *fb = item(f, "bytes"), *fc = item(f, "crc32");
     if (!cJSON_IsNumber(fb) || !cJSON_IsNumber(fc)) {
@@ -412,12 +438,15 @@ static gs_status read_checkpoint(dlrm_ckpt *c, int *found, uint32_t *text_crc,
                   "replaced", dir, ppath, pc, (uint32_t)pcrc->valuedouble);
     goto out;
   }
-  st = gs_shard_plan_load(ppath, c->specs, c->T, c->ranks, plan);
+  /* Another world size: the checkpoint's plan says where its rows are,
+   * and this run makes its own. */
+  int same = c->old_ranks == c->ranks;
+  st = gs_shard_plan_load(ppath, c->specs, c->T, c->old_ranks, same ? plan : &c->old_plan);
   if (st != GS_OK) {
     st = gs_error(st, "resuming from %s: the checkpoint's plan: %s", dir, gs_last_error());
     goto out;
   }
-  if (c->cfg->plan_file) {
+  if (same && c->cfg->plan_file) {
     st = gs_shard_plan_load(c->cfg->plan_file, c->specs, c->T, c->ranks, &theirs);
     if (st == GS_OK && plan_differs(*plan, theirs, why, sizeof why))
       st = gs_error(GS_ERR_INVALID_ARG, "resuming: the plan in %s is not the checkpoint's "
@@ -469,11 +498,7 @@ gs_status dlrm_ckpt_open(const gs_dlrm_train_config *cfg, gs_comm *comm,
   c->ranks = gs_comm_size(comm);
   c->specs = specs;
   c->T = cfg->model.ntables;
-  c->file_crc = gs_calloc((size_t)c->ranks, sizeof *c->file_crc);
-  c->file_bytes = gs_calloc((size_t)c->ranks, sizeof *c->file_bytes);
   gs_status st = GS_OK;
-  if (c->file_crc == NULL || c->file_bytes == NULL)
-    st = gs_error(GS_ERR_NOMEM, "DLRM checkpoint: out of memory");
   const char *dir = cfg->checkpoint_dir;
   if (st == GS_OK && mkdir(dir, 0777) != 0 && errno != EEXIST)
     st = gs_error(GS_ERR_IO, "checkpoint directory %s: cannot create it: %s", dir,
@@ -511,15 +536,18 @@ gs_status dlrm_ckpt_open(const gs_dlrm_train_config *cfg, gs_comm *comm,
   return GS_OK;
 }
 
-int dlrm_ckpt_resumed(const dlrm_ckpt *c, size_t *step, double *epoch_loss_sum) {
+int dlrm_ckpt_resumed(const dlrm_ckpt *c, size_t *step, double *epoch_loss_sum,
+                      int *ranks) {
   if (c == NULL || !c->resumed) return 0;
   *step = c->step;
   *epoch_loss_sum = c->loss_sum;
+  *ranks = c->old_ranks;
   return 1;
 }
 
 void dlrm_ckpt_close(dlrm_ckpt *c) {
   if (c == NULL) return;
+  gs_shard_plan_free(c->old_plan);
   gs_free(c->file_crc);
   gs_free(c->file_bytes);
   gs_free(c);
@@ -663,11 +691,173 @@ static gs_status read_rank_file(dlrm_ckpt *c, gs_dlrm_dist *d, const char *path)
   return st;
 }
 
+/* ---- Re-sharding: a checkpoint of another world size ------------------------- */
+
+/* A block this rank fills from the checkpoint's blocks: one of its shards,
+ * or on rank 0 a dp replica (broadcast afterwards). */
+typedef struct want_block {
+  gs_embed_table *e;
+  gs_shard where;
+  double *acc;     /* per row: the row-wise accumulator being assembled */
+  size_t covered;  /* weights filled, of rows x columns */
+} want_block;
+
+/* Whether rank k of the checkpoint's plan holds rows of table t that
+ * overlap [lo, hi) (its file holds its shards; rank 0's the dp tables). */
+static int old_rank_holds(const dlrm_ckpt *c, int k, int t, size_t lo, size_t hi) {
+  const gs_shard_plan *p = c->old_plan;
+  if (p->kind[t] == GS_SHARD_DP) return k == 0;
+  for (size_t j = 0; j < p->nshards; j++) {
+    const gs_shard *s = &p->shards[j];
+    if (s->rank == k && s->table == t && s->row_lo < hi && lo < s->row_hi) return 1;
+  }
+  return 0;
+}
+
+/* Streams rank k's file of the checkpoint once, copying every row (and
+ * accumulator) that overlaps a wanted block, checking its CRC. A row-wise
+ * accumulator is the mean of g^2 over a block's columns: the whole row's is
+ * the blocks' mean weighted by their widths, which a new block of any
+ * columns takes (exact when the old blocks are whole rows, or are all read;
+ * a new column block gets the whole row's, not its own columns'). */
+static gs_status reshard_file(dlrm_ckpt *c, int k, const char *path, want_block *w, size_t nw,
+                              float *mlp, size_t nmlp, int state) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL)
+    return gs_error(GS_ERR_IO, "DLRM checkpoint: rank %d's file %s: %s", k, path,
+                    strerror(errno));
+  size_t D = c->specs[0].dim;
+  struct stat sb;
+  gs_status st = GS_OK;
+  if (fstat(fileno(f), &sb) != 0 || (uint64_t)sb.st_size != c->file_bytes[k])
+    st = gs_error(GS_ERR_PARSE, "DLRM checkpoint %s: %lld bytes, the manifest records %"
+                  PRIu64 ": cut short, or not rank %d's file of this commit", path,
+                  (long long)sb.st_size, c->file_bytes[k], k);
+  uint32_t crc = 0;
+  file_header h;
+  if (st == GS_OK) st = read_exact(f, &h, sizeof h, &crc, path);
+  if (st == GS_OK && (memcmp(h.magic, MAGIC, sizeof MAGIC) != 0 || h.rank != (uint32_t)k ||
+                      h.ranks != (uint32_t)c->old_ranks || h.step != c->step ||
+                      h.has_state != (uint32_t)state ||
+                      h.mlp_floats != (k == 0 ? nmlp : 0)))
+    st = gs_error(GS_ERR_PARSE, "DLRM checkpoint %s: its header (rank %" PRIu32 " of %" PRIu32
+                  ", step %" PRIu64 ") is not rank %d's of %d at step %zu", path, h.rank,
+                  h.ranks, h.step, k, c->old_ranks, c->step);
+  float *row = NULL;
+  size_t *hit = gs_malloc((nw + 1) * sizeof *hit);
+  if (st == GS_OK && hit == NULL) st = gs_error(GS_ERR_NOMEM, "DLRM checkpoint: out of memory");
+  for (uint32_t j = 0; st == GS_OK && j < h.nshards; j++) {
+    shard_header sh;
+    st = read_exact(f, &sh, sizeof sh, &crc, path);
+    if (st != GS_OK) break;
+    if (sh.table >= (uint32_t)c->T || sh.row_lo > sh.row_hi ||
+        sh.row_hi > c->specs[sh.table].rows || sh.col_lo >= sh.col_hi || sh.col_hi > D) {
+      st = gs_error(GS_ERR_PARSE, "DLRM checkpoint %s: shard %" PRIu32 " (table %" PRIu32
+                    ", rows [%" PRIu64 ", %" PRIu64 "), columns [%" PRIu64 ", %" PRIu64 ")) is "
+                    "not a block of this run's tables", path, j, sh.table, sh.row_lo,
+                    sh.row_hi, sh.col_lo, sh.col_hi);
+      break;
+    }
+    /* The wanted blocks this one overlaps (rows). */
+    size_t nh = 0, width = sh.col_hi - sh.col_lo;
+    for (size_t b = 0; b < nw; b++)
+      if ((uint64_t)w[b].where.table == sh.table && w[b].where.row_lo < sh.row_hi &&
+          sh.row_lo < w[b].where.row_hi)
+        hit[nh++] = b;
+    gs_free(row);
+    row = gs_malloc(width * sizeof(float));
+    if (row == NULL) {
+      st = gs_error(GS_ERR_NOMEM, "DLRM checkpoint: out of memory");
+      break;
+    }
+    for (uint64_t x = sh.row_lo; x < sh.row_hi && st == GS_OK; x++) {
+      st = read_exact(f, row, width * sizeof(float), &crc, path);
+      for (size_t q = 0; q < nh && st == GS_OK; q++) {
+        want_block *b = &w[hit[q]];
+        if (x < b->where.row_lo || x >= b->where.row_hi) continue;
+        size_t lo = GS_MAX(b->where.col_lo, sh.col_lo), hi = GS_MIN(b->where.col_hi, sh.col_hi);
+        if (lo >= hi) continue;
+        memcpy(b->e->weights + (x - b->where.row_lo) * b->e->dim + (lo - b->where.col_lo),
+               row + (lo - sh.col_lo), (hi - lo) * sizeof(float));
+        b->covered += hi - lo;
+      }
+    }
+    for (uint64_t x = sh.row_lo; state && x < sh.row_hi && st == GS_OK; x++) {
+      float g;
+      st = read_exact(f, &g, sizeof g, &crc, path);
+      for (size_t q = 0; q < nh && st == GS_OK; q++) {
+        want_block *b = &w[hit[q]];
+        if (x >= b->where.row_lo && x < b->where.row_hi)
+          b->acc[x - b->where.row_lo] += (double)g * (double)width / (double)D;
+      }
+    }
+  }
+  gs_free(row);
+  gs_free(hit);
+  if (st == GS_OK && k == 0) st = read_exact(f, mlp, nmlp * sizeof(float), &crc, path);
+  uint32_t stored = 0;
+  if (st == GS_OK && fread(&stored, sizeof stored, 1, f) != 1)
+    st = gs_error(GS_ERR_IO, "DLRM checkpoint %s: read failed (cut short?)", path);
+  if (st == GS_OK && (stored != crc || crc != c->file_crc[k]))
+    st = gs_error(GS_ERR_PARSE, "DLRM checkpoint %s: corrupted: its contents' CRC-32 is %08"
+                  PRIx32 ", the file records %08" PRIx32 " and the manifest %08" PRIx32, path,
+                  crc, stored, c->file_crc[k]);
+  fclose(f);
+  return st;
+}
+
+/* This rank's shards (rank 0: and the dp replicas) from the files of the
+ * checkpoint's ranks that hold their rows, under this run's plan. */
+static gs_status reshard_load(dlrm_ckpt *c, gs_dlrm_dist *d) {
+  size_t n = gs_dlrm_dist_nshards(d), nw = 0, nmlp;
+  float *mlp = gs_dlrm_mlp_weights(gs_dlrm_dist_model(d), &nmlp);
+  int state = c->cfg->optim.embed.kind == GS_EMBED_ROWWISE_ADAGRAD;
+  want_block *w = gs_calloc(n + 1, sizeof *w);
+  if (w == NULL) return gs_error(GS_ERR_NOMEM, "DLRM checkpoint: out of memory");
+  gs_status st = GS_OK;
+  for (size_t i = 0; i < n && st == GS_OK; i++) {
+    want_block b = {0};
+    b.e = gs_dlrm_dist_shard(d, i, &b.where);
+    if (!saves(c, &b.where)) continue;
+    b.acc = gs_calloc(b.e->rows + 1, sizeof *b.acc);
+    if (b.acc == NULL) st = gs_error(GS_ERR_NOMEM, "DLRM checkpoint: out of memory");
+    w[nw++] = b;
+  }
+  for (int k = 0; k < c->old_ranks && st == GS_OK; k++) {
+    int need = c->rank == 0 && k == 0; /* the MLPs */
+    for (size_t b = 0; b < nw && !need; b++)
+      need = old_rank_holds(c, k, w[b].where.table, w[b].where.row_lo, w[b].where.row_hi);
+    if (!need) continue;
+    char *path = rank_file(c, c->ckpt_id, c->step, k);
+    st = path ? reshard_file(c, k, path, w, nw, mlp, nmlp, state)
+              : gs_error(GS_ERR_NOMEM, "DLRM checkpoint: out of memory");
+    gs_free(path);
+  }
+  for (size_t b = 0; b < nw && st == GS_OK; b++) {
+    gs_embed_table *e = w[b].e;
+    if (w[b].covered != e->rows * e->dim)
+      st = gs_error(GS_ERR_PARSE, "DLRM checkpoint in %s: its files fill %zu of the %zu "
+                    "values of table '%s' rows [%zu, %zu), columns [%zu, %zu) (its plan does "
+                    "not cover the table)", c->cfg->checkpoint_dir, w[b].covered,
+                    e->rows * e->dim, e->name, w[b].where.row_lo, w[b].where.row_hi,
+                    w[b].where.col_lo, w[b].where.col_hi);
+    for (size_t x = 0; state && x < e->rows; x++) e->state[x] = (float)w[b].acc[x];
+  }
+  for (size_t b = 0; b < nw; b++) gs_free(w[b].acc);
+  gs_free(w);
+  return st;
+}
+
 gs_status dlrm_ckpt_load(dlrm_ckpt *c, gs_dlrm_dist *d) {
-  char *path = rank_file(c, c->ckpt_id, c->step, c->rank);
-  gs_status st = path ? read_rank_file(c, d, path)
-                      : gs_error(GS_ERR_NOMEM, "DLRM checkpoint: out of memory");
-  gs_free(path);
+  gs_status st;
+  if (c->old_ranks != c->ranks) {
+    st = reshard_load(c, d);
+  } else {
+    char *path = rank_file(c, c->ckpt_id, c->step, c->rank);
+    st = path ? read_rank_file(c, d, path)
+              : gs_error(GS_ERR_NOMEM, "DLRM checkpoint: out of memory");
+    gs_free(path);
+  }
   gs_agreement a;
   GS_CHECK(agree(c, "DLRM resume", st, NULL, 0, &a));
   gs_agreement_free(&a);
@@ -703,9 +893,14 @@ static void remove_stale(const dlrm_ckpt *c, const char *keep, const char *keep_
     const char *n = de->d_name;
     size_t len = strlen(n);
     int stale = 0;
+    const char *rk = strstr(n, ".rank");
+    int r = -1;
+    if (rk && sscanf(rk, ".rank%d.gsck", &r) != 1) r = -1;
     if (strncmp(n, "dlrm-", 5) == 0) {
       if ((len > ml && strcmp(n + len - ml, mine) == 0) || strstr(n, mine_tmp))
         stale = strcmp(n, keep) != 0;
+      else if (c->rank == 0 && r >= c->ranks) /* of a larger world before a resize */
+        stale = 1;
       else if (c->rank == 0 &&
                ((len > 10 && strcmp(n + len - 10, ".plan.json") == 0) ||
                 strstr(n, ".plan.json.tmp.")))

@@ -75,11 +75,15 @@ typedef struct dlrm_ckpt dlrm_ckpt;
  * no checkpoint_dir. */
 gs_status dlrm_ckpt_open(const gs_dlrm_train_config *cfg, gs_comm *comm,
                          const gs_embed_spec *specs, dlrm_ckpt **out, gs_shard_plan **plan);
-/* Whether open found a commit to resume from; its global step and the
- * training losses' sum of its unfinished epoch. */
-int dlrm_ckpt_resumed(const dlrm_ckpt *c, size_t *step, double *epoch_loss_sum);
+/* Whether open found a commit to resume from; its global step, the
+ * training losses' sum of its unfinished epoch and its world size. When
+ * that is not this run's, open leaves *plan NULL (the caller makes this
+ * run's) and load re-shards. */
+int dlrm_ckpt_resumed(const dlrm_ckpt *c, size_t *step, double *epoch_loss_sum, int *ranks);
 /* Collective: every rank reads its own file into its shards; the MLPs and
- * the dp replicas come from rank 0's. A failure is every rank's. */
+ * the dp replicas come from rank 0's. On another world size each rank
+ * reads the rows of its shards from the files that hold them. A failure is
+ * every rank's. */
 gs_status dlrm_ckpt_load(dlrm_ckpt *c, gs_dlrm_dist *d);
 /* Collective: commits the state after global step `step` (epoch_loss_sum:
  * the training losses of the unfinished epoch so far). *bytes: what this

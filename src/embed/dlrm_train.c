@@ -156,9 +156,11 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   gs_status pst = dlrm_ckpt_open(cfg, comm, specs, &ck, &plan);
   if (st == GS_OK) st = pst;
   if (st != GS_OK) goto out;
-  int resumed = dlrm_ckpt_resumed(ck, &start, &resumed_lsum);
-  /* Every rank reaches make_plan's agreement. */
-  if (!resumed) GS_CHECK_GOTO(make_plan(cfg, comm, specs, &plan), st, out);
+  int from_ranks = 0;
+  int resumed = dlrm_ckpt_resumed(ck, &start, &resumed_lsum, &from_ranks);
+  /* Every rank reaches make_plan's agreement: without a plan of the
+   * checkpoint's (none, or of another world size). */
+  if (plan == NULL) GS_CHECK_GOTO(make_plan(cfg, comm, specs, &plan), st, out);
   GS_CHECK_GOTO(gs_dlrm_dist_create(&mc, plan, comm, &d), st, out);
   gs_dlrm_dist_set_precision(d, cfg->precision);
   if (resumed) GS_CHECK_GOTO(dlrm_ckpt_load(ck, d), st, out);
@@ -167,7 +169,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   if (resumed) {
     gs_dlrm_train_event re = {.kind = GS_DLRM_EV_RESUME, .epoch = (int)(start / cfg->steps) + 1,
                               .step = start % cfg->steps, .steps = cfg->steps,
-                              .global_step = start};
+                              .global_step = start, .from_ranks = from_ranks};
     emit(cb, user, &re);
   }
 

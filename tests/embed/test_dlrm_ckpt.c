@@ -17,6 +17,7 @@
  * with that rank's message and leaves no rank waiting.
  */
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,9 @@ static gs_dlrm_train_config base_config(const char *dir, int sharding, int sgd) 
   c.data.pooling_random = 1;
   return c;
 }
+
+/* The uninterrupted row-wise run's record (exact_resume "rw"). */
+static record g_whole_rw;
 
 /* The test's directory, the same on every rank. */
 static char g_root[256];
@@ -184,6 +188,7 @@ static void exact_resume(const char *name, int sharding, int sgd, int same_plan)
   gs_dlrm_train_config c = base_config(du, sharding, sgd);
   CHECK_ST(gs_dlrm_train_run(&c, g_comm, on_event, &u), GS_OK);
   CHECK(u.commits == EPOCHS, "the whole run committed %d times, expected %d", u.commits, EPOCHS);
+  if (sharding == GS_SHARD_RW && !sgd) g_whole_rw = u;
 
   char plan[400] = "";
   MPI_Barrier(MPI_COMM_WORLD); /* rank 0 removes the older plans after the commit */
@@ -309,7 +314,8 @@ static void refusals(void) {
     record q = {0};
     gs_status st = gs_dlrm_train_run(&c, one, on_event, &q);
     char want[64];
-    snprintf(want, sizeof want, "written by %d ranks and this run has 1", g_size);
+    snprintf(want, sizeof want, "written by %d ranks and this run has 1, with a global batch",
+             g_size);
     CHECK(st == GS_ERR_INVALID_ARG && strstr(gs_last_error(), want),
           "resuming 2 ranks' checkpoint on 1: %s (%s)", gs_strerror(st), gs_last_error());
     gs_comm_destroy(one);
@@ -343,6 +349,71 @@ static void refusals(void) {
   end_case();
 }
 
+/* Steps 4.. of r against the uninterrupted row-wise run: the same samples
+ * in the same steps, sums in another order. */
+static void close_to_whole(const record *r, const char *what) {
+  for (int g = 4; g <= MAXSTEPS; g++) {
+    double a = r->loss[g], b = g_whole_rw.loss[g];
+    CHECK(r->have[g] && fabs(a - b) <= 1e-5 * fabs(b), "%s: step %d's loss %.17g, "
+          "uninterrupted %.17g", what, g, a, b);
+  }
+  for (int e = 1; e <= EPOCHS; e++)
+    CHECK(fabs(r->epoch_loss[e] - g_whole_rw.epoch_loss[e]) <= 1e-5 * g_whole_rw.epoch_loss[e] &&
+              fabs(r->log_loss[e] - g_whole_rw.log_loss[e]) <= 1e-5 * g_whole_rw.log_loss[e] &&
+              fabs(r->auc[e] - g_whole_rw.auc[e]) <= 1e-3,
+          "%s: epoch %d: training loss %.9g / %.9g, log loss %.9g / %.9g, AUC %.9g / %.9g", what,
+          e, r->epoch_loss[e], g_whole_rw.epoch_loss[e], r->log_loss[e],
+          g_whole_rw.log_loss[e], r->auc[e], g_whole_rw.auc[e]);
+}
+
+/* Another world size with the same global batch: stopped at step 3 on
+ * every rank, resumed by rank 0 alone (row-wise shards become whole
+ * tables); stopped at 3 by rank 0 alone under the planner, resumed on every
+ * rank. Both continue as the uninterrupted run within rounding. */
+static void resize(void) {
+  begin_case("resume on another world size, %d ranks", g_size);
+  char d1[300], d2[300];
+  subdir(d1, sizeof d1, "shrink");
+  subdir(d2, sizeof d2, "grow");
+  gs_dlrm_train_config c = base_config(d1, GS_SHARD_RW, 0);
+  c.stop_at_step = 3;
+  record r = {0};
+  check_all(gs_dlrm_train_run(&c, g_comm, on_event, &r), GS_OK, "stopping at step 3");
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Comm solo;
+  gs_comm *one = NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, g_rank == 0 ? 0 : MPI_UNDEFINED, 0, &solo);
+  if (g_rank == 0) {
+    CHECK_ST(gs_comm_create(solo, &one), GS_OK);
+    c.stop_at_step = 0;
+    c.resume = GS_DLRM_RESUME;
+    c.batch = 12 * (size_t)g_size;
+    record s = {0};
+    if (one) CHECK_ST(gs_dlrm_train_run(&c, one, on_event, &s), GS_OK);
+    CHECK(s.resumed_at == 3, "resumed at %d, expected 3", s.resumed_at);
+    close_to_whole(&s, "shrunk to 1 rank");
+    char f[400];
+    CHECK(rank_files(d1, 0, f, sizeof f) == 1 && rank_files(d1, 1, f, sizeof f) == 0,
+          "the larger world's files are left in %s", d1);
+    /* Rank 0 alone under the planner, stopped at 3. */
+    gs_dlrm_train_config g = base_config(d2, -1, 0);
+    g.batch = 12 * (size_t)g_size;
+    g.stop_at_step = 3;
+    record q = {0};
+    if (one) CHECK_ST(gs_dlrm_train_run(&g, one, on_event, &q), GS_OK);
+    if (one) gs_comm_destroy(one);
+    MPI_Comm_free(&solo);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  gs_dlrm_train_config g = base_config(d2, -1, 0);
+  g.resume = GS_DLRM_RESUME;
+  record s = {0};
+  check_all(gs_dlrm_train_run(&g, g_comm, on_event, &s), GS_OK, "grown from 1 rank");
+  CHECK(s.resumed_at == 3, "resumed at %d, expected 3", s.resumed_at);
+  close_to_whole(&s, "grown from 1 rank");
+  end_case();
+}
+
 int main(int argc, char **argv) {
   mrt_init(&argc, &argv);
   make_root();
@@ -350,6 +421,7 @@ int main(int argc, char **argv) {
   exact_resume("auto", -1, 0, 1);
   exact_resume("tw_sgd", GS_SHARD_TW, 1, 0);
   refusals();
+  resize();
   MPI_Barrier(MPI_COMM_WORLD);
   if (g_rank == 0 && g_fail == 0) {
     char cmd[300];
