@@ -3,8 +3,8 @@
  * temporary file in the target's directory, checksummed with zlib's crc32,
  * fsynced, renamed over the target and the directory fsynced, so a reader
  * sees the old file or the new one, never a mix. The DLRM checkpoints
- * (src/embed/dlrm_ckpt.c) write through here; src/nn/file.c's gs_nn_file is
- * the same design for the NN library's checkpoints.
+ * (src/embed/dlrm_ckpt.c) write through here, and the NN library's
+ * checkpoints through src/nn/file.c's gs_nn_file, which wraps these.
  */
 #include <errno.h>
 #include <fcntl.h>
