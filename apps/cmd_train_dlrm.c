@@ -285,13 +285,14 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
   if (ev->kind == GS_DLRM_EV_RESUME) {
     if (v->json)
       printf("{\"resumed_at_step\": %zu, \"epoch\": %d, \"step_in_epoch\": %zu, "
-             "\"from_ranks\": %d}\n", ev->global_step, ev->epoch, ev->step, ev->from_ranks);
+             "\"from_ranks\": %d, \"load_ms\": %.3f}\n", ev->global_step, ev->epoch, ev->step,
+             ev->from_ranks, 1e3 * ev->commit_s);
     else if (ev->epoch > v->epochs)
       printf("resumed from %s at step %zu: the run is complete (%d epochs of %zu steps)\n",
              v->checkpoint, ev->global_step, v->epochs, ev->steps);
     else
-      printf("resumed from %s at step %zu (epoch %d, step %zu of %zu)%s\n", v->checkpoint,
-             ev->global_step, ev->epoch, ev->step, ev->steps,
+      printf("resumed from %s at step %zu (epoch %d, step %zu of %zu) in %.1f ms%s\n",
+             v->checkpoint, ev->global_step, ev->epoch, ev->step, ev->steps, 1e3 * ev->commit_s,
              ev->from_ranks != v->size ? ", its tables re-sharded from another world size" : "");
     fflush(stdout);
     return;

@@ -171,7 +171,8 @@ typedef struct gs_dlrm_train_event {
   gs_dlrm_dist_stats stats;   /* EPOCH: this rank's, the epoch's training steps */
   size_t peak_rss_bytes;      /* EPOCH: this process's peak resident memory, 0 if unknown */
   size_t global_step;         /* RESUME, COMMIT: global steps done (epochs x steps + step) */
-  double commit_s;            /* COMMIT: its time on this rank, agreements included */
+  double commit_s;            /* COMMIT: its time on this rank, agreements included;
+                               * RESUME: the load's */
   size_t commit_bytes;        /* COMMIT: the bytes this rank wrote */
   int stopped;                /* COMMIT: the run stops here (stop_at_step) */
   int from_ranks;             /* RESUME: the checkpoint's world size (another: re-sharded) */

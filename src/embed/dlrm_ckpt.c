@@ -764,31 +764,36 @@ static gs_status reshard_file(dlrm_ckpt *c, int k, const char *path, want_block 
       if ((uint64_t)w[b].where.table == sh.table && w[b].where.row_lo < sh.row_hi &&
           sh.row_lo < w[b].where.row_hi)
         hit[nh++] = b;
+    /* Rows in chunks of about 1 MiB: one read and one CRC update each. */
+    size_t chunk = GS_MAX((size_t)1, ((size_t)1 << 18) / width);
     gs_free(row);
-    row = gs_malloc(width * sizeof(float));
+    row = gs_malloc(chunk * width * sizeof(float));
     if (row == NULL) {
       st = gs_error(GS_ERR_NOMEM, "DLRM checkpoint: out of memory");
       break;
     }
-    for (uint64_t x = sh.row_lo; x < sh.row_hi && st == GS_OK; x++) {
-      st = read_exact(f, row, width * sizeof(float), &crc, path);
+    for (uint64_t x0 = sh.row_lo; x0 < sh.row_hi && st == GS_OK; x0 += chunk) {
+      size_t m = (size_t)GS_MIN((uint64_t)chunk, sh.row_hi - x0);
+      st = read_exact(f, row, m * width * sizeof(float), &crc, path);
       for (size_t q = 0; q < nh && st == GS_OK; q++) {
         want_block *b = &w[hit[q]];
-        if (x < b->where.row_lo || x >= b->where.row_hi) continue;
         size_t lo = GS_MAX(b->where.col_lo, sh.col_lo), hi = GS_MIN(b->where.col_hi, sh.col_hi);
         if (lo >= hi) continue;
-        memcpy(b->e->weights + (x - b->where.row_lo) * b->e->dim + (lo - b->where.col_lo),
-               row + (lo - sh.col_lo), (hi - lo) * sizeof(float));
-        b->covered += hi - lo;
+        uint64_t r0 = GS_MAX(x0, b->where.row_lo), r1 = GS_MIN(x0 + m, b->where.row_hi);
+        for (uint64_t x = r0; x < r1; x++)
+          memcpy(b->e->weights + (x - b->where.row_lo) * b->e->dim + (lo - b->where.col_lo),
+                 row + (x - x0) * width + (lo - sh.col_lo), (hi - lo) * sizeof(float));
+        if (r1 > r0) b->covered += (size_t)(r1 - r0) * (hi - lo);
       }
     }
-    for (uint64_t x = sh.row_lo; state && x < sh.row_hi && st == GS_OK; x++) {
-      float g;
-      st = read_exact(f, &g, sizeof g, &crc, path);
+    for (uint64_t x0 = sh.row_lo; state && x0 < sh.row_hi && st == GS_OK; x0 += chunk * width) {
+      size_t m = (size_t)GS_MIN((uint64_t)(chunk * width), sh.row_hi - x0);
+      st = read_exact(f, row, m * sizeof(float), &crc, path);
       for (size_t q = 0; q < nh && st == GS_OK; q++) {
         want_block *b = &w[hit[q]];
-        if (x >= b->where.row_lo && x < b->where.row_hi)
-          b->acc[x - b->where.row_lo] += (double)g * (double)width / (double)D;
+        uint64_t r0 = GS_MAX(x0, b->where.row_lo), r1 = GS_MIN(x0 + m, b->where.row_hi);
+        for (uint64_t x = r0; x < r1; x++)
+          b->acc[x - b->where.row_lo] += (double)row[x - x0] * (double)width / (double)D;
       }
     }
   }

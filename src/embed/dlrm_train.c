@@ -163,13 +163,16 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   if (plan == NULL) GS_CHECK_GOTO(make_plan(cfg, comm, specs, &plan), st, out);
   GS_CHECK_GOTO(gs_dlrm_dist_create(&mc, plan, comm, &d), st, out);
   gs_dlrm_dist_set_precision(d, cfg->precision);
+  double load_s = gs_now();
   if (resumed) GS_CHECK_GOTO(dlrm_ckpt_load(ck, d), st, out);
+  load_s = gs_now() - load_s;
   gs_dlrm_train_event ev = {.kind = GS_DLRM_EV_PLAN, .plan = plan};
   emit(cb, user, &ev);
   if (resumed) {
     gs_dlrm_train_event re = {.kind = GS_DLRM_EV_RESUME, .epoch = (int)(start / cfg->steps) + 1,
                               .step = start % cfg->steps, .steps = cfg->steps,
-                              .global_step = start, .from_ranks = from_ranks};
+                              .global_step = start, .from_ranks = from_ranks,
+                              .commit_s = load_s};
     emit(cb, user, &re);
   }
 
