@@ -30,6 +30,8 @@ static void usage(FILE *f) {
     "  --a2a-precision P   fp32 (default), fp16 (fp16 forward, bf16 backward)\n"
     "                      or bf16: the pooled vectors' all-to-alls\n"
     "  --batch B           samples per rank and step (default 256)\n"
+    "  --global-batch G    G samples a step over all ranks instead (G / ranks\n"
+    "                      each): a run resumed on another world size keeps it\n"
     "  --epochs E          epochs (default 2)\n"
     "  --steps N           steps per epoch (default 100)\n"
     "  --eval N            held-out samples for AUC and log loss (default 16384)\n"
@@ -63,8 +65,8 @@ typedef struct dlrm_opts {
   gs_dlrm_a2a_precision precision;
   unsigned long long seed;
   const char *checkpoint;
-  long commit_every, stop_at_step;
-  int resume;
+  long commit_every, stop_at_step, global_batch;
+  int resume, batch_given;
 } dlrm_opts;
 
 static int parse_opts(int argc, char **argv, dlrm_opts *o) {
@@ -81,6 +83,7 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
       {"json", no_argument, 0, 'j'},              {"help", no_argument, 0, 'h'},
       {"checkpoint", required_argument, 0, 'c'},  {"commit-every", required_argument, 0, 'C'},
       {"stop-at-step", required_argument, 0, 'X'}, {"resume", optional_argument, 0, 'r'},
+      {"global-batch", required_argument, 0, 'G'},
       {0, 0, 0, 0}};
   *o = (dlrm_opts){.tables = "kaggle", .scale = 0.001, .lr = 0.1, .embed_lr = 0.05,
                    .zipf = 1.05, .sharding = -1, .epochs = 2, .pooling = 1, .batch = 256,
@@ -134,6 +137,7 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
           return 2;
         }
         *(c == 'b' ? &o->batch : c == 'n' ? &o->steps : &o->eval) = v;
+        if (c == 'b') o->batch_given = 1;
         break;
       }
       case 'e':
@@ -181,6 +185,12 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
         break;
       case 'j': o->json = 1; break;
       case 'c': o->checkpoint = optarg; break;
+      case 'G':
+        if (cli_parse_long(optarg, 1, 1L << 30, &o->global_batch)) {
+          cli_error(VERB, "--global-batch %s: expected a whole number of at least 1", optarg);
+          return 2;
+        }
+        break;
       case 'C':
       case 'X': {
         long v;
@@ -216,6 +226,10 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
   if (o->stop_at_step && o->stop_at_step > (long)o->epochs * o->steps) {
     cli_error(VERB, "--stop-at-step %ld: the run has %ld steps (%d epochs of %ld)",
               o->stop_at_step, (long)o->epochs * o->steps, o->epochs, o->steps);
+    return 2;
+  }
+  if (o->global_batch && o->batch_given) {
+    cli_error(VERB, "--batch and --global-batch cannot be used together");
     return 2;
   }
   if (o->plan && o->sharding >= 0) {
@@ -380,6 +394,15 @@ int cmd_train_dlrm(int argc, char **argv) {
     free(t);
     return rc;
   }
+  /* The same decision on every rank: no agreement needed. */
+  if (o.global_batch) {
+    if (o.global_batch % r.size != 0) {
+      cli_rank_usage_error(&r, "--global-batch %ld does not split evenly over %d ranks",
+                           o.global_batch, r.size);
+      rc = 2;
+    }
+    o.batch = o.global_batch / r.size > 0 ? o.global_batch / r.size : 1;
+  }
   gs_dlrm_train_config cfg = {
       .model = {o.bottom ? o.bottom : bottom, o.top, t, nt, o.interaction, 0, o.seed},
       .optim = {(float)o.lr, {o.embed_sgd ? GS_EMBED_SGD : GS_EMBED_ROWWISE_ADAGRAD,
@@ -398,9 +421,9 @@ int cmd_train_dlrm(int argc, char **argv) {
       .resume = o.resume};
   cfg.data.zipf_s = o.zipf;
   cfg.data.pooling = o.pooling;
-  view v = {.rank = r.rank, .size = r.size, .epochs = o.epochs, .json = o.json, .tty = isatty(STDOUT_FILENO),
-            .checkpoint = o.checkpoint};
-  gs_status st = gs_dlrm_train_run(&cfg, r.comm, on_event, &v);
+  view v = {.rank = r.rank, .size = r.size, .epochs = o.epochs, .json = o.json,
+            .tty = isatty(STDOUT_FILENO), .checkpoint = o.checkpoint};
+  gs_status st = rc ? GS_OK : gs_dlrm_train_run(&cfg, r.comm, on_event, &v);
   if (st != GS_OK) {
     cli_rank_error(&r, "%s", gs_last_error());
     rc = st == GS_ERR_INVALID_ARG || st == GS_ERR_PARSE || st == GS_ERR_IO ? 2 : 1;
