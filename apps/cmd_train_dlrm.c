@@ -7,6 +7,7 @@
  */
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,11 +50,18 @@ static void usage(FILE *f) {
     "                      dp tables, the plan and the position (atomic on disk;\n"
     "                      DIR must be seen by every rank)\n"
     "  --commit-every N    also commit every N global steps\n"
-    "  --stop-at-step N    commit after global step N and stop (exit 0)\n"
+    "  --stop-at-step N    commit after global step N and stop (exit 0); SIGUSR1\n"
+    "                      asks for a stop at the next commit (exit 3: an elastic\n"
+    "                      supervisor resizes)\n"
     "  --resume[=auto]     continue from DIR's last commit, bitwise as if never\n"
     "                      stopped (same ranks, tables, MLPs, seed, data, batch,\n"
     "                      steps and sharding); auto: if there is one\n"
     "  --json              one JSON line per epoch instead of text\n");
+}
+
+static void on_usr1(int sig) {
+  (void)sig;
+  gs_dlrm_train_request_stop();
 }
 
 typedef struct dlrm_opts {
@@ -268,6 +276,7 @@ static int load_tables(const dlrm_opts *o, gs_embed_spec **t, int *n) {
 typedef struct view {
   int rank, size, json, tty, epochs;
   int line_open; /* a progress line rewritten in place waits for its end */
+  int asked;     /* stopped at a commit as SIGUSR1 asked */
   const char *checkpoint;
   double bytes_ids, bytes_pooled, bytes_grad, bytes_dp, bytes_ar;
 } view;
@@ -281,6 +290,7 @@ static const char *human(double b, char *buf, size_t n) {
 
 static void on_event(const gs_dlrm_train_event *ev, void *user) {
   view *v = user;
+  if (ev->kind == GS_DLRM_EV_COMMIT) v->asked = ev->stopped == 2; /* every rank's */
   if (v->rank != 0) return;
   if (ev->kind == GS_DLRM_EV_PLAN) {
     const gs_shard_plan *p = ev->plan;
@@ -322,7 +332,9 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
     else
       printf("commit at step %zu to %s: %s on rank 0 in %.1f ms%s\n", ev->global_step,
              v->checkpoint, human((double)ev->commit_bytes, b1, sizeof b1), 1e3 * ev->commit_s,
-             ev->stopped ? "; stopped (--resume continues from here)" : "");
+             ev->stopped == 2 ? "; stopped as asked (--resume continues from here)"
+             : ev->stopped   ? "; stopped (--resume continues from here)"
+                             : "");
     fflush(stdout);
     return;
   }
@@ -423,6 +435,13 @@ int cmd_train_dlrm(int argc, char **argv) {
   cfg.data.pooling = o.pooling;
   view v = {.rank = r.rank, .size = r.size, .epochs = o.epochs, .json = o.json,
             .tty = isatty(STDOUT_FILENO), .checkpoint = o.checkpoint};
+  /* SIGUSR1 (which mpirun forwards to the ranks): stop at the next commit. */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_usr1;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (o.checkpoint) sigaction(SIGUSR1, &sa, NULL);
   gs_status st = rc ? GS_OK : gs_dlrm_train_run(&cfg, r.comm, on_event, &v);
   if (st != GS_OK) {
     cli_rank_error(&r, "%s", gs_last_error());
@@ -432,5 +451,7 @@ int cmd_train_dlrm(int argc, char **argv) {
     gs_embed_specs_free(t);
   else
     free(t);
-  return cli_rank_finish(&r, rc);
+  rc = cli_rank_finish(&r, rc);
+  /* Stopped at a commit as asked: the supervisor's cue to relaunch. */
+  return rc == 0 && v.asked ? 3 : rc;
 }

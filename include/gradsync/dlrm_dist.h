@@ -174,11 +174,20 @@ typedef struct gs_dlrm_train_event {
   double commit_s;            /* COMMIT: its time on this rank, agreements included;
                                * RESUME: the load's */
   size_t commit_bytes;        /* COMMIT: the bytes this rank wrote */
-  int stopped;                /* COMMIT: the run stops here (stop_at_step) */
+  int stopped;                /* COMMIT: the run stops here: 1 stop_at_step, 2 asked
+                               * (gs_dlrm_train_request_stop) */
   int from_ranks;             /* RESUME: the checkpoint's world size (another: re-sharded) */
 } gs_dlrm_train_event;
 
 typedef void (*gs_dlrm_train_cb)(const gs_dlrm_train_event *ev, void *user);
+
+/* Asks a running gs_dlrm_train_run with a checkpoint directory to stop at
+ * its next commit point (commit_every, or its epoch's end): it commits and
+ * returns GS_OK, its last event a commit with stopped = 2. The ranks agree
+ * at every commit point whether any rank was asked. Async-signal-safe, for
+ * a SIGUSR1 handler (an elastic supervisor's cue); the request is consumed
+ * by the stop. */
+void gs_dlrm_train_request_stop(void);
 
 /* Collective over comm. Every rank receives every event (cb may be NULL);
  * a failure on any rank is every rank's (the step's agreement, or gs_agree

@@ -11,6 +11,7 @@
  * held-out set starts at sample 2^40, far past any training sample.
  */
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -20,6 +21,19 @@
 #include "gs_internal.h"
 
 #define EVAL_FIRST (1ULL << 40)
+
+static volatile sig_atomic_t stop_asked;
+
+void gs_dlrm_train_request_stop(void) { stop_asked = 1; }
+
+/* At a commit point: whether any rank was asked to stop (agreed). */
+static gs_status agree_stop(gs_comm *comm, int *stop) {
+  int32_t any = stop_asked ? 1 : 0;
+  if (gs_comm_size(comm) > 1)
+    GS_CHECK(gs_allreduce(comm, GS_IN_PLACE, &any, 1, GS_I32, GS_MAX, GS_ALGO_AUTO));
+  if (any) *stop = 2;
+  return GS_OK;
+}
 
 static void emit(gs_dlrm_train_cb cb, void *user, const gs_dlrm_train_event *ev) {
   if (cb) cb(ev, user);
@@ -223,11 +237,14 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
        * evaluation. */
       size_t gstep = (size_t)(e - 1) * cfg->steps + s + 1;
       int stop = cfg->stop_at_step == gstep;
-      if (ck && s + 1 < cfg->steps &&
-          (stop || (cfg->commit_every && gstep % cfg->commit_every == 0))) {
+      int point = cfg->commit_every && gstep % cfg->commit_every == 0;
+      if (ck && s + 1 < cfg->steps && point && !stop)
+        GS_CHECK_GOTO(agree_stop(comm, &stop), st, out);
+      if (ck && s + 1 < cfg->steps && (stop || point)) {
         double c0 = gs_now();
         GS_CHECK_GOTO(commit(ck, d, plan, gstep, lsum, stop, c0, cb, user), st, out);
         commit_s += gs_now() - c0;
+        if (stop == 2) stop_asked = 0;
         if (stop) goto out;
       }
     }
@@ -244,7 +261,9 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
     if (ck) {
       size_t gstep = (size_t)e * cfg->steps;
       int stop = cfg->stop_at_step == gstep;
+      if (!stop && e < cfg->epochs) GS_CHECK_GOTO(agree_stop(comm, &stop), st, out);
       GS_CHECK_GOTO(commit(ck, d, plan, gstep, 0, stop, gs_now(), cb, user), st, out);
+      if (stop == 2) stop_asked = 0;
       if (stop) goto out;
     }
   }

@@ -13,7 +13,9 @@
  * first commit; only the last commit's files are left.
  *
  * Another world size with the same global batch: shrunk to 1 rank, grown
- * from 1 rank, each within 1e-5 relative loss of the uninterrupted run.
+ * from 1 rank, each within 1e-5 relative loss of the uninterrupted run. A
+ * stop asked on one rank (gs_dlrm_train_request_stop, as SIGUSR1 does)
+ * stops every rank at the next commit point.
  *
  * Refusals, on every rank and naming what differs: another seed, table, MLP,
  * sharding or batch than the checkpoint's; another world size (each rank
@@ -48,6 +50,7 @@ typedef struct record {
   int have[MAXSTEPS + 1];
   double epoch_loss[EPOCHS + 1], auc[EPOCHS + 1], log_loss[EPOCHS + 1];
   int epochs_seen, commits, stopped, resumed_at;
+  int ask_at; /* this rank asks for a stop (gs_dlrm_train_request_stop) after this step */
 } record;
 
 static void on_event(const gs_dlrm_train_event *ev, void *user) {
@@ -58,6 +61,7 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
       r->loss[g] = ev->loss;
       r->have[g] = 1;
     }
+    if (r->ask_at && (size_t)r->ask_at == g) gs_dlrm_train_request_stop();
   } else if (ev->kind == GS_DLRM_EV_EPOCH && ev->epoch <= EPOCHS) {
     r->epoch_loss[ev->epoch] = ev->loss;
     r->auc[ev->epoch] = ev->auc;
@@ -446,6 +450,33 @@ static void resize(void) {
   end_case();
 }
 
+/* A stop asked on the last rank alone (as SIGUSR1 does) after step 1: every
+ * rank stops at the next commit point (step 2), and the resume continues
+ * bitwise as the uninterrupted run. */
+static void asked_stop(void) {
+  begin_case("a stop asked on one rank, %d ranks", g_size);
+  char dir[300];
+  subdir(dir, sizeof dir, "asked");
+  gs_dlrm_train_config c = base_config(dir, GS_SHARD_RW, 0);
+  c.commit_every = 2;
+  record r = {0};
+  if (g_rank == g_size - 1) r.ask_at = 1;
+  check_all(gs_dlrm_train_run(&c, g_comm, on_event, &r), GS_OK, "asked to stop");
+  CHECK(r.stopped == 2 && r.commits == 1 && r.have[2] && !r.have[3],
+        "stopped %d after %d commits, steps 2 and 3 %d %d (expected a stop as asked at 2)",
+        r.stopped, r.commits, r.have[2], r.have[3]);
+  c.resume = GS_DLRM_RESUME;
+  record s = {0};
+  check_all(gs_dlrm_train_run(&c, g_comm, on_event, &s), GS_OK, "resumed after the stop");
+  CHECK(s.resumed_at == 2 && s.stopped == 0 && s.epochs_seen == EPOCHS,
+        "resumed at %d, stopped %d, %d epochs", s.resumed_at, s.stopped, s.epochs_seen);
+  for (int g = 3; g <= MAXSTEPS; g++)
+    CHECK(memcmp(&s.loss[g], &g_whole_rw.loss[g], sizeof(double)) == 0,
+          "step %d's loss: %.17g resumed, %.17g uninterrupted", g, s.loss[g],
+          g_whole_rw.loss[g]);
+  end_case();
+}
+
 int main(int argc, char **argv) {
   mrt_init(&argc, &argv);
   make_root();
@@ -454,6 +485,7 @@ int main(int argc, char **argv) {
   exact_resume("tw_sgd", GS_SHARD_TW, 1, 0);
   refusals();
   resize();
+  asked_stop();
   MPI_Barrier(MPI_COMM_WORLD);
   if (g_rank == 0 && g_fail == 0) {
     char cmd[300];
