@@ -9,6 +9,11 @@
  * of the training set (P ranks, B per rank), rank r the r-th slice of B; an
  * epoch is `steps` steps, and every epoch passes over the same samples. The
  * held-out set starts at sample 2^40, far past any training sample.
+ *
+ * Checkpoints (dlrm_ckpt.c): commits between steps (commit_every,
+ * stop_at_step, a stop asked for) and after each epoch's evaluation; a
+ * resumed run starts at its commit's global step, which is all the data's
+ * position there is.
  */
 #include <math.h>
 #include <signal.h>
