@@ -12,8 +12,9 @@
  * commit, temporary files) do not disturb the resume and are removed by its
  * first commit; only the last commit's files are left.
  *
- * Another world size with the same global batch: shrunk to 1 rank, grown
- * from 1 rank, each within 1e-5 relative loss of the uninterrupted run. A
+ * Another world size with the same global batch: shrunk to 1 rank (row
+ * blocks, and column blocks with SGD), grown from 1 rank, each within 1e-5
+ * relative loss of the uninterrupted run. A
  * stop asked on one rank (gs_dlrm_train_request_stop, as SIGUSR1 does)
  * stops every rank at the next commit point.
  *
@@ -91,8 +92,9 @@ static gs_dlrm_train_config base_config(const char *dir, int sharding, int sgd) 
   return c;
 }
 
-/* The uninterrupted row-wise run's record (exact_resume "rw"). */
-static record g_whole_rw;
+/* The uninterrupted runs' records: row-wise with row-wise Adagrad, and
+ * table-wise with SGD (exact_resume "rw", "tw_sgd"). */
+static record g_whole_rw, g_whole_sgd;
 
 /* The test's directory, the same on every rank. */
 static char g_root[256];
@@ -198,6 +200,7 @@ static void exact_resume(const char *name, int sharding, int sgd, int same_plan)
   CHECK_ST(gs_dlrm_train_run(&c, g_comm, on_event, &u), GS_OK);
   CHECK(u.commits == EPOCHS, "the whole run committed %d times, expected %d", u.commits, EPOCHS);
   if (sharding == GS_SHARD_RW && !sgd) g_whole_rw = u;
+  if (sgd) g_whole_sgd = u;
 
   char plan[400] = "";
   MPI_Barrier(MPI_COMM_WORLD); /* rank 0 removes the older plans after the commit */
@@ -385,21 +388,53 @@ static void refusals(void) {
   end_case();
 }
 
-/* Steps 4.. of r against the uninterrupted row-wise run: the same samples
- * in the same steps, sums in another order. */
-static void close_to_whole(const record *r, const char *what) {
+/* Steps 4.. of r against an uninterrupted run: the same samples in the
+ * same steps, sums in another order. */
+static void close_to(const record *r, const record *whole, const char *what) {
   for (int g = 4; g <= MAXSTEPS; g++) {
-    double a = r->loss[g], b = g_whole_rw.loss[g];
+    double a = r->loss[g], b = whole->loss[g];
     CHECK(r->have[g] && fabs(a - b) <= 1e-5 * fabs(b), "%s: step %d's loss %.17g, "
           "uninterrupted %.17g", what, g, a, b);
   }
   for (int e = 1; e <= EPOCHS; e++)
-    CHECK(fabs(r->epoch_loss[e] - g_whole_rw.epoch_loss[e]) <= 1e-5 * g_whole_rw.epoch_loss[e] &&
-              fabs(r->log_loss[e] - g_whole_rw.log_loss[e]) <= 1e-5 * g_whole_rw.log_loss[e] &&
-              fabs(r->auc[e] - g_whole_rw.auc[e]) <= 1e-3,
+    CHECK(fabs(r->epoch_loss[e] - whole->epoch_loss[e]) <= 1e-5 * whole->epoch_loss[e] &&
+              fabs(r->log_loss[e] - whole->log_loss[e]) <= 1e-5 * whole->log_loss[e] &&
+              fabs(r->auc[e] - whole->auc[e]) <= 1e-3,
           "%s: epoch %d: training loss %.9g / %.9g, log loss %.9g / %.9g, AUC %.9g / %.9g", what,
-          e, r->epoch_loss[e], g_whole_rw.epoch_loss[e], r->log_loss[e],
-          g_whole_rw.log_loss[e], r->auc[e], g_whole_rw.auc[e]);
+          e, r->epoch_loss[e], whole->epoch_loss[e], r->log_loss[e], whole->log_loss[e],
+          r->auc[e], whole->auc[e]);
+}
+
+static void close_to_whole(const record *r, const char *what) { close_to(r, &g_whole_rw, what); }
+
+/* A plan for P ranks splitting every table into two column blocks of 4 on
+ * ranks t and t + 1 (mod P), or for 1 rank whole tables. */
+static void write_cw_plan(const char *path, int P) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL) {
+    fail("cannot write %s", path);
+    return;
+  }
+  fprintf(f, "{\"ranks\": %d, \"tables\": [", P);
+  for (int t = 0; t < 5; t++)
+    fprintf(f, "%s{\"name\": \"%s\", \"rows\": %zu, \"dim\": 8, \"sharding\": \"%s\", "
+            "\"why\": \"test\"}", t ? ", " : "", g_tables[t].name, g_tables[t].rows,
+            P > 1 ? "cw" : "tw");
+  fprintf(f, "], \"shards\": [");
+  for (int t = 0; t < 5; t++) {
+    if (P == 1) {
+      fprintf(f, "%s{\"table\": %d, \"rank\": 0, \"row_lo\": 0, \"row_hi\": %zu, "
+              "\"col_lo\": 0, \"col_hi\": 8, \"est_s\": 0}", t ? ", " : "", t,
+              g_tables[t].rows);
+      continue;
+    }
+    for (int b = 0; b < 2; b++)
+      fprintf(f, "%s{\"table\": %d, \"rank\": %d, \"row_lo\": 0, \"row_hi\": %zu, "
+              "\"col_lo\": %d, \"col_hi\": %d, \"est_s\": 0}", t || b ? ", " : "", t,
+              (t + b) % P, g_tables[t].rows, 4 * b, 4 * b + 4);
+  }
+  fprintf(f, "]}\n");
+  fclose(f);
 }
 
 /* Another world size with the same global batch: stopped at step 3 on
@@ -408,13 +443,27 @@ static void close_to_whole(const record *r, const char *what) {
  * rank. Both continue as the uninterrupted run within rounding. */
 static void resize(void) {
   begin_case("resume on another world size, %d ranks", g_size);
-  char d1[300], d2[300];
+  char d1[300], d2[300], d3[300];
   subdir(d1, sizeof d1, "shrink");
+  subdir(d3, sizeof d3, "shrink_cw");
   subdir(d2, sizeof d2, "grow");
   gs_dlrm_train_config c = base_config(d1, GS_SHARD_RW, 0);
   c.stop_at_step = 3;
   record r = {0};
   check_all(gs_dlrm_train_run(&c, g_comm, on_event, &r), GS_OK, "stopping at step 3");
+  char plan_p[400], plan_1[400];
+  if (snprintf(plan_p, sizeof plan_p, "%s/cw_plan.json", g_root) >= (int)sizeof plan_p ||
+      snprintf(plan_1, sizeof plan_1, "%s/cw_plan_1.json", g_root) >= (int)sizeof plan_1)
+    fail("path too long");
+  if (g_rank == 0) {
+    write_cw_plan(plan_p, g_size);
+    write_cw_plan(plan_1, 1);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  gs_dlrm_train_config cw = base_config(d3, -1, 1);
+  cw.plan_file = plan_p;
+  cw.stop_at_step = 3;
+  check_all(gs_dlrm_train_run(&cw, g_comm, on_event, &r), GS_OK, "column blocks at step 3");
   MPI_Barrier(MPI_COMM_WORLD);
   MPI_Comm solo;
   gs_comm *one = NULL;
@@ -431,6 +480,16 @@ static void resize(void) {
     char f[400];
     CHECK(rank_files(d1, 0, f, sizeof f) == 1 && rank_files(d1, 1, f, sizeof f) == 0,
           "the larger world's files are left in %s", d1);
+    /* Column blocks (SGD: cw is the one-process model) reassembled into
+     * whole rows. */
+    c = base_config(d3, -1, 1);
+    c.plan_file = plan_1;
+    c.resume = GS_DLRM_RESUME;
+    c.batch = 12 * (size_t)g_size;
+    record w = {0};
+    if (one) CHECK_ST(gs_dlrm_train_run(&c, one, on_event, &w), GS_OK);
+    CHECK(w.resumed_at == 3, "column blocks: resumed at %d, expected 3", w.resumed_at);
+    close_to(&w, &g_whole_sgd, "column blocks shrunk to 1 rank");
     /* Rank 0 alone under the planner, stopped at 3. */
     gs_dlrm_train_config g = base_config(d2, -1, 0);
     g.batch = 12 * (size_t)g_size;
