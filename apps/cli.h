@@ -25,12 +25,15 @@ int cmd_train_dlrm(int argc, char **argv); /* --model dlrm */
 int cmd_syncswitch(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 int cmd_shard(int argc, char **argv);
-/* gradsync cluster (apps/cmd_cluster.c): `simulate` is the cluster
- * simulator's; every other subcommand (argv[1]: serve, submit, jobs,
- * cancel, ...) is the manager's, gs_cmd_cluster_manager (argv[0] is
- * "cluster"), in apps/cmd_cluster_mgr*.c. Both return the exit status. */
+/* gradsync cluster (apps/cmd_cluster.c): `cluster simulate` to the cluster
+ * simulator, every other `cluster` command to gs_cmd_cluster_manager
+ * (apps/cmd_cluster_mgr.c: serve, keep, drain, undrain, down). */
 int cmd_cluster(int argc, char **argv);
 int gs_cmd_cluster_manager(int argc, char **argv);
+/* The cluster manager's clients (apps/cmd_cluster_mgr.c). */
+int cmd_submit(int argc, char **argv);
+int cmd_jobs(int argc, char **argv);
+int cmd_cancel(int argc, char **argv);
 
 /* ---- Numbers ------------------------------------------------------------
  * Every verb reads its numbers with these. Each returns 0 on success and -1
@@ -134,6 +137,7 @@ typedef struct run_elastic_opts {
   double discover_every;             /* --discover-every S */
   int max_restarts;                  /* --max-restarts K */
   double resize_interval;            /* --resize-interval S */
+  int shrink_on_discover;            /* --shrink-on-discover */
   double min_wait;                   /* --min-wait S */
   const char *events;                /* --events FILE */
   int (*host_ok)(const char *host, void *user);

@@ -136,6 +136,9 @@ static void usage(FILE *f) {
       "                  --global-batch G only sizes dividing G are used\n"
       "  --discover SCRIPT  run SCRIPT for the hosts: one HOST:SLOTS a line\n"
       "  --discover-every S  seconds between discoveries (default 5)\n"
+      "  --shrink-on-discover  when the script stops listing a host the job runs\n"
+      "                  on, stop the job at its next commit and relaunch it\n"
+      "                  without that host (default: dropped at the next launch)\n"
       "  --max-restarts K  relaunches after failures at most (default 5)\n"
       "  --resize-interval S  least seconds from a launch to growing (default 30)\n"
       "  --min-wait S    with fewer than MIN slots, wait this long for discovery\n"
@@ -1022,6 +1025,8 @@ int cmd_run(int argc, char **argv) {
         return 2;
       }
       i++;
+    } else if (strcmp(a, "--shrink-on-discover") == 0) {
+      if (eo.shrink_on_discover++) return run_repeated(a);
     } else if (strcmp(a, "--oversubscribe") == 0) {
       if (oversubscribe++) return run_repeated(a);
     } else if (strcmp(a, "--dry-run") == 0) {
@@ -1079,12 +1084,16 @@ int cmd_run(int argc, char **argv) {
               net ? "--net" : "--node-cpus", net ? "a cluster" : "CPU groups");
     return 2;
   }
+  if (elastic && eo.shrink_on_discover && !discover) {
+    cli_error("run", "--shrink-on-discover needs --discover SCRIPT");
+    return 2;
+  }
   if (!elastic && (discover || events || seen_every || seen_restarts || seen_interval ||
-                   seen_wait)) {
+                   seen_wait || eo.shrink_on_discover)) {
     cli_error("run", "%s belongs to an elastic job: it needs --elastic MIN:MAX",
               discover ? "--discover" : events ? "--events" : seen_every ? "--discover-every"
               : seen_restarts ? "--max-restarts" : seen_interval ? "--resize-interval"
-              : "--min-wait");
+              : seen_wait ? "--min-wait" : "--shrink-on-discover");
     return 2;
   }
   if (elastic && (net || per_node_given || node_cpus > 0 || dry_run)) {

@@ -222,6 +222,7 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
   c.discover_every_s = o->discover_every;
   c.max_restarts = o->max_restarts;
   c.resize_interval_s = o->resize_interval;
+  c.shrink_on_discover = o->shrink_on_discover;
   c.min_wait_s = o->min_wait;
   c.global_batch = global_batch;
   c.checkpoint_dir = ckpt;

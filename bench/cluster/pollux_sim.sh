@@ -9,13 +9,13 @@
 # (workload-1) and cluster_jct_cdf (every workload), .png and .svg.
 #
 # Usage: bench/cluster/pollux_sim.sh [POLLUX_DIR]
-#   POLLUX_DIR: the artifact's data (default ../shared/data/pollux-osdi21)
+#   POLLUX_DIR: the artifact's data (default data/pollux-osdi21)
 #   BENCH_QUICK=1: workload-1 only.
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
 bench_init "$0" "$@"
-data=$(realpath "${1:-../shared/data/pollux-osdi21}")
+data=$(realpath "${1:-data/pollux-osdi21}")
 [ -d "$data/workloads" ] && [ -d "$data/traces" ] || {
   echo "pollux_sim: no workloads/ and traces/ under $data" >&2
   exit 2

@@ -105,6 +105,12 @@ typedef struct gs_elastic_config {
   double discover_timeout_s;      /* one run's bound (default 10) */
   int max_restarts;               /* failures relaunched at most (default 5; 0: none) */
   double resize_interval_s;       /* least time from a launch to a growth (default 30) */
+  /* 1: when discovery stops listing a host the launch uses (or lists fewer
+   * of its slots than the launch takes there), the job is asked to stop at
+   * its next commit as for growth and is relaunched on what is listed, at
+   * once (no resize_interval): a cluster manager takes nodes back this way.
+   * 0 (default): such a host is dropped at the next launch only. */
+  int shrink_on_discover;
   double min_wait_s;              /* wait for slots when fewer than min (default 60) */
   double stop_wait_s;             /* the job's bound to commit and stop (default 120) */
   double kill_grace_s;            /* mpirun's bound to end after a rank died (default 10) */

@@ -2,7 +2,7 @@
  * Workloads of the cluster simulator (gradsync/cluster_sim.h): a job trace
  * and the speed of each job on 1..N whole nodes, from measured step times.
  *
- * Pollux's traces (../shared/data/pollux-osdi21, the OSDI'21 artifact): a
+ * Pollux's traces (data/pollux-osdi21, the OSDI'21 artifact): a
  * job asks for num_replicas GPUs and a global batch_size that it keeps (no
  * batch-size adaptation here). On n nodes of G GPUs it runs n*G replicas of
  * local batch B/(n*G); its step time at that placement comes from

@@ -206,6 +206,14 @@ static void place(el *e, int size) {
   e->size = size;
 }
 
+/* A host of the current launch that discovery no longer lists (or lists
+ * with fewer usable slots than the launch takes there), or -1. */
+static int unlisted_host(const el *e) {
+  for (int i = 0; i < e->nplace; i++)
+    if (host_avail(&e->host[e->place_host[i]]) < e->place_slots[i]) return e->place_host[i];
+  return -1;
+}
+
 /* The host of rank r in the current launch, or -1. */
 static int rank_host(const el *e, int r) {
   for (int i = 0; i < e->nplace; i++) {
@@ -593,7 +601,15 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
       discover(e);
       char rule[256];
       int best = pick_size(e, 0, rule, sizeof rule);
-      if (best > e->size && el_now(e) - start >= c->resize_interval_s) {
+      int gone = c->shrink_on_discover ? unlisted_host(e) : -1;
+      if (gone >= 0) {
+        stop_asked = 1;
+        end->stop_t = el_now(e);
+        stop_deadline = end->stop_t + c->stop_wait_s;
+        snprintf(end->reason, sizeof end->reason, "discovery no longer lists %s's slots: "
+                 "shrinking from %d", e->host[gone].name, e->size);
+        kill(pid, SIGUSR1);
+      } else if (best > e->size && el_now(e) - start >= c->resize_interval_s) {
         stop_asked = 1;
         end->stop_t = el_now(e);
         stop_deadline = end->stop_t + c->stop_wait_s;
@@ -681,7 +697,9 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
       }
     }
   }
-  snprintf(L->end, sizeof L->end, "%s", end->how == END_GROW ? "stopped to grow" : r);
+  snprintf(L->end, sizeof L->end, "%s",
+           end->how != END_GROW ? r : strstr(r, "shrinking") ? "stopped to shrink"
+                                                               : "stopped to grow");
   return GS_OK;
 }
 

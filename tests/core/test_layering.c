@@ -57,6 +57,14 @@
 #error "gradsync/cluster_sim.h and src/cluster/policy.h must not include comm.h, engine.h, train.h or mpi.h"
 #endif
 
+/* The cluster manager starts jobs as programs (`gradsync run`): it needs
+ * neither MPI nor the communicator, so a manager host needs no MPI. */
+#include "gradsync/cluster_manager.h"
+
+#if defined(GRADSYNC_COMM_H) || defined(MPI_VERSION)
+#error "gradsync/cluster_manager.h must not include gradsync/comm.h or mpi.h"
+#endif
+
 #include <stdio.h>
 #include <string.h>
 

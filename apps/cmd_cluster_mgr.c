@@ -1,0 +1,734 @@
+/* gradsync cluster serve | keep | drain | undrain, and the top-level verbs
+ * submit, jobs and cancel: the cluster manager's command line
+ * (gradsync/cluster_manager.h; docs/CLUSTER.md, "The manager: serve,
+ * submit, jobs, cancel"). The manager and its clients meet in a spool
+ * directory: --spool DIR, else $GRADSYNC_SPOOL, else
+ * /tmp/gradsync-cluster-UID. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "gradsync/cluster_manager.h"
+
+static void default_spool(char *out, size_t len) {
+  const char *env = getenv("GRADSYNC_SPOOL");
+  if (env && *env) snprintf(out, len, "%s", env);
+  else snprintf(out, len, "/tmp/gradsync-cluster-%d", (int)getuid());
+}
+
+/* ---- serve ---------------------------------------------------------------- */
+
+static volatile sig_atomic_t serve_stop;
+static void on_stop(int sig) { serve_stop = sig; }
+
+static void serve_log(const char *line, void *user) {
+  (void)user;
+  time_t t = time(NULL);
+  struct tm tm;
+  char when[32];
+  localtime_r(&t, &tm);
+  strftime(when, sizeof when, "%H:%M:%S", &tm);
+  char clean[1100];
+  fprintf(stderr, "gradsync cluster: %s %s\n", when, cli_clean_text(clean, sizeof clean, line));
+}
+
+static void serve_usage(FILE *f) {
+  fprintf(f,
+      "usage: gradsync cluster serve (--nodes HOSTFILE | --emulated N) [options]\n\n"
+      "Serves a pool of whole nodes to elastic gradsync jobs (gradsync submit,\n"
+      "jobs, cancel), each on a partition of its own that the policy resizes.\n"
+      "Killed and started again on the same spool, it finds its jobs again.\n\n"
+      "  --nodes FILE     the pool: lines HOST, HOST slots=N or HOST:N\n"
+      "  --emulated N     the pool: N emulated nodes (network namespaces with an\n"
+      "                   sshd each, scripts/emulated-hosts.sh), kept in\n"
+      "                   SPOOL/emulated (gradsync cluster down removes them)\n"
+      "  --rate R         --emulated nodes' links (tc's syntax: 1gbit)\n"
+      "  --node-cpus C    --emulated nodes: each node's processes share at most C\n"
+      "                   cores (a CPU cgroup per node, as gradsync run --node-cpus)\n"
+      "  --policy P       static (default), or a policy this build knows\n"
+      "  --spool DIR      where requests, the journal and the jobs live\n"
+      "  --interval S     a policy round at least every S seconds (default 10)\n"
+      "  --restart-budget K  a job's restarts before it is failed (default 3)\n"
+      "  --commit-every N  gradsync train jobs commit every N steps (default 20)\n"
+      "  --discover-every S  the jobs' discovery period (default 1)\n"
+      "  --ssh-config FILE  the jobs' ssh configuration (with --nodes)\n"
+      "  --iface IFACE    the jobs' MPI traffic only through IFACE\n"
+      "  --mpirun PATH    the jobs' mpirun\n"
+      "  --help           this text\n\n"
+      "SIGINT or SIGTERM stops the manager; its jobs keep running, and the next\n"
+      "serve on the spool adopts them.\n");
+}
+
+/* SPOOL/emulated: the hosts scripts/emulated-hosts.sh built, reused when
+ * they are still there (a restarted manager). */
+static int emulated_up(const char *spool, int n, const char *rate, char *dir, size_t len) {
+  if (snprintf(dir, len, "%s/emulated", spool) >= (int)len) {
+    cli_error("cluster serve", "--spool %s: the path is too long", spool);
+    return -1;
+  }
+  char names[PATH_MAX + 16];
+  snprintf(names, sizeof names, "%s/names", dir);
+  if (access(names, R_OK) == 0) return 0;
+  char script[PATH_MAX];
+  snprintf(script, sizeof script, "%s/scripts/emulated-hosts.sh", GRADSYNC_SOURCE_DIR);
+  if (access(script, X_OK) != 0) {
+    cli_fail("cluster", "--emulated needs %s: %s", script, strerror(errno));
+    return -1;
+  }
+  mkdir(spool, 0755);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(2, 1);
+    char nbuf[16];
+    snprintf(nbuf, sizeof nbuf, "%d", n);
+    if (rate) execl(script, script, "up", nbuf, dir, rate, (char *)NULL);
+    else execl(script, script, "up", nbuf, dir, (char *)NULL);
+    _exit(127);
+  }
+  int status = 0;
+  while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    cli_fail("cluster", "could not build %d emulated nodes in %s (see above)", n, dir);
+    return -1;
+  }
+  return 0;
+}
+
+/* --node-cpus: each emulated node's sshd goes into a CPU group of its own
+ * capped to cpus cores (run_cpu.c's groups), so that everything a job
+ * starts on the node over ssh is counted there and nodes do not lend each
+ * other cores. The groups are named after node 0's sshd, which lives as
+ * long as the nodes: a manager that restarts finds them, and they are
+ * removed as stale once the nodes are down. */
+static int emulated_cpus(const char *dir, int n, double cpus) {
+  char path[PATH_MAX + 32], prefix[300], file[400], text[32];
+  int pid0 = 0;
+  for (int i = 0; i < n; i++) {
+    snprintf(path, sizeof path, "%s/sshd.%d.pid", dir, i);
+    FILE *f = fopen(path, "r");
+    int pid = 0;
+    if (!f || fscanf(f, "%d", &pid) != 1 || pid <= 0) {
+      if (f) fclose(f);
+      cli_fail("cluster", "--node-cpus: no sshd pid in %s", path);
+      return -1;
+    }
+    fclose(f);
+    if (i == 0) {
+      pid0 = pid;
+      if (run_cpu_create(pid0, n, cpus, -1, -1, prefix, sizeof prefix) != 0) return -1;
+    }
+    if (snprintf(file, sizeof file, "%s%d/cgroup.procs", prefix, i) >= (int)sizeof file)
+      return -1;
+    snprintf(text, sizeof text, "%d", pid);
+    FILE *g = fopen(file, "w");
+    int ok = g && fputs(text, g) >= 0;
+    if (g) ok = fclose(g) == 0 && ok;
+    if (!ok) {
+      cli_fail("cluster", "--node-cpus: cannot move node %d's sshd (pid %d) into %s: %s", i,
+               pid, file, strerror(errno));
+      return -1;
+    }
+  }
+  fprintf(stderr, "gradsync cluster: %d emulated nodes of at most %g cores each (%s*)\n", n,
+          cpus, prefix);
+  return 0;
+}
+
+static int cmd_serve(int argc, char **argv) {
+  const char *nodes_file = NULL, *policy = "static", *ssh_config = NULL, *iface = NULL,
+             *mpirun = NULL, *rate = NULL, *spool_arg = NULL;
+  int emulated = 0, restart_budget = 3, commit_every = 20;
+  double interval = 10, discover_every = 1, node_cpus = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int has = i + 1 < argc;
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      serve_usage(stdout);
+      return 0;
+    }
+    const char **sp = strcmp(a, "--nodes") == 0        ? &nodes_file
+                      : strcmp(a, "--policy") == 0     ? &policy
+                      : strcmp(a, "--ssh-config") == 0 ? &ssh_config
+                      : strcmp(a, "--iface") == 0      ? &iface
+                      : strcmp(a, "--mpirun") == 0     ? &mpirun
+                      : strcmp(a, "--rate") == 0       ? &rate
+                      : strcmp(a, "--spool") == 0      ? &spool_arg
+                                                       : NULL;
+    if (sp) {
+      if (!has || !*argv[i + 1]) {
+        cli_error("cluster serve", "option '%s' needs a value", a);
+        return 2;
+      }
+      *sp = argv[++i];
+      continue;
+    }
+    if (strcmp(a, "--emulated") == 0) {
+      if (!has || cli_parse_int(argv[i + 1], 1, 200, &emulated) != 0) {
+        cli_error("cluster serve", "--emulated needs a node count from 1 to 200 (got '%s')",
+                  has ? argv[i + 1] : "");
+        return 2;
+      }
+      i++;
+    } else if (strcmp(a, "--restart-budget") == 0 || strcmp(a, "--commit-every") == 0) {
+      int *v = a[2] == 'r' ? &restart_budget : &commit_every;
+      if (!has || cli_parse_int(argv[i + 1], a[2] == 'r' ? 0 : 1, 1000000, v) != 0) {
+        cli_error("cluster serve", "%s needs a whole number (got '%s')", a,
+                  has ? argv[i + 1] : "");
+        return 2;
+      }
+      i++;
+    } else if (strcmp(a, "--node-cpus") == 0) {
+      if (!has || cli_parse_double(argv[i + 1], 0.01, 4096, &node_cpus) != 0) {
+        cli_error("cluster serve", "--node-cpus needs cores from 0.01 to 4096 (got '%s')",
+                  has ? argv[i + 1] : "");
+        return 2;
+      }
+      i++;
+    } else if (strcmp(a, "--interval") == 0 || strcmp(a, "--discover-every") == 0) {
+      double *v = a[2] == 'i' ? &interval : &discover_every;
+      if (!has || cli_parse_double(argv[i + 1], 0.1, 86400, v) != 0) {
+        cli_error("cluster serve", "%s needs seconds from 0.1 to 86400 (got '%s')", a,
+                  has ? argv[i + 1] : "");
+        return 2;
+      }
+      i++;
+    } else {
+      cli_error("cluster serve", "unknown option '%s'", a);
+      return 2;
+    }
+  }
+  if (!nodes_file == !emulated) {
+    cli_error("cluster serve", "give the pool: --nodes HOSTFILE or --emulated N (one of them)");
+    return 2;
+  }
+  if (rate && !emulated) {
+    cli_error("cluster serve", "--rate shapes --emulated nodes' links: it needs --emulated");
+    return 2;
+  }
+  if (node_cpus > 0 && !emulated) {
+    cli_error("cluster serve", "--node-cpus caps --emulated nodes (real nodes have their own "
+              "cores)");
+    return 2;
+  }
+  if (ssh_config && emulated) {
+    cli_error("cluster serve", "--ssh-config: --emulated nodes bring their own");
+    return 2;
+  }
+  if (!gs_cluster_policy_exists(policy)) {
+    cli_error("cluster serve", "unknown policy '%s' (static, dorm and goodput are the "
+              "policies there are; this build may lack some)", policy);
+    return 2;
+  }
+  char spool[PATH_MAX];
+  if (spool_arg) snprintf(spool, sizeof spool, "%s", spool_arg);
+  else default_spool(spool, sizeof spool);
+  static char self[PATH_MAX], emu[PATH_MAX], hostfile[PATH_MAX + 32], sshcfg[PATH_MAX + 32],
+      subnet_text[64], ssh_abs[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) {
+    cli_fail("cluster", "cannot find the gradsync binary: %s", strerror(errno));
+    return 1;
+  }
+  self[n] = '\0';
+  if (ssh_config) {
+    if (!realpath(ssh_config, ssh_abs)) {
+      cli_error("cluster serve", "--ssh-config %s: %s", ssh_config, strerror(errno));
+      return 2;
+    }
+    ssh_config = ssh_abs;
+  }
+  if (emulated) {
+    if (geteuid() != 0) {
+      cli_error("cluster serve", "--emulated needs root (it builds network namespaces)");
+      return 2;
+    }
+    if (emulated_up(spool, emulated, rate, emu, sizeof emu) != 0) return 1;
+    if (node_cpus > 0 && emulated_cpus(emu, emulated, node_cpus) != 0) return 1;
+    snprintf(hostfile, sizeof hostfile, "%s/hostfile", emu);
+    snprintf(sshcfg, sizeof sshcfg, "%s/ssh_config", emu);
+    nodes_file = hostfile;
+    ssh_config = sshcfg;
+    char subnet_path[PATH_MAX + 16];
+    snprintf(subnet_path, sizeof subnet_path, "%s/subnet", emu);
+    FILE *f = fopen(subnet_path, "r");
+    if (f && fgets(subnet_text, sizeof subnet_text, f)) {
+      subnet_text[strcspn(subnet_text, "\n")] = '\0';
+      if (!iface) iface = subnet_text;
+    }
+    if (f) fclose(f);
+  }
+  run_hosts hosts;
+  if (run_hosts_read(nodes_file, &hosts) != 0) return 2;
+  if (hosts.n > GS_CLUSTER_MAX_NODES) {
+    cli_error("cluster serve", "%s: %d nodes (at most %d)", nodes_file, hosts.n,
+              GS_CLUSTER_MAX_NODES);
+    run_hosts_free(&hosts);
+    return 2;
+  }
+  gs_cluster_node *pool = calloc((size_t)hosts.n, sizeof *pool);
+  if (!pool) {
+    run_hosts_free(&hosts);
+    cli_fail("cluster", "out of memory");
+    return 1;
+  }
+  for (int i = 0; i < hosts.n; i++) {
+    snprintf(pool[i].name, sizeof pool[i].name, "%s", hosts.host[i].name);
+    pool[i].slots = hosts.host[i].slots;
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  gs_cluster_serve_config c = {
+      .spool = spool, .nodes = pool, .nnodes = hosts.n, .policy = policy,
+      .interval_s = interval, .restart_budget = restart_budget, .gradsync_exe = self,
+      .mpirun = mpirun, .ssh_config = ssh_config, .iface = iface,
+      .discover_every_s = discover_every, .commit_every = commit_every, .stop = &serve_stop,
+      .on_log = serve_log};
+  char err[1024] = "";
+  int rc = gs_cluster_serve(&c, err, sizeof err);
+  if (rc == 2) cli_error("cluster serve", "%s", err);
+  else if (rc != 0) cli_fail("cluster", "%s", err);
+  free(pool);
+  run_hosts_free(&hosts);
+  return rc;
+}
+
+/* ---- keep, drain, down ---------------------------------------------------- */
+
+static int cmd_keep(int argc, char **argv) {
+  int attempt;
+  if (argc < 5 || strcmp(argv[3], "--") != 0 || cli_parse_int(argv[2], 1, 1 << 30, &attempt)) {
+    cli_error("cluster keep", "usage: gradsync cluster keep JOBDIR ATTEMPT -- PROGRAM ARGS "
+              "(started by the manager)");
+    return 2;
+  }
+  return gs_cluster_keep(argv[1], attempt, argv + 4);
+}
+
+/* Options common to the clients: --spool DIR, --json. Returns the index
+ * of the first other argument, or -1 after an error. */
+static int client_opts(const char *verb, int argc, char **argv, char *spool, size_t len,
+                       int *json, int first) {
+  default_spool(spool, len);
+  int i = first;
+  for (; i < argc; i++) {
+    if (strcmp(argv[i], "--spool") == 0) {
+      if (i + 1 >= argc || !*argv[i + 1]) {
+        cli_error(verb, "option '--spool' needs a value");
+        return -1;
+      }
+      snprintf(spool, len, "%s", argv[++i]);
+    } else if (json && strcmp(argv[i], "--json") == 0) {
+      *json = 1;
+    } else {
+      break;
+    }
+  }
+  return i;
+}
+
+static int cmd_drain(int argc, char **argv) {
+  int drain = strcmp(argv[0], "drain") == 0;
+  const char *verb = drain ? "cluster drain" : "cluster undrain";
+  char spool[PATH_MAX], err[1024];
+  int i = client_opts(verb, argc, argv, spool, sizeof spool, NULL, 1);
+  if (i < 0) return 2;
+  if (i != argc - 1) {
+    cli_error(verb, "usage: gradsync cluster %s [--spool DIR] NODE", argv[0]);
+    return 2;
+  }
+  if (gs_cluster_drain(spool, argv[i], drain, err, sizeof err) != 0) {
+    cli_error(verb, "%s", err);
+    return 2;
+  }
+  return 0;
+}
+
+static int cmd_down(int argc, char **argv) {
+  char spool[PATH_MAX], dir[PATH_MAX + 16];
+  int i = client_opts("cluster down", argc, argv, spool, sizeof spool, NULL, 1);
+  if (i < 0) return 2;
+  if (i != argc) {
+    cli_error("cluster down", "unexpected argument '%s'", argv[i]);
+    return 2;
+  }
+  if (snprintf(dir, sizeof dir, "%s/emulated", spool) >= (int)sizeof dir) return 2;
+  char script[PATH_MAX], pidfile[PATH_MAX + 32];
+  snprintf(script, sizeof script, "%s/scripts/emulated-hosts.sh", GRADSYNC_SOURCE_DIR);
+  /* --node-cpus' groups are named after node 0's sshd (emulated_cpus). */
+  snprintf(pidfile, sizeof pidfile, "%s/sshd.0.pid", dir);
+  int pid0 = 0;
+  FILE *f = fopen(pidfile, "r");
+  if (f && fscanf(f, "%d", &pid0) != 1) pid0 = 0;
+  if (f) fclose(f);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(script, script, "down", dir, (char *)NULL);
+    _exit(127);
+  }
+  int status = 0;
+  while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (pid0 > 0) run_cpu_destroy(pid0);
+  if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    cli_fail("cluster", "%s down %s failed (see above)", script, dir);
+    return 1;
+  }
+  return 0;
+}
+
+int gs_cmd_cluster_manager(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    FILE *f = argc < 2 ? stderr : stdout;
+    fprintf(f, "usage: gradsync cluster serve ...        serve a pool of nodes to jobs\n"
+               "       gradsync cluster drain NODE       take a node out (its jobs shrink)\n"
+               "       gradsync cluster undrain NODE     give it back\n"
+               "       gradsync cluster down             remove --emulated nodes\n"
+               "and gradsync submit, jobs, cancel (docs/CLUSTER.md).\n");
+    return argc < 2 ? 2 : 0;
+  }
+  if (strcmp(argv[1], "serve") == 0) return cmd_serve(argc - 1, argv + 1);
+  if (strcmp(argv[1], "keep") == 0) return cmd_keep(argc - 1, argv + 1);
+  if (strcmp(argv[1], "drain") == 0 || strcmp(argv[1], "undrain") == 0)
+    return cmd_drain(argc - 1, argv + 1);
+  if (strcmp(argv[1], "down") == 0) return cmd_down(argc - 1, argv + 1);
+  cli_error("cluster", "unknown command '%s'", argv[1]);
+  return 2;
+}
+
+/* ---- submit --------------------------------------------------------------- */
+
+static void submit_usage(FILE *f) {
+  fprintf(f,
+      "usage: gradsync submit [--min N] [--max M] [--weight W] [--name NAME]\n"
+      "                       [--spool DIR] -- TRAIN OPTIONS\n"
+      "       gradsync submit [...] --exec -- PROGRAM ARGS\n\n"
+      "Queues a job on the cluster manager serving the spool and prints its id.\n"
+      "The job runs as gradsync train with TRAIN OPTIONS (the manager adds\n"
+      "--checkpoint, --commit-every and --resume=auto where they are missing), or\n"
+      "with --exec as PROGRAM, which must commit, resume and stop with exit 3\n"
+      "on SIGUSR1 by itself, on N to M whole nodes.\n\n"
+      "  --min N       fewest nodes (default 1)\n"
+      "  --max M       most nodes (default: --min)\n"
+      "  --weight W    its share in fair policies (default 1)\n"
+      "  --name NAME   a name for gradsync jobs (default: train or the program)\n");
+}
+
+/* Runs `gradsync train ARGS` with GRADSYNC_CHECK_ARGS=1: its own checks,
+ * nothing run. Its message (one line) comes back in msg. */
+static int check_train_args(char **args, int nargs, char *msg, size_t len) {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return 0;
+  self[n] = '\0';
+  int p[2];
+  if (pipe(p) != 0) return 0;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(p[0]);
+    dup2(p[1], 2);
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, 1);
+    char **v = calloc((size_t)nargs + 3, sizeof *v);
+    if (!v) _exit(1);
+    v[0] = self;
+    v[1] = "train";
+    for (int i = 0; i < nargs; i++) v[i + 2] = args[i];
+    setenv("GRADSYNC_CHECK_ARGS", "1", 1);
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    execv(self, v);
+    _exit(127);
+  }
+  close(p[1]);
+  size_t got = 0;
+  msg[0] = '\0';
+  for (;;) {
+    ssize_t k = read(p[0], msg + got, len - 1 - got);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    got += (size_t)k;
+    if (got == len - 1) break;
+  }
+  msg[got] = '\0';
+  close(p[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  msg[strcspn(msg, "\n")] = '\0';
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+int cmd_submit(int argc, char **argv) {
+  int min = 1, max = 0, exec = 0;
+  double weight = 1;
+  const char *name = NULL;
+  char spool[PATH_MAX];
+  default_spool(spool, sizeof spool);
+  int i = 1, dashes = -1;
+  int seen_min = 0, seen_max = 0, seen_w = 0, seen_name = 0, seen_spool = 0;
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    int has = i + 1 < argc;
+    if (strcmp(a, "--") == 0) {
+      dashes = i;
+      break;
+    }
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      submit_usage(stdout);
+      return 0;
+    }
+    if (strcmp(a, "--exec") == 0) {
+      exec = 1;
+    } else if (strcmp(a, "--min") == 0 || strcmp(a, "--max") == 0) {
+      int *v = a[3] == 'i' ? &min : &max;
+      int *seen = a[3] == 'i' ? &seen_min : &seen_max;
+      if ((*seen)++) {
+        cli_error("submit", "option %s given more than once", a);
+        return 2;
+      }
+      if (!has || cli_parse_int(argv[i + 1], 1, 65536, v) != 0) {
+        cli_error("submit", "%s needs a node count from 1 to 65536 (got '%s')", a,
+                  has ? argv[i + 1] : "");
+        return 2;
+      }
+      i++;
+    } else if (strcmp(a, "--weight") == 0) {
+      if (seen_w++ || !has || cli_parse_double(argv[i + 1], 1e-6, 1e6, &weight) != 0) {
+        cli_error("submit", "--weight needs one number from 1e-06 to 1e+06 (got '%s')",
+                  has ? argv[i + 1] : "");
+        return 2;
+      }
+      i++;
+    } else if (strcmp(a, "--name") == 0) {
+      if (seen_name++ || !has || !*argv[i + 1] ||
+          strlen(argv[i + 1]) >= GS_CLUSTER_NAME_MAX) {
+        cli_error("submit", "--name needs one name of 1 to %d characters",
+                  GS_CLUSTER_NAME_MAX - 1);
+        return 2;
+      }
+      name = argv[++i];
+    } else if (strcmp(a, "--spool") == 0) {
+      if (seen_spool++ || !has || !*argv[i + 1]) {
+        cli_error("submit", "--spool needs one directory");
+        return 2;
+      }
+      snprintf(spool, sizeof spool, "%s", argv[++i]);
+    } else {
+      cli_error("submit", "unknown option '%s' (the job's own options go after '--')", a);
+      return 2;
+    }
+  }
+  if (dashes < 0 || dashes == argc - 1) {
+    cli_error("submit", "missing the job after '--' (gradsync train's options, or --exec "
+              "PROGRAM ARGS)");
+    return 2;
+  }
+  if (!seen_max) max = min;
+  if (min > max) {
+    cli_error("submit", "--min %d is more than --max %d", min, max);
+    return 2;
+  }
+  char err[1024], policy[64];
+  int pool, slots;
+  if (gs_cluster_pool(spool, &pool, &slots, policy, sizeof policy, err, sizeof err) != 0) {
+    cli_error("submit", "%s", err);
+    return 2;
+  }
+  if (min > pool) {
+    cli_error("submit", "--min %d is more than the pool's %d node%s: the job could never "
+              "start", min, pool, pool == 1 ? "" : "s");
+    return 2;
+  }
+  char **args = argv + dashes + 1;
+  int nargs = argc - dashes - 1;
+  if (exec) {
+    if (!strchr(args[0], '/')) {
+      /* As execvp would find it; the supervisor gets the path. */
+    } else if (access(args[0], X_OK) != 0) {
+      cli_error("submit", "--exec %s: not an executable file: %s", args[0], strerror(errno));
+      return 2;
+    }
+  } else {
+    if (strcmp(args[0], "train") == 0 || strstr(args[0], "gradsync")) {
+      cli_error("submit", "give gradsync train's options after '--', not a program ('%s'); "
+                "--exec runs a program", args[0]);
+      return 2;
+    }
+    /* With --global-batch G the job runs only on sizes that divide G. */
+    for (int k = 0; k + 1 < nargs; k++) {
+      long gb;
+      if (strcmp(args[k], "--global-batch") != 0 ||
+          cli_parse_long(args[k + 1], 1, 1L << 40, &gb) != 0)
+        continue;
+      int fits = 0;
+      for (int n = min; n <= max && n <= pool && !fits; n++) fits = gb % ((long)n * slots) == 0;
+      if (!fits) {
+        cli_error("submit", "no size from --min %d to --max %d nodes (%d rank%s a node) "
+                  "divides the job's --global-batch %ld", min, max, slots,
+                  slots == 1 ? "" : "s", gb);
+        return 2;
+      }
+    }
+    char msg[1024];
+    int rc = check_train_args(args, nargs, msg, sizeof msg);
+    if (rc != 0) {
+      char *m = msg;
+      if (strncmp(m, "gradsync train: ", 16) == 0) m += 16;
+      size_t ml = strlen(m), sl = strlen(" (see --help)");
+      if (ml >= sl && strcmp(m + ml - sl, " (see --help)") == 0) m[ml - sl] = '\0';
+      char clean[1024];
+      cli_error("submit", "the job's options: %s", cli_clean_text(clean, sizeof clean, m));
+      return 2;
+    }
+  }
+  gs_cluster_submission s = {.name = name, .min_nodes = min, .max_nodes = max,
+                             .weight = weight, .exec = exec, .argv = args};
+  int id;
+  if (gs_cluster_submit(spool, &s, &id, err, sizeof err) != 0) {
+    cli_fail("submit", "%s", err);
+    return 1;
+  }
+  printf("%d\n", id);
+  return 0;
+}
+
+/* ---- jobs, cancel ------------------------------------------------------- */
+
+static double jnum(const cJSON *o, const char *k, double dflt) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsNumber(x) ? x->valuedouble : dflt;
+}
+
+static const char *jstr(const cJSON *o, const char *k) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsString(x) ? x->valuestring : "";
+}
+
+int cmd_jobs(int argc, char **argv) {
+  char spool[PATH_MAX], err[1024];
+  int json = 0;
+  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    printf("usage: gradsync jobs [--spool DIR] [--json]\n\n"
+           "The cluster manager's jobs: id, name, state (queued, running, resizing,\n"
+           "done, failed, cancelled), size in nodes, progress, resizes, restarts and\n"
+           "times; --json: one JSON object a job.\n");
+    return 0;
+  }
+  int i = client_opts("jobs", argc, argv, spool, sizeof spool, &json, 1);
+  if (i < 0) return 2;
+  if (i != argc) {
+    cli_error("jobs", "unexpected argument '%s'", argv[i]);
+    return 2;
+  }
+  char *text = gs_cluster_jobs_json(spool, err, sizeof err);
+  if (!text) {
+    cli_error("jobs", "%s", err);
+    return 2;
+  }
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  const cJSON *jobs = root ? cJSON_GetObjectItemCaseSensitive(root, "jobs") : NULL;
+  const cJSON *j;
+  double now = (double)time(NULL);
+  if (!json)
+    printf("%4s  %-14s %-9s %4s %5s %8s %7s %8s %7s %7s  %s\n", "ID", "NAME", "STATE", "SIZE",
+           "MIN:MAX", "PROGRESS", "RESIZES", "RESTARTS", "WAIT_S", "RUN_S", "NODES / MESSAGE");
+  cJSON_ArrayForEach(j, jobs) {
+    if (json) {
+      cli_print_json(stdout, cJSON_Duplicate(j, 1));
+      continue;
+    }
+    double sub = jnum(j, "submit_time", 0), st = jnum(j, "start_time", 0),
+           en = jnum(j, "end_time", 0), prog = jnum(j, "progress", -1);
+    char mm[24], pr[16], wait[16], run[16], clean[300];
+    snprintf(mm, sizeof mm, "%.0f:%.0f", jnum(j, "min", 0), jnum(j, "max", 0));
+    if (prog >= 0) snprintf(pr, sizeof pr, "%.0f%%", 100 * prog);
+    else snprintf(pr, sizeof pr, "-");
+    if (sub > 0) snprintf(wait, sizeof wait, "%.0f", (st > 0 ? st : en > 0 ? en : now) - sub);
+    else snprintf(wait, sizeof wait, "-");
+    if (st > 0) snprintf(run, sizeof run, "%.0f", (en > 0 ? en : now) - st);
+    else snprintf(run, sizeof run, "-");
+    char nodes[256] = "";
+    const cJSON *n, *arr = cJSON_GetObjectItemCaseSensitive(j, "nodes");
+    size_t w = 0;
+    cJSON_ArrayForEach(n, arr) {
+      if (!cJSON_IsString(n)) continue;
+      int k = snprintf(nodes + w, sizeof nodes - w, "%s%s", w ? "," : "", n->valuestring);
+      if (k > 0 && (size_t)k < sizeof nodes - w) w += (size_t)k;
+    }
+    const char *state = jstr(j, "state");
+    const char *msg = jstr(j, "message");
+    printf("%4.0f  %-14.14s %-9s %4.0f %7s %8s %7.0f %8.0f %7s %7s  %s\n", jnum(j, "id", 0),
+           cli_clean_text(clean, sizeof clean, jstr(j, "name")), state, jnum(j, "size", 0), mm,
+           pr, jnum(j, "resizes", 0), jnum(j, "restarts", 0), wait, run,
+           nodes[0] ? nodes : msg);
+  }
+  cJSON_Delete(root);
+  return 0;
+}
+
+int cmd_cancel(int argc, char **argv) {
+  char spool[PATH_MAX], err[1024];
+  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    printf("usage: gradsync cancel [--spool DIR] ID...\n\n"
+           "Cancels jobs: a queued job at once, a running one by stopping its ranks.\n");
+    return 0;
+  }
+  int i = client_opts("cancel", argc, argv, spool, sizeof spool, NULL, 1);
+  if (i < 0) return 2;
+  if (i == argc) {
+    cli_error("cancel", "missing the job id");
+    return 2;
+  }
+  char *text = gs_cluster_jobs_json(spool, err, sizeof err);
+  if (!text) {
+    cli_error("cancel", "%s", err);
+    return 2;
+  }
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  const cJSON *jobs = root ? cJSON_GetObjectItemCaseSensitive(root, "jobs") : NULL;
+  int rc = 0;
+  for (; i < argc; i++) {
+    int id;
+    if (cli_parse_int(argv[i], 1, 1 << 30, &id) != 0) {
+      cli_error("cancel", "'%s' is not a job id (a whole number from 1)", argv[i]);
+      rc = 2;
+      continue;
+    }
+    const cJSON *j, *found = NULL;
+    cJSON_ArrayForEach(j, jobs) if ((int)jnum(j, "id", 0) == id) found = j;
+    if (!found) {
+      cli_error("cancel", "no job %d on the manager of %s", id, spool);
+      rc = 2;
+      continue;
+    }
+    const char *state = jstr(found, "state");
+    if (!strcmp(state, "done") || !strcmp(state, "failed") || !strcmp(state, "cancelled")) {
+      cli_fail("cancel", "job %d has already ended (%s)", id, state);
+      if (!rc) rc = 1;
+      continue;
+    }
+    if (gs_cluster_cancel(spool, id, err, sizeof err) != 0) {
+      cli_fail("cancel", "%s", err);
+      rc = 1;
+    }
+  }
+  cJSON_Delete(root);
+  return rc;
+}

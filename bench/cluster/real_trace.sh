@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The cluster manager on a time-compressed trace of real gradsync training
+# jobs (issue 39, part 4): 8 emulated nodes (network namespaces with an sshd
+# each and a 1 Gbit/s link, `gradsync cluster serve --emulated 8`), each
+# capped to C cores (--node-cpus, default 0.25: the 8 nodes together are the
+# machine's 2 cores, and no node lends another its share), and a trace of 20
+# jobs (trace.py: seeded; mlp and cnn on Fashion-MNIST and synthetic data,
+# 1 to 4 nodes, arrivals over about two minutes) submitted at their arrival
+# times, once per policy. Per policy it reports each job's wait, run and
+# completion time (JCT), resizes and restarts, and the mean and p99 JCT, the
+# makespan and the utilisation (node-seconds that ranks ran, from the
+# supervisors' launch events, over nodes x makespan).
+# Writes $BENCH_OUT/cluster_real.jsonl and cluster_real.md. Needs root,
+# sshd, tc and a writable CPU cgroup.
+#
+# Usage: bench/cluster/real_trace.sh [POLICY...]   (default: every policy the
+#        build knows of static, dorm, goodput)
+#   BENCH_QUICK=1: 6 jobs, the same steps.
+#   CLUSTER_NODE_CPUS=C (0.25), CLUSTER_SEED=S (1).
+set -euo pipefail
+# shellcheck source=SCRIPTDIR/../lib.sh
+. "$(dirname "$0")/../lib.sh"
+bench_init "$0" "$@"
+bench_build gradsync_cli
+gs=$(realpath "$BENCH_BUILD/gradsync")
+here=bench/cluster
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset GRADSYNC_SPOOL
+cpus=${CLUSTER_NODE_CPUS:-0.25}
+seed=${CLUSTER_SEED:-1}
+njobs=20
+[ "$BENCH_QUICK" = 1 ] && njobs=6
+policies=("$@")
+if [ ${#policies[@]} = 0 ]; then
+  for p in static dorm goodput; do
+    # a policy the build lacks is refused at once, before anything is built
+    msg=$("$gs" cluster serve --nodes /dev/null --policy "$p" 2>&1 || true)
+    [[ $msg == *"unknown policy"* ]] && continue
+    policies+=("$p")
+  done
+fi
+tmp=$(mktemp -d)
+serve_pid=
+cleanup() {
+  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null || true
+  for l in "$tmp"/spool-*/jobs/*/lock; do
+    [ -f "$l" ] || continue
+    p=$(cut -d' ' -f1 "$l")
+    [ -n "$p" ] && kill -TERM -- "-$p" 2>/dev/null || true
+  done
+  sleep 2
+  for s in "$tmp"/spool-*; do
+    [ -f "$s/emulated/names" ] && "$gs" cluster down --spool "$s" >/dev/null 2>&1 || true
+  done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+python3 "$here/trace.py" --jobs "$njobs" --seed "$seed" --cache "$tmp/cache" >"$tmp/trace.jsonl"
+# The data cache is made once, before any clock starts.
+"$gs" train --model mlp --epochs 1 --max-steps 1 --data-cache "$tmp/cache" >/dev/null 2>&1
+out=$BENCH_OUT/cluster_real.jsonl
+: >"$out"
+for policy in "${policies[@]}"; do
+  spool=$tmp/spool-$policy
+  "$gs" cluster serve --emulated 8 --rate 1gbit --node-cpus "$cpus" --spool "$spool" \
+    --policy "$policy" --interval 5 --commit-every 20 >"$tmp/serve-$policy.log" 2>&1 &
+  serve_pid=$!
+  for _ in $(seq 1 600); do [ -f "$spool/pool.json" ] && break; sleep 0.2; done
+  [ -f "$spool/pool.json" ] || { cat "$tmp/serve-$policy.log" >&2; exit 1; }
+  t0=$(date +%s.%N)
+  python3 "$here/submit_trace.py" "$gs" "$spool" "$tmp/trace.jsonl" "$t0"
+  # every job ended (at most an hour)
+  for _ in $(seq 1 3600); do
+    states=$("$gs" jobs --spool "$spool" --json || true)
+    grep -qE '"state":"(queued|running|resizing)"' <<<"$states" || break
+    sleep 1
+  done
+  python3 "$here/summarize_trace.py" --policy "$policy" --nodes 8 --start "$t0" \
+    --spool "$spool" >>"$out"
+  kill "$serve_pid" && wait "$serve_pid" || true
+  serve_pid=
+  "$gs" cluster down --spool "$spool" >/dev/null 2>&1 || true
+done
+python3 "$here/summarize_trace.py" --markdown "$out" --node-cpus "$cpus" \
+  --trace "$tmp/trace.jsonl" >"$BENCH_OUT/cluster_real.md"
+bench_stamp "$out" "$(bench_quote "$here/real_trace.sh" "${policies[@]}")"
+bench_stamp "$BENCH_OUT/cluster_real.md" "$(bench_quote "$here/real_trace.sh" "${policies[@]}")"
+cat "$BENCH_OUT/cluster_real.md"

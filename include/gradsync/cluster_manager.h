@@ -1,0 +1,115 @@
+/* The cluster manager (library gradsync_cluster, src/cluster; docs/CLUSTER.md,
+ * "The manager: serve, submit, jobs, cancel"). Not part of the umbrella
+ * header: `gradsync cluster serve`, `submit`, `jobs` and `cancel` call it.
+ *
+ * A manager owns a pool of whole nodes and runs each job as an elastic
+ * gradsync job (`gradsync run --elastic`, src/launch) on a partition of
+ * its own. Clients and the manager meet in a spool directory:
+ *
+ *   DIR/incoming/   requests (a submission, a cancellation, a node drained),
+ *                   each a JSON file made under a temporary name and renamed
+ *                   into place, so the manager never sees half of one
+ *   DIR/journal     the manager's state, append-only and fsync'd (journal.h)
+ *   DIR/jobs.json   the jobs as the manager last saw them (for `jobs`)
+ *   DIR/pool.json   the pool and the policy of the manager serving DIR
+ *   DIR/jobs/ID/    a job's files: its node list (the discovery script's
+ *                   answer), its checkpoint, its output and events, the pid
+ *                   of its supervisor's session and its exit status
+ *
+ * Every job's supervisor runs in a session of its own under a small
+ * keeper process that records its exit status: the manager can be killed
+ * (SIGKILL included) and started again; it replays its journal, finds each
+ * running job's keeper by pid and start time and adopts it, or, when the
+ * keeper is gone without an exit status, kills what is left of its session
+ * and relaunches the job from its last commit. No job is lost, and none
+ * runs twice.
+ *
+ * The library never prints: the manager's lines reach the caller through
+ * on_log, and clients get messages in err. */
+#ifndef GRADSYNC_CLUSTER_MANAGER_H
+#define GRADSYNC_CLUSTER_MANAGER_H
+
+#include <signal.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GS_CLUSTER_NODE_MAX 253 /* a DNS name's length */
+#define GS_CLUSTER_MAX_NODES 4096
+#define GS_CLUSTER_NAME_MAX 64
+
+typedef struct gs_cluster_node {
+  char name[GS_CLUSTER_NODE_MAX + 1];
+  int slots; /* ranks a job runs on the node */
+} gs_cluster_node;
+
+typedef struct gs_cluster_serve_config {
+  const char *spool;              /* the spool directory (created) */
+  const gs_cluster_node *nodes;   /* the pool */
+  int nnodes;
+  const char *policy;             /* gs_cluster_allocate's name ("static") */
+  double interval_s;              /* a policy round at least this often (default 10) */
+  int restart_budget;             /* a job's restarts before it is failed (default 3) */
+  const char *gradsync_exe;       /* the gradsync binary that runs the jobs */
+  const char *mpirun;             /* the jobs' mpirun (NULL: gradsync run's default) */
+  const char *ssh_config;         /* for the jobs' ssh (NULL: none) */
+  const char *iface;              /* the jobs' MPI traffic (NULL: Open MPI's choice) */
+  double discover_every_s;        /* the jobs' discovery period (default 1) */
+  int commit_every;               /* gradsync train jobs commit every N steps (default 20) */
+  volatile sig_atomic_t *stop;    /* the manager returns once *stop is non-zero */
+  void (*on_log)(const char *line, void *user);
+  void *user;
+} gs_cluster_serve_config;
+
+/* Whether this build knows policy name (gs_cluster_allocate's names). */
+int gs_cluster_policy_exists(const char *name);
+
+/* Serves the spool until *stop. Returns 0 when stopped (the jobs keep
+ * running and a later serve adopts them), 2 for a bad configuration or a
+ * spool served by another manager, 1 for a failure (journal, spool); err
+ * says what. */
+int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errlen);
+
+typedef struct gs_cluster_submission {
+  const char *name;     /* NULL: the program's name */
+  int min_nodes, max_nodes;
+  double weight;
+  int exec;             /* 1: argv is a program to run under the supervisor; 0:
+                         * gradsync train's options */
+  char *const *argv;    /* NULL-ended */
+} gs_cluster_submission;
+
+/* The pool of the manager serving spool (DIR/pool.json): its node count,
+ * the first node's slots (slots may be NULL) and the policy (policy may be
+ * NULL). 0, or -1 with err when no manager has served it. */
+int gs_cluster_pool(const char *spool, int *nodes, int *slots, char *policy, size_t policy_len,
+                    char *err, size_t errlen);
+
+/* Queues a submission (a request file): *id is its job id. 0, or -1 with
+ * err. The caller has checked the sizes and the options. */
+int gs_cluster_submit(const char *spool, const gs_cluster_submission *s, int *id, char *err,
+                      size_t errlen);
+
+/* Requests: cancel job id; drain (1) or return (0) a node. 0, or -1. */
+int gs_cluster_cancel(const char *spool, int id, char *err, size_t errlen);
+int gs_cluster_drain(const char *spool, const char *node, int drain, char *err, size_t errlen);
+
+/* The jobs as the manager last wrote them (DIR/jobs.json), with the
+ * submissions it has not read yet as queued; malloc'ed JSON text for the
+ * caller to free. NULL with err. */
+char *gs_cluster_jobs_json(const char *spool, char *err, size_t errlen);
+
+/* The keeper of one job (`gradsync cluster keep DIR ATTEMPT -- ARGV`,
+ * started by the manager in a session of its own): holds DIR/lock while it
+ * lives (with its pid, start time and attempt in it), runs argv with its
+ * output appended to DIR/out.log, and writes the exit status to
+ * DIR/exit.ATTEMPT atomically. Runs nothing when DIR/attempt is not
+ * attempt. Returns 0, or 1 when it ran nothing. */
+int gs_cluster_keep(const char *job_dir, int attempt, char *const *argv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1456 @@
+/* The cluster manager (gradsync/cluster_manager.h; docs/CLUSTER.md, "The
+ * manager: serve, submit, jobs, cancel").
+ *
+ * One loop, a few times a second: take the requests in DIR/incoming
+ * (journal first, then remove the file, so a request is never lost and one
+ * read twice changes nothing), follow each running job (its supervisor's
+ * events: launches, resizes, failures; its keeper's exit status), and when
+ * something changed (an arrival, an end, a node lost or back) or every
+ * interval_s, run a policy round: gs_cluster_allocate gives each job a
+ * size, and the manager maps sizes to nodes, keeping each job's nodes when
+ * it shrinks or grows. A job learns its nodes through its discovery script
+ * (DIR/jobs/ID/nodes, replaced atomically): its supervisor grows when more
+ * are listed and, started with --shrink-on-discover, stops at its next
+ * commit and relaunches without a node no longer listed. A node taken from
+ * a job is given to another only once the job's next launch no longer uses
+ * it, so that partitions never overlap.
+ *
+ * Every state change is a journal record of the whole job (or node) before
+ * the manager acts on it; after a crash, replay gives back every job, and
+ * each running job's keeper (its pid and start time) is adopted, or, when
+ * gone without an exit status, its session is emptied and the job
+ * relaunched from its last commit. */
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gradsync/cluster_manager.h"
+#include "gradsync/core.h"
+#include "journal.h"
+#include "manager_internal.h"
+#include "policy.h"
+#include "spool.h"
+
+typedef enum { J_QUEUED, J_RUNNING, J_RESIZING, J_DONE, J_FAILED, J_CANCELLED } job_state;
+static const char *const state_name[] = {"queued", "running", "resizing",
+                                         "done", "failed", "cancelled"};
+
+typedef struct job {
+  int id;
+  char name[GS_CLUSTER_NAME_MAX];
+  int min, max;
+  double weight;
+  int exec;
+  cJSON *args; /* the submission's arguments (an array of strings) */
+  char cwd[PATH_MAX];
+  job_state state;
+  double submit_t, start_t, end_t;
+  int attempt;                    /* keeper launches so far */
+  int keeper_pid;
+  unsigned long long keeper_start;
+  char *assigned;                 /* assigned[n]: node n is the job's */
+  int restarts_base, resizes_base; /* from attempts that ended */
+  int cancel;                     /* cancellation asked */
+  int preempt;                    /* stop asked to give all nodes back */
+  int status;                     /* the supervisor's exit status at the end */
+  char message[256];
+  /* not journaled: what the current attempt's events say */
+  long ev_off;
+  char *actual;                   /* the nodes of the current launch */
+  int actual_size;                /* its ranks (0 before the first launch) */
+  int ev_restarts, ev_resizes;
+  double progress;
+  char commit[64];                /* "epoch E, sample S" */
+  double term_t;                  /* when SIGTERM went to the keeper's group */
+  int dirty;                      /* changed since the last snapshot */
+} job;
+
+typedef struct node {
+  gs_cluster_node spec;
+  int down;     /* lost (ssh fails) */
+  int drained;  /* taken out by a request */
+} node;
+
+typedef struct mgr {
+  const gs_cluster_serve_config *cfg;
+  char spool[2048]; /* realpath, short enough that every path under it fits PATH_MAX */
+  node *node;
+  int nnode;
+  job *job;
+  int njob, cap;
+  cluster_journal jr;
+  int replan;
+  int retry; /* a round could not place everything: another within a second */
+  double last_round, last_health, last_snapshot;
+  pid_t *health_pid; /* a node's ssh check in flight */
+  double health_deadline;
+  char *err;
+  size_t errlen;
+} mgr;
+
+static void mlog(mgr *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void mlog(mgr *m, const char *fmt, ...) {
+  if (!m->cfg->on_log) return;
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  m->cfg->on_log(line, m->cfg->user);
+}
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void nap_ms(int ms) {
+  nanosleep(&(struct timespec){ms / 1000, (long)(ms % 1000) * 1000000L}, NULL);
+}
+
+/* ---- Processes --------------------------------------------------------- */
+
+/* Fields of /proc/PID/stat: state, session, start time. */
+static int proc_info(int pid, char *state, int *session, unsigned long long *start) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t k = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (k <= 0) return -1;
+  buf[k] = '\0';
+  char *p = strrchr(buf, ')');
+  if (!p) return -1;
+  int sid = 0;
+  unsigned long long st = 0;
+  char s = '?';
+  /* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+   * utime stime cutime cstime priority nice threads itrealvalue start */
+  if (sscanf(p + 2, "%c %*d %*d %d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
+                    "%*d %llu", &s, &sid, &st) != 3)
+    return -1;
+  if (state) *state = s;
+  if (session) *session = sid;
+  if (start) *start = st;
+  return 0;
+}
+
+static int keeper_alive(const job *j) {
+  char s;
+  unsigned long long st;
+  if (j->keeper_pid <= 0) return 0;
+  if (proc_info(j->keeper_pid, &s, NULL, &st) != 0) return 0;
+  return st == j->keeper_start && s != 'Z' && s != 'X';
+}
+
+/* Signals every live process of session sid (the keeper's: the supervisor,
+ * mpirun and the local ranks). Returns how many there were. */
+static int session_signal(int sid, int sig) {
+  if (sid <= 1) return 0;
+  DIR *d = opendir("/proc");
+  int n = 0;
+  for (struct dirent *de; d && (de = readdir(d));) {
+    if (!isdigit((unsigned char)de->d_name[0])) continue;
+    int pid = atoi(de->d_name), s_id;
+    char s;
+    if (proc_info(pid, &s, &s_id, NULL) != 0 || s_id != sid || s == 'Z' || s == 'X') continue;
+    n++;
+    if (sig) kill(pid, sig);
+  }
+  if (d) closedir(d);
+  return n;
+}
+
+/* Empties a dead keeper's session: SIGTERM, then SIGKILL after 10 s. */
+static void session_clear(int sid) {
+  if (session_signal(sid, 0) == 0) return;
+  session_signal(sid, SIGTERM);
+  for (int i = 0; i < 100 && session_signal(sid, 0) > 0; i++) nap_ms(100);
+  while (session_signal(sid, SIGKILL) > 0) nap_ms(100);
+}
+
+/* ---- Jobs and the journal -------------------------------------------- */
+
+static job *job_find(mgr *m, int id) {
+  for (int i = 0; i < m->njob; i++)
+    if (m->job[i].id == id) return &m->job[i];
+  return NULL;
+}
+
+static job *job_add(mgr *m, int id) {
+  if (m->njob == m->cap) {
+    int cap = m->cap ? 2 * m->cap : 16;
+    job *grown = gs_realloc(m->job, (size_t)cap * sizeof *grown);
+    if (!grown) return NULL;
+    m->job = grown;
+    m->cap = cap;
+  }
+  job *j = &m->job[m->njob];
+  memset(j, 0, sizeof *j);
+  j->assigned = gs_calloc((size_t)m->nnode + 1, 1);
+  j->actual = gs_calloc((size_t)m->nnode + 1, 1);
+  if (!j->assigned || !j->actual) {
+    gs_free(j->assigned);
+    gs_free(j->actual);
+    return NULL;
+  }
+  j->id = id;
+  j->progress = -1;
+  m->njob++;
+  return j;
+}
+
+static int node_find(const mgr *m, const char *name) {
+  for (int i = 0; i < m->nnode; i++)
+    if (strcasecmp(m->node[i].spec.name, name) == 0) return i;
+  return -1;
+}
+
+static int count(const char *set, int n) {
+  int c = 0;
+  for (int i = 0; i < n; i++) c += set[i] != 0;
+  return c;
+}
+
+static int job_active(const job *j) {
+  return j->state == J_RUNNING || j->state == J_RESIZING;
+}
+
+static cJSON *job_record(const mgr *m, const job *j) {
+  cJSON *r = cJSON_CreateObject();
+  cJSON *o = cJSON_AddObjectToObject(r, "job");
+  cJSON_AddNumberToObject(o, "id", j->id);
+  cJSON_AddStringToObject(o, "name", j->name);
+  cJSON_AddNumberToObject(o, "min", j->min);
+  cJSON_AddNumberToObject(o, "max", j->max);
+  cJSON_AddNumberToObject(o, "weight", j->weight);
+  cJSON_AddBoolToObject(o, "exec", j->exec);
+  cJSON_AddItemToObject(o, "args", cJSON_Duplicate(j->args, 1));
+  cJSON_AddStringToObject(o, "cwd", j->cwd);
+  cJSON_AddStringToObject(o, "state", state_name[j->state]);
+  cJSON_AddNumberToObject(o, "submit_t", j->submit_t);
+  cJSON_AddNumberToObject(o, "start_t", j->start_t);
+  cJSON_AddNumberToObject(o, "end_t", j->end_t);
+  cJSON_AddNumberToObject(o, "attempt", j->attempt);
+  cJSON_AddNumberToObject(o, "keeper_pid", j->keeper_pid);
+  cJSON_AddNumberToObject(o, "keeper_start", (double)j->keeper_start);
+  cJSON *a = cJSON_AddArrayToObject(o, "nodes");
+  for (int i = 0; i < m->nnode; i++)
+    if (j->assigned[i]) cJSON_AddItemToArray(a, cJSON_CreateString(m->node[i].spec.name));
+  cJSON_AddNumberToObject(o, "restarts_base", j->restarts_base);
+  cJSON_AddNumberToObject(o, "resizes_base", j->resizes_base);
+  cJSON_AddBoolToObject(o, "cancel", j->cancel);
+  cJSON_AddBoolToObject(o, "preempt", j->preempt);
+  cJSON_AddNumberToObject(o, "status", j->status);
+  cJSON_AddStringToObject(o, "message", j->message);
+  cJSON_AddNumberToObject(r, "t", spool_wall_s());
+  return r;
+}
+
+static int num(const cJSON *o, const char *k, double *v) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+  if (!cJSON_IsNumber(x)) return -1;
+  *v = x->valuedouble;
+  return 0;
+}
+
+static const char *str(const cJSON *o, const char *k) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsString(x) ? x->valuestring : NULL;
+}
+
+/* Applies a job record (replay): the record is the job's whole state. */
+static void job_apply(mgr *m, const cJSON *o) {
+  double v;
+  if (num(o, "id", &v) != 0) return;
+  job *j = job_find(m, (int)v);
+  if (!j && !(j = job_add(m, (int)v))) return;
+  const char *s;
+  if ((s = str(o, "name"))) snprintf(j->name, sizeof j->name, "%s", s);
+  if (num(o, "min", &v) == 0) j->min = (int)v;
+  if (num(o, "max", &v) == 0) j->max = (int)v;
+  if (num(o, "weight", &v) == 0) j->weight = v;
+  j->exec = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "exec"));
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "args");
+  if (cJSON_IsArray(a)) {
+    cJSON_Delete(j->args);
+    j->args = cJSON_Duplicate(a, 1);
+  }
+  if ((s = str(o, "cwd"))) snprintf(j->cwd, sizeof j->cwd, "%s", s);
+  if ((s = str(o, "state")))
+    for (int k = 0; k <= J_CANCELLED; k++)
+      if (strcmp(s, state_name[k]) == 0) j->state = (job_state)k;
+  if (num(o, "submit_t", &v) == 0) j->submit_t = v;
+  if (num(o, "start_t", &v) == 0) j->start_t = v;
+  if (num(o, "end_t", &v) == 0) j->end_t = v;
+  if (num(o, "attempt", &v) == 0) j->attempt = (int)v;
+  if (num(o, "keeper_pid", &v) == 0) j->keeper_pid = (int)v;
+  if (num(o, "keeper_start", &v) == 0) j->keeper_start = (unsigned long long)v;
+  const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, "nodes");
+  if (cJSON_IsArray(n)) {
+    memset(j->assigned, 0, (size_t)m->nnode);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, n) {
+      int k = cJSON_IsString(e) ? node_find(m, e->valuestring) : -1;
+      if (k >= 0) j->assigned[k] = 1; /* a node no longer in the pool is dropped */
+    }
+  }
+  if (num(o, "restarts_base", &v) == 0) j->restarts_base = (int)v;
+  if (num(o, "resizes_base", &v) == 0) j->resizes_base = (int)v;
+  j->cancel = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "cancel"));
+  j->preempt = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "preempt"));
+  if (num(o, "status", &v) == 0) j->status = (int)v;
+  if ((s = str(o, "message"))) snprintf(j->message, sizeof j->message, "%s", s);
+  j->dirty = 1;
+}
+
+static void node_apply(mgr *m, const cJSON *o) {
+  const char *name = str(o, "name");
+  int k = name ? node_find(m, name) : -1;
+  if (k < 0) return;
+  m->node[k].drained = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "drained"));
+  m->node[k].down = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "down"));
+}
+
+static void replay_one(const cJSON *rec, void *user) {
+  mgr *m = user;
+  const cJSON *o = cJSON_GetObjectItemCaseSensitive(rec, "job");
+  if (cJSON_IsObject(o)) job_apply(m, o);
+  o = cJSON_GetObjectItemCaseSensitive(rec, "node");
+  if (cJSON_IsObject(o)) node_apply(m, o);
+}
+
+static cJSON *node_record(const node *n) {
+  cJSON *r = cJSON_CreateObject();
+  cJSON *o = cJSON_AddObjectToObject(r, "node");
+  cJSON_AddStringToObject(o, "name", n->spec.name);
+  cJSON_AddBoolToObject(o, "drained", n->drained);
+  cJSON_AddBoolToObject(o, "down", n->down);
+  cJSON_AddNumberToObject(r, "t", spool_wall_s());
+  return r;
+}
+
+/* Journals job j's state; the manager acts only once this returned 0. */
+static int save_job(mgr *m, job *j) {
+  cJSON *r = job_record(m, j);
+  int rc = cluster_journal_append(&m->jr, r, m->err, m->errlen);
+  cJSON_Delete(r);
+  j->dirty = 1;
+  return rc;
+}
+
+static int save_node(mgr *m, const node *n) {
+  cJSON *r = node_record(n);
+  int rc = cluster_journal_append(&m->jr, r, m->err, m->errlen);
+  cJSON_Delete(r);
+  return rc;
+}
+
+/* ---- A job's files ----------------------------------------------------- */
+
+static void job_path(const mgr *m, const job *j, char *out, size_t len, const char *leaf) {
+  snprintf(out, len, "%s/jobs/%d/%.64s", m->spool, j->id, leaf);
+}
+
+/* Writes the job's node list (what its discovery script prints). */
+static int write_nodes(mgr *m, job *j) {
+  char path[PATH_MAX], text[65536];
+  size_t w = 0;
+  text[0] = '\0';
+  for (int i = 0; i < m->nnode; i++)
+    if (j->assigned[i]) {
+      int k = snprintf(text + w, sizeof text - w, "%s:%d\n", m->node[i].spec.name,
+                       m->node[i].spec.slots);
+      if (k > 0 && (size_t)k < sizeof text - w) w += (size_t)k;
+    }
+  job_path(m, j, path, sizeof path, "nodes");
+  if (cluster_write_atomic(path, text, w) != 0) {
+    snprintf(m->err, m->errlen, "job %d: cannot write %s: %s", j->id, path, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+static int make_job_dir(mgr *m, job *j) {
+  char path[PATH_MAX], script[PATH_MAX + 64];
+  snprintf(path, sizeof path, "%s/jobs/%d", m->spool, j->id);
+  if (mkdir(path, 0755) != 0 && errno != EEXIST) goto fail;
+  job_path(m, j, path, sizeof path, "ckpt");
+  if (mkdir(path, 0755) != 0 && errno != EEXIST) goto fail;
+  job_path(m, j, path, sizeof path, "nodes");
+  snprintf(script, sizeof script, "#!/bin/sh\n# job %d's nodes, from the cluster manager\n"
+           "exec cat '%s'\n", j->id, path);
+  job_path(m, j, path, sizeof path, "discover.sh");
+  if (cluster_write_atomic(path, script, strlen(script)) != 0 || chmod(path, 0755) != 0)
+    goto fail;
+  return 0;
+fail:
+  snprintf(m->err, m->errlen, "job %d: cannot make %s: %s", j->id, path, strerror(errno));
+  return -1;
+}
+
+static int has_arg(const cJSON *args, const char *opt) {
+  const cJSON *e;
+  size_t n = strlen(opt);
+  cJSON_ArrayForEach(e, args) {
+    if (!cJSON_IsString(e)) continue;
+    if (strcmp(e->valuestring, opt) == 0) return 1;
+    if (strncmp(e->valuestring, opt, n) == 0 && e->valuestring[n] == '=') return 1;
+  }
+  return 0;
+}
+
+/* The checkpoint directory of a gradsync train job (its own --checkpoint,
+ * or the one the manager gives it). */
+static void job_ckpt(const mgr *m, const job *j, char *out, size_t len) {
+  const cJSON *e, *prev = NULL;
+  cJSON_ArrayForEach(e, j->args) {
+    if (prev && cJSON_IsString(prev) && strcmp(prev->valuestring, "--checkpoint") == 0 &&
+        cJSON_IsString(e)) {
+      if (e->valuestring[0] == '/') snprintf(out, len, "%s", e->valuestring);
+      else if (snprintf(out, len, "%s/%s", j->cwd, e->valuestring) >= (int)len)
+        out[len - 1] = '\0'; /* cut: the checkpoint is not found, progress unknown */
+      return;
+    }
+    prev = e;
+  }
+  job_path(m, j, out, len, "ckpt");
+}
+
+/* The keeper's command line: gradsync cluster keep ... -- gradsync run
+ * --elastic ... -- PROGRAM. */
+static char **launch_argv(mgr *m, job *j) {
+  const gs_cluster_serve_config *c = m->cfg;
+  int nargs = cJSON_GetArraySize(j->args);
+  char **v = gs_calloc((size_t)nargs + 64, sizeof *v);
+  if (!v) return NULL;
+  int k = 0;
+  char buf[PATH_MAX + 64];
+  /* The supervisor counts ranks: a node's slots each. */
+  int slots = 1, min_slots = 0;
+  for (int i = 0; i < m->nnode; i++) {
+    if (m->node[i].spec.slots > slots) slots = m->node[i].spec.slots;
+    if (min_slots == 0 || m->node[i].spec.slots < min_slots) min_slots = m->node[i].spec.slots;
+  }
+#define ADD(s) (v[k++] = strdup(s))
+  ADD(c->gradsync_exe);
+  ADD("cluster");
+  ADD("keep");
+  snprintf(buf, sizeof buf, "%s/jobs/%d", m->spool, j->id);
+  ADD(buf);
+  snprintf(buf, sizeof buf, "%d", j->attempt);
+  ADD(buf);
+  ADD("--");
+  ADD(c->gradsync_exe);
+  ADD("run");
+  ADD("--elastic");
+  snprintf(buf, sizeof buf, "%d:%d", j->min * min_slots, j->max * slots);
+  ADD(buf);
+  ADD("--hostfile");
+  job_path(m, j, buf, sizeof buf, "nodes");
+  ADD(buf);
+  ADD("--discover");
+  job_path(m, j, buf, sizeof buf, "discover.sh");
+  ADD(buf);
+  ADD("--discover-every");
+  snprintf(buf, sizeof buf, "%g", c->discover_every_s);
+  ADD(buf);
+  ADD("--shrink-on-discover");
+  ADD("--resize-interval");
+  ADD("0");
+  ADD("--min-wait");
+  ADD("30");
+  ADD("--max-restarts");
+  int left = c->restart_budget - (j->restarts_base + j->ev_restarts);
+  snprintf(buf, sizeof buf, "%d", left > 0 ? left : 0);
+  ADD(buf);
+  ADD("--events");
+  snprintf(buf, sizeof buf, "%s/jobs/%d/events.%d.jsonl", m->spool, j->id, j->attempt);
+  ADD(buf);
+  if (c->ssh_config) {
+    ADD("--ssh-config");
+    ADD(c->ssh_config);
+  }
+  if (c->iface) {
+    ADD("--iface");
+    ADD(c->iface);
+  }
+  if (c->mpirun) {
+    ADD("--mpirun");
+    ADD(c->mpirun);
+  }
+  ADD("--");
+  if (!j->exec) {
+    ADD(c->gradsync_exe);
+    ADD("train");
+  }
+  const cJSON *e;
+  cJSON_ArrayForEach(e, j->args) ADD(cJSON_IsString(e) ? e->valuestring : "");
+  if (!j->exec) {
+    if (!has_arg(j->args, "--checkpoint")) {
+      ADD("--checkpoint");
+      job_path(m, j, buf, sizeof buf, "ckpt");
+      ADD(buf);
+    }
+    if (!has_arg(j->args, "--commit-every")) {
+      ADD("--commit-every");
+      snprintf(buf, sizeof buf, "%d", c->commit_every);
+      ADD(buf);
+    }
+    if (!has_arg(j->args, "--resume")) ADD("--resume=auto");
+  }
+#undef ADD
+  v[k] = NULL;
+  for (int i = 0; i < k; i++)
+    if (!v[i]) {
+      for (int q = 0; q < k; q++) free(v[q]);
+      gs_free(v);
+      return NULL;
+    }
+  return v;
+}
+
+static void free_argv(char **v) {
+  for (int i = 0; v && v[i]; i++) free(v[i]);
+  gs_free(v);
+}
+
+/* Starts the job's keeper in a session of its own on its assigned nodes. */
+static int launch(mgr *m, job *j) {
+  if (make_job_dir(m, j) != 0 || write_nodes(m, j) != 0) return -1;
+  j->attempt++;
+  j->ev_off = 0;
+  j->ev_restarts = j->ev_resizes = 0;
+  j->actual_size = 0;
+  memset(j->actual, 0, (size_t)m->nnode);
+  char **v = launch_argv(m, j);
+  if (!v) {
+    snprintf(m->err, m->errlen, "out of memory launching job %d", j->id);
+    return -1;
+  }
+  /* The attempt is journaled before the keeper exists: a crash between the
+   * two leaves an attempt with no keeper and no exit status, which is
+   * relaunched (nothing of it ran). */
+  j->keeper_pid = 0;
+  j->keeper_start = 0;
+  char path[PATH_MAX], text[32];
+  job_path(m, j, path, sizeof path, "attempt");
+  int len = snprintf(text, sizeof text, "%d\n", j->attempt);
+  if (save_job(m, j) != 0 || cluster_write_atomic(path, text, (size_t)len) != 0) {
+    if (!m->err[0]) snprintf(m->err, m->errlen, "cannot write %s: %s", path, strerror(errno));
+    free_argv(v);
+    return -1;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    setsid();
+    if (chdir(j->cwd) != 0 && chdir("/") != 0) _exit(127);
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      dup2(null, 0);
+      dup2(null, 1);
+      dup2(null, 2);
+    }
+    for (int fd = 3; fd < 1024; fd++) close(fd);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execv(v[0], v);
+    _exit(127);
+  }
+  free_argv(v);
+  if (pid < 0) {
+    snprintf(m->err, m->errlen, "job %d: cannot start its keeper: %s", j->id, strerror(errno));
+    return -1;
+  }
+  unsigned long long st = 0;
+  for (int i = 0; i < 50 && proc_info(pid, NULL, NULL, &st) != 0; i++) nap_ms(10);
+  j->keeper_pid = (int)pid;
+  j->keeper_start = st;
+  return save_job(m, j);
+}
+
+/* ---- Following a job -------------------------------------------------- */
+
+static void read_progress(mgr *m, job *j) {
+  if (j->exec) return;
+  char dir[PATH_MAX], path[PATH_MAX + 32];
+  job_ckpt(m, j, dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/checkpoint.json", dir);
+  char *text = spool_read_file(path, 1 << 20);
+  cJSON *c = text ? cJSON_Parse(text) : NULL;
+  gs_free(text);
+  double e, s = 0, total = 0;
+  if (c && num(c, "epoch", &e) == 0) {
+    num(c, "samples_in_epoch", &s);
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(c, "data");
+    if (d) num(d, "samples", &total);
+    snprintf(j->commit, sizeof j->commit, "epoch %.0f, sample %.0f", e + 1, s);
+    /* --epochs from the arguments (1 by default) */
+    double epochs = 1;
+    const cJSON *x, *prev = NULL;
+    cJSON_ArrayForEach(x, j->args) {
+      if (prev && cJSON_IsString(prev) && strcmp(prev->valuestring, "--epochs") == 0 &&
+          cJSON_IsString(x))
+        epochs = atof(x->valuestring);
+      prev = x;
+    }
+    if (total > 0 && epochs > 0) {
+      double p = (e + s / total) / epochs;
+      j->progress = p > 1 ? 1 : p;
+    }
+  }
+  cJSON_Delete(c);
+}
+
+/* Reads the current attempt's new events: the launch's nodes, resizes,
+ * failures (logged unless quiet: read again after a restart). */
+static void read_events_q(mgr *m, job *j, int quiet) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/jobs/%d/events.%d.jsonl", m->spool, j->id, j->attempt);
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  if (fseek(f, j->ev_off, SEEK_SET) != 0) {
+    fclose(f);
+    return;
+  }
+  char line[8192];
+  while (fgets(line, sizeof line, f)) {
+    size_t n = strlen(line);
+    if (n == 0 || line[n - 1] != '\n') break; /* not whole yet */
+    j->ev_off += (long)n;
+    cJSON *e = cJSON_Parse(line);
+    const char *kind = e ? str(e, "event") : NULL;
+    if (kind && strcmp(kind, "launch") == 0) {
+      double size = 0;
+      num(e, "size", &size);
+      j->actual_size = (int)size;
+      memset(j->actual, 0, (size_t)m->nnode);
+      const char *hosts = str(e, "hosts");
+      char buf[4096];
+      snprintf(buf, sizeof buf, "%s", hosts ? hosts : "");
+      for (char *save = NULL, *h = strtok_r(buf, ",", &save); h;
+           h = strtok_r(NULL, ",", &save)) {
+        char *colon = strrchr(h, ':');
+        if (colon) *colon = '\0';
+        int k = node_find(m, h);
+        if (k >= 0) j->actual[k] = 1;
+      }
+      if (!quiet) mlog(m, "job %d: launch on %s", j->id, hosts ? hosts : "?");
+      j->dirty = 1;
+    } else if (kind && strcmp(kind, "resize") == 0) {
+      /* A relaunch: to resize when discovery asked, else after a failure. */
+      const char *why = str(e, "reason");
+      if (why && strncmp(why, "discovery", 9) == 0) j->ev_resizes++;
+      else j->ev_restarts++;
+      if (!quiet) mlog(m, "job %d: relaunch: %s", j->id, why ? why : "");
+      j->dirty = 1;
+    } else if (kind && strcmp(kind, "failure") == 0) {
+      const char *why = str(e, "reason");
+      if (!quiet) mlog(m, "job %d: failure: %s", j->id, why ? why : "");
+      j->dirty = 1;
+    } else if (kind && strcmp(kind, "finish") == 0) {
+      const char *msg = str(e, "message");
+      if (msg) snprintf(j->message, sizeof j->message, "%s", msg);
+    }
+    cJSON_Delete(e);
+  }
+  fclose(f);
+}
+
+static void read_events(mgr *m, job *j) { read_events_q(m, j, 0); }
+
+static int job_restarts(const job *j) { return j->restarts_base + j->ev_restarts; }
+static int job_resizes(const job *j) { return j->resizes_base + j->ev_resizes; }
+
+/* The attempt ended with status (the keeper's record): done, failed,
+ * cancelled, queued again (preempted), or relaunched. */
+static int attempt_ended(mgr *m, job *j, int status) {
+  read_events(m, j);
+  j->restarts_base += j->ev_restarts;
+  j->resizes_base += j->ev_resizes;
+  j->ev_restarts = j->ev_resizes = 0;
+  j->keeper_pid = 0;
+  j->keeper_start = 0;
+  j->actual_size = 0;
+  memset(j->actual, 0, (size_t)m->nnode);
+  j->status = status;
+  double now = spool_wall_s();
+  if (j->cancel) {
+    j->state = J_CANCELLED;
+    snprintf(j->message, sizeof j->message, "cancelled");
+  } else if (status == 0) {
+    j->state = J_DONE;
+    snprintf(j->message, sizeof j->message, "done");
+  } else if (j->preempt) {
+    j->state = J_QUEUED;
+    j->preempt = 0;
+  } else if (status == 2) {
+    j->state = J_FAILED;
+    if (!j->message[0] || strcmp(j->message, "done") == 0)
+      snprintf(j->message, sizeof j->message, "the program refused its options (exit 2)");
+  } else if (job_restarts(j) >= m->cfg->restart_budget) {
+    j->state = J_FAILED;
+    if (!strstr(j->message, "restart budget")) {
+      char why[256];
+      snprintf(why, sizeof why, "%s", j->message[0] ? j->message : "failed");
+      snprintf(j->message, sizeof j->message, "%.160s; the restart budget (%d) is spent", why,
+               m->cfg->restart_budget);
+    }
+  } else {
+    /* The supervisor ended short (status 1, 3, a signal): relaunch from
+     * the last commit on the job's nodes; it counts as a restart. */
+    j->restarts_base++;
+    mlog(m, "job %d: its supervisor ended with status %d (%s): relaunching (restart %d of %d)",
+         j->id, status, j->message, job_restarts(j), m->cfg->restart_budget);
+    int up = 0;
+    for (int i = 0; i < m->nnode; i++) {
+      if (j->assigned[i] && (m->node[i].down || m->node[i].drained)) j->assigned[i] = 0;
+      up += j->assigned[i];
+    }
+    if (up >= j->min) return launch(m, j);
+    j->state = J_QUEUED;
+  }
+  if (j->state != J_QUEUED) j->end_t = now;
+  memset(j->assigned, 0, (size_t)m->nnode);
+  mlog(m, "job %d: %s (%s)", j->id, state_name[j->state], j->message);
+  m->replan = 1;
+  return save_job(m, j);
+}
+
+static int read_exit(const mgr *m, const job *j, int *status) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/jobs/%d/exit.%d", m->spool, j->id, j->attempt);
+  char *t = spool_read_file(path, 64);
+  if (!t) return -1;
+  char *end = NULL;
+  long v = strtol(t, &end, 10);
+  int ok = end != t;
+  gs_free(t);
+  if (!ok) return -1;
+  *status = (int)v;
+  return 0;
+}
+
+static int follow(mgr *m, job *j) {
+  read_events(m, j);
+  read_progress(m, j);
+  int status;
+  if (read_exit(m, j, &status) == 0) return attempt_ended(m, j, status);
+  if (!keeper_alive(j)) {
+    /* Gone without a word (killed, or the machine restarted): what is left
+     * of its session goes first, then the job is relaunched. */
+    nap_ms(200);
+    if (read_exit(m, j, &status) == 0) return attempt_ended(m, j, status);
+    session_clear(j->keeper_pid);
+    mlog(m, "job %d: its keeper (pid %d) is gone without an exit status", j->id,
+         j->keeper_pid);
+    snprintf(j->message, sizeof j->message, "its keeper died");
+    return attempt_ended(m, j, 128 + SIGKILL);
+  }
+  if (j->cancel || j->preempt) {
+    double now = mono_s();
+    if (j->term_t == 0) {
+      kill(-j->keeper_pid, SIGTERM);
+      j->term_t = now;
+    } else if (now - j->term_t > 30) {
+      session_signal(j->keeper_pid, SIGKILL);
+      j->term_t = now;
+    }
+    return 0;
+  }
+  /* Running once the launch uses exactly its nodes. */
+  int same = j->actual_size > 0 && memcmp(j->actual, j->assigned, (size_t)m->nnode) == 0;
+  job_state s = same ? J_RUNNING : J_RESIZING;
+  if (j->actual_size == 0) s = J_RUNNING; /* starting */
+  if (s != j->state) {
+    j->state = s;
+    if (s == J_RUNNING) m->replan = 1; /* nodes may have come free */
+    return save_job(m, j);
+  }
+  return 0;
+}
+
+/* ---- Requests ----------------------------------------------------------- */
+
+static int by_name(const struct dirent **a, const struct dirent **b) {
+  return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static int take_request(mgr *m, const cJSON *r) {
+  const char *op = str(r, "op");
+  double v;
+  if (!op) return 0;
+  if (strcmp(op, "submit") == 0 && num(r, "id", &v) == 0) {
+    if (job_find(m, (int)v)) return 0; /* read before: changes nothing */
+    job *j = job_add(m, (int)v);
+    if (!j) {
+      snprintf(m->err, m->errlen, "out of memory");
+      return -1;
+    }
+    const char *s = str(r, "name");
+    snprintf(j->name, sizeof j->name, "%s", s ? s : "job");
+    j->min = num(r, "min", &v) == 0 ? (int)v : 1;
+    j->max = num(r, "max", &v) == 0 ? (int)v : j->min;
+    j->weight = num(r, "weight", &v) == 0 ? v : 1;
+    j->exec = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "exec"));
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(r, "args");
+    j->args = cJSON_IsArray(a) ? cJSON_Duplicate(a, 1) : cJSON_CreateArray();
+    s = str(r, "cwd");
+    snprintf(j->cwd, sizeof j->cwd, "%s", s ? s : "/");
+    j->submit_t = num(r, "time", &v) == 0 ? v : spool_wall_s();
+    j->state = J_QUEUED;
+    int pool = 0;
+    for (int i = 0; i < m->nnode; i++) pool += !m->node[i].down && !m->node[i].drained;
+    if (j->min > m->nnode || j->min < 1 || j->max < j->min) {
+      j->state = J_FAILED;
+      j->end_t = spool_wall_s();
+      snprintf(j->message, sizeof j->message, "sizes %d:%d do not fit the pool of %d nodes",
+               j->min, j->max, m->nnode);
+    }
+    /* A gradsync train job with --global-batch G runs only on sizes that
+     * divide G (its supervisor's rule): its most nodes become the largest
+     * such size, so that nodes given to it are used. */
+    long gb = 0;
+    const cJSON *x, *prev = NULL;
+    cJSON_ArrayForEach(x, j->args) {
+      if (!j->exec && prev && cJSON_IsString(prev) && cJSON_IsString(x) &&
+          strcmp(prev->valuestring, "--global-batch") == 0)
+        gb = atol(x->valuestring);
+      prev = x;
+    }
+    int slots = m->nnode > 0 ? m->node[0].spec.slots : 1;
+    if (gb > 0 && j->state == J_QUEUED) {
+      int top = j->max;
+      while (top >= j->min && gb % ((long)top * slots) != 0) top--;
+      if (top < j->min) {
+        j->state = J_FAILED;
+        j->end_t = spool_wall_s();
+        snprintf(j->message, sizeof j->message, "no size from %d to %d nodes (%d rank%s "
+                 "each) divides its --global-batch %ld", j->min, j->max, slots,
+                 slots == 1 ? "" : "s", gb);
+      } else if (top < j->max) {
+        mlog(m, "job %d: at most %d nodes, not %d: its --global-batch %ld", j->id, top, j->max,
+             gb);
+        j->max = top;
+      }
+    }
+    mlog(m, "job %d (%s): submitted, %d to %d nodes, weight %g%s%s", j->id, j->name, j->min,
+         j->max, j->weight, j->state == J_FAILED ? ": refused: " : "",
+         j->state == J_FAILED ? j->message : "");
+    (void)pool;
+    m->replan = 1;
+    return save_job(m, j);
+  }
+  if (strcmp(op, "cancel") == 0 && num(r, "id", &v) == 0) {
+    job *j = job_find(m, (int)v);
+    if (!j || j->state >= J_DONE || j->cancel) return 0;
+    j->cancel = 1;
+    mlog(m, "job %d: cancel", j->id);
+    if (j->state == J_QUEUED) {
+      j->state = J_CANCELLED;
+      j->end_t = spool_wall_s();
+      snprintf(j->message, sizeof j->message, "cancelled while queued");
+    }
+    m->replan = 1;
+    return save_job(m, j);
+  }
+  if ((strcmp(op, "drain") == 0 || strcmp(op, "resume") == 0) && str(r, "node")) {
+    int k = node_find(m, str(r, "node"));
+    if (k < 0) {
+      mlog(m, "request to %s unknown node %s: ignored", op, str(r, "node"));
+      return 0;
+    }
+    m->node[k].drained = op[0] == 'd';
+    mlog(m, "node %s: %s", m->node[k].spec.name, op[0] == 'd' ? "drained" : "back");
+    m->replan = 1;
+    return save_node(m, &m->node[k]);
+  }
+  return 0;
+}
+
+static int take_requests(mgr *m) {
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/incoming", m->spool);
+  struct dirent **list = NULL;
+  int n = scandir(dir, &list, NULL, by_name);
+  int rc = 0;
+  for (int i = 0; i < n; i++) {
+    const char *name = list[i]->d_name;
+    if (name[0] != '.' && strstr(name, ".json") && !strstr(name, ".tmp.") && rc == 0) {
+      char path[PATH_MAX + 300];
+      snprintf(path, sizeof path, "%s/%s", dir, name);
+      char *text = spool_read_file(path, 1 << 20);
+      cJSON *r = text ? cJSON_Parse(text) : NULL;
+      gs_free(text);
+      if (r) rc = take_request(m, r);
+      else mlog(m, "request %s: not JSON; removed", name);
+      cJSON_Delete(r);
+      if (rc == 0) unlink(path); /* journaled first */
+    }
+    free(list[i]);
+  }
+  free(list);
+  return rc;
+}
+
+/* ---- Nodes' health ----------------------------------------------------- */
+
+static int is_local(const char *h) {
+  return strcasecmp(h, "localhost") == 0 || strncmp(h, "127.", 4) == 0;
+}
+
+/* ssh HOST true for the non-local nodes, all at once, each bounded by 8 s;
+ * never blocking the loop: health_start starts a round, health_poll
+ * collects what has ended. A node whose check fails is lost (its jobs
+ * shrink); one that answers again is back. */
+static void health_start(mgr *m) {
+  const gs_cluster_serve_config *c = m->cfg;
+  m->health_deadline = mono_s() + 8;
+  for (int i = 0; i < m->nnode; i++) {
+    if (is_local(m->node[i].spec.name) || m->health_pid[i] > 0) continue;
+    pid_t pid = fork();
+    if (pid == 0) {
+      int null = open("/dev/null", O_RDWR);
+      if (null >= 0) {
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(null, 2);
+      }
+      if (c->ssh_config)
+        execlp("ssh", "ssh", "-F", c->ssh_config, "-o", "BatchMode=yes", "-o",
+               "ConnectTimeout=5", m->node[i].spec.name, "true", (char *)NULL);
+      else
+        execlp("ssh", "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
+               m->node[i].spec.name, "true", (char *)NULL);
+      _exit(127);
+    }
+    m->health_pid[i] = pid > 0 ? pid : 0;
+  }
+}
+
+static int health_result(mgr *m, int i, int ok) {
+  m->health_pid[i] = 0;
+  if (ok != m->node[i].down) return 0;
+  m->node[i].down = !ok;
+  mlog(m, "node %s: %s", m->node[i].spec.name, ok ? "back" : "lost (ssh fails)");
+  m->replan = 1;
+  return save_node(m, &m->node[i]);
+}
+
+/* Reaps every child that ended (the health checks, and the keepers this
+ * manager started: adopted ones are init's), and ends checks past their
+ * bound. */
+static int health_poll(mgr *m) {
+  int rc = 0, status;
+  for (pid_t r; (r = waitpid(-1, &status, WNOHANG)) > 0;)
+    for (int i = 0; i < m->nnode; i++)
+      if (m->health_pid[i] == r && health_result(m, i, WIFEXITED(status) &&
+                                                          WEXITSTATUS(status) == 0) != 0)
+        rc = -1;
+  if (mono_s() > m->health_deadline)
+    for (int i = 0; i < m->nnode; i++)
+      if (m->health_pid[i] > 0) {
+        kill(m->health_pid[i], SIGKILL);
+        waitpid(m->health_pid[i], &status, 0);
+        if (health_result(m, i, 0) != 0) rc = -1;
+      }
+  return rc;
+}
+
+/* ---- Policy rounds ------------------------------------------------------ */
+
+static int node_usable(const mgr *m, int i) { return !m->node[i].down && !m->node[i].drained; }
+
+/* Whether node i is free: no job has it assigned or runs on it. */
+static int node_free(const mgr *m, int i) {
+  if (!node_usable(m, i)) return 0;
+  for (int k = 0; k < m->njob; k++) {
+    const job *j = &m->job[k];
+    if (j->assigned[i]) return 0;
+    if (job_active(j) && j->actual[i]) return 0;
+  }
+  return 1;
+}
+
+static int policy_round(mgr *m) {
+  const gs_cluster_serve_config *c = m->cfg;
+  /* Nodes lost or drained leave their jobs first. */
+  for (int k = 0; k < m->njob; k++) {
+    job *j = &m->job[k];
+    if (!job_active(j)) continue;
+    int changed = 0;
+    for (int i = 0; i < m->nnode; i++)
+      if (j->assigned[i] && !node_usable(m, i)) {
+        j->assigned[i] = 0;
+        changed = 1;
+      }
+    if (changed) {
+      mlog(m, "job %d: a node of its partition is lost or drained: %d node(s) left", j->id,
+           count(j->assigned, m->nnode));
+      if (save_job(m, j) != 0 || write_nodes(m, j) != 0) return -1;
+    }
+  }
+  int usable = 0;
+  for (int i = 0; i < m->nnode; i++) usable += node_usable(m, i);
+  gs_cluster_job *in = gs_calloc((size_t)m->njob + 1, sizeof *in);
+  int *idx = gs_calloc((size_t)m->njob + 1, sizeof *idx);
+  int *size = gs_calloc((size_t)m->njob + 1, sizeof *size);
+  if (!in || !idx || !size) {
+    gs_free(in);
+    gs_free(idx);
+    gs_free(size);
+    snprintf(m->err, m->errlen, "out of memory");
+    return -1;
+  }
+  int n = 0;
+  for (int k = 0; k < m->njob; k++) {
+    job *j = &m->job[k];
+    if (j->cancel || j->preempt) continue;
+    if (j->state != J_QUEUED && !job_active(j)) continue;
+    in[n] = (gs_cluster_job){.id = j->id, .min_nodes = j->min, .max_nodes = j->max,
+                             .weight = j->weight, .cur_nodes = count(j->assigned, m->nnode),
+                             .submit_time = j->submit_t, .progress = j->progress,
+                             .speed = NULL, .restarts = job_restarts(j)};
+    idx[n++] = k;
+  }
+  gs_cluster_policy_opts opts = {.restart_penalty_s = 30, .time_limit_s = 0.5,
+                                 .fairness_weight = 1, .adjust_weight = 1};
+  gs_cluster_policy_report rep;
+  char why[512];
+  int rc = 0;
+  if (n > 0 && gs_cluster_allocate(c->policy, in, n, usable, &opts, size, &rep, why,
+                                   sizeof why) != 0) {
+    mlog(m, "policy %s: %s; nothing changed", c->policy, why);
+    n = 0;
+  }
+  /* Shrinks first (they free nodes), then grows and starts from free nodes. */
+  for (int pass = 0; pass < 2 && rc == 0; pass++)
+    for (int q = 0; q < n && rc == 0; q++) {
+      job *j = &m->job[idx[q]];
+      int cur = in[q].cur_nodes, want = size[q];
+      if (want == cur) continue;
+      if (pass == 0 && want < cur) {
+        if (want == 0) {
+          if (job_active(j)) {
+            j->preempt = 1;
+            mlog(m, "job %d: preempted (its minimum no longer fits)", j->id);
+            rc = save_job(m, j);
+          }
+          continue;
+        }
+        /* Keep the first nodes, give back the last. */
+        for (int i = m->nnode - 1, drop = cur - want; i >= 0 && drop > 0; i--)
+          if (j->assigned[i]) {
+            j->assigned[i] = 0;
+            drop--;
+          }
+        mlog(m, "job %d: shrink %d -> %d nodes", j->id, cur, want);
+        if ((rc = save_job(m, j)) == 0) rc = write_nodes(m, j);
+      } else if (pass == 1 && want > cur) {
+        int nfree = 0;
+        for (int i = 0; i < m->nnode; i++) nfree += node_free(m, i);
+        if (nfree < want - cur) {
+          m->retry = 1; /* nodes still being given back: again in a second */
+          continue;
+        }
+        for (int i = 0, add = want - cur; i < m->nnode && add > 0; i++)
+          if (node_free(m, i)) {
+            j->assigned[i] = 1;
+            add--;
+          }
+        if (j->state == J_QUEUED) {
+          j->state = J_RUNNING;
+          if (j->start_t == 0) j->start_t = spool_wall_s();
+          mlog(m, "job %d: start on %d nodes", j->id, want);
+          rc = launch(m, j);
+        } else {
+          mlog(m, "job %d: grow %d -> %d nodes", j->id, cur, want);
+          if ((rc = save_job(m, j)) == 0) rc = write_nodes(m, j);
+        }
+      }
+    }
+  gs_free(in);
+  gs_free(idx);
+  gs_free(size);
+  return rc;
+}
+
+/* ---- Snapshot for `gradsync jobs` -------------------------------------- */
+
+static char *snapshot_text(mgr *m) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddNumberToObject(root, "time", spool_wall_s());
+  cJSON_AddStringToObject(root, "policy", m->cfg->policy);
+  cJSON_AddNumberToObject(root, "manager_pid", (double)getpid());
+  cJSON *ns = cJSON_AddArrayToObject(root, "nodes");
+  for (int i = 0; i < m->nnode; i++) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", m->node[i].spec.name);
+    cJSON_AddStringToObject(o, "state", m->node[i].down      ? "down"
+                                        : m->node[i].drained ? "drained"
+                                                             : "up");
+    int owner = 0;
+    for (int k = 0; k < m->njob && !owner; k++)
+      if (m->job[k].assigned[i] || (job_active(&m->job[k]) && m->job[k].actual[i]))
+        owner = m->job[k].id;
+    cJSON_AddNumberToObject(o, "job", owner);
+    cJSON_AddItemToArray(ns, o);
+  }
+  cJSON *js = cJSON_AddArrayToObject(root, "jobs");
+  for (int k = 0; k < m->njob; k++) {
+    const job *j = &m->job[k];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "id", j->id);
+    cJSON_AddStringToObject(o, "name", j->name);
+    cJSON_AddStringToObject(o, "state", state_name[j->state]);
+    cJSON_AddNumberToObject(o, "min", j->min);
+    cJSON_AddNumberToObject(o, "max", j->max);
+    cJSON_AddNumberToObject(o, "weight", j->weight);
+    cJSON_AddNumberToObject(o, "size", job_active(j) ? count(j->assigned, m->nnode) : 0);
+    cJSON_AddNumberToObject(o, "running_ranks", job_active(j) ? j->actual_size : 0);
+    cJSON *a = cJSON_AddArrayToObject(o, "nodes");
+    for (int i = 0; i < m->nnode; i++)
+      if (j->assigned[i]) cJSON_AddItemToArray(a, cJSON_CreateString(m->node[i].spec.name));
+    if (j->progress >= 0) cJSON_AddNumberToObject(o, "progress", j->progress);
+    else cJSON_AddNullToObject(o, "progress");
+    if (j->commit[0]) cJSON_AddStringToObject(o, "commit", j->commit);
+    cJSON_AddNumberToObject(o, "resizes", job_resizes(j));
+    cJSON_AddNumberToObject(o, "restarts", job_restarts(j));
+    cJSON_AddNumberToObject(o, "attempts", j->attempt);
+    cJSON_AddNumberToObject(o, "submit_time", j->submit_t);
+    if (j->start_t > 0) cJSON_AddNumberToObject(o, "start_time", j->start_t);
+    else cJSON_AddNullToObject(o, "start_time");
+    if (j->end_t > 0) cJSON_AddNumberToObject(o, "end_time", j->end_t);
+    else cJSON_AddNullToObject(o, "end_time");
+    if (j->state >= J_DONE) cJSON_AddNumberToObject(o, "status", j->status);
+    cJSON_AddStringToObject(o, "message", j->message);
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/jobs/%d", m->spool, j->id);
+    cJSON_AddStringToObject(o, "dir", dir);
+    cJSON_AddItemToArray(js, o);
+  }
+  char *text = cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+  return text;
+}
+
+static void write_snapshot(mgr *m) {
+  char *text = snapshot_text(m);
+  if (!text) return;
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/jobs.json", m->spool);
+  if (cluster_write_atomic(path, text, strlen(text)) != 0)
+    mlog(m, "cannot write %s: %s", path, strerror(errno));
+  cJSON_free(text);
+  for (int k = 0; k < m->njob; k++) m->job[k].dirty = 0;
+}
+
+/* ---- Serving ---------------------------------------------------------- */
+
+static int write_pool(mgr *m) {
+  cJSON *p = cJSON_CreateObject();
+  cJSON_AddStringToObject(p, "policy", m->cfg->policy);
+  cJSON_AddNumberToObject(p, "manager_pid", (double)getpid());
+  cJSON *a = cJSON_AddArrayToObject(p, "nodes");
+  for (int i = 0; i < m->nnode; i++) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", m->node[i].spec.name);
+    cJSON_AddNumberToObject(o, "slots", m->node[i].spec.slots);
+    cJSON_AddItemToArray(a, o);
+  }
+  char *text = cJSON_PrintUnformatted(p);
+  cJSON_Delete(p);
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/pool.json", m->spool);
+  int rc = text ? cluster_write_atomic(path, text, strlen(text)) : -1;
+  if (rc != 0) snprintf(m->err, m->errlen, "cannot write %s: %s", path, strerror(errno));
+  cJSON_free(text);
+  return rc;
+}
+
+/* After replay: each job that was running is adopted or relaunched. */
+static int recover(mgr *m) {
+  int rc = 0;
+  for (int k = 0; k < m->njob && rc == 0; k++) {
+    job *j = &m->job[k];
+    if (!job_active(j)) continue;
+    /* Its events again from the start (counts are per attempt). */
+    j->ev_off = 0;
+    read_events_q(m, j, 1);
+    /* A keeper holds the job's lock while it lives (gs_cluster_keep), and
+     * says there which attempt it runs: even one started just before the
+     * crash, whose pid the journal never got, is found. */
+    char path[PATH_MAX];
+    job_path(m, j, path, sizeof path, "lock");
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      char text[128] = "";
+      ssize_t n = pread(fd, text, sizeof text - 1, 0);
+      int pid = 0, attempt = 0;
+      unsigned long long start = 0;
+      if (n > 0) text[n] = '\0';
+      close(fd);
+      if (sscanf(text, "%d %llu %d", &pid, &start, &attempt) == 3 && attempt == j->attempt) {
+        j->keeper_pid = pid;
+        j->keeper_start = start;
+        mlog(m, "job %d: adopted (keeper pid %d, attempt %d)", j->id, pid, attempt);
+        if ((rc = save_job(m, j)) != 0) break;
+        continue;
+      }
+      /* A keeper of an older attempt that has not yet seen it is stale. */
+      mlog(m, "job %d: a keeper of attempt %d holds its lock; waiting for it to end", j->id,
+           attempt);
+      if (pid > 0) session_clear(pid);
+    } else if (fd >= 0) {
+      close(fd); /* unlocks: no keeper lives */
+    }
+    int status;
+    if (j->keeper_pid > 0 && read_exit(m, j, &status) == 0) {
+      rc = attempt_ended(m, j, status);
+      continue;
+    }
+    if (j->keeper_pid > 0) session_clear(j->keeper_pid);
+    mlog(m, "job %d: its keeper is gone; relaunching from its last commit", j->id);
+    if (j->keeper_pid > 0) j->restarts_base++; /* it had started: a restart */
+    rc = launch(m, j);
+  }
+  return rc;
+}
+
+int gs_cluster_policy_exists(const char *name) { return gs_cluster_policy_known(name); }
+
+int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errlen) {
+  gs_cluster_serve_config c = *cfg;
+  if (c.interval_s <= 0) c.interval_s = 10;
+  if (c.discover_every_s <= 0) c.discover_every_s = 1;
+  if (c.commit_every <= 0) c.commit_every = 20;
+  if (c.restart_budget < 0) c.restart_budget = 3;
+  if (!c.spool || !c.nodes || c.nnodes < 1 || c.nnodes > GS_CLUSTER_MAX_NODES ||
+      !c.gradsync_exe || !c.policy) {
+    snprintf(err, errlen, "bad configuration (spool, nodes, policy, gradsync binary)");
+    return 2;
+  }
+  if (!gs_cluster_policy_known(c.policy)) {
+    snprintf(err, errlen, "unknown policy '%s'", c.policy);
+    return 2;
+  }
+  mgr m;
+  memset(&m, 0, sizeof m);
+  m.cfg = &c;
+  m.err = err;
+  m.errlen = errlen;
+  m.jr.fd = -1;
+  char real[PATH_MAX];
+  if (!realpath(c.spool, real)) {
+    if (mkdir(c.spool, 0755) != 0 || !realpath(c.spool, real)) {
+      snprintf(err, errlen, "spool %s: cannot make it: %s", c.spool, strerror(errno));
+      return 2;
+    }
+  }
+  if (strlen(real) >= sizeof m.spool) {
+    snprintf(err, errlen, "spool %.64s...: a path of %zu characters (at most %zu)", real,
+             strlen(real), sizeof m.spool - 1);
+    return 2;
+  }
+  memcpy(m.spool, real, strlen(real) + 1);
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/incoming", m.spool);
+  mkdir(path, 0755);
+  snprintf(path, sizeof path, "%s/jobs", m.spool);
+  mkdir(path, 0755);
+  snprintf(path, sizeof path, "%s/manager.lock", m.spool);
+  int lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) != 0) {
+    snprintf(err, errlen, "spool %s: another manager serves it (its lock %s is held)", m.spool,
+             path);
+    if (lock >= 0) close(lock);
+    return 2;
+  }
+  m.node = gs_calloc((size_t)c.nnodes, sizeof *m.node);
+  m.health_pid = gs_calloc((size_t)c.nnodes, sizeof *m.health_pid);
+  if (!m.node || !m.health_pid) {
+    gs_free(m.node);
+    gs_free(m.health_pid);
+    close(lock);
+    snprintf(err, errlen, "out of memory");
+    return 1;
+  }
+  for (int i = 0; i < c.nnodes; i++) m.node[i].spec = c.nodes[i];
+  m.nnode = c.nnodes;
+  int rc = 1;
+  snprintf(path, sizeof path, "%s/journal", m.spool);
+  long dropped = 0;
+  long good = cluster_journal_replay(path, replay_one, &m, &dropped, err, errlen);
+  if (good < 0) goto out;
+  if (good > 0 || dropped > 0)
+    mlog(&m, "journal: %ld records replayed, %d jobs%s", good, m.njob,
+         dropped ? " (a torn last record cut off)" : "");
+  if (cluster_journal_open(&m.jr, path, err, errlen) != 0) goto out;
+  {
+    /* Compaction: the journal becomes the states replay made. */
+    cJSON **recs = gs_calloc((size_t)(m.njob + m.nnode) + 1, sizeof *recs);
+    int nr = 0;
+    for (int k = 0; recs && k < m.njob; k++) recs[nr++] = job_record(&m, &m.job[k]);
+    for (int i = 0; recs && i < m.nnode; i++)
+      if (m.node[i].drained || m.node[i].down) recs[nr++] = node_record(&m.node[i]);
+    int crc = recs ? cluster_journal_rewrite(&m.jr, recs, nr, err, errlen) : -1;
+    for (int i = 0; i < nr; i++) cJSON_Delete(recs[i]);
+    gs_free(recs);
+    if (crc != 0) goto out;
+  }
+  if (write_pool(&m) != 0) goto out;
+  mlog(&m, "serving %s: %d nodes, policy %s", m.spool, m.nnode, c.policy);
+  if (recover(&m) != 0) goto out;
+  m.replan = 1;
+  double now;
+  m.last_health = -1e9;
+  while (!*c.stop) {
+    now = mono_s();
+    if (take_requests(&m) != 0) goto out;
+    for (int k = 0; k < m.njob; k++)
+      if (job_active(&m.job[k]) && follow(&m, &m.job[k]) != 0) goto out;
+    if (health_poll(&m) != 0) goto out;
+    if (now - m.last_health >= c.interval_s) {
+      m.last_health = now;
+      health_start(&m);
+    }
+    if (m.replan || now - m.last_round >= c.interval_s || (m.retry && now - m.last_round >= 1)) {
+      m.replan = 0;
+      m.retry = 0;
+      m.last_round = now;
+      if (policy_round(&m) != 0) goto out;
+    }
+    int dirty = 0;
+    for (int k = 0; k < m.njob; k++) dirty |= m.job[k].dirty;
+    if (dirty || now - m.last_snapshot >= 1) {
+      write_snapshot(&m);
+      m.last_snapshot = now;
+    }
+    for (int i = 0; i < 4 && !*c.stop; i++) nap_ms(50);
+  }
+  write_snapshot(&m);
+  mlog(&m, "stopping; the jobs keep running and the next serve adopts them");
+  rc = 0;
+out:
+  cluster_journal_close(&m.jr);
+  for (int k = 0; k < m.njob; k++) {
+    cJSON_Delete(m.job[k].args);
+    gs_free(m.job[k].assigned);
+    gs_free(m.job[k].actual);
+  }
+  gs_free(m.job);
+  for (int i = 0; i < m.nnode; i++)
+    if (m.health_pid[i] > 0) {
+      kill(m.health_pid[i], SIGKILL);
+      waitpid(m.health_pid[i], NULL, 0);
+    }
+  gs_free(m.health_pid);
+  gs_free(m.node);
+  close(lock);
+  return rc;
+}
+
+char *cluster_replay_snapshot(const char *journal, const gs_cluster_node *nodes, int nnodes,
+                              long *records, long *dropped, char *err, size_t errlen) {
+  gs_cluster_serve_config c;
+  memset(&c, 0, sizeof c);
+  c.policy = "static";
+  mgr m;
+  memset(&m, 0, sizeof m);
+  m.cfg = &c;
+  m.err = err;
+  m.errlen = errlen;
+  snprintf(m.spool, sizeof m.spool, "(replay)");
+  m.node = gs_calloc((size_t)nnodes + 1, sizeof *m.node);
+  if (!m.node) return NULL;
+  for (int i = 0; i < nnodes; i++) m.node[i].spec = nodes[i];
+  m.nnode = nnodes;
+  long good = cluster_journal_replay(journal, replay_one, &m, dropped, err, errlen);
+  char *text = good >= 0 ? snapshot_text(&m) : NULL;
+  if (records) *records = good;
+  for (int k = 0; k < m.njob; k++) {
+    cJSON_Delete(m.job[k].args);
+    gs_free(m.job[k].assigned);
+    gs_free(m.job[k].actual);
+  }
+  gs_free(m.job);
+  gs_free(m.node);
+  return text;
+}
+
+/* ---- The keeper -------------------------------------------------------- */
+
+int gs_cluster_keep(const char *job_dir, int attempt, char *const *argv) {
+  /* The job's lock, held for the keeper's life: a manager that restarts
+   * finds a live keeper by it. A keeper whose attempt is no longer the
+   * job's (the manager moved on while it started) runs nothing. */
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/lock", job_dir);
+  int lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock < 0) return 1;
+  double until = mono_s() + 5;
+  while (flock(lock, LOCK_EX | LOCK_NB) != 0) {
+    if (mono_s() > until) return 1;
+    nap_ms(50);
+  }
+  snprintf(path, sizeof path, "%s/attempt", job_dir);
+  char *text = spool_read_file(path, 64);
+  int current = text ? atoi(text) : -1;
+  gs_free(text);
+  if (current != attempt) return 1;
+  unsigned long long start = 0;
+  proc_info((int)getpid(), NULL, NULL, &start);
+  char id[128];
+  int len = snprintf(id, sizeof id, "%d %llu %d\n", (int)getpid(), start, attempt);
+  if (ftruncate(lock, 0) != 0 || pwrite(lock, id, (size_t)len, 0) != len) return 1;
+  /* The manager stops a job with SIGTERM to this process group: the
+   * supervisor forwards it to mpirun; the keeper stays to record how the
+   * supervisor ended. */
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGINT, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  snprintf(path, sizeof path, "%s/out.log", job_dir);
+  int out = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (out >= 0) {
+      dup2(out, 1);
+      dup2(out, 2);
+    }
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  int status = 0;
+  if (pid < 0) status = 127 << 8;
+  while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  len = snprintf(id, sizeof id, "%d\n", code);
+  snprintf(path, sizeof path, "%s/exit.%d", job_dir, attempt);
+  cluster_write_atomic(path, id, (size_t)len);
+  if (out >= 0) close(out);
+  close(lock);
+  return 0;
+}

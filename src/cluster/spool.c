@@ -1,0 +1,219 @@
+/* The spool directory's client side (gradsync/cluster_manager.h): request
+ * files, job ids, the pool and the jobs' snapshot. A request is written
+ * under a temporary name in DIR/incoming and renamed into place, so the
+ * manager reads whole requests only; ids come from DIR/next_id under an
+ * exclusive lock, so two clients never share one. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gradsync/cluster_manager.h"
+#include "gradsync/core.h"
+#include "journal.h"
+#include "spool.h"
+
+double spool_wall_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+char *spool_read_file(const char *path, size_t max) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  char *buf = gs_malloc(max + 1);
+  size_t got = 0;
+  while (buf && got < max) {
+    ssize_t k = read(fd, buf + got, max - got);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    got += (size_t)k;
+  }
+  close(fd);
+  if (buf) buf[got] = '\0';
+  return buf;
+}
+
+int gs_cluster_pool(const char *spool, int *nodes, int *slots, char *policy, size_t policy_len,
+                    char *err, size_t errlen) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/pool.json", spool);
+  char *text = spool_read_file(path, 1 << 22);
+  cJSON *j = text ? cJSON_Parse(text) : NULL;
+  gs_free(text);
+  const cJSON *n = j ? cJSON_GetObjectItemCaseSensitive(j, "nodes") : NULL;
+  const cJSON *p = j ? cJSON_GetObjectItemCaseSensitive(j, "policy") : NULL;
+  if (!cJSON_IsArray(n)) {
+    snprintf(err, errlen, "no cluster manager serves %s (no readable pool.json there; start "
+             "one with gradsync cluster serve --spool %s)", spool, spool);
+    cJSON_Delete(j);
+    return -1;
+  }
+  *nodes = cJSON_GetArraySize(n);
+  if (slots) {
+    const cJSON *first = cJSON_GetArrayItem(n, 0);
+    const cJSON *sl = first ? cJSON_GetObjectItemCaseSensitive(first, "slots") : NULL;
+    *slots = cJSON_IsNumber(sl) && sl->valueint > 0 ? sl->valueint : 1;
+  }
+  if (policy) snprintf(policy, policy_len, "%s", cJSON_IsString(p) ? p->valuestring : "?");
+  cJSON_Delete(j);
+  return 0;
+}
+
+/* The next job id, from DIR/next_id under an exclusive lock. */
+static int next_id(const char *spool, int *id, char *err, size_t errlen) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/next_id", spool);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0 || flock(fd, LOCK_EX) != 0) {
+    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  char buf[32] = "";
+  ssize_t k = pread(fd, buf, sizeof buf - 1, 0);
+  long v = k > 0 ? strtol(buf, NULL, 10) : 0;
+  if (v < 1) v = 1;
+  int len = snprintf(buf, sizeof buf, "%ld\n", v + 1);
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)len, 0) != len || fsync(fd) != 0) {
+    snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  close(fd); /* unlocks */
+  *id = (int)v;
+  return 0;
+}
+
+int spool_put_request(const char *spool, cJSON *req, const char *tag, char *err,
+                      size_t errlen) {
+  char dir[PATH_MAX], path[PATH_MAX + 64];
+  snprintf(dir, sizeof dir, "%s/incoming", spool);
+  mkdir(dir, 0755);
+  static unsigned counter;
+  snprintf(path, sizeof path, "%s/%.6f-%d-%u-%s.json", dir, spool_wall_s(), (int)getpid(),
+           counter++, tag);
+  char *text = cJSON_PrintUnformatted(req);
+  if (!text) {
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  int rc = cluster_write_atomic(path, text, strlen(text));
+  if (rc != 0) snprintf(err, errlen, "cannot write a request into %s: %s", dir, strerror(errno));
+  cJSON_free(text);
+  return rc;
+}
+
+int gs_cluster_submit(const char *spool, const gs_cluster_submission *s, int *id, char *err,
+                      size_t errlen) {
+  int nodes;
+  if (gs_cluster_pool(spool, &nodes, NULL, NULL, 0, err, errlen) != 0) return -1;
+  if (next_id(spool, id, err, errlen) != 0) return -1;
+  char cwd[PATH_MAX];
+  if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, "/");
+  cJSON *r = cJSON_CreateObject();
+  cJSON_AddStringToObject(r, "op", "submit");
+  cJSON_AddNumberToObject(r, "id", *id);
+  const char *base = s->argv[0] ? strrchr(s->argv[0], '/') : NULL;
+  cJSON_AddStringToObject(r, "name", s->name ? s->name
+                                     : s->exec ? (base ? base + 1 : s->argv[0]) : "train");
+  cJSON_AddNumberToObject(r, "min", s->min_nodes);
+  cJSON_AddNumberToObject(r, "max", s->max_nodes);
+  cJSON_AddNumberToObject(r, "weight", s->weight);
+  cJSON_AddBoolToObject(r, "exec", s->exec);
+  cJSON_AddStringToObject(r, "cwd", cwd);
+  cJSON_AddNumberToObject(r, "time", spool_wall_s());
+  cJSON *a = cJSON_AddArrayToObject(r, "args");
+  for (int i = 0; s->argv[i]; i++) cJSON_AddItemToArray(a, cJSON_CreateString(s->argv[i]));
+  char tag[32];
+  snprintf(tag, sizeof tag, "submit-%d", *id);
+  int rc = spool_put_request(spool, r, tag, err, errlen);
+  cJSON_Delete(r);
+  return rc;
+}
+
+int gs_cluster_cancel(const char *spool, int id, char *err, size_t errlen) {
+  int nodes;
+  if (gs_cluster_pool(spool, &nodes, NULL, NULL, 0, err, errlen) != 0) return -1;
+  cJSON *r = cJSON_CreateObject();
+  cJSON_AddStringToObject(r, "op", "cancel");
+  cJSON_AddNumberToObject(r, "id", id);
+  int rc = spool_put_request(spool, r, "cancel", err, errlen);
+  cJSON_Delete(r);
+  return rc;
+}
+
+int gs_cluster_drain(const char *spool, const char *node, int drain, char *err, size_t errlen) {
+  int nodes;
+  if (gs_cluster_pool(spool, &nodes, NULL, NULL, 0, err, errlen) != 0) return -1;
+  cJSON *r = cJSON_CreateObject();
+  cJSON_AddStringToObject(r, "op", drain ? "drain" : "resume");
+  cJSON_AddStringToObject(r, "node", node);
+  int rc = spool_put_request(spool, r, "node", err, errlen);
+  cJSON_Delete(r);
+  return rc;
+}
+
+char *gs_cluster_jobs_json(const char *spool, char *err, size_t errlen) {
+  int nodes;
+  if (gs_cluster_pool(spool, &nodes, NULL, NULL, 0, err, errlen) != 0) return NULL;
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/jobs.json", spool);
+  char *text = spool_read_file(path, 1 << 26);
+  cJSON *j = text ? cJSON_Parse(text) : NULL;
+  gs_free(text);
+  if (!j) j = cJSON_CreateObject();
+  cJSON *jobs = cJSON_GetObjectItemCaseSensitive(j, "jobs");
+  if (!cJSON_IsArray(jobs)) {
+    cJSON_DeleteItemFromObject(j, "jobs");
+    jobs = cJSON_AddArrayToObject(j, "jobs");
+  }
+  /* Submissions the manager has not taken yet. */
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/incoming", spool);
+  DIR *d = opendir(dir);
+  for (struct dirent *de; d && (de = readdir(d));) {
+    if (!strstr(de->d_name, "-submit-") || strstr(de->d_name, ".tmp.")) continue;
+    char rp[PATH_MAX + 300];
+    snprintf(rp, sizeof rp, "%s/%s", dir, de->d_name);
+    char *rt = spool_read_file(rp, 1 << 20);
+    cJSON *r = rt ? cJSON_Parse(rt) : NULL;
+    gs_free(rt);
+    if (!r) continue;
+    /* Taken already (journaled, the file not yet removed): listed once. */
+    const cJSON *rid = cJSON_GetObjectItemCaseSensitive(r, "id"), *known;
+    int dup = 0;
+    cJSON_ArrayForEach(known, jobs) {
+      const cJSON *kid = cJSON_GetObjectItemCaseSensitive(known, "id");
+      dup |= cJSON_IsNumber(rid) && cJSON_IsNumber(kid) && kid->valueint == rid->valueint;
+    }
+    if (dup) {
+      cJSON_Delete(r);
+      continue;
+    }
+    cJSON *o = cJSON_CreateObject();
+    const char *keys[] = {"id", "name", "min", "max", "weight"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+      cJSON *v = cJSON_GetObjectItemCaseSensitive(r, keys[k]);
+      if (v) cJSON_AddItemToObject(o, keys[k], cJSON_Duplicate(v, 1));
+    }
+    cJSON_AddStringToObject(o, "state", "queued");
+    cJSON_AddNumberToObject(o, "size", 0);
+    cJSON_AddItemToArray(jobs, o);
+    cJSON_Delete(r);
+  }
+  if (d) closedir(d);
+  char *out = cJSON_PrintUnformatted(j);
+  cJSON_Delete(j);
+  if (!out) snprintf(err, errlen, "out of memory");
+  return out;
+}

@@ -1,0 +1,18 @@
+/* The spool directory's shared helpers (spool.c), for the manager and the
+ * clients. Not installed. */
+#ifndef GS_CLUSTER_SPOOL_H
+#define GS_CLUSTER_SPOOL_H
+
+#include <stddef.h>
+
+struct cJSON;
+
+/* Wall-clock seconds (Unix time). */
+double spool_wall_s(void);
+/* A whole file, at most max bytes, NUL-ended (gs_malloc'ed), or NULL. */
+char *spool_read_file(const char *path, size_t max);
+/* Puts a request into DIR/incoming (temporary name, then rename). */
+int spool_put_request(const char *spool, struct cJSON *req, const char *tag, char *err,
+                      size_t errlen);
+
+#endif

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# A stand-in for a training job in the cluster manager's tests: STEPS steps of
+# STEP_S seconds, each committed (DIR/step), resuming from the last commit;
+# SIGUSR1 stops it after the current step with exit 3, as gradsync train
+# does. Every launch's world goes to DIR/launches ("np hosts"). A second copy
+# running at once is recorded in DIR/errors. With FAIL=1 it fails at once.
+# usage: fake_job.sh STEPS DIR [STEP_S] [FAIL]
+steps=$1 dir=$2 step_s=${3:-0.1} fail=${4:-0}
+mkdir -p "$dir"
+if ! mkdir "$dir/running" 2>/dev/null; then
+  echo "two copies at once (pid $$)" >>"$dir/errors"
+  exit 1
+fi
+trap 'rmdir "$dir/running"' EXIT
+stop=0
+trap 'stop=1' USR1
+trap 'exit 143' TERM
+echo "$GS_FAKE_NP $GS_FAKE_HOSTS" >>"$dir/launches"
+[ "$fail" = 1 ] && exit 1
+s=$(cat "$dir/step" 2>/dev/null || echo 0)
+while [ "$s" -lt "$steps" ]; do
+  sleep "$step_s"
+  s=$((s + 1))
+  echo "$s" >"$dir/step.tmp" && mv "$dir/step.tmp" "$dir/step"
+  [ "$stop" = 1 ] && exit 3
+done
+echo "$s" >>"$dir/finished"
+exit 0

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# The cluster manager (gradsync cluster serve, submit, jobs, cancel) with
+# stand-in jobs (fake_job.sh under a stand-in mpirun, fake_mpirun.sh, on
+# three local "nodes" 127.0.1.1-3), so that every case takes seconds:
+#  - bad submissions and bad serve options: exit 2, naming what is wrong;
+#  - the manager killed with SIGKILL while jobs run, and started again: every
+#    job is adopted and finishes once, never two copies at once;
+#  - a job's keeper killed: the job is relaunched from its last commit;
+#  - a node lost (drained): its job shrinks to the nodes left and finishes;
+#  - a job that always fails: failed after its restart budget, the others
+#    unaffected;
+#  - cancel of a queued and of a running job.
+# usage: test_manager.sh GRADSYNC      Exit status: 0 pass, 1 fail.
+set -u
+G=${1:?usage: test_manager.sh GRADSYNC}
+G=$(cd "$(dirname "$G")" && pwd)/$(basename "$G")
+HERE=$(cd "$(dirname "$0")" && pwd)
+JOB=$HERE/fake_job.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset GRADSYNC_SPOOL
+failures=0
+scratch=$(mktemp -d)
+spool=$scratch/spool
+log=$scratch/serve.log
+err=$scratch/err
+serve_pid=
+cleanup() {
+  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null
+  # Keepers are session leaders: their sessions go with them.
+  for l in "$spool"/jobs/*/lock; do
+    [ -f "$l" ] || continue
+    p=$(cut -d' ' -f1 "$l")
+    [ -n "$p" ] && kill -TERM -- "-$p" 2>/dev/null
+  done
+  sleep 0.3
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT HUP
+
+pass() { echo "ok    $*"; }
+fail() {
+  echo "FAIL  $*"
+  sed 's/^/      | /' "$err" 2>/dev/null | tail -15
+  sed 's/^/      log | /' "$log" 2>/dev/null | tail -25
+  failures=$((failures + 1))
+}
+
+printf '127.0.1.1\n127.0.1.2\n127.0.1.3 slots=1\n' >"$scratch/nodes"
+serve() {
+  "$G" cluster serve --nodes "$scratch/nodes" --spool "$spool" --interval 1 \
+    --restart-budget 2 --mpirun "$HERE/fake_mpirun.sh" "$@" >>"$log" 2>&1 &
+  serve_pid=$!
+  for _ in $(seq 1 50); do [ -f "$spool/pool.json" ] && return 0; sleep 0.1; done
+  return 1
+}
+submit() { "$G" submit --spool "$spool" "$@" 2>"$err"; }
+state() { "$G" jobs --spool "$spool" --json | awk -v id="$1" -F'"state":"' \
+  '$0 ~ "\"id\":" id "," { split($2, a, "\""); print a[1] }'; }
+field() { "$G" jobs --spool "$spool" --json | grep "\"id\":$1," | sed -E "s/.*\"$2\":([^,}]*).*/\1/"; }
+wait_state() { # ID STATE SECONDS
+  for _ in $(seq 1 $(($3 * 10))); do [ "$(state "$1")" = "$2" ] && return 0; sleep 0.1; done
+  return 1
+}
+wait_file() { for _ in $(seq 1 $(($2 * 10))); do [ -s "$1" ] && return 0; sleep 0.1; done; return 1; }
+
+# expect_usage "what" ARGS...: exit 2 and a message matching $want
+expect_2() {
+  local what=$1 want=$2
+  shift 2
+  "$G" "$@" >/dev/null 2>"$err"
+  local rc=$?
+  if [ $rc = 2 ] && grep -q -- "$want" "$err"; then pass "$what: exit 2, '$(head -1 "$err")'"
+  else fail "$what: exit $rc, wanted 2 and '$want'"; fi
+}
+
+echo "== refusals"
+expect_2 "submit with no manager" "no cluster manager serves" submit --spool "$spool" -- --epochs 1
+expect_2 "serve without a pool" "give the pool" cluster serve --spool "$spool"
+expect_2 "serve with an unknown policy" "unknown policy" cluster serve --spool "$spool" \
+  --nodes "$scratch/nodes" --policy nope
+expect_2 "serve with a bad interval" "--interval needs seconds" cluster serve --spool "$spool" \
+  --nodes "$scratch/nodes" --interval 0
+serve || { fail "the manager did not start"; exit 1; }
+expect_2 "a second manager on one spool" "another manager serves it" cluster serve \
+  --spool "$spool" --nodes "$scratch/nodes"
+expect_2 "--min above --max" "--min 3 is more than --max 2" submit --spool "$spool" --min 3 \
+  --max 2 -- --epochs 1
+expect_2 "--min above the pool" "more than the pool's 3 nodes" submit --spool "$spool" \
+  --min 4 --max 4 -- --epochs 1
+expect_2 "--min 1.5" "--min needs a node count" submit --spool "$spool" --min 1.5 -- --epochs 1
+expect_2 "--max 0" "--max needs a node count" submit --spool "$spool" --max 0 -- --epochs 1
+expect_2 "--weight -1" "--weight needs" submit --spool "$spool" --weight -1 -- --epochs 1
+expect_2 "no job after --" "missing the job" submit --spool "$spool" --min 1
+expect_2 "an unknown option" "unknown option '--gpus'" submit --spool "$spool" --gpus 2 -- x
+expect_2 "bad train options" "the job's options: --epochs 'x'" submit --spool "$spool" -- \
+  --model mlp --epochs x
+expect_2 "a global batch no size divides" "divides the job's --global-batch 7" submit \
+  --spool "$spool" --min 2 --max 3 -- --model mlp --global-batch 7
+expect_2 "an unknown train option" "the job's options" submit --spool "$spool" -- --bogus
+expect_2 "a program without --exec" "give gradsync train's options" submit --spool "$spool" -- \
+  train --epochs 1
+expect_2 "--exec of a missing file" "not an executable file" submit --spool "$spool" --exec \
+  -- /nonexistent/prog
+expect_2 "cancel of no job" "no job 99" cancel --spool "$spool" 99
+expect_2 "cancel of 'abc'" "not a job id" cancel --spool "$spool" abc
+if [ -z "$("$G" jobs --spool "$spool" --json)" ]; then pass "nothing was queued by the refusals"
+else fail "refused submissions were queued"; fi
+
+echo "== three jobs; the manager SIGKILLed and restarted; a keeper killed; a node lost"
+A=$(submit --min 1 --max 2 --name A --exec -- "$JOB" 60 "$scratch/A" 0.1)
+B=$(submit --min 1 --max 1 --name B --exec -- "$JOB" 50 "$scratch/B" 0.1)
+C=$(submit --min 1 --max 1 --name C --exec -- "$JOB" 10 "$scratch/C" 0.1 1)
+[ "$A" = 1 ] && [ "$B" = 2 ] && [ "$C" = 3 ] && pass "submit printed ids 1 2 3" ||
+  fail "submit printed '$A' '$B' '$C'"
+wait_file "$scratch/A/step" 20 && wait_file "$scratch/B/step" 20 ||
+  fail "jobs A and B did not start"
+if grep -q '^2 127.0.1.1:1,127.0.1.2:1$' "$scratch/A/launches"; then
+  pass "A started at its max on 2 nodes, B on the third; C waits (static, FIFO)"
+else fail "A's first launch: $(cat "$scratch/A/launches")"; fi
+[ "$(state 3)" = queued ] && pass "C queued" || fail "C is '$(state 3)'"
+exec 3>&2 2>/dev/null # not bash's "Killed" line
+kill -9 "$serve_pid"
+wait "$serve_pid"
+exec 2>&3 3>&-
+sleep 1
+a_before=$(cat "$scratch/A/step")
+serve || fail "the manager did not start again"
+sleep 1
+if grep -q "job 1: adopted" "$log" && grep -q "job 2: adopted" "$log"; then
+  pass "restarted manager adopted A and B (A at step $a_before then $(cat "$scratch/A/step"))"
+else fail "no adoption after the restart"; fi
+# B's keeper killed: B is relaunched from its last commit.
+kpid=$(cut -d' ' -f1 "$spool/jobs/2/lock")
+kill -9 "$kpid"
+# A's second node lost.
+"$G" cluster drain --spool "$spool" 127.0.1.2 2>"$err" || fail "cluster drain"
+wait_state 1 done 40 || fail "A did not finish: $(state 1)"
+wait_state 2 done 40 || fail "B did not finish: $(state 2)"
+wait_state 3 failed 40 || fail "C did not fail: $(state 3)"
+if grep -q '^1 127.0.1.1:1$' "$scratch/A/launches" && [ "$(field 1 resizes)" -ge 1 ]; then
+  pass "A shrank to 127.0.1.1 when 127.0.1.2 was drained ($(field 1 resizes) resize)"
+else fail "A did not shrink: $(tr '\n' ';' <"$scratch/A/launches") resizes $(field 1 resizes)"; fi
+if [ "$(field 2 restarts)" = 1 ] && [ "$(wc -l <"$scratch/B/launches")" = 2 ]; then
+  pass "B relaunched once after its keeper was killed"
+else fail "B: restarts $(field 2 restarts), launches $(wc -l <"$scratch/B/launches")"; fi
+for j in A B; do
+  n=$([ "$j" = A ] && echo 60 || echo 50)
+  if [ "$(cat "$scratch/$j/finished")" = "$n" ] && [ ! -e "$scratch/$j/errors" ]; then
+    pass "$j finished once, at step $n, never two copies at once"
+  else fail "$j: finished '$(cat "$scratch/$j/finished" 2>/dev/null)' errors '$(cat "$scratch/$j/errors" 2>/dev/null)'"; fi
+done
+if [ "$(field 3 restarts)" = 2 ] && "$G" jobs --spool "$spool" --json | grep '"id":3,' |
+   grep -q 'restart budget (2) is spent'; then
+  pass "C failed after its restart budget of 2, A and B unaffected"
+else fail "C: restarts $(field 3 restarts), $("$G" jobs --spool "$spool" --json | grep '"id":3,')"; fi
+
+echo "== cancel"
+"$G" cluster undrain --spool "$spool" 127.0.1.2
+D=$(submit --min 3 --max 3 --name D --exec -- "$JOB" 400 "$scratch/D" 0.1)
+E=$(submit --min 1 --name E --exec -- "$JOB" 400 "$scratch/E" 0.1)
+wait_file "$scratch/D/step" 20 || fail "D did not start"
+[ "$(state "$E")" = queued ] || fail "E is '$(state "$E")', not queued"
+"$G" cancel --spool "$spool" "$E" "$D" 2>"$err" || fail "cancel exited $?"
+wait_state "$E" cancelled 10 && pass "queued E cancelled" || fail "E: $(state "$E")"
+wait_state "$D" cancelled 20 && pass "running D cancelled" || fail "D: $(state "$D")"
+[ ! -e "$scratch/D/running" ] && pass "D's program ended" || fail "D's program still runs"
+expect_2() { :; }
+"$G" cancel --spool "$spool" "$D" 2>"$err"
+[ $? = 1 ] && grep -q "already ended" "$err" && pass "cancel of an ended job: exit 1" ||
+  fail "cancel of an ended job"
+"$G" jobs --spool "$spool" >"$err" 2>&1 && grep -q 'cancelled' "$err" &&
+  pass "gradsync jobs prints the table" || fail "gradsync jobs"
+
+[ "$failures" = 0 ] && echo "all passed" && exit 0
+echo "$failures failure(s)"
+exit 1
