@@ -4,8 +4,8 @@
  *
  * `gradsync cluster simulate` replays a job trace under the manager's
  * allocation policies (gradsync/cluster_sim.h, library src/cluster); every
- * other subcommand (the manager itself: serve, submit, jobs, cancel) goes
- * to gs_cmd_cluster_manager (apps/cmd_cluster_mgr*.c).
+ * other subcommand (the manager itself: serve, drain, undrain, down) goes
+ * to gs_cmd_cluster_manager (apps/cmd_cluster_mgr.c).
  * Exit status: 0 on success, 2 on bad options or input (a workload or speed
  * table that cannot be read or has a bad line, an unknown policy, a pool of
  * 0 nodes, an unwritable --trace-out), 1 on a failure of the simulation.
@@ -23,12 +23,6 @@
 #define VERB "cluster simulate"
 #define CSIM_MAX_NODES (1 << 20)
 
-static void usage_cluster(FILE *f) {
-  fprintf(f,
-          "usage: gradsync cluster simulate --workload CSV --nodes N [options]\n"
-          "       gradsync cluster serve|submit|jobs|cancel ...   (the manager)\n"
-          "\n'gradsync cluster simulate --help' describes the simulator.\n");
-}
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -336,12 +330,14 @@ static int cmd_cluster_simulate(int argc, char **argv) {
 
 int cmd_cluster(int argc, char **argv) {
   if (argc < 2) {
-    cli_error("cluster", "no subcommand given (simulate, serve, submit, jobs, cancel)");
+    cli_error("cluster", "no subcommand given (simulate, serve, drain, undrain, down)");
     return 2;
   }
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-    usage_cluster(stdout);
-    return 0;
+    /* The simulator's line, then the manager's own usage. */
+    printf("usage: gradsync cluster simulate ...     replay a job trace under a policy "
+           "(--help)\n");
+    return gs_cmd_cluster_manager(argc, argv);
   }
   if (strcmp(argv[1], "simulate") == 0) return cmd_cluster_simulate(argc - 1, argv + 1);
   return gs_cmd_cluster_manager(argc, argv);

@@ -64,6 +64,7 @@ done
 t 0 "" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --node-loss 5:1
 t 0 "usage: gradsync cluster simulate" $sim --help
 t 0 "usage: gradsync cluster simulate" cluster --help
+t 0 "gradsync cluster serve" cluster --help
 
 # Bad input.
 t 2 "cannot read the workload '$tmp/none.csv'" $sim --workload "$tmp/none.csv" --nodes 2
@@ -81,7 +82,7 @@ t 2 "--node-loss: expected T:K" $sim --workload "$tmp/w.csv" --nodes 2 --node-lo
 t 2 "option --nodes given more than once" $sim --workload "$tmp/w.csv" --nodes 2 --nodes 3
 t 2 "unknown option '--bogus'" $sim --bogus
 t 2 "--trace-out" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --trace-out /nonexistent/dir/t.csv
-t 2 "not built yet" cluster submit
+t 2 "unknown command 'bogus'" cluster bogus
 t 2 "no subcommand" cluster
 
 [ "$fails" = 0 ] || { echo "$fails failed"; exit 1; }
