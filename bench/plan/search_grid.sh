@@ -103,8 +103,9 @@ import json, sys
 for l in open(sys.argv[1]):
     try:
         r = json.loads(l)
+        pred = r.get("predicted_s")
         print(f"      round {r['round']} {r['policy']:7s} ({r['chosen']}): {r['iter_s'] * 1e3:8.1f} ms"
-              f" (predicted {r['predicted_s'] * 1e3:.1f})")
+              + (f" (predicted {pred * 1e3:.1f})" if pred is not None else ""))
     except (ValueError, KeyError):
         pass
 PY
