@@ -36,7 +36,8 @@ static void usage(FILE *f) {
           "                     [--target throughput|efficiency:E]\n"
           "                     [--max-global-batch N [--max-batch B]]\n"
           "                     [--search-compress SPEC,SPEC...|none]\n"
-          "                     [--accuracy-table FILE[,FILE...]] [--json]\n"
+          "                     [--accuracy-table FILE[,FILE...]]\n"
+          "                     [--max-accuracy-loss POINTS] [--json]\n"
           "\nGroups a model's gradient tensors into messages and predicts the\n"
           "iteration time: messages go one at a time in backward order, each\n"
           "starting when its last tensor is ready and the previous one is done.\n\n"
@@ -73,6 +74,10 @@ static void usage(FILE *f) {
           "                     (JSON lines of bench/train/compress_sweep.sh), quoted\n"
           "                     beside each compressor; default the source tree's\n"
           "                     bench/results/compress_table{,_4epochs}.jsonl\n"
+          "  --max-accuracy-loss P  with --search: weigh only compressors whose\n"
+          "                     measured test accuracy is at most P points below\n"
+          "                     dense's in every table read (unmeasured ones are\n"
+          "                     left out)\n"
           "  --compute-scale F  multiply forward_s and every backward_s by F > 0\n"
           "                     (project a profile onto a faster or slower device)\n"
           "  --compress SPEC    send every group compressed (a compressor spec:\n"
@@ -193,6 +198,7 @@ typedef struct search_opts {
   double target_eff, scale; /* scale: --compute-scale */
   const char *compress_list; /* --search-compress; NULL: the defaults */
   const char *tables;        /* --accuracy-table; NULL: the defaults */
+  double max_loss;           /* --max-accuracy-loss in points; < 0: none */
 } search_opts;
 
 /* The default accuracy tables: the source tree's (a compile-time path),
@@ -380,6 +386,33 @@ static int plan_search(const search_opts *so) {
     prof->forward_s *= so->scale;
     for (size_t i = 0; i < prof->ntensors; i++) prof->tensors[i].backward_s *= so->scale;
   }
+  /* --max-accuracy-loss: only the candidates whose measured loss against
+   * dense (the worst over the tables read) is within the limit; one that
+   * no table measures is left out too, its loss being unknown. */
+  char dropped[512] = "";
+  if (rc == 0 && so->max_loss >= 0) {
+    int kept = 0;
+    size_t used = 0;
+    for (int k = 0; k < nspecs; k++) {
+      gs_compress_spec z;
+      gs_compress_spec_parse(specs[k], &z); /* checked above */
+      const char *plain = z.automatic ? z.normalised + 5 : z.normalised;
+      double worst = -1;
+      for (int t = 0; t < ntabs; t++) {
+        const acc_entry *a = acc_table_find(&tabs[t], plain);
+        if (a && tabs[t].dense >= 0) worst = fmax(worst, (tabs[t].dense - a->accuracy) * 100);
+      }
+      if (worst >= 0 ? worst <= so->max_loss : 0) {
+        cands[kept] = cands[k];
+        specs[kept++] = specs[k];
+      } else if (used < sizeof dropped) {
+        int w = snprintf(dropped + used, sizeof dropped - used, "%s%s (%s)", used ? ", " : "",
+                         specs[k], worst >= 0 ? "measured loss above the limit" : "unmeasured");
+        if (w > 0) used += (size_t)w;
+      }
+    }
+    nspecs = kept;
+  }
   /* The coding rates, measured on this machine (as `plan --compress`). */
   for (int k = 0; k < nspecs && rc == 0; k++) {
     gs_compress_spec z;
@@ -463,6 +496,10 @@ static int plan_search(const search_opts *so) {
     cJSON_AddNumberToObject(co, "min_gain", cfg.compress_min_gain);
     cJSON_AddNumberToObject(co, "dense_iter_s", res.dense_iter_s);
     cJSON_AddNumberToObject(co, "dense_bytes_per_step", res.dense_bytes_per_step);
+    if (so->max_loss >= 0) {
+      cJSON_AddNumberToObject(co, "max_accuracy_loss", so->max_loss);
+      cJSON_AddStringToObject(co, "left_out", dropped);
+    }
     cJSON *ta = cJSON_AddArrayToObject(co, "accuracy_tables");
     for (int k = 0; k < ntabs; k++) cJSON_AddItemToArray(ta, cJSON_CreateString(tabs[k].path));
     cJSON *ca = cJSON_AddArrayToObject(co, "candidates");
@@ -555,6 +592,8 @@ static int plan_search(const search_opts *so) {
   if (nspecs > 0)
     printf("(compressed: the fastest of %d candidates at that count when %.0f%% faster than "
            "dense; counts are chosen on it)\n", nspecs, cfg.compress_min_gain * 100);
+  if (dropped[0])
+    printf("(left out by --max-accuracy-loss %g: %s)\n", so->max_loss, dropped);
   if (res.ncompressed > 0) {
     printf("\ncompression at %d workers (predicted; coding rates measured on this machine; "
            "accuracy measured, from the tables):\n", r->workers);
@@ -671,7 +710,8 @@ static int plan_search(const search_opts *so) {
            res.ncompressed, b->spec, b->iter_s * 1e3, by, res.dense_iter_s * 1e3,
            cfg.compress_min_gain * 100, res.dense_bytes_per_step / 1e6);
   } else {
-    printf("  - compression none: no candidate given (--search-compress none)\n");
+    printf("  - compression none: %s\n", dropped[0] ? "no candidate within "
+           "--max-accuracy-loss" : "no candidate given (--search-compress none)");
   }
 out:
   gs_search_result_free(&res);
@@ -695,8 +735,10 @@ int cmd_plan(int argc, char **argv) {
       {"max-batch", required_argument, 0, 'B'},
       {"search-compress", required_argument, 0, 'C'},
       {"accuracy-table", required_argument, 0, 'Y'},
+      {"max-accuracy-loss", required_argument, 0, 'L'},
       {0, 0, 0, 0}};
   const char *search_compress = NULL, *accuracy_table = NULL;
+  double max_loss = -1; /* --max-accuracy-loss: none */
   const char *compress = NULL;
   const char *profile_path = NULL, *policy = "all", *net = NULL, *algo_name = "auto";
   const char *cost_file = NULL;
@@ -789,6 +831,13 @@ int cmd_plan(int argc, char **argv) {
       case 'z': compress = optarg; break;
       case 'C': search_compress = optarg; break;
       case 'Y': accuracy_table = optarg; break;
+      case 'L':
+        if (cli_parse_double(optarg, 0, 100, &max_loss) != 0) {
+          cli_error(VERB, "--max-accuracy-loss: expected points from 0 to 100, got '%s'",
+                    optarg);
+          return 2;
+        }
+        break;
       case 'j': json = 1; break;
       case 'v': verbose = 1; break;
       case 'h': usage(stdout); return 0;
@@ -808,10 +857,10 @@ int cmd_plan(int argc, char **argv) {
     return 2;
   }
   if (search || max_workers || per_node != 1 || max_global_batch || max_batch ||
-      search_compress || accuracy_table) {
+      search_compress || accuracy_table || max_loss >= 0) {
     const char *why = !search ? "--max-workers, --per-node, --max-global-batch, "
-                                "--search-compress and --accuracy-table apply only with "
-                                "--search"
+                                "--search-compress, --accuracy-table and "
+                                "--max-accuracy-loss apply only with --search"
                       : max_batch && !max_global_batch
                           ? "--max-batch applies only with --max-global-batch"
                       : cost_file || have_a ? "--search needs --net NAME (a cost file or "
@@ -837,7 +886,8 @@ int cmd_plan(int argc, char **argv) {
                       .workers = workers, .max_workers = max_workers, .per_node = per_node,
                       .max_global_batch = max_global_batch, .max_batch = max_batch,
                       .json = json, .target_eff = target_eff, .scale = scale,
-                      .compress_list = search_compress, .tables = accuracy_table};
+                      .compress_list = search_compress, .tables = accuracy_table,
+                      .max_loss = max_loss};
     return plan_search(&so);
   }
   if (net && cost_file) {

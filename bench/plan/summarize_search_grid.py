@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Summarises bench/plan/search_grid.sh's JSON lines as markdown.
+"""Summarises bench/plan/search_grid.sh's JSON lines (and the repeats of
+bench/plan/search_grid_repeat.sh, when given too) as markdown.
 
 Per case (profile, network): the search's recommendation, every grid cell
 measured (median over its runs), and the recommended configuration's
@@ -28,7 +29,7 @@ def batch_of(profile):
 
 
 def main():
-    rows = load(sys.argv[1])
+    rows = [r for path in sys.argv[1:] for r in load(path)]
     cases = []
     for r in rows:
         if r["kind"] == "search" and r["case"] not in cases:
@@ -43,7 +44,9 @@ def main():
            "random values). Throughput is workers x the profile's batch over the measured "
            "iteration (the slowest rank's median); each launch runs its policies in turn for "
            "several rounds (odd rounds in reverse order) and a cell takes the median of its "
-           "rounds. 'predicted' is the planner's time for the plan the engine ran under the "
+           "rounds, with the repeats of bench/plan/search_grid_repeat.sh where it ran (a case "
+           "whose recommendation measured below 0.95 of the best cell: both cells run again, "
+           "alternating). 'predicted' is the planner's time for the plan the engine ran under the "
            "costs it measured (dense plans only: the replay does not price compressed "
            "groups). Targets: the recommendation within "
            "10% of the best cell's throughput (ratio >= 0.90), and never more than 25% slower "

@@ -146,6 +146,7 @@ cat >"$tmp/acc.jsonl" <<'J'
 {"summary": {"model": "cnn", "ranks": 4, "epochs": 1, "compress": "none", "error_feedback": false, "test_accuracy": 0.9}, "net": "100mbit"}
 {"summary": {"model": "cnn", "ranks": 4, "epochs": 1, "compress": "topk:0.01", "error_feedback": false, "test_accuracy": 0.87}, "net": "100mbit"}
 {"summary": {"model": "cnn", "ranks": 4, "epochs": 1, "compress": "topk:0.01", "error_feedback": true, "test_accuracy": 0.85}, "net": "100mbit"}
+{"summary": {"model": "cnn", "ranks": 4, "epochs": 1, "compress": "fp16", "error_feedback": true, "test_accuracy": 0.895}, "net": "100mbit"}
 J
 "$G" plan --search --profile "$tmp/mid.json" --net 100mbit --workers 4 --search-compress topk:0.01 \
   --accuracy-table "$tmp/acc.jsonl" >"$tmp/zt" 2>&1
@@ -162,6 +163,17 @@ if grep -q "accuracy warning, randomk:0.01 (measured): not in the accuracy table
   pass "a compressor the table lacks: said to be unmeasured"
 else
   fail "unmeasured compressor: $(cat "$tmp/zu")"
+fi
+# --max-accuracy-loss 2: top-k (5 points) and qsgd (no figure) are left
+# out, fp16 (0.5 points) stays.
+"$G" plan --search --profile "$tmp/mid.json" --net 100mbit --workers 4 \
+  --search-compress topk:0.01,fp16,qsgd:16 --accuracy-table "$tmp/acc.jsonl" \
+  --max-accuracy-loss 2 --json >"$tmp/zl.json" 2>&1
+if [ "$(jget "$tmp/zl.json" '[c["spec"] for c in d["compression"]["candidates"]]')" = "['fp16']" ] &&
+   [ "$(jget "$tmp/zl.json" 'd["compression"]["left_out"]')" = "topk:0.01 (measured loss above the limit), qsgd:16 (unmeasured)" ]; then
+  pass "--max-accuracy-loss 2 keeps fp16 only"
+else
+  fail "--max-accuracy-loss: $(head -c 600 "$tmp/zl.json")"
 fi
 
 # Refusals: exit 2 with a message naming the problem.
@@ -195,6 +207,8 @@ expect2 "--search-compress: expected" plan --search --profile "$P" --net 1gbit -
 expect2 "not --compress" plan --search --profile "$P" --net 1gbit --max-workers 4 --compress fp16
 expect2 "takes no --policy" plan --search --profile "$P" --net 1gbit --max-workers 4 --policy dear
 expect2 "apply only with --search" plan --profile "$P" --net 1gbit --workers 4 --search-compress fp16
+expect2 "apply only with --search" plan --profile "$P" --net 1gbit --workers 4 --max-accuracy-loss 1
+expect2 "--max-accuracy-loss: expected" plan --search --profile "$P" --net 1gbit --max-workers 4 --max-accuracy-loss -1
 expect2 "--accuracy-table: .*nowhere.jsonl" plan --search --profile "$P" --net 1gbit --max-workers 4 --accuracy-table "$tmp/nowhere.jsonl"
 echo 'not json' >"$tmp/bad.jsonl"
 expect2 "--accuracy-table: .*bad.jsonl:1: not a JSON object" plan --search --profile "$P" --net 1gbit --max-workers 4 --accuracy-table "$tmp/bad.jsonl"
