@@ -82,11 +82,6 @@ typedef struct gs_search_config {
  * accuracy that the prediction does not see. */
 #define GS_SEARCH_COMPRESS_MIN_GAIN 0.10
 
-/* Plans predicted within this share of the fastest are a tie (a
- * compressed candidate's policy is then the one of fewest messages): 1%,
- * a fifth of the planner's error against replay. */
-#define GS_SEARCH_TIE 0.01
-
 /* A compressor the search may recommend. The coding rate comes in with it
  * (measured by the caller, gs_compressor_measure, or fixed by a test) so
  * that the search itself is deterministic. */
@@ -102,10 +97,9 @@ typedef struct gs_search_compressor {
 /* One compression candidate at the pick's count, at its batch. */
 typedef struct gs_search_compressed {
   char spec[80];               /* normalised ("topk:0.01", "auto:qsgd:16") */
-  gs_plan_policy_kind policy;  /* the fastest policy with it (wfbp ..
-                                  dear, dear only for auto:SPEC); among
-                                  those within GS_SEARCH_TIE of the
-                                  fastest, the one of fewest groups */
+  gs_plan_policy_kind policy;  /* the policy auto chose with it (the
+                                  fastest, the first on ties; dear only
+                                  for auto:SPEC) */
   double iter_s;               /* the planner's iteration time */
   double efficiency;           /* the pick's one_worker_s over iter_s */
   double gain;                 /* 1 - iter_s / the dense recommendation's */

@@ -180,36 +180,14 @@ static gs_status search_compressed(const gs_profile *profile, const gs_search_co
   if (st == GS_OK)
     st = gs_plan_xchg_from_compressor(c, cand->secs_per_elem, cfg->net, topo, NULL,
                                       !z.automatic, &x);
-  /* Every policy with these alternatives (dear only when groups may stay
-   * dense); the fastest, except that among plans predicted within
-   * GS_SEARCH_TIE of it the one with the fewest messages is taken. A
-   * compressor often hides the whole exchange behind the backward pass,
-   * and then wfbp's message per tensor and a plan of a few messages tie to
-   * the microsecond; the model's start-up cost a is the only per-message
-   * price it knows, and on a loaded host a message costs more than that
-   * (bench/results/search_grid.md), so a tie goes to fewer messages. */
-  gs_plan *cand_plans[GS_SEARCH_POLICIES] = {NULL};
-  double fastest = INFINITY;
-  for (int k = 0; k < GS_SEARCH_POLICIES && st == GS_OK; k++) {
-    st = gs_plan_policy_parse(gs_plan_policy_name((gs_plan_policy_kind)k), &pol);
-    if (st != GS_OK) break;
-    if (gs_plan_policy_check_compress(&pol, &z) != GS_OK) continue; /* dear, all compressed */
-    st = gs_plan_make_xchg(profile, &cost, &x, &pol, 1, &cand_plans[k]);
-    if (st == GS_OK) fastest = GS_MIN(fastest, cand_plans[k]->predicted_iter_s);
-  }
-  for (int k = 0; k < GS_SEARCH_POLICIES && st == GS_OK; k++) {
-    gs_plan *q = cand_plans[k];
-    if (q == NULL || q->predicted_iter_s > fastest * (1 + GS_SEARCH_TIE)) continue;
-    if (pl == NULL || q->ngroups < pl->ngroups ||
-        (q->ngroups == pl->ngroups && q->predicted_iter_s < pl->predicted_iter_s))
-      pl = q;
-  }
-  for (int k = 0; k < GS_SEARCH_POLICIES; k++)
-    if (cand_plans[k] != pl) gs_plan_free(cand_plans[k]);
-  if (st == GS_OK && pl == NULL)
-    st = gs_error(GS_ERR_STATE, "search: compression %s: no policy planned", cand->spec);
+  /* auto's plan: the fastest policy with these alternatives (dear only
+   * when groups may stay dense), the first in the planner's order on
+   * ties. (A tie going to the fewest messages was tried and measured
+   * worse: bench/results/search_grid.md, docs/PLANNING.md.) */
+  if (st == GS_OK) st = gs_plan_policy_parse("auto", &pol);
+  if (st == GS_OK) st = gs_plan_make_xchg(profile, &cost, &x, &pol, 1, &pl);
   if (st != GS_OK) goto done;
-  out->policy = pl->policy.kind;
+  out->policy = pl->chosen;
   out->iter_s = pl->predicted_iter_s;
   out->efficiency = out->iter_s > 0 ? pt->one_worker_s / out->iter_s : 1.0;
   out->groups = pl->ngroups;

@@ -445,11 +445,6 @@ static void test_compression_compute_bound(void **state) {
   assert_int_equal(r.points[r.pick].workers, 8);
   assert_int_equal(r.compress_pick, -1);
   assert_true(r.compressed[0].gain < 0.01);
-  /* Every policy hides fp16's exchange behind the backward pass but for a
-   * sliver: a tie, which goes to the fewest messages (single, whose one
-   * message after backward costs 0.1 ms more than wfbp's last). */
-  assert_int_equal(r.compressed[0].groups, 1);
-  assert_int_equal(r.compressed[0].policy, GS_PLAN_SINGLE);
   /* top-k's coding (1 us an element, 1 s for the model) makes it slower. */
   assert_true(r.compressed[1].iter_s > r.dense_iter_s);
   assert_true(r.compressed[1].gain < 0);
