@@ -149,6 +149,13 @@ for n in nodes:
             cells.append(f"{t[0] * 1e3:.3f}" if t else "")
         md.append(f"| {s} | " + " | ".join(cells) + " |")
     md.append("")
+md += ["The rows of `net_calib[]` in src/cost/cost.c (nodes, the engine's cost per message,",
+       "then alpha and beta of ring, rd, rabenseifner):", "", "```c"]
+for n in nodes:
+    c = cal["clusters"][str(n)]
+    v = [c["engine_msg_s"]] + [c["algos"][a][k] for a in ALGOS for k in ("alpha", "beta")]
+    md.append(f"    {{{n}, " + ", ".join(f"{x:.3g}" for x in v) + "},")
+md += ["```", ""]
 with open(os.path.join(out, "net_calibrate.json"), "w") as f:
     json.dump(cal, f, indent=1)
     f.write("\n")
