@@ -529,7 +529,7 @@ gs_status gs_net_describe(const char *name, char *buf, size_t n) {
   if (bps != NET_CALIB_RATE)
     snprintf(rate, sizeof rate, " (1gbit's, bytes scaled to the rate)");
   snprintf(buf, n, "%s: %g Gbit/s links as gradsync run --net builds them on one host, "
-           "calibrated by bench/net_calibrate.sh (bench/results/net_calibrate.md, at %.7s)%s: "
+           "calibrated on that emulated link (bench/results/net_calibrate.md, at %.7s)%s: "
            "%s; other sizes interpolated, the nearest outside them; reductions at %.0f GB/s",
            name, bps / 1e9, NET_CALIB_COMMIT, rate, per, 1e-9 / c.gamma);
   return GS_OK;
