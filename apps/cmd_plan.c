@@ -1081,7 +1081,7 @@ int cmd_plan(int argc, char **argv) {
   if (scale != 1.0) printf(" (times scaled by %g)", scale);
   printf("\ncost: all-reduce %.3e s + %.3e s/B", cost.ar.a, cost.ar.b);
   if (net) printf(" (%s, %d workers, %s)", net, workers, algo_name);
-  char assumes[512];
+  char assumes[1024];
   if (net && !cost_file && !have_a && gs_net_describe(net, assumes, sizeof assumes) == GS_OK)
     printf("\nnetwork %s", assumes);
   if (zc) printf("\ncompression: %s", compress);

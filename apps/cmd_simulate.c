@@ -518,7 +518,7 @@ static void print_json(const gs_profile *prof, const sim_opts *o, const char *sp
                                          : o->have_ar   ? "ar"
                                          : o->replay    ? "replay"
                                                         : "intra/inter");
-  char assumes[512];
+  char assumes[1024];
   if (o->net && gs_net_describe(o->net, assumes, sizeof assumes) == GS_OK)
     cJSON_AddStringToObject(j, "network_assumes", assumes);
   if (o->compress) cJSON_AddStringToObject(j, "compress", o->compress);
@@ -691,10 +691,14 @@ int cmd_simulate(int argc, char **argv) {
            o.net ? o.net : o.cost_file ? o.cost_file : o.have_ar ? "--ar"
            : o.replay ? "--replay" : "--intra/--inter",
            gs_algo_name(algo), cost.ar.a, cost.ar.b);
-    char assumes[512];
+    char assumes[1024];
     if (o.net && gs_net_describe(o.net, assumes, sizeof assumes) == GS_OK)
       printf("network %s\n", assumes);
-    if (cost.ar.npoints > 0)
+    if (cost.ar.npoints > 0 && o.net)
+      printf("messages priced at the fastest algorithm for their size, as the communicator "
+             "chooses (%d sizes, %.0f B to %.0f B)\n", cost.ar.npoints, cost.ar.bytes[0],
+             cost.ar.bytes[cost.ar.npoints - 1]);
+    else if (cost.ar.npoints > 0)
       printf("messages priced at the all-reduce times measured at %d sizes, %.0f B to "
              "%.0f B\n", cost.ar.npoints, cost.ar.bytes[0], cost.ar.bytes[cost.ar.npoints - 1]);
     if (o.have_plan_ar)

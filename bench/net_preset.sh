@@ -2,29 +2,24 @@
 # The network presets against the links they name (issue 36, item 2):
 # `gradsync simulate --net 1gbit` against `gradsync replay` on the emulated
 # 1 Gbit/s cluster (bench/results/replay_*nodes.jsonl, bench/replay_sweep.sh),
-# for every profile, cluster and policy replayed.
+# for every profile, cluster and policy replayed: the shipped profiles
+# (profiles/*.json) and the held-out ones (profiles/heldout/: models and a
+# synthetic profile no constant was fitted on).
 #
-# Three things, in one table per cluster:
-#   1. the preset as built (`--net 1gbit`): its error per cell;
-#   2. the fit the preset's constants come from: the per-message-step
-#      latency a and the link's efficiency e (the share of the line rate a
-#      collective's bytes move at, b = 8 / (e x rate)) that minimise the
-#      largest error over every cell (grid search; simulate's --intra/--inter
-#      with the preset's intra-node link);
-#   3. held out by profile: for each profile P, the same fit over the other
-#      profiles' cells only, and P's cells simulated with it: the error on a
-#      profile the constants never saw.
+# Two columns per cell, the same replay as the peer:
+#   after:  the preset as built (`--net 1gbit`): the calibration of
+#           bench/net_calibrate.sh (bench/results/net_calibrate.md), per
+#           cluster size and algorithm, with the engine's cost per message;
+#           fitted to no replay of any profile here.
+#   before: the preset until this calibration: every message priced on the
+#           ring's line with alpha = 100 us a step and bytes at 85% of the
+#           line rate, gamma 1/(5 GB/s); given to simulate as --ar/--rs/--ag
+#           (the ring's all-reduce, reduce-scatter and all-gather lines of
+#           those constants, as gs_plan_cost_from_net read them then).
 # Writes $BENCH_OUT/net_preset.jsonl and .md, stamped. Needs no root (it
 # reads replays measured before).
 #
 # Usage: bench/net_preset.sh [REPLAY_DIR]   (default bench/results)
-#   NET_PRESET_FIT_NODES="4": the clusters whose cells the constants are
-#   fitted to (default 4: on this 2-core host 8 nodes are 8 ranks on 2
-#   cores, whose communication the host's CPU slows, not the link); the
-#   other clusters' cells are reported with the same constants, unfitted.
-#   NET_PRESET_SINCE=DATE: fit to the replay files stamped at or after DATE
-#   (ISO 8601, UTC) only; the older ones (another host, another commit) are
-#   simulated with the preset and reported apart, never fitted to.
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -34,95 +29,75 @@ bench_build gradsync_cli
 gs="$BENCH_BUILD/gradsync"
 out=$BENCH_OUT
 python3 - "$gs" "$src" "$out/net_preset.jsonl" "$out/net_preset.md" <<'PY'
-import glob, json, os, statistics, subprocess, sys
+import glob, json, os, re, shlex, statistics, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
 
 gs, src, jsonl, md = sys.argv[1:5]
-SINCE = os.environ.get("NET_PRESET_SINCE", "")
-FIT_NODES = {int(x) for x in os.environ.get("NET_PRESET_FIT_NODES", "4").split()}
-RATE = 1e9
-ALPHAS = [a * 1e-6 for a in (25, 50, 75, 100, 150, 200, 300, 400)]
-EFFS = [e / 100 for e in range(64, 101, 3)]
+# The preset before the calibration (cost.c until then): alpha a step, bytes
+# at 85% of 1 Gbit/s, reductions at 5 GB/s.
+OLD_A, OLD_B, OLD_G = 100e-6, 8 / (0.85 * 1e9), 1 / 5e9
 
-# Cells: (profile, nodes, policy, compute scale) -> the median measured iteration.
-cells, others, stamps, other_stamps = {}, {}, {}, {}
-for path in sorted(glob.glob(os.path.join(src, "replay_*nodes.jsonl"))):
+cells, stamps, paths = {}, {}, {}
+for path in sorted(glob.glob(os.path.join(src, "replay_*nodes.jsonl")) +
+                   glob.glob(os.path.join(src, "heldout", "replay_*nodes.jsonl"))):
     with open(path) as f:
         recs = [json.loads(line) for line in f]
     st = next((r["stamp"] for r in recs if "stamp" in r), {})
-    fitted = st.get("date", "") >= SINCE
-    (stamps if fitted else other_stamps)[os.path.basename(path)] = st
+    m = re.search(r"--profile (\S+)", st.get("command", ""))
+    if not m:
+        continue
+    prof = m.group(1)
+    stamps[os.path.basename(path)] = st
     for r in recs:
         if "stamp" in r or r["ranks"] != r["nodes"]:
             continue
-        key = (r["profile"], r["nodes"], r["policy"], r["time_scale"])
-        (cells if fitted else others).setdefault(key, []).append(r["iter_s"])
-cells = {k: statistics.median(v) for k, v in cells.items()}
-others = {k: statistics.median(v) for k, v in others.items()}
+        key = (prof, r["nodes"], r["policy"], r["time_scale"])
+        cells.setdefault(key, []).append(r["iter_s"])
 if not cells:
     sys.exit(f"net_preset: no replay rows under {src} (run bench/replay_sweep.sh)")
+keys = sorted(cells)
 
 
 def simulate(key, cost):
-    p, n, pol, ts = key
-    cmd = [gs, "simulate", "--profile", f"profiles/{p}.json", "--workers", str(n), *cost,
+    prof, n, pol, ts = key
+    cmd = [gs, "simulate", "--profile", prof, "--workers", str(n), *cost,
            "--compute-scale", repr(ts), "--policy", pol, "--json"]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
-def links(a, e):
-    # The preset's intra-node link (unused with one rank per node) and the
-    # inter-node one under test; the reduction's time per byte (gamma, which
-    # --intra/--inter leave at 0) is folded into b: a ring moves 2(p-1)/p n
-    # bytes and reduces (p-1)/p n, so gamma adds gamma/2 per byte moved.
-    return ["--intra", "1e-6,2e-10", "--inter", f"{a!r},{8 / (e * RATE) + 0.5 / 5e9!r}"]
+def old_preset(n):
+    f = (n - 1) / n
+    ar = (2 * (n - 1) * OLD_A, 2 * f * OLD_B + f * OLD_G)
+    rs = ((n - 1) * OLD_A, f * (OLD_B + OLD_G))
+    ag = ((n - 1) * OLD_A, f * OLD_B)
+    return ["--ar", f"{ar[0]!r},{ar[1]!r}", "--rs", f"{rs[0]!r},{rs[1]!r}",
+            "--ag", f"{ag[0]!r},{ag[1]!r}"]
 
 
-def errors(keys, cost_of, measured=None):
-    measured = cells if measured is None else measured
-    with ThreadPoolExecutor(4) as ex:
+def errors(cost_of):
+    with ThreadPoolExecutor(2) as ex:
         sims = list(ex.map(lambda k: simulate(k, cost_of(k))["iter_s"], keys))
-    return {k: (s - measured[k]) / measured[k] for k, s in zip(keys, sims)}
+    return {k: (s - statistics.median(cells[k])) / statistics.median(cells[k])
+            for k, s in zip(keys, sims)}
 
 
-def fit(keys):
-    """(a, e) minimising the largest |error| over keys, then the median."""
-    best = None
-    for a in ALPHAS:
-        for e in EFFS:
-            err = errors(keys, lambda k: links(a, e))
-            v = [abs(x) for x in err.values()]
-            score = (max(v), statistics.median(v))
-            if best is None or score < best[0]:
-                best = (score, a, e)
-    return best[1], best[2]
-
-
-keys = sorted(cells)
-fit_keys = [k for k in keys if k[1] in FIT_NODES]
-if not fit_keys:
-    sys.exit(f"net_preset: no replayed cells on {sorted(FIT_NODES)} nodes to fit to")
-preset = errors(keys, lambda k: ["--net", "1gbit"])
+after = errors(lambda k: ["--net", "1gbit"])
+before = errors(lambda k: old_preset(k[1]))
 shown = simulate(keys[0], ["--net", "1gbit"])
-a_all, e_all = fit(fit_keys)
-profiles = sorted({k[0] for k in keys})
-held, held_fit = {}, {}
-for p in profiles:
-    a, e = fit([k for k in fit_keys if k[0] != p])
-    held_fit[p] = (a, e)
-    mine = [k for k in keys if k[0] == p]
-    held.update(errors(mine, lambda k, a=a, e=e: links(a, e)))
-fitted = errors(keys, lambda k: links(a_all, e_all))
-other_keys = sorted(others)
-other_err = errors(other_keys, lambda k: ["--net", "1gbit"], others) if others else {}
+
+
+def kind(prof):
+    return "held out" if "/heldout/" in prof or prof.startswith("profiles/heldout") else "shipped"
+
 
 rows = []
 for k in keys:
-    p, n, pol, ts = k
-    rows.append({"profile": p, "nodes": n, "policy": pol, "time_scale": ts,
-                 "measured_s": cells[k], "preset_error": preset[k],
-                 "fit_error": fitted[k], "heldout_error": held[k],
-                 "heldout_a": held_fit[p][0], "heldout_efficiency": held_fit[p][1]})
+    prof, n, pol, ts = k
+    v = cells[k]
+    rows.append({"profile": prof, "set": kind(prof), "nodes": n, "policy": pol,
+                 "time_scale": ts, "measured_s": statistics.median(v),
+                 "measured_min_s": min(v), "measured_max_s": max(v), "rounds": len(v),
+                 "after_error": after[k], "before_error": before[k]})
 with open(jsonl, "w") as f:
     for r in rows:
         f.write(json.dumps(r) + "\n")
@@ -135,63 +110,45 @@ def summary(sel, key):
 
 L = ["# The network presets against the links they name", "",
      "`gradsync simulate --net 1gbit` against `gradsync replay` measured on the emulated",
-     "1 Gbit/s cluster (one rank per node; the replay files under "
-     f"`{src}`, their stamps below), for every profile, cluster and policy replayed, at",
-     "the compute scale each replay used. Error = (simulated - measured) / measured, on the",
-     "median measured iteration of the cell.", "",
+     f"1 Gbit/s cluster (one rank per node; the replay files under `{src}`, their stamps",
+     "below), for every profile, cluster and policy replayed, at the compute scale each",
+     "replay used. Error = (simulated - measured) / measured, on the median measured",
+     "iteration of the cell. **after**: the preset as built, calibrated by",
+     "`bench/net_calibrate.sh` (bench/results/net_calibrate.md) and fitted to no replay",
+     "here; **before**: the preset until then (every message on the ring's line, 100 us a",
+     "step, bytes at 85% of the rate). Held-out profiles (profiles/heldout/) are models",
+     "and a synthetic profile that no constant, before or after, was fitted on. Measured",
+     "on a shared 2-core host with other work running (the stamps give the load): the",
+     "replays' own spread is in the last columns.", "",
      f"The preset as built: {shown.get('network_assumes', '(the build does not say)')}", "",
-     "The fit: the per-message-step latency a and the link efficiency e (bytes move at e",
-     "times the line rate: b = 8 / (e x 1e9) s/B) that minimise the largest error over",
-     f"every cell on {' and '.join(map(str, sorted(FIT_NODES)))} nodes "
-     f"(grid a in {ALPHAS[0] * 1e6:.0f}..{ALPHAS[-1] * 1e6:.0f} us, "
-     f"e in {EFFS[0]:.2f}..{EFFS[-1]:.2f}): a = {a_all * 1e6:.0f} us, e = {e_all:.2f}.",
-     "Held out: each profile simulated with the fit over the other profiles only.",
-     "Clusters outside the fit are simulated with the same constants: on this 2-core host",
-     "8 nodes are 8 ranks sharing 2 cores, whose communication the CPU slows beyond what",
-     "the link costs (docs/NETWORK.md).", "",
-     "| cluster | cost | cells | median abs. error | max abs. error | cells within 10% |",
-     "|---|---|---:|---:|---:|---:|"]
-for label, sel in (("4 nodes", [r for r in rows if r["nodes"] == 4]),
-                   ("8 nodes", [r for r in rows if r["nodes"] == 8]), ("all", rows)):
-    if not sel:
-        continue
-    for key, what in (("preset_error", "`--net 1gbit` as built"),
-                      ("fit_error", "the fit over every profile"),
-                      ("heldout_error", "the fit, held out by profile")):
-        med, mx, within, cnt = summary(sel, key)
-        L.append(f"| {label} | {what} | {cnt} | {med:.1%} | {mx:.1%} | {within} |")
-if others:
-    sel = [{"nodes": k[1], "e": abs(v)} for k, v in other_err.items()]
-    for label, part in (("4 nodes", [x for x in sel if x["nodes"] == 4]),
-                        ("8 nodes", [x for x in sel if x["nodes"] == 8])):
-        if part:
-            e = [x["e"] for x in part]
-            L.append(f"| {label}, older replays (not fitted) | `--net 1gbit` as built | "
-                     f"{len(e)} | {statistics.median(e):.1%} | {max(e):.1%} | "
-                     f"{sum(x <= 0.10 for x in e)} |")
-L += ["", "Target (issue 36): every cell within 10%.", "",
-      "| profile | held-out a (us) | held-out e |", "|---|---:|---:|"]
-for p in profiles:
-    L.append(f"| {p} | {held_fit[p][0] * 1e6:.0f} | {held_fit[p][1]:.2f} |")
-L += ["", "Every cell:", "",
-      "| profile | nodes | policy | compute scale | measured ms | preset | fit | held out |",
-      "|---|---:|---|---:|---:|---:|---:|---:|"]
+     "| profiles | nodes | cells | after: median abs. error | after: max | after: within 10% "
+     "| before: median | before: max | before: within 10% |",
+     "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+for s in ("shipped", "held out"):
+    for n in sorted({r["nodes"] for r in rows}):
+        sel = [r for r in rows if r["set"] == s and r["nodes"] == n]
+        if not sel:
+            continue
+        a, b = summary(sel, "after_error"), summary(sel, "before_error")
+        L.append(f"| {s} | {n} | {a[3]} | {a[0]:.1%} | {a[1]:.1%} | {a[2]} | "
+                 f"{b[0]:.1%} | {b[1]:.1%} | {b[2]} |")
+a, b = summary(rows, "after_error"), summary(rows, "before_error")
+L.append(f"| all | | {a[3]} | {a[0]:.1%} | {a[1]:.1%} | {a[2]} | {b[0]:.1%} | {b[1]:.1%} | {b[2]} |")
+L += ["", "Target (issue 36): every cell within 10%.", "", "Every cell:", "",
+      "| profile | nodes | policy | compute scale | measured ms (min-max) | after | before |",
+      "|---|---:|---|---:|---|---:|---:|"]
 for r in rows:
-    L.append(f"| {r['profile']} | {r['nodes']} | {r['policy']} | {r['time_scale']:g} | "
-             f"{r['measured_s'] * 1e3:.1f} | {r['preset_error']:+.1%} | "
-             f"{r['fit_error']:+.1%} | {r['heldout_error']:+.1%} |")
-L += ["", "The replays fitted to" + (f" (stamped at or after {SINCE})" if SINCE else "") + ":",
-      ""]
+    name = os.path.splitext(os.path.relpath(r["profile"], "profiles"))[0]
+    L.append(f"| {name} | {r['nodes']} | {r['policy']} | {r['time_scale']:g} | "
+             f"{r['measured_s'] * 1e3:.1f} ({r['measured_min_s'] * 1e3:.0f}-"
+             f"{r['measured_max_s'] * 1e3:.0f}) | {r['after_error']:+.1%} | "
+             f"{r['before_error']:+.1%} |")
+L += ["", "The replays:", ""]
 for name, st in sorted(stamps.items()):
     env = st.get("env", {})
     L.append(f"- `{name}`: commit {st.get('commit', '?')[:10]}, {st.get('date', '?')}, "
-             f"{env.get('cpu', '?')}, {env.get('cores', '?')} cores: `{st.get('command', '?')}`")
-if other_stamps:
-    L += ["", "Older replays, simulated with the preset only:", ""]
-    for name, st in sorted(other_stamps.items()):
-        env = st.get("env", {})
-        L.append(f"- `{name}`: commit {st.get('commit', '?')[:10]}, {st.get('date', '?')}, "
-                 f"{env.get('cpu', '?')}")
+             f"{env.get('cpu', '?')}, {env.get('cores', '?')} cores, load "
+             f"{env.get('loadavg', '?')}: `{st.get('command', '?')}`")
 with open(md, "w") as f:
     f.write("\n".join(L) + "\n")
 PY

@@ -16,6 +16,10 @@
 #
 # Usage: bench/replay_sweep.sh [-n NODES]... [-p PROFILE]... [-i ITERS]
 #                              [-w WARMUP] [-r ROUNDS]
+#   PROFILE names profiles/PROFILE.json; one in a folder (heldout/inception_v3)
+#   writes its file in the same folder under the output directory
+#   (bench/results/heldout/replay_inception_v3_4nodes.jsonl), outside the
+#   summary of the shipped profiles.
 #   BENCH_QUICK=1: GoogleNet on 4 nodes, 2 iterations after 1 warm-up.
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/lib.sh
@@ -57,8 +61,10 @@ PY
     argv=("$gs" run -np "$n" --net 1gbit -- "$gs" replay --profile "$f" --policy all
           --iters "$iters" --warmup "$warmup" --rounds "$rounds" --time-scale "$scale" --json)
     cmd=$(bench_quote "${argv[@]}")
-    "${argv[@]}" > "$out/replay_${p}_${n}nodes.jsonl"
-    bench_stamp "$out/replay_${p}_${n}nodes.jsonl" "$cmd"
+    dest="$out/$(dirname "$p")/replay_$(basename "$p")_${n}nodes.jsonl"
+    mkdir -p "$(dirname "$dest")"
+    "${argv[@]}" > "$dest"
+    bench_stamp "$dest" "$cmd"
   done
 done
 # The summary covers every replay file in the output directory, so that a

@@ -20,6 +20,7 @@ extern "C" {
 #endif
 
 #define GS_COST_MAX_POINTS 12
+#define GS_COST_MAX_CALIB 4
 
 typedef struct gs_cost_params {
   double alpha;        /* latency of one message between nodes (s) */
@@ -41,6 +42,23 @@ typedef struct gs_cost_params {
     int npoints;
     double bytes[GS_COST_MAX_POINTS], secs[GS_COST_MAX_POINTS];
   } fit[GS_ALGO_COUNT];
+  /* What one message of the engine costs beyond its collective's steps:
+   * its queue, its progress thread and the plan's packing (s;
+   * gs_cost_message). */
+  double alpha_msg;
+  /* A preset calibrated on clusters of several sizes (gs_cost_preset of the
+   * emulated link; docs/NETWORK.md): per number of nodes, each all-reduce
+   * algorithm's alpha and beta (0 where not measured; the two-level
+   * algorithm and the ring's reduce-scatter and all-gather take the ring's)
+   * and alpha_msg. A cluster of another size takes them interpolated
+   * linearly in the number of nodes, or the nearest calibrated size's
+   * outside them. ncalib = 0: the shared constants above apply. */
+  int ncalib;
+  struct {
+    int nodes;
+    double alpha_msg;
+    double alpha[GS_ALGO_COUNT], beta[GS_ALGO_COUNT];
+  } calib[GS_COST_MAX_CALIB];
 } gs_cost_params;
 
 /* The shape of the communicator a cost is predicted for. */
@@ -56,9 +74,13 @@ typedef struct gs_cost_topo {
  * unknown name is GS_ERR_INVALID_ARG with the list of names. */
 gs_status gs_net_rate(const char *name, double *bps);
 
-/* Network presets: any name gs_net_rate takes (beta = 8 / rate, alpha the
- * fabric's latency, see docs/NETWORK.md), or "shm" (ranks on one host).
- * Sets every field of *out (no per-algorithm fits). */
+/* Network presets: any name gs_net_rate takes, or "shm" (ranks on one
+ * host). 100mbit and 1gbit (and rates between them and 10gbit) carry the
+ * emulated link's calibration (ncalib > 0: per cluster size, each
+ * algorithm's alpha and beta and the engine's cost per message, measured by
+ * bench/net_calibrate.sh); faster rates the fabric's published latency and
+ * beta = 8 / (0.85 rate) (docs/NETWORK.md). Sets every field of *out (no
+ * per-algorithm fits, no measured points). */
 gs_status gs_cost_preset(const char *name, gs_cost_params *out);
 
 /* One line, into buf (n bytes, truncated), of what the preset `name`
@@ -91,6 +113,14 @@ double gs_cost_alltoall(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
  * NULL) receives it. Ties go to the first in ring, rabenseifner, rd, hier. */
 gs_algo gs_cost_best_allreduce(const gs_cost_params *c, gs_cost_topo t,
                                double bytes, double *time_s);
+
+/* What one message of gradsync's engine costs beyond its collective's steps
+ * (its queue, the progress thread's wake-ups, packing): a calibrated
+ * preset's alpha_msg for the cluster's size, else c->alpha_msg; 0 on one
+ * rank. The collectives' formulas above leave it out (the communicator's
+ * algorithm choice and other users of a single collective do not pay it);
+ * the engine's plan costs (gs_plan_cost_from_net) add it to every message. */
+double gs_cost_message(const gs_cost_params *c, gs_cost_topo t);
 
 /* The all-reduce cost of one message of M bytes as T(M) = a + b*M (the form
  * MG-WFBP plans with, TPDS 2021 Eq. 10), for a given algorithm (GS_ALGO_AUTO:

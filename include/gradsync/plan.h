@@ -103,7 +103,12 @@ gs_status gs_plan_cost_from_ab(double a, double b, gs_plan_cost *out);
  * all-reduce's a and b from gs_cost_allreduce_linear with `algo`
  * (GS_ALGO_AUTO: the best at large sizes); reduce-scatter from the ring
  * (the split DeAR uses) and all-gather from the best algorithm, both as
- * read from gs_cost_reduce_scatter / gs_cost_allgather. */
+ * read from gs_cost_reduce_scatter / gs_cost_allgather, each message with
+ * the engine's own cost per message (gs_cost_message). For a calibrated
+ * preset (params->ncalib > 0) and GS_ALGO_AUTO, ar is the curve of the
+ * fastest algorithm at every power of two from 64 B to 4 GiB (as the
+ * communicator chooses per message), with a the smallest message's time
+ * and b the large messages' slope. */
 gs_status gs_plan_cost_from_net(const gs_cost_params *params, gs_cost_topo topo,
                                 gs_algo algo, gs_plan_cost *out);
 

@@ -143,6 +143,30 @@ static gs_status affine_of(double (*fn)(const gs_cost_params *, gs_cost_topo,
   return gs_cost_curve_affine(t0, (t1 - t0) / 1e6, out);
 }
 
+/* A calibrated preset's all-reduce as the communicator runs it: at each
+ * size the fastest algorithm (recursive doubling for small messages, the
+ * ring or Rabenseifner for large ones, gs_cost_best_allreduce), as a curve
+ * through every power of two from 64 B to 4 GiB, each with the engine's
+ * cost per message; its line is what the engine fits to its own messages
+ * (a from the smallest, b the large messages' slope), which plans are made
+ * with. */
+static void envelope_curve(const gs_cost_params *params, gs_cost_topo topo, double b,
+                           gs_cost_curve *c) {
+  int n = 0;
+  double prev = 0, msg = gs_cost_message(params, topo);
+  for (int k = 6; k <= 32 && n < GS_COST_CURVE_POINTS; k++, n++) {
+    double x = ldexp(1.0, k), t;
+    gs_cost_best_allreduce(params, topo, x, &t);
+    t += msg;
+    prev = GS_MAX(prev, t);
+    c->bytes[n] = x;
+    c->secs[n] = prev;
+  }
+  c->npoints = n;
+  c->b = b;
+  c->a = GS_MAX(c->secs[0] - b * c->bytes[0], 0.0);
+}
+
 gs_status gs_plan_cost_from_net(const gs_cost_params *params, gs_cost_topo topo,
                                 gs_algo algo, gs_plan_cost *out) {
   if (params == NULL || out == NULL)
@@ -159,6 +183,13 @@ gs_status gs_plan_cost_from_net(const gs_cost_params *params, gs_cost_topo topo,
                      "reduce-scatter", &out->rs));
   GS_CHECK(affine_of(gs_cost_allgather, params, topo, GS_ALGO_AUTO, "allgather",
                      &out->ag));
+  /* Every message of the engine pays its own work once (gs_cost_message). */
+  double msg = gs_cost_message(params, topo);
+  out->ar.a += msg;
+  out->rs.a += msg;
+  out->ag.a += msg;
+  if (params->ncalib > 0 && topo.ranks > 1 && (algo == GS_ALGO_AUTO || algo == GS_ALGO_MPI))
+    envelope_curve(params, topo, b, &out->ar);
   return GS_OK;
 }
 

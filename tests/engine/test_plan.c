@@ -421,6 +421,51 @@ static void test_cost_from_net(void **state) {
   assert_true(c.rs.a == 1e-3 && c.ag.a == 1e-3 && c.rs.b == 2e-9 && c.ag.b == 2e-9);
 }
 
+/* A calibrated preset (1gbit): the all-reduce is priced per message at the
+ * fastest algorithm for its size, as the communicator chooses, through every
+ * power of two from 64 B to 4 GiB, plus the engine's cost per message; a is
+ * the smallest message's time, b the large messages' slope; a named
+ * algorithm keeps its own line. */
+static void test_cost_envelope(void **state) {
+  (void)state;
+  gs_cost_params params;
+  assert_int_equal(gs_cost_preset("1gbit", &params), GS_OK);
+  assert_true(params.ncalib > 0);
+  for (int p = 2; p <= 16; p += 6) {
+    gs_cost_topo topo = {p, p};
+    gs_plan_cost c;
+    assert_int_equal(gs_plan_cost_from_net(&params, topo, GS_ALGO_AUTO, &c), GS_OK);
+    assert_int_equal(c.ar.npoints, 27);
+    double prev = 0, msg = gs_cost_message(&params, topo);
+    assert_true(msg > 0);
+    for (int i = 0; i < c.ar.npoints; i++) {
+      double best;
+      gs_cost_best_allreduce(&params, topo, c.ar.bytes[i], &best);
+      best += msg; /* every engine message pays its own work once */
+      prev = prev > best ? prev : best;
+      assert_true(c.ar.bytes[i] == ldexp(1.0, 6 + i) && c.ar.secs[i] == prev);
+    }
+    double a, b;
+    gs_cost_allreduce_linear(&params, topo, GS_ALGO_AUTO, &a, &b);
+    assert_true(c.ar.b == b);
+    assert_true(fabs(c.ar.a - (c.ar.secs[0] - b * 64)) <= 1e-12 * c.ar.secs[0]);
+    /* 64 B: recursive doubling's lg p steps beat the ring's 2(p-1). */
+    assert_true(c.ar.secs[0] <= msg + gs_cost_allreduce(&params, topo, GS_ALGO_RD, 64) *
+                                          (1 + 1e-12));
+    assert_true(c.ar.secs[0] < msg + gs_cost_allreduce(&params, topo, GS_ALGO_RING, 64));
+    /* A message between two points costs no less than the fastest algorithm. */
+    double mid = 3 << 20;
+    gs_cost_best_allreduce(&params, topo, mid, &a);
+    assert_true(gs_cost_curve_eval(&c.ar, mid) >= (a + msg) * (1 - 1e-12));
+    /* DeAR's halves pay it too. */
+    double rs0 = gs_cost_reduce_scatter(&params, topo, GS_ALGO_RING, 0);
+    assert_true(fabs(c.rs.a - (rs0 + msg)) <= 1e-12 * c.rs.a);
+    gs_plan_cost ring;
+    assert_int_equal(gs_plan_cost_from_net(&params, topo, GS_ALGO_RING, &ring), GS_OK);
+    assert_int_equal(ring.ar.npoints, 0);
+  }
+}
+
 /* Costs with measured points: the all-reduce's curve passes through the
  * sizes measured, at the chosen algorithm's time (running maximum), or at
  * the fastest algorithm's with GS_ALGO_AUTO; DeAR's halves follow it; a and
@@ -794,6 +839,7 @@ int main(void) {
       cmocka_unit_test(test_dear_model_hand_case),
       cmocka_unit_test(test_predict_rejects_bad_groupings),
       cmocka_unit_test(test_cost_from_net), cmocka_unit_test(test_cost_measured),
+      cmocka_unit_test(test_cost_envelope),
       cmocka_unit_test(test_windowed_equals_exhaustive),
       cmocka_unit_test(test_windowed_equals_scan_medium),
       cmocka_unit_test(test_scan_budget_hands_over),

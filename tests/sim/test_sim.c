@@ -103,8 +103,9 @@ static void test_two_tensors_overlap(void **state) {
 }
 
 /* A hierarchical ring on 2 nodes of 2 workers: one tensor's time is the
- * compute plus the cost module's hierarchical all-reduce of its size
- * (the formula is affine in the size, so the plan's line is exact). */
+ * compute plus the cost module's hierarchical all-reduce of its size and
+ * the engine's cost per message (the formula is affine in the size, so the
+ * plan's line is exact). */
 static void test_hierarchical_ring(void **state) {
   (void)state;
   test_profile tp;
@@ -116,7 +117,8 @@ static void test_hierarchical_ring(void **state) {
   gs_cost_topo topo = {4, 2};
   gs_plan_cost c;
   assert_int_equal(gs_plan_cost_from_net(&params, topo, GS_ALGO_HIER, &c), GS_OK);
-  double hier = gs_cost_allreduce(&params, topo, GS_ALGO_HIER, 4.0 * (1 << 20));
+  double hier = gs_cost_allreduce(&params, topo, GS_ALGO_HIER, 4.0 * (1 << 20)) +
+                gs_cost_message(&params, topo);
   assert_true(hier > 0);
   gs_sim_config cfg = config(4);
   double t = sim_time(&tp.p, &c, "wfbp", &cfg, NULL);
