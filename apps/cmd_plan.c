@@ -695,9 +695,9 @@ static int plan_search(const search_opts *so) {
            "pass); the best all-reduce plan would be %s, %.3f ms\n", rec_policy,
            r->iter_s[r->best] * 1e3);
   else
-    printf("  - policy %s: %.3f ms against wfbp's %.3f ms (%.3fx); one all-reduce of all "
-           "%.1f MB would take %.3f ms against %.3f ms of backward to hide it in\n",
-           rec_policy, (zc ? zc->iter_s : r->iter_s[r->best]) * 1e3,
+    printf("  - policy %s: %.3f ms against %swfbp's %.3f ms (%.3fx); one dense all-reduce "
+           "of all %.1f MB would take %.3f ms against %.3f ms of backward to hide it in\n",
+           rec_policy, (zc ? zc->iter_s : r->iter_s[r->best]) * 1e3, zc ? "dense " : "",
            r->iter_s[GS_PLAN_WFBP] * 1e3,
            r->iter_s[GS_PLAN_WFBP] / (zc ? zc->iter_s : r->iter_s[r->best]),
            res.gradient_bytes / 1e6, res.allreduce_all_s * 1e3, r->backward_s * 1e3);
