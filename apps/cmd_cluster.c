@@ -1,6 +1,344 @@
-/* gradsync cluster: BRANCH dormmgr's stand-in (the simulator's branch has
- * the real one, which sends `cluster simulate` to the simulator and every
- * other `cluster` command here). */
-#include "cli.h"
+/*
+ * gradsync cluster: sharing a pool of nodes among training jobs (issue 39;
+ * docs/CLUSTER.md, "Sharing a cluster: policies and the simulator").
+ *
+ * `gradsync cluster simulate` replays a job trace under the manager's
+ * allocation policies (gradsync/cluster_sim.h, library src/cluster); every
+ * other subcommand (the manager itself: serve, drain, undrain, down) goes
+ * to gs_cmd_cluster_manager (apps/cmd_cluster_mgr.c).
+ * Exit status: 0 on success, 2 on bad options or input (a workload or speed
+ * table that cannot be read or has a bad line, an unknown policy, a pool of
+ * 0 nodes, an unwritable --trace-out), 1 on a failure of the simulation.
+ */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-int cmd_cluster(int argc, char **argv) { return gs_cmd_cluster_manager(argc, argv); }
+#include "cli.h"
+#include "gradsync.h"
+#include "gradsync/cluster_sim.h"
+
+#define VERB "cluster simulate"
+#define CSIM_MAX_NODES (1 << 20)
+
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: gradsync cluster simulate --workload CSV --nodes N [--gpus-per-node G]\n"
+          "                                 [--tables PATH] [--policy P|all]\n"
+          "                                 [--restart-penalty S] [--interval S]\n"
+          "                                 [--time-limit S] [--fairness-weight A]\n"
+          "                                 [--adjust-weight B] [--node-loss T:K]\n"
+          "                                 [--json] [--trace-out FILE]\n"
+          "\nReplays a trace of training jobs on a pool of N whole nodes, event by\n"
+          "event (arrivals, completions, a re-allocation every --interval, a node\n"
+          "loss), under the cluster manager's allocation policies, and reports\n"
+          "utilisation, fairness loss (Dorm's), finish-time fairness (Themis' rho),\n"
+          "mean and p99 job completion time and makespan (docs/CLUSTER.md).\n\n"
+          "  --workload CSV       Pollux's workload (name,time,application,\n"
+          "                       num_replicas,batch_size) or gradsync's\n"
+          "                       (name,time,model,nodes,samples[,min_nodes,\n"
+          "                       max_nodes,weight])\n"
+          "  --tables PATH        Pollux: the directory of step-time tables\n"
+          "                       (APP/placements.csv, scalability.csv,\n"
+          "                       validation-BATCH.csv; default ../traces beside\n"
+          "                       the workload's directory); gradsync: the speed\n"
+          "                       table model,nodes,step_time_s,samples_per_step\n"
+          "  --nodes N            nodes in the pool, 1 to %d\n"
+          "  --gpus-per-node G    GPUs per node for Pollux's tables (default 4)\n"
+          "  --policy P|all       static, dorm, goodput, or all (default all)\n"
+          "  --restart-penalty S  seconds without progress charged per resize and\n"
+          "                       per resumption (default 30)\n"
+          "  --interval S         re-allocate every S seconds as well as on\n"
+          "                       arrivals and completions (default 60; 0 = only\n"
+          "                       on events)\n"
+          "  --time-limit S       dorm: GLPK's time limit per round (default 0.05)\n"
+          "  --fairness-weight A  dorm: weight of the fairness loss (default 0.5)\n"
+          "  --adjust-weight B    dorm: cost of resizing a running job (default 0.02)\n"
+          "  --node-loss T:K      K nodes leave the pool at time T (seconds)\n"
+          "  --json               one JSON object per policy and line\n"
+          "  --trace-out FILE     the run as CSV lines (node segments for a Gantt\n"
+          "                       chart, utilisation over time, each job's times);\n"
+          "                       with several policies FILE.POLICY.csv each\n"
+          "  --help               this text\n",
+          CSIM_MAX_NODES);
+}
+
+typedef struct csim_cli {
+  const char *workload, *tables, *policy, *trace_out;
+  int nodes, gpus, json;
+  gs_csim_opts o;
+} csim_cli;
+
+static int parse_double_opt(const char *name, const char *s, double lo, double hi, double *out) {
+  if (cli_parse_double(s, lo, hi, out) != 0) {
+    cli_error(VERB, "--%s: expected a number from %g to %g, got '%s'", name, lo, hi, s);
+    return 2;
+  }
+  return 0;
+}
+
+static int parse_opts(int argc, char **argv, csim_cli *c) {
+  static const struct option longs[] = {
+      {"workload", required_argument, 0, 'w'},
+      {"tables", required_argument, 0, 'T'},
+      {"nodes", required_argument, 0, 'n'},
+      {"gpus-per-node", required_argument, 0, 'g'},
+      {"policy", required_argument, 0, 'P'},
+      {"restart-penalty", required_argument, 0, 'r'},
+      {"interval", required_argument, 0, 'i'},
+      {"time-limit", required_argument, 0, 'l'},
+      {"fairness-weight", required_argument, 0, 'f'},
+      {"adjust-weight", required_argument, 0, 'a'},
+      {"node-loss", required_argument, 0, 'L'},
+      {"json", no_argument, 0, 'J'},
+      {"trace-out", required_argument, 0, 't'},
+      {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  memset(c, 0, sizeof *c);
+  gs_csim_defaults(&c->o);
+  c->policy = "all";
+  c->gpus = 4;
+  optind = 1;
+  opterr = 0;
+  cli_seen seen = {{0}};
+  int ch;
+  while ((ch = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
+    if (ch != '?' && ch != ':' && cli_once(VERB, &seen, ch, longs)) return 2;
+    switch (ch) {
+      case 'w': c->workload = optarg; break;
+      case 'T': c->tables = optarg; break;
+      case 'n':
+        if (cli_parse_int(optarg, 1, CSIM_MAX_NODES, &c->nodes) != 0) {
+          cli_error(VERB, "--nodes: expected an integer from 1 to %d, got '%s'",
+                    CSIM_MAX_NODES, optarg);
+          return 2;
+        }
+        break;
+      case 'g':
+        if (cli_parse_int(optarg, 1, 9, &c->gpus) != 0) {
+          cli_error(VERB, "--gpus-per-node: expected an integer from 1 to 9, got '%s'", optarg);
+          return 2;
+        }
+        break;
+      case 'P': c->policy = optarg; break;
+      case 'r':
+        if (parse_double_opt("restart-penalty", optarg, 0, 86400, &c->o.restart_penalty_s))
+          return 2;
+        break;
+      case 'i':
+        if (parse_double_opt("interval", optarg, 0, 86400, &c->o.interval_s)) return 2;
+        break;
+      case 'l':
+        if (parse_double_opt("time-limit", optarg, 0.001, 3600, &c->o.time_limit_s)) return 2;
+        break;
+      case 'f':
+        if (parse_double_opt("fairness-weight", optarg, 0, 1000, &c->o.fairness_weight))
+          return 2;
+        break;
+      case 'a':
+        if (parse_double_opt("adjust-weight", optarg, 0, 1000, &c->o.adjust_weight)) return 2;
+        break;
+      case 'L': {
+        const char *colon = strchr(optarg, ':');
+        char first[64];
+        int ok = colon != NULL && colon - optarg < 64;
+        if (ok) {
+          memcpy(first, optarg, (size_t)(colon - optarg));
+          first[colon - optarg] = '\0';
+          ok = cli_parse_double(first, 0, 1e12, &c->o.loss_time_s) == 0 &&
+               cli_parse_int(colon + 1, 1, CSIM_MAX_NODES, &c->o.loss_nodes) == 0;
+        }
+        if (!ok) {
+          cli_error(VERB, "--node-loss: expected T:K (seconds >= 0, nodes >= 1), got '%s'",
+                    optarg);
+          return 2;
+        }
+        break;
+      }
+      case 'J': c->json = 1; break;
+      case 't': c->trace_out = optarg; break;
+      case 'h': usage(stdout); return -1;
+      default: return cli_getopt_error(VERB, ch, argv);
+    }
+  }
+  if (optind < argc) {
+    cli_error(VERB, "unexpected argument '%s'", argv[optind]);
+    return 2;
+  }
+  if (c->workload == NULL) {
+    cli_error(VERB, "--workload is required");
+    return 2;
+  }
+  if (c->nodes == 0) {
+    cli_error(VERB, "--nodes is required");
+    return 2;
+  }
+  if (c->o.loss_nodes >= c->nodes) {
+    cli_error(VERB, "--node-loss: %d nodes lost from a pool of %d; at most %d", c->o.loss_nodes,
+              c->nodes, c->nodes - 1);
+    return 2;
+  }
+  return 0;
+}
+
+/* FILE with .POLICY before its extension (or after it, without one). */
+static void trace_path(char *out, size_t cap, const char *path, const char *policy, int several) {
+  if (!several) {
+    snprintf(out, cap, "%s", path);
+    return;
+  }
+  const char *slash = strrchr(path, '/');
+  const char *dot = strrchr(path, '.');
+  if (dot != NULL && (slash == NULL || dot > slash) && dot != path && dot[-1] != '/')
+    snprintf(out, cap, "%.*s.%s%s", (int)(dot - path), path, policy, dot);
+  else
+    snprintf(out, cap, "%s.%s", path, policy);
+}
+
+static void print_text_header(const csim_cli *c, const gs_csim_workload *w) {
+  printf("workload %s (%s, %d jobs) on %d nodes; restart %.0f s, interval %.0f s\n",
+         c->workload, w->kind, w->njobs, c->nodes, c->o.restart_penalty_s, c->o.interval_s);
+  printf("%-8s %6s %10s %10s %10s %6s %6s %8s %8s %7s %8s %9s\n", "policy", "done",
+         "jct_mean", "jct_p99", "makespan", "util", "busy", "fairloss", "rho_max", "resizes",
+         "round_ms", "round_max");
+}
+
+static void print_text_row(const char *policy, const gs_csim_result *r) {
+  printf("%-8s %6d %9.0fs %9.0fs %9.0fs %6.3f %6.3f %8.3f %8.2f %7d %8.2f %9.2f\n", policy,
+         r->done, r->jct_mean_s, r->jct_p99_s, r->makespan_s, r->util, r->util_busy,
+         r->fairness_loss, r->ftf_max, r->resizes, r->policy_ms_mean, r->policy_ms_max);
+}
+
+static void print_json_row(const csim_cli *c, const gs_csim_workload *w, const char *policy,
+                           const gs_csim_result *r) {
+  cJSON *o = cJSON_CreateObject();
+  char clean[512];
+  cJSON_AddStringToObject(o, "workload", cli_clean_text(clean, sizeof clean, c->workload));
+  cJSON_AddStringToObject(o, "kind", w->kind);
+  cJSON_AddStringToObject(o, "policy", policy);
+  cJSON_AddNumberToObject(o, "nodes", c->nodes);
+  cJSON_AddNumberToObject(o, "gpus_per_node", c->gpus);
+  cli_json_add(o, "restart_penalty_s", c->o.restart_penalty_s, "%.3f");
+  cli_json_add(o, "interval_s", c->o.interval_s, "%.3f");
+  cJSON_AddNumberToObject(o, "jobs", r->jobs);
+  cJSON_AddNumberToObject(o, "done", r->done);
+  cli_json_add(o, "jct_mean_s", r->jct_mean_s, "%.2f");
+  cli_json_add(o, "jct_p50_s", r->jct_p50_s, "%.2f");
+  cli_json_add(o, "jct_p99_s", r->jct_p99_s, "%.2f");
+  cli_json_add(o, "makespan_s", r->makespan_s, "%.2f");
+  cli_json_add(o, "util", r->util, "%.4f");
+  cli_json_add(o, "util_busy", r->util_busy, "%.4f");
+  cli_json_add(o, "fairness_loss", r->fairness_loss, "%.4f");
+  cli_json_add(o, "ftf_max", r->ftf_max, "%.3f");
+  cli_json_add(o, "ftf_mean", r->ftf_mean, "%.3f");
+  cJSON_AddNumberToObject(o, "resizes", r->resizes);
+  cJSON_AddNumberToObject(o, "rounds", r->rounds);
+  cli_json_add(o, "jobs_per_round", r->jobs_per_round, "%.1f");
+  cli_json_add(o, "round_ms_mean", r->policy_ms_mean, "%.3f");
+  cli_json_add(o, "round_ms_max", r->policy_ms_max, "%.3f");
+  if (strcmp(policy, "dorm") == 0) {
+    cli_json_add(o, "dorm_gap_max", r->gap_max, "%.4g");
+    cJSON_AddNumberToObject(o, "dorm_fallbacks", r->fallbacks);
+    cJSON_AddNumberToObject(o, "dorm_exact_rounds", r->exact_rounds);
+    cli_json_add(o, "time_limit_s", c->o.time_limit_s, "%.4g");
+    cli_json_add(o, "fairness_weight", c->o.fairness_weight, "%.4g");
+    cli_json_add(o, "adjust_weight", c->o.adjust_weight, "%.4g");
+  }
+  cli_json_add(o, "sim_s", r->sim_s, "%.3f");
+  cli_print_json(stdout, o);
+}
+
+static int cmd_cluster_simulate(int argc, char **argv) {
+  csim_cli c;
+  int rc = parse_opts(argc, argv, &c);
+  if (rc < 0) return 0; /* --help */
+  if (rc != 0) return rc;
+  static const char *all[] = {"static", "dorm", "goodput"};
+  const char *one[1] = {c.policy};
+  const char **pols = all;
+  int npols = 3;
+  if (strcmp(c.policy, "all") != 0) {
+    int known = 0;
+    for (int i = 0; i < 3; i++) known |= strcmp(c.policy, all[i]) == 0;
+    if (!known) {
+      cli_error(VERB, "--policy: unknown policy '%s'; expected static, dorm, goodput or all",
+                c.policy);
+      return 2;
+    }
+    pols = one;
+    npols = 1;
+  }
+  char path[4096];
+  if (c.trace_out != NULL)
+    for (int p = 0; p < npols; p++) {
+      trace_path(path, sizeof path, c.trace_out, pols[p], npols > 1);
+      if (cli_check_writable(path, "--trace-out") != GS_OK) {
+        cli_error(VERB, "%s", gs_last_error());
+        return 2;
+      }
+    }
+  gs_csim_workload w;
+  char err[1024];
+  if (gs_csim_load(c.workload, c.tables, c.nodes, c.gpus, &w, err, sizeof err) != 0) {
+    cli_error(VERB, "--workload: %s", err);
+    return 2;
+  }
+  if (!c.json) print_text_header(&c, &w);
+  rc = 0;
+  for (int p = 0; p < npols && rc == 0; p++) {
+    gs_csim_opts o = c.o;
+    o.nodes = c.nodes;
+    o.policy = pols[p];
+    FILE *tf = NULL;
+    if (c.trace_out != NULL) {
+      trace_path(path, sizeof path, c.trace_out, pols[p], npols > 1);
+      tf = fopen(path, "w");
+      if (tf == NULL) {
+        cli_fail(VERB, "cannot write the trace '%s'", path);
+        rc = 1;
+        break;
+      }
+      o.trace = tf;
+    }
+    gs_csim_result r;
+    if (gs_csim_run(&w, &o, &r, err, sizeof err) != 0) {
+      /* What the run refuses before it starts (a job that can never fit) is
+       * bad input; the policies' own failures are failures of the work. */
+      if (r.rounds == 0) {
+        cli_error(VERB, "%s", err);
+        rc = 2;
+      } else {
+        cli_fail(VERB, "%s", err);
+        rc = 1;
+      }
+    } else if (c.json) {
+      print_json_row(&c, &w, pols[p], &r);
+    } else {
+      print_text_row(pols[p], &r);
+    }
+    if (tf != NULL && fclose(tf) != 0 && rc == 0) {
+      cli_fail(VERB, "cannot write the trace '%s'", path);
+      rc = 1;
+    }
+  }
+  gs_csim_workload_free(&w);
+  return rc;
+}
+
+int cmd_cluster(int argc, char **argv) {
+  if (argc < 2) {
+    cli_error("cluster", "no subcommand given (simulate, serve, drain, undrain, down)");
+    return 2;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    /* The simulator's line, then the manager's own usage. */
+    printf("usage: gradsync cluster simulate ...     replay a job trace under a policy "
+           "(--help)\n");
+    return gs_cmd_cluster_manager(argc, argv);
+  }
+  if (strcmp(argv[1], "simulate") == 0) return cmd_cluster_simulate(argc - 1, argv + 1);
+  return gs_cmd_cluster_manager(argc, argv);
+}

@@ -77,6 +77,9 @@ static void usage(FILE *f) {
     "  --seed S            initialisation and shuffling seed (default 1)\n"
     "  --max-steps N       at most N steps per epoch (for quick checks)\n"
     "  --dropout P         dropout before the last layer (mlp, cnn)\n"
+    "  --precision P       fp32 (default) or bf16: convolutions and linear layers\n"
+    "                      in bfloat16 on oneDNN, fp32 weights and reductions\n"
+    "                      (needs a CPU with AVX-512 BF16 or AMX)\n"
     "  --json              a JSON line per epoch and a summary line\n"
     "  --optimizer O       sgd (default) or kfac (docs/KFAC.md); with kfac:\n"
     "  --kfac-dist D       dkfac (default), spd or dp\n"
@@ -132,6 +135,7 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
       {"async-momentum", required_argument, 0, 'a'},
       {"commit-every", required_argument, 0, 'T'},
       {"stop-at-step", required_argument, 0, 'z'},
+      {"precision", required_argument, 0, 'R'},
       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
   /* K-FAC's options and the events outlive parse_opts: gs_train_run reads
    * them. */
@@ -309,6 +313,13 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
         o->data_cache = optarg;
         break;
       case 'P': o->prefetch = 0; break;
+      case 'R':
+        if (strcmp(optarg, "fp32") && strcmp(optarg, "bf16")) {
+          cli_error(VERB, "--precision '%s' must be fp32 or bf16", optarg);
+          return 2;
+        }
+        o->precision = optarg;
+        break;
       case 'O':
         if (strcmp(optarg, "sgd") && strcmp(optarg, "kfac")) {
           cli_error(VERB, "--optimizer '%s' must be sgd or kfac", optarg);

@@ -7,6 +7,7 @@
  */
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,8 @@ static void usage(FILE *f) {
     "  --a2a-precision P   fp32 (default), fp16 (fp16 forward, bf16 backward)\n"
     "                      or bf16: the pooled vectors' all-to-alls\n"
     "  --batch B           samples per rank and step (default 256)\n"
+    "  --global-batch G    G samples a step over all ranks instead (G / ranks\n"
+    "                      each): a run resumed on another world size keeps it\n"
     "  --epochs E          epochs (default 2)\n"
     "  --steps N           steps per epoch (default 100)\n"
     "  --eval N            held-out samples for AUC and log loss (default 16384)\n"
@@ -42,7 +45,23 @@ static void usage(FILE *f) {
     "  --pooling L         ids per sample and table (default 1)\n"
     "  --zipf S            the ids' Zipf exponent (default 1.05)\n"
     "  --seed S            model and data seed (default 1)\n"
+    "  --checkpoint DIR    commit to DIR at every epoch's end: each rank its\n"
+    "                      shards and their Adagrad state, rank 0 the MLPs, the\n"
+    "                      dp tables, the plan and the position (atomic on disk;\n"
+    "                      DIR must be seen by every rank)\n"
+    "  --commit-every N    also commit every N global steps\n"
+    "  --stop-at-step N    commit after global step N and stop (exit 0); SIGUSR1\n"
+    "                      asks for a stop at the next commit (exit 3: an elastic\n"
+    "                      supervisor resizes)\n"
+    "  --resume[=auto]     continue from DIR's last commit, bitwise as if never\n"
+    "                      stopped (same ranks, tables, MLPs, seed, data, batch,\n"
+    "                      steps and sharding); auto: if there is one\n"
     "  --json              one JSON line per epoch instead of text\n");
+}
+
+static void on_usr1(int sig) {
+  (void)sig;
+  gs_dlrm_train_request_stop();
 }
 
 typedef struct dlrm_opts {
@@ -53,6 +72,9 @@ typedef struct dlrm_opts {
   gs_dlrm_interaction interaction;
   gs_dlrm_a2a_precision precision;
   unsigned long long seed;
+  const char *checkpoint;
+  long commit_every, stop_at_step, global_batch;
+  int resume, batch_given;
 } dlrm_opts;
 
 static int parse_opts(int argc, char **argv, dlrm_opts *o) {
@@ -67,6 +89,9 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
       {"embed-sgd", no_argument, 0, 'g'},         {"pooling", required_argument, 0, 'o'},
       {"zipf", required_argument, 0, 'z'},        {"seed", required_argument, 0, 'S'},
       {"json", no_argument, 0, 'j'},              {"help", no_argument, 0, 'h'},
+      {"checkpoint", required_argument, 0, 'c'},  {"commit-every", required_argument, 0, 'C'},
+      {"stop-at-step", required_argument, 0, 'X'}, {"resume", optional_argument, 0, 'r'},
+      {"global-batch", required_argument, 0, 'G'},
       {0, 0, 0, 0}};
   *o = (dlrm_opts){.tables = "kaggle", .scale = 0.001, .lr = 0.1, .embed_lr = 0.05,
                    .zipf = 1.05, .sharding = -1, .epochs = 2, .pooling = 1, .batch = 256,
@@ -120,6 +145,7 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
           return 2;
         }
         *(c == 'b' ? &o->batch : c == 'n' ? &o->steps : &o->eval) = v;
+        if (c == 'b') o->batch_given = 1;
         break;
       }
       case 'e':
@@ -166,12 +192,52 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
         o->seed = (unsigned long long)x;
         break;
       case 'j': o->json = 1; break;
+      case 'c': o->checkpoint = optarg; break;
+      case 'G':
+        if (cli_parse_long(optarg, 1, 1L << 30, &o->global_batch)) {
+          cli_error(VERB, "--global-batch %s: expected a whole number of at least 1", optarg);
+          return 2;
+        }
+        break;
+      case 'C':
+      case 'X': {
+        long v;
+        if (cli_parse_long(optarg, 1, 1000000000, &v)) {
+          cli_error(VERB, "--%s %s: expected a whole number from 1 to 1000000000",
+                    c == 'C' ? "commit-every" : "stop-at-step", optarg);
+          return 2;
+        }
+        *(c == 'C' ? &o->commit_every : &o->stop_at_step) = v;
+        break;
+      }
+      case 'r':
+        if (optarg && strcmp(optarg, "auto") != 0) {
+          cli_error(VERB, "--resume=%s: the only value is auto (resume if there is a "
+                    "checkpoint)", optarg);
+          return 2;
+        }
+        o->resume = optarg ? GS_DLRM_RESUME_IF_ANY : GS_DLRM_RESUME;
+        break;
       case 'h': usage(stdout); return 1;
       default: cli_error(VERB, "unknown option"); return 2;
     }
   }
   if (optind < argc) {
     cli_error(VERB, "unexpected argument '%s'", argv[optind]);
+    return 2;
+  }
+  if (!o->checkpoint && (o->resume || o->commit_every || o->stop_at_step)) {
+    cli_error(VERB, "--%s needs --checkpoint DIR", o->resume ? "resume"
+              : o->commit_every ? "commit-every" : "stop-at-step");
+    return 2;
+  }
+  if (o->stop_at_step && o->stop_at_step > (long)o->epochs * o->steps) {
+    cli_error(VERB, "--stop-at-step %ld: the run has %ld steps (%d epochs of %ld)",
+              o->stop_at_step, (long)o->epochs * o->steps, o->epochs, o->steps);
+    return 2;
+  }
+  if (o->global_batch && o->batch_given) {
+    cli_error(VERB, "--batch and --global-batch cannot be used together");
     return 2;
   }
   if (o->plan && o->sharding >= 0) {
@@ -208,7 +274,10 @@ static int load_tables(const dlrm_opts *o, gs_embed_spec **t, int *n) {
 }
 
 typedef struct view {
-  int rank, json, tty;
+  int rank, size, json, tty, epochs;
+  int line_open; /* a progress line rewritten in place waits for its end */
+  int asked;     /* stopped at a commit as SIGUSR1 asked */
+  const char *checkpoint;
   double bytes_ids, bytes_pooled, bytes_grad, bytes_dp, bytes_ar;
 } view;
 
@@ -221,6 +290,7 @@ static const char *human(double b, char *buf, size_t n) {
 
 static void on_event(const gs_dlrm_train_event *ev, void *user) {
   view *v = user;
+  if (ev->kind == GS_DLRM_EV_COMMIT) v->asked = ev->stopped == 2; /* every rank's */
   if (v->rank != 0) return;
   if (ev->kind == GS_DLRM_EV_PLAN) {
     const gs_shard_plan *p = ev->plan;
@@ -236,6 +306,38 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
     }
     return;
   }
+  if (ev->kind == GS_DLRM_EV_RESUME) {
+    if (v->json)
+      printf("{\"resumed_at_step\": %zu, \"epoch\": %d, \"step_in_epoch\": %zu, "
+             "\"from_ranks\": %d, \"load_ms\": %.3f}\n", ev->global_step, ev->epoch, ev->step,
+             ev->from_ranks, 1e3 * ev->commit_s);
+    else if (ev->epoch > v->epochs)
+      printf("resumed from %s at step %zu: the run is complete (%d epochs of %zu steps)\n",
+             v->checkpoint, ev->global_step, v->epochs, ev->steps);
+    else
+      printf("resumed from %s at step %zu (epoch %d, step %zu of %zu) in %.1f ms%s\n",
+             v->checkpoint, ev->global_step, ev->epoch, ev->step, ev->steps, 1e3 * ev->commit_s,
+             ev->from_ranks != v->size ? ", its tables re-sharded from another world size" : "");
+    fflush(stdout);
+    return;
+  }
+  if (ev->kind == GS_DLRM_EV_COMMIT) {
+    char b1[32];
+    if (v->line_open && !v->json) printf("\n");
+    v->line_open = 0;
+    if (v->json)
+      printf("{\"commit_step\": %zu, \"commit_ms\": %.3f, \"commit_bytes_rank0\": %zu, "
+             "\"stopped\": %s}\n", ev->global_step, 1e3 * ev->commit_s, ev->commit_bytes,
+             ev->stopped ? "true" : "false");
+    else
+      printf("commit at step %zu to %s: %s on rank 0 in %.1f ms%s\n", ev->global_step,
+             v->checkpoint, human((double)ev->commit_bytes, b1, sizeof b1), 1e3 * ev->commit_s,
+             ev->stopped == 2 ? "; stopped as asked (--resume continues from here)"
+             : ev->stopped   ? "; stopped (--resume continues from here)"
+                             : "");
+    fflush(stdout);
+    return;
+  }
   if (ev->kind == GS_DLRM_EV_STEP) {
     /* A progress line rewritten in place on a terminal; four lines an
      * epoch into a file or a pipe. */
@@ -244,6 +346,7 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
       printf(v->tty ? "\repoch %d step %zu/%zu loss %.5f" : "epoch %d step %zu/%zu loss %.5f\n",
              ev->epoch, ev->step, ev->steps, ev->loss);
       if (v->tty && ev->step == ev->steps) printf("\n");
+      v->line_open = v->tty && ev->step != ev->steps;
       fflush(stdout);
     }
     return;
@@ -303,6 +406,15 @@ int cmd_train_dlrm(int argc, char **argv) {
     free(t);
     return rc;
   }
+  /* The same decision on every rank: no agreement needed. */
+  if (o.global_batch) {
+    if (o.global_batch % r.size != 0) {
+      cli_rank_usage_error(&r, "--global-batch %ld does not split evenly over %d ranks",
+                           o.global_batch, r.size);
+      rc = 2;
+    }
+    o.batch = o.global_batch / r.size > 0 ? o.global_batch / r.size : 1;
+  }
   gs_dlrm_train_config cfg = {
       .model = {o.bottom ? o.bottom : bottom, o.top, t, nt, o.interaction, 0, o.seed},
       .optim = {(float)o.lr, {o.embed_sgd ? GS_EMBED_SGD : GS_EMBED_ROWWISE_ADAGRAD,
@@ -314,11 +426,23 @@ int cmd_train_dlrm(int argc, char **argv) {
       .batch = (size_t)o.batch,
       .epochs = o.epochs,
       .steps = (size_t)o.steps,
-      .eval_samples = (size_t)o.eval};
+      .eval_samples = (size_t)o.eval,
+      .checkpoint_dir = o.checkpoint,
+      .commit_every = (size_t)o.commit_every,
+      .stop_at_step = (size_t)o.stop_at_step,
+      .resume = o.resume};
   cfg.data.zipf_s = o.zipf;
   cfg.data.pooling = o.pooling;
-  view v = {.rank = r.rank, .json = o.json, .tty = isatty(STDOUT_FILENO)};
-  gs_status st = gs_dlrm_train_run(&cfg, r.comm, on_event, &v);
+  view v = {.rank = r.rank, .size = r.size, .epochs = o.epochs, .json = o.json,
+            .tty = isatty(STDOUT_FILENO), .checkpoint = o.checkpoint};
+  /* SIGUSR1 (which mpirun forwards to the ranks): stop at the next commit. */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_usr1;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (o.checkpoint) sigaction(SIGUSR1, &sa, NULL);
+  gs_status st = rc ? GS_OK : gs_dlrm_train_run(&cfg, r.comm, on_event, &v);
   if (st != GS_OK) {
     cli_rank_error(&r, "%s", gs_last_error());
     rc = st == GS_ERR_INVALID_ARG || st == GS_ERR_PARSE || st == GS_ERR_IO ? 2 : 1;
@@ -327,5 +451,7 @@ int cmd_train_dlrm(int argc, char **argv) {
     gs_embed_specs_free(t);
   else
     free(t);
-  return cli_rank_finish(&r, rc);
+  rc = cli_rank_finish(&r, rc);
+  /* Stopped at a commit as asked: the supervisor's cue to relaunch. */
+  return rc == 0 && v.asked ? 3 : rc;
 }

@@ -18,7 +18,7 @@ static const struct {
     {"simulate", cmd_simulate, "simulate training iterations on N workers, event by event"},
     {"syncswitch", cmd_syncswitch, "search Sync-Switch's offline switch point for a job"},
     {"shard", cmd_shard, "plan where a recommendation model's embedding tables live"},
-    {"cluster", cmd_cluster, "serve a pool of nodes to elastic jobs (cluster serve)"},
+    {"cluster", cmd_cluster, "share a pool of nodes among elastic jobs (serve); simulate its policies"},
     {"submit", cmd_submit, "queue a training job on the cluster manager"},
     {"jobs", cmd_jobs, "the cluster manager's jobs: state, size, progress, resizes"},
     {"cancel", cmd_cancel, "cancel a job of the cluster manager"},

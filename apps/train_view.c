@@ -81,6 +81,8 @@ static void summary_json(const gs_train_summary *s) {
   cJSON_AddStringToObject(m, "optimizer", s->optimizer);
   cli_json_add(m, "momentum", s->momentum, "%g");
   cJSON_AddStringToObject(m, "data", s->data);
+  cJSON_AddStringToObject(m, "backend", s->backend);
+  cJSON_AddStringToObject(m, "precision", s->precision);
   /* The sync mode's own fields, in its order. */
   for (const cJSON *f = s->sync_json ? s->sync_json->child : NULL; f; f = f->next)
     cJSON_AddItemToObject(m, f->string, cJSON_Duplicate(f, 1));
@@ -117,11 +119,12 @@ static void summary(void *user, const gs_train_summary *s) {
   }
   printf("\nsummary: %s on %d rank(s), %d epoch(s), batch %d per rank\n"
          "  time        %.1f s training, %.1f s in all\n"
-         "  throughput  %.0f images/s\n"
+         "  throughput  %.0f images/s (%s, %s)\n"
          "  accuracy    %.2f%% on the test set\n"
          "  comm        %s, %llu collectives,\n"
          "              %.1f s communicating, %.0f%% of it hidden behind compute\n",
          s->model, s->ranks, s->epochs, s->batch, s->train_s, s->wall_s, s->samples_per_s,
+         s->backend, s->precision,
          100 * s->test_accuracy, s->sync_text, (unsigned long long)s->comm.messages,
          s->comm.comm_s, 100 * gs_train_hidden(&s->comm));
   if (s->commits > 0)
@@ -161,7 +164,7 @@ static const char *option(void *user, const char *field) {
                {"optimizer", "--optimizer"},   {"compress", "--compress"},
                {"commit_every", "--commit-every"}, {"stop_at_step", "--stop-at-step"},
                {"max_steps", "--max-steps"},   {"global_batch", "--global-batch"},
-               {"scale_lr_linear", "--scale-lr linear"}};
+               {"scale_lr_linear", "--scale-lr linear"}, {"precision", "--precision"}};
   for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
     if (strcmp(flags[i].field, field) == 0) return flags[i].flag;
   return NULL;

@@ -10,7 +10,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libcjson-dev
       libcmocka-dev libopenblas-dev liblapacke-dev libdnnl-dev zlib1g-dev iproute2 procps
       dataset-fashion-mnist python3-dev python3-numpy gnuplot-nox
-      openssh-client openssh-server)
+      openssh-client openssh-server libglpk-dev)
 for arg in "$@"; do
   case "$arg" in
     --with-torch) pkgs+=(python3-torch python3-torchvision) ;;

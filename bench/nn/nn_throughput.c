@@ -7,6 +7,7 @@
  *
  *   nn_throughput [--models cnn,resnet] [--batch 64] [--seconds 10]
  *                 [--warmup 5] [--threads 1] [--backend dnnl|blas]
+ *                 [--precision fp32|bf16]
  * prints one JSON object per model. The backend defaults to the library's
  * (gs_nn_default_backend); the threads are OpenBLAS's and oneDNN's.
  */
@@ -16,7 +17,7 @@
 
 #include "gradsync/nn.h"
 
-static const char *backend;
+static const char *backend, *precision;
 
 static int bench_model(const char *name, int batch, double seconds, int warmup) {
   gs_nn_model model;
@@ -24,7 +25,8 @@ static int bench_model(const char *name, int batch, double seconds, int warmup) 
   gs_nn_sgd *opt = NULL;
   if (gs_nn_model_parse(name, &model) != GS_OK ||
       gs_nn_model_create(&net, model, batch, 1, NULL) != GS_OK ||
-      (backend && gs_nn_set_backend(net, backend) != GS_OK)) {
+      (backend && gs_nn_set_backend(net, backend) != GS_OK) ||
+      (precision && gs_nn_set_precision(net, precision) != GS_OK)) {
     fprintf(stderr, "nn_throughput: %s\n", gs_last_error());
     gs_nn_net_destroy(net);
     return 1;
@@ -72,11 +74,11 @@ static int bench_model(const char *name, int batch, double seconds, int warmup) 
   }
   double dt = gs_now() - t0;
   printf("{\"model\": \"%s\", \"impl\": \"gradsync\", \"backend\": \"%s\", "
-         "\"params\": %zu, "
+         "\"precision\": \"%s\", \"params\": %zu, "
          "\"tensors\": %zu, \"batch\": %d, \"iters\": %ld, \"seconds\": %.4f, "
          "\"images_per_s\": %.2f, \"forward_ms\": %.3f, \"backward_ms\": %.3f, "
          "\"step_ms\": %.3f, \"final_loss\": %.5f}\n",
-         name, gs_nn_backend(net), gs_nn_param_total(net), gs_nn_param_count(net), batch, iters, dt,
+         name, gs_nn_backend(net), gs_nn_precision(net), gs_nn_param_total(net), gs_nn_param_count(net), batch, iters, dt,
          (double)iters * batch / dt, 1e3 * t_fwd / iters, 1e3 * t_bwd / iters,
          1e3 * t_opt / iters, (double)loss);
   fflush(stdout);
@@ -99,10 +101,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--warmup") && v) warmup = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--threads") && v) threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--backend") && v) backend = argv[++i];
+    else if (!strcmp(argv[i], "--precision") && v) precision = argv[++i];
     else {
       fprintf(stderr, "usage: %s [--models cnn,resnet] [--batch 64] "
               "[--seconds 10] [--warmup 5] [--threads 1] "
-              "[--backend dnnl|blas]\n", argv[0]);
+              "[--backend dnnl|blas] [--precision fp32|bf16]\n", argv[0]);
       return 2;
     }
   }

@@ -83,6 +83,16 @@ def main():
     impls = ["gradsync", "pytorch"]
     if env["gradsync_backend"] != "blas":
         impls.insert(1, "gradsync_blas")
+    # bf16 (train --precision bf16) where this CPU computes it natively; the
+    # probe's error says why not elsewhere.
+    bf16 = subprocess.run([a.bin, "--batch", "2", "--seconds", "0", "--warmup", "0",
+                           "--models", models[0], "--precision", "bf16"],
+                          capture_output=True, text=True)
+    env["gradsync_bf16"] = ("yes" if bf16.returncode == 0 else
+                            "no: " + bf16.stderr.strip().splitlines()[-1])
+    if bf16.returncode == 0:
+        impls.insert(1, "gradsync_bf16")
+    ratios_bf16 = {m: [] for m in models}
     samples = {m: {i: [] for i in impls} for m in models}
     ratios = {m: [] for m in models}
     ratios_blas = {m: [] for m in models}
@@ -101,6 +111,8 @@ def main():
                     cmd = t_cmd + ["--models", m]
                 elif impl == "gradsync_blas":
                     cmd = c_cmd + ["--backend", "blas", "--models", m]
+                elif impl == "gradsync_bf16":
+                    cmd = c_cmd + ["--precision", "bf16", "--models", m]
                 else:
                     cmd = c_cmd + ["--models", m]
                 res = run_json(cmd)[0]
@@ -110,6 +122,8 @@ def main():
             ratios[m].append(got["gradsync"] / got["pytorch"])
             if "gradsync_blas" in got:
                 ratios_blas[m].append(got["gradsync_blas"] / got["pytorch"])
+            if "gradsync_bf16" in got:
+                ratios_bf16[m].append(got["gradsync_bf16"] / got["pytorch"])
             print(f"round {r + 1}/{a.rounds} {m}: " + ", ".join(
                 f"{i} {got[i]:.1f}" for i in impls) + " images/s, ratio "
                   f"{ratios[m][-1]:.3f}", file=sys.stderr, flush=True)
@@ -135,6 +149,14 @@ def main():
                 "gradsync_blas_best": max(gb),
                 "ratio_blas_median_of_rounds": statistics.median(ratios_blas[m]),
                 "gradsync_blas_samples": gb, "ratios_blas": ratios_blas[m],
+            })
+        if "gradsync_bf16" in impls:
+            gh = samples[m]["gradsync_bf16"]
+            summary[-1].update({
+                "gradsync_bf16_median": statistics.median(gh),
+                "gradsync_bf16_best": max(gh),
+                "ratio_bf16_median_of_rounds": statistics.median(ratios_bf16[m]),
+                "gradsync_bf16_samples": gh, "ratios_bf16": ratios_bf16[m],
             })
     with open(a.out + ".json", "w") as f:
         json.dump({"env": env, "rounds": a.rounds, "seconds_per_run": a.seconds,
@@ -177,6 +199,20 @@ def main():
                 f"{s['gradsync_blas_best']:.1f} | {s['ratio_blas_median_of_rounds']:.3f} |")
         lines += ["", "Per-round ratios (blas): " + "; ".join(
             f"{s['model']}: " + ", ".join(f"{x:.3f}" for x in s["ratios_blas"])
+            for s in summary)]
+    if "gradsync_bf16" in impls:
+        lines += [
+            "", "The same C models in bf16 (`--precision bf16`: convolutions and linear "
+            "layers in bfloat16 on oneDNN, fp32 weights, gradients and everything else), "
+            "in the same rounds; the ratio is bf16 / PyTorch fp32.", "",
+            "| model | bf16 median | bf16 best | ratio (median of rounds) |",
+            "|---|---:|---:|---:|"]
+        for s in summary:
+            lines.append(
+                f"| {s['model']} | {s['gradsync_bf16_median']:.1f} | "
+                f"{s['gradsync_bf16_best']:.1f} | {s['ratio_bf16_median_of_rounds']:.3f} |")
+        lines += ["", "Per-round ratios (bf16): " + "; ".join(
+            f"{s['model']}: " + ", ".join(f"{x:.3f}" for x in s["ratios_bf16"])
             for s in summary)]
     lines += ["", "## Environment", ""]
     for k, v in env.items():

@@ -129,9 +129,36 @@ typedef struct gs_dlrm_train_config {
   size_t steps;               /* per epoch (the training set: steps x ranks x batch) */
   size_t eval_samples;        /* held out, rounded up to whole rounds of ranks x batch */
   int ranks_per_node;         /* for the planner's twrw; 0: the communicator's */
+  /* Checkpoints (docs/DLRM.md, "Checkpoints"): with checkpoint_dir (a
+   * directory every rank sees: one machine or a shared file system), a
+   * commit at every epoch's end (after its evaluation), and every
+   * commit_every global steps if not 0. stop_at_step (not 0): commit after
+   * that global step and return GS_OK (an event with stopped = 1). resume:
+   * 0 starts afresh; GS_DLRM_RESUME continues from the last commit in
+   * checkpoint_dir (none is an error); GS_DLRM_RESUME_IF_ANY does so if
+   * there is one. A resumed run continues bitwise as the run that was
+   * never stopped: the same world size, tables, MLPs, seed, data, batch,
+   * steps per epoch and sharding (its plan is the checkpoint's) are
+   * required, and anything else is refused on every rank, naming it.
+   * Learning rates, the exchange's precision, the epochs and the held-out
+   * samples may change. Another world size resumes when the global batch
+   * (ranks x batch) stays the same: the same samples in the same steps,
+   * the tables re-sharded under a new plan (equal within rounding, not
+   * bitwise: sums run in another order). */
+  const char *checkpoint_dir;
+  size_t commit_every, stop_at_step;
+  int resume;
 } gs_dlrm_train_config;
 
-typedef enum { GS_DLRM_EV_PLAN = 0, GS_DLRM_EV_STEP, GS_DLRM_EV_EPOCH } gs_dlrm_train_event_kind;
+enum { GS_DLRM_RESUME = 1, GS_DLRM_RESUME_IF_ANY = 2 };
+
+typedef enum {
+  GS_DLRM_EV_PLAN = 0,
+  GS_DLRM_EV_STEP,
+  GS_DLRM_EV_EPOCH,
+  GS_DLRM_EV_RESUME, /* before the first step: global_step is the commit's */
+  GS_DLRM_EV_COMMIT  /* after a commit: global_step, commit_s, commit_bytes, stopped */
+} gs_dlrm_train_event_kind;
 
 typedef struct gs_dlrm_train_event {
   gs_dlrm_train_event_kind kind;
@@ -143,9 +170,24 @@ typedef struct gs_dlrm_train_event {
   double epoch_s, samples_per_s;
   gs_dlrm_dist_stats stats;   /* EPOCH: this rank's, the epoch's training steps */
   size_t peak_rss_bytes;      /* EPOCH: this process's peak resident memory, 0 if unknown */
+  size_t global_step;         /* RESUME, COMMIT: global steps done (epochs x steps + step) */
+  double commit_s;            /* COMMIT: its time on this rank, agreements included;
+                               * RESUME: the load's */
+  size_t commit_bytes;        /* COMMIT: the bytes this rank wrote */
+  int stopped;                /* COMMIT: the run stops here: 1 stop_at_step, 2 asked
+                               * (gs_dlrm_train_request_stop) */
+  int from_ranks;             /* RESUME: the checkpoint's world size (another: re-sharded) */
 } gs_dlrm_train_event;
 
 typedef void (*gs_dlrm_train_cb)(const gs_dlrm_train_event *ev, void *user);
+
+/* Asks a running gs_dlrm_train_run with a checkpoint directory to stop at
+ * its next commit point (commit_every, or its epoch's end): it commits and
+ * returns GS_OK, its last event a commit with stopped = 2. The ranks agree
+ * at every commit point whether any rank was asked. Async-signal-safe, for
+ * a SIGUSR1 handler (an elastic supervisor's cue); the request is consumed
+ * by the stop. */
+void gs_dlrm_train_request_stop(void);
 
 /* Collective over comm. Every rank receives every event (cb may be NULL);
  * a failure on any rank is every rank's (the step's agreement, or gs_agree

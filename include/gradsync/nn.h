@@ -187,6 +187,22 @@ const char *gs_nn_default_backend(void);
 /* Whether this build has the named backend. */
 int gs_nn_backend_available(const char *name);
 
+/* The precision the convolutions and linear layers compute in: "fp32"
+ * (the default), or "bf16": bfloat16 inputs, weights and output gradients
+ * in oneDNN's kernels with fp32 accumulation, fp32 outputs and fp32 weight
+ * and bias gradients. The weights the optimizer updates stay fp32 (the
+ * master copy; each pass converts them), and so does everything else
+ * (pooling, batch-norm, the loss, the gradients the engine reduces). bf16
+ * needs the dnnl backend and a CPU whose kernels compute bf16 natively
+ * (AVX-512 BF16 or AMX: gs_nn_bf16_native); elsewhere GS_ERR_UNSUPPORTED
+ * with a message saying which. A net starts on $GRADSYNC_NN_PRECISION if
+ * set, else fp32. May be called between passes (primitives are rebuilt). */
+gs_status gs_nn_set_precision(gs_nn_net *net, const char *name);
+const char *gs_nn_precision(const gs_nn_net *net);
+/* Whether this CPU and build compute bf16 natively (see above); if not and
+ * why is given, a sentence saying why (the ISA oneDNN found, or the build). */
+int gs_nn_bf16_native(char *why, size_t why_len);
+
 /* Compute threads of the layers, process-wide: OpenBLAS's and, on the
  * dnnl backend, oneDNN's OpenMP threads (set on the calling thread before
  * each layer, since OpenMP's count is a per-thread setting). Ranks sharing

@@ -166,6 +166,7 @@ typedef struct gs_train_epoch {
  * during the call. */
 typedef struct gs_train_summary {
   const char *model, *sync, *optimizer, *data; /* data: "source", "cache", ... */
+  const char *backend, *precision;             /* the layers' kernels: "dnnl", "fp32" */
   int ranks, epochs, batch;                    /* ranks: the workers */
   double momentum;
   const char *sync_text;            /* the sync mode's one-line description */
@@ -278,6 +279,10 @@ typedef struct gs_train_config {
   uint64_t seed;           /* 1: initialisation and shuffling */
   long max_steps;          /* > 0: at most this many steps per epoch */
   float dropout;           /* 0 */
+  const char *precision;   /* NULL or "fp32"; "bf16": convolutions and linear
+                              layers compute in bfloat16 on oneDNN, with fp32
+                              weights, gradients and reductions
+                              (gs_nn_set_precision; needs AVX-512 BF16 or AMX) */
   const char *data_cache;  /* NULL, or a directory keeping the decoded data set */
   int prefetch;            /* 1: a background thread gathers the next batch */
   const char *sync;        /* "engine"; or with ps_servers: bsp, asp, ssp:S,

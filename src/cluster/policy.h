@@ -1,29 +1,135 @@
-/* Cluster policies: how many whole nodes each job gets (issue 39).
+/*
+ * The cluster manager's allocation policies (issue 39; docs/CLUSTER.md,
+ * "Sharing a cluster: policies and the simulator"). Internal header of
+ * src/cluster, shared by the manager (`gradsync cluster`) and the cluster
+ * simulator (cluster_sim.c). No MPI: a policy is arithmetic on job
+ * descriptions.
  *
- * PLACEHOLDER of branch dormmgr: the declarations are the interface agreed
- * with the policy and simulator work (src/cluster/policy*.c there), which
- * replaces this header and policy_placeholder.c at the merge. */
+ * One round of a policy takes the jobs that are in the system (running or
+ * waiting) and the size of the pool, and chooses every job's partition
+ * size: 0 (wait, or be preempted) or a whole number of nodes within the
+ * job's [min_nodes, max_nodes]. The caller owns every array; a policy keeps
+ * nothing between rounds (what it needs of the past, the current sizes, is
+ * in the jobs).
+ *
+ *   static   each job at its requested size (req_nodes, or max_nodes when
+ *            req_nodes is 0), in FIFO order of submission, as a
+ *            partitioning manager without resizing would: a running job
+ *            keeps its size; a waiting job starts only when its size fits
+ *            and every job submitted before it is running (no backfill).
+ *   dorm     Dorm's utilisation-fairness MILP with an adjustment cost
+ *            (Sun et al. 2017), solved by GLPK within time_limit_s.
+ *   goodput  Optimus/Pollux-style marginal-gain allocation on each job's
+ *            speed curve, with a restart penalty.
+ */
 #ifndef GS_CLUSTER_POLICY_H
 #define GS_CLUSTER_POLICY_H
 
 #include <stddef.h>
 
 typedef struct gs_cluster_job {
-  int id; int min_nodes, max_nodes; double weight; int cur_nodes; /* 0 = not running */
-  double submit_time; double progress; /* 0..1 or -1 */
-  const double *speed; /* speed[n], n=0..max_nodes, or NULL = linear */
+  int id;                   /* caller's id, unique */
+  int min_nodes, max_nodes; /* 1 <= min <= max */
+  double weight;            /* fairness weight, > 0 (default 1) */
+  int cur_nodes;            /* current partition size; 0 = waiting/not running */
+  double submit_time;       /* seconds */
+  double progress;          /* fraction done 0..1 (or -1 unknown) */
+  const double *speed;      /* speed[n] for n = 0..max_nodes: work units/s on n nodes
+                               (speed[0] = 0); NULL = assume linear */
   int restarts;
+  /* Added after the shared interface: */
+  int req_nodes;            /* the size the user asked for (static's size); 0 = max_nodes */
+  double work;              /* the job's total work in speed's units (0 = unknown):
+                               with progress, how long a resize has to pay back */
 } gs_cluster_job;
-typedef struct gs_cluster_policy_opts { double restart_penalty_s, time_limit_s, fairness_weight, adjust_weight; } gs_cluster_policy_opts;
-typedef struct gs_cluster_policy_report { double objective, gap; double solve_ms; int status; } gs_cluster_policy_report;
 
-/* Chooses sizes[i] (0, or min_nodes..max_nodes of jobs[i]) for every job so
- * that their sum is at most nodes. Returns 0, or -1 with err naming what is
- * wrong (an unknown policy, a bad job). */
+typedef struct gs_cluster_policy_opts {
+  double restart_penalty_s; /* cost charged per resize */
+  double time_limit_s;      /* solver time limit (dorm) */
+  double fairness_weight;   /* dorm: trade-off between utilisation and fairness */
+  double adjust_weight;     /* dorm: adjustment cost weight */
+  /* Added after the shared interface: */
+  double interval_s;        /* goodput: the time until the next round, over which a
+                               resize must pay back its restart (0: 60 s) */
+  int dorm_start;           /* dorm's first incumbent for GLPK: 0 the exact dynamic
+                               programme (over every size when jobs * nodes * sizes <= 4e6,
+                               else over each job's breakpoints); 1 the greedy; 2 none
+                               (GLPK alone); 3 the breakpoints' programme always (tests) */
+} gs_cluster_policy_opts;
+
+typedef struct gs_cluster_policy_report {
+  double objective, gap; /* MILP objective and relative gap (0 when proven optimal) */
+  double solve_ms;
+  int status;            /* 0 ok, else error */
+  /* Added after the shared interface: */
+  int proven;            /* dorm: 1 when GLPK proved the solution optimal */
+  int fallback;          /* dorm: 1 when no MILP solution came back in time and
+                            its start was used */
+  int exact;             /* dorm: 1 when the start was the exact dynamic programme
+                            (the answer is optimal whatever gap GLPK's own bound
+                            leaves) */
+} gs_cluster_policy_report;
+
+/* Defaults of the options: restart 30 s, time limit 0.05 s, fairness
+ * weight 0.5, adjustment weight 0.02, interval 60 s. */
+void gs_cluster_policy_defaults(gs_cluster_policy_opts *o);
+
+/* Fills sizes[i] (0 or within [min,max]) for jobs[0..njobs-1], sum(sizes) <= nodes.
+ * name: "static", "dorm", "goodput". Returns 0, or -1 with a message in err.
+ * opts may be NULL (the defaults); rep may be NULL. */
 int gs_cluster_allocate(const char *name, const gs_cluster_job *jobs, int njobs, int nodes,
                         const gs_cluster_policy_opts *opts, int *sizes,
                         gs_cluster_policy_report *rep, char *err, size_t errlen);
-/* Whether name is a policy gs_cluster_allocate knows. */
 int gs_cluster_policy_known(const char *name);
+/* Whether a policy's answer depends on the jobs' progress (goodput: the
+ * restart's payback): static's and dorm's depend only on the jobs, their
+ * sizes and the pool, so a periodic round with nothing else changed would
+ * repeat the last answer. */
+int gs_cluster_policy_reads_progress(const char *name);
+/* The policies' names, "static, dorm, goodput", for messages. */
+const char *gs_cluster_policy_names(void);
 
-#endif
+/* ---- What the policies and the simulator share --------------------------- */
+
+/* Weighted max-min fair share of `nodes` among the jobs (fractional nodes,
+ * water-filling: each job gets nodes * w_i / sum(w) unless that exceeds its
+ * max_nodes, whose surplus goes to the others in proportion to their
+ * weights). This is Dorm's fair share (DRF with one resource, whole nodes;
+ * Sun et al. 2017, Sec. III-B) with weights. share[i] in nodes. */
+void gs_cluster_fair_share(const gs_cluster_job *jobs, int njobs, int nodes, double *share);
+
+/* Dorm's fairness loss of an allocation: sum_i |x_i - f_i| / nodes, the
+ * total deviation of the jobs' shares of the cluster from their fair shares
+ * (share from gs_cluster_fair_share). */
+double gs_cluster_fairness_loss(const int *sizes, const double *share, int njobs, int nodes);
+
+/* Dorm's objective for sizes (see policy_dorm.c):
+ *   U - fairness_weight * F - adjust_weight * C
+ * U = sum x_i / nodes, F the fairness loss above, C the number of running
+ * jobs whose size changes. The MILP maximises it; tests evaluate it
+ * directly on every allocation. */
+double gs_cluster_dorm_objective(const gs_cluster_job *jobs, int njobs, int nodes,
+                                 const gs_cluster_policy_opts *o, const double *share,
+                                 const int *sizes);
+
+/* A job's speed on n nodes (speed[n], or n with speed NULL), n in 0..max. */
+double gs_cluster_speed(const gs_cluster_job *j, int n);
+
+/* Checks a round's input: 1 <= min <= max, weight > 0, unique ids, nodes >= 0,
+ * cur_nodes in {0} or [0, max] (a job whose pool shrank may have fewer than
+ * min). Returns 0 or -1 with a message naming the job. */
+int gs_cluster_jobs_check(const gs_cluster_job *jobs, int njobs, int nodes, char *err,
+                          size_t errlen);
+
+/* The policies, one file each (policy_static.c, policy_dorm.c, policy_goodput.c). */
+int gs_cluster_policy_static(const gs_cluster_job *jobs, int njobs, int nodes,
+                             const gs_cluster_policy_opts *o, int *sizes,
+                             gs_cluster_policy_report *rep, char *err, size_t errlen);
+int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
+                           const gs_cluster_policy_opts *o, int *sizes,
+                           gs_cluster_policy_report *rep, char *err, size_t errlen);
+int gs_cluster_policy_goodput(const gs_cluster_job *jobs, int njobs, int nodes,
+                              const gs_cluster_policy_opts *o, int *sizes,
+                              gs_cluster_policy_report *rep, char *err, size_t errlen);
+
+#endif /* GS_CLUSTER_POLICY_H */

@@ -61,4 +61,35 @@ void dlrm_mark_pooled(gs_dlrm *m);
 gs_status dlrm_bce(const float *logits, const float *labels, size_t n, double denom,
                    size_t first_sample, double *loss_sum, float *dlogits);
 
+/* ---- Checkpoints (dlrm_ckpt.c), for the training loop (dlrm_train.c) ---- */
+
+#include "gradsync/dlrm_dist.h"
+
+typedef struct dlrm_ckpt dlrm_ckpt;
+
+/* Collective. Prepares checkpoint_dir (created if missing, writable on
+ * every rank) and, when cfg->resume asks for it, reads the last commit's
+ * manifest, checks it against this run and loads its plan into *plan
+ * (otherwise *plan is left NULL: the caller makes one). specs: the tables
+ * with their dim set. A failure is every rank's. *out is NULL when cfg has
+ * no checkpoint_dir. */
+gs_status dlrm_ckpt_open(const gs_dlrm_train_config *cfg, gs_comm *comm,
+                         const gs_embed_spec *specs, dlrm_ckpt **out, gs_shard_plan **plan);
+/* Whether open found a commit to resume from; its global step, the
+ * training losses' sum of its unfinished epoch and its world size. When
+ * that is not this run's, open leaves *plan NULL (the caller makes this
+ * run's) and load re-shards. */
+int dlrm_ckpt_resumed(const dlrm_ckpt *c, size_t *step, double *epoch_loss_sum, int *ranks);
+/* Collective: every rank reads its own file into its shards; the MLPs and
+ * the dp replicas come from rank 0's. On another world size each rank
+ * reads the rows of its shards from the files that hold them. A failure is
+ * every rank's. */
+gs_status dlrm_ckpt_load(dlrm_ckpt *c, gs_dlrm_dist *d);
+/* Collective: commits the state after global step `step` (epoch_loss_sum:
+ * the training losses of the unfinished epoch so far). *bytes: what this
+ * rank wrote. A failure is every rank's and leaves the last commit. */
+gs_status dlrm_ckpt_commit(dlrm_ckpt *c, gs_dlrm_dist *d, const gs_shard_plan *plan,
+                           size_t step, double epoch_loss_sum, size_t *bytes);
+void dlrm_ckpt_close(dlrm_ckpt *c);
+
 #endif /* GS_DLRM_INTERNAL_H */

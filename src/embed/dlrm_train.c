@@ -9,16 +9,36 @@
  * of the training set (P ranks, B per rank), rank r the r-th slice of B; an
  * epoch is `steps` steps, and every epoch passes over the same samples. The
  * held-out set starts at sample 2^40, far past any training sample.
+ *
+ * Checkpoints (dlrm_ckpt.c): commits between steps (commit_every,
+ * stop_at_step, a stop asked for) and after each epoch's evaluation; a
+ * resumed run starts at its commit's global step, which is all the data's
+ * position there is.
  */
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
+#include "dlrm_internal.h"
 #include "gradsync/dlrm_dist.h"
 #include "gs_internal.h"
 
 #define EVAL_FIRST (1ULL << 40)
+
+static volatile sig_atomic_t stop_asked;
+
+void gs_dlrm_train_request_stop(void) { stop_asked = 1; }
+
+/* At a commit point: whether any rank was asked to stop (agreed). */
+static gs_status agree_stop(gs_comm *comm, int *stop) {
+  int32_t any = stop_asked ? 1 : 0;
+  if (gs_comm_size(comm) > 1)
+    GS_CHECK(gs_allreduce(comm, GS_IN_PLACE, &any, 1, GS_I32, GS_MAX, GS_ALGO_AUTO));
+  if (any) *stop = 2;
+  return GS_OK;
+}
 
 static void emit(gs_dlrm_train_cb cb, void *user, const gs_dlrm_train_event *ev) {
   if (cb) cb(ev, user);
@@ -105,6 +125,18 @@ static gs_status evaluate(const gs_dlrm_train_config *cfg, gs_comm *comm, gs_dlr
   return GS_OK;
 }
 
+/* A commit (dlrm_ckpt_commit) and its event; c0: when it began. */
+static gs_status commit(dlrm_ckpt *ck, gs_dlrm_dist *d, const gs_shard_plan *plan, size_t gstep,
+                        double lsum, int stop, double c0, gs_dlrm_train_cb cb, void *user) {
+  size_t bytes;
+  GS_CHECK(dlrm_ckpt_commit(ck, d, plan, gstep, lsum, &bytes));
+  gs_dlrm_train_event ce = {.kind = GS_DLRM_EV_COMMIT, .global_step = gstep,
+                            .commit_s = gs_now() - c0, .commit_bytes = bytes,
+                            .stopped = stop};
+  emit(cb, user, &ce);
+  return GS_OK;
+}
+
 static size_t peak_rss(void) {
   struct rusage ru;
   if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
@@ -135,14 +167,33 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   gs_dlrm_synth *g = NULL;
   gs_dlrm_batch b = {0};
   float *all = NULL, *labels = NULL;
-  /* Every rank reaches make_plan's agreement, whatever failed before it. */
-  gs_status pst = make_plan(cfg, comm, specs, &plan);
+  dlrm_ckpt *ck = NULL;
+  size_t start = 0;
+  double resumed_lsum = 0;
+  /* The checkpoint directory, and the commit to resume from with its plan
+   * (agreed: every rank reaches it whatever failed before). */
+  gs_status pst = dlrm_ckpt_open(cfg, comm, specs, &ck, &plan);
   if (st == GS_OK) st = pst;
   if (st != GS_OK) goto out;
+  int from_ranks = 0;
+  int resumed = dlrm_ckpt_resumed(ck, &start, &resumed_lsum, &from_ranks);
+  /* Every rank reaches make_plan's agreement: without a plan of the
+   * checkpoint's (none, or of another world size). */
+  if (plan == NULL) GS_CHECK_GOTO(make_plan(cfg, comm, specs, &plan), st, out);
   GS_CHECK_GOTO(gs_dlrm_dist_create(&mc, plan, comm, &d), st, out);
   gs_dlrm_dist_set_precision(d, cfg->precision);
+  double load_s = gs_now();
+  if (resumed) GS_CHECK_GOTO(dlrm_ckpt_load(ck, d), st, out);
+  load_s = gs_now() - load_s;
   gs_dlrm_train_event ev = {.kind = GS_DLRM_EV_PLAN, .plan = plan};
   emit(cb, user, &ev);
+  if (resumed) {
+    gs_dlrm_train_event re = {.kind = GS_DLRM_EV_RESUME, .epoch = (int)(start / cfg->steps) + 1,
+                              .step = start % cfg->steps, .steps = cfg->steps,
+                              .global_step = start, .from_ranks = from_ranks,
+                              .commit_s = load_s};
+    emit(cb, user, &re);
+  }
 
   gs_dlrm_synth_config sc = cfg->data;
   sc.ndense = gs_dlrm_ndense(gs_dlrm_dist_model(d));
@@ -173,10 +224,13 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   gs_agreement_free(&a);
   if (st != GS_OK) goto out;
 
-  for (int e = 1; e <= cfg->epochs && st == GS_OK; e++) {
+  for (int e = (int)(start / cfg->steps) + 1; e <= cfg->epochs && st == GS_OK; e++) {
     gs_dlrm_dist_stats_reset(d);
-    double t0 = gs_now(), lsum = 0;
-    for (size_t s = 0; s < cfg->steps && st == GS_OK; s++) {
+    /* A commit inside this epoch resumes at its next step, with the loss
+     * sum of the steps before it. */
+    size_t first = (size_t)(e - 1) * cfg->steps < start ? start % cfg->steps : 0;
+    double t0 = gs_now(), lsum = first ? resumed_lsum : 0, commit_s = 0;
+    for (size_t s = first; s < cfg->steps && st == GS_OK; s++) {
       GS_CHECK_GOTO(gs_dlrm_synth_fill(g, (s * P + rank) * B, B, &b), st, out);
       double loss;
       GS_CHECK_GOTO(gs_dlrm_dist_train_step(d, &b, &cfg->optim, &loss, NULL), st, out);
@@ -184,16 +238,39 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
       gs_dlrm_train_event se = {.kind = GS_DLRM_EV_STEP, .epoch = e, .step = s + 1,
                                 .steps = cfg->steps, .loss = loss};
       emit(cb, user, &se);
+      /* Commits between steps; the epoch's last step commits after the
+       * evaluation. */
+      size_t gstep = (size_t)(e - 1) * cfg->steps + s + 1;
+      int stop = cfg->stop_at_step == gstep;
+      int point = cfg->commit_every && gstep % cfg->commit_every == 0;
+      if (ck && s + 1 < cfg->steps && point && !stop)
+        GS_CHECK_GOTO(agree_stop(comm, &stop), st, out);
+      if (ck && s + 1 < cfg->steps && (stop || point)) {
+        double c0 = gs_now();
+        GS_CHECK_GOTO(commit(ck, d, plan, gstep, lsum, stop, c0, cb, user), st, out);
+        commit_s += gs_now() - c0;
+        if (stop == 2) stop_asked = 0;
+        if (stop) goto out;
+      }
     }
-    double dt = gs_now() - t0;
+    double dt = gs_now() - t0 - commit_s;
+    size_t ran = cfg->steps - first;
     gs_dlrm_train_event ee = {.kind = GS_DLRM_EV_EPOCH, .epoch = e, .steps = cfg->steps,
                               .loss = lsum / (double)cfg->steps, .epoch_s = dt,
-                              .samples_per_s = (double)(cfg->steps * P * B) / dt};
+                              .samples_per_s = (double)(ran * P * B) / dt};
     gs_dlrm_dist_stats_get(d, &ee.stats);
     GS_CHECK_GOTO(evaluate(cfg, comm, d, g, &b, rounds, all, labels, &ee.auc, &ee.log_loss,
                            &ee.teacher_auc), st, out);
     ee.peak_rss_bytes = peak_rss();
     emit(cb, user, &ee);
+    if (ck) {
+      size_t gstep = (size_t)e * cfg->steps;
+      int stop = cfg->stop_at_step == gstep;
+      if (!stop && e < cfg->epochs) GS_CHECK_GOTO(agree_stop(comm, &stop), st, out);
+      GS_CHECK_GOTO(commit(ck, d, plan, gstep, 0, stop, gs_now(), cb, user), st, out);
+      if (stop == 2) stop_asked = 0;
+      if (stop) goto out;
+    }
   }
 out:
   gs_free(all);
@@ -202,6 +279,7 @@ out:
   gs_dlrm_synth_destroy(g);
   gs_dlrm_dist_destroy(d);
   gs_shard_plan_free(plan);
+  dlrm_ckpt_close(ck);
   gs_free(specs);
   return st;
 }

@@ -4,6 +4,9 @@
 #ifndef GS_INTERNAL_H
 #define GS_INTERNAL_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "gradsync/core.h"
 
 /* Propagates a failing status, logging the call site at debug level so that
@@ -42,5 +45,38 @@ void gs__error_set_message(const char *msg);
  * (src/core/text_file.c) */
 gs_status gs__read_text(const char *path, const char *what, size_t max_bytes, char **out,
                         size_t *len);
+
+/* ---- Durable state files (src/core/state_file.c) ----------------------------
+ * A file written atomically and durably: create opens a temporary file beside
+ * path (path.tmp.XXXXXX); write appends (and counts `bytes`); finish appends
+ * the crc32 (zlib) of what precedes it; sync fsyncs, renames the temporary
+ * file over path and fsyncs the directory; commit is finish then sync; abort
+ * removes the temporary file. A reader sees the old file or the new one,
+ * never a mix. On a failure of sync or commit the temporary file is already
+ * gone. A text file (no checksum) is create, write, sync. `what` names the
+ * kind of file in messages ("DLRM checkpoint"). */
+typedef struct gs__state_file {
+  int fd;
+  const char *path, *what; /* borrowed until sync, commit or abort */
+  char *tmp;
+  unsigned long crc;
+  size_t bytes;
+} gs__state_file;
+
+gs_status gs__state_file_create(gs__state_file *f, const char *path, const char *what);
+gs_status gs__state_file_write(gs__state_file *f, const void *buf, size_t n);
+gs_status gs__state_file_finish(gs__state_file *f);
+gs_status gs__state_file_sync(gs__state_file *f);
+gs_status gs__state_file_commit(gs__state_file *f);
+void gs__state_file_abort(gs__state_file *f);
+/* Reads a whole regular file of at most max bytes into *data (gs_free). */
+gs_status gs__state_file_read(const char *path, const char *what, size_t max,
+                              unsigned char **data, size_t *size);
+/* Whether data's last 4 bytes are the crc32 of the rest. */
+int gs__state_file_crc_ok(const unsigned char *data, size_t size);
+/* zlib's crc32 of n more bytes (any n) after crc (0 to begin). */
+uint32_t gs__crc32(uint32_t crc, const void *buf, size_t n);
+/* fsyncs the directory holding path (after a rename or unlink in it). */
+void gs__sync_dir_of(const char *path);
 
 #endif /* GS_INTERNAL_H */

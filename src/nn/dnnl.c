@@ -63,6 +63,7 @@ typedef struct {
 
 typedef struct {
   int batch, used; /* key; used: 0 = empty slot */
+  nn_precision prec; /* key too: the precision the slot computes in */
   int failed;                /* creation failed: BLAS for this shape */
   prim fwd, bwd_data, bwd_weights;
   /* conv / linear: forward src, weights, dst; backward data's weights,
@@ -332,15 +333,25 @@ static dnnl_memory_t with(dnnl_memory_t m, const void *data) {
 
 /* ---- Memory descriptors ------------------------------------------------- */
 
+static void md4t(dnnl_memory_desc_t *md, int n, int c, int h, int w,
+                 dnnl_data_type_t dt, dnnl_format_tag_t tag) {
+  dnnl_dims_t d = {n, c, h, w};
+  dnnl_memory_desc_init_by_tag(md, 4, d, dt, tag);
+}
+
 static void md4(dnnl_memory_desc_t *md, int n, int c, int h, int w,
                 dnnl_format_tag_t tag) {
-  dnnl_dims_t d = {n, c, h, w};
-  dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, tag);
+  md4t(md, n, c, h, w, dnnl_f32, tag);
+}
+
+static void md2t(dnnl_memory_desc_t *md, int a, int b, dnnl_data_type_t dt,
+                 dnnl_format_tag_t tag) {
+  dnnl_dims_t d = {a, b};
+  dnnl_memory_desc_init_by_tag(md, 2, d, dt, tag);
 }
 
 static void md2(dnnl_memory_desc_t *md, int a, int b, dnnl_format_tag_t tag) {
-  dnnl_dims_t d = {a, b};
-  dnnl_memory_desc_init_by_tag(md, 2, d, dnnl_f32, tag);
+  md2t(md, a, b, dnnl_f32, tag);
 }
 
 static void md1(dnnl_memory_desc_t *md, int n) {
@@ -361,7 +372,7 @@ static void act_md(dnnl_memory_desc_t *md, nn_shape s, int batch) {
  * after an evaluation forward), and batch-norm in evaluation mode runs on
  * the loops. */
 
-static slot *slot_find(nn_layer *l, int batch) {
+static slot *slot_find(nn_layer *l, int batch, nn_precision prec) {
   if (!l->dnnl) {
     l->dnnl = gs_calloc(1, sizeof *l->dnnl);
     if (!l->dnnl) return NULL;
@@ -369,12 +380,13 @@ static slot *slot_find(nn_layer *l, int batch) {
   nn_dnnl_layer *d = l->dnnl;
   for (int i = 0; i < NN_DNNL_SLOTS; i++) {
     slot *s = &d->slots[i];
-    if (s->used && s->batch == batch) return s;
+    if (s->used && s->batch == batch && s->prec == prec) return s;
   }
   slot *s = &d->slots[d->next];
   d->next = (d->next + 1) % NN_DNNL_SLOTS;
   slot_free(s);
   s->batch = batch;
+  s->prec = prec;
   return s;
 }
 
@@ -407,11 +419,16 @@ static void conv_geometry(const nn_layer *l, dnnl_dims_t strides, dnnl_dims_t pl
 /* A conv or linear layer's memory descriptors for batch B: the user's
  * layouts (gs_nn's NCHW / OIHW, or plain matrices) and what the primitives
  * may choose (any, for convolutions). */
+/* In bf16 (lo_*), the primitives read bf16 sources, weights and output
+ * gradients and write fp32 outputs, input gradients and weight gradients:
+ * the ports' reorders convert from and to gs_nn's fp32 buffers. In fp32,
+ * lo_* equal any_*. */
 typedef struct {
-  dnnl_memory_desc_t x, w, y, b, any_x, any_w, any_y;
+  dnnl_memory_desc_t x, w, y, b, any_x, any_w, any_y, lo_x, lo_w, lo_y;
 } gemm_mds;
 
-static void gemm_layer_mds(const nn_layer *l, int B, gemm_mds *m) {
+static void gemm_layer_mds(const nn_layer *l, int B, nn_precision prec, gemm_mds *m) {
+  const dnnl_data_type_t lo = prec == NN_PREC_BF16 ? dnnl_bf16 : dnnl_f32;
   if (l->kind == NN_CONV) {
     act_md(&m->x, l->in, B);
     md4(&m->w, l->out.c, l->in.c, l->k, l->k, dnnl_oihw);
@@ -419,15 +436,24 @@ static void gemm_layer_mds(const nn_layer *l, int B, gemm_mds *m) {
     md4(&m->any_x, B, l->in.c, l->in.h, l->in.w, dnnl_format_tag_any);
     md4(&m->any_w, l->out.c, l->in.c, l->k, l->k, dnnl_format_tag_any);
     md4(&m->any_y, B, l->out.c, l->out.h, l->out.w, dnnl_format_tag_any);
+    md4t(&m->lo_x, B, l->in.c, l->in.h, l->in.w, lo, dnnl_format_tag_any);
+    md4t(&m->lo_w, l->out.c, l->in.c, l->k, l->k, lo, dnnl_format_tag_any);
+    md4t(&m->lo_y, B, l->out.c, l->out.h, l->out.w, lo, dnnl_format_tag_any);
   } else {
     /* Plain layouts: the weight matrix is the optimizer's, and a 1.6M-float
-     * reorder per pass would cost more than the blocked kernels save. */
+     * reorder per pass would cost more than the blocked kernels save (in
+     * bf16 the weights are converted each pass anyway: the primitive picks
+     * their layout). */
     md2(&m->x, B, (int)l->in_size, dnnl_nc);
     md2(&m->w, (int)l->out_size, (int)l->in_size, dnnl_oi);
     md2(&m->y, B, (int)l->out_size, dnnl_nc);
     m->any_x = m->x;
     m->any_w = m->w;
     m->any_y = m->y;
+    md2t(&m->lo_x, B, (int)l->in_size, lo, dnnl_nc);
+    md2t(&m->lo_w, (int)l->out_size, (int)l->in_size, lo,
+         lo == dnnl_f32 ? dnnl_oi : dnnl_format_tag_any);
+    md2t(&m->lo_y, B, (int)l->out_size, lo, dnnl_nc);
   }
   md1(&m->b, l->out.c);
 }
@@ -435,9 +461,9 @@ static void gemm_layer_mds(const nn_layer *l, int B, gemm_mds *m) {
 static int gemm_layer_fwd_create(nn_dnnl_net *c, nn_layer *l, slot *s) {
   const int conv = l->kind == NN_CONV;
   gemm_mds m;
-  gemm_layer_mds(l, s->batch, &m);
-  dnnl_memory_desc_t x_md = m.x, w_md = m.w, y_md = m.y, b_md = m.b, any_x = m.any_x,
-                     any_w = m.any_w, any_y = m.any_y;
+  gemm_layer_mds(l, s->batch, s->prec, &m);
+  dnnl_memory_desc_t x_md = m.x, w_md = m.w, y_md = m.y, b_md = m.b, lo_x = m.lo_x,
+                     lo_w = m.lo_w, any_y = m.any_y;
   /* Training propagation even in evaluation mode: the backward
    * primitives take this one as their hint, and gs_nn allows a backward
    * pass after an evaluation forward. */
@@ -447,12 +473,12 @@ static int gemm_layer_fwd_create(nn_dnnl_net *c, nn_layer *l, slot *s) {
     dnnl_dims_t st, pl, pr;
     conv_geometry(l, st, pl, pr);
     DNNL_TRY(dnnl_convolution_forward_desc_init(
-        &op, prop, dnnl_convolution_direct, &any_x, &any_w, l->b ? &b_md : NULL,
+        &op, prop, dnnl_convolution_direct, &lo_x, &lo_w, l->b ? &b_md : NULL,
         &any_y, st, pl, pr));
     if (prim_create(c, &s->fwd, &op, l->fuse_relu, NULL)) return -1;
   } else {
     dnnl_inner_product_desc_t op;
-    DNNL_TRY(dnnl_inner_product_forward_desc_init(&op, prop, &any_x, &any_w,
+    DNNL_TRY(dnnl_inner_product_forward_desc_init(&op, prop, &lo_x, &lo_w,
                                                   l->b ? &b_md : NULL, &any_y));
     if (prim_create(c, &s->fwd, &op, l->fuse_relu, NULL)) return -1;
   }
@@ -469,26 +495,26 @@ fail:
 static int gemm_layer_bwd_create(nn_dnnl_net *c, nn_layer *l, slot *s) {
   const int conv = l->kind == NN_CONV;
   gemm_mds m;
-  gemm_layer_mds(l, s->batch, &m);
+  gemm_layer_mds(l, s->batch, s->prec, &m);
   dnnl_memory_desc_t x_md = m.x, w_md = m.w, y_md = m.y, b_md = m.b, any_x = m.any_x,
-                     any_w = m.any_w, any_y = m.any_y;
+                     any_w = m.any_w, lo_x = m.lo_x, lo_w = m.lo_w, lo_y = m.lo_y;
   if (conv) {
     dnnl_convolution_desc_t bw, bd;
     dnnl_dims_t st, pl, pr;
     conv_geometry(l, st, pl, pr);
     DNNL_TRY(dnnl_convolution_backward_weights_desc_init(
-        &bw, dnnl_convolution_direct, &any_x, &any_w, l->b ? &b_md : NULL, &any_y,
+        &bw, dnnl_convolution_direct, &lo_x, &any_w, l->b ? &b_md : NULL, &lo_y,
         st, pl, pr));
     DNNL_TRY(dnnl_convolution_backward_data_desc_init(
-        &bd, dnnl_convolution_direct, &any_x, &any_w, &any_y, st, pl, pr));
+        &bd, dnnl_convolution_direct, &any_x, &lo_w, &lo_y, st, pl, pr));
     if (prim_create(c, &s->bwd_weights, &bw, 0, s->fwd.pd) ||
         prim_create(c, &s->bwd_data, &bd, 0, s->fwd.pd))
       return -1;
   } else {
     dnnl_inner_product_desc_t bw, bd;
     DNNL_TRY(dnnl_inner_product_backward_weights_desc_init(
-        &bw, &any_x, &any_w, l->b ? &b_md : NULL, &any_y));
-    DNNL_TRY(dnnl_inner_product_backward_data_desc_init(&bd, &any_x, &any_w, &any_y));
+        &bw, &lo_x, &any_w, l->b ? &b_md : NULL, &lo_y));
+    DNNL_TRY(dnnl_inner_product_backward_data_desc_init(&bd, &any_x, &lo_w, &lo_y));
     if (prim_create(c, &s->bwd_weights, &bw, 0, s->fwd.pd) ||
         prim_create(c, &s->bwd_data, &bd, 0, s->fwd.pd))
       return -1;
@@ -778,7 +804,10 @@ int nn_dnnl_forward(gs_nn_net *net, nn_layer *l, const float *x, int batch) {
   nn_dnnl_net *c = ctx_get(net);
   if (!c) return 0;
   apply_threads();
-  slot *s = slot_find(l, batch);
+  /* Only convolutions and linear layers compute in bf16. */
+  nn_precision prec =
+      l->kind == NN_CONV || l->kind == NN_LINEAR ? net->precision : NN_PREC_FP32;
+  slot *s = slot_find(l, batch, prec);
   if (!s) return 0;
   if (!s->used) {
     s->used = 1;
@@ -807,10 +836,12 @@ int nn_dnnl_backward(gs_nn_net *net, nn_layer *l, const float *x, const float *d
   if (!l->dnnl) return 0;
   if (l->kind == NN_RELU && l->fused_away) return 1;
   /* The slot of the forward pass this backward follows. */
+  nn_precision prec =
+      l->kind == NN_CONV || l->kind == NN_LINEAR ? net->precision : NN_PREC_FP32;
   slot *s = NULL;
   for (int i = 0; i < NN_DNNL_SLOTS; i++) {
     slot *t = &l->dnnl->slots[i];
-    if (t->used && t->batch == batch) s = t;
+    if (t->used && t->batch == batch && t->prec == prec) s = t;
   }
   if (!s || s->failed) return 0;
   /* Batch-norm in evaluation mode, or whose input gradient nobody wants,
@@ -853,4 +884,26 @@ const char *nn_dnnl_version(void) {
   const dnnl_version_t *v = dnnl_version();
   snprintf(buf, sizeof buf, "%d.%d.%d", v->major, v->minor, v->patch);
   return buf;
+}
+
+/* oneDNN says which ISA it dispatches to (capped by ONEDNN_MAX_CPU_ISA);
+ * the CPU says whether it has the bf16 instructions at all. */
+int nn_dnnl_bf16_native(char *why, size_t why_len) {
+  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  int hw = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  hw = __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+#endif
+  int lib = (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+  if (hw && lib) return 1;
+  if (why && why_len) {
+    if (!hw)
+      snprintf(why, why_len, "this CPU has neither AVX-512 BF16 nor AMX");
+    else
+      snprintf(why, why_len, "oneDNN %s dispatches to ISA 0x%x here, below "
+                             "avx512_core_bf16 (ONEDNN_MAX_CPU_ISA set?)",
+               nn_dnnl_version(), (unsigned)isa);
+  }
+  return 0;
 }

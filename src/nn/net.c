@@ -57,6 +57,13 @@ gs_status gs_nn_net_create(gs_nn_net **out, int c, int h, int w,
     gs_free(net);
     return gs_error(st, "gs_nn_net_create: GRADSYNC_NN_BACKEND=%s: %s", be, why);
   }
+  const char *prec = getenv("GRADSYNC_NN_PRECISION");
+  if (prec && *prec && (st = gs_nn_set_precision(net, prec)) != GS_OK) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", gs_last_error());
+    gs_free(net);
+    return gs_error(st, "gs_nn_net_create: GRADSYNC_NN_PRECISION=%s: %s", prec, why);
+  }
   *out = net;
   return GS_OK;
 }
@@ -96,6 +103,44 @@ gs_status gs_nn_set_backend(gs_nn_net *net, const char *name) {
 
 const char *gs_nn_backend(const gs_nn_net *net) {
   return net && net->backend == NN_BACKEND_DNNL ? "dnnl" : "blas";
+}
+
+int gs_nn_bf16_native(char *why, size_t why_len) {
+#ifdef GRADSYNC_NN_DNNL
+  return nn_dnnl_bf16_native(why, why_len);
+#else
+  if (why && why_len)
+    snprintf(why, why_len, "this build has no oneDNN (configured with "
+                           "GRADSYNC_NN_BACKEND=blas, or oneDNN was not found)");
+  return 0;
+#endif
+}
+
+gs_status gs_nn_set_precision(gs_nn_net *net, const char *name) {
+  if (!net || !name)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_nn_set_precision: net or name is NULL");
+  if (strcmp(name, "fp32") == 0) {
+    net->precision = NN_PREC_FP32;
+    return GS_OK;
+  }
+  if (strcmp(name, "bf16") != 0)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "unknown precision '%s' (expected fp32 or bf16)", name);
+  if (net->backend != NN_BACKEND_DNNL)
+    return gs_error(GS_ERR_UNSUPPORTED,
+                    "precision bf16 needs the dnnl backend (this net runs on "
+                    "'%s')", gs_nn_backend(net));
+  char why[160];
+  if (!gs_nn_bf16_native(why, sizeof why))
+    return gs_error(GS_ERR_UNSUPPORTED,
+                    "precision bf16: %s; it would run emulated, slower than "
+                    "fp32 (use fp32 here)", why);
+  net->precision = NN_PREC_BF16;
+  return GS_OK;
+}
+
+const char *gs_nn_precision(const gs_nn_net *net) {
+  return net && net->precision == NN_PREC_BF16 ? "bf16" : "fp32";
 }
 
 static int nn_threads; /* 0: the libraries' defaults */

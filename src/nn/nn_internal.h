@@ -177,6 +177,8 @@ struct nn_layer {
 
 /* Which kernels run the layers (gs_nn_set_backend). */
 typedef enum { NN_BACKEND_BLAS = 0, NN_BACKEND_DNNL } nn_backend;
+/* What convolutions and linear layers compute in (gs_nn_set_precision). */
+typedef enum { NN_PREC_FP32 = 0, NN_PREC_BF16 } nn_precision;
 
 struct gs_nn_net {
   nn_shape in;
@@ -208,6 +210,7 @@ struct gs_nn_net {
   /* the layers' kernels, and the oneDNN backend's engine, stream and
    * scratchpad (dnnl.c; NULL until first used) */
   nn_backend backend;
+  nn_precision precision;
   struct nn_dnnl_net *dnnl;
 
   /* run state */
@@ -310,6 +313,9 @@ void nn_dnnl_net_free(gs_nn_net *net);
 long nn_dnnl_fallbacks(const gs_nn_net *net);
 /* "2.6.3" */
 const char *nn_dnnl_version(void);
+/* 1 if oneDNN computes bf16 natively on this CPU (AVX-512 BF16 or AMX),
+ * else 0 with the ISA it found in why. */
+int nn_dnnl_bf16_native(char *why, size_t why_len);
 #endif
 
 /* Opaque optimizer (optim.c), visible to checkpoint.c. */

@@ -58,6 +58,8 @@ void train_summary(const train_ctx *t, double train_s, double wall_s, long image
                         .sync = sync->ops->name,
                         .optimizer = t->optim.ops->name,
                         .data = t->data_origin ? t->data_origin : "source",
+                        .backend = gs_nn_backend(t->net),
+                        .precision = gs_nn_precision(t->net),
                         .ranks = t->size,
                         .epochs = c->epochs,
                         .batch = t->batch,

@@ -405,6 +405,9 @@ gs_status gs_train_config_check(const gs_train_config *c) {
   if (c->global_batch < 0)
     return gs_error(GS_ERR_PARSE, "%s %d: must be 0 (none) or a sample count",
                     train_option(c, "global_batch"), c->global_batch);
+  if (c->precision && strcmp(c->precision, "fp32") && strcmp(c->precision, "bf16"))
+    return gs_error(GS_ERR_PARSE, "%s '%s' must be fp32 or bf16",
+                    train_option(c, "precision"), c->precision);
   if ((c->commit_every > 0 || c->stop_at_step > 0) && !c->checkpoint_dir)
     return gs_error(GS_ERR_PARSE, "%s needs %s (where commits go)",
                     train_option(c, c->commit_every > 0 ? "commit_every" : "stop_at_step"),
@@ -730,6 +733,12 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
   gs_nn_model_options mopt = {.c = GS_TRAIN_IN_C, .h = GS_TRAIN_IN_H, .w = GS_TRAIN_IN_W,
                               .classes = GS_TRAIN_CLASSES, .dropout = c->dropout};
   if (st == GS_OK) st = gs_nn_model_create(&t->net, c->model, t->batch, c->seed, &mopt);
+  if (st == GS_OK && c->precision && gs_nn_set_precision(t->net, c->precision) != GS_OK) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", gs_last_error());
+    st = gs_error(GS_ERR_UNSUPPORTED, "%s %s: %s", train_option(c, "precision"),
+                  c->precision, why);
+  }
   if (st == GS_OK) {
     t->nparams = gs_nn_param_count(t->net);
     t->optim.ops = optim_ops;

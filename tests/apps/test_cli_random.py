@@ -54,6 +54,14 @@ def main():
     with open(bad_prof, "wb") as f:
         f.write(b'{"name": "b\xff\\u0001", "forward_s": -1, "tensors": []}')
 
+    # gradsync cluster simulate's inputs: a workload of 3 jobs and its speeds.
+    cwork = os.path.join(tmp, "cw.csv")
+    cspeed = os.path.join(tmp, "cs.csv")
+    with open(cwork, "w") as f:
+        f.write("name,time,model,nodes,samples\nA,0,m,2,200\nB,1,m,1,100\nC,2,m,4,50\n")
+    with open(cspeed, "w") as f:
+        f.write("model,nodes,step_time_s,samples_per_step\nm,1,1,10\nm,2,1,18\nm,4,1,30\n")
+
     # Per verb: (base argv that keeps valid runs short, {option: values}); a
     # value of None means a flag. Values mix valid and invalid ones.
     policies = ["wfbp", "single", "bucket", "bucket:1", "bucket:0", "mgwfbp", "optimal",
@@ -124,6 +132,16 @@ def main():
             "--sharding": ["auto", "tw", "rw", "cw", "twrw", "dp", "x"],
             "--precision": ["fp16", "fp8"], "--lookup": ["4e-8,4e-10", "x", "-1,0"],
             "--out": [os.path.join(tmp, "plan.json"), "/proc/x.json"], "--json": None,
+        }),
+        "cluster": (["simulate", "--workload", cwork, "--tables", cspeed, "--nodes", "4"], {
+            "--workload": [cwork, prof, os.path.join(tmp, "none.csv"), tmp],
+            "--tables": [cspeed, cwork, os.path.join(tmp, "none.csv"), tmp],
+            "--nodes": ["1", "4", "0", "1048577", "x"], "--gpus-per-node": ["4", "0", "10"],
+            "--policy": ["static", "dorm", "goodput", "all", "fifo"],
+            "--restart-penalty": ["0", "30", "-1", "nan"], "--interval": ["0", "60", "x"],
+            "--time-limit": ["0.01", "0", "1e9"], "--fairness-weight": ["0", "2", "-1"],
+            "--adjust-weight": ["0.1", "x"], "--node-loss": ["5:1", "5:4", "x", "1:0"],
+            "--trace-out": [os.path.join(tmp, "ct.csv"), "/proc/x.csv", tmp], "--json": None,
         }),
         "run": (["-np", "1"], {
             "--per-node": ["1", "2", "0", "x"], "--net": ["bogus", "0bit", "1e3gbit"],

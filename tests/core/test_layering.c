@@ -3,7 +3,8 @@
  * the internal header pulls in only core, and the cost model's header
  * neither the communicator's nor MPI's, and the compressors' header neither
  * either; the planner's and the simulator's headers neither MPI nor the
- * communicator, nor the configuration search's, nor the DLRM model's.
+ * communicator, nor the configuration search's, nor the DLRM model's; the
+ * cluster library's (policies, simulator) neither MPI nor the communicator.
  * gs_algo and its names are core's.
  */
 #include "gs_internal.h"
@@ -43,6 +44,17 @@
 
 #if defined(GRADSYNC_COMM_H) || defined(MPI_VERSION)
 #error "gradsync/dlrm.h must not include gradsync/comm.h or mpi.h"
+#endif
+
+/* The cluster manager's policies and the cluster simulator (src/cluster)
+ * are arithmetic on job descriptions: neither MPI nor the communicator, so
+ * that a manager or a simulation runs where no MPI does. */
+#include "gradsync/cluster_sim.h"
+#include "policy.h"
+
+#if defined(GRADSYNC_COMM_H) || defined(GRADSYNC_COMPRESS_COMM_H) || defined(MPI_VERSION) || \
+    defined(GRADSYNC_ENGINE_H) || defined(GRADSYNC_TRAIN_PUBLIC_H)
+#error "gradsync/cluster_sim.h and src/cluster/policy.h must not include comm.h, engine.h, train.h or mpi.h"
 #endif
 
 /* The cluster manager starts jobs as programs (`gradsync run`): it needs

@@ -199,7 +199,137 @@ static void check_model(gs_nn_model m) {
   free(y);
 }
 
+/* bf16 (gs_nn_set_precision) against fp32 on the dnnl backend. bfloat16
+ * keeps 8 bits of mantissa (a relative rounding of 2^-9 = 2e-3 per
+ * operand), accumulated in fp32: the logits and the loss agree to BF16_TOL.
+ * Gradients are sums of terms of both signs, whose bf16 rounding does not
+ * cancel as the terms do, and each layer back adds its own: measured here
+ * 2-3e-2 (mlp, cnn) and 1.3e-1 (resnet) for the whole flat gradient, 4e-2
+ * to 2.4e-1 for the input's, where PyTorch's own bf16 autocast on a
+ * ResNet-18 of the same input gives 3.1e-1 and 3.8e-1 (so BF16_GRAD_TOL
+ * 0.2, a cosine above 0.98, and BF16_DX_TOL 0.35). A layout or data-type
+ * mistake gives errors of order 1. The errors must also exceed fp32
+ * rounding: a setting that left the layers in fp32 would pass the bounds
+ * alone. Then both nets train on the batch alike. */
+#define BF16_TOL 3e-2
+#define BF16_GRAD_TOL 0.2
+#define BF16_DX_TOL 0.35
+
+static void compare_bf16(gs_nn_net *f, gs_nn_net *h, const float *x, const int32_t *y,
+                         int batch) {
+  const float *lf, *lh;
+  float lossf, lossh;
+  assert_int_equal(gs_nn_forward(f, x, batch, &lf), GS_OK);
+  assert_int_equal(gs_nn_forward(h, x, batch, &lh), GS_OK);
+  double dl = max_rel_diff(lf, lh, (size_t)batch * gs_nn_output_size(f));
+  assert_int_equal(gs_nn_loss(f, y, &lossf, NULL), GS_OK);
+  assert_int_equal(gs_nn_loss(h, y, &lossh, NULL), GS_OK);
+  assert_int_equal(gs_nn_backward(f), GS_OK);
+  assert_int_equal(gs_nn_backward(h), GS_OK);
+  double dg = max_rel_diff(gs_nn_grads_flat(f), gs_nn_grads_flat(h), gs_nn_param_total(f));
+  double dx = max_rel_diff(gs_nn_input_grad(f), gs_nn_input_grad(h),
+                           (size_t)batch * gs_nn_input_size(f));
+  printf("    bf16 batch %2d: logits %.1e  loss %.5f/%.5f  grads %.1e  dx %.1e\n", batch,
+         dl, (double)lossf, (double)lossh, dg, dx);
+  assert_true(dl > 1e-5 && dg > 1e-5); /* bf16 is in effect */
+  assert_true(dl <= BF16_TOL);
+  assert_true(fabs((double)lossf - (double)lossh) <= BF16_TOL * fabs((double)lossf));
+  assert_true(dg <= BF16_GRAD_TOL);
+  assert_true(dx <= BF16_DX_TOL);
+}
+
+static void check_bf16(gs_nn_model m) {
+  char why[160];
+  if (!gs_nn_backend_available("dnnl") || !gs_nn_bf16_native(why, sizeof why)) {
+    skip();
+    return;
+  }
+  const int B = 16;
+  gs_nn_net *f = make(m, "dnnl", B), *h = make(m, "dnnl", B);
+  assert_string_equal(gs_nn_precision(h), "fp32");
+  assert_int_equal(gs_nn_set_precision(h, "bf16"), GS_OK);
+  assert_string_equal(gs_nn_precision(h), "bf16");
+  float *x;
+  int32_t *y;
+  batch_data(B, 9, &x, &y);
+  gs_nn_set_input_grad(f, 1);
+  gs_nn_set_input_grad(h, 1);
+  printf("  %s\n", gs_nn_model_name(m));
+  compare_bf16(f, h, x, y, B);
+  compare_bf16(f, h, x, y, 5); /* another set of primitives */
+  /* Twenty plain SGD steps on the batch: both learn it alike. */
+  gs_nn_sgd_config cfg = {.lr = 0.01f};
+  gs_nn_sgd *of, *oh;
+  assert_int_equal(gs_nn_sgd_create(&of, f, &cfg), GS_OK);
+  assert_int_equal(gs_nn_sgd_create(&oh, h, &cfg), GS_OK);
+  float first[2] = {0, 0}, loss[2] = {0, 0};
+  for (int step = 0; step < 20; step++) {
+    gs_nn_net *nets[2] = {f, h};
+    gs_nn_sgd *opts[2] = {of, oh};
+    for (int k = 0; k < 2; k++) {
+      assert_int_equal(gs_nn_forward(nets[k], x, B, NULL), GS_OK);
+      assert_int_equal(gs_nn_loss(nets[k], y, &loss[k], NULL), GS_OK);
+      assert_int_equal(gs_nn_backward(nets[k]), GS_OK);
+      assert_int_equal(gs_nn_sgd_step(opts[k]), GS_OK);
+      if (step == 0) first[k] = loss[k];
+    }
+  }
+  printf("  %-8s 20 SGD steps: loss %.4f -> %.4f (fp32), %.4f -> %.4f (bf16)\n",
+         gs_nn_model_name(m), (double)first[0], (double)loss[0], (double)first[1],
+         (double)loss[1]);
+  assert_true(loss[0] < 0.5f * first[0] && loss[1] < 0.5f * first[1]);
+  assert_true(fabs((double)loss[1] - (double)loss[0]) <= 0.25 * (first[0] - loss[0]));
+  /* Back to fp32: other primitives, the fp32 kernels again (the logits of
+   * the same weights agree with the fp32 net's to fp32 rounding). */
+  assert_int_equal(gs_nn_set_precision(h, "fp32"), GS_OK);
+  gs_nn_net *g = make(m, "dnnl", B);
+  memcpy(gs_nn_weights_flat(g), gs_nn_weights_flat(h), gs_nn_param_total(h) * sizeof(float));
+  const float *lg, *lh;
+  assert_int_equal(gs_nn_forward(g, x, B, &lg), GS_OK);
+  assert_int_equal(gs_nn_forward(h, x, B, &lh), GS_OK);
+  assert_true(max_rel_diff(lg, lh, (size_t)B * gs_nn_output_size(g)) <= REL_TOL);
+#ifdef GRADSYNC_NN_DNNL
+  assert_int_equal(nn_dnnl_fallbacks(h), 0);
+#endif
+  gs_nn_sgd_destroy(of);
+  gs_nn_sgd_destroy(oh);
+  gs_nn_net_destroy(f);
+  gs_nn_net_destroy(g);
+  gs_nn_net_destroy(h);
+  free(x);
+  free(y);
+}
+
 static void test_mlp(void **s) { (void)s; check_model(GS_NN_MODEL_MLP); }
+static void test_bf16_mlp(void **s) { (void)s; check_bf16(GS_NN_MODEL_MLP); }
+static void test_bf16_cnn(void **s) { (void)s; check_bf16(GS_NN_MODEL_CNN); }
+static void test_bf16_resnet(void **s) { (void)s; check_bf16(GS_NN_MODEL_RESNET); }
+
+/* Precision names; bf16 where it cannot run natively is refused with the
+ * reason, never silently emulated. */
+static void test_precision_names(void **s) {
+  (void)s;
+  gs_nn_net *net = NULL;
+  assert_int_equal(gs_nn_model_create(&net, GS_NN_MODEL_MLP, 2, 1, NULL), GS_OK);
+  assert_string_equal(gs_nn_precision(net), "fp32");
+  assert_int_equal(gs_nn_set_precision(net, "fp16"), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_nn_set_precision(net, "fp32"), GS_OK);
+  assert_int_equal(gs_nn_set_backend(net, "blas"), GS_OK);
+  assert_int_equal(gs_nn_set_precision(net, "bf16"), GS_ERR_UNSUPPORTED);
+  assert_non_null(strstr(gs_last_error(), "dnnl backend"));
+  assert_string_equal(gs_nn_precision(net), "fp32");
+  char why[160] = "";
+  if (gs_nn_backend_available("dnnl") && !gs_nn_bf16_native(why, sizeof why)) {
+    assert_int_equal(gs_nn_set_backend(net, "dnnl"), GS_OK);
+    assert_int_equal(gs_nn_set_precision(net, "bf16"), GS_ERR_UNSUPPORTED);
+    assert_non_null(strstr(gs_last_error(), why));
+  }
+  gs_nn_net_destroy(net);
+  setenv("GRADSYNC_NN_PRECISION", "half", 1);
+  assert_int_equal(gs_nn_net_create(&net, 1, 4, 4, 2), GS_ERR_INVALID_ARG);
+  assert_null(net);
+  unsetenv("GRADSYNC_NN_PRECISION");
+}
 static void test_cnn(void **s) { (void)s; check_model(GS_NN_MODEL_CNN); }
 static void test_resnet(void **s) { (void)s; check_model(GS_NN_MODEL_RESNET); }
 
@@ -222,6 +352,7 @@ static void test_backend_names(void **s) {
 
 int main(void) {
   unsetenv("GRADSYNC_NN_BACKEND");
+  unsetenv("GRADSYNC_NN_PRECISION");
 #ifdef GRADSYNC_NN_DNNL
   printf("oneDNN %s\n", nn_dnnl_version());
 #endif
@@ -230,6 +361,10 @@ int main(void) {
       cmocka_unit_test(test_mlp),
       cmocka_unit_test(test_cnn),
       cmocka_unit_test(test_resnet),
+      cmocka_unit_test(test_precision_names),
+      cmocka_unit_test(test_bf16_mlp),
+      cmocka_unit_test(test_bf16_cnn),
+      cmocka_unit_test(test_bf16_resnet),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

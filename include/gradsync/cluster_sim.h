@@ -1,0 +1,113 @@
+/*
+ * The cluster simulator (issue 39; docs/CLUSTER.md, "Sharing a cluster:
+ * policies and the simulator"): replays a trace of training jobs on a pool
+ * of whole nodes, event by event (arrivals, completions, a periodic
+ * re-allocation, node loss), under one of the cluster manager's allocation
+ * policies (static, dorm, goodput; src/cluster/policy.h), charging a restart
+ * penalty per resize, and measures what Dorm's and Pollux's evaluations
+ * measure: utilisation, fairness loss (Dorm), finish-time fairness (Themis'
+ * rho), mean and p99 job completion time, makespan.
+ *
+ * Library gradsync_cluster (src/cluster); no MPI. Not in the umbrella
+ * header. Messages go to the caller's err buffer in the library's terms (a
+ * file and line, a job, a column); the caller prints them.
+ */
+#ifndef GRADSYNC_CLUSTER_SIM_H
+#define GRADSYNC_CLUSTER_SIM_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GS_CSIM_NAME_MAX 64
+
+/* One job of a workload. speed[n] (n = 0..max_nodes; speed[0] = 0, and 0
+ * below min_nodes) is its throughput in work units per second on n whole
+ * nodes; work is the total it must do. */
+typedef struct gs_csim_job {
+  char name[GS_CSIM_NAME_MAX];
+  char model[GS_CSIM_NAME_MAX];
+  double submit;      /* seconds from the trace's start */
+  double work;        /* work units (iterations or samples) */
+  int min_nodes, max_nodes, req_nodes;
+  double weight;
+  double *speed;      /* owned by the workload */
+  int line;           /* the workload file's line */
+} gs_csim_job;
+
+typedef struct gs_csim_workload {
+  gs_csim_job *jobs;
+  int njobs;
+  int nodes;          /* the pool it was built for (sizes are capped at it) */
+  char kind[16];      /* "pollux" or "table" */
+} gs_csim_workload;
+
+/* Reads a workload for a pool of `nodes` nodes of `gpus_per_node` GPUs.
+ * Two formats, told apart by the header line:
+ *  - Pollux's (name,time,application,num_replicas,batch_size): speeds from
+ *    the artifact's step-time tables under `tables` (a directory with
+ *    APP/placements.csv, APP/scalability.csv, APP/validation-BATCH.csv;
+ *    NULL: ../traces beside the workload's directory).
+ *  - gradsync's (name,time,model,nodes,samples[,min_nodes,max_nodes,weight]):
+ *    speeds from `tables`, a CSV model,nodes,step_time_s,samples_per_step
+ *    (required; gpus_per_node is not used).
+ * Returns 0, or -1 with a message naming the file, line and column. */
+int gs_csim_load(const char *workload, const char *tables, int nodes, int gpus_per_node,
+                 gs_csim_workload *w, char *err, size_t errlen);
+void gs_csim_workload_free(gs_csim_workload *w);
+
+typedef struct gs_csim_opts {
+  int nodes;                  /* the pool, >= 1 */
+  const char *policy;         /* static | dorm | goodput */
+  double restart_penalty_s;   /* charged per resize and per resumption (default 30) */
+  double interval_s;          /* periodic re-allocation (default 60; 0 = none) */
+  double time_limit_s;        /* dorm's solver limit per round (default 0.05) */
+  double fairness_weight;     /* dorm (default 0.5) */
+  double adjust_weight;       /* dorm (default 0.02) */
+  double loss_time_s;         /* node loss: at this time ... */
+  int loss_nodes;             /* ... this many nodes leave the pool (0 = none) */
+  FILE *trace;                /* optional: the run as CSV lines (below) */
+} gs_csim_opts;
+
+/* Sets the defaults above (nodes, policy and trace left 0/NULL). */
+void gs_csim_defaults(gs_csim_opts *o);
+
+typedef struct gs_csim_result {
+  int jobs, done;             /* jobs in the workload, jobs that finished */
+  double makespan_s;          /* last completion - first submission */
+  double jct_mean_s, jct_p50_s, jct_p99_s;
+  double util;                /* allocated node-seconds / the pool's node-seconds over
+                                 the makespan (nodes * makespan less a node loss) */
+  double util_busy;           /* the same without restarts' node-seconds */
+  double fairness_loss;       /* Dorm's, averaged over time while jobs are in */
+  double ftf_max, ftf_mean;   /* Themis' finish-time fairness rho */
+  int resizes;                /* restarts charged (resizes and resumptions) */
+  int rounds;                 /* policy rounds */
+  double policy_ms_mean, policy_ms_max;
+  double gap_max;             /* dorm: the largest MIP gap reported (0 proven) */
+  int fallbacks;              /* dorm: rounds without a GLPK solution in time */
+  int exact_rounds;           /* dorm: rounds whose start was the exact optimum */
+  double jobs_per_round;      /* jobs in the system per policy round, on average */
+  double sim_s;               /* wall time of the simulation */
+} gs_csim_result;
+
+/* Runs the simulation. With o->trace, writes CSV lines:
+ *   node,NODE,JOB,T0,T1        node NODE belonged to job JOB (an index in
+ *                              the workload) from T0 to T1 (the Gantt chart)
+ *   util,T,USED,BUSY,ACTIVE    from time T: nodes allocated, nodes allocated
+ *                              outside restarts, jobs in the system
+ *   job,JOB,NAME,SUBMIT,START,END,JCT,RESTARTS
+ * Returns 0, or -1 with a message (a policy's error, no memory). A job that
+ * can never run (min_nodes above the pool) is reported as an error before
+ * the run starts. */
+int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result *r, char *err,
+                size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRADSYNC_CLUSTER_SIM_H */

@@ -1,0 +1,240 @@
+/*
+ * The policies' dispatch and what they share: the options' defaults, the
+ * input check, the weighted fair share and Dorm's fairness loss and
+ * objective (docs/CLUSTER.md, "Sharing a cluster").
+ */
+#include "policy.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const struct {
+  const char *name;
+  int (*fn)(const gs_cluster_job *, int, int, const gs_cluster_policy_opts *, int *,
+            gs_cluster_policy_report *, char *, size_t);
+} policies[] = {
+    {"static", gs_cluster_policy_static},
+    {"dorm", gs_cluster_policy_dorm},
+    {"goodput", gs_cluster_policy_goodput},
+};
+
+void gs_cluster_policy_defaults(gs_cluster_policy_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->restart_penalty_s = 30;
+  o->time_limit_s = 0.05;
+  o->fairness_weight = 0.5;
+  o->adjust_weight = 0.02;
+  o->interval_s = 60;
+}
+
+int gs_cluster_policy_known(const char *name) {
+  if (name == NULL) return 0;
+  for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++)
+    if (strcmp(name, policies[i].name) == 0) return 1;
+  return 0;
+}
+
+int gs_cluster_policy_reads_progress(const char *name) {
+  return name != NULL && strcmp(name, "goodput") == 0;
+}
+
+const char *gs_cluster_policy_names(void) { return "static, dorm, goodput"; }
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+  if (err == NULL || errlen == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+int gs_cluster_jobs_check(const gs_cluster_job *jobs, int njobs, int nodes, char *err,
+                          size_t errlen) {
+  if (nodes < 0) {
+    set_err(err, errlen, "the pool has %d nodes; expected 0 or more", nodes);
+    return -1;
+  }
+  if (njobs < 0 || (njobs > 0 && jobs == NULL)) {
+    set_err(err, errlen, "%d jobs given without an array", njobs);
+    return -1;
+  }
+  for (int i = 0; i < njobs; i++) {
+    const gs_cluster_job *j = &jobs[i];
+    if (j->min_nodes < 1 || j->max_nodes < j->min_nodes) {
+      set_err(err, errlen, "job %d: sizes %d..%d; expected 1 <= min <= max", j->id,
+              j->min_nodes, j->max_nodes);
+      return -1;
+    }
+    if (!(j->weight > 0) || !isfinite(j->weight)) {
+      set_err(err, errlen, "job %d: weight %g; expected a finite number above 0", j->id,
+              j->weight);
+      return -1;
+    }
+    if (j->cur_nodes < 0 || j->cur_nodes > j->max_nodes) {
+      set_err(err, errlen, "job %d: current size %d outside 0..%d", j->id, j->cur_nodes,
+              j->max_nodes);
+      return -1;
+    }
+    if (j->req_nodes < 0 || j->req_nodes > j->max_nodes ||
+        (j->req_nodes > 0 && j->req_nodes < j->min_nodes)) {
+      set_err(err, errlen, "job %d: requested size %d outside %d..%d", j->id, j->req_nodes,
+              j->min_nodes, j->max_nodes);
+      return -1;
+    }
+    /* The ends of the speed curve only: a round must stay cheap on large
+     * pools, and the curve is the caller's (checked where it is made). */
+    if (j->speed != NULL) {
+      int ends[2] = {j->min_nodes, j->max_nodes};
+      for (int e = 0; e < 2; e++)
+        if (!(j->speed[ends[e]] >= 0) || !isfinite(j->speed[ends[e]])) {
+          set_err(err, errlen, "job %d: speed on %d nodes is %g; expected >= 0", j->id, ends[e],
+                  j->speed[ends[e]]);
+          return -1;
+        }
+    }
+  }
+  if (njobs > 1) {
+    int *ids = malloc((size_t)njobs * sizeof *ids);
+    if (ids == NULL) {
+      set_err(err, errlen, "out of memory checking %d jobs", njobs);
+      return -1;
+    }
+    for (int i = 0; i < njobs; i++) ids[i] = jobs[i].id;
+    qsort(ids, (size_t)njobs, sizeof *ids, cmp_int);
+    for (int i = 1; i < njobs; i++)
+      if (ids[i] == ids[i - 1]) {
+        set_err(err, errlen, "job id %d given twice", ids[i]);
+        free(ids);
+        return -1;
+      }
+    free(ids);
+  }
+  return 0;
+}
+
+double gs_cluster_speed(const gs_cluster_job *j, int n) {
+  if (n <= 0) return 0;
+  if (n > j->max_nodes) n = j->max_nodes;
+  return j->speed != NULL ? j->speed[n] : (double)n;
+}
+
+/* Water-filling order: the job whose cap is reached first (max/w smallest). */
+static const gs_cluster_job *fair_jobs;
+static int cmp_cap_per_weight(const void *a, const void *b) {
+  const gs_cluster_job *x = &fair_jobs[*(const int *)a], *y = &fair_jobs[*(const int *)b];
+  double kx = x->max_nodes / x->weight, ky = y->max_nodes / y->weight;
+  return (kx > ky) - (kx < ky);
+}
+
+void gs_cluster_fair_share(const gs_cluster_job *jobs, int njobs, int nodes, double *share) {
+  if (njobs <= 0) return;
+  int *order = malloc((size_t)njobs * sizeof *order);
+  double wsum = 0;
+  for (int i = 0; i < njobs; i++) wsum += jobs[i].weight;
+  if (order == NULL) { /* no memory to sort: the uncapped proportional share */
+    for (int i = 0; i < njobs; i++) share[i] = nodes * jobs[i].weight / wsum;
+    return;
+  }
+  for (int i = 0; i < njobs; i++) order[i] = i;
+  /* qsort has no context argument; the comparison reads this file's pointer
+   * (the policies run on one thread per process). */
+  fair_jobs = jobs;
+  qsort(order, (size_t)njobs, sizeof *order, cmp_cap_per_weight);
+  double left = nodes;
+  int k = 0;
+  /* Jobs whose cap lies below the current level take their cap; the level
+   * (nodes per unit of weight) of the rest rises as they leave. */
+  for (; k < njobs; k++) {
+    const gs_cluster_job *j = &jobs[order[k]];
+    double level = left / wsum;
+    if (j->max_nodes > level * j->weight) break;
+    share[order[k]] = j->max_nodes;
+    left -= j->max_nodes;
+    wsum -= j->weight;
+  }
+  for (int m = k; m < njobs; m++) {
+    const gs_cluster_job *j = &jobs[order[m]];
+    share[order[m]] = wsum > 0 ? left * j->weight / wsum : 0;
+  }
+  free(order);
+}
+
+double gs_cluster_fairness_loss(const int *sizes, const double *share, int njobs, int nodes) {
+  if (nodes <= 0) return 0;
+  double loss = 0;
+  for (int i = 0; i < njobs; i++) loss += fabs(sizes[i] - share[i]);
+  return loss / nodes;
+}
+
+double gs_cluster_dorm_objective(const gs_cluster_job *jobs, int njobs, int nodes,
+                                 const gs_cluster_policy_opts *o, const double *share,
+                                 const int *sizes) {
+  if (nodes <= 0) return 0;
+  double used = 0, changes = 0;
+  for (int i = 0; i < njobs; i++) {
+    used += sizes[i];
+    if (jobs[i].cur_nodes > 0 && sizes[i] != jobs[i].cur_nodes) changes += 1;
+  }
+  return used / nodes - o->fairness_weight * gs_cluster_fairness_loss(sizes, share, njobs, nodes) -
+         o->adjust_weight * changes;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int gs_cluster_allocate(const char *name, const gs_cluster_job *jobs, int njobs, int nodes,
+                        const gs_cluster_policy_opts *opts, int *sizes,
+                        gs_cluster_policy_report *rep, char *err, size_t errlen) {
+  gs_cluster_policy_opts defaults;
+  gs_cluster_policy_report scratch;
+  if (rep == NULL) rep = &scratch;
+  memset(rep, 0, sizeof *rep);
+  if (opts == NULL) {
+    gs_cluster_policy_defaults(&defaults);
+    opts = &defaults;
+  }
+  if (err != NULL && errlen > 0) err[0] = '\0';
+  for (size_t p = 0; p < sizeof policies / sizeof policies[0]; p++) {
+    if (name == NULL || strcmp(name, policies[p].name) != 0) continue;
+    if (!(opts->restart_penalty_s >= 0) || !(opts->time_limit_s > 0) ||
+        !(opts->fairness_weight >= 0) || !(opts->adjust_weight >= 0) ||
+        !(opts->interval_s >= 0)) {
+      set_err(err, errlen,
+              "policy options out of range: restart penalty %g s (>= 0), time limit %g s "
+              "(> 0), fairness weight %g (>= 0), adjustment weight %g (>= 0), interval %g s "
+              "(>= 0)",
+              opts->restart_penalty_s, opts->time_limit_s, opts->fairness_weight,
+              opts->adjust_weight, opts->interval_s);
+      rep->status = -1;
+      return -1;
+    }
+    if (gs_cluster_jobs_check(jobs, njobs, nodes, err, errlen) != 0) {
+      rep->status = -1;
+      return -1;
+    }
+    for (int i = 0; i < njobs; i++) sizes[i] = 0;
+    double t0 = now_ms();
+    int rc = njobs == 0 ? 0 : policies[p].fn(jobs, njobs, nodes, opts, sizes, rep, err, errlen);
+    rep->solve_ms = now_ms() - t0;
+    rep->status = rc;
+    return rc;
+  }
+  set_err(err, errlen, "unknown policy '%s'; expected one of %s", name ? name : "(null)",
+          gs_cluster_policy_names());
+  rep->status = -1;
+  return -1;
+}

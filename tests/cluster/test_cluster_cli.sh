@@ -1,0 +1,89 @@
+#!/bin/sh
+# gradsync cluster simulate: a tiny workload end to end (text, JSON, the
+# trace), and bad input: every usage error exits 2 with one line naming what
+# is wrong and where. Usage: test_cluster_cli.sh GRADSYNC
+gs=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fails=$((fails + 1)); }
+
+cat > "$tmp/speeds.csv" <<'EOF'
+model,nodes,step_time_s,samples_per_step
+m,1,1,10
+m,2,1,20
+EOF
+cat > "$tmp/w.csv" <<'EOF'
+name,time,model,nodes,samples
+A,0,m,2,200
+B,1,m,1,100
+EOF
+
+# t CODE NEEDLE ARGS...: gradsync ARGS must exit CODE with NEEDLE in its output;
+# a usage error (2) is one line on stderr ending in "(see --help)".
+t() {
+  code=$1 needle=$2
+  shift 2
+  "$gs" "$@" > "$tmp/out" 2> "$tmp/err"
+  rc=$?
+  if [ "$rc" != "$code" ]; then
+    bad "gradsync $*: exit $rc, expected $code: $(head -c 300 "$tmp/err")"
+    return
+  fi
+  if [ -n "$needle" ] && ! grep -qF -- "$needle" "$tmp/out" "$tmp/err"; then
+    bad "gradsync $*: output lacks '$needle': $(head -c 300 "$tmp/err")"
+    return
+  fi
+  if [ "$code" = 2 ]; then
+    if [ "$(wc -l < "$tmp/err")" != 1 ] || ! grep -q '(see --help)$' "$tmp/err" ||
+       [ -s "$tmp/out" ]; then
+      bad "gradsync $*: a usage error must be one line ending in (see --help): $(cat "$tmp/err")"
+      return
+    fi
+  fi
+  ok "gradsync $* -> $code"
+}
+
+sim="cluster simulate"
+t 0 "static" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 \
+  --restart-penalty 5 --interval 0
+# static's mean JCT by hand: (10 + 19) / 2.
+t 0 '"jct_mean_s":14.5,' $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 \
+  --restart-penalty 5 --interval 0 --policy static --json
+# goodput's by hand: (22.5 + 10) / 2 (tests/cluster/test_cluster_sim.c).
+t 0 '"jct_mean_s":16.25' $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 \
+  --restart-penalty 5 --interval 0 --policy goodput --json
+t 0 '"policy":"dorm"' $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --json
+[ "$(wc -l < "$tmp/out")" = 3 ] && ok "--json: one line per policy" || bad "--json lines: $(cat "$tmp/out")"
+t 0 "" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --trace-out "$tmp/tr.csv"
+for p in static dorm goodput; do
+  if grep -q '^node,0,0,0.000,' "$tmp/tr.$p.csv" && grep -q '^job,1,B,' "$tmp/tr.$p.csv" &&
+     grep -q '^util,' "$tmp/tr.$p.csv"; then ok "trace $p"; else bad "trace $p: $(head -5 "$tmp/tr.$p.csv")"; fi
+done
+t 0 "" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --node-loss 5:1
+t 0 "usage: gradsync cluster simulate" $sim --help
+t 0 "usage: gradsync cluster simulate" cluster --help
+t 0 "gradsync cluster serve" cluster --help
+
+# Bad input.
+t 2 "cannot read the workload '$tmp/none.csv'" $sim --workload "$tmp/none.csv" --nodes 2
+t 2 "--workload is required" $sim --nodes 2
+t 2 "--nodes is required" $sim --workload "$tmp/w.csv"
+t 2 "--nodes: expected an integer from 1" $sim --workload "$tmp/w.csv" --nodes 0
+t 2 "unknown policy 'fifo'" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --policy fifo
+t 2 "needs a speed table" $sim --workload "$tmp/w.csv" --nodes 2
+printf 'name,time,model,gpus,samples\nA,0,m,2,200\n' > "$tmp/cols.csv"
+t 2 "cols.csv:1: no column 'nodes'" $sim --workload "$tmp/cols.csv" --tables "$tmp/speeds.csv" --nodes 2
+printf 'name,time,model,nodes,samples\nA,0,m,2,-5\n' > "$tmp/neg.csv"
+t 2 "neg.csv:2: column 'samples': '-5'" $sim --workload "$tmp/neg.csv" --tables "$tmp/speeds.csv" --nodes 2
+t 2 "--node-loss: 2 nodes lost from a pool of 2" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --node-loss 1:2
+t 2 "--node-loss: expected T:K" $sim --workload "$tmp/w.csv" --nodes 2 --node-loss 5
+t 2 "option --nodes given more than once" $sim --workload "$tmp/w.csv" --nodes 2 --nodes 3
+t 2 "unknown option '--bogus'" $sim --bogus
+t 2 "--trace-out" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --trace-out /nonexistent/dir/t.csv
+t 2 "unknown command 'bogus'" cluster bogus
+t 2 "no subcommand" cluster
+
+[ "$fails" = 0 ] || { echo "$fails failed"; exit 1; }
+echo "all passed"

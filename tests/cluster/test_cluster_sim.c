@@ -1,0 +1,259 @@
+/*
+ * Tests of the cluster simulator (gradsync/cluster_sim.h): tiny hand-made
+ * workloads whose completion times, utilisation and fairness loss are
+ * computed by hand (static and goodput, with restarts; a node lost), bad
+ * workloads, and Pollux's workload (its first 40 jobs, when the artifact's
+ * data is beside the repository) under every policy.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gradsync/cluster_sim.h"
+
+static char dir[256];
+
+static void write_file(const char *name, const char *text, char *path, size_t cap) {
+  snprintf(path, cap, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+#define NEAR(x, y) assert_true(fabs((double)(x) - (double)(y)) <= 1e-6 * (1 + fabs((double)(y))))
+
+/* Model m: 10 samples/s on 1 node, 20 on 2. */
+static const char *speeds = "model,nodes,step_time_s,samples_per_step\nm,1,1,10\nm,2,1,20\n";
+/* A at 0 asks for 2 nodes, 200 samples; B at 1 asks for 1 node, 100. */
+static const char *two_jobs = "name,time,model,nodes,samples\nA,0,m,2,200\nB,1,m,1,100\n";
+
+static void run(const char *policy, const char *workload, int nodes, double loss_t, int loss_k,
+                gs_csim_result *r) {
+  char wp[512], sp[512], err[512];
+  write_file("w.csv", workload, wp, sizeof wp);
+  write_file("s.csv", speeds, sp, sizeof sp);
+  gs_csim_workload w;
+  if (gs_csim_load(wp, sp, nodes, 4, &w, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    fail();
+  }
+  gs_csim_opts o;
+  gs_csim_defaults(&o);
+  o.nodes = nodes;
+  o.policy = policy;
+  o.restart_penalty_s = 5;
+  o.interval_s = 0;
+  o.loss_time_s = loss_t;
+  o.loss_nodes = loss_k;
+  if (gs_csim_run(&w, &o, r, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    fail();
+  }
+  gs_csim_workload_free(&w);
+}
+
+/* static: A runs on 2 nodes at 20/s and ends at 10; B waits for it, runs on
+ * 1 node at 10/s and ends at 20. JCTs 10 and 19; 30 node-seconds of 40.
+ * Fairness loss: [0,1) A alone at its share 2: 0; [1,10) A 2, B 0 against
+ * shares 1 and 1: 2/2 = 1; [10,20) B on 1 of its share 2: 0.5; mean 0.7. */
+static void test_static_by_hand(void **state) {
+  (void)state;
+  gs_csim_result r;
+  run("static", two_jobs, 2, 0, 0, &r);
+  assert_int_equal(r.done, 2);
+  NEAR(r.jct_mean_s, 14.5);
+  NEAR(r.jct_p99_s, 19);
+  NEAR(r.makespan_s, 20);
+  NEAR(r.util, 0.75);
+  NEAR(r.util_busy, 0.75);
+  NEAR(r.fairness_loss, 0.7);
+  assert_int_equal(r.resizes, 0);
+}
+
+/* goodput: A alone takes 2 nodes; at 1 (20 done) B arrives and both get 1:
+ * A restarts until 6 (penalty 5), B starts free and ends at 11. A then has
+ * 180 - 50 = 130 left: 13 s on 1 node, 6.5 on 2 after a 5 s restart, so it
+ * grows (until 16) and ends at 22.5. JCTs 22.5 and 10; two restarts. */
+static void test_goodput_by_hand(void **state) {
+  (void)state;
+  gs_csim_result r;
+  run("goodput", two_jobs, 2, 0, 0, &r);
+  assert_int_equal(r.done, 2);
+  assert_int_equal(r.resizes, 2);
+  NEAR(r.jct_mean_s, (22.5 + 10) / 2);
+  NEAR(r.makespan_s, 22.5);
+  /* allocated: 2 (0-1) + 2 (1-11) + 2 (11-22.5) = 45 of 45 node-seconds;
+   * restarting: A's 1 node 1-6 and 2 nodes 11-16: 15. */
+  NEAR(r.util, 1.0);
+  NEAR(r.util_busy, 30.0 / 45);
+}
+
+/* A node lost: A (2 nodes, 200 samples) has done 100 at 5 when one of its
+ * nodes leaves; static keeps it on the node left, after a restart (5-10),
+ * at 10/s: it ends at 20. */
+static void test_node_loss(void **state) {
+  (void)state;
+  gs_csim_result r;
+  run("static", "name,time,model,nodes,samples\nA,0,m,2,200\n", 2, 5, 1, &r);
+  assert_int_equal(r.done, 1);
+  assert_int_equal(r.resizes, 1);
+  NEAR(r.jct_mean_s, 20);
+  /* The pool: 2 nodes for 5 s, 1 for 15: 25 node-seconds, all allocated;
+   * 5 of them spent restarting. */
+  NEAR(r.util, 1.0);
+  NEAR(r.util_busy, 20.0 / 25);
+  /* goodput and dorm likewise end it (they may choose differently). */
+  run("goodput", "name,time,model,nodes,samples\nA,0,m,2,200\n", 2, 5, 1, &r);
+  assert_int_equal(r.done, 1);
+  NEAR(r.jct_mean_s, 20);
+  run("dorm", "name,time,model,nodes,samples\nA,0,m,2,200\n", 2, 5, 1, &r);
+  assert_int_equal(r.done, 1);
+}
+
+static void expect_load_error(const char *workload, const char *speed_table, int nodes,
+                              const char *needle) {
+  char wp[512], sp[512], err[512];
+  write_file("bad.csv", workload, wp, sizeof wp);
+  write_file("bad_s.csv", speed_table, sp, sizeof sp);
+  gs_csim_workload w;
+  assert_int_equal(gs_csim_load(wp, sp, nodes, 4, &w, err, sizeof err), -1);
+  if (strstr(err, needle) == NULL) {
+    fprintf(stderr, "message '%s' lacks '%s'\n", err, needle);
+    fail();
+  }
+}
+
+static void test_bad_workloads(void **state) {
+  (void)state;
+  expect_load_error("name,time,modle,nodes,samples\nA,0,m,1,1\n", speeds, 2,
+                    "not a workload header");
+  expect_load_error("name,time,model,nodes\nA,0,m,1\n", speeds, 2, "no column 'samples'");
+  expect_load_error(two_jobs, "model,nodes,step_time\nm,1,1\n", 2, "no column 'step_time_s'");
+  expect_load_error("name,time,model,nodes,samples\nA,0,m,1,abc\n", speeds, 2,
+                    "bad.csv:2: column 'samples': 'abc'");
+  expect_load_error("name,time,model,nodes,samples\nA,0,m,1\n", speeds, 2, "bad.csv:2: 4 fields");
+  expect_load_error("name,time,model,nodes,samples\nA,0,x,1,5\n", speeds, 2,
+                    "'x' is not in the speed table");
+  expect_load_error("name,time,model,nodes,samples\n", speeds, 2, "no jobs");
+  expect_load_error("name,time,model,nodes,samples,min_nodes\nA,0,m,1,5,3\n", speeds, 2,
+                    "min_nodes 3 above max_nodes 2");
+  expect_load_error(two_jobs, speeds, 0, "0 nodes");
+  char err[512];
+  gs_csim_workload w;
+  assert_int_equal(gs_csim_load("/nonexistent/w.csv", NULL, 2, 4, &w, err, sizeof err), -1);
+  assert_non_null(strstr(err, "cannot read the workload '/nonexistent/w.csv'"));
+  /* Pollux's format without its tables. */
+  char wp[512];
+  write_file("p.csv", "name,time,application,num_replicas,batch_size\nj,0,cifar10,4,128\n", wp,
+             sizeof wp);
+  assert_int_equal(gs_csim_load(wp, dir, 2, 4, &w, err, sizeof err), -1);
+  assert_non_null(strstr(err, "application 'cifar10'"));
+  /* An unknown policy is refused by the run. */
+  char sp[512];
+  write_file("w.csv", two_jobs, wp, sizeof wp);
+  write_file("s.csv", speeds, sp, sizeof sp);
+  assert_int_equal(gs_csim_load(wp, sp, 2, 4, &w, err, sizeof err), 0);
+  gs_csim_opts o;
+  gs_csim_defaults(&o);
+  o.nodes = 2;
+  o.policy = "fifo";
+  gs_csim_result r;
+  assert_int_equal(gs_csim_run(&w, &o, &r, err, sizeof err), -1);
+  assert_non_null(strstr(err, "unknown policy 'fifo'"));
+  o.policy = "static";
+  o.nodes = 1; /* A's min (from the table: 1) fits, its max 2 does not */
+  assert_int_equal(gs_csim_run(&w, &o, &r, err, sizeof err), -1);
+  assert_non_null(strstr(err, "job 'A'"));
+  gs_csim_workload_free(&w);
+}
+
+/* Pollux's first workload, its first 40 jobs, on 16 nodes of 4 GPUs. */
+static void test_pollux(void **state) {
+  (void)state;
+  char src[512], tables[512], wp[512];
+  snprintf(src, sizeof src, "%s/workloads/workload-1.csv", GS_POLLUX_DIR);
+  snprintf(tables, sizeof tables, "%s/traces", GS_POLLUX_DIR);
+  FILE *in = fopen(src, "r");
+  if (in == NULL) {
+    printf("skipped: no Pollux data at %s\n", GS_POLLUX_DIR);
+    skip();
+  }
+  snprintf(wp, sizeof wp, "%s/p40.csv", dir);
+  FILE *out = fopen(wp, "w");
+  assert_non_null(out);
+  char line[512];
+  for (int k = 0; k < 41 && fgets(line, sizeof line, in) != NULL; k++) fputs(line, out);
+  fclose(in);
+  fclose(out);
+  gs_csim_workload w;
+  char err[512];
+  if (gs_csim_load(wp, tables, 16, 4, &w, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    fail();
+  }
+  assert_int_equal(w.njobs, 40);
+  for (int i = 0; i < w.njobs; i++) {
+    const gs_csim_job *j = &w.jobs[i];
+    assert_true(j->min_nodes >= 1 && j->min_nodes <= j->req_nodes && j->req_nodes <= j->max_nodes);
+    assert_true(j->max_nodes <= 16 && j->work > 0);
+    for (int n = j->min_nodes; n <= j->max_nodes; n++) assert_true(j->speed[n] > 0);
+  }
+  double jct[3];
+  const char *pol[3] = {"static", "dorm", "goodput"};
+  for (int p = 0; p < 3; p++) {
+    gs_csim_opts o;
+    gs_csim_defaults(&o);
+    o.nodes = 16;
+    o.policy = pol[p];
+    gs_csim_result r;
+    if (gs_csim_run(&w, &o, &r, err, sizeof err) != 0) {
+      fprintf(stderr, "%s\n", err);
+      fail();
+    }
+    assert_int_equal(r.done, 40);
+    assert_true(r.util > 0 && r.util <= 1 + 1e-9);
+    assert_true(r.util_busy <= r.util + 1e-9);
+    jct[p] = r.jct_mean_s;
+    printf("pollux workload-1, 40 jobs, %s: mean JCT %.0f s, util %.3f\n", pol[p], r.jct_mean_s,
+           r.util);
+  }
+  assert_true(jct[1] < jct[0] && jct[2] < jct[0]);
+  gs_csim_workload_free(&w);
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/gs_csim_XXXXXX");
+  return mkdtemp(dir) == NULL ? -1 : 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  static const char *names[] = {"w.csv", "s.csv", "bad.csv", "bad_s.csv", "p.csv", "p40.csv"};
+  char path[512];
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    unlink(path);
+  }
+  return rmdir(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_static_by_hand),
+      cmocka_unit_test(test_goodput_by_hand),
+      cmocka_unit_test(test_node_loss),
+      cmocka_unit_test(test_bad_workloads),
+      cmocka_unit_test(test_pollux),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,554 @@
+/*
+ * Checkpoints of hybrid-parallel DLRM training (gs_dlrm_train_run's
+ * checkpoint_dir, commit_every, stop_at_step, resume) under mpirun.
+ *
+ * Exact resume: a run stopped after a commit inside the first epoch, resumed
+ * and stopped again at the first epoch's end, then resumed to the end, gives
+ * bitwise the losses of every step, the epochs' training losses, held-out AUC
+ * and log loss, and the final files of every rank (shards, accumulators,
+ * MLPs, dp replicas) of a run that was never stopped; for row-wise shards
+ * with row-wise Adagrad and for the planner's plan (dp replicas and whole
+ * tables), and with SGD. A crash's leftovers (files of an unpublished
+ * commit, temporary files) do not disturb the resume and are removed by its
+ * first commit; only the last commit's files are left.
+ *
+ * Another world size with the same global batch: shrunk to 1 rank (row
+ * blocks, and column blocks with SGD), grown from 1 rank, each within 1e-5
+ * relative loss of the uninterrupted run. A
+ * stop asked on one rank (gs_dlrm_train_request_stop, as SIGUSR1 does)
+ * stops every rank at the next commit point.
+ *
+ * Refusals, on every rank and naming what differs: another seed, table, MLP,
+ * sharding or batch than the checkpoint's; another world size (each rank
+ * alone on a communicator of its own); no checkpoint (and auto starting
+ * afresh); one rank's file missing or corrupted, which fails every rank
+ * with that rank's message and leaves no rank waiting.
+ */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+#include "gradsync.h"
+#include "mrt.h"
+
+#define EPOCHS 2
+#define STEPS 4
+#define MAXSTEPS (EPOCHS * STEPS)
+
+static gs_embed_spec g_tables[] = {
+    {"one", 1, 8, 2}, {"two", 2, 8, 2}, {"C3", 50, 8, 2}, {"C4", 300, 8, 2}, {"C5", 1000, 8, 2},
+};
+
+/* What a run reports, by global step and epoch. */
+typedef struct record {
+  double loss[MAXSTEPS + 1];
+  int have[MAXSTEPS + 1];
+  double epoch_loss[EPOCHS + 1], auc[EPOCHS + 1], log_loss[EPOCHS + 1];
+  int epochs_seen, commits, stopped, resumed_at;
+  int ask_at; /* this rank asks for a stop (gs_dlrm_train_request_stop) after this step */
+} record;
+
+static void on_event(const gs_dlrm_train_event *ev, void *user) {
+  record *r = user;
+  if (ev->kind == GS_DLRM_EV_STEP) {
+    size_t g = (size_t)(ev->epoch - 1) * ev->steps + ev->step;
+    if (g <= MAXSTEPS) {
+      r->loss[g] = ev->loss;
+      r->have[g] = 1;
+    }
+    if (r->ask_at && (size_t)r->ask_at == g) gs_dlrm_train_request_stop();
+  } else if (ev->kind == GS_DLRM_EV_EPOCH && ev->epoch <= EPOCHS) {
+    r->epoch_loss[ev->epoch] = ev->loss;
+    r->auc[ev->epoch] = ev->auc;
+    r->log_loss[ev->epoch] = ev->log_loss;
+    r->epochs_seen++;
+  } else if (ev->kind == GS_DLRM_EV_COMMIT) {
+    r->commits++;
+    r->stopped = ev->stopped;
+  } else if (ev->kind == GS_DLRM_EV_RESUME) {
+    r->resumed_at = (int)ev->global_step;
+  }
+}
+
+static gs_dlrm_train_config base_config(const char *dir, int sharding, int sgd) {
+  gs_dlrm_train_config c = {
+      .model = {"13-16-8", "16-1", g_tables, 5, GS_DLRM_DOT, 0, 7},
+      .optim = {0.1f, {sgd ? GS_EMBED_SGD : GS_EMBED_ROWWISE_ADAGRAD, 0.05f, 1e-8f}},
+      .data = gs_dlrm_synth_defaults(),
+      .sharding = sharding,
+      .batch = 12,
+      .epochs = EPOCHS,
+      .steps = STEPS,
+      .eval_samples = 96,
+      .checkpoint_dir = dir};
+  c.data.pooling = 2;
+  c.data.pooling_random = 1;
+  return c;
+}
+
+/* The uninterrupted runs' records: row-wise with row-wise Adagrad, and
+ * table-wise with SGD (exact_resume "rw", "tw_sgd"). */
+static record g_whole_rw, g_whole_sgd;
+
+/* The test's directory, the same on every rank. */
+static char g_root[256];
+
+static void make_root(void) {
+  char buf[256] = "";
+  if (g_rank == 0) {
+    snprintf(buf, sizeof buf, "/tmp/gs_dlrm_ckpt.XXXXXX");
+    if (mkdtemp(buf) == NULL) buf[0] = '\0';
+  }
+  MPI_Bcast(buf, sizeof buf, MPI_CHAR, 0, MPI_COMM_WORLD);
+  snprintf(g_root, sizeof g_root, "%s", buf);
+}
+
+static void subdir(char *out, size_t n, const char *name) {
+  if (snprintf(out, n, "%s/%s", g_root, name) >= (int)n) fail("path too long: %s", name);
+}
+
+/* The files of dir ending in suffix (the last one's path into out); the
+ * count found. */
+static int files_ending(const char *dir, const char *suffix, char *out, size_t n) {
+  DIR *d = opendir(dir);
+  int found = 0;
+  if (d == NULL) return 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    size_t len = strlen(e->d_name), sl = strlen(suffix);
+    if (len > sl && strcmp(e->d_name + len - sl, suffix) == 0) {
+      found++;
+      if (snprintf(out, n, "%s/%s", dir, e->d_name) >= (int)n) fail("path too long");
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+/* This rank's files in dir. */
+static int rank_files(const char *dir, int rank, char *out, size_t n) {
+  char suffix[32];
+  snprintf(suffix, sizeof suffix, ".rank%d.gsck", rank);
+  return files_ending(dir, suffix, out, n);
+}
+
+static unsigned char *slurp(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return NULL;
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *b = malloc(len > 0 ? (size_t)len : 1);
+  if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
+    free(b);
+    b = NULL;
+  }
+  fclose(f);
+  *n = (size_t)len;
+  return b;
+}
+
+/* Every rank's status agrees, and is `want`. */
+static void check_all(gs_status st, gs_status want, const char *what) {
+  int mine = (int)st, lo, hi;
+  MPI_Allreduce(&mine, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&mine, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(lo == hi, "%s: the ranks returned different statuses (%d to %d)", what, lo, hi);
+  CHECK(st == want, "%s: %s, expected %s (%s)", what, gs_strerror(st), gs_strerror(want),
+        st == GS_OK ? "" : gs_last_error());
+}
+
+/* One refused resume: every rank fails with a message holding `needle`
+ * (on `rank` only, or every rank when rank < 0). */
+static void refused(const gs_dlrm_train_config *c, gs_status want, int rank, const char *needle,
+                    const char *what) {
+  record r = {0};
+  gs_status st = gs_dlrm_train_run(c, g_comm, on_event, &r);
+  check_all(st, want, what);
+  if (st != GS_OK && (rank < 0 || rank == g_rank))
+    CHECK(strstr(gs_last_error(), needle) != NULL, "%s: the message '%s' does not say '%s'",
+          what, gs_last_error(), needle);
+  if (st != GS_OK && rank >= 0 && rank != g_rank) {
+    char who[32];
+    snprintf(who, sizeof who, "rank %d", rank);
+    CHECK(strstr(gs_last_error(), who) != NULL, "%s: the message '%s' does not name %s", what,
+          gs_last_error(), who);
+  }
+  CHECK(r.have[1] == 0, "%s: a step ran", what);
+}
+
+/* Uninterrupted against stopped at 3 (commits every 2), resumed and
+ * stopped at 4 (the first epoch's end), resumed to the end. same_plan: the
+ * stopped runs are given the uninterrupted run's plan (saved with its
+ * checkpoint), since the planner's measured costs may differ between runs. */
+static void exact_resume(const char *name, int sharding, int sgd, int same_plan) {
+  begin_case("exact resume, %s, %d ranks", name, g_size);
+  char du[300], ds[300], fu[400] = "", fs[400] = "";
+  char nu[64], ns[64];
+  snprintf(nu, sizeof nu, "%s_whole", name);
+  snprintf(ns, sizeof ns, "%s_stopped", name);
+  subdir(du, sizeof du, nu);
+  subdir(ds, sizeof ds, ns);
+  record u = {0}, s = {0};
+  gs_dlrm_train_config c = base_config(du, sharding, sgd);
+  CHECK_ST(gs_dlrm_train_run(&c, g_comm, on_event, &u), GS_OK);
+  CHECK(u.commits == EPOCHS, "the whole run committed %d times, expected %d", u.commits, EPOCHS);
+  if (sharding == GS_SHARD_RW && !sgd) g_whole_rw = u;
+  if (sgd) g_whole_sgd = u;
+
+  char plan[400] = "";
+  MPI_Barrier(MPI_COMM_WORLD); /* rank 0 removes the older plans after the commit */
+  CHECK(files_ending(du, ".plan.json", plan, sizeof plan) == 1, "not one plan in %s", du);
+  c = base_config(ds, sharding, sgd);
+  if (same_plan) {
+    c.sharding = -1;
+    c.plan_file = plan;
+  }
+  c.commit_every = 2;
+  c.stop_at_step = 3;
+  CHECK_ST(gs_dlrm_train_run(&c, g_comm, on_event, &s), GS_OK);
+  CHECK(s.stopped && s.have[3] && !s.have[4] && s.epochs_seen == 0,
+        "stopping at step 3: stopped %d, steps 3 and 4 %d %d, %d epochs", s.stopped, s.have[3],
+        s.have[4], s.epochs_seen);
+  /* What a crash during a later commit leaves: files of an unpublished
+   * step and temporary files. The manifest's commit resumes; the next
+   * commit removes them. */
+  MPI_Barrier(MPI_COMM_WORLD);
+  const char *junk[] = {"dlrm-00000000deadbeef-step9.rank%d.gsck",
+                        "dlrm-00000000deadbeef-step9.rank%d.gsck.tmp.Xa1b2c",
+                        "dlrm-00000000deadbeef-step9.plan.json", "dlrm.json.tmp.Yd3e4f"};
+  for (int j = 0; j < 4; j++) {
+    char name[128], path[500];
+    if (j >= 2 && g_rank != 0) break;
+    snprintf(name, sizeof name, junk[j], g_rank);
+    if (snprintf(path, sizeof path, "%s/%s", ds, name) >= (int)sizeof path) fail("path");
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (f) {
+      fputs("half a commit", f);
+      fclose(f);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  c.commit_every = 0;
+  c.stop_at_step = 4;
+  c.resume = GS_DLRM_RESUME;
+  CHECK_ST(gs_dlrm_train_run(&c, g_comm, on_event, &s), GS_OK);
+  CHECK(s.resumed_at == 3 && s.epochs_seen == 1 && s.stopped,
+        "resumed at %d (expected 3), %d epochs, stopped %d", s.resumed_at, s.epochs_seen,
+        s.stopped);
+  c.stop_at_step = 0;
+  CHECK_ST(gs_dlrm_train_run(&c, g_comm, on_event, &s), GS_OK);
+  CHECK(s.resumed_at == 4 && s.epochs_seen == EPOCHS, "resumed at %d (expected 4), %d epochs",
+        s.resumed_at, s.epochs_seen);
+
+  for (int g = 1; g <= MAXSTEPS; g++)
+    CHECK(s.have[g] && u.have[g] && memcmp(&s.loss[g], &u.loss[g], sizeof(double)) == 0,
+          "step %d's loss: %.17g resumed, %.17g uninterrupted", g, s.loss[g], u.loss[g]);
+  for (int e = 1; e <= EPOCHS; e++) {
+    CHECK(memcmp(&s.epoch_loss[e], &u.epoch_loss[e], sizeof(double)) == 0,
+          "epoch %d's training loss: %.17g resumed, %.17g uninterrupted", e, s.epoch_loss[e],
+          u.epoch_loss[e]);
+    CHECK(memcmp(&s.auc[e], &u.auc[e], sizeof(double)) == 0 &&
+              memcmp(&s.log_loss[e], &u.log_loss[e], sizeof(double)) == 0,
+          "epoch %d's held-out AUC %.17g / %.17g and log loss %.17g / %.17g", e, s.auc[e],
+          u.auc[e], s.log_loss[e], u.log_loss[e]);
+  }
+  /* One file per rank left (a crash's leftovers removed), and the same
+   * bytes. */
+  MPI_Barrier(MPI_COMM_WORLD);
+  char left[400];
+  CHECK(files_ending(ds, ".plan.json", left, sizeof left) == 1 &&
+            files_ending(ds, "Yd3e4f", left, sizeof left) == 0 &&
+            files_ending(ds, "Xa1b2c", left, sizeof left) == 0,
+        "a crash's leftovers are still in %s", ds);
+  int nu_files = rank_files(du, g_rank, fu, sizeof fu), ns_files = rank_files(ds, g_rank, fs,
+                                                                                sizeof fs);
+  CHECK(nu_files == 1 && ns_files == 1, "rank %d has %d and %d files (expected one each)",
+        g_rank, nu_files, ns_files);
+  size_t lu = 0, ls = 0;
+  unsigned char *bu = slurp(fu, &lu), *bs = slurp(fs, &ls);
+  CHECK(bu && bs && lu == ls && memcmp(bu, bs, lu) == 0,
+        "rank %d's final state differs: %s (%zu bytes) and %s (%zu bytes)", g_rank, fu, lu, fs,
+        ls);
+  free(bu);
+  free(bs);
+  end_case();
+}
+
+static void refusals(void) {
+  char dir[300], file[400];
+  subdir(dir, sizeof dir, "rw_stopped"); /* exact_resume's: at the end of the run */
+  begin_case("refusals, %d ranks", g_size);
+  gs_dlrm_train_config c = base_config(dir, GS_SHARD_RW, 0);
+  c.resume = GS_DLRM_RESUME;
+  c.epochs = EPOCHS + 1; /* one more epoch to go */
+
+  gs_dlrm_train_config x = c;
+  x.model.seed = 8;
+  refused(&x, GS_ERR_INVALID_ARG, -1, "the seed", "another seed");
+  gs_embed_spec t2[5];
+  memcpy(t2, g_tables, sizeof t2);
+  t2[3].rows = 301;
+  x = c;
+  x.model.tables = t2;
+  refused(&x, GS_ERR_INVALID_ARG, -1, "table 3", "another table");
+  x = c;
+  x.model.top_mlp = "32-1";
+  refused(&x, GS_ERR_INVALID_ARG, -1, "the top MLP", "another top MLP");
+  x = c;
+  x.sharding = GS_SHARD_TW;
+  refused(&x, GS_ERR_INVALID_ARG, -1, "the sharding", "another sharding");
+  char other[300], plan[400] = "";
+  subdir(other, sizeof other, "auto_stopped");
+  files_ending(other, ".plan.json", plan, sizeof plan);
+  x = c;
+  x.sharding = -1;
+  x.plan_file = plan; /* the planner's: dp and tw, not rw */
+  refused(&x, GS_ERR_INVALID_ARG, -1, "the sharding", "a plan file");
+  x = base_config(other, -1, 0);
+  x.resume = GS_DLRM_RESUME;
+  x.plan_file = plan; /* at its end: nothing left to run */
+  record r0 = {0};
+  check_all(gs_dlrm_train_run(&x, g_comm, on_event, &r0), GS_OK, "the checkpoint's own plan");
+  CHECK(r0.resumed_at == MAXSTEPS && r0.commits == 0 && r0.epochs_seen == 0,
+        "resumed at %d, %d commits, %d epochs", r0.resumed_at, r0.commits, r0.epochs_seen);
+  x.plan_file = NULL;
+  refused(&x, GS_ERR_INVALID_ARG, -1, "the sharding", "no plan file");
+  x = c;
+  x.batch = 13;
+  refused(&x, GS_ERR_INVALID_ARG, -1, "the batch per rank", "another batch");
+  x = c;
+  x.optim.embed.kind = GS_EMBED_SGD;
+  refused(&x, GS_ERR_INVALID_ARG, -1, "the tables' optimizer", "another optimizer");
+  x = c;
+  x.epochs = 1;
+  refused(&x, GS_ERR_INVALID_ARG, -1, "past this run's end", "a run that ends before it");
+
+  /* No checkpoint: refused; auto starts afresh. */
+  char empty[300];
+  subdir(empty, sizeof empty, "empty");
+  x = base_config(empty, GS_SHARD_RW, 0);
+  x.epochs = 1;
+  x.steps = 1;
+  x.resume = GS_DLRM_RESUME;
+  refused(&x, GS_ERR_IO, -1, "no checkpoint", "no checkpoint");
+  x.resume = GS_DLRM_RESUME_IF_ANY;
+  record r = {0};
+  check_all(gs_dlrm_train_run(&x, g_comm, on_event, &r), GS_OK, "auto without a checkpoint");
+  CHECK(r.have[1] && r.resumed_at == 0, "auto without a checkpoint did not start afresh");
+
+  /* Another world size: each rank alone. */
+  MPI_Comm solo;
+  gs_comm *one = NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, g_rank, 0, &solo);
+  CHECK_ST(gs_comm_create(solo, &one), GS_OK);
+  if (one) {
+    record q = {0};
+    gs_status st = gs_dlrm_train_run(&c, one, on_event, &q);
+    char want[64];
+    snprintf(want, sizeof want, "written by %d ranks and this run has 1, with a global batch",
+             g_size);
+    CHECK(st == GS_ERR_INVALID_ARG && strstr(gs_last_error(), want),
+          "resuming 2 ranks' checkpoint on 1: %s (%s)", gs_strerror(st), gs_last_error());
+    gs_comm_destroy(one);
+  }
+  MPI_Comm_free(&solo);
+
+  /* The last rank's file missing, then corrupted: every rank fails. */
+  int last = g_size - 1;
+  char moved[420];
+  rank_files(dir, last, file, sizeof file);
+  if (snprintf(moved, sizeof moved, "%s.away", file) >= (int)sizeof moved) fail("path too long");
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (g_rank == last) CHECK(rename(file, moved) == 0, "cannot move %s", file);
+  MPI_Barrier(MPI_COMM_WORLD);
+  refused(&c, GS_ERR_IO, last, "No such file", "a rank's file missing");
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (g_rank == last) {
+    CHECK(rename(moved, file) == 0, "cannot move %s back", moved);
+    FILE *f = fopen(file, "r+b");
+    CHECK(f != NULL, "cannot open %s", file);
+    if (f) {
+      fseek(f, 100, SEEK_SET);
+      int ch = fgetc(f);
+      fseek(f, 100, SEEK_SET);
+      fputc(ch ^ 0x10, f);
+      fclose(f);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  refused(&c, GS_ERR_PARSE, last, "corrupted", "a rank's file corrupted");
+  end_case();
+}
+
+/* Steps 4.. of r against an uninterrupted run: the same samples in the
+ * same steps, sums in another order. */
+static void close_to(const record *r, const record *whole, const char *what) {
+  for (int g = 4; g <= MAXSTEPS; g++) {
+    double a = r->loss[g], b = whole->loss[g];
+    CHECK(r->have[g] && fabs(a - b) <= 1e-5 * fabs(b), "%s: step %d's loss %.17g, "
+          "uninterrupted %.17g", what, g, a, b);
+  }
+  for (int e = 1; e <= EPOCHS; e++)
+    CHECK(fabs(r->epoch_loss[e] - whole->epoch_loss[e]) <= 1e-5 * whole->epoch_loss[e] &&
+              fabs(r->log_loss[e] - whole->log_loss[e]) <= 1e-5 * whole->log_loss[e] &&
+              fabs(r->auc[e] - whole->auc[e]) <= 1e-3,
+          "%s: epoch %d: training loss %.9g / %.9g, log loss %.9g / %.9g, AUC %.9g / %.9g", what,
+          e, r->epoch_loss[e], whole->epoch_loss[e], r->log_loss[e], whole->log_loss[e],
+          r->auc[e], whole->auc[e]);
+}
+
+static void close_to_whole(const record *r, const char *what) { close_to(r, &g_whole_rw, what); }
+
+/* A plan for P ranks splitting every table into two column blocks of 4 on
+ * ranks t and t + 1 (mod P), or for 1 rank whole tables. */
+static void write_cw_plan(const char *path, int P) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL) {
+    fail("cannot write %s", path);
+    return;
+  }
+  fprintf(f, "{\"ranks\": %d, \"tables\": [", P);
+  for (int t = 0; t < 5; t++)
+    fprintf(f, "%s{\"name\": \"%s\", \"rows\": %zu, \"dim\": 8, \"sharding\": \"%s\", "
+            "\"why\": \"test\"}", t ? ", " : "", g_tables[t].name, g_tables[t].rows,
+            P > 1 ? "cw" : "tw");
+  fprintf(f, "], \"shards\": [");
+  for (int t = 0; t < 5; t++) {
+    if (P == 1) {
+      fprintf(f, "%s{\"table\": %d, \"rank\": 0, \"row_lo\": 0, \"row_hi\": %zu, "
+              "\"col_lo\": 0, \"col_hi\": 8, \"est_s\": 0}", t ? ", " : "", t,
+              g_tables[t].rows);
+      continue;
+    }
+    for (int b = 0; b < 2; b++)
+      fprintf(f, "%s{\"table\": %d, \"rank\": %d, \"row_lo\": 0, \"row_hi\": %zu, "
+              "\"col_lo\": %d, \"col_hi\": %d, \"est_s\": 0}", t || b ? ", " : "", t,
+              (t + b) % P, g_tables[t].rows, 4 * b, 4 * b + 4);
+  }
+  fprintf(f, "]}\n");
+  fclose(f);
+}
+
+/* Another world size with the same global batch: stopped at step 3 on
+ * every rank, resumed by rank 0 alone (row-wise shards become whole
+ * tables); stopped at 3 by rank 0 alone under the planner, resumed on every
+ * rank. Both continue as the uninterrupted run within rounding. */
+static void resize(void) {
+  begin_case("resume on another world size, %d ranks", g_size);
+  char d1[300], d2[300], d3[300];
+  subdir(d1, sizeof d1, "shrink");
+  subdir(d3, sizeof d3, "shrink_cw");
+  subdir(d2, sizeof d2, "grow");
+  gs_dlrm_train_config c = base_config(d1, GS_SHARD_RW, 0);
+  c.stop_at_step = 3;
+  record r = {0};
+  check_all(gs_dlrm_train_run(&c, g_comm, on_event, &r), GS_OK, "stopping at step 3");
+  char plan_p[400], plan_1[400];
+  if (snprintf(plan_p, sizeof plan_p, "%s/cw_plan.json", g_root) >= (int)sizeof plan_p ||
+      snprintf(plan_1, sizeof plan_1, "%s/cw_plan_1.json", g_root) >= (int)sizeof plan_1)
+    fail("path too long");
+  if (g_rank == 0) {
+    write_cw_plan(plan_p, g_size);
+    write_cw_plan(plan_1, 1);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  gs_dlrm_train_config cw = base_config(d3, -1, 1);
+  cw.plan_file = plan_p;
+  cw.stop_at_step = 3;
+  check_all(gs_dlrm_train_run(&cw, g_comm, on_event, &r), GS_OK, "column blocks at step 3");
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Comm solo;
+  gs_comm *one = NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, g_rank == 0 ? 0 : MPI_UNDEFINED, 0, &solo);
+  if (g_rank == 0) {
+    CHECK_ST(gs_comm_create(solo, &one), GS_OK);
+    c.stop_at_step = 0;
+    c.resume = GS_DLRM_RESUME;
+    c.batch = 12 * (size_t)g_size;
+    record s = {0};
+    if (one) CHECK_ST(gs_dlrm_train_run(&c, one, on_event, &s), GS_OK);
+    CHECK(s.resumed_at == 3, "resumed at %d, expected 3", s.resumed_at);
+    close_to_whole(&s, "shrunk to 1 rank");
+    char f[400];
+    CHECK(rank_files(d1, 0, f, sizeof f) == 1 && rank_files(d1, 1, f, sizeof f) == 0,
+          "the larger world's files are left in %s", d1);
+    /* Column blocks (SGD: cw is the one-process model) reassembled into
+     * whole rows. */
+    c = base_config(d3, -1, 1);
+    c.plan_file = plan_1;
+    c.resume = GS_DLRM_RESUME;
+    c.batch = 12 * (size_t)g_size;
+    record w = {0};
+    if (one) CHECK_ST(gs_dlrm_train_run(&c, one, on_event, &w), GS_OK);
+    CHECK(w.resumed_at == 3, "column blocks: resumed at %d, expected 3", w.resumed_at);
+    close_to(&w, &g_whole_sgd, "column blocks shrunk to 1 rank");
+    /* Rank 0 alone under the planner, stopped at 3. */
+    gs_dlrm_train_config g = base_config(d2, -1, 0);
+    g.batch = 12 * (size_t)g_size;
+    g.stop_at_step = 3;
+    record q = {0};
+    if (one) CHECK_ST(gs_dlrm_train_run(&g, one, on_event, &q), GS_OK);
+    if (one) gs_comm_destroy(one);
+    MPI_Comm_free(&solo);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  gs_dlrm_train_config g = base_config(d2, -1, 0);
+  g.resume = GS_DLRM_RESUME;
+  record s = {0};
+  check_all(gs_dlrm_train_run(&g, g_comm, on_event, &s), GS_OK, "grown from 1 rank");
+  CHECK(s.resumed_at == 3, "resumed at %d, expected 3", s.resumed_at);
+  close_to_whole(&s, "grown from 1 rank");
+  end_case();
+}
+
+/* A stop asked on the last rank alone (as SIGUSR1 does) after step 1: every
+ * rank stops at the next commit point (step 2), and the resume continues
+ * bitwise as the uninterrupted run. */
+static void asked_stop(void) {
+  begin_case("a stop asked on one rank, %d ranks", g_size);
+  char dir[300];
+  subdir(dir, sizeof dir, "asked");
+  gs_dlrm_train_config c = base_config(dir, GS_SHARD_RW, 0);
+  c.commit_every = 2;
+  record r = {0};
+  if (g_rank == g_size - 1) r.ask_at = 1;
+  check_all(gs_dlrm_train_run(&c, g_comm, on_event, &r), GS_OK, "asked to stop");
+  CHECK(r.stopped == 2 && r.commits == 1 && r.have[2] && !r.have[3],
+        "stopped %d after %d commits, steps 2 and 3 %d %d (expected a stop as asked at 2)",
+        r.stopped, r.commits, r.have[2], r.have[3]);
+  c.resume = GS_DLRM_RESUME;
+  record s = {0};
+  check_all(gs_dlrm_train_run(&c, g_comm, on_event, &s), GS_OK, "resumed after the stop");
+  CHECK(s.resumed_at == 2 && s.stopped == 0 && s.epochs_seen == EPOCHS,
+        "resumed at %d, stopped %d, %d epochs", s.resumed_at, s.stopped, s.epochs_seen);
+  for (int g = 3; g <= MAXSTEPS; g++)
+    CHECK(memcmp(&s.loss[g], &g_whole_rw.loss[g], sizeof(double)) == 0,
+          "step %d's loss: %.17g resumed, %.17g uninterrupted", g, s.loss[g],
+          g_whole_rw.loss[g]);
+  end_case();
+}
+
+int main(int argc, char **argv) {
+  mrt_init(&argc, &argv);
+  make_root();
+  exact_resume("rw", GS_SHARD_RW, 0, 0);
+  exact_resume("auto", -1, 0, 1);
+  exact_resume("tw_sgd", GS_SHARD_TW, 1, 0);
+  refusals();
+  resize();
+  asked_stop();
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (g_rank == 0 && g_fail == 0) {
+    char cmd[300];
+    if (snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root) >= (int)sizeof cmd || system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_root);
+  }
+  return mrt_finish();
+}
