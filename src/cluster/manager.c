@@ -1037,8 +1037,11 @@ static int policy_round(mgr *m) {
                              .speed = NULL, .restarts = job_restarts(j)};
     idx[n++] = k;
   }
-  gs_cluster_policy_opts opts = {.restart_penalty_s = 30, .time_limit_s = 0.5,
-                                 .fairness_weight = 1, .adjust_weight = 1};
+  /* The policies' own defaults (the weights the simulator was tuned with);
+   * a resize must pay back its restart before the next periodic round. */
+  gs_cluster_policy_opts opts;
+  gs_cluster_policy_defaults(&opts);
+  opts.interval_s = c->interval_s;
   gs_cluster_policy_report rep;
   char why[512];
   int rc = 0;
