@@ -13,7 +13,8 @@
 # point sums in another order are all that differ, and SGD amplifies them:
 # on 2026-11-29 the uninterrupted run on 1 rank ended 0.23 points and 1.1%
 # of test loss from the one on 2 ranks, and two runs of this job -0.80 and
-# +0.44 points, +1.7% and -6.0% of test loss.
+# +0.44 points, +1.7% and -6.0% of test loss; with the real dorm -1.21 points
+# and +7.2%.
 # usage: test_manager_emulated.sh GRADSYNC
 # Exit status: 0 pass, 1 fail, 77 skip (not root, no ip or sshd, or the
 # policy is not in this build).
