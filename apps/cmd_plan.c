@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "accuracy_table.h"
 #include "cli.h"
 #include "gradsync.h"
 
@@ -31,7 +34,10 @@ static void usage(FILE *f) {
           "       gradsync plan --search --profile FILE --net NAME\n"
           "                     (--workers N | --max-workers N) [--per-node K]\n"
           "                     [--target throughput|efficiency:E]\n"
-          "                     [--max-global-batch N [--max-batch B]] [--json]\n"
+          "                     [--max-global-batch N [--max-batch B]]\n"
+          "                     [--search-compress SPEC,SPEC...|none]\n"
+          "                     [--accuracy-table FILE[,FILE...]]\n"
+          "                     [--max-accuracy-loss POINTS] [--json]\n"
           "\nGroups a model's gradient tensors into messages and predicts the\n"
           "iteration time: messages go one at a time in backward order, each\n"
           "starting when its last tensor is ready and the previous one is done.\n\n"
@@ -59,6 +65,19 @@ static void usage(FILE *f) {
           "                     per-worker batch within N samples in all, compute\n"
           "                     scaled linearly from the profile's batch_size\n"
           "  --max-batch B      with --max-global-batch: at most B per worker\n"
+          "  --search-compress L  with --search: the compressors weighed at the\n"
+          "                     recommended count (specs as --compress takes them,\n"
+          "                     auto:SPEC for a choice per group), or none; default\n"
+          "                     every spec of bench/results/compress_table.md. One is\n"
+          "                     recommended only when predicted 10%% faster than dense\n"
+          "  --accuracy-table F with --search: measured accuracy of compression\n"
+          "                     (JSON lines of bench/train/compress_sweep.sh), quoted\n"
+          "                     beside each compressor; default the source tree's\n"
+          "                     bench/results/compress_table{,_4epochs}.jsonl\n"
+          "  --max-accuracy-loss P  with --search: weigh only compressors whose\n"
+          "                     measured test accuracy is at most P points below\n"
+          "                     dense's in every table read (unmeasured ones are\n"
+          "                     left out)\n"
           "  --compute-scale F  multiply forward_s and every backward_s by F > 0\n"
           "                     (project a profile onto a faster or slower device)\n"
           "  --compress SPEC    send every group compressed (a compressor spec:\n"
@@ -164,43 +183,290 @@ static char *row_json(const plan_row *r, const gs_profile *prof,
 
 /* ---- plan --search ------------------------------------------------------------ */
 
+/* The compressors weighed by default: every spec of the measured table
+ * (bench/results/compress_table.md, error feedback on as the engine's
+ * default), so that each recommendation can quote its measured accuracy. */
+static const char *const search_default_compress[] = {
+    "topk:0.01", "mstopk:0.01", "gtopk:0.01", "dgc:0.01", "sidco:0.01", "randomk:0.01",
+    "qsgd:16",   "terngrad",    "efsignsgd",  "powersgd:4", "fp16",     "bf16"};
+#define SEARCH_MAX_COMPRESS 32
+#define SEARCH_MAX_TABLES 4
+#define SEARCH_RATE_TRIES 5
+
+typedef struct search_opts {
+  const char *profile_path, *net, *algo_name;
+  int workers, max_workers, per_node, max_global_batch, max_batch, json;
+  double target_eff, scale; /* scale: --compute-scale */
+  const char *compress_list; /* --search-compress; NULL: the defaults */
+  const char *tables;        /* --accuracy-table; NULL: the defaults */
+  double max_loss;           /* --max-accuracy-loss in points; < 0: none */
+} search_opts;
+
+/* The default accuracy tables: the source tree's (a compile-time path),
+ * else beside the executable or in ../bench/results from it (a build
+ * directory inside the tree). Writes up to max paths; returns how many. */
+static int search_default_tables(char paths[][1024], int max) {
+  static const char *const names[] = {"compress_table.jsonl", "compress_table_4epochs.jsonl"};
+  char dirs[3][1024] = {{0}};
+  int nd = 0;
+#ifdef GS_BENCH_RESULTS_DIR
+  snprintf(dirs[nd++], sizeof dirs[0], "%s", GS_BENCH_RESULTS_DIR);
+#endif
+  char self[900];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len > 0) {
+    self[len] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash) *slash = '\0';
+    snprintf(dirs[nd++], sizeof dirs[0], "%s", self);
+    snprintf(dirs[nd++], sizeof dirs[0], "%s/../bench/results", self);
+  }
+  for (int d = 0; d < nd; d++) {
+    int n = 0;
+    for (size_t k = 0; k < sizeof names / sizeof names[0] && n < max; k++) {
+      snprintf(paths[n], 1024, "%s/%.80s", dirs[d], names[k]);
+      if (access(paths[n], R_OK) == 0) n++;
+    }
+    if (n > 0) return n;
+  }
+  return 0;
+}
+
+/* "after 1 epoch of at most 120 steps, cnn, 4 ranks, 100mbit" */
+static void acc_describe(const acc_table *t, char *buf, size_t n) {
+  char steps[48] = "";
+  if (t->max_steps > 0) snprintf(steps, sizeof steps, " of at most %d steps", t->max_steps);
+  snprintf(buf, n, "after %d epoch%s%s, %s, %d ranks, %s", t->epochs,
+           t->epochs == 1 ? "" : "s", steps, t->model[0] ? t->model : "?", t->ranks,
+           strcmp(t->net, "none") == 0 ? "unshaped links" : t->net);
+}
+
+/* The base name of a path, for short citations. */
+static const char *base_name(const char *p) {
+  const char *s = strrchr(p, '/');
+  return s ? s + 1 : p;
+}
+
+/* The one-line accuracy warning of a compressor spec: every table's
+ * measured test accuracy against dense's, or that none is measured. */
+static void acc_warning(const acc_table *tabs, int ntabs, const char *spec, char *buf,
+                        size_t n) {
+  const char *plain = strncmp(spec, "auto:", 5) == 0 ? spec + 5 : spec;
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int k = 0; k < ntabs; k++) {
+    const acc_entry *e = acc_table_find(&tabs[k], plain);
+    if (e == NULL || tabs[k].dense < 0) continue;
+    char how[160];
+    acc_describe(&tabs[k], how, sizeof how);
+    int w = snprintf(buf + used, n - used, "%s%.2f%% against dense %.2f%% (%+.2f points) %s "
+                     "(%s)", used ? "; " : "", e->accuracy * 100, tabs[k].dense * 100,
+                     (e->accuracy - tabs[k].dense) * 100, how, base_name(tabs[k].path));
+    if (w < 0 || (size_t)w >= n - used) break;
+    used += (size_t)w;
+  }
+  if (used == 0)
+    snprintf(buf, n, "%s", ntabs == 0 ? "no accuracy table was found: its accuracy cost is "
+                                        "not measured"
+                                      : "not in the accuracy tables read: its accuracy cost "
+                                        "is not measured");
+}
+
 /* gradsync plan --search: the search is the library's (gs_search_run,
- * gradsync/search.h); this reads the network and the profile, and prints
- * the points, the recommendation and why, as a table or as JSON. */
-static int plan_search(const char *profile_path, const char *net, const char *algo_name,
-                       int workers, int max_workers, int per_node, double target_eff,
-                       int max_global_batch, int max_batch, int json) {
+ * gradsync/search.h); this reads the network, the profile and the
+ * compressors (whose coding rate it measures here), and prints the points,
+ * the recommendation and why, as a table or as JSON. */
+static int plan_search(const search_opts *so) {
   gs_cost_params params;
-  gs_search_config cfg = {.net = &params, .workers = workers, .max_workers = max_workers,
-                          .per_node = per_node, .target_efficiency = target_eff,
-                          .max_global_batch = max_global_batch,
-                          .max_worker_batch = max_batch};
+  gs_search_config cfg = {.net = &params, .workers = so->workers,
+                          .max_workers = so->max_workers, .per_node = so->per_node,
+                          .target_efficiency = so->target_eff,
+                          .max_global_batch = so->max_global_batch,
+                          .max_worker_batch = so->max_batch,
+                          .compress_min_gain = GS_SEARCH_COMPRESS_MIN_GAIN};
+  const char *net = so->net;
+  int per_node = so->per_node, max_global_batch = so->max_global_batch;
+  int max_batch = so->max_batch, json = so->json;
+  double target_eff = so->target_eff;
   if (gs_cost_preset(net, &params) != GS_OK) {
     cli_error(VERB, "--net: %s", gs_last_error());
     return 2;
   }
-  if (gs_algo_parse(algo_name, &cfg.algo) != GS_OK) {
+  if (gs_algo_parse(so->algo_name, &cfg.algo) != GS_OK) {
     cli_error(VERB, "--algo: %s", gs_last_error());
     return 2;
   }
-  gs_profile *prof = NULL;
-  gs_status st = gs_profile_load(profile_path, &prof);
-  if (st == GS_OK) st = cli_clean_profile(prof);
-  if (st != GS_OK) {
-    gs_profile_free(prof);
-    cli_error(VERB, "%s", gs_last_error());
-    return st == GS_ERR_NOMEM ? 1 : 2;
+
+  /* The candidates: each spec checked here, so that a bad one is refused
+   * before any work. */
+  char list[1024];
+  const char *specs[SEARCH_MAX_COMPRESS];
+  int nspecs = 0;
+  if (so->compress_list == NULL) {
+    for (size_t k = 0; k < sizeof search_default_compress / sizeof *search_default_compress;
+         k++)
+      specs[nspecs++] = search_default_compress[k];
+  } else if (strcmp(so->compress_list, "none") != 0) {
+    if (snprintf(list, sizeof list, "%s", so->compress_list) >= (int)sizeof list) {
+      cli_error(VERB, "--search-compress: the list is longer than %zu characters",
+                sizeof list - 1);
+      return 2;
+    }
+    char *save = NULL;
+    for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+      if (nspecs == SEARCH_MAX_COMPRESS) {
+        cli_error(VERB, "--search-compress: more than %d specs", SEARCH_MAX_COMPRESS);
+        return 2;
+      }
+      specs[nspecs++] = tok;
+    }
+    if (nspecs == 0 || so->compress_list[0] == ',' ||
+        so->compress_list[strlen(so->compress_list) - 1] == ',' ||
+        strstr(so->compress_list, ",,")) {
+      cli_error(VERB, "--search-compress: expected SPEC[,SPEC...] or none, got '%s'",
+                so->compress_list);
+      return 2;
+    }
   }
-  gs_search_result res;
-  st = gs_search_run(prof, &cfg, &res);
+  gs_search_compressor cands[SEARCH_MAX_COMPRESS];
+  for (int k = 0; k < nspecs; k++) {
+    gs_compress_spec z;
+    if (gs_compress_spec_parse(specs[k], &z) != GS_OK) {
+      cli_error(VERB, "--search-compress: %s", gs_last_error());
+      return 2;
+    }
+    if (z.off) {
+      cli_error(VERB, "--search-compress: '%s' is dense, which the search always weighs; "
+                "give 'none' alone for no compression", specs[k]);
+      return 2;
+    }
+    cands[k] = (gs_search_compressor){.spec = specs[k]};
+  }
+
+  /* The accuracy tables: those named (each must load), else the defaults
+   * found (none found is said, never made up). */
+  acc_table tabs[SEARCH_MAX_TABLES];
+  int ntabs = 0, rc = 0;
+  char err[1200];
+  if (so->tables) {
+    char tl[4096];
+    if (snprintf(tl, sizeof tl, "%s", so->tables) >= (int)sizeof tl) {
+      cli_error(VERB, "--accuracy-table: the list is too long");
+      return 2;
+    }
+    char *save = NULL;
+    for (char *tok = strtok_r(tl, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+      if (ntabs == SEARCH_MAX_TABLES) {
+        cli_error(VERB, "--accuracy-table: more than %d files", SEARCH_MAX_TABLES);
+        rc = 2;
+        break;
+      }
+      if (acc_table_load(tok, &tabs[ntabs], err, sizeof err) != 0) {
+        cli_error(VERB, "--accuracy-table: %s", err);
+        rc = 2;
+        break;
+      }
+      ntabs++;
+    }
+  } else {
+    char paths[SEARCH_MAX_TABLES][1024];
+    int np = search_default_tables(paths, SEARCH_MAX_TABLES);
+    for (int k = 0; k < np; k++)
+      if (acc_table_load(paths[k], &tabs[ntabs], err, sizeof err) == 0) ntabs++;
+  }
+
+  gs_profile *prof = NULL;
+  gs_status st = rc ? GS_OK : gs_profile_load(so->profile_path, &prof);
+  if (st == GS_OK && prof) st = cli_clean_profile(prof);
   if (st != GS_OK) {
-    if (st == GS_ERR_NOMEM) cli_fail(VERB, "%s", gs_last_error());
-    else cli_error(VERB, "%s", gs_last_error());
+    cli_error(VERB, "%s", gs_last_error());
+    rc = st == GS_ERR_NOMEM ? 1 : 2;
+  }
+  if (rc == 0) {
+    /* --compute-scale projects the profile as in plan mode. */
+    prof->forward_s *= so->scale;
+    for (size_t i = 0; i < prof->ntensors; i++) prof->tensors[i].backward_s *= so->scale;
+  }
+  /* --max-accuracy-loss: only the candidates whose measured loss against
+   * dense (the worst over the tables read) is within the limit; one that
+   * no table measures is left out too, its loss being unknown. */
+  char dropped[512] = "";
+  if (rc == 0 && so->max_loss >= 0) {
+    int kept = 0;
+    size_t used = 0;
+    for (int k = 0; k < nspecs; k++) {
+      gs_compress_spec z;
+      gs_compress_spec_parse(specs[k], &z); /* checked above */
+      const char *plain = z.automatic ? z.normalised + 5 : z.normalised;
+      double worst = -1;
+      for (int t = 0; t < ntabs; t++) {
+        const acc_entry *a = acc_table_find(&tabs[t], plain);
+        if (a && tabs[t].dense >= 0) worst = fmax(worst, (tabs[t].dense - a->accuracy) * 100);
+      }
+      if (worst >= 0 ? worst <= so->max_loss : 0) {
+        cands[kept] = cands[k];
+        specs[kept++] = specs[k];
+      } else if (used < sizeof dropped) {
+        int w = snprintf(dropped + used, sizeof dropped - used, "%s%s (%s)", used ? ", " : "",
+                         specs[k], worst >= 0 ? "measured loss above the limit" : "unmeasured");
+        if (w > 0) used += (size_t)w;
+      }
+    }
+    nspecs = kept;
+  }
+  /* The coding rates, measured on this machine (as `plan --compress`),
+   * each the fastest of SEARCH_RATE_TRIES: on a shared host a measurement
+   * is only ever slowed (preempted), and one measurement moved by 10-20x
+   * between runs of the grid under load, enough to change the compressor
+   * recommended (bench/results/search_grid.md). */
+  for (int k = 0; k < nspecs && rc == 0; k++) {
+    gs_compress_spec z;
+    gs_compressor *c = NULL;
+    gs_compress_spec_parse(specs[k], &z); /* checked above */
+    if (gs_compressor_create(z.compressor, &c) != GS_OK) {
+      cli_fail(VERB, "--search-compress %s: %s", specs[k], gs_last_error());
+      rc = 1;
+    }
+    for (int t = 0; t < SEARCH_RATE_TRIES && rc == 0; t++) {
+      double spe = 0;
+      if (gs_compressor_measure(c, (size_t)1 << 18, &spe) != GS_OK) {
+        cli_fail(VERB, "--search-compress %s: %s", specs[k], gs_last_error());
+        rc = 1;
+      } else if (t == 0 || spe < cands[k].secs_per_elem) {
+        cands[k].secs_per_elem = spe;
+      }
+    }
+    gs_compressor_destroy(c);
+  }
+  cfg.compress = cands;
+  cfg.ncompress = (size_t)nspecs;
+  gs_search_result res;
+  memset(&res, 0, sizeof res);
+  if (rc == 0) {
+    st = gs_search_run(prof, &cfg, &res);
+    if (st != GS_OK) {
+      if (st == GS_ERR_NOMEM) cli_fail(VERB, "%s", gs_last_error());
+      else cli_error(VERB, "%s", gs_last_error());
+      rc = st == GS_ERR_NOMEM ? 1 : 2;
+    }
+  }
+  if (rc != 0) {
+    for (int k = 0; k < ntabs; k++) acc_table_free(&tabs[k]);
     gs_profile_free(prof);
-    return st == GS_ERR_NOMEM ? 1 : 2;
+    return rc;
   }
   const gs_search_point *pts = res.points, *r = &res.points[res.pick];
-  int n = (int)res.npoints, pick = (int)res.pick, met = res.target_met, rc = 0;
+  int n = (int)res.npoints, pick = (int)res.pick, met = res.target_met;
+  const gs_search_compressed *zc = res.compress_pick >= 0
+                                       ? &res.compressed[res.compress_pick] : NULL;
+  /* The recommended configuration's figures. */
+  double rec_iter = zc ? zc->iter_s
+                    : res.sync == GS_SEARCH_PS ? r->ps_iter_s : r->iter_s[r->best];
+  double rec_eff = rec_iter > 0 ? r->one_worker_s / rec_iter : 1.0;
+  const char *rec_policy = gs_plan_policy_name(zc ? zc->policy : r->best);
+  double rec_bytes = zc ? zc->bytes_per_step : res.dense_bytes_per_step;
+  char warning[1024] = "";
+  if (zc) acc_warning(tabs, ntabs, zc->spec, warning, sizeof warning);
   if (json) {
     cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "points");
     cJSON_AddStringToObject(o, "profile", prof->name);
@@ -208,10 +474,13 @@ static int plan_search(const char *profile_path, const char *net, const char *al
     cJSON_AddNumberToObject(o, "per_node", per_node);
     if (target_eff > 0) cJSON_AddNumberToObject(o, "target_efficiency", target_eff);
     else cJSON_AddStringToObject(o, "target", "throughput");
+    cJSON_AddNumberToObject(o, "compute_scale", so->scale);
     cJSON_AddNumberToObject(o, "one_worker_iter_s", res.one_worker_s);
+    cJSON_AddNumberToObject(o, "gradient_bytes", res.gradient_bytes);
     for (int i = 0; i < n; i++) {
       cJSON *p = cJSON_CreateObject(), *it = cJSON_AddObjectToObject(p, "iter_s");
       cJSON_AddNumberToObject(p, "workers", pts[i].workers);
+      cJSON_AddNumberToObject(p, "nodes", pts[i].nodes);
       for (int k = 0; k < GS_SEARCH_POLICIES; k++)
         cJSON_AddNumberToObject(it, gs_plan_policy_name((gs_plan_policy_kind)k),
                                 pts[i].iter_s[k]);
@@ -221,17 +490,75 @@ static int plan_search(const char *profile_path, const char *net, const char *al
         cJSON_AddNumberToObject(p, "batch", pts[i].batch);
         cJSON_AddNumberToObject(p, "samples_s", pts[i].samples_s);
       }
+      cJSON_AddStringToObject(p, "compress", pts[i].compress_pick >= 0
+                                                 ? cands[pts[i].compress_pick].spec : "none");
+      if (pts[i].compress_pick >= 0)
+        cJSON_AddNumberToObject(p, "compress_iter_s", pts[i].compress_iter_s);
+      cJSON_AddNumberToObject(p, "pick_iter_s", pts[i].pick_iter_s);
+      cJSON_AddNumberToObject(p, "pick_efficiency", pts[i].pick_efficiency);
+      if (max_global_batch) cJSON_AddNumberToObject(p, "pick_samples_s", pts[i].pick_samples_s);
       cJSON *ps = cJSON_AddObjectToObject(p, "ps");
       cJSON_AddNumberToObject(ps, "servers", pts[i].ps_servers);
       cJSON_AddNumberToObject(ps, "round_s", pts[i].ps_round_s);
       cJSON_AddNumberToObject(ps, "iter_s", pts[i].ps_iter_s);
       cJSON_AddItemToArray(arr, p);
     }
+    /* Compression at the pick's count: every candidate. */
+    cJSON *co = cJSON_AddObjectToObject(o, "compression");
+    cJSON_AddNumberToObject(co, "workers", r->workers);
+    cJSON_AddNumberToObject(co, "min_gain", cfg.compress_min_gain);
+    cJSON_AddNumberToObject(co, "dense_iter_s", res.dense_iter_s);
+    cJSON_AddNumberToObject(co, "dense_bytes_per_step", res.dense_bytes_per_step);
+    if (so->max_loss >= 0) {
+      cJSON_AddNumberToObject(co, "max_accuracy_loss", so->max_loss);
+      cJSON_AddStringToObject(co, "left_out", dropped);
+    }
+    cJSON *ta = cJSON_AddArrayToObject(co, "accuracy_tables");
+    for (int k = 0; k < ntabs; k++) cJSON_AddItemToArray(ta, cJSON_CreateString(tabs[k].path));
+    cJSON *ca = cJSON_AddArrayToObject(co, "candidates");
+    for (size_t i = 0; i < res.ncompressed; i++) {
+      const gs_search_compressed *e = &res.compressed[i];
+      cJSON *c = cJSON_CreateObject();
+      cJSON_AddStringToObject(c, "spec", e->spec);
+      cJSON_AddStringToObject(c, "policy", gs_plan_policy_name(e->policy));
+      cJSON_AddNumberToObject(c, "iter_s", e->iter_s);
+      cJSON_AddNumberToObject(c, "efficiency", e->efficiency);
+      cJSON_AddNumberToObject(c, "gain", e->gain);
+      cJSON_AddNumberToObject(c, "bytes_per_step", e->bytes_per_step);
+      cJSON_AddNumberToObject(c, "groups", (double)e->groups);
+      cJSON_AddNumberToObject(c, "compressed_groups", (double)e->compressed_groups);
+      cJSON_AddStringToObject(c, "exchange", e->exchange < GS_XCHG_COUNT
+                                                 ? gs_xchg_name(e->exchange) : "none");
+      cJSON_AddNumberToObject(c, "secs_per_elem", cands[i].secs_per_elem);
+      /* The measured accuracy, per table that has the spec. */
+      cJSON *acc = cJSON_AddArrayToObject(c, "accuracy");
+      const char *plain = strncmp(e->spec, "auto:", 5) == 0 ? e->spec + 5 : e->spec;
+      for (int k = 0; k < ntabs; k++) {
+        const acc_entry *a = acc_table_find(&tabs[k], plain);
+        if (a == NULL || tabs[k].dense < 0) continue;
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "table", tabs[k].path);
+        cJSON_AddNumberToObject(m, "test_accuracy", a->accuracy);
+        cJSON_AddNumberToObject(m, "dense_test_accuracy", tabs[k].dense);
+        cJSON_AddNumberToObject(m, "points_vs_dense", (a->accuracy - tabs[k].dense) * 100);
+        cJSON_AddBoolToObject(m, "error_feedback", a->error_feedback);
+        cJSON_AddStringToObject(m, "model", tabs[k].model);
+        cJSON_AddStringToObject(m, "net", tabs[k].net);
+        cJSON_AddNumberToObject(m, "ranks", tabs[k].ranks);
+        cJSON_AddNumberToObject(m, "epochs", tabs[k].epochs);
+        if (tabs[k].max_steps > 0) cJSON_AddNumberToObject(m, "max_steps", tabs[k].max_steps);
+        cJSON_AddItemToArray(acc, m);
+      }
+      cJSON_AddItemToArray(ca, c);
+    }
     cJSON *rec = cJSON_AddObjectToObject(o, "recommendation");
     cJSON_AddNumberToObject(rec, "workers", r->workers);
-    cJSON_AddStringToObject(rec, "policy", gs_plan_policy_name(r->best));
-    cJSON_AddNumberToObject(rec, "iter_s", r->iter_s[r->best]);
-    cJSON_AddNumberToObject(rec, "efficiency", r->efficiency);
+    cJSON_AddNumberToObject(rec, "per_node", per_node);
+    cJSON_AddNumberToObject(rec, "nodes", r->nodes);
+    cJSON_AddStringToObject(rec, "policy", rec_policy);
+    cJSON_AddNumberToObject(rec, "iter_s", rec_iter);
+    cJSON_AddNumberToObject(rec, "efficiency", rec_eff);
+    cJSON_AddNumberToObject(rec, "allreduce_iter_s", r->iter_s[r->best]);
     cJSON_AddBoolToObject(rec, "target_met", met);
     if (max_global_batch) cJSON_AddNumberToObject(rec, "batch", r->batch);
     cJSON_AddStringToObject(rec, "sync", res.sync == GS_SEARCH_PS ? "ps" : "allreduce");
@@ -239,6 +566,9 @@ static int plan_search(const char *profile_path, const char *net, const char *al
       cJSON_AddNumberToObject(rec, "servers", r->ps_servers);
       cJSON_AddNumberToObject(rec, "ps_iter_s", r->ps_iter_s);
     }
+    cJSON_AddStringToObject(rec, "compress", zc ? zc->spec : "none");
+    cJSON_AddNumberToObject(rec, "bytes_per_step", rec_bytes);
+    if (zc) cJSON_AddStringToObject(rec, "accuracy_warning", warning);
     cJSON_AddBoolToObject(o, "predicted", 1);
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -249,61 +579,158 @@ static int plan_search(const char *profile_path, const char *net, const char *al
       printf("%s\n", text);
       cJSON_free(text);
     }
-    gs_search_result_free(&res);
-    gs_profile_free(prof);
-    return rc;
+    goto out;
   }
-  const char *best = gs_plan_policy_name(r->best);
-  printf("search: profile %s (%.1f MB of gradients, forward %.1f ms, backward %.1f ms), "
+  printf("search: profile %s (%.1f MB of gradients, forward %.1f ms, backward %.1f ms%s), "
          "--net %s, %d per node\n", prof->name, res.gradient_bytes / 1e6,
-         prof->forward_s * 1e3, res.backward_s * 1e3, net, per_node);
+         prof->forward_s * 1e3, res.backward_s * 1e3,
+         so->scale != 1.0 ? ", compute scaled" : "", net, per_node);
   printf("\npredicted (cost model and planner, not measured):\n");
-  printf("%8s %-8s %12s %11s %8s %12s", "workers", "best", "iter (ms)", "efficiency",
-         "servers", "ps iter (ms)");
+  printf("%8s %-8s %12s %11s %8s %12s %-14s %10s %11s", "workers", "best", "iter (ms)",
+         "efficiency", "servers", "ps iter (ms)", "compressed", "iter (ms)", "efficiency");
   if (max_global_batch) printf(" %6s %10s", "batch", "samples/s");
   printf("\n");
   for (int i = 0; i < n; i++) {
-    printf("%8d %-8s %12.3f %11.3f %8d %12.3f", pts[i].workers,
-           gs_plan_policy_name(pts[i].best), pts[i].iter_s[pts[i].best] * 1e3,
-           pts[i].efficiency, pts[i].ps_servers, pts[i].ps_iter_s * 1e3);
-    if (max_global_batch) printf(" %6d %10.1f", pts[i].batch, pts[i].samples_s);
+    const gs_search_point *p = &pts[i];
+    printf("%8d %-8s %12.3f %11.3f %8d %12.3f", p->workers, gs_plan_policy_name(p->best),
+           p->iter_s[p->best] * 1e3, p->efficiency, p->ps_servers, p->ps_iter_s * 1e3);
+    if (p->compress_pick >= 0)
+      printf(" %-14s %10.3f %11.3f", cands[p->compress_pick].spec, p->compress_iter_s * 1e3,
+             p->pick_efficiency);
+    else
+      printf(" %-14s %10s %11s", "-", "-", "-");
+    if (max_global_batch) printf(" %6d %10.1f", p->batch, p->pick_samples_s);
     printf("\n");
   }
-  printf("\nrecommendation: %d workers, policy %s: iteration %.3f ms, efficiency %.3f\n",
-         r->workers, best, r->iter_s[r->best] * 1e3, r->efficiency);
-  printf("why:\n  - one worker computes an iteration in %.3f ms; at %d workers one all-reduce "
-         "of all %.1f MB would take %.3f ms against %.3f ms of backward to hide it in\n",
-         r->one_worker_s * 1e3, r->workers, res.gradient_bytes / 1e6,
-         res.allreduce_all_s * 1e3, r->backward_s * 1e3);
-  if (max_global_batch)
-    printf("  - batch: %d per worker, the most within %d in all%s; compute taken as linear "
-           "in the batch (measured at %d: %.3f ms)\n", r->batch, max_global_batch,
-           max_batch ? " and the cap per worker" : "", prof->batch_size,
-           res.one_worker_s * 1e3);
-  if (target_eff > 0 && !met)
-    printf("  - no count tried reaches efficiency %.2f: even %d workers reach only %.3f; "
-           "compute dominates too little for this network\n", target_eff, pts[0].workers,
-           pts[0].efficiency);
-  else if (target_eff > 0 && pick + 1 < n)
-    printf("  - past %d workers the efficiency falls below %.2f (%d workers: %.3f)\n",
-           r->workers, target_eff, pts[pick + 1].workers, pts[pick + 1].efficiency);
-  else if (target_eff > 0)
-    printf("  - every count tried, up to %d, meets efficiency %.2f\n", r->workers, target_eff);
-  else if (max_global_batch)
-    printf("  - the most samples per second of the counts tried\n");
+  if (nspecs > 0)
+    printf("(compressed: the fastest of %d candidates at that count when %.0f%% faster than "
+           "dense; counts are chosen on it)\n", nspecs, cfg.compress_min_gain * 100);
+  if (dropped[0])
+    printf("(left out by --max-accuracy-loss %g: %s)\n", so->max_loss, dropped);
+  if (res.ncompressed > 0) {
+    printf("\ncompression at %d workers (predicted; coding rates measured on this machine; "
+           "accuracy measured, from the tables):\n", r->workers);
+    printf("  %-16s %-8s %10s %8s %10s %12s  %s\n", "spec", "policy", "iter (ms)",
+           "vs dense", "efficiency", "MB/step", "accuracy vs dense");
+    printf("  %-16s %-8s %10.3f %8.3f %10.3f %12.3f  -\n", "dense",
+           res.sync == GS_SEARCH_PS ? "ps" : gs_plan_policy_name(r->best),
+           res.dense_iter_s * 1e3, 1.0, res.dense_iter_s > 0 ? r->one_worker_s /
+           res.dense_iter_s : 1.0, res.dense_bytes_per_step / 1e6);
+    for (size_t i = 0; i < res.ncompressed; i++) {
+      const gs_search_compressed *e = &res.compressed[i];
+      const char *plain = strncmp(e->spec, "auto:", 5) == 0 ? e->spec + 5 : e->spec;
+      char acc[160] = "not measured";
+      size_t used = 0;
+      for (int k = 0; k < ntabs; k++) {
+        const acc_entry *a = acc_table_find(&tabs[k], plain);
+        if (a == NULL || tabs[k].dense < 0) continue;
+        int w = snprintf(acc + used, sizeof acc - used, "%s%+.2f pts (%d ep%s)",
+                         used ? ", " : "", (a->accuracy - tabs[k].dense) * 100,
+                         tabs[k].epochs, tabs[k].max_steps > 0 ? ", short" : "");
+        if (w < 0 || (size_t)w >= sizeof acc - used) break;
+        used += (size_t)w;
+      }
+      printf("  %-16s %-8s %10.3f %8.3f %10.3f %12.3f  %s\n", e->spec,
+             gs_plan_policy_name(e->policy), e->iter_s * 1e3,
+             e->iter_s > 0 ? res.dense_iter_s / e->iter_s : 1.0, e->efficiency,
+             e->bytes_per_step / 1e6, acc);
+    }
+    if (ntabs == 0)
+      printf("  (no accuracy table found: --accuracy-table FILE names one; the accuracy "
+             "cost of every compressor above is not measured here)\n");
+  }
+  char sync[96];
+  if (res.sync == GS_SEARCH_PS)
+    snprintf(sync, sizeof sync, "parameter servers (%d)", r->ps_servers);
   else
-    printf("  - the most iterations x workers per second of the counts tried\n");
-  printf("  - %s beats wfbp by %.3fx here (wfbp %.3f ms)\n", best,
-         r->iter_s[GS_PLAN_WFBP] / r->iter_s[r->best], r->iter_s[GS_PLAN_WFBP] * 1e3);
-  printf("  - sync: %s: %d parameter servers (the fewest whose links are not the "
-         "bottleneck against %d workers' pushes) would take %.3f ms an iteration, "
-         "all-reduce %.3f ms%s\n",
-         res.sync == GS_SEARCH_PS ? "parameter servers" : "all-reduce", r->ps_servers,
-         r->workers, r->ps_iter_s * 1e3, r->iter_s[r->best] * 1e3,
+    snprintf(sync, sizeof sync, "all-reduce");
+  printf("\nrecommendation: %d workers (%d per node, %d nodes), %s, policy %s, %s", r->workers,
+         per_node, r->nodes, sync, res.sync == GS_SEARCH_PS ? "-" : rec_policy,
+         zc ? zc->spec : "dense");
+  if (max_global_batch) printf(", batch %d per worker", r->batch);
+  printf(": iteration %.3f ms, efficiency %.3f, %.2f MB per step\n", rec_iter * 1e3, rec_eff,
+         rec_bytes / 1e6);
+  printf("why:\n");
+  /* workers */
+  if (target_eff > 0 && !met)
+    printf("  - workers %d: no count tried reaches efficiency %.2f (even %d workers reach "
+           "only %.3f at %.3f ms); compute dominates too little for this network\n",
+           r->workers, target_eff, pts[0].workers, pts[0].pick_efficiency,
+           pts[0].pick_iter_s * 1e3);
+  else if (target_eff > 0 && pick + 1 < n)
+    printf("  - workers %d: efficiency %.3f (%.3f ms) meets %.2f; at %d workers it falls to "
+           "%.3f (%.3f ms)\n", r->workers, r->pick_efficiency, r->pick_iter_s * 1e3,
+           target_eff, pts[pick + 1].workers, pts[pick + 1].pick_efficiency,
+           pts[pick + 1].pick_iter_s * 1e3);
+  else if (target_eff > 0)
+    printf("  - workers %d: every count tried, up to %d, meets efficiency %.2f (%.3f at "
+           "%.3f ms)\n", r->workers, r->workers, target_eff, r->pick_efficiency,
+           r->pick_iter_s * 1e3);
+  else
+    printf("  - workers %d: the most %s of the counts tried (%.3f ms an iteration, "
+           "efficiency %.3f%s)\n", r->workers,
+           max_global_batch ? "samples per second" : "iterations x workers per second",
+           r->pick_iter_s * 1e3, r->pick_efficiency,
+           r->compress_pick >= 0 ? ", compressed" : "");
+  printf("  - per node %d: as asked (--per-node); %d nodes\n", per_node, r->nodes);
+  /* batch */
+  if (max_global_batch)
+    printf("  - batch %d per worker: the most within %d in all%s; compute taken as linear "
+           "in the batch (measured at %d: %.3f ms; here %.3f ms)\n", r->batch,
+           max_global_batch, max_batch ? " and the cap per worker" : "", prof->batch_size,
+           res.one_worker_s * 1e3, r->one_worker_s * 1e3);
+  else
+    printf("  - batch %d per worker: the profile's (--max-global-batch lets it grow)\n",
+           prof->batch_size);
+  /* sync */
+  printf("  - sync %s: %d parameter servers (the fewest whose links are not the bottleneck "
+         "against %d workers' pushes) would take %.3f ms (efficiency %.3f), all-reduce "
+         "%.3f ms%s\n", res.sync == GS_SEARCH_PS ? "parameter servers" : "all-reduce",
+         r->ps_servers, r->workers, r->ps_iter_s * 1e3,
+         r->ps_iter_s > 0 ? r->one_worker_s / r->ps_iter_s : 1.0, r->iter_s[r->best] * 1e3,
          res.sync == GS_SEARCH_PS ? " (on that many more machines)" : "");
+  /* policy */
+  if (res.sync == GS_SEARCH_PS)
+    printf("  - policy: none under parameter servers (the workers push after the backward "
+           "pass); the best all-reduce plan would be %s, %.3f ms\n", rec_policy,
+           r->iter_s[r->best] * 1e3);
+  else
+    printf("  - policy %s: %.3f ms against wfbp's %.3f ms (%.3fx); one all-reduce of all "
+           "%.1f MB would take %.3f ms against %.3f ms of backward to hide it in\n",
+           rec_policy, (zc ? zc->iter_s : r->iter_s[r->best]) * 1e3,
+           r->iter_s[GS_PLAN_WFBP] * 1e3,
+           r->iter_s[GS_PLAN_WFBP] / (zc ? zc->iter_s : r->iter_s[r->best]),
+           res.gradient_bytes / 1e6, res.allreduce_all_s * 1e3, r->backward_s * 1e3);
+  /* compression */
+  if (zc) {
+    printf("  - compression %s: %.3f ms (efficiency %.3f) against dense's %.3f ms, %.0f%% "
+           "shorter (the margin is %.0f%%); %.3f MB per step instead of %.1f MB "
+           "(%d of %zu groups compressed, %s)\n", zc->spec, zc->iter_s * 1e3, zc->efficiency,
+           res.dense_iter_s * 1e3, zc->gain * 100, cfg.compress_min_gain * 100,
+           zc->bytes_per_step / 1e6, res.dense_bytes_per_step / 1e6,
+           (int)zc->compressed_groups, zc->groups,
+           zc->exchange < GS_XCHG_COUNT ? gs_xchg_name(zc->exchange) : "-");
+    printf("  - accuracy warning, %s (measured): %s\n", zc->spec, warning);
+  } else if (res.ncompressed > 0) {
+    const gs_search_compressed *b = &res.compressed[0];
+    for (size_t i = 1; i < res.ncompressed; i++)
+      if (res.compressed[i].iter_s < b->iter_s) b = &res.compressed[i];
+    char by[48];
+    if (b->gain > 0) snprintf(by, sizeof by, "only %.1f%% shorter than", b->gain * 100);
+    else snprintf(by, sizeof by, "no shorter than");
+    printf("  - compression none: the fastest of %zu candidates, %s, is predicted at %.3f "
+           "ms, %s dense's %.3f ms (the margin is %.0f%%); dense sends %.1f MB per step\n",
+           res.ncompressed, b->spec, b->iter_s * 1e3, by, res.dense_iter_s * 1e3,
+           cfg.compress_min_gain * 100, res.dense_bytes_per_step / 1e6);
+  } else {
+    printf("  - compression none: %s\n", dropped[0] ? "no candidate within "
+           "--max-accuracy-loss" : "no candidate given (--search-compress none)");
+  }
+out:
   gs_search_result_free(&res);
+  for (int k = 0; k < ntabs; k++) acc_table_free(&tabs[k]);
   gs_profile_free(prof);
-  return 0;
+  return rc;
 }
 
 int cmd_plan(int argc, char **argv) {
@@ -319,11 +746,17 @@ int cmd_plan(int argc, char **argv) {
       {"per-node", required_argument, 0, 'K'}, {"target", required_argument, 0, 'T'},
       {"max-global-batch", required_argument, 0, 'G'},
       {"max-batch", required_argument, 0, 'B'},
+      {"search-compress", required_argument, 0, 'C'},
+      {"accuracy-table", required_argument, 0, 'Y'},
+      {"max-accuracy-loss", required_argument, 0, 'L'},
       {0, 0, 0, 0}};
+  const char *search_compress = NULL, *accuracy_table = NULL;
+  double max_loss = -1; /* --max-accuracy-loss: none */
   const char *compress = NULL;
   const char *profile_path = NULL, *policy = "all", *net = NULL, *algo_name = "auto";
   const char *cost_file = NULL;
-  int search = 0, max_workers = 0, per_node = 1, max_global_batch = 0, max_batch = 0;
+  int policy_given = 0, search = 0, max_workers = 0, per_node = 1, max_global_batch = 0;
+  int max_batch = 0;
   double target_eff = 0; /* 0: throughput */
   double a = -1, b = -1, scale = 1.0;
   int have_a = 0, have_b = 0, have_algo = 0, workers = 0, nodes = 0, json = 0, verbose = 0;
@@ -335,7 +768,7 @@ int cmd_plan(int argc, char **argv) {
     if (c != '?' && c != ':' && cli_once(VERB, &seen, c, longopts)) return 2;
     switch (c) {
       case 'p': profile_path = optarg; break;
-      case 'P': policy = optarg; break;
+      case 'P': policy = optarg; policy_given = 1; break;
       case 'a':
         if (cli_parse_double(optarg, 0, PLAN_MAX_A, &a) != 0) {
           cli_error(VERB, "--a: expected seconds from 0 to %g, got '%s'", PLAN_MAX_A, optarg);
@@ -409,6 +842,15 @@ int cmd_plan(int argc, char **argv) {
         break;
       case 'A': algo_name = optarg; have_algo = 1; break;
       case 'z': compress = optarg; break;
+      case 'C': search_compress = optarg; break;
+      case 'Y': accuracy_table = optarg; break;
+      case 'L':
+        if (cli_parse_double(optarg, 0, 100, &max_loss) != 0) {
+          cli_error(VERB, "--max-accuracy-loss: expected points from 0 to 100, got '%s'",
+                    optarg);
+          return 2;
+        }
+        break;
       case 'j': json = 1; break;
       case 'v': verbose = 1; break;
       case 'h': usage(stdout); return 0;
@@ -427,9 +869,11 @@ int cmd_plan(int argc, char **argv) {
     cli_error(VERB, "--a and --b go together");
     return 2;
   }
-  if (search || max_workers || per_node != 1 || max_global_batch || max_batch) {
-    const char *why = !search ? "--max-workers, --per-node and --max-global-batch apply "
-                                "only with --search"
+  if (search || max_workers || per_node != 1 || max_global_batch || max_batch ||
+      search_compress || accuracy_table || max_loss >= 0) {
+    const char *why = !search ? "--max-workers, --per-node, --max-global-batch, "
+                                "--search-compress, --accuracy-table and "
+                                "--max-accuracy-loss apply only with --search"
                       : max_batch && !max_global_batch
                           ? "--max-batch applies only with --max-global-batch"
                       : cost_file || have_a ? "--search needs --net NAME (a cost file or "
@@ -439,7 +883,10 @@ int cmd_plan(int argc, char **argv) {
                           ? "--search needs one of --workers N or --max-workers N"
                       : (workers ? workers : max_workers) % per_node != 0
                           ? "--per-node must divide --workers / --max-workers"
-                      : compress ? "--search does not take --compress yet" : NULL;
+                      : compress ? "--search takes its candidates as --search-compress "
+                                   "SPEC,SPEC... (or none), not --compress"
+                      : policy_given ? "--search weighs every policy; it takes no --policy"
+                                     : NULL;
     if (why) {
       cli_error(VERB, "%s", why);
       return 2;
@@ -448,8 +895,13 @@ int cmd_plan(int argc, char **argv) {
       cli_error(VERB, "--search takes --per-node K, not --nodes");
       return 2;
     }
-    return plan_search(profile_path, net, algo_name, workers, max_workers, per_node,
-                       target_eff, max_global_batch, max_batch, json);
+    search_opts so = {.profile_path = profile_path, .net = net, .algo_name = algo_name,
+                      .workers = workers, .max_workers = max_workers, .per_node = per_node,
+                      .max_global_batch = max_global_batch, .max_batch = max_batch,
+                      .json = json, .target_eff = target_eff, .scale = scale,
+                      .compress_list = search_compress, .tables = accuracy_table,
+                      .max_loss = max_loss};
+    return plan_search(&so);
   }
   if (net && cost_file) {
     cli_error(VERB, "give either --net or --cost, not both");

@@ -21,6 +21,7 @@
  */
 #include <cjson/cJSON.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,12 +41,14 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: gradsync replay --profile FILE --policy P|all [--iters N]\n"
-          "                       [--warmup N] [--rounds R] [--time-scale X] [--json]\n"
+          "                       [--warmup N] [--rounds R] [--time-scale X]\n"
+          "                       [--compress [auto:]SPEC] [--json]\n"
           "\nReplays a model profile on every rank: compute by sleeping, gradients\n"
           "averaged for real through the engine. Run it under gradsync run.\n\n"
           "  --profile FILE    model profile (JSON, see profiles/)\n"
           "  --policy P|all    wfbp, single, bucket[:<MB>[,first=<MB>]], mgwfbp,\n"
-          "                    optimal, dear, auto, or all of them in turn\n"
+          "                    optimal, dear, auto, a comma-separated list of them\n"
+          "                    or all of them, in turn\n"
           "  --iters N         measured iterations per policy (default 10)\n"
           "  --warmup N        engine warm-up iterations, not measured (default 5)\n"
           "  --rounds R        run the policies R times in turn, odd rounds in\n"
@@ -53,6 +56,10 @@ static void usage(FILE *f) {
           "  --time-scale X    multiply every compute time by X, from 1e-6 to 1000\n"
           "                    (default 1); one iteration's scaled compute must\n"
           "                    stay within an hour\n"
+          "  --compress SPEC   send every group compressed (topk:0.01, qsgd:16, ...;\n"
+          "                    auto:SPEC: each group dense or compressed, as planned);\n"
+          "                    the gradients then hold seeded random values, and\n"
+          "                    with every policy, dear (which cannot) is left out\n"
           "  --json            one JSON object per policy and line\n"
           "  --help            this text\n"
           "\nGRADSYNC_TIMELINE=FILE writes a Chrome trace per rank (docs/ENGINE.md).\n");
@@ -62,9 +69,10 @@ static void usage(FILE *f) {
  * after a failure before the iterations (reported); a failure during them
  * ends the job. */
 static int run_policy(cli_rank *cr, const gs_profile *prof, void **bufs, const char *spec,
-                      int warmup, int iters, gs_replay_result *r) {
+                      const char *compress, int warmup, int iters, gs_replay_result *r) {
   int in_flight = 0;
-  gs_status st = gs_engine_replay(cr->comm, prof, bufs, spec, warmup, iters, r, &in_flight);
+  gs_status st = gs_engine_replay_compress(cr->comm, prof, bufs, spec, compress, warmup, iters,
+                                           r, &in_flight);
   if (st != GS_OK && in_flight) cli_rank_abort(cr, "%s", gs_last_error());
   if (st != GS_OK) {
     cli_rank_error(cr, "%s", gs_last_error());
@@ -75,14 +83,17 @@ static int run_policy(cli_rank *cr, const gs_profile *prof, void **bufs, const c
 
 /* grad_bytes: the profile's whole gradient (what one iteration's messages
  * carry), computed once by the caller. */
-static void print_json(const char *spec, const gs_replay_result *r, const gs_profile *prof,
-                       double grad_bytes,
+static void print_json(const char *spec, const char *compress, const gs_replay_result *r,
+                       const gs_profile *prof, double grad_bytes,
                        double scale, int ranks, int nodes, int iters, int warmup,
                        int round, int rounds) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "profile", prof->name);
   cJSON_AddStringToObject(o, "policy", spec);
   cJSON_AddStringToObject(o, "chosen", gs_plan_policy_name(r->chosen));
+  cJSON_AddStringToObject(o, "compress", compress ? compress : "none");
+  cJSON_AddNumberToObject(o, "compressed_groups", (double)r->compressed_groups);
+  cJSON_AddNumberToObject(o, "bytes_per_step", r->bytes_per_step);
   cJSON_AddNumberToObject(o, "ranks", ranks);
   cJSON_AddNumberToObject(o, "nodes", nodes);
   cJSON_AddNumberToObject(o, "iters", iters);
@@ -115,8 +126,32 @@ static void print_json(const char *spec, const gs_replay_result *r, const gs_pro
   cJSON_Delete(o);
 }
 
+/* Seeded values of a gradient's kind for the compressors to select from:
+ * the sum of two uniforms in (-1, 1) per element (a triangular
+ * distribution, symmetric around 0, no value repeated in bulk), from
+ * splitmix64. Each rank gets its own seed, as each worker its own
+ * gradient. */
+static void replay_fill(void *buf, size_t n, uint64_t seed) {
+  float *x = buf;
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    double u = (double)(z >> 40) / (double)(1u << 24), v = (double)(z & 0xffffff) / (1u << 24);
+    x[i] = (float)(u + v - 1.0);
+  }
+}
+
+#define REPLAY_MAX_POLICIES 16
+
 typedef struct replay_opts {
-  const char *profile_path, *policy;
+  const char *profile_path, *policy, *compress; /* compress: NULL when dense */
+  /* --policy A,B,...: the policies in turn (pointers into list) */
+  char list[512];
+  const char *listed[REPLAY_MAX_POLICIES];
+  size_t nlisted;
   int iters, warmup, json, rounds;
   double scale;
 } replay_opts;
@@ -127,7 +162,7 @@ static int parse_opts(int argc, char **argv, replay_opts *o) {
       {"profile", required_argument, 0, 'p'}, {"policy", required_argument, 0, 'P'},
       {"iters", required_argument, 0, 'i'},   {"warmup", required_argument, 0, 'w'},
       {"time-scale", required_argument, 0, 's'}, {"json", no_argument, 0, 'j'},
-      {"rounds", required_argument, 0, 'r'},
+      {"rounds", required_argument, 0, 'r'},  {"compress", required_argument, 0, 'z'},
       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
   *o = (replay_opts){.iters = 10, .warmup = 5, .rounds = 1, .scale = 1.0};
   optind = 1;
@@ -165,6 +200,7 @@ static int parse_opts(int argc, char **argv, replay_opts *o) {
           return 2;
         }
         break;
+      case 'z': o->compress = optarg; break;
       case 'j': o->json = 1; break;
       case 'h': usage(stdout); return 1;
       default: return cli_getopt_error(VERB, c, argv);
@@ -178,11 +214,47 @@ static int parse_opts(int argc, char **argv, replay_opts *o) {
     cli_error(VERB, "--profile FILE and --policy P|all are required");
     return 2;
   }
+  gs_compress_spec z;
+  if (gs_compress_spec_parse(o->compress, &z) != GS_OK) {
+    cli_error(VERB, "--compress: %s", gs_last_error());
+    return 2;
+  }
+  if (z.off) o->compress = NULL;
   if (strcmp(o->policy, "all") != 0) {
-    gs_plan_policy pp;
-    if (gs_plan_policy_parse(o->policy, &pp) != GS_OK) {
-      cli_error(VERB, "--policy: %s", gs_last_error());
+    /* A comma-separated list runs its policies in turn (as all does); a
+     * "first=" item belongs to the bucket spec before it. */
+    if (snprintf(o->list, sizeof o->list, "%s", o->policy) >= (int)sizeof o->list) {
+      cli_error(VERB, "--policy: the list is longer than %zu characters", sizeof o->list - 1);
       return 2;
+    }
+    char *save = NULL, *prev_end = NULL;
+    for (char *tok = strtok_r(o->list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+      if (strncmp(tok, "first=", 6) == 0 && prev_end) {
+        *prev_end = ','; /* rejoin "bucket:25,first=1" */
+      } else {
+        if (o->nlisted == REPLAY_MAX_POLICIES) {
+          cli_error(VERB, "--policy: more than %d policies", REPLAY_MAX_POLICIES);
+          return 2;
+        }
+        o->listed[o->nlisted++] = tok;
+      }
+      prev_end = tok + strlen(tok);
+    }
+    if (o->nlisted == 0) {
+      cli_error(VERB, "--policy: expected a policy, a list of them or all, got '%s'",
+                o->policy);
+      return 2;
+    }
+    for (size_t k = 0; k < o->nlisted; k++) {
+      gs_plan_policy pp;
+      if (gs_plan_policy_parse(o->listed[k], &pp) != GS_OK) {
+        cli_error(VERB, "--policy: %s", gs_last_error());
+        return 2;
+      }
+      if (gs_plan_policy_check_compress(&pp, &z) != GS_OK) {
+        cli_error(VERB, "--compress: %s", gs_last_error());
+        return 2;
+      }
     }
   }
   return 0;
@@ -195,11 +267,21 @@ int cmd_replay(int argc, char **argv) {
   if (rc != 0 && !cli_under_launcher()) return rc; /* no other rank to tell */
   static const char *all_specs[] = {"wfbp", "single", "bucket", "mgwfbp",
                                     "optimal", "dear", "auto"};
+  static const char *all_but_dear[] = {"wfbp", "single", "bucket", "mgwfbp",
+                                       "optimal", "auto"};
   const char **specs = all_specs;
   size_t nspecs = sizeof all_specs / sizeof all_specs[0];
+  gs_compress_spec z = {.off = 1};
+  if (rc == 0 && o.compress) gs_compress_spec_parse(o.compress, &z); /* parsed above */
+  if (rc == 0 && !z.off && !z.automatic) {
+    /* Every group compressed: dear's reduce-scatter and all-gather cannot
+     * be, so among every policy it is left out. */
+    specs = all_but_dear;
+    nspecs = sizeof all_but_dear / sizeof all_but_dear[0];
+  }
   if (rc == 0 && strcmp(o.policy, "all") != 0) {
-    specs = &o.policy;
-    nspecs = 1;
+    specs = o.listed;
+    nspecs = o.nlisted;
   }
   cli_rank cr;
   if (cli_rank_init(&cr, VERB, &argc, &argv)) return rc ? rc : 1;
@@ -256,6 +338,8 @@ int cmd_replay(int argc, char **argv) {
     bwd += prof->tensors[i].backward_s;
     bufs[i] = gs_calloc(1, b);
     if (bufs[i] == NULL) st = GS_ERR_NOMEM;
+    else if (o.compress && prof->tensors[i].dtype == GS_F32)
+      replay_fill(bufs[i], prof->tensors[i].numel, (uint64_t)rank * 1000003u + i);
   }
   if (bufs == NULL || st != GS_OK)
     st = gs_error(GS_ERR_NOMEM, "out of memory for the gradients (%.1f MB)", bytes / 1e6);
@@ -269,9 +353,12 @@ int cmd_replay(int argc, char **argv) {
   if (rc == 0) rc = cli_agree_equal(&cr, shared, names, 6);
   if (rank == 0 && !o.json && rc == 0) {
     printf("replay %s: %zu tensors, %.1f MB, compute %.1f ms (forward %.1f, backward "
-           "%.1f; time scale %g), %d ranks on %d nodes, %d+%d iterations\n\n",
+           "%.1f; time scale %g), %d ranks on %d nodes, %d+%d iterations\n",
            prof->name, prof->ntensors, bytes / 1e6, (prof->forward_s + bwd) * 1e3,
            prof->forward_s * 1e3, bwd * 1e3, o.scale, ranks, nodes, o.warmup, o.iters);
+    if (o.compress)
+      printf("compression: %s (the gradients hold seeded random values)\n", o.compress);
+    printf("\n");
     printf("%-5s %-10s %-8s %6s %10s %10s %7s %9s %9s %7s %10s %10s\n", "round",
            "policy", "chosen", "groups", "iter ms", "pred ms", "pred/m", "comm ms",
            "exposed", "hidden", "a (s)", "b (s/B)");
@@ -281,10 +368,10 @@ int cmd_replay(int argc, char **argv) {
       size_t k = round % 2 ? nspecs - 1 - j : j;
       gs_replay_result r;
       memset(&r, 0, sizeof r);
-      rc = run_policy(&cr, prof, bufs, specs[k], o.warmup, o.iters, &r);
+      rc = run_policy(&cr, prof, bufs, specs[k], o.compress, o.warmup, o.iters, &r);
       if (rc != 0 || rank != 0) continue;
       if (o.json) {
-        print_json(specs[k], &r, prof, bytes, o.scale, ranks, nodes, o.iters, o.warmup, round,
+        print_json(specs[k], o.compress, &r, prof, bytes, o.scale, ranks, nodes, o.iters, o.warmup, round,
                    o.rounds);
       } else {
         printf("%-5d %-10s %-8s %6zu %10.1f %10.1f %7.3f %9.1f %9.1f %6.0f%% %10.3g "

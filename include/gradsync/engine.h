@@ -293,6 +293,11 @@ typedef struct gs_replay_result {
   double hidden_frac;          /* 1 - exposed / comm, clamped to [0, 1] */
   gs_plan_cost cost;           /* the engine's fit at the end */
   int cost_measured, rsag_measured;
+  /* What this rank put on the wire for gradients per measured iteration
+   * (gs_engine_stats.bytes_sent: compressed messages count their payload),
+   * and the groups of the plan sent compressed. */
+  double bytes_per_step;
+  size_t compressed_groups;
 } gs_replay_result;
 
 /* Collective over comm: an engine with `policy` (gs_engine_config's
@@ -305,6 +310,15 @@ typedef struct gs_replay_result {
 gs_status gs_engine_replay(gs_comm *comm, const gs_profile *profile, void **bufs,
                            const char *policy, int warmup, int iters,
                            gs_replay_result *out, int *in_flight);
+
+/* The same with gradient compression: `compress` is a spec of
+ * gs_engine_config.compress (NULL or "none": dense, exactly
+ * gs_engine_replay). The compressors see whatever bufs hold, so a caller
+ * fills them with values of a gradient's kind (zeros make selection
+ * degenerate). */
+gs_status gs_engine_replay_compress(gs_comm *comm, const gs_profile *profile, void **bufs,
+                                    const char *policy, const char *compress, int warmup,
+                                    int iters, gs_replay_result *out, int *in_flight);
 
 #ifdef __cplusplus
 }

@@ -33,6 +33,8 @@ extern "C" {
  * gs_plan_policy_kind (auto is their minimum, so it is not planned again). */
 #define GS_SEARCH_POLICIES ((int)GS_PLAN_AUTO)
 
+struct gs_search_compressor;
+
 typedef struct gs_search_config {
   const gs_cost_params *net; /* the network (gs_cost_preset); borrowed for
                                 the call only */
@@ -56,7 +58,62 @@ typedef struct gs_search_config {
                                 with a batch size, and at least one sample
                                 per worker */
   int max_worker_batch;      /* 0: no cap; > 0: a memory cap on B */
+  /* Compression, weighed at every count of two workers or more: each
+   * candidate planned through the planner's compressed path
+   * (gs_plan_xchg_from_compressor, then gs_plan_make_xchg with auto), and
+   * the fastest chosen when its iteration is at most (1 -
+   * compress_min_gain) x the dense one's (the faster of the all-reduce and
+   * the parameter servers). The count is then picked on that choice: on a
+   * slow network dense may not scale at all while a compressor does. NULL
+   * / 0: dense only. */
+  const struct gs_search_compressor *compress; /* ncompress candidates,
+                                                  borrowed for the call */
+  size_t ncompress;
+  double compress_min_gain;  /* 0 <= g < 1: the share of the dense
+                                iteration a compressor must save to be
+                                recommended (callers normally pass
+                                GS_SEARCH_COMPRESS_MIN_GAIN); 0: any
+                                saving at all */
 } gs_search_config;
+
+/* The default margin a compressor must win by: 10% of the iteration,
+ * twice the planner's measured error against replay on the emulated
+ * cluster (within 5.4%, docs/SIMULATE.md), since a compressor costs
+ * accuracy that the prediction does not see. */
+#define GS_SEARCH_COMPRESS_MIN_GAIN 0.10
+
+/* A compressor the search may recommend. The coding rate comes in with it
+ * (measured by the caller, gs_compressor_measure, or fixed by a test) so
+ * that the search itself is deterministic. */
+typedef struct gs_search_compressor {
+  const char *spec;      /* a compression spec (gs_compress_spec_parse):
+                            "topk:0.01" sends every f32 group compressed
+                            through the compressor's own exchange,
+                            "auto:topk:0.01" lets each group choose dense
+                            or any exchange; borrowed for the call */
+  double secs_per_elem;  /* >= 0: compressing and decoding one element */
+} gs_search_compressor;
+
+/* One compression candidate at the pick's count, at its batch. */
+typedef struct gs_search_compressed {
+  char spec[80];               /* normalised ("topk:0.01", "auto:qsgd:16") */
+  gs_plan_policy_kind policy;  /* the policy auto chose with it (the
+                                  fastest, the first on ties; dear only
+                                  for auto:SPEC) */
+  double iter_s;               /* the planner's iteration time */
+  double efficiency;           /* the pick's one_worker_s over iter_s */
+  double gain;                 /* 1 - iter_s / the dense recommendation's */
+  size_t groups;               /* groups of the plan */
+  size_t compressed_groups;    /* of which sent compressed */
+  gs_xchg exchange;            /* the exchange of the first compressed
+                                  group (the compressor's own with a plain
+                                  spec); GS_XCHG_COUNT when none is */
+  double bytes_per_step;       /* what one worker puts on the wire for
+                                  gradients per step, as the engine counts
+                                  bytes_sent: each compressed group's
+                                  payload (gs_compressor_payload_bytes,
+                                  every round), each dense group's size */
+} gs_search_compressed;
 
 /* One worker count tried. */
 typedef struct gs_search_point {
@@ -87,6 +144,20 @@ typedef struct gs_search_point {
   double ps_round_s;                  /* gs_cost_ps's round_s at ps_servers */
   double ps_iter_s;                   /* this point's one_worker_s +
                                          ps_round_s */
+  /* Compression at this count (cfg->compress; -1 and 0 without
+   * candidates or on one worker): the fastest candidate that saves at
+   * least compress_min_gain of min(iter_s[best], ps_iter_s), and its
+   * iteration time. */
+  int compress_pick;
+  double compress_iter_s;
+  /* What the count is chosen on: the all-reduce, compressed when
+   * compress_pick >= 0 (compress_iter_s), else iter_s[best]; neither needs
+   * machines beyond the workers. Efficiency and samples per second as
+   * above, at that time. Without candidates, iter_s[best], efficiency and
+   * samples_s. */
+  double pick_iter_s;
+  double pick_efficiency;
+  double pick_samples_s;
 } gs_search_point;
 
 /* How the recommended configuration synchronises its gradients. */
@@ -104,10 +175,12 @@ typedef struct gs_search_result {
   size_t npoints;          /* >= 1 */
   gs_search_point *points; /* by increasing workers; owned by the result */
   size_t pick;             /* the recommendation, an index into points:
-                              with a target efficiency the most workers that
-                              meet it (none met: the fewest, points[0]);
-                              for throughput the most workers per second
-                              of iteration (the first on ties) */
+                              with a target efficiency the most workers
+                              whose pick_efficiency meets it (none met: the
+                              fewest, points[0]); for throughput the most
+                              workers per second of pick_iter_s (with a
+                              global batch, the most pick_samples_s; the
+                              first on ties) */
   int target_met;          /* 1 when points[pick] meets the target (always
                               for throughput) */
   gs_search_sync sync;     /* at the pick's count (chosen on the all-reduce's
@@ -116,6 +189,19 @@ typedef struct gs_search_result {
                               ps_iter_s is below iter_s[best], on
                               ps_servers more machines; else the
                               all-reduce */
+  /* Compression at the pick's count: one entry per candidate, in the
+   * config's order (NULL when there were none or the pick is one
+   * worker). */
+  size_t ncompressed;
+  gs_search_compressed *compressed; /* owned by the result */
+  int compress_pick;       /* -1: dense; else the index of the recommended
+                              candidate (the fastest, when it saves at least
+                              compress_min_gain of dense_iter_s; sync is
+                              then GS_SEARCH_ALLREDUCE, compressed exchanges
+                              being the engine's) */
+  double dense_iter_s;     /* the dense recommendation's iteration at the
+                              pick: min(iter_s[best], ps_iter_s) */
+  double dense_bytes_per_step; /* every gradient's bytes (gradient_bytes) */
   double allreduce_all_s;  /* at the pick's count, one all-reduce of every
                               gradient in one message (the cost module's
                               line for algo, the ring's for auto); 0 on one
@@ -127,14 +213,15 @@ typedef struct gs_search_result {
  * *out holds the points (gs_search_result_free releases them); on failure
  * *out holds no memory. Errors: GS_ERR_INVALID_ARG naming the bad field
  * (no network, neither or both of workers and max_workers, per_node not
- * dividing the count, a target outside [0, 1]) or a profile the planner
- * refuses; GS_ERR_UNSUPPORTED for an algo that is no all-reduce;
- * GS_ERR_NOMEM. */
+ * dividing the count, a target outside [0, 1], a compression spec that
+ * does not parse, is "none" or whose rate is negative or not finite, a
+ * gain outside [0, 1)) or a profile the planner refuses;
+ * GS_ERR_UNSUPPORTED for an algo that is no all-reduce; GS_ERR_NOMEM. */
 gs_status gs_search_run(const gs_profile *profile, const gs_search_config *cfg,
                         gs_search_result *out);
 
-/* Releases a result's points (the struct itself is the caller's); a zeroed
- * or already released result is a no-op. */
+/* Releases a result's points and compression entries (the struct itself
+ * is the caller's); a zeroed or already released result is a no-op. */
 void gs_search_result_free(gs_search_result *r);
 
 #ifdef __cplusplus

@@ -1037,11 +1037,12 @@ static int policy_round(mgr *m) {
                              .speed = NULL, .restarts = job_restarts(j)};
     idx[n++] = k;
   }
-  /* The policies' own defaults (the weights the simulator was tuned with);
-   * a resize must pay back its restart before the next periodic round. */
+  /* The policies' own defaults (Dorm's weights 0.5 and 0.02: with weights
+   * of 1 one resize cost as much as the whole utilisation term, and dorm
+   * never resized a running job), re-solved every round of this manager. */
   gs_cluster_policy_opts opts;
   gs_cluster_policy_defaults(&opts);
-  opts.interval_s = c->interval_s;
+  if (c->interval_s > 0) opts.interval_s = c->interval_s;
   gs_cluster_policy_report rep;
   char why[512];
   int rc = 0;

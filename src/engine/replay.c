@@ -1,6 +1,7 @@
 /* Replaying a profile's schedule through the engine (engine.h,
  * gs_engine_replay): compute by sleeping, communication for real. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,13 @@ static gs_status iteration(gs_engine *e, const gs_profile *prof, double total_bw
 gs_status gs_engine_replay(gs_comm *comm, const gs_profile *prof, void **bufs,
                            const char *policy, int warmup, int iters, gs_replay_result *out,
                            int *in_flight) {
+  return gs_engine_replay_compress(comm, prof, bufs, policy, NULL, warmup, iters, out,
+                                   in_flight);
+}
+
+gs_status gs_engine_replay_compress(gs_comm *comm, const gs_profile *prof, void **bufs,
+                                    const char *policy, const char *compress, int warmup,
+                                    int iters, gs_replay_result *out, int *in_flight) {
   *in_flight = 0;
   memset(out, 0, sizeof *out);
   if (iters < 1 || warmup < 0)
@@ -96,6 +104,7 @@ gs_status gs_engine_replay(gs_comm *comm, const gs_profile *prof, void **bufs,
   gs_engine_config cfg;
   gs_engine_config_init(&cfg);
   cfg.policy = policy;
+  cfg.compress = compress;
   cfg.warmup_iters = warmup;
   cfg.forward_overlap = 1; /* the forward calls wait_tensor */
   gs_engine *e = NULL;
@@ -112,8 +121,10 @@ gs_status gs_engine_replay(gs_comm *comm, const gs_profile *prof, void **bufs,
   st = agree(comm, st);
   if (st == GS_OK) st = gs_barrier(comm, GS_ALGO_AUTO);
   gs_engine_stats s0, s1;
+  uint64_t bytes0 = 0;
   if (st == GS_OK) gs_engine_get_stats(e, &s0);
   for (int it = 0; st == GS_OK && it < warmup + iters; it++) {
+    if (it == warmup) bytes0 = s0.bytes_sent;
     double t0 = gs_now();
     st = iteration(e, prof, total_bwd);
     if (st != GS_OK) {
@@ -147,12 +158,18 @@ gs_status gs_engine_replay(gs_comm *comm, const gs_profile *prof, void **bufs,
     out->cost_measured = s1.cost_measured;
     out->rsag_measured = s1.rsag_measured;
     out->engine_predicted_s = s1.predicted_iter_s;
+    out->bytes_per_step = (double)(s1.bytes_sent - bytes0) / iters;
+    out->compressed_groups = s1.compressed_groups;
     gs_status pst = plan->chosen == GS_PLAN_DEAR
                         ? gs_plan_predict_dear(prof, &s1.cost, plan->tensors, plan->offsets,
                                                plan->ngroups, &out->predicted_s, NULL, NULL)
                         : gs_plan_predict(prof, &s1.cost, plan->tensors, plan->offsets,
                                           plan->ngroups, &out->predicted_s);
     if (pst != GS_OK) out->predicted_s = NAN;
+    /* Compressed groups are priced by their exchange and coding, which
+     * gs_plan_predict does not know: no prediction rather than a dense
+     * one. */
+    if (s1.compressed_groups > 0) out->predicted_s = NAN;
     out->iter_s = median(it_s, (size_t)iters);
     out->comm_s = median(comm_s, (size_t)iters);
     out->exposed_s = median(exp_s, (size_t)iters);

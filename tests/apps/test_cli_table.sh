@@ -222,6 +222,11 @@ strict_json "$tmp/out" && ok "plan --json with bad names is strict UTF-8 JSON" \
 t 0 "" plan --profile "$tmp/names.json" --a 1e-5 --b 1e-9
 "$PY" -c 'import sys; t = open(sys.argv[1], "rb").read().decode("utf-8"); sys.exit(any(ord(c) < 32 and c != "\n" for c in t))' \
   "$tmp/out" && ok "plan's table with bad names is clean UTF-8" || bad "plan's table not clean"
+t 2 "--search-compress: " plan --search --profile "$prof" --net 1gbit --max-workers 4 --search-compress nonsense:1
+t 2 "--accuracy-table: " plan --search --profile "$prof" --net 1gbit --max-workers 4 --accuracy-table "$tmp/none.jsonl"
+t 0 "" plan --search --profile "$tmp/names.json" --net 1gbit --max-workers 4 --json
+strict_json "$tmp/out" && ok "plan --search --json with bad names is strict UTF-8 JSON" \
+  || bad "plan --search JSON with bad names"
 
 echo "== replay"
 t 0 "usage: gradsync replay" replay --help
@@ -234,6 +239,8 @@ t 2 "expected a number from 1e-06 to 1000" replay --profile "$prof" --policy all
 t 2 "expected an integer from 1 to 1000000" replay --profile "$prof" --policy all --iters 1e3
 t 2 "at most 3600 s is replayed" replay --profile "$tmp/slow.json" --policy wfbp
 t 2 "unknown policy" replay --profile "$prof" --policy fastest
+t 2 "--compress: " replay --profile "$prof" --policy all --compress nonsense:1
+t 2 "auto:topk:0.01" replay --profile "$prof" --policy dear --compress topk:0.01
 t 2 "GRADSYNC_TIMELINE $tmp/none/t.json" GRADSYNC_TIMELINE="$tmp/none/t.json" \
   replay --profile "$prof" --policy wfbp --iters 1 --warmup 0
 t 0 "" replay --profile "$tmp/names.json" --policy wfbp --iters 1 --warmup 1 --json

@@ -112,5 +112,27 @@ grep -qE "plan optimal, .*measured, [1-9][0-9]* points" "$tmp/one.txt" \
   && ok "the plan was made with the measured curve's points" \
   || bad "no plan with curve points: $(grep 'plan ' "$tmp/one.txt")"
 
+# --compress with a list of policies: each runs compressed in turn, its
+# bytes per step the payloads' (top-k at 1%: about 2% of the dense bytes
+# with indices), dear refused with a non-auto spec.
+if "$gs" run -np 2 -- "$gs" replay --profile "$prof" --policy wfbp,mgwfbp --iters 2 --warmup 2 \
+     --compress topk:0.01 --json > "$tmp/z.jsonl" 2> "$tmp/z.err"; then
+  if python3 - "$tmp/z.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["policy"] for r in rows] == ["wfbp", "mgwfbp"], rows
+for r in rows:
+    assert r["compress"] == "topk:0.01" and r["compressed_groups"] > 0, r
+    assert 0 < r["bytes_per_step"] < 0.1 * r["grad_bytes"], r
+    assert r["predicted_s"] is None, r  # no dense prediction of a compressed plan
+PY
+  then ok "--compress topk:0.01 with --policy wfbp,mgwfbp: compressed, payload bytes"
+  else bad "--compress rows: $(cat "$tmp/z.jsonl")"; fi
+else
+  bad "replay --compress failed: $(cat "$tmp/z.err")"
+fi
+expect 2 "auto:topk:0.01" --profile "$prof" --policy wfbp,dear --compress topk:0.01
+expect 2 "unknown policy" --profile "$prof" --policy wfbp,,fastest
+
 echo "$passes passed, $fails failed"
 [ "$fails" = 0 ]

@@ -12,9 +12,9 @@
 # (the sampler is keyed by position and the global batch is kept). Floating
 # point sums in another order are all that differ, and SGD amplifies them:
 # on 2026-11-29 the uninterrupted run on 1 rank ended 0.23 points and 1.1%
-# of test loss from the one on 2 ranks, and two runs of this job -0.80 and
-# +0.44 points, +1.7% and -6.0% of test loss; with the real dorm -1.21 points
-# and +7.2%.
+# of test loss from the one on 2 ranks; this job, with a stand-in policy,
+# -0.80 and +0.44 points, +1.7% and -6.0% of test loss, and under the real
+# dorm policy on a loaded host -1.21 points and +7.2% once, 3.0% once.
 # usage: test_manager_emulated.sh GRADSYNC
 # Exit status: 0 pass, 1 fail, 77 skip (not root, no ip or sshd, or the
 # policy is not in this build).

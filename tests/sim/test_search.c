@@ -6,7 +6,9 @@
  * the target, efficiency that never rises with more workers, the counts
  * tried, the search's figures equal to the planner's, the parameter
  * servers' count and price, the per-worker batch within a global limit,
- * and the refusals.
+ * compression (recommended for a huge gradient on a slow network, not for
+ * a compute-bound model, figures equal to the planner's compressed plan,
+ * the margin) and the refusals.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -311,11 +313,203 @@ static void test_bad_arguments(void **state) {
   assert_null(r.points);
 }
 
+/* Compression where the answer is known. A small compute (100 ms) and one
+ * 100 MB gradient on a 100 MB/s network: the ring all-reduce on 4 workers
+ * moves 1.5 x 100 MB (1.5 s) and parameter servers 1 x 100 MB each way,
+ * while top-k at 1% gathers 2 MB payloads (8 bytes per kept element) and
+ * fp16 halves the ring's bytes: both beat dense by more than the margin,
+ * the faster (top-k) is recommended, and every figure equals the planner's
+ * own compressed plan. */
+static void test_compression_slow_network(void **state) {
+  (void)state;
+  test_profile tp;
+  tp_init(&tp, 0.05, 1, (double[]){0.05}, (size_t[]){25000000});
+  tp.p.batch_size = 8;
+  gs_cost_params net = net_ab(1e-4, 1e-8);
+  gs_search_compressor cand[] = {{.spec = "fp16", .secs_per_elem = 1e-10},
+                                 {.spec = "topk:0.01", .secs_per_elem = 1e-9}};
+  gs_search_config cfg = {.net = &net, .algo = GS_ALGO_RING, .workers = 4, .per_node = 1,
+                          .compress = cand, .ncompress = 2,
+                          .compress_min_gain = GS_SEARCH_COMPRESS_MIN_GAIN};
+  gs_search_result r;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_OK);
+  const gs_search_point *pt = &r.points[r.pick];
+  assert_int_equal(pt->workers, 4);
+  assert_int_equal(r.ncompressed, 2);
+  assert_int_equal(r.compress_pick, 1);
+  assert_string_equal(r.compressed[0].spec, "fp16");
+  assert_string_equal(r.compressed[1].spec, "topk:0.01");
+  NEAR(r.dense_iter_s, fmin(pt->iter_s[pt->best], pt->ps_iter_s));
+  NEAR(r.dense_bytes_per_step, 1e8);
+  assert_int_equal(r.sync, GS_SEARCH_ALLREDUCE);
+  for (size_t i = 0; i < 2; i++) {
+    const gs_search_compressed *e = &r.compressed[i];
+    /* Beyond the margin. */
+    assert_true(e->iter_s < (1 - GS_SEARCH_COMPRESS_MIN_GAIN) * r.dense_iter_s);
+    NEAR(e->gain, 1 - e->iter_s / r.dense_iter_s);
+    NEAR(e->efficiency, pt->one_worker_s / e->iter_s);
+    assert_int_equal(e->groups, 1);
+    assert_int_equal(e->compressed_groups, 1);
+    /* The same plan as the planner's compressed path makes. */
+    gs_compressor *c = NULL;
+    assert_int_equal(gs_compressor_create(e->spec, &c), GS_OK);
+    gs_cost_topo topo = {4, 4};
+    gs_plan_cost cost;
+    gs_plan_xchg x;
+    gs_plan_policy pol;
+    gs_plan *pl = NULL;
+    assert_int_equal(gs_plan_cost_from_net(&net, topo, GS_ALGO_RING, &cost), GS_OK);
+    assert_int_equal(gs_plan_xchg_from_compressor(c, cand[i].secs_per_elem, &net, topo, NULL,
+                                                  1, &x), GS_OK);
+    assert_int_equal(gs_plan_policy_parse("auto", &pol), GS_OK);
+    assert_int_equal(gs_plan_make_xchg(&tp.p, &cost, &x, &pol, 1, &pl), GS_OK);
+    NEAR(e->iter_s, pl->predicted_iter_s);
+    assert_int_equal(e->policy, pl->chosen);
+    assert_int_equal(e->exchange, pl->group_xchg[0]);
+    gs_plan_free(pl);
+    size_t b = 0;
+    assert_int_equal(gs_compressor_payload_bytes(c, 25000000, 0, &b), GS_OK);
+    NEAR(e->bytes_per_step, (double)b);
+    gs_compressor_destroy(c);
+  }
+  /* Dense is the parameter servers' 1.1 s (100 MB each way at 100 MB/s,
+   * after the compute), below the ring's 1.6 s; fp16's ring moves half the
+   * ring's bytes (0.85 s), top-k's gather 6 MB and codes 25 M elements (at
+   * most 0.2 s in all). */
+  NEAR(r.dense_iter_s, r.points[r.pick].ps_iter_s);
+  assert_true(r.compressed[0].iter_s > 0.8 && r.compressed[0].iter_s < 0.9);
+  assert_true(r.compressed[1].iter_s < 0.2);
+  NEAR(r.compressed[0].bytes_per_step, 5e7);  /* fp16: 2 bytes an element */
+  NEAR(r.compressed[1].bytes_per_step, 2e6);  /* 250,000 x (index + value) */
+  assert_int_equal(r.compressed[1].exchange, GS_XCHG_ALLGATHER);
+  gs_search_result_free(&r);
+  assert_null(r.compressed);
+
+  /* A margin no candidate meets keeps dense; "auto:" lets each group choose
+   * and still compresses this one. */
+  cfg.compress_min_gain = 0.99;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_OK);
+  assert_int_equal(r.compress_pick, -1);
+  gs_search_result_free(&r);
+  cfg.compress_min_gain = GS_SEARCH_COMPRESS_MIN_GAIN;
+  /* The count is chosen with compression: dense scales to nothing here
+   * (one worker's 100 ms against seconds of all-reduce: one worker has the
+   * most throughput), while top-k (about 0.2 s an iteration on 4) makes 4
+   * workers the most. */
+  cfg.workers = 0;
+  cfg.max_workers = 4;
+  cfg.ncompress = 0;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_OK);
+  assert_int_equal(r.points[r.pick].workers, 1);
+  assert_null(r.compressed);
+  gs_search_result_free(&r);
+  cfg.ncompress = 2;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_OK);
+  assert_int_equal(r.points[r.pick].workers, 4);
+  assert_int_equal(r.points[0].compress_pick, -1); /* one worker sends nothing */
+  assert_int_equal(r.points[1].compress_pick, 1);
+  assert_int_equal(r.points[2].compress_pick, 1);
+  assert_int_equal(r.compress_pick, 1);
+  NEAR(r.points[2].pick_iter_s, r.compressed[1].iter_s);
+  NEAR(r.points[2].pick_efficiency, r.points[2].one_worker_s / r.compressed[1].iter_s);
+  gs_search_result_free(&r);
+  cfg.workers = 4;
+  cfg.max_workers = 0;
+  gs_search_compressor autoz = {.spec = "auto:topk:0.01", .secs_per_elem = 1e-9};
+  cfg.compress = &autoz;
+  cfg.ncompress = 1;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_OK);
+  assert_int_equal(r.compress_pick, 0);
+  assert_string_equal(r.compressed[0].spec, "auto:topk:0.01");
+  assert_int_equal(r.compressed[0].compressed_groups, 1);
+  gs_search_result_free(&r);
+}
+
+/* Compute dominates: 2 s of compute and a 4 MB gradient on a 10 GB/s
+ * network, where dense's all-reduce (0.6 ms) hides behind the backward
+ * pass. fp16 saves a sliver of the exposed tail at most, far below the
+ * margin: dense is recommended. With no margin at all, the strictly faster
+ * candidate is taken, and never one that is slower. */
+static void test_compression_compute_bound(void **state) {
+  (void)state;
+  test_profile tp;
+  tp_init(&tp, 1.0, 2, (double[]){0.5, 0.5}, (size_t[]){500000, 500000});
+  gs_cost_params net = net_ab(1e-5, 1e-10);
+  gs_search_compressor cand[] = {{.spec = "fp16", .secs_per_elem = 0},
+                                 {.spec = "topk:0.01", .secs_per_elem = 1e-6}};
+  gs_search_config cfg = {.net = &net, .algo = GS_ALGO_RING, .max_workers = 8, .per_node = 1,
+                          .compress = cand, .ncompress = 2,
+                          .compress_min_gain = GS_SEARCH_COMPRESS_MIN_GAIN};
+  gs_search_result r;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_OK);
+  assert_int_equal(r.points[r.pick].workers, 8);
+  assert_int_equal(r.compress_pick, -1);
+  assert_true(r.compressed[0].gain < 0.01);
+  /* top-k's coding (1 us an element, 1 s for the model) makes it slower. */
+  assert_true(r.compressed[1].iter_s > r.dense_iter_s);
+  assert_true(r.compressed[1].gain < 0);
+  gs_search_result_free(&r);
+  cfg.compress_min_gain = 0;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_OK);
+  if (r.compressed[0].iter_s < r.dense_iter_s)
+    assert_int_equal(r.compress_pick, 0);
+  else
+    assert_int_equal(r.compress_pick, -1);
+  gs_search_result_free(&r);
+  /* No candidates: dense, nothing allocated. */
+  cfg.ncompress = 0;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_OK);
+  assert_int_equal(r.compress_pick, -1);
+  assert_null(r.compressed);
+  gs_search_result_free(&r);
+}
+
+/* Bad compression arguments are refused before any planning, naming the
+ * spec, and leave the result empty. */
+static void test_compression_refusals(void **state) {
+  (void)state;
+  test_profile tp;
+  three_tensors(&tp);
+  gs_cost_params net = net_ab(1e-5, 1e-9);
+  gs_search_compressor bad[] = {{.spec = "nonsense:1", .secs_per_elem = 0},
+                                {.spec = "topk:2", .secs_per_elem = 0},
+                                {.spec = "none", .secs_per_elem = 0},
+                                {.spec = "auto:", .secs_per_elem = 0},
+                                {.spec = NULL, .secs_per_elem = 0},
+                                {.spec = "topk:0.01", .secs_per_elem = -1},
+                                {.spec = "topk:0.01", .secs_per_elem = NAN}};
+  gs_search_result r;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    gs_search_compressor two[2] = {{.spec = "fp16"}, bad[i]};
+    gs_search_config cfg = {.net = &net, .max_workers = 4, .per_node = 1, .compress = two,
+                            .ncompress = 2, .compress_min_gain = 0.1};
+    memset(&r, 0xff, sizeof r);
+    assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_ERR_INVALID_ARG);
+    assert_null(r.points);
+    assert_null(r.compressed);
+  }
+  gs_search_compressor ok = {.spec = "fp16"};
+  gs_search_config cfg = {.net = &net, .max_workers = 4, .per_node = 1, .compress = NULL,
+                          .ncompress = 1};
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_ERR_INVALID_ARG);
+  cfg.compress = &ok;
+  cfg.compress_min_gain = 1;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_ERR_INVALID_ARG);
+  cfg.compress_min_gain = -0.1;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_ERR_INVALID_ARG);
+  cfg.compress_min_gain = NAN;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_ERR_INVALID_ARG);
+  assert_true(strstr(gs_last_error(), "search") != NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_free_network),      cmocka_unit_test(test_slow_network),
       cmocka_unit_test(test_target_crossing),   cmocka_unit_test(test_monotone_and_planner),
       cmocka_unit_test(test_batch),             cmocka_unit_test(test_bad_arguments),
+      cmocka_unit_test(test_compression_slow_network),
+      cmocka_unit_test(test_compression_compute_bound),
+      cmocka_unit_test(test_compression_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
