@@ -393,14 +393,17 @@ static int cmd_down(int argc, char **argv) {
 }
 
 int gs_cmd_cluster_manager(int argc, char **argv) {
-  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-    FILE *f = argc < 2 ? stderr : stdout;
-    fprintf(f, "usage: gradsync cluster serve ...        serve a pool of nodes to jobs\n"
-               "       gradsync cluster drain NODE       take a node out (its jobs shrink)\n"
-               "       gradsync cluster undrain NODE     give it back\n"
-               "       gradsync cluster down             remove --emulated nodes\n"
-               "and gradsync submit, jobs, cancel (docs/CLUSTER.md).\n");
-    return argc < 2 ? 2 : 0;
+  if (argc < 2) {
+    cli_error("cluster", "missing the command (serve, drain, undrain or down)");
+    return 2;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    printf("usage: gradsync cluster serve ...        serve a pool of nodes to jobs\n"
+           "       gradsync cluster drain NODE       take a node out (its jobs shrink)\n"
+           "       gradsync cluster undrain NODE     give it back\n"
+           "       gradsync cluster down             remove --emulated nodes\n"
+           "and gradsync submit, jobs, cancel (docs/CLUSTER_MANAGER.md).\n");
+    return 0;
   }
   if (strcmp(argv[1], "serve") == 0) return cmd_serve(argc - 1, argv + 1);
   if (strcmp(argv[1], "keep") == 0) return cmd_keep(argc - 1, argv + 1);

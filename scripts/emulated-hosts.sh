@@ -77,10 +77,15 @@ up() {
   dir=$(cd "$dir" && pwd)
   [ ! -e "$dir/names" ] || die "$dir already holds hosts; run 'down $dir' first"
   [ -z "$(ls -A "$dir")" ] || die "$dir is not empty (its keys and files are made anew)"
+  # The addresses are read once: `ip ... | grep -q` under pipefail fails
+  # when grep's early exit gives ip a SIGPIPE, so that the loop stopped at a
+  # subnet in use (another run's hosts) and then gave up.
+  local addrs
+  addrs=$("$ip_exe" -4 -o addr show)
   for x in $(seq 1 254); do
-    "$ip_exe" -4 -o addr show | grep -q " 10\.214\.$x\." || break
+    grep -q " 10\.214\.$x\." <<<"$addrs" || break
   done
-  "$ip_exe" -4 -o addr show | grep -q " 10\.214\.$x\." && die "no free subnet in 10.214.0.0/16"
+  grep -q " 10\.214\.$x\." <<<"$addrs" && die "no free subnet in 10.214.0.0/16"
   : > "$dir/names"
   echo "gshbr$pid" > "$dir/bridge"
   echo "10.214.$x.0/24" > "$dir/subnet"

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gradsync/core.h"
+
 unsigned long cluster_crc32(const void *data, size_t n) {
   static unsigned long table[256];
   static int made;
@@ -71,12 +73,12 @@ int cluster_write_atomic(const char *path, const char *text, size_t len) {
   return fsync_dir_of(path);
 }
 
-/* The record line of rec: "CRC JSON\n" (malloc'ed). */
+/* The record line of rec: "CRC JSON\n" (gs_malloc'ed). */
 static char *record_line(const cJSON *rec, size_t *len) {
   char *json = cJSON_PrintUnformatted(rec);
   if (!json) return NULL;
   size_t n = strlen(json);
-  char *line = malloc(n + 11);
+  char *line = gs_malloc(n + 11);
   if (line) {
     snprintf(line, n + 11, "%08lx %s\n", cluster_crc32(json, n), json);
     *len = n + 10;
@@ -101,7 +103,7 @@ long cluster_journal_replay(const char *path, void (*fn)(const cJSON *rec, void 
     return -1;
   }
   size_t size = (size_t)st.st_size;
-  char *buf = malloc(size + 1);
+  char *buf = gs_malloc(size + 1);
   if (!buf) {
     snprintf(err, errlen, "journal %s: out of memory (%zu bytes)", path, size);
     close(fd);
@@ -139,12 +141,12 @@ long cluster_journal_replay(const char *path, void (*fn)(const cJSON *rec, void 
     if (dropped) *dropped = (long)(got - off);
     if (ftruncate(fd, (off_t)off) != 0 || fsync(fd) != 0) {
       snprintf(err, errlen, "journal %s: cannot cut its torn tail: %s", path, strerror(errno));
-      free(buf);
+      gs_free(buf);
       close(fd);
       return -1;
     }
   }
-  free(buf);
+  gs_free(buf);
   close(fd);
   return good;
 }
@@ -168,28 +170,28 @@ int cluster_journal_append(cluster_journal *j, const cJSON *rec, char *err, size
   }
   int rc = write_all(j->fd, line, len) == 0 && fsync(j->fd) == 0 ? 0 : -1;
   if (rc != 0) snprintf(err, errlen, "journal %s: cannot write: %s", j->path, strerror(errno));
-  free(line);
+  gs_free(line);
   return rc;
 }
 
 int cluster_journal_rewrite(cluster_journal *j, cJSON *const *recs, int n, char *err,
                             size_t errlen) {
   size_t cap = 4096, len = 0;
-  char *all = malloc(cap);
+  char *all = gs_malloc(cap);
   for (int i = 0; all && i < n; i++) {
     size_t k = 0;
     char *line = record_line(recs[i], &k);
     if (!line) {
-      free(all);
+      gs_free(all);
       all = NULL;
       break;
     }
     if (len + k + 1 > cap) {
       while (len + k + 1 > cap) cap *= 2;
-      char *grown = realloc(all, cap);
+      char *grown = gs_realloc(all, cap);
       if (!grown) {
-        free(line);
-        free(all);
+        gs_free(line);
+        gs_free(all);
         all = NULL;
         break;
       }
@@ -197,7 +199,7 @@ int cluster_journal_rewrite(cluster_journal *j, cJSON *const *recs, int n, char 
     }
     memcpy(all + len, line, k);
     len += k;
-    free(line);
+    gs_free(line);
   }
   if (!all) {
     snprintf(err, errlen, "journal %s: out of memory compacting it", j->path);
@@ -205,10 +207,10 @@ int cluster_journal_rewrite(cluster_journal *j, cJSON *const *recs, int n, char 
   }
   if (cluster_write_atomic(j->path, all, len) != 0) {
     snprintf(err, errlen, "journal %s: cannot compact it: %s", j->path, strerror(errno));
-    free(all);
+    gs_free(all);
     return -1;
   }
-  free(all);
+  gs_free(all);
   if (j->fd >= 0) close(j->fd);
   return cluster_journal_open(j, j->path, err, errlen);
 }

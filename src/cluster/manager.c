@@ -794,6 +794,19 @@ static int by_name(const struct dirent **a, const struct dirent **b) {
   return strcmp((*a)->d_name, (*b)->d_name);
 }
 
+/* A gradsync train job's --global-batch, or 0. */
+static long job_global_batch(const job *j) {
+  long gb = 0;
+  const cJSON *x, *prev = NULL;
+  cJSON_ArrayForEach(x, j->args) {
+    if (!j->exec && prev && cJSON_IsString(prev) && cJSON_IsString(x) &&
+        strcmp(prev->valuestring, "--global-batch") == 0)
+      gb = atol(x->valuestring);
+    prev = x;
+  }
+  return gb;
+}
+
 static int take_request(mgr *m, const cJSON *r) {
   const char *op = str(r, "op");
   double v;
@@ -828,14 +841,7 @@ static int take_request(mgr *m, const cJSON *r) {
     /* A gradsync train job with --global-batch G runs only on sizes that
      * divide G (its supervisor's rule): its most nodes become the largest
      * such size, so that nodes given to it are used. */
-    long gb = 0;
-    const cJSON *x, *prev = NULL;
-    cJSON_ArrayForEach(x, j->args) {
-      if (!j->exec && prev && cJSON_IsString(prev) && cJSON_IsString(x) &&
-          strcmp(prev->valuestring, "--global-batch") == 0)
-        gb = atol(x->valuestring);
-      prev = x;
-    }
+    long gb = job_global_batch(j);
     int slots = m->nnode > 0 ? m->node[0].spec.slots : 1;
     if (gb > 0 && j->state == J_QUEUED) {
       int top = j->max;
@@ -1044,6 +1050,14 @@ static int policy_round(mgr *m) {
                                    sizeof why) != 0) {
     mlog(m, "policy %s: %s; nothing changed", c->policy, why);
     n = 0;
+  }
+  /* A size that does not divide a job's global batch would leave nodes idle
+   * (its supervisor runs on the largest size that does): such a size is
+   * rounded down to one that does, at least the job's minimum. */
+  int slots = m->nnode > 0 ? m->node[0].spec.slots : 1;
+  for (int q = 0; q < n; q++) {
+    long gb = job_global_batch(&m->job[idx[q]]);
+    while (gb > 0 && size[q] > in[q].min_nodes && gb % ((long)size[q] * slots) != 0) size[q]--;
   }
   /* Shrinks first (they free nodes), then grows and starts from free nodes. */
   for (int pass = 0; pass < 2 && rc == 0; pass++)

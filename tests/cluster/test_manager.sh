@@ -9,6 +9,7 @@
 #  - a node lost (drained): its job shrinks to the nodes left and finishes;
 #  - a job that always fails: failed after its restart budget, the others
 #    unaffected;
+#  - a submission read twice (a crash between journal and removal): no change;
 #  - cancel of a queued and of a running job.
 # usage: test_manager.sh GRADSYNC      Exit status: 0 pass, 1 fail.
 set -u
@@ -154,6 +155,16 @@ if [ "$(field 3 restarts)" = 2 ] && "$G" jobs --spool "$spool" --json | grep '"i
    grep -q 'restart budget (2) is spent'; then
   pass "C failed after its restart budget of 2, A and B unaffected"
 else fail "C: restarts $(field 3 restarts), $("$G" jobs --spool "$spool" --json | grep '"id":3,')"; fi
+
+echo "== a request read twice (the manager died between journaling it and removing it)"
+printf '{"op":"submit","id":1,"name":"again","min":1,"max":1,"exec":true,"args":["%s","5","%s"],"cwd":"/","time":1}' \
+  "$JOB" "$scratch/again" >"$spool/incoming/.t" && mv "$spool/incoming/.t" "$spool/incoming/0-again-submit-1.json"
+for _ in $(seq 1 30); do [ -e "$spool/incoming/0-again-submit-1.json" ] || break; sleep 0.1; done
+sleep 0.5
+if [ ! -e "$spool/incoming/0-again-submit-1.json" ] && [ "$("$G" jobs --spool "$spool" --json | wc -l)" = 3 ] &&
+   [ "$(state 1)" = done ] && [ ! -e "$scratch/again" ]; then
+  pass "a submission whose id is known is taken and changes nothing"
+else fail "the repeated submission: $("$G" jobs --spool "$spool" --json | wc -l) jobs, job 1 $(state 1)"; fi
 
 echo "== cancel"
 "$G" cluster undrain --spool "$spool" 127.0.1.2

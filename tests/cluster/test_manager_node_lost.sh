@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# A node lost for real under the cluster manager: 2 emulated nodes
+# (`cluster serve --emulated 2`, policy static), one gradsync train job of 1
+# to 2 nodes running on both; node 2 dies (its sshd and every process in its
+# namespace SIGKILLed). Checked: the manager finds the node lost (its ssh
+# check fails) and takes it out of the job's partition, the job goes on on
+# node 1 from its last commit and finishes, every epoch's samples once, and
+# `gradsync jobs` shows the job done on 1 node with its restart.
+# usage: test_manager_node_lost.sh GRADSYNC
+# Exit status: 0 pass, 1 fail, 77 skip (not root, no ip or sshd).
+set -u
+G=${1:?usage: test_manager_node_lost.sh GRADSYNC}
+G=$(cd "$(dirname "$G")" && pwd)/$(basename "$G")
+unset SLURM_JOB_ID SLURM_NODELIST SLURM_JOB_NODELIST OMPI_MCA_plm_rsh_agent SUDO_UID SUDO_GID
+unset GRADSYNC_SPOOL
+export PATH=$PATH:/usr/sbin:/sbin OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if [ "$(id -u)" != 0 ]; then echo "SKIP  needs root (network namespaces)"; exit 77; fi
+if ! command -v ip >/dev/null; then echo "SKIP  needs ip (iproute2)"; exit 77; fi
+if [ ! -x /usr/sbin/sshd ]; then echo "SKIP  needs sshd (openssh-server)"; exit 77; fi
+failures=0
+scratch=$(mktemp -d)
+spool=$scratch/spool
+log=$scratch/serve.log
+serve_pid=
+cleanup() {
+  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
+  for l in "$spool"/jobs/*/lock; do
+    [ -f "$l" ] || continue
+    p=$(cut -d' ' -f1 "$l")
+    [ -n "$p" ] && kill -TERM -- "-$p" 2>/dev/null
+  done
+  sleep 1
+  [ -f "$spool/emulated/names" ] && "$G" cluster down --spool "$spool" >/dev/null 2>&1
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT HUP
+pass() { echo "ok    $*"; }
+fail() {
+  echo "FAIL  $*"
+  sed 's/^/      log | /' "$log" 2>/dev/null | tail -20
+  grep -v '^{' "$spool"/jobs/1/out.log 2>/dev/null | tail -12 | sed 's/^/      job | /'
+  failures=$((failures + 1))
+}
+state() { "$G" jobs --spool "$spool" --json | grep "\"id\":$1," | sed -E 's/.*"state":"([a-z]*)".*/\1/'; }
+field() { "$G" jobs --spool "$spool" --json | grep "\"id\":$1," | sed -E "s/.*\"$2\":([^,}]*).*/\1/"; }
+wait_for() {
+  local t=$1
+  shift
+  for _ in $(seq 1 $((t * 5))); do "$@" && return 0; sleep 0.2; done
+  return 1
+}
+is_state() { [ "$(state "$1")" = "$2" ]; }
+
+"$G" cluster serve --emulated 2 --spool "$spool" --interval 2 --commit-every 10 >"$log" 2>&1 &
+serve_pid=$!
+ready() { [ -f "$spool/pool.json" ] || ! kill -0 "$serve_pid" 2>/dev/null; }
+wait_for 120 ready
+[ -f "$spool/pool.json" ] || { fail "the manager did not start"; exit 1; }
+# Fashion-MNIST, global batch 48: 1250 steps an epoch; 2 epochs.
+J=$("$G" submit --spool "$spool" --min 1 --max 2 -- --model mlp --global-batch 48 --epochs 2 \
+  --seed 3 --json --data-cache "$scratch/cache")
+wait_for 120 grep -q '"size":2' "$spool/jobs/$J/events.1.jsonl" 2>/dev/null ||
+  fail "the job did not start on 2 nodes"
+wait_for 120 test -s "$spool/jobs/$J/ckpt/checkpoint.json" || fail "the job did not commit"
+sleep 2
+ns=$(sed -n 2p "$spool/emulated/names")
+node2=$(sed -n 2p "$spool/emulated/hostfile" | cut -d' ' -f1)
+kill -9 "$(cat "$spool/emulated/sshd.1.pid")"
+for p in $(ip netns pids "$ns"); do kill -9 "$p" 2>/dev/null; done
+lost() { grep -q "node $node2: lost" "$log"; }
+wait_for 30 lost && pass "the manager found node 2 ($node2) lost" ||
+  fail "node 2 ($node2) not found lost"
+wait_for 300 is_state "$J" done || fail "the job did not finish: $(state "$J")"
+last=$(cat "$spool/jobs/$J"/events.*.jsonl | grep '"event":"launch"' | tail -1)
+if [[ $last == *'"size":1,'* ]] && [[ $last != *"$node2"* ]] && [ "$(field "$J" restarts)" -ge 1 ]; then
+  pass "the job went on without node 2: last launch $(sed -E 's/.*"hosts":"([^"]*)".*/\1/' <<<"$last"), $(field "$J" restarts) restart(s)"
+else fail "the job's last launch: $last; restarts $(field "$J" restarts)"; fi
+out=$spool/jobs/$J/out.log
+n=0
+for e in 1 2; do
+  [ "$(grep -c "^{\"epoch\":$e,.*\"samples\":60000," "$out")" = 1 ] && n=$((n + 1))
+done
+[ "$n" = 2 ] && pass "both epochs used their 60000 samples once" ||
+  fail "$n of 2 epochs with 60000 samples once"
+"$G" jobs --spool "$spool"
+[ "$failures" = 0 ] && echo "all passed" && exit 0
+echo "$failures failure(s)"
+exit 1
