@@ -74,10 +74,10 @@ static void usage(FILE *f) {
           "                     (JSON lines of bench/train/compress_sweep.sh), quoted\n"
           "                     beside each compressor; default the source tree's\n"
           "                     bench/results/compress_table{,_4epochs}.jsonl\n"
-          "  --max-accuracy-loss P  with --search: weigh only compressors whose\n"
-          "                     measured test accuracy is at most P points below\n"
-          "                     dense's in every table read (unmeasured ones are\n"
-          "                     left out)\n"
+          "  --max-accuracy-loss P|any  with --search: weigh only compressors\n"
+          "                     whose measured test accuracy is at most P points\n"
+          "                     below dense's in every table read (unmeasured ones\n"
+          "                     are left out); default 1; any: weigh speed only\n"
           "  --compute-scale F  multiply forward_s and every backward_s by F > 0\n"
           "                     (project a profile onto a faster or slower device)\n"
           "  --compress SPEC    send every group compressed (a compressor spec:\n"
@@ -99,6 +99,12 @@ static void usage(FILE *f) {
 #define PLAN_MAX_A 3600.0
 #define PLAN_MAX_B 1.0
 #define PLAN_MAX_SCALE 1e6
+
+/* The accuracy a recommended compressor may cost by default, in points of
+ * test accuracy below dense's in the measured tables (the worst of them):
+ * without it the search weighs speed alone and recommends the cheapest
+ * exchange (randomk:0.01, 5.7 points below dense after 4 epochs). */
+#define SEARCH_MAX_LOSS 1.0
 
 typedef struct plan_row {
   const char *spec;
@@ -751,7 +757,10 @@ int cmd_plan(int argc, char **argv) {
       {"max-accuracy-loss", required_argument, 0, 'L'},
       {0, 0, 0, 0}};
   const char *search_compress = NULL, *accuracy_table = NULL;
-  double max_loss = -1; /* --max-accuracy-loss: none */
+  /* --max-accuracy-loss: SEARCH_MAX_LOSS points unless given; "any": no
+   * limit (< 0). */
+  double max_loss = -1;
+  int loss_given = 0;
   const char *compress = NULL;
   const char *profile_path = NULL, *policy = "all", *net = NULL, *algo_name = "auto";
   const char *cost_file = NULL;
@@ -845,9 +854,12 @@ int cmd_plan(int argc, char **argv) {
       case 'C': search_compress = optarg; break;
       case 'Y': accuracy_table = optarg; break;
       case 'L':
-        if (cli_parse_double(optarg, 0, 100, &max_loss) != 0) {
-          cli_error(VERB, "--max-accuracy-loss: expected points from 0 to 100, got '%s'",
-                    optarg);
+        loss_given = 1;
+        if (strcmp(optarg, "any") == 0) {
+          max_loss = -1;
+        } else if (cli_parse_double(optarg, 0, 100, &max_loss) != 0) {
+          cli_error(VERB, "--max-accuracy-loss: expected points from 0 to 100, or any, "
+                    "got '%s'", optarg);
           return 2;
         }
         break;
@@ -870,7 +882,7 @@ int cmd_plan(int argc, char **argv) {
     return 2;
   }
   if (search || max_workers || per_node != 1 || max_global_batch || max_batch ||
-      search_compress || accuracy_table || max_loss >= 0) {
+      search_compress || accuracy_table || loss_given) {
     const char *why = !search ? "--max-workers, --per-node, --max-global-batch, "
                                 "--search-compress, --accuracy-table and "
                                 "--max-accuracy-loss apply only with --search"
@@ -900,7 +912,7 @@ int cmd_plan(int argc, char **argv) {
                       .max_global_batch = max_global_batch, .max_batch = max_batch,
                       .json = json, .target_eff = target_eff, .scale = scale,
                       .compress_list = search_compress, .tables = accuracy_table,
-                      .max_loss = max_loss};
+                      .max_loss = loss_given ? max_loss : SEARCH_MAX_LOSS};
     return plan_search(&so);
   }
   if (net && cost_file) {

@@ -111,8 +111,9 @@ cat >"$tmp/mid.json" <<'J'
 {"name": "mid", "batch_size": 1, "forward_s": 0.5,
  "tensors": [{"name": "w", "numel": 25000000, "dtype": "f32", "backward_s": 0.5}]}
 J
+# Speed alone (--max-accuracy-loss any): a compressor, whatever it costs.
 "$G" plan --search --profile "$tmp/mid.json" --net 100mbit --max-workers 4 --json \
-  >"$tmp/z.json" 2>&1
+  --max-accuracy-loss any >"$tmp/z.json" 2>&1
 if [ "$(jget "$tmp/z.json" 'd["recommendation"]["compress"] != "none"')" = True ] &&
    [ "$(jget "$tmp/z.json" 'd["recommendation"]["workers"]')" = 4 ] &&
    [ "$(jget "$tmp/z.json" 'd["recommendation"]["bytes_per_step"] < d["gradient_bytes"] / 10')" = True ] &&
@@ -150,7 +151,7 @@ cat >"$tmp/acc.jsonl" <<'J'
 {"summary": {"model": "cnn", "ranks": 4, "epochs": 1, "compress": "fp16", "error_feedback": true, "test_accuracy": 0.895}, "net": "100mbit"}
 J
 "$G" plan --search --profile "$tmp/mid.json" --net 100mbit --workers 4 --search-compress topk:0.01 \
-  --accuracy-table "$tmp/acc.jsonl" >"$tmp/zt" 2>&1
+  --accuracy-table "$tmp/acc.jsonl" --max-accuracy-loss any >"$tmp/zt" 2>&1
 if grep -q "^recommendation: 4 workers .*, topk:0.01: iteration" "$tmp/zt" &&
    grep -q "accuracy warning, topk:0.01 (measured): 85.00% against dense 90.00% (-5.00 points) after 1 epoch of at most 50 steps, cnn, 4 ranks, 100mbit (acc.jsonl)" "$tmp/zt" &&
    grep -q "MB per step instead of 100.0 MB" "$tmp/zt"; then
@@ -159,11 +160,23 @@ else
   fail "top-k with a table: $(cat "$tmp/zt")"
 fi
 "$G" plan --search --profile "$tmp/mid.json" --net 100mbit --workers 4 --search-compress randomk:0.01 \
-  --accuracy-table "$tmp/acc.jsonl" >"$tmp/zu" 2>&1
+  --accuracy-table "$tmp/acc.jsonl" --max-accuracy-loss any >"$tmp/zu" 2>&1
 if grep -q "accuracy warning, randomk:0.01 (measured): not in the accuracy tables read: its accuracy cost is not measured" "$tmp/zu"; then
   pass "a compressor the table lacks: said to be unmeasured"
 else
   fail "unmeasured compressor: $(cat "$tmp/zu")"
+fi
+# By default a compressor may cost at most 1 point: top-k (5 points) and
+# randomk (no figure) are left out, fp16 (0.5 points) is weighed.
+"$G" plan --search --profile "$tmp/mid.json" --net 100mbit --workers 4 \
+  --search-compress topk:0.01,randomk:0.01,fp16 --accuracy-table "$tmp/acc.jsonl" \
+  --json >"$tmp/zd.json" 2>&1
+if [ "$(jget "$tmp/zd.json" '[c["spec"] for c in d["compression"]["candidates"]]')" = "['fp16']" ] &&
+   [ "$(jget "$tmp/zd.json" 'd["compression"]["max_accuracy_loss"] == 1')" = True ] &&
+   [ "$(jget "$tmp/zd.json" 'd["recommendation"]["compress"] in ("none", "fp16")')" = True ]; then
+  pass "the default limit of 1 point keeps fp16 only"
+else
+  fail "default accuracy limit: $(head -c 600 "$tmp/zd.json")"
 fi
 # --max-accuracy-loss 2: top-k (5 points) and qsgd (no figure) are left
 # out, fp16 (0.5 points) stays.
