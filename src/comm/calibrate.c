@@ -87,6 +87,12 @@ gs_status calibrate_setup(gs_comm *c) {
            ok ? "another rank could not load it" : gs_last_error());
   }
   gs_cost_preset("1GbE", &c->cost);
+  /* The communicator's model is this network's, measured below or given
+   * (GRADSYNC_ALPHA/BETA): not the emulated link's calibrated rows and
+   * per-message cost that the 1GbE preset carries, which would otherwise
+   * price every message in their place. */
+  c->cost.ncalib = 0;
+  c->cost.alpha_msg = 0;
   double gamma = measure_gamma();
   MPI_TRY(&c->world, MPI_Allreduce(MPI_IN_PLACE, &gamma, 1, MPI_DOUBLE, MPI_MAX,
                                    c->world.mpi));

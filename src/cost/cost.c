@@ -802,6 +802,9 @@ static gs_status calibrate(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
   GS_CHECK(st);
   c->alpha = GS_MAX(fa / (coef_a > 0 ? coef_a : 1.0), 0.0);
   c->beta = GS_MAX(fb, 0.0);
+  /* The fitted line replaces a calibrated preset's rows: left in place,
+   * they (not alpha and beta) would price every message. */
+  c->ncalib = 0;
   return GS_OK;
 }
 

@@ -7,14 +7,14 @@
 # commit and job 2 runs on the other; when job 2 is done, job 1 grows back.
 # Checked: both jobs done, job 1's launches 2 -> 1 -> 2 nodes and its
 # resizes in `gradsync jobs`, every epoch of job 1 (Fashion-MNIST, 4 epochs)
-# used every sample once, and its final accuracy within 1.5 points (and
-# test loss within 10%) of the same training uninterrupted on 2 local ranks
-# (the sampler is keyed by position and the global batch is kept). Floating
-# point sums in another order are all that differ, and SGD amplifies them:
-# on 2026-11-29 the uninterrupted run on 1 rank ended 0.23 points and 1.1%
-# of test loss from the one on 2 ranks; this job, with a stand-in policy,
-# -0.80 and +0.44 points, +1.7% and -6.0% of test loss, and under the real
-# dorm policy on a loaded host -1.21 points and +7.2% once, 3.0% once.
+# used every sample once, and its final accuracy within 1 point (and test
+# loss within 5%) of the same training uninterrupted on 2 local ranks (the
+# sampler is keyed by position and the global batch is kept). Floating
+# point sums in another order are all that differ, and SGD amplifies them;
+# the jobs decay their rate (cosine) so that the end is not one noisy step
+# of a constant rate: with a constant rate this job ended -1.82 to +0.44
+# points and -6.0% to +14.8% of test loss from the uninterrupted run, with
+# the cosine schedule -0.36 and -0.21 points, +0.3% and +0.2% (2026-11-29).
 # usage: test_manager_emulated.sh GRADSYNC
 # Exit status: 0 pass, 1 fail, 77 skip (not root, no ip or sshd, or the
 # policy is not in this build).
@@ -81,7 +81,7 @@ fi
 pass "manager on 2 emulated nodes, policy $POLICY"
 
 # Fashion-MNIST, global batch 48: 1250 steps an epoch; 4 epochs.
-TRAIN=(--model mlp --global-batch 48 --epochs 4 --seed 7 --json --data-cache "$scratch/cache")
+TRAIN=(--model mlp --global-batch 48 --epochs 4 --seed 7 --schedule cosine --json --data-cache "$scratch/cache")
 J1=$("$G" submit --spool "$spool" --min 1 --max 2 --name first -- "${TRAIN[@]}")
 wait_for 60 grep -q '"size":2' "$spool/jobs/$J1/events.1.jsonl" 2>/dev/null ||
   fail "job 1 did not start on 2 nodes"
@@ -117,7 +117,7 @@ loss() { grep '^{"epoch":4,' "$1" | tail -1 | sed -E 's/.*"test_loss":([0-9.e-]+
 l1=$(loss "$out1") lref=$(loss "$ref")
 if [ -n "$ref_acc" ] && [ -n "$l1" ] && [ -n "$lref" ] &&
    awk -v a="$acc" -v b="$ref_acc" -v l="$l1" -v r="$lref" \
-     'BEGIN { d = a - b; q = l / r; exit !(d <= 0.015 && d >= -0.015 && q < 1.1 && q > 0.9) }'; then
+     'BEGIN { d = a - b; q = l / r; exit !(d <= 0.01 && d >= -0.01 && q < 1.05 && q > 0.95) }'; then
   pass "job 1 ends as the uninterrupted run: accuracy $acc ($ref_acc), test loss $l1 ($lref)"
 else fail "job 1: accuracy $acc, test loss '$l1'; uninterrupted: '$ref_acc', '$lref'"; fi
 [ "$failures" = 0 ] && echo "all passed" && exit 0
