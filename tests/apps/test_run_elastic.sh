@@ -70,11 +70,14 @@ if [ "$WHICH" = grow ] || [ "$WHICH" = all ]; then
     --resize-interval 1 --events "$ev" -- "$G" "${TRAIN[@]}" --checkpoint "$ck" \
     --seed "$tag" >"$out" 2>"$err" &
   sup=$!
+  # Each list replaced by a rename, never rewritten in place: a discovery
+  # reading the file while `>` rewrites it once saw "localhost:4" followed
+  # by the old line's tail ("ine"), a host that does not exist.
   if wait_commit 60; then
-    echo "not a host line" >"$list"
+    echo "not a host line" >"$list.new" && mv "$list.new" "$list"
     sleep 1.5
     t_listed=$(now)
-    echo localhost:4 >"$list"
+    echo localhost:4 >"$list.new" && mv "$list.new" "$list"
   fi
   wait_bounded "$sup" 120
   rc=$?
