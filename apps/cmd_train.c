@@ -481,11 +481,6 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
   return 0;
 }
 
-static void on_usr1(int sig) {
-  (void)sig;
-  gs_train_request_stop();
-}
-
 /* --model dlrm (or --model=dlrm) anywhere on the line: the DLRM trainer
  * (cmd_train_dlrm.c), whose options are its own. */
 static int wants_dlrm(int argc, char **argv) {
@@ -509,6 +504,14 @@ int cmd_train(int argc, char **argv) {
    * GRADSYNC_CHECK_ARGS=1 the options are checked and nothing is run. */
   const char *check_only = getenv("GRADSYNC_CHECK_ARGS");
   if (check_only && strcmp(check_only, "1") == 0) return rc;
+  /* SIGUSR1 (which mpirun forwards to the ranks): stop at the next commit.
+   * Routed to a thread of its own before any thread that computes starts:
+   * a handler on a thread inside oneDNN's GEMM kernels corrupts the heap
+   * (gs_signal_route). */
+  if (gs_signal_route(SIGUSR1, gs_train_request_stop) != GS_OK) {
+    fprintf(stderr, "gradsync %s: %s\n", VERB, gs_last_error());
+    return 1;
+  }
   cli_rank r;
   if (cli_rank_init(&r, VERB, &argc, &argv)) return rc ? rc : 1;
   rc = cli_rank_connect(&r, CLI_RANK_BLAS, rc, "bad options");
@@ -517,13 +520,6 @@ int cmd_train(int argc, char **argv) {
     fprintf(stderr, "gradsync %s: --compress %s applies momentum inside the compressor "
             "(DGC's momentum correction): --momentum %g moved into it, and the "
             "optimizer's momentum is 0\n", VERB, cfg.compress, (double)zmom.compressor);
-  /* SIGUSR1 (which mpirun forwards to the ranks): stop at the next commit. */
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_usr1;
-  sa.sa_flags = SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGUSR1, &sa, NULL);
   gs_train_ranks ranks = {.job = VERB, .comm = r.comm, .rank = r.rank, .size = r.size};
   gs_train_result res;
   rc = gs_train_run(&cfg, &ranks, &res);

@@ -59,11 +59,6 @@ static void usage(FILE *f) {
     "  --json              one JSON line per epoch instead of text\n");
 }
 
-static void on_usr1(int sig) {
-  (void)sig;
-  gs_dlrm_train_request_stop();
-}
-
 typedef struct dlrm_opts {
   const char *tables, *plan, *bottom, *top;
   double scale, lr, embed_lr, zipf;
@@ -399,6 +394,14 @@ int cmd_train_dlrm(int argc, char **argv) {
     free(t);
     return rc;
   }
+  /* SIGUSR1 (which mpirun forwards to the ranks): stop at the next commit,
+   * routed to a thread of its own before any thread that computes starts
+   * (gs_signal_route: a handler inside oneDNN's GEMM corrupts the heap). */
+  if (o.checkpoint && gs_signal_route(SIGUSR1, gs_dlrm_train_request_stop) != GS_OK) {
+    cli_error(VERB, "%s", gs_last_error());
+    free(t);
+    return 1;
+  }
   cli_rank r;
   if (cli_rank_init(&r, VERB, &argc, &argv)) return rc ? rc : 1;
   rc = cli_rank_connect(&r, CLI_RANK_BLAS, rc, "bad options");
@@ -435,13 +438,6 @@ int cmd_train_dlrm(int argc, char **argv) {
   cfg.data.pooling = o.pooling;
   view v = {.rank = r.rank, .size = r.size, .epochs = o.epochs, .json = o.json,
             .tty = isatty(STDOUT_FILENO), .checkpoint = o.checkpoint};
-  /* SIGUSR1 (which mpirun forwards to the ranks): stop at the next commit. */
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_usr1;
-  sa.sa_flags = SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  if (o.checkpoint) sigaction(SIGUSR1, &sa, NULL);
   gs_status st = rc ? GS_OK : gs_dlrm_train_run(&cfg, r.comm, on_event, &v);
   if (st != GS_OK) {
     cli_rank_error(&r, "%s", gs_last_error());

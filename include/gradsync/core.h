@@ -147,6 +147,20 @@ gs_status gs_mul_size(size_t a, size_t b, size_t *size);
 double gs_now(void);
 uint64_t gs_now_ns(void);
 
+/* ---- Signals ---------------------------------------------------------------
+ * Routes signo to a thread of its own, which calls fn each time it arrives.
+ * The calling thread blocks signo, and so does every thread it starts later
+ * (the mask is inherited): call it before the threads that compute exist.
+ * Why: a handler running on a thread inside oneDNN 2.x's generated GEMM
+ * kernels corrupts the heap (they point the stack into it), so the threads
+ * that train must never take a signal. fn runs as ordinary code on the
+ * routing thread, or, on a thread that existed before and does not block
+ * signo, in a handler: it must be async-signal-safe. Calling it again for
+ * the same signal replaces fn. GS_ERR_INVALID_ARG for SIGKILL, SIGSTOP or a
+ * NULL fn. */
+typedef void (*gs_signal_fn)(void);
+gs_status gs_signal_route(int signo, gs_signal_fn fn);
+
 #ifdef __cplusplus
 }
 #endif

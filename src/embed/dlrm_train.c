@@ -17,6 +17,7 @@
  */
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -27,13 +28,13 @@
 
 #define EVAL_FIRST (1ULL << 40)
 
-static volatile sig_atomic_t stop_asked;
+static atomic_int stop_asked; /* lock-free: safe in a handler, and from gs_signal_route's thread */
 
-void gs_dlrm_train_request_stop(void) { stop_asked = 1; }
+void gs_dlrm_train_request_stop(void) { atomic_store(&stop_asked, 1); }
 
 /* At a commit point: whether any rank was asked to stop (agreed). */
 static gs_status agree_stop(gs_comm *comm, int *stop) {
-  int32_t any = stop_asked ? 1 : 0;
+  int32_t any = atomic_load(&stop_asked) ? 1 : 0;
   if (gs_comm_size(comm) > 1)
     GS_CHECK(gs_allreduce(comm, GS_IN_PLACE, &any, 1, GS_I32, GS_MAX, GS_ALGO_AUTO));
   if (any) *stop = 2;
@@ -249,7 +250,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
         double c0 = gs_now();
         GS_CHECK_GOTO(commit(ck, d, plan, gstep, lsum, stop, c0, cb, user), st, out);
         commit_s += gs_now() - c0;
-        if (stop == 2) stop_asked = 0;
+        if (stop == 2) atomic_store(&stop_asked, 0);
         if (stop) goto out;
       }
     }
@@ -268,7 +269,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
       int stop = cfg->stop_at_step == gstep;
       if (!stop && e < cfg->epochs) GS_CHECK_GOTO(agree_stop(comm, &stop), st, out);
       GS_CHECK_GOTO(commit(ck, d, plan, gstep, 0, stop, gs_now(), cb, user), st, out);
-      if (stop == 2) stop_asked = 0;
+      if (stop == 2) atomic_store(&stop_asked, 0);
       if (stop) goto out;
     }
   }

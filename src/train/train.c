@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,14 +33,14 @@ void gs_train_config_init(gs_train_config *c) {
 }
 
 /* Set from a signal handler; read between steps. */
-static volatile sig_atomic_t stop_asked;
+static atomic_int stop_asked; /* lock-free: safe in a handler, and from gs_signal_route's thread */
 
-void gs_train_request_stop(void) { stop_asked = 1; }
+void gs_train_request_stop(void) { atomic_store(&stop_asked, 1); }
 
 /* Whether any worker was asked to stop: collective over the workers, at a
  * commit point (nothing in flight). */
 static int agree_stop(train_ctx *t, long epoch, long step) {
-  int32_t any = stop_asked ? 1 : 0;
+  int32_t any = atomic_load(&stop_asked) ? 1 : 0;
   if (t->size > 1 &&
       gs_allreduce(t->comm, GS_IN_PLACE, &any, 1, GS_I32, GS_MAX, GS_ALGO_MPI) != GS_OK)
     gs_train_rank_abort(t->ranks, "epoch %ld, step %ld: cannot agree on a stop: %s", epoch + 1,
