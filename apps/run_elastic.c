@@ -85,6 +85,8 @@ static void event_json(view *v, const gs_elastic_event *e) {
     cJSON_AddNumberToObject(j, "size", e->new_size);
     cJSON_AddStringToObject(j, "hosts", cli_clean_text(clean, sizeof clean, e->hosts));
     if (e->rule[0]) cJSON_AddStringToObject(j, "rule", e->rule);
+    if (e->left_out && e->left_out[0])
+      cJSON_AddStringToObject(j, "left_out", cli_clean_text(clean, sizeof clean, e->left_out));
     break;
   case GS_ELASTIC_RESIZE:
     cJSON_AddNumberToObject(j, "from", e->old_size);

@@ -60,6 +60,9 @@ typedef struct gs_elastic_event {
   const char *reason;  /* FAILURE/RESIZE: why ("rank 2 on node1 killed by signal 9",
                         * "discovery lists 4 slots"); WAIT/WARNING/FINISH: the message */
   const char *rule;    /* LAUNCH/RESIZE: how the size was chosen, or "" */
+  const char *left_out; /* LAUNCH/RESIZE: hosts listed but left out for the rest of
+                         * the run (unreachable, or every slot's rank killed),
+                         * "h1,h2", or "" */
   long commit_epoch;   /* RESIZE: the commit the job resumes from (checkpoint.json) */
   long commit_samples; /*   its samples_in_epoch */
   long steps_redone;   /* RESIZE after a failure: estimated steps since that commit */

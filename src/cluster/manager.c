@@ -72,6 +72,9 @@ typedef struct job {
   /* not journaled: what the current attempt's events say */
   long ev_off;
   char *actual;                   /* the nodes of the current launch */
+  char *left_out;                 /* nodes its supervisor left out for good
+                                   * (a rank killed there, unreachable): not
+                                   * the job's again during this attempt */
   int actual_size;                /* its ranks (0 before the first launch) */
   int ev_restarts, ev_resizes;
   double progress;
@@ -206,9 +209,11 @@ static job *job_add(mgr *m, int id) {
   memset(j, 0, sizeof *j);
   j->assigned = gs_calloc((size_t)m->nnode + 1, 1);
   j->actual = gs_calloc((size_t)m->nnode + 1, 1);
-  if (!j->assigned || !j->actual) {
+  j->left_out = gs_calloc((size_t)m->nnode + 1, 1);
+  if (!j->assigned || !j->actual || !j->left_out) {
     gs_free(j->assigned);
     gs_free(j->actual);
+    gs_free(j->left_out);
     return NULL;
   }
   j->id = id;
@@ -540,6 +545,7 @@ static int launch(mgr *m, job *j) {
   j->ev_restarts = j->ev_resizes = 0;
   j->actual_size = 0;
   memset(j->actual, 0, (size_t)m->nnode);
+  memset(j->left_out, 0, (size_t)m->nnode); /* a new supervisor starts afresh */
   char **v = launch_argv(m, j);
   if (!v) {
     snprintf(m->err, m->errlen, "out of memory launching job %d", j->id);
@@ -652,6 +658,15 @@ static void read_events_q(mgr *m, job *j, int quiet) {
         if (colon) *colon = '\0';
         int k = node_find(m, h);
         if (k >= 0) j->actual[k] = 1;
+      }
+      /* Hosts the supervisor will not use again (a rank killed there, or
+       * unreachable): the policy round gives them back to the pool. */
+      const char *out = str(e, "left_out");
+      snprintf(buf, sizeof buf, "%s", out ? out : "");
+      for (char *save = NULL, *h = strtok_r(buf, ",", &save); h;
+           h = strtok_r(NULL, ",", &save)) {
+        int k = node_find(m, h);
+        if (k >= 0) j->left_out[k] = 1;
       }
       if (!quiet) mlog(m, "job %d: launch on %s", j->id, hosts ? hosts : "?");
       j->dirty = 1;
@@ -985,9 +1000,11 @@ static int health_poll(mgr *m) {
 
 static int node_usable(const mgr *m, int i) { return !m->node[i].down && !m->node[i].drained; }
 
-/* Whether node i is free: no job has it assigned or runs on it. */
-static int node_free(const mgr *m, int i) {
+/* Whether node i is free for job j (NULL: for any job): no job has it
+ * assigned or runs on it, and j's supervisor did not leave it out. */
+static int node_free(const mgr *m, int i, const job *for_job) {
   if (!node_usable(m, i)) return 0;
+  if (for_job && for_job->left_out[i]) return 0;
   for (int k = 0; k < m->njob; k++) {
     const job *j = &m->job[k];
     if (j->assigned[i]) return 0;
@@ -1002,17 +1019,22 @@ static int policy_round(mgr *m) {
   for (int k = 0; k < m->njob; k++) {
     job *j = &m->job[k];
     if (!job_active(j)) continue;
-    int changed = 0;
+    int changed = 0, left = 0;
     for (int i = 0; i < m->nnode; i++)
       if (j->assigned[i] && !node_usable(m, i)) {
         j->assigned[i] = 0;
         changed = 1;
+      } else if (j->assigned[i] && j->left_out[i]) {
+        /* Its supervisor will not use it again: idle under the job. */
+        j->assigned[i] = 0;
+        left = 1;
+        mlog(m, "job %d: its supervisor left node %s out (a rank killed there, or "
+             "unreachable): the node returns to the pool", j->id, m->node[i].spec.name);
       }
-    if (changed) {
+    if (changed)
       mlog(m, "job %d: a node of its partition is lost or drained: %d node(s) left", j->id,
            count(j->assigned, m->nnode));
-      if (save_job(m, j) != 0 || write_nodes(m, j) != 0) return -1;
-    }
+    if ((changed || left) && (save_job(m, j) != 0 || write_nodes(m, j) != 0)) return -1;
   }
   int usable = 0;
   for (int i = 0; i < m->nnode; i++) usable += node_usable(m, i);
@@ -1084,13 +1106,13 @@ static int policy_round(mgr *m) {
         if ((rc = save_job(m, j)) == 0) rc = write_nodes(m, j);
       } else if (pass == 1 && want > cur) {
         int nfree = 0;
-        for (int i = 0; i < m->nnode; i++) nfree += node_free(m, i);
+        for (int i = 0; i < m->nnode; i++) nfree += node_free(m, i, j);
         if (nfree < want - cur) {
           m->retry = 1; /* nodes still being given back: again in a second */
           continue;
         }
         for (int i = 0, add = want - cur; i < m->nnode && add > 0; i++)
-          if (node_free(m, i)) {
+          if (node_free(m, i, j)) {
             j->assigned[i] = 1;
             add--;
           }
@@ -1373,6 +1395,7 @@ out:
     cJSON_Delete(m.job[k].args);
     gs_free(m.job[k].assigned);
     gs_free(m.job[k].actual);
+    gs_free(m.job[k].left_out);
   }
   gs_free(m.job);
   for (int i = 0; i < m.nnode; i++)
@@ -1408,6 +1431,7 @@ char *cluster_replay_snapshot(const char *journal, const gs_cluster_node *nodes,
     cJSON_Delete(m.job[k].args);
     gs_free(m.job[k].assigned);
     gs_free(m.job[k].actual);
+    gs_free(m.job[k].left_out);
   }
   gs_free(m.job);
   gs_free(m.node);

@@ -206,6 +206,20 @@ static void place(el *e, int size) {
   e->size = size;
 }
 
+/* The hosts listed but left out for good (unreachable, or every slot lost
+ * to a killed rank), "h1,h2", into out. */
+static void left_out_hosts(const el *e, char *out, size_t len) {
+  size_t w = 0;
+  out[0] = '\0';
+  for (int i = 0; i < e->nhost; i++) {
+    const el_host *h = &e->host[i];
+    if (!h->listed || (!h->banned && h->lost < h->slots)) continue;
+    int k = snprintf(out + w, len - w, "%s%s", w ? "," : "", h->name);
+    if (k < 0 || (size_t)k >= len - w) break;
+    w += (size_t)k;
+  }
+}
+
 /* A host of the current launch that discovery no longer lists (or lists
  * with fewer usable slots than the launch takes there), or -1. */
 static int unlisted_host(const el *e) {
@@ -833,6 +847,9 @@ gs_status gs_elastic_run(const gs_elastic_config *cfg_in, gs_elastic_result *res
     ev.new_size = size;
     ev.hosts = e->world;
     ev.rule = rule;
+    char left_out[1024];
+    left_out_hosts(e, left_out, sizeof left_out);
+    ev.left_out = left_out;
     ev.commit_epoch = ev.commit_samples = ev.steps_redone = -1;
     if (have_last) {
       long ce, cs, cg;

@@ -3,7 +3,10 @@
 # STEP_S seconds, each committed (DIR/step), resuming from the last commit;
 # SIGUSR1 stops it after the current step with exit 3, as gradsync train
 # does. Every launch's world goes to DIR/launches ("np hosts"). A second copy
-# running at once is recorded in DIR/errors. With FAIL=1 it fails at once.
+# running at once is recorded in DIR/errors. With FAIL=1 it fails at once;
+# with FAIL=kill:HOST, the first launch that includes HOST ends after 3
+# steps as mpirun does when rank 1 there is killed by SIGABRT (its line on
+# stderr, status 134).
 # usage: fake_job.sh STEPS DIR [STEP_S] [FAIL]
 steps=$1 dir=$2 step_s=${3:-0.1} fail=${4:-0}
 mkdir -p "$dir"
@@ -23,6 +26,15 @@ while [ "$s" -lt "$steps" ]; do
   s=$((s + 1))
   echo "$s" >"$dir/step.tmp" && mv "$dir/step.tmp" "$dir/step"
   [ "$stop" = 1 ] && exit 3
+  case $fail in
+    kill:*)
+      host=${fail#kill:}
+      if [ "$s" -ge 3 ] && [[ ",$GS_FAKE_HOSTS" == *",$host:"* ]] && [ ! -e "$dir/killed" ]; then
+        : >"$dir/killed"
+        echo "mpirun noticed that process rank 1 with PID 0 on node $host exited on signal 6 (Aborted)." >&2
+        exit 134
+      fi ;;
+  esac
 done
 echo "$s" >>"$dir/finished"
 exit 0

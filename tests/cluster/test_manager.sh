@@ -10,7 +10,9 @@
 #  - a job that always fails: failed after its restart budget, the others
 #    unaffected;
 #  - a submission read twice (a crash between journal and removal): no change;
-#  - cancel of a queued and of a running job.
+#  - cancel of a queued and of a running job;
+#  - a rank killed on one node of a job: its supervisor leaves the node out
+#    for good, and the manager gives the node to a queued job at once.
 # usage: test_manager.sh GRADSYNC      Exit status: 0 pass, 1 fail.
 set -u
 G=${1:?usage: test_manager.sh GRADSYNC}
@@ -182,6 +184,25 @@ expect_2() { :; }
   fail "cancel of an ended job"
 "$G" jobs --spool "$spool" >"$err" 2>&1 && grep -q 'cancelled' "$err" &&
   pass "gradsync jobs prints the table" || fail "gradsync jobs"
+
+echo "== a rank killed on one node: its supervisor leaves the node out, the manager gives it back"
+F=$(submit --min 1 --max 2 --name F --exec -- "$JOB" 150 "$scratch/F" 0.1 kill:127.0.1.2)
+wait_file "$scratch/F/step" 20 || fail "F did not start"
+G2=$(submit --min 2 --max 2 --name G --exec -- "$JOB" 20 "$scratch/G" 0.1)
+wait_file "$scratch/G/step" 30
+if [ -s "$scratch/G/step" ] && [ ! -e "$scratch/F/finished" ] &&
+   grep -q "job $F: its supervisor left node 127.0.1.2 out" "$log" &&
+   grep -q '^1 127.0.1.1:1$' "$scratch/F/launches"; then
+  pass "F relaunched on 127.0.1.1 alone; 127.0.1.2 went back to the pool and G started while F ran" \
+       "(G's first launch: $(head -1 "$scratch/G/launches"))"
+else
+  fail "F's launches: $(tr '\n' ';' <"$scratch/F/launches"); G: $(state "$G2")," \
+       "$(cat "$scratch/G/launches" 2>/dev/null)"
+fi
+wait_state "$F" done 60 || fail "F did not finish: $(state "$F")"
+wait_state "$G2" done 60 || fail "G did not finish: $(state "$G2")"
+[ "$(cat "$scratch/F/finished" 2>/dev/null)" = 150 ] && [ ! -e "$scratch/F/errors" ] &&
+  pass "F finished once, at step 150" || fail "F: finished '$(cat "$scratch/F/finished" 2>/dev/null)'"
 
 [ "$failures" = 0 ] && echo "all passed" && exit 0
 echo "$failures failure(s)"
