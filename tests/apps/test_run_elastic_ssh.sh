@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# An elastic job over ssh loses a host for real (docs/ELASTIC.md): 3
+# emulated hosts (scripts/emulated-hosts.sh: namespaces, each with its own
+# sshd), `gradsync run --hosts H1:1,H2:1,H3:1 --elastic 2:3` training the
+# MLP with commits; after the first commit host 3 dies (its sshd and every
+# process in its namespace SIGKILLed). Checked: the supervisor ends the
+# launch, finds host 3 unreachable and leaves it out, relaunches on hosts 1
+# and 2 from the last commit and the job finishes (exit 0) with every
+# epoch's samples once; its relaunch's `launch` event names host 3 in
+# left_out (what `gradsync cluster` reads to take the node back); the time
+# from the kill to the relaunch is bounded (60 s) and printed.
+#
+# usage: test_run_elastic_ssh.sh GRADSYNC
+# Exit status: 0 pass, 1 fail, 77 skip (not root, no ip or sshd).
+set -u
+G=${1:?usage: test_run_elastic_ssh.sh GRADSYNC}
+G=$(cd "$(dirname "$G")" && pwd)/$(basename "$G")
+HERE=$(cd "$(dirname "$0")" && pwd)
+HOSTS_SH=$HERE/../../scripts/emulated-hosts.sh
+unset SLURM_JOB_ID SLURM_NODELIST SLURM_JOB_NODELIST OMPI_MCA_plm_rsh_agent SUDO_UID SUDO_GID
+export PATH=$PATH:/usr/sbin:/sbin OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if [ "$(id -u)" != 0 ]; then echo "SKIP  needs root (network namespaces)"; exit 77; fi
+if ! command -v ip >/dev/null; then echo "SKIP  needs ip (iproute2)"; exit 77; fi
+if [ ! -x /usr/sbin/sshd ]; then echo "SKIP  needs sshd (openssh-server)"; exit 77; fi
+# shellcheck source=tests/apps/elastic_lib.sh
+. "$HERE/elastic_lib.sh"
+dir=$scratch/hosts
+hosts_down() {
+  [ -f "$dir/names" ] && "$HOSTS_SH" down "$dir" >/dev/null 2>&1
+}
+trap 'hosts_down; cleanup' EXIT
+
+N=3
+if ! "$HOSTS_SH" up $N "$dir" >"$scratch/up.log" 2>&1; then
+  echo "FAIL  scripts/emulated-hosts.sh up $N"
+  tail -5 "$scratch/up.log"
+  exit 1
+fi
+mapfile -t NAMES <"$dir/names"
+host3=$(sed -n 3p "$dir/hostfile" | cut -d' ' -f1)
+
+# 8192 samples, global batch 48 (2 and 3 divide it): 170 steps, 8160 samples
+# an epoch.
+echo "== host 3 of 3 dies under --elastic 2:3"
+new_case ssh
+tag=$(unique_tag)
+"$G" run --ssh-config "$dir/ssh_config" --iface "$(cat "$dir/subnet")" --hosts "$(cat "$dir/hosts")" \
+  --elastic 2:3 --events "$ev" -- "$G" train --model mlp --synthetic 8192 --global-batch 48 \
+  --epochs 2 --commit-every 5 --resume=auto --json --checkpoint "$ck" --seed "$tag" \
+  >"$out" 2>"$err" &
+sup=$!
+if ! wait_commit 90; then
+  fail "no commit within 90 s"
+  kill "$sup" 2>/dev/null
+  finish_tests
+fi
+t_kill=$(now)
+kill -9 "$(cat "$dir/sshd.2.pid")"
+for p in $(ip netns pids "${NAMES[2]}"); do kill -9 "$p" 2>/dev/null; done
+wait_bounded "$sup" 240
+rc=$?
+t_launch=$(event_time launch 2)
+last=$(grep '"event":"launch"' "$ev" | tail -1)
+if [ "$rc" = 0 ] && grep -q "^gradsync run: resize 3 -> 2 ranks" "$err" &&
+   grep -q "host $host3 unreachable, left out" "$err" &&
+   [[ $last == *'"size":2,'* ]] && [[ $last != *"\"hosts\":\"$host3"* ]] &&
+   [[ $last != *",$host3:"* ]] && [[ $last == *"\"left_out\":\"$host3\""* ]] &&
+   epochs_once 2 8160; then
+  pass "resized 3 -> 2 without $host3 (left_out in the launch event), finished, 2 epochs of 8160 samples"
+else
+  fail "exit $rc (want 0), a resize 3 -> 2 leaving $host3 out, last launch: $last"
+fi
+took=$(sub "$t_launch" "$t_kill")
+echo "      kill -> relaunched on 2 hosts: $took s"
+if [ "$took" != "?" ] && awk -v t="$took" 'BEGIN { exit !(t <= 60) }'; then
+  pass "relaunched within 60 s of the host's death"
+else
+  fail "relaunch $took s after the kill (want <= 60)"
+fi
+finish_tests
