@@ -628,7 +628,8 @@ int cmd_jobs(int argc, char **argv) {
   if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
     printf("usage: gradsync jobs [--spool DIR] [--json]\n\n"
            "The cluster manager's jobs: id, name, state (queued, running, resizing,\n"
-           "done, failed, cancelled), size in nodes, progress, resizes, restarts and\n"
+           "done, failed, cancelled), size in nodes, progress, resizes, restarts,\n"
+           "the samples per second measured on each size it ran at, and\n"
            "times; --json: one JSON object a job.\n");
     return 0;
   }
@@ -649,8 +650,9 @@ int cmd_jobs(int argc, char **argv) {
   const cJSON *j;
   double now = (double)time(NULL);
   if (!json)
-    printf("%4s  %-14s %-9s %4s %5s %8s %7s %8s %7s %7s  %s\n", "ID", "NAME", "STATE", "SIZE",
-           "MIN:MAX", "PROGRESS", "RESIZES", "RESTARTS", "WAIT_S", "RUN_S", "NODES / MESSAGE");
+    printf("%4s  %-14s %-9s %4s %5s %8s %7s %8s %7s %7s  %-18s %s\n", "ID", "NAME", "STATE",
+           "SIZE", "MIN:MAX", "PROGRESS", "RESIZES", "RESTARTS", "WAIT_S", "RUN_S",
+           "SAMPLES/S BY NODES", "NODES / MESSAGE");
   cJSON_ArrayForEach(j, jobs) {
     if (json) {
       cli_print_json(stdout, cJSON_Duplicate(j, 1));
@@ -674,12 +676,22 @@ int cmd_jobs(int argc, char **argv) {
       int k = snprintf(nodes + w, sizeof nodes - w, "%s%s", w ? "," : "", n->valuestring);
       if (k > 0 && (size_t)k < sizeof nodes - w) w += (size_t)k;
     }
+    /* measured speeds, "1:512 2:890" */
+    char speed[64] = "-";
+    const cJSON *sp, *speeds = cJSON_GetObjectItemCaseSensitive(j, "speed");
+    w = 0;
+    cJSON_ArrayForEach(sp, speeds) {
+      if (!cJSON_IsNumber(sp) || !sp->string) continue;
+      int k = snprintf(speed + w, sizeof speed - w, "%s%s:%.0f", w ? " " : "", sp->string,
+                       sp->valuedouble);
+      if (k > 0 && (size_t)k < sizeof speed - w) w += (size_t)k;
+    }
     const char *state = jstr(j, "state");
     const char *msg = jstr(j, "message");
-    printf("%4.0f  %-14.14s %-9s %4.0f %7s %8s %7.0f %8.0f %7s %7s  %s\n", jnum(j, "id", 0),
-           cli_clean_text(clean, sizeof clean, jstr(j, "name")), state, jnum(j, "size", 0), mm,
-           pr, jnum(j, "resizes", 0), jnum(j, "restarts", 0), wait, run,
-           nodes[0] ? nodes : msg);
+    printf("%4.0f  %-14.14s %-9s %4.0f %7s %8s %7.0f %8.0f %7s %7s  %-18s %s\n",
+           jnum(j, "id", 0), cli_clean_text(clean, sizeof clean, jstr(j, "name")), state,
+           jnum(j, "size", 0), mm, pr, jnum(j, "resizes", 0), jnum(j, "restarts", 0), wait, run,
+           speed, nodes[0] ? nodes : msg);
   }
   cJSON_Delete(root);
   return 0;

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -80,6 +81,16 @@ typedef struct job {
   double progress;
   char commit[64];                /* "epoch E, sample S" */
   double term_t;                  /* when SIGTERM went to the keeper's group */
+  /* Measured speed (not journaled: measured again after a restart of the
+   * manager): rate[n] the job's samples/s on n nodes (0: never measured),
+   * from two commits of one launch; curve[0..max] fitted to them for the
+   * goodput policy (gs_cluster_speed_fit). */
+  double *rate, *curve;
+  int ncurve;                     /* sizes in curve (0: none fitted yet) */
+  int ev_launches;                /* launch events of the current attempt */
+  double obs_t, obs_samples;      /* the last commit seen: its time (mtime) and */
+  int obs_attempt, obs_launch, obs_size; /* global sample, and where it ran */
+  double work;                    /* samples the job trains in all (0: unknown) */
   int dirty;                      /* changed since the last snapshot */
 } job;
 
@@ -210,10 +221,14 @@ static job *job_add(mgr *m, int id) {
   j->assigned = gs_calloc((size_t)m->nnode + 1, 1);
   j->actual = gs_calloc((size_t)m->nnode + 1, 1);
   j->left_out = gs_calloc((size_t)m->nnode + 1, 1);
-  if (!j->assigned || !j->actual || !j->left_out) {
+  j->rate = gs_calloc((size_t)m->nnode + 1, sizeof *j->rate);
+  j->curve = gs_calloc((size_t)m->nnode + 1, sizeof *j->curve);
+  if (!j->assigned || !j->actual || !j->left_out || !j->rate || !j->curve) {
     gs_free(j->assigned);
     gs_free(j->actual);
     gs_free(j->left_out);
+    gs_free(j->rate);
+    gs_free(j->curve);
     return NULL;
   }
   j->id = id;
@@ -543,6 +558,7 @@ static int launch(mgr *m, job *j) {
   j->attempt++;
   j->ev_off = 0;
   j->ev_restarts = j->ev_resizes = 0;
+  j->ev_launches = 0;
   j->actual_size = 0;
   memset(j->actual, 0, (size_t)m->nnode);
   memset(j->left_out, 0, (size_t)m->nnode); /* a new supervisor starts afresh */
@@ -595,6 +611,40 @@ static int launch(mgr *m, job *j) {
 
 /* ---- Following a job -------------------------------------------------- */
 
+/* The job's speed on the nodes it runs on, from two commits of one launch
+ * (the time between them: checkpoint.json's mtimes; a commit just after a
+ * relaunch starts a new measurement, so restarts never count), folded into
+ * rate[size] (the mean of the last measurement and the earlier ones), and
+ * the curve refitted. */
+static void measure_speed(mgr *m, job *j, const char *ckpt_json, double samples) {
+  struct stat sb;
+  if (stat(ckpt_json, &sb) != 0) return;
+  double t = (double)sb.st_mtim.tv_sec + (double)sb.st_mtim.tv_nsec * 1e-9;
+  int size = j->actual_size / (m->nnode > 0 && m->node[0].spec.slots > 0 ? m->node[0].spec.slots : 1);
+  if (t == j->obs_t) return; /* the same commit */
+  if (j->obs_t > 0 && j->obs_attempt == j->attempt && j->obs_launch == j->ev_launches &&
+      j->obs_size == size && size >= 1 && size <= m->nnode && samples > j->obs_samples &&
+      t > j->obs_t) {
+    double r = (samples - j->obs_samples) / (t - j->obs_t);
+    j->rate[size] = j->rate[size] > 0 ? 0.5 * (j->rate[size] + r) : r;
+    int nn[GS_CLUSTER_MAX_NODES];
+    double rr[GS_CLUSTER_MAX_NODES];
+    int np = 0;
+    for (int q = 1; q <= m->nnode && np < GS_CLUSTER_MAX_NODES; q++)
+      if (j->rate[q] > 0) {
+        nn[np] = q;
+        rr[np++] = j->rate[q];
+      }
+    if (gs_cluster_speed_fit(nn, rr, np, j->max, j->curve, NULL, NULL, 0) == 0) j->ncurve = j->max;
+    j->dirty = 1;
+  }
+  j->obs_t = t;
+  j->obs_samples = samples;
+  j->obs_attempt = j->attempt;
+  j->obs_launch = j->ev_launches;
+  j->obs_size = size;
+}
+
 static void read_progress(mgr *m, job *j) {
   if (j->exec) return;
   char dir[PATH_MAX], path[PATH_MAX + 32];
@@ -621,6 +671,8 @@ static void read_progress(mgr *m, job *j) {
     if (total > 0 && epochs > 0) {
       double p = (e + s / total) / epochs;
       j->progress = p > 1 ? 1 : p;
+      j->work = total * epochs;
+      measure_speed(m, j, path, e * total + s);
     }
   }
   cJSON_Delete(c);
@@ -648,6 +700,7 @@ static void read_events_q(mgr *m, job *j, int quiet) {
       double size = 0;
       num(e, "size", &size);
       j->actual_size = (int)size;
+      j->ev_launches++;
       memset(j->actual, 0, (size_t)m->nnode);
       const char *hosts = str(e, "hosts");
       char buf[4096];
@@ -1056,7 +1109,8 @@ static int policy_round(mgr *m) {
     in[n] = (gs_cluster_job){.id = j->id, .min_nodes = j->min, .max_nodes = j->max,
                              .weight = j->weight, .cur_nodes = count(j->assigned, m->nnode),
                              .submit_time = j->submit_t, .progress = j->progress,
-                             .speed = NULL, .restarts = job_restarts(j)};
+                             .speed = j->ncurve >= j->max ? j->curve : NULL,
+                             .restarts = job_restarts(j), .work = j->work};
     idx[n++] = k;
   }
   /* The policies' own defaults (Dorm's weights 0.5 and 0.02: with weights
@@ -1172,6 +1226,14 @@ static char *snapshot_text(mgr *m) {
     if (j->progress >= 0) cJSON_AddNumberToObject(o, "progress", j->progress);
     else cJSON_AddNullToObject(o, "progress");
     if (j->commit[0]) cJSON_AddStringToObject(o, "commit", j->commit);
+    /* measured samples/s per size, {"2": 812.5, ...} */
+    cJSON *sp = cJSON_AddObjectToObject(o, "speed");
+    for (int q = 1; q <= m->nnode; q++)
+      if (j->rate[q] > 0) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", q);
+        cJSON_AddNumberToObject(sp, key, round(j->rate[q] * 10) / 10);
+      }
     cJSON_AddNumberToObject(o, "resizes", job_resizes(j));
     cJSON_AddNumberToObject(o, "restarts", job_restarts(j));
     cJSON_AddNumberToObject(o, "attempts", j->attempt);
@@ -1396,6 +1458,8 @@ out:
     gs_free(m.job[k].assigned);
     gs_free(m.job[k].actual);
     gs_free(m.job[k].left_out);
+    gs_free(m.job[k].rate);
+    gs_free(m.job[k].curve);
   }
   gs_free(m.job);
   for (int i = 0; i < m.nnode; i++)
@@ -1432,6 +1496,8 @@ char *cluster_replay_snapshot(const char *journal, const gs_cluster_node *nodes,
     gs_free(m.job[k].assigned);
     gs_free(m.job[k].actual);
     gs_free(m.job[k].left_out);
+    gs_free(m.job[k].rate);
+    gs_free(m.job[k].curve);
   }
   gs_free(m.job);
   gs_free(m.node);

@@ -115,6 +115,16 @@ double gs_cluster_dorm_objective(const gs_cluster_job *jobs, int njobs, int node
 /* A job's speed on n nodes (speed[n], or n with speed NULL), n in 0..max. */
 double gs_cluster_speed(const gs_cluster_job *j, int n);
 
+/* A speed curve fitted to speeds r[k] measured on n[k] nodes (k < npts;
+ * repeated sizes allowed): Optimus's model 1/speed(n) = th0 + th1/n +
+ * th2*n, th >= 0, by non-negative least squares on relative errors (one
+ * distinct size: the line through it; two: th2 = 0). Fills out[0..max]
+ * (out[0] = 0) and, if theta is not NULL, theta[0..2]. Returns 0, or -1
+ * with err for no point, a size < 1, a speed not > 0, or max < 1
+ * (speed_fit.c). */
+int gs_cluster_speed_fit(const int *n, const double *r, int npts, int max, double *out,
+                         double theta[3], char *err, size_t errlen);
+
 /* Checks a round's input: 1 <= min <= max, weight > 0, unique ids, nodes >= 0,
  * cur_nodes in {0} or [0, max] (a job whose pool shrank may have fewer than
  * min). Returns 0 or -1 with a message naming the job. */

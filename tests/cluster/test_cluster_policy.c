@@ -501,6 +501,53 @@ static void test_round_time(void **state) {
   }
 }
 
+/* gs_cluster_speed_fit: Optimus's curve 1/s(n) = th0 + th1/n + th2*n. */
+static void test_speed_fit(void **state) {
+  (void)state;
+  double out[17], th[3];
+  char err[256];
+  /* Exact points of a known curve come back exactly, with its terms. */
+  const double t0 = 0.02, t1 = 0.5, t2 = 0.01;
+  int n[4] = {1, 2, 4, 8};
+  double r[4];
+  for (int k = 0; k < 4; k++) r[k] = 1.0 / (t0 + t1 / n[k] + t2 * n[k]);
+  assert_int_equal(gs_cluster_speed_fit(n, r, 4, 16, out, th, err, sizeof err), 0);
+  assert_true(fabs(th[0] - t0) < 1e-9 && fabs(th[1] - t1) < 1e-9 && fabs(th[2] - t2) < 1e-9);
+  assert_true(out[0] == 0);
+  for (int m = 1; m <= 16; m++)
+    assert_true(fabs(out[m] * (t0 + t1 / m + t2 * m) - 1) < 1e-9);
+  /* Its peak: th1/n = th2*n at n = sqrt(th1/th2) ~ 7.07: 7 beats 6 and 8 beats 16. */
+  assert_true(out[7] > out[6] && out[7] > out[16]);
+  /* One size: the line through the point. */
+  int one[2] = {2, 2};
+  double rone[2] = {100, 100};
+  assert_int_equal(gs_cluster_speed_fit(one, rone, 2, 4, out, th, err, sizeof err), 0);
+  assert_true(fabs(out[1] - 50) < 1e-9 && fabs(out[4] - 200) < 1e-9);
+  assert_true(th[0] == 0 && th[2] == 0);
+  /* Two sizes: Amdahl (no th2), through both points: 100 on 1, 150 on 2. */
+  int two[2] = {1, 2};
+  double rtwo[2] = {100, 150};
+  assert_int_equal(gs_cluster_speed_fit(two, rtwo, 2, 4, out, th, err, sizeof err), 0);
+  assert_true(th[2] == 0 && th[0] > 0 && th[1] > 0);
+  assert_true(fabs(out[1] - 100) < 1e-6 && fabs(out[2] - 150) < 1e-6);
+  assert_true(fabs(out[4] - 200) < 1e-6); /* th0 = 1/300, th1 = 1/150: below linear (400) */
+  /* Measurements that no non-negative curve fits exactly (2 nodes slower than
+   * 1 and 4 faster than 2): every term stays >= 0, the curve is finite. */
+  int noisy[3] = {1, 2, 4};
+  double rn[3] = {100, 90, 300};
+  assert_int_equal(gs_cluster_speed_fit(noisy, rn, 3, 8, out, th, err, sizeof err), 0);
+  for (int q = 0; q < 3; q++) assert_true(th[q] >= 0);
+  for (int m = 1; m <= 8; m++) assert_true(out[m] > 0 && isfinite(out[m]));
+  /* Refusals. */
+  assert_int_equal(gs_cluster_speed_fit(n, r, 0, 4, out, th, err, sizeof err), -1);
+  int bad_n[1] = {0};
+  assert_int_equal(gs_cluster_speed_fit(bad_n, r, 1, 4, out, th, err, sizeof err), -1);
+  double bad_r[1] = {-1};
+  assert_int_equal(gs_cluster_speed_fit(n, bad_r, 1, 4, out, th, err, sizeof err), -1);
+  assert_non_null(strstr(err, "point 0"));
+  assert_int_equal(gs_cluster_speed_fit(n, r, 1, 0, out, th, err, sizeof err), -1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fair_share),
@@ -513,6 +560,7 @@ int main(void) {
       cmocka_unit_test(test_goodput_srtf),
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_round_time),
+      cmocka_unit_test(test_speed_fit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -99,6 +99,12 @@ if [[ "$sizes" =~ ^2\ 1\ (1\ )*2 ]] && [ "$(field "$J1" resizes)" -ge 2 ]; then
        "$(field "$J1" resizes) resizes in gradsync jobs)"
 else fail "job 1's launch sizes '$sizes', resizes $(field "$J1" resizes)"; fi
 "$G" jobs --spool "$spool"
+# Its speed measured on both sizes (two commits of one launch each), what
+# the goodput policy's curve is fitted to.
+speed=$("$G" jobs --spool "$spool" --json | grep "\"id\":$J1," | sed -E 's/.*"speed":\{([^}]*)\}.*/\1/')
+if [[ $speed =~ \"1\":[0-9.]+ ]] && [[ $speed =~ \"2\":[0-9.]+ ]]; then
+  pass "job 1's samples/s measured on 1 and 2 nodes: $speed"
+else fail "job 1's measured speeds: '$speed' (want sizes 1 and 2)"; fi
 out1=$spool/jobs/$J1/out.log
 # Every epoch's samples once: the sampler by position (docs/TRAIN.md).
 epochs=0

@@ -1,0 +1,116 @@
+/* A job's speed curve from the throughputs it was measured at
+ * (gs_cluster_speed_fit, policy.h).
+ *
+ * The model is Optimus's (Peng et al., EuroSys 2018, Sec. 4.2, for
+ * data-parallel training with a fixed global batch): the time of one unit
+ * of work on n nodes is
+ *     t(n) = th0 + th1 / n + th2 * n,        th >= 0,
+ * the part that does not shrink with the nodes (th0), the part divided
+ * among them (th1: compute), and the part that grows with them (th2: the
+ * exchange's per-node start-up costs). speed(n) = 1 / t(n). The fit is
+ * non-negative least squares on relative errors, sum_k (t(n_k) r_k - 1)^2
+ * (r_k: the speed measured at n_k), by trying every subset of the terms:
+ * three unknowns, at most seven small systems. Fewer distinct sizes than
+ * terms would leave the curve to the solver's whim: one size gives the line
+ * through the point (th1 alone: nothing measured says otherwise), two
+ * sizes th0 and th1 (Amdahl), three or more all three terms. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "policy.h"
+
+/* Solves the k x k system a x = b (k <= 3) by Gaussian elimination with
+ * partial pivoting; returns -1 when singular. */
+static int solve(double a[3][3], double b[3], int k, double x[3]) {
+  for (int c = 0; c < k; c++) {
+    int p = c;
+    for (int r = c + 1; r < k; r++)
+      if (fabs(a[r][c]) > fabs(a[p][c])) p = r;
+    if (fabs(a[p][c]) < 1e-300) return -1;
+    if (p != c) {
+      for (int q = 0; q < k; q++) {
+        double t = a[c][q];
+        a[c][q] = a[p][q];
+        a[p][q] = t;
+      }
+      double t = b[c];
+      b[c] = b[p];
+      b[p] = t;
+    }
+    for (int r = c + 1; r < k; r++) {
+      double f = a[r][c] / a[c][c];
+      for (int q = c; q < k; q++) a[r][q] -= f * a[c][q];
+      b[r] -= f * b[c];
+    }
+  }
+  for (int c = k - 1; c >= 0; c--) {
+    double s = b[c];
+    for (int q = c + 1; q < k; q++) s -= a[c][q] * x[q];
+    x[c] = s / a[c][c];
+  }
+  return 0;
+}
+
+static double basis(int term, double n) { return term == 0 ? 1.0 : term == 1 ? 1.0 / n : n; }
+
+int gs_cluster_speed_fit(const int *n, const double *r, int npts, int max, double *out,
+                         double theta[3], char *err, size_t errlen) {
+  if (npts < 1 || max < 1 || !n || !r || !out) {
+    if (err) snprintf(err, errlen, "speed fit: no measured point, or a curve of %d nodes", max);
+    return -1;
+  }
+  /* distinct sizes decide which terms may enter */
+  int distinct = 0;
+  for (int k = 0; k < npts; k++) {
+    if (n[k] < 1 || !(r[k] > 0) || !isfinite(r[k])) {
+      if (err) snprintf(err, errlen, "speed fit: point %d: %g on %d nodes (want > 0 on >= 1)",
+                        k, r[k], n[k]);
+      return -1;
+    }
+    int seen = 0;
+    for (int q = 0; q < k; q++) seen |= n[q] == n[k];
+    distinct += !seen;
+  }
+  const int allowed = distinct >= 3 ? 7 : distinct == 2 ? 3 : 2; /* term bitmasks */
+  double best[3] = {0, 0, 0}, best_res = INFINITY;
+  for (int mask = 1; mask <= 7; mask++) {
+    if ((mask & allowed) != mask) continue;
+    int term[3], k = 0;
+    for (int t = 0; t < 3; t++)
+      if (mask & (1 << t)) term[k++] = t;
+    double a[3][3] = {{0}}, b[3] = {0}, x[3] = {0};
+    for (int p = 0; p < npts; p++)
+      for (int i = 0; i < k; i++) {
+        double fi = basis(term[i], n[p]) * r[p];
+        b[i] += fi;
+        for (int j = 0; j < k; j++) a[i][j] += fi * basis(term[j], n[p]) * r[p];
+      }
+    if (solve(a, b, k, x) != 0) continue;
+    int ok = 1;
+    for (int i = 0; i < k; i++) ok &= x[i] >= 0 && isfinite(x[i]);
+    if (!ok) continue;
+    double th[3] = {0, 0, 0};
+    for (int i = 0; i < k; i++) th[term[i]] = x[i];
+    double res = 0;
+    for (int p = 0; p < npts; p++) {
+      double e = (th[0] + th[1] / n[p] + th[2] * n[p]) * r[p] - 1;
+      res += e * e;
+    }
+    if (res < best_res - 1e-15) {
+      best_res = res;
+      memcpy(best, th, sizeof best);
+    }
+  }
+  if (!isfinite(best_res)) { /* cannot happen with th1 alone allowed, but stay safe */
+    if (err) snprintf(err, errlen, "speed fit: no non-negative fit");
+    return -1;
+  }
+  out[0] = 0;
+  for (int m = 1; m <= max; m++) {
+    double t = best[0] + best[1] / m + best[2] * m;
+    out[m] = t > 0 ? 1.0 / t : 0;
+  }
+  if (theta) memcpy(theta, best, sizeof best);
+  return 0;
+}
