@@ -1110,7 +1110,9 @@ static int policy_round(mgr *m) {
                              .weight = j->weight, .cur_nodes = count(j->assigned, m->nnode),
                              .submit_time = j->submit_t, .progress = j->progress,
                              .speed = j->ncurve >= j->max ? j->curve : NULL,
-                             .restarts = job_restarts(j), .work = j->work};
+                             .restarts = job_restarts(j),
+                             /* in the curve's units (samples): without one, unknown */
+                             .work = j->ncurve >= j->max ? j->work : 0};
     idx[n++] = k;
   }
   /* The policies' own defaults (Dorm's weights 0.5 and 0.02: with weights
