@@ -26,7 +26,8 @@ static void usage(FILE *f) {
           "usage: gradsync shard --tables PRESET|FILE --ranks N [options]\n"
           "\nPlans where each embedding table's rows and columns live, and prints\n"
           "why, the estimated time, memory and bytes of every rank, and the\n"
-          "contiguous slicing of the DLRM reference priced the same way.\n\n"
+          "contiguous slicing of the DLRM reference and TorchRec's greedy planner\n"
+          "rules priced the same way.\n\n"
           "  --tables T         kaggle, terabyte or mlperf (Criteo's 26 tables at\n"
           "                     dims 16, 64, 128), or a JSON file\n"
           "                     {\"tables\": [{\"name\", \"rows\", \"dim\", \"pooling\"}]}\n"
@@ -222,6 +223,7 @@ int cmd_shard(int argc, char **argv) {
     goto out;
   }
   double mx, mean, cont = gs_shard_contiguous_max(t, n, &cfg);
+  double torchrec = gs_shard_torchrec_max(t, n, &cfg);
   gs_shard_plan_balance(p, &mx, &mean);
   if (o.json) {
     cJSON *j = cJSON_CreateObject();
@@ -236,6 +238,9 @@ int cmd_shard(int argc, char **argv) {
     cli_json_add(j, "mean_rank_s", mean, "%.6g");
     cli_json_add(j, "imbalance", mean > 0 ? mx / mean : 1, "%.4f");
     cli_json_add(j, "contiguous_max_rank_s", cont, "%.6g");
+    if (isfinite(torchrec)) cli_json_add(j, "torchrec_greedy_max_rank_s", torchrec, "%.6g");
+    else cJSON_AddNullToObject(j, "torchrec_greedy_max_rank_s");
+    cJSON_AddBoolToObject(j, "torchrec_plan_taken", p->torchrec);
     cli_json_add(j, "plan_s", plan_s, "%.4g");
     cJSON *ta = cJSON_AddArrayToObject(j, "sharding");
     for (int i = 0; i < n; i++) {
@@ -276,6 +281,10 @@ int cmd_shard(int argc, char **argv) {
            "slicing: worst %.3f ms (%.2fx this plan's); planned in %.1f ms\n", mx * 1e3,
            mean * 1e3, mean > 0 ? mx / mean : 1.0, cont * 1e3, mx > 0 ? cont / mx : 1.0,
            plan_s * 1e3);
+    if (isfinite(torchrec))
+      printf("TorchRec's greedy rules (proposer and partitioner) on the same cost: worst %.3f ms "
+             "(%.2fx this plan's)%s\n", torchrec * 1e3, mx > 0 ? torchrec / mx : 1.0,
+             p->torchrec ? "; better than this planner's own, so it is this plan" : "");
   }
   if (o.out && gs_shard_plan_save(p, t, o.out) != GS_OK) {
     cli_fail(VERB, "--out: %s", gs_last_error());

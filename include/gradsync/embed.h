@@ -136,6 +136,8 @@ typedef struct gs_shard_plan {
   gs_shard_kind *kind;  /* per table */
   char (*why)[200];     /* per table: why it got its sharding */
   double *rank_s, *rank_mem, *rank_wire; /* per rank estimates */
+  int torchrec;         /* 1: TorchRec's greedy proposal was better than the
+                         * planner's own, and is this plan */
 } gs_shard_plan;
 
 /* Measures this machine's lookup cost (forward + fused backward with
@@ -175,6 +177,15 @@ void gs_shard_plan_free(gs_shard_plan *p);
  * time under the same cost as the planner's. */
 double gs_shard_contiguous_max(const gs_embed_spec *tables, int ntables,
                                const gs_shard_config *cfg);
+/* The baseline of TorchRec's default planner: its greedy proposer (every
+ * table on its best-rated option of tw, rw, cw, twrw and dp, rated by the
+ * costliest shard; then the worst-rated table's next option, and so on)
+ * and GreedyPerfPartitioner (shards largest storage first, each on the
+ * least busy rank with memory for it), priced with the planner's cost; the
+ * best proposal's worst rank (INFINITY if nothing fits the memory cap, or
+ * out of memory). */
+double gs_shard_torchrec_max(const gs_embed_spec *tables, int ntables,
+                             const gs_shard_config *cfg);
 /* The per-rank maximum and mean of the estimated time. */
 void gs_shard_plan_balance(const gs_shard_plan *p, double *max_s, double *mean_s);
 /* JSON: the tables it was made for, the ranks and every shard. load checks

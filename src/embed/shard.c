@@ -290,6 +290,9 @@ static gs_status place(gs_shard_plan *p, const gs_embed_spec *tables,
   return st;
 }
 
+static double tr_plan(const gs_embed_spec *tables, int ntables, const gs_shard_config *cfg,
+                      gs_shard_plan *out, size_t out_cap);
+
 gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
                              const gs_shard_config *cfg, gs_shard_plan **out) {
   if (out) *out = NULL;
@@ -442,6 +445,65 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
                "ranks (whole, its rank was %.2fx the mean)", avg > 0 ? mx / avg : 0.0);
     p->kind[i] = GS_SHARD_CW;
   }
+  /* 4. TorchRec's greedy rules on the same cost (tr_plan below): when
+   * their best proposal has a less busy worst rank, it is the plan, so that
+   * this planner is never worse than what TorchRec's users get. */
+  if (st == GS_OK && cfg->force < 0 && ntables > 0) {
+    gs_shard_plan *q = NULL;
+    double mx, avg;
+    gs_shard_plan_balance(p, &mx, &avg);
+    if (plan_alloc(ntables, P, cap, &q) == GS_OK) {
+      double tmx = tr_plan(tables, ntables, cfg, q, cap);
+      if (tmx < mx * (1 - 1e-9)) {
+        for (size_t j = 0; j < q->nshards; j++) rank_account(q, &q->shards[j], 1);
+        for (int i = 0; i < ntables; i++)
+          snprintf(q->why[i], sizeof q->why[i], "%s: TorchRec's greedy proposal (its rules on "
+                   "this cost) left the busiest rank %.1f%% below this planner's own plan",
+                   kind_names[q->kind[i]], 100 * (1 - tmx / mx));
+        q->torchrec = 1;
+        gs_shard_plan_free(p);
+        p = q;
+      } else {
+        gs_shard_plan_free(q);
+      }
+    }
+  }
+  /* 5. The DLRM reference's contiguous slicing, the same way: its whole
+   * tables dealt out in blocks of index, when that leaves the busiest rank
+   * less busy (and fits the memory cap). */
+  if (st == GS_OK && cfg->force < 0 && ntables > 0) {
+    double mx, avg;
+    gs_shard_plan_balance(p, &mx, &avg);
+    if (gs_shard_contiguous_max(tables, ntables, cfg) < mx * (1 - 1e-9)) {
+      gs_shard_plan *q = NULL;
+      if (plan_alloc(ntables, P, cap, &q) == GS_OK) {
+        int fits = 1;
+        for (int r = 0; r < P && fits; r++) {
+          int lo = (int)((long)ntables * r / P), hi = (int)((long)ntables * (r + 1) / P);
+          for (int i = lo; i < hi && fits; i++) {
+            gs_shard sh = {i, r, GS_SHARD_TW, 0, tables[i].rows, 0, tables[i].dim, 0, 0, 0};
+            price(cfg, &tables[i], &sh);
+            fits = add_shard(q, cap, sh) == GS_OK;
+            if (fits) rank_account(q, &sh, 1);
+            q->kind[i] = GS_SHARD_TW;
+          }
+          if (cfg->mem_cap > 0 && q->rank_mem[r] > cfg->mem_cap) fits = 0;
+        }
+        double cmx;
+        gs_shard_plan_balance(q, &cmx, NULL);
+        if (fits && cmx < mx * (1 - 1e-9)) {
+          for (int i = 0; i < ntables; i++)
+            snprintf(q->why[i], sizeof q->why[i], "tw: the DLRM reference's contiguous slicing "
+                     "left the busiest rank %.1f%% below this planner's own plan",
+                     100 * (1 - cmx / mx));
+          gs_shard_plan_free(p);
+          p = q;
+        } else {
+          gs_shard_plan_free(q);
+        }
+      }
+    }
+  }
   if (st != GS_OK) {
     gs_shard_plan_free(p);
     return st;
@@ -459,6 +521,218 @@ double gs_shard_contiguous_max(const gs_embed_spec *tables, int ntables,
     for (int i = lo; i < hi; i++) s += whole_cost(cfg, &tables[i], GS_SHARD_TW);
     mx = fmax(mx, s);
   }
+  return mx;
+}
+
+/* ---- TorchRec's greedy rules, a planner baseline --------------------------------
+ *
+ * TorchRec's default planner (torchrec/distributed/planner: the greedy
+ * proposer and GreedyPerfPartitioner), re-implemented on gradsync's cost:
+ * each table's options are tw, rw, cw (column blocks, the largest count <= P
+ * of at least 8 columns that divides the width), twrw (several nodes) and
+ * dp, each rated by its costliest shard, as TorchRec's perf estimate rates
+ * a sharding option. The first proposal gives every table its best-rated
+ * option; each next one moves the table whose option rates worst to its
+ * next option (the greedy proposer's search), at most 4 x tables
+ * proposals and 64. Each proposal is partitioned the greedy way: rw, twrw and dp
+ * shards where their sharding puts them (twrw on the node least loaded so
+ * far), then tw and cw shards largest storage first (TorchRec's default
+ * sort), each on the rank with the least estimated time that has memory
+ * for it; no moves afterwards. The proposal whose busiest rank is least is
+ * the plan, as TorchRec's planner keeps the best-rated one. */
+
+typedef struct {
+  int kind, k;   /* sharding, and column blocks for cw */
+  double rate;   /* its costliest shard's estimated time */
+} tr_option;
+
+static int cmp_option_rate(const void *a, const void *b) {
+  const tr_option *x = a, *y = b;
+  return x->rate < y->rate ? -1 : x->rate > y->rate;
+}
+
+typedef struct {
+  double mem, est;
+  int table;
+  size_t col_lo, col_hi;
+} tr_piece;
+
+static int cmp_piece_mem_desc(const void *a, const void *b) {
+  const tr_piece *x = a, *y = b;
+  if (x->mem != y->mem) return x->mem < y->mem ? 1 : -1;
+  return x->table != y->table ? x->table - y->table : (int)x->col_lo - (int)y->col_lo;
+}
+
+/* The options of table t, best-rated first, into o (at most 5). */
+static int tr_options(const gs_shard_config *cfg, const gs_embed_spec *t, tr_option *o) {
+  int P = cfg->ranks, L = cfg->ranks_per_node > 0 ? cfg->ranks_per_node : 1, n = 0;
+  double mem = shard_mem(t->rows, t->dim);
+  int fits = !(cfg->mem_cap > 0 && mem > cfg->mem_cap);
+  if (fits) o[n++] = (tr_option){GS_SHARD_TW, 1, whole_cost(cfg, t, GS_SHARD_TW)};
+  if (P > 1) {
+    o[n++] = (tr_option){GS_SHARD_RW, 1, whole_cost(cfg, t, GS_SHARD_RW)};
+    int k = 0;
+    for (size_t c = 2; c <= t->dim / 8 && c <= (size_t)P; c++)
+      if (t->dim % c == 0) k = (int)c;
+    if (k > 0 && !cfg->whole_rows &&
+        !(cfg->mem_cap > 0 && shard_mem(t->rows, t->dim / (size_t)k) > cfg->mem_cap)) {
+      gs_shard s = {0, 0, GS_SHARD_CW, 0, t->rows, 0, t->dim / (size_t)k, 0, 0, 0};
+      price(cfg, t, &s);
+      o[n++] = (tr_option){GS_SHARD_CW, k, s.est_s};
+    }
+    if (P / L > 1 && L > 1 && !(cfg->mem_cap > 0 && mem / L > cfg->mem_cap))
+      o[n++] = (tr_option){GS_SHARD_TWRW, 1, whole_cost_group(cfg, t)};
+    if (fits) o[n++] = (tr_option){GS_SHARD_DP, 1, whole_cost(cfg, t, GS_SHARD_DP)};
+  }
+  qsort(o, (size_t)n, sizeof *o, cmp_option_rate);
+  return n;
+}
+
+/* One proposal partitioned: the busiest rank's estimated time, or INFINITY
+ * when a shard fits nowhere under the memory cap. Every shard of an option
+ * counts its option's rate (its costliest shard; rows differ by one at
+ * most between rw's shards), so that a proposal costs no pricing; with
+ * out, the proposal's shards are priced exactly and added to it. */
+static double tr_partition(const gs_embed_spec *tables, int ntables, const gs_shard_config *cfg,
+                           const tr_option *const *choice, double *rank_s, double *rank_mem,
+                           tr_piece *pieces, gs_shard_plan *out, size_t out_cap) {
+  int P = cfg->ranks, L = cfg->ranks_per_node > 0 ? cfg->ranks_per_node : 1, nodes = P / L;
+  for (int r = 0; r < P; r++) rank_s[r] = rank_mem[r] = 0;
+  size_t np = 0;
+  for (int i = 0; i < ntables; i++) {
+    const gs_embed_spec *t = &tables[i];
+    const tr_option *o = choice[i];
+    if (o->kind == GS_SHARD_RW || o->kind == GS_SHARD_DP) {
+      for (int r = 0; r < P; r++) {
+        gs_shard s = {i, r, (gs_shard_kind)o->kind, 0, t->rows, 0, t->dim, o->rate, 0, 0};
+        if (o->kind == GS_SHARD_RW) {
+          s.row_lo = t->rows * (size_t)r / (size_t)P;
+          s.row_hi = t->rows * (size_t)(r + 1) / (size_t)P;
+        }
+        s.mem_bytes = shard_mem(s.row_hi - s.row_lo, t->dim);
+        if (out) {
+          price(cfg, t, &s);
+          if (add_shard(out, out_cap, s) != GS_OK) return INFINITY;
+        }
+        rank_s[r] += s.est_s;
+        rank_mem[r] += s.mem_bytes;
+      }
+    } else if (o->kind == GS_SHARD_TWRW) {
+      int best = 0;
+      double best_s = INFINITY;
+      for (int nd = 0; nd < nodes; nd++) {
+        double sum = 0;
+        for (int r = nd * L; r < (nd + 1) * L; r++) sum += rank_s[r];
+        if (sum < best_s) best_s = sum, best = nd;
+      }
+      for (int j = 0; j < L; j++) {
+        gs_shard s = {i, best * L + j, GS_SHARD_TWRW, t->rows * (size_t)j / (size_t)L,
+                      t->rows * (size_t)(j + 1) / (size_t)L, 0, t->dim, o->rate, 0, 0};
+        s.mem_bytes = shard_mem(s.row_hi - s.row_lo, t->dim);
+        if (out) {
+          price(cfg, t, &s);
+          if (add_shard(out, out_cap, s) != GS_OK) return INFINITY;
+        }
+        rank_s[s.rank] += s.est_s;
+        rank_mem[s.rank] += s.mem_bytes;
+      }
+    } else {
+      size_t w = t->dim / (size_t)o->k;
+      for (int b = 0; b < o->k; b++)
+        pieces[np++] = (tr_piece){shard_mem(t->rows, w), o->rate, i, (size_t)b * w,
+                                  (size_t)(b + 1) * w};
+    }
+  }
+  qsort(pieces, np, sizeof *pieces, cmp_piece_mem_desc);
+  for (size_t j = 0; j < np; j++) {
+    int best = -1;
+    for (int r = 0; r < P; r++) {
+      if (cfg->mem_cap > 0 && rank_mem[r] + pieces[j].mem > cfg->mem_cap) continue;
+      if (best < 0 || rank_s[r] < rank_s[best]) best = r;
+    }
+    if (best < 0) return INFINITY;
+    double est = pieces[j].est;
+    if (out) {
+      const tr_piece *q = &pieces[j];
+      const gs_embed_spec *t = &tables[q->table];
+      gs_shard sh = {q->table, best, (gs_shard_kind)choice[q->table]->kind, 0, t->rows,
+                     q->col_lo, q->col_hi, 0, 0, 0};
+      price(cfg, t, &sh);
+      est = sh.est_s;
+      if (add_shard(out, out_cap, sh) != GS_OK) return INFINITY;
+    }
+    rank_s[best] += est;
+    rank_mem[best] += pieces[j].mem;
+  }
+  double mx = 0;
+  for (int r = 0; r < P; r++) mx = fmax(mx, rank_s[r]);
+  return mx;
+}
+
+/* TorchRec's rules: the best proposal's busiest rank, and with out, that
+ * proposal as a plan (its shards; kinds and reasons per table). */
+static double tr_plan(const gs_embed_spec *tables, int ntables, const gs_shard_config *cfg,
+                      gs_shard_plan *out, size_t out_cap) {
+  int P = cfg->ranks;
+  tr_option *opts = gs_malloc((size_t)ntables * 5 * sizeof *opts);
+  int *nopt = gs_malloc((size_t)ntables * sizeof *nopt), *at = gs_calloc((size_t)ntables, sizeof *at);
+  int *best_at = gs_calloc((size_t)ntables, sizeof *best_at);
+  const tr_option **choice = gs_malloc((size_t)ntables * sizeof *choice);
+  double *rank_s = gs_malloc((size_t)P * sizeof *rank_s), *rank_mem = gs_malloc((size_t)P * sizeof *rank_mem);
+  size_t cap = 0;
+  for (int i = 0; i < ntables; i++) cap += tables[i].dim / 8 + 1;
+  tr_piece *pieces = gs_malloc((cap + 1) * sizeof *pieces);
+  double best = INFINITY;
+  if (!opts || !nopt || !at || !best_at || !choice || !rank_s || !rank_mem || !pieces) goto out;
+  for (int i = 0; i < ntables; i++) {
+    nopt[i] = tr_options(cfg, &tables[i], &opts[(size_t)i * 5]);
+    if (nopt[i] == 0) goto out; /* fits nowhere at all */
+    choice[i] = &opts[(size_t)i * 5];
+  }
+  /* TorchRec's planner bounds its search too; 64 proposals here. */
+  for (int proposal = 0; proposal < 4 * ntables + 1 && proposal < 64; proposal++) {
+    double mx = tr_partition(tables, ntables, cfg, choice, rank_s, rank_mem, pieces, NULL, 0);
+    if (mx < best) {
+      best = mx;
+      memcpy(best_at, at, (size_t)ntables * sizeof *at);
+    }
+    /* the greedy proposer's next step: the worst-rated table's next option */
+    int worst = -1;
+    for (int i = 0; i < ntables; i++)
+      if (at[i] + 1 < nopt[i] && (worst < 0 || choice[i]->rate > choice[worst]->rate)) worst = i;
+    if (worst < 0) break;
+    choice[worst] = &opts[(size_t)worst * 5 + ++at[worst]];
+  }
+  if (out && isfinite(best)) {
+    for (int i = 0; i < ntables; i++) {
+      choice[i] = &opts[(size_t)i * 5 + best_at[i]];
+      out->kind[i] = (gs_shard_kind)choice[i]->kind;
+    }
+    out->nshards = 0;
+    /* priced exactly now */
+    best = tr_partition(tables, ntables, cfg, choice, rank_s, rank_mem, pieces, out, out_cap);
+  }
+out:
+  gs_free(opts);
+  gs_free(nopt);
+  gs_free(at);
+  gs_free(best_at);
+  gs_free(choice);
+  gs_free(rank_s);
+  gs_free(rank_mem);
+  gs_free(pieces);
+  return best;
+}
+
+double gs_shard_torchrec_max(const gs_embed_spec *tables, int ntables,
+                             const gs_shard_config *cfg) {
+  if (tables == NULL || cfg == NULL || ntables < 1 || cfg->ranks < 1) return INFINITY;
+  size_t cap = 0;
+  for (int i = 0; i < ntables; i++) cap += (size_t)cfg->ranks + tables[i].dim / 8 + 1;
+  gs_shard_plan *q = NULL;
+  if (plan_alloc(ntables, cfg->ranks, cap, &q) != GS_OK) return INFINITY;
+  double mx = tr_plan(tables, ntables, cfg, q, cap);
+  gs_shard_plan_free(q);
   return mx;
 }
 

@@ -6,7 +6,8 @@
  *     column owned once), and auto's worst rank within 1.10x the mean or
  *     a rank's fixed load plus the largest shard it could not split (of
  *     fewer than 16 columns), never worse than contiguous
- *     slicing of the tables (the DLRM reference's placement);
+ *     slicing of the tables (the DLRM reference's placement) nor than
+ *     TorchRec's greedy proposer and partitioner (gs_shard_torchrec_max);
  *   - fewer tables than ranks, fewer rows than ranks (empty row shards);
  *   - a memory cap respected, and a cap no table fits refused by name;
  *   - save and load: the same shards; a plan for other tables, another world
@@ -98,6 +99,14 @@ static void check_auto(const gs_embed_spec *t, int n, const gs_shard_config *cfg
   double cont = gs_shard_contiguous_max(t, n, cfg);
   if (mx > cont * (1 + 1e-9))
     fail_msg("%s: worst rank %.4g s is worse than contiguous slicing's %.4g", what, mx, cont);
+  double tr = gs_shard_torchrec_max(t, n, cfg);
+  if (!isfinite(tr) && cfg->mem_cap <= 0) fail_msg("%s: TorchRec's rules found no plan", what);
+  if (mx > tr * (1 + 1e-9))
+    fail_msg("%s: worst rank %.4g s is worse than TorchRec's greedy rules' %.4g", what, mx, tr);
+  /* TorchRec's plan is a plan: no rank below the mean of ours is a bound
+   * it cannot beat (the same total work at best: its options split no more). */
+  if (tr < mean * (1 - 1e-9) && cfg->force < 0)
+    fail_msg("%s: TorchRec's worst rank %.4g s below the mean %.4g", what, tr, mean);
   for (int i = 0; i < n; i++)
     if (strlen(p->why[i]) < 4) fail_msg("%s: table %d has no reason", what, i);
   gs_shard_plan_free(p);
