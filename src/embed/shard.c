@@ -204,6 +204,26 @@ static void move_shard(gs_shard_plan *p, gs_shard *s, int to) {
   rank_account(p, s, 1);
 }
 
+/* Block j of `parts` of table i's rows (all its columns), on `rank`. */
+static gs_shard row_block(int i, int rank, gs_shard_kind kind, const gs_embed_spec *t, int j,
+                          int parts) {
+  return (gs_shard){i, rank, kind, t->rows * (size_t)j / (size_t)parts,
+                    t->rows * (size_t)(j + 1) / (size_t)parts, 0, t->dim, 0, 0, 0};
+}
+
+/* The node (of `nodes`, L ranks each) whose ranks have the least estimated
+ * time so far: twrw's choice. */
+static int least_busy_node(const double *rank_s, int nodes, int L) {
+  int best = 0;
+  double best_s = INFINITY;
+  for (int n = 0; n < nodes; n++) {
+    double sum = 0;
+    for (int r = n * L; r < (n + 1) * L; r++) sum += rank_s[r];
+    if (sum < best_s) best_s = sum, best = n;
+  }
+  return best;
+}
+
 /* Places the movable shards (tw, cw) on top of the fixed ones: longest
  * first on the least busy rank with memory for it, then moves (or swaps)
  * off the busiest rank while the maximum falls. Recomputes the per-rank
@@ -378,23 +398,15 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
       }
     } else if (kind == GS_SHARD_RW) {
       for (int r = 0; r < P && st == GS_OK; r++) {
-        gs_shard s = {i, r, GS_SHARD_RW, t->rows * (size_t)r / (size_t)P,
-                      t->rows * (size_t)(r + 1) / (size_t)P, 0, t->dim, 0, 0, 0};
+        gs_shard s = row_block(i, r, GS_SHARD_RW, t, r, P);
         price(cfg, t, &s);
         st = add_shard(p, cap, s);
       }
     } else if (kind == GS_SHARD_TWRW) {
       /* The node with the least time so far takes the table. */
-      int best = 0;
-      double best_s = INFINITY;
-      for (int n = 0; n < nodes; n++) {
-        double s = 0;
-        for (int r = n * L; r < (n + 1) * L; r++) s += p->rank_s[r];
-        if (s < best_s) best_s = s, best = n;
-      }
+      int best = least_busy_node(p->rank_s, nodes, L);
       for (int j = 0; j < L && st == GS_OK; j++) {
-        gs_shard s = {i, best * L + j, GS_SHARD_TWRW, t->rows * (size_t)j / (size_t)L,
-                      t->rows * (size_t)(j + 1) / (size_t)L, 0, t->dim, 0, 0, 0};
+        gs_shard s = row_block(i, best * L + j, GS_SHARD_TWRW, t, j, L);
         price(cfg, t, &s);
         st = add_shard(p, cap, s);
       }
@@ -472,35 +484,32 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
    * tables dealt out in blocks of index, when that leaves the busiest rank
    * less busy (and fits the memory cap). */
   if (st == GS_OK && cfg->force < 0 && ntables > 0) {
-    double mx, avg;
-    gs_shard_plan_balance(p, &mx, &avg);
-    if (gs_shard_contiguous_max(tables, ntables, cfg) < mx * (1 - 1e-9)) {
-      gs_shard_plan *q = NULL;
-      if (plan_alloc(ntables, P, cap, &q) == GS_OK) {
-        int fits = 1;
-        for (int r = 0; r < P && fits; r++) {
-          int lo = (int)((long)ntables * r / P), hi = (int)((long)ntables * (r + 1) / P);
-          for (int i = lo; i < hi && fits; i++) {
-            gs_shard sh = {i, r, GS_SHARD_TW, 0, tables[i].rows, 0, tables[i].dim, 0, 0, 0};
-            price(cfg, &tables[i], &sh);
-            fits = add_shard(q, cap, sh) == GS_OK;
-            if (fits) rank_account(q, &sh, 1);
-            q->kind[i] = GS_SHARD_TW;
-          }
-          if (cfg->mem_cap > 0 && q->rank_mem[r] > cfg->mem_cap) fits = 0;
+    double mx, cmx;
+    gs_shard_plan_balance(p, &mx, NULL);
+    gs_shard_plan *q = NULL;
+    if (plan_alloc(ntables, P, cap, &q) == GS_OK) {
+      int fits = 1;
+      for (int r = 0; r < P && fits; r++) {
+        int lo = (int)((long)ntables * r / P), hi = (int)((long)ntables * (r + 1) / P);
+        for (int i = lo; i < hi && fits; i++) {
+          gs_shard sh = row_block(i, r, GS_SHARD_TW, &tables[i], 0, 1);
+          price(cfg, &tables[i], &sh);
+          fits = add_shard(q, cap, sh) == GS_OK;
+          if (fits) rank_account(q, &sh, 1);
+          q->kind[i] = GS_SHARD_TW;
         }
-        double cmx;
-        gs_shard_plan_balance(q, &cmx, NULL);
-        if (fits && cmx < mx * (1 - 1e-9)) {
-          for (int i = 0; i < ntables; i++)
-            snprintf(q->why[i], sizeof q->why[i], "tw: the DLRM reference's contiguous slicing "
-                     "left the busiest rank %.1f%% below this planner's own plan",
-                     100 * (1 - cmx / mx));
-          gs_shard_plan_free(p);
-          p = q;
-        } else {
-          gs_shard_plan_free(q);
-        }
+        if (cfg->mem_cap > 0 && q->rank_mem[r] > cfg->mem_cap) fits = 0;
+      }
+      gs_shard_plan_balance(q, &cmx, NULL);
+      if (fits && cmx < mx * (1 - 1e-9)) {
+        for (int i = 0; i < ntables; i++)
+          snprintf(q->why[i], sizeof q->why[i], "tw: the DLRM reference's contiguous slicing "
+                   "left the busiest rank %.1f%% below this planner's own plan",
+                   100 * (1 - cmx / mx));
+        gs_shard_plan_free(p);
+        p = q;
+      } else {
+        gs_shard_plan_free(q);
       }
     }
   }
@@ -604,11 +613,10 @@ static double tr_partition(const gs_embed_spec *tables, int ntables, const gs_sh
     const tr_option *o = choice[i];
     if (o->kind == GS_SHARD_RW || o->kind == GS_SHARD_DP) {
       for (int r = 0; r < P; r++) {
-        gs_shard s = {i, r, (gs_shard_kind)o->kind, 0, t->rows, 0, t->dim, o->rate, 0, 0};
-        if (o->kind == GS_SHARD_RW) {
-          s.row_lo = t->rows * (size_t)r / (size_t)P;
-          s.row_hi = t->rows * (size_t)(r + 1) / (size_t)P;
-        }
+        /* dp: every rank the whole table (block 0 of 1) */
+        gs_shard s = o->kind == GS_SHARD_RW ? row_block(i, r, GS_SHARD_RW, t, r, P)
+                                            : row_block(i, r, GS_SHARD_DP, t, 0, 1);
+        s.est_s = o->rate;
         s.mem_bytes = shard_mem(s.row_hi - s.row_lo, t->dim);
         if (out) {
           price(cfg, t, &s);
@@ -618,16 +626,10 @@ static double tr_partition(const gs_embed_spec *tables, int ntables, const gs_sh
         rank_mem[r] += s.mem_bytes;
       }
     } else if (o->kind == GS_SHARD_TWRW) {
-      int best = 0;
-      double best_s = INFINITY;
-      for (int nd = 0; nd < nodes; nd++) {
-        double sum = 0;
-        for (int r = nd * L; r < (nd + 1) * L; r++) sum += rank_s[r];
-        if (sum < best_s) best_s = sum, best = nd;
-      }
+      int best = least_busy_node(rank_s, nodes, L);
       for (int j = 0; j < L; j++) {
-        gs_shard s = {i, best * L + j, GS_SHARD_TWRW, t->rows * (size_t)j / (size_t)L,
-                      t->rows * (size_t)(j + 1) / (size_t)L, 0, t->dim, o->rate, 0, 0};
+        gs_shard s = row_block(i, best * L + j, GS_SHARD_TWRW, t, j, L);
+        s.est_s = o->rate;
         s.mem_bytes = shard_mem(s.row_hi - s.row_lo, t->dim);
         if (out) {
           price(cfg, t, &s);
