@@ -34,7 +34,8 @@ python3 - "$out" <<'PY'
 import glob, json, math, os, statistics, sys
 
 out = sys.argv[1]
-ALGOS = ("ring", "rd", "rabenseifner")
+sys.path.insert(0, "bench")
+from net_calib_write import ALGOS, write_calibration  # noqa: E402
 cal = {"rate_bps": 1e9, "name": "1gbit", "method": "refit of committed measurements",
        "clusters": {}}
 md = ["# The 1gbit preset's calibration", "",
@@ -100,18 +101,7 @@ for n in (4, 8):
                   f"{e['single_comm_s']:.3f} | {e['per_extra_message_s'] * 1e6:.0f} | "
                   f"{e['overhead_s'] * 1e6:.0f} | {e['load']} |")
     md.append("")
-md += ["The rows of `net_calib[]` (nodes, the engine's cost per message, then alpha and beta",
-       "of ring, rd, rabenseifner):", "", "```c"]
-for n in (4, 8):
-    c = cal["clusters"][str(n)]
-    v = [c["engine_msg_s"]] + [c["algos"][a][k] for a in ALGOS for k in ("alpha", "beta")]
-    md.append(f"    {{{n}, " + ", ".join(f"{x:.3g}" for x in v) + "},")
-md += ["```", ""]
-with open(os.path.join(out, "net_calibrate.json"), "w") as f:
-    json.dump(cal, f, indent=1)
-    f.write("\n")
-with open(os.path.join(out, "net_calibrate.md"), "w") as f:
-    f.write("\n".join(md) + "\n")
+write_calibration(out, cal, md, (4, 8))
 PY
 bench_stamp "$out/net_calibrate.json" "bench/net_calib_refit.sh"
 bench_stamp "$out/net_calibrate.md" "bench/net_calib_refit.sh"

@@ -78,7 +78,8 @@ python3 - "$out" "${nodes[@]}" <<'PY'
 import json, os, statistics, sys
 
 out, nodes = sys.argv[1], [int(x) for x in sys.argv[2:]]
-ALGOS = ("ring", "rd", "rabenseifner")
+sys.path.insert(0, "bench")
+from net_calib_write import ALGOS, write_calibration  # noqa: E402
 cal = {"rate_bps": 1e9, "name": "1gbit", "clusters": {}}
 md = ["# The 1gbit preset, calibrated on the emulated link", "",
       "`bench/net_calibrate.sh`: on `gradsync run -np N --net 1gbit` (one rank per node),",
@@ -149,18 +150,7 @@ for n in nodes:
             cells.append(f"{t[0] * 1e3:.3f}" if t else "")
         md.append(f"| {s} | " + " | ".join(cells) + " |")
     md.append("")
-md += ["The rows of `net_calib[]` in src/cost/cost.c (nodes, the engine's cost per message,",
-       "then alpha and beta of ring, rd, rabenseifner):", "", "```c"]
-for n in nodes:
-    c = cal["clusters"][str(n)]
-    v = [c["engine_msg_s"]] + [c["algos"][a][k] for a in ALGOS for k in ("alpha", "beta")]
-    md.append(f"    {{{n}, " + ", ".join(f"{x:.3g}" for x in v) + "},")
-md += ["```", ""]
-with open(os.path.join(out, "net_calibrate.json"), "w") as f:
-    json.dump(cal, f, indent=1)
-    f.write("\n")
-with open(os.path.join(out, "net_calibrate.md"), "w") as f:
-    f.write("\n".join(md) + "\n")
+write_calibration(out, cal, md, nodes)
 PY
 bench_stamp "$out/net_calibrate.json" "$(bench_quote bench/net_calibrate.sh "${nodes[@]}")"
 bench_stamp "$out/net_calibrate.md" "$(bench_quote bench/net_calibrate.sh "${nodes[@]}")"
