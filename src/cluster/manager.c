@@ -620,7 +620,7 @@ static void measure_speed(mgr *m, job *j, const char *ckpt_json, double samples)
   struct stat sb;
   if (stat(ckpt_json, &sb) != 0) return;
   double t = (double)sb.st_mtim.tv_sec + (double)sb.st_mtim.tv_nsec * 1e-9;
-  int size = j->actual_size / (m->nnode > 0 && m->node[0].spec.slots > 0 ? m->node[0].spec.slots : 1);
+  int size = count(j->actual, m->nnode); /* the launch's nodes */
   if (t == j->obs_t) return; /* the same commit */
   if (j->obs_t > 0 && j->obs_attempt == j->attempt && j->obs_launch == j->ev_launches &&
       j->obs_size == size && size >= 1 && size <= m->nnode && samples > j->obs_samples &&
