@@ -289,7 +289,8 @@ typedef struct gs_train_config {
                               switch:offline:F, switch:online[:F]; or local:H,
                               post-local:H[:F], delayed:D (docs/SYNC.md) */
   int ps_servers;          /* the last ps_servers ranks are parameter servers */
-  const char *straggler;   /* RANK:FACTOR[:FROM-TO]: slow a worker down, or NULL */
+  const char *straggler;   /* RANK:FACTOR or RANK:+DELAY[:FROM-TO]: slow a
+                              worker down (hook_straggler.c), or NULL */
   float async_lr_scale;    /* ASP/SSP pushes' learning-rate factor; 0: 1/W
                               (gs_ps_config.async_lr_scale) */
   float async_momentum;    /* ASP/SSP pushes' momentum; < 0: the momentum

@@ -1,9 +1,13 @@
-/* --straggler RANK:FACTOR[:FROM-TO]: a straggler on purpose. Job rank RANK
- * computes FACTOR times slower over global steps FROM to TO-1 (0-based; all
- * steps without a range): after each such step it sleeps (FACTOR - 1) times
- * that step's compute time, measured as the step's time less the time the
- * sync mode's communication kept it waiting. Sleeping uses no CPU, so the
- * other ranks on a shared machine are not slowed with it. */
+/* --straggler RANK:FACTOR[:FROM-TO] or RANK:+DELAY[:FROM-TO]: a straggler on
+ * purpose. Job rank RANK computes FACTOR times slower over global steps FROM
+ * to TO-1 (0-based; all steps without a range): after each such step it
+ * sleeps (FACTOR - 1) times that step's compute time, measured as the step's
+ * time less the time the sync mode's communication kept it waiting. With
+ * +DELAY ("20ms", "0.5s") it sleeps that long after each step instead: a
+ * fixed delay, as a busy neighbour or a slow disk adds, the same on any
+ * machine (the elastic tests use it to give their jobs a least duration).
+ * Sleeping uses no CPU, so the other ranks on a shared machine are not
+ * slowed with it. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,24 +21,45 @@
 typedef struct straggler {
   train_ctx *t;
   int rank;
-  double factor;
+  double factor, delay_s;
   long from, to;
   double t0, wait0;
   double slept_s;
 } straggler;
 
-gs_status train_straggler_parse(const char *text, int *rank, double *factor, long *from,
-                                long *to) {
+/* "20ms", "0.5s", "2s": a delay in seconds into *d, over (0, 60]; the end
+ * of the text read into *end. */
+static int parse_delay(const char *p, char **end, double *d) {
+  double v = strtod(p, end);
+  if (*end == p) return 0;
+  if (strncmp(*end, "ms", 2) == 0) {
+    v /= 1e3;
+    *end += 2;
+  } else if (**end == 's') {
+    *end += 1;
+  } else {
+    return 0; /* a unit, always: "+20" could be either */
+  }
+  *d = v;
+  return v > 0 && v <= 60.0;
+}
+
+gs_status train_straggler_parse(const char *text, int *rank, double *factor, double *delay_s,
+                                long *from, long *to) {
   char *end;
   errno = 0;
   long r = strtol(text, &end, 10);
   int ok = !errno && end != text && *end == ':' && r >= 0 && r < 1 << 20;
-  double f = 0;
+  double f = 1.0, d = 0;
   long a = 0, b = -1;
   if (ok) {
     const char *p = end + 1;
-    f = strtod(p, &end);
-    ok = end != p && f >= 1.0 && f <= 1000.0;
+    if (*p == '+') {
+      ok = parse_delay(p + 1, &end, &d);
+    } else {
+      f = strtod(p, &end);
+      ok = end != p && f >= 1.0 && f <= 1000.0;
+    }
     if (ok && *end == ':') {
       p = end + 1;
       a = strtol(p, &end, 10);
@@ -50,11 +75,13 @@ gs_status train_straggler_parse(const char *text, int *rank, double *factor, lon
   }
   if (!ok)
     return gs_error(GS_ERR_PARSE,
-                    "'%s': expected RANK:FACTOR[:FROM-TO] with a rank >= 0, a "
-                    "slow-down factor from 1 to 1000 and global steps FROM < TO",
+                    "'%s': expected RANK:FACTOR[:FROM-TO] or RANK:+DELAY[:FROM-TO] with a "
+                    "rank >= 0, a slow-down factor from 1 to 1000 or a delay per step such "
+                    "as +20ms or +0.5s (at most 60 s), and global steps FROM < TO",
                     text);
   *rank = (int)r;
   *factor = f;
+  *delay_s = d;
   *from = a;
   *to = b;
   return GS_OK;
@@ -75,7 +102,8 @@ static gs_status straggler_create(train_ctx *t, void **self) {
     s->rank = -1;
     return GS_OK;
   }
-  return train_straggler_parse(t->cfg->straggler, &s->rank, &s->factor, &s->from, &s->to);
+  return train_straggler_parse(t->cfg->straggler, &s->rank, &s->factor, &s->delay_s, &s->from,
+                               &s->to);
 }
 
 static int slowed(const straggler *s, long step) {
@@ -94,7 +122,7 @@ static gs_status straggler_after_backward(void *self, const train_step *st) {
   straggler *s = self;
   if (!slowed(s, st->global_step)) return GS_OK;
   double compute = (gs_now() - s->t0) - (sync_wait(s->t) - s->wait0);
-  double nap = (s->factor - 1.0) * (compute > 0 ? compute : 0);
+  double nap = s->delay_s + (s->factor - 1.0) * (compute > 0 ? compute : 0);
   if (nap > 0) {
     struct timespec ts = {(time_t)nap, (long)(fmod(nap, 1.0) * 1e9)};
     nanosleep(&ts, NULL);

@@ -419,9 +419,9 @@ gs_status gs_train_config_check(const gs_train_config *c) {
                     c->commit_every < 0 ? c->commit_every : c->stop_at_step);
   if (c->straggler) {
     int r;
-    double f;
+    double f, d;
     long a, b;
-    if (train_straggler_parse(c->straggler, &r, &f, &a, &b) != GS_OK)
+    if (train_straggler_parse(c->straggler, &r, &f, &d, &a, &b) != GS_OK)
       return field_error(c, "straggler", " ");
   }
   return GS_OK;
@@ -803,9 +803,9 @@ static gs_status check_job_size(const gs_train_config *c, int size) {
                     c->ps_servers, size, size - 1, size - 1 == 1 ? "" : "s");
   if (c->straggler) {
     int r = -1;
-    double f;
+    double f, d;
     long a, b;
-    gs_status st = train_straggler_parse(c->straggler, &r, &f, &a, &b);
+    gs_status st = train_straggler_parse(c->straggler, &r, &f, &d, &a, &b);
     if (st != GS_OK) return st;
     if (r >= workers && c->ps_servers > 0 && r < size)
       return gs_error(GS_ERR_INVALID_ARG, "%s %s: rank %d is a parameter server, "

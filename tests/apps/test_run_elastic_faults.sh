@@ -20,9 +20,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/apps/elastic_lib.sh
 . "$HERE/elastic_lib.sh"
 
-# 8192 samples, global batch 48: 170 steps, 8160 samples an epoch.
+# 8192 samples, global batch 48: 170 steps, 8160 samples an epoch. Rank 0
+# sleeps 8 ms after each step (2.7 s at least, however fast the host): on
+# CI's a killed mpirun's first launch had finished both epochs.
 TRAIN=(train --model mlp --synthetic 8192 --global-batch 48 --epochs 2 --commit-every 5
-       --resume=auto --json)
+       --resume=auto --json --straggler 0:+8ms)
 FULL=8160
 
 # start_job NAME TIMEOUT RUN-OPTIONS...: starts the supervisor in the

@@ -40,14 +40,15 @@ mapfile -t NAMES <"$dir/names"
 host3=$(sed -n 3p "$dir/hostfile" | cut -d' ' -f1)
 
 # 8192 samples, global batch 48 (2 and 3 divide it): 170 steps, 8160 samples
-# an epoch.
+# an epoch; rank 0 sleeps 8 ms after each step, so that the job outlasts the
+# kill however fast the host (tests/apps/test_run_elastic.sh).
 echo "== host 3 of 3 dies under --elastic 2:3"
 new_case ssh
 tag=$(unique_tag)
 "$G" run --ssh-config "$dir/ssh_config" --iface "$(cat "$dir/subnet")" --hosts "$(cat "$dir/hosts")" \
   --elastic 2:3 --events "$ev" -- "$G" train --model mlp --synthetic 8192 --global-batch 48 \
-  --epochs 2 --commit-every 5 --resume=auto --json --checkpoint "$ck" --seed "$tag" \
-  >"$out" 2>"$err" &
+  --epochs 2 --commit-every 5 --resume=auto --json --straggler 0:+8ms --checkpoint "$ck" \
+  --seed "$tag" >"$out" 2>"$err" &
 sup=$!
 if ! wait_commit 90; then
   fail "no commit within 90 s"

@@ -6,7 +6,8 @@
 # switches once, inside the job, and its summary says after which step
 # and why; under asp worker 0 runs its part of the
 # 12 pushes left, 6 on average), local:2 and delayed:2 finish with a
-# summary naming the mode; under asp an epoch is its samples, so with a
+# summary naming the mode; --straggler R:+DELAY:A-B sleeps DELAY after each
+# of steps A..B-1; under asp an epoch is its samples, so with a
 # worker 10x slower, worker 0 runs more than its 32 steps of 2 epochs;
 # --async-lr-scale and --async-momentum reach the pushes (the summary's
 # async_lr_scale and async_momentum), their defaults 1/W and the momentum
@@ -23,7 +24,8 @@ export GRADSYNC_CALIBRATE=0 GRADSYNC_TIMEOUT=60
 for bad in "--sync bogus" "--sync ssp:x --ps 1" "--sync ssp --ps 1" "--sync switch:offline:2 --ps 1" \
            "--sync local:0" "--sync post-local:2:5" "--sync delayed:" "--sync bsp" \
            "--ps 1" "--ps 0 --sync bsp" "--ps 1 --sync local:4" "--straggler 1" \
-           "--straggler 1:0.5" "--straggler 1:2:5-3" "--sync engine:3" \
+           "--straggler 1:0.5" "--straggler 1:2:5-3" "--straggler 1:+20" \
+           "--straggler 1:+0ms" "--straggler 1:+61s" "--straggler 1:+5ms:4-2" "--sync engine:3" \
            "--async-momentum 0.5" "--sync local:2 --async-lr-scale 0.5" \
            "--ps 1 --sync asp --async-momentum 0.95" "--ps 1 --sync asp --async-momentum -0.1" \
            "--ps 1 --sync asp --async-lr-scale 0" "--ps 1 --sync asp --async-lr-scale x"; do
@@ -86,6 +88,8 @@ if [ "$rc" -ne 0 ] || [ -z "$steps" ] || [ "$steps" -le 32 ] || [ "$steps" -gt 6
   echo "$out" | tail -3
 fi
 run 3 '"sync":"delayed:2"' --sync delayed:2 --straggler 1:2:2-6
+# A fixed delay: 50 ms after each of global steps 2 to 5 on rank 0, 0.2 s.
+run 2 '"straggler_sleep_s":0.2[,}]' --straggler 0:+50ms:2-6
 # The switch itself (issue 36, item 1): BSP for half of a 6-step budget,
 # then ASP pushes with a learning rate of 1e-9 of BSP's, end with the
 # weights of a BSP run stopped at step 3 (bitwise but for those pushes'
