@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""The PyTorch peer of `gradsync train --model dlrm` (issue 37, item 7a): a
+DLRM written in the DLRM reference's style (dlrm_s_pytorch.py): tables as
+nn.EmbeddingBag(mode="sum", sparse=True) placed on ranks, the pooled
+vectors exchanged with all_to_all_single over gloo (its backward the
+reverse all-to-all), the MLPs replicated under DistributedDataParallel
+(gloo, default buckets), the reference's dot interaction (the strictly
+lower triangle of the vectors' Gram matrix, then the bottom MLP's output),
+SGD on the MLPs and the reference's row-wise Adagrad on the tables (one
+accumulator per row: acc += mean(g^2) over the row, w -= lr g / (sqrt(acc)
++ eps)).
+
+It trains on the same batches as gradsync: bench/embed/dlrm_dump.c writes
+the samples gs_dlrm_synth makes (global step s: samples s*G .. (s+1)*G-1,
+rank r the r-th slice of G/P, every epoch over the same samples; held-out
+samples from 2^40), and follows the same plan (`gradsync shard --out`):
+a table sharded "tw" lives whole on its rank, a "dp" table is replicated
+(a dense EmbeddingBag inside DDP, its gradient all-reduced). As the
+reference, each rank reads the whole global batch's ids of its own tables
+(gradsync exchanges them: an id all-to-all the peer does not pay for).
+
+The loss is each rank's mean over its samples; DDP averages the MLPs'
+gradients over ranks and a table owner's gradient is scaled by 1/P, so a
+step is the one-process step on the global batch's mean loss, as
+gradsync's. Launched by bench/embed/dlrm_vs_torch.sh under `gradsync run`
+(OMPI_COMM_WORLD_RANK/SIZE); ranks meet through a file store and talk over
+the emulated network's interface (gs0) when there is one.
+
+Prints one JSON line per epoch on rank 0."""
+import argparse
+import json
+import os
+import socket
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def read_data(path):
+    """The header and the train / eval sets: (dense, labels, ids[T, n*L])."""
+    with open(path, "rb") as f:
+        head = json.loads(f.readline())
+        off = f.tell()
+    T, Fd, L = len(head["tables"]), head["ndense"], head["pooling"]
+    raw = np.memmap(path, dtype=np.uint8, mode="r", offset=off)
+    sets, at = [], 0
+    for n in (head["train"], head["eval"]):
+        def take(count, dtype):
+            nonlocal at
+            a = np.frombuffer(raw, dtype=dtype, count=count, offset=at)
+            at += count * np.dtype(dtype).itemsize
+            return torch.from_numpy(a.copy())
+        dense = take(n * Fd, np.float32).view(n, Fd)
+        labels = take(n, np.float32)
+        ids = take(T * n * L, np.int32).view(T, n * L).long()
+        sets.append((dense, labels, ids))
+    if at != len(raw):
+        raise SystemExit(f"dlrm_torch: {path}: {len(raw) - at} bytes left over: not a dlrm_dump file")
+    return head, sets[0], sets[1]
+
+
+def mlp(widths, last_relu):
+    layers = []
+    for i in range(len(widths) - 1):
+        lin = nn.Linear(widths[i], widths[i + 1])
+        # The reference's create_mlp initialisation.
+        m, n = widths[i + 1], widths[i]
+        nn.init.normal_(lin.weight, 0.0, np.sqrt(2.0 / (m + n)))
+        nn.init.normal_(lin.bias, 0.0, np.sqrt(1.0 / m))
+        layers.append(lin)
+        if i < len(widths) - 2 or last_relu:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+def make_bag(rows, dim, sparse):
+    e = nn.EmbeddingBag(rows, dim, mode="sum", sparse=sparse)
+    # The reference's create_emb: uniform in +-sqrt(1/rows).
+    b = np.sqrt(1.0 / rows)
+    nn.init.uniform_(e.weight, -b, b)
+    return e
+
+
+class A2A(torch.autograd.Function):
+    """all_to_all_single forward, the reverse exchange backward."""
+
+    group = None  # its own process group: DDP's all-reduces run on the default one
+
+    @staticmethod
+    def forward(ctx, x, in_splits, out_splits):
+        ctx.splits = (in_splits, out_splits)
+        out = x.new_empty(sum(out_splits))
+        dist.all_to_all_single(out, x.contiguous(), out_splits, in_splits, group=A2A.group)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        in_splits, out_splits = ctx.splits
+        back = g.new_empty(sum(in_splits))
+        dist.all_to_all_single(back, g.contiguous(), in_splits, out_splits, group=A2A.group)
+        return back, None, None
+
+
+class Replicated(nn.Module):
+    """What DDP holds: the MLPs and the dp tables."""
+
+    def __init__(self, bottom, top, dp_tables, dim):
+        super().__init__()
+        self.bottom = mlp(bottom, True)
+        self.top = mlp(top, False)
+        self.dp = nn.ModuleDict({str(t): make_bag(rows, dim, False) for t, rows in dp_tables})
+
+    def forward(self, dense, pooled_mp, dp_ids, T, L):
+        x = self.bottom(dense)                      # B x D
+        B, D = x.shape
+        pooled = pooled_mp.clone()                  # B x T x D (mp tables filled)
+        offs = torch.arange(0, B * L, L)
+        for t, bag in self.dp.items():
+            pooled[:, int(t)] = bag(dp_ids[int(t)], offs)
+        z = torch.cat([x.unsqueeze(1), pooled], 1)  # B x (T+1) x D
+        gram = torch.bmm(z, z.transpose(1, 2))
+        li, lj = torch.tril_indices(T + 1, T + 1, offset=-1)
+        inter = torch.cat([x, gram[:, li, lj]], 1)
+        return self.top(inter).squeeze(1)
+
+
+def auc_of(scores, labels):
+    """Exact AUC with tied scores sharing their mean rank."""
+    s, order = torch.sort(scores.double())
+    y = labels.double()[order]
+    ranks = torch.empty_like(s)
+    uniq, inv, counts = torch.unique_consecutive(s, return_inverse=True, return_counts=True)
+    ends = torch.cumsum(counts, 0).double()
+    mean_rank = ends - (counts.double() - 1) / 2
+    ranks = mean_rank[inv]
+    npos = y.sum()
+    nneg = len(y) - npos
+    return float((ranks[y > 0].sum() - npos * (npos + 1) / 2) / (npos * nneg))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True, help="a dlrm_dump file")
+    ap.add_argument("--plan", required=True, help="a plan of gradsync shard --out")
+    ap.add_argument("--global-batch", type=int, required=True)
+    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--eval", type=int, default=16384)
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--embed-lr", type=float, default=0.05)
+    ap.add_argument("--bottom", default="13-128-64-16")
+    ap.add_argument("--top", default="128-64-1")
+    ap.add_argument("--store", required=True)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+    P = int(os.environ["OMPI_COMM_WORLD_SIZE"])
+    # (/sys/class/net shows the host's interfaces, not this namespace's.)
+    if "gs0" in (name for _, name in socket.if_nameindex()):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "gs0")
+    dist.init_process_group("gloo", init_method=f"file://{a.store}", rank=rank, world_size=P)
+    A2A.group = dist.new_group(list(range(P)))
+    head, (xtr, ytr, itr), (xev, yev, iev) = read_data(a.data)
+    plan = json.load(open(a.plan))
+    T, L = len(head["tables"]), head["pooling"]
+    G = a.global_batch
+    if G % P:
+        raise SystemExit(f"dlrm_torch: --global-batch {G} does not split over {P} ranks")
+    B = G // P
+    if plan["ranks"] != P or len(plan["tables"]) != T:
+        raise SystemExit(f"dlrm_torch: the plan is for {plan['ranks']} ranks and "
+                         f"{len(plan['tables'])} tables, this job has {P} and {T}")
+    if a.steps * G > head["train"] or a.eval > head["eval"]:
+        raise SystemExit("dlrm_torch: the data file has fewer samples than the run needs")
+    dim = head["tables"][0]["dim"]
+    owner, dp = {}, []
+    for t, tab in enumerate(plan["tables"]):
+        if tab["rows"] != head["tables"][t]["rows"]:
+            raise SystemExit(f"dlrm_torch: table {tab['name']}: {tab['rows']} rows in the plan, "
+                             f"{head['tables'][t]['rows']} in the data")
+        if tab["sharding"] == "dp":
+            dp.append((t, tab["rows"]))
+        elif tab["sharding"] == "tw":
+            owner[t] = next(s["rank"] for s in plan["shards"] if s["table"] == t)
+        else:
+            raise SystemExit(f"dlrm_torch: table {tab['name']}: sharding {tab['sharding']} "
+                             "(this peer follows tw and dp plans, as the reference's model "
+                             "parallelism does)")
+    mine = [t for t in sorted(owner) if owner[t] == rank]
+    by_rank = [[t for t in sorted(owner) if owner[t] == q] for q in range(P)]
+    torch.manual_seed(1)  # the same replicated MLPs on every rank
+    bottom = [int(w) for w in a.bottom.split("-")]
+    width = bottom[-1] + (T + 1) * T // 2
+    top = [width] + [int(w) for w in a.top.split("-")]
+    rep = nn.parallel.DistributedDataParallel(Replicated(bottom, top, dp, dim))
+    torch.manual_seed(100 + rank)
+    bags = {t: make_bag(head["tables"][t]["rows"], dim, True) for t in mine}
+    acc = {t: torch.zeros(head["tables"][t]["rows"]) for t in mine}
+    dp_acc = {t: torch.zeros(rows) for t, rows in dp}
+    opt = torch.optim.SGD([p for n, p in rep.named_parameters() if ".dp." not in n], lr=a.lr)
+    eps = 1e-8
+    goffs = torch.arange(0, G * L, L)
+    mp_cols = torch.tensor([t for q in range(P) for t in by_rank[q]], dtype=torch.long)
+
+    def forward(dense, ids, first, nglob):
+        """Logits of this rank's B samples of the global batch at `first`."""
+        n = nglob // P
+        sl = slice((first + rank * n) * L, (first + (rank + 1) * n) * L)
+        parts = [bags[t](ids[t, first * L:(first + nglob) * L], goffs[:nglob]) for t in mine]
+        send = (torch.stack(parts, 1) if parts else torch.zeros(nglob, 0, dim))
+        send = send.view(P, n, len(mine), dim).reshape(-1)  # by destination rank
+        if torch.is_grad_enabled() and not send.requires_grad:
+            send.requires_grad_()  # a rank without tables still joins the backward exchange
+        got = A2A.apply(send, [n * len(mine) * dim] * P,
+                        [n * len(by_rank[q]) * dim for q in range(P)])
+        # Each source rank's block (n x its tables x dim) into its tables'
+        # columns; index_copy carries the gradient back to `got`.
+        chunks, at = [], 0
+        for q in range(P):
+            k = len(by_rank[q])
+            if k:
+                chunks.append(got[at:at + n * k * dim].view(n, k, dim))
+                at += n * k * dim
+        pooled = torch.zeros(n, T, dim)
+        if chunks:
+            pooled = pooled.index_copy(1, mp_cols, torch.cat(chunks, 1))
+        dp_ids = {t: ids[t, sl] for t, _ in dp}
+        return rep(dense[first + rank * n:first + (rank + 1) * n], pooled, dp_ids, T, L)
+
+    def rowwise_adagrad(w, state, g, lr):
+        if g.is_sparse:
+            g = g.coalesce()
+            rows, v = g.indices()[0], g.values()
+        else:
+            rows = torch.nonzero(g.abs().sum(1)).squeeze(1)
+            v = g[rows]
+        state.index_add_(0, rows, (v * v).mean(1))
+        w.index_add_(0, rows, -lr * v / (state[rows].sqrt() + eps).unsqueeze(1))
+
+    def evaluate():
+        rounds = (a.eval + G - 1) // G
+        logits, labels = [], []
+        with torch.no_grad():
+            for k in range(rounds):
+                logits.append(forward(xev, iev, k * G, G))
+                labels.append(yev[k * G + rank * B:k * G + (rank + 1) * B])
+        mine_l = torch.cat(logits)
+        mine_y = torch.cat(labels)
+        all_l = [torch.empty_like(mine_l) for _ in range(P)]
+        all_y = [torch.empty_like(mine_y) for _ in range(P)]
+        dist.all_gather(all_l, mine_l)
+        dist.all_gather(all_y, mine_y)
+        lg, y = torch.cat(all_l), torch.cat(all_y)
+        ll = F.binary_cross_entropy_with_logits(lg, y).item()
+        return auc_of(lg, y), ll
+
+    for epoch in range(1, a.epochs + 1):
+        dist.barrier()
+        t0 = time.time()
+        lsum = 0.0
+        for s in range(a.steps):
+            for b in bags.values():
+                b.weight.grad = None
+            opt.zero_grad(set_to_none=True)
+            for m in rep.module.dp.values():
+                m.weight.grad = None
+            z = forward(xtr, itr, s * G, G)
+            y = ytr[s * G + rank * B:s * G + (rank + 1) * B]
+            loss = F.binary_cross_entropy_with_logits(z, y)
+            loss.backward()
+            opt.step()
+            with torch.no_grad():
+                for t, b in bags.items():
+                    if b.weight.grad is not None:
+                        rowwise_adagrad(b.weight, acc[t], b.weight.grad / P, a.embed_lr)
+                for t, m in rep.module.dp.items():
+                    if m.weight.grad is not None:
+                        rowwise_adagrad(m.weight, dp_acc[int(t)], m.weight.grad, a.embed_lr)
+            lsum += loss.item()
+        dist.barrier()
+        dt = time.time() - t0
+        local = torch.tensor([lsum / a.steps])
+        dist.all_reduce(local)
+        auc, ll = evaluate()
+        if rank == 0:
+            print(json.dumps({"peer": "pytorch-dlrm-gloo", "torch": torch.__version__,
+                              "ranks": P, "global_batch": G, "epoch": epoch,
+                              "epoch_s": dt, "samples_per_s": a.steps * G / dt,
+                              "step_ms": 1e3 * dt / a.steps,
+                              "train_loss": local.item() / P, "auc": auc, "log_loss": ll,
+                              "teacher_auc": head["teacher_auc"],
+                              "tables": {"tw": len(owner), "dp": len(dp)}}), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
