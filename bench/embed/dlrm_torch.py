@@ -14,8 +14,11 @@ It trains on the same batches as gradsync: bench/embed/dlrm_dump.c writes
 the samples gs_dlrm_synth makes (global step s: samples s*G .. (s+1)*G-1,
 rank r the r-th slice of G/P, every epoch over the same samples; held-out
 samples from 2^40), and follows the same plan (`gradsync shard --out`):
-a table sharded "tw" lives whole on its rank, a "dp" table is replicated
-(a dense EmbeddingBag inside DDP, its gradient all-reduced). As the
+a table sharded "tw" lives whole on its rank, a "cw" table's column blocks
+each on theirs (a bag each, with its own row-wise state, as TorchRec's
+column-wise shards), a "dp" table is replicated (a dense EmbeddingBag inside
+DDP, its gradient all-reduced); plans that split rows (rw, twrw) are
+refused. As the
 reference, each rank reads the whole global batch's ids of its own tables
 (gradsync exchanges them: an id all-to-all the peer does not pay for).
 
@@ -28,6 +31,7 @@ the emulated network's interface (gs0) when there is one.
 
 Prints one JSON line per epoch on rank 0."""
 import argparse
+import collections
 import json
 import os
 import socket
@@ -177,59 +181,67 @@ def main():
     if a.steps * G > head["train"] or a.eval > head["eval"]:
         raise SystemExit("dlrm_torch: the data file has fewer samples than the run needs")
     dim = head["tables"][0]["dim"]
-    owner, dp = {}, []
+    # A shard (table, first column, last column + 1) of whole rows lives on
+    # one rank: tw is one shard of every column, cw column blocks, each its
+    # own bag with its own row-wise Adagrad state (as TorchRec's column-wise
+    # shards); dp tables are replicated.
+    shards, dp, kinds = [], [], collections.Counter()
     for t, tab in enumerate(plan["tables"]):
         if tab["rows"] != head["tables"][t]["rows"]:
             raise SystemExit(f"dlrm_torch: table {tab['name']}: {tab['rows']} rows in the plan, "
                              f"{head['tables'][t]['rows']} in the data")
+        kinds[tab["sharding"]] += 1
         if tab["sharding"] == "dp":
             dp.append((t, tab["rows"]))
-        elif tab["sharding"] == "tw":
-            owner[t] = next(s["rank"] for s in plan["shards"] if s["table"] == t)
-        else:
+            continue
+        if tab["sharding"] not in ("tw", "cw"):
             raise SystemExit(f"dlrm_torch: table {tab['name']}: sharding {tab['sharding']} "
-                             "(this peer follows tw and dp plans, as the reference's model "
-                             "parallelism does)")
-    mine = [t for t in sorted(owner) if owner[t] == rank]
-    by_rank = [[t for t in sorted(owner) if owner[t] == q] for q in range(P)]
+                             "(this peer follows tw, cw and dp plans)")
+        for sh in plan["shards"]:
+            if sh["table"] == t:
+                shards.append((sh["rank"], t, sh["col_lo"], sh["col_hi"]))
+    shards.sort()
+    mine = [(t, lo, hi) for q, t, lo, hi in shards if q == rank]
+    width = [sum(hi - lo for q2, _, lo, hi in shards if q2 == q) for q in range(P)]
     torch.manual_seed(1)  # the same replicated MLPs on every rank
     bottom = [int(w) for w in a.bottom.split("-")]
-    width = bottom[-1] + (T + 1) * T // 2
-    top = [width] + [int(w) for w in a.top.split("-")]
+    top = [bottom[-1] + (T + 1) * T // 2] + [int(w) for w in a.top.split("-")]
     rep = nn.parallel.DistributedDataParallel(Replicated(bottom, top, dp, dim))
     torch.manual_seed(100 + rank)
-    bags = {t: make_bag(head["tables"][t]["rows"], dim, True) for t in mine}
-    acc = {t: torch.zeros(head["tables"][t]["rows"]) for t in mine}
+    bags = {sh: make_bag(head["tables"][sh[0]]["rows"], sh[2] - sh[1], True) for sh in mine}
+    acc = {sh: torch.zeros(head["tables"][sh[0]]["rows"]) for sh in mine}
     dp_acc = {t: torch.zeros(rows) for t, rows in dp}
     opt = torch.optim.SGD([p for n, p in rep.named_parameters() if ".dp." not in n], lr=a.lr)
     eps = 1e-8
     goffs = torch.arange(0, G * L, L)
-    mp_cols = torch.tensor([t for q in range(P) for t in by_rank[q]], dtype=torch.long)
+    # Where each received column goes in the B x (T * dim) pooled matrix.
+    mp_cols = torch.tensor([t * dim + c for _, t, lo, hi in shards for c in range(lo, hi)],
+                           dtype=torch.long)
 
     def forward(dense, ids, first, nglob):
         """Logits of this rank's B samples of the global batch at `first`."""
         n = nglob // P
         sl = slice((first + rank * n) * L, (first + (rank + 1) * n) * L)
-        parts = [bags[t](ids[t, first * L:(first + nglob) * L], goffs[:nglob]) for t in mine]
-        send = (torch.stack(parts, 1) if parts else torch.zeros(nglob, 0, dim))
-        send = send.view(P, n, len(mine), dim).reshape(-1)  # by destination rank
+        parts = [bags[sh](ids[sh[0], first * L:(first + nglob) * L], goffs[:nglob])
+                 for sh in mine]
+        send = torch.cat(parts, 1) if parts else torch.zeros(nglob, 0)
+        send = send.view(P, n, width[rank]).reshape(-1)  # by destination rank
         if torch.is_grad_enabled() and not send.requires_grad:
-            send.requires_grad_()  # a rank without tables still joins the backward exchange
-        got = A2A.apply(send, [n * len(mine) * dim] * P,
-                        [n * len(by_rank[q]) * dim for q in range(P)])
-        # Each source rank's block (n x its tables x dim) into its tables'
-        # columns; index_copy carries the gradient back to `got`.
+            send.requires_grad_()  # a rank without shards still joins the backward exchange
+        got = A2A.apply(send, [n * width[rank]] * P, [n * width[q] for q in range(P)])
+        # Each source rank's block (n x its columns) into their columns;
+        # index_copy carries the gradient back to `got`.
         chunks, at = [], 0
         for q in range(P):
-            k = len(by_rank[q])
-            if k:
-                chunks.append(got[at:at + n * k * dim].view(n, k, dim))
-                at += n * k * dim
-        pooled = torch.zeros(n, T, dim)
+            if width[q]:
+                chunks.append(got[at:at + n * width[q]].view(n, width[q]))
+                at += n * width[q]
+        pooled = torch.zeros(n, T * dim)
         if chunks:
             pooled = pooled.index_copy(1, mp_cols, torch.cat(chunks, 1))
         dp_ids = {t: ids[t, sl] for t, _ in dp}
-        return rep(dense[first + rank * n:first + (rank + 1) * n], pooled, dp_ids, T, L)
+        return rep(dense[first + rank * n:first + (rank + 1) * n], pooled.view(n, T, dim),
+                   dp_ids, T, L)
 
     def rowwise_adagrad(w, state, g, lr):
         if g.is_sparse:
@@ -274,9 +286,9 @@ def main():
             loss.backward()
             opt.step()
             with torch.no_grad():
-                for t, b in bags.items():
+                for sh, b in bags.items():
                     if b.weight.grad is not None:
-                        rowwise_adagrad(b.weight, acc[t], b.weight.grad / P, a.embed_lr)
+                        rowwise_adagrad(b.weight, acc[sh], b.weight.grad / P, a.embed_lr)
                 for t, m in rep.module.dp.items():
                     if m.weight.grad is not None:
                         rowwise_adagrad(m.weight, dp_acc[int(t)], m.weight.grad, a.embed_lr)
@@ -293,7 +305,7 @@ def main():
                               "step_ms": 1e3 * dt / a.steps,
                               "train_loss": local.item() / P, "auc": auc, "log_loss": ll,
                               "teacher_auc": head["teacher_auc"],
-                              "tables": {"tw": len(owner), "dp": len(dp)}}), flush=True)
+                              "tables": dict(kinds)}), flush=True)
     dist.destroy_process_group()
 
 
