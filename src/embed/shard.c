@@ -21,7 +21,8 @@
  *    busy one, or swaps with a smaller one elsewhere, while that lowers
  *    the maximum; and while the busiest rank is still over 1.10x the mean,
  *    its largest whole table (or column block) of 16 columns or more is
- *    split in two column blocks and the movable shards placed again.
+ *    split in two column blocks and the movable shards placed again (not
+ *    under a forced sharding other than cw: forced is every table's).
  * Every table's exchange is one fused message per phase, so shards are
  * priced by their bytes (gs_cost_shard); a table is replicated (dp) when
  * that lowers the total work, split when whole it would exceed a rank's
@@ -430,7 +431,10 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
     if (st != GS_OK || round >= 4 * P + ntables) break;
     double mx, avg;
     gs_shard_plan_balance(p, &mx, &avg);
-    if (mx <= 1.10 * avg || cfg->whole_rows) break;
+    /* A forced sharding is every table's: only forced cw may cut its
+     * blocks finer. */
+    if (mx <= 1.10 * avg || cfg->whole_rows || (cfg->force >= 0 && cfg->force != GS_SHARD_CW))
+      break;
     int hi = 0;
     for (int r = 1; r < P; r++)
       if (p->rank_s[r] > p->rank_s[hi]) hi = r;

@@ -174,6 +174,12 @@ static void test_forced_and_edges(void **state) {
       fail_msg("forced %d: %s", k, gs_last_error());
     if (gs_shard_plan_check(p, t, 3, 0) != GS_OK)
       fail_msg("forced %s: invalid: %s", k < 0 ? "auto" : gs_shard_kind_name(k), gs_last_error());
+    /* A forced sharding is every table's (the balancing pass once split
+     * forced tw tables into column blocks). */
+    for (int i = 0; k >= 0 && i < 3; i++)
+      if ((int)p->kind[i] != k)
+        fail_msg("forced %s: table %d is %s", gs_shard_kind_name(k), i,
+                 gs_shard_kind_name(p->kind[i]));
     if (k == GS_SHARD_RW) {
       int empty = 0;
       for (size_t j = 0; j < p->nshards; j++)
@@ -182,6 +188,19 @@ static void test_forced_and_edges(void **state) {
     }
     gs_shard_plan_free(p);
   }
+  /* Kaggle at 1/100 on 8 ranks: whole tables leave a rank 1.23x the mean,
+   * which the auto plan splits; forced tw keeps every table whole. */
+  gs_embed_spec kg[32];
+  int nk = 0;
+  assert_int_equal(gs_embed_preset("kaggle", 0.01, kg, 32, &nk), GS_OK);
+  gs_shard_config kc = config(8, 1);
+  kc.batch = 2048;
+  kc.force = GS_SHARD_TW;
+  gs_shard_plan *kp = NULL;
+  if (gs_shard_plan_make(kg, nk, &kc, &kp) != GS_OK) fail_msg("kaggle tw: %s", gs_last_error());
+  assert_int_equal(kp->nshards, (size_t)nk);
+  for (int i = 0; i < nk; i++) assert_int_equal(kp->kind[i], GS_SHARD_TW);
+  gs_shard_plan_free(kp);
   int kind;
   assert_int_equal(gs_shard_kind_parse("twrw", &kind), GS_OK);
   assert_int_equal(kind, GS_SHARD_TWRW);
