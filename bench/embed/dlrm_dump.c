@@ -6,17 +6,26 @@
  * held-out samples.
  *
  *   dlrm_dump --tables kaggle --scale 0.01 [--pooling L] [--zipf S]
- *             [--seed S] --train N --eval M --out FILE
+ *             [--seed S] [--bottom SPEC] [--top SPEC] --train N --eval M
+ *             --out FILE
  *
  * The training samples are 0 .. N-1 (gradsync's global step g covers
  * samples g*G .. (g+1)*G-1 of a global batch G, rank r the r-th slice of
  * G/P), the held-out ones 2^40 .. 2^40+M-1 (src/embed/dlrm_train.c).
  *
+ * It also writes the model's initial weights (gs_dlrm_create with the
+ * run's MLPs, tables and seed: what every rank of a hybrid-parallel run
+ * starts from), so that the peer starts where gradsync does and the two
+ * AUCs after the same steps can be compared.
+ *
  * FILE: one line of JSON (ndense, pooling, the tables' names, rows and
- * dims, train, eval, the teacher's AUC on the held-out samples), then for
- * the training samples and then the held-out ones: dense features (float32,
- * sample-major, n x ndense), labels (float32, n), ids (int32, table-major:
- * table t's n x pooling ids together). Little-endian, as the host.
+ * dims, train, eval, the teacher's AUC on the held-out samples, the MLP
+ * tensors' names and sizes), then for the training samples and then the
+ * held-out ones: dense features (float32, sample-major, n x ndense), labels
+ * (float32, n), ids (int32, table-major: table t's n x pooling ids
+ * together); then the MLP tensors in the header's order ([out x in]
+ * weights, row-major, as torch.nn.Linear's), then each table (rows x dim).
+ * Little-endian, as the host.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -79,7 +88,7 @@ static int dump_set(FILE *f, const gs_dlrm_synth *g, size_t first, size_t n, siz
 }
 
 int main(int argc, char **argv) {
-  const char *tables = NULL, *out = NULL;
+  const char *tables = NULL, *out = NULL, *bottom = NULL, *top = "128-64-1";
   double scale = 1, zipf = -1;
   long pooling = 1, seed = 1, ntrain = 0, neval = 0;
   for (int i = 1; i < argc; i++) {
@@ -93,6 +102,8 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--train") == 0) ntrain = atol(v);
     else if (strcmp(a, "--eval") == 0) neval = atol(v);
     else if (strcmp(a, "--out") == 0) out = v;
+    else if (strcmp(a, "--bottom") == 0) bottom = v;
+    else if (strcmp(a, "--top") == 0) top = v;
     else return usage();
     i++;
   }
@@ -116,11 +127,24 @@ int main(int argc, char **argv) {
     fprintf(stderr, "dlrm_dump: %s\n", gs_last_error());
     return 1;
   }
+  /* The model as gradsync train --model dlrm makes it (cmd_train_dlrm.c:
+   * bottom 13-128-64-D by default). */
+  char bottom_default[64];
+  snprintf(bottom_default, sizeof bottom_default, "%zu-128-64-%zu", sc.ndense, spec[0].dim);
+  gs_dlrm_config mc = {bottom ? bottom : bottom_default, top, spec, T, GS_DLRM_DOT, 1,
+                       (uint64_t)seed};
+  gs_dlrm *m;
+  if (gs_dlrm_create(&mc, &m) != GS_OK) {
+    fprintf(stderr, "dlrm_dump: %s\n", gs_last_error());
+    gs_dlrm_synth_destroy(g);
+    return 1;
+  }
   double teacher = 0;
   if (gs_dlrm_synth_teacher_auc(g, EVAL_FIRST, (size_t)neval, &teacher) != GS_OK) teacher = -1;
   FILE *f = fopen(out, "wb");
   if (f == NULL) {
     perror(out);
+    gs_dlrm_destroy(m);
     gs_dlrm_synth_destroy(g);
     return 1;
   }
@@ -130,10 +154,24 @@ int main(int argc, char **argv) {
   for (int t = 0; t < T; t++)
     fprintf(f, "%s{\"name\":\"%s\",\"rows\":%zu,\"dim\":%zu}", t ? "," : "", spec[t].name,
             spec[t].rows, spec[t].dim);
+  fprintf(f, "],\"bottom\":\"%s\",\"top\":\"%s\",\"params\":[", mc.bottom_mlp, top);
+  for (size_t i = 0; i < gs_dlrm_param_count(m); i++) {
+    const gs_dlrm_param *q = gs_dlrm_param_at(m, i);
+    fprintf(f, "%s{\"name\":\"%s\",\"count\":%zu}", i ? "," : "", q->name, q->count);
+  }
   fprintf(f, "]}\n");
   int rc = dump_set(f, g, 0, (size_t)ntrain, sc.ndense, T, (int)pooling) ||
            dump_set(f, g, EVAL_FIRST, (size_t)neval, sc.ndense, T, (int)pooling);
+  for (size_t i = 0; !rc && i < gs_dlrm_param_count(m); i++) {
+    const gs_dlrm_param *q = gs_dlrm_param_at(m, i);
+    rc = fwrite(q->weights, sizeof(float), q->count, f) != q->count;
+  }
+  for (int t = 0; !rc && t < T; t++) {
+    const gs_embed_table *e = gs_dlrm_table(m, t);
+    rc = fwrite(e->weights, sizeof(float), e->rows * e->dim, f) != e->rows * e->dim;
+  }
   if (fclose(f) != 0) rc = 1;
+  gs_dlrm_destroy(m);
   gs_dlrm_synth_destroy(g);
   if (rc) remove(out);
   return rc;

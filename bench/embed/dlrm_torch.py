@@ -10,17 +10,18 @@ SGD on the MLPs and the reference's row-wise Adagrad on the tables (one
 accumulator per row: acc += mean(g^2) over the row, w -= lr g / (sqrt(acc)
 + eps)).
 
-It trains on the same batches as gradsync: bench/embed/dlrm_dump.c writes
-the samples gs_dlrm_synth makes (global step s: samples s*G .. (s+1)*G-1,
-rank r the r-th slice of G/P, every epoch over the same samples; held-out
-samples from 2^40), and follows the same plan (`gradsync shard --out`):
-a table sharded "tw" lives whole on its rank, a "cw" table's column blocks
-each on theirs (a bag each, with its own row-wise state, as TorchRec's
-column-wise shards), a "dp" table is replicated (a dense EmbeddingBag inside
-DDP, its gradient all-reduced); plans that split rows (rw, twrw) are
-refused. As the
-reference, each rank reads the whole global batch's ids of its own tables
-(gradsync exchanges them: an id all-to-all the peer does not pay for).
+It trains on the same batches from the same initial weights as gradsync:
+bench/embed/dlrm_dump.c writes the samples gs_dlrm_synth makes (global
+step s: samples s*G .. (s+1)*G-1, rank r the r-th slice of G/P, every
+epoch over the same samples; held-out samples from 2^40) and the model
+gs_dlrm_create makes from the run's seed. It follows the same plan
+(`gradsync shard --out`): a table sharded "tw" lives whole on its rank, a
+"cw" table's column blocks each on theirs (a bag each, with its own
+row-wise state, as TorchRec's column-wise shards), a "dp" table is
+replicated (a dense EmbeddingBag inside DDP, its gradient all-reduced);
+plans that split rows (rw, twrw) are refused. As the reference, each rank
+reads the whole global batch's ids of its own tables (gradsync exchanges
+them: an id all-to-all the peer does not pay for).
 
 The loss is each rank's mean over its samples; DDP averages the MLPs'
 gradients over ranks and a table owner's gradient is scaled by 1/P, so a
@@ -62,9 +63,13 @@ def read_data(path):
         labels = take(n, np.float32)
         ids = take(T * n * L, np.int32).view(T, n * L).long()
         sets.append((dense, labels, ids))
+    # The initial model gradsync starts from (gs_dlrm_create, its seed).
+    params = {q["name"]: take(q["count"], np.float32) for q in head["params"]}
+    tables = [take(t["rows"] * t["dim"], np.float32).view(t["rows"], t["dim"])
+              for t in head["tables"]]
     if at != len(raw):
         raise SystemExit(f"dlrm_torch: {path}: {len(raw) - at} bytes left over: not a dlrm_dump file")
-    return head, sets[0], sets[1]
+    return head, sets[0], sets[1], params, tables
 
 
 def mlp(widths, last_relu):
@@ -156,8 +161,6 @@ def main():
     ap.add_argument("--eval", type=int, default=16384)
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--embed-lr", type=float, default=0.05)
-    ap.add_argument("--bottom", default="13-128-64-16")
-    ap.add_argument("--top", default="128-64-1")
     ap.add_argument("--store", required=True)
     a = ap.parse_args()
     torch.set_num_threads(1)
@@ -168,7 +171,7 @@ def main():
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "gs0")
     dist.init_process_group("gloo", init_method=f"file://{a.store}", rank=rank, world_size=P)
     A2A.group = dist.new_group(list(range(P)))
-    head, (xtr, ytr, itr), (xev, yev, iev) = read_data(a.data)
+    head, (xtr, ytr, itr), (xev, yev, iev), init_params, init_tables = read_data(a.data)
     plan = json.load(open(a.plan))
     T, L = len(head["tables"]), head["pooling"]
     G = a.global_batch
@@ -204,12 +207,24 @@ def main():
     mine = [(t, lo, hi) for q, t, lo, hi in shards if q == rank]
     width = [sum(hi - lo for q2, _, lo, hi in shards if q2 == q) for q in range(P)]
     torch.manual_seed(1)  # the same replicated MLPs on every rank
-    bottom = [int(w) for w in a.bottom.split("-")]
-    top = [bottom[-1] + (T + 1) * T // 2] + [int(w) for w in a.top.split("-")]
+    bottom = [int(w) for w in head["bottom"].split("-")]
+    top = [bottom[-1] + (T + 1) * T // 2] + [int(w) for w in head["top"].split("-")]
     rep = nn.parallel.DistributedDataParallel(Replicated(bottom, top, dp, dim))
     torch.manual_seed(100 + rank)
     bags = {sh: make_bag(head["tables"][sh[0]]["rows"], sh[2] - sh[1], True) for sh in mine}
     acc = {sh: torch.zeros(head["tables"][sh[0]]["rows"]) for sh in mine}
+    # gradsync's initial weights, so that both start alike (the
+    # initialisers above only shape the tensors).
+    with torch.no_grad():
+        for part in ("bottom", "top"):
+            linears = [m for m in getattr(rep.module, part) if isinstance(m, nn.Linear)]
+            for i, lin in enumerate(linears):
+                lin.weight.copy_(init_params[f"{part}.{i}.weight"].view_as(lin.weight))
+                lin.bias.copy_(init_params[f"{part}.{i}.bias"])
+        for sh, bag in bags.items():
+            bag.weight.copy_(init_tables[sh[0]][:, sh[1]:sh[2]])
+        for t, m in rep.module.dp.items():
+            m.weight.copy_(init_tables[int(t)])
     dp_acc = {t: torch.zeros(rows) for t, rows in dp}
     opt = torch.optim.SGD([p for n, p in rep.named_parameters() if ".dp." not in n], lr=a.lr)
     eps = 1e-8

@@ -50,8 +50,9 @@ print(f"Kaggle-shaped tables at 1/100 of their rows (26 tables, dim 16, 1 to 101
       f"{teacher:.4f}), global batch {G}, {epochs} epochs of {steps} steps over the same "
       f"samples, MLPs 13-128-64-16 / 128-64-1 with SGD at 0.1, tables with row-wise Adagrad "
       f"at 0.05; one rank per emulated node at 1 Gbit/s (`gradsync run --net 1gbit`), one "
-      f"thread each. Both train on the same batches (bench/embed/dlrm_dump.c writes "
-      f"gradsync's samples for the peer) with the same plan (`gradsync shard --out`): the "
+      f"thread each. Both train on the same batches from the same initial weights "
+      f"(bench/embed/dlrm_dump.c writes gradsync's samples and initial model for the peer) "
+      f"with the same plan (`gradsync shard --out`): the "
       f"planner's, and every table whole on a rank (tw). The PyTorch peer "
       f"(bench/embed/dlrm_torch.py) is written in the DLRM reference's style: "
       f"`nn.EmbeddingBag(sparse=True)` for a rank's tables, `all_to_all_single` over gloo for "
@@ -109,8 +110,6 @@ for n in nodes:
 print()
 print("\n".join(verdict))
 print()
-print("The AUCs of the two peers differ by their initialisation (gradsync's MLPs and tables "
-      "are drawn by its own generator; the peer uses the reference's initialisers with "
-      "torch's); the same plan and batches make the rest of the step the same computation. "
-      "all-to-all ms/step is gradsync's wait in its id, pooled and gradient all-to-alls on "
+print("With the same start, batches and plan, a step is the same computation in both (sums "
+      "in another order), so the AUCs differ by rounding only. all-to-all ms/step is gradsync's wait in its id, pooled and gradient all-to-alls on "
       "rank 0 (imbalance and the link's time both show there).")
