@@ -1096,11 +1096,14 @@ int cmd_run(int argc, char **argv) {
               : seen_wait ? "--min-wait" : "--shrink-on-discover");
     return 2;
   }
-  if (elastic && (net || per_node_given || node_cpus > 0 || dry_run)) {
-    cli_error("run", "--elastic with %s is not supported: the supervisor relaunches plain "
-              "mpirun jobs on this machine or on hosts", net ? "--net" : per_node_given ?
-              "--per-node" : node_cpus > 0 ? "--node-cpus" : "--dry-run (it launches more "
-              "than once)");
+  if (elastic && dry_run) {
+    cli_error("run", "--elastic with --dry-run is not supported: the supervisor launches more "
+              "than once");
+    return 2;
+  }
+  if (elastic && (per_node_given || node_cpus > 0) && !net) {
+    cli_error("run", "--elastic with %s needs --net (the emulated nodes)",
+              per_node_given ? "--per-node" : "--node-cpus");
     return 2;
   }
   if (elastic && slurm && !discover) {
@@ -1205,7 +1208,12 @@ int cmd_run(int argc, char **argv) {
     return 2;
   }
   self[n] = '\0';
-  struct cluster c = {.pid = (int)getpid(), .nodes = np / per_node};
+  /* An elastic job's namespaces are built once, for the most ranks it may
+   * have (MAX, or -np when discovery may list more); a launch of S ranks
+   * uses nodes 0 .. S/K-1, whichever ranks failed before (the nodes are
+   * alike). */
+  int most = elastic && eo.max > np ? eo.max : np;
+  struct cluster c = {.pid = (int)getpid(), .nodes = (most + per_node - 1) / per_node};
   static struct run_user user; /* static: 2 PATH_MAX strings and 256 groups */
   int as_user = 0;
   if (net) {
@@ -1221,6 +1229,11 @@ int cmd_run(int argc, char **argv) {
     }
     as_user = resolve_sudo_user(&user);
     if (as_user < 0 || (as_user && check_user_access(&user, mpirun_path, self, exe) != 0)) return 2;
+    if (as_user && elastic) {
+      cli_error("run", "--elastic --net under sudo is not supported: the supervisor would run "
+                "mpirun as root, not as %s; run it from a root shell", user.name);
+      return 2;
+    }
     if (c.nodes > MAX_NODES) {
       cli_error("run", "--net supports at most %d nodes, not %d", MAX_NODES, c.nodes);
       return 2;
@@ -1388,10 +1401,15 @@ int cmd_run(int argc, char **argv) {
       return dry_run ? 0 : got_signal ? 128 + got_signal : 2;
     }
     if (elastic) {
+      /* The supervisor relaunches the program after first_prog: with the
+       * emulated nodes, the wrapper that enters a rank's namespace too. */
+      int wrapped = m - first_prog - nprog;
       rc = run_elastic_job(&eo, elastic, discover, events, np, remote, &hosts, margv,
-                           first_prog, nprog, hostfile, ssh_config);
+                           first_prog, nprog + wrapped, hostfile, ssh_config);
       free_margv(margv, first_prog, host_list);
       run_hosts_free(&hosts);
+      if (node_cpus > 0) run_cpu_destroy(c.pid);
+      if (net) cluster_destroy(&c);
       return rc;
     }
     if (verbose && as_user)

@@ -290,7 +290,8 @@ t 2 "--discover belongs to an elastic job" run -np 1 --discover /bin/true -- /bi
 t 2 "--max-restarts belongs to an elastic job" run -np 1 --max-restarts 2 -- /bin/true
 t 2 "--max-restarts needs a count from 0 to 10000" run -np 1 --elastic 1 --max-restarts -1 -- /bin/true
 t 2 "--min-wait needs seconds from 0 to 86400" run -np 1 --elastic 1 --min-wait x -- /bin/true
-t 2 "--elastic with --net is not supported" run -np 2 --elastic 1:2 --net 1gbit -- /bin/true
+t 2 "--elastic with --per-node needs --net" run -np 2 --elastic 1:2 --per-node 2 -- /bin/true
+t 2 "--elastic with --dry-run is not supported" run -np 2 --elastic 1:2 --dry-run -- /bin/true
 t 2 "-np 4 is more than --elastic's most ranks, 2" run -np 4 --elastic 1:2 -- /bin/true
 t 2 "-np 1 is fewer than --elastic's fewest ranks, 2" run -np 1 --elastic 2:3 -- /bin/true
 t 2 "--discover /nonexistent: not an executable file" run --elastic 1:2 --discover /nonexistent -- /bin/true

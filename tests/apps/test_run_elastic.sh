@@ -11,10 +11,14 @@
 #          on), then localhost:4: the job commits and stops (SIGUSR1, exit 3)
 #          and continues on 4 ranks.
 #
-# usage: test_run_elastic.sh GRADSYNC [kill|grow|all]
+#   net    kill -9 of a rank on the emulated nodes (--net 1gbit): the job
+#          goes on on 3 of them, and the namespaces are gone at the end
+#          (only when asked; exit 77 without root or ip).
+#
+# usage: test_run_elastic.sh GRADSYNC [kill|grow|all|net]
 # Exit status: 0 pass, 1 fail.
 set -u
-G=${1:?usage: test_run_elastic.sh GRADSYNC [kill|grow|all]}
+G=${1:?usage: test_run_elastic.sh GRADSYNC [kill|grow|all|net]}
 WHICH=${2:-all}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset SLURM_JOB_ID SLURM_NODELIST SLURM_JOB_NODELIST
@@ -58,6 +62,38 @@ if [ "$WHICH" = kill ] || [ "$WHICH" = all ]; then
          "$(sub "$t_launch" "$t_fail") s, -> first commit (5 steps) of the new launch" \
          "$(sub "$t_commit" "$t_launch") s; kill -> first commit $(sub "$t_commit" "$t_kill") s"
   fi
+fi
+
+# On the emulated cluster (needs root and ip; only when asked: it has a
+# ctest of its own, cli_run_elastic_net, that may skip).
+if [ "$WHICH" = net ]; then
+  if [ "$(id -u)" != 0 ] || { ! command -v ip >/dev/null && [ ! -x /usr/sbin/ip ] && [ ! -x /sbin/ip ]; }; then
+    echo "SKIP  needs root and ip (network namespaces)"
+    exit 77
+  fi
+  echo "== kill -9 of a rank under --net 1gbit --elastic 2:4"
+  new_case net
+  tag=$(unique_tag)
+  "$G" run -np 4 --net 1gbit --elastic 2:4 --events "$ev" -- "$G" "${TRAIN[@]}" \
+    --checkpoint "$ck" --seed "$tag" >"$out" 2>"$err" &
+  sup=$!
+  wait_commit 60 && victim=$(rank_pid "$tag" 3)
+  if [ -z "${victim:-}" ]; then
+    fail "no commit or no rank found within 60 s"
+    kill "$sup" 2>/dev/null
+  else
+    kill -9 "$victim"
+    wait_bounded "$sup" 120
+    rc=$?
+    left=$(ip netns list 2>/dev/null | grep -c "^gs-$sup-")
+    if [ "$rc" = 0 ] && grep -q '^gradsync run: resize 4 -> 3 ranks (rank 3 on .* killed by signal 9)' "$err" &&
+       epochs_once 3 "$FULL" && grep -q '"summary":{[^}]*"ranks":3' "$out" && [ "$left" = 0 ]; then
+      pass "emulated nodes: resized 4 -> 3, finished, 3 epochs of $FULL samples each, namespaces removed"
+    else
+      fail "--net --elastic: exit $rc (want 0), a resize line 4 -> 3, epochs of $FULL samples, 3 ranks, $left namespace(s) left (want 0)"
+    fi
+  fi
+  finish_tests
 fi
 
 if [ "$WHICH" = grow ] || [ "$WHICH" = all ]; then
