@@ -5,6 +5,7 @@
  * events on rank 0: the plan, progress, and per epoch the held-out AUC and
  * log loss against the teacher's, the step's breakdown and bytes.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
@@ -44,6 +45,10 @@ static void usage(FILE *f) {
     "  --embed-sgd         plain SGD on the tables instead\n"
     "  --pooling L         ids per sample and table (default 1)\n"
     "  --zipf S            the ids' Zipf exponent (default 1.05)\n"
+    "  --data FILE         a Criteo TSV day file (plain or .gz) instead of the\n"
+    "                      synthetic data: its first steps x global batch lines\n"
+    "                      train, the next --eval are held out (26 tables:\n"
+    "                      --tables kaggle, terabyte or mlperf)\n"
     "  --seed S            model and data seed (default 1)\n"
     "  --checkpoint DIR    commit to DIR at every epoch's end: each rank its\n"
     "                      shards and their Adagrad state, rank 0 the MLPs, the\n"
@@ -60,7 +65,7 @@ static void usage(FILE *f) {
 }
 
 typedef struct dlrm_opts {
-  const char *tables, *plan, *bottom, *top;
+  const char *tables, *plan, *bottom, *top, *data;
   double scale, lr, embed_lr, zipf;
   int sharding, epochs, pooling, json, embed_sgd;
   long batch, steps, eval;
@@ -86,7 +91,7 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
       {"json", no_argument, 0, 'j'},              {"help", no_argument, 0, 'h'},
       {"checkpoint", required_argument, 0, 'c'},  {"commit-every", required_argument, 0, 'C'},
       {"stop-at-step", required_argument, 0, 'X'}, {"resume", optional_argument, 0, 'r'},
-      {"global-batch", required_argument, 0, 'G'},
+      {"global-batch", required_argument, 0, 'G'}, {"data", required_argument, 0, 'D'},
       {0, 0, 0, 0}};
   *o = (dlrm_opts){.tables = "kaggle", .scale = 0.001, .lr = 0.1, .embed_lr = 0.05,
                    .zipf = 1.05, .sharding = -1, .epochs = 2, .pooling = 1, .batch = 256,
@@ -172,6 +177,15 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
           cli_error(VERB, "--pooling %s: expected 1 to 1000", optarg);
           return 2;
         }
+        break;
+      case 'D':
+        /* Open now, so that a missing file is a usage error on rank 0
+         * alone; the library reads it. */
+        if (access(optarg, R_OK) != 0) {
+          cli_error(VERB, "--data %s: cannot read it: %s", optarg, strerror(errno));
+          return 2;
+        }
+        o->data = optarg;
         break;
       case 'z':
         if (cli_parse_double(optarg, 0, 10, &o->zipf)) {
@@ -349,21 +363,26 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
   const gs_dlrm_dist_stats *s = &ev->stats;
   double n = s->steps ? (double)s->steps : 1;
   if (v->json) {
+    /* No teacher (a Criteo file): null, not the "nan" JSON lacks. */
+    char teacher[32] = "null";
+    if (!isnan(ev->teacher_auc)) snprintf(teacher, sizeof teacher, "%.6f", ev->teacher_auc);
     printf("{\"epoch\": %d, \"train_loss\": %.6f, \"auc\": %.6f, \"log_loss\": %.6f, "
-           "\"teacher_auc\": %.6f, \"samples_per_s\": %.1f, \"step_ms\": %.3f, "
+           "\"teacher_auc\": %s, \"samples_per_s\": %.1f, \"step_ms\": %.3f, "
            "\"lookup_ms\": %.3f, \"mlp_ms\": %.3f, \"a2a_ms\": %.3f, \"allreduce_ms\": %.3f, "
            "\"id_bytes\": %.0f, \"pooled_bytes\": %.0f, \"grad_bytes\": %.0f, "
            "\"dp_bytes\": %.0f, \"allreduce_bytes\": %.0f, \"peak_rss_bytes\": %zu}\n",
-           ev->epoch, ev->loss, ev->auc, ev->log_loss, ev->teacher_auc, ev->samples_per_s,
+           ev->epoch, ev->loss, ev->auc, ev->log_loss, teacher, ev->samples_per_s,
            1e3 * s->total_s / n, 1e3 * s->lookup_s / n, 1e3 * s->mlp_s / n, 1e3 * s->a2a_s / n,
            1e3 * s->allreduce_s / n, s->id_bytes / n, s->pooled_bytes / n, s->grad_bytes / n,
            s->dp_bytes / n, s->allreduce_bytes / n, ev->peak_rss_bytes);
     return;
   }
   char b1[32], b2[32], b3[32], b4[32], b5[32];
-  printf("epoch %d: held-out AUC %.4f (teacher %.4f), log loss %.4f; train loss %.4f; "
-         "%.0f samples/s\n", ev->epoch, ev->auc, ev->teacher_auc, ev->log_loss, ev->loss,
-         ev->samples_per_s);
+  char teacher[48] = "";
+  if (!isnan(ev->teacher_auc))
+    snprintf(teacher, sizeof teacher, " (teacher %.4f)", ev->teacher_auc);
+  printf("epoch %d: held-out AUC %.4f%s, log loss %.4f; train loss %.4f; %.0f samples/s\n",
+         ev->epoch, ev->auc, teacher, ev->log_loss, ev->loss, ev->samples_per_s);
   printf("  step %.2f ms on rank 0: lookup %.2f, MLPs %.2f, all-to-all %.2f, all-reduce "
          "(exposed) %.2f\n", 1e3 * s->total_s / n, 1e3 * s->lookup_s / n, 1e3 * s->mlp_s / n,
          1e3 * s->a2a_s / n, 1e3 * s->allreduce_s / n);
@@ -435,6 +454,7 @@ int cmd_train_dlrm(int argc, char **argv) {
       .stop_at_step = (size_t)o.stop_at_step,
       .resume = o.resume};
   cfg.data.zipf_s = o.zipf;
+  cfg.criteo_file = o.data;
   cfg.data.pooling = o.pooling;
   view v = {.rank = r.rank, .size = r.size, .epochs = o.epochs, .json = o.json,
             .tty = isatty(STDOUT_FILENO), .checkpoint = o.checkpoint};

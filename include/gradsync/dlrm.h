@@ -264,7 +264,8 @@ uint64_t gs_dlrm_synth_id_of_rank(const gs_dlrm_synth *g, int t, uint64_t k);
  * table's rows (one id per bag). Streaming: one line at a time, no limit
  * on the file's size. Any malformed line (a field count other than 40, a
  * label other than 0 or 1, an integer or hex value that does not parse)
- * is GS_ERR_PARSE naming the file, the line and the field. */
+ * is GS_ERR_PARSE naming the file, the line and the field. A file
+ * compressed with gzip (day_0.gz) is read as it is. */
 #define GS_CRITEO_DENSE 13
 #define GS_CRITEO_SPARSE 26
 
@@ -277,6 +278,11 @@ gs_status gs_criteo_open(const char *path, const gs_embed_spec *tables, int ntab
  * max_n); *got = b->n = the count, 0 at the end of the file. first_sample
  * counts the file's samples. */
 gs_status gs_criteo_read(gs_criteo_reader *r, gs_dlrm_batch *b, size_t *got);
+/* Passes over up to n lines without parsing them (*skipped: how many;
+ * fewer at the end of the file); they count as samples read. */
+gs_status gs_criteo_skip(gs_criteo_reader *r, size_t n, size_t *skipped);
+/* Back to the file's first line (an epoch's second pass). */
+gs_status gs_criteo_rewind(gs_criteo_reader *r);
 /* The line number of the last line read (1-based). */
 size_t gs_criteo_line(const gs_criteo_reader *r);
 void gs_criteo_close(gs_criteo_reader *r);

@@ -114,13 +114,20 @@ void gs_dlrm_dist_stats_reset(gs_dlrm_dist *d);
 
 /* ---- The training loop (gradsync train --model dlrm) ------------------------
  * Epochs of steps on planted synthetic data (gs_dlrm_synth: the teacher's
- * AUC is the ceiling), each rank training on its own slice of every global
+ * AUC is the ceiling) or a Criteo file, each rank training on its own slice of every global
  * batch, then an evaluation of AUC and log loss on held-out samples. The
  * library decides and reports; its caller prints (through `cb`). */
 typedef struct gs_dlrm_train_config {
   gs_dlrm_config model;       /* tables, MLPs, interaction, seed; max_batch: ignored */
   gs_dlrm_optim optim;
   gs_dlrm_synth_config data;  /* ndense, tables, seed: taken from model */
+  /* A Criteo TSV day file (plain or gzip; gs_criteo_open) instead of the
+   * synthetic data, or NULL: its first steps x ranks x batch lines are the
+   * training set (every epoch passes over them), the next eval_samples
+   * (rounded up as below) are held out; 26 tables and 13 dense features;
+   * no teacher (teacher_auc NaN). Every rank reads the file (a path all
+   * see) and parses its own slices, as the reference's loader does. */
+  const char *criteo_file;
   int sharding;               /* -1 auto (the planner), else a gs_shard_kind */
   const char *plan_file;      /* a saved plan instead (gs_shard_plan_load), or NULL */
   gs_dlrm_a2a_precision precision;

@@ -5,25 +5,31 @@
  * The transformation is the DLRM reference's (dlrm_data_pytorch.py and
  * data_utils.py: empty fields read as 0, integers clipped at 0 and put
  * through log(1 + x), categorical values taken modulo the table's rows as
- * its --max-ind-range does).
+ * its --max-ind-range does). Files compressed with gzip (the day files as
+ * Criteo ships them) are read as they are, through zlib, which reads plain
+ * files too.
  */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "gradsync/dlrm.h"
 #include "gs_internal.h"
 
 #define CRITEO_FIELDS (1 + GS_CRITEO_DENSE + GS_CRITEO_SPARSE)
 
+#define CRITEO_CHUNK ((size_t)1 << 16)
+
 struct gs_criteo_reader {
-  FILE *f;
+  gzFile f;
   char *path;
   size_t rows[GS_CRITEO_SPARSE];
-  char *line;
-  size_t line_cap;
+  char *buf;           /* the bytes read and not yet consumed: [pos, len) */
+  size_t cap, pos, len;
+  int eof;
   size_t lineno, samples;
 };
 
@@ -47,9 +53,11 @@ gs_status gs_criteo_open(const char *path, const gs_embed_spec *tables, int ntab
   }
   memcpy(r->path, path, len);
   for (int t = 0; t < ntables; t++) r->rows[t] = tables[t].rows;
-  r->f = fopen(path, "r");
+  errno = 0;
+  r->f = gzopen(path, "rb");
   if (r->f == NULL) {
-    gs_status st = gs_error(GS_ERR_IO, "Criteo file '%s': %s", path, strerror(errno));
+    gs_status st = gs_error(GS_ERR_IO, "Criteo file '%s': %s", path,
+                            errno ? strerror(errno) : "out of memory");
     gs_criteo_close(r);
     return st;
   }
@@ -59,8 +67,8 @@ gs_status gs_criteo_open(const char *path, const gs_embed_spec *tables, int ntab
 
 void gs_criteo_close(gs_criteo_reader *r) {
   if (r == NULL) return;
-  if (r->f) fclose(r->f);
-  free(r->line); /* getline's */
+  if (r->f) gzclose(r->f);
+  gs_free(r->buf);
   gs_free(r->path);
   gs_free(r);
 }
@@ -136,6 +144,86 @@ static gs_status parse_sample(const gs_criteo_reader *r, char **fields, gs_dlrm_
   return GS_OK;
 }
 
+/* The next line, without its newline, NUL-terminated in place (*line,
+ * *n bytes); *line = NULL at the end of the file. A last line without a
+ * newline counts. */
+static gs_status next_line(gs_criteo_reader *r, char **line, size_t *n) {
+  *line = NULL;
+  for (;;) {
+    char *nl = r->len > r->pos ? memchr(r->buf + r->pos, '\n', r->len - r->pos) : NULL;
+    if (nl || (r->eof && r->len > r->pos)) {
+      char *start = r->buf + r->pos;
+      size_t k = nl ? (size_t)(nl - start) : r->len - r->pos;
+      start[k] = '\0'; /* the newline, or the room kept after the data */
+      r->pos += k + (nl != NULL);
+      *line = start;
+      *n = k;
+      r->lineno++;
+      return GS_OK;
+    }
+    if (r->eof) return GS_OK;
+    /* Keep the unfinished line at the front and read more behind it (one
+     * byte always free for the terminator). */
+    if (r->pos > 0) {
+      memmove(r->buf, r->buf + r->pos, r->len - r->pos);
+      r->len -= r->pos;
+      r->pos = 0;
+    }
+    if (r->cap - r->len < CRITEO_CHUNK + 1) {
+      size_t cap = r->cap ? 2 * r->cap : 2 * CRITEO_CHUNK;
+      char *b = gs_realloc(r->buf, cap);
+      if (b == NULL)
+        return gs_error(GS_ERR_NOMEM, "Criteo file '%s' line %zu: out of memory for a line "
+                        "of %zu bytes or more", r->path, r->lineno + 1, r->len);
+      r->buf = b;
+      r->cap = cap;
+    }
+    int got = gzread(r->f, r->buf + r->len, (unsigned)CRITEO_CHUNK);
+    if (got < 0) {
+      int zerr = 0;
+      const char *msg = gzerror(r->f, &zerr);
+      return gs_error(GS_ERR_IO, "Criteo file '%s' after line %zu: %s", r->path, r->lineno,
+                      zerr == Z_ERRNO ? strerror(errno ? errno : EIO) : msg);
+    }
+    if (got == 0) {
+      /* gzread returns 0 at the end, and for a truncated gzip stream too:
+       * that one is an error, not a short file. */
+      int zerr = 0;
+      const char *msg = gzerror(r->f, &zerr);
+      if (zerr != Z_OK && zerr != Z_STREAM_END)
+        return gs_error(GS_ERR_IO, "Criteo file '%s' after line %zu: %s", r->path, r->lineno,
+                        msg);
+      r->eof = 1;
+    }
+    r->len += (size_t)got;
+  }
+}
+
+gs_status gs_criteo_skip(gs_criteo_reader *r, size_t n, size_t *skipped) {
+  if (r == NULL || skipped == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "Criteo reader: NULL reader or count");
+  *skipped = 0;
+  while (*skipped < n) {
+    char *line;
+    size_t len;
+    GS_CHECK(next_line(r, &line, &len));
+    if (line == NULL) break;
+    (*skipped)++;
+  }
+  r->samples += *skipped;
+  return GS_OK;
+}
+
+gs_status gs_criteo_rewind(gs_criteo_reader *r) {
+  if (r == NULL) return gs_error(GS_ERR_INVALID_ARG, "Criteo reader: NULL reader");
+  if (gzrewind(r->f) != 0)
+    return gs_error(GS_ERR_IO, "Criteo file '%s': cannot go back to its start", r->path);
+  r->pos = r->len = 0;
+  r->eof = 0;
+  r->lineno = r->samples = 0;
+  return GS_OK;
+}
+
 gs_status gs_criteo_read(gs_criteo_reader *r, gs_dlrm_batch *b, size_t *got) {
   if (r == NULL || b == NULL || got == NULL)
     return gs_error(GS_ERR_INVALID_ARG, "Criteo reader: NULL reader, batch or count");
@@ -151,19 +239,14 @@ gs_status gs_criteo_read(gs_criteo_reader *r, gs_dlrm_batch *b, size_t *got) {
   char *fields[CRITEO_FIELDS];
   size_t s = 0;
   while (s < b->max_n) {
-    errno = 0;
-    ssize_t len = getline(&r->line, &r->line_cap, r->f);
-    if (len < 0) {
-      if (ferror(r->f))
-        return gs_error(GS_ERR_IO, "Criteo file '%s' after line %zu: %s", r->path, r->lineno,
-                        strerror(errno ? errno : EIO));
-      break;
-    }
-    r->lineno++;
-    if ((size_t)len != strlen(r->line))
+    char *line;
+    size_t len;
+    GS_CHECK(next_line(r, &line, &len));
+    if (line == NULL) break;
+    if (memchr(line, '\0', len) != NULL)
       return gs_error(GS_ERR_PARSE, "Criteo file '%s' line %zu: a NUL byte inside the line",
                       r->path, r->lineno);
-    GS_CHECK(split_line(r, r->line, fields));
+    GS_CHECK(split_line(r, line, fields));
     GS_CHECK(parse_sample(r, fields, b, s));
     s++;
   }

@@ -216,6 +216,8 @@ static cJSON *describe_run(const dlrm_ckpt *c) {
   cJSON_AddNumberToObject(d, "teacher_bias", cfg->data.teacher_bias);
   cJSON_AddNumberToObject(d, "dense_std", cfg->data.dense_std);
   cJSON_AddNumberToObject(d, "sparse_std", cfg->data.sparse_std);
+  /* A Criteo file by its path (its lines are the samples, by position). */
+  if (cfg->criteo_file) cJSON_AddStringToObject(d, "criteo_file", cfg->criteo_file);
   cJSON_AddStringToObject(r, "sharding", cfg->plan_file        ? "plan file"
                                          : cfg->sharding < 0 ? "auto"
                                                              : gs_shard_kind_name(
@@ -238,7 +240,7 @@ static int run_differs(const cJSON *saved, const cJSON *mine, char *why, size_t 
                 {"embed_optimizer", "the tables' optimizer"},
                 {"batch", "the batch per rank"},
                 {"steps_per_epoch", "the steps per epoch (where every step's samples start)"},
-                {"data", "the synthetic data's parameters"},
+                {"data", "the data (the synthetic data's parameters, or the Criteo file)"},
                 {"sharding", "the sharding"}};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(saved, fields[i].key);

@@ -8,7 +8,9 @@
  * Data layout: global step g of the run covers samples g*P*B .. (g+1)*P*B - 1
  * of the training set (P ranks, B per rank), rank r the r-th slice of B; an
  * epoch is `steps` steps, and every epoch passes over the same samples. The
- * held-out set starts at sample 2^40, far past any training sample.
+ * held-out set starts at sample 2^40, far past any training sample. A
+ * Criteo file (cfg->criteo_file) is read by the same sample indices: its
+ * first steps*P*B lines are the training set, the held-out ones follow.
  *
  * Checkpoints (dlrm_ckpt.c): commits between steps (commit_every,
  * stop_at_step, a stop asked for) and after each epoch's evaluation; a
@@ -94,10 +96,68 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
   return gs_shard_plan_make(specs, cfg->model.ntables, &sc, out);
 }
 
+/* Where samples come from: the synthetic generator (any sample at once) or
+ * a Criteo file read forward (rewound for a sample before the position,
+ * the lines between skipped unparsed). */
+typedef struct data_src {
+  gs_dlrm_synth *g;
+  gs_criteo_reader *r;
+  const char *path;
+  size_t pos;        /* the file's next sample */
+  size_t eval_first; /* the held-out set's first sample */
+} data_src;
+
+static gs_status src_fill(data_src *src, size_t first, size_t n, gs_dlrm_batch *b) {
+  if (src->g) return gs_dlrm_synth_fill(src->g, first, n, b);
+  if (first < src->pos) {
+    GS_CHECK(gs_criteo_rewind(src->r));
+    src->pos = 0;
+  }
+  size_t skipped = 0, got = 0;
+  GS_CHECK(gs_criteo_skip(src->r, first - src->pos, &skipped));
+  src->pos += skipped;
+  if (src->pos == first) {
+    size_t keep = b->max_n;
+    b->max_n = n; /* exactly n lines */
+    gs_status st = gs_criteo_read(src->r, b, &got);
+    b->max_n = keep;
+    GS_CHECK(st);
+    src->pos += got;
+  }
+  if (got < n)
+    return gs_error(GS_ERR_INVALID_ARG, "Criteo file '%s': %zu samples, fewer than the run "
+                    "needs (samples %zu to %zu: the training set is steps x ranks x batch, "
+                    "the held-out samples follow it)", src->path, src->pos, first,
+                    first + n - 1);
+  return GS_OK;
+}
+
+/* A batch of this rank's samples, the outcome agreed before the collective
+ * step that uses it: a file can end, or hold a bad line, on one rank's
+ * slice only, and a rank that stopped there would leave the others in the
+ * step's all-to-all. Synthetic samples cannot fail: no agreement. `what`
+ * names the phase in a failure seen on another rank. */
+static gs_status fill_agreed(gs_comm *comm, data_src *src, size_t first, size_t n,
+                             gs_dlrm_batch *b, const char *what) {
+  gs_status lst = src_fill(src, first, n, b);
+  if (src->g) return lst;
+  char msg[GS_VOTE_MESSAGE] = "";
+  if (lst != GS_OK) gs__error_copy(msg, sizeof msg);
+  gs_agreement a;
+  GS_CHECK(gs_agree(comm, gs_comm_mpi(comm), what, lst, msg, NULL, 0, &a));
+  gs_status st = GS_OK;
+  if (a.failed)
+    st = lst != GS_OK ? gs_error(lst, "%s", msg)
+                      : gs_error((gs_status)a.votes[a.first].status, "%s on rank %d: %s", what,
+                                 a.first, a.votes[a.first].message);
+  gs_agreement_free(&a);
+  return st;
+}
+
 /* AUC and log loss over the held-out samples: every rank evaluates its
  * slices, the logits and labels are gathered on every rank. */
 static gs_status evaluate(const gs_dlrm_train_config *cfg, gs_comm *comm, gs_dlrm_dist *d,
-                          const gs_dlrm_synth *g, gs_dlrm_batch *b, size_t rounds, float *all,
+                          data_src *src, gs_dlrm_batch *b, size_t rounds, float *all,
                           float *labels, double *auc, double *ll, double *teacher) {
   size_t P = (size_t)gs_comm_size(comm), r = (size_t)gs_comm_rank(comm), B = cfg->batch;
   size_t N = rounds * P * B;
@@ -105,7 +165,7 @@ static gs_status evaluate(const gs_dlrm_train_config *cfg, gs_comm *comm, gs_dlr
   if (mine == NULL) return gs_error(GS_ERR_NOMEM, "DLRM evaluation: out of memory");
   gs_status st = GS_OK;
   for (size_t k = 0; k < rounds && st == GS_OK; k++) {
-    st = gs_dlrm_synth_fill(g, EVAL_FIRST + (k * P + r) * B, B, b);
+    st = fill_agreed(comm, src, src->eval_first + (k * P + r) * B, B, b, "DLRM held-out data");
     if (st == GS_OK) st = gs_dlrm_dist_forward(d, b, mine + k * B);
     if (st == GS_OK) memcpy(mine + rounds * B + k * B, b->labels, B * sizeof(float));
   }
@@ -122,7 +182,8 @@ static gs_status evaluate(const gs_dlrm_train_config *cfg, gs_comm *comm, gs_dlr
   }
   GS_CHECK(gs_metric_log_loss(logits, labels, N, ll));
   if (gs_metric_auc(logits, labels, N, auc) != GS_OK) *auc = NAN;
-  if (gs_dlrm_synth_teacher_auc(g, EVAL_FIRST, N, teacher) != GS_OK) *teacher = NAN;
+  if (!src->g || gs_dlrm_synth_teacher_auc(src->g, EVAL_FIRST, N, teacher) != GS_OK)
+    *teacher = NAN; /* a file has no teacher */
   return GS_OK;
 }
 
@@ -165,7 +226,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   }
   gs_shard_plan *plan = NULL;
   gs_dlrm_dist *d = NULL;
-  gs_dlrm_synth *g = NULL;
+  data_src src = {.path = cfg->criteo_file, .eval_first = EVAL_FIRST};
   gs_dlrm_batch b = {0};
   float *all = NULL, *labels = NULL;
   dlrm_ckpt *ck = NULL;
@@ -206,7 +267,19 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   int maxpool = sc.pooling > 0 ? sc.pooling : 1;
   /* Every rank's set-up, agreed: a failure here would leave the others in
    * the first step's exchange. */
-  gs_status lst = gs_dlrm_synth_create(&sc, &g);
+  gs_status lst = GS_OK;
+  if (cfg->criteo_file) {
+    src.eval_first = cfg->steps * P * B;
+    if (sc.ndense != GS_CRITEO_DENSE || T != GS_CRITEO_SPARSE || maxpool != 1)
+      lst = gs_error(GS_ERR_INVALID_ARG, "Criteo file '%s': its samples have %d dense "
+                     "features, %d tables and one id per bag; this model has %zu, %d and "
+                     "pooling %d", cfg->criteo_file, GS_CRITEO_DENSE, GS_CRITEO_SPARSE,
+                     sc.ndense, T, maxpool);
+    else
+      lst = gs_criteo_open(cfg->criteo_file, specs, T, &src.r);
+  } else {
+    lst = gs_dlrm_synth_create(&sc, &src.g);
+  }
   if (lst == GS_OK) lst = gs_dlrm_batch_alloc(&b, B, sc.ndense, T, B * (size_t)maxpool);
   if (lst == GS_OK) {
     all = gs_malloc(2 * rounds * P * B * sizeof(float));
@@ -232,7 +305,8 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
     size_t first = (size_t)(e - 1) * cfg->steps < start ? start % cfg->steps : 0;
     double t0 = gs_now(), lsum = first ? resumed_lsum : 0, commit_s = 0;
     for (size_t s = first; s < cfg->steps && st == GS_OK; s++) {
-      GS_CHECK_GOTO(gs_dlrm_synth_fill(g, (s * P + rank) * B, B, &b), st, out);
+      GS_CHECK_GOTO(fill_agreed(comm, &src, (s * P + rank) * B, B, &b, "DLRM training data"),
+                    st, out);
       double loss;
       GS_CHECK_GOTO(gs_dlrm_dist_train_step(d, &b, &cfg->optim, &loss, NULL), st, out);
       lsum += loss;
@@ -260,7 +334,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
                               .loss = lsum / (double)cfg->steps, .epoch_s = dt,
                               .samples_per_s = (double)(ran * P * B) / dt};
     gs_dlrm_dist_stats_get(d, &ee.stats);
-    GS_CHECK_GOTO(evaluate(cfg, comm, d, g, &b, rounds, all, labels, &ee.auc, &ee.log_loss,
+    GS_CHECK_GOTO(evaluate(cfg, comm, d, &src, &b, rounds, all, labels, &ee.auc, &ee.log_loss,
                            &ee.teacher_auc), st, out);
     ee.peak_rss_bytes = peak_rss();
     emit(cb, user, &ee);
@@ -277,7 +351,8 @@ out:
   gs_free(all);
   gs_free(labels);
   gs_dlrm_batch_free(&b);
-  gs_dlrm_synth_destroy(g);
+  gs_dlrm_synth_destroy(src.g);
+  gs_criteo_close(src.r);
   gs_dlrm_dist_destroy(d);
   gs_shard_plan_free(plan);
   dlrm_ckpt_close(ck);

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cmocka.h>
 
@@ -315,6 +316,64 @@ static void test_criteo_bad(void **state) {
   assert_int_equal(gs_criteo_open("/tmp", criteo_tables, 25, &r), GS_ERR_INVALID_ARG);
 }
 
+/* A gzip-compressed file (as Criteo ships its days) of n lines whose I1 is
+ * the line's index, the last without its newline; skip and rewind. */
+static void test_criteo_gzip(void **state) {
+  (void)state;
+  criteo_specs();
+  char *path = temp_file();
+  const int n = 3000; /* about 450 KB of text: several of the reader's chunks */
+  gzFile z = gzopen(path, "wb");
+  assert_non_null(z);
+  for (int i = 0; i < n; i++) {
+    gzprintf(z, "%d", i % 2);
+    for (int k = 1; k < 40; k++) gzprintf(z, k <= 13 ? "\t%d" : "\t%x", k == 1 ? i : 7 * k);
+    if (i + 1 < n) gzputc(z, '\n');
+  }
+  assert_int_equal(gzclose(z), Z_OK);
+  gs_criteo_reader *r;
+  assert_int_equal(gs_criteo_open(path, criteo_tables, 26, &r), GS_OK);
+  gs_dlrm_batch b;
+  assert_int_equal(gs_dlrm_batch_alloc(&b, 16, 13, 26, 16), GS_OK);
+  size_t got, skipped;
+  assert_int_equal(gs_criteo_skip(r, 1000, &skipped), GS_OK);
+  assert_int_equal(skipped, 1000);
+  assert_int_equal(gs_criteo_read(r, &b, &got), GS_OK);
+  assert_int_equal(got, 16);
+  assert_int_equal(b.first_sample, 1000);
+  for (int i = 0; i < 16; i++) assert_true(b.dense[i * 13] == (float)log1p(1000.0 + i));
+  assert_int_equal(gs_criteo_skip(r, 5000, &skipped), GS_OK);
+  assert_int_equal(skipped, (size_t)n - 1016); /* the last line, newline or not */
+  assert_int_equal(gs_criteo_read(r, &b, &got), GS_OK);
+  assert_int_equal(got, 0);
+  assert_int_equal(gs_criteo_rewind(r), GS_OK);
+  assert_int_equal(gs_criteo_read(r, &b, &got), GS_OK);
+  assert_true(got == 16 && b.first_sample == 0 && b.dense[13] == (float)log1p(1.0));
+  assert_int_equal(gs_criteo_skip(r, (size_t)n - 17, &skipped), GS_OK);
+  assert_int_equal(gs_criteo_read(r, &b, &got), GS_OK);
+  assert_true(got == 1 && b.dense[0] == (float)log1p(n - 1.0) && b.labels[0] == 1);
+  gs_criteo_close(r);
+  /* Cut short: the gzip stream ends in the middle, an I/O error naming the
+   * file (not a shorter file). */
+  FILE *f = fopen(path, "r+");
+  assert_non_null(f);
+  assert_int_equal(fseek(f, 0, SEEK_END), 0);
+  long size = ftell(f);
+  fclose(f);
+  assert_int_equal(truncate(path, size / 2), 0);
+  assert_int_equal(gs_criteo_open(path, criteo_tables, 26, &r), GS_OK);
+  gs_status st = GS_OK;
+  while (st == GS_OK && gs_criteo_line(r) < (size_t)n) {
+    st = gs_criteo_read(r, &b, &got);
+    if (st == GS_OK && got == 0) break;
+  }
+  assert_int_equal(st, GS_ERR_IO);
+  assert_non_null(strstr(gs_last_error(), path));
+  gs_criteo_close(r);
+  gs_dlrm_batch_free(&b);
+  unlink(path);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_zipf_shape),
@@ -322,6 +381,7 @@ int main(void) {
       cmocka_unit_test(test_synth_hot_rows_and_teacher),
       cmocka_unit_test(test_criteo_good),
       cmocka_unit_test(test_criteo_bad),
+      cmocka_unit_test(test_criteo_gzip),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

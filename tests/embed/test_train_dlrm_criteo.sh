@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# gradsync train --model dlrm --data FILE: training on a Criteo TSV file on
+# 2 ranks. A gzip file this test writes (labels tied to the integer and
+# categorical features, so that a model can learn them): the run ends with
+# a held-out AUC well above chance and no teacher (null); the same file
+# unpacked gives the same losses and AUC (the same samples); a file too
+# short for the run, or a bad line in one rank's slice, fails on every rank
+# naming the file (and the line), no rank left waiting; a missing file is
+# a usage error; a checkpoint of one file does not resume on another.
+# usage: test_train_dlrm_criteo.sh GRADSYNC
+set -u
+G=${1:?usage: test_train_dlrm_criteo.sh GRADSYNC}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+pass() { echo "ok    $*"; }
+fail() {
+  echo "FAIL  $*"
+  fails=$((fails + 1))
+}
+
+# 6,000 lines: a quarter positive; positives have larger integers and even
+# categorical values.
+awk 'BEGIN {
+  srand(3)
+  for (i = 0; i < 6000; i++) {
+    lab = rand() < 0.25 ? 1 : 0
+    line = lab
+    for (k = 0; k < 13; k++) line = line "\t" (rand() < 0.1 ? "" : int(rand() * 50) + 30 * lab)
+    for (k = 0; k < 26; k++) line = line "\t" sprintf("%x", int(rand() * 2000) * (1 + lab))
+    print line
+  }
+}' >"$tmp/day.tsv"
+gzip -c "$tmp/day.tsv" >"$tmp/day.gz"
+train() { # file out args...
+  local f=$1 o=$2
+  shift 2
+  timeout 300 "$G" run -np 2 -- "$G" train --model dlrm --tables kaggle:0.01 --data "$f" \
+    --batch 64 --epochs 2 --eval 1024 --json "$@" >"$o" 2>&1
+}
+
+train "$tmp/day.gz" "$tmp/gz.out" --steps 30
+rc=$?
+n=$(grep -c '^{"epoch"' "$tmp/gz.out")
+auc=$(grep '^{"epoch": 2' "$tmp/gz.out" | sed -E 's/.*"auc": ([0-9.]+).*/\1/')
+if [ "$rc" = 0 ] && [ "$n" = 2 ] && grep -q '"teacher_auc": null' "$tmp/gz.out" &&
+   awk -v a="${auc:-0}" 'BEGIN { exit !(a > 0.9) }'; then
+  pass "gzip file: 2 epochs, held-out AUC $auc, no teacher"
+else
+  fail "gzip file: exit $rc, $n epoch line(s), AUC '${auc:-}' (want > 0.9), teacher null"
+  tail -5 "$tmp/gz.out"
+fi
+
+train "$tmp/day.tsv" "$tmp/tsv.out" --steps 30
+strip() { grep '^{"epoch"' "$1" | sed -E 's/"(samples_per_s|step_ms|[a-z0-9]+_ms|peak_rss_bytes)": [0-9.]+//g'; }
+if [ -n "$(strip "$tmp/gz.out")" ] && [ "$(strip "$tmp/gz.out")" = "$(strip "$tmp/tsv.out")" ]; then
+  pass "the plain file trains as the gzip one (same losses and AUC)"
+else
+  fail "plain against gzip:"
+  strip "$tmp/gz.out"
+  strip "$tmp/tsv.out"
+fi
+
+# 40 steps x 128 samples = 5,120 training lines, then 1,024 held out: 6,144
+# of the 6,000 lines; the first evaluation runs out.
+train "$tmp/day.gz" "$tmp/short.out" --steps 40
+rc=$?
+k=$(grep -c "Criteo file '$tmp/day.gz': 6000 samples, fewer than the run needs" "$tmp/short.out")
+if [ "$rc" != 0 ] && [ "$k" -ge 1 ]; then
+  pass "a file too short: exit $rc, naming the file and its 6000 samples"
+else
+  fail "a file too short: exit $rc, $k message(s)"
+  tail -5 "$tmp/short.out"
+fi
+
+# A bad line in rank 1's slice of the first step (lines 65 to 128): every
+# rank ends, the message names the line, no rank waits in the step.
+awk 'NR == 100 { $0 = "2" substr($0, 2) } { print }' "$tmp/day.tsv" >"$tmp/bad.tsv"
+train "$tmp/bad.tsv" "$tmp/bad.out" --steps 30
+rc=$?
+if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "bad.tsv' line 100: field 1 (label) '2' is not 0 or 1" "$tmp/bad.out"; then
+  pass "a bad line on rank 1: exit $rc on every rank, naming line 100"
+else
+  fail "a bad line on rank 1: exit $rc (124: a rank hung)"
+  tail -5 "$tmp/bad.out"
+fi
+
+out=$("$G" train --model dlrm --data "$tmp/nonexistent.gz" 2>&1)
+rc=$?
+if [ "$rc" = 2 ] && [[ $out == *"--data $tmp/nonexistent.gz: cannot read it"* ]]; then
+  pass "a missing file: exit 2, naming it"
+else
+  fail "a missing file: exit $rc: $out"
+fi
+
+train "$tmp/day.gz" "$tmp/stop.out" --steps 30 --checkpoint "$tmp/ck" --stop-at-step 5
+train "$tmp/day.tsv" "$tmp/other.out" --steps 30 --checkpoint "$tmp/ck" --resume
+rc=$?
+if [ "$rc" != 0 ] && grep -q "the data (the synthetic data's parameters, or the Criteo file)" "$tmp/other.out"; then
+  pass "a checkpoint of one file does not resume on another (exit $rc)"
+else
+  fail "resume on another file: exit $rc"
+  tail -5 "$tmp/other.out"
+fi
+
+[ "$fails" = 0 ] && echo "all passed" && exit 0
+echo "$fails failure(s)"
+exit 1
