@@ -272,7 +272,8 @@ gs_status gs_engine_memory_get(gs_engine *e, int id, gs_compress_memory *out);
 
 /* Sets tensor id's memory (in's arrays hold the tensor's count floats;
  * copied), as described above: into its compressed message now, or pending.
- * The kinds the engine's messages do not keep are ignored. GS_ERR_INVALID_ARG
+ * It replaces the tensor's memory: kinds the messages keep that in->have
+ * lacks are zero afterwards; kinds they do not keep are ignored. GS_ERR_INVALID_ARG
  * without compression, for an unknown id, or memory that
  * gs_compress_memory_put refuses (a value that is not finite, a bad lr);
  * GS_ERR_STATE inside an iteration. */
