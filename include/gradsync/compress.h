@@ -331,6 +331,61 @@ gs_status gs_compress_state_carry(gs_compress_state *dst, size_t dst_off,
                                   const gs_compress_state *src, size_t src_off,
                                   size_t n);
 
+/* ---- A state's memory, read and written ------------------------------------
+ *
+ * For a caller that keeps a state's memory beyond the state's life: a
+ * trainer's checkpoint, from which a resumed run continues as if it had not
+ * stopped. The per-element memory of a range of elements (the
+ * error-feedback residual, DGC's momentum), the step counter (a density
+ * warm-up goes on from it; random-k's indices and the quantizers' rounding
+ * streams follow it) and the learning rate the residual is scaled to
+ * (gs_compress_set_lr). Whole-state memory that cannot be cut into ranges
+ * (PowerSGD's warm-started Q) is not part of it. */
+
+/* Kinds of per-element memory (bits of gs_compress_memory.have). */
+enum {
+  GS_COMPRESS_MEM_RESIDUAL = 1, /* the error-feedback residual: gradient not yet
+                                   sent (DGC: its accumulated velocity v) */
+  GS_COMPRESS_MEM_MOMENTUM = 2  /* DGC's momentum u (momentum correction) */
+};
+
+typedef struct gs_compress_memory {
+  unsigned have;     /* GS_COMPRESS_MEM_* bits: the arrays below that hold
+                        memory */
+  float *residual;   /* n floats, the caller's; NULL: not asked for */
+  float *momentum;   /* n floats, the caller's; NULL: not asked for */
+  uint64_t step;     /* the state's step counter (gs_compress_step) */
+  double lr;         /* the rate the residual is scaled to; 0: none set */
+} gs_compress_memory;
+
+/* The kinds of per-element memory a state keeps (GS_COMPRESS_MEM_* bits): a
+ * residual with error feedback (none for the lossless "none"), DGC's
+ * momentum always. 0 for NULL. */
+unsigned gs_compress_memory_kinds(const gs_compress_state *st);
+
+/* Copies elements [off, off + n) of the state's memory into out's arrays:
+ * out->residual and out->momentum are the caller's buffers of n floats, or
+ * NULL for a kind not wanted. out->have receives the kinds copied (those
+ * the state keeps and out has a buffer for), out->step and out->lr the
+ * state's. GS_ERR_INVALID_ARG for a NULL state or out, or a range outside
+ * the state. */
+gs_status gs_compress_memory_get(const gs_compress_state *st, size_t off, size_t n,
+                                 gs_compress_memory *out);
+
+/* Writes in's memory into elements [off, off + n) of the state, as
+ * gs_compress_state_carry moves it between states: each kind in in->have
+ * that the state keeps replaces its range (the residual rescaled by
+ * in->lr / the state's rate when both are set and differ, so that it is
+ * scaled to the state's rate); kinds the state does not keep are ignored
+ * (gs_compress_memory_kinds says which). The step counter becomes at least
+ * in->step, and the state takes in->lr when it has no rate yet. The other
+ * elements are untouched. GS_ERR_INVALID_ARG for a NULL state or in, a
+ * kind in have without its array, a range outside the state, a negative or
+ * non-finite lr, or a value that is not finite (the message names its
+ * index; nothing is written then). */
+gs_status gs_compress_memory_put(gs_compress_state *st, size_t off, size_t n,
+                                 const gs_compress_memory *in);
+
 /* The current residual (n floats, owned by the state; NULL without error
  * feedback), the step counter, and the density used at the current step
  * (DGC's warm-up; the spec's density for the other sparse kinds; 1 for

@@ -144,7 +144,9 @@ typedef struct gs_engine_config {
    * compressor state (error-feedback residual, DGC momentum, PowerSGD's Q);
    * a replan that regroups tensors carries each tensor's residual and
    * momentum, and the warm-up step, into its new message
-   * (gs_compress_state_carry); only PowerSGD's Q starts afresh. */
+   * (gs_compress_state_carry); only PowerSGD's Q starts afresh. A trainer
+   * checkpoints each tensor's memory and sets it on a resumed run's engine
+   * with gs_engine_memory_get/set (below). */
   const char *compress;
   /* 1 (default from gs_engine_config_init): keep the error-feedback
    * residual; 0: --no-ef. */
@@ -228,6 +230,54 @@ gs_status gs_engine_destroy(gs_engine *e);
  * once the rows are used up. */
 gs_status gs_engine_trace(gs_engine *e, const char *track, const char *name,
                           double start_s, double end_s);
+
+/* ---- Compressor memory, per tensor ------------------------------------------
+ *
+ * For a trainer that checkpoints compressed training and resumes it: each
+ * tensor's part of its compressed message's memory (gs_compress_memory: the
+ * error-feedback residual, DGC's momentum, the step counter and the rate the
+ * residual is scaled to), read and written by registered tensor id, whatever
+ * messages the plan in use fuses it into.
+ *
+ * The plan may not exist yet when memory is set (it is made at the first
+ * iteration, again after the warm-up, and at replans), and a tensor may be
+ * sent dense under it. So a set memory waits, pending, with the tensor until
+ * a plan puts the tensor in a compressed message, and is moved into that
+ * message's state when the plan is installed (gs_compress_state_carry: the
+ * residual rescaled to the state's rate, the step counter at least the
+ * memory's); into the message in use at once when there is one. A tensor
+ * sent dense keeps its pending memory (a get returns it, so that a
+ * checkpoint written meanwhile keeps it too) and sends it with its first
+ * compressed message: the memory is gradient not yet sent, which a dense
+ * exchange has no place for, and dropping it would lose that gradient. (A
+ * replan that moves a tensor from a compressed message to a dense one drops
+ * its memory, as before.)
+ *
+ * Both calls are the training thread's, between iterations (after
+ * gs_engine_wait, before the next iteration's first grad_ready): inside an
+ * iteration they are GS_ERR_STATE. Every rank may set different memory
+ * (it is each rank's own); they are local calls. */
+
+/* The kinds of memory (GS_COMPRESS_MEM_* bits) the engine's compressed
+ * messages keep: 0 without compression. */
+unsigned gs_engine_memory_kinds(gs_engine *e);
+
+/* Tensor id's memory into out's arrays (out->residual and out->momentum:
+ * the caller's buffers of the tensor's count floats, or NULL for a kind not
+ * wanted): from its compressed message in the plan in use, else its
+ * pending memory; out->have = 0 (step and lr 0) for a tensor with neither
+ * (no compression, sent dense, or no plan yet). GS_ERR_INVALID_ARG for an
+ * unknown id, GS_ERR_STATE inside an iteration. */
+gs_status gs_engine_memory_get(gs_engine *e, int id, gs_compress_memory *out);
+
+/* Sets tensor id's memory (in's arrays hold the tensor's count floats;
+ * copied), as described above: into its compressed message now, or pending.
+ * It replaces the tensor's memory: kinds the messages keep that in->have
+ * lacks are zero afterwards; kinds they do not keep are ignored. GS_ERR_INVALID_ARG
+ * without compression, for an unknown id, or memory that
+ * gs_compress_memory_put refuses (a value that is not finite, a bad lr);
+ * GS_ERR_STATE inside an iteration. */
+gs_status gs_engine_memory_set(gs_engine *e, int id, const gs_compress_memory *in);
 
 /* ---- Introspection --------------------------------------------------------- */
 

@@ -266,9 +266,15 @@ typedef struct gs_train_config {
   const char *data_dir;    /* NULL: $GRADSYNC_FASHION_MNIST_DIR or the default */
   long synthetic;          /* > 0: a synthetic set of this many samples */
   const char *checkpoint_dir; /* NULL: none; else DIR/checkpoint.gsck, written at
-                                 every epoch's end and at each commit */
+                                 every epoch's end and at each commit, with
+                                 per-rank files beside it: K-FAC's factors,
+                                 and with compression each rank's compressor
+                                 memory (DIR/compress.rank<R>.step<S>.gsck;
+                                 docs/TRAIN.md) */
   int resume;              /* continue from the checkpoint (an epoch's end or a
-                              commit inside one: the next step);
+                              commit inside one: the next step), each rank
+                              with its compressor memory (on another world
+                              size: the mean over the old ranks');
                               GS_TRAIN_RESUME_IF_ANY: if there is one */
   long commit_every;       /* > 0: commit every this many global steps inside
                               epochs too (needs checkpoint_dir; not with the

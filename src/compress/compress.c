@@ -414,9 +414,97 @@ gs_status gs_compress_state_carry(gs_compress_state *dst, size_t dst_off,
       memcpy(d, s, n * sizeof *d);
     }
   }
-  if (dst->kind->carry != NULL) dst->kind->carry(dst, dst_off, src, src_off, n);
+  float *du = dst->kind->momentum ? dst->kind->momentum(dst) : NULL;
+  const float *su = src->kind->momentum ? src->kind->momentum(src) : NULL;
+  if (du != NULL && su != NULL) memcpy(du + dst_off, su + src_off, n * sizeof *du);
   if (src->step > dst->step) dst->step = src->step;
   if (dst->lr == 0) dst->lr = src->lr;
+  return GS_OK;
+}
+
+unsigned gs_compress_memory_kinds(const gs_compress_state *st) {
+  if (st == NULL) return 0;
+  unsigned k = 0;
+  if (st->residual != NULL) k |= GS_COMPRESS_MEM_RESIDUAL;
+  if (st->kind->momentum != NULL && st->kind->momentum(st) != NULL)
+    k |= GS_COMPRESS_MEM_MOMENTUM;
+  return k;
+}
+
+static gs_status check_range(const gs_compress_state *st, size_t off, size_t n,
+                             const char *fn) {
+  if (off > st->n || n > st->n - off)
+    return gs_error(GS_ERR_INVALID_ARG, "%s (compressor %s): elements [%zu, %zu) of a "
+                    "%zu-element state", fn, st->c->spec, off, off + n, st->n);
+  return GS_OK;
+}
+
+gs_status gs_compress_memory_get(const gs_compress_state *st, size_t off, size_t n,
+                                 gs_compress_memory *out) {
+  if (st == NULL || out == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_compress_memory_get: NULL argument");
+  GS_CHECK(check_range(st, off, n, "gs_compress_memory_get"));
+  const unsigned kinds = gs_compress_memory_kinds(st);
+  out->have = 0;
+  if ((kinds & GS_COMPRESS_MEM_RESIDUAL) && out->residual != NULL) {
+    memcpy(out->residual, st->residual + off, n * sizeof(float));
+    out->have |= GS_COMPRESS_MEM_RESIDUAL;
+  }
+  if ((kinds & GS_COMPRESS_MEM_MOMENTUM) && out->momentum != NULL) {
+    memcpy(out->momentum, st->kind->momentum(st) + off, n * sizeof(float));
+    out->have |= GS_COMPRESS_MEM_MOMENTUM;
+  }
+  out->step = st->step;
+  out->lr = st->lr;
+  return GS_OK;
+}
+
+/* The first value of x[0..n) that is not finite, or n. */
+static size_t first_nonfinite(const float *x, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(x[i])) return i;
+  return n;
+}
+
+gs_status gs_compress_memory_put(gs_compress_state *st, size_t off, size_t n,
+                                 const gs_compress_memory *in) {
+  if (st == NULL || in == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_compress_memory_put: NULL argument");
+  GS_CHECK(check_range(st, off, n, "gs_compress_memory_put"));
+  const int res = (in->have & GS_COMPRESS_MEM_RESIDUAL) != 0;
+  const int mom = (in->have & GS_COMPRESS_MEM_MOMENTUM) != 0;
+  if ((res && in->residual == NULL) || (mom && in->momentum == NULL))
+    return gs_error(GS_ERR_INVALID_ARG, "gs_compress_memory_put (compressor %s): have "
+                    "names the %s, but its array is NULL", st->c->spec,
+                    res && in->residual == NULL ? "residual" : "momentum");
+  if (!(in->lr >= 0) || !isfinite(in->lr))
+    return gs_error(GS_ERR_INVALID_ARG, "gs_compress_memory_put (compressor %s): "
+                    "learning rate %g (expected finite and >= 0; 0: none)", st->c->spec,
+                    in->lr);
+  /* A value that is not finite would stay in the residual forever. */
+  for (int k = 0; k < 2; k++) {
+    const float *x = k == 0 ? (res ? in->residual : NULL) : (mom ? in->momentum : NULL);
+    const size_t bad = x ? first_nonfinite(x, n) : n;
+    if (bad < n)
+      return gs_error(GS_ERR_INVALID_ARG, "gs_compress_memory_put (compressor %s): "
+                      "%s[%zu] is %g (expected finite)", st->c->spec,
+                      k == 0 ? "residual" : "momentum", bad, (double)x[bad]);
+  }
+  const unsigned kinds = gs_compress_memory_kinds(st);
+  if (res && (kinds & GS_COMPRESS_MEM_RESIDUAL)) {
+    float *d = st->residual + off;
+    if (st->lr > 0 && in->lr > 0 && st->lr != in->lr) {
+      /* As gs_compress_state_carry: scaled to the state's rate. */
+      const float f = (float)(in->lr / st->lr);
+      for (size_t i = 0; i < n; i++) d[i] = in->residual[i] * f;
+    } else {
+      memcpy(d, in->residual, n * sizeof *d);
+    }
+  }
+  if (mom && (kinds & GS_COMPRESS_MEM_MOMENTUM))
+    memcpy(st->kind->momentum(st) + off, in->momentum, n * sizeof(float));
+  if (in->step > st->step) st->step = in->step;
+  if (st->lr == 0) st->lr = in->lr;
   return GS_OK;
 }
 

@@ -56,11 +56,10 @@ typedef struct gs_compress_kind {
   /* Optional: allocate / free st->priv. */
   gs_status (*init)(gs_compress_state *st);
   void (*fini)(gs_compress_state *st);
-  /* Optional: copy the kind's per-element memory of src [soff, soff + n)
-   * to dst [doff, doff + n) (gs_compress_state_carry; the residual is
-   * copied by the caller). */
-  void (*carry)(gs_compress_state *dst, size_t doff, const gs_compress_state *src,
-                size_t soff, size_t n);
+  /* Optional: the kind's per-element momentum (n floats, owned by the
+   * state; DGC's u), which gs_compress_state_carry and
+   * gs_compress_memory_get/put move with the residual. NULL: none. */
+  float *(*momentum)(const gs_compress_state *st);
   /* Round 0: p holds the n values to compress (g + e under the generic
    * error feedback, g otherwise; own_ef kinds get g). */
   gs_status (*compress)(gs_compress_state *st, const float *p, void *payload,

@@ -135,11 +135,9 @@ static gs_status dgc_decompress_add(gs_compress_state *st, const void *payload,
   return gs__sparse_add(st, payload, bytes, out, alpha);
 }
 
-static void dgc_carry(gs_compress_state *dst, size_t doff,
-                      const gs_compress_state *src, size_t soff, size_t n) {
-  const dgc_priv *s = src->priv;
-  dgc_priv *d = dst->priv;
-  memcpy(d->u + doff, s->u + soff, n * sizeof *d->u);
+static float *dgc_momentum(const gs_compress_state *st) {
+  const dgc_priv *d = st->priv;
+  return d->u;
 }
 
 const gs_compress_kind gs__kind_dgc = {
@@ -147,4 +145,4 @@ const gs_compress_kind gs__kind_dgc = {
     .rounds = 1, .fixed_size = 0, .own_ef = 1, .warmup = 1, .own_momentum = 1,
     .cbytes = 36,
     .dbytes = 0, .payload_bytes = dgc_bytes, .init = dgc_init, .fini = dgc_fini,
-    .carry = dgc_carry, .compress = dgc_compress, .decompress_add = dgc_decompress_add};
+    .momentum = dgc_momentum, .compress = dgc_compress, .decompress_add = dgc_decompress_add};

@@ -712,6 +712,11 @@ static gs_status setup_compression(gs_engine *e, const gs_engine_config *cfg) {
   e->zopts.rank = e->rank;
   e->zopts.nranks = e->size;
   GS_CHECK(gs_xchg_ws_create(&e->zws));
+  /* The kinds of memory its states keep: a one-element state says. */
+  gs_compress_state *probe = NULL;
+  GS_CHECK(gs_compress_state_create(e->zc, 1, &e->zopts, &probe));
+  e->zkinds = gs_compress_memory_kinds(probe);
+  gs_compress_state_destroy(probe);
   if (e->rank == 0) {
     st = gs_compressor_measure(e->zc, (size_t)1 << 18, &e->z_secs_per_elem);
     if (st != GS_OK) return st;
@@ -1148,6 +1153,93 @@ gs_status gs_engine_trace(gs_engine *e, const char *track, const char *name,
   return GS_OK;
 }
 
+/* ---- Compressor memory, per tensor ------------------------------------------ */
+
+unsigned gs_engine_memory_kinds(gs_engine *e) { return e ? e->zkinds : 0; }
+
+/* The checks both memory calls make: a registered id, between iterations
+ * (so that the launch thread runs no exchange: it is waiting for the next
+ * iteration's first event), a healthy engine. */
+static gs_status memory_call(gs_engine *e, int id, const void *mem, const char *fn) {
+  if (e == NULL || mem == NULL) return gs_error(GS_ERR_INVALID_ARG, "%s: NULL argument", fn);
+  if (atomic_load(&e->failed)) return failed_status(e);
+  if (id < 0 || (size_t)id >= e->ntensors)
+    return gs_error(GS_ERR_INVALID_ARG, "%s on rank %d: tensor id %d is not registered "
+                    "(%zu tensors)", fn, e->rank, id, e->ntensors);
+  if (e->started)
+    return gs_error(GS_ERR_STATE, "%s on rank %d: tensor '%s': iteration %llu is open "
+                    "(call between gs_engine_wait and the next grad_ready)", fn, e->rank,
+                    e->tensors[id].name, (unsigned long long)e->iter);
+  return GS_OK;
+}
+
+/* Tensor id's compressed message in the plan in use and its index there
+ * (mu held), or NULL. */
+static eng_msg *memory_msg(gs_engine *e, int id, size_t *at) {
+  eng_plan *p = e->plan;
+  for (size_t k = 0; p != NULL && k < p->nmsgs; k++) {
+    eng_msg *m = &p->msgs[k];
+    for (size_t i = 0; m->zst != NULL && i < m->n; i++)
+      if (m->ids[i] == id) {
+        *at = i;
+        return m;
+      }
+  }
+  return NULL;
+}
+
+gs_status gs_engine_memory_get(gs_engine *e, int id, gs_compress_memory *out) {
+  GS_CHECK(memory_call(e, id, out, "gs_engine_memory_get"));
+  out->have = 0;
+  out->step = 0;
+  out->lr = 0;
+  if (e->zc == NULL || e->tensors[id].count == 0) return GS_OK;
+  const eng_tensor *t = &e->tensors[id];
+  size_t at = 0;
+  gs_status st = GS_OK;
+  pthread_mutex_lock(&e->mu);
+  eng_msg *m = memory_msg(e, id, &at);
+  if (m != NULL) st = gs_compress_memory_get(m->zst, m->off[at], t->count, out);
+  else if (t->zpending != NULL) st = gs_compress_memory_get(t->zpending, 0, t->count, out);
+  pthread_mutex_unlock(&e->mu);
+  return st;
+}
+
+gs_status gs_engine_memory_set(gs_engine *e, int id, const gs_compress_memory *in) {
+  GS_CHECK(memory_call(e, id, in, "gs_engine_memory_set"));
+  eng_tensor *t = &e->tensors[id];
+  if (e->zc == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_engine_memory_set on rank %d: tensor '%s': "
+                    "the engine compresses nothing (compression '%s')", e->rank, t->name,
+                    e->zspec);
+  if (t->count == 0) return GS_OK;
+  /* The memory goes into a state of the tensor's own first: its checks are
+   * gs_compress_memory_put's, and from there it moves into a message like a
+   * regrouped tensor's memory (gs_compress_state_carry). */
+  gs_compress_state *own = NULL;
+  GS_CHECK(gs_compress_state_create(e->zc, t->count, &e->zopts, &own));
+  gs_status st = gs_compress_memory_put(own, 0, t->count, in);
+  if (st != GS_OK) {
+    char why[900];
+    gs__error_copy(why, sizeof why);
+    gs_compress_state_destroy(own);
+    return gs_error(st, "gs_engine_memory_set on rank %d: tensor '%s': %s", e->rank,
+                    t->name, why);
+  }
+  size_t at = 0;
+  pthread_mutex_lock(&e->mu);
+  eng_msg *m = memory_msg(e, id, &at);
+  if (m != NULL) {
+    st = gs_compress_state_carry(m->zst, m->off[at], own, 0, t->count);
+    gs_compress_state_destroy(own);
+  } else {
+    gs_compress_state_destroy(t->zpending);
+    t->zpending = own;
+  }
+  pthread_mutex_unlock(&e->mu);
+  return st;
+}
+
 gs_status gs_engine_destroy(gs_engine *e) {
   if (e == NULL) return GS_OK;
   gs_status st = GS_OK;
@@ -1188,7 +1280,10 @@ gs_status gs_engine_destroy(gs_engine *e) {
   gs_compressor_destroy(e->zc);
   gs_xchg_ws_destroy(e->zws);
   gs_free(e->zspec);
-  for (size_t i = 0; i < e->ntensors; i++) gs_free(e->tensors[i].name);
+  for (size_t i = 0; i < e->ntensors; i++) {
+    gs_free(e->tensors[i].name);
+    gs_compress_state_destroy(e->tensors[i].zpending);
+  }
   gs_free(e->tensors);
   gs_free(e->comm_ids);
   gs_free(e->ring.slots);

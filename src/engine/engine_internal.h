@@ -102,6 +102,10 @@ typedef struct eng_tensor {
   gs_dtype dtype;
   long comm;            /* index among tensors with count > 0, or -1 */
   uint64_t marked;      /* training thread: iteration + 1 of the last mark */
+  /* (mu) Compressor memory set for the tensor (gs_engine_memory_set) that
+   * no compressed message holds yet: a state of the tensor's own, moved
+   * into its message when a plan puts it in a compressed one. */
+  gs_compress_state *zpending;
 } eng_tensor;
 
 /* One message's duration, for the cost fit. */
@@ -191,6 +195,7 @@ struct gs_engine {
   _Atomic uint64_t zlr_bits;    /* gs_engine_set_lr's rate (double bits; 0:
                                    none), read by the launch thread */
   char *zspec;                  /* as given, for messages */
+  unsigned zkinds;              /* GS_COMPRESS_MEM_* its states keep */
   gs_xchg_ws *zws;              /* launch thread */
   double z_secs_per_elem;       /* rank 0: measured coding rate */
 
@@ -234,6 +239,9 @@ void eng_profile_iteration(gs_engine *e, uint64_t flush_ns);
 void eng_plan_free(eng_plan *p);
 gs_status eng_copy_plan(const eng_plan *p, gs_plan **out);
 gs_status eng_copy_profile(const gs_profile *p, gs_profile **out);
+/* Moves the tensors' pending compressor memory into the compressed
+ * messages of plan p that hold them (with mu held, no exchange running). */
+void eng_install_memory(gs_engine *e, eng_plan *p);
 /* The compressed alternatives for the planner under the engine's current
  * cost (rank 0); x->n = 0 without compression. */
 gs_status eng_xchg_costs(gs_engine *e, gs_plan_xchg *x);

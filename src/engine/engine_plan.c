@@ -529,7 +529,8 @@ done:
  * compressed messages (gs_compress_state_carry), and their furthest warm-up
  * step: without it every regrouping replan would restart the density
  * warm-up at 25% and drop the unsent gradient. Tensors that were sent dense
- * start with no memory. The launch thread runs every exchange and installs
+ * start with no memory, unless the trainer set some for them
+ * (eng_install_memory, after this). The launch thread runs every exchange and installs
  * plans, so no exchange is using either state. */
 static void carry_states(gs_engine *e, eng_plan *old, eng_plan *ep) {
   if (old == NULL) return;
@@ -584,6 +585,25 @@ static void carry_states(gs_engine *e, eng_plan *old, eng_plan *ep) {
   }
   gs_free(from);
   gs_free(at);
+}
+
+/* Memory set by the trainer (gs_engine_memory_set) before the tensor had a
+ * compressed message: it joins the message's state now, as a regrouped
+ * tensor's memory does above. A tensor sent dense keeps it pending. */
+void eng_install_memory(gs_engine *e, eng_plan *p) {
+  for (size_t k = 0; p != NULL && k < p->nmsgs; k++) {
+    eng_msg *m = &p->msgs[k];
+    for (size_t i = 0; m->zst != NULL && i < m->n; i++) {
+      eng_tensor *t = &e->tensors[m->ids[i]];
+      if (t->zpending == NULL) continue;
+      gs_status st = gs_compress_state_carry(m->zst, m->off[i], t->zpending, 0, t->count);
+      if (st != GS_OK) /* the same compressor and sizes: a bug */
+        gs_log(GS_LOG_WARN, "gradsync engine, rank %d: tensor '%s': %s", e->rank, t->name,
+               gs_last_error());
+      gs_compress_state_destroy(t->zpending);
+      t->zpending = NULL;
+    }
+  }
 }
 
 /* The decision's header: scalars, then the three cost curves, each as
@@ -806,6 +826,7 @@ gs_status eng_plan_step(gs_engine *e, uint64_t n) {
   eng_wait_drained_locked(e);
   eng_plan *old = e->plan;
   carry_states(e, old, ep);
+  eng_install_memory(e, ep);
   e->plan = ep;
   e->stats.plans++;
   e->stats.chosen = plan->chosen;

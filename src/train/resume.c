@@ -105,6 +105,9 @@ static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long e
   cJSON_AddNumberToObject(m, "warmup_epochs", c->warmup_epochs);
   cJSON_AddStringToObject(m, "sync", t->sync.ops ? t->sync.ops->name : c->sync);
   cJSON_AddStringToObject(m, "optimizer", t->optim.ops ? t->optim.ops->name : c->optimizer);
+  /* The sync mode's per-rank files beside the checkpoint (the compressor
+   * memory): the world size that wrote them, 0 for none. */
+  cJSON_AddNumberToObject(m, "sync_rank_files", t->sync_files);
   return m;
 }
 
@@ -324,10 +327,14 @@ gs_status train_meta_check(const train_ctx *t, const char *ckpt_path,
     const cJSON *se = cJSON_GetObjectItemCaseSensitive(m, "samples_in_epoch");
     const cJSON *rk = cJSON_GetObjectItemCaseSensitive(m, "ranks");
     const cJSON *br = cJSON_GetObjectItemCaseSensitive(m, "base_ranks");
+    const cJSON *sf = cJSON_GetObjectItemCaseSensitive(m, "sync_rank_files");
     train_ctx *w = (train_ctx *)t; /* the position is this call's output */
     w->resume_samples_in_epoch = cJSON_IsNumber(se) ? (long)se->valuedouble : 0;
     w->resume_ranks = cJSON_IsNumber(rk) ? (int)rk->valuedouble : t->size;
     if (cJSON_IsNumber(br) && br->valuedouble >= 1) w->base_ranks = (int)br->valuedouble;
+    /* A checkpoint from before the files existed has none. */
+    w->resume_sync_files =
+        cJSON_IsNumber(sf) && sf->valuedouble >= 1 ? (int)sf->valuedouble : 0;
   }
   if (bad) {
     const char *src =

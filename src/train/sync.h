@@ -74,6 +74,20 @@ typedef struct train_sync_ops {
    * whatever its own step count. Batches past the worker's shard of the
    * epoch wrap around it. NULL: every worker runs steps_per_epoch steps. */
   int (*epoch_done)(void *self, const train_step *step);
+  /* Optional (may be NULL): the mode's state that differs between ranks
+   * (the engine's compressor memory), in files of each rank's own beside
+   * the checkpoint in dir, kept as the optimizer's per-rank state is
+   * (optim.h): at a commit point (after flush: nothing in flight) every
+   * rank calls save_rank before rank 0 writes the checkpoint of training
+   * step `step`, and sets *files to 1 when it wrote a file (the
+   * checkpoint's description records it); commit_rank once that
+   * checkpoint is in place, to drop the files of the one before it. On a
+   * resumed run, load_rank runs on every rank after create, with the
+   * checkpoint's step and the world size that wrote its files (0: it has
+   * none: written without them); that size may differ from this run's. */
+  gs_status (*save_rank)(void *self, const char *dir, long step, int *files);
+  void (*commit_rank)(void *self);
+  gs_status (*load_rank)(void *self, const char *dir, long step, int files_size);
   gs_status (*destroy)(void *self);
 } train_sync_ops;
 

@@ -12,7 +12,9 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "sync_memory.h"
 #include "train_ctx.h"
 
 typedef struct engine_sync {
@@ -21,6 +23,19 @@ typedef struct engine_sync {
   int *ids;
   unsigned char *pending; /* per tensor: an update waits to be applied */
   uint64_t steps;
+  /* The compressor memory's files (sync_memory.h). This rank removes the
+   * files of the checkpoint on disk once a newer one is in place: those of
+   * step kept_step of ranks kept_first, kept_first + size, ... below
+   * kept_upto (after a resize, the new ranks share out the old ones'
+   * files); written_step is the step of the file just written (-1: none:
+   * no memory to keep); saved: a save since the last commit_rank. */
+  long kept_step, written_step;
+  int kept_first, kept_upto;
+  int saved;
+  /* How a resumed run's memory came back, for the summary: "own", "mean",
+   * "zero" or "dropped"; "" when not resumed. from: the ranks it came from. */
+  const char *resumed;
+  int resumed_from;
 } engine_sync;
 
 static gs_status engine_destroy(void *self);
@@ -30,6 +45,8 @@ static gs_status engine_create(train_ctx *t, void **self) {
   if (s == NULL) return gs_error(GS_ERR_NOMEM, "out of memory for the engine sync mode");
   *self = s;
   s->t = t;
+  s->kept_step = s->written_step = -1;
+  s->resumed = "";
   gs_engine_config cfg;
   gs_engine_config_init(&cfg);
   cfg.policy = t->cfg->policy;
@@ -154,6 +171,11 @@ static void engine_describe(void *self, cJSON *json, char *text, size_t n) {
     cJSON_AddStringToObject(json, "exchanges", exch);
     cJSON_AddNumberToObject(json, "bytes_per_step", per_step);
     cJSON_AddNumberToObject(json, "compression_ratio", ratio);
+    if (*s->resumed) {
+      cJSON *r = cJSON_AddObjectToObject(json, "memory_resumed");
+      cJSON_AddStringToObject(r, "rule", s->resumed);
+      cJSON_AddNumberToObject(r, "from_ranks", s->resumed_from);
+    }
   }
   if (text && zon)
     snprintf(text, n, "policy %s (plan: %s, %zu messages per step), compression %s%s "
@@ -165,6 +187,192 @@ static void engine_describe(void *self, cJSON *json, char *text, size_t n) {
     snprintf(text, n, "policy %s (plan: %s, %zu messages per step), %.0f bytes sent "
              "per step", s->t->cfg->policy, chosen, groups, per_step);
   gs_plan_free(plan);
+}
+
+/* ---- The compressor memory in checkpoints ------------------------------------
+ *
+ * Each compressed message's state keeps memory that differs between ranks
+ * (the error-feedback residual: gradient this rank has not sent yet; DGC's
+ * momentum) and memory the ranks share (the step counter, the learning rate
+ * the residual is scaled to). At every commit each rank writes its own, per
+ * tensor (gs_engine_memory_get), and a resumed run sets it back
+ * (gs_engine_memory_set) before its first step, so that it continues as if
+ * it had not stopped.
+ *
+ * On another world size no rank's memory is any new rank's. The engine
+ * averages the ranks' messages, so the next step applies the unsent
+ * gradient of N old ranks, sum_r e_r / N, exactly when every new rank
+ * starts from the mean over the old ranks' memories: the residuals are
+ * summed into the first step. DGC's momentum takes the mean too; the step
+ * counter the largest (a density warm-up goes on); the learning rate the
+ * saved one (the residual is rescaled from it at the first step, as
+ * gs_compress_set_lr does). */
+
+/* A train_memory over one buffer: arrays for the engine's kinds. */
+static gs_status memory_alloc(engine_sync *s, unsigned kinds, train_memory *m, size_t **counts,
+                              float **buf) {
+  const size_t T = s->t->nparams;
+  size_t total = 0;
+  memset(m, 0, sizeof *m);
+  *counts = gs_calloc(T + 1, sizeof **counts);
+  m->mem = gs_calloc(T + 1, sizeof *m->mem);
+  for (size_t i = 0; *counts && i < T; i++) {
+    (*counts)[i] = gs_nn_param_at(s->t->net, i)->count;
+    total += (*counts)[i];
+  }
+  const size_t per = (size_t)((kinds & GS_COMPRESS_MEM_RESIDUAL) != 0) +
+                     (size_t)((kinds & GS_COMPRESS_MEM_MOMENTUM) != 0);
+  *buf = gs_calloc(per * total + 1, sizeof **buf);
+  if (*counts == NULL || m->mem == NULL || *buf == NULL) {
+    gs_free(*counts);
+    gs_free(m->mem);
+    gs_free(*buf);
+    *counts = NULL;
+    *buf = NULL;
+    m->mem = NULL;
+    return gs_error(GS_ERR_NOMEM, "out of memory for the compressor memory of %zu elements",
+                    total);
+  }
+  float *p = *buf;
+  for (size_t i = 0; i < T; i++) {
+    if (kinds & GS_COMPRESS_MEM_RESIDUAL) {
+      m->mem[i].residual = p;
+      p += (*counts)[i];
+    }
+    if (kinds & GS_COMPRESS_MEM_MOMENTUM) {
+      m->mem[i].momentum = p;
+      p += (*counts)[i];
+    }
+  }
+  m->ntensors = T;
+  m->counts = *counts;
+  return GS_OK;
+}
+
+static void memory_free(train_memory *m, size_t *counts, float *buf) {
+  gs_free(m->mem);
+  gs_free(counts);
+  gs_free(buf);
+}
+
+/* The run's compression spec, normalised ("topk:0.01", "auto:dgc:0.001"). */
+static void spec_of(const char *spec, gs_compress_spec *z) {
+  /* The engine has parsed the same spec: it cannot fail here. */
+  if (gs_compress_spec_parse(spec, z) != GS_OK) {
+    memset(z, 0, sizeof *z);
+    z->kind = "none";
+  }
+}
+
+static gs_status engine_save_rank(void *self, const char *dir, long step, int *files) {
+  engine_sync *s = self;
+  *files = 0;
+  const unsigned kinds = gs_engine_memory_kinds(s->engine);
+  s->written_step = -1;
+  s->saved = 1;
+  if (kinds == 0) return GS_OK;
+  train_memory m;
+  size_t *counts;
+  float *buf;
+  gs_status st = memory_alloc(s, kinds, &m, &counts, &buf);
+  if (st != GS_OK) return st;
+  gs_compress_spec z;
+  spec_of(s->t->cfg->compress, &z);
+  snprintf(m.spec, sizeof m.spec, "%s", z.normalised);
+  for (size_t i = 0; i < m.ntensors && st == GS_OK; i++)
+    st = gs_engine_memory_get(s->engine, s->ids[i], &m.mem[i]);
+  char path[4200];
+  train_memory_path(path, sizeof path, dir, s->t->rank, step);
+  if (st == GS_OK) st = train_memory_write(path, &m, s->t->rank, s->t->size, step);
+  memory_free(&m, counts, buf);
+  if (st != GS_OK) return st;
+  s->written_step = step;
+  *files = 1;
+  return GS_OK;
+}
+
+/* Called once a checkpoint is in place, and again (a no-op) where the
+ * loop settles a background commit that was not in flight. */
+static void engine_commit_rank(void *self) {
+  engine_sync *s = self;
+  if (!s->saved) return;
+  s->saved = 0;
+  const int size = s->t->size;
+  for (int r = s->kept_first; s->kept_step >= 0 && r < s->kept_upto; r += size) {
+    if (s->kept_step == s->written_step && r == s->t->rank) continue;
+    char path[4200];
+    train_memory_path(path, sizeof path, s->t->cfg->checkpoint_dir, r, s->kept_step);
+    (void)unlink(path);
+  }
+  s->kept_step = s->written_step;
+  s->kept_first = s->t->rank;
+  s->kept_upto = s->written_step >= 0 ? s->t->rank + 1 : 0;
+  s->written_step = -1;
+}
+
+static gs_status engine_load_rank(void *self, const char *dir, long step, int files_size) {
+  engine_sync *s = self;
+  train_ctx *t = s->t;
+  const unsigned kinds = gs_engine_memory_kinds(s->engine);
+  if (files_size > 0) {
+    /* The old files are this rank's to remove once a newer commit is in:
+     * its own, and after a resize every size-th from it. */
+    s->kept_step = step;
+    s->kept_first = t->rank;
+    s->kept_upto = files_size;
+  }
+  if (files_size <= 0) {
+    if (kinds != 0) {
+      s->resumed = "zero";
+      train_note(t, "resume: the checkpoint in %s keeps no compressor memory (written "
+                 "without compression): the error-feedback memory starts at zero", dir);
+    }
+    return GS_OK;
+  }
+  if (kinds == 0) {
+    s->resumed = "dropped";
+    train_note(t, "resume: the compressor memory of %d rank%s in %s is not used: this run "
+               "keeps none (%s%s)", files_size, files_size == 1 ? "" : "s", dir,
+               t->cfg->compress ? t->cfg->compress : "no compression",
+               t->cfg->no_ef ? " without error feedback" : "");
+    return GS_OK;
+  }
+  const int same = files_size == t->size;
+  train_memory m;
+  size_t *counts;
+  float *buf;
+  gs_status st = memory_alloc(s, kinds, &m, &counts, &buf);
+  if (st != GS_OK) return st;
+  st = train_memory_load(dir, step, files_size, same ? t->rank : -1, &m);
+  gs_compress_spec was, now;
+  if (st == GS_OK) {
+    spec_of(m.spec, &was);
+    spec_of(t->cfg->compress, &now);
+  }
+  if (st == GS_OK && strcmp(was.kind, now.kind) != 0) {
+    /* Another compressor's memory means something else (DGC's is velocity
+     * under momentum correction, top-k's plain gradient). */
+    s->resumed = "dropped";
+    train_note(t, "resume: the compressor memory in %s is %s's, this run compresses with "
+               "%s: it starts at zero", dir, was.normalised, now.normalised);
+    memory_free(&m, counts, buf);
+    return GS_OK;
+  }
+  for (size_t i = 0; i < m.ntensors && st == GS_OK; i++)
+    if (m.mem[i].have != 0) /* nothing for a tensor sent dense at the commit */
+      st = gs_engine_memory_set(s->engine, s->ids[i], &m.mem[i]);
+  memory_free(&m, counts, buf);
+  if (st != GS_OK) return st;
+  s->resumed = same ? "own" : "mean";
+  s->resumed_from = files_size;
+  if (same)
+    train_note(t, "resume: each rank's compressor memory restored from %s (step %ld)", dir,
+               step);
+  else
+    train_note(t, "resume: the compressor memory of %d ranks averaged onto %d (every rank "
+               "starts from their mean, so the first step sends the old ranks' unsent "
+               "gradient summed)", files_size, t->size);
+  return GS_OK;
 }
 
 /* Every path here has the engine idle on every rank: destroying it issues
@@ -197,5 +405,8 @@ const train_sync_ops train_sync_engine = {
     .flush = engine_flush,
     .stats = engine_stats,
     .describe = engine_describe,
+    .save_rank = engine_save_rank,
+    .commit_rank = engine_commit_rank,
+    .load_rank = engine_load_rank,
     .destroy = engine_destroy,
 };

@@ -248,34 +248,59 @@ static gs_status bg_start(train_ctx *t, const train_data_id *data, long epoch, l
 }
 
 /* Whether commits go to the background: an optimizer that can split its
- * save and keeps no per-rank state. */
+ * save and keeps no per-rank state. (The sync mode's per-rank state, the
+ * compressor memory, is small: save_ranks writes it in the foreground,
+ * before the background commit starts.) */
 static int bg_capable(const train_ctx *t) {
   return t->optim.ops->save_begin != NULL && t->optim.ops->save_rank == NULL &&
          getenv("GRADSYNC_COMMIT_SYNC") == NULL;
 }
 
+/* State that differs between ranks (the optimizer's K-FAC factors, the sync
+ * mode's compressor memory), written by every rank before the checkpoint of
+ * training step `step` that needs it, so that a checkpoint on disk always
+ * has its ranks' files. Collective over the workers, at a commit point;
+ * returns 0, or 1 on every worker. */
+static int save_ranks(train_ctx *t, long step) {
+  gs_status st = GS_OK;
+  const train_optim_ops *o = t->optim.ops;
+  const train_sync_ops *y = t->sync.ops;
+  int files = 0;
+  if (o->save_rank) st = o->save_rank(t->optim.self, t->cfg->checkpoint_dir, t->rank, step);
+  if (st == GS_OK && y->save_rank)
+    st = y->save_rank(t->sync.self, t->cfg->checkpoint_dir, step, &files);
+  /* Every rank runs the same configuration: rank 0's word, recorded in the
+   * checkpoint's description, is every rank's. */
+  t->sync_files = files ? t->size : 0;
+  return (o->save_rank || y->save_rank) && gs_train_agree_status(&t->workers, st);
+}
+
+/* Once a checkpoint is in place, the per-rank files of the one before it go. */
+static void commit_ranks(train_ctx *t) {
+  if (t->optim.ops->commit_rank) t->optim.ops->commit_rank(t->optim.self);
+  if (t->sync.ops->commit_rank) t->sync.ops->commit_rank(t->sync.self);
+}
+
 /* The previous background commit's outcome, agreed (before anything that
- * replaces it, and at the run's end). Returns 0, or 1 on every worker. */
+ * replaces it, and at the run's end); once it is in place, the per-rank
+ * files of the commit before it go. Returns 0, or 1 on every worker. */
 static int bg_settle(train_ctx *t) {
   gs_status st = bg_join(t);
-  return gs_train_agree_status(&t->workers, st);
+  if (gs_train_agree_status(&t->workers, st)) return 1;
+  commit_ranks(t);
+  return 0;
 }
 
 /* Replicas are identical: rank 0 writes; every rank learns the outcome.
- * State that differs between ranks (the optimizer's save_rank) is written
- * first, by every rank, so that a checkpoint on disk always has its ranks'
- * files. Returns 0, or 1 on every rank. */
+ * State that differs between ranks is written first, by every rank
+ * (save_ranks). Returns 0, or 1 on every rank. */
 static int save_checkpoint(train_ctx *t, const train_data_id *data, long epoch, long step) {
   /* A commit still being written in the background finishes first. */
   if (bg_capable(t) && bg_settle(t)) return 1;
   char path[4096];
   checkpoint_path(t->cfg, path, sizeof path);
   gs_status st = GS_OK;
-  const train_optim_ops *o = t->optim.ops;
-  if (o->save_rank) {
-    st = o->save_rank(t->optim.self, t->cfg->checkpoint_dir, t->rank, step);
-    if (gs_train_agree_status(&t->workers, st)) return 1;
-  }
+  if (save_ranks(t, step)) return 1;
   if (t->rank == 0) {
     /* The order that survives a kill anywhere: resume.c. */
     char next[4200];
@@ -287,7 +312,7 @@ static int save_checkpoint(train_ctx *t, const train_data_id *data, long epoch, 
       st = gs_error(GS_ERR_IO, "%s: cannot rename %s over it: %s", path, next, strerror(errno));
   }
   if (gs_train_agree_status(&t->workers, st)) return 1;
-  if (o->commit_rank) o->commit_rank(t->optim.self);
+  commit_ranks(t);
   return 0;
 }
 
@@ -440,8 +465,10 @@ static int commit_step(train_ctx *t, const train_data_id *data, long epoch, long
   const long global = epoch * t->steps_per_epoch + step + 1;
   int rc;
   if (bg_capable(t)) {
-    /* The previous commit's outcome first: this one replaces it. */
+    /* The previous commit's outcome first: this one replaces it. Then the
+     * per-rank files, before the checkpoint that needs them. */
     rc = bg_settle(t);
+    if (!rc) rc = save_ranks(t, global);
     gs_status st = !rc && t->rank == 0 ? bg_start(t, data, epoch, global) : GS_OK;
     if (!rc) rc = gs_train_agree_status(&t->workers, st);
   } else {
@@ -764,7 +791,10 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
     if (st == GS_OK && t->resume_ranks != t->size && t->optim.ops->load_rank)
       train_note(t, "resume: %s's per-rank state is of %d ranks, not %d: it starts afresh",
                  t->optim.ops->name, t->resume_ranks, t->size);
-    if (st == GS_OK) *start_epoch = ts.epoch;
+    if (st == GS_OK) {
+      *start_epoch = ts.epoch;
+      t->resume_step = (long)ts.step;
+    }
   }
   if (st == GS_OK) st = check_outputs(t);
   return st;
@@ -837,6 +867,7 @@ int gs_train_run(const gs_train_config *cfg, const gs_train_ranks *ranks, gs_tra
   }
   train_ctx ctx = {.cfg = cfg, .ranks = ranks, .comm = ranks->comm, .rank = ranks->rank,
                    .size = ranks->size, .base_ranks = ranks->size, .resume_ranks = ranks->size,
+                   .resume_step = -1,
                    .batch = cfg->global_batch > 0 ? cfg->global_batch / ranks->size
                                                   : cfg->batch};
   train_ctx *t = &ctx;
@@ -871,6 +902,12 @@ int gs_train_run(const gs_train_config *cfg, const gs_train_ranks *ranks, gs_tra
     st = t->sync.ops->create(t, &t->sync.self);
     if (st == GS_OK) set_callbacks(t, 1);
   }
+  /* The sync mode's per-rank state (the compressor memory) comes back once
+   * the mode exists: each rank's own, or on another world size a rule of
+   * the mode's (a missing or corrupt file is an error naming it). */
+  if (st == GS_OK && t->resume_step >= 0 && t->sync.ops->load_rank)
+    st = t->sync.ops->load_rank(t->sync.self, cfg->checkpoint_dir, t->resume_step,
+                                t->resume_sync_files);
   t->workers = (gs_train_ranks){.job = ranks->job, .comm = t->comm, .rank = t->rank,
                              .size = t->size};
   const train_hook_ops *hooks[GS_TRAIN_MAX_HOOKS];

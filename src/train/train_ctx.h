@@ -54,6 +54,12 @@ struct train_ctx {
   long save_samples_in_epoch;
   long resume_samples_in_epoch;
   int resume_ranks;       /* the checkpoint's world size (0: none resumed) */
+  long resume_step;       /* the resumed checkpoint's training step; -1: none */
+  /* The sync mode's per-rank files (train_sync_ops.save_rank): the world
+   * size that wrote those of the checkpoint resumed (0: it has none), and
+   * of the checkpoint being written. */
+  int resume_sync_files;
+  int sync_files;
   long commits;
   double commit_s;
   struct train_bg_commit *bg; /* a commit being written in the background, or NULL */
@@ -64,5 +70,10 @@ struct train_ctx {
 /* How the caller names the configuration field `field` in messages
  * (gs_train_events.option), else the field's own name (report.c). */
 const char *train_option(const gs_train_config *c, const char *field);
+
+/* A line for the run's caller (gs_train_events.note) about what the run
+ * does that the user should know (report.c): from the first worker rank
+ * only, so a decision every rank takes alike is said once. */
+void train_note(const train_ctx *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif /* GRADSYNC_TRAIN_CTX_H */

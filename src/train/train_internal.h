@@ -80,8 +80,8 @@ void train_epoch_indices(const size_t *perm, long g0, int size, int rank, int ba
                          long nsteps, size_t *out);
 
 /* ---- Events and names (report.c) ---- */
-/* The events, on the first worker rank only (nothing elsewhere). */
-void train_note(const train_ctx *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The events, on the first worker rank only (nothing elsewhere); train_note
+ * is in train_ctx.h, for the extensions too. */
 int train_wants_progress(const train_ctx *t);
 void train_progress(const train_ctx *t, const gs_train_progress *p);
 void train_epoch_done(const train_ctx *t, const gs_train_epoch *e);

@@ -14,7 +14,9 @@
  *     separate states; SIDCo's fits on data they model; QSGD's and TernGrad's
  *     unbiasedness (fixed seed, tolerances of several standard errors);
  *     PowerSGD reconstructs a low-rank matrix; random-k agrees across
- *     ranks; determinism; the failure paths.
+ *     ranks; determinism; the failure paths;
+ *   - a state's memory read and written (gs_compress_memory_get/put): a
+ *     fresh state given another's memory sends the same payloads.
  */
 #include "gradsync/compress.h"
 
@@ -689,6 +691,132 @@ static void test_state_carry(void **unused) {
   }
 }
 
+/* gs_compress_memory_get/put, as a trainer's checkpoint uses them.
+ * (1) A fresh state given all of another's memory continues exactly like it:
+ * the same payloads on the same gradients, bitwise (topk's residual and
+ * warm-up step, DGC's momentum and velocity, random-k's step-seeded
+ * indices); without the put it would not. (2) A range lands at its offset
+ * and reads back; memory at another rate is rescaled to the state's.
+ * (3) The kinds each state keeps. (4) Misuse is refused and writes nothing. */
+static void test_memory_get_put(void **unused) {
+  (void)unused;
+  const size_t n = 3000;
+  const char *specs[] = {"topk:0.01", "dgc:0.01", "randomk:0.05", "qsgd:4"};
+  float *g = malloc(n * sizeof *g), *res = malloc(n * sizeof *res),
+        *mom = malloc(n * sizeof *mom);
+  for (size_t si = 0; si < sizeof specs / sizeof specs[0]; si++) {
+    gs_compressor *c = make(specs[si]);
+    gs_compress_opts o = gs_compress_opts_default();
+    o.warmup_steps = 10;
+    gs_compress_state *a, *b, *fresh;
+    assert_int_equal(gs_compress_state_create(c, n, &o, &a), GS_OK);
+    assert_int_equal(gs_compress_state_create(c, n, &o, &b), GS_OK);
+    assert_int_equal(gs_compress_state_create(c, n, &o, &fresh), GS_OK);
+    const size_t cap = gs_compress_capacity(a, 0);
+    void *pay = malloc(cap), *pay2 = malloc(cap), *pay3 = malloc(cap);
+    assert_int_equal(gs_compress_set_lr(a, 0.1), GS_OK);
+    run_steps(a, n, 4, pay, cap);
+
+    /* (1) */
+    gs_compress_memory m = {.residual = res, .momentum = mom};
+    assert_int_equal(gs_compress_memory_get(a, 0, n, &m), GS_OK);
+    assert_int_equal(m.have, gs_compress_memory_kinds(a));
+    assert_int_equal(m.step, 4);
+    assert_true(m.lr == 0.1);
+    assert_int_equal(gs_compress_memory_put(b, 0, n, &m), GS_OK);
+    assert_int_equal(gs_compress_step(b), 4);
+    assert_int_equal(gs_compress_set_lr(b, 0.1), GS_OK);
+    assert_int_equal(gs_compress_set_lr(fresh, 0.1), GS_OK);
+    int fresh_differs = 0;
+    for (int step = 0; step < 3; step++) {
+      for (size_t i = 0; i < n; i++) g[i] = normal();
+      size_t b1, b2, b3;
+      assert_int_equal(gs_compress(a, g, n, pay, cap, &b1), GS_OK);
+      assert_int_equal(gs_compress(b, g, n, pay2, cap, &b2), GS_OK);
+      assert_int_equal(gs_compress(fresh, g, n, pay3, cap, &b3), GS_OK);
+      if (b1 != b2 || memcmp(pay, pay2, b1) != 0)
+        fail_msg("%s step %d: the state given the memory sent another payload (%zu vs "
+                 "%zu bytes)", specs[si], step, b2, b1);
+      fresh_differs |= b1 != b3 || memcmp(pay, pay3, b1) != 0;
+    }
+    if (!fresh_differs)
+      fail_msg("%s: a state without the memory sent the same payloads: the test "
+               "cannot tell", specs[si]);
+
+    /* (2) The middle third into a fresh state at another rate: read back
+     * at that state's rate; the rest untouched. */
+    gs_compress_state *f;
+    assert_int_equal(gs_compress_state_create(c, n, &o, &f), GS_OK);
+    assert_int_equal(gs_compress_set_lr(f, 0.2), GS_OK);
+    assert_int_equal(gs_compress_memory_get(a, 0, n, &m), GS_OK);
+    assert_int_equal(gs_compress_memory_put(f, n / 3, n / 3, &m), GS_OK);
+    float *back = calloc(n, sizeof *back), *backu = calloc(n, sizeof *backu);
+    gs_compress_memory r = {.residual = back, .momentum = backu};
+    assert_int_equal(gs_compress_memory_get(f, 0, n, &r), GS_OK);
+    assert_true(r.lr == 0.2);
+    assert_int_equal(r.step, 7);
+    for (size_t i = 0; i < n; i++) {
+      const int in = i >= n / 3 && i < 2 * (n / 3);
+      if ((r.have & GS_COMPRESS_MEM_RESIDUAL) &&
+          back[i] != (in ? res[i - n / 3] * 0.5f : 0.0f))
+        fail_msg("%s: residual[%zu] %g read back, expected %g", specs[si], i,
+                 (double)back[i], in ? 0.5 * res[i - n / 3] : 0.0);
+      if ((r.have & GS_COMPRESS_MEM_MOMENTUM) && backu[i] != (in ? mom[i - n / 3] : 0.0f))
+        fail_msg("%s: momentum[%zu] not in place", specs[si], i);
+    }
+
+    /* (4) Refused, nothing written. */
+    const float before = back[n / 3];
+    assert_int_equal(gs_compress_memory_put(f, n - 10, 11, &m), GS_ERR_INVALID_ARG);
+    assert_int_equal(gs_compress_memory_get(f, n + 1, 0, &r), GS_ERR_INVALID_ARG);
+    assert_int_equal(gs_compress_memory_put(NULL, 0, 1, &m), GS_ERR_INVALID_ARG);
+    assert_int_equal(gs_compress_memory_put(f, 0, 1, NULL), GS_ERR_INVALID_ARG);
+    gs_compress_memory bad = m;
+    bad.lr = -1;
+    assert_int_equal(gs_compress_memory_put(f, n / 3, 10, &bad), GS_ERR_INVALID_ARG);
+    bad = m;
+    bad.residual = NULL;
+    bad.have = GS_COMPRESS_MEM_RESIDUAL;
+    assert_int_equal(gs_compress_memory_put(f, n / 3, 10, &bad), GS_ERR_INVALID_ARG);
+    if (m.have & GS_COMPRESS_MEM_RESIDUAL) {
+      res[5] = NAN;
+      assert_int_equal(gs_compress_memory_put(f, n / 3, 10, &m), GS_ERR_INVALID_ARG);
+      assert_non_null(strstr(gs_last_error(), "residual[5]"));
+    }
+    assert_int_equal(gs_compress_memory_get(f, 0, n, &r), GS_OK);
+    assert_true(back[n / 3] == before);
+
+    gs_compress_state_destroy(a);
+    gs_compress_state_destroy(b);
+    gs_compress_state_destroy(fresh);
+    gs_compress_state_destroy(f);
+    gs_compressor_destroy(c);
+    free(pay), free(pay2), free(pay3), free(back), free(backu);
+  }
+  /* (3) */
+  const struct {
+    const char *spec;
+    int ef;
+    unsigned kinds;
+  } k[] = {{"none", 1, 0},
+           {"topk:0.01", 1, GS_COMPRESS_MEM_RESIDUAL},
+           {"topk:0.01", 0, 0},
+           {"dgc:0.01", 1, GS_COMPRESS_MEM_RESIDUAL | GS_COMPRESS_MEM_MOMENTUM},
+           {"dgc:0.01", 0, GS_COMPRESS_MEM_MOMENTUM},
+           {"powersgd:2", 1, GS_COMPRESS_MEM_RESIDUAL}};
+  for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+    gs_compressor *c = make(k[i].spec);
+    gs_compress_state *st = state(c, 100, k[i].ef, 0, 1);
+    if (gs_compress_memory_kinds(st) != k[i].kinds)
+      fail_msg("%s (error feedback %d): kinds %u, expected %u", k[i].spec, k[i].ef,
+               gs_compress_memory_kinds(st), k[i].kinds);
+    gs_compress_state_destroy(st);
+    gs_compressor_destroy(c);
+  }
+  assert_int_equal(gs_compress_memory_kinds(NULL), 0);
+  free(g), free(res), free(mom);
+}
+
 static void test_dgc_warmup_and_clip(void **unused) {
   (void)unused;
   const size_t n = 40000;
@@ -1203,6 +1331,7 @@ int main(void) {
       cmocka_unit_test(test_topk_warmup),
       cmocka_unit_test(test_set_lr_scales_memory),
       cmocka_unit_test(test_state_carry),
+      cmocka_unit_test(test_memory_get_put),
       cmocka_unit_test(test_segments),
       cmocka_unit_test(test_sidco_fits),
       cmocka_unit_test(test_unbiased),

@@ -7,13 +7,18 @@
  *     bounded in number and name length;
  *   - the epoch's samples keyed by position: runs of different world sizes
  *     and batches, resumed at each other's commits, use every sample of
- *     the permutation before the last position exactly once.
+ *     the permutation before the last position exactly once;
+ *   - the compressor memory's files: each rank's own read back, the mean
+ *     over the old ranks' on another world size, bad files named.
  * Exits 1 after printing "FAIL ..." on a failed check.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "sync_memory.h"
 #include "train_internal.h"
 
 static int fails;
@@ -122,10 +127,93 @@ static void samples_once(void) {
   CHECK(strided, "one world size: rank 3's samples are not perm[3 + 4 i]");
 }
 
+/* The compressor memory's files (sync_memory.h): two ranks' files read
+ * back by a job of the same size (each its own, exactly) and by one of
+ * another size (the mean over them, each rank's residual first scaled to
+ * rank 0's rate; DGC's momentum plainly averaged; the largest step
+ * counter; a tensor that kept no memory stays without); a corrupt, a
+ * missing and another step's file are errors naming the file. */
+static void memory_files(void) {
+  char dir[] = "/tmp/gs_train_units_XXXXXX";
+  if (mkdtemp(dir) == NULL) {
+    CHECK(0, "mkdtemp");
+    return;
+  }
+  enum { T = 3 };
+  const size_t counts[T] = {5, 3, 4};
+  float vals[2][2][T][5]; /* rank, kind, tensor, element */
+  gs_compress_memory mem[2][T];
+  for (int r = 0; r < 2; r++) {
+    for (int t = 0; t < T; t++) {
+      for (size_t j = 0; j < counts[t]; j++) {
+        vals[r][0][t][j] = (float)(r + 1) * (float)(t * 10 + (int)j + 1);
+        vals[r][1][t][j] = (float)(r ? -1 : 3) * (float)(j + 1);
+      }
+      mem[r][t] = (gs_compress_memory){
+          .have = t == 2 ? 0u : (unsigned)(GS_COMPRESS_MEM_RESIDUAL | GS_COMPRESS_MEM_MOMENTUM),
+          .residual = vals[r][0][t], .momentum = vals[r][1][t], .step = 7u + (unsigned)r,
+          .lr = r ? 0.2 : 0.1};
+    }
+    train_memory m = {.ntensors = T, .counts = counts, .mem = mem[r]};
+    snprintf(m.spec, sizeof m.spec, "dgc:0.01");
+    char path[512];
+    train_memory_path(path, sizeof path, dir, r, 42);
+    CHECK(train_memory_write(path, &m, r, 2, 42) == GS_OK, "write %s: %s", path, gs_last_error());
+  }
+  float res[T][5], mom[T][5];
+  gs_compress_memory got[T];
+  train_memory m = {.ntensors = T, .counts = counts, .mem = got};
+  for (int t = 0; t < T; t++) got[t] = (gs_compress_memory){.residual = res[t], .momentum = mom[t]};
+  /* Same size: rank 1's own, exactly. */
+  CHECK(train_memory_load(dir, 42, 2, 1, &m) == GS_OK, "own: %s", gs_last_error());
+  CHECK(strcmp(m.spec, "dgc:0.01") == 0, "spec '%s'", m.spec);
+  CHECK(got[0].step == 8 && got[0].lr == 0.2 && got[2].have == 0 &&
+            memcmp(res[1], vals[1][0][1], 3 * sizeof(float)) == 0 &&
+            memcmp(mom[0], vals[1][1][0], 5 * sizeof(float)) == 0,
+        "rank 1's own memory not read back (step %llu, lr %g, have %u)",
+        (unsigned long long)got[0].step, got[0].lr, got[2].have);
+  /* Another size: the mean. Rank 1's residual is at rate 0.2, rank 0's at
+   * 0.1: scaled to 0.1 it is twice as large. */
+  CHECK(train_memory_load(dir, 42, 2, -1, &m) == GS_OK, "mean: %s", gs_last_error());
+  int mean_ok = got[0].step == 8 && got[0].lr == 0.1 && got[2].have == 0 &&
+                got[1].have == (GS_COMPRESS_MEM_RESIDUAL | GS_COMPRESS_MEM_MOMENTUM);
+  for (int t = 0; t < 2; t++)
+    for (size_t j = 0; j < counts[t]; j++) {
+      const double e = (vals[0][0][t][j] + 2.0 * vals[1][0][t][j]) / 2;
+      const double u = (vals[0][1][t][j] + vals[1][1][t][j]) / 2.0;
+      mean_ok &= fabs(res[t][j] - e) <= 1e-6 * fabs(e) && fabs(mom[t][j] - u) <= 1e-6;
+    }
+  CHECK(mean_ok, "the mean over 2 ranks: res[0][0] %g (expected %g), mom[0][0] %g (expected "
+        "%g), step %llu, lr %g", (double)res[0][0],
+        (vals[0][0][0][0] + 2.0 * vals[1][0][0][0]) / 2, (double)mom[0][0],
+        (vals[0][1][0][0] + vals[1][1][0][0]) / 2.0, (unsigned long long)got[0].step, got[0].lr);
+  /* Another step's checkpoint, a corrupt file, a missing one. */
+  CHECK(train_memory_load(dir, 41, 2, 0, &m) != GS_OK && strstr(gs_last_error(), "step41"),
+        "step 41: %s", gs_last_error());
+  char path[512];
+  train_memory_path(path, sizeof path, dir, 1, 42);
+  FILE *f = fopen(path, "r+b");
+  if (f) {
+    fseek(f, 150, SEEK_SET);
+    fputc(0x5a, f);
+    fclose(f);
+  }
+  CHECK(train_memory_load(dir, 42, 2, -1, &m) == GS_ERR_PARSE && strstr(gs_last_error(), path) &&
+            strstr(gs_last_error(), "checksum"),
+        "a corrupt file: %s", gs_last_error());
+  remove(path);
+  CHECK(train_memory_load(dir, 42, 2, -1, &m) == GS_ERR_IO && strstr(gs_last_error(), path),
+        "a missing file: %s", gs_last_error());
+  train_memory_path(path, sizeof path, dir, 0, 42);
+  remove(path);
+  rmdir(dir);
+}
+
 int main(void) {
   gather_bounds();
   samples_once();
   breakdown();
+  memory_files();
   if (fails == 0) printf("ok: train unit checks passed\n");
   return fails != 0;
 }

@@ -24,6 +24,9 @@
  *                           compressed tensors: their density warm-up goes
  *                           on and their error-feedback memory is kept
  *                           (the results sum to the gradients' sum)
+ *   test_engine_xchg resume per-tensor memory read from one engine and set on
+ *                           a new one (another plan) continues bitwise as
+ *                           the uninterrupted run (gs_engine_memory_get/set)
  * Prints "FAIL rank R ..." on a failed check; exit status non-zero.
  */
 #include <math.h>
@@ -419,6 +422,160 @@ static void test_groups(void) {
   free(c);
 }
 
+/* Runs iterations [from, to) of topk:0.02 with error feedback and a density
+ * warm-up under `policy` on an engine given `mem` (per tensor, NULL: none)
+ * before its first iteration, writing each iteration's results to out
+ * (NULL: not kept) and, when keep is not NULL, the memory at the end. The
+ * gradients of iteration `it` are fill()'s, whatever engine runs it. */
+static void run_span(const char *policy, int from, int to, gs_compress_memory *mem,
+                     float *out, gs_compress_memory *keep) {
+  gs_compress_opts zo = gs_compress_opts_default();
+  zo.warmup_steps = 4;
+  gs_engine_config cfg;
+  gs_engine_config_init(&cfg);
+  cfg.policy = policy;
+  cfg.compress = "topk:0.02";
+  cfg.compress_opts = &zo;
+  gs_engine *e = NULL;
+  CHECK(gs_engine_create(g_comm, &cfg, &e) == GS_OK, "%s: create: %s", policy,
+        gs_last_error());
+  if (e == NULL) return;
+  CHECK(gs_engine_memory_kinds(e) == GS_COMPRESS_MEM_RESIDUAL, "kinds %u",
+        gs_engine_memory_kinds(e));
+  float *bufs[NT];
+  int ids[NT];
+  char name[16];
+  uint16_t half[1];
+  for (int t = 0; t < NT; t++) {
+    bufs[t] = malloc(counts[t] * sizeof(float));
+    snprintf(name, sizeof name, "w%d", t);
+    gs_engine_register(e, name, bufs[t], counts[t], GS_F32, &ids[t]);
+  }
+  for (int t = 0; mem && t < NT; t++)
+    CHECK(gs_engine_memory_set(e, ids[t], &mem[t]) == GS_OK, "set w%d: %s", t,
+          gs_last_error());
+  for (int it = from; it < to; it++) {
+    fill(bufs, half, 0, it);
+    for (int t = NT - 1; t >= 0; t--) gs_engine_grad_ready(e, ids[t]);
+    if (it == from) {
+      /* Inside an iteration the memory is the launch thread's. */
+      gs_compress_memory m = {0};
+      CHECK(gs_engine_memory_get(e, ids[0], &m) == GS_ERR_STATE, "get inside an "
+            "iteration: %s", gs_last_error());
+    }
+    CHECK(gs_engine_wait(e) == GS_OK, "%s: wait: %s", policy, gs_last_error());
+    for (int t = 0; out && t < NT; t++) {
+      memcpy(out, bufs[t], counts[t] * sizeof(float));
+      out += counts[t];
+    }
+  }
+  for (int t = 0; keep && t < NT; t++)
+    CHECK(gs_engine_memory_get(e, ids[t], &keep[t]) == GS_OK &&
+              keep[t].have == GS_COMPRESS_MEM_RESIDUAL && keep[t].step == (uint64_t)to,
+          "get w%d: have %u, step %llu: %s", t, keep[t].have,
+          (unsigned long long)keep[t].step, gs_last_error());
+  CHECK(gs_engine_destroy(e) == GS_OK, "%s: destroy: %s", policy, gs_last_error());
+  for (int t = 0; t < NT; t++) free(bufs[t]);
+}
+
+/* Per-tensor memory through gs_engine_memory_get/set, as a trainer's
+ * checkpoint takes it: iterations 0..CUT under wfbp, the memory read, then
+ * CUT..END on a new engine given it before its first iteration (pending
+ * until the plan exists) under single (one fused message: other offsets)
+ * give bitwise the uninterrupted run's results; without the memory they
+ * differ. Memory set while a plan is in use lands in its message at once;
+ * memory of a tensor that is never compressed (f16) stays pending and is
+ * read back; an engine without compression refuses a set. */
+static void test_resume(void) {
+  enum { CUT = 3, END = 8 };
+  size_t total = 0;
+  for (int t = 0; t < NT; t++) total += counts[t];
+  float *ref = calloc(total * END, sizeof(float)), *got = calloc(total * END, sizeof(float));
+  gs_compress_memory mem[NT], back[NT];
+  for (int t = 0; t < NT; t++) {
+    mem[t] = (gs_compress_memory){.residual = calloc(counts[t], sizeof(float))};
+    back[t] = (gs_compress_memory){.residual = calloc(counts[t], sizeof(float))};
+  }
+  run_span("wfbp", 0, END, NULL, ref, NULL);
+  run_span("wfbp", 0, CUT, NULL, NULL, mem);
+  run_span("single", CUT, END, mem, got + total * CUT, NULL);
+  size_t differ = 0;
+  for (size_t i = total * CUT; i < total * END; i++)
+    differ += memcmp(&ref[i], &got[i], sizeof(float)) != 0;
+  CHECK(differ == 0, "resumed with the memory: %zu of %zu results differ from the "
+        "uninterrupted run's", differ, total * (END - CUT));
+  run_span("single", CUT, END, NULL, got + total * CUT, NULL);
+  differ = 0;
+  for (size_t i = total * CUT; i < total * END; i++)
+    differ += memcmp(&ref[i], &got[i], sizeof(float)) != 0;
+  CHECK(differ > 0, "resumed without the memory, the results are the same: the test "
+        "cannot tell");
+
+  /* Set while a plan is in use, and a tensor never compressed. */
+  gs_engine_config cfg;
+  gs_engine_config_init(&cfg);
+  cfg.policy = "wfbp";
+  cfg.compress = "topk:0.02";
+  gs_engine *e = NULL;
+  CHECK(gs_engine_create(g_comm, &cfg, &e) == GS_OK, "create: %s", gs_last_error());
+  if (e != NULL) {
+    float *bufs[NT];
+    int ids[NT + 1];
+    uint16_t half[300];
+    char name[16];
+    for (int t = 0; t < NT; t++) {
+      bufs[t] = malloc(counts[t] * sizeof(float));
+      snprintf(name, sizeof name, "w%d", t);
+      gs_engine_register(e, name, bufs[t], counts[t], GS_F32, &ids[t]);
+    }
+    gs_engine_register(e, "h", half, 300, GS_F16, &ids[NT]);
+    fill(bufs, half, 300, 0);
+    for (int t = NT; t >= 0; t--) gs_engine_grad_ready(e, ids[t]);
+    CHECK(gs_engine_wait(e) == GS_OK, "wait: %s", gs_last_error());
+    CHECK(gs_engine_memory_set(e, ids[1], &mem[1]) == GS_OK, "set: %s", gs_last_error());
+    gs_compress_memory half_mem = mem[0]; /* w0 and h have 300 elements */
+    CHECK(gs_engine_memory_set(e, ids[NT], &half_mem) == GS_OK, "set h: %s",
+          gs_last_error());
+    fill(bufs, half, 300, 1);
+    for (int t = NT; t >= 0; t--) gs_engine_grad_ready(e, ids[t]);
+    CHECK(gs_engine_wait(e) == GS_OK, "wait: %s", gs_last_error());
+    /* w1's state took the memory at once: its step is CUT + 1 now. */
+    CHECK(gs_engine_memory_get(e, ids[1], &back[1]) == GS_OK &&
+              back[1].step == CUT + 1,
+          "w1 after a set into its message: step %llu, expected %d",
+          (unsigned long long)back[1].step, CUT + 1);
+    CHECK(gs_engine_memory_get(e, ids[NT], &back[0]) == GS_OK &&
+              back[0].have == GS_COMPRESS_MEM_RESIDUAL &&
+              memcmp(back[0].residual, mem[0].residual, 300 * sizeof(float)) == 0,
+          "h (f16, sent dense): its pending memory was not kept (have %u)", back[0].have);
+    CHECK(gs_engine_memory_get(e, NT + 1, &back[0]) == GS_ERR_INVALID_ARG, "unknown id");
+    CHECK(gs_engine_destroy(e) == GS_OK, "destroy: %s", gs_last_error());
+    for (int t = 0; t < NT; t++) free(bufs[t]);
+  }
+  gs_engine_config_init(&cfg);
+  e = NULL;
+  CHECK(gs_engine_create(g_comm, &cfg, &e) == GS_OK, "create: %s", gs_last_error());
+  if (e != NULL) {
+    int id;
+    float w[300];
+    gs_engine_register(e, "w", w, 300, GS_F32, &id);
+    CHECK(gs_engine_memory_kinds(e) == 0, "dense engine: kinds %u",
+          gs_engine_memory_kinds(e));
+    CHECK(gs_engine_memory_set(e, id, &mem[0]) == GS_ERR_INVALID_ARG &&
+              strstr(gs_last_error(), "compresses nothing"),
+          "dense engine: set: %s", gs_last_error());
+    CHECK(gs_engine_memory_get(e, id, &back[0]) == GS_OK && back[0].have == 0,
+          "dense engine: get: have %u", back[0].have);
+    CHECK(gs_engine_destroy(e) == GS_OK, "destroy: %s", gs_last_error());
+  }
+  for (int t = 0; t < NT; t++) {
+    free(mem[t].residual);
+    free(back[t].residual);
+  }
+  free(ref);
+  free(got);
+}
+
 int main(int argc, char **argv) {
   if (gs_init(&argc, &argv) != GS_OK ||
       gs_comm_create(MPI_COMM_WORLD, &g_comm) != GS_OK) {
@@ -435,6 +592,7 @@ int main(int argc, char **argv) {
   else if (strcmp(mode, "dense") == 0) test_auto(0);
   else if (strcmp(mode, "sparse") == 0) test_auto(1);
   else if (strcmp(mode, "regroup") == 0) test_regroup();
+  else if (strcmp(mode, "resume") == 0) test_resume();
   else CHECK(0, "unknown mode %s", mode);
   int all = 0;
   gs_allreduce(g_comm, &g_fail, &all, 1, GS_I32, GS_SUM, GS_ALGO_AUTO);
