@@ -28,7 +28,8 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: gradsync cluster simulate --workload CSV --nodes N [--gpus-per-node G]\n"
           "                                 [--tables PATH] [--policy P|all]\n"
-          "                                 [--restart-penalty S] [--interval S]\n"
+          "                                 [--restart-penalty S] [--start-penalty S]\n"
+          "                                 [--interval S]\n"
           "                                 [--time-limit S] [--fairness-weight A]\n"
           "                                 [--adjust-weight B] [--node-loss T:K]\n"
           "                                 [--json] [--trace-out FILE]\n"
@@ -51,6 +52,8 @@ static void usage(FILE *f) {
           "  --policy P|all       static, dorm, goodput, or all (default all)\n"
           "  --restart-penalty S  seconds without progress charged per resize and\n"
           "                       per resumption (default 30)\n"
+          "  --start-penalty S    seconds without progress at a job's first start\n"
+          "                       (its launch and set-up; default 0)\n"
           "  --interval S         re-allocate every S seconds as well as on\n"
           "                       arrivals and completions (default 60; 0 = only\n"
           "                       on events)\n"
@@ -88,6 +91,7 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
       {"gpus-per-node", required_argument, 0, 'g'},
       {"policy", required_argument, 0, 'P'},
       {"restart-penalty", required_argument, 0, 'r'},
+      {"start-penalty", required_argument, 0, 's'},
       {"interval", required_argument, 0, 'i'},
       {"time-limit", required_argument, 0, 'l'},
       {"fairness-weight", required_argument, 0, 'f'},
@@ -126,6 +130,10 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
       case 'P': c->policy = optarg; break;
       case 'r':
         if (parse_double_opt("restart-penalty", optarg, 0, 86400, &c->o.restart_penalty_s))
+          return 2;
+        break;
+      case 's':
+        if (parse_double_opt("start-penalty", optarg, 0, 86400, &c->o.start_penalty_s))
           return 2;
         break;
       case 'i':
@@ -199,8 +207,9 @@ static void trace_path(char *out, size_t cap, const char *path, const char *poli
 }
 
 static void print_text_header(const csim_cli *c, const gs_csim_workload *w) {
-  printf("workload %s (%s, %d jobs) on %d nodes; restart %.0f s, interval %.0f s\n",
-         c->workload, w->kind, w->njobs, c->nodes, c->o.restart_penalty_s, c->o.interval_s);
+  printf("workload %s (%s, %d jobs) on %d nodes; restart %.0f s, start %.0f s, interval %.0f s\n",
+         c->workload, w->kind, w->njobs, c->nodes, c->o.restart_penalty_s, c->o.start_penalty_s,
+         c->o.interval_s);
   printf("%-8s %6s %10s %10s %10s %6s %6s %8s %8s %7s %8s %9s\n", "policy", "done",
          "jct_mean", "jct_p99", "makespan", "util", "busy", "fairloss", "rho_max", "resizes",
          "round_ms", "round_max");
@@ -222,6 +231,7 @@ static void print_json_row(const csim_cli *c, const gs_csim_workload *w, const c
   cJSON_AddNumberToObject(o, "nodes", c->nodes);
   cJSON_AddNumberToObject(o, "gpus_per_node", c->gpus);
   cli_json_add(o, "restart_penalty_s", c->o.restart_penalty_s, "%.3f");
+  cli_json_add(o, "start_penalty_s", c->o.start_penalty_s, "%.3f");
   cli_json_add(o, "interval_s", c->o.interval_s, "%.3f");
   cJSON_AddNumberToObject(o, "jobs", r->jobs);
   cJSON_AddNumberToObject(o, "done", r->done);

@@ -63,6 +63,9 @@ typedef struct gs_csim_opts {
   int nodes;                  /* the pool, >= 1 */
   const char *policy;         /* static | dorm | goodput */
   double restart_penalty_s;   /* charged per resize and per resumption (default 30) */
+  double start_penalty_s;     /* charged at a job's first start: its launch,
+                                 loading and set-up before its first step
+                                 (default 0: free) */
   double interval_s;          /* periodic re-allocation (default 60; 0 = none) */
   double time_limit_s;        /* dorm's solver limit per round (default 0.05) */
   double fairness_weight;     /* dorm (default 0.5) */

@@ -12,7 +12,9 @@
  * size. A job whose size changes while it runs, or that resumes after a
  * preemption or after losing nodes, pays restart_penalty_s: it holds its
  * new nodes and makes no progress for that long (Pollux's simulator charges
- * its restarts the same way). A job's first start is free.
+ * its restarts the same way). A job's first start costs start_penalty_s
+ * (0 by default: free): a real job's launch, data loading and set-up, which
+ * for short jobs is a large share of their completion time.
  *
  * Measures (gs_csim_result):
  *  - utilisation: allocated node-seconds over the pool's node-seconds
@@ -187,7 +189,7 @@ static int resolve(sim *s, double t, gs_csim_result *r, char *err, size_t errlen
       js->restart_end = t + s->o->restart_penalty_s;
       js->must_restart = 0;
     } else if (nw > 0 && old == 0) {
-      js->restart_end = t; /* first start: free */
+      js->restart_end = t + s->o->start_penalty_s; /* first start */
     }
     if (nw > 0 && !js->ever_ran) {
       js->ever_ran = 1;

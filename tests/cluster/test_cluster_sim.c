@@ -36,6 +36,8 @@ static const char *speeds = "model,nodes,step_time_s,samples_per_step\nm,1,1,10\
 /* A at 0 asks for 2 nodes, 200 samples; B at 1 asks for 1 node, 100. */
 static const char *two_jobs = "name,time,model,nodes,samples\nA,0,m,2,200\nB,1,m,1,100\n";
 
+static double start_penalty; /* 0 but in test_start_penalty */
+
 static void run(const char *policy, const char *workload, int nodes, double loss_t, int loss_k,
                 gs_csim_result *r) {
   char wp[512], sp[512], err[512];
@@ -51,6 +53,7 @@ static void run(const char *policy, const char *workload, int nodes, double loss
   o.nodes = nodes;
   o.policy = policy;
   o.restart_penalty_s = 5;
+  o.start_penalty_s = start_penalty;
   o.interval_s = 0;
   o.loss_time_s = loss_t;
   o.loss_nodes = loss_k;
@@ -95,6 +98,21 @@ static void test_goodput_by_hand(void **state) {
    * restarting: A's 1 node 1-6 and 2 nodes 11-16: 15. */
   NEAR(r.util, 1.0);
   NEAR(r.util_busy, 30.0 / 45);
+}
+
+/* A start penalty of 3 s: static's A starts at 0, makes progress from 3,
+ * ends at 13; B starts at 13 (its nodes free then), ends at 13 + 3 + 10 =
+ * 26. JCTs 13 and 25; the penalty is charged once per job, not per round. */
+static void test_start_penalty(void **state) {
+  (void)state;
+  gs_csim_result r;
+  start_penalty = 3;
+  run("static", two_jobs, 2, 0, 0, &r);
+  start_penalty = 0;
+  assert_int_equal(r.done, 2);
+  NEAR(r.jct_mean_s, (13 + 25) / 2.0);
+  NEAR(r.makespan_s, 26);
+  assert_int_equal(r.resizes, 0);
 }
 
 /* A node lost: A (2 nodes, 200 samples) has done 100 at 5 when one of its
@@ -251,6 +269,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_static_by_hand),
       cmocka_unit_test(test_goodput_by_hand),
+      cmocka_unit_test(test_start_penalty),
       cmocka_unit_test(test_node_loss),
       cmocka_unit_test(test_bad_workloads),
       cmocka_unit_test(test_pollux),

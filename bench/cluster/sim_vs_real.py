@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""bench/cluster/sim_vs_real.sh's tables.
+
+  sim_vs_real.py measure --spool DIR --solo FILE --trace TRACE --speeds CSV --workload CSV
+      from the solo runs (FILE: "kind nodes job-id" lines) under the manager
+      at SPOOL: the speed table (model,nodes,step_time_s,samples_per_step:
+      the job's wall_s inside the program over its steps) and the real
+      trace as the simulator's workload (name,time,model,nodes,samples,
+      min_nodes,max_nodes,weight); prints the mean start-up (completion time
+      less wall_s) in seconds.
+  sim_vs_real.py report --sim JSONL --speeds CSV --start S --real JSONL...
+      the simulated mean JCTs beside the real runs' as Markdown."""
+import argparse
+import csv
+import json
+import os
+import statistics
+import sys
+
+GLOBAL_BATCH = 48  # trace.py's, every job's
+
+
+def steps_of(args):
+    """The steps a trace job runs (trace.py's kinds)."""
+    a = dict(zip(args[::2], args[1::2]))
+    if "--max-steps" in args:
+        return int(a["--max-steps"])
+    n = int(a["--synthetic"]) // GLOBAL_BATCH
+    return n * int(a.get("--epochs", "1"))
+
+
+def summary_of(jobdir):
+    s = None
+    for line in open(os.path.join(jobdir, "out.log"), errors="replace"):
+        if line.startswith('{"summary"'):
+            s = json.loads(line)["summary"]
+    return s
+
+
+def measure(a):
+    snap = {j["id"]: j for j in json.load(open(os.path.join(a.spool, "jobs.json")))["jobs"]}
+    trace = [json.loads(l) for l in open(a.trace)]
+    args_of = {}
+    for j in trace:
+        args_of.setdefault(j["name"].rsplit("-", 1)[0], j["args"])
+    rows, starts, solo = [], [], []
+    for line in open(a.solo):
+        kind, n, jid = line.split()
+        j = snap[int(jid)]
+        if j["state"] != "done":
+            sys.exit(f"sim_vs_real: {kind} on {n} node(s) (job {jid}) ended {j['state']}")
+        s = summary_of(j["dir"])
+        steps = steps_of(args_of[kind])
+        jct = j["end_time"] - j["submit_time"]
+        starts.append(jct - s["wall_s"])
+        solo.append({"kind": kind, "nodes": int(n), "jct_s": round(jct, 2),
+                     "wall_s": s["wall_s"], "train_s": s["train_s"], "steps": steps})
+        rows.append((kind, int(n), s["wall_s"] / steps))
+    with open(a.speeds, "w") as f:
+        f.write("model,nodes,step_time_s,samples_per_step\n")
+        for kind, n, st in rows:
+            f.write(f"{kind},{n},{st:.6f},{GLOBAL_BATCH}\n")
+    with open(a.workload, "w") as f:
+        f.write("name,time,model,nodes,samples,min_nodes,max_nodes,weight\n")
+        for j in trace:
+            kind = j["name"].rsplit("-", 1)[0]
+            f.write(f"{j['name']},{j['arrival_s']},{kind},{j['max']},"
+                    f"{steps_of(j['args']) * GLOBAL_BATCH},{j['min']},{j['max']},1\n")
+    with open(a.speeds + ".solo.jsonl", "w") as f:
+        for r in solo:
+            f.write(json.dumps(r) + "\n")
+    print(f"{statistics.mean(starts):.2f}")
+
+
+def report(a):
+    sim = {r["policy"]: r for r in (json.loads(l) for l in open(a.sim) if l.startswith("{"))
+           if "policy" in r}
+    real = {}
+    for path in a.real:
+        if not os.path.exists(path):
+            continue
+        for l in open(path):
+            if not l.startswith("{"):
+                continue
+            r = json.loads(l)
+            if "policy" in r and "mean_jct_s" in r:
+                real.setdefault(r["policy"], []).append((os.path.basename(path), r))
+    solo = [json.loads(l) for l in open(a.speeds + ".solo.jsonl")]
+    print("# The cluster simulator against the manager's real runs\n")
+    print("The real trace (bench/cluster/trace.py, seed 1: 20 gradsync train jobs of three kinds "
+          "on 1 to 4 of 8 emulated nodes at 1 Gbit/s, each capped at 0.25 core) replayed by "
+          "`gradsync cluster simulate` (bench/cluster/sim_vs_real.sh). Its inputs were measured "
+          "under the manager itself, each kind alone at each size (`--min N --max N` on 4 "
+          "emulated nodes, the real runs' settings): a step's time is the job's time inside "
+          "the program (its summary's wall_s) over its steps; the rest of its completion time "
+          "(the manager's round, the launch over ssh, the data, the exit) is the start-up, "
+          f"whose mean, {a.start:.1f} s, is charged at every start and every resize "
+          "(`--start-penalty`, `--restart-penalty`). The real runs are the committed ones "
+          "(cluster_real*.jsonl, other commits, the same trace and settings).\n")
+    print("| kind | nodes | completion s | in the program s | start-up s | step ms |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in solo:
+        print(f"| {r['kind']} | {r['nodes']} | {r['jct_s']:.1f} | {r['wall_s']:.1f} | "
+              f"{r['jct_s'] - r['wall_s']:.1f} | {1e3 * r['wall_s'] / r['steps']:.1f} |")
+    print()
+    print("| policy | simulated mean JCT s | real mean JCT s (runs) | real mean | simulated / real "
+          "| within 10% | simulated makespan s | real makespan s |")
+    print("|---|---:|---|---:|---:|---|---:|---|")
+    for p in ("static", "dorm", "goodput"):
+        if p not in sim or p not in real:
+            continue
+        runs = real[p]
+        if p == "goodput":  # run 1's goodput assumed linear speed-up; the simulator has curves
+            runs = [x for x in runs if x[0] != "cluster_real.jsonl"] or runs
+        m = statistics.mean(r["mean_jct_s"] for _, r in runs)
+        ratio = sim[p]["jct_mean_s"] / m
+        print(f"| {p} | {sim[p]['jct_mean_s']:.1f} | "
+              f"{', '.join('%.1f' % r['mean_jct_s'] for _, r in runs)} | {m:.1f} | "
+              f"{ratio:.2f} | {'yes' if abs(ratio - 1) <= 0.10 else 'no'} | "
+              f"{sim[p]['makespan_s']:.0f} | "
+              f"{', '.join('%.0f' % r['makespan_s'] for _, r in runs)} |")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("measure")
+    for k in ("--spool", "--solo", "--trace", "--speeds", "--workload"):
+        m.add_argument(k, required=True)
+    r = sub.add_parser("report")
+    r.add_argument("--sim", required=True)
+    r.add_argument("--speeds", required=True)
+    r.add_argument("--start", type=float, required=True)
+    r.add_argument("--real", nargs="+", required=True)
+    a = ap.parse_args()
+    measure(a) if a.cmd == "measure" else report(a)
+
+
+if __name__ == "__main__":
+    main()
