@@ -40,21 +40,9 @@ if [ ${#policies[@]} = 0 ]; then
   done
 fi
 tmp=$(mktemp -d)
-serve_pid=
-cleanup() {
-  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null || true
-  for l in "$tmp"/spool-*/jobs/*/lock; do
-    [ -f "$l" ] || continue
-    p=$(cut -d' ' -f1 "$l")
-    [ -n "$p" ] && kill -TERM -- "-$p" 2>/dev/null || true
-  done
-  sleep 2
-  for s in "$tmp"/spool-*; do
-    [ -f "$s/emulated/names" ] && "$gs" cluster down --spool "$s" >/dev/null 2>&1 || true
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+# shellcheck source=bench/cluster/manager_lib.sh
+. "$here/manager_lib.sh"
+trap manager_cleanup EXIT
 python3 "$here/trace.py" --jobs "$njobs" --seed "$seed" --cache "$tmp/cache" >"$tmp/trace.jsonl"
 # The data cache is made once, before any clock starts.
 "$gs" train --model mlp --epochs 1 --max-steps 1 --data-cache "$tmp/cache" >/dev/null 2>&1
@@ -62,11 +50,8 @@ out=$BENCH_OUT/cluster_real.jsonl
 : >"$out"
 for policy in "${policies[@]}"; do
   spool=$tmp/spool-$policy
-  "$gs" cluster serve --emulated 8 --rate 1gbit --node-cpus "$cpus" --spool "$spool" \
-    --policy "$policy" --interval 5 --commit-every 20 >"$tmp/serve-$policy.log" 2>&1 &
-  serve_pid=$!
-  for _ in $(seq 1 600); do [ -f "$spool/pool.json" ] && break; sleep 0.2; done
-  [ -f "$spool/pool.json" ] || { cat "$tmp/serve-$policy.log" >&2; exit 1; }
+  manager_start "$spool" "$tmp/serve-$policy.log" --emulated 8 --rate 1gbit \
+    --node-cpus "$cpus" --policy "$policy" --interval 5 --commit-every 20
   t0=$(date +%s.%N)
   python3 "$here/submit_trace.py" "$gs" "$spool" "$tmp/trace.jsonl" "$t0"
   # every job ended (at most an hour)
@@ -77,9 +62,7 @@ for policy in "${policies[@]}"; do
   done
   python3 "$here/summarize_trace.py" --policy "$policy" --nodes 8 --start "$t0" \
     --spool "$spool" >>"$out"
-  kill "$serve_pid" && wait "$serve_pid" || true
-  serve_pid=
-  "$gs" cluster down --spool "$spool" >/dev/null 2>&1 || true
+  manager_stop "$spool"
 done
 python3 "$here/summarize_trace.py" --markdown "$out" --node-cpus "$cpus" \
   --trace "$tmp/trace.jsonl" >"$BENCH_OUT/cluster_real.md"

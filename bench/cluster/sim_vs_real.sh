@@ -30,26 +30,13 @@ cpus=${CLUSTER_NODE_CPUS:-0.25}
 seed=${CLUSTER_SEED:-1}
 tmp=$(mktemp -d)
 spool=$tmp/spool
-serve_pid=
-cleanup() {
-  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null || true
-  for l in "$spool"/jobs/*/lock; do
-    [ -f "$l" ] || continue
-    p=$(cut -d' ' -f1 "$l")
-    [ -n "$p" ] && kill -TERM -- "-$p" 2>/dev/null || true
-  done
-  sleep 2
-  [ -f "$spool/emulated/names" ] && "$gs" cluster down --spool "$spool" >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+# shellcheck source=bench/cluster/manager_lib.sh
+. "$here/manager_lib.sh"
+trap manager_cleanup EXIT
 python3 "$here/trace.py" --jobs 20 --seed "$seed" --cache "$tmp/cache" >"$tmp/trace.jsonl"
 "$gs" train --model mlp --epochs 1 --max-steps 1 --data-cache "$tmp/cache" >/dev/null 2>&1
-"$gs" cluster serve --emulated 4 --rate 1gbit --node-cpus "$cpus" --spool "$spool" \
-  --policy static --interval 5 --commit-every 20 >"$tmp/serve.log" 2>&1 &
-serve_pid=$!
-for _ in $(seq 1 600); do [ -f "$spool/pool.json" ] && break; sleep 0.2; done
-[ -f "$spool/pool.json" ] || { cat "$tmp/serve.log" >&2; exit 1; }
+manager_start "$spool" "$tmp/serve.log" --emulated 4 --rate 1gbit --node-cpus "$cpus" \
+  --policy static --interval 5 --commit-every 20
 # One job of each kind (the trace's arguments, its first job of the kind)
 # at each size, one at a time.
 python3 - "$tmp/trace.jsonl" >"$tmp/kinds.jsonl" <<'PY'
@@ -80,8 +67,7 @@ sleep 2 # jobs.json, the manager's snapshot, catches up
 python3 "$here/sim_vs_real.py" measure --spool "$spool" --solo "$tmp/solo.txt" \
   --trace "$tmp/trace.jsonl" --speeds "$BENCH_OUT/cluster_real_speeds.csv" \
   --workload "$BENCH_OUT/cluster_real_workload.csv" >"$tmp/penalty.txt"
-kill "$serve_pid" && wait "$serve_pid" || true
-serve_pid=
+manager_stop "$spool"
 start_s=$(cat "$tmp/penalty.txt")
 out=$BENCH_OUT/cluster_sim_vs_real.jsonl
 sim=("$gs" cluster simulate --workload "$BENCH_OUT/cluster_real_workload.csv"
