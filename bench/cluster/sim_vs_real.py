@@ -3,11 +3,11 @@
 
   sim_vs_real.py measure --spool DIR --solo FILE --trace TRACE --speeds CSV --workload CSV
       from the solo runs (FILE: "kind nodes job-id" lines) under the manager
-      at SPOOL: the speed table (model,nodes,step_time_s,samples_per_step:
-      the job's wall_s inside the program over its steps) and the real
-      trace as the simulator's workload (name,time,model,nodes,samples,
-      min_nodes,max_nodes,weight); prints the mean start-up (completion time
-      less wall_s) in seconds.
+      at SPOOL: the speed table (model,nodes,step_time_s,samples_per_step,
+      start_s: the job's wall_s inside the program over its steps, and the
+      rest of its completion time) and the real trace as the simulator's
+      workload (name,time,model,nodes,samples,min_nodes,max_nodes,weight);
+      prints the mean start-up in seconds.
   sim_vs_real.py report --sim JSONL --speeds CSV --start S --real JSONL...
       the simulated mean JCTs beside the real runs' as Markdown."""
 import argparse
@@ -55,11 +55,11 @@ def measure(a):
         starts.append(jct - s["wall_s"])
         solo.append({"kind": kind, "nodes": int(n), "jct_s": round(jct, 2),
                      "wall_s": s["wall_s"], "train_s": s["train_s"], "steps": steps})
-        rows.append((kind, int(n), s["wall_s"] / steps))
+        rows.append((kind, int(n), s["wall_s"] / steps, jct - s["wall_s"]))
     with open(a.speeds, "w") as f:
-        f.write("model,nodes,step_time_s,samples_per_step\n")
-        for kind, n, st in rows:
-            f.write(f"{kind},{n},{st:.6f},{GLOBAL_BATCH}\n")
+        f.write("model,nodes,step_time_s,samples_per_step,start_s\n")
+        for kind, n, st, start in rows:
+            f.write(f"{kind},{n},{st:.6f},{GLOBAL_BATCH},{start:.3f}\n")
     with open(a.workload, "w") as f:
         f.write("name,time,model,nodes,samples,min_nodes,max_nodes,weight\n")
         for j in trace:
@@ -94,8 +94,10 @@ def report(a):
           "emulated nodes, the real runs' settings): a step's time is the job's time inside "
           "the program (its summary's wall_s) over its steps; the rest of its completion time "
           "(the manager's round, the launch over ssh, the data, the exit) is the start-up, "
-          f"whose mean, {a.start:.1f} s, is charged at every start and every resize "
-          "(`--start-penalty`, `--restart-penalty`). The real runs are the committed ones "
+          "which grows with the nodes (an ssh launch and a rendezvous over more hosts); the "
+          "speed table's start_s column gives it per kind and size, and the simulator "
+          "charges it at every start and every resize on that many nodes (the mean, "
+          f"{a.start:.1f} s, is the penalty where the table has none). The real runs are the committed ones "
           "(cluster_real*.jsonl, other commits, the same trace and settings).\n")
     print("| kind | nodes | completion s | in the program s | start-up s | step ms |")
     print("|---|---:|---:|---:|---:|---:|")

@@ -8,8 +8,10 @@
 # (--min N --max N), its time inside the program (the summary's wall_s) and
 # its completion time; a step's time is wall_s over the job's steps, and the
 # rest of the completion time (submission to launch, mpirun over ssh, data,
-# exit) is the start-up, whose mean is the simulator's --start-penalty and
-# --restart-penalty (a resize relaunches the same way). Then it simulates the
+# exit) is the start-up, the table's start_s for that kind and size, charged
+# by the simulator at every start and resize (a resize relaunches the same
+# way; the mean is --start-penalty and --restart-penalty, unused while the
+# table covers every size). Then it simulates the
 # real trace (the same seed) on 8 nodes under each policy and sets the mean
 # JCTs beside those of the committed real runs (bench/results/
 # cluster_real*.jsonl). Writes $BENCH_OUT/cluster_sim_vs_real.{md,jsonl} and

@@ -35,6 +35,9 @@ typedef struct gs_csim_job {
   int min_nodes, max_nodes, req_nodes;
   double weight;
   double *speed;      /* owned by the workload */
+  double *start_s;    /* the seconds a start (first, or after a resize) on
+                         n nodes makes no progress, [n]; NULL: the
+                         simulator's start and restart penalties */
   int line;           /* the workload file's line */
 } gs_csim_job;
 
@@ -53,7 +56,9 @@ typedef struct gs_csim_workload {
  *    NULL: ../traces beside the workload's directory).
  *  - gradsync's (name,time,model,nodes,samples[,min_nodes,max_nodes,weight]):
  *    speeds from `tables`, a CSV model,nodes,step_time_s,samples_per_step
- *    (required; gpus_per_node is not used).
+ *    [,start_s] (required; gpus_per_node is not used). start_s, where the
+ *    table has it, is a start's cost on that many nodes (interpolated as
+ *    speeds are), in place of the simulator's penalties.
  * Returns 0, or -1 with a message naming the file, line and column. */
 int gs_csim_load(const char *workload, const char *tables, int nodes, int gpus_per_node,
                  gs_csim_workload *w, char *err, size_t errlen);

@@ -14,7 +14,9 @@
  * new nodes and makes no progress for that long (Pollux's simulator charges
  * its restarts the same way). A job's first start costs start_penalty_s
  * (0 by default: free): a real job's launch, data loading and set-up, which
- * for short jobs is a large share of their completion time.
+ * for short jobs is a large share of their completion time. A speed table
+ * with start_s gives each start (first or after a resize) its cost on that
+ * many nodes instead of either penalty.
  *
  * Measures (gs_csim_result):
  *  - utilisation: allocated node-seconds over the pool's node-seconds
@@ -186,10 +188,12 @@ static int resolve(sim *s, double t, gs_csim_result *r, char *err, size_t errlen
     if (nw > 0 && (js->must_restart || (old > 0 && nw != old) || (old == 0 && js->ever_ran))) {
       js->restarts++;
       r->resizes++;
-      js->restart_end = t + s->o->restart_penalty_s;
+      const double *st = s->w->jobs[j].start_s;
+      js->restart_end = t + (st ? st[nw] : s->o->restart_penalty_s);
       js->must_restart = 0;
     } else if (nw > 0 && old == 0) {
-      js->restart_end = t + s->o->start_penalty_s; /* first start */
+      const double *st = s->w->jobs[j].start_s; /* first start */
+      js->restart_end = t + (st ? st[nw] : s->o->start_penalty_s);
     }
     if (nw > 0 && !js->ever_ran) {
       js->ever_ran = 1;

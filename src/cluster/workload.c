@@ -24,7 +24,9 @@
  * job's length) and a speed table model,nodes,step_time_s,samples_per_step
  * (samples/s interpolated linearly between measured node counts; outside
  * them a job may not run unless min_nodes/max_nodes say so, and then the
- * nearest measured throughput is held).
+ * nearest measured throughput is held). An optional start_s column is a
+ * start's cost on that many nodes (the launch over more hosts takes
+ * longer), interpolated and held the same way.
  */
 #include "gradsync/cluster_sim.h"
 
@@ -204,7 +206,10 @@ static void copy_name(char *dst, const char *src) {
 
 void gs_csim_workload_free(gs_csim_workload *w) {
   if (w == NULL) return;
-  for (int i = 0; i < w->njobs; i++) free(w->jobs[i].speed);
+  for (int i = 0; i < w->njobs; i++) {
+    free(w->jobs[i].speed);
+    free(w->jobs[i].start_s);
+  }
   free(w->jobs);
   memset(w, 0, sizeof *w);
 }
@@ -519,6 +524,7 @@ typedef struct model_speed {
   int n;
   int nodes[64];
   double tput[64]; /* samples per second */
+  double start[64]; /* start_s, or -1 */
 } model_speed;
 
 static int load_speeds(const char *path, model_speed **out, int *nout, char *err,
@@ -531,14 +537,16 @@ static int load_speeds(const char *path, model_speed **out, int *nout, char *err
     csv_close(&c);
     return -1;
   }
+  int cstart = csv_col(&c, "start_s");
   model_speed *m = NULL;
   int n = 0, r;
   while ((r = csv_next(&c, err, errlen)) == 1) {
     int nodes;
-    double st, sps;
+    double st, sps, start = -1;
     if (csv_int(&c, col[1], 1, 1 << 20, &nodes, err, errlen) != 0 ||
         csv_num(&c, col[2], 1e-12, 1e9, &st, err, errlen) != 0 ||
-        csv_num(&c, col[3], 1e-12, 1e15, &sps, err, errlen) != 0) {
+        csv_num(&c, col[3], 1e-12, 1e15, &sps, err, errlen) != 0 ||
+        (cstart >= 0 && csv_num(&c, cstart, 0, 1e6, &start, err, errlen) != 0)) {
       r = -1;
       break;
     }
@@ -566,6 +574,7 @@ static int load_speeds(const char *path, model_speed **out, int *nout, char *err
     while (k > 0 && s->nodes[k - 1] > nodes) {
       s->nodes[k] = s->nodes[k - 1];
       s->tput[k] = s->tput[k - 1];
+      s->start[k] = s->start[k - 1];
       k--;
     }
     if (k > 0 && s->nodes[k - 1] == nodes) {
@@ -576,6 +585,7 @@ static int load_speeds(const char *path, model_speed **out, int *nout, char *err
     }
     s->nodes[k] = nodes;
     s->tput[k] = sps / st;
+    s->start[k] = start;
   }
   csv_close(&c);
   if (r < 0) {
@@ -591,14 +601,16 @@ static int load_speeds(const char *path, model_speed **out, int *nout, char *err
   return 0;
 }
 
-static double model_tput(const model_speed *s, int n) {
-  if (n <= s->nodes[0]) return s->tput[0];
+/* v (tput or start) at n nodes: linear between the measured node counts,
+ * the nearest held outside them. */
+static double model_at(const model_speed *s, const double *v, int n) {
+  if (n <= s->nodes[0]) return v[0];
   for (int k = 1; k < s->n; k++)
     if (n <= s->nodes[k]) {
       double f = (double)(n - s->nodes[k - 1]) / (s->nodes[k] - s->nodes[k - 1]);
-      return s->tput[k - 1] + f * (s->tput[k] - s->tput[k - 1]);
+      return v[k - 1] + f * (v[k] - v[k - 1]);
     }
-  return s->tput[s->n - 1];
+  return v[s->n - 1];
 }
 
 static int load_table(csv *c, const char *tables, int nodes, gs_csim_workload *w, char *err,
@@ -664,7 +676,16 @@ static int load_table(csv *c, const char *tables, int nodes, gs_csim_workload *w
       r = -1;
       break;
     }
-    for (int n = lo; n <= hi; n++) j->speed[n] = model_tput(s, n);
+    for (int n = lo; n <= hi; n++) j->speed[n] = model_at(s, s->tput, n);
+    if (s->start[0] >= 0) { /* the column is there: every row has it */
+      j->start_s = calloc((size_t)hi + 1, sizeof *j->start_s);
+      if (j->start_s == NULL) {
+        set_err(err, errlen, "out of memory reading %s", c->path);
+        r = -1;
+        break;
+      }
+      for (int n = lo; n <= hi; n++) j->start_s[n] = model_at(s, s->start, n);
+    }
   }
   free(ms);
   if (r < 0) return -1;

@@ -115,6 +115,37 @@ static void test_start_penalty(void **state) {
   assert_int_equal(r.resizes, 0);
 }
 
+/* Start-up from the speed table (start_s: 2 s on 1 node, 4 on 2), in place
+ * of the penalties: static's A starts on 2 nodes at 0, works from 4, ends at
+ * 14; B starts on 1 node at 14, works from 16, ends at 26. */
+static void test_start_from_table(void **state) {
+  (void)state;
+  char wp[512], sp[512], err[512];
+  write_file("w.csv", two_jobs, wp, sizeof wp);
+  write_file("s.csv",
+             "model,nodes,step_time_s,samples_per_step,start_s\nm,1,1,10,2\nm,2,1,20,4\n", sp,
+             sizeof sp);
+  gs_csim_workload w;
+  assert_int_equal(gs_csim_load(wp, sp, 2, 4, &w, err, sizeof err), 0);
+  assert_non_null(w.jobs[0].start_s);
+  gs_csim_opts o;
+  gs_csim_defaults(&o);
+  o.nodes = 2;
+  o.policy = "static";
+  o.start_penalty_s = 100; /* the table's win */
+  o.interval_s = 0;
+  gs_csim_result r;
+  if (gs_csim_run(&w, &o, &r, err, sizeof err) != 0) fail_msg("%s", err);
+  gs_csim_workload_free(&w);
+  NEAR(r.jct_mean_s, (14 + 25) / 2.0);
+  NEAR(r.makespan_s, 26);
+  /* A negative start is refused, naming the column. */
+  write_file("s.csv", "model,nodes,step_time_s,samples_per_step,start_s\nm,1,1,10,-2\n", sp,
+             sizeof sp);
+  assert_int_equal(gs_csim_load(wp, sp, 2, 4, &w, err, sizeof err), -1);
+  assert_non_null(strstr(err, "start_s"));
+}
+
 /* A node lost: A (2 nodes, 200 samples) has done 100 at 5 when one of its
  * nodes leaves; static keeps it on the node left, after a restart (5-10),
  * at 10/s: it ends at 20. */
@@ -270,6 +301,7 @@ int main(void) {
       cmocka_unit_test(test_static_by_hand),
       cmocka_unit_test(test_goodput_by_hand),
       cmocka_unit_test(test_start_penalty),
+      cmocka_unit_test(test_start_from_table),
       cmocka_unit_test(test_node_loss),
       cmocka_unit_test(test_bad_workloads),
       cmocka_unit_test(test_pollux),
