@@ -3,6 +3,8 @@
 # the caller sets gs (the gradsync binary) and tmp (its scratch directory,
 # where the spools live: $tmp/spool*).
 # shellcheck shell=bash
+# shellcheck source=tests/cluster/keepers.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../tests/cluster/keepers.sh"
 serve_pid=
 
 # manager_start SPOOL LOG SERVE-OPTIONS...: `gradsync cluster serve` in the
@@ -26,15 +28,11 @@ manager_stop() {
   "$gs" cluster down --spool "$1" >/dev/null 2>&1 || true
 }
 
-# The EXIT trap: the manager, every job's process group still running, the
+# The EXIT trap: the manager, every job keeper's process group still running, the
 # emulated nodes of every spool, the scratch directory.
 manager_cleanup() {
   [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null || true
-  for l in "$tmp"/spool*/jobs/*/lock; do
-    [ -f "$l" ] || continue
-    p=$(cut -d' ' -f1 "$l")
-    [ -n "$p" ] && kill -TERM -- "-$p" 2>/dev/null || true
-  done
+  for s in "$tmp"/spool*; do stop_keepers "$s"; done
   sleep 2
   for s in "$tmp"/spool*; do
     [ -f "$s/emulated/names" ] && "$gs" cluster down --spool "$s" >/dev/null 2>&1 || true

@@ -27,14 +27,12 @@ spool=$scratch/spool
 log=$scratch/serve.log
 err=$scratch/err
 serve_pid=
+# shellcheck source=tests/cluster/keepers.sh
+. "$(dirname "$0")/keepers.sh"
 cleanup() {
   [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null
   # Keepers are session leaders: their sessions go with them.
-  for l in "$spool"/jobs/*/lock; do
-    [ -f "$l" ] || continue
-    p=$(cut -d' ' -f1 "$l")
-    [ -n "$p" ] && kill -TERM -- "-$p" 2>/dev/null
-  done
+  stop_keepers "$spool"
   sleep 0.3
   rm -rf "$scratch"
 }

@@ -22,13 +22,11 @@ scratch=$(mktemp -d)
 spool=$scratch/spool
 log=$scratch/serve.log
 serve_pid=
+# shellcheck source=tests/cluster/keepers.sh
+. "$(dirname "$0")/keepers.sh"
 cleanup() {
   [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
-  for l in "$spool"/jobs/*/lock; do
-    [ -f "$l" ] || continue
-    p=$(cut -d' ' -f1 "$l")
-    [ -n "$p" ] && kill -TERM -- "-$p" 2>/dev/null
-  done
+  stop_keepers "$spool"
   sleep 1
   [ -f "$spool/emulated/names" ] && "$G" cluster down --spool "$spool" >/dev/null 2>&1
   rm -rf "$scratch"
