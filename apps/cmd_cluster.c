@@ -29,6 +29,7 @@ static void usage(FILE *f) {
           "usage: gradsync cluster simulate --workload CSV --nodes N [--gpus-per-node G]\n"
           "                                 [--tables PATH] [--policy P|all]\n"
           "                                 [--restart-penalty S] [--start-penalty S]\n"
+          "                                 [--learn-curves W]\n"
           "                                 [--interval S]\n"
           "                                 [--time-limit S] [--fairness-weight A]\n"
           "                                 [--adjust-weight B] [--node-loss T:K]\n"
@@ -54,6 +55,10 @@ static void usage(FILE *f) {
           "                       per resumption (default 30)\n"
           "  --start-penalty S    seconds without progress at a job's first start\n"
           "                       (its launch and set-up; default 0)\n"
+          "  --learn-curves W     the policies know a job's speed on N nodes only\n"
+          "                       after it did W work there in one launch, as the\n"
+          "                       manager measures it (default: the table's\n"
+          "                       curves from the start, an oracle)\n"
           "  --interval S         re-allocate every S seconds as well as on\n"
           "                       arrivals and completions (default 60; 0 = only\n"
           "                       on events)\n"
@@ -92,6 +97,7 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
       {"policy", required_argument, 0, 'P'},
       {"restart-penalty", required_argument, 0, 'r'},
       {"start-penalty", required_argument, 0, 's'},
+      {"learn-curves", required_argument, 0, 'C'},
       {"interval", required_argument, 0, 'i'},
       {"time-limit", required_argument, 0, 'l'},
       {"fairness-weight", required_argument, 0, 'f'},
@@ -135,6 +141,9 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
       case 's':
         if (parse_double_opt("start-penalty", optarg, 0, 86400, &c->o.start_penalty_s))
           return 2;
+        break;
+      case 'C':
+        if (parse_double_opt("learn-curves", optarg, 1e-9, 1e18, &c->o.learn_work)) return 2;
         break;
       case 'i':
         if (parse_double_opt("interval", optarg, 0, 86400, &c->o.interval_s)) return 2;
@@ -232,6 +241,7 @@ static void print_json_row(const csim_cli *c, const gs_csim_workload *w, const c
   cJSON_AddNumberToObject(o, "gpus_per_node", c->gpus);
   cli_json_add(o, "restart_penalty_s", c->o.restart_penalty_s, "%.3f");
   cli_json_add(o, "start_penalty_s", c->o.start_penalty_s, "%.3f");
+  cli_json_add(o, "learn_work", c->o.learn_work, "%.6g");
   cli_json_add(o, "interval_s", c->o.interval_s, "%.3f");
   cJSON_AddNumberToObject(o, "jobs", r->jobs);
   cJSON_AddNumberToObject(o, "done", r->done);

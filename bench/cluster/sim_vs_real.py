@@ -8,8 +8,9 @@
       rest of its completion time) and the real trace as the simulator's
       workload (name,time,model,nodes,samples,min_nodes,max_nodes,weight);
       prints the mean start-up in seconds.
-  sim_vs_real.py report --sim JSONL --speeds CSV --start S --real JSONL...
-      the simulated mean JCTs beside the real runs' as Markdown."""
+  sim_vs_real.py report --sim JSONL --oracle JSONL --speeds CSV --start S --real JSONL...
+      the simulated mean JCTs (curves learned as the manager learns them,
+      and the oracle's) beside the real runs' as Markdown."""
 import argparse
 import csv
 import json
@@ -73,8 +74,10 @@ def measure(a):
 
 
 def report(a):
-    sim = {r["policy"]: r for r in (json.loads(l) for l in open(a.sim) if l.startswith("{"))
-           if "policy" in r}
+    def rows(path):
+        return {r["policy"]: r for r in (json.loads(l) for l in open(path) if l.startswith("{"))
+                if "policy" in r}
+    sim, oracle = rows(a.sim), rows(a.oracle)
     real = {}
     for path in a.real:
         if not os.path.exists(path):
@@ -97,7 +100,11 @@ def report(a):
           "which grows with the nodes (an ssh launch and a rendezvous over more hosts); the "
           "speed table's start_s column gives it per kind and size, and the simulator "
           "charges it at every start and every resize on that many nodes (the mean, "
-          f"{a.start:.1f} s, is the penalty where the table has none). The real runs are the committed ones "
+          f"{a.start:.1f} s, is the penalty where the table has none). The policies know a "
+          "job's speed on a size only after two of its commits in one launch there, as the "
+          "manager measures it (`--learn-curves 1920`: 2 x 20 steps x 48 samples), and "
+          "before that none (linear speed-up, unknown work); the last column is the same "
+          "simulation on the table's curves from the start, an oracle. The real runs are the committed ones "
           "(cluster_real*.jsonl, other commits, the same trace and settings).\n")
     print("| kind | nodes | completion s | in the program s | start-up s | step ms |")
     print("|---|---:|---:|---:|---:|---:|")
@@ -106,8 +113,8 @@ def report(a):
               f"{r['jct_s'] - r['wall_s']:.1f} | {1e3 * r['wall_s'] / r['steps']:.1f} |")
     print()
     print("| policy | simulated mean JCT s | real mean JCT s (runs) | real mean | simulated / real "
-          "| within 10% | simulated makespan s | real makespan s |")
-    print("|---|---:|---|---:|---:|---|---:|---|")
+          "| within 10% | simulated makespan s | real makespan s | oracle's mean JCT s (/ real) |")
+    print("|---|---:|---|---:|---:|---|---:|---|---:|")
     for p in ("static", "dorm", "goodput"):
         if p not in sim or p not in real:
             continue
@@ -120,7 +127,8 @@ def report(a):
               f"{', '.join('%.1f' % r['mean_jct_s'] for _, r in runs)} | {m:.1f} | "
               f"{ratio:.2f} | {'yes' if abs(ratio - 1) <= 0.10 else 'no'} | "
               f"{sim[p]['makespan_s']:.0f} | "
-              f"{', '.join('%.0f' % r['makespan_s'] for _, r in runs)} |")
+              f"{', '.join('%.0f' % r['makespan_s'] for _, r in runs)} | "
+              f"{oracle[p]['jct_mean_s']:.1f} ({oracle[p]['jct_mean_s'] / m:.2f}) |")
 
 
 def main():
@@ -131,6 +139,7 @@ def main():
         m.add_argument(k, required=True)
     r = sub.add_parser("report")
     r.add_argument("--sim", required=True)
+    r.add_argument("--oracle", required=True)
     r.add_argument("--speeds", required=True)
     r.add_argument("--start", type=float, required=True)
     r.add_argument("--real", nargs="+", required=True)

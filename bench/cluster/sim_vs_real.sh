@@ -72,12 +72,17 @@ python3 "$here/sim_vs_real.py" measure --spool "$spool" --solo "$tmp/solo.txt" \
 manager_stop "$spool"
 start_s=$(cat "$tmp/penalty.txt")
 out=$BENCH_OUT/cluster_sim_vs_real.jsonl
+# The policies learn a job's speed on a size as the manager does: after two
+# of its commits in one launch (--commit-every 20 steps of 48 samples).
 sim=("$gs" cluster simulate --workload "$BENCH_OUT/cluster_real_workload.csv"
      --tables "$BENCH_OUT/cluster_real_speeds.csv" --nodes 8 --policy all --interval 5
-     --start-penalty "$start_s" --restart-penalty "$start_s" --json)
+     --start-penalty "$start_s" --restart-penalty "$start_s" --learn-curves 1920 --json)
 "${sim[@]}" >"$out"
-bench_stamp "$out" "$(bench_quote "${sim[@]}")"
-python3 "$here/sim_vs_real.py" report --sim "$out" --speeds "$BENCH_OUT/cluster_real_speeds.csv" \
+# And on the table's curves from the start (an oracle), for comparison.
+"${sim[@]:0:${#sim[@]}-3}" --json >"$out.oracle"
+bench_stamp "$out" "$(bench_quote "${sim[@]}"); the same without --learn-curves 1920"
+python3 "$here/sim_vs_real.py" report --sim "$out" --oracle "$out.oracle" \
+  --speeds "$BENCH_OUT/cluster_real_speeds.csv" \
   --start "$start_s" --real "$BENCH_OUT"/cluster_real.jsonl "$BENCH_OUT"/cluster_real_run2.jsonl \
   "$BENCH_OUT"/cluster_real_run3.jsonl "$BENCH_OUT"/cluster_real_goodput_curves.jsonl \
   >"$BENCH_OUT/cluster_sim_vs_real.md"

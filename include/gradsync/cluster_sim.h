@@ -72,6 +72,14 @@ typedef struct gs_csim_opts {
                                  loading and set-up before its first step
                                  (default 0: free) */
   double interval_s;          /* periodic re-allocation (default 60; 0 = none) */
+  /* > 0: the policies see a job's speed curve only as the manager learns
+   * it: a size's speed once the job has done learn_work of its work there
+   * in one launch, after its start-up (the manager: two commits of one
+   * launch), the curve fitted to the sizes known (gs_cluster_speed_fit, the
+   * manager's Optimus fit); before the first, no curve (speed taken as
+   * linear) and no known work. 0 (default): the table's curve from the
+   * start, an oracle. */
+  double learn_work;
   double time_limit_s;        /* dorm's solver limit per round (default 0.05) */
   double fairness_weight;     /* dorm (default 0.5) */
   double adjust_weight;       /* dorm (default 0.02) */

@@ -73,6 +73,11 @@ typedef struct sim_job {
   int restarts;
   int ever_ran, must_restart, done, arrived;
   double contention;  /* integral of the number of jobs in the system */
+  /* opts.learn_work: the work done in this launch since its start-up, the
+   * speeds known per size (0: not yet) and the curve fitted to them. */
+  double launch_done;
+  double *known, *curve;
+  int ncurve;
 } sim_job;
 
 typedef struct sim {
@@ -102,6 +107,26 @@ static double job_speed(const sim *s, int j, int n) {
   if (n <= 0) return 0;
   if (n > g->max_nodes) n = g->max_nodes;
   return g->speed[n];
+}
+
+/* opts.learn_work: job j's speed on n nodes is measured (the manager's
+ * two commits of one launch), and its curve refitted to the sizes known. */
+static void learn(sim *s, int j, int n) {
+  const gs_csim_job *g = &s->w->jobs[j];
+  sim_job *js = &s->js[j];
+  js->known[n] = job_speed(s, j, n);
+  int *nn = malloc((size_t)g->max_nodes * sizeof *nn), np = 0;
+  double *rr = malloc((size_t)g->max_nodes * sizeof *rr);
+  for (int q = 1; nn && rr && q <= g->max_nodes; q++)
+    if (js->known[q] > 0) {
+      nn[np] = q;
+      rr[np++] = js->known[q];
+    }
+  /* (Out of memory: the curve stays as it was, as a failed fit would.) */
+  if (nn && rr && gs_cluster_speed_fit(nn, rr, np, g->max_nodes, js->curve, NULL, NULL, 0) == 0)
+    js->ncurve = g->max_nodes;
+  free(nn);
+  free(rr);
 }
 
 /* Gives node k to job j (or frees it, j = -1) at time t, closing the
@@ -157,8 +182,10 @@ static int resolve(sim *s, double t, gs_csim_result *r, char *err, size_t errlen
     p->submit_time = g->submit;
     p->progress = 1 - s->js[j].rem / g->work;
     p->speed = g->speed;
+    if (s->o->learn_work > 0) /* only what the manager would know by now */
+      p->speed = s->js[j].ncurve ? s->js[j].curve : NULL;
     p->restarts = s->js[j].restarts;
-    p->work = g->work;
+    p->work = s->o->learn_work > 0 && !s->js[j].ncurve ? 0 : g->work;
   }
   gs_cluster_policy_opts po;
   gs_cluster_policy_defaults(&po);
@@ -191,9 +218,11 @@ static int resolve(sim *s, double t, gs_csim_result *r, char *err, size_t errlen
       const double *st = s->w->jobs[j].start_s;
       js->restart_end = t + (st ? st[nw] : s->o->restart_penalty_s);
       js->must_restart = 0;
+      js->launch_done = 0;
     } else if (nw > 0 && old == 0) {
       const double *st = s->w->jobs[j].start_s; /* first start */
       js->restart_end = t + (st ? st[nw] : s->o->start_penalty_s);
+      js->launch_done = 0;
     }
     if (nw > 0 && !js->ever_ran) {
       js->ever_ran = 1;
@@ -269,6 +298,14 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
     goto done;
   }
   for (int k = 0; k < o->nodes; k++) s.node_job[k] = -1;
+  for (int j = 0; j < nj && o->learn_work > 0; j++) {
+    s.js[j].known = calloc((size_t)w->jobs[j].max_nodes + 1, sizeof *s.js[j].known);
+    s.js[j].curve = calloc((size_t)w->jobs[j].max_nodes + 1, sizeof *s.js[j].curve);
+    if (!s.js[j].known || !s.js[j].curve) {
+      set_err(err, errlen, "out of memory simulating %d jobs on %d nodes", nj, o->nodes);
+      goto done;
+    }
+  }
   for (int j = 0; j < nj; j++) {
     order[j] = j;
     s.js[j].rem = w->jobs[j].work;
@@ -374,9 +411,13 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       if (js->size <= 0) continue;
       double from = js->restart_end > t ? js->restart_end : t;
       if (from < tn) {
-        js->rem -= job_speed(&s, j, js->size) * (tn - from);
+        double sp = job_speed(&s, j, js->size);
+        js->rem -= sp * (tn - from);
         if (js->rem < 0) js->rem = 0;
         busy_ns += js->size * (tn - from);
+        js->launch_done += sp * (tn - from);
+        if (o->learn_work > 0 && js->launch_done >= o->learn_work && js->known[js->size] == 0)
+          learn(&s, j, js->size);
       }
     }
     used_ns += used * dt;
@@ -441,6 +482,10 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
   r->sim_s = wall_s() - t_start;
   rc = 0;
 done:
+  for (int j = 0; s.js && j < nj; j++) {
+    free(s.js[j].known);
+    free(s.js[j].curve);
+  }
   free(s.js);
   free(s.active);
   free(s.node_job);

@@ -146,6 +146,34 @@ static void test_start_from_table(void **state) {
   assert_non_null(strstr(err, "start_s"));
 }
 
+/* Learning the curves (learn_work): a model slower on 2 nodes (5/s) than
+ * on 1 (10/s), one job of 100 samples that may take 1 or 2. goodput on the
+ * table's curve (the oracle) runs it on 1 node: 10 s. Learning, it knows
+ * nothing at the start (linear speed-up), takes both nodes, and learns the
+ * truth only after 1000 samples there, more than the job: 20 s. */
+static void test_learn_curves(void **state) {
+  (void)state;
+  char wp[512], sp[512], err[512];
+  write_file("w.csv", "name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,100,1,2\n", wp,
+             sizeof wp);
+  write_file("s.csv", "model,nodes,step_time_s,samples_per_step\nm,1,1,10\nm,2,1,5\n", sp,
+             sizeof sp);
+  for (int learn = 0; learn < 2; learn++) {
+    gs_csim_workload w;
+    assert_int_equal(gs_csim_load(wp, sp, 2, 4, &w, err, sizeof err), 0);
+    gs_csim_opts o;
+    gs_csim_defaults(&o);
+    o.nodes = 2;
+    o.policy = "goodput";
+    o.interval_s = 0;
+    o.learn_work = learn ? 1000 : 0;
+    gs_csim_result r;
+    if (gs_csim_run(&w, &o, &r, err, sizeof err) != 0) fail_msg("%s", err);
+    gs_csim_workload_free(&w);
+    NEAR(r.jct_mean_s, learn ? 20 : 10);
+  }
+}
+
 /* A node lost: A (2 nodes, 200 samples) has done 100 at 5 when one of its
  * nodes leaves; static keeps it on the node left, after a restart (5-10),
  * at 10/s: it ends at 20. */
@@ -302,6 +330,7 @@ int main(void) {
       cmocka_unit_test(test_goodput_by_hand),
       cmocka_unit_test(test_start_penalty),
       cmocka_unit_test(test_start_from_table),
+      cmocka_unit_test(test_learn_curves),
       cmocka_unit_test(test_node_loss),
       cmocka_unit_test(test_bad_workloads),
       cmocka_unit_test(test_pollux),
