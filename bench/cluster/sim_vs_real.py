@@ -44,7 +44,7 @@ def measure(a):
     args_of = {}
     for j in trace:
         args_of.setdefault(j["name"].rsplit("-", 1)[0], j["args"])
-    rows, starts, solo = [], [], []
+    rows, starts, solo = {}, [], []
     for line in open(a.solo):
         kind, n, jid = line.split()
         j = snap[int(jid)]
@@ -56,10 +56,12 @@ def measure(a):
         starts.append(jct - s["wall_s"])
         solo.append({"kind": kind, "nodes": int(n), "jct_s": round(jct, 2),
                      "wall_s": s["wall_s"], "train_s": s["train_s"], "steps": steps})
-        rows.append((kind, int(n), s["wall_s"] / steps, jct - s["wall_s"]))
+        rows.setdefault((kind, int(n)), []).append((s["wall_s"] / steps, jct - s["wall_s"]))
     with open(a.speeds, "w") as f:
         f.write("model,nodes,step_time_s,samples_per_step,start_s\n")
-        for kind, n, st, start in rows:
+        for (kind, n), v in rows.items():  # the mean of the runs
+            st = statistics.mean(x[0] for x in v)
+            start = statistics.mean(x[1] for x in v)
             f.write(f"{kind},{n},{st:.6f},{GLOBAL_BATCH},{start:.3f}\n")
     with open(a.workload, "w") as f:
         f.write("name,time,model,nodes,samples,min_nodes,max_nodes,weight\n")
@@ -94,7 +96,9 @@ def report(a):
           "on 1 to 4 of 8 emulated nodes at 1 Gbit/s, each capped at 0.25 core) replayed by "
           "`gradsync cluster simulate` (bench/cluster/sim_vs_real.sh). Its inputs were measured "
           "under the manager itself, each kind alone at each size (`--min N --max N` on 4 "
-          "emulated nodes, the real runs' settings): a step's time is the job's time inside "
+          "emulated nodes, every size run twice and the two means taken; the table below lists "
+          "each run; "
+          "the real runs' settings): a step's time is the job's time inside "
           "the program (its summary's wall_s) over its steps; the rest of its completion time "
           "(the manager's round, the launch over ssh, the data, the exit) is the start-up, "
           "which grows with the nodes (an ssh launch and a rendezvous over more hosts); the "

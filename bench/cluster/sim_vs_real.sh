@@ -18,7 +18,9 @@
 # the tables it made (cluster_real_speeds.csv, cluster_real_workload.csv).
 # Needs root (the emulated nodes).
 #
-# Usage: bench/cluster/sim_vs_real.sh
+# Usage: bench/cluster/sim_vs_real.sh [REPS]   (each kind and size REPS
+#        times, their mean taken; default 2: one run each moved the means
+#        by up to 17%)
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -28,6 +30,7 @@ gs=$(realpath "$BENCH_BUILD/gradsync")
 here=bench/cluster
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset GRADSYNC_SPOOL
+reps=${1:-2}
 cpus=${CLUSTER_NODE_CPUS:-0.25}
 seed=${CLUSTER_SEED:-1}
 tmp=$(mktemp -d)
@@ -56,13 +59,15 @@ while read -r line; do
   kind=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["kind"])' "$line")
   mapfile -t args < <(python3 -c 'import json,sys; print("\n".join(json.loads(sys.argv[1])["args"]))' "$line")
   for n in 1 2 3 4; do
-    echo "== $kind alone on $n node(s) ($(date +%T))" >&2
-    id=$("$gs" submit --spool "$spool" --min "$n" --max "$n" --name "$kind-solo-$n" -- "${args[@]}")
-    for _ in $(seq 1 1200); do
-      "$gs" jobs --spool "$spool" --json | grep "\"id\":$id," | grep -qE '"state":"(done|failed|cancelled)"' && break
-      sleep 0.5
+    for ((k = 1; k <= reps; k++)); do
+      echo "== $kind alone on $n node(s), $k/$reps ($(date +%T))" >&2
+      id=$("$gs" submit --spool "$spool" --min "$n" --max "$n" --name "$kind-solo-$n" -- "${args[@]}")
+      for _ in $(seq 1 1200); do
+        "$gs" jobs --spool "$spool" --json | grep "\"id\":$id," | grep -qE '"state":"(done|failed|cancelled)"' && break
+        sleep 0.5
+      done
+      echo "$kind $n $id" >>"$tmp/solo.txt"
     done
-    echo "$kind $n $id" >>"$tmp/solo.txt"
   done
 done <"$tmp/kinds.jsonl"
 sleep 2 # jobs.json, the manager's snapshot, catches up
