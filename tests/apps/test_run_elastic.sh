@@ -33,27 +33,45 @@ TRAIN=(train --model mlp --synthetic 16384 --global-batch 48 --epochs 3 --commit
        --resume=auto --json --straggler 0:+8ms)
 FULL=16368
 
-if [ "$WHICH" = kill ] || [ "$WHICH" = all ]; then
-  echo "== kill -9 of a rank under --elastic 2:4"
-  new_case kill
+# kill_rank3 CASE RUN-OPTIONS...: a job of 4 ranks under --elastic 2:4
+# whose rank 3 is killed with SIGKILL after its first commit; sets rc (the
+# supervisor's exit), sup, t_kill, and reports a failure to start. Returns
+# 1 when there was no commit or no rank to kill.
+kill_rank3() {
+  local name=$1
+  shift
+  new_case "$name"
   tag=$(unique_tag)
-  "$G" run -np 4 --elastic 2:4 --events "$ev" -- "$G" "${TRAIN[@]}" --checkpoint "$ck" \
+  victim=
+  "$G" run -np 4 "$@" --elastic 2:4 --events "$ev" -- "$G" "${TRAIN[@]}" --checkpoint "$ck" \
     --seed "$tag" >"$out" 2>"$err" &
   sup=$!
   wait_commit 60 && victim=$(rank_pid "$tag" 3)
   if [ -z "${victim:-}" ]; then
     fail "no commit or no rank found within 60 s"
     kill "$sup" 2>/dev/null
-  else
-    t_kill=$(now)
-    kill -9 "$victim"
-    wait_bounded "$sup" 120
-    rc=$?
+    return 1
+  fi
+  t_kill=$(now)
+  kill -9 "$victim"
+  wait_bounded "$sup" 120
+  rc=$?
+}
+
+# What both kills must show: a resize 4 -> 3 naming the kill, every epoch's
+# samples once, a summary of 3 ranks.
+resized_to_3() {
+  [ "$rc" = 0 ] && grep -q '^gradsync run: resize 4 -> 3 ranks (rank 3 on .* killed by signal 9)' "$err" &&
+    epochs_once 3 "$FULL" && grep -q '"summary":{[^}]*"ranks":3' "$out"
+}
+
+if [ "$WHICH" = kill ] || [ "$WHICH" = all ]; then
+  echo "== kill -9 of a rank under --elastic 2:4"
+  if kill_rank3 kill; then
     t_fail=$(event_time failure)
     t_launch=$(event_time launch 2)
     t_commit=$(first_commit_after "$t_launch")
-    if [ "$rc" = 0 ] && grep -q '^gradsync run: resize 4 -> 3 ranks (rank 3 on .* killed by signal 9)' "$err" &&
-       epochs_once 3 "$FULL" && grep -q '"summary":{[^}]*"ranks":3' "$out"; then
+    if resized_to_3; then
       pass "kill -9 of rank 3: resized 4 -> 3, finished, 3 epochs of $FULL samples each"
     else
       fail "kill -9: exit $rc (want 0), a resize line 4 -> 3, epochs of $FULL samples, 3 ranks"
@@ -72,22 +90,9 @@ if [ "$WHICH" = net ]; then
     exit 77
   fi
   echo "== kill -9 of a rank under --net 1gbit --elastic 2:4"
-  new_case net
-  tag=$(unique_tag)
-  "$G" run -np 4 --net 1gbit --elastic 2:4 --events "$ev" -- "$G" "${TRAIN[@]}" \
-    --checkpoint "$ck" --seed "$tag" >"$out" 2>"$err" &
-  sup=$!
-  wait_commit 60 && victim=$(rank_pid "$tag" 3)
-  if [ -z "${victim:-}" ]; then
-    fail "no commit or no rank found within 60 s"
-    kill "$sup" 2>/dev/null
-  else
-    kill -9 "$victim"
-    wait_bounded "$sup" 120
-    rc=$?
+  if kill_rank3 net --net 1gbit; then
     left=$(ip netns list 2>/dev/null | grep -c "^gs-$sup-")
-    if [ "$rc" = 0 ] && grep -q '^gradsync run: resize 4 -> 3 ranks (rank 3 on .* killed by signal 9)' "$err" &&
-       epochs_once 3 "$FULL" && grep -q '"summary":{[^}]*"ranks":3' "$out" && [ "$left" = 0 ]; then
+    if resized_to_3 && [ "$left" = 0 ]; then
       pass "emulated nodes: resized 4 -> 3, finished, 3 epochs of $FULL samples each, namespaces removed"
     else
       fail "--net --elastic: exit $rc (want 0), a resize line 4 -> 3, epochs of $FULL samples, 3 ranks, $left namespace(s) left (want 0)"

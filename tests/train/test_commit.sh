@@ -13,23 +13,11 @@
 #   - commits need a checkpoint directory, and refuse the asynchronous sync
 #     modes (their workers share no step).
 # Usage: test_commit.sh GRADSYNC CKPT_COMPARE
-set -u
-gs=$1
-cmp_ckpt=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export GRADSYNC_ALLREDUCE_ALGO=ring GRADSYNC_CALIBRATE=0
-fails=0 passes=0
-ok() { echo "ok   $1"; passes=$((passes + 1)); }
-bad() { echo "FAIL $1"; fails=$((fails + 1)); }
+# shellcheck source=tests/train/commit_lib.sh
+. "$(dirname "$0")/commit_lib.sh"
 
 # 1024 samples, 2 ranks x 16: 32 steps per epoch, 2 epochs.
 args="--model mlp --synthetic 1024 --batch 16 --epochs 2 --policy wfbp --schedule cosine"
-train() { # train NAME ARGS...
-  local name=$1; shift
-  "$gs" run -np 2 -- "$gs" train $args --checkpoint "$tmp/$name" "$@" > "$tmp/$name.log" 2>&1
-}
 
 for opt in sgd kfac; do
   extra=""

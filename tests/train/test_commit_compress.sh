@@ -17,23 +17,11 @@
 #     a run without compression resuming a checkpoint that has memory says
 #     it is not used.
 # Usage: test_commit_compress.sh GRADSYNC CKPT_COMPARE
-set -u
-gs=$1
-cmp_ckpt=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export GRADSYNC_ALLREDUCE_ALGO=ring GRADSYNC_CALIBRATE=0
-fails=0 passes=0
-ok() { echo "ok   $1"; passes=$((passes + 1)); }
-bad() { echo "FAIL $1"; fails=$((fails + 1)); }
+# shellcheck source=tests/train/commit_lib.sh
+. "$(dirname "$0")/commit_lib.sh"
 
 # 2048 samples, 2 ranks x 16: 64 steps per epoch, 2 epochs.
 args="--model mlp --synthetic 2048 --batch 16 --epochs 2 --policy wfbp --schedule cosine"
-train() { # train NAME ARGS...
-  local name=$1; shift
-  "$gs" run -np 2 -- "$gs" train $args --checkpoint "$tmp/$name" "$@" > "$tmp/$name.log" 2>&1
-}
 
 for z in topk dgc; do
   if [ $z = topk ]; then
