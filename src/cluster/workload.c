@@ -613,6 +613,14 @@ static double model_at(const model_speed *s, const double *v, int n) {
   return v[s->n - 1];
 }
 
+/* v at every size lo..hi, in an array indexed by size (hi + 1 entries;
+ * NULL when out of memory). */
+static double *model_curve(const model_speed *s, const double *v, int lo, int hi) {
+  double *out = calloc((size_t)hi + 1, sizeof *out);
+  for (int n = lo; out && n <= hi; n++) out[n] = model_at(s, v, n);
+  return out;
+}
+
 static int load_table(csv *c, const char *tables, int nodes, gs_csim_workload *w, char *err,
                       size_t errlen) {
   if (tables == NULL) {
@@ -670,21 +678,13 @@ static int load_table(csv *c, const char *tables, int nodes, gs_csim_workload *w
     j->min_nodes = lo;
     j->max_nodes = hi;
     j->req_nodes = req < lo ? lo : req > hi ? hi : req;
-    j->speed = calloc((size_t)hi + 1, sizeof *j->speed);
-    if (j->speed == NULL) {
+    j->speed = model_curve(s, s->tput, lo, hi);
+    const int has_start = s->start[0] >= 0; /* the column is there: every row has it */
+    if (has_start) j->start_s = model_curve(s, s->start, lo, hi);
+    if (j->speed == NULL || (has_start && j->start_s == NULL)) {
       set_err(err, errlen, "out of memory reading %s", c->path);
       r = -1;
       break;
-    }
-    for (int n = lo; n <= hi; n++) j->speed[n] = model_at(s, s->tput, n);
-    if (s->start[0] >= 0) { /* the column is there: every row has it */
-      j->start_s = calloc((size_t)hi + 1, sizeof *j->start_s);
-      if (j->start_s == NULL) {
-        set_err(err, errlen, "out of memory reading %s", c->path);
-        r = -1;
-        break;
-      }
-      for (int n = lo; n <= hi; n++) j->start_s[n] = model_at(s, s->start, n);
     }
   }
   free(ms);
