@@ -352,6 +352,16 @@ static void test_regroup(void) {
   }
 }
 
+/* Allocates the NT f32 tensors w0.. (counts[]) and registers them in order. */
+static void register_f32(gs_engine *e, float **bufs, int *ids) {
+  char name[16];
+  for (int t = 0; t < NT; t++) {
+    bufs[t] = malloc(counts[t] * sizeof(float));
+    snprintf(name, sizeof name, "w%d", t);
+    gs_engine_register(e, name, bufs[t], counts[t], GS_F32, &ids[t]);
+  }
+}
+
 /* Runs ITERS iterations of topk:0.02 with error feedback and a density
  * warm-up under `policy`, writing every iteration's results to out. */
 enum { GROUP_ITERS = 6 };
@@ -370,13 +380,8 @@ static void run_policy(const char *policy, int merged, float *out) {
   if (e == NULL) return;
   float *bufs[NT];
   int ids[NT];
-  char name[16];
   uint16_t half[1];
-  for (int t = 0; t < NT; t++) {
-    bufs[t] = malloc(counts[t] * sizeof(float));
-    snprintf(name, sizeof name, "w%d", t);
-    gs_engine_register(e, name, bufs[t], counts[t], GS_F32, &ids[t]);
-  }
+  register_f32(e, bufs, ids);
   for (int it = 0; it < GROUP_ITERS; it++) {
     fill(bufs, half, 0, it);
     /* Tensors of very different scales: a merged selection starves w0. */
@@ -444,13 +449,8 @@ static void run_span(const char *policy, int from, int to, gs_compress_memory *m
         gs_engine_memory_kinds(e));
   float *bufs[NT];
   int ids[NT];
-  char name[16];
   uint16_t half[1];
-  for (int t = 0; t < NT; t++) {
-    bufs[t] = malloc(counts[t] * sizeof(float));
-    snprintf(name, sizeof name, "w%d", t);
-    gs_engine_register(e, name, bufs[t], counts[t], GS_F32, &ids[t]);
-  }
+  register_f32(e, bufs, ids);
   for (int t = 0; mem && t < NT; t++)
     CHECK(gs_engine_memory_set(e, ids[t], &mem[t]) == GS_OK, "set w%d: %s", t,
           gs_last_error());
@@ -522,12 +522,7 @@ static void test_resume(void) {
     float *bufs[NT];
     int ids[NT + 1];
     uint16_t half[300];
-    char name[16];
-    for (int t = 0; t < NT; t++) {
-      bufs[t] = malloc(counts[t] * sizeof(float));
-      snprintf(name, sizeof name, "w%d", t);
-      gs_engine_register(e, name, bufs[t], counts[t], GS_F32, &ids[t]);
-    }
+    register_f32(e, bufs, ids);
     gs_engine_register(e, "h", half, 300, GS_F16, &ids[NT]);
     fill(bufs, half, 300, 0);
     for (int t = NT; t >= 0; t--) gs_engine_grad_ready(e, ids[t]);
