@@ -41,19 +41,11 @@
 
 #include "nn_internal.h"
 
-#define NN_DNNL_SLOTS 4
+#define NN_DNNL_SLOTS 6
 
 /* One operand of a primitive as gs_nn holds it (user: NCHW, OIHW, ...) and
  * as the primitive wants it; when the two differ, a reorder between them
  * and a buffer of the primitive's layout. */
-typedef struct {
-  dnnl_memory_desc_t user_md, prim_md;
-  dnnl_memory_t user; /* handle set on each call */
-  dnnl_memory_t prim; /* == user when no reorder is needed */
-  dnnl_primitive_t reorder;
-  dnnl_memory_t reorder_scratch;
-} port;
-
 /* A primitive and its scratchpad memory (NULL when it needs none). */
 typedef struct {
   dnnl_primitive_desc_t pd;
@@ -62,8 +54,17 @@ typedef struct {
 } prim;
 
 typedef struct {
+  dnnl_memory_desc_t user_md, prim_md;
+  dnnl_memory_t user; /* handle set on each call */
+  dnnl_memory_t prim; /* == user when no reorder is needed */
+  prim reorder;       /* .p NULL when no reorder is needed */
+} port;
+
+typedef struct {
   int batch, used; /* key; used: 0 = empty slot */
   nn_precision prec; /* key too: the precision the slot computes in */
+  int blk;           /* key too: for a blocked pass (the layer's blk_in and
+                      * blk_out then say which operands are blocked) */
   int failed;                /* creation failed: BLAS for this shape */
   prim fwd, bwd_data, bwd_weights;
   /* conv / linear: forward src, weights, dst; backward data's weights,
@@ -89,6 +90,7 @@ struct nn_dnnl_net {
   void *scratch;
   size_t scratch_size;
   long fallbacks;
+  int block; /* the blocked activations' channel block (net->blk_block) */
 };
 
 /* ---- Threads --------------------------------------------------------------
@@ -174,9 +176,7 @@ static void port_free(port *pt) {
   if (pt->prim != pt->user) mem_free(&pt->prim);
   mem_free(&pt->user);
   pt->prim = NULL;
-  if (pt->reorder) dnnl_primitive_destroy(pt->reorder);
-  pt->reorder = NULL;
-  mem_free(&pt->reorder_scratch);
+  prim_free(&pt->reorder);
 }
 
 static void slot_free(slot *s) {
@@ -215,6 +215,8 @@ static dnnl_primitive_attr_t make_attr(int relu) {
   return a;
 }
 
+static int prim_finish(nn_dnnl_net *c, prim *p);
+
 /* Creates p from an operation descriptor (hint: the forward pd, for
  * backward ones) and its scratchpad memory. */
 static int prim_create(nn_dnnl_net *c, prim *p, const void *op, int relu,
@@ -227,6 +229,11 @@ static int prim_create(nn_dnnl_net *c, prim *p, const void *op, int relu,
     p->pd = NULL;
     return -1;
   }
+  return prim_finish(c, p);
+}
+
+/* The primitive of p->pd and its scratchpad memory. */
+static int prim_finish(nn_dnnl_net *c, prim *p) {
   const dnnl_memory_desc_t *smd =
       dnnl_primitive_desc_query_md(p->pd, dnnl_query_scratchpad_md, 0);
   if (smd && dnnl_memory_desc_get_size(smd) > 0) {
@@ -240,6 +247,21 @@ static int prim_create(nn_dnnl_net *c, prim *p, const void *op, int relu,
 
 static const dnnl_memory_desc_t *query(const prim *p, dnnl_query_t what) {
   return dnnl_primitive_desc_query_md(p->pd, what, 0);
+}
+
+/* A reorder from one layout to another, as a primitive with its scratchpad. */
+static int reorder_create(nn_dnnl_net *c, prim *p, const dnnl_memory_desc_t *from,
+                          const dnnl_memory_desc_t *to) {
+  dnnl_primitive_attr_t a = make_attr(0);
+  if (!a) return -1;
+  dnnl_status_t st =
+      dnnl_reorder_primitive_desc_create(&p->pd, from, c->engine, to, c->engine, a);
+  dnnl_primitive_attr_destroy(a);
+  if (st != dnnl_success) {
+    p->pd = NULL;
+    return -1;
+  }
+  return prim_finish(c, p);
 }
 
 /* Sets up a port: user memory of user_md and, if want differs, a buffer of
@@ -259,25 +281,8 @@ static int port_init(nn_dnnl_net *c, port *pt, const dnnl_memory_desc_t *user_md
   if (dnnl_memory_create(&pt->prim, want, c->engine, DNNL_MEMORY_ALLOCATE) !=
       dnnl_success)
     return -1;
-  dnnl_primitive_attr_t a = make_attr(0);
-  dnnl_primitive_desc_t rpd = NULL;
-  dnnl_status_t st =
-      to_prim ? dnnl_reorder_primitive_desc_create(&rpd, user_md, c->engine, want,
-                                                   c->engine, a)
-              : dnnl_reorder_primitive_desc_create(&rpd, want, c->engine, user_md,
-                                                   c->engine, a);
-  dnnl_primitive_attr_destroy(a);
-  if (st != dnnl_success) return -1;
-  const dnnl_memory_desc_t *smd =
-      dnnl_primitive_desc_query_md(rpd, dnnl_query_scratchpad_md, 0);
-  int rc = 0;
-  if (smd && dnnl_memory_desc_get_size(smd) > 0)
-    rc = scratch_reserve(c, smd) ||
-         dnnl_memory_create(&pt->reorder_scratch, smd, c->engine,
-                            DNNL_MEMORY_NONE) != dnnl_success;
-  if (!rc) rc = dnnl_primitive_create(&pt->reorder, rpd) != dnnl_success;
-  dnnl_primitive_desc_destroy(rpd);
-  return rc ? -1 : 0;
+  return to_prim ? reorder_create(c, &pt->reorder, user_md, want)
+                 : reorder_create(c, &pt->reorder, want, user_md);
 }
 
 static int exec(nn_dnnl_net *c, dnnl_primitive_t p, dnnl_memory_t scratch,
@@ -298,9 +303,9 @@ static int run(nn_dnnl_net *c, prim *p, int nargs, dnnl_exec_arg_t *args) {
 /* The primitive-side memory of an input port holding the user's data. */
 static dnnl_memory_t port_in(nn_dnnl_net *c, port *pt, const void *data) {
   dnnl_memory_set_data_handle(pt->user, (void *)data);
-  if (pt->reorder) {
+  if (pt->reorder.p) {
     dnnl_exec_arg_t a[3] = {{DNNL_ARG_FROM, pt->user}, {DNNL_ARG_TO, pt->prim}};
-    if (exec(c, pt->reorder, pt->reorder_scratch, 2, a)) return NULL;
+    if (run(c, &pt->reorder, 2, a)) return NULL;
   }
   return pt->prim;
 }
@@ -313,9 +318,9 @@ static dnnl_memory_t port_out_mem(port *pt, void *data) {
 
 /* After the primitive: the reorder of an output port into the user's data. */
 static int port_out_done(nn_dnnl_net *c, port *pt) {
-  if (!pt->reorder) return 0;
+  if (!pt->reorder.p) return 0;
   dnnl_exec_arg_t a[3] = {{DNNL_ARG_FROM, pt->prim}, {DNNL_ARG_TO, pt->user}};
-  return exec(c, pt->reorder, pt->reorder_scratch, 2, a);
+  return run(c, &pt->reorder, 2, a);
 }
 
 static int user_mem(nn_dnnl_net *c, dnnl_memory_t *m, const dnnl_memory_desc_t *md) {
@@ -359,10 +364,13 @@ static void md1(dnnl_memory_desc_t *md, int n) {
   dnnl_memory_desc_init_by_tag(md, 1, d, dnnl_f32, dnnl_x);
 }
 
-/* An activation as gs_nn stores it: NCHW, or [batch][features] for the
- * linear layer (whose input may be a flattened NCHW tensor). */
-static void act_md(dnnl_memory_desc_t *md, nn_shape s, int batch) {
-  md4(md, batch, s.c, s.h, s.w, dnnl_nchw);
+/* An activation as gs_nn stores it: NCHW, or in a blocked pass, where the
+ * plan says so (blocked), channel-blocked (nChw16c or nChw8c). */
+static void act_md(const nn_dnnl_net *c, dnnl_memory_desc_t *md, nn_shape s,
+                   int batch, int blocked) {
+  dnnl_format_tag_t tag = dnnl_nchw;
+  if (blocked) tag = c->block == 16 ? dnnl_nChw16c : dnnl_nChw8c;
+  md4(md, batch, s.c, s.h, s.w, tag);
 }
 
 /* ---- Slots ----------------------------------------------------------------
@@ -372,7 +380,7 @@ static void act_md(dnnl_memory_desc_t *md, nn_shape s, int batch) {
  * after an evaluation forward), and batch-norm in evaluation mode runs on
  * the loops. */
 
-static slot *slot_find(nn_layer *l, int batch, nn_precision prec) {
+static slot *slot_find(nn_layer *l, int batch, nn_precision prec, int blk) {
   if (!l->dnnl) {
     l->dnnl = gs_calloc(1, sizeof *l->dnnl);
     if (!l->dnnl) return NULL;
@@ -380,13 +388,14 @@ static slot *slot_find(nn_layer *l, int batch, nn_precision prec) {
   nn_dnnl_layer *d = l->dnnl;
   for (int i = 0; i < NN_DNNL_SLOTS; i++) {
     slot *s = &d->slots[i];
-    if (s->used && s->batch == batch && s->prec == prec) return s;
+    if (s->used && s->batch == batch && s->prec == prec && s->blk == blk) return s;
   }
   slot *s = &d->slots[d->next];
   d->next = (d->next + 1) % NN_DNNL_SLOTS;
   slot_free(s);
   s->batch = batch;
   s->prec = prec;
+  s->blk = blk;
   return s;
 }
 
@@ -427,12 +436,14 @@ typedef struct {
   dnnl_memory_desc_t x, w, y, b, any_x, any_w, any_y, lo_x, lo_w, lo_y;
 } gemm_mds;
 
-static void gemm_layer_mds(const nn_layer *l, int B, nn_precision prec, gemm_mds *m) {
-  const dnnl_data_type_t lo = prec == NN_PREC_BF16 ? dnnl_bf16 : dnnl_f32;
+static void gemm_layer_mds(const nn_dnnl_net *c, const nn_layer *l, const slot *s,
+                           gemm_mds *m) {
+  const int B = s->batch;
+  const dnnl_data_type_t lo = s->prec == NN_PREC_BF16 ? dnnl_bf16 : dnnl_f32;
   if (l->kind == NN_CONV) {
-    act_md(&m->x, l->in, B);
+    act_md(c, &m->x, l->in, B, s->blk && l->blk_in);
     md4(&m->w, l->out.c, l->in.c, l->k, l->k, dnnl_oihw);
-    act_md(&m->y, l->out, B);
+    act_md(c, &m->y, l->out, B, s->blk && l->blk_out);
     md4(&m->any_x, B, l->in.c, l->in.h, l->in.w, dnnl_format_tag_any);
     md4(&m->any_w, l->out.c, l->in.c, l->k, l->k, dnnl_format_tag_any);
     md4(&m->any_y, B, l->out.c, l->out.h, l->out.w, dnnl_format_tag_any);
@@ -461,7 +472,7 @@ static void gemm_layer_mds(const nn_layer *l, int B, nn_precision prec, gemm_mds
 static int gemm_layer_fwd_create(nn_dnnl_net *c, nn_layer *l, slot *s) {
   const int conv = l->kind == NN_CONV;
   gemm_mds m;
-  gemm_layer_mds(l, s->batch, s->prec, &m);
+  gemm_layer_mds(c, l, s, &m);
   dnnl_memory_desc_t x_md = m.x, w_md = m.w, y_md = m.y, b_md = m.b, lo_x = m.lo_x,
                      lo_w = m.lo_w, any_y = m.any_y;
   /* Training propagation even in evaluation mode: the backward
@@ -495,7 +506,7 @@ fail:
 static int gemm_layer_bwd_create(nn_dnnl_net *c, nn_layer *l, slot *s) {
   const int conv = l->kind == NN_CONV;
   gemm_mds m;
-  gemm_layer_mds(l, s->batch, s->prec, &m);
+  gemm_layer_mds(c, l, s, &m);
   dnnl_memory_desc_t x_md = m.x, w_md = m.w, y_md = m.y, b_md = m.b, any_x = m.any_x,
                      any_w = m.any_w, lo_x = m.lo_x, lo_w = m.lo_w, lo_y = m.lo_y;
   if (conv) {
@@ -558,7 +569,7 @@ static int gemm_layer_backward(gs_nn_net *net, nn_dnnl_net *c, nn_layer *l,
   if (l->fuse_relu) /* dy is this layer's own buffer */
     nn_relu_mask_inplace(l->dy, l->y, (size_t)s->batch * l->out_size);
   dnnl_memory_t src;
-  if (s->src.reorder && dnnl_memory_desc_equal(&s->src.prim_md, &s->bw_src.prim_md))
+  if (s->src.reorder.p && dnnl_memory_desc_equal(&s->src.prim_md, &s->bw_src.prim_md))
     src = s->src.prim; /* x is unchanged since the forward pass */
   else
     src = port_in(c, &s->bw_src, x);
@@ -574,11 +585,11 @@ static int gemm_layer_backward(gs_nn_net *net, nn_dnnl_net *c, nn_layer *l,
   nn_grad_ready(net, l->param0);
   if (!dx) return 0;
   dnnl_memory_t wei;
-  if (s->wei.reorder && dnnl_memory_desc_equal(&s->wei.prim_md, &s->bd_wei.prim_md))
+  if (s->wei.reorder.p && dnnl_memory_desc_equal(&s->wei.prim_md, &s->bd_wei.prim_md))
     wei = s->wei.prim; /* the weights are unchanged since the forward pass */
   else
     wei = port_in(c, &s->bd_wei, l->w);
-  if (s->bw_ddst.reorder &&
+  if (s->bw_ddst.reorder.p &&
       dnnl_memory_desc_equal(&s->bw_ddst.prim_md, &s->bd_ddst.prim_md))
     ddst = s->bw_ddst.prim;
   else
@@ -595,8 +606,8 @@ static int gemm_layer_backward(gs_nn_net *net, nn_dnnl_net *c, nn_layer *l,
 
 static int pool_create(nn_dnnl_net *c, nn_layer *l, slot *s) {
   dnnl_memory_desc_t x_md, y_md;
-  act_md(&x_md, l->in, s->batch);
-  act_md(&y_md, l->out, s->batch);
+  act_md(c, &x_md, l->in, s->batch, s->blk && l->blk_in);
+  act_md(c, &y_md, l->out, s->batch, s->blk && l->blk_out);
   dnnl_dims_t st = {l->stride, l->stride}, k = {l->k, l->k}, dil = {0, 0},
               pl = {0, 0}, pr = {0, 0};
   /* As the BLAS kernels: windows that do not fit are left out. */
@@ -675,6 +686,38 @@ static int relu_backward(nn_dnnl_net *c, nn_layer *l, slot *s, const float *dy,
   return run(c, &s->bwd_data, 3, a);
 }
 
+/* ---- Flatten of a blocked input ---------------------------------------------
+ * In a blocked pass the flatten before a linear layer is where the
+ * activations return to NCHW: forward reorders the blocked input into the
+ * layer's own buffer (blk_y), backward the NCHW gradient into the blocked
+ * input gradient. */
+
+static int flatten_create(nn_dnnl_net *c, nn_layer *l, slot *s) {
+  dnnl_memory_desc_t b_md, p_md;
+  act_md(c, &b_md, l->in, s->batch, 1);
+  act_md(c, &p_md, l->in, s->batch, 0);
+  if (reorder_create(c, &s->fwd, &b_md, &p_md) ||
+      reorder_create(c, &s->bwd_data, &p_md, &b_md) ||
+      user_mem(c, &s->src.user, &b_md) || user_mem(c, &s->dst.user, &p_md))
+    return -1;
+  s->bwd_tried = 1;
+  return 0;
+}
+
+static int flatten_forward(nn_dnnl_net *c, nn_layer *l, slot *s, const float *x) {
+  dnnl_exec_arg_t a[3] = {{DNNL_ARG_FROM, with(s->src.user, x)},
+                          {DNNL_ARG_TO, with(s->dst.user, l->blk_y)}};
+  if (run(c, &s->fwd, 2, a)) return -1;
+  l->y = l->blk_y;
+  return 0;
+}
+
+static int flatten_backward(nn_dnnl_net *c, slot *s, const float *dy, float *dx) {
+  dnnl_exec_arg_t a[3] = {{DNNL_ARG_FROM, with(s->dst.user, dy)},
+                          {DNNL_ARG_TO, with(s->src.user, dx)}};
+  return run(c, &s->bwd_data, 2, a);
+}
+
 /* ---- Batch normalisation ---------------------------------------------------
  * Training mode only (batch statistics); evaluation mode, with the running
  * statistics, stays on the BLAS build's loops, which are one multiply-add
@@ -689,7 +732,7 @@ static unsigned bn_flags(const nn_layer *l) {
 
 static int bn_create(nn_dnnl_net *c, nn_layer *l, slot *s) {
   dnnl_memory_desc_t x_md, c_md;
-  act_md(&x_md, l->in, s->batch);
+  act_md(c, &x_md, l->in, s->batch, s->blk && l->blk_in);
   md1(&c_md, l->in.c);
   dnnl_batch_normalization_desc_t f, b;
   DNNL_TRY(dnnl_batch_normalization_forward_desc_init(&f, dnnl_forward_training,
@@ -771,6 +814,17 @@ static int dnnl_bn_on(void) {
   return on;
 }
 
+/* Whether layer l's operands in this pass are blocked: the key of its
+ * slot. */
+static int slot_blk(const gs_nn_net *net, const nn_layer *l) {
+  return net->blk_pass && (l->blk_in || l->blk_out);
+}
+
+/* Whether oneDNN runs l in this pass. In a blocked pass it must run every
+ * layer that reads or writes a blocked layout except the elementwise ones
+ * (ReLU, dropout, the residual add), which the loops run on any layout:
+ * batch-norm too (its fast kernels want the blocked layout), and the
+ * flatten that returns to NCHW. */
 static int handles(const gs_nn_net *net, const nn_layer *l) {
   switch (l->kind) {
     case NN_CONV:
@@ -780,10 +834,18 @@ static int handles(const gs_nn_net *net, const nn_layer *l) {
     case NN_RELU:
       return 1;
     case NN_BATCHNORM:
-      return net->training && dnnl_bn_on();
+      return slot_blk(net, l) || (net->training && dnnl_bn_on());
+    case NN_FLATTEN:
+      return slot_blk(net, l);
     default:
       return 0;
   }
+}
+
+/* The precision l's slot computes in: only convolutions and linear layers
+ * compute in bf16. */
+static nn_precision slot_prec(const gs_nn_net *net, const nn_layer *l) {
+  return l->kind == NN_CONV || l->kind == NN_LINEAR ? net->precision : NN_PREC_FP32;
 }
 
 static int create_fwd(nn_dnnl_net *c, nn_layer *l, slot *s) {
@@ -794,6 +856,7 @@ static int create_fwd(nn_dnnl_net *c, nn_layer *l, slot *s) {
     case NN_AVGPOOL: return pool_create(c, l, s);
     case NN_RELU: return relu_create(c, l, s);
     case NN_BATCHNORM: return bn_create(c, l, s);
+    case NN_FLATTEN: return flatten_create(c, l, s);
     default: return -1;
   }
 }
@@ -804,10 +867,7 @@ int nn_dnnl_forward(gs_nn_net *net, nn_layer *l, const float *x, int batch) {
   nn_dnnl_net *c = ctx_get(net);
   if (!c) return 0;
   apply_threads();
-  /* Only convolutions and linear layers compute in bf16. */
-  nn_precision prec =
-      l->kind == NN_CONV || l->kind == NN_LINEAR ? net->precision : NN_PREC_FP32;
-  slot *s = slot_find(l, batch, prec);
+  slot *s = slot_find(l, batch, slot_prec(net, l), slot_blk(net, l));
   if (!s) return 0;
   if (!s->used) {
     s->used = 1;
@@ -821,7 +881,16 @@ int nn_dnnl_forward(gs_nn_net *net, nn_layer *l, const float *x, int batch) {
     case NN_MAXPOOL:
     case NN_AVGPOOL: rc = pool_forward(c, l, s, x); break;
     case NN_RELU: rc = relu_forward(c, l, s, x); break;
+    case NN_FLATTEN: rc = flatten_forward(c, l, s, x); break;
     default: rc = bn_forward(c, l, s, x); break;
+  }
+  if (rc && s->blk) {
+    /* The loops cannot take over a blocked layout. nn_dnnl_prepare made
+     * every primitive, so this is an execution error (out of memory). */
+    gs_log(GS_LOG_ERROR, "nn: layer '%s': a oneDNN primitive failed in a blocked "
+           "pass; this step's output is wrong, and later passes stay NCHW", l->name);
+    net->blk_broken = 1;
+    return 1;
   }
   if (rc) {
     /* An execution error leaves y undefined: redo it on the BLAS kernels. */
@@ -836,17 +905,20 @@ int nn_dnnl_backward(gs_nn_net *net, nn_layer *l, const float *x, const float *d
   if (!l->dnnl) return 0;
   if (l->kind == NN_RELU && l->fused_away) return 1;
   /* The slot of the forward pass this backward follows. */
-  nn_precision prec =
-      l->kind == NN_CONV || l->kind == NN_LINEAR ? net->precision : NN_PREC_FP32;
+  nn_precision prec = slot_prec(net, l);
+  int blk = slot_blk(net, l);
   slot *s = NULL;
   for (int i = 0; i < NN_DNNL_SLOTS; i++) {
     slot *t = &l->dnnl->slots[i];
-    if (t->used && t->batch == batch && t->prec == prec) s = t;
+    if (t->used && t->batch == batch && t->prec == prec && t->blk == blk) s = t;
   }
   if (!s || s->failed) return 0;
   /* Batch-norm in evaluation mode, or whose input gradient nobody wants,
-   * goes back on the loops (its forward left mean and 1/std for them). */
-  if (l->kind == NN_BATCHNORM && (!l->train_mode || !dx || !net->training)) return 0;
+   * goes back on the loops (its forward left mean and 1/std for them);
+   * in a blocked pass it is in training mode and has an input gradient
+   * (a blocked input comes from a convolution before it). */
+  if (l->kind == NN_BATCHNORM && !blk && (!l->train_mode || !dx || !net->training))
+    return 0;
   nn_dnnl_net *c = net->dnnl;
   apply_threads();
   if ((l->kind == NN_CONV || l->kind == NN_LINEAR) && !s->bwd_tried) {
@@ -869,14 +941,80 @@ int nn_dnnl_backward(gs_nn_net *net, nn_layer *l, const float *x, const float *d
       if (dx) rc = relu_backward(c, l, s, dy, dx);
       break;
     case NN_BATCHNORM: rc = bn_backward(net, c, l, s, x, dy, dx); break;
+    case NN_FLATTEN:
+      if (dx) rc = flatten_backward(c, s, dy, dx);
+      break;
     default: return 0;
   }
   if (rc) {
     gs_log(GS_LOG_ERROR, "nn: layer '%s': a oneDNN backward primitive failed",
            l->name);
+    if (blk) { /* the loops cannot take over a blocked layout */
+      net->blk_broken = 1;
+      return 1;
+    }
     return 0;
   }
   return 1;
+}
+
+/* ---- Blocked passes --------------------------------------------------------- */
+
+int nn_dnnl_act_block(void) {
+  const char *e = getenv("GRADSYNC_NN_BLOCKED");
+  if (e && strcmp(e, "0") == 0) return 0;
+  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  if ((isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core) return 16;
+  if ((isa & dnnl_cpu_isa_avx2) == dnnl_cpu_isa_avx2) return 8;
+  return 0;
+}
+
+/* The layers of s that a blocked pass must run on oneDNN (those whose
+ * slot is blocked, apart from the elementwise ones), their forward and
+ * backward primitives made now; -1 with the first that cannot be made. */
+static int prepare_seq(gs_nn_net *net, nn_dnnl_net *c, nn_seq *seq, int batch,
+                       const nn_layer **bad) {
+  for (int i = 0; i < seq->n; i++) {
+    nn_layer *l = seq->layers[i];
+    if (l->kind == NN_RESIDUAL) {
+      if (prepare_seq(net, c, &l->main, batch, bad) ||
+          prepare_seq(net, c, &l->shortcut, batch, bad))
+        return -1;
+      continue;
+    }
+    if (!slot_blk(net, l) || l->kind == NN_RELU || l->kind == NN_DROPOUT) continue;
+    slot *s = slot_find(l, batch, slot_prec(net, l), 1);
+    if (!s) return *bad = l, -1;
+    if (!s->used) {
+      s->used = 1;
+      s->failed = create_fwd(c, l, s) != 0;
+    }
+    if (!s->failed && (l->kind == NN_CONV || l->kind == NN_LINEAR) && !s->bwd_tried) {
+      s->bwd_tried = 1;
+      s->bwd_failed = gemm_layer_bwd_create(c, l, s) != 0;
+    }
+    if (s->failed || s->bwd_failed) return *bad = l, -1;
+  }
+  return 0;
+}
+
+int nn_dnnl_prepare(gs_nn_net *net, int batch) {
+  nn_dnnl_net *c = ctx_get(net);
+  if (!c) return -1;
+  c->block = net->blk_block;
+  apply_threads();
+  const nn_layer *bad = NULL;
+  net->blk_pass = 1; /* slot_blk's view of the pass being prepared */
+  int rc = prepare_seq(net, c, &net->top, batch, &bad);
+  net->blk_pass = 0;
+  if (rc) {
+    net->blk_broken = 1;
+    gs_log(GS_LOG_WARN,
+           "nn: layer '%s': oneDNN has no primitive for it on blocked activations "
+           "(batch %d); this net keeps its activations NCHW from now on",
+           bad ? bad->name : "?", batch);
+  }
+  return rc;
 }
 
 const char *nn_dnnl_version(void) {

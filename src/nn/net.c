@@ -200,6 +200,7 @@ static void layer_free(nn_layer *l) {
   nn_buf_free(l->wt);
   nn_buf_free(l->dwt);
   nn_buf_free(l->stats);
+  nn_buf_free(l->blk_y);
   seq_free(&l->main);
   seq_free(&l->shortcut);
   gs_free(l);
@@ -539,6 +540,7 @@ static gs_status layer_alloc(gs_nn_net *net, nn_layer *l, int last) {
   bind_params(net, l);
   if (l->fused_away) return GS_OK; /* views, bound by seq_alloc */
   if (l->kind != NN_FLATTEN) GS_CHECK(alloc_floats(&l->y, B * l->out_size));
+  else if (l->blk_in) GS_CHECK(alloc_floats(&l->blk_y, B * l->out_size));
   if (!last) GS_CHECK(alloc_floats(&l->dy, B * l->out_size));
   switch (l->kind) {
     case NN_BATCHNORM:
@@ -616,6 +618,51 @@ static void seq_fuse(nn_seq *s) {
     }
 }
 
+#ifdef GRADSYNC_NN_DNNL
+/* The blocked pass's layouts (see nn_dnnl_act_block): given whether s's
+ * input is blocked, sets each layer's blk_in and blk_out and returns
+ * whether s's output is, or -1 where the layers cannot keep a blocked
+ * layout (a linear layer reading one, a residual whose paths end in
+ * different layouts). A blocked output has a multiple of the block in
+ * channels, so its buffer holds exactly batch x out_size floats. */
+static int blocked_plan(nn_seq *s, int fin, int block, int *any) {
+  for (int i = 0; i < s->n; i++) {
+    nn_layer *l = s->layers[i];
+    int fout;
+    switch (l->kind) {
+      case NN_CONV: fout = l->out.c % block == 0; break;
+      case NN_LINEAR:
+        if (fin) return -1;
+        fout = 0;
+        break;
+      case NN_FLATTEN: fout = 0; break;
+      case NN_RESIDUAL: {
+        int a = blocked_plan(&l->main, fin, block, any);
+        int b = l->shortcut.n ? blocked_plan(&l->shortcut, fin, block, any) : fin;
+        if (a < 0 || a != b) return -1;
+        fout = a;
+        break;
+      }
+      default: fout = fin; break; /* batch-norm, pooling, elementwise */
+    }
+    l->blk_in = fin;
+    l->blk_out = fout;
+    *any |= fout;
+    fin = fout;
+  }
+  return fin;
+}
+
+static void blocked_clear(nn_seq *s) {
+  for (int i = 0; i < s->n; i++) {
+    nn_layer *l = s->layers[i];
+    l->blk_in = l->blk_out = 0;
+    blocked_clear(&l->main);
+    blocked_clear(&l->shortcut);
+  }
+}
+#endif
+
 gs_status gs_nn_finalize(gs_nn_net *net, gs_nn_init init, uint64_t seed) {
   GS_CHECK(check_building(net, "gs_nn_finalize"));
   if (net->open_block)
@@ -644,6 +691,15 @@ gs_status gs_nn_finalize(gs_nn_net *net, gs_nn_init init, uint64_t seed) {
   }
   const char *fuse = getenv("GRADSYNC_NN_FUSE");
   if (!fuse || strcmp(fuse, "0") != 0) seq_fuse(&net->top);
+#ifdef GRADSYNC_NN_DNNL
+  /* The logits leave in NCHW; a net with no blocked output gains nothing. */
+  int any = 0;
+  net->blk_block = nn_dnnl_act_block();
+  if (net->blk_block && (blocked_plan(&net->top, 0, net->blk_block, &any) != 0 || !any)) {
+    blocked_clear(&net->top);
+    net->blk_block = 0;
+  }
+#endif
   GS_CHECK(seq_alloc(net, &net->top));
   GS_CHECK(alloc_floats(&net->col, net->col_size));
   GS_CHECK(alloc_floats(&net->gemm_tmp, net->gemm_tmp_size));
@@ -910,6 +966,17 @@ gs_status gs_nn_forward(gs_nn_net *net, const float *x, int batch,
                     "max batch)", batch, net->max_batch);
   net->x = x;
   net->batch = batch;
+  net->blk_pass = 0;
+#ifdef GRADSYNC_NN_DNNL
+  /* Layer hooks read NCHW activations, and evaluation runs batch-norm on
+   * the loops: blocked passes are training passes without hooks. */
+  if (net->blk_block && !net->blk_broken && net->backend == NN_BACKEND_DNNL &&
+      net->training && !net->hook_forward && !net->hook_backward &&
+      nn_dnnl_prepare(net, batch) == 0) {
+    net->blk_pass = 1;
+    net->blk_passes++;
+  }
+#endif
   const float *y = seq_forward(net, &net->top, x, batch);
   if (logits) *logits = y;
   return GS_OK;

@@ -170,6 +170,13 @@ struct nn_layer {
    * (linear and conv) layers, 0 for other kinds */
   size_t hook_slot;
 
+  /* Blocked activations (the dnnl backend, net.c's blocked_plan): whether
+   * this layer's input (blk_in) and output (blk_out) are in oneDNN's
+   * channel-blocked layout (nChw16c or nChw8c) in a blocked pass, and,
+   * for a flatten with a blocked input, the NCHW copy it outputs there. */
+  int blk_in, blk_out;
+  float *blk_y;
+
   /* the oneDNN backend's primitives for this layer (dnnl.c); NULL until the
    * layer first runs on it */
   struct nn_dnnl_layer *dnnl;
@@ -212,6 +219,12 @@ struct gs_nn_net {
   nn_backend backend;
   nn_precision precision;
   struct nn_dnnl_net *dnnl;
+  /* Blocked passes: the channel block of the blocked activation layout
+   * (16 or 8; 0: this net has no plan for one), whether the current pass
+   * runs blocked, whether a primitive for it failed (then none does), and
+   * how many passes ran blocked. */
+  int blk_block, blk_pass, blk_broken;
+  long blk_passes;
 
   /* run state */
   int training, input_grad, dropout_frozen;
@@ -309,6 +322,17 @@ int nn_dnnl_backward(gs_nn_net *net, nn_layer *l, const float *x,
                      const float *dy, float *dx, int batch);
 void nn_dnnl_layer_free(nn_layer *l);
 void nn_dnnl_net_free(gs_nn_net *net);
+/* Blocked passes (training, no layer hooks): a conv whose output channels
+ * are a multiple of the block writes oneDNN's channel-blocked layout, and
+ * the layers after it (batch-norm and pooling on oneDNN; ReLU, dropout and
+ * the residual add elementwise, which any common layout suits) keep it
+ * until a flatten reorders it to NCHW. nn_dnnl_act_block: the block the
+ * CPU's kernels use (16 on AVX-512, 8 on AVX2), 0 where none or
+ * GRADSYNC_NN_BLOCKED=0. nn_dnnl_prepare creates every primitive a blocked
+ * pass of this batch needs; -1 (and blk_broken set, with a warning) when
+ * one cannot be made. */
+int nn_dnnl_act_block(void);
+int nn_dnnl_prepare(gs_nn_net *net, int batch);
 /* Layers (per shape) that fell back to the BLAS kernels so far. */
 long nn_dnnl_fallbacks(const gs_nn_net *net);
 /* "2.6.3" */

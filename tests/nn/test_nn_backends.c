@@ -188,8 +188,14 @@ static void check_model(gs_nn_model m) {
   assert_true(drun <= 10 * REL_TOL);
 
 #ifdef GRADSYNC_NN_DNNL
-  /* Every layer ran on oneDNN: none fell back to the BLAS kernels. */
+  /* Every layer ran on oneDNN: none fell back to the BLAS kernels. The
+   * training passes of the models with convolutions kept the blocked
+   * layout between layers (3 compared steps and 3 SGD steps; the
+   * evaluation pass ran NCHW); the MLP has nothing to block. */
   assert_int_equal(nn_dnnl_fallbacks(dnnl), 0);
+  long want = m != GS_NN_MODEL_MLP && nn_dnnl_act_block() ? 6 : 0;
+  assert_int_equal(dnnl->blk_passes, want);
+  assert_int_equal(dnnl->blk_broken, 0);
 #endif
   gs_nn_sgd_destroy(oa);
   gs_nn_sgd_destroy(ob);
@@ -198,6 +204,105 @@ static void check_model(gs_nn_model m) {
   free(x);
   free(y);
 }
+
+#ifdef GRADSYNC_NN_DNNL
+typedef struct {
+  long calls;
+  double sum; /* of the hooked layers' inputs and output gradients */
+} hook_log;
+
+static void on_layer_io(void *ctx, size_t layer, const float *data, int batch) {
+  (void)layer;
+  (void)batch;
+  hook_log *h = ctx;
+  h->calls++;
+  h->sum += (double)data[0] + (double)data[1];
+}
+#endif
+
+/* Blocked passes against NCHW ones, both on oneDNN (GRADSYNC_NN_BLOCKED=0
+ * when the second net is made): the same logits, gradients and input
+ * gradient within float rounding (batch-norm runs on oneDNN in one and on
+ * the loops in the other), over batch sizes and SGD steps; layer hooks
+ * (K-FAC's) turn blocked passes off and see the same NCHW data. */
+static void check_blocked(gs_nn_model m) {
+#ifdef GRADSYNC_NN_DNNL
+  if (!gs_nn_backend_available("dnnl") || !nn_dnnl_act_block()) {
+    skip();
+    return;
+  }
+  const int B = 16;
+  gs_nn_net *blk = make(m, "dnnl", B);
+  setenv("GRADSYNC_NN_BLOCKED", "0", 1);
+  gs_nn_net *nchw = make(m, "dnnl", B);
+  unsetenv("GRADSYNC_NN_BLOCKED");
+  assert_true(blk->blk_block == 16 || blk->blk_block == 8);
+  assert_int_equal(nchw->blk_block, 0);
+  float *x;
+  int32_t *y;
+  batch_data(B, 9, &x, &y);
+  char what[64];
+  snprintf(what, sizeof what, "%s blocked, batch %d", gs_nn_model_name(m), B);
+  compare_step(nchw, blk, x, y, B, what);
+  snprintf(what, sizeof what, "%s blocked, batch 5", gs_nn_model_name(m));
+  compare_step(nchw, blk, x, y, 5, what);
+  gs_nn_set_input_grad(nchw, 1);
+  gs_nn_set_input_grad(blk, 1);
+  snprintf(what, sizeof what, "%s blocked, input grad", gs_nn_model_name(m));
+  compare_step(nchw, blk, x, y, B, what);
+  gs_nn_sgd_config cfg = {.lr = 0.05f, .momentum = 0.9f};
+  gs_nn_sgd *oa, *ob;
+  assert_int_equal(gs_nn_sgd_create(&oa, nchw, &cfg), GS_OK);
+  assert_int_equal(gs_nn_sgd_create(&ob, blk, &cfg), GS_OK);
+  gs_nn_net *nets[2] = {nchw, blk};
+  gs_nn_sgd *opts[2] = {oa, ob};
+  for (int step = 0; step < 3; step++)
+    for (int k = 0; k < 2; k++) {
+      float loss;
+      assert_int_equal(gs_nn_forward(nets[k], x, B, NULL), GS_OK);
+      assert_int_equal(gs_nn_loss(nets[k], y, &loss, NULL), GS_OK);
+      assert_int_equal(gs_nn_backward(nets[k]), GS_OK);
+      assert_int_equal(gs_nn_sgd_step(opts[k]), GS_OK);
+    }
+  double dw = max_rel_diff(gs_nn_weights_flat(nchw), gs_nn_weights_flat(blk),
+                           gs_nn_param_total(blk));
+  size_t nb;
+  float *bufa = gs_nn_buffers_flat(nchw, &nb), *bufb = gs_nn_buffers_flat(blk, NULL);
+  double drun = nb ? max_rel_diff(bufa, bufb, nb) : 0.0;
+  printf("  %-28s weights %.2e  running stats %.2e\n", "blocked, after 3 SGD steps", dw,
+         drun);
+  assert_true(dw <= 10 * REL_TOL);
+  assert_true(drun <= 10 * REL_TOL);
+  assert_int_equal(blk->blk_passes, 6);
+  assert_int_equal(nchw->blk_passes, 0);
+  /* With layer hooks: NCHW passes, and the hooks read the same data. */
+  hook_log ha = {0}, hb = {0};
+  assert_int_equal(gs_nn_set_layer_hooks(nchw, on_layer_io, on_layer_io, &ha), GS_OK);
+  assert_int_equal(gs_nn_set_layer_hooks(blk, on_layer_io, on_layer_io, &hb), GS_OK);
+  for (int k = 0; k < 2; k++) {
+    assert_int_equal(gs_nn_forward(nets[k], x, B, NULL), GS_OK);
+    assert_int_equal(gs_nn_backward(nets[k]), GS_OK);
+  }
+  assert_int_equal(blk->blk_passes, 6);
+  assert_true(ha.calls > 0);
+  assert_int_equal(hb.calls, ha.calls);
+  assert_true(fabs(hb.sum - ha.sum) <= 1e-3 * (fabs(ha.sum) + 1.0));
+  assert_int_equal(nn_dnnl_fallbacks(blk), 0);
+  assert_int_equal(blk->blk_broken, 0);
+  gs_nn_sgd_destroy(oa);
+  gs_nn_sgd_destroy(ob);
+  gs_nn_net_destroy(nchw);
+  gs_nn_net_destroy(blk);
+  free(x);
+  free(y);
+#else
+  (void)m;
+  skip();
+#endif
+}
+
+static void test_blocked_cnn(void **s) { (void)s; check_blocked(GS_NN_MODEL_CNN); }
+static void test_blocked_resnet(void **s) { (void)s; check_blocked(GS_NN_MODEL_RESNET); }
 
 /* bf16 (gs_nn_set_precision) against fp32 on the dnnl backend. bfloat16
  * keeps 8 bits of mantissa (a relative rounding of 2^-9 = 2e-3 per
@@ -361,6 +466,8 @@ int main(void) {
       cmocka_unit_test(test_mlp),
       cmocka_unit_test(test_cnn),
       cmocka_unit_test(test_resnet),
+      cmocka_unit_test(test_blocked_cnn),
+      cmocka_unit_test(test_blocked_resnet),
       cmocka_unit_test(test_precision_names),
       cmocka_unit_test(test_bf16_mlp),
       cmocka_unit_test(test_bf16_cnn),
