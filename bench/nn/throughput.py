@@ -15,8 +15,9 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run_json(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+def run_json(cmd, env=None):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                         env=env).stdout
     return [json.loads(l) for l in out.splitlines() if l.startswith("{")]
 
 
@@ -63,6 +64,25 @@ def environment():
     }
 
 
+# The C models' variants measured beside the default (where they apply:
+# see main): name, the binary's extra arguments and environment, and the
+# sentence that introduces their table.
+VARIANTS = [
+    {"name": "nchw", "args": [], "env": {"GRADSYNC_NN_BLOCKED": "0"},
+     "text": "The same C models on oneDNN without blocked passes "
+             "(`GRADSYNC_NN_BLOCKED=0`: activations NCHW between layers, each "
+             "convolution reordering its input and output, batch-norm on the "
+             "loops), in the same rounds; the ratio is NCHW / PyTorch."},
+    {"name": "blas", "args": ["--backend", "blas"], "env": {},
+     "text": "The same C models on the BLAS backend (`--backend blas`), in the same "
+             "rounds; the ratio is BLAS / PyTorch."},
+    {"name": "bf16", "args": ["--precision", "bf16"], "env": {},
+     "text": "The same C models in bf16 (`--precision bf16`: convolutions and linear "
+             "layers in bfloat16 on oneDNN, fp32 weights, gradients and everything "
+             "else), in the same rounds; the ratio is bf16 / PyTorch fp32."},
+]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -75,14 +95,11 @@ def main():
     env = environment()
     models = a.models.split(",")
     # The C models on the build's default backend ("gradsync": oneDNN where
-    # the build has it) and, where that is not already BLAS, on the BLAS
-    # kernels too ("gradsync_blas"), in the same rounds as PyTorch.
+    # the build has it) and variants of them (VARIANTS, where they apply), in
+    # the same rounds as PyTorch.
     probe = run_json([a.bin, "--batch", "2", "--seconds", "0", "--warmup", "0",
                       "--models", models[0]])[0]
     env["gradsync_backend"] = probe.get("backend", "blas")
-    impls = ["gradsync", "pytorch"]
-    if env["gradsync_backend"] != "blas":
-        impls.insert(1, "gradsync_blas")
     # bf16 (train --precision bf16) where this CPU computes it natively; the
     # probe's error says why not elsewhere.
     bf16 = subprocess.run([a.bin, "--batch", "2", "--seconds", "0", "--warmup", "0",
@@ -90,12 +107,13 @@ def main():
                           capture_output=True, text=True)
     env["gradsync_bf16"] = ("yes" if bf16.returncode == 0 else
                             "no: " + bf16.stderr.strip().splitlines()[-1])
-    if bf16.returncode == 0:
-        impls.insert(1, "gradsync_bf16")
-    ratios_bf16 = {m: [] for m in models}
+    applies = {"blas": env["gradsync_backend"] != "blas",
+               "nchw": env["gradsync_backend"] == "dnnl",
+               "bf16": bf16.returncode == 0}
+    variants = [v for v in VARIANTS if applies[v["name"]]]
+    impls = ["gradsync"] + ["gradsync_" + v["name"] for v in variants] + ["pytorch"]
     samples = {m: {i: [] for i in impls} for m in models}
-    ratios = {m: [] for m in models}
-    ratios_blas = {m: [] for m in models}
+    ratios = {m: {i: [] for i in impls if i != "pytorch"} for m in models}
     c_cmd = [a.bin, "--batch", str(a.batch), "--seconds", str(a.seconds)]
     t_cmd = [sys.executable, os.path.join(HERE, "torch_throughput.py"),
              "--batch", str(a.batch), "--seconds", str(a.seconds)]
@@ -107,26 +125,24 @@ def main():
             order = impls if r % 2 == 0 else impls[::-1]
             got = {}
             for impl in order:
+                run_env = None
                 if impl == "pytorch":
                     cmd = t_cmd + ["--models", m]
-                elif impl == "gradsync_blas":
-                    cmd = c_cmd + ["--backend", "blas", "--models", m]
-                elif impl == "gradsync_bf16":
-                    cmd = c_cmd + ["--precision", "bf16", "--models", m]
                 else:
                     cmd = c_cmd + ["--models", m]
-                res = run_json(cmd)[0]
+                    for v in variants:
+                        if impl == "gradsync_" + v["name"]:
+                            cmd += v["args"]
+                            run_env = dict(os.environ, **v["env"])
+                res = run_json(cmd, run_env)[0]
                 got[impl] = res["images_per_s"]
                 samples[m][impl].append(res["images_per_s"])
                 detail.setdefault(m, {})[impl] = res
-            ratios[m].append(got["gradsync"] / got["pytorch"])
-            if "gradsync_blas" in got:
-                ratios_blas[m].append(got["gradsync_blas"] / got["pytorch"])
-            if "gradsync_bf16" in got:
-                ratios_bf16[m].append(got["gradsync_bf16"] / got["pytorch"])
+            for i in ratios[m]:
+                ratios[m][i].append(got[i] / got["pytorch"])
             print(f"round {r + 1}/{a.rounds} {m}: " + ", ".join(
                 f"{i} {got[i]:.1f}" for i in impls) + " images/s, ratio "
-                  f"{ratios[m][-1]:.3f}", file=sys.stderr, flush=True)
+                  f"{ratios[m]['gradsync'][-1]:.3f}", file=sys.stderr, flush=True)
     env["loadavg_end"] = sh("cut -d' ' -f1-3 /proc/loadavg")
     summary = []
     for m in models:
@@ -138,25 +154,18 @@ def main():
             "batch": a.batch,
             "gradsync_median": statistics.median(g), "gradsync_best": max(g),
             "pytorch_median": statistics.median(t), "pytorch_best": max(t),
-            "ratio_median_of_rounds": statistics.median(ratios[m]),
+            "ratio_median_of_rounds": statistics.median(ratios[m]["gradsync"]),
             "ratio_best": max(g) / max(t),
-            "gradsync_samples": g, "pytorch_samples": t, "ratios": ratios[m],
+            "gradsync_samples": g, "pytorch_samples": t, "ratios": ratios[m]["gradsync"],
         })
-        if "gradsync_blas" in impls:
-            gb = samples[m]["gradsync_blas"]
+        for v in variants:
+            n = v["name"]
+            gv, rv = samples[m]["gradsync_" + n], ratios[m]["gradsync_" + n]
             summary[-1].update({
-                "gradsync_blas_median": statistics.median(gb),
-                "gradsync_blas_best": max(gb),
-                "ratio_blas_median_of_rounds": statistics.median(ratios_blas[m]),
-                "gradsync_blas_samples": gb, "ratios_blas": ratios_blas[m],
-            })
-        if "gradsync_bf16" in impls:
-            gh = samples[m]["gradsync_bf16"]
-            summary[-1].update({
-                "gradsync_bf16_median": statistics.median(gh),
-                "gradsync_bf16_best": max(gh),
-                "ratio_bf16_median_of_rounds": statistics.median(ratios_bf16[m]),
-                "gradsync_bf16_samples": gh, "ratios_bf16": ratios_bf16[m],
+                f"gradsync_{n}_median": statistics.median(gv),
+                f"gradsync_{n}_best": max(gv),
+                f"ratio_{n}_median_of_rounds": statistics.median(rv),
+                f"gradsync_{n}_samples": gv, f"ratios_{n}": rv,
             })
     with open(a.out + ".json", "w") as f:
         json.dump({"env": env, "rounds": a.rounds, "seconds_per_run": a.seconds,
@@ -187,32 +196,18 @@ def main():
     lines += ["", f"gradsync's backend: {env['gradsync_backend']} (docs/COMPUTE.md).",
               "", "Per-round ratios: " + "; ".join(
         f"{s['model']}: " + ", ".join(f"{x:.3f}" for x in s["ratios"]) for s in summary)]
-    if "gradsync_blas" in impls:
+    for v in variants:
+        n = v["name"]
         lines += [
-            "", "The same C models on the BLAS backend (`--backend blas`), in the same "
-            "rounds; the ratio is BLAS / PyTorch.", "",
-            "| model | blas median | blas best | ratio (median of rounds) |",
+            "", v["text"], "",
+            f"| model | {n} median | {n} best | ratio (median of rounds) |",
             "|---|---:|---:|---:|"]
         for s in summary:
             lines.append(
-                f"| {s['model']} | {s['gradsync_blas_median']:.1f} | "
-                f"{s['gradsync_blas_best']:.1f} | {s['ratio_blas_median_of_rounds']:.3f} |")
-        lines += ["", "Per-round ratios (blas): " + "; ".join(
-            f"{s['model']}: " + ", ".join(f"{x:.3f}" for x in s["ratios_blas"])
-            for s in summary)]
-    if "gradsync_bf16" in impls:
-        lines += [
-            "", "The same C models in bf16 (`--precision bf16`: convolutions and linear "
-            "layers in bfloat16 on oneDNN, fp32 weights, gradients and everything else), "
-            "in the same rounds; the ratio is bf16 / PyTorch fp32.", "",
-            "| model | bf16 median | bf16 best | ratio (median of rounds) |",
-            "|---|---:|---:|---:|"]
-        for s in summary:
-            lines.append(
-                f"| {s['model']} | {s['gradsync_bf16_median']:.1f} | "
-                f"{s['gradsync_bf16_best']:.1f} | {s['ratio_bf16_median_of_rounds']:.3f} |")
-        lines += ["", "Per-round ratios (bf16): " + "; ".join(
-            f"{s['model']}: " + ", ".join(f"{x:.3f}" for x in s["ratios_bf16"])
+                f"| {s['model']} | {s[f'gradsync_{n}_median']:.1f} | "
+                f"{s[f'gradsync_{n}_best']:.1f} | {s[f'ratio_{n}_median_of_rounds']:.3f} |")
+        lines += ["", f"Per-round ratios ({n}): " + "; ".join(
+            f"{s['model']}: " + ", ".join(f"{x:.3f}" for x in s[f"ratios_{n}"])
             for s in summary)]
     lines += ["", "## Environment", ""]
     for k, v in env.items():
