@@ -30,6 +30,8 @@ static void usage(FILE *f) {
           "                                 [--tables PATH] [--policy P|all]\n"
           "                                 [--restart-penalty S] [--start-penalty S]\n"
           "                                 [--learn-curves W]\n"
+          "                                 [--commit-work W [--discover-every S]\n"
+          "                                 [--launch-delay S]]\n"
           "                                 [--interval S]\n"
           "                                 [--time-limit S] [--fairness-weight A]\n"
           "                                 [--adjust-weight B] [--node-loss T:K]\n"
@@ -59,6 +61,23 @@ static void usage(FILE *f) {
           "                       after it did W work there in one launch, as the\n"
           "                       manager measures it (default: the table's\n"
           "                       curves from the start, an oracle)\n"
+          "  --commit-work W      resize as the manager does: jobs commit every W\n"
+          "                       work (samples of a speed table, steps of\n"
+          "                       Pollux's), a job's supervisor notices a new\n"
+          "                       partition at its next discovery and the job\n"
+          "                       moves at its next commit (after its start-up),\n"
+          "                       running on its old nodes until then or ending\n"
+          "                       first; a node is free once no launch uses it;\n"
+          "                       a preempted job resumes from its last commit\n"
+          "                       (default: resizes and nodes move at once)\n"
+          "  --discover-every S   with --commit-work: seconds between a\n"
+          "                       supervisor's discoveries (default 1, the\n"
+          "                       manager's; 0 = at once)\n"
+          "  --launch-delay S     with --commit-work: seconds from the manager's\n"
+          "                       start of a job to its supervisor's launch, part\n"
+          "                       of its start-up: a new partition before then\n"
+          "                       costs nothing, and a relaunch after a stop does\n"
+          "                       not pay it (default 0)\n"
           "  --interval S         re-allocate every S seconds as well as on\n"
           "                       arrivals and completions (default 60; 0 = only\n"
           "                       on events)\n"
@@ -98,6 +117,9 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
       {"restart-penalty", required_argument, 0, 'r'},
       {"start-penalty", required_argument, 0, 's'},
       {"learn-curves", required_argument, 0, 'C'},
+      {"commit-work", required_argument, 0, 'W'},
+      {"discover-every", required_argument, 0, 'D'},
+      {"launch-delay", required_argument, 0, 'Y'},
       {"interval", required_argument, 0, 'i'},
       {"time-limit", required_argument, 0, 'l'},
       {"fairness-weight", required_argument, 0, 'f'},
@@ -114,7 +136,7 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
   optind = 1;
   opterr = 0;
   cli_seen seen = {{0}};
-  int ch;
+  int ch, protocol_given = 0;
   while ((ch = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
     if (ch != '?' && ch != ':' && cli_once(VERB, &seen, ch, longs)) return 2;
     switch (ch) {
@@ -144,6 +166,18 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
         break;
       case 'C':
         if (parse_double_opt("learn-curves", optarg, 1e-9, 1e18, &c->o.learn_work)) return 2;
+        break;
+      case 'W':
+        if (parse_double_opt("commit-work", optarg, 1e-9, 1e18, &c->o.commit_work)) return 2;
+        break;
+      case 'D':
+        if (parse_double_opt("discover-every", optarg, 0, 86400, &c->o.discover_every_s))
+          return 2;
+        protocol_given = 1;
+        break;
+      case 'Y':
+        if (parse_double_opt("launch-delay", optarg, 0, 86400, &c->o.launch_delay_s)) return 2;
+        protocol_given = 1;
         break;
       case 'i':
         if (parse_double_opt("interval", optarg, 0, 86400, &c->o.interval_s)) return 2;
@@ -193,6 +227,11 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
     cli_error(VERB, "--nodes is required");
     return 2;
   }
+  if (protocol_given && !(c->o.commit_work > 0)) {
+    cli_error(VERB, "--discover-every and --launch-delay apply to the manager's resizes: "
+              "give --commit-work too");
+    return 2;
+  }
   if (c->o.loss_nodes >= c->nodes) {
     cli_error(VERB, "--node-loss: %d nodes lost from a pool of %d; at most %d", c->o.loss_nodes,
               c->nodes, c->nodes - 1);
@@ -216,9 +255,13 @@ static void trace_path(char *out, size_t cap, const char *path, const char *poli
 }
 
 static void print_text_header(const csim_cli *c, const gs_csim_workload *w) {
-  printf("workload %s (%s, %d jobs) on %d nodes; restart %.0f s, start %.0f s, interval %.0f s\n",
+  printf("workload %s (%s, %d jobs) on %d nodes; restart %.0f s, start %.0f s, interval %.0f s",
          c->workload, w->kind, w->njobs, c->nodes, c->o.restart_penalty_s, c->o.start_penalty_s,
          c->o.interval_s);
+  if (c->o.commit_work > 0)
+    printf("; resizes at commits every %g work, discovery every %g s, launch after %g s",
+           c->o.commit_work, c->o.discover_every_s, c->o.launch_delay_s);
+  printf("\n");
   printf("%-8s %6s %10s %10s %10s %6s %6s %8s %8s %7s %8s %9s\n", "policy", "done",
          "jct_mean", "jct_p99", "makespan", "util", "busy", "fairloss", "rho_max", "resizes",
          "round_ms", "round_max");
@@ -242,6 +285,11 @@ static void print_json_row(const csim_cli *c, const gs_csim_workload *w, const c
   cli_json_add(o, "restart_penalty_s", c->o.restart_penalty_s, "%.3f");
   cli_json_add(o, "start_penalty_s", c->o.start_penalty_s, "%.3f");
   cli_json_add(o, "learn_work", c->o.learn_work, "%.6g");
+  if (c->o.commit_work > 0) { /* the manager's resizes */
+    cli_json_add(o, "commit_work", c->o.commit_work, "%.6g");
+    cli_json_add(o, "discover_every_s", c->o.discover_every_s, "%.3f");
+    cli_json_add(o, "launch_delay_s", c->o.launch_delay_s, "%.3f");
+  }
   cli_json_add(o, "interval_s", c->o.interval_s, "%.3f");
   cJSON_AddNumberToObject(o, "jobs", r->jobs);
   cJSON_AddNumberToObject(o, "done", r->done);

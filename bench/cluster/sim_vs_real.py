@@ -6,14 +6,22 @@
       at SPOOL: the speed table (model,nodes,step_time_s,samples_per_step,
       start_s: the job's wall_s inside the program over its steps, and the
       rest of its completion time) and the real trace as the simulator's
-      workload (name,time,model,nodes,samples,min_nodes,max_nodes,weight);
-      prints the mean start-up in seconds.
-  sim_vs_real.py report --sim JSONL --oracle JSONL --speeds CSV --start S --real JSONL...
-      the simulated mean JCTs (curves learned as the manager learns them,
-      and the oracle's) beside the real runs' as Markdown."""
+      workload (name,time,model,nodes,samples,min_nodes,max_nodes,weight), and
+      each run beside the table (CSV.solo.jsonl).
+  sim_vs_real.py settings --speeds CSV --real JSONL...
+      prints the mean start-up of the solo runs (CSV.solo.jsonl) and the time
+      from the manager's start of a job to its supervisor's launch, the
+      median over the real runs' static jobs (one launch each) of their run
+      time less their launch's (node-seconds over their nodes), in seconds.
+  sim_vs_real.py report --sim JSONL --oracle JSONL --at-once JSONL --speeds CSV --start S
+                        --launch S --real JSONL...
+      the simulated mean JCTs and resizes (curves learned as the manager
+      learns them; the oracle's; resizes at once) beside the real runs' as
+      Markdown, with the real jobs that cannot have trained to their end."""
 import argparse
 import csv
 import json
+import math
 import os
 import statistics
 import sys
@@ -44,7 +52,7 @@ def measure(a):
     args_of = {}
     for j in trace:
         args_of.setdefault(j["name"].rsplit("-", 1)[0], j["args"])
-    rows, starts, solo = {}, [], []
+    rows, solo = {}, []
     for line in open(a.solo):
         kind, n, jid = line.split()
         j = snap[int(jid)]
@@ -53,7 +61,6 @@ def measure(a):
         s = summary_of(j["dir"])
         steps = steps_of(args_of[kind])
         jct = j["end_time"] - j["submit_time"]
-        starts.append(jct - s["wall_s"])
         solo.append({"kind": kind, "nodes": int(n), "jct_s": round(jct, 2),
                      "wall_s": s["wall_s"], "train_s": s["train_s"], "steps": steps})
         rows.setdefault((kind, int(n)), []).append((s["wall_s"] / steps, jct - s["wall_s"]))
@@ -72,16 +79,12 @@ def measure(a):
     with open(a.speeds + ".solo.jsonl", "w") as f:
         for r in solo:
             f.write(json.dumps(r) + "\n")
-    print(f"{statistics.mean(starts):.2f}")
 
 
-def report(a):
-    def rows(path):
-        return {r["policy"]: r for r in (json.loads(l) for l in open(path) if l.startswith("{"))
-                if "policy" in r}
-    sim, oracle = rows(a.sim), rows(a.oracle)
+def real_runs(paths):
+    """{policy: [(file name, run)]} of the real runs' JSONL files."""
     real = {}
-    for path in a.real:
+    for path in paths:
         if not os.path.exists(path):
             continue
         for l in open(path):
@@ -90,7 +93,54 @@ def report(a):
             r = json.loads(l)
             if "policy" in r and "mean_jct_s" in r:
                 real.setdefault(r["policy"], []).append((os.path.basename(path), r))
+    return real
+
+
+def settings(a):
     solo = [json.loads(l) for l in open(a.speeds + ".solo.jsonl")]
+    start = statistics.mean(r["jct_s"] - r["wall_s"] for r in solo)
+    # static never resizes: each job one launch on its requested size (max)
+    pre = [j["end"] - j["start"] - j["node_s"] / j["max"]
+           for _, r in real_runs(a.real).get("static", []) for j in r["jobs"]
+           if j["state"] == "done" and not j["resizes"] and not j["restarts"]]
+    print(f"{start:.2f} {statistics.median(pre) if pre else 0:.2f}")
+
+
+def in_program(solo):
+    """{kind: {nodes: mean seconds inside the program}} of the solo runs."""
+    t = {}
+    for r in solo:
+        t.setdefault(r["kind"], {}).setdefault(r["nodes"], []).append(r["wall_s"])
+    return {k: {n: statistics.mean(v) for n, v in d.items()} for k, d in t.items()}
+
+
+def cut_short(run, prog):
+    """The jobs of a real run that cannot have trained to their end: one
+    launch (no resize, no restart) shorter than the least time their
+    program takes alone on as many nodes as their node-seconds imply (at
+    least node_s / run) or more, yet done."""
+    out = []
+    for j in run["jobs"]:
+        if j["state"] != "done" or j["resizes"] or j["restarts"]:
+            continue
+        kind, span = j["name"].rsplit("-", 1)[0], j["end"] - j["start"]
+        n = max(j["min"], math.ceil(j["node_s"] / span - 1e-9))
+        need = min((prog[kind][m] for m in range(n, j["max"] + 1) if m in prog.get(kind, {})),
+                   default=0)
+        if span < need:
+            out.append(f"{j['name']} ({span:.1f} s on {n}+ nodes, whose program alone takes "
+                       f"{need:.1f} s)")
+    return out
+
+
+def report(a):
+    def rows(path):
+        return {r["policy"]: r for r in (json.loads(l) for l in open(path) if l.startswith("{"))
+                if "policy" in r}
+    sim, oracle, at_once = rows(a.sim), rows(a.oracle), rows(a.at_once)
+    real = real_runs(a.real)
+    solo = [json.loads(l) for l in open(a.speeds + ".solo.jsonl")]
+    prog = in_program(solo)
     print("# The cluster simulator against the manager's real runs\n")
     print("The real trace (bench/cluster/trace.py, seed 1: 20 gradsync train jobs of three kinds "
           "on 1 to 4 of 8 emulated nodes at 1 Gbit/s, each capped at 0.25 core) replayed by "
@@ -104,12 +154,21 @@ def report(a):
           "which grows with the nodes (an ssh launch and a rendezvous over more hosts); the "
           "speed table's start_s column gives it per kind and size, and the simulator "
           "charges it at every start and every resize on that many nodes (the mean, "
-          f"{a.start:.1f} s, is the penalty where the table has none). The policies know a "
+          f"{a.start:.1f} s, is the penalty where the table has none). The simulator resizes as "
+          "the manager does (`--commit-work 960`): a job whose partition changes is told so at "
+          "its supervisor's next discovery (every second) and moves at its next commit (every "
+          "20 steps of 48 samples, after its start-up if it is in one), running on its old "
+          "nodes until then, or ends first; the nodes it gives up are free only once it has "
+          "relaunched, so a job given them waits; a change before a job's first launch "
+          f"(`--launch-delay {a.launch:.1f}`: the manager's start to the supervisor's launch, "
+          "the median over the real static runs' jobs of their run time less their launch's) "
+          "costs nothing. The policies know a "
           "job's speed on a size only after two of its commits in one launch there, as the "
           "manager measures it (`--learn-curves 1920`: 2 x 20 steps x 48 samples), and "
-          "before that none (linear speed-up, unknown work); the last column is the same "
-          "simulation on the table's curves from the start, an oracle. The real runs are the committed ones "
-          "(cluster_real*.jsonl, other commits, the same trace and settings).\n")
+          "before that none (linear speed-up, unknown work); the oracle's column is the same "
+          "simulation on the table's curves from the start, and the last the simulator's "
+          "earlier model (a resize, and its nodes, move at once). The real runs are the "
+          "committed ones (cluster_real*.jsonl, other commits, the same trace and settings).\n")
     print("| kind | nodes | completion s | in the program s | start-up s | step ms |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in solo:
@@ -117,8 +176,11 @@ def report(a):
               f"{r['jct_s'] - r['wall_s']:.1f} | {1e3 * r['wall_s'] / r['steps']:.1f} |")
     print()
     print("| policy | simulated mean JCT s | real mean JCT s (runs) | real mean | simulated / real "
-          "| within 10% | simulated makespan s | real makespan s | oracle's mean JCT s (/ real) |")
-    print("|---|---:|---|---:|---:|---|---:|---|---:|")
+          "| within 10% | simulated resizes | real resizes (runs) | simulated makespan s "
+          "| real makespan s | oracle's mean JCT s (/ real) | resizes at once: mean JCT s "
+          "(/ real), resizes |")
+    print("|---|---:|---|---:|---:|---|---:|---|---:|---|---:|---:|")
+    short = []
     for p in ("static", "dorm", "goodput"):
         if p not in sim or p not in real:
             continue
@@ -130,9 +192,23 @@ def report(a):
         print(f"| {p} | {sim[p]['jct_mean_s']:.1f} | "
               f"{', '.join('%.1f' % r['mean_jct_s'] for _, r in runs)} | {m:.1f} | "
               f"{ratio:.2f} | {'yes' if abs(ratio - 1) <= 0.10 else 'no'} | "
+              f"{sim[p]['resizes']} | {', '.join(str(r['resizes']) for _, r in runs)} | "
               f"{sim[p]['makespan_s']:.0f} | "
               f"{', '.join('%.0f' % r['makespan_s'] for _, r in runs)} | "
-              f"{oracle[p]['jct_mean_s']:.1f} ({oracle[p]['jct_mean_s'] / m:.2f}) |")
+              f"{oracle[p]['jct_mean_s']:.1f} ({oracle[p]['jct_mean_s'] / m:.2f}) | "
+              f"{at_once[p]['jct_mean_s']:.1f} ({at_once[p]['jct_mean_s'] / m:.2f}), "
+              f"{at_once[p]['resizes']} |")
+        for name, r in runs:
+            cut = cut_short(r, prog)
+            if cut:
+                short.append(f"- {p}, {name}: {'; '.join(cut)}")
+    if short:
+        print("\nReal jobs reported done that cannot have trained to their end (one launch, "
+              "shorter than their program alone takes on as many nodes as their node-seconds "
+              "imply): their mean JCT is below what the work takes (docs/CLUSTER_MANAGER.md, "
+              "\"Known problems\": a stop asked while mpirun starts its daemons ends the "
+              "launch with status 0).\n")
+        print("\n".join(short))
 
 
 def main():
@@ -141,14 +217,19 @@ def main():
     m = sub.add_parser("measure")
     for k in ("--spool", "--solo", "--trace", "--speeds", "--workload"):
         m.add_argument(k, required=True)
+    st = sub.add_parser("settings")
+    st.add_argument("--speeds", required=True)
+    st.add_argument("--real", nargs="+", required=True)
     r = sub.add_parser("report")
     r.add_argument("--sim", required=True)
     r.add_argument("--oracle", required=True)
+    r.add_argument("--at-once", required=True)
     r.add_argument("--speeds", required=True)
     r.add_argument("--start", type=float, required=True)
+    r.add_argument("--launch", type=float, required=True)
     r.add_argument("--real", nargs="+", required=True)
     a = ap.parse_args()
-    measure(a) if a.cmd == "measure" else report(a)
+    {"measure": measure, "settings": settings, "report": report}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -10,41 +10,63 @@
 # rest of the completion time (submission to launch, mpirun over ssh, data,
 # exit) is the start-up, the table's start_s for that kind and size, charged
 # by the simulator at every start and resize (a resize relaunches the same
-# way; the mean is --start-penalty and --restart-penalty, unused while the
-# table covers every size). Then it simulates the
-# real trace (the same seed) on 8 nodes under each policy and sets the mean
-# JCTs beside those of the committed real runs (bench/results/
-# cluster_real*.jsonl). Writes $BENCH_OUT/cluster_sim_vs_real.{md,jsonl} and
-# the tables it made (cluster_real_speeds.csv, cluster_real_workload.csv).
-# Needs root (the emulated nodes).
+# way, but for the manager's part; the mean is --start-penalty, unused while
+# the table covers every size). Then it simulates the real trace (the same seed)
+# on 8 nodes under each policy, resizing as the manager does (--commit-work:
+# a job moves at its next commit, 20 steps of 48 samples, after its
+# supervisor's discovery; --launch-delay: the manager's start to the
+# supervisor's launch, from the committed static runs), and sets the mean
+# JCTs and resizes beside those of the committed real runs
+# (bench/results/cluster_real*.jsonl; BENCH_OUT's own copies first, where it
+# has them). Writes $BENCH_OUT/cluster_sim_vs_real.{md,jsonl} and the tables
+# it made (cluster_real_speeds.csv, its .solo.jsonl, cluster_real_workload.csv).
+# Needs root (the emulated nodes), but for --sim-only.
 #
-# Usage: bench/cluster/sim_vs_real.sh [REPS]   (each kind and size REPS
-#        times, their mean taken; default 2: one run each moved the means
-#        by up to 17%)
+# Usage: bench/cluster/sim_vs_real.sh [--sim-only] [REPS]
+#   REPS: each kind and size REPS times, their mean taken (default 2: one
+#         run each moved the means by up to 17%)
+#   --sim-only (or SIM_ONLY=1): measures nothing; simulates on the committed
+#         tables (bench/results/cluster_real_speeds.csv, its .solo.jsonl and
+#         cluster_real_workload.csv, copied to BENCH_OUT), in seconds, as a
+#         user without root can
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
 bench_init "$0" "$@"
+sim_only=${SIM_ONLY:-0}
+if [ "${1:-}" = --sim-only ]; then
+  sim_only=1
+  shift
+fi
+given=$*
+[ "$sim_only" = 1 ] && given="--sim-only${given:+ $given}"
 bench_build gradsync_cli
 gs=$(realpath "$BENCH_BUILD/gradsync")
 here=bench/cluster
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-unset GRADSYNC_SPOOL
+committed=bench/results
 reps=${1:-2}
-cpus=${CLUSTER_NODE_CPUS:-0.25}
-seed=${CLUSTER_SEED:-1}
-tmp=$(mktemp -d)
-spool=$tmp/spool
-# shellcheck source=bench/cluster/manager_lib.sh
-. "$here/manager_lib.sh"
-trap manager_cleanup EXIT
-python3 "$here/trace.py" --jobs 20 --seed "$seed" --cache "$tmp/cache" >"$tmp/trace.jsonl"
-"$gs" train --model mlp --epochs 1 --max-steps 1 --data-cache "$tmp/cache" >/dev/null 2>&1
-manager_start "$spool" "$tmp/serve.log" --emulated 4 --rate 1gbit --node-cpus "$cpus" \
-  --policy static --interval 5 --commit-every 20
-# One job of each kind (the trace's arguments, its first job of the kind)
-# at each size, one at a time.
-python3 - "$tmp/trace.jsonl" >"$tmp/kinds.jsonl" <<'PY'
+speeds=$BENCH_OUT/cluster_real_speeds.csv
+workload=$BENCH_OUT/cluster_real_workload.csv
+commit_every=20 global_batch=48 # the real runs' (real_trace.sh, trace.py)
+
+# measure: each kind alone at each size under the manager, REPS times; writes
+# the speed table (and its .solo.jsonl, each run) and the workload.
+measure() {
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  unset GRADSYNC_SPOOL
+  local cpus=${CLUSTER_NODE_CPUS:-0.25} seed=${CLUSTER_SEED:-1}
+  tmp=$(mktemp -d)
+  local spool=$tmp/spool
+  # shellcheck source=bench/cluster/manager_lib.sh
+  . "$here/manager_lib.sh"
+  trap manager_cleanup EXIT
+  python3 "$here/trace.py" --jobs 20 --seed "$seed" --cache "$tmp/cache" >"$tmp/trace.jsonl"
+  "$gs" train --model mlp --epochs 1 --max-steps 1 --data-cache "$tmp/cache" >/dev/null 2>&1
+  manager_start "$spool" "$tmp/serve.log" --emulated 4 --rate 1gbit --node-cpus "$cpus" \
+    --policy static --interval 5 --commit-every "$commit_every"
+  # One job of each kind (the trace's arguments, its first job of the kind)
+  # at each size, one at a time.
+  python3 - "$tmp/trace.jsonl" >"$tmp/kinds.jsonl" <<'PY'
 import json, sys
 seen = {}
 for line in open(sys.argv[1]):
@@ -54,42 +76,65 @@ for line in open(sys.argv[1]):
 for kind, args in seen.items():
     print(json.dumps({"kind": kind, "args": args}))
 PY
-: >"$tmp/solo.txt"
-while read -r line; do
-  kind=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["kind"])' "$line")
-  mapfile -t args < <(python3 -c 'import json,sys; print("\n".join(json.loads(sys.argv[1])["args"]))' "$line")
-  for n in 1 2 3 4; do
-    for ((k = 1; k <= reps; k++)); do
-      echo "== $kind alone on $n node(s), $k/$reps ($(date +%T))" >&2
-      id=$("$gs" submit --spool "$spool" --min "$n" --max "$n" --name "$kind-solo-$n" -- "${args[@]}")
-      for _ in $(seq 1 1200); do
-        "$gs" jobs --spool "$spool" --json | grep "\"id\":$id," | grep -qE '"state":"(done|failed|cancelled)"' && break
-        sleep 0.5
+  : >"$tmp/solo.txt"
+  local line kind n k id args
+  while read -r line; do
+    kind=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["kind"])' "$line")
+    mapfile -t args < <(python3 -c 'import json,sys; print("\n".join(json.loads(sys.argv[1])["args"]))' "$line")
+    for n in 1 2 3 4; do
+      for ((k = 1; k <= reps; k++)); do
+        echo "== $kind alone on $n node(s), $k/$reps ($(date +%T))" >&2
+        id=$("$gs" submit --spool "$spool" --min "$n" --max "$n" --name "$kind-solo-$n" -- "${args[@]}")
+        for _ in $(seq 1 1200); do
+          "$gs" jobs --spool "$spool" --json | grep "\"id\":$id," | grep -qE '"state":"(done|failed|cancelled)"' && break
+          sleep 0.5
+        done
+        echo "$kind $n $id" >>"$tmp/solo.txt"
       done
-      echo "$kind $n $id" >>"$tmp/solo.txt"
     done
+  done <"$tmp/kinds.jsonl"
+  sleep 2 # jobs.json, the manager's snapshot, catches up
+  python3 "$here/sim_vs_real.py" measure --spool "$spool" --solo "$tmp/solo.txt" \
+    --trace "$tmp/trace.jsonl" --speeds "$speeds" --workload "$workload"
+  manager_stop "$spool"
+}
+
+if [ "$sim_only" = 1 ]; then
+  for f in cluster_real_speeds.csv cluster_real_speeds.csv.solo.jsonl cluster_real_workload.csv; do
+    [ -f "$committed/$f" ] || { echo "sim_vs_real: --sim-only needs $committed/$f" >&2; exit 2; }
+    [ "$committed/$f" -ef "$BENCH_OUT/$f" ] || cp "$committed/$f" "$BENCH_OUT/$f"
   done
-done <"$tmp/kinds.jsonl"
-sleep 2 # jobs.json, the manager's snapshot, catches up
-python3 "$here/sim_vs_real.py" measure --spool "$spool" --solo "$tmp/solo.txt" \
-  --trace "$tmp/trace.jsonl" --speeds "$BENCH_OUT/cluster_real_speeds.csv" \
-  --workload "$BENCH_OUT/cluster_real_workload.csv" >"$tmp/penalty.txt"
-manager_stop "$spool"
-start_s=$(cat "$tmp/penalty.txt")
+else
+  measure
+fi
+real=()
+for f in cluster_real.jsonl cluster_real_run2.jsonl cluster_real_run3.jsonl \
+  cluster_real_goodput_curves.jsonl; do
+  if [ -f "$BENCH_OUT/$f" ]; then real+=("$BENCH_OUT/$f"); else real+=("$committed/$f"); fi
+done
+# The mean start-up (the penalties where the table has no start_s) and the
+# time from the manager's start of a job to its supervisor's launch.
+read -r start_s launch_s < <(python3 "$here/sim_vs_real.py" settings --speeds "$speeds" \
+  --real "${real[@]}")
 out=$BENCH_OUT/cluster_sim_vs_real.jsonl
-# The policies learn a job's speed on a size as the manager does: after two
-# of its commits in one launch (--commit-every 20 steps of 48 samples).
-sim=("$gs" cluster simulate --workload "$BENCH_OUT/cluster_real_workload.csv"
-     --tables "$BENCH_OUT/cluster_real_speeds.csv" --nodes 8 --policy all --interval 5
-     --start-penalty "$start_s" --restart-penalty "$start_s" --learn-curves 1920 --json)
-"${sim[@]}" >"$out"
-# And on the table's curves from the start (an oracle), for comparison.
-"${sim[@]:0:${#sim[@]}-3}" --json >"$out.oracle"
-bench_stamp "$out" "$(bench_quote "${sim[@]}"); the same without --learn-curves 1920"
-python3 "$here/sim_vs_real.py" report --sim "$out" --oracle "$out.oracle" \
-  --speeds "$BENCH_OUT/cluster_real_speeds.csv" \
-  --start "$start_s" --real "$BENCH_OUT"/cluster_real.jsonl "$BENCH_OUT"/cluster_real_run2.jsonl \
-  "$BENCH_OUT"/cluster_real_run3.jsonl "$BENCH_OUT"/cluster_real_goodput_curves.jsonl \
+# The manager's resizes (a job moves at its next commit), and its policies
+# learn a job's speed on a size as it does: after two of its commits in one
+# launch there. The start-ups charged are the table's; --restart-penalty is
+# left at the policies' default (30 s), which the manager's goodput weighs a
+# grow against too.
+base=("$gs" cluster simulate --workload "$workload" --tables "$speeds" --nodes 8 --policy all
+      --interval 5 --start-penalty "$start_s")
+manager=(--commit-work $((commit_every * global_batch)) --launch-delay "$launch_s")
+learn=(--learn-curves $((2 * commit_every * global_batch)))
+"${base[@]}" "${manager[@]}" "${learn[@]}" --json >"$out"
+# On the table's curves from the start (an oracle), and with resizes at
+# once (the simulator's model before the manager's), for comparison.
+"${base[@]}" "${manager[@]}" --json >"$out.oracle"
+"${base[@]}" "${learn[@]}" --json >"$out.at_once"
+bench_stamp "$out" "$(bench_quote "${base[@]}" "${manager[@]}" "${learn[@]}"); the same without \
+${learn[*]} (.oracle), and without ${manager[*]} (.at_once)"
+python3 "$here/sim_vs_real.py" report --sim "$out" --oracle "$out.oracle" --at-once "$out.at_once" \
+  --speeds "$speeds" --start "$start_s" --launch "$launch_s" --real "${real[@]}" \
   >"$BENCH_OUT/cluster_sim_vs_real.md"
-bench_stamp "$BENCH_OUT/cluster_sim_vs_real.md" "bench/cluster/sim_vs_real.sh $*"
+bench_stamp "$BENCH_OUT/cluster_sim_vs_real.md" "bench/cluster/sim_vs_real.sh $given"
 cat "$BENCH_OUT/cluster_sim_vs_real.md"

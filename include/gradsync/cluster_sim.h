@@ -80,6 +80,27 @@ typedef struct gs_csim_opts {
    * linear) and no known work. 0 (default): the table's curve from the
    * start, an oracle. */
   double learn_work;
+  /* > 0: resizes follow the manager's protocol (docs/CLUSTER_MANAGER.md,
+   * "Resizing a job"): a job commits every commit_work of its work (the
+   * manager's --commit-every steps times the samples of a step; never at
+   * its last step); a change of its partition is noticed by its supervisor
+   * at its next discovery (below) and takes effect at its next commit,
+   * after its start-up if it is in one, the job running on its old nodes
+   * until then (and just ending, if its end comes first); a node is free
+   * only once no launch uses it, so a grow or start waits for the job that
+   * gave the node up to relaunch; a preempted job, or one that lost a
+   * node, resumes from its last commit. 0 (default): a resize takes effect
+   * at once and its nodes move at once (Pollux's simulator's model). */
+  double commit_work;
+  double discover_every_s;    /* with commit_work: the supervisors' discovery
+                                 period, from each launch (default 1, the
+                                 manager's; 0: at once) */
+  double launch_delay_s;      /* with commit_work: from the manager's start of a
+                                 job (first, or a resumption) to its
+                                 supervisor's launch, part of the start-up: a
+                                 change of its partition before then costs
+                                 nothing, and a supervisor's relaunch after a
+                                 stop does not pay it (default 0) */
   double time_limit_s;        /* dorm's solver limit per round (default 0.05) */
   double fairness_weight;     /* dorm (default 0.5) */
   double adjust_weight;       /* dorm (default 0.02) */
@@ -100,7 +121,8 @@ typedef struct gs_csim_result {
   double util_busy;           /* the same without restarts' node-seconds */
   double fairness_loss;       /* Dorm's, averaged over time while jobs are in */
   double ftf_max, ftf_mean;   /* Themis' finish-time fairness rho */
-  int resizes;                /* restarts charged (resizes and resumptions) */
+  int resizes;                /* launches after a job's first: resizes and
+                                 resumptions (each charged a restart) */
   int rounds;                 /* policy rounds */
   double policy_ms_mean, policy_ms_max;
   double gap_max;             /* dorm: the largest MIP gap reported (0 proven) */

@@ -6,17 +6,37 @@
  *
  * Events: arrivals, completions, a re-allocation every interval_s (for a
  * policy that reads the jobs' progress: goodput; static's and dorm's answers
- * change only with the jobs and the pool), and an optional node loss. At each event time the jobs' progress is advanced
- * (a job makes no progress during a restart), every arrival and completion
- * at that time is taken in, and the policy is asked once for every job's
- * size. A job whose size changes while it runs, or that resumes after a
- * preemption or after losing nodes, pays restart_penalty_s: it holds its
- * new nodes and makes no progress for that long (Pollux's simulator charges
- * its restarts the same way). A job's first start costs start_penalty_s
- * (0 by default: free): a real job's launch, data loading and set-up, which
- * for short jobs is a large share of their completion time. A speed table
- * with start_s gives each start (first or after a resize) its cost on that
- * many nodes instead of either penalty.
+ * change only with the jobs and the pool), and an optional node loss. At
+ * each event time the jobs' progress is advanced (a job makes no progress
+ * during a start-up), every arrival and completion at that time is taken
+ * in, and the policy is asked once for every job's size.
+ *
+ * A job has a partition (the nodes the policy gave it, the manager's
+ * assignment; its size is what the policy sees) and a launch (the nodes it
+ * runs on). Every launch after a job's first (a resize, a resumption after
+ * a preemption or a node loss) costs restart_penalty_s without progress,
+ * holding its nodes; the first costs start_penalty_s (0 by default: free);
+ * a speed table with start_s gives each launch its cost on that many nodes
+ * instead. When a partition changes, the launch follows it:
+ *  - commit_work 0 (the default, Pollux's simulator's model): at once; a
+ *    node taken from one job goes to another in the same round;
+ *  - commit_work > 0 (the manager's, docs/CLUSTER_MANAGER.md "Resizing a
+ *    job"): the job's elastic supervisor notices the change at its next
+ *    discovery (every discover_every_s from the launch) and asks the job to
+ *    stop at its next commit (every commit_work of its work, after its
+ *    start-up if it is in one); until then it runs on its old nodes; then
+ *    it is relaunched on its partition. A job that reaches its end first
+ *    (no commit at the last step) just ends. A node is free only when it is
+ *    in no partition and no launch, so a job grows or starts only when the
+ *    nodes it is given are no longer used by the job that gave them up (the
+ *    manager's rule: partitions never overlap); a grow that does not fit
+ *    waits for the next round, and a relaunch is a round (the manager's,
+ *    when a job's launch matches its partition again). A preempted job, or
+ *    one whose launch lost a node, resumes from its last commit. The
+ *    manager's start of a job reaches its supervisor's launch
+ *    launch_delay_s later (its keeper, the hosts' check): a change of the
+ *    partition before then costs nothing, and a relaunch by the supervisor
+ *    after a stop skips that part of the start-up.
  *
  * Measures (gs_csim_result):
  *  - utilisation: allocated node-seconds over the pool's node-seconds
@@ -63,15 +83,22 @@ void gs_csim_defaults(gs_csim_opts *o) {
   o->time_limit_s = p.time_limit_s;
   o->fairness_weight = p.fairness_weight;
   o->adjust_weight = p.adjust_weight;
+  o->discover_every_s = 1; /* the manager's supervisors' (--discover-every 1) */
 }
 
 typedef struct sim_job {
-  int size;           /* nodes held now */
+  int size;           /* nodes in its partition (what the policy sees) */
+  int run;            /* nodes its launch runs on (0: not running) */
+  int moved;          /* nodes in its partition or its launch but not both */
   double rem;         /* work left */
-  double restart_end; /* no progress before this time */
+  double launch_t;    /* its launch's start (pending: when it will launch) */
+  double since;       /* when its start-up began (the manager's start, or the stop) */
+  double restart_end; /* no progress before this time (the launch's start-up) */
+  double stop_at;     /* asked: the work done at which it stops (a commit) */
   double start, end;  /* first start, finish (-1: not yet) */
   int restarts;
-  int ever_ran, must_restart, done, arrived;
+  int ever_ran, done, arrived, asked;
+  int pending;        /* started by the manager, not yet launched by its supervisor */
   double contention;  /* integral of the number of jobs in the system */
   /* opts.learn_work: the work done in this launch since its start-up, the
    * speeds known per size (0: not yet) and the curve fitted to them. */
@@ -83,14 +110,18 @@ typedef struct sim_job {
 typedef struct sim {
   const gs_csim_workload *w;
   const gs_csim_opts *o;
+  gs_csim_result *r;
   sim_job *js;
   int *active, nactive; /* arrived, not finished */
+  int *rank;            /* each job's place in the order of submission */
   int nodes;            /* the pool now */
-  int *node_job;        /* owner of each node (-1 free) */
-  double *node_since;
-  int *count;           /* nodes held per job in node_job (scratch) */
+  int *node_job;        /* the partition each node is in (-1: none) */
+  int *node_run;        /* the launch each node is in (-1: none) */
+  double *node_since;   /* since when its holder (below) holds it */
+  int held;             /* nodes in a partition or a launch */
   gs_cluster_job *pj;   /* policy input (scratch) */
   int *sizes;
+  int *order;           /* a round's jobs in the order of submission (scratch) */
   double *share;
   double fairness_now;
   FILE *trace;
@@ -129,44 +160,186 @@ static void learn(sim *s, int j, int n) {
   free(rr);
 }
 
-/* Gives node k to job j (or frees it, j = -1) at time t, closing the
- * previous owner's segment in the trace. */
-static void node_set(sim *s, int k, int j, double t) {
-  if (s->node_job[k] == j) return;
-  if (s->node_job[k] >= 0 && s->trace && t > s->node_since[k])
-    fprintf(s->trace, "node,%d,%d,%.3f,%.3f\n", k, s->node_job[k], s->node_since[k], t);
-  s->node_job[k] = j;
+/* The job a node's time is charged to: its launch's, else its partition's
+ * (-1: free). */
+static int node_holder(const sim *s, int k) {
+  return s->node_run[k] >= 0 ? s->node_run[k] : s->node_job[k];
+}
+
+/* Whether node k is in job j's partition or its launch but not both. */
+static int node_moved(const sim *s, int k, int j) {
+  return (s->node_job[k] == j) != (s->node_run[k] == j);
+}
+
+/* Puts node k in partition `part` and launch `launch` (-1: none) at time t,
+ * keeping the jobs' moved counts and closing its holder's segment in the
+ * trace. A node in a launch is never in another job's partition (the
+ * manager gives a job only nodes that no launch uses). */
+static void node_change(sim *s, int k, int part, int launch, double t) {
+  int a = s->node_job[k], b = s->node_run[k], h = node_holder(s, k);
+  if (a >= 0) s->js[a].moved -= node_moved(s, k, a);
+  if (b >= 0 && b != a) s->js[b].moved -= node_moved(s, k, b);
+  s->node_job[k] = part;
+  s->node_run[k] = launch;
+  if (part >= 0) s->js[part].moved += node_moved(s, k, part);
+  if (launch >= 0 && launch != part) s->js[launch].moved += node_moved(s, k, launch);
+  int h2 = node_holder(s, k);
+  if (h2 == h) return;
+  if (h >= 0 && s->trace && t > s->node_since[k])
+    fprintf(s->trace, "node,%d,%d,%.3f,%.3f\n", k, h, s->node_since[k], t);
+  s->held += (h2 >= 0) - (h >= 0);
   s->node_since[k] = t;
 }
 
-/* Makes the node map agree with the jobs' sizes: jobs release their
- * highest nodes first, then take the lowest free ones. */
-static void map_sync(sim *s, double t) {
-  int nj = s->w->njobs;
-  memset(s->count, 0, (size_t)nj * sizeof *s->count);
+/* Job j's launch ends (it stopped, ended or lost a rank): its nodes stay
+ * in its partition, if they are. */
+static void launch_end(sim *s, int j, double t) {
+  for (int k = 0; k < s->nodes && s->js[j].run > 0; k++)
+    if (s->node_run[k] == j) node_change(s, k, s->node_job[k], -1, t);
+  s->js[j].run = 0;
+  s->js[j].asked = 0;
+}
+
+/* Job j's supervisor launches it at t on its partition, its start-up
+ * counted from js->since. Every launch but its first is a restart
+ * (restart_penalty_s, or the table's start-up on that many nodes; the
+ * first: start_penalty_s, or the table's). */
+static void launch(sim *s, int j, double t) {
+  sim_job *js = &s->js[j];
+  launch_end(s, j, t);
   for (int k = 0; k < s->nodes; k++)
-    if (s->node_job[k] >= 0) s->count[s->node_job[k]]++;
-  for (int k = s->nodes - 1; k >= 0; k--) {
-    int j = s->node_job[k];
-    if (j >= 0 && s->count[j] > s->js[j].size) {
-      s->count[j]--;
-      node_set(s, k, -1, t);
+    if (s->node_job[k] == j) node_change(s, k, j, j, t);
+  const double *st = s->w->jobs[j].start_s;
+  double cost;
+  if (js->ever_ran) {
+    js->restarts++;
+    s->r->resizes++;
+    cost = st ? st[js->size] : s->o->restart_penalty_s;
+  } else {
+    js->ever_ran = 1;
+    cost = st ? st[js->size] : s->o->start_penalty_s;
+  }
+  js->restart_end = js->since + cost > t ? js->since + cost : t;
+  js->run = js->size;
+  js->launch_t = t;
+  js->launch_done = 0;
+  js->pending = 0;
+}
+
+/* The manager starts job j at t (first, or after a preemption or a lost
+ * node) on its partition: with launch_delay_s (the manager's protocol) its
+ * supervisor launches it that much later, on the partition it has then, a
+ * change before then costing nothing; else at once. */
+static void manager_start(sim *s, int j, double t) {
+  sim_job *js = &s->js[j];
+  if (js->start < 0) js->start = t;
+  js->since = t;
+  if (s->o->commit_work > 0 && s->o->launch_delay_s > 0) {
+    js->pending = 1;
+    js->launch_t = t + s->o->launch_delay_s;
+  } else {
+    launch(s, j, t);
+  }
+}
+
+/* The work job j had done at its last commit (commit_work > 0: it commits
+ * every commit_work of its work). */
+static double last_commit(const sim *s, int j) {
+  double cw = s->o->commit_work;
+  return floor((s->w->jobs[j].work - s->js[j].rem) / cw + 1e-9) * cw;
+}
+
+/* Under the manager's protocol (commit_work > 0), a job restarts from its
+ * last commit: the work since is lost. */
+static void back_to_commit(sim *s, int j) {
+  if (!(s->o->commit_work > 0)) return;
+  double kept = last_commit(s, j), work = s->w->jobs[j].work;
+  if (kept < work - s->js[j].rem) s->js[j].rem = work - kept;
+}
+
+/* The first of job j's supervisor's discoveries at or after t: every
+ * discover_every_s from its launch (0: at once). */
+static double discovery_at(const sim *s, const sim_job *js, double t) {
+  double d = s->o->discover_every_s;
+  if (!(d > 0)) return t;
+  double k = ceil((t - js->launch_t) / d - 1e-9);
+  return js->launch_t + (k < 1 ? 1 : k) * d;
+}
+
+/* The work done at job j's next commit, or INFINITY when it has none
+ * before its end (a job commits every commit_work, never at its last
+ * step: asked to stop there, it ends). */
+static double next_commit(const sim *s, int j) {
+  double c = last_commit(s, j) + s->o->commit_work, work = s->w->jobs[j].work;
+  return c < work * (1 - 1e-9) ? c : INFINITY;
+}
+
+/* The round's positions in s->active, by submission (qsort has no
+ * context argument: the simulator runs on one thread). */
+static const sim *sort_sim;
+static int cmp_by_submission(const void *x, const void *y) {
+  int a = sort_sim->rank[sort_sim->active[*(const int *)x]];
+  int b = sort_sim->rank[sort_sim->active[*(const int *)y]];
+  return (a > b) - (a < b);
+}
+
+/* Applies a round's sizes (s->sizes, for the jobs in s->active) as the
+ * manager does: shrinks first (a job keeps its first nodes; one given 0 is
+ * preempted), then grows and starts in the order of submission, each from
+ * free nodes, lowest first, and only when all it needs are free. With
+ * commit_work 0 a launch follows its partition at once; else a running
+ * job's supervisor notices the change at its next discovery (the event
+ * loop). */
+static void apply_sizes(sim *s, double t) {
+  int n = s->nactive, at_once = !(s->o->commit_work > 0);
+  for (int a = 0; a < n; a++) {
+    int j = s->active[a], want = s->sizes[a];
+    sim_job *js = &s->js[j];
+    if (want >= js->size) continue;
+    if (want == 0) { /* preempted: resumes from its last commit */
+      back_to_commit(s, j);
+      launch_end(s, j, t);
+      js->pending = 0;
+    }
+    for (int k = s->nodes - 1; k >= 0 && js->size > want; k--)
+      if (s->node_job[k] == j) {
+        node_change(s, k, -1, s->node_run[k], t);
+        js->size--;
+      }
+    if (at_once && js->run > 0 && js->moved > 0) {
+      js->since = t;
+      launch(s, j, t);
     }
   }
-  int k = 0;
-  for (int a = 0; a < s->nactive; a++) {
+  for (int a = 0; a < n; a++) s->order[a] = a;
+  sort_sim = s;
+  qsort(s->order, (size_t)n, sizeof *s->order, cmp_by_submission);
+  for (int q = 0, k = 0; q < n; q++) {
+    int j = s->active[s->order[q]], want = s->sizes[s->order[q]];
+    sim_job *js = &s->js[j];
+    if (want <= js->size || want - js->size > s->nodes - s->held) continue;
+    for (; js->size < want && k < s->nodes; k++)
+      if (s->node_job[k] < 0 && s->node_run[k] < 0) {
+        node_change(s, k, j, -1, t);
+        js->size++;
+      }
+  }
+  /* Starts, resumptions, and (at once) grows. */
+  for (int a = 0; a < n; a++) {
     int j = s->active[a];
-    while (s->count[j] < s->js[j].size) {
-      while (k < s->nodes && s->node_job[k] >= 0) k++;
-      if (k == s->nodes) return; /* cannot happen: sizes fit the pool */
-      node_set(s, k, j, t);
-      s->count[j]++;
+    sim_job *js = &s->js[j];
+    if (js->size > 0 && js->run == 0 && !js->pending) {
+      manager_start(s, j, t);
+    } else if (js->size > 0 && at_once && js->moved > 0) {
+      js->since = t;
+      launch(s, j, t);
     }
   }
 }
 
 /* One policy round at time t over the jobs in the system. */
-static int resolve(sim *s, double t, gs_csim_result *r, char *err, size_t errlen) {
+static int resolve(sim *s, double t, char *err, size_t errlen) {
+  gs_csim_result *r = s->r;
   int n = s->nactive;
   for (int a = 0; a < n; a++) {
     int j = s->active[a];
@@ -181,6 +354,10 @@ static int resolve(sim *s, double t, gs_csim_result *r, char *err, size_t errlen
     p->cur_nodes = s->js[j].size;
     p->submit_time = g->submit;
     p->progress = 1 - s->js[j].rem / g->work;
+    if (s->o->commit_work > 0) { /* the manager reads it from the job's last commit */
+      double c = last_commit(s, j);
+      p->progress = c > 0 ? c / g->work : -1;
+    }
     p->speed = g->speed;
     if (s->o->learn_work > 0) /* only what the manager would know by now */
       p->speed = s->js[j].ncurve ? s->js[j].curve : NULL;
@@ -208,30 +385,10 @@ static int resolve(sim *s, double t, gs_csim_result *r, char *err, size_t errlen
   if (isfinite(rep.gap) && rep.gap > r->gap_max) r->gap_max = rep.gap;
   r->fallbacks += rep.fallback;
   r->exact_rounds += rep.exact;
-  for (int a = 0; a < n; a++) {
-    int j = s->active[a];
-    sim_job *js = &s->js[j];
-    int old = js->size, nw = s->sizes[a];
-    if (nw > 0 && (js->must_restart || (old > 0 && nw != old) || (old == 0 && js->ever_ran))) {
-      js->restarts++;
-      r->resizes++;
-      const double *st = s->w->jobs[j].start_s;
-      js->restart_end = t + (st ? st[nw] : s->o->restart_penalty_s);
-      js->must_restart = 0;
-      js->launch_done = 0;
-    } else if (nw > 0 && old == 0) {
-      const double *st = s->w->jobs[j].start_s; /* first start */
-      js->restart_end = t + (st ? st[nw] : s->o->start_penalty_s);
-      js->launch_done = 0;
-    }
-    if (nw > 0 && !js->ever_ran) {
-      js->ever_ran = 1;
-      js->start = t;
-    }
-    if (nw == 0 && old > 0) js->must_restart = 1; /* preempted: resumes from a checkpoint */
-    js->size = nw;
-  }
-  map_sync(s, t);
+  apply_sizes(s, t);
+  /* The fairness of the partitions as they are (a grow that waits for
+   * nodes is not in them yet). */
+  for (int a = 0; a < n; a++) s->sizes[a] = s->js[s->active[a]].size;
   gs_cluster_fair_share(s->pj, n, s->nodes, s->share);
   s->fairness_now = gs_cluster_fairness_loss(s->sizes, s->share, n, s->nodes);
   return 0;
@@ -279,25 +436,34 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       return -1;
     }
   }
+  if (!(o->commit_work >= 0) || !(o->discover_every_s >= 0) || !(o->launch_delay_s >= 0)) {
+    set_err(err, errlen,
+            "commit every %g work units, discovery every %g s, launch delay %g s; expected "
+            ">= 0",
+            o->commit_work, o->discover_every_s, o->launch_delay_s);
+    return -1;
+  }
   double t_start = wall_s();
   int rc = -1;
-  sim s = {.w = w, .o = o, .nodes = o->nodes, .trace = o->trace};
+  sim s = {.w = w, .o = o, .r = r, .nodes = o->nodes, .trace = o->trace};
   s.js = calloc((size_t)nj, sizeof *s.js);
   s.active = malloc((size_t)nj * sizeof *s.active);
+  s.rank = malloc((size_t)nj * sizeof *s.rank);
   s.node_job = malloc((size_t)o->nodes * sizeof *s.node_job);
+  s.node_run = malloc((size_t)o->nodes * sizeof *s.node_run);
   s.node_since = calloc((size_t)o->nodes, sizeof *s.node_since);
-  s.count = malloc((size_t)nj * sizeof *s.count);
   s.pj = malloc((size_t)nj * sizeof *s.pj);
   s.sizes = malloc((size_t)nj * sizeof *s.sizes);
+  s.order = malloc((size_t)nj * sizeof *s.order);
   s.share = malloc((size_t)nj * sizeof *s.share);
   int *order = malloc((size_t)nj * sizeof *order);
   double *jct = malloc((size_t)nj * sizeof *jct);
-  if (!s.js || !s.active || !s.node_job || !s.node_since || !s.count || !s.pj || !s.sizes ||
-      !s.share || !order || !jct) {
+  if (!s.js || !s.active || !s.rank || !s.node_job || !s.node_run || !s.node_since || !s.pj ||
+      !s.sizes || !s.order || !s.share || !order || !jct) {
     set_err(err, errlen, "out of memory simulating %d jobs on %d nodes", nj, o->nodes);
     goto done;
   }
-  for (int k = 0; k < o->nodes; k++) s.node_job[k] = -1;
+  for (int k = 0; k < o->nodes; k++) s.node_job[k] = s.node_run[k] = -1;
   for (int j = 0; j < nj && o->learn_work > 0; j++) {
     s.js[j].known = calloc((size_t)w->jobs[j].max_nodes + 1, sizeof *s.js[j].known);
     s.js[j].curve = calloc((size_t)w->jobs[j].max_nodes + 1, sizeof *s.js[j].curve);
@@ -313,12 +479,14 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
   }
   sort_jobs = w->jobs;
   qsort(order, (size_t)nj, sizeof *order, cmp_submit);
+  for (int q = 0; q < nj; q++) s.rank[order[q]] = q;
 
   double t = w->jobs[order[0]].submit, t0 = t;
   int next_arrival = 0, finished = 0;
   double interval = o->interval_s;
   double next_tick = interval > 0 ? t + interval : INFINITY;
   int loss_pending = o->loss_nodes > 0;
+  int protocol = o->commit_work > 0; /* the manager's resizes at commits */
   double used_ns = 0, busy_ns = 0, avail_ns = 0, fair_int = 0, fair_time = 0;
   const double eps = 1e-9;
   if (s.trace) fprintf(s.trace, "# node,NODE,JOB,T0,T1 | util,T,USED,BUSY,ACTIVE | job,...\n");
@@ -335,10 +503,15 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
     for (int a = 0; a < s.nactive;) {
       int j = s.active[a];
       sim_job *js = &s.js[j];
-      if (js->size > 0 && js->rem <= eps * w->jobs[j].work) {
+      if (js->run > 0 && js->rem <= eps * w->jobs[j].work) {
         js->done = 1;
         js->end = t;
-        js->size = 0;
+        launch_end(&s, j, t);
+        for (int k = 0; k < s.nodes && js->size > 0; k++)
+          if (s.node_job[k] == j) {
+            node_change(&s, k, -1, -1, t);
+            js->size--;
+          }
         finished++;
         s.active[a] = s.active[--s.nactive];
         changed = 1;
@@ -351,18 +524,45 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       }
     }
     if (loss_pending && t >= o->loss_time_s - eps) {
+      /* The nodes leave their partitions; a launch that ran on one fails
+       * and its job resumes (the round relaunches it) from its last commit. */
       loss_pending = 0;
       int nn = o->nodes - o->loss_nodes;
       for (int k = nn; k < o->nodes; k++) {
-        int j = s.node_job[k];
-        if (j >= 0) {
-          s.js[j].size--;
-          s.js[j].must_restart = 1;
+        int j = s.node_job[k], l = s.node_run[k];
+        if (l >= 0 && s.js[l].run > 0) {
+          back_to_commit(&s, l);
+          launch_end(&s, l, t);
         }
-        node_set(&s, k, -1, t);
+        if (j >= 0) s.js[j].size--;
+        node_change(&s, k, -1, -1, t);
       }
       s.nodes = nn;
       changed = 1;
+    }
+    /* The manager's protocol: a job asked to stop stops at its commit and
+     * is relaunched on its partition (a round follows, as the manager's
+     * when a launch matches its partition again); a supervisor that
+     * discovers a partition other than its launch asks its job to stop. */
+    for (int a = 0; protocol && a < s.nactive; a++) {
+      int j = s.active[a];
+      sim_job *js = &s.js[j];
+      if (js->pending && js->launch_t <= t + eps) {
+        if (js->size > 0) launch(&s, j, t);
+        js->pending = 0; /* (a node lost left it none: a round starts it again) */
+      } else if (js->run > 0 && js->asked &&
+                 w->jobs[j].work - js->rem >= js->stop_at - eps * w->jobs[j].work) {
+        /* The supervisor relaunches it itself: of a start-up it skips the
+         * manager's part, launch_delay_s. */
+        js->since = t - o->launch_delay_s;
+        if (js->size > 0) launch(&s, j, t);
+        else launch_end(&s, j, t); /* (a node lost left it none: it waits) */
+        changed = 1;
+      } else if (js->run > 0 && !js->asked && js->moved > 0 &&
+                 discovery_at(&s, js, t) <= t + eps) {
+        js->asked = 1;
+        js->stop_at = next_commit(&s, j);
+      }
     }
     /* A periodic round: for a policy that reads progress; the others would
      * repeat their last answer (gs_cluster_policy_reads_progress). */
@@ -371,15 +571,15 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       while (next_tick <= t + eps) next_tick += interval;
     }
     if (finished == nj) break;
-    if (changed && s.nactive > 0 && resolve(&s, t, r, err, errlen) != 0) goto done;
+    if (changed && s.nactive > 0 && resolve(&s, t, err, errlen) != 0) goto done;
     if (changed && s.nactive == 0) s.fairness_now = 0;
-    int used = 0, busy = 0, running = 0;
+    int busy = 0, running = 0;
     for (int a = 0; a < s.nactive; a++) {
       int j = s.active[a];
-      used += s.js[j].size;
-      if (s.js[j].size > 0) running++;
-      if (s.js[j].size > 0 && s.js[j].restart_end <= t + eps) busy += s.js[j].size;
+      if (s.js[j].run > 0 || s.js[j].pending) running++;
+      if (s.js[j].run > 0 && s.js[j].restart_end <= t + eps) busy += s.js[j].run;
     }
+    int used = s.held;
     if (s.trace)
       fprintf(s.trace, "util,%.3f,%d,%d,%d\n", t, used, busy, s.nactive);
 
@@ -388,12 +588,20 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
     for (int a = 0; a < s.nactive; a++) {
       int j = s.active[a];
       const sim_job *js = &s.js[j];
-      if (js->size <= 0) continue;
-      double sp = job_speed(&s, j, js->size);
+      if (js->pending && js->launch_t < tn) tn = js->launch_t > t ? js->launch_t : t;
+      if (js->run <= 0) continue;
+      double sp = job_speed(&s, j, js->run);
       double from = js->restart_end > t ? js->restart_end : t;
       double done_at = from + js->rem / sp;
       if (done_at < tn) tn = done_at;
       if (js->restart_end > t && js->restart_end < tn) tn = js->restart_end; /* busy changes */
+      if (protocol && js->asked && isfinite(js->stop_at)) {
+        double stop = from + (js->stop_at - (w->jobs[j].work - js->rem)) / sp;
+        if (stop < tn) tn = stop;
+      } else if (protocol && !js->asked && js->moved > 0) {
+        double d = discovery_at(&s, js, t);
+        if (d < tn) tn = d;
+      }
     }
     if (s.nactive > 0 && next_tick < tn) tn = next_tick;
     if (loss_pending && o->loss_time_s < tn) tn = o->loss_time_s > t ? o->loss_time_s : t;
@@ -408,16 +616,16 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       int j = s.active[a];
       sim_job *js = &s.js[j];
       js->contention += s.nactive * dt;
-      if (js->size <= 0) continue;
+      if (js->run <= 0) continue;
       double from = js->restart_end > t ? js->restart_end : t;
       if (from < tn) {
-        double sp = job_speed(&s, j, js->size);
+        double sp = job_speed(&s, j, js->run);
         js->rem -= sp * (tn - from);
         if (js->rem < 0) js->rem = 0;
-        busy_ns += js->size * (tn - from);
+        busy_ns += js->run * (tn - from);
         js->launch_done += sp * (tn - from);
-        if (o->learn_work > 0 && js->launch_done >= o->learn_work && js->known[js->size] == 0)
-          learn(&s, j, js->size);
+        if (o->learn_work > 0 && js->launch_done >= o->learn_work && js->known[js->run] == 0)
+          learn(&s, j, js->run);
       }
     }
     used_ns += used * dt;
@@ -478,7 +686,7 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
     r->policy_ms_mean /= r->rounds;
     r->jobs_per_round /= r->rounds;
   }
-  for (int k = 0; k < s.nodes; k++) node_set(&s, k, -1, t);
+  for (int k = 0; k < s.nodes; k++) node_change(&s, k, -1, -1, t);
   r->sim_s = wall_s() - t_start;
   rc = 0;
 done:
@@ -488,11 +696,13 @@ done:
   }
   free(s.js);
   free(s.active);
+  free(s.rank);
   free(s.node_job);
+  free(s.node_run);
   free(s.node_since);
-  free(s.count);
   free(s.pj);
   free(s.sizes);
+  free(s.order);
   free(s.share);
   free(order);
   free(jct);

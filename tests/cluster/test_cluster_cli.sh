@@ -62,6 +62,20 @@ for p in static dorm goodput; do
      grep -q '^util,' "$tmp/tr.$p.csv"; then ok "trace $p"; else bad "trace $p: $(head -5 "$tmp/tr.$p.csv")"; fi
 done
 t 0 "" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --node-loss 5:1
+# Resizes as the manager makes them: dorm's A moves once, not twice, and B
+# waits for its node (by hand in tests/cluster/test_cluster_sim.c).
+printf 'name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,200,1,2\nB,1,m,1,10,1,1\n' \
+  > "$tmp/wm.csv"
+t 0 '"resizes":2,' $sim --workload "$tmp/wm.csv" --tables "$tmp/speeds.csv" --nodes 2 \
+  --restart-penalty 5 --interval 0 --policy dorm --json
+t 0 '"jct_mean_s":12.5,' $sim --workload "$tmp/wm.csv" --tables "$tmp/speeds.csv" --nodes 2 \
+  --restart-penalty 5 --interval 0 --policy dorm --json --commit-work 100
+grep -q '"commit_work":100,"discover_every_s":1,"launch_delay_s":0,' "$tmp/out" &&
+  grep -q '"resizes":1,' "$tmp/out" && ok "--commit-work: its settings and 1 resize" ||
+  bad "--commit-work: $(cat "$tmp/out")"
+t 0 "resizes at commits every 100 work, discovery every 0.5 s, launch after 1 s" $sim \
+  --workload "$tmp/wm.csv" --tables "$tmp/speeds.csv" --nodes 2 --policy dorm --commit-work 100 \
+  --discover-every 0.5 --launch-delay 1
 t 0 "usage: gradsync cluster simulate" $sim --help
 t 0 "usage: gradsync cluster simulate" cluster --help
 t 0 "gradsync cluster serve" cluster --help
@@ -79,6 +93,13 @@ printf 'name,time,model,nodes,samples\nA,0,m,2,-5\n' > "$tmp/neg.csv"
 t 2 "neg.csv:2: column 'samples': '-5'" $sim --workload "$tmp/neg.csv" --tables "$tmp/speeds.csv" --nodes 2
 t 2 "--node-loss: 2 nodes lost from a pool of 2" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --node-loss 1:2
 t 2 "--node-loss: expected T:K" $sim --workload "$tmp/w.csv" --nodes 2 --node-loss 5
+t 2 "--discover-every and --launch-delay apply to the manager's resizes" $sim \
+  --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --discover-every 1
+t 2 "--discover-every and --launch-delay apply to the manager's resizes" $sim \
+  --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --launch-delay 1
+t 2 "--commit-work: expected a number from" $sim --workload "$tmp/w.csv" --nodes 2 --commit-work 0
+t 2 "--launch-delay: expected a number from 0" $sim --workload "$tmp/w.csv" --nodes 2 \
+  --commit-work 5 --launch-delay -1
 t 2 "option --nodes given more than once" $sim --workload "$tmp/w.csv" --nodes 2 --nodes 3
 t 2 "unknown option '--bogus'" $sim --bogus
 t 2 "--trace-out" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --trace-out /nonexistent/dir/t.csv

@@ -1,7 +1,8 @@
 /*
  * Tests of the cluster simulator (gradsync/cluster_sim.h): tiny hand-made
  * workloads whose completion times, utilisation and fairness loss are
- * computed by hand (static and goodput, with restarts; a node lost), bad
+ * computed by hand (static and goodput, with restarts; a node lost; dorm's
+ * resizes at once and as the manager makes them, at commits), bad
  * workloads, and Pollux's workload (its first 40 jobs, when the artifact's
  * data is beside the repository) under every policy.
  */
@@ -37,6 +38,8 @@ static const char *speeds = "model,nodes,step_time_s,samples_per_step\nm,1,1,10\
 static const char *two_jobs = "name,time,model,nodes,samples\nA,0,m,2,200\nB,1,m,1,100\n";
 
 static double start_penalty; /* 0 but in test_start_penalty */
+/* 0 (resizes at once) but in test_manager_resizes */
+static double commit_work, launch_delay;
 
 static void run(const char *policy, const char *workload, int nodes, double loss_t, int loss_k,
                 gs_csim_result *r) {
@@ -57,6 +60,8 @@ static void run(const char *policy, const char *workload, int nodes, double loss
   o.interval_s = 0;
   o.loss_time_s = loss_t;
   o.loss_nodes = loss_k;
+  o.commit_work = commit_work;
+  o.launch_delay_s = launch_delay;
   if (gs_csim_run(&w, &o, r, err, sizeof err) != 0) {
     fprintf(stderr, "%s\n", err);
     fail();
@@ -196,6 +201,55 @@ static void test_node_loss(void **state) {
   assert_int_equal(r.done, 1);
 }
 
+/* Resizes as the manager makes them (commit_work; docs/CLUSTER_MANAGER.md,
+ * "Resizing a job") against at once. dorm on 2 nodes: A (1 to 2 nodes, 200
+ * samples) at 0 takes both; B (1 node, 10 samples) at 1 gets one of them
+ * (its fair share: 1 each).
+ *  - At once: A shrinks at 1 (no progress until 6, the penalty 5), B runs
+ *    1-2, A grows back at 2 (again until 7) and does its 180 left at 20/s:
+ *    it ends at 16. JCTs 16 and 1, 2 resizes.
+ *  - The manager's (a commit every 100 samples, a discovery every second
+ *    from a launch): A's supervisor sees the new partition at 1 and A stops
+ *    at its commit at 100 samples, at 5, and relaunches on 1 node (no
+ *    progress until 10); the node it gives up is free only then: B runs
+ *    5-6. A's partition grows back at 6, but its next commit would be its
+ *    end: it is not resized and ends on 1 node at 10 + 100/10 = 20. JCTs 20
+ *    and 5, 1 resize. Nodes held all along (A keeps the node it gave up
+ *    until its relaunch, and the one it gets back at 6 unused): utilisation
+ *    1; working: A's 2 nodes 0-5, B's 5-6, A's 1 node 10-20: 21 of 40. */
+static void test_manager_resizes(void **state) {
+  (void)state;
+  const char *wl = "name,time,model,nodes,samples,min_nodes,max_nodes\n"
+                   "A,0,m,2,200,1,2\nB,1,m,1,10,1,1\n";
+  gs_csim_result r;
+  run("dorm", wl, 2, 0, 0, &r);
+  assert_int_equal(r.done, 2);
+  assert_int_equal(r.resizes, 2);
+  NEAR(r.jct_mean_s, (16 + 1) / 2.0);
+  commit_work = 100;
+  run("dorm", wl, 2, 0, 0, &r);
+  assert_int_equal(r.done, 2);
+  assert_int_equal(r.resizes, 1);
+  NEAR(r.jct_mean_s, (20 + 5) / 2.0);
+  NEAR(r.makespan_s, 20);
+  NEAR(r.util, 1.0);
+  NEAR(r.util_busy, 21.0 / 40);
+  /* A launch 1 s after the manager's start: B, at 0.5 now, comes before
+   * A's supervisor has launched it, so A launches on 1 node at 1, free of
+   * charge, and B starts at 0.5 on the other (launched at 1.5, it ends at
+   * 2.5). A's partition grows back at 2.5; its supervisor sees it at 3 (20
+   * done) and A stops at its commit at 100, at 11; relaunched by its
+   * supervisor, it skips the manager's second of the penalty: working from
+   * 15, its 100 left at 20/s take it to 20. JCTs 20 and 2, 1 resize. */
+  launch_delay = 1;
+  run("dorm", "name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,200,1,2\n"
+              "B,0.5,m,1,10,1,1\n", 2, 0, 0, &r);
+  commit_work = launch_delay = 0;
+  assert_int_equal(r.done, 2);
+  assert_int_equal(r.resizes, 1);
+  NEAR(r.jct_mean_s, (20 + 2) / 2.0);
+}
+
 static void expect_load_error(const char *workload, const char *speed_table, int nodes,
                               const char *needle) {
   char wp[512], sp[512], err[512];
@@ -332,6 +386,7 @@ int main(void) {
       cmocka_unit_test(test_start_from_table),
       cmocka_unit_test(test_learn_curves),
       cmocka_unit_test(test_node_loss),
+      cmocka_unit_test(test_manager_resizes),
       cmocka_unit_test(test_bad_workloads),
       cmocka_unit_test(test_pollux),
   };
