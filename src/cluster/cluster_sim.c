@@ -385,6 +385,17 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
   if (isfinite(rep.gap) && rep.gap > r->gap_max) r->gap_max = rep.gap;
   r->fallbacks += rep.fallback;
   r->exact_rounds += rep.exact;
+  /* A size outside a job's range would run it at a speed the tables do not
+   * have (none below its minimum): an error, not a job that never ends. */
+  for (int a = 0; a < n; a++) {
+    const gs_cluster_job *p = &s->pj[a];
+    if (s->sizes[a] != 0 && (s->sizes[a] < p->min_nodes || s->sizes[a] > p->max_nodes)) {
+      set_err(err, errlen, "policy %s at t=%.1f s gave job %s %d nodes, outside its %d to %d",
+              s->o->policy, t, s->w->jobs[p->id].name, s->sizes[a], p->min_nodes,
+              p->max_nodes);
+      return -1;
+    }
+  }
   apply_sizes(s, t);
   /* The fairness of the partitions as they are (a grow that waits for
    * nodes is not in them yet). */

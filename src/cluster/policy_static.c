@@ -38,14 +38,21 @@ int gs_cluster_policy_static(const gs_cluster_job *jobs, int njobs, int nodes,
   fifo_jobs = jobs;
   qsort(order, (size_t)njobs, sizeof *order, cmp_fifo);
   int free_nodes = nodes;
-  /* Running jobs first, in FIFO order: they keep their partitions. */
-  for (int k = 0; k < njobs; k++) {
-    const gs_cluster_job *j = &jobs[order[k]];
-    if (j->cur_nodes > 0 && j->cur_nodes <= free_nodes) {
-      sizes[order[k]] = j->cur_nodes;
-      free_nodes -= j->cur_nodes;
+  /* Running jobs first, in FIFO order: they keep their partitions. Then
+   * one that lost nodes below its minimum (it cannot run on what it has
+   * left) gets back up to it if nodes are free, else it waits in the line
+   * below like any other. */
+  for (int pass = 0; pass < 2; pass++)
+    for (int k = 0; k < njobs; k++) {
+      const gs_cluster_job *j = &jobs[order[k]];
+      int short_of_min = j->cur_nodes < j->min_nodes;
+      if (j->cur_nodes <= 0 || short_of_min != pass) continue;
+      int keep = short_of_min ? j->min_nodes : j->cur_nodes;
+      if (keep <= free_nodes) {
+        sizes[order[k]] = keep;
+        free_nodes -= keep;
+      }
     }
-  }
   /* Then waiting jobs, strictly in FIFO order. */
   for (int k = 0; k < njobs; k++) {
     const gs_cluster_job *j = &jobs[order[k]];

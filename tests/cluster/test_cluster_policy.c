@@ -192,6 +192,21 @@ static void test_static_fifo(void **state) {
   assert_int_equal(sizes[0], 3);
   assert_int_equal(sizes[1], 0);
   assert_int_equal(sizes[2], 0);
+  /* A node lost under a running job of minimum 2 leaves it 1, on which it
+   * cannot run: it gets back up to its minimum from the free nodes, or,
+   * where none are free, waits (0) rather than keep the 1 (the simulator
+   * then ran it at no speed, for ever). */
+  jobs[0].min_nodes = 2;
+  jobs[0].cur_nodes = 1;
+  jobs[1].cur_nodes = 0;
+  assert_int_equal(gs_cluster_allocate("static", jobs, 4, 6, NULL, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[0], 2);
+  check_allocation(jobs, 4, 6, sizes);
+  jobs[1].cur_nodes = 5;
+  assert_int_equal(gs_cluster_allocate("static", jobs, 4, 6, NULL, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[0], 0);
+  assert_int_equal(sizes[1], 5);
+  check_allocation(jobs, 4, 6, sizes);
 }
 
 static double speed_lin[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};

@@ -199,6 +199,21 @@ static void test_node_loss(void **state) {
   NEAR(r.jct_mean_s, 20);
   run("dorm", "name,time,model,nodes,samples\nA,0,m,2,200\n", 2, 5, 1, &r);
   assert_int_equal(r.done, 1);
+  /* A node lost under a job of minimum 2 leaves it 1, on which it cannot
+   * run: static made it keep the 1 and the simulation never ended (the job
+   * ran at no speed). X (1 node, 100 samples) runs 0-10 on node 0; A (2
+   * nodes exactly) from 0.5 on nodes 1-2 until node 2 leaves at 5; A then
+   * waits for X's node, and from 10 runs its 110 samples left after the
+   * restart penalty: 15 to 20.5. JCTs 10 and 20. */
+  const char *min2 = "name,time,model,nodes,samples,min_nodes,max_nodes\n"
+                     "X,0,m,1,100,1,1\nA,0.5,m,2,200,2,2\n";
+  run("static", min2, 3, 5, 1, &r);
+  assert_int_equal(r.done, 2);
+  NEAR(r.jct_mean_s, 15);
+  run("goodput", min2, 3, 5, 1, &r);
+  assert_int_equal(r.done, 2);
+  run("dorm", min2, 3, 5, 1, &r);
+  assert_int_equal(r.done, 2);
 }
 
 /* Resizes as the manager makes them (commit_work; docs/CLUSTER_MANAGER.md,
