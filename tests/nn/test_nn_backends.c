@@ -125,6 +125,48 @@ static void compare_step(gs_nn_net *a, gs_nn_net *b, const float *x,
   gs_nn_set_callbacks(b, NULL, NULL, NULL);
 }
 
+/* compare_step at batch B, at batch 5 (another set of primitives), then at
+ * B again with the input gradient on; label names the pair. */
+static void compare_batches(gs_nn_net *a, gs_nn_net *b, const float *x, const int32_t *y,
+                            int B, const char *label) {
+  char what[64];
+  snprintf(what, sizeof what, "%s batch %d", label, B);
+  compare_step(a, b, x, y, B, what);
+  snprintf(what, sizeof what, "%s batch 5", label);
+  compare_step(a, b, x, y, 5, what);
+  gs_nn_set_input_grad(a, 1);
+  gs_nn_set_input_grad(b, 1);
+  snprintf(what, sizeof what, "%s batch %d, input grad", label, B);
+  compare_step(a, b, x, y, B, what);
+}
+
+/* Three SGD steps (lr 0.05, momentum 0.9) on both nets: the weights and
+ * the running statistics stay together. Three steps with momentum grow
+ * the differences tenfold. */
+static void compare_sgd(gs_nn_net *a, gs_nn_net *b, const float *x, const int32_t *y, int B,
+                        const char *label) {
+  gs_nn_sgd_config cfg = {.lr = 0.05f, .momentum = 0.9f};
+  gs_nn_sgd *opts[2];
+  gs_nn_net *nets[2] = {a, b};
+  for (int k = 0; k < 2; k++) assert_int_equal(gs_nn_sgd_create(&opts[k], nets[k], &cfg), GS_OK);
+  for (int step = 0; step < 3; step++)
+    for (int k = 0; k < 2; k++) {
+      float loss;
+      assert_int_equal(gs_nn_forward(nets[k], x, B, NULL), GS_OK);
+      assert_int_equal(gs_nn_loss(nets[k], y, &loss, NULL), GS_OK);
+      assert_int_equal(gs_nn_backward(nets[k]), GS_OK);
+      assert_int_equal(gs_nn_sgd_step(opts[k]), GS_OK);
+    }
+  double dw = max_rel_diff(gs_nn_weights_flat(a), gs_nn_weights_flat(b), gs_nn_param_total(a));
+  size_t nb;
+  float *bufa = gs_nn_buffers_flat(a, &nb), *bufb = gs_nn_buffers_flat(b, NULL);
+  double drun = nb ? max_rel_diff(bufa, bufb, nb) : 0.0;
+  printf("  %-28s weights %.2e  running stats %.2e\n", label, dw, drun);
+  assert_true(dw <= 10 * REL_TOL);
+  assert_true(drun <= 10 * REL_TOL);
+  for (int k = 0; k < 2; k++) gs_nn_sgd_destroy(opts[k]);
+}
+
 static void check_model(gs_nn_model m) {
   if (!gs_nn_backend_available("dnnl")) {
     skip();
@@ -141,51 +183,17 @@ static void check_model(gs_nn_model m) {
    * checks of test_nn_layers avoid kinks the same way, by their inputs).
    * On this seed the gradients agree to ~1e-6. */
   batch_data(B, 9, &x, &y);
-  char what[64];
-  snprintf(what, sizeof what, "%s batch %d", gs_nn_model_name(m), B);
-  compare_step(blas, dnnl, x, y, B, what);
-
-  /* A smaller batch (another set of primitives), then the first again. */
-  snprintf(what, sizeof what, "%s batch 5", gs_nn_model_name(m));
-  compare_step(blas, dnnl, x, y, 5, what);
-  gs_nn_set_input_grad(blas, 1);
-  gs_nn_set_input_grad(dnnl, 1);
-  snprintf(what, sizeof what, "%s batch %d, input grad", gs_nn_model_name(m), B);
-  compare_step(blas, dnnl, x, y, B, what);
+  compare_batches(blas, dnnl, x, y, B, gs_nn_model_name(m));
 
   /* Evaluation mode (running statistics), after the steps above. */
   gs_nn_set_training(blas, 0);
   gs_nn_set_training(dnnl, 0);
+  char what[64];
   snprintf(what, sizeof what, "%s eval", gs_nn_model_name(m));
   compare_step(blas, dnnl, x, y, B, what);
   gs_nn_set_training(blas, 1);
   gs_nn_set_training(dnnl, 1);
-
-  /* A few SGD steps: the weights stay together. */
-  gs_nn_sgd_config cfg = {.lr = 0.05f, .momentum = 0.9f};
-  gs_nn_sgd *oa, *ob;
-  assert_int_equal(gs_nn_sgd_create(&oa, blas, &cfg), GS_OK);
-  assert_int_equal(gs_nn_sgd_create(&ob, dnnl, &cfg), GS_OK);
-  for (int step = 0; step < 3; step++) {
-    float loss;
-    assert_int_equal(gs_nn_forward(blas, x, B, NULL), GS_OK);
-    assert_int_equal(gs_nn_loss(blas, y, &loss, NULL), GS_OK);
-    assert_int_equal(gs_nn_backward(blas), GS_OK);
-    assert_int_equal(gs_nn_sgd_step(oa), GS_OK);
-    assert_int_equal(gs_nn_forward(dnnl, x, B, NULL), GS_OK);
-    assert_int_equal(gs_nn_loss(dnnl, y, &loss, NULL), GS_OK);
-    assert_int_equal(gs_nn_backward(dnnl), GS_OK);
-    assert_int_equal(gs_nn_sgd_step(ob), GS_OK);
-  }
-  double dw = max_rel_diff(gs_nn_weights_flat(blas), gs_nn_weights_flat(dnnl),
-                           gs_nn_param_total(blas));
-  size_t nb;
-  float *bufa = gs_nn_buffers_flat(blas, &nb), *bufb = gs_nn_buffers_flat(dnnl, NULL);
-  double drun = nb ? max_rel_diff(bufa, bufb, nb) : 0.0;
-  printf("  %-28s weights %.2e  running stats %.2e\n", "after 3 SGD steps", dw, drun);
-  /* Three steps of lr 0.05 with momentum grow the differences tenfold. */
-  assert_true(dw <= 10 * REL_TOL);
-  assert_true(drun <= 10 * REL_TOL);
+  compare_sgd(blas, dnnl, x, y, B, "after 3 SGD steps");
 
 #ifdef GRADSYNC_NN_DNNL
   /* Every layer ran on oneDNN: none fell back to the BLAS kernels. The
@@ -197,8 +205,6 @@ static void check_model(gs_nn_model m) {
   assert_int_equal(dnnl->blk_passes, want);
   assert_int_equal(dnnl->blk_broken, 0);
 #endif
-  gs_nn_sgd_destroy(oa);
-  gs_nn_sgd_destroy(ob);
   gs_nn_net_destroy(blas);
   gs_nn_net_destroy(dnnl);
   free(x);
@@ -241,38 +247,11 @@ static void check_blocked(gs_nn_model m) {
   float *x;
   int32_t *y;
   batch_data(B, 9, &x, &y);
-  char what[64];
-  snprintf(what, sizeof what, "%s blocked, batch %d", gs_nn_model_name(m), B);
-  compare_step(nchw, blk, x, y, B, what);
-  snprintf(what, sizeof what, "%s blocked, batch 5", gs_nn_model_name(m));
-  compare_step(nchw, blk, x, y, 5, what);
-  gs_nn_set_input_grad(nchw, 1);
-  gs_nn_set_input_grad(blk, 1);
-  snprintf(what, sizeof what, "%s blocked, input grad", gs_nn_model_name(m));
-  compare_step(nchw, blk, x, y, B, what);
-  gs_nn_sgd_config cfg = {.lr = 0.05f, .momentum = 0.9f};
-  gs_nn_sgd *oa, *ob;
-  assert_int_equal(gs_nn_sgd_create(&oa, nchw, &cfg), GS_OK);
-  assert_int_equal(gs_nn_sgd_create(&ob, blk, &cfg), GS_OK);
+  char label[64];
+  snprintf(label, sizeof label, "%s blocked,", gs_nn_model_name(m));
+  compare_batches(nchw, blk, x, y, B, label);
+  compare_sgd(nchw, blk, x, y, B, "blocked, after 3 SGD steps");
   gs_nn_net *nets[2] = {nchw, blk};
-  gs_nn_sgd *opts[2] = {oa, ob};
-  for (int step = 0; step < 3; step++)
-    for (int k = 0; k < 2; k++) {
-      float loss;
-      assert_int_equal(gs_nn_forward(nets[k], x, B, NULL), GS_OK);
-      assert_int_equal(gs_nn_loss(nets[k], y, &loss, NULL), GS_OK);
-      assert_int_equal(gs_nn_backward(nets[k]), GS_OK);
-      assert_int_equal(gs_nn_sgd_step(opts[k]), GS_OK);
-    }
-  double dw = max_rel_diff(gs_nn_weights_flat(nchw), gs_nn_weights_flat(blk),
-                           gs_nn_param_total(blk));
-  size_t nb;
-  float *bufa = gs_nn_buffers_flat(nchw, &nb), *bufb = gs_nn_buffers_flat(blk, NULL);
-  double drun = nb ? max_rel_diff(bufa, bufb, nb) : 0.0;
-  printf("  %-28s weights %.2e  running stats %.2e\n", "blocked, after 3 SGD steps", dw,
-         drun);
-  assert_true(dw <= 10 * REL_TOL);
-  assert_true(drun <= 10 * REL_TOL);
   assert_int_equal(blk->blk_passes, 6);
   assert_int_equal(nchw->blk_passes, 0);
   /* With layer hooks: NCHW passes, and the hooks read the same data. */
@@ -289,8 +268,6 @@ static void check_blocked(gs_nn_model m) {
   assert_true(fabs(hb.sum - ha.sum) <= 1e-3 * (fabs(ha.sum) + 1.0));
   assert_int_equal(nn_dnnl_fallbacks(blk), 0);
   assert_int_equal(blk->blk_broken, 0);
-  gs_nn_sgd_destroy(oa);
-  gs_nn_sgd_destroy(ob);
   gs_nn_net_destroy(nchw);
   gs_nn_net_destroy(blk);
   free(x);
