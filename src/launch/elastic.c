@@ -99,6 +99,7 @@ typedef struct el {
   double c_t[2];
   long c_step[2];
   int ncommit;
+  int changed; /* checkpoint.json rewritten during this launch, read or not */
   double last_discover;
   char last_warning[1100]; /* a warning repeated unchanged is not sent again */
 } el;
@@ -351,6 +352,7 @@ static void watch_commits(el *e) {
   double m = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
   if (m == e->commit_mtime) return;
   e->commit_mtime = m;
+  e->changed = 1;
   long epoch, samples, step;
   if (launch_read_commit(dir, &epoch, &samples, &step) != 0 || step < 0) return;
   e->c_t[0] = e->c_t[1];
@@ -522,6 +524,7 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
   int pipes[2];
   e->nchild = 0;
   e->ncommit = 0;
+  e->changed = 0;
   /* The commit already on disk is the baseline, not a commit of this launch. */
   if (c->checkpoint_dir) {
     char path[4096];
@@ -663,14 +666,39 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
   /* A rank killed or a daemon lost is a failure whatever the status says;
    * a rank's own exit status (Open MPI's "Exit code:" lines) is not. */
   int hard = w.sig_rank >= 0 || w.lost_node[0];
+  /* A stop asked of a job whose program had not started yet. Open MPI
+   * 4.1's mpirun, signalled before the daemons it starts over ssh have
+   * called back, exits 0 without ever starting the program: a status 0
+   * with no commit of this launch seen (a program that ran to its end
+   * committed at its last epoch, as gradsync train does) is taken for
+   * that, and the job is relaunched on the new world as the stop intended.
+   * A wrong guess costs one short launch: a finished program relaunched
+   * resumes from its last commit and exits at once. And a rank that got
+   * the request's SIGUSR1 before it installed its handling died of it:
+   * neither its slot nor the program is at fault. */
+  int asked = stop_asked && !killed_stop;
+  int early_exit = asked && end->status == 0 && !hard && !e->changed;
+  int early_rank = asked && w.sig_rank >= 0 && w.sig_num == SIGUSR1 && !w.lost_node[0];
+  size_t used = strlen(r);
   if (el_interrupt) {
     end->how = END_INTERRUPTED;
     snprintf(r, rl, "interrupted by signal %d", (int)el_interrupt);
+  } else if (early_exit) {
+    end->how = END_GROW;
+    snprintf(r + used, rl - used, "; mpirun exited 0 before the program stopped on request, "
+             "with no commit of this launch (Open MPI exits 0 when signalled before its ranks "
+             "start)");
   } else if (end->status == 0 && !hard) {
     end->how = END_DONE;
     snprintf(r, rl, "done");
   } else if (end->status == 3 && stop_asked && !killed_stop) {
     end->how = END_GROW; /* reason set when asked */
+  } else if (early_rank) {
+    int h = rank_host(e, w.sig_rank);
+    end->how = END_GROW;
+    snprintf(r + used, rl - used, "; rank %d on %s was killed by the request's signal %d "
+             "before it could take it", w.sig_rank,
+             h >= 0 && e->use_host_list ? e->host[h].name : w.sig_node, w.sig_num);
   } else if (end->status == 3 && !hard) {
     end->how = END_STOPPED;
     snprintf(r, rl, "the job stopped on request (exit 3)");
@@ -706,14 +734,17 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
       el_host *h = &e->host[e->place_host[i]];
       if (!h->banned && c->host_ok && !c->host_ok(h->name, c->user)) {
         h->banned = 1;
-        size_t used = strlen(r);
+        used = strlen(r);
         snprintf(r + used, rl - used, "; host %s unreachable, left out", h->name);
       }
     }
   }
-  snprintf(L->end, sizeof L->end, "%s",
+  snprintf(L->end, sizeof L->end, "%s%s",
            end->how != END_GROW ? r : strstr(r, "shrinking") ? "stopped to shrink"
-                                                               : "stopped to grow");
+                                                               : "stopped to grow",
+           end->how != END_GROW ? "" : early_exit ? " (mpirun exited 0 before the program ran)"
+                                   : early_rank ? " (a rank killed by the request's signal)"
+                                                : "");
   return GS_OK;
 }
 

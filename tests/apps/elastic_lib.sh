@@ -1,4 +1,5 @@
-# Helpers of the elastic tests (test_run_elastic.sh, test_run_elastic_faults.sh),
+# Helpers of the elastic tests (test_run_elastic.sh, test_run_elastic_faults.sh,
+# test_run_elastic_early_stop.sh),
 # written once. Sourced; the caller sets G. Every wait here is bounded.
 # shellcheck shell=bash
 failures=0

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# A stop asked of an elastic job before its program runs (docs/ELASTIC.md,
+# "A stop that comes too early"), under gradsync run --elastic:
+#
+#   grow     hosts Open MPI takes for remote, reached through a stand-in ssh
+#            agent that waits 3 s before running its command here; discovery
+#            lists one more slot once the agent was asked to start mpirun's
+#            daemon (0.2 s later the supervisor sees it), so that the
+#            SIGUSR1 asking the job to stop reaches mpirun before its daemon
+#            has called back. Open MPI 4.1's mpirun then exits 0 without
+#            starting the program: the job must not end there as done, but
+#            be relaunched larger and train every epoch.
+#   shrink   the same with --shrink-on-discover, discovery listing one slot
+#            fewer (as the cluster manager takes a node back).
+#   rank     local ranks whose program waits 1.5 s before it can take
+#            SIGUSR1 (a wrapper script), discovery listing one more slot once
+#            the wrapper runs: the request kills them (signal 10);
+#            that is a stop, not a failure: no restart counted, no slot lost,
+#            relaunched larger.
+#
+# usage: test_run_elastic_early_stop.sh GRADSYNC
+set -u
+G=${1:?usage: test_run_elastic_early_stop.sh GRADSYNC}
+G=$(cd "$(dirname "$G")" && pwd)/$(basename "$G")
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset SLURM_JOB_ID SLURM_NODELIST SLURM_JOB_NODELIST OMPI_MCA_plm_rsh_agent
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/apps/elastic_lib.sh
+. "$HERE/elastic_lib.sh"
+
+# 2048 samples, global batch 48: 42 steps, 2016 samples an epoch.
+TRAIN=(train --model mlp --synthetic 2048 --global-batch 48 --epochs 2 --commit-every 5
+       --resume=auto --json)
+FULL=2016
+# A name that resolves nowhere: Open MPI starts a daemon "there" over the
+# agent, which runs it here.
+NODE=gsearlynode1
+
+cat >"$scratch/agent.sh" <<'EOS'
+#!/bin/sh
+# A slow ssh: HOST COMMAND... -> COMMAND, here, 3 s later. Asked to start
+# mpirun's daemon (not gradsync run's check of the host), it says so first.
+case "$*" in *orted*) touch "${0%/*}/started" ;; esac
+sleep 3
+shift
+exec sh -c "$*"
+EOS
+cat >"$scratch/slow_start.sh" <<'EOS'
+#!/bin/sh
+# The program, 1.5 s late: a SIGUSR1 before then kills this shell.
+touch "${0%/*}/started"
+sleep 1.5
+exec "$@"
+EOS
+chmod +x "$scratch/agent.sh" "$scratch/slow_start.sh"
+
+# listing NAME FIRST THEN: a discovery script printing FIRST (HOST:SLOTS)
+# until the agent or the wrapper said it started ($scratch/started), THEN
+# after.
+listing() {
+  rm -f "$scratch/started"
+  cat >"$scratch/$1.sh" <<EOS
+#!/bin/sh
+if [ -e "$scratch/started" ]; then echo $3; else echo $2; fi
+EOS
+  chmod +x "$scratch/$1.sh"
+}
+
+# early CASE [PROG-PREFIX...] -- RUN-OPTIONS...: runs the job (the program
+# after PROG-PREFIX) to its end, at most 90 s; sets rc.
+early() {
+  local name=$1 prefix=()
+  shift
+  while [ "$1" != -- ]; do prefix+=("$1"); shift; done
+  shift
+  new_case "$name"
+  "$G" run "$@" --discover-every 0.2 --resize-interval 0 --events "$ev" -- \
+    "${prefix[@]}" "$G" "${TRAIN[@]}" --checkpoint "$ck" >"$out" 2>"$err" &
+  sup=$!
+  wait_bounded "$sup" 90
+  rc=$?
+}
+
+# Daemons started by a first launch's agent outlive its mpirun (they fail to
+# call back and exit): wait for them, bounded, so that no case sees another's.
+agents_gone() {
+  for _ in $(seq 1 100); do
+    pgrep -f -- "$scratch/agent.sh" >/dev/null || return 0
+    sleep 0.1
+  done
+}
+
+EARLY='mpirun exited 0 before the program stopped on request'
+
+echo "== grow before mpirun's daemon called back"
+listing grow "$NODE:1" "$NODE:2"
+OMPI_MCA_plm_rsh_agent=$scratch/agent.sh early grow -- --elastic 1:2 --hosts "$NODE:1" \
+  --discover "$scratch/grow.sh"
+agents_gone
+if [ "$rc" = 0 ] && grep -q "^gradsync run: resize 1 -> 2 ranks (discovery lists 2 slots: growing from 1; $EARLY" "$err" &&
+   epochs_once 2 "$FULL"; then
+  pass "grow: mpirun's exit 0 taken for a stop, relaunched on 2 ranks, every epoch trained"
+else
+  fail "grow: exit $rc (want 0), a resize line 1 -> 2 naming mpirun's early exit, every epoch ($(grep -c '^{"epoch"' "$out") epoch line(s))"
+fi
+
+echo "== shrink before mpirun's daemon called back"
+listing shrink "$NODE:2" "$NODE:1"
+OMPI_MCA_plm_rsh_agent=$scratch/agent.sh early shrink -- --elastic 1:2 --hosts "$NODE:2" \
+  --discover "$scratch/shrink.sh" --shrink-on-discover
+agents_gone
+if [ "$rc" = 0 ] && grep -q "^gradsync run: resize 2 -> 1 ranks (discovery no longer lists $NODE's slots: shrinking from 2; $EARLY" "$err" &&
+   epochs_once 2 "$FULL"; then
+  pass "shrink: mpirun's exit 0 taken for a stop, relaunched on 1 rank, every epoch trained"
+else
+  fail "shrink: exit $rc (want 0), a resize line 2 -> 1 naming mpirun's early exit, every epoch ($(grep -c '^{"epoch"' "$out") epoch line(s))"
+fi
+
+echo "== ranks killed by the stop's SIGUSR1 before they could take it"
+listing rank localhost:1 localhost:2
+early rank "$scratch/slow_start.sh" -- --elastic 1:2 --discover "$scratch/rank.sh"
+if [ "$rc" = 0 ] && grep -q "^gradsync run: resize 1 -> 2 ranks (discovery lists 2 slots: growing from 1; rank 0 on localhost was killed by the request's signal 10" "$err" &&
+   grep -q '^gradsync run: elastic job history: 2 launches, 0 restarts after failures, 1 resize to grow' "$err" &&
+   epochs_once 2 "$FULL"; then
+  pass "rank: killed by SIGUSR1 at start-up is a stop: no restart, no slot lost, 2 ranks"
+else
+  fail "rank: exit $rc (want 0), a resize 1 -> 2, 0 restarts, every epoch ($(grep -c '^{"epoch"' "$out") epoch line(s))"
+fi
+finish_tests
