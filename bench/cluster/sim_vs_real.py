@@ -167,8 +167,10 @@ def report(a):
           "manager measures it (`--learn-curves 1920`: 2 x 20 steps x 48 samples), and "
           "before that none (linear speed-up, unknown work); the oracle's column is the same "
           "simulation on the table's curves from the start, and the last the simulator's "
-          "earlier model (a resize, and its nodes, move at once). The real runs are the "
-          "committed ones (cluster_real*.jsonl, other commits, the same trace and settings).\n")
+          "earlier model (a resize, and its nodes, move at once). The real runs: "
+          + ", ".join(sorted({os.path.basename(p) for p in a.real if os.path.exists(p)}))
+          + " (bench/results; real_trace.sh, the same trace and settings, their own "
+          "commits).\n")
     print("| kind | nodes | completion s | in the program s | start-up s | step ms |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in solo:

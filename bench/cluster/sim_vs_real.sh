@@ -25,6 +25,8 @@
 # Usage: bench/cluster/sim_vs_real.sh [--sim-only] [REPS]
 #   REPS: each kind and size REPS times, their mean taken (default 2: one
 #         run each moved the means by up to 17%)
+#   REAL_RUNS="FILE..." : the real runs to compare with (real_trace.sh's
+#         jsonl files) instead of the committed cluster_real*.jsonl
 #   --sim-only (or SIM_ONLY=1): measures nothing; simulates on the committed
 #         tables (bench/results/cluster_real_speeds.csv, its .solo.jsonl and
 #         cluster_real_workload.csv, copied to BENCH_OUT), in seconds, as a
@@ -108,10 +110,14 @@ else
   measure
 fi
 real=()
-for f in cluster_real.jsonl cluster_real_run2.jsonl cluster_real_run3.jsonl \
-  cluster_real_goodput_curves.jsonl; do
-  if [ -f "$BENCH_OUT/$f" ]; then real+=("$BENCH_OUT/$f"); else real+=("$committed/$f"); fi
-done
+if [ -n "${REAL_RUNS:-}" ]; then
+  read -r -a real <<<"$REAL_RUNS"
+else
+  for f in cluster_real.jsonl cluster_real_run2.jsonl cluster_real_run3.jsonl \
+    cluster_real_goodput_curves.jsonl; do
+    if [ -f "$BENCH_OUT/$f" ]; then real+=("$BENCH_OUT/$f"); else real+=("$committed/$f"); fi
+  done
+fi
 # The mean start-up (the penalties where the table has no start_s) and the
 # time from the manager's start of a job to its supervisor's launch.
 read -r start_s launch_s < <(python3 "$here/sim_vs_real.py" settings --speeds "$speeds" \
