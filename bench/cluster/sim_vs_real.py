@@ -91,8 +91,15 @@ def real_runs(paths):
             if not l.startswith("{"):
                 continue
             r = json.loads(l)
-            if "policy" in r and "mean_jct_s" in r:
-                real.setdefault(r["policy"], []).append((os.path.basename(path), r))
+            if "policy" not in r or "mean_jct_s" not in r:
+                continue
+            # A run in which jobs failed (a host that did not answer over
+            # ssh, say) measured something else: left out, and said.
+            if "jobs" in r and r.get("done", len(r["jobs"])) < len(r["jobs"]):
+                print(f"sim_vs_real: {os.path.basename(path)}: {r['policy']} left out: "
+                      f"{r['done']} of {len(r['jobs'])} jobs done", file=sys.stderr)
+                continue
+            real.setdefault(r["policy"], []).append((os.path.basename(path), r))
     return real
 
 
