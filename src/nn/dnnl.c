@@ -130,6 +130,7 @@ static nn_dnnl_net *ctx_get(gs_nn_net *net) {
     gs_free(c);
     return NULL;
   }
+  c->block = net->blk_block; /* fixed when the net was finalized */
   net->dnnl = c;
   return c;
 }
@@ -1001,12 +1002,9 @@ static int prepare_seq(gs_nn_net *net, nn_dnnl_net *c, nn_seq *seq, int batch,
 int nn_dnnl_prepare(gs_nn_net *net, int batch) {
   nn_dnnl_net *c = ctx_get(net);
   if (!c) return -1;
-  c->block = net->blk_block;
   apply_threads();
   const nn_layer *bad = NULL;
-  net->blk_pass = 1; /* slot_blk's view of the pass being prepared */
   int rc = prepare_seq(net, c, &net->top, batch, &bad);
-  net->blk_pass = 0;
   if (rc) {
     net->blk_broken = 1;
     gs_log(GS_LOG_WARN,

@@ -970,12 +970,10 @@ gs_status gs_nn_forward(gs_nn_net *net, const float *x, int batch,
 #ifdef GRADSYNC_NN_DNNL
   /* Layer hooks read NCHW activations, and evaluation runs batch-norm on
    * the loops: blocked passes are training passes without hooks. */
-  if (net->blk_block && !net->blk_broken && net->backend == NN_BACKEND_DNNL &&
-      net->training && !net->hook_forward && !net->hook_backward &&
-      nn_dnnl_prepare(net, batch) == 0) {
-    net->blk_pass = 1;
-    net->blk_passes++;
-  }
+  net->blk_pass = net->blk_block && !net->blk_broken && net->backend == NN_BACKEND_DNNL &&
+                  net->training && !net->hook_forward && !net->hook_backward;
+  if (net->blk_pass && nn_dnnl_prepare(net, batch) != 0) net->blk_pass = 0;
+  net->blk_passes += net->blk_pass;
 #endif
   const float *y = seq_forward(net, &net->top, x, batch);
   if (logits) *logits = y;

@@ -328,9 +328,9 @@ void nn_dnnl_net_free(gs_nn_net *net);
  * the residual add elementwise, which any common layout suits) keep it
  * until a flatten reorders it to NCHW. nn_dnnl_act_block: the block the
  * CPU's kernels use (16 on AVX-512, 8 on AVX2), 0 where none or
- * GRADSYNC_NN_BLOCKED=0. nn_dnnl_prepare creates every primitive a blocked
- * pass of this batch needs; -1 (and blk_broken set, with a warning) when
- * one cannot be made. */
+ * GRADSYNC_NN_BLOCKED=0. nn_dnnl_prepare, called with blk_pass set,
+ * creates every primitive a blocked pass of this batch needs; -1 (and
+ * blk_broken set, with a warning) when one cannot be made. */
 int nn_dnnl_act_block(void);
 int nn_dnnl_prepare(gs_nn_net *net, int batch);
 /* Layers (per shape) that fell back to the BLAS kernels so far. */
