@@ -92,29 +92,29 @@ agents_gone() {
 
 EARLY='mpirun exited 0 before the program stopped on request'
 
-echo "== grow before mpirun's daemon called back"
-listing grow "$NODE:1" "$NODE:2"
-OMPI_MCA_plm_rsh_agent=$scratch/agent.sh early grow -- --elastic 1:2 --hosts "$NODE:1" \
-  --discover "$scratch/grow.sh"
-agents_gone
-if [ "$rc" = 0 ] && grep -q "^gradsync run: resize 1 -> 2 ranks (discovery lists 2 slots: growing from 1; $EARLY" "$err" &&
-   epochs_once 2 "$FULL"; then
-  pass "grow: mpirun's exit 0 taken for a stop, relaunched on 2 ranks, every epoch trained"
-else
-  fail "grow: exit $rc (want 0), a resize line 1 -> 2 naming mpirun's early exit, every epoch ($(grep -c '^{"epoch"' "$out") epoch line(s))"
-fi
+# agent_case CASE FROM TO RESIZE DONE [RUN-OPTIONS...]: a job on $NODE
+# through the slow agent, discovery going from FROM to TO slots; passes when
+# it ends 0, its resize line (RESIZE, up to the reason) names mpirun's early
+# exit, and every epoch was trained once.
+agent_case() {
+  local name=$1 from=$2 to=$3 resize=$4 done=$5
+  shift 5
+  echo "== $name before mpirun's daemon called back"
+  listing "$name" "$NODE:$from" "$NODE:$to"
+  OMPI_MCA_plm_rsh_agent=$scratch/agent.sh early "$name" -- --elastic 1:2 \
+    --hosts "$NODE:$from" --discover "$scratch/$name.sh" "$@"
+  agents_gone
+  if [ "$rc" = 0 ] && grep -q "^gradsync run: resize $from -> $to ranks ($resize; $EARLY" "$err" &&
+     epochs_once 2 "$FULL"; then
+    pass "$name: mpirun's exit 0 taken for a stop, $done, every epoch trained"
+  else
+    fail "$name: exit $rc (want 0), a resize line $from -> $to naming mpirun's early exit, every epoch ($(grep -c '^{"epoch"' "$out") epoch line(s))"
+  fi
+}
 
-echo "== shrink before mpirun's daemon called back"
-listing shrink "$NODE:2" "$NODE:1"
-OMPI_MCA_plm_rsh_agent=$scratch/agent.sh early shrink -- --elastic 1:2 --hosts "$NODE:2" \
-  --discover "$scratch/shrink.sh" --shrink-on-discover
-agents_gone
-if [ "$rc" = 0 ] && grep -q "^gradsync run: resize 2 -> 1 ranks (discovery no longer lists $NODE's slots: shrinking from 2; $EARLY" "$err" &&
-   epochs_once 2 "$FULL"; then
-  pass "shrink: mpirun's exit 0 taken for a stop, relaunched on 1 rank, every epoch trained"
-else
-  fail "shrink: exit $rc (want 0), a resize line 2 -> 1 naming mpirun's early exit, every epoch ($(grep -c '^{"epoch"' "$out") epoch line(s))"
-fi
+agent_case grow 1 2 "discovery lists 2 slots: growing from 1" "relaunched on 2 ranks"
+agent_case shrink 2 1 "discovery no longer lists $NODE's slots: shrinking from 2" \
+  "relaunched on 1 rank" --shrink-on-discover
 
 echo "== ranks killed by the stop's SIGUSR1 before they could take it"
 listing rank localhost:1 localhost:2
