@@ -172,6 +172,18 @@ gs_status gs_ps_serve(gs_ps *ps, gs_ps_update_fn update, void *ctx);
  * before its first step (it waits for the servers, not for the other
  * workers). sample_budget is ignored on workers other than 0. */
 gs_status gs_ps_worker_init(gs_ps *ps, float *w, long sample_budget);
+/* Worker: gs_ps_worker_init for a run that continues a saved one: worker
+ * 0 also sends state (the optimizer's momentum, gs_ps_total floats, the
+ * whole vector: NULL for zeros) and the samples trained before
+ * (samples_done >= 0: the switch policies' budget counts on from it). The
+ * state is not a shard: a run saved with some servers and workers resumes
+ * on any others. Ignored on workers other than 0. */
+gs_status gs_ps_worker_resume(gs_ps *ps, float *w, const float *state, long sample_budget,
+                              long samples_done);
+/* Worker: the servers' optimizer state (momentum), gs_ps_total floats, as
+ * of their last whole update (a BSP round in progress is waited for). For
+ * a checkpoint, with every worker parked or between steps. */
+gs_status gs_ps_pull_state(gs_ps *ps, float *state);
 
 typedef struct {
   int batch;          /* samples in this gradient */

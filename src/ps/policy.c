@@ -127,6 +127,17 @@ void ps_policy_record_time(ps_policy *p, int w, double compute_s) {
   if (p->filled[w] < win) p->filled[w]++;
 }
 
+/* The counts of the run a resumed one continues. Which protocol trained
+ * each of those samples is not kept: BSP's share is taken to have come
+ * first (as offline switching runs it; under online switching a straggler
+ * may have moved some of it later). */
+void ps_policy_resume(ps_policy *p, long samples_done) {
+  if (samples_done <= 0) return;
+  p->samples = samples_done;
+  double share = p->budget > 0 ? p->sync.bsp_fraction * (double)p->budget : 0;
+  p->bsp_samples = (double)samples_done < share ? samples_done : (long)ceil(share);
+}
+
 void ps_policy_count(ps_policy *p, gs_ps_mode mode, int batch) {
   p->samples += batch;
   if (mode == GS_PS_BSP) p->bsp_samples += batch;

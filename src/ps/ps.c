@@ -283,14 +283,16 @@ static gs_status need_worker(const gs_ps *ps, const char *what) {
   return GS_OK;
 }
 
-/* Sends a request (and, with data, its chunks of the shard) to every
- * server; returns the number of requests written into reqs. */
+/* Sends a request (none when req is NULL) and, with data, its chunks of
+ * the shard to every server; returns the number of requests written into
+ * reqs. */
 static int send_all(gs_ps *ps, ps_request *req, const float *data, int tag,
                     MPI_Request *reqs) {
   int r = 0;
   for (int k = 0; k < ps->servers; k++) {
-    MPI_Isend(req, (int)sizeof *req, MPI_BYTE, server_rank(ps, k), PS_TAG_REQ,
-              ps->comm, &reqs[r++]);
+    if (req)
+      MPI_Isend(req, (int)sizeof *req, MPI_BYTE, server_rank(ps, k), PS_TAG_REQ,
+                ps->comm, &reqs[r++]);
     if (!data) continue;
     size_t b = ps->begin[k], e = ps->begin[k + 1];
     for (size_t off = b; off < e; off += ps->chunk) {
@@ -423,7 +425,12 @@ static gs_status exchange(gs_ps *ps, ps_request *req, const float *data,
 }
 
 gs_status gs_ps_worker_init(gs_ps *ps, float *w, long sample_budget) {
-  GS_CHECK(need_worker(ps, "gs_ps_worker_init"));
+  return gs_ps_worker_resume(ps, w, NULL, sample_budget, 0);
+}
+
+gs_status gs_ps_worker_resume(gs_ps *ps, float *w, const float *state, long sample_budget,
+                              long samples_done) {
+  GS_CHECK(need_worker(ps, "gs_ps_worker_resume"));
   if (!w && ps->total)
     return gs_error(GS_ERR_INVALID_ARG, "rank %d: gs_ps_worker_init: w is NULL",
                     ps->rank);
@@ -432,15 +439,22 @@ gs_status gs_ps_worker_init(gs_ps *ps, float *w, long sample_budget) {
     return gs_error(GS_ERR_INVALID_ARG,
                     "rank %d: gs_ps_worker_init: the sample budget (%ld) must "
                     "be > 0 when it comes at init", ps->rank, sample_budget);
+  if (samples_done < 0)
+    return gs_error(GS_ERR_INVALID_ARG, "rank %d: gs_ps_worker_resume: %ld samples done "
+                    "(must be >= 0)", ps->rank, samples_done);
   if (ps->worker_index == 0) {
-    /* The budget travels in the clock field of the INIT request. */
+    /* The budget travels in the clock field of the INIT request; the
+     * optimizer state's chunks, when given, follow the parameters'. */
     ps_request req = {.type = PS_MSG_INIT,
+                      .mode = state != NULL && ps->total > 0,
                       .clock = ps->cfg.sample_budget == GS_PS_BUDGET_AT_INIT
-                                   ? sample_budget : 0};
-    size_t nslots = request_slots(ps);
+                                   ? sample_budget : 0,
+                      .samples_done = samples_done};
+    size_t nslots = 2 * request_slots(ps);
     MPI_Request *sreq = gs_malloc(nslots * sizeof *sreq);
     if (!sreq) return GS_ERR_NOMEM;
     int ns = send_all(ps, &req, w, PS_TAG_PUSH_DATA, sreq);
+    if (req.mode) ns += send_all(ps, NULL, state, PS_TAG_PUSH_DATA, sreq + ns);
     if (ps_wait_all(ns, sreq, ps->timeout_s) != 0)
       ps_abort(ps, "worker 0: the initial parameters did not reach the "
                "parameter servers within %.0f s", ps->timeout_s);
@@ -449,6 +463,20 @@ gs_status gs_ps_worker_init(gs_ps *ps, float *w, long sample_budget) {
   GS_CHECK(gs_ps_pull(ps, w));
   ps->last_answer = gs_now();
   return GS_OK;
+}
+
+gs_status gs_ps_pull_state(gs_ps *ps, float *state) {
+  GS_CHECK(need_worker(ps, "gs_ps_pull_state"));
+  if (!state && ps->total)
+    return gs_error(GS_ERR_INVALID_ARG, "rank %d: gs_ps_pull_state: state is NULL",
+                    ps->rank);
+  ps_request req = {.type = PS_MSG_STATE, .clock = ps->clock};
+  ps_reply *rep = gs_calloc((size_t)ps->servers, sizeof *rep);
+  if (!rep) return GS_ERR_NOMEM;
+  gs_status st = exchange(ps, &req, NULL, state, rep, "a pull of the optimizer state");
+  gs_free(rep);
+  ps->stats.bytes_pulled += (double)ps->total * sizeof(float);
+  return st;
 }
 
 gs_status gs_ps_pull(gs_ps *ps, float *w) {

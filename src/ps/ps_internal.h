@@ -16,18 +16,20 @@
 enum { PS_TAG_REQ = 1, PS_TAG_PUSH_DATA = 2, PS_TAG_REPLY = 3,
        PS_TAG_PULL_DATA = 4 };
 
-enum { PS_MSG_PUSH = 1, PS_MSG_PULL, PS_MSG_INIT, PS_MSG_FIN, PS_MSG_PARK };
+enum { PS_MSG_PUSH = 1, PS_MSG_PULL, PS_MSG_INIT, PS_MSG_FIN, PS_MSG_PARK, PS_MSG_STATE };
 
 /* Worker -> server, before the gradient's chunks (PUSH, INIT) or alone. */
 typedef struct {
   int32_t type;
-  int32_t mode;       /* gs_ps_mode of a push */
+  int32_t mode;       /* gs_ps_mode of a push; INIT: 1 when the optimizer
+                         state's chunks follow the parameters' */
   int32_t batch;      /* samples behind a push */
   int32_t parks;      /* the worker's gs_ps_park calls so far (a PARK
                          counts itself): a push's round generation */
   int64_t clock;      /* the worker's pushes before this one */
   float lr, momentum; /* as applied to this push */
   double compute_s;   /* worker time since its previous answer */
+  int64_t samples_done; /* INIT: samples trained before (a resumed run) */
 } ps_request;
 
 /* Server -> worker, before the parameters' chunks. */
@@ -65,6 +67,8 @@ typedef struct {
 
 gs_status ps_policy_init(ps_policy *p, const gs_ps_sync *sync, int workers,
                          long budget);
+/* A resumed run: the samples trained before it, BSP's share taken first. */
+void ps_policy_resume(ps_policy *p, long samples_done);
 void ps_policy_free(ps_policy *p);
 /* Records one push (compute time of worker w, its mode and batch). */
 void ps_policy_record_time(ps_policy *p, int w, double compute_s);

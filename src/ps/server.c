@@ -9,7 +9,7 @@
 #include "ps_internal.h"
 
 enum { PEER_WAIT_REQ, PEER_WAIT_DATA, PEER_DONE };
-enum { PEND_NONE, PEND_BSP, PEND_SSP, PEND_PULL };
+enum { PEND_NONE, PEND_BSP, PEND_SSP, PEND_PULL, PEND_STATE };
 
 typedef struct {
   int state;
@@ -63,9 +63,12 @@ static void post_request(ps_server *s, int w) {
   p->state = PEER_WAIT_REQ;
 }
 
-static void post_data(ps_server *s, int w, float *dst) {
+/* Receives the shard's chunks from w into dst, after those already posted
+ * when `more` (an INIT's optimizer state after its parameters: the same
+ * tag, so MPI's non-overtaking rule keeps them in order). */
+static void post_data_more(ps_server *s, int w, float *dst, int more) {
   ps_peer *p = &s->peer[w];
-  int r = 0;
+  int r = more ? p->ndata : 0;
   for (size_t off = 0; off < s->n; off += s->ps->chunk) {
     size_t len = GS_MIN(s->ps->chunk, s->n - off);
     MPI_Irecv(dst + off, (int)len, MPI_FLOAT, w, PS_TAG_PUSH_DATA, s->ps->comm,
@@ -74,6 +77,8 @@ static void post_data(ps_server *s, int w, float *dst) {
   p->ndata = r;
   p->state = PEER_WAIT_DATA;
 }
+
+static void post_data(ps_server *s, int w, float *dst) { post_data_more(s, w, dst, 0); }
 
 static long min_clock(const ps_server *s) {
   long m = -1;
@@ -100,12 +105,17 @@ static void answer_drain(ps_server *s, int w) {
   p->nsend = 0;
 }
 
-/* Sends chunk [off, off + len) of the shard to w, from a snapshot. */
-static void answer_chunk(ps_server *s, int w, size_t off, size_t len) {
+/* Sends chunk [off, off + len) of the shard's parameters (or of `src`, the
+ * optimizer state) to w, from a snapshot. */
+static void answer_chunk_of(ps_server *s, const float *src, int w, size_t off, size_t len) {
   ps_peer *p = &s->peer[w];
-  memcpy(p->sendbuf + off, s->w + off, len * sizeof(float));
+  memcpy(p->sendbuf + off, src + off, len * sizeof(float));
   MPI_Isend(p->sendbuf + off, (int)len, MPI_FLOAT, w, PS_TAG_PULL_DATA,
             s->ps->comm, &p->send_r[p->nsend++]);
+}
+
+static void answer_chunk(ps_server *s, int w, size_t off, size_t len) {
+  answer_chunk_of(s, s->w, w, off, len);
 }
 
 /* The answer's header: next mode, stop, counts. It completes the answer
@@ -127,12 +137,23 @@ static void answer_header(ps_server *s, int w, int next_mode) {
   p->last_event = gs_now();
 }
 
-/* The whole shard at once (ASP, SSP, pulls). */
-static void answer(ps_server *s, int w, int next_mode) {
+/* The whole shard at once (ASP, SSP, pulls), or its optimizer state. */
+static void answer_from(ps_server *s, const float *src, int w, int next_mode) {
   answer_drain(s, w);
   for (size_t off = 0; off < s->n; off += s->ps->chunk)
-    answer_chunk(s, w, off, GS_MIN(s->ps->chunk, s->n - off));
+    answer_chunk_of(s, src, w, off, GS_MIN(s->ps->chunk, s->n - off));
   answer_header(s, w, next_mode);
+}
+
+static void answer(ps_server *s, int w, int next_mode) { answer_from(s, s->w, w, next_mode); }
+
+/* Pulls held while the shard was not whole (a BSP round half applied, or
+ * no initial values yet). */
+static void answer_held_pulls(ps_server *s) {
+  for (int w = 0; w < s->ps->workers; w++) {
+    if (s->peer[w].pending == PEND_PULL) answer(s, w, (int)s->ps->mode);
+    if (s->peer[w].pending == PEND_STATE) answer_from(s, s->state, w, (int)s->ps->mode);
+  }
 }
 
 static void apply(ps_server *s, const float *grad, float lr, float mu) {
@@ -268,8 +289,7 @@ static int try_bsp_round(ps_server *s) {
       s->peer[w].in_round = 0;
       answer_header(s, w, next);
     }
-  for (int w = 0; w < W; w++)
-    if (s->peer[w].pending == PEND_PULL) answer(s, w, (int)ps->mode);
+  answer_held_pulls(s);
   return 1;
 }
 
@@ -293,8 +313,10 @@ static int poll_peer(ps_server *s, int w) {
     switch (p->req.type) {
       case PS_MSG_INIT:
         if (s->has_policy && p->req.clock > 0) s->policy.budget = p->req.clock;
+        if (s->has_policy) ps_policy_resume(&s->policy, (long)p->req.samples_done);
         p->init = 1;
         post_data(s, w, s->w);
+        if (p->req.mode == 1) post_data_more(s, w, s->state, 1);
         break;
       case PS_MSG_PUSH:
         p->init = 0;
@@ -308,6 +330,13 @@ static int poll_peer(ps_server *s, int w) {
           answer(s, w, (int)s->ps->mode);
         else
           p->pending = PEND_PULL;
+        post_request(s, w);
+        break;
+      case PS_MSG_STATE:
+        if (s->initialised && !s->round.active)
+          answer_from(s, s->state, w, (int)s->ps->mode);
+        else
+          p->pending = PEND_STATE;
         post_request(s, w);
         break;
       case PS_MSG_PARK:
@@ -332,8 +361,7 @@ static int poll_peer(ps_server *s, int w) {
     post_request(s, w);
     if (p->init) {
       s->initialised = 1;
-      for (int q = 0; q < s->ps->workers; q++)
-        if (s->peer[q].pending == PEND_PULL) answer(s, q, (int)s->ps->mode);
+      answer_held_pulls(s);
     } else {
       on_push(s, w);
     }
@@ -392,7 +420,7 @@ gs_status gs_ps_serve(gs_ps *ps, gs_ps_update_fn update, void *ctx) {
   gs_status st = (s.w && s.state && s.sum && s.peer) ? GS_OK : GS_ERR_NOMEM;
   for (int w = 0; st == GS_OK && w < W; w++) {
     ps_peer *p = &s.peer[w];
-    p->data_r = gs_calloc(nchunk + 1, sizeof(MPI_Request));
+    p->data_r = gs_calloc(2 * nchunk + 1, sizeof(MPI_Request)); /* INIT: w, state */
     p->send_r = gs_calloc(nchunk + 1, sizeof(MPI_Request));
     p->grad = gs_calloc(s.n + 1, sizeof(float));
     p->sendbuf = gs_calloc(s.n + 1, sizeof(float));

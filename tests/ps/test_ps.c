@@ -13,6 +13,11 @@
  *            exactly w - lr/W * g, and the budget stops every worker
  *   online   a worker 4x slower over a range of steps: online Sync-Switch
  *            goes to ASP while it lasts and back to BSP after
+ *   resume   a BSP job's parameters and optimizer state, pulled after 6
+ *            steps with SERVERS servers, continue on another server and
+ *            worker count (gs_ps_worker_resume) exactly as one SGD run
+ *            would; a resumed switch:offline:0.5 job whose samples done
+ *            pass its BSP share goes to ASP at its first answer
  *   badcfg   a configuration bad on one rank fails gs_ps_create on every
  *            rank (no hang), naming that rank
  *   fault    a plain BSP job, to be killed by GRADSYNC_PS_FAULT (the
@@ -154,6 +159,108 @@ static void case_bsp(int servers) {
   long gap = reduce_max(gs_ps_is_server(ps) ? s.max_clock_gap : 0);
   EXPECT(gap == 0, "BSP let a worker run %ld steps ahead", gap);
   gs_ps_destroy(ps);
+}
+
+/* The reference for case_resume: one SGD run on every rank, averaging the
+ * gradients of W workers at step t. */
+static void ref_step(float *ref, float *v, float *gr, float *gp, size_t n, int W, long t) {
+  memset(gr, 0, n * sizeof *gr);
+  for (int q = 0; q < W; q++) {
+    gradient(gp, ref, n, q, t);
+    for (size_t i = 0; i < n; i++) gr[i] += gp[i];
+  }
+  for (size_t i = 0; i < n; i++) gr[i] /= (float)W;
+  gs_nn_sgd_update(&sgd, ref, gr, v, n);
+}
+
+static double rel_diff(const float *a, const float *b, size_t n) {
+  double worst = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = fabs((double)a[i] - b[i]) / (1.0 + fabs(b[i]));
+    if (d > worst) worst = d;
+  }
+  return worst;
+}
+
+static void case_resume(int servers) {
+  size_t n = total_count();
+  float *w = malloc(n * sizeof *w), *state = calloc(n, sizeof *state);
+  float *g = malloc(n * sizeof *g), *ref = malloc(n * sizeof *ref);
+  float *v = calloc(n, sizeof *v), *gr = malloc(n * sizeof *gr), *gp = malloc(n * sizeof *gp);
+  init_weights(w, n);
+  memcpy(ref, w, n * sizeof *w);
+  /* Phase 1: SERVERS servers, 6 BSP steps, then the state is pulled. */
+  gs_ps *ps = make(servers, "bsp", 0, 4096, 0);
+  if (!ps) return;
+  int W1 = gs_ps_workers(ps);
+  for (long t = 0; t < 6; t++) ref_step(ref, v, gr, gp, n, W1, t);
+  if (gs_ps_is_server(ps)) {
+    serve(ps);
+  } else {
+    int p = gs_ps_worker_index(ps);
+    EXPECT(gs_ps_worker_init(ps, w, 0) == GS_OK, "init: %s", gs_last_error());
+    for (long t = 0; t < 6; t++) {
+      gradient(g, w, n, p, t);
+      gs_ps_step_info info = {.batch = 32, .lr = sgd.lr, .momentum = sgd.momentum};
+      EXPECT(gs_ps_step(ps, g, w, &info, NULL) == GS_OK, "step: %s", gs_last_error());
+    }
+    EXPECT(gs_ps_park(ps) == GS_OK, "park: %s", gs_last_error());
+    if (p == 0) {
+      EXPECT(gs_ps_pull_state(ps, state) == GS_OK, "pull state: %s", gs_last_error());
+      double ds = rel_diff(state, v, n);
+      EXPECT(ds < 1e-5, "the pulled state differs from SGD's momentum by %g", ds);
+    }
+    EXPECT(gs_ps_finish(ps) == GS_OK, "finish");
+  }
+  gs_ps_destroy(ps);
+  /* Phase 2: one server fewer (or more), so every worker count changes;
+   * the weights and state of worker 0 go on. */
+  MPI_Bcast(w, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+  int servers2 = servers > 1 ? servers - 1 : servers + 1;
+  ps = make(servers2, "bsp", 0, 4096, 0);
+  if (!ps) return;
+  int W2 = gs_ps_workers(ps);
+  for (long t = 6; t < 12; t++) ref_step(ref, v, gr, gp, n, W2, t);
+  if (gs_ps_is_server(ps)) {
+    serve(ps);
+  } else {
+    int p = gs_ps_worker_index(ps);
+    EXPECT(gs_ps_worker_resume(ps, w, state, 0, 6 * 32 * W1) == GS_OK, "resume: %s",
+           gs_last_error());
+    for (long t = 6; t < 12; t++) {
+      gradient(g, w, n, p, t);
+      gs_ps_step_info info = {.batch = 32, .lr = sgd.lr, .momentum = sgd.momentum};
+      EXPECT(gs_ps_step(ps, g, w, &info, NULL) == GS_OK, "step: %s", gs_last_error());
+    }
+    double d = rel_diff(w, ref, n);
+    EXPECT(d < 1e-5, "resumed on %d servers and %d workers (from %d and %d): %g from one "
+           "SGD run", servers2, W2, servers, W1, d);
+    if (p == 0)
+      printf("resume: %d servers x %d workers -> %d x %d, max relative difference %.3g\n",
+             servers, W1, servers2, W2, d);
+    EXPECT(gs_ps_finish(ps) == GS_OK, "finish");
+  }
+  gs_ps_destroy(ps);
+  /* Phase 3: a resumed offline switch past its BSP share answers ASP. */
+  ps = make(servers2, "switch:offline:0.5", 1000, 4096, 0);
+  if (!ps) return;
+  if (gs_ps_is_server(ps)) {
+    serve(ps);
+  } else {
+    EXPECT(gs_ps_worker_resume(ps, w, state, 0, 600) == GS_OK, "resume: %s", gs_last_error());
+    for (int k = 0; k < 2; k++) {
+      gradient(g, w, n, gs_ps_worker_index(ps), k);
+      gs_ps_step_info info = {.batch = 8, .lr = 0.001f, .momentum = 0.5f};
+      gs_ps_step_result res;
+      EXPECT(gs_ps_step(ps, g, w, &info, &res) == GS_OK, "step: %s", gs_last_error());
+      EXPECT(res.next_mode == GS_PS_ASP && res.samples > 600 && !res.stop,
+             "after 600 of 1000 samples (BSP share 500) step %d: next mode %s, samples %ld, "
+             "stop %d", k, gs_ps_mode_name(res.next_mode), res.samples, res.stop);
+    }
+    EXPECT(gs_ps_finish(ps) == GS_OK, "finish");
+  }
+  gs_ps_destroy(ps);
+  free(w); free(state); free(g); free(ref); free(v); free(gr); free(gp);
 }
 
 /* Worker 0 is slow: 4 ms a step; the others take none. */
@@ -464,6 +571,7 @@ int main(int argc, char **argv) {
   else if (strcmp(c, "asp") == 0) case_stale(servers, "asp", 2, 0);
   else if (strcmp(c, "switch") == 0) case_switch(servers);
   else if (strcmp(c, "online") == 0) case_online(servers);
+  else if (strcmp(c, "resume") == 0) case_resume(servers);
   else if (strcmp(c, "badcfg") == 0) case_badcfg(servers);
   else if (strcmp(c, "asp_momentum") == 0) {
     case_asp_momentum(servers, 0);
