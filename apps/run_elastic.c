@@ -189,10 +189,30 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
     cli_error("run", "--elastic: the program's --global-batch '%s' is not a whole number", gb);
     return 2;
   }
+  /* A parameter-server job's servers (the program's --ps S, the last S
+   * ranks of every launch) share no batch: the workers are the rest. */
+  long servers = 0;
+  const char *ps = prog_option(prog, nprog, "--ps");
+  if (ps && cli_parse_long(ps, 0, 65535, &servers) != 0) {
+    cli_error("run", "--elastic: the program's --ps '%s' is not a server count", ps);
+    return 2;
+  }
+  if (servers >= o->min) {
+    cli_error("run", "--elastic %d:%d: the program's --ps %ld servers leave no worker in a "
+              "launch of %d ranks (the minimum must be at least %ld)", o->min, o->max, servers,
+              o->min, servers + 1);
+    return 2;
+  }
   const char *ckpt = prog_option(prog, nprog, "--checkpoint");
   if (global_batch > 0) {
     int fits = 0;
-    for (int s = o->min; s <= o->max && !fits; s++) fits = global_batch % s == 0;
+    for (int s = o->min; s <= o->max && !fits; s++) fits = global_batch % (s - servers) == 0;
+    if (!fits && servers > 0) {
+      cli_error("run", "--elastic %d:%d: no size from %d to %d leaves workers (less the "
+                "program's --ps %ld) that divide its --global-batch %ld", o->min, o->max,
+                o->min, o->max, servers, global_batch);
+      return 2;
+    }
     if (!fits) {
       cli_error("run", "--elastic %d:%d: no size from %d to %d divides the program's "
                 "--global-batch %ld", o->min, o->max, o->min, o->max, global_batch);
@@ -227,13 +247,18 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
   c.shrink_on_discover = o->shrink_on_discover;
   c.min_wait_s = o->min_wait;
   c.global_batch = global_batch;
+  c.fixed_ranks = (int)servers;
   c.checkpoint_dir = ckpt;
   c.mpirun_argv = mpirun_argv;
   c.prog_argv = prog;
   c.host_ok = o->host_ok;
   c.on_event = on_event;
   c.user = &v;
-  if (global_batch > 0)
+  if (global_batch > 0 && servers > 0)
+    fprintf(stderr, "gradsync run: elastic: sizes %d to %d whose workers (all but the last "
+            "%ld ranks, the servers) divide the program's --global-batch %ld\n", o->min, o->max,
+            servers, global_batch);
+  else if (global_batch > 0)
     fprintf(stderr, "gradsync run: elastic: sizes %d to %d that divide the program's "
             "--global-batch %ld\n", o->min, o->max, global_batch);
   gs_elastic_result r;

@@ -117,7 +117,11 @@ typedef struct gs_elastic_config {
   double min_wait_s;              /* wait for slots when fewer than min (default 60) */
   double stop_wait_s;             /* the job's bound to commit and stop (default 120) */
   double kill_grace_s;            /* mpirun's bound to end after a rank died (default 10) */
-  long global_batch;              /* > 0: sizes must divide it (the program keeps it) */
+  long global_batch;              /* > 0: the trainers must share it equally */
+  int fixed_ranks;                /* ranks of every launch that train on no batch (the
+                                   * program's parameter servers): a size s has
+                                   * s - fixed_ranks >= 1 trainers, and they divide
+                                   * global_batch; 1 <= fixed_ranks < min_ranks, or 0 */
   const char *checkpoint_dir;     /* the program's: DIR/checkpoint.json is read, or NULL */
   char *const *mpirun_argv;       /* mpirun's path and fixed options, NULL-ended */
   char *const *prog_argv;         /* the program and its arguments, NULL-ended */

@@ -167,17 +167,23 @@ static int avail_slots(const el *e) {
   return sum > 1 << 20 ? 1 << 20 : (int)sum;
 }
 
-/* The largest size that fits: at most the slots and max_ranks, and a divisor
- * of the global batch when there is one. 0 when none does. */
+/* The largest size that fits: at most the slots and max_ranks, more than
+ * the fixed ranks, and with trainers (the ranks less the fixed ones) that
+ * divide the global batch when there is one. 0 when none does. */
 static int pick_size(const el *e, int cap, char *rule, size_t rule_len) {
   const gs_elastic_config *c = e->cfg;
   int avail = avail_slots(e);
   int top = avail < c->max_ranks ? avail : c->max_ranks;
   if (cap > 0 && cap < top) top = cap;
   rule[0] = '\0';
-  for (int s = top; s >= 1; s--) {
-    if (c->global_batch > 0 && c->global_batch % s != 0) continue;
-    if (c->global_batch > 0 && s < top)
+  const int f = c->fixed_ranks;
+  for (int s = top; s > f; s--) {
+    if (c->global_batch > 0 && c->global_batch % (s - f) != 0) continue;
+    if (c->global_batch > 0 && s < top && f > 0)
+      snprintf(rule, rule_len, "global batch %ld: %d ranks of %d slots (%d servers and %d "
+               "workers: %d divides %ld, %d does not)", c->global_batch, s, top, f, s - f,
+               s - f, c->global_batch, top - f);
+    else if (c->global_batch > 0 && s < top)
       snprintf(rule, rule_len, "global batch %ld: %d ranks of %d slots (%d divides %ld, %d "
                "does not)", c->global_batch, s, top, s, c->global_batch, top);
     return s;
@@ -802,6 +808,10 @@ static gs_status check_config(const gs_elastic_config *c) {
     return gs_error(GS_ERR_INVALID_ARG, "elastic job: no mpirun or no program");
   if (c->min_ranks < 1 || c->max_ranks < c->min_ranks)
     return gs_error(GS_ERR_INVALID_ARG, "elastic job: sizes %d:%d (need 1 <= min <= max)",
+                    c->min_ranks, c->max_ranks);
+  if (c->fixed_ranks < 0 || (c->fixed_ranks > 0 && c->fixed_ranks >= c->min_ranks))
+    return gs_error(GS_ERR_INVALID_ARG, "elastic job: %d fixed ranks (servers) in sizes %d:%d "
+                    "(every size needs at least one rank beside them)", c->fixed_ranks,
                     c->min_ranks, c->max_ranks);
   if (c->nhosts < 0 || (c->nhosts > 0 && !c->hosts) || (!c->discover && c->nhosts == 0))
     return gs_error(GS_ERR_INVALID_ARG, "elastic job: no hosts and no discovery script");

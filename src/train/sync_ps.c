@@ -9,7 +9,16 @@
  * (gs_nn_sgd_update) with the run's momentum, weight decay and Nesterov
  * setting; the learning rate of each step comes with its push. The sample
  * budget of Sync-Switch's policies is the run's: epochs x steps per epoch x
- * workers x batch. */
+ * workers x batch.
+ *
+ * Checkpoints keep the servers' momentum: worker 0 pulls it into its own
+ * (idle) SGD optimizer before the checkpoint is written, so the file holds
+ * the whole vector as a replica's would; a resumed run sends it back with
+ * the initial parameters and the samples done (gs_ps_worker_resume). The
+ * servers' shards are cut afresh for the new job, so a run resumes on
+ * another number of servers or workers (--global-batch keeps the batch).
+ * BSP's workers step together: it runs the epoch's steps and commits inside
+ * it; the asynchronous modes end an epoch by samples (epoch_done). */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -48,9 +57,9 @@ typedef struct ps_sync {
   double switch_step_s;  /* time of the steps at which the mode changed */
   double step_s;         /* time of all steps' exchanges */
   long steps;
-  long samples;          /* the servers' count in the last answer */
-  long first_epoch;      /* of this run (-1 until the first step): the
-                            servers count from 0 after a --resume too */
+  long samples;          /* the servers' count in the last answer: samples
+                            of the whole run, a resumed one's before it
+                            included */
   gs_train_stats st;
 } ps_sync;
 
@@ -63,13 +72,13 @@ static void ps_update(void *ctx, float *w, const float *grad, float *state, size
 }
 
 static gs_status psm_destroy(void *self);
+static float *ps_momentum(ps_sync *s);
 
 static gs_status psm_create(train_ctx *t, void **self) {
   ps_sync *s = gs_calloc(1, sizeof *s);
   if (!s) return gs_error(GS_ERR_NOMEM, "out of memory for the parameter-server sync mode");
   *self = s;
   s->t = t;
-  s->first_epoch = -1;
   const gs_train_config *c = t->cfg;
   if (c->ps_servers < 1)
     return gs_error(GS_ERR_INVALID_ARG, "%s %s runs over parameter servers: it needs %s S",
@@ -129,9 +138,18 @@ static gs_status psm_end_backward(void *self, const train_step *step) {
   float *w = gs_nn_weights_flat(s->t->net);
   double t0 = gs_now();
   if (!s->started) {
-    long budget = step->steps_per_epoch * (long)s->t->cfg->epochs * (long)s->t->size *
-                  (long)step->batch;
-    gs_status st = gs_ps_worker_init(s->ps, w, budget);
+    const train_ctx *t = s->t;
+    long per_epoch = step->steps_per_epoch * (long)t->size * (long)step->batch;
+    long budget = per_epoch * (long)t->cfg->epochs;
+    /* A resumed run: the momentum its checkpoint kept (loaded into this
+     * worker's SGD optimizer), and the samples trained before. */
+    const float *state = NULL;
+    long done = 0;
+    if (t->resume_step >= 0) {
+      state = ps_momentum(s);
+      done = step->epoch * per_epoch + t->resume_samples_in_epoch;
+    }
+    gs_status st = gs_ps_worker_resume(s->ps, w, state, budget, done);
     if (st != GS_OK) return st;
     s->started = 1;
   }
@@ -140,7 +158,6 @@ static gs_status psm_end_backward(void *self, const train_step *step) {
   gs_ps_step_result res;
   gs_status st = gs_ps_step(s->ps, gs_nn_grads_flat(s->t->net), w, &info, &res);
   double dt = gs_now() - t0;
-  if (s->first_epoch < 0) s->first_epoch = step->epoch;
   if (st == GS_OK) s->samples = res.samples;
   s->steps++;
   s->step_s += dt;
@@ -159,13 +176,34 @@ static gs_status psm_end_backward(void *self, const train_step *step) {
   return st;
 }
 
-/* An epoch is its samples: under ASP a straggler's pushes are fewer and
- * the others' more, and every worker leaves once the servers have applied
- * the epoch's share (BSP's rounds make that every worker's last step). */
+/* An asynchronous mode's epoch is its samples: under ASP a straggler's
+ * pushes are fewer and the others' more, and every worker leaves once the
+ * servers have applied the epoch's share. (The global batch is the same
+ * whatever the world size, so the run's count marks each epoch's end.) */
 static int psm_epoch_done(void *self, const train_step *step) {
   ps_sync *s = self;
   long per_epoch = step->steps_per_epoch * (long)s->t->size * (long)step->batch;
-  return s->samples >= (step->epoch + 1 - s->first_epoch) * per_epoch;
+  return s->samples >= (step->epoch + 1) * per_epoch;
+}
+
+/* The momentum buffer a checkpoint keeps: the worker's own SGD optimizer's,
+ * which the servers' update leaves idle. NULL with another optimizer. */
+static float *ps_momentum(ps_sync *s) {
+  const train_ctx *t = s->t;
+  return t->optim.ops == &train_optim_sgd ? gs_nn_sgd_momentum_flat(t->optim.self) : NULL;
+}
+
+/* Before a checkpoint (every worker parked by the flush): worker 0 pulls
+ * the servers' momentum into its optimizer, which the checkpoint writes.
+ * No file of its own. */
+static gs_status psm_save_rank(void *self, const char *dir, long step, int *files) {
+  ps_sync *s = self;
+  (void)dir;
+  (void)step;
+  *files = 0;
+  float *m = ps_momentum(s);
+  if (s->t->rank != 0 || m == NULL || !s->started) return GS_OK;
+  return gs_ps_pull_state(s->ps, m);
 }
 
 /* Before evaluation, checkpoints and the end: nothing is in flight (each
@@ -250,7 +288,7 @@ static gs_status psm_destroy(void *self) {
   return st;
 }
 
-#define PS_OPS(sym, nm)                                                                 \
+#define PS_OPS(sym, nm, done)                                                           \
   const train_sync_ops sym = {.name = nm,                                              \
                               .servers = 1,                                            \
                               .owns_step = 1,                                          \
@@ -265,10 +303,11 @@ static gs_status psm_destroy(void *self) {
                               .stats = psm_stats,                                      \
                               .describe = psm_describe,                                \
                               .breakdown = psm_breakdown,                              \
-                              .epoch_done = psm_epoch_done,                            \
+                              .save_rank = psm_save_rank,                              \
+                              .epoch_done = done,                                      \
                               .destroy = psm_destroy}
 
-PS_OPS(train_sync_ps_bsp, "bsp");
-PS_OPS(train_sync_ps_asp, "asp");
-PS_OPS(train_sync_ps_ssp, "ssp");
-PS_OPS(train_sync_ps_switch, "switch");
+PS_OPS(train_sync_ps_bsp, "bsp", NULL);
+PS_OPS(train_sync_ps_asp, "asp", psm_epoch_done);
+PS_OPS(train_sync_ps_ssp, "ssp", psm_epoch_done);
+PS_OPS(train_sync_ps_switch, "switch", psm_epoch_done);

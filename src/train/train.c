@@ -800,6 +800,13 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
   return st;
 }
 
+/* The ranks that train: the job's less its parameter servers (at least 1
+ * once check_job_size has passed). */
+static int train_workers(const gs_train_config *c, int size) {
+  int w = size - (c->ps_servers > 0 ? c->ps_servers : 0);
+  return w > 0 ? w : 1;
+}
+
 /* Options that name ranks, checked against the job's size before anything
  * is loaded: every rank has the same options and size, so every rank finds
  * the same answer, and rank 0 alone says it. GS_OK or GS_ERR_INVALID_ARG
@@ -807,18 +814,25 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
 static gs_status check_job_size(const gs_train_config *c, int size) {
   int workers = size - (c->ps_servers > 0 ? c->ps_servers : 0);
   const char *ps = train_option(c, "ps_servers"), *strag = train_option(c, "straggler");
-  if ((c->global_batch > 0 || c->scale_lr_linear) && c->ps_servers > 0)
-    return gs_error(GS_ERR_INVALID_ARG, "%s with %s: a parameter-server job's size is fixed",
-                    train_option(c, c->global_batch > 0 ? "global_batch" : "scale_lr_linear"),
-                    ps);
-  if (c->global_batch > 0 && c->global_batch % size != 0) {
+  if (c->scale_lr_linear && c->ps_servers > 0)
+    return gs_error(GS_ERR_INVALID_ARG, "%s with %s: a parameter-server job resized keeps "
+                    "its global batch (%s) instead", train_option(c, "scale_lr_linear"), ps,
+                    train_option(c, "global_batch"));
+  /* The workers share the global batch (the servers train on none). */
+  if (c->global_batch > 0 && workers >= 1 && c->global_batch % workers != 0) {
     char fits[256] = "";
     size_t len = 0;
     for (int w = 1; w <= c->global_batch && w <= 4 * size && len < sizeof fits; w++)
       if (c->global_batch % w == 0) {
-        int k = snprintf(fits + len, sizeof fits - len, "%s%d", len ? ", " : "", w);
+        int k = snprintf(fits + len, sizeof fits - len, "%s%d", len ? ", " : "",
+                         w + (c->ps_servers > 0 ? c->ps_servers : 0));
         len += k > 0 ? (size_t)k : 0;
       }
+    if (c->ps_servers > 0)
+      return gs_error(GS_ERR_INVALID_ARG, "%s %d: %d ranks less %s %d leave %d workers, who "
+                      "cannot share it equally (world sizes that can, up to %d: %s)",
+                      train_option(c, "global_batch"), c->global_batch, size, ps,
+                      c->ps_servers, workers, 4 * size, fits);
     return gs_error(GS_ERR_INVALID_ARG, "%s %d: %d ranks cannot share it equally (world sizes "
                     "that can, up to %d: %s)", train_option(c, "global_batch"), c->global_batch,
                     size, 4 * size, fits);
@@ -868,7 +882,7 @@ int gs_train_run(const gs_train_config *cfg, const gs_train_ranks *ranks, gs_tra
   train_ctx ctx = {.cfg = cfg, .ranks = ranks, .comm = ranks->comm, .rank = ranks->rank,
                    .size = ranks->size, .base_ranks = ranks->size, .resume_ranks = ranks->size,
                    .resume_step = -1,
-                   .batch = cfg->global_batch > 0 ? cfg->global_batch / ranks->size
+                   .batch = cfg->global_batch > 0 ? cfg->global_batch / train_workers(cfg, ranks->size)
                                                   : cfg->batch};
   train_ctx *t = &ctx;
   gs_nn_dataset train = {0}, test = {0};

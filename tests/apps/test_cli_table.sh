@@ -296,6 +296,8 @@ t 2 "-np 4 is more than --elastic's most ranks, 2" run -np 4 --elastic 1:2 -- /b
 t 2 "-np 1 is fewer than --elastic's fewest ranks, 2" run -np 1 --elastic 2:3 -- /bin/true
 t 2 "--discover /nonexistent: not an executable file" run --elastic 1:2 --discover /nonexistent -- /bin/true
 t 2 "no size from 5 to 5 divides the program's --global-batch 48" run -np 5 --elastic 5 -- /bin/true --global-batch 48
+t 2 "the program's --ps 2 servers leave no worker in a launch of 2 ranks" run -np 4 --elastic 2:4 -- /bin/true --ps 2
+t 2 "no size from 3 to 4 leaves workers (less the program's --ps 1) that divide its --global-batch 5" run -np 4 --elastic 3:4 -- /bin/true --ps 1 --global-batch 5
 t 2 "--events /proc/x.json: cannot write it" run -np 1 --elastic 1 --events /proc/x.json -- /bin/true
 t 0 "elastic job history: 1 launch, 0 restarts" run -np 2 --elastic 1:2 -- /bin/true
 t 1 "the restart budget (0) is spent" run -np 1 --elastic 1 --max-restarts 0 -- /bin/false

@@ -11,11 +11,16 @@
 #          on), then localhost:4: the job commits and stops (SIGUSR1, exit 3)
 #          and continues on 4 ranks.
 #
+#   ps     a parameter-server job (--ps 1 --sync bsp, --elastic 3:4) whose
+#          server, rank 3, is killed with SIGKILL: relaunched on 3 ranks (2
+#          workers, and rank 2 now the server, its shard cut afresh from the
+#          commit's whole momentum), every epoch's samples once.
+#
 #   net    kill -9 of a rank on the emulated nodes (--net 1gbit): the job
 #          goes on on 3 of them, and the namespaces are gone at the end
 #          (only when asked; exit 77 without root or ip).
 #
-# usage: test_run_elastic.sh GRADSYNC [kill|grow|all|net]
+# usage: test_run_elastic.sh GRADSYNC [kill|grow|ps|all|net]
 # Exit status: 0 pass, 1 fail.
 set -u
 G=${1:?usage: test_run_elastic.sh GRADSYNC [kill|grow|all|net]}
@@ -32,6 +37,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 TRAIN=(train --model mlp --synthetic 16384 --global-batch 48 --epochs 3 --commit-every 5
        --resume=auto --json --straggler 0:+8ms)
 FULL=16368
+RANGE=2:4
 
 # kill_rank3 CASE RUN-OPTIONS...: a job of 4 ranks under --elastic 2:4
 # whose rank 3 is killed with SIGKILL after its first commit; sets rc (the
@@ -43,7 +49,7 @@ kill_rank3() {
   new_case "$name"
   tag=$(unique_tag)
   victim=
-  "$G" run -np 4 "$@" --elastic 2:4 --events "$ev" -- "$G" "${TRAIN[@]}" --checkpoint "$ck" \
+  "$G" run -np 4 "$@" --elastic "$RANGE" --events "$ev" -- "$G" "${TRAIN[@]}" --checkpoint "$ck" \
     --seed "$tag" >"$out" 2>"$err" &
   sup=$!
   wait_commit 60 && victim=$(rank_pid "$tag" 3)
@@ -99,6 +105,26 @@ if [ "$WHICH" = net ]; then
     fi
   fi
   finish_tests
+fi
+
+if [ "$WHICH" = ps ] || [ "$WHICH" = all ]; then
+  echo "== kill -9 of the parameter server (rank 3) under --ps 1 --sync bsp --elastic 3:4"
+  saved=("${TRAIN[@]}")
+  TRAIN+=(--ps 1 --sync bsp)
+  RANGE=3:4
+  if kill_rank3 ps; then
+    if [ "$rc" = 0 ] &&
+       grep -q '^gradsync run: resize 4 -> 3 ranks (rank 3 on .* killed by signal 9)' "$err" &&
+       grep -q 'elastic: sizes 3 to 4 whose workers' "$err" && epochs_once 3 "$FULL" &&
+       grep -q '"servers":1' "$out"; then
+      pass "kill -9 of the server: resized 4 -> 3 (2 workers, 1 server), 3 epochs of $FULL samples each"
+    else
+      fail "--ps 1 kill -9 of the server: exit $rc (want 0), a resize line 4 -> 3, epochs of $FULL samples"
+      tail -5 "$err"
+    fi
+  fi
+  TRAIN=("${saved[@]}")
+  RANGE=2:4
 fi
 
 if [ "$WHICH" = grow ] || [ "$WHICH" = all ]; then
