@@ -73,6 +73,8 @@ def main():
     ap.add_argument("--cosine", action="store_true")
     ap.add_argument("--max-steps", type=int, default=0,
                     help="at most N steps per epoch (quick checks; 0 = all)")
+    ap.add_argument("--seed", type=int, default=1,
+                    help="initialisation and shuffling seed (as gradsync train's --seed)")
     ap.add_argument("--store", required=True)
     a = ap.parse_args()
     torch.set_num_threads(1)
@@ -81,13 +83,13 @@ def main():
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "gs0")
     dist.init_process_group("gloo", init_method=f"file://{a.store}", rank=rank,
                             world_size=size)
-    torch.manual_seed(1)
+    torch.manual_seed(a.seed)
     model = nn.parallel.DistributedDataParallel(CNN())
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     xtr, ytr = load(True)
     xte, yte = load(False)
     sampler = torch.utils.data.distributed.DistributedSampler(
-        torch.utils.data.TensorDataset(xtr, ytr), num_replicas=size, rank=rank, seed=1)
+        torch.utils.data.TensorDataset(xtr, ytr), num_replicas=size, rank=rank, seed=a.seed)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xtr, ytr),
                                          batch_size=a.batch, sampler=sampler)
     # gradsync train's schedule (gs_nn_lr_at): linear warm-up over

@@ -4,7 +4,10 @@
 # DistributedDataParallel (gloo, default buckets) on the same CNN, batch 64
 # per rank, Fashion-MNIST, 4 emulated nodes at 1 Gbit/s. ROUNDS rounds, each
 # running every peer once in an order that alternates between rounds, so
-# that the host's drift cannot favour one (issue 42). Writes
+# that the host's drift cannot favour one (issue 42). Round k runs every
+# peer with seed k (initialisation and shuffling; the peers' generators
+# differ, so a seed is not the same start for both), so the accuracies
+# over rounds show the spread that seeds alone make. Writes
 # bench/results/train_vs_ddp.{jsonl,md}, stamped with the commit, commands
 # and machine (bench/lib.sh). Needs root (--net).
 #
@@ -56,9 +59,9 @@ for ((r = 1; r <= rounds; r++)); do
   for p in "${order[@]}"; do
     echo "== round $r/$rounds: $p, cnn, $n ranks, $epochs epoch(s) ($(date +%T))" >&2
     case $p in
-      gradsync) "${gs_argv[@]}" > "$out.run" ;;
-      gradsync_bf16) "${gs_argv[@]}" --precision bf16 > "$out.run" ;;
-      ddp) "${ddp_argv[@]}" > "$out.run"; rm -f "$store" ;;
+      gradsync) "${gs_argv[@]}" --seed "$r" > "$out.run" ;;
+      gradsync_bf16) "${gs_argv[@]}" --precision bf16 --seed "$r" > "$out.run" ;;
+      ddp) "${ddp_argv[@]}" --seed "$r" > "$out.run"; rm -f "$store" ;;
     esac
     python3 - "$out.run" "$p" "$r" >> "$out" <<'PY'
 import json, sys
@@ -73,7 +76,7 @@ PY
 done
 gs_cmd=$(bench_quote "${gs_argv[@]}")
 ddp_cmd=$(bench_quote "${ddp_argv[@]}")
-cmd="$gs_cmd [--precision bf16]; $ddp_cmd"
+cmd="$gs_cmd [--precision bf16] --seed ROUND; $ddp_cmd --seed ROUND"
 bench_stamp "$out" "$cmd"
 python3 - "$out" "$n" <<'PY' > "$BENCH_OUT/train_vs_ddp.md"
 import json, platform, statistics, subprocess, sys
@@ -98,7 +101,9 @@ print(f"CNN (1.66 M parameters), Fashion-MNIST, batch 64 per rank, {n} ranks on 
       f"nodes at 1 Gbit/s (`gradsync run --net 1gbit`), one thread per rank, SGD lr 0.05 "
       f"momentum 0.9 with 0.3 epoch of warm-up and cosine decay, the same initialisation "
       f"(Kaiming normal, zero biases). {len(rounds)} round(s); each round runs every peer once, "
-      f"the order alternating between rounds (`bench/train/train_vs_ddp.sh`). gradsync bf16 is "
+      f"the order alternating between rounds (`bench/train/train_vs_ddp.sh`), round k with "
+      f"seed k for every peer (initialisation and shuffling; the peers draw from different "
+      f"generators, so the rounds show the spread seeds alone make). gradsync bf16 is "
       f"`--precision bf16` (convolutions and linear layers in bfloat16 on oneDNN, fp32 weights, "
       f"gradients and reductions), run where the CPU computes bf16 natively. Absolute times on "
       f"this shared 2-core host vary from run to run; the per-round ratios show by how much.\n")
@@ -119,12 +124,14 @@ for k in rounds:
         print(f"| {k} | {names[p]} | {', '.join(f'{e:.1f}' for e in ep)} | {m:.1f} | "
               f"{100 * a:.2f}% | {dmean / m:.2f}x |")
 print("\n| peer | median mean epoch s | speed against DDP (median of rounds) | lowest round | "
-      "test accuracy (median) |")
-print("|---|---:|---:|---:|---:|")
+      "test accuracy (median) | accuracy over rounds (lowest-highest) | against DDP (median) |")
+print("|---|---:|---:|---:|---:|---|---:|")
 for p in peers:
+    da = 100 * (statistics.median(acc[p]) - statistics.median(acc["ddp"]))
     print(f"| {names[p]} | {statistics.median(means[p]):.1f} | "
           f"{statistics.median(ratios[p]):.2f}x | {min(ratios[p]):.2f}x | "
-          f"{100 * statistics.median(acc[p]):.2f}% |")
+          f"{100 * statistics.median(acc[p]):.2f}% | {100 * min(acc[p]):.2f}-"
+          f"{100 * max(acc[p]):.2f}% | {da:+.2f} |")
 _, _, s = run("gradsync", rounds[-1])
 _, _, d = run("ddp", rounds[-1])
 print(f"\ngradsync's last run: policy auto chose {s.get('chosen', '?')} "
