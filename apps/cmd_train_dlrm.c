@@ -297,6 +297,24 @@ static const char *human(double b, char *buf, size_t n) {
   return buf;
 }
 
+/* The busiest rank's lookup time against the cost model's for it, and
+ * every rank's when there are few. */
+static void print_lookup_ranks(const gs_dlrm_train_event *ev) {
+  if (ev->ranks < 1 || !ev->rank_lookup_ms || !ev->rank_lookup_pred_ms) return;
+  int hi = 0;
+  for (int r = 1; r < ev->ranks; r++)
+    if (ev->rank_lookup_ms[r] > ev->rank_lookup_ms[hi]) hi = r;
+  double m = ev->rank_lookup_ms[hi], p = ev->rank_lookup_pred_ms[hi];
+  printf("  lookups a step, measured against the cost model's: busiest rank %d %.2f ms against "
+         "%.2f (%+.0f%%)", hi, m, p, m > 0 ? 100.0 * (p - m) / m : 0.0);
+  if (ev->ranks <= 8) {
+    printf("; by rank");
+    for (int r = 0; r < ev->ranks; r++)
+      printf(" %.2f/%.2f", ev->rank_lookup_ms[r], ev->rank_lookup_pred_ms[r]);
+  }
+  printf("\n");
+}
+
 static void on_event(const gs_dlrm_train_event *ev, void *user) {
   view *v = user;
   if (ev->kind == GS_DLRM_EV_COMMIT) v->asked = ev->stopped == 2; /* every rank's */
@@ -370,11 +388,19 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
            "\"teacher_auc\": %s, \"samples_per_s\": %.1f, \"step_ms\": %.3f, "
            "\"lookup_ms\": %.3f, \"mlp_ms\": %.3f, \"a2a_ms\": %.3f, \"allreduce_ms\": %.3f, "
            "\"id_bytes\": %.0f, \"pooled_bytes\": %.0f, \"grad_bytes\": %.0f, "
-           "\"dp_bytes\": %.0f, \"allreduce_bytes\": %.0f, \"peak_rss_bytes\": %zu}\n",
+           "\"dp_bytes\": %.0f, \"allreduce_bytes\": %.0f, \"peak_rss_bytes\": %zu",
            ev->epoch, ev->loss, ev->auc, ev->log_loss, teacher, ev->samples_per_s,
            1e3 * s->total_s / n, 1e3 * s->lookup_s / n, 1e3 * s->mlp_s / n, 1e3 * s->a2a_s / n,
            1e3 * s->allreduce_s / n, s->id_bytes / n, s->pooled_bytes / n, s->grad_bytes / n,
            s->dp_bytes / n, s->allreduce_bytes / n, ev->peak_rss_bytes);
+    /* Every rank's lookup time, measured and as the cost model predicts. */
+    for (int k = 0; k < 2; k++) {
+      const double *x = k ? ev->rank_lookup_pred_ms : ev->rank_lookup_ms;
+      printf(", \"%s\": [", k ? "rank_lookup_pred_ms" : "rank_lookup_ms");
+      for (int r = 0; x && r < ev->ranks; r++) printf("%s%.4f", r ? ", " : "", x[r]);
+      printf("]");
+    }
+    printf("}\n");
     return;
   }
   char b1[32], b2[32], b3[32], b4[32], b5[32];
@@ -390,6 +416,7 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
          human(s->id_bytes / n, b1, sizeof b1), human(s->pooled_bytes / n, b2, sizeof b2),
          human(s->grad_bytes / n, b3, sizeof b3), human(s->dp_bytes / n, b4, sizeof b4),
          human(s->allreduce_bytes / n, b5, sizeof b5));
+  print_lookup_ranks(ev);
   fflush(stdout);
 }
 

@@ -176,6 +176,12 @@ typedef struct gs_dlrm_train_event {
   double auc, log_loss, teacher_auc; /* EPOCH: on the held-out samples */
   double epoch_s, samples_per_s;
   gs_dlrm_dist_stats stats;   /* EPOCH: this rank's, the epoch's training steps */
+  int ranks;                  /* EPOCH: the entries of the two arrays below */
+  const double *rank_lookup_ms;      /* EPOCH: each rank's measured lookup ms a step
+                                      * (stats.lookup_s's), valid during the call */
+  const double *rank_lookup_pred_ms; /* EPOCH: the cost model's for each rank, from the
+                                      * plan's shards and the lookup cost rank 0 measured
+                                      * at start-up (gs_embed_calibrate) */
   size_t peak_rss_bytes;      /* EPOCH: this process's peak resident memory, 0 if unknown */
   size_t global_step;         /* RESUME, COMMIT: global steps done (epochs x steps + step) */
   double commit_s;            /* COMMIT: its time on this rank, agreements included;

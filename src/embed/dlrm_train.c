@@ -48,22 +48,24 @@ static void emit(gs_dlrm_train_cb cb, void *user, const gs_dlrm_train_event *ev)
 }
 
 /* The plan every rank makes alike: the lookup cost is rank 0's, the network
- * the communicator's agreed cost model. A failure is every rank's. */
+ * the communicator's agreed cost model. A failure is every rank's. Rank 0
+ * measures the lookup cost whatever the plan (*lookup_out: the per-rank
+ * predictions the epochs report are priced with it); a forced sharding is
+ * placed with a fixed one, as before. */
 static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
-                           const gs_embed_spec *specs, gs_shard_plan **out) {
+                           const gs_embed_spec *specs, gs_shard_plan **out,
+                           gs_cost_lookup *lookup_out) {
   int P = gs_comm_size(comm);
   gs_status st = GS_OK;
   char msg[GS_VOTE_MESSAGE] = "";
   double lookup[2] = {0, 0};
-  if (cfg->plan_file) {
+  if (cfg->plan_file && *out == NULL)
     st = gs_shard_plan_load(cfg->plan_file, specs, cfg->model.ntables, P, out);
-  } else {
-    if (gs_comm_rank(comm) == 0 && cfg->sharding < 0) {
-      gs_cost_lookup lk;
-      st = gs_embed_calibrate(&lk);
-      lookup[0] = lk.alpha;
-      lookup[1] = lk.beta;
-    }
+  if (st == GS_OK && gs_comm_rank(comm) == 0) {
+    gs_cost_lookup lk;
+    st = gs_embed_calibrate(&lk);
+    lookup[0] = lk.alpha;
+    lookup[1] = lk.beta;
   }
   if (st != GS_OK) gs__error_copy(msg, sizeof msg);
   gs_agreement a;
@@ -74,7 +76,8 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
   const double *l0 = a.payloads;
   gs_cost_lookup lk = {l0[0], l0[1]};
   gs_agreement_free(&a);
-  if (st != GS_OK || cfg->plan_file) {
+  *lookup_out = lk;
+  if (st != GS_OK || *out != NULL) {
     if (st != GS_OK && cfg->plan_file) {
       gs_shard_plan_free(*out);
       *out = NULL;
@@ -94,6 +97,28 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
   sc.net = *gs_comm_cost(comm);
   sc.lookup = cfg->sharding < 0 ? lk : (gs_cost_lookup){2e-8, 1e-10};
   return gs_shard_plan_make(specs, cfg->model.ntables, &sc, out);
+}
+
+/* The cost model's lookup time a step on each rank (ms): every shard's
+ * lookups, forward and fused backward, priced as the planner prices them
+ * (gs_cost_shard) with the measured lookup cost, summed over the shards a
+ * rank holds (a dp table: every rank its share of the batch). */
+static void predict_lookups(const gs_dlrm_train_config *cfg, const gs_embed_spec *specs,
+                            const gs_shard_plan *plan, const gs_cost_lookup *lk, double *ms) {
+  gs_cost_params none;
+  memset(&none, 0, sizeof none);
+  gs_cost_topo topo = {plan->ranks, 1};
+  for (size_t i = 0; i < plan->nshards; i++) {
+    const gs_shard *sh = &plan->shards[i];
+    const gs_embed_spec *t = &specs[sh->table];
+    gs_cost_shard_in in = {sh->kind, (double)(cfg->batch * (size_t)plan->ranks), t->pooling,
+                           (double)(sh->row_hi - sh->row_lo), (double)t->rows,
+                           (double)(sh->col_hi - sh->col_lo), 4, 1};
+    gs_cost_shard_out o;
+    gs_cost_shard(&none, topo, lk, &in, &o);
+    if (sh->rank >= 0 && sh->rank < plan->ranks && o.total_s != -1.0) /* -1: no kind */
+      ms[sh->rank] += 1e3 * o.lookup_s;
+  }
 }
 
 /* Where samples come from: the synthetic generator (any sample at once) or
@@ -230,6 +255,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   gs_dlrm_batch b = {0};
   float *all = NULL, *labels = NULL;
   dlrm_ckpt *ck = NULL;
+  double *pred_ms = NULL, *meas_ms = NULL; /* per rank: lookup ms a step */
   size_t start = 0;
   double resumed_lsum = 0;
   /* The checkpoint directory, and the commit to resume from with its plan
@@ -241,7 +267,14 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   int resumed = dlrm_ckpt_resumed(ck, &start, &resumed_lsum, &from_ranks);
   /* Every rank reaches make_plan's agreement: without a plan of the
    * checkpoint's (none, or of another world size). */
-  if (plan == NULL) GS_CHECK_GOTO(make_plan(cfg, comm, specs, &plan), st, out);
+  gs_cost_lookup lk;
+  GS_CHECK_GOTO(make_plan(cfg, comm, specs, &plan, &lk), st, out);
+  pred_ms = gs_calloc((size_t)P, sizeof *pred_ms);
+  meas_ms = gs_calloc((size_t)P, sizeof *meas_ms);
+  if (pred_ms == NULL || meas_ms == NULL)
+    GS_CHECK_GOTO(gs_error(GS_ERR_NOMEM, "out of memory for %d ranks' lookup times", (int)P),
+                  st, out);
+  predict_lookups(cfg, specs, plan, &lk, pred_ms);
   GS_CHECK_GOTO(gs_dlrm_dist_create(&mc, plan, comm, &d), st, out);
   gs_dlrm_dist_set_precision(d, cfg->precision);
   double load_s = gs_now();
@@ -334,6 +367,15 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
                               .loss = lsum / (double)cfg->steps, .epoch_s = dt,
                               .samples_per_s = (double)(ran * P * B) / dt};
     gs_dlrm_dist_stats_get(d, &ee.stats);
+    /* Every rank's measured lookup time a step, beside the cost model's. */
+    memset(meas_ms, 0, (size_t)P * sizeof *meas_ms);
+    meas_ms[gs_comm_rank(comm)] =
+        ee.stats.steps ? 1e3 * ee.stats.lookup_s / (double)ee.stats.steps : 0;
+    GS_CHECK_GOTO(gs_allreduce(comm, GS_IN_PLACE, meas_ms, (size_t)P, GS_F64, GS_SUM,
+                               GS_ALGO_MPI), st, out);
+    ee.ranks = (int)P;
+    ee.rank_lookup_ms = meas_ms;
+    ee.rank_lookup_pred_ms = pred_ms;
     GS_CHECK_GOTO(evaluate(cfg, comm, d, &src, &b, rounds, all, labels, &ee.auc, &ee.log_loss,
                            &ee.teacher_auc), st, out);
     ee.peak_rss_bytes = peak_rss();
@@ -348,6 +390,8 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
     }
   }
 out:
+  gs_free(pred_ms);
+  gs_free(meas_ms);
   gs_free(all);
   gs_free(labels);
   gs_dlrm_batch_free(&b);

@@ -6,7 +6,8 @@
 # unpacked gives the same losses and AUC (the same samples); a file too
 # short for the run, or a bad line in one rank's slice, fails on every rank
 # naming the file (and the line), no rank left waiting; a missing file is
-# a usage error; a checkpoint of one file does not resume on another.
+# a usage error; a checkpoint of one file does not resume on another; each
+# epoch reports every rank's lookup time, measured and predicted.
 # usage: test_train_dlrm_criteo.sh GRADSYNC
 set -u
 G=${1:?usage: test_train_dlrm_criteo.sh GRADSYNC}
@@ -50,6 +51,14 @@ if [ "$rc" = 0 ] && [ "$n" = 2 ] && grep -q '"teacher_auc": null' "$tmp/gz.out" 
 else
   fail "gzip file: exit $rc, $n epoch line(s), AUC '${auc:-}' (want > 0.9), teacher null"
   tail -5 "$tmp/gz.out"
+fi
+
+# Each epoch line gives both ranks' lookup ms a step, measured and the cost
+# model's (the planner's prices of the rank's shards), all positive.
+if grep '^{"epoch"' "$tmp/gz.out" | grep -qE '"rank_lookup_ms": \[[0-9]*\.[0-9]*[1-9][0-9]*, [0-9]*\.[0-9]*[1-9][0-9]*\], "rank_lookup_pred_ms": \[[0-9]*\.[0-9]*[1-9][0-9]*, [0-9]*\.[0-9]*[1-9][0-9]*\]'; then
+  pass "per-rank lookup times, measured and predicted, for both ranks"
+else
+  fail "no per-rank lookup times: $(grep '^{"epoch"' "$tmp/gz.out" | head -1 | grep -o '"rank_lookup.*')"
 fi
 
 train "$tmp/day.tsv" "$tmp/tsv.out" --steps 30
