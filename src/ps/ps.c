@@ -465,32 +465,27 @@ gs_status gs_ps_worker_resume(gs_ps *ps, float *w, const float *state, long samp
   return GS_OK;
 }
 
-gs_status gs_ps_pull_state(gs_ps *ps, float *state) {
-  GS_CHECK(need_worker(ps, "gs_ps_pull_state"));
-  if (!state && ps->total)
-    return gs_error(GS_ERR_INVALID_ARG, "rank %d: gs_ps_pull_state: state is NULL",
-                    ps->rank);
-  ps_request req = {.type = PS_MSG_STATE, .clock = ps->clock};
+/* A pull of every server's shard (type PULL: the parameters; STATE: the
+ * optimizer state) into out, gs_ps_total floats. */
+static gs_status pull_whole(gs_ps *ps, int type, float *out, const char *fn, const char *what) {
+  GS_CHECK(need_worker(ps, fn));
+  if (!out && ps->total)
+    return gs_error(GS_ERR_INVALID_ARG, "rank %d: %s: the output is NULL", ps->rank, fn);
+  ps_request req = {.type = type, .clock = ps->clock};
   ps_reply *rep = gs_calloc((size_t)ps->servers, sizeof *rep);
   if (!rep) return GS_ERR_NOMEM;
-  gs_status st = exchange(ps, &req, NULL, state, rep, "a pull of the optimizer state");
+  gs_status st = exchange(ps, &req, NULL, out, rep, what);
   gs_free(rep);
   ps->stats.bytes_pulled += (double)ps->total * sizeof(float);
   return st;
 }
 
+gs_status gs_ps_pull_state(gs_ps *ps, float *state) {
+  return pull_whole(ps, PS_MSG_STATE, state, "gs_ps_pull_state", "a pull of the optimizer state");
+}
+
 gs_status gs_ps_pull(gs_ps *ps, float *w) {
-  GS_CHECK(need_worker(ps, "gs_ps_pull"));
-  if (!w && ps->total)
-    return gs_error(GS_ERR_INVALID_ARG, "rank %d: gs_ps_pull: w is NULL",
-                    ps->rank);
-  ps_request req = {.type = PS_MSG_PULL, .clock = ps->clock};
-  ps_reply *rep = gs_calloc((size_t)ps->servers, sizeof *rep);
-  if (!rep) return GS_ERR_NOMEM;
-  gs_status st = exchange(ps, &req, NULL, w, rep, "a pull");
-  gs_free(rep);
-  ps->stats.bytes_pulled += (double)ps->total * sizeof(float);
-  return st;
+  return pull_whole(ps, PS_MSG_PULL, w, "gs_ps_pull", "a pull");
 }
 
 void gs_ps_async_hparams(const gs_ps *ps, float lr, float momentum, float *async_lr,
