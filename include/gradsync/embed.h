@@ -165,6 +165,11 @@ gs_status gs_embed_preset(const char *name, double scale, gs_embed_spec *out, in
 gs_status gs_embed_specs_load(const char *path, gs_embed_spec **out, int *n);
 void gs_embed_specs_free(gs_embed_spec *specs);
 
+/* One shard of table t priced as the planner prices it (gs_cost_shard with
+ * cfg's network and lookup cost): out->lookup_s, wire_s, total_s (-1 for
+ * an unknown kind), per step. */
+void gs_shard_price(const gs_shard_config *cfg, const gs_embed_spec *t, const gs_shard *s,
+                    gs_cost_shard_out *out);
 gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
                              const gs_shard_config *cfg, gs_shard_plan **out);
 /* Every row and column of every table owned exactly once (dp: on every

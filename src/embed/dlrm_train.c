@@ -101,21 +101,17 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
 
 /* The cost model's lookup time a step on each rank (ms): every shard's
  * lookups, forward and fused backward, priced as the planner prices them
- * (gs_cost_shard) with the measured lookup cost, summed over the shards a
+ * (gs_shard_price) with the measured lookup cost, summed over the shards a
  * rank holds (a dp table: every rank its share of the batch). */
 static void predict_lookups(const gs_dlrm_train_config *cfg, const gs_embed_spec *specs,
                             const gs_shard_plan *plan, const gs_cost_lookup *lk, double *ms) {
-  gs_cost_params none;
-  memset(&none, 0, sizeof none);
-  gs_cost_topo topo = {plan->ranks, 1};
+  gs_shard_config sc = {.ranks = plan->ranks, .ranks_per_node = 1,
+                        .batch = (double)(cfg->batch * (size_t)plan->ranks),
+                        .wire_elem_bytes = 4, .lookup = *lk};
   for (size_t i = 0; i < plan->nshards; i++) {
     const gs_shard *sh = &plan->shards[i];
-    const gs_embed_spec *t = &specs[sh->table];
-    gs_cost_shard_in in = {sh->kind, (double)(cfg->batch * (size_t)plan->ranks), t->pooling,
-                           (double)(sh->row_hi - sh->row_lo), (double)t->rows,
-                           (double)(sh->col_hi - sh->col_lo), 4, 1};
     gs_cost_shard_out o;
-    gs_cost_shard(&none, topo, lk, &in, &o);
+    gs_shard_price(&sc, &specs[sh->table], sh, &o);
     if (sh->rank >= 0 && sh->rank < plan->ranks && o.total_s != -1.0) /* -1: no kind */
       ms[sh->rank] += 1e3 * o.lookup_s;
   }

@@ -136,13 +136,18 @@ static double shard_mem(size_t rows, size_t cols) {
   return (double)rows * (double)cols * 4.0 + (double)rows * 4.0;
 }
 
-static void price(const gs_shard_config *cfg, const gs_embed_spec *t, gs_shard *s) {
+void gs_shard_price(const gs_shard_config *cfg, const gs_embed_spec *t, const gs_shard *s,
+                    gs_cost_shard_out *out) {
   gs_cost_topo topo = {cfg->ranks, cfg->ranks / (cfg->ranks_per_node > 0 ? cfg->ranks_per_node : 1)};
   gs_cost_shard_in in = {s->kind, cfg->batch, t->pooling, (double)(s->row_hi - s->row_lo),
                          (double)t->rows, (double)(s->col_hi - s->col_lo),
                          cfg->wire_elem_bytes, cfg->ranks_per_node};
+  gs_cost_shard(&cfg->net, topo, &cfg->lookup, &in, out);
+}
+
+static void price(const gs_shard_config *cfg, const gs_embed_spec *t, gs_shard *s) {
   gs_cost_shard_out o;
-  gs_cost_shard(&cfg->net, topo, &cfg->lookup, &in, &o);
+  gs_shard_price(cfg, t, s, &o);
   s->est_s = o.total_s;
   s->wire_bytes = o.wire_bytes;
   s->mem_bytes = shard_mem(s->row_hi - s->row_lo, s->col_hi - s->col_lo);

@@ -179,13 +179,12 @@ static int pick_size(const el *e, int cap, char *rule, size_t rule_len) {
   const int f = c->fixed_ranks;
   for (int s = top; s > f; s--) {
     if (c->global_batch > 0 && c->global_batch % (s - f) != 0) continue;
-    if (c->global_batch > 0 && s < top && f > 0)
-      snprintf(rule, rule_len, "global batch %ld: %d ranks of %d slots (%d servers and %d "
-               "workers: %d divides %ld, %d does not)", c->global_batch, s, top, f, s - f,
-               s - f, c->global_batch, top - f);
-    else if (c->global_batch > 0 && s < top)
-      snprintf(rule, rule_len, "global batch %ld: %d ranks of %d slots (%d divides %ld, %d "
-               "does not)", c->global_batch, s, top, s, c->global_batch, top);
+    if (c->global_batch > 0 && s < top) {
+      char who[64] = "";
+      if (f > 0) snprintf(who, sizeof who, "%d servers and %d workers: ", f, s - f);
+      snprintf(rule, rule_len, "global batch %ld: %d ranks of %d slots (%s%d divides %ld, %d "
+               "does not)", c->global_batch, s, top, who, s - f, c->global_batch, top - f);
+    }
     return s;
   }
   return 0;

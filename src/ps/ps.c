@@ -432,12 +432,12 @@ gs_status gs_ps_worker_resume(gs_ps *ps, float *w, const float *state, long samp
                               long samples_done) {
   GS_CHECK(need_worker(ps, "gs_ps_worker_resume"));
   if (!w && ps->total)
-    return gs_error(GS_ERR_INVALID_ARG, "rank %d: gs_ps_worker_init: w is NULL",
+    return gs_error(GS_ERR_INVALID_ARG, "rank %d: gs_ps_worker_resume: w is NULL",
                     ps->rank);
   if (ps->worker_index == 0 && ps->cfg.sample_budget == GS_PS_BUDGET_AT_INIT &&
       sample_budget <= 0)
     return gs_error(GS_ERR_INVALID_ARG,
-                    "rank %d: gs_ps_worker_init: the sample budget (%ld) must "
+                    "rank %d: gs_ps_worker_resume: the sample budget (%ld) must "
                     "be > 0 when it comes at init", ps->rank, sample_budget);
   if (samples_done < 0)
     return gs_error(GS_ERR_INVALID_ARG, "rank %d: gs_ps_worker_resume: %ld samples done "

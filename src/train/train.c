@@ -812,7 +812,7 @@ static int train_workers(const gs_train_config *c, int size) {
  * the same answer, and rank 0 alone says it. GS_OK or GS_ERR_INVALID_ARG
  * with the message. */
 static gs_status check_job_size(const gs_train_config *c, int size) {
-  int workers = size - (c->ps_servers > 0 ? c->ps_servers : 0);
+  const int servers = c->ps_servers > 0 ? c->ps_servers : 0, workers = size - servers;
   const char *ps = train_option(c, "ps_servers"), *strag = train_option(c, "straggler");
   if (c->scale_lr_linear && c->ps_servers > 0)
     return gs_error(GS_ERR_INVALID_ARG, "%s with %s: a parameter-server job resized keeps "
@@ -824,15 +824,14 @@ static gs_status check_job_size(const gs_train_config *c, int size) {
     size_t len = 0;
     for (int w = 1; w <= c->global_batch && w <= 4 * size && len < sizeof fits; w++)
       if (c->global_batch % w == 0) {
-        int k = snprintf(fits + len, sizeof fits - len, "%s%d", len ? ", " : "",
-                         w + (c->ps_servers > 0 ? c->ps_servers : 0));
+        int k = snprintf(fits + len, sizeof fits - len, "%s%d", len ? ", " : "", w + servers);
         len += k > 0 ? (size_t)k : 0;
       }
-    if (c->ps_servers > 0)
+    if (servers > 0)
       return gs_error(GS_ERR_INVALID_ARG, "%s %d: %d ranks less %s %d leave %d workers, who "
                       "cannot share it equally (world sizes that can, up to %d: %s)",
-                      train_option(c, "global_batch"), c->global_batch, size, ps,
-                      c->ps_servers, workers, 4 * size, fits);
+                      train_option(c, "global_batch"), c->global_batch, size, ps, servers,
+                      workers, 4 * size, fits);
     return gs_error(GS_ERR_INVALID_ARG, "%s %d: %d ranks cannot share it equally (world sizes "
                     "that can, up to %d: %s)", train_option(c, "global_batch"), c->global_batch,
                     size, 4 * size, fits);
