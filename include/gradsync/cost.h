@@ -344,6 +344,13 @@ typedef struct gs_cost_shard_out {
 void gs_cost_shard(const gs_cost_params *c, gs_cost_topo t, const gs_cost_lookup *lk,
                    const gs_cost_shard_in *in, gs_cost_shard_out *out);
 
+/* How a replicated (dp) table's gradient is summed across ranks: 1 when its
+ * dense gradient (rows x dim floats) all-reduced moves fewer bytes than
+ * all-gathering the batch's bags and pooled gradients (batch samples, each
+ * dim floats and pooling ids and a length); 0 for the all-gather. The ring
+ * all-reduce moves twice its buffer, the all-gather once. */
+int gs_cost_dp_dense(double rows, double dim, double batch, double pooling);
+
 /* ---- Parameter servers (gradsync/ps.h; docs/SYNC.md) ----------------------
  * One synchronous (BSP) round of W workers and S servers, each on its own
  * host with a full-duplex link of the inter-node alpha and beta: every

@@ -89,6 +89,19 @@ gs_status gs_embed_backward_update(gs_embed_table *t, const gs_embed_bags *bags,
                                    size_t dout_stride, size_t dout_col,
                                    const gs_embed_optim *opt, gs_embed_work **work);
 
+/* The backward alone, for a replicated table whose gradient is summed
+ * across ranks before the update (dp): grad (rows x dim, row-major) +=
+ * every lookup's share of dout, in input order. */
+gs_status gs_embed_backward_dense(const gs_embed_table *t, const gs_embed_bags *bags,
+                                  gs_embed_pool pool, const float *dout, size_t dout_stride,
+                                  size_t dout_col, float *grad);
+
+/* The update of gs_embed_backward_update from a summed dense gradient:
+ * every row whose gradient is not all zero (the rows the batch touched)
+ * takes the same step it would from the fused backward. */
+gs_status gs_embed_update_dense(gs_embed_table *t, const float *grad,
+                                const gs_embed_optim *opt);
+
 /* ---- Sharding plans ------------------------------------------------------
  * Where each table's rows and columns live (docs/DLRM.md). The planner
  * prices every candidate sharding of a table with gs_cost_shard (the cost

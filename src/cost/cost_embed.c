@@ -15,8 +15,11 @@
  *            their gradients all-gathered: the ring formulas of cost.c;
  *   twrw     the same inside a node's g ranks (the node-local link), and the
  *            node's pooled vectors out and back as tw's, shared by its g ranks;
- *   dp       each rank looks up its own B/p samples and the table's dense
- *            gradient is all-reduced (N d 4 bytes).
+ *   dp       each rank looks up its own B/p samples; the table's dense
+ *            gradient is all-reduced (N d 4 bytes) when that moves fewer
+ *            bytes than all-gathering the batch's bags and gradients
+ *            (B (d + L + 1) 4 bytes, gs_cost_dp_dense), else they are
+ *            all-gathered and every replica runs the update over them.
  * Every table's exchange travels in one fused message per phase (one
  * all-to-all of every table's pooled vectors, one reduce-scatter of every
  * row-wise table's partial sums, the dense gradients in the MLPs'
@@ -73,8 +76,16 @@ void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_looku
     }
     case GS_SHARD_DP:
       ids /= p;
-      out->wire_s = gs_cost_allreduce(c, t, GS_ALGO_AUTO, in->rows * row_bytes);
-      out->wire_bytes = 2.0 * in->rows * row_bytes * (p - 1) / p;
+      if (gs_cost_dp_dense(in->rows, in->dim, in->batch, in->pooling)) {
+        out->wire_s = gs_cost_allreduce(c, t, GS_ALGO_AUTO, in->rows * row_bytes);
+        out->wire_bytes = 2.0 * in->rows * row_bytes * (p - 1) / p;
+      } else {
+        double gathered = in->batch * (in->dim + in->pooling + 1.0) * 4.0;
+        out->wire_s = gs_cost_allgather(c, t, GS_ALGO_RING, gathered);
+        out->wire_bytes = gathered * (p - 1) / p;
+        /* its own samples forward, the whole batch's in the update */
+        ids = in->batch * in->pooling * (1.0 + 1.0 / p) / 2.0;
+      }
       break;
     default:
       out->total_s = -1.0;
@@ -82,4 +93,8 @@ void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_looku
   }
   out->lookup_s = ids * (lk->alpha + lk->beta * row_bytes);
   out->total_s = out->lookup_s + out->wire_s;
+}
+
+int gs_cost_dp_dense(double rows, double dim, double batch, double pooling) {
+  return 2.0 * rows * dim <= batch * (dim + pooling + 1.0);
 }

@@ -27,9 +27,13 @@
  * are, per shard of k in order, the n_r bag lengths, then the ids of every
  * shard in the same order.
  *
- * dp tables are looked up locally; their backward all-gathers every rank's
- * bags and gradients, so that every replica takes the same update over the
- * global batch in rank order, the single-process update.
+ * dp tables are looked up locally. A small one's dense gradient (rows x
+ * dim) is summed in the MLPs' all-reduce, one fused message, and every
+ * replica applies the sum; a table with more rows than that pays for
+ * (gs_cost_dp_dense, the rule the planner prices) all-gathers every rank's
+ * bags and gradients instead, and every replica runs the update over the
+ * global batch in rank order. Both are the single-process update (up to the
+ * order of the sums, for the dense ones).
  */
 #include <math.h>
 #include <stdio.h>
@@ -60,6 +64,11 @@ struct gs_dlrm_dist {
   size_t *rows;
   int *is_dp; /* per table */
   int ndp, *dp_table;
+  int *dp_dense;    /* per dp table: summed densely (1) or gathered (0) */
+  size_t *dense_at; /* per dp table: its gradient's offset in fused */
+  int ngat, *gat;   /* the gathered dp tables (indices into dp_table) */
+  size_t nfused;    /* MLP gradients, then the dense dp tables' */
+  float *fused;
   gs_dlrm_a2a_precision precision;
 
   dist_shard *sh;
@@ -168,7 +177,7 @@ void gs_dlrm_dist_destroy(gs_dlrm_dist *d) {
                   d->rc, d->rd, d->id_send, d->id_recv, d->bag_off, d->bag_ids,
                   d->bag_ids_at, d->own_pooled, d->mine_pooled, d->half_send, d->half_recv,
                   d->dp_send, d->dp_recv, d->dp_gsend, d->dp_grecv, d->dp_off, d->dp_ids,
-                  d->logits, d->dlogits};
+                  d->logits, d->dlogits, d->dp_dense, d->dense_at, d->gat, d->fused};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gs_free(bufs[i]);
   gs_embed_work_free(d->work);
   gs_free(d);
@@ -202,6 +211,9 @@ static gs_status dist_build(gs_dlrm_dist *d, const gs_dlrm_config *cfg,
   d->rows = gs_calloc(T ? T : 1, sizeof *d->rows);
   d->is_dp = gs_calloc(T ? T : 1, sizeof *d->is_dp);
   d->dp_table = gs_calloc(T ? T : 1, sizeof *d->dp_table);
+  d->dp_dense = gs_calloc(T ? T : 1, sizeof *d->dp_dense);
+  d->dense_at = gs_calloc(T ? T : 1, sizeof *d->dense_at);
+  d->gat = gs_calloc(T ? T : 1, sizeof *d->gat);
   d->sh = gs_calloc(plan->nshards ? plan->nshards : 1, sizeof *d->sh);
   d->first = gs_calloc(P, sizeof *d->first);
   d->count = gs_calloc(P, sizeof *d->count);
@@ -216,7 +228,8 @@ static gs_status dist_build(gs_dlrm_dist *d, const gs_dlrm_config *cfg,
   d->rd = gs_calloc(P, sizeof *d->rd);
   d->logits = gs_calloc(d->max_batch, sizeof *d->logits);
   d->dlogits = gs_calloc(d->max_batch, sizeof *d->dlogits);
-  if (!d->names || !d->rows || !d->is_dp || !d->dp_table || !d->sh || !d->first || !d->count ||
+  if (!d->names || !d->rows || !d->is_dp || !d->dp_table || !d->dp_dense || !d->dense_at ||
+      !d->gat || !d->sh || !d->first || !d->count ||
       !d->W || !d->hdr_send || !d->hdr_recv || !d->n_of || !d->n_first || !d->sc || !d->sd ||
       !d->rc || !d->rd || !d->logits || !d->dlogits)
     return gs_error(GS_ERR_NOMEM, "DLRM: out of memory");
@@ -273,7 +286,37 @@ static gs_status dist_build(gs_dlrm_dist *d, const gs_dlrm_config *cfg,
                       "(%zu x %zu)", d->rank, e->name, e->rows, e->dim);
     dlrm_table_init(e->weights, e->dim, cfg->seed, t, d->rows[t], d->D, rl, rh, cl, ch);
   }
+  /* Room for the MLP gradients and every dp table's dense gradient (at
+   * most a replica's size again), whichever way dp_choose sums them. */
+  size_t nf;
+  gs_dlrm_mlp_grads(d->m, &nf);
+  for (int j = 0; j < d->ndp; j++) nf += d->local[mine + (size_t)j].rows * d->D;
+  if ((d->fused = gs_malloc((nf + 1) * sizeof(float))) == NULL)
+    return gs_error(GS_ERR_NOMEM, "DLRM: out of memory for the MLP and dp tables' gradients "
+                    "(%zu floats)", nf);
   return GS_OK;
+}
+
+/* How each dp table's gradient is summed, from the global batch at full
+ * batches (every rank's max_batch: the same choice on every rank). fused
+ * has room for every dp table's (dist_build). */
+static void dp_choose(gs_dlrm_dist *d, const gs_dlrm_config *cfg, size_t global_batch) {
+  size_t nw, at;
+  gs_dlrm_mlp_grads(d->m, &nw);
+  at = nw;
+  d->ngat = 0;
+  for (int j = 0; j < d->ndp; j++) {
+    size_t t = (size_t)d->dp_table[j];
+    d->dp_dense[j] = gs_cost_dp_dense((double)d->rows[t], (double)d->D, (double)global_batch,
+                                      cfg->tables[t].pooling);
+    if (!d->dp_dense[j]) {
+      d->gat[d->ngat++] = j;
+      continue;
+    }
+    d->dense_at[j] = at;
+    at += d->rows[t] * d->D; /* fits: dist_build sized fused */
+  }
+  d->nfused = at;
 }
 
 gs_status gs_dlrm_dist_create(const gs_dlrm_config *cfg, const gs_shard_plan *plan,
@@ -291,9 +334,10 @@ gs_status gs_dlrm_dist_create(const gs_dlrm_config *cfg, const gs_shard_plan *pl
    * they hold the same plan. */
   char msg[GS_VOTE_MESSAGE] = "";
   if (st != GS_OK) gs__error_copy(msg, sizeof msg);
-  uint64_t h = st == GS_OK ? plan_hash(d->sh, d->nsh, d->is_dp, d->T) : 0;
+  uint64_t h[2] = {st == GS_OK ? plan_hash(d->sh, d->nsh, d->is_dp, d->T) : 0,
+                   cfg->max_batch};
   gs_agreement a;
-  gs_status ast = gs_agree(comm, gs_comm_mpi(comm), "DLRM model creation", st, msg, &h,
+  gs_status ast = gs_agree(comm, gs_comm_mpi(comm), "DLRM model creation", st, msg, h,
                            sizeof h, &a);
   if (ast != GS_OK) {
     gs_dlrm_dist_destroy(d);
@@ -304,12 +348,16 @@ gs_status gs_dlrm_dist_create(const gs_dlrm_config *cfg, const gs_shard_plan *pl
                   "%s", a.first, a.votes[a.first].message);
   } else if (st == GS_OK) {
     const uint64_t *hs = a.payloads;
-    for (int r = 0; r < a.size; r++)
-      if (hs[r] != hs[0]) {
+    size_t global = 0;
+    for (int r = 0; r < a.size; r++) {
+      global += (size_t)hs[2 * r + 1];
+      if (hs[2 * r] != hs[0]) {
         st = gs_error(GS_ERR_MISMATCH, "DLRM: rank %d holds another sharding plan than rank "
                       "0 (every rank must be given the same plan)", r);
         break;
       }
+    }
+    if (st == GS_OK) dp_choose(d, cfg, global);
   } else {
     gs__error_set_message(msg);
   }
@@ -408,7 +456,7 @@ static gs_status exchange_header(gs_dlrm_dist *d, const gs_dlrm_batch *b, gs_sta
   size_t P = (size_t)d->size;
   int64_t dp_ids = 0;
   if (mine == GS_OK)
-    for (int j = 0; j < d->ndp; j++) dp_ids += b->bags[d->dp_table[j]].offsets[b->n];
+    for (int k = 0; k < d->ngat; k++) dp_ids += b->bags[d->dp_table[d->gat[k]]].offsets[b->n];
   for (size_t k = 0; k < P; k++) {
     int64_t *h = d->hdr_send + k * HDR_LEN;
     memset(h, 0, HDR_LEN * sizeof *h);
@@ -659,42 +707,42 @@ gs_status gs_dlrm_dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *l
 
 /* ---- Backward ---------------------------------------------------------------- */
 
-/* dp tables: every rank's lengths, ids and gradients, then the same update
- * on every replica over the global batch in rank order. */
+/* The gathered dp tables: every rank's lengths, ids and gradients, then the
+ * same update on every replica over the global batch in rank order. */
 static gs_status dp_update(gs_dlrm_dist *d, const gs_dlrm_batch *b, const gs_embed_optim *opt) {
-  size_t P = (size_t)d->size, n = b->n, D = d->D, T = d->T, ndp = (size_t)d->ndp;
+  size_t P = (size_t)d->size, n = b->n, D = d->D, T = d->T, ng = (size_t)d->ngat;
   size_t me = (size_t)d->rank, mine = d->count[me], N = d->N;
-  /* Ids: [lengths of every dp table (n each)][ids of every dp table]. */
-  size_t cnt = ndp * n + (size_t)d->hdr_send[HDR_DP_IDS], rtot = 0;
+  /* Ids: [lengths of every such table (n each)][ids of every such table]. */
+  size_t cnt = ng * n + (size_t)d->hdr_send[HDR_DP_IDS], rtot = 0;
   GS_CHECK(grow(&d->dp_send, &d->dp_send_cap, cnt + 1, sizeof(int32_t), "the dp ids sent"));
-  int32_t *len = d->dp_send, *out = d->dp_send + ndp * n;
-  for (size_t j = 0; j < ndp; j++) {
-    const gs_embed_bags *bg = &b->bags[d->dp_table[j]];
-    for (size_t i = 0; i < n; i++) len[j * n + i] = (int32_t)(bg->offsets[i + 1] - bg->offsets[i]);
+  int32_t *len = d->dp_send, *out = d->dp_send + ng * n;
+  for (size_t k = 0; k < ng; k++) {
+    const gs_embed_bags *bg = &b->bags[d->dp_table[d->gat[k]]];
+    for (size_t i = 0; i < n; i++) len[k * n + i] = (int32_t)(bg->offsets[i + 1] - bg->offsets[i]);
     size_t c = (size_t)bg->offsets[n];
     memcpy(out, bg->ids, c * sizeof(int32_t));
     out += c;
   }
   for (size_t r = 0; r < P; r++) {
-    d->rc[r] = ndp * d->n_of[r] + (size_t)d->hdr_recv[r * HDR_LEN + HDR_DP_IDS];
+    d->rc[r] = ng * d->n_of[r] + (size_t)d->hdr_recv[r * HDR_LEN + HDR_DP_IDS];
     d->rd[r] = rtot;
     rtot += d->rc[r];
   }
   GS_CHECK(grow(&d->dp_recv, &d->dp_recv_cap, rtot + 1, sizeof(int32_t), "the dp ids received"));
-  size_t gcount = n * ndp * D, gtot = N * ndp * D;
+  size_t gcount = n * ng * D, gtot = N * ng * D;
   GS_CHECK(grow(&d->dp_gsend, &d->dp_gsend_cap, gcount + 1, sizeof(float), "the dp gradients"));
   GS_CHECK(grow(&d->dp_grecv, &d->dp_grecv_cap, gtot + 1, sizeof(float), "the dp gradients"));
   const float *dpooled = gs_dlrm_pooled_grad(d->m);
   for (size_t i = 0; i < n; i++)
-    for (size_t j = 0; j < ndp; j++)
-      memcpy(d->dp_gsend + (i * ndp + j) * D, dpooled + i * T * D + (size_t)d->dp_table[j] * D,
-             D * sizeof(float));
+    for (size_t k = 0; k < ng; k++)
+      memcpy(d->dp_gsend + (i * ng + k) * D,
+             dpooled + i * T * D + (size_t)d->dp_table[d->gat[k]] * D, D * sizeof(float));
   double t0 = gs_now();
   GS_CHECK(gs_allgatherv(d->comm, d->dp_send, cnt, d->dp_recv, d->rc, d->rd, GS_I32,
                          GS_ALGO_AUTO));
   for (size_t r = 0; r < P; r++) {
-    d->rc[r] = d->n_of[r] * ndp * D;
-    d->rd[r] = d->n_first[r] * ndp * D;
+    d->rc[r] = d->n_of[r] * ng * D;
+    d->rd[r] = d->n_first[r] * ng * D;
   }
   GS_CHECK(gs_allgatherv(d->comm, d->dp_gsend, gcount, d->dp_grecv, d->rc, d->rd, GS_F32,
                          GS_ALGO_AUTO));
@@ -702,33 +750,53 @@ static gs_status dp_update(gs_dlrm_dist *d, const gs_dlrm_batch *b, const gs_emb
   d->stats.dp_bytes += (double)((P - 1) * (cnt * 4 + gcount * 4));
 
   t0 = gs_now();
-  size_t nid = rtot - ndp * N;
+  size_t nid = rtot - ng * N;
   GS_CHECK(grow(&d->dp_off, &d->dp_off_cap, N + 1, sizeof(int64_t), "the dp offsets"));
   GS_CHECK(grow(&d->dp_ids, &d->dp_ids_cap, nid + 1, sizeof(int32_t), "the dp ids"));
-  for (size_t j = 0; j < ndp; j++) {
+  for (size_t k = 0; k < ng; k++) {
     int64_t pos = 0;
     d->dp_off[0] = 0;
     size_t at = 0, base = 0; /* where rank r's block starts */
     for (size_t r = 0; r < P; r++) {
       size_t nr = d->n_of[r];
       const int32_t *rl = d->dp_recv + base;
-      base += ndp * nr + (size_t)d->hdr_recv[r * HDR_LEN + HDR_DP_IDS];
-      size_t skip = ndp * nr;
-      for (size_t q = 0; q < j * nr; q++) skip += (size_t)rl[q];
+      base += ng * nr + (size_t)d->hdr_recv[r * HDR_LEN + HDR_DP_IDS];
+      size_t skip = ng * nr;
+      for (size_t q = 0; q < k * nr; q++) skip += (size_t)rl[q];
       size_t c = 0;
       for (size_t i = 0; i < nr; i++) {
-        c += (size_t)rl[j * nr + i];
-        pos += rl[j * nr + i];
+        c += (size_t)rl[k * nr + i];
+        pos += rl[k * nr + i];
         d->dp_off[d->n_first[r] + i + 1] = pos;
       }
       memcpy(d->dp_ids + at, rl + skip, c * sizeof(int32_t));
       at += c;
     }
     gs_embed_bags bags = {N, d->dp_off, d->dp_ids, 0, 0};
-    GS_CHECK(gs_embed_backward_update(&d->local[mine + j], &bags, GS_EMBED_SUM, d->dp_grecv,
-                                      ndp * D, j * D, opt, &d->work));
+    GS_CHECK(gs_embed_backward_update(&d->local[mine + (size_t)d->gat[k]], &bags,
+                                      GS_EMBED_SUM, d->dp_grecv, ng * D, k * D, opt, &d->work));
   }
   d->stats.lookup_s += gs_now() - t0;
+  return GS_OK;
+}
+
+/* The dense dp tables' gradients of this rank's samples, into fused after
+ * the MLP gradients (copied first). */
+static gs_status fuse_grads(gs_dlrm_dist *d, const gs_dlrm_batch *b) {
+  size_t nw, mine = d->count[d->rank], T = d->T, D = d->D;
+  const float *grads = gs_dlrm_mlp_grads(d->m, &nw);
+  memcpy(d->fused, grads, nw * sizeof(float));
+  memset(d->fused + nw, 0, (d->nfused - nw) * sizeof(float));
+  const float *dpooled = gs_dlrm_pooled_grad(d->m);
+  for (int j = 0; j < d->ndp; j++) {
+    if (!d->dp_dense[j]) continue;
+    size_t t = (size_t)d->dp_table[j];
+    gs_embed_bags bags = b->bags[t];
+    bags.nbags = b->n;
+    bags.first_sample = b->first_sample;
+    GS_CHECK(gs_embed_backward_dense(&d->local[mine + (size_t)j], &bags, GS_EMBED_SUM, dpooled,
+                                     T * D, t * D, d->fused + d->dense_at[j]));
+  }
   return GS_OK;
 }
 
@@ -769,22 +837,31 @@ gs_status gs_dlrm_dist_train_step(gs_dlrm_dist *d, const gs_dlrm_batch *b,
   }
   d->stats.mlp_s += gs_now() - t0;
 
-  /* The MLP gradients' sum and the loss's: issued first so that they run
-   * on the progress thread while the embeddings update. */
+  /* The sum of the MLP gradients and the dense dp tables' (one fused
+   * message) and the loss's: issued before the gradients' all-to-all so
+   * that they run on the progress thread under it and the embeddings'
+   * update. */
+  t0 = gs_now();
+  GS_CHECK(fuse_grads(d, b));
+  d->stats.lookup_s += gs_now() - t0;
   size_t nw;
   float *grads = gs_dlrm_mlp_grads(d->m, &nw);
   double loss_sum = lsum;
   int half = d->precision != GS_DLRM_A2A_FP32;
-  GS_CHECK(a2a_floats(d, d->mine_pooled, d->own_pooled, half, half, &d->stats.grad_bytes));
   gs_request *ar = NULL, *lr = NULL;
-  GS_CHECK(gs_iallreduce(d->comm, GS_IN_PLACE, grads, nw, GS_F32, GS_SUM, GS_ALGO_AUTO, &ar));
+  GS_CHECK(gs_iallreduce(d->comm, GS_IN_PLACE, d->fused, d->nfused, GS_F32, GS_SUM,
+                         GS_ALGO_AUTO, &ar));
   gs_status st = gs_iallreduce(d->comm, GS_IN_PLACE, &loss_sum, 1, GS_F64, GS_SUM,
                                GS_ALGO_AUTO, &lr);
+  if (st == GS_OK)
+    st = a2a_floats(d, d->mine_pooled, d->own_pooled, half, half, &d->stats.grad_bytes);
   if (st != GS_OK) {
     gs_wait(ar);
+    if (lr) gs_wait(lr);
     return st;
   }
-  d->stats.allreduce_bytes += P > 1 ? 2.0 * (double)(P - 1) / (double)P * (double)nw * 4 : 0;
+  d->stats.allreduce_bytes +=
+      P > 1 ? 2.0 * (double)(P - 1) / (double)P * (double)d->nfused * 4 : 0;
 
   /* The owners' fused backward + update over the global batch. */
   t0 = gs_now();
@@ -795,7 +872,7 @@ gs_status gs_dlrm_dist_train_step(gs_dlrm_dist *d, const gs_dlrm_batch *b,
                                   &opt->embed, &d->work);
   }
   d->stats.lookup_s += gs_now() - t0;
-  if (st == GS_OK && d->ndp > 0) st = dp_update(d, b, &opt->embed);
+  if (st == GS_OK && d->ngat > 0) st = dp_update(d, b, &opt->embed);
 
   t0 = gs_now();
   gs_status wst = gs_wait(ar);
@@ -805,6 +882,13 @@ gs_status gs_dlrm_dist_train_step(gs_dlrm_dist *d, const gs_dlrm_batch *b,
   GS_CHECK(wst);
   GS_CHECK(lst);
   t0 = gs_now();
+  for (int j = 0; j < d->ndp; j++)
+    if (d->dp_dense[j])
+      GS_CHECK(gs_embed_update_dense(&d->local[mine + (size_t)j], d->fused + d->dense_at[j],
+                                     &opt->embed));
+  d->stats.lookup_s += gs_now() - t0;
+  t0 = gs_now();
+  memcpy(grads, d->fused, nw * sizeof(float));
   gs_dlrm_update_mlp(d->m, opt->mlp_lr);
   d->stats.mlp_s += gs_now() - t0;
   if (loss) *loss = loss_sum / (double)N;

@@ -211,6 +211,32 @@ static inline void copy_scaled(float *restrict g, float a, const float *restrict
   for (size_t d = 0; d < dim; d++) g[d] = a * x[d];
 }
 
+static gs_status check_optim(const gs_embed_table *t, const gs_embed_optim *opt) {
+  if (opt->kind == GS_EMBED_ROWWISE_ADAGRAD && t->state == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "embedding table '%s': row-wise Adagrad needs its "
+                    "accumulator (one float per row)", table_name(t));
+  if (opt->kind != GS_EMBED_SGD && opt->kind != GS_EMBED_ROWWISE_ADAGRAD)
+    return gs_error(GS_ERR_INVALID_ARG, "embedding table '%s': unknown optimizer %d",
+                    table_name(t), (int)opt->kind);
+  return GS_OK;
+}
+
+/* One row's update from its gradient summed over the batch. */
+static inline void update_row(gs_embed_table *t, size_t row, const float *g,
+                              const gs_embed_optim *opt) {
+  size_t dim = t->dim;
+  float *wr = t->weights + row * dim;
+  if (opt->kind == GS_EMBED_SGD) {
+    for (size_t d = 0; d < dim; d++) wr[d] -= opt->lr * g[d];
+  } else {
+    float sq = 0;
+    for (size_t d = 0; d < dim; d++) sq += g[d] * g[d];
+    t->state[row] += sq / (float)dim;
+    float step = opt->lr / (sqrtf(t->state[row]) + opt->eps);
+    for (size_t d = 0; d < dim; d++) wr[d] -= step * g[d];
+  }
+}
+
 gs_status gs_embed_backward_update(gs_embed_table *t, const gs_embed_bags *bags,
                                    gs_embed_pool pool, const float *dout,
                                    size_t dout_stride, size_t dout_col,
@@ -220,12 +246,7 @@ gs_status gs_embed_backward_update(gs_embed_table *t, const gs_embed_bags *bags,
     return gs_error(GS_ERR_INVALID_ARG, "embedding table '%s': backward: NULL gradient, "
                     "optimizer or work, or columns [%zu, %zu) outside a row of %zu",
                     table_name(t), dout_col, dout_col + t->dim, dout_stride);
-  if (opt->kind == GS_EMBED_ROWWISE_ADAGRAD && t->state == NULL)
-    return gs_error(GS_ERR_INVALID_ARG, "embedding table '%s': row-wise Adagrad needs its "
-                    "accumulator (one float per row)", table_name(t));
-  if (opt->kind != GS_EMBED_SGD && opt->kind != GS_EMBED_ROWWISE_ADAGRAD)
-    return gs_error(GS_ERR_INVALID_ARG, "embedding table '%s': unknown optimizer %d",
-                    table_name(t), (int)opt->kind);
+  GS_CHECK(check_optim(t, opt));
   size_t n = (size_t)bags->offsets[bags->nbags], dim = t->dim;
   if (n == 0) return GS_OK;
   GS_CHECK(work_reserve(work, n, dim));
@@ -237,7 +258,6 @@ gs_status gs_embed_backward_update(gs_embed_table *t, const gs_embed_bags *bags,
   while (bits < 32 && ((size_t)1 << bits) < t->rows) bits++;
   const uint64_t *sorted = radix_sort_rows(w, n, bits);
   float *g = w->grad;
-  const float lr = opt->lr, eps = opt->eps;
   for (size_t i = 0; i < n;) {
     uint32_t row = (uint32_t)(sorted[i] >> 32);
     /* The row's gradient: its lookups in input order (the sort is stable). */
@@ -251,16 +271,40 @@ gs_status gs_embed_backward_update(gs_embed_table *t, const gs_embed_bags *bags,
       else axpy(g, s, src, dim);
     }
     i = k;
-    float *wr = t->weights + (size_t)row * dim;
-    if (opt->kind == GS_EMBED_SGD) {
-      for (size_t d = 0; d < dim; d++) wr[d] -= lr * g[d];
-    } else {
-      float sq = 0;
-      for (size_t d = 0; d < dim; d++) sq += g[d] * g[d];
-      t->state[row] += sq / (float)dim;
-      float step = lr / (sqrtf(t->state[row]) + eps);
-      for (size_t d = 0; d < dim; d++) wr[d] -= step * g[d];
-    }
+    update_row(t, row, g, opt);
+  }
+  return GS_OK;
+}
+
+gs_status gs_embed_backward_dense(const gs_embed_table *t, const gs_embed_bags *bags,
+                                  gs_embed_pool pool, const float *dout, size_t dout_stride,
+                                  size_t dout_col, float *grad) {
+  GS_CHECK(gs_embed_check(t, bags));
+  if (dout == NULL || grad == NULL || dout_col + t->dim > dout_stride)
+    return gs_error(GS_ERR_INVALID_ARG, "embedding table '%s': dense backward: NULL gradient "
+                    "or output, or columns [%zu, %zu) outside a row of %zu", table_name(t),
+                    dout_col, dout_col + t->dim, dout_stride);
+  size_t dim = t->dim;
+  for (size_t b = 0; b < bags->nbags; b++) {
+    int64_t lo = bags->offsets[b], hi = bags->offsets[b + 1];
+    float s = pool == GS_EMBED_MEAN && hi - lo > 1 ? 1.0f / (float)(hi - lo) : 1.0f;
+    const float *src = dout + b * dout_stride + dout_col;
+    for (int64_t j = lo; j < hi; j++) axpy(grad + (size_t)id_at(bags, j) * dim, s, src, dim);
+  }
+  return GS_OK;
+}
+
+gs_status gs_embed_update_dense(gs_embed_table *t, const float *grad,
+                                const gs_embed_optim *opt) {
+  if (t == NULL || grad == NULL || opt == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "embedding table: dense update: NULL argument");
+  GS_CHECK(check_optim(t, opt));
+  size_t dim = t->dim;
+  for (size_t row = 0; row < t->rows; row++) {
+    const float *g = grad + row * dim;
+    size_t d = 0;
+    while (d < dim && g[d] == 0.0f) d++;
+    if (d < dim) update_row(t, row, g, opt); /* an all-zero row would not move */
   }
   return GS_OK;
 }

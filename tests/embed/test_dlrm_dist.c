@@ -107,6 +107,7 @@ typedef struct run_out {
   size_t nmlp;
   float *shards; /* every local shard's weights and state, concatenated */
   size_t nshards;
+  gs_dlrm_dist_stats stats;
 } run_out;
 
 static void run_out_free(run_out *o) {
@@ -156,6 +157,7 @@ static int run_dist(const gs_embed_spec *t, int nt, const gs_shard_plan *p,
     memcpy(o->shards + at, e->state, e->rows * sizeof(float));
     at += e->rows;
   }
+  gs_dlrm_dist_stats_get(d, &o->stats);
   gs_dlrm_batch_free(&b);
   gs_dlrm_dist_destroy(d);
   return bad;
@@ -183,7 +185,7 @@ static void run_single(const gs_embed_spec *t, int nt, const gs_dlrm_optim *opt,
 }
 
 static void equivalence(const char *name, const gs_embed_spec *t, int nt, int force,
-                        int per_node, const gs_dlrm_optim *opt) {
+                        int per_node, const gs_dlrm_optim *opt, run_out *keep) {
   begin_case("equivalence %s, %d tables, %d ranks", name, nt, g_size);
   gs_shard_plan *p = NULL;
   CHECK_ST(make_plan(t, nt, force, per_node, &p), GS_OK);
@@ -207,10 +209,43 @@ static void equivalence(const char *name, const gs_embed_spec *t, int nt, int fo
         printf("  %s on %d ranks: loss %.6f -> %.6f, worst relative difference %.2g\n", name,
                g_size, ref[0], ref[STEPS - 1], worst);
     }
-    run_out_free(&o);
+    if (keep) *keep = o;
+    else run_out_free(&o);
     gs_shard_plan_free(p);
   }
   end_case();
+}
+
+/* dp tables: the small ones' dense gradients travel in the MLPs' all-reduce
+ * and nothing is gathered; a table with more rows than the global batch
+ * pays for (gs_cost_dp_dense) is gathered; both equal one process. */
+static void dp_paths(const gs_dlrm_optim *opt) {
+  size_t first = 0, N = global_n(g_size, &first);
+  size_t nw = 0;
+  {
+    gs_dlrm_config mc = model_config(g_tables, 2, 1);
+    gs_dlrm *m = NULL;
+    CHECK_ST(gs_dlrm_create(&mc, &m), GS_OK);
+    if (m) gs_dlrm_mlp_grads(m, &nw);
+    gs_dlrm_destroy(m);
+  }
+  double ring = 2.0 * (g_size - 1) / g_size * 4 * STEPS;
+  /* "one" and "two" (1 and 2 rows) are dense on every rank count. */
+  CHECK(gs_cost_dp_dense(2, 16, (double)N, 2) && !gs_cost_dp_dense(1000, 16, (double)N, 2),
+        "the rule: 2 rows dense and 1000 gathered at a global batch of %zu", N);
+  run_out o = {0};
+  equivalence("dp, small tables", g_tables, 2, GS_SHARD_DP, 1, opt, &o);
+  CHECK(o.stats.dp_bytes == 0, "small dp tables: %.0f bytes gathered, expected none",
+        o.stats.dp_bytes);
+  double want = ring * (double)(nw + 3 * 16);
+  CHECK(fabs(o.stats.allreduce_bytes - want) <= 1e-6 * want, "small dp tables: all-reduce "
+        "bytes %.0f, expected %.0f (the MLPs' %zu floats and 3 rows of 16)",
+        o.stats.allreduce_bytes, want, nw);
+  run_out_free(&o);
+  equivalence("dp, a large table", g_tables + 4, 1, GS_SHARD_DP, 1, opt, &o);
+  CHECK(o.stats.dp_bytes > 0, "a dp table of 1000 rows at a global batch of %zu: nothing "
+        "gathered", N);
+  run_out_free(&o);
 }
 
 /* After `steps` steps every shard equals its block of the single-process
@@ -412,14 +447,15 @@ int main(int argc, char **argv) {
   tables_match("tw", GS_SHARD_TW, &adagrad, 3);
   tables_match("rw", GS_SHARD_RW, &adagrad, 3);
   tables_match("dp", GS_SHARD_DP, &adagrad, 3);
-  equivalence("tw", g_tables, g_ntables, GS_SHARD_TW, 1, &adagrad);
-  equivalence("rw", g_tables, g_ntables, GS_SHARD_RW, 1, &adagrad);
-  equivalence("dp", g_tables, g_ntables, GS_SHARD_DP, 1, &adagrad);
-  equivalence("cw (SGD)", g_tables, g_ntables, GS_SHARD_CW, 1, &sgd);
-  equivalence("rw (SGD)", g_tables, g_ntables, GS_SHARD_RW, 1, &sgd);
-  if (g_size % 2 == 0) equivalence("twrw", g_tables, g_ntables, GS_SHARD_TWRW, 2, &adagrad);
-  equivalence("auto", g_tables, g_ntables, -1, 1, &adagrad);
-  equivalence("tw, one table", g_tables + 4, 1, GS_SHARD_TW, 1, &adagrad);
+  equivalence("tw", g_tables, g_ntables, GS_SHARD_TW, 1, &adagrad, NULL);
+  equivalence("rw", g_tables, g_ntables, GS_SHARD_RW, 1, &adagrad, NULL);
+  equivalence("dp", g_tables, g_ntables, GS_SHARD_DP, 1, &adagrad, NULL);
+  equivalence("cw (SGD)", g_tables, g_ntables, GS_SHARD_CW, 1, &sgd, NULL);
+  equivalence("rw (SGD)", g_tables, g_ntables, GS_SHARD_RW, 1, &sgd, NULL);
+  if (g_size % 2 == 0) equivalence("twrw", g_tables, g_ntables, GS_SHARD_TWRW, 2, &adagrad, NULL);
+  equivalence("auto", g_tables, g_ntables, -1, 1, &adagrad, NULL);
+  equivalence("tw, one table", g_tables + 4, 1, GS_SHARD_TW, 1, &adagrad, NULL);
+  dp_paths(&adagrad);
   bitwise();
   bad_id();
   bad_plan();

@@ -225,6 +225,74 @@ static void test_backward(void **state) {
   }
 }
 
+/* The dp tables' split backward (gs_embed_backward_dense, then
+ * gs_embed_update_dense on the summed gradient) takes the fused kernel's
+ * step bit for bit: each row's lookups are summed in input order by both. */
+static void check_dense(size_t rows, size_t dim, size_t nbags, int maxlen, double skew,
+                        gs_embed_optim_kind kind, int pool) {
+  batch b = make_batch(nbags, maxlen, rows, skew);
+  size_t stride = dim * 3, col = dim;
+  float *dout = random_floats(nbags * stride);
+  float *w = random_floats(rows * dim), *ww = malloc(rows * dim * sizeof(float));
+  float *st = calloc(rows, sizeof(float)), *sw = calloc(rows, sizeof(float));
+  float *grad = calloc(rows * dim + 1, sizeof(float));
+  assert_non_null(ww);
+  assert_non_null(st);
+  assert_non_null(sw);
+  assert_non_null(grad);
+  memcpy(ww, w, rows * dim * sizeof(float));
+  gs_embed_optim opt = {kind, 0.05f, 1e-10f};
+  gs_embed_table t = {"t", w, st, rows, dim}, u = {"u", ww, sw, rows, dim};
+  gs_embed_bags g = bags_of(&b, 0);
+  gs_embed_work *work = NULL;
+  for (int rep = 0; rep < 2; rep++) {
+    assert_int_equal(gs_embed_backward_update(&t, &g, (gs_embed_pool)pool, dout, stride, col,
+                                              &opt, &work), GS_OK);
+    memset(grad, 0, rows * dim * sizeof(float));
+    assert_int_equal(gs_embed_backward_dense(&u, &g, (gs_embed_pool)pool, dout, stride, col,
+                                             grad), GS_OK);
+    assert_int_equal(gs_embed_update_dense(&u, grad, &opt), GS_OK);
+  }
+  for (size_t i = 0; i < rows * dim; i++)
+    if (w[i] != ww[i])
+      fail_msg("dense backward kind %d pool %d rows %zu: weight %zu = %.9g, fused %.9g",
+               (int)kind, pool, rows, i, ww[i], w[i]);
+  if (memcmp(st, sw, rows * sizeof(float)) != 0)
+    fail_msg("dense backward: accumulators differ from the fused kernel's (rows %zu)", rows);
+  /* Errors: an id out of range names the table; NULL gradient refused. */
+  if (b.offsets[nbags] > 0) {
+    int32_t keep = b.ids32[0];
+    b.ids32[0] = (int32_t)rows;
+    assert_int_equal(gs_embed_backward_dense(&u, &g, GS_EMBED_SUM, dout, stride, col, grad),
+                     GS_ERR_INVALID_ARG);
+    assert_non_null(strstr(gs_last_error(), "'u'"));
+    b.ids32[0] = keep;
+  }
+  assert_int_equal(gs_embed_backward_dense(&u, &g, GS_EMBED_SUM, dout, stride, col, NULL),
+                   GS_ERR_INVALID_ARG);
+  gs_embed_table nost = {"v", ww, NULL, rows, dim};
+  gs_embed_optim ada = {GS_EMBED_ROWWISE_ADAGRAD, 0.05f, 1e-10f};
+  assert_int_equal(gs_embed_update_dense(&nost, grad, &ada), GS_ERR_INVALID_ARG);
+  gs_embed_work_free(work);
+  free(dout);
+  free(w);
+  free(ww);
+  free(st);
+  free(sw);
+  free(grad);
+  free_batch(&b);
+}
+
+static void test_dense(void **state) {
+  (void)state;
+  for (int k = 0; k < 2; k++)
+    for (int pool = 0; pool < 2; pool++) {
+      check_dense(1, 4, 9, 3, 0, (gs_embed_optim_kind)k, pool);
+      check_dense(37, 16, 64, 10, 1.0, (gs_embed_optim_kind)k, pool);
+      check_dense(300, 64, 100, 4, 0, (gs_embed_optim_kind)k, pool);
+    }
+}
+
 /* The same batch from the same start, twice, with fresh work each time:
  * identical tables and accumulators, bit for bit. */
 static void test_deterministic(void **state) {
@@ -322,6 +390,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_forward),
       cmocka_unit_test(test_backward),
+      cmocka_unit_test(test_dense),
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_bad_input),
   };
