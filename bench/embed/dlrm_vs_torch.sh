@@ -63,9 +63,18 @@ for n in $nodes_list; do
             --plan "$pf" --a2a-precision "$prec" --eval "$evaln" "${common[@]}" --json \
             >"$tmp/run.out" ;;
         torch)
-          rm -f "$tmp/store"
-          "$gs" run -np "$n" --net 1gbit -- "$py" bench/embed/dlrm_torch.py --data "$tmp/data.bin" \
-            --plan "$pf" --eval "$evaln" "${common[@]}" --store "$tmp/store" >"$tmp/run.out" ;;
+          # gloo's file-store rendezvous or teardown has hung once in a
+          # while on this host (every rank but one exited, that one idle):
+          # a run stopped after 300 s is run again, once, and logged.
+          for try in 1 2; do
+            rm -f "$tmp/store"
+            timeout --kill-after=15 300 "$gs" run -np "$n" --net 1gbit -- "$py" \
+              bench/embed/dlrm_torch.py --data "$tmp/data.bin" --plan "$pf" --eval "$evaln" \
+              "${common[@]}" --store "$tmp/store" >"$tmp/run.out" && break
+            rc=$?
+            [ "$rc" -eq 124 ] && [ "$try" -eq 1 ] || exit "$rc"
+            echo "   the PyTorch peer hung for 300 s: stopped, run again" >&2
+          done ;;
       esac
       "$py" - "$tmp/run.out" "$p" "$plan" "$n" "$r" >>"$out" <<'PY'
 import json, sys
