@@ -31,6 +31,8 @@ static void usage(FILE *f) {
     "  --plan FILE         a plan saved by gradsync shard --out instead\n"
     "  --a2a-precision P   fp32 (default), fp16 (fp16 forward, bf16 backward)\n"
     "                      or bf16: the pooled vectors' all-to-alls\n"
+    "  --no-prefetch       send each step's ids at its start, not under the\n"
+    "                      step before's backward\n"
     "  --batch B           samples per rank and step (default 256)\n"
     "  --global-batch G    G samples a step over all ranks instead (G / ranks\n"
     "                      each): a run resumed on another world size keeps it\n"
@@ -71,6 +73,7 @@ typedef struct dlrm_opts {
   long batch, steps, eval;
   gs_dlrm_interaction interaction;
   gs_dlrm_a2a_precision precision;
+  int no_prefetch;
   unsigned long long seed;
   const char *checkpoint;
   long commit_every, stop_at_step, global_batch;
@@ -92,6 +95,7 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
       {"checkpoint", required_argument, 0, 'c'},  {"commit-every", required_argument, 0, 'C'},
       {"stop-at-step", required_argument, 0, 'X'}, {"resume", optional_argument, 0, 'r'},
       {"global-batch", required_argument, 0, 'G'}, {"data", required_argument, 0, 'D'},
+      {"no-prefetch", no_argument, 0, 'F'},
       {0, 0, 0, 0}};
   *o = (dlrm_opts){.tables = "kaggle", .scale = 0.001, .lr = 0.1, .embed_lr = 0.05,
                    .zipf = 1.05, .sharding = -1, .epochs = 2, .pooling = 1, .batch = 256,
@@ -172,6 +176,7 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
         *(c == 'l' ? &o->lr : &o->embed_lr) = x;
         break;
       case 'g': o->embed_sgd = 1; break;
+      case 'F': o->no_prefetch = 1; break;
       case 'o':
         if (cli_parse_int(optarg, 1, 1000, &o->pooling)) {
           cli_error(VERB, "--pooling %s: expected 1 to 1000", optarg);
@@ -472,6 +477,7 @@ int cmd_train_dlrm(int argc, char **argv) {
       .sharding = o.sharding,
       .plan_file = o.plan,
       .precision = o.precision,
+      .no_prefetch = o.no_prefetch,
       .batch = (size_t)o.batch,
       .epochs = o.epochs,
       .steps = (size_t)o.steps,

@@ -856,6 +856,7 @@ static gs_status reshard_load(dlrm_ckpt *c, gs_dlrm_dist *d) {
 }
 
 gs_status dlrm_ckpt_load(dlrm_ckpt *c, gs_dlrm_dist *d) {
+  GS_CHECK(dlrm_dist_settle(d));
   gs_status st;
   if (c->old_ranks != c->ranks) {
     st = reshard_load(c, d);
@@ -990,6 +991,7 @@ typedef struct commit_vote {
 gs_status dlrm_ckpt_commit(dlrm_ckpt *c, gs_dlrm_dist *d, const gs_shard_plan *plan,
                            size_t step, double epoch_loss_sum, size_t *bytes) {
   *bytes = 0;
+  GS_CHECK(dlrm_dist_settle(d));
   char *mine = rank_file(c, c->run_id, step, c->rank);
   char *pfile = plan_file(c, c->run_id, step);
   commit_vote v = {0, 0, replica_crc(d)};

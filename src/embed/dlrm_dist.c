@@ -85,6 +85,16 @@ struct gs_dlrm_dist {
   size_t *sc, *sd, *rc, *rd;    /* counts and displacements, size each */
   int32_t *id_send, *id_recv;
   size_t id_send_cap, id_recv_cap;
+  /* The next batch's header and ids, exchanged under this step's backward
+   * (gs_dlrm_dist_train_step_next); swapped with the above when it runs. */
+  int64_t *nhdr_send, *nhdr_recv;
+  int32_t *nid_send, *nid_recv;
+  size_t nid_send_cap, nid_recv_cap;
+  size_t *nsc, *nsd, *nrc, *nrd;
+  gs_request *nreq;         /* the ids' all-to-allv in flight */
+  const gs_dlrm_batch *next; /* the batch they are for; NULL: none */
+  gs_status nstatus;         /* a refusal of the next batch, kept for its step */
+  char nmsg[GS_VOTE_MESSAGE];
   int64_t *bag_off; /* count[rank] x (N + 1): the owner's bags, all ranks */
   size_t bag_off_cap;
   int32_t *bag_ids; /* the owner's ids, shard after shard */
@@ -165,6 +175,7 @@ void gs_dlrm_dist_set_precision(gs_dlrm_dist *d, gs_dlrm_a2a_precision p) { d->p
 
 void gs_dlrm_dist_destroy(gs_dlrm_dist *d) {
   if (d == NULL) return;
+  if (d->nreq) gs_wait(d->nreq); /* its buffers are freed below */
   gs_dlrm_destroy(d->m);
   size_t nlocal = d->count ? d->count[d->rank] + (size_t)d->ndp : 0;
   for (size_t i = 0; d->local && i < nlocal; i++) {
@@ -174,7 +185,9 @@ void gs_dlrm_dist_destroy(gs_dlrm_dist *d) {
   for (size_t t = 0; d->names && t < d->T; t++) gs_free(d->names[t]);
   void *bufs[] = {d->names, d->rows, d->is_dp, d->dp_table, d->sh, d->first, d->count, d->W,
                   d->local, d->hdr_send, d->hdr_recv, d->n_of, d->n_first, d->sc, d->sd,
-                  d->rc, d->rd, d->id_send, d->id_recv, d->bag_off, d->bag_ids,
+                  d->rc, d->rd, d->id_send, d->id_recv, d->nhdr_send, d->nhdr_recv,
+                  d->nid_send, d->nid_recv, d->nsc, d->nsd, d->nrc, d->nrd, d->bag_off,
+                  d->bag_ids,
                   d->bag_ids_at, d->own_pooled, d->mine_pooled, d->half_send, d->half_recv,
                   d->dp_send, d->dp_recv, d->dp_gsend, d->dp_grecv, d->dp_off, d->dp_ids,
                   d->logits, d->dlogits, d->dp_dense, d->dense_at, d->gat, d->fused};
@@ -220,6 +233,12 @@ static gs_status dist_build(gs_dlrm_dist *d, const gs_dlrm_config *cfg,
   d->W = gs_calloc(P, sizeof *d->W);
   d->hdr_send = gs_calloc(P * HDR_LEN, sizeof *d->hdr_send);
   d->hdr_recv = gs_calloc(P * HDR_LEN, sizeof *d->hdr_recv);
+  d->nhdr_send = gs_calloc(P * HDR_LEN, sizeof *d->nhdr_send);
+  d->nhdr_recv = gs_calloc(P * HDR_LEN, sizeof *d->nhdr_recv);
+  d->nsc = gs_calloc(P, sizeof *d->nsc);
+  d->nsd = gs_calloc(P, sizeof *d->nsd);
+  d->nrc = gs_calloc(P, sizeof *d->nrc);
+  d->nrd = gs_calloc(P, sizeof *d->nrd);
   d->n_of = gs_calloc(P, sizeof *d->n_of);
   d->n_first = gs_calloc(P + 1, sizeof *d->n_first);
   d->sc = gs_calloc(P, sizeof *d->sc);
@@ -230,7 +249,8 @@ static gs_status dist_build(gs_dlrm_dist *d, const gs_dlrm_config *cfg,
   d->dlogits = gs_calloc(d->max_batch, sizeof *d->dlogits);
   if (!d->names || !d->rows || !d->is_dp || !d->dp_table || !d->dp_dense || !d->dense_at ||
       !d->gat || !d->sh || !d->first || !d->count ||
-      !d->W || !d->hdr_send || !d->hdr_recv || !d->n_of || !d->n_first || !d->sc || !d->sd ||
+      !d->W || !d->hdr_send || !d->hdr_recv || !d->nhdr_send || !d->nhdr_recv || !d->nsc ||
+      !d->nsd || !d->nrc || !d->nrd || !d->n_of || !d->n_first || !d->sc || !d->sd ||
       !d->rc || !d->rd || !d->logits || !d->dlogits)
     return gs_error(GS_ERR_NOMEM, "DLRM: out of memory");
   for (size_t t = 0; t < T; t++) {
@@ -449,16 +469,18 @@ static void count_for(const gs_dlrm_dist *d, const gs_dlrm_batch *b, size_t k, i
   hdr[HDR_IDS] = ids;
 }
 
-/* The header all-to-all: every rank's status and samples; the failure of
- * any rank becomes every rank's error (the failing rank's message is
- * shared through gs_agree, since only then is it needed). */
-static gs_status exchange_header(gs_dlrm_dist *d, const gs_dlrm_batch *b, gs_status mine) {
+/* The header all-to-all into send and recv: every rank's status and
+ * samples; the failure of any rank becomes every rank's error (the failing
+ * rank's message is shared through gs_agree, since only then is it
+ * needed). */
+static gs_status exchange_header(gs_dlrm_dist *d, const gs_dlrm_batch *b, gs_status mine,
+                                 int64_t *send, int64_t *recv) {
   size_t P = (size_t)d->size;
   int64_t dp_ids = 0;
   if (mine == GS_OK)
     for (int k = 0; k < d->ngat; k++) dp_ids += b->bags[d->dp_table[d->gat[k]]].offsets[b->n];
   for (size_t k = 0; k < P; k++) {
-    int64_t *h = d->hdr_send + k * HDR_LEN;
+    int64_t *h = send + k * HDR_LEN;
     memset(h, 0, HDR_LEN * sizeof *h);
     h[HDR_STATUS] = mine;
     if (mine != GS_OK) continue;
@@ -469,11 +491,11 @@ static gs_status exchange_header(gs_dlrm_dist *d, const gs_dlrm_batch *b, gs_sta
   char msg[GS_VOTE_MESSAGE] = "";
   if (mine != GS_OK) gs__error_copy(msg, sizeof msg);
   double t0 = gs_now();
-  GS_CHECK(gs_alltoall(d->comm, d->hdr_send, d->hdr_recv, HDR_LEN, GS_I64, GS_ALGO_AUTO));
+  GS_CHECK(gs_alltoall(d->comm, send, recv, HDR_LEN, GS_I64, GS_ALGO_AUTO));
   d->stats.a2a_s += gs_now() - t0;
   d->stats.id_bytes += (double)((P - 1) * HDR_LEN * sizeof(int64_t));
   int failed = 0;
-  for (size_t r = 0; r < P; r++) failed |= d->hdr_recv[r * HDR_LEN + HDR_STATUS] != GS_OK;
+  for (size_t r = 0; r < P; r++) failed |= recv[r * HDR_LEN + HDR_STATUS] != GS_OK;
   if (failed) {
     gs_agreement a;
     GS_CHECK(gs_agree(d->comm, gs_comm_mpi(d->comm), "DLRM step", mine, msg, NULL, 0, &a));
@@ -488,6 +510,12 @@ static gs_status exchange_header(gs_dlrm_dist *d, const gs_dlrm_batch *b, gs_sta
     gs_agreement_free(&a);
     return st;
   }
+  return GS_OK;
+}
+
+/* Every rank's samples, from the header in hdr_recv. */
+static void header_take(gs_dlrm_dist *d) {
+  size_t P = (size_t)d->size;
   d->N = 0;
   for (size_t r = 0; r < P; r++) {
     d->n_of[r] = (size_t)d->hdr_recv[r * HDR_LEN + HDR_N];
@@ -495,22 +523,25 @@ static gs_status exchange_header(gs_dlrm_dist *d, const gs_dlrm_batch *b, gs_sta
     d->N += d->n_of[r];
   }
   d->n_first[P] = d->N;
-  return GS_OK;
 }
 
-/* The lengths and ids to every owner, then the owner's bags: for each of its
- * shards, the bags of every rank's samples in rank order (CSR over N). */
-static gs_status exchange_ids(gs_dlrm_dist *d, const gs_dlrm_batch *b) {
+/* The lengths and ids to every owner, packed into *send by the headers
+ * hs (mine) and hr (every rank's): per shard of owner k, the n bag lengths,
+ * then the ids of every shard in the same order. Counts and displacements
+ * in sc, sd, rc, rd; *recv grown to hold what comes. */
+static gs_status ids_pack(gs_dlrm_dist *d, const gs_dlrm_batch *b, const int64_t *hs,
+                          const int64_t *hr, int32_t **send, size_t *send_cap, int32_t **recv,
+                          size_t *recv_cap, size_t *sc, size_t *sd, size_t *rc, size_t *rd) {
   size_t P = (size_t)d->size, n = b->n, me = (size_t)d->rank;
   size_t total = 0;
   for (size_t k = 0; k < P; k++) {
-    d->sd[k] = total;
-    d->sc[k] = d->count[k] * n + (size_t)d->hdr_send[k * HDR_LEN + HDR_IDS];
-    total += d->sc[k];
+    sd[k] = total;
+    sc[k] = d->count[k] * n + (size_t)hs[k * HDR_LEN + HDR_IDS];
+    total += sc[k];
   }
-  GS_CHECK(grow(&d->id_send, &d->id_send_cap, total, sizeof(int32_t), "the ids sent"));
+  GS_CHECK(grow(send, send_cap, total + 1, sizeof(int32_t), "the ids sent"));
   for (size_t k = 0; k < P; k++) {
-    int32_t *len = d->id_send + d->sd[k], *out = len + d->count[k] * n;
+    int32_t *len = *send + sd[k], *out = len + d->count[k] * n;
     for (size_t j = 0; j < d->count[k]; j++) {
       const dist_shard *x = &d->sh[d->first[k] + j];
       const gs_embed_bags *bg = &b->bags[x->table];
@@ -530,18 +561,20 @@ static gs_status exchange_ids(gs_dlrm_dist *d, const gs_dlrm_batch *b) {
   }
   size_t rtotal = 0, mine = d->count[me];
   for (size_t r = 0; r < P; r++) {
-    d->rd[r] = rtotal;
-    d->rc[r] = mine * d->n_of[r] + (size_t)d->hdr_recv[r * HDR_LEN + HDR_IDS];
-    rtotal += d->rc[r];
+    rd[r] = rtotal;
+    rc[r] = mine * (size_t)hr[r * HDR_LEN + HDR_N] + (size_t)hr[r * HDR_LEN + HDR_IDS];
+    rtotal += rc[r];
   }
-  GS_CHECK(grow(&d->id_recv, &d->id_recv_cap, rtotal, sizeof(int32_t), "the ids received"));
-  double t0 = gs_now();
-  GS_CHECK(gs_alltoallv(d->comm, d->id_send, d->sc, d->sd, d->id_recv, d->rc, d->rd, GS_I32,
-                        GS_ALGO_AUTO));
-  d->stats.a2a_s += gs_now() - t0;
-  d->stats.id_bytes += (double)((total - d->sc[me]) * sizeof(int32_t));
+  GS_CHECK(grow(recv, recv_cap, rtotal + 1, sizeof(int32_t), "the ids received"));
+  d->stats.id_bytes += (double)((total - sc[me]) * sizeof(int32_t));
+  return GS_OK;
+}
 
-  /* The owner's CSR per shard. */
+/* The owner's CSR per shard from the ids received in d->id_recv at rd:
+ * for each of its shards, the bags of every rank's samples in rank order. */
+static gs_status ids_unpack(gs_dlrm_dist *d, const size_t *rd, const size_t *rc) {
+  size_t P = (size_t)d->size, mine = d->count[d->rank], rtotal = 0;
+  for (size_t r = 0; r < P; r++) rtotal += rc[r];
   size_t N = d->N, nids = rtotal - mine * N;
   GS_CHECK(grow(&d->bag_off, &d->bag_off_cap, mine * (N + 1) + 1, sizeof(int64_t),
                 "the owner's offsets"));
@@ -553,12 +586,12 @@ static gs_status exchange_ids(gs_dlrm_dist *d, const gs_dlrm_batch *b) {
     off[0] = 0;
     for (size_t r = 0; r < P; r++) {
       size_t nr = d->n_of[r];
-      const int32_t *len = d->id_recv + d->rd[r];
+      const int32_t *len = d->id_recv + rd[r];
       /* Rank r's ids of shard j come after its lengths and its ids of the
        * shards before j. */
       size_t skip = mine * nr;
       for (size_t q = 0; q < j * nr; q++) skip += (size_t)len[q];
-      const int32_t *src = d->id_recv + d->rd[r] + skip;
+      const int32_t *src = d->id_recv + rd[r] + skip;
       size_t c = 0;
       for (size_t i = 0; i < nr; i++) {
         c += (size_t)len[j * nr + i];
@@ -573,7 +606,65 @@ static gs_status exchange_ids(gs_dlrm_dist *d, const gs_dlrm_batch *b) {
   return GS_OK;
 }
 
-/* ---- Pooled vectors ---------------------------------------------------------- */
+/* The header and the ids of b, now. */
+static gs_status exchange_now(gs_dlrm_dist *d, const gs_dlrm_batch *b, gs_status mine) {
+  GS_CHECK(exchange_header(d, b, mine, d->hdr_send, d->hdr_recv));
+  header_take(d);
+  GS_CHECK(ids_pack(d, b, d->hdr_send, d->hdr_recv, &d->id_send, &d->id_send_cap, &d->id_recv,
+                    &d->id_recv_cap, d->sc, d->sd, d->rc, d->rd));
+  double t0 = gs_now();
+  GS_CHECK(gs_alltoallv(d->comm, d->id_send, d->sc, d->sd, d->id_recv, d->rc, d->rd, GS_I32,
+                        GS_ALGO_AUTO));
+  d->stats.a2a_s += gs_now() - t0;
+  return ids_unpack(d, d->rd, d->rc);
+}
+
+/* Starts next's exchange: its header now (small; a refusal on any rank is
+ * kept for next's step, which returns it), its ids' all-to-allv left in
+ * flight under the rest of this step. */
+static gs_status prefetch(gs_dlrm_dist *d, const gs_dlrm_batch *next) {
+  gs_status mine = check_local(d, next);
+  d->next = next;
+  d->nstatus = exchange_header(d, next, mine, d->nhdr_send, d->nhdr_recv);
+  if (d->nstatus != GS_OK) {
+    gs__error_copy(d->nmsg, sizeof d->nmsg);
+    return d->nstatus == GS_ERR_MPI ? d->nstatus : GS_OK; /* a transport error: now */
+  }
+  GS_CHECK(ids_pack(d, next, d->nhdr_send, d->nhdr_recv, &d->nid_send, &d->nid_send_cap,
+                    &d->nid_recv, &d->nid_recv_cap, d->nsc, d->nsd, d->nrc, d->nrd));
+  return gs_ialltoallv(d->comm, d->nid_send, d->nsc, d->nsd, d->nid_recv, d->nrc, d->nrd,
+                       GS_I32, GS_ALGO_AUTO, &d->nreq);
+}
+
+/* Finishes a prefetch: for b, its exchange becomes this step's; for another
+ * batch (or an evaluation), it is waited for and dropped. */
+static gs_status prefetched(gs_dlrm_dist *d, const gs_dlrm_batch *b, int *used) {
+  *used = 0;
+  if (d->next == NULL) return GS_OK;
+  double t0 = gs_now();
+  gs_status st = d->nreq ? gs_wait(d->nreq) : GS_OK;
+  d->nreq = NULL;
+  d->stats.a2a_s += gs_now() - t0;
+  const gs_dlrm_batch *was = d->next;
+  d->next = NULL;
+  GS_CHECK(st);
+  if (was != b) return GS_OK;
+  *used = 1;
+  if (d->nstatus != GS_OK) {
+    gs__error_set_message(d->nmsg);
+    return d->nstatus;
+  }
+#define SWAP(T, x, y) do { T tmp_ = x; x = y; y = tmp_; } while (0)
+  SWAP(int64_t *, d->hdr_send, d->nhdr_send);
+  SWAP(int64_t *, d->hdr_recv, d->nhdr_recv);
+  SWAP(int32_t *, d->id_send, d->nid_send);
+  SWAP(int32_t *, d->id_recv, d->nid_recv);
+  SWAP(size_t, d->id_send_cap, d->nid_send_cap);
+  SWAP(size_t, d->id_recv_cap, d->nid_recv_cap);
+#undef SWAP
+  header_take(d);
+  return ids_unpack(d, d->nrd, d->nrc);
+}
 
 static void to_half(uint16_t *dst, const float *src, size_t n, int bf16) {
   if (bf16)
@@ -686,12 +777,17 @@ static gs_status dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *lo
   return GS_OK;
 }
 
-/* The header, the ids and the forward: everything a step and an evaluation
- * share. */
+gs_status dlrm_dist_settle(gs_dlrm_dist *d) {
+  int used;
+  return prefetched(d, NULL, &used);
+}
+
+/* The header, the ids (exchanged now, or under the step before) and the
+ * forward: everything a step and an evaluation share. */
 static gs_status dist_begin(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *logits) {
-  gs_status mine = check_local(d, b);
-  GS_CHECK(exchange_header(d, b, mine));
-  GS_CHECK(exchange_ids(d, b));
+  int used;
+  GS_CHECK(prefetched(d, b, &used));
+  if (!used) GS_CHECK(exchange_now(d, b, check_local(d, b)));
   return dist_forward(d, b, logits);
 }
 
@@ -802,10 +898,19 @@ static gs_status fuse_grads(gs_dlrm_dist *d, const gs_dlrm_batch *b) {
 
 gs_status gs_dlrm_dist_train_step(gs_dlrm_dist *d, const gs_dlrm_batch *b,
                                   const gs_dlrm_optim *opt, double *loss, float *logits) {
-  if (d == NULL || opt == NULL)
-    return gs_error(GS_ERR_INVALID_ARG, "DLRM step: NULL model or optimizer");
+  return gs_dlrm_dist_train_step_next(d, b, NULL, opt, loss, logits);
+}
+
+gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
+                                       const gs_dlrm_batch *next, const gs_dlrm_optim *opt,
+                                       double *loss, float *logits) {
+  if (d == NULL || opt == NULL || b == NULL || next == b)
+    return gs_error(GS_ERR_INVALID_ARG, "DLRM step: NULL model, optimizer or batch, or the "
+                    "next batch is this one");
   double t_start = gs_now();
   GS_CHECK(dist_begin(d, b, d->logits));
+  /* The next batch's ids travel under this step's backward. */
+  if (next) GS_CHECK(prefetch(d, next));
   size_t P = (size_t)d->size, me = (size_t)d->rank, n = b->n, N = d->N, D = d->D, T = d->T;
   size_t mine = d->count[me], Wm = d->W[me];
 

@@ -91,5 +91,8 @@ gs_status dlrm_ckpt_load(dlrm_ckpt *c, gs_dlrm_dist *d);
 gs_status dlrm_ckpt_commit(dlrm_ckpt *c, gs_dlrm_dist *d, const gs_shard_plan *plan,
                            size_t step, double epoch_loss_sum, size_t *bytes);
 void dlrm_ckpt_close(dlrm_ckpt *c);
+/* Waits for a prefetched batch's exchange and drops it (dlrm_dist.c), so
+ * that a commit's or load's collectives find nothing in flight. */
+gs_status dlrm_dist_settle(gs_dlrm_dist *d);
 
 #endif /* GS_DLRM_INTERNAL_H */

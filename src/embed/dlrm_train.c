@@ -248,7 +248,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   gs_shard_plan *plan = NULL;
   gs_dlrm_dist *d = NULL;
   data_src src = {.path = cfg->criteo_file, .eval_first = EVAL_FIRST};
-  gs_dlrm_batch b = {0};
+  gs_dlrm_batch b = {0}, b2 = {0}; /* this step's and the next's */
   float *all = NULL, *labels = NULL;
   dlrm_ckpt *ck = NULL;
   double *pred_ms = NULL, *meas_ms = NULL; /* per rank: lookup ms a step */
@@ -310,6 +310,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
     lst = gs_dlrm_synth_create(&sc, &src.g);
   }
   if (lst == GS_OK) lst = gs_dlrm_batch_alloc(&b, B, sc.ndense, T, B * (size_t)maxpool);
+  if (lst == GS_OK) lst = gs_dlrm_batch_alloc(&b2, B, sc.ndense, T, B * (size_t)maxpool);
   if (lst == GS_OK) {
     all = gs_malloc(2 * rounds * P * B * sizeof(float));
     labels = gs_malloc(2 * rounds * P * B * sizeof(float));
@@ -333,11 +334,29 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
      * sum of the steps before it. */
     size_t first = (size_t)(e - 1) * cfg->steps < start ? start % cfg->steps : 0;
     double t0 = gs_now(), lsum = first ? resumed_lsum : 0, commit_s = 0;
+    gs_dlrm_batch *cur = &b, *nxt = &b2;
+    int filled = 0; /* cur holds step s's samples (the step before sent their ids) */
     for (size_t s = first; s < cfg->steps && st == GS_OK; s++) {
-      GS_CHECK_GOTO(fill_agreed(comm, &src, (s * P + rank) * B, B, &b, "DLRM training data"),
-                    st, out);
+      if (!filled)
+        GS_CHECK_GOTO(fill_agreed(comm, &src, (s * P + rank) * B, B, cur, "DLRM training data"),
+                      st, out);
+      /* The next step's ids go out under this step's backward, unless an
+       * evaluation or a commit comes between. */
+      size_t g1 = (size_t)(e - 1) * cfg->steps + s + 1;
+      int ahead = !cfg->no_prefetch && s + 1 < cfg->steps && cfg->stop_at_step != g1 &&
+                  !(ck && cfg->commit_every && g1 % cfg->commit_every == 0);
+      if (ahead)
+        GS_CHECK_GOTO(fill_agreed(comm, &src, ((s + 1) * P + rank) * B, B, nxt,
+                                  "DLRM training data"), st, out);
       double loss;
-      GS_CHECK_GOTO(gs_dlrm_dist_train_step(d, &b, &cfg->optim, &loss, NULL), st, out);
+      GS_CHECK_GOTO(gs_dlrm_dist_train_step_next(d, cur, ahead ? nxt : NULL, &cfg->optim, &loss,
+                                                 NULL), st, out);
+      filled = ahead;
+      if (ahead) {
+        gs_dlrm_batch *x = cur;
+        cur = nxt;
+        nxt = x;
+      }
       lsum += loss;
       gs_dlrm_train_event se = {.kind = GS_DLRM_EV_STEP, .epoch = e, .step = s + 1,
                                 .steps = cfg->steps, .loss = loss};
@@ -391,6 +410,7 @@ out:
   gs_free(all);
   gs_free(labels);
   gs_dlrm_batch_free(&b);
+  gs_dlrm_batch_free(&b2);
   gs_dlrm_synth_destroy(src.g);
   gs_criteo_close(src.r);
   gs_dlrm_dist_destroy(d);

@@ -12,7 +12,11 @@
  *   - an id out of range on one rank: every rank gets GS_ERR_INVALID_ARG,
  *     the others' message naming that rank, the table, the id and the
  *     sample; nothing changes and the next step runs;
- *   - fp16/bf16 pooled all-to-alls close to fp32.
+ *   - fp16/bf16 pooled all-to-alls close to fp32;
+ *   - each step sending the next batch's ids under its backward
+ *     (gs_dlrm_dist_train_step_next) bitwise the same as without; a next
+ *     batch refused on one rank fails its own step on every rank, not the
+ *     step that sent it; a prefetched batch not stepped is dropped.
  */
 #include <math.h>
 #include <stdio.h>
@@ -116,6 +120,8 @@ static void run_out_free(run_out *o) {
   memset(o, 0, sizeof *o);
 }
 
+static int g_prefetch; /* run_dist: each step sends the next one's ids */
+
 /* STEPS hybrid-parallel steps under plan p; 0 on success. */
 static int run_dist(const gs_embed_spec *t, int nt, const gs_shard_plan *p,
                     const gs_dlrm_optim *opt, gs_dlrm_a2a_precision prec, run_out *o) {
@@ -128,13 +134,18 @@ static int run_dist(const gs_embed_spec *t, int nt, const gs_shard_plan *p,
   CHECK(st == GS_OK, "gs_dlrm_dist_create: %s", gs_last_error());
   if (st != GS_OK) return 1;
   gs_dlrm_dist_set_precision(d, prec);
-  gs_dlrm_batch b;
-  CHECK_ST(gs_dlrm_batch_alloc(&b, n, 4, nt, 3 * n), GS_OK);
+  gs_dlrm_batch bb[2];
+  CHECK_ST(gs_dlrm_batch_alloc(&bb[0], n, 4, nt, 3 * n), GS_OK);
+  CHECK_ST(gs_dlrm_batch_alloc(&bb[1], n, 4, nt, 3 * n), GS_OK);
   int bad = 0;
+  size_t N = global_n(g_size, &first);
+  fill(&bb[0], first, n, t, nt, 11);
   for (int s = 0; s < STEPS && !bad; s++) {
-    size_t N = global_n(g_size, &first);
-    fill(&b, (size_t)s * N + first, n, t, nt, 11);
-    st = gs_dlrm_dist_train_step(d, &b, opt, &o->loss[s], NULL);
+    gs_dlrm_batch *cur = &bb[s % 2], *next = &bb[(s + 1) % 2];
+    if (!g_prefetch && s > 0) fill(cur, (size_t)s * N + first, n, t, nt, 11);
+    if (g_prefetch && s + 1 < STEPS) fill(next, (size_t)(s + 1) * N + first, n, t, nt, 11);
+    st = gs_dlrm_dist_train_step_next(d, cur, g_prefetch && s + 1 < STEPS ? next : NULL, opt,
+                                      &o->loss[s], NULL);
     if (st != GS_OK) {
       fail("step %d: %s", s, gs_last_error());
       bad = 1;
@@ -158,7 +169,8 @@ static int run_dist(const gs_embed_spec *t, int nt, const gs_shard_plan *p,
     at += e->rows;
   }
   gs_dlrm_dist_stats_get(d, &o->stats);
-  gs_dlrm_batch_free(&b);
+  gs_dlrm_batch_free(&bb[0]);
+  gs_dlrm_batch_free(&bb[1]);
   gs_dlrm_dist_destroy(d);
   return bad;
 }
@@ -322,6 +334,100 @@ static void bitwise(void) {
   end_case();
 }
 
+/* With and without the next batch's ids sent ahead: the same steps, bit
+ * for bit (the same sums in the same order), under every sharding. */
+static void prefetch_same(void) {
+  begin_case("next batch's ids under the backward: bitwise the same, %d ranks", g_size);
+  gs_dlrm_optim opt = {0.1f, {GS_EMBED_ROWWISE_ADAGRAD, 0.05f, 1e-8f}};
+  int kinds[] = {GS_SHARD_TW, GS_SHARD_RW, GS_SHARD_DP, -1};
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    gs_shard_plan *p = NULL;
+    CHECK_ST(make_plan(g_tables, g_ntables, kinds[k], 1, &p), GS_OK);
+    run_out o[2];
+    memset(o, 0, sizeof o);
+    for (int f = 0; f < 2 && p; f++) {
+      g_prefetch = f;
+      run_dist(g_tables, g_ntables, p, &opt, GS_DLRM_A2A_FP32, &o[f]);
+    }
+    g_prefetch = 0;
+    CHECK(memcmp(o[1].loss, o[0].loss, sizeof o[0].loss) == 0, "sharding %d: losses differ",
+          kinds[k]);
+    CHECK(o[1].nmlp == o[0].nmlp && memcmp(o[1].mlp, o[0].mlp, o[0].nmlp * 4) == 0,
+          "sharding %d: MLP weights differ", kinds[k]);
+    CHECK(o[1].nshards == o[0].nshards &&
+          memcmp(o[1].shards, o[0].shards, o[0].nshards * 4) == 0,
+          "sharding %d: shards differ", kinds[k]);
+    CHECK(o[1].stats.id_bytes == o[0].stats.id_bytes, "sharding %d: id bytes %.0f vs %.0f",
+          kinds[k], o[1].stats.id_bytes, o[0].stats.id_bytes);
+    for (int f = 0; f < 2; f++) run_out_free(&o[f]);
+    gs_shard_plan_free(p);
+  }
+  end_case();
+}
+
+/* Sample 2's bag of table C4 on this rank gets one id more: 300, one past
+ * the end. */
+static void plant_bad_id(gs_dlrm_batch *b, size_t n) {
+  int64_t *off = b->offsets + 3 * (b->max_n + 1);
+  int32_t *ids = b->ids + 3 * b->max_ids;
+  memmove(ids + off[3] + 1, ids + off[3], (size_t)(off[n] - off[3]) * sizeof(int32_t));
+  ids[off[3]] = 300;
+  for (size_t i = 3; i <= n; i++) off[i]++;
+}
+
+/* The bad batch sent ahead: the step that sends it succeeds everywhere; its
+ * own step fails on every rank with the message naming the rank; then a
+ * good batch steps. A prefetched batch never stepped (an evaluation, or
+ * another batch, comes next) is dropped. */
+static void bad_id_ahead(void) {
+  begin_case("an id out of range in the batch sent ahead, %d ranks", g_size);
+  gs_shard_plan *p = NULL;
+  CHECK_ST(make_plan(g_tables, g_ntables, GS_SHARD_TW, 1, &p), GS_OK);
+  size_t first = 0, n = local_n(g_rank);
+  size_t N = global_n(g_size, &first);
+  gs_dlrm_config mc = model_config(g_tables, g_ntables, n);
+  gs_dlrm_dist *d = NULL;
+  CHECK_ST(gs_dlrm_dist_create(&mc, p, g_comm, &d), GS_OK);
+  gs_dlrm_batch a, b;
+  CHECK_ST(gs_dlrm_batch_alloc(&a, n, 4, g_ntables, 3 * n), GS_OK);
+  CHECK_ST(gs_dlrm_batch_alloc(&b, n, 4, g_ntables, 3 * n), GS_OK);
+  gs_dlrm_optim opt = {0.1f, {GS_EMBED_ROWWISE_ADAGRAD, 0.05f, 1e-8f}};
+  int bad = g_size - 1;
+  if (d) {
+    double loss;
+    fill(&a, first, n, g_tables, g_ntables, 11);
+    fill(&b, N + first, n, g_tables, g_ntables, 11);
+    if (g_rank == bad) plant_bad_id(&b, n);
+    CHECK_ST(gs_dlrm_dist_train_step_next(d, &a, &b, &opt, &loss, NULL), GS_OK);
+    gs_status st = gs_dlrm_dist_train_step(d, &b, &opt, &loss, NULL);
+    CHECK(st == GS_ERR_INVALID_ARG, "the bad batch's own step: expected GS_ERR_INVALID_ARG, "
+          "got %s", gs_strerror(st));
+    const char *msg = gs_last_error();
+    char who[32];
+    snprintf(who, sizeof who, "rank %d", bad);
+    CHECK(strstr(msg, "'C4'") && strstr(msg, "id 300") && (g_rank == bad || strstr(msg, who)),
+          "the message does not name rank %d, the table and the id: %s", bad, msg);
+    /* A good batch steps, sending another ahead that an evaluation drops. */
+    fill(&b, 2 * N + first, n, g_tables, g_ntables, 11);
+    fill(&a, 3 * N + first, n, g_tables, g_ntables, 11);
+    CHECK_ST(gs_dlrm_dist_train_step_next(d, &b, &a, &opt, &loss, NULL), GS_OK);
+    CHECK(isfinite(loss), "loss %g after the refused step", loss);
+    float logits[64];
+    CHECK_ST(gs_dlrm_dist_forward(d, &b, logits), GS_OK);
+    /* And one sent ahead that another batch's step drops. */
+    CHECK_ST(gs_dlrm_dist_train_step_next(d, &b, &a, &opt, &loss, NULL), GS_OK);
+    fill(&b, 4 * N + first, n, g_tables, g_ntables, 11);
+    CHECK_ST(gs_dlrm_dist_train_step(d, &b, &opt, &loss, NULL), GS_OK);
+    CHECK(gs_dlrm_dist_train_step_next(d, &b, &b, &opt, &loss, NULL) == GS_ERR_INVALID_ARG,
+          "a batch sent ahead of itself was accepted");
+  }
+  gs_dlrm_batch_free(&a);
+  gs_dlrm_batch_free(&b);
+  gs_dlrm_dist_destroy(d);
+  gs_shard_plan_free(p);
+  end_case();
+}
+
 static void bad_id(void) {
   begin_case("an id out of range on one rank, %d ranks", g_size);
   gs_shard_plan *p = NULL;
@@ -337,14 +443,7 @@ static void bad_id(void) {
   if (d) {
     fill(&b, first, n, g_tables, g_ntables, 11);
     int bad = g_size - 1;
-    int64_t *off = b.offsets + 3 * (b.max_n + 1);
-    if (g_rank == bad) {
-      /* Sample 2's bag of table C4 gets one id more: 300, one past the end. */
-      int32_t *ids = b.ids + 3 * b.max_ids;
-      memmove(ids + off[3] + 1, ids + off[3], (size_t)(off[n] - off[3]) * sizeof(int32_t));
-      ids[off[3]] = 300;
-      for (size_t i = 3; i <= n; i++) off[i]++;
-    }
+    if (g_rank == bad) plant_bad_id(&b, n);
     size_t nmlp;
     float *w = gs_dlrm_mlp_weights(gs_dlrm_dist_model(d), &nmlp);
     float *before = malloc(nmlp * sizeof(float));
@@ -457,7 +556,9 @@ int main(int argc, char **argv) {
   equivalence("tw, one table", g_tables + 4, 1, GS_SHARD_TW, 1, &adagrad, NULL);
   dp_paths(&adagrad);
   bitwise();
+  prefetch_same();
   bad_id();
+  bad_id_ahead();
   bad_plan();
   precision();
   return mrt_finish();
