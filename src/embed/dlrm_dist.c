@@ -619,10 +619,9 @@ static gs_status exchange_now(gs_dlrm_dist *d, const gs_dlrm_batch *b, gs_status
   return ids_unpack(d, d->rd, d->rc);
 }
 
-/* Starts next's exchange: its header now (small; a refusal on any rank is
- * kept for next's step, which returns it), its ids' all-to-allv left in
- * flight under the rest of this step. */
-static gs_status prefetch(gs_dlrm_dist *d, const gs_dlrm_batch *next) {
+/* Starts next's exchange with its header (small; a refusal on any rank is
+ * kept for next's step, which returns it); prefetch_ids sends the ids. */
+static gs_status prefetch_header(gs_dlrm_dist *d, const gs_dlrm_batch *next) {
   gs_status mine = check_local(d, next);
   d->next = next;
   d->nstatus = exchange_header(d, next, mine, d->nhdr_send, d->nhdr_recv);
@@ -630,6 +629,14 @@ static gs_status prefetch(gs_dlrm_dist *d, const gs_dlrm_batch *next) {
     gs__error_copy(d->nmsg, sizeof d->nmsg);
     return d->nstatus == GS_ERR_MPI ? d->nstatus : GS_OK; /* a transport error: now */
   }
+  return GS_OK;
+}
+
+/* next's ids' all-to-allv, left in flight: issued after this step's own
+ * exchanges, which the progress thread runs first. */
+static gs_status prefetch_ids(gs_dlrm_dist *d) {
+  const gs_dlrm_batch *next = d->next;
+  if (next == NULL || d->nstatus != GS_OK) return GS_OK;
   GS_CHECK(ids_pack(d, next, d->nhdr_send, d->nhdr_recv, &d->nid_send, &d->nid_send_cap,
                     &d->nid_recv, &d->nid_recv_cap, d->nsc, d->nsd, d->nrc, d->nrd));
   return gs_ialltoallv(d->comm, d->nid_send, d->nsc, d->nsd, d->nid_recv, d->nrc, d->nrd,
@@ -708,11 +715,12 @@ static gs_status a2a_floats(gs_dlrm_dist *d, const float *send, float *recv, int
 
 /* Owners pool; the vectors travel back; each rank assembles its pooled
  * matrix. Then the top of the model. */
-static gs_status dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *logits) {
+static gs_status dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *logits,
+                              int bottom_done) {
   size_t P = (size_t)d->size, me = (size_t)d->rank, n = b->n, N = d->N, D = d->D, T = d->T;
   size_t mine = d->count[me], Wm = d->W[me];
   double t0 = gs_now();
-  GS_CHECK(gs_dlrm_forward_bottom(d->m, b));
+  if (!bottom_done) GS_CHECK(gs_dlrm_forward_bottom(d->m, b));
   d->stats.mlp_s += gs_now() - t0;
 
   t0 = gs_now();
@@ -785,10 +793,17 @@ gs_status dlrm_dist_settle(gs_dlrm_dist *d) {
 /* The header, the ids (exchanged now, or under the step before) and the
  * forward: everything a step and an evaluation share. */
 static gs_status dist_begin(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *logits) {
-  int used;
+  /* b's ids sent ahead (and b checked then): its bottom MLP runs while
+   * they finish arriving. */
+  int early = d->next == b && d->nstatus == GS_OK, used;
+  if (early) {
+    double t0 = gs_now();
+    GS_CHECK(gs_dlrm_forward_bottom(d->m, b));
+    d->stats.mlp_s += gs_now() - t0;
+  }
   GS_CHECK(prefetched(d, b, &used));
   if (!used) GS_CHECK(exchange_now(d, b, check_local(d, b)));
-  return dist_forward(d, b, logits);
+  return dist_forward(d, b, logits, early);
 }
 
 gs_status gs_dlrm_dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *logits) {
@@ -909,8 +924,8 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
                     "next batch is this one");
   double t_start = gs_now();
   GS_CHECK(dist_begin(d, b, d->logits));
-  /* The next batch's ids travel under this step's backward. */
-  if (next) GS_CHECK(prefetch(d, next));
+  /* The next batch's header now, its ids under the embedding updates. */
+  if (next) GS_CHECK(prefetch_header(d, next));
   size_t P = (size_t)d->size, me = (size_t)d->rank, n = b->n, N = d->N, D = d->D, T = d->T;
   size_t mine = d->count[me], Wm = d->W[me];
 
@@ -960,6 +975,7 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
                                GS_ALGO_AUTO, &lr);
   if (st == GS_OK)
     st = a2a_floats(d, d->mine_pooled, d->own_pooled, half, half, &d->stats.grad_bytes);
+  if (st == GS_OK) st = prefetch_ids(d);
   if (st != GS_OK) {
     gs_wait(ar);
     if (lr) gs_wait(lr);
