@@ -375,6 +375,16 @@ static void plant_bad_id(gs_dlrm_batch *b, size_t n) {
   for (size_t i = 3; i <= n; i++) off[i]++;
 }
 
+/* The tables whole on ranks (tw), this rank's batch n: the bad-input
+ * cases' model (NULL after a failed check). */
+static gs_dlrm_dist *tw_model(gs_shard_plan **p) {
+  CHECK_ST(make_plan(g_tables, g_ntables, GS_SHARD_TW, 1, p), GS_OK);
+  gs_dlrm_config mc = model_config(g_tables, g_ntables, local_n(g_rank));
+  gs_dlrm_dist *d = NULL;
+  if (*p) CHECK_ST(gs_dlrm_dist_create(&mc, *p, g_comm, &d), GS_OK);
+  return d;
+}
+
 /* The bad batch sent ahead: the step that sends it succeeds everywhere; its
  * own step fails on every rank with the message naming the rank; then a
  * good batch steps. A prefetched batch never stepped (an evaluation, or
@@ -382,12 +392,8 @@ static void plant_bad_id(gs_dlrm_batch *b, size_t n) {
 static void bad_id_ahead(void) {
   begin_case("an id out of range in the batch sent ahead, %d ranks", g_size);
   gs_shard_plan *p = NULL;
-  CHECK_ST(make_plan(g_tables, g_ntables, GS_SHARD_TW, 1, &p), GS_OK);
-  size_t first = 0, n = local_n(g_rank);
-  size_t N = global_n(g_size, &first);
-  gs_dlrm_config mc = model_config(g_tables, g_ntables, n);
-  gs_dlrm_dist *d = NULL;
-  CHECK_ST(gs_dlrm_dist_create(&mc, p, g_comm, &d), GS_OK);
+  size_t first = 0, n = local_n(g_rank), N = global_n(g_size, &first);
+  gs_dlrm_dist *d = tw_model(&p);
   gs_dlrm_batch a, b;
   CHECK_ST(gs_dlrm_batch_alloc(&a, n, 4, g_ntables, 3 * n), GS_OK);
   CHECK_ST(gs_dlrm_batch_alloc(&b, n, 4, g_ntables, 3 * n), GS_OK);
@@ -431,12 +437,8 @@ static void bad_id_ahead(void) {
 static void bad_id(void) {
   begin_case("an id out of range on one rank, %d ranks", g_size);
   gs_shard_plan *p = NULL;
-  CHECK_ST(make_plan(g_tables, g_ntables, GS_SHARD_TW, 1, &p), GS_OK);
-  size_t first = 0, n = local_n(g_rank);
-  size_t N = global_n(g_size, &first);
-  gs_dlrm_config mc = model_config(g_tables, g_ntables, n);
-  gs_dlrm_dist *d = NULL;
-  CHECK_ST(gs_dlrm_dist_create(&mc, p, g_comm, &d), GS_OK);
+  size_t first = 0, n = local_n(g_rank), N = global_n(g_size, &first);
+  gs_dlrm_dist *d = tw_model(&p);
   gs_dlrm_batch b;
   CHECK_ST(gs_dlrm_batch_alloc(&b, n, 4, g_ntables, 3 * n), GS_OK);
   gs_dlrm_optim opt = {0.1f, {GS_EMBED_ROWWISE_ADAGRAD, 0.05f, 1e-8f}};
