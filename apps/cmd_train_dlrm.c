@@ -32,7 +32,7 @@ static void usage(FILE *f) {
     "  --a2a-precision P   fp32 (default), fp16 (fp16 forward, bf16 backward)\n"
     "                      or bf16: the pooled vectors' all-to-alls\n"
     "  --no-prefetch       send each step's ids at its start, not under the\n"
-    "                      step before's backward\n"
+    "                      step before's embedding updates\n"
     "  --batch B           samples per rank and step (default 256)\n"
     "  --global-batch G    G samples a step over all ranks instead (G / ranks\n"
     "                      each): a run resumed on another world size keeps it\n"

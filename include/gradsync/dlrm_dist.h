@@ -84,8 +84,8 @@ void gs_dlrm_dist_set_precision(gs_dlrm_dist *d, gs_dlrm_a2a_precision p);
 gs_status gs_dlrm_dist_train_step(gs_dlrm_dist *d, const gs_dlrm_batch *b,
                                   const gs_dlrm_optim *opt, double *loss, float *logits);
 /* The same step, which also sends the next batch's ids to their owners
- * under its backward (next: the batch of this rank's next step, on every
- * rank or on none; NULL: no prefetch). next must stay unchanged until it is
+ * under its embedding updates (next: the batch of this rank's next step,
+ * on every rank or on none; NULL: no prefetch). next must stay unchanged until it is
  * stepped; the next step given another batch (or an evaluation) waits for
  * the exchange and drops it. A batch of next refused on any rank (an id out
  * of range, a bad size) does not fail this step: next's own step returns
@@ -142,7 +142,7 @@ typedef struct gs_dlrm_train_config {
   const char *plan_file;      /* a saved plan instead (gs_shard_plan_load), or NULL */
   gs_dlrm_a2a_precision precision;
   int no_prefetch;            /* 1: no step sends the next one's ids under its
-                               * backward (gs_dlrm_dist_train_step_next) */
+                               * updates (gs_dlrm_dist_train_step_next) */
   size_t batch;               /* per rank and step */
   int epochs;
   size_t steps;               /* per epoch (the training set: steps x ranks x batch) */
