@@ -25,8 +25,13 @@
 # 10.214.X.0/24 with X free among this machine's addresses; the bridge is .1
 # and host i is .(i+2). Each sshd listens on its host's address only, with a
 # host key, authorised key and configuration of DIR's own (root may log in
-# with the key; PAM and passwords off), and logs to DIR/sshd.<i>.log. Needs
-# root, ip (iproute2), sshd (openssh-server) and ssh-keygen.
+# with the key; PAM and passwords off), and logs to DIR/sshd.<i>.log. Its
+# sessions start with SHLVL=1, so that the login's bash does not read the
+# user's ~/.bashrc (bash reads it for a command over ssh only at the first
+# shell level): a host's ranks start the same whatever that file does, and
+# a start-up that hangs there (pyenv's rehash lock, left behind by a login
+# killed with its host, made every later login wait) cannot stall them.
+# Needs root, ip (iproute2), sshd (openssh-server) and ssh-keygen.
 set -euo pipefail
 
 die() { echo "emulated-hosts: $*" >&2; exit 2; }
@@ -143,6 +148,7 @@ UsePAM no
 X11Forwarding no
 PrintMotd no
 LogLevel ERROR
+SetEnv SHLVL=1
 EOF
     "$ip_exe" netns exec "$ns" "$sshd_exe" -f "$dir/sshd_config.$i" -E "$dir/sshd.$i.log"
     list+="${list:+,}$addr:1"
