@@ -31,6 +31,11 @@
 # shell level): a host's ranks start the same whatever that file does, and
 # a start-up that hangs there (pyenv's rehash lock, left behind by a login
 # killed with its host, made every later login wait) cannot stall them.
+# Each host's Open MPI daemon also gets a session directory of its own
+# (DIR/tmp.<i>) and no shared-memory topology: the hosts share one /tmp and
+# one hostname, and daemons started at the same moment raced there (orted
+# crashed in hwloc_shmem_topology_write, or found its session directory
+# "exists"; 1 launch in 10 once logins stopped waiting on .bashrc).
 # Needs root, ip (iproute2), sshd (openssh-server) and ssh-keygen.
 set -euo pipefail
 
@@ -134,6 +139,7 @@ EOF
       "$tc_exe" -n "$ns" qdisc add dev gsh0 root tbf rate "$rate" burst 18000 latency 10ms
       "$tc_exe" qdisc add dev "$port" root tbf rate "$rate" burst 18000 latency 10ms
     fi
+    mkdir -p "$dir/tmp.$i"
     cat > "$dir/sshd_config.$i" <<EOF
 ListenAddress $addr
 HostKey $dir/host_key
@@ -148,7 +154,7 @@ UsePAM no
 X11Forwarding no
 PrintMotd no
 LogLevel ERROR
-SetEnv SHLVL=1
+SetEnv SHLVL=1 "OMPI_MCA_orte_tmpdir_base=$dir/tmp.$i" OMPI_MCA_rtc_hwloc_vmhole=none
 EOF
     "$ip_exe" netns exec "$ns" "$sshd_exe" -f "$dir/sshd_config.$i" -E "$dir/sshd.$i.log"
     list+="${list:+,}$addr:1"
