@@ -340,11 +340,14 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
       if (!filled)
         GS_CHECK_GOTO(fill_agreed(comm, &src, (s * P + rank) * B, B, cur, "DLRM training data"),
                       st, out);
-      /* The next step's ids go out under this step's backward, unless an
+      /* A commit point after this step (the epoch's last step commits
+       * after the evaluation). */
+      size_t gstep = (size_t)(e - 1) * cfg->steps + s + 1;
+      int stop = cfg->stop_at_step == gstep;
+      int point = cfg->commit_every && gstep % cfg->commit_every == 0;
+      /* The next step's ids go out under this step's updates, unless an
        * evaluation or a commit comes between. */
-      size_t g1 = (size_t)(e - 1) * cfg->steps + s + 1;
-      int ahead = !cfg->no_prefetch && s + 1 < cfg->steps && cfg->stop_at_step != g1 &&
-                  !(ck && cfg->commit_every && g1 % cfg->commit_every == 0);
+      int ahead = !cfg->no_prefetch && s + 1 < cfg->steps && !(ck && (stop || point));
       if (ahead)
         GS_CHECK_GOTO(fill_agreed(comm, &src, ((s + 1) * P + rank) * B, B, nxt,
                                   "DLRM training data"), st, out);
@@ -361,11 +364,6 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
       gs_dlrm_train_event se = {.kind = GS_DLRM_EV_STEP, .epoch = e, .step = s + 1,
                                 .steps = cfg->steps, .loss = loss};
       emit(cb, user, &se);
-      /* Commits between steps; the epoch's last step commits after the
-       * evaluation. */
-      size_t gstep = (size_t)(e - 1) * cfg->steps + s + 1;
-      int stop = cfg->stop_at_step == gstep;
-      int point = cfg->commit_every && gstep % cfg->commit_every == 0;
       if (ck && s + 1 < cfg->steps && point && !stop)
         GS_CHECK_GOTO(agree_stop(comm, &stop), st, out);
       if (ck && s + 1 < cfg->steps && (stop || point)) {
