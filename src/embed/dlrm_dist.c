@@ -713,17 +713,19 @@ static gs_status a2a_floats(gs_dlrm_dist *d, const float *send, float *recv, int
   return GS_OK;
 }
 
-/* Owners pool; the vectors travel back; each rank assembles its pooled
- * matrix. Then the top of the model. */
-static gs_status dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *logits,
-                              int bottom_done) {
+static gs_status forward_bottom(gs_dlrm_dist *d, const gs_dlrm_batch *b) {
+  double t0 = gs_now();
+  GS_CHECK(gs_dlrm_forward_bottom(d->m, b));
+  d->stats.mlp_s += gs_now() - t0;
+  return GS_OK;
+}
+
+/* After the bottom MLP: owners pool; the vectors travel back; each rank
+ * assembles its pooled matrix. Then the top of the model. */
+static gs_status dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *logits) {
   size_t P = (size_t)d->size, me = (size_t)d->rank, n = b->n, N = d->N, D = d->D, T = d->T;
   size_t mine = d->count[me], Wm = d->W[me];
   double t0 = gs_now();
-  if (!bottom_done) GS_CHECK(gs_dlrm_forward_bottom(d->m, b));
-  d->stats.mlp_s += gs_now() - t0;
-
-  t0 = gs_now();
   size_t own, sum_w = 0;
   for (size_t k = 0; k < P; k++) sum_w += d->W[k];
   GS_CHECK(gs_mul_size(N, Wm, &own));
@@ -796,14 +798,11 @@ static gs_status dist_begin(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *logi
   /* b's ids sent ahead (and b checked then): its bottom MLP runs while
    * they finish arriving. */
   int early = d->next == b && d->nstatus == GS_OK, used;
-  if (early) {
-    double t0 = gs_now();
-    GS_CHECK(gs_dlrm_forward_bottom(d->m, b));
-    d->stats.mlp_s += gs_now() - t0;
-  }
+  if (early) GS_CHECK(forward_bottom(d, b));
   GS_CHECK(prefetched(d, b, &used));
   if (!used) GS_CHECK(exchange_now(d, b, check_local(d, b)));
-  return dist_forward(d, b, logits, early);
+  if (!early) GS_CHECK(forward_bottom(d, b));
+  return dist_forward(d, b, logits);
 }
 
 gs_status gs_dlrm_dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *logits) {
