@@ -382,9 +382,7 @@ gs_status gs_dlrm_forward_embed(gs_dlrm *m, const gs_dlrm_batch *b) {
                     "forward of the same batch", b->n);
   size_t stride = m->T * m->D;
   for (size_t t = 0; t < m->T; t++) {
-    gs_embed_bags bags = b->bags[t];
-    bags.nbags = b->n;
-    bags.first_sample = b->first_sample;
+    gs_embed_bags bags = dlrm_batch_bags(b, t);
     GS_CHECK(gs_embed_forward(&m->tables[t], &bags, GS_EMBED_SUM, m->pooled, stride, t * m->D));
   }
   m->have_pooled = 1;
@@ -520,9 +518,7 @@ gs_status gs_dlrm_update_embed(gs_dlrm *m, const gs_dlrm_batch *b, const gs_embe
                     "the same batch", b->n);
   size_t stride = m->T * m->D;
   for (size_t t = 0; t < m->T; t++) {
-    gs_embed_bags bags = b->bags[t];
-    bags.nbags = b->n;
-    bags.first_sample = b->first_sample;
+    gs_embed_bags bags = dlrm_batch_bags(b, t);
     GS_CHECK(gs_embed_backward_update(&m->tables[t], &bags, GS_EMBED_SUM, m->dpooled, stride,
                                       t * m->D, opt, &m->work));
   }

@@ -440,9 +440,7 @@ static gs_status check_local(const gs_dlrm_dist *d, const gs_dlrm_batch *b) {
   static float no_weights; /* gs_embed_check reads only the shape */
   for (size_t t = 0; t < d->T; t++) {
     gs_embed_table whole = {d->names[t], &no_weights, NULL, d->rows[t], d->D};
-    gs_embed_bags bags = b->bags[t];
-    bags.nbags = b->n;
-    bags.first_sample = b->first_sample;
+    gs_embed_bags bags = dlrm_batch_bags(b, t);
     if (bags.ids64)
       return gs_error(GS_ERR_UNSUPPORTED, "DLRM step on rank %d: table '%s' has int64 ids "
                       "(the exchange carries int32)", d->rank, d->names[t]);
@@ -740,9 +738,7 @@ static gs_status dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *lo
   float *pooled = gs_dlrm_pooled(d->m);
   for (int j = 0; j < d->ndp; j++) {
     size_t t = (size_t)d->dp_table[j];
-    gs_embed_bags bags = b->bags[t];
-    bags.nbags = n;
-    bags.first_sample = b->first_sample;
+    gs_embed_bags bags = dlrm_batch_bags(b, t);
     GS_CHECK(gs_embed_forward(&d->local[mine + (size_t)j], &bags, GS_EMBED_SUM, pooled, T * D,
                               t * D));
   }
@@ -901,9 +897,7 @@ static gs_status fuse_grads(gs_dlrm_dist *d, const gs_dlrm_batch *b) {
   for (int j = 0; j < d->ndp; j++) {
     if (!d->dp_dense[j]) continue;
     size_t t = (size_t)d->dp_table[j];
-    gs_embed_bags bags = b->bags[t];
-    bags.nbags = b->n;
-    bags.first_sample = b->first_sample;
+    gs_embed_bags bags = dlrm_batch_bags(b, t);
     GS_CHECK(gs_embed_backward_dense(&d->local[mine + (size_t)j], &bags, GS_EMBED_SUM, dpooled,
                                      T * D, t * D, d->fused + d->dense_at[j]));
   }

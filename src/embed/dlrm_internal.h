@@ -45,6 +45,15 @@ static inline double dlrm_gauss(uint64_t *state) {
 
 #include "gradsync/dlrm.h"
 
+/* Table t's bags of batch b, as the embedding kernels take them: b's
+ * samples, numbered from b->first_sample in messages. */
+static inline gs_embed_bags dlrm_batch_bags(const gs_dlrm_batch *b, size_t t) {
+  gs_embed_bags bags = b->bags[t];
+  bags.nbags = b->n;
+  bags.first_sample = b->first_sample;
+  return bags;
+}
+
 /* gs_dlrm_create; with_tables 0 leaves every table's weights and state
  * NULL (their shards live elsewhere): forward_embed and update_embed then
  * refuse, and the caller fills gs_dlrm_pooled and calls dlrm_mark_pooled. */
