@@ -162,17 +162,19 @@ with open(path, "w") as f:
 PY
 }
 
-# bench_tag_json KEY VALUE: copies the JSON-object lines of stdin to stdout,
-# each with "KEY": "VALUE" added (a driver's loop variable, such as the link
-# rate, which the program does not know); other lines are dropped.
+# bench_tag_json KEY VALUE [KEY VALUE...]: copies the JSON-object lines of
+# stdin to stdout, each with "KEY": "VALUE" added (a driver's loop
+# variables, such as the link rate, which the program does not know); other
+# lines are dropped.
 bench_tag_json() {
   python3 -c '
 import json, sys
+tags = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 for line in sys.stdin:
     if line.startswith("{"):
         row = json.loads(line)
-        row[sys.argv[1]] = sys.argv[2]
-        print(json.dumps(row), flush=True)' "$1" "$2"
+        row.update(tags)
+        print(json.dumps(row), flush=True)' "$@"
 }
 
 # bench_quote COMMAND...: prints COMMAND quoted as a shell would need it (for

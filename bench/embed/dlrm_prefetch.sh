@@ -33,18 +33,8 @@ for ((r = 1; r <= rounds; r++)); do
       echo "== round $r/$rounds: $n nodes at $net, $m ($(date +%T))" >&2
       extra=()
       [ "$m" = none ] && extra=(--no-prefetch)
-      "$gs" run -np "$n" --net "$net" -- "${argv[@]}" "${extra[@]}" >"$out.run"
-      python3 - "$out.run" "$m" "$n" "$net" "$r" >>"$out" <<'PY'
-import json, sys
-f, mode, n, net, r = sys.argv[1:]
-for line in open(f):
-    if line.startswith("{"):
-        row = json.loads(line)
-        if "epoch" in row:
-            row.update(bench_mode=mode, bench_nodes=int(n), bench_net=net, bench_round=int(r))
-            print(json.dumps(row))
-PY
-      rm -f "$out.run"
+      "$gs" run -np "$n" --net "$net" -- "${argv[@]}" "${extra[@]}" | grep '^{"epoch"' |
+        bench_tag_json bench_mode "$m" bench_nodes "$n" bench_net "$net" bench_round "$r" >>"$out"
     done
   done
 done
@@ -69,7 +59,7 @@ lines = []
 for key in dict.fromkeys((r["bench_nodes"], r["bench_net"]) for r in rows):
     by = {(r["bench_mode"], r["bench_round"]): r for r in rows
           if (r["bench_nodes"], r["bench_net"]) == key}
-    rounds = sorted({k[1] for k in by})
+    rounds = sorted({k[1] for k in by}, key=int)
     sp = [by[("prefetch", k)]["samples_per_s"] for k in rounds if ("prefetch", k) in by]
     sn = [by[("none", k)]["samples_per_s"] for k in rounds if ("none", k) in by]
     ratios = [by[("prefetch", k)]["samples_per_s"] / by[("none", k)]["samples_per_s"]
