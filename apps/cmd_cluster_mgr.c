@@ -60,6 +60,10 @@ static void serve_usage(FILE *f) {
       "  --spool DIR      where requests, the journal and the jobs live\n"
       "  --interval S     a policy round at least every S seconds (default 10)\n"
       "  --restart-budget K  a job's restarts before it is failed (default 3)\n"
+      "  --restart-penalty S  what the policies charge a resize's restart: goodput\n"
+      "                   grows a job only when that pays back, dorm prices it\n"
+      "                   against the job's remaining time (default 30; 0: none,\n"
+      "                   dorm's objective as Dorm's paper has it)\n"
       "  --commit-every N  gradsync train jobs commit every N steps (default 20)\n"
       "  --discover-every S  the jobs' discovery period (default 1)\n"
       "  --ssh-config FILE  the jobs' ssh configuration (with --nodes)\n"
@@ -150,7 +154,7 @@ static int cmd_serve(int argc, char **argv) {
   const char *nodes_file = NULL, *policy = "static", *ssh_config = NULL, *iface = NULL,
              *mpirun = NULL, *rate = NULL, *spool_arg = NULL;
   int emulated = 0, restart_budget = 3, commit_every = 20;
-  double interval = 10, discover_every = 1, node_cpus = 0;
+  double interval = 10, discover_every = 1, node_cpus = 0, restart_penalty = 30;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has = i + 1 < argc;
@@ -192,6 +196,13 @@ static int cmd_serve(int argc, char **argv) {
     } else if (strcmp(a, "--node-cpus") == 0) {
       if (!has || cli_parse_double(argv[i + 1], 0.01, 4096, &node_cpus) != 0) {
         cli_error("cluster serve", "--node-cpus needs cores from 0.01 to 4096 (got '%s')",
+                  has ? argv[i + 1] : "");
+        return 2;
+      }
+      i++;
+    } else if (strcmp(a, "--restart-penalty") == 0) {
+      if (!has || cli_parse_double(argv[i + 1], 0, 86400, &restart_penalty) != 0) {
+        cli_error("cluster serve", "--restart-penalty needs seconds from 0 to 86400 (got '%s')",
                   has ? argv[i + 1] : "");
         return 2;
       }
@@ -298,7 +309,7 @@ static int cmd_serve(int argc, char **argv) {
       .interval_s = interval, .restart_budget = restart_budget, .gradsync_exe = self,
       .mpirun = mpirun, .ssh_config = ssh_config, .iface = iface,
       .discover_every_s = discover_every, .commit_every = commit_every, .stop = &serve_stop,
-      .on_log = serve_log};
+      .on_log = serve_log, .restart_penalty_s = restart_penalty > 0 ? restart_penalty : -1};
   char err[1024] = "";
   int rc = gs_cluster_serve(&c, err, sizeof err);
   if (rc == 2) cli_error("cluster serve", "%s", err);

@@ -61,6 +61,9 @@ typedef struct gs_cluster_serve_config {
   volatile sig_atomic_t *stop;    /* the manager returns once *stop is non-zero */
   void (*on_log)(const char *line, void *user);
   void *user;
+  double restart_penalty_s;       /* what the policies charge a resize's restart (goodput's
+                                     payback, dorm's price): 0 the policies' default (30 s),
+                                     < 0 none (dorm: Dorm's own objective) */
 } gs_cluster_serve_config;
 
 /* Whether this build knows policy name (gs_cluster_allocate's names). */

@@ -1121,6 +1121,8 @@ static int policy_round(mgr *m) {
   gs_cluster_policy_opts opts;
   gs_cluster_policy_defaults(&opts);
   if (c->interval_s > 0) opts.interval_s = c->interval_s;
+  if (c->restart_penalty_s != 0) /* < 0: none */
+    opts.restart_penalty_s = c->restart_penalty_s > 0 ? c->restart_penalty_s : 0;
   gs_cluster_policy_report rep;
   char why[512];
   int rc = 0;

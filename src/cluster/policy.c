@@ -39,7 +39,8 @@ int gs_cluster_policy_known(const char *name) {
 }
 
 int gs_cluster_policy_reads_progress(const char *name) {
-  return name != NULL && strcmp(name, "goodput") == 0;
+  /* dorm prices a restart against a job's remaining time */
+  return name != NULL && (strcmp(name, "goodput") == 0 || strcmp(name, "dorm") == 0);
 }
 
 const char *gs_cluster_policy_names(void) { return "static, dorm, goodput"; }
@@ -129,6 +130,28 @@ double gs_cluster_speed(const gs_cluster_job *j, int n) {
   return j->speed != NULL ? j->speed[n] : (double)n;
 }
 
+double gs_cluster_remaining_s(const gs_cluster_job *j, int n, double otherwise) {
+  double sp = gs_cluster_speed(j, n);
+  if (j->work > 0 && j->progress >= 0 && j->progress <= 1 && sp > 0)
+    return j->work * (1 - j->progress) / sp;
+  return otherwise;
+}
+
+double gs_cluster_dorm_restart_price(const gs_cluster_job *j, int nodes,
+                                     const gs_cluster_policy_opts *o) {
+  if (j->cur_nodes <= 0 || nodes <= 0 || !(o->restart_penalty_s > 0)) return 0;
+  double h = gs_cluster_remaining_s(j, j->cur_nodes, o->interval_s > 0 ? o->interval_s : 60);
+  if (!(h >= 1)) h = 1; /* a job at its end: every resize costs its partition's P s */
+  return o->restart_penalty_s / (nodes * h);
+}
+
+double gs_cluster_dorm_adjust_cost(const gs_cluster_job *j, int x, int nodes,
+                                   const gs_cluster_policy_opts *o) {
+  if (j->cur_nodes <= 0 || x == j->cur_nodes) return 0;
+  int idle = x > j->cur_nodes ? x : j->cur_nodes;
+  return o->adjust_weight + gs_cluster_dorm_restart_price(j, nodes, o) * idle;
+}
+
 /* Water-filling order: the job whose cap is reached first (max/w smallest). */
 static const gs_cluster_job *fair_jobs;
 static int cmp_cap_per_weight(const void *a, const void *b) {
@@ -184,10 +207,10 @@ double gs_cluster_dorm_objective(const gs_cluster_job *jobs, int njobs, int node
   double used = 0, changes = 0;
   for (int i = 0; i < njobs; i++) {
     used += sizes[i];
-    if (jobs[i].cur_nodes > 0 && sizes[i] != jobs[i].cur_nodes) changes += 1;
+    changes += gs_cluster_dorm_adjust_cost(&jobs[i], sizes[i], nodes, o);
   }
   return used / nodes - o->fairness_weight * gs_cluster_fairness_loss(sizes, share, njobs, nodes) -
-         o->adjust_weight * changes;
+         changes;
 }
 
 static double now_ms(void) {

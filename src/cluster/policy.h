@@ -81,10 +81,10 @@ int gs_cluster_allocate(const char *name, const gs_cluster_job *jobs, int njobs,
                         const gs_cluster_policy_opts *opts, int *sizes,
                         gs_cluster_policy_report *rep, char *err, size_t errlen);
 int gs_cluster_policy_known(const char *name);
-/* Whether a policy's answer depends on the jobs' progress (goodput: the
- * restart's payback): static's and dorm's depend only on the jobs, their
- * sizes and the pool, so a periodic round with nothing else changed would
- * repeat the last answer. */
+/* Whether a policy's answer depends on the jobs' progress (goodput's and
+ * dorm's: a restart weighed against the remaining time): static's depends
+ * only on the jobs, their sizes and the pool, so a periodic round with
+ * nothing else changed would repeat the last answer. */
 int gs_cluster_policy_reads_progress(const char *name);
 /* The policies' names, "static, dorm, goodput", for messages. */
 const char *gs_cluster_policy_names(void);
@@ -104,16 +104,38 @@ void gs_cluster_fair_share(const gs_cluster_job *jobs, int njobs, int nodes, dou
 double gs_cluster_fairness_loss(const int *sizes, const double *share, int njobs, int nodes);
 
 /* Dorm's objective for sizes (see policy_dorm.c):
- *   U - fairness_weight * F - adjust_weight * C
- * U = sum x_i / nodes, F the fairness loss above, C the number of running
- * jobs whose size changes. The MILP maximises it; tests evaluate it
- * directly on every allocation. */
+ *   U - fairness_weight * F - C
+ * U = sum x_i / nodes, F the fairness loss above, C the sum of the running
+ * jobs' adjustment costs (gs_cluster_dorm_adjust_cost). The MILP maximises
+ * it; tests evaluate it directly on every allocation. */
 double gs_cluster_dorm_objective(const gs_cluster_job *jobs, int njobs, int nodes,
                                  const gs_cluster_policy_opts *o, const double *share,
                                  const int *sizes);
 
 /* A job's speed on n nodes (speed[n], or n with speed NULL), n in 0..max. */
 double gs_cluster_speed(const gs_cluster_job *j, int n);
+
+/* A job's remaining time on n nodes, work * (1 - progress) / speed(n), when
+ * its work, progress and that speed are known; `otherwise` when not. The
+ * horizon over which goodput and dorm weigh a resize against its restart. */
+double gs_cluster_remaining_s(const gs_cluster_job *j, int n, double otherwise);
+
+/* dorm's price of a resize's restart, per node, in the objective's units:
+ * P / (nodes * H), P = restart_penalty_s and H the running job's remaining
+ * time at its current size (gs_cluster_remaining_s; interval_s when not
+ * known, 60 s when that is 0; at least 1 s). 0 for a job not running or
+ * with P = 0 (Dorm's own objective, a constant adjustment weight alone). */
+double gs_cluster_dorm_restart_price(const gs_cluster_job *j, int nodes,
+                                     const gs_cluster_policy_opts *o);
+
+/* dorm's cost of giving running job j x nodes instead of its cur_nodes:
+ * 0 when x == cur_nodes (or the job is not running), else adjust_weight +
+ * price * max(cur_nodes, x): a resize idles the larger of the two
+ * partitions for the restart (the job checkpoints and relaunches; the nodes
+ * it gives up are free only once it has relaunched), which over the horizon
+ * H is that many node-seconds of utilisation lost. */
+double gs_cluster_dorm_adjust_cost(const gs_cluster_job *j, int x, int nodes,
+                                   const gs_cluster_policy_opts *o);
 
 /* A speed curve fitted to speeds r[k] measured on n[k] nodes (k < npts;
  * repeated sizes allowed): Optimus's model 1/speed(n) = th0 + th1/n +

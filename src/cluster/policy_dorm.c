@@ -15,16 +15,25 @@
  *     F = sum_i |x_i - f_i| / N               fairness loss: the jobs' total
  *                                             deviation from their fair shares
  *                                             (Dorm's Eq. 2, sum |s_i - s_i*|)
- *     C = sum_{i running} [x_i != c_i]        adjustments: running jobs whose
- *                                             partition changes (each is a
+ *     C = sum_{i running, x_i != c_i}         adjustments: running jobs whose
+ *           (b + k_i max(c_i, x_i))           partition changes (each is a
  *                                             checkpoint and a relaunch)
+ *     k_i = P / (N H_i)                       the restart's price per node
  *
  * subject to sum_i x_i <= N, where a = fairness_weight and b =
  * adjust_weight. Dorm bounds the adjustment overhead with a constraint and
  * trades utilisation against fairness with weights; here both costs are in
  * the objective, so that one solve both trades them and stays feasible.
+ * Beyond Dorm, a resize is priced by what it costs: the job's larger
+ * partition idles for the restart, P = restart_penalty_s seconds, and U is
+ * a utilisation over the horizon H_i, the job's remaining time at its size
+ * (interval_s when not known), so P max(c_i, x_i) node-seconds lost are
+ * k_i max(c_i, x_i) of U (gs_cluster_dorm_adjust_cost). A job near its end
+ * is left alone; a long one is resized when the utilisation and fairness
+ * it gains outweigh its restart. With P = 0 the objective is Dorm's.
  * Linearisation: |x_i - f_i| <= d_i by two rows (and a chord cut, below); [x_i != c_i] <= y_i
- * (binary) by |x_i - c_i| <= M y_i; x_i in {0} or [min_i, max_i] by a binary
+ * (binary) by |x_i - c_i| <= M y_i, max(c_i, x_i) = c_i y_i + g_i with
+ * g_i >= x_i - c_i, g_i >= 0; x_i in {0} or [min_i, max_i] by a binary
  * r_i with min_i r_i <= x_i <= max_i r_i (only where min_i > 1).
  *
  * GLPK's branch and cut (glp_intopt) solves it within time_limit_s; the
@@ -64,7 +73,7 @@ typedef struct dorm_model {
   int n, nodes;
   const gs_cluster_policy_opts *o;
   const double *share;
-  int *col_x, *col_r, *col_d, *col_y; /* GLPK column of each job's variable; 0 = none */
+  int *col_x, *col_r, *col_d, *col_y, *col_g; /* GLPK column of each job's variable; 0 = none */
   int ncols;
   const int *start;  /* the greedy allocation (the first incumbent) */
   double gap;        /* last gap GLPK reported (DBL_MAX before an incumbent) */
@@ -74,9 +83,8 @@ typedef struct dorm_model {
 /* A job's part of the objective at size x. */
 static double job_gain(const dorm_model *m, int i, int x) {
   const gs_cluster_job *j = &m->jobs[i];
-  double g = (x - m->o->fairness_weight * fabs(x - m->share[i])) / m->nodes;
-  if (j->cur_nodes > 0 && x != j->cur_nodes) g -= m->o->adjust_weight;
-  return g;
+  return (x - m->o->fairness_weight * fabs(x - m->share[i])) / m->nodes -
+         gs_cluster_dorm_adjust_cost(j, x, m->nodes, m->o);
 }
 
 static int job_cap(const dorm_model *m, int i) {
@@ -318,8 +326,13 @@ static int breakpoint_programme(const dorm_model *m, const int *order, int *x) {
       if (s1 > s2 || s1 > N) continue;
       double mid = 0.5 * (s1 + s2), sign = mid > m->share[i] ? 1 : -1;
       double beta = (1 - m->o->fairness_weight * sign) / N;
-      double alpha = m->o->fairness_weight * sign * m->share[i] / N -
-                     (j->cur_nodes > 0 ? m->o->adjust_weight : 0);
+      double alpha = m->o->fairness_weight * sign * m->share[i] / N;
+      if (j->cur_nodes > 0) { /* a resize (c is a breakpoint): its restart on max(c, s) */
+        double k = gs_cluster_dorm_restart_price(j, N, m->o);
+        alpha -= m->o->adjust_weight;
+        if (mid > j->cur_nodes) beta -= k;
+        else alpha -= k * j->cur_nodes;
+      }
       int head = 0, tail = 0;
       for (int c = s1; c <= N; c++) {
         int u = c - s1; /* the window's new right end */
@@ -367,6 +380,7 @@ static void solution_vector(const dorm_model *m, const int *x, double *v) {
     if (m->col_r[i]) v[m->col_r[i]] = x[i] > 0;
     v[m->col_d[i]] = fabs(x[i] - m->share[i]);
     if (m->col_y[i]) v[m->col_y[i]] = x[i] != m->jobs[i].cur_nodes;
+    if (m->col_g[i]) v[m->col_g[i]] = x[i] > m->jobs[i].cur_nodes ? x[i] - m->jobs[i].cur_nodes : 0;
   }
 }
 
@@ -404,7 +418,7 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
   int n = njobs;
   if (njobs <= 0) return 0;
   double *share = malloc((size_t)n * sizeof *share);
-  int *cols = calloc((size_t)n * 4, sizeof *cols);
+  int *cols = calloc((size_t)n * 5, sizeof *cols);
   int *start = malloc((size_t)n * sizeof *start);
   int *ia = NULL, *ja = NULL;
   double *ar = NULL;
@@ -418,7 +432,8 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
   gs_cluster_fair_share(jobs, n, nodes, share);
   dorm_model m = {.jobs = jobs, .n = n, .nodes = nodes, .o = o, .share = share,
                   .col_x = cols, .col_r = cols + n, .col_d = cols + 2 * n,
-                  .col_y = cols + 3 * n, .start = start, .gap = DBL_MAX};
+                  .col_y = cols + 3 * n, .col_g = cols + 4 * n, .start = start,
+                  .gap = DBL_MAX};
   int exact = 0;
   if ((o->dorm_start != 0 && o->dorm_start != 3) || dynamic_programme(&m, start, &exact) != 0)
     greedy(&m, start);
@@ -447,16 +462,23 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
     m.col_d[i] = c;
     glp_set_col_bnds(P, c, GLP_LO, 0, 0);
     glp_set_obj_coef(P, c, -o->fairness_weight / nodes);
-    if (j->cur_nodes > 0) {
+    if (j->cur_nodes > 0) { /* the adjustment: y = [x != c], g >= x - c (growth) */
+      double k = gs_cluster_dorm_restart_price(j, nodes, o);
       c = glp_add_cols(P, 1);
       m.col_y[i] = c;
       glp_set_col_kind(P, c, GLP_BV);
-      glp_set_obj_coef(P, c, -o->adjust_weight);
+      glp_set_obj_coef(P, c, -(o->adjust_weight + k * j->cur_nodes));
+      if (k > 0) {
+        c = glp_add_cols(P, 1);
+        m.col_g[i] = c;
+        glp_set_col_bnds(P, c, GLP_LO, 0, 0);
+        glp_set_obj_coef(P, c, -k);
+      }
     }
   }
   m.ncols = glp_get_num_cols(P);
-  /* Rows: at most 1 + 7 per job, at most 2 entries each but the capacity row. */
-  size_t cap_entries = (size_t)n * 15 + 2;
+  /* Rows: at most 1 + 8 per job, at most 2 entries each but the capacity row. */
+  size_t cap_entries = (size_t)n * 17 + 2;
   ia = malloc(cap_entries * sizeof *ia);
   ja = malloc(cap_entries * sizeof *ja);
   ar = malloc(cap_entries * sizeof *ar);
@@ -509,6 +531,12 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
       glp_set_row_bnds(P, row, GLP_LO, j->cur_nodes, 0);
       ENTRY(row, m.col_x[i], 1.0);
       ENTRY(row, m.col_y[i], big);
+    }
+    if (m.col_g[i]) { /* x - g <= c: g is the growth, priced per node */
+      row = glp_add_rows(P, 1);
+      glp_set_row_bnds(P, row, GLP_UP, 0, j->cur_nodes);
+      ENTRY(row, m.col_x[i], 1.0);
+      ENTRY(row, m.col_g[i], -1.0);
     }
   }
 #undef ENTRY

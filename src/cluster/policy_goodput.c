@@ -165,11 +165,7 @@ int gs_cluster_policy_goodput(const gs_cluster_job *jobs, int njobs, int nodes,
     s.base[i] = gs_cluster_speed(j, j->min_nodes);
     s.cap[i] = j->max_nodes < nodes ? j->max_nodes : nodes;
     int at = j->cur_nodes > 0 ? j->cur_nodes : j->min_nodes;
-    double sp = gs_cluster_speed(j, at);
-    if (j->work > 0 && j->progress >= 0 && j->progress <= 1 && sp > 0)
-      s.remain[i] = j->work * (1 - j->progress) / sp;
-    else
-      s.remain[i] = j->cur_nodes > 0 ? interval : INFINITY;
+    s.remain[i] = gs_cluster_remaining_s(j, at, j->cur_nodes > 0 ? interval : INFINITY);
     sizes[i] = 0;
     order[i] = i;
   }
@@ -177,10 +173,7 @@ int gs_cluster_policy_goodput(const gs_cluster_job *jobs, int njobs, int nodes,
    * preempted job pays to resume); unknown without work and progress. */
   for (int i = 0; i < n; i++) {
     const gs_cluster_job *j = &jobs[i];
-    double sp = gs_cluster_speed(j, j->min_nodes);
-    akey[i] = j->work > 0 && j->progress >= 0 && j->progress <= 1 && sp > 0
-                  ? j->work * (1 - j->progress) / sp
-                  : INFINITY;
+    akey[i] = gs_cluster_remaining_s(j, j->min_nodes, INFINITY);
     if (j->cur_nodes == 0 && j->progress > 0) akey[i] += o->restart_penalty_s;
   }
   order_key = akey;

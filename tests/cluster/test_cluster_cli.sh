@@ -63,13 +63,14 @@ for p in static dorm goodput; do
 done
 t 0 "" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --node-loss 5:1
 # Resizes as the manager makes them: dorm's A moves once, not twice, and B
-# waits for its node (by hand in tests/cluster/test_cluster_sim.c).
+# waits for its node (by hand in tests/cluster/test_cluster_sim.c; fairness
+# weight 1, so that B's fair share pays for A's restart).
 printf 'name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,200,1,2\nB,1,m,1,10,1,1\n' \
   > "$tmp/wm.csv"
 t 0 '"resizes":2,' $sim --workload "$tmp/wm.csv" --tables "$tmp/speeds.csv" --nodes 2 \
-  --restart-penalty 5 --interval 0 --policy dorm --json
+  --restart-penalty 5 --interval 0 --policy dorm --fairness-weight 1 --json
 t 0 '"jct_mean_s":12.5,' $sim --workload "$tmp/wm.csv" --tables "$tmp/speeds.csv" --nodes 2 \
-  --restart-penalty 5 --interval 0 --policy dorm --json --commit-work 100
+  --restart-penalty 5 --interval 0 --policy dorm --fairness-weight 1 --json --commit-work 100
 grep -q '"commit_work":100,"discover_every_s":1,"launch_delay_s":0,' "$tmp/out" &&
   grep -q '"resizes":1,' "$tmp/out" && ok "--commit-work: its settings and 1 resize" ||
   bad "--commit-work: $(cat "$tmp/out")"

@@ -74,6 +74,10 @@ static void random_jobs(gs_cluster_job *jobs, int n, int nodes, int running) {
         left -= c;
       }
     }
+    if (rnd() % 2) { /* known remaining time (linear speed): dorm's restart price */
+      j->work = rnd_int(1, 400);
+      j->progress = 0.1 * rnd_int(0, 9);
+    }
   }
 }
 
@@ -81,6 +85,7 @@ static void test_dorm_vs_brute_force(void **state) {
   (void)state;
   static const double fw[] = {0, 0.3, 0.5, 1, 2};
   static const double aw[] = {0, 0.02, 0.2};
+  static const double rp[] = {0, 10, 30};
   int cases = 0, with_changes = 0;
   for (int it = 0; it < 400; it++) {
     int n = rnd_int(1, MAXJ), nodes = rnd_int(1, MAXN);
@@ -90,6 +95,8 @@ static void test_dorm_vs_brute_force(void **state) {
     gs_cluster_policy_defaults(&o);
     o.fairness_weight = fw[rnd() % 5];
     o.adjust_weight = aw[rnd() % 3];
+    o.restart_penalty_s = rp[rnd() % 3];
+    o.interval_s = rnd_int(0, 2) * 30;
     o.time_limit_s = 10; /* proven optimal, not timed out */
     o.dorm_start = (it / 2) % 3; /* the MILP from the exact start, the greedy's, and alone */
     double share[MAXJ];
@@ -129,6 +136,7 @@ static void test_dorm_adjustment(void **state) {
   gs_cluster_policy_defaults(&o);
   o.fairness_weight = 0.5;
   o.adjust_weight = 10;
+  o.restart_penalty_s = 0; /* Dorm's own objective: a constant cost a resize */
   int sizes[2];
   assert_int_equal(gs_cluster_allocate("dorm", jobs, 2, 8, &o, sizes, NULL, NULL, 0), 0);
   assert_int_equal(sizes[0], 8);
@@ -137,6 +145,48 @@ static void test_dorm_adjustment(void **state) {
   assert_int_equal(gs_cluster_allocate("dorm", jobs, 2, 8, &o, sizes, NULL, NULL, 0), 0);
   assert_int_equal(sizes[0], 4);
   assert_int_equal(sizes[1], 4);
+}
+
+/* A resize priced by its restart: a running job whose remaining time is
+ * short against the restart keeps its nodes while a newcomer waits; the
+ * same job far from its end gives the newcomer its fair share. */
+static void test_dorm_restart_price(void **state) {
+  (void)state;
+  gs_cluster_job jobs[2] = {
+      {.id = 1, .min_nodes = 1, .max_nodes = 8, .weight = 1, .cur_nodes = 8, .work = 80},
+      {.id = 2, .min_nodes = 1, .max_nodes = 8, .weight = 1, .submit_time = 1, .progress = -1}};
+  gs_cluster_policy_opts o;
+  gs_cluster_policy_defaults(&o); /* restart 30 s, weights 0.5 and 0.02 */
+  int sizes[2];
+  /* 80 units on 8 nodes at linear speed: 10 s left, less than its restart. */
+  assert_true(fabs(gs_cluster_dorm_restart_price(&jobs[0], 8, &o) - 30.0 / (8 * 10)) < 1e-12);
+  assert_true(fabs(gs_cluster_dorm_adjust_cost(&jobs[0], 4, 8, &o) - (0.02 + 30.0 / 10)) < 1e-12);
+  assert_true(gs_cluster_dorm_adjust_cost(&jobs[0], 8, 8, &o) == 0);
+  assert_true(gs_cluster_dorm_adjust_cost(&jobs[1], 3, 8, &o) == 0); /* not running */
+  assert_int_equal(gs_cluster_allocate("dorm", jobs, 2, 8, &o, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[0], 8);
+  assert_int_equal(sizes[1], 0);
+  /* Half done of 16,000 units: 1,000 s left. */
+  jobs[0].work = 16000;
+  jobs[0].progress = 0.5;
+  assert_int_equal(gs_cluster_allocate("dorm", jobs, 2, 8, &o, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[0], 4);
+  assert_int_equal(sizes[1], 4);
+  /* Unknown remaining time: the horizon is the interval (60 s here), over
+   * which 30 s of restart on 8 nodes outweighs the fairness gained. */
+  jobs[0].work = 0;
+  assert_int_equal(gs_cluster_allocate("dorm", jobs, 2, 8, &o, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[0], 8);
+  o.interval_s = 600;
+  assert_int_equal(gs_cluster_allocate("dorm", jobs, 2, 8, &o, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[0], 4);
+  /* Without a restart penalty the objective is Dorm's. */
+  o.interval_s = 60;
+  o.restart_penalty_s = 0;
+  jobs[0].work = 80;
+  jobs[0].progress = 0;
+  assert_int_equal(gs_cluster_allocate("dorm", jobs, 2, 8, &o, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[0], 4);
 }
 
 static void test_fair_share(void **state) {
@@ -395,10 +445,10 @@ static double dorm_dp(const gs_cluster_job *jobs, int n, int nodes,
     const gs_cluster_job *j = &jobs[i];
     for (int c = 0; c <= nodes; c++) {
       double v = best[c] - o->fairness_weight * share[i] / nodes -
-                 (j->cur_nodes > 0 ? o->adjust_weight : 0); /* x = 0 */
+                 gs_cluster_dorm_adjust_cost(j, 0, nodes, o); /* x = 0 */
       for (int x = j->min_nodes; x <= j->max_nodes && x <= c; x++) {
         double g = (x - o->fairness_weight * fabs(x - share[i])) / nodes -
-                   (j->cur_nodes > 0 && x != j->cur_nodes ? o->adjust_weight : 0);
+                   gs_cluster_dorm_adjust_cost(j, x, nodes, o);
         if (best[c - x] + g > v) v = best[c - x] + g;
       }
       next[c] = v;
@@ -440,11 +490,16 @@ static void test_dorm_breakpoints(void **state) {
           left -= c;
         }
       }
+      if (rnd() % 2) {
+        j->work = 10 + 5000 * unif();
+        j->progress = unif();
+      }
     }
     gs_cluster_policy_opts o;
     gs_cluster_policy_defaults(&o);
     o.fairness_weight = 0.2 + unif();
     o.adjust_weight = 0.05 * unif();
+    o.restart_penalty_s = it % 3 == 0 ? 0 : 60 * unif();
     o.time_limit_s = 0.001;
     o.dorm_start = 3;
     int sizes[NJ];
@@ -568,6 +623,7 @@ int main(void) {
       cmocka_unit_test(test_fair_share),
       cmocka_unit_test(test_dorm_vs_brute_force),
       cmocka_unit_test(test_dorm_adjustment),
+      cmocka_unit_test(test_dorm_restart_price),
       cmocka_unit_test(test_dorm_breakpoints),
       cmocka_unit_test(test_static_fifo),
       cmocka_unit_test(test_goodput_marginal),

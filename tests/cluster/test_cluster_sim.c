@@ -40,6 +40,8 @@ static const char *two_jobs = "name,time,model,nodes,samples\nA,0,m,2,200\nB,1,m
 static double start_penalty; /* 0 but in test_start_penalty */
 /* 0 (resizes at once) but in test_manager_resizes */
 static double commit_work, launch_delay;
+/* 0: the policies' default (0.5); 1 in test_manager_resizes */
+static double fairness_weight;
 
 static void run(const char *policy, const char *workload, int nodes, double loss_t, int loss_k,
                 gs_csim_result *r) {
@@ -62,6 +64,7 @@ static void run(const char *policy, const char *workload, int nodes, double loss
   o.loss_nodes = loss_k;
   o.commit_work = commit_work;
   o.launch_delay_s = launch_delay;
+  if (fairness_weight > 0) o.fairness_weight = fairness_weight;
   if (gs_csim_run(&w, &o, r, err, sizeof err) != 0) {
     fprintf(stderr, "%s\n", err);
     fail();
@@ -231,9 +234,13 @@ static void test_node_loss(void **state) {
  *    end: it is not resized and ends on 1 node at 10 + 100/10 = 20. JCTs 20
  *    and 5, 1 resize. Nodes held all along (A keeps the node it gave up
  *    until its relaunch, and the one it gets back at 6 unused): utilisation
- *    1; working: A's 2 nodes 0-5, B's 5-6, A's 1 node 10-20: 21 of 40. */
+ *    1; working: A's 2 nodes 0-5, B's 5-6, A's 1 node 10-20: 21 of 40.
+ * Dorm's fairness weight is 1 here: at the default 0.5 the fairness B gains
+ * (0.5) does not pay for A's restart (5 s on 2 nodes over its 10 s left:
+ * 0.52) and A is never shrunk (test_cluster_policy's restart price). */
 static void test_manager_resizes(void **state) {
   (void)state;
+  fairness_weight = 1;
   const char *wl = "name,time,model,nodes,samples,min_nodes,max_nodes\n"
                    "A,0,m,2,200,1,2\nB,1,m,1,10,1,1\n";
   gs_csim_result r;
@@ -260,6 +267,7 @@ static void test_manager_resizes(void **state) {
   run("dorm", "name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,200,1,2\n"
               "B,0.5,m,1,10,1,1\n", 2, 0, 0, &r);
   commit_work = launch_delay = 0;
+  fairness_weight = 0;
   assert_int_equal(r.done, 2);
   assert_int_equal(r.resizes, 1);
   NEAR(r.jct_mean_s, (20 + 2) / 2.0);

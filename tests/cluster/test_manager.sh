@@ -82,6 +82,8 @@ expect_2 "serve with an unknown policy" "unknown policy" cluster serve --spool "
   --nodes "$scratch/nodes" --policy nope
 expect_2 "serve with a bad interval" "--interval needs seconds" cluster serve --spool "$spool" \
   --nodes "$scratch/nodes" --interval 0
+expect_2 "serve with a bad restart penalty" "--restart-penalty needs seconds" cluster serve \
+  --spool "$spool" --nodes "$scratch/nodes" --restart-penalty soon
 serve || { fail "the manager did not start"; exit 1; }
 expect_2 "a second manager on one spool" "another manager serves it" cluster serve \
   --spool "$spool" --nodes "$scratch/nodes"

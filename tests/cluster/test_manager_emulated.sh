@@ -5,6 +5,9 @@
 # GS_CLUSTER_TEST_POLICY overrides). Job 1 (1 to 2 nodes) starts alone on
 # both nodes; job 2 (1 node) arrives: job 1 shrinks to one node at its next
 # commit and job 2 runs on the other; when job 2 is done, job 1 grows back.
+# The restart is not priced (--restart-penalty 0: dorm's objective as Dorm
+# has it), so that dorm resizes whatever job 1's remaining time; the price
+# is tested in tests/cluster/test_cluster_policy.c and the simulator's.
 # Checked: both jobs done, job 1's launches 2 -> 1 -> 2 nodes and its
 # resizes in `gradsync jobs`, every epoch of job 1 (Fashion-MNIST, 4 epochs)
 # used every sample once, and its final accuracy within 1 point (and test
@@ -66,7 +69,7 @@ wait_for() { # SECONDS COMMAND...
   return 1
 }
 
-"$G" cluster serve --emulated 2 --spool "$spool" --policy "$POLICY" --interval 2 \
+"$G" cluster serve --emulated 2 --spool "$spool" --policy "$POLICY" --interval 2 --restart-penalty 0 \
   --commit-every 10 >"$log" 2>&1 &
 serve_pid=$!
 ready() { [ -f "$spool/pool.json" ] || ! kill -0 "$serve_pid" 2>/dev/null; }
