@@ -16,7 +16,9 @@
 # Usage: bench/cluster/real_trace.sh [POLICY...]   (default: every policy the
 #        build knows of static, dorm, goodput)
 #   BENCH_QUICK=1: 6 jobs, the same steps.
-#   CLUSTER_NODE_CPUS=C (0.25), CLUSTER_SEED=S (1).
+#   CLUSTER_NODE_CPUS=C (0.25), CLUSTER_SEED=S (1), CLUSTER_SPAN=S (120: the
+#   arrivals' span; the same jobs in the same order, closer together when
+#   smaller, so that more work waits).
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -28,6 +30,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset GRADSYNC_SPOOL
 cpus=${CLUSTER_NODE_CPUS:-0.25}
 seed=${CLUSTER_SEED:-1}
+span=${CLUSTER_SPAN:-120}
 njobs=20
 [ "$BENCH_QUICK" = 1 ] && njobs=6
 policies=("$@")
@@ -43,7 +46,8 @@ tmp=$(mktemp -d)
 # shellcheck source=bench/cluster/manager_lib.sh
 . "$here/manager_lib.sh"
 trap manager_cleanup EXIT
-python3 "$here/trace.py" --jobs "$njobs" --seed "$seed" --cache "$tmp/cache" >"$tmp/trace.jsonl"
+python3 "$here/trace.py" --jobs "$njobs" --seed "$seed" --span "$span" --cache "$tmp/cache" \
+  >"$tmp/trace.jsonl"
 # The data cache is made once, before any clock starts.
 "$gs" train --model mlp --epochs 1 --max-steps 1 --data-cache "$tmp/cache" >/dev/null 2>&1
 out=$BENCH_OUT/cluster_real.jsonl

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A seeded trace of small gradsync training jobs for bench/cluster/real_trace.sh:
 one JSON object a line, {"arrival_s", "name", "min", "max", "args"}, arrivals
-over about two minutes (exponential gaps, mean 120/N s). Kinds: mlp on 8192
+over about --span seconds (default 120: exponential gaps, mean span/N s; the
+same jobs and the same order at any span). Kinds: mlp on 8192
 synthetic samples for 2 epochs (340 steps), mlp on Fashion-MNIST for 400
 steps, and the CNN on Fashion-MNIST for 100 steps; each with a global batch of 48, so that
 every size from 1 to 4 nodes divides it."""
@@ -12,6 +13,7 @@ import random
 ap = argparse.ArgumentParser()
 ap.add_argument("--jobs", type=int, default=20)
 ap.add_argument("--seed", type=int, default=1)
+ap.add_argument("--span", type=float, default=120.0)
 ap.add_argument("--cache", required=True)
 a = ap.parse_args()
 rng = random.Random(a.seed)
@@ -34,4 +36,4 @@ for i in range(a.jobs):
     row = {"arrival_s": round(t, 2), "name": f"{name}-{i + 1}", "min": lo, "max": max(lo, hi),
            "args": args + ["--global-batch", "48", "--seed", str(i + 1), "--json"]}
     print(json.dumps(row))
-    t += rng.expovariate(a.jobs / 120.0)
+    t += rng.expovariate(a.jobs / 120.0) * a.span / 120.0
