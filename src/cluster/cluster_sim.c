@@ -119,6 +119,7 @@ typedef struct sim {
   int *node_run;        /* the launch each node is in (-1: none) */
   double *node_since;   /* since when its holder (below) holds it */
   int held;             /* nodes in a partition or a launch */
+  int learned;          /* a job's curve was learned since the last round */
   gs_cluster_job *pj;   /* policy input (scratch) */
   int *sizes;
   int *order;           /* a round's jobs in the order of submission (scratch) */
@@ -146,6 +147,7 @@ static void learn(sim *s, int j, int n) {
   const gs_csim_job *g = &s->w->jobs[j];
   sim_job *js = &s->js[j];
   js->known[n] = job_speed(s, j, n);
+  s->learned = 1;
   int *nn = malloc((size_t)g->max_nodes * sizeof *nn), np = 0;
   double *rr = malloc((size_t)g->max_nodes * sizeof *rr);
   for (int q = 1; nn && rr && q <= g->max_nodes; q++)
@@ -575,12 +577,14 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
         js->stop_at = next_commit(&s, j);
       }
     }
-    /* A periodic round: for a policy that reads progress; the others would
-     * repeat their last answer (gs_cluster_policy_reads_progress). */
+    /* A periodic round: for a policy that reads progress, or after a curve
+     * was learned; otherwise a round would repeat the last answer
+     * (gs_cluster_policy_reads_progress). */
     if (t >= next_tick - eps) {
-      if (gs_cluster_policy_reads_progress(o->policy)) changed = 1;
+      if (gs_cluster_policy_reads_progress(o->policy) || s.learned) changed = 1;
       while (next_tick <= t + eps) next_tick += interval;
     }
+    if (changed) s.learned = 0;
     if (finished == nj) break;
     if (changed && s.nactive > 0 && resolve(&s, t, err, errlen) != 0) goto done;
     if (changed && s.nactive == 0) s.fairness_now = 0;

@@ -39,8 +39,7 @@ int gs_cluster_policy_known(const char *name) {
 }
 
 int gs_cluster_policy_reads_progress(const char *name) {
-  /* dorm prices a restart against a job's remaining time */
-  return name != NULL && (strcmp(name, "goodput") == 0 || strcmp(name, "dorm") == 0);
+  return name != NULL && strcmp(name, "goodput") == 0;
 }
 
 const char *gs_cluster_policy_names(void) { return "static, dorm, goodput"; }

@@ -81,10 +81,14 @@ int gs_cluster_allocate(const char *name, const gs_cluster_job *jobs, int njobs,
                         const gs_cluster_policy_opts *opts, int *sizes,
                         gs_cluster_policy_report *rep, char *err, size_t errlen);
 int gs_cluster_policy_known(const char *name);
-/* Whether a policy's answer depends on the jobs' progress (goodput's and
- * dorm's: a restart weighed against the remaining time): static's depends
- * only on the jobs, their sizes and the pool, so a periodic round with
- * nothing else changed would repeat the last answer. */
+/* Whether a policy's answer changes as the jobs progress, with nothing
+ * else changed (goodput's: its admission order is the remaining time).
+ * static's depends only on the jobs, their sizes and the pool. dorm reads
+ * progress only for its restart prices (gs_cluster_dorm_restart_price),
+ * and those only rise as a job runs on at its size: when its last answer
+ * was the current sizes, rising prices keep it optimal (policy_dorm.c),
+ * until the jobs, their sizes, their curves or the pool change. (A resize
+ * it asked for and that has not happened yet is not weighed again.) */
 int gs_cluster_policy_reads_progress(const char *name);
 /* The policies' names, "static, dorm, goodput", for messages. */
 const char *gs_cluster_policy_names(void);

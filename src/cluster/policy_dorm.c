@@ -31,6 +31,12 @@
  * k_i max(c_i, x_i) of U (gs_cluster_dorm_adjust_cost). A job near its end
  * is left alone; a long one is resized when the utilisation and fairness
  * it gains outweigh its restart. With P = 0 the objective is Dorm's.
+ * As jobs run on at their sizes with nothing else changed, H_i only falls
+ * and k_i only rises. When the last round's answer was the current sizes c
+ * (nothing to move), every other allocation's objective can only fall
+ * (its adjustment costs rise) while c's has no cost, so c stays optimal:
+ * a round on time alone is not needed (gs_cluster_policy_reads_progress).
+ * A resize changes c and is a round of its own.
  * Linearisation: |x_i - f_i| <= d_i by two rows (and a chord cut, below); [x_i != c_i] <= y_i
  * (binary) by |x_i - c_i| <= M y_i, max(c_i, x_i) = c_i y_i + g_i with
  * g_i >= x_i - c_i, g_i >= 0; x_i in {0} or [min_i, max_i] by a binary

@@ -147,6 +147,38 @@ static void test_dorm_adjustment(void **state) {
   assert_int_equal(sizes[1], 4);
 }
 
+/* dorm's rounds on time alone are skipped (gs_cluster_policy_reads_progress):
+ * when a round's answer is the current sizes, the same jobs further along
+ * (prices only rise) get the same optimum. */
+static void test_dorm_time_alone(void **state) {
+  (void)state;
+  int kept = 0;
+  for (int it = 0; it < 3000 && kept < 200; it++) {
+    int n = rnd_int(1, MAXJ), nodes = rnd_int(1, MAXN);
+    gs_cluster_job jobs[MAXJ];
+    random_jobs(jobs, n, nodes, 1);
+    gs_cluster_policy_opts o;
+    gs_cluster_policy_defaults(&o);
+    o.restart_penalty_s = 5 + 30 * unif();
+    o.interval_s = 5;
+    o.time_limit_s = 10;
+    int x[MAXJ], y[MAXJ], moved = 0;
+    assert_int_equal(gs_cluster_allocate("dorm", jobs, n, nodes, &o, x, NULL, NULL, 0), 0);
+    for (int i = 0; i < n; i++) moved += x[i] != jobs[i].cur_nodes;
+    if (moved) continue;
+    for (int i = 0; i < n; i++) /* time passes: the running jobs progress */
+      if (jobs[i].cur_nodes > 0 && jobs[i].work > 0) jobs[i].progress += (1 - jobs[i].progress) * unif();
+    double share[MAXJ];
+    gs_cluster_fair_share(jobs, n, nodes, share);
+    assert_int_equal(gs_cluster_allocate("dorm", jobs, n, nodes, &o, y, NULL, NULL, 0), 0);
+    double vx = gs_cluster_dorm_objective(jobs, n, nodes, &o, share, x);
+    double vy = gs_cluster_dorm_objective(jobs, n, nodes, &o, share, y);
+    assert_true(vy <= vx + 1e-9);
+    kept++;
+  }
+  assert_int_equal(kept, 200);
+}
+
 /* A resize priced by its restart: a running job whose remaining time is
  * short against the restart keeps its nodes while a newcomer waits; the
  * same job far from its end gives the newcomer its fair share. */
@@ -624,6 +656,7 @@ int main(void) {
       cmocka_unit_test(test_dorm_vs_brute_force),
       cmocka_unit_test(test_dorm_adjustment),
       cmocka_unit_test(test_dorm_restart_price),
+      cmocka_unit_test(test_dorm_time_alone),
       cmocka_unit_test(test_dorm_breakpoints),
       cmocka_unit_test(test_static_fifo),
       cmocka_unit_test(test_goodput_marginal),
