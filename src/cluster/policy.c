@@ -136,10 +136,14 @@ double gs_cluster_remaining_s(const gs_cluster_job *j, int n, double otherwise) 
   return otherwise;
 }
 
+double gs_cluster_unknown_horizon_s(const gs_cluster_policy_opts *o) {
+  return o->interval_s > 0 ? o->interval_s : 60;
+}
+
 double gs_cluster_dorm_restart_price(const gs_cluster_job *j, int nodes,
                                      const gs_cluster_policy_opts *o) {
   if (j->cur_nodes <= 0 || nodes <= 0 || !(o->restart_penalty_s > 0)) return 0;
-  double h = gs_cluster_remaining_s(j, j->cur_nodes, o->interval_s > 0 ? o->interval_s : 60);
+  double h = gs_cluster_remaining_s(j, j->cur_nodes, gs_cluster_unknown_horizon_s(o));
   if (!(h >= 1)) h = 1; /* a job at its end: every resize costs its partition's P s */
   return o->restart_penalty_s / (nodes * h);
 }

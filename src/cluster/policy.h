@@ -124,6 +124,10 @@ double gs_cluster_speed(const gs_cluster_job *j, int n);
  * horizon over which goodput and dorm weigh a resize against its restart. */
 double gs_cluster_remaining_s(const gs_cluster_job *j, int n, double otherwise);
 
+/* The horizon of a running job whose remaining time is not known: the time
+ * to the next round, interval_s (60 s when that is 0). */
+double gs_cluster_unknown_horizon_s(const gs_cluster_policy_opts *o);
+
 /* dorm's price of a resize's restart, per node, in the objective's units:
  * P / (nodes * H), P = restart_penalty_s and H the running job's remaining
  * time at its current size (gs_cluster_remaining_s; interval_s when not

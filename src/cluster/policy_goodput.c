@@ -159,7 +159,7 @@ int gs_cluster_policy_goodput(const gs_cluster_job *jobs, int njobs, int nodes,
     snprintf(err, errlen, "out of memory allocating among %d jobs", njobs);
     goto done;
   }
-  double interval = o->interval_s > 0 ? o->interval_s : 60;
+  double interval = gs_cluster_unknown_horizon_s(o);
   for (int i = 0; i < n; i++) {
     const gs_cluster_job *j = &jobs[i];
     s.base[i] = gs_cluster_speed(j, j->min_nodes);
