@@ -42,6 +42,9 @@ static void usage(FILE *f) {
           "                     state (K, M, G; default none)\n"
           "  --sharding S       auto (default), tw, rw, cw, twrw or dp for every table\n"
           "  --precision P      the all-to-all's elements: fp32 (default), fp16, bf16\n"
+          "  --embed-sgd        the tables train with SGD (as train's --embed-sgd),\n"
+          "                     not row-wise Adagrad, whose column blocks exchange\n"
+          "                     their rows' sums of squares every step\n"
           "  --lookup A,B       seconds per lookup and per byte of row, instead of\n"
           "                     measuring this machine (about 0.1 s)\n"
           "  --out FILE         save the plan (JSON: the tables, each shard's rows,\n"
@@ -52,7 +55,7 @@ static void usage(FILE *f) {
 typedef struct shard_opts {
   const char *tables, *net, *out;
   double scale, pooling, batch, mem_cap;
-  int ranks, per_node, force, json, have_lookup;
+  int ranks, per_node, force, json, have_lookup, embed_sgd;
   double elem_bytes;
   gs_cost_lookup lookup;
 } shard_opts;
@@ -66,6 +69,7 @@ static int parse_opts(int argc, char **argv, shard_opts *o) {
       {"sharding", required_argument, 0, 'S'}, {"precision", required_argument, 0, 'p'},
       {"lookup", required_argument, 0, 'l'},   {"out", required_argument, 0, 'o'},
       {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
+      {"embed-sgd", no_argument, 0, 'E'},
       {0, 0, 0, 0}};
   *o = (shard_opts){.net = "1gbit", .scale = 1, .pooling = 1, .batch = 8192, .per_node = 1,
                     .force = -1, .elem_bytes = 4};
@@ -143,6 +147,7 @@ static int parse_opts(int argc, char **argv, shard_opts *o) {
       }
       case 'o': o->out = optarg; break;
       case 'j': o->json = 1; break;
+      case 'E': o->embed_sgd = 1; break;
       case 'h': usage(stdout); return 1;
       default: return cli_getopt_error(VERB, c, argv);
     }
@@ -194,6 +199,7 @@ int cmd_shard(int argc, char **argv) {
   }
   gs_shard_config cfg = {.ranks = o.ranks, .ranks_per_node = o.per_node, .batch = o.batch,
                          .mem_cap = o.mem_cap, .wire_elem_bytes = o.elem_bytes,
+                         .row_sums = !o.embed_sgd,
                          .force = o.force};
   if (gs_cost_preset(o.net, &cfg.net) != GS_OK) {
     cli_error(VERB, "--net: %s", gs_last_error());

@@ -16,8 +16,10 @@ step s: samples s*G .. (s+1)*G-1, rank r the r-th slice of G/P, every
 epoch over the same samples; held-out samples from 2^40) and the model
 gs_dlrm_create makes from the run's seed. It follows the same plan
 (`gradsync shard --out`): a table sharded "tw" lives whole on its rank, a
-"cw" table's column blocks each on theirs (a bag each, with its own
-row-wise state, as TorchRec's column-wise shards), a "dp" table is
+"cw" table's column blocks each on theirs (a bag each; their owners add
+the rows' sums of squares in one all-reduce a step, so that the row-wise
+state is the whole row's, as gradsync's and one process's; TorchRec's
+column-wise shards would keep their own), a "dp" table is
 replicated (a dense EmbeddingBag inside DDP, its gradient all-reduced);
 plans that split rows (rw, twrw) are refused. As the reference, each rank
 reads the whole global batch's ids of its own tables (gradsync exchanges
@@ -186,8 +188,8 @@ def main():
     dim = head["tables"][0]["dim"]
     # A shard (table, first column, last column + 1) of whole rows lives on
     # one rank: tw is one shard of every column, cw column blocks, each its
-    # own bag with its own row-wise Adagrad state (as TorchRec's column-wise
-    # shards); dp tables are replicated.
+    # own bag (embed_update sums their rows' squares); dp tables are
+    # replicated.
     shards, dp, kinds = [], [], collections.Counter()
     for t, tab in enumerate(plan["tables"]):
         if tab["rows"] != head["tables"][t]["rows"]:
@@ -258,15 +260,52 @@ def main():
         return rep(dense[first + rank * n:first + (rank + 1) * n], pooled.view(n, T, dim),
                    dp_ids, T, L)
 
-    def rowwise_adagrad(w, state, g, lr):
+    def touched(g):
+        """A gradient's touched rows and their gradients."""
         if g.is_sparse:
             g = g.coalesce()
-            rows, v = g.indices()[0], g.values()
-        else:
-            rows = torch.nonzero(g.abs().sum(1)).squeeze(1)
-            v = g[rows]
-        state.index_add_(0, rows, (v * v).mean(1))
+            return g.indices()[0], g.values()
+        rows = torch.nonzero(g.abs().sum(1)).squeeze(1)
+        return rows, g[rows]
+
+    def rowwise_adagrad(w, state, rows, v, lr, inc=None):
+        state.index_add_(0, rows, (v * v).mean(1) if inc is None else inc)
         w.index_add_(0, rows, -lr * v / (state[rows].sqrt() + eps).unsqueeze(1))
+
+    # Row-wise Adagrad's accumulator takes the mean of g^2 over a whole row,
+    # so the column blocks of a cw table add their sums of squares of its
+    # touched rows (gradsync's blocks exchange theirs): every rank knows
+    # those rows (it reads the whole batch's ids), so one all-reduce a step
+    # of every split table's rows, zero where a rank holds no block, sums them.
+    split = sorted({t for _, t, lo, hi in shards if hi - lo < dim})
+
+    def embed_update(s):
+        where, at = {}, 0
+        for t in split:
+            u = torch.unique(itr[t, s * G * L:(s + 1) * G * L])
+            where[t] = (at, u.numel())
+            at += u.numel()
+        sq = torch.zeros(at)
+        grads = {}
+        for sh, b in bags.items():
+            if b.weight.grad is None:
+                continue
+            rows, v = touched(b.weight.grad / P)
+            grads[sh] = (rows, v)
+            if sh[0] in where:
+                o, n = where[sh[0]]
+                if rows.numel() != n:
+                    raise SystemExit(f"dlrm_torch: table {sh[0]}: {rows.numel()} touched rows "
+                                     f"in a block's gradient, {n} ids in the batch")
+                sq[o:o + n] += (v * v).sum(1)
+        if split:
+            dist.all_reduce(sq)
+        for sh, (rows, v) in grads.items():
+            inc = None
+            if sh[0] in where:
+                o, n = where[sh[0]]
+                inc = sq[o:o + n] / dim
+            rowwise_adagrad(bags[sh].weight, acc[sh], rows, v, a.embed_lr, inc)
 
     def evaluate():
         rounds = (a.eval + G - 1) // G
@@ -301,12 +340,11 @@ def main():
             loss.backward()
             opt.step()
             with torch.no_grad():
-                for sh, b in bags.items():
-                    if b.weight.grad is not None:
-                        rowwise_adagrad(b.weight, acc[sh], b.weight.grad / P, a.embed_lr)
+                embed_update(s)
                 for t, m in rep.module.dp.items():
                     if m.weight.grad is not None:
-                        rowwise_adagrad(m.weight, dp_acc[int(t)], m.weight.grad, a.embed_lr)
+                        rows, v = touched(m.weight.grad)
+                        rowwise_adagrad(m.weight, dp_acc[int(t)], rows, v, a.embed_lr)
             lsum += loss.item()
         dist.barrier()
         dt = time.time() - t0

@@ -330,6 +330,10 @@ typedef struct gs_cost_shard_in {
   double dim;             /* the shard's columns */
   double wire_elem_bytes; /* bytes of a pooled element on the wire: 4 (fp32), 2 */
   int group;              /* twrw: the ranks sharing the table's rows (a node's) */
+  double table_dim;       /* the table's columns (0: the shard's) */
+  int row_sums;           /* 1: row-wise Adagrad, so a block of fewer columns
+                           * than the table sends its touched rows' sums of
+                           * squares to the row's other blocks every step */
 } gs_cost_shard_in;
 
 typedef struct gs_cost_shard_out {

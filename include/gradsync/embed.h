@@ -89,6 +89,29 @@ gs_status gs_embed_backward_update(gs_embed_table *t, const gs_embed_bags *bags,
                                    size_t dout_stride, size_t dout_col,
                                    const gs_embed_optim *opt, gs_embed_work **work);
 
+/* The fused backward in two halves, for a column block of a table trained
+ * with row-wise Adagrad: the accumulator is the mean of g^2 over the whole
+ * row, so the owners of a row's column blocks add their sums of squares
+ * (gs_dlrm_dist) between the halves. gs_embed_backward_rows groups the
+ * lookups as the fused backward does and writes each touched row (ascending),
+ * its summed gradient and its sum of squares over the block's columns into
+ * *out (caller-owned, reused across calls; zero-initialise it, free it with
+ * gs_embed_rows_free). gs_embed_rows_update then updates each row with
+ * sq[i] / sq_dim as its accumulator's increment (sq NULL: out's own sums,
+ * sq_dim the table's width: exactly gs_embed_backward_update). */
+typedef struct gs_embed_rows {
+  size_t n, cap, dim;
+  uint32_t *row; /* the touched rows, ascending */
+  float *grad;   /* n x dim: each row's gradient */
+  float *sq;     /* n: the sum of squares of each row's gradient */
+} gs_embed_rows;
+gs_status gs_embed_backward_rows(const gs_embed_table *t, const gs_embed_bags *bags,
+                                 gs_embed_pool pool, const float *dout, size_t dout_stride,
+                                 size_t dout_col, gs_embed_rows *out, gs_embed_work **work);
+gs_status gs_embed_rows_update(gs_embed_table *t, const gs_embed_rows *r, const float *sq,
+                               size_t sq_dim, const gs_embed_optim *opt);
+void gs_embed_rows_free(gs_embed_rows *r);
+
 /* The backward alone, for a replicated table whose gradient is summed
  * across ranks before the update (dp): grad (rows x dim, row-major) +=
  * every lookup's share of dout, in input order. */
@@ -127,10 +150,13 @@ typedef struct gs_shard_config {
   gs_cost_lookup lookup;  /* this machine's lookup cost (gs_embed_calibrate) */
   int force;              /* -1: choose per table; else a gs_shard_kind for all */
   /* 1: never split a table's columns (no cw unless forced, no balancing
-   * split): row-wise Adagrad keeps one accumulator per row over all its
-   * columns, which a column block cannot compute alone, so training with
-   * it (gs_dlrm_dist) equals one process only on plans of whole rows. */
+   * split). */
   int whole_rows;
+  /* 1: the tables train with row-wise Adagrad, whose accumulator is the
+   * mean of g^2 over a whole row: a column block's owner exchanges its
+   * touched rows' sums of squares with the row's other blocks every step
+   * (gs_dlrm_dist), priced by gs_cost_shard. */
+  int row_sums;
 } gs_shard_config;
 
 /* One placed piece of a table: rows [row_lo, row_hi) and columns

@@ -20,6 +20,10 @@
  *            bytes than all-gathering the batch's bags and gradients
  *            (B (d + L + 1) 4 bytes, gs_cost_dp_dense), else they are
  *            all-gathered and every replica runs the update over them.
+ * Row-wise Adagrad on a block of d of the table's D columns: each touched
+ * row's sum of squares goes to the row's D/d - 1 other blocks, 4 bytes
+ * each; a shard of R rows serving I ids spread over them touches
+ * R (1 - e^(-I/R)) rows (the expected distinct rows of I uniform draws).
  * Every table's exchange travels in one fused message per phase (one
  * all-to-all of every table's pooled vectors, one reduce-scatter of every
  * row-wise table's partial sums, the dense gradients in the MLPs'
@@ -28,6 +32,8 @@
  * Skewed ids put more lookups on the hot rows' shards than rows/N says; the
  * planner's estimate is for ids spread as the table's rows.
  */
+#include <math.h>
+
 #include "gradsync/cost.h"
 
 static double a2a_row(const gs_cost_params *c, int p, double bytes) {
@@ -90,6 +96,13 @@ void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_looku
     default:
       out->total_s = -1.0;
       return;
+  }
+  if (in->row_sums && in->table_dim > in->dim && in->dim > 0 && in->rows > 0 &&
+      in->kind != GS_SHARD_DP) {
+    double touched = in->rows * -expm1(-ids / in->rows);
+    double sums = (in->table_dim / in->dim - 1.0) * touched * 4.0;
+    out->wire_s += sums * c->beta;
+    out->wire_bytes += sums;
   }
   out->lookup_s = ids * (lk->alpha + lk->beta * row_bytes);
   out->total_s = out->lookup_s + out->wire_s;

@@ -14,7 +14,9 @@
  * all-to-allv), cw is column blocks that each fill their own columns. The
  * backward sends each shard the gradient of its columns for every sample
  * (rw: every row block gets the whole vector, the all-gather), and the owner
- * runs the fused backward + update over the global batch's bags.
+ * runs the fused backward + update over the global batch's bags (column
+ * blocks under row-wise Adagrad first add their rows' sums of squares:
+ * split_update).
  *
  * Layouts. Rank k owns the shards sh[first[k] .. first[k] + count[k]) (sorted
  * by rank, table, columns, rows), whose columns sit side by side in a row of
@@ -113,6 +115,17 @@ struct gs_dlrm_dist {
   int32_t *dp_ids;
   size_t dp_ids_cap;
 
+  /* Row-wise Adagrad on column blocks: the owners of a row's blocks add
+   * their sums of squares (split_update). band_order lists the non-dp
+   * shards by table, columns, rows (band_first[t]: table t's first). */
+  int any_split; /* some table of the plan has more than one column band */
+  size_t *band_order, *band_first;
+  gs_embed_rows *urows; /* count[rank]: each local shard's touched rows */
+  float *xsend, *xrecv, *xsum;
+  size_t xsend_cap, xrecv_cap, xsum_cap;
+  size_t *xsc, *xsd, *xrc, *xrd, *xcur; /* size each */
+  size_t *xoff;                          /* nsh: a pair's sums in xrecv */
+
   float *logits, *dlogits;
   gs_dlrm_dist_stats stats;
 };
@@ -137,6 +150,19 @@ static gs_status grow(void *pp, size_t *cap, size_t n, size_t elem, const char *
 static int cmp_shard(const void *a, const void *b) {
   const dist_shard *x = a, *y = b;
   if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+  if (x->table != y->table) return x->table < y->table ? -1 : 1;
+  if (x->col_lo != y->col_lo) return x->col_lo < y->col_lo ? -1 : 1;
+  return x->row_lo < y->row_lo ? -1 : x->row_lo > y->row_lo;
+}
+
+/* A shard's place in the column bands: by table, columns, rows. */
+typedef struct band_key {
+  int table;
+  size_t col_lo, row_lo, idx;
+} band_key;
+
+static int cmp_band(const void *a, const void *b) {
+  const band_key *x = a, *y = b;
   if (x->table != y->table) return x->table < y->table ? -1 : 1;
   if (x->col_lo != y->col_lo) return x->col_lo < y->col_lo ? -1 : 1;
   return x->row_lo < y->row_lo ? -1 : x->row_lo > y->row_lo;
@@ -183,7 +209,10 @@ void gs_dlrm_dist_destroy(gs_dlrm_dist *d) {
     gs_free(d->local[i].state);
   }
   for (size_t t = 0; d->names && t < d->T; t++) gs_free(d->names[t]);
-  void *bufs[] = {d->names, d->rows, d->is_dp, d->dp_table, d->sh, d->first, d->count, d->W,
+  for (size_t j = 0; d->urows && j < d->count[d->rank]; j++) gs_embed_rows_free(&d->urows[j]);
+  void *bufs[] = {d->band_order, d->band_first, d->urows, d->xsend, d->xrecv, d->xsum,
+                  d->xsc, d->xsd, d->xrc, d->xrd, d->xcur, d->xoff,
+                  d->names, d->rows, d->is_dp, d->dp_table, d->sh, d->first, d->count, d->W,
                   d->local, d->hdr_send, d->hdr_recv, d->n_of, d->n_first, d->sc, d->sd,
                   d->rc, d->rd, d->id_send, d->id_recv, d->nhdr_send, d->nhdr_recv,
                   d->nid_send, d->nid_recv, d->nsc, d->nsd, d->nrc, d->nrd, d->bag_off,
@@ -278,6 +307,29 @@ static gs_status dist_build(gs_dlrm_dist *d, const gs_dlrm_config *cfg,
     d->sh[i].col = d->W[k];
     d->W[k] += d->sh[i].col_hi - d->sh[i].col_lo;
   }
+  /* The column bands, for the row-wise Adagrad of split tables. */
+  d->band_order = gs_calloc(d->nsh + 1, sizeof *d->band_order);
+  d->band_first = gs_calloc(T + 1, sizeof *d->band_first);
+  d->xoff = gs_calloc(d->nsh + 1, sizeof *d->xoff);
+  d->urows = gs_calloc(d->count[d->rank] + 1, sizeof *d->urows);
+  size_t *xs[] = {NULL, NULL, NULL, NULL, NULL};
+  for (size_t k = 0; k < 5; k++) xs[k] = gs_calloc(P, sizeof(size_t));
+  d->xsc = xs[0], d->xsd = xs[1], d->xrc = xs[2], d->xrd = xs[3], d->xcur = xs[4];
+  if (!d->band_order || !d->band_first || !d->xoff || !d->urows || !xs[0] || !xs[1] ||
+      !xs[2] || !xs[3] || !xs[4])
+    return gs_error(GS_ERR_NOMEM, "DLRM: out of memory");
+  band_key *keys = gs_malloc((d->nsh + 1) * sizeof *keys);
+  if (keys == NULL) return gs_error(GS_ERR_NOMEM, "DLRM: out of memory");
+  for (size_t i = 0; i < d->nsh; i++) {
+    keys[i] = (band_key){d->sh[i].table, d->sh[i].col_lo, d->sh[i].row_lo, i};
+    if (d->sh[i].col_hi - d->sh[i].col_lo < d->D) d->any_split = 1;
+    d->band_first[d->sh[i].table + 1]++;
+  }
+  qsort(keys, d->nsh, sizeof *keys, cmp_band);
+  for (size_t i = 0; i < d->nsh; i++) d->band_order[i] = keys[i].idx;
+  gs_free(keys);
+  for (size_t t = 0; t < T; t++) d->band_first[t + 1] += d->band_first[t];
+
   /* This rank's shards and replicas, initialised as the whole tables are. */
   size_t mine = d->count[d->rank];
   d->local = gs_calloc(mine + (size_t)d->ndp + 1, sizeof *d->local);
@@ -904,6 +956,131 @@ static gs_status fuse_grads(gs_dlrm_dist *d, const gs_dlrm_batch *b) {
   return GS_OK;
 }
 
+/* ---- Row-wise Adagrad on column blocks ------------------------------------
+ * A row's accumulator takes the mean of g^2 over all D columns, and a
+ * column block holds some of them. Every block of a table sees the same
+ * ids within its rows (each rank routes every id to every block holding its
+ * row), so the owners of two blocks in different bands whose rows meet know
+ * the same touched rows there, in the same (ascending) order. Each sends the
+ * other its sums of squares of those rows, one all-to-allv of floats whose
+ * counts both sides know; every owner adds the bands' sums in column order,
+ * so all blocks of a row take the same, bitwise equal, increment: the
+ * single-process update up to the order of one sum. The message from rank r
+ * to rank k holds, for each shard of k in order and each shard of r in order
+ * that pair, r's sums for the rows they share. */
+
+static int sq_pair(const dist_shard *a, const dist_shard *b) {
+  return a->table == b->table && a->col_lo != b->col_lo && a->row_lo < b->row_hi &&
+         b->row_lo < a->row_hi;
+}
+
+static size_t lower_bound_u32(const uint32_t *v, size_t n, size_t key) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if ((size_t)v[mid] < key) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* Local shard j's touched rows within shard o's rows: urows[j] [*lo, *hi). */
+static void rows_within(const gs_dlrm_dist *d, size_t j, const dist_shard *o, size_t *lo,
+                        size_t *hi) {
+  const dist_shard *x = &d->sh[d->first[d->rank] + j];
+  const gs_embed_rows *u = &d->urows[j];
+  *lo = lower_bound_u32(u->row, u->n, GS_MAX(x->row_lo, o->row_lo) - x->row_lo);
+  *hi = lower_bound_u32(u->row, u->n, GS_MIN(x->row_hi, o->row_hi) - x->row_lo);
+}
+
+static int is_split(const gs_dlrm_dist *d, const dist_shard *x) {
+  return x->col_hi - x->col_lo < d->D;
+}
+
+/* The backward of this rank's column blocks with row-wise Adagrad. Every
+ * rank takes part in the exchange, even after a failure of its own. */
+static gs_status split_update(gs_dlrm_dist *d, const gs_embed_optim *opt) {
+  size_t P = (size_t)d->size, me = (size_t)d->rank, mine = d->count[me], N = d->N;
+  size_t f = d->first[me];
+  gs_status st = GS_OK;
+  double t0 = gs_now();
+  for (size_t j = 0; j < mine; j++) {
+    const dist_shard *x = &d->sh[f + j];
+    d->urows[j].n = 0;
+    if (!is_split(d, x) || st != GS_OK) continue;
+    gs_embed_bags bags = {N, d->bag_off + j * (N + 1), d->bag_ids + d->bag_ids_at[j], 0, 0};
+    st = gs_embed_backward_rows(&d->local[j], &bags, GS_EMBED_SUM, d->own_pooled, d->W[me],
+                                x->col, &d->urows[j], &d->work);
+  }
+  /* Counts: both sides walk the pairs in the message's order. */
+  size_t sat = 0, rat = 0, lo, hi;
+  for (size_t k = 0; k < P; k++) {
+    d->xsd[k] = sat;
+    d->xrd[k] = rat;
+    for (size_t s = d->first[k]; s < d->first[k] + d->count[k]; s++)
+      for (size_t j = 0; j < mine; j++)
+        if (sq_pair(&d->sh[s], &d->sh[f + j])) {
+          rows_within(d, j, &d->sh[s], &lo, &hi);
+          sat += hi - lo; /* mine to k */
+          rat += hi - lo; /* k's to mine: the same rows */
+        }
+    d->xsc[k] = sat - d->xsd[k];
+    d->xrc[k] = rat - d->xrd[k];
+  }
+  gs_status gst = grow(&d->xsend, &d->xsend_cap, sat + 1, sizeof(float), "the sums of squares");
+  if (gst == GS_OK)
+    gst = grow(&d->xrecv, &d->xrecv_cap, rat + 1, sizeof(float), "the sums of squares");
+  if (gst != GS_OK) return gst; /* out of memory: nothing else can be done */
+  for (size_t k = 0, at = 0; k < P; k++)
+    for (size_t s = d->first[k]; s < d->first[k] + d->count[k]; s++)
+      for (size_t j = 0; j < mine; j++)
+        if (sq_pair(&d->sh[s], &d->sh[f + j])) {
+          rows_within(d, j, &d->sh[s], &lo, &hi);
+          memcpy(d->xsend + at, d->urows[j].sq + lo, (hi - lo) * sizeof(float));
+          at += hi - lo;
+        }
+  d->stats.lookup_s += gs_now() - t0;
+  t0 = gs_now();
+  gst = gs_alltoallv(d->comm, d->xsend, d->xsc, d->xsd, d->xrecv, d->xrc, d->xrd, GS_F32,
+                     GS_ALGO_AUTO);
+  d->stats.a2a_s += gs_now() - t0;
+  d->stats.grad_bytes += (double)(sat - d->xsc[me]) * 4;
+  GS_CHECK(st);
+  GS_CHECK(gst);
+
+  /* Each block's rows: the bands' sums in column order, then the update. */
+  t0 = gs_now();
+  for (size_t k = 0; k < P; k++) d->xcur[k] = d->xrd[k];
+  for (size_t j = 0; j < mine; j++) {
+    const dist_shard *x = &d->sh[f + j];
+    if (!is_split(d, x)) continue;
+    for (size_t r = 0; r < P; r++)
+      for (size_t s = d->first[r]; s < d->first[r] + d->count[r]; s++)
+        if (sq_pair(&d->sh[f + j], &d->sh[s])) {
+          rows_within(d, j, &d->sh[s], &lo, &hi);
+          d->xoff[s] = d->xcur[r];
+          d->xcur[r] += hi - lo;
+        }
+    const gs_embed_rows *u = &d->urows[j];
+    GS_CHECK(grow(&d->xsum, &d->xsum_cap, u->n + 1, sizeof(float), "the rows' sums"));
+    memset(d->xsum, 0, u->n * sizeof(float));
+    size_t t = (size_t)x->table;
+    for (size_t i = d->band_first[t]; i < d->band_first[t + 1]; i++) {
+      size_t s = d->band_order[i];
+      if (s == f + j) {
+        for (size_t q = 0; q < u->n; q++) d->xsum[q] += u->sq[q];
+      } else if (sq_pair(x, &d->sh[s])) {
+        rows_within(d, j, &d->sh[s], &lo, &hi);
+        const float *from = d->xrecv + d->xoff[s];
+        for (size_t q = lo; q < hi; q++) d->xsum[q] += from[q - lo];
+      }
+    }
+    GS_CHECK(gs_embed_rows_update(&d->local[j], u, d->xsum, d->D, opt));
+  }
+  d->stats.lookup_s += gs_now() - t0;
+  return GS_OK;
+}
+
 gs_status gs_dlrm_dist_train_step(gs_dlrm_dist *d, const gs_dlrm_batch *b,
                                   const gs_dlrm_optim *opt, double *loss, float *logits) {
   return gs_dlrm_dist_train_step_next(d, b, NULL, opt, loss, logits);
@@ -979,13 +1156,19 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
 
   /* The owners' fused backward + update over the global batch. */
   t0 = gs_now();
+  int split = d->any_split && opt->embed.kind == GS_EMBED_ROWWISE_ADAGRAD;
   for (size_t j = 0; j < mine && st == GS_OK; j++) {
     const dist_shard *x = &d->sh[d->first[me] + j];
+    if (split && is_split(d, x)) continue; /* split_update's */
     gs_embed_bags bags = {N, d->bag_off + j * (N + 1), d->bag_ids + d->bag_ids_at[j], 0, 0};
     st = gs_embed_backward_update(&d->local[j], &bags, GS_EMBED_SUM, d->own_pooled, Wm, x->col,
                                   &opt->embed, &d->work);
   }
   d->stats.lookup_s += gs_now() - t0;
+  if (split) {
+    gs_status sst = split_update(d, &opt->embed);
+    if (st == GS_OK) st = sst;
+  }
   if (st == GS_OK && d->ngat > 0) st = dp_update(d, b, &opt->embed);
 
   t0 = gs_now();

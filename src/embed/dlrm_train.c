@@ -91,8 +91,7 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
                         .wire_elem_bytes = cfg->precision == GS_DLRM_A2A_FP32 ? 4 : 2,
                         .force = cfg->sharding,
                         .mem_cap = 0,
-                        .whole_rows = cfg->optim.embed.kind == GS_EMBED_ROWWISE_ADAGRAD &&
-                                      cfg->sharding != GS_SHARD_CW};
+                        .row_sums = cfg->optim.embed.kind == GS_EMBED_ROWWISE_ADAGRAD};
   if (P % sc.ranks_per_node != 0) sc.ranks_per_node = 1;
   sc.net = *gs_comm_cost(comm);
   sc.lookup = cfg->sharding < 0 ? lk : (gs_cost_lookup){2e-8, 1e-10};

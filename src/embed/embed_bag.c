@@ -221,58 +221,149 @@ static gs_status check_optim(const gs_embed_table *t, const gs_embed_optim *opt)
   return GS_OK;
 }
 
-/* One row's update from its gradient summed over the batch. */
-static inline void update_row(gs_embed_table *t, size_t row, const float *g,
-                              const gs_embed_optim *opt) {
+/* One row's update from its gradient summed over the batch. Row-wise
+ * Adagrad adds sq / sq_dim to the row's accumulator: the mean of g^2 over
+ * the row's sq_dim columns, sq their sum of squares (the block's own when
+ * the table is whole; all column blocks' when it is split). */
+static inline void update_row_sq(gs_embed_table *t, size_t row, const float *g, float sq,
+                                 size_t sq_dim, const gs_embed_optim *opt) {
   size_t dim = t->dim;
   float *wr = t->weights + row * dim;
   if (opt->kind == GS_EMBED_SGD) {
     for (size_t d = 0; d < dim; d++) wr[d] -= opt->lr * g[d];
   } else {
-    float sq = 0;
-    for (size_t d = 0; d < dim; d++) sq += g[d] * g[d];
-    t->state[row] += sq / (float)dim;
+    t->state[row] += sq / (float)sq_dim;
     float step = opt->lr / (sqrtf(t->state[row]) + opt->eps);
     for (size_t d = 0; d < dim; d++) wr[d] -= step * g[d];
   }
 }
 
-gs_status gs_embed_backward_update(gs_embed_table *t, const gs_embed_bags *bags,
-                                   gs_embed_pool pool, const float *dout,
-                                   size_t dout_stride, size_t dout_col,
-                                   const gs_embed_optim *opt, gs_embed_work **work) {
+static inline float sum_sq(const float *g, size_t dim) {
+  float sq = 0;
+  for (size_t d = 0; d < dim; d++) sq += g[d] * g[d];
+  return sq;
+}
+
+static inline void update_row(gs_embed_table *t, size_t row, const float *g,
+                              const gs_embed_optim *opt) {
+  update_row_sq(t, row, g, opt->kind == GS_EMBED_SGD ? 0 : sum_sq(g, t->dim), t->dim, opt);
+}
+
+/* Checks the backward's arguments and groups the batch's lookups by row:
+ * *sorted receives the n pairs (row << 32 | bag), rows ascending and each
+ * row's lookups in input order. */
+static gs_status group_rows(const gs_embed_table *t, const gs_embed_bags *bags,
+                            const float *dout, size_t dout_stride, size_t dout_col,
+                            const void *sink, gs_embed_work **work, size_t *n,
+                            const uint64_t **sorted) {
   GS_CHECK(gs_embed_check(t, bags));
-  if (dout == NULL || opt == NULL || work == NULL || dout_col + t->dim > dout_stride)
+  if (dout == NULL || sink == NULL || work == NULL || dout_col + t->dim > dout_stride)
     return gs_error(GS_ERR_INVALID_ARG, "embedding table '%s': backward: NULL gradient, "
-                    "optimizer or work, or columns [%zu, %zu) outside a row of %zu",
+                    "optimizer, output or work, or columns [%zu, %zu) outside a row of %zu",
                     table_name(t), dout_col, dout_col + t->dim, dout_stride);
-  GS_CHECK(check_optim(t, opt));
-  size_t n = (size_t)bags->offsets[bags->nbags], dim = t->dim;
-  if (n == 0) return GS_OK;
-  GS_CHECK(work_reserve(work, n, dim));
+  *n = (size_t)bags->offsets[bags->nbags];
+  *sorted = NULL;
+  if (*n == 0) return GS_OK;
+  GS_CHECK(work_reserve(work, *n, t->dim));
   gs_embed_work *w = *work;
   for (size_t b = 0, j = 0; b < bags->nbags; b++)
     for (; j < (size_t)bags->offsets[b + 1]; j++)
       w->pairs[j] = (uint64_t)id_at(bags, (int64_t)j) << 32 | (uint64_t)b;
   int bits = 0;
   while (bits < 32 && ((size_t)1 << bits) < t->rows) bits++;
-  const uint64_t *sorted = radix_sort_rows(w, n, bits);
-  float *g = w->grad;
+  *sorted = radix_sort_rows(w, *n, bits);
+  return GS_OK;
+}
+
+/* The gradient of the row whose lookups start at sorted[i] into g: its
+ * lookups' shares of dout in input order (the sort is stable). Returns
+ * where the next row's start. */
+static size_t row_grad(const uint64_t *sorted, size_t i, size_t n, const gs_embed_bags *bags,
+                       gs_embed_pool pool, const float *dout, size_t dout_stride,
+                       size_t dout_col, size_t dim, float *g) {
+  uint32_t row = (uint32_t)(sorted[i] >> 32);
+  size_t k = i;
+  for (; k < n && (uint32_t)(sorted[k] >> 32) == row; k++) {
+    size_t b = (size_t)(sorted[k] & 0xffffffffu);
+    float s = 1.0f;
+    if (pool == GS_EMBED_MEAN) s = 1.0f / (float)(bags->offsets[b + 1] - bags->offsets[b]);
+    const float *src = dout + b * dout_stride + dout_col;
+    if (k == i) copy_scaled(g, s, src, dim);
+    else axpy(g, s, src, dim);
+  }
+  return k;
+}
+
+gs_status gs_embed_backward_update(gs_embed_table *t, const gs_embed_bags *bags,
+                                   gs_embed_pool pool, const float *dout,
+                                   size_t dout_stride, size_t dout_col,
+                                   const gs_embed_optim *opt, gs_embed_work **work) {
+  size_t n;
+  const uint64_t *sorted;
+  GS_CHECK(group_rows(t, bags, dout, dout_stride, dout_col, opt, work, &n, &sorted));
+  GS_CHECK(check_optim(t, opt));
+  float *g = n ? (*work)->grad : NULL;
   for (size_t i = 0; i < n;) {
     uint32_t row = (uint32_t)(sorted[i] >> 32);
-    /* The row's gradient: its lookups in input order (the sort is stable). */
-    size_t k = i;
-    for (; k < n && (uint32_t)(sorted[k] >> 32) == row; k++) {
-      size_t b = (size_t)(sorted[k] & 0xffffffffu);
-      float s = 1.0f;
-      if (pool == GS_EMBED_MEAN) s = 1.0f / (float)(bags->offsets[b + 1] - bags->offsets[b]);
-      const float *src = dout + b * dout_stride + dout_col;
-      if (k == i) copy_scaled(g, s, src, dim);
-      else axpy(g, s, src, dim);
-    }
-    i = k;
+    i = row_grad(sorted, i, n, bags, pool, dout, dout_stride, dout_col, t->dim, g);
     update_row(t, row, g, opt);
   }
+  return GS_OK;
+}
+
+void gs_embed_rows_free(gs_embed_rows *r) {
+  if (r == NULL) return;
+  gs_free(r->row);
+  gs_free(r->grad);
+  gs_free(r->sq);
+  memset(r, 0, sizeof *r);
+}
+
+gs_status gs_embed_backward_rows(const gs_embed_table *t, const gs_embed_bags *bags,
+                                 gs_embed_pool pool, const float *dout, size_t dout_stride,
+                                 size_t dout_col, gs_embed_rows *out, gs_embed_work **work) {
+  size_t n;
+  const uint64_t *sorted;
+  GS_CHECK(group_rows(t, bags, dout, dout_stride, dout_col, out, work, &n, &sorted));
+  size_t dim = t->dim, need;
+  out->n = 0;
+  out->dim = dim;
+  /* At most n rows: room for n, kept across calls. */
+  if (n > out->cap || out->row == NULL) {
+    if (gs_mul_size(n ? n : 1, dim * sizeof(float), &need) != GS_OK)
+      return gs_error(GS_ERR_NOMEM, "embedding table '%s': %zu rows' gradients overflow",
+                      table_name(t), n);
+    gs_embed_rows_free(out);
+    out->row = gs_malloc((n ? n : 1) * sizeof *out->row);
+    out->sq = gs_malloc((n ? n : 1) * sizeof *out->sq);
+    out->grad = gs_malloc(need);
+    if (!out->row || !out->sq || !out->grad) {
+      gs_embed_rows_free(out);
+      return gs_error(GS_ERR_NOMEM, "embedding table '%s': out of memory for %zu rows' "
+                      "gradients", table_name(t), n);
+    }
+    out->cap = n ? n : 1;
+    out->dim = dim;
+  }
+  for (size_t i = 0; i < n;) {
+    float *g = out->grad + out->n * dim;
+    out->row[out->n] = (uint32_t)(sorted[i] >> 32);
+    i = row_grad(sorted, i, n, bags, pool, dout, dout_stride, dout_col, dim, g);
+    out->sq[out->n++] = sum_sq(g, dim);
+  }
+  return GS_OK;
+}
+
+gs_status gs_embed_rows_update(gs_embed_table *t, const gs_embed_rows *r, const float *sq,
+                               size_t sq_dim, const gs_embed_optim *opt) {
+  if (t == NULL || r == NULL || opt == NULL || r->dim != t->dim || sq_dim < t->dim)
+    return gs_error(GS_ERR_INVALID_ARG, "embedding table '%s': rows' update: NULL argument, "
+                    "rows of %zu columns for a table of %zu, or a row of %zu columns",
+                    t ? table_name(t) : "?", r ? r->dim : 0, t ? t->dim : 0, sq_dim);
+  GS_CHECK(check_optim(t, opt));
+  if (sq == NULL) sq = r->sq;
+  for (size_t i = 0; i < r->n; i++)
+    update_row_sq(t, r->row[i], r->grad + i * r->dim, sq[i], sq_dim, opt);
   return GS_OK;
 }
 

@@ -141,7 +141,8 @@ void gs_shard_price(const gs_shard_config *cfg, const gs_embed_spec *t, const gs
   gs_cost_topo topo = {cfg->ranks, cfg->ranks / (cfg->ranks_per_node > 0 ? cfg->ranks_per_node : 1)};
   gs_cost_shard_in in = {s->kind, cfg->batch, t->pooling, (double)(s->row_hi - s->row_lo),
                          (double)t->rows, (double)(s->col_hi - s->col_lo),
-                         cfg->wire_elem_bytes, cfg->ranks_per_node};
+                         cfg->wire_elem_bytes, cfg->ranks_per_node, (double)t->dim,
+                         cfg->row_sums};
   gs_cost_shard(&cfg->net, topo, &cfg->lookup, &in, out);
 }
 

@@ -7,6 +7,9 @@
  *     input order, then each touched row updated): bitwise equal, since the
  *     kernel sums a row's lookups in input order too; untouched rows and
  *     their accumulators unchanged;
+ *   - the backward in two halves (touched rows, then their update) bitwise
+ *     the fused kernel; a table in two column blocks whose sums of squares
+ *     are added takes the whole table's row-wise Adagrad step;
  *   - determinism: two runs from the same start give identical tables;
  *   - bad input: an id out of range (negative, = rows) names the table, the
  *     id, the sample (with first_sample) and the lookup, and changes nothing;
@@ -293,6 +296,98 @@ static void test_dense(void **state) {
     }
 }
 
+/* The fused backward's two halves (gs_embed_backward_rows, then
+ * gs_embed_rows_update): with the rows' own sums of squares bitwise the
+ * fused kernel; a table split into two column blocks whose sums of squares
+ * are added, the whole table's update within rounding (the accumulators
+ * the same in both blocks, bitwise). */
+static void check_rows(size_t rows, size_t dim, size_t nbags, int maxlen, double skew, int pool) {
+  batch b = make_batch(nbags, maxlen, rows, skew);
+  size_t stride = dim + 3, col = 2, h = dim / 2;
+  float *dout = random_floats(nbags * stride);
+  float *w = random_floats(rows * dim), *ww = malloc(rows * dim * sizeof(float));
+  float *wa = malloc(rows * h * sizeof(float)), *wb = malloc(rows * (dim - h) * sizeof(float));
+  float *st = calloc(rows, sizeof(float)), *sw = calloc(rows, sizeof(float));
+  float *sa = calloc(rows, sizeof(float)), *sb = calloc(rows, sizeof(float));
+  assert_true(ww && wa && wb && st && sw && sa && sb);
+  memcpy(ww, w, rows * dim * sizeof(float));
+  for (size_t r = 0; r < rows; r++) {
+    memcpy(wa + r * h, w + r * dim, h * sizeof(float));
+    memcpy(wb + r * (dim - h), w + r * dim + h, (dim - h) * sizeof(float));
+  }
+  gs_embed_optim opt = {GS_EMBED_ROWWISE_ADAGRAD, 0.05f, 1e-10f};
+  gs_embed_table t = {"t", w, st, rows, dim}, u = {"u", ww, sw, rows, dim};
+  gs_embed_table ta = {"a", wa, sa, rows, h}, tb = {"b", wb, sb, rows, dim - h};
+  gs_embed_bags g = bags_of(&b, 1);
+  gs_embed_work *work = NULL;
+  gs_embed_rows ru = {0}, ra = {0}, rb = {0};
+  float *sq = malloc((nbags * (size_t)maxlen + 1) * sizeof(float));
+  assert_non_null(sq);
+  for (int rep = 0; rep < 2; rep++) {
+    assert_int_equal(gs_embed_backward_update(&t, &g, (gs_embed_pool)pool, dout, stride, col,
+                                              &opt, &work), GS_OK);
+    assert_int_equal(gs_embed_backward_rows(&u, &g, (gs_embed_pool)pool, dout, stride, col,
+                                            &ru, &work), GS_OK);
+    assert_int_equal(gs_embed_rows_update(&u, &ru, NULL, dim, &opt), GS_OK);
+    assert_int_equal(gs_embed_backward_rows(&ta, &g, (gs_embed_pool)pool, dout, stride, col,
+                                            &ra, &work), GS_OK);
+    assert_int_equal(gs_embed_backward_rows(&tb, &g, (gs_embed_pool)pool, dout, stride,
+                                            col + h, &rb, &work), GS_OK);
+    assert_int_equal(ra.n, rb.n);
+    assert_int_equal(ra.n, ru.n);
+    for (size_t i = 0; i < ra.n; i++) {
+      assert_int_equal(ra.row[i], rb.row[i]);
+      if (i > 0) assert_true(ra.row[i] > ra.row[i - 1]);
+      sq[i] = ra.sq[i] + rb.sq[i];
+    }
+    assert_int_equal(gs_embed_rows_update(&ta, &ra, sq, dim, &opt), GS_OK);
+    assert_int_equal(gs_embed_rows_update(&tb, &rb, sq, dim, &opt), GS_OK);
+  }
+  if (memcmp(w, ww, rows * dim * sizeof(float)) != 0 || memcmp(st, sw, rows * sizeof(float)))
+    fail_msg("rows' halves differ from the fused kernel (rows %zu, pool %d)", rows, pool);
+  if (memcmp(sa, sb, rows * sizeof(float)) != 0)
+    fail_msg("two column blocks' accumulators differ (rows %zu)", rows);
+  for (size_t r = 0; r < rows; r++) {
+    if (fabsf(sa[r] - st[r]) > 1e-6f * fabsf(st[r]))
+      fail_msg("column blocks: row %zu's accumulator %.9g, whole table's %.9g", r, sa[r], st[r]);
+    for (size_t c = 0; c < dim; c++) {
+      float x = c < h ? wa[r * h + c] : wb[r * (dim - h) + c - h], y = w[r * dim + c];
+      if (fabsf(x - y) > 1e-6f * fabsf(y) + 1e-7f)
+        fail_msg("column blocks: row %zu col %zu = %.9g, whole table's %.9g", r, c, x, y);
+    }
+  }
+  /* Bad input: rows of another width, no accumulator, an id out of range. */
+  assert_int_equal(gs_embed_rows_update(&ta, &rb, NULL, dim, &opt),
+                   dim - h == h ? GS_OK : GS_ERR_INVALID_ARG);
+  gs_embed_table nost = {"n", wa, NULL, rows, h};
+  assert_int_equal(gs_embed_rows_update(&nost, &ra, sq, dim, &opt), GS_ERR_INVALID_ARG);
+  if (b.offsets[nbags] > 0) {
+    int64_t keep = b.ids64[0];
+    b.ids64[0] = (int64_t)rows;
+    assert_int_equal(gs_embed_backward_rows(&ta, &g, GS_EMBED_SUM, dout, stride, col, &ra,
+                                            &work), GS_ERR_INVALID_ARG);
+    assert_non_null(strstr(gs_last_error(), "'a'"));
+    b.ids64[0] = keep;
+  }
+  gs_embed_rows_free(&ru);
+  gs_embed_rows_free(&ra);
+  gs_embed_rows_free(&rb);
+  gs_embed_work_free(work);
+  void *bufs[] = {dout, w, ww, wa, wb, st, sw, sa, sb, sq};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+  free_batch(&b);
+}
+
+static void test_rows(void **state) {
+  (void)state;
+  for (int pool = 0; pool < 2; pool++) {
+    check_rows(1, 4, 9, 3, 0, pool);
+    check_rows(37, 16, 64, 10, 1.0, pool);
+    check_rows(3000, 17, 200, 20, 0, pool);
+    check_rows(70000, 64, 50, 55, 1.5, pool);
+  }
+}
+
 /* The same batch from the same start, twice, with fresh work each time:
  * identical tables and accumulators, bit for bit. */
 static void test_deterministic(void **state) {
@@ -391,6 +486,7 @@ int main(void) {
       cmocka_unit_test(test_forward),
       cmocka_unit_test(test_backward),
       cmocka_unit_test(test_dense),
+      cmocka_unit_test(test_rows),
       cmocka_unit_test(test_deterministic),
       cmocka_unit_test(test_bad_input),
   };

@@ -12,6 +12,7 @@
  *   - a memory cap respected, and a cap no table fits refused by name;
  *   - save and load: the same shards; a plan for other tables, another world
  *     size or with a row owned twice refused;
+ *   - row-wise Adagrad's sums of squares priced on column blocks only;
  *   - 1,000 tables on 64 ranks planned in under a second;
  *   - gs_embed_calibrate gives positive, finite costs.
  */
@@ -209,6 +210,41 @@ static void test_forced_and_edges(void **state) {
   assert_int_equal(gs_shard_kind_parse("row", &kind), GS_ERR_PARSE);
 }
 
+/* Row-wise Adagrad on column blocks: a block pays for sending its touched
+ * rows' sums of squares to the row's other blocks (R (1 - e^(-I/R)) rows of
+ * 4 bytes to each); whole rows and SGD pay nothing; the planner's auto plans
+ * stay valid and balanced with the price on. */
+static void test_row_sums(void **state) {
+  (void)state;
+  gs_shard_config cfg = config(4, 1);
+  gs_embed_spec t = {"t", 1000, 64, 3};
+  gs_shard block = {0, 0, GS_SHARD_CW, 0, 1000, 0, 16, 0, 0, 0};
+  gs_shard whole = {0, 0, GS_SHARD_TW, 0, 1000, 0, 64, 0, 0, 0};
+  gs_cost_shard_out plain, sums, w0, w1;
+  gs_shard_price(&cfg, &t, &block, &plain);
+  gs_shard_price(&cfg, &t, &whole, &w0);
+  cfg.row_sums = 1;
+  gs_shard_price(&cfg, &t, &block, &sums);
+  gs_shard_price(&cfg, &t, &whole, &w1);
+  double ids = cfg.batch * t.pooling, touched = 1000.0 * (1.0 - exp(-ids / 1000.0));
+  double want = 3.0 * touched * 4.0; /* 3 other blocks of 16 columns */
+  if (fabs(sums.wire_bytes - plain.wire_bytes - want) > 1e-6 * want)
+    fail_msg("row sums: %.1f bytes more, expected %.1f", sums.wire_bytes - plain.wire_bytes,
+             want);
+  assert_true(sums.wire_s > plain.wire_s);
+  assert_true(sums.lookup_s == plain.lookup_s);
+  assert_true(w1.wire_bytes == w0.wire_bytes && w1.total_s == w0.total_s);
+  gs_embed_spec kg[32];
+  int nk = 0;
+  assert_int_equal(gs_embed_preset("kaggle", 0.01, kg, 32, &nk), GS_OK);
+  for (int ranks = 4; ranks <= 16; ranks *= 2) {
+    gs_shard_config kc = config(ranks, 1);
+    kc.batch = 2048;
+    kc.row_sums = 1;
+    check_auto(kg, nk, &kc, "kaggle/100 with row sums");
+  }
+}
+
 static void test_memory_cap(void **state) {
   (void)state;
   gs_embed_spec t[32];
@@ -335,7 +371,7 @@ int main(void) {
       cmocka_unit_test(test_random_sets),      cmocka_unit_test(test_forced_and_edges),
       cmocka_unit_test(test_memory_cap),       cmocka_unit_test(test_save_load),
       cmocka_unit_test(test_speed),            cmocka_unit_test(test_calibrate),
-      cmocka_unit_test(test_specs_file),
+      cmocka_unit_test(test_specs_file),      cmocka_unit_test(test_row_sums),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
