@@ -87,6 +87,9 @@ static void usage(FILE *f) {
           "                     exchange, whichever is predicted fastest.\n"
           "                     The coding rate is measured here; with --a/--b\n"
           "                     it needs --workers\n"
+          "  --coding-rate NS   the compressors' coding time in ns per element\n"
+          "                     (encode and decode) instead of measuring it on\n"
+          "                     this machine: the device the plan is for\n"
           "  --json             one JSON object per policy and line\n"
           "  --verbose          also print each plan's groups\n"
           "  --help             this text\n");
@@ -206,6 +209,7 @@ typedef struct search_opts {
   const char *compress_list; /* --search-compress; NULL: the defaults */
   const char *tables;        /* --accuracy-table; NULL: the defaults */
   double max_loss;           /* --max-accuracy-loss in points; < 0: none */
+  double coding_s;           /* --coding-rate in s per element; < 0: measured */
 } search_opts;
 
 /* The default accuracy tables: the source tree's (a compile-time path),
@@ -433,7 +437,8 @@ static int plan_search(const search_opts *so) {
       cli_fail(VERB, "--search-compress %s: %s", specs[k], gs_last_error());
       rc = 1;
     }
-    for (int t = 0; t < SEARCH_RATE_TRIES && rc == 0; t++) {
+    if (so->coding_s >= 0) cands[k].secs_per_elem = so->coding_s;
+    for (int t = 0; t < SEARCH_RATE_TRIES && rc == 0 && so->coding_s < 0; t++) {
       double spe = 0;
       if (gs_compressor_measure(c, (size_t)1 << 18, &spe) != GS_OK) {
         cli_fail(VERB, "--search-compress %s: %s", specs[k], gs_last_error());
@@ -755,6 +760,7 @@ int cmd_plan(int argc, char **argv) {
       {"search-compress", required_argument, 0, 'C'},
       {"accuracy-table", required_argument, 0, 'Y'},
       {"max-accuracy-loss", required_argument, 0, 'L'},
+      {"coding-rate", required_argument, 0, 'R'},
       {0, 0, 0, 0}};
   const char *search_compress = NULL, *accuracy_table = NULL;
   /* --max-accuracy-loss: SEARCH_MAX_LOSS points unless given; "any": no
@@ -767,7 +773,7 @@ int cmd_plan(int argc, char **argv) {
   int policy_given = 0, search = 0, max_workers = 0, per_node = 1, max_global_batch = 0;
   int max_batch = 0;
   double target_eff = 0; /* 0: throughput */
-  double a = -1, b = -1, scale = 1.0;
+  double a = -1, b = -1, scale = 1.0, coding_ns = -1;
   int have_a = 0, have_b = 0, have_algo = 0, workers = 0, nodes = 0, json = 0, verbose = 0;
   optind = 1;
   opterr = 0;
@@ -851,6 +857,13 @@ int cmd_plan(int argc, char **argv) {
         break;
       case 'A': algo_name = optarg; have_algo = 1; break;
       case 'z': compress = optarg; break;
+      case 'R':
+        if (cli_parse_double(optarg, 0, 1e6, &coding_ns) != 0) {
+          cli_error(VERB, "--coding-rate: expected ns per element from 0 to 1e6, got '%s'",
+                    optarg);
+          return 2;
+        }
+        break;
       case 'C': search_compress = optarg; break;
       case 'Y': accuracy_table = optarg; break;
       case 'L':
@@ -879,6 +892,10 @@ int cmd_plan(int argc, char **argv) {
   }
   if (have_a != have_b) {
     cli_error(VERB, "--a and --b go together");
+    return 2;
+  }
+  if (coding_ns >= 0 && !search && !compress) {
+    cli_error(VERB, "--coding-rate applies only with --compress or --search");
     return 2;
   }
   if (search || max_workers || per_node != 1 || max_global_batch || max_batch ||
@@ -912,7 +929,8 @@ int cmd_plan(int argc, char **argv) {
                       .max_global_batch = max_global_batch, .max_batch = max_batch,
                       .json = json, .target_eff = target_eff, .scale = scale,
                       .compress_list = search_compress, .tables = accuracy_table,
-                      .max_loss = loss_given ? max_loss : SEARCH_MAX_LOSS};
+                      .max_loss = loss_given ? max_loss : SEARCH_MAX_LOSS,
+                      .coding_s = coding_ns >= 0 ? coding_ns * 1e-9 : -1};
     return plan_search(&so);
   }
   if (net && cost_file) {
@@ -1025,8 +1043,8 @@ int cmd_plan(int argc, char **argv) {
     /* With --a/--b the network's alpha and beta are fitted to the line. */
     if (have_a) gs_cost_preset("1GbE", &zparams);
     gs_cost_topo topo = {workers, nodes > 0 ? nodes : workers};
-    double spe = 0;
-    if (gs_compressor_measure(zc, (size_t)1 << 18, &spe) != GS_OK ||
+    double spe = coding_ns * 1e-9;
+    if ((coding_ns < 0 && gs_compressor_measure(zc, (size_t)1 << 18, &spe) != GS_OK) ||
         gs_plan_xchg_from_compressor(zc, spe, &zparams, topo, have_a ? &cost.ar : NULL,
                                      !z.automatic, &xchg) != GS_OK) {
       cli_error(VERB, "--compress %s: %s", compress, gs_last_error());
