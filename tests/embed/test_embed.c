@@ -1,7 +1,8 @@
 /*
  * Embedding bags (include/gradsync/embed.h) against a naive reference:
  *   - forward, sum and mean, int32 and int64 ids, empty bags, bags with a
- *     row repeated, into a column range of a wider output;
+ *     row repeated, into a column range of a wider output, bitwise the
+ *     naive sum, at the widths with their own kernels (16-128) and others;
  *   - the fused backward + SGD and + row-wise Adagrad against a dense
  *     reference (every lookup's gradient added to a dense table gradient in
  *     input order, then each touched row updated): bitwise equal, since the
@@ -122,6 +123,11 @@ static void test_forward(void **state) {
   check_forward(37, 16, 64, 10, 0);
   check_forward(1000, 64, 50, 55, 1.5);
   check_forward(70000, 8, 40, 20, 0);
+  /* The widths with their own kernels (16, 32, 64, 128) and one beside. */
+  check_forward(500, 32, 100, 12, 1.0);
+  check_forward(300, 128, 60, 30, 0);
+  check_forward(300, 128, 5, 1, 0);
+  check_forward(200, 96, 30, 8, 0);
 }
 
 /* The dense reference of the backward + update. */
