@@ -275,13 +275,18 @@ static gs_status check_optim(const gs_embed_table *t, const gs_embed_optim *opt)
   return GS_OK;
 }
 
+#if defined(__GNUC__)
+#define EMBED_INLINE static inline __attribute__((always_inline))
+#else
+#define EMBED_INLINE static inline
+#endif
+
 /* One row's update from its gradient summed over the batch. Row-wise
  * Adagrad adds sq / sq_dim to the row's accumulator: the mean of g^2 over
  * the row's sq_dim columns, sq their sum of squares (the block's own when
  * the table is whole; all column blocks' when it is split). */
-static inline void update_row_sq(gs_embed_table *t, size_t row, const float *g, float sq,
-                                 size_t sq_dim, const gs_embed_optim *opt) {
-  size_t dim = t->dim;
+EMBED_INLINE void update_row_sq(gs_embed_table *t, size_t row, const float *g, size_t dim,
+                               float sq, size_t sq_dim, const gs_embed_optim *opt) {
   float *wr = t->weights + row * dim;
   if (opt->kind == GS_EMBED_SGD) {
     for (size_t d = 0; d < dim; d++) wr[d] -= opt->lr * g[d];
@@ -292,15 +297,16 @@ static inline void update_row_sq(gs_embed_table *t, size_t row, const float *g, 
   }
 }
 
-static inline float sum_sq(const float *g, size_t dim) {
+EMBED_INLINE float sum_sq(const float *g, size_t dim) {
   float sq = 0;
   for (size_t d = 0; d < dim; d++) sq += g[d] * g[d];
   return sq;
 }
 
-static inline void update_row(gs_embed_table *t, size_t row, const float *g,
-                              const gs_embed_optim *opt) {
-  update_row_sq(t, row, g, opt->kind == GS_EMBED_SGD ? 0 : sum_sq(g, t->dim), t->dim, opt);
+/* dim: the table's, passed so that a constant can stand for it. */
+EMBED_INLINE void update_row(gs_embed_table *t, size_t row, const float *g, size_t dim,
+                             const gs_embed_optim *opt) {
+  update_row_sq(t, row, g, dim, opt->kind == GS_EMBED_SGD ? 0 : sum_sq(g, dim), dim, opt);
 }
 
 /* Checks the backward's arguments and groups the batch's lookups by row:
@@ -332,7 +338,9 @@ static gs_status group_rows(const gs_embed_table *t, const gs_embed_bags *bags,
 /* The gradient of the row whose lookups start at sorted[i] into g: its
  * lookups' shares of dout in input order (the sort is stable). Returns
  * where the next row's start. */
-static size_t row_grad(const uint64_t *sorted, size_t i, size_t n, const gs_embed_bags *bags,
+/* Inlined into each caller (a call per row cost 15-30% of the fused
+ * backward at 16 columns), where DIM may be a constant. */
+EMBED_INLINE size_t row_grad(const uint64_t *sorted, size_t i, size_t n, const gs_embed_bags *bags,
                        gs_embed_pool pool, const float *dout, size_t dout_stride,
                        size_t dout_col, size_t dim, float *g) {
   uint32_t row = (uint32_t)(sorted[i] >> 32);
@@ -348,20 +356,62 @@ static size_t row_grad(const uint64_t *sorted, size_t i, size_t n, const gs_embe
   return k;
 }
 
+/* The fused backward's loop over the sorted lookups: each row's gradient,
+ * then its update. At the common widths the width is a constant and the
+ * row's gradient stays in registers (2-4x at 16 columns); the same sums in
+ * the same order, bit for bit. */
+#define FUSED_BODY(DIM, G)                                                               \
+  for (size_t i = 0; i < n;) {                                                          \
+    uint32_t row = (uint32_t)(sorted[i] >> 32);                                         \
+    i = row_grad(sorted, i, n, bags, pool, dout, dout_stride, dout_col, DIM, G);        \
+    update_row(t, row, G, DIM, opt);                                                    \
+  }
+
+#define FUSED_FIXED(NAME, DIM)                                                           \
+  static EMBED_CLONES void NAME(gs_embed_table *t, const gs_embed_bags *bags,           \
+                                gs_embed_pool pool, const float *dout, size_t dout_stride, \
+                                size_t dout_col, const gs_embed_optim *opt,             \
+                                const uint64_t *sorted, size_t n, float *scratch) {     \
+    (void)scratch;                                                                      \
+    float g[DIM] = {0}; /* written before read: the warning cannot see it */  \
+    FUSED_BODY(DIM, g)                                                                  \
+  }
+FUSED_FIXED(fused_d16, 16)
+FUSED_FIXED(fused_d32, 32)
+FUSED_FIXED(fused_d64, 64)
+FUSED_FIXED(fused_d128, 128)
+
+static EMBED_CLONES void fused_any(gs_embed_table *t, const gs_embed_bags *bags,
+                                   gs_embed_pool pool, const float *dout, size_t dout_stride,
+                                   size_t dout_col, const gs_embed_optim *opt,
+                                   const uint64_t *sorted, size_t n, float *scratch) {
+  FUSED_BODY(t->dim, scratch)
+}
+
+typedef void (*fused_fn)(gs_embed_table *, const gs_embed_bags *, gs_embed_pool,
+                         const float *, size_t, size_t, const gs_embed_optim *,
+                         const uint64_t *, size_t, float *);
+
+static fused_fn fused_kernel(size_t dim) {
+  switch (dim) {
+    case 16: return fused_d16;
+    case 32: return fused_d32;
+    case 64: return fused_d64;
+    case 128: return fused_d128;
+    default: return fused_any;
+  }
+}
+
 gs_status gs_embed_backward_update(gs_embed_table *t, const gs_embed_bags *bags,
                                    gs_embed_pool pool, const float *dout,
                                    size_t dout_stride, size_t dout_col,
                                    const gs_embed_optim *opt, gs_embed_work **work) {
-  size_t n;
-  const uint64_t *sorted;
+  size_t n = 0;
+  const uint64_t *sorted = NULL;
   GS_CHECK(group_rows(t, bags, dout, dout_stride, dout_col, opt, work, &n, &sorted));
   GS_CHECK(check_optim(t, opt));
-  float *g = n ? (*work)->grad : NULL;
-  for (size_t i = 0; i < n;) {
-    uint32_t row = (uint32_t)(sorted[i] >> 32);
-    i = row_grad(sorted, i, n, bags, pool, dout, dout_stride, dout_col, t->dim, g);
-    update_row(t, row, g, opt);
-  }
+  if (n > 0) fused_kernel(t->dim)(t, bags, pool, dout, dout_stride, dout_col, opt, sorted, n,
+                                  (*work)->grad);
   return GS_OK;
 }
 
@@ -376,8 +426,8 @@ void gs_embed_rows_free(gs_embed_rows *r) {
 gs_status gs_embed_backward_rows(const gs_embed_table *t, const gs_embed_bags *bags,
                                  gs_embed_pool pool, const float *dout, size_t dout_stride,
                                  size_t dout_col, gs_embed_rows *out, gs_embed_work **work) {
-  size_t n;
-  const uint64_t *sorted;
+  size_t n = 0;
+  const uint64_t *sorted = NULL;
   GS_CHECK(group_rows(t, bags, dout, dout_stride, dout_col, out, work, &n, &sorted));
   size_t dim = t->dim, need;
   out->n = 0;
@@ -417,7 +467,7 @@ gs_status gs_embed_rows_update(gs_embed_table *t, const gs_embed_rows *r, const 
   GS_CHECK(check_optim(t, opt));
   if (sq == NULL) sq = r->sq;
   for (size_t i = 0; i < r->n; i++)
-    update_row_sq(t, r->row[i], r->grad + i * r->dim, sq[i], sq_dim, opt);
+    update_row_sq(t, r->row[i], r->grad + i * r->dim, r->dim, sq[i], sq_dim, opt);
   return GS_OK;
 }
 
@@ -449,7 +499,7 @@ gs_status gs_embed_update_dense(gs_embed_table *t, const float *grad,
     const float *g = grad + row * dim;
     size_t d = 0;
     while (d < dim && g[d] == 0.0f) d++;
-    if (d < dim) update_row(t, row, g, opt); /* an all-zero row would not move */
+    if (d < dim) update_row(t, row, g, dim, opt); /* an all-zero row would not move */
   }
   return GS_OK;
 }
