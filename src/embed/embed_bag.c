@@ -135,13 +135,23 @@ static inline void add_row(float *restrict dst, const float *restrict src, size_
 FORWARD_ROWS(forward_rows32, int32_t)
 FORWARD_ROWS(forward_rows64, int64_t)
 
-/* The common widths with the width a constant: a bag's sum stays in
- * registers (the compiler unrolls the row and keeps it in vector
- * registers) and is stored once, and the rows ahead are fetched further
- * ahead for narrow rows, so that about as many bytes are in flight. The
- * sums run in the same order as forward_rows', bit for bit: 1.1-1.4x the
- * runtime width's speed at 10 and 55 ids a bag (bench/results/
- * embed_kernels.md). */
+/* The common widths with the width a constant: a bag's sum is held in
+ * vectors of 16 floats (GCC's vector extension: as a float array of 128
+ * the compiler zeroed it with rep stos and spilled it to the stack for
+ * every bag, which cost 128 columns half their speed at one to two ids a
+ * bag) and stored once, scaled by 1 for sums (x * 1 is x), so that one
+ * store path keeps it in registers; narrow rows are fetched further ahead,
+ * so that about as many bytes are in flight. The sums run in the same order
+ * as forward_rows', bit for bit (bench/results/embed_kernels.md). */
+#define FETCH_AHEAD(J, DIM, AHEAD)                                                      \
+  if ((J) + (AHEAD) < n) {                                                              \
+    const float *ahead = w + (size_t)ids[(J) + (AHEAD)] * DIM;                          \
+    for (size_t c = 0; c < DIM; c += 16) __builtin_prefetch(ahead + c);                 \
+  }
+
+/* 16 floats, unaligned: the rows are any float's address. */
+typedef float embed_v16 __attribute__((vector_size(64), aligned(4)));
+
 #define FORWARD_FIXED(NAME, ID_T, DIM, AHEAD)                                           \
   static EMBED_CLONES void NAME(const gs_embed_table *t, const gs_embed_bags *bags,     \
                                 gs_embed_pool pool, float *out, size_t out_stride,      \
@@ -149,23 +159,19 @@ FORWARD_ROWS(forward_rows64, int64_t)
     const ID_T *ids = bags->ids;                                                       \
     const float *w = t->weights;                                                       \
     int64_t n = bags->offsets[bags->nbags];                                            \
+    enum { V = DIM / 16 };                                                             \
     for (size_t b = 0; b < bags->nbags; b++) {                                         \
       int64_t lo = bags->offsets[b], hi = bags->offsets[b + 1];                        \
-      float acc[DIM];                                                                  \
-      for (size_t d = 0; d < DIM; d++) acc[d] = 0;                                     \
+      embed_v16 *dst = (embed_v16 *)(out + b * out_stride + out_col);                  \
+      embed_v16 acc[V];                                                                \
+      for (int v = 0; v < V; v++) acc[v] = (embed_v16){0};                             \
       for (int64_t j = lo; j < hi; j++) {                                              \
-        if (j + (AHEAD) < n) {                                                         \
-          const float *ahead = w + (size_t)ids[j + (AHEAD)] * DIM;                     \
-          for (size_t c = 0; c < DIM; c += 16) __builtin_prefetch(ahead + c);          \
-        }                                                                              \
-        const float *src = w + (size_t)ids[j] * DIM;                                   \
-        for (size_t d = 0; d < DIM; d++) acc[d] += src[d];                             \
+        FETCH_AHEAD(j, DIM, AHEAD)                                                     \
+        const embed_v16 *src = (const embed_v16 *)(w + (size_t)ids[j] * DIM);          \
+        for (int v = 0; v < V; v++) acc[v] += src[v];                                  \
       }                                                                                \
-      if (pool == GS_EMBED_MEAN && hi - lo > 1) {                                      \
-        float s = 1.0f / (float)(hi - lo);                                             \
-        for (size_t d = 0; d < DIM; d++) acc[d] *= s;                                  \
-      }                                                                                \
-      memcpy(out + b * out_stride + out_col, acc, sizeof acc);                         \
+      float s = pool == GS_EMBED_MEAN && hi - lo > 1 ? 1.0f / (float)(hi - lo) : 1.0f; \
+      for (int v = 0; v < V; v++) dst[v] = acc[v] * s;                                 \
     }                                                                                  \
   }
 FORWARD_FIXED(forward32_d16, int32_t, 16, 64)
