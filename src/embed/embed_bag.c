@@ -362,6 +362,12 @@ EMBED_INLINE size_t row_grad(const uint64_t *sorted, size_t i, size_t n, const g
   return k;
 }
 
+/* The rows updated this many lookups on are fetched (for writing) while
+ * this one is: with ids spread over a table beyond the caches, each update
+ * otherwise waits for its row (3-10x PyTorch's sparse update with it, 1.8-5x
+ * without, bench/results/embed_kernels.md). */
+#define FUSED_AHEAD 16
+
 /* The fused backward's loop over the sorted lookups: each row's gradient,
  * then its update. At the common widths the width is a constant and the
  * row's gradient stays in registers (2-4x at 16 columns); the same sums in
@@ -369,6 +375,12 @@ EMBED_INLINE size_t row_grad(const uint64_t *sorted, size_t i, size_t n, const g
 #define FUSED_BODY(DIM, G)                                                               \
   for (size_t i = 0; i < n;) {                                                          \
     uint32_t row = (uint32_t)(sorted[i] >> 32);                                         \
+    if (i + FUSED_AHEAD < n) { /* the row updated a few lookups on */                   \
+      size_t r_ahead = (size_t)(sorted[i + FUSED_AHEAD] >> 32);                         \
+      const float *wa = t->weights + r_ahead * (DIM);                                   \
+      for (size_t c = 0; c < (DIM); c += 16) __builtin_prefetch(wa + c, 1);             \
+      if (t->state) __builtin_prefetch(t->state + r_ahead, 1);                          \
+    }                                                                                   \
     i = row_grad(sorted, i, n, bags, pool, dout, dout_stride, dout_col, DIM, G);        \
     update_row(t, row, G, DIM, opt);                                                    \
   }
@@ -472,8 +484,14 @@ gs_status gs_embed_rows_update(gs_embed_table *t, const gs_embed_rows *r, const 
                     t ? table_name(t) : "?", r ? r->dim : 0, t ? t->dim : 0, sq_dim);
   GS_CHECK(check_optim(t, opt));
   if (sq == NULL) sq = r->sq;
-  for (size_t i = 0; i < r->n; i++)
+  for (size_t i = 0; i < r->n; i++) {
+    if (i + FUSED_AHEAD < r->n) {
+      const float *wa = t->weights + (size_t)r->row[i + FUSED_AHEAD] * r->dim;
+      for (size_t c = 0; c < r->dim; c += 16) __builtin_prefetch(wa + c, 1);
+      if (t->state) __builtin_prefetch(t->state + r->row[i + FUSED_AHEAD], 1);
+    }
     update_row_sq(t, r->row[i], r->grad + i * r->dim, r->dim, sq[i], sq_dim, opt);
+  }
   return GS_OK;
 }
 
