@@ -28,7 +28,16 @@
 #include "cli.h"
 #include "gradsync.h"
 
-typedef enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_BCAST, OP_ALLTOALL } bench_op;
+/* OP_ALLTOALLV: alltoall's blocks through the v interface (counts and
+ * displacements given), the peer MPI_Alltoallv: what a DLRM step calls. */
+typedef enum {
+  OP_ALLREDUCE,
+  OP_REDUCE_SCATTER,
+  OP_ALLGATHER,
+  OP_BCAST,
+  OP_ALLTOALL,
+  OP_ALLTOALLV
+} bench_op;
 
 /* The pseudo-algorithm of --link's row, past gradsync's own. */
 #define ALGO_LINK ((gs_algo)GS_ALGO_COUNT)
@@ -43,7 +52,10 @@ static const struct {
     [OP_ALLGATHER] = {"allgather", {GS_ALGO_RING, GS_ALGO_COUNT}},
     [OP_BCAST] = {"bcast", {GS_ALGO_PIPELINE, GS_ALGO_BINOMIAL, GS_ALGO_COUNT}},
     [OP_ALLTOALL] = {"alltoall", {GS_ALGO_PAIRWISE, GS_ALGO_COUNT}},
+    [OP_ALLTOALLV] = {"alltoallv", {GS_ALGO_PAIRWISE, GS_ALGO_COUNT}},
 };
+
+static int is_a2a(bench_op op) { return op == OP_ALLTOALL || op == OP_ALLTOALLV; }
 
 /* The largest size of a sweep: 64 GiB, beyond any one machine's buffers
  * here; larger sizes are refused at start-up rather than failing to
@@ -74,6 +86,7 @@ typedef struct bench_ctx {
   size_t in_elems, out_elems;
   size_t bytes;        /* the row's size: the collective's total bytes */
   void *in, *out, *expect;
+  size_t *counts, *displs; /* alltoallv's, the same both ways */
 } bench_ctx;
 
 static void usage(FILE *f) {
@@ -82,7 +95,9 @@ static void usage(FILE *f) {
           "\nMeasures a collective over a size sweep for each algorithm and for\n"
           "MPI's own collective in the same run, and checks every result.\n\n"
           "  --op NAME          allreduce (default), reduce_scatter, allgather,\n"
-          "                     bcast, alltoall; sparse_allreduce (its own\n"
+          "                     bcast, alltoall, alltoallv (alltoall's blocks\n"
+          "                     through the v interface; MPI_Alltoallv the\n"
+          "                     peer); sparse_allreduce (its own\n"
           "                     options: --op sparse_allreduce --help)\n"
           "  --algo NAME|all    one algorithm or all (default all; 'auto' is\n"
           "                     gradsync's own choice, 'mpi' the peer)\n"
@@ -198,6 +213,7 @@ static void prepare(bench_ctx *b) {
       for (size_t i = 0; i < n; i++) store(d, b->expect, i, pattern(o, 0, i));
       break;
     case OP_ALLTOALL: /* block q of rank r's input goes to rank q */
+    case OP_ALLTOALLV:
       for (int q = 0; q < p; q++)
         for (size_t i = 0; i < n; i++) {
           store(d, b->in, (size_t)q * n + i, pattern(o, r * p + q, i));
@@ -251,6 +267,13 @@ static gs_status run_once(bench_ctx *b, gs_algo algo) {
       return gs_bcast(b->comm, b->out, n, o->dtype, 0, algo);
     case OP_ALLTOALL:
       return gs_alltoall(b->comm, b->in, b->out, n, o->dtype, algo);
+    case OP_ALLTOALLV:
+      for (int q = 0; q < b->size; q++) {
+        b->counts[q] = n;
+        b->displs[q] = (size_t)q * n;
+      }
+      return gs_alltoallv(b->comm, b->in, b->counts, b->displs, b->out, b->counts, b->displs,
+                          o->dtype, algo);
   }
   return GS_ERR_INTERNAL;
 }
@@ -387,14 +410,14 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     switch (c) {
       case 'o': {
         int found = 0;
-        for (int i = 0; i <= OP_ALLTOALL; i++)
+        for (int i = 0; i <= OP_ALLTOALLV; i++)
           if (strcmp(optarg, op_info[i].name) == 0) {
             o->op = (bench_op)i;
             found = 1;
           }
         if (!found) {
           cli_error("bench", "unknown --op '%s' (allreduce, reduce_scatter, "
-                    "allgather, bcast, alltoall)", optarg);
+                    "allgather, bcast, alltoall, alltoallv)", optarg);
           return 2;
         }
         break;
@@ -590,13 +613,15 @@ int cmd_bench(int argc, char **argv) {
   /* Elements per rank are a multiple of p where the collective splits. */
   size_t unit = (o.op == OP_ALLREDUCE || o.op == OP_BCAST) ? es : es * (size_t)p;
   size_t maxn = o.max_bytes / unit + 1;
-  size_t in_cap = o.op == OP_REDUCE_SCATTER || o.op == OP_ALLTOALL ? maxn * (size_t)p : maxn;
-  size_t out_cap = o.op == OP_ALLGATHER || o.op == OP_ALLTOALL ? maxn * (size_t)p : maxn;
+  size_t in_cap = o.op == OP_REDUCE_SCATTER || is_a2a(o.op) ? maxn * (size_t)p : maxn;
+  size_t out_cap = o.op == OP_ALLGATHER || is_a2a(o.op) ? maxn * (size_t)p : maxn;
   b.in = calloc(in_cap, es);
   b.out = calloc(out_cap, es);
   b.expect = calloc(out_cap, es);
+  b.counts = calloc((size_t)p, sizeof *b.counts);
+  b.displs = calloc((size_t)p, sizeof *b.displs);
   gs_status st = GS_OK;
-  if (!b.in || !b.out || !b.expect)
+  if (!b.in || !b.out || !b.expect || !b.counts || !b.displs)
     st = gs_error(GS_ERR_NOMEM, "cannot allocate buffers for %zu bytes", o.max_bytes);
   int failures = 0;
   if (cli_agree_status(&cr, st)) {
@@ -656,8 +681,8 @@ int cmd_bench(int argc, char **argv) {
     size_t per = bytes / unit;
     b.count = per;
     size_t total_elems = per * (unit / es);
-    b.in_elems = o.op == OP_REDUCE_SCATTER || o.op == OP_ALLTOALL ? per * (size_t)p : per;
-    b.out_elems = o.op == OP_ALLGATHER || o.op == OP_ALLTOALL ? per * (size_t)p : per;
+    b.in_elems = o.op == OP_REDUCE_SCATTER || is_a2a(o.op) ? per * (size_t)p : per;
+    b.out_elems = o.op == OP_ALLGATHER || is_a2a(o.op) ? per * (size_t)p : per;
     b.bytes = total_elems * es;
     prepare(&b);
     double t_mpi = 0, t_link = 0;
@@ -725,6 +750,8 @@ out:
   free(b.in);
   free(b.out);
   free(b.expect);
+  free(b.counts);
+  free(b.displs);
   if (failures && b.rank == 0)
     cli_fail("bench", "%d measurement(s) failed or gave wrong results", failures);
   return cli_rank_finish(&cr, rc ? rc : failures ? 1 : 0);

@@ -2,8 +2,10 @@
 # gradsync bench --link: each size gets one 'link' row (plain MPI_Sendrecv of
 # the collective's bus bytes, every rank to the next at once), measured
 # first; every other row's link_share is the link's time over its own; the
-# text table has the of_link column. For allreduce and alltoall (bus factors
-# 2(p-1)/p and (p-1)/p) on 3 ranks, and the link row's size is the row's.
+# text table has the of_link column. For allreduce, alltoall and alltoallv
+# (bus factors 2(p-1)/p and (p-1)/p; alltoallv's blocks through the v
+# interface, checked as alltoall's) on 3 ranks, and the link row's size is
+# the row's.
 # Usage: test_bench_link.sh GRADSYNC MPIEXEC
 set -u
 gs=$1
@@ -14,7 +16,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 GRADSYNC_CALIBR
 python=/usr/bin/python3
 [ -x "$python" ] || python=python3
 fails=0
-for op in allreduce alltoall; do
+for op in allreduce alltoall alltoallv; do
   if ! "$mpiexec" -np 3 --oversubscribe "$gs" bench --op "$op" --link --json \
        --min-bytes 4K --max-bytes 64K --iters 3 --no-calibrate >"$tmp/$op.jsonl" 2>"$tmp/err"; then
     echo "FAIL $op: bench --link exited non-zero: $(tail -3 "$tmp/err")"

@@ -116,6 +116,7 @@ t 2 "above 0 and up to 86400" bench --budget 0x1p3
 t 2 "is larger than --max-bytes" bench --min-bytes 1M --max-bytes 4K
 t 2 "does not implement bcast" bench --op bcast --algo ring
 t 2 "unknown --op 'sum'" bench --op sum
+t 2 "alltoall, alltoallv)" bench --op alltoallw
 t 2 "--cost-out needs a file name" bench --cost-out ""
 echo "== bench: paths and environment, before any work"
 t 2 "--cost-out $tmp/none/x.json" bench "${B[@]}" --cost-out "$tmp/none/x.json"
