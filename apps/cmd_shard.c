@@ -45,8 +45,9 @@ static void usage(FILE *f) {
           "  --embed-sgd        the tables train with SGD (as train's --embed-sgd),\n"
           "                     not row-wise Adagrad, whose column blocks exchange\n"
           "                     their rows' sums of squares every step\n"
-          "  --lookup A,B       seconds per lookup and per byte of row, instead of\n"
-          "                     measuring this machine (about 0.1 s)\n"
+          "  --lookup A,B[,G]   seconds per lookup, per byte of row and per bag a\n"
+          "                     shard walks (default 0), instead of measuring\n"
+          "                     this machine (about 0.2 s)\n"
           "  --out FILE         save the plan (JSON: the tables, each shard's rows,\n"
           "                     columns and rank; gs_shard_plan_load reads it)\n"
           "  --json             the plan as one JSON object instead of tables\n");
@@ -135,11 +136,13 @@ static int parse_opts(int argc, char **argv, shard_opts *o) {
         char *end;
         o->lookup.alpha = strtod(optarg, &end);
         if (*end == ',') o->lookup.beta = strtod(end + 1, &end);
+        if (*end == ',') o->lookup.gamma = strtod(end + 1, &end);
         if (*end != '\0' || !(o->lookup.alpha >= 0) || !(o->lookup.beta >= 0) ||
-            !isfinite(o->lookup.alpha) || !isfinite(o->lookup.beta) ||
+            !(o->lookup.gamma >= 0) || !isfinite(o->lookup.alpha) ||
+            !isfinite(o->lookup.beta) || !isfinite(o->lookup.gamma) ||
             strchr(optarg, ',') == NULL) {
-          cli_error(VERB, "--lookup '%s': expected A,B, seconds per lookup and per byte "
-                    "(numbers >= 0)", optarg);
+          cli_error(VERB, "--lookup '%s': expected A,B[,G], seconds per lookup, per byte "
+                    "of row and per bag (numbers >= 0)", optarg);
           return 2;
         }
         o->have_lookup = 1;
@@ -240,6 +243,7 @@ int cmd_shard(int argc, char **argv) {
     cJSON_AddStringToObject(j, "net", o.net);
     cli_json_add(j, "lookup_alpha_s", cfg.lookup.alpha, "%.4g");
     cli_json_add(j, "lookup_beta_s_per_B", cfg.lookup.beta, "%.4g");
+    cli_json_add(j, "lookup_gamma_s_per_bag", cfg.lookup.gamma, "%.4g");
     cli_json_add(j, "max_rank_s", mx, "%.6g");
     cli_json_add(j, "mean_rank_s", mean, "%.6g");
     cli_json_add(j, "imbalance", mean > 0 ? mx / mean : 1, "%.4f");
@@ -269,8 +273,9 @@ int cmd_shard(int argc, char **argv) {
     printf("# gradsync shard: %d tables (%s) on %d ranks (%d per node), batch %.0f, --net %s, "
            "%s all-to-all\n", n, o.tables, o.ranks, o.per_node, o.batch, o.net,
            o.elem_bytes == 2 ? "16-bit" : "fp32");
-    printf("# lookup cost: %.3g ns + %.3g ns per byte of row (%s)\n", cfg.lookup.alpha * 1e9,
-           cfg.lookup.beta * 1e9, o.have_lookup ? "--lookup" : "measured on this machine");
+    printf("# lookup cost: %.3g ns + %.3g ns per byte of row, %.3g ns per bag a shard "
+           "walks (%s)\n", cfg.lookup.alpha * 1e9, cfg.lookup.beta * 1e9,
+           cfg.lookup.gamma * 1e9, o.have_lookup ? "--lookup" : "measured on this machine");
     printf("\n%-16s %12s %6s  %-5s %s\n", "table", "rows", "dim", "shard", "why");
     for (int i = 0; i < n; i++)
       printf("%-16.16s %12zu %6zu  %-5s %s\n", t[i].name, t[i].rows, t[i].dim,

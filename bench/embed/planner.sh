@@ -28,8 +28,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # This machine's lookup cost, once, so that every case is priced alike.
 lookup=$("$gs" shard --tables kaggle --ranks 4 --json |
-  "$py" -c 'import json,sys; d=json.load(sys.stdin); print("%.6g,%.6g" % (d["lookup_alpha_s"], d["lookup_beta_s_per_B"]))')
-echo "== lookup cost $lookup s, s/B ($(date +%T))" >&2
+  "$py" -c 'import json,sys; d=json.load(sys.stdin); print("%.6g,%.6g,%.6g" % (d["lookup_alpha_s"], d["lookup_beta_s_per_B"], d["lookup_gamma_s_per_bag"]))')
+echo "== lookup cost $lookup s, s/B, s/bag ($(date +%T))" >&2
 out=$BENCH_OUT/shard_planner.jsonl
 : >"$out"
 case_run() { # NAME TABLES RANKS
@@ -73,7 +73,7 @@ md=$BENCH_OUT/shard_planner.md
 import json, statistics, sys
 rows = [d for d in (json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")) if "case" in d]
 print("# The sharding planner against TorchRec's greedy rules and contiguous slicing\n")
-print("Estimates of the one cost model (lookup cost %s s + s/B measured on this machine, "
+print("Estimates of the one cost model (lookup cost %s: s per lookup, per byte of row and per bag, measured on this machine, "
       "--net 1gbit, global batch 8192, 4 ranks per node), not measurements. 'worst/mean': "
       "the plan's busiest rank over the mean; 'TorchRec' and 'contiguous': their busiest rank "
       "over the plan's (above 1: the plan is better). Random sets: %s per rank count, "

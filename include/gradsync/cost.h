@@ -319,6 +319,8 @@ typedef enum {
 typedef struct gs_cost_lookup {
   double alpha; /* s per lookup */
   double beta;  /* s per byte of the row (dim * 4) */
+  double gamma; /* s per bag a shard walks, whether any of its ids land there
+                 * or not (the pooled vector written, its offsets read) */
 } gs_cost_lookup;
 
 typedef struct gs_cost_shard_in {

@@ -20,6 +20,10 @@
  *            bytes than all-gathering the batch's bags and gradients
  *            (B (d + L + 1) 4 bytes, gs_cost_dp_dense), else they are
  *            all-gathered and every replica runs the update over them.
+ * Every shard walks the bags of the samples it serves (the global batch's,
+ * its own slice's for a dp table's forward), whether any of their ids land
+ * in it or not: gamma a bag, on top of alpha + beta per lookup. So a row
+ * block of rw pays for every bag and a share of the lookups.
  * Row-wise Adagrad on a block of d of the table's D columns: each touched
  * row's sum of squares goes to the row's D/d - 1 other blocks, 4 bytes
  * each; a shard of R rows serving I ids spread over them touches
@@ -49,7 +53,7 @@ void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_looku
   for (int a = 0; a < GS_ALGO_COUNT; a++) bw.fit[a].alpha = 0, bw.fit[a].npoints = 0;
   const gs_cost_params *c = &bw;
   double pooled = in->batch * in->dim * in->wire_elem_bytes; /* the batch's vectors */
-  double ids = in->batch * in->pooling;
+  double ids = in->batch * in->pooling, bags = in->batch;
   double row_bytes = in->dim * 4.0;
   double share = in->table_rows > 0 ? in->rows / in->table_rows : 0.0;
   out->lookup_s = out->wire_s = out->wire_bytes = 0;
@@ -82,6 +86,7 @@ void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_looku
     }
     case GS_SHARD_DP:
       ids /= p;
+      bags /= p;
       if (gs_cost_dp_dense(in->rows, in->dim, in->batch, in->pooling)) {
         out->wire_s = gs_cost_allreduce(c, t, GS_ALGO_AUTO, in->rows * row_bytes);
         out->wire_bytes = 2.0 * in->rows * row_bytes * (p - 1) / p;
@@ -91,6 +96,7 @@ void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_looku
         out->wire_bytes = gathered * (p - 1) / p;
         /* its own samples forward, the whole batch's in the update */
         ids = in->batch * in->pooling * (1.0 + 1.0 / p) / 2.0;
+        bags = in->batch * (1.0 + 1.0 / p) / 2.0;
       }
       break;
     default:
@@ -104,7 +110,7 @@ void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_looku
     out->wire_s += sums * c->beta;
     out->wire_bytes += sums;
   }
-  out->lookup_s = ids * (lk->alpha + lk->beta * row_bytes);
+  out->lookup_s = bags * lk->gamma + ids * (lk->alpha + lk->beta * row_bytes);
   out->total_s = out->lookup_s + out->wire_s;
 }
 

@@ -58,7 +58,7 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
   int P = gs_comm_size(comm);
   gs_status st = GS_OK;
   char msg[GS_VOTE_MESSAGE] = "";
-  double lookup[2] = {0, 0};
+  double lookup[3] = {0, 0, 0};
   if (cfg->plan_file && *out == NULL)
     st = gs_shard_plan_load(cfg->plan_file, specs, cfg->model.ntables, P, out);
   if (st == GS_OK && gs_comm_rank(comm) == 0) {
@@ -66,6 +66,7 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
     st = gs_embed_calibrate(&lk);
     lookup[0] = lk.alpha;
     lookup[1] = lk.beta;
+    lookup[2] = lk.gamma;
   }
   if (st != GS_OK) gs__error_copy(msg, sizeof msg);
   gs_agreement a;
@@ -74,7 +75,7 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
     st = gs_error((gs_status)a.votes[a.first].status, "DLRM plan on rank %d: %s", a.first,
                   a.votes[a.first].message);
   const double *l0 = a.payloads;
-  gs_cost_lookup lk = {l0[0], l0[1]};
+  gs_cost_lookup lk = {l0[0], l0[1], l0[2]};
   gs_agreement_free(&a);
   *lookup_out = lk;
   if (st != GS_OK || *out != NULL) {

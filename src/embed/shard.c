@@ -761,13 +761,16 @@ void gs_shard_plan_balance(const gs_shard_plan *p, double *max_s, double *mean_s
 /* ---- This machine's lookup cost ---------------------------------------------- */
 
 /* Times the forward and the fused backward (row-wise Adagrad) over a table of
- * 2^20 rows (beyond the caches, as real tables are) at 16 and 128 columns,
- * 16384 uniform lookups each, best of 3, and fits alpha + beta * row bytes
- * per lookup through the two points. */
+ * 2^20 rows (beyond the caches, as real tables are) at 16, 32, 64 and 128
+ * columns, 32768 uniform lookups each, best of 5, and fits alpha + beta *
+ * row bytes per lookup by least squares; gamma from the forward over as many
+ * empty bags. */
 gs_status gs_embed_calibrate(gs_cost_lookup *out) {
   /* Four widths, the fastest of 5 passes each, fitted by least squares:
    * from two widths alone the per-lookup term was a small difference of
-   * two noisy times (0.9 to 60 ns between runs on one host). */
+   * two noisy times (0.9 to 60 ns between runs on one host). Each lookup is
+   * alone in its bag; the bag's own cost (gamma) comes from empty bags and
+   * is taken out of the per-lookup term. */
   enum { NDIM = 4, REPS = 5 };
   const size_t rows = (size_t)1 << 20, n = 32768, dims[NDIM] = {16, 32, 64, 128};
   double secs[NDIM] = {0};
@@ -800,6 +803,17 @@ gs_status gs_embed_calibrate(gs_cost_lookup *out) {
     }
     secs[k] = best / (double)n;
   }
+  /* A bag's own cost: the forward over as many empty bags (its pooled
+   * vector written, its offsets read), at 16 columns. */
+  double gamma = INFINITY;
+  for (size_t i = 0; st == GS_OK && i <= n; i++) off[i] = 0;
+  for (int rep = 0; rep < REPS && st == GS_OK; rep++) {
+    gs_embed_table t = {"calibration", w, acc, rows, 16};
+    gs_embed_bags b = {n, off, ids, 0, 0};
+    double t0 = gs_now();
+    st = gs_embed_forward(&t, &b, GS_EMBED_SUM, buf, 16, 0);
+    gamma = fmin(gamma, (gs_now() - t0) / (double)n);
+  }
   if (st == GS_OK) {
     double mx = 0, my = 0, sxx = 0, sxy = 0;
     for (int k = 0; k < NDIM; k++) mx += (double)dims[k] * 4 / NDIM, my += secs[k] / NDIM;
@@ -809,7 +823,9 @@ gs_status gs_embed_calibrate(gs_cost_lookup *out) {
       sxy += dx * (secs[k] - my);
     }
     out->beta = fmax(0.0, sxy / sxx);
-    out->alpha = fmax(0.0, my - out->beta * mx);
+    /* Each lookup above was a bag of its own: its bag's cost is gamma's. */
+    out->gamma = gamma;
+    out->alpha = fmax(0.0, my - out->beta * mx - gamma);
   }
   gs_embed_work_free(work);
   gs_free(w);

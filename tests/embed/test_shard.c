@@ -13,6 +13,7 @@
  *   - save and load: the same shards; a plan for other tables, another world
  *     size or with a row owned twice refused;
  *   - row-wise Adagrad's sums of squares priced on column blocks only;
+ *   - a bag's own cost: every bag a shard walks (rw blocks all of them);
  *   - 1,000 tables on 64 ranks planned in under a second;
  *   - gs_embed_calibrate gives positive, finite costs.
  */
@@ -362,7 +363,35 @@ static void test_calibrate(void **state) {
   gs_cost_lookup lk;
   assert_int_equal(gs_embed_calibrate(&lk), GS_OK);
   assert_true(isfinite(lk.alpha) && isfinite(lk.beta) && lk.alpha >= 0 && lk.beta >= 0);
+  assert_true(isfinite(lk.gamma) && lk.gamma > 0); /* an empty bag costs its store */
   assert_true(lk.alpha + lk.beta * 64 > 0);
+}
+
+/* A bag's own cost: every non-dp shard walks the global batch's bags, a dp
+ * replica its slice's (dense) or the average of its slice and the batch
+ * (gathered); rw row blocks pay every bag and a share of the lookups. */
+static void test_bag_cost(void **state) {
+  (void)state;
+  gs_shard_config cfg = config(4, 1);
+  gs_embed_spec t = {"t", 100000, 16, 2};
+  gs_shard tw = {0, 0, GS_SHARD_TW, 0, 100000, 0, 16, 0, 0, 0};
+  gs_shard rw = {0, 0, GS_SHARD_RW, 0, 25000, 0, 16, 0, 0, 0};
+  gs_shard dp = {0, 0, GS_SHARD_DP, 0, 100000, 0, 16, 0, 0, 0};
+  gs_cost_shard_out a[3], b[3];
+  gs_shard *sh[3] = {&tw, &rw, &dp};
+  for (int k = 0; k < 3; k++) gs_shard_price(&cfg, &t, sh[k], &a[k]);
+  cfg.lookup.gamma = 5e-9;
+  for (int k = 0; k < 3; k++) gs_shard_price(&cfg, &t, sh[k], &b[k]);
+  double want[3] = {cfg.batch, cfg.batch, cfg.batch * (1.0 + 1.0 / 4) / 2}; /* dp: gathered */
+  for (int k = 0; k < 3; k++) {
+    double got = (b[k].lookup_s - a[k].lookup_s) / 5e-9;
+    if (fabs(got - want[k]) > 1e-6 * want[k])
+      fail_msg("%s: %.1f bags priced, expected %.1f", gs_shard_kind_name(sh[k]->kind), got,
+               want[k]);
+    assert_true(b[k].wire_s == a[k].wire_s);
+  }
+  /* A rw block's lookups are a quarter of tw's, its bags all of them. */
+  assert_true(fabs((a[1].lookup_s - 0.25 * a[0].lookup_s)) < 1e-12 + 1e-9 * a[0].lookup_s);
 }
 
 int main(void) {
@@ -372,6 +401,7 @@ int main(void) {
       cmocka_unit_test(test_memory_cap),       cmocka_unit_test(test_save_load),
       cmocka_unit_test(test_speed),            cmocka_unit_test(test_calibrate),
       cmocka_unit_test(test_specs_file),      cmocka_unit_test(test_row_sums),
+      cmocka_unit_test(test_bag_cost),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
