@@ -95,7 +95,7 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
                         .row_sums = cfg->optim.embed.kind == GS_EMBED_ROWWISE_ADAGRAD};
   if (P % sc.ranks_per_node != 0) sc.ranks_per_node = 1;
   sc.net = *gs_comm_cost(comm);
-  sc.lookup = cfg->sharding < 0 ? lk : (gs_cost_lookup){2e-8, 1e-10};
+  sc.lookup = cfg->sharding < 0 ? lk : (gs_cost_lookup){2e-8, 1e-10, 0};
   return gs_shard_plan_make(specs, cfg->model.ntables, &sc, out);
 }
 
