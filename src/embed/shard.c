@@ -803,16 +803,18 @@ gs_status gs_embed_calibrate(gs_cost_lookup *out) {
     }
     secs[k] = best / (double)n;
   }
-  /* A bag's own cost: the forward over as many empty bags (its pooled
-   * vector written, its offsets read), at 16 columns. */
+  /* A bag's own cost: the forward over empty bags (its pooled vector
+   * written, its offsets read), at 16 columns, into rows of 512 floats as a
+   * rank's pooled matrix holds its shards side by side (a line a bag). */
+  const size_t nb = n / 4, stride = 512; /* buf holds n * 128 floats */
   double gamma = INFINITY;
-  for (size_t i = 0; st == GS_OK && i <= n; i++) off[i] = 0;
+  for (size_t i = 0; st == GS_OK && i <= nb; i++) off[i] = 0;
   for (int rep = 0; rep < REPS && st == GS_OK; rep++) {
     gs_embed_table t = {"calibration", w, acc, rows, 16};
-    gs_embed_bags b = {n, off, ids, 0, 0};
+    gs_embed_bags b = {nb, off, ids, 0, 0};
     double t0 = gs_now();
-    st = gs_embed_forward(&t, &b, GS_EMBED_SUM, buf, 16, 0);
-    gamma = fmin(gamma, (gs_now() - t0) / (double)n);
+    st = gs_embed_forward(&t, &b, GS_EMBED_SUM, buf, stride, 0);
+    gamma = fmin(gamma, (gs_now() - t0) / (double)nb);
   }
   if (st == GS_OK) {
     double mx = 0, my = 0, sxx = 0, sxy = 0;
