@@ -285,6 +285,16 @@ gs_status comm_waitall(const coll_group *g, int n, MPI_Request *reqs,
 gs_status p2p_sendrecv(const coll_group *g, const void *sbuf, size_t sbytes,
                        int dst, void *rbuf, size_t rbytes, int src, int tag);
 
+/* n such exchanges at once (at most P2P_MAX_PAIRS): pair i sends sbytes[i]
+ * from sbuf[i] to dst[i] and receives rbytes[i] into rbuf[i] from src[i],
+ * every pair's pieces posted together (in batches) before any is waited on.
+ * The destinations are distinct, and so are the sources; the peers call it
+ * with the same n. */
+#define P2P_MAX_PAIRS 16
+gs_status p2p_sendrecv_n(const coll_group *g, int n, const void *const *sbuf,
+                         const size_t *sbytes, const int *dst, void *const *rbuf,
+                         const size_t *rbytes, const int *src, int tag);
+
 /* Tags of gradsync's point-to-point traffic, one per algorithm. */
 enum {
   TAG_RING = 100,

@@ -159,3 +159,44 @@ gs_status p2p_sendrecv(const coll_group *g, const void *sbuf, size_t sbytes,
   }
   return GS_OK;
 }
+
+/* As p2p_sendrecv, for n pairs at once: batch b posts, for every pair, its
+ * pieces [b * per, (b + 1) * per) each way, with per = P2P_BATCH / n (at
+ * least one), so a batch holds at most about P2P_BATCH pieces each way
+ * whatever n. Both sides of a pair count its pieces alike and every rank
+ * uses the same per (n is the same everywhere), so batch b of a pair's
+ * sends meets batch b of its receives, as in p2p_sendrecv. */
+gs_status p2p_sendrecv_n(const coll_group *g, int n, const void *const *sbuf,
+                         const size_t *sbytes, const int *dst, void *const *rbuf,
+                         const size_t *rbytes, const int *src, int tag) {
+  if (n < 1 || n > P2P_MAX_PAIRS)
+    return gs_error(GS_ERR_INTERNAL, "p2p exchange: %d pairs (1-%d)", n, P2P_MAX_PAIRS);
+  size_t per = P2P_BATCH / (size_t)n, most = 0;
+  if (per == 0) per = 1;
+  size_t ns[P2P_MAX_PAIRS], nr[P2P_MAX_PAIRS];
+  for (int i = 0; i < n; i++) {
+    ns[i] = dst[i] == MPI_PROC_NULL ? 0 : pieces(sbytes[i]);
+    nr[i] = src[i] == MPI_PROC_NULL ? 0 : pieces(rbytes[i]);
+    most = GS_MAX(most, GS_MAX(ns[i], nr[i]));
+  }
+  MPI_Request req[2 * (P2P_BATCH + P2P_MAX_PAIRS)];
+  for (size_t b = 0; b < most; b += per) {
+    int k = 0, rc = MPI_SUCCESS;
+    for (int i = 0; i < n && rc == MPI_SUCCESS; i++)
+      for (size_t j = b; j < GS_MIN(nr[i], b + per) && rc == MPI_SUCCESS; j++) {
+        size_t off = j * P2P_PIECE;
+        int len = (int)GS_MIN(P2P_PIECE, rbytes[i] - GS_MIN(off, rbytes[i]));
+        rc = MPI_Irecv((char *)rbuf[i] + off, len, MPI_BYTE, src[i], tag, g->mpi, &req[k++]);
+      }
+    for (int i = 0; i < n && rc == MPI_SUCCESS; i++)
+      for (size_t j = b; j < GS_MIN(ns[i], b + per) && rc == MPI_SUCCESS; j++) {
+        size_t off = j * P2P_PIECE;
+        int len = (int)GS_MIN(P2P_PIECE, sbytes[i] - GS_MIN(off, sbytes[i]));
+        rc = MPI_Isend((const char *)sbuf[i] + off, len, MPI_BYTE, dst[i], tag, g->mpi,
+                       &req[k++]);
+      }
+    if (rc != MPI_SUCCESS) return comm_mpi_error(g, "p2p exchange", rc);
+    GS_CHECK(comm_waitall(g, k, req, "p2p exchange"));
+  }
+  return GS_OK;
+}
