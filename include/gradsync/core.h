@@ -89,6 +89,11 @@ float gs_f16_to_f32(uint16_t h);
 uint16_t gs_f32_to_f16(float f);
 float gs_bf16_to_f32(uint16_t h);
 uint16_t gs_f32_to_bf16(float f);
+/* The same over n elements (the buffers do not overlap). */
+void gs_f32_to_f16_n(uint16_t *dst, const float *src, size_t n);
+void gs_f16_to_f32_n(float *dst, const uint16_t *src, size_t n);
+void gs_f32_to_bf16_n(uint16_t *dst, const float *src, size_t n);
+void gs_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n);
 
 /* ---- Collective algorithms ---------------------------------------------- */
 

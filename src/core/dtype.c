@@ -129,6 +129,21 @@ uint16_t gs_f32_to_f16(float f) { return f2h(f); }
 float gs_bf16_to_f32(uint16_t h) { return b2f(h); }
 uint16_t gs_f32_to_bf16(float f) { return f2b(f); }
 
+/* The same conversions over arrays: inlined and vectorised here (the
+ * one-element calls from another file cost a call each). */
+void gs_f32_to_f16_n(uint16_t *restrict dst, const float *restrict src, size_t n) {
+  for (size_t i = 0; i < n; i++) dst[i] = f2h(src[i]);
+}
+void gs_f16_to_f32_n(float *restrict dst, const uint16_t *restrict src, size_t n) {
+  for (size_t i = 0; i < n; i++) dst[i] = h2f(src[i]);
+}
+void gs_f32_to_bf16_n(uint16_t *restrict dst, const float *restrict src, size_t n) {
+  for (size_t i = 0; i < n; i++) dst[i] = f2b(src[i]);
+}
+void gs_bf16_to_f32_n(float *restrict dst, const uint16_t *restrict src, size_t n) {
+  for (size_t i = 0; i < n; i++) dst[i] = b2f(src[i]);
+}
+
 /* ---- Kernels ------------------------------------------------------------- */
 
 #define OP_SUM(a, b) ((a) + (b))

@@ -724,17 +724,13 @@ static gs_status prefetched(gs_dlrm_dist *d, const gs_dlrm_batch *b, int *used) 
 }
 
 static void to_half(uint16_t *dst, const float *src, size_t n, int bf16) {
-  if (bf16)
-    for (size_t i = 0; i < n; i++) dst[i] = gs_f32_to_bf16(src[i]);
-  else
-    for (size_t i = 0; i < n; i++) dst[i] = gs_f32_to_f16(src[i]);
+  if (bf16) gs_f32_to_bf16_n(dst, src, n);
+  else gs_f32_to_f16_n(dst, src, n);
 }
 
 static void from_half(float *dst, const uint16_t *src, size_t n, int bf16) {
-  if (bf16)
-    for (size_t i = 0; i < n; i++) dst[i] = gs_bf16_to_f32(src[i]);
-  else
-    for (size_t i = 0; i < n; i++) dst[i] = gs_f16_to_f32(src[i]);
+  if (bf16) gs_bf16_to_f32_n(dst, src, n);
+  else gs_f16_to_f32_n(dst, src, n);
 }
 
 /* An all-to-allv of floats (counts and displacements in floats in d->sc, sd,

@@ -31,6 +31,12 @@ static float u2f(uint32_t u) {
   return f;
 }
 
+static uint32_t f2u(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
 /* A binary floating-point format with `mant` stored mantissa bits, exponent
  * bias `bias` and all-ones exponent for inf/NaN (IEEE 754 layout). */
 typedef struct {
@@ -336,6 +342,47 @@ static void test_f16_random_floats(void **state) {
     if (i % 8 == 0) u = s;
     expect_encode(gs_f32_to_f16, FMT_F16, u2f(u), "f16");
   }
+}
+
+/* The array conversions equal the one-element ones, bit for bit: every
+ * 16-bit pattern widened, and random floats (every exponent) narrowed,
+ * with lengths that leave a tail after any vector width. */
+static void test_half_arrays_match_scalar(void **state) {
+  (void)state;
+  enum { N = 65536 + 13 };
+  uint16_t *h = malloc(N * sizeof *h), *h2 = malloc(N * sizeof *h2);
+  float *f = malloc(N * sizeof *f), *f2 = malloc(N * sizeof *f2);
+  assert_true(h && h2 && f && f2);
+  for (size_t i = 0; i < N; i++) h[i] = (uint16_t)i;
+  for (int bf = 0; bf < 2; bf++) {
+    if (bf) gs_bf16_to_f32_n(f, h, N);
+    else gs_f16_to_f32_n(f, h, N);
+    for (size_t i = 0; i < N; i++) {
+      float want = bf ? gs_bf16_to_f32(h[i]) : gs_f16_to_f32(h[i]);
+      if (f2u(f[i]) != f2u(want))
+        fail_msg("%s widening of 0x%04x: 0x%08x, one at a time 0x%08x", bf ? "bf16" : "f16",
+                 h[i], f2u(f[i]), f2u(want));
+    }
+  }
+  uint32_t s = 4242;
+  for (size_t i = 0; i < N; i++) {
+    s = s * 1664525u + 1013904223u;
+    f2[i] = u2f(s);
+  }
+  for (int bf = 0; bf < 2; bf++) {
+    if (bf) gs_f32_to_bf16_n(h2, f2, N);
+    else gs_f32_to_f16_n(h2, f2, N);
+    for (size_t i = 0; i < N; i++) {
+      uint16_t want = bf ? gs_f32_to_bf16(f2[i]) : gs_f32_to_f16(f2[i]);
+      if (h2[i] != want)
+        fail_msg("%s narrowing of 0x%08x: 0x%04x, one at a time 0x%04x", bf ? "bf16" : "f16",
+                 f2u(f2[i]), h2[i], want);
+    }
+  }
+  free(h);
+  free(h2);
+  free(f);
+  free(f2);
 }
 
 /* ---- Local reductions -------------------------------------------------------- */
@@ -745,6 +792,7 @@ int main(void) {
       cmocka_unit_test(test_f16_rounding),
       cmocka_unit_test(test_bf16_rounding),
       cmocka_unit_test(test_f16_random_floats),
+      cmocka_unit_test(test_half_arrays_match_scalar),
       cmocka_unit_test(test_reduce_local_matches_reference),
       cmocka_unit_test(test_reduce_local_integer_wraparound),
       cmocka_unit_test(test_reduce_local_half_rounding),
