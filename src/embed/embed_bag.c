@@ -98,6 +98,14 @@ gs_status gs_embed_check(const gs_embed_table *t, const gs_embed_bags *bags) {
  * whole row, every 64-byte line of it. */
 #define PREFETCH_AHEAD 16
 
+/* Fetches lookup J + AHEAD's row, every line of its DIM floats (w, ids and
+ * n, the lookups, are the caller's). */
+#define FETCH_AHEAD(J, DIM, AHEAD)                                                      \
+  if ((J) + (AHEAD) < n) {                                                              \
+    const float *ahead = w + (size_t)ids[(J) + (AHEAD)] * (DIM);                        \
+    for (size_t c = 0; c < (DIM); c += 16) __builtin_prefetch(ahead + c);               \
+  }
+
 /* dst[d] += src[d], for the widths without a kernel of their own. (With
  * the width a runtime value, pooling a bag in column blocks held in
  * registers was twice as slow here: the row-at-a-time loop lets the loads
@@ -120,10 +128,7 @@ static inline void add_row(float *restrict dst, const float *restrict src, size_
       int64_t lo = bags->offsets[b], hi = bags->offsets[b + 1];                        \
       memset(dst, 0, dim * sizeof(float));                                             \
       for (int64_t j = lo; j < hi; j++) {                                              \
-        if (j + PREFETCH_AHEAD < n) {                                                  \
-          const float *ahead = w + (size_t)ids[j + PREFETCH_AHEAD] * dim;              \
-          for (size_t c = 0; c < dim; c += 16) __builtin_prefetch(ahead + c);          \
-        }                                                                              \
+        FETCH_AHEAD(j, dim, PREFETCH_AHEAD)                                            \
         add_row(dst, w + (size_t)ids[j] * dim, dim);                                   \
       }                                                                                \
       if (pool == GS_EMBED_MEAN && hi - lo > 1) {                                      \
@@ -143,12 +148,6 @@ FORWARD_ROWS(forward_rows64, int64_t)
  * store path keeps it in registers; narrow rows are fetched further ahead,
  * so that about as many bytes are in flight. The sums run in the same order
  * as forward_rows', bit for bit (bench/results/embed_kernels.md). */
-#define FETCH_AHEAD(J, DIM, AHEAD)                                                      \
-  if ((J) + (AHEAD) < n) {                                                              \
-    const float *ahead = w + (size_t)ids[(J) + (AHEAD)] * DIM;                          \
-    for (size_t c = 0; c < DIM; c += 16) __builtin_prefetch(ahead + c);                 \
-  }
-
 /* 16 floats, unaligned: the rows are any float's address. */
 typedef float embed_v16 __attribute__((vector_size(64), aligned(4)));
 
@@ -320,13 +319,12 @@ EMBED_INLINE void update_row(gs_embed_table *t, size_t row, const float *g, size
  * row's lookups in input order. */
 static gs_status group_rows(const gs_embed_table *t, const gs_embed_bags *bags,
                             const float *dout, size_t dout_stride, size_t dout_col,
-                            const void *sink, gs_embed_work **work, size_t *n,
-                            const uint64_t **sorted) {
+                            gs_embed_work **work, size_t *n, const uint64_t **sorted) {
   GS_CHECK(gs_embed_check(t, bags));
-  if (dout == NULL || sink == NULL || work == NULL || dout_col + t->dim > dout_stride)
-    return gs_error(GS_ERR_INVALID_ARG, "embedding table '%s': backward: NULL gradient, "
-                    "optimizer, output or work, or columns [%zu, %zu) outside a row of %zu",
-                    table_name(t), dout_col, dout_col + t->dim, dout_stride);
+  if (dout == NULL || work == NULL || dout_col + t->dim > dout_stride)
+    return gs_error(GS_ERR_INVALID_ARG, "embedding table '%s': backward: NULL gradient or "
+                    "work, or columns [%zu, %zu) outside a row of %zu", table_name(t),
+                    dout_col, dout_col + t->dim, dout_stride);
   *n = (size_t)bags->offsets[bags->nbags];
   *sorted = NULL;
   if (*n == 0) return GS_OK;
@@ -343,9 +341,9 @@ static gs_status group_rows(const gs_embed_table *t, const gs_embed_bags *bags,
 
 /* The gradient of the row whose lookups start at sorted[i] into g: its
  * lookups' shares of dout in input order (the sort is stable). Returns
- * where the next row's start. */
-/* Inlined into each caller (a call per row cost 15-30% of the fused
- * backward at 16 columns), where DIM may be a constant. */
+ * where the next row starts. Inlined into each caller (a call per row cost
+ * 15-30% of the fused backward at 16 columns), where dim may be a
+ * constant. */
 EMBED_INLINE size_t row_grad(const uint64_t *sorted, size_t i, size_t n, const gs_embed_bags *bags,
                        gs_embed_pool pool, const float *dout, size_t dout_stride,
                        size_t dout_col, size_t dim, float *g) {
@@ -368,6 +366,13 @@ EMBED_INLINE size_t row_grad(const uint64_t *sorted, size_t i, size_t n, const g
  * without, bench/results/embed_kernels.md). */
 #define FUSED_AHEAD 16
 
+/* Fetches row `row` of t (dim floats) and its accumulator for writing. */
+EMBED_INLINE void fetch_for_update(const gs_embed_table *t, size_t row, size_t dim) {
+  const float *wa = t->weights + row * dim;
+  for (size_t c = 0; c < dim; c += 16) __builtin_prefetch(wa + c, 1);
+  if (t->state) __builtin_prefetch(t->state + row, 1);
+}
+
 /* The fused backward's loop over the sorted lookups: each row's gradient,
  * then its update. At the common widths the width is a constant and the
  * row's gradient stays in registers (2-4x at 16 columns); the same sums in
@@ -375,12 +380,8 @@ EMBED_INLINE size_t row_grad(const uint64_t *sorted, size_t i, size_t n, const g
 #define FUSED_BODY(DIM, G)                                                               \
   for (size_t i = 0; i < n;) {                                                          \
     uint32_t row = (uint32_t)(sorted[i] >> 32);                                         \
-    if (i + FUSED_AHEAD < n) { /* the row updated a few lookups on */                   \
-      size_t r_ahead = (size_t)(sorted[i + FUSED_AHEAD] >> 32);                         \
-      const float *wa = t->weights + r_ahead * (DIM);                                   \
-      for (size_t c = 0; c < (DIM); c += 16) __builtin_prefetch(wa + c, 1);             \
-      if (t->state) __builtin_prefetch(t->state + r_ahead, 1);                          \
-    }                                                                                   \
+    if (i + FUSED_AHEAD < n)                                                            \
+      fetch_for_update(t, (size_t)(sorted[i + FUSED_AHEAD] >> 32), DIM);                \
     i = row_grad(sorted, i, n, bags, pool, dout, dout_stride, dout_col, DIM, G);        \
     update_row(t, row, G, DIM, opt);                                                    \
   }
@@ -426,7 +427,10 @@ gs_status gs_embed_backward_update(gs_embed_table *t, const gs_embed_bags *bags,
                                    const gs_embed_optim *opt, gs_embed_work **work) {
   size_t n = 0;
   const uint64_t *sorted = NULL;
-  GS_CHECK(group_rows(t, bags, dout, dout_stride, dout_col, opt, work, &n, &sorted));
+  if (t != NULL && opt == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "embedding table '%s': backward: NULL optimizer",
+                    table_name(t));
+  GS_CHECK(group_rows(t, bags, dout, dout_stride, dout_col, work, &n, &sorted));
   GS_CHECK(check_optim(t, opt));
   if (n > 0) fused_kernel(t->dim)(t, bags, pool, dout, dout_stride, dout_col, opt, sorted, n,
                                   (*work)->grad);
@@ -446,11 +450,12 @@ gs_status gs_embed_backward_rows(const gs_embed_table *t, const gs_embed_bags *b
                                  size_t dout_col, gs_embed_rows *out, gs_embed_work **work) {
   size_t n = 0;
   const uint64_t *sorted = NULL;
-  GS_CHECK(group_rows(t, bags, dout, dout_stride, dout_col, out, work, &n, &sorted));
+  if (t != NULL && out == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "embedding table '%s': backward: NULL rows' output",
+                    table_name(t));
+  GS_CHECK(group_rows(t, bags, dout, dout_stride, dout_col, work, &n, &sorted));
   size_t dim = t->dim, need;
-  out->n = 0;
-  out->dim = dim;
-  /* At most n rows: room for n, kept across calls. */
+  /* At most n rows: room for n, kept across calls (freeing clears *out). */
   if (n > out->cap || out->row == NULL) {
     if (gs_mul_size(n ? n : 1, dim * sizeof(float), &need) != GS_OK)
       return gs_error(GS_ERR_NOMEM, "embedding table '%s': %zu rows' gradients overflow",
@@ -465,8 +470,9 @@ gs_status gs_embed_backward_rows(const gs_embed_table *t, const gs_embed_bags *b
                       "gradients", table_name(t), n);
     }
     out->cap = n ? n : 1;
-    out->dim = dim;
   }
+  out->n = 0;
+  out->dim = dim;
   for (size_t i = 0; i < n;) {
     float *g = out->grad + out->n * dim;
     out->row[out->n] = (uint32_t)(sorted[i] >> 32);
@@ -485,11 +491,7 @@ gs_status gs_embed_rows_update(gs_embed_table *t, const gs_embed_rows *r, const 
   GS_CHECK(check_optim(t, opt));
   if (sq == NULL) sq = r->sq;
   for (size_t i = 0; i < r->n; i++) {
-    if (i + FUSED_AHEAD < r->n) {
-      const float *wa = t->weights + (size_t)r->row[i + FUSED_AHEAD] * r->dim;
-      for (size_t c = 0; c < r->dim; c += 16) __builtin_prefetch(wa + c, 1);
-      if (t->state) __builtin_prefetch(t->state + r->row[i + FUSED_AHEAD], 1);
-    }
+    if (i + FUSED_AHEAD < r->n) fetch_for_update(t, r->row[i + FUSED_AHEAD], r->dim);
     update_row_sq(t, r->row[i], r->grad + i * r->dim, r->dim, sq[i], sq_dim, opt);
   }
   return GS_OK;
