@@ -135,37 +135,12 @@ static size_t pieces(size_t bytes) {
  * receives, and every rank posts a whole batch before waiting on it. */
 gs_status p2p_sendrecv(const coll_group *g, const void *sbuf, size_t sbytes,
                        int dst, void *rbuf, size_t rbytes, int src, int tag) {
-  size_t ns = dst == MPI_PROC_NULL ? 0 : pieces(sbytes);
-  size_t nr = src == MPI_PROC_NULL ? 0 : pieces(rbytes);
-  MPI_Request req[2 * P2P_BATCH];
-  for (size_t b = 0; b < GS_MAX(ns, nr); b += P2P_BATCH) {
-    int n = 0, rc = MPI_SUCCESS;
-    for (size_t i = b; i < GS_MIN(nr, b + P2P_BATCH) && rc == MPI_SUCCESS; i++) {
-      size_t off = i * P2P_PIECE;
-      int len = (int)GS_MIN(P2P_PIECE, rbytes - GS_MIN(off, rbytes));
-      rc = MPI_Irecv((char *)rbuf + off, len, MPI_BYTE, src, tag, g->mpi,
-                     &req[n++]);
-    }
-    for (size_t i = b; i < GS_MIN(ns, b + P2P_BATCH) && rc == MPI_SUCCESS; i++) {
-      size_t off = i * P2P_PIECE;
-      int len = (int)GS_MIN(P2P_PIECE, sbytes - GS_MIN(off, sbytes));
-      rc = MPI_Isend((const char *)sbuf + off, len, MPI_BYTE, dst, tag, g->mpi,
-                     &req[n++]);
-    }
-    /* Requests posted before a failed call are abandoned with the failed
-     * communicator (it refuses further work). */
-    if (rc != MPI_SUCCESS) return comm_mpi_error(g, "p2p exchange", rc);
-    GS_CHECK(comm_waitall(g, n, req, "p2p exchange"));
-  }
-  return GS_OK;
+  return p2p_sendrecv_n(g, 1, &sbuf, &sbytes, &dst, &rbuf, &rbytes, &src, tag);
 }
 
-/* As p2p_sendrecv, for n pairs at once: batch b posts, for every pair, its
- * pieces [b * per, (b + 1) * per) each way, with per = P2P_BATCH / n (at
- * least one), so a batch holds at most about P2P_BATCH pieces each way
- * whatever n. Both sides of a pair count its pieces alike and every rank
- * uses the same per (n is the same everywhere), so batch b of a pair's
- * sends meets batch b of its receives, as in p2p_sendrecv. */
+/* Batch b posts, for every pair, its pieces [b * per, (b + 1) * per) each
+ * way, with per = P2P_BATCH / n (at least one), so a batch holds at most
+ * about P2P_BATCH pieces each way whatever n (one pair: P2P_BATCH). */
 gs_status p2p_sendrecv_n(const coll_group *g, int n, const void *const *sbuf,
                          const size_t *sbytes, const int *dst, void *const *rbuf,
                          const size_t *rbytes, const int *src, int tag) {
@@ -195,6 +170,8 @@ gs_status p2p_sendrecv_n(const coll_group *g, int n, const void *const *sbuf,
         rc = MPI_Isend((const char *)sbuf[i] + off, len, MPI_BYTE, dst[i], tag, g->mpi,
                        &req[k++]);
       }
+    /* Requests posted before a failed call are abandoned with the failed
+     * communicator (it refuses further work). */
     if (rc != MPI_SUCCESS) return comm_mpi_error(g, "p2p exchange", rc);
     GS_CHECK(comm_waitall(g, k, req, "p2p exchange"));
   }
