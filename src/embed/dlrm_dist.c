@@ -123,7 +123,7 @@ struct gs_dlrm_dist {
   gs_embed_rows *urows; /* count[rank]: each local shard's touched rows */
   float *xsend, *xrecv, *xsum;
   size_t xsend_cap, xrecv_cap, xsum_cap;
-  size_t *xsc, *xsd, *xrc, *xrd, *xcur; /* size each */
+  size_t *xc, *xd, *xcur; /* size each: counts and displacements, both ways */
   size_t *xoff;                          /* nsh: a pair's sums in xrecv */
 
   float *logits, *dlogits;
@@ -211,7 +211,7 @@ void gs_dlrm_dist_destroy(gs_dlrm_dist *d) {
   for (size_t t = 0; d->names && t < d->T; t++) gs_free(d->names[t]);
   for (size_t j = 0; d->urows && j < d->count[d->rank]; j++) gs_embed_rows_free(&d->urows[j]);
   void *bufs[] = {d->band_order, d->band_first, d->urows, d->xsend, d->xrecv, d->xsum,
-                  d->xsc, d->xsd, d->xrc, d->xrd, d->xcur, d->xoff,
+                  d->xc, d->xd, d->xcur, d->xoff,
                   d->names, d->rows, d->is_dp, d->dp_table, d->sh, d->first, d->count, d->W,
                   d->local, d->hdr_send, d->hdr_recv, d->n_of, d->n_first, d->sc, d->sd,
                   d->rc, d->rd, d->id_send, d->id_recv, d->nhdr_send, d->nhdr_recv,
@@ -312,11 +312,11 @@ static gs_status dist_build(gs_dlrm_dist *d, const gs_dlrm_config *cfg,
   d->band_first = gs_calloc(T + 1, sizeof *d->band_first);
   d->xoff = gs_calloc(d->nsh + 1, sizeof *d->xoff);
   d->urows = gs_calloc(d->count[d->rank] + 1, sizeof *d->urows);
-  size_t *xs[] = {NULL, NULL, NULL, NULL, NULL};
-  for (size_t k = 0; k < 5; k++) xs[k] = gs_calloc(P, sizeof(size_t));
-  d->xsc = xs[0], d->xsd = xs[1], d->xrc = xs[2], d->xrd = xs[3], d->xcur = xs[4];
-  if (!d->band_order || !d->band_first || !d->xoff || !d->urows || !xs[0] || !xs[1] ||
-      !xs[2] || !xs[3] || !xs[4])
+  d->xc = gs_calloc(P, sizeof *d->xc);
+  d->xd = gs_calloc(P, sizeof *d->xd);
+  d->xcur = gs_calloc(P, sizeof *d->xcur);
+  if (!d->band_order || !d->band_first || !d->xoff || !d->urows || !d->xc || !d->xd ||
+      !d->xcur)
     return gs_error(GS_ERR_NOMEM, "DLRM: out of memory");
   band_key *keys = gs_malloc((d->nsh + 1) * sizeof *keys);
   if (keys == NULL) return gs_error(GS_ERR_NOMEM, "DLRM: out of memory");
@@ -1008,24 +1008,23 @@ static gs_status split_update(gs_dlrm_dist *d, const gs_embed_optim *opt) {
     st = gs_embed_backward_rows(&d->local[j], &bags, GS_EMBED_SUM, d->own_pooled, d->W[me],
                                 x->col, &d->urows[j], &d->work);
   }
-  /* Counts: both sides walk the pairs in the message's order. */
-  size_t sat = 0, rat = 0, lo, hi;
+  /* Counts: what this rank sends rank k (its rows in the pairs of its
+   * shards with k's) is what k sends back (the same pairs, the same rows),
+   * so one table serves both ways. */
+  size_t tot = 0, lo, hi;
   for (size_t k = 0; k < P; k++) {
-    d->xsd[k] = sat;
-    d->xrd[k] = rat;
+    d->xd[k] = tot;
     for (size_t s = d->first[k]; s < d->first[k] + d->count[k]; s++)
       for (size_t j = 0; j < mine; j++)
         if (sq_pair(&d->sh[s], &d->sh[f + j])) {
           rows_within(d, j, &d->sh[s], &lo, &hi);
-          sat += hi - lo; /* mine to k */
-          rat += hi - lo; /* k's to mine: the same rows */
+          tot += hi - lo;
         }
-    d->xsc[k] = sat - d->xsd[k];
-    d->xrc[k] = rat - d->xrd[k];
+    d->xc[k] = tot - d->xd[k];
   }
-  gs_status gst = grow(&d->xsend, &d->xsend_cap, sat + 1, sizeof(float), "the sums of squares");
+  gs_status gst = grow(&d->xsend, &d->xsend_cap, tot + 1, sizeof(float), "the sums of squares");
   if (gst == GS_OK)
-    gst = grow(&d->xrecv, &d->xrecv_cap, rat + 1, sizeof(float), "the sums of squares");
+    gst = grow(&d->xrecv, &d->xrecv_cap, tot + 1, sizeof(float), "the sums of squares");
   if (gst != GS_OK) return gst; /* out of memory: nothing else can be done */
   for (size_t k = 0, at = 0; k < P; k++)
     for (size_t s = d->first[k]; s < d->first[k] + d->count[k]; s++)
@@ -1037,16 +1036,16 @@ static gs_status split_update(gs_dlrm_dist *d, const gs_embed_optim *opt) {
         }
   d->stats.lookup_s += gs_now() - t0;
   t0 = gs_now();
-  gst = gs_alltoallv(d->comm, d->xsend, d->xsc, d->xsd, d->xrecv, d->xrc, d->xrd, GS_F32,
+  gst = gs_alltoallv(d->comm, d->xsend, d->xc, d->xd, d->xrecv, d->xc, d->xd, GS_F32,
                      GS_ALGO_AUTO);
   d->stats.a2a_s += gs_now() - t0;
-  d->stats.grad_bytes += (double)(sat - d->xsc[me]) * 4;
+  d->stats.grad_bytes += (double)(tot - d->xc[me]) * 4;
   GS_CHECK(st);
   GS_CHECK(gst);
 
   /* Each block's rows: the bands' sums in column order, then the update. */
   t0 = gs_now();
-  for (size_t k = 0; k < P; k++) d->xcur[k] = d->xrd[k];
+  for (size_t k = 0; k < P; k++) d->xcur[k] = d->xd[k];
   for (size_t j = 0; j < mine; j++) {
     const dist_shard *x = &d->sh[f + j];
     if (!is_split(d, x)) continue;
