@@ -212,8 +212,14 @@ static void prepare(bench_ctx *b) {
     case OP_BCAST:
       for (size_t i = 0; i < n; i++) store(d, b->expect, i, pattern(o, 0, i));
       break;
-    case OP_ALLTOALL: /* block q of rank r's input goes to rank q */
     case OP_ALLTOALLV:
+      for (int q = 0; q < p; q++) {
+        b->counts[q] = n;
+        b->displs[q] = (size_t)q * n;
+      }
+      /* the blocks are alltoall's: */
+      /* fall through */
+    case OP_ALLTOALL: /* block q of rank r's input goes to rank q */
       for (int q = 0; q < p; q++)
         for (size_t i = 0; i < n; i++) {
           store(d, b->in, (size_t)q * n + i, pattern(o, r * p + q, i));
@@ -267,11 +273,7 @@ static gs_status run_once(bench_ctx *b, gs_algo algo) {
       return gs_bcast(b->comm, b->out, n, o->dtype, 0, algo);
     case OP_ALLTOALL:
       return gs_alltoall(b->comm, b->in, b->out, n, o->dtype, algo);
-    case OP_ALLTOALLV:
-      for (int q = 0; q < b->size; q++) {
-        b->counts[q] = n;
-        b->displs[q] = (size_t)q * n;
-      }
+    case OP_ALLTOALLV: /* counts and displacements: prepare's */
       return gs_alltoallv(b->comm, b->in, b->counts, b->displs, b->out, b->counts, b->displs,
                           o->dtype, algo);
   }
