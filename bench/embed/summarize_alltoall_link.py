@@ -7,17 +7,12 @@ busbw over the link's in the same run) and gradsync's speed against MPI's
 range; then the issue's targets. Usage: summarize_alltoall_link.py
 FILE.jsonl...  Markdown on stdout."""
 import json
+import os
 import statistics
 import sys
 
-WIRE_GBPS = 0.125  # 1 Gbit/s in GB/s
-
-
-def size_name(b):
-    for unit, div in (("MB", 1 << 20), ("kB", 1 << 10)):
-        if b >= div and b % div == 0:
-            return f"{b // div} {unit}"
-    return f"{b} B"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from summarize_link_share import WIRE_GBPS, size_name  # noqa: E402  (bench/)
 
 
 def cell(values, pct=True, fmt="{:.2f}x"):
