@@ -151,6 +151,19 @@ gs_status gs_dlrm_forward(gs_dlrm *m, const gs_dlrm_batch *b, float *logits);
  * overwrites the MLP gradients and the pooled gradient. Changes no weight. */
 gs_status gs_dlrm_backward(gs_dlrm *m, const float *dlogits);
 
+/* The same backward in two halves, for a trainer that overlaps them with
+ * communication: backward_top runs the top MLP and the interaction (the top
+ * MLP's gradients and the pooled gradient are then final), backward_bottom
+ * the bottom MLP. `ready` (may be NULL) is called with `arg` and the index
+ * of each MLP tensor (gs_dlrm_param_at's) as soon as that tensor's gradient
+ * is final, the last layer's first (backward order); the backward no longer
+ * reads or writes that gradient afterwards. A non-zero status from `ready`
+ * ends the backward with it. backward_bottom needs backward_top's batch. */
+typedef gs_status (*gs_dlrm_grad_ready_fn)(void *arg, size_t param);
+gs_status gs_dlrm_backward_top(gs_dlrm *m, const float *dlogits, gs_dlrm_grad_ready_fn ready,
+                               void *arg);
+gs_status gs_dlrm_backward_bottom(gs_dlrm *m, gs_dlrm_grad_ready_fn ready, void *arg);
+
 typedef struct gs_dlrm_optim {
   float mlp_lr;         /* plain SGD on the MLPs */
   gs_embed_optim embed; /* the tables: SGD or row-wise Adagrad */

@@ -49,6 +49,7 @@ struct gs_dlrm {
   float *logits, *dlogits;  /* max_batch: gs_dlrm_train_step's */
   gs_embed_work *work;
   int have_bottom, have_pooled, have_top, have_backward;
+  int have_dbottom; /* backward_top done, backward_bottom not yet */
 };
 
 /* ---- Parsing --------------------------------------------------------------- */
@@ -439,9 +440,11 @@ gs_status gs_dlrm_forward(gs_dlrm *m, const gs_dlrm_batch *b, float *logits) {
 
 /* From dy, the gradient of the last layer's output (in a scratch buffer: it
  * is masked in place), to the layers' gradients and, when dx is not NULL,
- * the gradient of the MLP's input x. */
-static void mlp_backward(gs_dlrm *m, mlp_layer *l, int nlayers, const float *x, size_t n,
-                         float *dy, float *dx) {
+ * the gradient of the MLP's input x. Layer i's weight and bias are tensors
+ * first + 2i and first + 2i + 1 of m->params, handed to ready when final. */
+static gs_status mlp_backward(gs_dlrm *m, mlp_layer *l, int nlayers, const float *x, size_t n,
+                              float *dy, float *dx, size_t first, gs_dlrm_grad_ready_fn ready,
+                              void *arg) {
   int which = dy == m->scratch[0] ? 1 : 0;
   for (int i = nlayers - 1; i >= 0; i--) {
     int in = (int)l[i].in, out = (int)l[i].out;
@@ -456,6 +459,10 @@ static void mlp_backward(gs_dlrm *m, mlp_layer *l, int nlayers, const float *x, 
     }
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, (int)n, 1.0f, dy, out, xin,
                 in, 0.0f, l[i].dw, in);
+    if (ready) {
+      GS_CHECK(ready(arg, first + 2 * (size_t)i + 1));
+      GS_CHECK(ready(arg, first + 2 * (size_t)i));
+    }
     float *dprev = i > 0 ? m->scratch[which] : dx;
     if (dprev)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, in, out, 1.0f, dy, out,
@@ -463,6 +470,7 @@ static void mlp_backward(gs_dlrm *m, mlp_layer *l, int nlayers, const float *x, 
     dy = dprev;
     which ^= 1;
   }
+  return GS_OK;
 }
 
 static inline void axpy(float *restrict y, float a, const float *restrict x, size_t d) {
@@ -492,18 +500,36 @@ static void interact_backward(gs_dlrm *m, size_t n) {
   }
 }
 
-gs_status gs_dlrm_backward(gs_dlrm *m, const float *dlogits) {
+gs_status gs_dlrm_backward_top(gs_dlrm *m, const float *dlogits, gs_dlrm_grad_ready_fn ready,
+                               void *arg) {
   if (!m->have_top)
     return gs_error(GS_ERR_STATE, "DLRM: backward without a forward");
   if (dlogits == NULL) return gs_error(GS_ERR_INVALID_ARG, "DLRM: backward: NULL gradient");
   size_t n = m->n;
+  m->have_backward = 0;
+  m->have_dbottom = 0;
   memcpy(m->scratch[0], dlogits, n * sizeof(float));
-  mlp_backward(m, m->top, m->ntop, m->inter, n, m->scratch[0], m->dinter);
+  GS_CHECK(mlp_backward(m, m->top, m->ntop, m->inter, n, m->scratch[0], m->dinter,
+                        2 * (size_t)m->nbot, ready, arg));
   interact_backward(m, n);
-  memcpy(m->scratch[0], m->dbottom, n * m->D * sizeof(float));
-  mlp_backward(m, m->bot, m->nbot, m->dense, n, m->scratch[0], NULL);
+  m->have_dbottom = 1;
+  return GS_OK;
+}
+
+gs_status gs_dlrm_backward_bottom(gs_dlrm *m, gs_dlrm_grad_ready_fn ready, void *arg) {
+  if (!m->have_dbottom)
+    return gs_error(GS_ERR_STATE, "DLRM: backward_bottom without backward_top");
+  m->have_dbottom = 0;
+  memcpy(m->scratch[0], m->dbottom, m->n * m->D * sizeof(float));
+  GS_CHECK(mlp_backward(m, m->bot, m->nbot, m->dense, m->n, m->scratch[0], NULL, 0, ready,
+                        arg));
   m->have_backward = 1;
   return GS_OK;
+}
+
+gs_status gs_dlrm_backward(gs_dlrm *m, const float *dlogits) {
+  GS_CHECK(gs_dlrm_backward_top(m, dlogits, NULL, NULL));
+  return gs_dlrm_backward_bottom(m, NULL, NULL);
 }
 
 /* ---- Updates --------------------------------------------------------------- */

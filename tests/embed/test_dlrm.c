@@ -10,7 +10,9 @@
  *   - learning: on planted data, a few hundred steps raise the held-out AUC
  *     to within 0.05 of the teacher's and lower the log loss well below its
  *     start;
- *   - bad configurations and batches name what is wrong.
+ *   - bad configurations and batches name what is wrong;
+ *   - the backward in halves (top, bottom) with each MLP tensor handed over
+ *     as it is final: bitwise the whole backward, in backward order.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -207,6 +209,80 @@ static void test_deterministic(void **state) {
   gs_dlrm_synth_destroy(g);
 }
 
+/* ---- The backward in halves ----------------------------------------------------- */
+
+typedef struct ready_log {
+  gs_dlrm *m;
+  size_t order[64], n;
+  float *snap; /* each tensor's gradient when it was handed over */
+  int fail_at; /* return an error at this call (-1: never) */
+} ready_log;
+
+static gs_status on_ready(void *arg, size_t param) {
+  ready_log *r = arg;
+  if ((int)r->n == r->fail_at) return gs_error(GS_ERR_STATE, "ready refused");
+  const gs_dlrm_param *q = gs_dlrm_param_at(r->m, param);
+  size_t nw;
+  float *g0 = gs_dlrm_mlp_grads(r->m, &nw);
+  memcpy(r->snap + (q->grad - g0), q->grad, q->count * sizeof(float));
+  r->order[r->n++] = param;
+  return GS_OK;
+}
+
+/* backward_top + backward_bottom is the backward bitwise; each tensor is
+ * handed over once, the top MLP's last layer first, bias before weight, and
+ * is final then (nothing the backward does later changes it); a refusal
+ * ends the backward with its status. */
+static void test_backward_halves(void **state) {
+  (void)state;
+  gs_embed_spec t[3] = {{"a", 50, 0, 2}, {"b", 20, 0, 2}, {"c", 9, 0, 2}};
+  gs_dlrm_config cfg = {"6-12-4", "10-8-5-1", t, 3, GS_DLRM_DOT, 32, 5};
+  gs_dlrm *m[2];
+  assert_int_equal(gs_dlrm_create(&cfg, &m[0]), GS_OK);
+  assert_int_equal(gs_dlrm_create(&cfg, &m[1]), GS_OK);
+  gs_dlrm_synth *g = synth(t, 3, 6, 2, 3);
+  gs_dlrm_batch b;
+  assert_int_equal(gs_dlrm_batch_alloc(&b, 32, 6, 3, 32 * 2), GS_OK);
+  assert_int_equal(gs_dlrm_synth_fill(g, 0, 32, &b), GS_OK);
+  float z[2][32], dz[32];
+  size_t nw;
+  gs_dlrm_mlp_grads(m[0], &nw);
+  ready_log r = {.m = m[1], .fail_at = -1};
+  r.snap = calloc(nw, sizeof(float));
+  assert_non_null(r.snap);
+  for (int k = 0; k < 2; k++) assert_int_equal(gs_dlrm_forward(m[k], &b, z[k]), GS_OK);
+  double l;
+  assert_int_equal(gs_dlrm_bce_with_logits(z[0], b.labels, b.n, &l, dz), GS_OK);
+  assert_int_equal(gs_dlrm_backward(m[0], dz), GS_OK);
+  assert_int_equal(gs_dlrm_backward_bottom(m[1], on_ready, &r), GS_ERR_STATE);
+  assert_int_equal(gs_dlrm_backward_top(m[1], dz, on_ready, &r), GS_OK);
+  /* The top MLP: 4 layers (from the interaction's width), 8 tensors, handed
+   * over; d pooled final. */
+  assert_int_equal(r.n, 8);
+  assert_memory_equal(gs_dlrm_pooled_grad(m[0]), gs_dlrm_pooled_grad(m[1]),
+                      32 * 3 * 4 * sizeof(float));
+  assert_int_equal(gs_dlrm_backward_bottom(m[1], on_ready, &r), GS_OK);
+  size_t np = gs_dlrm_param_count(m[1]);
+  assert_int_equal(np, 12);
+  assert_int_equal(r.n, np);
+  /* Backward order: top.3.bias, top.3.weight, ..., bottom.0.weight. */
+  size_t want[12] = {11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0};
+  assert_memory_equal(r.order, want, sizeof want);
+  assert_memory_equal(gs_dlrm_mlp_grads(m[0], NULL), gs_dlrm_mlp_grads(m[1], NULL),
+                      nw * sizeof(float));
+  assert_memory_equal(r.snap, gs_dlrm_mlp_grads(m[1], NULL), nw * sizeof(float));
+  /* A refusal ends the backward with its status. */
+  assert_int_equal(gs_dlrm_forward(m[1], &b, z[1]), GS_OK);
+  r.n = 0;
+  r.fail_at = 2;
+  assert_int_equal(gs_dlrm_backward_top(m[1], dz, on_ready, &r), GS_ERR_STATE);
+  assert_non_null(strstr(gs_last_error(), "ready refused"));
+  free(r.snap);
+  for (int k = 0; k < 2; k++) gs_dlrm_destroy(m[k]);
+  gs_dlrm_batch_free(&b);
+  gs_dlrm_synth_destroy(g);
+}
+
 /* ---- Learning -------------------------------------------------------------------- */
 
 static void evaluate(gs_dlrm *m, gs_dlrm_synth *g, gs_dlrm_batch *b, size_t first, size_t n,
@@ -326,6 +402,7 @@ int main(void) {
       cmocka_unit_test(test_gradcheck_dot), cmocka_unit_test(test_gradcheck_cat),
       cmocka_unit_test(test_deterministic), cmocka_unit_test(test_learns_dot),
       cmocka_unit_test(test_learns_cat),    cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_backward_halves),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
