@@ -33,6 +33,10 @@ static void usage(FILE *f) {
     "                      or bf16: the pooled vectors' all-to-alls\n"
     "  --no-prefetch       send each step's ids at its start, not under the\n"
     "                      step before's embedding updates\n"
+    "  --policy P          the MLP gradients' sum: fused (default: one\n"
+    "                      all-reduce after the backward) or an engine policy\n"
+    "                      (wfbp, single, bucket[:MB], mgwfbp, optimal, dear,\n"
+    "                      auto): each layer's as the backward makes it\n"
     "  --batch B           samples per rank and step (default 256)\n"
     "  --global-batch G    G samples a step over all ranks instead (G / ranks\n"
     "                      each): a run resumed on another world size keeps it\n"
@@ -74,6 +78,7 @@ typedef struct dlrm_opts {
   gs_dlrm_interaction interaction;
   gs_dlrm_a2a_precision precision;
   int no_prefetch;
+  const char *policy;
   unsigned long long seed;
   const char *checkpoint;
   long commit_every, stop_at_step, global_batch;
@@ -95,7 +100,7 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
       {"checkpoint", required_argument, 0, 'c'},  {"commit-every", required_argument, 0, 'C'},
       {"stop-at-step", required_argument, 0, 'X'}, {"resume", optional_argument, 0, 'r'},
       {"global-batch", required_argument, 0, 'G'}, {"data", required_argument, 0, 'D'},
-      {"no-prefetch", no_argument, 0, 'F'},
+      {"no-prefetch", no_argument, 0, 'F'},       {"policy", required_argument, 0, 'y'},
       {0, 0, 0, 0}};
   *o = (dlrm_opts){.tables = "kaggle", .scale = 0.001, .lr = 0.1, .embed_lr = 0.05,
                    .zipf = 1.05, .sharding = -1, .epochs = 2, .pooling = 1, .batch = 256,
@@ -177,6 +182,16 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
         break;
       case 'g': o->embed_sgd = 1; break;
       case 'F': o->no_prefetch = 1; break;
+      case 'y':
+        if (strcmp(optarg, "fused") != 0) {
+          gs_plan_policy pol;
+          if (gs_plan_policy_parse(optarg, &pol) != GS_OK) {
+            cli_error(VERB, "--policy: %s (or fused)", gs_last_error());
+            return 2;
+          }
+        }
+        o->policy = optarg;
+        break;
       case 'o':
         if (cli_parse_int(optarg, 1, 1000, &o->pooling)) {
           cli_error(VERB, "--pooling %s: expected 1 to 1000", optarg);
@@ -291,7 +306,7 @@ typedef struct view {
   int rank, size, json, tty, epochs;
   int line_open; /* a progress line rewritten in place waits for its end */
   int asked;     /* stopped at a commit as SIGUSR1 asked */
-  const char *checkpoint;
+  const char *checkpoint, *policy;
   double bytes_ids, bytes_pooled, bytes_grad, bytes_dp, bytes_ar;
 } view;
 
@@ -335,6 +350,11 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
       double mx, mean;
       gs_shard_plan_balance(p, &mx, &mean);
       printf("; estimated imbalance %.2fx\n", mean > 0 ? mx / mean : 1.0);
+      if (v->policy && strcmp(v->policy, "fused") != 0)
+        printf("MLP gradients: the engine, policy %s, each layer's as the backward makes it\n",
+               v->policy);
+      else
+        printf("MLP gradients: one fused all-reduce after the backward\n");
     }
     return;
   }
@@ -398,6 +418,7 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
            1e3 * s->total_s / n, 1e3 * s->lookup_s / n, 1e3 * s->mlp_s / n, 1e3 * s->a2a_s / n,
            1e3 * s->allreduce_s / n, s->id_bytes / n, s->pooled_bytes / n, s->grad_bytes / n,
            s->dp_bytes / n, s->allreduce_bytes / n, ev->peak_rss_bytes);
+    printf(", \"mlp_policy\": \"%s\"", v->policy ? v->policy : "fused");
     /* Every rank's lookup time, measured and as the cost model predicts. */
     for (int k = 0; k < 2; k++) {
       const double *x = k ? ev->rank_lookup_pred_ms : ev->rank_lookup_ms;
@@ -478,6 +499,7 @@ int cmd_train_dlrm(int argc, char **argv) {
       .plan_file = o.plan,
       .precision = o.precision,
       .no_prefetch = o.no_prefetch,
+      .mlp_policy = o.policy,
       .batch = (size_t)o.batch,
       .epochs = o.epochs,
       .steps = (size_t)o.steps,
@@ -490,7 +512,7 @@ int cmd_train_dlrm(int argc, char **argv) {
   cfg.criteo_file = o.data;
   cfg.data.pooling = o.pooling;
   view v = {.rank = r.rank, .size = r.size, .epochs = o.epochs, .json = o.json,
-            .tty = isatty(STDOUT_FILENO), .checkpoint = o.checkpoint};
+            .tty = isatty(STDOUT_FILENO), .checkpoint = o.checkpoint, .policy = o.policy};
   gs_status st = rc ? GS_OK : gs_dlrm_train_run(&cfg, r.comm, on_event, &v);
   if (st != GS_OK) {
     cli_rank_error(&r, "%s", gs_last_error());

@@ -40,13 +40,14 @@ extern "C" {
  *      every replica makes the same update;
  *   5. the MLP gradients (of the global mean) are summed by one all-reduce
  *      of the flat buffer, issued before the embedding updates so that it
- *      runs under them, then SGD.
+ *      runs under them, or by the engine during the backward
+ *      (gs_dlrm_dist_set_mlp_policy), then SGD.
  * All through gs_comm's collectives (gs_alltoall, gs_alltoallv,
  * gs_allgatherv, gs_allreduce). Deterministic: repeated runs of one plan
- * on the same ranks are bitwise identical. Row-wise Adagrad on a cw shard
- * keeps one accumulator per row of each column block (the mean of g^2 over
- * its columns), as TorchRec's column-wise shards do: not the
- * single-process model's accumulator over all D columns (SGD is the same).
+ * on the same ranks are bitwise identical. Row-wise Adagrad on cw shards is
+ * the single-process update: the owners of a row's column blocks add their
+ * sums of squares (one all-to-allv a step) so that every block of the row
+ * takes the same accumulator over all D columns.
  *
  * Every call below is collective over the communicator: every rank calls it
  * in the same order. A failure on one rank (a bad id, a batch too large) is
@@ -76,6 +77,23 @@ typedef enum { GS_DLRM_A2A_FP32 = 0, GS_DLRM_A2A_FP16, GS_DLRM_A2A_BF16 } gs_dlr
 /* "fp32", "fp16" (fp16 forward, bf16 backward) or "bf16" (both bf16). */
 gs_status gs_dlrm_a2a_precision_parse(const char *s, gs_dlrm_a2a_precision *out);
 void gs_dlrm_dist_set_precision(gs_dlrm_dist *d, gs_dlrm_a2a_precision p);
+
+/* How the MLPs' gradients (and the dense dp tables') are summed. NULL or
+ * "fused" (the default): one all-reduce of the flat buffer after the
+ * backward, run under the gradients' all-to-all and the embedding updates.
+ * Otherwise an engine policy (gradsync/engine.h, gs_plan_policy_parse:
+ * wfbp, single, bucket[:...], mgwfbp, optimal, dear, auto): each tensor is
+ * handed to gradsync's engine as the backward makes it final (the top MLP's
+ * first, then the dense dp tables', then the bottom MLP's, which runs under
+ * the gradients' all-to-all), and the engine's plan merges and issues them
+ * on a communicator of its own (created here: a second progress thread), so
+ * the all-reduces overlap the rest of the backward and the all-to-all.
+ * Policies that plan from measured times (mgwfbp, optimal, auto) may group
+ * the tensors differently from run to run, and a sum's rounding follows its
+ * message: runs are then equal within rounding, not bitwise (fused, wfbp,
+ * single and bucket are). Collective; call between steps. A policy the
+ * engine refuses is refused on every rank, naming it. */
+gs_status gs_dlrm_dist_set_mlp_policy(gs_dlrm_dist *d, const char *policy);
 
 /* One training step on this rank's batch b (1 to max_batch samples; the
  * ranks' n may differ). loss (may be NULL): the global batch's mean log
@@ -143,6 +161,8 @@ typedef struct gs_dlrm_train_config {
   gs_dlrm_a2a_precision precision;
   int no_prefetch;            /* 1: no step sends the next one's ids under its
                                * updates (gs_dlrm_dist_train_step_next) */
+  const char *mlp_policy;     /* gs_dlrm_dist_set_mlp_policy's: NULL or "fused", or an
+                               * engine policy */
   size_t batch;               /* per rank and step */
   int epochs;
   size_t steps;               /* per epoch (the training set: steps x ranks x batch) */

@@ -44,6 +44,7 @@
 
 #include "dlrm_internal.h"
 #include "gradsync/dlrm_dist.h"
+#include "gradsync/engine.h"
 #include "gs_internal.h"
 
 /* A non-dp shard of the plan, on any rank. */
@@ -128,6 +129,15 @@ struct gs_dlrm_dist {
 
   float *logits, *dlogits;
   gs_dlrm_dist_stats stats;
+
+  /* The MLP and dense dp gradients through the engine
+   * (gs_dlrm_dist_set_mlp_policy), on a communicator of its own so that its
+   * collectives run beside the all-to-alls instead of queueing with them
+   * (and in an order every rank agrees on). NULL: one fused all-reduce. */
+  gs_comm *ecomm;
+  gs_engine *eng;
+  int *eid;    /* engine id: per MLP tensor (gs_dlrm_param_at's order), then per dp table */
+  int eopen;   /* an iteration's grad_ready calls made, its wait not yet */
 };
 
 /* ---- Small helpers ----------------------------------------------------------- */
@@ -197,11 +207,94 @@ gs_status gs_dlrm_a2a_precision_parse(const char *s, gs_dlrm_a2a_precision *out)
 
 void gs_dlrm_dist_set_precision(gs_dlrm_dist *d, gs_dlrm_a2a_precision p) { d->precision = p; }
 
+/* ---- The MLP gradients' engine ------------------------------------------------ */
+
+/* Ends an open iteration (a failed step's) so the engine may stop; its
+ * error is the failed step's, already returned. */
+static void mlp_engine_free(gs_dlrm_dist *d) {
+  if (d->eng && d->eopen) gs_engine_wait(d->eng);
+  d->eopen = 0;
+  gs_engine_destroy(d->eng);
+  d->eng = NULL;
+  gs_comm_destroy(d->ecomm);
+  d->ecomm = NULL;
+}
+
+/* Registration in forward order, so that the engine's backward order is the
+ * order the step marks them: the bottom MLP's tensors, the dense dp tables,
+ * the top MLP's. */
+static gs_status mlp_engine_register(gs_dlrm_dist *d) {
+  size_t np = gs_dlrm_param_count(d->m), nbot = 0;
+  for (size_t i = 0; i < np; i++)
+    nbot += strncmp(gs_dlrm_param_at(d->m, i)->name, "bottom.", 7) == 0;
+  for (size_t i = 0; i < nbot; i++) {
+    const gs_dlrm_param *q = gs_dlrm_param_at(d->m, i);
+    GS_CHECK(gs_engine_register(d->eng, q->name, q->grad, q->count, GS_F32, &d->eid[i]));
+  }
+  size_t mine = d->count[d->rank];
+  for (int j = 0; j < d->ndp; j++) {
+    if (!d->dp_dense[j]) continue;
+    char name[96];
+    snprintf(name, sizeof name, "table.%s", d->names[d->dp_table[j]]);
+    GS_CHECK(gs_engine_register(d->eng, name, d->fused + d->dense_at[j],
+                                d->local[mine + (size_t)j].rows * d->D, GS_F32,
+                                &d->eid[np + (size_t)j]));
+  }
+  for (size_t i = nbot; i < np; i++) {
+    const gs_dlrm_param *q = gs_dlrm_param_at(d->m, i);
+    GS_CHECK(gs_engine_register(d->eng, q->name, q->grad, q->count, GS_F32, &d->eid[i]));
+  }
+  return GS_OK;
+}
+
+gs_status gs_dlrm_dist_set_mlp_policy(gs_dlrm_dist *d, const char *policy) {
+  if (d == NULL) return gs_error(GS_ERR_INVALID_ARG, "DLRM: NULL model");
+  mlp_engine_free(d);
+  if (policy == NULL || strcmp(policy, "fused") == 0) return GS_OK;
+  size_t np = gs_dlrm_param_count(d->m);
+  gs_free(d->eid);
+  d->eid = gs_calloc(np + (size_t)d->ndp + 1, sizeof *d->eid);
+  gs_status st = d->eid ? GS_OK : gs_error(GS_ERR_NOMEM, "DLRM: out of memory for the "
+                                           "engine's tensor ids");
+  char msg[GS_VOTE_MESSAGE] = "";
+  if (st != GS_OK) gs__error_copy(msg, sizeof msg);
+  gs_agreement a;
+  GS_CHECK(gs_agree(d->comm, gs_comm_mpi(d->comm), "DLRM engine set-up", st, msg, NULL, 0, &a));
+  int failed = a.failed, first = a.first;
+  gs_agreement_free(&a);
+  if (st != GS_OK) return st;
+  if (failed)
+    return gs_error(GS_ERR_NOMEM, "DLRM: rank %d could not set up the MLP gradients' engine",
+                    first);
+  /* Both creations are collective and agree on failures among the ranks. */
+  GS_CHECK(gs_comm_create(gs_comm_mpi(d->comm), &d->ecomm));
+  gs_engine_config cfg;
+  gs_engine_config_init(&cfg);
+  cfg.policy = policy;
+  st = gs_engine_create(d->ecomm, &cfg, &d->eng);
+  if (st != GS_OK) {
+    char why[GS_VOTE_MESSAGE];
+    gs__error_copy(why, sizeof why);
+    mlp_engine_free(d);
+    return gs_error(st, "DLRM: the MLP gradients' engine (policy %s): %s", policy, why);
+  }
+  st = mlp_engine_register(d);
+  if (st != GS_OK) mlp_engine_free(d);
+  return st;
+}
+
+static gs_status mlp_ready(void *arg, size_t param) {
+  gs_dlrm_dist *d = arg;
+  d->eopen = 1;
+  return gs_engine_grad_ready(d->eng, d->eid[param]);
+}
+
 /* ---- Creation ---------------------------------------------------------------- */
 
 void gs_dlrm_dist_destroy(gs_dlrm_dist *d) {
   if (d == NULL) return;
   if (d->nreq) gs_wait(d->nreq); /* its buffers are freed below */
+  mlp_engine_free(d);
   gs_dlrm_destroy(d->m);
   size_t nlocal = d->count ? d->count[d->rank] + (size_t)d->ndp : 0;
   for (size_t i = 0; d->local && i < nlocal; i++) {
@@ -219,7 +312,7 @@ void gs_dlrm_dist_destroy(gs_dlrm_dist *d) {
                   d->bag_ids,
                   d->bag_ids_at, d->own_pooled, d->mine_pooled, d->half_send, d->half_recv,
                   d->dp_send, d->dp_recv, d->dp_gsend, d->dp_grecv, d->dp_off, d->dp_ids,
-                  d->logits, d->dlogits, d->dp_dense, d->dense_at, d->gat, d->fused};
+                  d->logits, d->dlogits, d->dp_dense, d->dense_at, d->gat, d->fused, d->eid};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gs_free(bufs[i]);
   gs_embed_work_free(d->work);
   gs_free(d);
@@ -734,29 +827,62 @@ static void from_half(float *dst, const uint16_t *src, size_t n, int bf16) {
 }
 
 /* An all-to-allv of floats (counts and displacements in floats in d->sc, sd,
- * rc, rd), on the wire as fp32, fp16 or bf16. */
-static gs_status a2a_floats(gs_dlrm_dist *d, const float *send, float *recv, int half,
-                            int bf16, double *bytes) {
+ * rc, rd), on the wire as fp32, fp16 or bf16: a2a_start issues it (*req:
+ * NULL when it completed at once), a2a_finish waits for it and widens what
+ * came; a2a_floats is both. */
+typedef struct a2a_pending {
+  float *recv;
+  size_t rtotal;
+  int half, bf16;
+  gs_request *req;
+} a2a_pending;
+
+static gs_status a2a_start(gs_dlrm_dist *d, const float *send, float *recv, int half, int bf16,
+                           double *bytes, int nonblocking, a2a_pending *pd) {
   size_t P = (size_t)d->size, me = (size_t)d->rank, stotal = 0, rtotal = 0;
   for (size_t k = 0; k < P; k++) {
     stotal = GS_MAX(stotal, d->sd[k] + d->sc[k]);
     rtotal = GS_MAX(rtotal, d->rd[k] + d->rc[k]);
   }
-  double t0 = gs_now();
-  if (!half) {
-    GS_CHECK(gs_alltoallv(d->comm, send, d->sc, d->sd, recv, d->rc, d->rd, GS_F32,
-                          GS_ALGO_AUTO));
-  } else {
+  *pd = (a2a_pending){recv, rtotal, half, bf16, NULL};
+  const void *sbuf = send;
+  void *rbuf = recv;
+  gs_dtype t = GS_F32;
+  if (half) {
     GS_CHECK(grow(&d->half_send, &d->half_send_cap, stotal + 1, 2, "the half-precision sends"));
     GS_CHECK(grow(&d->half_recv, &d->half_recv_cap, rtotal + 1, 2, "the half-precision receipts"));
     to_half(d->half_send, send, stotal, bf16);
-    GS_CHECK(gs_alltoallv(d->comm, d->half_send, d->sc, d->sd, d->half_recv, d->rc, d->rd,
-                          bf16 ? GS_BF16 : GS_F16, GS_ALGO_AUTO));
-    from_half(recv, d->half_recv, rtotal, bf16);
+    sbuf = d->half_send;
+    rbuf = d->half_recv;
+    t = bf16 ? GS_BF16 : GS_F16;
   }
-  d->stats.a2a_s += gs_now() - t0;
   *bytes += (double)((stotal - d->sc[me]) * (half ? 2 : 4));
+  if (nonblocking)
+    return gs_ialltoallv(d->comm, sbuf, d->sc, d->sd, rbuf, d->rc, d->rd, t, GS_ALGO_AUTO,
+                         &pd->req);
+  double t0 = gs_now();
+  gs_status st = gs_alltoallv(d->comm, sbuf, d->sc, d->sd, rbuf, d->rc, d->rd, t, GS_ALGO_AUTO);
+  d->stats.a2a_s += gs_now() - t0;
+  return st;
+}
+
+static gs_status a2a_finish(gs_dlrm_dist *d, a2a_pending *pd) {
+  if (pd->req) {
+    double t0 = gs_now();
+    gs_status st = gs_wait(pd->req);
+    pd->req = NULL;
+    d->stats.a2a_s += gs_now() - t0;
+    GS_CHECK(st);
+  }
+  if (pd->half) from_half(pd->recv, d->half_recv, pd->rtotal, pd->bf16);
   return GS_OK;
+}
+
+static gs_status a2a_floats(gs_dlrm_dist *d, const float *send, float *recv, int half,
+                            int bf16, double *bytes) {
+  a2a_pending pd;
+  GS_CHECK(a2a_start(d, send, recv, half, bf16, bytes, 0, &pd));
+  return a2a_finish(d, &pd);
 }
 
 static gs_status forward_bottom(gs_dlrm_dist *d, const gs_dlrm_batch *b) {
@@ -1081,6 +1207,39 @@ gs_status gs_dlrm_dist_train_step(gs_dlrm_dist *d, const gs_dlrm_batch *b,
   return gs_dlrm_dist_train_step_next(d, b, NULL, opt, loss, logits);
 }
 
+/* The dense dp tables' gradients, from the pooled gradient, handed to the
+ * engine in its backward order (the reverse of registration). */
+static gs_status dense_grads_ready(gs_dlrm_dist *d, const gs_dlrm_batch *b) {
+  size_t mine = d->count[d->rank], T = d->T, D = d->D, np = gs_dlrm_param_count(d->m);
+  const float *dpooled = gs_dlrm_pooled_grad(d->m);
+  for (int j = d->ndp - 1; j >= 0; j--) {
+    if (!d->dp_dense[j]) continue;
+    size_t t = (size_t)d->dp_table[j];
+    gs_embed_bags bags = dlrm_batch_bags(b, t);
+    memset(d->fused + d->dense_at[j], 0, d->rows[t] * D * sizeof(float)); /* it adds */
+    GS_CHECK(gs_embed_backward_dense(&d->local[mine + (size_t)j], &bags, GS_EMBED_SUM, dpooled,
+                                     T * D, t * D, d->fused + d->dense_at[j]));
+    GS_CHECK(mlp_ready(d, np + (size_t)j));
+  }
+  return GS_OK;
+}
+
+/* The engine's averages back to sums (the gradients are of the global mean
+ * already: each rank's divided by N). */
+static void engine_sums(gs_dlrm_dist *d) {
+  if (d->size == 1) return;
+  float p = (float)d->size;
+  size_t nw;
+  float *g = gs_dlrm_mlp_grads(d->m, &nw);
+  for (size_t k = 0; k < nw; k++) g[k] *= p;
+  for (int j = 0; j < d->ndp; j++) {
+    if (!d->dp_dense[j]) continue;
+    float *x = d->fused + d->dense_at[j];
+    size_t c = d->rows[d->dp_table[j]] * d->D;
+    for (size_t k = 0; k < c; k++) x[k] *= p;
+  }
+}
+
 gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
                                        const gs_dlrm_batch *next, const gs_dlrm_optim *opt,
                                        double *loss, float *logits) {
@@ -1093,11 +1252,14 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
   if (next) GS_CHECK(prefetch_header(d, next));
   size_t P = (size_t)d->size, me = (size_t)d->rank, n = b->n, N = d->N, D = d->D, T = d->T;
   size_t mine = d->count[me], Wm = d->W[me];
+  int eng = d->eng != NULL;
 
-  /* The loss of the global batch: gradients divided by N, losses summed. */
+  /* The loss of the global batch: gradients divided by N, losses summed.
+   * With the engine, the top MLP's gradients go to it as they are made. */
   double t0 = gs_now(), lsum;
   GS_CHECK(dlrm_bce(d->logits, b->labels, n, (double)N, b->first_sample, &lsum, d->dlogits));
-  GS_CHECK(gs_dlrm_backward(d->m, d->dlogits));
+  GS_CHECK(gs_dlrm_backward_top(d->m, d->dlogits, eng ? mlp_ready : NULL, d));
+  if (!eng) GS_CHECK(gs_dlrm_backward_bottom(d->m, NULL, NULL));
   d->stats.mlp_s += gs_now() - t0;
 
   /* Each shard's gradient columns to its owner. */
@@ -1122,24 +1284,37 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
   }
   d->stats.mlp_s += gs_now() - t0;
 
-  /* The sum of the MLP gradients and the dense dp tables' (one fused
-   * message) and the loss's: issued before the gradients' all-to-all so
+  /* Fused: the sum of the MLP gradients and the dense dp tables' (one fused
+   * message) and the loss's, issued before the gradients' all-to-all so
    * that they run on the progress thread under it and the embeddings'
-   * update. */
+   * update. Engine: the dense dp tables' gradients to the engine, the
+   * gradients' all-to-all issued, and the bottom MLP's backward under it
+   * (its gradients to the engine too). */
   t0 = gs_now();
-  GS_CHECK(fuse_grads(d, b));
+  GS_CHECK(eng ? dense_grads_ready(d, b) : fuse_grads(d, b));
   d->stats.lookup_s += gs_now() - t0;
   size_t nw;
   float *grads = gs_dlrm_mlp_grads(d->m, &nw);
   double loss_sum = lsum;
   int half = d->precision != GS_DLRM_A2A_FP32;
   gs_request *ar = NULL, *lr = NULL;
-  GS_CHECK(gs_iallreduce(d->comm, GS_IN_PLACE, d->fused, d->nfused, GS_F32, GS_SUM,
-                         GS_ALGO_AUTO, &ar));
+  a2a_pending ga = {0};
+  if (!eng)
+    GS_CHECK(gs_iallreduce(d->comm, GS_IN_PLACE, d->fused, d->nfused, GS_F32, GS_SUM,
+                           GS_ALGO_AUTO, &ar));
   gs_status st = gs_iallreduce(d->comm, GS_IN_PLACE, &loss_sum, 1, GS_F64, GS_SUM,
                                GS_ALGO_AUTO, &lr);
   if (st == GS_OK)
-    st = a2a_floats(d, d->mine_pooled, d->own_pooled, half, half, &d->stats.grad_bytes);
+    st = a2a_start(d, d->mine_pooled, d->own_pooled, half, half, &d->stats.grad_bytes, eng, &ga);
+  if (st == GS_OK && eng) {
+    t0 = gs_now();
+    st = gs_dlrm_backward_bottom(d->m, mlp_ready, d);
+    d->stats.mlp_s += gs_now() - t0;
+  }
+  if (st == GS_OK || ga.req) { /* an issued exchange is always waited for */
+    gs_status fst = a2a_finish(d, &ga);
+    if (st == GS_OK) st = fst;
+  }
   if (st == GS_OK) st = prefetch_ids(d);
   if (st != GS_OK) {
     gs_wait(ar);
@@ -1167,20 +1342,22 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
   if (st == GS_OK && d->ngat > 0) st = dp_update(d, b, &opt->embed);
 
   t0 = gs_now();
-  gs_status wst = gs_wait(ar);
+  gs_status wst = eng ? gs_engine_wait(d->eng) : gs_wait(ar);
+  d->eopen = 0;
   gs_status lst = gs_wait(lr);
   d->stats.allreduce_s += gs_now() - t0;
   GS_CHECK(st);
   GS_CHECK(wst);
   GS_CHECK(lst);
   t0 = gs_now();
+  if (eng) engine_sums(d);
   for (int j = 0; j < d->ndp; j++)
     if (d->dp_dense[j])
       GS_CHECK(gs_embed_update_dense(&d->local[mine + (size_t)j], d->fused + d->dense_at[j],
                                      &opt->embed));
   d->stats.lookup_s += gs_now() - t0;
   t0 = gs_now();
-  memcpy(grads, d->fused, nw * sizeof(float));
+  if (!eng) memcpy(grads, d->fused, nw * sizeof(float));
   gs_dlrm_update_mlp(d->m, opt->mlp_lr);
   d->stats.mlp_s += gs_now() - t0;
   if (loss) *loss = loss_sum / (double)N;

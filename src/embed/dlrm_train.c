@@ -273,6 +273,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   predict_lookups(cfg, specs, plan, &lk, pred_ms);
   GS_CHECK_GOTO(gs_dlrm_dist_create(&mc, plan, comm, &d), st, out);
   gs_dlrm_dist_set_precision(d, cfg->precision);
+  GS_CHECK_GOTO(gs_dlrm_dist_set_mlp_policy(d, cfg->mlp_policy), st, out);
   double load_s = gs_now();
   if (resumed) GS_CHECK_GOTO(dlrm_ckpt_load(ck, d), st, out);
   load_s = gs_now() - load_s;

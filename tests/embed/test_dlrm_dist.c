@@ -153,6 +153,7 @@ static void run_out_free(run_out *o) {
 }
 
 static int g_prefetch; /* run_dist: each step sends the next one's ids */
+static const char *g_policy; /* run_dist: the MLP gradients' engine policy (NULL: fused) */
 
 /* STEPS hybrid-parallel steps under plan p; 0 on success. */
 static int run_dist(const gs_embed_spec *t, int nt, const gs_shard_plan *p,
@@ -166,6 +167,14 @@ static int run_dist(const gs_embed_spec *t, int nt, const gs_shard_plan *p,
   CHECK(st == GS_OK, "gs_dlrm_dist_create: %s", gs_last_error());
   if (st != GS_OK) return 1;
   gs_dlrm_dist_set_precision(d, prec);
+  if (g_policy) {
+    st = gs_dlrm_dist_set_mlp_policy(d, g_policy);
+    CHECK(st == GS_OK, "set_mlp_policy %s: %s", g_policy, gs_last_error());
+    if (st != GS_OK) {
+      gs_dlrm_dist_destroy(d);
+      return 1;
+    }
+  }
   gs_dlrm_batch bb[2];
   CHECK_ST(gs_dlrm_batch_alloc(&bb[0], n, 4, nt, 3 * n), GS_OK);
   CHECK_ST(gs_dlrm_batch_alloc(&bb[1], n, 4, nt, 3 * n), GS_OK);
@@ -544,6 +553,65 @@ static void bad_plan(void) {
   end_case();
 }
 
+/* The MLP gradients through the engine: each policy trains the
+ * single-process model (equivalence, dense dp tables included, whose
+ * gradients are engine tensors too); wfbp's fixed groups give bitwise
+ * repeatable runs; a policy the engine refuses is refused on every rank and
+ * leaves the model training as before. */
+static void engine_policies(const gs_dlrm_optim *opt) {
+  const char *pols[] = {"wfbp", "single", "mgwfbp", "auto"};
+  for (size_t k = 0; k < sizeof pols / sizeof pols[0]; k++) {
+    g_policy = pols[k];
+    char name[64];
+    snprintf(name, sizeof name, "tw, MLP gradients by the engine (%s)", pols[k]);
+    equivalence(name, g_tables, g_ntables, GS_SHARD_TW, 1, opt, NULL);
+    snprintf(name, sizeof name, "dp, small tables by the engine (%s)", pols[k]);
+    equivalence(name, g_tables, 2, GS_SHARD_DP, 1, opt, NULL);
+  }
+  g_policy = "wfbp";
+  equivalence("auto plan, engine (wfbp)", g_tables, g_ntables, -1, 1, opt, NULL);
+
+  begin_case("engine (wfbp): three runs bitwise identical, %d ranks", g_size);
+  gs_shard_plan *p = NULL;
+  CHECK_ST(make_plan(g_tables, g_ntables, GS_SHARD_RW, 1, &p), GS_OK);
+  run_out o[3];
+  memset(o, 0, sizeof o);
+  for (int k = 0; k < 3 && p; k++) run_dist(g_tables, g_ntables, p, opt, GS_DLRM_A2A_FP32, &o[k]);
+  for (int k = 1; k < 3 && p; k++) {
+    CHECK(memcmp(o[k].loss, o[0].loss, sizeof o[0].loss) == 0, "run %d's losses differ", k);
+    CHECK(o[k].nmlp == o[0].nmlp && memcmp(o[k].mlp, o[0].mlp, o[0].nmlp * 4) == 0,
+          "run %d's MLP weights differ", k);
+  }
+  for (int k = 0; k < 3; k++) run_out_free(&o[k]);
+  end_case();
+  g_policy = NULL;
+
+  begin_case("engine: a policy it refuses, %d ranks", g_size);
+  if (p) {
+    size_t n = local_n(g_rank);
+    gs_dlrm_config mc = model_config(g_tables, g_ntables, n);
+    gs_dlrm_dist *d = NULL;
+    CHECK_ST(gs_dlrm_dist_create(&mc, p, g_comm, &d), GS_OK);
+    if (d) {
+      gs_status st = gs_dlrm_dist_set_mlp_policy(d, "wfbq");
+      CHECK(st != GS_OK && strstr(gs_last_error(), "wfbq") != NULL,
+            "policy wfbq: status %d, message '%s'", st, gs_last_error());
+      /* Still a working model, summing fused. */
+      gs_dlrm_batch b;
+      CHECK_ST(gs_dlrm_batch_alloc(&b, n, 4, g_ntables, 3 * n), GS_OK);
+      size_t first = 0;
+      global_n(g_size, &first);
+      fill(&b, first, n, g_tables, g_ntables, 11);
+      double l;
+      CHECK_ST(gs_dlrm_dist_train_step(d, &b, opt, &l, NULL), GS_OK);
+      gs_dlrm_batch_free(&b);
+      gs_dlrm_dist_destroy(d);
+    }
+  }
+  gs_shard_plan_free(p);
+  end_case();
+}
+
 static void precision(void) {
   begin_case("fp16 and bf16 pooled all-to-alls, %d ranks", g_size);
   gs_shard_plan *p = NULL;
@@ -604,5 +672,6 @@ int main(int argc, char **argv) {
   bad_id_ahead();
   bad_plan();
   precision();
+  engine_policies(&adagrad);
   return mrt_finish();
 }
