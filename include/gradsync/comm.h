@@ -81,6 +81,15 @@ gs_status gs_finalize(void);
  * rank is left waiting in a collective the failed one never joins. */
 gs_status gs_comm_create(MPI_Comm mpi_comm, gs_comm **out);
 
+/* Another communicator over parent's ranks (parent's MPI communicator,
+ * duplicated), with a progress thread of its own, for collectives that must
+ * not queue behind parent's: an engine beside a trainer's own exchanges.
+ * It takes parent's cost model instead of measuring its own, so both choose
+ * the same algorithm for the same message (and a run's sums do not depend
+ * on a second calibration). Collective over parent's ranks, as
+ * gs_comm_create (settings read and agreed the same way). */
+gs_status gs_comm_create_like(gs_comm *parent, gs_comm **out);
+
 /* Waits for the queued collectives, stops the progress thread and frees the
  * communicator (collective). NULL is a no-op. */
 gs_status gs_comm_destroy(gs_comm *comm);

@@ -179,7 +179,9 @@ static gs_status create_fail(gs_comm *c, gs_status st) {
   return st;
 }
 
-gs_status gs_comm_create(MPI_Comm mpi_comm, gs_comm **out) {
+/* like: NULL, or the communicator whose cost model the new one takes
+ * instead of calibrating (gs_comm_create_like). */
+static gs_status comm_create(MPI_Comm mpi_comm, const gs_comm *like, gs_comm **out) {
   if (out == NULL) return gs_error(GS_ERR_INVALID_ARG, "gs_comm_create: out is NULL");
   *out = NULL;
   int inited = 0;
@@ -233,13 +235,16 @@ gs_status gs_comm_create(MPI_Comm mpi_comm, gs_comm **out) {
     c->watchdog_running =
         pthread_create(&c->watchdog, NULL, watchdog_main, c) == 0;
   if (c->watchdog_running) pthread_setname_np(c->watchdog, "gs-watchdog");
-  if (c->calibrate_bytes > 0 && c->world.size > 1 && !c->cost_from_env) {
+  if (like != NULL) {
+    /* Already the same on every rank (like's was agreed): no broadcast. */
+    c->cost = like->cost;
+  } else if (c->calibrate_bytes > 0 && c->world.size > 1 && !c->cost_from_env) {
     /* Fit every allreduce algorithm on this network (collective: every rank
      * took the same branch, since the settings are agreed on). */
     st = gs_comm_calibrate(c, c->calibrate_bytes);
     if (st != GS_OK) return create_fail(c, st);
   }
-  if (c->world.size > 1) {
+  if (c->world.size > 1 && like == NULL) {
     /* Rank 0's cost model for all: the measurements are maxima over ranks,
      * but one broadcast makes the algorithm choice agree by construction. */
     st = gs_bcast(c, &c->cost, sizeof c->cost, GS_U8, 0, GS_ALGO_MPI);
@@ -254,6 +259,16 @@ fail:
   comm_free_mpi(c);
   gs_free(c);
   return st;
+}
+
+gs_status gs_comm_create(MPI_Comm mpi_comm, gs_comm **out) {
+  return comm_create(mpi_comm, NULL, out);
+}
+
+gs_status gs_comm_create_like(gs_comm *parent, gs_comm **out) {
+  if (parent == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_comm_create_like: parent is NULL");
+  return comm_create(parent->given, parent, out);
 }
 
 gs_status gs_comm_destroy(gs_comm *c) {

@@ -495,6 +495,43 @@ static void test_barrier(void) {
   }
 }
 
+/* gs_comm_create_like: parent's ranks, parent's cost model (a distinct one
+ * set on parent first, so a calibration of its own would differ), the same
+ * algorithm choices, collectives that work while parent's run beside them. */
+static void test_create_like(void) {
+  begin_case("gs_comm_create_like");
+  gs_cost_params saved = *gs_comm_cost(g_comm), odd = saved;
+  odd.alpha = 3.25e-4;
+  odd.beta = 1.0 / 7.5e7;
+  gs_comm_set_cost(g_comm, &odd);
+  gs_comm *c = NULL;
+  CHECK_ST(gs_comm_create_like(g_comm, &c), GS_OK);
+  if (c) {
+    CHECK(gs_comm_rank(c) == g_rank && gs_comm_size(c) == g_size, "rank %d of %d, expected %d "
+          "of %d", gs_comm_rank(c), gs_comm_size(c), g_rank, g_size);
+    CHECK(memcmp(gs_comm_cost(c), &odd, sizeof odd) == 0, "the cost model is not parent's");
+    for (size_t b = 1024; b <= (64u << 20); b *= 4)
+      CHECK(gs_comm_choose_allreduce(c, b) == gs_comm_choose_allreduce(g_comm, b),
+            "%zu bytes: %s, parent chooses %s", b, gs_algo_name(gs_comm_choose_allreduce(c, b)),
+            gs_algo_name(gs_comm_choose_allreduce(g_comm, b)));
+    /* One all-reduce on each at once. */
+    float x[1000], y[1000];
+    for (int i = 0; i < 1000; i++) x[i] = y[i] = (float)(g_rank + 1);
+    gs_request *rx = NULL, *ry = NULL;
+    CHECK_ST(gs_iallreduce(g_comm, GS_IN_PLACE, x, 1000, GS_F32, GS_SUM, GS_ALGO_AUTO, &rx),
+             GS_OK);
+    CHECK_ST(gs_iallreduce(c, GS_IN_PLACE, y, 1000, GS_F32, GS_SUM, GS_ALGO_AUTO, &ry), GS_OK);
+    CHECK_ST(gs_wait(ry), GS_OK);
+    CHECK_ST(gs_wait(rx), GS_OK);
+    float want = (float)(g_size * (g_size + 1) / 2);
+    CHECK(x[999] == want && y[0] == want, "sums %g and %g, expected %g", x[999], y[0], want);
+    CHECK_ST(gs_comm_destroy(c), GS_OK);
+  }
+  CHECK_ST(gs_comm_create_like(NULL, &c), GS_ERR_INVALID_ARG);
+  gs_comm_set_cost(g_comm, &saved);
+  end_case();
+}
+
 /* ---- Non-blocking ---------------------------------------------------------------- */
 
 static void test_nonblocking(void) {
@@ -927,6 +964,7 @@ int main(int argc, char **argv) {
   } else {
     test_bad_input();
     test_barrier();
+    test_create_like();
     test_nonblocking();
     test_allreduce();
     test_reduce_scatter();
