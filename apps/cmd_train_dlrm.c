@@ -418,7 +418,9 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
            1e3 * s->total_s / n, 1e3 * s->lookup_s / n, 1e3 * s->mlp_s / n, 1e3 * s->a2a_s / n,
            1e3 * s->allreduce_s / n, s->id_bytes / n, s->pooled_bytes / n, s->grad_bytes / n,
            s->dp_bytes / n, s->allreduce_bytes / n, ev->peak_rss_bytes);
-    printf(", \"mlp_policy\": \"%s\"", v->policy ? v->policy : "fused");
+    printf(", \"ids_ms\": %.3f, \"pooled_ms\": %.3f, \"grads_ms\": %.3f, \"mlp_policy\": \"%s\"",
+           1e3 * s->ids_s / n, 1e3 * s->pooled_s / n, 1e3 * s->grads_s / n,
+           v->policy ? v->policy : "fused");
     /* Every rank's lookup time, measured and as the cost model predicts. */
     for (int k = 0; k < 2; k++) {
       const double *x = k ? ev->rank_lookup_pred_ms : ev->rank_lookup_ms;
@@ -435,9 +437,10 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
     snprintf(teacher, sizeof teacher, " (teacher %.4f)", ev->teacher_auc);
   printf("epoch %d: held-out AUC %.4f%s, log loss %.4f; train loss %.4f; %.0f samples/s\n",
          ev->epoch, ev->auc, teacher, ev->log_loss, ev->loss, ev->samples_per_s);
-  printf("  step %.2f ms on rank 0: lookup %.2f, MLPs %.2f, all-to-all %.2f, all-reduce "
-         "(exposed) %.2f\n", 1e3 * s->total_s / n, 1e3 * s->lookup_s / n, 1e3 * s->mlp_s / n,
-         1e3 * s->a2a_s / n, 1e3 * s->allreduce_s / n);
+  printf("  step %.2f ms on rank 0: lookup %.2f, MLPs %.2f, all-to-all %.2f (ids %.2f, pooled "
+         "%.2f, gradients %.2f), all-reduce (exposed) %.2f\n", 1e3 * s->total_s / n,
+         1e3 * s->lookup_s / n, 1e3 * s->mlp_s / n, 1e3 * s->a2a_s / n, 1e3 * s->ids_s / n,
+         1e3 * s->pooled_s / n, 1e3 * s->grads_s / n, 1e3 * s->allreduce_s / n);
   printf("  sent per step: ids %s, pooled %s, gradients %s, dp %s, MLP all-reduce %s\n",
          human(s->id_bytes / n, b1, sizeof b1), human(s->pooled_bytes / n, b2, sizeof b2),
          human(s->grad_bytes / n, b3, sizeof b3), human(s->dp_bytes / n, b4, sizeof b4),

@@ -129,12 +129,16 @@ gs_embed_table *gs_dlrm_dist_shard(gs_dlrm_dist *d, size_t i, gs_shard *where);
  * phases: lookup (the owners' pooling, the fused backward and update, dp
  * tables' too), mlp (bottom, interaction, top, the loss, backward, SGD),
  * a2a (waiting in the id, pooled and gradient all-to-alls and the dp
- * all-gathers), allreduce (waiting for the MLP all-reduce after the
- * embedding updates: its exposed part). Bytes are what this rank sends,
- * its own share excluded (a message to itself moves nothing). */
+ * all-gathers), of which ids (the headers and ids, or the wait for those
+ * sent ahead), pooled and grads (the pooled vectors' and their gradients'
+ * exchanges, 16-bit conversions included), allreduce (waiting for the MLP
+ * all-reduce after the embedding updates: its exposed part). Bytes are
+ * what this rank sends, its own share excluded (a message to itself moves
+ * nothing). */
 typedef struct gs_dlrm_dist_stats {
   uint64_t steps, forwards;
   double lookup_s, mlp_s, a2a_s, allreduce_s, total_s;
+  double ids_s, pooled_s, grads_s; /* parts of a2a_s */
   double id_bytes, pooled_bytes, grad_bytes, dp_bytes, allreduce_bytes;
 } gs_dlrm_dist_stats;
 void gs_dlrm_dist_stats_get(const gs_dlrm_dist *d, gs_dlrm_dist_stats *out);

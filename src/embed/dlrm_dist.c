@@ -157,6 +157,13 @@ static gs_status grow(void *pp, size_t *cap, size_t n, size_t elem, const char *
   return GS_OK;
 }
 
+/* Time since t0 into the all-to-alls' total and one phase of it. */
+static void a2a_time(gs_dlrm_dist *d, double *phase, double t0) {
+  double dt = gs_now() - t0;
+  d->stats.a2a_s += dt;
+  *phase += dt;
+}
+
 static int cmp_shard(const void *a, const void *b) {
   const dist_shard *x = a, *y = b;
   if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
@@ -266,8 +273,10 @@ gs_status gs_dlrm_dist_set_mlp_policy(gs_dlrm_dist *d, const char *policy) {
   if (failed)
     return gs_error(GS_ERR_NOMEM, "DLRM: rank %d could not set up the MLP gradients' engine",
                     first);
-  /* Both creations are collective and agree on failures among the ranks. */
-  GS_CHECK(gs_comm_create(gs_comm_mpi(d->comm), &d->ecomm));
+  /* Both creations are collective and agree on failures among the ranks.
+   * The engine's communicator takes d->comm's cost model, so a message's
+   * algorithm (and its sum's rounding) is the same from run to run. */
+  GS_CHECK(gs_comm_create_like(d->comm, &d->ecomm));
   gs_engine_config cfg;
   gs_engine_config_init(&cfg);
   cfg.policy = policy;
@@ -635,7 +644,7 @@ static gs_status exchange_header(gs_dlrm_dist *d, const gs_dlrm_batch *b, gs_sta
   if (mine != GS_OK) gs__error_copy(msg, sizeof msg);
   double t0 = gs_now();
   GS_CHECK(gs_alltoall(d->comm, send, recv, HDR_LEN, GS_I64, GS_ALGO_AUTO));
-  d->stats.a2a_s += gs_now() - t0;
+  a2a_time(d, &d->stats.ids_s, t0);
   d->stats.id_bytes += (double)((P - 1) * HDR_LEN * sizeof(int64_t));
   int failed = 0;
   for (size_t r = 0; r < P; r++) failed |= recv[r * HDR_LEN + HDR_STATUS] != GS_OK;
@@ -758,7 +767,7 @@ static gs_status exchange_now(gs_dlrm_dist *d, const gs_dlrm_batch *b, gs_status
   double t0 = gs_now();
   GS_CHECK(gs_alltoallv(d->comm, d->id_send, d->sc, d->sd, d->id_recv, d->rc, d->rd, GS_I32,
                         GS_ALGO_AUTO));
-  d->stats.a2a_s += gs_now() - t0;
+  a2a_time(d, &d->stats.ids_s, t0);
   return ids_unpack(d, d->rd, d->rc);
 }
 
@@ -794,7 +803,7 @@ static gs_status prefetched(gs_dlrm_dist *d, const gs_dlrm_batch *b, int *used) 
   double t0 = gs_now();
   gs_status st = d->nreq ? gs_wait(d->nreq) : GS_OK;
   d->nreq = NULL;
-  d->stats.a2a_s += gs_now() - t0;
+  a2a_time(d, &d->stats.ids_s, t0);
   const gs_dlrm_batch *was = d->next;
   d->next = NULL;
   GS_CHECK(st);
@@ -834,17 +843,19 @@ typedef struct a2a_pending {
   float *recv;
   size_t rtotal;
   int half, bf16;
+  double *phase; /* the stats' phase it is timed in (a2a_s too), conversions included */
   gs_request *req;
 } a2a_pending;
 
 static gs_status a2a_start(gs_dlrm_dist *d, const float *send, float *recv, int half, int bf16,
-                           double *bytes, int nonblocking, a2a_pending *pd) {
+                           double *bytes, double *phase, int nonblocking, a2a_pending *pd) {
+  double t0 = gs_now();
   size_t P = (size_t)d->size, me = (size_t)d->rank, stotal = 0, rtotal = 0;
   for (size_t k = 0; k < P; k++) {
     stotal = GS_MAX(stotal, d->sd[k] + d->sc[k]);
     rtotal = GS_MAX(rtotal, d->rd[k] + d->rc[k]);
   }
-  *pd = (a2a_pending){recv, rtotal, half, bf16, NULL};
+  *pd = (a2a_pending){recv, rtotal, half, bf16, phase, NULL};
   const void *sbuf = send;
   void *rbuf = recv;
   gs_dtype t = GS_F32;
@@ -857,31 +868,27 @@ static gs_status a2a_start(gs_dlrm_dist *d, const float *send, float *recv, int 
     t = bf16 ? GS_BF16 : GS_F16;
   }
   *bytes += (double)((stotal - d->sc[me]) * (half ? 2 : 4));
-  if (nonblocking)
-    return gs_ialltoallv(d->comm, sbuf, d->sc, d->sd, rbuf, d->rc, d->rd, t, GS_ALGO_AUTO,
-                         &pd->req);
-  double t0 = gs_now();
-  gs_status st = gs_alltoallv(d->comm, sbuf, d->sc, d->sd, rbuf, d->rc, d->rd, t, GS_ALGO_AUTO);
-  d->stats.a2a_s += gs_now() - t0;
+  gs_status st = nonblocking ? gs_ialltoallv(d->comm, sbuf, d->sc, d->sd, rbuf, d->rc, d->rd,
+                                             t, GS_ALGO_AUTO, &pd->req)
+                             : gs_alltoallv(d->comm, sbuf, d->sc, d->sd, rbuf, d->rc, d->rd,
+                                            t, GS_ALGO_AUTO);
+  a2a_time(d, phase, t0);
   return st;
 }
 
 static gs_status a2a_finish(gs_dlrm_dist *d, a2a_pending *pd) {
-  if (pd->req) {
-    double t0 = gs_now();
-    gs_status st = gs_wait(pd->req);
-    pd->req = NULL;
-    d->stats.a2a_s += gs_now() - t0;
-    GS_CHECK(st);
-  }
-  if (pd->half) from_half(pd->recv, d->half_recv, pd->rtotal, pd->bf16);
-  return GS_OK;
+  double t0 = gs_now();
+  gs_status st = pd->req ? gs_wait(pd->req) : GS_OK;
+  pd->req = NULL;
+  if (st == GS_OK && pd->half) from_half(pd->recv, d->half_recv, pd->rtotal, pd->bf16);
+  a2a_time(d, pd->phase, t0);
+  return st;
 }
 
 static gs_status a2a_floats(gs_dlrm_dist *d, const float *send, float *recv, int half,
-                            int bf16, double *bytes) {
+                            int bf16, double *bytes, double *phase) {
   a2a_pending pd;
-  GS_CHECK(a2a_start(d, send, recv, half, bf16, bytes, 0, &pd));
+  GS_CHECK(a2a_start(d, send, recv, half, bf16, bytes, phase, 0, &pd));
   return a2a_finish(d, &pd);
 }
 
@@ -929,7 +936,8 @@ static gs_status dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *lo
     at += d->rc[r];
   }
   int half = d->precision != GS_DLRM_A2A_FP32, bf16 = d->precision == GS_DLRM_A2A_BF16;
-  GS_CHECK(a2a_floats(d, d->own_pooled, d->mine_pooled, half, bf16, &d->stats.pooled_bytes));
+  GS_CHECK(a2a_floats(d, d->own_pooled, d->mine_pooled, half, bf16, &d->stats.pooled_bytes,
+                      &d->stats.pooled_s));
 
   /* Assemble: the sharded tables' columns from zero, shards added in rank
    * order (a row-wise table's partial sums; otherwise one block each). */
@@ -1305,7 +1313,8 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
   gs_status st = gs_iallreduce(d->comm, GS_IN_PLACE, &loss_sum, 1, GS_F64, GS_SUM,
                                GS_ALGO_AUTO, &lr);
   if (st == GS_OK)
-    st = a2a_start(d, d->mine_pooled, d->own_pooled, half, half, &d->stats.grad_bytes, eng, &ga);
+    st = a2a_start(d, d->mine_pooled, d->own_pooled, half, half, &d->stats.grad_bytes,
+                   &d->stats.grads_s, eng, &ga);
   if (st == GS_OK && eng) {
     t0 = gs_now();
     st = gs_dlrm_backward_bottom(d->m, mlp_ready, d);

@@ -258,6 +258,13 @@ static void equivalence(const char *name, const gs_embed_spec *t, int nt, int fo
       CHECK(worst <= 1e-5, "loss differs from single-process by %.3g relative at step %d "
             "(%.9g vs %.9g)", worst, at, o.loss[at], ref[at]);
       CHECK(ref[STEPS - 1] < ref[0], "no learning: loss %.5f -> %.5f", ref[0], ref[STEPS - 1]);
+      /* The all-to-alls' phases are parts of their total. */
+      const gs_dlrm_dist_stats *x = &o.stats;
+      CHECK(x->ids_s >= 0 && x->pooled_s >= 0 && x->grads_s >= 0 &&
+            x->ids_s + x->pooled_s + x->grads_s <= x->a2a_s * (1 + 1e-9) &&
+            (g_size == 1 || force == GS_SHARD_DP || (x->pooled_s > 0 && x->grads_s > 0)),
+            "phases: ids %.6f + pooled %.6f + grads %.6f s against all-to-alls %.6f s",
+            x->ids_s, x->pooled_s, x->grads_s, x->a2a_s);
       if (g_rank == 0)
         printf("  %s on %d ranks: loss %.6f -> %.6f, worst relative difference %.2g\n", name,
                g_size, ref[0], ref[STEPS - 1], worst);
