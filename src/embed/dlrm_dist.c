@@ -838,10 +838,11 @@ static void from_half(float *dst, const uint16_t *src, size_t n, int bf16) {
 /* An all-to-allv of floats (counts and displacements in floats in d->sc, sd,
  * rc, rd), on the wire as fp32, fp16 or bf16: a2a_start issues it (*req:
  * NULL when it completed at once), a2a_finish waits for it and widens what
- * came; a2a_floats is both. */
+ * came; a2a_floats is both. In 16 bits, a rank's block to itself crosses no
+ * wire: it is copied in fp32 (exact, and no conversion either way), and
+ * only the other blocks are narrowed and widened. */
 typedef struct a2a_pending {
   float *recv;
-  size_t rtotal;
   int half, bf16;
   double *phase; /* the stats' phase it is timed in (a2a_s too), conversions included */
   gs_request *req;
@@ -855,23 +856,29 @@ static gs_status a2a_start(gs_dlrm_dist *d, const float *send, float *recv, int 
     stotal = GS_MAX(stotal, d->sd[k] + d->sc[k]);
     rtotal = GS_MAX(rtotal, d->rd[k] + d->rc[k]);
   }
-  *pd = (a2a_pending){recv, rtotal, half, bf16, phase, NULL};
+  *pd = (a2a_pending){recv, half, bf16, phase, NULL};
   const void *sbuf = send;
   void *rbuf = recv;
   gs_dtype t = GS_F32;
+  size_t sc_me = d->sc[me], rc_me = d->rc[me];
   if (half) {
     GS_CHECK(grow(&d->half_send, &d->half_send_cap, stotal + 1, 2, "the half-precision sends"));
     GS_CHECK(grow(&d->half_recv, &d->half_recv_cap, rtotal + 1, 2, "the half-precision receipts"));
-    to_half(d->half_send, send, stotal, bf16);
+    for (size_t k = 0; k < P; k++)
+      if (k != me) to_half(d->half_send + d->sd[k], send + d->sd[k], d->sc[k], bf16);
+    memcpy(recv + d->rd[me], send + d->sd[me], sc_me * sizeof(float));
+    d->sc[me] = d->rc[me] = 0; /* the collective copies its arguments */
     sbuf = d->half_send;
     rbuf = d->half_recv;
     t = bf16 ? GS_BF16 : GS_F16;
   }
-  *bytes += (double)((stotal - d->sc[me]) * (half ? 2 : 4));
+  *bytes += (double)((stotal - sc_me) * (half ? 2 : 4));
   gs_status st = nonblocking ? gs_ialltoallv(d->comm, sbuf, d->sc, d->sd, rbuf, d->rc, d->rd,
                                              t, GS_ALGO_AUTO, &pd->req)
                              : gs_alltoallv(d->comm, sbuf, d->sc, d->sd, rbuf, d->rc, d->rd,
                                             t, GS_ALGO_AUTO);
+  d->sc[me] = sc_me;
+  d->rc[me] = rc_me;
   a2a_time(d, phase, t0);
   return st;
 }
@@ -880,7 +887,9 @@ static gs_status a2a_finish(gs_dlrm_dist *d, a2a_pending *pd) {
   double t0 = gs_now();
   gs_status st = pd->req ? gs_wait(pd->req) : GS_OK;
   pd->req = NULL;
-  if (st == GS_OK && pd->half) from_half(pd->recv, d->half_recv, pd->rtotal, pd->bf16);
+  size_t P = (size_t)d->size, me = (size_t)d->rank;
+  for (size_t k = 0; st == GS_OK && pd->half && k < P; k++)
+    if (k != me) from_half(pd->recv + d->rd[k], d->half_recv + d->rd[k], d->rc[k], pd->bf16);
   a2a_time(d, pd->phase, t0);
   return st;
 }
