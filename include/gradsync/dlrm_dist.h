@@ -39,14 +39,12 @@ extern "C" {
  *      sample order); dp tables all-gather their bags and gradients and
  *      every replica makes the same update;
  *   5. the MLP gradients (of the global mean) are summed by one all-reduce
- *      of the flat buffer, issued after the gradients' all-to-all so that
- *      it runs under the embedding updates, or by the engine during the backward
+ *      of the flat buffer, issued before the embedding updates so that it
+ *      runs under them, or by the engine during the backward
  *      (gs_dlrm_dist_set_mlp_policy), then SGD.
  * All through gs_comm's collectives (gs_alltoall, gs_alltoallv,
  * gs_allgatherv, gs_allreduce). Deterministic: repeated runs of one plan
- * on the same ranks are bitwise identical while the all-reduce's algorithm
- * for a size is the same (one communicator's cost model; across processes,
- * GRADSYNC_ALLREDUCE_ALGO or GRADSYNC_COST_FILE pins it). Row-wise Adagrad on cw shards is
+ * on the same ranks are bitwise identical. Row-wise Adagrad on cw shards is
  * the single-process update: the owners of a row's column blocks add their
  * sums of squares (one all-to-allv a step) so that every block of the row
  * takes the same accumulator over all D columns.

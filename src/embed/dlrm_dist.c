@@ -1301,12 +1301,12 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
   }
   d->stats.mlp_s += gs_now() - t0;
 
-  /* The gradients' all-to-all first: the embeddings' updates wait for it.
-   * Fused: then the sum of the MLP gradients and the dense dp tables' (one
-   * fused message) and the loss's, which the progress thread runs after
-   * the all-to-all, under the embeddings' updates. Engine: the dense dp
-   * tables' gradients to the engine, and the bottom MLP's backward under
-   * the all-to-all (its gradients to the engine too). */
+  /* Fused: the sum of the MLP gradients and the dense dp tables' (one fused
+   * message) and the loss's, issued before the gradients' all-to-all so
+   * that they run on the progress thread under it and the embeddings'
+   * update. Engine: the dense dp tables' gradients to the engine, the
+   * gradients' all-to-all issued, and the bottom MLP's backward under it
+   * (its gradients to the engine too). */
   t0 = gs_now();
   GS_CHECK(eng ? dense_grads_ready(d, b) : fuse_grads(d, b));
   d->stats.lookup_s += gs_now() - t0;
@@ -1316,13 +1316,14 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
   int half = d->precision != GS_DLRM_A2A_FP32;
   gs_request *ar = NULL, *lr = NULL;
   a2a_pending ga = {0};
-  gs_status st = a2a_start(d, d->mine_pooled, d->own_pooled, half, half, &d->stats.grad_bytes,
-                           &d->stats.grads_s, 1, &ga);
-  if (st == GS_OK && !eng)
-    st = gs_iallreduce(d->comm, GS_IN_PLACE, d->fused, d->nfused, GS_F32, GS_SUM, GS_ALGO_AUTO,
-                       &ar);
+  if (!eng)
+    GS_CHECK(gs_iallreduce(d->comm, GS_IN_PLACE, d->fused, d->nfused, GS_F32, GS_SUM,
+                           GS_ALGO_AUTO, &ar));
+  gs_status st = gs_iallreduce(d->comm, GS_IN_PLACE, &loss_sum, 1, GS_F64, GS_SUM,
+                               GS_ALGO_AUTO, &lr);
   if (st == GS_OK)
-    st = gs_iallreduce(d->comm, GS_IN_PLACE, &loss_sum, 1, GS_F64, GS_SUM, GS_ALGO_AUTO, &lr);
+    st = a2a_start(d, d->mine_pooled, d->own_pooled, half, half, &d->stats.grad_bytes,
+                   &d->stats.grads_s, eng, &ga);
   if (st == GS_OK && eng) {
     t0 = gs_now();
     st = gs_dlrm_backward_bottom(d->m, mlp_ready, d);
@@ -1335,7 +1336,7 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
   if (st == GS_OK) st = prefetch_ids(d);
   if (st != GS_OK) {
     gs_wait(ar);
-    gs_wait(lr);
+    if (lr) gs_wait(lr);
     return st;
   }
   d->stats.allreduce_bytes +=
