@@ -104,7 +104,8 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
       {0, 0, 0, 0}};
   *o = (dlrm_opts){.tables = "kaggle", .scale = 0.001, .lr = 0.1, .embed_lr = 0.05,
                    .zipf = 1.05, .sharding = -1, .epochs = 2, .pooling = 1, .batch = 256,
-                   .steps = 100, .eval = 16384, .top = "128-64-1", .seed = 1};
+                   .steps = 100, .eval = 16384, .top = "128-64-1", .seed = 1,
+                   .policy = "fused"};
   optind = 1;
   int c;
   double x;
@@ -350,7 +351,7 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
       double mx, mean;
       gs_shard_plan_balance(p, &mx, &mean);
       printf("; estimated imbalance %.2fx\n", mean > 0 ? mx / mean : 1.0);
-      if (v->policy && strcmp(v->policy, "fused") != 0)
+      if (strcmp(v->policy, "fused") != 0)
         printf("MLP gradients: the engine, policy %s, each layer's as the backward makes it\n",
                v->policy);
       else
@@ -419,8 +420,7 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
            1e3 * s->allreduce_s / n, s->id_bytes / n, s->pooled_bytes / n, s->grad_bytes / n,
            s->dp_bytes / n, s->allreduce_bytes / n, ev->peak_rss_bytes);
     printf(", \"ids_ms\": %.3f, \"pooled_ms\": %.3f, \"grads_ms\": %.3f, \"mlp_policy\": \"%s\"",
-           1e3 * s->ids_s / n, 1e3 * s->pooled_s / n, 1e3 * s->grads_s / n,
-           v->policy ? v->policy : "fused");
+           1e3 * s->ids_s / n, 1e3 * s->pooled_s / n, 1e3 * s->grads_s / n, v->policy);
     /* Every rank's lookup time, measured and as the cost model predicts. */
     for (int k = 0; k < 2; k++) {
       const double *x = k ? ev->rank_lookup_pred_ms : ev->rank_lookup_ms;

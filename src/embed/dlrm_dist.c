@@ -1079,19 +1079,23 @@ static gs_status dp_update(gs_dlrm_dist *d, const gs_dlrm_batch *b, const gs_emb
 
 /* The dense dp tables' gradients of this rank's samples, into fused after
  * the MLP gradients (copied first). */
+/* Dense dp table j's gradient of this rank's samples, into its place in
+ * fused (cleared first: the kernel adds). */
+static gs_status dense_grad(gs_dlrm_dist *d, const gs_dlrm_batch *b, int j) {
+  size_t t = (size_t)d->dp_table[j], D = d->D;
+  float *g = d->fused + d->dense_at[j];
+  gs_embed_bags bags = dlrm_batch_bags(b, t);
+  memset(g, 0, d->rows[t] * D * sizeof(float));
+  return gs_embed_backward_dense(&d->local[d->count[d->rank] + (size_t)j], &bags, GS_EMBED_SUM,
+                                 gs_dlrm_pooled_grad(d->m), d->T * D, t * D, g);
+}
+
 static gs_status fuse_grads(gs_dlrm_dist *d, const gs_dlrm_batch *b) {
-  size_t nw, mine = d->count[d->rank], T = d->T, D = d->D;
+  size_t nw;
   const float *grads = gs_dlrm_mlp_grads(d->m, &nw);
   memcpy(d->fused, grads, nw * sizeof(float));
-  memset(d->fused + nw, 0, (d->nfused - nw) * sizeof(float));
-  const float *dpooled = gs_dlrm_pooled_grad(d->m);
-  for (int j = 0; j < d->ndp; j++) {
-    if (!d->dp_dense[j]) continue;
-    size_t t = (size_t)d->dp_table[j];
-    gs_embed_bags bags = dlrm_batch_bags(b, t);
-    GS_CHECK(gs_embed_backward_dense(&d->local[mine + (size_t)j], &bags, GS_EMBED_SUM, dpooled,
-                                     T * D, t * D, d->fused + d->dense_at[j]));
-  }
+  for (int j = 0; j < d->ndp; j++)
+    if (d->dp_dense[j]) GS_CHECK(dense_grad(d, b, j));
   return GS_OK;
 }
 
@@ -1227,34 +1231,25 @@ gs_status gs_dlrm_dist_train_step(gs_dlrm_dist *d, const gs_dlrm_batch *b,
 /* The dense dp tables' gradients, from the pooled gradient, handed to the
  * engine in its backward order (the reverse of registration). */
 static gs_status dense_grads_ready(gs_dlrm_dist *d, const gs_dlrm_batch *b) {
-  size_t mine = d->count[d->rank], T = d->T, D = d->D, np = gs_dlrm_param_count(d->m);
-  const float *dpooled = gs_dlrm_pooled_grad(d->m);
+  size_t np = gs_dlrm_param_count(d->m);
   for (int j = d->ndp - 1; j >= 0; j--) {
     if (!d->dp_dense[j]) continue;
-    size_t t = (size_t)d->dp_table[j];
-    gs_embed_bags bags = dlrm_batch_bags(b, t);
-    memset(d->fused + d->dense_at[j], 0, d->rows[t] * D * sizeof(float)); /* it adds */
-    GS_CHECK(gs_embed_backward_dense(&d->local[mine + (size_t)j], &bags, GS_EMBED_SUM, dpooled,
-                                     T * D, t * D, d->fused + d->dense_at[j]));
+    GS_CHECK(dense_grad(d, b, j));
     GS_CHECK(mlp_ready(d, np + (size_t)j));
   }
   return GS_OK;
 }
 
 /* The engine's averages back to sums (the gradients are of the global mean
- * already: each rank's divided by N). */
+ * already: each rank's divided by N): the MLPs', and the dense dp tables',
+ * which lie side by side in fused after the MLPs' place (dp_choose). */
 static void engine_sums(gs_dlrm_dist *d) {
   if (d->size == 1) return;
   float p = (float)d->size;
   size_t nw;
   float *g = gs_dlrm_mlp_grads(d->m, &nw);
   for (size_t k = 0; k < nw; k++) g[k] *= p;
-  for (int j = 0; j < d->ndp; j++) {
-    if (!d->dp_dense[j]) continue;
-    float *x = d->fused + d->dense_at[j];
-    size_t c = d->rows[d->dp_table[j]] * d->D;
-    for (size_t k = 0; k < c; k++) x[k] *= p;
-  }
+  for (size_t k = nw; k < d->nfused; k++) d->fused[k] *= p;
 }
 
 gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
