@@ -444,7 +444,9 @@ static void submit_usage(FILE *f) {
 }
 
 /* Runs `gradsync train ARGS` with GRADSYNC_CHECK_ARGS=1: its own checks,
- * nothing run. Its message (one line) comes back in msg. */
+ * nothing run. Its message (one line) comes back in msg. The options are
+ * checked as the manager will run them: with a --checkpoint of the job's
+ * own where they name none (so that --commit-every or --resume alone pass). */
 static int check_train_args(char **args, int nargs, char *msg, size_t len) {
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -458,11 +460,19 @@ static int check_train_args(char **args, int nargs, char *msg, size_t len) {
     dup2(p[1], 2);
     int null = open("/dev/null", O_WRONLY);
     if (null >= 0) dup2(null, 1);
-    char **v = calloc((size_t)nargs + 3, sizeof *v);
+    char **v = calloc((size_t)nargs + 5, sizeof *v);
     if (!v) _exit(1);
     v[0] = self;
     v[1] = "train";
-    for (int i = 0; i < nargs; i++) v[i + 2] = args[i];
+    int has_ckpt = 0;
+    for (int i = 0; i < nargs; i++) {
+      v[i + 2] = args[i];
+      has_ckpt |= strcmp(args[i], "--checkpoint") == 0 || strncmp(args[i], "--checkpoint=", 13) == 0;
+    }
+    if (!has_ckpt) {
+      v[nargs + 2] = "--checkpoint";
+      v[nargs + 3] = "job-checkpoint";
+    }
     setenv("GRADSYNC_CHECK_ARGS", "1", 1);
     unsetenv("OMPI_COMM_WORLD_SIZE");
     execv(self, v);

@@ -100,6 +100,8 @@ expect_2 "bad train options" "the job's options: --epochs 'x'" submit --spool "$
   --model mlp --epochs x
 expect_2 "a global batch no size divides" "divides the job's --global-batch 7" submit \
   --spool "$spool" --min 2 --max 3 -- --model mlp --global-batch 7
+expect_2 "a bad --commit-every" "the job's options: --commit-every '0' must be" submit \
+  --spool "$spool" -- --model mlp --commit-every 0
 expect_2 "an unknown train option" "the job's options" submit --spool "$spool" -- --bogus
 expect_2 "a program without --exec" "give gradsync train's options" submit --spool "$spool" -- \
   train --epochs 1

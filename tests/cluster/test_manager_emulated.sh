@@ -87,8 +87,10 @@ J1=$("$G" submit --spool "$spool" --min 1 --max 2 --name first -- "${TRAIN[@]}")
 wait_for 60 grep -q '"size":2' "$spool/jobs/$J1/events.1.jsonl" 2>/dev/null ||
   fail "job 1 did not start on 2 nodes"
 wait_for 60 test -s "$spool/jobs/$J1/ckpt/checkpoint.json" || fail "job 1 did not commit"
+# --commit-every of its own, without --checkpoint: the manager adds that.
 J2=$("$G" submit --spool "$spool" --min 1 --max 1 --name second -- --model mlp \
-  --synthetic 2048 --global-batch 32 --epochs 1 --json)
+  --synthetic 2048 --global-batch 32 --epochs 1 --commit-every 16 --json) ||
+  fail "job 2 (--commit-every without --checkpoint) refused: $J2"
 wait_for 120 grep -q '"event":"launch"' "$spool/jobs/$J2/events.1.jsonl" 2>/dev/null ||
   fail "job 2 did not start: $(state "$J2")"
 is_state() { [ "$(state "$1")" = "$2" ]; }
