@@ -1305,6 +1305,18 @@ int cmd_run(int argc, char **argv) {
     /* On one machine ranks may outnumber cores; across hosts and in a
      * Slurm allocation the slots say how many ranks fit, unless asked. */
     if ((!remote && !slurm) || oversubscribe) margv[m++] = "--oversubscribe";
+    /* No binding. Open MPI binds each rank to one core where a host's
+     * ranks do not outnumber its cores, counting from core 0 on every
+     * launch: the ranks of separate jobs on one machine, and the one rank
+     * of every emulated node of a --hosts job, all land on core 0 (8
+     * one-node jobs at --node-cpus 0.25 each got 0.13 cores, the other
+     * core idle), and a rank's progress thread shares its compute
+     * thread's core. Horovod launches with --bind-to none for the same
+     * reasons. OMPI_MCA_hwloc_base_binding_policy chooses otherwise. */
+    if (!getenv("OMPI_MCA_hwloc_base_binding_policy")) {
+      margv[m++] = "--bind-to";
+      margv[m++] = "none";
+    }
     if (np > 0 && !elastic) {
       margv[m++] = "-np";
       margv[m++] = npbuf;

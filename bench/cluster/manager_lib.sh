@@ -29,7 +29,9 @@ manager_stop() {
 }
 
 # The EXIT trap: the manager, every job keeper's process group still running, the
-# emulated nodes of every spool, the scratch directory.
+# emulated nodes of every spool, the scratch directory (its spools, with
+# every job's events and logs, kept in $CLUSTER_KEEP where that names a
+# directory).
 manager_cleanup() {
   [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null || true
   for s in "$tmp"/spool*; do stop_keepers "$s"; done
@@ -37,5 +39,9 @@ manager_cleanup() {
   for s in "$tmp"/spool*; do
     [ -f "$s/emulated/names" ] && "$gs" cluster down --spool "$s" >/dev/null 2>&1 || true
   done
+  if [ -n "${CLUSTER_KEEP:-}" ]; then
+    mkdir -p "$CLUSTER_KEEP" && cp -a "$tmp"/spool* "$tmp"/*.log "$tmp"/*.jsonl "$CLUSTER_KEEP"/ \
+      2>/dev/null || true
+  fi
   rm -rf "$tmp"
 }

@@ -59,6 +59,24 @@ else
 fi
 expect_rc 0 "run --help" -- "$G" run --help
 
+echo "== ranks are not bound to a core"
+# Open MPI's default binds a launch's ranks to cores from core 0 when they
+# do not outnumber the cores, so that every one-rank job on a machine ran
+# on core 0. A rank may run on every core the launcher may.
+mine=$(grep Cpus_allowed_list /proc/self/status | cut -f2)
+"$G" run -np 1 -- grep Cpus_allowed_list /proc/self/status >"$out" 2>&1
+got=$(cut -f2 "$out")
+if [ "$got" = "$mine" ]; then pass "run -np 1: the rank may run on cores $got, as the launcher"
+else fail "run -np 1: the rank may run on cores '$got', the launcher on $mine"; fi
+if [ "$(nproc)" -ge 2 ]; then
+  OMPI_MCA_hwloc_base_binding_policy=core "$G" run -np 1 -- \
+    grep Cpus_allowed_list /proc/self/status >"$out" 2>&1
+  got=$(cut -f2 "$out")
+  if [ "$got" != "$mine" ] && [ -n "$got" ]; then
+    pass "OMPI_MCA_hwloc_base_binding_policy=core still binds (cores $got)"
+  else fail "OMPI_MCA_hwloc_base_binding_policy=core: the rank may run on '$got'"; fi
+fi
+
 echo "== usage errors exit 2 with a message"
 check_usage() {
   local what=$1 pattern=$2

@@ -59,7 +59,7 @@ dry "-np defaults to the slots" ' -np 8 --host h1:4,h2:4 ' '--oversubscribe' -- 
 dry "-np below the slots" ' -np 3 --host h1:4,h2:4 ' '' -- -np 3 --hosts h1:4,h2:4 -- /bin/true
 dry "a host without slots has one" ' -np 3 --host a:1,b:2 ' '' -- --hosts a,b:2 -- /bin/true
 usage_error "-np above the slots" "--oversubscribe" -- -np 9 --hosts h1:4,h2:4 -- /bin/true
-dry "-np above the slots with --oversubscribe" '--oversubscribe -np 9 --host h1:4,h2:4' '' -- \
+dry "-np above the slots with --oversubscribe" '--oversubscribe --bind-to none -np 9 --host h1:4,h2:4' '' -- \
   -np 9 --oversubscribe --hosts h1:4,h2:4 -- /bin/true
 dry "--iface restricts MPI's and Open MPI's own TCP" \
   '--mca btl_tcp_if_include eth1 --mca oob_tcp_if_include eth1' '' -- \
@@ -76,7 +76,7 @@ GRADSYNC_TIMEOUT=30 dry "GRADSYNC_* and PATH are forwarded" '-x GRADSYNC_TIMEOUT
 dry "PATH is forwarded" ' -x PATH ' '' -- --hosts h1 -- /bin/true
 dry "the program and its arguments, quoted for a shell" "/bin/echo 'a b' 'it'\\\\''s'\$" '' -- \
   --hosts h1 -- /bin/echo "a b" "it's"
-dry "one machine keeps --oversubscribe and needs no hosts" '--oversubscribe -np 2 /bin/true$' \
+dry "one machine keeps --oversubscribe and needs no hosts" '--oversubscribe --bind-to none -np 2 /bin/true$' \
   '--host' -- -np 2 -- /bin/true
 
 echo "== bad --hosts: exit 2 naming the entry"
@@ -136,11 +136,11 @@ usage_error "no -np on one machine" "missing -np" -- -- /bin/true
 
 echo "== inside a Slurm allocation (SLURM_JOB_ID and SLURM_NODELIST, no Slurm needed)"
 export SLURM_JOB_ID=4242 SLURM_NODELIST='node[1-4]'
-dry "no -np: Open MPI takes every slot of the allocation" '/usr/bin/mpirun /bin/true$|mpirun /bin/true$' \
+dry "no -np: Open MPI takes every slot of the allocation" 'mpirun --bind-to none /bin/true$' \
   ' -np |--host|--oversubscribe' -- /bin/true
-dry "-np passes on, no --oversubscribe" 'mpirun -np 8 /bin/true$' '--oversubscribe|--host' -- \
+dry "-np passes on, no --oversubscribe" 'mpirun --bind-to none -np 8 /bin/true$' '--oversubscribe|--host' -- \
   -np 8 -- /bin/true
-dry "--oversubscribe on request" 'mpirun --oversubscribe -np 8 ' '' -- -np 8 --oversubscribe -- /bin/true
+dry "--oversubscribe on request" 'mpirun --oversubscribe --bind-to none -np 8 ' '' -- -np 8 --oversubscribe -- /bin/true
 dry "-v says that Open MPI places the ranks" 'Slurm job 4242 \(nodes node\[1-4\]\)' '' -- \
   -v -- /bin/true
 dry "--hosts wins over the allocation" '--host a:2 ' '' -- --hosts a:2 -- /bin/true
