@@ -18,7 +18,10 @@
 #   BENCH_QUICK=1: 6 jobs, the same steps.
 #   CLUSTER_NODE_CPUS=C (0.25), CLUSTER_SEED=S (1), CLUSTER_SPAN=S (120: the
 #   arrivals' span; the same jobs in the same order, closer together when
-#   smaller, so that more work waits).
+#   smaller, so that more work waits), CLUSTER_MIX=light|scaling (light:
+#   the small jobs above; scaling: trace.py's jobs that scale with their
+#   nodes, as Dorm's and Pollux's do, on 1 to 6 nodes, beside one-node mlp),
+#   CLUSTER_KEEP=DIR (the spools, every job's events and logs, kept there).
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -31,6 +34,7 @@ unset GRADSYNC_SPOOL
 cpus=${CLUSTER_NODE_CPUS:-0.25}
 seed=${CLUSTER_SEED:-1}
 span=${CLUSTER_SPAN:-120}
+mix=${CLUSTER_MIX:-light}
 njobs=20
 [ "$BENCH_QUICK" = 1 ] && njobs=6
 policies=("$@")
@@ -46,7 +50,8 @@ tmp=$(mktemp -d)
 # shellcheck source=bench/cluster/manager_lib.sh
 . "$here/manager_lib.sh"
 trap manager_cleanup EXIT
-python3 "$here/trace.py" --jobs "$njobs" --seed "$seed" --span "$span" --cache "$tmp/cache" \
+python3 "$here/trace.py" --jobs "$njobs" --seed "$seed" --span "$span" --mix "$mix" \
+  --cache "$tmp/cache" \
   >"$tmp/trace.jsonl"
 # The data cache is made once, before any clock starts.
 "$gs" train --model mlp --epochs 1 --max-steps 1 --data-cache "$tmp/cache" >/dev/null 2>&1
