@@ -6,7 +6,8 @@
       at SPOOL: the speed table (model,nodes,step_time_s,samples_per_step,
       start_s: the job's wall_s inside the program over its steps, and the
       rest of its completion time) and the real trace as the simulator's
-      workload (name,time,model,nodes,samples,min_nodes,max_nodes,weight), and
+      workload (name,time,model,nodes,samples,min_nodes,max_nodes,weight,
+      commit_samples), and
       each run beside the table (CSV.solo.jsonl).
   sim_vs_real.py settings --speeds CSV --real JSONL...
       prints the mean start-up of the solo runs (CSV.solo.jsonl) and the time
@@ -26,16 +27,31 @@ import os
 import statistics
 import sys
 
-GLOBAL_BATCH = 48  # trace.py's, every job's
+COMMIT_EVERY = 20  # the manager's --commit-every in the real runs (real_trace.sh)
+
+
+def opts(args):
+    return dict(zip(args[::2], args[1::2]))
+
+
+def batch_of(args):
+    """A trace job's global batch (trace.py gives every job one)."""
+    return int(opts(args)["--global-batch"])
 
 
 def steps_of(args):
     """The steps a trace job runs (trace.py's kinds)."""
-    a = dict(zip(args[::2], args[1::2]))
+    a = opts(args)
     if "--max-steps" in args:
         return int(a["--max-steps"])
-    n = int(a["--synthetic"]) // GLOBAL_BATCH
+    n = int(a["--synthetic"]) // batch_of(args)
     return n * int(a.get("--epochs", "1"))
+
+
+def commit_samples_of(args):
+    """The samples between a trace job's commits: its own --commit-every,
+    else the manager's, times its global batch."""
+    return int(opts(args).get("--commit-every", COMMIT_EVERY)) * batch_of(args)
 
 
 def summary_of(jobdir):
@@ -69,13 +85,14 @@ def measure(a):
         for (kind, n), v in rows.items():  # the mean of the runs
             st = statistics.mean(x[0] for x in v)
             start = statistics.mean(x[1] for x in v)
-            f.write(f"{kind},{n},{st:.6f},{GLOBAL_BATCH},{start:.3f}\n")
+            f.write(f"{kind},{n},{st:.6f},{batch_of(args_of[kind])},{start:.3f}\n")
     with open(a.workload, "w") as f:
-        f.write("name,time,model,nodes,samples,min_nodes,max_nodes,weight\n")
+        f.write("name,time,model,nodes,samples,min_nodes,max_nodes,weight,commit_samples\n")
         for j in trace:
             kind = j["name"].rsplit("-", 1)[0]
             f.write(f"{j['name']},{j['arrival_s']},{kind},{j['max']},"
-                    f"{steps_of(j['args']) * GLOBAL_BATCH},{j['min']},{j['max']},1\n")
+                    f"{steps_of(j['args']) * batch_of(j['args'])},{j['min']},{j['max']},1,"
+                    f"{commit_samples_of(j['args'])}\n")
     with open(a.speeds + ".solo.jsonl", "w") as f:
         for r in solo:
             f.write(json.dumps(r) + "\n")

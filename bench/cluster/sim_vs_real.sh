@@ -27,6 +27,10 @@
 #         run each moved the means by up to 17%)
 #   REAL_RUNS="FILE..." : the real runs to compare with (real_trace.sh's
 #         jsonl files) instead of the committed cluster_real*.jsonl
+#   CLUSTER_MIX=light|scaling: the trace's mix (trace.py; default light), its
+#         kinds measured on every size its jobs may run on, each job's own
+#         commit interval given to the simulator (commit_samples); give
+#         REAL_RUNS with scaling (the committed defaults are light's)
 #   --sim-only (or SIM_ONLY=1): measures nothing; simulates on the committed
 #         tables (bench/results/cluster_real_speeds.csv, its .solo.jsonl and
 #         cluster_real_workload.csv, copied to BENCH_OUT), in seconds, as a
@@ -49,7 +53,8 @@ committed=bench/results
 reps=${1:-2}
 speeds=$BENCH_OUT/cluster_real_speeds.csv
 workload=$BENCH_OUT/cluster_real_workload.csv
-commit_every=20 global_batch=48 # the real runs' (real_trace.sh, trace.py)
+commit_every=20 global_batch=48 # the real runs' (real_trace.sh; trace.py's light mix)
+mix=${CLUSTER_MIX:-light}
 
 # measure: each kind alone at each size under the manager, REPS times; writes
 # the speed table (and its .solo.jsonl, each run) and the workload.
@@ -62,28 +67,41 @@ measure() {
   # shellcheck source=bench/cluster/manager_lib.sh
   . "$here/manager_lib.sh"
   trap manager_cleanup EXIT
-  python3 "$here/trace.py" --jobs 20 --seed "$seed" --cache "$tmp/cache" >"$tmp/trace.jsonl"
+  python3 "$here/trace.py" --jobs 20 --seed "$seed" --mix "$mix" --cache "$tmp/cache" \
+    >"$tmp/trace.jsonl"
   "$gs" train --model mlp --epochs 1 --max-steps 1 --data-cache "$tmp/cache" >/dev/null 2>&1
-  manager_start "$spool" "$tmp/serve.log" --emulated 4 --rate 1gbit --node-cpus "$cpus" \
-    --policy static --interval 5 --commit-every "$commit_every"
   # One job of each kind (the trace's arguments, its first job of the kind)
-  # at each size, one at a time.
+  # at each size that the trace's jobs of that kind may run on (from the
+  # least min to the largest max, those that divide its global batch, as
+  # the manager rounds a size down to one that does), one at a time, on a
+  # pool as large as the largest.
   python3 - "$tmp/trace.jsonl" >"$tmp/kinds.jsonl" <<'PY'
 import json, sys
-seen = {}
+seen, lo, hi = {}, {}, {}
 for line in open(sys.argv[1]):
     j = json.loads(line)
     kind = j["name"].rsplit("-", 1)[0]
     seen.setdefault(kind, j["args"])
+    lo[kind] = min(lo.get(kind, j["min"]), j["min"])
+    hi[kind] = max(hi.get(kind, j["max"]), j["max"])
 for kind, args in seen.items():
-    print(json.dumps({"kind": kind, "args": args}))
+    gb = int(dict(zip(args[::2], args[1::2]))["--global-batch"])
+    sizes = [n for n in range(lo[kind], hi[kind] + 1) if gb % n == 0]
+    print(json.dumps({"kind": kind, "args": args, "sizes": sizes}))
 PY
+  local pool
+  pool=$(python3 -c 'import json,sys; print(max(max(json.loads(l)["sizes"]) for l in open(sys.argv[1])))' \
+    "$tmp/kinds.jsonl")
+  [ "$pool" -ge 4 ] || pool=4
+  manager_start "$spool" "$tmp/serve.log" --emulated "$pool" --rate 1gbit --node-cpus "$cpus" \
+    --policy static --interval 5 --commit-every "$commit_every"
   : >"$tmp/solo.txt"
-  local line kind n k id args
+  local line kind n k id args sizes
   while read -r line; do
     kind=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["kind"])' "$line")
     mapfile -t args < <(python3 -c 'import json,sys; print("\n".join(json.loads(sys.argv[1])["args"]))' "$line")
-    for n in 1 2 3 4; do
+    sizes=$(python3 -c 'import json,sys; print(*json.loads(sys.argv[1])["sizes"])' "$line")
+    for n in $sizes; do
       for ((k = 1; k <= reps; k++)); do
         echo "== $kind alone on $n node(s), $k/$reps ($(date +%T))" >&2
         id=$("$gs" submit --spool "$spool" --min "$n" --max "$n" --name "$kind-solo-$n" -- "${args[@]}")

@@ -34,6 +34,9 @@ typedef struct gs_csim_job {
   double work;        /* work units (iterations or samples) */
   int min_nodes, max_nodes, req_nodes;
   double weight;
+  double commit_work; /* > 0: this job commits every commit_work of its
+                         work under the manager's protocol, in place of
+                         gs_csim_opts.commit_work (0: the run's) */
   double *speed;      /* owned by the workload */
   double *start_s;    /* the seconds a start (first, or after a resize) on
                          n nodes makes no progress, [n]; NULL: the
@@ -54,11 +57,13 @@ typedef struct gs_csim_workload {
  *    the artifact's step-time tables under `tables` (a directory with
  *    APP/placements.csv, APP/scalability.csv, APP/validation-BATCH.csv;
  *    NULL: ../traces beside the workload's directory).
- *  - gradsync's (name,time,model,nodes,samples[,min_nodes,max_nodes,weight]):
- *    speeds from `tables`, a CSV model,nodes,step_time_s,samples_per_step
+ *  - gradsync's (name,time,model,nodes,samples[,min_nodes,max_nodes,weight,
+ *    commit_samples]): speeds from `tables`, a CSV model,nodes,step_time_s,samples_per_step
  *    [,start_s] (required; gpus_per_node is not used). start_s, where the
  *    table has it, is a start's cost on that many nodes (interpolated as
- *    speeds are), in place of the simulator's penalties.
+ *    speeds are), in place of the simulator's penalties. commit_samples, a
+ *    job's own commit interval (its --commit-every times its global batch;
+ *    0 or empty: the run's --commit-work), sets its commit_work.
  * Returns 0, or -1 with a message naming the file, line and column. */
 int gs_csim_load(const char *workload, const char *tables, int nodes, int gpus_per_node,
                  gs_csim_workload *w, char *err, size_t errlen);
@@ -77,8 +82,10 @@ typedef struct gs_csim_opts {
    * in one launch, after its start-up (the manager: two commits of one
    * launch), the curve fitted to the sizes known (gs_cluster_speed_fit, the
    * manager's Optimus fit); before the first, no curve (speed taken as
-   * linear) and no known work. 0 (default): the table's curve from the
-   * start, an oracle. */
+   * linear) and no known work. With commit_work, a job whose commits are
+   * its own (gs_csim_job.commit_work) learns after as many of its own
+   * commits as learn_work is of the run's. 0 (default): the table's curve
+   * from the start, an oracle. */
   double learn_work;
   /* > 0: resizes follow the manager's protocol (docs/CLUSTER_MANAGER.md,
    * "Resizing a job"): a job commits every commit_work of its work (the

@@ -244,10 +244,25 @@ static void manager_start(sim *s, int j, double t) {
   }
 }
 
+/* Job j's commit interval under the manager's protocol: its own, else the
+ * run's. */
+static double job_commit_work(const sim *s, int j) {
+  double own = s->w->jobs[j].commit_work;
+  return own > 0 ? own : s->o->commit_work;
+}
+
+/* The work after which the manager knows job j's speed on a size
+ * (opts.learn_work): as many of its own commits as learn_work is of the
+ * run's. */
+static double job_learn_work(const sim *s, int j) {
+  double own = s->w->jobs[j].commit_work, run = s->o->commit_work;
+  return own > 0 && run > 0 ? s->o->learn_work * own / run : s->o->learn_work;
+}
+
 /* The work job j had done at its last commit (commit_work > 0: it commits
  * every commit_work of its work). */
 static double last_commit(const sim *s, int j) {
-  double cw = s->o->commit_work;
+  double cw = job_commit_work(s, j);
   return floor((s->w->jobs[j].work - s->js[j].rem) / cw + 1e-9) * cw;
 }
 
@@ -272,7 +287,7 @@ static double discovery_at(const sim *s, const sim_job *js, double t) {
  * before its end (a job commits every commit_work, never at its last
  * step: asked to stop there, it ends). */
 static double next_commit(const sim *s, int j) {
-  double c = last_commit(s, j) + s->o->commit_work, work = s->w->jobs[j].work;
+  double c = last_commit(s, j) + job_commit_work(s, j), work = s->w->jobs[j].work;
   return c < work * (1 - 1e-9) ? c : INFINITY;
 }
 
@@ -639,7 +654,8 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
         if (js->rem < 0) js->rem = 0;
         busy_ns += js->run * (tn - from);
         js->launch_done += sp * (tn - from);
-        if (o->learn_work > 0 && js->launch_done >= o->learn_work && js->known[js->run] == 0)
+        if (o->learn_work > 0 && js->launch_done >= job_learn_work(&s, j) &&
+            js->known[js->run] == 0)
           learn(&s, j, js->run);
       }
     }

@@ -634,7 +634,7 @@ static int load_table(csv *c, const char *tables, int nodes, gs_csim_workload *w
   static const char *const names[] = {"name", "time", "model", "nodes", "samples"};
   if (csv_require(c, names, 5, col, err, errlen) != 0) return -1;
   int cmin = csv_col(c, "min_nodes"), cmax = csv_col(c, "max_nodes"),
-      cw = csv_col(c, "weight");
+      cw = csv_col(c, "weight"), ccw = csv_col(c, "commit_samples");
   model_speed *ms = NULL;
   int nms = 0, cap = 0, r;
   if (load_speeds(tables, &ms, &nms, err, errlen) != 0) return -1;
@@ -668,6 +668,11 @@ static int load_table(csv *c, const char *tables, int nodes, gs_csim_workload *w
     if (cmin >= 0 && csv_int(c, cmin, 1, 1 << 20, &lo, err, errlen) != 0) { r = -1; break; }
     if (cmax >= 0 && csv_int(c, cmax, 1, 1 << 20, &hi, err, errlen) != 0) { r = -1; break; }
     if (cw >= 0 && csv_num(c, cw, 1e-6, 1e6, &j->weight, err, errlen) != 0) { r = -1; break; }
+    if (ccw >= 0 && c->field[ccw][0] &&
+        csv_num(c, ccw, 0, 1e18, &j->commit_work, err, errlen) != 0) {
+      r = -1;
+      break;
+    }
     if (hi > nodes) hi = nodes;
     if (lo > hi) {
       set_err(err, errlen, "%s:%d: job '%s': min_nodes %d above max_nodes %d (pool %d)",

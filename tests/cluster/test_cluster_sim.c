@@ -263,6 +263,21 @@ static void test_manager_resizes(void **state) {
    * done) and A stops at its commit at 100, at 11; relaunched by its
    * supervisor, it skips the manager's second of the penalty: working from
    * 15, its 100 left at 20/s take it to 20. JCTs 20 and 2, 1 resize. */
+  /* A job's own commit interval (commit_samples) in place of the run's:
+   * commits every 50 samples for the run, every 100 for A (B's own column
+   * empty: the run's), the same as above; without A's own, A stops at 50
+   * (at 2.5; B runs 2.5-3.5) and again at its commit at 100 to grow back:
+   * the mean JCT happens to be the same, (22.5 + 2.5) / 2, the makespan
+   * is not. */
+  commit_work = 50;
+  run("dorm", "name,time,model,nodes,samples,min_nodes,max_nodes,weight,commit_samples\n"
+              "A,0,m,2,200,1,2,1,100\nB,1,m,1,10,1,1,1,\n", 2, 0, 0, &r);
+  assert_int_equal(r.resizes, 1);
+  NEAR(r.jct_mean_s, (20 + 5) / 2.0);
+  NEAR(r.makespan_s, 20);
+  run("dorm", wl, 2, 0, 0, &r);
+  assert_true(fabs(r.makespan_s - 20) > 0.5);
+  commit_work = 100;
   launch_delay = 1;
   run("dorm", "name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,200,1,2\n"
               "B,0.5,m,1,10,1,1\n", 2, 0, 0, &r);
@@ -300,6 +315,8 @@ static void test_bad_workloads(void **state) {
   expect_load_error("name,time,model,nodes,samples\n", speeds, 2, "no jobs");
   expect_load_error("name,time,model,nodes,samples,min_nodes\nA,0,m,1,5,3\n", speeds, 2,
                     "min_nodes 3 above max_nodes 2");
+  expect_load_error("name,time,model,nodes,samples,commit_samples\nA,0,m,1,5,-1\n", speeds, 2,
+                    "bad.csv:2: column 'commit_samples': '-1'");
   expect_load_error(two_jobs, speeds, 0, "0 nodes");
   char err[512];
   gs_csim_workload w;
