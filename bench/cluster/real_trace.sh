@@ -75,6 +75,9 @@ for policy in "${policies[@]}"; do
 done
 python3 "$here/summarize_trace.py" --markdown "$out" --node-cpus "$cpus" \
   --trace "$tmp/trace.jsonl" >"$BENCH_OUT/cluster_real.md"
-bench_stamp "$out" "$(bench_quote "$here/real_trace.sh" "${policies[@]}")"
-bench_stamp "$BENCH_OUT/cluster_real.md" "$(bench_quote "$here/real_trace.sh" "${policies[@]}")"
+# The settings from the environment are part of the command that measured.
+cmd="CLUSTER_MIX=$mix CLUSTER_SPAN=$span CLUSTER_SEED=$seed CLUSTER_NODE_CPUS=$cpus \
+$(bench_quote "$here/real_trace.sh" "${policies[@]}")"
+bench_stamp "$out" "$cmd"
+bench_stamp "$BENCH_OUT/cluster_real.md" "$cmd"
 cat "$BENCH_OUT/cluster_real.md"

@@ -166,10 +166,16 @@ def report(a):
     solo = [json.loads(l) for l in open(a.speeds + ".solo.jsonl")]
     prog = in_program(solo)
     print("# The cluster simulator against the manager's real runs\n")
-    print("The real trace (bench/cluster/trace.py, seed 1: 20 gradsync train jobs of three kinds "
-          "on 1 to 4 of 8 emulated nodes at 1 Gbit/s, each capped at 0.25 core) replayed by "
+    kinds = sorted({r["kind"] for r in solo})
+    sizes = sorted({r["nodes"] for r in solo})
+    pool = max(4, max(sizes))
+    light = a.mix == "light"
+    print(f"The real trace (bench/cluster/trace.py --mix {a.mix} --span {a.span:g}, seed 1: 20 "
+          f"gradsync train jobs of {len(kinds)} kinds ({', '.join(kinds)}) on 1 to "
+          f"{max(sizes)} of 8 emulated nodes at 1 Gbit/s, each capped at 0.25 core) replayed by "
           "`gradsync cluster simulate` (bench/cluster/sim_vs_real.sh). Its inputs were measured "
-          "under the manager itself, each kind alone at each size (`--min N --max N` on 4 "
+          "under the manager itself, each kind alone at each size its jobs may run on "
+          f"(`--min N --max N` on {pool} "
           "emulated nodes, every size run twice and the two means taken; the table below lists "
           "each run; "
           "the real runs' settings): a step's time is the job's time inside "
@@ -179,16 +185,19 @@ def report(a):
           "speed table's start_s column gives it per kind and size, and the simulator "
           "charges it at every start and every resize on that many nodes (the mean, "
           f"{a.start:.1f} s, is the penalty where the table has none). The simulator resizes as "
-          "the manager does (`--commit-work 960`): a job whose partition changes is told so at "
+          "the manager does (`--commit-work 960`, and each job's own commits, the workload's "
+          "commit_samples): a job whose partition changes is told so at "
           "its supervisor's next discovery (every second) and moves at its next commit (every "
-          "20 steps of 48 samples, after its start-up if it is in one), running on its old "
+          + ("20 steps of 48 samples" if light else
+             "4 steps of the CNN's 1536 samples, 8 of the ResNet's 384, 20 of mlp's 48")
+          + ", after its start-up if it is in one), running on its old "
           "nodes until then, or ends first; the nodes it gives up are free only once it has "
           "relaunched, so a job given them waits; a change before a job's first launch "
           f"(`--launch-delay {a.launch:.1f}`: the manager's start to the supervisor's launch, "
           "the median over the real static runs' jobs of their run time less their launch's) "
           "costs nothing. The policies know a "
           "job's speed on a size only after two of its commits in one launch there, as the "
-          "manager measures it (`--learn-curves 1920`: 2 x 20 steps x 48 samples), and "
+          "manager measures it (`--learn-curves 1920`: two commits), and "
           "before that none (linear speed-up, unknown work); the oracle's column is the same "
           "simulation on the table's curves from the start, and the last the simulator's "
           "earlier model (a resize, and its nodes, move at once). The real runs: "
@@ -254,6 +263,8 @@ def main():
     r.add_argument("--start", type=float, required=True)
     r.add_argument("--launch", type=float, required=True)
     r.add_argument("--real", nargs="+", required=True)
+    r.add_argument("--mix", default="light")
+    r.add_argument("--span", type=float, default=120)
     a = ap.parse_args()
     {"measure": measure, "settings": settings, "report": report}[a.cmd](a)
 

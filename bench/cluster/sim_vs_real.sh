@@ -27,10 +27,13 @@
 #         run each moved the means by up to 17%)
 #   REAL_RUNS="FILE..." : the real runs to compare with (real_trace.sh's
 #         jsonl files) instead of the committed cluster_real*.jsonl
+#   CLUSTER_SPAN=S: the trace's arrivals' span (trace.py; default 120), as
+#         the real runs had it
 #   CLUSTER_MIX=light|scaling: the trace's mix (trace.py; default light), its
 #         kinds measured on every size its jobs may run on, each job's own
-#         commit interval given to the simulator (commit_samples); give
-#         REAL_RUNS with scaling (the committed defaults are light's)
+#         commit interval given to the simulator (commit_samples); its
+#         files named cluster_real_MIX_speeds.csv, cluster_sim_vs_real_MIX.md
+#         and so on, the real runs cluster_real_MIX*.jsonl
 #   --sim-only (or SIM_ONLY=1): measures nothing; simulates on the committed
 #         tables (bench/results/cluster_real_speeds.csv, its .solo.jsonl and
 #         cluster_real_workload.csv, copied to BENCH_OUT), in seconds, as a
@@ -51,10 +54,13 @@ gs=$(realpath "$BENCH_BUILD/gradsync")
 here=bench/cluster
 committed=bench/results
 reps=${1:-2}
-speeds=$BENCH_OUT/cluster_real_speeds.csv
-workload=$BENCH_OUT/cluster_real_workload.csv
 commit_every=20 global_batch=48 # the real runs' (real_trace.sh; trace.py's light mix)
-mix=${CLUSTER_MIX:-light}
+mix=${CLUSTER_MIX:-light} span=${CLUSTER_SPAN:-120}
+# Another mix's files carry its name: cluster_real_scaling_speeds.csv, ...
+sfx=
+[ "$mix" = light ] || sfx=_$mix
+speeds=$BENCH_OUT/cluster_real${sfx}_speeds.csv
+workload=$BENCH_OUT/cluster_real${sfx}_workload.csv
 
 # measure: each kind alone at each size under the manager, REPS times; writes
 # the speed table (and its .solo.jsonl, each run) and the workload.
@@ -67,7 +73,8 @@ measure() {
   # shellcheck source=bench/cluster/manager_lib.sh
   . "$here/manager_lib.sh"
   trap manager_cleanup EXIT
-  python3 "$here/trace.py" --jobs 20 --seed "$seed" --mix "$mix" --cache "$tmp/cache" \
+  python3 "$here/trace.py" --jobs 20 --seed "$seed" --mix "$mix" --span "$span" \
+    --cache "$tmp/cache" \
     >"$tmp/trace.jsonl"
   "$gs" train --model mlp --epochs 1 --max-steps 1 --data-cache "$tmp/cache" >/dev/null 2>&1
   # One job of each kind (the trace's arguments, its first job of the kind)
@@ -120,7 +127,8 @@ PY
 }
 
 if [ "$sim_only" = 1 ]; then
-  for f in cluster_real_speeds.csv cluster_real_speeds.csv.solo.jsonl cluster_real_workload.csv; do
+  for f in "cluster_real${sfx}_speeds.csv" "cluster_real${sfx}_speeds.csv.solo.jsonl" \
+    "cluster_real${sfx}_workload.csv"; do
     [ -f "$committed/$f" ] || { echo "sim_vs_real: --sim-only needs $committed/$f" >&2; exit 2; }
     [ "$committed/$f" -ef "$BENCH_OUT/$f" ] || cp "$committed/$f" "$BENCH_OUT/$f"
   done
@@ -131,8 +139,11 @@ real=()
 if [ -n "${REAL_RUNS:-}" ]; then
   read -r -a real <<<"$REAL_RUNS"
 else
-  for f in cluster_real.jsonl cluster_real_run2.jsonl cluster_real_run3.jsonl \
-    cluster_real_goodput_curves.jsonl; do
+  runs=(cluster_real.jsonl cluster_real_run2.jsonl cluster_real_run3.jsonl
+    cluster_real_goodput_curves.jsonl)
+  [ "$mix" = light ] ||
+    runs=("cluster_real${sfx}.jsonl" "cluster_real${sfx}_run2.jsonl" "cluster_real${sfx}_run3.jsonl")
+  for f in "${runs[@]}"; do
     if [ -f "$BENCH_OUT/$f" ]; then real+=("$BENCH_OUT/$f"); else real+=("$committed/$f"); fi
   done
 fi
@@ -140,7 +151,7 @@ fi
 # time from the manager's start of a job to its supervisor's launch.
 read -r start_s launch_s < <(python3 "$here/sim_vs_real.py" settings --speeds "$speeds" \
   --real "${real[@]}")
-out=$BENCH_OUT/cluster_sim_vs_real.jsonl
+out=$BENCH_OUT/cluster_sim_vs_real${sfx}.jsonl
 # The manager's resizes (a job moves at its next commit), and its policies
 # learn a job's speed on a size as it does: after two of its commits in one
 # launch there. The start-ups charged are the table's; --restart-penalty is
@@ -157,8 +168,10 @@ learn=(--learn-curves $((2 * commit_every * global_batch)))
 "${base[@]}" "${learn[@]}" --json >"$out.at_once"
 bench_stamp "$out" "$(bench_quote "${base[@]}" "${manager[@]}" "${learn[@]}"); the same without \
 ${learn[*]} (.oracle), and without ${manager[*]} (.at_once)"
-python3 "$here/sim_vs_real.py" report --sim "$out" --oracle "$out.oracle" --at-once "$out.at_once" \
+python3 "$here/sim_vs_real.py" report --mix "$mix" --span "$span" --sim "$out" --oracle "$out.oracle" \
+  --at-once "$out.at_once" \
   --speeds "$speeds" --start "$start_s" --launch "$launch_s" --real "${real[@]}" \
-  >"$BENCH_OUT/cluster_sim_vs_real.md"
-bench_stamp "$BENCH_OUT/cluster_sim_vs_real.md" "bench/cluster/sim_vs_real.sh $given"
-cat "$BENCH_OUT/cluster_sim_vs_real.md"
+  >"$BENCH_OUT/cluster_sim_vs_real${sfx}.md"
+bench_stamp "$BENCH_OUT/cluster_sim_vs_real${sfx}.md" \
+  "CLUSTER_MIX=$mix CLUSTER_SPAN=$span bench/cluster/sim_vs_real.sh $given"
+cat "$BENCH_OUT/cluster_sim_vs_real${sfx}.md"
