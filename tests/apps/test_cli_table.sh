@@ -282,7 +282,7 @@ t 2 "--hostfile $tmp/none.txt: cannot read it" run --hostfile "$tmp/none.txt" --
 t 2 "--net emulates a cluster" run --hosts h1 --net 1gbit -- /bin/true
 t 2 "more than the 2 slots" run -np 3 --hosts h1:2 -- /bin/true
 t 0 "--host h1:2 " run --dry-run --hosts h1:2 -- /bin/true
-t 0 "mpirun /bin/true" SLURM_JOB_ID=7 SLURM_NODELIST=n1 run --dry-run -- /bin/true
+t 0 "mpirun --bind-to none /bin/true" SLURM_JOB_ID=7 SLURM_NODELIST=n1 run --dry-run -- /bin/true
 # --elastic (docs/ELASTIC.md): its settings' refusals, and short jobs.
 t 2 "--elastic needs MIN:MAX" run -np 2 --elastic 3:2 -- /bin/true
 t 2 "--elastic needs MIN:MAX" run -np 2 --elastic x -- /bin/true
