@@ -169,7 +169,14 @@ def report(a):
     kinds = sorted({r["kind"] for r in solo})
     sizes = sorted({r["nodes"] for r in solo})
     pool = max(4, max(sizes))
-    light = a.mix == "light"
+    # Each kind's commits, from the workload (commit_samples) and the speed
+    # table (samples_per_step).
+    batch = {r["model"]: int(r["samples_per_step"]) for r in csv.DictReader(open(a.speeds))}
+    # (a workload without the column: the manager's commits, the run's --commit-work)
+    every = {r["model"]: int(float(r.get("commit_samples") or COMMIT_EVERY * batch[r["model"]]))
+             for r in csv.DictReader(open(a.workload))}
+    commits = ", ".join(f"{k}: {every[k] // batch[k]} steps of {batch[k]} samples"
+                        for k in sorted(every))
     print(f"The real trace (bench/cluster/trace.py --mix {a.mix} --span {a.span:g}, seed 1: 20 "
           f"gradsync train jobs of {len(kinds)} kinds ({', '.join(kinds)}) on 1 to "
           f"{max(sizes)} of 8 emulated nodes at 1 Gbit/s, each capped at 0.25 core) replayed by "
@@ -188,8 +195,7 @@ def report(a):
           "the manager does (`--commit-work 960`, and each job's own commits, the workload's "
           "commit_samples): a job whose partition changes is told so at "
           "its supervisor's next discovery (every second) and moves at its next commit (every "
-          + ("20 steps of 48 samples" if light else
-             "4 steps of the CNN's 1536 samples, 8 of the ResNet's 384, 20 of mlp's 48")
+          + commits
           + ", after its start-up if it is in one), running on its old "
           "nodes until then, or ends first; the nodes it gives up are free only once it has "
           "relaunched, so a job given them waits; a change before a job's first launch "
@@ -263,6 +269,7 @@ def main():
     r.add_argument("--start", type=float, required=True)
     r.add_argument("--launch", type=float, required=True)
     r.add_argument("--real", nargs="+", required=True)
+    r.add_argument("--workload", required=True)
     r.add_argument("--mix", default="light")
     r.add_argument("--span", type=float, default=120)
     a = ap.parse_args()

@@ -170,7 +170,8 @@ bench_stamp "$out" "$(bench_quote "${base[@]}" "${manager[@]}" "${learn[@]}"); t
 ${learn[*]} (.oracle), and without ${manager[*]} (.at_once)"
 python3 "$here/sim_vs_real.py" report --mix "$mix" --span "$span" --sim "$out" --oracle "$out.oracle" \
   --at-once "$out.at_once" \
-  --speeds "$speeds" --start "$start_s" --launch "$launch_s" --real "${real[@]}" \
+  --speeds "$speeds" --workload "$workload" --start "$start_s" --launch "$launch_s" \
+  --real "${real[@]}" \
   >"$BENCH_OUT/cluster_sim_vs_real${sfx}.md"
 bench_stamp "$BENCH_OUT/cluster_sim_vs_real${sfx}.md" \
   "CLUSTER_MIX=$mix CLUSTER_SPAN=$span bench/cluster/sim_vs_real.sh $given"

@@ -26,6 +26,18 @@ ap.add_argument("--cache", required=True)
 ap.add_argument("--mix", choices=["light", "scaling"], default="light")
 a = ap.parse_args()
 rng = random.Random(a.seed)
+
+
+def pick(rng, kinds):
+    """One of kinds ((name, probability, args), ...), drawn by probability."""
+    r, acc = rng.random(), 0.0
+    for name, p, args in kinds:
+        acc += p
+        if r <= acc:
+            break
+    return name, args
+
+
 def light(rng):
     kinds = [
         ("mlp-syn", 0.45, ["--model", "mlp", "--synthetic", "8192", "--epochs", "2"]),
@@ -34,11 +46,7 @@ def light(rng):
         ("cnn-fm", 0.20, ["--model", "cnn", "--epochs", "1", "--max-steps", "100",
                           "--data-cache", a.cache]),
     ]
-    r, acc = rng.random(), 0.0
-    for name, p, args in kinds:
-        acc += p
-        if r <= acc:
-            break
+    name, args = pick(rng, kinds)
     lo = rng.choice([1, 1, 1, 2])
     hi = rng.choice([lo, 2, 4]) if lo == 1 else rng.choice([2, 4])
     return name, lo, max(lo, hi), args + ["--global-batch", "48"]
@@ -53,11 +61,7 @@ def scaling(rng):
                           "--commit-every", "8"] + fm),
         ("mlp-fm", 0.25, ["--model", "mlp", "--max-steps", "400", "--global-batch", "48"] + fm),
     ]
-    r, acc = rng.random(), 0.0
-    for name, p, args in kinds:
-        acc += p
-        if r <= acc:
-            break
+    name, args = pick(rng, kinds)
     if name == "mlp-fm":
         return name, 1, 1, args
     lo = rng.choice([1, 1, 2])

@@ -44,7 +44,9 @@ extern "C" {
  *      (gs_dlrm_dist_set_mlp_policy), then SGD.
  * All through gs_comm's collectives (gs_alltoall, gs_alltoallv,
  * gs_allgatherv, gs_allreduce). Deterministic: repeated runs of one plan
- * on the same ranks are bitwise identical. Row-wise Adagrad on cw shards is
+ * on the same ranks are bitwise identical while the all-reduce's algorithm
+ * for a size is the same (one communicator's cost model; across processes,
+ * GRADSYNC_ALLREDUCE_ALGO or GRADSYNC_COST_FILE pins it). Row-wise Adagrad on cw shards is
  * the single-process update: the owners of a row's column blocks add their
  * sums of squares (one all-to-allv a step) so that every block of the row
  * takes the same accumulator over all D columns.

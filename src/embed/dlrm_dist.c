@@ -1077,8 +1077,6 @@ static gs_status dp_update(gs_dlrm_dist *d, const gs_dlrm_batch *b, const gs_emb
   return GS_OK;
 }
 
-/* The dense dp tables' gradients of this rank's samples, into fused after
- * the MLP gradients (copied first). */
 /* Dense dp table j's gradient of this rank's samples, into its place in
  * fused (cleared first: the kernel adds). */
 static gs_status dense_grad(gs_dlrm_dist *d, const gs_dlrm_batch *b, int j) {
@@ -1090,6 +1088,8 @@ static gs_status dense_grad(gs_dlrm_dist *d, const gs_dlrm_batch *b, int j) {
                                  gs_dlrm_pooled_grad(d->m), d->T * D, t * D, g);
 }
 
+/* The MLP gradients, then the dense dp tables' gradients of this rank's
+ * samples after them, into fused. */
 static gs_status fuse_grads(gs_dlrm_dist *d, const gs_dlrm_batch *b) {
   size_t nw;
   const float *grads = gs_dlrm_mlp_grads(d->m, &nw);
