@@ -5,7 +5,9 @@
 # namespace SIGKILLed). Checked: the manager finds the node lost (its ssh
 # check fails) and takes it out of the job's partition, the job goes on on
 # node 1 from its last commit and finishes, every epoch's samples once, and
-# `gradsync jobs` shows the job done on 1 node with its restart.
+# `gradsync jobs` shows the job done on 1 node with its restart. Before:
+# the checks reuse one connection per node; after: the stopped manager
+# leaves none open.
 # usage: test_manager_node_lost.sh GRADSYNC
 # Exit status: 0 pass, 1 fail, 77 skip (not root, no ip or sshd).
 set -u
@@ -55,6 +57,20 @@ serve_pid=$!
 ready() { [ -f "$spool/pool.json" ] || ! kill -0 "$serve_pid" 2>/dev/null; }
 wait_for 120 ready
 [ -f "$spool/pool.json" ] || { fail "the manager did not start"; exit 1; }
+# The health checks (every 2 s here) go through one ssh connection per node
+# kept open, not a new connection (a key exchange on the node) every time:
+# node 1 accepts at most one new connection in 10 s of checks.
+opens() {
+  ip netns exec "$(sed -n 1p "$spool/emulated/names")" nstat -asz TcpPassiveOpens |
+    awk '/TcpPassiveOpens/ { print $2 }'
+}
+sleep 3
+o1=$(opens)
+sleep 10
+o2=$(opens)
+if [ -n "$o1" ] && [ -n "$o2" ] && [ $((o2 - o1)) -le 1 ]; then
+  pass "10 s of health checks: node 1 accepted $((o2 - o1)) new connection(s)"
+else fail "10 s of health checks: node 1 accepted '$o1' -> '$o2' connections"; fi
 # Fashion-MNIST, global batch 48: 1250 steps an epoch; 2 epochs.
 J=$("$G" submit --spool "$spool" --min 1 --max 2 -- --model mlp --global-batch 48 --epochs 2 \
   --seed 3 --json --data-cache "$scratch/cache")
@@ -99,6 +115,11 @@ done
 [ "$n" = 2 ] && pass "both epochs used their 60000 samples once" ||
   fail "$n of 2 epochs with 60000 samples once"
 "$G" jobs --spool "$spool"
+kill "$serve_pid" && wait "$serve_pid"
+serve_pid=
+left=$(pgrep -f -- "$spool/mux" || true)
+[ -z "$left" ] && pass "the stopped manager left no ssh connection open" ||
+  fail "the stopped manager left ssh connections: $(ps -o pid=,args= -p "${left//$'\n'/,}")"
 [ "$failures" = 0 ] && echo "all passed" && exit 0
 echo "$failures failure(s)"
 exit 1
