@@ -179,7 +179,7 @@ def report(a):
                         for k in sorted(every))
     print(f"The real trace (bench/cluster/trace.py --mix {a.mix} --span {a.span:g}, seed 1: 20 "
           f"gradsync train jobs of {len(kinds)} kinds ({', '.join(kinds)}) on 1 to "
-          f"{max(sizes)} of 8 emulated nodes at 1 Gbit/s, each capped at 0.25 core) replayed by "
+          f"{max(sizes)} of 8 emulated nodes at 1 Gbit/s, each capped at {a.node_cpus:g} core) replayed by "
           "`gradsync cluster simulate` (bench/cluster/sim_vs_real.sh). Its inputs were measured "
           "under the manager itself, each kind alone at each size its jobs may run on "
           f"(`--min N --max N` on {pool} "
@@ -272,6 +272,7 @@ def main():
     r.add_argument("--workload", required=True)
     r.add_argument("--mix", default="light")
     r.add_argument("--span", type=float, default=120)
+    r.add_argument("--node-cpus", type=float, default=0.25)
     a = ap.parse_args()
     {"measure": measure, "settings": settings, "report": report}[a.cmd](a)
 

@@ -29,6 +29,8 @@
 #         jsonl files) instead of the committed cluster_real*.jsonl
 #   CLUSTER_SPAN=S: the trace's arrivals' span (trace.py; default 120), as
 #         the real runs had it
+#   CLUSTER_NODE_CPUS=C: each node's cores (default 0.25), as the real runs
+#         had them
 #   CLUSTER_MIX=light|scaling: the trace's mix (trace.py; default light), its
 #         kinds measured on every size its jobs may run on, each job's own
 #         commit interval given to the simulator (commit_samples); its
@@ -55,7 +57,7 @@ here=bench/cluster
 committed=bench/results
 reps=${1:-2}
 commit_every=20 global_batch=48 # the real runs' (real_trace.sh; trace.py's light mix)
-mix=${CLUSTER_MIX:-light} span=${CLUSTER_SPAN:-120}
+mix=${CLUSTER_MIX:-light} span=${CLUSTER_SPAN:-120} cpus=${CLUSTER_NODE_CPUS:-0.25}
 # Another mix's files carry its name: cluster_real_scaling_speeds.csv, ...
 sfx=
 [ "$mix" = light ] || sfx=_$mix
@@ -67,7 +69,7 @@ workload=$BENCH_OUT/cluster_real${sfx}_workload.csv
 measure() {
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   unset GRADSYNC_SPOOL
-  local cpus=${CLUSTER_NODE_CPUS:-0.25} seed=${CLUSTER_SEED:-1}
+  local seed=${CLUSTER_SEED:-1}
   tmp=$(mktemp -d)
   local spool=$tmp/spool
   # shellcheck source=bench/cluster/manager_lib.sh
@@ -168,11 +170,11 @@ learn=(--learn-curves $((2 * commit_every * global_batch)))
 "${base[@]}" "${learn[@]}" --json >"$out.at_once"
 bench_stamp "$out" "$(bench_quote "${base[@]}" "${manager[@]}" "${learn[@]}"); the same without \
 ${learn[*]} (.oracle), and without ${manager[*]} (.at_once)"
-python3 "$here/sim_vs_real.py" report --mix "$mix" --span "$span" --sim "$out" --oracle "$out.oracle" \
+python3 "$here/sim_vs_real.py" report --mix "$mix" --span "$span" --node-cpus "$cpus" --sim "$out" --oracle "$out.oracle" \
   --at-once "$out.at_once" \
   --speeds "$speeds" --workload "$workload" --start "$start_s" --launch "$launch_s" \
   --real "${real[@]}" \
   >"$BENCH_OUT/cluster_sim_vs_real${sfx}.md"
 bench_stamp "$BENCH_OUT/cluster_sim_vs_real${sfx}.md" \
-  "CLUSTER_MIX=$mix CLUSTER_SPAN=$span bench/cluster/sim_vs_real.sh $given"
+  "CLUSTER_MIX=$mix CLUSTER_SPAN=$span CLUSTER_NODE_CPUS=$cpus bench/cluster/sim_vs_real.sh $given"
 cat "$BENCH_OUT/cluster_sim_vs_real${sfx}.md"
