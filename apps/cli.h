@@ -115,6 +115,13 @@ typedef struct run_hosts {
 } run_hosts;
 int run_hosts_parse(const char *list, run_hosts *h);
 int run_hosts_read(const char *path, run_hosts *h);
+/* A Slurm allocation's nodes: nodelist in Slurm's hostlist form
+ * ("node[01-04,07],login1"), slots from tasks_per_node ("2(x3),1"; NULL or
+ * "": 1 a node). var names where the list came from, for messages
+ * (SLURM_JOB_NODELIST); verb is the command's. 0, or -1 after a message
+ * naming the entry, with h empty. */
+int run_hosts_slurm(const char *verb, const char *var, const char *nodelist,
+                    const char *tasks_per_node, run_hosts *h);
 char *run_hosts_mpi_list(const run_hosts *h);
 void run_hosts_free(run_hosts *h);
 

@@ -45,11 +45,15 @@ static void serve_log(const char *line, void *user) {
 
 static void serve_usage(FILE *f) {
   fprintf(f,
-      "usage: gradsync cluster serve (--nodes HOSTFILE | --emulated N) [options]\n\n"
+      "usage: gradsync cluster serve (--nodes HOSTFILE | --slurm | --emulated N)\n"
+      "                              [options]\n\n"
       "Serves a pool of whole nodes to elastic gradsync jobs (gradsync submit,\n"
       "jobs, cancel), each on a partition of its own that the policy resizes.\n"
       "Killed and started again on the same spool, it finds its jobs again.\n\n"
       "  --nodes FILE     the pool: lines HOST, HOST slots=N or HOST:N\n"
+      "  --slurm          the pool: the nodes of the Slurm allocation the manager\n"
+      "                   runs in (SLURM_JOB_NODELIST, e.g. node[01-04]; slots\n"
+      "                   from SLURM_TASKS_PER_NODE, else 1 a node)\n"
       "  --emulated N     the pool: N emulated nodes (network namespaces with an\n"
       "                   sshd each, scripts/emulated-hosts.sh), kept in\n"
       "                   SPOOL/emulated (gradsync cluster down removes them)\n"
@@ -66,7 +70,7 @@ static void serve_usage(FILE *f) {
       "                   dorm's objective as Dorm's paper has it)\n"
       "  --commit-every N  gradsync train jobs commit every N steps (default 20)\n"
       "  --discover-every S  the jobs' discovery period (default 1)\n"
-      "  --ssh-config FILE  the jobs' ssh configuration (with --nodes)\n"
+      "  --ssh-config FILE  the jobs' ssh configuration (with --nodes or --slurm)\n"
       "  --iface IFACE    the jobs' MPI traffic only through IFACE\n"
       "  --mpirun PATH    the jobs' mpirun\n"
       "  --help           this text\n\n"
@@ -153,7 +157,7 @@ static int emulated_cpus(const char *dir, int n, double cpus) {
 static int cmd_serve(int argc, char **argv) {
   const char *nodes_file = NULL, *policy = "static", *ssh_config = NULL, *iface = NULL,
              *mpirun = NULL, *rate = NULL, *spool_arg = NULL;
-  int emulated = 0, restart_budget = 3, commit_every = 20;
+  int emulated = 0, slurm = 0, restart_budget = 3, commit_every = 20;
   double interval = 10, discover_every = 1, node_cpus = 0, restart_penalty = 30;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -178,7 +182,9 @@ static int cmd_serve(int argc, char **argv) {
       *sp = argv[++i];
       continue;
     }
-    if (strcmp(a, "--emulated") == 0) {
+    if (strcmp(a, "--slurm") == 0) {
+      slurm = 1;
+    } else if (strcmp(a, "--emulated") == 0) {
       if (!has || cli_parse_int(argv[i + 1], 1, 200, &emulated) != 0) {
         cli_error("cluster serve", "--emulated needs a node count from 1 to 200 (got '%s')",
                   has ? argv[i + 1] : "");
@@ -220,9 +226,23 @@ static int cmd_serve(int argc, char **argv) {
       return 2;
     }
   }
-  if (!nodes_file == !emulated) {
-    cli_error("cluster serve", "give the pool: --nodes HOSTFILE or --emulated N (one of them)");
+  if ((nodes_file != NULL) + slurm + (emulated > 0) != 1) {
+    cli_error("cluster serve", "give the pool: --nodes HOSTFILE, --slurm or --emulated N (one "
+              "of them)");
     return 2;
+  }
+  const char *slurm_var = "SLURM_JOB_NODELIST", *slurm_nodes = NULL;
+  if (slurm) {
+    slurm_nodes = getenv(slurm_var);
+    if (!slurm_nodes || !*slurm_nodes) {
+      slurm_var = "SLURM_NODELIST"; /* Slurm's older name */
+      slurm_nodes = getenv(slurm_var);
+    }
+    if (!slurm_nodes || !*slurm_nodes) {
+      cli_error("cluster serve", "--slurm: not inside a Slurm allocation (SLURM_JOB_NODELIST is "
+                "not set); start the manager in salloc or sbatch, or give --nodes HOSTFILE");
+      return 2;
+    }
   }
   if (rate && !emulated) {
     cli_error("cluster serve", "--rate shapes --emulated nodes' links: it needs --emulated");
@@ -281,10 +301,13 @@ static int cmd_serve(int argc, char **argv) {
     if (f) fclose(f);
   }
   run_hosts hosts;
-  if (run_hosts_read(nodes_file, &hosts) != 0) return 2;
+  if (slurm ? run_hosts_slurm("cluster serve", slurm_var, slurm_nodes,
+                              getenv("SLURM_TASKS_PER_NODE"), &hosts)
+            : run_hosts_read(nodes_file, &hosts))
+    return 2;
   if (hosts.n > GS_CLUSTER_MAX_NODES) {
-    cli_error("cluster serve", "%s: %d nodes (at most %d)", nodes_file, hosts.n,
-              GS_CLUSTER_MAX_NODES);
+    cli_error("cluster serve", "%s: %d nodes (at most %d)", slurm ? slurm_var : nodes_file,
+              hosts.n, GS_CLUSTER_MAX_NODES);
     run_hosts_free(&hosts);
     return 2;
   }

@@ -30,25 +30,25 @@ static int host_char_ok(char ch) {
 
 /* where: "--hosts entry 2 ('h1:x')" or "--hostfile F:3": the place every
  * message starts with. */
-static int host_name_check(const char *where, const char *name) {
+static int host_name_check(const char *verb, const char *where, const char *name) {
   size_t len = strlen(name);
   if (len == 0) {
-    cli_error("run", "%s: the host name is empty", where);
+    cli_error(verb, "%s: the host name is empty", where);
     return -1;
   }
   if (len > RUN_HOST_NAME_MAX) {
-    cli_error("run", "%s: host name of %zu characters (at most %d)", where, len,
+    cli_error(verb, "%s: host name of %zu characters (at most %d)", where, len,
               RUN_HOST_NAME_MAX);
     return -1;
   }
   for (size_t i = 0; i < len; i++)
     if (!host_char_ok(name[i])) {
-      cli_error("run", "%s: '%s' is not a host name: it may hold letters, digits, '.', '-' "
+      cli_error(verb, "%s: '%s' is not a host name: it may hold letters, digits, '.', '-' "
                 "and '_' only", where, name);
       return -1;
     }
   if (name[0] == '-' || name[0] == '.') {
-    cli_error("run", "%s: '%s' is not a host name: it starts with '%c'", where, name, name[0]);
+    cli_error(verb, "%s: '%s' is not a host name: it starts with '%c'", where, name, name[0]);
     return -1;
   }
   return 0;
@@ -64,26 +64,27 @@ static int slots_parse(const char *where, const char *s, int *slots) {
 }
 
 /* Appends host name (slots) to h, refusing a host given before. */
-static int hosts_add(run_hosts *h, const char *where, const char *name, int slots, int line) {
+static int hosts_add(const char *verb, run_hosts *h, const char *where, const char *name,
+                     int slots, int line) {
   for (int i = 0; i < h->n; i++)
     if (strcasecmp(h->host[i].name, name) == 0) {
       if (line > 0)
-        cli_error("run", "%s: host '%s' is also on line %d; give each host once, with all "
+        cli_error(verb, "%s: host '%s' is also on line %d; give each host once, with all "
                   "its slots", where, name, h->host[i].line);
       else
-        cli_error("run", "%s: host '%s' is also entry %d; give each host once, with all its "
+        cli_error(verb, "%s: host '%s' is also entry %d; give each host once, with all its "
                   "slots", where, name, i + 1);
       return -1;
     }
   if (h->n == HOSTS_MAX) {
-    cli_error("run", "%s: more than %d hosts", where, HOSTS_MAX);
+    cli_error(verb, "%s: more than %d hosts", where, HOSTS_MAX);
     return -1;
   }
   if (h->n == h->cap) {
     int cap = h->cap ? 2 * h->cap : 16;
     run_host *p = realloc(h->host, (size_t)cap * sizeof *p);
     if (!p) {
-      cli_fail("run", "out of memory reading the hosts");
+      cli_fail(verb, "out of memory reading the hosts");
       return -1;
     }
     h->host = p;
@@ -105,12 +106,12 @@ static int host_word(run_hosts *h, const char *where, char *word, int line, int 
     *colon = '\0';
     if (slots_parse(where, colon + 1, &slots) != 0) return -1;
   }
-  if (host_name_check(where, word) != 0) return -1;
+  if (host_name_check("run", where, word) != 0) return -1;
   if (slots_out) {
     *slots_out = colon ? slots : 0; /* 0: the line may still say slots=N */
     return 0;
   }
-  return hosts_add(h, where, word, slots, line);
+  return hosts_add("run", h, where, word, slots, line);
 }
 
 int run_hosts_parse(const char *list, run_hosts *h) {
@@ -168,7 +169,7 @@ static int hostfile_line(run_hosts *h, const char *path, int line, char *text) {
     }
     if (slots_parse(where, w + 6, &slots) != 0) return -1;
   }
-  return hosts_add(h, where, host, slots > 0 ? slots : 1, line);
+  return hosts_add("run", h, where, host, slots > 0 ? slots : 1, line);
 }
 
 int run_hosts_read(const char *path, run_hosts *h) {
@@ -209,6 +210,169 @@ int run_hosts_read(const char *path, run_hosts *h) {
               "is HOST, HOST slots=N or HOST:N", path, line, line == 1 ? "" : "s");
     rc = -1;
   }
+  if (rc != 0) run_hosts_free(h);
+  return rc;
+}
+
+/* ---- A Slurm allocation's nodes ------------------------------------------
+ * Slurm writes an allocation's nodes as a hostlist: names separated by
+ * commas, where a bracket holds ranges and numbers, "node[01-04,07]" being
+ * node01 to node04 and node07; a range keeps its low bound's width (its
+ * leading zeros), and a name may have several brackets, which multiply
+ * ("r[1-2]n[1-2]": r1n1, r1n2, r2n1, r2n2; Slurm's own order). The slots
+ * come from the tasks per node, "2(x3),1": 2 on each of the first three
+ * nodes, 1 on the fourth. */
+
+/* Appends word's names, its first bracket expanded and the rest by
+ * recursion, with slots from tasks[*k] (1 when ntasks is 0). */
+static int slurm_word(const char *verb, const char *var, const char *word, run_hosts *h,
+                      const int *tasks, int ntasks, int *k) {
+  const char *lb = strchr(word, '[');
+  char where[RUN_HOST_NAME_MAX + 64];
+  snprintf(where, sizeof where, "%s entry '%.*s'", var, RUN_HOST_NAME_MAX, word);
+  if (!lb) {
+    if (strchr(word, ']')) {
+      cli_error(verb, "%s: a ']' without its '['", where);
+      return -1;
+    }
+    if (host_name_check(verb, where, word) != 0) return -1;
+    /* (More nodes than counts: run_hosts_slurm says so once all are read.) */
+    int slots = *k < ntasks ? tasks[*k] : 1;
+    (*k)++;
+    return hosts_add(verb, h, where, word, slots, 0);
+  }
+  const char *rb = strchr(lb, ']');
+  if (!rb || memchr(lb + 1, '[', (size_t)(rb - lb - 1))) {
+    cli_error(verb, "%s: a '[' without its ']'", where);
+    return -1;
+  }
+  size_t plen = (size_t)(lb - word);
+  for (const char *r = lb + 1; r < rb;) {
+    const char *end = memchr(r, ',', (size_t)(rb - r));
+    if (!end) end = rb;
+    const char *dash = memchr(r, '-', (size_t)(end - r));
+    const char *hi_s = dash ? dash + 1 : r;
+    size_t lo_len = (size_t)((dash ? dash : end) - r), hi_len = (size_t)(end - hi_s);
+    int ok = lo_len > 0 && hi_len > 0 && lo_len <= 9 && hi_len <= 9;
+    for (size_t i = 0; ok && i < lo_len; i++) ok = r[i] >= '0' && r[i] <= '9';
+    for (size_t i = 0; ok && i < hi_len; i++) ok = hi_s[i] >= '0' && hi_s[i] <= '9';
+    long lo = ok ? strtol(r, NULL, 10) : 0, hi = ok ? strtol(hi_s, NULL, 10) : 0;
+    if (!ok || hi < lo) {
+      cli_error(verb, "%s: '%.*s' is not a number or a range LOW-HIGH (LOW <= HIGH, digits "
+                "only)", where, (int)(end - r), r);
+      return -1;
+    }
+    if (hi - lo >= HOSTS_MAX) {
+      cli_error(verb, "%s: the range '%.*s' holds more than %d nodes", where, (int)(end - r), r,
+                HOSTS_MAX);
+      return -1;
+    }
+    for (long v = lo; v <= hi; v++) {
+      char name[2 * RUN_HOST_NAME_MAX + 32];
+      int n = snprintf(name, sizeof name, "%.*s%0*ld%s", (int)plen, word, (int)lo_len, v,
+                       rb + 1);
+      if (n < 0 || n >= (int)sizeof name) {
+        cli_error(verb, "%s: a name longer than %d characters", where, RUN_HOST_NAME_MAX);
+        return -1;
+      }
+      if (slurm_word(verb, var, name, h, tasks, ntasks, k) != 0) return -1;
+    }
+    r = end < rb ? end + 1 : rb;
+    if (end < rb && r == rb) {
+      cli_error(verb, "%s: an empty range before ']'", where);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* "2(x3),1" into counts[] (malloc'ed in *out): -1 after a message. */
+static int slurm_tasks(const char *verb, const char *text, int **out, int *n) {
+  *out = NULL;
+  *n = 0;
+  int cap = 0, *v = NULL;
+  for (const char *p = text; *p;) {
+    char *end;
+    errno = 0;
+    long c = strtol(p, &end, 10), times = 1;
+    if (end == p || errno || c < 1 || c > HOSTS_MAX_SLOTS) goto bad;
+    p = end;
+    if (*p == '(') {
+      if (p[1] != 'x') goto bad;
+      times = strtol(p + 2, &end, 10);
+      if (end == p + 2 || *end != ')' || times < 1 || times > HOSTS_MAX) goto bad;
+      p = end + 1;
+    }
+    if (*n + times > HOSTS_MAX) goto bad;
+    while (*n + times > cap) {
+      cap = cap ? 2 * cap : 64;
+      int *q = realloc(v, (size_t)cap * sizeof *q);
+      if (!q) {
+        free(v);
+        cli_fail(verb, "out of memory reading SLURM_TASKS_PER_NODE");
+        return -1;
+      }
+      v = q;
+    }
+    for (long t = 0; t < times; t++) v[(*n)++] = (int)c;
+    if (*p == ',') p++;
+    else if (*p) goto bad;
+  }
+  if (*n == 0) goto bad;
+  *out = v;
+  return 0;
+bad:
+  free(v);
+  *n = 0;
+  cli_error(verb, "SLURM_TASKS_PER_NODE '%s' is not a list of counts such as 2(x3),1", text);
+  return -1;
+}
+
+int run_hosts_slurm(const char *verb, const char *var, const char *nodelist,
+                    const char *tasks_per_node, run_hosts *h) {
+  memset(h, 0, sizeof *h);
+  if (!nodelist || !*nodelist) {
+    cli_error(verb, "%s is empty: no Slurm allocation's nodes to use", var);
+    return -1;
+  }
+  int *tasks = NULL, ntasks = 0, k = 0, rc = 0;
+  if (tasks_per_node && *tasks_per_node &&
+      slurm_tasks(verb, tasks_per_node, &tasks, &ntasks) != 0)
+    return -1;
+  size_t len = strlen(nodelist);
+  char *word = malloc(len + 1);
+  if (!word) {
+    free(tasks);
+    cli_fail(verb, "out of memory reading %s", var);
+    return -1;
+  }
+  for (const char *p = nodelist; rc == 0;) {
+    /* A comma outside brackets ends a word. */
+    const char *q = p;
+    int depth = 0;
+    while (*q && (*q != ',' || depth > 0)) {
+      if (*q == '[') depth++;
+      else if (*q == ']' && depth > 0) depth--;
+      q++;
+    }
+    memcpy(word, p, (size_t)(q - p));
+    word[q - p] = '\0';
+    if (!*word) {
+      cli_error(verb, "%s '%s': an empty entry", var, nodelist);
+      rc = -1;
+    } else {
+      rc = slurm_word(verb, var, word, h, tasks, ntasks, &k);
+    }
+    if (!*q) break;
+    p = q + 1;
+  }
+  if (rc == 0 && ntasks > 0 && k != ntasks) {
+    cli_error(verb, "%s lists %d nodes, SLURM_TASKS_PER_NODE '%s' counts for %d", var, k,
+              tasks_per_node, ntasks);
+    rc = -1;
+  }
+  free(word);
+  free(tasks);
   if (rc != 0) run_hosts_free(h);
   return rc;
 }
