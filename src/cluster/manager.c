@@ -385,6 +385,16 @@ static int save_node(mgr *m, const node *n) {
   return rc;
 }
 
+/* In a child before exec: stdin, stdout and stderr on /dev/null. */
+static void stdio_to_null(void) {
+  int null = open("/dev/null", O_RDWR);
+  if (null < 0) return;
+  dup2(null, 0);
+  dup2(null, 1);
+  dup2(null, 2);
+  if (null > 2) close(null);
+}
+
 /* ---- A job's files ----------------------------------------------------- */
 
 static void job_path(const mgr *m, const job *j, char *out, size_t len, const char *leaf) {
@@ -586,12 +596,7 @@ static int launch(mgr *m, job *j) {
   if (pid == 0) {
     setsid();
     if (chdir(j->cwd) != 0 && chdir("/") != 0) _exit(127);
-    int null = open("/dev/null", O_RDWR);
-    if (null >= 0) {
-      dup2(null, 0);
-      dup2(null, 1);
-      dup2(null, 2);
-    }
+    stdio_to_null();
     for (int fd = 3; fd < 1024; fd++) close(fd);
     sigset_t none;
     sigemptyset(&none);
@@ -1022,12 +1027,7 @@ static void health_start(mgr *m) {
     snprintf(path, sizeof path, "ControlPath=%s", fresh ? "none" : m->mux);
     pid_t pid = fork();
     if (pid == 0) {
-      int null = open("/dev/null", O_RDWR);
-      if (null >= 0) {
-        dup2(null, 0);
-        dup2(null, 1);
-        dup2(null, 2);
-      }
+      stdio_to_null();
       const char *argv[24];
       int n = 0;
       argv[n++] = "ssh";
@@ -1072,12 +1072,7 @@ static void health_close(mgr *m) {
     if (is_local(m->node[i].spec.name)) continue;
     pid_t pid = fork();
     if (pid == 0) {
-      int null = open("/dev/null", O_RDWR);
-      if (null >= 0) {
-        dup2(null, 0);
-        dup2(null, 1);
-        dup2(null, 2);
-      }
+      stdio_to_null();
       if (c->ssh_config)
         execlp("ssh", "ssh", "-F", c->ssh_config, "-o", path, "-O", "exit",
                m->node[i].spec.name, (char *)NULL);
