@@ -1015,80 +1015,72 @@ static int is_local(const char *h) {
  * so that an sshd that takes no new connections is found lost too. */
 #define HEALTH_FRESH_S 60
 
+/* Starts `ssh [-F CONFIG] -o ControlPath=PATH OPTS... NODE TAIL...` for node
+ * i, its stdio on /dev/null; returns its pid, or 0 when it could not fork.
+ * opts and tail end with NULL. */
+static pid_t ssh_spawn(const mgr *m, int i, const char *control_path,
+                       const char *const *opts, const char *const *tail) {
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "ControlPath=%s", control_path);
+  pid_t pid = fork();
+  if (pid == 0) {
+    stdio_to_null();
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = "ssh";
+    if (m->cfg->ssh_config) {
+      argv[n++] = "-F";
+      argv[n++] = m->cfg->ssh_config;
+    }
+    argv[n++] = "-o";
+    argv[n++] = path;
+    for (; *opts && n < 26; opts++) argv[n++] = *opts;
+    argv[n++] = m->node[i].spec.name;
+    for (; *tail && n < 31; tail++) argv[n++] = *tail;
+    argv[n] = NULL;
+    execvp("ssh", (char *const *)argv);
+    _exit(127);
+  }
+  return pid > 0 ? pid : 0;
+}
+
 static void health_start(mgr *m) {
-  const gs_cluster_serve_config *c = m->cfg;
+  static const char *const plain[] = {"-o", "BatchMode=yes", "-o", "ConnectTimeout=5", NULL};
+  static const char *const kept[] = {"-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
+                                     "-o", "ControlMaster=auto", "-o", "ControlPersist=60",
+                                     "-o", "ServerAliveInterval=2", "-o",
+                                     "ServerAliveCountMax=3", NULL};
+  static const char *const check[] = {"true", NULL};
   double now = mono_s();
   m->health_deadline = now + 8;
   for (int i = 0; i < m->nnode; i++) {
     if (is_local(m->node[i].spec.name) || m->health_pid[i] > 0) continue;
     int fresh = !m->mux[0] || now - m->node[i].fresh_s >= HEALTH_FRESH_S;
     if (fresh) m->node[i].fresh_s = now;
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "ControlPath=%s", fresh ? "none" : m->mux);
-    pid_t pid = fork();
-    if (pid == 0) {
-      stdio_to_null();
-      const char *argv[24];
-      int n = 0;
-      argv[n++] = "ssh";
-      if (c->ssh_config) {
-        argv[n++] = "-F";
-        argv[n++] = c->ssh_config;
-      }
-      argv[n++] = "-o";
-      argv[n++] = "BatchMode=yes";
-      argv[n++] = "-o";
-      argv[n++] = "ConnectTimeout=5";
-      argv[n++] = "-o";
-      argv[n++] = path;
-      if (!fresh) {
-        argv[n++] = "-o";
-        argv[n++] = "ControlMaster=auto";
-        argv[n++] = "-o";
-        argv[n++] = "ControlPersist=60";
-        argv[n++] = "-o";
-        argv[n++] = "ServerAliveInterval=2";
-        argv[n++] = "-o";
-        argv[n++] = "ServerAliveCountMax=3";
-      }
-      argv[n++] = m->node[i].spec.name;
-      argv[n++] = "true";
-      argv[n] = NULL;
-      execvp("ssh", (char *const *)argv);
-      _exit(127);
-    }
-    m->health_pid[i] = pid > 0 ? pid : 0;
+    m->health_pid[i] = ssh_spawn(m, i, fresh ? "none" : m->mux, fresh ? plain : kept, check);
   }
 }
 
-/* Closes the checks' background connections (ssh -O exit), each bounded
- * by a second; what is left ends 60 s after its last use in any case. */
+/* Closes the checks' background connections (ssh -O exit), all at once,
+ * within 2 s in all; what is left ends 60 s after its last use in any
+ * case. */
 static void health_close(mgr *m) {
-  const gs_cluster_serve_config *c = m->cfg;
+  static const char *const opts[] = {"-O", "exit", NULL};
+  static const char *const none[] = {NULL};
   if (!m->mux[0]) return;
-  char path[PATH_MAX + 32];
-  snprintf(path, sizeof path, "ControlPath=%s", m->mux);
+  pid_t *pid = gs_calloc((size_t)m->nnode, sizeof *pid);
+  if (!pid) return;
+  for (int i = 0; i < m->nnode; i++)
+    if (!is_local(m->node[i].spec.name)) pid[i] = ssh_spawn(m, i, m->mux, opts, none);
+  double deadline = mono_s() + 2;
   for (int i = 0; i < m->nnode; i++) {
-    if (is_local(m->node[i].spec.name)) continue;
-    pid_t pid = fork();
-    if (pid == 0) {
-      stdio_to_null();
-      if (c->ssh_config)
-        execlp("ssh", "ssh", "-F", c->ssh_config, "-o", path, "-O", "exit",
-               m->node[i].spec.name, (char *)NULL);
-      else
-        execlp("ssh", "ssh", "-o", path, "-O", "exit", m->node[i].spec.name, (char *)NULL);
-      _exit(127);
-    }
-    if (pid < 0) continue;
-    int status;
-    pid_t r = 0;
-    for (int t = 0; t < 20 && (r = waitpid(pid, &status, WNOHANG)) == 0; t++) nap_ms(50);
-    if (r == 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
+    while (pid[i] > 0 && waitpid(pid[i], NULL, WNOHANG) == 0 && mono_s() < deadline) nap_ms(20);
+    if (pid[i] > 0 && waitpid(pid[i], NULL, WNOHANG) == 0) {
+      kill(pid[i], SIGKILL);
+      waitpid(pid[i], NULL, 0);
     }
   }
+  gs_free(pid);
 }
 
 static int health_result(mgr *m, int i, int ok) {
