@@ -673,8 +673,10 @@ int cmd_jobs(int argc, char **argv) {
     printf("usage: gradsync jobs [--spool DIR] [--json]\n\n"
            "The cluster manager's jobs: id, name, state (queued, running, resizing,\n"
            "done, failed, cancelled), size in nodes, progress, resizes, restarts,\n"
-           "the samples per second measured on each size it ran at, and\n"
-           "times; --json: one JSON object a job.\n");
+           "what a restart cost it (seconds without progress from a stop to its\n"
+           "training again, measured from each launch's first two commits: the\n"
+           "policies' price of resizing it), the samples per second measured on\n"
+           "each size it ran at, and times; --json: one JSON object a job.\n");
     return 0;
   }
   int i = client_opts("jobs", argc, argv, spool, sizeof spool, &json, 1);
@@ -694,9 +696,9 @@ int cmd_jobs(int argc, char **argv) {
   const cJSON *j;
   double now = (double)time(NULL);
   if (!json)
-    printf("%4s  %-14s %-9s %4s %5s %8s %7s %8s %7s %7s  %-18s %s\n", "ID", "NAME", "STATE",
-           "SIZE", "MIN:MAX", "PROGRESS", "RESIZES", "RESTARTS", "WAIT_S", "RUN_S",
-           "SAMPLES/S BY NODES", "NODES / MESSAGE");
+    printf("%4s  %-14s %-9s %4s %5s %8s %7s %8s %9s %7s %7s  %-18s %s\n", "ID", "NAME",
+           "STATE", "SIZE", "MIN:MAX", "PROGRESS", "RESIZES", "RESTARTS", "RESTART_S", "WAIT_S",
+           "RUN_S", "SAMPLES/S BY NODES", "NODES / MESSAGE");
   cJSON_ArrayForEach(j, jobs) {
     if (json) {
       cli_print_json(stdout, cJSON_Duplicate(j, 1));
@@ -732,10 +734,12 @@ int cmd_jobs(int argc, char **argv) {
     }
     const char *state = jstr(j, "state");
     const char *msg = jstr(j, "message");
-    printf("%4.0f  %-14.14s %-9s %4.0f %7s %8s %7.0f %8.0f %7s %7s  %-18s %s\n",
+    char rs[16] = "-";
+    if (jnum(j, "restart_s", -1) >= 0) snprintf(rs, sizeof rs, "%.1f", jnum(j, "restart_s", 0));
+    printf("%4.0f  %-14.14s %-9s %4.0f %7s %8s %7.0f %8.0f %9s %7s %7s  %-18s %s\n",
            jnum(j, "id", 0), cli_clean_text(clean, sizeof clean, jstr(j, "name")), state,
-           jnum(j, "size", 0), mm, pr, jnum(j, "resizes", 0), jnum(j, "restarts", 0), wait, run,
-           speed, nodes[0] ? nodes : msg);
+           jnum(j, "size", 0), mm, pr, jnum(j, "resizes", 0), jnum(j, "restarts", 0), rs, wait,
+           run, speed, nodes[0] ? nodes : msg);
   }
   cJSON_Delete(root);
   return 0;

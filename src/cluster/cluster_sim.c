@@ -105,6 +105,11 @@ typedef struct sim_job {
   double launch_done;
   double *known, *curve;
   int ncurve;
+  /* opts.learn_work: what its launches' start-ups cost, as the manager
+   * measures them (at the launch's second commit): the current one's until
+   * then, and the mean of those measured (what the policies see). */
+  double launch_cost, restart_sum;
+  int cost_pending, restart_n;
 } sim_job;
 
 typedef struct sim {
@@ -222,6 +227,8 @@ static void launch(sim *s, int j, double t) {
     cost = st ? st[js->size] : s->o->start_penalty_s;
   }
   js->restart_end = js->since + cost > t ? js->since + cost : t;
+  js->launch_cost = js->restart_end - js->since;
+  js->cost_pending = 1;
   js->run = js->size;
   js->launch_t = t;
   js->launch_done = 0;
@@ -380,6 +387,8 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
       p->speed = s->js[j].ncurve ? s->js[j].curve : NULL;
     p->restarts = s->js[j].restarts;
     p->work = s->o->learn_work > 0 && !s->js[j].ncurve ? 0 : g->work;
+    if (s->o->learn_work > 0 && s->js[j].restart_n > 0)
+      p->restart_s = s->js[j].restart_sum / s->js[j].restart_n;
   }
   gs_cluster_policy_opts po;
   gs_cluster_policy_defaults(&po);
@@ -657,6 +666,12 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
         if (o->learn_work > 0 && js->launch_done >= job_learn_work(&s, j) &&
             js->known[js->run] == 0)
           learn(&s, j, js->run);
+        if (o->learn_work > 0 && js->launch_done >= job_learn_work(&s, j) && js->cost_pending) {
+          js->restart_sum += js->launch_cost;
+          js->restart_n++;
+          js->cost_pending = 0;
+          s.learned = 1;
+        }
       }
     }
     used_ns += used * dt;

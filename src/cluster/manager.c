@@ -91,6 +91,15 @@ typedef struct job {
   double obs_t, obs_samples;      /* the last commit seen: its time (mtime) and */
   int obs_attempt, obs_launch, obs_size; /* global sample, and where it ran */
   double work;                    /* samples the job trains in all (0: unknown) */
+  double epoch_samples;           /* samples in one of its epochs (0: unknown) */
+  /* Its restarts' measured cost (not journaled either): a launch's start
+   * (rs_ref_t, resuming from sample rs_s0; rs_launch_t the launch itself) and
+   * its first commit (rs_t1, rs_s1), measured at its second
+   * (gs_cluster_restart_measure) into the mean restart_sum / restart_n. */
+  int rs_launch;                  /* the launch being measured (0: none) */
+  double rs_ref_t, rs_s0, rs_launch_t, rs_t1, rs_s1;
+  double restart_sum;
+  int restart_n;
   int dirty;                      /* changed since the last snapshot */
 } job;
 
@@ -571,6 +580,7 @@ static int launch(mgr *m, job *j) {
   j->ev_off = 0;
   j->ev_restarts = j->ev_resizes = 0;
   j->ev_launches = 0;
+  j->rs_launch = 0;
   j->actual_size = 0;
   memset(j->actual, 0, (size_t)m->nnode);
   memset(j->left_out, 0, (size_t)m->nnode); /* a new supervisor starts afresh */
@@ -623,12 +633,37 @@ static int launch(mgr *m, job *j) {
  * relaunch starts a new measurement, so restarts never count), folded into
  * rate[size] (the mean of the last measurement and the earlier ones), and
  * the curve refitted. */
+/* A launch's first two commits give what its start cost (the launch's
+ * start in rs_*, set from its events by read_events_q). */
+static void measure_restart(job *j, double t, double samples) {
+  /* The stop's own commit, at the sample the launch resumes from: the job
+   * trained until then, so its restart runs from there, not from the
+   * request. */
+  if (j->rs_launch != 0 && samples == j->rs_s0 && t > j->rs_ref_t &&
+      (j->rs_launch == -1 || t <= j->rs_launch_t))
+    j->rs_ref_t = t;
+  if (j->rs_launch <= 0 || j->rs_launch != j->ev_launches || !(t > j->rs_launch_t)) return;
+  if (j->rs_t1 == 0) { /* its first commit */
+    j->rs_t1 = t;
+    j->rs_s1 = samples;
+    return;
+  }
+  double r = gs_cluster_restart_measure(j->rs_ref_t, j->rs_s0, j->rs_t1, j->rs_s1, t, samples);
+  if (r >= 0) {
+    j->restart_sum += r;
+    j->restart_n++;
+    j->dirty = 1;
+  }
+  j->rs_launch = 0;
+}
+
 static void measure_speed(mgr *m, job *j, const char *ckpt_json, double samples) {
   struct stat sb;
   if (stat(ckpt_json, &sb) != 0) return;
   double t = (double)sb.st_mtim.tv_sec + (double)sb.st_mtim.tv_nsec * 1e-9;
   int size = count(j->actual, m->nnode); /* the launch's nodes */
   if (t == j->obs_t) return; /* the same commit */
+  measure_restart(j, t, samples);
   if (j->obs_t > 0 && j->obs_attempt == j->attempt && j->obs_launch == j->ev_launches &&
       j->obs_size == size && size >= 1 && size <= m->nnode && samples > j->obs_samples &&
       t > j->obs_t) {
@@ -679,6 +714,7 @@ static void read_progress(mgr *m, job *j) {
       double p = (e + s / total) / epochs;
       j->progress = p > 1 ? 1 : p;
       j->work = total * epochs;
+      j->epoch_samples = total;
       measure_speed(m, j, path, e * total + s);
     }
   }
@@ -708,6 +744,22 @@ static void read_events_q(mgr *m, job *j, int quiet) {
       num(e, "size", &size);
       j->actual_size = (int)size;
       j->ev_launches++;
+      /* Its start is measured from the resize's stop request (set below,
+       * the event before), or, for an attempt's first launch, from the
+       * launch, resuming from the last commit seen of an earlier attempt (0
+       * for a new job). A relaunch after a failure is not measured: its
+       * cost is the failure's, not a resize's. */
+      double lt = 0;
+      num(e, "time", &lt);
+      int measure = j->rs_launch == -1;
+      if (j->ev_launches == 1) { /* the attempt's first */
+        j->rs_ref_t = lt;
+        j->rs_s0 = j->obs_attempt != j->attempt ? j->obs_samples : 0;
+        measure = 1;
+      }
+      j->rs_launch = measure && lt > 0 ? j->ev_launches : 0;
+      j->rs_launch_t = lt;
+      j->rs_t1 = j->rs_s1 = 0;
       memset(j->actual, 0, (size_t)m->nnode);
       const char *hosts = str(e, "hosts");
       char buf[4096];
@@ -735,6 +787,20 @@ static void read_events_q(mgr *m, job *j, int quiet) {
       const char *why = str(e, "reason");
       if (why && strncmp(why, "discovery", 9) == 0) j->ev_resizes++;
       else j->ev_restarts++;
+      /* A resize the manager asked for: its cost runs from the stop request
+       * (seconds_lost before the event) and it resumes from its commit; the
+       * next launch event starts the measurement (rs_launch -1: this one's). */
+      double et = 0, lost = 0, ce = -1, cs = 0;
+      num(e, "time", &et);
+      num(e, "seconds_lost", &lost);
+      num(e, "commit_epoch", &ce);
+      num(e, "commit_samples_in_epoch", &cs);
+      j->rs_launch = 0;
+      if (why && strncmp(why, "discovery", 9) == 0 && et > 0 && ce >= 0 && j->epoch_samples > 0) {
+        j->rs_ref_t = et - lost;
+        j->rs_s0 = ce * j->epoch_samples + cs;
+        j->rs_launch = -1;
+      }
       if (!quiet) mlog(m, "job %d: relaunch: %s", j->id, why ? why : "");
       j->dirty = 1;
     } else if (kind && strcmp(kind, "failure") == 0) {
@@ -1175,7 +1241,8 @@ static int policy_round(mgr *m) {
                              .speed = j->ncurve >= j->max ? j->curve : NULL,
                              .restarts = job_restarts(j),
                              /* in the curve's units (samples): without one, unknown */
-                             .work = j->ncurve >= j->max ? j->work : 0};
+                             .work = j->ncurve >= j->max ? j->work : 0,
+                             .restart_s = j->restart_n > 0 ? j->restart_sum / j->restart_n : 0};
     idx[n++] = k;
   }
   /* The policies' own defaults (Dorm's weights 0.5 and 0.02: with weights
@@ -1301,6 +1368,10 @@ static char *snapshot_text(mgr *m) {
         snprintf(key, sizeof key, "%d", q);
         cJSON_AddNumberToObject(sp, key, round(j->rate[q] * 10) / 10);
       }
+    /* a restart's measured cost, the mean of those measured (null: none yet) */
+    if (j->restart_n > 0)
+      cJSON_AddNumberToObject(o, "restart_s", round(j->restart_sum / j->restart_n * 100) / 100);
+    else cJSON_AddNullToObject(o, "restart_s");
     cJSON_AddNumberToObject(o, "resizes", job_resizes(j));
     cJSON_AddNumberToObject(o, "restarts", job_restarts(j));
     cJSON_AddNumberToObject(o, "attempts", j->attempt);

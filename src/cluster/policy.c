@@ -140,12 +140,26 @@ double gs_cluster_unknown_horizon_s(const gs_cluster_policy_opts *o) {
   return o->interval_s > 0 ? o->interval_s : 60;
 }
 
+double gs_cluster_restart_s(const gs_cluster_job *j, const gs_cluster_policy_opts *o) {
+  if (!(o->restart_penalty_s > 0)) return 0;
+  return j->restart_s > 0 && isfinite(j->restart_s) ? j->restart_s : o->restart_penalty_s;
+}
+
+double gs_cluster_restart_measure(double t_ref, double s0, double t1, double s1, double t2,
+                                  double s2) {
+  if (!(t2 > t1) || !(s2 > s1) || !(t1 >= t_ref) || !(s1 >= s0)) return -1;
+  double r = (s2 - s1) / (t2 - t1);
+  double lost = (t1 - t_ref) - (s1 - s0) / r;
+  return lost > 0 ? lost : 0;
+}
+
 double gs_cluster_dorm_restart_price(const gs_cluster_job *j, int nodes,
                                      const gs_cluster_policy_opts *o) {
-  if (j->cur_nodes <= 0 || nodes <= 0 || !(o->restart_penalty_s > 0)) return 0;
+  double p = gs_cluster_restart_s(j, o);
+  if (j->cur_nodes <= 0 || nodes <= 0 || !(p > 0)) return 0;
   double h = gs_cluster_remaining_s(j, j->cur_nodes, gs_cluster_unknown_horizon_s(o));
   if (!(h >= 1)) h = 1; /* a job at its end: every resize costs its partition's P s */
-  return o->restart_penalty_s / (nodes * h);
+  return p / (nodes * h);
 }
 
 double gs_cluster_dorm_adjust_cost(const gs_cluster_job *j, int x, int nodes,

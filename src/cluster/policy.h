@@ -41,6 +41,10 @@ typedef struct gs_cluster_job {
   int req_nodes;            /* the size the user asked for (static's size); 0 = max_nodes */
   double work;              /* the job's total work in speed's units (0 = unknown):
                                with progress, how long a resize has to pay back */
+  double restart_s;         /* what a restart has cost this job, measured (the
+                               manager: from the stop to its training again at its
+                               new speed); 0 = not measured: the options'
+                               restart_penalty_s (gs_cluster_restart_s) */
 } gs_cluster_job;
 
 typedef struct gs_cluster_policy_opts {
@@ -116,6 +120,21 @@ double gs_cluster_dorm_objective(const gs_cluster_job *jobs, int njobs, int node
                                  const gs_cluster_policy_opts *o, const double *share,
                                  const int *sizes);
 
+/* The restart the policies charge job j: its measured restart_s when it
+ * has one, else restart_penalty_s; 0 whenever restart_penalty_s is 0 (the
+ * user asked for no price: Dorm's objective as the paper has it). */
+double gs_cluster_restart_s(const gs_cluster_job *j, const gs_cluster_policy_opts *o);
+
+/* A restart's cost measured from a launch's first two commits: the launch
+ * was asked for at t_ref (the stop request of a resize, or the launch of
+ * an attempt) and resumes from sample s0; it committed s1 samples at t1 and
+ * s2 at t2 (t2 > t1, s2 > s1). At the speed between the two commits, the
+ * samples from s0 to s1 took (s1 - s0) / r of the t1 - t_ref seconds; the
+ * rest is the restart: stopping, start-up, reloading. Returns it (>= 0), or
+ * -1 when the commits cannot say (not increasing, before t_ref). */
+double gs_cluster_restart_measure(double t_ref, double s0, double t1, double s1, double t2,
+                                  double s2);
+
 /* A job's speed on n nodes (speed[n], or n with speed NULL), n in 0..max. */
 double gs_cluster_speed(const gs_cluster_job *j, int n);
 
@@ -129,7 +148,7 @@ double gs_cluster_remaining_s(const gs_cluster_job *j, int n, double otherwise);
 double gs_cluster_unknown_horizon_s(const gs_cluster_policy_opts *o);
 
 /* dorm's price of a resize's restart, per node, in the objective's units:
- * P / (nodes * H), P = restart_penalty_s and H the running job's remaining
+ * P / (nodes * H), P the job's restart (gs_cluster_restart_s) and H the running job's remaining
  * time at its current size (gs_cluster_remaining_s; interval_s when not
  * known, 60 s when that is 0; at least 1 s). 0 for a job not running or
  * with P = 0 (Dorm's own objective, a constant adjustment weight alone). */

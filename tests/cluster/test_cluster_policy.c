@@ -219,6 +219,37 @@ static void test_dorm_restart_price(void **state) {
   jobs[0].progress = 0;
   assert_int_equal(gs_cluster_allocate("dorm", jobs, 2, 8, &o, sizes, NULL, NULL, 0), 0);
   assert_int_equal(sizes[0], 4);
+  /* A job's measured restart replaces the options' price: 80 units, 10 s
+   * left, the 30 s default keeps it on 8 nodes; measured at 0.5 s, sharing
+   * pays. restart_penalty_s = 0 still turns every price off. */
+  o.restart_penalty_s = 30;
+  jobs[0].restart_s = 0.5;
+  assert_true(fabs(gs_cluster_restart_s(&jobs[0], &o) - 0.5) < 1e-12);
+  assert_true(fabs(gs_cluster_dorm_restart_price(&jobs[0], 8, &o) - 0.5 / (8 * 10)) < 1e-12);
+  assert_int_equal(gs_cluster_allocate("dorm", jobs, 2, 8, &o, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[0], 4);
+  jobs[0].restart_s = 0;
+  assert_true(fabs(gs_cluster_restart_s(&jobs[0], &o) - 30) < 1e-12);
+  assert_int_equal(gs_cluster_allocate("dorm", jobs, 2, 8, &o, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[0], 8);
+  jobs[0].restart_s = 0.5;
+  o.restart_penalty_s = 0;
+  assert_true(gs_cluster_restart_s(&jobs[0], &o) == 0);
+}
+
+/* A restart's cost from a launch's first two commits. */
+static void test_restart_measure(void **state) {
+  (void)state;
+  /* Stopped at t = 100 at sample 1000; relaunched, it committed 1500 at
+   * t = 112 and 2000 at t = 117 (100 samples/s): 5 of the 12 s trained. */
+  assert_true(fabs(gs_cluster_restart_measure(100, 1000, 112, 1500, 117, 2000) - 7) < 1e-12);
+  /* Its first commit as fast as the speed says: nothing lost. */
+  assert_true(gs_cluster_restart_measure(100, 1000, 105, 1500, 110, 2000) == 0);
+  /* Commits that cannot say. */
+  assert_true(gs_cluster_restart_measure(100, 1000, 112, 1500, 112, 2000) < 0);
+  assert_true(gs_cluster_restart_measure(100, 1000, 112, 1500, 117, 1500) < 0);
+  assert_true(gs_cluster_restart_measure(100, 1000, 99, 1500, 117, 2000) < 0);
+  assert_true(gs_cluster_restart_measure(100, 1600, 112, 1500, 117, 2000) < 0);
 }
 
 static void test_fair_share(void **state) {
@@ -388,6 +419,12 @@ static void test_goodput_bounds_and_restart(void **state) {
   j.progress = 0;
   assert_int_equal(gs_cluster_allocate("goodput", &j, 1, 3, &o, &size, NULL, NULL, 0), 0);
   assert_int_equal(size, 3);
+  /* Its own measured restart: 1000 s left, 30 s by default pays back; a
+   * measured 700 s does not (3 * 300 < 2 * 1000); 5 s does. */
+  j.restart_s = 700;
+  assert_int_equal(gs_cluster_allocate("goodput", &j, 1, 3, &o, &size, NULL, NULL, 0), 0);
+  assert_int_equal(size, 2);
+  j.restart_s = 0;
   /* Without a penalty it grows at once. */
   j.work = 0;
   j.progress = -1;
@@ -656,6 +693,7 @@ int main(void) {
       cmocka_unit_test(test_dorm_vs_brute_force),
       cmocka_unit_test(test_dorm_adjustment),
       cmocka_unit_test(test_dorm_restart_price),
+      cmocka_unit_test(test_restart_measure),
       cmocka_unit_test(test_dorm_time_alone),
       cmocka_unit_test(test_dorm_breakpoints),
       cmocka_unit_test(test_static_fifo),

@@ -182,6 +182,40 @@ static void test_learn_curves(void **state) {
   }
 }
 
+/* Learning the restart price (learn_work) as the manager measures it: the
+ * table's start-ups are 1 s, the option's price 1000 s. B (1 node, 50
+ * samples) starts at 0, works from 1, ends at 6; A (1 or 2 nodes, 2000
+ * samples) starts at 0.5 on the other node, works from 1.5 at 10/s. When B
+ * ends, A has 1955 samples left, 195.5 s on 1 node. With the oracle's
+ * curves and the option's price, growing does not pay (20 (195.5 - 1000) <
+ * 10 x 195.5): A ends at 201.5. Learning, A's first launch measured 1 s,
+ * which pays: it restarts on 2 nodes (6-7) and ends at 7 + 97.75. */
+static void test_learn_restart(void **state) {
+  (void)state;
+  char wp[512], sp[512], err[512];
+  write_file("w.csv",
+             "name,time,model,nodes,samples,min_nodes,max_nodes\nB,0,m,1,50,1,1\n"
+             "A,0.5,m,2,2000,1,2\n", wp, sizeof wp);
+  write_file("s.csv",
+             "model,nodes,step_time_s,samples_per_step,start_s\nm,1,1,10,1\nm,2,1,20,1\n", sp,
+             sizeof sp);
+  for (int learn = 0; learn < 2; learn++) {
+    gs_csim_workload w;
+    assert_int_equal(gs_csim_load(wp, sp, 2, 4, &w, err, sizeof err), 0);
+    gs_csim_opts o;
+    gs_csim_defaults(&o);
+    o.nodes = 2;
+    o.policy = "goodput";
+    o.interval_s = 0;
+    o.restart_penalty_s = 1000;
+    o.learn_work = learn ? 10 : 0;
+    gs_csim_result r;
+    if (gs_csim_run(&w, &o, &r, err, sizeof err) != 0) fail_msg("%s", err);
+    gs_csim_workload_free(&w);
+    NEAR(r.jct_mean_s, (6 + (learn ? 7 + 97.75 : 201.5) - 0.5) / 2);
+  }
+}
+
 /* A node lost: A (2 nodes, 200 samples) has done 100 at 5 when one of its
  * nodes leaves; static keeps it on the node left, after a restart (5-10),
  * at 10/s: it ends at 20. */
@@ -425,6 +459,7 @@ int main(void) {
       cmocka_unit_test(test_start_penalty),
       cmocka_unit_test(test_start_from_table),
       cmocka_unit_test(test_learn_curves),
+      cmocka_unit_test(test_learn_restart),
       cmocka_unit_test(test_node_loss),
       cmocka_unit_test(test_manager_resizes),
       cmocka_unit_test(test_bad_workloads),

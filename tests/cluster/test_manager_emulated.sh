@@ -108,6 +108,13 @@ speed=$("$G" jobs --spool "$spool" --json | grep "\"id\":$J1," | sed -E 's/.*"sp
 if [[ $speed =~ \"1\":[0-9.]+ ]] && [[ $speed =~ \"2\":[0-9.]+ ]]; then
   pass "job 1's samples/s measured on 1 and 2 nodes: $speed"
 else fail "job 1's measured speeds: '$speed' (want sizes 1 and 2)"; fi
+# What its restarts cost, measured by the manager from each launch's first
+# two commits (the start from the stop's commit, the relaunch's start-up):
+# seconds, more than nothing and less than a minute on this small job.
+rs=$("$G" jobs --spool "$spool" --json | grep "\"id\":$J1," | sed -E 's/.*"restart_s":([0-9.]+|null).*/\1/')
+if [[ $rs =~ ^[0-9.]+$ ]] && awk -v r="$rs" 'BEGIN { exit !(r > 0 && r < 60) }'; then
+  pass "job 1's restarts measured: ${rs} s each"
+else fail "job 1's measured restart: '$rs' (want 0 < s < 60)"; fi
 out1=$spool/jobs/$J1/out.log
 # Every epoch's samples once: the sampler by position (docs/TRAIN.md).
 epochs=0
