@@ -29,7 +29,7 @@ static void usage(FILE *f) {
           "usage: gradsync cluster simulate --workload CSV --nodes N [--gpus-per-node G]\n"
           "                                 [--tables PATH] [--policy P|all]\n"
           "                                 [--restart-penalty S] [--start-penalty S]\n"
-          "                                 [--learn-curves W]\n"
+          "                                 [--learn-curves W] [--interference K]\n"
           "                                 [--commit-work W [--discover-every S]\n"
           "                                 [--launch-delay S]]\n"
           "                                 [--interval S]\n"
@@ -62,6 +62,11 @@ static void usage(FILE *f) {
           "                       after it did W work there in one launch, as the\n"
           "                       manager measures it (default: the table's\n"
           "                       curves from the start, an oracle)\n"
+          "  --interference K     nodes that share one machine (the emulated\n"
+          "                       cluster): a job on n of N nodes runs at its\n"
+          "                       table speed / (1 + K (B - n) / (N - n)) while B\n"
+          "                       nodes compute (default 0: real machines;\n"
+          "                       bench/cluster/interference.sh measures K)\n"
           "  --commit-work W      resize as the manager does: jobs commit every W\n"
           "                       work (samples of a speed table, steps of\n"
           "                       Pollux's), a job's supervisor notices a new\n"
@@ -118,6 +123,7 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
       {"restart-penalty", required_argument, 0, 'r'},
       {"start-penalty", required_argument, 0, 's'},
       {"learn-curves", required_argument, 0, 'C'},
+      {"interference", required_argument, 0, 'K'},
       {"commit-work", required_argument, 0, 'W'},
       {"discover-every", required_argument, 0, 'D'},
       {"launch-delay", required_argument, 0, 'Y'},
@@ -167,6 +173,9 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
         break;
       case 'C':
         if (parse_double_opt("learn-curves", optarg, 1e-9, 1e18, &c->o.learn_work)) return 2;
+        break;
+      case 'K':
+        if (parse_double_opt("interference", optarg, 0, 100, &c->o.interference)) return 2;
         break;
       case 'W':
         if (parse_double_opt("commit-work", optarg, 1e-9, 1e18, &c->o.commit_work)) return 2;
@@ -262,6 +271,7 @@ static void print_text_header(const csim_cli *c, const gs_csim_workload *w) {
   if (c->o.commit_work > 0)
     printf("; resizes at commits every %g work, discovery every %g s, launch after %g s",
            c->o.commit_work, c->o.discover_every_s, c->o.launch_delay_s);
+  if (c->o.interference > 0) printf("; interference %g", c->o.interference);
   printf("\n");
   printf("%-8s %6s %10s %10s %10s %6s %6s %8s %8s %7s %8s %9s\n", "policy", "done",
          "jct_mean", "jct_p99", "makespan", "util", "busy", "fairloss", "rho_max", "resizes",
@@ -286,6 +296,7 @@ static void print_json_row(const csim_cli *c, const gs_csim_workload *w, const c
   cli_json_add(o, "restart_penalty_s", c->o.restart_penalty_s, "%.3f");
   cli_json_add(o, "start_penalty_s", c->o.start_penalty_s, "%.3f");
   cli_json_add(o, "learn_work", c->o.learn_work, "%.6g");
+  if (c->o.interference > 0) cli_json_add(o, "interference", c->o.interference, "%.4f");
   if (c->o.commit_work > 0) { /* the manager's resizes */
     cli_json_add(o, "commit_work", c->o.commit_work, "%.6g");
     cli_json_add(o, "discover_every_s", c->o.discover_every_s, "%.3f");

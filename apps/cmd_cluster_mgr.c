@@ -4,6 +4,7 @@
  * submit, jobs, cancel"). The manager and its clients meet in a spool
  * directory: --spool DIR, else $GRADSYNC_SPOOL, else
  * /tmp/gradsync-cluster-UID. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -64,10 +65,18 @@ static void serve_usage(FILE *f) {
       "  --spool DIR      where requests, the journal and the jobs live\n"
       "  --interval S     a policy round at least every S seconds (default 10)\n"
       "  --restart-budget K  a job's restarts before it is failed (default 3)\n"
-      "  --restart-penalty S  what the policies charge a resize's restart: goodput\n"
+      "  --restart-penalty S  what the policies charge a resize's restart until the\n"
+      "                   job's own is measured (RESTART_S in gradsync jobs): goodput\n"
       "                   grows a job only when that pays back, dorm prices it\n"
-      "                   against the job's remaining time (default 30; 0: none,\n"
-      "                   dorm's objective as Dorm's paper has it)\n"
+      "                   against the job's remaining time (default 30; 0: no\n"
+      "                   price at all, dorm's objective as Dorm's paper has it)\n"
+      "  --user-share USER:W  user USER's share of the pool (default 1 a user;\n"
+      "                   repeatable): the pool is shared among the users with\n"
+      "                   jobs by their shares, a user's part among its jobs by\n"
+      "                   their --weight\n"
+      "  --node-cooldown S  a node back from being lost gets no job for S seconds,\n"
+      "                   doubled for each other loss within the hour, at most 16\n"
+      "                   times (default 30; 0: at once); undrain ends it\n"
       "  --commit-every N  gradsync train jobs commit every N steps (default 20)\n"
       "  --discover-every S  the jobs' discovery period (default 1)\n"
       "  --ssh-config FILE  the jobs' ssh configuration (with --nodes or --slurm)\n"
@@ -154,11 +163,26 @@ static int emulated_cpus(const char *dir, int n, double cpus) {
   return 0;
 }
 
+/* A user's name for per-user shares: 1 to 63 of letters, digits and ._@-. */
+static int user_name_ok(const char *u) {
+  size_t n = strlen(u);
+  if (n == 0 || n >= GS_CLUSTER_NAME_MAX) return 0;
+  for (const char *p = u; *p; p++)
+    if (!isalnum((unsigned char)*p) && !strchr("._@-", *p)) return 0;
+  return 1;
+}
+
 static int cmd_serve(int argc, char **argv) {
   const char *nodes_file = NULL, *policy = "static", *ssh_config = NULL, *iface = NULL,
              *mpirun = NULL, *rate = NULL, *spool_arg = NULL;
   int emulated = 0, slurm = 0, restart_budget = 3, commit_every = 20;
-  double interval = 10, discover_every = 1, node_cpus = 0, restart_penalty = 30;
+  double interval = 10, discover_every = 1, node_cpus = 0, restart_penalty = 30, cooldown = 30;
+  /* --user-share NAME:W, repeatable */
+  enum { MAX_SHARES = 1024 };
+  static const char *share_user[MAX_SHARES];
+  static double share_w[MAX_SHARES];
+  static char share_names[MAX_SHARES][GS_CLUSTER_NAME_MAX];
+  int nshare = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has = i + 1 < argc;
@@ -209,6 +233,39 @@ static int cmd_serve(int argc, char **argv) {
     } else if (strcmp(a, "--restart-penalty") == 0) {
       if (!has || cli_parse_double(argv[i + 1], 0, 86400, &restart_penalty) != 0) {
         cli_error("cluster serve", "--restart-penalty needs seconds from 0 to 86400 (got '%s')",
+                  has ? argv[i + 1] : "");
+        return 2;
+      }
+      i++;
+    } else if (strcmp(a, "--user-share") == 0) {
+      const char *v = has ? argv[i + 1] : "";
+      const char *colon = strrchr(v, ':');
+      double w = 0;
+      char who[GS_CLUSTER_NAME_MAX + 1] = "";
+      if (colon && (size_t)(colon - v) < sizeof who) snprintf(who, sizeof who, "%.*s",
+                                                              (int)(colon - v), v);
+      if (!colon || !user_name_ok(who) || cli_parse_double(colon + 1, 1e-6, 1e6, &w) != 0) {
+        cli_error("cluster serve", "--user-share needs USER:SHARE, a user of 1 to %d letters, "
+                  "digits or ._@- and a share from 1e-06 to 1e+06 (got '%s')",
+                  GS_CLUSTER_NAME_MAX - 1, v);
+        return 2;
+      }
+      for (int k = 0; k < nshare; k++)
+        if (strcmp(share_user[k], who) == 0) {
+          cli_error("cluster serve", "--user-share: user '%s' given twice", who);
+          return 2;
+        }
+      if (nshare == MAX_SHARES) {
+        cli_error("cluster serve", "--user-share: at most %d users", MAX_SHARES);
+        return 2;
+      }
+      snprintf(share_names[nshare], sizeof share_names[nshare], "%s", who);
+      share_user[nshare] = share_names[nshare];
+      share_w[nshare++] = w;
+      i++;
+    } else if (strcmp(a, "--node-cooldown") == 0) {
+      if (!has || cli_parse_double(argv[i + 1], 0, 86400, &cooldown) != 0) {
+        cli_error("cluster serve", "--node-cooldown needs seconds from 0 to 86400 (got '%s')",
                   has ? argv[i + 1] : "");
         return 2;
       }
@@ -332,7 +389,9 @@ static int cmd_serve(int argc, char **argv) {
       .interval_s = interval, .restart_budget = restart_budget, .gradsync_exe = self,
       .mpirun = mpirun, .ssh_config = ssh_config, .iface = iface,
       .discover_every_s = discover_every, .commit_every = commit_every, .stop = &serve_stop,
-      .on_log = serve_log, .restart_penalty_s = restart_penalty > 0 ? restart_penalty : -1};
+      .on_log = serve_log, .restart_penalty_s = restart_penalty > 0 ? restart_penalty : -1,
+      .node_cooldown_s = cooldown, .share_user = share_user, .share_w = share_w,
+      .nshare = nshare};
   char err[1024] = "";
   int rc = gs_cluster_serve(&c, err, sizeof err);
   if (rc == 2) cli_error("cluster serve", "%s", err);
@@ -426,13 +485,16 @@ static int cmd_down(int argc, char **argv) {
   return 0;
 }
 
+static int cmd_nodes(int argc, char **argv);
+
 int gs_cmd_cluster_manager(int argc, char **argv) {
   if (argc < 2) {
-    cli_error("cluster", "missing the command (serve, drain, undrain or down)");
+    cli_error("cluster", "missing the command (serve, nodes, drain, undrain or down)");
     return 2;
   }
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
     printf("usage: gradsync cluster serve ...        serve a pool of nodes to jobs\n"
+           "       gradsync cluster nodes            the pool: each node's state and job\n"
            "       gradsync cluster drain NODE       take a node out (its jobs shrink)\n"
            "       gradsync cluster undrain NODE     give it back\n"
            "       gradsync cluster down             remove --emulated nodes\n"
@@ -444,6 +506,7 @@ int gs_cmd_cluster_manager(int argc, char **argv) {
   if (strcmp(argv[1], "drain") == 0 || strcmp(argv[1], "undrain") == 0)
     return cmd_drain(argc - 1, argv + 1);
   if (strcmp(argv[1], "down") == 0) return cmd_down(argc - 1, argv + 1);
+  if (strcmp(argv[1], "nodes") == 0) return cmd_nodes(argc - 1, argv + 1);
   cli_error("cluster", "unknown command '%s'", argv[1]);
   return 2;
 }
@@ -453,7 +516,7 @@ int gs_cmd_cluster_manager(int argc, char **argv) {
 static void submit_usage(FILE *f) {
   fprintf(f,
       "usage: gradsync submit [--min N] [--max M] [--weight W] [--name NAME]\n"
-      "                       [--spool DIR] -- TRAIN OPTIONS\n"
+      "                       [--user USER] [--spool DIR] -- TRAIN OPTIONS\n"
       "       gradsync submit [...] --exec -- PROGRAM ARGS\n\n"
       "Queues a job on the cluster manager serving the spool and prints its id.\n"
       "The job runs as gradsync train with TRAIN OPTIONS (the manager adds\n"
@@ -462,8 +525,10 @@ static void submit_usage(FILE *f) {
       "on SIGUSR1 by itself, on N to M whole nodes.\n\n"
       "  --min N       fewest nodes (default 1)\n"
       "  --max M       most nodes (default: --min)\n"
-      "  --weight W    its share in fair policies (default 1)\n"
-      "  --name NAME   a name for gradsync jobs (default: train or the program)\n");
+      "  --weight W    its share among its user's jobs in fair policies (default 1)\n"
+      "  --name NAME   a name for gradsync jobs (default: train or the program)\n"
+      "  --user USER   whose job, for the manager's per-user shares (default:\n"
+      "                your login name)\n");
 }
 
 /* Runs `gradsync train ARGS` with GRADSYNC_CHECK_ARGS=1: its own checks,
@@ -523,7 +588,7 @@ static int check_train_args(char **args, int nargs, char *msg, size_t len) {
 int cmd_submit(int argc, char **argv) {
   int min = 1, max = 0, exec = 0;
   double weight = 1;
-  const char *name = NULL;
+  const char *name = NULL, *user = NULL;
   char spool[PATH_MAX];
   default_spool(spool, sizeof spool);
   int i = 1, dashes = -1;
@@ -569,6 +634,13 @@ int cmd_submit(int argc, char **argv) {
         return 2;
       }
       name = argv[++i];
+    } else if (strcmp(a, "--user") == 0) {
+      if (user || !has || !user_name_ok(argv[i + 1])) {
+        cli_error("submit", "--user needs one user of 1 to %d letters, digits or ._@- (got '%s')",
+                  GS_CLUSTER_NAME_MAX - 1, has ? argv[i + 1] : "");
+        return 2;
+      }
+      user = argv[++i];
     } else if (strcmp(a, "--spool") == 0) {
       if (seen_spool++ || !has || !*argv[i + 1]) {
         cli_error("submit", "--spool needs one directory");
@@ -643,7 +715,7 @@ int cmd_submit(int argc, char **argv) {
       return 2;
     }
   }
-  gs_cluster_submission s = {.name = name, .min_nodes = min, .max_nodes = max,
+  gs_cluster_submission s = {.name = name, .user = user, .min_nodes = min, .max_nodes = max,
                              .weight = weight, .exec = exec, .argv = args};
   int id;
   if (gs_cluster_submit(spool, &s, &id, err, sizeof err) != 0) {
@@ -673,9 +745,10 @@ int cmd_jobs(int argc, char **argv) {
     printf("usage: gradsync jobs [--spool DIR] [--json]\n\n"
            "The cluster manager's jobs: id, name, state (queued, running, resizing,\n"
            "done, failed, cancelled), size in nodes, progress, resizes, restarts,\n"
-           "what a restart cost it (seconds without progress from a stop to its\n"
-           "training again, measured from each launch's first two commits: the\n"
-           "policies' price of resizing it), the samples per second measured on\n"
+           "what a resize cost it (the seconds from the stop request to its\n"
+           "training again, measured from each resize's relaunch's first two\n"
+           "commits: the policies' price of resizing it again), the samples per\n"
+           "second measured on\n"
            "each size it ran at, and times; --json: one JSON object a job.\n");
     return 0;
   }
@@ -696,9 +769,9 @@ int cmd_jobs(int argc, char **argv) {
   const cJSON *j;
   double now = (double)time(NULL);
   if (!json)
-    printf("%4s  %-14s %-9s %4s %5s %8s %7s %8s %9s %7s %7s  %-18s %s\n", "ID", "NAME",
-           "STATE", "SIZE", "MIN:MAX", "PROGRESS", "RESIZES", "RESTARTS", "RESTART_S", "WAIT_S",
-           "RUN_S", "SAMPLES/S BY NODES", "NODES / MESSAGE");
+    printf("%4s  %-14s %-10s %-9s %4s %5s %8s %7s %8s %9s %7s %7s  %-18s %s\n", "ID", "NAME",
+           "USER", "STATE", "SIZE", "MIN:MAX", "PROGRESS", "RESIZES", "RESTARTS", "RESTART_S",
+           "WAIT_S", "RUN_S", "SAMPLES/S BY NODES", "NODES / MESSAGE");
   cJSON_ArrayForEach(j, jobs) {
     if (json) {
       cli_print_json(stdout, cJSON_Duplicate(j, 1));
@@ -736,10 +809,58 @@ int cmd_jobs(int argc, char **argv) {
     const char *msg = jstr(j, "message");
     char rs[16] = "-";
     if (jnum(j, "restart_s", -1) >= 0) snprintf(rs, sizeof rs, "%.1f", jnum(j, "restart_s", 0));
-    printf("%4.0f  %-14.14s %-9s %4.0f %7s %8s %7.0f %8.0f %9s %7s %7s  %-18s %s\n",
-           jnum(j, "id", 0), cli_clean_text(clean, sizeof clean, jstr(j, "name")), state,
+    char uclean[80];
+    printf("%4.0f  %-14.14s %-10.10s %-9s %4.0f %7s %8s %7.0f %8.0f %9s %7s %7s  %-18s %s\n",
+           jnum(j, "id", 0), cli_clean_text(clean, sizeof clean, jstr(j, "name")),
+           cli_clean_text(uclean, sizeof uclean, jstr(j, "user")), state,
            jnum(j, "size", 0), mm, pr, jnum(j, "resizes", 0), jnum(j, "restarts", 0), rs, wait,
            run, speed, nodes[0] ? nodes : msg);
+  }
+  cJSON_Delete(root);
+  return 0;
+}
+
+/* gradsync cluster nodes: the pool as the manager sees it (sinfo's part). */
+static int cmd_nodes(int argc, char **argv) {
+  char spool[PATH_MAX], err[1024];
+  int json = 0;
+  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    printf("usage: gradsync cluster nodes [--spool DIR] [--json]\n\n"
+           "The manager's pool: each node's state (up; down: lost, its ssh check\n"
+           "fails; cooling: back from being lost, no job on it until its cool-down\n"
+           "ends; drained), its slots, the job it belongs to and its losses within\n"
+           "the hour; --json: one JSON object a node.\n");
+    return 0;
+  }
+  int i = client_opts("cluster nodes", argc, argv, spool, sizeof spool, &json, 1);
+  if (i < 0) return 2;
+  if (i != argc) {
+    cli_error("cluster nodes", "unexpected argument '%s'", argv[i]);
+    return 2;
+  }
+  char *text = gs_cluster_jobs_json(spool, err, sizeof err);
+  if (!text) {
+    cli_error("cluster nodes", "%s", err);
+    return 2;
+  }
+  cJSON *root = cJSON_Parse(text);
+  free(text);
+  const cJSON *nodes = root ? cJSON_GetObjectItemCaseSensitive(root, "nodes") : NULL;
+  double now = (double)time(NULL);
+  if (!json) printf("%-24s %-8s %5s %5s %6s %s\n", "NODE", "STATE", "SLOTS", "JOB", "LOSSES",
+                    "COOL_S");
+  const cJSON *n;
+  cJSON_ArrayForEach(n, nodes) {
+    if (json) {
+      cli_print_json(stdout, cJSON_Duplicate(n, 1));
+      continue;
+    }
+    char job[16] = "-", cool[16] = "-", clean[300];
+    if (jnum(n, "job", 0) > 0) snprintf(job, sizeof job, "%.0f", jnum(n, "job", 0));
+    double until = jnum(n, "cool_until", 0);
+    if (until > 0) snprintf(cool, sizeof cool, "%.0f", until > now ? until - now : 0);
+    printf("%-24s %-8s %5.0f %5s %6.0f %s\n", cli_clean_text(clean, sizeof clean, jstr(n, "name")),
+           jstr(n, "state"), jnum(n, "slots", 1), job, jnum(n, "losses", 0), cool);
   }
   cJSON_Delete(root);
   return 0;

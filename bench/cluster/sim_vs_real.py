@@ -209,7 +209,14 @@ def report(a):
           "earlier model (a resize, and its nodes, move at once). The real runs: "
           + ", ".join(sorted({os.path.basename(p) for p in a.real if os.path.exists(p)}))
           + " (bench/results; real_trace.sh, the same trace and settings, their own "
-          "commits).\n")
+          "commits)."
+          + (f" The emulated nodes' interference, measured apart (bench/cluster/interference.sh, "
+             f"cluster_interference.md): `--interference {a.interference:g}`, a job on n of the 8 "
+             f"nodes running at 1 / (1 + {a.interference:g} (B - n) / (8 - n)) of the table's "
+             "speed while B nodes compute (the table was measured with the pool idle)."
+             if a.interference > 0 else
+             " No interference between the emulated nodes is modelled (`--interference 0`).")
+          + "\n")
     print("| kind | nodes | completion s | in the program s | start-up s | step ms |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in solo:
@@ -273,6 +280,7 @@ def main():
     r.add_argument("--mix", default="light")
     r.add_argument("--span", type=float, default=120)
     r.add_argument("--node-cpus", type=float, default=0.25)
+    r.add_argument("--interference", type=float, default=0)
     a = ap.parse_args()
     {"measure": measure, "settings": settings, "report": report}[a.cmd](a)
 

@@ -25,6 +25,9 @@
 # Usage: bench/cluster/sim_vs_real.sh [--sim-only] [REPS]
 #   REPS: each kind and size REPS times, their mean taken (default 2: one
 #         run each moved the means by up to 17%)
+#   CLUSTER_INTERFERENCE=K|measured: simulate with the emulated nodes'
+#         interference K (`cluster simulate --interference`; "measured": from
+#         cluster_interference.md, bench/cluster/interference.sh); default 0
 #   REAL_RUNS="FILE..." : the real runs to compare with (real_trace.sh's
 #         jsonl files) instead of the committed cluster_real*.jsonl
 #   CLUSTER_SPAN=S: the trace's arrivals' span (trace.py; default 120), as
@@ -159,8 +162,17 @@ out=$BENCH_OUT/cluster_sim_vs_real${sfx}.jsonl
 # launch there. The start-ups charged are the table's; --restart-penalty is
 # left at the policies' default (30 s), which the manager's goodput weighs a
 # grow against too.
+# CLUSTER_INTERFERENCE=K: the emulated nodes' interference (measured apart by
+# bench/cluster/interference.sh; "measured": the K its committed result
+# cluster_interference.md gives; default 0, none).
+interference=${CLUSTER_INTERFERENCE:-0}
+if [ "$interference" = measured ]; then
+  interference=$(sed -nE 's/^<!-- interference ([0-9.]+) -->$/\1/p' \
+    "$BENCH_OUT/cluster_interference.md" "$committed/cluster_interference.md" 2>/dev/null | head -1)
+  [ -n "$interference" ] || { echo "sim_vs_real: no measured interference" >&2; exit 2; }
+fi
 base=("$gs" cluster simulate --workload "$workload" --tables "$speeds" --nodes 8 --policy all
-      --interval 5 --start-penalty "$start_s")
+      --interval 5 --start-penalty "$start_s" --interference "$interference")
 manager=(--commit-work $((commit_every * global_batch)) --launch-delay "$launch_s")
 learn=(--learn-curves $((2 * commit_every * global_batch)))
 "${base[@]}" "${manager[@]}" "${learn[@]}" --json >"$out"
@@ -170,11 +182,12 @@ learn=(--learn-curves $((2 * commit_every * global_batch)))
 "${base[@]}" "${learn[@]}" --json >"$out.at_once"
 bench_stamp "$out" "$(bench_quote "${base[@]}" "${manager[@]}" "${learn[@]}"); the same without \
 ${learn[*]} (.oracle), and without ${manager[*]} (.at_once)"
-python3 "$here/sim_vs_real.py" report --mix "$mix" --span "$span" --node-cpus "$cpus" --sim "$out" --oracle "$out.oracle" \
+python3 "$here/sim_vs_real.py" report --mix "$mix" --span "$span" --node-cpus "$cpus" \
+  --interference "$interference" --sim "$out" --oracle "$out.oracle" \
   --at-once "$out.at_once" \
   --speeds "$speeds" --workload "$workload" --start "$start_s" --launch "$launch_s" \
   --real "${real[@]}" \
   >"$BENCH_OUT/cluster_sim_vs_real${sfx}.md"
 bench_stamp "$BENCH_OUT/cluster_sim_vs_real${sfx}.md" \
-  "CLUSTER_MIX=$mix CLUSTER_SPAN=$span CLUSTER_NODE_CPUS=$cpus bench/cluster/sim_vs_real.sh $given"
+  "CLUSTER_MIX=$mix CLUSTER_SPAN=$span CLUSTER_NODE_CPUS=$cpus CLUSTER_INTERFERENCE=${CLUSTER_INTERFERENCE:-0} bench/cluster/sim_vs_real.sh $given"
 cat "$BENCH_OUT/cluster_sim_vs_real${sfx}.md"

@@ -64,6 +64,16 @@ typedef struct gs_cluster_serve_config {
   double restart_penalty_s;       /* what the policies charge a resize's restart (goodput's
                                      payback, dorm's price): 0 the policies' default (30 s),
                                      < 0 none (dorm: Dorm's own objective) */
+  double node_cooldown_s;         /* a node back from being lost gets no job for this
+                                     long, doubled for each other loss within the hour
+                                     (at most 16 times); 0: at once */
+  /* Per-user fair shares: user share_user[k] has share share_w[k] (> 0);
+   * every other user 1. The pool is shared among the users with jobs in
+   * proportion to their shares, a user's part among its jobs by their
+   * weights (gs_cluster_user_weights). */
+  const char *const *share_user;
+  const double *share_w;
+  int nshare;
 } gs_cluster_serve_config;
 
 /* Whether this build knows policy name (gs_cluster_allocate's names). */
@@ -77,6 +87,7 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
 
 typedef struct gs_cluster_submission {
   const char *name;     /* NULL: the program's name */
+  const char *user;     /* whose job, for per-user shares (NULL: the caller's login) */
   int min_nodes, max_nodes;
   double weight;
   int exec;             /* 1: argv is a program to run under the supervisor; 0:

@@ -87,6 +87,14 @@ typedef struct gs_csim_opts {
    * commits as learn_work is of the run's. 0 (default): the table's curve
    * from the start, an oracle. */
   double learn_work;
+  /* >= 0: interference between nodes that share a machine (the emulated
+   * cluster's, whose nodes time-share one host's cores and caches): a job
+   * computing on n of the pool's N nodes while B nodes compute in all runs
+   * at its speed / (1 + interference (B - n) / (N - n)), the table's speed
+   * alone and 1 / (1 + interference) of it with every other node busy.
+   * Measured, not fitted: bench/cluster/interference.sh. 0 (default): none,
+   * as on a cluster of real machines. */
+  double interference;
   /* > 0: resizes follow the manager's protocol (docs/CLUSTER_MANAGER.md,
    * "Resizing a job"): a job commits every commit_work of its work (the
    * manager's --commit-every steps times the samples of a step; never at

@@ -105,11 +105,13 @@ typedef struct sim_job {
   double launch_done;
   double *known, *curve;
   int ncurve;
-  /* opts.learn_work: what its launches' start-ups cost, as the manager
-   * measures them (at the launch's second commit): the current one's until
-   * then, and the mean of those measured (what the policies see). */
-  double launch_cost, restart_sum;
-  int cost_pending, restart_n;
+  /* opts.learn_work: what its resizes cost, as the manager measures them
+   * (from the stop request to the relaunch's training, at its second
+   * commit): the current one's until then, and the mean of those measured
+   * (what the policies see). resize_ref: the stop request of the resize
+   * being launched (resizing 1), set by relaunch(). */
+  double launch_cost, restart_sum, resize_ref, ask_t;
+  int cost_pending, restart_n, resizing;
 } sim_job;
 
 typedef struct sim {
@@ -139,6 +141,17 @@ static double wall_s(void) {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+static double job_speed(const sim *s, int j, int n);
+
+/* Job j's speed now, busy nodes computing in the pool (its own included):
+ * the table's, slowed by the interference of the others (opts.interference). */
+static double speed_now(const sim *s, int j, int busy) {
+  int n = s->js[j].run;
+  double sp = job_speed(s, j, n);
+  if (!(s->o->interference > 0) || s->nodes <= n || busy <= n) return sp;
+  return sp / (1 + s->o->interference * (double)(busy - n) / (double)(s->nodes - n));
+}
+
 static double job_speed(const sim *s, int j, int n) {
   const gs_csim_job *g = &s->w->jobs[j];
   if (n <= 0) return 0;
@@ -148,10 +161,10 @@ static double job_speed(const sim *s, int j, int n) {
 
 /* opts.learn_work: job j's speed on n nodes is measured (the manager's
  * two commits of one launch), and its curve refitted to the sizes known. */
-static void learn(sim *s, int j, int n) {
+static void learn(sim *s, int j, int n, double seen) {
   const gs_csim_job *g = &s->w->jobs[j];
   sim_job *js = &s->js[j];
-  js->known[n] = job_speed(s, j, n);
+  js->known[n] = seen; /* what the manager measures: the speed it ran at */
   s->learned = 1;
   int *nn = malloc((size_t)g->max_nodes * sizeof *nn), np = 0;
   double *rr = malloc((size_t)g->max_nodes * sizeof *rr);
@@ -227,12 +240,21 @@ static void launch(sim *s, int j, double t) {
     cost = st ? st[js->size] : s->o->start_penalty_s;
   }
   js->restart_end = js->since + cost > t ? js->since + cost : t;
-  js->launch_cost = js->restart_end - js->since;
-  js->cost_pending = 1;
+  js->launch_cost = js->restart_end - js->resize_ref;
+  js->cost_pending = js->resizing; /* a resize's, not a start's or a resumption's */
+  js->resizing = 0;
   js->run = js->size;
   js->launch_t = t;
   js->launch_done = 0;
   js->pending = 0;
+}
+
+/* Job j's launch follows its changed partition (a resize), the stop asked
+ * for at ref: its cost, from there, is what the manager measures. */
+static void relaunch(sim *s, int j, double t, double ref) {
+  s->js[j].resizing = 1;
+  s->js[j].resize_ref = ref;
+  launch(s, j, t);
 }
 
 /* The manager starts job j at t (first, or after a preemption or a lost
@@ -332,7 +354,7 @@ static void apply_sizes(sim *s, double t) {
       }
     if (at_once && js->run > 0 && js->moved > 0) {
       js->since = t;
-      launch(s, j, t);
+      relaunch(s, j, t, t);
     }
   }
   for (int a = 0; a < n; a++) s->order[a] = a;
@@ -356,7 +378,7 @@ static void apply_sizes(sim *s, double t) {
       manager_start(s, j, t);
     } else if (js->size > 0 && at_once && js->moved > 0) {
       js->since = t;
-      launch(s, j, t);
+      relaunch(s, j, t, t);
     }
   }
 }
@@ -592,12 +614,13 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
         /* The supervisor relaunches it itself: of a start-up it skips the
          * manager's part, launch_delay_s. */
         js->since = t - o->launch_delay_s;
-        if (js->size > 0) launch(&s, j, t);
+        if (js->size > 0) relaunch(&s, j, t, js->ask_t);
         else launch_end(&s, j, t); /* (a node lost left it none: it waits) */
         changed = 1;
       } else if (js->run > 0 && !js->asked && js->moved > 0 &&
                  discovery_at(&s, js, t) <= t + eps) {
         js->asked = 1;
+        js->ask_t = t;
         js->stop_at = next_commit(&s, j);
       }
     }
@@ -629,7 +652,8 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       const sim_job *js = &s.js[j];
       if (js->pending && js->launch_t < tn) tn = js->launch_t > t ? js->launch_t : t;
       if (js->run <= 0) continue;
-      double sp = job_speed(&s, j, js->run);
+      /* (one in its start-up computes from restart_end, an event of its own) */
+      double sp = speed_now(&s, j, busy);
       double from = js->restart_end > t ? js->restart_end : t;
       double done_at = from + js->rem / sp;
       if (done_at < tn) tn = done_at;
@@ -658,14 +682,14 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       if (js->run <= 0) continue;
       double from = js->restart_end > t ? js->restart_end : t;
       if (from < tn) {
-        double sp = job_speed(&s, j, js->run);
+        double sp = speed_now(&s, j, busy);
         js->rem -= sp * (tn - from);
         if (js->rem < 0) js->rem = 0;
         busy_ns += js->run * (tn - from);
         js->launch_done += sp * (tn - from);
         if (o->learn_work > 0 && js->launch_done >= job_learn_work(&s, j) &&
             js->known[js->run] == 0)
-          learn(&s, j, js->run);
+          learn(&s, j, js->run, sp);
         if (o->learn_work > 0 && js->launch_done >= job_learn_work(&s, j) && js->cost_pending) {
           js->restart_sum += js->launch_cost;
           js->restart_n++;

@@ -54,6 +54,7 @@ static const char *const state_name[] = {"queued", "running", "resizing",
 typedef struct job {
   int id;
   char name[GS_CLUSTER_NAME_MAX];
+  char user[GS_CLUSTER_NAME_MAX]; /* whose (per-user shares) */
   int min, max;
   double weight;
   int exec;
@@ -92,10 +93,11 @@ typedef struct job {
   int obs_attempt, obs_launch, obs_size; /* global sample, and where it ran */
   double work;                    /* samples the job trains in all (0: unknown) */
   double epoch_samples;           /* samples in one of its epochs (0: unknown) */
-  /* Its restarts' measured cost (not journaled either): a launch's start
-   * (rs_ref_t, resuming from sample rs_s0; rs_launch_t the launch itself) and
-   * its first commit (rs_t1, rs_s1), measured at its second
-   * (gs_cluster_restart_measure) into the mean restart_sum / restart_n. */
+  /* Its resizes' measured cost (not journaled either): a resize's stop
+   * request (rs_ref_t, resuming from sample rs_s0; rs_launch_t the
+   * relaunch) and the relaunch's first commit (rs_t1, rs_s1), measured at
+   * its second (gs_cluster_restart_measure) into the mean restart_sum /
+   * restart_n. */
   int rs_launch;                  /* the launch being measured (0: none) */
   double rs_ref_t, rs_s0, rs_launch_t, rs_t1, rs_s1;
   double restart_sum;
@@ -107,6 +109,11 @@ typedef struct node {
   gs_cluster_node spec;
   int down;       /* lost (ssh fails) */
   int drained;    /* taken out by a request */
+  /* Cool-down (journaled): a node back from being lost gets no job before
+   * cool_until (wall clock), longer each time it was lost within the hour
+   * (losses, the last at lost_t); cooling: the wait logged, its end not yet. */
+  double cool_until, lost_t;
+  int losses, cooling;
   double fresh_s; /* when its last check over a new connection started */
 } node;
 
@@ -269,6 +276,7 @@ static cJSON *job_record(const mgr *m, const job *j) {
   cJSON *o = cJSON_AddObjectToObject(r, "job");
   cJSON_AddNumberToObject(o, "id", j->id);
   cJSON_AddStringToObject(o, "name", j->name);
+  cJSON_AddStringToObject(o, "user", j->user);
   cJSON_AddNumberToObject(o, "min", j->min);
   cJSON_AddNumberToObject(o, "max", j->max);
   cJSON_AddNumberToObject(o, "weight", j->weight);
@@ -315,6 +323,8 @@ static void job_apply(mgr *m, const cJSON *o) {
   if (!j && !(j = job_add(m, (int)v))) return;
   const char *s;
   if ((s = str(o, "name"))) snprintf(j->name, sizeof j->name, "%s", s);
+  /* (a journal from before per-user shares: one user, "-") */
+  snprintf(j->user, sizeof j->user, "%s", (s = str(o, "user")) ? s : "-");
   if (num(o, "min", &v) == 0) j->min = (int)v;
   if (num(o, "max", &v) == 0) j->max = (int)v;
   if (num(o, "weight", &v) == 0) j->weight = v;
@@ -358,6 +368,11 @@ static void node_apply(mgr *m, const cJSON *o) {
   if (k < 0) return;
   m->node[k].drained = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "drained"));
   m->node[k].down = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "down"));
+  double v;
+  m->node[k].cool_until = num(o, "cool_until", &v) == 0 ? v : 0;
+  m->node[k].lost_t = num(o, "lost_t", &v) == 0 ? v : 0;
+  m->node[k].losses = num(o, "losses", &v) == 0 ? (int)v : 0;
+  m->node[k].cooling = m->node[k].cool_until > spool_wall_s();
 }
 
 static void replay_one(const cJSON *rec, void *user) {
@@ -374,6 +389,11 @@ static cJSON *node_record(const node *n) {
   cJSON_AddStringToObject(o, "name", n->spec.name);
   cJSON_AddBoolToObject(o, "drained", n->drained);
   cJSON_AddBoolToObject(o, "down", n->down);
+  if (n->cool_until > 0) cJSON_AddNumberToObject(o, "cool_until", n->cool_until);
+  if (n->losses > 0) {
+    cJSON_AddNumberToObject(o, "lost_t", n->lost_t);
+    cJSON_AddNumberToObject(o, "losses", n->losses);
+  }
   cJSON_AddNumberToObject(r, "t", spool_wall_s());
   return r;
 }
@@ -633,15 +653,9 @@ static int launch(mgr *m, job *j) {
  * relaunch starts a new measurement, so restarts never count), folded into
  * rate[size] (the mean of the last measurement and the earlier ones), and
  * the curve refitted. */
-/* A launch's first two commits give what its start cost (the launch's
- * start in rs_*, set from its events by read_events_q). */
+/* A resize's relaunch's first two commits give what the resize cost (its
+ * stop request and relaunch in rs_*, set from its events by read_events_q). */
 static void measure_restart(job *j, double t, double samples) {
-  /* The stop's own commit, at the sample the launch resumes from: the job
-   * trained until then, so its restart runs from there, not from the
-   * request. */
-  if (j->rs_launch != 0 && samples == j->rs_s0 && t > j->rs_ref_t &&
-      (j->rs_launch == -1 || t <= j->rs_launch_t))
-    j->rs_ref_t = t;
   if (j->rs_launch <= 0 || j->rs_launch != j->ev_launches || !(t > j->rs_launch_t)) return;
   if (j->rs_t1 == 0) { /* its first commit */
     j->rs_t1 = t;
@@ -744,20 +758,13 @@ static void read_events_q(mgr *m, job *j, int quiet) {
       num(e, "size", &size);
       j->actual_size = (int)size;
       j->ev_launches++;
-      /* Its start is measured from the resize's stop request (set below,
-       * the event before), or, for an attempt's first launch, from the
-       * launch, resuming from the last commit seen of an earlier attempt (0
-       * for a new job). A relaunch after a failure is not measured: its
-       * cost is the failure's, not a resize's. */
+      /* The relaunch of a resize (the event before, below) is measured; a
+       * job's first launch is not (its start-up alone, on however many
+       * nodes it started, is not what a resize costs), nor a relaunch after
+       * a failure (its cost is the failure's). */
       double lt = 0;
       num(e, "time", &lt);
-      int measure = j->rs_launch == -1;
-      if (j->ev_launches == 1) { /* the attempt's first */
-        j->rs_ref_t = lt;
-        j->rs_s0 = j->obs_attempt != j->attempt ? j->obs_samples : 0;
-        measure = 1;
-      }
-      j->rs_launch = measure && lt > 0 ? j->ev_launches : 0;
+      j->rs_launch = j->rs_launch == -1 && lt > 0 ? j->ev_launches : 0;
       j->rs_launch_t = lt;
       j->rs_t1 = j->rs_s1 = 0;
       memset(j->actual, 0, (size_t)m->nnode);
@@ -787,9 +794,11 @@ static void read_events_q(mgr *m, job *j, int quiet) {
       const char *why = str(e, "reason");
       if (why && strncmp(why, "discovery", 9) == 0) j->ev_resizes++;
       else j->ev_restarts++;
-      /* A resize the manager asked for: its cost runs from the stop request
-       * (seconds_lost before the event) and it resumes from its commit; the
-       * next launch event starts the measurement (rs_launch -1: this one's). */
+      /* A resize the manager asked for: its cost runs from the supervisor's
+       * stop request (seconds_lost before the event: from there the nodes
+       * the job grows to idle, and the job trains on towards its commit
+       * only to stop) and it resumes from its commit; the next launch event
+       * starts the measurement (rs_launch -1: this one's). */
       double et = 0, lost = 0, ce = -1, cs = 0;
       num(e, "time", &et);
       num(e, "seconds_lost", &lost);
@@ -961,6 +970,8 @@ static int take_request(mgr *m, const cJSON *r) {
     }
     const char *s = str(r, "name");
     snprintf(j->name, sizeof j->name, "%s", s ? s : "job");
+    s = str(r, "user");
+    snprintf(j->user, sizeof j->user, "%s", s && *s ? s : "-");
     j->min = num(r, "min", &v) == 0 ? (int)v : 1;
     j->max = num(r, "max", &v) == 0 ? (int)v : j->min;
     j->weight = num(r, "weight", &v) == 0 ? v : 1;
@@ -999,8 +1010,8 @@ static int take_request(mgr *m, const cJSON *r) {
         j->max = top;
       }
     }
-    mlog(m, "job %d (%s): submitted, %d to %d nodes, weight %g%s%s", j->id, j->name, j->min,
-         j->max, j->weight, j->state == J_FAILED ? ": refused: " : "",
+    mlog(m, "job %d (%s, user %s): submitted, %d to %d nodes, weight %g%s%s", j->id, j->name,
+         j->user, j->min, j->max, j->weight, j->state == J_FAILED ? ": refused: " : "",
          j->state == J_FAILED ? j->message : "");
     (void)pool;
     m->replan = 1;
@@ -1027,6 +1038,11 @@ static int take_request(mgr *m, const cJSON *r) {
     }
     m->node[k].drained = op[0] == 'd';
     mlog(m, "node %s: %s", m->node[k].spec.name, op[0] == 'd' ? "drained" : "back");
+    if (op[0] == 'r' && m->node[k].cooling) { /* an operator's word ends a cool-down */
+      m->node[k].cool_until = 0;
+      m->node[k].cooling = 0;
+      mlog(m, "node %s: its cool-down ended by undrain", m->node[k].spec.name);
+    }
     m->replan = 1;
     return save_node(m, &m->node[k]);
   }
@@ -1149,13 +1165,49 @@ static void health_close(mgr *m) {
   gs_free(pid);
 }
 
+/* A node lost k times within the hour (this loss counted) waits
+ * cooldown * 2^(k-1) once back, at most 16 times cooldown: a node that
+ * flaps (a failing NIC, a rebooting host) does not take job after job down
+ * with it, each paying a restart. */
+#define COOL_WINDOW_S 3600
+#define COOL_MAX_FACTOR 16
+
 static int health_result(mgr *m, int i, int ok) {
   m->health_pid[i] = 0;
-  if (ok != m->node[i].down) return 0;
-  m->node[i].down = !ok;
-  mlog(m, "node %s: %s", m->node[i].spec.name, ok ? "back" : "lost (ssh fails)");
+  node *n = &m->node[i];
+  if (ok != n->down) return 0;
+  n->down = !ok;
+  double now = spool_wall_s();
+  if (!ok) {
+    n->losses = n->losses > 0 && now - n->lost_t < COOL_WINDOW_S ? n->losses + 1 : 1;
+    n->lost_t = now;
+    n->cool_until = 0;
+    n->cooling = 0;
+    mlog(m, "node %s: lost (ssh fails)", n->spec.name);
+  } else {
+    double f = 1;
+    for (int k = 1; k < n->losses && f < COOL_MAX_FACTOR; k++) f *= 2;
+    double wait = m->cfg->node_cooldown_s > 0 ? m->cfg->node_cooldown_s * f : 0;
+    n->cool_until = wait > 0 ? now + wait : 0;
+    n->cooling = wait > 0;
+    if (wait > 0)
+      mlog(m, "node %s: back; no job on it for %.0f s (lost %d time%s within the hour)",
+           n->spec.name, wait, n->losses, n->losses == 1 ? "" : "s");
+    else mlog(m, "node %s: back", n->spec.name);
+  }
   m->replan = 1;
-  return save_node(m, &m->node[i]);
+  return save_node(m, n);
+}
+
+/* Cool-downs that ended: their nodes join the next round. */
+static void cool_poll(mgr *m) {
+  double now = spool_wall_s();
+  for (int i = 0; i < m->nnode; i++)
+    if (m->node[i].cooling && now >= m->node[i].cool_until) {
+      m->node[i].cooling = 0;
+      mlog(m, "node %s: cooled down", m->node[i].spec.name);
+      m->replan = 1;
+    }
 }
 
 /* Reaps every child that ended (the health checks, and the keepers this
@@ -1180,7 +1232,9 @@ static int health_poll(mgr *m) {
 
 /* ---- Policy rounds ------------------------------------------------------ */
 
-static int node_usable(const mgr *m, int i) { return !m->node[i].down && !m->node[i].drained; }
+static int node_usable(const mgr *m, int i) {
+  return !m->node[i].down && !m->node[i].drained && !m->node[i].cooling;
+}
 
 /* Whether node i is free for job j (NULL: for any job): no job has it
  * assigned or runs on it, and j's supervisor did not leave it out. */
@@ -1193,6 +1247,43 @@ static int node_free(const mgr *m, int i, const job *for_job) {
     if (job_active(j) && j->actual[i]) return 0;
   }
   return 1;
+}
+
+/* A user's share (serve's --user-share; 1 for a user not named). */
+static double user_share(const mgr *m, const char *user) {
+  for (int k = 0; k < m->cfg->nshare; k++)
+    if (strcmp(m->cfg->share_user[k], user) == 0) return m->cfg->share_w[k];
+  return 1;
+}
+
+/* The round's jobs' weights under per-user shares (gs_cluster_user_weights):
+ * each user's part of the pool by its share, split among its jobs by their
+ * weights. With one user the weights are the jobs' own. */
+static void user_weights(const mgr *m, gs_cluster_job *in, const int *idx, int n) {
+  int *user = gs_malloc((size_t)n * sizeof *user + 1);
+  double *share = gs_malloc((size_t)n * sizeof *share + 1);
+  double *w = gs_malloc((size_t)n * sizeof *w + 1);
+  double *out = gs_malloc((size_t)n * sizeof *out + 1);
+  if (user && share && w && out) {
+    for (int i = 0; i < n; i++) {
+      const char *u = m->job[idx[i]].user;
+      user[i] = i;
+      for (int q = 0; q < i; q++)
+        if (strcmp(m->job[idx[q]].user, u) == 0) {
+          user[i] = user[q];
+          break;
+        }
+      share[i] = user_share(m, u);
+      w[i] = in[i].weight;
+    }
+    if (gs_cluster_user_weights(n, user, share, w, out) == 0)
+      for (int i = 0; i < n; i++) in[i].weight = out[i];
+  }
+  /* (Out of memory: the jobs' own weights, one user's rule.) */
+  gs_free(user);
+  gs_free(share);
+  gs_free(w);
+  gs_free(out);
 }
 
 static int policy_round(mgr *m) {
@@ -1245,6 +1336,7 @@ static int policy_round(mgr *m) {
                              .restart_s = j->restart_n > 0 ? j->restart_sum / j->restart_n : 0};
     idx[n++] = k;
   }
+  user_weights(m, in, idx, n);
   /* The policies' own defaults (Dorm's weights 0.5 and 0.02: with weights
    * of 1 one resize cost as much as the whole utilisation term, and dorm
    * never resized a running job), re-solved every round of this manager. */
@@ -1334,7 +1426,11 @@ static char *snapshot_text(mgr *m) {
     cJSON_AddStringToObject(o, "name", m->node[i].spec.name);
     cJSON_AddStringToObject(o, "state", m->node[i].down      ? "down"
                                         : m->node[i].drained ? "drained"
+                                        : m->node[i].cooling ? "cooling"
                                                              : "up");
+    cJSON_AddNumberToObject(o, "slots", m->node[i].spec.slots);
+    if (m->node[i].cooling) cJSON_AddNumberToObject(o, "cool_until", m->node[i].cool_until);
+    cJSON_AddNumberToObject(o, "losses", m->node[i].losses);
     int owner = 0;
     for (int k = 0; k < m->njob && !owner; k++)
       if (m->job[k].assigned[i] || (job_active(&m->job[k]) && m->job[k].actual[i]))
@@ -1348,6 +1444,7 @@ static char *snapshot_text(mgr *m) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "id", j->id);
     cJSON_AddStringToObject(o, "name", j->name);
+    cJSON_AddStringToObject(o, "user", j->user);
     cJSON_AddStringToObject(o, "state", state_name[j->state]);
     cJSON_AddNumberToObject(o, "min", j->min);
     cJSON_AddNumberToObject(o, "max", j->max);
@@ -1558,7 +1655,8 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
     int nr = 0;
     for (int k = 0; recs && k < m.njob; k++) recs[nr++] = job_record(&m, &m.job[k]);
     for (int i = 0; recs && i < m.nnode; i++)
-      if (m.node[i].drained || m.node[i].down) recs[nr++] = node_record(&m.node[i]);
+      if (m.node[i].drained || m.node[i].down || m.node[i].cooling || m.node[i].losses)
+        recs[nr++] = node_record(&m.node[i]);
     int crc = recs ? cluster_journal_rewrite(&m.jr, recs, nr, err, errlen) : -1;
     for (int i = 0; i < nr; i++) cJSON_Delete(recs[i]);
     gs_free(recs);
@@ -1576,6 +1674,7 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
     for (int k = 0; k < m.njob; k++)
       if (job_active(&m.job[k]) && follow(&m, &m.job[k]) != 0) goto out;
     if (health_poll(&m) != 0) goto out;
+    cool_poll(&m);
     if (now - m.last_health >= c.interval_s) {
       m.last_health = now;
       health_start(&m);

@@ -140,6 +140,29 @@ double gs_cluster_unknown_horizon_s(const gs_cluster_policy_opts *o) {
   return o->interval_s > 0 ? o->interval_s : 60;
 }
 
+int gs_cluster_user_weights(int n, const int *user, const double *share, const double *w,
+                            double *out) {
+  if (n <= 0) return 0;
+  double *wu = calloc((size_t)n, sizeof *wu), *su = calloc((size_t)n, sizeof *su);
+  if (wu == NULL || su == NULL) {
+    free(wu);
+    free(su);
+    memcpy(out, w, (size_t)n * sizeof *out);
+    return -1;
+  }
+  double wsum = 0, ssum = 0;
+  for (int i = 0; i < n; i++) {
+    wsum += w[i];
+    if (wu[user[i]] == 0) ssum += share[i]; /* the user's first job */
+    wu[user[i]] += w[i];
+    su[user[i]] = share[i];
+  }
+  for (int i = 0; i < n; i++) out[i] = wsum * (su[user[i]] / ssum) * (w[i] / wu[user[i]]);
+  free(wu);
+  free(su);
+  return 0;
+}
+
 double gs_cluster_restart_s(const gs_cluster_job *j, const gs_cluster_policy_opts *o) {
   if (!(o->restart_penalty_s > 0)) return 0;
   return j->restart_s > 0 && isfinite(j->restart_s) ? j->restart_s : o->restart_penalty_s;

@@ -41,10 +41,11 @@ typedef struct gs_cluster_job {
   int req_nodes;            /* the size the user asked for (static's size); 0 = max_nodes */
   double work;              /* the job's total work in speed's units (0 = unknown):
                                with progress, how long a resize has to pay back */
-  double restart_s;         /* what a restart has cost this job, measured (the
-                               manager: from the stop to its training again at its
-                               new speed); 0 = not measured: the options'
-                               restart_penalty_s (gs_cluster_restart_s) */
+  double restart_s;         /* what a resize has cost this job, measured (the
+                               manager: from the stop request to its training
+                               again, gs_cluster_restart_measure); 0 = not
+                               measured: the options' restart_penalty_s
+                               (gs_cluster_restart_s) */
 } gs_cluster_job;
 
 typedef struct gs_cluster_policy_opts {
@@ -125,15 +126,29 @@ double gs_cluster_dorm_objective(const gs_cluster_job *jobs, int njobs, int node
  * user asked for no price: Dorm's objective as the paper has it). */
 double gs_cluster_restart_s(const gs_cluster_job *j, const gs_cluster_policy_opts *o);
 
-/* A restart's cost measured from a launch's first two commits: the launch
- * was asked for at t_ref (the stop request of a resize, or the launch of
- * an attempt) and resumes from sample s0; it committed s1 samples at t1 and
- * s2 at t2 (t2 > t1, s2 > s1). At the speed between the two commits, the
- * samples from s0 to s1 took (s1 - s0) / r of the t1 - t_ref seconds; the
- * rest is the restart: stopping, start-up, reloading. Returns it (>= 0), or
- * -1 when the commits cannot say (not increasing, before t_ref). */
+/* A resize's cost measured from its relaunch's first two commits: the stop
+ * was asked for at t_ref and the relaunch resumes from sample s0 (the
+ * stop's commit); it committed s1 samples at t1 and s2 at t2 (t2 > t1, s2 >
+ * s1). At the speed between the two commits, the samples from s0 to s1
+ * took (s1 - s0) / r of the t1 - t_ref seconds; the rest is the resize:
+ * reaching the commit and stopping (the nodes it grows to idle meanwhile),
+ * ssh and MPI start-up, the data and the model loaded again. Returns it
+ * (>= 0), or -1 when the commits cannot say (not increasing, before
+ * t_ref). */
 double gs_cluster_restart_measure(double t_ref, double s0, double t1, double s1, double t2,
                                   double s2);
+
+/* Per-user fair shares (a fair-share tree of one level, as Slurm's users
+ * under one account): the pool is shared among the users with jobs in the
+ * round in proportion to their shares, and each user's part among its own
+ * jobs by their weights. Writes the weight each job has in a flat policy:
+ *   out[i] = W (s_u / S) (w_i / W_u),
+ * W the sum of every job's weight, S the sum of the shares of the users
+ * present, W_u the sum of user u's jobs' weights; with one user out = w.
+ * user[i] in 0..n-1 names job i's user, share[i] > 0 is that user's share
+ * (the same for all its jobs). Returns -1 without memory (out = w). */
+int gs_cluster_user_weights(int n, const int *user, const double *share, const double *w,
+                            double *out);
 
 /* A job's speed on n nodes (speed[n], or n with speed NULL), n in 0..max. */
 double gs_cluster_speed(const gs_cluster_job *j, int n);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,15 @@ int gs_cluster_submit(const char *spool, const gs_cluster_submission *s, int *id
   cJSON_AddNumberToObject(r, "min", s->min_nodes);
   cJSON_AddNumberToObject(r, "max", s->max_nodes);
   cJSON_AddNumberToObject(r, "weight", s->weight);
+  char who[64];
+  if (s->user) {
+    snprintf(who, sizeof who, "%s", s->user);
+  } else {
+    struct passwd *pw = getpwuid(geteuid());
+    if (pw && pw->pw_name) snprintf(who, sizeof who, "%s", pw->pw_name);
+    else snprintf(who, sizeof who, "uid%ld", (long)geteuid());
+  }
+  cJSON_AddStringToObject(r, "user", who);
   cJSON_AddBoolToObject(r, "exec", s->exec);
   cJSON_AddStringToObject(r, "cwd", cwd);
   cJSON_AddNumberToObject(r, "time", spool_wall_s());
@@ -201,7 +211,7 @@ char *gs_cluster_jobs_json(const char *spool, char *err, size_t errlen) {
       continue;
     }
     cJSON *o = cJSON_CreateObject();
-    const char *keys[] = {"id", "name", "min", "max", "weight"};
+    const char *keys[] = {"id", "name", "user", "min", "max", "weight"};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
       cJSON *v = cJSON_GetObjectItemCaseSensitive(r, keys[k]);
       if (v) cJSON_AddItemToObject(o, keys[k], cJSON_Duplicate(v, 1));

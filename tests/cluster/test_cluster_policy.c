@@ -237,7 +237,46 @@ static void test_dorm_restart_price(void **state) {
   assert_true(gs_cluster_restart_s(&jobs[0], &o) == 0);
 }
 
-/* A restart's cost from a launch's first two commits. */
+/* Per-user shares: alice's three jobs and bob's one share the pool half and
+ * half; by jobs alone bob would have a quarter. */
+static void test_user_weights(void **state) {
+  (void)state;
+  int user[4] = {0, 0, 0, 3};
+  double share[4] = {1, 1, 1, 1}, w[4] = {1, 1, 1, 1}, out[4];
+  assert_int_equal(gs_cluster_user_weights(4, user, share, w, out), 0);
+  for (int i = 0; i < 3; i++) assert_true(fabs(out[i] - 2.0 / 3) < 1e-12);
+  assert_true(fabs(out[3] - 2) < 1e-12);
+  /* bob's share 3: three quarters of the pool; within alice's part, her
+   * second job weighs twice her others. */
+  share[3] = 3;
+  w[1] = 2;
+  assert_int_equal(gs_cluster_user_weights(4, user, share, w, out), 0);
+  assert_true(fabs(out[0] - 5 * 0.25 / 4) < 1e-12);
+  assert_true(fabs(out[1] - 5 * 0.25 * 2 / 4) < 1e-12);
+  assert_true(fabs(out[3] - 5 * 0.75) < 1e-12);
+  /* One user: the jobs' own weights, whatever its share. */
+  int one[3] = {0, 0, 0};
+  double s1[3] = {7, 7, 7}, w1[3] = {1, 2, 3}, o1[3];
+  assert_int_equal(gs_cluster_user_weights(3, one, s1, w1, o1), 0);
+  for (int i = 0; i < 3; i++) assert_true(fabs(o1[i] - w1[i]) < 1e-12);
+  /* dorm on 4 nodes: bob's job 2 nodes, alice's 2 among three; by jobs
+   * alone, 1 each. */
+  gs_cluster_job jobs[4];
+  for (int i = 0; i < 4; i++)
+    jobs[i] = (gs_cluster_job){.id = i + 1, .min_nodes = 1, .max_nodes = 4, .weight = 1,
+                               .submit_time = i, .progress = -1};
+  int sizes[4];
+  assert_int_equal(gs_cluster_allocate("dorm", jobs, 4, 4, NULL, sizes, NULL, NULL, 0), 0);
+  for (int i = 0; i < 4; i++) assert_int_equal(sizes[i], 1);
+  double sh[4] = {1, 1, 1, 1}, ww[4] = {1, 1, 1, 1}, ow[4];
+  assert_int_equal(gs_cluster_user_weights(4, user, sh, ww, ow), 0);
+  for (int i = 0; i < 4; i++) jobs[i].weight = ow[i];
+  assert_int_equal(gs_cluster_allocate("dorm", jobs, 4, 4, NULL, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[3], 2);
+  assert_int_equal(sizes[0] + sizes[1] + sizes[2], 2);
+}
+
+/* A resize's cost from its relaunch's first two commits. */
 static void test_restart_measure(void **state) {
   (void)state;
   /* Stopped at t = 100 at sample 1000; relaunched, it committed 1500 at
@@ -694,6 +733,7 @@ int main(void) {
       cmocka_unit_test(test_dorm_adjustment),
       cmocka_unit_test(test_dorm_restart_price),
       cmocka_unit_test(test_restart_measure),
+      cmocka_unit_test(test_user_weights),
       cmocka_unit_test(test_dorm_time_alone),
       cmocka_unit_test(test_dorm_breakpoints),
       cmocka_unit_test(test_static_fifo),

@@ -38,6 +38,7 @@ static const char *speeds = "model,nodes,step_time_s,samples_per_step\nm,1,1,10\
 static const char *two_jobs = "name,time,model,nodes,samples\nA,0,m,2,200\nB,1,m,1,100\n";
 
 static double start_penalty; /* 0 but in test_start_penalty */
+static double interference;  /* 0 but in test_interference */
 /* 0 (resizes at once) but in test_manager_resizes */
 static double commit_work, launch_delay;
 /* 0: the policies' default (0.5); 1 in test_manager_resizes */
@@ -59,6 +60,7 @@ static void run(const char *policy, const char *workload, int nodes, double loss
   o.policy = policy;
   o.restart_penalty_s = 5;
   o.start_penalty_s = start_penalty;
+  o.interference = interference;
   o.interval_s = 0;
   o.loss_time_s = loss_t;
   o.loss_nodes = loss_k;
@@ -182,20 +184,22 @@ static void test_learn_curves(void **state) {
   }
 }
 
-/* Learning the restart price (learn_work) as the manager measures it: the
- * table's start-ups are 1 s, the option's price 1000 s. B (1 node, 50
- * samples) starts at 0, works from 1, ends at 6; A (1 or 2 nodes, 2000
- * samples) starts at 0.5 on the other node, works from 1.5 at 10/s. When B
- * ends, A has 1955 samples left, 195.5 s on 1 node. With the oracle's
- * curves and the option's price, growing does not pay (20 (195.5 - 1000) <
- * 10 x 195.5): A ends at 201.5. Learning, A's first launch measured 1 s,
- * which pays: it restarts on 2 nodes (6-7) and ends at 7 + 97.75. */
+/* Learning the restart price (learn_work) as the manager measures it, from
+ * a resize: the table's start-ups are 1 s, the option's price 1000 s. A (1
+ * or 2 nodes, 3000 samples) starts alone at 0 on 2 nodes and works from 1
+ * at 20/s; at 10 (180 done) B (1 node, 50 samples) arrives, is admitted
+ * first (goodput: least remaining time; learning, A's before B's unknown
+ * one, the same sizes), A shrinks to 1 node (a resize: works from 11 at
+ * 10/s) and B runs 11-16. Then growing A back (277 s left on 1 node) pays
+ * only for a restart under 277 s. With the option's price it stays: it
+ * ends at 293. Learning, its shrink measured 1 s: it regrows at 16 and
+ * works from 17 at 20/s, 2770 samples: it ends at 155.5. */
 static void test_learn_restart(void **state) {
   (void)state;
   char wp[512], sp[512], err[512];
   write_file("w.csv",
-             "name,time,model,nodes,samples,min_nodes,max_nodes\nB,0,m,1,50,1,1\n"
-             "A,0.5,m,2,2000,1,2\n", wp, sizeof wp);
+             "name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,3000,1,2\n"
+             "B,10,m,1,50,1,1\n", wp, sizeof wp);
   write_file("s.csv",
              "model,nodes,step_time_s,samples_per_step,start_s\nm,1,1,10,1\nm,2,1,20,1\n", sp,
              sizeof sp);
@@ -212,8 +216,33 @@ static void test_learn_restart(void **state) {
     gs_csim_result r;
     if (gs_csim_run(&w, &o, &r, err, sizeof err) != 0) fail_msg("%s", err);
     gs_csim_workload_free(&w);
-    NEAR(r.jct_mean_s, (6 + (learn ? 7 + 97.75 : 201.5) - 0.5) / 2);
+    NEAR(r.jct_mean_s, ((learn ? 155.5 : 293) + 6) / 2);
   }
+}
+
+/* Interference (nodes sharing a machine): A and B, 1 node and 100 samples
+ * each at 10/s, on 2 nodes; B arrives at 5. Without it A ends at 10, B at
+ * 15 (JCTs 10 and 10). With K = 1 each runs at half speed while the other
+ * computes: A does 50 alone by 5, its other 50 at 5/s by 15; B does 50 by
+ * 15, its other 50 alone by 20 (JCTs 15 and 15). With K = 0.5, 2/3 speed
+ * (20/3 a second): A ends at 5 + 7.5, when B has done 50; B ends at 17.5
+ * (JCTs 12.5 and 12.5). */
+static void test_interference(void **state) {
+  (void)state;
+  const char *wl = "name,time,model,nodes,samples\nA,0,m,1,100\nB,5,m,1,100\n";
+  gs_csim_result r;
+  run("static", wl, 2, 0, 0, &r);
+  NEAR(r.jct_mean_s, 10);
+  interference = 1;
+  run("static", wl, 2, 0, 0, &r);
+  NEAR(r.jct_mean_s, 15);
+  interference = 0.5;
+  run("static", wl, 2, 0, 0, &r);
+  NEAR(r.jct_mean_s, 12.5);
+  /* One node of one: nothing to interfere with. */
+  run("static", "name,time,model,nodes,samples\nA,0,m,1,100\n", 1, 0, 0, &r);
+  NEAR(r.jct_mean_s, 10);
+  interference = 0;
 }
 
 /* A node lost: A (2 nodes, 200 samples) has done 100 at 5 when one of its
@@ -460,6 +489,7 @@ int main(void) {
       cmocka_unit_test(test_start_from_table),
       cmocka_unit_test(test_learn_curves),
       cmocka_unit_test(test_learn_restart),
+      cmocka_unit_test(test_interference),
       cmocka_unit_test(test_node_loss),
       cmocka_unit_test(test_manager_resizes),
       cmocka_unit_test(test_bad_workloads),

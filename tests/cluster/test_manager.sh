@@ -84,6 +84,10 @@ expect_2 "serve with a bad interval" "--interval needs seconds" cluster serve --
   --nodes "$scratch/nodes" --interval 0
 expect_2 "serve with a bad restart penalty" "--restart-penalty needs seconds" cluster serve \
   --spool "$spool" --nodes "$scratch/nodes" --restart-penalty soon
+expect_2 "serve with a bad user share" "--user-share needs USER:SHARE" cluster serve \
+  --spool "$spool" --nodes "$scratch/nodes" --user-share alice
+expect_2 "serve with a user's share twice" "user 'alice' given twice" cluster serve \
+  --spool "$spool" --nodes "$scratch/nodes" --user-share alice:2 --user-share alice:3
 serve || { fail "the manager did not start"; exit 1; }
 expect_2 "a second manager on one spool" "another manager serves it" cluster serve \
   --spool "$spool" --nodes "$scratch/nodes"
@@ -94,6 +98,7 @@ expect_2 "--min above the pool" "more than the pool's 3 nodes" submit --spool "$
 expect_2 "--min 1.5" "--min needs a node count" submit --spool "$spool" --min 1.5 -- --epochs 1
 expect_2 "--max 0" "--max needs a node count" submit --spool "$spool" --max 0 -- --epochs 1
 expect_2 "--weight -1" "--weight needs" submit --spool "$spool" --weight -1 -- --epochs 1
+expect_2 "--user 'a b'" "--user needs one user" submit --spool "$spool" --user 'a b' -- --epochs 1
 expect_2 "no job after --" "missing the job" submit --spool "$spool" --min 1
 expect_2 "an unknown option" "unknown option '--gpus'" submit --spool "$spool" --gpus 2 -- x
 expect_2 "bad train options" "the job's options: --epochs 'x'" submit --spool "$spool" -- \
@@ -113,11 +118,15 @@ if [ -z "$("$G" jobs --spool "$spool" --json)" ]; then pass "nothing was queued 
 else fail "refused submissions were queued"; fi
 
 echo "== three jobs; the manager SIGKILLed and restarted; a keeper killed; a node lost"
-A=$(submit --min 1 --max 2 --name A --exec -- "$JOB" 60 "$scratch/A" 0.1)
+A=$(submit --min 1 --max 2 --name A --user alice --exec -- "$JOB" 60 "$scratch/A" 0.1)
 B=$(submit --min 1 --max 1 --name B --exec -- "$JOB" 50 "$scratch/B" 0.1)
 C=$(submit --min 1 --max 1 --name C --exec -- "$JOB" 10 "$scratch/C" 0.1 1)
 [ "$A" = 1 ] && [ "$B" = 2 ] && [ "$C" = 3 ] && pass "submit printed ids 1 2 3" ||
   fail "submit printed '$A' '$B' '$C'"
+ua=$(field "$A" user) ub=$(field "$B" user)
+if [ "$ua" = '"alice"' ] && [ "$ub" = "\"$(id -un)\"" ]; then
+  pass "jobs' users: A $ua (--user), B $ub (the submitter's login)"
+else fail "jobs' users: A $ua, B $ub (want alice and $(id -un))"; fi
 wait_file "$scratch/A/step" 20 && wait_file "$scratch/B/step" 20 ||
   fail "jobs A and B did not start"
 if grep -q '^2 127.0.1.1:1,127.0.1.2:1$' "$scratch/A/launches"; then

@@ -108,9 +108,9 @@ speed=$("$G" jobs --spool "$spool" --json | grep "\"id\":$J1," | sed -E 's/.*"sp
 if [[ $speed =~ \"1\":[0-9.]+ ]] && [[ $speed =~ \"2\":[0-9.]+ ]]; then
   pass "job 1's samples/s measured on 1 and 2 nodes: $speed"
 else fail "job 1's measured speeds: '$speed' (want sizes 1 and 2)"; fi
-# What its restarts cost, measured by the manager from each launch's first
-# two commits (the start from the stop's commit, the relaunch's start-up):
-# seconds, more than nothing and less than a minute on this small job.
+# What its resizes cost, measured by the manager from each relaunch's first
+# two commits (from the stop request: reaching the commit, stopping, the
+# relaunch's start-up): more than nothing and less than a minute here.
 rs=$("$G" jobs --spool "$spool" --json | grep "\"id\":$J1," | sed -E 's/.*"restart_s":([0-9.]+|null).*/\1/')
 if [[ $rs =~ ^[0-9.]+$ ]] && awk -v r="$rs" 'BEGIN { exit !(r > 0 && r < 60) }'; then
   pass "job 1's restarts measured: ${rs} s each"
