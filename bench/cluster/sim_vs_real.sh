@@ -167,8 +167,11 @@ out=$BENCH_OUT/cluster_sim_vs_real${sfx}.jsonl
 # cluster_interference.md gives; default 0, none).
 interference=${CLUSTER_INTERFERENCE:-0}
 if [ "$interference" = measured ]; then
-  interference=$(sed -nE 's/^<!-- interference ([0-9.]+) -->$/\1/p' \
-    "$BENCH_OUT/cluster_interference.md" "$committed/cluster_interference.md" 2>/dev/null | head -1)
+  interference=
+  for f in "$BENCH_OUT/cluster_interference.md" "$committed/cluster_interference.md"; do
+    [ -z "$interference" ] && [ -f "$f" ] &&
+      interference=$(sed -nE 's/^<!-- interference ([0-9.]+) -->$/\1/p' "$f" | head -1)
+  done
   [ -n "$interference" ] || { echo "sim_vs_real: no measured interference" >&2; exit 2; }
 fi
 base=("$gs" cluster simulate --workload "$workload" --tables "$speeds" --nodes 8 --policy all
