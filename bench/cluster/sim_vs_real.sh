@@ -192,5 +192,5 @@ python3 "$here/sim_vs_real.py" report --mix "$mix" --span "$span" --node-cpus "$
   --real "${real[@]}" \
   >"$BENCH_OUT/cluster_sim_vs_real${sfx}.md"
 bench_stamp "$BENCH_OUT/cluster_sim_vs_real${sfx}.md" \
-  "CLUSTER_MIX=$mix CLUSTER_SPAN=$span CLUSTER_NODE_CPUS=$cpus CLUSTER_INTERFERENCE=${CLUSTER_INTERFERENCE:-0} bench/cluster/sim_vs_real.sh $given"
+  "${REAL_RUNS:+REAL_RUNS=\"$REAL_RUNS\" }CLUSTER_MIX=$mix CLUSTER_SPAN=$span CLUSTER_NODE_CPUS=$cpus CLUSTER_INTERFERENCE=${CLUSTER_INTERFERENCE:-0} bench/cluster/sim_vs_real.sh $given"
 cat "$BENCH_OUT/cluster_sim_vs_real${sfx}.md"
