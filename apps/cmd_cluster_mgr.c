@@ -738,33 +738,52 @@ static const char *jstr(const cJSON *o, const char *k) {
   return cJSON_IsString(x) ? x->valuestring : "";
 }
 
-int cmd_jobs(int argc, char **argv) {
+/* The listing verbs' common part (jobs, cluster nodes): --help (help,
+ * *rc 0), [--spool DIR] [--json] and nothing else, then the manager's
+ * snapshot parsed. NULL with *rc 2 (after the message) when the options or
+ * the spool are wrong, 1 when the snapshot cannot be read. */
+static cJSON *listing(const char *verb, const char *help, int argc, char **argv, int *json,
+                      int *rc) {
   char spool[PATH_MAX], err[1024];
-  int json = 0;
+  *json = 0;
+  *rc = 2;
   if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-    printf("usage: gradsync jobs [--spool DIR] [--json]\n\n"
-           "The cluster manager's jobs: id, name, state (queued, running, resizing,\n"
-           "done, failed, cancelled), size in nodes, progress, resizes, restarts,\n"
-           "what a resize cost it (the seconds from the stop request to its\n"
-           "training again, measured from each resize's relaunch's first two\n"
-           "commits: the policies' price of resizing it again), the samples per\n"
-           "second measured on\n"
-           "each size it ran at, and times; --json: one JSON object a job.\n");
-    return 0;
+    fputs(help, stdout);
+    *rc = 0;
+    return NULL;
   }
-  int i = client_opts("jobs", argc, argv, spool, sizeof spool, &json, 1);
-  if (i < 0) return 2;
+  int i = client_opts(verb, argc, argv, spool, sizeof spool, json, 1);
+  if (i < 0) return NULL;
   if (i != argc) {
-    cli_error("jobs", "unexpected argument '%s'", argv[i]);
-    return 2;
+    cli_error(verb, "unexpected argument '%s'", argv[i]);
+    return NULL;
   }
   char *text = gs_cluster_jobs_json(spool, err, sizeof err);
   if (!text) {
-    cli_error("jobs", "%s", err);
-    return 2;
+    cli_error(verb, "%s", err);
+    return NULL;
   }
   cJSON *root = cJSON_Parse(text);
   free(text);
+  if (!root) {
+    cli_fail(verb, "%s: the manager's jobs.json is not JSON", spool);
+    *rc = 1;
+  }
+  return root;
+}
+
+int cmd_jobs(int argc, char **argv) {
+  int json, rc;
+  cJSON *root = listing("jobs",
+      "usage: gradsync jobs [--spool DIR] [--json]\n\n"
+      "The cluster manager's jobs: id, name, user, state (queued, running,\n"
+      "resizing, done, failed, cancelled), size in nodes, progress, resizes,\n"
+      "restarts, what a resize cost it (the seconds from the stop request to its\n"
+      "training again, measured from each resize's relaunch's first two\n"
+      "commits: the policies' price of resizing it again), the samples per\n"
+      "second measured on each size it ran at, and times; --json: one JSON\n"
+      "object a job.\n", argc, argv, &json, &rc);
+  if (!root) return rc;
   const cJSON *jobs = root ? cJSON_GetObjectItemCaseSensitive(root, "jobs") : NULL;
   const cJSON *j;
   double now = (double)time(NULL);
@@ -822,29 +841,14 @@ int cmd_jobs(int argc, char **argv) {
 
 /* gradsync cluster nodes: the pool as the manager sees it (sinfo's part). */
 static int cmd_nodes(int argc, char **argv) {
-  char spool[PATH_MAX], err[1024];
-  int json = 0;
-  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-    printf("usage: gradsync cluster nodes [--spool DIR] [--json]\n\n"
-           "The manager's pool: each node's state (up; down: lost, its ssh check\n"
-           "fails; cooling: back from being lost, no job on it until its cool-down\n"
-           "ends; drained), its slots, the job it belongs to and its losses within\n"
-           "the hour; --json: one JSON object a node.\n");
-    return 0;
-  }
-  int i = client_opts("cluster nodes", argc, argv, spool, sizeof spool, &json, 1);
-  if (i < 0) return 2;
-  if (i != argc) {
-    cli_error("cluster nodes", "unexpected argument '%s'", argv[i]);
-    return 2;
-  }
-  char *text = gs_cluster_jobs_json(spool, err, sizeof err);
-  if (!text) {
-    cli_error("cluster nodes", "%s", err);
-    return 2;
-  }
-  cJSON *root = cJSON_Parse(text);
-  free(text);
+  int json, rc;
+  cJSON *root = listing("cluster nodes",
+      "usage: gradsync cluster nodes [--spool DIR] [--json]\n\n"
+      "The manager's pool: each node's state (up; down: lost, its ssh check\n"
+      "fails; cooling: back from being lost, no job on it until its cool-down\n"
+      "ends; drained), its slots, the job it belongs to and its losses within\n"
+      "the hour; --json: one JSON object a node.\n", argc, argv, &json, &rc);
+  if (!root) return rc;
   const cJSON *nodes = root ? cJSON_GetObjectItemCaseSensitive(root, "nodes") : NULL;
   double now = (double)time(NULL);
   if (!json) printf("%-24s %-8s %5s %5s %6s %s\n", "NODE", "STATE", "SLOTS", "JOB", "LOSSES",
