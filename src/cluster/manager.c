@@ -1049,12 +1049,19 @@ static int take_request(mgr *m, const cJSON *r) {
   return 0;
 }
 
+static void write_snapshot(mgr *m);
+
+/* Takes the requests in SPOOL/incoming. A request file is removed only once
+ * its effect is journaled and in the snapshot (jobs.json), so that `gradsync
+ * jobs`, which lists the snapshot and the pending requests, never misses a
+ * job that was just submitted. */
 static int take_requests(mgr *m) {
   char dir[PATH_MAX];
   snprintf(dir, sizeof dir, "%s/incoming", m->spool);
   struct dirent **list = NULL;
   int n = scandir(dir, &list, NULL, by_name);
-  int rc = 0;
+  int rc = 0, taken = 0;
+  char *done = n > 0 ? gs_calloc((size_t)n, 1) : NULL;
   for (int i = 0; i < n; i++) {
     const char *name = list[i]->d_name;
     if (name[0] != '.' && strstr(name, ".json") && !strstr(name, ".tmp.") && rc == 0) {
@@ -1066,10 +1073,23 @@ static int take_requests(mgr *m) {
       if (r) rc = take_request(m, r);
       else mlog(m, "request %s: not JSON; removed", name);
       cJSON_Delete(r);
-      if (rc == 0) unlink(path); /* journaled first */
+      if (rc == 0) { /* journaled first */
+        taken++;
+        if (done) done[i] = 1;
+        else unlink(path); /* (no memory to wait: at once, as before) */
+      }
+    }
+  }
+  if (taken > 0) write_snapshot(m);
+  for (int i = 0; i < n; i++) {
+    if (done && done[i]) {
+      char path[PATH_MAX + 300];
+      snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
+      unlink(path);
     }
     free(list[i]);
   }
+  gs_free(done);
   free(list);
   return rc;
 }

@@ -176,6 +176,23 @@ int gs_cluster_drain(const char *spool, const char *node, int drain, char *err, 
 char *gs_cluster_jobs_json(const char *spool, char *err, size_t errlen) {
   int nodes;
   if (gs_cluster_pool(spool, &nodes, NULL, NULL, 0, err, errlen) != 0) return NULL;
+  /* Submissions the manager has not taken yet, read before its snapshot:
+   * the manager removes a request only after a snapshot that holds its job
+   * (take_requests), so a job is in one or the other whenever we look. */
+  cJSON *pending = cJSON_CreateArray();
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/incoming", spool);
+  DIR *d = opendir(dir);
+  for (struct dirent *de; d && pending && (de = readdir(d));) {
+    if (!strstr(de->d_name, "-submit-") || strstr(de->d_name, ".tmp.")) continue;
+    char rp[PATH_MAX + 300];
+    snprintf(rp, sizeof rp, "%s/%s", dir, de->d_name);
+    char *rt = spool_read_file(rp, 1 << 20);
+    cJSON *r = rt ? cJSON_Parse(rt) : NULL;
+    gs_free(rt);
+    if (r) cJSON_AddItemToArray(pending, r);
+  }
+  if (d) closedir(d);
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/jobs.json", spool);
   char *text = spool_read_file(path, 1 << 26);
@@ -187,29 +204,16 @@ char *gs_cluster_jobs_json(const char *spool, char *err, size_t errlen) {
     cJSON_DeleteItemFromObject(j, "jobs");
     jobs = cJSON_AddArrayToObject(j, "jobs");
   }
-  /* Submissions the manager has not taken yet. */
-  char dir[PATH_MAX];
-  snprintf(dir, sizeof dir, "%s/incoming", spool);
-  DIR *d = opendir(dir);
-  for (struct dirent *de; d && (de = readdir(d));) {
-    if (!strstr(de->d_name, "-submit-") || strstr(de->d_name, ".tmp.")) continue;
-    char rp[PATH_MAX + 300];
-    snprintf(rp, sizeof rp, "%s/%s", dir, de->d_name);
-    char *rt = spool_read_file(rp, 1 << 20);
-    cJSON *r = rt ? cJSON_Parse(rt) : NULL;
-    gs_free(rt);
-    if (!r) continue;
-    /* Taken already (journaled, the file not yet removed): listed once. */
+  const cJSON *r;
+  cJSON_ArrayForEach(r, pending) {
+    /* Taken already (in the snapshot, the file not yet removed): listed once. */
     const cJSON *rid = cJSON_GetObjectItemCaseSensitive(r, "id"), *known;
     int dup = 0;
     cJSON_ArrayForEach(known, jobs) {
       const cJSON *kid = cJSON_GetObjectItemCaseSensitive(known, "id");
       dup |= cJSON_IsNumber(rid) && cJSON_IsNumber(kid) && kid->valueint == rid->valueint;
     }
-    if (dup) {
-      cJSON_Delete(r);
-      continue;
-    }
+    if (dup) continue;
     cJSON *o = cJSON_CreateObject();
     const char *keys[] = {"id", "name", "user", "min", "max", "weight"};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
@@ -219,9 +223,8 @@ char *gs_cluster_jobs_json(const char *spool, char *err, size_t errlen) {
     cJSON_AddStringToObject(o, "state", "queued");
     cJSON_AddNumberToObject(o, "size", 0);
     cJSON_AddItemToArray(jobs, o);
-    cJSON_Delete(r);
   }
-  if (d) closedir(d);
+  cJSON_Delete(pending);
   char *out = cJSON_PrintUnformatted(j);
   cJSON_Delete(j);
   if (!out) snprintf(err, errlen, "out of memory");
