@@ -230,9 +230,10 @@ static int cmd_serve(int argc, char **argv) {
         return 2;
       }
       i++;
-    } else if (strcmp(a, "--restart-penalty") == 0) {
-      if (!has || cli_parse_double(argv[i + 1], 0, 86400, &restart_penalty) != 0) {
-        cli_error("cluster serve", "--restart-penalty needs seconds from 0 to 86400 (got '%s')",
+    } else if (strcmp(a, "--restart-penalty") == 0 || strcmp(a, "--node-cooldown") == 0) {
+      double *v = a[2] == 'r' ? &restart_penalty : &cooldown;
+      if (!has || cli_parse_double(argv[i + 1], 0, 86400, v) != 0) {
+        cli_error("cluster serve", "%s needs seconds from 0 to 86400 (got '%s')", a,
                   has ? argv[i + 1] : "");
         return 2;
       }
@@ -262,13 +263,6 @@ static int cmd_serve(int argc, char **argv) {
       snprintf(share_names[nshare], sizeof share_names[nshare], "%s", who);
       share_user[nshare] = share_names[nshare];
       share_w[nshare++] = w;
-      i++;
-    } else if (strcmp(a, "--node-cooldown") == 0) {
-      if (!has || cli_parse_double(argv[i + 1], 0, 86400, &cooldown) != 0) {
-        cli_error("cluster serve", "--node-cooldown needs seconds from 0 to 86400 (got '%s')",
-                  has ? argv[i + 1] : "");
-        return 2;
-      }
       i++;
     } else if (strcmp(a, "--interval") == 0 || strcmp(a, "--discover-every") == 0) {
       double *v = a[2] == 'i' ? &interval : &discover_every;

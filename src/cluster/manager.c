@@ -110,10 +110,11 @@ typedef struct node {
   int down;       /* lost (ssh fails) */
   int drained;    /* taken out by a request */
   /* Cool-down (journaled): a node back from being lost gets no job before
-   * cool_until (wall clock), longer each time it was lost within the hour
-   * (losses, the last at lost_t); cooling: the wait logged, its end not yet. */
+   * cool_until (wall clock; 0: not cooling, cleared by cool_poll once
+   * passed), longer each time it was lost within the hour (losses, the last
+   * at lost_t). */
   double cool_until, lost_t;
-  int losses, cooling;
+  int losses;
   double fresh_s; /* when its last check over a new connection started */
 } node;
 
@@ -369,10 +370,9 @@ static void node_apply(mgr *m, const cJSON *o) {
   m->node[k].drained = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "drained"));
   m->node[k].down = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "down"));
   double v;
-  m->node[k].cool_until = num(o, "cool_until", &v) == 0 ? v : 0;
+  m->node[k].cool_until = num(o, "cool_until", &v) == 0 && v > spool_wall_s() ? v : 0;
   m->node[k].lost_t = num(o, "lost_t", &v) == 0 ? v : 0;
   m->node[k].losses = num(o, "losses", &v) == 0 ? (int)v : 0;
-  m->node[k].cooling = m->node[k].cool_until > spool_wall_s();
 }
 
 static void replay_one(const cJSON *rec, void *user) {
@@ -648,11 +648,11 @@ static int launch(mgr *m, job *j) {
 
 /* ---- Following a job -------------------------------------------------- */
 
-/* The job's speed on the nodes it runs on, from two commits of one launch
- * (the time between them: checkpoint.json's mtimes; a commit just after a
- * relaunch starts a new measurement, so restarts never count), folded into
- * rate[size] (the mean of the last measurement and the earlier ones), and
- * the curve refitted. */
+/* The job's measured resize cost, the mean of those measured (0: none). */
+static double job_restart_s(const job *j) {
+  return j->restart_n > 0 ? j->restart_sum / j->restart_n : 0;
+}
+
 /* A resize's relaunch's first two commits give what the resize cost (its
  * stop request and relaunch in rs_*, set from its events by read_events_q). */
 static void measure_restart(job *j, double t, double samples) {
@@ -671,6 +671,11 @@ static void measure_restart(job *j, double t, double samples) {
   j->rs_launch = 0;
 }
 
+/* The job's speed on the nodes it runs on, from two commits of one launch
+ * (the time between them: checkpoint.json's mtimes; a commit just after a
+ * relaunch starts a new measurement, so restarts never count), folded into
+ * rate[size] (the mean of the last measurement and the earlier ones), and
+ * the curve refitted. */
 static void measure_speed(mgr *m, job *j, const char *ckpt_json, double samples) {
   struct stat sb;
   if (stat(ckpt_json, &sb) != 0) return;
@@ -1038,9 +1043,8 @@ static int take_request(mgr *m, const cJSON *r) {
     }
     m->node[k].drained = op[0] == 'd';
     mlog(m, "node %s: %s", m->node[k].spec.name, op[0] == 'd' ? "drained" : "back");
-    if (op[0] == 'r' && m->node[k].cooling) { /* an operator's word ends a cool-down */
+    if (op[0] == 'r' && m->node[k].cool_until > 0) { /* an operator's word ends a cool-down */
       m->node[k].cool_until = 0;
-      m->node[k].cooling = 0;
       mlog(m, "node %s: its cool-down ended by undrain", m->node[k].spec.name);
     }
     m->replan = 1;
@@ -1202,14 +1206,12 @@ static int health_result(mgr *m, int i, int ok) {
     n->losses = n->losses > 0 && now - n->lost_t < COOL_WINDOW_S ? n->losses + 1 : 1;
     n->lost_t = now;
     n->cool_until = 0;
-    n->cooling = 0;
     mlog(m, "node %s: lost (ssh fails)", n->spec.name);
   } else {
     double f = 1;
     for (int k = 1; k < n->losses && f < COOL_MAX_FACTOR; k++) f *= 2;
     double wait = m->cfg->node_cooldown_s > 0 ? m->cfg->node_cooldown_s * f : 0;
     n->cool_until = wait > 0 ? now + wait : 0;
-    n->cooling = wait > 0;
     if (wait > 0)
       mlog(m, "node %s: back; no job on it for %.0f s (lost %d time%s within the hour)",
            n->spec.name, wait, n->losses, n->losses == 1 ? "" : "s");
@@ -1223,8 +1225,8 @@ static int health_result(mgr *m, int i, int ok) {
 static void cool_poll(mgr *m) {
   double now = spool_wall_s();
   for (int i = 0; i < m->nnode; i++)
-    if (m->node[i].cooling && now >= m->node[i].cool_until) {
-      m->node[i].cooling = 0;
+    if (m->node[i].cool_until > 0 && now >= m->node[i].cool_until) {
+      m->node[i].cool_until = 0;
       mlog(m, "node %s: cooled down", m->node[i].spec.name);
       m->replan = 1;
     }
@@ -1253,7 +1255,7 @@ static int health_poll(mgr *m) {
 /* ---- Policy rounds ------------------------------------------------------ */
 
 static int node_usable(const mgr *m, int i) {
-  return !m->node[i].down && !m->node[i].drained && !m->node[i].cooling;
+  return !m->node[i].down && !m->node[i].drained && m->node[i].cool_until == 0;
 }
 
 /* Whether node i is free for job j (NULL: for any job): no job has it
@@ -1353,7 +1355,7 @@ static int policy_round(mgr *m) {
                              .restarts = job_restarts(j),
                              /* in the curve's units (samples): without one, unknown */
                              .work = j->ncurve >= j->max ? j->work : 0,
-                             .restart_s = j->restart_n > 0 ? j->restart_sum / j->restart_n : 0};
+                             .restart_s = job_restart_s(j)};
     idx[n++] = k;
   }
   user_weights(m, in, idx, n);
@@ -1446,10 +1448,11 @@ static char *snapshot_text(mgr *m) {
     cJSON_AddStringToObject(o, "name", m->node[i].spec.name);
     cJSON_AddStringToObject(o, "state", m->node[i].down      ? "down"
                                         : m->node[i].drained ? "drained"
-                                        : m->node[i].cooling ? "cooling"
+                                        : m->node[i].cool_until > 0 ? "cooling"
                                                              : "up");
     cJSON_AddNumberToObject(o, "slots", m->node[i].spec.slots);
-    if (m->node[i].cooling) cJSON_AddNumberToObject(o, "cool_until", m->node[i].cool_until);
+    if (m->node[i].cool_until > 0)
+      cJSON_AddNumberToObject(o, "cool_until", m->node[i].cool_until);
     cJSON_AddNumberToObject(o, "losses", m->node[i].losses);
     int owner = 0;
     for (int k = 0; k < m->njob && !owner; k++)
@@ -1487,7 +1490,7 @@ static char *snapshot_text(mgr *m) {
       }
     /* a restart's measured cost, the mean of those measured (null: none yet) */
     if (j->restart_n > 0)
-      cJSON_AddNumberToObject(o, "restart_s", round(j->restart_sum / j->restart_n * 100) / 100);
+      cJSON_AddNumberToObject(o, "restart_s", round(job_restart_s(j) * 100) / 100);
     else cJSON_AddNullToObject(o, "restart_s");
     cJSON_AddNumberToObject(o, "resizes", job_resizes(j));
     cJSON_AddNumberToObject(o, "restarts", job_restarts(j));
@@ -1675,7 +1678,7 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
     int nr = 0;
     for (int k = 0; recs && k < m.njob; k++) recs[nr++] = job_record(&m, &m.job[k]);
     for (int i = 0; recs && i < m.nnode; i++)
-      if (m.node[i].drained || m.node[i].down || m.node[i].cooling || m.node[i].losses)
+      if (m.node[i].drained || m.node[i].down || m.node[i].cool_until > 0 || m.node[i].losses)
         recs[nr++] = node_record(&m.node[i]);
     int crc = recs ? cluster_journal_rewrite(&m.jr, recs, nr, err, errlen) : -1;
     for (int i = 0; i < nr; i++) cJSON_Delete(recs[i]);
