@@ -453,8 +453,8 @@ static gs_status dist_build(gs_dlrm_dist *d, const gs_dlrm_config *cfg,
     if (gs_mul_size(e->rows, e->dim, &nw) != GS_OK)
       return gs_error(GS_ERR_NOMEM, "DLRM: table '%s': shard of %zu x %zu overflows", e->name,
                       e->rows, e->dim);
-    e->weights = gs_malloc(nw * sizeof(float));
-    e->state = gs_calloc(e->rows, sizeof(float));
+    e->weights = nw <= SIZE_MAX / sizeof(float) ? gs__malloc_table(nw * sizeof(float), 0) : NULL;
+    e->state = gs__malloc_table(e->rows * sizeof(float), 1);
     if (e->weights == NULL || e->state == NULL)
       return gs_error(GS_ERR_NOMEM, "DLRM: out of memory for rank %d's shard of table '%s' "
                       "(%zu x %zu)", d->rank, e->name, e->rows, e->dim);

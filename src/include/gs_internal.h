@@ -39,6 +39,11 @@
 void gs__error_copy(char *dst, size_t n);
 /* Sets the calling thread's message verbatim. */
 void gs__error_set_message(const char *msg);
+/* Memory for a large table read at random (embedding rows): from 2 MB on,
+ * 2 MB-aligned and advised to the kernel for transparent huge pages, so
+ * that a lookup's page is in the TLB far more often (512x the reach of 4 KB
+ * pages); zeroed when `zero`. Freed by gs_free. (src/core/alloc.c) */
+void *gs__malloc_table(size_t size, int zero);
 /* Reads the whole file at path (a pipe too) into *out, NUL-terminated, for
  * the caller to gs_free; refuses a directory, more than max_bytes, and a NUL
  * inside. Messages name the path and `what` it should be ("profile").
