@@ -45,9 +45,15 @@ static void usage(FILE *f) {
           "  --embed-sgd        the tables train with SGD (as train's --embed-sgd),\n"
           "                     not row-wise Adagrad, whose column blocks exchange\n"
           "                     their rows' sums of squares every step\n"
-          "  --lookup A,B[,G]   seconds per lookup, per byte of row and per bag a\n"
-          "                     shard walks (default 0), instead of measuring\n"
-          "                     this machine (about 0.2 s)\n"
+          "  --zipf S           the ids' Zipf exponent over each table's rows, for\n"
+          "                     the cache model (default 1.05, as train's; 0: uniform)\n"
+          "  --lookup A,B[,G[,AH,BH,C,GM]]\n"
+          "                     seconds per lookup, per byte of row and per bag a\n"
+          "                     shard walks (default 0); a lookup's and a byte's in\n"
+          "                     the cache, a rank's cache bytes (default 0: no\n"
+          "                     cache) and a bag's when half hold none of the\n"
+          "                     shard's ids, instead of measuring this machine\n"
+          "                     (about 0.3 s)\n"
           "  --out FILE         save the plan (JSON: the tables, each shard's rows,\n"
           "                     columns and rank; gs_shard_plan_load reads it)\n"
           "  --json             the plan as one JSON object instead of tables\n");
@@ -55,7 +61,7 @@ static void usage(FILE *f) {
 
 typedef struct shard_opts {
   const char *tables, *net, *out;
-  double scale, pooling, batch, mem_cap;
+  double scale, pooling, batch, mem_cap, zipf;
   int ranks, per_node, force, json, have_lookup, embed_sgd;
   double elem_bytes;
   gs_cost_lookup lookup;
@@ -70,10 +76,10 @@ static int parse_opts(int argc, char **argv, shard_opts *o) {
       {"sharding", required_argument, 0, 'S'}, {"precision", required_argument, 0, 'p'},
       {"lookup", required_argument, 0, 'l'},   {"out", required_argument, 0, 'o'},
       {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
-      {"embed-sgd", no_argument, 0, 'E'},
+      {"embed-sgd", no_argument, 0, 'E'},     {"zipf", required_argument, 0, 'z'},
       {0, 0, 0, 0}};
   *o = (shard_opts){.net = "1gbit", .scale = 1, .pooling = 1, .batch = 8192, .per_node = 1,
-                    .force = -1, .elem_bytes = 4};
+                    .force = -1, .elem_bytes = 4, .zipf = 1.05};
   int c;
   cli_seen seen = {{0}};
   optind = 1;
@@ -133,21 +139,33 @@ static int parse_opts(int argc, char **argv, shard_opts *o) {
         }
         break;
       case 'l': {
-        char *end;
-        o->lookup.alpha = strtod(optarg, &end);
-        if (*end == ',') o->lookup.beta = strtod(end + 1, &end);
-        if (*end == ',') o->lookup.gamma = strtod(end + 1, &end);
-        if (*end != '\0' || !(o->lookup.alpha >= 0) || !(o->lookup.beta >= 0) ||
-            !(o->lookup.gamma >= 0) || !isfinite(o->lookup.alpha) ||
-            !isfinite(o->lookup.beta) || !isfinite(o->lookup.gamma) ||
-            strchr(optarg, ',') == NULL) {
-          cli_error(VERB, "--lookup '%s': expected A,B[,G], seconds per lookup, per byte "
-                    "of row and per bag (numbers >= 0)", optarg);
+        /* A,B[,G[,AH,BH,C,GM]]: 2, 3 or 7 numbers >= 0 */
+        double v[7] = {0, 0, 0, 0, 0, 0, 0};
+        int k = 0, ok = 1;
+        char *end = optarg;
+        while (k < 7 && ok) {
+          const char *at = k == 0 ? optarg : end + 1;
+          v[k] = strtod(at, &end);
+          ok = end != at && v[k] >= 0 && isfinite(v[k]);
+          k++;
+          if (*end != ',') break;
+        }
+        if (!ok || *end != '\0' || !(k == 2 || k == 3 || k == 7)) {
+          cli_error(VERB, "--lookup '%s': expected A,B[,G[,AH,BH,C,GM]], seconds per lookup, "
+                    "per byte of row and per bag, a lookup's and a byte's in the cache, "
+                    "the cache's bytes and a bag's among half empty ones (numbers >= 0)", optarg);
           return 2;
         }
+        o->lookup = (gs_cost_lookup){v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
         o->have_lookup = 1;
         break;
       }
+      case 'z':
+        if (cli_parse_double(optarg, 0, 10, &o->zipf)) {
+          cli_error(VERB, "--zipf '%s' must be a number from 0 to 10", optarg);
+          return 2;
+        }
+        break;
       case 'o': o->out = optarg; break;
       case 'j': o->json = 1; break;
       case 'E': o->embed_sgd = 1; break;
@@ -202,7 +220,7 @@ int cmd_shard(int argc, char **argv) {
   }
   gs_shard_config cfg = {.ranks = o.ranks, .ranks_per_node = o.per_node, .batch = o.batch,
                          .mem_cap = o.mem_cap, .wire_elem_bytes = o.elem_bytes,
-                         .row_sums = !o.embed_sgd,
+                         .row_sums = !o.embed_sgd, .zipf = o.zipf,
                          .force = o.force};
   if (gs_cost_preset(o.net, &cfg.net) != GS_OK) {
     cli_error(VERB, "--net: %s", gs_last_error());
@@ -244,6 +262,11 @@ int cmd_shard(int argc, char **argv) {
     cli_json_add(j, "lookup_alpha_s", cfg.lookup.alpha, "%.4g");
     cli_json_add(j, "lookup_beta_s_per_B", cfg.lookup.beta, "%.4g");
     cli_json_add(j, "lookup_gamma_s_per_bag", cfg.lookup.gamma, "%.4g");
+    cli_json_add(j, "lookup_hit_alpha_s", cfg.lookup.alpha_hit, "%.4g");
+    cli_json_add(j, "lookup_hit_beta_s_per_B", cfg.lookup.beta_hit, "%.4g");
+    cli_json_add(j, "lookup_gamma_mixed_s_per_bag", cfg.lookup.gamma_mixed, "%.4g");
+    cli_json_add(j, "cache_bytes", cfg.lookup.cache_bytes, "%.0f");
+    cli_json_add(j, "zipf", o.zipf, "%.4g");
     cli_json_add(j, "max_rank_s", mx, "%.6g");
     cli_json_add(j, "mean_rank_s", mean, "%.6g");
     cli_json_add(j, "imbalance", mean > 0 ? mx / mean : 1, "%.4f");
@@ -276,6 +299,13 @@ int cmd_shard(int argc, char **argv) {
     printf("# lookup cost: %.3g ns + %.3g ns per byte of row, %.3g ns per bag a shard "
            "walks (%s)\n", cfg.lookup.alpha * 1e9, cfg.lookup.beta * 1e9,
            cfg.lookup.gamma * 1e9, o.have_lookup ? "--lookup" : "measured on this machine");
+    if (cfg.lookup.cache_bytes > 0)
+      printf("# in the cache: %.3g ns + %.3g ns per byte; %.1f MB of cache a rank, ids Zipf "
+             "%.3g (Che's LRU approximation); %.3g ns a bag when half hold none of a "
+             "shard's ids\n", cfg.lookup.alpha_hit * 1e9, cfg.lookup.beta_hit * 1e9,
+             cfg.lookup.cache_bytes / 1e6, o.zipf, cfg.lookup.gamma_mixed * 1e9);
+    else
+      printf("# no cache model: every lookup at the first price\n");
     printf("\n%-16s %12s %6s  %-5s %s\n", "table", "rows", "dim", "shard", "why");
     for (int i = 0; i < n; i++)
       printf("%-16.16s %12zu %6zu  %-5s %s\n", t[i].name, t[i].rows, t[i].dim,

@@ -3,7 +3,8 @@
 # targets): `gradsync shard`'s plan, TorchRec's greedy planner rules
 # (gs_shard_torchrec_max: its greedy proposer and GreedyPerfPartitioner)
 # and the DLRM reference's contiguous slicing, all priced with the one cost
-# (this machine's lookup cost, measured once, and --net 1gbit), on the
+# (this machine's lookup cost and caches, measured once, ids Zipf 1.05,
+# and --net 1gbit), on the
 # Criteo table sets (kaggle, terabyte, mlperf) and on seeded random table
 # sets (5-200 tables, 10 to 1e7 rows, dims 16-128, pooling 1-20) on 4, 8,
 # 16 and 64 ranks (4 per node). Reports each case's worst rank over the
@@ -28,8 +29,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # This machine's lookup cost, once, so that every case is priced alike.
 lookup=$("$gs" shard --tables kaggle --ranks 4 --json |
-  "$py" -c 'import json,sys; d=json.load(sys.stdin); print("%.6g,%.6g,%.6g" % (d["lookup_alpha_s"], d["lookup_beta_s_per_B"], d["lookup_gamma_s_per_bag"]))')
-echo "== lookup cost $lookup s, s/B, s/bag ($(date +%T))" >&2
+  "$py" -c 'import json,sys; d=json.load(sys.stdin); print(",".join("%.6g" % d[k] for k in ("lookup_alpha_s", "lookup_beta_s_per_B", "lookup_gamma_s_per_bag", "lookup_hit_alpha_s", "lookup_hit_beta_s_per_B", "cache_bytes", "lookup_gamma_mixed_s_per_bag")))')
+echo "== lookup cost $lookup: s, s/B, s/bag; in the cache s, s/B; cache bytes; s/bag among half empty ($(date +%T))" >&2
 out=$BENCH_OUT/shard_planner.jsonl
 : >"$out"
 case_run() { # NAME TABLES RANKS
@@ -73,7 +74,9 @@ md=$BENCH_OUT/shard_planner.md
 import json, statistics, sys
 rows = [d for d in (json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")) if "case" in d]
 print("# The sharding planner against TorchRec's greedy rules and contiguous slicing\n")
-print("Estimates of the one cost model (lookup cost %s: s per lookup, per byte of row and per bag, measured on this machine, "
+print("Estimates of the one cost model (lookup cost %s: s per lookup missing the cache, per byte of row and per bag; "
+      "s per lookup and per byte in the cache; a rank's cache bytes; s per bag among half empty ones; "
+      "measured on this machine; ids Zipf 1.05, each rank priced with its own cache; "
       "--net 1gbit, global batch 8192, 4 ranks per node), not measurements. 'worst/mean': "
       "the plan's busiest rank over the mean; 'TorchRec' and 'contiguous': their busiest rank "
       "over the plan's (above 1: the plan is better). Random sets: %s per rank count, "

@@ -315,12 +315,25 @@ typedef enum {
   GS_SHARD_KIND_COUNT
 } gs_shard_kind;
 
-/* One lookup (forward + fused backward) costs alpha + beta * row bytes. */
+/* One lookup (forward + fused backward) costs alpha + beta * row bytes when
+ * its row is not in the cache, alpha_hit + beta_hit * row bytes when it is
+ * (never more than the former). Which rows are in the cache: Che's
+ * approximation of an LRU cache of cache_bytes (gs_cost_cache_time), with
+ * the ids' Zipf law. cache_bytes 0 turns the cache off: every lookup at the
+ * first price, as for tables far beyond the caches. A bag a shard walks
+ * costs gamma, up to gamma_mixed as the share f of its bags holding any of
+ * its ids nears a half: gamma + (gamma_mixed - gamma) 4 f (1 - f). */
 typedef struct gs_cost_lookup {
   double alpha; /* s per lookup */
   double beta;  /* s per byte of the row (dim * 4) */
   double gamma; /* s per bag a shard walks, whether any of its ids land there
                  * or not (the pooled vector written, its offsets read) */
+  double alpha_hit, beta_hit; /* the same, the row in the cache */
+  double cache_bytes;         /* the cache a rank has to itself (its core's
+                               * and its share of the shared ones); 0: off */
+  double gamma_mixed;         /* s per bag when half the bags a shard walks
+                               * hold none of its ids, at random (a row
+                               * block's: the branches miss); 0: gamma */
 } gs_cost_lookup;
 
 typedef struct gs_cost_shard_in {
@@ -336,6 +349,13 @@ typedef struct gs_cost_shard_in {
   int row_sums;           /* 1: row-wise Adagrad, so a block of fewer columns
                            * than the table sends its touched rows' sums of
                            * squares to the row's other blocks every step */
+  double zipf;            /* the ids' Zipf exponent over the table's rows (0:
+                           * uniform); hot rows spread over the row blocks */
+  double cache_t;         /* Che's characteristic time of the rank's cache,
+                           * in steps (gs_cost_cache_time): a row asked for
+                           * r times a step is in the cache with probability
+                           * 1 - e^(-r cache_t). 0: never (every lookup
+                           * misses); INFINITY: always */
 } gs_cost_shard_in;
 
 typedef struct gs_cost_shard_out {
@@ -349,6 +369,20 @@ typedef struct gs_cost_shard_out {
  * nodes. Unknown kinds give a negative total. */
 void gs_cost_shard(const gs_cost_params *c, gs_cost_topo t, const gs_cost_lookup *lk,
                    const gs_cost_shard_in *in, gs_cost_shard_out *out);
+
+/* Che's characteristic time (steps) of an LRU cache of cache_bytes shared
+ * by the n shards of in (one rank's) and other_bytes the rest of a step
+ * touches once (the MLPs' weights and activations, the exchange's buffers):
+ * the T at which the expected footprint, other_bytes (1 - e^-T) plus the sum
+ * over rows of their bytes times 1 - e^(-r T) (r: the row's lookups a step
+ * under the table's Zipf law), fills the cache. INFINITY when everything
+ * fits; 0 when cache_bytes <= 0. in[i].cache_t is ignored. */
+double gs_cost_cache_time(gs_cost_topo t, const gs_cost_shard_in *in, int n,
+                          double cache_bytes, double other_bytes);
+
+/* The share of a shard's lookups whose row is in a cache of characteristic
+ * time in->cache_t (0 to 1). */
+double gs_cost_shard_hits(gs_cost_topo t, const gs_cost_shard_in *in);
 
 /* How a replicated (dp) table's gradient is summed across ranks: 1 when its
  * dense gradient (rows x dim floats) all-reduced moves fewer bytes than

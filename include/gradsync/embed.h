@@ -157,6 +157,16 @@ typedef struct gs_shard_config {
    * touched rows' sums of squares with the row's other blocks every step
    * (gs_dlrm_dist), priced by gs_cost_shard. */
   int row_sums;
+  /* The ids' Zipf exponent over each table's rows (0: uniform), and the
+   * bytes the rest of a training step touches on a rank (the MLPs'
+   * weights, activations and gradients, the exchange's buffers), for the
+   * cache model of gs_cost_lookup. */
+  double zipf, step_bytes;
+  /* Che's characteristic time (steps) the planner prices shards at before
+   * they have a rank: 0 computes the mean rank's (every table whole over
+   * ranks x lookup.cache_bytes). The plan's final estimates are each rank's
+   * own (gs_shard_plan_price). */
+  double cache_t;
 } gs_shard_config;
 
 /* One placed piece of a table: rows [row_lo, row_hi) and columns
@@ -180,9 +190,10 @@ typedef struct gs_shard_plan {
 } gs_shard_plan;
 
 /* Measures this machine's lookup cost (forward + fused backward with
- * row-wise Adagrad, one thread, a table beyond the caches, uniform ids; four
- * widths fitted by least squares; a bag's own cost from empty bags): about
- * 0.2 s. */
+ * row-wise Adagrad, one thread, uniform ids; four widths fitted by least
+ * squares, over a table beyond the caches and over one inside them; a bag's
+ * own cost from empty bags) and reads its caches' sizes (a core's own and
+ * its share of the shared one): about 0.3 s. */
 gs_status gs_embed_calibrate(gs_cost_lookup *out);
 
 const char *gs_shard_kind_name(gs_shard_kind k);
@@ -212,6 +223,12 @@ void gs_shard_price(const gs_shard_config *cfg, const gs_embed_spec *t, const gs
                     gs_cost_shard_out *out);
 gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
                              const gs_shard_config *cfg, gs_shard_plan **out);
+/* Every shard of p priced where it is: with its rank's own cache, Che's
+ * characteristic time of the shards that rank holds in
+ * cfg->lookup.cache_bytes (gs_cost_cache_time; cfg->cache_t is ignored).
+ * out: p->nshards entries. */
+gs_status gs_shard_plan_price(const gs_shard_plan *p, const gs_embed_spec *tables,
+                              const gs_shard_config *cfg, gs_cost_shard_out *out);
 /* Every row and column of every table owned exactly once (dp: on every
  * rank), every rank in range, memory under the cap. GS_ERR_INVALID_ARG
  * naming the table and what is wrong otherwise. */

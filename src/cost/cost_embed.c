@@ -33,12 +33,149 @@
  * row-wise table's partial sums, the dense gradients in the MLPs'
  * all-reduce), so a shard is charged its bytes only: the latency terms are
  * paid once per step whatever the sharding, and are left out (alpha = 0).
- * Skewed ids put more lookups on the hot rows' shards than rows/N says; the
- * planner's estimate is for ids spread as the table's rows.
+ * Hot rows are spread over the row blocks (the ids are hashed over the
+ * rows), so a row block serves its share of the lookups.
+ *
+ * The caches. A lookup whose row is in the cache costs alpha_hit + beta_hit
+ * per byte instead of alpha + beta. Which rows are: Che's approximation of
+ * an LRU cache (Che, Tung and Wang, IEEE JSAC 2002; Fricker, Robert and
+ * Roberts, ITC 2012): a row asked for r times a step stays in a cache of
+ * characteristic time T with probability 1 - e^(-r T), and T is where the
+ * rows' expected footprint fills the cache. With ids drawn from a Zipf law
+ * of exponent s over a table's N rows the row of popularity rank k is asked
+ * for I k^-s / H(N) times a step (I: the table's lookups a step); the ranks
+ * are taken in geometric buckets (a bucket's mass from the integral of
+ * x^-s, as the sampler's rejection-inversion has it), so a table of 10^7
+ * rows is ~90 terms. A row's footprint is its lines and, with row-wise
+ * Adagrad, its accumulator's line. What else a step touches (the MLPs'
+ * activations, the exchange's buffers) takes its share of the cache as
+ * lines asked for once a step. The rank's shards share the cache: the
+ * planner prices with the mean rank's T (every table's rows over every
+ * rank's cache) and then each rank with its own (gradsync/embed.h).
  */
 #include <math.h>
 
 #include "gradsync/cost.h"
+#include "gs_internal.h"
+
+/* A shard's lookups and bags a step (the work its lookup time counts). */
+static void shard_load(const gs_cost_shard_in *in, int p, double *ids_out, double *bags_out) {
+  double ids = in->batch * in->pooling, bags = in->batch;
+  double share = in->table_rows > 0 ? in->rows / in->table_rows : 0.0;
+  switch (in->kind) {
+    case GS_SHARD_RW:
+    case GS_SHARD_TWRW:
+      ids *= share;
+      break;
+    case GS_SHARD_DP:
+      if (gs_cost_dp_dense(in->rows, in->dim, in->batch, in->pooling)) {
+        ids /= p;
+        bags /= p;
+      } else { /* its own samples forward, the whole batch's in the update */
+        ids = in->batch * in->pooling * (1.0 + 1.0 / p) / 2.0;
+        bags = in->batch * (1.0 + 1.0 / p) / 2.0;
+      }
+      break;
+    default:
+      break;
+  }
+  *ids_out = ids;
+  *bags_out = bags;
+}
+
+/* The integral of x^-s from 1 to x (log x at s = 1). */
+static double zipf_int(double s, double x) {
+  return fabs(1.0 - s) < 1e-9 ? log(x) : expm1((1.0 - s) * log(x)) / (1.0 - s);
+}
+
+/* A shard's rows in buckets of popularity (ranks lo..hi of the table's Zipf
+ * law, lo growing by 1.25): m, the share of the shard's lookups on them;
+ * bytes, their footprint in the shard (its share of the rows, of fp bytes
+ * each); r, each row's lookups a step. 128 buckets reach 10^12 rows. */
+enum { MAX_BUCKETS = 128 };
+typedef struct bucket {
+  double m, bytes, r;
+} bucket;
+
+static int shard_buckets(gs_cost_topo t, const gs_cost_shard_in *in, bucket *out) {
+  int p = t.ranks > 0 ? t.ranks : 1, n = 0;
+  double ids, bags;
+  shard_load(in, p, &ids, &bags);
+  double N = floor(in->table_rows), share = N > 0 ? in->rows / N : 0.0;
+  if (!(ids > 0) || !(share > 0) || !(N >= 1)) return 0;
+  double fp = ceil(in->dim * 4.0 / 64.0) * 64.0 + (in->row_sums ? 64.0 : 0.0);
+  double rate = ids / share; /* the table's lookups as this shard's rows see them */
+  double s = in->zipf > 0 ? in->zipf : 0.0;
+  double total = zipf_int(s, N + 0.5) - zipf_int(s, 0.5);
+  for (double lo = 1.0; lo <= N && n < MAX_BUCKETS; n++) {
+    double hi = s > 0 && n + 1 < MAX_BUCKETS ? fmin(N, fmax(lo, floor(lo * 1.25))) : N;
+    double m = (zipf_int(s, hi + 0.5) - zipf_int(s, lo - 0.5)) / total, rows = hi - lo + 1.0;
+    out[n] = (bucket){m, share * rows * fp, rate * m / rows};
+    lo = hi + 1.0;
+  }
+  return n;
+}
+
+/* The rows' expected footprint at characteristic time T. */
+static double buckets_bytes(const bucket *b, int n, double T) {
+  double sum = 0;
+  for (int k = 0; k < n; k++) sum += isinf(T) ? b[k].bytes : -b[k].bytes * expm1(-b[k].r * T);
+  return sum;
+}
+
+/* The share of the lookups that hit. A step's lookups of a table come in
+ * one burst: a lookup misses when it is its row's first of the burst,
+ * (1 - e^-r) / r of them, and the row was not kept from an earlier step's
+ * (a step ago: only with T of a step or more, then with 1 - e^(-r T)). */
+static double buckets_hits(const bucket *b, int n, double T) {
+  double hit = 0.0, mass = 0.0;
+  for (int k = 0; k < n; k++) {
+    double r = b[k].r, first = r > 1e-9 ? -expm1(-r) / r : 1.0;
+    double gone = T >= 1.0 ? (isinf(T) ? 0.0 : exp(-r * T)) : 1.0;
+    hit += b[k].m * (1.0 - first * gone);
+    mass += b[k].m;
+  }
+  return mass > 0 ? fmin(1.0, hit / mass) : 1.0;
+}
+
+double gs_cost_shard_hits(gs_cost_topo t, const gs_cost_shard_in *in) {
+  if (!(in->cache_t > 0)) return 0.0;
+  bucket b[MAX_BUCKETS];
+  int n = shard_buckets(t, in, b);
+  return n > 0 ? buckets_hits(b, n, in->cache_t) : 1.0;
+}
+
+double gs_cost_cache_time(gs_cost_topo t, const gs_cost_shard_in *in, int n,
+                          double cache_bytes, double other_bytes) {
+  double o = other_bytes > 0 ? other_bytes : 0.0;
+  if (!(cache_bytes > 0) || n < 1) return 0.0;
+  bucket *b = gs_malloc((size_t)n * MAX_BUCKETS * sizeof *b);
+  if (b == NULL) return 0.0; /* out of memory: every lookup a miss, the model without caches */
+  int nb = 0;
+  for (int i = 0; i < n; i++) nb += shard_buckets(t, &in[i], b + nb);
+  /* What else a step touches is touched in turn, once a step. */
+#define FOOTPRINT(T) (o * fmin((T), 1.0) + buckets_bytes(b, nb, (T)))
+  double T = INFINITY;
+  if (FOOTPRINT(INFINITY) > cache_bytes) {
+    /* The footprint grows with T: bracket it from a step by factors of 4
+     * either way, then bisect in log T to 0.01% (a price moves less). */
+    double lo = 1.0, hi = 1.0;
+    if (FOOTPRINT(1.0) < cache_bytes) {
+      for (int k = 0; k < 200 && FOOTPRINT(hi) < cache_bytes; k++) lo = hi, hi *= 4.0;
+    } else {
+      for (int k = 0; k < 200 && FOOTPRINT(lo) >= cache_bytes; k++) hi = lo, lo /= 4.0;
+    }
+    for (int k = 0; k < 48 && hi > lo * (1 + 1e-4); k++) {
+      double mid = sqrt(lo * hi);
+      if (FOOTPRINT(mid) < cache_bytes) lo = mid;
+      else hi = mid;
+    }
+    T = sqrt(lo * hi);
+  }
+#undef FOOTPRINT
+  gs_free(b);
+  return T;
+}
 
 static double a2a_row(const gs_cost_params *c, int p, double bytes) {
   if (p <= 1) return 0.0;
@@ -53,9 +190,9 @@ void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_looku
   for (int a = 0; a < GS_ALGO_COUNT; a++) bw.fit[a].alpha = 0, bw.fit[a].npoints = 0;
   const gs_cost_params *c = &bw;
   double pooled = in->batch * in->dim * in->wire_elem_bytes; /* the batch's vectors */
-  double ids = in->batch * in->pooling, bags = in->batch;
+  double ids, bags;
+  shard_load(in, p, &ids, &bags);
   double row_bytes = in->dim * 4.0;
-  double share = in->table_rows > 0 ? in->rows / in->table_rows : 0.0;
   out->lookup_s = out->wire_s = out->wire_bytes = 0;
   switch (in->kind) {
     case GS_SHARD_TW:
@@ -64,7 +201,6 @@ void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_looku
       out->wire_bytes = 2.0 * pooled * (p - 1) / p;
       break;
     case GS_SHARD_RW: {
-      ids *= share;
       double rs = gs_cost_reduce_scatter(c, t, GS_ALGO_RING, pooled);
       double ag = gs_cost_allgather(c, t, GS_ALGO_RING, pooled);
       out->wire_s = rs + ag;
@@ -73,7 +209,6 @@ void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_looku
     }
     case GS_SHARD_TWRW: {
       int g = in->group > 0 ? in->group : 1;
-      ids *= share;
       gs_cost_params local = *c;
       local.alpha = 0;
       local.beta = c->beta_local;
@@ -85,8 +220,6 @@ void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_looku
       break;
     }
     case GS_SHARD_DP:
-      ids /= p;
-      bags /= p;
       if (gs_cost_dp_dense(in->rows, in->dim, in->batch, in->pooling)) {
         out->wire_s = gs_cost_allreduce(c, t, GS_ALGO_AUTO, in->rows * row_bytes);
         out->wire_bytes = 2.0 * in->rows * row_bytes * (p - 1) / p;
@@ -94,9 +227,6 @@ void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_looku
         double gathered = in->batch * (in->dim + in->pooling + 1.0) * 4.0;
         out->wire_s = gs_cost_allgather(c, t, GS_ALGO_RING, gathered);
         out->wire_bytes = gathered * (p - 1) / p;
-        /* its own samples forward, the whole batch's in the update */
-        ids = in->batch * in->pooling * (1.0 + 1.0 / p) / 2.0;
-        bags = in->batch * (1.0 + 1.0 / p) / 2.0;
       }
       break;
     default:
@@ -110,7 +240,20 @@ void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_looku
     out->wire_s += sums * c->beta;
     out->wire_bytes += sums;
   }
-  out->lookup_s = bags * lk->gamma + ids * (lk->alpha + lk->beta * row_bytes);
+  double miss = lk->alpha + lk->beta * row_bytes, hit = miss;
+  if (lk->cache_bytes > 0 && in->cache_t > 0) {
+    double h = gs_cost_shard_hits(t, in);
+    hit = h * fmin(miss, lk->alpha_hit + lk->beta_hit * row_bytes) + (1.0 - h) * miss;
+  }
+  /* the share of the bags holding any of the shard's ids: each of a
+   * sample's ids lands in it with the shard's share of the rows */
+  double share = in->table_rows > 0 ? fmin(1.0, in->rows / in->table_rows) : 0.0;
+  double f = in->kind == GS_SHARD_RW || in->kind == GS_SHARD_TWRW
+                 ? -expm1(in->pooling * log1p(-fmin(share, 1.0 - 1e-12)))
+                 : 1.0;
+  double gamma = lk->gamma;
+  if (lk->gamma_mixed > gamma) gamma += (lk->gamma_mixed - gamma) * 4.0 * f * (1.0 - f);
+  out->lookup_s = bags * gamma + ids * hit;
   out->total_s = out->lookup_s + out->wire_s;
 }
 

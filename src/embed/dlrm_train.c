@@ -47,6 +47,38 @@ static void emit(gs_dlrm_train_cb cb, void *user, const gs_dlrm_train_event *ev)
   if (cb) cb(ev, user);
 }
 
+/* The ids' skew as the cost model's cache sees it: the generator's Zipf
+ * exponent; a Criteo file's ids taken as uniform (their skew unknown). */
+static double ids_zipf(const gs_dlrm_train_config *cfg) {
+  return cfg->criteo_file ? 0.0 : cfg->data.zipf_s;
+}
+
+/* What the rest of a step touches on a rank, for the cost model's cache
+ * (gs_shard_config.step_bytes): the MLPs' weights with their gradients and
+ * the optimizer's copy (3 floats a parameter); for each of the rank's B
+ * samples every layer's output and its gradient, the interaction's input
+ * (T + 1 vectors of D) and output and their gradients (2 floats each); and
+ * the pooled vectors of the rank's shards for the global batch, out and
+ * back, with the exchange's buffers (4 floats a pooled element). An
+ * estimate from the shapes: the caches see what is touched, not what is
+ * allocated. */
+static double step_bytes(const gs_dlrm_train_config *cfg, size_t D) {
+  int bw[GS_DLRM_MAX_LAYERS + 1], tw[GS_DLRM_MAX_LAYERS + 1], nb = 0, nt = 0;
+  if (gs_dlrm_mlp_parse(cfg->model.bottom_mlp, bw, GS_DLRM_MAX_LAYERS + 1, &nb) != GS_OK ||
+      gs_dlrm_mlp_parse(cfg->model.top_mlp, tw + 1, GS_DLRM_MAX_LAYERS, &nt) != GS_OK)
+    return 0.0;
+  double T = cfg->model.ntables, B = (double)cfg->batch, params = 0, acts = 0;
+  tw[0] = (int)(cfg->model.interaction == GS_DLRM_DOT ? (double)D + T * (T + 1) / 2
+                                                      : (T + 1) * (double)D);
+  for (int i = 0; i + 1 < nb; i++) params += bw[i] * (bw[i + 1] + 1.0), acts += bw[i + 1];
+  for (int i = 0; i < nt; i++) params += tw[i] * (tw[i + 1] + 1.0), acts += tw[i + 1];
+  acts += (T + 1) * (double)D + tw[0];
+  /* a rank's shards pool the global batch (P B samples) for 1/P of the
+   * tables on average: B T D elements */
+  double pooled = B * T * (double)D;
+  return 4.0 * (3.0 * params + 2.0 * B * acts + 4.0 * pooled);
+}
+
 /* The plan every rank makes alike: the lookup cost is rank 0's, the network
  * the communicator's agreed cost model. A failure is every rank's. Rank 0
  * measures the lookup cost whatever the plan (*lookup_out: the per-rank
@@ -58,7 +90,7 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
   int P = gs_comm_size(comm);
   gs_status st = GS_OK;
   char msg[GS_VOTE_MESSAGE] = "";
-  double lookup[3] = {0, 0, 0};
+  double lookup[7] = {0, 0, 0, 0, 0, 0, 0};
   if (cfg->plan_file && *out == NULL)
     st = gs_shard_plan_load(cfg->plan_file, specs, cfg->model.ntables, P, out);
   if (st == GS_OK && gs_comm_rank(comm) == 0) {
@@ -67,6 +99,10 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
     lookup[0] = lk.alpha;
     lookup[1] = lk.beta;
     lookup[2] = lk.gamma;
+    lookup[3] = lk.alpha_hit;
+    lookup[4] = lk.beta_hit;
+    lookup[5] = lk.cache_bytes;
+    lookup[6] = lk.gamma_mixed;
   }
   if (st != GS_OK) gs__error_copy(msg, sizeof msg);
   gs_agreement a;
@@ -75,7 +111,7 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
     st = gs_error((gs_status)a.votes[a.first].status, "DLRM plan on rank %d: %s", a.first,
                   a.votes[a.first].message);
   const double *l0 = a.payloads;
-  gs_cost_lookup lk = {l0[0], l0[1], l0[2]};
+  gs_cost_lookup lk = {l0[0], l0[1], l0[2], l0[3], l0[4], l0[5], l0[6]};
   gs_agreement_free(&a);
   *lookup_out = lk;
   if (st != GS_OK || *out != NULL) {
@@ -92,29 +128,39 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
                         .wire_elem_bytes = cfg->precision == GS_DLRM_A2A_FP32 ? 4 : 2,
                         .force = cfg->sharding,
                         .mem_cap = 0,
-                        .row_sums = cfg->optim.embed.kind == GS_EMBED_ROWWISE_ADAGRAD};
+                        .row_sums = cfg->optim.embed.kind == GS_EMBED_ROWWISE_ADAGRAD,
+                        .zipf = ids_zipf(cfg),
+                        .step_bytes = step_bytes(cfg, specs[0].dim)};
   if (P % sc.ranks_per_node != 0) sc.ranks_per_node = 1;
   sc.net = *gs_comm_cost(comm);
-  sc.lookup = cfg->sharding < 0 ? lk : (gs_cost_lookup){2e-8, 1e-10, 0};
+  sc.lookup = cfg->sharding < 0 ? lk : (gs_cost_lookup){2e-8, 1e-10, 0, 0, 0, 0, 0};
   return gs_shard_plan_make(specs, cfg->model.ntables, &sc, out);
 }
 
 /* The cost model's lookup time a step on each rank (ms): every shard's
  * lookups, forward and fused backward, priced as the planner prices them
- * (gs_shard_price) with the measured lookup cost, summed over the shards a
- * rank holds (a dp table: every rank its share of the batch). */
-static void predict_lookups(const gs_dlrm_train_config *cfg, const gs_embed_spec *specs,
-                            const gs_shard_plan *plan, const gs_cost_lookup *lk, double *ms) {
+ * where they are (gs_shard_plan_price: each rank with its own cache) with
+ * the measured lookup cost, summed over the shards a rank holds (a dp
+ * table: every rank its share of the batch). */
+static gs_status predict_lookups(const gs_dlrm_train_config *cfg, const gs_embed_spec *specs,
+                                 const gs_shard_plan *plan, const gs_cost_lookup *lk,
+                                 double *ms) {
   gs_shard_config sc = {.ranks = plan->ranks, .ranks_per_node = 1,
                         .batch = (double)(cfg->batch * (size_t)plan->ranks),
-                        .wire_elem_bytes = 4, .lookup = *lk};
-  for (size_t i = 0; i < plan->nshards; i++) {
+                        .wire_elem_bytes = 4, .lookup = *lk,
+                        .row_sums = cfg->optim.embed.kind == GS_EMBED_ROWWISE_ADAGRAD,
+                        .zipf = ids_zipf(cfg),
+                        .step_bytes = step_bytes(cfg, specs[0].dim)};
+  gs_cost_shard_out *o = gs_malloc((plan->nshards + 1) * sizeof *o);
+  if (o == NULL) return gs_error(GS_ERR_NOMEM, "out of memory pricing %zu shards", plan->nshards);
+  gs_status st = gs_shard_plan_price(plan, specs, &sc, o);
+  for (size_t i = 0; st == GS_OK && i < plan->nshards; i++) {
     const gs_shard *sh = &plan->shards[i];
-    gs_cost_shard_out o;
-    gs_shard_price(&sc, &specs[sh->table], sh, &o);
-    if (sh->rank >= 0 && sh->rank < plan->ranks && o.total_s != -1.0) /* -1: no kind */
-      ms[sh->rank] += 1e3 * o.lookup_s;
+    if (sh->rank >= 0 && sh->rank < plan->ranks && o[i].total_s != -1.0) /* -1: no kind */
+      ms[sh->rank] += 1e3 * o[i].lookup_s;
   }
+  gs_free(o);
+  return st;
 }
 
 /* Where samples come from: the synthetic generator (any sample at once) or
@@ -270,7 +316,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   if (pred_ms == NULL || meas_ms == NULL)
     GS_CHECK_GOTO(gs_error(GS_ERR_NOMEM, "out of memory for %d ranks' lookup times", (int)P),
                   st, out);
-  predict_lookups(cfg, specs, plan, &lk, pred_ms);
+  GS_CHECK_GOTO(predict_lookups(cfg, specs, plan, &lk, pred_ms), st, out);
   GS_CHECK_GOTO(gs_dlrm_dist_create(&mc, plan, comm, &d), st, out);
   gs_dlrm_dist_set_precision(d, cfg->precision);
   GS_CHECK_GOTO(gs_dlrm_dist_set_mlp_policy(d, cfg->mlp_policy), st, out);

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gradsync/embed.h"
 #include "gs_internal.h"
@@ -136,14 +137,102 @@ static double shard_mem(size_t rows, size_t cols) {
   return (double)rows * (double)cols * 4.0 + (double)rows * 4.0;
 }
 
+static gs_cost_topo shard_topo(const gs_shard_config *cfg) {
+  return (gs_cost_topo){cfg->ranks,
+                        cfg->ranks / (cfg->ranks_per_node > 0 ? cfg->ranks_per_node : 1)};
+}
+
+static gs_cost_shard_in shard_in(const gs_shard_config *cfg, const gs_embed_spec *t,
+                                 const gs_shard *s, double cache_t) {
+  return (gs_cost_shard_in){s->kind, cfg->batch, t->pooling, (double)(s->row_hi - s->row_lo),
+                            (double)t->rows, (double)(s->col_hi - s->col_lo),
+                            cfg->wire_elem_bytes, cfg->ranks_per_node, (double)t->dim,
+                            cfg->row_sums, cfg->zipf, cache_t};
+}
+
 void gs_shard_price(const gs_shard_config *cfg, const gs_embed_spec *t, const gs_shard *s,
                     gs_cost_shard_out *out) {
-  gs_cost_topo topo = {cfg->ranks, cfg->ranks / (cfg->ranks_per_node > 0 ? cfg->ranks_per_node : 1)};
-  gs_cost_shard_in in = {s->kind, cfg->batch, t->pooling, (double)(s->row_hi - s->row_lo),
-                         (double)t->rows, (double)(s->col_hi - s->col_lo),
-                         cfg->wire_elem_bytes, cfg->ranks_per_node, (double)t->dim,
-                         cfg->row_sums};
-  gs_cost_shard(&cfg->net, topo, &cfg->lookup, &in, out);
+  gs_cost_shard_in in = shard_in(cfg, t, s, cfg->cache_t);
+  gs_cost_shard(&cfg->net, shard_topo(cfg), &cfg->lookup, &in, out);
+}
+
+gs_status gs_shard_plan_price(const gs_shard_plan *p, const gs_embed_spec *tables,
+                              const gs_shard_config *cfg, gs_cost_shard_out *out) {
+  if (p == NULL || tables == NULL || cfg == NULL || out == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "sharding plan: NULL argument");
+  /* The shards by rank (a counting sort), each rank's cache time, then
+   * every shard at its rank's. */
+  size_t n = p->nshards, R = (size_t)p->ranks;
+  size_t *start = gs_calloc(R + 2, sizeof *start), *idx = gs_malloc((n + 1) * sizeof *idx);
+  gs_cost_shard_in *in = gs_malloc((n + 1) * sizeof *in);
+  if (start == NULL || idx == NULL || in == NULL) {
+    gs_free(start);
+    gs_free(idx);
+    gs_free(in);
+    return gs_error(GS_ERR_NOMEM, "sharding plan: out of memory pricing %zu shards", n);
+  }
+  for (size_t j = 0; j < n; j++) {
+    size_t r = p->shards[j].rank >= 0 && (size_t)p->shards[j].rank < R ? (size_t)p->shards[j].rank : R;
+    start[r + 1]++;
+  }
+  for (size_t r = 0; r <= R; r++) start[r + 1] += start[r];
+  size_t *fill = gs_calloc(R + 1, sizeof *fill);
+  if (fill == NULL) {
+    gs_free(start);
+    gs_free(idx);
+    gs_free(in);
+    return gs_error(GS_ERR_NOMEM, "sharding plan: out of memory pricing %zu shards", n);
+  }
+  for (size_t j = 0; j < n; j++) {
+    const gs_shard *s = &p->shards[j];
+    size_t r = s->rank >= 0 && (size_t)s->rank < R ? (size_t)s->rank : R;
+    size_t at = start[r] + fill[r]++;
+    idx[at] = j;
+    in[at] = shard_in(cfg, &tables[s->table], s, 0);
+  }
+  gs_cost_topo topo = shard_topo(cfg);
+  for (size_t r = 0; r <= R; r++) {
+    size_t k = start[r + 1] - start[r];
+    double T = r < R && k > 0 ? gs_cost_cache_time(topo, &in[start[r]], (int)k,
+                                                   cfg->lookup.cache_bytes, cfg->step_bytes)
+                              : 0.0;
+    for (size_t a = start[r]; a < start[r + 1]; a++) {
+      in[a].cache_t = T;
+      gs_cost_shard(&cfg->net, topo, &cfg->lookup, &in[a], &out[idx[a]]);
+    }
+  }
+  gs_free(fill);
+  gs_free(start);
+  gs_free(idx);
+  gs_free(in);
+  return GS_OK;
+}
+
+/* The mean rank's characteristic time: every table whole, over every
+ * rank's cache (a balanced plan holds 1/ranks of the hot rows each). */
+static double mean_cache_time(const gs_shard_config *cfg, const gs_embed_spec *tables,
+                              int ntables) {
+  if (!(cfg->lookup.cache_bytes > 0)) return 0.0;
+  gs_cost_shard_in *in = gs_malloc((size_t)ntables * sizeof *in);
+  if (in == NULL) return 0.0; /* every lookup priced a miss: the model without caches */
+  for (int i = 0; i < ntables; i++) {
+    gs_shard s = {i, 0, GS_SHARD_TW, 0, tables[i].rows, 0, tables[i].dim, 0, 0, 0};
+    in[i] = shard_in(cfg, &tables[i], &s, 0);
+  }
+  double T = gs_cost_cache_time(shard_topo(cfg), in, ntables,
+                                cfg->lookup.cache_bytes * cfg->ranks,
+                                cfg->step_bytes * cfg->ranks);
+  gs_free(in);
+  return T;
+}
+
+/* cfg with the characteristic time shards are priced at before they have a
+ * rank (the mean rank's unless cfg sets one). */
+static gs_shard_config with_cache(const gs_shard_config *cfg, const gs_embed_spec *tables,
+                                  int ntables) {
+  gs_shard_config c = *cfg;
+  if (c.cache_t == 0) c.cache_t = mean_cache_time(cfg, tables, ntables);
+  return c;
 }
 
 static void price(const gs_shard_config *cfg, const gs_embed_spec *t, gs_shard *s) {
@@ -209,6 +298,29 @@ static void move_shard(gs_shard_plan *p, gs_shard *s, int to) {
   rank_account(p, s, -1);
   s->rank = to;
   rank_account(p, s, 1);
+}
+
+/* The plan's shards priced where they are, each rank with its own cache
+ * (gs_shard_plan_price), and the ranks' sums again (with the cache off, or
+ * out of memory for the pricing, the prices stand). The busiest rank's
+ * time. */
+static double rank_price(gs_shard_plan *p, const gs_embed_spec *tables,
+                         const gs_shard_config *cfg) {
+  if (cfg->lookup.cache_bytes > 0) {
+    gs_cost_shard_out *o = gs_malloc((p->nshards + 1) * sizeof *o);
+    if (o && gs_shard_plan_price(p, tables, cfg, o) == GS_OK)
+      for (size_t j = 0; j < p->nshards; j++) {
+        p->shards[j].est_s = o[j].total_s;
+        p->shards[j].wire_bytes = o[j].wire_bytes;
+      }
+    gs_free(o);
+  }
+  for (int r = 0; r < p->ranks; r++) p->rank_s[r] = p->rank_mem[r] = p->rank_wire[r] = 0;
+  double mx = 0;
+  for (size_t j = 0; j < p->nshards; j++)
+    if (p->shards[j].rank >= 0 && p->shards[j].rank < p->ranks) rank_account(p, &p->shards[j], 1);
+  for (int r = 0; r < p->ranks; r++) mx = fmax(mx, p->rank_s[r]);
+  return mx;
 }
 
 /* Block j of `parts` of table i's rows (all its columns), on `rank`. */
@@ -320,6 +432,74 @@ static gs_status place(gs_shard_plan *p, const gs_embed_spec *tables,
 static double tr_plan(const gs_embed_spec *tables, int ntables, const gs_shard_config *cfg,
                       gs_shard_plan *out, size_t out_cap);
 
+/* The busiest rank's largest whole table (or block) of 16 columns or more
+ * split in two column blocks, the rank `ratio` times the mean. 0 when none
+ * can be (or on error, in *st). */
+static int split_busiest(gs_shard_plan *p, const gs_embed_spec *tables,
+                         const gs_shard_config *cfg, size_t cap, double ratio, gs_status *st) {
+  int hi = 0;
+  for (int r = 1; r < p->ranks; r++)
+    if (p->rank_s[r] > p->rank_s[hi]) hi = r;
+  gs_shard *big = NULL;
+  for (size_t j = 0; j < p->nshards; j++) {
+    gs_shard *s = &p->shards[j];
+    size_t w = s->col_hi - s->col_lo;
+    if (s->rank == hi && (s->kind == GS_SHARD_TW || s->kind == GS_SHARD_CW) && w >= 16 &&
+        w % 2 == 0 && (big == NULL || s->est_s > big->est_s))
+      big = s;
+  }
+  if (big == NULL || p->nshards >= cap) return 0;
+  int i = big->table;
+  size_t half = (big->col_hi - big->col_lo) / 2;
+  gs_shard second = *big;
+  big->col_hi = big->col_lo + half;
+  second.col_lo = big->col_hi;
+  big->kind = second.kind = GS_SHARD_CW;
+  price(cfg, &tables[i], big);
+  price(cfg, &tables[i], &second);
+  if ((*st = add_shard(p, cap, second)) != GS_OK) return 0;
+  if (p->kind[i] == GS_SHARD_TW)
+    snprintf(p->why[i], sizeof p->why[i], "cw: split in column blocks to balance the "
+             "ranks (whole, its rank was %.2fx the mean)", ratio);
+  p->kind[i] = GS_SHARD_CW;
+  return 1;
+}
+
+/* Each rank priced with its own cache; placed once more on those prices,
+ * kept where that lowers the busiest rank. */
+static void reprice_and_replace(gs_shard_plan *p, const gs_embed_spec *tables,
+                                const gs_shard_config *cfg, gs_status *st) {
+  double mx = rank_price(p, tables, cfg);
+  int *was = gs_malloc((p->nshards + 1) * sizeof *was);
+  if (was == NULL) return; /* the placement stands */
+  for (size_t j = 0; j < p->nshards; j++) was[j] = p->shards[j].rank;
+  *st = place(p, tables, cfg);
+  if (*st == GS_OK && rank_price(p, tables, cfg) >= mx) {
+    for (size_t j = 0; j < p->nshards; j++) p->shards[j].rank = was[j];
+    rank_price(p, tables, cfg);
+  }
+  gs_free(was);
+}
+
+/* The DLRM reference's contiguous slicing into q: whole tables dealt out in
+ * blocks of index. 0 when a rank's tables exceed the memory cap. */
+static int contiguous_plan(const gs_embed_spec *tables, int ntables,
+                           const gs_shard_config *cfg, gs_shard_plan *q, size_t cap) {
+  int P = cfg->ranks, fits = 1;
+  for (int r = 0; r < P; r++) {
+    int lo = (int)((long)ntables * r / P), hi = (int)((long)ntables * (r + 1) / P);
+    for (int i = lo; i < hi; i++) {
+      gs_shard sh = row_block(i, r, GS_SHARD_TW, &tables[i], 0, 1);
+      price(cfg, &tables[i], &sh);
+      if (add_shard(q, cap, sh) != GS_OK) return 0;
+      rank_account(q, &sh, 1);
+      q->kind[i] = GS_SHARD_TW;
+    }
+    if (cfg->mem_cap > 0 && q->rank_mem[r] > cfg->mem_cap) fits = 0;
+  }
+  return fits;
+}
+
 gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
                              const gs_shard_config *cfg, gs_shard_plan **out) {
   if (out) *out = NULL;
@@ -338,6 +518,8 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
       return gs_error(GS_ERR_INVALID_ARG, "sharding plan: table '%s' has %zu rows, %zu "
                       "columns and pooling %g", tables[i].name ? tables[i].name : "?",
                       tables[i].rows, tables[i].dim, tables[i].pooling);
+  gs_shard_config priced = with_cache(cfg, tables, ntables);
+  cfg = &priced;
   int nodes = P / L;
   size_t cap = 0;
   for (int i = 0; i < ntables; i++) cap += (size_t)P + tables[i].dim / 8 + 1;
@@ -431,41 +613,24 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
   }
   /* 2-3. Placement; then, while the busiest rank is over 1.10x the mean,
    * its largest whole table is split in two column blocks and everything
-   * movable placed again. */
-  for (int round = 0; st == GS_OK; round++) {
-    st = place(p, tables, cfg);
-    if (st != GS_OK || round >= 4 * P + ntables) break;
-    double mx, avg;
-    gs_shard_plan_balance(p, &mx, &avg);
-    /* A forced sharding is every table's: only forced cw may cut its
-     * blocks finer. */
-    if (mx <= 1.10 * avg || cfg->whole_rows || (cfg->force >= 0 && cfg->force != GS_SHARD_CW))
-      break;
-    int hi = 0;
-    for (int r = 1; r < P; r++)
-      if (p->rank_s[r] > p->rank_s[hi]) hi = r;
-    gs_shard *big = NULL;
-    for (size_t j = 0; j < p->nshards; j++) {
-      gs_shard *s = &p->shards[j];
-      size_t w = s->col_hi - s->col_lo;
-      if (s->rank == hi && (s->kind == GS_SHARD_TW || s->kind == GS_SHARD_CW) && w >= 16 &&
-          w % 2 == 0 && (big == NULL || s->est_s > big->est_s))
-        big = s;
+   * movable placed again. With the cache model, a second pass does the
+   * same on each rank's own prices (a shard's hits depend on what shares
+   * its rank), after one more placement on them where that helps. */
+  int passes = cfg->lookup.cache_bytes > 0 ? 2 : 1;
+  for (int pass = 0; pass < passes && st == GS_OK; pass++) {
+    if (pass == 1) reprice_and_replace(p, tables, cfg, &st);
+    for (int round = 0; st == GS_OK; round++) {
+      if (pass == 0 || round > 0) st = place(p, tables, cfg);
+      if (st == GS_OK && pass == 1 && round > 0) rank_price(p, tables, cfg);
+      if (st != GS_OK || round >= 4 * P + ntables) break;
+      double mx, avg;
+      gs_shard_plan_balance(p, &mx, &avg);
+      /* A forced sharding is every table's: only forced cw may cut its
+       * blocks finer. */
+      if (mx <= 1.10 * avg || cfg->whole_rows || (cfg->force >= 0 && cfg->force != GS_SHARD_CW))
+        break;
+      if (!split_busiest(p, tables, cfg, cap, mx / avg, &st)) break;
     }
-    if (big == NULL || p->nshards >= cap) break;
-    int i = big->table;
-    size_t half = (big->col_hi - big->col_lo) / 2;
-    gs_shard second = *big;
-    big->col_hi = big->col_lo + half;
-    second.col_lo = big->col_hi;
-    big->kind = second.kind = GS_SHARD_CW;
-    price(cfg, &tables[i], big);
-    price(cfg, &tables[i], &second);
-    st = add_shard(p, cap, second);
-    if (p->kind[i] == GS_SHARD_TW)
-      snprintf(p->why[i], sizeof p->why[i], "cw: split in column blocks to balance the "
-               "ranks (whole, its rank was %.2fx the mean)", avg > 0 ? mx / avg : 0.0);
-    p->kind[i] = GS_SHARD_CW;
   }
   /* 4. TorchRec's greedy rules on the same cost (tr_plan below): when
    * their best proposal has a less busy worst rank, it is the plan, so that
@@ -476,8 +641,8 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
     gs_shard_plan_balance(p, &mx, &avg);
     if (plan_alloc(ntables, P, cap, &q) == GS_OK) {
       double tmx = tr_plan(tables, ntables, cfg, q, cap);
+      if (isfinite(tmx)) tmx = rank_price(q, tables, cfg);
       if (tmx < mx * (1 - 1e-9)) {
-        for (size_t j = 0; j < q->nshards; j++) rank_account(q, &q->shards[j], 1);
         for (int i = 0; i < ntables; i++)
           snprintf(q->why[i], sizeof q->why[i], "%s: TorchRec's greedy proposal (its rules on "
                    "this cost) left the busiest rank %.1f%% below this planner's own plan",
@@ -498,19 +663,8 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
     gs_shard_plan_balance(p, &mx, NULL);
     gs_shard_plan *q = NULL;
     if (plan_alloc(ntables, P, cap, &q) == GS_OK) {
-      int fits = 1;
-      for (int r = 0; r < P && fits; r++) {
-        int lo = (int)((long)ntables * r / P), hi = (int)((long)ntables * (r + 1) / P);
-        for (int i = lo; i < hi && fits; i++) {
-          gs_shard sh = row_block(i, r, GS_SHARD_TW, &tables[i], 0, 1);
-          price(cfg, &tables[i], &sh);
-          fits = add_shard(q, cap, sh) == GS_OK;
-          if (fits) rank_account(q, &sh, 1);
-          q->kind[i] = GS_SHARD_TW;
-        }
-        if (cfg->mem_cap > 0 && q->rank_mem[r] > cfg->mem_cap) fits = 0;
-      }
-      gs_shard_plan_balance(q, &cmx, NULL);
+      int fits = contiguous_plan(tables, ntables, cfg, q, cap);
+      cmx = rank_price(q, tables, cfg);
       if (fits && cmx < mx * (1 - 1e-9)) {
         for (int i = 0; i < ntables; i++)
           snprintf(q->why[i], sizeof q->why[i], "tw: the DLRM reference's contiguous slicing "
@@ -533,13 +687,13 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
 
 double gs_shard_contiguous_max(const gs_embed_spec *tables, int ntables,
                                const gs_shard_config *cfg) {
-  double mx = 0;
-  for (int r = 0; r < cfg->ranks; r++) {
-    double s = 0;
-    int lo = (int)((long)ntables * r / cfg->ranks), hi = (int)((long)ntables * (r + 1) / cfg->ranks);
-    for (int i = lo; i < hi; i++) s += whole_cost(cfg, &tables[i], GS_SHARD_TW);
-    mx = fmax(mx, s);
-  }
+  if (tables == NULL || cfg == NULL || ntables < 1 || cfg->ranks < 1) return INFINITY;
+  gs_shard_config c = with_cache(cfg, tables, ntables);
+  gs_shard_plan *q = NULL;
+  if (plan_alloc(ntables, c.ranks, (size_t)ntables, &q) != GS_OK) return INFINITY;
+  contiguous_plan(tables, ntables, &c, q, (size_t)ntables);
+  double mx = rank_price(q, tables, &c);
+  gs_shard_plan_free(q);
   return mx;
 }
 
@@ -743,7 +897,9 @@ double gs_shard_torchrec_max(const gs_embed_spec *tables, int ntables,
   for (int i = 0; i < ntables; i++) cap += (size_t)cfg->ranks + tables[i].dim / 8 + 1;
   gs_shard_plan *q = NULL;
   if (plan_alloc(ntables, cfg->ranks, cap, &q) != GS_OK) return INFINITY;
-  double mx = tr_plan(tables, ntables, cfg, q, cap);
+  gs_shard_config c = with_cache(cfg, tables, ntables);
+  double mx = tr_plan(tables, ntables, &c, q, cap);
+  if (isfinite(mx)) mx = rank_price(q, tables, &c);
   gs_shard_plan_free(q);
   return mx;
 }
@@ -760,81 +916,214 @@ void gs_shard_plan_balance(const gs_shard_plan *p, double *max_s, double *mean_s
 
 /* ---- This machine's lookup cost ---------------------------------------------- */
 
-/* Times the forward and the fused backward (row-wise Adagrad) over a table of
- * 2^20 rows (beyond the caches, as real tables are) at 16, 32, 64 and 128
- * columns, 32768 uniform lookups each, best of 5, and fits alpha + beta *
- * row bytes per lookup by least squares; gamma from the forward over as many
- * empty bags. */
-gs_status gs_embed_calibrate(gs_cost_lookup *out) {
-  /* Four widths, the fastest of 5 passes each, fitted by least squares:
-   * from two widths alone the per-lookup term was a small difference of
-   * two noisy times (0.9 to 60 ns between runs on one host). Each lookup is
-   * alone in its bag; the bag's own cost (gamma) comes from empty bags and
-   * is taken out of the per-lookup term. */
-  enum { NDIM = 4, REPS = 5 };
-  const size_t rows = (size_t)1 << 20, n = 32768, dims[NDIM] = {16, 32, 64, 128};
-  double secs[NDIM] = {0};
-  float *w = gs_calloc(rows * dims[NDIM - 1], sizeof(float));
-  float *acc = gs_calloc(rows, sizeof(float));
-  float *buf = gs_calloc(n * dims[NDIM - 1], sizeof(float));
-  int64_t *off = gs_malloc((n + 1) * sizeof(int64_t));
-  int32_t *ids = gs_malloc(n * sizeof(int32_t));
-  gs_status st = w && acc && buf && off && ids ? GS_OK
-                 : gs_error(GS_ERR_NOMEM, "embedding calibration: out of memory");
-  gs_embed_work *work = NULL;
-  uint64_t x = 88172645463325252ull;
-  for (size_t i = 0; st == GS_OK && i < n; i++) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    ids[i] = (int32_t)(x % rows);
-    off[i] = (int64_t)i;
-  }
-  if (st == GS_OK) off[n] = (int64_t)n;
-  gs_embed_optim opt = {GS_EMBED_ROWWISE_ADAGRAD, 0.0f, 1e-10f};
-  for (int k = 0; st == GS_OK && k < NDIM; k++) {
-    gs_embed_table t = {"calibration", w, acc, rows, dims[k]};
-    gs_embed_bags b = {n, off, ids, 0, 0};
-    double best = INFINITY;
-    for (int rep = 0; rep < REPS && st == GS_OK; rep++) {
-      double t0 = gs_now();
-      st = gs_embed_forward(&t, &b, GS_EMBED_SUM, buf, dims[k], 0);
-      if (st == GS_OK)
-        st = gs_embed_backward_update(&t, &b, GS_EMBED_SUM, buf, dims[k], 0, &opt, &work);
-      best = fmin(best, gs_now() - t0);
+/* The caches of cpu0 from level 2 up (data or unified), from Linux's sysfs
+ * (sysconf's L2 and L3 where that is missing): *own the bytes a core has to
+ * itself, each cache divided among the CPUs that share it; *all their
+ * whole sizes. */
+static void core_caches(double *own, double *all) {
+  *own = *all = 0;
+  for (int i = 0; i < 16; i++) {
+    char path[96], buf[256];
+    double v[2] = {0, 0}; /* level, bytes */
+    const char *leaf[2] = {"level", "size"};
+    for (int f = 0; f < 2; f++) {
+      snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/%s", i, leaf[f]);
+      FILE *fp = fopen(path, "r");
+      if (fp == NULL) break;
+      if (fgets(buf, sizeof buf, fp)) {
+        char *end;
+        v[f] = strtod(buf, &end);
+        if (*end == 'K') v[f] *= 1024;
+        else if (*end == 'M') v[f] *= 1024 * 1024;
+      }
+      fclose(fp);
     }
-    secs[k] = best / (double)n;
+    if (v[1] <= 0) {
+      if (i == 0) break; /* no sysfs */
+      continue;
+    }
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+    FILE *fp = fopen(path, "r");
+    int instr = fp && fgets(buf, sizeof buf, fp) && strncmp(buf, "Instruction", 11) == 0;
+    if (fp) fclose(fp);
+    if (v[0] < 2 || instr) continue;
+    /* shared_cpu_list: "0-1", "0,2,4-7" */
+    int cpus = 0;
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/shared_cpu_list", i);
+    fp = fopen(path, "r");
+    if (fp && fgets(buf, sizeof buf, fp)) {
+      for (char *q = buf; *q && *q != '\n';) {
+        char *end;
+        long lo = strtol(q, &end, 10), hi = lo;
+        if (end == q) break;
+        if (*end == '-') hi = strtol(end + 1, &end, 10);
+        cpus += (int)(hi - lo + 1);
+        q = *end == ',' ? end + 1 : end;
+      }
+    }
+    if (fp) fclose(fp);
+    *own += v[1] / (cpus > 0 ? cpus : 1);
+    *all += v[1];
   }
-  /* A bag's own cost: the forward over empty bags (its pooled vector
-   * written, its offsets read), at 16 columns, into rows of 512 floats as a
-   * rank's pooled matrix holds its shards side by side (a line a bag). */
-  const size_t nb = n / 4, stride = 512; /* buf holds n * 128 floats */
-  double gamma = INFINITY;
-  for (size_t i = 0; st == GS_OK && i <= nb; i++) off[i] = 0;
-  for (int rep = 0; rep < REPS && st == GS_OK; rep++) {
-    gs_embed_table t = {"calibration", w, acc, rows, 16};
-    gs_embed_bags b = {nb, off, ids, 0, 0};
+#if defined(_SC_LEVEL2_CACHE_SIZE) && defined(_SC_LEVEL3_CACHE_SIZE)
+  if (*own <= 0) {
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE), l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    *own = (l2 > 0 ? (double)l2 : 0) + (l3 > 0 ? (double)l3 / (ncpu > 0 ? ncpu : 1) : 0);
+    *all = (l2 > 0 ? (double)l2 : 0) + (l3 > 0 ? (double)l3 : 0);
+  }
+#endif
+}
+
+/* Evicts the caches: a sweep writing a line of every 64 bytes of flush. */
+static void sweep(float *flush, size_t n) {
+  for (size_t i = 0; i < n; i += 16) flush[i] += 1.0f;
+}
+
+typedef struct calib {
+  float *w, *acc, *buf, *flush;
+  size_t nflush;
+  int64_t *off;
+  int32_t *ids;
+  gs_embed_work *work;
+} calib;
+
+/* The fastest of `reps` passes of the forward plus the fused backward
+ * (row-wise Adagrad) over b's bags at width dim, in seconds; with cold, the
+ * caches swept before each half, as a training step's other work leaves
+ * them (else the rows are warm from the pass before). */
+static gs_status time_pass(calib *c, size_t rows, size_t dim, const gs_embed_bags *b, int reps,
+                           int cold, double *secs) {
+  gs_embed_optim opt = {GS_EMBED_ROWWISE_ADAGRAD, 0.0f, 1e-10f};
+  gs_embed_table t = {"calibration", c->w, c->acc, rows, dim};
+  double best = INFINITY;
+  for (int rep = 0; rep < reps + !cold; rep++) { /* warm: a pass to warm up first */
+    if (cold) sweep(c->flush, c->nflush);
     double t0 = gs_now();
-    st = gs_embed_forward(&t, &b, GS_EMBED_SUM, buf, stride, 0);
-    gamma = fmin(gamma, (gs_now() - t0) / (double)nb);
+    GS_CHECK(gs_embed_forward(&t, b, GS_EMBED_SUM, c->buf, dim, 0));
+    double t1 = gs_now();
+    if (cold) sweep(c->flush, c->nflush);
+    double t2 = gs_now();
+    GS_CHECK(gs_embed_backward_update(&t, b, GS_EMBED_SUM, c->buf, dim, 0, &opt, &c->work));
+    if (cold || rep > 0) best = fmin(best, (t1 - t0) + (gs_now() - t2));
+  }
+  *secs = best;
+  return GS_OK;
+}
+
+/* secs[k] = a + b * dims[k] * 4 by least squares. */
+static void fit_lookups(const size_t *dims, const double *secs, int ndim, double *a, double *b) {
+  double mx = 0, my = 0, sxx = 0, sxy = 0;
+  for (int k = 0; k < ndim; k++) mx += (double)dims[k] * 4 / ndim, my += secs[k] / ndim;
+  for (int k = 0; k < ndim; k++) {
+    double dx = (double)dims[k] * 4 - mx;
+    sxx += dx * dx;
+    sxy += dx * (secs[k] - my);
+  }
+  *b = fmax(0.0, sxy / sxx);
+  *a = my - *b * mx;
+}
+
+/* Measures, at 16, 32, 64 and 128 columns, the forward and the fused
+ * backward (row-wise Adagrad) per lookup, one a bag, fitted alpha + beta *
+ * row bytes by least squares (from two widths alone the per-lookup term was
+ * a small difference of two noisy times, 0.9 to 60 ns between runs):
+ *   - a miss: 8192 uniform ids over 2^20 rows (64 to 512 MB, beyond the
+ *     caches as real tables are), the caches swept before the forward and
+ *     again before the backward, as a training step's MLPs leave them (the
+ *     fastest of 3);
+ *   - a hit: 4096 ids over 2^14 rows (1 to 8 MB), warm (the fastest of 5);
+ *   - gamma, a bag's own cost: both over as many empty bags (the pooled
+ *     vector written a line a bag, into rows of 512 floats as a rank's
+ *     pooled matrix holds its shards side by side; offsets read);
+ *   - gamma_mixed: bags empty or not at random, half each (a row block's
+ *     bags), warm at 16 columns: what is left of the pass after its
+ *     lookups' hit price, a bag (the branches' misses).
+ * Each lookup above was in a bag of its own: its bag's gamma is taken out
+ * of the per-lookup terms. And the caches' sizes (core_caches). */
+gs_status gs_embed_calibrate(gs_cost_lookup *out) {
+  enum { NDIM = 4 };
+  const size_t rows = (size_t)1 << 20, n = 8192, dims[NDIM] = {16, 32, 64, 128};
+  const size_t hot_rows = (size_t)1 << 14, hot_n = 4096, nb = 8192, stride = 512;
+  double own = 0, all = 0;
+  core_caches(&own, &all);
+  calib c = {0};
+  c.nflush = (size_t)(fmin(fmax(2.0 * all, 64e6), 1e9) / sizeof(float));
+  double secs[NDIM] = {0}, hot_secs[NDIM] = {0};
+  c.w = gs__malloc_table(rows * dims[NDIM - 1] * sizeof(float), 1);
+  c.acc = gs__malloc_table(rows * sizeof(float), 1);
+  c.buf = gs_calloc(nb * stride, sizeof(float));
+  c.flush = gs_calloc(c.nflush, sizeof(float));
+  c.off = gs_malloc((nb + 1) * sizeof(int64_t));
+  c.ids = gs_malloc(2 * nb * sizeof(int32_t));
+  gs_status st = c.w && c.acc && c.buf && c.flush && c.off && c.ids
+                     ? GS_OK : gs_error(GS_ERR_NOMEM, "embedding calibration: out of memory");
+  uint64_t x = 88172645463325252ull;
+  for (size_t i = 0; st == GS_OK && i < nb; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    c.ids[i] = (int32_t)(x % rows);
+    c.ids[nb + i] = (int32_t)(x % hot_rows);
+    c.off[i] = (int64_t)i;
+  }
+  if (st == GS_OK) c.off[nb] = (int64_t)nb;
+  for (int k = 0; st == GS_OK && k < NDIM; k++) {
+    gs_embed_bags cold = {n, c.off, c.ids, 0, 0}, hot = {hot_n, c.off, c.ids + nb, 0, 0};
+    st = time_pass(&c, rows, dims[k], &cold, 3, 1, &secs[k]);
+    if (st == GS_OK) st = time_pass(&c, hot_rows, dims[k], &hot, 5, 0, &hot_secs[k]);
+    secs[k] /= (double)n;
+    hot_secs[k] /= (double)hot_n;
+  }
+  /* Empty bags, then half of them holding one hot id each. */
+  double gamma = INFINITY, mixed = INFINITY;
+  if (st == GS_OK) {
+    for (size_t i = 0; i <= nb; i++) c.off[i] = 0;
+    gs_embed_bags b = {nb, c.off, c.ids + nb, 0, 0};
+    gs_embed_optim opt = {GS_EMBED_ROWWISE_ADAGRAD, 0.0f, 1e-10f};
+    gs_embed_table t = {"calibration", c.w, c.acc, hot_rows, 16};
+    for (int rep = 0; rep < 5 && st == GS_OK; rep++) {
+      double t0 = gs_now();
+      st = gs_embed_forward(&t, &b, GS_EMBED_SUM, c.buf, stride, 0);
+      if (st == GS_OK)
+        st = gs_embed_backward_update(&t, &b, GS_EMBED_SUM, c.buf, stride, 0, &opt, &c.work);
+      gamma = fmin(gamma, (gs_now() - t0) / (double)nb);
+    }
+    /* A new pattern each pass: a branch predictor learns one repeated. */
+    for (int rep = 0; rep < 6 && st == GS_OK; rep++) {
+      size_t held = 0;
+      for (size_t i = 0; i < nb; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        held += x >> 63;
+        c.off[i + 1] = (int64_t)held;
+      }
+      double t0 = gs_now();
+      st = gs_embed_forward(&t, &b, GS_EMBED_SUM, c.buf, stride, 0);
+      if (st == GS_OK)
+        st = gs_embed_backward_update(&t, &b, GS_EMBED_SUM, c.buf, stride, 0, &opt, &c.work);
+      /* what is left a bag after its lookups at the hit price (16
+       * columns); the first pass warms up */
+      double left = ((gs_now() - t0) - (double)held * (hot_secs[0] - gamma)) / (double)nb;
+      if (rep > 0) mixed = fmin(mixed, left);
+    }
   }
   if (st == GS_OK) {
-    double mx = 0, my = 0, sxx = 0, sxy = 0;
-    for (int k = 0; k < NDIM; k++) mx += (double)dims[k] * 4 / NDIM, my += secs[k] / NDIM;
-    for (int k = 0; k < NDIM; k++) {
-      double dx = (double)dims[k] * 4 - mx;
-      sxx += dx * dx;
-      sxy += dx * (secs[k] - my);
-    }
-    out->beta = fmax(0.0, sxy / sxx);
-    /* Each lookup above was a bag of its own: its bag's cost is gamma's. */
+    double a, b;
     out->gamma = gamma;
-    out->alpha = fmax(0.0, my - out->beta * mx - gamma);
+    out->gamma_mixed = isfinite(mixed) ? fmax(gamma, mixed) : gamma;
+    fit_lookups(dims, secs, NDIM, &a, &b);
+    out->alpha = fmax(0.0, a - gamma);
+    out->beta = b;
+    fit_lookups(dims, hot_secs, NDIM, &a, &b);
+    out->alpha_hit = fmax(0.0, a - gamma);
+    out->beta_hit = b;
+    out->cache_bytes = own;
   }
-  gs_embed_work_free(work);
-  gs_free(w);
-  gs_free(acc);
-  gs_free(buf);
-  gs_free(off);
-  gs_free(ids);
+  gs_embed_work_free(c.work);
+  gs_free(c.w);
+  gs_free(c.acc);
+  gs_free(c.buf);
+  gs_free(c.flush);
+  gs_free(c.off);
+  gs_free(c.ids);
   return st;
 }
 

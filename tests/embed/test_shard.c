@@ -15,7 +15,12 @@
  *   - row-wise Adagrad's sums of squares priced on column blocks only;
  *   - a bag's own cost: every bag a shard walks (rw blocks all of them);
  *   - 1,000 tables on 64 ranks planned in under a second;
- *   - gs_embed_calibrate gives positive, finite costs.
+ *   - gs_embed_calibrate gives positive, finite costs and the caches' size;
+ *   - the cache model: Che's characteristic time against its closed form,
+ *     a burst's repeats as the only hits below a step, skew raising the
+ *     hits, the hit and miss prices at the extremes, a bag among half empty
+ *     ones, a rank's shards sharing its cache; the planner's bounds and
+ *     speed with it on.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -365,6 +370,11 @@ static void test_calibrate(void **state) {
   assert_true(isfinite(lk.alpha) && isfinite(lk.beta) && lk.alpha >= 0 && lk.beta >= 0);
   assert_true(isfinite(lk.gamma) && lk.gamma > 0); /* an empty bag costs its store */
   assert_true(lk.alpha + lk.beta * 64 > 0);
+  assert_true(isfinite(lk.alpha_hit) && isfinite(lk.beta_hit) && lk.alpha_hit >= 0 &&
+              lk.beta_hit >= 0);
+  assert_true(lk.gamma_mixed >= lk.gamma && isfinite(lk.gamma_mixed));
+  /* Linux's sysfs names this machine's caches */
+  assert_true(lk.cache_bytes > 0 && isfinite(lk.cache_bytes));
 }
 
 /* A bag's own cost: every non-dp shard walks the global batch's bags, a dp
@@ -394,6 +404,156 @@ static void test_bag_cost(void **state) {
   assert_true(fabs((a[1].lookup_s - 0.25 * a[0].lookup_s)) < 1e-12 + 1e-9 * a[0].lookup_s);
 }
 
+/* The config with the cache model on: about what gs_embed_calibrate
+ * measures here (a hit 8 ns at 64 bytes, 17.8 MB a core, a bag among half
+ * empty ones 23 ns) and what a Kaggle-shaped step touches besides. */
+static gs_shard_config cache_config(int ranks, int per_node) {
+  gs_shard_config c = config(ranks, per_node);
+  c.lookup.gamma = 9e-9;
+  c.lookup.alpha_hit = 0;
+  c.lookup.beta_hit = 0.125e-9;
+  c.lookup.cache_bytes = 17.8e6;
+  c.lookup.gamma_mixed = 23e-9;
+  c.zipf = 1.05;
+  c.step_bytes = 17e6;
+  c.row_sums = 1;
+  return c;
+}
+
+static gs_cost_shard_in shard_in(double rows, double table_rows, double ids, double zipf,
+                                 double T) {
+  return (gs_cost_shard_in){GS_SHARD_TW, ids, 1, rows, table_rows, 16, 4, 1, 16, 1, zipf, T};
+}
+
+/* Che's approximation: the characteristic time and the hit shares. */
+static void test_cache_model(void **state) {
+  (void)state;
+  gs_cost_topo t = {1, 1};
+  gs_cost_shard_in tiny = shard_in(3, 3, 8192, 0, 0), big = shard_in(1e7, 1e7, 8192, 0, 0);
+  /* No cache: never a hit; all of a small table fits: always. */
+  assert_true(gs_cost_cache_time(t, &big, 1, 0, 0) == 0);
+  assert_true(isinf(gs_cost_cache_time(t, &tiny, 1, 1e6, 0)));
+  assert_true(isinf(gs_cost_cache_time(t, &tiny, 1, 1e6, 5e5)));
+  /* More cache keeps rows longer; the rest of a step takes its share. */
+  double T1 = gs_cost_cache_time(t, &big, 1, 4e6, 0), T2 = gs_cost_cache_time(t, &big, 1, 16e6, 0);
+  assert_true(isfinite(T1) && T1 > 0 && T2 > T1);
+  double T3 = gs_cost_cache_time(t, &big, 1, 16e6, 15e6);
+  assert_true(T3 < T2 && T3 < 1.0);
+  /* A row of 64 bytes and its accumulator's line: 16 MB holds 125,000 of
+   * them; uniform ids over 1e7 rows, 8192 a step: T = -ln(1 - 125000/1e7)
+   * / r, r = 8192/1e7 rows a step (the footprint 1e7 rows (1 - e^(-r T))). */
+  double r = 8192 / 1e7, want = -log1p(-16e6 / 128.0 / 1e7) / r;
+  if (fabs(T2 - want) > 1e-3 * want) fail_msg("T %.6g steps, expected %.6g", T2, want);
+  /* Below a step, a burst's repeats hit and nothing else: a 3-row table's
+   * lookups all but its 3 first, a 1e7-row table's almost none. */
+  tiny.cache_t = big.cache_t = 0.5;
+  double h_tiny = gs_cost_shard_hits(t, &tiny), h_big = gs_cost_shard_hits(t, &big);
+  if (fabs(h_tiny - (1 - 3.0 / 8192)) > 1e-4) fail_msg("tiny table: hits %.6f", h_tiny);
+  double want_big = 1 - -expm1(-r) / r;
+  if (fabs(h_big - want_big) > 1e-6) fail_msg("big table: hits %.6g, expected %.6g", h_big, want_big);
+  /* From a step on, rows kept from earlier steps hit too. */
+  big.cache_t = T2;
+  double h_kept = gs_cost_shard_hits(t, &big);
+  assert_true(h_kept > want_big);
+  if (fabs(h_kept - (1 - (1 - want_big) * exp(-r * T2))) > 1e-6)
+    fail_msg("kept rows: hits %.6g", h_kept);
+  /* Skew: the hot rows take more of the lookups. */
+  gs_cost_shard_in z0 = shard_in(1e6, 1e6, 8192, 0, 0.5), z1 = z0, z2 = z0;
+  z1.zipf = 1.05;
+  z2.zipf = 1.2;
+  double h0 = gs_cost_shard_hits(t, &z0), h1 = gs_cost_shard_hits(t, &z1),
+         h2 = gs_cost_shard_hits(t, &z2);
+  if (!(h0 < h1 && h1 < h2 && h2 < 1)) fail_msg("hits by skew: %.4f %.4f %.4f", h0, h1, h2);
+  /* Row blocks see the table's law: a half of its rows, half its lookups. */
+  gs_cost_shard_in half = z1;
+  half.kind = GS_SHARD_RW;
+  half.rows = 5e5;
+  if (fabs(gs_cost_shard_hits((gs_cost_topo){2, 2}, &half) - h1) > 1e-9)
+    fail_msg("a row block's hits differ from its table's");
+}
+
+/* The price with the cache: every lookup a hit (T infinite) at the hit
+ * price, none (T 0) at the miss price, as without the cache; a bag among
+ * half empty ones (a row block of 2 ranks, one id a sample) at gamma_mixed. */
+static void test_cache_price(void **state) {
+  (void)state;
+  gs_shard_config cfg = cache_config(2, 1);
+  cfg.net.beta = 0;
+  gs_embed_spec t = {"t", 100000, 16, 1};
+  gs_shard tw = {0, 0, GS_SHARD_TW, 0, 100000, 0, 16, 0, 0, 0};
+  gs_shard rw = {0, 0, GS_SHARD_RW, 0, 50000, 0, 16, 0, 0, 0};
+  gs_cost_shard_out o;
+  double B = cfg.batch, miss = cfg.lookup.alpha + cfg.lookup.beta * 64,
+         hit = cfg.lookup.alpha_hit + cfg.lookup.beta_hit * 64;
+  cfg.cache_t = INFINITY;
+  gs_shard_price(&cfg, &t, &tw, &o);
+  if (fabs(o.lookup_s - B * (cfg.lookup.gamma + hit)) > 1e-12)
+    fail_msg("all hits: %.6g s", o.lookup_s);
+  cfg.cache_t = 0;
+  gs_shard_price(&cfg, &t, &tw, &o);
+  if (fabs(o.lookup_s - B * (cfg.lookup.gamma + miss)) > 1e-12)
+    fail_msg("all misses: %.6g s", o.lookup_s);
+  gs_shard_price(&cfg, &t, &rw, &o);
+  if (fabs(o.lookup_s - B * (cfg.lookup.gamma_mixed + 0.5 * miss)) > 1e-12)
+    fail_msg("a row block of 2: %.6g s, expected %.6g", o.lookup_s,
+             B * (cfg.lookup.gamma_mixed + 0.5 * miss));
+  /* Priced where they are: a rank holding two big tables hits less than
+   * one holding one of them. */
+  gs_embed_spec two[2] = {{"a", 2000000, 16, 1}, {"b", 2000000, 16, 1}};
+  gs_shard_plan p = {0};
+  gs_shard sh[2] = {{0, 0, GS_SHARD_TW, 0, 2000000, 0, 16, 0, 0, 0},
+                    {1, 0, GS_SHARD_TW, 0, 2000000, 0, 16, 0, 0, 0}};
+  gs_cost_shard_out out[2];
+  p.ranks = 2, p.ntables = 2, p.nshards = 2, p.shards = sh;
+  cfg.step_bytes = 0;
+  assert_int_equal(gs_shard_plan_price(&p, two, &cfg, out), GS_OK);
+  double together = out[0].lookup_s;
+  sh[1].rank = 1;
+  assert_int_equal(gs_shard_plan_price(&p, two, &cfg, out), GS_OK);
+  if (!(out[0].lookup_s < together && fabs(out[0].lookup_s - out[1].lookup_s) < 1e-15))
+    fail_msg("alone %.6g s, sharing a rank %.6g s", out[0].lookup_s, together);
+}
+
+/* The planner's bounds hold with each rank priced with its own cache. */
+static void test_cache_plans(void **state) {
+  (void)state;
+  static gs_embed_spec t[300];
+  char what[96];
+  const char *names[] = {"kaggle", "terabyte", "mlperf"};
+  for (int k = 0; k < 3; k++) {
+    int n;
+    assert_int_equal(gs_embed_preset(names[k], 0.1, t, 32, &n), GS_OK);
+    for (int P = 2; P <= 16; P *= 2) {
+      gs_shard_config cfg = cache_config(P, P >= 8 ? 4 : 1);
+      snprintf(what, sizeof what, "%s on %d ranks, cache model", names[k], P);
+      check_auto(t, n, &cfg, what);
+    }
+  }
+  for (int trial = 0; trial < 8; trial++) {
+    int n = 5 + (int)(rnd() % 200), P = 4 << (trial % 5);
+    for (int i = 0; i < n; i++) {
+      size_t rows = (size_t)pow(10.0, 1 + (double)(rnd() % 6000) / 1000.0);
+      size_t dims[] = {16, 32, 64, 128};
+      t[i] = (gs_embed_spec){"t", rows, dims[rnd() % 4], 1.0 + (double)(rnd() % 40)};
+    }
+    gs_shard_config cfg = cache_config(P, P >= 8 ? 4 : 2);
+    snprintf(what, sizeof what, "random set %d: %d tables on %d ranks, cache model", trial, n, P);
+    check_auto(t, n, &cfg, what);
+  }
+  static gs_embed_spec many[1000];
+  for (int i = 0; i < 1000; i++)
+    many[i] = (gs_embed_spec){"t", (size_t)pow(10.0, 1 + (double)(rnd() % 6000) / 1000.0),
+                              (size_t)16 << (rnd() % 4), 1.0 + (double)(rnd() % 20)};
+  gs_shard_config cfg = cache_config(64, 8);
+  double t0 = gs_now();
+  gs_shard_plan *p = NULL;
+  assert_int_equal(gs_shard_plan_make(many, 1000, &cfg, &p), GS_OK);
+  double secs = gs_now() - t0;
+  gs_shard_plan_free(p);
+  if (secs >= 1.0) fail_msg("1,000 tables on 64 ranks with the cache model took %.3f s", secs);
+  printf("1,000 tables on 64 ranks planned with the cache model in %.1f ms\n", secs * 1e3);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_presets),          cmocka_unit_test(test_auto_presets),
@@ -401,7 +561,8 @@ int main(void) {
       cmocka_unit_test(test_memory_cap),       cmocka_unit_test(test_save_load),
       cmocka_unit_test(test_speed),            cmocka_unit_test(test_calibrate),
       cmocka_unit_test(test_specs_file),      cmocka_unit_test(test_row_sums),
-      cmocka_unit_test(test_bag_cost),
+      cmocka_unit_test(test_bag_cost),         cmocka_unit_test(test_cache_model),
+      cmocka_unit_test(test_cache_price),      cmocka_unit_test(test_cache_plans),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
