@@ -1028,8 +1028,8 @@ static void fit_lookups(const size_t *dims, const double *secs, int ndim, double
  * backward (row-wise Adagrad) per lookup, one a bag, fitted alpha + beta *
  * row bytes by least squares (from two widths alone the per-lookup term was
  * a small difference of two noisy times, 0.9 to 60 ns between runs):
- *   - a miss: 8192 uniform ids over 2^20 rows (64 to 512 MB, beyond the
- *     caches as real tables are), the caches swept before the forward and
+ *   - a miss: 8192 uniform ids over 2^17 rows (8 to 64 MB), the caches
+ *     swept (twice their size written) before the forward and
  *     again before the backward, as a training step's MLPs leave them (the
  *     fastest of 3);
  *   - a hit: 4096 ids over 2^14 rows (1 to 8 MB), warm (the fastest of 5);
@@ -1043,7 +1043,10 @@ static void fit_lookups(const size_t *dims, const double *secs, int ndim, double
  * of the per-lookup terms. And the caches' sizes (core_caches). */
 gs_status gs_embed_calibrate(gs_cost_lookup *out) {
   enum { NDIM = 4 };
-  const size_t rows = (size_t)1 << 20, n = 8192, dims[NDIM] = {16, 32, 64, 128};
+  /* 2^17 rows (8 to 64 MB): the caches are swept before each phase, so
+   * the lookups' rows are cold whatever the size; a larger table only
+   * costs the zeroing of its pages, which rank 0 pays at every start. */
+  const size_t rows = (size_t)1 << 17, n = 8192, dims[NDIM] = {16, 32, 64, 128};
   const size_t hot_rows = (size_t)1 << 14, hot_n = 4096, nb = 8192, stride = 512;
   double own = 0, all = 0;
   core_caches(&own, &all);
@@ -1053,7 +1056,7 @@ gs_status gs_embed_calibrate(gs_cost_lookup *out) {
   c.w = gs__malloc_table(rows * dims[NDIM - 1] * sizeof(float), 1);
   c.acc = gs__malloc_table(rows * sizeof(float), 1);
   c.buf = gs_calloc(nb * stride, sizeof(float));
-  c.flush = gs_calloc(c.nflush, sizeof(float));
+  c.flush = gs__malloc_table(c.nflush * sizeof(float), 1);
   c.off = gs_malloc((nb + 1) * sizeof(int64_t));
   c.ids = gs_malloc(2 * nb * sizeof(int32_t));
   gs_status st = c.w && c.acc && c.buf && c.flush && c.off && c.ids
