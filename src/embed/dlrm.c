@@ -449,9 +449,14 @@ static gs_status mlp_backward(gs_dlrm *m, mlp_layer *l, int nlayers, const float
   for (int i = nlayers - 1; i >= 0; i--) {
     int in = (int)l[i].in, out = (int)l[i].out;
     const float *xin = i > 0 ? l[i - 1].y : x;
-    if (l[i].relu)
-      for (size_t k = 0; k < n * (size_t)out; k++)
-        if (!(l[i].y[k] > 0.0f)) dy[k] = 0.0f;
+    /* The ReLU's mask as a select, not a branch: the outputs are zero or
+     * not at random (a mispredicted branch each), and a store on both
+     * paths lets the loop vectorise. */
+    if (l[i].relu) {
+      const float *restrict y = l[i].y;
+      float *restrict g = dy;
+      for (size_t k = 0; k < n * (size_t)out; k++) g[k] = y[k] > 0.0f ? g[k] : 0.0f;
+    }
     memset(l[i].db, 0, (size_t)out * sizeof(float));
     for (size_t s = 0; s < n; s++) {
       const float *g = dy + s * (size_t)out;
