@@ -53,7 +53,7 @@ static void usage(FILE *f) {
           "                     the cache, a rank's cache bytes (default 0: no\n"
           "                     cache) and a bag's when half hold none of the\n"
           "                     shard's ids, instead of measuring this machine\n"
-          "                     (about 0.3 s)\n"
+          "                     (about 0.2 s)\n"
           "  --out FILE         save the plan (JSON: the tables, each shard's rows,\n"
           "                     columns and rank; gs_shard_plan_load reads it)\n"
           "  --json             the plan as one JSON object instead of tables\n");

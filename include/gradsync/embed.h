@@ -193,7 +193,7 @@ typedef struct gs_shard_plan {
  * row-wise Adagrad, one thread, uniform ids; four widths fitted by least
  * squares, over a table beyond the caches and over one inside them; a bag's
  * own cost from empty bags) and reads its caches' sizes (a core's own and
- * its share of the shared one): about 0.3 s. */
+ * its share of the shared one): about 0.2 s. */
 gs_status gs_embed_calibrate(gs_cost_lookup *out);
 
 const char *gs_shard_kind_name(gs_shard_kind k);
