@@ -163,7 +163,8 @@ gs_status gs_shard_plan_price(const gs_shard_plan *p, const gs_embed_spec *table
   /* The shards by rank (a counting sort), each rank's cache time, then
    * every shard at its rank's. */
   size_t n = p->nshards, R = (size_t)p->ranks;
-  size_t *start = gs_calloc(R + 2, sizeof *start), *idx = gs_malloc((n + 1) * sizeof *idx);
+  /* start: R + 2 counts, then fill: R + 1 */
+  size_t *start = gs_calloc(2 * R + 3, sizeof *start), *idx = gs_malloc((n + 1) * sizeof *idx);
   gs_cost_shard_in *in = gs_malloc((n + 1) * sizeof *in);
   if (start == NULL || idx == NULL || in == NULL) {
     gs_free(start);
@@ -171,18 +172,12 @@ gs_status gs_shard_plan_price(const gs_shard_plan *p, const gs_embed_spec *table
     gs_free(in);
     return gs_error(GS_ERR_NOMEM, "sharding plan: out of memory pricing %zu shards", n);
   }
+  size_t *fill = start + R + 2;
   for (size_t j = 0; j < n; j++) {
     size_t r = p->shards[j].rank >= 0 && (size_t)p->shards[j].rank < R ? (size_t)p->shards[j].rank : R;
     start[r + 1]++;
   }
   for (size_t r = 0; r <= R; r++) start[r + 1] += start[r];
-  size_t *fill = gs_calloc(R + 1, sizeof *fill);
-  if (fill == NULL) {
-    gs_free(start);
-    gs_free(idx);
-    gs_free(in);
-    return gs_error(GS_ERR_NOMEM, "sharding plan: out of memory pricing %zu shards", n);
-  }
   for (size_t j = 0; j < n; j++) {
     const gs_shard *s = &p->shards[j];
     size_t r = s->rank >= 0 && (size_t)s->rank < R ? (size_t)s->rank : R;
@@ -201,7 +196,6 @@ gs_status gs_shard_plan_price(const gs_shard_plan *p, const gs_embed_spec *table
       gs_cost_shard(&cfg->net, topo, &cfg->lookup, &in[a], &out[idx[a]]);
     }
   }
-  gs_free(fill);
   gs_free(start);
   gs_free(idx);
   gs_free(in);
@@ -916,42 +910,38 @@ void gs_shard_plan_balance(const gs_shard_plan *p, double *max_s, double *mean_s
 
 /* ---- This machine's lookup cost ---------------------------------------------- */
 
+/* The first line of cpu0's cache index `i` file `leaf` into buf; 0 when
+ * it cannot be read. */
+static int cache_file(int i, const char *leaf, char *buf, size_t n) {
+  char path[96];
+  snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/%s", i, leaf);
+  FILE *fp = fopen(path, "r");
+  if (fp == NULL) return 0;
+  int ok = fgets(buf, (int)n, fp) != NULL;
+  fclose(fp);
+  return ok;
+}
+
 /* The caches of cpu0 from level 2 up (data or unified), from Linux's sysfs
  * (sysconf's L2 and L3 where that is missing): *own the bytes a core has to
  * itself, each cache divided among the CPUs that share it; *all their
  * whole sizes. */
 static void core_caches(double *own, double *all) {
   *own = *all = 0;
-  for (int i = 0; i < 16; i++) {
-    char path[96], buf[256];
-    double v[2] = {0, 0}; /* level, bytes */
-    const char *leaf[2] = {"level", "size"};
-    for (int f = 0; f < 2; f++) {
-      snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/%s", i, leaf[f]);
-      FILE *fp = fopen(path, "r");
-      if (fp == NULL) break;
-      if (fgets(buf, sizeof buf, fp)) {
-        char *end;
-        v[f] = strtod(buf, &end);
-        if (*end == 'K') v[f] *= 1024;
-        else if (*end == 'M') v[f] *= 1024 * 1024;
-      }
-      fclose(fp);
+  char buf[256];
+  for (int i = 0; i < 16 && cache_file(i, "level", buf, sizeof buf); i++) {
+    double level = strtod(buf, NULL), bytes = 0;
+    if (cache_file(i, "size", buf, sizeof buf)) {
+      char *end;
+      bytes = strtod(buf, &end);
+      if (*end == 'K') bytes *= 1024;
+      else if (*end == 'M') bytes *= 1024 * 1024;
     }
-    if (v[1] <= 0) {
-      if (i == 0) break; /* no sysfs */
-      continue;
-    }
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
-    FILE *fp = fopen(path, "r");
-    int instr = fp && fgets(buf, sizeof buf, fp) && strncmp(buf, "Instruction", 11) == 0;
-    if (fp) fclose(fp);
-    if (v[0] < 2 || instr) continue;
+    int instr = cache_file(i, "type", buf, sizeof buf) && strncmp(buf, "Instruction", 11) == 0;
+    if (level < 2 || instr || bytes <= 0) continue;
     /* shared_cpu_list: "0-1", "0,2,4-7" */
     int cpus = 0;
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/shared_cpu_list", i);
-    fp = fopen(path, "r");
-    if (fp && fgets(buf, sizeof buf, fp)) {
+    if (cache_file(i, "shared_cpu_list", buf, sizeof buf))
       for (char *q = buf; *q && *q != '\n';) {
         char *end;
         long lo = strtol(q, &end, 10), hi = lo;
@@ -960,10 +950,8 @@ static void core_caches(double *own, double *all) {
         cpus += (int)(hi - lo + 1);
         q = *end == ',' ? end + 1 : end;
       }
-    }
-    if (fp) fclose(fp);
-    *own += v[1] / (cpus > 0 ? cpus : 1);
-    *all += v[1];
+    *own += bytes / (cpus > 0 ? cpus : 1);
+    *all += bytes;
   }
 #if defined(_SC_LEVEL2_CACHE_SIZE) && defined(_SC_LEVEL3_CACHE_SIZE)
   if (*own <= 0) {
@@ -988,24 +976,33 @@ typedef struct calib {
   gs_embed_work *work;
 } calib;
 
-/* The fastest of `reps` passes of the forward plus the fused backward
- * (row-wise Adagrad) over b's bags at width dim, in seconds; with cold, the
- * caches swept before each half, as a training step's other work leaves
- * them (else the rows are warm from the pass before). */
-static gs_status time_pass(calib *c, size_t rows, size_t dim, const gs_embed_bags *b, int reps,
-                           int cold, double *secs) {
+/* One pass of the forward plus the fused backward (row-wise Adagrad) over
+ * b's bags of a table of rows x dim, pooled into rows of `stride` floats,
+ * in seconds; with cold, the caches swept before each half (not timed), as
+ * a training step's other work leaves them. */
+static gs_status one_pass(calib *c, size_t rows, size_t dim, const gs_embed_bags *b,
+                          size_t stride, int cold, double *secs) {
   gs_embed_optim opt = {GS_EMBED_ROWWISE_ADAGRAD, 0.0f, 1e-10f};
   gs_embed_table t = {"calibration", c->w, c->acc, rows, dim};
-  double best = INFINITY;
-  for (int rep = 0; rep < reps + !cold; rep++) { /* warm: a pass to warm up first */
-    if (cold) sweep(c->flush, c->nflush);
-    double t0 = gs_now();
-    GS_CHECK(gs_embed_forward(&t, b, GS_EMBED_SUM, c->buf, dim, 0));
-    double t1 = gs_now();
-    if (cold) sweep(c->flush, c->nflush);
-    double t2 = gs_now();
-    GS_CHECK(gs_embed_backward_update(&t, b, GS_EMBED_SUM, c->buf, dim, 0, &opt, &c->work));
-    if (cold || rep > 0) best = fmin(best, (t1 - t0) + (gs_now() - t2));
+  if (cold) sweep(c->flush, c->nflush);
+  double t0 = gs_now();
+  GS_CHECK(gs_embed_forward(&t, b, GS_EMBED_SUM, c->buf, stride, 0));
+  double t1 = gs_now();
+  if (cold) sweep(c->flush, c->nflush);
+  double t2 = gs_now();
+  GS_CHECK(gs_embed_backward_update(&t, b, GS_EMBED_SUM, c->buf, stride, 0, &opt, &c->work));
+  *secs = (t1 - t0) + (gs_now() - t2);
+  return GS_OK;
+}
+
+/* The fastest of `reps` passes (one_pass) at width dim; warm (not cold),
+ * after a pass that warms the rows up. */
+static gs_status time_pass(calib *c, size_t rows, size_t dim, const gs_embed_bags *b, int reps,
+                           int cold, double *secs) {
+  double best = INFINITY, t;
+  for (int rep = 0; rep < reps + !cold; rep++) {
+    GS_CHECK(one_pass(c, rows, dim, b, dim, cold, &t));
+    if (cold || rep > 0) best = fmin(best, t);
   }
   *secs = best;
   return GS_OK;
@@ -1081,14 +1078,10 @@ gs_status gs_embed_calibrate(gs_cost_lookup *out) {
   if (st == GS_OK) {
     for (size_t i = 0; i <= nb; i++) c.off[i] = 0;
     gs_embed_bags b = {nb, c.off, c.ids + nb, 0, 0};
-    gs_embed_optim opt = {GS_EMBED_ROWWISE_ADAGRAD, 0.0f, 1e-10f};
-    gs_embed_table t = {"calibration", c.w, c.acc, hot_rows, 16};
+    double t;
     for (int rep = 0; rep < 5 && st == GS_OK; rep++) {
-      double t0 = gs_now();
-      st = gs_embed_forward(&t, &b, GS_EMBED_SUM, c.buf, stride, 0);
-      if (st == GS_OK)
-        st = gs_embed_backward_update(&t, &b, GS_EMBED_SUM, c.buf, stride, 0, &opt, &c.work);
-      gamma = fmin(gamma, (gs_now() - t0) / (double)nb);
+      st = one_pass(&c, hot_rows, 16, &b, stride, 0, &t);
+      gamma = fmin(gamma, t / (double)nb);
     }
     /* A new pattern each pass: a branch predictor learns one repeated. */
     for (int rep = 0; rep < 6 && st == GS_OK; rep++) {
@@ -1098,13 +1091,10 @@ gs_status gs_embed_calibrate(gs_cost_lookup *out) {
         held += x >> 63;
         c.off[i + 1] = (int64_t)held;
       }
-      double t0 = gs_now();
-      st = gs_embed_forward(&t, &b, GS_EMBED_SUM, c.buf, stride, 0);
-      if (st == GS_OK)
-        st = gs_embed_backward_update(&t, &b, GS_EMBED_SUM, c.buf, stride, 0, &opt, &c.work);
+      st = one_pass(&c, hot_rows, 16, &b, stride, 0, &t);
       /* what is left a bag after its lookups at the hit price (16
        * columns); the first pass warms up */
-      double left = ((gs_now() - t0) - (double)held * (hot_secs[0] - gamma)) / (double)nb;
+      double left = (t - (double)held * (hot_secs[0] - gamma)) / (double)nb;
       if (rep > 0) mixed = fmin(mixed, left);
     }
   }
