@@ -58,10 +58,15 @@
 #include "gradsync/cost.h"
 #include "gs_internal.h"
 
+/* The share of the table's rows a shard holds (0 to 1). */
+static double row_share(const gs_cost_shard_in *in) {
+  return in->table_rows > 0 ? fmin(1.0, in->rows / in->table_rows) : 0.0;
+}
+
 /* A shard's lookups and bags a step (the work its lookup time counts). */
 static void shard_load(const gs_cost_shard_in *in, int p, double *ids_out, double *bags_out) {
   double ids = in->batch * in->pooling, bags = in->batch;
-  double share = in->table_rows > 0 ? in->rows / in->table_rows : 0.0;
+  double share = row_share(in);
   switch (in->kind) {
     case GS_SHARD_RW:
     case GS_SHARD_TWRW:
@@ -101,7 +106,7 @@ static int shard_buckets(gs_cost_topo t, const gs_cost_shard_in *in, bucket *out
   int p = t.ranks > 0 ? t.ranks : 1, n = 0;
   double ids, bags;
   shard_load(in, p, &ids, &bags);
-  double N = floor(in->table_rows), share = N > 0 ? in->rows / N : 0.0;
+  double N = floor(in->table_rows), share = row_share(in);
   if (!(ids > 0) || !(share > 0) || !(N >= 1)) return 0;
   double fp = ceil(in->dim * 4.0 / 64.0) * 64.0 + (in->row_sums ? 64.0 : 0.0);
   double rate = ids / share; /* the table's lookups as this shard's rows see them */
@@ -145,6 +150,12 @@ double gs_cost_shard_hits(gs_cost_topo t, const gs_cost_shard_in *in) {
   return n > 0 ? buckets_hits(b, n, in->cache_t) : 1.0;
 }
 
+/* What the n buckets and the rest of a step (other bytes, touched in turn
+ * once a step) hold of the cache at characteristic time T. */
+static double footprint(const bucket *b, int n, double other, double T) {
+  return other * fmin(T, 1.0) + buckets_bytes(b, n, T);
+}
+
 double gs_cost_cache_time(gs_cost_topo t, const gs_cost_shard_in *in, int n,
                           double cache_bytes, double other_bytes) {
   double o = other_bytes > 0 ? other_bytes : 0.0;
@@ -153,26 +164,23 @@ double gs_cost_cache_time(gs_cost_topo t, const gs_cost_shard_in *in, int n,
   if (b == NULL) return 0.0; /* out of memory: every lookup a miss, the model without caches */
   int nb = 0;
   for (int i = 0; i < n; i++) nb += shard_buckets(t, &in[i], b + nb);
-  /* What else a step touches is touched in turn, once a step. */
-#define FOOTPRINT(T) (o * fmin((T), 1.0) + buckets_bytes(b, nb, (T)))
   double T = INFINITY;
-  if (FOOTPRINT(INFINITY) > cache_bytes) {
+  if (footprint(b, nb, o, INFINITY) > cache_bytes) {
     /* The footprint grows with T: bracket it from a step by factors of 4
      * either way, then bisect in log T to 0.01% (a price moves less). */
     double lo = 1.0, hi = 1.0;
-    if (FOOTPRINT(1.0) < cache_bytes) {
-      for (int k = 0; k < 200 && FOOTPRINT(hi) < cache_bytes; k++) lo = hi, hi *= 4.0;
+    if (footprint(b, nb, o, 1.0) < cache_bytes) {
+      for (int k = 0; k < 200 && footprint(b, nb, o, hi) < cache_bytes; k++) lo = hi, hi *= 4.0;
     } else {
-      for (int k = 0; k < 200 && FOOTPRINT(lo) >= cache_bytes; k++) hi = lo, lo /= 4.0;
+      for (int k = 0; k < 200 && footprint(b, nb, o, lo) >= cache_bytes; k++) hi = lo, lo /= 4.0;
     }
     for (int k = 0; k < 48 && hi > lo * (1 + 1e-4); k++) {
       double mid = sqrt(lo * hi);
-      if (FOOTPRINT(mid) < cache_bytes) lo = mid;
+      if (footprint(b, nb, o, mid) < cache_bytes) lo = mid;
       else hi = mid;
     }
     T = sqrt(lo * hi);
   }
-#undef FOOTPRINT
   gs_free(b);
   return T;
 }
@@ -240,20 +248,20 @@ void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_looku
     out->wire_s += sums * c->beta;
     out->wire_bytes += sums;
   }
-  double miss = lk->alpha + lk->beta * row_bytes, hit = miss;
+  /* a lookup: the miss price, or the hit and miss prices by its hit share */
+  double miss = lk->alpha + lk->beta * row_bytes, per_lookup = miss;
   if (lk->cache_bytes > 0 && in->cache_t > 0) {
     double h = gs_cost_shard_hits(t, in);
-    hit = h * fmin(miss, lk->alpha_hit + lk->beta_hit * row_bytes) + (1.0 - h) * miss;
+    per_lookup = h * fmin(miss, lk->alpha_hit + lk->beta_hit * row_bytes) + (1.0 - h) * miss;
   }
   /* the share of the bags holding any of the shard's ids: each of a
    * sample's ids lands in it with the shard's share of the rows */
-  double share = in->table_rows > 0 ? fmin(1.0, in->rows / in->table_rows) : 0.0;
   double f = in->kind == GS_SHARD_RW || in->kind == GS_SHARD_TWRW
-                 ? -expm1(in->pooling * log1p(-fmin(share, 1.0 - 1e-12)))
+                 ? -expm1(in->pooling * log1p(-fmin(row_share(in), 1.0 - 1e-12)))
                  : 1.0;
   double gamma = lk->gamma;
   if (lk->gamma_mixed > gamma) gamma += (lk->gamma_mixed - gamma) * 4.0 * f * (1.0 - f);
-  out->lookup_s = bags * gamma + ids * hit;
+  out->lookup_s = bags * gamma + ids * per_lookup;
   out->total_s = out->lookup_s + out->wire_s;
 }
 
