@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -727,6 +728,21 @@ static double jnum(const cJSON *o, const char *k, double dflt) {
   return cJSON_IsNumber(x) ? x->valuedouble : dflt;
 }
 
+/* Appends to buf (cap bytes, *w used): the first item without sep, the
+ * rest after it; what does not fit is left out whole. */
+static void append(char *buf, size_t cap, size_t *w, const char *sep, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void append(char *buf, size_t cap, size_t *w, const char *sep, const char *fmt, ...) {
+  char item[128];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(item, sizeof item, fmt, ap);
+  va_end(ap);
+  int k = snprintf(buf + *w, cap - *w, "%s%s", *w ? sep : "", item);
+  if (k > 0 && (size_t)k < cap - *w) *w += (size_t)k;
+  else buf[*w] = '\0';
+}
+
 static const char *jstr(const cJSON *o, const char *k) {
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
   return cJSON_IsString(x) ? x->valuestring : "";
@@ -778,7 +794,7 @@ int cmd_jobs(int argc, char **argv) {
       "second measured on each size it ran at, and times; --json: one JSON\n"
       "object a job.\n", argc, argv, &json, &rc);
   if (!root) return rc;
-  const cJSON *jobs = root ? cJSON_GetObjectItemCaseSensitive(root, "jobs") : NULL;
+  const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(root, "jobs");
   const cJSON *j;
   double now = (double)time(NULL);
   if (!json)
@@ -803,21 +819,15 @@ int cmd_jobs(int argc, char **argv) {
     char nodes[256] = "";
     const cJSON *n, *arr = cJSON_GetObjectItemCaseSensitive(j, "nodes");
     size_t w = 0;
-    cJSON_ArrayForEach(n, arr) {
-      if (!cJSON_IsString(n)) continue;
-      int k = snprintf(nodes + w, sizeof nodes - w, "%s%s", w ? "," : "", n->valuestring);
-      if (k > 0 && (size_t)k < sizeof nodes - w) w += (size_t)k;
-    }
+    cJSON_ArrayForEach(n, arr)
+      if (cJSON_IsString(n)) append(nodes, sizeof nodes, &w, ",", "%s", n->valuestring);
     /* measured speeds, "1:512 2:890" */
     char speed[64] = "-";
     const cJSON *sp, *speeds = cJSON_GetObjectItemCaseSensitive(j, "speed");
     w = 0;
-    cJSON_ArrayForEach(sp, speeds) {
-      if (!cJSON_IsNumber(sp) || !sp->string) continue;
-      int k = snprintf(speed + w, sizeof speed - w, "%s%s:%.0f", w ? " " : "", sp->string,
-                       sp->valuedouble);
-      if (k > 0 && (size_t)k < sizeof speed - w) w += (size_t)k;
-    }
+    cJSON_ArrayForEach(sp, speeds)
+      if (cJSON_IsNumber(sp) && sp->string)
+        append(speed, sizeof speed, &w, " ", "%s:%.0f", sp->string, sp->valuedouble);
     const char *state = jstr(j, "state");
     const char *msg = jstr(j, "message");
     char rs[16] = "-";
@@ -843,7 +853,7 @@ static int cmd_nodes(int argc, char **argv) {
       "ends; drained), its slots, the job it belongs to and its losses within\n"
       "the hour; --json: one JSON object a node.\n", argc, argv, &json, &rc);
   if (!root) return rc;
-  const cJSON *nodes = root ? cJSON_GetObjectItemCaseSensitive(root, "nodes") : NULL;
+  const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
   double now = (double)time(NULL);
   if (!json) printf("%-24s %-8s %5s %5s %6s %s\n", "NODE", "STATE", "SLOTS", "JOB", "LOSSES",
                     "COOL_S");
