@@ -75,6 +75,10 @@ static void serve_usage(FILE *f) {
       "                   repeatable): the pool is shared among the users with\n"
       "                   jobs by their shares, a user's part among its jobs by\n"
       "                   their --weight\n"
+      "  --user-limit USER:N  user USER's jobs hold at most N nodes together\n"
+      "                   (repeatable; USER * for every user not named; default\n"
+      "                   none), as Slurm's MaxNodesPerUser: every policy keeps\n"
+      "                   it, and a job whose --min is above it is refused\n"
       "  --node-cooldown S  a node back from being lost gets no job for S seconds,\n"
       "                   doubled for each other loss within the hour, at most 16\n"
       "                   times (default 30; 0: at once); undrain ends it\n"
@@ -184,6 +188,11 @@ static int cmd_serve(int argc, char **argv) {
   static double share_w[MAX_SHARES];
   static char share_names[MAX_SHARES][GS_CLUSTER_NAME_MAX];
   int nshare = 0;
+  /* --user-limit NAME:N, repeatable */
+  static const char *limit_user[MAX_SHARES];
+  static int limit_nodes[MAX_SHARES];
+  static char limit_names[MAX_SHARES][GS_CLUSTER_NAME_MAX];
+  int nlimit = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has = i + 1 < argc;
@@ -264,6 +273,33 @@ static int cmd_serve(int argc, char **argv) {
       snprintf(share_names[nshare], sizeof share_names[nshare], "%s", who);
       share_user[nshare] = share_names[nshare];
       share_w[nshare++] = w;
+      i++;
+    } else if (strcmp(a, "--user-limit") == 0) {
+      const char *v = has ? argv[i + 1] : "";
+      const char *colon = strrchr(v, ':');
+      int lim = 0;
+      char who[GS_CLUSTER_NAME_MAX + 1] = "";
+      if (colon && (size_t)(colon - v) < sizeof who) snprintf(who, sizeof who, "%.*s",
+                                                              (int)(colon - v), v);
+      if (!colon || (!user_name_ok(who) && strcmp(who, "*") != 0) ||
+          cli_parse_int(colon + 1, 1, 1000000, &lim) != 0) {
+        cli_error("cluster serve", "--user-limit needs USER:NODES, a user of 1 to %d letters, "
+                  "digits or ._@- (or * for every other user) and nodes from 1 to 1000000 "
+                  "(got '%s')", GS_CLUSTER_NAME_MAX - 1, v);
+        return 2;
+      }
+      for (int k = 0; k < nlimit; k++)
+        if (strcmp(limit_user[k], who) == 0) {
+          cli_error("cluster serve", "--user-limit: user '%s' given twice", who);
+          return 2;
+        }
+      if (nlimit == MAX_SHARES) {
+        cli_error("cluster serve", "--user-limit: at most %d users", MAX_SHARES);
+        return 2;
+      }
+      snprintf(limit_names[nlimit], sizeof limit_names[nlimit], "%s", who);
+      limit_user[nlimit] = limit_names[nlimit];
+      limit_nodes[nlimit++] = lim;
       i++;
     } else if (strcmp(a, "--interval") == 0 || strcmp(a, "--discover-every") == 0) {
       double *v = a[2] == 'i' ? &interval : &discover_every;
@@ -386,7 +422,8 @@ static int cmd_serve(int argc, char **argv) {
       .discover_every_s = discover_every, .commit_every = commit_every, .stop = &serve_stop,
       .on_log = serve_log, .restart_penalty_s = restart_penalty > 0 ? restart_penalty : -1,
       .node_cooldown_s = cooldown, .share_user = share_user, .share_w = share_w,
-      .nshare = nshare};
+      .nshare = nshare, .limit_user = limit_user, .limit_nodes = limit_nodes,
+      .nlimit = nlimit};
   char err[1024] = "";
   int rc = gs_cluster_serve(&c, err, sizeof err);
   if (rc == 2) cli_error("cluster serve", "%s", err);
@@ -666,6 +703,14 @@ int cmd_submit(int argc, char **argv) {
   if (min > pool) {
     cli_error("submit", "--min %d is more than the pool's %d node%s: the job could never "
               "start", min, pool, pool == 1 ? "" : "s");
+    return 2;
+  }
+  char who[64];
+  gs_cluster_user_name(user, who, sizeof who);
+  int lim = gs_cluster_pool_user_limit(spool, who);
+  if (lim > 0 && min > lim) {
+    cli_error("submit", "--min %d is more than user %s's limit of %d node%s (cluster serve "
+              "--user-limit): the job could never start", min, who, lim, lim == 1 ? "" : "s");
     return 2;
   }
   char **args = argv + dashes + 1;

@@ -74,6 +74,13 @@ typedef struct gs_cluster_serve_config {
   const char *const *share_user;
   const double *share_w;
   int nshare;
+  /* Per-user limits (Slurm's MaxNodesPerUser): user limit_user[k]'s jobs
+   * hold at most limit_nodes[k] nodes together (>= 1); "*" names every
+   * user not named. Every policy keeps them; a submission whose --min is
+   * above its user's limit is refused. */
+  const char *const *limit_user;
+  const int *limit_nodes;
+  int nlimit;
 } gs_cluster_serve_config;
 
 /* Whether this build knows policy name (gs_cluster_allocate's names). */
@@ -98,6 +105,14 @@ typedef struct gs_cluster_submission {
 /* The pool of the manager serving spool (DIR/pool.json): its node count,
  * the first node's slots (slots may be NULL) and the policy (policy may be
  * NULL). 0, or -1 with err when no manager has served it. */
+/* The most nodes user's jobs may hold together under the manager serving
+ * spool (its --user-limit, from pool.json), or 0 for no limit. */
+int gs_cluster_pool_user_limit(const char *spool, const char *user);
+
+/* The submitter's user name: given when not NULL, else the login name of
+ * the effective uid (uidN when it has none). */
+void gs_cluster_user_name(const char *given, char *out, size_t len);
+
 int gs_cluster_pool(const char *spool, int *nodes, int *slots, char *policy, size_t policy_len,
                     char *err, size_t errlen);
 

@@ -448,7 +448,7 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
   /* The fairness of the partitions as they are (a grow that waits for
    * nodes is not in them yet). */
   for (int a = 0; a < n; a++) s->sizes[a] = s->js[s->active[a]].size;
-  gs_cluster_fair_share(s->pj, n, s->nodes, s->share);
+  gs_cluster_fair_share(s->pj, n, s->nodes, &po, s->share);
   s->fairness_now = gs_cluster_fairness_loss(s->sizes, s->share, n, s->nodes);
   return 0;
 }

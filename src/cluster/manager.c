@@ -949,6 +949,17 @@ static int by_name(const struct dirent **a, const struct dirent **b) {
   return strcmp((*a)->d_name, (*b)->d_name);
 }
 
+/* A user's most nodes (serve's --user-limit, "*" for users not named; 0:
+ * none). */
+static int user_limit(const mgr *m, const char *user) {
+  int any = 0;
+  for (int k = 0; k < m->cfg->nlimit; k++) {
+    if (strcmp(m->cfg->limit_user[k], user) == 0) return m->cfg->limit_nodes[k];
+    if (strcmp(m->cfg->limit_user[k], "*") == 0) any = m->cfg->limit_nodes[k];
+  }
+  return any;
+}
+
 /* A gradsync train job's --global-batch, or 0. */
 static long job_global_batch(const job *j) {
   long gb = 0;
@@ -989,11 +1000,17 @@ static int take_request(mgr *m, const cJSON *r) {
     j->state = J_QUEUED;
     int pool = 0;
     for (int i = 0; i < m->nnode; i++) pool += !m->node[i].down && !m->node[i].drained;
+    int lim = user_limit(m, j->user);
     if (j->min > m->nnode || j->min < 1 || j->max < j->min) {
       j->state = J_FAILED;
       j->end_t = spool_wall_s();
       snprintf(j->message, sizeof j->message, "sizes %d:%d do not fit the pool of %d nodes",
                j->min, j->max, m->nnode);
+    } else if (lim > 0 && j->min > lim) {
+      j->state = J_FAILED;
+      j->end_t = spool_wall_s();
+      snprintf(j->message, sizeof j->message, "--min %d is above user %s's limit of %d nodes",
+               j->min, j->user, lim);
     }
     /* A gradsync train job with --global-batch G runs only on sizes that
      * divide G (its supervisor's rule): its most nodes become the largest
@@ -1278,6 +1295,23 @@ static double user_share(const mgr *m, const char *user) {
   return 1;
 }
 
+/* The round's users and their limits: in[i].user indexes lim[], one entry
+ * a user with jobs in the round. Returns how many users. */
+static int user_limits(const mgr *m, gs_cluster_job *in, const int *idx, int n, int *lim) {
+  int nu = 0;
+  for (int i = 0; i < n; i++) {
+    const char *u = m->job[idx[i]].user;
+    in[i].user = -1;
+    for (int q = 0; q < i && in[i].user < 0; q++)
+      if (strcmp(m->job[idx[q]].user, u) == 0) in[i].user = in[q].user;
+    if (in[i].user < 0) {
+      in[i].user = nu;
+      lim[nu++] = user_limit(m, u);
+    }
+  }
+  return nu;
+}
+
 /* The round's jobs' weights under per-user shares (gs_cluster_user_weights):
  * each user's part of the pool by its share, split among its jobs by their
  * weights. With one user the weights are the jobs' own. */
@@ -1336,10 +1370,12 @@ static int policy_round(mgr *m) {
   gs_cluster_job *in = gs_calloc((size_t)m->njob + 1, sizeof *in);
   int *idx = gs_calloc((size_t)m->njob + 1, sizeof *idx);
   int *size = gs_calloc((size_t)m->njob + 1, sizeof *size);
-  if (!in || !idx || !size) {
+  int *lim = gs_calloc((size_t)m->njob + 1, sizeof *lim);
+  if (!in || !idx || !size || !lim) {
     gs_free(in);
     gs_free(idx);
     gs_free(size);
+    gs_free(lim);
     snprintf(m->err, m->errlen, "out of memory");
     return -1;
   }
@@ -1367,6 +1403,10 @@ static int policy_round(mgr *m) {
   if (c->interval_s > 0) opts.interval_s = c->interval_s;
   if (c->restart_penalty_s != 0) /* < 0: none */
     opts.restart_penalty_s = c->restart_penalty_s > 0 ? c->restart_penalty_s : 0;
+  if (c->nlimit > 0) {
+    opts.nusers = user_limits(m, in, idx, n, lim);
+    opts.user_max_nodes = lim;
+  }
   gs_cluster_policy_report rep;
   char why[512];
   int rc = 0;
@@ -1432,6 +1472,7 @@ static int policy_round(mgr *m) {
   gs_free(in);
   gs_free(idx);
   gs_free(size);
+  gs_free(lim);
   return rc;
 }
 
@@ -1535,6 +1576,11 @@ static int write_pool(mgr *m) {
     cJSON_AddStringToObject(o, "name", m->node[i].spec.name);
     cJSON_AddNumberToObject(o, "slots", m->node[i].spec.slots);
     cJSON_AddItemToArray(a, o);
+  }
+  if (m->cfg->nlimit > 0) { /* clients check submissions against them */
+    cJSON *l = cJSON_AddObjectToObject(p, "user_limits");
+    for (int k = 0; k < m->cfg->nlimit; k++)
+      cJSON_AddNumberToObject(l, m->cfg->limit_user[k], m->cfg->limit_nodes[k]);
   }
   char *text = cJSON_PrintUnformatted(p);
   cJSON_Delete(p);

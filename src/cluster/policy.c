@@ -5,6 +5,7 @@
  */
 #include "policy.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -90,6 +91,11 @@ int gs_cluster_jobs_check(const gs_cluster_job *jobs, int njobs, int nodes, char
         (j->req_nodes > 0 && j->req_nodes < j->min_nodes)) {
       set_err(err, errlen, "job %d: requested size %d outside %d..%d", j->id, j->req_nodes,
               j->min_nodes, j->max_nodes);
+      return -1;
+    }
+    if (j->user < -1) {
+      set_err(err, errlen, "job %d: user %d; expected -1 (none) or an index from 0", j->id,
+              j->user);
       return -1;
     }
     /* The ends of the speed curve only: a round must stay cheap on large
@@ -200,37 +206,109 @@ static int cmp_cap_per_weight(const void *a, const void *b) {
   return (kx > ky) - (kx < ky);
 }
 
-void gs_cluster_fair_share(const gs_cluster_job *jobs, int njobs, int nodes, double *share) {
-  if (njobs <= 0) return;
-  int *order = malloc((size_t)njobs * sizeof *order);
+/* Water-fills `nodes` among the m jobs idx[0..m-1] by weight, each capped
+ * at its max_nodes (idx is reordered). */
+static void water_fill(const gs_cluster_job *jobs, int *idx, int m, double nodes,
+                       double *share) {
   double wsum = 0;
-  for (int i = 0; i < njobs; i++) wsum += jobs[i].weight;
-  if (order == NULL) { /* no memory to sort: the uncapped proportional share */
-    for (int i = 0; i < njobs; i++) share[i] = nodes * jobs[i].weight / wsum;
-    return;
-  }
-  for (int i = 0; i < njobs; i++) order[i] = i;
+  for (int k = 0; k < m; k++) wsum += jobs[idx[k]].weight;
   /* qsort has no context argument; the comparison reads this file's pointer
    * (the policies run on one thread per process). */
   fair_jobs = jobs;
-  qsort(order, (size_t)njobs, sizeof *order, cmp_cap_per_weight);
+  qsort(idx, (size_t)m, sizeof *idx, cmp_cap_per_weight);
   double left = nodes;
   int k = 0;
   /* Jobs whose cap lies below the current level take their cap; the level
    * (nodes per unit of weight) of the rest rises as they leave. */
-  for (; k < njobs; k++) {
-    const gs_cluster_job *j = &jobs[order[k]];
+  for (; k < m; k++) {
+    const gs_cluster_job *j = &jobs[idx[k]];
     double level = left / wsum;
     if (j->max_nodes > level * j->weight) break;
-    share[order[k]] = j->max_nodes;
+    share[idx[k]] = j->max_nodes;
     left -= j->max_nodes;
     wsum -= j->weight;
   }
-  for (int m = k; m < njobs; m++) {
-    const gs_cluster_job *j = &jobs[order[m]];
-    share[order[m]] = wsum > 0 ? left * j->weight / wsum : 0;
+  for (int q = k; q < m; q++) share[idx[q]] = wsum > 0 ? left * jobs[idx[q]].weight / wsum : 0;
+}
+
+int gs_cluster_user_limit(const gs_cluster_job *j, const gs_cluster_policy_opts *o) {
+  if (o == NULL || o->user_max_nodes == NULL || j->user < 0 || j->user >= o->nusers)
+    return INT_MAX;
+  int l = o->user_max_nodes[j->user];
+  return l > 0 ? l : INT_MAX;
+}
+
+int gs_cluster_user_room(const gs_cluster_job *j, const gs_cluster_policy_opts *o,
+                         const int *held) {
+  int lim = gs_cluster_user_limit(j, o);
+  return lim == INT_MAX ? INT_MAX : lim - held[j->user];
+}
+
+void gs_cluster_user_take(const gs_cluster_job *j, const gs_cluster_policy_opts *o, int *held,
+                          int n) {
+  if (gs_cluster_user_limit(j, o) != INT_MAX) held[j->user] += n;
+}
+
+int gs_cluster_limits_kept(const gs_cluster_job *jobs, int njobs, const int *sizes,
+                           const gs_cluster_policy_opts *o) {
+  if (o == NULL || o->user_max_nodes == NULL) return 1;
+  for (int u = 0; u < o->nusers; u++) {
+    long used = 0;
+    for (int i = 0; i < njobs; i++)
+      if (jobs[i].user == u) used += sizes[i];
+    if (o->user_max_nodes[u] > 0 && used > o->user_max_nodes[u]) return 0;
   }
-  free(order);
+  return 1;
+}
+
+void gs_cluster_fair_share(const gs_cluster_job *jobs, int njobs, int nodes,
+                           const gs_cluster_policy_opts *o, double *share) {
+  if (njobs <= 0) return;
+  int limited = o != NULL && o->user_max_nodes != NULL && o->nusers > 0;
+  int *idx = malloc((size_t)njobs * 2 * sizeof *idx);
+  double *sum = limited ? malloc((size_t)o->nusers * sizeof *sum) : NULL;
+  if (idx == NULL || (limited && sum == NULL)) { /* no memory: the uncapped proportional share */
+    double wsum = 0;
+    for (int i = 0; i < njobs; i++) wsum += jobs[i].weight;
+    for (int i = 0; i < njobs; i++) share[i] = nodes * jobs[i].weight / wsum;
+    free(idx);
+    free(sum);
+    return;
+  }
+  int *mine = idx + njobs, m = njobs;
+  for (int i = 0; i < njobs; i++) idx[i] = i;
+  double left = nodes;
+  /* Per-user limits: water-fill the jobs left; every user above its limit
+   * gets exactly its limit, water-filled among its own jobs (the level of
+   * the others only rises as capped users leave, so it stays above), and
+   * leaves with it; until no user is above. */
+  for (;;) {
+    water_fill(jobs, idx, m, left, share);
+    if (!limited) break;
+    for (int u = 0; u < o->nusers; u++) sum[u] = 0;
+    for (int k = 0; k < m; k++)
+      if (gs_cluster_user_limit(&jobs[idx[k]], o) != INT_MAX) sum[jobs[idx[k]].user] += share[idx[k]];
+    int kept = 0, capped = 0;
+    for (int u = 0; u < o->nusers; u++) {
+      int lim = o->user_max_nodes[u], nm = 0;
+      if (lim <= 0 || sum[u] <= lim + 1e-9) continue;
+      for (int k = 0; k < m; k++)
+        if (jobs[idx[k]].user == u) mine[nm++] = idx[k];
+      water_fill(jobs, mine, nm, lim, share);
+      left -= lim;
+      sum[u] = -1; /* capped: its jobs leave */
+      capped = 1;
+    }
+    if (!capped) break;
+    for (int k = 0; k < m; k++) {
+      int u = jobs[idx[k]].user;
+      if (gs_cluster_user_limit(&jobs[idx[k]], o) == INT_MAX || sum[u] >= 0) idx[kept++] = idx[k];
+    }
+    m = kept;
+    if (m == 0) break;
+  }
+  free(idx);
+  free(sum);
 }
 
 double gs_cluster_fairness_loss(const int *sizes, const double *share, int njobs, int nodes) {
@@ -285,6 +363,19 @@ int gs_cluster_allocate(const char *name, const gs_cluster_job *jobs, int njobs,
       rep->status = -1;
       return -1;
     }
+    if (opts->nusers < 0 || (opts->nusers > 0 && opts->user_max_nodes == NULL)) {
+      set_err(err, errlen, "per-user limits: %d users given without their limits",
+              opts->nusers);
+      rep->status = -1;
+      return -1;
+    }
+    for (int u = 0; opts->user_max_nodes && u < opts->nusers; u++)
+      if (opts->user_max_nodes[u] < 0) {
+        set_err(err, errlen, "per-user limits: user %d's limit is %d nodes; expected 0 (none) "
+                "or more", u, opts->user_max_nodes[u]);
+        rep->status = -1;
+        return -1;
+      }
     if (gs_cluster_jobs_check(jobs, njobs, nodes, err, errlen) != 0) {
       rep->status = -1;
       return -1;
@@ -293,6 +384,12 @@ int gs_cluster_allocate(const char *name, const gs_cluster_job *jobs, int njobs,
     double t0 = now_ms();
     int rc = njobs == 0 ? 0 : policies[p].fn(jobs, njobs, nodes, opts, sizes, rep, err, errlen);
     rep->solve_ms = now_ms() - t0;
+    if (rc == 0 && !gs_cluster_limits_kept(jobs, njobs, sizes, opts)) {
+      /* a policy's defect, not the caller's: nothing is allocated */
+      set_err(err, errlen, "policy %s broke a user's node limit", name);
+      for (int i = 0; i < njobs; i++) sizes[i] = 0;
+      rc = -1;
+    }
     rep->status = rc;
     return rc;
   }

@@ -46,6 +46,9 @@ typedef struct gs_cluster_job {
                                again, gs_cluster_restart_measure); 0 = not
                                measured: the options' restart_penalty_s
                                (gs_cluster_restart_s) */
+  int user;                 /* its user's index in opts->user_max_nodes, for per-user
+                               limits; -1 (or any value while the options carry no
+                               limits): none */
 } gs_cluster_job;
 
 typedef struct gs_cluster_policy_opts {
@@ -60,6 +63,13 @@ typedef struct gs_cluster_policy_opts {
                                programme (over every size when jobs * nodes * sizes <= 4e6,
                                else over each job's breakpoints); 1 the greedy; 2 none
                                (GLPK alone); 3 the breakpoints' programme always (tests) */
+  /* Per-user limits (as Slurm's MaxNodesPerUser): user u's jobs hold at
+   * most user_max_nodes[u] nodes together (0: no limit), u in 0..nusers-1
+   * (gs_cluster_job.user). NULL: no limits (the defaults). Every policy
+   * keeps to them; the fair shares are capped by them
+   * (gs_cluster_fair_share). */
+  const int *user_max_nodes;
+  int nusers;
 } gs_cluster_policy_opts;
 
 typedef struct gs_cluster_policy_report {
@@ -104,8 +114,28 @@ const char *gs_cluster_policy_names(void);
  * water-filling: each job gets nodes * w_i / sum(w) unless that exceeds its
  * max_nodes, whose surplus goes to the others in proportion to their
  * weights). This is Dorm's fair share (DRF with one resource, whole nodes;
- * Sun et al. 2017, Sec. III-B) with weights. share[i] in nodes. */
-void gs_cluster_fair_share(const gs_cluster_job *jobs, int njobs, int nodes, double *share);
+ * Sun et al. 2017, Sec. III-B) with weights. share[i] in nodes. With
+ * per-user limits in o (NULL: none), a user whose jobs' shares would sum
+ * above its limit gets its limit, water-filled among its own jobs, and the
+ * rest of the pool is shared among the others the same way. */
+void gs_cluster_fair_share(const gs_cluster_job *jobs, int njobs, int nodes,
+                           const gs_cluster_policy_opts *o, double *share);
+
+/* Job j's user's limit under o: its user_max_nodes entry, or INT_MAX when
+ * o carries no limits, the job has no user or the user no limit. */
+int gs_cluster_user_limit(const gs_cluster_job *j, const gs_cluster_policy_opts *o);
+
+/* The nodes job j may still take under its user's limit when each user u's
+ * jobs hold held[u] (INT_MAX: no limit applies); gs_cluster_user_take adds
+ * n to its user's held. held has o->nusers entries (or is not read). */
+int gs_cluster_user_room(const gs_cluster_job *j, const gs_cluster_policy_opts *o,
+                         const int *held);
+void gs_cluster_user_take(const gs_cluster_job *j, const gs_cluster_policy_opts *o, int *held,
+                          int n);
+
+/* Whether sizes keep every user's limit (their jobs' sizes summed). */
+int gs_cluster_limits_kept(const gs_cluster_job *jobs, int njobs, const int *sizes,
+                           const gs_cluster_policy_opts *o);
 
 /* Dorm's fairness loss of an allocation: sum_i |x_i - f_i| / nodes, the
  * total deviation of the jobs' shares of the cluster from their fair shares

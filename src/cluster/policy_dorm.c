@@ -20,7 +20,8 @@
  *                                             checkpoint and a relaunch)
  *     k_i = P / (N H_i)                       the restart's price per node
  *
- * subject to sum_i x_i <= N, where a = fairness_weight and b =
+ * subject to sum_i x_i <= N (and sum_{i of user u} x_i <= L_u for each
+ * user limit, opts.user_max_nodes), where a = fairness_weight and b =
  * adjust_weight. Dorm bounds the adjustment overhead with a constraint and
  * trades utilisation against fairness with weights; here both costs are in
  * the objective, so that one solve both trades them and stays feasible.
@@ -62,6 +63,7 @@
 
 #include <float.h>
 #include <glpk.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +84,8 @@ typedef struct dorm_model {
   int *col_x, *col_r, *col_d, *col_y, *col_g; /* GLPK column of each job's variable; 0 = none */
   int ncols;
   const int *start;  /* the greedy allocation (the first incumbent) */
+  int *held;         /* scratch: the nodes each user's jobs hold (per-user limits) */
+  int limits;        /* 1 when some user's limit is below its jobs' largest sizes */
   double gap;        /* last gap GLPK reported (DBL_MAX before an incumbent) */
   int heur_given;
 } dorm_model;
@@ -95,8 +99,9 @@ static double job_gain(const dorm_model *m, int i, int x) {
 
 static int job_cap(const dorm_model *m, int i) {
   const gs_cluster_job *j = &m->jobs[i];
-  if (j->min_nodes > m->nodes) return 0;
-  return j->max_nodes < m->nodes ? j->max_nodes : m->nodes;
+  int cap = j->max_nodes < m->nodes ? j->max_nodes : m->nodes, lim = gs_cluster_user_limit(j, m->o);
+  if (cap > lim) cap = lim;
+  return j->min_nodes > cap ? 0 : cap;
 }
 
 /* The best size of job i with at most `room` nodes: the objective is
@@ -130,14 +135,20 @@ static int best_size(const dorm_model *m, int i, int room) {
  * no job improves. */
 static void polish(const dorm_model *m, int *x) {
   int free_nodes = m->nodes;
-  for (int i = 0; i < m->n; i++) free_nodes -= x[i];
+  memset(m->held, 0, (size_t)(m->o->user_max_nodes ? m->o->nusers : 0) * sizeof *m->held);
+  for (int i = 0; i < m->n; i++) {
+    free_nodes -= x[i];
+    gs_cluster_user_take(&m->jobs[i], m->o, m->held, x[i]);
+  }
   for (int pass = 0; pass < 50; pass++) {
     int changed = 0;
     for (int i = 0; i < m->n; i++) {
-      int room = free_nodes + x[i];
+      int room = free_nodes + x[i], user = gs_cluster_user_room(&m->jobs[i], m->o, m->held);
+      if (user != INT_MAX && user + x[i] < room) room = user + x[i];
       int b = best_size(m, i, room);
       if (b != x[i] && job_gain(m, i, b) > job_gain(m, i, x[i]) + 1e-12) {
         free_nodes += x[i] - b;
+        gs_cluster_user_take(&m->jobs[i], m->o, m->held, b - x[i]);
         x[i] = b;
         changed = 1;
       }
@@ -148,12 +159,15 @@ static void polish(const dorm_model *m, int *x) {
 
 static void greedy(const dorm_model *m, int *x) {
   int free_nodes = m->nodes;
+  memset(m->held, 0, (size_t)(m->o->user_max_nodes ? m->o->nusers : 0) * sizeof *m->held);
   for (int i = 0; i < m->n; i++) {
     int c = m->jobs[i].cur_nodes;
     x[i] = 0;
-    if (c > 0 && c <= job_cap(m, i) && c >= m->jobs[i].min_nodes && c <= free_nodes) {
+    if (c > 0 && c <= job_cap(m, i) && c >= m->jobs[i].min_nodes && c <= free_nodes &&
+        c <= gs_cluster_user_room(&m->jobs[i], m->o, m->held)) {
       x[i] = c;
       free_nodes -= c;
+      gs_cluster_user_take(&m->jobs[i], m->o, m->held, c);
     }
   }
   polish(m, x);
@@ -176,83 +190,152 @@ static int cmp_submit(const void *a, const void *b) {
  * objective, the jobs submitted first get the nodes. */
 static int breakpoint_programme(const dorm_model *m, const int *order, int *x);
 
+/* One item of the programme: next[c], the best on at most c nodes with it,
+ * is the better of best[c] + g0 (the item at 0) and best[c - s] + g(s) over
+ * its sizes s (ascending, size_s[q] with gain size_g[q]); ch[c] the size
+ * taken (the smaller on a tie). c = 0..cap. */
+static void dp_item(const double *best, double *next, int *ch, int cap, int ns,
+                    const int *size_s, const double *size_g, double g0) {
+  for (int c = 0; c <= cap; c++) {
+    double v = best[c] + g0;
+    int arg = 0;
+    for (int q = 0; q < ns && size_s[q] <= c; q++) {
+      double g = best[c - size_s[q]] + size_g[q];
+      if (g > v + 1e-12) {
+        v = g;
+        arg = size_s[q];
+      }
+    }
+    next[c] = v;
+    ch[c] = arg;
+  }
+}
+
+/* Job i's sizes from its minimum to min(its cap, top) and their gains;
+ * returns how many. */
+static int job_sizes(const dorm_model *m, int i, int top, int *size_s, double *size_g) {
+  int cap = job_cap(m, i), lo = m->jobs[i].min_nodes, ns = 0;
+  if (cap > top) cap = top;
+  for (int q = lo; q <= cap; q++) {
+    size_s[ns] = q;
+    size_g[ns++] = job_gain(m, i, q);
+  }
+  return ns;
+}
+
+/* The programme over every size (see dynamic_programme). Each job is an
+ * item, but the jobs of a user whose limit binds (m->limits) are one item
+ * together: an inner programme over that user's jobs, in FIFO order, on at
+ * most its limit gives the item's best on each number of nodes, and the
+ * outer one shares the pool among the items (in the FIFO order of their
+ * first jobs). order: the jobs in FIFO order. Returns 0, or -1 without
+ * memory. */
+static int size_programme(const dorm_model *m, const int *order, int *x) {
+  int n = m->n, N = m->nodes, nu = m->limits ? m->o->nusers : 0, rc = -1;
+  size_t cells = (size_t)n * (size_t)(N + 1);
+  double *best = malloc((size_t)(N + 1) * sizeof *best);
+  double *next = malloc((size_t)(N + 1) * sizeof *next);
+  double *ibest = malloc((size_t)(N + 1) * sizeof *ibest);
+  double *inext = malloc((size_t)(N + 1) * sizeof *inext);
+  double *size_g = malloc((size_t)(N + 1) * sizeof *size_g);
+  int *size_s = malloc((size_t)(N + 1) * sizeof *size_s);
+  int *choice = malloc(cells * sizeof *choice);  /* the outer programme's, by item */
+  int *ichoice = malloc(cells * sizeof *ichoice); /* the inner ones', by member */
+  int *item = malloc((size_t)n * sizeof *item);   /* job i, or -1 - u for user u's jobs */
+  int *member = malloc((size_t)n * sizeof *member);
+  unsigned char *grouped = calloc((size_t)nu + 1, 1);
+  if (!best || !next || !ibest || !inext || !size_g || !size_s || !choice || !ichoice || !item ||
+      !member || !grouped)
+    goto out;
+  int nitems = 0, nmember = 0;
+  for (int k = 0; k < n; k++) {
+    const gs_cluster_job *j = &m->jobs[order[k]];
+    int lim = nu ? gs_cluster_user_limit(j, m->o) : INT_MAX;
+    if (lim == INT_MAX) item[nitems++] = order[k];
+    else if (!grouped[j->user]) {
+      grouped[j->user] = 1;
+      item[nitems++] = -1 - j->user;
+    }
+  }
+  for (int c = 0; c <= N; c++) best[c] = 0;
+  for (int t = 0; t < nitems; t++) {
+    int ns;
+    double g0;
+    if (item[t] >= 0) {
+      ns = job_sizes(m, item[t], N, size_s, size_g);
+      g0 = job_gain(m, item[t], 0);
+    } else { /* a user's jobs on at most C nodes, then as one item */
+      int u = -1 - item[t], C = m->o->user_max_nodes[u] < N ? m->o->user_max_nodes[u] : N;
+      for (int c = 0; c <= C; c++) ibest[c] = 0;
+      for (int k = 0; k < n; k++) {
+        int i = order[k];
+        if (m->jobs[i].user != u) continue;
+        member[nmember] = i;
+        int ms = job_sizes(m, i, C, size_s, size_g);
+        dp_item(ibest, inext, ichoice + (size_t)nmember++ * (N + 1), C, ms, size_s, size_g,
+                job_gain(m, i, 0));
+        memcpy(ibest, inext, (size_t)(C + 1) * sizeof *ibest);
+      }
+      for (ns = 0; ns < C; ns++) {
+        size_s[ns] = ns + 1;
+        size_g[ns] = ibest[ns + 1];
+      }
+      g0 = ibest[0];
+    }
+    dp_item(best, next, choice + (size_t)t * (N + 1), N, ns, size_s, size_g, g0);
+    memcpy(best, next, (size_t)(N + 1) * sizeof *best);
+  }
+  /* Back from the last item; a user's jobs back from its last member. */
+  int c = N;
+  for (int t = nitems - 1; t >= 0; t--) {
+    int s = choice[(size_t)t * (N + 1) + c];
+    c -= s;
+    if (item[t] >= 0) {
+      x[item[t]] = s;
+      continue;
+    }
+    int u = -1 - item[t];
+    for (int p = nmember - 1; p >= 0; p--) {
+      if (m->jobs[member[p]].user != u) continue;
+      x[member[p]] = ichoice[(size_t)p * (N + 1) + s];
+      s -= x[member[p]];
+    }
+  }
+  rc = 0;
+out:
+  free(best);
+  free(next);
+  free(ibest);
+  free(inext);
+  free(size_g);
+  free(size_s);
+  free(choice);
+  free(ichoice);
+  free(item);
+  free(member);
+  free(grouped);
+  return rc;
+}
+
 static int dynamic_programme(const dorm_model *m, int *x, int *exact) {
   int n = m->n, N = m->nodes;
   double work = 0;
   for (int i = 0; i < n; i++) work += (double)(N + 1) * (job_cap(m, i) + 1);
-  int breakpoints = work > 4e6 || m->o->dorm_start == 3;
+  /* The breakpoints' programme does not take per-user limits: where they
+   * bind, the programme over every size or none (the greedy start). */
+  int breakpoints = !m->limits && (work > 4e6 || m->o->dorm_start == 3);
   *exact = 0;
-  if (breakpoints) {
-    if ((double)n * (N + 1) > 2e7) return -1; /* memory: two choices a cell */
-    int *order = malloc((size_t)n * sizeof *order);
-    if (order == NULL) return -1;
-    for (int k = 0; k < n; k++) order[k] = k;
-    dp_jobs = m->jobs;
-    qsort(order, (size_t)n, sizeof *order, cmp_submit);
-    int r = breakpoint_programme(m, order, x);
-    free(order);
-    *exact = r == 0;
-    return r;
-  }
-  double *best = malloc((size_t)(N + 1) * sizeof *best);
-  double *next = malloc((size_t)(N + 1) * sizeof *next);
-  int *choice = malloc((size_t)n * (size_t)(N + 1) * sizeof *choice);
+  if (m->limits && work > 4e6) return -1;
+  if (breakpoints && (double)n * (N + 1) > 2e7) return -1; /* memory: two choices a cell */
   int *order = malloc((size_t)n * sizeof *order);
-  int *size_s = malloc((size_t)(N + 1) * sizeof *size_s);
-  double *size_g = malloc((size_t)(N + 1) * sizeof *size_g);
-  if (best == NULL || next == NULL || choice == NULL || order == NULL || size_s == NULL ||
-      size_g == NULL) {
-    free(best);
-    free(next);
-    free(choice);
-    free(order);
-    free(size_s);
-    free(size_g);
-    return -1;
-  }
+  if (order == NULL) return -1;
   for (int k = 0; k < n; k++) order[k] = k;
   dp_jobs = m->jobs;
   qsort(order, (size_t)n, sizeof *order, cmp_submit);
-  for (int c = 0; c <= N; c++) best[c] = 0;
-  for (int k = 0; k < n; k++) {
-    int i = order[k];
-    int cap = job_cap(m, i), lo = m->jobs[i].min_nodes;
-    /* The job's sizes and their gains, once per job. */
-    int ns = 0;
-    if (cap >= lo) {
-      for (int q = lo; q <= cap; q++) size_s[ns++] = q;
-      for (int q = 0; q < ns; q++) size_g[q] = job_gain(m, i, size_s[q]);
-    }
-    double g0 = job_gain(m, i, 0);
-    int *ch = choice + (size_t)k * (N + 1);
-    for (int c = 0; c <= N; c++) {
-      double v = best[c] + g0;
-      int arg = 0;
-      for (int q = 0; q < ns && size_s[q] <= c; q++) {
-        double g = best[c - size_s[q]] + size_g[q];
-        if (g > v + 1e-12) {
-          v = g;
-          arg = size_s[q];
-        }
-      }
-      next[c] = v;
-      ch[c] = arg;
-    }
-    memcpy(best, next, (size_t)(N + 1) * sizeof *best);
-  }
-  int c = N;
-  for (int k = n - 1; k >= 0; k--) {
-    x[order[k]] = choice[(size_t)k * (N + 1) + c];
-    c -= x[order[k]];
-  }
-  free(best);
-  free(next);
-  free(choice);
+  int r = breakpoints ? breakpoint_programme(m, order, x) : size_programme(m, order, x);
   free(order);
-  free(size_s);
-  free(size_g);
-  *exact = 1;
-  return 0;
+  *exact = r == 0;
+  return r;
 }
 
 /* The optimum on large pools, in O(jobs * nodes * 10) (Dorm's objective is
@@ -426,20 +509,28 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
   double *share = malloc((size_t)n * sizeof *share);
   int *cols = calloc((size_t)n * 5, sizeof *cols);
   int *start = malloc((size_t)n * sizeof *start);
+  int nu = o->user_max_nodes ? o->nusers : 0;
+  int *held = calloc((size_t)nu + 1, sizeof *held);
+  long *want = calloc((size_t)nu + 1, sizeof *want); /* each user's jobs' largest sizes */
   int *ia = NULL, *ja = NULL;
   double *ar = NULL;
   glp_prob *P = NULL;
-  if (share == NULL || cols == NULL || start == NULL) goto nomem;
+  if (share == NULL || cols == NULL || start == NULL || held == NULL || want == NULL) goto nomem;
   if (nodes == 0) { /* nothing to share: everyone waits */
     rep->objective = 0;
     rc = 0;
     goto done;
   }
-  gs_cluster_fair_share(jobs, n, nodes, share);
+  gs_cluster_fair_share(jobs, n, nodes, o, share);
   dorm_model m = {.jobs = jobs, .n = n, .nodes = nodes, .o = o, .share = share,
                   .col_x = cols, .col_r = cols + n, .col_d = cols + 2 * n,
                   .col_y = cols + 3 * n, .col_g = cols + 4 * n, .start = start,
-                  .gap = DBL_MAX};
+                  .held = held, .gap = DBL_MAX};
+  /* A user's limit binds when its jobs' largest sizes exceed it. */
+  for (int i = 0; i < n; i++)
+    if (gs_cluster_user_limit(&jobs[i], o) != INT_MAX)
+      want[jobs[i].user] += jobs[i].max_nodes < nodes ? jobs[i].max_nodes : nodes;
+  for (int u = 0; u < nu; u++) m.limits |= o->user_max_nodes[u] > 0 && want[u] > o->user_max_nodes[u];
   int exact = 0;
   if ((o->dorm_start != 0 && o->dorm_start != 3) || dynamic_programme(&m, start, &exact) != 0)
     greedy(&m, start);
@@ -484,7 +575,7 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
   }
   m.ncols = glp_get_num_cols(P);
   /* Rows: at most 1 + 8 per job, at most 2 entries each but the capacity row. */
-  size_t cap_entries = (size_t)n * 17 + 2;
+  size_t cap_entries = (size_t)n * 18 + 2;
   ia = malloc(cap_entries * sizeof *ia);
   ja = malloc(cap_entries * sizeof *ja);
   ar = malloc(cap_entries * sizeof *ar);
@@ -494,6 +585,13 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
   int row = glp_add_rows(P, 1); /* sum x <= N */
   glp_set_row_bnds(P, row, GLP_UP, 0, nodes);
   for (int i = 0; i < n; i++) ENTRY(row, m.col_x[i], 1.0);
+  for (int u = 0; u < nu; u++) { /* a binding user limit: its jobs' sum x <= L_u */
+    if (!(o->user_max_nodes[u] > 0 && want[u] > o->user_max_nodes[u])) continue;
+    row = glp_add_rows(P, 1);
+    glp_set_row_bnds(P, row, GLP_UP, 0, o->user_max_nodes[u]);
+    for (int i = 0; i < n; i++)
+      if (jobs[i].user == u) ENTRY(row, m.col_x[i], 1.0);
+  }
   for (int i = 0; i < n; i++) {
     const gs_cluster_job *j = &jobs[i];
     int cap = job_cap(&m, i);
@@ -588,7 +686,7 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
     }
     /* GLPK's answer, read back as whole numbers, must be an allocation: the
      * check guards against a rounding surprise. */
-    int ok = used <= nodes;
+    int ok = used <= nodes && gs_cluster_limits_kept(jobs, n, sizes, o);
     for (int i = 0; i < n && ok; i++)
       ok = sizes[i] == 0 || (sizes[i] >= jobs[i].min_nodes && sizes[i] <= jobs[i].max_nodes);
     if (!ok) have_mip = 0;
@@ -620,5 +718,7 @@ done:
   free(share);
   free(cols);
   free(start);
+  free(held);
+  free(want);
   return rc;
 }

@@ -28,6 +28,8 @@
  *    remaining time at its size when its work and progress are known, else
  *    interval_s): speed(new) * (H - P) > speed(cur) * H. The nodes it does
  *    not take are offered (step 2) to the jobs that start or change anyway.
+ * Per-user limits: a job is admitted (step 1) and grown (step 2) only while
+ * its user's jobs hold less than the user's limit.
  */
 #include "policy.h"
 
@@ -46,6 +48,7 @@ typedef struct gp_state {
   int *cap;       /* largest size allowed this round */
   int *heap, nheap;
   double *key;    /* each job's marginal gain when it entered the heap */
+  int *held;      /* the nodes each user's jobs hold (per-user limits) */
 } gp_state;
 
 static double norm_speed(const gp_state *s, int i, int n) {
@@ -107,7 +110,9 @@ static int grow(gp_state *s, int n, int free_nodes, const unsigned char *eligibl
   while (free_nodes > 0 && s->nheap > 0) {
     int i = heap_pop(s);
     if (s->key[i] <= 0) continue; /* its curve is flat from here */
+    if (gs_cluster_user_room(&s->jobs[i], s->o, s->held) <= 0) continue; /* its user's limit */
     s->x[i]++;
+    gs_cluster_user_take(&s->jobs[i], s->o, s->held, 1);
     free_nodes--;
     if (s->x[i] < s->cap[i]) heap_push(s, i);
   }
@@ -153,9 +158,10 @@ int gs_cluster_policy_goodput(const gs_cluster_job *jobs, int njobs, int nodes,
   int *order = malloc((size_t)n * sizeof *order);
   unsigned char *eligible = malloc((size_t)n);
   double *akey = malloc((size_t)n * sizeof *akey);
+  s.held = calloc((size_t)(o->user_max_nodes ? o->nusers : 0) + 1, sizeof *s.held);
   s.x = sizes;
   if (s.base == NULL || s.remain == NULL || s.cap == NULL || s.heap == NULL ||
-      s.key == NULL || order == NULL || eligible == NULL || akey == NULL) {
+      s.key == NULL || order == NULL || eligible == NULL || akey == NULL || s.held == NULL) {
     snprintf(err, errlen, "out of memory allocating among %d jobs", njobs);
     goto done;
   }
@@ -164,6 +170,7 @@ int gs_cluster_policy_goodput(const gs_cluster_job *jobs, int njobs, int nodes,
     const gs_cluster_job *j = &jobs[i];
     s.base[i] = gs_cluster_speed(j, j->min_nodes);
     s.cap[i] = j->max_nodes < nodes ? j->max_nodes : nodes;
+    if (s.cap[i] > gs_cluster_user_limit(j, o)) s.cap[i] = gs_cluster_user_limit(j, o);
     int at = j->cur_nodes > 0 ? j->cur_nodes : j->min_nodes;
     s.remain[i] = gs_cluster_remaining_s(j, at, j->cur_nodes > 0 ? interval : INFINITY);
     sizes[i] = 0;
@@ -183,9 +190,11 @@ int gs_cluster_policy_goodput(const gs_cluster_job *jobs, int njobs, int nodes,
   int free_nodes = nodes;
   for (int k = 0; k < n; k++) {
     int i = order[k];
-    if (jobs[i].min_nodes <= free_nodes && jobs[i].min_nodes <= s.cap[i] && s.base[i] > 0) {
+    if (jobs[i].min_nodes <= free_nodes && jobs[i].min_nodes <= s.cap[i] && s.base[i] > 0 &&
+        jobs[i].min_nodes <= gs_cluster_user_room(&jobs[i], o, s.held)) {
       sizes[i] = jobs[i].min_nodes;
       free_nodes -= sizes[i];
+      gs_cluster_user_take(&jobs[i], o, s.held, sizes[i]);
     }
   }
   /* 2. Growth by marginal gain. */
@@ -198,6 +207,7 @@ int gs_cluster_policy_goodput(const gs_cluster_job *jobs, int njobs, int nodes,
     int c = jobs[i].cur_nodes;
     if (c > 0 && sizes[i] > c && !growth_pays(&s, i, sizes[i])) {
       free_nodes += sizes[i] - c;
+      gs_cluster_user_take(&jobs[i], o, s.held, c - sizes[i]);
       sizes[i] = c;
       undone = 1;
     }
@@ -220,5 +230,6 @@ done:
   free(order);
   free(eligible);
   free(akey);
+  free(s.held);
   return rc;
 }

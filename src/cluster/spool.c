@@ -70,6 +70,30 @@ int gs_cluster_pool(const char *spool, int *nodes, int *slots, char *policy, siz
   return 0;
 }
 
+int gs_cluster_pool_user_limit(const char *spool, const char *user) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/pool.json", spool);
+  char *text = spool_read_file(path, 1 << 22);
+  cJSON *j = text ? cJSON_Parse(text) : NULL;
+  gs_free(text);
+  const cJSON *l = j ? cJSON_GetObjectItemCaseSensitive(j, "user_limits") : NULL;
+  const cJSON *v = l ? cJSON_GetObjectItemCaseSensitive(l, user) : NULL;
+  if (!cJSON_IsNumber(v) && l) v = cJSON_GetObjectItemCaseSensitive(l, "*");
+  int lim = cJSON_IsNumber(v) && v->valuedouble >= 1 ? (int)v->valuedouble : 0;
+  cJSON_Delete(j);
+  return lim;
+}
+
+void gs_cluster_user_name(const char *given, char *out, size_t len) {
+  if (given) {
+    snprintf(out, len, "%s", given);
+    return;
+  }
+  struct passwd *pw = getpwuid(geteuid());
+  if (pw && pw->pw_name) snprintf(out, len, "%s", pw->pw_name);
+  else snprintf(out, len, "uid%ld", (long)geteuid());
+}
+
 /* The next job id, from DIR/next_id under an exclusive lock. */
 static int next_id(const char *spool, int *id, char *err, size_t errlen) {
   char path[PATH_MAX];
@@ -131,13 +155,7 @@ int gs_cluster_submit(const char *spool, const gs_cluster_submission *s, int *id
   cJSON_AddNumberToObject(r, "max", s->max_nodes);
   cJSON_AddNumberToObject(r, "weight", s->weight);
   char who[64];
-  if (s->user) {
-    snprintf(who, sizeof who, "%s", s->user);
-  } else {
-    struct passwd *pw = getpwuid(geteuid());
-    if (pw && pw->pw_name) snprintf(who, sizeof who, "%s", pw->pw_name);
-    else snprintf(who, sizeof who, "uid%ld", (long)geteuid());
-  }
+  gs_cluster_user_name(s->user, who, sizeof who);
   cJSON_AddStringToObject(r, "user", who);
   cJSON_AddBoolToObject(r, "exec", s->exec);
   cJSON_AddStringToObject(r, "cwd", cwd);

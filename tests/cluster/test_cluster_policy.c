@@ -100,7 +100,7 @@ static void test_dorm_vs_brute_force(void **state) {
     o.time_limit_s = 10; /* proven optimal, not timed out */
     o.dorm_start = (it / 2) % 3; /* the MILP from the exact start, the greedy's, and alone */
     double share[MAXJ];
-    gs_cluster_fair_share(jobs, n, nodes, share);
+    gs_cluster_fair_share(jobs, n, nodes, &o, share);
     int x[MAXJ] = {0}, sizes[MAXJ];
     double best = -INFINITY;
     brute(jobs, n, nodes, &o, share, 0, x, nodes, &best);
@@ -169,7 +169,7 @@ static void test_dorm_time_alone(void **state) {
     for (int i = 0; i < n; i++) /* time passes: the running jobs progress */
       if (jobs[i].cur_nodes > 0 && jobs[i].work > 0) jobs[i].progress += (1 - jobs[i].progress) * unif();
     double share[MAXJ];
-    gs_cluster_fair_share(jobs, n, nodes, share);
+    gs_cluster_fair_share(jobs, n, nodes, &o, share);
     assert_int_equal(gs_cluster_allocate("dorm", jobs, n, nodes, &o, y, NULL, NULL, 0), 0);
     double vx = gs_cluster_dorm_objective(jobs, n, nodes, &o, share, x);
     double vy = gs_cluster_dorm_objective(jobs, n, nodes, &o, share, y);
@@ -298,10 +298,10 @@ static void test_fair_share(void **state) {
                             {.id = 1, .min_nodes = 1, .max_nodes = 12, .weight = 1},
                             {.id = 2, .min_nodes = 1, .max_nodes = 12, .weight = 2}};
   double f[3];
-  gs_cluster_fair_share(jobs, 3, 12, f);
+  gs_cluster_fair_share(jobs, 3, 12, NULL, f);
   assert_true(fabs(f[0] - 3) < 1e-12 && fabs(f[1] - 3) < 1e-12 && fabs(f[2] - 6) < 1e-12);
   jobs[0].max_nodes = 1;
-  gs_cluster_fair_share(jobs, 3, 12, f);
+  gs_cluster_fair_share(jobs, 3, 12, NULL, f);
   assert_true(fabs(f[0] - 1) < 1e-12);
   assert_true(fabs(f[1] - 11.0 / 3) < 1e-12 && fabs(f[2] - 22.0 / 3) < 1e-12);
   int x[3] = {1, 4, 7};
@@ -547,7 +547,7 @@ static double dorm_dp(const gs_cluster_job *jobs, int n, int nodes,
   double *share = malloc((size_t)n * sizeof *share);
   double *best = malloc((size_t)(nodes + 1) * sizeof *best);
   double *next = malloc((size_t)(nodes + 1) * sizeof *next);
-  gs_cluster_fair_share(jobs, n, nodes, share);
+  gs_cluster_fair_share(jobs, n, nodes, o, share);
   for (int c = 0; c <= nodes; c++) best[c] = 0;
   for (int i = 0; i < n; i++) {
     const gs_cluster_job *j = &jobs[i];
@@ -677,6 +677,31 @@ static void test_round_time(void **state) {
       assert_true(rep.objective <= opt + 1e-9);
     }
   }
+  /* The same with 10 users of 10 jobs each, each limited to 8 nodes. */
+  int lim[10];
+  for (int u = 0; u < 10; u++) lim[u] = 8;
+  for (int i = 0; i < NJ; i++) {
+    jobs[i].user = i % 10;
+    if (jobs[i].min_nodes > 8) jobs[i].min_nodes = 8;
+    jobs[i].cur_nodes = i < 10 ? jobs[i].min_nodes : 0;
+  }
+  gs_cluster_policy_opts o;
+  gs_cluster_policy_defaults(&o);
+  o.user_max_nodes = lim;
+  o.nusers = 10;
+  for (int p = 0; p < 3; p++) {
+    int sizes[NJ];
+    gs_cluster_policy_report rep;
+    char err[256];
+    double c0 = ms_now(CLOCK_PROCESS_CPUTIME_ID);
+    assert_int_equal(gs_cluster_allocate(names[p], jobs, NJ, NN, &o, sizes, &rep, err, sizeof err), 0);
+    double cpu = ms_now(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    check_allocation(jobs, NJ, NN, sizes);
+    assert_true(gs_cluster_limits_kept(jobs, NJ, sizes, &o));
+    printf("limited to 8 nodes a user: %-8s CPU %.2f ms (exact %d)\n", names[p], cpu, rep.exact);
+    assert_true(cpu < 100 * (getenv("GRADSYNC_SLOW_TESTS") ? 10 : 1));
+    if (p == 2) assert_int_equal(rep.exact, 1);
+  }
 }
 
 /* gs_cluster_speed_fit: Optimus's curve 1/s(n) = th0 + th1/n + th2*n. */
@@ -726,6 +751,180 @@ static void test_speed_fit(void **state) {
   assert_int_equal(gs_cluster_speed_fit(n, r, 1, 0, out, th, err, sizeof err), -1);
 }
 
+/* ---- Per-user limits ------------------------------------------------------ */
+
+/* The best Dorm objective over every allocation that keeps the users'
+ * limits, by enumeration. */
+static void brute_limited(const gs_cluster_job *jobs, int n, int nodes,
+                          const gs_cluster_policy_opts *o, const double *share, int k, int *x,
+                          int left, double *best) {
+  if (k == n) {
+    double v = gs_cluster_dorm_objective(jobs, n, nodes, o, share, x);
+    if (gs_cluster_limits_kept(jobs, n, x, o) && v > *best) *best = v;
+    return;
+  }
+  x[k] = 0;
+  brute_limited(jobs, n, nodes, o, share, k + 1, x, left, best);
+  for (int s = jobs[k].min_nodes; s <= jobs[k].max_nodes && s <= left; s++) {
+    x[k] = s;
+    brute_limited(jobs, n, nodes, o, share, k + 1, x, left - s, best);
+  }
+  x[k] = 0;
+}
+
+static void test_limits_fair_share(void **state) {
+  (void)state;
+  /* alice's two jobs and bob's one on 12 nodes: 4 each; alice limited to 4
+   * nodes: 2 and 2, bob the other 8. */
+  gs_cluster_job jobs[3] = {{.id = 0, .min_nodes = 1, .max_nodes = 12, .weight = 1, .user = 0},
+                            {.id = 1, .min_nodes = 1, .max_nodes = 12, .weight = 1, .user = 0},
+                            {.id = 2, .min_nodes = 1, .max_nodes = 12, .weight = 1, .user = 1}};
+  int lim[2] = {4, 0};
+  gs_cluster_policy_opts o;
+  gs_cluster_policy_defaults(&o);
+  o.user_max_nodes = lim;
+  o.nusers = 2;
+  double f[3];
+  gs_cluster_fair_share(jobs, 3, 12, &o, f);
+  assert_true(fabs(f[0] - 2) < 1e-12 && fabs(f[1] - 2) < 1e-12 && fabs(f[2] - 8) < 1e-12);
+  /* bob's job capped at 6: the pool's rest, 2, is no one's */
+  jobs[2].max_nodes = 6;
+  gs_cluster_fair_share(jobs, 3, 12, &o, f);
+  assert_true(fabs(f[0] - 2) < 1e-12 && fabs(f[1] - 2) < 1e-12 && fabs(f[2] - 6) < 1e-12);
+  /* a limit above alice's flat share changes nothing */
+  lim[0] = 9;
+  jobs[2].max_nodes = 12;
+  gs_cluster_fair_share(jobs, 3, 12, &o, f);
+  assert_true(fabs(f[0] - 4) < 1e-12 && fabs(f[2] - 4) < 1e-12);
+  /* two users over their limits at once, a third takes the rest */
+  gs_cluster_job four[4] = {{.id = 0, .min_nodes = 1, .max_nodes = 9, .weight = 1, .user = 0},
+                            {.id = 1, .min_nodes = 1, .max_nodes = 9, .weight = 3, .user = 1},
+                            {.id = 2, .min_nodes = 1, .max_nodes = 9, .weight = 1, .user = 2},
+                            {.id = 3, .min_nodes = 1, .max_nodes = 9, .weight = 1, .user = 2}};
+  int lim3[3] = {1, 2, 0};
+  o.user_max_nodes = lim3;
+  o.nusers = 3;
+  double g[4];
+  gs_cluster_fair_share(four, 4, 12, &o, g);
+  assert_true(fabs(g[0] - 1) < 1e-12 && fabs(g[1] - 2) < 1e-12);
+  assert_true(fabs(g[2] - 4.5) < 1e-12 && fabs(g[3] - 4.5) < 1e-12);
+}
+
+/* dorm keeps the limits and reaches the enumerated optimum among the
+ * allocations that keep them, from each start (the programme over every
+ * size takes the limits; dorm_start 3 asks for the breakpoints', which
+ * does not, and must give way to it). */
+static void test_dorm_limits_vs_brute_force(void **state) {
+  (void)state;
+  static const double fw[] = {0, 0.5, 1};
+  int bound = 0;
+  for (int it = 0; it < 300; it++) {
+    int n = rnd_int(1, MAXJ), nodes = rnd_int(1, MAXN);
+    gs_cluster_job jobs[MAXJ];
+    random_jobs(jobs, n, nodes, it % 3 != 0);
+    int lim[2] = {rnd_int(0, 4), rnd_int(0, 6)};
+    for (int i = 0; i < n; i++) jobs[i].user = (int)(rnd() % 3) - 1; /* -1: no user */
+    gs_cluster_policy_opts o;
+    gs_cluster_policy_defaults(&o);
+    o.fairness_weight = fw[rnd() % 3];
+    o.restart_penalty_s = rnd_int(0, 1) * 30;
+    o.time_limit_s = 10;
+    o.dorm_start = it % 4;
+    o.user_max_nodes = lim;
+    o.nusers = 2;
+    /* a running job above its user's limit is not a state the manager
+     * leaves; start from one that keeps them */
+    int held[2] = {0, 0};
+    for (int i = 0; i < n; i++)
+      if (jobs[i].user >= 0 && jobs[i].cur_nodes > 0) {
+        if (lim[jobs[i].user] > 0 && held[jobs[i].user] + jobs[i].cur_nodes > lim[jobs[i].user])
+          jobs[i].cur_nodes = 0;
+        held[jobs[i].user] += jobs[i].cur_nodes;
+      }
+    double share[MAXJ];
+    gs_cluster_fair_share(jobs, n, nodes, &o, share);
+    int x[MAXJ] = {0}, sizes[MAXJ], free_x[MAXJ];
+    double best = -INFINITY, unlimited = -INFINITY;
+    brute_limited(jobs, n, nodes, &o, share, 0, x, nodes, &best);
+    brute(jobs, n, nodes, &o, share, 0, free_x, nodes, &unlimited);
+    bound += unlimited > best + 1e-9;
+    gs_cluster_policy_report rep;
+    char err[256];
+    assert_int_equal(gs_cluster_allocate("dorm", jobs, n, nodes, &o, sizes, &rep, err, sizeof err), 0);
+    check_allocation(jobs, n, nodes, sizes);
+    assert_true(gs_cluster_limits_kept(jobs, n, sizes, &o));
+    double got = gs_cluster_dorm_objective(jobs, n, nodes, &o, share, sizes);
+    if (fabs(got - best) > 1e-9) {
+      fprintf(stderr, "case %d: %d jobs on %d nodes, limits %d %d, start %d: dorm %.12f, "
+              "enumeration %.12f\n", it, n, nodes, lim[0], lim[1], o.dorm_start, got, best);
+      fail();
+    }
+    for (const char *const *p = (const char *const[]){"static", "goodput", NULL}; *p; p++) {
+      assert_int_equal(gs_cluster_allocate(*p, jobs, n, nodes, &o, sizes, &rep, err, sizeof err), 0);
+      check_allocation(jobs, n, nodes, sizes);
+      assert_true(gs_cluster_limits_kept(jobs, n, sizes, &o));
+    }
+  }
+  assert_true(bound > 30); /* the limits bound the optimum in many cases */
+}
+
+/* static: a job its user's limit holds back does not hold the line; one
+ * asking for more than the limit runs at the limit. goodput: a user's jobs
+ * stop growing at the limit, and the nodes go to others or stay free. */
+static void test_limits_static_goodput(void **state) {
+  (void)state;
+  gs_cluster_job jobs[3] = {
+      {.id = 1, .min_nodes = 2, .max_nodes = 2, .weight = 1, .cur_nodes = 2, .user = 0},
+      {.id = 2, .min_nodes = 2, .max_nodes = 2, .weight = 1, .submit_time = 1, .user = 0},
+      {.id = 3, .min_nodes = 1, .max_nodes = 8, .weight = 1, .submit_time = 2, .user = 1,
+       .req_nodes = 6}};
+  int lim[2] = {3, 5};
+  gs_cluster_policy_opts o;
+  gs_cluster_policy_defaults(&o);
+  o.user_max_nodes = lim;
+  o.nusers = 2;
+  int sizes[3];
+  char err[256];
+  assert_int_equal(gs_cluster_allocate("static", jobs, 3, 8, &o, sizes, NULL, err, sizeof err), 0);
+  assert_int_equal(sizes[0], 2);
+  assert_int_equal(sizes[1], 0); /* alice's limit (3) holds it */
+  assert_int_equal(sizes[2], 5); /* bob's job behind it starts, at bob's limit */
+  o.user_max_nodes = NULL; /* without limits: job 2 starts, job 3 (6) waits on 4 free */
+  o.nusers = 0;
+  assert_int_equal(gs_cluster_allocate("static", jobs, 3, 8, &o, sizes, NULL, err, sizeof err), 0);
+  assert_true(sizes[0] == 2 && sizes[1] == 2 && sizes[2] == 0);
+  o.nusers = 2;
+  /* goodput, linear speed-up: alice at 3 in all, bob at 5 */
+  gs_cluster_job g[3] = {
+      {.id = 1, .min_nodes = 1, .max_nodes = 8, .weight = 1, .speed = speed_lin, .user = 0},
+      {.id = 2, .min_nodes = 1, .max_nodes = 8, .weight = 1, .speed = speed_lin, .user = 0,
+       .submit_time = 1},
+      {.id = 3, .min_nodes = 1, .max_nodes = 8, .weight = 1, .speed = speed_lin, .user = 1,
+       .submit_time = 2}};
+  for (int i = 0; i < 3; i++) g[i].progress = -1;
+  lim[0] = 3;
+  lim[1] = 2;
+  o.user_max_nodes = lim;
+  assert_int_equal(gs_cluster_allocate("goodput", g, 3, 8, &o, sizes, NULL, err, sizeof err), 0);
+  assert_int_equal(sizes[0] + sizes[1], 3);
+  assert_int_equal(sizes[2], 2); /* 3 nodes stay free: no one may take them */
+  /* a user whose limit is below a job's minimum: that job never starts */
+  lim[1] = 0;
+  g[0].min_nodes = 4;
+  assert_int_equal(gs_cluster_allocate("goodput", g, 3, 8, &o, sizes, NULL, err, sizeof err), 0);
+  assert_int_equal(sizes[0], 0);
+  assert_int_equal(gs_cluster_allocate("dorm", g, 3, 8, &o, sizes, NULL, err, sizeof err), 0);
+  assert_int_equal(sizes[0], 0);
+  /* bad limits */
+  lim[0] = -1;
+  assert_int_equal(gs_cluster_allocate("dorm", g, 3, 8, &o, sizes, NULL, err, sizeof err), -1);
+  assert_non_null(strstr(err, "limit"));
+  o.user_max_nodes = NULL;
+  o.nusers = 2;
+  assert_int_equal(gs_cluster_allocate("dorm", g, 3, 8, &o, sizes, NULL, err, sizeof err), -1);
+  assert_non_null(strstr(err, "limits"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fair_share),
@@ -743,6 +942,9 @@ int main(void) {
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_round_time),
       cmocka_unit_test(test_speed_fit),
+      cmocka_unit_test(test_limits_fair_share),
+      cmocka_unit_test(test_dorm_limits_vs_brute_force),
+      cmocka_unit_test(test_limits_static_goodput),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
