@@ -63,6 +63,11 @@ static void serve_usage(FILE *f) {
       "  --node-cpus C    --emulated nodes: each node's processes share at most C\n"
       "                   cores (a CPU cgroup per node, as gradsync run --node-cpus)\n"
       "  --policy P       static (default), or a policy this build knows\n"
+      "  --net NAME       the pool's links, a name of gradsync run --net (1gbit,\n"
+      "                   10GbE, ...; --emulated: its --rate): gradsync train jobs'\n"
+      "                   speeds on sizes not yet measured are predicted from\n"
+      "                   their profiles on it (default: none, linear until\n"
+      "                   measured)\n"
       "  --spool DIR      where requests, the journal and the jobs live\n"
       "  --interval S     a policy round at least every S seconds (default 10)\n"
       "  --restart-budget K  a job's restarts before it is failed (default 3)\n"
@@ -179,7 +184,7 @@ static int user_name_ok(const char *u) {
 
 static int cmd_serve(int argc, char **argv) {
   const char *nodes_file = NULL, *policy = "static", *ssh_config = NULL, *iface = NULL,
-             *mpirun = NULL, *rate = NULL, *spool_arg = NULL;
+             *mpirun = NULL, *rate = NULL, *spool_arg = NULL, *net = NULL;
   int emulated = 0, slurm = 0, restart_budget = 3, commit_every = 20;
   double interval = 10, discover_every = 1, node_cpus = 0, restart_penalty = 30, cooldown = 30;
   /* --user-share NAME:W, repeatable */
@@ -207,6 +212,7 @@ static int cmd_serve(int argc, char **argv) {
                       : strcmp(a, "--mpirun") == 0     ? &mpirun
                       : strcmp(a, "--rate") == 0       ? &rate
                       : strcmp(a, "--spool") == 0      ? &spool_arg
+                      : strcmp(a, "--net") == 0        ? &net
                                                        : NULL;
     if (sp) {
       if (!has || !*argv[i + 1]) {
@@ -332,6 +338,14 @@ static int cmd_serve(int argc, char **argv) {
       return 2;
     }
   }
+  if (net == NULL && emulated) net = rate; /* the links the emulated nodes get */
+  if (net) {
+    double bps;
+    if (gs_net_rate(net, &bps) != GS_OK) {
+      cli_error("cluster serve", "--net: %s", gs_last_error());
+      return 2;
+    }
+  }
   if (rate && !emulated) {
     cli_error("cluster serve", "--rate shapes --emulated nodes' links: it needs --emulated");
     return 2;
@@ -423,7 +437,7 @@ static int cmd_serve(int argc, char **argv) {
       .on_log = serve_log, .restart_penalty_s = restart_penalty > 0 ? restart_penalty : -1,
       .node_cooldown_s = cooldown, .share_user = share_user, .share_w = share_w,
       .nshare = nshare, .limit_user = limit_user, .limit_nodes = limit_nodes,
-      .nlimit = nlimit};
+      .nlimit = nlimit, .net = net};
   char err[1024] = "";
   int rc = gs_cluster_serve(&c, err, sizeof err);
   if (rc == 2) cli_error("cluster serve", "%s", err);

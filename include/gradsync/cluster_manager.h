@@ -81,6 +81,12 @@ typedef struct gs_cluster_serve_config {
   const char *const *limit_user;
   const int *limit_nodes;
   int nlimit;
+  /* The pool's links, a network name of `gradsync run --net` (1gbit,
+   * 10GbE, ...): a gradsync train job's speed on sizes not yet measured is
+   * predicted from its engine's profile and this network (the planner's
+   * prediction, scaled to the sizes measured). NULL: no prediction (a job
+   * not measured counts as linear). */
+  const char *net;
 } gs_cluster_serve_config;
 
 /* Whether this build knows policy name (gs_cluster_allocate's names). */

@@ -79,6 +79,11 @@ size_t gs_profile_tensor_bytes(const gs_profile *profile, size_t i);
 /* Checks a profile built by the caller as gs_profile_load checks a file. */
 gs_status gs_profile_validate(const gs_profile *profile);
 
+/* The profile as JSON text in the format gs_profile_parse reads (one line;
+ * the caller frees it with gs_free). NULL without memory or for a NULL
+ * profile. */
+char *gs_profile_to_json(const gs_profile *profile);
+
 /* ---- Costs ----------------------------------------------------------------- */
 
 /* Costs of one message of M bytes, in seconds, each evaluated with

@@ -42,6 +42,8 @@
 
 #include "gradsync/cluster_manager.h"
 #include "gradsync/core.h"
+#include "gradsync/cost.h"
+#include "gradsync/plan.h"
 #include "journal.h"
 #include "manager_internal.h"
 #include "policy.h"
@@ -88,6 +90,12 @@ typedef struct job {
    * goodput policy (gs_cluster_speed_fit). */
   double *rate, *curve;
   int ncurve;                     /* sizes in curve (0: none fitted yet) */
+  /* The cost model's prediction (gs_cluster_prior_steps) from the profile
+   * its engine wrote at a commit (ckpt/profile.json, read again when its
+   * mtime changes): a step's time and samples on each size. */
+  double *prior_step, *prior_samples;
+  double prior_mtime;
+  int have_prior;
   int ev_launches;                /* launch events of the current attempt */
   double obs_t, obs_samples;      /* the last commit seen: its time (mtime) and */
   int obs_attempt, obs_launch, obs_size; /* global sample, and where it ran */
@@ -132,6 +140,8 @@ typedef struct mgr {
   pid_t *health_pid; /* a node's ssh check in flight */
   double health_deadline;
   char mux[PATH_MAX]; /* ssh's ControlPath for the checks ("" when too long) */
+  gs_cost_params net; /* cfg->net's cost model (have_net) */
+  int have_net;
   char *err;
   size_t errlen;
 } mgr;
@@ -227,6 +237,16 @@ static job *job_find(mgr *m, int id) {
   return NULL;
 }
 
+static void job_free(job *j) {
+  gs_free(j->assigned);
+  gs_free(j->actual);
+  gs_free(j->left_out);
+  gs_free(j->rate);
+  gs_free(j->curve);
+  gs_free(j->prior_step);
+  gs_free(j->prior_samples);
+}
+
 static job *job_add(mgr *m, int id) {
   if (m->njob == m->cap) {
     int cap = m->cap ? 2 * m->cap : 16;
@@ -242,12 +262,11 @@ static job *job_add(mgr *m, int id) {
   j->left_out = gs_calloc((size_t)m->nnode + 1, 1);
   j->rate = gs_calloc((size_t)m->nnode + 1, sizeof *j->rate);
   j->curve = gs_calloc((size_t)m->nnode + 1, sizeof *j->curve);
-  if (!j->assigned || !j->actual || !j->left_out || !j->rate || !j->curve) {
-    gs_free(j->assigned);
-    gs_free(j->actual);
-    gs_free(j->left_out);
-    gs_free(j->rate);
-    gs_free(j->curve);
+  j->prior_step = gs_calloc((size_t)m->nnode + 1, sizeof *j->prior_step);
+  j->prior_samples = gs_calloc((size_t)m->nnode + 1, sizeof *j->prior_samples);
+  if (!j->assigned || !j->actual || !j->left_out || !j->rate || !j->curve || !j->prior_step ||
+      !j->prior_samples) {
+    job_free(j);
     return NULL;
   }
   j->id = id;
@@ -671,6 +690,82 @@ static void measure_restart(job *j, double t, double samples) {
   j->rs_launch = 0;
 }
 
+/* A gradsync train job's --global-batch, or 0. */
+static long job_global_batch(const job *j) {
+  long gb = 0;
+  const cJSON *x, *prev = NULL;
+  cJSON_ArrayForEach(x, j->args) {
+    if (!j->exec && prev && cJSON_IsString(prev) && cJSON_IsString(x) &&
+        strcmp(prev->valuestring, "--global-batch") == 0)
+      gb = atol(x->valuestring);
+    prev = x;
+  }
+  return gb;
+}
+
+/* The job's curve from its measured speeds: on the cost model's prediction
+ * where the job has one (gs_cluster_speed_prior), else Optimus's fit
+ * (gs_cluster_speed_fit; none before a measurement). */
+static void refit(mgr *m, job *j) {
+  int nn[GS_CLUSTER_MAX_NODES] = {0};
+  double rr[GS_CLUSTER_MAX_NODES] = {0};
+  int np = 0;
+  for (int q = 1; q <= m->nnode && np < GS_CLUSTER_MAX_NODES; q++)
+    if (j->rate[q] > 0) {
+      nn[np] = q;
+      rr[np++] = j->rate[q];
+    }
+  int top = j->max < m->nnode ? j->max : m->nnode;
+  if (j->have_prior &&
+      gs_cluster_speed_prior(j->prior_step, j->prior_samples, nn, rr, np, top, j->curve) == 0) {
+    for (int q = top + 1; q <= j->max; q++) j->curve[q] = j->curve[top];
+    j->ncurve = j->max;
+  } else if (np > 0 && gs_cluster_speed_fit(nn, rr, np, j->max, j->curve, NULL, NULL, 0) == 0) {
+    j->ncurve = j->max;
+  }
+  j->dirty = 1;
+}
+
+/* The cost model's prediction of the job's speed (refit), from the profile
+ * its rank 0 wrote beside its checkpoint, when the pool's network is known;
+ * again whenever the profile changes (a launch on another size writes its
+ * own). */
+static void read_prior(mgr *m, job *j, const char *dir) {
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/profile.json", dir);
+  struct stat sb;
+  if (!m->have_net || stat(path, &sb) != 0) return;
+  double t = (double)sb.st_mtim.tv_sec + (double)sb.st_mtim.tv_nsec * 1e-9;
+  if (t == j->prior_mtime) return;
+  j->prior_mtime = t;
+  gs_profile *p = NULL;
+  if (gs_profile_load(path, &p) != GS_OK) {
+    mlog(m, "job %d: its profile %s: %s", j->id, path, gs_last_error());
+    return;
+  }
+  int top = j->max < m->nnode ? j->max : m->nnode;
+  int slots = m->nnode > 0 ? m->node[0].spec.slots : 1;
+  char why[512];
+  double t0 = mono_s();
+  int rc = gs_cluster_prior_steps(p, &m->net, slots, job_global_batch(j), top, j->prior_step,
+                                  j->prior_samples, why, sizeof why);
+  gs_profile_free(p);
+  if (rc != 0) {
+    mlog(m, "job %d: no prediction from its profile: %s", j->id, why);
+    return;
+  }
+  j->have_prior = 1;
+  char line[512] = "";
+  size_t at = 0;
+  for (int q = 1; q <= top && at + 32 < sizeof line; q++)
+    if (j->prior_step[q] > 0)
+      at += (size_t)snprintf(line + at, sizeof line - at, " %d:%.1f", q,
+                             j->prior_samples[q] / j->prior_step[q]);
+  mlog(m, "job %d: predicted samples/s by nodes (%s, %.0f ms):%s", j->id, m->cfg->net,
+       (mono_s() - t0) * 1e3, line);
+  refit(m, j);
+}
+
 /* The job's speed on the nodes it runs on, from two commits of one launch
  * (the time between them: checkpoint.json's mtimes; a commit just after a
  * relaunch starts a new measurement, so restarts never count), folded into
@@ -688,16 +783,7 @@ static void measure_speed(mgr *m, job *j, const char *ckpt_json, double samples)
       t > j->obs_t) {
     double r = (samples - j->obs_samples) / (t - j->obs_t);
     j->rate[size] = j->rate[size] > 0 ? 0.5 * (j->rate[size] + r) : r;
-    int nn[GS_CLUSTER_MAX_NODES];
-    double rr[GS_CLUSTER_MAX_NODES];
-    int np = 0;
-    for (int q = 1; q <= m->nnode && np < GS_CLUSTER_MAX_NODES; q++)
-      if (j->rate[q] > 0) {
-        nn[np] = q;
-        rr[np++] = j->rate[q];
-      }
-    if (gs_cluster_speed_fit(nn, rr, np, j->max, j->curve, NULL, NULL, 0) == 0) j->ncurve = j->max;
-    j->dirty = 1;
+    refit(m, j);
   }
   j->obs_t = t;
   j->obs_samples = samples;
@@ -738,6 +824,7 @@ static void read_progress(mgr *m, job *j) {
     }
   }
   cJSON_Delete(c);
+  read_prior(m, j, dir);
 }
 
 /* Reads the current attempt's new events: the launch's nodes, resizes,
@@ -960,18 +1047,6 @@ static int user_limit(const mgr *m, const char *user) {
   return any;
 }
 
-/* A gradsync train job's --global-batch, or 0. */
-static long job_global_batch(const job *j) {
-  long gb = 0;
-  const cJSON *x, *prev = NULL;
-  cJSON_ArrayForEach(x, j->args) {
-    if (!j->exec && prev && cJSON_IsString(prev) && cJSON_IsString(x) &&
-        strcmp(prev->valuestring, "--global-batch") == 0)
-      gb = atol(x->valuestring);
-    prev = x;
-  }
-  return gb;
-}
 
 static int take_request(mgr *m, const cJSON *r) {
   const char *op = str(r, "op");
@@ -1529,6 +1604,16 @@ static char *snapshot_text(mgr *m) {
         snprintf(key, sizeof key, "%d", q);
         cJSON_AddNumberToObject(sp, key, round(j->rate[q] * 10) / 10);
       }
+    /* the cost model's prediction per size, {"1": 512.0, ...} (none: absent) */
+    if (j->have_prior) {
+      cJSON *pr = cJSON_AddObjectToObject(o, "prior");
+      for (int q = 1; q <= m->nnode && q <= j->max; q++)
+        if (j->prior_step[q] > 0) {
+          char key[16];
+          snprintf(key, sizeof key, "%d", q);
+          cJSON_AddNumberToObject(pr, key, round(j->prior_samples[q] / j->prior_step[q] * 10) / 10);
+        }
+    }
     /* a restart's measured cost, the mean of those measured (null: none yet) */
     if (j->restart_n > 0)
       cJSON_AddNumberToObject(o, "restart_s", round(job_restart_s(j) * 100) / 100);
@@ -1664,6 +1749,13 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
   m.err = err;
   m.errlen = errlen;
   m.jr.fd = -1;
+  if (c.net) {
+    if (gs_cost_preset(c.net, &m.net) != GS_OK) {
+      snprintf(err, errlen, "--net: %s", gs_last_error());
+      return 2;
+    }
+    m.have_net = 1;
+  }
   char real[PATH_MAX];
   if (!realpath(c.spool, real)) {
     if (mkdir(c.spool, 0755) != 0 || !realpath(c.spool, real)) {
@@ -1769,11 +1861,7 @@ out:
   cluster_journal_close(&m.jr);
   for (int k = 0; k < m.njob; k++) {
     cJSON_Delete(m.job[k].args);
-    gs_free(m.job[k].assigned);
-    gs_free(m.job[k].actual);
-    gs_free(m.job[k].left_out);
-    gs_free(m.job[k].rate);
-    gs_free(m.job[k].curve);
+    job_free(&m.job[k]);
   }
   gs_free(m.job);
   for (int i = 0; i < m.nnode; i++)
@@ -1808,11 +1896,7 @@ char *cluster_replay_snapshot(const char *journal, const gs_cluster_node *nodes,
   if (records) *records = good;
   for (int k = 0; k < m.njob; k++) {
     cJSON_Delete(m.job[k].args);
-    gs_free(m.job[k].assigned);
-    gs_free(m.job[k].actual);
-    gs_free(m.job[k].left_out);
-    gs_free(m.job[k].rate);
-    gs_free(m.job[k].curve);
+    job_free(&m.job[k]);
   }
   gs_free(m.job);
   gs_free(m.node);

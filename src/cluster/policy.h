@@ -219,6 +219,38 @@ double gs_cluster_dorm_adjust_cost(const gs_cluster_job *j, int x, int nodes,
 int gs_cluster_speed_fit(const int *n, const double *r, int npts, int max, double *out,
                          double theta[3], char *err, size_t errlen);
 
+/* ---- A job's curve before it is measured --------------------------------- */
+
+struct gs_profile;
+struct gs_cost_params;
+
+/* What the cost model predicts of a gradsync train job on 1..max nodes of
+ * `slots` ranks each (`gradsync plan --search`'s prediction, gs_search_run,
+ * one worker count at a time): step_s[n], a step's time under the best
+ * policy, and samples[n], its samples, from the engine's profile of the job
+ * (the per-rank batch it was measured at in its batch_size), the network
+ * and the job's global batch (0: the per-rank batch stays the profile's;
+ * > 0: G / (n slots) a rank, its compute scaled linearly). Sizes the
+ * prediction cannot price (a global batch that leaves a rank without a
+ * sample) get step_s 0. Entries 0..max are written. Returns 0, or -1 with
+ * err when no size could be priced. */
+int gs_cluster_prior_steps(const struct gs_profile *profile, const struct gs_cost_params *net,
+                           int slots, long global_batch, int max, double *step_s,
+                           double *samples, char *err, size_t errlen);
+
+/* A job's speed curve from that prediction and the speeds measured (r[k]
+ * on n[k] nodes, k < npts; may be 0 points): a measured size keeps its
+ * speed; elsewhere samples[x] / (a step_s[x] + u), with a and u fitted to
+ * the measured sizes' step times (samples / r): none, the prediction
+ * itself (a = 1, u = 0); one, the difference as a per-step time the
+ * prediction does not hold (the optimizer's update, the data) when the
+ * step is slower than predicted (u), else a scale (a); two or more, least
+ * squares for a > 0 and u >= 0. Sizes without a prediction: the nearest
+ * size's speed below. Fills out[0..max] (out[0] = 0). Returns 0, or -1 when
+ * step_s holds no prediction. */
+int gs_cluster_speed_prior(const double *step_s, const double *samples, const int *n,
+                           const double *r, int npts, int max, double *out);
+
 /* Checks a round's input: 1 <= min <= max, weight > 0, unique ids, nodes >= 0,
  * cur_nodes in {0} or [0, max] (a job whose pool shrank may have fewer than
  * min). Returns 0 or -1 with a message naming the job. */

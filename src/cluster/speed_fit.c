@@ -14,11 +14,17 @@
  * terms would leave the curve to the solver's whim: one size gives the line
  * through the point (th1 alone: nothing measured says otherwise), two
  * sizes th0 and th1 (Amdahl), three or more all three terms. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "policy.h"
+
+#include "gradsync/core.h"
+#include "gradsync/cost.h"
+#include "gradsync/plan.h"
+#include "gradsync/search.h"
 
 /* Solves the k x k system a x = b (k <= 3) by Gaussian elimination with
  * partial pivoting; returns -1 when singular. */
@@ -112,5 +118,83 @@ int gs_cluster_speed_fit(const int *n, const double *r, int npts, int max, doubl
     out[m] = t > 0 ? 1.0 / t : 0;
   }
   if (theta) memcpy(theta, best, sizeof best);
+  return 0;
+}
+
+int gs_cluster_prior_steps(const gs_profile *profile, const gs_cost_params *net, int slots,
+                           long global_batch, int max, double *step_s, double *samples,
+                           char *err, size_t errlen) {
+  int priced = 0;
+  if (err && errlen) err[0] = '\0';
+  for (int x = 0; x <= max; x++) step_s[x] = samples[x] = 0;
+  if (profile == NULL || net == NULL || slots < 1 || max < 1) {
+    if (err) snprintf(err, errlen, "prior: no profile, network or size");
+    return -1;
+  }
+  for (int x = 1; x <= max; x++) {
+    long ranks = (long)x * slots;
+    if (ranks > INT_MAX || (global_batch > 0 && global_batch < ranks)) continue;
+    gs_search_config cfg = {.net = net, .algo = GS_ALGO_AUTO, .workers = (int)ranks,
+                            .per_node = slots,
+                            .max_global_batch = global_batch > 0 && global_batch <= INT_MAX
+                                                    ? (int)global_batch : 0};
+    gs_search_result res;
+    if (gs_search_run(profile, &cfg, &res) != GS_OK) {
+      if (err && !priced) snprintf(err, errlen, "prior on %d nodes: %s", x, gs_last_error());
+      continue;
+    }
+    const gs_search_point *pt = &res.points[0];
+    double t = pt->iter_s[pt->best];
+    if (t > 0 && pt->batch > 0) {
+      step_s[x] = t;
+      samples[x] = (double)pt->batch * (double)ranks;
+      priced++;
+    }
+    gs_search_result_free(&res);
+  }
+  return priced > 0 ? 0 : -1;
+}
+
+int gs_cluster_speed_prior(const double *step_s, const double *samples, const int *n,
+                           const double *r, int npts, int max, double *out) {
+  int any = 0;
+  for (int x = 1; x <= max; x++) any |= step_s[x] > 0 && samples[x] > 0;
+  if (!any) return -1;
+  /* measured step time = a * predicted + u over the measured sizes */
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  int k = 0;
+  for (int q = 0; q < npts; q++) {
+    int x = n[q];
+    if (x < 1 || x > max || !(step_s[x] > 0) || !(samples[x] > 0) || !(r[q] > 0)) continue;
+    double p = step_s[x], y = samples[x] / r[q];
+    sx += p;
+    sy += y;
+    sxx += p * p;
+    sxy += p * y;
+    k++;
+  }
+  double a = 1, u = 0;
+  if (k == 1) {
+    if (sy >= sx) u = sy - sx;
+    else a = sy / sx;
+  } else if (k >= 2) {
+    double d = k * sxx - sx * sx;
+    if (fabs(d) > 1e-18 * k * sxx) {
+      a = (k * sxy - sx * sy) / d;
+      u = (sy - a * sx) / k;
+    }
+    if (!(a > 0) || u < 0 || fabs(d) <= 1e-18 * k * sxx) { /* through the origin: u = 0 */
+      a = sxy / sxx;
+      u = 0;
+    }
+  }
+  out[0] = 0;
+  double last = 0;
+  for (int x = 1; x <= max; x++) {
+    out[x] = step_s[x] > 0 && samples[x] > 0 ? samples[x] / (a * step_s[x] + u) : last;
+    last = out[x];
+  }
+  for (int q = 0; q < npts; q++)
+    if (n[q] >= 1 && n[q] <= max && r[q] > 0) out[n[q]] = r[q];
   return 0;
 }

@@ -234,3 +234,33 @@ gs_status gs_profile_validate(const gs_profile *p) {
   }
   return GS_OK;
 }
+
+char *gs_profile_to_json(const gs_profile *p) {
+  if (p == NULL) return NULL;
+  cJSON *root = cJSON_CreateObject(), *ts = NULL;
+  int ok = root != NULL;
+  ok = ok && cJSON_AddStringToObject(root, "name", p->name ? p->name : "") != NULL;
+  if (ok && p->batch_size > 0) ok = cJSON_AddNumberToObject(root, "batch_size", p->batch_size) != NULL;
+  ok = ok && cJSON_AddStringToObject(root, "device", p->device ? p->device : "") != NULL;
+  ok = ok && cJSON_AddStringToObject(root, "source", p->source ? p->source : "") != NULL;
+  ok = ok && cJSON_AddNumberToObject(root, "forward_s", p->forward_s) != NULL;
+  ok = ok && (ts = cJSON_AddArrayToObject(root, "tensors")) != NULL;
+  for (size_t i = 0; ok && i < p->ntensors; i++) {
+    const gs_profile_tensor *t = &p->tensors[i];
+    cJSON *o = cJSON_CreateObject();
+    ok = o != NULL && cJSON_AddItemToArray(ts, o);
+    ok = ok && cJSON_AddStringToObject(o, "name", t->name ? t->name : "") != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "numel", (double)t->numel) != NULL;
+    ok = ok && cJSON_AddStringToObject(o, "dtype", gs_dtype_name(t->dtype)) != NULL;
+    ok = ok && cJSON_AddNumberToObject(o, "backward_s", t->backward_s) != NULL;
+  }
+  char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
+  cJSON_Delete(root);
+  if (text == NULL) return NULL;
+  /* cJSON's allocator may not be gs_malloc's: hand back a copy of ours */
+  size_t n = strlen(text) + 1;
+  char *out = gs_malloc(n);
+  if (out) memcpy(out, text, n);
+  cJSON_free(text);
+  return out;
+}

@@ -165,6 +165,33 @@ gs_status train_meta_write(const char *path, struct cJSON *m, const char *ckpt_p
   return GS_OK;
 }
 
+void train_profile_save(const train_ctx *t) {
+  gs_profile *p = NULL;
+  if (t->engine == NULL || t->cfg->checkpoint_dir == NULL ||
+      gs_engine_get_profile(t->engine, &p) != GS_OK || p == NULL)
+    return;
+  char source[160], name[64], *own = p->source, *own_name = p->name;
+  snprintf(source, sizeof source, "gradsync train's engine profiler, rank 0 of %d, %d samples "
+           "a rank", t->size, t->batch);
+  snprintf(name, sizeof name, "%s", gs_nn_model_name(t->cfg->model));
+  p->batch_size = t->batch;
+  p->source = source;
+  p->name = name;
+  char *text = gs_profile_to_json(p);
+  p->source = own;
+  p->name = own_name;
+  gs_profile_free(p);
+  if (text == NULL) return;
+  char path[4200], tmp[4300];
+  snprintf(path, sizeof path, "%s/profile.json", t->cfg->checkpoint_dir);
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  int ok = f != NULL && fputs(text, f) >= 0;
+  if (f != NULL && fclose(f) != 0) ok = 0;
+  if (!ok || rename(tmp, path) != 0) unlink(tmp);
+  gs_free(text);
+}
+
 /* Reads and parses path (at most META_MAX_BYTES). */
 static gs_status read_meta(const char *path, cJSON **out) {
   *out = NULL;

@@ -229,6 +229,7 @@ static gs_status bg_start(train_ctx *t, const train_data_id *data, long epoch, l
   gs_status st = t->optim.ops->save_begin(t->optim.self, b->next, t->net, &ts, &b->file);
   if (st == GS_OK) {
     b->meta = train_meta_describe(t, data, epoch);
+    train_profile_save(t);
     if (b->meta == NULL) {
       gs_nn_file_abort(&b->file);
       st = gs_error(GS_ERR_NOMEM, "out of memory for the commit's description");
@@ -308,6 +309,7 @@ static int save_checkpoint(train_ctx *t, const train_data_id *data, long epoch, 
     gs_nn_train_state ts = {.epoch = epoch, .step = step, .seed = t->cfg->seed};
     st = t->optim.ops->save(t->optim.self, next, t->net, &ts);
     if (st == GS_OK) st = train_meta_save(t, next, data, epoch);
+    if (st == GS_OK) train_profile_save(t);
     if (st == GS_OK && rename(next, path) != 0)
       st = gs_error(GS_ERR_IO, "%s: cannot rename %s over it: %s", path, next, strerror(errno));
   }

@@ -20,6 +20,9 @@
 
 #include <cmocka.h>
 
+#include "gradsync/core.h"
+#include "gradsync/cost.h"
+#include "gradsync/plan.h"
 #include "policy.h"
 #include "../common/test_rng.h"
 
@@ -925,6 +928,89 @@ static void test_limits_static_goodput(void **state) {
   assert_non_null(strstr(err, "limits"));
 }
 
+/* ---- A job's curve before it is measured ----------------------------------- */
+
+/* The prediction is the planner's search, one count at a time: on one node
+ * (one rank) a step is the profile's compute alone; a profile whose
+ * gradients are large scales worse than one that computes more; the global
+ * batch divides among the ranks (compute scaled with it). And the profile
+ * the trainer writes reads back as it was. */
+static void test_prior_steps(void **state) {
+  (void)state;
+  gs_profile_tensor t[2] = {{.name = "w0", .numel = 1 << 20, .dtype = GS_F32, .backward_s = 0.02},
+                            {.name = "w1", .numel = 1000, .dtype = GS_F32, .backward_s = 0.01}};
+  gs_profile p = {.name = "m", .batch_size = 32, .device = "", .source = "",
+                  .forward_s = 0.03, .ntensors = 2, .tensors = t};
+  gs_cost_params net;
+  assert_int_equal(gs_cost_preset("1gbit", &net), GS_OK);
+  double step[5], samples[5], heavy_step[5], heavy_samples[5];
+  char err[256];
+  assert_int_equal(gs_cluster_prior_steps(&p, &net, 1, 128, 4, step, samples, err, sizeof err), 0);
+  /* one rank: 128 samples at 4x the profile's batch, compute alone */
+  assert_true(fabs(step[1] - 4 * 0.06) < 1e-9);
+  assert_true(samples[1] == 128 && samples[2] == 128 && samples[4] == 128);
+  for (int x = 2; x <= 4; x++) assert_true(step[x] > 4 * 0.06 / x); /* the exchange */
+  /* the same model computing 10x as long scales better */
+  gs_profile_tensor th[2] = {t[0], t[1]};
+  th[0].backward_s *= 10;
+  th[1].backward_s *= 10;
+  gs_profile heavy = p;
+  heavy.tensors = th;
+  heavy.forward_s *= 10;
+  assert_int_equal(gs_cluster_prior_steps(&heavy, &net, 1, 128, 4, heavy_step, heavy_samples,
+                                          err, sizeof err), 0);
+  assert_true(heavy_step[1] / heavy_step[4] > step[1] / step[4]);
+  assert_true(heavy_step[1] / heavy_step[4] > 2.5);
+  /* without a global batch: every rank at the profile's 32 */
+  assert_int_equal(gs_cluster_prior_steps(&p, &net, 2, 0, 3, step, samples, err, sizeof err), 0);
+  assert_true(samples[1] == 64 && samples[3] == 192);
+  /* a global batch of 2 leaves ranks of 3 or 4 nodes without a sample */
+  assert_int_equal(gs_cluster_prior_steps(&p, &net, 1, 2, 4, step, samples, err, sizeof err), 0);
+  assert_true(step[2] > 0 && step[3] == 0 && step[4] == 0);
+  /* the profile's JSON round trip */
+  char *text = gs_profile_to_json(&p);
+  assert_non_null(text);
+  gs_profile *q = NULL;
+  assert_int_equal(gs_profile_parse(text, "test", &q), GS_OK);
+  assert_int_equal(q->batch_size, 32);
+  assert_int_equal((int)q->ntensors, 2);
+  assert_true(q->tensors[0].numel == (size_t)1 << 20 && q->tensors[1].backward_s == 0.01);
+  assert_true(q->forward_s == 0.03);
+  gs_profile_free(q);
+  gs_free(text);
+}
+
+static void test_speed_prior(void **state) {
+  (void)state;
+  double step[5] = {0, 1.0, 0.6, 0.5, 0.45}, samples[5] = {0, 64, 64, 64, 64}, out[5];
+  /* nothing measured: the prediction */
+  assert_int_equal(gs_cluster_speed_prior(step, samples, NULL, NULL, 0, 4, out), 0);
+  for (int x = 1; x <= 4; x++) assert_true(fabs(out[x] - 64 / step[x]) < 1e-9);
+  /* one size, slower than predicted: a per-step time on top */
+  int n1[1] = {1};
+  double r1[1] = {64 / 1.2};
+  assert_int_equal(gs_cluster_speed_prior(step, samples, n1, r1, 1, 4, out), 0);
+  assert_true(fabs(out[1] - r1[0]) < 1e-12);
+  assert_true(fabs(out[2] - 64 / 0.8) < 1e-9 && fabs(out[4] - 64 / 0.65) < 1e-9);
+  /* one size, faster: a scale */
+  r1[0] = 64 / 0.5;
+  assert_int_equal(gs_cluster_speed_prior(step, samples, n1, r1, 1, 4, out), 0);
+  assert_true(fabs(out[2] - 64 / 0.3) < 1e-9);
+  /* two sizes: a and u recovered (a = 1.5, u = 0.1) */
+  int n2[2] = {1, 3};
+  double r2[2] = {64 / (1.5 * 1.0 + 0.1), 64 / (1.5 * 0.5 + 0.1)};
+  assert_int_equal(gs_cluster_speed_prior(step, samples, n2, r2, 2, 4, out), 0);
+  assert_true(fabs(out[2] - 64 / (1.5 * 0.6 + 0.1)) < 1e-9);
+  assert_true(fabs(out[4] - 64 / (1.5 * 0.45 + 0.1)) < 1e-9);
+  /* a size without a prediction takes the one below it */
+  step[3] = 0;
+  assert_int_equal(gs_cluster_speed_prior(step, samples, NULL, NULL, 0, 4, out), 0);
+  assert_true(out[3] == out[2]);
+  /* no prediction at all */
+  double none[5] = {0};
+  assert_int_equal(gs_cluster_speed_prior(none, samples, n1, r1, 1, 4, out), -1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fair_share),
@@ -945,6 +1031,8 @@ int main(void) {
       cmocka_unit_test(test_limits_fair_share),
       cmocka_unit_test(test_dorm_limits_vs_brute_force),
       cmocka_unit_test(test_limits_static_goodput),
+      cmocka_unit_test(test_prior_steps),
+      cmocka_unit_test(test_speed_prior),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

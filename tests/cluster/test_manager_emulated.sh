@@ -5,7 +5,8 @@
 # GS_CLUSTER_TEST_POLICY overrides). Job 1 (1 to 2 nodes) starts alone on
 # both nodes; job 2 (1 node) arrives: job 1 shrinks to one node at its next
 # commit and job 2 runs on the other; when job 2 is done, job 1 grows back.
-# The restart is not priced (--restart-penalty 0: dorm's objective as Dorm
+# With --net 1gbit the manager predicts each job's speed from the profile
+# its engine writes. The restart is not priced (--restart-penalty 0: dorm's objective as Dorm
 # has it), so that dorm resizes whatever job 1's remaining time; the price
 # is tested in tests/cluster/test_cluster_policy.c and the simulator's.
 # Checked: both jobs done, job 1's launches 2 -> 1 -> 2 nodes and its
@@ -70,7 +71,7 @@ wait_for() { # SECONDS COMMAND...
 }
 
 "$G" cluster serve --emulated 2 --spool "$spool" --policy "$POLICY" --interval 2 --restart-penalty 0 \
-  --commit-every 10 >"$log" 2>&1 &
+  --commit-every 10 --net 1gbit >"$log" 2>&1 &
 serve_pid=$!
 ready() { [ -f "$spool/pool.json" ] || ! kill -0 "$serve_pid" 2>/dev/null; }
 wait_for 120 ready
@@ -108,6 +109,13 @@ speed=$("$G" jobs --spool "$spool" --json | grep "\"id\":$J1," | sed -E 's/.*"sp
 if [[ $speed =~ \"1\":[0-9.]+ ]] && [[ $speed =~ \"2\":[0-9.]+ ]]; then
   pass "job 1's samples/s measured on 1 and 2 nodes: $speed"
 else fail "job 1's measured speeds: '$speed' (want sizes 1 and 2)"; fi
+# What the cost model predicted of it on 1 and 2 nodes (--net 1gbit), from
+# the profile its engine wrote beside its checkpoint.
+prior=$("$G" jobs --spool "$spool" --json | grep "\"id\":$J1," | sed -E 's/.*"prior":\{([^}]*)\}.*/\1/')
+if [[ $prior =~ \"1\":[0-9.]+ ]] && [[ $prior =~ \"2\":[0-9.]+ ]] &&
+   [ -s "$spool/jobs/$J1/ckpt/profile.json" ] && grep -q "job $J1: predicted samples/s" "$log"; then
+  pass "job 1's predicted samples/s on 1 and 2 nodes: $prior"
+else fail "job 1's prediction: '$prior' (want sizes 1 and 2)"; fi
 # What its resizes cost, measured by the manager from each relaunch's first
 # two commits (from the stop request: reaching the commit, stopping, the
 # relaunch's start-up): more than nothing and less than a minute here.
