@@ -64,10 +64,9 @@ static void serve_usage(FILE *f) {
       "                   cores (a CPU cgroup per node, as gradsync run --node-cpus)\n"
       "  --policy P       static (default), or a policy this build knows\n"
       "  --net NAME       the pool's links, a name of gradsync run --net (1gbit,\n"
-      "                   10GbE, ...; --emulated: its --rate): gradsync train jobs'\n"
-      "                   speeds on sizes not yet measured are predicted from\n"
-      "                   their profiles on it (default: none, linear until\n"
-      "                   measured)\n"
+      "                   10GbE, ...): gradsync train jobs' speeds on sizes not\n"
+      "                   yet measured are predicted from their profiles on it\n"
+      "                   (default: none, linear until measured)\n"
       "  --spool DIR      where requests, the journal and the jobs live\n"
       "  --interval S     a policy round at least every S seconds (default 10)\n"
       "  --restart-budget K  a job's restarts before it is failed (default 3)\n"
@@ -338,7 +337,6 @@ static int cmd_serve(int argc, char **argv) {
       return 2;
     }
   }
-  if (net == NULL && emulated) net = rate; /* the links the emulated nodes get */
   if (net) {
     double bps;
     if (gs_net_rate(net, &bps) != GS_OK) {
