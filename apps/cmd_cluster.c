@@ -62,6 +62,10 @@ static void usage(FILE *f) {
           "                       after it did W work there in one launch, as the\n"
           "                       manager measures it (default: the table's\n"
           "                       curves from the start, an oracle)\n"
+          "  --share-speeds       with --learn-curves: a job that learned nothing\n"
+          "                       yet starts from the curve of the job of its\n"
+          "                       model that learned the most (the manager's\n"
+          "                       serve --share-speeds)\n"
           "  --interference K     nodes that share one machine (the emulated\n"
           "                       cluster): a job on n of N nodes runs at its\n"
           "                       table speed / (1 + K (B - n) / (N - n)) while B\n"
@@ -123,6 +127,7 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
       {"restart-penalty", required_argument, 0, 'r'},
       {"start-penalty", required_argument, 0, 's'},
       {"learn-curves", required_argument, 0, 'C'},
+      {"share-speeds", no_argument, 0, 'S'},
       {"interference", required_argument, 0, 'K'},
       {"commit-work", required_argument, 0, 'W'},
       {"discover-every", required_argument, 0, 'D'},
@@ -173,6 +178,9 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
         break;
       case 'C':
         if (parse_double_opt("learn-curves", optarg, 1e-9, 1e18, &c->o.learn_work)) return 2;
+        break;
+      case 'S':
+        c->o.share_speeds = 1;
         break;
       case 'K':
         if (parse_double_opt("interference", optarg, 0, 100, &c->o.interference)) return 2;
@@ -242,6 +250,10 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
               "give --commit-work too");
     return 2;
   }
+  if (c->o.share_speeds && !(c->o.learn_work > 0)) {
+    cli_error(VERB, "--share-speeds shares what jobs learn: give --learn-curves too");
+    return 2;
+  }
   if (c->o.loss_nodes >= c->nodes) {
     cli_error(VERB, "--node-loss: %d nodes lost from a pool of %d; at most %d", c->o.loss_nodes,
               c->nodes, c->nodes - 1);
@@ -296,6 +308,7 @@ static void print_json_row(const csim_cli *c, const gs_csim_workload *w, const c
   cli_json_add(o, "restart_penalty_s", c->o.restart_penalty_s, "%.3f");
   cli_json_add(o, "start_penalty_s", c->o.start_penalty_s, "%.3f");
   cli_json_add(o, "learn_work", c->o.learn_work, "%.6g");
+  cli_json_add(o, "share_speeds", (double)c->o.share_speeds, "%.0f");
   if (c->o.interference > 0) cli_json_add(o, "interference", c->o.interference, "%.4f");
   if (c->o.commit_work > 0) { /* the manager's resizes */
     cli_json_add(o, "commit_work", c->o.commit_work, "%.6g");

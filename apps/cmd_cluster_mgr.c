@@ -67,6 +67,10 @@ static void serve_usage(FILE *f) {
       "                   10GbE, ...): gradsync train jobs' speeds on sizes not\n"
       "                   yet measured are predicted from their profiles on it\n"
       "                   (default: none, linear until measured)\n"
+      "  --share-speeds   a gradsync train job that has measured nothing yet\n"
+      "                   starts from the speeds of an earlier job of its kind\n"
+      "                   (the same options but for its length, seed, commits\n"
+      "                   and the optimizer's numbers)\n"
       "  --spool DIR      where requests, the journal and the jobs live\n"
       "  --interval S     a policy round at least every S seconds (default 10)\n"
       "  --restart-budget K  a job's restarts before it is failed (default 3)\n"
@@ -184,7 +188,7 @@ static int user_name_ok(const char *u) {
 static int cmd_serve(int argc, char **argv) {
   const char *nodes_file = NULL, *policy = "static", *ssh_config = NULL, *iface = NULL,
              *mpirun = NULL, *rate = NULL, *spool_arg = NULL, *net = NULL;
-  int emulated = 0, slurm = 0, restart_budget = 3, commit_every = 20;
+  int emulated = 0, slurm = 0, restart_budget = 3, commit_every = 20, share_speeds = 0;
   double interval = 10, discover_every = 1, node_cpus = 0, restart_penalty = 30, cooldown = 30;
   /* --user-share NAME:W, repeatable */
   enum { MAX_SHARES = 1024 };
@@ -223,6 +227,8 @@ static int cmd_serve(int argc, char **argv) {
     }
     if (strcmp(a, "--slurm") == 0) {
       slurm = 1;
+    } else if (strcmp(a, "--share-speeds") == 0) {
+      share_speeds = 1;
     } else if (strcmp(a, "--emulated") == 0) {
       if (!has || cli_parse_int(argv[i + 1], 1, 200, &emulated) != 0) {
         cli_error("cluster serve", "--emulated needs a node count from 1 to 200 (got '%s')",
@@ -435,7 +441,7 @@ static int cmd_serve(int argc, char **argv) {
       .on_log = serve_log, .restart_penalty_s = restart_penalty > 0 ? restart_penalty : -1,
       .node_cooldown_s = cooldown, .share_user = share_user, .share_w = share_w,
       .nshare = nshare, .limit_user = limit_user, .limit_nodes = limit_nodes,
-      .nlimit = nlimit, .net = net};
+      .nlimit = nlimit, .net = net, .share_speeds = share_speeds};
   char err[1024] = "";
   int rc = gs_cluster_serve(&c, err, sizeof err);
   if (rc == 2) cli_error("cluster serve", "%s", err);

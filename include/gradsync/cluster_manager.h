@@ -87,6 +87,10 @@ typedef struct gs_cluster_serve_config {
    * prediction, scaled to the sizes measured). NULL: no prediction (a job
    * not measured counts as linear). */
   const char *net;
+  /* 1: a gradsync train job that has measured nothing of itself yet starts
+   * from the curve of an earlier job of its kind (the same options but for
+   * the run's length, seed, commits and the optimizer's numbers). */
+  int share_speeds;
 } gs_cluster_serve_config;
 
 /* Whether this build knows policy name (gs_cluster_allocate's names). */

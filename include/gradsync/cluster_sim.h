@@ -87,6 +87,11 @@ typedef struct gs_csim_opts {
    * commits as learn_work is of the run's. 0 (default): the table's curve
    * from the start, an oracle. */
   double learn_work;
+  /* With learn_work: 1, a job that has learned nothing of itself starts
+   * from the curve of the job of its model (gs_csim_job.model) that learned
+   * the most sizes (the manager's --share-speeds), and its work is known;
+   * 0 (default): none. */
+  int share_speeds;
   /* >= 0: interference between nodes that share a machine (the emulated
    * cluster's, whose nodes time-share one host's cores and caches): a job
    * computing on n of the pool's N nodes while B nodes compute in all runs

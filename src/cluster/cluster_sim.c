@@ -105,6 +105,7 @@ typedef struct sim_job {
   double launch_done;
   double *known, *curve;
   int ncurve;
+  double *borrowed;   /* opts.share_speeds: the curve taken from a job of its model */
   /* opts.learn_work: what its resizes cost, as the manager measures them
    * (from the stop request to the relaunch's training, at its second
    * commit): the current one's until then, and the mean of those measured
@@ -383,6 +384,40 @@ static void apply_sizes(sim *s, double t) {
   }
 }
 
+/* opts.share_speeds: job j (nothing learned of itself) takes the curve of
+ * the arrived job of its model that learned the most sizes (the latest
+ * submitted on a tie): the manager's fit to the speeds that job measured,
+ * on j's sizes. Returns 1 when js[j].borrowed holds it. */
+static int borrow(sim *s, int j) {
+  const gs_csim_job *g = &s->w->jobs[j];
+  int best = -1, best_n = 0;
+  for (int k = 0; k < s->w->njobs; k++) {
+    const gs_csim_job *h = &s->w->jobs[k];
+    if (k == j || !s->js[k].arrived || !s->js[k].ncurve || strcmp(h->model, g->model) != 0)
+      continue;
+    int n = 0;
+    for (int q = 1; q <= h->max_nodes; q++) n += s->js[k].known[q] > 0;
+    if (n > best_n || (n == best_n && n > 0 && h->submit >= s->w->jobs[best].submit)) {
+      best = k;
+      best_n = n;
+    }
+  }
+  if (best < 0) return 0;
+  int top = s->w->jobs[best].max_nodes;
+  int *nn = malloc((size_t)top * sizeof *nn), np = 0, ok = 0;
+  double *rr = malloc((size_t)top * sizeof *rr);
+  for (int q = 1; nn && rr && q <= top; q++)
+    if (s->js[best].known[q] > 0) {
+      nn[np] = q;
+      rr[np++] = s->js[best].known[q];
+    }
+  if (nn && rr)
+    ok = gs_cluster_speed_fit(nn, rr, np, g->max_nodes, s->js[j].borrowed, NULL, NULL, 0) == 0;
+  free(nn);
+  free(rr);
+  return ok;
+}
+
 /* One policy round at time t over the jobs in the system. */
 static int resolve(sim *s, double t, char *err, size_t errlen) {
   gs_csim_result *r = s->r;
@@ -405,10 +440,16 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
       p->progress = c > 0 ? c / g->work : -1;
     }
     p->speed = g->speed;
-    if (s->o->learn_work > 0) /* only what the manager would know by now */
+    int borrowed = 0;
+    if (s->o->learn_work > 0) { /* only what the manager would know by now */
       p->speed = s->js[j].ncurve ? s->js[j].curve : NULL;
+      if (!s->js[j].ncurve && s->o->share_speeds && borrow(s, j)) {
+        p->speed = s->js[j].borrowed;
+        borrowed = 1;
+      }
+    }
     p->restarts = s->js[j].restarts;
-    p->work = s->o->learn_work > 0 && !s->js[j].ncurve ? 0 : g->work;
+    p->work = s->o->learn_work > 0 && !s->js[j].ncurve && !borrowed ? 0 : g->work;
     if (s->o->learn_work > 0 && s->js[j].restart_n > 0)
       p->restart_s = s->js[j].restart_sum / s->js[j].restart_n;
   }
@@ -526,7 +567,8 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
   for (int j = 0; j < nj && o->learn_work > 0; j++) {
     s.js[j].known = calloc((size_t)w->jobs[j].max_nodes + 1, sizeof *s.js[j].known);
     s.js[j].curve = calloc((size_t)w->jobs[j].max_nodes + 1, sizeof *s.js[j].curve);
-    if (!s.js[j].known || !s.js[j].curve) {
+    s.js[j].borrowed = calloc((size_t)w->jobs[j].max_nodes + 1, sizeof *s.js[j].borrowed);
+    if (!s.js[j].known || !s.js[j].curve || !s.js[j].borrowed) {
       set_err(err, errlen, "out of memory simulating %d jobs on %d nodes", nj, o->nodes);
       goto done;
     }
@@ -763,6 +805,7 @@ done:
   for (int j = 0; s.js && j < nj; j++) {
     free(s.js[j].known);
     free(s.js[j].curve);
+    free(s.js[j].borrowed);
   }
   free(s.js);
   free(s.active);

@@ -96,6 +96,8 @@ typedef struct job {
   double *prior_step, *prior_samples;
   double prior_mtime;
   int have_prior;
+  int own_curve;                  /* curve from its own measurements or profile */
+  int speed_from;                 /* the job whose curve it has borrowed (0: none) */
   int ev_launches;                /* launch events of the current attempt */
   double obs_t, obs_samples;      /* the last commit seen: its time (mtime) and */
   int obs_attempt, obs_launch, obs_size; /* global sample, and where it ran */
@@ -703,25 +705,131 @@ static long job_global_batch(const job *j) {
   return gb;
 }
 
-/* The job's curve from its measured speeds: on the cost model's prediction
- * where the job has one (gs_cluster_speed_prior), else Optimus's fit
- * (gs_cluster_speed_fit; none before a measurement). */
-static void refit(mgr *m, job *j) {
+/* A gradsync train job's --epochs (1 by default). */
+static double job_epochs(const job *j) {
+  double epochs = 1;
+  const cJSON *x, *prev = NULL;
+  cJSON_ArrayForEach(x, j->args) {
+    if (prev && cJSON_IsString(prev) && strcmp(prev->valuestring, "--epochs") == 0 &&
+        cJSON_IsString(x))
+      epochs = atof(x->valuestring);
+    prev = x;
+  }
+  return epochs;
+}
+
+/* gradsync train's options that do not change how fast a step is (the
+ * run's length, its seed, where it commits, the optimizer's numbers); 1
+ * after a name: it takes a value. */
+static const struct {
+  const char *name;
+  int value;
+} run_only[] = {
+    {"--epochs", 1},         {"--lr", 1},           {"--momentum", 1},
+    {"--weight-decay", 1},   {"--schedule", 1},     {"--warmup-epochs", 1},
+    {"--data-cache", 1},     {"--checkpoint", 1},   {"--commit-every", 1},
+    {"--stop-at-step", 1},   {"--seed", 1},         {"--max-steps", 1},
+    {"--ef-decay", 1},       {"--kfac-damping", 1}, {"--kfac-decay", 1},
+    {"--kfac-kl-clip", 1},   {"--async-lr-scale", 1}, {"--async-momentum", 1},
+    {"--scale-lr", 1},       {"--json", 0},         {"--nesterov", 0},
+    {"--resume", 0},
+};
+
+/* A train job's kind: its options without those of run_only, joined
+ * (jobs of one kind run their steps alike). Writes "" for --exec jobs or
+ * when it does not fit. */
+static void job_kind(const job *j, char *buf, size_t len) {
+  size_t at = 0;
+  buf[0] = '\0';
+  if (j->exec) return;
+  int skip = 0;
+  const cJSON *x;
+  cJSON_ArrayForEach(x, j->args) {
+    if (!cJSON_IsString(x)) continue;
+    const char *a = x->valuestring;
+    if (skip) {
+      skip = 0;
+      continue;
+    }
+    size_t n = strcspn(a, "=");
+    int drop = 0;
+    for (size_t k = 0; k < sizeof run_only / sizeof run_only[0] && !drop; k++)
+      if (strlen(run_only[k].name) == n && strncmp(a, run_only[k].name, n) == 0) {
+        drop = 1;
+        skip = run_only[k].value && a[n] != '=';
+      }
+    if (drop) continue;
+    int w = snprintf(buf + at, len - at, "%s\x1f", a);
+    if (w < 0 || (size_t)w >= len - at) {
+      buf[0] = '\0';
+      return;
+    }
+    at += (size_t)w;
+  }
+}
+
+static int curve_from(const mgr *m, const job *src, int max, double *out);
+
+/* serve --share-speeds: a train job that knows nothing of its own speed
+ * yet takes the curve of an earlier job of its kind (the one that measured
+ * the most sizes, the latest on a tie), and the work its epochs make of
+ * that job's data. Again every round until it has its own. */
+static void borrow_curve(mgr *m, job *j) {
+  char mine[4096], theirs[4096];
+  job_kind(j, mine, sizeof mine);
+  if (!mine[0]) return;
+  const job *best = NULL;
+  int best_n = -1;
+  for (int k = 0; k < m->njob; k++) {
+    const job *o = &m->job[k];
+    if (o == j || !o->own_curve) continue;
+    job_kind(o, theirs, sizeof theirs);
+    if (strcmp(mine, theirs) != 0) continue;
+    int n = 0;
+    for (int q = 1; q <= m->nnode; q++) n += o->rate[q] > 0;
+    if (n > best_n || (n == best_n && o->submit_t >= best->submit_t)) {
+      best = o;
+      best_n = n;
+    }
+  }
+  if (best == NULL || curve_from(m, best, j->max, j->curve) != 0) return;
+  j->ncurve = j->max;
+  if (j->speed_from != best->id) {
+    mlog(m, "job %d: starts from job %d's speeds (the same kind)", j->id, best->id);
+    j->dirty = 1;
+  }
+  j->speed_from = best->id;
+  if (j->work <= 0 && best->epoch_samples > 0) j->work = best->epoch_samples * job_epochs(j);
+}
+
+/* A curve on 0..max from src's measured speeds: on the cost model's
+ * prediction where src has one (gs_cluster_speed_prior), else Optimus's fit
+ * (gs_cluster_speed_fit; none before a measurement). Returns 0, or -1 when
+ * src knows nothing. */
+static int curve_from(const mgr *m, const job *src, int max, double *out) {
   int nn[GS_CLUSTER_MAX_NODES] = {0};
   double rr[GS_CLUSTER_MAX_NODES] = {0};
   int np = 0;
   for (int q = 1; q <= m->nnode && np < GS_CLUSTER_MAX_NODES; q++)
-    if (j->rate[q] > 0) {
+    if (src->rate[q] > 0) {
       nn[np] = q;
-      rr[np++] = j->rate[q];
+      rr[np++] = src->rate[q];
     }
-  int top = j->max < m->nnode ? j->max : m->nnode;
-  if (j->have_prior &&
-      gs_cluster_speed_prior(j->prior_step, j->prior_samples, nn, rr, np, top, j->curve) == 0) {
-    for (int q = top + 1; q <= j->max; q++) j->curve[q] = j->curve[top];
+  int top = max < m->nnode ? max : m->nnode;
+  if (src->have_prior &&
+      gs_cluster_speed_prior(src->prior_step, src->prior_samples, nn, rr, np, top, out) == 0) {
+    for (int q = top + 1; q <= max; q++) out[q] = out[top];
+    return 0;
+  }
+  return np > 0 && gs_cluster_speed_fit(nn, rr, np, max, out, NULL, NULL, 0) == 0 ? 0 : -1;
+}
+
+/* The job's curve from what it measured or predicted of itself. */
+static void refit(mgr *m, job *j) {
+  if (curve_from(m, j, j->max, j->curve) == 0) {
     j->ncurve = j->max;
-  } else if (np > 0 && gs_cluster_speed_fit(nn, rr, np, j->max, j->curve, NULL, NULL, 0) == 0) {
-    j->ncurve = j->max;
+    j->own_curve = 1;
+    j->speed_from = 0;
   }
   j->dirty = 1;
 }
@@ -806,15 +914,7 @@ static void read_progress(mgr *m, job *j) {
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(c, "data");
     if (d) num(d, "samples", &total);
     snprintf(j->commit, sizeof j->commit, "epoch %.0f, sample %.0f", e + 1, s);
-    /* --epochs from the arguments (1 by default) */
-    double epochs = 1;
-    const cJSON *x, *prev = NULL;
-    cJSON_ArrayForEach(x, j->args) {
-      if (prev && cJSON_IsString(prev) && strcmp(prev->valuestring, "--epochs") == 0 &&
-          cJSON_IsString(x))
-        epochs = atof(x->valuestring);
-      prev = x;
-    }
+    double epochs = job_epochs(j);
     if (total > 0 && epochs > 0) {
       double p = (e + s / total) / epochs;
       j->progress = p > 1 ? 1 : p;
@@ -1459,6 +1559,7 @@ static int policy_round(mgr *m) {
     job *j = &m->job[k];
     if (j->cancel || j->preempt) continue;
     if (j->state != J_QUEUED && !job_active(j)) continue;
+    if (c->share_speeds && !j->own_curve) borrow_curve(m, j);
     in[n] = (gs_cluster_job){.id = j->id, .min_nodes = j->min, .max_nodes = j->max,
                              .weight = j->weight, .cur_nodes = count(j->assigned, m->nnode),
                              .submit_time = j->submit_t, .progress = j->progress,
@@ -1604,6 +1705,8 @@ static char *snapshot_text(mgr *m) {
         snprintf(key, sizeof key, "%d", q);
         cJSON_AddNumberToObject(sp, key, round(j->rate[q] * 10) / 10);
       }
+    /* the job whose curve it borrowed (serve --share-speeds), while it has none of its own */
+    if (j->speed_from > 0) cJSON_AddNumberToObject(o, "speed_from", j->speed_from);
     /* the cost model's prediction per size, {"1": 512.0, ...} (none: absent) */
     if (j->have_prior) {
       cJSON *pr = cJSON_AddObjectToObject(o, "prior");

@@ -101,6 +101,8 @@ t 2 "--discover-every and --launch-delay apply to the manager's resizes" $sim \
 t 2 "--commit-work: expected a number from" $sim --workload "$tmp/w.csv" --nodes 2 --commit-work 0
 t 2 "--launch-delay: expected a number from 0" $sim --workload "$tmp/w.csv" --nodes 2 \
   --commit-work 5 --launch-delay -1
+t 2 "--share-speeds shares what jobs learn: give --learn-curves too" $sim \
+  --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --share-speeds
 t 2 "option --nodes given more than once" $sim --workload "$tmp/w.csv" --nodes 2 --nodes 3
 t 2 "unknown option '--bogus'" $sim --bogus
 t 2 "--trace-out" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --trace-out /nonexistent/dir/t.csv

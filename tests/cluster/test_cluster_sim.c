@@ -481,6 +481,46 @@ static int teardown(void **state) {
   return rmdir(dir);
 }
 
+/* Sharing what jobs learned (share_speeds, the manager's --share-speeds):
+ * A (2 nodes, 100000 samples) runs alone and measures its speed on 2
+ * nodes; B (1 node, 100 samples, A's model) arrives at 100. Without
+ * sharing B's work and speed are unknown: goodput admits A (known, least
+ * remaining time) first, A takes the pool, and B waits for A's end (about
+ * 5260 s). With sharing B starts from A's curve, its 100 samples are ~10 s
+ * of work, it is admitted first and runs at once; A waits ~15 s. C (1
+ * node, another model, at 100) has nothing to borrow. */
+static void test_share_speeds(void **state) {
+  (void)state;
+  char wp[512], sp[512], err[512];
+  write_file("w.csv", "name,time,model,nodes,samples,min_nodes,max_nodes\n"
+                      "A,0,m,2,100000,2,2\nB,100,m,1,100,1,1\nC,100,other,1,100,1,1\n",
+             wp, sizeof wp);
+  write_file("s.csv", "model,nodes,step_time_s,samples_per_step\nm,1,1,10\nm,2,1,19\n"
+                      "other,1,1,10\n", sp, sizeof sp);
+  double jct[2];
+  for (int share = 0; share < 2; share++) {
+    gs_csim_workload w;
+    assert_int_equal(gs_csim_load(wp, sp, 2, 4, &w, err, sizeof err), 0);
+    gs_csim_opts o;
+    gs_csim_defaults(&o);
+    o.nodes = 2;
+    o.policy = "goodput";
+    o.interval_s = 0;
+    o.restart_penalty_s = 5;
+    o.learn_work = 10;
+    o.share_speeds = share;
+    gs_csim_result r;
+    if (gs_csim_run(&w, &o, &r, err, sizeof err) != 0) fail_msg("%s", err);
+    gs_csim_workload_free(&w);
+    jct[share] = r.jct_mean_s;
+  }
+  /* without: B and C (another model: nothing to borrow) wait for A; with:
+   * B first, so A (2 nodes) waits, and C takes the node B leaves */
+  fprintf(stderr, "share_speeds: mean JCT %.1f s alone, %.1f s shared\n", jct[0], jct[1]);
+  assert_true(jct[0] > 5000);
+  assert_true(jct[1] < jct[0] - 1000);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_static_by_hand),
@@ -489,6 +529,7 @@ int main(void) {
       cmocka_unit_test(test_start_from_table),
       cmocka_unit_test(test_learn_curves),
       cmocka_unit_test(test_learn_restart),
+      cmocka_unit_test(test_share_speeds),
       cmocka_unit_test(test_interference),
       cmocka_unit_test(test_node_loss),
       cmocka_unit_test(test_manager_resizes),

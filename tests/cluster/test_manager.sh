@@ -236,6 +236,8 @@ kill "$serve_pid" 2>/dev/null
 wait "$serve_pid" 2>/dev/null
 stop_keepers "$spool"
 spool=$scratch/spool2
+expect_2 "serve with an unknown network" "--net: unknown network 'bogus'" cluster serve \
+  --spool "$spool" --nodes "$scratch/nodes" --net bogus
 expect_2 "serve with a bad user limit" "--user-limit needs USER:NODES" cluster serve \
   --spool "$spool" --nodes "$scratch/nodes" --user-limit alice:0
 expect_2 "serve with a user's limit twice" "user 'alice' given twice" cluster serve \

@@ -6,7 +6,8 @@
 # both nodes; job 2 (1 node) arrives: job 1 shrinks to one node at its next
 # commit and job 2 runs on the other; when job 2 is done, job 1 grows back.
 # With --net 1gbit the manager predicts each job's speed from the profile
-# its engine writes. The restart is not priced (--restart-penalty 0: dorm's objective as Dorm
+# its engine writes; with --share-speeds a third job of job 2's kind starts
+# from job 2's speeds. The restart is not priced (--restart-penalty 0: dorm's objective as Dorm
 # has it), so that dorm resizes whatever job 1's remaining time; the price
 # is tested in tests/cluster/test_cluster_policy.c and the simulator's.
 # Checked: both jobs done, job 1's launches 2 -> 1 -> 2 nodes and its
@@ -71,7 +72,7 @@ wait_for() { # SECONDS COMMAND...
 }
 
 "$G" cluster serve --emulated 2 --spool "$spool" --policy "$POLICY" --interval 2 --restart-penalty 0 \
-  --commit-every 10 --net 1gbit >"$log" 2>&1 &
+  --commit-every 10 --net 1gbit --share-speeds >"$log" 2>&1 &
 serve_pid=$!
 ready() { [ -f "$spool/pool.json" ] || ! kill -0 "$serve_pid" 2>/dev/null; }
 wait_for 120 ready
@@ -97,6 +98,16 @@ wait_for 120 grep -q '"event":"launch"' "$spool/jobs/$J2/events.1.jsonl" 2>/dev/
 is_state() { [ "$(state "$1")" = "$2" ]; }
 wait_for 300 is_state "$J2" done || fail "job 2 did not finish: $(state "$J2")"
 wait_for 300 is_state "$J1" done || fail "job 1 did not finish: $(state "$J1")"
+# A third job of job 2's kind (another length and seed): --share-speeds
+# starts it from job 2's measured speeds.
+J3=$("$G" submit --spool "$spool" --min 1 --max 2 --name third -- --model mlp \
+  --synthetic 2048 --global-batch 32 --epochs 2 --seed 3 --commit-every 16 --json) ||
+  fail "job 3 refused: $J3"
+if wait_for 60 grep -q "job $J3: starts from job $J2's speeds" "$log" &&
+   ! grep -q "job $J2: starts from" "$log"; then
+  pass "job 3 started from job 2's speeds (the same kind); job 2 borrowed none of job 1's"
+else fail "job 3 did not borrow job 2's speeds"; fi
+wait_for 120 is_state "$J3" done || fail "job 3 did not finish: $(state "$J3")"
 sizes=$(launches "$J1")
 if [[ "$sizes" =~ ^2\ 1\ (1\ )*2 ]] && [ "$(field "$J1" resizes)" -ge 2 ]; then
   pass "job 1 ran on 2, shrank to 1 for job 2, grew back to 2 (launch sizes: $sizes;" \
