@@ -23,7 +23,9 @@
 #   nodes, as Dorm's and Pollux's do, on 1 to 6 nodes, beside one-node mlp),
 #   CLUSTER_KEEP=DIR (the spools, every job's events and logs, kept there),
 #   CLUSTER_NET=NAME (serve --net NAME: train jobs' curves predicted from
-#   their profiles before they are measured; default none).
+#   their profiles before they are measured; default none),
+#   CLUSTER_SHARE_SPEEDS=1 (serve --share-speeds: a job starts from the
+#   speeds an earlier job of its kind measured; default off).
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -38,6 +40,9 @@ seed=${CLUSTER_SEED:-1}
 span=${CLUSTER_SPAN:-120}
 mix=${CLUSTER_MIX:-light}
 net=${CLUSTER_NET:-}
+share=${CLUSTER_SHARE_SPEEDS:-0}
+share_opt=() share_env=
+if [ "$share" = 1 ]; then share_opt=(--share-speeds) share_env="CLUSTER_SHARE_SPEEDS=1 "; fi
 njobs=20
 [ "$BENCH_QUICK" = 1 ] && njobs=6
 policies=("$@")
@@ -63,7 +68,7 @@ out=$BENCH_OUT/cluster_real.jsonl
 for policy in "${policies[@]}"; do
   spool=$tmp/spool-$policy
   manager_start "$spool" "$tmp/serve-$policy.log" --emulated 8 --rate 1gbit \
-    --node-cpus "$cpus" --policy "$policy" --interval 5 --commit-every 20 ${net:+--net "$net"}
+    --node-cpus "$cpus" --policy "$policy" --interval 5 --commit-every 20 ${net:+--net "$net"} "${share_opt[@]}"
   t0=$(date +%s.%N)
   python3 "$here/submit_trace.py" "$gs" "$spool" "$tmp/trace.jsonl" "$t0"
   # every job ended (at most an hour)
@@ -79,7 +84,7 @@ done
 python3 "$here/summarize_trace.py" --markdown "$out" --node-cpus "$cpus" \
   --trace "$tmp/trace.jsonl" >"$BENCH_OUT/cluster_real.md"
 # The settings from the environment are part of the command that measured.
-cmd="CLUSTER_MIX=$mix CLUSTER_SPAN=$span CLUSTER_SEED=$seed CLUSTER_NODE_CPUS=$cpus ${net:+CLUSTER_NET=$net }\
+cmd="CLUSTER_MIX=$mix CLUSTER_SPAN=$span CLUSTER_SEED=$seed CLUSTER_NODE_CPUS=$cpus ${net:+CLUSTER_NET=$net }$share_env\
 $(bench_quote "$here/real_trace.sh" "${policies[@]}")"
 bench_stamp "$out" "$cmd"
 bench_stamp "$BENCH_OUT/cluster_real.md" "$cmd"
