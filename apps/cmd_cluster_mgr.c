@@ -185,22 +185,63 @@ static int user_name_ok(const char *u) {
   return 1;
 }
 
+/* A repeatable USER:VALUE option of serve (--user-share, --user-limit). */
+enum { USER_OPT_MAX = 1024 };
+typedef struct user_opt {
+  const char *option, *meta, *what; /* "--user-share", "SHARE", "a share" */
+  double lo, hi;                    /* the value's range */
+  int whole;                        /* the value is a whole number */
+  int star;                         /* "*" may stand for every user not named */
+  const char *user[USER_OPT_MAX];
+  double value[USER_OPT_MAX];
+  int n;
+  char names[USER_OPT_MAX][GS_CLUSTER_NAME_MAX];
+} user_opt;
+
+/* Adds v ("USER:VALUE") to o; 2 with the message printed when it is not one,
+ * names a user twice or one too many. */
+static int user_opt_add(user_opt *o, const char *v) {
+  const char *colon = strrchr(v, ':');
+  char who[GS_CLUSTER_NAME_MAX + 1] = "";
+  double x = 0;
+  int ix = 0;
+  if (colon && (size_t)(colon - v) < sizeof who)
+    snprintf(who, sizeof who, "%.*s", (int)(colon - v), v);
+  int ok = colon && (user_name_ok(who) || (o->star && strcmp(who, "*") == 0)) &&
+           (o->whole ? cli_parse_int(colon + 1, (int)o->lo, (int)o->hi, &ix) == 0
+                     : cli_parse_double(colon + 1, o->lo, o->hi, &x) == 0);
+  if (!ok) {
+    cli_error("cluster serve", "%s needs USER:%s, a user of 1 to %d letters, digits or ._@-%s "
+              "and %s from %g to %g (got '%s')", o->option, o->meta, GS_CLUSTER_NAME_MAX - 1,
+              o->star ? " (or * for every other user)" : "", o->what, o->lo, o->hi, v);
+    return 2;
+  }
+  for (int k = 0; k < o->n; k++)
+    if (strcmp(o->user[k], who) == 0) {
+      cli_error("cluster serve", "%s: user '%s' given twice", o->option, who);
+      return 2;
+    }
+  if (o->n == USER_OPT_MAX) {
+    cli_error("cluster serve", "%s: at most %d users", o->option, USER_OPT_MAX);
+    return 2;
+  }
+  snprintf(o->names[o->n], sizeof o->names[o->n], "%s", who);
+  o->user[o->n] = o->names[o->n];
+  o->value[o->n++] = o->whole ? ix : x;
+  return 0;
+}
+
 static int cmd_serve(int argc, char **argv) {
   const char *nodes_file = NULL, *policy = "static", *ssh_config = NULL, *iface = NULL,
              *mpirun = NULL, *rate = NULL, *spool_arg = NULL, *net = NULL;
   int emulated = 0, slurm = 0, restart_budget = 3, commit_every = 20, share_speeds = 0;
   double interval = 10, discover_every = 1, node_cpus = 0, restart_penalty = 30, cooldown = 30;
-  /* --user-share NAME:W, repeatable */
-  enum { MAX_SHARES = 1024 };
-  static const char *share_user[MAX_SHARES];
-  static double share_w[MAX_SHARES];
-  static char share_names[MAX_SHARES][GS_CLUSTER_NAME_MAX];
-  int nshare = 0;
-  /* --user-limit NAME:N, repeatable */
-  static const char *limit_user[MAX_SHARES];
-  static int limit_nodes[MAX_SHARES];
-  static char limit_names[MAX_SHARES][GS_CLUSTER_NAME_MAX];
-  int nlimit = 0;
+  /* --user-share NAME:W and --user-limit NAME:N, repeatable */
+  static user_opt shares = {.option = "--user-share", .meta = "SHARE", .what = "a share",
+                            .lo = 1e-6, .hi = 1e6},
+                  limits = {.option = "--user-limit", .meta = "NODES", .what = "nodes", .lo = 1,
+                            .hi = 1e6, .whole = 1, .star = 1};
+  static int limit_nodes[USER_OPT_MAX];
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has = i + 1 < argc;
@@ -259,58 +300,8 @@ static int cmd_serve(int argc, char **argv) {
         return 2;
       }
       i++;
-    } else if (strcmp(a, "--user-share") == 0) {
-      const char *v = has ? argv[i + 1] : "";
-      const char *colon = strrchr(v, ':');
-      double w = 0;
-      char who[GS_CLUSTER_NAME_MAX + 1] = "";
-      if (colon && (size_t)(colon - v) < sizeof who) snprintf(who, sizeof who, "%.*s",
-                                                              (int)(colon - v), v);
-      if (!colon || !user_name_ok(who) || cli_parse_double(colon + 1, 1e-6, 1e6, &w) != 0) {
-        cli_error("cluster serve", "--user-share needs USER:SHARE, a user of 1 to %d letters, "
-                  "digits or ._@- and a share from 1e-06 to 1e+06 (got '%s')",
-                  GS_CLUSTER_NAME_MAX - 1, v);
-        return 2;
-      }
-      for (int k = 0; k < nshare; k++)
-        if (strcmp(share_user[k], who) == 0) {
-          cli_error("cluster serve", "--user-share: user '%s' given twice", who);
-          return 2;
-        }
-      if (nshare == MAX_SHARES) {
-        cli_error("cluster serve", "--user-share: at most %d users", MAX_SHARES);
-        return 2;
-      }
-      snprintf(share_names[nshare], sizeof share_names[nshare], "%s", who);
-      share_user[nshare] = share_names[nshare];
-      share_w[nshare++] = w;
-      i++;
-    } else if (strcmp(a, "--user-limit") == 0) {
-      const char *v = has ? argv[i + 1] : "";
-      const char *colon = strrchr(v, ':');
-      int lim = 0;
-      char who[GS_CLUSTER_NAME_MAX + 1] = "";
-      if (colon && (size_t)(colon - v) < sizeof who) snprintf(who, sizeof who, "%.*s",
-                                                              (int)(colon - v), v);
-      if (!colon || (!user_name_ok(who) && strcmp(who, "*") != 0) ||
-          cli_parse_int(colon + 1, 1, 1000000, &lim) != 0) {
-        cli_error("cluster serve", "--user-limit needs USER:NODES, a user of 1 to %d letters, "
-                  "digits or ._@- (or * for every other user) and nodes from 1 to 1000000 "
-                  "(got '%s')", GS_CLUSTER_NAME_MAX - 1, v);
-        return 2;
-      }
-      for (int k = 0; k < nlimit; k++)
-        if (strcmp(limit_user[k], who) == 0) {
-          cli_error("cluster serve", "--user-limit: user '%s' given twice", who);
-          return 2;
-        }
-      if (nlimit == MAX_SHARES) {
-        cli_error("cluster serve", "--user-limit: at most %d users", MAX_SHARES);
-        return 2;
-      }
-      snprintf(limit_names[nlimit], sizeof limit_names[nlimit], "%s", who);
-      limit_user[nlimit] = limit_names[nlimit];
-      limit_nodes[nlimit++] = lim;
+    } else if (strcmp(a, "--user-share") == 0 || strcmp(a, "--user-limit") == 0) {
+      if (user_opt_add(a[7] == 's' ? &shares : &limits, has ? argv[i + 1] : "") != 0) return 2;
       i++;
     } else if (strcmp(a, "--interval") == 0 || strcmp(a, "--discover-every") == 0) {
       double *v = a[2] == 'i' ? &interval : &discover_every;
@@ -343,6 +334,7 @@ static int cmd_serve(int argc, char **argv) {
       return 2;
     }
   }
+  for (int k = 0; k < limits.n; k++) limit_nodes[k] = (int)limits.value[k];
   if (net) {
     double bps;
     if (gs_net_rate(net, &bps) != GS_OK) {
@@ -439,9 +431,9 @@ static int cmd_serve(int argc, char **argv) {
       .mpirun = mpirun, .ssh_config = ssh_config, .iface = iface,
       .discover_every_s = discover_every, .commit_every = commit_every, .stop = &serve_stop,
       .on_log = serve_log, .restart_penalty_s = restart_penalty > 0 ? restart_penalty : -1,
-      .node_cooldown_s = cooldown, .share_user = share_user, .share_w = share_w,
-      .nshare = nshare, .limit_user = limit_user, .limit_nodes = limit_nodes,
-      .nlimit = nlimit, .net = net, .share_speeds = share_speeds};
+      .node_cooldown_s = cooldown, .share_user = shares.user, .share_w = shares.value,
+      .nshare = shares.n, .limit_user = limits.user, .limit_nodes = limit_nodes,
+      .nlimit = limits.n, .net = net, .share_speeds = share_speeds};
   char err[1024] = "";
   int rc = gs_cluster_serve(&c, err, sizeof err);
   if (rc == 2) cli_error("cluster serve", "%s", err);

@@ -44,13 +44,19 @@ char *spool_read_file(const char *path, size_t max) {
   return buf;
 }
 
-int gs_cluster_pool(const char *spool, int *nodes, int *slots, char *policy, size_t policy_len,
-                    char *err, size_t errlen) {
+/* SPOOL/pool.json parsed, or NULL. */
+static cJSON *read_pool(const char *spool) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/pool.json", spool);
   char *text = spool_read_file(path, 1 << 22);
   cJSON *j = text ? cJSON_Parse(text) : NULL;
   gs_free(text);
+  return j;
+}
+
+int gs_cluster_pool(const char *spool, int *nodes, int *slots, char *policy, size_t policy_len,
+                    char *err, size_t errlen) {
+  cJSON *j = read_pool(spool);
   const cJSON *n = j ? cJSON_GetObjectItemCaseSensitive(j, "nodes") : NULL;
   const cJSON *p = j ? cJSON_GetObjectItemCaseSensitive(j, "policy") : NULL;
   if (!cJSON_IsArray(n)) {
@@ -71,11 +77,7 @@ int gs_cluster_pool(const char *spool, int *nodes, int *slots, char *policy, siz
 }
 
 int gs_cluster_pool_user_limit(const char *spool, const char *user) {
-  char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/pool.json", spool);
-  char *text = spool_read_file(path, 1 << 22);
-  cJSON *j = text ? cJSON_Parse(text) : NULL;
-  gs_free(text);
+  cJSON *j = read_pool(spool);
   const cJSON *l = j ? cJSON_GetObjectItemCaseSensitive(j, "user_limits") : NULL;
   const cJSON *v = l ? cJSON_GetObjectItemCaseSensitive(l, user) : NULL;
   if (!cJSON_IsNumber(v) && l) v = cJSON_GetObjectItemCaseSensitive(l, "*");

@@ -31,12 +31,13 @@
 
 static int rnd_int(int lo, int hi) { return lo + (int)(rnd() % (uint64_t)(hi - lo + 1)); }
 
-/* The best Dorm objective over every allocation, by enumeration. */
+/* The best Dorm objective over every allocation (that keeps o's per-user
+ * limits, where it has any), by enumeration. */
 static void brute(const gs_cluster_job *jobs, int n, int nodes, const gs_cluster_policy_opts *o,
                   const double *share, int k, int *x, int left, double *best) {
   if (k == n) {
     double v = gs_cluster_dorm_objective(jobs, n, nodes, o, share, x);
-    if (v > *best) *best = v;
+    if (gs_cluster_limits_kept(jobs, n, x, o) && v > *best) *best = v;
     return;
   }
   x[k] = 0;
@@ -756,25 +757,6 @@ static void test_speed_fit(void **state) {
 
 /* ---- Per-user limits ------------------------------------------------------ */
 
-/* The best Dorm objective over every allocation that keeps the users'
- * limits, by enumeration. */
-static void brute_limited(const gs_cluster_job *jobs, int n, int nodes,
-                          const gs_cluster_policy_opts *o, const double *share, int k, int *x,
-                          int left, double *best) {
-  if (k == n) {
-    double v = gs_cluster_dorm_objective(jobs, n, nodes, o, share, x);
-    if (gs_cluster_limits_kept(jobs, n, x, o) && v > *best) *best = v;
-    return;
-  }
-  x[k] = 0;
-  brute_limited(jobs, n, nodes, o, share, k + 1, x, left, best);
-  for (int s = jobs[k].min_nodes; s <= jobs[k].max_nodes && s <= left; s++) {
-    x[k] = s;
-    brute_limited(jobs, n, nodes, o, share, k + 1, x, left - s, best);
-  }
-  x[k] = 0;
-}
-
 static void test_limits_fair_share(void **state) {
   (void)state;
   /* alice's two jobs and bob's one on 12 nodes: 4 each; alice limited to 4
@@ -848,8 +830,11 @@ static void test_dorm_limits_vs_brute_force(void **state) {
     gs_cluster_fair_share(jobs, n, nodes, &o, share);
     int x[MAXJ] = {0}, sizes[MAXJ], free_x[MAXJ];
     double best = -INFINITY, unlimited = -INFINITY;
-    brute_limited(jobs, n, nodes, &o, share, 0, x, nodes, &best);
-    brute(jobs, n, nodes, &o, share, 0, free_x, nodes, &unlimited);
+    gs_cluster_policy_opts free_o = o; /* the same without the limits */
+    free_o.user_max_nodes = NULL;
+    free_o.nusers = 0;
+    brute(jobs, n, nodes, &o, share, 0, x, nodes, &best);
+    brute(jobs, n, nodes, &free_o, share, 0, free_x, nodes, &unlimited);
     bound += unlimited > best + 1e-9;
     gs_cluster_policy_report rep;
     char err[256];
