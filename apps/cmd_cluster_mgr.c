@@ -83,6 +83,10 @@ static void serve_usage(FILE *f) {
       "                   repeatable): the pool is shared among the users with\n"
       "                   jobs by their shares, a user's part among its jobs by\n"
       "                   their --weight\n"
+      "  --account-share ACCOUNT:W  account ACCOUNT's share of the pool (default\n"
+      "                   1; repeatable): with jobs submitted --account, the pool\n"
+      "                   is shared among the accounts and the users without one\n"
+      "                   by their shares, an account's part among its users\n"
       "  --user-limit USER:N  user USER's jobs hold at most N nodes together\n"
       "                   (repeatable; USER * for every user not named; default\n"
       "                   none), as Slurm's MaxNodesPerUser: every policy keeps\n"
@@ -189,6 +193,7 @@ static int user_name_ok(const char *u) {
 enum { USER_OPT_MAX = 1024 };
 typedef struct user_opt {
   const char *option, *meta, *what; /* "--user-share", "SHARE", "a share" */
+  const char *who;                  /* what the name is (NULL: "a user") */
   double lo, hi;                    /* the value's range */
   int whole;                        /* the value is a whole number */
   int star;                         /* "*" may stand for every user not named */
@@ -211,18 +216,20 @@ static int user_opt_add(user_opt *o, const char *v) {
            (o->whole ? cli_parse_int(colon + 1, (int)o->lo, (int)o->hi, &ix) == 0
                      : cli_parse_double(colon + 1, o->lo, o->hi, &x) == 0);
   if (!ok) {
-    cli_error("cluster serve", "%s needs USER:%s, a user of 1 to %d letters, digits or ._@-%s "
-              "and %s from %g to %g (got '%s')", o->option, o->meta, GS_CLUSTER_NAME_MAX - 1,
+    cli_error("cluster serve", "%s needs %s:%s, %s of 1 to %d letters, digits or ._@-%s "
+              "and %s from %g to %g (got '%s')", o->option, o->who ? "ACCOUNT" : "USER",
+              o->meta, o->who ? o->who : "a user", GS_CLUSTER_NAME_MAX - 1,
               o->star ? " (or * for every other user)" : "", o->what, o->lo, o->hi, v);
     return 2;
   }
   for (int k = 0; k < o->n; k++)
     if (strcmp(o->user[k], who) == 0) {
-      cli_error("cluster serve", "%s: user '%s' given twice", o->option, who);
+      cli_error("cluster serve", "%s: %s '%s' given twice", o->option,
+                o->who ? "account" : "user", who);
       return 2;
     }
   if (o->n == USER_OPT_MAX) {
-    cli_error("cluster serve", "%s: at most %d users", o->option, USER_OPT_MAX);
+    cli_error("cluster serve", "%s: at most %d names", o->option, USER_OPT_MAX);
     return 2;
   }
   snprintf(o->names[o->n], sizeof o->names[o->n], "%s", who);
@@ -240,7 +247,9 @@ static int cmd_serve(int argc, char **argv) {
   static user_opt shares = {.option = "--user-share", .meta = "SHARE", .what = "a share",
                             .lo = 1e-6, .hi = 1e6},
                   limits = {.option = "--user-limit", .meta = "NODES", .what = "nodes", .lo = 1,
-                            .hi = 1e6, .whole = 1, .star = 1};
+                            .hi = 1e6, .whole = 1, .star = 1},
+                  accounts = {.option = "--account-share", .meta = "SHARE", .what = "a share",
+                              .lo = 1e-6, .hi = 1e6, .who = "an account"};
   static int limit_nodes[USER_OPT_MAX];
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -300,8 +309,10 @@ static int cmd_serve(int argc, char **argv) {
         return 2;
       }
       i++;
-    } else if (strcmp(a, "--user-share") == 0 || strcmp(a, "--user-limit") == 0) {
-      if (user_opt_add(a[7] == 's' ? &shares : &limits, has ? argv[i + 1] : "") != 0) return 2;
+    } else if (strcmp(a, "--user-share") == 0 || strcmp(a, "--user-limit") == 0 ||
+               strcmp(a, "--account-share") == 0) {
+      user_opt *o = a[2] == 'a' ? &accounts : a[7] == 's' ? &shares : &limits;
+      if (user_opt_add(o, has ? argv[i + 1] : "") != 0) return 2;
       i++;
     } else if (strcmp(a, "--interval") == 0 || strcmp(a, "--discover-every") == 0) {
       double *v = a[2] == 'i' ? &interval : &discover_every;
@@ -433,7 +444,8 @@ static int cmd_serve(int argc, char **argv) {
       .on_log = serve_log, .restart_penalty_s = restart_penalty > 0 ? restart_penalty : -1,
       .node_cooldown_s = cooldown, .share_user = shares.user, .share_w = shares.value,
       .nshare = shares.n, .limit_user = limits.user, .limit_nodes = limit_nodes,
-      .nlimit = limits.n, .net = net, .share_speeds = share_speeds};
+      .nlimit = limits.n, .net = net, .share_speeds = share_speeds,
+      .account_name = accounts.user, .account_w = accounts.value, .naccount = accounts.n};
   char err[1024] = "";
   int rc = gs_cluster_serve(&c, err, sizeof err);
   if (rc == 2) cli_error("cluster serve", "%s", err);
@@ -558,7 +570,7 @@ int gs_cmd_cluster_manager(int argc, char **argv) {
 static void submit_usage(FILE *f) {
   fprintf(f,
       "usage: gradsync submit [--min N] [--max M] [--weight W] [--name NAME]\n"
-      "                       [--user USER] [--spool DIR] -- TRAIN OPTIONS\n"
+      "                       [--user USER] [--account A] [--spool DIR] -- TRAIN OPTIONS\n"
       "       gradsync submit [...] --exec -- PROGRAM ARGS\n\n"
       "Queues a job on the cluster manager serving the spool and prints its id.\n"
       "The job runs as gradsync train with TRAIN OPTIONS (the manager adds\n"
@@ -570,7 +582,9 @@ static void submit_usage(FILE *f) {
       "  --weight W    its share among its user's jobs in fair policies (default 1)\n"
       "  --name NAME   a name for gradsync jobs (default: train or the program)\n"
       "  --user USER   whose job, for the manager's per-user shares (default:\n"
-      "                your login name)\n");
+      "                your login name)\n"
+      "  --account A   the account it is charged to, for the manager's fair-share\n"
+      "                tree (default: none; the user shares at the root)\n");
 }
 
 /* Runs `gradsync train ARGS` with GRADSYNC_CHECK_ARGS=1: its own checks,
@@ -630,7 +644,7 @@ static int check_train_args(char **args, int nargs, char *msg, size_t len) {
 int cmd_submit(int argc, char **argv) {
   int min = 1, max = 0, exec = 0;
   double weight = 1;
-  const char *name = NULL, *user = NULL;
+  const char *name = NULL, *user = NULL, *account = NULL;
   char spool[PATH_MAX];
   default_spool(spool, sizeof spool);
   int i = 1, dashes = -1;
@@ -676,6 +690,13 @@ int cmd_submit(int argc, char **argv) {
         return 2;
       }
       name = argv[++i];
+    } else if (strcmp(a, "--account") == 0) {
+      if (account || !has || !user_name_ok(argv[i + 1])) {
+        cli_error("submit", "--account needs one account of 1 to %d letters, digits or ._@- "
+                  "(got '%s')", GS_CLUSTER_NAME_MAX - 1, has ? argv[i + 1] : "");
+        return 2;
+      }
+      account = argv[++i];
     } else if (strcmp(a, "--user") == 0) {
       if (user || !has || !user_name_ok(argv[i + 1])) {
         cli_error("submit", "--user needs one user of 1 to %d letters, digits or ._@- (got '%s')",
@@ -765,7 +786,8 @@ int cmd_submit(int argc, char **argv) {
       return 2;
     }
   }
-  gs_cluster_submission s = {.name = name, .user = user, .min_nodes = min, .max_nodes = max,
+  gs_cluster_submission s = {.name = name, .user = user, .account = account,
+                             .min_nodes = min, .max_nodes = max,
                              .weight = weight, .exec = exec, .argv = args};
   int id;
   if (gs_cluster_submit(spool, &s, &id, err, sizeof err) != 0) {
@@ -887,10 +909,19 @@ int cmd_jobs(int argc, char **argv) {
     const char *msg = jstr(j, "message");
     char rs[16] = "-";
     if (jnum(j, "restart_s", -1) >= 0) snprintf(rs, sizeof rs, "%.1f", jnum(j, "restart_s", 0));
-    char uclean[80];
+    /* USER, or USER/ACCOUNT when it is charged to one */
+    char uclean[80], who[160];
+    const char *acct = jstr(j, "account");
+    cli_clean_text(uclean, sizeof uclean, jstr(j, "user"));
+    if (acct && *acct) {
+      char aclean[80];
+      snprintf(who, sizeof who, "%s/%s", uclean, cli_clean_text(aclean, sizeof aclean, acct));
+    } else {
+      snprintf(who, sizeof who, "%s", uclean);
+    }
     printf("%4.0f  %-14.14s %-10.10s %-9s %4.0f %7s %8s %7.0f %8.0f %9s %7s %7s  %-18s %s\n",
            jnum(j, "id", 0), cli_clean_text(clean, sizeof clean, jstr(j, "name")),
-           cli_clean_text(uclean, sizeof uclean, jstr(j, "user")), state,
+           who, state,
            jnum(j, "size", 0), mm, pr, jnum(j, "resizes", 0), jnum(j, "restarts", 0), rs, wait,
            run, speed, nodes[0] ? nodes : msg);
   }

@@ -81,6 +81,14 @@ typedef struct gs_cluster_serve_config {
   const char *const *limit_user;
   const int *limit_nodes;
   int nlimit;
+  /* Accounts above the users (Slurm's fair-share tree of two levels):
+   * account account_name[k] has share account_w[k] (> 0), every other
+   * account 1. The pool is shared among the accounts and the users whose
+   * jobs name no account by their shares, an account's part among its
+   * users by theirs (gs_cluster_tree_weights). */
+  const char *const *account_name;
+  const double *account_w;
+  int naccount;
   /* The pool's links, a network name of `gradsync run --net` (1gbit,
    * 10GbE, ...): a gradsync train job's speed on sizes not yet measured is
    * predicted from its engine's profile and this network (the planner's
@@ -105,6 +113,8 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
 typedef struct gs_cluster_submission {
   const char *name;     /* NULL: the program's name */
   const char *user;     /* whose job, for per-user shares (NULL: the caller's login) */
+  const char *account;  /* the account it is charged to, for the fair-share tree
+                           (NULL: none; the user then shares at the root) */
   int min_nodes, max_nodes;
   double weight;
   int exec;             /* 1: argv is a program to run under the supervisor; 0:

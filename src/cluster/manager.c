@@ -57,6 +57,7 @@ typedef struct job {
   int id;
   char name[GS_CLUSTER_NAME_MAX];
   char user[GS_CLUSTER_NAME_MAX]; /* whose (per-user shares) */
+  char account[GS_CLUSTER_NAME_MAX]; /* charged to ("": none; the fair-share tree) */
   int min, max;
   double weight;
   int exec;
@@ -299,6 +300,7 @@ static cJSON *job_record(const mgr *m, const job *j) {
   cJSON_AddNumberToObject(o, "id", j->id);
   cJSON_AddStringToObject(o, "name", j->name);
   cJSON_AddStringToObject(o, "user", j->user);
+  if (j->account[0]) cJSON_AddStringToObject(o, "account", j->account);
   cJSON_AddNumberToObject(o, "min", j->min);
   cJSON_AddNumberToObject(o, "max", j->max);
   cJSON_AddNumberToObject(o, "weight", j->weight);
@@ -347,6 +349,7 @@ static void job_apply(mgr *m, const cJSON *o) {
   if ((s = str(o, "name"))) snprintf(j->name, sizeof j->name, "%s", s);
   /* (a journal from before per-user shares: one user, "-") */
   snprintf(j->user, sizeof j->user, "%s", (s = str(o, "user")) ? s : "-");
+  snprintf(j->account, sizeof j->account, "%s", (s = str(o, "account")) ? s : "");
   if (num(o, "min", &v) == 0) j->min = (int)v;
   if (num(o, "max", &v) == 0) j->max = (int)v;
   if (num(o, "weight", &v) == 0) j->weight = v;
@@ -1163,6 +1166,8 @@ static int take_request(mgr *m, const cJSON *r) {
     snprintf(j->name, sizeof j->name, "%s", s ? s : "job");
     s = str(r, "user");
     snprintf(j->user, sizeof j->user, "%s", s && *s ? s : "-");
+    s = str(r, "account");
+    snprintf(j->account, sizeof j->account, "%s", s ? s : "");
     j->min = num(r, "min", &v) == 0 ? (int)v : 1;
     j->max = num(r, "max", &v) == 0 ? (int)v : j->min;
     j->weight = num(r, "weight", &v) == 0 ? v : 1;
@@ -1487,32 +1492,52 @@ static int user_limits(const mgr *m, gs_cluster_job *in, const int *idx, int n, 
   return nu;
 }
 
-/* The round's jobs' weights under per-user shares (gs_cluster_user_weights):
- * each user's part of the pool by its share, split among its jobs by their
- * weights. With one user the weights are the jobs' own. */
+/* An account's share (serve's --account-share; 1 for an account not named). */
+static double account_share(const mgr *m, const char *account) {
+  for (int k = 0; k < m->cfg->naccount; k++)
+    if (strcmp(m->cfg->account_name[k], account) == 0) return m->cfg->account_w[k];
+  return 1;
+}
+
+/* The round's jobs' weights under the fair-share tree
+ * (gs_cluster_tree_weights): the pool among the accounts and the users
+ * without one by their shares, an account's part among its users, a
+ * user's part among its jobs by their weights. With one user and no
+ * account the weights are the jobs' own. */
 static void user_weights(const mgr *m, gs_cluster_job *in, const int *idx, int n) {
   int *user = gs_malloc((size_t)n * sizeof *user + 1);
+  int *acct = gs_malloc((size_t)n * sizeof *acct + 1);
   double *share = gs_malloc((size_t)n * sizeof *share + 1);
+  double *ashare = gs_malloc((size_t)n * sizeof *ashare + 1);
   double *w = gs_malloc((size_t)n * sizeof *w + 1);
   double *out = gs_malloc((size_t)n * sizeof *out + 1);
-  if (user && share && w && out) {
+  if (user && acct && share && ashare && w && out) {
     for (int i = 0; i < n; i++) {
-      const char *u = m->job[idx[i]].user;
+      const job *j = &m->job[idx[i]];
       user[i] = i;
+      acct[i] = j->account[0] ? i : -1;
       for (int q = 0; q < i; q++)
-        if (strcmp(m->job[idx[q]].user, u) == 0) {
+        if (strcmp(m->job[idx[q]].user, j->user) == 0) {
           user[i] = user[q];
           break;
         }
-      share[i] = user_share(m, u);
+      for (int q = 0; q < i && acct[i] >= 0; q++)
+        if (strcmp(m->job[idx[q]].account, j->account) == 0) {
+          acct[i] = acct[q];
+          break;
+        }
+      share[i] = user_share(m, j->user);
+      ashare[i] = j->account[0] ? account_share(m, j->account) : 1;
       w[i] = in[i].weight;
     }
-    if (gs_cluster_user_weights(n, user, share, w, out) == 0)
+    if (gs_cluster_tree_weights(n, acct, ashare, user, share, w, out) == 0)
       for (int i = 0; i < n; i++) in[i].weight = out[i];
   }
   /* (Out of memory: the jobs' own weights, one user's rule.) */
   gs_free(user);
+  gs_free(acct);
   gs_free(share);
+  gs_free(ashare);
   gs_free(w);
   gs_free(out);
 }
@@ -1685,6 +1710,7 @@ static char *snapshot_text(mgr *m) {
     cJSON_AddNumberToObject(o, "id", j->id);
     cJSON_AddStringToObject(o, "name", j->name);
     cJSON_AddStringToObject(o, "user", j->user);
+  if (j->account[0]) cJSON_AddStringToObject(o, "account", j->account);
     cJSON_AddStringToObject(o, "state", state_name[j->state]);
     cJSON_AddNumberToObject(o, "min", j->min);
     cJSON_AddNumberToObject(o, "max", j->max);

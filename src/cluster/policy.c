@@ -148,24 +148,53 @@ double gs_cluster_unknown_horizon_s(const gs_cluster_policy_opts *o) {
 
 int gs_cluster_user_weights(int n, const int *user, const double *share, const double *w,
                             double *out) {
+  return gs_cluster_tree_weights(n, NULL, NULL, user, share, w, out);
+}
+
+int gs_cluster_tree_weights(int n, const int *account, const double *account_share,
+                            const int *user, const double *share, const double *w, double *out) {
   if (n <= 0) return 0;
-  double *wu = calloc((size_t)n, sizeof *wu), *su = calloc((size_t)n, sizeof *su);
-  if (wu == NULL || su == NULL) {
+  /* Each job's user node: (account, user) by the first job that has it. */
+  int *node = malloc((size_t)n * sizeof *node);
+  double *wu = calloc((size_t)n, sizeof *wu), *sa = calloc((size_t)n, sizeof *sa);
+  unsigned char *seen_a = calloc((size_t)n, 1);
+  if (node == NULL || wu == NULL || sa == NULL || seen_a == NULL) {
+    free(node);
     free(wu);
-    free(su);
+    free(sa);
+    free(seen_a);
     memcpy(out, w, (size_t)n * sizeof *out);
     return -1;
   }
-  double wsum = 0, ssum = 0;
+  double wsum = 0, root = 0;
   for (int i = 0; i < n; i++) {
+    int acct = account ? account[i] : -1;
+    node[i] = i;
+    for (int q = 0; q < i; q++)
+      if (user[q] == user[i] && (account ? account[q] : -1) == acct) {
+        node[i] = node[q];
+        break;
+      }
     wsum += w[i];
-    if (wu[user[i]] == 0) ssum += share[i]; /* the user's first job */
-    wu[user[i]] += w[i];
-    su[user[i]] = share[i];
+    wu[node[i]] += w[i];
+    if (node[i] != i) continue; /* the user node's first job counts its share */
+    if (acct < 0) {
+      root += share[i];
+    } else {
+      if (!seen_a[acct]) root += account_share[i];
+      seen_a[acct] = 1;
+      sa[acct] += share[i];
+    }
   }
-  for (int i = 0; i < n; i++) out[i] = wsum * (su[user[i]] / ssum) * (w[i] / wu[user[i]]);
+  for (int i = 0; i < n; i++) {
+    int acct = account ? account[i] : -1;
+    double top = acct < 0 ? share[i] / root : (account_share[i] / root) * (share[i] / sa[acct]);
+    out[i] = wsum * top * (w[i] / wu[node[i]]);
+  }
+  free(node);
   free(wu);
-  free(su);
+  free(sa);
+  free(seen_a);
   return 0;
 }
 

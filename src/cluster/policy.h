@@ -180,6 +180,20 @@ double gs_cluster_restart_measure(double t_ref, double s0, double t1, double s1,
 int gs_cluster_user_weights(int n, const int *user, const double *share, const double *w,
                             double *out);
 
+/* The same with accounts above the users (Slurm's fair-share tree of two
+ * levels): the root's children are the accounts and the users whose jobs
+ * name no account; an account's children its users. Each node's part of
+ * its parent's is its share over the sum of its present siblings' shares,
+ * and a user's part goes to its jobs by their weights:
+ *   out[i] = W (s_top / S_root) (s_u / S_account) (w_i / W_u)
+ * (the middle factor 1 for a user under the root). account[i] in 0..n-1
+ * names job i's account, or -1 for none; account_share[i] > 0 that
+ * account's share (read where account[i] >= 0). user[i] and share[i] as
+ * above; a user's jobs in two accounts are two nodes of the tree. With no
+ * account this is gs_cluster_user_weights. Returns -1 without memory. */
+int gs_cluster_tree_weights(int n, const int *account, const double *account_share,
+                            const int *user, const double *share, const double *w, double *out);
+
 /* A job's speed on n nodes (speed[n], or n with speed NULL), n in 0..max. */
 double gs_cluster_speed(const gs_cluster_job *j, int n);
 

@@ -159,6 +159,7 @@ int gs_cluster_submit(const char *spool, const gs_cluster_submission *s, int *id
   char who[64];
   gs_cluster_user_name(s->user, who, sizeof who);
   cJSON_AddStringToObject(r, "user", who);
+  if (s->account) cJSON_AddStringToObject(r, "account", s->account);
   cJSON_AddBoolToObject(r, "exec", s->exec);
   cJSON_AddStringToObject(r, "cwd", cwd);
   cJSON_AddNumberToObject(r, "time", spool_wall_s());

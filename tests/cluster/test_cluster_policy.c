@@ -280,6 +280,53 @@ static void test_user_weights(void **state) {
   assert_int_equal(sizes[0] + sizes[1] + sizes[2], 2);
 }
 
+/* The fair-share tree of two levels: accounts, then users, then jobs. */
+static void test_tree_weights(void **state) {
+  (void)state;
+  /* physics (a1 with two jobs, a2 one), biology (b1 one), and c with no
+   * account: the root's three children a third each; physics' third half
+   * a1's, half a2's; a1's half each of its jobs. W = 5. */
+  int acct[5] = {0, 0, 0, 3, -1}, user[5] = {0, 0, 2, 3, 4};
+  double ashare[5] = {1, 1, 1, 1, 1}, share[5] = {1, 1, 1, 1, 1}, w[5] = {1, 1, 1, 1, 1};
+  double out[5];
+  assert_int_equal(gs_cluster_tree_weights(5, acct, ashare, user, share, w, out), 0);
+  double want[5] = {5.0 / 12, 5.0 / 12, 5.0 / 6, 5.0 / 3, 5.0 / 3};
+  for (int i = 0; i < 5; i++) assert_true(fabs(out[i] - want[i]) < 1e-12);
+  /* physics' share 2 (half the root's 4), a2's share 3 within it: a2 gets
+   * 5 * 1/2 * 3/4, each a1 job 5 * 1/2 * 1/4 / 2; biology and c 5/4 each */
+  for (int i = 0; i < 3; i++) ashare[i] = 2;
+  share[2] = 3;
+  assert_int_equal(gs_cluster_tree_weights(5, acct, ashare, user, share, w, out), 0);
+  assert_true(fabs(out[0] - 5.0 / 16) < 1e-12 && fabs(out[1] - 5.0 / 16) < 1e-12);
+  assert_true(fabs(out[2] - 15.0 / 8) < 1e-12);
+  assert_true(fabs(out[3] - 5.0 / 4) < 1e-12 && fabs(out[4] - 5.0 / 4) < 1e-12);
+  /* a user with jobs in two accounts: two nodes of the tree */
+  int acct2[3] = {0, 1, 1}, user2[3] = {0, 0, 2};
+  double a2s[3] = {1, 1, 1}, s2[3] = {1, 1, 1}, w2[3] = {1, 1, 1}, o2[3];
+  assert_int_equal(gs_cluster_tree_weights(3, acct2, a2s, user2, s2, w2, o2), 0);
+  assert_true(fabs(o2[0] - 1.5) < 1e-12 && fabs(o2[1] - 0.75) < 1e-12 &&
+              fabs(o2[2] - 0.75) < 1e-12);
+  /* no accounts: the users' weights */
+  double o3[5], o4[5];
+  for (int i = 0; i < 5; i++) acct[i] = -1;
+  assert_int_equal(gs_cluster_tree_weights(5, acct, ashare, user, share, w, o3), 0);
+  assert_int_equal(gs_cluster_user_weights(5, user, share, w, o4), 0);
+  for (int i = 0; i < 5; i++) assert_true(fabs(o3[i] - o4[i]) < 1e-12);
+  /* dorm on 4 nodes, physics' three jobs and biology's one: biology's
+   * job 2 nodes, physics' 2 among three */
+  int a4[4] = {0, 0, 0, 3}, u4[4] = {0, 0, 2, 3};
+  double as4[4] = {1, 1, 1, 1}, s4[4] = {1, 1, 1, 1}, w4[4] = {1, 1, 1, 1}, o5[4];
+  assert_int_equal(gs_cluster_tree_weights(4, a4, as4, u4, s4, w4, o5), 0);
+  gs_cluster_job jobs[4];
+  for (int i = 0; i < 4; i++)
+    jobs[i] = (gs_cluster_job){.id = i + 1, .min_nodes = 1, .max_nodes = 4, .weight = o5[i],
+                               .submit_time = i, .progress = -1};
+  int sizes[4];
+  assert_int_equal(gs_cluster_allocate("dorm", jobs, 4, 4, NULL, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[3], 2);
+  assert_int_equal(sizes[0] + sizes[1] + sizes[2], 2);
+}
+
 /* A resize's cost from its relaunch's first two commits. */
 static void test_restart_measure(void **state) {
   (void)state;
@@ -1004,6 +1051,7 @@ int main(void) {
       cmocka_unit_test(test_dorm_restart_price),
       cmocka_unit_test(test_restart_measure),
       cmocka_unit_test(test_user_weights),
+      cmocka_unit_test(test_tree_weights),
       cmocka_unit_test(test_dorm_time_alone),
       cmocka_unit_test(test_dorm_breakpoints),
       cmocka_unit_test(test_static_fifo),

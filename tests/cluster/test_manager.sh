@@ -14,7 +14,7 @@
 #  - a rank killed on one node of a job: its supervisor leaves the node out
 #    for good, and the manager gives the node to a queued job at once;
 #  - per-user limits: submissions above them refused, static keeping them
-#    without a held job holding the line.
+#    without a held job holding the line; a job's account.
 # usage: test_manager.sh GRADSYNC      Exit status: 0 pass, 1 fail.
 set -u
 G=${1:?usage: test_manager.sh GRADSYNC}
@@ -231,7 +231,7 @@ done
 [ "$missed" = 0 ] && pass "20 jobs, each listed in the 5 listings right after its submission" ||
   fail "$missed of 20 jobs missing from gradsync jobs right after their submission"
 
-echo "== per-user limits (serve --user-limit)"
+echo "== per-user limits and accounts (serve --user-limit, --account-share; submit --account)"
 kill "$serve_pid" 2>/dev/null
 wait "$serve_pid" 2>/dev/null
 stop_keepers "$spool"
@@ -242,14 +242,20 @@ expect_2 "serve with a bad user limit" "--user-limit needs USER:NODES" cluster s
   --spool "$spool" --nodes "$scratch/nodes" --user-limit alice:0
 expect_2 "serve with a user's limit twice" "user 'alice' given twice" cluster serve \
   --spool "$spool" --nodes "$scratch/nodes" --user-limit alice:1 --user-limit alice:2
-serve --user-limit alice:1 --user-limit '*:2' || { fail "the manager did not start"; exit 1; }
+expect_2 "serve with a bad account share" "--account-share needs ACCOUNT:SHARE" cluster serve \
+  --spool "$spool" --nodes "$scratch/nodes" --account-share physics:0
+serve --user-limit alice:1 --user-limit '*:2' --account-share physics:2 ||
+  { fail "the manager did not start"; exit 1; }
+expect_2 "a bad --account" "--account needs one account" submit --spool "$spool" \
+  --account 'a b' -- --epochs 1
 expect_2 "--min above the user's limit" "more than user alice's limit of 1 node" submit \
   --spool "$spool" --user alice --min 2 --max 3 -- --epochs 1
 expect_2 "--min above the others' limit" "more than user bob's limit of 2 nodes" submit \
   --spool "$spool" --user bob --min 3 --max 3 -- --epochs 1
 # static: alice's first job at her limit (1 of its 2), her second held by
 # it without holding the line: bob's job behind it starts, at his limit (2 of 3).
-L1=$(submit --min 1 --max 2 --name L1 --user alice --exec -- "$JOB" 30 "$scratch/L1" 0.1)
+L1=$(submit --min 1 --max 2 --name L1 --user alice --account physics --exec -- "$JOB" 30 \
+  "$scratch/L1" 0.1)
 L2=$(submit --min 1 --max 2 --name L2 --user alice --exec -- "$JOB" 5 "$scratch/L2" 0.05)
 L3=$(submit --min 1 --max 3 --name L3 --user bob --exec -- "$JOB" 30 "$scratch/L3" 0.1)
 wait_file "$scratch/L1/step" 20 && wait_file "$scratch/L3/step" 20 ||
@@ -259,6 +265,10 @@ n3=$(awk 'NR == 1 { print $1 }' "$scratch/L3/launches")
 if [ "$n1" = 1 ] && [ "$n3" = 2 ] && [ "$(state "$L2")" = queued ]; then
   pass "alice's L1 on 1 node (her limit), L2 queued behind it, bob's L3 on 2 (the '*' limit)"
 else fail "L1 on '$n1' nodes, L3 on '$n3', L2 '$(state "$L2")' (want 1, 2, queued)"; fi
+acct=$(field "$L1" account)
+if [ "$acct" = '"physics"' ] && "$G" jobs --spool "$spool" | grep -q 'alice/phys'; then
+  pass "L1's account: $acct (gradsync jobs: alice/physics)"
+else fail "L1's account '$acct'"; fi
 if wait_state "$L1" done 30 && wait_state "$L2" done 30; then
   n2=$(awk 'NR == 1 { print $1 }' "$scratch/L2/launches")
   [ "$n2" = 1 ] && pass "L2 ran after L1, on 1 node" || fail "L2 first ran on '$n2' nodes"
