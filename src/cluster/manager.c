@@ -771,6 +771,10 @@ static void job_kind(const job *j, char *buf, size_t len) {
   }
 }
 
+/* The most nodes job j can have: its --max, or the pool when that is
+ * smaller (its curve's arrays have a size a node). */
+static int job_top(const mgr *m, const job *j) { return j->max < m->nnode ? j->max : m->nnode; }
+
 static int curve_from(const mgr *m, const job *src, int max, double *out);
 
 /* serve --share-speeds: a train job that knows nothing of its own speed
@@ -795,8 +799,8 @@ static void borrow_curve(mgr *m, job *j) {
       best_n = n;
     }
   }
-  if (best == NULL || curve_from(m, best, j->max, j->curve) != 0) return;
-  j->ncurve = j->max;
+  if (best == NULL || curve_from(m, best, job_top(m, j), j->curve) != 0) return;
+  j->ncurve = job_top(m, j);
   if (j->speed_from != best->id) {
     mlog(m, "job %d: starts from job %d's speeds (the same kind)", j->id, best->id);
     j->dirty = 1;
@@ -805,7 +809,7 @@ static void borrow_curve(mgr *m, job *j) {
   if (j->work <= 0 && best->epoch_samples > 0) j->work = best->epoch_samples * job_epochs(j);
 }
 
-/* A curve on 0..max from src's measured speeds: on the cost model's
+/* A curve on 0..max (max <= the pool) from src's measured speeds: on the cost model's
  * prediction where src has one (gs_cluster_speed_prior), else Optimus's fit
  * (gs_cluster_speed_fit; none before a measurement). Returns 0, or -1 when
  * src knows nothing. */
@@ -818,19 +822,16 @@ static int curve_from(const mgr *m, const job *src, int max, double *out) {
       nn[np] = q;
       rr[np++] = src->rate[q];
     }
-  int top = max < m->nnode ? max : m->nnode;
   if (src->have_prior &&
-      gs_cluster_speed_prior(src->prior_step, src->prior_samples, nn, rr, np, top, out) == 0) {
-    for (int q = top + 1; q <= max; q++) out[q] = out[top];
+      gs_cluster_speed_prior(src->prior_step, src->prior_samples, nn, rr, np, max, out) == 0)
     return 0;
-  }
   return np > 0 && gs_cluster_speed_fit(nn, rr, np, max, out, NULL, NULL, 0) == 0 ? 0 : -1;
 }
 
 /* The job's curve from what it measured or predicted of itself. */
 static void refit(mgr *m, job *j) {
-  if (curve_from(m, j, j->max, j->curve) == 0) {
-    j->ncurve = j->max;
+  if (curve_from(m, j, job_top(m, j), j->curve) == 0) {
+    j->ncurve = job_top(m, j);
     j->own_curve = 1;
     j->speed_from = 0;
   }
@@ -854,7 +855,7 @@ static void read_prior(mgr *m, job *j, const char *dir) {
     mlog(m, "job %d: its profile %s: %s", j->id, path, gs_last_error());
     return;
   }
-  int top = j->max < m->nnode ? j->max : m->nnode;
+  int top = job_top(m, j);
   int slots = m->nnode > 0 ? m->node[0].spec.slots : 1;
   char why[512];
   double t0 = mono_s();
@@ -1585,13 +1586,17 @@ static int policy_round(mgr *m) {
     if (j->cancel || j->preempt) continue;
     if (j->state != J_QUEUED && !job_active(j)) continue;
     if (c->share_speeds && !j->own_curve) borrow_curve(m, j);
-    in[n] = (gs_cluster_job){.id = j->id, .min_nodes = j->min, .max_nodes = j->max,
+    /* (--max may exceed the pool: the policies see at most the pool, and
+     * the job's curve has no more sizes; a job journaled on a larger pool
+     * keeps its minimum, without a curve) */
+    int top = job_top(m, j) < j->min ? j->min : job_top(m, j);
+    in[n] = (gs_cluster_job){.id = j->id, .min_nodes = j->min, .max_nodes = top,
                              .weight = j->weight, .cur_nodes = count(j->assigned, m->nnode),
                              .submit_time = j->submit_t, .progress = j->progress,
-                             .speed = j->ncurve >= j->max ? j->curve : NULL,
+                             .speed = j->ncurve >= top ? j->curve : NULL,
                              .restarts = job_restarts(j),
                              /* in the curve's units (samples): without one, unknown */
-                             .work = j->ncurve >= j->max ? j->work : 0,
+                             .work = j->ncurve >= top ? j->work : 0,
                              .restart_s = job_restart_s(j)};
     idx[n++] = k;
   }

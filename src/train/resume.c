@@ -165,9 +165,9 @@ gs_status train_meta_write(const char *path, struct cJSON *m, const char *ckpt_p
   return GS_OK;
 }
 
-void train_profile_save(const train_ctx *t) {
+void train_profile_save(train_ctx *t) {
   gs_profile *p = NULL;
-  if (t->engine == NULL || t->cfg->checkpoint_dir == NULL ||
+  if (t->profile_saved || t->engine == NULL || t->cfg->checkpoint_dir == NULL ||
       gs_engine_get_profile(t->engine, &p) != GS_OK || p == NULL)
     return;
   char source[160], name[64], *own = p->source, *own_name = p->name;
@@ -189,6 +189,7 @@ void train_profile_save(const train_ctx *t) {
   int ok = f != NULL && fputs(text, f) >= 0;
   if (f != NULL && fclose(f) != 0) ok = 0;
   if (!ok || rename(tmp, path) != 0) unlink(tmp);
+  else t->profile_saved = 1;
   gs_free(text);
 }
 

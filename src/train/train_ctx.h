@@ -39,6 +39,7 @@ struct train_ctx {
   train_optim optim;
   train_sync sync;
   gs_engine *engine;     /* the engine mode's engine (its timeline), or NULL */
+  int profile_saved;     /* rank 0 wrote this launch's DIR/profile.json (train_profile_save) */
   struct {
     const train_hook_ops *ops;
     void *self;

@@ -42,13 +42,14 @@ gs_status train_meta_save(const train_ctx *t, const char *ckpt_path, const train
  * file at path (DIR/checkpoint.json) with ckpt_path's hash. write takes m. */
 struct cJSON *train_meta_describe(const train_ctx *t, const train_data_id *data, long epoch);
 gs_status train_meta_write(const char *path, struct cJSON *m, const char *ckpt_path);
-/* Rank 0 at a commit: the engine's profile of this launch (the one its
+/* Rank 0 at a commit, once a launch: the engine's profile (the one its
  * plan was made from; none before the profiling steps, or without the
  * engine) into DIR/profile.json, atomically, with the per-rank batch it
  * was measured at: the cluster manager predicts the job's speed on other
- * sizes from it (docs/CLUSTER_MANAGER.md). Best effort: a failure leaves
- * the file as it was and the commit goes on. */
-void train_profile_save(const train_ctx *t);
+ * sizes from it (docs/CLUSTER_MANAGER.md), again only when the file
+ * changes. Best effort: a failure leaves the file as it was, the commit
+ * goes on and the next one tries again. */
+void train_profile_save(train_ctx *t);
 /* DIR/checkpoint.json of a run. */
 void train_meta_path(const gs_train_config *c, char *buf, size_t n);
 /* Before loading the checkpoint: a different --model, named as such (the
