@@ -160,6 +160,21 @@ static double job_speed(const sim *s, int j, int n) {
   return g->speed[n];
 }
 
+/* The manager's fit (gs_cluster_speed_fit) on 0..max to the speeds known
+ * of a job of top nodes at most (known[q] > 0). Returns 0, or -1 when none
+ * is known or without memory. */
+static int fit_known(const double *known, int top, int max, double *out) {
+  int *nn = malloc((size_t)top * sizeof *nn), rc = -1;
+  double *rr = malloc((size_t)top * sizeof *rr);
+  if (nn && rr) {
+    int np = gs_cluster_known_points(known, top, nn, rr);
+    rc = gs_cluster_speed_fit(nn, rr, np, max, out, NULL, NULL, 0);
+  }
+  free(nn);
+  free(rr);
+  return rc;
+}
+
 /* opts.learn_work: job j's speed on n nodes is measured (the manager's
  * two commits of one launch), and its curve refitted to the sizes known. */
 static void learn(sim *s, int j, int n, double seen) {
@@ -167,18 +182,9 @@ static void learn(sim *s, int j, int n, double seen) {
   sim_job *js = &s->js[j];
   js->known[n] = seen; /* what the manager measures: the speed it ran at */
   s->learned = 1;
-  int *nn = malloc((size_t)g->max_nodes * sizeof *nn), np = 0;
-  double *rr = malloc((size_t)g->max_nodes * sizeof *rr);
-  for (int q = 1; nn && rr && q <= g->max_nodes; q++)
-    if (js->known[q] > 0) {
-      nn[np] = q;
-      rr[np++] = js->known[q];
-    }
   /* (Out of memory: the curve stays as it was, as a failed fit would.) */
-  if (nn && rr && gs_cluster_speed_fit(nn, rr, np, g->max_nodes, js->curve, NULL, NULL, 0) == 0)
+  if (fit_known(js->known, g->max_nodes, g->max_nodes, js->curve) == 0)
     js->ncurve = g->max_nodes;
-  free(nn);
-  free(rr);
 }
 
 /* The job a node's time is charged to: its launch's, else its partition's
@@ -403,19 +409,8 @@ static int borrow(sim *s, int j) {
     }
   }
   if (best < 0) return 0;
-  int top = s->w->jobs[best].max_nodes;
-  int *nn = malloc((size_t)top * sizeof *nn), np = 0, ok = 0;
-  double *rr = malloc((size_t)top * sizeof *rr);
-  for (int q = 1; nn && rr && q <= top; q++)
-    if (s->js[best].known[q] > 0) {
-      nn[np] = q;
-      rr[np++] = s->js[best].known[q];
-    }
-  if (nn && rr)
-    ok = gs_cluster_speed_fit(nn, rr, np, g->max_nodes, s->js[j].borrowed, NULL, NULL, 0) == 0;
-  free(nn);
-  free(rr);
-  return ok;
+  return fit_known(s->js[best].known, s->w->jobs[best].max_nodes, g->max_nodes,
+                   s->js[j].borrowed) == 0;
 }
 
 /* One policy round at time t over the jobs in the system. */

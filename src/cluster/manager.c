@@ -814,14 +814,9 @@ static void borrow_curve(mgr *m, job *j) {
  * (gs_cluster_speed_fit; none before a measurement). Returns 0, or -1 when
  * src knows nothing. */
 static int curve_from(const mgr *m, const job *src, int max, double *out) {
-  int nn[GS_CLUSTER_MAX_NODES] = {0};
-  double rr[GS_CLUSTER_MAX_NODES] = {0};
-  int np = 0;
-  for (int q = 1; q <= m->nnode && np < GS_CLUSTER_MAX_NODES; q++)
-    if (src->rate[q] > 0) {
-      nn[np] = q;
-      rr[np++] = src->rate[q];
-    }
+  int nn[GS_CLUSTER_MAX_NODES + 1] = {0};
+  double rr[GS_CLUSTER_MAX_NODES + 1] = {0};
+  int np = gs_cluster_known_points(src->rate, m->nnode, nn, rr);
   if (src->have_prior &&
       gs_cluster_speed_prior(src->prior_step, src->prior_samples, nn, rr, np, max, out) == 0)
     return 0;
@@ -1476,21 +1471,20 @@ static double user_share(const mgr *m, const char *user) {
   return 1;
 }
 
-/* The round's users and their limits: in[i].user indexes lim[], one entry
- * a user with jobs in the round. Returns how many users. */
-static int user_limits(const mgr *m, gs_cluster_job *in, const int *idx, int n, int *lim) {
-  int nu = 0;
+/* The round's users: in[i].user, the index of the round's first job of job
+ * i's user (the fair-share tree's user nodes, and the per-user limits'
+ * index: lim[in[i].user] is that user's). */
+static void round_users(const mgr *m, gs_cluster_job *in, const int *idx, int n, int *lim) {
   for (int i = 0; i < n; i++) {
     const char *u = m->job[idx[i]].user;
-    in[i].user = -1;
-    for (int q = 0; q < i && in[i].user < 0; q++)
-      if (strcmp(m->job[idx[q]].user, u) == 0) in[i].user = in[q].user;
-    if (in[i].user < 0) {
-      in[i].user = nu;
-      lim[nu++] = user_limit(m, u);
-    }
+    in[i].user = i;
+    for (int q = 0; q < i; q++)
+      if (strcmp(m->job[idx[q]].user, u) == 0) {
+        in[i].user = in[q].user;
+        break;
+      }
+    lim[i] = in[i].user == i ? user_limit(m, u) : 0;
   }
-  return nu;
 }
 
 /* An account's share (serve's --account-share; 1 for an account not named). */
@@ -1501,7 +1495,7 @@ static double account_share(const mgr *m, const char *account) {
 }
 
 /* The round's jobs' weights under the fair-share tree
- * (gs_cluster_tree_weights): the pool among the accounts and the users
+ * (gs_cluster_tree_weights; the users from round_users): the pool among the accounts and the users
  * without one by their shares, an account's part among its users, a
  * user's part among its jobs by their weights. With one user and no
  * account the weights are the jobs' own. */
@@ -1515,13 +1509,8 @@ static void user_weights(const mgr *m, gs_cluster_job *in, const int *idx, int n
   if (user && acct && share && ashare && w && out) {
     for (int i = 0; i < n; i++) {
       const job *j = &m->job[idx[i]];
-      user[i] = i;
+      user[i] = in[i].user; /* round_users */
       acct[i] = j->account[0] ? i : -1;
-      for (int q = 0; q < i; q++)
-        if (strcmp(m->job[idx[q]].user, j->user) == 0) {
-          user[i] = user[q];
-          break;
-        }
       for (int q = 0; q < i && acct[i] >= 0; q++)
         if (strcmp(m->job[idx[q]].account, j->account) == 0) {
           acct[i] = acct[q];
@@ -1600,6 +1589,7 @@ static int policy_round(mgr *m) {
                              .restart_s = job_restart_s(j)};
     idx[n++] = k;
   }
+  round_users(m, in, idx, n, lim);
   user_weights(m, in, idx, n);
   /* The policies' own defaults (Dorm's weights 0.5 and 0.02: with weights
    * of 1 one resize cost as much as the whole utilisation term, and dorm
@@ -1610,7 +1600,7 @@ static int policy_round(mgr *m) {
   if (c->restart_penalty_s != 0) /* < 0: none */
     opts.restart_penalty_s = c->restart_penalty_s > 0 ? c->restart_penalty_s : 0;
   if (c->nlimit > 0) {
-    opts.nusers = user_limits(m, in, idx, n, lim);
+    opts.nusers = n;
     opts.user_max_nodes = lim;
   }
   gs_cluster_policy_report rep;
@@ -1741,7 +1731,7 @@ static char *snapshot_text(mgr *m) {
     /* the cost model's prediction per size, {"1": 512.0, ...} (none: absent) */
     if (j->have_prior) {
       cJSON *pr = cJSON_AddObjectToObject(o, "prior");
-      for (int q = 1; q <= m->nnode && q <= j->max; q++)
+      for (int q = 1; q <= job_top(m, j); q++)
         if (j->prior_step[q] > 0) {
           char key[16];
           snprintf(key, sizeof key, "%d", q);

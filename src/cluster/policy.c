@@ -267,6 +267,10 @@ int gs_cluster_user_limit(const gs_cluster_job *j, const gs_cluster_policy_opts 
   return l > 0 ? l : INT_MAX;
 }
 
+int gs_cluster_limited_users(const gs_cluster_policy_opts *o) {
+  return o != NULL && o->user_max_nodes != NULL && o->nusers > 0 ? o->nusers : 0;
+}
+
 int gs_cluster_user_room(const gs_cluster_job *j, const gs_cluster_policy_opts *o,
                          const int *held) {
   int lim = gs_cluster_user_limit(j, o);
@@ -280,20 +284,20 @@ void gs_cluster_user_take(const gs_cluster_job *j, const gs_cluster_policy_opts 
 
 int gs_cluster_limits_kept(const gs_cluster_job *jobs, int njobs, const int *sizes,
                            const gs_cluster_policy_opts *o) {
-  if (o == NULL || o->user_max_nodes == NULL) return 1;
-  for (int u = 0; u < o->nusers; u++) {
-    long used = 0;
-    for (int i = 0; i < njobs; i++)
-      if (jobs[i].user == u) used += sizes[i];
-    if (o->user_max_nodes[u] > 0 && used > o->user_max_nodes[u]) return 0;
-  }
-  return 1;
+  int nu = gs_cluster_limited_users(o), kept = 1;
+  if (nu == 0) return 1;
+  int *held = calloc((size_t)nu, sizeof *held);
+  for (int i = 0; i < njobs && held; i++) gs_cluster_user_take(&jobs[i], o, held, sizes[i]);
+  for (int u = 0; u < nu && kept; u++) /* (no memory: not checked) */
+    kept = held == NULL || o->user_max_nodes[u] <= 0 || held[u] <= o->user_max_nodes[u];
+  free(held);
+  return kept;
 }
 
 void gs_cluster_fair_share(const gs_cluster_job *jobs, int njobs, int nodes,
                            const gs_cluster_policy_opts *o, double *share) {
   if (njobs <= 0) return;
-  int limited = o != NULL && o->user_max_nodes != NULL && o->nusers > 0;
+  int limited = gs_cluster_limited_users(o) > 0;
   int *idx = malloc((size_t)njobs * 2 * sizeof *idx);
   double *sum = limited ? malloc((size_t)o->nusers * sizeof *sum) : NULL;
   if (idx == NULL || (limited && sum == NULL)) { /* no memory: the uncapped proportional share */

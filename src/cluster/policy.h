@@ -125,6 +125,10 @@ void gs_cluster_fair_share(const gs_cluster_job *jobs, int njobs, int nodes,
  * o carries no limits, the job has no user or the user no limit. */
 int gs_cluster_user_limit(const gs_cluster_job *j, const gs_cluster_policy_opts *o);
 
+/* How many entries a per-user count of o's users needs: nusers when o
+ * carries limits, else 0 (gs_cluster_user_room and _take read none). */
+int gs_cluster_limited_users(const gs_cluster_policy_opts *o);
+
 /* The nodes job j may still take under its user's limit when each user u's
  * jobs hold held[u] (INT_MAX: no limit applies); gs_cluster_user_take adds
  * n to its user's held. held has o->nusers entries (or is not read). */
@@ -251,6 +255,11 @@ struct gs_cost_params;
 int gs_cluster_prior_steps(const struct gs_profile *profile, const struct gs_cost_params *net,
                            int slots, long global_batch, int max, double *step_s,
                            double *samples, char *err, size_t errlen);
+
+/* The sizes measured: each q in 1..top with by_size[q] > 0 as n[k] = q,
+ * r[k] = by_size[q], in order; n and r hold top entries. Returns how many
+ * (the points gs_cluster_speed_fit and gs_cluster_speed_prior take). */
+int gs_cluster_known_points(const double *by_size, int top, int *n, double *r);
 
 /* A job's speed curve from that prediction and the speeds measured (r[k]
  * on n[k] nodes, k < npts; may be 0 points): a measured size keeps its

@@ -135,7 +135,7 @@ static int best_size(const dorm_model *m, int i, int room) {
  * no job improves. */
 static void polish(const dorm_model *m, int *x) {
   int free_nodes = m->nodes;
-  memset(m->held, 0, (size_t)(m->o->user_max_nodes ? m->o->nusers : 0) * sizeof *m->held);
+  memset(m->held, 0, (size_t)gs_cluster_limited_users(m->o) * sizeof *m->held);
   for (int i = 0; i < m->n; i++) {
     free_nodes -= x[i];
     gs_cluster_user_take(&m->jobs[i], m->o, m->held, x[i]);
@@ -159,7 +159,7 @@ static void polish(const dorm_model *m, int *x) {
 
 static void greedy(const dorm_model *m, int *x) {
   int free_nodes = m->nodes;
-  memset(m->held, 0, (size_t)(m->o->user_max_nodes ? m->o->nusers : 0) * sizeof *m->held);
+  memset(m->held, 0, (size_t)gs_cluster_limited_users(m->o) * sizeof *m->held);
   for (int i = 0; i < m->n; i++) {
     int c = m->jobs[i].cur_nodes;
     x[i] = 0;
@@ -509,7 +509,7 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
   double *share = malloc((size_t)n * sizeof *share);
   int *cols = calloc((size_t)n * 5, sizeof *cols);
   int *start = malloc((size_t)n * sizeof *start);
-  int nu = o->user_max_nodes ? o->nusers : 0;
+  int nu = gs_cluster_limited_users(o);
   int *held = calloc((size_t)nu + 1, sizeof *held);
   long *want = calloc((size_t)nu + 1, sizeof *want); /* each user's jobs' largest sizes */
   int *ia = NULL, *ja = NULL;

@@ -158,7 +158,7 @@ int gs_cluster_policy_goodput(const gs_cluster_job *jobs, int njobs, int nodes,
   int *order = malloc((size_t)n * sizeof *order);
   unsigned char *eligible = malloc((size_t)n);
   double *akey = malloc((size_t)n * sizeof *akey);
-  s.held = calloc((size_t)(o->user_max_nodes ? o->nusers : 0) + 1, sizeof *s.held);
+  s.held = calloc((size_t)gs_cluster_limited_users(o) + 1, sizeof *s.held);
   s.x = sizes;
   if (s.base == NULL || s.remain == NULL || s.cap == NULL || s.heap == NULL ||
       s.key == NULL || order == NULL || eligible == NULL || akey == NULL || s.held == NULL) {

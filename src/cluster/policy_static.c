@@ -32,7 +32,7 @@ int gs_cluster_policy_static(const gs_cluster_job *jobs, int njobs, int nodes,
                              const gs_cluster_policy_opts *o, int *sizes,
                              gs_cluster_policy_report *rep, char *err, size_t errlen) {
   if (njobs <= 0) return 0;
-  int nusers = o->user_max_nodes ? o->nusers : 0;
+  int nusers = gs_cluster_limited_users(o);
   int *order = malloc((size_t)njobs * sizeof *order);
   int *held = calloc((size_t)nusers + 1, sizeof *held); /* each user's nodes given */
   if (order == NULL || held == NULL) {

@@ -155,6 +155,16 @@ int gs_cluster_prior_steps(const gs_profile *profile, const gs_cost_params *net,
   return priced > 0 ? 0 : -1;
 }
 
+int gs_cluster_known_points(const double *by_size, int top, int *n, double *r) {
+  int np = 0;
+  for (int q = 1; q <= top; q++)
+    if (by_size[q] > 0) {
+      n[np] = q;
+      r[np++] = by_size[q];
+    }
+  return np;
+}
+
 int gs_cluster_speed_prior(const double *step_s, const double *samples, const int *n,
                            const double *r, int npts, int max, double *out) {
   int any = 0;

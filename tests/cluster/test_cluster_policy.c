@@ -31,6 +31,15 @@
 
 static int rnd_int(int lo, int hi) { return lo + (int)(rnd() % (uint64_t)(hi - lo + 1)); }
 
+/* The policies' defaults with users 0..nusers-1 limited to lim[u] nodes. */
+static gs_cluster_policy_opts limited_opts(int *lim, int nusers) {
+  gs_cluster_policy_opts o;
+  gs_cluster_policy_defaults(&o);
+  o.user_max_nodes = lim;
+  o.nusers = nusers;
+  return o;
+}
+
 /* The best Dorm objective over every allocation (that keeps o's per-user
  * limits, where it has any), by enumeration. */
 static void brute(const gs_cluster_job *jobs, int n, int nodes, const gs_cluster_policy_opts *o,
@@ -736,10 +745,7 @@ static void test_round_time(void **state) {
     if (jobs[i].min_nodes > 8) jobs[i].min_nodes = 8;
     jobs[i].cur_nodes = i < 10 ? jobs[i].min_nodes : 0;
   }
-  gs_cluster_policy_opts o;
-  gs_cluster_policy_defaults(&o);
-  o.user_max_nodes = lim;
-  o.nusers = 10;
+  gs_cluster_policy_opts o = limited_opts(lim, 10);
   for (int p = 0; p < 3; p++) {
     int sizes[NJ];
     gs_cluster_policy_report rep;
@@ -812,10 +818,7 @@ static void test_limits_fair_share(void **state) {
                             {.id = 1, .min_nodes = 1, .max_nodes = 12, .weight = 1, .user = 0},
                             {.id = 2, .min_nodes = 1, .max_nodes = 12, .weight = 1, .user = 1}};
   int lim[2] = {4, 0};
-  gs_cluster_policy_opts o;
-  gs_cluster_policy_defaults(&o);
-  o.user_max_nodes = lim;
-  o.nusers = 2;
+  gs_cluster_policy_opts o = limited_opts(lim, 2);
   double f[3];
   gs_cluster_fair_share(jobs, 3, 12, &o, f);
   assert_true(fabs(f[0] - 2) < 1e-12 && fabs(f[1] - 2) < 1e-12 && fabs(f[2] - 8) < 1e-12);
@@ -914,10 +917,7 @@ static void test_limits_static_goodput(void **state) {
       {.id = 3, .min_nodes = 1, .max_nodes = 8, .weight = 1, .submit_time = 2, .user = 1,
        .req_nodes = 6}};
   int lim[2] = {3, 5};
-  gs_cluster_policy_opts o;
-  gs_cluster_policy_defaults(&o);
-  o.user_max_nodes = lim;
-  o.nusers = 2;
+  gs_cluster_policy_opts o = limited_opts(lim, 2);
   int sizes[3];
   char err[256];
   assert_int_equal(gs_cluster_allocate("static", jobs, 3, 8, &o, sizes, NULL, err, sizeof err), 0);
