@@ -91,6 +91,10 @@ static void serve_usage(FILE *f) {
       "                   (repeatable; USER * for every user not named; default\n"
       "                   none), as Slurm's MaxNodesPerUser: every policy keeps\n"
       "                   it, and a job whose --min is above it is refused\n"
+      "  --account-limit ACCOUNT:N  the jobs charged to ACCOUNT hold at most N\n"
+      "                   nodes together (repeatable; * for every account not\n"
+      "                   named), as Slurm's GrpTRES=node=N: kept with the users'\n"
+      "                   limits, and a job whose --min is above it is refused\n"
       "  --node-cooldown S  a node back from being lost gets no job for S seconds,\n"
       "                   doubled for each other loss within the hour, at most 16\n"
       "                   times (default 30; 0: at once); undrain ends it\n"
@@ -219,7 +223,9 @@ static int user_opt_add(user_opt *o, const char *v) {
     cli_error("cluster serve", "%s needs %s:%s, %s of 1 to %d letters, digits or ._@-%s "
               "and %s from %g to %g (got '%s')", o->option, o->who ? "ACCOUNT" : "USER",
               o->meta, o->who ? o->who : "a user", GS_CLUSTER_NAME_MAX - 1,
-              o->star ? " (or * for every other user)" : "", o->what, o->lo, o->hi, v);
+              !o->star ? "" : o->who ? " (or * for every other account)"
+                                     : " (or * for every other user)",
+              o->what, o->lo, o->hi, v);
     return 2;
   }
   for (int k = 0; k < o->n; k++)
@@ -249,8 +255,10 @@ static int cmd_serve(int argc, char **argv) {
                   limits = {.option = "--user-limit", .meta = "NODES", .what = "nodes", .lo = 1,
                             .hi = 1e6, .whole = 1, .star = 1},
                   accounts = {.option = "--account-share", .meta = "SHARE", .what = "a share",
-                              .lo = 1e-6, .hi = 1e6, .who = "an account"};
-  static int limit_nodes[USER_OPT_MAX];
+                              .lo = 1e-6, .hi = 1e6, .who = "an account"},
+                  alimits = {.option = "--account-limit", .meta = "NODES", .what = "nodes",
+                             .lo = 1, .hi = 1e6, .whole = 1, .star = 1, .who = "an account"};
+  static int limit_nodes[USER_OPT_MAX], alimit_nodes[USER_OPT_MAX];
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has = i + 1 < argc;
@@ -310,8 +318,11 @@ static int cmd_serve(int argc, char **argv) {
       }
       i++;
     } else if (strcmp(a, "--user-share") == 0 || strcmp(a, "--user-limit") == 0 ||
-               strcmp(a, "--account-share") == 0) {
-      user_opt *o = a[2] == 'a' ? &accounts : a[7] == 's' ? &shares : &limits;
+               strcmp(a, "--account-share") == 0 || strcmp(a, "--account-limit") == 0) {
+      user_opt *o = strcmp(a, "--account-share") == 0   ? &accounts
+                    : strcmp(a, "--account-limit") == 0 ? &alimits
+                    : strcmp(a, "--user-share") == 0    ? &shares
+                                                        : &limits;
       if (user_opt_add(o, has ? argv[i + 1] : "") != 0) return 2;
       i++;
     } else if (strcmp(a, "--interval") == 0 || strcmp(a, "--discover-every") == 0) {
@@ -346,6 +357,7 @@ static int cmd_serve(int argc, char **argv) {
     }
   }
   for (int k = 0; k < limits.n; k++) limit_nodes[k] = (int)limits.value[k];
+  for (int k = 0; k < alimits.n; k++) alimit_nodes[k] = (int)alimits.value[k];
   if (net) {
     double bps;
     if (gs_net_rate(net, &bps) != GS_OK) {
@@ -445,7 +457,9 @@ static int cmd_serve(int argc, char **argv) {
       .node_cooldown_s = cooldown, .share_user = shares.user, .share_w = shares.value,
       .nshare = shares.n, .limit_user = limits.user, .limit_nodes = limit_nodes,
       .nlimit = limits.n, .net = net, .share_speeds = share_speeds,
-      .account_name = accounts.user, .account_w = accounts.value, .naccount = accounts.n};
+      .account_name = accounts.user, .account_w = accounts.value, .naccount = accounts.n,
+      .account_limit_name = alimits.user, .account_limit_nodes = alimit_nodes,
+      .naccount_limit = alimits.n};
   char err[1024] = "";
   int rc = gs_cluster_serve(&c, err, sizeof err);
   if (rc == 2) cli_error("cluster serve", "%s", err);
@@ -742,6 +756,13 @@ int cmd_submit(int argc, char **argv) {
   if (lim > 0 && min > lim) {
     cli_error("submit", "--min %d is more than user %s's limit of %d node%s (cluster serve "
               "--user-limit): the job could never start", min, who, lim, lim == 1 ? "" : "s");
+    return 2;
+  }
+  int alim = account ? gs_cluster_pool_account_limit(spool, account) : 0;
+  if (alim > 0 && min > alim) {
+    cli_error("submit", "--min %d is more than account %s's limit of %d node%s (cluster serve "
+              "--account-limit): the job could never start", min, account, alim,
+              alim == 1 ? "" : "s");
     return 2;
   }
   char **args = argv + dashes + 1;

@@ -89,6 +89,15 @@ typedef struct gs_cluster_serve_config {
   const char *const *account_name;
   const double *account_w;
   int naccount;
+  /* Per-account limits (Slurm's GrpTRES=node=N): the jobs charged to
+   * account account_limit_name[k], whoever's, hold at most
+   * account_limit_nodes[k] nodes together (>= 1); "*" names every account
+   * not named (a job charged to none has no account limit). Kept with the
+   * users' by every policy; a submission whose --min is above its account's
+   * limit is refused. */
+  const char *const *account_limit_name;
+  const int *account_limit_nodes;
+  int naccount_limit;
   /* The pool's links, a network name of `gradsync run --net` (1gbit,
    * 10GbE, ...): a gradsync train job's speed on sizes not yet measured is
    * predicted from its engine's profile and this network (the planner's
@@ -128,6 +137,8 @@ typedef struct gs_cluster_submission {
 /* The most nodes user's jobs may hold together under the manager serving
  * spool (its --user-limit, from pool.json), or 0 for no limit. */
 int gs_cluster_pool_user_limit(const char *spool, const char *user);
+/* The same of an account's jobs (--account-limit). */
+int gs_cluster_pool_account_limit(const char *spool, const char *account);
 
 /* The submitter's user name: given when not NULL, else the login name of
  * the effective uid (uidN when it has none). */

@@ -1135,15 +1135,28 @@ static int by_name(const struct dirent **a, const struct dirent **b) {
   return strcmp((*a)->d_name, (*b)->d_name);
 }
 
+/* NAME's entry of a NAME:N list ("*" for names not in it; 0: none). */
+static int named_limit(const char *const *names, const int *nodes, int n, const char *name) {
+  int any = 0;
+  for (int k = 0; k < n; k++) {
+    if (strcmp(names[k], name) == 0) return nodes[k];
+    if (strcmp(names[k], "*") == 0) any = nodes[k];
+  }
+  return any;
+}
+
 /* A user's most nodes (serve's --user-limit, "*" for users not named; 0:
  * none). */
 static int user_limit(const mgr *m, const char *user) {
-  int any = 0;
-  for (int k = 0; k < m->cfg->nlimit; k++) {
-    if (strcmp(m->cfg->limit_user[k], user) == 0) return m->cfg->limit_nodes[k];
-    if (strcmp(m->cfg->limit_user[k], "*") == 0) any = m->cfg->limit_nodes[k];
-  }
-  return any;
+  return named_limit(m->cfg->limit_user, m->cfg->limit_nodes, m->cfg->nlimit, user);
+}
+
+/* An account's most nodes (serve's --account-limit, "*" for accounts not
+ * named; 0: none, and for a job charged to no account). */
+static int account_limit(const mgr *m, const char *account) {
+  if (!account[0]) return 0;
+  return named_limit(m->cfg->account_limit_name, m->cfg->account_limit_nodes,
+                     m->cfg->naccount_limit, account);
 }
 
 
@@ -1176,7 +1189,7 @@ static int take_request(mgr *m, const cJSON *r) {
     j->state = J_QUEUED;
     int pool = 0;
     for (int i = 0; i < m->nnode; i++) pool += !m->node[i].down && !m->node[i].drained;
-    int lim = user_limit(m, j->user);
+    int lim = user_limit(m, j->user), alim = account_limit(m, j->account);
     if (j->min > m->nnode || j->min < 1 || j->max < j->min) {
       j->state = J_FAILED;
       j->end_t = spool_wall_s();
@@ -1187,6 +1200,11 @@ static int take_request(mgr *m, const cJSON *r) {
       j->end_t = spool_wall_s();
       snprintf(j->message, sizeof j->message, "--min %d is above user %s's limit of %d nodes",
                j->min, j->user, lim);
+    } else if (alim > 0 && j->min > alim) {
+      j->state = J_FAILED;
+      j->end_t = spool_wall_s();
+      snprintf(j->message, sizeof j->message, "--min %d is above account %s's limit of %d "
+               "nodes", j->min, j->account, alim);
     }
     /* A gradsync train job with --global-batch G runs only on sizes that
      * divide G (its supervisor's rule): its most nodes become the largest
@@ -1471,19 +1489,22 @@ static double user_share(const mgr *m, const char *user) {
   return 1;
 }
 
-/* The round's users: in[i].user, the index of the round's first job of job
- * i's user (the fair-share tree's user nodes, and the per-user limits'
- * index: lim[in[i].user] is that user's). */
-static void round_users(const mgr *m, gs_cluster_job *in, const int *idx, int n, int *lim) {
+/* The round's users and accounts: in[i].user, the index of the round's
+ * first job of job i's user (the fair-share tree's user nodes, and the
+ * per-user limits' index: lim[in[i].user] is that user's); in[i].account
+ * the same of its account (-1: none; alim[in[i].account]). */
+static void round_users(const mgr *m, gs_cluster_job *in, const int *idx, int n, int *lim,
+                        int *alim) {
   for (int i = 0; i < n; i++) {
-    const char *u = m->job[idx[i]].user;
+    const job *j = &m->job[idx[i]];
     in[i].user = i;
-    for (int q = 0; q < i; q++)
-      if (strcmp(m->job[idx[q]].user, u) == 0) {
-        in[i].user = in[q].user;
-        break;
-      }
-    lim[i] = in[i].user == i ? user_limit(m, u) : 0;
+    in[i].account = j->account[0] ? i : -1;
+    for (int q = 0; q < i && in[i].user == i; q++)
+      if (strcmp(m->job[idx[q]].user, j->user) == 0) in[i].user = in[q].user;
+    for (int q = 0; q < i && in[i].account == i; q++)
+      if (strcmp(m->job[idx[q]].account, j->account) == 0) in[i].account = in[q].account;
+    lim[i] = in[i].user == i ? user_limit(m, j->user) : 0;
+    alim[i] = in[i].account == i ? account_limit(m, j->account) : 0;
   }
 }
 
@@ -1510,12 +1531,7 @@ static void user_weights(const mgr *m, gs_cluster_job *in, const int *idx, int n
     for (int i = 0; i < n; i++) {
       const job *j = &m->job[idx[i]];
       user[i] = in[i].user; /* round_users */
-      acct[i] = j->account[0] ? i : -1;
-      for (int q = 0; q < i && acct[i] >= 0; q++)
-        if (strcmp(m->job[idx[q]].account, j->account) == 0) {
-          acct[i] = acct[q];
-          break;
-        }
+      acct[i] = in[i].account; /* round_users */
       share[i] = user_share(m, j->user);
       ashare[i] = j->account[0] ? account_share(m, j->account) : 1;
       w[i] = in[i].weight;
@@ -1561,11 +1577,13 @@ static int policy_round(mgr *m) {
   int *idx = gs_calloc((size_t)m->njob + 1, sizeof *idx);
   int *size = gs_calloc((size_t)m->njob + 1, sizeof *size);
   int *lim = gs_calloc((size_t)m->njob + 1, sizeof *lim);
-  if (!in || !idx || !size || !lim) {
+  int *alim = gs_calloc((size_t)m->njob + 1, sizeof *alim);
+  if (!in || !idx || !size || !lim || !alim) {
     gs_free(in);
     gs_free(idx);
     gs_free(size);
     gs_free(lim);
+    gs_free(alim);
     snprintf(m->err, m->errlen, "out of memory");
     return -1;
   }
@@ -1589,7 +1607,7 @@ static int policy_round(mgr *m) {
                              .restart_s = job_restart_s(j)};
     idx[n++] = k;
   }
-  round_users(m, in, idx, n, lim);
+  round_users(m, in, idx, n, lim, alim);
   user_weights(m, in, idx, n);
   /* The policies' own defaults (Dorm's weights 0.5 and 0.02: with weights
    * of 1 one resize cost as much as the whole utilisation term, and dorm
@@ -1602,6 +1620,10 @@ static int policy_round(mgr *m) {
   if (c->nlimit > 0) {
     opts.nusers = n;
     opts.user_max_nodes = lim;
+  }
+  if (c->naccount_limit > 0) {
+    opts.naccounts = n;
+    opts.account_max_nodes = alim;
   }
   gs_cluster_policy_report rep;
   char why[512];
@@ -1669,6 +1691,7 @@ static int policy_round(mgr *m) {
   gs_free(idx);
   gs_free(size);
   gs_free(lim);
+  gs_free(alim);
   return rc;
 }
 
@@ -1790,6 +1813,11 @@ static int write_pool(mgr *m) {
     cJSON *l = cJSON_AddObjectToObject(p, "user_limits");
     for (int k = 0; k < m->cfg->nlimit; k++)
       cJSON_AddNumberToObject(l, m->cfg->limit_user[k], m->cfg->limit_nodes[k]);
+  }
+  if (m->cfg->naccount_limit > 0) {
+    cJSON *l = cJSON_AddObjectToObject(p, "account_limits");
+    for (int k = 0; k < m->cfg->naccount_limit; k++)
+      cJSON_AddNumberToObject(l, m->cfg->account_limit_name[k], m->cfg->account_limit_nodes[k]);
   }
   char *text = cJSON_PrintUnformatted(p);
   cJSON_Delete(p);

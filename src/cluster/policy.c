@@ -267,81 +267,139 @@ int gs_cluster_user_limit(const gs_cluster_job *j, const gs_cluster_policy_opts 
   return l > 0 ? l : INT_MAX;
 }
 
-int gs_cluster_limited_users(const gs_cluster_policy_opts *o) {
+int gs_cluster_account_limit(const gs_cluster_job *j, const gs_cluster_policy_opts *o) {
+  if (o == NULL || o->account_max_nodes == NULL || j->account < 0 ||
+      j->account >= o->naccounts)
+    return INT_MAX;
+  int l = o->account_max_nodes[j->account];
+  return l > 0 ? l : INT_MAX;
+}
+
+int gs_cluster_job_limit(const gs_cluster_job *j, const gs_cluster_policy_opts *o) {
+  int u = gs_cluster_user_limit(j, o), a = gs_cluster_account_limit(j, o);
+  return u < a ? u : a;
+}
+
+/* The users' entries come first in a count of held nodes, then the
+ * accounts'. */
+static int user_slots(const gs_cluster_policy_opts *o) {
   return o != NULL && o->user_max_nodes != NULL && o->nusers > 0 ? o->nusers : 0;
 }
 
-int gs_cluster_user_room(const gs_cluster_job *j, const gs_cluster_policy_opts *o,
-                         const int *held) {
-  int lim = gs_cluster_user_limit(j, o);
-  return lim == INT_MAX ? INT_MAX : lim - held[j->user];
+int gs_cluster_limit_slots(const gs_cluster_policy_opts *o) {
+  int accounts = o != NULL && o->account_max_nodes != NULL && o->naccounts > 0 ? o->naccounts : 0;
+  return user_slots(o) + accounts;
 }
 
-void gs_cluster_user_take(const gs_cluster_job *j, const gs_cluster_policy_opts *o, int *held,
-                          int n) {
-  if (gs_cluster_user_limit(j, o) != INT_MAX) held[j->user] += n;
+int gs_cluster_limit_room(const gs_cluster_job *j, const gs_cluster_policy_opts *o,
+                          const int *held) {
+  int u = gs_cluster_user_limit(j, o), a = gs_cluster_account_limit(j, o), room = INT_MAX;
+  if (u != INT_MAX) room = u - held[j->user];
+  if (a != INT_MAX && a - held[user_slots(o) + j->account] < room)
+    room = a - held[user_slots(o) + j->account];
+  return room;
 }
+
+void gs_cluster_limit_take(const gs_cluster_job *j, const gs_cluster_policy_opts *o, int *held,
+                           int n) {
+  if (gs_cluster_user_limit(j, o) != INT_MAX) held[j->user] += n;
+  if (gs_cluster_account_limit(j, o) != INT_MAX) held[user_slots(o) + j->account] += n;
+}
+
+void gs_cluster_limit_slots_of(const gs_cluster_job *j, const gs_cluster_policy_opts *o,
+                               int *user_slot, int *account_slot) {
+  *user_slot = gs_cluster_user_limit(j, o) != INT_MAX ? j->user : -1;
+  *account_slot = gs_cluster_account_limit(j, o) != INT_MAX ? user_slots(o) + j->account : -1;
+}
+
+int gs_cluster_limit_of_slot(const gs_cluster_policy_opts *o, int slot) {
+  int nu = user_slots(o), l = slot < nu ? o->user_max_nodes[slot] : o->account_max_nodes[slot - nu];
+  return l > 0 ? l : INT_MAX;
+}
+
 
 int gs_cluster_limits_kept(const gs_cluster_job *jobs, int njobs, const int *sizes,
                            const gs_cluster_policy_opts *o) {
-  int nu = gs_cluster_limited_users(o), kept = 1;
-  if (nu == 0) return 1;
-  int *held = calloc((size_t)nu, sizeof *held);
-  for (int i = 0; i < njobs && held; i++) gs_cluster_user_take(&jobs[i], o, held, sizes[i]);
-  for (int u = 0; u < nu && kept; u++) /* (no memory: not checked) */
-    kept = held == NULL || o->user_max_nodes[u] <= 0 || held[u] <= o->user_max_nodes[u];
+  int ns = gs_cluster_limit_slots(o), kept = 1;
+  if (ns == 0) return 1;
+  int *held = calloc((size_t)ns, sizeof *held);
+  for (int i = 0; i < njobs && held; i++) gs_cluster_limit_take(&jobs[i], o, held, sizes[i]);
+  for (int g = 0; g < ns && kept; g++) /* (no memory: not checked) */
+    kept = held == NULL || held[g] <= gs_cluster_limit_of_slot(o, g);
   free(held);
   return kept;
+}
+
+/* Adds v to job j's user's and account's entries of sum (where limited). */
+static void add_share(const gs_cluster_job *j, const gs_cluster_policy_opts *o, double *sum,
+                      double v) {
+  int us, as;
+  gs_cluster_limit_slots_of(j, o, &us, &as);
+  if (us >= 0) sum[us] += v;
+  if (as >= 0) sum[as] += v;
+}
+
+/* Water-fills `amount` among the m jobs idx[0..m-1] (permuted) keeping the
+ * limits: while a limit's jobs hold more than it allows (held[g], what its
+ * jobs outside idx already hold, counted), those jobs get exactly what is
+ * left of it, filled the same way among themselves (so that the limits
+ * inside it hold too), and leave; the level of the others only rises as
+ * they go. Accounts are looked at before users: an account's fill keeps
+ * its users' limits. Adds the jobs' shares to held. Returns -1 without
+ * memory (the shares as filled). */
+static int capped_fill(const gs_cluster_job *jobs, int *idx, int m, double amount,
+                       const gs_cluster_policy_opts *o, double *held, double *share) {
+  int ns = gs_cluster_limit_slots(o), rc = 0;
+  double *sum = ns > 0 ? malloc((size_t)ns * sizeof *sum) : NULL;
+  if (ns > 0 && sum == NULL) rc = -1;
+  while (m > 0) {
+    water_fill(jobs, idx, m, amount, share);
+    if (ns == 0 || rc != 0) break;
+    for (int g = 0; g < ns; g++) sum[g] = held[g];
+    for (int k = 0; k < m; k++) add_share(&jobs[idx[k]], o, sum, share[idx[k]]);
+    int over = -1;
+    for (int g = ns - 1; g >= 0 && over < 0; g--)
+      if (sum[g] > gs_cluster_limit_of_slot(o, g) + 1e-9) over = g;
+    if (over < 0) break;
+    /* Its jobs to the end of idx (swapped: idx stays the caller's set). */
+    int kept = 0;
+    for (int k = 0; k < m; k++) {
+      int us, as;
+      gs_cluster_limit_slots_of(&jobs[idx[k]], o, &us, &as);
+      if (us != over && as != over) {
+        int t = idx[kept];
+        idx[kept++] = idx[k];
+        idx[k] = t;
+      }
+    }
+    int nsub = m - kept, *sub = idx + kept;
+    if (nsub == 0) break; /* (held above: an outer fill's, not this one's to mend) */
+    double room = gs_cluster_limit_of_slot(o, over) - held[over];
+    if (capped_fill(jobs, sub, nsub, room > 0 ? room : 0, o, held, share) != 0) rc = -1;
+    for (int k = 0; k < nsub; k++) amount -= share[sub[k]];
+    m = kept;
+  }
+  /* The jobs left hold their shares (the ones that left, their fills'). */
+  for (int k = 0; k < m && ns > 0; k++) add_share(&jobs[idx[k]], o, held, share[idx[k]]);
+  free(sum);
+  return rc;
 }
 
 void gs_cluster_fair_share(const gs_cluster_job *jobs, int njobs, int nodes,
                            const gs_cluster_policy_opts *o, double *share) {
   if (njobs <= 0) return;
-  int limited = gs_cluster_limited_users(o) > 0;
-  int *idx = malloc((size_t)njobs * 2 * sizeof *idx);
-  double *sum = limited ? malloc((size_t)o->nusers * sizeof *sum) : NULL;
-  if (idx == NULL || (limited && sum == NULL)) { /* no memory: the uncapped proportional share */
+  int *idx = malloc((size_t)njobs * sizeof *idx);
+  double *held = calloc((size_t)gs_cluster_limit_slots(o) + 1, sizeof *held);
+  int rc = idx && held ? 0 : -1;
+  for (int i = 0; i < njobs && rc == 0; i++) idx[i] = i;
+  if (rc == 0) rc = capped_fill(jobs, idx, njobs, nodes, o, held, share);
+  if (rc != 0) { /* no memory: the uncapped proportional share */
     double wsum = 0;
     for (int i = 0; i < njobs; i++) wsum += jobs[i].weight;
     for (int i = 0; i < njobs; i++) share[i] = nodes * jobs[i].weight / wsum;
-    free(idx);
-    free(sum);
-    return;
-  }
-  int *mine = idx + njobs, m = njobs;
-  for (int i = 0; i < njobs; i++) idx[i] = i;
-  double left = nodes;
-  /* Per-user limits: water-fill the jobs left; every user above its limit
-   * gets exactly its limit, water-filled among its own jobs (the level of
-   * the others only rises as capped users leave, so it stays above), and
-   * leaves with it; until no user is above. */
-  for (;;) {
-    water_fill(jobs, idx, m, left, share);
-    if (!limited) break;
-    for (int u = 0; u < o->nusers; u++) sum[u] = 0;
-    for (int k = 0; k < m; k++)
-      if (gs_cluster_user_limit(&jobs[idx[k]], o) != INT_MAX) sum[jobs[idx[k]].user] += share[idx[k]];
-    int kept = 0, capped = 0;
-    for (int u = 0; u < o->nusers; u++) {
-      int lim = o->user_max_nodes[u], nm = 0;
-      if (lim <= 0 || sum[u] <= lim + 1e-9) continue;
-      for (int k = 0; k < m; k++)
-        if (jobs[idx[k]].user == u) mine[nm++] = idx[k];
-      water_fill(jobs, mine, nm, lim, share);
-      left -= lim;
-      sum[u] = -1; /* capped: its jobs leave */
-      capped = 1;
-    }
-    if (!capped) break;
-    for (int k = 0; k < m; k++) {
-      int u = jobs[idx[k]].user;
-      if (gs_cluster_user_limit(&jobs[idx[k]], o) == INT_MAX || sum[u] >= 0) idx[kept++] = idx[k];
-    }
-    m = kept;
-    if (m == 0) break;
   }
   free(idx);
-  free(sum);
+  free(held);
 }
 
 double gs_cluster_fairness_loss(const int *sizes, const double *share, int njobs, int nodes) {
@@ -402,13 +460,22 @@ int gs_cluster_allocate(const char *name, const gs_cluster_job *jobs, int njobs,
       rep->status = -1;
       return -1;
     }
-    for (int u = 0; opts->user_max_nodes && u < opts->nusers; u++)
-      if (opts->user_max_nodes[u] < 0) {
-        set_err(err, errlen, "per-user limits: user %d's limit is %d nodes; expected 0 (none) "
-                "or more", u, opts->user_max_nodes[u]);
+    if (opts->naccounts < 0 || (opts->naccounts > 0 && opts->account_max_nodes == NULL)) {
+      set_err(err, errlen, "per-account limits: %d accounts given without their limits",
+              opts->naccounts);
+      rep->status = -1;
+      return -1;
+    }
+    for (int g = 0; g < opts->nusers + opts->naccounts; g++) {
+      int u = g < opts->nusers, k = u ? g : g - opts->nusers;
+      const int *lim = u ? opts->user_max_nodes : opts->account_max_nodes;
+      if (lim != NULL && lim[k] < 0) {
+        set_err(err, errlen, "per-%s limits: %s %d's limit is %d nodes; expected 0 (none) "
+                "or more", u ? "user" : "account", u ? "user" : "account", k, lim[k]);
         rep->status = -1;
         return -1;
       }
+    }
     if (gs_cluster_jobs_check(jobs, njobs, nodes, err, errlen) != 0) {
       rep->status = -1;
       return -1;
@@ -419,7 +486,7 @@ int gs_cluster_allocate(const char *name, const gs_cluster_job *jobs, int njobs,
     rep->solve_ms = now_ms() - t0;
     if (rc == 0 && !gs_cluster_limits_kept(jobs, njobs, sizes, opts)) {
       /* a policy's defect, not the caller's: nothing is allocated */
-      set_err(err, errlen, "policy %s broke a user's node limit", name);
+      set_err(err, errlen, "policy %s broke a user's or an account's node limit", name);
       for (int i = 0; i < njobs; i++) sizes[i] = 0;
       rc = -1;
     }

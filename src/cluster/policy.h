@@ -49,6 +49,9 @@ typedef struct gs_cluster_job {
   int user;                 /* its user's index in opts->user_max_nodes, for per-user
                                limits; -1 (or any value while the options carry no
                                limits): none */
+  int account;              /* its account's index in opts->account_max_nodes, for
+                               per-account limits; -1 (or any value while the
+                               options carry none): none */
 } gs_cluster_job;
 
 typedef struct gs_cluster_policy_opts {
@@ -70,6 +73,12 @@ typedef struct gs_cluster_policy_opts {
    * (gs_cluster_fair_share). */
   const int *user_max_nodes;
   int nusers;
+  /* Per-account limits (as Slurm's GrpTRES=node=N on an account): account
+   * a's jobs, whoever's, hold at most account_max_nodes[a] nodes together
+   * (0: no limit), a in 0..naccounts-1 (gs_cluster_job.account). NULL: none.
+   * Kept by every policy as the users' are, both where both apply. */
+  const int *account_max_nodes;
+  int naccounts;
 } gs_cluster_policy_opts;
 
 typedef struct gs_cluster_policy_report {
@@ -115,29 +124,42 @@ const char *gs_cluster_policy_names(void);
  * max_nodes, whose surplus goes to the others in proportion to their
  * weights). This is Dorm's fair share (DRF with one resource, whole nodes;
  * Sun et al. 2017, Sec. III-B) with weights. share[i] in nodes. With
- * per-user limits in o (NULL: none), a user whose jobs' shares would sum
- * above its limit gets its limit, water-filled among its own jobs, and the
- * rest of the pool is shared among the others the same way. */
+ * limits in o (NULL: none), an account or a user whose jobs' shares would
+ * sum above its limit gets its limit, shared among its own jobs the same
+ * way (an account's keeping its users' limits), and the rest of the pool
+ * is shared among the others. */
 void gs_cluster_fair_share(const gs_cluster_job *jobs, int njobs, int nodes,
                            const gs_cluster_policy_opts *o, double *share);
 
 /* Job j's user's limit under o: its user_max_nodes entry, or INT_MAX when
- * o carries no limits, the job has no user or the user no limit. */
+ * o carries no limits, the job has no user or the user no limit;
+ * gs_cluster_account_limit the same of its account's; gs_cluster_job_limit
+ * the smaller of the two (the most job j can hold alone). */
 int gs_cluster_user_limit(const gs_cluster_job *j, const gs_cluster_policy_opts *o);
+int gs_cluster_account_limit(const gs_cluster_job *j, const gs_cluster_policy_opts *o);
+int gs_cluster_job_limit(const gs_cluster_job *j, const gs_cluster_policy_opts *o);
 
-/* How many entries a per-user count of o's users needs: nusers when o
- * carries limits, else 0 (gs_cluster_user_room and _take read none). */
-int gs_cluster_limited_users(const gs_cluster_policy_opts *o);
+/* The limits as slots of a count of held nodes: the users' (0..nusers-1)
+ * then the accounts' (nusers..), when o carries them. gs_cluster_limit_slots
+ * is how many entries such a count needs (0: no limits; gs_cluster_limit_room
+ * and _take read none); gs_cluster_limit_of_slot slot g's limit (INT_MAX:
+ * none); gs_cluster_limit_slots_of the slots job j counts against: its
+ * user's and its account's where they are limited, else -1. */
+int gs_cluster_limit_slots(const gs_cluster_policy_opts *o);
+int gs_cluster_limit_of_slot(const gs_cluster_policy_opts *o, int slot);
+void gs_cluster_limit_slots_of(const gs_cluster_job *j, const gs_cluster_policy_opts *o,
+                               int *user_slot, int *account_slot);
 
-/* The nodes job j may still take under its user's limit when each user u's
- * jobs hold held[u] (INT_MAX: no limit applies); gs_cluster_user_take adds
- * n to its user's held. held has o->nusers entries (or is not read). */
-int gs_cluster_user_room(const gs_cluster_job *j, const gs_cluster_policy_opts *o,
-                         const int *held);
-void gs_cluster_user_take(const gs_cluster_job *j, const gs_cluster_policy_opts *o, int *held,
-                          int n);
+/* The nodes job j may still take under its user's and its account's limits
+ * when each slot's jobs hold held[g] (INT_MAX: no limit applies);
+ * gs_cluster_limit_take adds n to its user's and its account's held. */
+int gs_cluster_limit_room(const gs_cluster_job *j, const gs_cluster_policy_opts *o,
+                          const int *held);
+void gs_cluster_limit_take(const gs_cluster_job *j, const gs_cluster_policy_opts *o, int *held,
+                           int n);
 
-/* Whether sizes keep every user's limit (their jobs' sizes summed). */
+/* Whether sizes keep every user's and account's limit (their jobs' sizes
+ * summed). */
 int gs_cluster_limits_kept(const gs_cluster_job *jobs, int njobs, const int *sizes,
                            const gs_cluster_policy_opts *o);
 

@@ -21,7 +21,8 @@
  *     k_i = P / (N H_i)                       the restart's price per node
  *
  * subject to sum_i x_i <= N (and sum_{i of user u} x_i <= L_u for each
- * user limit, opts.user_max_nodes), where a = fairness_weight and b =
+ * user limit, opts.user_max_nodes, and the same for each account's,
+ * opts.account_max_nodes), where a = fairness_weight and b =
  * adjust_weight. Dorm bounds the adjustment overhead with a constraint and
  * trades utilisation against fairness with weights; here both costs are in
  * the objective, so that one solve both trades them and stays feasible.
@@ -84,8 +85,9 @@ typedef struct dorm_model {
   int *col_x, *col_r, *col_d, *col_y, *col_g; /* GLPK column of each job's variable; 0 = none */
   int ncols;
   const int *start;  /* the greedy allocation (the first incumbent) */
-  int *held;         /* scratch: the nodes each user's jobs hold (per-user limits) */
-  int limits;        /* 1 when some user's limit is below its jobs' largest sizes */
+  int *held;         /* scratch: the nodes each limit's jobs hold (gs_cluster_limit_slots) */
+  const unsigned char *binds; /* per limit slot: 1 when it is below its jobs' largest sizes */
+  int limits;        /* 1 when some limit binds */
   double gap;        /* last gap GLPK reported (DBL_MAX before an incumbent) */
   int heur_given;
 } dorm_model;
@@ -99,7 +101,7 @@ static double job_gain(const dorm_model *m, int i, int x) {
 
 static int job_cap(const dorm_model *m, int i) {
   const gs_cluster_job *j = &m->jobs[i];
-  int cap = j->max_nodes < m->nodes ? j->max_nodes : m->nodes, lim = gs_cluster_user_limit(j, m->o);
+  int cap = j->max_nodes < m->nodes ? j->max_nodes : m->nodes, lim = gs_cluster_job_limit(j, m->o);
   if (cap > lim) cap = lim;
   return j->min_nodes > cap ? 0 : cap;
 }
@@ -135,20 +137,20 @@ static int best_size(const dorm_model *m, int i, int room) {
  * no job improves. */
 static void polish(const dorm_model *m, int *x) {
   int free_nodes = m->nodes;
-  memset(m->held, 0, (size_t)gs_cluster_limited_users(m->o) * sizeof *m->held);
+  memset(m->held, 0, (size_t)gs_cluster_limit_slots(m->o) * sizeof *m->held);
   for (int i = 0; i < m->n; i++) {
     free_nodes -= x[i];
-    gs_cluster_user_take(&m->jobs[i], m->o, m->held, x[i]);
+    gs_cluster_limit_take(&m->jobs[i], m->o, m->held, x[i]);
   }
   for (int pass = 0; pass < 50; pass++) {
     int changed = 0;
     for (int i = 0; i < m->n; i++) {
-      int room = free_nodes + x[i], user = gs_cluster_user_room(&m->jobs[i], m->o, m->held);
+      int room = free_nodes + x[i], user = gs_cluster_limit_room(&m->jobs[i], m->o, m->held);
       if (user != INT_MAX && user + x[i] < room) room = user + x[i];
       int b = best_size(m, i, room);
       if (b != x[i] && job_gain(m, i, b) > job_gain(m, i, x[i]) + 1e-12) {
         free_nodes += x[i] - b;
-        gs_cluster_user_take(&m->jobs[i], m->o, m->held, b - x[i]);
+        gs_cluster_limit_take(&m->jobs[i], m->o, m->held, b - x[i]);
         x[i] = b;
         changed = 1;
       }
@@ -159,15 +161,15 @@ static void polish(const dorm_model *m, int *x) {
 
 static void greedy(const dorm_model *m, int *x) {
   int free_nodes = m->nodes;
-  memset(m->held, 0, (size_t)gs_cluster_limited_users(m->o) * sizeof *m->held);
+  memset(m->held, 0, (size_t)gs_cluster_limit_slots(m->o) * sizeof *m->held);
   for (int i = 0; i < m->n; i++) {
     int c = m->jobs[i].cur_nodes;
     x[i] = 0;
     if (c > 0 && c <= job_cap(m, i) && c >= m->jobs[i].min_nodes && c <= free_nodes &&
-        c <= gs_cluster_user_room(&m->jobs[i], m->o, m->held)) {
+        c <= gs_cluster_limit_room(&m->jobs[i], m->o, m->held)) {
       x[i] = c;
       free_nodes -= c;
-      gs_cluster_user_take(&m->jobs[i], m->o, m->held, c);
+      gs_cluster_limit_take(&m->jobs[i], m->o, m->held, c);
     }
   }
   polish(m, x);
@@ -223,97 +225,156 @@ static int job_sizes(const dorm_model *m, int i, int top, int *size_s, double *s
   return ns;
 }
 
-/* The programme over every size (see dynamic_programme). Each job is an
- * item, but the jobs of a user whose limit binds (m->limits) are one item
- * together: an inner programme over that user's jobs, in FIFO order, on at
- * most its limit gives the item's best on each number of nodes, and the
- * outer one shares the pool among the items (in the FIFO order of their
- * first jobs). order: the jobs in FIFO order. Returns 0, or -1 without
- * memory. */
-static int size_programme(const dorm_model *m, const int *order, int *x) {
-  int n = m->n, N = m->nodes, nu = m->limits ? m->o->nusers : 0, rc = -1;
-  size_t cells = (size_t)n * (size_t)(N + 1);
-  double *best = malloc((size_t)(N + 1) * sizeof *best);
-  double *next = malloc((size_t)(N + 1) * sizeof *next);
-  double *ibest = malloc((size_t)(N + 1) * sizeof *ibest);
-  double *inext = malloc((size_t)(N + 1) * sizeof *inext);
-  double *size_g = malloc((size_t)(N + 1) * sizeof *size_g);
-  int *size_s = malloc((size_t)(N + 1) * sizeof *size_s);
-  int *choice = malloc(cells * sizeof *choice);  /* the outer programme's, by item */
-  int *ichoice = malloc(cells * sizeof *ichoice); /* the inner ones', by member */
-  int *item = malloc((size_t)n * sizeof *item);   /* job i, or -1 - u for user u's jobs */
-  int *member = malloc((size_t)n * sizeof *member);
-  unsigned char *grouped = calloc((size_t)nu + 1, 1);
-  if (!best || !next || !ibest || !inext || !size_g || !size_s || !choice || !ichoice || !item ||
-      !member || !grouped)
-    goto out;
-  int nitems = 0, nmember = 0;
-  for (int k = 0; k < n; k++) {
-    const gs_cluster_job *j = &m->jobs[order[k]];
-    int lim = nu ? gs_cluster_user_limit(j, m->o) : INT_MAX;
-    if (lim == INT_MAX) item[nitems++] = order[k];
-    else if (!grouped[j->user]) {
-      grouped[j->user] = 1;
-      item[nitems++] = -1 - j->user;
-    }
-  }
-  for (int c = 0; c <= N; c++) best[c] = 0;
-  for (int t = 0; t < nitems; t++) {
-    int ns;
+/* The programme over every size (see dynamic_programme) on a tree of
+ * limits. Each job is an item, but the jobs under a limit that binds
+ * (m->binds) are one item together: an inner programme over its items, in
+ * FIFO order, on at most the limit gives the item's best on each number of
+ * nodes, and the one above shares its nodes among its items (in the FIFO
+ * order of their first jobs). The root is the pool; its items are the
+ * jobs and the binding limits of accounts, and of users outside any; an
+ * account's are its jobs and its users' binding limits. A user limited
+ * across two accounts' limits (or inside one and out) is no tree: -1, and
+ * the caller starts from the greedy allocation. */
+typedef struct dp_tree {
+  const dorm_model *m;
+  int N;
+  int *cap;          /* each node's nodes: the root's N, a limit's (below its parent's) */
+  int *start, *len;  /* node v's items: item[start[v] .. start[v] + len[v]) */
+  int *item;         /* a job (>= 0), or -1 - w for the node w */
+  int *choice;       /* (N + 1) an item: the size given it on at most c nodes */
+  int *size_s;       /* scratch of dp_item */
+  double *size_g;
+} dp_tree;
+
+/* best[c] (c = 0..cap[v]): the best of node v's items on at most c nodes,
+ * recording their choices. Returns 0, or -1 without memory. */
+static int tree_solve(const dp_tree *t, int v, double *best) {
+  const dorm_model *m = t->m;
+  int C = t->cap[v], rc = 0;
+  double *next = malloc((size_t)(C + 1) * sizeof *next);
+  if (next == NULL) return -1;
+  for (int c = 0; c <= C; c++) best[c] = 0;
+  for (int k = 0; k < t->len[v] && rc == 0; k++) {
+    int it = t->item[t->start[v] + k], ns = 0;
     double g0;
-    if (item[t] >= 0) {
-      ns = job_sizes(m, item[t], N, size_s, size_g);
-      g0 = job_gain(m, item[t], 0);
-    } else { /* a user's jobs on at most C nodes, then as one item */
-      int u = -1 - item[t], C = m->o->user_max_nodes[u] < N ? m->o->user_max_nodes[u] : N;
-      for (int c = 0; c <= C; c++) ibest[c] = 0;
-      for (int k = 0; k < n; k++) {
-        int i = order[k];
-        if (m->jobs[i].user != u) continue;
-        member[nmember] = i;
-        int ms = job_sizes(m, i, C, size_s, size_g);
-        dp_item(ibest, inext, ichoice + (size_t)nmember++ * (N + 1), C, ms, size_s, size_g,
-                job_gain(m, i, 0));
-        memcpy(ibest, inext, (size_t)(C + 1) * sizeof *ibest);
+    if (it >= 0) {
+      ns = job_sizes(m, it, C, t->size_s, t->size_g);
+      g0 = job_gain(m, it, 0);
+    } else { /* a limit's items on at most its nodes, then as one item */
+      int w = -1 - it;
+      double *kid = malloc((size_t)(t->cap[w] + 1) * sizeof *kid);
+      if (kid == NULL || tree_solve(t, w, kid) != 0) {
+        free(kid);
+        rc = -1;
+        break;
       }
-      for (ns = 0; ns < C; ns++) {
-        size_s[ns] = ns + 1;
-        size_g[ns] = ibest[ns + 1];
+      for (ns = 0; ns < t->cap[w]; ns++) {
+        t->size_s[ns] = ns + 1;
+        t->size_g[ns] = kid[ns + 1];
       }
-      g0 = ibest[0];
+      g0 = kid[0];
+      free(kid);
     }
-    dp_item(best, next, choice + (size_t)t * (N + 1), N, ns, size_s, size_g, g0);
-    memcpy(best, next, (size_t)(N + 1) * sizeof *best);
+    dp_item(best, next, t->choice + (size_t)(t->start[v] + k) * (t->N + 1), C, ns, t->size_s,
+            t->size_g, g0);
+    memcpy(best, next, (size_t)(C + 1) * sizeof *best);
   }
-  /* Back from the last item; a user's jobs back from its last member. */
-  int c = N;
-  for (int t = nitems - 1; t >= 0; t--) {
-    int s = choice[(size_t)t * (N + 1) + c];
+  free(next);
+  return rc;
+}
+
+/* Node v's items' sizes on at most c nodes, back from its last item. */
+static void tree_back(const dp_tree *t, int v, int c, int *x) {
+  for (int k = t->len[v] - 1; k >= 0; k--) {
+    int at = t->start[v] + k, s = t->choice[(size_t)at * (t->N + 1) + c], it = t->item[at];
     c -= s;
-    if (item[t] >= 0) {
-      x[item[t]] = s;
-      continue;
-    }
-    int u = -1 - item[t];
-    for (int p = nmember - 1; p >= 0; p--) {
-      if (m->jobs[member[p]].user != u) continue;
-      x[member[p]] = ichoice[(size_t)p * (N + 1) + s];
-      s -= x[member[p]];
+    if (it >= 0) x[it] = s;
+    else tree_back(t, -1 - it, s, x);
+  }
+}
+
+static int size_programme(const dorm_model *m, const int *order, int *x) {
+  int n = m->n, N = m->nodes, ns = gs_cluster_limit_slots(m->o), rc = -1;
+  int nn = 1 + ns; /* the root, then one node a limit slot (used where it binds) */
+  dp_tree t = {.m = m, .N = N};
+  int *node_of = malloc((size_t)(ns + 1) * sizeof *node_of); /* slot -> node; 0: none */
+  int *parent = malloc((size_t)nn * sizeof *parent);          /* a node's; -1 unknown */
+  int *jparent = malloc((size_t)n * sizeof *jparent);
+  unsigned char *placed = calloc((size_t)nn, 1);
+  t.cap = malloc((size_t)nn * sizeof *t.cap);
+  t.start = calloc((size_t)nn, sizeof *t.start);
+  t.len = calloc((size_t)nn, sizeof *t.len);
+  t.item = malloc((size_t)(n + nn) * sizeof *t.item);
+  t.choice = malloc((size_t)(n + nn) * (size_t)(N + 1) * sizeof *t.choice);
+  t.size_s = malloc((size_t)(N + 1) * sizeof *t.size_s);
+  t.size_g = malloc((size_t)(N + 1) * sizeof *t.size_g);
+  double *best = malloc((size_t)(N + 1) * sizeof *best);
+  if (!node_of || !parent || !jparent || !placed || !t.cap || !t.start || !t.len || !t.item ||
+      !t.choice || !t.size_s || !t.size_g || !best)
+    goto out;
+  /* Each binding limit a node under the root, or a user's under its
+   * jobs' account's; a user whose jobs are under two is no tree. */
+  for (int v = 0; v < nn; v++) parent[v] = -1, t.cap[v] = N;
+  for (int g = 0; g < ns; g++) {
+    node_of[g] = m->limits && m->binds[g] ? 1 + g : 0;
+    if (node_of[g]) {
+      int l = gs_cluster_limit_of_slot(m->o, g);
+      t.cap[1 + g] = l < N ? l : N;
     }
   }
+  for (int i = 0; i < n; i++) {
+    int us, as;
+    gs_cluster_limit_slots_of(&m->jobs[i], m->o, &us, &as);
+    int a = as >= 0 ? node_of[as] : 0, u = us >= 0 ? node_of[us] : 0;
+    if (a) parent[a] = 0;
+    if (u) {
+      if (parent[u] >= 0 && parent[u] != a) { /* limited in two places */
+        rc = -1;
+        goto out;
+      }
+      parent[u] = a;
+      if (t.cap[u] > t.cap[a]) t.cap[u] = t.cap[a];
+    }
+    jparent[i] = u ? u : a;
+  }
+  /* The items of each node in the FIFO order of their first jobs. */
+  for (int k = 0; k < n; k++) {
+    int i = order[k];
+    t.len[jparent[i]]++;
+    for (int v = jparent[i]; v != 0 && !placed[v]; v = parent[v]) {
+      placed[v] = 1;
+      t.len[parent[v]]++;
+    }
+  }
+  for (int v = 1; v < nn; v++) t.start[v] = t.start[v - 1] + t.len[v - 1];
+  memset(t.len, 0, (size_t)nn * sizeof *t.len);
+  memset(placed, 0, (size_t)nn);
+  for (int k = 0; k < n; k++) {
+    int i = order[k], chain[3], depth = 0;
+    for (int v = jparent[i]; v != 0 && !placed[v] && depth < 3; v = parent[v]) chain[depth++] = v;
+    for (int d = depth - 1; d >= 0; d--) { /* outermost first */
+      int v = chain[d];
+      placed[v] = 1;
+      t.item[t.start[parent[v]] + t.len[parent[v]]++] = -1 - v;
+    }
+    t.item[t.start[jparent[i]] + t.len[jparent[i]]++] = i;
+  }
+  if (tree_solve(&t, 0, best) != 0) goto out;
+  tree_back(&t, 0, N, x);
   rc = 0;
 out:
+  free(node_of);
+  free(parent);
+  free(jparent);
+  free(placed);
+  free(t.cap);
+  free(t.start);
+  free(t.len);
+  free(t.item);
+  free(t.choice);
+  free(t.size_s);
+  free(t.size_g);
   free(best);
-  free(next);
-  free(ibest);
-  free(inext);
-  free(size_g);
-  free(size_s);
-  free(choice);
-  free(ichoice);
-  free(item);
-  free(member);
-  free(grouped);
   return rc;
 }
 
@@ -321,8 +382,10 @@ static int dynamic_programme(const dorm_model *m, int *x, int *exact) {
   int n = m->n, N = m->nodes;
   double work = 0;
   for (int i = 0; i < n; i++) work += (double)(N + 1) * (job_cap(m, i) + 1);
-  /* The breakpoints' programme does not take per-user limits: where they
-   * bind, the programme over every size or none (the greedy start). */
+  for (int g = 0; m->limits && g < gs_cluster_limit_slots(m->o); g++)
+    work += m->binds[g] ? (double)(N + 1) * (N + 1) : 0; /* a limit's item */
+  /* The breakpoints' programme does not take limits: where they bind, the
+   * programme over every size or none (the greedy start). */
   int breakpoints = !m->limits && (work > 4e6 || m->o->dorm_start == 3);
   *exact = 0;
   if (m->limits && work > 4e6) return -1;
@@ -509,13 +572,16 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
   double *share = malloc((size_t)n * sizeof *share);
   int *cols = calloc((size_t)n * 5, sizeof *cols);
   int *start = malloc((size_t)n * sizeof *start);
-  int nu = gs_cluster_limited_users(o);
+  int nu = gs_cluster_limit_slots(o);
   int *held = calloc((size_t)nu + 1, sizeof *held);
-  long *want = calloc((size_t)nu + 1, sizeof *want); /* each user's jobs' largest sizes */
+  long *want = calloc((size_t)nu + 1, sizeof *want); /* each limit's jobs' largest sizes */
+  unsigned char *binds = calloc((size_t)nu + 1, 1);
   int *ia = NULL, *ja = NULL;
   double *ar = NULL;
   glp_prob *P = NULL;
-  if (share == NULL || cols == NULL || start == NULL || held == NULL || want == NULL) goto nomem;
+  if (share == NULL || cols == NULL || start == NULL || held == NULL || want == NULL ||
+      binds == NULL)
+    goto nomem;
   if (nodes == 0) { /* nothing to share: everyone waits */
     rep->objective = 0;
     rc = 0;
@@ -526,11 +592,18 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
                   .col_x = cols, .col_r = cols + n, .col_d = cols + 2 * n,
                   .col_y = cols + 3 * n, .col_g = cols + 4 * n, .start = start,
                   .held = held, .gap = DBL_MAX};
-  /* A user's limit binds when its jobs' largest sizes exceed it. */
-  for (int i = 0; i < n; i++)
-    if (gs_cluster_user_limit(&jobs[i], o) != INT_MAX)
-      want[jobs[i].user] += jobs[i].max_nodes < nodes ? jobs[i].max_nodes : nodes;
-  for (int u = 0; u < nu; u++) m.limits |= o->user_max_nodes[u] > 0 && want[u] > o->user_max_nodes[u];
+  /* A limit binds when its jobs' largest sizes exceed it. */
+  for (int i = 0; i < n; i++) {
+    int us, as, top = jobs[i].max_nodes < nodes ? jobs[i].max_nodes : nodes;
+    gs_cluster_limit_slots_of(&jobs[i], o, &us, &as);
+    if (us >= 0) want[us] += top;
+    if (as >= 0) want[as] += top;
+  }
+  for (int g = 0; g < nu; g++) {
+    binds[g] = want[g] > gs_cluster_limit_of_slot(o, g);
+    m.limits |= binds[g];
+  }
+  m.binds = binds;
   int exact = 0;
   if ((o->dorm_start != 0 && o->dorm_start != 3) || dynamic_programme(&m, start, &exact) != 0)
     greedy(&m, start);
@@ -574,8 +647,9 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
     }
   }
   m.ncols = glp_get_num_cols(P);
-  /* Rows: at most 1 + 8 per job, at most 2 entries each but the capacity row. */
-  size_t cap_entries = (size_t)n * 18 + 2;
+  /* Rows: at most 1 + 8 per job, at most 2 entries each but the capacity and
+   * limit rows (a job in at most two of those). */
+  size_t cap_entries = (size_t)n * 19 + 2; /* + a user's and an account's row */
   ia = malloc(cap_entries * sizeof *ia);
   ja = malloc(cap_entries * sizeof *ja);
   ar = malloc(cap_entries * sizeof *ar);
@@ -585,12 +659,15 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
   int row = glp_add_rows(P, 1); /* sum x <= N */
   glp_set_row_bnds(P, row, GLP_UP, 0, nodes);
   for (int i = 0; i < n; i++) ENTRY(row, m.col_x[i], 1.0);
-  for (int u = 0; u < nu; u++) { /* a binding user limit: its jobs' sum x <= L_u */
-    if (!(o->user_max_nodes[u] > 0 && want[u] > o->user_max_nodes[u])) continue;
+  for (int g = 0; g < nu; g++) { /* a binding limit: its jobs' sum x <= L_g */
+    if (!binds[g]) continue;
     row = glp_add_rows(P, 1);
-    glp_set_row_bnds(P, row, GLP_UP, 0, o->user_max_nodes[u]);
-    for (int i = 0; i < n; i++)
-      if (jobs[i].user == u) ENTRY(row, m.col_x[i], 1.0);
+    glp_set_row_bnds(P, row, GLP_UP, 0, gs_cluster_limit_of_slot(o, g));
+    for (int i = 0; i < n; i++) {
+      int us, as;
+      gs_cluster_limit_slots_of(&jobs[i], o, &us, &as);
+      if (us == g || as == g) ENTRY(row, m.col_x[i], 1.0);
+    }
   }
   for (int i = 0; i < n; i++) {
     const gs_cluster_job *j = &jobs[i];
@@ -720,5 +797,6 @@ done:
   free(start);
   free(held);
   free(want);
+  free(binds);
   return rc;
 }

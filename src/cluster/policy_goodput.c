@@ -110,9 +110,10 @@ static int grow(gp_state *s, int n, int free_nodes, const unsigned char *eligibl
   while (free_nodes > 0 && s->nheap > 0) {
     int i = heap_pop(s);
     if (s->key[i] <= 0) continue; /* its curve is flat from here */
-    if (gs_cluster_user_room(&s->jobs[i], s->o, s->held) <= 0) continue; /* its user's limit */
+    /* its user's or its account's limit */
+    if (gs_cluster_limit_room(&s->jobs[i], s->o, s->held) <= 0) continue;
     s->x[i]++;
-    gs_cluster_user_take(&s->jobs[i], s->o, s->held, 1);
+    gs_cluster_limit_take(&s->jobs[i], s->o, s->held, 1);
     free_nodes--;
     if (s->x[i] < s->cap[i]) heap_push(s, i);
   }
@@ -158,7 +159,7 @@ int gs_cluster_policy_goodput(const gs_cluster_job *jobs, int njobs, int nodes,
   int *order = malloc((size_t)n * sizeof *order);
   unsigned char *eligible = malloc((size_t)n);
   double *akey = malloc((size_t)n * sizeof *akey);
-  s.held = calloc((size_t)gs_cluster_limited_users(o) + 1, sizeof *s.held);
+  s.held = calloc((size_t)gs_cluster_limit_slots(o) + 1, sizeof *s.held);
   s.x = sizes;
   if (s.base == NULL || s.remain == NULL || s.cap == NULL || s.heap == NULL ||
       s.key == NULL || order == NULL || eligible == NULL || akey == NULL || s.held == NULL) {
@@ -170,7 +171,7 @@ int gs_cluster_policy_goodput(const gs_cluster_job *jobs, int njobs, int nodes,
     const gs_cluster_job *j = &jobs[i];
     s.base[i] = gs_cluster_speed(j, j->min_nodes);
     s.cap[i] = j->max_nodes < nodes ? j->max_nodes : nodes;
-    if (s.cap[i] > gs_cluster_user_limit(j, o)) s.cap[i] = gs_cluster_user_limit(j, o);
+    if (s.cap[i] > gs_cluster_job_limit(j, o)) s.cap[i] = gs_cluster_job_limit(j, o);
     int at = j->cur_nodes > 0 ? j->cur_nodes : j->min_nodes;
     s.remain[i] = gs_cluster_remaining_s(j, at, j->cur_nodes > 0 ? interval : INFINITY);
     sizes[i] = 0;
@@ -191,10 +192,10 @@ int gs_cluster_policy_goodput(const gs_cluster_job *jobs, int njobs, int nodes,
   for (int k = 0; k < n; k++) {
     int i = order[k];
     if (jobs[i].min_nodes <= free_nodes && jobs[i].min_nodes <= s.cap[i] && s.base[i] > 0 &&
-        jobs[i].min_nodes <= gs_cluster_user_room(&jobs[i], o, s.held)) {
+        jobs[i].min_nodes <= gs_cluster_limit_room(&jobs[i], o, s.held)) {
       sizes[i] = jobs[i].min_nodes;
       free_nodes -= sizes[i];
-      gs_cluster_user_take(&jobs[i], o, s.held, sizes[i]);
+      gs_cluster_limit_take(&jobs[i], o, s.held, sizes[i]);
     }
   }
   /* 2. Growth by marginal gain. */
@@ -207,7 +208,7 @@ int gs_cluster_policy_goodput(const gs_cluster_job *jobs, int njobs, int nodes,
     int c = jobs[i].cur_nodes;
     if (c > 0 && sizes[i] > c && !growth_pays(&s, i, sizes[i])) {
       free_nodes += sizes[i] - c;
-      gs_cluster_user_take(&jobs[i], o, s.held, c - sizes[i]);
+      gs_cluster_limit_take(&jobs[i], o, s.held, c - sizes[i]);
       sizes[i] = c;
       undone = 1;
     }

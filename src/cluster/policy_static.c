@@ -32,9 +32,9 @@ int gs_cluster_policy_static(const gs_cluster_job *jobs, int njobs, int nodes,
                              const gs_cluster_policy_opts *o, int *sizes,
                              gs_cluster_policy_report *rep, char *err, size_t errlen) {
   if (njobs <= 0) return 0;
-  int nusers = gs_cluster_limited_users(o);
+  int nslots = gs_cluster_limit_slots(o);
   int *order = malloc((size_t)njobs * sizeof *order);
-  int *held = calloc((size_t)nusers + 1, sizeof *held); /* each user's nodes given */
+  int *held = calloc((size_t)nslots + 1, sizeof *held); /* each limit's nodes given */
   if (order == NULL || held == NULL) {
     free(order);
     free(held);
@@ -46,7 +46,7 @@ int gs_cluster_policy_static(const gs_cluster_job *jobs, int njobs, int nodes,
   qsort(order, (size_t)njobs, sizeof *order, cmp_fifo);
   int free_nodes = nodes;
   /* Running jobs first, in FIFO order: they keep their partitions (within
-   * their users' limits). Then one that lost nodes below its minimum (it
+   * their users' and accounts' limits). Then one that lost nodes below its minimum (it
    * cannot run on what it has left) gets back up to it if nodes are free,
    * else it waits in the line below like any other. */
   for (int pass = 0; pass < 2; pass++)
@@ -55,12 +55,12 @@ int gs_cluster_policy_static(const gs_cluster_job *jobs, int njobs, int nodes,
       int short_of_min = j->cur_nodes < j->min_nodes;
       if (j->cur_nodes <= 0 || short_of_min != pass) continue;
       int keep = short_of_min ? j->min_nodes : j->cur_nodes;
-      int room = gs_cluster_user_room(j, o, held);
+      int room = gs_cluster_limit_room(j, o, held);
       if (keep > room) keep = room >= j->min_nodes ? room : 0;
       if (keep > 0 && keep <= free_nodes) {
         sizes[order[k]] = keep;
         free_nodes -= keep;
-        gs_cluster_user_take(j, o, held, keep);
+        gs_cluster_limit_take(j, o, held, keep);
       }
     }
   /* Then waiting jobs, strictly in FIFO order; a job its user's limit holds
@@ -69,17 +69,18 @@ int gs_cluster_policy_static(const gs_cluster_job *jobs, int njobs, int nodes,
   for (int k = 0; k < njobs; k++) {
     const gs_cluster_job *j = &jobs[order[k]];
     if (sizes[order[k]] > 0) continue;
-    int lim = gs_cluster_user_limit(j, o);
+    int lim = gs_cluster_job_limit(j, o);
     if (j->min_nodes > nodes || j->min_nodes > lim) continue; /* can never run here */
     int want = j->req_nodes > 0 ? j->req_nodes : j->max_nodes;
     if (want > nodes) want = nodes;
     if (want > lim) want = lim;
     if (want < j->min_nodes) want = j->min_nodes;
-    if (want > gs_cluster_user_room(j, o, held)) continue; /* its user's running jobs hold its limit */
+    /* its user's (account's) running jobs hold the limit */
+    if (want > gs_cluster_limit_room(j, o, held)) continue;
     if (want > free_nodes) break; /* head of the line waits; no backfill */
     sizes[order[k]] = want;
     free_nodes -= want;
-    gs_cluster_user_take(j, o, held, want);
+    gs_cluster_limit_take(j, o, held, want);
   }
   double used = nodes - free_nodes;
   rep->objective = nodes > 0 ? used / nodes : 0;

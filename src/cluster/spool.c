@@ -76,14 +76,23 @@ int gs_cluster_pool(const char *spool, int *nodes, int *slots, char *policy, siz
   return 0;
 }
 
-int gs_cluster_pool_user_limit(const char *spool, const char *user) {
+/* NAME's limit in pool.json's object KEY ("*" for names not in it; 0: none). */
+static int pool_limit(const char *spool, const char *key, const char *name) {
   cJSON *j = read_pool(spool);
-  const cJSON *l = j ? cJSON_GetObjectItemCaseSensitive(j, "user_limits") : NULL;
-  const cJSON *v = l ? cJSON_GetObjectItemCaseSensitive(l, user) : NULL;
+  const cJSON *l = j ? cJSON_GetObjectItemCaseSensitive(j, key) : NULL;
+  const cJSON *v = l ? cJSON_GetObjectItemCaseSensitive(l, name) : NULL;
   if (!cJSON_IsNumber(v) && l) v = cJSON_GetObjectItemCaseSensitive(l, "*");
   int lim = cJSON_IsNumber(v) && v->valuedouble >= 1 ? (int)v->valuedouble : 0;
   cJSON_Delete(j);
   return lim;
+}
+
+int gs_cluster_pool_user_limit(const char *spool, const char *user) {
+  return pool_limit(spool, "user_limits", user);
+}
+
+int gs_cluster_pool_account_limit(const char *spool, const char *account) {
+  return pool_limit(spool, "account_limits", account);
 }
 
 void gs_cluster_user_name(const char *given, char *out, size_t len) {

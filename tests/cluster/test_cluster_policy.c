@@ -960,6 +960,145 @@ static void test_limits_static_goodput(void **state) {
   assert_non_null(strstr(err, "limits"));
 }
 
+/* ---- Per-account limits --------------------------------------------------- */
+
+/* Account physics (alice's two jobs, bob's one) limited to 4 nodes, carol
+ * outside it, on 12: physics's 4 among its three jobs, carol 8; alice
+ * limited to 1 inside it as well: alice 1, bob 3. Both levels at once. */
+static void test_account_limits_fair_share(void **state) {
+  (void)state;
+  gs_cluster_job jobs[4] = {
+      {.id = 0, .min_nodes = 1, .max_nodes = 12, .weight = 1, .user = 0, .account = 0},
+      {.id = 1, .min_nodes = 1, .max_nodes = 12, .weight = 1, .user = 0, .account = 0},
+      {.id = 2, .min_nodes = 1, .max_nodes = 12, .weight = 1, .user = 1, .account = 0},
+      {.id = 3, .min_nodes = 1, .max_nodes = 12, .weight = 1, .user = 2, .account = -1}};
+  int ulim[3] = {0, 0, 0}, alim[1] = {4};
+  gs_cluster_policy_opts o = limited_opts(ulim, 3);
+  o.account_max_nodes = alim;
+  o.naccounts = 1;
+  double f[4];
+  gs_cluster_fair_share(jobs, 4, 12, &o, f);
+  for (int i = 0; i < 3; i++) assert_true(fabs(f[i] - 4.0 / 3) < 1e-9);
+  assert_true(fabs(f[3] - 8) < 1e-9);
+  ulim[0] = 1;
+  gs_cluster_fair_share(jobs, 4, 12, &o, f);
+  assert_true(fabs(f[0] - 0.5) < 1e-9 && fabs(f[1] - 0.5) < 1e-9);
+  assert_true(fabs(f[2] - 3) < 1e-9 && fabs(f[3] - 8) < 1e-9);
+  /* an account limit above its jobs' flat share changes nothing */
+  alim[0] = 10;
+  ulim[0] = 0;
+  gs_cluster_fair_share(jobs, 4, 12, &o, f);
+  for (int i = 0; i < 4; i++) assert_true(fabs(f[i] - 3) < 1e-9);
+  /* static: a job its account holds back does not hold the line */
+  gs_cluster_job st[3] = {
+      {.id = 1, .min_nodes = 3, .max_nodes = 3, .weight = 1, .cur_nodes = 3, .user = 0,
+       .account = 0},
+      {.id = 2, .min_nodes = 2, .max_nodes = 2, .weight = 1, .submit_time = 1, .user = 1,
+       .account = 0},
+      {.id = 3, .min_nodes = 1, .max_nodes = 4, .weight = 1, .submit_time = 2, .user = 2,
+       .account = -1}};
+  alim[0] = 4;
+  int sizes[4];
+  char err[256];
+  assert_int_equal(gs_cluster_allocate("static", st, 3, 8, &o, sizes, NULL, err, sizeof err), 0);
+  assert_true(sizes[0] == 3 && sizes[1] == 0 && sizes[2] == 4);
+  /* goodput: physics's jobs stop growing at 4 together */
+  for (int i = 0; i < 4; i++) {
+    jobs[i].speed = speed_lin;
+    jobs[i].progress = -1;
+    jobs[i].max_nodes = 8;
+  }
+  jobs[3].max_nodes = 2;
+  assert_int_equal(gs_cluster_allocate("goodput", jobs, 4, 12, &o, sizes, NULL, err, sizeof err),
+                   0);
+  assert_int_equal(sizes[0] + sizes[1] + sizes[2], 4);
+  assert_int_equal(sizes[3], 2);
+  /* bad account limits are refused */
+  alim[0] = -2;
+  assert_int_equal(gs_cluster_allocate("dorm", jobs, 4, 12, &o, sizes, NULL, err, sizeof err), -1);
+  assert_non_null(strstr(err, "account"));
+  o.account_max_nodes = NULL;
+  assert_int_equal(gs_cluster_allocate("dorm", jobs, 4, 12, &o, sizes, NULL, err, sizeof err), -1);
+  assert_non_null(strstr(err, "accounts"));
+}
+
+/* dorm against enumeration with users' and accounts' limits together: in
+ * two cases of three each user's jobs lie in one account (a tree: the
+ * exact programme runs, with an account's users as items inside it), in
+ * the third anywhere (no tree: the greedy start and GLPK). static and
+ * goodput keep both kinds of limit. */
+static void test_dorm_account_limits_vs_brute_force(void **state) {
+  (void)state;
+  static const double fw[] = {0, 0.5, 1};
+  int bound = 0, exact_bound = 0;
+  for (int it = 0; it < 400; it++) {
+    int n = rnd_int(1, MAXJ), nodes = rnd_int(1, MAXN), tree = it % 3 != 2;
+    gs_cluster_job jobs[MAXJ];
+    random_jobs(jobs, n, nodes, it % 4 != 0);
+    int ulim[2] = {rnd_int(0, 4), rnd_int(0, 5)}, alim[2] = {rnd_int(0, 5), rnd_int(0, 6)};
+    int acct_of[2] = {(int)(rnd() % 3) - 1, (int)(rnd() % 3) - 1};
+    for (int i = 0; i < n; i++) {
+      jobs[i].user = (int)(rnd() % 3) - 1; /* -1: no user */
+      jobs[i].account = tree && jobs[i].user >= 0 ? acct_of[jobs[i].user] : (int)(rnd() % 3) - 1;
+    }
+    gs_cluster_policy_opts o;
+    gs_cluster_policy_defaults(&o);
+    o.fairness_weight = fw[rnd() % 3];
+    o.restart_penalty_s = rnd_int(0, 1) * 30;
+    o.time_limit_s = 10;
+    o.dorm_start = it % 4 == 1 ? 1 : 0;
+    o.user_max_nodes = ulim;
+    o.nusers = 2;
+    o.account_max_nodes = alim;
+    o.naccounts = 2;
+    /* running jobs that keep the limits, as the manager leaves them */
+    int held[4] = {0, 0, 0, 0};
+    for (int i = 0; i < n; i++) {
+      jobs[i].cur_nodes *= gs_cluster_limit_room(&jobs[i], &o, held) >= jobs[i].cur_nodes;
+      gs_cluster_limit_take(&jobs[i], &o, held, jobs[i].cur_nodes);
+    }
+    double share[MAXJ];
+    gs_cluster_fair_share(jobs, n, nodes, &o, share);
+    double acct_sum[2] = {0, 0};
+    for (int i = 0; i < n; i++)
+      if (jobs[i].account >= 0) acct_sum[jobs[i].account] += share[i];
+    for (int a = 0; a < 2; a++) assert_true(alim[a] == 0 || acct_sum[a] <= alim[a] + 1e-9);
+    int x[MAXJ] = {0}, sizes[MAXJ], free_x[MAXJ];
+    double best = -INFINITY, users_only = -INFINITY;
+    gs_cluster_policy_opts uo = o; /* the same without the accounts' limits */
+    uo.account_max_nodes = NULL;
+    uo.naccounts = 0;
+    brute(jobs, n, nodes, &o, share, 0, x, nodes, &best);
+    brute(jobs, n, nodes, &uo, share, 0, free_x, nodes, &users_only);
+    int binds = users_only > best + 1e-9;
+    bound += binds;
+    gs_cluster_policy_report rep;
+    char err[256];
+    assert_int_equal(gs_cluster_allocate("dorm", jobs, n, nodes, &o, sizes, &rep, err, sizeof err),
+                     0);
+    check_allocation(jobs, n, nodes, sizes);
+    assert_true(gs_cluster_limits_kept(jobs, n, sizes, &o));
+    exact_bound += binds && rep.exact;
+    double got = gs_cluster_dorm_objective(jobs, n, nodes, &o, share, sizes);
+    if (fabs(got - best) > 1e-9) {
+      fprintf(stderr, "case %d (%s): %d jobs on %d nodes, users' limits %d %d, accounts' %d %d, "
+              "start %d: dorm %.12f, enumeration %.12f\n", it, tree ? "tree" : "no tree", n,
+              nodes, ulim[0], ulim[1], alim[0], alim[1], o.dorm_start, got, best);
+      fail();
+    }
+    for (const char *const *p = (const char *const[]){"static", "goodput", NULL}; *p; p++) {
+      assert_int_equal(gs_cluster_allocate(*p, jobs, n, nodes, &o, sizes, &rep, err, sizeof err),
+                       0);
+      check_allocation(jobs, n, nodes, sizes);
+      assert_true(gs_cluster_limits_kept(jobs, n, sizes, &o));
+    }
+  }
+  /* the accounts' limits bound the optimum often, and the exact programme
+   * met them */
+  assert_true(bound > 30);
+  assert_true(exact_bound > 15);
+}
+
 /* ---- A job's curve before it is measured ----------------------------------- */
 
 /* The prediction is the planner's search, one count at a time: on one node
@@ -1064,6 +1203,8 @@ int main(void) {
       cmocka_unit_test(test_limits_fair_share),
       cmocka_unit_test(test_dorm_limits_vs_brute_force),
       cmocka_unit_test(test_limits_static_goodput),
+      cmocka_unit_test(test_account_limits_fair_share),
+      cmocka_unit_test(test_dorm_account_limits_vs_brute_force),
       cmocka_unit_test(test_prior_steps),
       cmocka_unit_test(test_speed_prior),
   };

@@ -13,8 +13,8 @@
 #  - cancel of a queued and of a running job;
 #  - a rank killed on one node of a job: its supervisor leaves the node out
 #    for good, and the manager gives the node to a queued job at once;
-#  - per-user limits: submissions above them refused, static keeping them
-#    without a held job holding the line; a job's account.
+#  - per-user and per-account limits: submissions above them refused, static
+#    keeping them without a held job holding the line; a job's account.
 # usage: test_manager.sh GRADSYNC      Exit status: 0 pass, 1 fail.
 set -u
 G=${1:?usage: test_manager.sh GRADSYNC}
@@ -273,6 +273,35 @@ if wait_state "$L1" done 30 && wait_state "$L2" done 30; then
   n2=$(awk 'NR == 1 { print $1 }' "$scratch/L2/launches")
   [ "$n2" = 1 ] && pass "L2 ran after L1, on 1 node" || fail "L2 first ran on '$n2' nodes"
 else fail "L1 '$(state "$L1")', L2 '$(state "$L2")' (want done)"; fi
+
+echo "== per-account limits (serve --account-limit)"
+kill "$serve_pid" 2>/dev/null
+wait "$serve_pid" 2>/dev/null
+stop_keepers "$spool"
+spool=$scratch/spool3
+expect_2 "serve with a bad account limit" "--account-limit needs ACCOUNT:NODES" cluster serve \
+  --spool "$spool" --nodes "$scratch/nodes" --account-limit physics:0
+expect_2 "serve with an account's limit twice" "account 'physics' given twice" cluster serve \
+  --spool "$spool" --nodes "$scratch/nodes" --account-limit physics:1 --account-limit physics:2
+serve --account-limit physics:2 || { fail "the manager did not start"; exit 1; }
+expect_2 "--min above the account's limit" "more than account physics's limit of 2 nodes" \
+  submit --spool "$spool" --user bob --account physics --min 3 --max 3 -- --epochs 1
+# static: alice's A1 holds physics's 2 nodes; bob's A2, physics's too, waits
+# on the account without holding the line: carol's A3 (no account) starts.
+A1=$(submit --min 2 --max 2 --name A1 --user alice --account physics --exec -- "$JOB" 30 \
+  "$scratch/A1" 0.1)
+A2=$(submit --min 1 --max 1 --name A2 --user bob --account physics --exec -- "$JOB" 5 \
+  "$scratch/A2" 0.05)
+A3=$(submit --min 1 --max 1 --name A3 --user carol --exec -- "$JOB" 30 "$scratch/A3" 0.1)
+wait_file "$scratch/A1/step" 20 && wait_file "$scratch/A3/step" 20 ||
+  fail "jobs A1 and A3 did not start"
+n1=$(awk 'NR == 1 { print $1 }' "$scratch/A1/launches")
+if [ "$n1" = 2 ] && [ "$(state "$A2")" = queued ] && [ "$(state "$A3")" = running ]; then
+  pass "A1 on physics's 2 nodes, bob's A2 queued on the account, carol's A3 running on the third"
+else fail "A1 on '$n1' nodes, A2 '$(state "$A2")', A3 '$(state "$A3")' (want 2, queued, running)"; fi
+if wait_state "$A1" done 30 && wait_state "$A2" done 30; then
+  pass "A2 ran after A1"
+else fail "A1 '$(state "$A1")', A2 '$(state "$A2")' (want done)"; fi
 
 [ "$failures" = 0 ] && echo "all passed" && exit 0
 echo "$failures failure(s)"
