@@ -23,7 +23,9 @@
  * Every shard walks the bags of the samples it serves (the global batch's,
  * its own slice's for a dp table's forward), whether any of their ids land
  * in it or not: gamma a bag, on top of alpha + beta per lookup. So a row
- * block of rw pays for every bag and a share of the lookups.
+ * block of rw pays for every bag and a share of the lookups; an empty one
+ * (rw over more ranks than rows) for nothing: no id reaches it, and the
+ * exchange leaves it out.
  * Row-wise Adagrad on a block of d of the table's D columns: each touched
  * row's sum of squares goes to the row's D/d - 1 other blocks, 4 bytes
  * each; a shard of R rows serving I ids spread over them touches
@@ -71,6 +73,7 @@ static void shard_load(const gs_cost_shard_in *in, int p, double *ids_out, doubl
     case GS_SHARD_RW:
     case GS_SHARD_TWRW:
       ids *= share;
+      if (!(in->rows > 0)) bags = 0; /* an empty row block: left out, no bag walked */
       break;
     case GS_SHARD_DP:
       if (gs_cost_dp_dense(in->rows, in->dim, in->batch, in->pooling)) {

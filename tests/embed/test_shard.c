@@ -407,6 +407,13 @@ static void test_bag_cost(void **state) {
   }
   /* A rw block's lookups are a quarter of tw's, its bags all of them. */
   assert_true(fabs((a[1].lookup_s - 0.25 * a[0].lookup_s)) < 1e-12 + 1e-9 * a[0].lookup_s);
+  /* An empty row block (more ranks than rows) walks no bag: the exchange
+   * leaves it out (gs_dlrm_dist), and it costs no lookup time. */
+  gs_shard empty = {0, 3, GS_SHARD_RW, 100000, 100000, 0, 16, 0, 0, 0};
+  gs_cost_shard_out e;
+  gs_shard_price(&cfg, &t, &empty, &e);
+  assert_true(e.lookup_s == 0.0);
+  assert_true(e.wire_s == b[1].wire_s); /* it still takes part in the reduce-scatter */
 }
 
 /* The config with the cache model on: about what gs_embed_calibrate
