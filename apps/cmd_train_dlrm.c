@@ -309,6 +309,8 @@ typedef struct view {
   int asked;     /* stopped at a commit as SIGUSR1 asked */
   const char *checkpoint, *policy;
   double bytes_ids, bytes_pooled, bytes_grad, bytes_dp, bytes_ar;
+  const gs_embed_spec *tables; /* the model's, for the shards' names */
+  const gs_shard_plan *plan;   /* the plan's shards (valid from its event to the run's end) */
 } view;
 
 static const char *human(double b, char *buf, size_t n) {
@@ -336,12 +338,45 @@ static void print_lookup_ranks(const gs_dlrm_train_event *ev) {
   printf("\n");
 }
 
+/* Each shard's lookup time against the cost model's: the mean error over
+ * the shards that took any, and the shards the model prices most above and
+ * most below what they took. */
+static void print_lookup_shards(const view *v, const gs_dlrm_train_event *ev) {
+  if (!ev->shard_lookup_ms || !ev->shard_lookup_pred_ms || !v->plan ||
+      v->plan->nshards != ev->nshards)
+    return;
+  double sum = 0;
+  size_t n = 0, hi = 0, lo = 0;
+  double ehi = -INFINITY, elo = INFINITY;
+  for (size_t i = 0; i < ev->nshards; i++) {
+    double m = ev->shard_lookup_ms[i], p = ev->shard_lookup_pred_ms[i];
+    if (!(m > 0)) continue;
+    double e = (p - m) / m;
+    sum += fabs(e);
+    n++;
+    if (e > ehi) ehi = e, hi = i;
+    if (e < elo) elo = e, lo = i;
+  }
+  if (n == 0) return;
+  printf("  by shard: mean |error| %.0f%% over %zu shards", 100.0 * sum / (double)n, n);
+  for (int k = 0; k < 2; k++) {
+    size_t i = k ? lo : hi;
+    const gs_shard *s = &v->plan->shards[i];
+    printf("; %s: %s (%s) on rank %d %.3f ms against %.3f (%+.0f%%)",
+           k ? "most below" : "most above", v->tables[s->table].name,
+           gs_shard_kind_name(s->kind), s->rank, ev->shard_lookup_ms[i],
+           ev->shard_lookup_pred_ms[i], 100.0 * (k ? elo : ehi));
+  }
+  printf("\n");
+}
+
 static void on_event(const gs_dlrm_train_event *ev, void *user) {
   view *v = user;
   if (ev->kind == GS_DLRM_EV_COMMIT) v->asked = ev->stopped == 2; /* every rank's */
   if (v->rank != 0) return;
   if (ev->kind == GS_DLRM_EV_PLAN) {
     const gs_shard_plan *p = ev->plan;
+    v->plan = p;
     int counts[GS_SHARD_KIND_COUNT] = {0};
     for (int t = 0; t < p->ntables; t++) counts[p->kind[t]]++;
     if (!v->json) {
@@ -428,6 +463,22 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
       for (int r = 0; x && r < ev->ranks; r++) printf("%s%.4f", r ? ", " : "", x[r]);
       printf("]");
     }
+    /* And every shard's, in the plan's order (as its saved plan lists them). */
+    for (int k = 0; k < 2; k++) {
+      const double *x = k ? ev->shard_lookup_pred_ms : ev->shard_lookup_ms;
+      printf(", \"%s\": [", k ? "shard_lookup_pred_ms" : "shard_lookup_ms");
+      for (size_t i = 0; x && i < ev->nshards; i++) printf("%s%.4f", i ? ", " : "", x[i]);
+      printf("]");
+    }
+    /* which shard each is: its rank and rows */
+    const gs_shard *sh = v->plan && v->plan->nshards == ev->nshards ? v->plan->shards : NULL;
+    for (int k = 0; k < 2; k++) {
+      printf(", \"%s\": [", k ? "shard_rows" : "shard_rank");
+      for (size_t i = 0; sh && i < ev->nshards; i++)
+        printf("%s%zu", i ? ", " : "",
+               k ? sh[i].row_hi - sh[i].row_lo : (size_t)sh[i].rank);
+      printf("]");
+    }
     printf("}\n");
     return;
   }
@@ -446,6 +497,7 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
          human(s->grad_bytes / n, b3, sizeof b3), human(s->dp_bytes / n, b4, sizeof b4),
          human(s->allreduce_bytes / n, b5, sizeof b5));
   print_lookup_ranks(ev);
+  print_lookup_shards(v, ev);
   fflush(stdout);
 }
 
@@ -515,7 +567,8 @@ int cmd_train_dlrm(int argc, char **argv) {
   cfg.criteo_file = o.data;
   cfg.data.pooling = o.pooling;
   view v = {.rank = r.rank, .size = r.size, .epochs = o.epochs, .json = o.json,
-            .tty = isatty(STDOUT_FILENO), .checkpoint = o.checkpoint, .policy = o.policy};
+            .tty = isatty(STDOUT_FILENO), .checkpoint = o.checkpoint, .policy = o.policy,
+            .tables = t};
   gs_status st = rc ? GS_OK : gs_dlrm_train_run(&cfg, r.comm, on_event, &v);
   if (st != GS_OK) {
     cli_rank_error(&r, "%s", gs_last_error());

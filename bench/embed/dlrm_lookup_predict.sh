@@ -83,6 +83,34 @@ within = sum(1 for e in errs if e[0] <= 0.15)
 worst = max(errs)
 print(f"\n{within} of {len(errs)} ranks within 15% (target: every rank); the worst "
       f"{100 * worst[0]:.0f}% (kaggle:{worst[1]:g}, {worst[2]} ranks, {worst[3]}, rank {worst[4]}).")
+# The same runs shard by shard (shard_lookup_ms against shard_lookup_pred_ms,
+# shards that took any time): where a rank's error comes from.
+print("\n### Shard by shard\n")
+print("Each shard's measured lookup time a step against its price (the same runs); "
+      "the median over rounds of: the mean |error| over the shards, and the mean signed "
+      "error of the small shards (under 1,000 rows: cache-resident) and of the large ones "
+      "(100,000 rows or more).\n")
+print("| tables | ranks | sharding | shards | mean abs error | small shards' mean error | "
+      "large shards' mean error |")
+print("|---|---:|---|---:|---:|---:|---:|")
+def mean(xs):
+    return sum(xs) / len(xs) if xs else float("nan")
+for scale, n, sh in keys:
+    rs = [r for r in rows if (r["bench_scale"], r["bench_ranks"], r["bench_sharding"]) ==
+          (scale, n, sh) and "shard_lookup_ms" in r]
+    if not rs:
+        continue
+    ab, sm, lg = [], [], []
+    for r in rs:
+        e = [((p - m) / m, rows_) for m, p, rows_ in
+             zip(r["shard_lookup_ms"], r["shard_lookup_pred_ms"], r["shard_rows"]) if m > 0]
+        ab.append(mean([abs(x) for x, _ in e]))
+        sm.append(mean([x for x, k in e if k < 1000]))
+        lg.append(mean([x for x, k in e if k >= 100000]))
+    fmt = lambda xs: "-" if all(x != x for x in xs) else \
+        f"{100 * statistics.median([x for x in xs if x == x]):+.0f}%"
+    print(f"| kaggle:{scale:g} | {n} | {sh} | {len(rs[0]['shard_lookup_ms'])} | "
+          f"{100 * statistics.median(ab):.0f}% | {fmt(sm)} | {fmt(lg)} |")
 PY
 bench_stamp "$BENCH_OUT/dlrm_lookup_predict.md" "$cmd"
 cat "$BENCH_OUT/dlrm_lookup_predict.md"

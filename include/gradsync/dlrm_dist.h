@@ -145,6 +145,11 @@ typedef struct gs_dlrm_dist_stats {
 } gs_dlrm_dist_stats;
 void gs_dlrm_dist_stats_get(const gs_dlrm_dist *d, gs_dlrm_dist_stats *out);
 void gs_dlrm_dist_stats_reset(gs_dlrm_dist *d);
+/* Adds each of this rank's shards' lookup seconds since the stats' reset
+ * (its forward, backward and update; part of lookup_s) into out[i], i its
+ * index in the plan's shards (a dp table's: this rank's replica). out has
+ * the plan's nshards entries; others' shards are left as they are. */
+void gs_dlrm_dist_shard_lookup_s(const gs_dlrm_dist *d, double *out);
 
 /* ---- The training loop (gradsync train --model dlrm) ------------------------
  * Epochs of steps on planted synthetic data (gs_dlrm_synth: the teacher's
@@ -220,6 +225,10 @@ typedef struct gs_dlrm_train_event {
   const double *rank_lookup_pred_ms; /* EPOCH: the cost model's for each rank, from the
                                       * plan's shards and the lookup cost rank 0 measured
                                       * at start-up (gs_embed_calibrate) */
+  size_t nshards;                    /* EPOCH: the plan's shards, the entries of: */
+  const double *shard_lookup_ms;     /* EPOCH: each shard's measured lookup ms a step
+                                      * (gs_dlrm_dist_shard_lookup_s), plan order */
+  const double *shard_lookup_pred_ms; /* EPOCH: the cost model's for each shard */
   size_t peak_rss_bytes;      /* EPOCH: this process's peak resident memory, 0 if unknown */
   size_t global_step;         /* RESUME, COMMIT: global steps done (epochs x steps + step) */
   double commit_s;            /* COMMIT: its time on this rank, agreements included;

@@ -51,14 +51,29 @@
 typedef struct dist_shard {
   int table, rank;
   size_t row_lo, row_hi, col_lo, col_hi;
-  size_t col; /* its columns' start in its owner's row of W floats */
+  size_t col;     /* its columns' start in its owner's row of W floats */
+  size_t plan_at; /* its index in the plan's shards */
 } dist_shard;
+
+/* Runs `call`, adding its seconds to local shard k's lookup time
+ * (gs_dlrm_dist_shard_lookup_s). */
+#define SHARD_TIMED(d, k, call)          \
+  do {                                   \
+    double t_ = gs_now();                \
+    call;                                \
+    (d)->shard_s[k] += gs_now() - t_;    \
+  } while (0)
 
 /* What a rank learns of every rank in the header exchange. */
 enum { HDR_STATUS, HDR_N, HDR_IDS, HDR_DP_IDS, HDR_LEN };
 
 struct gs_dlrm_dist {
   gs_comm *comm;
+  /* Per local shard (this rank's, then the dp tables'): its lookup seconds
+   * (forward, backward and update) since the stats' reset, and its index
+   * in the plan's shards. */
+  double *shard_s;
+  size_t *shard_plan_at;
   int rank, size;
   gs_dlrm *m;
   size_t D, T, max_batch;
@@ -321,7 +336,8 @@ void gs_dlrm_dist_destroy(gs_dlrm_dist *d) {
                   d->bag_ids,
                   d->bag_ids_at, d->own_pooled, d->mine_pooled, d->half_send, d->half_recv,
                   d->dp_send, d->dp_recv, d->dp_gsend, d->dp_grecv, d->dp_off, d->dp_ids,
-                  d->logits, d->dlogits, d->dp_dense, d->dense_at, d->gat, d->fused, d->eid};
+                  d->logits, d->dlogits, d->dp_dense, d->dense_at, d->gat, d->fused, d->eid,
+                  d->shard_s, d->shard_plan_at};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gs_free(bufs[i]);
   gs_embed_work_free(d->work);
   gs_free(d);
@@ -400,7 +416,7 @@ static gs_status dist_build(gs_dlrm_dist *d, const gs_dlrm_config *cfg,
     const gs_shard *s = &plan->shards[i];
     if (d->is_dp[s->table] || s->row_hi == s->row_lo) continue;
     d->sh[d->nsh++] = (dist_shard){s->table, s->rank, s->row_lo, s->row_hi, s->col_lo,
-                                   s->col_hi, 0};
+                                   s->col_hi, 0, i};
   }
   qsort(d->sh, d->nsh, sizeof *d->sh, cmp_shard);
   for (size_t i = 0; i < d->nsh; i++) {
@@ -436,7 +452,15 @@ static gs_status dist_build(gs_dlrm_dist *d, const gs_dlrm_config *cfg,
   size_t mine = d->count[d->rank];
   d->local = gs_calloc(mine + (size_t)d->ndp + 1, sizeof *d->local);
   d->bag_ids_at = gs_calloc(mine + 1, sizeof *d->bag_ids_at);
-  if (!d->local || !d->bag_ids_at) return gs_error(GS_ERR_NOMEM, "DLRM: out of memory");
+  d->shard_s = gs_calloc(mine + (size_t)d->ndp + 1, sizeof *d->shard_s);
+  d->shard_plan_at = gs_calloc(mine + (size_t)d->ndp + 1, sizeof *d->shard_plan_at);
+  if (!d->local || !d->bag_ids_at || !d->shard_s || !d->shard_plan_at)
+    return gs_error(GS_ERR_NOMEM, "DLRM: out of memory");
+  for (size_t j = 0; j < mine; j++) d->shard_plan_at[j] = d->sh[d->first[d->rank] + j].plan_at;
+  for (size_t i = 0; i < plan->nshards; i++) /* a dp table's replica on this rank */
+    for (int j = 0; j < d->ndp; j++)
+      if (plan->shards[i].table == d->dp_table[j] && plan->shards[i].rank == d->rank)
+        d->shard_plan_at[mine + (size_t)j] = i;
   for (size_t j = 0; j < mine + (size_t)d->ndp; j++) {
     size_t t, rl, rh, cl, ch;
     if (j < mine) {
@@ -570,7 +594,15 @@ gs_embed_table *gs_dlrm_dist_shard(gs_dlrm_dist *d, size_t i, gs_shard *where) {
 }
 
 void gs_dlrm_dist_stats_get(const gs_dlrm_dist *d, gs_dlrm_dist_stats *out) { *out = d->stats; }
-void gs_dlrm_dist_stats_reset(gs_dlrm_dist *d) { memset(&d->stats, 0, sizeof d->stats); }
+void gs_dlrm_dist_stats_reset(gs_dlrm_dist *d) {
+  memset(&d->stats, 0, sizeof d->stats);
+  if (d->shard_s) memset(d->shard_s, 0, (d->count[d->rank] + (size_t)d->ndp) * sizeof *d->shard_s);
+}
+
+void gs_dlrm_dist_shard_lookup_s(const gs_dlrm_dist *d, double *out) {
+  for (size_t j = 0; d->shard_s && j < d->count[d->rank] + (size_t)d->ndp; j++)
+    out[d->shard_plan_at[j]] += d->shard_s[j];
+}
 
 /* ---- The id exchange --------------------------------------------------------- */
 
@@ -923,14 +955,16 @@ static gs_status dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *lo
   for (size_t j = 0; j < mine; j++) {
     const dist_shard *x = &d->sh[d->first[me] + j];
     gs_embed_bags bags = {N, d->bag_off + j * (N + 1), d->bag_ids + d->bag_ids_at[j], 0, 0};
-    GS_CHECK(gs_embed_forward(&d->local[j], &bags, GS_EMBED_SUM, d->own_pooled, Wm, x->col));
+    SHARD_TIMED(d, j, GS_CHECK(gs_embed_forward(&d->local[j], &bags, GS_EMBED_SUM,
+                                                 d->own_pooled, Wm, x->col)));
   }
   float *pooled = gs_dlrm_pooled(d->m);
   for (int j = 0; j < d->ndp; j++) {
     size_t t = (size_t)d->dp_table[j];
     gs_embed_bags bags = dlrm_batch_bags(b, t);
-    GS_CHECK(gs_embed_forward(&d->local[mine + (size_t)j], &bags, GS_EMBED_SUM, pooled, T * D,
-                              t * D));
+    SHARD_TIMED(d, mine + (size_t)j,
+                GS_CHECK(gs_embed_forward(&d->local[mine + (size_t)j], &bags, GS_EMBED_SUM,
+                                          pooled, T * D, t * D)));
   }
   d->stats.lookup_s += gs_now() - t0;
 
@@ -1070,8 +1104,10 @@ static gs_status dp_update(gs_dlrm_dist *d, const gs_dlrm_batch *b, const gs_emb
       at += c;
     }
     gs_embed_bags bags = {N, d->dp_off, d->dp_ids, 0, 0};
-    GS_CHECK(gs_embed_backward_update(&d->local[mine + (size_t)d->gat[k]], &bags,
-                                      GS_EMBED_SUM, d->dp_grecv, ng * D, k * D, opt, &d->work));
+    size_t loc = mine + (size_t)d->gat[k];
+    SHARD_TIMED(d, loc, GS_CHECK(gs_embed_backward_update(&d->local[loc], &bags, GS_EMBED_SUM,
+                                                          d->dp_grecv, ng * D, k * D, opt,
+                                                          &d->work)));
   }
   d->stats.lookup_s += gs_now() - t0;
   return GS_OK;
@@ -1083,9 +1119,12 @@ static gs_status dense_grad(gs_dlrm_dist *d, const gs_dlrm_batch *b, int j) {
   size_t t = (size_t)d->dp_table[j], D = d->D;
   float *g = d->fused + d->dense_at[j];
   gs_embed_bags bags = dlrm_batch_bags(b, t);
-  memset(g, 0, d->rows[t] * D * sizeof(float));
-  return gs_embed_backward_dense(&d->local[d->count[d->rank] + (size_t)j], &bags, GS_EMBED_SUM,
-                                 gs_dlrm_pooled_grad(d->m), d->T * D, t * D, g);
+  size_t at = d->count[d->rank] + (size_t)j;
+  gs_status st = GS_OK;
+  SHARD_TIMED(d, at, memset(g, 0, d->rows[t] * D * sizeof(float));
+              st = gs_embed_backward_dense(&d->local[at], &bags, GS_EMBED_SUM,
+                                           gs_dlrm_pooled_grad(d->m), d->T * D, t * D, g));
+  return st;
 }
 
 /* The MLP gradients, then the dense dp tables' gradients of this rank's
@@ -1152,8 +1191,9 @@ static gs_status split_update(gs_dlrm_dist *d, const gs_embed_optim *opt) {
     d->urows[j].n = 0;
     if (!is_split(d, x) || st != GS_OK) continue;
     gs_embed_bags bags = {N, d->bag_off + j * (N + 1), d->bag_ids + d->bag_ids_at[j], 0, 0};
-    st = gs_embed_backward_rows(&d->local[j], &bags, GS_EMBED_SUM, d->own_pooled, d->W[me],
-                                x->col, &d->urows[j], &d->work);
+    SHARD_TIMED(d, j, st = gs_embed_backward_rows(&d->local[j], &bags, GS_EMBED_SUM,
+                                                  d->own_pooled, d->W[me], x->col, &d->urows[j],
+                                                  &d->work));
   }
   /* Counts: what this rank sends rank k (its rows in the pairs of its
    * shards with k's) is what k sends back (the same pairs, the same rows),
@@ -1217,7 +1257,7 @@ static gs_status split_update(gs_dlrm_dist *d, const gs_embed_optim *opt) {
         for (size_t q = lo; q < hi; q++) d->xsum[q] += from[q - lo];
       }
     }
-    GS_CHECK(gs_embed_rows_update(&d->local[j], u, d->xsum, d->D, opt));
+    SHARD_TIMED(d, j, GS_CHECK(gs_embed_rows_update(&d->local[j], u, d->xsum, d->D, opt)));
   }
   d->stats.lookup_s += gs_now() - t0;
   return GS_OK;
@@ -1344,8 +1384,9 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
     const dist_shard *x = &d->sh[d->first[me] + j];
     if (split && is_split(d, x)) continue; /* split_update's */
     gs_embed_bags bags = {N, d->bag_off + j * (N + 1), d->bag_ids + d->bag_ids_at[j], 0, 0};
-    st = gs_embed_backward_update(&d->local[j], &bags, GS_EMBED_SUM, d->own_pooled, Wm, x->col,
-                                  &opt->embed, &d->work);
+    SHARD_TIMED(d, j, st = gs_embed_backward_update(&d->local[j], &bags, GS_EMBED_SUM,
+                                                    d->own_pooled, Wm, x->col, &opt->embed,
+                                                    &d->work));
   }
   d->stats.lookup_s += gs_now() - t0;
   if (split) {
@@ -1366,8 +1407,9 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
   if (eng) engine_sums(d);
   for (int j = 0; j < d->ndp; j++)
     if (d->dp_dense[j])
-      GS_CHECK(gs_embed_update_dense(&d->local[mine + (size_t)j], d->fused + d->dense_at[j],
-                                     &opt->embed));
+      SHARD_TIMED(d, mine + (size_t)j,
+                  GS_CHECK(gs_embed_update_dense(&d->local[mine + (size_t)j],
+                                                 d->fused + d->dense_at[j], &opt->embed)));
   d->stats.lookup_s += gs_now() - t0;
   t0 = gs_now();
   if (!eng) memcpy(grads, d->fused, nw * sizeof(float));

@@ -144,7 +144,7 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
  * table: every rank its share of the batch). */
 static gs_status predict_lookups(const gs_dlrm_train_config *cfg, const gs_embed_spec *specs,
                                  const gs_shard_plan *plan, const gs_cost_lookup *lk,
-                                 double *ms) {
+                                 double *ms, double *shard_ms) {
   gs_shard_config sc = {.ranks = plan->ranks, .ranks_per_node = 1,
                         .batch = (double)(cfg->batch * (size_t)plan->ranks),
                         .wire_elem_bytes = 4, .lookup = *lk,
@@ -156,8 +156,8 @@ static gs_status predict_lookups(const gs_dlrm_train_config *cfg, const gs_embed
   gs_status st = gs_shard_plan_price(plan, specs, &sc, o);
   for (size_t i = 0; st == GS_OK && i < plan->nshards; i++) {
     const gs_shard *sh = &plan->shards[i];
-    if (sh->rank >= 0 && sh->rank < plan->ranks && o[i].total_s != -1.0) /* -1: no kind */
-      ms[sh->rank] += 1e3 * o[i].lookup_s;
+    shard_ms[i] = o[i].total_s != -1.0 ? 1e3 * o[i].lookup_s : 0; /* -1: no kind */
+    if (sh->rank >= 0 && sh->rank < plan->ranks) ms[sh->rank] += shard_ms[i];
   }
   gs_free(o);
   return st;
@@ -298,6 +298,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   float *all = NULL, *labels = NULL;
   dlrm_ckpt *ck = NULL;
   double *pred_ms = NULL, *meas_ms = NULL; /* per rank: lookup ms a step */
+  double *shard_pred = NULL, *shard_meas = NULL; /* per shard of the plan: the same */
   size_t start = 0;
   double resumed_lsum = 0;
   /* The checkpoint directory, and the commit to resume from with its plan
@@ -313,10 +314,12 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   GS_CHECK_GOTO(make_plan(cfg, comm, specs, &plan, &lk), st, out);
   pred_ms = gs_calloc((size_t)P, sizeof *pred_ms);
   meas_ms = gs_calloc((size_t)P, sizeof *meas_ms);
-  if (pred_ms == NULL || meas_ms == NULL)
+  shard_pred = gs_calloc(plan->nshards + 1, sizeof *shard_pred);
+  shard_meas = gs_calloc(plan->nshards + 1, sizeof *shard_meas);
+  if (pred_ms == NULL || meas_ms == NULL || shard_pred == NULL || shard_meas == NULL)
     GS_CHECK_GOTO(gs_error(GS_ERR_NOMEM, "out of memory for %d ranks' lookup times", (int)P),
                   st, out);
-  GS_CHECK_GOTO(predict_lookups(cfg, specs, plan, &lk, pred_ms), st, out);
+  GS_CHECK_GOTO(predict_lookups(cfg, specs, plan, &lk, pred_ms, shard_pred), st, out);
   GS_CHECK_GOTO(gs_dlrm_dist_create(&mc, plan, comm, &d), st, out);
   gs_dlrm_dist_set_precision(d, cfg->precision);
   GS_CHECK_GOTO(gs_dlrm_dist_set_mlp_policy(d, cfg->mlp_policy), st, out);
@@ -436,6 +439,16 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
     ee.ranks = (int)P;
     ee.rank_lookup_ms = meas_ms;
     ee.rank_lookup_pred_ms = pred_ms;
+    /* And every shard's (each on its rank; a dp table's replicas each). */
+    memset(shard_meas, 0, plan->nshards * sizeof *shard_meas);
+    gs_dlrm_dist_shard_lookup_s(d, shard_meas);
+    for (size_t i = 0; i < plan->nshards; i++)
+      shard_meas[i] *= ee.stats.steps ? 1e3 / (double)ee.stats.steps : 0;
+    GS_CHECK_GOTO(gs_allreduce(comm, GS_IN_PLACE, shard_meas, plan->nshards, GS_F64, GS_SUM,
+                               GS_ALGO_MPI), st, out);
+    ee.nshards = plan->nshards;
+    ee.shard_lookup_ms = shard_meas;
+    ee.shard_lookup_pred_ms = shard_pred;
     GS_CHECK_GOTO(evaluate(cfg, comm, d, &src, &b, rounds, all, labels, &ee.auc, &ee.log_loss,
                            &ee.teacher_auc), st, out);
     ee.peak_rss_bytes = peak_rss();
@@ -452,6 +465,8 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
 out:
   gs_free(pred_ms);
   gs_free(meas_ms);
+  gs_free(shard_pred);
+  gs_free(shard_meas);
   gs_free(all);
   gs_free(labels);
   gs_dlrm_batch_free(&b);

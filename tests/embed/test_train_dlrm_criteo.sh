@@ -7,7 +7,8 @@
 # short for the run, or a bad line in one rank's slice, fails on every rank
 # naming the file (and the line), no rank left waiting; a missing file is
 # a usage error; a checkpoint of one file does not resume on another; each
-# epoch reports every rank's lookup time, measured and predicted.
+# epoch reports every rank's and every shard's lookup time, measured and
+# predicted.
 # usage: test_train_dlrm_criteo.sh GRADSYNC
 set -u
 G=${1:?usage: test_train_dlrm_criteo.sh GRADSYNC}
@@ -62,6 +63,25 @@ if grep '^{"epoch"' "$tmp/gz.out" | grep -qE '"rank_lookup_ms": \[[0-9]*\.[0-9]*
   pass "per-rank lookup times, measured and predicted, for both ranks"
 else
   fail "no per-rank lookup times: $(grep '^{"epoch"' "$tmp/gz.out" | head -1 | grep -o '"rank_lookup.*')"
+fi
+
+# And every shard's: the shards' predictions add up to the ranks', and
+# their measured times to most of the ranks' (the rest is the exchange's
+# bookkeeping between the kernels), none negative.
+if grep '^{"epoch"' "$tmp/gz.out" | /usr/bin/python3 -c '
+import json, sys
+for line in sys.stdin:
+    e = json.loads(line)
+    m, p = e["shard_lookup_ms"], e["shard_lookup_pred_ms"]
+    rm, rp = sum(e["rank_lookup_ms"]), sum(e["rank_lookup_pred_ms"])
+    assert len(m) == len(p) >= 26, (len(m), len(p))
+    assert min(m) >= 0 and min(p) >= 0 and sum(1 for x in m if x > 0) >= 26
+    assert abs(sum(p) - rp) <= 1e-3 * len(p) + 1e-3 * rp, (sum(p), rp)
+    assert 0.5 * rm <= sum(m) <= rm + 1e-3 * len(m), (sum(m), rm)
+'; then
+  pass "per-shard lookup times, measured and predicted, add up to the ranks'"
+else
+  fail "per-shard lookup times: $(grep '^{"epoch"' "$tmp/gz.out" | head -1 | grep -o '"shard_lookup.*')"
 fi
 
 train "$tmp/day.tsv" "$tmp/tsv.out" --steps 30 --sharding tw
