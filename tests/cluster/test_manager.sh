@@ -58,6 +58,12 @@ serve() {
   return 1
 }
 submit() { "$G" submit --spool "$spool" "$@" 2>"$err"; }
+new_spool() { # DIR: the manager and its jobs' keepers stopped; the next serve uses DIR
+  kill "$serve_pid" 2>/dev/null
+  wait "$serve_pid" 2>/dev/null
+  stop_keepers "$spool"
+  spool=$1
+}
 state() { "$G" jobs --spool "$spool" --json | awk -v id="$1" -F'"state":"' \
   '$0 ~ "\"id\":" id "," { split($2, a, "\""); print a[1] }'; }
 field() { "$G" jobs --spool "$spool" --json | grep "\"id\":$1," | sed -E "s/.*\"$2\":([^,}]*).*/\1/"; }
@@ -232,10 +238,7 @@ done
   fail "$missed of 20 jobs missing from gradsync jobs right after their submission"
 
 echo "== per-user limits and accounts (serve --user-limit, --account-share; submit --account)"
-kill "$serve_pid" 2>/dev/null
-wait "$serve_pid" 2>/dev/null
-stop_keepers "$spool"
-spool=$scratch/spool2
+new_spool "$scratch/spool2"
 expect_2 "serve with an unknown network" "--net: unknown network 'bogus'" cluster serve \
   --spool "$spool" --nodes "$scratch/nodes" --net bogus
 expect_2 "serve with a bad user limit" "--user-limit needs USER:NODES" cluster serve \
@@ -275,10 +278,7 @@ if wait_state "$L1" done 30 && wait_state "$L2" done 30; then
 else fail "L1 '$(state "$L1")', L2 '$(state "$L2")' (want done)"; fi
 
 echo "== per-account limits (serve --account-limit)"
-kill "$serve_pid" 2>/dev/null
-wait "$serve_pid" 2>/dev/null
-stop_keepers "$spool"
-spool=$scratch/spool3
+new_spool "$scratch/spool3"
 expect_2 "serve with a bad account limit" "--account-limit needs ACCOUNT:NODES" cluster serve \
   --spool "$spool" --nodes "$scratch/nodes" --account-limit physics:0
 expect_2 "serve with an account's limit twice" "account 'physics' given twice" cluster serve \
