@@ -108,11 +108,14 @@ typedef struct job {
    * request (rs_ref_t, resuming from sample rs_s0; rs_launch_t the
    * relaunch) and the relaunch's first commit (rs_t1, rs_s1), measured at
    * its second (gs_cluster_restart_measure) into the mean restart_sum /
-   * restart_n. */
+   * restart_n, and by the relaunch's nodes into rs_sum_at[n] / rs_n_at[n]
+   * (restart_at: gs_cluster_restart_fit's price by size). */
   int rs_launch;                  /* the launch being measured (0: none) */
   double rs_ref_t, rs_s0, rs_launch_t, rs_t1, rs_s1;
   double restart_sum;
   int restart_n;
+  double *rs_sum_at, *restart_at;
+  int *rs_n_at;
   int dirty;                      /* changed since the last snapshot */
 } job;
 
@@ -248,6 +251,9 @@ static void job_free(job *j) {
   gs_free(j->curve);
   gs_free(j->prior_step);
   gs_free(j->prior_samples);
+  gs_free(j->rs_sum_at);
+  gs_free(j->rs_n_at);
+  gs_free(j->restart_at);
 }
 
 static job *job_add(mgr *m, int id) {
@@ -267,8 +273,11 @@ static job *job_add(mgr *m, int id) {
   j->curve = gs_calloc((size_t)m->nnode + 1, sizeof *j->curve);
   j->prior_step = gs_calloc((size_t)m->nnode + 1, sizeof *j->prior_step);
   j->prior_samples = gs_calloc((size_t)m->nnode + 1, sizeof *j->prior_samples);
+  j->rs_sum_at = gs_calloc((size_t)m->nnode + 1, sizeof *j->rs_sum_at);
+  j->rs_n_at = gs_calloc((size_t)m->nnode + 1, sizeof *j->rs_n_at);
+  j->restart_at = gs_calloc((size_t)m->nnode + 1, sizeof *j->restart_at);
   if (!j->assigned || !j->actual || !j->left_out || !j->rate || !j->curve || !j->prior_step ||
-      !j->prior_samples) {
+      !j->prior_samples || !j->rs_sum_at || !j->rs_n_at || !j->restart_at) {
     job_free(j);
     return NULL;
   }
@@ -678,8 +687,9 @@ static double job_restart_s(const job *j) {
 }
 
 /* A resize's relaunch's first two commits give what the resize cost (its
- * stop request and relaunch in rs_*, set from its events by read_events_q). */
-static void measure_restart(job *j, double t, double samples) {
+ * stop request and relaunch in rs_*, set from its events by read_events_q),
+ * counted for the relaunch's `size` nodes too (of a pool of nnode). */
+static void measure_restart(job *j, double t, double samples, int size, int nnode) {
   if (j->rs_launch <= 0 || j->rs_launch != j->ev_launches || !(t > j->rs_launch_t)) return;
   if (j->rs_t1 == 0) { /* its first commit */
     j->rs_t1 = t;
@@ -690,6 +700,11 @@ static void measure_restart(job *j, double t, double samples) {
   if (r >= 0) {
     j->restart_sum += r;
     j->restart_n++;
+    if (size >= 1 && size <= nnode) {
+      j->rs_sum_at[size] += r;
+      j->rs_n_at[size]++;
+      gs_cluster_restart_fit(j->rs_sum_at, j->rs_n_at, nnode, j->restart_at);
+    }
     j->dirty = 1;
   }
   j->rs_launch = 0;
@@ -884,7 +899,7 @@ static void measure_speed(mgr *m, job *j, const char *ckpt_json, double samples)
   double t = (double)sb.st_mtim.tv_sec + (double)sb.st_mtim.tv_nsec * 1e-9;
   int size = count(j->actual, m->nnode); /* the launch's nodes */
   if (t == j->obs_t) return; /* the same commit */
-  measure_restart(j, t, samples);
+  measure_restart(j, t, samples, size, m->nnode);
   if (j->obs_t > 0 && j->obs_attempt == j->attempt && j->obs_launch == j->ev_launches &&
       j->obs_size == size && size >= 1 && size <= m->nnode && samples > j->obs_samples &&
       t > j->obs_t) {
@@ -1604,7 +1619,8 @@ static int policy_round(mgr *m) {
                              .restarts = job_restarts(j),
                              /* in the curve's units (samples): without one, unknown */
                              .work = j->ncurve >= top ? j->work : 0,
-                             .restart_s = job_restart_s(j)};
+                             .restart_s = job_restart_s(j),
+                             .restart_at = j->restart_n > 0 ? j->restart_at : NULL};
     idx[n++] = k;
   }
   round_users(m, in, idx, n, lim, alim);
@@ -1765,6 +1781,14 @@ static char *snapshot_text(mgr *m) {
     if (j->restart_n > 0)
       cJSON_AddNumberToObject(o, "restart_s", round(job_restart_s(j) * 100) / 100);
     else cJSON_AddNullToObject(o, "restart_s");
+    /* and by the nodes it restarted on, {"2": 4.1, ...} (measured sizes only) */
+    cJSON *rb = cJSON_AddObjectToObject(o, "restart_s_by_size");
+    for (int q = 1; q <= m->nnode; q++)
+      if (j->rs_n_at[q] > 0) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", q);
+        cJSON_AddNumberToObject(rb, key, round(j->rs_sum_at[q] / j->rs_n_at[q] * 100) / 100);
+      }
     cJSON_AddNumberToObject(o, "resizes", job_resizes(j));
     cJSON_AddNumberToObject(o, "restarts", job_restarts(j));
     cJSON_AddNumberToObject(o, "attempts", j->attempt);

@@ -203,6 +203,32 @@ double gs_cluster_restart_s(const gs_cluster_job *j, const gs_cluster_policy_opt
   return j->restart_s > 0 && isfinite(j->restart_s) ? j->restart_s : o->restart_penalty_s;
 }
 
+double gs_cluster_restart_at(const gs_cluster_job *j, const gs_cluster_policy_opts *o, int n) {
+  if (!(o->restart_penalty_s > 0)) return 0;
+  if (j->restart_at && n >= 1 && n <= j->max_nodes && j->restart_at[n] > 0 &&
+      isfinite(j->restart_at[n]))
+    return j->restart_at[n];
+  return gs_cluster_restart_s(j, o);
+}
+
+int gs_cluster_restart_fit(const double *sum, const int *cnt, int top, double *out) {
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  int k = 0;
+  for (int n = 1; n <= top; n++) {
+    if (cnt[n] <= 0) continue;
+    double y = sum[n] / cnt[n];
+    sx += n, sy += y, sxx += (double)n * n, sxy += n * y;
+    k++;
+  }
+  out[0] = 0;
+  double b = k >= 2 ? (k * sxy - sx * sy) / (k * sxx - sx * sx) : 0, a = k ? (sy - b * sx) / k : 0;
+  for (int n = 1; n <= top; n++) {
+    double fit = a + b * n;
+    out[n] = cnt[n] > 0 ? sum[n] / cnt[n] : k ? (fit > 0 ? fit : 0) : 0;
+  }
+  return k;
+}
+
 double gs_cluster_restart_measure(double t_ref, double s0, double t1, double s1, double t2,
                                   double s2) {
   if (!(t2 > t1) || !(s2 > s1) || !(t1 >= t_ref) || !(s1 >= s0)) return -1;

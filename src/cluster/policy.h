@@ -52,6 +52,10 @@ typedef struct gs_cluster_job {
   int account;              /* its account's index in opts->account_max_nodes, for
                                per-account limits; -1 (or any value while the
                                options carry none): none */
+  const double *restart_at; /* restart_at[n], n = 0..max_nodes: what a restart onto n
+                               nodes costs it, measured there or fitted over the sizes
+                               measured (gs_cluster_restart_fit; 0: not known); NULL:
+                               restart_s whatever the size */
 } gs_cluster_job;
 
 typedef struct gs_cluster_policy_opts {
@@ -181,6 +185,18 @@ double gs_cluster_dorm_objective(const gs_cluster_job *jobs, int njobs, int node
  * has one, else restart_penalty_s; 0 whenever restart_penalty_s is 0 (the
  * user asked for no price: Dorm's objective as the paper has it). */
 double gs_cluster_restart_s(const gs_cluster_job *j, const gs_cluster_policy_opts *o);
+/* The same for a restart onto n nodes: restart_at[n] where it is known,
+ * else gs_cluster_restart_s (0 whenever restart_penalty_s is 0). goodput
+ * prices a growth, and a preempted job's return, at its new size; dorm
+ * keeps one price a job (its MILP's cost is linear in the nodes). */
+double gs_cluster_restart_at(const gs_cluster_job *j, const gs_cluster_policy_opts *o, int n);
+/* A job's restart price by size from its measured restarts: sum[n] / cnt[n]
+ * where cnt[n] > 0, n = 1..top; where two sizes or more are measured the
+ * others from the least-squares line a + b n through the measured sizes'
+ * means (at least 0: a start-up grows with the nodes its launch reaches),
+ * where one is, its mean at every size. out[0..top]; returns the sizes
+ * measured (0: out all 0). */
+int gs_cluster_restart_fit(const double *sum, const int *cnt, int top, double *out);
 
 /* A resize's cost measured from its relaunch's first two commits: the stop
  * was asked for at t_ref and the relaunch resumes from sample s0 (the

@@ -140,7 +140,7 @@ static int cmp_admission(const void *a, const void *b) {
 static int growth_pays(const gp_state *s, int i, int t) {
   const gs_cluster_job *j = &s->jobs[i];
   double sc = gs_cluster_speed(j, j->cur_nodes), st = gs_cluster_speed(j, t);
-  double h = s->remain[i], p = gs_cluster_restart_s(j, s->o);
+  double h = s->remain[i], p = gs_cluster_restart_at(j, s->o, t);
   if (sc <= 0) return 1;
   return st * (h - p) > sc * h;
 }
@@ -182,7 +182,7 @@ int gs_cluster_policy_goodput(const gs_cluster_job *jobs, int njobs, int nodes,
   for (int i = 0; i < n; i++) {
     const gs_cluster_job *j = &jobs[i];
     akey[i] = gs_cluster_remaining_s(j, j->min_nodes, INFINITY);
-    if (j->cur_nodes == 0 && j->progress > 0) akey[i] += gs_cluster_restart_s(j, o);
+    if (j->cur_nodes == 0 && j->progress > 0) akey[i] += gs_cluster_restart_at(j, o, j->min_nodes);
   }
   order_key = akey;
   order_jobs = jobs;

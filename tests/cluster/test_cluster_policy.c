@@ -523,6 +523,34 @@ static void test_goodput_bounds_and_restart(void **state) {
   j.restart_s = 700;
   assert_int_equal(gs_cluster_allocate("goodput", &j, 1, 3, &o, &size, NULL, NULL, 0), 0);
   assert_int_equal(size, 2);
+  /* Priced at the size it grows to: measured 5 s onto 1 node and 305 s
+   * onto 2, the line gives 605 s onto 3 (3 * 395 < 2 * 1000: stays), though
+   * the mean (restart_s) is 155 s and would have paid. */
+  double sum[4] = {0, 5, 610, 0}, at[4];
+  int cnt[4] = {0, 1, 2, 0};
+  assert_int_equal(gs_cluster_restart_fit(sum, cnt, 3, at), 2);
+  assert_true(fabs(at[1] - 5) < 1e-9 && fabs(at[2] - 305) < 1e-9 && fabs(at[3] - 605) < 1e-9);
+  j.restart_s = 155;
+  assert_true(fabs(gs_cluster_restart_at(&j, &o, 3) - 155) < 1e-12); /* no prices by size */
+  assert_int_equal(gs_cluster_allocate("goodput", &j, 1, 3, &o, &size, NULL, NULL, 0), 0);
+  assert_int_equal(size, 3);
+  j.restart_at = at;
+  assert_true(fabs(gs_cluster_restart_at(&j, &o, 3) - 605) < 1e-12);
+  assert_int_equal(gs_cluster_allocate("goodput", &j, 1, 3, &o, &size, NULL, NULL, 0), 0);
+  assert_int_equal(size, 2);
+  /* one size measured: its mean everywhere; none: nothing known */
+  int one[4] = {0, 0, 2, 0};
+  assert_int_equal(gs_cluster_restart_fit(sum, one, 3, at), 1);
+  assert_true(fabs(at[1] - 305) < 1e-9 && fabs(at[3] - 305) < 1e-9);
+  /* a line falling below 0 is cut at 0 (not known: restart_s stands) */
+  double fall[4] = {0, 100, 20, 0};
+  int two[4] = {0, 1, 1, 0};
+  assert_int_equal(gs_cluster_restart_fit(fall, two, 3, at), 2);
+  assert_true(at[3] == 0 && fabs(gs_cluster_restart_at(&j, &o, 3) - 155) < 1e-12);
+  int none[4] = {0, 0, 0, 0};
+  assert_int_equal(gs_cluster_restart_fit(sum, none, 3, at), 0);
+  assert_true(at[1] == 0 && at[3] == 0);
+  j.restart_at = NULL;
   j.restart_s = 0;
   /* Without a penalty it grows at once. */
   j.work = 0;

@@ -136,6 +136,12 @@ rs=$("$G" jobs --spool "$spool" --json | grep "\"id\":$J1," | sed -E 's/.*"resta
 if [[ $rs =~ ^[0-9.]+$ ]] && awk -v r="$rs" 'BEGIN { exit !(r > 0 && r < 60) }'; then
   pass "job 1's restarts measured: ${rs} s each"
 else fail "job 1's measured restart: '$rs' (want 0 < s < 60)"; fi
+# and by the nodes each relaunch started on (goodput's price of a growth)
+rb=$("$G" jobs --spool "$spool" --json | grep "\"id\":$J1," |
+  sed -E 's/.*"restart_s_by_size":\{([^}]*)\}.*/\1/')
+if [[ $rb =~ ^\"[12]\":[0-9.]+(,\"[12]\":[0-9.]+)?$ ]]; then
+  pass "job 1's restarts by size: $rb"
+else fail "job 1's restarts by size: '$rb' (want 1 or 2 nodes)"; fi
 out1=$spool/jobs/$J1/out.log
 # Every epoch's samples once: the sampler by position (docs/TRAIN.md).
 epochs=0
