@@ -723,6 +723,19 @@ static long job_global_batch(const job *j) {
   return gb;
 }
 
+/* A gradsync train job's parameter servers (--ps S), or 0. */
+static int job_servers(const job *j) {
+  int s = 0;
+  const cJSON *x, *prev = NULL;
+  cJSON_ArrayForEach(x, j->args) {
+    if (!j->exec && prev && cJSON_IsString(prev) && cJSON_IsString(x) &&
+        strcmp(prev->valuestring, "--ps") == 0)
+      s = atoi(x->valuestring);
+    prev = x;
+  }
+  return s > 0 ? s : 0;
+}
+
 /* A gradsync train job's --epochs (1 by default). */
 static double job_epochs(const job *j) {
   double epochs = 1;
@@ -826,8 +839,9 @@ static void borrow_curve(mgr *m, job *j) {
 
 /* A curve on 0..max (max <= the pool) from src's measured speeds: on the cost model's
  * prediction where src has one (gs_cluster_speed_prior), else Optimus's fit
- * (gs_cluster_speed_fit; none before a measurement). Returns 0, or -1 when
- * src knows nothing. */
+ * (none before a measurement), its compute divided among the workers alone
+ * for a parameter-server job (gs_cluster_speed_fit_idle: its servers train
+ * on no batch). Returns 0, or -1 when src knows nothing. */
 static int curve_from(const mgr *m, const job *src, int max, double *out) {
   int nn[GS_CLUSTER_MAX_NODES + 1] = {0};
   double rr[GS_CLUSTER_MAX_NODES + 1] = {0};
@@ -835,7 +849,10 @@ static int curve_from(const mgr *m, const job *src, int max, double *out) {
   if (src->have_prior &&
       gs_cluster_speed_prior(src->prior_step, src->prior_samples, nn, rr, np, max, out) == 0)
     return 0;
-  return np > 0 && gs_cluster_speed_fit(nn, rr, np, max, out, NULL, NULL, 0) == 0 ? 0 : -1;
+  int slots = m->nnode > 0 ? m->node[0].spec.slots : 1;
+  double idle = (double)job_servers(src) / (slots > 0 ? slots : 1);
+  return np > 0 && gs_cluster_speed_fit_idle(nn, rr, np, max, idle, out, NULL, NULL, 0) == 0
+             ? 0 : -1;
 }
 
 /* The job's curve from what it measured or predicted of itself. */

@@ -274,6 +274,12 @@ double gs_cluster_dorm_adjust_cost(const gs_cluster_job *j, int x, int nodes,
  * (speed_fit.c). */
 int gs_cluster_speed_fit(const int *n, const double *r, int npts, int max, double *out,
                          double theta[3], char *err, size_t errlen);
+/* The same for a job of which `idle` nodes' worth of ranks train on no
+ * batch (a parameter-server job's servers: servers / slots): 1/speed(n) =
+ * th0 + th1/(n - idle) + th2*n, and speed 0 on sizes n <= idle; a point
+ * there is an error. idle 0 is gs_cluster_speed_fit. */
+int gs_cluster_speed_fit_idle(const int *n, const double *r, int npts, int max, double idle,
+                              double *out, double theta[3], char *err, size_t errlen);
 
 /* ---- A job's curve before it is measured --------------------------------- */
 

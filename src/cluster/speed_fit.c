@@ -13,7 +13,11 @@
  * three unknowns, at most seven small systems. Fewer distinct sizes than
  * terms would leave the curve to the solver's whim: one size gives the line
  * through the point (th1 alone: nothing measured says otherwise), two
- * sizes th0 and th1 (Amdahl), three or more all three terms. */
+ * sizes th0 and th1 (Amdahl), three or more all three terms.
+ * A parameter-server job's servers train on no batch: its compute divides
+ * among the nodes' worth of workers, n - idle (idle = servers / slots),
+ * so th1 / (n - idle) (gs_cluster_speed_fit_idle; 0 on sizes with no
+ * worker). */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -58,20 +62,28 @@ static int solve(double a[3][3], double b[3], int k, double x[3]) {
   return 0;
 }
 
-static double basis(int term, double n) { return term == 0 ? 1.0 : term == 1 ? 1.0 / n : n; }
+static double basis(int term, double n, double idle) {
+  return term == 0 ? 1.0 : term == 1 ? 1.0 / (n - idle) : n;
+}
 
 int gs_cluster_speed_fit(const int *n, const double *r, int npts, int max, double *out,
                          double theta[3], char *err, size_t errlen) {
-  if (npts < 1 || max < 1 || !n || !r || !out) {
-    if (err) snprintf(err, errlen, "speed fit: no measured point, or a curve of %d nodes", max);
+  return gs_cluster_speed_fit_idle(n, r, npts, max, 0.0, out, theta, err, errlen);
+}
+
+int gs_cluster_speed_fit_idle(const int *n, const double *r, int npts, int max, double idle,
+                              double *out, double theta[3], char *err, size_t errlen) {
+  if (npts < 1 || max < 1 || !n || !r || !out || !(idle >= 0) || !isfinite(idle)) {
+    if (err) snprintf(err, errlen, "speed fit: no measured point, a curve of %d nodes, or %g "
+                      "idle nodes", max, idle);
     return -1;
   }
   /* distinct sizes decide which terms may enter */
   int distinct = 0;
   for (int k = 0; k < npts; k++) {
-    if (n[k] < 1 || !(r[k] > 0) || !isfinite(r[k])) {
-      if (err) snprintf(err, errlen, "speed fit: point %d: %g on %d nodes (want > 0 on >= 1)",
-                        k, r[k], n[k]);
+    if (n[k] < 1 || !(r[k] > 0) || !isfinite(r[k]) || !(n[k] > idle)) {
+      if (err) snprintf(err, errlen, "speed fit: point %d: %g on %d nodes (want > 0 on >= 1, "
+                        "more than the %g nodes' worth of servers)", k, r[k], n[k], idle);
       return -1;
     }
     int seen = 0;
@@ -88,9 +100,9 @@ int gs_cluster_speed_fit(const int *n, const double *r, int npts, int max, doubl
     double a[3][3] = {{0}}, b[3] = {0}, x[3] = {0};
     for (int p = 0; p < npts; p++)
       for (int i = 0; i < k; i++) {
-        double fi = basis(term[i], n[p]) * r[p];
+        double fi = basis(term[i], n[p], idle) * r[p];
         b[i] += fi;
-        for (int j = 0; j < k; j++) a[i][j] += fi * basis(term[j], n[p]) * r[p];
+        for (int j = 0; j < k; j++) a[i][j] += fi * basis(term[j], n[p], idle) * r[p];
       }
     if (solve(a, b, k, x) != 0) continue;
     int ok = 1;
@@ -100,7 +112,7 @@ int gs_cluster_speed_fit(const int *n, const double *r, int npts, int max, doubl
     for (int i = 0; i < k; i++) th[term[i]] = x[i];
     double res = 0;
     for (int p = 0; p < npts; p++) {
-      double e = (th[0] + th[1] / n[p] + th[2] * n[p]) * r[p] - 1;
+      double e = (th[0] + th[1] / (n[p] - idle) + th[2] * n[p]) * r[p] - 1;
       res += e * e;
     }
     if (res < best_res - 1e-15) {
@@ -114,8 +126,8 @@ int gs_cluster_speed_fit(const int *n, const double *r, int npts, int max, doubl
   }
   out[0] = 0;
   for (int m = 1; m <= max; m++) {
-    double t = best[0] + best[1] / m + best[2] * m;
-    out[m] = t > 0 ? 1.0 / t : 0;
+    double t = best[0] + best[1] / (m - idle) + best[2] * m;
+    out[m] = m > idle && t > 0 ? 1.0 / t : 0;
   }
   if (theta) memcpy(theta, best, sizeof best);
   return 0;

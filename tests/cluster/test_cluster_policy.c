@@ -836,6 +836,32 @@ static void test_speed_fit(void **state) {
   assert_int_equal(gs_cluster_speed_fit(n, r, 1, 0, out, th, err, sizeof err), -1);
 }
 
+/* A parameter-server job's servers train on no batch: with 2 ranks a node
+ * and 1 server, its compute divides among n - 0.5 nodes' worth of
+ * workers. Speeds measured on 1 to 3 nodes of such a job give its curve
+ * back on 6 (Optimus's own model, over n, misses it by more than 10%);
+ * with 2 servers, 1 node has no worker: speed 0, a point there refused. */
+static void test_speed_fit_servers(void **state) {
+  (void)state;
+  int n[3] = {1, 2, 3};
+  double r[3], out[7], th[3];
+  char err[256];
+  for (int k = 0; k < 3; k++) r[k] = 1.0 / (0.02 + 1.0 / (n[k] - 0.5) + 0.001 * n[k]);
+  double want6 = 1.0 / (0.02 + 1.0 / 5.5 + 0.006);
+  assert_int_equal(gs_cluster_speed_fit_idle(n, r, 3, 6, 0.5, out, th, err, sizeof err), 0);
+  assert_true(fabs(out[6] / want6 - 1) < 1e-6);
+  assert_true(fabs(th[1] - 1.0) < 1e-6);
+  assert_int_equal(gs_cluster_speed_fit(n, r, 3, 6, out, th, err, sizeof err), 0);
+  assert_true(fabs(out[6] / want6 - 1) > 0.10);
+  /* 2 servers on 2-rank nodes: none of 1 node's ranks trains */
+  int two[2] = {2, 3};
+  double r2[2] = {1.0 / (1.0 / 1.0), 1.0 / (1.0 / 2.0)};
+  assert_int_equal(gs_cluster_speed_fit_idle(two, r2, 2, 4, 1.0, out, th, err, sizeof err), 0);
+  assert_true(out[1] == 0 && out[2] > 0 && out[4] > out[3]);
+  assert_int_equal(gs_cluster_speed_fit_idle(n, r, 3, 4, 1.0, out, th, err, sizeof err), -1);
+  assert_non_null(strstr(err, "servers"));
+}
+
 /* ---- Per-user limits ------------------------------------------------------ */
 
 static void test_limits_fair_share(void **state) {
@@ -1230,6 +1256,7 @@ int main(void) {
       cmocka_unit_test(test_speed_fit),
       cmocka_unit_test(test_limits_fair_share),
       cmocka_unit_test(test_dorm_limits_vs_brute_force),
+      cmocka_unit_test(test_speed_fit_servers),
       cmocka_unit_test(test_limits_static_goodput),
       cmocka_unit_test(test_account_limits_fair_share),
       cmocka_unit_test(test_dorm_account_limits_vs_brute_force),
