@@ -304,8 +304,11 @@ static int size_programme(const dorm_model *m, const int *order, int *x) {
   t.cap = malloc((size_t)nn * sizeof *t.cap);
   t.start = calloc((size_t)nn, sizeof *t.start);
   t.len = calloc((size_t)nn, sizeof *t.len);
-  t.item = malloc((size_t)(n + nn) * sizeof *t.item);
-  t.choice = malloc((size_t)(n + nn) * (size_t)(N + 1) * sizeof *t.choice);
+  /* an item a job and a binding limit: a choice row of N + 1 each */
+  int nbind = 0;
+  for (int g = 0; m->limits && g < ns; g++) nbind += m->binds[g] != 0;
+  t.item = malloc((size_t)(n + nbind + 1) * sizeof *t.item);
+  t.choice = malloc((size_t)(n + nbind + 1) * (size_t)(N + 1) * sizeof *t.choice);
   t.size_s = malloc((size_t)(N + 1) * sizeof *t.size_s);
   t.size_g = malloc((size_t)(N + 1) * sizeof *t.size_g);
   double *best = malloc((size_t)(N + 1) * sizeof *best);
