@@ -295,6 +295,7 @@ static void tree_back(const dp_tree *t, int v, int c, int *x) {
 
 static int size_programme(const dorm_model *m, const int *order, int *x) {
   int n = m->n, N = m->nodes, ns = gs_cluster_limit_slots(m->o), rc = -1;
+  if (ns < 0 || ns > INT_MAX - 1) return -1;
   int nn = 1 + ns; /* the root, then one node a limit slot (used where it binds) */
   dp_tree t = {.m = m, .N = N};
   int *node_of = malloc((size_t)(ns + 1) * sizeof *node_of); /* slot -> node; 0: none */
