@@ -710,43 +710,35 @@ static void measure_restart(job *j, double t, double samples, int size, int nnod
   j->rs_launch = 0;
 }
 
-/* A gradsync train job's --global-batch, or 0. */
-static long job_global_batch(const job *j) {
-  long gb = 0;
+/* The value after the job's last option `name` ("--epochs" 3), or NULL. */
+static const char *arg_value(const job *j, const char *name) {
+  const char *v = NULL;
   const cJSON *x, *prev = NULL;
   cJSON_ArrayForEach(x, j->args) {
-    if (!j->exec && prev && cJSON_IsString(prev) && cJSON_IsString(x) &&
-        strcmp(prev->valuestring, "--global-batch") == 0)
-      gb = atol(x->valuestring);
+    if (prev && cJSON_IsString(prev) && cJSON_IsString(x) && strcmp(prev->valuestring, name) == 0)
+      v = x->valuestring;
     prev = x;
   }
-  return gb;
+  return v;
+}
+
+/* A gradsync train job's --global-batch, or 0. */
+static long job_global_batch(const job *j) {
+  const char *v = j->exec ? NULL : arg_value(j, "--global-batch");
+  return v ? atol(v) : 0;
 }
 
 /* A gradsync train job's parameter servers (--ps S), or 0. */
 static int job_servers(const job *j) {
-  int s = 0;
-  const cJSON *x, *prev = NULL;
-  cJSON_ArrayForEach(x, j->args) {
-    if (!j->exec && prev && cJSON_IsString(prev) && cJSON_IsString(x) &&
-        strcmp(prev->valuestring, "--ps") == 0)
-      s = atoi(x->valuestring);
-    prev = x;
-  }
+  const char *v = j->exec ? NULL : arg_value(j, "--ps");
+  int s = v ? atoi(v) : 0;
   return s > 0 ? s : 0;
 }
 
 /* A gradsync train job's --epochs (1 by default). */
 static double job_epochs(const job *j) {
-  double epochs = 1;
-  const cJSON *x, *prev = NULL;
-  cJSON_ArrayForEach(x, j->args) {
-    if (prev && cJSON_IsString(prev) && strcmp(prev->valuestring, "--epochs") == 0 &&
-        cJSON_IsString(x))
-      epochs = atof(x->valuestring);
-    prev = x;
-  }
-  return epochs;
+  const char *v = arg_value(j, "--epochs");
+  return v ? atof(v) : 1;
 }
 
 /* gradsync train's options that do not change how fast a step is (the
