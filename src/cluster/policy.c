@@ -319,17 +319,20 @@ int gs_cluster_limit_slots(const gs_cluster_policy_opts *o) {
 
 int gs_cluster_limit_room(const gs_cluster_job *j, const gs_cluster_policy_opts *o,
                           const int *held) {
-  int u = gs_cluster_user_limit(j, o), a = gs_cluster_account_limit(j, o), room = INT_MAX;
-  if (u != INT_MAX) room = u - held[j->user];
-  if (a != INT_MAX && a - held[user_slots(o) + j->account] < room)
-    room = a - held[user_slots(o) + j->account];
+  int us, as, room = INT_MAX;
+  gs_cluster_limit_slots_of(j, o, &us, &as);
+  if (us >= 0) room = gs_cluster_limit_of_slot(o, us) - held[us];
+  if (as >= 0 && gs_cluster_limit_of_slot(o, as) - held[as] < room)
+    room = gs_cluster_limit_of_slot(o, as) - held[as];
   return room;
 }
 
 void gs_cluster_limit_take(const gs_cluster_job *j, const gs_cluster_policy_opts *o, int *held,
                            int n) {
-  if (gs_cluster_user_limit(j, o) != INT_MAX) held[j->user] += n;
-  if (gs_cluster_account_limit(j, o) != INT_MAX) held[user_slots(o) + j->account] += n;
+  int us, as;
+  gs_cluster_limit_slots_of(j, o, &us, &as);
+  if (us >= 0) held[us] += n;
+  if (as >= 0) held[as] += n;
 }
 
 void gs_cluster_limit_slots_of(const gs_cluster_job *j, const gs_cluster_policy_opts *o,
