@@ -22,6 +22,7 @@
 
 #include "cli.h"
 #include "gradsync/cluster_manager.h"
+#include "gradsync/launch.h"
 
 static void default_spool(char *out, size_t len) {
   const char *env = getenv("GRADSYNC_SPOOL");
@@ -590,8 +591,11 @@ static void submit_usage(FILE *f) {
       "The job runs as gradsync train with TRAIN OPTIONS (the manager adds\n"
       "--checkpoint, --commit-every and --resume=auto where they are missing), or\n"
       "with --exec as PROGRAM, which must commit, resume and stop with exit 3\n"
-      "on SIGUSR1 by itself, on N to M whole nodes.\n\n"
-      "  --min N       fewest nodes (default 1)\n"
+      "on SIGUSR1 by itself, on N to M whole nodes. A train job runs only on\n"
+      "sizes with a worker beside its --ps servers and workers that divide its\n"
+      "--global-batch; the manager narrows N:M to those.\n\n"
+      "  --min N       fewest nodes (default 1; a job with --ps S: the fewest\n"
+      "                that leave a worker beside its servers)\n"
       "  --max M       most nodes (default: --min)\n"
       "  --weight W    its share among its user's jobs in fair policies (default 1)\n"
       "  --name NAME   a name for gradsync jobs (default: train or the program)\n"
@@ -780,20 +784,34 @@ int cmd_submit(int argc, char **argv) {
                 "--exec runs a program", args[0]);
       return 2;
     }
-    /* With --global-batch G the job runs only on sizes that divide G. */
+    /* The job runs only on sizes with a worker beside its --ps servers and
+     * workers that divide its --global-batch (gs_elastic_size_runs). */
+    long gb = 0, ps = 0;
     for (int k = 0; k + 1 < nargs; k++) {
-      long gb;
-      if (strcmp(args[k], "--global-batch") != 0 ||
-          cli_parse_long(args[k + 1], 1, 1L << 40, &gb) != 0)
-        continue;
-      int fits = 0;
-      for (int n = min; n <= max && n <= pool && !fits; n++) fits = gb % ((long)n * slots) == 0;
-      if (!fits) {
-        cli_error("submit", "no size from --min %d to --max %d nodes (%d rank%s a node) "
-                  "divides the job's --global-batch %ld", min, max, slots,
-                  slots == 1 ? "" : "s", gb);
-        return 2;
-      }
+      if (strcmp(args[k], "--global-batch") == 0) cli_parse_long(args[k + 1], 1, 1L << 40, &gb);
+      if (strcmp(args[k], "--ps") == 0) cli_parse_long(args[k + 1], 0, 65535, &ps);
+    }
+    /* Without --min, the smallest size that runs (and --max that too). */
+    if (!seen_min) {
+      while (min < pool && !gs_elastic_size_runs(min * slots, (int)ps, gb)) min++;
+      if (!seen_max) max = min;
+    }
+    int fits = 0;
+    for (int n = min; n <= max && n <= pool && !fits; n++)
+      fits = gs_elastic_size_runs(n * slots, (int)ps, gb);
+    if (!fits) {
+      char why[160];
+      if (ps > 0 && gb > 0)
+        snprintf(why, sizeof why, "leaves workers beside the job's --ps %ld server%s that "
+                 "divide its --global-batch %ld", ps, ps == 1 ? "" : "s", gb);
+      else if (ps > 0)
+        snprintf(why, sizeof why, "leaves a worker beside the job's --ps %ld server%s", ps,
+                 ps == 1 ? "" : "s");
+      else
+        snprintf(why, sizeof why, "divides the job's --global-batch %ld", gb);
+      cli_error("submit", "no size from --min %d to --max %d nodes (%d rank%s a node) %s",
+                min, max, slots, slots == 1 ? "" : "s", why);
+      return 2;
     }
     char msg[1024];
     int rc = check_train_args(args, nargs, msg, sizeof msg);

@@ -206,7 +206,8 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
   const char *ckpt = prog_option(prog, nprog, "--checkpoint");
   if (global_batch > 0) {
     int fits = 0;
-    for (int s = o->min; s <= o->max && !fits; s++) fits = global_batch % (s - servers) == 0;
+    for (int s = o->min; s <= o->max && !fits; s++)
+      fits = gs_elastic_size_runs(s, (int)servers, global_batch);
     if (!fits && servers > 0) {
       cli_error("run", "--elastic %d:%d: no size from %d to %d leaves workers (less the "
                 "program's --ps %ld) that divide its --global-batch %ld", o->min, o->max,

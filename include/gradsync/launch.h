@@ -153,6 +153,13 @@ void gs_elastic_interrupt(int sig);
 
 void gs_elastic_result_free(gs_elastic_result *res);
 
+/* 1 when a launch of `ranks` ranks can train: more ranks than its
+ * fixed_ranks (a parameter-server job's servers, which train on no batch),
+ * and, when global_batch > 0, trainers (ranks - fixed_ranks) that divide it.
+ * The supervisor launches only such sizes; the cluster manager gives a job
+ * only such sizes (ranks = nodes * slots). */
+int gs_elastic_size_runs(int ranks, int fixed_ranks, long global_batch);
+
 #ifdef __cplusplus
 }
 #endif

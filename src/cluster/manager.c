@@ -43,6 +43,7 @@
 #include "gradsync/cluster_manager.h"
 #include "gradsync/core.h"
 #include "gradsync/cost.h"
+#include "gradsync/launch.h"
 #include "gradsync/plan.h"
 #include "journal.h"
 #include "manager_internal.h"
@@ -735,6 +736,27 @@ static int job_servers(const job *j) {
   return s > 0 ? s : 0;
 }
 
+/* 1 when the job runs on `nodes` nodes of `slots` ranks each (its
+ * supervisor's rule: gs_elastic_size_runs). */
+static int job_size_runs(const job *j, int nodes, int slots) {
+  return gs_elastic_size_runs(nodes * slots, job_servers(j), job_global_batch(j));
+}
+
+/* What the job's sizes need, for messages: "a worker beside its --ps 1
+ * server and workers that divide its --global-batch 48". */
+static void size_rule(const job *j, char *out, size_t len) {
+  int ps = job_servers(j);
+  long gb = job_global_batch(j);
+  char srv[64] = "";
+  if (ps > 0)
+    snprintf(srv, sizeof srv, "a worker beside its --ps %d server%s", ps, ps == 1 ? "" : "s");
+  if (gb > 0)
+    snprintf(out, len, "%s%s%s that divide its --global-batch %ld", srv, ps > 0 ? " and " : "",
+             ps > 0 ? "workers" : "ranks", gb);
+  else
+    snprintf(out, len, "%s", ps > 0 ? srv : "nothing");
+}
+
 /* A gradsync train job's --epochs (1 by default). */
 static double job_epochs(const job *j) {
   const char *v = arg_value(j, "--epochs");
@@ -1214,41 +1236,45 @@ static int take_request(mgr *m, const cJSON *r) {
     int pool = 0;
     for (int i = 0; i < m->nnode; i++) pool += !m->node[i].down && !m->node[i].drained;
     int lim = user_limit(m, j->user), alim = account_limit(m, j->account);
+    int slots = m->nnode > 0 ? m->node[0].spec.slots : 1;
     if (j->min > m->nnode || j->min < 1 || j->max < j->min) {
       j->state = J_FAILED;
       j->end_t = spool_wall_s();
       snprintf(j->message, sizeof j->message, "sizes %d:%d do not fit the pool of %d nodes",
                j->min, j->max, m->nnode);
-    } else if (lim > 0 && j->min > lim) {
+    } else {
+      /* A gradsync train job runs only on sizes whose workers (its ranks
+       * less its --ps servers) divide its --global-batch (its supervisor's
+       * rule, gs_elastic_size_runs): its sizes become the smallest and the
+       * largest such, so that it can start at its minimum and nodes given
+       * to it are used. */
+      int lo = j->min, top = j->max;
+      while (lo <= top && !job_size_runs(j, lo, slots)) lo++;
+      while (top >= lo && !job_size_runs(j, top, slots)) top--;
+      char rule[128];
+      size_rule(j, rule, sizeof rule);
+      if (lo > top) {
+        j->state = J_FAILED;
+        j->end_t = spool_wall_s();
+        snprintf(j->message, sizeof j->message, "no size from %d to %d nodes (%d rank%s "
+                 "each) gives it %s", j->min, j->max, slots, slots == 1 ? "" : "s", rule);
+      } else if (lo != j->min || top != j->max) {
+        mlog(m, "job %d: %d to %d nodes, not %d to %d: it needs %s", j->id, lo, top, j->min,
+             j->max, rule);
+        j->min = lo;
+        j->max = top;
+      }
+    }
+    if (j->state == J_QUEUED && lim > 0 && j->min > lim) {
       j->state = J_FAILED;
       j->end_t = spool_wall_s();
       snprintf(j->message, sizeof j->message, "--min %d is above user %s's limit of %d nodes",
                j->min, j->user, lim);
-    } else if (alim > 0 && j->min > alim) {
+    } else if (j->state == J_QUEUED && alim > 0 && j->min > alim) {
       j->state = J_FAILED;
       j->end_t = spool_wall_s();
       snprintf(j->message, sizeof j->message, "--min %d is above account %s's limit of %d "
                "nodes", j->min, j->account, alim);
-    }
-    /* A gradsync train job with --global-batch G runs only on sizes that
-     * divide G (its supervisor's rule): its most nodes become the largest
-     * such size, so that nodes given to it are used. */
-    long gb = job_global_batch(j);
-    int slots = m->nnode > 0 ? m->node[0].spec.slots : 1;
-    if (gb > 0 && j->state == J_QUEUED) {
-      int top = j->max;
-      while (top >= j->min && gb % ((long)top * slots) != 0) top--;
-      if (top < j->min) {
-        j->state = J_FAILED;
-        j->end_t = spool_wall_s();
-        snprintf(j->message, sizeof j->message, "no size from %d to %d nodes (%d rank%s "
-                 "each) divides its --global-batch %ld", j->min, j->max, slots,
-                 slots == 1 ? "" : "s", gb);
-      } else if (top < j->max) {
-        mlog(m, "job %d: at most %d nodes, not %d: its --global-batch %ld", j->id, top, j->max,
-             gb);
-        j->max = top;
-      }
     }
     mlog(m, "job %d (%s, user %s): submitted, %d to %d nodes, weight %g%s%s", j->id, j->name,
          j->user, j->min, j->max, j->weight, j->state == J_FAILED ? ": refused: " : "",
@@ -1658,14 +1684,14 @@ static int policy_round(mgr *m) {
     mlog(m, "policy %s: %s; nothing changed", c->policy, why);
     n = 0;
   }
-  /* A size that does not divide a job's global batch would leave nodes idle
-   * (its supervisor runs on the largest size that does): such a size is
-   * rounded down to one that does, at least the job's minimum. */
+  /* A size a job does not run on (its workers do not divide its global
+   * batch) would leave nodes idle (its supervisor runs on the largest size
+   * that it runs on): such a size is rounded down to one that it runs on,
+   * at least the job's minimum. */
   int slots = m->nnode > 0 ? m->node[0].spec.slots : 1;
-  for (int q = 0; q < n; q++) {
-    long gb = job_global_batch(&m->job[idx[q]]);
-    while (gb > 0 && size[q] > in[q].min_nodes && gb % ((long)size[q] * slots) != 0) size[q]--;
-  }
+  for (int q = 0; q < n; q++)
+    while (size[q] > in[q].min_nodes && !job_size_runs(&m->job[idx[q]], size[q], slots))
+      size[q]--;
   /* Shrinks first (they free nodes), then grows and starts from free nodes. */
   for (int pass = 0; pass < 2 && rc == 0; pass++)
     for (int q = 0; q < n && rc == 0; q++) {

@@ -167,6 +167,11 @@ static int avail_slots(const el *e) {
   return sum > 1 << 20 ? 1 << 20 : (int)sum;
 }
 
+int gs_elastic_size_runs(int ranks, int fixed_ranks, long global_batch) {
+  if (fixed_ranks < 0 || ranks <= fixed_ranks) return 0;
+  return global_batch <= 0 || global_batch % (ranks - fixed_ranks) == 0;
+}
+
 /* The largest size that fits: at most the slots and max_ranks, more than
  * the fixed ranks, and with trainers (the ranks less the fixed ones) that
  * divide the global batch when there is one. 0 when none does. */
@@ -178,7 +183,7 @@ static int pick_size(const el *e, int cap, char *rule, size_t rule_len) {
   rule[0] = '\0';
   const int f = c->fixed_ranks;
   for (int s = top; s > f; s--) {
-    if (c->global_batch > 0 && c->global_batch % (s - f) != 0) continue;
+    if (!gs_elastic_size_runs(s, f, c->global_batch)) continue;
     if (c->global_batch > 0 && s < top) {
       char who[64] = "";
       if (f > 0) snprintf(who, sizeof who, "%d servers and %d workers: ", f, s - f);

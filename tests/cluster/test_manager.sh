@@ -2,7 +2,9 @@
 # The cluster manager (gradsync cluster serve, submit, jobs, cancel) with
 # stand-in jobs (fake_job.sh under a stand-in mpirun, fake_mpirun.sh, on
 # three local "nodes" 127.0.1.1-3), so that every case takes seconds:
-#  - bad submissions and bad serve options: exit 2, naming what is wrong;
+#  - bad submissions and bad serve options: exit 2, naming what is wrong
+#    (among them sizes a job cannot run on: a global batch no size divides,
+#    a parameter-server job with no node left for a worker);
 #  - the manager killed with SIGKILL while jobs run, and started again: every
 #    job is adopted and finishes once, never two copies at once;
 #  - a job's keeper killed: the job is relaunched from its last commit;
@@ -113,6 +115,12 @@ expect_2 "bad train options" "the job's options: --epochs 'x'" submit --spool "$
   --model mlp --epochs x
 expect_2 "a global batch no size divides" "divides the job's --global-batch 7" submit \
   --spool "$spool" --min 2 --max 3 -- --model mlp --global-batch 7
+expect_2 "a parameter-server job with no node for a worker" \
+  "leaves a worker beside the job's --ps 1 server" submit --spool "$spool" --min 1 --max 1 -- \
+  --model mlp --ps 1 --sync bsp
+expect_2 "a parameter-server job whose workers divide no global batch" \
+  "leaves workers beside the job's --ps 1 server that divide its --global-batch 7" submit \
+  --spool "$spool" --min 3 --max 3 -- --model mlp --ps 1 --sync bsp --global-batch 7
 expect_2 "a bad --commit-every" "the job's options: --commit-every '0' must be" submit \
   --spool "$spool" -- --model mlp --commit-every 0
 expect_2 "an unknown train option" "the job's options" submit --spool "$spool" -- --bogus

@@ -10,7 +10,8 @@
 # from job 2's speeds. The restart is not priced (--restart-penalty 0: dorm's objective as Dorm
 # has it), so that dorm resizes whatever job 1's remaining time; the price
 # is tested in tests/cluster/test_cluster_policy.c and the simulator's.
-# Checked: both jobs done, job 1's launches 2 -> 1 -> 2 nodes and its
+# A parameter-server job follows, submitted for 1 to 2 nodes: the manager
+# runs it on 2 (a server and a worker). Checked: both jobs done, job 1's launches 2 -> 1 -> 2 nodes and its
 # resizes in `gradsync jobs`, every epoch of job 1 (Fashion-MNIST, 4 epochs)
 # used every sample once, and its final accuracy within 1 point (and test
 # loss within 5%) of the same training uninterrupted on 2 local ranks (the
@@ -110,6 +111,20 @@ if wait_for 60 grep -q "job $J3: starts from job $J2's speeds" "$log" &&
   pass "job 3 started from job 2's speeds (the same kind); job 2 borrowed none of job 1's"
 else fail "job 3 did not borrow job 2's speeds"; fi
 wait_for 120 is_state "$J3" done || fail "job 3 did not finish: $(state "$J3")"
+# A parameter-server job (one server) submitted for 1 to 2 nodes: on one
+# node it would have no worker (until 2026-12-01 the manager started it
+# there and it failed at launch), so the manager runs it on 2 to 2.
+J4=$("$G" submit --spool "$spool" --min 1 --max 2 --name ps -- --model mlp --ps 1 --sync bsp \
+  --synthetic 2048 --batch 32 --epochs 2 --json) || fail "the parameter-server job refused: $J4"
+wait_for 120 is_state "$J4" done || fail "the parameter-server job did not finish: $(state "$J4")"
+out4=$spool/jobs/$J4/out.log
+ps_epochs=$(grep -c '^{"epoch":[12],.*"samples":2048,' "$out4")
+if [ "$(field "$J4" min)" = 2 ] && grep -q "job $J4: 2 to 2 nodes, not 1 to 2: it needs a worker" \
+     "$log" && [ "$(launches "$J4")" = "2 " ] && [ "$ps_epochs" = 2 ] &&
+   grep -q '"summary".*"servers":1' "$out4"; then
+  pass "the parameter-server job ran on 2 nodes (1 server, 1 worker), not 1: 2 epochs of 2048"
+else fail "the parameter-server job: min $(field "$J4" min), launches '$(launches "$J4")'," \
+  "$ps_epochs epochs of 2048"; fi
 sizes=$(launches "$J1")
 if [[ "$sizes" =~ ^2\ 1\ (1\ )*2 ]] && [ "$(field "$J1" resizes)" -ge 2 ]; then
   pass "job 1 ran on 2, shrank to 1 for job 2, grew back to 2 (launch sizes: $sizes;" \
