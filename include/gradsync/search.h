@@ -58,6 +58,10 @@ typedef struct gs_search_config {
                                 with a batch size, and at least one sample
                                 per worker */
   int max_worker_batch;      /* 0: no cap; > 0: a memory cap on B */
+  int ps_servers;            /* the parameter servers priced at each count:
+                                0: the fewest whose side of a round is no
+                                slower than a worker's; > 0: this many (a
+                                job's own --ps S) */
   /* Compression, weighed at every count of two workers or more: each
    * candidate planned through the planner's compressed path
    * (gs_plan_xchg_from_compressor, then gs_plan_make_xchg with auto), and

@@ -900,8 +900,8 @@ static void read_prior(mgr *m, job *j, const char *dir) {
   int slots = m->nnode > 0 ? m->node[0].spec.slots : 1;
   char why[512];
   double t0 = mono_s();
-  int rc = gs_cluster_prior_steps(p, &m->net, slots, job_global_batch(j), top, j->prior_step,
-                                  j->prior_samples, why, sizeof why);
+  int rc = gs_cluster_prior_steps(p, &m->net, slots, job_global_batch(j), job_servers(j), top,
+                                  j->prior_step, j->prior_samples, why, sizeof why);
   gs_profile_free(p);
   if (rc != 0) {
     mlog(m, "job %d: no prediction from its profile: %s", j->id, why);

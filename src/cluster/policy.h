@@ -289,15 +289,19 @@ struct gs_cost_params;
 /* What the cost model predicts of a gradsync train job on 1..max nodes of
  * `slots` ranks each (`gradsync plan --search`'s prediction, gs_search_run,
  * one worker count at a time): step_s[n], a step's time under the best
- * policy, and samples[n], its samples, from the engine's profile of the job
- * (the per-rank batch it was measured at in its batch_size), the network
- * and the job's global batch (0: the per-rank batch stays the profile's;
- * > 0: G / (n slots) a rank, its compute scaled linearly). Sizes the
- * prediction cannot price (a global batch that leaves a rank without a
- * sample) get step_s 0. Entries 0..max are written. Returns 0, or -1 with
- * err when no size could be priced. */
+ * policy, and samples[n], its samples, from its profile (the per-worker
+ * batch it was measured at in its batch_size: the engine's, or a
+ * parameter-server worker's), the network and the job's global batch (0:
+ * the per-worker batch stays the profile's; > 0: G / workers each, its
+ * compute scaled linearly). servers > 0: a parameter-server job (--ps S)
+ * whose last S ranks serve: its workers are the ranks less them, and a
+ * step is a worker's compute and one BSP round on S servers (gs_cost_ps,
+ * the search's ps_iter_s). Sizes the prediction cannot price (no worker, a
+ * global batch that leaves one without a sample) get step_s 0. Entries
+ * 0..max are written. Returns 0, or -1 with err when no size could be
+ * priced. */
 int gs_cluster_prior_steps(const struct gs_profile *profile, const struct gs_cost_params *net,
-                           int slots, long global_batch, int max, double *step_s,
+                           int slots, long global_batch, int servers, int max, double *step_s,
                            double *samples, char *err, size_t errlen);
 
 /* The sizes measured: each q in 1..top with by_size[q] > 0 as n[k] = q,

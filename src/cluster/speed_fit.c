@@ -134,20 +134,24 @@ int gs_cluster_speed_fit_idle(const int *n, const double *r, int npts, int max, 
 }
 
 int gs_cluster_prior_steps(const gs_profile *profile, const gs_cost_params *net, int slots,
-                           long global_batch, int max, double *step_s, double *samples,
-                           char *err, size_t errlen) {
+                           long global_batch, int servers, int max, double *step_s,
+                           double *samples, char *err, size_t errlen) {
   int priced = 0;
   if (err && errlen) err[0] = '\0';
   for (int x = 0; x <= max; x++) step_s[x] = samples[x] = 0;
-  if (profile == NULL || net == NULL || slots < 1 || max < 1) {
+  if (profile == NULL || net == NULL || slots < 1 || max < 1 || servers < 0) {
     if (err) snprintf(err, errlen, "prior: no profile, network or size");
     return -1;
   }
   for (int x = 1; x <= max; x++) {
-    long ranks = (long)x * slots;
-    if (ranks > INT_MAX || (global_batch > 0 && global_batch < ranks)) continue;
-    gs_search_config cfg = {.net = net, .algo = GS_ALGO_AUTO, .workers = (int)ranks,
-                            .per_node = slots,
+    /* A parameter-server job's servers train on no batch: its workers are
+     * the ranks less them, priced on one link each (the servers' links are
+     * gs_cost_ps's). */
+    long ranks = (long)x * slots, workers = ranks - servers;
+    if (ranks > INT_MAX || workers < 1 || (global_batch > 0 && global_batch < workers))
+      continue;
+    gs_search_config cfg = {.net = net, .algo = GS_ALGO_AUTO, .workers = (int)workers,
+                            .per_node = servers > 0 ? 1 : slots, .ps_servers = servers,
                             .max_global_batch = global_batch > 0 && global_batch <= INT_MAX
                                                     ? (int)global_batch : 0};
     gs_search_result res;
@@ -156,10 +160,10 @@ int gs_cluster_prior_steps(const gs_profile *profile, const gs_cost_params *net,
       continue;
     }
     const gs_search_point *pt = &res.points[0];
-    double t = pt->iter_s[pt->best];
+    double t = servers > 0 ? pt->ps_iter_s : pt->iter_s[pt->best];
     if (t > 0 && pt->batch > 0) {
       step_s[x] = t;
-      samples[x] = (double)pt->batch * (double)ranks;
+      samples[x] = (double)pt->batch * (double)workers;
       priced++;
     }
     gs_search_result_free(&res);

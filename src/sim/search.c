@@ -38,6 +38,9 @@ static gs_status search_check(const gs_profile *profile, const gs_search_config 
   if (cfg->max_global_batch > 0 && cfg->max_global_batch < count)
     return gs_error(GS_ERR_INVALID_ARG, "search: a global batch of %d leaves some of %d "
                     "workers without a sample", cfg->max_global_batch, count);
+  if (cfg->ps_servers < 0)
+    return gs_error(GS_ERR_INVALID_ARG, "search: %d parameter servers (0: the fewest that keep "
+                    "up, or a count)", cfg->ps_servers);
   if (!(cfg->target_efficiency >= 0 && cfg->target_efficiency <= 1))
     return gs_error(GS_ERR_INVALID_ARG, "search: target efficiency %g is outside [0, 1]",
                     cfg->target_efficiency);
@@ -69,17 +72,18 @@ static gs_status search_check(const gs_profile *profile, const gs_search_config 
  * multiples of the workers per node, and so is every count. */
 static long next_count(long w, long hi) { return w * 2 > hi && w < hi ? hi : w * 2; }
 
-/* Parameter servers at one count: the fewest servers (1 .. 4 W) whose side
- * of the round is no slower than a worker's, found by bisection since a
- * server's share shrinks as servers are added; 4 W when even that many
- * leave the servers' sums the bottleneck. */
+/* Parameter servers at one count: `fixed` of them when that is > 0, else
+ * the fewest servers (1 .. 4 W) whose side of the round is no slower than
+ * a worker's, found by bisection since a server's share shrinks as servers
+ * are added; 4 W when even that many leave the servers' sums the
+ * bottleneck. */
 static gs_status search_ps(const gs_profile *profile, const gs_cost_params *net, int workers,
-                           double one_worker_s, gs_search_point *pt) {
+                           int fixed, double one_worker_s, gs_search_point *pt) {
   double bytes = 0;
   for (size_t i = 0; i < profile->ntensors; i++)
     bytes += (double)gs_profile_tensor_bytes(profile, i);
   gs_cost_ps_out o;
-  long lo = 1, hi = 4L * workers;
+  long lo = fixed > 0 ? fixed : 1, hi = fixed > 0 ? fixed : 4L * workers;
   while (lo < hi) {
     long mid = lo + (hi - lo) / 2;
     GS_CHECK(gs_cost_ps(net, workers, (int)GS_MIN(mid, (long)INT_MAX), bytes, &o));
@@ -112,7 +116,7 @@ static gs_status search_point_at(const gs_profile *profile, const gs_search_conf
     gs_plan_free(pl);
     if (pt->iter_s[k] < pt->iter_s[pt->best]) pt->best = (gs_plan_policy_kind)k;
   }
-  GS_CHECK(search_ps(profile, cfg->net, workers, one_worker_s, pt));
+  GS_CHECK(search_ps(profile, cfg->net, workers, cfg->ps_servers, one_worker_s, pt));
   double t = pt->iter_s[pt->best];
   pt->efficiency = t > 0 ? one_worker_s / t : 1.0;
   pt->samples_s = pt->batch > 0 && t > 0 ? workers * (double)pt->batch / t : 0;

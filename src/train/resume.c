@@ -167,12 +167,19 @@ gs_status train_meta_write(const char *path, struct cJSON *m, const char *ckpt_p
 
 void train_profile_save(train_ctx *t) {
   gs_profile *p = NULL;
-  if (t->profile_saved || t->engine == NULL || t->cfg->checkpoint_dir == NULL ||
-      gs_engine_get_profile(t->engine, &p) != GS_OK || p == NULL)
-    return;
+  if (t->profile_saved || t->cfg->checkpoint_dir == NULL) return;
+  /* The engine's profile, or the sync mode's own where there is no engine
+   * (a parameter-server worker's: t->size counts the workers). */
+  if (t->engine != NULL) {
+    if (gs_engine_get_profile(t->engine, &p) != GS_OK) p = NULL;
+  } else if (t->sync.ops != NULL && t->sync.ops->profile != NULL) {
+    if (t->sync.ops->profile(t->sync.self, &p) != GS_OK) p = NULL;
+  }
+  if (p == NULL) return;
   char source[160], name[64], *own = p->source, *own_name = p->name;
-  snprintf(source, sizeof source, "gradsync train's engine profiler, rank 0 of %d, %d samples "
-           "a rank", t->size, t->batch);
+  snprintf(source, sizeof source, "gradsync train's %s, rank 0 of %d%s, %d samples a rank",
+           t->engine ? "engine profiler" : "parameter-server worker", t->size,
+           t->engine ? "" : " workers", t->batch);
   snprintf(name, sizeof name, "%s", gs_nn_model_name(t->cfg->model));
   p->batch_size = t->batch;
   p->source = source;

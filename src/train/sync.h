@@ -44,6 +44,7 @@
 #include "step.h"
 
 struct cJSON;
+struct gs_profile;
 
 typedef struct train_sync_ops {
   const char *name; /* the mode's name, the part of its spec before ':' */
@@ -88,6 +89,12 @@ typedef struct train_sync_ops {
   gs_status (*save_rank)(void *self, const char *dir, long step, int *files);
   void (*commit_rank)(void *self);
   gs_status (*load_rank)(void *self, const char *dir, long step, int files_size);
+  /* Optional (may be NULL): the mode's own profile of this rank's steps
+   * (gs_profile: forward and each tensor's backward), a new one for
+   * gs_profile_free, where no engine profiles them; *out NULL while too
+   * few steps are measured. train_profile_save writes it beside the
+   * checkpoint on rank 0 for the cluster manager's prediction. */
+  gs_status (*profile)(void *self, struct gs_profile **out);
   gs_status (*destroy)(void *self);
 } train_sync_ops;
 

@@ -1158,8 +1158,9 @@ static void test_dorm_account_limits_vs_brute_force(void **state) {
 /* The prediction is the planner's search, one count at a time: on one node
  * (one rank) a step is the profile's compute alone; a profile whose
  * gradients are large scales worse than one that computes more; the global
- * batch divides among the ranks (compute scaled with it). And the profile
- * the trainer writes reads back as it was. */
+ * batch divides among the ranks (compute scaled with it); a
+ * parameter-server job's among its workers, with the servers' round. And
+ * the profile the trainer writes reads back as it was. */
 static void test_prior_steps(void **state) {
   (void)state;
   gs_profile_tensor t[2] = {{.name = "w0", .numel = 1 << 20, .dtype = GS_F32, .backward_s = 0.02},
@@ -1170,7 +1171,7 @@ static void test_prior_steps(void **state) {
   assert_int_equal(gs_cost_preset("1gbit", &net), GS_OK);
   double step[5], samples[5], heavy_step[5], heavy_samples[5];
   char err[256];
-  assert_int_equal(gs_cluster_prior_steps(&p, &net, 1, 128, 4, step, samples, err, sizeof err), 0);
+  assert_int_equal(gs_cluster_prior_steps(&p, &net, 1, 128, 0, 4, step, samples, err, sizeof err), 0);
   /* one rank: 128 samples at 4x the profile's batch, compute alone */
   assert_true(fabs(step[1] - 4 * 0.06) < 1e-9);
   assert_true(samples[1] == 128 && samples[2] == 128 && samples[4] == 128);
@@ -1182,16 +1183,34 @@ static void test_prior_steps(void **state) {
   gs_profile heavy = p;
   heavy.tensors = th;
   heavy.forward_s *= 10;
-  assert_int_equal(gs_cluster_prior_steps(&heavy, &net, 1, 128, 4, heavy_step, heavy_samples,
+  assert_int_equal(gs_cluster_prior_steps(&heavy, &net, 1, 128, 0, 4, heavy_step, heavy_samples,
                                           err, sizeof err), 0);
   assert_true(heavy_step[1] / heavy_step[4] > step[1] / step[4]);
   assert_true(heavy_step[1] / heavy_step[4] > 2.5);
   /* without a global batch: every rank at the profile's 32 */
-  assert_int_equal(gs_cluster_prior_steps(&p, &net, 2, 0, 3, step, samples, err, sizeof err), 0);
+  assert_int_equal(gs_cluster_prior_steps(&p, &net, 2, 0, 0, 3, step, samples, err, sizeof err), 0);
   assert_true(samples[1] == 64 && samples[3] == 192);
   /* a global batch of 2 leaves ranks of 3 or 4 nodes without a sample */
-  assert_int_equal(gs_cluster_prior_steps(&p, &net, 1, 2, 4, step, samples, err, sizeof err), 0);
+  assert_int_equal(gs_cluster_prior_steps(&p, &net, 1, 2, 0, 4, step, samples, err, sizeof err), 0);
   assert_true(step[2] > 0 && step[3] == 0 && step[4] == 0);
+  /* a parameter-server job of one server: no worker on one node; on n
+   * nodes n - 1 workers share the global batch, and a step is a worker's
+   * compute and one BSP round on the server (gs_cost_ps) */
+  assert_int_equal(gs_cluster_prior_steps(&p, &net, 1, 128, 1, 4, step, samples, err, sizeof err),
+                   0);
+  assert_true(step[1] == 0 && samples[1] == 0);
+  double bytes = (double)((1 << 20) + 1000) * 4;
+  for (int x = 2; x <= 4; x++) {
+    int w = x - 1, b = 128 / w;
+    gs_cost_ps_out o;
+    assert_int_equal(gs_cost_ps(&net, w, 1, bytes, &o), GS_OK);
+    assert_true(fabs(step[x] - (0.06 * b / 32 + o.round_s)) < 1e-9);
+    assert_true(samples[x] == (double)b * w);
+  }
+  /* two ranks a node: one node holds the server and a worker */
+  assert_int_equal(gs_cluster_prior_steps(&p, &net, 2, 0, 1, 2, step, samples, err, sizeof err),
+                   0);
+  assert_true(step[1] > 0.06 && samples[1] == 32 && samples[2] == 96);
   /* the profile's JSON round trip */
   char *text = gs_profile_to_json(&p);
   assert_non_null(text);

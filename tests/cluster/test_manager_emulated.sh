@@ -11,7 +11,8 @@
 # has it), so that dorm resizes whatever job 1's remaining time; the price
 # is tested in tests/cluster/test_cluster_policy.c and the simulator's.
 # A parameter-server job follows, submitted for 1 to 2 nodes: the manager
-# runs it on 2 (a server and a worker). Checked: both jobs done, job 1's launches 2 -> 1 -> 2 nodes and its
+# runs it on 2 (a server and a worker) and predicts it from the profile its
+# worker writes. Checked: both jobs done, job 1's launches 2 -> 1 -> 2 nodes and its
 # resizes in `gradsync jobs`, every epoch of job 1 (Fashion-MNIST, 4 epochs)
 # used every sample once, and its final accuracy within 1 point (and test
 # loss within 5%) of the same training uninterrupted on 2 local ranks (the
@@ -125,6 +126,15 @@ if [ "$(field "$J4" min)" = 2 ] && grep -q "job $J4: 2 to 2 nodes, not 1 to 2: i
   pass "the parameter-server job ran on 2 nodes (1 server, 1 worker), not 1: 2 epochs of 2048"
 else fail "the parameter-server job: min $(field "$J4" min), launches '$(launches "$J4")'," \
   "$ps_epochs epochs of 2048"; fi
+# Its worker profiled its steps (no engine) and the manager predicted it
+# from that: no speed on 1 node (no worker), one on 2.
+if [ -s "$spool/jobs/$J4/ckpt/profile.json" ] &&
+   grep -q "parameter-server worker" "$spool/jobs/$J4/ckpt/profile.json" &&
+   grep -Eq "job $J4: predicted samples/s by nodes \(1gbit, [0-9]+ ms\): 2:[0-9.]+$" "$log"; then
+  pass "the parameter-server job's prediction from its worker's profile:" \
+       "$(grep "job $J4: predicted" "$log" | sed 's/.*: //')"
+else fail "the parameter-server job's profile or prediction:" \
+  "$(grep "job $J4: \(predicted\|no prediction\)" "$log")"; fi
 sizes=$(launches "$J1")
 if [[ "$sizes" =~ ^2\ 1\ (1\ )*2 ]] && [ "$(field "$J1" resizes)" -ge 2 ]; then
   pass "job 1 ran on 2, shrank to 1 for job 2, grew back to 2 (launch sizes: $sizes;" \
