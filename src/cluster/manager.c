@@ -958,6 +958,13 @@ static void read_progress(mgr *m, job *j) {
     num(c, "samples_in_epoch", &s);
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(c, "data");
     if (d) num(d, "samples", &total);
+    /* --max-steps N ends each epoch after N global batches: the epoch's
+     * samples are those (else a speed across an epoch's end counted the
+     * samples never trained). */
+    const char *ms = arg_value(j, "--max-steps");
+    double gb = 0;
+    if (ms && atol(ms) > 0 && num(c, "global_batch", &gb) == 0 && gb > 0)
+      total = fmin(total, (double)atol(ms) * gb);
     snprintf(j->commit, sizeof j->commit, "epoch %.0f, sample %.0f", e + 1, s);
     double epochs = job_epochs(j);
     if (total > 0 && epochs > 0) {

@@ -116,16 +116,18 @@ wait_for 120 is_state "$J3" done || fail "job 3 did not finish: $(state "$J3")"
 # node it would have no worker (until 2026-12-01 the manager started it
 # there and it failed at launch), so the manager runs it on 2 to 2.
 J4=$("$G" submit --spool "$spool" --min 1 --max 2 --name ps -- --model mlp --ps 1 --sync bsp \
-  --synthetic 2048 --batch 32 --epochs 2 --json) || fail "the parameter-server job refused: $J4"
+  --synthetic 2048 --batch 32 --epochs 2 --max-steps 40 --json) ||
+  fail "the parameter-server job refused: $J4"
 wait_for 120 is_state "$J4" done || fail "the parameter-server job did not finish: $(state "$J4")"
 out4=$spool/jobs/$J4/out.log
-ps_epochs=$(grep -c '^{"epoch":[12],.*"samples":2048,' "$out4")
+ps_epochs=$(grep -c '^{"epoch":[12],.*"samples":1280,' "$out4")
 if [ "$(field "$J4" min)" = 2 ] && grep -q "job $J4: 2 to 2 nodes, not 1 to 2: it needs a worker" \
      "$log" && [ "$(launches "$J4")" = "2 " ] && [ "$ps_epochs" = 2 ] &&
    grep -q '"summary".*"servers":1' "$out4"; then
-  pass "the parameter-server job ran on 2 nodes (1 server, 1 worker), not 1: 2 epochs of 2048"
+  pass "the parameter-server job ran on 2 nodes (1 server, 1 worker), not 1: 2 epochs of" \
+       "1280 (--max-steps 40)"
 else fail "the parameter-server job: min $(field "$J4" min), launches '$(launches "$J4")'," \
-  "$ps_epochs epochs of 2048"; fi
+  "$ps_epochs epochs of 1280"; fi
 # Its worker profiled its steps (no engine) and the manager predicted it
 # from that: no speed on 1 node (no worker), one on 2.
 if [ -s "$spool/jobs/$J4/ckpt/profile.json" ] &&
