@@ -19,12 +19,15 @@
 # Writes $BENCH_OUT/net_preset.jsonl and .md, stamped. Needs no root (it
 # reads replays measured before).
 #
-# Usage: bench/net_preset.sh [REPLAY_DIR]   (default bench/results)
+# Usage: bench/net_preset.sh [REPLAY_DIR...]   (default bench/results)
+#   Several directories: their rows of one cell (profile, cluster, policy,
+#   compute scale) are pooled, the cell's measurement their median (replays
+#   of one cell repeated, bench/replay_repeat.py).
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/lib.sh
 . "$(dirname "$0")/lib.sh"
 bench_init "$0" "$@"
-src=${1:-bench/results}
+src=${*:-bench/results}
 bench_build gradsync_cli
 gs="$BENCH_BUILD/gradsync"
 out=$BENCH_OUT
@@ -38,8 +41,9 @@ gs, src, jsonl, md = sys.argv[1:5]
 OLD_A, OLD_B, OLD_G = 100e-6, 8 / (0.85 * 1e9), 1 / 5e9
 
 cells, stamps, paths = {}, {}, {}
-for path in sorted(glob.glob(os.path.join(src, "replay_*nodes.jsonl")) +
-                   glob.glob(os.path.join(src, "heldout", "replay_*nodes.jsonl"))):
+for path in sorted(p for d in src.split() for p in
+                   glob.glob(os.path.join(d, "replay_*nodes.jsonl")) +
+                   glob.glob(os.path.join(d, "heldout", "replay_*nodes.jsonl"))):
     with open(path) as f:
         recs = [json.loads(line) for line in f]
     st = next((r["stamp"] for r in recs if "stamp" in r), {})
@@ -47,7 +51,7 @@ for path in sorted(glob.glob(os.path.join(src, "replay_*nodes.jsonl")) +
     if not m:
         continue
     prof = m.group(1)
-    stamps[os.path.basename(path)] = st
+    stamps[path] = st
     for r in recs:
         if "stamp" in r or r["ranks"] != r["nodes"]:
             continue
@@ -152,6 +156,6 @@ for name, st in sorted(stamps.items()):
 with open(md, "w") as f:
     f.write("\n".join(L) + "\n")
 PY
-bench_stamp "$out/net_preset.jsonl" "$(bench_quote bench/net_preset.sh "$src")"
-bench_stamp "$out/net_preset.md" "$(bench_quote bench/net_preset.sh "$src")"
+bench_stamp "$out/net_preset.jsonl" "$(bench_quote bench/net_preset.sh "$@")"
+bench_stamp "$out/net_preset.md" "$(bench_quote bench/net_preset.sh "$@")"
 cat "$out/net_preset.md"
