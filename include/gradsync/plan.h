@@ -76,6 +76,17 @@ void gs_profile_free(gs_profile *profile);
 /* Bytes of tensor i's gradient (numel * dtype size). */
 size_t gs_profile_tensor_bytes(const gs_profile *profile, size_t i);
 
+/* One profiled step folded into running sums, as a profiler measures a
+ * profile: ready_ns[i] is when gradient i (forward order, n >= 1 of them)
+ * became final, start_ns when the step began. A gradient's ready time is
+ * taken as the latest of its own and every later one's (autograd may
+ * reorder them); backward_s[i] gains the gap from the next one up to it
+ * (backward_s[n - 1] nothing). Returns the time from start_ns to the first
+ * gradient (the forward, with the last tensor's backward), in seconds. The
+ * engine's profiler and a parameter-server worker's call it. */
+double gs_profile_fold_step(const uint64_t *ready_ns, size_t n, uint64_t start_ns,
+                            double *backward_s);
+
 /* Checks a profile built by the caller as gs_profile_load checks a file. */
 gs_status gs_profile_validate(const gs_profile *profile);
 

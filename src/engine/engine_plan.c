@@ -191,19 +191,15 @@ gs_status eng_agree(gs_engine *e, gs_status mine, const char *what) {
  * after it (the clamp tools/profile_model.py applies when autograd reorders
  * gradients); backward_s[c] is the gap to the next effective time up, and
  * the time from the iteration's start (the previous wait's return) to the
- * first gradient, less time blocked in wait_tensor, counts as forward. */
+ * first gradient, less time blocked in wait_tensor, counts as forward
+ * (gs_profile_fold_step). */
 void eng_profile_iteration(gs_engine *e, uint64_t flush_ns) {
   (void)flush_ns;
   size_t L = e->ncomm;
   if (e->liter < 1 || e->it_start_ns == 0 || L == 0) return;
-  uint64_t r = e->stamp[L - 1];
-  double fwd = (double)r - (double)e->it_start_ns - (double)e->it_fwd_wait_ns;
-  e->w_fwd += fwd > 0 ? fwd * 1e-9 : 0.0;
-  for (size_t c = L - 1; c-- > 0;) {
-    uint64_t rc = GS_MAX(r, e->stamp[c]);
-    e->w_bwd[c] += (double)(rc - r) * 1e-9;
-    r = rc;
-  }
+  double fwd = gs_profile_fold_step(e->stamp, L, e->it_start_ns, e->w_bwd) -
+               (double)e->it_fwd_wait_ns * 1e-9;
+  e->w_fwd += fwd > 0 ? fwd : 0.0;
   e->w_n++;
 }
 

@@ -45,6 +45,19 @@ size_t gs_profile_tensor_bytes(const gs_profile *p, size_t i) {
   return p->tensors[i].numel * gs_dtype_size(p->tensors[i].dtype);
 }
 
+double gs_profile_fold_step(const uint64_t *ready_ns, size_t n, uint64_t start_ns,
+                            double *backward_s) {
+  if (n == 0) return 0;
+  uint64_t r = ready_ns[n - 1];
+  double fwd = ((double)r - (double)start_ns) * 1e-9;
+  for (size_t c = n - 1; c-- > 0;) {
+    uint64_t rc = r > ready_ns[c] ? r : ready_ns[c];
+    backward_s[c] += (double)(rc - r) * 1e-9;
+    r = rc;
+  }
+  return fwd;
+}
+
 /* Line and column of byte `off` in `text`, for JSON syntax errors. */
 static void text_position(const char *text, size_t off, int *line, int *col) {
   *line = 1;

@@ -65,7 +65,8 @@ typedef struct ps_sync {
   /* The worker's profile of its steps (psm_profile), as the engine's
    * profiler measures one: the step's start, each gradient's ready time,
    * and the sums over the steps measured. */
-  double prof_start, *prof_ready, prof_fwd, *prof_bwd;
+  uint64_t prof_start, *prof_ready;
+  double prof_fwd, *prof_bwd;
   long prof_n;
 } ps_sync;
 
@@ -116,7 +117,7 @@ static gs_status psm_create(train_ctx *t, void **self) {
   gs_free(counts);
   if (st != GS_OK) return st;
   if (gs_ps_is_server(s->ps)) return GS_OK;
-  s->prof_ready = gs_calloc(n ? n : 1, sizeof(double));
+  s->prof_ready = gs_calloc(n ? n : 1, sizeof(uint64_t));
   s->prof_bwd = gs_calloc(n ? n : 1, sizeof(double));
   if (!s->prof_ready || !s->prof_bwd)
     return gs_error(GS_ERR_NOMEM, "out of memory for the worker's profile of %zu tensors", n);
@@ -139,33 +140,25 @@ static gs_status psm_serve(void *self) {
 
 static gs_status psm_before_forward(void *self, size_t index) {
   ps_sync *s = self;
-  if (index == 0) s->prof_start = gs_now();
+  if (index == 0) s->prof_start = gs_now_ns();
   return GS_OK;
 }
 
 static gs_status psm_grad_ready(void *self, size_t index) {
   ps_sync *s = self;
-  if (s->prof_ready && index < s->t->nparams) s->prof_ready[index] = gs_now();
+  if (s->prof_ready && index < s->t->nparams) s->prof_ready[index] = gs_now_ns();
   return GS_OK;
 }
 
-/* Folds one step's stamps into the profile, as eng_profile_iteration does:
- * a tensor's ready time is the latest of its own and every later tensor's,
- * its backward the gap to the next one up, and the time from the step's
- * start to the first gradient its forward. */
+/* Folds one step's stamps into the profile (gs_profile_fold_step, as the
+ * engine's profiler does). */
 static void prof_step(ps_sync *s) {
   size_t L = s->t->nparams;
-  if (!s->prof_ready || L == 0 || s->prof_start <= 0 || s->steps < PROF_SKIP ||
+  if (!s->prof_ready || L == 0 || s->prof_start == 0 || s->steps < PROF_SKIP ||
       s->prof_n >= PROF_STEPS)
     return;
-  double r = s->prof_ready[L - 1];
-  if (r < s->prof_start) return; /* a step the hooks did not see whole */
-  s->prof_fwd += r - s->prof_start;
-  for (size_t c = L - 1; c-- > 0;) {
-    double rc = fmax(r, s->prof_ready[c]);
-    s->prof_bwd[c] += rc - r;
-    r = rc;
-  }
+  if (s->prof_ready[L - 1] < s->prof_start) return; /* a step the hooks did not see whole */
+  s->prof_fwd += gs_profile_fold_step(s->prof_ready, L, s->prof_start, s->prof_bwd);
   s->prof_n++;
 }
 

@@ -2,9 +2,11 @@
  * Tests of model profiles: the shipped profiles load with the published
  * parameter totals, and bad files give errors that name the file and field.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,12 +178,32 @@ static void test_hostile_files(void **state) {
   assert_null(p);
 }
 
+/* A profiled step: each gradient's ready time clamped to the latest of it
+ * and every later one (gradient 1 reported before gradient 2 here), its
+ * backward the gap to the next one up, the forward from the start to the
+ * first gradient; folded into running sums. */
+static void test_fold_step(void **state) {
+  (void)state;
+  const uint64_t ms = 1000000;
+  uint64_t ready[4] = {100 * ms, 60 * ms, 70 * ms, 40 * ms};
+  double bwd[4] = {1, 0, 0, 0};
+  double fwd = gs_profile_fold_step(ready, 4, 10 * ms, bwd);
+  assert_true(fabs(fwd - 0.030) < 1e-12);
+  /* 2 at 70 ms (30 after 3), 1 at max(60, 70) = 70 (0 after 2), 0 at 100 */
+  assert_true(fabs(bwd[2] - 0.030) < 1e-12);
+  assert_true(bwd[1] == 0.0);
+  assert_true(fabs(bwd[0] - (1 + 0.030)) < 1e-12);
+  assert_true(bwd[3] == 0.0);
+  assert_true(gs_profile_fold_step(ready, 0, 0, bwd) == 0.0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shipped_profiles), cmocka_unit_test(test_good_minimal),
       cmocka_unit_test(test_hostile_files),
       cmocka_unit_test(test_missing_file),     cmocka_unit_test(test_invalid_json),
       cmocka_unit_test(test_missing_fields),   cmocka_unit_test(test_bad_values),
+      cmocka_unit_test(test_fold_step),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
