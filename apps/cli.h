@@ -52,6 +52,11 @@ int cli_parse_int(const char *s, int min, int max, int *out);
  * "inf" nor strtod's hexadecimal "0x1p3"). */
 int cli_parse_double(const char *s, double min, double max, double *out);
 
+/* The value of option NAME ("--ps") among another program's arguments
+ * argv[0..argc), as "--ps V" or "--ps=V", up to a "--"; the last one wins,
+ * as getopt's. NULL when it is not given. */
+const char *cli_option_value(char *const *argv, int argc, const char *name);
+
 /* The median of v[0..n) (0 for n == 0); sorts v in place. */
 double cli_median(double *v, size_t n);
 

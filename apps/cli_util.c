@@ -68,6 +68,18 @@ int cli_parse_int(const char *s, int min, int max, int *out) {
   return 0;
 }
 
+const char *cli_option_value(char *const *argv, int argc, const char *name) {
+  size_t len = strlen(name);
+  const char *v = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--") == 0) break;
+    if (strncmp(argv[i], name, len) != 0) continue;
+    if (argv[i][len] == '=') v = argv[i] + len + 1;
+    else if (argv[i][len] == '\0' && i + 1 < argc) v = argv[++i];
+  }
+  return v;
+}
+
 int cli_parse_double(const char *s, double min, double max, double *out) {
   if (!plain_number(s)) return -1;
   /* Decimal only: strtod would also read "nan", "inf" and hexadecimal. */

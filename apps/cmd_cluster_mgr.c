@@ -787,10 +787,9 @@ int cmd_submit(int argc, char **argv) {
     /* The job runs only on sizes with a worker beside its --ps servers and
      * workers that divide its --global-batch (gs_elastic_size_runs). */
     long gb = 0, ps = 0;
-    for (int k = 0; k + 1 < nargs; k++) {
-      if (strcmp(args[k], "--global-batch") == 0) cli_parse_long(args[k + 1], 1, 1L << 40, &gb);
-      if (strcmp(args[k], "--ps") == 0) cli_parse_long(args[k + 1], 0, 65535, &ps);
-    }
+    const char *v = cli_option_value(args, nargs, "--global-batch");
+    if (v) cli_parse_long(v, 1, 1L << 40, &gb);
+    if ((v = cli_option_value(args, nargs, "--ps")) != NULL) cli_parse_long(v, 0, 65535, &ps);
     /* Without --min, the smallest size that runs (and --max that too). */
     if (!seen_min) {
       while (min < pool && !gs_elastic_size_runs(min * slots, (int)ps, gb)) min++;

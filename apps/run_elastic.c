@@ -27,19 +27,6 @@ int run_elastic_parse_spec(const char *s, int *min, int *max) {
   return *min <= *max ? 0 : -1;
 }
 
-/* The value of the program's option --NAME (as "--NAME V" or "--NAME=V"),
- * or NULL. */
-static const char *prog_option(char **prog, int nprog, const char *name) {
-  size_t len = strlen(name);
-  for (int i = 1; i < nprog; i++) {
-    if (strcmp(prog[i], "--") == 0) break;
-    if (strncmp(prog[i], name, len) != 0) continue;
-    if (prog[i][len] == '=') return prog[i] + len + 1;
-    if (prog[i][len] == '\0' && i + 1 < nprog) return prog[i + 1];
-  }
-  return NULL;
-}
-
 static int prog_has(char **prog, int nprog, const char *name) {
   size_t len = strlen(name);
   for (int i = 1; i < nprog; i++)
@@ -184,7 +171,7 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
   /* The program's global batch restricts the sizes; its checkpoint
    * directory tells which commit a relaunch resumes from. */
   long global_batch = 0;
-  const char *gb = prog_option(prog, nprog, "--global-batch");
+  const char *gb = cli_option_value(prog + 1, nprog - 1, "--global-batch");
   if (gb && cli_parse_long(gb, 1, 1L << 40, &global_batch) != 0) {
     cli_error("run", "--elastic: the program's --global-batch '%s' is not a whole number", gb);
     return 2;
@@ -192,7 +179,7 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
   /* A parameter-server job's servers (the program's --ps S, the last S
    * ranks of every launch) share no batch: the workers are the rest. */
   long servers = 0;
-  const char *ps = prog_option(prog, nprog, "--ps");
+  const char *ps = cli_option_value(prog + 1, nprog - 1, "--ps");
   if (ps && cli_parse_long(ps, 0, 65535, &servers) != 0) {
     cli_error("run", "--elastic: the program's --ps '%s' is not a server count", ps);
     return 2;
@@ -203,7 +190,7 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
               o->min, servers + 1);
     return 2;
   }
-  const char *ckpt = prog_option(prog, nprog, "--checkpoint");
+  const char *ckpt = cli_option_value(prog + 1, nprog - 1, "--checkpoint");
   if (global_batch > 0) {
     int fits = 0;
     for (int s = o->min; s <= o->max && !fits; s++)

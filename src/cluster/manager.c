@@ -711,13 +711,20 @@ static void measure_restart(job *j, double t, double samples, int size, int nnod
   j->rs_launch = 0;
 }
 
-/* The value after the job's last option `name` ("--epochs" 3), or NULL. */
+/* The value of the job's last option `name`, as "--epochs 3" or
+ * "--epochs=3" (gradsync train's getopt takes both), or NULL. */
 static const char *arg_value(const job *j, const char *name) {
   const char *v = NULL;
+  size_t len = strlen(name);
   const cJSON *x, *prev = NULL;
   cJSON_ArrayForEach(x, j->args) {
-    if (prev && cJSON_IsString(prev) && cJSON_IsString(x) && strcmp(prev->valuestring, name) == 0)
-      v = x->valuestring;
+    if (!cJSON_IsString(x)) {
+      prev = NULL;
+      continue;
+    }
+    if (prev && strcmp(prev->valuestring, name) == 0) v = x->valuestring;
+    else if (strncmp(x->valuestring, name, len) == 0 && x->valuestring[len] == '=')
+      v = x->valuestring + len + 1;
     prev = x;
   }
   return v;

@@ -118,6 +118,9 @@ expect_2 "a global batch no size divides" "divides the job's --global-batch 7" s
 expect_2 "a parameter-server job with no node for a worker" \
   "leaves a worker beside the job's --ps 1 server" submit --spool "$spool" --min 1 --max 1 -- \
   --model mlp --ps 1 --sync bsp
+expect_2 "the same, its options as --ps=1 (getopt's other form)" \
+  "leaves a worker beside the job's --ps 1 server" submit --spool "$spool" --min 1 --max 1 -- \
+  --model mlp --ps=1 --sync bsp
 expect_2 "a parameter-server job whose workers divide no global batch" \
   "leaves workers beside the job's --ps 1 server that divide its --global-batch 7" submit \
   --spool "$spool" --min 3 --max 3 -- --model mlp --ps 1 --sync bsp --global-batch 7

@@ -112,12 +112,13 @@ if wait_for 60 grep -q "job $J3: starts from job $J2's speeds" "$log" &&
   pass "job 3 started from job 2's speeds (the same kind); job 2 borrowed none of job 1's"
 else fail "job 3 did not borrow job 2's speeds"; fi
 wait_for 120 is_state "$J3" done || fail "job 3 did not finish: $(state "$J3")"
-# A parameter-server job (one server) submitted for 1 to 2 nodes: on one
+# A parameter-server job (one server; its options in getopt's --ps=1 form)
+# submitted for 1 to 2 nodes: on one
 # node it would have no worker (until 2026-12-01 the manager launched it
 # with --elastic 1:2, which its supervisor refused), so the manager runs
 # it on 2 to 2.
-J4=$("$G" submit --spool "$spool" --min 1 --max 2 --name ps -- --model mlp --ps 1 --sync bsp \
-  --synthetic 2048 --batch 32 --epochs 2 --max-steps 40 --json) ||
+J4=$("$G" submit --spool "$spool" --min 1 --max 2 --name ps -- --model mlp --ps=1 --sync bsp \
+  --synthetic 2048 --batch 32 --epochs 2 --max-steps=40 --json) ||
   fail "the parameter-server job refused: $J4"
 wait_for 120 is_state "$J4" done || fail "the parameter-server job did not finish: $(state "$J4")"
 out4=$spool/jobs/$J4/out.log
