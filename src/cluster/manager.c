@@ -743,6 +743,10 @@ static int job_servers(const job *j) {
   return s > 0 ? s : 0;
 }
 
+/* Ranks a node of the pool runs, as the size rules and the prediction
+ * count them (the first node's slots). */
+static int pool_slots(const mgr *m) { return m->nnode > 0 ? m->node[0].spec.slots : 1; }
+
 /* 1 when the job runs on `nodes` nodes of `slots` ranks each (its
  * supervisor's rule: gs_elastic_size_runs). */
 static int job_size_runs(const job *j, int nodes, int slots) {
@@ -870,7 +874,7 @@ static int curve_from(const mgr *m, const job *src, int max, double *out) {
   if (src->have_prior &&
       gs_cluster_speed_prior(src->prior_step, src->prior_samples, nn, rr, np, max, out) == 0)
     return 0;
-  int slots = m->nnode > 0 ? m->node[0].spec.slots : 1;
+  int slots = pool_slots(m);
   double idle = (double)job_servers(src) / (slots > 0 ? slots : 1);
   return np > 0 && gs_cluster_speed_fit_idle(nn, rr, np, max, idle, out, NULL, NULL, 0) == 0
              ? 0 : -1;
@@ -904,7 +908,7 @@ static void read_prior(mgr *m, job *j, const char *dir) {
     return;
   }
   int top = job_top(m, j);
-  int slots = m->nnode > 0 ? m->node[0].spec.slots : 1;
+  int slots = pool_slots(m);
   char why[512];
   double t0 = mono_s();
   int rc = gs_cluster_prior_steps(p, &m->net, slots, job_global_batch(j), job_servers(j), top,
@@ -1250,7 +1254,7 @@ static int take_request(mgr *m, const cJSON *r) {
     int pool = 0;
     for (int i = 0; i < m->nnode; i++) pool += !m->node[i].down && !m->node[i].drained;
     int lim = user_limit(m, j->user), alim = account_limit(m, j->account);
-    int slots = m->nnode > 0 ? m->node[0].spec.slots : 1;
+    int slots = pool_slots(m);
     if (j->min > m->nnode || j->min < 1 || j->max < j->min) {
       j->state = J_FAILED;
       j->end_t = spool_wall_s();
@@ -1702,7 +1706,7 @@ static int policy_round(mgr *m) {
    * batch) would leave nodes idle (its supervisor runs on the largest size
    * that it runs on): such a size is rounded down to one that it runs on,
    * at least the job's minimum. */
-  int slots = m->nnode > 0 ? m->node[0].spec.slots : 1;
+  int slots = pool_slots(m);
   for (int q = 0; q < n; q++)
     while (size[q] > in[q].min_nodes && !job_size_runs(&m->job[idx[q]], size[q], slots))
       size[q]--;
