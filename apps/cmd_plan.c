@@ -37,7 +37,7 @@ static void usage(FILE *f) {
           "                     [--max-global-batch N [--max-batch B]]\n"
           "                     [--search-compress SPEC,SPEC...|none]\n"
           "                     [--accuracy-table FILE[,FILE...]]\n"
-          "                     [--max-accuracy-loss POINTS] [--json]\n"
+          "                     [--max-accuracy-loss POINTS] [--ps-sync MODE] [--json]\n"
           "\nGroups a model's gradient tensors into messages and predicts the\n"
           "iteration time: messages go one at a time in backward order, each\n"
           "starting when its last tensor is ready and the previous one is done.\n\n"
@@ -78,6 +78,12 @@ static void usage(FILE *f) {
           "                     whose measured test accuracy is at most P points\n"
           "                     below dense's in every table read (unmeasured ones\n"
           "                     are left out); default 1; any: weigh speed only\n"
+          "  --ps-sync MODE     with --search: the parameter servers' protocol\n"
+          "                     priced against the all-reduce, as `gradsync train\n"
+          "                     --sync` takes it: bsp (default), asp, ssp:S,\n"
+          "                     switch:offline:F, switch:online[:F]; asynchronous\n"
+          "                     steps overlap one worker's exchange with the\n"
+          "                     others' compute (docs/PLANNING.md)\n"
           "  --compute-scale F  multiply forward_s and every backward_s by F > 0\n"
           "                     (project a profile onto a faster or slower device)\n"
           "  --compress SPEC    send every group compressed (a compressor spec:\n"
@@ -210,6 +216,8 @@ typedef struct search_opts {
   const char *tables;        /* --accuracy-table; NULL: the defaults */
   double max_loss;           /* --max-accuracy-loss in points; < 0: none */
   double coding_s;           /* --coding-rate in s per element; < 0: measured */
+  const char *ps_sync;       /* --ps-sync, canonical ("bsp" by default) */
+  double ps_async;           /* its asynchronous share (gs_ps_sync_async_share) */
 } search_opts;
 
 /* The default accuracy tables: the source tree's (a compile-time path),
@@ -293,6 +301,7 @@ static int plan_search(const search_opts *so) {
                           .target_efficiency = so->target_eff,
                           .max_global_batch = so->max_global_batch,
                           .max_worker_batch = so->max_batch,
+                          .ps_async = so->ps_async,
                           .compress_min_gain = GS_SEARCH_COMPRESS_MIN_GAIN};
   const char *net = so->net;
   int per_node = so->per_node, max_global_batch = so->max_global_batch;
@@ -510,6 +519,7 @@ static int plan_search(const search_opts *so) {
       if (max_global_batch) cJSON_AddNumberToObject(p, "pick_samples_s", pts[i].pick_samples_s);
       cJSON *ps = cJSON_AddObjectToObject(p, "ps");
       cJSON_AddNumberToObject(ps, "servers", pts[i].ps_servers);
+      cJSON_AddStringToObject(ps, "sync", so->ps_sync);
       cJSON_AddNumberToObject(ps, "round_s", pts[i].ps_round_s);
       cJSON_AddNumberToObject(ps, "iter_s", pts[i].ps_iter_s);
       cJSON_AddItemToArray(arr, p);
@@ -575,6 +585,7 @@ static int plan_search(const search_opts *so) {
     cJSON_AddStringToObject(rec, "sync", res.sync == GS_SEARCH_PS ? "ps" : "allreduce");
     if (res.sync == GS_SEARCH_PS) {
       cJSON_AddNumberToObject(rec, "servers", r->ps_servers);
+      cJSON_AddStringToObject(rec, "ps_sync", so->ps_sync);
       cJSON_AddNumberToObject(rec, "ps_iter_s", r->ps_iter_s);
     }
     cJSON_AddStringToObject(rec, "compress", zc ? zc->spec : "none");
@@ -652,7 +663,7 @@ static int plan_search(const search_opts *so) {
   }
   char sync[96];
   if (res.sync == GS_SEARCH_PS)
-    snprintf(sync, sizeof sync, "parameter servers (%d)", r->ps_servers);
+    snprintf(sync, sizeof sync, "parameter servers (%d, %s)", r->ps_servers, so->ps_sync);
   else
     snprintf(sync, sizeof sync, "all-reduce");
   printf("\nrecommendation: %d workers (%d per node, %d nodes), %s, policy %s, %s", r->workers,
@@ -695,9 +706,9 @@ static int plan_search(const search_opts *so) {
            prof->batch_size);
   /* sync */
   printf("  - sync %s: %d parameter servers (the fewest whose links are not the bottleneck "
-         "against %d workers' pushes) would take %.3f ms (efficiency %.3f), all-reduce "
-         "%.3f ms%s\n", res.sync == GS_SEARCH_PS ? "parameter servers" : "all-reduce",
-         r->ps_servers, r->workers, r->ps_iter_s * 1e3,
+         "against %d workers' pushes) would take %.3f ms under %s (efficiency %.3f), "
+         "all-reduce %.3f ms%s\n", res.sync == GS_SEARCH_PS ? "parameter servers" : "all-reduce",
+         r->ps_servers, r->workers, r->ps_iter_s * 1e3, so->ps_sync,
          r->ps_iter_s > 0 ? r->one_worker_s / r->ps_iter_s : 1.0, r->iter_s[r->best] * 1e3,
          res.sync == GS_SEARCH_PS ? " (on that many more machines)" : "");
   /* policy */
@@ -761,8 +772,9 @@ int cmd_plan(int argc, char **argv) {
       {"accuracy-table", required_argument, 0, 'Y'},
       {"max-accuracy-loss", required_argument, 0, 'L'},
       {"coding-rate", required_argument, 0, 'R'},
+      {"ps-sync", required_argument, 0, 'Q'},
       {0, 0, 0, 0}};
-  const char *search_compress = NULL, *accuracy_table = NULL;
+  const char *search_compress = NULL, *accuracy_table = NULL, *ps_sync = NULL;
   /* --max-accuracy-loss: SEARCH_MAX_LOSS points unless given; "any": no
    * limit (< 0). */
   double max_loss = -1;
@@ -866,6 +878,7 @@ int cmd_plan(int argc, char **argv) {
         break;
       case 'C': search_compress = optarg; break;
       case 'Y': accuracy_table = optarg; break;
+      case 'Q': ps_sync = optarg; break;
       case 'L':
         loss_given = 1;
         if (strcmp(optarg, "any") == 0) {
@@ -899,10 +912,10 @@ int cmd_plan(int argc, char **argv) {
     return 2;
   }
   if (search || max_workers || per_node != 1 || max_global_batch || max_batch ||
-      search_compress || accuracy_table || loss_given) {
+      search_compress || accuracy_table || loss_given || ps_sync) {
     const char *why = !search ? "--max-workers, --per-node, --max-global-batch, "
-                                "--search-compress, --accuracy-table and "
-                                "--max-accuracy-loss apply only with --search"
+                                "--search-compress, --accuracy-table, "
+                                "--max-accuracy-loss and --ps-sync apply only with --search"
                       : max_batch && !max_global_batch
                           ? "--max-batch applies only with --max-global-batch"
                       : cost_file || have_a ? "--search needs --net NAME (a cost file or "
@@ -924,13 +937,21 @@ int cmd_plan(int argc, char **argv) {
       cli_error(VERB, "--search takes --per-node K, not --nodes");
       return 2;
     }
+    gs_ps_sync sync;
+    if (gs_ps_sync_parse(ps_sync ? ps_sync : "bsp", &sync) != GS_OK) {
+      cli_error(VERB, "--ps-sync: %s", gs_last_error());
+      return 2;
+    }
+    char sync_text[64];
+    gs_ps_sync_format(&sync, sync_text, sizeof sync_text);
     search_opts so = {.profile_path = profile_path, .net = net, .algo_name = algo_name,
                       .workers = workers, .max_workers = max_workers, .per_node = per_node,
                       .max_global_batch = max_global_batch, .max_batch = max_batch,
                       .json = json, .target_eff = target_eff, .scale = scale,
                       .compress_list = search_compress, .tables = accuracy_table,
                       .max_loss = loss_given ? max_loss : SEARCH_MAX_LOSS,
-                      .coding_s = coding_ns >= 0 ? coding_ns * 1e-9 : -1};
+                      .coding_s = coding_ns >= 0 ? coding_ns * 1e-9 : -1,
+                      .ps_sync = sync_text, .ps_async = gs_ps_sync_async_share(&sync)};
     return plan_search(&so);
   }
   if (net && cost_file) {

@@ -419,6 +419,25 @@ typedef struct gs_cost_ps_out {
 gs_status gs_cost_ps(const gs_cost_params *c, int workers, int servers, double bytes,
                      gs_cost_ps_out *out);
 
+/* W asynchronous steps, one a worker (ASP; SSP with a bound >= 1 among
+ * workers of one speed, where the bound does not bind), of workers that
+ * each compute for C seconds, then push M bytes and pull them back through
+ * S servers: a push is applied on arrival and answered at once, so one
+ * worker's exchange overlaps the others' compute instead of waiting for
+ * the slowest as a BSP round does (C + round_s). A worker's cycle and a
+ * server's busy time per W steps:
+ *   cycle_s = C + a + M b + (M / S) g + a   (its compute, push, sum, pull)
+ *   busy_s  = (W M / S)(b + g)              (W pushes of M / S bytes each,
+ *                                            summed, on its busiest
+ *                                            direction; their latencies
+ *                                            overlap the other transfers)
+ *   steps_s = max(cycle_s, busy_s)
+ * Each term is at most C + round_s, so steps_s never exceeds BSP's; with
+ * one worker it is BSP's. `compute_s` C >= 0; other arguments as
+ * gs_cost_ps. */
+gs_status gs_cost_ps_async(const gs_cost_params *c, int workers, int servers, double bytes,
+                           double compute_s, double *steps_s);
+
 #ifdef __cplusplus
 }
 #endif

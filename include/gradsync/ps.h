@@ -100,6 +100,12 @@ gs_status gs_ps_sync_parse(const char *text, gs_ps_sync *out);
 /* Writes the canonical text of s ("ssp:3", "switch:offline:0.25") to buf. */
 void gs_ps_sync_format(const gs_ps_sync *s, char *buf, size_t n);
 const char *gs_ps_mode_name(gs_ps_mode mode);
+/* The share of a job's steps that `s` runs asynchronously, as the cost
+ * model prices them (gs_search_config.ps_async): 0 for BSP and SSP:0 (the
+ * workers kept in step), 1 for ASP and SSP:s >= 1 (among workers of one
+ * speed the bound does not bind), 1 - F for Sync-Switch, offline or online
+ * (online's ASP while a straggler lasts is not foreseen). */
+double gs_ps_sync_async_share(const gs_ps_sync *s);
 
 /* The shards: server k holds flat elements [begin[k], begin[k+1]) of the
  * concatenation of counts[0 .. n-1]; begin has servers + 1 entries, begin[0]

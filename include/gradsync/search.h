@@ -62,6 +62,11 @@ typedef struct gs_search_config {
                                 0: the fewest whose side of a round is no
                                 slower than a worker's; > 0: this many (a
                                 job's own --ps S) */
+  double ps_async;           /* 0 <= f <= 1: the share of the steps the
+                                parameter servers run asynchronously (1
+                                for ASP, 1 - F for Sync-Switch's BSP share
+                                F; 0, BSP, by default): ps_iter_s is then
+                                (1 - f) BSP's step and f gs_cost_ps_async's */
   /* Compression, weighed at every count of two workers or more: each
    * candidate planned through the planner's compressed path
    * (gs_plan_xchg_from_compressor, then gs_plan_make_xchg with auto), and
@@ -143,11 +148,13 @@ typedef struct gs_search_point {
    * whose server_s is no longer than a worker's worker_s (their aggregate
    * bandwidth against the workers' push); the iteration is one worker's
    * compute and then the round, since gradsync's workers push after the
-   * backward pass (gradsync/ps.h). */
+   * backward pass (gradsync/ps.h); with ps_async f > 0, f of the steps
+   * are asynchronous ones (gs_cost_ps_async) instead. */
   int ps_servers;
   double ps_round_s;                  /* gs_cost_ps's round_s at ps_servers */
   double ps_iter_s;                   /* this point's one_worker_s +
-                                         ps_round_s */
+                                         ps_round_s (BSP; the mean step
+                                         with ps_async) */
   /* Compression at this count (cfg->compress; -1 and 0 without
    * candidates or on one worker): the fastest candidate that saves at
    * least compress_min_gain of min(iter_s[best], ps_iter_s), and its

@@ -91,6 +91,13 @@ void gs_ps_sync_format(const gs_ps_sync *s, char *buf, size_t n) {
   }
 }
 
+double gs_ps_sync_async_share(const gs_ps_sync *s) {
+  if (!s) return 0;
+  if (s->policy != GS_PS_POLICY_FIXED) return 1.0 - s->bsp_fraction;
+  if (s->mode == GS_PS_ASP) return 1;
+  return s->mode == GS_PS_SSP && s->staleness >= 1 ? 1 : 0;
+}
+
 gs_status ps_policy_init(ps_policy *p, const gs_ps_sync *sync, int workers,
                          long budget) {
   memset(p, 0, sizeof *p);

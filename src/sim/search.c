@@ -41,6 +41,9 @@ static gs_status search_check(const gs_profile *profile, const gs_search_config 
   if (cfg->ps_servers < 0)
     return gs_error(GS_ERR_INVALID_ARG, "search: %d parameter servers (0: the fewest that keep "
                     "up, or a count)", cfg->ps_servers);
+  if (!(cfg->ps_async >= 0 && cfg->ps_async <= 1))
+    return gs_error(GS_ERR_INVALID_ARG, "search: asynchronous share %g of the parameter "
+                    "servers' steps is outside [0, 1]", cfg->ps_async);
   if (!(cfg->target_efficiency >= 0 && cfg->target_efficiency <= 1))
     return gs_error(GS_ERR_INVALID_ARG, "search: target efficiency %g is outside [0, 1]",
                     cfg->target_efficiency);
@@ -78,7 +81,7 @@ static long next_count(long w, long hi) { return w * 2 > hi && w < hi ? hi : w *
  * are added; 4 W when even that many leave the servers' sums the
  * bottleneck. */
 static gs_status search_ps(const gs_profile *profile, const gs_cost_params *net, int workers,
-                           int fixed, double one_worker_s, gs_search_point *pt) {
+                           int fixed, double async, double one_worker_s, gs_search_point *pt) {
   double bytes = 0;
   for (size_t i = 0; i < profile->ntensors; i++)
     bytes += (double)gs_profile_tensor_bytes(profile, i);
@@ -94,6 +97,11 @@ static gs_status search_ps(const gs_profile *profile, const gs_cost_params *net,
   GS_CHECK(gs_cost_ps(net, workers, pt->ps_servers, bytes, &o));
   pt->ps_round_s = o.round_s;
   pt->ps_iter_s = one_worker_s + o.round_s;
+  if (async > 0) { /* the mean step over BSP's and the asynchronous ones */
+    double steps_s;
+    GS_CHECK(gs_cost_ps_async(net, workers, pt->ps_servers, bytes, one_worker_s, &steps_s));
+    pt->ps_iter_s = (1 - async) * pt->ps_iter_s + async * steps_s;
+  }
   return GS_OK;
 }
 
@@ -116,7 +124,8 @@ static gs_status search_point_at(const gs_profile *profile, const gs_search_conf
     gs_plan_free(pl);
     if (pt->iter_s[k] < pt->iter_s[pt->best]) pt->best = (gs_plan_policy_kind)k;
   }
-  GS_CHECK(search_ps(profile, cfg->net, workers, cfg->ps_servers, one_worker_s, pt));
+  GS_CHECK(search_ps(profile, cfg->net, workers, cfg->ps_servers, cfg->ps_async, one_worker_s,
+                     pt));
   double t = pt->iter_s[pt->best];
   pt->efficiency = t > 0 ? one_worker_s / t : 1.0;
   pt->samples_s = pt->batch > 0 && t > 0 ? workers * (double)pt->batch / t : 0;

@@ -69,6 +69,24 @@ if [ "$(jget "$tmp/ps.json" 'd["recommendation"]["sync"]')" = ps ] &&
 else
   fail "parameter servers: $(head -c 400 "$tmp/ps.json")"
 fi
+# The same servers under ASP (--ps-sync asp): each of 5 servers sums one
+# push of M / S = 20 MB at a time instead of W M / S = 80 MB a round, while
+# each worker's link still carries its 100 MB each way (the cycle bounds
+# the steps, not the servers' 80 MB): 60 MB x gamma (0.2 ns/B) = 12 ms
+# shorter than BSP's step; switch:offline:0.5 half way between.
+for m in asp switch:offline:0.5; do
+  "$G" plan --search --profile "$tmp/comm.json" --net 1gbit --workers 4 --search-compress none \
+    --ps-sync "$m" --json >"$tmp/ps_$m.json" 2>&1
+done
+bsp=$(jget "$tmp/ps.json" 'd["points"][0]["ps"]["iter_s"]')
+if [ "$(jget "$tmp/ps_asp.json" "abs($bsp - d['points'][0]['ps']['iter_s'] - 0.012) < 1e-6")" = True ] &&
+   [ "$(jget "$tmp/ps_asp.json" 'd["points"][0]["ps"]["sync"] + " " + d["recommendation"]["ps_sync"]')" = "asp asp" ] &&
+   [ "$(jget "$tmp/ps_switch:offline:0.5.json" "abs($bsp - d['points'][0]['ps']['iter_s'] - 0.006) < 1e-6")" = True ] &&
+   [ "$(jget "$tmp/ps.json" 'd["points"][0]["ps"]["sync"]')" = bsp ]; then
+  pass "parameter servers under asp: 12 ms shorter than bsp, switch:offline:0.5 6 ms"
+else
+  fail "parameter servers under asp: bsp $bsp, $(head -c 600 "$tmp/ps_asp.json")"
+fi
 # The per-worker batch within a global batch of 8 (the profile measured at
 # 1): 8, 4, 2 and 1 per worker at 1, 2, 4 and 8 workers, one worker's
 # compute 8.8, 4.4, 2.2 and 1.1 s.
@@ -224,6 +242,8 @@ expect2 "apply only with --search" plan --profile "$P" --net 1gbit --workers 4 -
 expect2 "apply only with --search" plan --profile "$P" --net 1gbit --workers 4 --max-accuracy-loss 1
 expect2 "--max-accuracy-loss: expected" plan --search --profile "$P" --net 1gbit --max-workers 4 --max-accuracy-loss -1
 expect2 "--accuracy-table: .*nowhere.jsonl" plan --search --profile "$P" --net 1gbit --max-workers 4 --accuracy-table "$tmp/nowhere.jsonl"
+expect2 "--ps-sync: sync mode 'bogus'" plan --search --profile "$P" --net 1gbit --max-workers 4 --ps-sync bogus
+expect2 "apply only with --search" plan --profile "$P" --net 1gbit --workers 4 --ps-sync asp
 echo 'not json' >"$tmp/bad.jsonl"
 expect2 "--accuracy-table: .*bad.jsonl:1: not a JSON object" plan --search --profile "$P" --net 1gbit --max-workers 4 --accuracy-table "$tmp/bad.jsonl"
 

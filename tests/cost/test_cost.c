@@ -760,6 +760,44 @@ static void test_ps_round(void **state) {
   assert_int_equal(gs_cost_ps(NULL, 1, 1, 1, &o), GS_ERR_INVALID_ARG);
 }
 
+/* Asynchronous steps (gs_cost_ps_async), by hand, on the round above
+ * (W = 4, M = 1000, S = 2, a = 1 ms, b = 1 us/B): with C = 1 ms a worker's
+ * cycle is C + 2 a + M b = 4 ms and a server's 4 pushes of 500 bytes keep
+ * it busy 2 ms, so the steps take 4 ms where BSP takes C + round = 5 ms;
+ * with C = 0 and one server the server is the bottleneck, W M b = 4 ms
+ * against a cycle of 3 ms. One worker: BSP's time. */
+static void test_ps_async(void **state) {
+  (void)state;
+  gs_cost_params c;
+  memset(&c, 0, sizeof c);
+  c.alpha = 1e-3;
+  c.beta = 1e-6;
+  double t = -1;
+  gs_cost_ps_out o;
+  assert_int_equal(gs_cost_ps_async(&c, 4, 2, 1000, 1e-3, &t), GS_OK);
+  assert_true(fabs(t - 4e-3) < 1e-15);
+  assert_int_equal(gs_cost_ps(&c, 4, 2, 1000, &o), GS_OK);
+  assert_true(t < 1e-3 + o.round_s);
+  assert_int_equal(gs_cost_ps_async(&c, 4, 1, 1000, 0, &t), GS_OK);
+  assert_true(fabs(t - 4e-3) < 1e-15);
+  c.gamma = 1e-7;
+  assert_int_equal(gs_cost_ps_async(&c, 1, 1, 1000, 2e-3, &t), GS_OK);
+  assert_int_equal(gs_cost_ps(&c, 1, 1, 1000, &o), GS_OK);
+  assert_true(fabs(t - (2e-3 + o.round_s)) < 1e-15);
+  /* Never slower than BSP, over a sweep of workers, servers and compute. */
+  for (int w = 1; w <= 16; w *= 2)
+    for (int s = 1; s <= 8; s *= 2)
+      for (double comp = 0; comp < 0.02; comp += 0.004) {
+        assert_int_equal(gs_cost_ps_async(&c, w, s, 1e5, comp, &t), GS_OK);
+        assert_int_equal(gs_cost_ps(&c, w, s, 1e5, &o), GS_OK);
+        assert_true(t <= comp + o.round_s + 1e-15);
+      }
+  assert_int_equal(gs_cost_ps_async(&c, 1, 1, 1000, -1, &t), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps_async(&c, 1, 1, 1000, NAN, &t), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps_async(&c, 0, 1, 1000, 0, &t), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps_async(&c, 1, 1, 1000, 0, NULL), GS_ERR_INVALID_ARG);
+}
+
 /* ---- Calibrated presets --------------------------------------------------
  * Known small cases of the per-cluster-size constants (gs_cost_params.calib)
  * and the cost of a collective once (alpha_msg). */
@@ -879,6 +917,7 @@ int main(void) {
       cmocka_unit_test(test_curve_errors),
       cmocka_unit_test(test_cost_load_hostile),
       cmocka_unit_test(test_ps_round),
+      cmocka_unit_test(test_ps_async),
       cmocka_unit_test(test_calib_known_cases),
       cmocka_unit_test(test_calib_fit_recovers),
   };

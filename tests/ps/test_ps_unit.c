@@ -113,6 +113,14 @@ static void test_parse(void) {
          "online");
   EXPECT(gs_ps_sync_parse("switch:online:0.5", &s) == GS_OK &&
              s.bsp_fraction == 0.5, "online:0.5");
+  /* The share of the steps a prediction prices as asynchronous. */
+  const char *modes[] = {"bsp", "asp", "ssp:0", "ssp:2", "switch:offline:0.25",
+                         "switch:online:0.5", "switch:online"};
+  const double share[] = {0, 1, 0, 1, 0.75, 0.5, 0.75};
+  for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
+    EXPECT(gs_ps_sync_parse(modes[i], &s) == GS_OK && gs_ps_sync_async_share(&s) == share[i],
+           "%s: asynchronous share %g, not %g", modes[i], gs_ps_sync_async_share(&s), share[i]);
+  EXPECT(gs_ps_sync_async_share(NULL) == 0, "no sync mode: not BSP");
   const char *bad[] = {"", "BSP", "ssp", "ssp:", "ssp:-1", "ssp:2x",
                        "switch", "switch:offline", "switch:offline:1.5",
                        "switch:offline:-0.1", "switch:online:x", "local:4",
