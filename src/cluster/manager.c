@@ -45,6 +45,7 @@
 #include "gradsync/cost.h"
 #include "gradsync/launch.h"
 #include "gradsync/plan.h"
+#include "gradsync/ps.h"
 #include "journal.h"
 #include "manager_internal.h"
 #include "policy.h"
@@ -743,6 +744,16 @@ static int job_servers(const job *j) {
   return s > 0 ? s : 0;
 }
 
+/* The share of a parameter-server job's steps that its --sync runs
+ * asynchronously (gs_ps_sync_async_share; 0, BSP, without one or for a
+ * value its training will refuse). */
+static double job_ps_async(const job *j) {
+  const char *v = j->exec ? NULL : arg_value(j, "--sync");
+  gs_ps_sync s;
+  if (v == NULL || gs_ps_sync_parse(v, &s) != GS_OK) return 0;
+  return gs_ps_sync_async_share(&s);
+}
+
 /* Ranks a node of the pool runs, as the size rules and the prediction
  * count them (the first node's slots). */
 static int pool_slots(const mgr *m) { return m->nnode > 0 ? m->node[0].spec.slots : 1; }
@@ -911,8 +922,9 @@ static void read_prior(mgr *m, job *j, const char *dir) {
   int slots = pool_slots(m);
   char why[512];
   double t0 = mono_s();
-  int rc = gs_cluster_prior_steps(p, &m->net, slots, job_global_batch(j), job_servers(j), top,
-                                  j->prior_step, j->prior_samples, why, sizeof why);
+  int rc = gs_cluster_prior_steps(p, &m->net, slots, job_global_batch(j), job_servers(j),
+                                  job_ps_async(j), top, j->prior_step, j->prior_samples, why,
+                                  sizeof why);
   gs_profile_free(p);
   if (rc != 0) {
     mlog(m, "job %d: no prediction from its profile: %s", j->id, why);

@@ -296,12 +296,15 @@ struct gs_cost_params;
  * compute scaled linearly). servers > 0: a parameter-server job (--ps S)
  * whose last S ranks serve: its workers are the ranks less them, and a
  * step is a worker's compute and one BSP round on S servers (gs_cost_ps,
- * the search's ps_iter_s). Sizes the prediction cannot price (no worker, a
+ * the search's ps_iter_s), or for the share `async` of its steps that its
+ * --sync runs asynchronously (gs_ps_sync_async_share) an asynchronous one
+ * (gs_cost_ps_async). Sizes the prediction cannot price (no worker, a
  * global batch that leaves one without a sample) get step_s 0. Entries
  * 0..max are written. Returns 0, or -1 with err when no size could be
  * priced. */
 int gs_cluster_prior_steps(const struct gs_profile *profile, const struct gs_cost_params *net,
-                           int slots, long global_batch, int servers, int max, double *step_s,
+                           int slots, long global_batch, int servers, double async, int max,
+                           double *step_s,
                            double *samples, char *err, size_t errlen);
 
 /* The sizes measured: each q in 1..top with by_size[q] > 0 as n[k] = q,

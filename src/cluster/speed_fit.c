@@ -134,12 +134,13 @@ int gs_cluster_speed_fit_idle(const int *n, const double *r, int npts, int max, 
 }
 
 int gs_cluster_prior_steps(const gs_profile *profile, const gs_cost_params *net, int slots,
-                           long global_batch, int servers, int max, double *step_s,
-                           double *samples, char *err, size_t errlen) {
+                           long global_batch, int servers, double async, int max,
+                           double *step_s, double *samples, char *err, size_t errlen) {
   int priced = 0;
   if (err && errlen) err[0] = '\0';
   for (int x = 0; x <= max; x++) step_s[x] = samples[x] = 0;
-  if (profile == NULL || net == NULL || slots < 1 || max < 1 || servers < 0) {
+  if (profile == NULL || net == NULL || slots < 1 || max < 1 || servers < 0 ||
+      !(async >= 0 && async <= 1)) {
     if (err) snprintf(err, errlen, "prior: no profile, network or size");
     return -1;
   }
@@ -152,6 +153,7 @@ int gs_cluster_prior_steps(const gs_profile *profile, const gs_cost_params *net,
       continue;
     gs_search_config cfg = {.net = net, .algo = GS_ALGO_AUTO, .workers = (int)workers,
                             .per_node = servers > 0 ? 1 : slots, .ps_servers = servers,
+                            .ps_async = servers > 0 ? async : 0,
                             .max_global_batch = global_batch > 0 && global_batch <= INT_MAX
                                                     ? (int)global_batch : 0};
     gs_search_result res;

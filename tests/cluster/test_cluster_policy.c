@@ -1171,7 +1171,8 @@ static void test_prior_steps(void **state) {
   assert_int_equal(gs_cost_preset("1gbit", &net), GS_OK);
   double step[5], samples[5], heavy_step[5], heavy_samples[5];
   char err[256];
-  assert_int_equal(gs_cluster_prior_steps(&p, &net, 1, 128, 0, 4, step, samples, err, sizeof err), 0);
+  assert_int_equal(
+      gs_cluster_prior_steps(&p, &net, 1, 128, 0, 0, 4, step, samples, err, sizeof err), 0);
   /* one rank: 128 samples at 4x the profile's batch, compute alone */
   assert_true(fabs(step[1] - 4 * 0.06) < 1e-9);
   assert_true(samples[1] == 128 && samples[2] == 128 && samples[4] == 128);
@@ -1183,20 +1184,22 @@ static void test_prior_steps(void **state) {
   gs_profile heavy = p;
   heavy.tensors = th;
   heavy.forward_s *= 10;
-  assert_int_equal(gs_cluster_prior_steps(&heavy, &net, 1, 128, 0, 4, heavy_step, heavy_samples,
+  assert_int_equal(gs_cluster_prior_steps(&heavy, &net, 1, 128, 0, 0, 4, heavy_step, heavy_samples,
                                           err, sizeof err), 0);
   assert_true(heavy_step[1] / heavy_step[4] > step[1] / step[4]);
   assert_true(heavy_step[1] / heavy_step[4] > 2.5);
   /* without a global batch: every rank at the profile's 32 */
-  assert_int_equal(gs_cluster_prior_steps(&p, &net, 2, 0, 0, 3, step, samples, err, sizeof err), 0);
+  assert_int_equal(
+      gs_cluster_prior_steps(&p, &net, 2, 0, 0, 0, 3, step, samples, err, sizeof err), 0);
   assert_true(samples[1] == 64 && samples[3] == 192);
   /* a global batch of 2 leaves ranks of 3 or 4 nodes without a sample */
-  assert_int_equal(gs_cluster_prior_steps(&p, &net, 1, 2, 0, 4, step, samples, err, sizeof err), 0);
+  assert_int_equal(
+      gs_cluster_prior_steps(&p, &net, 1, 2, 0, 0, 4, step, samples, err, sizeof err), 0);
   assert_true(step[2] > 0 && step[3] == 0 && step[4] == 0);
   /* a parameter-server job of one server: no worker on one node; on n
    * nodes n - 1 workers share the global batch, and a step is a worker's
    * compute and one BSP round on the server (gs_cost_ps) */
-  assert_int_equal(gs_cluster_prior_steps(&p, &net, 1, 128, 1, 4, step, samples, err, sizeof err),
+  assert_int_equal(gs_cluster_prior_steps(&p, &net, 1, 128, 1, 0, 4, step, samples, err, sizeof err),
                    0);
   assert_true(step[1] == 0 && samples[1] == 0);
   double bytes = (double)((1 << 20) + 1000) * 4;
@@ -1207,8 +1210,28 @@ static void test_prior_steps(void **state) {
     assert_true(fabs(step[x] - (0.06 * b / 32 + o.round_s)) < 1e-9);
     assert_true(samples[x] == (double)b * w);
   }
+  /* under ASP each of those steps is gs_cost_ps_async's, never slower
+   * than BSP's; under Sync-Switch with F = 0.25 BSP's quarter and ASP's
+   * three quarters; an asynchronous share outside [0, 1] is refused */
+  double async_step[5], async_samples[5], mixed_step[5], mixed_samples[5];
+  assert_int_equal(gs_cluster_prior_steps(&p, &net, 1, 128, 1, 1, 4, async_step, async_samples,
+                                          err, sizeof err), 0);
+  assert_int_equal(gs_cluster_prior_steps(&p, &net, 1, 128, 1, 0.75, 4, mixed_step,
+                                          mixed_samples, err, sizeof err), 0);
+  assert_true(async_step[1] == 0);
+  for (int x = 2; x <= 4; x++) {
+    int w = x - 1, b = 128 / w;
+    double t;
+    assert_int_equal(gs_cost_ps_async(&net, w, 1, bytes, 0.06 * b / 32, &t), GS_OK);
+    assert_true(fabs(async_step[x] - t) < 1e-9);
+    assert_true(async_step[x] <= step[x] && async_samples[x] == samples[x]);
+    assert_true(fabs(mixed_step[x] - (0.25 * step[x] + 0.75 * t)) < 1e-9);
+  }
+  assert_true(async_step[3] < step[3]); /* two workers: one's push under the other's compute */
+  assert_int_equal(gs_cluster_prior_steps(&p, &net, 1, 128, 1, 1.5, 4, async_step,
+                                          async_samples, err, sizeof err), -1);
   /* two ranks a node: one node holds the server and a worker */
-  assert_int_equal(gs_cluster_prior_steps(&p, &net, 2, 0, 1, 2, step, samples, err, sizeof err),
+  assert_int_equal(gs_cluster_prior_steps(&p, &net, 2, 0, 1, 0, 2, step, samples, err, sizeof err),
                    0);
   assert_true(step[1] > 0.06 && samples[1] == 32 && samples[2] == 96);
   /* the profile's JSON round trip */
