@@ -48,8 +48,9 @@ for r in $(seq 1 "$reps"); do
         for _ in $(seq 1 1800); do
           line=$("$gs" jobs --spool "$spool" --json | python3 -c '
 import json, sys
-for j in json.load(sys.stdin)["jobs"]:
-    if j["id"] == int(sys.argv[1]):
+for l in sys.stdin:
+    j = json.loads(l) if l.startswith("{") else {}
+    if j.get("id") == int(sys.argv[1]):
         print(json.dumps(j))' "$id")
           [[ $line == *'"state": "done"'* || $line == *'"state":"done"'* ||
              $line == *'"state": "failed"'* || $line == *'"state":"failed"'* ]] && break
