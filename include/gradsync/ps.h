@@ -106,6 +106,12 @@ const char *gs_ps_mode_name(gs_ps_mode mode);
  * speed the bound does not bind), 1 - F for Sync-Switch, offline or online
  * (online's ASP while a straggler lasts is not foreseen). */
 double gs_ps_sync_async_share(const gs_ps_sync *s);
+/* 1 when every worker runs the same steps (BSP throughout), so that a step
+ * number is one point of the training for all of them and a job can commit
+ * or stop there (gradsync train --commit-every, --stop-at-step); 0 when
+ * their step counts differ (ASP, SSP, Sync-Switch: epochs end by samples
+ * and commits come at their ends). */
+int gs_ps_sync_lockstep(const gs_ps_sync *s);
 
 /* The shards: server k holds flat elements [begin[k], begin[k+1]) of the
  * concatenation of counts[0 .. n-1]; begin has servers + 1 entries, begin[0]

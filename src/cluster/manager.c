@@ -530,6 +530,8 @@ static void job_ckpt(const mgr *m, const job *j, char *out, size_t len) {
   job_path(m, j, out, len, "ckpt");
 }
 
+static int job_commits_at_steps(const job *j);
+
 /* The keeper's command line: gradsync cluster keep ... -- gradsync run
  * --elastic ... -- PROGRAM. */
 static char **launch_argv(mgr *m, job *j) {
@@ -605,7 +607,7 @@ static char **launch_argv(mgr *m, job *j) {
       job_path(m, j, buf, sizeof buf, "ckpt");
       ADD(buf);
     }
-    if (!has_arg(j->args, "--commit-every")) {
+    if (!has_arg(j->args, "--commit-every") && job_commits_at_steps(j)) {
       ADD("--commit-every");
       snprintf(buf, sizeof buf, "%d", c->commit_every);
       ADD(buf);
@@ -752,6 +754,16 @@ static double job_ps_async(const job *j) {
   gs_ps_sync s;
   if (v == NULL || gs_ps_sync_parse(v, &s) != GS_OK) return 0;
   return gs_ps_sync_async_share(&s);
+}
+
+/* 0 for a parameter-server job whose --sync runs its workers' steps apart
+ * (gs_ps_sync_lockstep: ASP, SSP, Sync-Switch): no step is common to
+ * commit at, so it commits at its epochs' ends and gets no --commit-every
+ * (which its training refuses); 1 for every other job. */
+static int job_commits_at_steps(const job *j) {
+  const char *v = j->exec || job_servers(j) == 0 ? NULL : arg_value(j, "--sync");
+  gs_ps_sync s;
+  return v == NULL || gs_ps_sync_parse(v, &s) != GS_OK || gs_ps_sync_lockstep(&s);
 }
 
 /* Ranks a node of the pool runs, as the size rules and the prediction

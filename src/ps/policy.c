@@ -98,6 +98,10 @@ double gs_ps_sync_async_share(const gs_ps_sync *s) {
   return s->mode == GS_PS_SSP && s->staleness >= 1 ? 1 : 0;
 }
 
+int gs_ps_sync_lockstep(const gs_ps_sync *s) {
+  return s && s->policy == GS_PS_POLICY_FIXED && s->mode == GS_PS_BSP;
+}
+
 gs_status ps_policy_init(ps_policy *p, const gs_ps_sync *sync, int workers,
                          long budget) {
   memset(p, 0, sizeof *p);

@@ -440,6 +440,14 @@ gs_status gs_train_config_check(const gs_train_config *c) {
     return gs_error(GS_ERR_PARSE, "%s needs %s (where commits go)",
                     train_option(c, c->commit_every > 0 ? "commit_every" : "stop_at_step"),
                     train_option(c, "checkpoint_dir"));
+  const train_sync_ops *so = c->sync_ops ? c->sync_ops : train_sync_find(c->sync ? c->sync
+                                                                               : "engine");
+  if ((c->commit_every > 0 || c->stop_at_step > 0) && so && so->epoch_done)
+    return gs_error(GS_ERR_PARSE, "%s %s: its workers run different step counts, so no step "
+                    "is common to %s at (it commits at epochs' ends: leave %s out)",
+                    train_option(c, "sync"), c->sync_ops ? so->name : c->sync,
+                    c->commit_every > 0 ? "commit" : "stop",
+                    train_option(c, c->commit_every > 0 ? "commit_every" : "stop_at_step"));
   if (c->commit_every < 0 || c->stop_at_step < 0)
     return gs_error(GS_ERR_PARSE, "%s %ld: must be 0 (none) or a step count",
                     train_option(c, c->commit_every < 0 ? "commit_every" : "stop_at_step"),
@@ -752,10 +760,6 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
   const train_optim_ops *optim_ops = NULL;
   gs_status st = find_extensions(c, &sync_ops, &optim_ops);
   t->sync.ops = sync_ops;
-  if (st == GS_OK && (c->commit_every > 0 || c->stop_at_step > 0) && sync_ops->epoch_done)
-    st = gs_error(GS_ERR_INVALID_ARG, "%s %s: its workers run different step counts, so "
-                  "no step is common to commit at (commit at epochs' ends instead)",
-                  train_option(c, "sync"), sync_ops->name);
   if (st == GS_OK && !loaded) st = train_load_data(c, train, test);
   if (st == GS_OK) st = train_check_data(c, train, 1);
   if (st == GS_OK) st = train_check_data(c, test, 0);

@@ -124,6 +124,9 @@ expect_2 "the same, its options as --ps=1 (getopt's other form)" \
 expect_2 "a parameter-server job whose workers divide no global batch" \
   "leaves workers beside the job's --ps 1 server that divide its --global-batch 7" submit \
   --spool "$spool" --min 3 --max 3 -- --model mlp --ps 1 --sync bsp --global-batch 7
+expect_2 "a commit at a step of an asynchronous parameter-server job" \
+  "the job's options: --sync asp: its workers run different step counts" submit \
+  --spool "$spool" --min 2 --max 2 -- --model mlp --ps 1 --sync asp --commit-every 5
 expect_2 "a bad --commit-every" "the job's options: --commit-every '0' must be" submit \
   --spool "$spool" -- --model mlp --commit-every 0
 expect_2 "an unknown train option" "the job's options" submit --spool "$spool" -- --bogus

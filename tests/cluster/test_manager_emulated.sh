@@ -139,6 +139,22 @@ if [ -s "$spool/jobs/$J4/ckpt/profile.json" ] &&
        "$(grep "job $J4: predicted" "$log" | sed 's/.*: //')"
 else fail "the parameter-server job's profile or prediction:" \
   "$(grep "job $J4: \(predicted\|no prediction\)" "$log")"; fi
+# An asynchronous parameter-server job (ASP): no step is common to its
+# workers, so the manager gives it no --commit-every (until 2026-12-01 it
+# did, and every launch was refused: failed after its restart budget); it
+# commits at its epochs' ends and is predicted from its profile too.
+J5=$("$G" submit --spool "$spool" --min 2 --max 2 --name asp -- --model mlp --ps 1 --sync asp \
+  --synthetic 2048 --batch 32 --epochs 3 --json) || fail "the ASP job refused: $J5"
+wait_for 120 is_state "$J5" done || fail "the ASP job did not finish: $(state "$J5")"
+out5=$spool/jobs/$J5/out.log
+if [ "$(state "$J5")" = done ] && [ "$(field "$J5" restarts)" = 0 ] &&
+   [ "$(grep -c '^{"epoch":[123],' "$out5")" = 3 ] &&
+   grep -q '"summary".*"sync":"asp".*"asp_steps":[1-9]' "$out5" &&
+   grep -Eq "job $J5: predicted samples/s by nodes \(1gbit, [0-9]+ ms\): 2:[0-9.]+$" "$log"; then
+  pass "the ASP job ran its 3 epochs under the manager with no restart, predicted:" \
+       "$(grep "job $J5: predicted" "$log" | sed 's/.*: //')"
+else fail "the ASP job: state $(state "$J5"), restarts $(field "$J5" restarts):" \
+  "$(grep -v '^{' "$out5" | tail -3)"; fi
 sizes=$(launches "$J1")
 if [[ "$sizes" =~ ^2\ 1\ (1\ )*2 ]] && [ "$(field "$J1" resizes)" -ge 2 ]; then
   pass "job 1 ran on 2, shrank to 1 for job 2, grew back to 2 (launch sizes: $sizes;" \

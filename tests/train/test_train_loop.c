@@ -24,6 +24,7 @@
 
 #include <mpi.h>
 
+#include "gradsync/ps.h"
 #include "train_ctx.h"
 
 /* 48 samples per step in all: 48, 24 or 16 per rank on 1, 2 or 3 ranks. */
@@ -249,6 +250,24 @@ int main(int argc, char **argv) {
   }
 
   /* A sync mode that leaves the update to the loop, plus a step hook. */
+  /* A commit at a step (--commit-every) is refused, as an option, exactly
+   * for the parameter-server modes whose workers' step counts differ
+   * (gs_ps_sync_lockstep, what the cluster manager goes by). */
+  const char *ps_modes[] = {"bsp", "asp", "ssp:0", "ssp:3", "switch:offline:0.5",
+                            "switch:online"};
+  for (size_t i = 0; i < sizeof ps_modes / sizeof *ps_modes; i++) {
+    base_config(&c);
+    c.sync = ps_modes[i];
+    c.ps_servers = 1;
+    c.checkpoint_dir = "/nonexistent/gradsync-test";
+    c.commit_every = 5;
+    gs_ps_sync mode;
+    CHECK(gs_ps_sync_parse(ps_modes[i], &mode) == GS_OK, "%s unparsed", ps_modes[i]);
+    int ok = gs_train_config_check(&c) == GS_OK;
+    CHECK(ok == gs_ps_sync_lockstep(&mode), "--sync %s --commit-every 5: %s (%s)", ps_modes[i],
+          ok ? "accepted" : "refused", ok ? "" : gs_last_error());
+  }
+
   base_config(&c);
   memset(&probe, 0, sizeof probe);
   probe.fail_create_on = -1;
