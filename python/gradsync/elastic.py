@@ -35,6 +35,18 @@ may cost.
 The commit directory is `dir=` of the state, else $GRADSYNC_ELASTIC_DIR, else
 `./gradsync-elastic`; it must be visible to rank 0 on every start (a shared
 file system, or the same host).
+
+Under the cluster manager (`gradsync submit --exec -- /usr/bin/python3
+train.py`), $GRADSYNC_ELASTIC_DIR is the job's own directory, and a state
+that knows the run's length reports its progress there at every commit:
+
+    state.set_progress(epochs, len(dataset))
+
+writes progress.json ({"epoch", "samples_in_epoch", "epoch_samples",
+"epochs"}, from the state's `epoch` and `samples`) beside the commit, from
+which the manager shows the job's progress and measures its samples per
+second on each size, as it does for a `gradsync train` job
+(docs/CLUSTER_MANAGER.md).
 """
 import os
 import signal
@@ -81,6 +93,7 @@ class State:
         self._dir = dir or os.environ.get("GRADSYNC_ELASTIC_DIR") or "gradsync-elastic"
         self._extra = dict(extra)
         self._reset_callbacks = []
+        self._progress = None  # (epochs, epoch_samples) once set_progress is called
         self.commits = 0
         self.restored = None  # the restored commit's description, or None
         for k, v in extra.items():
@@ -103,6 +116,28 @@ class State:
     def _path(self):
         return os.path.join(self._dir, "state.pt")
 
+    def set_progress(self, epochs, epoch_samples):
+        """Declares the run's length: `epochs` epochs of `epoch_samples`
+        samples. Every commit after it also writes progress.json (the
+        state's `epoch`, the epoch under way from 0, and `samples`, the
+        samples of it trained) for a cluster manager to read."""
+        if not (epochs > 0 and epoch_samples > 0):
+            raise ValueError(f"set_progress: {epochs} epochs of {epoch_samples} samples "
+                             "(both must be above 0)")
+        self._progress = (epochs, epoch_samples)
+
+    def _write_progress(self):
+        import json
+        epochs, n = self._progress
+        report = {"epoch": int(getattr(self, "epoch", 0)),
+                  "samples_in_epoch": int(getattr(self, "samples", 0)),
+                  "epoch_samples": int(n), "epochs": epochs}
+        path = os.path.join(self._dir, "progress.json")
+        tmp = path + f".tmp.{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(report, f)
+        os.replace(tmp, path)
+
     def save(self):
         """Rank 0 writes the state atomically (a temporary file, fsync, rename,
         fsync of the directory); every rank returns once it is on disk."""
@@ -121,6 +156,8 @@ class State:
                     f.flush()
                     os.fsync(f.fileno())
                 os.replace(tmp, self._path())
+                if self._progress:
+                    self._write_progress()
                 fd = os.open(self._dir, os.O_RDONLY)
                 try:
                     os.fsync(fd)

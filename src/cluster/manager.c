@@ -517,7 +517,7 @@ static int has_arg(const cJSON *args, const char *opt) {
  * or the one the manager gives it). */
 static void job_ckpt(const mgr *m, const job *j, char *out, size_t len) {
   const cJSON *e, *prev = NULL;
-  cJSON_ArrayForEach(e, j->args) {
+  if (!j->exec) cJSON_ArrayForEach(e, j->args) {
     if (prev && cJSON_IsString(prev) && strcmp(prev->valuestring, "--checkpoint") == 0 &&
         cJSON_IsString(e)) {
       if (e->valuestring[0] == '/') snprintf(out, len, "%s", e->valuestring);
@@ -659,9 +659,19 @@ static int launch(mgr *m, job *j) {
     free_argv(v);
     return -1;
   }
+  /* An --exec program's commits go to the job's directory, where it may
+   * report its progress (read_progress): gradsync.torch.elastic's State
+   * commits to $GRADSYNC_ELASTIC_DIR. */
+  char elastic_env[PATH_MAX + 32] = "";
+  if (j->exec) {
+    char dir[PATH_MAX];
+    job_ckpt(m, j, dir, sizeof dir);
+    snprintf(elastic_env, sizeof elastic_env, "GRADSYNC_ELASTIC_DIR=%s", dir);
+  }
   pid_t pid = fork();
   if (pid == 0) {
     setsid();
+    if (elastic_env[0]) putenv(elastic_env);
     if (chdir(j->cwd) != 0 && chdir("/") != 0) _exit(127);
     stdio_to_null();
     for (int fd = 3; fd < 1024; fd++) close(fd);
@@ -980,28 +990,40 @@ static void measure_speed(mgr *m, job *j, const char *ckpt_json, double samples)
   j->obs_size = size;
 }
 
+/* The job's progress and speed from its last commit: a gradsync train
+ * job's checkpoint.json (its epoch and sample, its data's size, its
+ * --epochs), an --exec program's progress.json in its job directory
+ * ($GRADSYNC_ELASTIC_DIR: {"epoch": E, "samples_in_epoch": S,
+ * "epoch_samples": N, "epochs": T}, written at each commit by
+ * gradsync.torch.elastic's State after set_progress, or by any program);
+ * an --exec program that writes none stays unmeasured (linear). */
 static void read_progress(mgr *m, job *j) {
-  if (j->exec) return;
   char dir[PATH_MAX], path[PATH_MAX + 32];
   job_ckpt(m, j, dir, sizeof dir);
-  snprintf(path, sizeof path, "%s/checkpoint.json", dir);
+  snprintf(path, sizeof path, "%s/%s", dir, j->exec ? "progress.json" : "checkpoint.json");
   char *text = spool_read_file(path, 1 << 20);
   cJSON *c = text ? cJSON_Parse(text) : NULL;
   gs_free(text);
-  double e, s = 0, total = 0;
+  double e, s = 0, total = 0, epochs = 0;
   if (c && num(c, "epoch", &e) == 0) {
     num(c, "samples_in_epoch", &s);
-    const cJSON *d = cJSON_GetObjectItemCaseSensitive(c, "data");
-    if (d) num(d, "samples", &total);
-    /* --max-steps N ends each epoch after N global batches: the epoch's
-     * samples are those (else a speed across an epoch's end counted the
-     * samples never trained). */
-    const char *ms = arg_value(j, "--max-steps");
-    double gb = 0;
-    if (ms && atol(ms) > 0 && num(c, "global_batch", &gb) == 0 && gb > 0)
-      total = fmin(total, (double)atol(ms) * gb);
+    if (j->exec) {
+      num(c, "epoch_samples", &total);
+      num(c, "epochs", &epochs);
+      if (!(e >= 0 && s >= 0 && isfinite(e + s + total + epochs))) total = 0; /* not a report */
+    } else {
+      epochs = job_epochs(j);
+      const cJSON *d = cJSON_GetObjectItemCaseSensitive(c, "data");
+      if (d) num(d, "samples", &total);
+      /* --max-steps N ends each epoch after N global batches: the epoch's
+       * samples are those (else a speed across an epoch's end counted the
+       * samples never trained). */
+      const char *ms = arg_value(j, "--max-steps");
+      double gb = 0;
+      if (ms && atol(ms) > 0 && num(c, "global_batch", &gb) == 0 && gb > 0)
+        total = fmin(total, (double)atol(ms) * gb);
+    }
     snprintf(j->commit, sizeof j->commit, "epoch %.0f, sample %.0f", e + 1, s);
-    double epochs = job_epochs(j);
     if (total > 0 && epochs > 0) {
       double p = (e + s / total) / epochs;
       j->progress = p > 1 ? 1 : p;
@@ -1011,7 +1033,7 @@ static void read_progress(mgr *m, job *j) {
     }
   }
   cJSON_Delete(c);
-  read_prior(m, j, dir);
+  if (!j->exec) read_prior(m, j, dir);
 }
 
 /* Reads the current attempt's new events: the launch's nodes, resizes,

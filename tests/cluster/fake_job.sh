@@ -6,7 +6,9 @@
 # running at once is recorded in DIR/errors. With FAIL=1 it fails at once;
 # with FAIL=kill:HOST, the first launch that includes HOST ends after 3
 # steps as mpirun does when rank 1 there is killed by SIGABRT (its line on
-# stderr, status 134).
+# stderr, status 134). With FAIL=progress it does not fail but reports its
+# progress at each commit as an --exec program may, in
+# $GRADSYNC_ELASTIC_DIR/progress.json: one epoch of STEPS x 10 samples.
 # usage: fake_job.sh STEPS DIR [STEP_S] [FAIL]
 steps=$1 dir=$2 step_s=${3:-0.1} fail=${4:-0}
 mkdir -p "$dir"
@@ -25,6 +27,12 @@ while [ "$s" -lt "$steps" ]; do
   sleep "$step_s"
   s=$((s + 1))
   echo "$s" >"$dir/step.tmp" && mv "$dir/step.tmp" "$dir/step"
+  if [ "$fail" = progress ] && [ -n "${GRADSYNC_ELASTIC_DIR:-}" ]; then
+    mkdir -p "$GRADSYNC_ELASTIC_DIR"
+    printf '{"epoch": 0, "samples_in_epoch": %d, "epoch_samples": %d, "epochs": 1}\n' \
+      $((s * 10)) $((steps * 10)) >"$GRADSYNC_ELASTIC_DIR/progress.tmp" &&
+      mv "$GRADSYNC_ELASTIC_DIR/progress.tmp" "$GRADSYNC_ELASTIC_DIR/progress.json"
+  fi
   [ "$stop" = 1 ] && exit 3
   case $fail in
     kill:*)

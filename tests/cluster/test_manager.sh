@@ -251,6 +251,29 @@ done
 [ "$missed" = 0 ] && pass "20 jobs, each listed in the 5 listings right after its submission" ||
   fail "$missed of 20 jobs missing from gradsync jobs right after their submission"
 
+echo "== an --exec program's progress (progress.json in \$GRADSYNC_ELASTIC_DIR)"
+# The manager points the program's commits at its job directory; a program
+# that reports its progress there is shown and measured as a gradsync train
+# job is (until 2026-12-01 an --exec job stayed unmeasured, linear, at
+# progress '-'). 30 steps of 0.1 s and 10 samples: about 100 samples/s.
+P=$(submit --min 1 --max 1 --name P --exec -- "$JOB" 30 "$scratch/P" 0.1 progress)
+wait_file "$scratch/P/step" 20 || fail "job P did not start"
+mid=
+for _ in $(seq 1 40); do
+  mid=$(field "$P" progress)
+  [[ $mid =~ ^0\.[0-9]+$ ]] && break
+  sleep 0.1
+done
+wait_state "$P" done 30 || fail "job P: '$(state "$P")', not done"
+speed=$(field "$P" speed)
+if [[ $mid =~ ^0\.[0-9]+$ ]] && [ "$(field "$P" progress)" = 1 ] &&
+   [ -s "$spool/jobs/$P/ckpt/progress.json" ] &&
+   python3 -c 'import json, sys; r = json.loads("{" + sys.argv[1] + "}")["1"]; sys.exit(not 30 < r < 110)' \
+     "$(echo "$speed" | sed 's/^{//')"; then
+  pass "an --exec job's progress.json: progress $mid while running, 1 at the end, speed $speed"
+else fail "an --exec job's progress: '$mid' while running, '$(field "$P" progress)' at the end," \
+  "speed '$speed', $(ls "$spool/jobs/$P/ckpt" 2>&1)"; fi
+
 echo "== per-user limits and accounts (serve --user-limit, --account-share; submit --account)"
 new_spool "$scratch/spool2"
 expect_2 "serve with an unknown network" "--net: unknown network 'bogus'" cluster serve \

@@ -28,6 +28,7 @@ model = torch.nn.Linear(8, 2)
 opt = gs.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                               named_parameters=model.named_parameters())
 state = gs.elastic.TorchState(model, opt, dir=directory, epoch=0, samples=0, used={})
+state.set_progress(EPOCHS, N)  # progress.json at each commit, for a cluster manager
 resets = []
 state.register_reset_callbacks([lambda: resets.append(gs.size())])
 

@@ -32,6 +32,13 @@ if [ $rc = 3 ] && grep -q "stopped at commit 2 for a resize" "$tmp/first.log"; t
 else
   bad "SIGUSR1: exit $rc: $(tail -5 "$tmp/first.log")"
 fi
+# The progress report beside the commit (State.set_progress): commit 2's
+# epoch 0, sample 48 of 240, 2 epochs.
+report() { "$py" -c 'import json, sys; r = json.load(open(sys.argv[1]))
+print(r["epoch"], r["samples_in_epoch"], r["epoch_samples"], r["epochs"])' "$tmp/state/progress.json"; }
+got=$(report 2>&1)
+[ "$got" = "0 48 240 2" ] && ok "progress.json at commit 2: epoch 0, sample 48 of 240, 2 epochs" ||
+  bad "progress.json at commit 2: '$got' (want '0 48 240 2')"
 run 3 kill-at:5 second; rc=$?
 if [ $rc != 0 ] && [ $rc != 124 ] && grep -q "restored commit 2 of 2 ranks at epoch 0, sample 48, now 3 ranks" "$tmp/second.log"; then
   ok "3 ranks resumed commit 2 (sample 48); a rank killed mid-epoch ended the job (exit $rc)"
@@ -45,4 +52,7 @@ if [ $rc = 0 ] && [ "$(grep -c "^ELASTIC OK" "$tmp/third.log")" = 2 ] &&
 else
   bad "the last run: exit $rc: $(tail -5 "$tmp/third.log")"
 fi
+got=$(report 2>&1)
+[ "$got" = "2 0 240 2" ] && ok "progress.json at the last commit: both epochs done" ||
+  bad "progress.json at the last commit: '$got' (want '2 0 240 2')"
 [ $fails = 0 ]
