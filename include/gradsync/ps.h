@@ -16,8 +16,8 @@
  * Protocols (the mode of each push, chosen per step):
  *   BSP  the server waits for one push from every worker, averages them in
  *        worker order, applies one update and answers every worker;
- *   ASP  each push is applied on arrival and answered at once (staleness is
- *        unbounded);
+ *   ASP  each push is applied on arrival and answered at once, chunk by
+ *        chunk as its chunks arrive (staleness is unbounded);
  *   SSP:s each push is applied on arrival; the answer to a worker whose
  *        clock (pushes so far) is more than s ahead of the slowest worker's
  *        is held back until it is not (Ho et al., NIPS'13). SSP:0 keeps the

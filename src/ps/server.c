@@ -1,7 +1,7 @@
 /*
  * The server's loop: one shard, every worker's messages polled in turn (no
- * head-of-line blocking), updates by protocol (BSP rounds, ASP on arrival,
- * SSP with held answers), the first server's switch decisions, and the
+ * head-of-line blocking), updates by protocol (BSP rounds, ASP on arrival
+ * chunk by chunk, SSP with held answers), the first server's switch decisions, and the
  * silent-worker watchdog.
  */
 #include <string.h>
@@ -31,6 +31,7 @@ typedef struct {
   long version_seen;    /* shard updates when last answered */
   double last_event;    /* last request or answer */
   int in_round;         /* a member of the BSP round being reduced */
+  size_t next;          /* ASP: the next chunk of its push to apply (stream_asp) */
 } ps_peer;
 
 /* The BSP round being reduced chunk by chunk (try_bsp_round). */
@@ -75,6 +76,7 @@ static void post_data_more(ps_server *s, int w, float *dst, int more) {
               &p->data_r[r++]);
   }
   p->ndata = r;
+  p->next = 0;
   p->state = PEER_WAIT_DATA;
 }
 
@@ -178,13 +180,64 @@ static void on_push(ps_server *s, int w) {
     p->pending = PEND_BSP;
     return;
   }
-  apply(s, p->grad, p->req.lr, p->req.momentum);
+  if (mode == GS_PS_ASP) { /* applied and answered chunk by chunk (stream_asp) */
+    if (ps_chunks(ps, s->n) == 0) answer_drain(s, w); /* an empty shard: no chunk drained */
+    s->version++;
+    ps->stats.updates++;
+  } else {
+    apply(s, p->grad, p->req.lr, p->req.momentum);
+  }
   p->clock++;
   if (s->has_policy) ps_policy_count(&s->policy, mode, p->req.batch);
   if (mode == GS_PS_ASP)
-    answer(s, w, decide(s));
+    answer_header(s, w, decide(s));
   else
     p->pending = PEND_SSP;
+}
+
+/* Whether w's data in flight is an ASP push, applied chunk by chunk. */
+static int asp_push(const ps_peer *p) {
+  return p->state == PEER_WAIT_DATA && !p->init && p->req.type == PS_MSG_PUSH &&
+         p->req.mode == GS_PS_ASP;
+}
+
+/* Whether some ASP push is applied in part: the shard is then not one
+ * version, and a pull waits for it (as for a BSP round half applied). */
+static int asp_streaming(const ps_server *s) {
+  for (int w = 0; w < s->ps->workers; w++)
+    if (asp_push(&s->peer[w]) && s->peer[w].next > 0) return 1;
+  return 0;
+}
+
+/* ASP: each chunk of w's push, as soon as it has arrived, is applied and
+ * sent back while the later chunks are still on the wire (a BSP round's
+ * pipeline, for one worker), so that the worker's push and pull share the
+ * time on opposite directions of the links instead of following each
+ * other; the result equals one update of the whole push, since the update
+ * is elementwise. Until 2026-12-01 the whole push was received, then
+ * applied and answered: one worker under ASP trained 0.69x as fast as
+ * under BSP (bench/results/cluster_ps_prior.md). Returns whether a chunk
+ * was taken. */
+static int stream_asp(ps_server *s, int w) {
+  gs_ps *ps = s->ps;
+  ps_peer *p = &s->peer[w];
+  size_t nchunk = ps_chunks(ps, s->n);
+  int took = 0;
+  while (p->next < nchunk) {
+    int done = 0;
+    MPI_Test(&p->data_r[p->next], &done, MPI_STATUS_IGNORE);
+    if (!done) break;
+    if (p->next == 0) answer_drain(s, w);
+    size_t off = p->next * ps->chunk, len = GS_MIN(ps->chunk, s->n - off);
+    double t0 = gs_now();
+    s->update(s->ctx, s->w + off, p->grad + off, s->state + off, len, p->req.lr,
+              p->req.momentum);
+    ps->stats.busy_s += gs_now() - t0;
+    answer_chunk(s, w, off, len);
+    p->next++;
+    took = 1;
+  }
+  return took;
 }
 
 /* Whether worker w is in BSP round generation g: it holds a BSP push of
@@ -324,16 +377,17 @@ static int poll_peer(ps_server *s, int w) {
         post_data(s, w, p->grad);
         break;
       case PS_MSG_PULL:
-        /* Not in the middle of a BSP round: its chunks are updated one
-         * at a time, and a pull would see some of them new, some old. */
-        if (s->initialised && !s->round.active)
+        /* Not in the middle of a BSP round or an ASP push: their chunks
+         * are updated one at a time, and a pull would see some of them
+         * new, some old. */
+        if (s->initialised && !s->round.active && !asp_streaming(s))
           answer(s, w, (int)s->ps->mode);
         else
           p->pending = PEND_PULL;
         post_request(s, w);
         break;
       case PS_MSG_STATE:
-        if (s->initialised && !s->round.active)
+        if (s->initialised && !s->round.active && !asp_streaming(s))
           answer_from(s, s->state, w, (int)s->ps->mode);
         else
           p->pending = PEND_STATE;
@@ -355,15 +409,22 @@ static int poll_peer(ps_server *s, int w) {
     return 1;
   }
   if (p->state == PEER_WAIT_DATA) {
-    MPI_Testall(p->ndata, p->data_r, &done, MPI_STATUSES_IGNORE);
-    if (!done) return 0;
+    if (asp_push(p)) {
+      int took = stream_asp(s, w);
+      if (p->next < ps_chunks(s->ps, s->n)) return took;
+    } else {
+      MPI_Testall(p->ndata, p->data_r, &done, MPI_STATUSES_IGNORE);
+      if (!done) return 0;
+    }
     p->last_event = gs_now();
+    int asp = asp_push(p);
     post_request(s, w);
     if (p->init) {
       s->initialised = 1;
       answer_held_pulls(s);
     } else {
       on_push(s, w);
+      if (asp && !s->round.active && !asp_streaming(s)) answer_held_pulls(s);
     }
     return 1;
   }

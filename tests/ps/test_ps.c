@@ -472,9 +472,13 @@ static void case_park(int servers) {
 
 /* ASP's momentum: worker 0 pushes twice alone, with mu = 0.9. The second
  * update must use max(0, mu - (1 - 1/W)) by default, and mu itself when
- * async_momentum_offset < 0; both are computed here with the same SGD. */
-static void case_asp_momentum(int servers, float offset) {
-  gs_ps_config cfg = {.servers = servers, .async_momentum_offset = offset};
+ * async_momentum_offset < 0; both are computed here with the same SGD.
+ * With chunk > 0 (bytes) each server's shard is many chunks, each applied
+ * and answered as it arrives (the server's ASP pipeline): the same weights,
+ * bitwise. */
+static void case_asp_momentum(int servers, float offset, size_t chunk) {
+  gs_ps_config cfg = {.servers = servers, .async_momentum_offset = offset,
+                      .chunk_bytes = chunk};
   gs_ps_sync_parse("asp", &cfg.sync);
   gs_ps *ps = NULL;
   if (gs_ps_create(MPI_COMM_WORLD, &cfg, counts, NT, &ps) != GS_OK) {
@@ -506,8 +510,8 @@ static void case_asp_momentum(int servers, float offset) {
         EXPECT(gs_ps_step(ps, g, w, &info, NULL) == GS_OK, "step: %s", gs_last_error());
       }
       EXPECT(memcmp(expect, w, n * sizeof *w) == 0,
-             "W=%d, offset %g: the second ASP update did not use momentum %g", W,
-             (double)offset, (double)want_mu);
+             "W=%d, offset %g, chunks of %zu bytes: the second ASP update did not use "
+             "momentum %g", W, (double)offset, chunk, (double)want_mu);
     }
     MPI_Barrier(wc);
     EXPECT(gs_ps_finish(ps) == GS_OK, "finish");
@@ -574,8 +578,9 @@ int main(int argc, char **argv) {
   else if (strcmp(c, "resume") == 0) case_resume(servers);
   else if (strcmp(c, "badcfg") == 0) case_badcfg(servers);
   else if (strcmp(c, "asp_momentum") == 0) {
-    case_asp_momentum(servers, 0);
-    case_asp_momentum(servers, -1);
+    case_asp_momentum(servers, 0, 0);
+    case_asp_momentum(servers, -1, 0);
+    case_asp_momentum(servers, 0, 4096); /* about 12 chunks a server */
   }
   else if (strcmp(c, "park") == 0) case_park(servers);
   else if (strcmp(c, "fault") == 0) case_fault(servers);
