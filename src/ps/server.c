@@ -31,7 +31,8 @@ typedef struct {
   long version_seen;    /* shard updates when last answered */
   double last_event;    /* last request or answer */
   int in_round;         /* a member of the BSP round being reduced */
-  size_t next;          /* ASP: the next chunk of its push to apply (stream_asp) */
+  size_t next;          /* ASP, SSP: the next chunk of its push to apply (stream_push) */
+  int stream_answer;    /* its push's answer goes out chunk by chunk too */
 } ps_peer;
 
 /* The BSP round being reduced chunk by chunk (try_bsp_round). */
@@ -158,14 +159,6 @@ static void answer_held_pulls(ps_server *s) {
   }
 }
 
-static void apply(ps_server *s, const float *grad, float lr, float mu) {
-  double t0 = gs_now();
-  s->update(s->ctx, s->w, grad, s->state, s->n, lr, mu);
-  s->version++;
-  s->ps->stats.updates++;
-  s->ps->stats.busy_s += gs_now() - t0;
-}
-
 /* A push has arrived in full. */
 static void on_push(ps_server *s, int w) {
   gs_ps *ps = s->ps;
@@ -180,45 +173,58 @@ static void on_push(ps_server *s, int w) {
     p->pending = PEND_BSP;
     return;
   }
-  if (mode == GS_PS_ASP) { /* applied and answered chunk by chunk (stream_asp) */
-    if (ps_chunks(ps, s->n) == 0) answer_drain(s, w); /* an empty shard: no chunk drained */
-    s->version++;
-    ps->stats.updates++;
-  } else {
-    apply(s, p->grad, p->req.lr, p->req.momentum);
-  }
+  /* ASP and SSP: applied chunk by chunk as it arrived (stream_push) */
+  if (p->stream_answer && ps_chunks(ps, s->n) == 0) answer_drain(s, w); /* no chunk drained */
+  s->version++;
+  ps->stats.updates++;
   p->clock++;
   if (s->has_policy) ps_policy_count(&s->policy, mode, p->req.batch);
-  if (mode == GS_PS_ASP)
+  if (p->stream_answer)
     answer_header(s, w, decide(s));
   else
     p->pending = PEND_SSP;
 }
 
-/* Whether w's data in flight is an ASP push, applied chunk by chunk. */
-static int asp_push(const ps_peer *p) {
+/* Whether w's data in flight is an asynchronous push (ASP or SSP), applied
+ * chunk by chunk. */
+static int async_push(const ps_peer *p) {
   return p->state == PEER_WAIT_DATA && !p->init && p->req.type == PS_MSG_PUSH &&
-         p->req.mode == GS_PS_ASP;
+         (p->req.mode == GS_PS_ASP || p->req.mode == GS_PS_SSP);
 }
 
-/* Whether some ASP push is applied in part: the shard is then not one
- * version, and a pull waits for it (as for a BSP round half applied). */
-static int asp_streaming(const ps_server *s) {
+/* Whether some asynchronous push is applied in part: the shard is then not
+ * one version, and a pull waits for it (as for a BSP round half applied). */
+static int async_streaming(const ps_server *s) {
   for (int w = 0; w < s->ps->workers; w++)
-    if (asp_push(&s->peer[w]) && s->peer[w].next > 0) return 1;
+    if (async_push(&s->peer[w]) && s->peer[w].next > 0) return 1;
   return 0;
 }
 
-/* ASP: each chunk of w's push, as soon as it has arrived, is applied and
- * sent back while the later chunks are still on the wire (a BSP round's
- * pipeline, for one worker), so that the worker's push and pull share the
- * time on opposite directions of the links instead of following each
- * other; the result equals one update of the whole push, since the update
- * is elementwise. Until 2026-12-01 the whole push was received, then
- * applied and answered: one worker under ASP trained 0.69x as fast as
- * under BSP (bench/results/cluster_ps_prior.md). Returns whether a chunk
- * was taken. */
-static int stream_asp(ps_server *s, int w) {
+/* Whether the answer to w's asynchronous push, whose request has just
+ * come, can go out chunk by chunk: always under ASP; under SSP:s when w,
+ * one push further, will be at most s ahead of the slowest worker, which
+ * stays so until the push is in (clocks only grow) unless a parked worker
+ * comes back behind them, so not while one is parked. Else SSP holds the
+ * answer and sends it whole (try_ssp). */
+static int answer_streams(const ps_server *s, int w) {
+  const ps_peer *p = &s->peer[w];
+  if (p->req.mode == GS_PS_ASP) return 1;
+  for (int q = 0; q < s->ps->workers; q++)
+    if (s->peer[q].state != PEER_DONE && s->peer[q].parked) return 0;
+  return p->clock + 1 - min_clock(s) <= (long)s->ps->cfg.sync.staleness;
+}
+
+/* ASP and SSP: each chunk of w's push, as soon as it has arrived, is
+ * applied and (when its answer is not held back, answer_streams) sent back
+ * while the later chunks are still on the wire (a BSP round's pipeline,
+ * for one worker), so that the worker's push and pull share the time on
+ * opposite directions of the links instead of following each other; the
+ * result equals one update of the whole push, since the update is
+ * elementwise. Until 2026-12-01 the whole push was received, then applied
+ * and answered: one worker under ASP trained 0.62-0.69x as fast as under
+ * BSP (bench/results/cluster_ps_prior_asp_whole.md). Returns whether a
+ * chunk was taken. */
+static int stream_push(ps_server *s, int w) {
   gs_ps *ps = s->ps;
   ps_peer *p = &s->peer[w];
   size_t nchunk = ps_chunks(ps, s->n);
@@ -227,13 +233,13 @@ static int stream_asp(ps_server *s, int w) {
     int done = 0;
     MPI_Test(&p->data_r[p->next], &done, MPI_STATUS_IGNORE);
     if (!done) break;
-    if (p->next == 0) answer_drain(s, w);
+    if (p->next == 0 && p->stream_answer) answer_drain(s, w);
     size_t off = p->next * ps->chunk, len = GS_MIN(ps->chunk, s->n - off);
     double t0 = gs_now();
     s->update(s->ctx, s->w + off, p->grad + off, s->state + off, len, p->req.lr,
               p->req.momentum);
     ps->stats.busy_s += gs_now() - t0;
-    answer_chunk(s, w, off, len);
+    if (p->stream_answer) answer_chunk(s, w, off, len);
     p->next++;
     took = 1;
   }
@@ -374,20 +380,21 @@ static int poll_peer(ps_server *s, int w) {
       case PS_MSG_PUSH:
         p->init = 0;
         p->parked = 0;
+        p->stream_answer = p->req.mode != GS_PS_BSP && answer_streams(s, w);
         post_data(s, w, p->grad);
         break;
       case PS_MSG_PULL:
         /* Not in the middle of a BSP round or an ASP push: their chunks
          * are updated one at a time, and a pull would see some of them
          * new, some old. */
-        if (s->initialised && !s->round.active && !asp_streaming(s))
+        if (s->initialised && !s->round.active && !async_streaming(s))
           answer(s, w, (int)s->ps->mode);
         else
           p->pending = PEND_PULL;
         post_request(s, w);
         break;
       case PS_MSG_STATE:
-        if (s->initialised && !s->round.active && !asp_streaming(s))
+        if (s->initialised && !s->round.active && !async_streaming(s))
           answer_from(s, s->state, w, (int)s->ps->mode);
         else
           p->pending = PEND_STATE;
@@ -409,22 +416,22 @@ static int poll_peer(ps_server *s, int w) {
     return 1;
   }
   if (p->state == PEER_WAIT_DATA) {
-    if (asp_push(p)) {
-      int took = stream_asp(s, w);
+    if (async_push(p)) {
+      int took = stream_push(s, w);
       if (p->next < ps_chunks(s->ps, s->n)) return took;
     } else {
       MPI_Testall(p->ndata, p->data_r, &done, MPI_STATUSES_IGNORE);
       if (!done) return 0;
     }
     p->last_event = gs_now();
-    int asp = asp_push(p);
+    int streamed = async_push(p);
     post_request(s, w);
     if (p->init) {
       s->initialised = 1;
       answer_held_pulls(s);
     } else {
       on_push(s, w);
-      if (asp && !s->round.active && !asp_streaming(s)) answer_held_pulls(s);
+      if (streamed && !s->round.active && !async_streaming(s)) answer_held_pulls(s);
     }
     return 1;
   }

@@ -476,10 +476,10 @@ static void case_park(int servers) {
  * With chunk > 0 (bytes) each server's shard is many chunks, each applied
  * and answered as it arrives (the server's ASP pipeline): the same weights,
  * bitwise. */
-static void case_asp_momentum(int servers, float offset, size_t chunk) {
+static void case_asp_momentum(int servers, float offset, size_t chunk, const char *sync) {
   gs_ps_config cfg = {.servers = servers, .async_momentum_offset = offset,
                       .chunk_bytes = chunk};
-  gs_ps_sync_parse("asp", &cfg.sync);
+  gs_ps_sync_parse(sync, &cfg.sync);
   gs_ps *ps = NULL;
   if (gs_ps_create(MPI_COMM_WORLD, &cfg, counts, NT, &ps) != GS_OK) {
     EXPECT(0, "gs_ps_create: %s", gs_last_error());
@@ -510,8 +510,8 @@ static void case_asp_momentum(int servers, float offset, size_t chunk) {
         EXPECT(gs_ps_step(ps, g, w, &info, NULL) == GS_OK, "step: %s", gs_last_error());
       }
       EXPECT(memcmp(expect, w, n * sizeof *w) == 0,
-             "W=%d, offset %g, chunks of %zu bytes: the second ASP update did not use "
-             "momentum %g", W, (double)offset, chunk, (double)want_mu);
+             "%s, W=%d, offset %g, chunks of %zu bytes: the second update did not use "
+             "momentum %g", sync, W, (double)offset, chunk, (double)want_mu);
     }
     MPI_Barrier(wc);
     EXPECT(gs_ps_finish(ps) == GS_OK, "finish");
@@ -578,9 +578,12 @@ int main(int argc, char **argv) {
   else if (strcmp(c, "resume") == 0) case_resume(servers);
   else if (strcmp(c, "badcfg") == 0) case_badcfg(servers);
   else if (strcmp(c, "asp_momentum") == 0) {
-    case_asp_momentum(servers, 0, 0);
-    case_asp_momentum(servers, -1, 0);
-    case_asp_momentum(servers, 0, 4096); /* about 12 chunks a server */
+    case_asp_momentum(servers, 0, 0, "asp");
+    case_asp_momentum(servers, -1, 0, "asp");
+    case_asp_momentum(servers, 0, 4096, "asp"); /* about 12 chunks a server */
+    /* SSP:2 with the other workers idle: worker 0's two pushes stay within
+     * the bound, so their answers stream too */
+    case_asp_momentum(servers, 0, 4096, "ssp:2");
   }
   else if (strcmp(c, "park") == 0) case_park(servers);
   else if (strcmp(c, "fault") == 0) case_fault(servers);
