@@ -2,7 +2,7 @@
 # Parameter servers' push/pull throughput per worker against the link rate
 # and against gradsync's all-reduce of the same bytes, measured in the same
 # run (bench/sync/ps_bench.c). 4 workers on emulated 1 Gbit/s nodes (one
-# rank per node), 1, 2 and 4 servers on nodes of their own, BSP and ASP, a
+# rank per node), 1, 2 and 4 servers on nodes of their own, BSP, ASP and SSP:3, a
 # CNN-sized model (1.66 M floats, 6.6 MB). Writes bench/results/
 # sync_ps_throughput.jsonl and .md, stamped (bench/lib.sh). Needs root.
 #
@@ -22,7 +22,7 @@ out=$BENCH_OUT/sync_ps_throughput.jsonl
 : > "$out.tmp"
 cmds=()
 for s in "${servers[@]}"; do
-  for sync in bsp asp; do
+  for sync in bsp asp ssp:3; do
     argv=(env PS_SERVERS="$s" "$gs" run -np $((4 + s)) --net 1gbit -- "$build/tests/ps/ps_bench"
           "$sync" "$floats" "$steps")
     cmds+=("$(bench_quote "${argv[@]}")")
@@ -41,7 +41,8 @@ print("# Parameter servers: push/pull throughput per worker\n")
 print("4 workers and S servers, one rank per emulated node at 1 Gbit/s (0.125 GB/s each way),")
 print("a 6.6 MB model (the CNN's 1.66 M floats) pushed and pulled whole every step; the peer is")
 print("gradsync's all-reduce of the same buffer among the same 4 workers, measured in the same run.")
-print("BSP rounds are pipelined by chunk (docs/SYNC.md); 4 + S ranks share the machine's 2 cores.\n")
+print("BSP rounds and asynchronous (ASP, SSP) pushes are pipelined by chunk (docs/SYNC.md); 4 + S")
+print("ranks share the machine's 2 cores.\n")
 print("| sync | servers | step s | push+pull GB/s per worker | of the worker's link (2 x 0.125) | of the servers' bound (2 x 0.125 x min(1, S/W)) | all-reduce step s | PS step / all-reduce step |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for r in rows:
