@@ -18,9 +18,10 @@
  *        worker order, applies one update and answers every worker;
  *   ASP  each push is applied on arrival and answered at once, chunk by
  *        chunk as its chunks arrive (staleness is unbounded);
- *   SSP:s each push is applied on arrival; the answer to a worker whose
- *        clock (pushes so far) is more than s ahead of the slowest worker's
- *        is held back until it is not (Ho et al., NIPS'13). SSP:0 keeps the
+ *   SSP:s each push is applied on arrival, chunk by chunk; the answer to
+ *        a worker whose clock (pushes so far) is more than s ahead of the
+ *        slowest worker's is held back until it is not (Ho et al., NIPS'13);
+ *        one within the bound streams as ASP's does. SSP:0 keeps the
  *        workers in step, with one update per push.
  * ASP and SSP pushes are applied with the learning rate scaled for the
  * per-worker batch (gs_ps_config.async_lr_scale, default 1/W) and with less
