@@ -99,6 +99,7 @@ typedef struct job {
   double *prior_step, *prior_samples;
   double prior_mtime;
   int have_prior;
+  int progress_warned; /* an --exec job's progress.json was said to be no report */
   int own_curve;                  /* curve from its own measurements or profile */
   int speed_from;                 /* the job whose curve it has borrowed (0: none) */
   int ev_launches;                /* launch events of the current attempt */
@@ -1003,15 +1004,25 @@ static void read_progress(mgr *m, job *j) {
   snprintf(path, sizeof path, "%s/%s", dir, j->exec ? "progress.json" : "checkpoint.json");
   char *text = spool_read_file(path, 1 << 20);
   cJSON *c = text ? cJSON_Parse(text) : NULL;
+  int have_file = text != NULL;
   gs_free(text);
   double e, s = 0, total = 0, epochs = 0;
+  if (j->exec && have_file &&
+      !(c && num(c, "epoch", &e) == 0 && num(c, "samples_in_epoch", &s) == 0 &&
+        num(c, "epoch_samples", &total) == 0 && num(c, "epochs", &epochs) == 0 && e >= 0 &&
+        s >= 0 && total > 0 && epochs > 0 && isfinite(e + s + total + epochs))) {
+    /* said once: the program's author learns why the job is not measured */
+    if (!j->progress_warned)
+      mlog(m, "job %d: %s is not a progress report (it needs the numbers epoch >= 0, "
+           "samples_in_epoch >= 0, epoch_samples > 0 and epochs > 0): the job is not "
+           "measured", j->id, path);
+    j->progress_warned = 1;
+    cJSON_Delete(c);
+    return;
+  }
   if (c && num(c, "epoch", &e) == 0) {
     num(c, "samples_in_epoch", &s);
-    if (j->exec) {
-      num(c, "epoch_samples", &total);
-      num(c, "epochs", &epochs);
-      if (!(e >= 0 && s >= 0 && isfinite(e + s + total + epochs))) total = 0; /* not a report */
-    } else {
+    if (!j->exec) {
       epochs = job_epochs(j);
       const cJSON *d = cJSON_GetObjectItemCaseSensitive(c, "data");
       if (d) num(d, "samples", &total);

@@ -8,7 +8,8 @@
 # steps as mpirun does when rank 1 there is killed by SIGABRT (its line on
 # stderr, status 134). With FAIL=progress it does not fail but reports its
 # progress at each commit as an --exec program may, in
-# $GRADSYNC_ELASTIC_DIR/progress.json: one epoch of STEPS x 10 samples.
+# $GRADSYNC_ELASTIC_DIR/progress.json: one epoch of STEPS x 10 samples;
+# with FAIL=badprogress it writes one that is no report (no epoch_samples).
 # usage: fake_job.sh STEPS DIR [STEP_S] [FAIL]
 steps=$1 dir=$2 step_s=${3:-0.1} fail=${4:-0}
 mkdir -p "$dir"
@@ -27,6 +28,10 @@ while [ "$s" -lt "$steps" ]; do
   sleep "$step_s"
   s=$((s + 1))
   echo "$s" >"$dir/step.tmp" && mv "$dir/step.tmp" "$dir/step"
+  if [ "$fail" = badprogress ] && [ -n "${GRADSYNC_ELASTIC_DIR:-}" ]; then
+    mkdir -p "$GRADSYNC_ELASTIC_DIR"
+    printf '{"epoch": 0, "samples_in_epoch": %d}\n' $((s * 10)) >"$GRADSYNC_ELASTIC_DIR/progress.json"
+  fi
   if [ "$fail" = progress ] && [ -n "${GRADSYNC_ELASTIC_DIR:-}" ]; then
     mkdir -p "$GRADSYNC_ELASTIC_DIR"
     printf '{"epoch": 0, "samples_in_epoch": %d, "epoch_samples": %d, "epochs": 1}\n' \

@@ -273,6 +273,19 @@ if [[ $mid =~ ^0\.[0-9]+$ ]] && [ "$(field "$P" progress)" = 1 ] &&
   pass "an --exec job's progress.json: progress $mid while running, 1 at the end, speed $speed"
 else fail "an --exec job's progress: '$mid' while running, '$(field "$P" progress)' at the end," \
   "speed '$speed', $(ls "$spool/jobs/$P/ckpt" 2>&1)"; fi
+# One whose progress.json is no report: the manager says so once, in its
+# log, and leaves the job unmeasured; the job itself runs to its end.
+Q=$(submit --min 1 --max 1 --name Q --exec -- "$JOB" 20 "$scratch/Q" 0.1 badprogress)
+wait_state "$Q" done 30 || fail "job Q: '$(state "$Q")', not done"
+said=$(grep -c "job $Q: .*progress.json is not a progress report (it needs the numbers epoch" "$log")
+qspeed=$("$G" jobs --spool "$spool" --json | python3 -c 'import json, sys
+for l in sys.stdin:
+    j = json.loads(l)
+    if j["id"] == int(sys.argv[1]): print(json.dumps(j["speed"]))' "$Q")
+if [ "$said" = 1 ] && [ "$(field "$Q" progress)" = null ] && [ "$qspeed" = "{}" ]; then
+  pass "a progress.json that is no report: said once in the log, the job done and unmeasured"
+else fail "a bad progress.json: said $said times, progress '$(field "$Q" progress)'," \
+  "speed '$qspeed'"; fi
 
 echo "== per-user limits and accounts (serve --user-limit, --account-share; submit --account)"
 new_spool "$scratch/spool2"
