@@ -757,14 +757,19 @@ static int job_servers(const job *j) {
   return s > 0 ? s : 0;
 }
 
+/* A parameter-server job's protocol, its --sync, into *s: 1, or 0 for a
+ * job without servers or --sync, or with a value its training will refuse
+ * (counted as BSP). */
+static int job_ps_sync(const job *j, gs_ps_sync *s) {
+  const char *v = j->exec || job_servers(j) == 0 ? NULL : arg_value(j, "--sync");
+  return v != NULL && gs_ps_sync_parse(v, s) == GS_OK;
+}
+
 /* The share of a parameter-server job's steps that its --sync runs
- * asynchronously (gs_ps_sync_async_share; 0, BSP, without one or for a
- * value its training will refuse). */
+ * asynchronously (gs_ps_sync_async_share; 0, BSP, without one). */
 static double job_ps_async(const job *j) {
-  const char *v = j->exec ? NULL : arg_value(j, "--sync");
   gs_ps_sync s;
-  if (v == NULL || gs_ps_sync_parse(v, &s) != GS_OK) return 0;
-  return gs_ps_sync_async_share(&s);
+  return job_ps_sync(j, &s) ? gs_ps_sync_async_share(&s) : 0;
 }
 
 /* 0 for a parameter-server job whose --sync runs its workers' steps apart
@@ -772,9 +777,8 @@ static double job_ps_async(const job *j) {
  * commit at, so it commits at its epochs' ends and gets no --commit-every
  * (which its training refuses); 1 for every other job. */
 static int job_commits_at_steps(const job *j) {
-  const char *v = j->exec || job_servers(j) == 0 ? NULL : arg_value(j, "--sync");
   gs_ps_sync s;
-  return v == NULL || gs_ps_sync_parse(v, &s) != GS_OK || gs_ps_sync_lockstep(&s);
+  return !job_ps_sync(j, &s) || gs_ps_sync_lockstep(&s);
 }
 
 /* Ranks a node of the pool runs, as the size rules and the prediction
@@ -1006,23 +1010,23 @@ static void read_progress(mgr *m, job *j) {
   cJSON *c = text ? cJSON_Parse(text) : NULL;
   int have_file = text != NULL;
   gs_free(text);
-  double e, s = 0, total = 0, epochs = 0;
-  if (j->exec && have_file &&
-      !(c && num(c, "epoch", &e) == 0 && num(c, "samples_in_epoch", &s) == 0 &&
-        num(c, "epoch_samples", &total) == 0 && num(c, "epochs", &epochs) == 0 && e >= 0 &&
-        s >= 0 && total > 0 && epochs > 0 && isfinite(e + s + total + epochs))) {
+  double e = 0, s = 0, total = 0, epochs = 0;
+  int ok;
+  if (j->exec) {
+    ok = c && num(c, "epoch", &e) == 0 && num(c, "samples_in_epoch", &s) == 0 &&
+         num(c, "epoch_samples", &total) == 0 && num(c, "epochs", &epochs) == 0 && e >= 0 &&
+         s >= 0 && total > 0 && epochs > 0 && isfinite(e + s + total + epochs);
     /* said once: the program's author learns why the job is not measured */
-    if (!j->progress_warned)
+    if (!ok && have_file && !j->progress_warned) {
       mlog(m, "job %d: %s is not a progress report (it needs the numbers epoch >= 0, "
            "samples_in_epoch >= 0, epoch_samples > 0 and epochs > 0): the job is not "
            "measured", j->id, path);
-    j->progress_warned = 1;
-    cJSON_Delete(c);
-    return;
-  }
-  if (c && num(c, "epoch", &e) == 0) {
-    num(c, "samples_in_epoch", &s);
-    if (!j->exec) {
+      j->progress_warned = 1;
+    }
+  } else {
+    ok = c && num(c, "epoch", &e) == 0;
+    if (ok) {
+      num(c, "samples_in_epoch", &s);
       epochs = job_epochs(j);
       const cJSON *d = cJSON_GetObjectItemCaseSensitive(c, "data");
       if (d) num(d, "samples", &total);
@@ -1034,6 +1038,9 @@ static void read_progress(mgr *m, job *j) {
       if (ms && atol(ms) > 0 && num(c, "global_batch", &gb) == 0 && gb > 0)
         total = fmin(total, (double)atol(ms) * gb);
     }
+  }
+  cJSON_Delete(c);
+  if (ok) {
     snprintf(j->commit, sizeof j->commit, "epoch %.0f, sample %.0f", e + 1, s);
     if (total > 0 && epochs > 0) {
       double p = (e + s / total) / epochs;
@@ -1043,7 +1050,6 @@ static void read_progress(mgr *m, job *j) {
       measure_speed(m, j, path, e * total + s);
     }
   }
-  cJSON_Delete(c);
   if (!j->exec) read_prior(m, j, dir);
 }
 
