@@ -1,7 +1,8 @@
 /*
  * The server's loop: one shard, every worker's messages polled in turn (no
- * head-of-line blocking), updates by protocol (BSP rounds, ASP on arrival
- * chunk by chunk, SSP with held answers), the first server's switch decisions, and the
+ * head-of-line blocking), updates by protocol (BSP rounds; ASP and SSP
+ * pushes applied chunk by chunk as they arrive, SSP's answers held while
+ * over the bound), the first server's switch decisions, and the
  * silent-worker watchdog.
  */
 #include <string.h>
