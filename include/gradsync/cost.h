@@ -399,34 +399,53 @@ int gs_cost_dp_dense(double rows, double dim, double batch, double pooling);
  * them and sends W M / S back. The rounds are pipelined by chunk
  * (src/ps/server.c), so pushes and pulls share the time on opposite
  * directions of a link and the busiest direction of the busiest link sets
- * the pace (the count of BytePS, Jiang et al., OSDI 2020):
+ * the pace (the count of BytePS, Jiang et al., OSDI 2020), plus the
+ * pipeline's drain: a chunk is answered only once it has arrived whole, so
+ * the answer of each shard's last chunk (K = M / S - (n - 1) Q bytes of a
+ * shard cut into n chunks of at most Q bytes) follows the last push:
  *   worker_s = a + M b                  (one direction of a worker's link)
  *   server_s = a + (W M / S) (b + g)    (a server's link and its sum)
- *   round_s  = a + max(M, W M / S) b + (W M / S) g + a
- * the last alpha being the answer's. The server side stops being the
- * bottleneck once S >= W; with fewer servers their aggregate bandwidth
- * S / b stands against the workers' push of W M bytes per round. On one
- * worker and one server the formula still holds (a push and a pull). */
+ *   drain_s  = max(W, S) K b            (a server answers its last chunk
+ *                                        to W workers; a worker receives
+ *                                        the last chunks of S servers)
+ *   round_s  = a + max(M, W M / S) b + drain_s + (W M / S) g + a
+ * the last alpha being the answer's. Unchunked (Q = 0, or Q >= M / S) the
+ * drain is the whole answer: a push, then a pull. The server side stops
+ * being the bottleneck once S >= W; with fewer servers their aggregate
+ * bandwidth S / b stands against the workers' push of W M bytes per round.
+ * On one worker and one server the formula still holds (a push and a
+ * pull). */
+
+/* The chunk of gradsync's parameter servers when gs_ps_config.chunk_bytes
+ * is 0 (gradsync/ps.h): what the planner prices their rounds with. */
+#define GS_PS_CHUNK_BYTES ((size_t)1 << 18)
+
 typedef struct gs_cost_ps_out {
   double worker_s; /* a worker's push (or pull) of its M bytes */
   double server_s; /* a server's receipt (or answer) of its W M / S bytes,
                       with their sum */
+  double drain_s;  /* the answer of the shards' last chunks, after the
+                      last push */
   double round_s;  /* one BSP round: push, sum, pull */
 } gs_cost_ps_out;
 
 /* The times above for `workers` W >= 1 and `servers` S >= 1 pushing
- * `bytes` M >= 0 each. GS_ERR_INVALID_ARG for other arguments. */
+ * `bytes` M >= 0 each in chunks of at most `chunk_bytes` Q >= 0 (0: each
+ * shard whole). GS_ERR_INVALID_ARG for other arguments. */
 gs_status gs_cost_ps(const gs_cost_params *c, int workers, int servers, double bytes,
-                     gs_cost_ps_out *out);
+                     double chunk_bytes, gs_cost_ps_out *out);
 
 /* W asynchronous steps, one a worker (ASP; SSP with a bound >= 1 among
  * workers of one speed, where the bound does not bind), of workers that
  * each compute for C seconds, then push M bytes and pull them back through
- * S servers: a push is applied on arrival and answered at once, so one
- * worker's exchange overlaps the others' compute instead of waiting for
- * the slowest as a BSP round does (C + round_s). A worker's cycle and a
- * server's busy time per W steps:
- *   cycle_s = C + a + M b + (M / S) g + a   (its compute, push, sum, pull)
+ * S servers: a push is applied chunk by chunk on arrival and answered at
+ * once, so one worker's exchange overlaps the others' compute instead of
+ * waiting for the slowest as a BSP round does (C + round_s). A worker's
+ * cycle and a server's busy time per W steps:
+ *   cycle_s = C + a + M b + S K b + (M / S) g + a
+ *                                           (its compute, push, the last
+ *                                            chunks' answers from S
+ *                                            servers, sum, pull)
  *   busy_s  = (W M / S)(b + g)              (W pushes of M / S bytes each,
  *                                            summed, on its busiest
  *                                            direction; their latencies
@@ -436,7 +455,7 @@ gs_status gs_cost_ps(const gs_cost_params *c, int workers, int servers, double b
  * one worker it is BSP's. `compute_s` C >= 0; other arguments as
  * gs_cost_ps. */
 gs_status gs_cost_ps_async(const gs_cost_params *c, int workers, int servers, double bytes,
-                           double compute_s, double *steps_s);
+                           double chunk_bytes, double compute_s, double *steps_s);
 
 #ifdef __cplusplus
 }

@@ -72,6 +72,7 @@
 
 #include "gradsync/comm.h"
 #include "gradsync/core.h"
+#include "gradsync/cost.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -140,7 +141,8 @@ typedef struct {
                                when to stop; GS_PS_BUDGET_AT_INIT: given to
                                gs_ps_worker_init (the switch policies need
                                one or the other) */
-  size_t chunk_bytes;       /* largest message piece; 0: 256 KiB */
+  size_t chunk_bytes;       /* largest message piece; 0: GS_PS_CHUNK_BYTES,
+                               256 KiB (gradsync/cost.h) */
   double timeout_s;         /* 0: from comm, GRADSYNC_TIMEOUT, or 300 s */
   float async_lr_scale;     /* ASP/SSP learning-rate factor; 0: 1/W */
   float async_momentum_offset; /* ASP/SSP momentum is max(0, mu - this);

@@ -143,7 +143,7 @@ typedef struct gs_search_point {
                                          0 when the profile has no batch
                                          size or the time is 0 */
   /* Parameter servers instead of the all-reduce (BSP, one server per
-   * host, gs_cost_ps): Zou et al.'s rule, as many servers as keep the
+   * host, gs_cost_ps in gradsync's chunks, GS_PS_CHUNK_BYTES): Zou et al.'s rule, as many servers as keep the
    * server side from being the bottleneck: the fewest S (up to 4 workers)
    * whose server_s is no longer than a worker's worker_s (their aggregate
    * bandwidth against the workers' push); the iteration is one worker's

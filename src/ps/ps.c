@@ -12,7 +12,6 @@
 
 #include "ps_internal.h"
 
-#define PS_CHUNK_DEFAULT ((size_t)1 << 18)
 #define PS_TIMEOUT_DEFAULT 300.0
 
 _Noreturn void ps_abort(gs_ps *ps, const char *fmt, ...) {
@@ -217,7 +216,7 @@ gs_status gs_ps_create(MPI_Comm job, const gs_ps_config *cfg,
   ps->worker_index = ps->rank < ps->workers ? ps->rank : -1;
   ps->server_index = ps->rank < ps->workers ? -1 : ps->rank - ps->workers;
   ps->timeout_s = timeout_from(cfg);
-  ps->chunk = (cfg->chunk_bytes ? cfg->chunk_bytes : PS_CHUNK_DEFAULT) / sizeof(float);
+  ps->chunk = (cfg->chunk_bytes ? cfg->chunk_bytes : GS_PS_CHUNK_BYTES) / sizeof(float);
   if (ps->chunk == 0) ps->chunk = 1;
   ps->total = total;
   if (ps->cfg.async_lr_scale == 0) ps->cfg.async_lr_scale = 1.0f / (float)ps->workers;

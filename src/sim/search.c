@@ -85,21 +85,23 @@ static gs_status search_ps(const gs_profile *profile, const gs_cost_params *net,
   double bytes = 0;
   for (size_t i = 0; i < profile->ntensors; i++)
     bytes += (double)gs_profile_tensor_bytes(profile, i);
+  double chunk = (double)GS_PS_CHUNK_BYTES; /* gradsync's servers' */
   gs_cost_ps_out o;
   long lo = fixed > 0 ? fixed : 1, hi = fixed > 0 ? fixed : 4L * workers;
   while (lo < hi) {
     long mid = lo + (hi - lo) / 2;
-    GS_CHECK(gs_cost_ps(net, workers, (int)GS_MIN(mid, (long)INT_MAX), bytes, &o));
+    GS_CHECK(gs_cost_ps(net, workers, (int)GS_MIN(mid, (long)INT_MAX), bytes, chunk, &o));
     if (o.server_s <= o.worker_s) hi = mid;
     else lo = mid + 1;
   }
   pt->ps_servers = (int)GS_MIN(lo, (long)INT_MAX);
-  GS_CHECK(gs_cost_ps(net, workers, pt->ps_servers, bytes, &o));
+  GS_CHECK(gs_cost_ps(net, workers, pt->ps_servers, bytes, chunk, &o));
   pt->ps_round_s = o.round_s;
   pt->ps_iter_s = one_worker_s + o.round_s;
   if (async > 0) { /* the mean step over BSP's and the asynchronous ones */
     double steps_s;
-    GS_CHECK(gs_cost_ps_async(net, workers, pt->ps_servers, bytes, one_worker_s, &steps_s));
+    GS_CHECK(gs_cost_ps_async(net, workers, pt->ps_servers, bytes, chunk, one_worker_s,
+                              &steps_s));
     pt->ps_iter_s = (1 - async) * pt->ps_iter_s + async * steps_s;
   }
   return GS_OK;

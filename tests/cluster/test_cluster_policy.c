@@ -1198,7 +1198,8 @@ static void test_prior_steps(void **state) {
   assert_true(step[2] > 0 && step[3] == 0 && step[4] == 0);
   /* a parameter-server job of one server: no worker on one node; on n
    * nodes n - 1 workers share the global batch, and a step is a worker's
-   * compute and one BSP round on the server (gs_cost_ps) */
+   * compute and one BSP round on the server (gs_cost_ps, in gradsync's
+   * chunks) */
   assert_int_equal(gs_cluster_prior_steps(&p, &net, 1, 128, 1, 0, 4, step, samples, err, sizeof err),
                    0);
   assert_true(step[1] == 0 && samples[1] == 0);
@@ -1206,7 +1207,7 @@ static void test_prior_steps(void **state) {
   for (int x = 2; x <= 4; x++) {
     int w = x - 1, b = 128 / w;
     gs_cost_ps_out o;
-    assert_int_equal(gs_cost_ps(&net, w, 1, bytes, &o), GS_OK);
+    assert_int_equal(gs_cost_ps(&net, w, 1, bytes, GS_PS_CHUNK_BYTES, &o), GS_OK);
     assert_true(fabs(step[x] - (0.06 * b / 32 + o.round_s)) < 1e-9);
     assert_true(samples[x] == (double)b * w);
   }
@@ -1222,7 +1223,7 @@ static void test_prior_steps(void **state) {
   for (int x = 2; x <= 4; x++) {
     int w = x - 1, b = 128 / w;
     double t;
-    assert_int_equal(gs_cost_ps_async(&net, w, 1, bytes, 0.06 * b / 32, &t), GS_OK);
+    assert_int_equal(gs_cost_ps_async(&net, w, 1, bytes, GS_PS_CHUNK_BYTES, 0.06 * b / 32, &t), GS_OK);
     assert_true(fabs(async_step[x] - t) < 1e-9);
     assert_true(async_step[x] <= step[x] && async_samples[x] == samples[x]);
     assert_true(fabs(mixed_step[x] - (0.25 * step[x] + 0.75 * t)) < 1e-9);

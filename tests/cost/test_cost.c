@@ -732,9 +732,13 @@ static void test_cost_load_hostile(void **state) {
 }
 
 /* One BSP round of parameter servers (gs_cost_ps), by hand: W = 4 workers
- * push M = 1000 bytes to S = 2 servers, a = 1 ms, b = 1 us/B, g = 0: a
- * server's share is 2000 bytes, so worker_s = 2 ms, server_s = 3 ms and
- * the round 2 a + 2000 b = 4 ms; with S = W the worker's link sets the pace. */
+ * push M = 1000 bytes in chunks of 100 to S = 2 servers, a = 1 ms,
+ * b = 1 us/B, g = 0: a server's share is 2000 bytes, so worker_s = 2 ms,
+ * server_s = 3 ms and the round 2 a + 2000 b = 4 ms and the drain: each
+ * shard of 500 bytes ends in a chunk of 100 that a server answers to 4
+ * workers after the last push, 0.4 ms. With S = 8 > W the worker's link
+ * sets the pace and its drain (8 shards' last 25 bytes). Unchunked, the
+ * drain is the whole answer: a push, then a pull. */
 static void test_ps_round(void **state) {
   (void)state;
   gs_cost_params c;
@@ -742,30 +746,50 @@ static void test_ps_round(void **state) {
   c.alpha = 1e-3;
   c.beta = 1e-6;
   gs_cost_ps_out o;
-  assert_int_equal(gs_cost_ps(&c, 4, 2, 1000, &o), GS_OK);
+  assert_int_equal(gs_cost_ps(&c, 4, 2, 1000, 100, &o), GS_OK);
   assert_true(fabs(o.worker_s - 2e-3) < 1e-15);
   assert_true(fabs(o.server_s - 3e-3) < 1e-15);
-  assert_true(fabs(o.round_s - 4e-3) < 1e-15);
-  assert_int_equal(gs_cost_ps(&c, 4, 8, 1000, &o), GS_OK);
-  assert_true(fabs(o.round_s - 3e-3) < 1e-15);
+  assert_true(fabs(o.drain_s - 0.4e-3) < 1e-15);
+  assert_true(fabs(o.round_s - 4.4e-3) < 1e-15);
+  assert_int_equal(gs_cost_ps(&c, 4, 8, 1000, 100, &o), GS_OK);
+  assert_true(fabs(o.drain_s - 8 * 25e-6) < 1e-15);
+  assert_true(fabs(o.round_s - 3.2e-3) < 1e-15);
   assert_true(o.server_s < o.worker_s);
+  /* unchunked, or chunks no smaller than a shard: push, then pull */
+  assert_int_equal(gs_cost_ps(&c, 4, 2, 1000, 0, &o), GS_OK);
+  assert_true(fabs(o.round_s - (2e-3 + 2 * 2000e-6)) < 1e-15);
+  assert_int_equal(gs_cost_ps(&c, 4, 2, 1000, 500, &o), GS_OK);
+  assert_true(fabs(o.round_s - 6e-3) < 1e-15);
+  /* 2 chunks of a 500-byte shard: the last is 200 bytes */
+  assert_int_equal(gs_cost_ps(&c, 4, 2, 1000, 300, &o), GS_OK);
+  assert_true(fabs(o.drain_s - 4 * 200e-6) < 1e-15);
+  /* finer chunks drain sooner */
+  gs_cost_ps_out coarse;
+  assert_int_equal(gs_cost_ps(&c, 4, 2, 1000, 250, &coarse), GS_OK);
+  assert_int_equal(gs_cost_ps(&c, 4, 2, 1000, 50, &o), GS_OK);
+  assert_true(o.round_s < coarse.round_s);
   c.gamma = 1e-6; /* the servers' sums: W M / S g */
-  assert_int_equal(gs_cost_ps(&c, 4, 4, 1000, &o), GS_OK);
+  assert_int_equal(gs_cost_ps(&c, 4, 4, 1000, 100, &o), GS_OK);
   assert_true(fabs(o.server_s - 3e-3) < 1e-15);
-  assert_true(fabs(o.round_s - 4e-3) < 1e-15);
-  assert_int_equal(gs_cost_ps(&c, 0, 1, 1000, &o), GS_ERR_INVALID_ARG);
-  assert_int_equal(gs_cost_ps(&c, 1, 0, 1000, &o), GS_ERR_INVALID_ARG);
-  assert_int_equal(gs_cost_ps(&c, 1, 1, -1, &o), GS_ERR_INVALID_ARG);
-  assert_int_equal(gs_cost_ps(&c, 1, 1, NAN, &o), GS_ERR_INVALID_ARG);
-  assert_int_equal(gs_cost_ps(NULL, 1, 1, 1, &o), GS_ERR_INVALID_ARG);
+  assert_true(fabs(o.round_s - 4.2e-3) < 1e-15);
+  assert_int_equal(gs_cost_ps(&c, 0, 1, 1000, 0, &o), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps(&c, 1, 0, 1000, 0, &o), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps(&c, 1, 1, -1, 0, &o), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps(&c, 1, 1, NAN, 0, &o), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps(&c, 1, 1, 1000, -1, &o), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps(&c, 1, 1, 1000, NAN, &o), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "chunks"));
+  assert_int_equal(gs_cost_ps(NULL, 1, 1, 1, 0, &o), GS_ERR_INVALID_ARG);
 }
 
 /* Asynchronous steps (gs_cost_ps_async), by hand, on the round above
- * (W = 4, M = 1000, S = 2, a = 1 ms, b = 1 us/B): with C = 1 ms a worker's
- * cycle is C + 2 a + M b = 4 ms and a server's 4 pushes of 500 bytes keep
- * it busy 2 ms, so the steps take 4 ms where BSP takes C + round = 5 ms;
- * with C = 0 and one server the server is the bottleneck, W M b = 4 ms
- * against a cycle of 3 ms. One worker: BSP's time. */
+ * (W = 4, M = 1000 in chunks of 100, S = 2, a = 1 ms, b = 1 us/B): with
+ * C = 1 ms a worker's cycle is C + 2 a + M b and the last chunks of its 2
+ * shards answered after its push, 4.2 ms, and a server's 4 pushes of 500
+ * bytes keep it busy 2 ms, so the steps take 4.2 ms where BSP takes
+ * C + round = 5.4 ms; with C = 0 and one server the server is the
+ * bottleneck, W M b = 4 ms against a cycle of 3.1 ms. One worker: BSP's
+ * time. */
 static void test_ps_async(void **state) {
   (void)state;
   gs_cost_params c;
@@ -774,28 +798,34 @@ static void test_ps_async(void **state) {
   c.beta = 1e-6;
   double t = -1;
   gs_cost_ps_out o;
-  assert_int_equal(gs_cost_ps_async(&c, 4, 2, 1000, 1e-3, &t), GS_OK);
-  assert_true(fabs(t - 4e-3) < 1e-15);
-  assert_int_equal(gs_cost_ps(&c, 4, 2, 1000, &o), GS_OK);
+  assert_int_equal(gs_cost_ps_async(&c, 4, 2, 1000, 100, 1e-3, &t), GS_OK);
+  assert_true(fabs(t - 4.2e-3) < 1e-15);
+  assert_int_equal(gs_cost_ps(&c, 4, 2, 1000, 100, &o), GS_OK);
   assert_true(t < 1e-3 + o.round_s);
-  assert_int_equal(gs_cost_ps_async(&c, 4, 1, 1000, 0, &t), GS_OK);
+  assert_int_equal(gs_cost_ps_async(&c, 4, 1, 1000, 100, 0, &t), GS_OK);
   assert_true(fabs(t - 4e-3) < 1e-15);
   c.gamma = 1e-7;
-  assert_int_equal(gs_cost_ps_async(&c, 1, 1, 1000, 2e-3, &t), GS_OK);
-  assert_int_equal(gs_cost_ps(&c, 1, 1, 1000, &o), GS_OK);
-  assert_true(fabs(t - (2e-3 + o.round_s)) < 1e-15);
-  /* Never slower than BSP, over a sweep of workers, servers and compute. */
+  for (double q = 0; q <= 1200; q += 300) {
+    assert_int_equal(gs_cost_ps_async(&c, 1, 1, 1000, q, 2e-3, &t), GS_OK);
+    assert_int_equal(gs_cost_ps(&c, 1, 1, 1000, q, &o), GS_OK);
+    assert_true(fabs(t - (2e-3 + o.round_s)) < 1e-15);
+  }
+  /* Never slower than BSP, over a sweep of workers, servers, chunks and
+   * compute. */
+  const double chunks[] = {0, 1000, (double)GS_PS_CHUNK_BYTES};
   for (int w = 1; w <= 16; w *= 2)
     for (int s = 1; s <= 8; s *= 2)
-      for (double comp = 0; comp < 0.02; comp += 0.004) {
-        assert_int_equal(gs_cost_ps_async(&c, w, s, 1e5, comp, &t), GS_OK);
-        assert_int_equal(gs_cost_ps(&c, w, s, 1e5, &o), GS_OK);
-        assert_true(t <= comp + o.round_s + 1e-15);
-      }
-  assert_int_equal(gs_cost_ps_async(&c, 1, 1, 1000, -1, &t), GS_ERR_INVALID_ARG);
-  assert_int_equal(gs_cost_ps_async(&c, 1, 1, 1000, NAN, &t), GS_ERR_INVALID_ARG);
-  assert_int_equal(gs_cost_ps_async(&c, 0, 1, 1000, 0, &t), GS_ERR_INVALID_ARG);
-  assert_int_equal(gs_cost_ps_async(&c, 1, 1, 1000, 0, NULL), GS_ERR_INVALID_ARG);
+      for (int q = 0; q < 3; q++)
+        for (double comp = 0; comp < 0.02; comp += 0.004) {
+          assert_int_equal(gs_cost_ps_async(&c, w, s, 1e5, chunks[q], comp, &t), GS_OK);
+          assert_int_equal(gs_cost_ps(&c, w, s, 1e5, chunks[q], &o), GS_OK);
+          assert_true(t <= comp + o.round_s + 1e-15);
+        }
+  assert_int_equal(gs_cost_ps_async(&c, 1, 1, 1000, 0, -1, &t), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps_async(&c, 1, 1, 1000, 0, NAN, &t), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps_async(&c, 0, 1, 1000, 0, 0, &t), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps_async(&c, 1, 1, 1000, -5, 0, &t), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps_async(&c, 1, 1, 1000, 0, 0, NULL), GS_ERR_INVALID_ARG);
 }
 
 /* ---- Calibrated presets --------------------------------------------------
