@@ -12,7 +12,8 @@
  *
  * Module state: one communicator over MPI_COMM_WORLD (init/shutdown).
  * Objects: Request (one non-blocking collective: wait, test) and Engine
- * (gs_engine: register, grad_ready, wait, wait_tensor, destroy, stats; its
+ * (gs_engine: register, grad_ready, wait, wait_tensor, destroy, stats,
+ * profile; its
  * configuration includes gradient compression). compression_check parses
  * a compression spec and compression_momentum applies its momentum rule,
  * both without communicating.
@@ -652,6 +653,37 @@ static PyObject *engine_stats(EngineObject *e, PyObject *args) {
       (Py_ssize_t)s.compressed_groups, "compress_s", s.compress_s);
 }
 
+/* profile([batch_size[, name[, source]]]) -> the profile the engine's plan
+ * was made from, as JSON text (gs_profile_to_json), or None before the
+ * first plan; batch_size (the samples a rank trains per step), name and
+ * source replace the profile's own when given. */
+static PyObject *engine_profile(EngineObject *e, PyObject *args) {
+  int batch = 0;
+  const char *name = NULL, *source = NULL;
+  if (!PyArg_ParseTuple(args, "|izz", &batch, &name, &source)) return NULL;
+  if (engine_live(e)) return NULL;
+  if (batch < 0) {
+    PyErr_Format(PyExc_ValueError, "profile: batch_size %d (at least 0)", batch);
+    return NULL;
+  }
+  gs_profile *p = NULL;
+  gs_status st = gs_engine_get_profile(e->engine, &p);
+  if (st != GS_OK) return raise_status(st);
+  if (p == NULL) Py_RETURN_NONE;
+  char *own_name = p->name, *own_source = p->source;
+  if (batch > 0) p->batch_size = batch;
+  if (name != NULL) p->name = (char *)name;
+  if (source != NULL) p->source = (char *)source;
+  char *text = gs_profile_to_json(p);
+  p->name = own_name;
+  p->source = own_source;
+  gs_profile_free(p);
+  if (text == NULL) return PyErr_NoMemory();
+  PyObject *out = PyUnicode_FromString(text);
+  gs_free(text);
+  return out;
+}
+
 static void engine_dealloc(EngineObject *e) {
   /* Never destroyed explicitly (a script that forgot close()): the engine's
    * destroy is collective-free but waits for issued collectives; the
@@ -683,6 +715,8 @@ static PyMethodDef engine_methods[] = {
      "destroy(): finish, stop the threads, free (every rank)"},
     {"stats", (PyCFunction)engine_stats, METH_NOARGS,
      "stats() -> dict of gs_engine_stats"},
+    {"profile", (PyCFunction)engine_profile, METH_VARARGS,
+     "profile([batch_size[, name[, source]]]) -> the plan's profile as JSON text, or None"},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject EngineType = {

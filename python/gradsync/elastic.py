@@ -40,13 +40,16 @@ Under the cluster manager (`gradsync submit --exec -- /usr/bin/python3
 train.py`), $GRADSYNC_ELASTIC_DIR is the job's own directory, and a state
 that knows the run's length reports its progress there at every commit:
 
-    state.set_progress(epochs, len(dataset))
+    state.set_progress(epochs, len(dataset), batch=batch)
 
 writes progress.json ({"epoch", "samples_in_epoch", "epoch_samples",
 "epochs"}, from the state's `epoch` and `samples`) beside the commit, from
 which the manager shows the job's progress and measures its samples per
 second on each size, as it does for a `gradsync train` job
-(docs/CLUSTER_MANAGER.md).
+(docs/CLUSTER_MANAGER.md). With `batch` (a rank's samples a step) and a
+gradsync.torch DistributedOptimizer in a TorchState, it also writes the
+engine's profile (profile.json) once the engine has planned, from which the
+manager predicts the job's speed on every size before it has measured it.
 """
 import os
 import signal
@@ -94,6 +97,8 @@ class State:
         self._extra = dict(extra)
         self._reset_callbacks = []
         self._progress = None  # (epochs, epoch_samples) once set_progress is called
+        self._batch = None  # a rank's samples a step, when set_progress has it
+        self._profile_written = False  # this launch's profile.json is written
         self.commits = 0
         self.restored = None  # the restored commit's description, or None
         for k, v in extra.items():
@@ -116,15 +121,39 @@ class State:
     def _path(self):
         return os.path.join(self._dir, "state.pt")
 
-    def set_progress(self, epochs, epoch_samples):
+    def set_progress(self, epochs, epoch_samples, batch=None):
         """Declares the run's length: `epochs` epochs of `epoch_samples`
         samples. Every commit after it also writes progress.json (the
         state's `epoch`, the epoch under way from 0, and `samples`, the
-        samples of it trained) for a cluster manager to read."""
+        samples of it trained) for a cluster manager to read. With `batch`,
+        the samples each rank trains a step, a TorchState whose optimizer
+        is a gradsync.torch DistributedOptimizer also writes, once a launch
+        and once the engine has planned, its profile (profile.json), from
+        which the manager predicts the job's speed on sizes it has not run
+        on yet."""
         if not (epochs > 0 and epoch_samples > 0):
             raise ValueError(f"set_progress: {epochs} epochs of {epoch_samples} samples "
                              "(both must be above 0)")
+        if batch is not None and not (isinstance(batch, int) and batch > 0):
+            raise ValueError(f"set_progress: batch {batch!r} (an integer above 0, the "
+                             "samples a rank trains a step)")
         self._progress = (epochs, epoch_samples)
+        self._batch = batch
+
+    def _profile(self):
+        """The profile of the training, as JSON text, or None (overridden)."""
+        return None
+
+    def _write_profile(self):
+        text = self._profile() if self._batch else None
+        if text is None:
+            return
+        path = os.path.join(self._dir, "profile.json")
+        tmp = path + f".tmp.{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+        self._profile_written = True
 
     def _write_progress(self):
         import json
@@ -158,6 +187,8 @@ class State:
                 os.replace(tmp, self._path())
                 if self._progress:
                     self._write_progress()
+                    if not self._profile_written:
+                        self._write_profile()
                 fd = os.open(self._dir, os.O_RDONLY)
                 try:
                     os.fsync(fd)
@@ -235,6 +266,15 @@ class TorchState(State):
         if self.optimizer is not None:
             out["optimizer"] = self.optimizer.state_dict()
         return out
+
+    def _profile(self):
+        if not hasattr(self.optimizer, "profile"):
+            return None
+        gs = _gs()
+        name = type(self.model).__name__ if self.model is not None else None
+        return self.optimizer.profile(
+            self._batch, name, f"gradsync.torch's engine profiler, rank 0 of {gs.size()}, "
+            f"{self._batch} samples a rank")
 
     def _apply(self, blob):
         if self.model is not None and "model" in blob:

@@ -927,6 +927,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         stats["error_feedback"] = self._gs_ef
         return stats
 
+    def profile(self, batch_size=0, name=None, source=None):
+        """The profile the engine's plan was made from, as JSON text in the
+        format `gradsync plan --profile` reads (docs/PLANNING.md,
+        "Profiles"): rank 0's forward time and each gradient's size and
+        backward time, measured over the warm-up iterations and sent to
+        every rank with the plan. None before the first plan. batch_size
+        (the samples a rank trains a step), name and source replace the
+        profile's own when given. Local: no communication."""
+        if self._gs_engine is None:
+            return None
+        if not (isinstance(batch_size, int) and batch_size >= 0):
+            raise ValueError(f"profile: batch_size {batch_size!r} (an integer, at least 0)")
+        return self._gs_engine.profile(batch_size, name, source)
+
     def close(self):
         """Destroys the engine (on every rank: call it everywhere, after a
         step). Later steps raise. shutdown() closes every optimizer."""

@@ -929,7 +929,10 @@ static void refit(mgr *m, job *j) {
 }
 
 /* The cost model's prediction of the job's speed (refit), from the profile
- * its rank 0 wrote beside its checkpoint, when the pool's network is known;
+ * its rank 0 wrote beside its checkpoint (an --exec program's in its job
+ * directory, as gradsync.torch.elastic's State writes its engine's after
+ * set_progress(..., batch=B); at B samples a rank on every size, since its
+ * command line says no global batch), when the pool's network is known;
  * again whenever the profile changes (a launch on another size writes its
  * own). */
 static void read_prior(mgr *m, job *j, const char *dir) {
@@ -1050,7 +1053,7 @@ static void read_progress(mgr *m, job *j) {
       measure_speed(m, j, path, e * total + s);
     }
   }
-  if (!j->exec) read_prior(m, j, dir);
+  read_prior(m, j, dir);
 }
 
 /* Reads the current attempt's new events: the launch's nodes, resizes,

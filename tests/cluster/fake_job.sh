@@ -9,7 +9,9 @@
 # stderr, status 134). With FAIL=progress it does not fail but reports its
 # progress at each commit as an --exec program may, in
 # $GRADSYNC_ELASTIC_DIR/progress.json: one epoch of STEPS x 10 samples;
-# with FAIL=badprogress it writes one that is no report (no epoch_samples).
+# with FAIL=badprogress it writes one that is no report (no epoch_samples);
+# with FAIL=profile:FILE it reports its progress and puts FILE there as its
+# profile.json at its first commit, as gradsync.torch.elastic's State does.
 # usage: fake_job.sh STEPS DIR [STEP_S] [FAIL]
 steps=$1 dir=$2 step_s=${3:-0.1} fail=${4:-0}
 mkdir -p "$dir"
@@ -32,8 +34,12 @@ while [ "$s" -lt "$steps" ]; do
     mkdir -p "$GRADSYNC_ELASTIC_DIR"
     printf '{"epoch": 0, "samples_in_epoch": %d}\n' $((s * 10)) >"$GRADSYNC_ELASTIC_DIR/progress.json"
   fi
-  if [ "$fail" = progress ] && [ -n "${GRADSYNC_ELASTIC_DIR:-}" ]; then
+  if [[ $fail == progress || $fail == profile:* ]] && [ -n "${GRADSYNC_ELASTIC_DIR:-}" ]; then
     mkdir -p "$GRADSYNC_ELASTIC_DIR"
+    if [[ $fail == profile:* ]] && [ ! -e "$GRADSYNC_ELASTIC_DIR/profile.json" ]; then
+      cp "${fail#profile:}" "$GRADSYNC_ELASTIC_DIR/profile.tmp" &&
+        mv "$GRADSYNC_ELASTIC_DIR/profile.tmp" "$GRADSYNC_ELASTIC_DIR/profile.json"
+    fi
     printf '{"epoch": 0, "samples_in_epoch": %d, "epoch_samples": %d, "epochs": 1}\n' \
       $((s * 10)) $((steps * 10)) >"$GRADSYNC_ELASTIC_DIR/progress.tmp" &&
       mv "$GRADSYNC_ELASTIC_DIR/progress.tmp" "$GRADSYNC_ELASTIC_DIR/progress.json"

@@ -287,6 +287,33 @@ if [ "$said" = 1 ] && [ "$(field "$Q" progress)" = null ] && [ "$qspeed" = "{}" 
 else fail "a bad progress.json: said $said times, progress '$(field "$Q" progress)'," \
   "speed '$qspeed'"; fi
 
+echo "== an --exec program's profile (profile.json in \$GRADSYNC_ELASTIC_DIR): predicted"
+# With the pool's network known, a profile beside the program's progress
+# (gradsync.torch.elastic's State writes its engine's) is priced as a
+# gradsync train job's is, at the profile's batch a rank on every size
+# (until 2026-12-01 only train jobs were predicted). BERT-base's profile: 4
+# samples a rank in 0.974 s forward and 2.274 s backward, so on one node of
+# one slot 4 / 3.248 = 1.23 samples/s; on 2 and 3 nodes more, but well
+# below linear: its 440 MB of gradients cross a 1 Gbit/s link.
+new_spool "$scratch/spool_exec"
+serve --net 1gbit || fail "the manager with --net did not start"
+R=$(submit --min 1 --max 3 --name R --exec -- "$JOB" 20 "$scratch/R" 0.1 \
+  "profile:$HERE/../../profiles/bert_base.json")
+wait_state "$R" done 30 || fail "job R: '$(state "$R")', not done"
+rprior=$("$G" jobs --spool "$spool" --json | python3 -c 'import json, sys
+for l in sys.stdin:
+    j = json.loads(l)
+    if j["id"] == int(sys.argv[1]): print(json.dumps(j.get("prior")))' "$R")
+if python3 -c 'import json, sys
+p = json.loads(sys.argv[1])
+one, two, three = p["1"], p["2"], p["3"]
+# jobs --json prints 2 digits
+sys.exit(not (abs(one - 4 / 3.247766) < 0.05 * one and one < two < 0.9 * 2 * one and
+              two < three < 0.9 * 3 * one))' \
+     "$rprior" 2>/dev/null && grep -q "job $R: predicted samples/s by nodes" "$log"; then
+  pass "an --exec job's profile.json: predicted samples/s by nodes $rprior"
+else fail "an --exec job's prediction: '$rprior' (want sizes 1 to 3, 1.23 on 1)"; fi
+
 echo "== per-user limits and accounts (serve --user-limit, --account-share; submit --account)"
 new_spool "$scratch/spool2"
 expect_2 "serve with an unknown network" "--net: unknown network 'bogus'" cluster serve \

@@ -28,7 +28,9 @@ model = torch.nn.Linear(8, 2)
 opt = gs.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                               named_parameters=model.named_parameters())
 state = gs.elastic.TorchState(model, opt, dir=directory, epoch=0, samples=0, used={})
-state.set_progress(EPOCHS, N)  # progress.json at each commit, for a cluster manager
+# progress.json at each commit, and profile.json once the engine has planned,
+# for a cluster manager
+state.set_progress(EPOCHS, N, batch=BATCH)
 resets = []
 state.register_reset_callbacks([lambda: resets.append(gs.size())])
 

@@ -3,6 +3,7 @@ dtype (blocking and async), the argument checks, object and parameter
 broadcasts, and DistributedOptimizer's contract (averages, unused
 parameters, backward_passes_per_step, skip_synchronize, compression)."""
 import copy
+import json
 
 import torch
 
@@ -159,6 +160,20 @@ stats = opt.engine_stats()
 check(stats["iterations"] == 3, f"iterations {stats}")
 check(stats["unready"] == (0 if r == 0 else 3 * 2), f"unready tensors {stats}")
 ok(r, "DistributedOptimizer: averages, unused parameters as zeros")
+# The plan's profile (tests/python/test_elastic.sh checks it written by the
+# elastic State): None before a plan made from measurements, else JSON of
+# the registered gradients; a bad batch is refused.
+prof = opt.profile(batch_size=4, name="net")
+if prof is not None:
+    prof = json.loads(prof)
+    check(prof["batch_size"] == 4 and prof["name"] == "net" and len(prof["tensors"]) > 0,
+          f"profile {prof}")
+try:
+    opt.profile(batch_size=-1)
+    check(False, "profile(batch_size=-1) accepted")
+except ValueError:
+    pass
+ok(r, "DistributedOptimizer.profile: the plan's profile or None; a bad batch refused")
 
 opt.close()  # its hooks go: a second optimizer takes the parameters over
 # backward_passes_per_step=2: two local passes summed, then averaged.

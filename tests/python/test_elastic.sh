@@ -5,7 +5,8 @@
 #   2. 3 ranks resume it (the reset callbacks run: another world size) and
 #      SIGKILL takes one rank mid-epoch: the job ends, non-zero, no hang;
 #   3. 2 ranks resume the last commit and finish: every epoch used each
-#      sample of its permutation's trained prefix exactly once.
+#      sample of its permutation's trained prefix exactly once;
+# and the progress and profile reports a cluster manager reads.
 # Usage: test_elastic.sh PYTHONPATH MPIEXEC
 set -u
 pypath=$1 mpiexec=$2
@@ -55,4 +56,14 @@ fi
 got=$(report 2>&1)
 [ "$got" = "2 0 240 2" ] && ok "progress.json at the last commit: both epochs done" ||
   bad "progress.json at the last commit: '$got' (want '2 0 240 2')"
+# The engine's profile beside it (set_progress(..., batch=4)): the plan's
+# measurements in gradsync plan's format, at 4 samples a rank, for the
+# manager's prediction: the Linear(8, 2)'s two gradients (16 and 2 floats).
+got=$("$py" -c 'import json, sys; p = json.load(open(sys.argv[1]))
+ok = p["forward_s"] >= 0 and all(t["backward_s"] >= 0 for t in p["tensors"])
+print(p["name"], p["batch_size"], sorted(t["numel"] for t in p["tensors"]), ok,
+      "rank 0 of 2" in p["source"])' "$tmp/state/profile.json" 2>&1)
+[ "$got" = "Linear 4 [2, 16] True True" ] &&
+  ok "profile.json: the engine's profile of the Linear at 4 samples a rank, from rank 0 of 2" ||
+  bad "profile.json: '$got' (want 'Linear 4 [2, 16] True True')"
 [ $fails = 0 ]
