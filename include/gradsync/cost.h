@@ -392,46 +392,78 @@ double gs_cost_shard_hits(gs_cost_topo t, const gs_cost_shard_in *in);
 int gs_cost_dp_dense(double rows, double dim, double batch, double pooling);
 
 /* ---- Parameter servers (gradsync/ps.h; docs/SYNC.md) ----------------------
- * One synchronous (BSP) round of W workers and S servers, each on its own
- * host with a full-duplex link of the inter-node alpha and beta: every
- * worker pushes its gradient of M bytes, cut in S equal shards, and pulls
- * the M bytes of parameters back; each server receives W M / S bytes, sums
- * them and sends W M / S back. The rounds are pipelined by chunk
+ * One synchronous (BSP) round of W workers and S servers on nodes with a
+ * full-duplex link each, of the inter-node alpha and beta: every worker
+ * pushes its gradient of M bytes, cut in S equal shards, and pulls the M
+ * bytes of parameters back; each server receives W M / S bytes, sums them
+ * and sends W M / S back. The rounds are pipelined by chunk
  * (src/ps/server.c), so pushes and pulls share the time on opposite
  * directions of a link and the busiest direction of the busiest link sets
  * the pace (the count of BytePS, Jiang et al., OSDI 2020), plus the
  * pipeline's drain: a chunk is answered only once it has arrived whole, so
  * the answer of each shard's last chunk (K = M / S - (n - 1) Q bytes of a
- * shard cut into n chunks of at most Q bytes) follows the last push:
- *   worker_s = a + M b                  (one direction of a worker's link)
- *   server_s = a + (W M / S) (b + g)    (a server's link and its sum)
- *   drain_s  = max(W, S) K b            (a server answers its last chunk
- *                                        to W workers; a worker receives
- *                                        the last chunks of S servers)
- *   round_s  = a + max(M, W M / S) b + drain_s + (W M / S) g + a
- * the last alpha being the answer's. Unchunked (Q = 0, or Q >= M / S) the
- * drain is the whole answer: a push, then a pull. The server side stops
- * being the bottleneck once S >= W; with fewer servers their aggregate
- * bandwidth S / b stands against the workers' push of W M bytes per round.
- * On one worker and one server the formula still holds (a push and a
- * pull). */
+ * shard cut into n chunks of at most Q bytes) follows the last push.
+ * A node of w workers and s servers sends (and receives) over its link
+ *   L = w M (S - s) / S + s (M / S)(W - w)
+ * bytes a round (its workers' pushes to the other nodes' servers, its
+ * servers' answers to the other nodes' workers), and l = w M s / S + s (M /
+ * S) w between its own ranks, through memory (beta_local). Over the nodes:
+ *   worker_s = a + max L b              (over the nodes with workers)
+ *   server_s = a + max L b + (W M / S) g (over the nodes with servers: the
+ *                                        link and a server's sum)
+ *   drain_s  = max over nodes of max(s (W - w), w (S - s)) K b
+ *                                       (a node's servers answer their
+ *                                        last chunks to the other nodes'
+ *                                        workers; its workers receive the
+ *                                        other nodes' servers' last chunks)
+ *   round_s  = a + max over nodes of max(L b, l b_local) + drain_s
+ *              + (W M / S) g + a
+ * the last alpha being the answer's. Each rank on a node of its own (w = 1
+ * or s = 1) gives L = M for a worker and W M / S for a server: round =
+ * 2a + max(M, W M / S) b + max(W, S) K b + (W M / S) g. Unchunked (Q = 0,
+ * or Q >= M / S) the drain is the whole answer: a push, then a pull. The
+ * server side stops being the bottleneck once S >= W; with fewer servers
+ * their aggregate bandwidth S / b stands against the workers' push of W M
+ * bytes per round. Workers that share a node share its link: 4 a node
+ * push 4 M through it. */
 
 /* The chunk of gradsync's parameter servers when gs_ps_config.chunk_bytes
  * is 0 (gradsync/ps.h): what the planner prices their rounds with. */
 #define GS_PS_CHUNK_BYTES ((size_t)1 << 18)
 
+/* `count` nodes, each with `workers` workers and `servers` servers. */
+typedef struct gs_cost_ps_nodes {
+  int count, workers, servers;
+} gs_cost_ps_nodes;
+
+/* The nodes of a job of `workers` W and `servers` S ranks. With
+ * `servers_own_nodes` 1: `per_node` workers a node (W a multiple of it) and
+ * each server on a node of its own (the planner's layout). With 0: the
+ * W + S ranks `per_node` a node in rank order, the servers last (how
+ * gradsync launches a --ps job: its last S ranks), so that one node may
+ * hold both. Writes at most 4 kinds to kinds[] and their number to *n.
+ * GS_ERR_INVALID_ARG for W < 1, S < 1, per_node < 1, or W not a multiple
+ * of per_node with servers_own_nodes. */
+gs_status gs_cost_ps_layout(int workers, int servers, int per_node, int servers_own_nodes,
+                            gs_cost_ps_nodes kinds[4], int *n);
+
 typedef struct gs_cost_ps_out {
-  double worker_s; /* a worker's push (or pull) of its M bytes */
-  double server_s; /* a server's receipt (or answer) of its W M / S bytes,
-                      with their sum */
+  double worker_s; /* a worker node's push (or pull) of its workers' bytes */
+  double server_s; /* a server node's receipt (or answer) of its bytes,
+                      with a server's sum */
   double drain_s;  /* the answer of the shards' last chunks, after the
                       last push */
   double round_s;  /* one BSP round: push, sum, pull */
 } gs_cost_ps_out;
 
-/* The times above for `workers` W >= 1 and `servers` S >= 1 pushing
- * `bytes` M >= 0 each in chunks of at most `chunk_bytes` Q >= 0 (0: each
- * shard whole). GS_ERR_INVALID_ARG for other arguments. */
+/* The times above for the nodes `kinds` (n kinds, at least one worker and
+ * one server among them) pushing `bytes` M >= 0 each in chunks of at most
+ * `chunk_bytes` Q >= 0 (0: each shard whole). GS_ERR_INVALID_ARG for other
+ * arguments. */
+gs_status gs_cost_ps_nodes_round(const gs_cost_params *c, const gs_cost_ps_nodes *kinds, int n,
+                                 double bytes, double chunk_bytes, gs_cost_ps_out *out);
+
+/* The same with each of the W workers and S servers on a node of its own. */
 gs_status gs_cost_ps(const gs_cost_params *c, int workers, int servers, double bytes,
                      double chunk_bytes, gs_cost_ps_out *out);
 
@@ -441,19 +473,25 @@ gs_status gs_cost_ps(const gs_cost_params *c, int workers, int servers, double b
  * S servers: a push is applied chunk by chunk on arrival and answered at
  * once, so one worker's exchange overlaps the others' compute instead of
  * waiting for the slowest as a BSP round does (C + round_s). A worker's
- * cycle and a server's busy time per W steps:
- *   cycle_s = C + a + M b + S K b + (M / S) g + a
- *                                           (its compute, push, the last
- *                                            chunks' answers from S
- *                                            servers, sum, pull)
- *   busy_s  = (W M / S)(b + g)              (W pushes of M / S bytes each,
- *                                            summed, on its busiest
- *                                            direction; their latencies
- *                                            overlap the other transfers)
+ * cycle, on the node whose workers reach the most servers elsewhere (s' of
+ * the S on its own node), and each node's busy time per W steps:
+ *   cycle_s = C + a + max(M' b, 2 (M - M') b_local) + (S - s') K b
+ *             + (M / S) g + a
+ *             (M' = M (S - s') / S: its compute, push, the last chunks'
+ *              answers from the other nodes' servers, sum, pull; its
+ *              shards on its own node through memory)
+ *   busy_s  = max over nodes of L b + (s > 0 ? W (M / S) g : 0)
+ *             (its link's bytes of W pushes and their answers, and its
+ *              servers' sums; their latencies overlap the other transfers)
  *   steps_s = max(cycle_s, busy_s)
  * Each term is at most C + round_s, so steps_s never exceeds BSP's; with
  * one worker it is BSP's. `compute_s` C >= 0; other arguments as
- * gs_cost_ps. */
+ * gs_cost_ps_nodes_round. */
+gs_status gs_cost_ps_nodes_async(const gs_cost_params *c, const gs_cost_ps_nodes *kinds,
+                                 int n, double bytes, double chunk_bytes, double compute_s,
+                                 double *steps_s);
+
+/* The same with each rank on a node of its own. */
 gs_status gs_cost_ps_async(const gs_cost_params *c, int workers, int servers, double bytes,
                            double chunk_bytes, double compute_s, double *steps_s);
 

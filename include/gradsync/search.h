@@ -67,6 +67,13 @@ typedef struct gs_search_config {
                                 for ASP, 1 - F for Sync-Switch's BSP share
                                 F; 0, BSP, by default): ps_iter_s is then
                                 (1 - f) BSP's step and f gs_cost_ps_async's */
+  int ps_slots;              /* where the parameter servers run: 0, each on
+                                a node of its own beside the workers'
+                                per_node a node (S more machines); > 0,
+                                the job's workers and ps_servers (> 0)
+                                ps_slots a node in rank order, the servers
+                                last, as gradsync launches a --ps job (the
+                                cluster manager's prediction) */
   /* Compression, weighed at every count of two workers or more: each
    * candidate planned through the planner's compressed path
    * (gs_plan_xchg_from_compressor, then gs_plan_make_xchg with auto), and
@@ -143,7 +150,8 @@ typedef struct gs_search_point {
                                          0 when the profile has no batch
                                          size or the time is 0 */
   /* Parameter servers instead of the all-reduce (BSP, one server per
-   * host, gs_cost_ps in gradsync's chunks, GS_PS_CHUNK_BYTES): Zou et al.'s rule, as many servers as keep the
+   * host and per_node workers a host, or as ps_slots lays them out;
+   * gs_cost_ps_nodes_round in gradsync's chunks, GS_PS_CHUNK_BYTES): Zou et al.'s rule, as many servers as keep the
    * server side from being the bottleneck: the fewest S (up to 4 workers)
    * whose server_s is no longer than a worker's worker_s (their aggregate
    * bandwidth against the workers' push); the iteration is one worker's
@@ -151,7 +159,7 @@ typedef struct gs_search_point {
    * backward pass (gradsync/ps.h); with ps_async f > 0, f of the steps
    * are asynchronous ones (gs_cost_ps_async) instead. */
   int ps_servers;
-  double ps_round_s;                  /* gs_cost_ps's round_s at ps_servers */
+  double ps_round_s;                  /* the round's round_s at ps_servers */
   double ps_iter_s;                   /* this point's one_worker_s +
                                          ps_round_s (BSP; the mean step
                                          with ps_async) */

@@ -295,10 +295,12 @@ struct gs_cost_params;
  * the per-worker batch stays the profile's; > 0: G / workers each, its
  * compute scaled linearly). servers > 0: a parameter-server job (--ps S)
  * whose last S ranks serve: its workers are the ranks less them, and a
- * step is a worker's compute and one BSP round on S servers (gs_cost_ps,
- * the search's ps_iter_s), or for the share `async` of its steps that its
- * --sync runs asynchronously (gs_ps_sync_async_share) an asynchronous one
- * (gs_cost_ps_async). Sizes the prediction cannot price (no worker, a
+ * step is a worker's compute and one BSP round on S servers
+ * (gs_cost_ps_nodes_round, the search's ps_iter_s; its ranks `slots` a
+ * node, the servers last, so that workers and servers on one node share
+ * its link), or for the share `async` of its steps that its --sync runs
+ * asynchronously (gs_ps_sync_async_share) an asynchronous one
+ * (gs_cost_ps_nodes_async). Sizes the prediction cannot price (no worker, a
  * global batch that leaves one without a sample) get step_s 0. Entries
  * 0..max are written. Returns 0, or -1 with err when no size could be
  * priced. */

@@ -146,14 +146,16 @@ int gs_cluster_prior_steps(const gs_profile *profile, const gs_cost_params *net,
   }
   for (int x = 1; x <= max; x++) {
     /* A parameter-server job's servers train on no batch: its workers are
-     * the ranks less them, priced on one link each (the servers' links are
-     * gs_cost_ps's). */
+     * the ranks less them; all of them `slots` a node, the servers last
+     * (gs_cost_ps_layout), each node's link carrying its ranks' pushes and
+     * answers. */
     long ranks = (long)x * slots, workers = ranks - servers;
     if (ranks > INT_MAX || workers < 1 || (global_batch > 0 && global_batch < workers))
       continue;
     gs_search_config cfg = {.net = net, .algo = GS_ALGO_AUTO, .workers = (int)workers,
                             .per_node = servers > 0 ? 1 : slots, .ps_servers = servers,
                             .ps_async = servers > 0 ? async : 0,
+                            .ps_slots = servers > 0 ? slots : 0,
                             .max_global_batch = global_batch > 0 && global_batch <= INT_MAX
                                                     ? (int)global_batch : 0};
     gs_search_result res;

@@ -41,6 +41,9 @@ static gs_status search_check(const gs_profile *profile, const gs_search_config 
   if (cfg->ps_servers < 0)
     return gs_error(GS_ERR_INVALID_ARG, "search: %d parameter servers (0: the fewest that keep "
                     "up, or a count)", cfg->ps_servers);
+  if (cfg->ps_slots < 0 || (cfg->ps_slots > 0 && cfg->ps_servers < 1))
+    return gs_error(GS_ERR_INVALID_ARG, "search: parameter servers %d a node need a count of "
+                    "them (ps_servers %d)", cfg->ps_slots, cfg->ps_servers);
   if (!(cfg->ps_async >= 0 && cfg->ps_async <= 1))
     return gs_error(GS_ERR_INVALID_ARG, "search: asynchronous share %g of the parameter "
                     "servers' steps is outside [0, 1]", cfg->ps_async);
@@ -75,34 +78,43 @@ static gs_status search_check(const gs_profile *profile, const gs_search_config 
  * multiples of the workers per node, and so is every count. */
 static long next_count(long w, long hi) { return w * 2 > hi && w < hi ? hi : w * 2; }
 
-/* Parameter servers at one count: `fixed` of them when that is > 0, else
- * the fewest servers (1 .. 4 W) whose side of the round is no slower than
- * a worker's, found by bisection since a server's share shrinks as servers
- * are added; 4 W when even that many leave the servers' sums the
- * bottleneck. */
-static gs_status search_ps(const gs_profile *profile, const gs_cost_params *net, int workers,
-                           int fixed, double async, double one_worker_s, gs_search_point *pt) {
+/* Parameter servers at one count: cfg->ps_servers of them when that is
+ * > 0, else the fewest servers (1 .. 4 W) whose side of the round is no
+ * slower than a worker node's, found by bisection since a server's share
+ * shrinks as servers are added; 4 W when even that many leave the servers'
+ * sums the bottleneck. Laid out as cfg->ps_slots says. */
+static gs_status ps_round(const gs_search_config *cfg, int workers, int servers, double bytes,
+                          gs_cost_ps_nodes kinds[4], int *n, gs_cost_ps_out *o) {
+  int own = cfg->ps_slots == 0;
+  GS_CHECK(gs_cost_ps_layout(workers, servers, own ? cfg->per_node : cfg->ps_slots, own, kinds,
+                             n));
+  return gs_cost_ps_nodes_round(cfg->net, kinds, *n, bytes, (double)GS_PS_CHUNK_BYTES, o);
+}
+
+static gs_status search_ps(const gs_profile *profile, const gs_search_config *cfg, int workers,
+                           double one_worker_s, gs_search_point *pt) {
   double bytes = 0;
   for (size_t i = 0; i < profile->ntensors; i++)
     bytes += (double)gs_profile_tensor_bytes(profile, i);
-  double chunk = (double)GS_PS_CHUNK_BYTES; /* gradsync's servers' */
+  int fixed = cfg->ps_servers, n;
+  gs_cost_ps_nodes kinds[4];
   gs_cost_ps_out o;
   long lo = fixed > 0 ? fixed : 1, hi = fixed > 0 ? fixed : 4L * workers;
   while (lo < hi) {
     long mid = lo + (hi - lo) / 2;
-    GS_CHECK(gs_cost_ps(net, workers, (int)GS_MIN(mid, (long)INT_MAX), bytes, chunk, &o));
+    GS_CHECK(ps_round(cfg, workers, (int)GS_MIN(mid, (long)INT_MAX), bytes, kinds, &n, &o));
     if (o.server_s <= o.worker_s) hi = mid;
     else lo = mid + 1;
   }
   pt->ps_servers = (int)GS_MIN(lo, (long)INT_MAX);
-  GS_CHECK(gs_cost_ps(net, workers, pt->ps_servers, bytes, chunk, &o));
+  GS_CHECK(ps_round(cfg, workers, pt->ps_servers, bytes, kinds, &n, &o));
   pt->ps_round_s = o.round_s;
   pt->ps_iter_s = one_worker_s + o.round_s;
-  if (async > 0) { /* the mean step over BSP's and the asynchronous ones */
+  if (cfg->ps_async > 0) { /* the mean step over BSP's and the asynchronous ones */
     double steps_s;
-    GS_CHECK(gs_cost_ps_async(net, workers, pt->ps_servers, bytes, chunk, one_worker_s,
-                              &steps_s));
-    pt->ps_iter_s = (1 - async) * pt->ps_iter_s + async * steps_s;
+    GS_CHECK(gs_cost_ps_nodes_async(cfg->net, kinds, n, bytes, (double)GS_PS_CHUNK_BYTES,
+                                    one_worker_s, &steps_s));
+    pt->ps_iter_s = (1 - cfg->ps_async) * pt->ps_iter_s + cfg->ps_async * steps_s;
   }
   return GS_OK;
 }
@@ -126,8 +138,7 @@ static gs_status search_point_at(const gs_profile *profile, const gs_search_conf
     gs_plan_free(pl);
     if (pt->iter_s[k] < pt->iter_s[pt->best]) pt->best = (gs_plan_policy_kind)k;
   }
-  GS_CHECK(search_ps(profile, cfg->net, workers, cfg->ps_servers, cfg->ps_async, one_worker_s,
-                     pt));
+  GS_CHECK(search_ps(profile, cfg, workers, one_worker_s, pt));
   double t = pt->iter_s[pt->best];
   pt->efficiency = t > 0 ? one_worker_s / t : 1.0;
   pt->samples_s = pt->batch > 0 && t > 0 ? workers * (double)pt->batch / t : 0;

@@ -1231,10 +1231,24 @@ static void test_prior_steps(void **state) {
   assert_true(async_step[3] < step[3]); /* two workers: one's push under the other's compute */
   assert_int_equal(gs_cluster_prior_steps(&p, &net, 1, 128, 1, 1.5, 4, async_step,
                                           async_samples, err, sizeof err), -1);
-  /* two ranks a node: one node holds the server and a worker */
+  /* two ranks a node: one node holds the server and a worker, whose push
+   * stays in memory; on 2 nodes the first node's two workers share its
+   * link (gs_cost_ps_layout in rank order; until 2026-12-01 every rank was
+   * priced on a link of its own) */
   assert_int_equal(gs_cluster_prior_steps(&p, &net, 2, 0, 1, 0, 2, step, samples, err, sizeof err),
                    0);
   assert_true(step[1] > 0.06 && samples[1] == 32 && samples[2] == 96);
+  for (int x = 1; x <= 2; x++) {
+    gs_cost_ps_nodes kinds[4];
+    int nk;
+    gs_cost_ps_out o;
+    assert_int_equal(gs_cost_ps_layout(2 * x - 1, 1, 2, 0, kinds, &nk), GS_OK);
+    assert_int_equal(gs_cost_ps_nodes_round(&net, kinds, nk, bytes, GS_PS_CHUNK_BYTES, &o), GS_OK);
+    assert_true(fabs(step[x] - (0.06 + o.round_s)) < 1e-9);
+  }
+  gs_cost_ps_out apart;
+  assert_int_equal(gs_cost_ps(&net, 3, 1, bytes, GS_PS_CHUNK_BYTES, &apart), GS_OK);
+  assert_true(step[2] < 0.06 + apart.round_s); /* a third of the server's bytes stay local */
   /* the profile's JSON round trip */
   char *text = gs_profile_to_json(&p);
   assert_non_null(text);

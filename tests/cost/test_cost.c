@@ -782,6 +782,81 @@ static void test_ps_round(void **state) {
   assert_int_equal(gs_cost_ps(NULL, 1, 1, 1, 0, &o), GS_ERR_INVALID_ARG);
 }
 
+/* Parameter servers sharing nodes (gs_cost_ps_layout,
+ * gs_cost_ps_nodes_round and _async), by hand. 3 workers and 1 server, 2
+ * ranks a node in rank order: node A holds workers 0 and 1, node B worker
+ * 2 and the server. M = 1000 bytes in chunks of 100, a = 1 ms, b = 1 us/B:
+ * A's link carries its 2 workers' 2000 bytes each way, B's the server's
+ * answers to A's workers, 2000, and worker 2's push stays in memory; the
+ * round is 2 a + 2000 b and the drain, 2 last chunks of 100 on either
+ * node's link: 4.2 ms, where one rank a node prices the server's link at
+ * 3000 bytes and the drain at 3 chunks: 5.3 ms. Through a slow memory
+ * (2 us/B) B's 2000 bytes between its own ranks set the pace: 6.2 ms.
+ * Asynchronous, C = 1 ms: A's workers cycle C + 2 a + M b + K b = 4.1 ms,
+ * B's C + 2 a = 3 ms, the links are busy 2 ms: 4.1 ms. */
+static void test_ps_nodes(void **state) {
+  (void)state;
+  gs_cost_ps_nodes k[4];
+  int n = -1;
+  assert_int_equal(gs_cost_ps_layout(3, 1, 2, 0, k, &n), GS_OK);
+  assert_int_equal(n, 2);
+  assert_true(k[0].count == 1 && k[0].workers == 2 && k[0].servers == 0);
+  assert_true(k[1].count == 1 && k[1].workers == 1 && k[1].servers == 1);
+  gs_cost_params c;
+  memset(&c, 0, sizeof c);
+  c.alpha = 1e-3;
+  c.beta = 1e-6;
+  gs_cost_ps_out o, alone;
+  assert_int_equal(gs_cost_ps_nodes_round(&c, k, n, 1000, 100, &o), GS_OK);
+  assert_true(fabs(o.worker_s - 3e-3) < 1e-15);
+  assert_true(fabs(o.server_s - 3e-3) < 1e-15);
+  assert_true(fabs(o.drain_s - 0.2e-3) < 1e-15);
+  assert_true(fabs(o.round_s - 4.2e-3) < 1e-15);
+  assert_int_equal(gs_cost_ps(&c, 3, 1, 1000, 100, &alone), GS_OK);
+  assert_true(fabs(alone.round_s - 5.3e-3) < 1e-15);
+  double t = -1;
+  assert_int_equal(gs_cost_ps_nodes_async(&c, k, n, 1000, 100, 1e-3, &t), GS_OK);
+  assert_true(fabs(t - 4.1e-3) < 1e-15);
+  c.beta_local = 2e-6;
+  assert_int_equal(gs_cost_ps_nodes_round(&c, k, n, 1000, 100, &o), GS_OK);
+  assert_true(fabs(o.round_s - 6.2e-3) < 1e-15);
+  /* Rank order with a node of each kind: 3 workers and 4 servers, 2 a
+   * node: 2 workers; a worker and a server; 2 servers; the last server. */
+  assert_int_equal(gs_cost_ps_layout(3, 4, 2, 0, k, &n), GS_OK);
+  assert_int_equal(n, 4);
+  assert_true(k[2].count == 1 && k[2].workers == 0 && k[2].servers == 2);
+  assert_true(k[3].count == 1 && k[3].workers == 0 && k[3].servers == 1);
+  /* The planner's layout: 8 workers 4 a node, 3 servers on nodes of their
+   * own; their link carries 4 M, 4 times one worker's. */
+  assert_int_equal(gs_cost_ps_layout(8, 3, 4, 1, k, &n), GS_OK);
+  assert_true(n == 2 && k[0].count == 2 && k[0].workers == 4 && k[1].count == 3 &&
+              k[1].servers == 1);
+  c.beta_local = 0;
+  assert_int_equal(gs_cost_ps_nodes_round(&c, k, n, 1000, 0, &o), GS_OK);
+  assert_true(fabs(o.worker_s - (1e-3 + 4000e-6)) < 1e-15);
+  /* Refusals: nodes that do not divide the workers, no worker or server,
+   * a kind below 0. */
+  assert_int_equal(gs_cost_ps_layout(6, 1, 4, 1, k, &n), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "no whole number of nodes"));
+  assert_int_equal(gs_cost_ps_layout(0, 1, 1, 0, k, &n), GS_ERR_INVALID_ARG);
+  gs_cost_ps_nodes none[1] = {{2, 0, 1}}, neg[2] = {{1, 1, 0}, {-1, 0, 1}};
+  assert_int_equal(gs_cost_ps_nodes_round(&c, none, 1, 1000, 0, &o), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps_nodes_round(&c, neg, 2, 1000, 0, &o), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps_nodes_round(&c, k, 0, 1000, 0, &o), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_cost_ps_nodes_async(&c, none, 1, 1000, 0, 0, &t), GS_ERR_INVALID_ARG);
+  /* Never slower than BSP, over layouts of 1 to 4 ranks a node. */
+  c.gamma = 1e-7;
+  c.beta_local = 1e-7;
+  for (int w = 1; w <= 9; w += 2)
+    for (int sv = 1; sv <= 4; sv++)
+      for (int pn = 1; pn <= 4; pn++) {
+        assert_int_equal(gs_cost_ps_layout(w, sv, pn, 0, k, &n), GS_OK);
+        assert_int_equal(gs_cost_ps_nodes_round(&c, k, n, 1e5, 3000, &o), GS_OK);
+        assert_int_equal(gs_cost_ps_nodes_async(&c, k, n, 1e5, 3000, 2e-3, &t), GS_OK);
+        assert_true(t <= 2e-3 + o.round_s + 1e-15);
+      }
+}
+
 /* Asynchronous steps (gs_cost_ps_async), by hand, on the round above
  * (W = 4, M = 1000 in chunks of 100, S = 2, a = 1 ms, b = 1 us/B): with
  * C = 1 ms a worker's cycle is C + 2 a + M b and the last chunks of its 2
@@ -947,6 +1022,7 @@ int main(void) {
       cmocka_unit_test(test_curve_errors),
       cmocka_unit_test(test_cost_load_hostile),
       cmocka_unit_test(test_ps_round),
+      cmocka_unit_test(test_ps_nodes),
       cmocka_unit_test(test_ps_async),
       cmocka_unit_test(test_calib_known_cases),
       cmocka_unit_test(test_calib_fit_recovers),

@@ -204,14 +204,28 @@ static void test_monotone_and_planner(void **state) {
     }
     NEAR(p->efficiency, r.one_worker_s / p->iter_s[p->best]);
     /* The servers' count is the fewest that keep up, priced by the cost
-     * model. */
-    gs_cost_ps_out o, fewer;
-    assert_int_equal(gs_cost_ps(&net, p->workers, p->ps_servers, 12e6, GS_PS_CHUNK_BYTES, &o), GS_OK);
+     * model with the workers 4 a node (their pushes share its link) and
+     * each server on a node of its own. Until 2026-12-01 the workers were
+     * priced one a node: a round 4 times too short on the workers' side. */
+    gs_cost_ps_nodes kinds[4];
+    int nk;
+    gs_cost_ps_out o, fewer, alone;
+    assert_int_equal(gs_cost_ps_layout(p->workers, p->ps_servers, 4, 1, kinds, &nk), GS_OK);
+    assert_int_equal(nk, 2);
+    assert_true(kinds[0].count == p->workers / 4 && kinds[0].workers == 4);
+    assert_int_equal(gs_cost_ps_nodes_round(&net, kinds, nk, 12e6, GS_PS_CHUNK_BYTES, &o),
+                     GS_OK);
     assert_true(o.server_s <= o.worker_s);
     assert_true(o.round_s == p->ps_round_s);
+    assert_int_equal(gs_cost_ps(&net, p->workers, p->ps_servers, 12e6, GS_PS_CHUNK_BYTES,
+                                &alone), GS_OK);
+    assert_true(o.worker_s - net.alpha > 3.9 * (alone.worker_s - net.alpha));
+    assert_true(o.round_s > alone.round_s);
     if (p->ps_servers > 1) {
-      assert_int_equal(gs_cost_ps(&net, p->workers, p->ps_servers - 1, 12e6,
-                                  GS_PS_CHUNK_BYTES, &fewer), GS_OK);
+      assert_int_equal(gs_cost_ps_layout(p->workers, p->ps_servers - 1, 4, 1, kinds, &nk),
+                       GS_OK);
+      assert_int_equal(gs_cost_ps_nodes_round(&net, kinds, nk, 12e6, GS_PS_CHUNK_BYTES,
+                                              &fewer), GS_OK);
       assert_true(fewer.server_s > fewer.worker_s);
     }
   }
