@@ -313,6 +313,20 @@ sys.exit(not (abs(one - 4 / 3.247766) < 0.05 * one and one < two < 0.9 * 2 * one
      "$rprior" 2>/dev/null && grep -q "job $R: predicted samples/s by nodes" "$log"; then
   pass "an --exec job's profile.json: predicted samples/s by nodes $rprior"
 else fail "an --exec job's prediction: '$rprior' (want sizes 1 to 3, 1.23 on 1)"; fi
+# A profile.json that is no profile: one line in the log naming the file
+# and what is wrong, no prediction, the job runs to its end.
+printf '{"name": "half", "forward_s": 0.1}\n' >"$scratch/bad_profile.json"
+BP=$(submit --min 1 --max 3 --name BP --exec -- "$JOB" 20 "$scratch/BP" 0.1 \
+  "profile:$scratch/bad_profile.json")
+wait_state "$BP" done 30 || fail "job BP: '$(state "$BP")', not done"
+said=$(grep -c "job $BP: its profile .*/jobs/$BP/ckpt/profile.json: .*tensors" "$log")
+bprior=$("$G" jobs --spool "$spool" --json | python3 -c 'import json, sys
+for l in sys.stdin:
+    j = json.loads(l)
+    if j["id"] == int(sys.argv[1]): print(json.dumps(j.get("prior")))' "$BP")
+if [ "$said" = 1 ] && { [ "$bprior" = null ] || [ "$bprior" = "{}" ]; }; then
+  pass "a profile.json that is no profile: said once in the log, no prediction, the job done"
+else fail "a bad profile.json: said $said times, prior '$bprior'"; fi
 
 echo "== per-user limits and accounts (serve --user-limit, --account-share; submit --account)"
 new_spool "$scratch/spool2"
