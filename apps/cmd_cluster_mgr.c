@@ -585,7 +585,8 @@ int gs_cmd_cluster_manager(int argc, char **argv) {
 static void submit_usage(FILE *f) {
   fprintf(f,
       "usage: gradsync submit [--min N] [--max M] [--weight W] [--name NAME]\n"
-      "                       [--user USER] [--account A] [--spool DIR] -- TRAIN OPTIONS\n"
+      "                       [--user USER] [--account A] [--after ID[,ID...]]\n"
+      "                       [--spool DIR] -- TRAIN OPTIONS\n"
       "       gradsync submit [...] --exec -- PROGRAM ARGS\n\n"
       "Queues a job on the cluster manager serving the spool and prints its id.\n"
       "The job runs as gradsync train with TRAIN OPTIONS (the manager adds\n"
@@ -604,7 +605,31 @@ static void submit_usage(FILE *f) {
       "  --user USER   whose job, for the manager's per-user shares (default:\n"
       "                your login name)\n"
       "  --account A   the account it is charged to, for the manager's fair-share\n"
-      "                tree (default: none; the user shares at the root)\n");
+      "                tree (default: none; the user shares at the root)\n"
+      "  --after IDS   start only once each of these jobs (comma-separated ids,\n"
+      "                at most 16) is done; cancelled if one fails or is\n"
+      "                cancelled (Slurm's --dependency=afterok)\n");
+}
+
+/* "3,5,8" into after[] (*n of them): ids from 1, none twice, at most
+ * GS_CLUSTER_AFTER_MAX. 0, or -1. */
+static int parse_after(const char *text, int *after, int *n) {
+  *n = 0;
+  const char *p = text;
+  while (*p) {
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (end == p || errno || v < 1 || v > INT_MAX || (*end && *end != ',') ||
+        *n == GS_CLUSTER_AFTER_MAX)
+      return -1;
+    for (int k = 0; k < *n; k++)
+      if (after[k] == v) return -1;
+    after[(*n)++] = (int)v;
+    p = *end ? end + 1 : end;
+    if (*end && !*p) return -1; /* a trailing comma */
+  }
+  return *n > 0 ? 0 : -1;
 }
 
 /* Runs `gradsync train ARGS` with GRADSYNC_CHECK_ARGS=1: its own checks,
@@ -665,6 +690,7 @@ int cmd_submit(int argc, char **argv) {
   int min = 1, max = 0, exec = 0;
   double weight = 1;
   const char *name = NULL, *user = NULL, *account = NULL;
+  int after[GS_CLUSTER_AFTER_MAX], nafter = 0, seen_after = 0;
   char spool[PATH_MAX];
   default_spool(spool, sizeof spool);
   int i = 1, dashes = -1;
@@ -717,6 +743,13 @@ int cmd_submit(int argc, char **argv) {
         return 2;
       }
       account = argv[++i];
+    } else if (strcmp(a, "--after") == 0) {
+      if (seen_after++ || !has || parse_after(argv[i + 1], after, &nafter) != 0) {
+        cli_error("submit", "--after needs job ids from 1, comma-separated, none twice, at "
+                  "most %d (got '%s')", GS_CLUSTER_AFTER_MAX, has ? argv[i + 1] : "");
+        return 2;
+      }
+      i++;
     } else if (strcmp(a, "--user") == 0) {
       if (user || !has || !user_name_ok(argv[i + 1])) {
         cli_error("submit", "--user needs one user of 1 to %d letters, digits or ._@- (got '%s')",
@@ -756,6 +789,15 @@ int cmd_submit(int argc, char **argv) {
               "start", min, pool, pool == 1 ? "" : "s");
     return 2;
   }
+  /* The jobs it runs after must have been submitted (ids only grow); the
+   * manager cancels it if one of them fails. */
+  int next = nafter > 0 ? gs_cluster_next_id(spool) : 1;
+  for (int k = 0; k < nafter; k++)
+    if (next < 0 || after[k] >= next) {
+      cli_error("submit", "--after %d: no job %d on the manager of %s (the last submitted "
+                "is %d)", after[k], after[k], spool, next - 1);
+      return 2;
+    }
   char who[64];
   gs_cluster_user_name(user, who, sizeof who);
   int lim = gs_cluster_pool_user_limit(spool, who);
@@ -828,7 +870,8 @@ int cmd_submit(int argc, char **argv) {
   }
   gs_cluster_submission s = {.name = name, .user = user, .account = account,
                              .min_nodes = min, .max_nodes = max,
-                             .weight = weight, .exec = exec, .argv = args};
+                             .weight = weight, .exec = exec, .argv = args,
+                             .after = after, .nafter = nafter};
   int id;
   if (gs_cluster_submit(spool, &s, &id, err, sizeof err) != 0) {
     cli_fail("submit", "%s", err);

@@ -129,7 +129,19 @@ typedef struct gs_cluster_submission {
   int exec;             /* 1: argv is a program to run under the supervisor; 0:
                          * gradsync train's options */
   char *const *argv;    /* NULL-ended */
+  /* Jobs it runs after (Slurm's --dependency=afterok): it starts only once
+   * each of them is done, and is cancelled when one fails or is cancelled.
+   * nafter of them, at most GS_CLUSTER_AFTER_MAX, each an id already given
+   * (below gs_cluster_next_id); NULL and 0: none. */
+  const int *after;
+  int nafter;
 } gs_cluster_submission;
+
+#define GS_CLUSTER_AFTER_MAX 16
+
+/* The id the next submission to the spool will get (1 when none was
+ * given), or -1 when DIR/next_id cannot be read. Ids only grow. */
+int gs_cluster_next_id(const char *spool);
 
 /* The pool of the manager serving spool (DIR/pool.json): its node count,
  * the first node's slots (slots may be NULL) and the policy (policy may be

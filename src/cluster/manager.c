@@ -60,6 +60,8 @@ typedef struct job {
   char name[GS_CLUSTER_NAME_MAX];
   char user[GS_CLUSTER_NAME_MAX]; /* whose (per-user shares) */
   char account[GS_CLUSTER_NAME_MAX]; /* charged to ("": none; the fair-share tree) */
+  int after[GS_CLUSTER_AFTER_MAX]; /* jobs it starts after (submit --after) */
+  int nafter;
   int min, max;
   double weight;
   int exec;
@@ -306,6 +308,44 @@ static int job_active(const job *j) {
   return j->state == J_RUNNING || j->state == J_RESIZING;
 }
 
+/* The jobs it runs after, as "after": [ids] (none: absent). */
+static void add_after(cJSON *o, const job *j) {
+  if (j->nafter == 0) return;
+  cJSON *a = cJSON_AddArrayToObject(o, "after");
+  for (int k = 0; k < j->nafter; k++) cJSON_AddItemToArray(a, cJSON_CreateNumber(j->after[k]));
+}
+
+/* Reads "after" of a request or a journal record into the job. */
+static void read_after(job *j, const cJSON *o) {
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "after"), *e;
+  j->nafter = 0;
+  if (!cJSON_IsArray(a)) return;
+  cJSON_ArrayForEach(e, a) {
+    if (cJSON_IsNumber(e) && j->nafter < GS_CLUSTER_AFTER_MAX) j->after[j->nafter++] = (int)e->valuedouble;
+  }
+}
+
+/* Whether queued job j may start as far as the jobs it runs after go: 0
+ * when each is done; 1 while one is not done yet (*d: the first such); -1
+ * when one failed or was cancelled (*d: that one). */
+static int after_wait(mgr *m, const job *j, const job **d) {
+  *d = NULL;
+  int wait = 0;
+  for (int k = 0; k < j->nafter; k++) {
+    const job *a = job_find(m, j->after[k]);
+    if (a == NULL) continue; /* refused at submission: never here */
+    if (a->state == J_FAILED || a->state == J_CANCELLED) {
+      *d = a;
+      return -1;
+    }
+    if (a->state != J_DONE && !wait) {
+      wait = 1;
+      *d = a;
+    }
+  }
+  return wait;
+}
+
 static cJSON *job_record(const mgr *m, const job *j) {
   cJSON *r = cJSON_CreateObject();
   cJSON *o = cJSON_AddObjectToObject(r, "job");
@@ -313,6 +353,7 @@ static cJSON *job_record(const mgr *m, const job *j) {
   cJSON_AddStringToObject(o, "name", j->name);
   cJSON_AddStringToObject(o, "user", j->user);
   if (j->account[0]) cJSON_AddStringToObject(o, "account", j->account);
+  add_after(o, j);
   cJSON_AddNumberToObject(o, "min", j->min);
   cJSON_AddNumberToObject(o, "max", j->max);
   cJSON_AddNumberToObject(o, "weight", j->weight);
@@ -362,6 +403,7 @@ static void job_apply(mgr *m, const cJSON *o) {
   /* (a journal from before per-user shares: one user, "-") */
   snprintf(j->user, sizeof j->user, "%s", (s = str(o, "user")) ? s : "-");
   snprintf(j->account, sizeof j->account, "%s", (s = str(o, "account")) ? s : "");
+  read_after(j, o);
   if (num(o, "min", &v) == 0) j->min = (int)v;
   if (num(o, "max", &v) == 0) j->max = (int)v;
   if (num(o, "weight", &v) == 0) j->weight = v;
@@ -1307,6 +1349,7 @@ static int take_request(mgr *m, const cJSON *r) {
     snprintf(j->user, sizeof j->user, "%s", s && *s ? s : "-");
     s = str(r, "account");
     snprintf(j->account, sizeof j->account, "%s", s ? s : "");
+    read_after(j, r);
     j->min = num(r, "min", &v) == 0 ? (int)v : 1;
     j->max = num(r, "max", &v) == 0 ? (int)v : j->min;
     j->weight = num(r, "weight", &v) == 0 ? v : 1;
@@ -1349,6 +1392,13 @@ static int take_request(mgr *m, const cJSON *r) {
         j->max = top;
       }
     }
+    for (int k = 0; k < j->nafter && j->state == J_QUEUED; k++)
+      if (j->after[k] == j->id || !job_find(m, j->after[k])) {
+        j->state = J_FAILED;
+        j->end_t = spool_wall_s();
+        snprintf(j->message, sizeof j->message, "it runs after job %d, which this manager "
+                 "does not know", j->after[k]);
+      }
     if (j->state == J_QUEUED && lim > 0 && j->min > lim) {
       j->state = J_FAILED;
       j->end_t = spool_wall_s();
@@ -1721,10 +1771,24 @@ static int policy_round(mgr *m) {
     snprintf(m->err, m->errlen, "out of memory");
     return -1;
   }
-  int n = 0;
+  int n = 0, rc = 0;
   for (int k = 0; k < m->njob; k++) {
     job *j = &m->job[k];
     if (j->cancel || j->preempt) continue;
+    if (j->state == J_QUEUED && j->nafter > 0) { /* submit --after */
+      const job *d = NULL;
+      if (after_wait(m, j, &d) > 0) continue;
+      if (d != NULL) {
+        j->state = J_CANCELLED;
+        j->end_t = spool_wall_s();
+        snprintf(j->message, sizeof j->message, "job %d, which it runs after, %s", d->id,
+                 d->state == J_FAILED ? "failed" : "was cancelled");
+        mlog(m, "job %d: cancelled: %s", j->id, j->message);
+        m->replan = 1;
+        if (save_job(m, j) != 0) rc = -1;
+        continue;
+      }
+    }
     if (j->state != J_QUEUED && !job_active(j)) continue;
     if (c->share_speeds && !j->own_curve) borrow_curve(m, j);
     /* (--max may exceed the pool: the policies see at most the pool, and
@@ -1762,7 +1826,6 @@ static int policy_round(mgr *m) {
   }
   gs_cluster_policy_report rep;
   char why[512];
-  int rc = 0;
   if (n > 0 && gs_cluster_allocate(c->policy, in, n, usable, &opts, size, &rep, why,
                                    sizeof why) != 0) {
     mlog(m, "policy %s: %s; nothing changed", c->policy, why);
@@ -1917,7 +1980,15 @@ static char *snapshot_text(mgr *m) {
     if (j->end_t > 0) cJSON_AddNumberToObject(o, "end_time", j->end_t);
     else cJSON_AddNullToObject(o, "end_time");
     if (j->state >= J_DONE) cJSON_AddNumberToObject(o, "status", j->status);
-    cJSON_AddStringToObject(o, "message", j->message);
+    add_after(o, j);
+    const job *d = NULL;
+    if (j->state == J_QUEUED && j->nafter > 0 && !j->message[0] && after_wait(m, j, &d) > 0) {
+      char waiting[128];
+      snprintf(waiting, sizeof waiting, "waiting for job %d (%s)", d->id, state_name[d->state]);
+      cJSON_AddStringToObject(o, "message", waiting);
+    } else {
+      cJSON_AddStringToObject(o, "message", j->message);
+    }
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/jobs/%d", m->spool, j->id);
     cJSON_AddStringToObject(o, "dir", dir);

@@ -130,6 +130,20 @@ static int next_id(const char *spool, int *id, char *err, size_t errlen) {
   return 0;
 }
 
+int gs_cluster_next_id(const char *spool) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/next_id", spool);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? 1 : -1;
+  char buf[32] = "";
+  int rc = flock(fd, LOCK_SH) == 0 ? 0 : -1;
+  ssize_t k = rc == 0 ? pread(fd, buf, sizeof buf - 1, 0) : -1;
+  close(fd);
+  if (rc != 0 || k < 0) return -1;
+  long v = k > 0 ? strtol(buf, NULL, 10) : 0;
+  return v < 1 ? 1 : v > INT_MAX ? INT_MAX : (int)v;
+}
+
 int spool_put_request(const char *spool, cJSON *req, const char *tag, char *err,
                       size_t errlen) {
   char dir[PATH_MAX], path[PATH_MAX + 64];
@@ -169,6 +183,10 @@ int gs_cluster_submit(const char *spool, const gs_cluster_submission *s, int *id
   gs_cluster_user_name(s->user, who, sizeof who);
   cJSON_AddStringToObject(r, "user", who);
   if (s->account) cJSON_AddStringToObject(r, "account", s->account);
+  if (s->nafter > 0) {
+    cJSON *af = cJSON_AddArrayToObject(r, "after");
+    for (int k = 0; k < s->nafter; k++) cJSON_AddItemToArray(af, cJSON_CreateNumber(s->after[k]));
+  }
   cJSON_AddBoolToObject(r, "exec", s->exec);
   cJSON_AddStringToObject(r, "cwd", cwd);
   cJSON_AddNumberToObject(r, "time", spool_wall_s());

@@ -16,7 +16,9 @@
 #  - a rank killed on one node of a job: its supervisor leaves the node out
 #    for good, and the manager gives the node to a queued job at once;
 #  - per-user and per-account limits: submissions above them refused, static
-#    keeping them without a held job holding the line; a job's account.
+#    keeping them without a held job holding the line; a job's account;
+#  - dependencies (submit --after): a job waits for others to be done, and is
+#    cancelled when one fails; bad --after refused.
 # usage: test_manager.sh GRADSYNC      Exit status: 0 pass, 1 fail.
 set -u
 G=${1:?usage: test_manager.sh GRADSYNC}
@@ -393,6 +395,63 @@ else fail "A1 on '$n1' nodes, A2 '$(state "$A2")', A3 '$(state "$A3")' (want 2, 
 if wait_state "$A1" done 30 && wait_state "$A2" done 30; then
   pass "A2 ran after A1"
 else fail "A1 '$(state "$A1")', A2 '$(state "$A2")' (want done)"; fi
+
+echo "== dependencies (submit --after, Slurm's --dependency=afterok)"
+jval() { # ID KEY: the job's value, as Python prints it
+  "$G" jobs --spool "$spool" --json | python3 -c 'import json, sys
+for l in sys.stdin:
+    j = json.loads(l)
+    if j["id"] == int(sys.argv[1]): print(j.get(sys.argv[2]))' "$1" "$2"
+}
+new_spool "$scratch/spool4"
+serve || { fail "the manager did not start"; exit 1; }
+expect_2 "--after 0" "--after needs job ids from 1" submit --spool "$spool" --after 0 -- --epochs 1
+expect_2 "--after 1,1" "none twice" submit --spool "$spool" --after 1,1 -- --epochs 1
+expect_2 "--after 2," "--after needs job ids" submit --spool "$spool" --after 2, -- --epochs 1
+expect_2 "--after a job not yet submitted" "--after 7: no job 7 on the manager" \
+  submit --spool "$spool" --after 7 -- --epochs 1
+# D1 runs after L1 (3 s) though nodes are free, and starts once L1 is done;
+# E1 after F1, which fails: cancelled, and E2 after E1 with it; the jobs
+# kept across a SIGKILL of the manager.
+L1=$(submit --min 1 --max 1 --name L1 --exec -- "$JOB" 30 "$scratch/dep_L1" 0.1)
+D1=$(submit --min 1 --max 1 --name D1 --after "$L1" --exec -- "$JOB" 5 "$scratch/dep_D1" 0.05)
+F1=$(submit --min 1 --max 1 --name F1 --exec -- "$JOB" 5 "$scratch/dep_F1" 0.05 1)
+E1=$(submit --min 1 --max 1 --name E1 --after "$F1,$L1" --exec -- "$JOB" 5 "$scratch/dep_E1" 0.05)
+E2=$(submit --min 1 --max 1 --name E2 --after "$E1" --exec -- "$JOB" 5 "$scratch/dep_E2" 0.05)
+wait_file "$scratch/dep_L1/step" 20 || fail "L1 did not start"
+sleep 1.5
+dmsg=$(jval "$D1" message)
+dafter=$(jval "$D1" after)
+if [ "$(state "$D1")" = queued ] && [ ! -e "$scratch/dep_D1/launches" ] &&
+   [ "$dmsg" = "waiting for job $L1 (running)" ] && [ "$dafter" = "[$L1]" ]; then
+  pass "D1 queued behind L1 with nodes free: $dmsg"
+else fail "D1 '$(state "$D1")', message $dmsg, after '$dafter' (want queued, waiting for job $L1)"; fi
+exec 3>&2 2>/dev/null # not bash's "Killed" line
+kill -9 "$serve_pid"
+wait "$serve_pid"
+exec 2>&3 3>&-
+serve || fail "the manager did not start again"
+if wait_state "$E1" cancelled 30 && wait_state "$E2" cancelled 30 &&
+   [ "$(jval "$E1" message)" = "job $F1, which it runs after, failed" ] &&
+   [ "$(jval "$E2" message)" = "job $E1, which it runs after, was cancelled" ] &&
+   [ ! -e "$scratch/dep_E1/launches" ] && [ ! -e "$scratch/dep_E2/launches" ]; then
+  pass "E1 cancelled when F1 failed, E2 with it: '$(jval "$E1" message)', '$(jval "$E2" message)'"
+else fail "E1 '$(state "$E1")' '$(jval "$E1" message)', E2 '$(state "$E2")' '$(jval "$E2" message)'"; fi
+if wait_state "$L1" done 30 && wait_state "$D1" done 30 &&
+   python3 -c 'import sys; sys.exit(not float(sys.argv[2]) >= float(sys.argv[1]))' \
+     "$(jval "$L1" end_time)" "$(jval "$D1" start_time)"; then
+  pass "D1 started once L1 was done (across the manager's restart)"
+else fail "L1 '$(state "$L1")', D1 '$(state "$D1")' (want both done, D1 after L1)"; fi
+# A request that names a job the manager does not know (written by hand,
+# as a client that skipped submit's check would): refused, with why.
+printf '{"op":"submit","id":90,"name":"orphan","min":1,"max":1,"exec":true,"args":["%s","5","%s"],"after":[88],"cwd":"/","time":1}' \
+  "$JOB" "$scratch/dep_orphan" >"$spool/incoming/.t" &&
+  mv "$spool/incoming/.t" "$spool/incoming/0-orphan-submit-90.json"
+wait_state 90 failed 20 || true
+if [ "$(state 90)" = failed ] && [ "$(jval 90 message)" = "it runs after job 88, which this manager does not know" ] &&
+   [ ! -e "$scratch/dep_orphan" ]; then
+  pass "a request after an unknown job: failed at once, '$(jval 90 message)'"
+else fail "the request after job 88: '$(state 90)', '$(jval 90 message)'"; fi
 
 [ "$failures" = 0 ] && echo "all passed" && exit 0
 echo "$failures failure(s)"
