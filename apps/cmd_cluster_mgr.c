@@ -586,7 +586,7 @@ static void submit_usage(FILE *f) {
   fprintf(f,
       "usage: gradsync submit [--min N] [--max M] [--weight W] [--name NAME]\n"
       "                       [--user USER] [--account A] [--after ID[,ID...]]\n"
-      "                       [--spool DIR] -- TRAIN OPTIONS\n"
+      "                       [--time LIMIT] [--spool DIR] -- TRAIN OPTIONS\n"
       "       gradsync submit [...] --exec -- PROGRAM ARGS\n\n"
       "Queues a job on the cluster manager serving the spool and prints its id.\n"
       "The job runs as gradsync train with TRAIN OPTIONS (the manager adds\n"
@@ -608,7 +608,48 @@ static void submit_usage(FILE *f) {
       "                tree (default: none; the user shares at the root)\n"
       "  --after IDS   start only once each of these jobs (comma-separated ids,\n"
       "                at most 16) is done; cancelled if one fails or is\n"
-      "                cancelled (Slurm's --dependency=afterok)\n");
+      "                cancelled (Slurm's --dependency=afterok)\n"
+      "  --time LIMIT  stop it once it has held nodes this long in all (state\n"
+      "                timeout; its last commit is kept): Slurm's formats,\n"
+      "                M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (a bare number is\n"
+      "                minutes)\n");
+}
+
+/* A time limit in Slurm's formats (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S)
+ * into seconds, above 0. 0, or -1. */
+static int parse_time_limit(const char *text, double *secs) {
+  long v[4] = {0, 0, 0, 0}, days = 0;
+  int n = 0, has_days = 0;
+  const char *p = text;
+  const char *dash = strchr(text, '-');
+  if (dash) {
+    char *end;
+    errno = 0;
+    days = strtol(text, &end, 10);
+    if (end != dash || end == text || errno || days < 0 || days > 365) return -1;
+    has_days = 1;
+    p = dash + 1;
+  }
+  while (*p) {
+    char *end;
+    errno = 0;
+    long x = strtol(p, &end, 10);
+    if (end == p || errno || x < 0 || x > 1000000 || n == 3 || (*end && *end != ':'))
+      return -1;
+    v[n++] = x;
+    p = *end ? end + 1 : end;
+    if (*end && !*p) return -1;
+  }
+  if (n == 0) return -1;
+  double s;
+  if (has_days) /* D-H, D-H:M, D-H:M:S */
+    s = days * 86400.0 + v[0] * 3600.0 + v[1] * 60.0 + v[2];
+  else if (n == 1) s = v[0] * 60.0;                        /* M */
+  else if (n == 2) s = v[0] * 60.0 + v[1];                 /* M:S */
+  else s = v[0] * 3600.0 + v[1] * 60.0 + v[2];             /* H:M:S */
+  if (!(s > 0)) return -1;
+  *secs = s;
+  return 0;
 }
 
 /* "3,5,8" into after[] (*n of them): ids from 1, none twice, at most
@@ -690,7 +731,8 @@ int cmd_submit(int argc, char **argv) {
   int min = 1, max = 0, exec = 0;
   double weight = 1;
   const char *name = NULL, *user = NULL, *account = NULL;
-  int after[GS_CLUSTER_AFTER_MAX], nafter = 0, seen_after = 0;
+  int after[GS_CLUSTER_AFTER_MAX], nafter = 0, seen_after = 0, seen_time = 0;
+  double time_limit = 0;
   char spool[PATH_MAX];
   default_spool(spool, sizeof spool);
   int i = 1, dashes = -1;
@@ -743,6 +785,13 @@ int cmd_submit(int argc, char **argv) {
         return 2;
       }
       account = argv[++i];
+    } else if (strcmp(a, "--time") == 0) {
+      if (seen_time++ || !has || parse_time_limit(argv[i + 1], &time_limit) != 0) {
+        cli_error("submit", "--time needs one time limit above 0 as M, M:S, H:M:S, D-H, D-H:M "
+                  "or D-H:M:S (got '%s')", has ? argv[i + 1] : "");
+        return 2;
+      }
+      i++;
     } else if (strcmp(a, "--after") == 0) {
       if (seen_after++ || !has || parse_after(argv[i + 1], after, &nafter) != 0) {
         cli_error("submit", "--after needs job ids from 1, comma-separated, none twice, at "
@@ -871,7 +920,7 @@ int cmd_submit(int argc, char **argv) {
   gs_cluster_submission s = {.name = name, .user = user, .account = account,
                              .min_nodes = min, .max_nodes = max,
                              .weight = weight, .exec = exec, .argv = args,
-                             .after = after, .nafter = nafter};
+                             .after = after, .nafter = nafter, .time_limit_s = time_limit};
   int id;
   if (gs_cluster_submit(spool, &s, &id, err, sizeof err) != 0) {
     cli_fail("submit", "%s", err);
@@ -947,7 +996,7 @@ int cmd_jobs(int argc, char **argv) {
   cJSON *root = listing("jobs",
       "usage: gradsync jobs [--spool DIR] [--json]\n\n"
       "The cluster manager's jobs: id, name, user, state (queued, running,\n"
-      "resizing, done, failed, cancelled), size in nodes, progress, resizes,\n"
+      "resizing, done, failed, cancelled, timeout), size in nodes, progress, resizes,\n"
       "restarts, what a resize cost it (the seconds from the stop request to its\n"
       "training again, measured from each resize's relaunch's first two\n"
       "commits: the policies' price of resizing it again), the samples per\n"
@@ -1080,7 +1129,8 @@ int cmd_cancel(int argc, char **argv) {
       continue;
     }
     const char *state = jstr(found, "state");
-    if (!strcmp(state, "done") || !strcmp(state, "failed") || !strcmp(state, "cancelled")) {
+    if (!strcmp(state, "done") || !strcmp(state, "failed") || !strcmp(state, "cancelled") ||
+        !strcmp(state, "timeout")) {
       cli_fail("cancel", "job %d has already ended (%s)", id, state);
       if (!rc) rc = 1;
       continue;

@@ -135,6 +135,9 @@ typedef struct gs_cluster_submission {
    * (below gs_cluster_next_id); NULL and 0: none. */
   const int *after;
   int nafter;
+  /* Its time limit (Slurm's --time): once it has held nodes this many
+   * seconds in all, the manager stops it (state timeout). 0: none. */
+  double time_limit_s;
 } gs_cluster_submission;
 
 #define GS_CLUSTER_AFTER_MAX 16

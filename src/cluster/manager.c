@@ -51,9 +51,11 @@
 #include "policy.h"
 #include "spool.h"
 
-typedef enum { J_QUEUED, J_RUNNING, J_RESIZING, J_DONE, J_FAILED, J_CANCELLED } job_state;
-static const char *const state_name[] = {"queued", "running", "resizing",
-                                         "done", "failed", "cancelled"};
+typedef enum {
+  J_QUEUED, J_RUNNING, J_RESIZING, J_DONE, J_FAILED, J_CANCELLED, J_TIMEOUT
+} job_state;
+static const char *const state_name[] = {"queued", "running", "resizing", "done",
+                                         "failed", "cancelled", "timeout"};
 
 typedef struct job {
   int id;
@@ -62,6 +64,12 @@ typedef struct job {
   char account[GS_CLUSTER_NAME_MAX]; /* charged to ("": none; the fair-share tree) */
   int after[GS_CLUSTER_AFTER_MAX]; /* jobs it starts after (submit --after) */
   int nafter;
+  /* Its time limit (submit --time; 0: none) against the time it has held
+   * nodes: run_s of its ended attempts and the current one's since
+   * launch_t (wall clock; 0: not running). timeout: the limit was reached
+   * and the job asked to stop. */
+  double time_limit_s, run_s, launch_t;
+  int timeout;
   int min, max;
   double weight;
   int exec;
@@ -325,6 +333,13 @@ static void read_after(job *j, const cJSON *o) {
   }
 }
 
+/* Seconds as [D-]H:MM:SS, as Slurm writes a time limit. */
+static void format_hms(double s, char *buf, size_t len) {
+  long t = (long)(s + 0.5), d = t / 86400, h = t / 3600 % 24, mi = t / 60 % 60, se = t % 60;
+  if (d > 0) snprintf(buf, len, "%ld-%02ld:%02ld:%02ld", d, h, mi, se);
+  else snprintf(buf, len, "%ld:%02ld:%02ld", h, mi, se);
+}
+
 /* Whether queued job j may start as far as the jobs it runs after go: 0
  * when each is done; 1 while one is not done yet (*d: the first such); -1
  * when one failed or was cancelled (*d: that one). */
@@ -334,7 +349,7 @@ static int after_wait(mgr *m, const job *j, const job **d) {
   for (int k = 0; k < j->nafter; k++) {
     const job *a = job_find(m, j->after[k]);
     if (a == NULL) continue; /* refused at submission: never here */
-    if (a->state == J_FAILED || a->state == J_CANCELLED) {
+    if (a->state == J_FAILED || a->state == J_CANCELLED || a->state == J_TIMEOUT) {
       *d = a;
       return -1;
     }
@@ -374,6 +389,10 @@ static cJSON *job_record(const mgr *m, const job *j) {
   cJSON_AddNumberToObject(o, "resizes_base", j->resizes_base);
   cJSON_AddBoolToObject(o, "cancel", j->cancel);
   cJSON_AddBoolToObject(o, "preempt", j->preempt);
+  if (j->time_limit_s > 0) cJSON_AddNumberToObject(o, "time_limit_s", j->time_limit_s);
+  cJSON_AddNumberToObject(o, "run_s", j->run_s);
+  cJSON_AddNumberToObject(o, "launch_t", j->launch_t);
+  cJSON_AddBoolToObject(o, "timeout", j->timeout);
   cJSON_AddNumberToObject(o, "status", j->status);
   cJSON_AddStringToObject(o, "message", j->message);
   cJSON_AddNumberToObject(r, "t", spool_wall_s());
@@ -415,7 +434,7 @@ static void job_apply(mgr *m, const cJSON *o) {
   }
   if ((s = str(o, "cwd"))) snprintf(j->cwd, sizeof j->cwd, "%s", s);
   if ((s = str(o, "state")))
-    for (int k = 0; k <= J_CANCELLED; k++)
+    for (int k = 0; k <= J_TIMEOUT; k++)
       if (strcmp(s, state_name[k]) == 0) j->state = (job_state)k;
   if (num(o, "submit_t", &v) == 0) j->submit_t = v;
   if (num(o, "start_t", &v) == 0) j->start_t = v;
@@ -436,6 +455,10 @@ static void job_apply(mgr *m, const cJSON *o) {
   if (num(o, "resizes_base", &v) == 0) j->resizes_base = (int)v;
   j->cancel = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "cancel"));
   j->preempt = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "preempt"));
+  j->time_limit_s = num(o, "time_limit_s", &v) == 0 && v > 0 ? v : 0;
+  j->run_s = num(o, "run_s", &v) == 0 && v > 0 ? v : 0;
+  j->launch_t = num(o, "launch_t", &v) == 0 && v > 0 ? v : 0;
+  j->timeout = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "timeout"));
   if (num(o, "status", &v) == 0) j->status = (int)v;
   if ((s = str(o, "message"))) snprintf(j->message, sizeof j->message, "%s", s);
   j->dirty = 1;
@@ -677,6 +700,7 @@ static void free_argv(char **v) {
 static int launch(mgr *m, job *j) {
   if (make_job_dir(m, j) != 0 || write_nodes(m, j) != 0) return -1;
   j->attempt++;
+  j->launch_t = spool_wall_s(); /* its clock runs while it holds nodes */
   j->ev_off = 0;
   j->ev_restarts = j->ev_resizes = 0;
   j->ev_launches = 0;
@@ -1206,9 +1230,19 @@ static int attempt_ended(mgr *m, job *j, int status) {
   memset(j->actual, 0, (size_t)m->nnode);
   j->status = status;
   double now = spool_wall_s();
+  if (j->launch_t > 0 && now > j->launch_t) j->run_s += now - j->launch_t;
+  j->launch_t = 0;
   if (j->cancel) {
     j->state = J_CANCELLED;
     snprintf(j->message, sizeof j->message, "cancelled");
+  } else if (j->timeout) {
+    /* stopped at the limit, whatever its status (Slurm's TIMEOUT); its
+     * last commit is in its directory */
+    j->state = J_TIMEOUT;
+    char lim[32];
+    format_hms(j->time_limit_s, lim, sizeof lim);
+    snprintf(j->message, sizeof j->message, "its time limit of %s was reached after %.0f s "
+             "on nodes (its last commit is kept)", lim, j->run_s);
   } else if (status == 0) {
     j->state = J_DONE;
     snprintf(j->message, sizeof j->message, "done");
@@ -1278,7 +1312,16 @@ static int follow(mgr *m, job *j) {
     snprintf(j->message, sizeof j->message, "its keeper died");
     return attempt_ended(m, j, 128 + SIGKILL);
   }
-  if (j->cancel || j->preempt) {
+  if (j->time_limit_s > 0 && !j->timeout && !j->cancel && j->launch_t > 0 &&
+      j->run_s + spool_wall_s() - j->launch_t >= j->time_limit_s) {
+    char lim[32];
+    format_hms(j->time_limit_s, lim, sizeof lim);
+    mlog(m, "job %d: its time limit of %s is reached: stopping it", j->id, lim);
+    j->timeout = 1;
+    int rc = save_job(m, j);
+    if (rc != 0) return rc;
+  }
+  if (j->cancel || j->preempt || j->timeout) {
     double now = mono_s();
     if (j->term_t == 0) {
       kill(-j->keeper_pid, SIGTERM);
@@ -1350,6 +1393,7 @@ static int take_request(mgr *m, const cJSON *r) {
     s = str(r, "account");
     snprintf(j->account, sizeof j->account, "%s", s ? s : "");
     read_after(j, r);
+    j->time_limit_s = num(r, "time_limit_s", &v) == 0 && v > 0 ? v : 0;
     j->min = num(r, "min", &v) == 0 ? (int)v : 1;
     j->max = num(r, "max", &v) == 0 ? (int)v : j->min;
     j->weight = num(r, "weight", &v) == 0 ? v : 1;
@@ -1774,7 +1818,7 @@ static int policy_round(mgr *m) {
   int n = 0, rc = 0;
   for (int k = 0; k < m->njob; k++) {
     job *j = &m->job[k];
-    if (j->cancel || j->preempt) continue;
+    if (j->cancel || j->preempt || j->timeout) continue;
     if (j->state == J_QUEUED && j->nafter > 0) { /* submit --after */
       const job *d = NULL;
       if (after_wait(m, j, &d) > 0) continue;
@@ -1782,7 +1826,9 @@ static int policy_round(mgr *m) {
         j->state = J_CANCELLED;
         j->end_t = spool_wall_s();
         snprintf(j->message, sizeof j->message, "job %d, which it runs after, %s", d->id,
-                 d->state == J_FAILED ? "failed" : "was cancelled");
+                 d->state == J_FAILED      ? "failed"
+                 : d->state == J_TIMEOUT ? "reached its time limit"
+                                         : "was cancelled");
         mlog(m, "job %d: cancelled: %s", j->id, j->message);
         m->replan = 1;
         if (save_job(m, j) != 0) rc = -1;
@@ -1981,6 +2027,11 @@ static char *snapshot_text(mgr *m) {
     else cJSON_AddNullToObject(o, "end_time");
     if (j->state >= J_DONE) cJSON_AddNumberToObject(o, "status", j->status);
     add_after(o, j);
+    if (j->time_limit_s > 0) cJSON_AddNumberToObject(o, "time_limit_s", j->time_limit_s);
+    else cJSON_AddNullToObject(o, "time_limit_s");
+    cJSON_AddNumberToObject(o, "run_s", round((j->run_s + (job_active(j) && j->launch_t > 0
+                                                               ? spool_wall_s() - j->launch_t
+                                                               : 0)) * 10) / 10);
     const job *d = NULL;
     if (j->state == J_QUEUED && j->nafter > 0 && !j->message[0] && after_wait(m, j, &d) > 0) {
       char waiting[128];

@@ -187,6 +187,7 @@ int gs_cluster_submit(const char *spool, const gs_cluster_submission *s, int *id
     cJSON *af = cJSON_AddArrayToObject(r, "after");
     for (int k = 0; k < s->nafter; k++) cJSON_AddItemToArray(af, cJSON_CreateNumber(s->after[k]));
   }
+  if (s->time_limit_s > 0) cJSON_AddNumberToObject(r, "time_limit_s", s->time_limit_s);
   cJSON_AddBoolToObject(r, "exec", s->exec);
   cJSON_AddStringToObject(r, "cwd", cwd);
   cJSON_AddNumberToObject(r, "time", spool_wall_s());

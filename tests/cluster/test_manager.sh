@@ -18,7 +18,8 @@
 #  - per-user and per-account limits: submissions above them refused, static
 #    keeping them without a held job holding the line; a job's account;
 #  - dependencies (submit --after): a job waits for others to be done, and is
-#    cancelled when one fails; bad --after refused.
+#    cancelled when one fails; bad --after refused;
+#  - time limits (submit --time): a job stopped at its limit (timeout).
 # usage: test_manager.sh GRADSYNC      Exit status: 0 pass, 1 fail.
 set -u
 G=${1:?usage: test_manager.sh GRADSYNC}
@@ -452,6 +453,36 @@ if [ "$(state 90)" = failed ] && [ "$(jval 90 message)" = "it runs after job 88,
    [ ! -e "$scratch/dep_orphan" ]; then
   pass "a request after an unknown job: failed at once, '$(jval 90 message)'"
 else fail "the request after job 88: '$(state 90)', '$(jval 90 message)'"; fi
+
+echo "== time limits (submit --time, Slurm's formats)"
+expect_2 "--time 0" "--time needs one time limit above 0" submit --spool "$spool" --time 0 -- --epochs 1
+expect_2 "--time 1:2:3:4" "--time needs one time limit" submit --spool "$spool" --time 1:2:3:4 \
+  -- --epochs 1
+expect_2 "--time 2-" "--time needs one time limit" submit --spool "$spool" --time 2- -- --epochs 1
+# T1 (40 steps of 0.1 s) under a limit of 0:02 (M:S, 2 s): stopped at about
+# 2 s on nodes, state timeout, its last commit kept; K1 after it is
+# cancelled; T2 under 1:00:00 (H:M:S) runs to its end.
+T1=$(submit --min 1 --max 1 --name T1 --time 0:02 --exec -- "$JOB" 40 "$scratch/dep_T1" 0.1)
+K1=$(submit --min 1 --max 1 --name K1 --after "$T1" --exec -- "$JOB" 5 "$scratch/dep_K1" 0.05)
+T2=$(submit --min 1 --max 1 --name T2 --time 1:00:00 --exec -- "$JOB" 10 "$scratch/dep_T2" 0.05)
+wait_state "$T1" timeout 30 || true
+t1step=$(cat "$scratch/dep_T1/step" 2>/dev/null)
+t1run=$(jval "$T1" run_s)
+if [ "$(state "$T1")" = timeout ] && [ "$(jval "$T1" time_limit_s)" = 2 ] &&
+   [[ $(jval "$T1" message) == "its time limit of 0:00:02 was reached after "* ]] &&
+   [ -n "$t1step" ] && [ "$t1step" -ge 5 ] && [ "$t1step" -lt 40 ] &&
+   python3 -c 'import sys; sys.exit(not 1.9 <= float(sys.argv[1]) < 8)' "$t1run" &&
+   grep -q "job $T1: its time limit of 0:00:02 is reached: stopping it" "$log"; then
+  pass "T1 stopped at its limit after $t1run s on nodes, at step $t1step of 40: '$(jval "$T1" message)'"
+else fail "T1 '$(state "$T1")', run $t1run s, step '$t1step', '$(jval "$T1" message)'"; fi
+if wait_state "$K1" cancelled 20 && [ "$(jval "$K1" message)" = "job $T1, which it runs after, reached its time limit" ] &&
+   wait_state "$T2" done 20 && [ "$(jval "$T2" time_limit_s)" = 3600 ]; then
+  pass "K1 cancelled after T1's timeout; T2 under 1:00:00 done"
+else fail "K1 '$(state "$K1")' '$(jval "$K1" message)', T2 '$(state "$T2")'"; fi
+"$G" cancel --spool "$spool" "$T1" >/dev/null 2>"$err"
+[ $? = 1 ] && grep -q "has already ended (timeout)" "$err" &&
+  pass "cancel of a timed-out job: exit 1, '$(head -1 "$err")'" ||
+  fail "cancel of a timed-out job: '$(cat "$err")'"
 
 [ "$failures" = 0 ] && echo "all passed" && exit 0
 echo "$failures failure(s)"
