@@ -1235,17 +1235,17 @@ static int attempt_ended(mgr *m, job *j, int status) {
   if (j->cancel) {
     j->state = J_CANCELLED;
     snprintf(j->message, sizeof j->message, "cancelled");
+  } else if (status == 0) { /* its training ended, even if just at its limit */
+    j->state = J_DONE;
+    snprintf(j->message, sizeof j->message, "done");
   } else if (j->timeout) {
-    /* stopped at the limit, whatever its status (Slurm's TIMEOUT); its
-     * last commit is in its directory */
+    /* stopped at the limit (Slurm's TIMEOUT); its last commit is in its
+     * directory */
     j->state = J_TIMEOUT;
     char lim[32];
     format_hms(j->time_limit_s, lim, sizeof lim);
     snprintf(j->message, sizeof j->message, "its time limit of %s was reached after %.0f s "
              "on nodes (its last commit is kept)", lim, j->run_s);
-  } else if (status == 0) {
-    j->state = J_DONE;
-    snprintf(j->message, sizeof j->message, "done");
   } else if (j->preempt) {
     j->state = J_QUEUED;
     j->preempt = 0;
