@@ -991,17 +991,69 @@ static cJSON *listing(const char *verb, const char *help, int argc, char **argv,
   return root;
 }
 
+/* The job states gradsync jobs --state takes (the manager's). */
+static const char *const job_states[] = {"queued", "running", "resizing", "done",
+                                         "failed", "cancelled", "timeout"};
+#define NJOB_STATES ((int)(sizeof job_states / sizeof job_states[0]))
+
+/* "queued,running" into want[] (one flag a state). 0, or -1. */
+static int parse_states(const char *text, int *want) {
+  const char *p = text;
+  while (*p) {
+    size_t len = strcspn(p, ",");
+    int k = 0;
+    while (k < NJOB_STATES && (strlen(job_states[k]) != len || strncmp(p, job_states[k], len)))
+      k++;
+    if (k == NJOB_STATES || len == 0) return -1;
+    want[k] = 1;
+    p += len;
+    if (*p == ',' && !*++p) return -1;
+  }
+  return 0;
+}
+
 int cmd_jobs(int argc, char **argv) {
   int json, rc;
+  /* squeue's filters, --user U and --state S[,S...], taken out before the
+   * listing's own options */
+  const char *only_user = NULL;
+  int want[NJOB_STATES] = {0}, any_state = 0;
+  char **rest = gs_calloc((size_t)argc + 1, sizeof *rest);
+  if (!rest) return 1;
+  int nrest = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (i > 0 && (strcmp(a, "--user") == 0 || strcmp(a, "--state") == 0)) {
+      int is_user = a[2] == 'u', seen = is_user ? only_user != NULL : any_state;
+      const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+      if (seen || !v || (is_user ? !user_name_ok(v) : parse_states(v, want) != 0)) {
+        if (is_user)
+          cli_error("jobs", "--user needs one user of 1 to %d letters, digits or ._@- (got "
+                    "'%s')", GS_CLUSTER_NAME_MAX - 1, v ? v : "");
+        else
+          cli_error("jobs", "--state needs states from queued, running, resizing, done, "
+                    "failed, cancelled and timeout, comma-separated (got '%s')", v ? v : "");
+        gs_free(rest);
+        return 2;
+      }
+      if (is_user) only_user = v;
+      else any_state = 1;
+      i++;
+      continue;
+    }
+    rest[nrest++] = argv[i];
+  }
   cJSON *root = listing("jobs",
-      "usage: gradsync jobs [--spool DIR] [--json]\n\n"
+      "usage: gradsync jobs [--spool DIR] [--json] [--user USER] [--state S[,S...]]\n\n"
       "The cluster manager's jobs: id, name, user, state (queued, running,\n"
       "resizing, done, failed, cancelled, timeout), size in nodes, progress, resizes,\n"
       "restarts, what a resize cost it (the seconds from the stop request to its\n"
       "training again, measured from each resize's relaunch's first two\n"
       "commits: the policies' price of resizing it again), the samples per\n"
       "second measured on each size it ran at, and times; --json: one JSON\n"
-      "object a job.\n", argc, argv, &json, &rc);
+      "object a job. --user and --state list only that user's jobs and jobs in\n"
+      "those states (squeue's -u and -t).\n", nrest, rest, &json, &rc);
+  gs_free(rest);
   if (!root) return rc;
   const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(root, "jobs");
   const cJSON *j;
@@ -1011,6 +1063,12 @@ int cmd_jobs(int argc, char **argv) {
            "USER", "STATE", "SIZE", "MIN:MAX", "PROGRESS", "RESIZES", "RESTARTS", "RESTART_S",
            "WAIT_S", "RUN_S", "SAMPLES/S BY NODES", "NODES / MESSAGE");
   cJSON_ArrayForEach(j, jobs) {
+    if (only_user && strcmp(jstr(j, "user"), only_user) != 0) continue;
+    if (any_state) {
+      int k = 0;
+      while (k < NJOB_STATES && strcmp(jstr(j, "state"), job_states[k]) != 0) k++;
+      if (k == NJOB_STATES || !want[k]) continue;
+    }
     if (json) {
       cli_print_json(stdout, cJSON_Duplicate(j, 1));
       continue;

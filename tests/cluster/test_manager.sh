@@ -484,6 +484,22 @@ else fail "K1 '$(state "$K1")' '$(jval "$K1" message)', T2 '$(state "$T2")'"; fi
   pass "cancel of a timed-out job: exit 1, '$(head -1 "$err")'" ||
   fail "cancel of a timed-out job: '$(cat "$err")'"
 
+echo "== gradsync jobs --user, --state (squeue's -u, -t)"
+# On this spool: L1, D1, T2 done; F1 failed; E1, E2, K1 cancelled; T1 timeout;
+# the request after job 88 failed; all root's.
+ids() { "$G" jobs --spool "$spool" --json "$@" | python3 -c 'import json, sys
+print(" ".join(str(i) for i in sorted(json.loads(l)["id"] for l in sys.stdin)))'; }
+if [ "$(ids --state timeout)" = "$T1" ] && [ "$(ids --state failed,timeout)" = "$F1 $T1 90" ] &&
+   [ "$(ids --state cancelled --user "$(id -un)")" = "$E1 $E2 $K1" ] &&
+   [ -z "$(ids --user nobody_here)" ] &&
+   "$G" jobs --spool "$spool" --state done | awk 'NR > 1' | grep -q " D1 "; then
+  pass "--state timeout: $(ids --state timeout); --state failed,timeout: $(ids --state failed,timeout); --user with --state cancelled: $(ids --state cancelled --user "$(id -un)")"
+else fail "jobs filters: timeout '$(ids --state timeout)', failed,timeout '$(ids --state failed,timeout)'," \
+  "cancelled '$(ids --state cancelled --user "$(id -un)")', nobody '$(ids --user nobody_here)'"; fi
+expect_2 "jobs --state bogus" "--state needs states from queued" jobs --spool "$spool" --state bogus
+expect_2 "jobs --state done," "--state needs states" jobs --spool "$spool" --state done,
+expect_2 "jobs --user 'a b'" "--user needs one user" jobs --spool "$spool" --user "a b"
+
 [ "$failures" = 0 ] && echo "all passed" && exit 0
 echo "$failures failure(s)"
 exit 1
