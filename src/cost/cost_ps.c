@@ -56,6 +56,14 @@ gs_status gs_cost_ps_layout(int workers, int servers, int per_node, int servers_
   return GS_OK;
 }
 
+/* The bytes a node of w workers and s servers carries each way in a round
+ * of W workers and S servers pushing M bytes each: its workers' pushes to
+ * the other nodes' servers and its servers' answers to the other nodes'
+ * workers (gradsync/cost.h, "Parameter servers"). */
+static double node_link_bytes(double w, double s, double W, double S, double M) {
+  return w * M * (S - s) / S + s * (M / S) * (W - w);
+}
+
 /* The sums over the kinds: W, S; and each check. */
 static gs_status ps_totals(const gs_cost_ps_nodes *kinds, int n, double *W, double *S) {
   if (kinds == NULL || n < 1)
@@ -87,7 +95,7 @@ gs_status gs_cost_ps_nodes_round(const gs_cost_params *c, const gs_cost_ps_nodes
   for (int k = 0; k < n; k++) {
     if (kinds[k].count == 0) continue;
     double w = kinds[k].workers, s = kinds[k].servers;
-    double L = w * M * (S - s) / S + s * (M / S) * (W - w), l = 2.0 * w * s * M / S;
+    double L = node_link_bytes(w, s, W, S, M), l = 2.0 * w * s * M / S;
     if (w > 0) link_w = GS_MAX(link_w, L * c->beta);
     if (s > 0) link_s = GS_MAX(link_s, L * c->beta);
     link = GS_MAX(link, GS_MAX(L * c->beta, l * c->beta_local));
@@ -123,7 +131,7 @@ gs_status gs_cost_ps_nodes_async(const gs_cost_params *c, const gs_cost_ps_nodes
   for (int k = 0; k < n; k++) {
     if (kinds[k].count == 0) continue;
     double w = kinds[k].workers, s = kinds[k].servers;
-    double L = w * M * (S - s) / S + s * per_server * (W - w);
+    double L = node_link_bytes(w, s, W, S, M);
     busy = GS_MAX(busy, L * c->beta + (s > 0 ? W * per_server * c->gamma : 0));
     if (w > 0) { /* one worker of this node: its own exchange */
       double away = M * (S - s) / S;
