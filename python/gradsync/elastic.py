@@ -144,15 +144,20 @@ class State:
         """The profile of the training, as JSON text, or None (overridden)."""
         return None
 
-    def _write_profile(self):
-        text = self._profile() if self._batch else None
-        if text is None:
-            return
-        path = os.path.join(self._dir, "profile.json")
+    def _write_report(self, name, text):
+        """Writes `text` to `name` in the commit directory atomically (a
+        temporary file, then a rename), for a manager that reads it."""
+        path = os.path.join(self._dir, name)
         tmp = path + f".tmp.{os.getpid()}"
         with open(tmp, "w") as f:
             f.write(text)
         os.replace(tmp, path)
+
+    def _write_profile(self):
+        text = self._profile() if self._batch else None
+        if text is None:
+            return
+        self._write_report("profile.json", text)
         self._profile_written = True
 
     def _write_progress(self):
@@ -161,11 +166,7 @@ class State:
         report = {"epoch": int(getattr(self, "epoch", 0)),
                   "samples_in_epoch": int(getattr(self, "samples", 0)),
                   "epoch_samples": int(n), "epochs": epochs}
-        path = os.path.join(self._dir, "progress.json")
-        tmp = path + f".tmp.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(report, f)
-        os.replace(tmp, path)
+        self._write_report("progress.json", json.dumps(report))
 
     def save(self):
         """Rank 0 writes the state atomically (a temporary file, fsync, rename,
