@@ -991,20 +991,18 @@ static cJSON *listing(const char *verb, const char *help, int argc, char **argv,
   return root;
 }
 
-/* The job states gradsync jobs --state takes (the manager's). */
-static const char *const job_states[] = {"queued", "running", "resizing", "done",
-                                         "failed", "cancelled", "timeout"};
-#define NJOB_STATES ((int)(sizeof job_states / sizeof job_states[0]))
-
-/* "queued,running" into want[] (one flag a state). 0, or -1. */
+/* "queued,running" into want[] (one flag a state,
+ * gs_cluster_state_names). 0, or -1. */
 static int parse_states(const char *text, int *want) {
   const char *p = text;
   while (*p) {
+    char name[16];
     size_t len = strcspn(p, ",");
-    int k = 0;
-    while (k < NJOB_STATES && (strlen(job_states[k]) != len || strncmp(p, job_states[k], len)))
-      k++;
-    if (k == NJOB_STATES || len == 0) return -1;
+    if (len == 0 || len >= sizeof name) return -1;
+    memcpy(name, p, len);
+    name[len] = '\0';
+    int k = gs_cluster_state_index(name);
+    if (k < 0) return -1;
     want[k] = 1;
     p += len;
     if (*p == ',' && !*++p) return -1;
@@ -1017,7 +1015,7 @@ int cmd_jobs(int argc, char **argv) {
   /* squeue's filters, --user U and --state S[,S...], taken out before the
    * listing's own options */
   const char *only_user = NULL;
-  int want[NJOB_STATES] = {0}, any_state = 0;
+  int want[GS_CLUSTER_NSTATES] = {0}, any_state = 0;
   char **rest = gs_calloc((size_t)argc + 1, sizeof *rest);
   if (!rest) return 1;
   int nrest = 0;
@@ -1065,9 +1063,8 @@ int cmd_jobs(int argc, char **argv) {
   cJSON_ArrayForEach(j, jobs) {
     if (only_user && strcmp(jstr(j, "user"), only_user) != 0) continue;
     if (any_state) {
-      int k = 0;
-      while (k < NJOB_STATES && strcmp(jstr(j, "state"), job_states[k]) != 0) k++;
-      if (k == NJOB_STATES || !want[k]) continue;
+      int k = gs_cluster_state_index(jstr(j, "state"));
+      if (k < 0 || !want[k]) continue;
     }
     if (json) {
       cli_print_json(stdout, cJSON_Duplicate(j, 1));
@@ -1187,8 +1184,7 @@ int cmd_cancel(int argc, char **argv) {
       continue;
     }
     const char *state = jstr(found, "state");
-    if (!strcmp(state, "done") || !strcmp(state, "failed") || !strcmp(state, "cancelled") ||
-        !strcmp(state, "timeout")) {
+    if (gs_cluster_state_index(state) >= GS_CLUSTER_FIRST_ENDED) {
       cli_fail("cancel", "job %d has already ended (%s)", id, state);
       if (!rc) rc = 1;
       continue;

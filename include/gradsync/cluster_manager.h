@@ -142,6 +142,16 @@ typedef struct gs_cluster_submission {
 
 #define GS_CLUSTER_AFTER_MAX 16
 
+/* A manager's job states, as jobs.json and gradsync jobs name them, in
+ * order: queued, running, resizing, done, failed, cancelled, timeout; those
+ * from GS_CLUSTER_FIRST_ENDED on have ended. */
+#define GS_CLUSTER_NSTATES 7
+#define GS_CLUSTER_FIRST_ENDED 3
+extern const char *const gs_cluster_state_names[GS_CLUSTER_NSTATES];
+
+/* The index of a state's name in gs_cluster_state_names, or -1. */
+int gs_cluster_state_index(const char *name);
+
 /* The id the next submission to the spool will get (1 when none was
  * given), or -1 when DIR/next_id cannot be read. Ids only grow. */
 int gs_cluster_next_id(const char *spool);

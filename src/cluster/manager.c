@@ -54,8 +54,10 @@
 typedef enum {
   J_QUEUED, J_RUNNING, J_RESIZING, J_DONE, J_FAILED, J_CANCELLED, J_TIMEOUT
 } job_state;
-static const char *const state_name[] = {"queued", "running", "resizing", "done",
-                                         "failed", "cancelled", "timeout"};
+/* named by gs_cluster_state_names, in the same order */
+#define state_name gs_cluster_state_names
+_Static_assert(J_TIMEOUT + 1 == GS_CLUSTER_NSTATES && J_DONE == GS_CLUSTER_FIRST_ENDED,
+               "the job states and their names");
 
 typedef struct job {
   int id;
@@ -433,9 +435,8 @@ static void job_apply(mgr *m, const cJSON *o) {
     j->args = cJSON_Duplicate(a, 1);
   }
   if ((s = str(o, "cwd"))) snprintf(j->cwd, sizeof j->cwd, "%s", s);
-  if ((s = str(o, "state")))
-    for (int k = 0; k <= J_TIMEOUT; k++)
-      if (strcmp(s, state_name[k]) == 0) j->state = (job_state)k;
+  int k = gs_cluster_state_index(str(o, "state"));
+  if (k >= 0) j->state = (job_state)k;
   if (num(o, "submit_t", &v) == 0) j->submit_t = v;
   if (num(o, "start_t", &v) == 0) j->start_t = v;
   if (num(o, "end_t", &v) == 0) j->end_t = v;

@@ -130,6 +130,15 @@ static int next_id(const char *spool, int *id, char *err, size_t errlen) {
   return 0;
 }
 
+const char *const gs_cluster_state_names[GS_CLUSTER_NSTATES] = {
+    "queued", "running", "resizing", "done", "failed", "cancelled", "timeout"};
+
+int gs_cluster_state_index(const char *name) {
+  for (int k = 0; name && k < GS_CLUSTER_NSTATES; k++)
+    if (strcmp(name, gs_cluster_state_names[k]) == 0) return k;
+  return -1;
+}
+
 int gs_cluster_next_id(const char *spool) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/next_id", spool);
