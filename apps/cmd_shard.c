@@ -47,13 +47,16 @@ static void usage(FILE *f) {
           "                     their rows' sums of squares every step\n"
           "  --zipf S           the ids' Zipf exponent over each table's rows, for\n"
           "                     the cache model (default 1.05, as train's; 0: uniform)\n"
-          "  --lookup A,B[,G[,AH,BH,C,GM]]\n"
+          "  --lookup A,B[,G[,AH,BH,C,GM[,AR,BR,GH]]]\n"
           "                     seconds per lookup, per byte of row and per bag a\n"
           "                     shard walks (default 0); a lookup's and a byte's in\n"
           "                     the cache, a rank's cache bytes (default 0: no\n"
           "                     cache) and a bag's when half hold none of the\n"
-          "                     shard's ids, instead of measuring this machine\n"
-          "                     (about 0.2 s)\n"
+          "                     shard's ids; a distinct row's update and its\n"
+          "                     bytes' (default 0: in the lookup's price) and a\n"
+          "                     bag's with its line of the pooled matrix in the\n"
+          "                     cache (default 0: G), instead of measuring this\n"
+          "                     machine (about 0.3 s)\n"
           "  --out FILE         save the plan (JSON: the tables, each shard's rows,\n"
           "                     columns and rank; gs_shard_plan_load reads it)\n"
           "  --json             the plan as one JSON object instead of tables\n");
@@ -139,24 +142,26 @@ static int parse_opts(int argc, char **argv, shard_opts *o) {
         }
         break;
       case 'l': {
-        /* A,B[,G[,AH,BH,C,GM]]: 2, 3 or 7 numbers >= 0 */
-        double v[7] = {0, 0, 0, 0, 0, 0, 0};
+        /* A,B[,G[,AH,BH,C,GM[,AR,BR,GH]]]: 2, 3, 7 or 10 numbers >= 0 */
+        double v[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
         int k = 0, ok = 1;
         char *end = optarg;
-        while (k < 7 && ok) {
+        while (k < 10 && ok) {
           const char *at = k == 0 ? optarg : end + 1;
           v[k] = strtod(at, &end);
           ok = end != at && v[k] >= 0 && isfinite(v[k]);
           k++;
           if (*end != ',') break;
         }
-        if (!ok || *end != '\0' || !(k == 2 || k == 3 || k == 7)) {
-          cli_error(VERB, "--lookup '%s': expected A,B[,G[,AH,BH,C,GM]], seconds per lookup, "
-                    "per byte of row and per bag, a lookup's and a byte's in the cache, "
-                    "the cache's bytes and a bag's among half empty ones (numbers >= 0)", optarg);
+        if (!ok || *end != '\0' || !(k == 2 || k == 3 || k == 7 || k == 10)) {
+          cli_error(VERB, "--lookup '%s': expected A,B[,G[,AH,BH,C,GM[,AR,BR,GH]]], seconds "
+                    "per lookup, per byte of row and per bag, a lookup's and a byte's in the "
+                    "cache, the cache's bytes, a bag's among half empty ones, a distinct "
+                    "row's update, a byte's of it and a bag's in the cache (numbers >= 0)",
+                    optarg);
           return 2;
         }
-        o->lookup = (gs_cost_lookup){v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+        o->lookup = (gs_cost_lookup){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
         o->have_lookup = 1;
         break;
       }
@@ -227,8 +232,12 @@ int cmd_shard(int argc, char **argv) {
     rc = 2;
     goto out;
   }
+  size_t width = 0; /* a rank's pooled matrix: its share of the tables' columns */
+  for (int i = 0; i < n; i++) width += t[i].dim;
+  width = (width + (size_t)o.ranks - 1) / (size_t)o.ranks;
   if (o.have_lookup) cfg.lookup = o.lookup;
-  else if (gs_embed_calibrate(&cfg.lookup) != GS_OK) {
+  else if (gs_embed_calibrate_shape((size_t)o.batch, width > 0 ? width : 1, &cfg.lookup) !=
+           GS_OK) {
     cli_fail(VERB, "measuring the lookup cost: %s", gs_last_error());
     rc = 1;
     goto out;
@@ -266,6 +275,9 @@ int cmd_shard(int argc, char **argv) {
     cli_json_add(j, "lookup_hit_beta_s_per_B", cfg.lookup.beta_hit, "%.4g");
     cli_json_add(j, "lookup_gamma_mixed_s_per_bag", cfg.lookup.gamma_mixed, "%.4g");
     cli_json_add(j, "cache_bytes", cfg.lookup.cache_bytes, "%.0f");
+    cli_json_add(j, "lookup_row_alpha_s", cfg.lookup.alpha_row, "%.4g");
+    cli_json_add(j, "lookup_row_beta_s_per_B", cfg.lookup.beta_row, "%.4g");
+    cli_json_add(j, "lookup_gamma_hit_s_per_bag", cfg.lookup.gamma_hit, "%.4g");
     cli_json_add(j, "zipf", o.zipf, "%.4g");
     cli_json_add(j, "max_rank_s", mx, "%.6g");
     cli_json_add(j, "mean_rank_s", mean, "%.6g");
@@ -306,6 +318,12 @@ int cmd_shard(int argc, char **argv) {
              cfg.lookup.cache_bytes / 1e6, o.zipf, cfg.lookup.gamma_mixed * 1e9);
     else
       printf("# no cache model: every lookup at the first price\n");
+    if (cfg.lookup.alpha_row > 0 || cfg.lookup.beta_row > 0)
+      printf("# a distinct row's update a step: %.3g ns + %.3g ns per byte\n",
+             cfg.lookup.alpha_row * 1e9, cfg.lookup.beta_row * 1e9);
+    if (cfg.lookup.gamma_hit > 0 && cfg.lookup.cache_bytes > 0)
+      printf("# a bag whose line of the pooled matrix is in the cache: %.3g ns\n",
+             cfg.lookup.gamma_hit * 1e9);
     printf("\n%-16s %12s %6s  %-5s %s\n", "table", "rows", "dim", "shard", "why");
     for (int i = 0; i < n; i++)
       printf("%-16.16s %12zu %6zu  %-5s %s\n", t[i].name, t[i].rows, t[i].dim,

@@ -59,11 +59,15 @@ print("# DLRM: the planner's per-rank lookup time against the measured one\n")
 print("`gradsync train --model dlrm --tables kaggle:SCALE --sharding S` on N ranks of this "
       "2-core host (shared memory; a core per rank), per-rank batch 1024, Zipf ids. "
       "**measured**: each rank's lookup time a step (pooling, fused backward and row-wise "
-      "Adagrad, dp tables' too), the median over rounds; **predicted**: the cost model's for "
-      "the rank's shards (`gs_cost_shard`, priced with the lookup cost rank 0 measured at "
-      "start-up, `gs_embed_calibrate`: one table beyond the caches, uniform ids). "
-      "Error = (predicted - measured) / measured. Absolute times on this shared host vary; "
-      "the rounds' spread is given.\n")
+      "Adagrad, dp tables' too), the median over the epoch's steps (the first steps' "
+      "first touches and the steps another process took the core from left out), then "
+      "the median over rounds; **predicted**: the cost model's for the rank's shards "
+      "(`gs_cost_shard`, priced with the lookup cost rank 0 measured at start-up, "
+      "`gs_embed_calibrate_shape`: tables of a few rows, in the cache and beyond it, a "
+      "distinct row's update apart from a lookup, the bags on a pooled matrix of the "
+      "training's shape). Error = (predicted - measured) / measured. Absolute times on "
+      "this shared host vary, by up to 2x between runs of one command; the rounds' spread "
+      "is given.\n")
 print("| tables | ranks | sharding | rank | measured ms (rounds) | predicted ms | error |")
 print("|---|---:|---|---:|---|---:|---:|")
 errs = []
@@ -111,6 +115,41 @@ for scale, n, sh in keys:
         f"{100 * statistics.median([x for x in xs if x == x]):+.0f}%"
     print(f"| kaggle:{scale:g} | {n} | {sh} | {len(rs[0]['shard_lookup_ms'])} | "
           f"{100 * statistics.median(ab):.0f}% | {fmt(sm)} | {fmt(lg)} |")
+# Scale-free: how a rank's time divides among its shards, predicted against
+# measured, which the host's speed of the moment does not move; and the
+# ranks' ratio, which the planner balances.
+print("\n### The shares, whatever the host's speed\n")
+print("The planner balances ranks by the shards' relative prices, so these leave out the "
+      "host's speed of the moment: **misplaced share**, the share of a rank's lookup time "
+      "the model puts on the wrong shards (half the sum over its shards of |predicted "
+      "share - measured share|, the mean over ranks), and for 2 ranks the ratio of rank "
+      "0's time to rank 1's, predicted over measured, less 1. The median over rounds, and "
+      "the rounds' range.\n")
+print("| tables | ranks | sharding | misplaced share (rounds) | ranks' ratio error (rounds) |")
+print("|---|---:|---|---|---|")
+for scale, n, sh in keys:
+    rs = [r for r in rows if (r["bench_scale"], r["bench_ranks"], r["bench_sharding"]) ==
+          (scale, n, sh) and "shard_rank" in r]
+    if not rs:
+        continue
+    mis, rat = [], []
+    for r in rs:
+        tv = []
+        for k in range(n):
+            idx = [i for i, rk in enumerate(r["shard_rank"]) if rk == k]
+            M = sum(r["shard_lookup_ms"][i] for i in idx)
+            P = sum(r["shard_lookup_pred_ms"][i] for i in idx)
+            if M > 0 and P > 0:
+                tv.append(0.5 * sum(abs(r["shard_lookup_pred_ms"][i] / P -
+                                        r["shard_lookup_ms"][i] / M) for i in idx))
+        if tv:
+            mis.append(mean(tv))
+        m, p = r["rank_lookup_ms"], r["rank_lookup_pred_ms"]
+        if n == 2 and min(m) > 0 and min(p) > 0:
+            rat.append((p[0] / p[1]) / (m[0] / m[1]) - 1)
+    rng = lambda xs, f: f"{f(statistics.median(xs))} ({f(min(xs))} to {f(max(xs))})" if xs else "-"
+    print(f"| kaggle:{scale:g} | {n} | {sh} | {rng(mis, lambda x: f'{100 * x:.0f}%')} | "
+          f"{rng(rat, lambda x: f'{100 * x:+.0f}%')} |")
 PY
 bench_stamp "$BENCH_OUT/dlrm_lookup_predict.md" "$cmd"
 cat "$BENCH_OUT/dlrm_lookup_predict.md"

@@ -320,9 +320,15 @@ typedef enum {
  * (never more than the former). Which rows are in the cache: Che's
  * approximation of an LRU cache of cache_bytes (gs_cost_cache_time), with
  * the ids' Zipf law. cache_bytes 0 turns the cache off: every lookup at the
- * first price, as for tables far beyond the caches. A bag a shard walks
+ * first price, as for tables far beyond the caches. Each distinct row a
+ * step touches costs alpha_row + beta_row * row bytes more: the fused
+ * backward sums a row's gradients and steps it once, however many lookups
+ * it had (gs_cost_shard_rows counts them; 0 and 0: the update is in the
+ * lookup's price). A bag a shard walks
  * costs gamma, up to gamma_mixed as the share f of its bags holding any of
- * its ids nears a half: gamma + (gamma_mixed - gamma) 4 f (1 - f). */
+ * its ids nears a half: gamma + (gamma_mixed - gamma) 4 f (1 - f); with
+ * the cache, gamma_hit for the share of the bags whose line of the pooled
+ * matrix stayed in it from the step before. */
 typedef struct gs_cost_lookup {
   double alpha; /* s per lookup */
   double beta;  /* s per byte of the row (dim * 4) */
@@ -334,6 +340,12 @@ typedef struct gs_cost_lookup {
   double gamma_mixed;         /* s per bag when half the bags a shard walks
                                * hold none of its ids, at random (a row
                                * block's: the branches miss); 0: gamma */
+  double alpha_row, beta_row; /* s per distinct row a step touches, and per
+                               * byte of it: the fused update's own work */
+  double gamma_hit;           /* s per bag whose line of the pooled matrix
+                               * is in the cache (gamma: it is not); a
+                               * line asked for once a step is with
+                               * probability 1 - e^-cache_t. 0: gamma */
 } gs_cost_lookup;
 
 typedef struct gs_cost_shard_in {
@@ -383,6 +395,12 @@ double gs_cost_cache_time(gs_cost_topo t, const gs_cost_shard_in *in, int n,
 /* The share of a shard's lookups whose row is in a cache of characteristic
  * time in->cache_t (0 to 1). */
 double gs_cost_shard_hits(gs_cost_topo t, const gs_cost_shard_in *in);
+
+/* The expected distinct rows of a shard that a step's lookups touch: a row
+ * asked for r times a step (under the table's Zipf law, in->zipf) is
+ * touched with probability 1 - e^-r; for uniform ids R (1 - e^(-I/R)) of a
+ * shard of R rows serving I lookups. At most the lookups and the rows. */
+double gs_cost_shard_rows(gs_cost_topo t, const gs_cost_shard_in *in);
 
 /* How a replicated (dp) table's gradient is summed across ranks: 1 when its
  * dense gradient (rows x dim floats) all-reduced moves fewer bytes than

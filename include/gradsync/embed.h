@@ -191,9 +191,14 @@ typedef struct gs_shard_plan {
 
 /* Measures this machine's lookup cost (forward + fused backward with
  * row-wise Adagrad, one thread, uniform ids; four widths fitted by least
- * squares, over a table beyond the caches and over one inside them; a bag's
- * own cost from empty bags) and reads its caches' sizes (a core's own and
- * its share of the shared one): about 0.2 s. */
+ * squares, over a table beyond the caches, one inside them and one of a few
+ * rows, which parts the lookups' price from the rows' updates; a bag's own
+ * cost from `bags` empty bags pooled into rows of `width` floats, the shape
+ * of the rank's pooled matrix that a step's bags write) and reads its
+ * caches' sizes (a core's own and its share of the shared one): about
+ * 0.3 s. */
+gs_status gs_embed_calibrate_shape(size_t bags, size_t width, gs_cost_lookup *out);
+/* gs_embed_calibrate_shape for 8192 bags of 512 floats. */
 gs_status gs_embed_calibrate(gs_cost_lookup *out);
 
 const char *gs_shard_kind_name(gs_shard_kind k);

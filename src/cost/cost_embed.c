@@ -22,14 +22,19 @@
  *            all-gathered and every replica runs the update over them.
  * Every shard walks the bags of the samples it serves (the global batch's,
  * its own slice's for a dp table's forward), whether any of their ids land
- * in it or not: gamma a bag, on top of alpha + beta per lookup. So a row
+ * in it or not: gamma a bag (gamma_hit when the bag's line of the pooled
+ * matrix is still in the cache), on top of alpha + beta per lookup. So a row
  * block of rw pays for every bag and a share of the lookups; an empty one
  * (rw over more ranks than rows) for nothing: no id reaches it, and the
  * exchange leaves it out.
  * Row-wise Adagrad on a block of d of the table's D columns: each touched
  * row's sum of squares goes to the row's D/d - 1 other blocks, 4 bytes
  * each; a shard of R rows serving I ids spread over them touches
- * R (1 - e^(-I/R)) rows (the expected distinct rows of I uniform draws).
+ * R (1 - e^(-I/R)) rows (the expected distinct rows of I uniform draws;
+ * fewer under a Zipf law, gs_cost_shard_rows). The fused backward's update
+ * is paid once per touched row too (alpha_row + beta_row a byte), the
+ * gather and the scatter once per lookup: a 3-row table's thousand
+ * lookups a step update 3 rows.
  * Every table's exchange travels in one fused message per phase (one
  * all-to-all of every table's pooled vectors, one reduce-scatter of every
  * row-wise table's partial sums, the dense gradients in the MLPs'
@@ -102,7 +107,7 @@ static double zipf_int(double s, double x) {
  * each); r, each row's lookups a step. 128 buckets reach 10^12 rows. */
 enum { MAX_BUCKETS = 128 };
 typedef struct bucket {
-  double m, bytes, r;
+  double m, bytes, r, rows; /* rows: the shard's rows in the bucket */
 } bucket;
 
 static int shard_buckets(gs_cost_topo t, const gs_cost_shard_in *in, bucket *out) {
@@ -118,7 +123,7 @@ static int shard_buckets(gs_cost_topo t, const gs_cost_shard_in *in, bucket *out
   for (double lo = 1.0; lo <= N && n < MAX_BUCKETS; n++) {
     double hi = s > 0 && n + 1 < MAX_BUCKETS ? fmin(N, fmax(lo, floor(lo * 1.25))) : N;
     double m = (zipf_int(s, hi + 0.5) - zipf_int(s, lo - 0.5)) / total, rows = hi - lo + 1.0;
-    out[n] = (bucket){m, share * rows * fp, rate * m / rows};
+    out[n] = (bucket){m, share * rows * fp, rate * m / rows, share * rows};
     lo = hi + 1.0;
   }
   return n;
@@ -151,6 +156,14 @@ double gs_cost_shard_hits(gs_cost_topo t, const gs_cost_shard_in *in) {
   bucket b[MAX_BUCKETS];
   int n = shard_buckets(t, in, b);
   return n > 0 ? buckets_hits(b, n, in->cache_t) : 1.0;
+}
+
+double gs_cost_shard_rows(gs_cost_topo t, const gs_cost_shard_in *in) {
+  bucket b[MAX_BUCKETS];
+  int n = shard_buckets(t, in, b);
+  double rows = 0.0;
+  for (int k = 0; k < n; k++) rows += -b[k].rows * expm1(-b[k].r);
+  return rows;
 }
 
 /* What the n buckets and the rest of a step (other bytes, touched in turn
@@ -246,7 +259,7 @@ void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_looku
   }
   if (in->row_sums && in->table_dim > in->dim && in->dim > 0 && in->rows > 0 &&
       in->kind != GS_SHARD_DP) {
-    double touched = in->rows * -expm1(-ids / in->rows);
+    double touched = gs_cost_shard_rows(t, in);
     double sums = (in->table_dim / in->dim - 1.0) * touched * 4.0;
     out->wire_s += sums * c->beta;
     out->wire_bytes += sums;
@@ -264,7 +277,16 @@ void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_looku
                  : 1.0;
   double gamma = lk->gamma;
   if (lk->gamma_mixed > gamma) gamma += (lk->gamma_mixed - gamma) * 4.0 * f * (1.0 - f);
+  if (lk->gamma_hit > 0 && lk->gamma_hit < lk->gamma && lk->cache_bytes > 0 &&
+      in->cache_t > 0) {
+    /* a bag's line of the pooled matrix, written forward and read
+     * backward once a step, kept with probability 1 - e^-T */
+    double kept = isinf(in->cache_t) ? 1.0 : -expm1(-in->cache_t);
+    gamma -= kept * (lk->gamma - lk->gamma_hit);
+  }
+  double per_row = lk->alpha_row + lk->beta_row * row_bytes;
   out->lookup_s = bags * gamma + ids * per_lookup;
+  if (per_row > 0) out->lookup_s += gs_cost_shard_rows(t, in) * per_row;
   out->total_s = out->lookup_s + out->wire_s;
 }
 

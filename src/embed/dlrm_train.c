@@ -90,12 +90,17 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
   int P = gs_comm_size(comm);
   gs_status st = GS_OK;
   char msg[GS_VOTE_MESSAGE] = "";
-  double lookup[7] = {0, 0, 0, 0, 0, 0, 0};
+  double lookup[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   if (cfg->plan_file && *out == NULL)
     st = gs_shard_plan_load(cfg->plan_file, specs, cfg->model.ntables, P, out);
   if (st == GS_OK && gs_comm_rank(comm) == 0) {
+    /* the bags' cost on the pooled matrix a rank fills: the global batch
+     * by its share of the tables' columns */
+    size_t width = 0, bags = cfg->batch * (size_t)P;
+    for (int t = 0; t < cfg->model.ntables; t++) width += specs[t].dim;
+    width = (width + (size_t)P - 1) / (size_t)P;
     gs_cost_lookup lk;
-    st = gs_embed_calibrate(&lk);
+    st = gs_embed_calibrate_shape(bags, width > 0 ? width : 1, &lk);
     lookup[0] = lk.alpha;
     lookup[1] = lk.beta;
     lookup[2] = lk.gamma;
@@ -103,6 +108,9 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
     lookup[4] = lk.beta_hit;
     lookup[5] = lk.cache_bytes;
     lookup[6] = lk.gamma_mixed;
+    lookup[7] = lk.alpha_row;
+    lookup[8] = lk.beta_row;
+    lookup[9] = lk.gamma_hit;
   }
   if (st != GS_OK) gs__error_copy(msg, sizeof msg);
   gs_agreement a;
@@ -111,7 +119,7 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
     st = gs_error((gs_status)a.votes[a.first].status, "DLRM plan on rank %d: %s", a.first,
                   a.votes[a.first].message);
   const double *l0 = a.payloads;
-  gs_cost_lookup lk = {l0[0], l0[1], l0[2], l0[3], l0[4], l0[5], l0[6]};
+  gs_cost_lookup lk = {l0[0], l0[1], l0[2], l0[3], l0[4], l0[5], l0[6], l0[7], l0[8], l0[9]};
   gs_agreement_free(&a);
   *lookup_out = lk;
   if (st != GS_OK || *out != NULL) {
@@ -133,7 +141,7 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
                         .step_bytes = step_bytes(cfg, specs[0].dim)};
   if (P % sc.ranks_per_node != 0) sc.ranks_per_node = 1;
   sc.net = *gs_comm_cost(comm);
-  sc.lookup = cfg->sharding < 0 ? lk : (gs_cost_lookup){2e-8, 1e-10, 0, 0, 0, 0, 0};
+  sc.lookup = cfg->sharding < 0 ? lk : (gs_cost_lookup){2e-8, 1e-10, 0, 0, 0, 0, 0, 0, 0, 0};
   return gs_shard_plan_make(specs, cfg->model.ntables, &sc, out);
 }
 
@@ -161,6 +169,71 @@ static gs_status predict_lookups(const gs_dlrm_train_config *cfg, const gs_embed
   }
   gs_free(o);
   return st;
+}
+
+/* The last steps' lookup times (ms), this rank's and each of its shards',
+ * for the medians an epoch reports: the cost model prices a step in its
+ * stride, and the median leaves out the epoch's first steps (the buffers'
+ * first touch) and the steps another process took the core from. */
+enum { STEP_WINDOW = 256 };
+typedef struct step_window {
+  size_t cap, n, nshards;  /* steps kept (at most STEP_WINDOW), recorded */
+  double *rank, *shard;    /* cap; cap x nshards, step-major */
+  double *before, *after;  /* nshards: the shards' running sums */
+  double rank_before, *tmp; /* tmp: cap */
+} step_window;
+
+static gs_status window_init(step_window *w, size_t steps, size_t nshards) {
+  w->cap = steps < STEP_WINDOW ? (steps > 0 ? steps : 1) : STEP_WINDOW;
+  w->nshards = nshards;
+  w->rank = gs_calloc(w->cap, sizeof *w->rank);
+  w->shard = gs_calloc(w->cap * nshards + 1, sizeof *w->shard);
+  w->before = gs_calloc(nshards + 1, sizeof *w->before);
+  w->after = gs_calloc(nshards + 1, sizeof *w->after);
+  w->tmp = gs_calloc(w->cap, sizeof *w->tmp);
+  if (!w->rank || !w->shard || !w->before || !w->after || !w->tmp)
+    return gs_error(GS_ERR_NOMEM, "out of memory for %zu steps' lookup times", w->cap);
+  return GS_OK;
+}
+
+static void window_free(step_window *w) {
+  gs_free(w->rank);
+  gs_free(w->shard);
+  gs_free(w->before);
+  gs_free(w->after);
+  gs_free(w->tmp);
+}
+
+static void window_before(step_window *w, const gs_dlrm_dist *d) {
+  gs_dlrm_dist_stats s;
+  gs_dlrm_dist_stats_get(d, &s);
+  w->rank_before = s.lookup_s;
+  memset(w->before, 0, w->nshards * sizeof *w->before);
+  gs_dlrm_dist_shard_lookup_s(d, w->before);
+}
+
+static void window_after(step_window *w, const gs_dlrm_dist *d) {
+  gs_dlrm_dist_stats s;
+  gs_dlrm_dist_stats_get(d, &s);
+  memset(w->after, 0, w->nshards * sizeof *w->after);
+  gs_dlrm_dist_shard_lookup_s(d, w->after);
+  size_t at = w->n % w->cap;
+  w->rank[at] = 1e3 * (s.lookup_s - w->rank_before);
+  for (size_t i = 0; i < w->nshards; i++)
+    w->shard[at * w->nshards + i] = 1e3 * (w->after[i] - w->before[i]);
+  w->n++;
+}
+
+/* The medians over the steps kept: *rank_ms, and shard_ms[i] for each
+ * shard of the plan (0 for those on other ranks). */
+static void window_medians(step_window *w, double *rank_ms, double *shard_ms) {
+  size_t n = w->n < w->cap ? w->n : w->cap;
+  memcpy(w->tmp, w->rank, n * sizeof *w->tmp);
+  *rank_ms = gs__median(w->tmp, n);
+  for (size_t i = 0; i < w->nshards; i++) {
+    for (size_t k = 0; k < n; k++) w->tmp[k] = w->shard[k * w->nshards + i];
+    shard_ms[i] = gs__median(w->tmp, n);
+  }
 }
 
 /* Where samples come from: the synthetic generator (any sample at once) or
@@ -299,6 +372,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   dlrm_ckpt *ck = NULL;
   double *pred_ms = NULL, *meas_ms = NULL; /* per rank: lookup ms a step */
   double *shard_pred = NULL, *shard_meas = NULL; /* per shard of the plan: the same */
+  step_window win = {0};
   size_t start = 0;
   double resumed_lsum = 0;
   /* The checkpoint directory, and the commit to resume from with its plan
@@ -320,6 +394,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
     GS_CHECK_GOTO(gs_error(GS_ERR_NOMEM, "out of memory for %d ranks' lookup times", (int)P),
                   st, out);
   GS_CHECK_GOTO(predict_lookups(cfg, specs, plan, &lk, pred_ms, shard_pred), st, out);
+  GS_CHECK_GOTO(window_init(&win, cfg->steps, plan->nshards), st, out);
   GS_CHECK_GOTO(gs_dlrm_dist_create(&mc, plan, comm, &d), st, out);
   gs_dlrm_dist_set_precision(d, cfg->precision);
   GS_CHECK_GOTO(gs_dlrm_dist_set_mlp_policy(d, cfg->mlp_policy), st, out);
@@ -380,6 +455,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
 
   for (int e = (int)(start / cfg->steps) + 1; e <= cfg->epochs && st == GS_OK; e++) {
     gs_dlrm_dist_stats_reset(d);
+    win.n = 0;
     /* A commit inside this epoch resumes at its next step, with the loss
      * sum of the steps before it. */
     size_t first = (size_t)(e - 1) * cfg->steps < start ? start % cfg->steps : 0;
@@ -402,8 +478,10 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
         GS_CHECK_GOTO(fill_agreed(comm, &src, ((s + 1) * P + rank) * B, B, nxt,
                                   "DLRM training data"), st, out);
       double loss;
+      window_before(&win, d);
       GS_CHECK_GOTO(gs_dlrm_dist_train_step_next(d, cur, ahead ? nxt : NULL, &cfg->optim, &loss,
                                                  NULL), st, out);
+      window_after(&win, d);
       filled = ahead;
       if (ahead) {
         gs_dlrm_batch *x = cur;
@@ -430,20 +508,17 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
                               .loss = lsum / (double)cfg->steps, .epoch_s = dt,
                               .samples_per_s = (double)(ran * P * B) / dt};
     gs_dlrm_dist_stats_get(d, &ee.stats);
-    /* Every rank's measured lookup time a step, beside the cost model's. */
+    /* Every rank's measured lookup time a step (the median over the
+     * epoch's steps), beside the cost model's. */
     memset(meas_ms, 0, (size_t)P * sizeof *meas_ms);
-    meas_ms[gs_comm_rank(comm)] =
-        ee.stats.steps ? 1e3 * ee.stats.lookup_s / (double)ee.stats.steps : 0;
+    memset(shard_meas, 0, plan->nshards * sizeof *shard_meas);
+    window_medians(&win, &meas_ms[gs_comm_rank(comm)], shard_meas);
     GS_CHECK_GOTO(gs_allreduce(comm, GS_IN_PLACE, meas_ms, (size_t)P, GS_F64, GS_SUM,
                                GS_ALGO_MPI), st, out);
     ee.ranks = (int)P;
     ee.rank_lookup_ms = meas_ms;
     ee.rank_lookup_pred_ms = pred_ms;
     /* And every shard's (each on its rank; a dp table's replicas each). */
-    memset(shard_meas, 0, plan->nshards * sizeof *shard_meas);
-    gs_dlrm_dist_shard_lookup_s(d, shard_meas);
-    for (size_t i = 0; i < plan->nshards; i++)
-      shard_meas[i] *= ee.stats.steps ? 1e3 / (double)ee.stats.steps : 0;
     GS_CHECK_GOTO(gs_allreduce(comm, GS_IN_PLACE, shard_meas, plan->nshards, GS_F64, GS_SUM,
                                GS_ALGO_MPI), st, out);
     ee.nshards = plan->nshards;
@@ -467,6 +542,7 @@ out:
   gs_free(meas_ms);
   gs_free(shard_pred);
   gs_free(shard_meas);
+  window_free(&win);
   gs_free(all);
   gs_free(labels);
   gs_dlrm_batch_free(&b);

@@ -925,9 +925,9 @@ static int cache_file(int i, const char *leaf, char *buf, size_t n) {
 /* The caches of cpu0 from level 2 up (data or unified), from Linux's sysfs
  * (sysconf's L2 and L3 where that is missing): *own the bytes a core has to
  * itself, each cache divided among the CPUs that share it; *all their
- * whole sizes. */
-static void core_caches(double *own, double *all) {
-  *own = *all = 0;
+ * whole sizes; *own_l2 the core's own of level 2. */
+static void core_caches(double *own, double *all, double *own_l2) {
+  *own = *all = *own_l2 = 0;
   char buf[256];
   for (int i = 0; i < 16 && cache_file(i, "level", buf, sizeof buf); i++) {
     double level = strtod(buf, NULL), bytes = 0;
@@ -952,6 +952,7 @@ static void core_caches(double *own, double *all) {
       }
     *own += bytes / (cpus > 0 ? cpus : 1);
     *all += bytes;
+    if (level == 2) *own_l2 += bytes / (cpus > 0 ? cpus : 1);
   }
 #if defined(_SC_LEVEL2_CACHE_SIZE) && defined(_SC_LEVEL3_CACHE_SIZE)
   if (*own <= 0) {
@@ -959,6 +960,7 @@ static void core_caches(double *own, double *all) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     *own = (l2 > 0 ? (double)l2 : 0) + (l3 > 0 ? (double)l3 / (ncpu > 0 ? ncpu : 1) : 0);
     *all = (l2 > 0 ? (double)l2 : 0) + (l3 > 0 ? (double)l3 : 0);
+    *own_l2 = l2 > 0 ? (double)l2 : 0;
   }
 #endif
 }
@@ -978,31 +980,34 @@ typedef struct calib {
 
 /* One pass of the forward plus the fused backward (row-wise Adagrad) over
  * b's bags of a table of rows x dim, pooled into rows of `stride` floats,
- * in seconds; with cold, the caches swept before each half (not timed), as
- * a training step's other work leaves them. */
+ * in seconds; with `swept` floats written before each half (not timed):
+ * all of c->flush, the caches emptied as a training step's other work
+ * leaves a table beyond them; twice a core's own level 2, the rows pushed
+ * out to the shared cache as the step's MLPs leave those that stay in
+ * it; 0, warm. */
 static gs_status one_pass(calib *c, size_t rows, size_t dim, const gs_embed_bags *b,
-                          size_t stride, int cold, double *secs) {
+                          size_t stride, size_t swept, double *secs) {
   gs_embed_optim opt = {GS_EMBED_ROWWISE_ADAGRAD, 0.0f, 1e-10f};
   gs_embed_table t = {"calibration", c->w, c->acc, rows, dim};
-  if (cold) sweep(c->flush, c->nflush);
+  if (swept) sweep(c->flush, swept);
   double t0 = gs_now();
   GS_CHECK(gs_embed_forward(&t, b, GS_EMBED_SUM, c->buf, stride, 0));
   double t1 = gs_now();
-  if (cold) sweep(c->flush, c->nflush);
+  if (swept) sweep(c->flush, swept);
   double t2 = gs_now();
   GS_CHECK(gs_embed_backward_update(&t, b, GS_EMBED_SUM, c->buf, stride, 0, &opt, &c->work));
   *secs = (t1 - t0) + (gs_now() - t2);
   return GS_OK;
 }
 
-/* The fastest of `reps` passes (one_pass) at width dim; warm (not cold),
- * after a pass that warms the rows up. */
+/* The fastest of `reps` passes (one_pass) at width dim, after one (not
+ * timed) that brings the rows in. */
 static gs_status time_pass(calib *c, size_t rows, size_t dim, const gs_embed_bags *b, int reps,
-                           int cold, double *secs) {
+                           size_t swept, double *secs) {
   double best = INFINITY, t;
-  for (int rep = 0; rep < reps + !cold; rep++) {
-    GS_CHECK(one_pass(c, rows, dim, b, dim, cold, &t));
-    if (cold || rep > 0) best = fmin(best, t);
+  for (int rep = 0; rep <= reps; rep++) {
+    GS_CHECK(one_pass(c, rows, dim, b, dim, swept, &t));
+    if (rep > 0) best = fmin(best, t);
   }
   *secs = best;
   return GS_OK;
@@ -1022,92 +1027,163 @@ static void fit_lookups(const size_t *dims, const double *secs, int ndim, double
 }
 
 /* Measures, at 16, 32, 64 and 128 columns, the forward and the fused
- * backward (row-wise Adagrad) per lookup, one a bag, fitted alpha + beta *
- * row bytes by least squares (from two widths alone the per-lookup term was
- * a small difference of two noisy times, 0.9 to 60 ns between runs):
+ * backward (row-wise Adagrad), fitted alpha + beta * row bytes by least
+ * squares (from two widths alone the per-lookup term was a small
+ * difference of two noisy times, 0.9 to 60 ns between runs), each lookup in
+ * a bag of its own, the cost of as many empty bags laid out and swept
+ * alike taken out. Three tables, three states of the caches, as a
+ * training step finds them after its MLPs:
+ *   - few rows: 8192 ids over 16 rows, warm (the fastest of 5): the price
+ *     of a lookup whose row is at hand (alpha_hit, beta_hit), the rows'
+ *     updates shared by 512 lookups each;
+ *   - in the cache: 4096 uniform ids over a table of about 8 MB (a quarter
+ *     of the core's own cache at most), twice the core's level 2 written
+ *     before each half (the fastest of 5): the rows come from the shared
+ *     cache, 4096 (1 - e^-(4096/R)) distinct rows of R each fetched and
+ *     updated once. Against the former, the price of a distinct row
+ *     (alpha_row, beta_row): its fetch from the cache and its update;
  *   - a miss: 8192 uniform ids over 2^17 rows (8 to 64 MB), the caches
- *     swept (twice their size written) before the forward and
- *     again before the backward, as a training step's MLPs leave them (the
- *     fastest of 3);
- *   - a hit: 4096 ids over 2^14 rows (1 to 8 MB), warm (the fastest of 5);
- *   - gamma, a bag's own cost: both over as many empty bags (the pooled
- *     vector written a line a bag, into rows of 512 floats as a rank's
- *     pooled matrix holds its shards side by side; offsets read);
- *   - gamma_mixed: bags empty or not at random, half each (a row block's
- *     bags), warm at 16 columns: what is left of the pass after its
- *     lookups' hit price, a bag (the branches' misses).
- * Each lookup above was in a bag of its own: its bag's gamma is taken out
- * of the per-lookup terms. And the caches' sizes (core_caches). */
-gs_status gs_embed_calibrate(gs_cost_lookup *out) {
+ *     swept (twice their size written) before the forward and again
+ *     before the backward (the fastest of 3): what is left a lookup after
+ *     the distinct rows' price (alpha, beta), the memory's;
+ *   - gamma, a bag's own cost: `bags` empty bags pooled into rows of
+ *     `width` floats (the rank's pooled matrix, a line of which a bag
+ *     writes forward and reads backward), offsets read, every cache swept
+ *     before each half (the fastest of 3); gamma_hit, the same with the
+ *     level 2 alone swept (the fastest of 5): the matrix's line kept in
+ *     the shared cache from the step before, or not;
+ *   - gamma_mixed: as many bags, empty or not at random, half each (a row
+ *     block's), at 16 columns, over the cache's table, level 2 swept:
+ *     what is left of the pass after its lookups' price, a bag, less
+ *     gamma_hit, is the branches' misses, on top of gamma.
+ * And the caches' sizes (core_caches). */
+gs_status gs_embed_calibrate_shape(size_t bags, size_t width, gs_cost_lookup *out) {
   enum { NDIM = 4 };
   /* 2^17 rows (8 to 64 MB): the caches are swept before each phase, so
    * the lookups' rows are cold whatever the size; a larger table only
    * costs the zeroing of its pages, which rank 0 pays at every start. */
   const size_t rows = (size_t)1 << 17, n = 8192, dims[NDIM] = {16, 32, 64, 128};
-  const size_t hot_rows = (size_t)1 << 14, hot_n = 4096, nb = 8192, stride = 512;
-  double own = 0, all = 0;
-  core_caches(&own, &all);
+  const size_t hot_n = 4096, few_rows = 16, nb = 8192;
+  if (bags < 1 || width < 1 || bags > ((size_t)1 << 22) || width > ((size_t)1 << 20) ||
+      bags * width > ((size_t)1 << 28))
+    return gs_error(GS_ERR_INVALID_ARG, "embedding calibration: %zu bags of %zu floats "
+                    "(1 to 2^22 bags, 1 to 2^20 floats, at most 2^28 in all)", bags, width);
+  if (width < dims[0]) width = dims[0]; /* the bags' passes pool 16 columns */
+  double own = 0, all = 0, l2 = 0;
+  core_caches(&own, &all, &l2);
   calib c = {0};
   c.nflush = (size_t)(fmin(fmax(2.0 * all, 64e6), 1e9) / sizeof(float));
-  double secs[NDIM] = {0}, hot_secs[NDIM] = {0};
+  /* out of level 2: twice it written (1 MB where it is not known) */
+  size_t l2_sweep = (size_t)fmin(2.0 * (l2 > 0 ? l2 : 512e3), 4.0 * (double)c.nflush) / sizeof(float);
+  double hot_bytes = fmin(8e6, own > 0 ? own / 4 : 8e6);
+  double secs[NDIM] = {0}, hot_secs[NDIM] = {0}, few_secs[NDIM] = {0}, d_hot[NDIM] = {0};
+  double bag_warm[NDIM] = {0}, bag_l2[NDIM] = {0}, bag_cold[NDIM] = {0}; /* empty bags */
+  size_t hot_rows[NDIM];
+  for (int k = 0; k < NDIM; k++) {
+    double r = floor(hot_bytes / (double)(dims[k] * sizeof(float) + sizeof(float)));
+    hot_rows[k] = (size_t)fmax(1024.0, fmin((double)rows, r));
+    d_hot[k] = (double)hot_rows[k] * -expm1(-(double)hot_n / (double)hot_rows[k]) / (double)hot_n;
+  }
+  size_t nbuf = bags * width > nb * dims[NDIM - 1] ? bags * width : nb * dims[NDIM - 1];
+  size_t noff = (bags > nb ? bags : nb) + 1;
   c.w = gs__malloc_table(rows * dims[NDIM - 1] * sizeof(float), 1);
   c.acc = gs__malloc_table(rows * sizeof(float), 1);
-  c.buf = gs_calloc(nb * stride, sizeof(float));
+  c.buf = gs_calloc(nbuf, sizeof(float));
   c.flush = gs__malloc_table(c.nflush * sizeof(float), 1);
-  c.off = gs_malloc((nb + 1) * sizeof(int64_t));
-  c.ids = gs_malloc(2 * nb * sizeof(int32_t));
+  c.off = gs_malloc(2 * noff * sizeof(int64_t));
+  c.ids = gs_malloc(3 * nb * sizeof(int32_t));
   gs_status st = c.w && c.acc && c.buf && c.flush && c.off && c.ids
                      ? GS_OK : gs_error(GS_ERR_NOMEM, "embedding calibration: out of memory");
   uint64_t x = 88172645463325252ull;
   for (size_t i = 0; st == GS_OK && i < nb; i++) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     c.ids[i] = (int32_t)(x % rows);
-    c.ids[nb + i] = (int32_t)(x % hot_rows);
-    c.off[i] = (int64_t)i;
+    c.ids[nb + i] = (int32_t)(x >> 32); /* taken modulo the cache's table below */
+    c.ids[2 * nb + i] = (int32_t)(x % few_rows);
   }
-  if (st == GS_OK) c.off[nb] = (int64_t)nb;
+  int64_t *one = c.off, *none = c.off ? c.off + noff : NULL; /* a lookup a bag; empty bags */
+  for (size_t i = 0; st == GS_OK && i < noff; i++) {
+    one[i] = (int64_t)(i < nb ? i : nb);
+    none[i] = 0;
+  }
   for (int k = 0; st == GS_OK && k < NDIM; k++) {
-    gs_embed_bags cold = {n, c.off, c.ids, 0, 0}, hot = {hot_n, c.off, c.ids + nb, 0, 0};
-    st = time_pass(&c, rows, dims[k], &cold, 3, 1, &secs[k]);
-    if (st == GS_OK) st = time_pass(&c, hot_rows, dims[k], &hot, 5, 0, &hot_secs[k]);
+    int32_t *hot_ids = c.ids + nb;
+    for (size_t i = 0; i < hot_n; i++) hot_ids[i] = (int32_t)((uint32_t)hot_ids[i] % hot_rows[k]);
+    gs_embed_bags cold = {n, one, c.ids, 0, 0}, hot = {hot_n, one, hot_ids, 0, 0},
+                  few = {n, one, c.ids + 2 * nb, 0, 0}, empty = {n, none, c.ids, 0, 0},
+                  empty_hot = {hot_n, none, c.ids, 0, 0};
+    st = time_pass(&c, rows, dims[k], &cold, 3, c.nflush, &secs[k]);
+    if (st == GS_OK) st = time_pass(&c, hot_rows[k], dims[k], &hot, 5, l2_sweep, &hot_secs[k]);
+    if (st == GS_OK) st = time_pass(&c, few_rows, dims[k], &few, 5, 0, &few_secs[k]);
+    if (st == GS_OK) st = time_pass(&c, few_rows, dims[k], &empty, 5, 0, &bag_warm[k]);
+    if (st == GS_OK) st = time_pass(&c, few_rows, dims[k], &empty_hot, 5, l2_sweep, &bag_l2[k]);
+    if (st == GS_OK) st = time_pass(&c, few_rows, dims[k], &empty, 3, c.nflush, &bag_cold[k]);
     secs[k] /= (double)n;
+    few_secs[k] /= (double)n;
+    bag_warm[k] /= (double)n;
+    bag_cold[k] /= (double)n;
     hot_secs[k] /= (double)hot_n;
+    bag_l2[k] /= (double)hot_n;
   }
-  /* Empty bags, then half of them holding one hot id each. */
-  double gamma = INFINITY, mixed = INFINITY;
+  /* Per lookup, its bag out: few = L + d_few U, hot = L + d_hot U (d:
+   * distinct rows per lookup of uniform draws), cold = M + d_cold U. */
+  double d_few = few_rows * -expm1(-(double)n / few_rows) / n,
+         d_cold = rows * -expm1(-(double)n / rows) / n;
+  double hit[NDIM], miss[NDIM], upd[NDIM];
+  for (int k = 0; k < NDIM; k++) {
+    double L = few_secs[k] - bag_warm[k], H = hot_secs[k] - bag_l2[k];
+    upd[k] = fmax(0.0, (H - L) / (d_hot[k] - d_few));
+    hit[k] = fmax(0.0, L - d_few * upd[k]);
+    miss[k] = fmax(0.0, secs[k] - bag_cold[k] - d_cold * upd[k]);
+  }
+  /* Empty bags (their lines of the matrix out of every cache, then out of
+   * level 2 only), then half of them holding one id each of the cache's
+   * table at 16 columns (its ids are still modulo the widest's rows). */
+  double gamma = INFINITY, gamma_hit = INFINITY, mixed = INFINITY;
   if (st == GS_OK) {
-    for (size_t i = 0; i <= nb; i++) c.off[i] = 0;
-    gs_embed_bags b = {nb, c.off, c.ids + nb, 0, 0};
+    for (size_t i = 0; i <= bags; i++) c.off[i] = 0;
+    gs_embed_bags b = {bags, c.off, c.ids + nb, 0, 0};
     double t;
+    for (int rep = 0; rep < 3 && st == GS_OK; rep++) {
+      st = one_pass(&c, hot_rows[0], 16, &b, width, c.nflush, &t);
+      gamma = fmin(gamma, t / (double)bags);
+    }
     for (int rep = 0; rep < 5 && st == GS_OK; rep++) {
-      st = one_pass(&c, hot_rows, 16, &b, stride, 0, &t);
-      gamma = fmin(gamma, t / (double)nb);
+      st = one_pass(&c, hot_rows[0], 16, &b, width, l2_sweep, &t);
+      gamma_hit = fmin(gamma_hit, t / (double)bags);
     }
     /* A new pattern each pass: a branch predictor learns one repeated. */
+    double per = hot_secs[0] - bag_l2[0];
     for (int rep = 0; rep < 6 && st == GS_OK; rep++) {
       size_t held = 0;
-      for (size_t i = 0; i < nb; i++) {
+      for (size_t i = 0; i < bags; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         held += x >> 63;
-        c.off[i + 1] = (int64_t)held;
+        c.off[i + 1] = (int64_t)(held < hot_n ? held : hot_n);
       }
-      st = one_pass(&c, hot_rows, 16, &b, stride, 0, &t);
-      /* what is left a bag after its lookups at the hit price (16
-       * columns); the first pass warms up */
-      double left = (t - (double)held * (hot_secs[0] - gamma)) / (double)nb;
+      held = held < hot_n ? held : hot_n;
+      st = one_pass(&c, hot_rows[0], 16, &b, width, l2_sweep, &t);
+      /* what is left a bag after its lookups; the first pass brings the
+       * rows in */
+      double left = (t - (double)held * per) / (double)bags;
       if (rep > 0) mixed = fmin(mixed, left);
     }
   }
   if (st == GS_OK) {
     double a, b;
+    /* the branches' misses on top of the cold bag's price */
     out->gamma = gamma;
-    out->gamma_mixed = isfinite(mixed) ? fmax(gamma, mixed) : gamma;
-    fit_lookups(dims, secs, NDIM, &a, &b);
-    out->alpha = fmax(0.0, a - gamma);
+    out->gamma_hit = fmin(gamma, gamma_hit);
+    out->gamma_mixed = isfinite(mixed) ? gamma + fmax(0.0, mixed - out->gamma_hit) : gamma;
+    fit_lookups(dims, miss, NDIM, &a, &b);
+    out->alpha = fmax(0.0, a);
     out->beta = b;
-    fit_lookups(dims, hot_secs, NDIM, &a, &b);
-    out->alpha_hit = fmax(0.0, a - gamma);
+    fit_lookups(dims, hit, NDIM, &a, &b);
+    out->alpha_hit = fmax(0.0, a);
     out->beta_hit = b;
+    fit_lookups(dims, upd, NDIM, &a, &b);
+    out->alpha_row = fmax(0.0, a);
+    out->beta_row = b;
     out->cache_bytes = own;
   }
   gs_embed_work_free(c.work);
@@ -1118,6 +1194,10 @@ gs_status gs_embed_calibrate(gs_cost_lookup *out) {
   gs_free(c.off);
   gs_free(c.ids);
   return st;
+}
+
+gs_status gs_embed_calibrate(gs_cost_lookup *out) {
+  return gs_embed_calibrate_shape(8192, 512, out);
 }
 
 /* ---- Checking ---------------------------------------------------------------- */

@@ -24,16 +24,6 @@ static void sleep_until(double t) {
   }
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, size_t n) {
-  if (n == 0) return 0;
-  qsort(v, n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* Every rank learns whether any failed before the iterations; the failed
  * rank's message travels to the others. */
@@ -170,9 +160,9 @@ gs_status gs_engine_replay_compress(gs_comm *comm, const gs_profile *prof, void 
      * gs_plan_predict does not know: no prediction rather than a dense
      * one. */
     if (s1.compressed_groups > 0) out->predicted_s = NAN;
-    out->iter_s = median(it_s, (size_t)iters);
-    out->comm_s = median(comm_s, (size_t)iters);
-    out->exposed_s = median(exp_s, (size_t)iters);
+    out->iter_s = gs__median(it_s, (size_t)iters);
+    out->comm_s = gs__median(comm_s, (size_t)iters);
+    out->exposed_s = gs__median(exp_s, (size_t)iters);
     out->hidden_frac = out->comm_s > 0 ? fmax(0.0, 1.0 - out->exposed_s / out->comm_s) : 1.0;
   }
   gs_plan_free(plan);

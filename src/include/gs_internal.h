@@ -83,5 +83,8 @@ int gs__state_file_crc_ok(const unsigned char *data, size_t size);
 uint32_t gs__crc32(uint32_t crc, const void *buf, size_t n);
 /* fsyncs the directory holding path (after a rename or unlink in it). */
 void gs__sync_dir_of(const char *path);
+/* The median of v[0 .. n-1], the mean of the middle two when n is even; 0
+ * when n is 0. Sorts v in place. */
+double gs__median(double *v, size_t n);
 
 #endif /* GS_INTERNAL_H */

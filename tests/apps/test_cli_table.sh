@@ -319,12 +319,18 @@ t 2 "no such preset" shard --tables nope --ranks 4
 t 2 "table 0: expected a name, rows" shard --tables "$tmp/badtables.json" --ranks 4
 t 2 "--scale '2' must be" shard --tables kaggle --ranks 4 --scale 2
 t 2 "--lookup 'x'" shard --tables kaggle --ranks 4 --lookup x
-t 2 "expected A,B[,G[,AH,BH,C,GM]]" shard --tables kaggle --ranks 4 --lookup 1e-8,1e-10,-1
+t 2 "expected A,B[,G[,AH,BH,C,GM[,AR,BR,GH]]]" shard --tables kaggle --ranks 4 --lookup 1e-8,1e-10,-1
 t 0 "3 ns per bag" shard --tables kaggle --ranks 4 --lookup 1e-8,1e-10,3e-9
-t 2 "expected A,B[,G[,AH,BH,C,GM]]" shard --tables kaggle --ranks 4 --lookup 1e-8,1e-10,3e-9,1e-9
+t 2 "expected A,B[,G[,AH,BH,C,GM[,AR,BR,GH]]]" shard --tables kaggle --ranks 4 --lookup 1e-8,1e-10,3e-9,1e-9
 t 0 "17.8 MB of cache a rank, ids Zipf 1.2" shard --tables kaggle --ranks 4 --zipf 1.2 \
   --lookup 4e-8,4e-10,9e-9,0,1.2e-10,17825792,2.3e-8
 t 0 "no cache model" shard --tables kaggle --ranks 4 --lookup 1e-8,1e-10,3e-9
+t 0 "a distinct row's update a step: 5 ns + 0.1 ns per byte" shard --tables kaggle --ranks 4 \
+  --lookup 4e-8,4e-10,9e-9,0,1.2e-10,17825792,2.3e-8,5e-9,1e-10,3e-9
+t 0 "line of the pooled matrix is in the cache: 3 ns" shard --tables kaggle --ranks 4 \
+  --lookup 4e-8,4e-10,9e-9,0,1.2e-10,17825792,2.3e-8,5e-9,1e-10,3e-9
+t 2 "expected A,B[,G[,AH,BH,C,GM[,AR,BR,GH]]]" shard --tables kaggle --ranks 4 \
+  --lookup 4e-8,4e-10,9e-9,0,1.2e-10,17825792,2.3e-8,5e-9,1e-10
 t 2 "--zipf '11' must be a number from 0 to 10" shard --tables kaggle --ranks 4 --zipf 11
 t 2 "--precision 'fp8'" shard --tables kaggle --ranks 4 --precision fp8
 t 2 "fits on no rank under the memory cap" shard --tables kaggle --ranks 4 --mem-cap 1M --sharding tw "${L[@]}"

@@ -378,6 +378,15 @@ static void test_calibrate(void **state) {
   assert_true(isfinite(lk.alpha_hit) && isfinite(lk.beta_hit) && lk.alpha_hit >= 0 &&
               lk.beta_hit >= 0);
   assert_true(lk.gamma_mixed >= lk.gamma && isfinite(lk.gamma_mixed));
+  assert_true(isfinite(lk.alpha_row) && isfinite(lk.beta_row) && lk.alpha_row >= 0 &&
+              lk.beta_row >= 0);
+  assert_true(lk.gamma_hit > 0 && lk.gamma_hit <= lk.gamma);
+  /* the shape of the pooled matrix: any, within bounds; none refused */
+  assert_int_equal(gs_embed_calibrate_shape(2048, 8, &lk), GS_OK);
+  assert_true(lk.gamma_hit > 0 && lk.gamma_hit <= lk.gamma);
+  assert_int_equal(gs_embed_calibrate_shape(0, 416, &lk), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_embed_calibrate_shape(1024, 0, &lk), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_embed_calibrate_shape((size_t)1 << 23, 416, &lk), GS_ERR_INVALID_ARG);
   /* Linux's sysfs names this machine's caches */
   assert_true(lk.cache_bytes > 0 && isfinite(lk.cache_bytes));
 }
@@ -526,6 +535,95 @@ static void test_cache_price(void **state) {
     fail_msg("alone %.6g s, sharing a rank %.6g s", out[0].lookup_s, together);
 }
 
+/* The distinct rows a step touches: R (1 - e^(-I/R)) for uniform ids,
+ * fewer under a Zipf law, never more than the lookups or the rows; a row
+ * block sees its share. */
+static void test_shard_rows(void **state) {
+  (void)state;
+  gs_cost_topo t = {1, 1};
+  gs_cost_shard_in u = shard_in(1e5, 1e5, 8192, 0, 0);
+  double want = 1e5 * -expm1(-8192 / 1e5), got = gs_cost_shard_rows(t, &u);
+  if (fabs(got - want) > 1e-6 * want) fail_msg("uniform: %.3f rows, expected %.3f", got, want);
+  gs_cost_shard_in tiny = shard_in(3, 3, 8192, 0, 0);
+  if (fabs(gs_cost_shard_rows(t, &tiny) - 3.0) > 1e-9)
+    fail_msg("a 3-row table: %.6f rows touched", gs_cost_shard_rows(t, &tiny));
+  gs_cost_shard_in z = u;
+  z.zipf = 1.05;
+  double zr = gs_cost_shard_rows(t, &z);
+  if (!(zr > 0 && zr < got)) fail_msg("Zipf 1.05: %.1f rows, uniform %.1f", zr, got);
+  for (double rows = 1; rows <= 1e9; rows *= 7) {
+    for (double zipf = 0; zipf <= 1.2; zipf += 0.6) {
+      gs_cost_shard_in x = shard_in(rows, rows, 4096, zipf, 0);
+      double r = gs_cost_shard_rows(t, &x);
+      if (!(r > 0 && r <= fmin(rows, 4096) * (1 + 1e-9)))
+        fail_msg("%.0f rows, Zipf %.1f: %.3f touched", rows, zipf, r);
+    }
+  }
+  gs_cost_shard_in half = z;
+  half.kind = GS_SHARD_RW;
+  half.rows = 5e4;
+  double hr = gs_cost_shard_rows((gs_cost_topo){2, 2}, &half);
+  if (!(hr < zr && hr > 0.3 * zr)) fail_msg("a half row block: %.1f rows, the table %.1f", hr, zr);
+  gs_cost_shard_in none = shard_in(1e5, 1e5, 0, 0, 0);
+  assert_true(gs_cost_shard_rows(t, &none) == 0.0);
+}
+
+/* The split price: each distinct row's update once (alpha_row + beta_row a
+ * byte) on top of the lookups; a bag whose line of the pooled matrix stays
+ * in the cache at gamma_hit, with probability 1 - e^-T. */
+static void test_row_price(void **state) {
+  (void)state;
+  gs_shard_config cfg = cache_config(1, 1);
+  cfg.net.beta = 0;
+  cfg.row_sums = 0;
+  gs_embed_spec big = {"big", 1000000, 16, 1}, tiny = {"tiny", 3, 16, 1};
+  gs_shard sb = {0, 0, GS_SHARD_TW, 0, 1000000, 0, 16, 0, 0, 0};
+  gs_shard st = {0, 0, GS_SHARD_TW, 0, 3, 0, 16, 0, 0, 0};
+  cfg.cache_t = 0.5;
+  gs_cost_shard_out b0, t0, b1, t1;
+  gs_shard_price(&cfg, &big, &sb, &b0);
+  gs_shard_price(&cfg, &tiny, &st, &t0);
+  cfg.lookup.alpha_row = 2e-9;
+  cfg.lookup.beta_row = 0.1e-9;
+  gs_shard_price(&cfg, &big, &sb, &b1);
+  gs_shard_price(&cfg, &tiny, &st, &t1);
+  double per_row = 2e-9 + 0.1e-9 * 64;
+  gs_cost_shard_in in = {GS_SHARD_TW, cfg.batch, 1, 1000000, 1000000, 16, 4, 1, 16, 0,
+                         cfg.zipf, 0.5};
+  double rows_big = gs_cost_shard_rows((gs_cost_topo){1, 1}, &in);
+  if (fabs((b1.lookup_s - b0.lookup_s) - rows_big * per_row) > 1e-12)
+    fail_msg("big table: %.6g s more, expected %.6g", b1.lookup_s - b0.lookup_s,
+             rows_big * per_row);
+  if (fabs((t1.lookup_s - t0.lookup_s) - 3 * per_row) > 1e-12)
+    fail_msg("3-row table: %.6g s more, expected 3 rows' %.6g", t1.lookup_s - t0.lookup_s,
+             3 * per_row);
+  /* gamma_hit: none kept (T 0) is gamma; all (T infinite) gamma_hit. */
+  cfg.lookup.gamma_hit = 3e-9;
+  gs_cost_shard_out g;
+  double B = cfg.batch;
+  cfg.cache_t = INFINITY;
+  gs_shard_price(&cfg, &tiny, &st, &g);
+  gs_cost_shard_out ref;
+  gs_shard_config no = cfg;
+  no.lookup.gamma_hit = 0;
+  gs_shard_price(&no, &tiny, &st, &ref);
+  if (fabs((ref.lookup_s - g.lookup_s) - B * (cfg.lookup.gamma - 3e-9)) > 1e-12)
+    fail_msg("all lines kept: %.6g s less, expected %.6g", ref.lookup_s - g.lookup_s,
+             B * (cfg.lookup.gamma - 3e-9));
+  cfg.cache_t = no.cache_t = 0.7;
+  gs_shard_price(&cfg, &tiny, &st, &g);
+  gs_shard_price(&no, &tiny, &st, &ref);
+  double kept = -expm1(-0.7);
+  if (fabs((ref.lookup_s - g.lookup_s) - kept * B * (cfg.lookup.gamma - 3e-9)) > 1e-12)
+    fail_msg("T 0.7: %.6g s less, expected %.6g", ref.lookup_s - g.lookup_s,
+             kept * B * (cfg.lookup.gamma - 3e-9));
+  cfg.lookup.cache_bytes = 0; /* no cache model: every bag at gamma */
+  gs_shard_price(&cfg, &tiny, &st, &g);
+  no.lookup.cache_bytes = 0;
+  gs_shard_price(&no, &tiny, &st, &ref);
+  assert_true(g.lookup_s == ref.lookup_s);
+}
+
 /* The planner's bounds hold with each rank priced with its own cache. */
 static void test_cache_plans(void **state) {
   (void)state;
@@ -554,6 +652,20 @@ static void test_cache_plans(void **state) {
   }
   gs_shard_config cfg = cache_config(64, 8);
   plan_1000(&cfg, " with the cache model");
+  /* and with the rows' updates and the bags' lines priced apart */
+  for (int k = 0; k < 3; k++) {
+    int n;
+    assert_int_equal(gs_embed_preset(names[k], 0.1, t, 32, &n), GS_OK);
+    for (int P = 2; P <= 16; P *= 4) {
+      gs_shard_config c = cache_config(P, 1);
+      c.lookup.alpha_row = 1e-9;
+      c.lookup.beta_row = 0.1e-9;
+      c.lookup.gamma = 12e-9;
+      c.lookup.gamma_hit = 3e-9;
+      snprintf(what, sizeof what, "%s on %d ranks, split prices", names[k], P);
+      check_auto(t, n, &c, what);
+    }
+  }
 }
 
 int main(void) {
@@ -565,6 +677,7 @@ int main(void) {
       cmocka_unit_test(test_specs_file),      cmocka_unit_test(test_row_sums),
       cmocka_unit_test(test_bag_cost),         cmocka_unit_test(test_cache_model),
       cmocka_unit_test(test_cache_price),      cmocka_unit_test(test_cache_plans),
+      cmocka_unit_test(test_shard_rows),       cmocka_unit_test(test_row_price),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
