@@ -29,8 +29,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # This machine's lookup cost, once, so that every case is priced alike.
 lookup=$("$gs" shard --tables kaggle --ranks 4 --json |
-  "$py" -c 'import json,sys; d=json.load(sys.stdin); print(",".join("%.6g" % d[k] for k in ("lookup_alpha_s", "lookup_beta_s_per_B", "lookup_gamma_s_per_bag", "lookup_hit_alpha_s", "lookup_hit_beta_s_per_B", "cache_bytes", "lookup_gamma_mixed_s_per_bag")))')
-echo "== lookup cost $lookup: s, s/B, s/bag; in the cache s, s/B; cache bytes; s/bag among half empty ($(date +%T))" >&2
+  "$py" -c 'import json,sys; d=json.load(sys.stdin); print(",".join("%.6g" % d[k] for k in ("lookup_alpha_s", "lookup_beta_s_per_B", "lookup_gamma_s_per_bag", "lookup_hit_alpha_s", "lookup_hit_beta_s_per_B", "cache_bytes", "lookup_gamma_mixed_s_per_bag", "lookup_row_alpha_s", "lookup_row_beta_s_per_B", "lookup_gamma_hit_s_per_bag")))')
+echo "== lookup cost $lookup: s, s/B, s/bag; in the cache s, s/B; cache bytes; s/bag among half empty; a distinct row s, s/B; s/bag in the cache ($(date +%T))" >&2
 out=$BENCH_OUT/shard_planner.jsonl
 : >"$out"
 case_run() { # NAME TABLES RANKS
@@ -76,7 +76,8 @@ rows = [d for d in (json.loads(l) for l in open(sys.argv[1]) if l.startswith("{"
 print("# The sharding planner against TorchRec's greedy rules and contiguous slicing\n")
 print("Estimates of the one cost model (lookup cost %s: s per lookup missing the cache, per byte of row and per bag; "
       "s per lookup and per byte in the cache; a rank's cache bytes; s per bag among half empty ones; "
-      "measured on this machine; ids Zipf 1.05, each rank priced with its own cache; "
+      "s per distinct row a step updates and per byte of it; s per bag whose line of the pooled "
+      "matrix is in the cache; measured on this machine; ids Zipf 1.05, each rank priced with its own cache; "
       "--net 1gbit, global batch 8192, 4 ranks per node), not measurements. 'worst/mean': "
       "the plan's busiest rank over the mean; 'TorchRec' and 'contiguous': their busiest rank "
       "over the plan's (above 1: the plan is better). Random sets: %s per rank count, "
