@@ -328,8 +328,8 @@ static void print_lookup_ranks(const gs_dlrm_train_event *ev) {
   for (int r = 1; r < ev->ranks; r++)
     if (ev->rank_lookup_ms[r] > ev->rank_lookup_ms[hi]) hi = r;
   double m = ev->rank_lookup_ms[hi], p = ev->rank_lookup_pred_ms[hi];
-  printf("  lookups a step (median), measured against the cost model's: busiest rank %d %.2f ms against "
-         "%.2f (%+.0f%%)", hi, m, p, m > 0 ? 100.0 * (p - m) / m : 0.0);
+  printf("  lookups a step (median), measured against the cost model's: busiest rank %d "
+         "%.2f ms against %.2f (%+.0f%%)", hi, m, p, m > 0 ? 100.0 * (p - m) / m : 0.0);
   if (ev->ranks <= 8) {
     printf("; by rank");
     for (int r = 0; r < ev->ranks; r++)

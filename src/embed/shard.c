@@ -1074,7 +1074,8 @@ gs_status gs_embed_calibrate_shape(size_t bags, size_t width, gs_cost_lookup *ou
   calib c = {0};
   c.nflush = (size_t)(fmin(fmax(2.0 * all, 64e6), 1e9) / sizeof(float));
   /* out of level 2: twice it written (1 MB where it is not known) */
-  size_t l2_sweep = (size_t)fmin(2.0 * (l2 > 0 ? l2 : 512e3), 4.0 * (double)c.nflush) / sizeof(float);
+  size_t l2_sweep =
+      (size_t)fmin(2.0 * (l2 > 0 ? l2 : 512e3), 4.0 * (double)c.nflush) / sizeof(float);
   double hot_bytes = fmin(8e6, own > 0 ? own / 4 : 8e6);
   double secs[NDIM] = {0}, hot_secs[NDIM] = {0}, few_secs[NDIM] = {0}, d_hot[NDIM] = {0};
   double bag_warm[NDIM] = {0}, bag_l2[NDIM] = {0}, bag_cold[NDIM] = {0}; /* empty bags */

@@ -563,7 +563,8 @@ static void test_shard_rows(void **state) {
   half.kind = GS_SHARD_RW;
   half.rows = 5e4;
   double hr = gs_cost_shard_rows((gs_cost_topo){2, 2}, &half);
-  if (!(hr < zr && hr > 0.3 * zr)) fail_msg("a half row block: %.1f rows, the table %.1f", hr, zr);
+  if (!(hr < zr && hr > 0.3 * zr))
+    fail_msg("a half row block: %.1f rows, the table %.1f", hr, zr);
   gs_cost_shard_in none = shard_in(1e5, 1e5, 0, 0, 0);
   assert_true(gs_cost_shard_rows(t, &none) == 0.0);
 }
