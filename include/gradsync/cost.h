@@ -419,8 +419,10 @@ int gs_cost_dp_dense(double rows, double dim, double batch, double pooling);
  * directions of a link and the busiest direction of the busiest link sets
  * the pace (the count of BytePS, Jiang et al., OSDI 2020), plus the
  * pipeline's drain: a chunk is answered only once it has arrived whole, so
- * the answer of each shard's last chunk (K = M / S - (n - 1) Q bytes of a
- * shard cut into n chunks of at most Q bytes) follows the last push.
+ * the answers run a chunk behind the pushes, and when the last push ends
+ * the answer of the chunk before it still holds the link: K = Q bytes of a
+ * shard cut into n >= 2 chunks of at most Q bytes (however short its last
+ * one), the whole shard (K = M / S) when it is one chunk.
  * A node of w workers and s servers sends (and receives) over its link
  *   L = w M (S - s) / S + s (M / S)(W - w)
  * bytes a round (its workers' pushes to the other nodes' servers, its
@@ -430,10 +432,10 @@ int gs_cost_dp_dense(double rows, double dim, double batch, double pooling);
  *   server_s = a + max L b + (W M / S) g (over the nodes with servers: the
  *                                        link and a server's sum)
  *   drain_s  = max over nodes of max(s (W - w), w (S - s)) K b
- *                                       (a node's servers answer their
- *                                        last chunks to the other nodes'
- *                                        workers; its workers receive the
- *                                        other nodes' servers' last chunks)
+ *                                       (a node's servers answer a chunk
+ *                                        to the other nodes' workers; its
+ *                                        workers receive a chunk of each
+ *                                        other node's server)
  *   round_s  = a + max over nodes of max(L b, l b_local) + drain_s
  *              + (W M / S) g + a
  * the last alpha being the answer's. Each rank on a node of its own (w = 1
@@ -469,8 +471,8 @@ typedef struct gs_cost_ps_out {
   double worker_s; /* a worker node's push (or pull) of its workers' bytes */
   double server_s; /* a server node's receipt (or answer) of its bytes,
                       with a server's sum */
-  double drain_s;  /* the answer of the shards' last chunks, after the
-                      last push */
+  double drain_s;  /* a chunk's answers after the last push (the
+                      pipeline's drain) */
   double round_s;  /* one BSP round: push, sum, pull */
 } gs_cost_ps_out;
 
@@ -495,8 +497,8 @@ gs_status gs_cost_ps(const gs_cost_params *c, int workers, int servers, double b
  * the S on its own node), and each node's busy time per W steps:
  *   cycle_s = C + a + max(M' b, 2 (M - M') b_local) + (S - s') K b
  *             + (M / S) g + a
- *             (M' = M (S - s') / S: its compute, push, the last chunks'
- *              answers from the other nodes' servers, sum, pull; its
+ *             (M' = M (S - s') / S: its compute, push, a chunk's answers
+ *              from the other nodes' servers after it, sum, pull; its
  *              shards on its own node through memory)
  *   busy_s  = max over nodes of L b + (s > 0 ? W (M / S) g : 0)
  *             (its link's bytes of W pushes and their answers, and its

@@ -2,8 +2,8 @@
  * The cost of a synchronous parameter-server round (gradsync/cost.h,
  * "Parameter servers"): the busiest direction of the busiest link, workers'
  * or servers', as BytePS (Jiang et al., OSDI 2020) counts a push and a pull
- * that overlap on full-duplex links, and the pipeline's drain (the last
- * chunks' answers); and of asynchronous steps, where the servers' links and
+ * that overlap on full-duplex links, and the pipeline's drain (a chunk's
+ * answer after the last push); and of asynchronous steps, where the servers' links and
  * the workers' cycles set the pace in turn.
  */
 #include <math.h>
@@ -11,11 +11,13 @@
 #include "gradsync/cost.h"
 #include "gs_internal.h"
 
-/* The bytes of a shard's last chunk: the whole shard when unchunked. */
-static double last_chunk(double shard, double chunk) {
-  if (!(chunk > 0) || chunk >= shard) return shard;
-  double n = ceil(shard / chunk);
-  return shard - (n - 1) * chunk;
+/* The bytes of the pipeline's drain a shard adds after the last push: the
+ * whole shard when it is one chunk (a push, then a pull); else a whole
+ * chunk, however short the last one: the answer of the chunk before it took
+ * the answers' direction when that one arrived, one chunk's time before the
+ * push ended, and the last answer follows it. */
+static double drain_chunk(double shard, double chunk) {
+  return !(chunk > 0) || chunk >= shard ? shard : chunk;
 }
 
 static gs_status check_ps_args(double bytes, double chunk) {
@@ -90,7 +92,7 @@ gs_status gs_cost_ps_nodes_round(const gs_cost_params *c, const gs_cost_ps_nodes
   double W, S;
   GS_CHECK(ps_totals(kinds, n, &W, &S));
   GS_CHECK(check_ps_args(bytes, chunk_bytes));
-  double M = bytes, K = last_chunk(M / S, chunk_bytes), sums = W * M / S * c->gamma;
+  double M = bytes, K = drain_chunk(M / S, chunk_bytes), sums = W * M / S * c->gamma;
   double link_w = 0, link_s = 0, link = 0, drain = 0;
   for (int k = 0; k < n; k++) {
     if (kinds[k].count == 0) continue;
@@ -126,7 +128,7 @@ gs_status gs_cost_ps_nodes_async(const gs_cost_params *c, const gs_cost_ps_nodes
   GS_CHECK(check_ps_args(bytes, chunk_bytes));
   if (!(compute_s >= 0) || !isfinite(compute_s))
     return gs_error(GS_ERR_INVALID_ARG, "parameter-server cost: compute of %g s", compute_s);
-  double M = bytes, per_server = M / S, K = last_chunk(per_server, chunk_bytes);
+  double M = bytes, per_server = M / S, K = drain_chunk(per_server, chunk_bytes);
   double cycle = 0, busy = 0;
   for (int k = 0; k < n; k++) {
     if (kinds[k].count == 0) continue;

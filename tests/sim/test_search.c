@@ -141,20 +141,20 @@ static void test_target_crossing(void **state) {
   assert_true(r.points[0].samples_s == 0); /* no batch size in the profile */
   /* Parameter servers: without a reduction cost a server keeps up with W
    * workers' pushes once there are W of them, and a round then takes
-   * M beta = 15 ms (push and pull overlapping) and the drain: the last of
-   * each shard's 256 KiB chunks answered after the last push, from W
-   * servers. At 4 workers a shard of 1 MB is 3 chunks and 213,568 bytes,
-   * so 15 + 3.2 ms, below the ring's 22.5 ms, which one tensor cannot
-   * hide: parameter servers win. */
+   * M beta = 15 ms (push and pull overlapping) and the drain: the answers
+   * run a chunk behind the pushes, so a whole 256 KiB chunk's answers
+   * follow the last push, from W servers (a shard of one chunk: the shard).
+   * At 4 workers a shard of 1 MB is 3 chunks and 213,568 bytes, and the
+   * drain a whole chunk: 15 + 3.9 ms, below the ring's 22.5 ms, which one
+   * tensor cannot hide: parameter servers win. */
   for (size_t i = 0; i < r.npoints; i++) {
     int w = r.points[i].workers;
     assert_int_equal(r.points[i].ps_servers, w);
     double shard = 4e6 / w, q = (double)GS_PS_CHUNK_BYTES;
-    double last = shard - (ceil(shard / q) - 1) * q;
-    NEAR(r.points[i].ps_round_s, 0.015 + w * last * net.beta);
+    NEAR(r.points[i].ps_round_s, 0.015 + w * fmin(shard, q) * net.beta);
     NEAR(r.points[i].ps_iter_s, 0.03 + r.points[i].ps_round_s);
   }
-  NEAR(r.points[2].ps_round_s, 0.015 + 4 * 213568 * net.beta);
+  NEAR(r.points[2].ps_round_s, 0.015 + 4 * 262144 * net.beta);
   assert_int_equal(r.sync, GS_SEARCH_PS);
   gs_search_result_free(&r);
   /* With the sums as slow as the link (gamma = beta), twice the servers. */
