@@ -5,7 +5,10 @@
  * steps; the peer, measured in the same run on the same workers, is
  * gradsync's all-reduce of the same FLOATS (its algorithm bandwidth: bytes
  * per second of each rank's buffer). Prints one JSON line (rank 0).
- * The servers are the last --ps ranks: PS_SERVERS (default 1).
+ * The servers are the last --ps ranks: PS_SERVERS (default 1). With
+ * PS_BENCH_NET=NAME (a network preset, gs_cost_preset), the line also
+ * carries the cost model's BSP round for these workers, servers and bytes,
+ * each rank on a node of its own (gs_cost_ps, the servers' chunks).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,9 +88,17 @@ int main(int argc, char **argv) {
     printf("{\"sync\": \"%s\", \"servers\": %d, \"workers\": %d, \"bytes\": %.0f, "
            "\"steps\": %d, \"ps_step_s\": %.6f, \"ps_pushpull_gbs_per_worker\": %.4f, "
            "\"allreduce_step_s\": %.6f, \"allreduce_algbw_gbs\": %.4f, "
-           "\"ps_step_over_allreduce\": %.3f}\n",
+           "\"ps_step_over_allreduce\": %.3f",
            argv[1], servers, size - servers, bytes, steps, ps_step, ps_gbs, ar_step, ar_algbw,
            ps_step / ar_step);
+    const char *net = getenv("PS_BENCH_NET");
+    gs_cost_params c;
+    gs_cost_ps_out o;
+    if (net && *net && gs_cost_preset(net, &c) == GS_OK &&
+        gs_cost_ps(&c, size - servers, servers, bytes, (double)GS_PS_CHUNK_BYTES, &o) == GS_OK)
+      printf(", \"net\": \"%s\", \"predicted_round_s\": %.6f, \"predicted_drain_s\": %.6f",
+             net, o.round_s, o.drain_s);
+    printf("}\n");
   }
   gs_ps_destroy(ps);
   gs_finalize();
