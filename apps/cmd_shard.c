@@ -232,12 +232,8 @@ int cmd_shard(int argc, char **argv) {
     rc = 2;
     goto out;
   }
-  size_t width = 0; /* a rank's pooled matrix: its share of the tables' columns */
-  for (int i = 0; i < n; i++) width += t[i].dim;
-  width = (width + (size_t)o.ranks - 1) / (size_t)o.ranks;
   if (o.have_lookup) cfg.lookup = o.lookup;
-  else if (gs_embed_calibrate_shape((size_t)o.batch, width > 0 ? width : 1, &cfg.lookup) !=
-           GS_OK) {
+  else if (gs_embed_calibrate_job(t, n, (size_t)o.batch, o.ranks, &cfg.lookup) != GS_OK) {
     cli_fail(VERB, "measuring the lookup cost: %s", gs_last_error());
     rc = 1;
     goto out;

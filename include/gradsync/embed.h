@@ -200,6 +200,11 @@ typedef struct gs_shard_plan {
 gs_status gs_embed_calibrate_shape(size_t bags, size_t width, gs_cost_lookup *out);
 /* gs_embed_calibrate_shape for 8192 bags of 512 floats. */
 gs_status gs_embed_calibrate(gs_cost_lookup *out);
+/* gs_embed_calibrate_shape for a job's pooled matrix: `batch` bags (the
+ * global batch, which a shard serves) by a rank's share of the tables'
+ * columns over `ranks`. */
+gs_status gs_embed_calibrate_job(const gs_embed_spec *tables, int ntables, size_t batch,
+                                 int ranks, gs_cost_lookup *out);
 
 const char *gs_shard_kind_name(gs_shard_kind k);
 /* "tw", "rw", "cw", "twrw", "dp", or "auto" (-1). */

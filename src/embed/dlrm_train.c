@@ -90,36 +90,18 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
   int P = gs_comm_size(comm);
   gs_status st = GS_OK;
   char msg[GS_VOTE_MESSAGE] = "";
-  double lookup[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  gs_cost_lookup lk = {0}; /* rank 0's, agreed as it is */
   if (cfg->plan_file && *out == NULL)
     st = gs_shard_plan_load(cfg->plan_file, specs, cfg->model.ntables, P, out);
-  if (st == GS_OK && gs_comm_rank(comm) == 0) {
-    /* the bags' cost on the pooled matrix a rank fills: the global batch
-     * by its share of the tables' columns */
-    size_t width = 0, bags = cfg->batch * (size_t)P;
-    for (int t = 0; t < cfg->model.ntables; t++) width += specs[t].dim;
-    width = (width + (size_t)P - 1) / (size_t)P;
-    gs_cost_lookup lk;
-    st = gs_embed_calibrate_shape(bags, width > 0 ? width : 1, &lk);
-    lookup[0] = lk.alpha;
-    lookup[1] = lk.beta;
-    lookup[2] = lk.gamma;
-    lookup[3] = lk.alpha_hit;
-    lookup[4] = lk.beta_hit;
-    lookup[5] = lk.cache_bytes;
-    lookup[6] = lk.gamma_mixed;
-    lookup[7] = lk.alpha_row;
-    lookup[8] = lk.beta_row;
-    lookup[9] = lk.gamma_hit;
-  }
+  if (st == GS_OK && gs_comm_rank(comm) == 0)
+    st = gs_embed_calibrate_job(specs, cfg->model.ntables, cfg->batch * (size_t)P, P, &lk);
   if (st != GS_OK) gs__error_copy(msg, sizeof msg);
   gs_agreement a;
-  GS_CHECK(gs_agree(comm, gs_comm_mpi(comm), "DLRM plan", st, msg, lookup, sizeof lookup, &a));
+  GS_CHECK(gs_agree(comm, gs_comm_mpi(comm), "DLRM plan", st, msg, &lk, sizeof lk, &a));
   if (st == GS_OK && a.failed)
     st = gs_error((gs_status)a.votes[a.first].status, "DLRM plan on rank %d: %s", a.first,
                   a.votes[a.first].message);
-  const double *l0 = a.payloads;
-  gs_cost_lookup lk = {l0[0], l0[1], l0[2], l0[3], l0[4], l0[5], l0[6], l0[7], l0[8], l0[9]};
+  memcpy(&lk, a.payloads, sizeof lk);
   gs_agreement_free(&a);
   *lookup_out = lk;
   if (st != GS_OK || *out != NULL) {
@@ -141,7 +123,7 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
                         .step_bytes = step_bytes(cfg, specs[0].dim)};
   if (P % sc.ranks_per_node != 0) sc.ranks_per_node = 1;
   sc.net = *gs_comm_cost(comm);
-  sc.lookup = cfg->sharding < 0 ? lk : (gs_cost_lookup){2e-8, 1e-10, 0, 0, 0, 0, 0, 0, 0, 0};
+  sc.lookup = cfg->sharding < 0 ? lk : (gs_cost_lookup){.alpha = 2e-8, .beta = 1e-10};
   return gs_shard_plan_make(specs, cfg->model.ntables, &sc, out);
 }
 

@@ -1201,6 +1201,17 @@ gs_status gs_embed_calibrate(gs_cost_lookup *out) {
   return gs_embed_calibrate_shape(8192, 512, out);
 }
 
+gs_status gs_embed_calibrate_job(const gs_embed_spec *tables, int ntables, size_t batch,
+                                 int ranks, gs_cost_lookup *out) {
+  if (ntables < 0 || (ntables > 0 && tables == NULL) || ranks < 1)
+    return gs_error(GS_ERR_INVALID_ARG, "embedding calibration: %d tables on %d ranks",
+                    ntables, ranks);
+  size_t width = 0; /* a rank's share of the tables' columns */
+  for (int i = 0; i < ntables; i++) width += tables[i].dim;
+  width = (width + (size_t)ranks - 1) / (size_t)ranks;
+  return gs_embed_calibrate_shape(batch, width > 0 ? width : 1, out);
+}
+
 /* ---- Checking ---------------------------------------------------------------- */
 
 static int cmp_shard_pos(const void *a, const void *b) {

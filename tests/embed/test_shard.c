@@ -387,6 +387,15 @@ static void test_calibrate(void **state) {
   assert_int_equal(gs_embed_calibrate_shape(0, 416, &lk), GS_ERR_INVALID_ARG);
   assert_int_equal(gs_embed_calibrate_shape(1024, 0, &lk), GS_ERR_INVALID_ARG);
   assert_int_equal(gs_embed_calibrate_shape((size_t)1 << 23, 416, &lk), GS_ERR_INVALID_ARG);
+  /* a job's shape: its global batch by a rank's share of the columns */
+  gs_embed_spec kt[32];
+  int kn;
+  assert_int_equal(gs_embed_preset("kaggle", 0.01, kt, 32, &kn), GS_OK);
+  assert_int_equal(gs_embed_calibrate_job(kt, kn, 2048, 2, &lk), GS_OK);
+  assert_true(lk.gamma_hit > 0 && lk.gamma_hit <= lk.gamma);
+  assert_int_equal(gs_embed_calibrate_job(kt, kn, 2048, 0, &lk), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_embed_calibrate_job(NULL, 3, 2048, 2, &lk), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_embed_calibrate_job(kt, kn, 0, 2, &lk), GS_ERR_INVALID_ARG);
   /* Linux's sysfs names this machine's caches */
   assert_true(lk.cache_bytes > 0 && isfinite(lk.cache_bytes));
 }
