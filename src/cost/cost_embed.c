@@ -257,9 +257,11 @@ void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_looku
       out->total_s = -1.0;
       return;
   }
-  if (in->row_sums && in->table_dim > in->dim && in->dim > 0 && in->rows > 0 &&
-      in->kind != GS_SHARD_DP) {
-    double touched = gs_cost_shard_rows(t, in);
+  double per_row = lk->alpha_row + lk->beta_row * row_bytes;
+  int sums_out = in->row_sums && in->table_dim > in->dim && in->dim > 0 && in->rows > 0 &&
+                 in->kind != GS_SHARD_DP;
+  double touched = sums_out || per_row > 0 ? gs_cost_shard_rows(t, in) : 0.0;
+  if (sums_out) {
     double sums = (in->table_dim / in->dim - 1.0) * touched * 4.0;
     out->wire_s += sums * c->beta;
     out->wire_bytes += sums;
@@ -284,9 +286,7 @@ void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_looku
     double kept = isinf(in->cache_t) ? 1.0 : -expm1(-in->cache_t);
     gamma -= kept * (lk->gamma - lk->gamma_hit);
   }
-  double per_row = lk->alpha_row + lk->beta_row * row_bytes;
-  out->lookup_s = bags * gamma + ids * per_lookup;
-  if (per_row > 0) out->lookup_s += gs_cost_shard_rows(t, in) * per_row;
+  out->lookup_s = bags * gamma + ids * per_lookup + touched * per_row;
   out->total_s = out->lookup_s + out->wire_s;
 }
 
