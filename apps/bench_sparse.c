@@ -185,15 +185,6 @@ static double slowest(gs_comm *comm, double t) {
   return t;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof(double), cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* ---- gTop-k's definition, for the check ------------------------------------- */
 
@@ -534,8 +525,8 @@ int cmd_bench_sparse(int argc, char **argv) {
       rc = 1;
       break;
     }
-    double md = median(dense, nd), ms = median(sel, o.iters),
-           mx = median(xch, o.iters), mt = median(tot, o.iters);
+    double md = cli_median(dense, (size_t)nd), ms = cli_median(sel, (size_t)o.iters),
+           mx = cli_median(xch, (size_t)o.iters), mt = cli_median(tot, (size_t)o.iters);
     total_by[which] = mt;
     if (c.rank == 0) {
       if (o.json) {

@@ -3,8 +3,8 @@
  * "Parameter servers"): the busiest direction of the busiest link, workers'
  * or servers', as BytePS (Jiang et al., OSDI 2020) counts a push and a pull
  * that overlap on full-duplex links, and the pipeline's drain (a chunk's
- * answer after the last push); and of asynchronous steps, where the servers' links and
- * the workers' cycles set the pace in turn.
+ * answer after the last push); and of asynchronous steps, where the
+ * servers' links and the workers' cycles set the pace in turn.
  */
 #include <math.h>
 

@@ -24,7 +24,6 @@ static void sleep_until(double t) {
   }
 }
 
-
 /* Every rank learns whether any failed before the iterations; the failed
  * rank's message travels to the others. */
 static gs_status agree(gs_comm *comm, gs_status st) {
