@@ -52,6 +52,22 @@ int cli_parse_int(const char *s, int min, int max, int *out);
  * "inf" nor strtod's hexadecimal "0x1p3"). */
 int cli_parse_double(const char *s, double min, double max, double *out);
 
+/* An embedding table set's argument, PRESET[:SCALE] or FILE[:SCALE] (train
+ * and shard's --tables): the argument whole when it names a file that
+ * exists, else a trailing ":NUMBER" is the scale (0 < SCALE <= 1) and the
+ * rest the preset or file. Writes the name into buf (n bytes) and the
+ * scale into *scale when there is one (*has_scale 1). 0, or -1 after
+ * printing why (a scale out of range, a name too long). */
+int cli_tables_arg(const char *verb, const char *arg, char *buf, size_t n, double *scale,
+                   int *has_scale);
+/* The tables of a set named as cli_tables_arg leaves it: a preset's, or a
+ * file's (gs_embed_specs_load_scaled), rows times `scale`, `pooling` ids
+ * per sample for every preset table and every file table that gives none.
+ * *t is freed with gs_embed_specs_free either way. 0, or the exit status
+ * after printing why (2: no such preset or file, a bad file). */
+int cli_tables_load(const char *verb, const char *name, double scale, double pooling,
+                    gs_embed_spec **t, int *n);
+
 /* The value of option NAME ("--ps") among another program's arguments
  * argv[0..argc), as "--ps V" or "--ps=V", up to a "--"; the last one wins,
  * as getopt's. NULL when it is not given. */

@@ -316,3 +316,55 @@ void cli_print_env_json(FILE *f) {
   cJSON_AddItemToObject(o, "env", env);
   cli_print_json(f, o);
 }
+
+int cli_tables_arg(const char *verb, const char *arg, char *buf, size_t n, double *scale,
+                   int *has_scale) {
+  *has_scale = 0;
+  if ((size_t)snprintf(buf, n, "%s", arg) >= n) {
+    cli_error(verb, "--tables: the name '%.40s...' is too long", arg);
+    return -1;
+  }
+  if (access(arg, F_OK) == 0) return 0; /* a file, ':' in its path or not */
+  char *colon = strrchr(buf, ':');
+  if (colon == NULL || colon == buf) return 0;
+  double v;
+  /* Not a number: part of the name (the loader says it is no preset nor file). */
+  if (cli_parse_double(colon + 1, -INFINITY, INFINITY, &v)) return 0;
+  if (!(v > 0) || v > 1) {
+    cli_error(verb, "--tables %s: the scale %s must be above 0 and at most 1", arg, colon + 1);
+    return -1;
+  }
+  *colon = '\0';
+  *scale = v;
+  *has_scale = 1;
+  return 0;
+}
+
+int cli_tables_load(const char *verb, const char *name, double scale, double pooling,
+                    gs_embed_spec **t, int *n) {
+  *t = NULL;
+  *n = 0;
+  if (strcmp(name, "kaggle") == 0 || strcmp(name, "terabyte") == 0 ||
+      strcmp(name, "mlperf") == 0) {
+    *t = gs_calloc(32, sizeof **t);
+    if (*t == NULL) {
+      cli_fail(verb, "out of memory");
+      return 1;
+    }
+    if (gs_embed_preset(name, scale, *t, 32, n) != GS_OK) {
+      cli_error(verb, "--tables: %s", gs_last_error());
+      gs_embed_specs_free(*t);
+      *t = NULL;
+      return 2;
+    }
+    for (int i = 0; i < *n; i++) (*t)[i].pooling = pooling;
+    return 0;
+  }
+  gs_status st = gs_embed_specs_load_scaled(name, scale, pooling, t, n);
+  if (st != GS_OK) {
+    cli_error(verb, "--tables: %s%s", st == GS_ERR_IO ? "no such preset (kaggle, terabyte, "
+              "mlperf), and " : "", gs_last_error());
+    return st == GS_ERR_NOMEM ? 1 : 2;
+  }
+  return 0;
+}

@@ -28,11 +28,15 @@ static void usage(FILE *f) {
           "why, the estimated time, memory and bytes of every rank, and the\n"
           "contiguous slicing of the DLRM reference and TorchRec's greedy planner\n"
           "rules priced the same way.\n\n"
-          "  --tables T         kaggle, terabyte or mlperf (Criteo's 26 tables at\n"
+          "  --tables T[:F]     kaggle, terabyte or mlperf (Criteo's 26 tables at\n"
           "                     dims 16, 64, 128), or a JSON file\n"
-          "                     {\"tables\": [{\"name\", \"rows\", \"dim\", \"pooling\"}]}\n"
-          "  --scale F          rows of a preset times F, 0 < F <= 1 (default 1)\n"
-          "  --pooling L        ids per sample of a preset's tables (default 1)\n"
+          "                     {\"tables\": [{\"name\", \"rows\", \"dim\", \"pooling\"}]};\n"
+          "                     :F scales the rows as --scale (a path that exists\n"
+          "                     is a file whole, ':' in it or not)\n"
+          "  --scale F          rows of every table times F (rounded up, at least\n"
+          "                     1), 0 < F <= 1 (default 1)\n"
+          "  --pooling L        ids per sample of a preset's tables and of a file's\n"
+          "                     tables that give no pooling (default 1)\n"
           "  --ranks N          ranks of the job (1 to 65536)\n"
           "  --per-node K       ranks per node (default 1; divides --ranks)\n"
           "  --batch B          global batch (default 8192)\n"
@@ -65,7 +69,7 @@ static void usage(FILE *f) {
 typedef struct shard_opts {
   const char *tables, *net, *out;
   double scale, pooling, batch, mem_cap, zipf;
-  int ranks, per_node, force, json, have_lookup, embed_sgd;
+  int ranks, per_node, force, json, have_lookup, embed_sgd, scale_given;
   double elem_bytes;
   gs_cost_lookup lookup;
 } shard_opts;
@@ -90,12 +94,32 @@ static int parse_opts(int argc, char **argv, shard_opts *o) {
   while ((c = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
     if (c != '?' && c != ':' && cli_once(VERB, &seen, c, longs)) return 2;
     switch (c) {
-      case 't': o->tables = optarg; break;
+      case 't': {
+        static char buf[4096];
+        double v = 0;
+        int given;
+        if (cli_tables_arg(VERB, optarg, buf, sizeof buf, &v, &given)) return 2;
+        if (given) {
+          if (o->scale_given) {
+            cli_error(VERB, "--tables %s and --scale: give the scale once", optarg);
+            return 2;
+          }
+          o->scale = v;
+          o->scale_given = 1;
+        }
+        o->tables = buf;
+        break;
+      }
       case 's':
         if (cli_parse_double(optarg, 0, 1, &o->scale) || o->scale == 0) {
           cli_error(VERB, "--scale '%s' must be a number above 0 and at most 1", optarg);
           return 2;
         }
+        if (o->scale_given) {
+          cli_error(VERB, "--scale %s and --tables T:SCALE: give the scale once", optarg);
+          return 2;
+        }
+        o->scale_given = 1;
         break;
       case 'L':
         if (cli_parse_double(optarg, 0, 1e6, &o->pooling)) {
@@ -200,29 +224,8 @@ int cmd_shard(int argc, char **argv) {
   if (rc) return rc;
   gs_embed_spec *t = NULL;
   int n = 0;
-  int preset = strcmp(o.tables, "kaggle") == 0 || strcmp(o.tables, "terabyte") == 0 ||
-               strcmp(o.tables, "mlperf") == 0;
-  if (preset) {
-    t = calloc(32, sizeof *t);
-    if (t == NULL) {
-      cli_fail(VERB, "out of memory");
-      return 1;
-    }
-    if (gs_embed_preset(o.tables, o.scale, t, 32, &n) != GS_OK) {
-      cli_error(VERB, "--tables: %s", gs_last_error());
-      free(t);
-      return 2;
-    }
-    for (int i = 0; i < n; i++) t[i].pooling = o.pooling;
-  } else {
-    gs_status ls = gs_embed_specs_load(o.tables, &t, &n);
-    if (ls != GS_OK) {
-      cli_error(VERB, "--tables: %s%s",
-                ls == GS_ERR_IO ? "no such preset (kaggle, terabyte, mlperf), and " : "",
-                gs_last_error());
-      return ls == GS_ERR_NOMEM ? 1 : 2;
-    }
-  }
+  rc = cli_tables_load(VERB, o.tables, o.scale, o.pooling, &t, &n);
+  if (rc) return rc;
   gs_shard_config cfg = {.ranks = o.ranks, .ranks_per_node = o.per_node, .batch = o.batch,
                          .mem_cap = o.mem_cap, .wire_elem_bytes = o.elem_bytes,
                          .row_sums = !o.embed_sgd, .zipf = o.zipf,
@@ -347,7 +350,6 @@ int cmd_shard(int argc, char **argv) {
   }
   gs_shard_plan_free(p);
 out:
-  if (preset) free(t);
-  else gs_embed_specs_free(t);
+  gs_embed_specs_free(t);
   return rc;
 }

@@ -169,7 +169,7 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
     switch (c) {
       case 'm':
         if (gs_nn_model_parse(optarg, &o->model) != GS_OK) {
-          cli_error(VERB, "unknown --model '%s' (mlp, cnn or resnet)", optarg);
+          cli_error(VERB, "unknown --model '%s' (mlp, cnn, resnet or dlrm)", optarg);
           return 2;
         }
         break;

@@ -26,7 +26,9 @@ static void usage(FILE *f) {
     "ranks, the MLPs replicated, on synthetic data with a planted signal.\n\n"
     "  --tables T[:SCALE]  kaggle, terabyte or mlperf (Criteo's 26 tables),\n"
     "                      rows times SCALE (default kaggle:0.001), or a JSON\n"
-    "                      file {\"tables\": [{\"name\", \"rows\", \"dim\"}]}\n"
+    "                      file {\"tables\": [{\"name\", \"rows\", \"dim\",\n"
+    "                      \"pooling\"}]} (rows times SCALE if given; a path\n"
+    "                      that exists is a file whole, ':' in it or not)\n"
     "  --sharding S        auto (the planner, default), tw, rw, cw, twrw or dp\n"
     "  --plan FILE         a plan saved by gradsync shard --out instead\n"
     "  --a2a-precision P   fp32 (default), fp16 (fp16 forward, bf16 backward)\n"
@@ -49,7 +51,9 @@ static void usage(FILE *f) {
     "  --lr LR             the MLPs' SGD rate (default 0.1)\n"
     "  --embed-lr LR       the tables' row-wise Adagrad rate (default 0.05)\n"
     "  --embed-sgd         plain SGD on the tables instead\n"
-    "  --pooling L         ids per sample and table (default 1)\n"
+    "  --pooling L         ids per sample and table (default 1) of a preset's\n"
+    "                      tables and a file's that give none; a file's own\n"
+    "                      pooling is rounded to whole ids (1 to 1000)\n"
     "  --zipf S            the ids' Zipf exponent (default 1.05)\n"
     "  --data FILE         a Criteo TSV day file (plain or .gz) instead of the\n"
     "                      synthetic data: its first steps x global batch lines\n"
@@ -83,6 +87,7 @@ typedef struct dlrm_opts {
   const char *checkpoint;
   long commit_every, stop_at_step, global_batch;
   int resume, batch_given;
+  int scale_given; /* --tables T:SCALE; else a preset's rows times 0.001, a file's as they are */
 } dlrm_opts;
 
 static int parse_opts(int argc, char **argv, dlrm_opts *o) {
@@ -119,16 +124,8 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
         break;
       case 't': {
         static char buf[4096];
-        snprintf(buf, sizeof buf, "%s", optarg);
-        char *colon = strrchr(buf, ':');
-        if (colon && colon != buf) {
-          *colon = '\0';
-          if (cli_parse_double(colon + 1, 1e-12, 1, &o->scale)) {
-            cli_error(VERB, "--tables %s: the scale '%s' is not a number in (0, 1]", optarg,
-                      colon + 1);
-            return 2;
-          }
-        }
+        if (cli_tables_arg(VERB, optarg, buf, sizeof buf, &o->scale, &o->scale_given))
+          return 2;
         o->tables = buf;
         break;
       }
@@ -277,30 +274,25 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
   return 0;
 }
 
-/* The tables of --tables: a preset or a file. 0, or the exit status after
- * printing why. */
+/* The tables of --tables: a preset or a file, rows times the scale, each
+ * table's pooling the file's or --pooling, rounded to the whole ids a
+ * sample's bag draws (so that the planner prices what the data holds). 0,
+ * or the exit status after printing why. */
 static int load_tables(const dlrm_opts *o, gs_embed_spec **t, int *n) {
-  if (strcmp(o->tables, "kaggle") == 0 || strcmp(o->tables, "terabyte") == 0 ||
-      strcmp(o->tables, "mlperf") == 0) {
-    *t = calloc(32, sizeof **t);
-    if (*t == NULL) {
-      cli_fail(VERB, "out of memory");
-      return 1;
+  int preset = strcmp(o->tables, "kaggle") == 0 || strcmp(o->tables, "terabyte") == 0 ||
+               strcmp(o->tables, "mlperf") == 0;
+  double scale = o->scale_given ? o->scale : preset ? 0.001 : 1.0;
+  int rc = cli_tables_load(VERB, o->tables, scale, o->pooling, t, n);
+  for (int i = 0; rc == 0 && i < *n; i++) {
+    double p = round((*t)[i].pooling);
+    if (!(p >= 1 && p <= 1000)) {
+      cli_error(VERB, "--tables: table '%s' has pooling %g; the synthetic data draws 1 to "
+                "1000 ids per sample", (*t)[i].name, (*t)[i].pooling);
+      rc = 2;
     }
-    if (gs_embed_preset(o->tables, o->scale, *t, 32, n) != GS_OK) {
-      cli_error(VERB, "--tables: %s", gs_last_error());
-      return 2;
-    }
-    for (int i = 0; i < *n; i++) (*t)[i].pooling = o->pooling;
-    return 0;
+    (*t)[i].pooling = p;
   }
-  gs_status st = gs_embed_specs_load(o->tables, t, n);
-  if (st != GS_OK) {
-    cli_error(VERB, "--tables: %s%s", st == GS_ERR_IO ? "no such preset (kaggle, terabyte, "
-              "mlperf), and " : "", gs_last_error());
-    return 2;
-  }
-  return 0;
+  return rc;
 }
 
 typedef struct view {
@@ -339,15 +331,16 @@ static void print_lookup_ranks(const gs_dlrm_train_event *ev) {
 }
 
 /* Each shard's lookup time against the cost model's: the mean error over
- * the shards that took any, and the shards the model prices most above and
- * most below what they took. */
+ * the shards that took any, and the shards the model prices most above
+ * (the largest positive error) and most below (the most negative) what they
+ * took, a side left out when no shard is on it. */
 static void print_lookup_shards(const view *v, const gs_dlrm_train_event *ev) {
   if (!ev->shard_lookup_ms || !ev->shard_lookup_pred_ms || !v->plan ||
       v->plan->nshards != ev->nshards)
     return;
   double sum = 0;
   size_t n = 0, hi = 0, lo = 0;
-  double ehi = -INFINITY, elo = INFINITY;
+  double ehi = 0, elo = 0; /* only a positive error is above, a negative one below */
   for (size_t i = 0; i < ev->nshards; i++) {
     double m = ev->shard_lookup_ms[i], p = ev->shard_lookup_pred_ms[i];
     if (!(m > 0)) continue;
@@ -360,6 +353,7 @@ static void print_lookup_shards(const view *v, const gs_dlrm_train_event *ev) {
   if (n == 0) return;
   printf("  by shard: mean |error| %.0f%% over %zu shards", 100.0 * sum / (double)n, n);
   for (int k = 0; k < 2; k++) {
+    if (k ? !(elo < 0) : !(ehi > 0)) continue; /* no shard on that side */
     size_t i = k ? lo : hi;
     const gs_shard *s = &v->plan->shards[i];
     printf("; %s: %s (%s) on rank %d %.3f ms against %.3f (%+.0f%%)",
@@ -368,6 +362,13 @@ static void print_lookup_shards(const view *v, const gs_dlrm_train_event *ev) {
            ev->shard_lookup_pred_ms[i], 100.0 * (k ? elo : ehi));
   }
   printf("\n");
+}
+
+/* A JSON number, or null for a NaN or an infinity (JSON has neither). */
+static const char *json_num(double x, int digits, char *buf, size_t n) {
+  if (isfinite(x)) snprintf(buf, n, "%.*f", digits, x);
+  else snprintf(buf, n, "null");
+  return buf;
 }
 
 static void on_event(const gs_dlrm_train_event *ev, void *user) {
@@ -442,15 +443,17 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
   const gs_dlrm_dist_stats *s = &ev->stats;
   double n = s->steps ? (double)s->steps : 1;
   if (v->json) {
-    /* No teacher (a Criteo file): null, not the "nan" JSON lacks. */
-    char teacher[32] = "null";
-    if (!isnan(ev->teacher_auc)) snprintf(teacher, sizeof teacher, "%.6f", ev->teacher_auc);
-    printf("{\"epoch\": %d, \"train_loss\": %.6f, \"auc\": %.6f, \"log_loss\": %.6f, "
+    /* An undefined metric (no teacher with a Criteo file, an AUC of one
+     * class, a diverged loss) is null, not the "nan" JSON lacks. */
+    char loss[32], auc[32], ll[32], teacher[32];
+    printf("{\"epoch\": %d, \"train_loss\": %s, \"auc\": %s, \"log_loss\": %s, "
            "\"teacher_auc\": %s, \"samples_per_s\": %.1f, \"step_ms\": %.3f, "
            "\"lookup_ms\": %.3f, \"mlp_ms\": %.3f, \"a2a_ms\": %.3f, \"allreduce_ms\": %.3f, "
            "\"id_bytes\": %.0f, \"pooled_bytes\": %.0f, \"grad_bytes\": %.0f, "
            "\"dp_bytes\": %.0f, \"allreduce_bytes\": %.0f, \"peak_rss_bytes\": %zu",
-           ev->epoch, ev->loss, ev->auc, ev->log_loss, teacher, ev->samples_per_s,
+           ev->epoch, json_num(ev->loss, 6, loss, sizeof loss),
+           json_num(ev->auc, 6, auc, sizeof auc), json_num(ev->log_loss, 6, ll, sizeof ll),
+           json_num(ev->teacher_auc, 6, teacher, sizeof teacher), ev->samples_per_s,
            1e3 * s->total_s / n, 1e3 * s->lookup_s / n, 1e3 * s->mlp_s / n, 1e3 * s->a2a_s / n,
            1e3 * s->allreduce_s / n, s->id_bytes / n, s->pooled_bytes / n, s->grad_bytes / n,
            s->dp_bytes / n, s->allreduce_bytes / n, ev->peak_rss_bytes);
@@ -460,14 +463,20 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
     for (int k = 0; k < 2; k++) {
       const double *x = k ? ev->rank_lookup_pred_ms : ev->rank_lookup_ms;
       printf(", \"%s\": [", k ? "rank_lookup_pred_ms" : "rank_lookup_ms");
-      for (int r = 0; x && r < ev->ranks; r++) printf("%s%.4f", r ? ", " : "", x[r]);
+      for (int r = 0; x && r < ev->ranks; r++) {
+        char num[32];
+        printf("%s%s", r ? ", " : "", json_num(x[r], 4, num, sizeof num));
+      }
       printf("]");
     }
     /* And every shard's, in the plan's order (as its saved plan lists them). */
     for (int k = 0; k < 2; k++) {
       const double *x = k ? ev->shard_lookup_pred_ms : ev->shard_lookup_ms;
       printf(", \"%s\": [", k ? "shard_lookup_pred_ms" : "shard_lookup_ms");
-      for (size_t i = 0; x && i < ev->nshards; i++) printf("%s%.4f", i ? ", " : "", x[i]);
+      for (size_t i = 0; x && i < ev->nshards; i++) {
+        char num[32];
+        printf("%s%s", i ? ", " : "", json_num(x[i], 4, num, sizeof num));
+      }
       printf("]");
     }
     /* which shard each is: its rank and rows */
@@ -483,11 +492,16 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
     return;
   }
   char b1[32], b2[32], b3[32], b4[32], b5[32];
-  char teacher[48] = "";
+  char teacher[48] = "", auc[128];
   if (!isnan(ev->teacher_auc))
     snprintf(teacher, sizeof teacher, " (teacher %.4f)", ev->teacher_auc);
-  printf("epoch %d: held-out AUC %.4f%s, log loss %.4f; train loss %.4f; %.0f samples/s\n",
-         ev->epoch, ev->auc, teacher, ev->log_loss, ev->loss, ev->samples_per_s);
+  if (isnan(ev->auc))
+    snprintf(auc, sizeof auc, "undefined (%s)",
+             ev->auc_undefined ? ev->auc_undefined : "no score to rank");
+  else
+    snprintf(auc, sizeof auc, "%.4f", ev->auc);
+  printf("epoch %d: held-out AUC %s%s, log loss %.4f; train loss %.4f; %.0f samples/s\n",
+         ev->epoch, auc, teacher, ev->log_loss, ev->loss, ev->samples_per_s);
   printf("  step %.2f ms on rank 0: lookup %.2f, MLPs %.2f, all-to-all %.2f (ids %.2f, pooled "
          "%.2f, gradients %.2f), all-reduce (exposed) %.2f\n", 1e3 * s->total_s / n,
          1e3 * s->lookup_s / n, 1e3 * s->mlp_s / n, 1e3 * s->a2a_s / n, 1e3 * s->ids_s / n,
@@ -518,7 +532,7 @@ int cmd_train_dlrm(int argc, char **argv) {
   char bottom[64];
   snprintf(bottom, sizeof bottom, "13-128-64-%zu", D);
   if (rc && !cli_under_launcher()) {
-    free(t);
+    gs_embed_specs_free(t);
     return rc;
   }
   /* SIGUSR1 (which mpirun forwards to the ranks): stop at the next commit,
@@ -526,14 +540,14 @@ int cmd_train_dlrm(int argc, char **argv) {
    * (gs_signal_route: a handler inside oneDNN's GEMM corrupts the heap). */
   if (o.checkpoint && gs_signal_route(SIGUSR1, gs_dlrm_train_request_stop) != GS_OK) {
     cli_error(VERB, "%s", gs_last_error());
-    free(t);
+    gs_embed_specs_free(t);
     return 1;
   }
   cli_rank r;
   if (cli_rank_init(&r, VERB, &argc, &argv)) return rc ? rc : 1;
   rc = cli_rank_connect(&r, CLI_RANK_BLAS, rc, "bad options");
   if (rc) {
-    free(t);
+    gs_embed_specs_free(t);
     return rc;
   }
   /* The same decision on every rank: no agreement needed. */
@@ -566,6 +580,7 @@ int cmd_train_dlrm(int argc, char **argv) {
   cfg.data.zipf_s = o.zipf;
   cfg.criteo_file = o.data;
   cfg.data.pooling = o.pooling;
+  cfg.data.table_pooling = 1; /* each table's, as the planner prices it */
   view v = {.rank = r.rank, .size = r.size, .epochs = o.epochs, .json = o.json,
             .tty = isatty(STDOUT_FILENO), .checkpoint = o.checkpoint, .policy = o.policy,
             .tables = t};
@@ -574,10 +589,7 @@ int cmd_train_dlrm(int argc, char **argv) {
     cli_rank_error(&r, "%s", gs_last_error());
     rc = st == GS_ERR_INVALID_ARG || st == GS_ERR_PARSE || st == GS_ERR_IO ? 2 : 1;
   }
-  if (strcmp(o.tables, "kaggle") && strcmp(o.tables, "terabyte") && strcmp(o.tables, "mlperf"))
-    gs_embed_specs_free(t);
-  else
-    free(t);
+  gs_embed_specs_free(t);
   rc = cli_rank_finish(&r, rc);
   /* Stopped at a commit as asked: the supervisor's cue to relaunch. */
   return rc == 0 && v.asked ? 3 : rc;

@@ -245,6 +245,10 @@ typedef struct gs_dlrm_synth_config {
   int scramble;             /* 1: hot ranks scattered over the rows */
   double teacher_bias, dense_std, sparse_std;
   uint64_t seed;
+  /* 1: table t's bags draw tables[t].pooling ids (rounded, 1 to 1000000;
+   * the most with pooling_random) instead of `pooling`, the ids per sample
+   * the sharding planner prices the table at; 0: `pooling` for every table. */
+  int table_pooling;
 } gs_dlrm_synth_config;
 
 /* F 13, s 1.05, pooling 1 fixed, scramble on, bias -1, dense_std 1,
@@ -256,8 +260,11 @@ typedef struct gs_dlrm_synth gs_dlrm_synth;
 /* The tables are copied (rows only: the model decides their width). */
 gs_status gs_dlrm_synth_create(const gs_dlrm_synth_config *cfg, gs_dlrm_synth **out);
 void gs_dlrm_synth_destroy(gs_dlrm_synth *g);
-/* Samples first .. first + n - 1 into b (sized for n samples and n * pooling
- * ids per table); b->first_sample = first. */
+/* The most ids a sample's bag of any table holds: `pooling`, or with
+ * table_pooling the largest table's (0 on a bad table). */
+int gs_dlrm_synth_max_pooling(const gs_dlrm_synth_config *cfg);
+/* Samples first .. first + n - 1 into b (sized for n samples and n *
+ * gs_dlrm_synth_max_pooling ids per table); b->first_sample = first. */
 gs_status gs_dlrm_synth_fill(const gs_dlrm_synth *g, size_t first, size_t n,
                              gs_dlrm_batch *b);
 /* The teacher's logit of each sample of b (n floats). */

@@ -237,6 +237,8 @@ typedef struct gs_dlrm_train_event {
   int stopped;                /* COMMIT: the run stops here: 1 stop_at_step, 2 asked
                                * (gs_dlrm_train_request_stop) */
   int from_ranks;             /* RESUME: the checkpoint's world size (another: re-sharded) */
+  const char *auc_undefined;  /* EPOCH: why auc is NaN ("the held-out labels are all one
+                               * class"), NULL when it is defined; static */
 } gs_dlrm_train_event;
 
 typedef void (*gs_dlrm_train_cb)(const gs_dlrm_train_event *ev, void *user);

@@ -224,6 +224,11 @@ gs_status gs_embed_preset(const char *name, double scale, gs_embed_spec *out, in
  * gs_embed_specs_free. GS_ERR_PARSE naming the file and the table. */
 #define GS_EMBED_MAX_TABLES 100000
 gs_status gs_embed_specs_load(const char *path, gs_embed_spec **out, int *n);
+/* gs_embed_specs_load with every table's rows times `scale` (0 < scale <= 1;
+ * rounded up, at least 1 row, as gs_embed_preset scales) and `pooling` for
+ * the tables that give none (0 to 1e6). */
+gs_status gs_embed_specs_load_scaled(const char *path, double scale, double pooling,
+                                     gs_embed_spec **out, int *n);
 void gs_embed_specs_free(gs_embed_spec *specs);
 
 /* One shard of table t priced as the planner prices it (gs_cost_shard with

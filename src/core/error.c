@@ -31,10 +31,15 @@ const char *gs_last_error(void) { return last_error; }
 void gs_clear_error(void) { last_error[0] = '\0'; }
 
 gs_status gs_error(gs_status status, const char *fmt, ...) {
+  /* Formatted aside first: an argument may be gs_last_error() itself (a
+   * message that wraps the one before), which writing in place would
+   * overwrite while it is read. */
+  char msg[GS_ERROR_MAX];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  memcpy(last_error, msg, sizeof msg);
   gs_log(GS_LOG_DEBUG, "error (%s): %s", gs_strerror(status), last_error);
   return status;
 }

@@ -593,10 +593,13 @@ gs_status dlrm_bce(const float *logits, const float *labels, size_t n, double de
   double sum = 0;
   for (size_t i = 0; i < n; i++) {
     double z = logits[i], y = labels[i];
-    if (!isfinite(z) || !(y >= 0.0 && y <= 1.0))
-      return gs_error(GS_ERR_INVALID_ARG, "binary cross-entropy: sample %zu has logit %g and "
-                      "label %g (a finite logit and a label in [0, 1] expected)",
-                      first_sample + i, z, y);
+    if (!(y >= 0.0 && y <= 1.0))
+      return gs_error(GS_ERR_INVALID_ARG, "binary cross-entropy: sample %zu has label %g (a "
+                      "label in [0, 1] expected)", first_sample + i, y);
+    if (!isfinite(z))
+      return gs_error(GS_ERR_INVALID_ARG, "binary cross-entropy: sample %zu has logit %g (a "
+                      "finite logit expected; a model that diverged gives it: a learning rate "
+                      "too large?)", first_sample + i, z);
     sum += (z > 0 ? z : 0) - z * y + log1p(exp(-fabs(z)));
     if (dlogits) {
       double p = z >= 0 ? 1.0 / (1.0 + exp(-z)) : exp(z) / (1.0 + exp(z));

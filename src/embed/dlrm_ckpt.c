@@ -212,6 +212,16 @@ static cJSON *describe_run(const dlrm_ckpt *c) {
   cJSON_AddNumberToObject(d, "zipf", cfg->data.zipf_s);
   cJSON_AddNumberToObject(d, "pooling", cfg->data.pooling);
   cJSON_AddNumberToObject(d, "pooling_random", cfg->data.pooling_random);
+  /* Each table's own ids per sample, where one differs from `pooling`
+   * (so that a checkpoint of one pooling for all reads as before). */
+  int own = 0;
+  for (int t = 0; cfg->data.table_pooling && t < c->T; t++)
+    own |= round(c->specs[t].pooling) != cfg->data.pooling;
+  if (own) {
+    cJSON *tp = cJSON_AddArrayToObject(d, "table_pooling");
+    for (int t = 0; t < c->T; t++)
+      cJSON_AddItemToArray(tp, cJSON_CreateNumber(round(c->specs[t].pooling)));
+  }
   cJSON_AddNumberToObject(d, "scramble", cfg->data.scramble);
   cJSON_AddNumberToObject(d, "teacher_bias", cfg->data.teacher_bias);
   cJSON_AddNumberToObject(d, "dense_std", cfg->data.dense_std);
@@ -429,7 +439,8 @@ static gs_status read_checkpoint(dlrm_ckpt *c, int *found, uint32_t *text_crc,
   }
   st = gs__read_text(ppath, "sharding plan", PLAN_MAX, &ptext, &plen);
   if (st != GS_OK) {
-    st = gs_error(st, "resuming from %s: the checkpoint's plan: %s", dir, gs_last_error());
+    /* gs__read_text's message names the path */
+    st = gs_error(st, "resuming from %s: the checkpoint's plan %s", dir, gs_last_error());
     goto out;
   }
   uint32_t pc = gs__crc32(0, ptext, plen);

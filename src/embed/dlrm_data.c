@@ -113,6 +113,8 @@ struct gs_dlrm_synth {
   size_t T;
   size_t *rows;
   gs_zipf *zipf;
+  size_t *pool;                  /* ids per bag (the most, with pooling_random) */
+  size_t max_pool;
   uint64_t *perm_mul, *perm_add; /* id = (mul * (rank - 1) + add) mod rows */
   float *w;                      /* the teacher's dense weights */
   double v_std;
@@ -137,6 +139,7 @@ void gs_dlrm_synth_destroy(gs_dlrm_synth *g) {
   if (g == NULL) return;
   gs_free(g->rows);
   gs_free(g->zipf);
+  gs_free(g->pool);
   gs_free(g->perm_mul);
   gs_free(g->perm_add);
   gs_free(g->w);
@@ -152,14 +155,40 @@ static uint64_t gcd_u64(uint64_t a, uint64_t b) {
   return a;
 }
 
+/* Table t's ids per bag: its spec's pooling rounded, or the config's; 0
+ * when out of range. */
+static size_t table_pool(const gs_dlrm_synth_config *cfg, int t) {
+  if (!cfg->table_pooling) return cfg->pooling >= 1 ? (size_t)cfg->pooling : 0;
+  double p = round(cfg->tables[t].pooling);
+  return p >= 1 && p <= 1000000 ? (size_t)p : 0;
+}
+
+int gs_dlrm_synth_max_pooling(const gs_dlrm_synth_config *cfg) {
+  if (cfg == NULL) return 0;
+  if (!cfg->table_pooling) return cfg->pooling;
+  size_t mx = 0;
+  for (int t = 0; t < cfg->ntables; t++) {
+    size_t p = table_pool(cfg, t);
+    if (p == 0) return 0;
+    if (p > mx) mx = p;
+  }
+  return mx > 0 ? (int)mx : 1;
+}
+
 gs_status gs_dlrm_synth_create(const gs_dlrm_synth_config *cfg, gs_dlrm_synth **out) {
   if (cfg == NULL || out == NULL) return gs_error(GS_ERR_INVALID_ARG, "synthetic data: NULL");
   *out = NULL;
   if (cfg->ntables < 0 || (cfg->ntables > 0 && cfg->tables == NULL))
     return gs_error(GS_ERR_INVALID_ARG, "synthetic data: %d tables and no specs", cfg->ntables);
-  if (cfg->pooling < 1 || cfg->pooling > 1000000)
+  if (!cfg->table_pooling && (cfg->pooling < 1 || cfg->pooling > 1000000))
     return gs_error(GS_ERR_INVALID_ARG, "synthetic data: pooling %d (1 to 1000000)",
                     cfg->pooling);
+  for (int t = 0; cfg->table_pooling && t < cfg->ntables; t++)
+    if (table_pool(cfg, t) == 0)
+      return gs_error(GS_ERR_INVALID_ARG, "synthetic data: table %d '%s' has pooling %g "
+                      "(ids per sample: 1 to 1000000 once rounded)", t,
+                      cfg->tables[t].name ? cfg->tables[t].name : "(unnamed)",
+                      cfg->tables[t].pooling);
   if (!(cfg->zipf_s >= 0) || !isfinite(cfg->zipf_s))
     return gs_error(GS_ERR_INVALID_ARG, "synthetic data: Zipf exponent %g (>= 0)", cfg->zipf_s);
   if (!isfinite(cfg->teacher_bias) || !(cfg->dense_std >= 0) || !(cfg->sparse_std >= 0) ||
@@ -175,10 +204,11 @@ gs_status gs_dlrm_synth_create(const gs_dlrm_synth_config *cfg, gs_dlrm_synth **
   g->T = T;
   g->rows = gs_calloc(T + 1, sizeof *g->rows);
   g->zipf = gs_calloc(T + 1, sizeof *g->zipf);
+  g->pool = gs_calloc(T + 1, sizeof *g->pool);
   g->perm_mul = gs_calloc(T + 1, sizeof *g->perm_mul);
   g->perm_add = gs_calloc(T + 1, sizeof *g->perm_add);
   g->w = gs_calloc(cfg->ndense + 1, sizeof *g->w);
-  if (!g->rows || !g->zipf || !g->perm_mul || !g->perm_add || !g->w) {
+  if (!g->rows || !g->zipf || !g->pool || !g->perm_mul || !g->perm_add || !g->w) {
     gs_dlrm_synth_destroy(g);
     return gs_error(GS_ERR_NOMEM, "synthetic data: out of memory for %zu tables", T);
   }
@@ -187,7 +217,16 @@ gs_status gs_dlrm_synth_create(const gs_dlrm_synth_config *cfg, gs_dlrm_synth **
   uint64_t rng = g->teacher_seed;
   for (size_t k = 0; k < cfg->ndense; k++)
     g->w[k] = (float)(cfg->dense_std / sqrt((double)cfg->ndense) * dlrm_gauss(&rng));
-  double mean_pool = cfg->pooling_random ? (cfg->pooling + 1) / 2.0 : cfg->pooling;
+  /* The mean ids per sample over the tables (each table's mean with
+   * pooling_random): the teacher's sparse part keeps its variance. */
+  double mean_pool = 0;
+  g->max_pool = 1;
+  for (size_t t = 0; t < T; t++) {
+    g->pool[t] = table_pool(cfg, (int)t);
+    if (g->pool[t] > g->max_pool) g->max_pool = g->pool[t];
+    mean_pool += cfg->pooling_random ? (g->pool[t] + 1) / 2.0 : (double)g->pool[t];
+  }
+  if (T) mean_pool /= (double)T;
   g->v_std = T ? cfg->sparse_std / sqrt((double)T * mean_pool) : 0;
   for (size_t t = 0; t < T; t++) {
     size_t rows = cfg->tables[t].rows;
@@ -248,15 +287,15 @@ static gs_status check_fill(const gs_dlrm_synth *g, size_t n, const gs_dlrm_batc
   if (b->ndense != g->cfg.ndense || (size_t)b->ntables != g->T)
     return gs_error(GS_ERR_INVALID_ARG, "synthetic data: a batch of %zu dense and %d tables; "
                     "the data has %zu and %zu", b->ndense, b->ntables, g->cfg.ndense, g->T);
-  if (b->max_ids / (size_t)g->cfg.pooling < n)
+  if (b->max_ids / g->max_pool < n)
     return gs_error(GS_ERR_INVALID_ARG, "synthetic data: room for %zu ids per table, %zu "
-                    "samples of up to %d need more", b->max_ids, n, g->cfg.pooling);
+                    "samples of up to %zu need more", b->max_ids, n, g->max_pool);
   return GS_OK;
 }
 
 gs_status gs_dlrm_synth_fill(const gs_dlrm_synth *g, size_t first, size_t n, gs_dlrm_batch *b) {
   GS_CHECK(check_fill(g, n, b));
-  size_t F = g->cfg.ndense, P = (size_t)g->cfg.pooling;
+  size_t F = g->cfg.ndense;
   for (size_t t = 0; t < g->T; t++) b->offsets[t * (b->max_n + 1)] = 0;
   for (size_t s = 0; s < n; s++) {
     /* Sample first + s's own stream: the same sample whatever the batch. */
@@ -266,7 +305,7 @@ gs_status gs_dlrm_synth_fill(const gs_dlrm_synth *g, size_t first, size_t n, gs_
     for (size_t t = 0; t < g->T; t++) {
       int64_t *off = b->offsets + t * (b->max_n + 1);
       int32_t *ids = b->ids + t * b->max_ids;
-      size_t len = P;
+      size_t P = g->pool[t], len = P;
       if (g->cfg.pooling_random) {
         len = 1 + (size_t)(dlrm_unif(&st) * (double)P);
         if (len > P) len = P;
@@ -308,7 +347,7 @@ gs_status gs_dlrm_synth_teacher_auc(const gs_dlrm_synth *g, size_t first, size_t
   size_t chunk = n < 4096 ? n : 4096;
   gs_dlrm_batch b;
   GS_CHECK(gs_dlrm_batch_alloc(&b, chunk, g->cfg.ndense, (int)g->T,
-                               chunk * (size_t)g->cfg.pooling));
+                               chunk * g->max_pool));
   float *z = gs_malloc(n * sizeof(float)), *y = gs_malloc(n * sizeof(float));
   gs_status st = GS_OK;
   if (z == NULL || y == NULL) {

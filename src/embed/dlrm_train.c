@@ -19,7 +19,9 @@
  */
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -280,7 +282,8 @@ static gs_status fill_agreed(gs_comm *comm, data_src *src, size_t first, size_t 
  * slices, the logits and labels are gathered on every rank. */
 static gs_status evaluate(const gs_dlrm_train_config *cfg, gs_comm *comm, gs_dlrm_dist *d,
                           data_src *src, gs_dlrm_batch *b, size_t rounds, float *all,
-                          float *labels, double *auc, double *ll, double *teacher) {
+                          float *labels, double *auc, double *ll, double *teacher,
+                          const char **auc_why) {
   size_t P = (size_t)gs_comm_size(comm), r = (size_t)gs_comm_rank(comm), B = cfg->batch;
   size_t N = rounds * P * B;
   float *mine = gs_malloc(2 * rounds * B * sizeof(float));
@@ -303,10 +306,31 @@ static gs_status evaluate(const gs_dlrm_train_config *cfg, gs_comm *comm, gs_dlr
            rounds * B * sizeof(float));
   }
   GS_CHECK(gs_metric_log_loss(logits, labels, N, ll));
-  if (gs_metric_auc(logits, labels, N, auc) != GS_OK) *auc = NAN;
+  *auc_why = NULL;
+  if (gs_metric_auc(logits, labels, N, auc) != GS_OK) {
+    *auc = NAN;
+    size_t pos = 0;
+    for (size_t i = 0; i < N; i++) pos += labels[i] == 1.0f;
+    *auc_why = pos == 0 || pos == N ? "the held-out labels are all one class"
+                                    : "a held-out score is not a number";
+  }
   if (!src->g || gs_dlrm_synth_teacher_auc(src->g, EVAL_FIRST, N, teacher) != GS_OK)
     *teacher = NAN; /* a file has no teacher */
   return GS_OK;
+}
+
+/* The error of a phase of the run (a training step, the evaluation), its
+ * message prefixed with the phase. What the step's calls refuse there (a
+ * loss of infinite logits, an id out of range in a data file) is a failure
+ * of the run, not of the caller's arguments: GS_ERR_STATE. */
+static gs_status in_phase(gs_status st, const char *fmt, ...) {
+  char phase[128], msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(phase, sizeof phase, fmt, ap);
+  va_end(ap);
+  gs__error_copy(msg, sizeof msg);
+  return gs_error(st == GS_ERR_INVALID_ARG ? GS_ERR_STATE : st, "%s: %s", phase, msg);
 }
 
 /* A commit (dlrm_ckpt_commit) and its event; c0: when it began. */
@@ -400,7 +424,8 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   sc.seed = cfg->model.seed;
   size_t rounds = (cfg->eval_samples + P * B - 1) / (P * B);
   if (rounds == 0) rounds = 1;
-  int maxpool = sc.pooling > 0 ? sc.pooling : 1;
+  int maxpool = gs_dlrm_synth_max_pooling(&sc);
+  if (maxpool < 1) maxpool = 1; /* a bad table's pooling: gs_dlrm_synth_create says which */
   /* Every rank's set-up, agreed: a failure here would leave the others in
    * the first step's exchange. */
   gs_status lst = GS_OK;
@@ -461,8 +486,11 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
                                   "DLRM training data"), st, out);
       double loss;
       window_before(&win, d);
-      GS_CHECK_GOTO(gs_dlrm_dist_train_step_next(d, cur, ahead ? nxt : NULL, &cfg->optim, &loss,
-                                                 NULL), st, out);
+      st = gs_dlrm_dist_train_step_next(d, cur, ahead ? nxt : NULL, &cfg->optim, &loss, NULL);
+      if (st != GS_OK) {
+        st = in_phase(st, "training step %zu of epoch %d", s + 1, e);
+        goto out;
+      }
       window_after(&win, d);
       filled = ahead;
       if (ahead) {
@@ -506,8 +534,12 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
     ee.nshards = plan->nshards;
     ee.shard_lookup_ms = shard_meas;
     ee.shard_lookup_pred_ms = shard_pred;
-    GS_CHECK_GOTO(evaluate(cfg, comm, d, &src, &b, rounds, all, labels, &ee.auc, &ee.log_loss,
-                           &ee.teacher_auc), st, out);
+    st = evaluate(cfg, comm, d, &src, &b, rounds, all, labels, &ee.auc, &ee.log_loss,
+                  &ee.teacher_auc, &ee.auc_undefined);
+    if (st != GS_OK) {
+      st = in_phase(st, "the held-out evaluation after epoch %d", e);
+      goto out;
+    }
     ee.peak_rss_bytes = peak_rss();
     emit(cb, user, &ee);
     if (ck) {

@@ -342,7 +342,7 @@ static int least_busy_node(const double *rank_s, int nodes, int L) {
  * off the busiest rank while the maximum falls. Recomputes the per-rank
  * sums. */
 static gs_status place(gs_shard_plan *p, const gs_embed_spec *tables,
-                       const gs_shard_config *cfg) {
+                       const gs_shard_config *cfg, int *failed) {
   int P = p->ranks;
   for (int r = 0; r < P; r++) p->rank_s[r] = p->rank_mem[r] = p->rank_wire[r] = 0;
   gs_shard **mov = gs_malloc((p->nshards + 1) * sizeof *mov);
@@ -367,10 +367,18 @@ static gs_status place(gs_shard_plan *p, const gs_embed_spec *tables,
       if (best < 0 || p->rank_s[r] < p->rank_s[best]) best = r;
     }
     if (best < 0) {
+      /* The room the shards placed so far leave: what the shard missed. */
+      int roomy = 0;
+      for (int r = 1; r < P; r++)
+        if (p->rank_mem[r] < p->rank_mem[roomy]) roomy = r;
       st = gs_error(GS_ERR_INVALID_ARG, "sharding plan: table '%s' (columns %zu-%zu, %.3g MB) "
-                    "fits on no rank under the memory cap of %.3g MB",
+                    "fits on no rank under the memory cap of %.3g MB: the most room left is "
+                    "%.3g MB, on rank %d (%.3g MB already there)",
                     tables[s->table].name ? tables[s->table].name : "?", s->col_lo, s->col_hi,
-                    s->mem_bytes / 1e6, cfg->mem_cap / 1e6);
+                    s->mem_bytes / 1e6, cfg->mem_cap / 1e6,
+                    fmax(0, cfg->mem_cap - p->rank_mem[roomy]) / 1e6, roomy,
+                    p->rank_mem[roomy] / 1e6);
+      if (failed) *failed = s->table;
       break;
     }
     s->rank = best;
@@ -426,6 +434,74 @@ static gs_status place(gs_shard_plan *p, const gs_embed_spec *tables,
 static double tr_plan(const gs_embed_spec *tables, int ntables, const gs_shard_config *cfg,
                       gs_shard_plan *out, size_t out_cap);
 
+/* Table i's shards replaced by row blocks on every rank (rw): the fallback
+ * for a table that whole, in column blocks or replicated does not fit the
+ * room the memory cap leaves. */
+static gs_status to_row_wise(gs_shard_plan *p, const gs_embed_spec *tables,
+                             const gs_shard_config *cfg, size_t cap, int i, const char *why) {
+  size_t k = 0;
+  for (size_t j = 0; j < p->nshards; j++)
+    if (p->shards[j].table != i) p->shards[k++] = p->shards[j];
+  p->nshards = k;
+  for (int r = 0; r < p->ranks; r++) {
+    gs_shard s = row_block(i, r, GS_SHARD_RW, &tables[i], r, p->ranks);
+    price(cfg, &tables[i], &s);
+    GS_CHECK(add_shard(p, cap, s));
+  }
+  p->kind[i] = GS_SHARD_RW;
+  snprintf(p->why[i], sizeof p->why[i], "rw: %s", why);
+  return GS_OK;
+}
+
+/* place, and where a table misses the memory cap (unless the sharding is
+ * forced), that table row-wise and again: the one that fits on no rank, or
+ * on a rank whose fixed shards (replicas, twrw's rows) alone exceed the
+ * cap, its largest replicated or twrw table. Every table row-wise over
+ * every rank is the least any rank can hold: when that misses the cap, no
+ * plan fits. */
+static gs_status place_fitting(gs_shard_plan *p, const gs_embed_spec *tables,
+                               const gs_shard_config *cfg, size_t cap) {
+  char why[160];
+  for (;;) {
+    int failed = -1;
+    gs_status st = place(p, tables, cfg, &failed);
+    if (st != GS_OK && (cfg->force >= 0 || failed < 0)) return st;
+    if (st != GS_OK) {
+      double room = 0;
+      for (int r = 0; r < p->ranks; r++) room = fmax(room, cfg->mem_cap - p->rank_mem[r]);
+      snprintf(why, sizeof why, "whole (or in column blocks) it fits in no rank's room under "
+               "the memory cap of %.3g MB (at most %.3g MB left), so its rows are split over "
+               "every rank", cfg->mem_cap / 1e6, fmax(0, room) / 1e6);
+      GS_CHECK(to_row_wise(p, tables, cfg, cap, failed, why));
+      continue;
+    }
+    if (!(cfg->mem_cap > 0)) return GS_OK;
+    int over = -1;
+    for (int r = 0; r < p->ranks; r++)
+      if (p->rank_mem[r] > cfg->mem_cap && (over < 0 || p->rank_mem[r] > p->rank_mem[over]))
+        over = r;
+    if (over < 0) return GS_OK;
+    int big = -1;
+    double big_mem = 0;
+    for (size_t j = 0; cfg->force < 0 && j < p->nshards; j++) {
+      const gs_shard *s = &p->shards[j];
+      if (s->rank == over && (s->kind == GS_SHARD_DP || s->kind == GS_SHARD_TWRW) &&
+          s->mem_bytes > big_mem)
+        big = s->table, big_mem = s->mem_bytes;
+    }
+    if (big < 0)
+      return gs_error(GS_ERR_INVALID_ARG, "sharding plan: rank %d holds %.3g MB, over the "
+                      "memory cap of %.3g MB, %s", over, p->rank_mem[over] / 1e6,
+                      cfg->mem_cap / 1e6, cfg->force >= 0 ? "with every table sharded as "
+                      "forced" : "even with its tables split row-wise over every rank: no "
+                      "plan fits");
+    snprintf(why, sizeof why, "as %s, rank %d would hold %.3g MB, over the memory cap of %.3g MB, "
+             "so its rows are split over every rank", kind_names[p->kind[big]], over,
+             p->rank_mem[over] / 1e6, cfg->mem_cap / 1e6);
+    GS_CHECK(to_row_wise(p, tables, cfg, cap, big, why));
+  }
+}
+
 /* The busiest rank's largest whole table (or block) of 16 columns or more
  * split in two column blocks, the rank `ratio` times the mean. 0 when none
  * can be (or on error, in *st). */
@@ -462,13 +538,15 @@ static int split_busiest(gs_shard_plan *p, const gs_embed_spec *tables,
 /* Each rank priced with its own cache; placed once more on those prices,
  * kept where that lowers the busiest rank. */
 static void reprice_and_replace(gs_shard_plan *p, const gs_embed_spec *tables,
-                                const gs_shard_config *cfg, gs_status *st) {
+                                const gs_shard_config *cfg) {
   double mx = rank_price(p, tables, cfg);
   int *was = gs_malloc((p->nshards + 1) * sizeof *was);
   if (was == NULL) return; /* the placement stands */
   for (size_t j = 0; j < p->nshards; j++) was[j] = p->shards[j].rank;
-  *st = place(p, tables, cfg);
-  if (*st == GS_OK && rank_price(p, tables, cfg) >= mx) {
+  /* A placement on the new prices that misses the memory cap leaves the
+   * one before, which fits. */
+  gs_status pst = place(p, tables, cfg, NULL);
+  if (pst != GS_OK || rank_price(p, tables, cfg) >= mx) {
     for (size_t j = 0; j < p->nshards; j++) p->shards[j].rank = was[j];
     rank_price(p, tables, cfg);
   }
@@ -612,9 +690,9 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
    * its rank), after one more placement on them where that helps. */
   int passes = cfg->lookup.cache_bytes > 0 ? 2 : 1;
   for (int pass = 0; pass < passes && st == GS_OK; pass++) {
-    if (pass == 1) reprice_and_replace(p, tables, cfg, &st);
+    if (pass == 1) reprice_and_replace(p, tables, cfg);
     for (int round = 0; st == GS_OK; round++) {
-      if (pass == 0 || round > 0) st = place(p, tables, cfg);
+      if (pass == 0 || round > 0) st = place_fitting(p, tables, cfg, cap);
       if (st == GS_OK && pass == 1 && round > 0) rank_price(p, tables, cfg);
       if (st != GS_OK || round >= 4 * P + ntables) break;
       double mx, avg;
@@ -803,6 +881,9 @@ static double tr_partition(const gs_embed_spec *tables, int ntables, const gs_sh
                                   (size_t)(b + 1) * w};
     }
   }
+  /* The replicas and row blocks alone may exceed a rank's cap. */
+  for (int r = 0; cfg->mem_cap > 0 && r < P; r++)
+    if (rank_mem[r] > cfg->mem_cap) return INFINITY;
   qsort(pieces, np, sizeof *pieces, cmp_piece_mem_desc);
   for (size_t j = 0; j < np; j++) {
     int best = -1;
@@ -1305,8 +1386,16 @@ gs_status gs_shard_plan_check(const gs_shard_plan *p, const gs_embed_spec *table
 void gs_embed_specs_free(gs_embed_spec *specs) { gs_free(specs); }
 
 gs_status gs_embed_specs_load(const char *path, gs_embed_spec **out, int *n) {
+  return gs_embed_specs_load_scaled(path, 1.0, 1.0, out, n);
+}
+
+gs_status gs_embed_specs_load_scaled(const char *path, double scale, double pooling,
+                                     gs_embed_spec **out, int *n) {
   *out = NULL;
   *n = 0;
+  if (!(scale > 0) || scale > 1 || !(pooling >= 0) || pooling > 1e6)
+    return gs_error(GS_ERR_INVALID_ARG, "table set %s: scale %g (above 0, at most 1) and "
+                    "pooling %g (0 to 1e6)", path, scale, pooling);
   char *text = NULL;
   GS_CHECK(gs__read_text(path, "table set", PLAN_MAX_BYTES, &text, NULL));
   cJSON *root = cJSON_Parse(text);
@@ -1351,8 +1440,10 @@ gs_status gs_embed_specs_load(const char *path, gs_embed_spec **out, int *n) {
     }
     size_t len = strlen(nm->valuestring) + 1;
     memcpy(pool, nm->valuestring, len);
-    specs[i] = (gs_embed_spec){pool, (size_t)rows->valuedouble, (size_t)dim->valuedouble,
-                               pl ? pl->valuedouble : 1.0};
+    /* Rows scaled as a preset's (gs_embed_preset). */
+    double r = ceil(rows->valuedouble * scale);
+    specs[i] = (gs_embed_spec){pool, r < 1 ? 1 : (size_t)r, (size_t)dim->valuedouble,
+                               pl ? pl->valuedouble : pooling};
     pool += len;
     i++;
   }

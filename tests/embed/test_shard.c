@@ -266,11 +266,55 @@ static void test_memory_cap(void **state) {
   assert_true(p->kind[2] != GS_SHARD_TW && p->kind[2] != GS_SHARD_DP);
   for (int r = 0; r < 8; r++) assert_true(p->rank_mem[r] <= cfg.mem_cap);
   gs_shard_plan_free(p);
-  /* Nothing fits 1 MB: refused, naming a table. */
+  /* Nothing fits 1 MB: refused, naming a table and the room left. */
   cfg.mem_cap = 1e6;
   cfg.force = GS_SHARD_TW;
   assert_int_equal(gs_shard_plan_make(t, n, &cfg, &p), GS_ERR_INVALID_ARG);
   assert_non_null(strstr(gs_last_error(), "fits on no rank"));
+  assert_non_null(strstr(gs_last_error(), "the most room left is"));
+  assert_null(p);
+}
+
+/* A plan fits whenever one of auto's candidates does: a table that whole
+ * fits no rank's room left (though it fits the cap) goes row-wise, and so
+ * does a replica that takes a rank over the cap; every rank within the
+ * cap. With no room for even row-wise tables, the error names a rank's
+ * memory, not only the cap. */
+static void check_auto_fits(const char *preset, double scale, int ranks, double cap) {
+  gs_embed_spec t[32];
+  int n;
+  assert_int_equal(gs_embed_preset(preset, scale, t, 32, &n), GS_OK);
+  gs_shard_config cfg = config(ranks, 1);
+  cfg.lookup = (gs_cost_lookup){.alpha = 1e-8, .beta = 1e-10};
+  cfg.row_sums = 1;
+  cfg.mem_cap = cap;
+  gs_shard_plan *p = NULL;
+  if (gs_shard_plan_make(t, n, &cfg, &p) != GS_OK)
+    fail_msg("%s x %g on %d ranks under %g bytes: %s", preset, scale, ranks, cap,
+             gs_last_error());
+  if (gs_shard_plan_check(p, t, n, cfg.mem_cap) != GS_OK) fail_msg("%s", gs_last_error());
+  for (int r = 0; r < ranks; r++) assert_true(p->rank_mem[r] <= cap);
+  gs_shard_plan_free(p);
+}
+
+static void test_memory_cap_fallback(void **state) {
+  (void)state;
+  /* gradsync shard --tables kaggle --scale 0.001 --ranks 3 --mem-cap 800K:
+   * all-rw needs 0.8 MB a rank. */
+  check_auto_fits("kaggle", 0.001, 3, 800.0 * 1024);
+  /* Full kaggle on 8 ranks: all-rw needs 287 MB a rank. */
+  check_auto_fits("kaggle", 1.0, 8, 300.0 * 1024 * 1024);
+  check_auto_fits("kaggle", 1.0, 8, 345.0 * 1024 * 1024);
+  gs_embed_spec t[32];
+  int n;
+  assert_int_equal(gs_embed_preset("kaggle", 0.001, t, 32, &n), GS_OK);
+  gs_shard_config cfg = config(3, 1);
+  cfg.lookup = (gs_cost_lookup){.alpha = 1e-8, .beta = 1e-10};
+  cfg.mem_cap = 100e3;
+  gs_shard_plan *p = NULL;
+  assert_int_equal(gs_shard_plan_make(t, n, &cfg, &p), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "holds"));
+  assert_non_null(strstr(gs_last_error(), "no plan fits"));
   assert_null(p);
 }
 
@@ -682,7 +726,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_presets),          cmocka_unit_test(test_auto_presets),
       cmocka_unit_test(test_random_sets),      cmocka_unit_test(test_forced_and_edges),
-      cmocka_unit_test(test_memory_cap),       cmocka_unit_test(test_save_load),
+      cmocka_unit_test(test_memory_cap),       cmocka_unit_test(test_memory_cap_fallback),
+      cmocka_unit_test(test_save_load),
       cmocka_unit_test(test_speed),            cmocka_unit_test(test_calibrate),
       cmocka_unit_test(test_specs_file),      cmocka_unit_test(test_row_sums),
       cmocka_unit_test(test_bag_cost),         cmocka_unit_test(test_cache_model),
