@@ -43,7 +43,7 @@ int cmd_cancel(int argc, char **argv);
  * Numbers are decimal only. */
 
 /* Parses "4K", "256MB", "1GiB", "4096" into bytes (K/M/G are powers of
- * 1024, as nccl-tests reads them). */
+ * 1024, as nccl-tests reads them). 0, -1 not a size, -2 too large. */
 int cli_parse_bytes(const char *s, size_t *out);
 /* A decimal integer in [min, max]. */
 int cli_parse_long(const char *s, long min, long max, long *out);

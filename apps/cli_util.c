@@ -33,7 +33,9 @@ int cli_parse_bytes(const char *s, size_t *out) {
   errno = 0;
   char *end;
   unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s) return -1;
+  if (end == s) return -1;
+  int range = errno == ERANGE;
+  if (errno && !range) return -1;
   unsigned long long mult = 1;
   if (*end) {
     char u = (char)(*end | 0x20);
@@ -46,7 +48,7 @@ int cli_parse_bytes(const char *s, size_t *out) {
         strcasecmp(end, "ib") != 0)
       return -1;
   }
-  if (v > SIZE_MAX / mult) return -1;
+  if (range || v > SIZE_MAX / mult) return -2;
   *out = (size_t)(v * mult);
   return 0;
 }
@@ -320,6 +322,10 @@ void cli_print_env_json(FILE *f) {
 int cli_tables_arg(const char *verb, const char *arg, char *buf, size_t n, double *scale,
                    int *has_scale) {
   *has_scale = 0;
+  if (arg[0] == '\0') {
+    cli_error(verb, "--tables: the name is empty (kaggle, terabyte, mlperf or a JSON file)");
+    return -1;
+  }
   if ((size_t)snprintf(buf, n, "%s", arg) >= n) {
     cli_error(verb, "--tables: the name '%.40s...' is too long", arg);
     return -1;

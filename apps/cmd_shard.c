@@ -144,7 +144,13 @@ static int parse_opts(int argc, char **argv, shard_opts *o) {
       case 'n': o->net = optarg; break;
       case 'm': {
         size_t v;
-        if (cli_parse_bytes(optarg, &v) || v == 0) {
+        int bad = cli_parse_bytes(optarg, &v);
+        if (bad == -2) {
+          cli_error(VERB, "--mem-cap '%s' is too large (at most %zu bytes)", optarg,
+                    (size_t)SIZE_MAX);
+          return 2;
+        }
+        if (bad || v == 0) {
           cli_error(VERB, "--mem-cap '%s' must be a size above 0 (K, M, G)", optarg);
           return 2;
         }

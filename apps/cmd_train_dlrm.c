@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -44,7 +45,8 @@ static void usage(FILE *f) {
     "                      each): a run resumed on another world size keeps it\n"
     "  --epochs E          epochs (default 2)\n"
     "  --steps N           steps per epoch (default 100)\n"
-    "  --eval N            held-out samples for AUC and log loss (default 16384)\n"
+    "  --eval N            held-out samples for AUC and log loss after each\n"
+    "                      epoch, exactly N (default 16384; 0: no evaluation)\n"
     "  --bottom-mlp SPEC   default 13-128-64-D (D: the tables' dim, 16 for kaggle)\n"
     "  --top-mlp SPEC      default 128-64-1\n"
     "  --interaction I     dot (default) or cat\n"
@@ -196,15 +198,21 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
           return 2;
         }
         break;
-      case 'D':
-        /* Open now, so that a missing file is a usage error on rank 0
-         * alone; the library reads it. */
+      case 'D': {
+        /* Checked now, so that a missing file (or a directory) is a usage
+         * error on rank 0 alone; the library reads it. */
+        struct stat sb;
         if (access(optarg, R_OK) != 0) {
           cli_error(VERB, "--data %s: cannot read it: %s", optarg, strerror(errno));
           return 2;
         }
+        if (stat(optarg, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+          cli_error(VERB, "--data %s: a directory, not a Criteo TSV file", optarg);
+          return 2;
+        }
         o->data = optarg;
         break;
+      }
       case 'z':
         if (cli_parse_double(optarg, 0, 10, &o->zipf)) {
           cli_error(VERB, "--zipf %s: expected 0 to 10", optarg);
@@ -396,10 +404,15 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
     return;
   }
   if (ev->kind == GS_DLRM_EV_RESUME) {
-    if (v->json)
-      printf("{\"resumed_at_step\": %zu, \"epoch\": %d, \"step_in_epoch\": %zu, "
-             "\"from_ranks\": %d, \"load_ms\": %.3f}\n", ev->global_step, ev->epoch, ev->step,
-             ev->from_ranks, 1e3 * ev->commit_s);
+    /* A commit at the run's last step: nothing is left to train. */
+    if (v->json && ev->epoch > v->epochs)
+      printf("{\"resumed_at_step\": %zu, \"complete\": true, \"epochs\": %d, "
+             "\"steps_per_epoch\": %zu, \"from_ranks\": %d, \"load_ms\": %.3f}\n",
+             ev->global_step, v->epochs, ev->steps, ev->from_ranks, 1e3 * ev->commit_s);
+    else if (v->json)
+      printf("{\"resumed_at_step\": %zu, \"complete\": false, \"epoch\": %d, "
+             "\"step_in_epoch\": %zu, \"from_ranks\": %d, \"load_ms\": %.3f}\n",
+             ev->global_step, ev->epoch, ev->step, ev->from_ranks, 1e3 * ev->commit_s);
     else if (ev->epoch > v->epochs)
       printf("resumed from %s at step %zu: the run is complete (%d epochs of %zu steps)\n",
              v->checkpoint, ev->global_step, v->epochs, ev->steps);
@@ -450,13 +463,13 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
            "\"teacher_auc\": %s, \"samples_per_s\": %.1f, \"step_ms\": %.3f, "
            "\"lookup_ms\": %.3f, \"mlp_ms\": %.3f, \"a2a_ms\": %.3f, \"allreduce_ms\": %.3f, "
            "\"id_bytes\": %.0f, \"pooled_bytes\": %.0f, \"grad_bytes\": %.0f, "
-           "\"dp_bytes\": %.0f, \"allreduce_bytes\": %.0f, \"peak_rss_bytes\": %zu",
-           ev->epoch, json_num(ev->loss, 6, loss, sizeof loss),
+           "\"dp_bytes\": %.0f, \"allreduce_bytes\": %.0f, \"peak_rss_bytes\": %zu, "
+           "\"eval_samples\": %zu", ev->epoch, json_num(ev->loss, 6, loss, sizeof loss),
            json_num(ev->auc, 6, auc, sizeof auc), json_num(ev->log_loss, 6, ll, sizeof ll),
            json_num(ev->teacher_auc, 6, teacher, sizeof teacher), ev->samples_per_s,
            1e3 * s->total_s / n, 1e3 * s->lookup_s / n, 1e3 * s->mlp_s / n, 1e3 * s->a2a_s / n,
            1e3 * s->allreduce_s / n, s->id_bytes / n, s->pooled_bytes / n, s->grad_bytes / n,
-           s->dp_bytes / n, s->allreduce_bytes / n, ev->peak_rss_bytes);
+           s->dp_bytes / n, s->allreduce_bytes / n, ev->peak_rss_bytes, ev->eval_samples);
     printf(", \"ids_ms\": %.3f, \"pooled_ms\": %.3f, \"grads_ms\": %.3f, \"mlp_policy\": \"%s\"",
            1e3 * s->ids_s / n, 1e3 * s->pooled_s / n, 1e3 * s->grads_s / n, v->policy);
     /* Every rank's lookup time, measured and as the cost model predicts. */
@@ -492,7 +505,7 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
     return;
   }
   char b1[32], b2[32], b3[32], b4[32], b5[32];
-  char teacher[48] = "", auc[128];
+  char teacher[48] = "", auc[128], held[320];
   if (!isnan(ev->teacher_auc))
     snprintf(teacher, sizeof teacher, " (teacher %.4f)", ev->teacher_auc);
   if (isnan(ev->auc))
@@ -500,8 +513,13 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
              ev->auc_undefined ? ev->auc_undefined : "no score to rank");
   else
     snprintf(auc, sizeof auc, "%.4f", ev->auc);
-  printf("epoch %d: held-out AUC %s%s, log loss %.4f; train loss %.4f; %.0f samples/s\n",
-         ev->epoch, auc, teacher, ev->log_loss, ev->loss, ev->samples_per_s);
+  if (ev->eval_samples == 0)
+    snprintf(held, sizeof held, "held-out evaluation skipped (--eval 0)");
+  else
+    snprintf(held, sizeof held, "held-out AUC %s%s, log loss %.4f over %zu samples", auc,
+             teacher, ev->log_loss, ev->eval_samples);
+  printf("epoch %d: %s; train loss %.4f; %.0f samples/s\n", ev->epoch, held, ev->loss,
+         ev->samples_per_s);
   printf("  step %.2f ms on rank 0: lookup %.2f, MLPs %.2f, all-to-all %.2f (ids %.2f, pooled "
          "%.2f, gradients %.2f), all-reduce (exposed) %.2f\n", 1e3 * s->total_s / n,
          1e3 * s->lookup_s / n, 1e3 * s->mlp_s / n, 1e3 * s->a2a_s / n, 1e3 * s->ids_s / n,

@@ -163,7 +163,7 @@ typedef struct gs_dlrm_train_config {
   /* A Criteo TSV day file (plain or gzip; gs_criteo_open) instead of the
    * synthetic data, or NULL: its first steps x ranks x batch lines are the
    * training set (every epoch passes over them), the next eval_samples
-   * (rounded up as below) are held out; 26 tables and 13 dense features;
+   * (read rounded up as below) are held out; 26 tables and 13 dense features;
    * no teacher (teacher_auc NaN). Every rank reads the file (a path all
    * see) and parses its own slices, as the reference's loader does. */
   const char *criteo_file;
@@ -177,7 +177,9 @@ typedef struct gs_dlrm_train_config {
   size_t batch;               /* per rank and step */
   int epochs;
   size_t steps;               /* per epoch (the training set: steps x ranks x batch) */
-  size_t eval_samples;        /* held out, rounded up to whole rounds of ranks x batch */
+  size_t eval_samples;        /* held out and evaluated after each epoch, exactly these
+                               * (read in whole rounds of ranks x batch: a Criteo file
+                               * must hold the rounded-up count); 0: no evaluation */
   int ranks_per_node;         /* for the planner's twrw; 0: the communicator's */
   /* Checkpoints (docs/DLRM.md, "Checkpoints"): with checkpoint_dir (a
    * directory every rank sees: one machine or a shared file system), a
@@ -216,7 +218,8 @@ typedef struct gs_dlrm_train_event {
   int epoch;                  /* from 1 */
   size_t step, steps;         /* STEP: within the epoch, from 1 */
   double loss;                /* STEP: the global batch's; EPOCH: the epoch's mean */
-  double auc, log_loss, teacher_auc; /* EPOCH: on the held-out samples */
+  double auc, log_loss, teacher_auc; /* EPOCH: on the held-out samples (NaN: none) */
+  size_t eval_samples;        /* EPOCH: the held-out samples evaluated (0: none) */
   double epoch_s, samples_per_s;
   gs_dlrm_dist_stats stats;   /* EPOCH: this rank's, the epoch's training steps */
   int ranks;                  /* EPOCH: the entries of the two arrays below */

@@ -147,6 +147,15 @@ static gs_status parse_sample(const gs_criteo_reader *r, char **fields, gs_dlrm_
 /* The next line, without its newline, NUL-terminated in place (*line,
  * *n bytes); *line = NULL at the end of the file. A last line without a
  * newline counts. */
+/* zlib's message without the "PATH: " it puts first (the caller names
+ * the file). */
+static const char *gz_message(const gs_criteo_reader *r, const char *msg) {
+  size_t n = strlen(r->path);
+  if (msg && strncmp(msg, r->path, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ')
+    return msg + n + 2;
+  return msg ? msg : "unknown zlib error";
+}
+
 static gs_status next_line(gs_criteo_reader *r, char **line, size_t *n) {
   *line = NULL;
   for (;;) {
@@ -181,7 +190,7 @@ static gs_status next_line(gs_criteo_reader *r, char **line, size_t *n) {
     int got = gzread(r->f, r->buf + r->len, (unsigned)CRITEO_CHUNK);
     if (got < 0) {
       int zerr = 0;
-      const char *msg = gzerror(r->f, &zerr);
+      const char *msg = gz_message(r, gzerror(r->f, &zerr));
       return gs_error(GS_ERR_IO, "Criteo file '%s' after line %zu: %s", r->path, r->lineno,
                       zerr == Z_ERRNO ? strerror(errno ? errno : EIO) : msg);
     }
@@ -189,7 +198,7 @@ static gs_status next_line(gs_criteo_reader *r, char **line, size_t *n) {
       /* gzread returns 0 at the end, and for a truncated gzip stream too:
        * that one is an error, not a short file. */
       int zerr = 0;
-      const char *msg = gzerror(r->f, &zerr);
+      const char *msg = gz_message(r, gzerror(r->f, &zerr));
       if (zerr != Z_OK && zerr != Z_STREAM_END)
         return gs_error(GS_ERR_IO, "Criteo file '%s' after line %zu: %s", r->path, r->lineno,
                         msg);

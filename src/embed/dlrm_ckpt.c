@@ -209,25 +209,31 @@ static cJSON *describe_run(const dlrm_ckpt *c) {
   cJSON_AddNumberToObject(r, "global_batch", (double)cfg->batch * c->ranks);
   cJSON_AddNumberToObject(r, "steps_per_epoch", (double)cfg->steps);
   cJSON *d = cJSON_AddObjectToObject(r, "data");
-  cJSON_AddNumberToObject(d, "zipf", cfg->data.zipf_s);
-  cJSON_AddNumberToObject(d, "pooling", cfg->data.pooling);
-  cJSON_AddNumberToObject(d, "pooling_random", cfg->data.pooling_random);
-  /* Each table's own ids per sample, where one differs from `pooling`
-   * (so that a checkpoint of one pooling for all reads as before). */
-  int own = 0;
-  for (int t = 0; cfg->data.table_pooling && t < c->T; t++)
-    own |= round(c->specs[t].pooling) != cfg->data.pooling;
-  if (own) {
-    cJSON *tp = cJSON_AddArrayToObject(d, "table_pooling");
-    for (int t = 0; t < c->T; t++)
-      cJSON_AddItemToArray(tp, cJSON_CreateNumber(round(c->specs[t].pooling)));
+  if (cfg->criteo_file) {
+    /* A Criteo file by its canonical path (its lines are the samples, by
+     * position); the synthetic data's parameters do not apply. */
+    char *real = realpath(cfg->criteo_file, NULL);
+    cJSON_AddStringToObject(d, "criteo_file", real ? real : cfg->criteo_file);
+    free(real);
+  } else {
+    cJSON_AddNumberToObject(d, "zipf", cfg->data.zipf_s);
+    cJSON_AddNumberToObject(d, "pooling", cfg->data.pooling);
+    cJSON_AddNumberToObject(d, "pooling_random", cfg->data.pooling_random);
+    /* Each table's own ids per sample, where one differs from `pooling`
+     * (so that a checkpoint of one pooling for all reads as before). */
+    int own = 0;
+    for (int t = 0; cfg->data.table_pooling && t < c->T; t++)
+      own |= round(c->specs[t].pooling) != cfg->data.pooling;
+    if (own) {
+      cJSON *tp = cJSON_AddArrayToObject(d, "table_pooling");
+      for (int t = 0; t < c->T; t++)
+        cJSON_AddItemToArray(tp, cJSON_CreateNumber(round(c->specs[t].pooling)));
+    }
+    cJSON_AddNumberToObject(d, "scramble", cfg->data.scramble);
+    cJSON_AddNumberToObject(d, "teacher_bias", cfg->data.teacher_bias);
+    cJSON_AddNumberToObject(d, "dense_std", cfg->data.dense_std);
+    cJSON_AddNumberToObject(d, "sparse_std", cfg->data.sparse_std);
   }
-  cJSON_AddNumberToObject(d, "scramble", cfg->data.scramble);
-  cJSON_AddNumberToObject(d, "teacher_bias", cfg->data.teacher_bias);
-  cJSON_AddNumberToObject(d, "dense_std", cfg->data.dense_std);
-  cJSON_AddNumberToObject(d, "sparse_std", cfg->data.sparse_std);
-  /* A Criteo file by its path (its lines are the samples, by position). */
-  if (cfg->criteo_file) cJSON_AddStringToObject(d, "criteo_file", cfg->criteo_file);
   cJSON_AddStringToObject(r, "sharding", cfg->plan_file        ? "plan file"
                                          : cfg->sharding < 0 ? "auto"
                                                              : gs_shard_kind_name(
@@ -261,6 +267,20 @@ static int run_differs(const cJSON *saved, const cJSON *mine, char *why, size_t 
       return 1;
     }
     if (cJSON_Compare(s, m, 1)) continue;
+    const char *mfile = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "criteo_file"));
+    const char *sfile = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "criteo_file"));
+    if (strcmp(fields[i].key, "data") == 0 && mfile && sfile) {
+      /* The same file under another path is the same data (a checkpoint
+       * before canonical paths recorded the path as given, and the
+       * synthetic data's parameters, which a file does not use). */
+      char *real = realpath(sfile, NULL);
+      int same = strcmp(real ? real : sfile, mfile) == 0;
+      free(real);
+      if (same) continue;
+      snprintf(why, n, "%s: the checkpoint's run read %.300s, this run %.300s",
+               fields[i].label, sfile, mfile);
+      return 1;
+    }
     if (strcmp(fields[i].key, "ranks") == 0) {
       /* Another world size takes the same samples in the same steps when
        * the global batch stays: the tables are re-sharded. */
@@ -348,6 +368,27 @@ static const cJSON *item(const cJSON *o, const char *k) {
   return cJSON_GetObjectItemCaseSensitive(o, k);
 }
 
+/* A manifest's field: a whole number from 0 to max. */
+static int json_whole(const cJSON *x, double max) {
+  return cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble <= max &&
+         x->valuedouble == floor(x->valuedouble);
+}
+
+/* A string that is one finite number and nothing else (write_manifest's "%a"). */
+static int json_decimal(const cJSON *x) {
+  if (!cJSON_IsString(x) || !x->valuestring[0]) return 0;
+  char *end;
+  double v = strtod(x->valuestring, &end);
+  return *end == '\0' && isfinite(v);
+}
+
+/* A string of 1 to 16 hexadecimal digits. */
+static int json_hex(const cJSON *x) {
+  if (!cJSON_IsString(x)) return 0;
+  size_t n = strlen(x->valuestring);
+  return n >= 1 && n <= 16 && strspn(x->valuestring, "0123456789abcdefABCDEF") == n;
+}
+
 /* Reads dir/dlrm.json and checks it against this run; loads its plan.
  * *found: 0 when there is no manifest. *text_crc: the manifest's CRC-32. */
 static gs_status read_checkpoint(dlrm_ckpt *c, int *found, uint32_t *text_crc,
@@ -376,14 +417,31 @@ static gs_status read_checkpoint(dlrm_ckpt *c, int *found, uint32_t *text_crc,
   m = cJSON_Parse(text);
   const cJSON *fmt = item(m, "format"), *run = item(m, "run"), *step = item(m, "step");
   const cJSON *ls = item(m, "epoch_loss_sum"), *id = item(m, "run_id"), *files = item(m, "files");
-  const cJSON *pl = item(m, "plan"), *pcrc = item(m, "plan_crc32");
-  if (m == NULL || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, FORMAT) != 0 ||
-      !cJSON_IsObject(run) || !cJSON_IsNumber(step) || step->valuedouble < 0 ||
-      !cJSON_IsString(ls) || !cJSON_IsString(id) || !cJSON_IsArray(files) ||
-      !cJSON_IsString(pl) || strchr(pl->valuestring, '/') || !cJSON_IsNumber(pcrc)) {
-    st = gs_error(GS_ERR_PARSE, "resuming from %s: %s is not a DLRM checkpoint manifest of "
-                  "this version (format, run, step, epoch_loss_sum, run_id, files, plan)", dir,
-                  path);
+  const cJSON *pl = item(m, "plan"), *pcrc = item(m, "plan_crc32"), *ver = item(m, "version");
+  if (m == NULL || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, FORMAT) != 0) {
+    st = gs_error(GS_ERR_PARSE, "resuming from %s: %s is not a DLRM checkpoint manifest "
+                  "(\"format\": \"" FORMAT "\")", dir, path);
+    goto out;
+  }
+  /* Every field of the right type and range, named when not: a value
+   * that parsed loosely would resume a run that is not the one saved. */
+  const char *bad = !cJSON_IsNumber(ver) || ver->valuedouble != 1 ? "version (1)"
+                    : !cJSON_IsObject(run)                        ? "run (an object)"
+                    : !json_whole(step, 9.0e15)                   ? "step (a whole number)"
+                    : !json_decimal(ls)           ? "epoch_loss_sum (a number in a string)"
+                    : !json_hex(id)               ? "run_id (a hexadecimal string)"
+                    : !cJSON_IsArray(files)       ? "files (an array)"
+                    : !cJSON_IsString(pl) || !pl->valuestring[0] || strchr(pl->valuestring, '/')
+                        ? "plan (a file name in the directory)"
+                    : !json_whole(pcrc, 4294967295.0) ? "plan_crc32 (a CRC-32)"
+                                                      : NULL;
+  if (bad) {
+    char key[32];
+    snprintf(key, sizeof key, "%.*s", (int)strcspn(bad, " "), bad);
+    char *v = item(m, key) ? cJSON_PrintUnformatted(item(m, key)) : NULL;
+    st = gs_error(GS_ERR_PARSE, "resuming from %s: %s: field %s is %.100s: not a DLRM "
+                  "checkpoint manifest of this version", dir, path, bad, v ? v : "missing");
+    cJSON_free(v);
     goto out;
   }
   c->step = (size_t)step->valuedouble;
@@ -421,9 +479,13 @@ static gs_status read_checkpoint(dlrm_ckpt *c, int *found, uint32_t *text_crc,
   for (int r = 0; r < c->old_ranks; r++) {
     const cJSON *f = cJSON_GetArrayItem(files, r);
     const cJSON *fb = item(f, "bytes"), *fc = item(f, "crc32");
-    if (!cJSON_IsNumber(fb) || !cJSON_IsNumber(fc)) {
-      st = gs_error(GS_ERR_PARSE, "resuming from %s: %s: rank %d's file has no size or CRC",
-                    dir, path, r);
+    if (!json_whole(fb, 9.0e15) || !json_whole(fc, 4294967295.0)) {
+      char *v = cJSON_PrintUnformatted(json_whole(fb, 9.0e15) ? fc : fb);
+      st = gs_error(GS_ERR_PARSE, "resuming from %s: %s: field files[%d].%s is %.100s, not "
+                    "%s: not a DLRM checkpoint manifest of this version", dir, path, r,
+                    json_whole(fb, 9.0e15) ? "crc32" : "bytes", v ? v : "missing",
+                    json_whole(fb, 9.0e15) ? "a CRC-32" : "a file size in bytes");
+      cJSON_free(v);
       goto out;
     }
     c->file_bytes[r] = (uint64_t)fb->valuedouble;
@@ -658,11 +720,17 @@ static gs_status read_rank_file(dlrm_ckpt *c, gs_dlrm_dist *d, const char *path)
   gs_status st = GS_OK;
   if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode))
     st = gs_error(GS_ERR_IO, "DLRM checkpoint %s: not a regular file", path);
-  else if ((uint64_t)sb.st_size != want || (uint64_t)sb.st_size != c->file_bytes[c->rank])
-    st = gs_error(GS_ERR_PARSE, "DLRM checkpoint %s: %lld bytes, expected %" PRIu64 " for rank "
-                  "%d's shards (the manifest records %" PRIu64 "): cut short, or not this "
-                  "rank's file of this commit", path, (long long)sb.st_size, want, c->rank,
-                  c->file_bytes[c->rank]);
+  else if (want != c->file_bytes[c->rank])
+    st = gs_error(GS_ERR_PARSE, "DLRM checkpoint %s: the manifest records %" PRIu64 " bytes "
+                  "for rank %d's file, its shards take %" PRIu64 ": the manifest is not this "
+                  "run's, or corrupted", path, c->file_bytes[c->rank], c->rank, want);
+  else if ((uint64_t)sb.st_size != want)
+    st = gs_error(GS_ERR_PARSE, "DLRM checkpoint %s: %lld bytes, %s than the %" PRIu64
+                  " the manifest records for rank %d's shards: %s", path,
+                  (long long)sb.st_size, (uint64_t)sb.st_size < want ? "fewer" : "more", want,
+                  c->rank, (uint64_t)sb.st_size < want
+                               ? "cut short, or not this rank's file of this commit"
+                               : "longer than the manifest records (bytes appended?)");
   uint32_t crc = 0;
   file_header h;
   if (st == GS_OK) st = read_exact(f, &h, sizeof h, &crc, path);
@@ -744,8 +812,10 @@ static gs_status reshard_file(dlrm_ckpt *c, int k, const char *path, want_block 
   gs_status st = GS_OK;
   if (fstat(fileno(f), &sb) != 0 || (uint64_t)sb.st_size != c->file_bytes[k])
     st = gs_error(GS_ERR_PARSE, "DLRM checkpoint %s: %lld bytes, the manifest records %"
-                  PRIu64 ": cut short, or not rank %d's file of this commit", path,
-                  (long long)sb.st_size, c->file_bytes[k], k);
+                  PRIu64 ": %s", path, (long long)sb.st_size, c->file_bytes[k],
+                  (uint64_t)sb.st_size > c->file_bytes[k]
+                      ? "longer than the manifest records (bytes appended?)"
+                      : "cut short, or not this rank's file of this commit");
   uint32_t crc = 0;
   file_header h;
   if (st == GS_OK) st = read_exact(f, &h, sizeof h, &crc, path);

@@ -285,7 +285,7 @@ static gs_status evaluate(const gs_dlrm_train_config *cfg, gs_comm *comm, gs_dlr
                           float *labels, double *auc, double *ll, double *teacher,
                           const char **auc_why) {
   size_t P = (size_t)gs_comm_size(comm), r = (size_t)gs_comm_rank(comm), B = cfg->batch;
-  size_t N = rounds * P * B;
+  size_t R = rounds * P * B, N = cfg->eval_samples; /* read, and evaluated (N <= R) */
   float *mine = gs_malloc(2 * rounds * B * sizeof(float));
   if (mine == NULL) return gs_error(GS_ERR_NOMEM, "DLRM evaluation: out of memory");
   gs_status st = GS_OK;
@@ -299,12 +299,15 @@ static gs_status evaluate(const gs_dlrm_train_config *cfg, gs_comm *comm, gs_dlr
     st = gs_allgather(comm, mine, all, 2 * rounds * B, GS_F32, GS_ALGO_AUTO);
   gs_free(mine);
   GS_CHECK(st);
-  float *logits = labels + N;
-  for (size_t q = 0; q < P; q++) {
-    memcpy(logits + q * rounds * B, all + q * 2 * rounds * B, rounds * B * sizeof(float));
-    memcpy(labels + q * rounds * B, all + q * 2 * rounds * B + rounds * B,
-           rounds * B * sizeof(float));
-  }
+  /* Back in the held-out set's order (its sample (k P + q) B + j is rank
+   * q's j-th of round k), so that the first N are the ones evaluated. */
+  float *logits = labels + R;
+  for (size_t q = 0; q < P; q++)
+    for (size_t k = 0; k < rounds; k++) {
+      const float *from = all + q * 2 * rounds * B + k * B;
+      memcpy(logits + (k * P + q) * B, from, B * sizeof(float));
+      memcpy(labels + (k * P + q) * B, from + rounds * B, B * sizeof(float));
+    }
   GS_CHECK(gs_metric_log_loss(logits, labels, N, ll));
   *auc_why = NULL;
   if (gs_metric_auc(logits, labels, N, auc) != GS_OK) {
@@ -422,8 +425,9 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   sc.tables = specs;
   sc.ntables = T;
   sc.seed = cfg->model.seed;
+  /* The held-out samples are read in whole rounds of ranks x batch (every
+   * rank's forward is one batch); the first eval_samples are evaluated. */
   size_t rounds = (cfg->eval_samples + P * B - 1) / (P * B);
-  if (rounds == 0) rounds = 1;
   int maxpool = gs_dlrm_synth_max_pooling(&sc);
   if (maxpool < 1) maxpool = 1; /* a bad table's pooling: gs_dlrm_synth_create says which */
   /* Every rank's set-up, agreed: a failure here would leave the others in
@@ -443,7 +447,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   }
   if (lst == GS_OK) lst = gs_dlrm_batch_alloc(&b, B, sc.ndense, T, B * (size_t)maxpool);
   if (lst == GS_OK) lst = gs_dlrm_batch_alloc(&b2, B, sc.ndense, T, B * (size_t)maxpool);
-  if (lst == GS_OK) {
+  if (lst == GS_OK && rounds > 0) {
     all = gs_malloc(2 * rounds * P * B * sizeof(float));
     labels = gs_malloc(2 * rounds * P * B * sizeof(float));
     if (all == NULL || labels == NULL)
@@ -534,8 +538,11 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
     ee.nshards = plan->nshards;
     ee.shard_lookup_ms = shard_meas;
     ee.shard_lookup_pred_ms = shard_pred;
-    st = evaluate(cfg, comm, d, &src, &b, rounds, all, labels, &ee.auc, &ee.log_loss,
-                  &ee.teacher_auc, &ee.auc_undefined);
+    ee.eval_samples = cfg->eval_samples;
+    ee.auc = ee.log_loss = ee.teacher_auc = NAN; /* no evaluation asked for */
+    if (rounds > 0)
+      st = evaluate(cfg, comm, d, &src, &b, rounds, all, labels, &ee.auc, &ee.log_loss,
+                    &ee.teacher_auc, &ee.auc_undefined);
     if (st != GS_OK) {
       st = in_phase(st, "the held-out evaluation after epoch %d", e);
       goto out;

@@ -1333,6 +1333,26 @@ gs_status gs_shard_plan_check(const gs_shard_plan *p, const gs_embed_spec *table
         mem[s->rank] += shard_mem(s->row_hi - s->row_lo, s->col_hi - s->col_lo);
     }
     if (st != GS_OK) break;
+    /* The label says how the table is cut: tw one shard of it all, rw and
+     * twrw blocks of rows of every column (dp below; cw's column bands may
+     * be split in rows too). */
+    gs_shard_kind k = p->kind[i];
+    for (size_t j = 0; j < n && st == GS_OK; j++) {
+      const gs_shard *s = mine[j];
+      int whole_rows = s->row_lo == 0 && s->row_hi == t->rows;
+      int whole_cols = s->col_lo == 0 && s->col_hi == t->dim;
+      const char *cut = k == GS_SHARD_TW && (n != 1 || !whole_rows || !whole_cols)
+                            ? "one shard of the whole table"
+                        : (k == GS_SHARD_RW || k == GS_SHARD_TWRW) && !whole_cols
+                            ? "blocks of rows, each of every column"
+                            : NULL;
+      if (cut)
+        st = gs_error(GS_ERR_INVALID_ARG, "sharding plan: table '%s' (%zu x %zu) is labelled "
+                      "%s (%s), but it has %zu shard%s, one of rows %zu-%zu, columns %zu-%zu "
+                      "on rank %d", name, t->rows, t->dim, gs_shard_kind_name(k), cut, n,
+                      n == 1 ? "" : "s", s->row_lo, s->row_hi, s->col_lo, s->col_hi, s->rank);
+    }
+    if (st != GS_OK) break;
     if (p->kind[i] == GS_SHARD_DP) {
       /* A whole replica on every rank, once. */
       int ok = n == (size_t)p->ranks;
@@ -1385,6 +1405,19 @@ gs_status gs_shard_plan_check(const gs_shard_plan *p, const gs_embed_spec *table
 
 void gs_embed_specs_free(gs_embed_spec *specs) { gs_free(specs); }
 
+/* The first key that appears twice in one object anywhere in x, or NULL
+ * (cJSON keeps both and reads the first: a file that says two things). */
+static const char *json_duplicate_key(const cJSON *x) {
+  for (const cJSON *a = x ? x->child : NULL; a; a = a->next) {
+    if (cJSON_IsObject(x) && a->string)
+      for (const cJSON *b = a->next; b; b = b->next)
+        if (b->string && strcmp(a->string, b->string) == 0) return a->string;
+    const char *d = json_duplicate_key(a);
+    if (d) return d;
+  }
+  return NULL;
+}
+
 gs_status gs_embed_specs_load(const char *path, gs_embed_spec **out, int *n) {
   return gs_embed_specs_load_scaled(path, 1.0, 1.0, out, n);
 }
@@ -1398,8 +1431,26 @@ gs_status gs_embed_specs_load_scaled(const char *path, double scale, double pool
                     "pooling %g (0 to 1e6)", path, scale, pooling);
   char *text = NULL;
   GS_CHECK(gs__read_text(path, "table set", PLAN_MAX_BYTES, &text, NULL));
-  cJSON *root = cJSON_Parse(text);
+  /* One JSON value and nothing after it but white space. */
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
+  if (root == NULL) {
+    size_t at = end ? (size_t)(end - text) : 0;
+    const char *near = end ? end : "";
+    int shown = (int)strcspn(near, "\r\n\t");
+    gs_status bad = gs_error(GS_ERR_PARSE, "table set %s: not JSON, or text after its value "
+                             "(at byte %zu: '%.*s')", path, at, shown < 20 ? shown : 20, near);
+    gs_free(text);
+    return bad;
+  }
   gs_free(text);
+  const char *dup = json_duplicate_key(root);
+  if (dup) {
+    gs_status bad = gs_error(GS_ERR_PARSE, "table set %s: the key \"%s\" appears twice in "
+                             "one object", path, dup);
+    cJSON_Delete(root);
+    return bad;
+  }
   const cJSON *arr = root ? cJSON_GetObjectItemCaseSensitive(root, "tables") : NULL;
   int k = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0;
   if (k < 1 || k > GS_EMBED_MAX_TABLES) {
@@ -1427,15 +1478,31 @@ gs_status gs_embed_specs_load_scaled(const char *path, double scale, double pool
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(o, "rows");
     const cJSON *dim = cJSON_GetObjectItemCaseSensitive(o, "dim");
     const cJSON *pl = cJSON_GetObjectItemCaseSensitive(o, "pooling");
-    if (!cJSON_IsString(nm) || !cJSON_IsNumber(rows) || !cJSON_IsNumber(dim) ||
-        !(rows->valuedouble >= 1 && rows->valuedouble <= 1e12) ||
-        rows->valuedouble != floor(rows->valuedouble) ||
-        !(dim->valuedouble >= 1 && dim->valuedouble <= 65536) ||
-        dim->valuedouble != floor(dim->valuedouble) ||
-        (pl && (!cJSON_IsNumber(pl) || !(pl->valuedouble >= 0 && pl->valuedouble <= 1e6)))) {
-      st = gs_error(GS_ERR_PARSE, "table set %s: table %d: expected a name, rows (1 to "
-                    "1e12), dim (1 to 65536) and an optional pooling (ids per sample, 0 "
-                    "to 1e6)", path, i);
+    /* The first field that is wrong, named with what it must be. */
+    const char *field = NULL, *want = NULL;
+    const cJSON *got = NULL;
+    if (!cJSON_IsString(nm) || nm->valuestring[0] == '\0')
+      field = "name", want = "a string, not empty", got = nm;
+    else if (!cJSON_IsNumber(rows) || !(rows->valuedouble >= 1 && rows->valuedouble <= 1e12) ||
+             rows->valuedouble != floor(rows->valuedouble))
+      field = "rows", want = "a whole number from 1 to 1e12", got = rows;
+    else if (!cJSON_IsNumber(dim) || !(dim->valuedouble >= 1 && dim->valuedouble <= 65536) ||
+             dim->valuedouble != floor(dim->valuedouble))
+      field = "dim", want = "a whole number from 1 to 65536", got = dim;
+    else if (pl && (!cJSON_IsNumber(pl) || !(pl->valuedouble >= 0 && pl->valuedouble <= 1e6)))
+      field = "pooling", want = "ids per sample, 0 to 1e6 (or left out)", got = pl;
+    for (const cJSON *q = arr->child; field == NULL && q != o; q = q->next)
+      if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(q, "name")),
+                 nm->valuestring) == 0)
+        field = "name", want = "a name no other table has", got = nm;
+    if (field) {
+      char *v = got ? cJSON_PrintUnformatted(got) : NULL;
+      char tname[80] = "";
+      if (cJSON_IsString(nm) && nm->valuestring[0])
+        snprintf(tname, sizeof tname, " ('%.64s')", nm->valuestring);
+      st = gs_error(GS_ERR_PARSE, "table set %s: table %d%s: \"%s\" is %.64s; expected %s",
+                    path, i, tname, field, v ? v : "missing", want);
+      cJSON_free(v);
       break;
     }
     size_t len = strlen(nm->valuestring) + 1;
@@ -1530,8 +1597,9 @@ gs_status gs_shard_plan_load(const char *path, const gs_embed_spec *tables, int 
   }
   if (st == GS_OK && (rk->valuedouble != ranks || cJSON_GetArraySize(ts) != ntables))
     st = gs_error(GS_ERR_INVALID_ARG, "sharding plan %s: made for %g ranks and %d tables, "
-                  "this job has %d ranks and %d tables", path, rk->valuedouble,
-                  cJSON_GetArraySize(ts), ranks, ntables);
+                  "this job has %d rank%s and %d table%s", path, rk->valuedouble,
+                  cJSON_GetArraySize(ts), ranks, ranks == 1 ? "" : "s", ntables,
+                  ntables == 1 ? "" : "s");
   gs_shard_plan *p = NULL;
   if (st == GS_OK) st = plan_alloc(ntables, ranks, (size_t)cJSON_GetArraySize(ss) + 1, &p);
   for (int i = 0; st == GS_OK && i < ntables; i++) {
@@ -1576,7 +1644,13 @@ gs_status gs_shard_plan_load(const char *path, const gs_embed_spec *tables, int 
     p->rank_mem[rank] += s.mem_bytes;
   }
   cJSON_Delete(root);
-  if (st == GS_OK) st = gs_shard_plan_check(p, tables, ntables, 0);
+  if (st == GS_OK && (st = gs_shard_plan_check(p, tables, ntables, 0)) != GS_OK) {
+    /* The check's message, naming the file. */
+    char msg[1024];
+    gs__error_copy(msg, sizeof msg);
+    const char *why = strncmp(msg, "sharding plan: ", 15) == 0 ? msg + 15 : msg;
+    st = gs_error(st, "sharding plan %s: %s", path, why);
+  }
   if (st != GS_OK) {
     gs_shard_plan_free(p);
     return st;

@@ -132,5 +132,149 @@ fi
 if grep -q "mlp, cnn, resnet or dlrm" "$tmp/t8"; then pass "--model lists dlrm"
 else fail "--model DLRM: $(cat "$tmp/t8")"; fi
 
+# 9. --eval 0 evaluates nothing; --eval N evaluates exactly N (2 ranks x 16
+# a round: 1 and 10 are not whole rounds), and says how many.
+for n in 0 1 10; do
+  train "$tmp/e$n" --tables kaggle:0.001 --eval "$n" --json
+done
+train "$tmp/e10t" --tables kaggle:0.001 --eval 10
+if python3 -c 'import json, sys
+e = [[json.loads(l) for l in open(f) if l.startswith("{\"epoch\"")][0] for f in sys.argv[1:]]
+ok = e[0]["auc"] is None and e[0]["log_loss"] is None and e[0]["eval_samples"] == 0
+ok = ok and [x["eval_samples"] for x in e[1:]] == [1, 10] and e[1]["auc"] is None
+sys.exit(not (ok and e[2]["log_loss"] != e[1]["log_loss"]))' \
+    "$tmp/e0" "$tmp/e1" "$tmp/e10" && grep -q "over 10 samples" "$tmp/e10t"; then
+  pass "--eval 0 skips the evaluation; --eval 1 and 10 evaluate exactly 1 and 10"
+else
+  fail "--eval: $(grep -h '^{"epoch"' "$tmp/e0" "$tmp/e1" "$tmp/e10" | cut -c1-120)"
+fi
+"$G" train --model dlrm --tables kaggle:0.001 --steps 1 --epochs 1 --batch 16 --eval 0 \
+  >"$tmp/e0t" 2>&1
+if grep -q "held-out evaluation skipped" "$tmp/e0t"; then pass "text: --eval 0 skipped"
+else fail "text --eval 0: $(grep epoch "$tmp/e0t")"; fi
+
+# 10. Resuming a complete run in JSON: complete, no epoch past the run's.
+train "$tmp/k1" --tables kaggle:0.001 --steps 6 --epochs 3 --checkpoint "$tmp/ck10"
+train "$tmp/k2" --tables kaggle:0.001 --steps 6 --epochs 3 --checkpoint "$tmp/ck10" \
+  --resume --json
+if python3 -c 'import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{\"resumed_at_step\"")]
+sys.exit(not (len(r) == 1 and r[0]["complete"] is True and "epoch" not in r[0]))' "$tmp/k2"
+then pass "JSON: resuming a complete run says complete"
+else fail "JSON resume of a complete run: $(cat "$tmp/k2" | head -3)"; fi
+
+# 11. A Criteo run resumes from the same file under another path, --zipf
+# (unused with --data) aside.
+awk 'BEGIN { srand(3); for (i = 0; i < 400; i++) { line = int(rand() * 2)
+  for (k = 0; k < 13; k++) line = line "\t" int(rand() * 50)
+  for (k = 0; k < 26; k++) line = line "\t" sprintf("%x", int(rand() * 2000))
+  print line } }' >"$tmp/good.tsv"
+crit() { (cd "$tmp" && train "$@" --tables kaggle:0.001 --steps 4 --epochs 2 --sharding tw \
+  --checkpoint ckc); }
+crit "$tmp/c11a" --data good.tsv --stop-at-step 2
+cp -r "$tmp/ckc" "$tmp/ckc.orig"
+crit "$tmp/c11b" --data ./good.tsv --resume
+rc1=$?
+rm -rf "$tmp/ckc" && cp -r "$tmp/ckc.orig" "$tmp/ckc"
+crit "$tmp/c11c" --data good.tsv --resume --zipf 0.5
+rc2=$?
+if [ "$rc1" = 0 ] && [ "$rc2" = 0 ] && grep -q "resumed from" "$tmp/c11b"; then
+  pass "a Criteo run resumes from ./good.tsv and with --zipf 0.5"
+else
+  fail "Criteo resume: ./good.tsv exit $rc1, --zipf exit $rc2: $(grep -h "does not fit" \
+    "$tmp/c11b" "$tmp/c11c" | head -1)"
+fi
+mkdir "$tmp/ddir"
+"$G" train --model dlrm --tables kaggle:0.001 --data "$tmp/ddir" >"$tmp/c11d" 2>&1
+rc=$?
+if [ "$rc" = 2 ] && grep -q "a directory" "$tmp/c11d" && ! grep -q "^plan:" "$tmp/c11d"; then
+  pass "--data DIR refused at option checking"
+else fail "--data DIR: exit $rc: $(head -2 "$tmp/c11d")"; fi
+head -c 3000 "$tmp/good.tsv" | gzip -c | head -c 400 >"$tmp/cut.tsv.gz"
+(cd "$tmp" && train "$tmp/c11e" --tables kaggle:0.001 --data cut.tsv.gz)
+if grep -q "Criteo file 'cut.tsv.gz'" "$tmp/c11e" &&
+   [ "$(grep -m1 "Criteo file" "$tmp/c11e" | grep -o "cut.tsv.gz" | wc -l)" = 1 ]; then
+  pass "a truncated gzip names the file once"
+else fail "truncated gzip: $(grep -m1 "Criteo" "$tmp/c11e")"; fi
+
+# 12. The manifest's fields checked by type and version; a file with bytes
+# appended is longer, not cut short.
+train "$tmp/m0" --tables kaggle:0.001 --steps 4 --epochs 2 --sharding rw \
+  --checkpoint "$tmp/ckm" --stop-at-step 2
+cp -r "$tmp/ckm" "$tmp/ckm.orig"
+edit() { # python expression on the manifest m; resume; the output's error line
+  rm -rf "$tmp/ckm" && cp -r "$tmp/ckm.orig" "$tmp/ckm"
+  python3 -c 'import json, sys
+p = sys.argv[1] + "/dlrm.json"; m = json.load(open(p)); exec(sys.argv[2])
+json.dump(m, open(p, "w"))' "$tmp/ckm" "$1"
+  train "$tmp/m1" --tables kaggle:0.001 --steps 4 --epochs 2 --sharding rw \
+    --checkpoint "$tmp/ckm" --resume
+  echo "exit $? $(grep -m1 "checkpoint\|manifest" "$tmp/m1")"
+}
+m1=$(edit 'm["epoch_loss_sum"] = "abc"')
+m2=$(edit 'm["version"] = 2')
+m3=$(edit 'm["files"][0]["bytes"] = 1e18')
+rm -rf "$tmp/ckm" && cp -r "$tmp/ckm.orig" "$tmp/ckm"
+printf 'xxxxx' >>"$(ls "$tmp"/ckm/*.rank0.gsck)"
+train "$tmp/m4" --tables kaggle:0.001 --steps 4 --epochs 2 --sharding rw \
+  --checkpoint "$tmp/ckm" --resume
+m4="exit $? $(grep -m1 "gsck" "$tmp/m4")"
+case "$m1" in "exit 2 "*epoch_loss_sum*) pass "epoch_loss_sum \"abc\" refused, named" ;;
+  *) fail "epoch_loss_sum abc: $m1" ;; esac
+case "$m2" in "exit 2 "*"field version"*) pass "version 2 refused, named" ;;
+  *) fail "version 2: $m2" ;; esac
+case "$m3" in "exit 2 "*"files[0].bytes"*) pass "bytes 1e18 refused, named" ;;
+  *) fail "bytes 1e18: $m3" ;; esac
+case "$m4" in "exit "[12]" "*"longer than the manifest records"*) pass "an appended file: longer" ;;
+  *) fail "appended file: $m4" ;; esac
+
+# 13. Plans: a label that its shards contradict; errors name the plan file.
+printf '{"tables": [{"name": "a", "rows": 100, "dim": 16}, {"name": "b", "rows": 50, "dim": 16}]}' \
+  >"$tmp/t2.json"
+"$G" shard --tables "$tmp/t2.json" --ranks 2 $LK --sharding rw --out "$tmp/rw.json" \
+  >/dev/null 2>&1
+python3 -c 'import json, sys
+p = json.load(open(sys.argv[1])); p["tables"][0]["sharding"] = "tw"
+json.dump(p, open(sys.argv[2], "w"))
+p["tables"][0]["sharding"] = "rw"; p["shards"][0]["row_hi"] = 60
+json.dump(p, open(sys.argv[3], "w"))' "$tmp/rw.json" "$tmp/relab.json" "$tmp/overlap.json"
+train "$tmp/p13a" --tables "$tmp/t2.json" --plan "$tmp/relab.json"
+rc=$?
+train "$tmp/p13b" --tables "$tmp/t2.json" --plan "$tmp/overlap.json"
+if [ "$rc" = 2 ] && grep -q "relab.json: table 'a' (100 x 16) is labelled tw" "$tmp/p13a" &&
+   grep -q "sharding plan $tmp/overlap.json: table 'a'" "$tmp/p13b"; then
+  pass "a plan's label checked against its shards; errors name the file"
+else
+  fail "plan label: exit $rc: $(grep -m1 "plan" "$tmp/p13a"); $(grep -m1 "plan" "$tmp/p13b")"
+fi
+"$G" train --model dlrm --tables "$tmp/t2.json" --plan "$tmp/rw.json" >"$tmp/p13c" 2>&1
+if grep -q "this job has 1 rank and" "$tmp/p13c"; then pass "1 rank, singular"
+else fail "ranks plural: $(grep -m1 "plan" "$tmp/p13c")"; fi
+
+# 14. Table files parsed strictly, the field named.
+j='{"name": "a", "rows": 100, "dim": 16}'
+printf '{"tables": [%s]} garbage' "$j" >"$tmp/g1.json"
+printf '{"tables": [{"name": "a", "rows": 100, "dim": 16, "rows": 5}]}' >"$tmp/g2.json"
+printf '{"tables": [%s, %s]}' "$j" "$j" >"$tmp/g3.json"
+printf '{"tables": [{"name": "", "rows": 100, "dim": 16}]}' >"$tmp/g4.json"
+printf '{"tables": [{"name": "a", "rows": 100, "dim": -16}]}' >"$tmp/g5.json"
+want=("text after its value" "\"rows\" appears twice" "table 1 ('a'): \"name\" is \"a\""
+      "table 0: \"name\" is \"\"" "table 0 ('a'): \"dim\" is -16")
+for k in 1 2 3 4 5; do
+  out=$("$G" shard --tables "$tmp/g$k.json" --ranks 2 $LK 2>&1)
+  rc=$?
+  if [ "$rc" = 2 ] && grep -qF "${want[$((k - 1))]}" <<<"$out"; then
+    pass "table file g$k refused: ${want[$((k - 1))]}"
+  else fail "table file g$k: exit $rc: $(tail -1 <<<"$out")"; fi
+done
+
+# 15. Small messages: a --mem-cap overflow, an empty --tables.
+out=$("$G" shard --tables kaggle --ranks 2 $LK --mem-cap 99999999999G 2>&1)
+if grep -q "too large" <<<"$out"; then pass "--mem-cap overflow: too large"
+else fail "--mem-cap overflow: $out"; fi
+out=$("$G" shard --tables "" --ranks 2 $LK 2>&1)
+if grep -q "the name is empty" <<<"$out"; then pass "--tables \"\": the name is empty"
+else fail "--tables \"\": $out"; fi
+
 echo "$fails failure(s)"
 [ "$fails" = 0 ]
