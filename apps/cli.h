@@ -136,6 +136,9 @@ typedef struct run_hosts {
 } run_hosts;
 int run_hosts_parse(const char *list, run_hosts *h);
 int run_hosts_read(const char *path, run_hosts *h);
+/* run_hosts_read for another command: its messages name verb and option
+ * opt ("cluster serve", "--nodes") instead of run's --hostfile. */
+int run_hosts_read_as(const char *verb, const char *opt, const char *path, run_hosts *h);
 /* A Slurm allocation's nodes: nodelist in Slurm's hostlist form
  * ("node[01-04,07],login1"), slots from tasks_per_node ("2(x3),1"; NULL or
  * "": 1 a node). var names where the list came from, for messages

@@ -285,15 +285,16 @@ static void print_text_header(const csim_cli *c, const gs_csim_workload *w) {
            c->o.commit_work, c->o.discover_every_s, c->o.launch_delay_s);
   if (c->o.interference > 0) printf("; interference %g", c->o.interference);
   printf("\n");
-  printf("%-8s %6s %10s %10s %10s %6s %6s %8s %8s %7s %8s %9s\n", "policy", "done",
-         "jct_mean", "jct_p99", "makespan", "util", "busy", "fairloss", "rho_max", "resizes",
-         "round_ms", "round_max");
+  printf("%-8s %6s %6s %10s %10s %10s %6s %6s %8s %8s %7s %8s %9s\n", "policy", "done",
+         "never", "jct_mean", "jct_p99", "makespan", "util", "busy", "fairloss", "rho_max",
+         "resizes", "round_ms", "round_max");
 }
 
 static void print_text_row(const char *policy, const gs_csim_result *r) {
-  printf("%-8s %6d %9.0fs %9.0fs %9.0fs %6.3f %6.3f %8.3f %8.2f %7d %8.2f %9.2f\n", policy,
-         r->done, r->jct_mean_s, r->jct_p99_s, r->makespan_s, r->util, r->util_busy,
-         r->fairness_loss, r->ftf_max, r->resizes, r->policy_ms_mean, r->policy_ms_max);
+  printf("%-8s %6d %6d %9.0fs %9.0fs %9.0fs %6.3f %6.3f %8.3f %8.2f %7d %8.2f %9.2f\n",
+         policy, r->done, r->jobs - r->done, r->jct_mean_s, r->jct_p99_s, r->makespan_s,
+         r->util, r->util_busy, r->fairness_loss, r->ftf_max, r->resizes, r->policy_ms_mean,
+         r->policy_ms_max);
 }
 
 static void print_json_row(const csim_cli *c, const gs_csim_workload *w, const char *policy,
@@ -318,6 +319,10 @@ static void print_json_row(const csim_cli *c, const gs_csim_workload *w, const c
   cli_json_add(o, "interval_s", c->o.interval_s, "%.3f");
   cJSON_AddNumberToObject(o, "jobs", r->jobs);
   cJSON_AddNumberToObject(o, "done", r->done);
+  cJSON_AddNumberToObject(o, "unfinished", r->jobs - r->done);
+  if (r->jobs > r->done)
+    cJSON_AddStringToObject(o, "unfinished_jobs", cli_clean_text(clean, sizeof clean,
+                                                                 r->unfinished));
   cli_json_add(o, "jct_mean_s", r->jct_mean_s, "%.2f");
   cli_json_add(o, "jct_p50_s", r->jct_p50_s, "%.2f");
   cli_json_add(o, "jct_p99_s", r->jct_p99_s, "%.2f");
@@ -376,7 +381,9 @@ static int cmd_cluster_simulate(int argc, char **argv) {
   gs_csim_workload w;
   char err[1024];
   if (gs_csim_load(c.workload, c.tables, c.nodes, c.gpus, &w, err, sizeof err) != 0) {
-    cli_error(VERB, "--workload: %s", err);
+    /* The speed tables' errors name their file, from --tables. */
+    int tables = c.tables != NULL && strstr(err, c.tables) != NULL;
+    cli_error(VERB, "%s: %s", tables ? "--tables" : "--workload", err);
     return 2;
   }
   if (!c.json) print_text_header(&c, &w);
@@ -407,10 +414,16 @@ static int cmd_cluster_simulate(int argc, char **argv) {
         cli_fail(VERB, "%s", err);
         rc = 1;
       }
-    } else if (c.json) {
-      print_json_row(&c, &w, pols[p], &r);
     } else {
-      print_text_row(pols[p], &r);
+      if (r.jobs > r.done) {
+        char clean[600];
+        fprintf(stderr, "gradsync cluster simulate: warning: policy %s: %d of %d jobs never "
+                "finished (the run ended with no node able to run them; its JCTs count only "
+                "the %d done): %s\n", pols[p], r.jobs - r.done, r.jobs, r.done,
+                cli_clean_text(clean, sizeof clean, r.unfinished));
+      }
+      if (c.json) print_json_row(&c, &w, pols[p], &r);
+      else print_text_row(pols[p], &r);
     }
     if (tf != NULL && fclose(tf) != 0 && rc == 0) {
       cli_fail(VERB, "cannot write the trace '%s'", path);

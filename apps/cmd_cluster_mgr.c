@@ -425,7 +425,7 @@ static int cmd_serve(int argc, char **argv) {
   run_hosts hosts;
   if (slurm ? run_hosts_slurm("cluster serve", slurm_var, slurm_nodes,
                               getenv("SLURM_TASKS_PER_NODE"), &hosts)
-            : run_hosts_read(nodes_file, &hosts))
+            : run_hosts_read_as("cluster serve", "--nodes", nodes_file, &hosts))
     return 2;
   if (hosts.n > GS_CLUSTER_MAX_NODES) {
     cli_error("cluster serve", "%s: %d nodes (at most %d)", slurm ? slurm_var : nodes_file,
@@ -508,8 +508,23 @@ static int cmd_drain(int argc, char **argv) {
   int drain = strcmp(argv[0], "drain") == 0;
   const char *verb = drain ? "cluster drain" : "cluster undrain";
   char spool[PATH_MAX], err[1024];
+  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    printf("usage: gradsync cluster %s [--spool DIR] NODE\n"
+           "  %s\n"
+           "  --spool DIR  the manager's spool (default $GRADSYNC_SPOOL, else\n"
+           "               /tmp/gradsync-cluster-UID)\n"
+           "  NODE         a node of its pool (gradsync cluster nodes lists them)\n",
+           argv[0], drain ? "takes NODE out of the pool: its jobs shrink or requeue"
+                          : "gives a drained NODE back to the pool (and ends its cool-down)");
+    return 0;
+  }
   int i = client_opts(verb, argc, argv, spool, sizeof spool, NULL, 1);
   if (i < 0) return 2;
+  if (i == argc - 1 && argv[i][0] == '-') {
+    cli_error(verb, "unknown option '%s' (usage: gradsync cluster %s [--spool DIR] NODE)",
+              argv[i], argv[0]);
+    return 2;
+  }
   if (i != argc - 1) {
     cli_error(verb, "usage: gradsync cluster %s [--spool DIR] NODE", argv[0]);
     return 2;
@@ -523,6 +538,14 @@ static int cmd_drain(int argc, char **argv) {
 
 static int cmd_down(int argc, char **argv) {
   char spool[PATH_MAX], dir[PATH_MAX + 16];
+  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    printf("usage: gradsync cluster down [--spool DIR]\n"
+           "  removes the --emulated nodes a manager built in DIR/emulated; refused\n"
+           "  while a manager serves the spool (stop it first: its jobs run there)\n"
+           "  --spool DIR  the manager's spool (default $GRADSYNC_SPOOL, else\n"
+           "               /tmp/gradsync-cluster-UID)\n");
+    return 0;
+  }
   int i = client_opts("cluster down", argc, argv, spool, sizeof spool, NULL, 1);
   if (i < 0) return 2;
   if (i != argc) {
@@ -530,6 +553,15 @@ static int cmd_down(int argc, char **argv) {
     return 2;
   }
   if (snprintf(dir, sizeof dir, "%s/emulated", spool) >= (int)sizeof dir) return 2;
+  int mpid = 0;
+  if (gs_cluster_manager_running(spool, &mpid)) {
+    char who[32] = "";
+    if (mpid > 0) snprintf(who, sizeof who, " (pid %d)", mpid);
+    cli_error("cluster down", "a cluster manager%s serves %s (it holds %s/manager.lock): its "
+              "nodes are in use; stop it first (SIGINT or SIGTERM), then run down", who, spool,
+              spool);
+    return 2;
+  }
   char script[PATH_MAX], pidfile[PATH_MAX + 32];
   snprintf(script, sizeof script, "%s/scripts/emulated-hosts.sh", GRADSYNC_SOURCE_DIR);
   /* --node-cpus' groups are named after node 0's sshd (emulated_cpus). */
@@ -888,9 +920,22 @@ int cmd_submit(int argc, char **argv) {
       while (min < pool && !gs_elastic_size_runs(min * slots, (int)ps, gb)) min++;
       if (!seen_max) max = min;
     }
-    int fits = 0;
-    for (int n = min; n <= max && n <= pool && !fits; n++)
-      fits = gs_elastic_size_runs(n * slots, (int)ps, gb);
+    /* Without --global-batch or --scale-lr linear it runs at one size, the
+     * largest of its range that the pool holds (gs_elastic_size_range; the
+     * manager narrows it alike). */
+    v = cli_option_value(args, nargs, "--scale-lr");
+    int resizable = gs_elastic_resizable(gb, v != NULL && strcmp(v, "linear") == 0);
+    int lo, hi, rlo, rhi;
+    int fits = gs_elastic_size_range(min, max < pool ? max : pool, slots, pool, (int)ps, gb,
+                                     resizable, &lo, &hi) == 0;
+    /* Said when one size narrows more than the workers' rule alone. */
+    if (fits && !resizable &&
+        gs_elastic_size_range(min, max, slots, 0, (int)ps, gb, 1, &rlo, &rhi) == 0 &&
+        (lo != rlo || hi != rhi))
+      fprintf(stderr, "gradsync submit: note: the job runs at %d node%s only, not %d to %d: "
+              "without --global-batch or --scale-lr linear its --resume refuses a checkpoint "
+              "from another rank count (add %s to let it resize)\n", hi, hi == 1 ? "" : "s",
+              min, max, ps > 0 ? "--global-batch G" : "--global-batch G or --scale-lr linear");
     if (!fits) {
       char why[160];
       if (ps > 0 && gb > 0)
@@ -931,6 +976,17 @@ int cmd_submit(int argc, char **argv) {
 }
 
 /* ---- jobs, cancel ------------------------------------------------------- */
+
+/* The wall clock to the nanosecond, as the manager stamps its times
+ * (time() would truncate now below a start stamped a moment ago). */
+static double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Seconds from a to b, never negative (another host's clock may be ahead). */
+static double span(double a, double b) { return b > a ? b - a : 0; }
 
 static double jnum(const cJSON *o, const char *k, double dflt) {
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -1055,7 +1111,7 @@ int cmd_jobs(int argc, char **argv) {
   if (!root) return rc;
   const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(root, "jobs");
   const cJSON *j;
-  double now = (double)time(NULL);
+  double now = wall_now();
   if (!json)
     printf("%4s  %-14s %-10s %-9s %4s %5s %8s %7s %8s %9s %7s %7s  %-18s %s\n", "ID", "NAME",
            "USER", "STATE", "SIZE", "MIN:MAX", "PROGRESS", "RESIZES", "RESTARTS", "RESTART_S",
@@ -1076,9 +1132,9 @@ int cmd_jobs(int argc, char **argv) {
     snprintf(mm, sizeof mm, "%.0f:%.0f", jnum(j, "min", 0), jnum(j, "max", 0));
     if (prog >= 0) snprintf(pr, sizeof pr, "%.0f%%", 100 * prog);
     else snprintf(pr, sizeof pr, "-");
-    if (sub > 0) snprintf(wait, sizeof wait, "%.0f", (st > 0 ? st : en > 0 ? en : now) - sub);
+    if (sub > 0) snprintf(wait, sizeof wait, "%.0f", span(sub, st > 0 ? st : en > 0 ? en : now));
     else snprintf(wait, sizeof wait, "-");
-    if (st > 0) snprintf(run, sizeof run, "%.0f", (en > 0 ? en : now) - st);
+    if (st > 0) snprintf(run, sizeof run, "%.0f", span(st, en > 0 ? en : now));
     else snprintf(run, sizeof run, "-");
     char nodes[256] = "";
     const cJSON *n, *arr = cJSON_GetObjectItemCaseSensitive(j, "nodes");
@@ -1127,7 +1183,7 @@ static int cmd_nodes(int argc, char **argv) {
       "the hour; --json: one JSON object a node.\n", argc, argv, &json, &rc);
   if (!root) return rc;
   const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
-  double now = (double)time(NULL);
+  double now = wall_now();
   if (!json) printf("%-24s %-8s %5s %5s %6s %s\n", "NODE", "STATE", "SLOTS", "JOB", "LOSSES",
                     "COOL_S");
   const cJSON *n;

@@ -207,6 +207,35 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
       return 2;
     }
   }
+  /* gradsync train without --global-batch or --scale-lr linear keeps its
+   * batch per rank and its --resume refuses a checkpoint from another rank
+   * count: it runs at one size, the largest the given hosts hold
+   * (gs_elastic_size_range, the cluster manager's rule). */
+  int min = o->min, max = o->max;
+  const char *sl = cli_option_value(prog + 1, nprog - 1, "--scale-lr");
+  const char *base = strrchr(prog[0], '/');
+  base = base ? base + 1 : prog[0];
+  if (min < max && nprog > 1 && strncmp(base, "gradsync", 8) == 0 &&
+      strcmp(prog[1], "train") == 0 &&
+      !gs_elastic_resizable(global_batch, sl != NULL && strcmp(sl, "linear") == 0)) {
+    long slots = 0;
+    for (int i = 0; i < o->nhosts; i++) slots += o->hosts[i].slots;
+    int lo, hi;
+    if (o->discover || slots <= 0) {
+      fprintf(stderr, "gradsync run: warning: --elastic %d:%d: the program has neither "
+              "--global-batch nor --scale-lr linear, so its --resume refuses a checkpoint from "
+              "another rank count: a relaunch at another size fails (add --global-batch G or "
+              "--scale-lr linear)\n", min, max);
+    } else if (gs_elastic_size_range(min, max, 1, slots > max ? max : (int)slots,
+                                     (int)servers, global_batch, 0, &lo, &hi) == 0) {
+      fprintf(stderr, "gradsync run: elastic: %d ranks only, not %d to %d: the program has "
+              "neither --global-batch nor --scale-lr linear, so its --resume refuses a "
+              "checkpoint from another rank count (add --global-batch G or --scale-lr linear "
+              "to let it resize)\n", hi, min, max);
+      min = lo;
+      max = hi;
+    }
+  }
   view v = {0};
   if (o->events) {
     v.events = fopen(o->events, "w");
@@ -222,8 +251,8 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
             "starts from the beginning\n");
   gs_elastic_config c;
   memset(&c, 0, sizeof c);
-  c.min_ranks = o->min;
-  c.max_ranks = o->max;
+  c.min_ranks = min;
+  c.max_ranks = max;
   c.first_ranks = o->first;
   c.hosts = o->hosts;
   c.nhosts = o->nhosts;
@@ -244,11 +273,11 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
   c.user = &v;
   if (global_batch > 0 && servers > 0)
     fprintf(stderr, "gradsync run: elastic: sizes %d to %d whose workers (all but the last "
-            "%ld ranks, the servers) divide the program's --global-batch %ld\n", o->min, o->max,
+            "%ld ranks, the servers) divide the program's --global-batch %ld\n", min, max,
             servers, global_batch);
   else if (global_batch > 0)
     fprintf(stderr, "gradsync run: elastic: sizes %d to %d that divide the program's "
-            "--global-batch %ld\n", o->min, o->max, global_batch);
+            "--global-batch %ld\n", min, max, global_batch);
   gs_elastic_result r;
   gs_status st = gs_elastic_run(&c, &r);
   if (v.events) fclose(v.events);

@@ -54,9 +54,9 @@ static int host_name_check(const char *verb, const char *where, const char *name
   return 0;
 }
 
-static int slots_parse(const char *where, const char *s, int *slots) {
+static int slots_parse(const char *verb, const char *where, const char *s, int *slots) {
   if (cli_parse_int(s, 1, HOSTS_MAX_SLOTS, slots) != 0) {
-    cli_error("run", "%s: slots '%s' must be a whole number from 1 to %d", where, s,
+    cli_error(verb, "%s: slots '%s' must be a whole number from 1 to %d", where, s,
               HOSTS_MAX_SLOTS);
     return -1;
   }
@@ -99,19 +99,20 @@ static int hosts_add(const char *verb, run_hosts *h, const char *where, const ch
 }
 
 /* One "HOST" or "HOST:SLOTS" word. */
-static int host_word(run_hosts *h, const char *where, char *word, int line, int *slots_out) {
+static int host_word(const char *verb, run_hosts *h, const char *where, char *word, int line,
+                     int *slots_out) {
   char *colon = strchr(word, ':');
   int slots = 1;
   if (colon) {
     *colon = '\0';
-    if (slots_parse(where, colon + 1, &slots) != 0) return -1;
+    if (slots_parse(verb, where, colon + 1, &slots) != 0) return -1;
   }
-  if (host_name_check("run", where, word) != 0) return -1;
+  if (host_name_check(verb, where, word) != 0) return -1;
   if (slots_out) {
     *slots_out = colon ? slots : 0; /* 0: the line may still say slots=N */
     return 0;
   }
-  return hosts_add("run", h, where, word, slots, line);
+  return hosts_add(verb, h, where, word, slots, line);
 }
 
 int run_hosts_parse(const char *list, run_hosts *h) {
@@ -139,7 +140,7 @@ int run_hosts_parse(const char *list, run_hosts *h) {
                 entry + 1, list);
       rc = -1;
     } else {
-      rc = host_word(h, where, p, 0, NULL);
+      rc = host_word("run", h, where, p, 0, NULL);
     }
     if (!comma) break;
     p = comma + 1;
@@ -151,32 +152,37 @@ int run_hosts_parse(const char *list, run_hosts *h) {
 
 /* One hostfile line, its comment already cut: blank, or HOST[:N] followed
  * by at most one slots=N. */
-static int hostfile_line(run_hosts *h, const char *path, int line, char *text) {
+static int hostfile_line(const char *verb, const char *opt, run_hosts *h, const char *path,
+                         int line, char *text) {
   char where[PATH_MAX + 32];
-  snprintf(where, sizeof where, "--hostfile %s:%d", path, line);
+  snprintf(where, sizeof where, "%s %s:%d", opt, path, line);
   char *save = NULL, *host = strtok_r(text, " \t\r\v\f", &save);
   if (!host) return 0;
   int slots = 0;
-  if (host_word(h, where, host, line, &slots) != 0) return -1;
+  if (host_word(verb, h, where, host, line, &slots) != 0) return -1;
   for (char *w; (w = strtok_r(NULL, " \t\r\v\f", &save));) {
     if (strncmp(w, "slots=", 6) != 0) {
-      cli_error("run", "%s: unexpected '%s'; a line is HOST, HOST slots=N or HOST:N", where, w);
+      cli_error(verb, "%s: unexpected '%s'; a line is HOST, HOST slots=N or HOST:N", where, w);
       return -1;
     }
     if (slots > 0) {
-      cli_error("run", "%s: the slots of '%s' are given twice", where, host);
+      cli_error(verb, "%s: the slots of '%s' are given twice", where, host);
       return -1;
     }
-    if (slots_parse(where, w + 6, &slots) != 0) return -1;
+    if (slots_parse(verb, where, w + 6, &slots) != 0) return -1;
   }
-  return hosts_add("run", h, where, host, slots > 0 ? slots : 1, line);
+  return hosts_add(verb, h, where, host, slots > 0 ? slots : 1, line);
 }
 
 int run_hosts_read(const char *path, run_hosts *h) {
+  return run_hosts_read_as("run", "--hostfile", path, h);
+}
+
+int run_hosts_read_as(const char *verb, const char *opt, const char *path, run_hosts *h) {
   memset(h, 0, sizeof *h);
   FILE *f = fopen(path, "r");
   if (!f) {
-    cli_error("run", "--hostfile %s: cannot read it: %s", path, strerror(errno));
+    cli_error(verb, "%s %s: cannot read it: %s", opt, path, strerror(errno));
     return -1;
   }
   char *buf = NULL;
@@ -185,7 +191,7 @@ int run_hosts_read(const char *path, run_hosts *h) {
   for (ssize_t n; rc == 0 && (n = getline(&buf, &cap, f)) >= 0;) {
     line++;
     if (memchr(buf, '\0', (size_t)n)) {
-      cli_error("run", "--hostfile %s:%d: a NUL byte: not a text file", path, line);
+      cli_error(verb, "%s %s:%d: a NUL byte: not a text file", opt, path, line);
       rc = -1;
       break;
     }
@@ -193,21 +199,21 @@ int run_hosts_read(const char *path, run_hosts *h) {
     if (hash) *hash = '\0';
     char *nl = strchr(buf, '\n');
     if (nl) *nl = '\0';
-    rc = hostfile_line(h, path, line, buf);
+    rc = hostfile_line(verb, opt, h, path, line, buf);
   }
   if (rc == 0 && ferror(f)) {
-    cli_error("run", "--hostfile %s: cannot read it: %s", path, strerror(errno));
+    cli_error(verb, "%s %s: cannot read it: %s", opt, path, strerror(errno));
     rc = -1;
   }
   free(buf);
   fclose(f);
   if (rc == 0 && line == 0) {
-    cli_error("run", "--hostfile %s: the file is empty; a line is HOST, HOST slots=N or HOST:N",
+    cli_error(verb, "%s %s: the file is empty; a line is HOST, HOST slots=N or HOST:N", opt,
               path);
     rc = -1;
   } else if (rc == 0 && h->n == 0) {
-    cli_error("run", "--hostfile %s: no hosts in it (%d line%s of comments or blanks); a line "
-              "is HOST, HOST slots=N or HOST:N", path, line, line == 1 ? "" : "s");
+    cli_error(verb, "%s %s: no hosts in it (%d line%s of comments or blanks); a line "
+              "is HOST, HOST slots=N or HOST:N", opt, path, line, line == 1 ? "" : "s");
     rc = -1;
   }
   if (rc != 0) run_hosts_free(h);

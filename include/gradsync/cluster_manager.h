@@ -177,7 +177,13 @@ int gs_cluster_pool(const char *spool, int *nodes, int *slots, char *policy, siz
 int gs_cluster_submit(const char *spool, const gs_cluster_submission *s, int *id, char *err,
                       size_t errlen);
 
-/* Requests: cancel job id; drain (1) or return (0) a node. 0, or -1. */
+/* 1 when a manager serves spool now (it holds SPOOL/manager.lock), with
+ * *pid its process id from pool.json (0 when unknown; pid may be NULL);
+ * 0 when none does. */
+int gs_cluster_manager_running(const char *spool, int *pid);
+
+/* Requests: cancel job id; drain (1) or return (0) a node, which must be
+ * in the pool (-1 with err naming the pool's nodes otherwise). 0, or -1. */
 int gs_cluster_cancel(const char *spool, int id, char *err, size_t errlen);
 int gs_cluster_drain(const char *spool, const char *node, int drain, char *err, size_t errlen);
 

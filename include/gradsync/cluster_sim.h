@@ -134,6 +134,9 @@ void gs_csim_defaults(gs_csim_opts *o);
 
 typedef struct gs_csim_result {
   int jobs, done;             /* jobs in the workload, jobs that finished */
+  char unfinished[512];       /* the names of the jobs - done that never finished
+                                 (none could run them after a node loss),
+                                 comma-separated, "and N more" past the room */
   double makespan_s;          /* last completion - first submission */
   double jct_mean_s, jct_p50_s, jct_p99_s;
   double util;                /* allocated node-seconds / the pool's node-seconds over

@@ -160,6 +160,22 @@ void gs_elastic_result_free(gs_elastic_result *res);
  * only such sizes (ranks = nodes * slots). */
 int gs_elastic_size_runs(int ranks, int fixed_ranks, long global_batch);
 
+/* 1 when a gradsync train job may change its rank count between launches:
+ * it has a global batch (global_batch > 0) or scales its learning rate
+ * with its ranks (--scale-lr linear). Without either it keeps its batch per
+ * rank and its --resume refuses a checkpoint from another rank count, so it
+ * runs at one size only. */
+int gs_elastic_resizable(long global_batch, int scale_lr_linear);
+
+/* The sizes from min to max units of `unit` ranks each that a gradsync
+ * train job runs on (gs_elastic_size_runs), into *lo and *hi: the smallest
+ * and the largest such. A job that is not resizable (gs_elastic_resizable)
+ * gets one size, the largest of them that `cap` units hold (cap <= 0: no
+ * cap). -1 when no size runs (and, for a fixed-size job, fits the cap).
+ * Submit, the cluster manager and the supervisor share this rule. */
+int gs_elastic_size_range(int min, int max, int unit, int cap, int fixed_ranks,
+                          long global_batch, int resizable, int *lo, int *hi);
+
 #ifdef __cplusplus
 }
 #endif

@@ -774,6 +774,24 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
   }
   r->jobs = nj;
   r->done = nd;
+  /* The jobs that never finished (stranded by a node loss: above the pool
+   * left), named so that their absence from the JCTs is seen. */
+  size_t uw = 0;
+  int named = 0;
+  r->unfinished[0] = '\0';
+  for (int j = 0; j < nj; j++) {
+    if (s.js[j].done) continue;
+    const char *nm = w->jobs[j].name[0] ? w->jobs[j].name : "?";
+    size_t room = sizeof r->unfinished - uw;
+    if (room > strlen(nm) + 20) {
+      int k = snprintf(r->unfinished + uw, room, "%s%s", uw ? ", " : "", nm);
+      if (k > 0) uw += (size_t)k;
+      named++;
+    } else {
+      snprintf(r->unfinished + uw, room, " and %d more", nj - nd - named);
+      break;
+    }
+  }
   r->makespan_s = last_end - t0;
   if (nd > 0) {
     double sum = 0;

@@ -858,6 +858,16 @@ static int job_size_runs(const job *j, int nodes, int slots) {
   return gs_elastic_size_runs(nodes * slots, job_servers(j), job_global_batch(j));
 }
 
+/* 1 when the job may change size between launches: an --exec job, or a
+ * train job with a --global-batch or --scale-lr linear (gs_elastic_resizable);
+ * any other keeps its batch per rank and its --resume refuses a checkpoint
+ * from another rank count, so it runs at one size. */
+static int job_resizable(const job *j) {
+  if (j->exec) return 1;
+  const char *v = arg_value(j, "--scale-lr");
+  return gs_elastic_resizable(job_global_batch(j), v != NULL && strcmp(v, "linear") == 0);
+}
+
 /* What the job's sizes need, for messages: "a worker beside its --ps 1
  * server and workers that divide its --global-batch 48". */
 static void size_rule(const job *j, char *out, size_t len) {
@@ -1278,7 +1288,10 @@ static int attempt_ended(mgr *m, job *j, int status) {
   }
   if (j->state != J_QUEUED) j->end_t = now;
   memset(j->assigned, 0, (size_t)m->nnode);
-  mlog(m, "job %d: %s (%s)", j->id, state_name[j->state], j->message);
+  /* The message only where it says more than the state ("done", "cancelled"). */
+  int plain = !j->message[0] || strcmp(j->message, state_name[j->state]) == 0;
+  mlog(m, "job %d: %s%s%s%s", j->id, state_name[j->state], plain ? "" : " (",
+       plain ? "" : j->message, plain ? "" : ")");
   m->replan = 1;
   return save_job(m, j);
 }
@@ -1420,19 +1433,35 @@ static int take_request(mgr *m, const cJSON *r) {
        * rule, gs_elastic_size_runs): its sizes become the smallest and the
        * largest such, so that it can start at its minimum and nodes given
        * to it are used. */
-      int lo = j->min, top = j->max;
-      while (lo <= top && !job_size_runs(j, lo, slots)) lo++;
-      while (top >= lo && !job_size_runs(j, top, slots)) top--;
+      /* A train job without --global-batch or --scale-lr linear runs at
+       * one size, the largest of its range the pool holds (its --resume
+       * refuses a checkpoint from another rank count). */
+      int lo = 0, top = 0, rlo = 0, rtop = 0, resizable = job_resizable(j);
+      int ps = job_servers(j);
+      long gb = job_global_batch(j);
       char rule[128];
       size_rule(j, rule, sizeof rule);
-      if (lo > top) {
+      if (gs_elastic_size_range(j->min, j->max, slots, m->nnode, ps, gb, resizable, &lo,
+                                &top) != 0) {
         j->state = J_FAILED;
         j->end_t = spool_wall_s();
         snprintf(j->message, sizeof j->message, "no size from %d to %d nodes (%d rank%s "
-                 "each) gives it %s", j->min, j->max, slots, slots == 1 ? "" : "s", rule);
+                 "each) gives it %s%s", j->min, j->max, slots, slots == 1 ? "" : "s", rule,
+                 resizable ? "" : " on the pool");
       } else if (lo != j->min || top != j->max) {
-        mlog(m, "job %d: %d to %d nodes, not %d to %d: it needs %s", j->id, lo, top, j->min,
-             j->max, rule);
+        /* What the workers' rule alone gives, and what one size adds. */
+        gs_elastic_size_range(j->min, j->max, slots, 0, ps, gb, 1, &rlo, &rtop);
+        int needs = rlo != j->min || rtop != j->max;
+        int fixed = lo != rlo || top != rtop;
+        char why[400];
+        snprintf(why, sizeof why, "%s%s%s%s%s", needs ? "it needs " : "", needs ? rule : "",
+                 needs && fixed ? "; " : "", fixed ? "it runs at one size (without "
+                 "--global-batch or --scale-lr linear its --resume refuses a checkpoint from "
+                 "another rank count; add " : "", !fixed ? "" : ps > 0 ? "--global-batch G "
+                 "to let it resize)" : "--global-batch G or --scale-lr linear to let it "
+                 "resize)");
+        mlog(m, "job %d: %d to %d nodes, not %d to %d: %s", j->id, lo, top, j->min, j->max,
+             why);
         j->min = lo;
         j->max = top;
       }
@@ -1478,7 +1507,8 @@ static int take_request(mgr *m, const cJSON *r) {
   if ((strcmp(op, "drain") == 0 || strcmp(op, "resume") == 0) && str(r, "node")) {
     int k = node_find(m, str(r, "node"));
     if (k < 0) {
-      mlog(m, "request to %s unknown node %s: ignored", op, str(r, "node"));
+      mlog(m, "request to %s unknown node %s: ignored", op[0] == 'd' ? "drain" : "undrain",
+           str(r, "node"));
       return 0;
     }
     m->node[k].drained = op[0] == 'd';
@@ -2201,11 +2231,31 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
     if (m.mux[0]) snprintf(m.mux, sizeof m.mux, "%s/mux/%%C", m.spool);
   }
   snprintf(path, sizeof path, "%s/manager.lock", m.spool);
+  struct stat sst;
+  if (stat(m.spool, &sst) == 0 && !S_ISDIR(sst.st_mode)) {
+    snprintf(err, errlen, "spool %s: not a directory (give a directory, or a path that does "
+             "not exist yet)", m.spool);
+    return 2;
+  }
   int lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) != 0) {
-    snprintf(err, errlen, "spool %s: another manager serves it (its lock %s is held)", m.spool,
-             path);
-    if (lock >= 0) close(lock);
+  if (lock < 0) {
+    snprintf(err, errlen, "spool %s: cannot open its lock %s: %s", m.spool, path,
+             strerror(errno));
+    return 2;
+  }
+  if (flock(lock, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    int pid = 0;
+    if (e == EWOULDBLOCK) {
+      gs_cluster_manager_running(m.spool, &pid);
+      char who[32] = "";
+      if (pid > 0) snprintf(who, sizeof who, " by pid %d", pid);
+      snprintf(err, errlen, "spool %s: another manager serves it (its lock %s is held%s)",
+               m.spool, path, who);
+    } else {
+      snprintf(err, errlen, "spool %s: cannot lock %s: %s", m.spool, path, strerror(e));
+    }
+    close(lock);
     return 2;
   }
   m.node = gs_calloc((size_t)c.nnodes, sizeof *m.node);

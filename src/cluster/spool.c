@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -220,9 +221,46 @@ int gs_cluster_cancel(const char *spool, int id, char *err, size_t errlen) {
   return rc;
 }
 
+int gs_cluster_manager_running(const char *spool, int *pid) {
+  char path[PATH_MAX + 16];
+  snprintf(path, sizeof path, "%s/manager.lock", spool);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  /* A shared lock fails only while the manager holds its exclusive one. */
+  int held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close(fd);
+  if (held && pid) {
+    cJSON *j = read_pool(spool);
+    const cJSON *p = j ? cJSON_GetObjectItemCaseSensitive(j, "manager_pid") : NULL;
+    *pid = cJSON_IsNumber(p) ? (int)p->valuedouble : 0;
+    cJSON_Delete(j);
+  }
+  return held;
+}
+
 int gs_cluster_drain(const char *spool, const char *node, int drain, char *err, size_t errlen) {
   int nodes;
   if (gs_cluster_pool(spool, &nodes, NULL, NULL, 0, err, errlen) != 0) return -1;
+  /* A node the pool does not hold is refused here (the manager would
+   * ignore the request): its names are in pool.json. */
+  cJSON *pj = read_pool(spool);
+  const cJSON *list = pj ? cJSON_GetObjectItemCaseSensitive(pj, "nodes") : NULL, *e;
+  int found = 0;
+  char names[512] = "";
+  size_t w = 0;
+  cJSON_ArrayForEach(e, list) {
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name");
+    if (!cJSON_IsString(nm)) continue;
+    found |= strcasecmp(nm->valuestring, node) == 0;
+    int k = snprintf(names + w, sizeof names - w, "%s%s", w ? ", " : "", nm->valuestring);
+    if (k > 0 && (size_t)k < sizeof names - w) w += (size_t)k;
+  }
+  cJSON_Delete(pj);
+  if (!found) {
+    snprintf(err, errlen, "no node '%s' in the pool of %s (its nodes: %s)", node, spool,
+             names[0] ? names : "none");
+    return -1;
+  }
   cJSON *r = cJSON_CreateObject();
   cJSON_AddStringToObject(r, "op", drain ? "drain" : "resume");
   cJSON_AddStringToObject(r, "node", node);

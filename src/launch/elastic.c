@@ -172,6 +172,23 @@ int gs_elastic_size_runs(int ranks, int fixed_ranks, long global_batch) {
   return global_batch <= 0 || global_batch % (ranks - fixed_ranks) == 0;
 }
 
+int gs_elastic_resizable(long global_batch, int scale_lr_linear) {
+  return global_batch > 0 || scale_lr_linear;
+}
+
+int gs_elastic_size_range(int min, int max, int unit, int cap, int fixed_ranks,
+                          long global_batch, int resizable, int *lo, int *hi) {
+  int a = min, b = max;
+  if (!resizable && cap > 0 && b > cap) b = cap;
+  while (a <= b && !gs_elastic_size_runs(a * unit, fixed_ranks, global_batch)) a++;
+  while (b >= a && !gs_elastic_size_runs(b * unit, fixed_ranks, global_batch)) b--;
+  if (a > b) return -1;
+  if (!resizable) a = b;
+  *lo = a;
+  *hi = b;
+  return 0;
+}
+
 /* The largest size that fits: at most the slots and max_ranks, more than
  * the fixed ranks, and with trainers (the ranks less the fixed ones) that
  * divide the global batch when there is one. 0 when none does. */

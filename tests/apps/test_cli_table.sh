@@ -316,7 +316,7 @@ t 2 "--tables and --ranks are required" shard --tables kaggle
 t 2 "--per-node 3 does not divide --ranks 8" shard --tables kaggle --ranks 8 --per-node 3
 t 2 "expected auto, tw, rw, cw, twrw or dp" shard --tables kaggle --ranks 4 --sharding row
 t 2 "no such preset" shard --tables nope --ranks 4
-t 2 "table 0: expected a name, rows" shard --tables "$tmp/badtables.json" --ranks 4
+t 2 "table 0 ('a'): \"rows\" is 0; expected a whole number" shard --tables "$tmp/badtables.json" --ranks 4
 t 2 "--scale '2' must be" shard --tables kaggle --ranks 4 --scale 2
 t 2 "--lookup 'x'" shard --tables kaggle --ranks 4 --lookup x
 t 2 "expected A,B[,G[,AH,BH,C,GM[,AR,BR,GH]]]" shard --tables kaggle --ranks 4 --lookup 1e-8,1e-10,-1

@@ -77,6 +77,19 @@ grep -q '"commit_work":100,"discover_every_s":1,"launch_delay_s":0,' "$tmp/out" 
 t 0 "resizes at commits every 100 work, discovery every 0.5 s, launch after 1 s" $sim \
   --workload "$tmp/wm.csv" --tables "$tmp/speeds.csv" --nodes 2 --policy dorm --commit-work 100 \
   --discover-every 0.5 --launch-delay 1
+# A job that can never run after a node loss (A needs both nodes) is
+# counted and named, not dropped from the table unseen.
+printf 'name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,200,2,2\nB,1,m,1,100,1,1\n' \
+  > "$tmp/ws.csv"
+t 0 '"done":1,"unfinished":1,"unfinished_jobs":"A",' $sim --workload "$tmp/ws.csv" \
+  --tables "$tmp/speeds.csv" --nodes 2 --node-loss 5:1 --policy static --json
+grep -q 'warning: policy static: 1 of 2 jobs never finished.*: A$' "$tmp/err" &&
+  ok "--node-loss: a stranded job named in a warning" || bad "stranded job: $(cat "$tmp/err")"
+t 0 "" $sim --workload "$tmp/ws.csv" --tables "$tmp/speeds.csv" --nodes 2 --node-loss 5:1 \
+  --policy static
+awk '$1 == "policy" && $3 == "never" { h = 1 } h && $1 == "static" && $2 == 1 && $3 == 1 { r = 1 }
+     END { exit !r }' "$tmp/out" && ok "the table's never column: 1" ||
+  bad "the table's never column: $(cat "$tmp/out")"
 t 0 "usage: gradsync cluster simulate" $sim --help
 t 0 "usage: gradsync cluster simulate" cluster --help
 t 0 "gradsync cluster serve" cluster --help
@@ -88,6 +101,8 @@ t 2 "--nodes is required" $sim --workload "$tmp/w.csv"
 t 2 "--nodes: expected an integer from 1" $sim --workload "$tmp/w.csv" --nodes 0
 t 2 "unknown policy 'fifo'" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --policy fifo
 t 2 "needs a speed table" $sim --workload "$tmp/w.csv" --nodes 2
+t 2 "--tables: cannot read the speed table '$tmp/none.csv'" $sim --workload "$tmp/w.csv" \
+  --tables "$tmp/none.csv" --nodes 2
 printf 'name,time,model,gpus,samples\nA,0,m,2,200\n' > "$tmp/cols.csv"
 t 2 "cols.csv:1: no column 'nodes'" $sim --workload "$tmp/cols.csv" --tables "$tmp/speeds.csv" --nodes 2
 printf 'name,time,model,nodes,samples\nA,0,m,2,-5\n' > "$tmp/neg.csv"

@@ -103,9 +103,11 @@ wait_for 300 is_state "$J1" done || fail "job 1 did not finish: $(state "$J1")"
 # A third job of job 2's kind (another length and seed): --share-speeds
 # starts it from job 2's measured speeds. Its --max 3 is beyond the pool
 # (its curve stops at the pool's 2: until 2026-11-30 the manager wrote a
-# measured job's curve up to --max, past the end of its arrays).
+# measured job's curve up to --max, past the end of its arrays); --scale-lr
+# linear lets it change size, so that its range is kept (without it, it
+# would run at the pool's 2 only).
 J3=$("$G" submit --spool "$spool" --min 1 --max 3 --name third -- --model mlp \
-  --synthetic 2048 --batch 32 --epochs 2 --seed 3 --commit-every 16 --json) ||
+  --synthetic 2048 --batch 32 --epochs 2 --seed 3 --commit-every 16 --scale-lr linear --json) ||
   fail "job 3 refused: $J3"
 if wait_for 60 grep -q "job $J3: starts from job $J2's speeds" "$log" &&
    ! grep -q "job $J2: starts from" "$log"; then
