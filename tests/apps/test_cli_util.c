@@ -30,11 +30,16 @@ static void test_parse_bytes(void **state) {
   assert_int_equal(cli_parse_bytes("0", &v), 0);
   assert_int_equal(v, 0);
   v = 7;
-  const char *bad[] = {"", " 4K", "+4K", "-4K", "4Q", "4KX", "K", "4 K", "1.5M",
-                       "99999999999999999999", "17179869184G", "04K", "0x10"};
+  const char *bad[] = {"", " 4K", "+4K", "-4K", "4Q", "4KX", "K", "4 K", "1.5M", "04K", "0x10"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     assert_int_equal(cli_parse_bytes(bad[i], &v), -1);
     assert_int_equal(v, 7); /* untouched on failure */
+  }
+  /* A size, but too large: -2, so that the message can say so. */
+  const char *big[] = {"99999999999999999999", "17179869184G", "99999999999G"};
+  for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+    assert_int_equal(cli_parse_bytes(big[i], &v), -2);
+    assert_int_equal(v, 7);
   }
   assert_int_equal(cli_parse_bytes(NULL, &v), -1);
 }
