@@ -88,7 +88,8 @@ typedef struct job {
   int preempt;                    /* stop asked to give all nodes back */
   int status;                     /* the supervisor's exit status at the end */
   char message[256];
-  /* not journaled: what the current attempt's events say */
+  /* not journaled: what the current attempt's events say (progress, commit
+   * and rate are, once the job has ended: job_record) */
   long ev_off;
   char *actual;                   /* the nodes of the current launch */
   char *left_out;                 /* nodes its supervisor left out for good
@@ -99,8 +100,8 @@ typedef struct job {
   double progress;
   char commit[64];                /* "epoch E, sample S" */
   double term_t;                  /* when SIGTERM went to the keeper's group */
-  /* Measured speed (not journaled: measured again after a restart of the
-   * manager): rate[n] the job's samples/s on n nodes (0: never measured),
+  /* Measured speed (journaled only once the job ended: a running job's is
+   * measured again after a restart of the manager): rate[n] the job's samples/s on n nodes (0: never measured),
    * from two commits of one launch; curve[0..max] fitted to them for the
    * goodput policy (gs_cluster_speed_fit). */
   double *rate, *curve;
@@ -397,6 +398,19 @@ static cJSON *job_record(const mgr *m, const job *j) {
   cJSON_AddBoolToObject(o, "timeout", j->timeout);
   cJSON_AddNumberToObject(o, "status", j->status);
   cJSON_AddStringToObject(o, "message", j->message);
+  if (j->state >= J_DONE) {
+    /* What `gradsync jobs` shows of an ended job, measured while it ran:
+     * nothing measures it again after a restart of the manager. */
+    if (j->progress >= 0) cJSON_AddNumberToObject(o, "progress", j->progress);
+    if (j->commit[0]) cJSON_AddStringToObject(o, "commit", j->commit);
+    cJSON *sp = cJSON_AddObjectToObject(o, "speed");
+    for (int q = 1; q <= m->nnode; q++)
+      if (j->rate[q] > 0) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", q);
+        cJSON_AddNumberToObject(sp, key, j->rate[q]);
+      }
+  }
   cJSON_AddNumberToObject(r, "t", spool_wall_s());
   return r;
 }
@@ -462,6 +476,16 @@ static void job_apply(mgr *m, const cJSON *o) {
   j->timeout = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "timeout"));
   if (num(o, "status", &v) == 0) j->status = (int)v;
   if ((s = str(o, "message"))) snprintf(j->message, sizeof j->message, "%s", s);
+  /* an ended job's progress, last commit and speeds (job_record) */
+  if (num(o, "progress", &v) == 0 && v >= 0) j->progress = v;
+  if ((s = str(o, "commit"))) snprintf(j->commit, sizeof j->commit, "%s", s);
+  const cJSON *sp = cJSON_GetObjectItemCaseSensitive(o, "speed"), *e;
+  if (!cJSON_IsObject(sp)) sp = NULL;
+  cJSON_ArrayForEach(e, sp) {
+    int q = e->string ? atoi(e->string) : 0;
+    if (q >= 1 && q <= m->nnode && cJSON_IsNumber(e) && e->valuedouble > 0)
+      j->rate[q] = e->valuedouble; /* a size no longer in the pool is dropped */
+  }
   j->dirty = 1;
 }
 
@@ -1230,7 +1254,7 @@ static int job_resizes(const job *j) { return j->resizes_base + j->ev_resizes; }
 
 /* The attempt ended with status (the keeper's record): done, failed,
  * cancelled, queued again (preempted), or relaunched. */
-static int attempt_ended(mgr *m, job *j, int status) {
+static int attempt_ended(mgr *m, job *j, int status, double at) {
   read_events(m, j);
   j->restarts_base += j->ev_restarts;
   j->resizes_base += j->ev_resizes;
@@ -1240,7 +1264,10 @@ static int attempt_ended(mgr *m, job *j, int status) {
   j->actual_size = 0;
   memset(j->actual, 0, (size_t)m->nnode);
   j->status = status;
+  /* when it ended: at (its exit file's mtime) when known, as when it ended
+   * while no manager was watching, else now */
   double now = spool_wall_s();
+  if (at > 0 && at <= now && at >= j->launch_t) now = at;
   if (j->launch_t > 0 && now > j->launch_t) j->run_s += now - j->launch_t;
   j->launch_t = 0;
   if (j->cancel) {
@@ -1296,7 +1323,9 @@ static int attempt_ended(mgr *m, job *j, int status) {
   return save_job(m, j);
 }
 
-static int read_exit(const mgr *m, const job *j, int *status) {
+/* The current attempt's exit status (the keeper's exit file), and *at when
+ * it was written (its mtime, wall clock). 0, or -1 when there is none. */
+static int read_exit(const mgr *m, const job *j, int *status, double *at) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/jobs/%d/exit.%d", m->spool, j->id, j->attempt);
   char *t = spool_read_file(path, 64);
@@ -1307,6 +1336,9 @@ static int read_exit(const mgr *m, const job *j, int *status) {
   gs_free(t);
   if (!ok) return -1;
   *status = (int)v;
+  struct stat sb;
+  *at = stat(path, &sb) == 0
+            ? (double)sb.st_mtim.tv_sec + (double)sb.st_mtim.tv_nsec * 1e-9 : 0;
   return 0;
 }
 
@@ -1314,17 +1346,18 @@ static int follow(mgr *m, job *j) {
   read_events(m, j);
   read_progress(m, j);
   int status;
-  if (read_exit(m, j, &status) == 0) return attempt_ended(m, j, status);
+  double at;
+  if (read_exit(m, j, &status, &at) == 0) return attempt_ended(m, j, status, at);
   if (!keeper_alive(j)) {
     /* Gone without a word (killed, or the machine restarted): what is left
      * of its session goes first, then the job is relaunched. */
     nap_ms(200);
-    if (read_exit(m, j, &status) == 0) return attempt_ended(m, j, status);
+    if (read_exit(m, j, &status, &at) == 0) return attempt_ended(m, j, status, at);
     session_clear(j->keeper_pid);
     mlog(m, "job %d: its keeper (pid %d) is gone without an exit status", j->id,
          j->keeper_pid);
     snprintf(j->message, sizeof j->message, "its keeper died");
-    return attempt_ended(m, j, 128 + SIGKILL);
+    return attempt_ended(m, j, 128 + SIGKILL, 0);
   }
   if (j->time_limit_s > 0 && !j->timeout && !j->cancel && j->launch_t > 0 &&
       j->run_s + spool_wall_s() - j->launch_t >= j->time_limit_s) {
@@ -2016,6 +2049,7 @@ static char *snapshot_text(mgr *m) {
     if (j->progress >= 0) cJSON_AddNumberToObject(o, "progress", j->progress);
     else cJSON_AddNullToObject(o, "progress");
     if (j->commit[0]) cJSON_AddStringToObject(o, "commit", j->commit);
+    else cJSON_AddNullToObject(o, "commit");
     /* measured samples/s per size, {"2": 812.5, ...} */
     cJSON *sp = cJSON_AddObjectToObject(o, "speed");
     for (int q = 1; q <= m->nnode; q++)
@@ -2057,7 +2091,8 @@ static char *snapshot_text(mgr *m) {
     if (j->end_t > 0) cJSON_AddNumberToObject(o, "end_time", j->end_t);
     else cJSON_AddNullToObject(o, "end_time");
     if (j->state >= J_DONE) cJSON_AddNumberToObject(o, "status", j->status);
-    add_after(o, j);
+    if (j->nafter > 0) add_after(o, j);
+    else cJSON_AddArrayToObject(o, "after"); /* every job has the key (gs_cluster_jobs_json) */
     if (j->time_limit_s > 0) cJSON_AddNumberToObject(o, "time_limit_s", j->time_limit_s);
     else cJSON_AddNullToObject(o, "time_limit_s");
     cJSON_AddNumberToObject(o, "run_s", round((j->run_s + (job_active(j) && j->launch_t > 0
@@ -2162,8 +2197,12 @@ static int recover(mgr *m) {
       close(fd); /* unlocks: no keeper lives */
     }
     int status;
-    if (j->keeper_pid > 0 && read_exit(m, j, &status) == 0) {
-      rc = attempt_ended(m, j, status);
+    double at;
+    if (j->keeper_pid > 0 && read_exit(m, j, &status, &at) == 0) {
+      /* It ended while no manager watched: its last commit, and its end
+       * when its keeper wrote the exit file, not now. */
+      read_progress(m, j);
+      rc = attempt_ended(m, j, status, at);
       continue;
     }
     if (j->keeper_pid > 0) session_clear(j->keeper_pid);

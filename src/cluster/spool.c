@@ -269,12 +269,63 @@ int gs_cluster_drain(const char *spool, const char *node, int drain, char *err, 
   return rc;
 }
 
+/* Copies key of request r into o, or null when r has none. */
+static void copy_key(cJSON *o, const cJSON *r, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(r, key);
+  cJSON_AddItemToObject(o, key, v ? cJSON_Duplicate(v, 1) : cJSON_CreateNull());
+}
+
+/* A submission the manager has not taken yet, with the keys of a job of the
+ * manager's snapshot (snapshot_text in manager.c), in its order: the
+ * submission's own values, null or empty where only a manager knows. */
+static cJSON *pending_job(const char *spool, const cJSON *r, int served) {
+  cJSON *o = cJSON_CreateObject();
+  copy_key(o, r, "id");
+  copy_key(o, r, "name");
+  copy_key(o, r, "user");
+  if (cJSON_GetObjectItemCaseSensitive(r, "account")) copy_key(o, r, "account");
+  cJSON_AddStringToObject(o, "state", "queued");
+  copy_key(o, r, "min");
+  copy_key(o, r, "max");
+  copy_key(o, r, "weight");
+  cJSON_AddNumberToObject(o, "size", 0);
+  cJSON_AddNumberToObject(o, "running_ranks", 0);
+  cJSON_AddArrayToObject(o, "nodes");
+  cJSON_AddNullToObject(o, "progress");
+  cJSON_AddNullToObject(o, "commit");
+  cJSON_AddObjectToObject(o, "speed");
+  cJSON_AddNullToObject(o, "restart_s");
+  cJSON_AddObjectToObject(o, "restart_s_by_size");
+  cJSON_AddNumberToObject(o, "resizes", 0);
+  cJSON_AddNumberToObject(o, "restarts", 0);
+  cJSON_AddNumberToObject(o, "attempts", 0);
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(r, "time");
+  if (cJSON_IsNumber(t)) cJSON_AddNumberToObject(o, "submit_time", t->valuedouble);
+  else cJSON_AddNullToObject(o, "submit_time");
+  cJSON_AddNullToObject(o, "start_time");
+  cJSON_AddNullToObject(o, "end_time");
+  const cJSON *af = cJSON_GetObjectItemCaseSensitive(r, "after");
+  cJSON_AddItemToObject(o, "after", cJSON_IsArray(af) ? cJSON_Duplicate(af, 1)
+                                                      : cJSON_CreateArray());
+  copy_key(o, r, "time_limit_s");
+  cJSON_AddNumberToObject(o, "run_s", 0);
+  cJSON_AddStringToObject(o, "message", served ? "submitted; the manager has not taken it yet"
+                                               : "submitted; no manager has taken it yet");
+  const cJSON *id = cJSON_GetObjectItemCaseSensitive(r, "id");
+  char real[PATH_MAX], dir[PATH_MAX + 32];
+  if (!realpath(spool, real)) snprintf(real, sizeof real, "%s", spool);
+  snprintf(dir, sizeof dir, "%s/jobs/%d", real, cJSON_IsNumber(id) ? id->valueint : 0);
+  cJSON_AddStringToObject(o, "dir", dir);
+  return o;
+}
+
 char *gs_cluster_jobs_json(const char *spool, char *err, size_t errlen) {
   int nodes;
   if (gs_cluster_pool(spool, &nodes, NULL, NULL, 0, err, errlen) != 0) return NULL;
   /* Submissions the manager has not taken yet, read before its snapshot:
    * the manager removes a request only after a snapshot that holds its job
    * (take_requests), so a job is in one or the other whenever we look. */
+  int served = gs_cluster_manager_running(spool, NULL);
   cJSON *pending = cJSON_CreateArray();
   char dir[PATH_MAX];
   snprintf(dir, sizeof dir, "%s/incoming", spool);
@@ -310,15 +361,7 @@ char *gs_cluster_jobs_json(const char *spool, char *err, size_t errlen) {
       dup |= cJSON_IsNumber(rid) && cJSON_IsNumber(kid) && kid->valueint == rid->valueint;
     }
     if (dup) continue;
-    cJSON *o = cJSON_CreateObject();
-    const char *keys[] = {"id", "name", "user", "min", "max", "weight"};
-    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-      cJSON *v = cJSON_GetObjectItemCaseSensitive(r, keys[k]);
-      if (v) cJSON_AddItemToObject(o, keys[k], cJSON_Duplicate(v, 1));
-    }
-    cJSON_AddStringToObject(o, "state", "queued");
-    cJSON_AddNumberToObject(o, "size", 0);
-    cJSON_AddItemToArray(jobs, o);
+    cJSON_AddItemToArray(jobs, pending_job(spool, r, served));
   }
   cJSON_Delete(pending);
   char *out = cJSON_PrintUnformatted(j);

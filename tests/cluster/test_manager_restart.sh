@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# What the cluster manager keeps of jobs across a SIGKILL and a restart,
+# and the listing of submissions no manager has taken yet, with stand-in
+# jobs on three local "nodes" (127.0.1.1-3, fake_mpirun.sh):
+#  - an ended job's progress, last commit and measured speeds are journaled
+#    when it ends: `jobs --json` shows the same after the manager is killed
+#    and started again (until 2026-12-01 they came back null and {});
+#  - a job that ends while no manager runs gets its keeper's exit file's
+#    time as its end, not the restart's, and its run_s stops there (it was
+#    the restart's time: run_s 19.7 s for a job of 10.7 s);
+#  - a submission no manager has taken yet is listed with the keys of every
+#    other job (nodes, submit_time, after, time_limit_s, run_s, message,
+#    dir, ...), its own values, and a message that says why it waits.
+# usage: test_manager_restart.sh GRADSYNC      Exit status: 0 pass, 1 fail.
+set -u
+G=${1:?usage: test_manager_restart.sh GRADSYNC}
+G=$(cd "$(dirname "$G")" && pwd)/$(basename "$G")
+HERE=$(cd "$(dirname "$0")" && pwd)
+JOB=$HERE/fake_job.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset GRADSYNC_SPOOL
+failures=0
+scratch=$(mktemp -d)
+spool=$scratch/spool
+log=$scratch/serve.log
+err=$scratch/err
+serve_pid=
+# shellcheck source=tests/cluster/keepers.sh
+. "$(dirname "$0")/keepers.sh"
+cleanup() {
+  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null
+  stop_keepers "$spool"
+  sleep 0.3
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT HUP
+
+pass() { echo "ok    $*"; }
+fail() {
+  echo "FAIL  $*"
+  sed 's/^/      | /' "$err" 2>/dev/null | tail -15
+  sed 's/^/      log | /' "$log" 2>/dev/null | tail -25
+  failures=$((failures + 1))
+}
+
+printf '127.0.1.1\n127.0.1.2\n127.0.1.3\n' >"$scratch/nodes"
+serve() {
+  "$G" cluster serve --nodes "$scratch/nodes" --spool "$spool" --interval 1 \
+    --mpirun "$HERE/fake_mpirun.sh" "$@" >>"$log" 2>&1 &
+  serve_pid=$!
+  for _ in $(seq 1 50); do [ -f "$spool/pool.json" ] && return 0; sleep 0.1; done
+  return 1
+}
+submit() { "$G" submit --spool "$spool" "$@" 2>"$err"; }
+line() { "$G" jobs --spool "$spool" --json | grep "\"id\":$1,"; }
+state() { line "$1" | sed -E 's/.*"state":"([^"]*)".*/\1/'; }
+# field ID KEY: a job's value of KEY in `jobs --json` (python3: objects too)
+field() {
+  line "$1" | python3 -c 'import json, sys
+print(json.dumps(json.loads(sys.stdin.read())[sys.argv[1]], sort_keys=True))' "$2"
+}
+wait_state() { # ID STATE SECONDS
+  for _ in $(seq 1 $(($3 * 10))); do [ "$(state "$1")" = "$2" ] && return 0; sleep 0.1; done
+  return 1
+}
+
+serve || { fail "the manager did not start"; exit 1; }
+
+echo "== an ended job's progress, commit and speed across a SIGKILL of the manager"
+# 30 steps of 0.1 s, each a commit of 10 samples in progress.json: measured.
+A=$(submit --min 1 --max 1 --name A --exec -- "$JOB" 30 "$scratch/A" 0.1 progress)
+wait_state "$A" done 60 || fail "job A did not end (state '$(state "$A")')"
+sleep 1.2 # a snapshot after the end
+before=""
+for k in progress commit speed end_time run_s status; do
+  before="$before $k=$(field "$A" "$k")"
+done
+kill -9 "$serve_pid"
+wait "$serve_pid" 2>/dev/null
+serve || { fail "the manager did not start again"; exit 1; }
+sleep 1.5
+after=""
+for k in progress commit speed end_time run_s status; do after="$after $k=$(field "$A" "$k")"; done
+if [ "$before" = "$after" ] && [[ $before == *"progress=1 "* ]] &&
+   [[ $before != *"speed={}"* ]] && [[ $before == *'commit="epoch 1, sample 300"'* ]]; then
+  pass "job A the same after the restart:$after"
+else fail "job A before the restart:$before; after:$after"; fi
+
+echo "== a job that ends while no manager runs: its end from its exit file"
+B=$(submit --min 1 --max 1 --name B --exec -- "$JOB" 15 "$scratch/B" 0.2 progress)
+wait_state "$B" running 30 || fail "job B did not start (state '$(state "$B")')"
+kill -9 "$serve_pid"
+wait "$serve_pid" 2>/dev/null
+serve_pid=
+for _ in $(seq 1 100); do ls "$spool/jobs/$B"/exit.* >/dev/null 2>&1 && break; sleep 0.1; done
+exitf=$(ls "$spool/jobs/$B"/exit.* 2>/dev/null | head -1)
+[ -n "$exitf" ] || fail "job B wrote no exit file"
+sleep 4 # down well after B ended
+serve || { fail "the manager did not start again"; exit 1; }
+wait_state "$B" done 30 || fail "job B not done after the restart (state '$(state "$B")')"
+mt=$(python3 -c 'import os,sys; print(os.stat(sys.argv[1]).st_mtime)' "$exitf")
+en=$(field "$B" end_time)
+st=$(field "$B" start_time)
+rs=$(field "$B" run_s)
+pr=$(field "$B" progress)
+if python3 -c 'import sys; mt, en, st, rs = map(float, sys.argv[1:5])
+sys.exit(0 if abs(en - mt) < 0.5 and rs < 3.0 + 2 and rs <= en - st + 0.5 else 1)' \
+   "$mt" "$en" "$st" "$rs" && [ "$pr" = 1 ]; then
+  pass "job B: end_time $en (its exit file's $mt), run_s $rs, progress $pr"
+else fail "job B: end_time $en, its exit file's mtime $mt, run_s $rs, progress $pr"; fi
+
+echo "== a submission no manager has taken yet: the keys of every job"
+kill "$serve_pid"
+wait "$serve_pid" 2>/dev/null
+serve_pid=
+C=$(submit --min 1 --max 1 --after "$A" --time 5:00 --name C --exec -- "$JOB" 1 "$scratch/C")
+keys_of() {
+  line "$1" | python3 -c 'import json, sys
+print(" ".join(sorted(json.loads(sys.stdin.read()))))'
+}
+queued_keys=$(keys_of "$A" | tr ' ' '\n' | grep -v '^status$' | tr '\n' ' ' | sed 's/ $//')
+ck=$(keys_of "$C")
+vals="$(field "$C" after) $(field "$C" time_limit_s) $(field "$C" nodes) $(field "$C" message)"
+sub=$(field "$C" submit_time)
+text=$("$G" jobs --spool "$spool" | grep "^ *$C ")
+want_vals="[$A] 300 [] \"submitted; no manager has taken it yet\""
+if [ "$ck" = "$queued_keys" ] && [ "$vals" = "$want_vals" ] &&
+   [ "$sub" != null ] && [[ $text == *"submitted; no manager has taken it yet"* ]] &&
+   [ "$(echo "$text" | awk '{print $11}')" != - ]; then # WAIT_S
+  pass "job C not taken: the keys of a job, after/time/message its own ($vals)"
+else fail "job C: keys '$ck' (a job's: '$queued_keys'), values '$vals', submit_time $sub," \
+  "text '$text'"; fi
+serve || { fail "the manager did not start again"; exit 1; }
+wait_state "$C" done 30 || fail "job C did not run once taken (state '$(state "$C")')"
+ck2=$(keys_of "$C" | tr ' ' '\n' | grep -v '^status$' | tr '\n' ' ' | sed 's/ $//')
+if [ "$ck2" = "$ck" ]; then pass "job C taken: the same keys"
+else fail "job C taken: keys '$ck2', before '$ck'"; fi
+
+[ "$failures" -eq 0 ] && echo "all passed" || echo "$failures failed"
+[ "$failures" -eq 0 ]
