@@ -43,6 +43,7 @@ static double interference;  /* 0 but in test_interference */
 static double commit_work, launch_delay;
 /* 0: the policies' default (0.5); 1 in test_manager_resizes */
 static double fairness_weight;
+static double interval; /* 0 (no periodic round) but in test_long_jobs */
 
 static void run(const char *policy, const char *workload, int nodes, double loss_t, int loss_k,
                 gs_csim_result *r) {
@@ -61,7 +62,7 @@ static void run(const char *policy, const char *workload, int nodes, double loss
   o.restart_penalty_s = 5;
   o.start_penalty_s = start_penalty;
   o.interference = interference;
-  o.interval_s = 0;
+  o.interval_s = interval;
   o.loss_time_s = loss_t;
   o.loss_nodes = loss_k;
   o.commit_work = commit_work;
@@ -90,6 +91,30 @@ static void test_static_by_hand(void **state) {
   NEAR(r.util_busy, 0.75);
   NEAR(r.fairness_loss, 0.7);
   assert_int_equal(r.resizes, 0);
+}
+
+/* Jobs of 1e15 and 1e18 samples under static and dorm with a round every
+ * 60 s: a periodic round changes no answer of theirs (they read no
+ * progress, nothing is learned), so it is no event. It was: 1e12 samples
+ * took 19 s of rounds, 1e18 would take centuries (this test would time
+ * out), and a JCT was 100 s short of 1e11 s (the job ended within the
+ * completion tolerance at a round, not at its end). */
+static void test_long_jobs(void **state) {
+  (void)state;
+  interval = 60;
+  const char *policies[] = {"static", "dorm"};
+  for (int p = 0; p < 2; p++) {
+    gs_csim_result r;
+    run(policies[p], "name,time,model,nodes,samples\nA,0,m,2,1e15\nB,0,m,1,1e18\n", 3, 0, 0,
+        &r);
+    assert_int_equal(r.done, 2);
+    /* A on 2 nodes at 20/s, B on 1 at 10/s from the start; static keeps
+     * B there, dorm grows it to 2 when A ends (5e14 of its samples done;
+     * its 5 s restart is below the tolerance). */
+    NEAR(r.jct_p50_s, 5e13);
+    NEAR(r.makespan_s, p == 0 ? 1e17 : 5e13 + (1e18 - 5e14) / 20);
+  }
+  interval = 0;
 }
 
 /* goodput: A alone takes 2 nodes; at 1 (20 done) B arrives and both get 1:
@@ -533,6 +558,7 @@ int main(void) {
       cmocka_unit_test(test_interference),
       cmocka_unit_test(test_node_loss),
       cmocka_unit_test(test_manager_resizes),
+      cmocka_unit_test(test_long_jobs),
       cmocka_unit_test(test_bad_workloads),
       cmocka_unit_test(test_pollux),
   };
