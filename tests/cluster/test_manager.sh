@@ -24,35 +24,8 @@
 set -u
 G=${1:?usage: test_manager.sh GRADSYNC}
 G=$(cd "$(dirname "$G")" && pwd)/$(basename "$G")
-HERE=$(cd "$(dirname "$0")" && pwd)
-JOB=$HERE/fake_job.sh
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-unset GRADSYNC_SPOOL
-failures=0
-scratch=$(mktemp -d)
-spool=$scratch/spool
-log=$scratch/serve.log
-err=$scratch/err
-serve_pid=
-# shellcheck source=tests/cluster/keepers.sh
-. "$(dirname "$0")/keepers.sh"
-cleanup() {
-  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null
-  # Keepers are session leaders: their sessions go with them.
-  stop_keepers "$spool"
-  sleep 0.3
-  rm -rf "$scratch"
-}
-trap cleanup EXIT
-trap 'exit 143' TERM INT HUP
-
-pass() { echo "ok    $*"; }
-fail() {
-  echo "FAIL  $*"
-  sed 's/^/      | /' "$err" 2>/dev/null | tail -15
-  sed 's/^/      log | /' "$log" 2>/dev/null | tail -25
-  failures=$((failures + 1))
-}
+# shellcheck source=tests/cluster/manager_lib.sh
+. "$(dirname "$0")/manager_lib.sh"
 
 printf '127.0.1.1\n127.0.1.2\n127.0.1.3 slots=1\n' >"$scratch/nodes"
 serve() {
