@@ -110,15 +110,29 @@ static void serve_usage(FILE *f) {
 }
 
 /* SPOOL/emulated: the hosts scripts/emulated-hosts.sh built, reused when
- * they are still there (a restarted manager). */
+ * they are still there (a restarted manager) and as many as n (one a line
+ * of SPOOL/emulated/names). 0; -2 a usage error (reported); -1. */
 static int emulated_up(const char *spool, int n, const char *rate, char *dir, size_t len) {
   if (snprintf(dir, len, "%s/emulated", spool) >= (int)len) {
     cli_error("cluster serve", "--spool %s: the path is too long", spool);
-    return -1;
+    return -2;
   }
   char names[PATH_MAX + 16];
   snprintf(names, sizeof names, "%s/names", dir);
-  if (access(names, R_OK) == 0) return 0;
+  FILE *nf = fopen(names, "r");
+  if (nf) {
+    int have = 0, c, last = '\n';
+    while ((c = getc(nf)) != EOF) {
+      if (c == '\n' && last != '\n') have++;
+      last = c;
+    }
+    if (last != '\n') have++;
+    fclose(nf);
+    if (have == n) return 0;
+    cli_error("cluster serve", "--emulated %d: the spool's pool (%s) has %d nodes, --emulated "
+              "asks %d: use another --spool or `gradsync cluster down` first", n, dir, have, n);
+    return -2;
+  }
   char script[PATH_MAX];
   snprintf(script, sizeof script, "%s/scripts/emulated-hosts.sh", GRADSYNC_SOURCE_DIR);
   if (access(script, X_OK) != 0) {
@@ -407,7 +421,8 @@ static int cmd_serve(int argc, char **argv) {
       cli_error("cluster serve", "--emulated needs root (it builds network namespaces)");
       return 2;
     }
-    if (emulated_up(spool, emulated, rate, emu, sizeof emu) != 0) return 1;
+    int up = emulated_up(spool, emulated, rate, emu, sizeof emu);
+    if (up != 0) return up == -2 ? 2 : 1;
     if (node_cpus > 0 && emulated_cpus(emu, emulated, node_cpus) != 0) return 1;
     snprintf(hostfile, sizeof hostfile, "%s/hostfile", emu);
     snprintf(sshcfg, sizeof sshcfg, "%s/ssh_config", emu);
@@ -644,41 +659,71 @@ static void submit_usage(FILE *f) {
       "  --time LIMIT  stop it once it has held nodes this long in all (state\n"
       "                timeout; its last commit is kept): Slurm's formats,\n"
       "                M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (a bare number is\n"
-      "                minutes)\n");
+      "                minutes; minutes and seconds after the first field 0 to\n"
+      "                59, hours after D- 0 to 23)\n");
+}
+
+/* An option given before (*seen already set): refused, as "given more
+ * than once". 1 when refused. */
+static int repeated(const char *verb, const char *opt, int *seen) {
+  if ((*seen)++ == 0) return 0;
+  cli_error(verb, "option %s given more than once", opt);
+  return 1;
+}
+
+/* Whether text has a control character (below 0x20, or DEL). */
+static int has_control(const char *text) {
+  for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+    if (*p < 0x20 || *p == 0x7f) return 1;
+  return 0;
 }
 
 /* A time limit in Slurm's formats (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S)
- * into seconds, above 0. 0, or -1. */
-static int parse_time_limit(const char *text, double *secs) {
-  long v[4] = {0, 0, 0, 0}, days = 0;
+ * into seconds, above 0: digits only, and as Slurm, minutes and seconds
+ * after the first field below 60 and hours below 24 after D-. 0; -1 when
+ * malformed; -2 with why a field is out of range in why. */
+static int parse_time_limit(const char *text, double *secs, char *why, size_t whylen) {
+  static const char *const unit[] = {"days", "hours", "minutes", "seconds"};
+  long v[4] = {0, 0, 0, 0};
   int n = 0, has_days = 0;
   const char *p = text;
-  const char *dash = strchr(text, '-');
-  if (dash) {
-    char *end;
-    errno = 0;
-    days = strtol(text, &end, 10);
-    if (end != dash || end == text || errno || days < 0 || days > 365) return -1;
-    has_days = 1;
-    p = dash + 1;
-  }
-  while (*p) {
+  while (n < 4) {
+    if (!isdigit((unsigned char)*p)) return -1;
     char *end;
     errno = 0;
     long x = strtol(p, &end, 10);
-    if (end == p || errno || x < 0 || x > 1000000 || n == 3 || (*end && *end != ':'))
-      return -1;
+    if (errno || x > 1000000) return -1;
     v[n++] = x;
-    p = *end ? end + 1 : end;
-    if (*end && !*p) return -1;
+    p = end;
+    if (*p == '-' && n == 1) {
+      has_days = 1;
+      p++;
+    } else if (*p == ':') {
+      p++;
+    } else {
+      break;
+    }
   }
-  if (n == 0) return -1;
-  double s;
-  if (has_days) /* D-H, D-H:M, D-H:M:S */
-    s = days * 86400.0 + v[0] * 3600.0 + v[1] * 60.0 + v[2];
-  else if (n == 1) s = v[0] * 60.0;                        /* M */
-  else if (n == 2) s = v[0] * 60.0 + v[1];                 /* M:S */
-  else s = v[0] * 3600.0 + v[1] * 60.0 + v[2];             /* H:M:S */
+  if (*p || n > 3 + has_days) return -1;
+  /* The first field's unit (D-..., M, M:S or H:M:S); it alone is unbounded. */
+  int first = has_days ? 0 : n < 3 ? 2 : 1;
+  if (has_days && v[0] > 365) {
+    snprintf(why, whylen, "days must be 0 to 365");
+    return -2;
+  }
+  for (int k = 1; k < n; k++) {
+    int u = first + k;
+    long top = u == 1 ? 23 : 59;
+    if (v[k] > top) {
+      snprintf(why, whylen, "%s must be 0 to %ld", unit[u], top);
+      return -2;
+    }
+  }
+  double s = 0;
+  for (int k = 0; k < n; k++) {
+    static const double mul[] = {86400, 3600, 60, 1};
+    s += v[k] * mul[first + k];
+  }
   if (!(s > 0)) return -1;
   *secs = s;
   return 0;
@@ -769,6 +814,7 @@ int cmd_submit(int argc, char **argv) {
   default_spool(spool, sizeof spool);
   int i = 1, dashes = -1;
   int seen_min = 0, seen_max = 0, seen_w = 0, seen_name = 0, seen_spool = 0;
+  int seen_user = 0, seen_account = 0;
   for (; i < argc; i++) {
     const char *a = argv[i];
     int has = i + 1 < argc;
@@ -785,10 +831,7 @@ int cmd_submit(int argc, char **argv) {
     } else if (strcmp(a, "--min") == 0 || strcmp(a, "--max") == 0) {
       int *v = a[3] == 'i' ? &min : &max;
       int *seen = a[3] == 'i' ? &seen_min : &seen_max;
-      if ((*seen)++) {
-        cli_error("submit", "option %s given more than once", a);
-        return 2;
-      }
+      if (repeated("submit", a, seen)) return 2;
       if (!has || cli_parse_int(argv[i + 1], 1, 65536, v) != 0) {
         cli_error("submit", "%s needs a node count from 1 to 65536 (got '%s')", a,
                   has ? argv[i + 1] : "");
@@ -796,50 +839,66 @@ int cmd_submit(int argc, char **argv) {
       }
       i++;
     } else if (strcmp(a, "--weight") == 0) {
-      if (seen_w++ || !has || cli_parse_double(argv[i + 1], 1e-6, 1e6, &weight) != 0) {
+      if (repeated("submit", a, &seen_w)) return 2;
+      if (!has || cli_parse_double(argv[i + 1], 1e-6, 1e6, &weight) != 0) {
         cli_error("submit", "--weight needs one number from 1e-06 to 1e+06 (got '%s')",
                   has ? argv[i + 1] : "");
         return 2;
       }
       i++;
     } else if (strcmp(a, "--name") == 0) {
-      if (seen_name++ || !has || !*argv[i + 1] ||
-          strlen(argv[i + 1]) >= GS_CLUSTER_NAME_MAX) {
+      if (repeated("submit", a, &seen_name)) return 2;
+      if (!has || !*argv[i + 1] || strlen(argv[i + 1]) >= GS_CLUSTER_NAME_MAX) {
         cli_error("submit", "--name needs one name of 1 to %d characters",
                   GS_CLUSTER_NAME_MAX - 1);
         return 2;
       }
+      if (has_control(argv[i + 1])) {
+        cli_error("submit", "--name: the name has a control character (a tab, a newline...)");
+        return 2;
+      }
       name = argv[++i];
     } else if (strcmp(a, "--account") == 0) {
-      if (account || !has || !user_name_ok(argv[i + 1])) {
+      if (repeated("submit", a, &seen_account)) return 2;
+      if (!has || !user_name_ok(argv[i + 1])) {
         cli_error("submit", "--account needs one account of 1 to %d letters, digits or ._@- "
                   "(got '%s')", GS_CLUSTER_NAME_MAX - 1, has ? argv[i + 1] : "");
         return 2;
       }
       account = argv[++i];
     } else if (strcmp(a, "--time") == 0) {
-      if (seen_time++ || !has || parse_time_limit(argv[i + 1], &time_limit) != 0) {
+      if (repeated("submit", a, &seen_time)) return 2;
+      char why[64] = "";
+      int t = has ? parse_time_limit(argv[i + 1], &time_limit, why, sizeof why) : -1;
+      if (t == -2) {
+        cli_error("submit", "--time %s: %s", argv[i + 1], why);
+        return 2;
+      }
+      if (t != 0) {
         cli_error("submit", "--time needs one time limit above 0 as M, M:S, H:M:S, D-H, D-H:M "
                   "or D-H:M:S (got '%s')", has ? argv[i + 1] : "");
         return 2;
       }
       i++;
     } else if (strcmp(a, "--after") == 0) {
-      if (seen_after++ || !has || parse_after(argv[i + 1], after, &nafter) != 0) {
+      if (repeated("submit", a, &seen_after)) return 2;
+      if (!has || parse_after(argv[i + 1], after, &nafter) != 0) {
         cli_error("submit", "--after needs job ids from 1, comma-separated, none twice, at "
                   "most %d (got '%s')", GS_CLUSTER_AFTER_MAX, has ? argv[i + 1] : "");
         return 2;
       }
       i++;
     } else if (strcmp(a, "--user") == 0) {
-      if (user || !has || !user_name_ok(argv[i + 1])) {
+      if (repeated("submit", a, &seen_user)) return 2;
+      if (!has || !user_name_ok(argv[i + 1])) {
         cli_error("submit", "--user needs one user of 1 to %d letters, digits or ._@- (got '%s')",
                   GS_CLUSTER_NAME_MAX - 1, has ? argv[i + 1] : "");
         return 2;
       }
       user = argv[++i];
     } else if (strcmp(a, "--spool") == 0) {
-      if (seen_spool++ || !has || !*argv[i + 1]) {
+      if (repeated("submit", a, &seen_spool)) return 2;
+      if (!has || !*argv[i + 1]) {
         cli_error("submit", "--spool needs one directory");
         return 2;
       }
@@ -1048,9 +1107,10 @@ static cJSON *listing(const char *verb, const char *help, int argc, char **argv,
 }
 
 /* "queued,running" into want[] (one flag a state,
- * gs_cluster_state_names). 0, or -1. */
+ * gs_cluster_state_names); "" is none. 0, or -1. */
 static int parse_states(const char *text, int *want) {
   const char *p = text;
+  if (!*p) return -1;
   while (*p) {
     char name[16];
     size_t len = strcspn(p, ",");
@@ -1080,7 +1140,12 @@ int cmd_jobs(int argc, char **argv) {
     if (i > 0 && (strcmp(a, "--user") == 0 || strcmp(a, "--state") == 0)) {
       int is_user = a[2] == 'u', seen = is_user ? only_user != NULL : any_state;
       const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-      if (seen || !v || (is_user ? !user_name_ok(v) : parse_states(v, want) != 0)) {
+      if (seen) {
+        cli_error("jobs", "option %s given more than once", a);
+        gs_free(rest);
+        return 2;
+      }
+      if (!v || (is_user ? !user_name_ok(v) : parse_states(v, want) != 0)) {
         if (is_user)
           cli_error("jobs", "--user needs one user of 1 to %d letters, digits or ._@- (got "
                     "'%s')", GS_CLUSTER_NAME_MAX - 1, v ? v : "");

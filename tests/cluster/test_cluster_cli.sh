@@ -122,6 +122,24 @@ t 2 "option --nodes given more than once" $sim --workload "$tmp/w.csv" --nodes 2
 t 2 "unknown option '--bogus'" $sim --bogus
 t 2 "--trace-out" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --trace-out /nonexistent/dir/t.csv
 t 2 "unknown command 'bogus'" cluster bogus
+# submit's and jobs' options, refused before any spool is read (none here):
+# --time's fields in Slurm's ranges, digits only; an option given twice; a
+# --name with a control character; an empty --state.
+nos="$tmp/nospool"
+t 2 "--time 1:60: seconds must be 0 to 59" submit --spool "$nos" --time 1:60 -- --model mlp
+t 2 "--time 1:99:99: minutes must be 0 to 59" submit --spool "$nos" --time 1:99:99 -- --model mlp
+t 2 "--time 1-24: hours must be 0 to 23" submit --spool "$nos" --time 1-24 -- --model mlp
+t 2 "--time 1-2:60: minutes must be 0 to 59" submit --spool "$nos" --time 1-2:60 -- --model mlp
+t 2 "--time needs one time limit above 0" submit --spool "$nos" --time " 5" -- --model mlp
+t 2 "no cluster manager serves $nos" submit --spool "$nos" --time 1-23:59:59 -- --model mlp
+t 2 "option --time given more than once" submit --spool "$nos" --time 5 --time 6 -- --model mlp
+t 2 "option --name given more than once" submit --spool "$nos" --name a --name b -- --model mlp
+t 2 "option --user given more than once" submit --spool "$nos" --user a --user b -- --model mlp
+t 2 "option --state given more than once" jobs --spool "$nos" --state timeout --state done
+t 2 "--state needs states from queued, running," jobs --spool "$nos" --state ""
+tab=$(printf 'a\tb') nl=$(printf 'a\nb')
+t 2 "--name: the name has a control character" submit --spool "$nos" --name "$tab" -- --model mlp
+t 2 "--name: the name has a control character" submit --spool "$nos" --name "$nl" -- --model mlp
 t 2 "no subcommand" cluster
 
 [ "$fails" = 0 ] || { echo "$fails failed"; exit 1; }

@@ -9,6 +9,8 @@
 #    --exec job, the range stays;
 #  - serve --nodes FILE's errors name cluster serve and --nodes; a spool that
 #    is a regular file is named as such, not as a held lock;
+#  - serve --emulated N on a spool whose emulated pool has another number of
+#    nodes is refused (exit 2), naming both; the same N reuses the pool;
 #  - cluster down refused while a manager serves the spool (its pid named);
 #    down, drain and undrain --help print their usage; a drain of a node not
 #    in the pool is refused (exit 2), and sends no request;
@@ -81,6 +83,32 @@ expect 2 "a spool that is a regular file" "spool $scratch/afile: not a directory
   cluster serve --spool "$scratch/afile" --nodes "$scratch/nodes"
 if grep -q "another manager" "$err"; then fail "a regular file reported as a held lock"
 else pass "a regular file is not reported as another manager's lock"; fi
+
+echo "== serve --emulated N on a spool whose emulated pool has another size"
+# SPOOL/emulated as scripts/emulated-hosts.sh leaves it (names, hostfile),
+# of 3 stand-in nodes: --emulated 2 is refused before anything is served;
+# --emulated 3 (a restart) reuses them. Root only (--emulated is).
+if [ "$(id -u)" = 0 ]; then
+  emu=$scratch/emu
+  mkdir -p "$emu/emulated"
+  printf 'gsh-1-1\ngsh-1-2\ngsh-1-3\n' >"$emu/emulated/names"
+  printf '127.0.1.1 slots=1\n127.0.1.2 slots=1\n127.0.1.3 slots=1\n' >"$emu/emulated/hostfile"
+  timeout 10 "$G" cluster serve --emulated 2 --spool "$emu" --interval 1 \
+    --mpirun "$HERE/fake_mpirun.sh" >"$out" 2>"$err"
+  rc=$?
+  if [ $rc = 2 ] && grep -qF -- "--emulated 2: the spool's pool ($emu/emulated) has 3 nodes, \
+--emulated asks 2: use another --spool or \`gradsync cluster down\` first" "$err" &&
+     [ ! -e "$emu/pool.json" ]; then
+    pass "--emulated 2 on a spool of 3 emulated nodes refused: $(head -c 120 "$err")"
+  else fail "--emulated 2 on a spool of 3 emulated nodes: exit $rc"; fi
+  timeout 4 "$G" cluster serve --emulated 3 --spool "$emu" --interval 1 \
+    --mpirun "$HERE/fake_mpirun.sh" >"$out" 2>"$err"
+  if grep -q '"name":"127.0.1.3"' "$emu/pool.json" 2>/dev/null; then
+    pass "--emulated 3 on the same spool (a restart) serves its 3 nodes"
+  else fail "--emulated 3 on a spool of 3 emulated nodes: $(cat "$err")"; fi
+else
+  pass "serve --emulated's size check skipped: not root"
+fi
 
 echo "== jobs' WAIT_S and RUN_S for a job that just started"
 mkdir -p "$scratch/fake"
