@@ -321,9 +321,20 @@ static int job_active(const job *j) {
 
 /* The jobs it runs after, as "after": [ids] (none: absent). */
 static void add_after(cJSON *o, const job *j) {
-  if (j->nafter == 0) return;
-  cJSON *a = cJSON_AddArrayToObject(o, "after");
+  cJSON *a = cJSON_AddArrayToObject(o, "after"); /* every job has the key, [] for none */
   for (int k = 0; k < j->nafter; k++) cJSON_AddItemToArray(a, cJSON_CreateNumber(j->after[k]));
+}
+
+/* The job's measured samples/s per size as "speed": {"2": 812.5, ...},
+ * to a tenth where shown, unrounded in the journal. */
+static void add_speeds(cJSON *o, const mgr *m, const job *j, int shown) {
+  cJSON *sp = cJSON_AddObjectToObject(o, "speed");
+  for (int q = 1; q <= m->nnode; q++)
+    if (j->rate[q] > 0) {
+      char key[16];
+      snprintf(key, sizeof key, "%d", q);
+      cJSON_AddNumberToObject(sp, key, shown ? round(j->rate[q] * 10) / 10 : j->rate[q]);
+    }
 }
 
 /* Reads "after" of a request or a journal record into the job. */
@@ -403,13 +414,7 @@ static cJSON *job_record(const mgr *m, const job *j) {
      * nothing measures it again after a restart of the manager. */
     if (j->progress >= 0) cJSON_AddNumberToObject(o, "progress", j->progress);
     if (j->commit[0]) cJSON_AddStringToObject(o, "commit", j->commit);
-    cJSON *sp = cJSON_AddObjectToObject(o, "speed");
-    for (int q = 1; q <= m->nnode; q++)
-      if (j->rate[q] > 0) {
-        char key[16];
-        snprintf(key, sizeof key, "%d", q);
-        cJSON_AddNumberToObject(sp, key, j->rate[q]);
-      }
+    add_speeds(o, m, j, 0);
   }
   cJSON_AddNumberToObject(r, "t", spool_wall_s());
   return r;
@@ -2050,14 +2055,7 @@ static char *snapshot_text(mgr *m) {
     else cJSON_AddNullToObject(o, "progress");
     if (j->commit[0]) cJSON_AddStringToObject(o, "commit", j->commit);
     else cJSON_AddNullToObject(o, "commit");
-    /* measured samples/s per size, {"2": 812.5, ...} */
-    cJSON *sp = cJSON_AddObjectToObject(o, "speed");
-    for (int q = 1; q <= m->nnode; q++)
-      if (j->rate[q] > 0) {
-        char key[16];
-        snprintf(key, sizeof key, "%d", q);
-        cJSON_AddNumberToObject(sp, key, round(j->rate[q] * 10) / 10);
-      }
+    add_speeds(o, m, j, 1);
     /* the job whose curve it borrowed (serve --share-speeds), while it has none of its own */
     if (j->speed_from > 0) cJSON_AddNumberToObject(o, "speed_from", j->speed_from);
     /* the cost model's prediction per size, {"1": 512.0, ...} (none: absent) */
@@ -2091,8 +2089,7 @@ static char *snapshot_text(mgr *m) {
     if (j->end_t > 0) cJSON_AddNumberToObject(o, "end_time", j->end_t);
     else cJSON_AddNullToObject(o, "end_time");
     if (j->state >= J_DONE) cJSON_AddNumberToObject(o, "status", j->status);
-    if (j->nafter > 0) add_after(o, j);
-    else cJSON_AddArrayToObject(o, "after"); /* every job has the key (gs_cluster_jobs_json) */
+    add_after(o, j);
     if (j->time_limit_s > 0) cJSON_AddNumberToObject(o, "time_limit_s", j->time_limit_s);
     else cJSON_AddNullToObject(o, "time_limit_s");
     cJSON_AddNumberToObject(o, "run_s", round((j->run_s + (job_active(j) && j->launch_t > 0
