@@ -139,7 +139,7 @@ static void usage(FILE *f) {
       "  --shrink-on-discover  when the script stops listing a host the job runs\n"
       "                  on, stop the job at its next commit and relaunch it\n"
       "                  without that host (default: dropped at the next launch)\n"
-      "  --max-restarts K  relaunches after failures at most (default 5)\n"
+      "  --max-restarts K  relaunches after failures at most (default 5; a lost host not counted)\n"
       "  --resize-interval S  least seconds from a launch to growing (default 30)\n"
       "  --min-wait S    with fewer than MIN slots, wait this long for discovery\n"
       "                  (default 60), then end with status 1\n"

@@ -91,12 +91,14 @@ static void event_json(view *v, const gs_elastic_event *e) {
     else cJSON_AddNullToObject(j, "steps_redone");
     cli_json_add(j, "seconds_lost", e->seconds_lost, "%.3f");
     cJSON_AddNumberToObject(j, "restarts", e->restarts);
+    cJSON_AddBoolToObject(j, "node_lost", e->node_lost);
     break;
   case GS_ELASTIC_FAILURE:
     cJSON_AddNumberToObject(j, "size", e->old_size);
     cJSON_AddStringToObject(j, "reason", cli_clean_text(clean, sizeof clean, e->reason));
     cJSON_AddNumberToObject(j, "status", e->status);
     cli_json_add(j, "detect_s", e->detect_s, "%.3f");
+    cJSON_AddBoolToObject(j, "node_lost", e->node_lost);
     break;
   case GS_ELASTIC_FINISH:
     cJSON_AddNumberToObject(j, "status", e->status);
@@ -153,8 +155,9 @@ static void on_event(const gs_elastic_event *e, void *user) {
 
 static void print_history(const gs_elastic_result *r) {
   fprintf(stderr, "gradsync run: elastic job history: %d launch%s, %d restart%s after "
-          "failures, %d resize%s to grow\n", r->nlaunches, r->nlaunches == 1 ? "" : "es",
-          r->restarts, r->restarts == 1 ? "" : "s", r->resizes, r->resizes == 1 ? "" : "s");
+          "failures, %d resize%s on request, %d relaunch%s after a lost host\n", r->nlaunches,
+          r->nlaunches == 1 ? "" : "es", r->restarts, r->restarts == 1 ? "" : "s", r->resizes,
+          r->resizes == 1 ? "" : "s", r->node_losses, r->node_losses == 1 ? "" : "es");
   fprintf(stderr, "  %-6s %5s %8s %8s %6s  %-24s %s\n", "launch", "ranks", "start_s", "end_s",
           "status", "hosts", "end");
   for (int i = 0; i < r->nlaunches; i++) {

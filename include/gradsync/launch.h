@@ -72,6 +72,9 @@ typedef struct gs_elastic_event {
   int status;          /* FAILURE: mpirun's exit status (128+N: killed by N);
                         * FINISH: the status the job ends with */
   int restarts;        /* failures relaunched so far */
+  int node_lost;       /* FAILURE, and the RESIZE after it: a host of the launch was
+                        * lost (unreachable, or no longer listed): it spends no
+                        * restart */
 } gs_elastic_event;
 
 /* One launch of the job, for the history. */
@@ -89,7 +92,8 @@ typedef struct gs_elastic_result {
                         * 3 stopped on request, 128+N interrupted by signal N */
   char message[512];   /* why it ended, when not done */
   int restarts;        /* failures relaunched */
-  int resizes;         /* relaunches to grow */
+  int resizes;         /* relaunches to grow or shrink on request */
+  int node_losses;     /* relaunches after a host was lost (no restart spent) */
   gs_elastic_launch *launches; /* gs_malloc'ed; gs_elastic_result_free */
   int nlaunches;
 } gs_elastic_result;
@@ -106,7 +110,8 @@ typedef struct gs_elastic_config {
   const char *discover;           /* a script printing host:slots lines, or NULL */
   double discover_every_s;        /* its period (default 5) */
   double discover_timeout_s;      /* one run's bound (default 10) */
-  int max_restarts;               /* failures relaunched at most (default 5; 0: none) */
+  int max_restarts;               /* failures relaunched at most (default 5; 0: none);
+                                   * a lost host's relaunch is not counted */
   double resize_interval_s;       /* least time from a launch to a growth (default 30) */
   /* 1: when discovery stops listing a host the launch uses (or lists fewer
    * of its slots than the launch takes there), the job is asked to stop at

@@ -1218,9 +1218,14 @@ static void read_events_q(mgr *m, job *j, int quiet) {
       j->dirty = 1;
     } else if (kind && strcmp(kind, "resize") == 0) {
       /* A relaunch: to resize when discovery asked, else after a failure. */
+      /* A relaunch after a node was lost spends no restart: the cluster
+       * shrank the job (a resize), the program did not fail. */
       const char *why = str(e, "reason");
-      if (why && strncmp(why, "discovery", 9) == 0) j->ev_resizes++;
-      else j->ev_restarts++;
+      if ((why && strncmp(why, "discovery", 9) == 0) ||
+          cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "node_lost")))
+        j->ev_resizes++;
+      else
+        j->ev_restarts++;
       /* A resize the manager asked for: its cost runs from the supervisor's
        * stop request (seconds_lost before the event: from there the nodes
        * the job grows to idle, and the job trains on towards its commit

@@ -541,6 +541,9 @@ typedef struct el_end {
   double detect_t; /* the failure's first sign (or mpirun's exit) */
   double exit_t;
   double stop_t;   /* when the stop for growth was asked */
+  int node_lost;   /* END_FAILED: a host of the launch was lost (found
+                    * unreachable, or no longer listed by discovery): the
+                    * cluster shrank under the job; not the program's fault */
   char reason[512];
 } el_end;
 
@@ -761,9 +764,17 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
       el_host *h = &e->host[e->place_host[i]];
       if (!h->banned && c->host_ok && !c->host_ok(h->name, c->user)) {
         h->banned = 1;
+        end->node_lost = 1;
         used = strlen(r);
         snprintf(r + used, rl - used, "; host %s unreachable, left out", h->name);
       }
+    }
+    /* A host that discovery no longer lists (a manager took a lost node
+     * back) is a node loss too. */
+    if (c->discover && !killed_stop) discover(e);
+    for (int i = 0; i < e->nplace && !killed_stop; i++) {
+      const el_host *h = &e->host[e->place_host[i]];
+      if (!h->listed || h->slots < e->place_slots[i]) end->node_lost = 1;
     }
   }
   snprintf(L->end, sizeof L->end, "%s%s",
@@ -783,6 +794,47 @@ static void finish(el *e, int status, const char *msg) {
   emit_text(e, GS_ELASTIC_FINISH, status, msg);
 }
 
+/* Slots left out because a rank was killed there are suspects, not lost:
+ * a reachable host's slot is preferred less, not refused. When the job
+ * cannot run at its minimum without them, as few as it needs are given
+ * back at once (host by host, in order) rather than waiting for discovery:
+ * a one-node job whose rank was killed would otherwise hold its node for
+ * min_wait_s, then fail. The restart budget still bounds a program that
+ * keeps failing. Returns 1 with *size when that is enough. */
+static int readmit_suspects(el *e, int cap, char *rule, size_t rule_len, int *size) {
+  const gs_elastic_config *c = e->cfg;
+  int *was = gs_calloc((size_t)e->nhost + 1, sizeof *was);
+  if (!was) return 0;
+  for (int i = 0; i < e->nhost; i++) was[i] = e->host[i].lost;
+  int s = pick_size(e, cap, rule, rule_len);
+  for (int i = 0; i < e->nhost && s < c->min_ranks; i++) {
+    el_host *h = &e->host[i];
+    while (h->listed && !h->banned && h->lost > 0 && s < c->min_ranks) {
+      h->lost--;
+      s = pick_size(e, cap, rule, rule_len);
+    }
+  }
+  int given = 0;
+  for (int i = 0; i < e->nhost; i++) given += was[i] - e->host[i].lost;
+  if (s < c->min_ranks || given == 0) {
+    for (int i = 0; i < e->nhost; i++) e->host[i].lost = was[i];
+    gs_free(was);
+    return 0;
+  }
+  char msg[512];
+  int w = snprintf(msg, sizeof msg, "fewer than the minimum of %d ranks are left without the "
+                   "slots of killed ranks: using %d again (", c->min_ranks, given);
+  for (int i = 0, k = 0; i < e->nhost && w > 0 && (size_t)w < sizeof msg; i++)
+    if (was[i] > e->host[i].lost)
+      w += snprintf(msg + w, sizeof msg - (size_t)w, "%s%s:%d", k++ ? ", " : "",
+                    e->host[i].name, was[i] - e->host[i].lost);
+  if (w > 0 && (size_t)w < sizeof msg) snprintf(msg + w, sizeof msg - (size_t)w, ")");
+  emit_text(e, GS_ELASTIC_WARNING, 0, msg);
+  gs_free(was);
+  *size = s;
+  return 1;
+}
+
 /* Waits, at most min_wait_s, for discovery to bring the slots a launch
  * needs. Returns the size to launch, or 0 after finish(). */
 static int wait_for_slots(el *e, int cap, char *rule, size_t rule_len) {
@@ -790,6 +842,7 @@ static int wait_for_slots(el *e, int cap, char *rule, size_t rule_len) {
   int size = pick_size(e, cap, rule, rule_len);
   if (size >= c->min_ranks) return size;
   char msg[512];
+  if (readmit_suspects(e, cap, rule, rule_len, &size)) return size;
   int avail = avail_slots(e);
   if (!c->discover) {
     snprintf(msg, sizeof msg, "%d slot%s left%s, fewer than the minimum of %d ranks, and no "
@@ -810,7 +863,7 @@ static int wait_for_slots(el *e, int cap, char *rule, size_t rule_len) {
     if (el_interrupt) break;
     discover(e);
     size = pick_size(e, cap, rule, rule_len);
-    if (size >= c->min_ranks) return size;
+    if (size >= c->min_ranks || readmit_suspects(e, cap, rule, rule_len, &size)) return size;
     if (el_now(e) >= until) {
       snprintf(msg, sizeof msg, "waited %.0f s: %d usable slot%s, fewer than the minimum of %d "
                "ranks", c->min_wait_s, size, size == 1 ? "" : "s", c->min_ranks);
@@ -917,6 +970,7 @@ gs_status gs_elastic_run(const gs_elastic_config *cfg_in, gs_elastic_result *res
       long ce, cs, cg;
       ev.kind = GS_ELASTIC_RESIZE;
       ev.reason = last.reason;
+      ev.node_lost = last.how == END_FAILED && last.node_lost;
       if (cfg.checkpoint_dir && launch_read_commit(cfg.checkpoint_dir, &ce, &cs, &cg) == 0) {
         ev.commit_epoch = ce;
         ev.commit_samples = cs;
@@ -968,14 +1022,21 @@ gs_status gs_elastic_run(const gs_elastic_config *cfg_in, gs_elastic_result *res
       fe.status = end.status;
       fe.detect_s = end.exit_t - end.detect_t;
       fe.commit_epoch = fe.commit_samples = fe.steps_redone = -1;
+      fe.node_lost = end.node_lost;
       emit(e, &fe);
-      if (res->restarts >= cfg.max_restarts) {
+      /* A node lost is a resize the cluster made, not a failure of the
+       * program: it spends no restart. (Bounded: each such end leaves a
+       * host out, and launches are bounded.) */
+      if (end.node_lost) {
+        res->node_losses++;
+      } else if (res->restarts >= cfg.max_restarts) {
         snprintf(why, sizeof why, "%s; the restart budget (%d) is spent", end.reason,
                  cfg.max_restarts);
         finish(e, 1, why);
         break;
+      } else {
+        res->restarts++;
       }
-      res->restarts++;
     } else {
       res->resizes++;
     }

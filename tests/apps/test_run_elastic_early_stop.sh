@@ -120,7 +120,7 @@ echo "== ranks killed by the stop's SIGUSR1 before they could take it"
 listing rank localhost:1 localhost:2
 early rank "$scratch/slow_start.sh" -- --elastic 1:2 --discover "$scratch/rank.sh"
 if [ "$rc" = 0 ] && grep -q "^gradsync run: resize 1 -> 2 ranks (discovery lists 2 slots: growing from 1; rank 0 on localhost was killed by the request's signal 10" "$err" &&
-   grep -q '^gradsync run: elastic job history: 2 launches, 0 restarts after failures, 1 resize to grow' "$err" &&
+   grep -q '^gradsync run: elastic job history: 2 launches, 0 restarts after failures, 1 resize on request, 0 relaunches after a lost host' "$err" &&
    epochs_once 2 "$FULL"; then
   pass "rank: killed by SIGUSR1 at start-up is a stop: no restart, no slot lost, 2 ranks"
 else

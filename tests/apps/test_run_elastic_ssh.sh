@@ -8,7 +8,8 @@
 # and 2 from the last commit and the job finishes (exit 0) with every
 # epoch's samples once; its relaunch's `launch` event names host 3 in
 # left_out (what `gradsync cluster` reads to take the node back); the time
-# from the kill to the relaunch is bounded (60 s) and printed.
+# from the kill to the relaunch is bounded (60 s) and printed; the lost host
+# spends no restart (the job runs with --max-restarts 0).
 #
 # usage: test_run_elastic_ssh.sh GRADSYNC
 # Exit status: 0 pass, 1 fail, 77 skip (not root, no ip or sshd).
@@ -46,7 +47,7 @@ echo "== host 3 of 3 dies under --elastic 2:3"
 new_case ssh
 tag=$(unique_tag)
 "$G" run --ssh-config "$dir/ssh_config" --iface "$(cat "$dir/subnet")" --hosts "$(cat "$dir/hosts")" \
-  --elastic 2:3 --events "$ev" -- "$G" train --model mlp --synthetic 8192 --global-batch 48 \
+  --elastic 2:3 --max-restarts 0 --events "$ev" -- "$G" train --model mlp --synthetic 8192 --global-batch 48 \
   --epochs 2 --commit-every 5 --resume=auto --json --straggler 0:+8ms --checkpoint "$ck" \
   --seed "$tag" >"$out" 2>"$err" &
 sup=$!
@@ -70,6 +71,14 @@ if [ "$rc" = 0 ] && grep -q "^gradsync run: resize 3 -> 2 ranks" "$err" &&
   pass "resized 3 -> 2 without $host3 (left_out in the launch event), finished, 2 epochs of 8160 samples"
 else
   fail "exit $rc (want 0), a resize 3 -> 2 leaving $host3 out, last launch: $last"
+fi
+# A host lost is the cluster shrinking, not the program failing: under
+# --max-restarts 0 the job went on, and its history says so.
+if grep -q '"event":"resize".*"node_lost":true' "$ev" &&
+   grep -q '^gradsync run: elastic job history: 2 launches, 0 restarts after failures, 0 resizes on request, 1 relaunch after a lost host' "$err"; then
+  pass "the lost host spent no restart (--max-restarts 0): node_lost in the resize event, the history's count"
+else
+  fail "a lost host under --max-restarts 0: $(grep '"event":"resize"' "$ev"); $(grep 'job history' "$err")"
 fi
 took=$(sub "$t_launch" "$t_kill")
 echo "      kill -> relaunched on 2 hosts: $took s"

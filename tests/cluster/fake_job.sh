@@ -6,7 +6,8 @@
 # running at once is recorded in DIR/errors. With FAIL=1 it fails at once;
 # with FAIL=kill:HOST, the first launch that includes HOST ends after 3
 # steps as mpirun does when rank 1 there is killed by SIGABRT (its line on
-# stderr, status 134). With FAIL=progress it does not fail but reports its
+# stderr, status 134); kill:first, the first host of its first launch. With
+# FAIL=progress it does not fail but reports its
 # progress at each commit as an --exec program may, in
 # $GRADSYNC_ELASTIC_DIR/progress.json: one epoch of STEPS x 10 samples;
 # with FAIL=badprogress it writes one that is no report (no epoch_samples);
@@ -48,6 +49,7 @@ while [ "$s" -lt "$steps" ]; do
   case $fail in
     kill:*)
       host=${fail#kill:}
+      [ "$host" = first ] && host=${GS_FAKE_HOSTS%%:*}
       if [ "$s" -ge 3 ] && [[ ",$GS_FAKE_HOSTS" == *",$host:"* ]] && [ ! -e "$dir/killed" ]; then
         : >"$dir/killed"
         echo "mpirun noticed that process rank 1 with PID 0 on node $host exited on signal 6 (Aborted)." >&2

@@ -212,6 +212,24 @@ wait_state "$G2" done 60 || fail "G did not finish: $(state "$G2")"
 [ "$(cat "$scratch/F/finished" 2>/dev/null)" = 150 ] && [ ! -e "$scratch/F/errors" ] &&
   pass "F finished once, at step 150" || fail "F: finished '$(cat "$scratch/F/finished" 2>/dev/null)'"
 
+echo "== a rank killed in a one-node job: relaunched at once on its node"
+# Its supervisor leaves a killed rank's slot out; with no other slot it
+# used to wait the manager's --min-wait (30 s) holding the node, then fail
+# (a restart counted by the manager). Now the slot is used again at once.
+K=$(submit --min 1 --max 1 --name K --exec -- "$JOB" 12 "$scratch/K" 0.1 kill:first)
+wait_state "$K" done 40 || fail "K did not finish: $(state "$K")"
+relaunch_s=$(grep -h '"event":"launch"' "$spool/jobs/$K"/events.*.jsonl 2>/dev/null |
+  sed -E 's/.*"time":([0-9.]+).*/\1/' | awk 'NR == 1 { a = $1 } NR == 2 { printf "%.1f", $1 - a }')
+if [ "$(wc -l <"$scratch/K/launches")" = 2 ] &&
+   [ "$(cut -d' ' -f2 "$scratch/K/launches" | sort -u | wc -l)" = 1 ] &&
+   [ "$(cat "$scratch/K/finished" 2>/dev/null)" = 12 ] &&
+   awk -v t="$relaunch_s" 'BEGIN { exit !(t != "" && t < 10) }'; then
+  pass "K relaunched on its one node $relaunch_s s after its launch began, finished at step 12"
+else
+  fail "K: launches $(tr '\n' ';' <"$scratch/K/launches"), relaunch after '$relaunch_s' s," \
+       "finished '$(cat "$scratch/K/finished" 2>/dev/null)'"
+fi
+
 echo "== a job just submitted is listed at once, every time"
 # The manager takes a request file and writes its snapshot later in its
 # loop: until 2026-11-30 the job was in neither for that time (missed in 10
