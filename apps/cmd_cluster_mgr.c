@@ -827,7 +827,7 @@ int cmd_submit(int argc, char **argv) {
       return 0;
     }
     if (strcmp(a, "--exec") == 0) {
-      exec = 1;
+      if (repeated("submit", a, &exec)) return 2;
     } else if (strcmp(a, "--min") == 0 || strcmp(a, "--max") == 0) {
       int *v = a[3] == 'i' ? &min : &max;
       int *seen = a[3] == 'i' ? &seen_min : &seen_max;

@@ -604,7 +604,8 @@ int cmd_train_dlrm(int argc, char **argv) {
             .tables = t};
   gs_status st = rc ? GS_OK : gs_dlrm_train_run(&cfg, r.comm, on_event, &v);
   if (st != GS_OK) {
-    cli_rank_error(&r, "%s", gs_last_error());
+    if (!gs_last_error_shared()) cli_rank_error(&r, "%s", gs_last_error());
+    else if (r.rank == 0) cli_fail(VERB, "%s (on every rank)", gs_last_error());
     rc = st == GS_ERR_INVALID_ARG || st == GS_ERR_PARSE || st == GS_ERR_IO ? 2 : 1;
   }
   gs_embed_specs_free(t);

@@ -220,6 +220,8 @@ gs_status gs_agree(gs_comm *comm, MPI_Comm mpi, const char *what,
                    gs_status mine, const char *message, const void *payload,
                    size_t payload_bytes, gs_agreement *out);
 void gs_agreement_free(gs_agreement *a);
+/* 1 when every rank failed, with one status and one message. */
+int gs_agreement_unanimous(const gs_agreement *a);
 
 /* ---- Requests ---------------------------------------------------------- */
 

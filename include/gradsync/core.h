@@ -45,6 +45,12 @@ gs_status gs_error(gs_status status, const char *fmt, ...)
 /* Clears the calling thread's last-error message. */
 void gs_clear_error(void);
 
+/* 1 when the last failure is known to be every rank's alike (an agreement
+ * found each rank failing with this message, as a plan file that does not
+ * fit the job): a program may print it once, not once a rank. Any later
+ * gs_error resets it. */
+int gs_last_error_shared(void);
+
 /* ---- Data types and reductions ---------------------------------------- */
 
 typedef enum {

@@ -83,6 +83,15 @@ gs_status gs_agree(gs_comm *comm, MPI_Comm mpi, const char *what,
   return GS_OK;
 }
 
+int gs_agreement_unanimous(const gs_agreement *a) {
+  if (a == NULL || a->votes == NULL || a->size < 1 || a->failed != a->size) return 0;
+  for (int k = 1; k < a->size; k++)
+    if (a->votes[k].status != a->votes[0].status ||
+        strcmp(a->votes[k].message, a->votes[0].message) != 0)
+      return 0;
+  return 1;
+}
+
 void gs_agreement_free(gs_agreement *a) {
   if (a == NULL) return;
   gs_free(a->votes);

@@ -8,6 +8,7 @@
 #define GS_ERROR_MAX 1024
 
 static _Thread_local char last_error[GS_ERROR_MAX];
+static _Thread_local int last_shared;
 
 const char *gs_strerror(gs_status status) {
   switch (status) {
@@ -28,7 +29,14 @@ const char *gs_strerror(gs_status status) {
 
 const char *gs_last_error(void) { return last_error; }
 
-void gs_clear_error(void) { last_error[0] = '\0'; }
+int gs_last_error_shared(void) { return last_shared; }
+
+void gs__error_mark_shared(void) { last_shared = 1; }
+
+void gs_clear_error(void) {
+  last_error[0] = '\0';
+  last_shared = 0;
+}
 
 gs_status gs_error(gs_status status, const char *fmt, ...) {
   /* Formatted aside first: an argument may be gs_last_error() itself (a
@@ -40,6 +48,7 @@ gs_status gs_error(gs_status status, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   memcpy(last_error, msg, sizeof msg);
+  last_shared = 0;
   gs_log(GS_LOG_DEBUG, "error (%s): %s", gs_strerror(status), last_error);
   return status;
 }
@@ -51,4 +60,5 @@ void gs__error_copy(char *dst, size_t n) {
 
 void gs__error_set_message(const char *msg) {
   snprintf(last_error, sizeof last_error, "%s", msg);
+  last_shared = 0;
 }

@@ -103,6 +103,8 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
   if (st == GS_OK && a.failed)
     st = gs_error((gs_status)a.votes[a.first].status, "DLRM plan on rank %d: %s", a.first,
                   a.votes[a.first].message);
+  else if (st != GS_OK && gs_agreement_unanimous(&a))
+    gs__error_mark_shared(); /* one file, one message: said once */
   memcpy(&lk, a.payloads, sizeof lk);
   gs_agreement_free(&a);
   *lookup_out = lk;

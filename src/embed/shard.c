@@ -1458,6 +1458,22 @@ gs_status gs_embed_specs_load_scaled(const char *path, double scale, double pool
     return gs_error(GS_ERR_PARSE, "table set %s: expected {\"tables\": [...]} with 1 to %d "
                     "tables", path, GS_EMBED_MAX_TABLES);
   }
+  for (const cJSON *q = root->child; q; q = q->next)
+    if (strcmp(q->string, "tables") != 0) {
+      gs_status bad = gs_error(GS_ERR_PARSE, "table set %s: unknown key \"%.64s\" (the file "
+                               "is {\"tables\": [...]})", path, q->string);
+      cJSON_Delete(root);
+      return bad;
+    }
+  const cJSON *notobj = NULL;
+  int at = 0;
+  for (const cJSON *q = arr->child; q && !notobj; q = q->next, at++)
+    if (!cJSON_IsObject(q)) notobj = q;
+  if (notobj) {
+    cJSON_Delete(root);
+    return gs_error(GS_ERR_PARSE, "table set %s: table %d is not an object "
+                    "({\"name\": ..., \"rows\": ..., \"dim\": ...})", path, at - 1);
+  }
   /* One block: the specs, then their names. */
   size_t names = 0;
   const cJSON *o;
@@ -1491,6 +1507,19 @@ gs_status gs_embed_specs_load_scaled(const char *path, double scale, double pool
       field = "dim", want = "a whole number from 1 to 65536", got = dim;
     else if (pl && (!cJSON_IsNumber(pl) || !(pl->valuedouble >= 0 && pl->valuedouble <= 1e6)))
       field = "pooling", want = "ids per sample, 0 to 1e6 (or left out)", got = pl;
+    /* A key this reader does not know is a typo ("pooling_factor") whose
+     * value would be silently ignored. */
+    const char *unknown = NULL;
+    for (const cJSON *q = o->child; field == NULL && !unknown && q; q = q->next)
+      if (strcmp(q->string, "name") != 0 && strcmp(q->string, "rows") != 0 &&
+          strcmp(q->string, "dim") != 0 && strcmp(q->string, "pooling") != 0)
+        unknown = q->string;
+    if (unknown) {
+      st = gs_error(GS_ERR_PARSE, "table set %s: table %d ('%.64s'): unknown key \"%.64s\" "
+                    "(a table has name, rows, dim and pooling)", path, i, nm->valuestring,
+                    unknown);
+      break;
+    }
     for (const cJSON *q = arr->child; field == NULL && q != o; q = q->next)
       if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(q, "name")),
                  nm->valuestring) == 0)

@@ -37,6 +37,8 @@
 
 /* Copies the calling thread's last-error message into dst (size n). */
 void gs__error_copy(char *dst, size_t n);
+/* Marks the last error as every rank's alike (gs_last_error_shared). */
+void gs__error_mark_shared(void);
 /* Sets the calling thread's message verbatim. */
 void gs__error_set_message(const char *msg);
 /* Memory for a large table read at random (embedding rows): from 2 MB on,

@@ -135,6 +135,7 @@ t 2 "no cluster manager serves $nos" submit --spool "$nos" --time 1-23:59:59 -- 
 t 2 "option --time given more than once" submit --spool "$nos" --time 5 --time 6 -- --model mlp
 t 2 "option --name given more than once" submit --spool "$nos" --name a --name b -- --model mlp
 t 2 "option --user given more than once" submit --spool "$nos" --user a --user b -- --model mlp
+t 2 "option --exec given more than once" submit --spool "$nos" --exec --exec -- /bin/true
 t 2 "option --state given more than once" jobs --spool "$nos" --state timeout --state done
 t 2 "--state needs states from queued, running," jobs --spool "$nos" --state ""
 tab=$(printf 'a\tb') nl=$(printf 'a\nb')

@@ -250,6 +250,15 @@ fi
 "$G" train --model dlrm --tables "$tmp/t2.json" --plan "$tmp/rw.json" >"$tmp/p13c" 2>&1
 if grep -q "this job has 1 rank and" "$tmp/p13c"; then pass "1 rank, singular"
 else fail "ranks plural: $(grep -m1 "plan" "$tmp/p13c")"; fi
+# A plan for 3 ranks on 2: refused on every rank, said once (it was said
+# once a rank).
+"$G" shard --tables "$tmp/t2.json" --ranks 3 $LK --out "$tmp/p3.json" >/dev/null 2>&1
+train "$tmp/p13d" --tables "$tmp/t2.json" --plan "$tmp/p3.json"
+rc=$?
+said=$(grep -c "made for 3 ranks" "$tmp/p13d")
+if [ "$rc" = 2 ] && [ "$said" = 1 ] && grep -q "this job has 2 ranks .*(on every rank)$" "$tmp/p13d"; then
+  pass "a 3-rank plan on 2 ranks: exit 2, said once for every rank"
+else fail "a 3-rank plan on 2 ranks: exit $rc, said $said times: $(grep -m2 "plan" "$tmp/p13d")"; fi
 
 # 14. Table files parsed strictly, the field named.
 j='{"name": "a", "rows": 100, "dim": 16}'
@@ -258,9 +267,15 @@ printf '{"tables": [{"name": "a", "rows": 100, "dim": 16, "rows": 5}]}' >"$tmp/g
 printf '{"tables": [%s, %s]}' "$j" "$j" >"$tmp/g3.json"
 printf '{"tables": [{"name": "", "rows": 100, "dim": 16}]}' >"$tmp/g4.json"
 printf '{"tables": [{"name": "a", "rows": 100, "dim": -16}]}' >"$tmp/g5.json"
+# A key it does not know (a typo whose value would be ignored), at either level.
+printf '{"tables": [{"name": "a", "rows": 100, "dim": 16, "pooling_factor": 9}]}' >"$tmp/g6.json"
+printf '{"tables": [%s], "table": []}' "$j" >"$tmp/g7.json"
+printf '{"tables": [%s, 7]}' "$j" >"$tmp/g8.json"
 want=("text after its value" "\"rows\" appears twice" "table 1 ('a'): \"name\" is \"a\""
-      "table 0: \"name\" is \"\"" "table 0 ('a'): \"dim\" is -16")
-for k in 1 2 3 4 5; do
+      "table 0: \"name\" is \"\"" "table 0 ('a'): \"dim\" is -16"
+      "table 0 ('a'): unknown key \"pooling_factor\"" "unknown key \"table\""
+      "table 1 is not an object")
+for k in 1 2 3 4 5 6 7 8; do
   out=$("$G" shard --tables "$tmp/g$k.json" --ranks 2 $LK 2>&1)
   rc=$?
   if [ "$rc" = 2 ] && grep -qF "${want[$((k - 1))]}" <<<"$out"; then
