@@ -64,6 +64,11 @@
 #include <string.h>
 #include <time.h>
 
+/* Periodic rounds a replay may take (goodput re-solves every interval
+ * while jobs run): about 3 s of rounds for a few jobs; a trace of
+ * realistic jobs needs a few thousand. */
+#define CSIM_MAX_PERIODIC 10000000L
+
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void set_err(char *err, size_t errlen, const char *fmt, ...) {
@@ -585,6 +590,7 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
    * that reads progress, or once a speed curve can be learned. Otherwise the
    * ticks are not events (a static job of 1e12 samples took 19 s of ticks). */
   int ticks_matter = gs_cluster_policy_reads_progress(o->policy) || o->learn_work > 0;
+  long periodic = 0;
   int loss_pending = o->loss_nodes > 0;
   int protocol = o->commit_work > 0; /* the manager's resizes at commits */
   double used_ns = 0, busy_ns = 0, avail_ns = 0, fair_int = 0, fair_time = 0;
@@ -669,7 +675,19 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
      * was learned; otherwise a round would repeat the last answer
      * (gs_cluster_policy_reads_progress). */
     if (t >= next_tick - eps) {
-      if (gs_cluster_policy_reads_progress(o->policy) || s.learned) changed = 1;
+      if (gs_cluster_policy_reads_progress(o->policy) || s.learned) {
+        changed = 1;
+        /* A round every interval for as long as the jobs run: a job of
+         * 1e15 samples would take the replay years. Bounded, said. */
+        if (++periodic > CSIM_MAX_PERIODIC && finished < nj) {
+          set_err(err, errlen, "policy %s re-solves every --interval %g s: more than %.0f "
+                  "periodic rounds by t=%.4g s, with %d of %d jobs not done; raise --interval "
+                  "(the replay of this trace would not end in reasonable time), or check the "
+                  "jobs' samples", o->policy, interval, (double)CSIM_MAX_PERIODIC, t - t0,
+                  nj - finished, nj);
+          goto done;
+        }
+      }
       next_tick += (floor((t + eps - next_tick) / interval) + 1.0) * interval;
     }
     if (changed) s.learned = 0;

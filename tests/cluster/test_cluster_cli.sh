@@ -62,6 +62,12 @@ for p in static dorm goodput; do
      grep -q '^util,' "$tmp/tr.$p.csv"; then ok "trace $p"; else bad "trace $p: $(head -5 "$tmp/tr.$p.csv")"; fi
 done
 t 0 "" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --node-loss 5:1
+# goodput re-solves every --interval while jobs run: a job of 1e15 samples
+# (1e14 s) is 1.7e12 rounds of 60 s. The replay stops after 1e7 rounds (a
+# few seconds) with an error naming --interval, instead of running for years.
+printf 'name,time,model,nodes,samples\nA,0,m,2,1e15\n' >"$tmp/huge.csv"
+t 1 "raise --interval" $sim --workload "$tmp/huge.csv" --tables "$tmp/speeds.csv" --nodes 2 \
+  --policy goodput --interval 60
 # Resizes as the manager makes them: dorm's A moves once, not twice, and B
 # waits for its node (by hand in tests/cluster/test_cluster_sim.c; fairness
 # weight 1, so that B's fair share pays for A's restart).
