@@ -774,7 +774,8 @@ static int check_train_args(char **args, int nargs, char *msg, size_t len) {
     int has_ckpt = 0;
     for (int i = 0; i < nargs; i++) {
       v[i + 2] = args[i];
-      has_ckpt |= strcmp(args[i], "--checkpoint") == 0 || strncmp(args[i], "--checkpoint=", 13) == 0;
+      has_ckpt |=
+          strcmp(args[i], "--checkpoint") == 0 || strncmp(args[i], "--checkpoint=", 13) == 0;
     }
     if (!has_ckpt) {
       v[nargs + 2] = "--checkpoint";
@@ -1036,13 +1037,6 @@ int cmd_submit(int argc, char **argv) {
 
 /* ---- jobs, cancel ------------------------------------------------------- */
 
-/* The wall clock to the nanosecond, as the manager stamps its times
- * (time() would truncate now below a start stamped a moment ago). */
-static double wall_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Seconds from a to b, never negative (another host's clock may be ahead). */
 static double span(double a, double b) { return b > a ? b - a : 0; }
@@ -1176,7 +1170,7 @@ int cmd_jobs(int argc, char **argv) {
   if (!root) return rc;
   const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(root, "jobs");
   const cJSON *j;
-  double now = wall_now();
+  double now = gs_wall_now(); /* to the ns: time() would put now below a start just stamped */
   if (!json)
     printf("%4s  %-14s %-10s %-9s %4s %5s %8s %7s %8s %9s %7s %7s  %-18s %s\n", "ID", "NAME",
            "USER", "STATE", "SIZE", "MIN:MAX", "PROGRESS", "RESIZES", "RESTARTS", "RESTART_S",
@@ -1248,7 +1242,7 @@ static int cmd_nodes(int argc, char **argv) {
       "the hour; --json: one JSON object a node.\n", argc, argv, &json, &rc);
   if (!root) return rc;
   const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
-  double now = wall_now();
+  double now = gs_wall_now();
   if (!json) printf("%-24s %-8s %5s %5s %6s %s\n", "NODE", "STATE", "SLOTS", "JOB", "LOSSES",
                     "COOL_S");
   const cJSON *n;

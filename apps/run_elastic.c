@@ -41,11 +41,6 @@ typedef struct view {
   int events_failed;
 } view;
 
-static double wall_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static const char *kind_name(gs_elastic_event_kind k) {
   switch (k) {
@@ -65,7 +60,7 @@ static void event_json(view *v, const gs_elastic_event *e) {
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "event", kind_name(e->kind));
   cli_json_add(j, "t", e->t, "%.3f");
-  cli_json_add(j, "time", wall_s(), "%.3f");
+  cli_json_add(j, "time", gs_wall_now(), "%.3f");
   cJSON_AddNumberToObject(j, "launch", e->launch);
   switch (e->kind) {
   case GS_ELASTIC_LAUNCH:

@@ -2,9 +2,10 @@
 # The sharding planner's per-rank lookup time against the measured one
 # (issue 37: predicted per-rank embedding time within 15% of measured).
 # `gradsync train --model dlrm` prices every rank's shards with the cost
-# model (gs_cost_shard, the lookup cost rank 0 measures at start-up) and
-# measures each rank's lookup time a step (the owners' pooling, the fused
-# backward and row-wise Adagrad, dp tables' too); this runs it on 1 and 2
+# model (gs_cost_shard, the mean of the lookup costs the ranks measure at
+# once at start-up) and measures each rank's lookup time a step (the
+# owners' pooling, the fused backward and row-wise Adagrad, dp tables'
+# too); this runs it on 1 and 2
 # ranks (a core each on this 2-core host: more would time-share the cores and
 # measure the scheduler) under several shardings and table scales, Zipf ids
 # (the generator's default), ROUNDS rounds. Error = (predicted - measured) /
@@ -62,7 +63,8 @@ print("`gradsync train --model dlrm --tables kaggle:SCALE --sharding S` on N ran
       "Adagrad, dp tables' too), the median over the epoch's steps (the first steps' "
       "first touches and the steps another process took the core from left out), then "
       "the median over rounds; **predicted**: the cost model's for the rank's shards "
-      "(`gs_cost_shard`, priced with the lookup cost rank 0 measured at start-up, "
+      "(`gs_cost_shard`, priced with the mean of the lookup costs every rank measured "
+      "at once at start-up, "
       "`gs_embed_calibrate_shape`: tables of a few rows, in the cache and beyond it, a "
       "distinct row's update apart from a lookup, the bags on a pooled matrix of the "
       "training's shape). Error = (predicted - measured) / measured. Absolute times on "

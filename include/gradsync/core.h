@@ -157,6 +157,10 @@ gs_status gs_mul_size(size_t a, size_t b, size_t *size);
 /* Seconds from an arbitrary fixed point, CLOCK_MONOTONIC. */
 double gs_now(void);
 uint64_t gs_now_ns(void);
+/* Seconds since the Unix epoch to the nanosecond, CLOCK_REALTIME: the
+ * stamps other processes and hosts read (the cluster manager's journal,
+ * elastic events). */
+double gs_wall_now(void);
 
 /* ---- Signals ---------------------------------------------------------------
  * Routes signo to a thread of its own, which calls fn each time it arrives.

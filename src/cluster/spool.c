@@ -23,11 +23,7 @@
 #include "journal.h"
 #include "spool.h"
 
-double spool_wall_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+double spool_wall_s(void) { return gs_wall_now(); }
 
 char *spool_read_file(const char *path, size_t max) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);

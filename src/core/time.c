@@ -12,6 +12,12 @@ uint64_t gs_now_ns(void) {
 
 double gs_now(void) { return (double)gs_now_ns() * 1e-9; }
 
+double gs_wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
