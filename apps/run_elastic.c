@@ -264,6 +264,8 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
   c.global_batch = global_batch;
   c.fixed_ranks = (int)servers;
   c.checkpoint_dir = ckpt;
+  const char *ce = cli_option_value(prog + 1, nprog - 1, "--commit-every");
+  if (!ce || cli_parse_long(ce, 1, 1L << 40, &c.commit_every) != 0) c.commit_every = 0;
   c.mpirun_argv = mpirun_argv;
   c.prog_argv = prog;
   c.host_ok = o->host_ok;

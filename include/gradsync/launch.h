@@ -128,6 +128,8 @@ typedef struct gs_elastic_config {
                                    * s - fixed_ranks >= 1 trainers, and they divide
                                    * global_batch; 1 <= fixed_ranks < min_ranks, or 0 */
   const char *checkpoint_dir;     /* the program's: DIR/checkpoint.json is read, or NULL */
+  long commit_every;              /* the program's steps between commits (0: unknown):
+                                   * the steps redone after a failure are at most this */
   char *const *mpirun_argv;       /* mpirun's path and fixed options, NULL-ended */
   char *const *prog_argv;         /* the program and its arguments, NULL-ended */
   int out_fd, err_fd;             /* where the job's output goes (default 1 and 2; set

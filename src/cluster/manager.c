@@ -1206,7 +1206,10 @@ static void read_events_q(mgr *m, job *j, int quiet) {
         if (k >= 0) j->actual[k] = 1;
       }
       /* Hosts the supervisor will not use again (a rank killed there, or
-       * unreachable): the policy round gives them back to the pool. */
+       * unreachable): the policy round gives them back to the pool. The
+       * latest launch says: a killed rank's host that the supervisor used
+       * again (the job's minimum needed it) is no longer left out. */
+      memset(j->left_out, 0, (size_t)m->nnode);
       const char *out = str(e, "left_out");
       snprintf(buf, sizeof buf, "%s", out ? out : "");
       for (char *save = NULL, *h = strtok_r(buf, ",", &save); h;

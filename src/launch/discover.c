@@ -148,9 +148,16 @@ int launch_discover(const char *script, double timeout_s, int err_fd, gs_launch_
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
   if (err_fd != 2) posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+  /* A process group of its own, so that a script that times out is ended
+   * with what it started (a `sleep` it waits on would outlive it). */
+  posix_spawnattr_t at;
+  posix_spawnattr_init(&at);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&at, 0);
   char *argv[] = {(char *)script, NULL};
   pid_t pid;
-  int err = posix_spawn(&pid, script, &fa, NULL, argv, environ);
+  int err = posix_spawn(&pid, script, &fa, &at, argv, environ);
+  posix_spawnattr_destroy(&at);
   posix_spawn_file_actions_destroy(&fa);
   close(fds[1]);
   if (err) {
@@ -184,14 +191,14 @@ int launch_discover(const char *script, double timeout_s, int err_fd, gs_launch_
     used += (size_t)k;
   }
   close(fds[0]);
-  if (timed_out) kill(pid, SIGKILL);
+  if (timed_out) kill(-pid, SIGKILL);
   int status = 0;
   double wait_end = mono_s() + 2;
   pid_t r;
   while ((r = waitpid(pid, &status, WNOHANG)) == 0 && mono_s() < wait_end)
     nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
   if (r == 0) { /* closed its output but lingers: end it */
-    kill(pid, SIGKILL);
+    kill(-pid, SIGKILL);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
   }

@@ -98,6 +98,7 @@ typedef struct el {
   double commit_mtime;
   double c_t[2];
   long c_step[2];
+  long c_gap; /* the most steps between two commits seen in this launch */
   int ncommit;
   int changed; /* checkpoint.json rewritten during this launch, read or not */
   double last_discover;
@@ -387,15 +388,22 @@ static void watch_commits(el *e) {
   e->c_t[1] = el_now(e);
   e->c_step[1] = step;
   e->ncommit++;
+  if (e->ncommit >= 2 && e->c_step[1] - e->c_step[0] > e->c_gap)
+    e->c_gap = e->c_step[1] - e->c_step[0];
 }
 
 /* Steps done since the last commit at time t: the rate between the last
- * two commits of this launch times the time since the last; -1 unknown. */
+ * two commits of this launch times the time since the last, at most the
+ * program's commit interval (or the widest gap between two commits seen):
+ * a commit would have come, and the time also holds the watch's lag and
+ * MPI's detection, when no step runs; -1 unknown. */
 static long steps_since_commit(const el *e, double t) {
   if (e->ncommit < 2 || e->c_step[1] <= e->c_step[0] || e->c_t[1] <= e->c_t[0]) return -1;
   double rate = (double)(e->c_step[1] - e->c_step[0]) / (e->c_t[1] - e->c_t[0]);
   double s = rate * (t - e->c_t[1]);
-  return s < 0 ? 0 : (long)(s + 0.5);
+  long n = s < 0 ? 0 : (long)(s + 0.5);
+  long most = e->cfg->commit_every > 0 ? e->cfg->commit_every : e->c_gap;
+  return most > 0 && n > most ? most : n;
 }
 
 /* What one launch's output told about its end. */
@@ -532,6 +540,9 @@ static pid_t start_mpirun(el *e, int pipes[2], char *why, size_t why_len) {
   return pid;
 }
 
+/* Relaunches after a lost host that spend no restart, at most. */
+#define EL_FREE_NODE_LOSSES 64
+
 /* How a launch ended. */
 enum { END_DONE, END_FAILED, END_GROW, END_STOPPED, END_USAGE, END_INTERRUPTED };
 
@@ -554,6 +565,7 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
   int pipes[2];
   e->nchild = 0;
   e->ncommit = 0;
+  e->c_gap = 0;
   e->changed = 0;
   /* The commit already on disk is the baseline, not a commit of this launch. */
   if (c->checkpoint_dir) {
@@ -653,8 +665,12 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
         stop_asked = 1;
         end->stop_t = el_now(e);
         stop_deadline = end->stop_t + c->stop_wait_s;
-        snprintf(end->reason, sizeof end->reason, "discovery no longer lists %s's slots: "
-                 "shrinking from %d", e->host[gone].name, e->size);
+        if (e->host[gone].listed)
+          snprintf(end->reason, sizeof end->reason, "discovery lists fewer slots of %s than "
+                   "the launch uses there: shrinking from %d", e->host[gone].name, e->size);
+        else
+          snprintf(end->reason, sizeof end->reason, "discovery no longer lists %s: "
+                   "shrinking from %d", e->host[gone].name, e->size);
         kill(pid, SIGUSR1);
       } else if (best > e->size && el_now(e) - start >= c->resize_interval_s) {
         stop_asked = 1;
@@ -769,12 +785,25 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
         snprintf(r + used, rl - used, "; host %s unreachable, left out", h->name);
       }
     }
-    /* A host that discovery no longer lists (a manager took a lost node
-     * back) is a node loss too. */
-    if (c->discover && !killed_stop) discover(e);
-    for (int i = 0; i < e->nplace && !killed_stop; i++) {
-      const el_host *h = &e->host[e->place_host[i]];
-      if (!h->listed || h->slots < e->place_slots[i]) end->node_lost = 1;
+    /* A rank killed, or a daemon lost, on a host that discovery no longer
+     * lists (a manager took a lost node back) is a node loss too; a
+     * program's own error is not, whatever the listing says. */
+    int at = -1;
+    if (w.sig_rank >= 0) at = rank_host(e, w.sig_rank);
+    for (int k = 0; at < 0 && w.lost_node[0] && k < e->nhost; k++)
+      if (strcmp(e->host[k].name, w.lost_node) == 0) at = k;
+    if (at >= 0 && !killed_stop && !e->host[at].banned && c->discover) {
+      discover(e);
+      int placed = 0;
+      for (int i = 0; i < e->nplace; i++)
+        if (e->place_host[i] == at) placed = e->place_slots[i];
+      const el_host *h = &e->host[at];
+      if (!h->listed || h->slots < placed) {
+        end->node_lost = 1;
+        used = strlen(r);
+        snprintf(r + used, rl - used, "; host %s no longer listed by discovery%s", h->name,
+                 h->listed ? " with its slots" : "");
+      }
     }
   }
   snprintf(L->end, sizeof L->end, "%s%s",
@@ -822,8 +851,9 @@ static int readmit_suspects(el *e, int cap, char *rule, size_t rule_len, int *si
     return 0;
   }
   char msg[512];
-  int w = snprintf(msg, sizeof msg, "fewer than the minimum of %d ranks are left without the "
-                   "slots of killed ranks: using %d again (", c->min_ranks, given);
+  int w = snprintf(msg, sizeof msg, "fewer than the minimum of %d rank%s are left without the "
+                   "slots of killed ranks: using %d again (", c->min_ranks,
+                   c->min_ranks == 1 ? "" : "s", given);
   for (int i = 0, k = 0; i < e->nhost && w > 0 && (size_t)w < sizeof msg; i++)
     if (was[i] > e->host[i].lost)
       w += snprintf(msg + w, sizeof msg - (size_t)w, "%s%s:%d", k++ ? ", " : "",
@@ -845,16 +875,16 @@ static int wait_for_slots(el *e, int cap, char *rule, size_t rule_len) {
   if (readmit_suspects(e, cap, rule, rule_len, &size)) return size;
   int avail = avail_slots(e);
   if (!c->discover) {
-    snprintf(msg, sizeof msg, "%d slot%s left%s, fewer than the minimum of %d ranks, and no "
+    snprintf(msg, sizeof msg, "%d slot%s left%s, fewer than the minimum of %d rank%s, and no "
              "discovery to bring more", avail, avail == 1 ? "" : "s",
              c->global_batch > 0 && size < avail ? " that fit the global batch" : "",
-             c->min_ranks);
+             c->min_ranks, c->min_ranks == 1 ? "" : "s");
     finish(e, 1, msg);
     return 0;
   }
-  snprintf(msg, sizeof msg, "%d slot%s usable, fewer than the minimum of %d ranks: waiting up "
+  snprintf(msg, sizeof msg, "%d slot%s usable, fewer than the minimum of %d rank%s: waiting up "
            "to %.0f s for discovery to list more", size, size == 1 ? "" : "s", c->min_ranks,
-           c->min_wait_s);
+           c->min_ranks == 1 ? "" : "s", c->min_wait_s);
   emit_text(e, GS_ELASTIC_WAIT, 0, msg);
   double until = el_now(e) + c->min_wait_s;
   while (!el_interrupt) {
@@ -866,7 +896,8 @@ static int wait_for_slots(el *e, int cap, char *rule, size_t rule_len) {
     if (size >= c->min_ranks || readmit_suspects(e, cap, rule, rule_len, &size)) return size;
     if (el_now(e) >= until) {
       snprintf(msg, sizeof msg, "waited %.0f s: %d usable slot%s, fewer than the minimum of %d "
-               "ranks", c->min_wait_s, size, size == 1 ? "" : "s", c->min_ranks);
+               "rank%s", c->min_wait_s, size, size == 1 ? "" : "s", c->min_ranks,
+               c->min_ranks == 1 ? "" : "s");
       finish(e, 1, msg);
       return 0;
     }
@@ -915,8 +946,8 @@ gs_status gs_elastic_run(const gs_elastic_config *cfg_in, gs_elastic_result *res
   e->res = res;
   e->t0 = mono_s();
   e->use_host_list = cfg.hosts_explicit || cfg.discover;
-  int max_launches = 2 * (cfg.max_restarts + 2) + 64;
-  res->launches = gs_malloc((size_t)max_launches * sizeof *res->launches);
+  size_t launches_cap = 16; /* the history grows as the job relaunches */
+  res->launches = gs_malloc(launches_cap * sizeof *res->launches);
   if (!res->launches) {
     gs_free(e);
     return GS_ERR_NOMEM;
@@ -935,7 +966,7 @@ gs_status gs_elastic_run(const gs_elastic_config *cfg_in, gs_elastic_result *res
   int cap = cfg.first_ranks;
   char rule[256], why[512];
   el_end last;
-  int have_last = 0;
+  int have_last = 0, last_free = 0; /* last_free: its relaunch spends no restart */
   for (;;) {
     int old = e->size;
     int size = wait_for_slots(e, cap, rule, sizeof rule);
@@ -946,10 +977,21 @@ gs_status gs_elastic_run(const gs_elastic_config *cfg_in, gs_elastic_result *res
       break;
     }
     cap = 0;
-    if (res->nlaunches == max_launches) {
-      finish(e, 1, "too many launches; giving up");
-      break;
+    if ((size_t)res->nlaunches == launches_cap) {
+      gs_elastic_launch *more =
+          gs_realloc(res->launches, 2 * launches_cap * sizeof *res->launches);
+      if (!more) {
+        finish(e, 1, "out of memory for the job's launch history");
+        break;
+      }
+      res->launches = more;
+      launches_cap *= 2;
     }
+    /* Counted as it happens: a relaunch that never came (too few slots)
+     * is no restart in the history. */
+    if (have_last && last.how == END_FAILED && last_free) res->node_losses++;
+    else if (have_last && last.how == END_FAILED) res->restarts++;
+    else if (have_last) res->resizes++;
     place(e, size);
     gs_elastic_launch *L = &res->launches[res->nlaunches++];
     memset(L, 0, sizeof *L);
@@ -970,7 +1012,7 @@ gs_status gs_elastic_run(const gs_elastic_config *cfg_in, gs_elastic_result *res
       long ce, cs, cg;
       ev.kind = GS_ELASTIC_RESIZE;
       ev.reason = last.reason;
-      ev.node_lost = last.how == END_FAILED && last.node_lost;
+      ev.node_lost = last.how == END_FAILED && last_free;
       if (cfg.checkpoint_dir && launch_read_commit(cfg.checkpoint_dir, &ce, &cs, &cg) == 0) {
         ev.commit_epoch = ce;
         ev.commit_samples = cs;
@@ -1022,23 +1064,18 @@ gs_status gs_elastic_run(const gs_elastic_config *cfg_in, gs_elastic_result *res
       fe.status = end.status;
       fe.detect_s = end.exit_t - end.detect_t;
       fe.commit_epoch = fe.commit_samples = fe.steps_redone = -1;
-      fe.node_lost = end.node_lost;
+      /* A host lost is a resize the cluster made, not a failure of the
+       * program: it spends no restart, up to EL_FREE_NODE_LOSSES of them
+       * (a cluster whose hosts keep dying then spends the budget). */
+      last_free = end.node_lost && res->node_losses < EL_FREE_NODE_LOSSES;
+      fe.node_lost = last_free;
       emit(e, &fe);
-      /* A node lost is a resize the cluster made, not a failure of the
-       * program: it spends no restart. (Bounded: each such end leaves a
-       * host out, and launches are bounded.) */
-      if (end.node_lost) {
-        res->node_losses++;
-      } else if (res->restarts >= cfg.max_restarts) {
+      if (!last_free && res->restarts >= cfg.max_restarts) {
         snprintf(why, sizeof why, "%s; the restart budget (%d) is spent", end.reason,
                  cfg.max_restarts);
         finish(e, 1, why);
         break;
-      } else {
-        res->restarts++;
       }
-    } else {
-      res->resizes++;
     }
     last = end;
     have_last = 1;

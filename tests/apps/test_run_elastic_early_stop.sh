@@ -113,7 +113,7 @@ agent_case() {
 }
 
 agent_case grow 1 2 "discovery lists 2 slots: growing from 1" "relaunched on 2 ranks"
-agent_case shrink 2 1 "discovery no longer lists $NODE's slots: shrinking from 2" \
+agent_case shrink 2 1 "discovery lists fewer slots of $NODE than the launch uses there: shrinking from 2" \
   "relaunched on 1 rank" --shrink-on-discover
 
 echo "== ranks killed by the stop's SIGUSR1 before they could take it"
