@@ -1074,9 +1074,9 @@ int cmd_run(int argc, char **argv) {
     cli_error("run", "--iface: --net chooses the emulated cluster's interfaces itself");
     return 2;
   }
-  if (ssh_config && !remote) {
-    cli_error("run", "--ssh-config needs --hosts or --hostfile (only there does Open MPI start "
-              "the ranks over ssh)");
+  if (ssh_config && !remote && !discover) {
+    cli_error("run", "--ssh-config needs --hosts, --hostfile or --discover (only there does "
+              "Open MPI start the ranks over ssh)");
     return 2;
   }
   if (dry_run && (net || node_cpus > 0)) {
@@ -1340,8 +1340,9 @@ int cmd_run(int argc, char **argv) {
                      "--mca", "oob_tcp_if_include", (char *)iface};
       for (size_t j = 0; j < sizeof mca / sizeof mca[0]; j++) margv[m++] = mca[j];
     }
-    if (remote) {
-      /* Ranks on other hosts get the environment of their host's daemon
+    if (remote || discover) {
+      /* Ranks on other hosts (given, or listed by discovery) get the
+       * environment of their host's daemon
        * (an ssh session's) and only what mpirun forwards: OMPI_* itself,
        * the rest by -x. gradsync's settings must reach every rank (the
        * ranks check that they agree), PATH and LD_LIBRARY_PATH so that

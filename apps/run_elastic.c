@@ -213,8 +213,8 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
   const char *sl = cli_option_value(prog + 1, nprog - 1, "--scale-lr");
   const char *base = strrchr(prog[0], '/');
   base = base ? base + 1 : prog[0];
-  if (min < max && nprog > 1 && strncmp(base, "gradsync", 8) == 0 &&
-      strcmp(prog[1], "train") == 0 &&
+  int is_train = nprog > 1 && strncmp(base, "gradsync", 8) == 0 && strcmp(prog[1], "train") == 0;
+  if (min < max && is_train &&
       !gs_elastic_resizable(global_batch, sl != NULL && strcmp(sl, "linear") == 0)) {
     long slots = 0;
     for (int i = 0; i < o->nhosts; i++) slots += o->hosts[i].slots;
@@ -243,7 +243,10 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
     }
     v.events_path = o->events;
   }
-  if (!ckpt || !prog_has(prog, nprog, "--resume"))
+  /* gradsync train resumes only when told to; another program (one
+   * using gradsync.elastic's State, say) commits and resumes by itself,
+   * where the supervisor cannot see. */
+  if (is_train && (!ckpt || !prog_has(prog, nprog, "--resume")))
     fprintf(stderr, "gradsync run: warning: --elastic relaunches the program with the same "
             "arguments; without --checkpoint DIR and --resume=auto among them a relaunch "
             "starts from the beginning\n");

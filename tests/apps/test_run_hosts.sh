@@ -127,6 +127,17 @@ usage_error "--hostfile and --node-cpus" "--node-cpus" -- --hostfile good --node
 usage_error "--ssh-config without hosts" "--ssh-config needs --hosts" -- \
   -np 2 --ssh-config ssh.conf -- /bin/true
 usage_error "--ssh-config unreadable" "cannot read it" -- --hosts a --ssh-config nope -- /bin/true
+# With --discover alone the hosts come from the script, over ssh too: the
+# config is taken (it was refused until 2026-12-01, "needs --hosts").
+printf '#!/bin/sh\necho localhost:2\n' >disc.sh
+chmod +x disc.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if timeout 60 "$G" run -np 2 --elastic 1:2 --discover ./disc.sh --ssh-config ssh.conf -- /bin/true \
+     >"$out" 2>&1; then
+  pass "--ssh-config with --discover alone: taken, the job ran"
+else
+  fail "--ssh-config with --discover: exit $?: $(grep -m1 ssh-config "$out")"
+fi
 usage_error "--iface with --net" "--iface" -- -np 2 --net 1gbit --iface eth0 -- /bin/true
 usage_error "--iface garbled" "not an interface" -- --hosts a --iface 'eth0;x' -- /bin/true
 usage_error "--prefix relative" "absolute path" -- --hosts a --prefix opt -- /bin/true
