@@ -157,6 +157,38 @@ else
   fail "a program's own error: exit $rc (want 1), 'the restart budget (0) is spent', no node_lost"
 fi
 
+echo "== resizes on request are not bounded in number"
+# A stand-in mpirun (tests/cluster/fake_mpirun.sh) and a program that flips
+# the listing between 1 and 2 slots as it starts and stops on SIGUSR1 with
+# exit 3, 80 times, then finishes: 81 launches, every one a resize on
+# request. Until 2026-12-01 the 69th launch ended the job ("too many
+# launches") under --max-restarts 0.
+new_case flips
+echo 0 >"$scratch/flips.n"
+echo localhost:2 >"$scratch/flips.list"
+printf '#!/bin/sh\ncat %s\n' "$scratch/flips.list" >"$scratch/flips.sh"
+cat >"$scratch/flips_prog.sh" <<EOS
+#!/bin/bash
+n=\$(cat "$scratch/flips.n"); echo \$((n + 1)) >"$scratch/flips.n"
+[ "\$n" -ge 80 ] && exit 0
+if [ "\$GS_FAKE_NP" = 2 ]; then echo localhost:1; else echo localhost:2; fi >"$scratch/flips.list"
+trap 'exit 3' USR1
+for _ in \$(seq 1 200); do sleep 0.05; done
+exit 1
+EOS
+chmod +x "$scratch/flips.sh" "$scratch/flips_prog.sh"
+"$G" run -np 2 --elastic 1:2 --discover "$scratch/flips.sh" --discover-every 0.1 \
+  --resize-interval 0 --shrink-on-discover --max-restarts 0 \
+  --mpirun "$HERE/../cluster/fake_mpirun.sh" -- "$scratch/flips_prog.sh" >"$out" 2>"$err" &
+sup=$!
+wait_bounded "$sup" 120
+rc=$?
+if [ "$rc" = 0 ] && grep -q '^gradsync run: elastic job history: 81 launches, 0 restarts after failures, 80 resizes on request' "$err"; then
+  pass "80 resizes on request: 81 launches, finished (exit 0)"
+else
+  fail "80 resizes: exit $rc (want 0), $(grep 'job history\|job ended' "$err" | tr '\n' ' ')"
+fi
+
 echo "== the discovery script fails"
 cat >"$scratch/flaky.sh" <<EOS
 #!/bin/sh
