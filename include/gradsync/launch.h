@@ -40,6 +40,29 @@ typedef struct gs_launch_host {
  * or GS_ERR_PARSE naming the line (`line 3: 'x:y': ...`) with *hosts NULL. */
 gs_status gs_launch_hosts_parse(const char *text, gs_launch_host **hosts, int *n);
 
+/* A training program's last commit in its checkpoint directory, as a
+ * supervisor or a cluster manager reads it: gradsync train's
+ * DIR/checkpoint.json, or the DLRM trainer's manifest DIR/dlrm.json (the
+ * newer, where both are). */
+typedef struct gs_launch_commit {
+  long epoch;            /* from 0 */
+  long samples_in_epoch;
+  long global_step;      /* the steps of every epoch before, and this one's; -1 unknown */
+  long epoch_samples;    /* samples an epoch; 0 unknown */
+  long global_batch;     /* samples a global step; 0 unknown */
+  double epochs;         /* the run's epochs, as it recorded them; 0 unknown */
+  double mtime;          /* the file's modification time (s since the epoch) */
+  char path[4096];       /* the file */
+} gs_launch_commit;
+
+/* The commit file's path and modification time, without reading it.
+ * Returns 0, or -1 when there is none. */
+int gs_launch_commit_stat(const char *dir, char *path, size_t path_len, double *mtime);
+
+/* Reads the commit. Returns 0, or -1 when there is none or it cannot be
+ * read (*out zeroed). */
+int gs_launch_read_commit(const char *dir, gs_launch_commit *out);
+
 typedef enum gs_elastic_event_kind {
   GS_ELASTIC_LAUNCH,  /* mpirun started (launch numbers from 1) */
   GS_ELASTIC_FAILURE, /* the job failed: reason says what */

@@ -1114,8 +1114,8 @@ static void measure_speed(mgr *m, job *j, const char *ckpt_json, double samples)
 static void read_progress(mgr *m, job *j) {
   char dir[PATH_MAX], path[PATH_MAX + 32];
   job_ckpt(m, j, dir, sizeof dir);
-  snprintf(path, sizeof path, "%s/%s", dir, j->exec ? "progress.json" : "checkpoint.json");
-  char *text = spool_read_file(path, 1 << 20);
+  snprintf(path, sizeof path, "%s/progress.json", dir);
+  char *text = j->exec ? spool_read_file(path, 1 << 20) : NULL;
   cJSON *c = text ? cJSON_Parse(text) : NULL;
   int have_file = text != NULL;
   gs_free(text);
@@ -1133,19 +1133,23 @@ static void read_progress(mgr *m, job *j) {
       j->progress_warned = 1;
     }
   } else {
-    ok = c && num(c, "epoch", &e) == 0;
+    /* gradsync train's checkpoint.json, or a DLRM job's dlrm.json */
+    gs_launch_commit cm;
+    ok = gs_launch_read_commit(dir, &cm) == 0;
     if (ok) {
-      num(c, "samples_in_epoch", &s);
-      epochs = job_epochs(j);
-      const cJSON *d = cJSON_GetObjectItemCaseSensitive(c, "data");
-      if (d) num(d, "samples", &total);
+      snprintf(path, sizeof path, "%s", cm.path);
+      e = (double)cm.epoch;
+      s = (double)cm.samples_in_epoch;
+      total = (double)cm.epoch_samples;
+      /* its --epochs, else what the run recorded (the DLRM trainer's
+       * default is not gradsync train's) */
+      epochs = arg_value(j, "--epochs") || cm.epochs <= 0 ? job_epochs(j) : cm.epochs;
       /* --max-steps N ends each epoch after N global batches: the epoch's
        * samples are those (else a speed across an epoch's end counted the
        * samples never trained). */
       const char *ms = arg_value(j, "--max-steps");
-      double gb = 0;
-      if (ms && atol(ms) > 0 && num(c, "global_batch", &gb) == 0 && gb > 0)
-        total = fmin(total, (double)atol(ms) * gb);
+      if (ms && atol(ms) > 0 && cm.global_batch > 0)
+        total = fmin(total, (double)atol(ms) * (double)cm.global_batch);
     }
   }
   cJSON_Delete(c);

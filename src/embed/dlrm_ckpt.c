@@ -1022,6 +1022,9 @@ static gs_status write_manifest(dlrm_ckpt *c, size_t step, double loss_sum, cons
   cJSON_AddNumberToObject(m, "step", (double)step);
   cJSON_AddNumberToObject(m, "epoch", (double)(step / c->cfg->steps));
   cJSON_AddNumberToObject(m, "step_in_epoch", (double)(step % c->cfg->steps));
+  /* the run's length, for a supervisor or a cluster manager (not checked
+   * on resume: a resumed run may train longer) */
+  cJSON_AddNumberToObject(m, "epochs", (double)c->cfg->epochs);
   snprintf(buf, sizeof buf, "%a", loss_sum); /* exact */
   cJSON_AddStringToObject(m, "epoch_loss_sum", buf);
   snprintf(buf, sizeof buf, "%016" PRIx64, c->run_id);

@@ -8,6 +8,7 @@
  * failure as a message naming the script and the line, never as a crash. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -227,30 +229,63 @@ int launch_discover(const char *script, double timeout_s, int err_fd, gs_launch_
   return rc;
 }
 
-int launch_read_commit(const char *dir, long *epoch, long *samples, long *global_step) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/checkpoint.json", dir);
+static double file_mtime(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0) return -1;
+  return (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
+}
+
+int gs_launch_commit_stat(const char *dir, char *path, size_t path_len, double *mtime) {
+  char a[4096], b[4096];
+  snprintf(a, sizeof a, "%s/checkpoint.json", dir);
+  snprintf(b, sizeof b, "%s/dlrm.json", dir);
+  double ta = file_mtime(a), tb = file_mtime(b);
+  if (ta < 0 && tb < 0) return -1;
+  snprintf(path, path_len, "%s", tb > ta ? b : a);
+  *mtime = tb > ta ? tb : ta;
+  return 0;
+}
+
+static long num_or(const cJSON *o, const char *key, long dflt) {
+  const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+  return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? (long)v->valuedouble : dflt;
+}
+
+int gs_launch_read_commit(const char *dir, gs_launch_commit *out) {
+  memset(out, 0, sizeof *out);
+  if (gs_launch_commit_stat(dir, out->path, sizeof out->path, &out->mtime) != 0) return -1;
   char *text = NULL;
   size_t len = 0;
-  if (access(path, R_OK) != 0 || gs__read_text(path, "checkpoint description", 1 << 20, &text,
-                                               &len) != GS_OK)
+  if (gs__read_text(out->path, "checkpoint description", 1 << 20, &text, &len) != GS_OK)
     return -1;
   cJSON *m = cJSON_Parse(text);
   gs_free(text);
   if (!m) return -1;
-  const cJSON *e = cJSON_GetObjectItemCaseSensitive(m, "epoch");
-  const cJSON *s = cJSON_GetObjectItemCaseSensitive(m, "samples_in_epoch");
-  const cJSON *g = cJSON_GetObjectItemCaseSensitive(m, "global_batch");
-  const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "data");
-  const cJSON *ds = d ? cJSON_GetObjectItemCaseSensitive(d, "samples") : NULL;
-  int ok = cJSON_IsNumber(e);
-  if (ok) {
-    *epoch = (long)e->valuedouble;
-    *samples = cJSON_IsNumber(s) ? (long)s->valuedouble : 0;
-    long gb = cJSON_IsNumber(g) ? (long)g->valuedouble : 0;
-    long per_epoch = gb > 0 && cJSON_IsNumber(ds) ? (long)ds->valuedouble / gb : 0;
-    *global_step = gb > 0 ? *epoch * per_epoch + *samples / gb : -1;
+  int ok = cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(m, "epoch"));
+  out->epoch = num_or(m, "epoch", 0);
+  const cJSON *ep = cJSON_GetObjectItemCaseSensitive(m, "epochs");
+  out->epochs = cJSON_IsNumber(ep) && ep->valuedouble > 0 ? ep->valuedouble : 0;
+  const cJSON *run = cJSON_GetObjectItemCaseSensitive(m, "run");
+  if (ok && cJSON_IsObject(run)) {
+    /* The DLRM manifest: the global step, its epoch and steps an epoch. */
+    long step = num_or(m, "step", -1), spe = num_or(run, "steps_per_epoch", 0);
+    long gb = num_or(run, "global_batch", 0);
+    ok = step >= 0 && spe > 0 && gb > 0;
+    out->global_step = step;
+    out->global_batch = gb;
+    out->epoch_samples = spe * gb;
+    out->samples_in_epoch = (step - out->epoch * spe) * gb;
+  } else if (ok) {
+    /* gradsync train's: its data's samples and global batch. */
+    long gb = num_or(m, "global_batch", 0);
+    long ds = num_or(cJSON_GetObjectItemCaseSensitive(m, "data"), "samples", 0);
+    long per_epoch = gb > 0 ? ds / gb : 0;
+    out->samples_in_epoch = num_or(m, "samples_in_epoch", 0);
+    out->global_batch = gb;
+    out->epoch_samples = ds;
+    out->global_step = gb > 0 ? out->epoch * per_epoch + out->samples_in_epoch / gb : -1;
   }
   cJSON_Delete(m);
+  if (!ok) memset(out, 0, sizeof *out);
   return ok ? 0 : -1;
 }

@@ -368,21 +368,22 @@ static int end_orphans(el *e) {
   return killed;
 }
 
-/* Watches the commits: a new DIR/checkpoint.json (by its modification time)
- * during this launch gives a point of (time, global step). */
+/* Watches the commits: a new commit file (gs_launch_commit_stat: gradsync
+ * train's checkpoint.json or the DLRM trainer's dlrm.json, by its
+ * modification time) during this launch gives a point of (time, global
+ * step). */
 static void watch_commits(el *e) {
   const char *dir = e->cfg->checkpoint_dir;
   if (!dir) return;
   char path[4096];
-  struct stat st;
-  snprintf(path, sizeof path, "%s/checkpoint.json", dir);
-  if (stat(path, &st) != 0) return;
-  double m = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
+  double m;
+  if (gs_launch_commit_stat(dir, path, sizeof path, &m) != 0) return;
   if (m == e->commit_mtime) return;
   e->commit_mtime = m;
   e->changed = 1;
-  long epoch, samples, step;
-  if (launch_read_commit(dir, &epoch, &samples, &step) != 0 || step < 0) return;
+  gs_launch_commit cm;
+  if (gs_launch_read_commit(dir, &cm) != 0 || cm.global_step < 0) return;
+  long step = cm.global_step;
   e->c_t[0] = e->c_t[1];
   e->c_step[0] = e->c_step[1];
   e->c_t[1] = el_now(e);
@@ -570,11 +571,8 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
   /* The commit already on disk is the baseline, not a commit of this launch. */
   if (c->checkpoint_dir) {
     char path[4096];
-    struct stat cst;
-    snprintf(path, sizeof path, "%s/checkpoint.json", c->checkpoint_dir);
-    e->commit_mtime = stat(path, &cst) == 0 ? (double)cst.st_mtim.tv_sec +
-                                                  1e-9 * (double)cst.st_mtim.tv_nsec
-                                            : 0;
+    if (gs_launch_commit_stat(c->checkpoint_dir, path, sizeof path, &e->commit_mtime) != 0)
+      e->commit_mtime = 0;
   }
   pid_t pid = start_mpirun(e, pipes, why, why_len);
   if (pid < 0) return GS_ERR_IO;
@@ -1009,13 +1007,13 @@ gs_status gs_elastic_run(const gs_elastic_config *cfg_in, gs_elastic_result *res
     ev.left_out = left_out;
     ev.commit_epoch = ev.commit_samples = ev.steps_redone = -1;
     if (have_last) {
-      long ce, cs, cg;
+      gs_launch_commit cm;
       ev.kind = GS_ELASTIC_RESIZE;
       ev.reason = last.reason;
       ev.node_lost = last.how == END_FAILED && last_free;
-      if (cfg.checkpoint_dir && launch_read_commit(cfg.checkpoint_dir, &ce, &cs, &cg) == 0) {
-        ev.commit_epoch = ce;
-        ev.commit_samples = cs;
+      if (cfg.checkpoint_dir && gs_launch_read_commit(cfg.checkpoint_dir, &cm) == 0) {
+        ev.commit_epoch = cm.epoch;
+        ev.commit_samples = cm.samples_in_epoch;
       }
       if (last.how == END_GROW) {
         /* It committed as it stopped; the time from the request to the

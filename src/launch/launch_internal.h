@@ -13,9 +13,5 @@
 int launch_discover(const char *script, double timeout_s, int err_fd, gs_launch_host **hosts,
                     int *n, char *why, size_t why_len);
 
-/* Reads DIR/checkpoint.json: the commit's epoch, samples_in_epoch and the
- * global step it stands for (epoch * steps per epoch + samples_in_epoch /
- * global batch). Returns 0, or -1 when there is none or it cannot be read. */
-int launch_read_commit(const char *dir, long *epoch, long *samples, long *global_step);
 
 #endif

@@ -20,7 +20,11 @@
 #          goes on on 3 of them, and the namespaces are gone at the end
 #          (only when asked; exit 77 without root or ip).
 #
-# usage: test_run_elastic.sh GRADSYNC [kill|grow|ps|all|net]
+#   dlrm   a DLRM job (gradsync train --model dlrm) with a rank killed: the
+#          resize line names the commit (its dlrm.json), the relaunch on 1
+#          rank re-shards the 2-rank commit, each epoch once.
+#
+# usage: test_run_elastic.sh GRADSYNC [kill|grow|ps|dlrm|all|net]
 # Exit status: 0 pass, 1 fail.
 set -u
 G=${1:?usage: test_run_elastic.sh GRADSYNC [kill|grow|all|net]}
@@ -164,5 +168,34 @@ if [ "$WHICH" = grow ] || [ "$WHICH" = all ]; then
     fail "grow: exit $rc (want 0), a resize 2 -> 4 after exit 3, $warnings warning(s) (want 1)"
   fi
   echo "      growth: listed -> relaunched $(sub "$t_launch" "${t_listed:-0}") s"
+fi
+
+if [ "$WHICH" = all ] || [ "$WHICH" = dlrm ]; then
+  echo "== dlrm: a rank killed, relaunched on 1 rank from the 2-rank commit"
+  # The supervisor reads the DLRM trainer's manifest (dlrm.json) as it reads
+  # gradsync train's checkpoint.json: the resize line names the commit it
+  # resumes from (until 2026-12-01: "from no known commit", and the cluster
+  # manager could not see a DLRM job's progress); the 1-rank relaunch
+  # re-shards the 2-rank commit and trains both epochs to their end.
+  new_case dlrm
+  "$G" run -np 2 --elastic 1:2 --events "$ev" -- "$G" train --model dlrm --global-batch 64 \
+    --steps 5000 --epochs 2 --commit-every 50 --resume=auto --json --checkpoint "$ck" \
+    >"$out" 2>"$err" &
+  sup=$!
+  for _ in $(seq 1 300); do [ -s "$ck/dlrm.json" ] && break; sleep 0.1; done
+  sleep 1
+  victim=$(pgrep -n -f -- "train --model dlrm --global-batch 64 .*--checkpoint $ck")
+  [ -n "$victim" ] && kill -KILL "$victim"
+  wait_bounded "$sup" 120
+  rc=$?
+  e1=$(grep -c '^{"epoch": 1, "train_loss"' "$out")
+  e2=$(grep -c '^{"epoch": 2, "train_loss"' "$out")
+  if [ "$rc" = 0 ] && [ -n "$victim" ] &&
+     grep -q '^gradsync run: resize 2 -> 1 ranks (.*killed by signal 9): resuming from the commit at epoch [12], sample [0-9]* of the epoch' "$err" &&
+     grep -q '"from_ranks": 2' "$out" && [ "$e1" = 1 ] && [ "$e2" = 1 ]; then
+    pass "dlrm: resized 2 -> 1 from its commit ($(grep -o 'resuming from the commit at epoch [0-9]*, sample [0-9]*' "$err")), both epochs once"
+  else
+    fail "dlrm: exit $rc (want 0), a resize 2 -> 1 naming the commit, epochs $e1 and $e2 (want 1 and 1)"
+  fi
 fi
 finish_tests
