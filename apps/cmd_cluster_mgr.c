@@ -993,9 +993,7 @@ int cmd_submit(int argc, char **argv) {
         gs_elastic_size_range(min, max, slots, 0, (int)ps, gb, 1, &rlo, &rhi) == 0 &&
         (lo != rlo || hi != rhi))
       fprintf(stderr, "gradsync submit: note: the job runs at %d node%s only, not %d to %d: "
-              "without --global-batch or --scale-lr linear its --resume refuses a checkpoint "
-              "from another rank count (add %s to let it resize)\n", hi, hi == 1 ? "" : "s",
-              min, max, ps > 0 ? "--global-batch G" : "--global-batch G or --scale-lr linear");
+              "%s\n", hi, hi == 1 ? "" : "s", min, max, gs_elastic_one_size_why((int)ps));
     if (!fits) {
       char why[160];
       if (ps > 0 && gb > 0)

@@ -220,16 +220,12 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
     for (int i = 0; i < o->nhosts; i++) slots += o->hosts[i].slots;
     int lo, hi;
     if (o->discover || slots <= 0) {
-      fprintf(stderr, "gradsync run: warning: --elastic %d:%d: the program has neither "
-              "--global-batch nor --scale-lr linear, so its --resume refuses a checkpoint from "
-              "another rank count: a relaunch at another size fails (add --global-batch G or "
-              "--scale-lr linear)\n", min, max);
+      fprintf(stderr, "gradsync run: warning: --elastic %d:%d: a relaunch at another size "
+              "fails: %s\n", min, max, gs_elastic_one_size_why((int)servers));
     } else if (gs_elastic_size_range(min, max, 1, slots > max ? max : (int)slots,
                                      (int)servers, global_batch, 0, &lo, &hi) == 0) {
-      fprintf(stderr, "gradsync run: elastic: %d ranks only, not %d to %d: the program has "
-              "neither --global-batch nor --scale-lr linear, so its --resume refuses a "
-              "checkpoint from another rank count (add --global-batch G or --scale-lr linear "
-              "to let it resize)\n", hi, min, max);
+      fprintf(stderr, "gradsync run: elastic: %d ranks only, not %d to %d: %s\n", hi, min, max,
+              gs_elastic_one_size_why((int)servers));
       min = lo;
       max = hi;
     }

@@ -1504,12 +1504,9 @@ static int take_request(mgr *m, const cJSON *r) {
         int needs = rlo != j->min || rtop != j->max;
         int fixed = lo != rlo || top != rtop;
         char why[400];
-        snprintf(why, sizeof why, "%s%s%s%s%s", needs ? "it needs " : "", needs ? rule : "",
-                 needs && fixed ? "; " : "", fixed ? "it runs at one size (without "
-                 "--global-batch or --scale-lr linear its --resume refuses a checkpoint from "
-                 "another rank count; add " : "", !fixed ? "" : ps > 0 ? "--global-batch G "
-                 "to let it resize)" : "--global-batch G or --scale-lr linear to let it "
-                 "resize)");
+        snprintf(why, sizeof why, "%s%s%s%s%s%s", needs ? "it needs " : "", needs ? rule : "",
+                 needs && fixed ? "; " : "", fixed ? "it runs at one size (" : "",
+                 fixed ? gs_elastic_one_size_why(ps) : "", fixed ? ")" : "");
         mlog(m, "job %d: %d to %d nodes, not %d to %d: %s", j->id, lo, top, j->min, j->max,
              why);
         j->min = lo;

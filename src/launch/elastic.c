@@ -177,6 +177,15 @@ int gs_elastic_resizable(long global_batch, int scale_lr_linear) {
   return global_batch > 0 || scale_lr_linear;
 }
 
+const char *gs_elastic_one_size_why(int fixed_ranks) {
+  return fixed_ranks > 0
+             ? "without --global-batch or --scale-lr linear its --resume refuses a checkpoint "
+               "from another rank count; add --global-batch G to let it resize"
+             : "without --global-batch or --scale-lr linear its --resume refuses a checkpoint "
+               "from another rank count; add --global-batch G or --scale-lr linear to let it "
+               "resize";
+}
+
 int gs_elastic_size_range(int min, int max, int unit, int cap, int fixed_ranks,
                           long global_batch, int resizable, int *lo, int *hi) {
   int a = min, b = max;

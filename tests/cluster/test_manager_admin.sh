@@ -178,7 +178,7 @@ done
 # A parameter-server job: a worker beside its server (2 to 3), and one size
 # (3); --scale-lr linear is no fix for it (its training refuses it).
 T6=$(submit --min 1 --max 3 --after "$H" -- --model mlp --ps 1 --sync bsp)
-if grep -q "runs at 3 nodes only, not 1 to 3: .*(add --global-batch G to let it resize)" "$err"
+if grep -q "runs at 3 nodes only, not 1 to 3: .*; add --global-batch G to let it resize$" "$err"
 then pass "submit of a parameter-server job: 3 nodes only, --global-batch the fix"
 else fail "submit's note for a parameter-server job: $(cat "$err")"; fi
 if wait_log "job $T6: 3 to 3 nodes, not 1 to 3: it needs a worker beside its --ps 1 server; it \
@@ -191,7 +191,7 @@ echo "== the supervisor's rule (gradsync run --elastic of gradsync train)"
 train=(train --model mlp --epochs 1 --max-steps 2 --synthetic 256)
 timeout 60 "$G" run --hosts 127.0.0.1:2 --elastic 1:4 --max-restarts 0 \
   --mpirun "$HERE/fake_mpirun.sh" -- "$G" "${train[@]}" >"$out" 2>"$err"
-if grep -q "elastic: 2 ranks only, not 1 to 4: the program has neither --global-batch nor" \
+if grep -q "elastic: 2 ranks only, not 1 to 4: without --global-batch or --scale-lr linear" \
    "$err"; then pass "run --elastic 1:4 on 2 slots: 2 ranks only, saying why"
 else fail "run --elastic: no one-size note"; fi
 timeout 60 "$G" run --hosts 127.0.0.1:2 --elastic 1:4 --max-restarts 0 \
