@@ -135,10 +135,12 @@ static double mono_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int launch_discover(const char *script, double timeout_s, int err_fd, gs_launch_host **hosts,
-                    int *n, char *why, size_t why_len) {
-  *hosts = NULL;
-  *n = 0;
+int launch_discover_start(launch_discovery *d, const char *script, double timeout_s,
+                          int err_fd, char *why, size_t why_len) {
+  memset(d, 0, sizeof *d);
+  d->fd = -1;
+  d->script = script;
+  d->timeout_s = timeout_s;
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     snprintf(why, why_len, "discovery script %s: cannot make a pipe: %s", script,
@@ -157,8 +159,7 @@ int launch_discover(const char *script, double timeout_s, int err_fd, gs_launch_
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&at, 0);
   char *argv[] = {(char *)script, NULL};
-  pid_t pid;
-  int err = posix_spawn(&pid, script, &fa, &at, argv, environ);
+  int err = posix_spawn(&d->pid, script, &fa, &at, argv, environ);
   posix_spawnattr_destroy(&at);
   posix_spawn_file_actions_destroy(&fa);
   close(fds[1]);
@@ -167,66 +168,110 @@ int launch_discover(const char *script, double timeout_s, int err_fd, gs_launch_
     snprintf(why, why_len, "discovery script %s: cannot run it: %s", script, strerror(err));
     return -1;
   }
-  char *buf = malloc(DISCOVER_MAX_BYTES + 1);
-  size_t used = 0;
-  int too_long = 0, timed_out = 0;
-  double deadline = mono_s() + timeout_s;
+  int fl = fcntl(fds[0], F_GETFL);
+  if (fl >= 0) fcntl(fds[0], F_SETFL, fl | O_NONBLOCK);
+  d->fd = fds[0];
+  d->buf = malloc(DISCOVER_MAX_BYTES + 1);
+  d->deadline = mono_s() + timeout_s;
+  d->running = 1;
+  return 0;
+}
+
+/* Ends the script (its process group) and reaps it. */
+static void discover_reap(launch_discovery *d, int kill_it, int *status) {
+  if (d->fd >= 0) close(d->fd);
+  d->fd = -1;
+  if (kill_it) kill(-d->pid, SIGKILL);
+  double wait_end = mono_s() + 2;
+  pid_t r;
+  while ((r = waitpid(d->pid, status, WNOHANG)) == 0 && mono_s() < wait_end)
+    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+  if (r == 0) { /* closed its output but lingers: end it */
+    kill(-d->pid, SIGKILL);
+    while (waitpid(d->pid, status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  d->running = 0;
+}
+
+void launch_discover_cancel(launch_discovery *d) {
+  if (!d->running) return;
+  int status;
+  discover_reap(d, 1, &status);
+  free(d->buf);
+  d->buf = NULL;
+}
+
+int launch_discover_step(launch_discovery *d, int wait_ms, gs_launch_host **hosts, int *n,
+                         char *why, size_t why_len) {
+  *hosts = NULL;
+  *n = 0;
+  int timed_out = 0;
   for (;;) {
-    double left = deadline - mono_s();
+    double left = d->deadline - mono_s();
     if (left <= 0) {
       timed_out = 1;
       break;
     }
-    struct pollfd p = {fds[0], POLLIN, 0};
-    int r = poll(&p, 1, (int)(left * 1000) + 1);
+    int ms = (int)(left * 1000) + 1;
+    struct pollfd p = {d->fd, POLLIN, 0};
+    int r = poll(&p, 1, ms < wait_ms ? ms : wait_ms);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;
+    if (r == 0) {
+      if (mono_s() < d->deadline) return 0; /* not done yet */
+      continue;
+    }
     char chunk[4096];
-    ssize_t k = read(fds[0], chunk, sizeof chunk);
-    if (k < 0 && errno == EINTR) continue;
+    ssize_t k = read(d->fd, chunk, sizeof chunk);
+    if (k < 0 && (errno == EINTR)) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
     if (k <= 0) break;
-    if (!buf || used + (size_t)k > DISCOVER_MAX_BYTES) {
-      too_long = 1;
+    if (!d->buf || d->used + (size_t)k > DISCOVER_MAX_BYTES) {
+      d->too_long = 1;
       continue; /* drain: the script must not block on a full pipe */
     }
-    memcpy(buf + used, chunk, (size_t)k);
-    used += (size_t)k;
+    memcpy(d->buf + d->used, chunk, (size_t)k);
+    d->used += (size_t)k;
   }
-  close(fds[0]);
-  if (timed_out) kill(-pid, SIGKILL);
   int status = 0;
-  double wait_end = mono_s() + 2;
-  pid_t r;
-  while ((r = waitpid(pid, &status, WNOHANG)) == 0 && mono_s() < wait_end)
-    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
-  if (r == 0) { /* closed its output but lingers: end it */
-    kill(-pid, SIGKILL);
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-  }
+  discover_reap(d, timed_out, &status);
+  const char *script = d->script;
   int rc = -1;
   if (timed_out)
     snprintf(why, why_len, "discovery script %s did not finish within %.0f s", script,
-             timeout_s);
+             d->timeout_s);
   else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     snprintf(why, why_len, "discovery script %s %s %d", script,
              WIFEXITED(status) ? "exited with status" : "was killed by signal",
              WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-  else if (!buf || too_long)
+  else if (!d->buf || d->too_long)
     snprintf(why, why_len, "discovery script %s printed more than %d bytes", script,
              DISCOVER_MAX_BYTES);
-  else if (memchr(buf, '\0', used))
+  else if (memchr(d->buf, '\0', d->used))
     snprintf(why, why_len, "discovery script %s printed a NUL byte: not host:slots lines",
              script);
   else {
-    buf[used] = '\0';
-    if (gs_launch_hosts_parse(buf, hosts, n) != GS_OK)
+    d->buf[d->used] = '\0';
+    if (gs_launch_hosts_parse(d->buf, hosts, n) != GS_OK)
       snprintf(why, why_len, "discovery script %s: %s", script, gs_last_error());
     else
-      rc = 0;
+      rc = 1;
   }
-  free(buf);
+  free(d->buf);
+  d->buf = NULL;
   return rc;
+}
+
+int launch_discover(const char *script, double timeout_s, int err_fd, gs_launch_host **hosts,
+                    int *n, char *why, size_t why_len) {
+  *hosts = NULL;
+  *n = 0;
+  launch_discovery d;
+  if (launch_discover_start(&d, script, timeout_s, err_fd, why, why_len) != 0) return -1;
+  int r;
+  while ((r = launch_discover_step(&d, 1000, hosts, n, why, why_len)) == 0) {
+  }
+  return r == 1 ? 0 : -1;
 }
 
 static double file_mtime(const char *path) {

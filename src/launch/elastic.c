@@ -102,6 +102,7 @@ typedef struct el {
   int ncommit;
   int changed; /* checkpoint.json rewritten during this launch, read or not */
   double last_discover;
+  launch_discovery disc; /* a discovery running while a launch is watched */
   char last_warning[1100]; /* a warning repeated unchanged is not sent again */
 } el;
 
@@ -275,14 +276,10 @@ static int rank_host(const el *e, int r) {
   return -1;
 }
 
-static void discover(el *e) {
-  const gs_elastic_config *c = e->cfg;
-  gs_launch_host *list = NULL;
-  int n = 0;
-  char why[1024];
-  e->last_discover = el_now(e);
-  if (launch_discover(c->discover, c->discover_timeout_s, c->err_fd, &list, &n, why,
-                      sizeof why) != 0) {
+/* A discovery's outcome: the listing replaces the hosts' (ok), or a
+ * warning, sent once while it repeats, and the hosts known stay. */
+static void take_listing(el *e, int ok, gs_launch_host *list, int n, const char *why) {
+  if (!ok) {
     char msg[1100];
     snprintf(msg, sizeof msg, "%s; keeping the hosts known before", why);
     if (strcmp(msg, e->last_warning) != 0) emit_text(e, GS_ELASTIC_WARNING, 0, msg);
@@ -297,6 +294,43 @@ static void discover(el *e) {
       break;
     }
   gs_free(list);
+}
+
+/* Runs the script to its end (between launches, and at a launch's end). */
+static void discover(el *e) {
+  const gs_elastic_config *c = e->cfg;
+  launch_discover_cancel(&e->disc); /* a run in the background is superseded */
+  gs_launch_host *list = NULL;
+  int n = 0;
+  char why[1024];
+  e->last_discover = el_now(e);
+  int ok = launch_discover(c->discover, c->discover_timeout_s, c->err_fd, &list, &n, why,
+                           sizeof why) == 0;
+  take_listing(e, ok, list, n, why);
+}
+
+/* While a launch runs: starts the script in the background when it is
+ * due, and takes its listing when it has finished, never waiting for it
+ * (a script that hangs would hold the launch's watch for its timeout).
+ * Returns 1 when a listing was taken. */
+static int discover_background(el *e) {
+  const gs_elastic_config *c = e->cfg;
+  char why[1024];
+  if (!e->disc.running) {
+    if (el_now(e) - e->last_discover < c->discover_every_s) return 0;
+    e->last_discover = el_now(e);
+    if (launch_discover_start(&e->disc, c->discover, c->discover_timeout_s, c->err_fd, why,
+                              sizeof why) != 0) {
+      take_listing(e, 0, NULL, 0, why);
+      return 0;
+    }
+  }
+  gs_launch_host *list = NULL;
+  int n = 0;
+  int r = launch_discover_step(&e->disc, 0, &list, &n, why, sizeof why);
+  if (r == 0) return 0;
+  take_listing(e, r == 1, list, n, why);
+  return r == 1;
 }
 
 /* Reads field 22 (start time) and the state of /proc/PID/stat. */
@@ -663,8 +697,7 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
     }
     /* Discovery, and growth when it lists more than the job has. */
     if (c->discover && !stop_asked && !interrupted_seen && !w.first_sign &&
-        now - e->last_discover >= c->discover_every_s) {
-      discover(e);
+        discover_background(e)) {
       char rule[256];
       int best = pick_size(e, 0, rule, sizeof rule);
       int gone = c->shrink_on_discover ? unlisted_host(e) : -1;
@@ -691,6 +724,7 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
   }
   for (int i = 0; i < 2; i++)
     if (pipes[i] >= 0) close(pipes[i]);
+  launch_discover_cancel(&e->disc); /* the launch is over: its listing is moot */
   if (!exited) { /* the pipes ended first: mpirun is ending */
     double deadline = el_now(e) + c->kill_grace_s;
     while (waitpid(pid, &status, WNOHANG) == 0) {

@@ -211,6 +211,38 @@ else
   kill "$sup" 2>/dev/null
 fi
 
+echo "== the discovery script hangs"
+# From its second run on the script lists the host, then hangs (a sleep
+# holding its output open). The launch is watched meanwhile: the job ends
+# when its training does, the hung script and its sleep are ended with it
+# (until 2026-12-01 the supervisor sat in the script's 10 s timeout, the
+# job's end was noticed 8 s late, and the sleep outlived the supervisor).
+cat >"$scratch/hang.sh" <<EOS
+#!/bin/sh
+echo localhost:2
+if [ -e "$scratch/hang.ran" ]; then exec sleep 299.25; fi
+touch "$scratch/hang.ran"
+EOS
+chmod +x "$scratch/hang.sh"
+t0=$SECONDS
+if start_job hang -np 2 --elastic 2:2 --discover "$scratch/hang.sh" --discover-every 0.5; then
+  wait_bounded "$sup" 100
+  rc=$?
+  took=$((SECONDS - t0))
+  sleep 0.5
+  left=$(pgrep -f "sleep 299.25" | wc -l)
+  # the job alone takes 3-4 s here; 10 s is the script's timeout
+  if [ "$rc" = 0 ] && [ "$left" = 0 ] && [ "$took" -lt 10 ] && epochs_once 2 "$FULL"; then
+    pass "a hanging discovery script: the job ended in $took s (< 10), no sleep left"
+  else
+    fail "a hanging discovery script: exit $rc (want 0), $took s (want < 10), $left sleep(s) left"
+  fi
+else
+  fail "a hanging discovery script: no commit"
+  kill "$sup" 2>/dev/null
+fi
+pkill -f "sleep 299.25" 2>/dev/null
+
 echo "== SIGTERM to the supervisor"
 if start_job stop -np 3 --elastic 2:3; then
   kill -TERM "$sup"
