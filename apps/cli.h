@@ -73,6 +73,15 @@ int cli_tables_load(const char *verb, const char *name, double scale, double poo
  * as getopt's. NULL when it is not given. */
 const char *cli_option_value(char *const *argv, int argc, const char *name);
 
+/* A DLRM training job's fixed world size: the ranks its --plan FILE was
+ * made for, when argv[0..argc) (gradsync train's options) hold --model
+ * dlrm and --plan; 0 when they do not; -1 with why when the plan cannot be
+ * read. (A plan places shards on ranks: the job runs on those only.) */
+/* Whether option NAME's value (cli_option_value) is VALUE. */
+int cli_option_is(char *const *argv, int argc, const char *name, const char *value);
+
+int cli_dlrm_plan_ranks(char *const *argv, int argc, char *why, size_t why_len);
+
 /* The median of v[0..n) (0 for n == 0); sorts v in place. */
 double cli_median(double *v, size_t n);
 

@@ -82,6 +82,33 @@ const char *cli_option_value(char *const *argv, int argc, const char *name) {
   return v;
 }
 
+int cli_option_is(char *const *argv, int argc, const char *name, const char *value) {
+  const char *v = cli_option_value(argv, argc, name);
+  return v != NULL && strcmp(v, value) == 0;
+}
+
+int cli_dlrm_plan_ranks(char *const *argv, int argc, char *why, size_t why_len) {
+  const char *plan = cli_option_value(argv, argc, "--plan");
+  if (!cli_option_is(argv, argc, "--model", "dlrm") || !plan) return 0;
+  FILE *f = fopen(plan, "r");
+  if (!f) {
+    snprintf(why, why_len, "--plan %s: cannot read it: %s", plan, strerror(errno));
+    return -1;
+  }
+  char *text = malloc(1 << 26);
+  size_t n = text ? fread(text, 1, (1 << 26) - 1, f) : 0;
+  fclose(f);
+  if (text) text[n] = '\0';
+  cJSON *root = text ? cJSON_Parse(text) : NULL;
+  free(text);
+  const cJSON *rk = root ? cJSON_GetObjectItemCaseSensitive(root, "ranks") : NULL;
+  int r = cJSON_IsNumber(rk) && rk->valuedouble >= 1 && rk->valuedouble <= 1 << 20
+              ? (int)rk->valuedouble : -1;
+  cJSON_Delete(root);
+  if (r < 0) snprintf(why, why_len, "--plan %s: not a sharding plan (no \"ranks\")", plan);
+  return r;
+}
+
 int cli_parse_double(const char *s, double min, double max, double *out) {
   if (!plain_number(s)) return -1;
   /* Decimal only: strtod would also read "nan", "inf" and hexadecimal. */

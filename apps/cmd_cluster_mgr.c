@@ -975,6 +975,32 @@ int cmd_submit(int argc, char **argv) {
     const char *v = cli_option_value(args, nargs, "--global-batch");
     if (v) cli_parse_long(v, 1, 1L << 40, &gb);
     if ((v = cli_option_value(args, nargs, "--ps")) != NULL) cli_parse_long(v, 0, 65535, &ps);
+    /* A DLRM job with --plan FILE runs on the ranks the plan was made for:
+     * that many nodes' slots, whatever --min and --max say (relaunched at
+     * another size it would exit 2). */
+    char pwhy[600];
+    int pr = cli_dlrm_plan_ranks(args, nargs, pwhy, sizeof pwhy);
+    if (pr < 0) {
+      cli_error("submit", "the job's %s", pwhy);
+      return 2;
+    }
+    if (pr > 0) {
+      int nodes = pr / slots;
+      if (pr % slots != 0 || nodes > pool || (seen_min && nodes < min) ||
+          (seen_max && nodes > max)) {
+        cli_error("submit", "the job's --plan is made for %d ranks: no size of %d to %d nodes "
+                  "(%d rank%s a node, a pool of %d) gives that (--sharding instead plans anew "
+                  "at each size)", pr, seen_min ? min : 1, seen_max ? max : pool, slots,
+                  slots == 1 ? "" : "s", pool);
+        return 2;
+      }
+      if ((seen_min || seen_max) && min != max)
+        fprintf(stderr, "gradsync submit: note: the job runs at %d node%s only, not %d to %d: "
+                "its --plan is made for %d ranks\n", nodes, nodes == 1 ? "" : "s", min, max,
+                pr);
+      min = max = nodes;
+      seen_min = seen_max = 1;
+    }
     /* Without --min, the smallest size that runs (and --max that too). */
     if (!seen_min) {
       while (min < pool && !gs_elastic_size_runs(min * slots, (int)ps, gb)) min++;
@@ -993,7 +1019,8 @@ int cmd_submit(int argc, char **argv) {
         gs_elastic_size_range(min, max, slots, 0, (int)ps, gb, 1, &rlo, &rhi) == 0 &&
         (lo != rlo || hi != rhi))
       fprintf(stderr, "gradsync submit: note: the job runs at %d node%s only, not %d to %d: "
-              "%s\n", hi, hi == 1 ? "" : "s", min, max, gs_elastic_one_size_why((int)ps));
+              "%s\n", hi, hi == 1 ? "" : "s", min, max, gs_elastic_one_size_why(
+                  ps > 0 || cli_option_is(args, nargs, "--model", "dlrm")));
     if (!fits) {
       char why[160];
       if (ps > 0 && gb > 0)

@@ -495,6 +495,7 @@ static int wants_dlrm(int argc, char **argv) {
 }
 
 int cmd_train(int argc, char **argv) {
+  /* (with GRADSYNC_CHECK_ARGS=1 the DLRM trainer too checks and returns) */
   if (wants_dlrm(argc, argv)) return cmd_train_dlrm(argc, argv);
   gs_train_config cfg;
   static cli_train_view view;

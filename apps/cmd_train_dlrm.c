@@ -549,6 +549,21 @@ int cmd_train_dlrm(int argc, char **argv) {
     }
   char bottom[64];
   snprintf(bottom, sizeof bottom, "13-128-64-%zu", D);
+  /* `gradsync submit` checks a job's options before queueing it
+   * (GRADSYNC_CHECK_ARGS=1): the options and the tables, and a --plan file
+   * against the tables (the world size is the job's, not known here);
+   * nothing is run and nothing written. */
+  const char *check_only = getenv("GRADSYNC_CHECK_ARGS");
+  if (check_only && strcmp(check_only, "1") == 0) {
+    gs_shard_plan *p = NULL;
+    if (rc == 0 && o.plan && gs_shard_plan_load(o.plan, t, nt, 0, &p) != GS_OK) {
+      cli_error(VERB, "--plan: %s", gs_last_error());
+      rc = 2;
+    }
+    gs_shard_plan_free(p);
+    gs_embed_specs_free(t);
+    return rc;
+  }
   if (rc && !cli_under_launcher()) {
     gs_embed_specs_free(t);
     return rc;

@@ -210,6 +210,25 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
    * count: it runs at one size, the largest the given hosts hold
    * (gs_elastic_size_range, the cluster manager's rule). */
   int min = o->min, max = o->max;
+  /* A DLRM job with --plan FILE runs on the ranks the plan was made for
+   * (relaunched at another size it would exit 2, restart after restart). */
+  char pwhy[600];
+  int plan_ranks = cli_dlrm_plan_ranks(prog + 1, nprog - 1, pwhy, sizeof pwhy);
+  if (plan_ranks < 0) {
+    cli_error("run", "--elastic: the program's %s", pwhy);
+    return 2;
+  }
+  if (plan_ranks > 0 && (plan_ranks < min || plan_ranks > max)) {
+    cli_error("run", "--elastic %d:%d: the program's --plan is made for %d ranks, outside "
+              "these sizes (--sharding instead plans anew at each size)", min, max, plan_ranks);
+    return 2;
+  }
+  if (plan_ranks > 0 && min < max) {
+    fprintf(stderr, "gradsync run: elastic: %d ranks only, not %d to %d: the program's --plan "
+            "is made for %d ranks (--sharding instead plans anew at each size)\n", plan_ranks,
+            min, max, plan_ranks);
+    min = max = plan_ranks;
+  }
   const char *sl = cli_option_value(prog + 1, nprog - 1, "--scale-lr");
   const char *base = strrchr(prog[0], '/');
   base = base ? base + 1 : prog[0];
@@ -221,11 +240,14 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
     int lo, hi;
     if (o->discover || slots <= 0) {
       fprintf(stderr, "gradsync run: warning: --elastic %d:%d: a relaunch at another size "
-              "fails: %s\n", min, max, gs_elastic_one_size_why((int)servers));
+              "fails: %s\n", min, max,
+              gs_elastic_one_size_why(servers > 0 ||
+                                      cli_option_is(prog + 1, nprog - 1, "--model", "dlrm")));
     } else if (gs_elastic_size_range(min, max, 1, slots > max ? max : (int)slots,
                                      (int)servers, global_batch, 0, &lo, &hi) == 0) {
       fprintf(stderr, "gradsync run: elastic: %d ranks only, not %d to %d: %s\n", hi, min, max,
-              gs_elastic_one_size_why((int)servers));
+              gs_elastic_one_size_why(servers > 0 ||
+                                      cli_option_is(prog + 1, nprog - 1, "--model", "dlrm")));
       min = lo;
       max = hi;
     }

@@ -273,6 +273,8 @@ gs_status gs_shard_plan_save(const gs_shard_plan *p, const gs_embed_spec *tables
                              const char *path);
 gs_status gs_shard_plan_load(const char *path, const gs_embed_spec *tables, int ntables,
                              int ranks, gs_shard_plan **out);
+/* (ranks <= 0: whatever world size the plan was made for, as a check
+ * before the world is known does; the plan's ranks are then (*out)->ranks.) */
 
 #ifdef __cplusplus
 }

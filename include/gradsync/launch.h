@@ -197,10 +197,10 @@ int gs_elastic_size_runs(int ranks, int fixed_ranks, long global_batch);
  * runs at one size only. */
 int gs_elastic_resizable(long global_batch, int scale_lr_linear);
 
-/* Why such a job runs at one size, and what lets it resize (a parameter-
- * server job, fixed_ranks > 0, only by a global batch), in the words that
- * submit, the cluster manager and the supervisor print. */
-const char *gs_elastic_one_size_why(int fixed_ranks);
+/* Why such a job runs at one size, and what lets it resize (only a global
+ * batch where global_batch_only: a parameter-server job, a DLRM job), in
+ * the words that submit, the cluster manager and the supervisor print. */
+const char *gs_elastic_one_size_why(int global_batch_only);
 
 /* The sizes from min to max units of `unit` ranks each that a gradsync
  * train job runs on (gs_elastic_size_runs), into *lo and *hi: the smallest

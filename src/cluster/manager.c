@@ -840,6 +840,13 @@ static const char *arg_value(const job *j, const char *name) {
   return v;
 }
 
+/* A DLRM training job (gradsync train --model dlrm): resized only by a
+ * global batch (it has no --scale-lr). */
+static int job_is_dlrm(const job *j) {
+  const char *m = j->exec ? NULL : arg_value(j, "--model");
+  return m != NULL && strcmp(m, "dlrm") == 0;
+}
+
 /* A gradsync train job's --global-batch, or 0. */
 static long job_global_batch(const job *j) {
   const char *v = j->exec ? NULL : arg_value(j, "--global-batch");
@@ -1154,7 +1161,12 @@ static void read_progress(mgr *m, job *j) {
   }
   cJSON_Delete(c);
   if (ok) {
-    snprintf(j->commit, sizeof j->commit, "epoch %.0f, sample %.0f", e + 1, s);
+    /* epochs counted from 1; a commit at an epoch's end names that epoch
+     * (not "epoch 3, sample 0" for a 2-epoch job that finished) */
+    if (s == 0 && e >= 1)
+      snprintf(j->commit, sizeof j->commit, "end of epoch %.0f", e);
+    else
+      snprintf(j->commit, sizeof j->commit, "epoch %.0f, sample %.0f", e + 1, s);
     if (total > 0 && epochs > 0) {
       double p = (e + s / total) / epochs;
       j->progress = p > 1 ? 1 : p;
@@ -1506,7 +1518,7 @@ static int take_request(mgr *m, const cJSON *r) {
         char why[400];
         snprintf(why, sizeof why, "%s%s%s%s%s%s", needs ? "it needs " : "", needs ? rule : "",
                  needs && fixed ? "; " : "", fixed ? "it runs at one size (" : "",
-                 fixed ? gs_elastic_one_size_why(ps) : "", fixed ? ")" : "");
+                 fixed ? gs_elastic_one_size_why(ps > 0 || job_is_dlrm(j)) : "", fixed ? ")" : "");
         mlog(m, "job %d: %d to %d nodes, not %d to %d: %s", j->id, lo, top, j->min, j->max,
              why);
         j->min = lo;

@@ -1624,6 +1624,14 @@ gs_status gs_shard_plan_load(const char *path, const gs_embed_spec *tables, int 
       st = gs_error(GS_ERR_PARSE, "sharding plan %s: expected \"tables\", \"shards\" and "
                     "\"ranks\"", path);
   }
+  /* ranks <= 0: the plan's own (a check before the world is known) */
+  if (st == GS_OK && ranks <= 0) {
+    if (rk->valuedouble >= 1 && rk->valuedouble <= 1 << 20 &&
+        rk->valuedouble == floor(rk->valuedouble))
+      ranks = (int)rk->valuedouble;
+    else
+      st = gs_error(GS_ERR_PARSE, "sharding plan %s: \"ranks\" is %g", path, rk->valuedouble);
+  }
   if (st == GS_OK && (rk->valuedouble != ranks || cJSON_GetArraySize(ts) != ntables))
     st = gs_error(GS_ERR_INVALID_ARG, "sharding plan %s: made for %g ranks and %d tables, "
                   "this job has %d rank%s and %d table%s", path, rk->valuedouble,

@@ -178,8 +178,8 @@ int gs_elastic_resizable(long global_batch, int scale_lr_linear) {
   return global_batch > 0 || scale_lr_linear;
 }
 
-const char *gs_elastic_one_size_why(int fixed_ranks) {
-  return fixed_ranks > 0
+const char *gs_elastic_one_size_why(int global_batch_only) {
+  return global_batch_only
              ? "without --global-batch or --scale-lr linear its --resume refuses a checkpoint "
                "from another rank count; add --global-batch G to let it resize"
              : "without --global-batch or --scale-lr linear its --resume refuses a checkpoint "

@@ -185,7 +185,35 @@ if wait_log "job $T6: 3 to 3 nodes, not 1 to 3: it needs a worker beside its --p
 runs at one size" 10 && [ "$(field "$T6" min)" = 3 ]; then
   pass "the manager gave job $T6 both reasons and 3:3"
 else fail "job $T6: $(field "$T6" min):$(field "$T6" max)"; fi
-"$G" cancel --spool "$spool" "$T1" "$T2" "$T3" "$T4" "$T5" "$T6" 2>"$err" || fail "cancel"
+# DLRM jobs: submit checks their options and runs nothing (until
+# 2026-12-01 it trained the whole job in one process first, and wrote its
+# checkpoint where submit ran); one without --global-batch is told only of
+# --global-batch (the DLRM trainer has no --scale-lr); one with --plan runs
+# on the plan's ranks.
+mkdir -p "$scratch/sub" && cd "$scratch/sub" || exit 1
+t0=$SECONDS
+D1=$(submit --min 1 --max 2 --after "$H" -- --model dlrm --steps 200000 --epochs 1 \
+  --checkpoint job-checkpoint)
+took=$((SECONDS - t0))
+if [ -n "$D1" ] && [ "$took" -le 3 ] && [ -z "$(ls)" ] &&
+   grep -q "runs at 2 nodes only, not 1 to 2: .*; add --global-batch G to let it resize$" "$err"; then
+  pass "submit of a DLRM job: checked in $took s, nothing written, --global-batch the fix"
+else fail "submit of a DLRM job: id '$D1', $took s, files: $(ls | tr '\n' ' '), $(cat "$err")"; fi
+"$G" shard --tables kaggle:0.001 --ranks 2 --batch 64 --lookup 1e-8,1e-10,1e-9,0,0,0,0,0,0,0 \
+  --out "$scratch/plan2.json" >/dev/null 2>&1
+D2=$(submit --min 1 --max 3 --after "$H" -- --model dlrm --plan "$scratch/plan2.json" \
+  --global-batch 64)
+if [ -n "$D2" ] && grep -q "runs at 2 nodes only, not 1 to 3: its --plan is made for 2 ranks" "$err" &&
+   [ "$(field "$D2" min)" = 2 ] && [ "$(field "$D2" max)" = 2 ]; then
+  pass "submit of a DLRM job with a 2-rank --plan: 2:2"
+else fail "DLRM --plan: id '$D2', $(field "$D2" min):$(field "$D2" max), $(cat "$err")"; fi
+submit --max 1 -- --model dlrm --plan "$scratch/plan2.json" --global-batch 64 >/dev/null
+rc=$?
+if [ "$rc" = 2 ] && grep -q "the job's --plan is made for 2 ranks: no size of 1 to 1 nodes" "$err"; then
+  pass "a 2-rank --plan under --max 1: exit 2"
+else fail "a 2-rank --plan under --max 1: exit $rc, $(cat "$err")"; fi
+cd "$scratch" || exit 1
+"$G" cancel --spool "$spool" "$T1" "$T2" "$T3" "$T4" "$T5" "$T6" "$D1" "$D2" 2>"$err" || fail "cancel"
 
 echo "== the supervisor's rule (gradsync run --elastic of gradsync train)"
 train=(train --model mlp --epochs 1 --max-steps 2 --synthetic 256)
@@ -198,6 +226,21 @@ timeout 60 "$G" run --hosts 127.0.0.1:2 --elastic 1:4 --max-restarts 0 \
   --mpirun "$HERE/fake_mpirun.sh" -- "$G" "${train[@]}" --scale-lr linear >"$out" 2>"$err"
 if grep -q "ranks only" "$err"; then fail "run --elastic narrowed a --scale-lr linear job"
 else pass "run --elastic with --scale-lr linear keeps its range"; fi
+# A DLRM job with a 2-rank --plan runs on 2 ranks (relaunched on 1 it exited
+# 2, restart after restart, until the budget was spent); sizes without 2
+# are refused.
+dl=(train --model dlrm --plan "$scratch/plan2.json" --global-batch 64 --steps 2 --epochs 1)
+timeout 60 "$G" run --hosts 127.0.0.1:2 --elastic 1:2 --max-restarts 0 \
+  --mpirun "$HERE/fake_mpirun.sh" -- "$G" "${dl[@]}" >"$out" 2>"$err"
+if grep -q "elastic: 2 ranks only, not 1 to 2: the program's --plan is made for 2 ranks" "$err"
+then pass "run --elastic 1:2 of a DLRM job with a 2-rank plan: 2 ranks only"
+else fail "run --elastic of a DLRM --plan job: $(grep -m2 elastic "$err")"; fi
+timeout 60 "$G" run --hosts 127.0.0.1:4 --elastic 3:4 --mpirun "$HERE/fake_mpirun.sh" -- \
+  "$G" "${dl[@]}" >"$out" 2>"$err"
+rc=$?
+if [ "$rc" = 2 ] && grep -q "the program's --plan is made for 2 ranks, outside these sizes" "$err"
+then pass "run --elastic 3:4 of a DLRM job with a 2-rank plan: exit 2"
+else fail "run --elastic 3:4 of a DLRM --plan job: exit $rc, $(cat "$err")"; fi
 
 echo "== the log's wording"
 D=$(submit --min 1 --max 1 --name quick --exec -- "$JOB" 3 "$scratch/quick" 0.1)
