@@ -16,6 +16,7 @@
 #include <mpi.h>
 
 #include "cli.h"
+#include "gradsync/nn.h"
 
 /* strto* skip leading spaces and take a sign; the options take neither (a
  * '-' only where the range allows negative values). A leading zero before
@@ -90,17 +91,14 @@ int cli_option_is(char *const *argv, int argc, const char *name, const char *val
 int cli_dlrm_plan_ranks(char *const *argv, int argc, char *why, size_t why_len) {
   const char *plan = cli_option_value(argv, argc, "--plan");
   if (!cli_option_is(argv, argc, "--model", "dlrm") || !plan) return 0;
-  FILE *f = fopen(plan, "r");
-  if (!f) {
-    snprintf(why, why_len, "--plan %s: cannot read it: %s", plan, strerror(errno));
+  unsigned char *text = NULL;
+  size_t n = 0;
+  if (gs_nn_file_read(plan, "sharding plan", (size_t)1 << 30, &text, &n) != GS_OK) {
+    snprintf(why, why_len, "--plan: %s", gs_last_error());
     return -1;
   }
-  char *text = malloc(1 << 26);
-  size_t n = text ? fread(text, 1, (1 << 26) - 1, f) : 0;
-  fclose(f);
-  if (text) text[n] = '\0';
-  cJSON *root = text ? cJSON_Parse(text) : NULL;
-  free(text);
+  cJSON *root = cJSON_ParseWithLength((const char *)text, n);
+  gs_free(text);
   const cJSON *rk = root ? cJSON_GetObjectItemCaseSensitive(root, "ranks") : NULL;
   int r = cJSON_IsNumber(rk) && rk->valuedouble >= 1 && rk->valuedouble <= 1 << 20
               ? (int)rk->valuedouble : -1;

@@ -129,12 +129,6 @@ gs_status gs_launch_hosts_parse(const char *text, gs_launch_host **hosts, int *n
   return GS_OK;
 }
 
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int launch_discover_start(launch_discovery *d, const char *script, double timeout_s,
                           int err_fd, char *why, size_t why_len) {
   memset(d, 0, sizeof *d);
@@ -172,7 +166,7 @@ int launch_discover_start(launch_discovery *d, const char *script, double timeou
   if (fl >= 0) fcntl(fds[0], F_SETFL, fl | O_NONBLOCK);
   d->fd = fds[0];
   d->buf = malloc(DISCOVER_MAX_BYTES + 1);
-  d->deadline = mono_s() + timeout_s;
+  d->deadline = gs_now() + timeout_s;
   d->running = 1;
   return 0;
 }
@@ -182,9 +176,9 @@ static void discover_reap(launch_discovery *d, int kill_it, int *status) {
   if (d->fd >= 0) close(d->fd);
   d->fd = -1;
   if (kill_it) kill(-d->pid, SIGKILL);
-  double wait_end = mono_s() + 2;
+  double wait_end = gs_now() + 2;
   pid_t r;
-  while ((r = waitpid(d->pid, status, WNOHANG)) == 0 && mono_s() < wait_end)
+  while ((r = waitpid(d->pid, status, WNOHANG)) == 0 && gs_now() < wait_end)
     nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
   if (r == 0) { /* closed its output but lingers: end it */
     kill(-d->pid, SIGKILL);
@@ -208,7 +202,7 @@ int launch_discover_step(launch_discovery *d, int wait_ms, gs_launch_host **host
   *n = 0;
   int timed_out = 0;
   for (;;) {
-    double left = d->deadline - mono_s();
+    double left = d->deadline - gs_now();
     if (left <= 0) {
       timed_out = 1;
       break;
@@ -218,7 +212,7 @@ int launch_discover_step(launch_discovery *d, int wait_ms, gs_launch_host **host
     int r = poll(&p, 1, ms < wait_ms ? ms : wait_ms);
     if (r < 0 && errno == EINTR) continue;
     if (r == 0) {
-      if (mono_s() < d->deadline) return 0; /* not done yet */
+      if (gs_now() < d->deadline) return 0; /* not done yet */
       continue;
     }
     char chunk[4096];

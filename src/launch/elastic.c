@@ -52,12 +52,6 @@ void gs_elastic_result_free(gs_elastic_result *res) {
   res->nlaunches = 0;
 }
 
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void nap_ms(int ms) {
   nanosleep(&(struct timespec){ms / 1000, (long)(ms % 1000) * 1000000L}, NULL);
 }
@@ -106,7 +100,7 @@ typedef struct el {
   char last_warning[1100]; /* a warning repeated unchanged is not sent again */
 } el;
 
-static double el_now(const el *e) { return mono_s() - e->t0; }
+static double el_now(const el *e) { return gs_now() - e->t0; }
 
 static void emit(el *e, gs_elastic_event *ev) {
   ev->t = el_now(e);
@@ -388,21 +382,21 @@ static int child_alive(const el_child *c) {
 /* After mpirun's exit: ranks it left behind get kill_grace_s to end by
  * themselves (Open MPI's ranks notice their daemon's loss), then SIGKILL. */
 static int end_orphans(el *e) {
-  double deadline = mono_s() + e->cfg->kill_grace_s;
+  double deadline = gs_now() + e->cfg->kill_grace_s;
   int killed = 0;
   for (;;) {
     int alive = 0;
     for (int i = 0; i < e->nchild; i++)
       if (child_alive(&e->child[i])) alive++;
     if (!alive) break;
-    if (mono_s() > deadline) {
+    if (gs_now() > deadline) {
       for (int i = 0; i < e->nchild; i++)
         if (child_alive(&e->child[i])) {
           kill(e->child[i].pid, SIGKILL);
           killed++;
         }
       nap_ms(100);
-      deadline = mono_s() + 1e9;
+      deadline = gs_now() + 1e9;
       continue;
     }
     nap_ms(50);
@@ -985,7 +979,7 @@ gs_status gs_elastic_run(const gs_elastic_config *cfg_in, gs_elastic_result *res
   memset(e, 0, sizeof *e);
   e->cfg = &cfg;
   e->res = res;
-  e->t0 = mono_s();
+  e->t0 = gs_now();
   e->use_host_list = cfg.hosts_explicit || cfg.discover;
   size_t launches_cap = 16; /* the history grows as the job relaunches */
   res->launches = gs_malloc(launches_cap * sizeof *res->launches);
