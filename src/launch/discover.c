@@ -256,18 +256,6 @@ int launch_discover_step(launch_discovery *d, int wait_ms, gs_launch_host **host
   return rc;
 }
 
-int launch_discover(const char *script, double timeout_s, int err_fd, gs_launch_host **hosts,
-                    int *n, char *why, size_t why_len) {
-  *hosts = NULL;
-  *n = 0;
-  launch_discovery d;
-  if (launch_discover_start(&d, script, timeout_s, err_fd, why, why_len) != 0) return -1;
-  int r;
-  while ((r = launch_discover_step(&d, 1000, hosts, n, why, why_len)) == 0) {
-  }
-  return r == 1 ? 0 : -1;
-}
-
 static double file_mtime(const char *path) {
   struct stat st;
   if (stat(path, &st) != 0) return -1;

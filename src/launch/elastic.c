@@ -290,17 +290,28 @@ static void take_listing(el *e, int ok, gs_launch_host *list, int n, const char 
   gs_free(list);
 }
 
-/* Runs the script to its end (between launches, and at a launch's end). */
+/* Runs the script to its end (between launches, and at a launch's end),
+ * bounded by its timeout; a signal to the supervisor ends it at once (the
+ * listing is moot then, the job is stopping), so that a SIGTERM while the
+ * job waits for slots is not held for a script that hangs. */
 static void discover(el *e) {
   const gs_elastic_config *c = e->cfg;
   launch_discover_cancel(&e->disc); /* a run in the background is superseded */
   gs_launch_host *list = NULL;
-  int n = 0;
+  int n = 0, r;
   char why[1024];
   e->last_discover = el_now(e);
-  int ok = launch_discover(c->discover, c->discover_timeout_s, c->err_fd, &list, &n, why,
-                           sizeof why) == 0;
-  take_listing(e, ok, list, n, why);
+  if (launch_discover_start(&e->disc, c->discover, c->discover_timeout_s, c->err_fd, why,
+                            sizeof why) != 0) {
+    take_listing(e, 0, NULL, 0, why);
+    return;
+  }
+  while ((r = launch_discover_step(&e->disc, 50, &list, &n, why, sizeof why)) == 0)
+    if (el_interrupt) {
+      launch_discover_cancel(&e->disc);
+      return;
+    }
+  take_listing(e, r == 1, list, n, why);
 }
 
 /* While a launch runs: starts the script in the background when it is

@@ -9,6 +9,8 @@
 #   fewer slots than MIN      with discovery: a bounded wait (--min-wait), exit 1
 #   the restart budget        --max-restarts 0: the first failure ends the job
 #   the discovery script fails  a warning naming the script, the job goes on
+#   the script hangs          the job's end, and a SIGTERM while it waits
+#                             for slots, are seen at once
 #   SIGTERM to the supervisor forwarded, no relaunch, exit 143, no rank left
 #
 # (A commit interrupted mid-write is the trainer's atomic save: tests/train.)
@@ -242,6 +244,38 @@ else
   kill "$sup" 2>/dev/null
 fi
 pkill -f "sleep 299.25" 2>/dev/null
+
+echo "== SIGTERM while waiting for slots, the discovery script hung"
+# The first run lists one slot of a 2:2 job, so the supervisor waits for
+# discovery; every later run hangs. A SIGTERM then ends the job at once,
+# the script with it (until 2026-12-01 the wait ran the script to its
+# 10 s timeout before it looked at the signal).
+new_case waithang
+cat >"$scratch/waithang.sh" <<EOS
+#!/bin/sh
+if [ -e "$scratch/waithang.ran" ]; then exec sleep 298.25; fi
+touch "$scratch/waithang.ran"
+echo localhost:1
+EOS
+chmod +x "$scratch/waithang.sh"
+"$G" run -np 2 --elastic 2:2 --discover "$scratch/waithang.sh" --discover-every 0.2 \
+  --min-wait 60 -- "$G" "${TRAIN[@]}" --checkpoint "$ck" >"$out" 2>"$err" &
+sup=$!
+for _ in $(seq 1 100); do pgrep -f "sleep 298.25" >/dev/null && break; sleep 0.1; done
+t0=$(now)
+kill -TERM "$sup"
+wait_bounded "$sup" 30
+rc=$?
+took=$(sub "$(now)" "$t0")
+sleep 0.3
+left=$(pgrep -f "sleep 298.25" | wc -l)
+if [ "$rc" = 143 ] && [ "$left" = 0 ] && awk -v t="$took" 'BEGIN { exit !(t < 3) }' &&
+   grep -q 'interrupted by signal 15 while waiting for slots' "$err"; then
+  pass "SIGTERM while waiting, discovery hung: exit 143 in $took s (< 3), no sleep left"
+else
+  fail "SIGTERM while waiting, discovery hung: exit $rc (want 143) in $took s (want < 3), $left sleep(s) left; $(tail -2 "$err" | tr '\n' ' ')"
+fi
+pkill -f "sleep 298.25" 2>/dev/null
 
 echo "== SIGTERM to the supervisor"
 if start_job stop -np 3 --elastic 2:3; then
