@@ -176,6 +176,18 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
   else if (mpirun_pid > 0 && si->si_code != SI_KERNEL) kill(mpirun_pid, sig);
 }
 
+/* SIGUSR1 and SIGUSR2 are the program's (gradsync train: stop at the next
+ * commit, exit 3): passed to mpirun, which passes them to the ranks, and
+ * the run goes on; the launcher itself is not stopped by them. A signal
+ * that comes before mpirun starts, or between an elastic job's launches,
+ * is dropped. */
+static void on_user_signal(int sig, siginfo_t *si, void *uc) {
+  (void)si;
+  (void)uc;
+  if (elastic_mode) gs_elastic_forward(sig);
+  else if (mpirun_pid > 0) kill(mpirun_pid, sig);
+}
+
 static void install_handlers(void) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -185,6 +197,10 @@ static void install_handlers(void) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGHUP, &sa, NULL);
+  sa.sa_sigaction = on_user_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigaction(SIGUSR1, &sa, NULL);
+  sigaction(SIGUSR2, &sa, NULL);
 }
 
 /* Finds a tool that runs as root (ip, tc) in the system's own directories

@@ -181,6 +181,12 @@ gs_status gs_elastic_run(const gs_elastic_config *cfg, gs_elastic_result *res);
  * killed). */
 void gs_elastic_interrupt(int sig);
 
+/* From a signal handler (async-signal-safe): forwards sig to the running
+ * mpirun, if a launch runs, and nothing more (a user's SIGUSR1: the program
+ * commits and exits 3, a stop the supervisor did not ask for, which ends
+ * the job with status 3). Between launches it is dropped. */
+void gs_elastic_forward(int sig);
+
 void gs_elastic_result_free(gs_elastic_result *res);
 
 /* 1 when a launch of `ranks` ranks can train: more ranks than its

@@ -45,6 +45,11 @@ void gs_elastic_interrupt(int sig) {
   if (pid > 0) kill(pid, sig);
 }
 
+void gs_elastic_forward(int sig) {
+  pid_t pid = el_mpirun;
+  if (pid > 0) kill(pid, sig);
+}
+
 void gs_elastic_result_free(gs_elastic_result *res) {
   if (!res) return;
   gs_free(res->launches);

@@ -11,6 +11,7 @@
 #   the discovery script fails  a warning naming the script, the job goes on
 #   the script hangs          the job's end, and a SIGTERM while it waits
 #                             for slots, are seen at once
+#   SIGUSR1 to the supervisor passed on: the job commits, ends with 3
 #   SIGTERM to the supervisor forwarded, no relaunch, exit 143, no rank left
 #
 # (A commit interrupted mid-write is the trainer's atomic save: tests/train.)
@@ -276,6 +277,24 @@ else
   fail "SIGTERM while waiting, discovery hung: exit $rc (want 143) in $took s (want < 3), $left sleep(s) left; $(tail -2 "$err" | tr '\n' ' ')"
 fi
 pkill -f "sleep 298.25" 2>/dev/null
+
+echo "== SIGUSR1 to the supervisor"
+# A user's stop: passed to the launch's mpirun, the job commits and exits 3,
+# a stop the supervisor did not ask for: the job ends with 3, no relaunch.
+if start_job usr1 -np 2 --elastic 1:2; then
+  kill -USR1 "$sup"
+  wait_bounded "$sup" 40
+  rc=$?
+  if [ "$rc" = 3 ] && ! grep -q '^gradsync run: resize' "$err" &&
+     grep -q 'elastic job ended: the job stopped on request (exit 3)' "$err"; then
+    pass "SIGUSR1: passed to the ranks, the job committed and ended with 3, no relaunch"
+  else
+    fail "SIGUSR1 to the supervisor: exit $rc (want 3); $(tail -2 "$err" | tr '\n' ' ')"
+  fi
+else
+  fail "SIGUSR1 to the supervisor: no commit"
+  kill "$sup" 2>/dev/null
+fi
 
 echo "== SIGTERM to the supervisor"
 if start_job stop -np 3 --elastic 2:3; then
