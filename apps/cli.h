@@ -101,7 +101,16 @@ double cli_cpu_seconds(clockid_t which);
 
 /* Bad usage or input (an unknown option, a bad value, a missing argument,
  * a file that cannot be read or written at start-up): the verb then exits
- * with status 2. */
+ * with status 2. Between cli_argv_errors(1) and (0), around a parse of
+ * options (which the ranks of one launch mostly share), the first error
+ * under a launcher is printed by its rank 0 at once and held by the others:
+ * cli_rank_connect prints it where the ranks did not all say the same (an
+ * MPMD launch), and a rank that exits before then prints it at exit. */
+void cli_argv_errors(int on);
+/* The held error's message (no verb, no "see --help"), or NULL. */
+const char *cli_argv_error_message(void);
+/* Prints the held error (print = 1) or drops it. */
+void cli_argv_error_release(int print);
 void cli_error(const char *verb, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* A failure of the work itself (a collective failed, a result was wrong,
@@ -292,6 +301,10 @@ enum {
  * directly whose options are bad exits at once: there are no other ranks
  * to tell, and starting MPI alone costs seconds on a loaded machine. */
 int cli_under_launcher(void);
+/* 1 when the user watches a terminal: GRADSYNC_TTY under `gradsync run`
+ * (ranks write to mpirun's pseudo-terminal even into a file), else
+ * isatty(stdout). */
+int cli_on_terminal(void);
 
 /* Starts MPI (gs_init) and learns the rank and size: cli_rank_error names
  * the rank from here on. Returns 0, or 1 after printing why not. */

@@ -77,10 +77,23 @@ int cli_rank_init(cli_rank *r, const char *verb, int *argc, char ***argv) {
 }
 
 int cli_rank_connect(cli_rank *r, int flags, int startup_rc, const char *startup_reason) {
-  if (cli_agree(r, startup_rc != 0, startup_reason)) {
+  /* An option error held by cli_error: the others hear it, and it is
+   * printed here unless every rank had the same (rank 0 printed it). */
+  const char *held = cli_argv_error_message();
+  const char *reason = held && startup_rc ? held : startup_reason;
+  if (cli_agree(r, startup_rc != 0, reason)) {
+    gs_agreement a;
+    int same = 0;
+    if (gs_agree(NULL, MPI_COMM_WORLD, "start-up", startup_rc ? GS_ERR_STATE : GS_OK,
+                 startup_rc ? reason : "", NULL, 0, &a) == GS_OK) {
+      same = gs_agreement_unanimous(&a);
+      gs_agreement_free(&a);
+    }
+    cli_argv_error_release(!same);
     gs_finalize();
     return startup_rc ? startup_rc : 1;
   }
+  cli_argv_error_release(1);
   gs_status st = gs_comm_create(MPI_COMM_WORLD, &r->comm);
   if (st != GS_OK) {
     /* gs_comm_create fails on every rank together. A setting from the

@@ -125,6 +125,15 @@ int cli_under_launcher(void) {
          getenv("PMIX_RANK") != NULL;
 }
 
+/* `gradsync run` says in GRADSYNC_TTY whether the user watches a terminal,
+ * since ranks write to mpirun's pseudo-terminal even when the user's output
+ * is a file. */
+int cli_on_terminal(void) {
+  const char *s = getenv("GRADSYNC_TTY");
+  if (s && *s) return strcmp(s, "1") == 0;
+  return isatty(STDOUT_FILENO);
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -218,24 +227,89 @@ gs_status cli_clean_profile(gs_profile *p) {
   return st;
 }
 
-void cli_vmessage(const char *verb, int rank, int usage, const char *fmt, va_list ap) {
-  char msg[2048], clean[3 * sizeof msg], line[sizeof clean + 128];
+/* The line cli_vmessage prints, into line (and the cleaned message alone
+ * into msg_out, when given). */
+static void format_message(char *line, size_t n, char *msg_out, size_t msg_n, const char *verb,
+                           int rank, int usage, const char *fmt, va_list ap) {
+  char msg[2048], clean[3 * sizeof msg];
   vsnprintf(msg, sizeof msg, fmt, ap);
   cli_clean_text(clean, sizeof clean, msg);
   char where[32] = "";
   if (rank >= 0) snprintf(where, sizeof where, "rank %d: ", rank);
-  snprintf(line, sizeof line, "gradsync %s: %s%s%s\n", verb, where, clean,
-           usage ? " (see --help)" : "");
+  snprintf(line, n, "gradsync %s: %s%s%s\n", verb, where, clean, usage ? " (see --help)" : "");
+  if (msg_out && msg_n > 0) { /* cut to fit (a vote's message) */
+    size_t k = strlen(clean) < msg_n - 1 ? strlen(clean) : msg_n - 1;
+    while (k > 0 && ((unsigned char)clean[k] & 0xC0) == 0x80) k--; /* whole characters */
+    memcpy(msg_out, clean, k);
+    msg_out[k] = '\0';
+  }
+}
+
+#define CLI_LINE_MAX (3 * 2048 + 128)
+
+void cli_vmessage(const char *verb, int rank, int usage, const char *fmt, va_list ap) {
+  char line[CLI_LINE_MAX];
+  format_message(line, sizeof line, NULL, 0, verb, rank, usage, fmt, ap);
   /* One write per message, so that ranks sharing a terminal do not
    * interleave within a line. */
   fputs(line, stderr);
   fflush(stderr);
 }
 
+/* Between cli_argv_errors(1) and (0) under a launcher, the first error is
+ * kept (its line and its message) and printed at once by rank 0 alone;
+ * the other ranks hold it until cli_rank_connect knows whether every rank
+ * said the same (rank 0's line was enough then), or print it at exit. */
+static int argv_errors;
+static char held_line[CLI_LINE_MAX], held_msg[GS_VOTE_MESSAGE];
+static int held_kept, held_pending;
+
+void cli_argv_errors(int on) { argv_errors = on; }
+
+/* This process's rank as the MPI launcher numbered it; -1 without one. */
+static int launcher_rank(void) {
+  static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *s = getenv(vars[i]);
+    int r;
+    if (s && *s && cli_parse_int(s, 0, INT_MAX, &r) == 0) return r;
+  }
+  return -1;
+}
+
+const char *cli_argv_error_message(void) { return held_kept ? held_msg : NULL; }
+
+void cli_argv_error_release(int print) {
+  if (held_pending && print) {
+    fputs(held_line, stderr);
+    fflush(stderr);
+  }
+  held_pending = 0;
+}
+
+static void print_held(void) { cli_argv_error_release(1); }
+
 void cli_error(const char *verb, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  cli_vmessage(verb, -1, 1, fmt, ap);
+  int at = argv_errors ? launcher_rank() : -1;
+  if (at < 0) {
+    cli_vmessage(verb, -1, 1, fmt, ap);
+  } else if (!held_kept) {
+    format_message(held_line, sizeof held_line, held_msg, sizeof held_msg, verb, -1, 1, fmt,
+                   ap);
+    held_kept = 1;
+    if (at == 0) {
+      fputs(held_line, stderr);
+      fflush(stderr);
+    } else {
+      static int registered;
+      if (!registered) registered = atexit(print_held) == 0;
+      held_pending = 1;
+    }
+  } else if (at == 0) {
+    cli_vmessage(verb, -1, 1, fmt, ap);
+  }
   va_end(ap);
 }
 

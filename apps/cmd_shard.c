@@ -122,8 +122,9 @@ static int parse_opts(int argc, char **argv, shard_opts *o) {
         o->scale_given = 1;
         break;
       case 'L':
-        if (cli_parse_double(optarg, 0, 1e6, &o->pooling)) {
-          cli_error(VERB, "--pooling '%s' must be a number of ids from 0 to 1e6", optarg);
+        if (cli_parse_double(optarg, 0, 1e6, &o->pooling) || o->pooling == 0) {
+          cli_error(VERB, "--pooling '%s' must be a number of ids above 0, at most 1e6",
+                    optarg);
           return 2;
         }
         break;

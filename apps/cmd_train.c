@@ -501,7 +501,10 @@ int cmd_train(int argc, char **argv) {
   static cli_train_view view;
   gs_compress_spec zspec;
   gs_compress_momentum zmom = {0};
+  /* The options are every rank's alike: rank 0 alone says what is wrong. */
+  cli_argv_errors(1);
   int rc = parse_opts(argc, argv, &cfg, &view, &zspec, &zmom);
+  cli_argv_errors(0);
   if (rc == 1) return 0; /* --help */
   /* `gradsync submit` checks a job's options before queueing it: with
    * GRADSYNC_CHECK_ARGS=1 the options are checked and nothing is run. */

@@ -26,7 +26,8 @@ static void usage(FILE *f) {
     "Trains a DLRM hybrid-parallel: the embedding tables sharded over the\n"
     "ranks, the MLPs replicated, on synthetic data with a planted signal.\n\n"
     "  --tables T[:SCALE]  kaggle, terabyte or mlperf (Criteo's 26 tables),\n"
-    "                      rows times SCALE (default kaggle:0.001), or a JSON\n"
+    "                      rows times SCALE (1 when not given; without --tables\n"
+    "                      kaggle:0.001), or a JSON\n"
     "                      file {\"tables\": [{\"name\", \"rows\", \"dim\",\n"
     "                      \"pooling\"}]} (rows times SCALE if given; a path\n"
     "                      that exists is a file whole, ':' in it or not)\n"
@@ -89,7 +90,9 @@ typedef struct dlrm_opts {
   const char *checkpoint;
   long commit_every, stop_at_step, global_batch;
   int resume, batch_given;
-  int scale_given; /* --tables T:SCALE; else a preset's rows times 0.001, a file's as they are */
+  int scale_given;  /* --tables T:SCALE */
+  int tables_given; /* --tables: a preset's rows as Criteo's unless scaled; without
+                     * --tables, kaggle:0.001 */
 } dlrm_opts;
 
 static int parse_opts(int argc, char **argv, dlrm_opts *o) {
@@ -114,9 +117,10 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
                    .steps = 100, .eval = 16384, .top = "128-64-1", .seed = 1,
                    .policy = "fused"};
   optind = 1;
+  opterr = 0; /* unknown options get one line in the verbs' format */
   int c;
   double x;
-  while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":", longs, NULL)) != -1) {
     switch (c) {
       case 'm':
         if (strcmp(optarg, "dlrm") != 0) {
@@ -129,6 +133,7 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
         if (cli_tables_arg(VERB, optarg, buf, sizeof buf, &o->scale, &o->scale_given))
           return 2;
         o->tables = buf;
+        o->tables_given = 1;
         break;
       }
       case 's':
@@ -198,21 +203,7 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
           return 2;
         }
         break;
-      case 'D': {
-        /* Checked now, so that a missing file (or a directory) is a usage
-         * error on rank 0 alone; the library reads it. */
-        struct stat sb;
-        if (access(optarg, R_OK) != 0) {
-          cli_error(VERB, "--data %s: cannot read it: %s", optarg, strerror(errno));
-          return 2;
-        }
-        if (stat(optarg, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-          cli_error(VERB, "--data %s: a directory, not a Criteo TSV file", optarg);
-          return 2;
-        }
-        o->data = optarg;
-        break;
-      }
+      case 'D': o->data = optarg; break;
       case 'z':
         if (cli_parse_double(optarg, 0, 10, &o->zipf)) {
           cli_error(VERB, "--zipf %s: expected 0 to 10", optarg);
@@ -254,7 +245,7 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
         o->resume = optarg ? GS_DLRM_RESUME_IF_ANY : GS_DLRM_RESUME;
         break;
       case 'h': usage(stdout); return 1;
-      default: cli_error(VERB, "unknown option"); return 2;
+      default: return cli_getopt_error(VERB, c, argv);
     }
   }
   if (optind < argc) {
@@ -289,7 +280,9 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
 static int load_tables(const dlrm_opts *o, gs_embed_spec **t, int *n) {
   int preset = strcmp(o->tables, "kaggle") == 0 || strcmp(o->tables, "terabyte") == 0 ||
                strcmp(o->tables, "mlperf") == 0;
-  double scale = o->scale_given ? o->scale : preset ? 0.001 : 1.0;
+  /* No --tables: Kaggle's at 1/1000 (a demonstration that fits anywhere);
+   * a preset named is Criteo's own rows, as gradsync shard reads it. */
+  double scale = o->scale_given ? o->scale : preset && !o->tables_given ? 0.001 : 1.0;
   int rc = cli_tables_load(VERB, o->tables, scale, o->pooling, t, n);
   for (int i = 0; rc == 0 && i < *n; i++) {
     double p = round((*t)[i].pooling);
@@ -533,10 +526,30 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
   fflush(stdout);
 }
 
+/* --data, checked before MPI starts so that a missing file (or a
+ * directory) is a usage error; the library reads it. Each rank looks on its
+ * own host, so each says what it found. */
+static int check_data(const char *path) {
+  struct stat sb;
+  if (access(path, R_OK) != 0) {
+    cli_error(VERB, "--data %s: cannot read it: %s", path, strerror(errno));
+    return 2;
+  }
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    cli_error(VERB, "--data %s: a directory, not a Criteo TSV file", path);
+    return 2;
+  }
+  return 0;
+}
+
 int cmd_train_dlrm(int argc, char **argv) {
   dlrm_opts o;
+  /* The options are every rank's alike: rank 0 alone says what is wrong. */
+  cli_argv_errors(1);
   int rc = parse_opts(argc, argv, &o);
+  cli_argv_errors(0);
   if (rc == 1) return 0;
+  if (rc == 0 && o.data) rc = check_data(o.data);
   gs_embed_spec *t = NULL;
   int nt = 0;
   if (rc == 0) rc = load_tables(&o, &t, &nt);
@@ -586,8 +599,9 @@ int cmd_train_dlrm(int argc, char **argv) {
   /* The same decision on every rank: no agreement needed. */
   if (o.global_batch) {
     if (o.global_batch % r.size != 0) {
-      cli_rank_usage_error(&r, "--global-batch %ld does not split evenly over %d ranks",
-                           o.global_batch, r.size);
+      if (r.rank == 0)
+        cli_error(VERB, "--global-batch %ld does not split evenly over %d ranks",
+                  o.global_batch, r.size);
       rc = 2;
     }
     o.batch = o.global_batch / r.size > 0 ? o.global_batch / r.size : 1;
@@ -615,7 +629,7 @@ int cmd_train_dlrm(int argc, char **argv) {
   cfg.data.pooling = o.pooling;
   cfg.data.table_pooling = 1; /* each table's, as the planner prices it */
   view v = {.rank = r.rank, .size = r.size, .epochs = o.epochs, .json = o.json,
-            .tty = isatty(STDOUT_FILENO), .checkpoint = o.checkpoint, .policy = o.policy,
+            .tty = cli_on_terminal(), .checkpoint = o.checkpoint, .policy = o.policy,
             .tables = t};
   gs_status st = rc ? GS_OK : gs_dlrm_train_run(&cfg, r.comm, on_event, &v);
   if (st != GS_OK) {

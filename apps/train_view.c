@@ -12,15 +12,6 @@
 #include "gradsync.h"
 #include "gradsync/train.h"
 
-/* `gradsync run` says in GRADSYNC_TTY whether the user watches a terminal,
- * since ranks write to mpirun's pseudo-terminal even when the user's output
- * is a file. */
-static int on_terminal(void) {
-  const char *s = getenv("GRADSYNC_TTY");
-  if (s && *s) return strcmp(s, "1") == 0;
-  return isatty(STDOUT_FILENO);
-}
-
 static void progress(void *user, const gs_train_progress *p) {
   cli_train_view *v = user;
   if (v->json) return;
@@ -171,7 +162,7 @@ static const char *option(void *user, const char *field) {
 }
 
 void cli_train_events(cli_train_view *v, gs_train_events *e) {
-  v->terminal = on_terminal();
+  v->terminal = cli_on_terminal();
   v->last_draw = 0;
   *e = (gs_train_events){.user = v, .progress = progress, .epoch = epoch, .summary = summary,
                          .note = note, .option = option};

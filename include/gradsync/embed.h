@@ -187,6 +187,8 @@ typedef struct gs_shard_plan {
   double *rank_s, *rank_mem, *rank_wire; /* per rank estimates */
   int torchrec;         /* 1: TorchRec's greedy proposal was better than the
                          * planner's own, and is this plan */
+  int row_state;        /* 1: its memory counts row-wise Adagrad's float a
+                         * row (the config's row_sums; 0: SGD, none) */
 } gs_shard_plan;
 
 /* Measures this machine's lookup cost (forward + fused backward with

@@ -143,6 +143,8 @@ static gs_status agree(dlrm_ckpt *c, const char *what, gs_status st, const void 
   gs_status r;
   if (st != GS_OK) {
     gs__error_set_message(full);
+    /* Every rank refused alike (the checkpoint's shared files): said once. */
+    if (gs_agreement_unanimous(a)) gs__error_mark_shared();
     r = st;
   } else {
     r = gs_error((gs_status)a->votes[a->first].status, "%s: rank %d failed: %s", what, a->first,
@@ -288,14 +290,17 @@ static int run_differs(const cJSON *saved, const cJSON *mine, char *why, size_t 
       const cJSON *mg = cJSON_GetObjectItemCaseSensitive(mine, "global_batch");
       double G = cJSON_GetNumberValue(sg), P = cJSON_GetNumberValue(m);
       if (cJSON_Compare(sg, mg, 1)) continue;
-      char fit[96] = "";
+      char fit[128];
       if (G == floor(G / P) * P)
-        snprintf(fit, sizeof fit, " (a batch of %.0f per rank here)", G / P);
+        snprintf(fit, sizeof fit, "give --global-batch %.0f (a batch of %.0f per rank here)",
+                 G, G / P);
+      else
+        snprintf(fit, sizeof fit, "and %.0f does not split evenly over this run's %.0f ranks",
+                 G, P);
       snprintf(why, n, "it was written by %.0f ranks and this run has %.0f, with a global "
                "batch of %.0f and this run %.0f: another world size resumes only with the "
-               "same global batch%s, which then takes the same samples in the same steps",
-               cJSON_GetNumberValue(s), P, G, cJSON_GetNumberValue(mg),
-               fit[0] ? fit : ", which this run's ranks cannot split evenly");
+               "same global batch, which takes the same samples in the same steps; %s",
+               cJSON_GetNumberValue(s), P, G, cJSON_GetNumberValue(mg), fit);
       return 1;
     }
     /* The batch per rank changes with the world size. */

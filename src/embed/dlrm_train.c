@@ -353,10 +353,11 @@ static gs_status evaluate(const gs_dlrm_train_config *cfg, gs_comm *comm, gs_dlr
   return GS_OK;
 }
 
-/* The error of a phase of the run (a training step, the evaluation), its
- * message prefixed with the phase. What the step's calls refuse there (a
- * loss of infinite logits, an id out of range in a data file) is a failure
- * of the run, not of the caller's arguments: GS_ERR_STATE. */
+/* The error of a phase of the run (a training step, its data, the
+ * evaluation), its message prefixed with the phase. What is refused there
+ * (a loss of infinite logits, an id out of range, a malformed line or the
+ * end of a data file) is a failure of the run, found after work began, not
+ * of the caller's arguments: GS_ERR_STATE (exit 1 in the CLI). */
 static gs_status in_phase(gs_status st, const char *fmt, ...) {
   char phase[128], msg[768];
   va_list ap;
@@ -364,7 +365,8 @@ static gs_status in_phase(gs_status st, const char *fmt, ...) {
   vsnprintf(phase, sizeof phase, fmt, ap);
   va_end(ap);
   gs__error_copy(msg, sizeof msg);
-  return gs_error(st == GS_ERR_INVALID_ARG ? GS_ERR_STATE : st, "%s: %s", phase, msg);
+  int input = st == GS_ERR_INVALID_ARG || st == GS_ERR_PARSE || st == GS_ERR_IO;
+  return gs_error(input ? GS_ERR_STATE : st, "%s: %s", phase, msg);
 }
 
 /* A commit (dlrm_ckpt_commit) and its event; c0: when it began. */
@@ -422,6 +424,15 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   if (st != GS_OK) goto out;
   int from_ranks = 0;
   int resumed = dlrm_ckpt_resumed(ck, &start, &resumed_lsum, &from_ranks);
+  /* A stop at a step the checkpoint is at or past would never come (the
+   * manifest is agreed: every rank refuses alike). */
+  if (resumed && cfg->stop_at_step > 0 && start >= cfg->stop_at_step) {
+    st = gs_error(GS_ERR_INVALID_ARG, "the stop at global step %zu comes at or before the "
+                  "checkpoint's, in %s, at step %zu: nothing to train before it (give a "
+                  "later step, or none)", cfg->stop_at_step, cfg->checkpoint_dir, start);
+    gs__error_mark_shared();
+    goto out;
+  }
   /* Every rank reaches make_plan's agreement: without a plan of the
    * checkpoint's (none, or of another world size). */
   gs_cost_lookup lk;
@@ -505,9 +516,11 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
     gs_dlrm_batch *cur = &b, *nxt = &b2;
     int filled = 0; /* cur holds step s's samples (the step before sent their ids) */
     for (size_t s = first; s < cfg->steps && st == GS_OK; s++) {
-      if (!filled)
-        GS_CHECK_GOTO(fill_agreed(comm, &src, (s * P + rank) * B, B, cur, "DLRM training data"),
-                      st, out);
+      if (!filled && (st = fill_agreed(comm, &src, (s * P + rank) * B, B, cur,
+                                       "DLRM training data")) != GS_OK) {
+        st = in_phase(st, "the data of training step %zu of epoch %d", s + 1, e);
+        goto out;
+      }
       /* A commit point after this step (the epoch's last step commits
        * after the evaluation). */
       size_t gstep = (size_t)(e - 1) * cfg->steps + s + 1;
@@ -516,9 +529,11 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
       /* The next step's ids go out under this step's updates, unless an
        * evaluation or a commit comes between. */
       int ahead = !cfg->no_prefetch && s + 1 < cfg->steps && !(ck && (stop || point));
-      if (ahead)
-        GS_CHECK_GOTO(fill_agreed(comm, &src, ((s + 1) * P + rank) * B, B, nxt,
-                                  "DLRM training data"), st, out);
+      if (ahead && (st = fill_agreed(comm, &src, ((s + 1) * P + rank) * B, B, nxt,
+                                     "DLRM training data")) != GS_OK) {
+        st = in_phase(st, "the data of training step %zu of epoch %d", s + 2, e);
+        goto out;
+      }
       double loss;
       window_before(&win, d);
       st = gs_dlrm_dist_train_step_next(d, cur, ahead ? nxt : NULL, &cfg->optim, &loss, NULL);

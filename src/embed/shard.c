@@ -118,6 +118,7 @@ static gs_status plan_alloc(int ntables, int ranks, size_t cap, gs_shard_plan **
   if (p == NULL) return gs_error(GS_ERR_NOMEM, "sharding plan: out of memory");
   p->ranks = ranks;
   p->ntables = ntables;
+  p->row_state = 1;
   p->shards = gs_calloc(cap ? cap : 1, sizeof *p->shards);
   p->kind = gs_calloc((size_t)ntables + 1, sizeof *p->kind);
   p->why = gs_calloc((size_t)ntables + 1, sizeof *p->why);
@@ -132,9 +133,21 @@ static gs_status plan_alloc(int ntables, int ranks, size_t cap, gs_shard_plan **
   return GS_OK;
 }
 
-static double shard_mem(size_t rows, size_t cols) {
-  /* The weights and row-wise Adagrad's one float per row. */
-  return (double)rows * (double)cols * 4.0 + (double)rows * 4.0;
+/* The first key of object o not in the NULL-ended list, or NULL: a key a
+ * reader does not know is a typo whose value would be silently ignored. */
+static const char *unknown_key(const cJSON *o, const char *const *keys) {
+  for (const cJSON *q = o ? o->child : NULL; q; q = q->next) {
+    int known = 0;
+    for (const char *const *k = keys; *k && !known; k++) known = strcmp(q->string, *k) == 0;
+    if (!known) return q->string;
+  }
+  return NULL;
+}
+
+/* A shard's bytes: its weights, and row-wise Adagrad's one float a row
+ * (row_state; plain SGD keeps none). */
+static double shard_mem(size_t rows, size_t cols, int row_state) {
+  return (double)rows * (double)cols * 4.0 + (row_state ? (double)rows * 4.0 : 0);
 }
 
 static gs_cost_topo shard_topo(const gs_shard_config *cfg) {
@@ -234,7 +247,7 @@ static void price(const gs_shard_config *cfg, const gs_embed_spec *t, gs_shard *
   gs_shard_price(cfg, t, s, &o);
   s->est_s = o.total_s;
   s->wire_bytes = o.wire_bytes;
-  s->mem_bytes = shard_mem(s->row_hi - s->row_lo, s->col_hi - s->col_lo);
+  s->mem_bytes = shard_mem(s->row_hi - s->row_lo, s->col_hi - s->col_lo, cfg->row_sums);
 }
 
 static double whole_cost_group(const gs_shard_config *cfg, const gs_embed_spec *t);
@@ -262,7 +275,7 @@ static int cw_blocks(const gs_shard_config *cfg, const gs_embed_spec *t, double 
                      double target) {
   for (size_t k = 2; k <= t->dim / 8 && k <= (size_t)cfg->ranks; k++) {
     if (t->dim % k != 0) continue;
-    double mem = shard_mem(t->rows, t->dim / k);
+    double mem = shard_mem(t->rows, t->dim / k, cfg->row_sums);
     if (tw_cost / (double)k <= target && (cfg->mem_cap <= 0 || mem <= cfg->mem_cap)) return (int)k;
   }
   return 0;
@@ -324,17 +337,30 @@ static gs_shard row_block(int i, int rank, gs_shard_kind kind, const gs_embed_sp
                     t->rows * (size_t)(j + 1) / (size_t)parts, 0, t->dim, 0, 0, 0};
 }
 
-/* The node (of `nodes`, L ranks each) whose ranks have the least estimated
- * time so far: twrw's choice. */
-static int least_busy_node(const double *rank_s, int nodes, int L) {
-  int best = 0;
+/* twrw's choice of node (of `nodes`, L ranks each): the one whose ranks
+ * have the least estimated time so far among those where every rank has
+ * room under the memory cap (cap > 0) for `need` more bytes (the largest of
+ * the table's row blocks); the least busy of all when none has. */
+static int least_busy_node(const double *rank_s, const double *rank_mem, double need,
+                           double cap, int nodes, int L) {
+  int best = 0, best_fits = 0;
   double best_s = INFINITY;
   for (int n = 0; n < nodes; n++) {
     double sum = 0;
-    for (int r = n * L; r < (n + 1) * L; r++) sum += rank_s[r];
-    if (sum < best_s) best_s = sum, best = n;
+    int fits = 1;
+    for (int r = n * L; r < (n + 1) * L; r++) {
+      sum += rank_s[r];
+      fits &= !(cap > 0) || rank_mem[r] + need <= cap;
+    }
+    if ((fits && !best_fits) || (fits == best_fits && sum < best_s))
+      best_s = sum, best = n, best_fits = fits;
   }
   return best;
+}
+
+/* The bytes of a table's largest block of rows over `parts` ranks. */
+static double largest_row_block(const gs_embed_spec *t, int parts, int row_state) {
+  return shard_mem((t->rows + (size_t)parts - 1) / (size_t)parts, t->dim, row_state);
 }
 
 /* Places the movable shards (tw, cw) on top of the fixed ones: longest
@@ -597,6 +623,7 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
   for (int i = 0; i < ntables; i++) cap += (size_t)P + tables[i].dim / 8 + 1;
   gs_shard_plan *p;
   GS_CHECK(plan_alloc(ntables, P, cap, &p));
+  p->row_state = cfg->row_sums;
   gs_status st = GS_OK;
   /* 1. The mean load with every table whole, the yardstick of "large". */
   double total = 0;
@@ -604,7 +631,7 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
   double target = total / P; /* a rank's fair share */
   for (int i = 0; i < ntables && st == GS_OK; i++) {
     const gs_embed_spec *t = &tables[i];
-    double tw = whole_cost(cfg, t, GS_SHARD_TW), mem = shard_mem(t->rows, t->dim);
+    double tw = whole_cost(cfg, t, GS_SHARD_TW), mem = shard_mem(t->rows, t->dim, cfg->row_sums);
     int kind = cfg->force, k = 0;
     int too_big = cfg->mem_cap > 0 && mem > cfg->mem_cap;
     if (kind < 0) {
@@ -664,8 +691,10 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
         st = add_shard(p, cap, s);
       }
     } else if (kind == GS_SHARD_TWRW) {
-      /* The node with the least time so far takes the table. */
-      int best = least_busy_node(p->rank_s, nodes, L);
+      /* The node with the least time so far that has room takes the table
+       * (its blocks are never moved after). */
+      int best = least_busy_node(p->rank_s, p->rank_mem,
+                                 largest_row_block(t, L, cfg->row_sums), cfg->mem_cap, nodes, L);
       for (int j = 0; j < L && st == GS_OK; j++) {
         gs_shard s = row_block(i, best * L + j, GS_SHARD_TWRW, t, j, L);
         price(cfg, t, &s);
@@ -712,6 +741,7 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
     double mx, avg;
     gs_shard_plan_balance(p, &mx, &avg);
     if (plan_alloc(ntables, P, cap, &q) == GS_OK) {
+      q->row_state = cfg->row_sums;
       double tmx = tr_plan(tables, ntables, cfg, q, cap);
       if (isfinite(tmx)) tmx = rank_price(q, tables, cfg);
       if (tmx < mx * (1 - 1e-9)) {
@@ -735,6 +765,7 @@ gs_status gs_shard_plan_make(const gs_embed_spec *tables, int ntables,
     gs_shard_plan_balance(p, &mx, NULL);
     gs_shard_plan *q = NULL;
     if (plan_alloc(ntables, P, cap, &q) == GS_OK) {
+      q->row_state = cfg->row_sums;
       int fits = contiguous_plan(tables, ntables, cfg, q, cap);
       cmx = rank_price(q, tables, cfg);
       if (fits && cmx < mx * (1 - 1e-9)) {
@@ -811,7 +842,7 @@ static int cmp_piece_mem_desc(const void *a, const void *b) {
 /* The options of table t, best-rated first, into o (at most 5). */
 static int tr_options(const gs_shard_config *cfg, const gs_embed_spec *t, tr_option *o) {
   int P = cfg->ranks, L = cfg->ranks_per_node > 0 ? cfg->ranks_per_node : 1, n = 0;
-  double mem = shard_mem(t->rows, t->dim);
+  double mem = shard_mem(t->rows, t->dim, cfg->row_sums);
   int fits = !(cfg->mem_cap > 0 && mem > cfg->mem_cap);
   if (fits) o[n++] = (tr_option){GS_SHARD_TW, 1, whole_cost(cfg, t, GS_SHARD_TW)};
   if (P > 1) {
@@ -820,7 +851,7 @@ static int tr_options(const gs_shard_config *cfg, const gs_embed_spec *t, tr_opt
     for (size_t c = 2; c <= t->dim / 8 && c <= (size_t)P; c++)
       if (t->dim % c == 0) k = (int)c;
     if (k > 0 && !cfg->whole_rows &&
-        !(cfg->mem_cap > 0 && shard_mem(t->rows, t->dim / (size_t)k) > cfg->mem_cap)) {
+        !(cfg->mem_cap > 0 && shard_mem(t->rows, t->dim / (size_t)k, cfg->row_sums) > cfg->mem_cap)) {
       gs_shard s = {0, 0, GS_SHARD_CW, 0, t->rows, 0, t->dim / (size_t)k, 0, 0, 0};
       price(cfg, t, &s);
       o[n++] = (tr_option){GS_SHARD_CW, k, s.est_s};
@@ -853,7 +884,7 @@ static double tr_partition(const gs_embed_spec *tables, int ntables, const gs_sh
         gs_shard s = o->kind == GS_SHARD_RW ? row_block(i, r, GS_SHARD_RW, t, r, P)
                                             : row_block(i, r, GS_SHARD_DP, t, 0, 1);
         s.est_s = o->rate;
-        s.mem_bytes = shard_mem(s.row_hi - s.row_lo, t->dim);
+        s.mem_bytes = shard_mem(s.row_hi - s.row_lo, t->dim, cfg->row_sums);
         if (out) {
           price(cfg, t, &s);
           if (add_shard(out, out_cap, s) != GS_OK) return INFINITY;
@@ -862,11 +893,12 @@ static double tr_partition(const gs_embed_spec *tables, int ntables, const gs_sh
         rank_mem[r] += s.mem_bytes;
       }
     } else if (o->kind == GS_SHARD_TWRW) {
-      int best = least_busy_node(rank_s, nodes, L);
+      int best = least_busy_node(rank_s, rank_mem, largest_row_block(t, L, cfg->row_sums),
+                                 cfg->mem_cap, nodes, L);
       for (int j = 0; j < L; j++) {
         gs_shard s = row_block(i, best * L + j, GS_SHARD_TWRW, t, j, L);
         s.est_s = o->rate;
-        s.mem_bytes = shard_mem(s.row_hi - s.row_lo, t->dim);
+        s.mem_bytes = shard_mem(s.row_hi - s.row_lo, t->dim, cfg->row_sums);
         if (out) {
           price(cfg, t, &s);
           if (add_shard(out, out_cap, s) != GS_OK) return INFINITY;
@@ -877,7 +909,7 @@ static double tr_partition(const gs_embed_spec *tables, int ntables, const gs_sh
     } else {
       size_t w = t->dim / (size_t)o->k;
       for (int b = 0; b < o->k; b++)
-        pieces[np++] = (tr_piece){shard_mem(t->rows, w), o->rate, i, (size_t)b * w,
+        pieces[np++] = (tr_piece){shard_mem(t->rows, w, cfg->row_sums), o->rate, i, (size_t)b * w,
                                   (size_t)(b + 1) * w};
     }
   }
@@ -1330,7 +1362,7 @@ gs_status gs_shard_plan_check(const gs_shard_plan *p, const gs_embed_spec *table
                       t->rows, t->dim, gs_shard_kind_name(p->kind[i]), s->row_lo, s->row_hi,
                       s->col_lo, s->col_hi, gs_shard_kind_name(s->kind), s->rank, p->ranks);
       else
-        mem[s->rank] += shard_mem(s->row_hi - s->row_lo, s->col_hi - s->col_lo);
+        mem[s->rank] += shard_mem(s->row_hi - s->row_lo, s->col_hi - s->col_lo, p->row_state);
     }
     if (st != GS_OK) break;
     /* The label says how the table is cut: tw one shard of it all, rw and
@@ -1458,13 +1490,15 @@ gs_status gs_embed_specs_load_scaled(const char *path, double scale, double pool
     return gs_error(GS_ERR_PARSE, "table set %s: expected {\"tables\": [...]} with 1 to %d "
                     "tables", path, GS_EMBED_MAX_TABLES);
   }
-  for (const cJSON *q = root->child; q; q = q->next)
-    if (strcmp(q->string, "tables") != 0) {
-      gs_status bad = gs_error(GS_ERR_PARSE, "table set %s: unknown key \"%.64s\" (the file "
-                               "is {\"tables\": [...]})", path, q->string);
-      cJSON_Delete(root);
-      return bad;
-    }
+  static const char *const set_keys[] = {"tables", NULL};
+  static const char *const table_keys[] = {"name", "rows", "dim", "pooling", NULL};
+  const char *extra = unknown_key(root, set_keys);
+  if (extra) {
+    gs_status bad = gs_error(GS_ERR_PARSE, "table set %s: unknown key \"%.64s\" (the file "
+                             "is {\"tables\": [...]})", path, extra);
+    cJSON_Delete(root);
+    return bad;
+  }
   const cJSON *notobj = NULL;
   int at = 0;
   for (const cJSON *q = arr->child; q && !notobj; q = q->next, at++)
@@ -1505,15 +1539,12 @@ gs_status gs_embed_specs_load_scaled(const char *path, double scale, double pool
     else if (!cJSON_IsNumber(dim) || !(dim->valuedouble >= 1 && dim->valuedouble <= 65536) ||
              dim->valuedouble != floor(dim->valuedouble))
       field = "dim", want = "a whole number from 1 to 65536", got = dim;
-    else if (pl && (!cJSON_IsNumber(pl) || !(pl->valuedouble >= 0 && pl->valuedouble <= 1e6)))
-      field = "pooling", want = "ids per sample, 0 to 1e6 (or left out)", got = pl;
+    else if (pl && (!cJSON_IsNumber(pl) || !(pl->valuedouble > 0 && pl->valuedouble <= 1e6)))
+      field = "pooling", want = "ids per sample, above 0 and at most 1e6 (or left out)",
+      got = pl;
     /* A key this reader does not know is a typo ("pooling_factor") whose
      * value would be silently ignored. */
-    const char *unknown = NULL;
-    for (const cJSON *q = o->child; field == NULL && !unknown && q; q = q->next)
-      if (strcmp(q->string, "name") != 0 && strcmp(q->string, "rows") != 0 &&
-          strcmp(q->string, "dim") != 0 && strcmp(q->string, "pooling") != 0)
-        unknown = q->string;
+    const char *unknown = field == NULL ? unknown_key(o, table_keys) : NULL;
     if (unknown) {
       st = gs_error(GS_ERR_PARSE, "table set %s: table %d ('%.64s'): unknown key \"%.64s\" "
                     "(a table has name, rows, dim and pooling)", path, i, nm->valuestring,
@@ -1560,6 +1591,7 @@ gs_status gs_shard_plan_save(const gs_shard_plan *p, const gs_embed_spec *tables
   cJSON *root = cJSON_CreateObject(), *ts = cJSON_AddArrayToObject(root, "tables");
   cJSON *ss = NULL;
   cJSON_AddNumberToObject(root, "ranks", p->ranks);
+  cJSON_AddBoolToObject(root, "row_state", p->row_state);
   for (int i = 0; i < p->ntables; i++) {
     cJSON *t = cJSON_CreateObject();
     cJSON_AddStringToObject(t, "name", tables[i].name ? tables[i].name : "");
@@ -1637,8 +1669,20 @@ gs_status gs_shard_plan_load(const char *path, const gs_embed_spec *tables, int 
                   "this job has %d rank%s and %d table%s", path, rk->valuedouble,
                   cJSON_GetArraySize(ts), ranks, ranks == 1 ? "" : "s", ntables,
                   ntables == 1 ? "" : "s");
+  static const char *const top_keys[] = {"ranks", "row_state", "tables", "shards", NULL};
+  static const char *const table_keys[] = {"name", "rows", "dim", "sharding", "why", NULL};
+  static const char *const shard_keys[] = {"table", "rank", "row_lo", "row_hi", "col_lo",
+                                           "col_hi", "est_s", NULL};
+  const char *unknown = st == GS_OK ? unknown_key(root, top_keys) : NULL;
+  if (unknown)
+    st = gs_error(GS_ERR_PARSE, "sharding plan %s: unknown key \"%.64s\" (a plan has ranks, "
+                  "row_state, tables and shards)", path, unknown);
+  const cJSON *rs = st == GS_OK ? cJSON_GetObjectItemCaseSensitive(root, "row_state") : NULL;
+  if (rs && !cJSON_IsBool(rs))
+    st = gs_error(GS_ERR_PARSE, "sharding plan %s: \"row_state\" must be true or false", path);
   gs_shard_plan *p = NULL;
   if (st == GS_OK) st = plan_alloc(ntables, ranks, (size_t)cJSON_GetArraySize(ss) + 1, &p);
+  if (st == GS_OK && rs) p->row_state = cJSON_IsTrue(rs);
   for (int i = 0; st == GS_OK && i < ntables; i++) {
     const cJSON *t = cJSON_GetArrayItem(ts, i);
     const cJSON *nm = cJSON_GetObjectItemCaseSensitive(t, "name");
@@ -1649,6 +1693,9 @@ gs_status gs_shard_plan_load(const char *path, const gs_embed_spec *tables, int 
         !cJSON_IsString(sh) || gs_shard_kind_parse(sh->valuestring, &kind) != GS_OK || kind < 0)
       st = gs_error(GS_ERR_PARSE, "sharding plan %s: table %d: expected name, rows, dim and "
                     "a sharding", path, i);
+    else if ((unknown = unknown_key(t, table_keys)) != NULL)
+      st = gs_error(GS_ERR_PARSE, "sharding plan %s: table %d: unknown key \"%.64s\" (a "
+                    "table has name, rows, dim, sharding and why)", path, i, unknown);
     else if (strcmp(nm->valuestring, tables[i].name ? tables[i].name : "") != 0 ||
              rows != tables[i].rows || dim != tables[i].dim)
       st = gs_error(GS_ERR_INVALID_ARG, "sharding plan %s: table %d is '%s' (%zu x %zu), "
@@ -1673,9 +1720,17 @@ gs_status gs_shard_plan_load(const char *path, const gs_embed_spec *tables, int 
       break;
     }
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "est_s");
+    if ((unknown = unknown_key(o, shard_keys)) != NULL ||
+        (e && (!cJSON_IsNumber(e) || !(e->valuedouble >= 0) || !isfinite(e->valuedouble)))) {
+      st = gs_error(GS_ERR_PARSE, "sharding plan %s: shard %zu: %s%.64s%s", path, p->nshards,
+                    unknown ? "unknown key \"" : "\"est_s\" must be a time in seconds, 0 or "
+                    "more", unknown ? unknown : "", unknown ? "\" (a shard has table, rank, "
+                    "row_lo, row_hi, col_lo, col_hi and est_s)" : "");
+      break;
+    }
     gs_shard s = {(int)tbl, (int)rank, p->kind[tbl], rl, rh, cl, ch,
-                  cJSON_IsNumber(e) ? e->valuedouble : 0, shard_mem(rh > rl ? rh - rl : 0,
-                                                                    ch > cl ? ch - cl : 0), 0};
+                  cJSON_IsNumber(e) ? e->valuedouble : 0,
+                  shard_mem(rh > rl ? rh - rl : 0, ch > cl ? ch - cl : 0, p->row_state), 0};
     p->shards[p->nshards++] = s;
     p->rank_s[rank] += s.est_s;
     p->rank_mem[rank] += s.mem_bytes;

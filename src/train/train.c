@@ -490,6 +490,17 @@ static int commit_step(train_ctx *t, const train_data_id *data, long epoch, long
   return rc;
 }
 
+/* The first step of an epoch of `steps` whose samples before position g0
+ * of its permutation are done (a commit inside it): the steps left from g0
+ * at this world size (global samples a step) are counted as the epoch's
+ * last ones, by the schedule too. */
+static long epoch_first_step(long steps, long n, long g0, long global) {
+  long left = (n - g0) / global;
+  if (left > steps - g0 / global) left = steps - g0 / global;
+  if (left < 0) left = 0; /* a smaller global batch's commit may leave no full step */
+  return steps - left;
+}
+
 /* The steps of one epoch from step `first` (whose samples start at
  * position g0 of the epoch's permutation), then its flush: returns the
  * status (divergence, which every rank sees at the same step) for the
@@ -644,6 +655,14 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
   if (g0 < 0 || g0 >= n)
     st = gs_error(GS_ERR_INVALID_ARG, "%s: the checkpoint in %s is at sample %ld of an epoch "
                   "of %ld", train_option(c, "resume"), c->checkpoint_dir, g0, n);
+  /* A stop at a step the checkpoint is at or past would train on past it. */
+  const long resumed_at = start_epoch * steps + epoch_first_step(steps, n, g0, global);
+  if (st == GS_OK && c->stop_at_step > 0 && t->resume_step >= 0 &&
+      resumed_at >= c->stop_at_step)
+    st = gs_error(GS_ERR_INVALID_ARG, "%s %ld: the checkpoint in %s resumes after global step "
+                  "%ld, at or past it: nothing to train before the stop (give a later step, "
+                  "or none)", train_option(c, "stop_at_step"), c->stop_at_step,
+                  c->checkpoint_dir, resumed_at);
   if (gs_train_agree_status(&t->workers, st)) goto out;
   gs_nn_lr_schedule sched = make_schedule(c, steps);
   if (c->scale_lr_linear) sched.base_lr *= (float)t->size / (float)t->base_ranks;
@@ -658,12 +677,7 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
     long correct = 0, seen = 0;
     gs_train_stats s0, s1;
     sync_stats(t, &s0);
-    /* The steps left from g0 at this world size; the schedule counts them
-     * as the epoch's last ones. */
-    long left = (n - g0) / global;
-    if (left > steps - g0 / global) left = steps - g0 / global;
-    if (left < 0) left = 0; /* a smaller global batch's commit may leave no full step */
-    const long first = steps - left;
+    const long first = epoch_first_step(steps, n, g0, global), left = steps - first;
     train_epoch_indices(sampler.perm, g0, t->size, t->rank, t->batch, left, idx);
     train_batches_start(batches, idx, left);
     long done = 0;

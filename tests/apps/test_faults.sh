@@ -121,7 +121,7 @@ one_rank_fails replay_missing_profile "replay --profile $tmp/none.json --policy 
 
 # Bad options on one rank.
 one_rank_fails bad_option "train --synthetic 4096 --batch 0" "$train_ok" \
-  "--batch '0'" "rank 0: stopping: rank 1 failed \\(bad options\\)"
+  "--batch '0'" "rank 0: stopping: rank 1 failed \\(--batch '0' must be"
 # Ranks that would run different numbers of steps.
 one_rank_fails different_steps "train --synthetic 4096 --model mlp --batch 16 --max-steps 5" \
   "train --synthetic 4096 --model mlp --batch 16 --max-steps 6" \

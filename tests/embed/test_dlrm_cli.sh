@@ -3,7 +3,11 @@
 # found: auto under a memory cap a forced plan fits; a table file's pooling
 # in the data as in the plan; a file's scale and a ':' in its path; a
 # held-out AUC of one class as JSON null; a diverged run's exit status and
-# phase; a resume without its plan file naming it once; the --model list.
+# phase; a resume without its plan file naming it once; the --model list;
+# and what a second tester found: an explicit preset's rows, a stop at or
+# before the resumed step, data that runs out in training (exit 1), the
+# progress under gradsync run into a file, options said once, SGD's memory,
+# a forced twrw under a cap, plan files' unknown keys.
 # usage: test_dlrm_cli.sh GRADSYNC
 set -u
 G=${1:?usage: test_dlrm_cli.sh GRADSYNC}
@@ -290,6 +294,85 @@ else fail "--mem-cap overflow: $out"; fi
 out=$("$G" shard --tables "" --ranks 2 $LK 2>&1)
 if grep -q "the name is empty" <<<"$out"; then pass "--tables \"\": the name is empty"
 else fail "--tables \"\": $out"; fi
+
+# 16. What a second user tester found (2026-12-01).
+# An explicit preset is Criteo's own rows in train as in shard (train read
+# `--tables kaggle` as 1/1000 of them and refused shard's plan for it).
+"$G" shard --tables kaggle --ranks 2 $LK --sharding tw --out "$tmp/kfull.json" >/dev/null 2>&1
+out=$(GRADSYNC_CHECK_ARGS=1 "$G" train --model dlrm --tables kaggle --plan "$tmp/kfull.json" 2>&1)
+rc=$?
+out2=$(GRADSYNC_CHECK_ARGS=1 "$G" train --model dlrm --tables kaggle:0.001 --plan "$tmp/kfull.json" 2>&1)
+rc2=$?
+if [ "$rc" = 0 ] && [ "$rc2" = 2 ] && grep -q "'C1' (1460 x 16), this job's is 'C1' (2 x 16)" <<<"$out2"; then
+  pass "--tables kaggle: Criteo's rows, as in shard (its plan taken; kaggle:0.001's refused)"
+else fail "--tables kaggle: exit $rc ($out), kaggle:0.001 exit $rc2 ($out2)"; fi
+
+# A stop at or before the step a checkpoint resumes from: refused, said once
+# (it trained on to the end, exit 0).
+A=(--tables kaggle:0.001 --sharding rw --steps 6 --epochs 2 --batch 32 --eval 256)
+train "$tmp/st1" "${A[@]}" --checkpoint "$tmp/ckst" --stop-at-step 4
+train "$tmp/st2" "${A[@]}" --checkpoint "$tmp/ckst" --resume --stop-at-step 4
+rc=$?
+if [ "$rc" = 2 ] && [ "$(grep -c 'the stop at global step 4 comes at or before the checkpoint' "$tmp/st2")" = 1 ] &&
+   grep -q '(on every rank)' "$tmp/st2" && ! grep -q "commit at step" "$tmp/st2"; then
+  pass "--stop-at-step 4 resuming at step 4: refused once, exit 2, nothing trained"
+else fail "--stop-at-step at the resumed step: exit $rc; $(grep 'gradsync train' "$tmp/st2" | head -3)"; fi
+
+# Exit 1 for data that runs out in training (a failure of the run; was 2).
+/usr/bin/python3 -c "
+import random; random.seed(1)
+print('\n'.join('\t'.join([str(random.randint(0, 1))] + [str(random.randint(0, 99)) for _ in range(13)] + ['%08x' % random.getrandbits(32) for _ in range(26)]) for _ in range(64)))" >"$tmp/c64.tsv"
+timeout 300 "$G" run -np 2 -- "$G" train --model dlrm --data "$tmp/c64.tsv" --steps 3 --epochs 1 \
+  --batch 16 --eval 0 >"$tmp/short" 2>&1
+rc=$?
+if [ "$rc" = 1 ] && grep -q "the data of training step 3 of epoch 1: .*fewer than the run needs" "$tmp/short"; then
+  pass "a data file that runs out at step 3: exit 1, naming the step"
+else fail "data running out in training: exit $rc (want 1); $(grep 'gradsync train' "$tmp/short" | head -2)"; fi
+
+# Progress under gradsync run into a file: plain lines, no carriage returns.
+timeout 300 "$G" run -np 2 -- "$G" train --model dlrm --steps 40 --epochs 1 --batch 16 --eval 0 \
+  >"$tmp/log" 2>&1
+if [ "$?" = 0 ] && ! grep -q $'\r' "$tmp/log" && grep -q "epoch 1" "$tmp/log"; then
+  pass "progress into a file under gradsync run: plain lines"
+else fail "progress into a file: carriage returns or no epoch line: $(od -c "$tmp/log" | head -3)"; fi
+
+# Options every rank has alike are said once (three ranks said each).
+for a in "--bogus" "--global-batch 6" "--sharding foo"; do
+  timeout 120 "$G" run -np 4 -- "$G" train --model dlrm $a --steps 2 --epochs 1 >"$tmp/once" 2>&1
+  rc=$?
+  if [ "$rc" = 2 ] && [ "$(grep -c '^gradsync train:' "$tmp/once")" = 1 ]; then
+    pass "train $a on 4 ranks: one line, exit 2"
+  else fail "train $a on 4 ranks: exit $rc, $(grep -c '^gradsync train:' "$tmp/once") lines"; fi
+done
+
+# The planner: SGD keeps no row state; a forced twrw finds the node with room.
+out=$("$G" shard --tables kaggle:0.01 --ranks 1 $LK --embed-sgd --mem-cap 21500K --out "$tmp/sgd.json" 2>&1)
+rc=$?
+if [ "$rc" = 0 ] && grep -q '"row_state":[[:space:]]*false' "$tmp/sgd.json"; then
+  pass "--embed-sgd: 21.6 MB of tables fit a 21500K cap (no Adagrad state counted)"
+else fail "--embed-sgd under 21500K: exit $rc: $(tail -1 <<<"$out")"; fi
+"$G" shard --tables kaggle:0.01 --ranks 4 --per-node 2 --lookup 1e-9,1e-11 --sharding twrw --mem-cap 7M --json \
+  >"$tmp/twrw" 2>&1
+rc=$?
+if [ "$rc" = 0 ] && python3 -c 'import json, sys
+j = json.load(open(sys.argv[1]))
+sys.exit(not all(r["mem_bytes"] <= 7 * 1024 * 1024 for r in j["per_rank"]))' "$tmp/twrw"; then
+  pass "forced twrw under 7M on 2 nodes: placed where it fits"
+else fail "forced twrw under 7M: exit $rc: $(tail -1 "$tmp/twrw")"; fi
+
+# Plan files: unknown keys and a non-number est_s are refused; pooling 0 too.
+sed 's/"why"/"whyy"/' "$tmp/sgd.json" >"$tmp/pk.json"
+sed 's/"est_s":[[:space:]]*[0-9.e-]*/"est_s": "x"/' "$tmp/sgd.json" >"$tmp/pe.json"
+o1=$(GRADSYNC_CHECK_ARGS=1 "$G" train --model dlrm --tables kaggle:0.01 --plan "$tmp/pk.json" --embed-sgd 2>&1)
+r1=$?
+o2=$(GRADSYNC_CHECK_ARGS=1 "$G" train --model dlrm --tables kaggle:0.01 --plan "$tmp/pe.json" --embed-sgd 2>&1)
+r2=$?
+o3=$("$G" shard --tables kaggle --ranks 2 $LK --pooling 0 2>&1)
+r3=$?
+if [ "$r1" = 2 ] && grep -q 'unknown key "whyy"' <<<"$o1" && [ "$r2" = 2 ] &&
+   grep -q '"est_s" must be a time' <<<"$o2" && [ "$r3" = 2 ] && grep -q "above 0" <<<"$o3"; then
+  pass "plan files: an unknown key and est_s \"x\" refused; --pooling 0 refused"
+else fail "plan file keys: $r1 ($o1), est_s: $r2 ($o2), pooling 0: $r3 ($o3)"; fi
 
 echo "$fails failure(s)"
 [ "$fails" = 0 ]

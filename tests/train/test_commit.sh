@@ -78,6 +78,21 @@ if "$gs" run -np 4 -- "$gs" train $largs --checkpoint "$tmp/lin" --resume --json
 else
   bad "--scale-lr linear 2 -> 4: $(tail -3 "$tmp/lin2.log" | cut -c1-300)"
 fi
+# A stop at or before the step the checkpoint resumes from is refused, as
+# the other resume refusals are (exit 1); it trained a step past it until
+# 2026-12-01. The checkpoint is the finished epoch of 32 steps.
+"$gs" run -np 2 -- "$gs" train $largs --checkpoint "$tmp/lin" --resume --stop-at-step 6 \
+  > "$tmp/stop_past.log" 2>&1
+rc=$?
+"$gs" run -np 2 -- "$gs" train $largs --checkpoint "$tmp/lin" --resume --stop-at-step 3 \
+  > "$tmp/stop_past2.log" 2>&1
+rc2=$?
+if [ $rc = 1 ] && grep -q "stop-at-step 6: the checkpoint in .* resumes after global step 32, at or past it" "$tmp/stop_past.log" &&
+   [ $rc2 = 1 ] && ! grep -q "committed" "$tmp/stop_past.log"; then
+  ok "--stop-at-step at or before the resumed step: refused (exit 1), nothing trained"
+else
+  bad "--stop-at-step past: exit $rc/$rc2 (want 1): $(grep 'gradsync train' "$tmp/stop_past.log" | head -2)"
+fi
 # Without an elastic rule the world size is part of the run.
 if ! "$gs" run -np 3 -- "$gs" train $args --checkpoint "$tmp/cut-sgd" --resume > "$tmp/fixed.log" 2>&1 &&
    grep -q "the rank count" "$tmp/fixed.log"; then
@@ -105,6 +120,21 @@ if [ $rc = 3 ] && grep -q "committed in .*, as asked" "$tmp/usr1.log"; then
   ok "SIGUSR1: stopped at the next commit, exit 3"
 else
   bad "SIGUSR1: exit $rc: $(tail -3 "$tmp/usr1.log")"
+fi
+
+# The same SIGUSR1 sent to `gradsync run`, as users signal the launcher
+# (until 2026-12-01 it killed the launcher: exit 138, no stop commit).
+"$gs" run -np 2 -- "$gs" train --model mlp --synthetic 4096 --batch 16 --epochs 100 \
+  --policy wfbp --checkpoint "$tmp/usr1run" --commit-every 4 > "$tmp/usr1run.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 200); do [ -e "$tmp/usr1run/checkpoint.json" ] && break; sleep 0.1; done
+kill -USR1 $pid
+wait $pid
+rc=$?
+if [ $rc = 3 ] && grep -q "committed in .*, as asked" "$tmp/usr1run.log"; then
+  ok "SIGUSR1 to gradsync run: passed to the ranks, stopped at the next commit, exit 3"
+else
+  bad "SIGUSR1 to gradsync run: exit $rc (want 3): $(tail -3 "$tmp/usr1run.log")"
 fi
 
 out=$("$gs" train --commit-every 5 2>&1); rc=$?
