@@ -305,6 +305,10 @@ int cli_under_launcher(void);
  * (ranks write to mpirun's pseudo-terminal even into a file), else
  * isatty(stdout). */
 int cli_on_terminal(void);
+/* Finds an executable as execvp would (PATH, a name with '/' as it is), and
+ * also in /usr/sbin and /sbin, which a non-login PATH may lack: 0 with its
+ * path in out, or -1. */
+int cli_find_exe(const char *name, char *out, size_t size);
 
 /* Starts MPI (gs_init) and learns the rank and size: cli_rank_error names
  * the rank from here on. Returns 0, or 1 after printing why not. */

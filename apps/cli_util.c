@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -123,6 +124,24 @@ int cli_parse_double(const char *s, double min, double max, double *out) {
 int cli_under_launcher(void) {
   return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL ||
          getenv("PMIX_RANK") != NULL;
+}
+
+int cli_find_exe(const char *name, char *out, size_t size) {
+  if (!name || !*name) return -1;
+  if (strchr(name, '/')) {
+    snprintf(out, size, "%s", name);
+    return access(name, X_OK) == 0 ? 0 : -1;
+  }
+  const char *env = getenv("PATH");
+  char path[4096];
+  snprintf(path, sizeof path, "%s:/usr/sbin:/sbin", env ? env : "/usr/bin:/bin");
+  for (char *save = NULL, *dir = strtok_r(path, ":", &save); dir;
+       dir = strtok_r(NULL, ":", &save)) {
+    struct stat st;
+    snprintf(out, size, "%s/%s", *dir ? dir : ".", name);
+    if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0) return 0;
+  }
+  return -1;
 }
 
 /* `gradsync run` says in GRADSYNC_TTY whether the user watches a terminal,

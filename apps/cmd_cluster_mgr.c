@@ -253,7 +253,8 @@ static int user_opt_add(user_opt *o, const char *v) {
     cli_error("cluster serve", "%s: at most %d names", o->option, USER_OPT_MAX);
     return 2;
   }
-  snprintf(o->names[o->n], sizeof o->names[o->n], "%s", who);
+  snprintf(o->names[o->n], sizeof o->names[o->n], "%.*s", (int)sizeof o->names[o->n] - 1,
+           who); /* (its length was checked above) */
   o->user[o->n] = o->names[o->n];
   o->value[o->n++] = o->whole ? ix : x;
   return 0;
@@ -692,7 +693,10 @@ static int parse_time_limit(const char *text, double *secs, char *why, size_t wh
     char *end;
     errno = 0;
     long x = strtol(p, &end, 10);
-    if (errno || x > 1000000) return -1;
+    if (errno || x > 1000000) {
+      snprintf(why, whylen, "a field above 1000000 is too large");
+      return -2;
+    }
     v[n++] = x;
     p = end;
     if (*p == '-' && n == 1) {
@@ -957,9 +961,12 @@ int cmd_submit(int argc, char **argv) {
   char **args = argv + dashes + 1;
   int nargs = argc - dashes - 1;
   if (exec) {
-    if (!strchr(args[0], '/')) {
-      /* As execvp would find it; the supervisor gets the path. */
-    } else if (access(args[0], X_OK) != 0) {
+    char found[4096];
+    if (!strchr(args[0], '/') && cli_find_exe(args[0], found, sizeof found) != 0) {
+      /* As execvp would find it (the supervisor gets the name). */
+      cli_error("submit", "--exec %s: no such program on PATH", args[0]);
+      return 2;
+    } else if (strchr(args[0], '/') && access(args[0], X_OK) != 0) {
       cli_error("submit", "--exec %s: not an executable file: %s", args[0], strerror(errno));
       return 2;
     }

@@ -242,7 +242,7 @@ static int search_default_tables(char paths[][1024], int max) {
   for (int d = 0; d < nd; d++) {
     int n = 0;
     for (size_t k = 0; k < sizeof names / sizeof names[0] && n < max; k++) {
-      snprintf(paths[n], 1024, "%s/%.80s", dirs[d], names[k]);
+      snprintf(paths[n], 1024, "%.900s/%.80s", dirs[d], names[k]); /* (cut, then not found) */
       if (access(paths[n], R_OK) == 0) n++;
     }
     if (n > 0) return n;

@@ -217,26 +217,6 @@ static int find_system_exe(const char *name, char *out, size_t size) {
   return -1;
 }
 
-/* Finds an executable the way execvp would, but also in /usr/sbin and /sbin,
- * which a non-login PATH may lack. */
-static int find_exe(const char *name, char *out, size_t size) {
-  if (!name || !*name) return -1;
-  if (strchr(name, '/')) {
-    snprintf(out, size, "%s", name);
-    return access(name, X_OK) == 0 ? 0 : -1;
-  }
-  const char *env = getenv("PATH");
-  char path[4096];
-  snprintf(path, sizeof path, "%s:/usr/sbin:/sbin", env ? env : "/usr/bin:/bin");
-  for (char *save = NULL, *dir = strtok_r(path, ":", &save); dir;
-       dir = strtok_r(NULL, ":", &save)) {
-    struct stat st;
-    snprintf(out, size, "%s/%s", *dir ? dir : ".", name);
-    if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0) return 0;
-  }
-  return -1;
-}
-
 /* Runs one command to completion and returns its exit status (-1 if it could
  * not run). It gets its own process group, so that a Ctrl-C meant for the
  * ranks cannot interrupt building or removing the cluster halfway. quiet
@@ -721,7 +701,7 @@ static int check_ssh_hosts(const run_hosts *h, const char *origin, const char *s
   char *save = NULL;
   for (char *w = strtok_r(words, " \t", &save); w && na < 8; w = strtok_r(NULL, " \t", &save))
     argv0[na++] = w;
-  if (na == 0 || find_exe(argv0[0], exe, sizeof exe) != 0) {
+  if (na == 0 || cli_find_exe(argv0[0], exe, sizeof exe) != 0) {
     cli_error("run", "the ssh launcher '%s' is not found; install openssh-client (or set "
               "OMPI_MCA_plm_rsh_agent)", na ? argv0[0] : "");
     return -1;
@@ -1209,11 +1189,11 @@ int cmd_run(int argc, char **argv) {
     return 2;
   }
   char exe[PATH_MAX], mpirun_path[PATH_MAX], self[PATH_MAX];
-  if (find_exe(prog[0], exe, sizeof exe) != 0) {
+  if (cli_find_exe(prog[0], exe, sizeof exe) != 0) {
     cli_error("run", "program '%s' not found or not executable", prog[0]);
     return 2;
   }
-  if (find_exe(mpirun, mpirun_path, sizeof mpirun_path) != 0) {
+  if (cli_find_exe(mpirun, mpirun_path, sizeof mpirun_path) != 0) {
     cli_error("run", "mpirun not found ('%s'); install Open MPI or pass --mpirun PATH", mpirun);
     return 2;
   }

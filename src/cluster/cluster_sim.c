@@ -382,13 +382,16 @@ static void apply_sizes(sim *s, double t) {
         js->size++;
       }
   }
-  /* Starts, resumptions, and (at once) grows. */
+  /* Starts, resumptions, and (at once) grows: on a partition of at least
+   * the job's minimum (one left below it by a lost node, its grow waiting
+   * for nodes still in another job's launch, cannot run on what it has). */
   for (int a = 0; a < n; a++) {
     int j = s->active[a];
     sim_job *js = &s->js[j];
-    if (js->size > 0 && js->run == 0 && !js->pending) {
+    if (js->size < s->w->jobs[j].min_nodes) continue;
+    if (js->run == 0 && !js->pending) {
       manager_start(s, j, t);
-    } else if (js->size > 0 && at_once && js->moved > 0) {
+    } else if (at_once && js->moved > 0) {
       js->since = t;
       relaunch(s, j, t, t);
     }
@@ -653,16 +656,17 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
     for (int a = 0; protocol && a < s.nactive; a++) {
       int j = s.active[a];
       sim_job *js = &s.js[j];
+      int fits = js->size >= w->jobs[j].min_nodes;
       if (js->pending && js->launch_t <= t + eps) {
-        if (js->size > 0) launch(&s, j, t);
-        js->pending = 0; /* (a node lost left it none: a round starts it again) */
+        if (fits) launch(&s, j, t);
+        js->pending = 0; /* (a node lost left it short: a round starts it again) */
       } else if (js->run > 0 && js->asked &&
                  w->jobs[j].work - js->rem >= js->stop_at - eps * w->jobs[j].work) {
         /* The supervisor relaunches it itself: of a start-up it skips the
          * manager's part, launch_delay_s. */
         js->since = t - o->launch_delay_s;
-        if (js->size > 0) relaunch(&s, j, t, js->ask_t);
-        else launch_end(&s, j, t); /* (a node lost left it none: it waits) */
+        if (fits) relaunch(&s, j, t, js->ask_t);
+        else launch_end(&s, j, t); /* (a node lost left it short: it waits) */
         changed = 1;
       } else if (js->run > 0 && !js->asked && js->moved > 0 &&
                  discovery_at(&s, js, t) <= t + eps) {
@@ -675,10 +679,10 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
      * was learned; otherwise a round would repeat the last answer
      * (gs_cluster_policy_reads_progress). */
     if (t >= next_tick - eps) {
-      if (gs_cluster_policy_reads_progress(o->policy) || s.learned) {
-        changed = 1;
-        /* A round every interval for as long as the jobs run: a job of
-         * 1e15 samples would take the replay years. Bounded, said. */
+      if (gs_cluster_policy_reads_progress(o->policy) || s.learned) changed = 1;
+      /* A tick every interval for as long as the jobs run: a job of 1e15
+       * samples would take the replay years. Bounded, said. */
+      if (ticks_matter) {
         if (++periodic > CSIM_MAX_PERIODIC && finished < nj) {
           set_err(err, errlen, "policy %s re-solves every --interval %g s: more than %.0f "
                   "periodic rounds by t=%.4g s, with %d of %d jobs not done; raise --interval "
@@ -713,6 +717,12 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       if (js->run <= 0) continue;
       /* (one in its start-up computes from restart_end, an event of its own) */
       double sp = speed_now(&s, j, busy);
+      if (!(sp > 0)) { /* a launch below the job's minimum: the simulator's defect */
+        set_err(err, errlen, "internal error: job '%s' runs on %d nodes at no speed at "
+                "t=%.4g s (its range %d-%d)", w->jobs[j].name, js->run, t - t0,
+                w->jobs[j].min_nodes, w->jobs[j].max_nodes);
+        goto done;
+      }
       double from = js->restart_end > t ? js->restart_end : t;
       double done_at = from + js->rem / sp;
       if (done_at < tn) tn = done_at;

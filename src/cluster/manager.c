@@ -1319,7 +1319,8 @@ static int attempt_ended(mgr *m, job *j, int status, double at) {
   } else if (status == 2) {
     j->state = J_FAILED;
     if (!j->message[0] || strcmp(j->message, "done") == 0)
-      snprintf(j->message, sizeof j->message, "the program refused its options (exit 2)");
+      snprintf(j->message, sizeof j->message, "the program refused its options, or could "
+               "not be started (exit 2; its out.log says which)");
   } else if (job_restarts(j) >= m->cfg->restart_budget) {
     j->state = J_FAILED;
     if (!strstr(j->message, "restart budget")) {

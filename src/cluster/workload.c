@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define CSV_MAX_FIELDS 16
 #define CSV_LINE_MAX 4096
@@ -93,6 +94,13 @@ static int csv_open(csv *c, const char *path, const char *what, char *err, size_
     set_err(err, errlen, "cannot read the %s '%s': %s", what, path, strerror(errno));
     return -1;
   }
+  struct stat st;
+  if (fstat(fileno(c->f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    set_err(err, errlen, "cannot read the %s '%s': a directory, not a CSV file", what, path);
+    fclose(c->f);
+    c->f = NULL;
+    return -1;
+  }
   if (fgets(c->headbuf, sizeof c->headbuf, c->f) == NULL) {
     set_err(err, errlen, "%s: empty file (expected a CSV header line)", path);
     fclose(c->f);
@@ -107,6 +115,16 @@ static int csv_open(csv *c, const char *path, const char *what, char *err, size_
     c->f = NULL;
     return -1;
   }
+  /* A column named twice: which one is meant cannot be told. */
+  for (int i = 0; i < c->nhead; i++)
+    for (int k = 0; k < i; k++)
+      if (strcmp(c->head[i], c->head[k]) == 0) {
+        set_err(err, errlen, "%s:1: column '%s' twice in the header (columns %d and %d)", path,
+                c->head[i], k + 1, i + 1);
+        fclose(c->f);
+        c->f = NULL;
+        return -1;
+      }
   return 0;
 }
 
@@ -151,7 +169,10 @@ static int csv_num(const csv *c, int col, double lo, double hi, double *out, cha
   char *end;
   errno = 0;
   double v = strtod(s, &end);
-  if (*s == '\0' || *end != '\0' || errno == ERANGE || !isfinite(v) || v < lo || v > hi) {
+  /* Decimal only: strtod also reads 0x10, inf and nan. */
+  int decimal = strspn(s, "+-0123456789.eE") == strlen(s);
+  if (*s == '\0' || *end != '\0' || !decimal || errno == ERANGE || !isfinite(v) || v < lo ||
+      v > hi) {
     set_err(err, errlen, "%s:%d: column '%s': '%s' is not a number in [%g, %g]", c->path,
             c->line, c->head[col], s, lo, hi);
     return -1;
@@ -635,6 +656,21 @@ static int load_table(csv *c, const char *tables, int nodes, gs_csim_workload *w
   if (csv_require(c, names, 5, col, err, errlen) != 0) return -1;
   int cmin = csv_col(c, "min_nodes"), cmax = csv_col(c, "max_nodes"),
       cw = csv_col(c, "weight"), ccw = csv_col(c, "commit_samples");
+  /* A column this reader does not know is a typo ("min_node") whose values
+   * would be silently ignored. */
+  static const char *const known[] = {"name",   "time",     "model",          "nodes",
+                                      "samples", "min_nodes", "max_nodes", "weight",
+                                      "commit_samples"};
+  for (int i = 0; i < c->nhead; i++) {
+    size_t k = 0;
+    while (k < sizeof known / sizeof known[0] && strcmp(c->head[i], known[k]) != 0) k++;
+    if (k == sizeof known / sizeof known[0]) {
+      set_err(err, errlen, "%s:1: unknown column '%s' (a gradsync workload has name, time, "
+              "model, nodes, samples, and optionally min_nodes, max_nodes, weight, "
+              "commit_samples)", c->path, c->head[i]);
+      return -1;
+    }
+  }
   model_speed *ms = NULL;
   int nms = 0, cap = 0, r;
   if (load_speeds(tables, &ms, &nms, err, errlen) != 0) return -1;
@@ -698,6 +734,38 @@ static int load_table(csv *c, const char *tables, int nodes, gs_csim_workload *w
   return 0;
 }
 
+static int cmp_job_name(const void *a, const void *b) {
+  const gs_csim_job *x = *(const gs_csim_job *const *)a, *y = *(const gs_csim_job *const *)b;
+  int c = strcmp(x->name, y->name);
+  return c ? c : (x->line > y->line) - (x->line < y->line);
+}
+
+/* Every job has a name, and no two the same: the results, the trace and
+ * the messages name jobs by it. */
+static int check_names(const gs_csim_workload *w, const char *path, char *err, size_t errlen) {
+  const gs_csim_job **by = malloc((size_t)w->njobs * sizeof *by);
+  if (by == NULL) {
+    set_err(err, errlen, "out of memory reading %s", path);
+    return -1;
+  }
+  int rc = 0;
+  for (int i = 0; i < w->njobs; i++) by[i] = &w->jobs[i];
+  qsort(by, (size_t)w->njobs, sizeof *by, cmp_job_name);
+  for (int i = 0; i < w->njobs && rc == 0; i++) {
+    if (by[i]->name[0] == '\0') {
+      set_err(err, errlen, "%s:%d: column 'name': empty (every job needs a name)", path,
+              by[i]->line);
+      rc = -1;
+    } else if (i > 0 && strcmp(by[i]->name, by[i - 1]->name) == 0) {
+      set_err(err, errlen, "%s:%d: job name '%s' is on line %d too (names must differ)", path,
+              by[i]->line, by[i]->name, by[i - 1]->line);
+      rc = -1;
+    }
+  }
+  free(by);
+  return rc;
+}
+
 int gs_csim_load(const char *workload, const char *tables, int nodes, int gpus_per_node,
                  gs_csim_workload *w, char *err, size_t errlen) {
   memset(w, 0, sizeof *w);
@@ -730,6 +798,7 @@ int gs_csim_load(const char *workload, const char *tables, int nodes, int gpus_p
     set_err(err, errlen, "%s: no jobs", workload);
     rc = -1;
   }
+  if (rc == 0) rc = check_names(w, workload, err, errlen);
   if (rc != 0) {
     gs_csim_workload_free(w);
     return -1;

@@ -857,7 +857,8 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
       }
     }
   }
-  snprintf(L->end, sizeof L->end, "%s%s",
+  /* The history's column: a longer reason is cut (its line has it whole). */
+  snprintf(L->end, sizeof L->end, "%.*s%.41s", (int)sizeof L->end - 42,
            end->how != END_GROW ? r : strstr(r, "shrinking") ? "stopped to shrink"
                                                                : "stopped to grow",
            end->how != END_GROW ? "" : early_exit ? " (mpirun exited 0 before the program ran)"
@@ -1015,7 +1016,7 @@ gs_status gs_elastic_run(const gs_elastic_config *cfg_in, gs_elastic_result *res
 
   gs_status st = GS_OK;
   int cap = cfg.first_ranks;
-  char rule[256], why[512];
+  char rule[256], why[sizeof((el_end *)0)->reason + 64];
   el_end last;
   int have_last = 0, last_free = 0; /* last_free: its relaunch spends no restart */
   for (;;) {

@@ -110,6 +110,8 @@ expect_2 "a program without --exec" "give gradsync train's options" submit --spo
   train --epochs 1
 expect_2 "--exec of a missing file" "not an executable file" submit --spool "$spool" --exec \
   -- /nonexistent/prog
+expect_2 "--exec of a name not on PATH" "--exec gs-no-such-prog: no such program on PATH" \
+  submit --spool "$spool" --exec -- gs-no-such-prog
 expect_2 "cancel of no job" "no job 99" cancel --spool "$spool" 99
 expect_2 "cancel of 'abc'" "not a job id" cancel --spool "$spool" abc
 if [ -z "$("$G" jobs --spool "$spool" --json)" ]; then pass "nothing was queued by the refusals"
