@@ -114,7 +114,7 @@ static void event_json(view *v, const gs_elastic_event *e) {
 
 static void on_event(const gs_elastic_event *e, void *user) {
   view *v = user;
-  char reason[1024], commit[96], redone[64];
+  char reason[1024], commit[96], redone[64], sizes[64];
   event_json(v, e);
   cli_clean_text(reason, sizeof reason, e->reason ? e->reason : "");
   switch (e->kind) {
@@ -131,9 +131,15 @@ static void on_event(const gs_elastic_event *e, void *user) {
       snprintf(commit, sizeof commit, "from no known commit");
     if (e->steps_redone >= 0) snprintf(redone, sizeof redone, "~%ld", e->steps_redone);
     else snprintf(redone, sizeof redone, "unknown");
-    fprintf(stderr, "gradsync run: resize %d -> %d ranks (%s): resuming %s, steps redone %s, "
-            "%.1f s lost%s%s\n", e->old_size, e->new_size, reason, commit, redone,
-            e->seconds_lost, e->rule[0] ? "; " : "", e->rule);
+    /* A relaunch at the same size says so (it read "resize 4 -> 4"). */
+    if (e->old_size == e->new_size)
+      snprintf(sizes, sizeof sizes, "relaunch on %d rank%s", e->new_size,
+               e->new_size == 1 ? "" : "s");
+    else
+      snprintf(sizes, sizeof sizes, "resize %d -> %d rank%s", e->old_size, e->new_size,
+               e->new_size == 1 ? "" : "s");
+    fprintf(stderr, "gradsync run: %s (%s): resuming %s, steps redone %s, %.1f s lost%s%s\n",
+            sizes, reason, commit, redone, e->seconds_lost, e->rule[0] ? "; " : "", e->rule);
     break;
   case GS_ELASTIC_WAIT:
     fprintf(stderr, "gradsync run: elastic: %s\n", reason);

@@ -191,7 +191,7 @@ if [ "$WHICH" = all ] || [ "$WHICH" = dlrm ]; then
   e1=$(grep -c '^{"epoch": 1, "train_loss"' "$out")
   e2=$(grep -c '^{"epoch": 2, "train_loss"' "$out")
   if [ "$rc" = 0 ] && [ -n "$victim" ] &&
-     grep -q '^gradsync run: resize 2 -> 1 ranks (.*killed by signal 9): resuming from the commit at epoch [12], sample [0-9]* of the epoch' "$err" &&
+     grep -q '^gradsync run: resize 2 -> 1 rank (.*killed by signal 9): resuming from the commit at epoch [12], sample [0-9]* of the epoch' "$err" &&
      grep -q '"from_ranks": 2' "$out" && [ "$e1" = 1 ] && [ "$e2" = 1 ]; then
     pass "dlrm: resized 2 -> 1 from its commit ($(grep -o 'resuming from the commit at epoch [0-9]*, sample [0-9]*' "$err")), both epochs once"
   else

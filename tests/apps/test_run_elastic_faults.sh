@@ -73,11 +73,11 @@ if start_job mpirun -np 4 --elastic 2:4 &&
    mp=$(pgrep -P "$sup" -x mpirun) && kill -KILL "$mp"; then
   wait_bounded "$sup" 100
   rc=$?
-  if [ "$rc" = 0 ] && grep -q '^gradsync run: resize 4 -> 4 ranks (mpirun killed by signal 9)' "$err" &&
+  if [ "$rc" = 0 ] && grep -q '^gradsync run: relaunch on 4 ranks (mpirun killed by signal 9)' "$err" &&
      epochs_at_most_once 2 "$FULL"; then
     pass "mpirun killed: relaunched on 4 ranks and finished"
   else
-    fail "SIGKILL of mpirun: exit $rc (want 0) and a resize line 4 -> 4"
+    fail "SIGKILL of mpirun: exit $rc (want 0) and a line 'relaunch on 4 ranks'"
   fi
 else
   fail "SIGKILL of mpirun: no commit or no mpirun"
@@ -89,11 +89,11 @@ if start_job below -np 4 --elastic 4:4 && kill -KILL "$(rank_pid "$tag" 2)"; the
   wait_bounded "$sup" 100
   rc=$?
   if [ "$rc" = 0 ] && grep -q '^gradsync run: warning: fewer than the minimum of 4 ranks are left without the slots of killed ranks: using 1 again (localhost:1)' "$err" &&
-     grep -q '^gradsync run: resize 4 -> 4 ranks (rank 2 on .* killed by signal 9)' "$err" &&
+     grep -q '^gradsync run: relaunch on 4 ranks (rank 2 on .* killed by signal 9)' "$err" &&
      epochs_once 2 "$FULL"; then
     pass "rank 2 killed under --elastic 4:4: its slot used again at once, 4 -> 4, finished"
   else
-    fail "killed rank under 4:4: exit $rc (want 0), the warning and a resize 4 -> 4"
+    fail "killed rank under 4:4: exit $rc (want 0), the warning and a relaunch on 4"
   fi
 else
   fail "killed rank under 4:4: no commit or no rank"
