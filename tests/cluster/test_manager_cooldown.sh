@@ -15,31 +15,8 @@
 set -u
 G=${1:?usage: test_manager_cooldown.sh GRADSYNC}
 G=$(cd "$(dirname "$G")" && pwd)/$(basename "$G")
-HERE=$(cd "$(dirname "$0")" && pwd)
-JOB=$HERE/fake_job.sh
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-unset GRADSYNC_SPOOL
-failures=0
-scratch=$(mktemp -d)
-spool=$scratch/spool
-log=$scratch/serve.log
-serve_pid=
-# shellcheck source=tests/cluster/keepers.sh
-. "$(dirname "$0")/keepers.sh"
-cleanup() {
-  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null
-  stop_keepers "$spool"
-  sleep 0.3
-  rm -rf "$scratch"
-}
-trap cleanup EXIT
-trap 'exit 143' TERM INT HUP
-pass() { echo "ok    $*"; }
-fail() {
-  echo "FAIL  $*"
-  sed 's/^/      log | /' "$log" 2>/dev/null | tail -25
-  failures=$((failures + 1))
-}
+# shellcheck source=tests/cluster/manager_lib.sh
+. "$(dirname "$0")/manager_lib.sh"
 
 # The stand-in ssh: `ssh [options] NODE [command]` succeeds unless
 # SCRATCH/down.NODE exists; `-O exit` (closing a kept connection) succeeds.

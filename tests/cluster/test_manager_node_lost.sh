@@ -15,34 +15,12 @@ set -u
 G=${1:?usage: test_manager_node_lost.sh GRADSYNC}
 G=$(cd "$(dirname "$G")" && pwd)/$(basename "$G")
 unset SLURM_JOB_ID SLURM_NODELIST SLURM_JOB_NODELIST OMPI_MCA_plm_rsh_agent SUDO_UID SUDO_GID
-unset GRADSYNC_SPOOL
 export PATH=$PATH:/usr/sbin:/sbin OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 if [ "$(id -u)" != 0 ]; then echo "SKIP  needs root (network namespaces)"; exit 77; fi
 if ! command -v ip >/dev/null; then echo "SKIP  needs ip (iproute2)"; exit 77; fi
 if [ ! -x /usr/sbin/sshd ]; then echo "SKIP  needs sshd (openssh-server)"; exit 77; fi
-failures=0
-scratch=$(mktemp -d)
-spool=$scratch/spool
-log=$scratch/serve.log
-serve_pid=
-# shellcheck source=tests/cluster/keepers.sh
-. "$(dirname "$0")/keepers.sh"
-cleanup() {
-  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
-  stop_keepers "$spool"
-  sleep 1
-  [ -f "$spool/emulated/names" ] && "$G" cluster down --spool "$spool" >/dev/null 2>&1
-  rm -rf "$scratch"
-}
-trap cleanup EXIT
-trap 'exit 143' TERM INT HUP
-pass() { echo "ok    $*"; }
-fail() {
-  echo "FAIL  $*"
-  sed 's/^/      log | /' "$log" 2>/dev/null | tail -20
-  grep -v '^{' "$spool"/jobs/1/out.log 2>/dev/null | tail -12 | sed 's/^/      job | /'
-  failures=$((failures + 1))
-}
+# shellcheck source=tests/cluster/manager_lib.sh
+. "$(dirname "$0")/manager_lib.sh"
 state() { "$G" jobs --spool "$spool" --json | grep "\"id\":$1," | sed -E 's/.*"state":"([a-z]*)".*/\1/'; }
 field() { "$G" jobs --spool "$spool" --json | grep "\"id\":$1," | sed -E "s/.*\"$2\":([^,}]*).*/\1/"; }
 wait_for() {

@@ -13,31 +13,9 @@
 set -u
 G=${1:?usage: test_manager_slurm.sh GRADSYNC}
 G=$(cd "$(dirname "$G")" && pwd)/$(basename "$G")
-HERE=$(cd "$(dirname "$0")" && pwd)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-unset GRADSYNC_SPOOL SLURM_JOB_NODELIST SLURM_NODELIST SLURM_TASKS_PER_NODE SLURM_JOB_ID
-failures=0
-scratch=$(mktemp -d)
-log=$scratch/serve.log
-err=$scratch/err
-serve_pid=
-# shellcheck source=tests/cluster/keepers.sh
-. "$(dirname "$0")/keepers.sh"
-cleanup() {
-  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
-  for s in "$scratch"/spool*; do stop_keepers "$s"; done
-  sleep 0.3
-  rm -rf "$scratch"
-}
-trap cleanup EXIT
-trap 'exit 143' TERM INT HUP
-pass() { echo "ok    $*"; }
-fail() {
-  echo "FAIL  $*"
-  sed 's/^/      | /' "$err" 2>/dev/null | tail -8
-  sed 's/^/      log | /' "$log" 2>/dev/null | tail -12
-  failures=$((failures + 1))
-}
+unset SLURM_JOB_NODELIST SLURM_NODELIST SLURM_TASKS_PER_NODE SLURM_JOB_ID
+# shellcheck source=tests/cluster/manager_lib.sh
+. "$(dirname "$0")/manager_lib.sh"
 
 # serve SPOOL [ENV=VALUE...]: the manager on the Slurm variables given, in
 # the background, until its pool.json is written (0) or it exits (1).
