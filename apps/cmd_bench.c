@@ -614,6 +614,21 @@ int cmd_bench(int argc, char **argv) {
   size_t es = gs_dtype_size(o.dtype);
   /* Elements per rank are a multiple of p where the collective splits. */
   size_t unit = (o.op == OP_ALLREDUCE || o.op == OP_BCAST) ? es : es * (size_t)p;
+  /* Sizes are whole elements (per rank where the collective splits): below
+   * one, a row would move 0 bytes. Every rank finds the same. */
+  if (o.max_bytes < unit) {
+    if (cr.rank == 0)
+      cli_error("bench", "--max-bytes %zu is below one element%s (%zu bytes): nothing to "
+                "measure", o.max_bytes, unit > es ? " per rank" : "", unit);
+    cli_rank_finish(&cr, 2);
+    return 2;
+  }
+  if (o.min_bytes < unit) {
+    if (cr.rank == 0)
+      fprintf(stderr, "gradsync bench: --min-bytes %zu is below one element%s: from %zu "
+              "bytes\n", o.min_bytes, unit > es ? " per rank" : "", unit);
+    o.min_bytes = unit;
+  }
   size_t maxn = o.max_bytes / unit + 1;
   size_t in_cap = o.op == OP_REDUCE_SCATTER || is_a2a(o.op) ? maxn * (size_t)p : maxn;
   size_t out_cap = o.op == OP_ALLGATHER || is_a2a(o.op) ? maxn * (size_t)p : maxn;

@@ -227,6 +227,13 @@ static int parse_opts(int argc, char **argv, replay_opts *o) {
       cli_error(VERB, "--policy: the list is longer than %zu characters", sizeof o->list - 1);
       return 2;
     }
+    /* An empty item (",," or a comma at either end) is a typo, not skipped. */
+    size_t len = strlen(o->policy);
+    if (o->policy[0] == ',' || (len > 0 && o->policy[len - 1] == ',') ||
+        strstr(o->policy, ",,")) {
+      cli_error(VERB, "--policy %s: an empty item in the list", o->policy);
+      return 2;
+    }
     char *save = NULL, *prev_end = NULL;
     for (char *tok = strtok_r(o->list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
       if (strncmp(tok, "first=", 6) == 0 && prev_end) {

@@ -439,6 +439,24 @@ static PyObject *py_compression_check(PyObject *self, PyObject *args) {
   return PyUnicode_FromString(z.normalised);
 }
 
+/* policy_check(policy): None, or GradsyncError with the planner's message
+ * for a policy it does not know (gs_plan_policy_parse), at construction
+ * rather than at the first step. */
+static PyObject *py_policy_check(PyObject *self, PyObject *args) {
+  (void)self;
+  const char *policy;
+  if (!PyArg_ParseTuple(args, "s", &policy)) return NULL;
+  gs_plan_policy pol;
+  gs_status st = gs_plan_policy_parse(policy, &pol);
+  if (st != GS_OK) {
+    char why[900];
+    snprintf(why, sizeof why, "%s", gs_last_error());
+    gs_error(st, "gradsync: policy=%s: %s", policy, why);
+    return raise_status(st);
+  }
+  Py_RETURN_NONE;
+}
+
 /* compression_momentum(spec, momentum, nesterov, compress_momentum) ->
  * (compressor's momentum, optimizer's momentum, moved): the library's
  * momentum rule (gs_compress_spec_momentum) for an optimizer's momentum and
@@ -747,6 +765,8 @@ static PyMethodDef module_methods[] = {
     {"ibarrier", py_ibarrier, METH_NOARGS, NULL},
     {"compression_check", py_compression_check, METH_VARARGS,
      "compression_check(spec, policy=None) -> normalised spec; GradsyncError if bad"},
+    {"policy_check", py_policy_check, METH_VARARGS,
+     "policy_check(policy): None; GradsyncError if the planner does not know it"},
     {"compression_momentum", py_compression_momentum, METH_VARARGS,
      "compression_momentum(spec, momentum, nesterov, compress_momentum) -> "
      "(compressor, optimizer, moved); GradsyncError for a conflict"},

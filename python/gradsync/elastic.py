@@ -105,6 +105,10 @@ class State:
             setattr(self, k, v)
 
     # -- to override --
+    def _prepare(self):
+        """On every rank, before rank 0 captures the state: what must be
+        done by all the ranks together."""
+
     def _capture(self):
         return {}
 
@@ -174,6 +178,7 @@ class State:
         import torch
         gs = _gs()
         err = None
+        self._prepare()
         if gs.rank() == 0:
             try:
                 os.makedirs(self._dir, exist_ok=True)
@@ -256,12 +261,16 @@ class TorchState(State):
         self.model = model
         self.optimizer = optimizer
 
-    def _capture(self):
-        out = {}
-        # DeAR's overlap leaves the last updates for the next forward: apply
-        # them first (a no-op otherwise).
+    def _prepare(self):
+        # DeAR's overlap leaves the last updates for the next forward: every
+        # rank applies them (a no-op otherwise). On rank 0 alone, its wait
+        # for the all-gathers met the others in the commit's broadcast: a
+        # deadlock.
         if self.optimizer is not None and hasattr(self.optimizer, "finish"):
             self.optimizer.finish()
+
+    def _capture(self):
+        out = {}
         if self.model is not None:
             out["model"] = self.model.state_dict()
         if self.optimizer is not None:

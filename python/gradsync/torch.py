@@ -26,6 +26,7 @@ gradsync.GradsyncError with its message.
 import atexit
 import contextlib
 import io
+import os
 import sys
 import warnings
 import weakref
@@ -509,6 +510,17 @@ class Compression:
         return Compressor(spec)
 
 
+def _whole(name, value, least):
+    """value as a whole number of at least `least`, or ValueError/TypeError
+    naming the parameter (a float or a string is refused, not truncated)."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"gradsync: {name} must be a whole number, not {value!r}")
+    v = value.__index__()
+    if v < least:
+        raise ValueError(f"gradsync: {name} must be >= {least}, got {v}")
+    return v
+
+
 def _compression_spec(compression):
     """The engine's compression spec for a compression= argument: None for
     dense, else a normalised spec ("topk:0.01", "auto:topk:0.01"). A bad
@@ -544,12 +556,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._gs_compress_given = compression is not None
         self._gs_set_compress_options(policy, error_feedback, compress_warmup_steps,
                                       compress_momentum, ef_decay)
-        if int(backward_passes_per_step) < 1:
-            raise ValueError(f"gradsync: backward_passes_per_step must be >= 1, "
-                             f"got {backward_passes_per_step}")
-        self._gs_k = int(backward_passes_per_step)
+        self._gs_k = _whole("backward_passes_per_step", backward_passes_per_step, 1)
+        if not isinstance(policy, str):
+            raise TypeError(f"gradsync: policy must be a string, not {type(policy).__name__}")
+        _C.policy_check(policy)
         self._gs_policy = policy
-        self._gs_warmup = -1 if warmup_iters is None else int(warmup_iters)
+        self._gs_warmup = -1 if warmup_iters is None else _whole("warmup_iters", warmup_iters, 0)
+        if timeline is not None:
+            where = os.path.dirname(os.path.abspath(timeline))
+            if os.path.isdir(timeline) or not os.access(where, os.W_OK):
+                raise ValueError(f"gradsync: timeline={timeline!r}: cannot write a file there "
+                                 f"({'a directory' if os.path.isdir(timeline) else where + ' is not a writable directory'})")
         self._gs_timeline = timeline
         self._gs_model = model
         # DeAR's forward overlap (policy "dear" or "auto" with the model):
@@ -597,6 +614,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._gs_skip = False
         self._gs_closed = False
         self._gs_pending = [False] * n  # overlap: averaged, update not yet applied
+        self._gs_hyper = None  # overlap: the groups' hyper-parameters at that step()
+        self._gs_now = False   # overlap: synchronize() was called: step() updates now
         self._gs_zero_later = [False] * n  # overlap: zero_grad() came before the update
         self._gs_accs = []
         self._gs_hooks = []
@@ -616,10 +635,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if not isinstance(error_feedback, bool):
             raise TypeError(f"gradsync: error_feedback must be True or False, "
                             f"not {error_feedback!r}")
-        if isinstance(warmup_steps, bool) or int(warmup_steps) != warmup_steps \
-                or warmup_steps < 0:
-            raise ValueError(f"gradsync: compress_warmup_steps must be an integer >= 0, "
-                             f"got {warmup_steps!r}")
+        if isinstance(warmup_steps, float) and warmup_steps.is_integer():
+            warmup_steps = int(warmup_steps)  # (5.0: a whole number all the same)
+        warmup_steps = _whole("compress_warmup_steps", warmup_steps, 0)
         if ef_decay is not None and (isinstance(ef_decay, bool) or
                                      not 0 < float(ef_decay) <= 1):
             raise ValueError(f"gradsync: ef_decay must be above 0 and at most 1, "
@@ -715,13 +733,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             engine.wait_tensor(self._gs_ids[i])
         subset = {id(self._gs_params[i]) for i in indices}
         saved = [g["params"] for g in self.param_groups]
+        now = [{k: v for k, v in g.items() if k != "params"} for g in self.param_groups]
         try:
-            for g in self.param_groups:
+            for g, hyper in zip(self.param_groups, self._gs_hyper or now):
                 g["params"] = [p for p in g["params"] if id(p) in subset]
+                g.update(hyper)  # those of the step() that asked for this update
             super(self.__class__, self).step()
         finally:
-            for g, params in zip(self.param_groups, saved):
+            for g, params, hyper in zip(self.param_groups, saved, now):
                 g["params"] = params
+                g.update(hyper)
         for i in indices:
             self._gs_pending[i] = False
             if self._gs_zero_later[i]:
@@ -840,7 +861,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         (in place, in p.grad). Parameters without a gradient on this rank
         count as zeros (DDP's find_unused_parameters=True) and receive the
         average. Called by step(); call it yourself to look at or change the
-        averaged gradients first (then step() inside skip_synchronize())."""
+        averaged gradients first (then step() inside skip_synchronize()).
+        With DeAR's overlap (policy "dear" with model=) a call of your own
+        waits for the all-gathers too, and the step() after it updates at
+        once: that step gives up the overlap."""
+        self._gs_synchronize(explicit=True)
+
+    def _gs_synchronize(self, explicit):
         if self._gs_closed:
             raise _error("STATE", "gradsync: this DistributedOptimizer was closed")
         if not self._gs_open and self._gs_engine is not None:
@@ -865,7 +892,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if p.grad is not self._gs_bufs[i]:
                 p.grad = self._gs_bufs[i]
         self._gs_open = False
-        if self._gs_overlap:
+        if self._gs_overlap and explicit:
+            # The caller reads p.grad now: every all-gather is waited for,
+            # and step() updates at once.
+            for i in range(len(self._gs_params)):
+                engine.wait_tensor(self._gs_ids[i])
+            self._gs_now = True
+        elif self._gs_overlap:
             self._gs_pending[:] = [True] * len(self._gs_pending)
 
     @contextlib.contextmanager
@@ -880,12 +913,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def step(self, closure=None):
         if not self._gs_skip:
-            self.synchronize()
-        if self._gs_overlap and self._gs_engine is not None:
+            self._gs_synchronize(explicit=False)
+        if self._gs_overlap and self._gs_engine is not None and not self._gs_now:
             if closure is not None:
                 raise ValueError("gradsync: step(closure) is not available with policy='dear' "
                                  "and model=: the update happens in the next forward")
-            return None  # each module's pre-hook applies its update
+            # Each module's pre-hook applies its update, with the
+            # hyper-parameters of now (a scheduler may change them before
+            # the next forward).
+            self._gs_hyper = [{k: v for k, v in g.items() if k != "params"}
+                              for g in self.param_groups]
+            return None
+        self._gs_now = False
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, set_to_none=False):
@@ -992,10 +1031,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, policy="auto", compre
       "auto:SPEC" (each message dense or SPEC, whichever the plan predicts
       faster), or a gradsync.torch.Compression object (.none, .fp16, .bf16,
       .topk(d)). The engine sends every message of float32 gradients
-      compressed (a merged message is compressed as one vector: top-k picks
-      k = density * its size over all its tensors), keeping one error-feedback
-      residual per message; float64, float16 and bfloat16 parameters always
-      travel dense. A bad spec raises GradsyncError here, before anything is
+      compressed; in a merged message top-k and mstopk keep each tensor's own
+      k = max(1, floor(density * its size)) entries, as if it were sent
+      alone (layer-wise selection), with its error-feedback residual beside
+      it; float64, float16 and bfloat16 parameters always travel dense. A bad spec raises GradsyncError here, before anything is
       sent; ranks whose specs differ raise GradsyncError (MISMATCH) on every
       rank at the first step. Not with policy="dear" (use "auto:SPEC").
     error_feedback: keep the residual of compression and add it to the next

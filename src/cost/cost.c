@@ -997,10 +997,11 @@ gs_status gs_cost_load(const char *path, gs_cost_topo t, gs_cost_params *out) {
     return gs_error(GS_ERR_INVALID_ARG, "cost load: NULL argument");
   char *text;
   GS_CHECK(cost_read_text(path, COST_FILE_MAX_BYTES, &text));
-  cJSON *root = cJSON_Parse(text);
+  cJSON *root = cJSON_ParseWithOpts(text, NULL, 1); /* nothing after the value */
   gs_free(text);
   if (root == NULL)
-    return gs_error(GS_ERR_PARSE, "cost load: %s is not valid JSON", path);
+    return gs_error(GS_ERR_PARSE, "cost load: %s is not valid JSON, or has text after its "
+                    "value", path);
   gs_cost_params c;
   memset(&c, 0, sizeof c);
   int ranks = 0, nodes = 0;

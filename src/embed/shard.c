@@ -1643,8 +1643,9 @@ gs_status gs_shard_plan_load(const char *path, const gs_embed_spec *tables, int 
   gs_status st = gs__read_text(path, "sharding plan", PLAN_MAX_BYTES, &buf, NULL);
   cJSON *root = NULL;
   if (st == GS_OK) {
-    root = cJSON_Parse(buf);
-    if (root == NULL) st = gs_error(GS_ERR_PARSE, "sharding plan %s: not JSON", path);
+    root = cJSON_ParseWithOpts(buf, NULL, 1); /* nothing after the value */
+    if (root == NULL)
+      st = gs_error(GS_ERR_PARSE, "sharding plan %s: not JSON, or text after its value", path);
   }
   gs_free(buf);
   const cJSON *ts = NULL, *ss = NULL, *rk = NULL;

@@ -878,7 +878,7 @@ gs_status plan_auto_search(plan_make_fn make, void *arg, unsigned skip,
       gs_plan_free(best);
       return st;
     }
-    if (best == NULL || pl->predicted_iter_s < best->predicted_iter_s) {
+    if (best == NULL || gs__faster(pl->predicted_iter_s, best->predicted_iter_s)) {
       gs_plan_free(best);
       best = pl;
     } else {

@@ -183,20 +183,40 @@ static gs_status parse_root(const cJSON *root, const char *origin,
   return GS_OK;
 }
 
+/* The first key found twice in one object of the tree under o, or NULL. */
+static const char *duplicate_key(const cJSON *o) {
+  for (const cJSON *a = o ? o->child : NULL; a; a = a->next) {
+    if (cJSON_IsObject(o))
+      for (const cJSON *b = o->child; b != a; b = b->next)
+        if (a->string && b->string && strcmp(a->string, b->string) == 0) return a->string;
+    const char *in = duplicate_key(a);
+    if (in) return in;
+  }
+  return NULL;
+}
+
 gs_status gs_profile_parse(const char *json, const char *origin,
                            gs_profile **out) {
   if (out) *out = NULL;
   if (json == NULL || out == NULL)
     return gs_error(GS_ERR_INVALID_ARG, "profile parse: NULL argument");
   if (origin == NULL) origin = "<profile>";
-  cJSON *root = cJSON_Parse(json);
+  /* One JSON value and nothing after it but white space. */
+  const char *at = NULL;
+  cJSON *root = cJSON_ParseWithOpts(json, &at, 1);
   if (root == NULL) {
-    const char *at = cJSON_GetErrorPtr();
     int line = 0, col = 0;
     if (at != NULL && at >= json && at <= json + strlen(json))
       text_position(json, (size_t)(at - json), &line, &col);
-    return gs_error(GS_ERR_PARSE, "%s: invalid JSON near line %d, column %d",
-                    origin, line, col);
+    return gs_error(GS_ERR_PARSE, "%s: invalid JSON, or text after its value, near line %d, "
+                    "column %d", origin, line, col);
+  }
+  const char *dup = duplicate_key(root);
+  if (dup != NULL) {
+    gs_status bad = gs_error(GS_ERR_PARSE, "%s: the key \"%.64s\" given twice in one object "
+                             "(which one is meant cannot be told)", origin, dup);
+    cJSON_Delete(root);
+    return bad;
   }
   gs_profile *p = gs_calloc(1, sizeof *p);
   if (p == NULL) {

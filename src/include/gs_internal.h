@@ -88,5 +88,9 @@ void gs__sync_dir_of(const char *path);
 /* The median of v[0 .. n-1], the mean of the middle two when n is even; 0
  * when n is 0. Sorts v in place. */
 double gs__median(double *v, size_t n);
+/* Whether a predicted time a is shorter than b by more than rounding (a
+ * relative 1e-9): the choices among plans keep the earlier on a tie (two
+ * policies' sums of the same times may differ in their last bit). */
+static inline int gs__faster(double a, double b) { return a < b - 1e-9 * (b > 0 ? b : -b); }
 
 #endif /* GS_INTERNAL_H */

@@ -136,7 +136,7 @@ static gs_status search_point_at(const gs_profile *profile, const gs_search_conf
     GS_CHECK(gs_plan_make(profile, &cost, gs_plan_policy_name((gs_plan_policy_kind)k), &pl));
     pt->iter_s[k] = pl->predicted_iter_s;
     gs_plan_free(pl);
-    if (pt->iter_s[k] < pt->iter_s[pt->best]) pt->best = (gs_plan_policy_kind)k;
+    if (gs__faster(pt->iter_s[k], pt->iter_s[pt->best])) pt->best = (gs_plan_policy_kind)k;
   }
   GS_CHECK(search_ps(profile, cfg, workers, one_worker_s, pt));
   double t = pt->iter_s[pt->best];

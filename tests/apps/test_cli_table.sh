@@ -98,6 +98,21 @@ t 2 "unexpected argument 'extra'" bench extra
 t 2 "must be a size from 1 to 64G" bench --min-bytes 0 --max-bytes 16
 t 2 "must be a size from 1 to 64G" bench --max-bytes 1T
 t 2 "must be a size from 1 to 64G" bench --max-bytes 65G
+# Below one element a row moved 0 bytes (found by a user tester, 2026-12-01).
+t 2 "--max-bytes 3 is below one element (4 bytes)" bench --min-bytes 3 --max-bytes 3 --no-calibrate
+t 2 "--max-bytes 6 is below one element (8 bytes)" bench --min-bytes 6 --max-bytes 6 --dtype f64 --no-calibrate
+# Profiles: text after the JSON value, a key twice (the first was taken);
+# a replay list with an empty item (it was skipped).
+{ cat "$prof"; echo 'trailing {{{'; } > "$tmp/trail.json"
+printf '{"name":"d","forward_s":0.1,"forward_s":0.2,"tensors":[{"name":"w","numel":4,"backward_s":0.001}]}' > "$tmp/dup.json"
+t 2 "invalid JSON, or text after its value" plan --profile "$tmp/trail.json" --a 1e-3 --b 1e-9
+t 2 "the key \"forward_s\" given twice in one object" plan --profile "$tmp/dup.json" --a 1e-3 --b 1e-9
+t 2 "--policy wfbp,,dear: an empty item in the list" replay --profile "$prof" --policy wfbp,,dear
+t 2 "--policy wfbp,: an empty item in the list" replay --profile "$prof" --policy wfbp,
+# A tie between plans goes to the earlier policy (dear's sum came out an ulp
+# lower and won).
+printf '{"name":"tie","forward_s":0.1,"tensors":[{"name":"a","numel":5,"backward_s":0.01}]}' > "$tmp/tie.json"
+t 0 '"chosen":"wfbp"' plan --profile "$tmp/tie.json" --a 1e-3 --b 1e-9 --json
 t 2 "must be a size from 1 to 64G" bench --min-bytes -4K
 t 2 "must be a size from 1 to 64G" bench --min-bytes +4K
 t 2 "must be a size from 1 to 64G" bench --min-bytes 4K7

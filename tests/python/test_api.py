@@ -244,6 +244,27 @@ check(e.status == "INVALID_ARG", f"bad compression spec status {e.status}")
 raises(ValueError, gs.DistributedOptimizer, torch.optim.SGD(net.parameters(), lr=1),
        named_parameters=[("a", net.a.weight)], contains="not in it")
 raises(TypeError, gs.DistributedOptimizer, object(), contains="Optimizer")
+# Refused at construction, naming the parameter (found by a user tester:
+# the counts were truncated or taken as they came, a bad policy or timeline
+# path raised only at the first step, a NaN warm-up gave Python's message).
+def sgd():
+    return torch.optim.SGD(net.parameters(), lr=1)
+for bad in ("2", 2.7, True):
+    raises(TypeError, gs.DistributedOptimizer, sgd(), backward_passes_per_step=bad,
+           contains="backward_passes_per_step must be a whole number")
+raises(ValueError, gs.DistributedOptimizer, sgd(), backward_passes_per_step=0,
+       contains="backward_passes_per_step must be >= 1")
+raises(ValueError, gs.DistributedOptimizer, sgd(), warmup_iters=-3,
+       contains="warmup_iters must be >= 0")
+raises(TypeError, gs.DistributedOptimizer, sgd(), warmup_iters=1.5,
+       contains="warmup_iters must be a whole number")
+raises(TypeError, gs.DistributedOptimizer, sgd(), compression="topk:0.1",
+       compress_warmup_steps=float("nan"), contains="compress_warmup_steps")
+for bad in ("bogus", "", "WFBP"):
+    raises(gradsync.GradsyncError, gs.DistributedOptimizer, sgd(), policy=bad,
+           contains=f"policy={bad}")
+raises(ValueError, gs.DistributedOptimizer, sgd(), timeline="/nonexistent/dir/t.json",
+       contains="timeline=")
 ok(r, "DistributedOptimizer arguments")
 
 gs.shutdown()
