@@ -460,9 +460,11 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
               "switch:offline:F or switch:online[:F]), not '%s'", o->ps_servers, o->sync);
     return 2;
   }
-  if ((seen['A'] || seen['a']) && o->ps_servers == 0) {
-    cli_error(VERB, "--async-lr-scale and --async-momentum apply to parameter servers "
-              "(--ps S with --sync asp, ssp:S or switch:...)");
+  if ((seen['A'] || seen['a']) &&
+      (o->ps_servers == 0 || (o->sync && strcmp(o->sync, "bsp") == 0))) {
+    cli_error(VERB, "--async-lr-scale and --async-momentum apply to asynchronous parameter "
+              "servers (--ps S with --sync asp, ssp:S or switch:...)%s",
+              o->ps_servers > 0 ? ", not to bsp" : "");
     return 2;
   }
   if (seen['a'] && o->async_momentum > o->momentum) {

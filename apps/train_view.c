@@ -74,13 +74,25 @@ static void summary_json(const gs_train_summary *s) {
   cJSON_AddStringToObject(m, "data", s->data);
   cJSON_AddStringToObject(m, "backend", s->backend);
   cJSON_AddStringToObject(m, "precision", s->precision);
-  /* The sync mode's own fields, in its order. */
-  for (const cJSON *f = s->sync_json ? s->sync_json->child : NULL; f; f = f->next)
-    cJSON_AddItemToObject(m, f->string, cJSON_Duplicate(f, 1));
+  /* The sync mode's own fields, in its order; one the summary has already
+   * ("sync": the mode's full spec, "switch:offline:0.5" for "switch") takes
+   * its place: a key twice is not strict JSON. */
+  for (const cJSON *f = s->sync_json ? s->sync_json->child : NULL; f; f = f->next) {
+    cJSON *dup = cJSON_Duplicate(f, 1);
+    if (cJSON_GetObjectItemCaseSensitive(m, f->string))
+      cJSON_ReplaceItemInObjectCaseSensitive(m, f->string, dup);
+    else
+      cJSON_AddItemToObject(m, f->string, dup);
+  }
   cli_json_add(m, "train_s", s->train_s, "%.3f");
   cli_json_add(m, "wall_s", s->wall_s, "%.3f");
   cli_json_add(m, "images_per_s", s->samples_per_s, "%.1f");
   cli_json_add(m, "test_accuracy", s->test_accuracy, "%.4f");
+  cJSON_AddNumberToObject(m, "epochs_done", s->epochs_done);
+  if (s->stopped_at_step > 0) { /* a stop at a commit: --resume continues */
+    cJSON_AddNumberToObject(m, "stopped_at_step", (double)s->stopped_at_step);
+    cJSON_AddBoolToObject(m, "stop_requested", s->stop_requested);
+  }
   if (s->commits > 0) {
     cJSON_AddNumberToObject(m, "commits", (double)s->commits);
     cli_json_add(m, "commit_s", s->commit_s, "%.3f");
@@ -155,7 +167,9 @@ static const char *option(void *user, const char *field) {
                {"optimizer", "--optimizer"},   {"compress", "--compress"},
                {"commit_every", "--commit-every"}, {"stop_at_step", "--stop-at-step"},
                {"max_steps", "--max-steps"},   {"global_batch", "--global-batch"},
-               {"scale_lr_linear", "--scale-lr linear"}, {"precision", "--precision"}};
+               {"scale_lr_linear", "--scale-lr linear"}, {"precision", "--precision"},
+               {"policy", "--policy"},
+               {"compress_warmup_steps", "--compress-warmup-steps"}};
   for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
     if (strcmp(flags[i].field, field) == 0) return flags[i].flag;
   return NULL;

@@ -114,6 +114,9 @@ typedef struct gs_compressor_info {
    * gs_compress_opts.momentum): the optimizer must then add none of its
    * own (gs_compress_spec_momentum says who applies which). */
   int own_momentum;
+  /* 1 where the kind warms its density up (gs_compress_opts.warmup_steps:
+   * topk, mstopk, dgc); the others ignore warmup_steps. */
+  int warmup;
 } gs_compressor_info;
 
 /* Per-tensor options. Start from gs_compress_opts_default(). */
@@ -212,6 +215,7 @@ typedef struct gs_compress_spec {
    * whether it applies momentum itself (DGC). */
   float ef_decay;
   int own_momentum;
+  int warmup;             /* the kind warms its density up (0 when off) */
 } gs_compress_spec;
 
 /* Parses a compression spec (the forms above), kind names in any case as

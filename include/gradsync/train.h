@@ -176,6 +176,10 @@ typedef struct gs_train_summary {
   double commit_s;
   gs_train_stats comm;              /* the whole run's */
   const gs_train_breakdown *breakdown;
+  int epochs_done;                  /* whole epochs done (of epochs) */
+  long stopped_at_step;             /* > 0: stopped at a commit after this
+                                       global step (gs_train_result's) */
+  int stop_requested;               /* 1: that stop was asked for (SIGUSR1) */
 } gs_train_summary;
 
 /* Every callback may be NULL; they run on the first worker rank, on the

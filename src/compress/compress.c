@@ -154,7 +154,7 @@ gs_status gs_compressor_info_get(const gs_compressor *c, gs_compressor_info *out
       .param = c->param, .compress_bytes_per_elem = k->cbytes,
       .decompress_bytes_per_elem = k->dbytes,
       .ef_decay = k->ef_decay > 0 ? k->ef_decay : 1.0f,
-      .own_momentum = k->own_momentum};
+      .own_momentum = k->own_momentum, .warmup = k->warmup};
   return GS_OK;
 }
 

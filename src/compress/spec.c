@@ -44,6 +44,7 @@ gs_status gs_compress_spec_parse(const char *spec, gs_compress_spec *out) {
            gs_compressor_spec(c));
   out->ef_decay = info.ef_decay;
   out->own_momentum = info.own_momentum;
+  out->warmup = info.warmup;
   gs_compressor_destroy(c);
   return GS_OK;
 }

@@ -51,7 +51,21 @@ gs_status kfac_invert(const float *F, int d, float delta,
   }
   float *Q = work, *lam = work + n, *QD = work + n + d;
   memcpy(Q, F, n * sizeof(float));
-  lapack_int info = LAPACKE_ssyevd(LAPACK_ROW_MAJOR, 'V', 'U', d, Q, d, lam);
+  /* The workspace sized here, in integers: LAPACKE_ssyevd's query returns
+   * it as a float, which above n = 2896 rounds 1 + 6n + 2n^2 down by one
+   * (fc1 of the CNN, 3137: LAPACK refused, info -9). */
+  size_t lwork = 1 + 6 * (size_t)d + 2 * (size_t)d * (size_t)d, liwork = 3 + 5 * (size_t)d;
+  float *wk = gs_malloc(lwork * sizeof *wk);
+  lapack_int *iwk = gs_malloc(liwork * sizeof *iwk);
+  lapack_int info = -1000;
+  if (wk != NULL && iwk != NULL)
+    info = LAPACKE_ssyevd_work(LAPACK_ROW_MAJOR, 'V', 'U', d, Q, d, lam, wk,
+                               (lapack_int)lwork, iwk, (lapack_int)liwork);
+  gs_free(wk);
+  gs_free(iwk);
+  if (info == -1000)
+    return gs_error(GS_ERR_NOMEM, "K-FAC: out of memory for the eigendecomposition of %s "
+                    "(%dx%d)", what, d, d);
   if (info != 0)
     return gs_error(GS_ERR_INTERNAL,
                     "K-FAC: eigendecomposition of %s (%dx%d) failed (LAPACK "

@@ -45,7 +45,7 @@ void train_epoch_done(const train_ctx *t, const gs_train_epoch *ep) {
 }
 
 void train_summary(const train_ctx *t, double train_s, double wall_s, long images,
-                   double last_acc, const gs_train_stats *s, const gs_train_breakdown *b) {
+                   double last_acc, const gs_train_stats *s, const gs_train_result *res) {
   const gs_train_events *e = events_of(t);
   if (e == NULL || e->summary == NULL) return;
   const gs_train_config *c = t->cfg;
@@ -73,7 +73,10 @@ void train_summary(const train_ctx *t, double train_s, double wall_s, long image
                         .commits = t->commits,
                         .commit_s = t->commit_s,
                         .comm = *s,
-                        .breakdown = b};
+                        .breakdown = &res->breakdown,
+                        .epochs_done = res->epochs_done,
+                        .stopped_at_step = res->stopped_at_step,
+                        .stop_requested = res->stop_requested};
   e->summary(e->user, &m);
   cJSON_Delete(json);
 }

@@ -448,6 +448,40 @@ gs_status gs_train_config_check(const gs_train_config *c) {
                     train_option(c, "sync"), c->sync_ops ? so->name : c->sync,
                     c->commit_every > 0 ? "commit" : "stop",
                     train_option(c, c->commit_every > 0 ? "commit_every" : "stop_at_step"));
+  /* What travels through the engine only: under a sync mode with its own
+   * exchange (parameter servers, local SGD) it would be silently unused. */
+  const int engine = so == NULL || strcmp(so->name, "engine") == 0;
+  gs_compress_spec z = {.off = 1};
+  if (c->compress && gs_compress_spec_parse(c->compress, &z) != GS_OK)
+    return field_error(c, "compress", " ");
+  if (!engine && !z.off)
+    return gs_error(GS_ERR_PARSE, "%s %s: compression is the engine's, and %s %s exchanges "
+                    "through its own %s: leave it out", train_option(c, "compress"),
+                    c->compress, train_option(c, "sync"), so->name,
+                    c->ps_servers > 0 ? "parameter servers" : "averaging");
+  if (!engine && c->policy && strcmp(c->policy, "auto") != 0)
+    return gs_error(GS_ERR_PARSE, "%s %s: the policy schedules the engine's messages, and %s "
+                    "%s exchanges through its own %s: leave it out", train_option(c, "policy"),
+                    c->policy, train_option(c, "sync"), so->name,
+                    c->ps_servers > 0 ? "parameter servers" : "averaging");
+  if (engine && !z.off && c->policy) {
+    gs_plan_policy pol;
+    if (gs_plan_policy_parse(c->policy, &pol) == GS_OK &&
+        gs_plan_policy_check_compress(&pol, &z) != GS_OK) {
+      char why[1024];
+      snprintf(why, sizeof why, "%s", gs_last_error());
+      return gs_error(GS_ERR_PARSE, "%s %s with %s %s: %s", train_option(c, "compress"),
+                      c->compress, train_option(c, "policy"), c->policy, why);
+    }
+  }
+  if (c->compress_warmup_steps > 0 && !z.off && !z.warmup)
+    return gs_error(GS_ERR_PARSE, "%s: %s has no density warm-up (topk, mstopk and dgc do)",
+                    train_option(c, "compress_warmup_steps"), z.kind);
+  if (c->ps_servers > 0 && ((c->optim_ops && c->optim_ops == &train_optim_kfac) ||
+                            (!c->optim_ops && c->optimizer && strcmp(c->optimizer, "kfac") == 0)))
+    return gs_error(GS_ERR_PARSE, "%s kfac with %s: K-FAC needs every rank to train and "
+                    "exchange its factors, and parameter servers train none",
+                    train_option(c, "optimizer"), train_option(c, "ps_servers"));
   if (c->commit_every < 0 || c->stop_at_step < 0)
     return gs_error(GS_ERR_PARSE, "%s %ld: must be 0 (none) or a step count",
                     train_option(c, c->commit_every < 0 ? "commit_every" : "stop_at_step"),
@@ -663,6 +697,10 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
                   "%ld, at or past it: nothing to train before the stop (give a later step, "
                   "or none)", train_option(c, "stop_at_step"), c->stop_at_step,
                   c->checkpoint_dir, resumed_at);
+  if (st == GS_OK && c->stop_at_step > (long)c->epochs * steps)
+    st = gs_error(GS_ERR_INVALID_ARG, "%s %ld: the run has %ld steps (%d epochs of %ld at "
+                  "this world size): it would never stop there", train_option(c, "stop_at_step"),
+                  c->stop_at_step, (long)c->epochs * steps, c->epochs, steps);
   if (gs_train_agree_status(&t->workers, st)) goto out;
   gs_nn_lr_schedule sched = make_schedule(c, steps);
   if (c->scale_lr_linear) sched.base_lr *= (float)t->size / (float)t->base_ranks;
@@ -729,6 +767,16 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
                          .samples_per_s = all_seen / epoch_s, .comm = d,
                          .samples = epoch_samples, .dataset_samples = n};
     train_epoch_done(t, &ep);
+    /* A stop at the epoch's last step: its commit is the epoch's end, just
+     * written (run_epoch leaves the last step to it; the run went on into
+     * the next epoch's first step). */
+    if (c->stop_at_step > 0 && (epoch + 1) * steps >= c->stop_at_step &&
+        epoch + 1 < c->epochs) {
+      res->stopped_at_step = (epoch + 1) * steps;
+      train_note(t, "stopped after global step %ld (committed in %s)", res->stopped_at_step,
+                 c->checkpoint_dir);
+      break;
+    }
     if (c->checkpoint_dir && epoch + 1 < c->epochs && agree_stop(t, epoch, steps - 1)) {
       res->stopped_at_step = (epoch + 1) * steps;
       res->stop_requested = 1;
@@ -755,7 +803,7 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
     if (t->hooks[i].ops->breakdown) t->hooks[i].ops->breakdown(t->hooks[i].self, &res->breakdown);
   res->sync = last;
   res->test_accuracy = last_acc;
-  train_summary(t, train_s, gs_now() - t_start, images, last_acc, &last, &res->breakdown);
+  train_summary(t, train_s, gs_now() - t_start, images, last_acc, &last, res);
   rc = 0;
 out:
   (void)bg_join(t); /* after an agreed failure: the outcome no longer matters */
@@ -842,7 +890,7 @@ static gs_status check_job_size(const gs_train_config *c, int size) {
   if (c->global_batch > 0 && workers >= 1 && c->global_batch % workers != 0) {
     char fits[256] = "";
     size_t len = 0;
-    for (int w = 1; w <= c->global_batch && w <= 4 * size && len < sizeof fits; w++)
+    for (int w = 1; w <= c->global_batch && w + servers <= 4 * size && len < sizeof fits; w++)
       if (c->global_batch % w == 0) {
         int k = snprintf(fits + len, sizeof fits - len, "%s%d", len ? ", " : "", w + servers);
         len += k > 0 ? (size_t)k : 0;

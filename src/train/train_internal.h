@@ -94,6 +94,6 @@ int train_wants_progress(const train_ctx *t);
 void train_progress(const train_ctx *t, const gs_train_progress *p);
 void train_epoch_done(const train_ctx *t, const gs_train_epoch *e);
 void train_summary(const train_ctx *t, double train_s, double wall_s, long images,
-                   double last_acc, const gs_train_stats *s, const gs_train_breakdown *b);
+                   double last_acc, const gs_train_stats *s, const gs_train_result *res);
 
 #endif /* GRADSYNC_TRAIN_INTERNAL_H */

@@ -179,11 +179,16 @@ strict_json() { # strict_json FILE: every line strict JSON and valid UTF-8
   "$PY" - "$1" <<'EOF'
 import json, sys
 def no_const(c): raise ValueError("non-finite number " + c)
+def no_twice(pairs):  # a key twice in one object is not strict JSON
+    keys = [k for k, _ in pairs]
+    dup = {k for k in keys if keys.count(k) > 1}
+    if dup: raise ValueError("keys twice: " + ", ".join(sorted(dup)))
+    return dict(pairs)
 data = open(sys.argv[1], "rb").read()
 text = data.decode("utf-8")  # raises on invalid UTF-8
 for line in text.splitlines():
     if line.strip():
-        json.loads(line, parse_constant=no_const)
+        json.loads(line, parse_constant=no_const, object_pairs_hook=no_twice)
 EOF
 }
 strict_json "$tmp/out" && ok "bench --json lines are strict JSON" || bad "bench JSON not strict"
@@ -374,6 +379,27 @@ t 0 "usage: gradsync run" train --help
 t 2 "--epochs" train --epochs 1.5
 t 2 "--batch" train --batch 0x10
 t 2 "" train --frobnicate
+# Options that were silently unused, or ended the job late (a user tester,
+# 2026-12-01): K-FAC over parameter servers hung until the watchdog;
+# compression and policies under a sync mode with its own exchange did
+# nothing; dear with compression failed at the engine's creation, once per
+# rank, exit 1; a warm-up the compressor has none of; asynchronous options
+# under bsp.
+S=(--model mlp --synthetic 64 --max-steps 1)
+t 2 "--optimizer kfac with --ps: K-FAC needs every rank" train "${S[@]}" --optimizer kfac --ps 1 --sync bsp
+t 2 "--compress topk:0.01: compression is the engine's, and --sync bsp" train "${S[@]}" --ps 1 --sync bsp --compress topk:0.01
+t 2 "--compress topk:0.01: compression is the engine's, and --sync local" train "${S[@]}" --sync local:2 --compress topk:0.01
+t 2 "--policy dear: the policy schedules the engine's messages" train "${S[@]}" --ps 1 --sync asp --policy dear
+t 2 "--compress topk:0.1 with --policy dear: compression" train "${S[@]}" --policy dear --compress topk:0.1
+t 2 "--compress-warmup-steps: gtopk has no density warm-up" train "${S[@]}" --compress gtopk:0.1 --compress-warmup-steps 8
+t 2 "not to bsp" train "${S[@]}" --ps 1 --sync bsp --async-momentum 0.5
+# The summary of a parameter-server run names its sync once (it had "sync"
+# twice: "switch" and "switch:offline:0.5").
+timeout 120 "$gs" run -np 3 -- "$gs" train --model mlp --synthetic 512 --batch 16 --max-steps 4 \
+  --ps 1 --sync switch:offline:0.5 --json > "$tmp/out" 2> "$tmp/err"
+if strict_json "$tmp/out" && grep -q '"sync":"switch:offline:0.5"' "$tmp/out"; then
+  ok "train --ps --sync switch: the JSON summary is strict (one \"sync\")"
+else bad "train --ps --sync switch: JSON not strict: $(tail -c 300 "$tmp/out") $(tail -2 "$tmp/err")"; fi
 
 echo "$passes passed, $fails failed"
 [ "$fails" = 0 ]

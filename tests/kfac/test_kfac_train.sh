@@ -119,6 +119,15 @@ else
   bad "resume under another scheme: exit $rc: $(tail -3 "$d.log")"
 fi
 
+# The eigendecomposition of a factor above 2896 rows: the CNN's fc1 is
+# 3137 (LAPACKE's float workspace query was one short: LAPACK refused).
+if "$gs" train --model cnn --synthetic 64 --batch 8 --max-steps 2 --optimizer kfac \
+     --kfac-inverse eig --kfac-inv-every 1 > "$tmp/eig.log" 2>&1; then
+  ok "--kfac-inverse eig on the CNN (a 3137x3137 factor)"
+else
+  bad "--kfac-inverse eig on the CNN: $(tail -2 "$tmp/eig.log")"
+fi
+
 expect2() { # what pattern ARGS...
   local what=$1 pat=$2; shift 2
   "$gs" train --synthetic 64 --max-steps 1 "$@" > "$tmp/err.log" 2>&1

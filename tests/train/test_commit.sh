@@ -93,6 +93,27 @@ if [ $rc = 1 ] && grep -q "stop-at-step 6: the checkpoint in .* resumes after gl
 else
   bad "--stop-at-step past: exit $rc/$rc2 (want 1): $(grep 'gradsync train' "$tmp/stop_past.log" | head -2)"
 fi
+# A stop at an epoch's last step stops there (it trained the next epoch's
+# first step and committed after step 11), and says so in the JSON summary;
+# a stop beyond the run's end is refused (it was accepted and never came).
+eargs="--model mlp --synthetic 1024 --batch 16 --epochs 2 --max-steps 10 --policy wfbp"
+"$gs" run -np 2 -- "$gs" train $eargs --checkpoint "$tmp/eend" --stop-at-step 10 --json \
+  > "$tmp/eend.log" 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q '"stopped_at_step":10' "$tmp/eend.log" &&
+   grep -q '"epochs_done":1' "$tmp/eend.log" && [ "$(grep -c '"epoch":' "$tmp/eend.log")" = 1 ]; then
+  ok "--stop-at-step 10 at the epoch's last step: stopped there, the JSON summary says so"
+else
+  bad "--stop-at-step at an epoch's end: exit $rc: $(tail -2 "$tmp/eend.log" | cut -c1-300)"
+fi
+"$gs" run -np 2 -- "$gs" train $eargs --checkpoint "$tmp/ebig" --stop-at-step 999 \
+  > "$tmp/ebig.log" 2>&1
+rc=$?
+if [ $rc = 1 ] && grep -q "stop-at-step 999: the run has 20 steps" "$tmp/ebig.log"; then
+  ok "--stop-at-step beyond the run's 20 steps: refused"
+else
+  bad "--stop-at-step 999: exit $rc (want 1): $(grep 'gradsync train' "$tmp/ebig.log" | head -2)"
+fi
 # Without an elastic rule the world size is part of the run.
 if ! "$gs" run -np 3 -- "$gs" train $args --checkpoint "$tmp/cut-sgd" --resume > "$tmp/fixed.log" 2>&1 &&
    grep -q "the rank count" "$tmp/fixed.log"; then
@@ -153,7 +174,7 @@ fi
 
 # A parameter-server job resumes (its checkpoint counts the job's ranks,
 # servers included, as the resumed run does at set-up).
-pargs="--model mlp --synthetic 512 --batch 16 --max-steps 3 --ps 1 --sync bsp --policy wfbp"
+pargs="--model mlp --synthetic 512 --batch 16 --max-steps 3 --ps 1 --sync bsp"
 "$gs" run -np 3 -- "$gs" train $pargs --epochs 1 --checkpoint "$tmp/ps" > "$tmp/ps1.log" 2>&1
 if "$gs" run -np 3 -- "$gs" train $pargs --epochs 2 --checkpoint "$tmp/ps" --resume \
      > "$tmp/ps2.log" 2>&1 && grep -q "^epoch 2:" "$tmp/ps2.log"; then
