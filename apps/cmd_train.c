@@ -192,9 +192,10 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
       {
         double hi = c == 'l' ? 100 : c == 'W' ? 1 : 0.999;
         if (cli_parse_double(optarg, 0, hi, &v) || (c == 'l' && v == 0)) {
-          cli_error(VERB, "--%s '%s' must be a number %s 0 and %g",
+          cli_error(VERB, "--%s '%s' must be a number %s 0 %s %g",
                     c == 'l' ? "lr" : c == 'M' ? "momentum" : c == 'W' ? "weight-decay"
-                    : "dropout", optarg, c == 'l' ? "above" : "from", hi);
+                    : "dropout", optarg, c == 'l' ? "above" : "from",
+                    c == 'l' ? "and at most" : "to", hi);
           return 2;
         }
       }

@@ -338,6 +338,13 @@ static gs_status check_outputs(const train_ctx *t) {
     if (st != GS_OK) return st;
   }
   const char *timeline = getenv("GRADSYNC_TIMELINE");
+  if (timeline && *timeline && strcmp(t->sync.ops->name, "engine") != 0) {
+    /* The timeline is the engine's: a mode with its own exchange has none. */
+    if (t->rank == 0)
+      train_note(t, "GRADSYNC_TIMELINE: %s %s exchanges without the engine, whose timeline "
+                 "it is: none is written", train_option(t->cfg, "sync"), t->sync.ops->name);
+    return GS_OK;
+  }
   if (timeline && *timeline) return gs_train_check_writable(timeline, "GRADSYNC_TIMELINE");
   return GS_OK;
 }
