@@ -39,6 +39,17 @@ def batch(step, n):
     return torch.randn(n * BATCH, 12, generator=g), torch.randint(0, 5, (n * BATCH,), generator=g)
 
 
+def backward(model, opt, ref, ref_opt, step):
+    """This rank's slice of the step's global batch through model (opt),
+    the whole batch through the one-process reference (ref_opt)."""
+    x, y = batch(step, n)
+    opt.zero_grad()
+    F.cross_entropy(model(x[r * BATCH:(r + 1) * BATCH]), y[r * BATCH:(r + 1) * BATCH]).backward()
+    if ref is not None:
+        ref_opt.zero_grad()
+        F.cross_entropy(ref(x), y).backward()
+
+
 def pair(policy, optim, **kw):
     model, ref = make(7 + r), make(7)
     gs.broadcast_parameters(model.state_dict(), root_rank=0)
@@ -58,13 +69,9 @@ for policy in POLICIES:
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 / (1 + s))
     ref_sched = torch.optim.lr_scheduler.LambdaLR(ref_opt, lambda s: 1.0 / (1 + s))
     for step in range(STEPS):
-        x, y = batch(step, n)
-        opt.zero_grad()
-        F.cross_entropy(model(x[r * BATCH:(r + 1) * BATCH]), y[r * BATCH:(r + 1) * BATCH]).backward()
+        backward(model, opt, ref, ref_opt, step)
         opt.step()
         sched.step()
-        ref_opt.zero_grad()
-        F.cross_entropy(ref(x), y).backward()
         ref_opt.step()
         ref_sched.step()
     opt.finish()
@@ -79,12 +86,8 @@ for policy in POLICIES:
     model, ref, opt, ref_opt = pair(policy, torch.optim.Adam, lr=0.01)
     worst_g = 0.0
     for step in range(STEPS):
-        x, y = batch(step, n)
-        opt.zero_grad()
-        F.cross_entropy(model(x[r * BATCH:(r + 1) * BATCH]), y[r * BATCH:(r + 1) * BATCH]).backward()
+        backward(model, opt, ref, ref_opt, step)
         opt.synchronize()
-        ref_opt.zero_grad()
-        F.cross_entropy(ref(x), y).backward()
         worst_g = max(worst_g, max_rel_diff([p.grad for p in model.parameters()],
                                             [p.grad for p in ref.parameters()]))
         torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1)
@@ -108,9 +111,7 @@ for policy in POLICIES:
     where = gs.broadcast_object(tempfile.mkdtemp(prefix="gs-overlap-") if r == 0 else None)
     state = gs.elastic.TorchState(model, opt, dir=where, epoch=0)
     for step in range(STEPS):
-        x, y = batch(step, n)
-        opt.zero_grad()
-        F.cross_entropy(model(x[r * BATCH:(r + 1) * BATCH]), y[r * BATCH:(r + 1) * BATCH]).backward()
+        backward(model, opt, None, None, step)
         opt.step()
         state.commit()
     flat = torch.cat([p.detach().flatten() for p in model.parameters()])
