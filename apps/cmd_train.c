@@ -461,6 +461,14 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
               "switch:offline:F or switch:online[:F]), not '%s'", o->ps_servers, o->sync);
     return 2;
   }
+  /* The policy schedules the engine's messages: a sync mode with its own
+   * exchange would leave --policy unused. */
+  if (seen['p'] && o->sync && strcmp(o->sync, "engine") != 0) {
+    cli_error(VERB, "--policy %s: the policy schedules the engine's messages, and --sync %s "
+              "exchanges through its own %s: leave it out", o->policy, o->sync,
+              o->ps_servers > 0 ? "parameter servers" : "averaging");
+    return 2;
+  }
   if ((seen['A'] || seen['a']) &&
       (o->ps_servers == 0 || (o->sync && strcmp(o->sync, "bsp") == 0))) {
     cli_error(VERB, "--async-lr-scale and --async-momentum apply to asynchronous parameter "

@@ -75,14 +75,11 @@ static void summary_json(const gs_train_summary *s) {
   cJSON_AddStringToObject(m, "backend", s->backend);
   cJSON_AddStringToObject(m, "precision", s->precision);
   /* The sync mode's own fields, in its order; one the summary has already
-   * ("sync": the mode's full spec, "switch:offline:0.5" for "switch") takes
-   * its place: a key twice is not strict JSON. */
+   * ("sync": the mode's full spec, "switch:offline:0.5" for "switch")
+   * replaces it there: a key twice is not strict JSON. */
   for (const cJSON *f = s->sync_json ? s->sync_json->child : NULL; f; f = f->next) {
-    cJSON *dup = cJSON_Duplicate(f, 1);
-    if (cJSON_GetObjectItemCaseSensitive(m, f->string))
-      cJSON_ReplaceItemInObjectCaseSensitive(m, f->string, dup);
-    else
-      cJSON_AddItemToObject(m, f->string, dup);
+    cJSON_DeleteItemFromObjectCaseSensitive(m, f->string);
+    cJSON_AddItemToObject(m, f->string, cJSON_Duplicate(f, 1));
   }
   cli_json_add(m, "train_s", s->train_s, "%.3f");
   cli_json_add(m, "wall_s", s->wall_s, "%.3f");

@@ -208,8 +208,8 @@ gs_status gs_profile_parse(const char *json, const char *origin,
     int line = 0, col = 0;
     if (at != NULL && at >= json && at <= json + strlen(json))
       text_position(json, (size_t)(at - json), &line, &col);
-    return gs_error(GS_ERR_PARSE, "%s: invalid JSON, or text after its value, near line %d, "
-                    "column %d", origin, line, col);
+    return gs_error(GS_ERR_PARSE, "%s: invalid JSON near line %d, column %d (or text after "
+                    "its value)", origin, line, col);
   }
   const char *dup = duplicate_key(root);
   if (dup != NULL) {

@@ -466,11 +466,6 @@ gs_status gs_train_config_check(const gs_train_config *c) {
                     "through its own %s: leave it out", train_option(c, "compress"),
                     c->compress, train_option(c, "sync"), so->name,
                     c->ps_servers > 0 ? "parameter servers" : "averaging");
-  if (!engine && c->policy && strcmp(c->policy, "auto") != 0)
-    return gs_error(GS_ERR_PARSE, "%s %s: the policy schedules the engine's messages, and %s "
-                    "%s exchanges through its own %s: leave it out", train_option(c, "policy"),
-                    c->policy, train_option(c, "sync"), so->name,
-                    c->ps_servers > 0 ? "parameter servers" : "averaging");
   if (engine && !z.off && c->policy) {
     gs_plan_policy pol;
     if (gs_plan_policy_parse(c->policy, &pol) == GS_OK &&

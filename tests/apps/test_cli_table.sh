@@ -105,7 +105,7 @@ t 2 "--max-bytes 6 is below one element (8 bytes)" bench --min-bytes 6 --max-byt
 # a replay list with an empty item (it was skipped).
 { cat "$prof"; echo 'trailing {{{'; } > "$tmp/trail.json"
 printf '{"name":"d","forward_s":0.1,"forward_s":0.2,"tensors":[{"name":"w","numel":4,"backward_s":0.001}]}' > "$tmp/dup.json"
-t 2 "invalid JSON, or text after its value" plan --profile "$tmp/trail.json" --a 1e-3 --b 1e-9
+t 2 "(or text after its value)" plan --profile "$tmp/trail.json" --a 1e-3 --b 1e-9
 t 2 "the key \"forward_s\" given twice in one object" plan --profile "$tmp/dup.json" --a 1e-3 --b 1e-9
 t 2 "--policy wfbp,,dear: an empty item in the list" replay --profile "$prof" --policy wfbp,,dear
 t 2 "--policy wfbp,: an empty item in the list" replay --profile "$prof" --policy wfbp,

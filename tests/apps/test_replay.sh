@@ -132,7 +132,8 @@ else
   bad "replay --compress failed: $(cat "$tmp/z.err")"
 fi
 expect 2 "auto:topk:0.01" --profile "$prof" --policy wfbp,dear --compress topk:0.01
-expect 2 "unknown policy" --profile "$prof" --policy wfbp,,fastest
+expect 2 "unknown policy" --profile "$prof" --policy wfbp,fastest
+expect 2 "an empty item in the list" --profile "$prof" --policy wfbp,,dear
 
 echo "$passes passed, $fails failed"
 [ "$fails" = 0 ]

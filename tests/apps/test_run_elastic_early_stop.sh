@@ -104,7 +104,9 @@ agent_case() {
   OMPI_MCA_plm_rsh_agent=$scratch/agent.sh early "$name" -- --elastic 1:2 \
     --hosts "$NODE:$from" --discover "$scratch/$name.sh" "$@"
   agents_gone
-  if [ "$rc" = 0 ] && grep -q "^gradsync run: resize $from -> $to ranks ($resize; $EARLY" "$err" &&
+  local unit=ranks
+  [ "$to" = 1 ] && unit=rank
+  if [ "$rc" = 0 ] && grep -q "^gradsync run: resize $from -> $to $unit ($resize; $EARLY" "$err" &&
      epochs_once 2 "$FULL"; then
     pass "$name: mpirun's exit 0 taken for a stop, $done, every epoch trained"
   else

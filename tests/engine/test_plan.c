@@ -282,8 +282,9 @@ static void test_policies_contiguous_and_ordered(void **state) {
     /* optimal is no worse than any other all-reduce plan, auto no worse
      * than anything. */
     for (size_t k = 0; k < 5; k++) assert_true(t[5] <= t[k] + 1e-12 * t[k]);
+    /* (within rounding: a tie goes to the earlier candidate, gs__faster) */
     for (size_t k = 0; k < 8; k++)
-      if (k != 3) assert_true(t[7] <= t[k]); /* k = 3 is not a candidate */
+      if (k != 3) assert_true(t[7] <= t[k] * (1 + 1e-9)); /* k = 3 is not a candidate */
   }
 }
 
