@@ -1721,12 +1721,15 @@ gs_status gs_shard_plan_load(const char *path, const gs_embed_spec *tables, int 
       break;
     }
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "est_s");
-    if ((unknown = unknown_key(o, shard_keys)) != NULL ||
-        (e && (!cJSON_IsNumber(e) || !(e->valuedouble >= 0) || !isfinite(e->valuedouble)))) {
-      st = gs_error(GS_ERR_PARSE, "sharding plan %s: shard %zu: %s%.64s%s", path, p->nshards,
-                    unknown ? "unknown key \"" : "\"est_s\" must be a time in seconds, 0 or "
-                    "more", unknown ? unknown : "", unknown ? "\" (a shard has table, rank, "
-                    "row_lo, row_hi, col_lo, col_hi and est_s)" : "");
+    if ((unknown = unknown_key(o, shard_keys)) != NULL) {
+      st = gs_error(GS_ERR_PARSE, "sharding plan %s: shard %zu: unknown key \"%.64s\" (a "
+                    "shard has table, rank, row_lo, row_hi, col_lo, col_hi and est_s)", path,
+                    p->nshards, unknown);
+      break;
+    }
+    if (e && (!cJSON_IsNumber(e) || !(e->valuedouble >= 0) || !isfinite(e->valuedouble))) {
+      st = gs_error(GS_ERR_PARSE, "sharding plan %s: shard %zu: \"est_s\" must be a time in "
+                    "seconds, 0 or more", path, p->nshards);
       break;
     }
     gs_shard s = {(int)tbl, (int)rank, p->kind[tbl], rl, rh, cl, ch,

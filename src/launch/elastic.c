@@ -39,15 +39,14 @@
 static volatile sig_atomic_t el_interrupt;
 static volatile pid_t el_mpirun;
 
-void gs_elastic_interrupt(int sig) {
-  if (!el_interrupt) el_interrupt = sig;
+void gs_elastic_forward(int sig) {
   pid_t pid = el_mpirun;
   if (pid > 0) kill(pid, sig);
 }
 
-void gs_elastic_forward(int sig) {
-  pid_t pid = el_mpirun;
-  if (pid > 0) kill(pid, sig);
+void gs_elastic_interrupt(int sig) {
+  if (!el_interrupt) el_interrupt = sig;
+  gs_elastic_forward(sig);
 }
 
 void gs_elastic_result_free(gs_elastic_result *res) {

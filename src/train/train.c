@@ -338,7 +338,7 @@ static gs_status check_outputs(const train_ctx *t) {
     if (st != GS_OK) return st;
   }
   const char *timeline = getenv("GRADSYNC_TIMELINE");
-  if (timeline && *timeline && strcmp(t->sync.ops->name, "engine") != 0) {
+  if (timeline && *timeline && t->sync.ops != &train_sync_engine) {
     /* The timeline is the engine's: a mode with its own exchange has none. */
     if (t->rank == 0)
       train_note(t, "GRADSYNC_TIMELINE: %s %s exchanges without the engine, whose timeline "
@@ -457,7 +457,7 @@ gs_status gs_train_config_check(const gs_train_config *c) {
                     train_option(c, c->commit_every > 0 ? "commit_every" : "stop_at_step"));
   /* What travels through the engine only: under a sync mode with its own
    * exchange (parameter servers, local SGD) it would be silently unused. */
-  const int engine = so == NULL || strcmp(so->name, "engine") == 0;
+  const int engine = so == NULL || so == &train_sync_engine;
   gs_compress_spec z = {.off = 1};
   if (c->compress && gs_compress_spec_parse(c->compress, &z) != GS_OK)
     return field_error(c, "compress", " ");
