@@ -84,8 +84,9 @@ _Noreturn void gs_train_rank_vabort(const gs_train_ranks *r, const char *fmt, va
  * form the others print ("stopping: rank K failed (reason)"). If the
  * agreement's own collective fails, the job is aborted. */
 int gs_train_agree(const gs_train_ranks *r, int failed, const char *reason);
-/* gs_train_agree for a status: on failure this rank first prints
- * gs_last_error(). */
+/* gs_train_agree for a status, whose message (gs_last_error()) this call
+ * prints: once, by rank 0 and ending "(on every rank)", when every rank
+ * failed with the same status and message; else by each rank that failed. */
 int gs_train_agree_status(const gs_train_ranks *r, gs_status st);
 /* Values that must be equal on every rank: 0 if every rank's vals[i]
  * equals rank 0's, else 1 on every rank, each naming the first difference

@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include "gradsync/train.h"
+#include "train_internal.h"
 
 /* The reason a failing rank gives the others: its first line, at most this
  * long (the failing rank prints the whole). */
@@ -66,56 +67,124 @@ static _Noreturn void agree_failed(const gs_train_ranks *r) {
   gs_train_rank_abort(r, "cannot agree with the other ranks: %s", gs_last_error());
 }
 
-int gs_train_agree(const gs_train_ranks *r, int failed, const char *reason) {
-  char why[REASON_MAX + 1] = "";
-  if (failed && reason && *reason) {
-    /* The first line, shortened: the failing rank prints the whole. */
-    size_t n = strcspn(reason, "\n"), cap = REASON_MAX;
-    if (n > cap) {
-      memcpy(why, reason, cap - 3);
-      memcpy(why + cap - 3, "...", 3);
-    } else {
-      memcpy(why, reason, n);
-    }
+/* The first line of reason, shortened to what a vote carries: the failing
+ * rank prints the whole. */
+static void short_reason(char *why, const char *reason) {
+  why[0] = '\0';
+  if (reason == NULL || *reason == '\0') return;
+  size_t n = strcspn(reason, "\n"), cap = REASON_MAX;
+  if (n > cap) {
+    memcpy(why, reason, cap - 3);
+    memcpy(why + cap - 3, "...", 3);
+    why[cap] = '\0';
+  } else {
+    memcpy(why, reason, n);
+    why[n] = '\0';
   }
-  gs_agreement all;
-  if (exchange(r, failed, why, NULL, 0, &all) != GS_OK) agree_failed(r);
-  int nfailed = all.failed, first = all.first;
-  if (nfailed > 0 && !failed) {
-    char ranks[256] = "";
-    size_t len = 0;
-    int listed = 0;
-    for (int k = 0; k < all.size && len < sizeof ranks; k++) {
-      if (all.votes[k].status == GS_OK) continue;
-      if (listed == 8) {
-        snprintf(ranks + len, sizeof ranks - len, " and %d more", nfailed - listed);
-        break;
-      }
-      int w = snprintf(ranks + len, sizeof ranks - len, "%s%d", listed ? ", " : "", k);
-      len += w > 0 ? (size_t)w : 0;
-      listed++;
+}
+
+/* What a failing rank adds to its vote: its status and a hash (FNV-1a) of
+ * its whole message, so that the ranks can tell one failure said by all
+ * from different ones whose first lines agree. */
+typedef struct {
+  int64_t status;
+  uint64_t hash;
+} outcome;
+
+static uint64_t message_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; s && *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+/* Whether every rank failed with one status and one whole message. */
+static int failed_alike(const gs_agreement *all) {
+  const outcome *o = all->payloads;
+  if (all->failed != all->size || o == NULL) return 0;
+  for (int k = 1; k < all->size; k++)
+    if (o[k].status != o[0].status || o[k].hash != o[0].hash) return 0;
+  return 1;
+}
+
+/* Says the outcome of an agreement in which some rank failed. mine: this
+ * rank's whole message to say (NULL when it succeeded, or failed and has
+ * said it already). A failure that every rank had alike is said once, by
+ * rank 0 ("... (on every rank)"); otherwise each failed rank says its own
+ * message and each other rank which ranks failed. */
+static void say_outcome(const gs_train_ranks *r, const gs_agreement *all, int failed,
+                        const char *mine) {
+  if (failed) {
+    if (mine == NULL) return;
+    if (!failed_alike(all)) {
+      gs_train_rank_error(r, "%s", mine);
+    } else if (r->rank == 0) {
+      gs_train_ranks whole = *r;
+      whole.size = 0; /* no rank prefix: it is every rank's */
+      gs_train_rank_error(&whole, "%s%s", mine, all->size > 1 ? " (on every rank)" : "");
     }
-    const char *first_reason = all.votes[first].message;
-    if (first_reason[0] == '\0')
-      gs_train_rank_error(r, "stopping: rank%s %s failed", nfailed > 1 ? "s" : "", ranks);
-    else if (nfailed == 1)
-      gs_train_rank_error(r, "stopping: rank %s failed (%s)", ranks, first_reason);
-    else
-      gs_train_rank_error(r, "stopping: ranks %s failed (rank %d: %s)", ranks, first,
-                       first_reason);
+    return;
+  }
+  char ranks[256] = "";
+  size_t len = 0;
+  int listed = 0;
+  for (int k = 0; k < all->size && len < sizeof ranks; k++) {
+    if (all->votes[k].status == GS_OK) continue;
+    if (listed == 8) {
+      snprintf(ranks + len, sizeof ranks - len, " and %d more", all->failed - listed);
+      break;
+    }
+    int w = snprintf(ranks + len, sizeof ranks - len, "%s%d", listed ? ", " : "", k);
+    len += w > 0 ? (size_t)w : 0;
+    listed++;
+  }
+  const char *first_reason = all->votes[all->first].message;
+  if (first_reason[0] == '\0')
+    gs_train_rank_error(r, "stopping: rank%s %s failed", all->failed > 1 ? "s" : "", ranks);
+  else if (all->failed == 1)
+    gs_train_rank_error(r, "stopping: rank %s failed (%s)", ranks, first_reason);
+  else
+    gs_train_rank_error(r, "stopping: ranks %s failed (rank %d: %s)", ranks, all->first,
+                        first_reason);
+}
+
+/* The agreement behind gs_train_agree and train_agree_outcome. A failed
+ * rank gives its status st and whole message msg; said: it has printed msg
+ * already. Returns 0 when no rank failed; 2 when every rank failed alike
+ * with a status of bad input (GS_ERR_INVALID_ARG, GS_ERR_PARSE); else 1. */
+static int agree_outcome(const gs_train_ranks *r, int failed, gs_status st, const char *msg,
+                         int said) {
+  char why[REASON_MAX + 1];
+  short_reason(why, failed ? msg : NULL);
+  outcome me = {failed ? (int64_t)st : 0, failed ? message_hash(msg) : 0};
+  gs_agreement all;
+  if (exchange(r, failed, why, &me, sizeof me, &all) != GS_OK) {
+    if (failed && !said && msg && *msg) gs_train_rank_error(r, "%s", msg);
+    agree_failed(r);
+  }
+  int rc = 0;
+  if (all.failed > 0) {
+    say_outcome(r, &all, failed, said ? NULL : msg);
+    const outcome *o = all.payloads;
+    rc = failed_alike(&all) &&
+                 (o[0].status == GS_ERR_INVALID_ARG || o[0].status == GS_ERR_PARSE)
+             ? 2 : 1;
   }
   gs_agreement_free(&all);
-  return nfailed > 0;
+  return rc;
+}
+
+int gs_train_agree(const gs_train_ranks *r, int failed, const char *reason) {
+  return agree_outcome(r, failed, GS_ERR_STATE, reason ? reason : "", 1) != 0;
+}
+
+int train_agree_outcome(const gs_train_ranks *r, gs_status st) {
+  const char *msg = st != GS_OK ? gs_last_error() : NULL;
+  if (st != GS_OK && (msg == NULL || *msg == '\0')) msg = gs_strerror(st);
+  return agree_outcome(r, st != GS_OK, st, msg, 0);
 }
 
 int gs_train_agree_status(const gs_train_ranks *r, gs_status st) {
-  if (st != GS_OK) {
-    const char *msg = gs_last_error();
-    if (msg == NULL || *msg == '\0') msg = gs_strerror(st);
-    gs_train_rank_error(r, "%s", msg);
-    return gs_train_agree(r, 1, msg);
-  }
-  return gs_train_agree(r, 0, NULL);
+  return train_agree_outcome(r, st) != 0;
 }
 
 int gs_train_agree_equal(const gs_train_ranks *r, const int64_t *vals, const char *const *names,

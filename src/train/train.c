@@ -703,7 +703,12 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
     st = gs_error(GS_ERR_INVALID_ARG, "%s %ld: the run has %ld steps (%d epochs of %ld at "
                   "this world size): it would never stop there", train_option(c, "stop_at_step"),
                   c->stop_at_step, (long)c->epochs * steps, c->epochs, steps);
-  if (gs_train_agree_status(&t->workers, st)) goto out;
+  /* Refused alike by every worker: said once, the usage exit (2). */
+  int agreed = train_agree_outcome(&t->workers, st);
+  if (agreed) {
+    rc = agreed;
+    goto out;
+  }
   gs_nn_lr_schedule sched = make_schedule(c, steps);
   if (c->scale_lr_linear) sched.base_lr *= (float)t->size / (float)t->base_ranks;
   double t_start = gs_now(), train_s = 0, last_acc = 0, compute_s = 0;
@@ -965,7 +970,13 @@ int gs_train_run(const gs_train_config *cfg, const gs_train_ranks *ranks, gs_tra
   if (cfg->data_cache && train_data_cached(t, &train, &test, &st)) goto out;
   if (st == GS_OK) st = setup_local(t, &train, &test, cfg->data_cache != NULL, &data,
                                     &start_epoch);
-  if (gs_train_agree_status(ranks, st)) goto out;
+  /* A checkpoint that does not fit the run is refused alike by every rank:
+   * said once, and the usage exit (2). */
+  int agreed = train_agree_outcome(ranks, st);
+  if (agreed) {
+    rc = agreed;
+    goto out;
+  }
   /* The ranks must run the same collectives: the same parameters and the
    * same epochs. */
   const int64_t shared[] = {(int64_t)gs_nn_param_total(t->net), cfg->epochs, start_epoch};

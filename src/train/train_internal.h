@@ -8,6 +8,13 @@
 
 struct cJSON;
 
+/* ---- Agreement (agree.c) ---- */
+/* gs_train_agree_status, telling how the ranks failed: 0 when none did; 2
+ * when every rank failed alike (one status, one message, said once by rank
+ * 0) with bad input (GS_ERR_INVALID_ARG, GS_ERR_PARSE: a checkpoint that
+ * does not fit the run), the command's usage exit; else 1. */
+int train_agree_outcome(const gs_train_ranks *r, gs_status st);
+
 /* ---- Data (data.c) ---- */
 gs_status train_load_data(const gs_train_config *c, gs_nn_dataset *train, gs_nn_dataset *test);
 /* A data set the model cannot take is an error before training: the image

@@ -145,8 +145,22 @@ for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte 
 done
 expect_error any "corrupt/train-images" "a corrupt data file is named" \
   "$gs" run -np 1 -- "$gs" train --data "$tmp/corrupt"
-expect_error any "diverged at epoch 1, step" "divergence names the epoch, step and layer" \
+expect_error 1 "diverged at epoch 1, step" "divergence names the epoch, step and layer" \
   "$gs" run -np 2 -- "$gs" train --synthetic 4096 --max-steps 30 --model mlp --lr 90
+# Every rank diverges at the same step, and every rank misses the same data
+# directory: one message, by rank 0, not one per rank.
+said_once() { # said_once PATTERN DESCRIPTION
+  if [ "$(grep -c -- "$1" "$tmp/err.log")" = 1 ] && grep -q -- "$1.*(on every rank)$" "$tmp/err.log" &&
+     ! grep -q "rank [01]: .*$1" "$tmp/err.log"; then
+    ok "$2"
+  else
+    bad "$2: $(grep -- "$1" "$tmp/err.log" | head -c 600)"
+  fi
+}
+said_once "diverged at epoch 1, step" "divergence on 2 ranks is said once"
+expect_error 1 "dataset-fashion-mnist" "missing data on 2 ranks exits 1" \
+  "$gs" run -np 2 -- "$gs" train --data "$tmp/nowhere"
+said_once "train-images-idx3-ubyte.gz is missing" "missing data on 2 ranks is said once"
 
 echo "$passes passed, $fails failed"
 [ $fails -eq 0 ]

@@ -79,19 +79,20 @@ else
   bad "--scale-lr linear 2 -> 4: $(tail -3 "$tmp/lin2.log" | cut -c1-300)"
 fi
 # A stop at or before the step the checkpoint resumes from is refused, as
-# the other resume refusals are (exit 1); it trained a step past it until
-# 2026-12-01. The checkpoint is the finished epoch of 32 steps.
+# the other resume refusals are (exit 2, said once: every rank refuses
+# alike); it trained a step past it until 2026-12-01. The checkpoint is the
+# finished epoch of 32 steps.
 "$gs" run -np 2 -- "$gs" train $largs --checkpoint "$tmp/lin" --resume --stop-at-step 6 \
   > "$tmp/stop_past.log" 2>&1
 rc=$?
 "$gs" run -np 2 -- "$gs" train $largs --checkpoint "$tmp/lin" --resume --stop-at-step 3 \
   > "$tmp/stop_past2.log" 2>&1
 rc2=$?
-if [ $rc = 1 ] && grep -q "stop-at-step 6: the checkpoint in .* resumes after global step 32, at or past it" "$tmp/stop_past.log" &&
-   [ $rc2 = 1 ] && ! grep -q "committed" "$tmp/stop_past.log"; then
-  ok "--stop-at-step at or before the resumed step: refused (exit 1), nothing trained"
+if [ $rc = 2 ] && [ "$(grep -c "stop-at-step 6: the checkpoint in .* resumes after global step 32, at or past it.*(on every rank)$" "$tmp/stop_past.log")" = 1 ] &&
+   [ $rc2 = 2 ] && ! grep -q "committed" "$tmp/stop_past.log"; then
+  ok "--stop-at-step at or before the resumed step: refused once (exit 2), nothing trained"
 else
-  bad "--stop-at-step past: exit $rc/$rc2 (want 1): $(grep 'gradsync train' "$tmp/stop_past.log" | head -2)"
+  bad "--stop-at-step past: exit $rc/$rc2 (want 2): $(grep 'gradsync train' "$tmp/stop_past.log" | head -2)"
 fi
 # A stop at an epoch's last step stops there (it trained the next epoch's
 # first step and committed after step 11), and says so in the JSON summary;
@@ -109,10 +110,10 @@ fi
 "$gs" run -np 2 -- "$gs" train $eargs --checkpoint "$tmp/ebig" --stop-at-step 999 \
   > "$tmp/ebig.log" 2>&1
 rc=$?
-if [ $rc = 1 ] && grep -q "stop-at-step 999: the run has 20 steps" "$tmp/ebig.log"; then
-  ok "--stop-at-step beyond the run's 20 steps: refused"
+if [ $rc = 2 ] && [ "$(grep -c "stop-at-step 999: the run has 20 steps" "$tmp/ebig.log")" = 1 ]; then
+  ok "--stop-at-step beyond the run's 20 steps: refused once (exit 2)"
 else
-  bad "--stop-at-step 999: exit $rc (want 1): $(grep 'gradsync train' "$tmp/ebig.log" | head -2)"
+  bad "--stop-at-step 999: exit $rc (want 2): $(grep 'gradsync train' "$tmp/ebig.log" | head -2)"
 fi
 # Without an elastic rule the world size is part of the run.
 if ! "$gs" run -np 3 -- "$gs" train $args --checkpoint "$tmp/cut-sgd" --resume > "$tmp/fixed.log" 2>&1 &&

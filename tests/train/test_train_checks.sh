@@ -5,9 +5,10 @@
 #   - an unwritable checkpoint directory or timeline: exit 1 before any
 #     training (probed by creating a file: root passes access() on /proc);
 #   - --resume with a checkpoint that does not fit the run (batch, ranks,
-#     model, data, seed, epochs under a schedule, beyond --epochs, no
-#     description, another checkpoint's description): exit 1 naming what
-#     differs, before training.
+#     model, data, seed, epochs under a schedule, beyond --epochs, another
+#     checkpoint's description): exit 2 (the usage exit: every rank refuses
+#     alike), said once naming what differs, before training; a missing
+#     description: exit 1 naming the file.
 # Usage: test_train_checks.sh GRADSYNC
 set -u
 gs=$1
@@ -60,15 +61,18 @@ grep -q "epoch 1" "$tmp/err.log" && bad "the unwritable timeline was found after
   --batch 16 --policy wfbp --checkpoint "$tmp/s1" --json > "$tmp/s1.log" 2>&1 ||
   bad "writing the second checkpoint failed: $(tail -3 "$tmp/s1.log")"
 # --resume refuses a checkpoint that does not fit the run, naming what
-# differs (exit 1, as for other unusable files).
+# differs: every rank finds it alike, so it is said once (by rank 0, "on
+# every rank" where there are several) and exits 2, as bad options do.
 resume_mismatch() { # resume_mismatch PATTERN DESCRIPTION NP ARGS...
   local pat=$1 what=$2 np=$3; shift 3
   "$gs" run -np "$np" -- "$gs" train --max-steps 6 --checkpoint "$tmp/half" --resume "$@" \
     > "$tmp/mm.log" 2>&1
-  local rc=$?
-  if [ $rc -eq 1 ] && grep -q -- "does not fit this run: $pat" "$tmp/mm.log" &&
-     ! grep -q '"epoch"' "$tmp/mm.log"; then
-    ok "--resume refuses $what (exit 1)"
+  local rc=$? said every=1
+  said=$(grep -c -- "does not fit this run: $pat" "$tmp/mm.log")
+  [ "$np" -gt 1 ] && ! grep -q -- "does not fit this run: $pat.*(on every rank)$" "$tmp/mm.log" &&
+    every=0
+  if [ $rc -eq 2 ] && [ "$said" = 1 ] && [ $every = 1 ] && ! grep -q '"epoch"' "$tmp/mm.log"; then
+    ok "--resume refuses $what, once (exit 2)"
   else
     bad "--resume with $what: exit $rc, output: $(head -c 400 "$tmp/mm.log")"
   fi
@@ -102,8 +106,8 @@ cp "$tmp/s1/checkpoint.gsck" "$tmp/half_nometa/checkpoint.gsck"
 "$gs" run -np 2 -- "$gs" train $mm --model mlp --batch 16 --max-steps 6 \
   --checkpoint "$tmp/half_nometa" --resume > "$tmp/mm.log" 2>&1
 rc=$?
-if [ $rc -eq 1 ] && grep -q "description is of another checkpoint" "$tmp/mm.log"; then
-  ok "--resume refuses a description of another checkpoint file (exit 1)"
+if [ $rc -eq 2 ] && [ "$(grep -c "description is of another checkpoint" "$tmp/mm.log")" = 1 ]; then
+  ok "--resume refuses a description of another checkpoint file, once (exit 2)"
 else
   bad "--resume with another checkpoint's description: exit $rc, $(head -c 400 "$tmp/mm.log")"
 fi
