@@ -132,6 +132,10 @@ int run_cpu_create(int pid, int nodes, double cpus, int uid, int gid, char *pref
                    size_t len);
 int run_cpu_enter(const char *prefix, int node);
 void run_cpu_destroy(int pid);
+/* Removes the groups of launchers that died (killed before they could),
+ * where this process may: every local launch calls it, with or without
+ * --node-cpus. */
+void run_cpu_clean_stale(int self);
 
 /* gradsync run --hosts / --hostfile (run_hosts.c): the hosts of a launch
  * and their slots. run_hosts_parse reads "HOST[:SLOTS],..."; run_hosts_read
@@ -307,8 +311,11 @@ int cli_under_launcher(void);
 int cli_on_terminal(void);
 /* Finds an executable as execvp would (PATH, a name with '/' as it is), and
  * also in /usr/sbin and /sbin, which a non-login PATH may lack: 0 with its
- * path in out, or -1. */
+ * path in out, or -1. A regular file with execute permission whose "#!"
+ * interpreter, if any, is one too. cli_find_exe_why also says why not, in
+ * why (n bytes): "is a directory", "its interpreter ... No such file ...". */
 int cli_find_exe(const char *name, char *out, size_t size);
+int cli_find_exe_why(const char *name, char *out, size_t size, char *why, size_t n);
 
 /* Starts MPI (gs_init) and learns the rank and size: cli_rank_error names
  * the rank from here on. Returns 0, or 1 after printing why not. */

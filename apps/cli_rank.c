@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,15 +84,21 @@ int cli_rank_connect(cli_rank *r, int flags, int startup_rc, const char *startup
   const char *reason = held && startup_rc ? held : startup_reason;
   if (cli_agree(r, startup_rc != 0, reason)) {
     gs_agreement a;
-    int same = 0;
+    int same = 0, rc = startup_rc ? startup_rc : 1;
+    int32_t mine = startup_rc;
     if (gs_agree(NULL, MPI_COMM_WORLD, "start-up", startup_rc ? GS_ERR_STATE : GS_OK,
-                 startup_rc ? reason : "", NULL, 0, &a) == GS_OK) {
+                 startup_rc ? reason : "", &mine, sizeof mine, &a) == GS_OK) {
       same = gs_agreement_unanimous(&a);
+      /* Every rank exits with the job's status: a usage error (2) on one
+       * rank is the job's 2, whichever rank mpirun sees end first. */
+      const int32_t *all = a.payloads;
+      for (int k = 0; k < a.size; k++)
+        if (all[k] > rc) rc = all[k];
       gs_agreement_free(&a);
     }
     cli_argv_error_release(!same);
     gs_finalize();
-    return startup_rc ? startup_rc : 1;
+    return rc;
   }
   cli_argv_error_release(1);
   gs_status st = gs_comm_create(MPI_COMM_WORLD, &r->comm);

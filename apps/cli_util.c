@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -126,22 +127,75 @@ int cli_under_launcher(void) {
          getenv("PMIX_RANK") != NULL;
 }
 
-int cli_find_exe(const char *name, char *out, size_t size) {
-  if (!name || !*name) return -1;
+/* Whether path can be executed as a program: a regular file with execute
+ * permission, and a script's interpreter (its "#!" line) one too. 0, or -1
+ * with why (of size n) saying what is wrong. */
+static int exe_ok(const char *path, char *why, size_t n, int depth) {
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    if (errno == ENOENT) snprintf(why, n, "is not found");
+    else snprintf(why, n, "%s", strerror(errno));
+    return -1;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    snprintf(why, n, "is a directory");
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(why, n, "is not a regular file");
+    return -1;
+  }
+  if (access(path, X_OK) != 0) {
+    snprintf(why, n, "is not executable (%s)", strerror(errno));
+    return -1;
+  }
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) return 0; /* executable but unreadable: exec may still run it */
+  char line[512];
+  size_t got = fread(line, 1, sizeof line - 1, f);
+  fclose(f);
+  line[got] = '\0';
+  if (got < 2 || line[0] != '#' || line[1] != '!') return 0;
+  /* The interpreter: the first word after "#!" (the kernel's rule). */
+  char *p = line + 2;
+  while (*p == ' ' || *p == '\t') p++;
+  size_t len = strcspn(p, " \t\r\n");
+  if (len == 0 || p[len] == '\0') return 0; /* no interpreter, or a line beyond 512 */
+  p[len] = '\0';
+  char inner[256];
+  if (p[0] == '/' && depth < 4 && exe_ok(p, inner, sizeof inner, depth + 1) != 0) {
+    snprintf(why, n, "its interpreter %s (its #! line) %s", p, inner);
+    return -1;
+  }
+  return 0;
+}
+
+int cli_find_exe_why(const char *name, char *out, size_t size, char *why, size_t n) {
+  if (!name || !*name) {
+    snprintf(why, n, "is empty");
+    return -1;
+  }
   if (strchr(name, '/')) {
     snprintf(out, size, "%s", name);
-    return access(name, X_OK) == 0 ? 0 : -1;
+    return exe_ok(name, why, n, 0);
   }
   const char *env = getenv("PATH");
   char path[4096];
   snprintf(path, sizeof path, "%s:/usr/sbin:/sbin", env ? env : "/usr/bin:/bin");
+  snprintf(why, n, "is not found in PATH");
   for (char *save = NULL, *dir = strtok_r(path, ":", &save); dir;
        dir = strtok_r(NULL, ":", &save)) {
     struct stat st;
     snprintf(out, size, "%s/%s", *dir ? dir : ".", name);
-    if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0) return 0;
+    if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0)
+      return exe_ok(out, why, n, 0);
   }
   return -1;
+}
+
+int cli_find_exe(const char *name, char *out, size_t size) {
+  char why[320];
+  return cli_find_exe_why(name, out, size, why, sizeof why);
 }
 
 /* `gradsync run` says in GRADSYNC_TTY whether the user watches a terminal,

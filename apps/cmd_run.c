@@ -1189,8 +1189,9 @@ int cmd_run(int argc, char **argv) {
     return 2;
   }
   char exe[PATH_MAX], mpirun_path[PATH_MAX], self[PATH_MAX];
-  if (cli_find_exe(prog[0], exe, sizeof exe) != 0) {
-    cli_error("run", "program '%s' not found or not executable", prog[0]);
+  char why[384];
+  if (cli_find_exe_why(prog[0], exe, sizeof exe, why, sizeof why) != 0) {
+    cli_error("run", "program '%s' cannot be run: %s", prog[0], why);
     return 2;
   }
   if (cli_find_exe(mpirun, mpirun_path, sizeof mpirun_path) != 0) {
@@ -1237,6 +1238,9 @@ int cmd_run(int argc, char **argv) {
   }
 
   install_handlers();
+  /* CPU groups of launchers killed before they removed them (a later
+   * --node-cpus run removed them; now any local launch does). */
+  run_cpu_clean_stale(c.pid);
   int rc = 0;
   if (net) {
     /* The lock keeps concurrent launchers from picking one subnet. */

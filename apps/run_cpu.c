@@ -113,6 +113,11 @@ static void clean_stale(const char *root, int self) {
   if (d) closedir(d);
 }
 
+void run_cpu_clean_stale(int self) {
+  const char *root = NULL;
+  if (cpu_hierarchy(&root) != 0) clean_stale(root, self);
+}
+
 int run_cpu_create(int pid, int nodes, double cpus, int uid, int gid, char *prefix,
                    size_t len) {
   const char *root = NULL;

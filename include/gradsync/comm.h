@@ -54,7 +54,9 @@ typedef struct gs_request gs_request;
  * gs_init asks for MPI_THREAD_MULTIPLE.
  *
  * Initialises MPI with MPI_THREAD_MULTIPLE if the application has not done so
- * (gs_finalize then finalizes it). Either may be called with NULL args. */
+ * (gs_finalize then finalizes it). Either may be called with NULL args.
+ * MPI cannot start twice in a process: gs_init (and gs_comm_create) after
+ * MPI was finalized is GS_ERR_STATE. */
 gs_status gs_init(int *argc, char ***argv);
 gs_status gs_finalize(void);
 
@@ -91,7 +93,11 @@ gs_status gs_comm_create(MPI_Comm mpi_comm, gs_comm **out);
 gs_status gs_comm_create_like(gs_comm *parent, gs_comm **out);
 
 /* Waits for the queued collectives, stops the progress thread and frees the
- * communicator (collective). NULL is a no-op. */
+ * communicator (collective). NULL is a no-op. A communicator on which a
+ * collective failed may leave that call's messages posted (a peer that
+ * disagreed on the count, a dead one): its own scratch memory is then kept
+ * until gs_finalize has finalized MPI, and the failed call's buffers may
+ * be read or written by MPI until then too. */
 gs_status gs_comm_destroy(gs_comm *comm);
 
 int gs_comm_rank(const gs_comm *comm);

@@ -20,6 +20,45 @@
 
 static int mpi_inited_by_us;
 
+/* Scratch memory of communicators that failed: a collective that failed may
+ * leave its receives posted into it (MPI offers no cancel that is sure to
+ * complete), and MPI still writes into them as late as MPI_Finalize. Freed
+ * after MPI_Finalize by gs_finalize (kept, where the caller's MPI ends
+ * later than gradsync: a little memory instead of a write into freed). */
+enum { ORPHANS_MAX = 64 };
+static void *orphans[ORPHANS_MAX];
+static int norphans;
+static pthread_mutex_t orphans_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void orphan_free_later(void *p) {
+  if (p == NULL) return;
+  pthread_mutex_lock(&orphans_mu);
+  if (norphans < ORPHANS_MAX) orphans[norphans++] = p; /* beyond: kept for good */
+  pthread_mutex_unlock(&orphans_mu);
+}
+
+static void orphans_free(void) {
+  pthread_mutex_lock(&orphans_mu);
+  for (int i = 0; i < norphans; i++) gs_free(orphans[i]);
+  norphans = 0;
+  pthread_mutex_unlock(&orphans_mu);
+}
+
+/* MPI is running: initialised, and not finalized (MPI_Initialized stays
+ * true after MPI_Finalize, when no MPI call but a few may be made). */
+static gs_status mpi_running(const char *what) {
+  int inited = 0, fin = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&fin);
+  if (fin)
+    return gs_error(GS_ERR_STATE, "%s: MPI has been finalized (gs_finalize or MPI_Finalize); "
+                    "it cannot be started again in this process", what);
+  if (!inited)
+    return gs_error(GS_ERR_STATE, "%s: MPI is not initialized (call gs_init or "
+                    "MPI_Init_thread first)", what);
+  return GS_OK;
+}
+
 /* Open MPI's TCP transport sends a message above btl_tcp_eager_limit (64 KB
  * by default) by rendezvous: the sender waits for the receiver to match it
  * and answer before the data moves, and both sides advance only while their
@@ -35,8 +74,10 @@ static int mpi_inited_by_us;
 #define TCP_EAGER_LIMIT "1114112"
 
 gs_status gs_init(int *argc, char ***argv) {
-  int inited = 0;
+  int inited = 0, fin = 0;
   MPI_Initialized(&inited);
+  MPI_Finalized(&fin);
+  if (fin) return mpi_running("gs_init");
   if (inited) return GS_OK;
   setenv("OMPI_MCA_btl_tcp_eager_limit", TCP_EAGER_LIMIT, 0);
   int provided = 0;
@@ -58,6 +99,7 @@ gs_status gs_finalize(void) {
   MPI_Finalized(&fin);
   if (!fin) MPI_Finalize();
   mpi_inited_by_us = 0;
+  orphans_free();
   return GS_OK;
 }
 
@@ -184,11 +226,7 @@ static gs_status create_fail(gs_comm *c, gs_status st) {
 static gs_status comm_create(MPI_Comm mpi_comm, const gs_comm *like, gs_comm **out) {
   if (out == NULL) return gs_error(GS_ERR_INVALID_ARG, "gs_comm_create: out is NULL");
   *out = NULL;
-  int inited = 0;
-  MPI_Initialized(&inited);
-  if (!inited)
-    return gs_error(GS_ERR_STATE, "gs_comm_create: MPI is not initialised "
-                    "(call gs_init or MPI_Init_thread first)");
+  GS_CHECK(mpi_running("gs_comm_create"));
   if (mpi_comm == MPI_COMM_NULL)
     return gs_error(GS_ERR_INVALID_ARG, "gs_comm_create: MPI_COMM_NULL");
   gs_comm *c = gs_calloc(1, sizeof *c);
@@ -285,8 +323,13 @@ gs_status gs_comm_destroy(gs_comm *c) {
   pthread_cond_destroy(&c->cv_work);
   pthread_mutex_destroy(&c->mu);
   comm_free_mpi(c);
-  gs_free(c->scratch);
-  gs_free(c->work);
+  if (atomic_load(&c->failed)) {
+    orphan_free_later(c->scratch);
+    orphan_free_later(c->work);
+  } else {
+    gs_free(c->scratch);
+    gs_free(c->work);
+  }
   gs_free(c);
   return GS_OK;
 }

@@ -94,6 +94,12 @@ gs_status config_read(gs_comm *c) {
   GS_CHECK(env_seconds("GRADSYNC_STALL_WARN", 60, &c->stall_warn_s));
   const char *ea = getenv("GRADSYNC_ALPHA"), *eb = getenv("GRADSYNC_BETA");
   c->have_env_cost = ea && *ea && eb && *eb;
+  /* One without the other is no cost model: refused, not ignored. */
+  if (!c->have_env_cost && ((ea && *ea) || (eb && *eb)))
+    return gs_error(GS_ERR_PARSE, "%s=%s without %s: the cost model from the environment "
+                    "needs both GRADSYNC_ALPHA (seconds) and GRADSYNC_BETA (s/byte)",
+                    ea && *ea ? "GRADSYNC_ALPHA" : "GRADSYNC_BETA", ea && *ea ? ea : eb,
+                    ea && *ea ? "GRADSYNC_BETA" : "GRADSYNC_ALPHA");
   if (c->have_env_cost) {
     char *end1, *end2;
     c->env_alpha = strtod(ea, &end1);

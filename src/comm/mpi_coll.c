@@ -25,17 +25,24 @@ HALF_OP_FN(bf16_min, GS_BF16, GS_MIN)
 HALF_OP_FN(bf16_max, GS_BF16, GS_MAX)
 HALF_OP_FN(bf16_prod, GS_BF16, GS_PROD)
 
-static MPI_User_function *half_fns[2][GS_REDOP_COUNT] = {
+/* u8 sums wrap, as gradsync's own algorithms' do: Open MPI 4.1's op/avx
+ * component adds MPI_UINT8_T with saturation (255 + 2 = 255), so MPI's own
+ * collective disagreed with every other algorithm (found on 2-5 ranks;
+ * `--mca op ^avx` gave the wrapped sums). gradsync's kernel instead. */
+HALF_OP_FN(u8_sum, GS_U8, GS_SUM)
+
+static MPI_User_function *half_fns[3][GS_REDOP_COUNT] = {
     {f16_sum, f16_sum, f16_min, f16_max, f16_prod},
     {bf16_sum, bf16_sum, bf16_min, bf16_max, bf16_prod},
+    {u8_sum, u8_sum, NULL, NULL, NULL},
 };
 
 /* Created on first use; MPI ops live until MPI_Finalize. The lock guards
  * the lazy creation: several communicators' progress threads may get here
  * at once. */
 static pthread_mutex_t half_ops_mu = PTHREAD_MUTEX_INITIALIZER;
-static MPI_Op half_ops[2][GS_REDOP_COUNT];
-static int half_ops_ready[2][GS_REDOP_COUNT];
+static MPI_Op half_ops[3][GS_REDOP_COUNT];
+static int half_ops_ready[3][GS_REDOP_COUNT];
 
 static MPI_Datatype mpi_type(gs_dtype d) {
   switch (d) {
@@ -52,8 +59,9 @@ static MPI_Datatype mpi_type(gs_dtype d) {
 
 static gs_status mpi_op(const coll_group *g, gs_dtype d, gs_redop op,
                         MPI_Op *out) {
-  if (d == GS_F16 || d == GS_BF16) {
-    int h = d == GS_BF16;
+  int u8_sum = d == GS_U8 && (op == GS_SUM || op == GS_AVG);
+  if (d == GS_F16 || d == GS_BF16 || u8_sum) {
+    int h = u8_sum ? 2 : d == GS_BF16;
     int rc = MPI_SUCCESS;
     pthread_mutex_lock(&half_ops_mu);
     if (!half_ops_ready[h][op]) {

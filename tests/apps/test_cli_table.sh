@@ -140,6 +140,9 @@ t 2 "is not a directory" bench "${B[@]}" --cost-out "$prof/x.json"
 t 2 "--cost-out /proc/gradsync-x.json" bench "${B[@]}" --cost-out /proc/gradsync-x.json
 t 2 "GRADSYNC_ALPHA=nan" GRADSYNC_ALPHA=nan GRADSYNC_BETA=1e-9 bench "${B[@]}" --json
 t 2 "GRADSYNC_BETA=inf" GRADSYNC_ALPHA=1e-5 GRADSYNC_BETA=inf bench "${B[@]}" --json
+# One without the other was ignored, malformed or not (exit 0).
+t 2 "GRADSYNC_BETA=inf without GRADSYNC_ALPHA" GRADSYNC_BETA=inf bench "${B[@]}" --json
+t 2 "GRADSYNC_ALPHA=1e-5 without GRADSYNC_BETA" GRADSYNC_ALPHA=1e-5 bench "${B[@]}" --json
 t 2 "GRADSYNC_SEGMENT_BYTES=12" GRADSYNC_SEGMENT_BYTES=12 bench "${B[@]}"
 t 0 "" bench "${B[@]}" --cost-out "$tmp/cost.json"
 [ -s "$tmp/cost.json" ] && ok "bench --cost-out wrote the file" || bad "no cost file written"

@@ -96,6 +96,15 @@ check_usage "nothing after --" "program" "$G" run -np 2 --
 check_usage "unknown option" "unknown option" "$G" run -np 2 --frobnicate -- /bin/true
 check_usage "-np 3 --per-node 2" "divisible" "$G" run -np 3 --per-node 2 -- /bin/true
 check_usage "missing program" "not found" "$G" run -np 2 -- /nonexistent/program
+# A directory, and a script whose interpreter is missing, passed the check
+# and failed in mpirun's fork (exit 131 and Open MPI's 27 lines).
+check_usage "a directory as the program" "'/tmp' cannot be run: is a directory" \
+  "$G" run -np 2 -- /tmp
+printf '#!/nonexistent/interp\necho hi\n' > "$out.badinterp" && chmod +x "$out.badinterp"
+check_usage "a script whose interpreter is missing" \
+  "its interpreter /nonexistent/interp (its #! line) is not found" \
+  "$G" run -np 2 -- "$out.badinterp"
+rm -f "$out.badinterp"
 
 echo "== a rank killed with SIGKILL (local launch)"
 KILLER='if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then kill -9 $$; fi; sleep 30'
@@ -137,6 +146,22 @@ c = os.times(); print("cpu=%.3f" % (c.user + c.system - c0.user - c0.system))'
     fail "--node-cpus: CPU group gradsync-$pid left behind"
   else
     pass "--node-cpus: no CPU group left behind"
+  fi
+  # A launcher killed with SIGKILL leaves its groups: any later local launch
+  # removes them (only a later --node-cpus run did). A dead pid's group,
+  # made by hand as the killed launcher would have left it.
+  sh -c 'exit 0' & dead=$!
+  wait $dead
+  croot=/sys/fs/cgroup/cpu
+  [ -w "$croot/cpu.cfs_quota_us" ] || croot=/sys/fs/cgroup
+  if ! kill -0 "$dead" 2>/dev/null && mkdir -p "$croot/gradsync-$dead/node0"; then
+    "$G" run -np 1 -- /bin/true >"$out" 2>&1
+    if [ ! -e "$croot/gradsync-$dead" ]; then
+      pass "a plain launch removes a dead launcher's CPU group"
+    else
+      fail "a dead launcher's CPU group $croot/gradsync-$dead survived a plain launch"
+      rmdir "$croot/gradsync-$dead/node0" "$croot/gradsync-$dead" 2>/dev/null
+    fi
   fi
 fi
 

@@ -266,6 +266,47 @@ static void test_reduce_scatter(void) {
           }
 }
 
+/* u8 sums wrap modulo 256 under every algorithm: each rank gives 200 + r
+ * at every element, over 1000 elements (vectorised kernels' lengths).
+ * Open MPI 4.1's op/avx component saturated them under algo=mpi (255),
+ * while gradsync's algorithms wrapped. */
+static void test_u8_wrap(void) {
+  const gs_algo algos[] = {GS_ALGO_MPI, GS_ALGO_RING, GS_ALGO_RD, GS_ALGO_RABENSEIFNER};
+  enum { N = 1000 };
+  unsigned want = 0;
+  for (int r = 0; r < g_size; r++) want += 200u + (unsigned)r;
+  want %= 256u;
+  for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
+    begin_case("allreduce algo=%s dtype=u8 op=sum: wraps modulo 256", gs_algo_name(algos[a]));
+    uint8_t buf[N];
+    memset(buf, 200 + g_rank, sizeof buf);
+    gs_status st = gs_allreduce(g_comm, GS_IN_PLACE, buf, N, GS_U8, GS_SUM, algos[a]);
+    if (st != GS_OK) fail("status %s (%s)", gs_strerror(st), gs_last_error());
+    for (size_t i = 0; st == GS_OK && i < N; i++)
+      if (buf[i] != want) {
+        fail("element %zu: got %u, want %u", i, buf[i], want);
+        break;
+      }
+    end_case();
+  }
+  const gs_algo rs[] = {GS_ALGO_MPI, GS_ALGO_RING};
+  for (size_t a = 0; a < 2; a++) {
+    begin_case("reduce_scatter algo=%s dtype=u8 op=sum: wraps modulo 256", gs_algo_name(rs[a]));
+    size_t total = (size_t)N * (size_t)g_size;
+    uint8_t *send = xmalloc(total), out[N];
+    memset(send, 200 + g_rank, total);
+    gs_status st = gs_reduce_scatter(g_comm, send, out, N, GS_U8, GS_SUM, rs[a]);
+    if (st != GS_OK) fail("status %s (%s)", gs_strerror(st), gs_last_error());
+    for (size_t i = 0; st == GS_OK && i < N; i++)
+      if (out[i] != want) {
+        fail("element %zu: got %u, want %u", i, out[i], want);
+        break;
+      }
+    end_case();
+    free(send);
+  }
+}
+
 /* ---- Allgather(v) -------------------------------------------------------------- */
 
 /* recvcounts/displs in elements; `extent` elements of recvbuf. Every byte
@@ -968,6 +1009,7 @@ int main(int argc, char **argv) {
     test_nonblocking();
     test_allreduce();
     test_reduce_scatter();
+    test_u8_wrap();
     test_allgather();
     test_bcast();
     test_alltoall();

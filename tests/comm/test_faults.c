@@ -258,6 +258,65 @@ static int cmd_abort2(int who) {
   return 1;
 }
 
+/* Rank 0 all-reduces fewer elements than the others (a caller's bug that
+ * GRADSYNC_CHECK would refuse; it is unset here): rank 0's collective fails
+ * with MPI's truncation error while receives it posted are still pending.
+ * It destroys its communicator and finalizes: the scratch memory those
+ * receives write into must outlive MPI (AddressSanitizer reported MPI's
+ * write into it from MPI_Finalize, freed by gs_comm_destroy). The other
+ * ranks wait in their collective until the watchdog ends the job. */
+static int cmd_mismatch(const char *algo_name) {
+  gs_algo algo;
+  if (gs_algo_parse(algo_name, &algo) != GS_OK) return 2;
+  int rank;
+  gs_comm *c = start(&rank);
+  if (c == NULL) return 2;
+  size_t n = rank == 0 ? 1000 : 3000;
+  float *buf = calloc(3000, sizeof(float)), *out = calloc(3000, sizeof(float));
+  if (buf == NULL || out == NULL) return 2;
+  gs_status st = gs_allreduce(c, buf, out, n, GS_F32, GS_SUM, algo);
+  if (rank != 0) {
+    fprintf(stderr, "rank %d: the mismatched allreduce returned: %s\n", rank,
+            st == GS_OK ? "success" : gs_last_error());
+    for (;;) nap(1); /* the watchdog ends the job */
+  }
+  if (st == GS_OK) {
+    fprintf(stderr, "FAIL rank 0: the mismatched allreduce succeeded\n");
+    return 1;
+  }
+  fprintf(stderr, "rank 0: the mismatched allreduce failed: %s\n", gs_last_error());
+  gs_comm_destroy(c);
+  gs_finalize(); /* MPI's fence: it waits here for the others' end */
+  free(buf);
+  free(out);
+  return 3;
+}
+
+/* gs_init and gs_comm_create after gs_finalize are refused with
+ * GS_ERR_STATE (they returned GS_OK, and MPI aborted the process). */
+static int cmd_after_finalize(void) {
+  int rank;
+  gs_comm *c = start(&rank);
+  if (c == NULL) return 2;
+  gs_comm_destroy(c);
+  gs_finalize();
+  gs_status again = gs_init(NULL, NULL);
+  if (again != GS_ERR_STATE) {
+    fprintf(stderr, "FAIL rank %d: gs_init after gs_finalize: %s\n", rank, gs_strerror(again));
+    return 1;
+  }
+  fprintf(stderr, "rank %d: gs_init after gs_finalize: %s\n", rank, gs_last_error());
+  gs_comm *c2 = NULL;
+  again = gs_comm_create(MPI_COMM_WORLD, &c2);
+  if (again != GS_ERR_STATE || c2 != NULL) {
+    fprintf(stderr, "FAIL rank %d: gs_comm_create after gs_finalize: %s\n", rank,
+            gs_strerror(again));
+    return 1;
+  }
+  fprintf(stderr, "rank %d: gs_comm_create after gs_finalize: %s\n", rank, gs_last_error());
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 4 && strcmp(argv[1], "run") == 0)
     return cmd_run(argv[2], atoi(argv[3]), argc >= 5 ? argv[4] : "hang");
@@ -267,7 +326,9 @@ int main(int argc, char **argv) {
   if (argc >= 3 && strcmp(argv[1], "thread") == 0)
     return cmd_thread(argv[2], argc >= 4 ? atoi(argv[3]) : -1);
   if (argc >= 3 && strcmp(argv[1], "abort2") == 0) return cmd_abort2(atoi(argv[2]));
+  if (argc >= 3 && strcmp(argv[1], "mismatch") == 0) return cmd_mismatch(argv[2]);
+  if (argc >= 2 && strcmp(argv[1], "after_finalize") == 0) return cmd_after_finalize();
   fprintf(stderr, "usage: test_faults run ALGO ITERS | healthy | create STATUS "
-          "TEXT... | thread LEVEL [RANK] | abort2 RANK\n");
+          "TEXT... | thread LEVEL [RANK] | abort2 RANK | mismatch ALGO | after_finalize\n");
   return 2;
 }

@@ -109,6 +109,22 @@ case $case in
     expect_no 'FAIL rank'
     expect_no 'SEGV|Segmentation|signal 11'
     expect_within $LIMIT ;;
+  mismatch_np3) # rank 0 all-reduces fewer elements: its ring fails with
+    # receives pending; it destroys its communicator and finalizes (the
+    # pending receives' scratch outlives MPI: AddressSanitizer found MPI
+    # writing into it from MPI_Finalize); the others' watchdog ends the job
+    job 3 "$bin" mismatch ring
+    expect_rc nonzero
+    expect_out 'rank 0: the mismatched allreduce failed: .*ring'
+    expect_out 'rank [12]: fatal: collective #1, allreduce\(count=3000'
+    expect_no 'FAIL rank'
+    expect_within $LIMIT ;;
+  after_finalize_np2) # gs_init and gs_comm_create after gs_finalize: GS_ERR_STATE
+    job 2 "$bin" after_finalize
+    expect_rc zero
+    expect_count 2 'rank [01]: gs_init after gs_finalize: gs_init: MPI has been finalized'
+    expect_count 2 'rank [01]: gs_comm_create after gs_finalize: gs_comm_create: MPI has been finalized'
+    expect_no 'FAIL rank' ;;
   stall_hier_np4) # 2 nodes x 2: rank 1 stalls, its node peer waits at a
     # shared-memory barrier, the other node in the cross-node ring
     job 4 -x GRADSYNC_FAULT=rank=1,call=2,kind=stall "$here/node_wrap.sh" 2 \
