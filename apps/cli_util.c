@@ -2,6 +2,7 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -119,6 +120,14 @@ int cli_parse_double(const char *s, double min, double max, double *out) {
   /* ERANGE (overflow, or underflow to 0) is refused. */
   if (errno || end == s || *end || !isfinite(v) || !(v >= min && v <= max)) return -1;
   *out = v;
+  return 0;
+}
+
+int cli_parse_float(const char *s, double min, double max, float *out) {
+  double v;
+  if (cli_parse_double(s, min, max, &v)) return -1;
+  if (v != 0 && fabs(v) < FLT_MIN) return -1;
+  *out = (float)v;
   return 0;
 }
 

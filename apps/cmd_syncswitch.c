@@ -12,6 +12,7 @@
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +106,72 @@ static int run_trial(const char *self, int np, int ps, const char *net, const ch
   return found ? 0 : -1;
 }
 
+/* Checks the TRAIN OPTIONS as a trial will run them, with the trainer's
+ * own checks (GRADSYNC_CHECK_ARGS=1: nothing run): its exit status (2 for
+ * options it refuses), its message's first line in msg. */
+static int check_train_options(const char *self, int ps, char **train_args, int ntrain,
+                               char *msg, size_t len) {
+  char psbuf[16];
+  snprintf(psbuf, sizeof psbuf, "%d", ps);
+  msg[0] = '\0';
+  char **argv = calloc((size_t)ntrain + 10, sizeof *argv);
+  if (!argv) return 1;
+  int a = 0;
+  argv[a++] = (char *)self;
+  argv[a++] = "train";
+  for (int i = 0; i < ntrain; i++) argv[a++] = train_args[i];
+  argv[a++] = "--ps";
+  argv[a++] = psbuf;
+  argv[a++] = "--sync";
+  argv[a++] = "switch:offline:0.5";
+  argv[a++] = "--json";
+  argv[a] = NULL;
+  int p[2];
+  if (pipe(p) != 0) {
+    free(argv);
+    return 1;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(p[0]);
+    dup2(p[1], 2);
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, 1);
+    setenv("GRADSYNC_CHECK_ARGS", "1", 1);
+    execv(self, argv);
+    _exit(127);
+  }
+  free(argv);
+  close(p[1]);
+  size_t got = 0;
+  for (;;) {
+    ssize_t k = read(p[0], msg + got, len - 1 - got);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    got += (size_t)k;
+    if (got == len - 1) break;
+  }
+  msg[got] = '\0';
+  close(p[0]);
+  if (pid < 0) return 1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  /* "gradsync train: WHY (see --help)" -> WHY: said again as ours. */
+  msg[strcspn(msg, "\n")] = '\0';
+  const char *pre = "gradsync train: ";
+  if (strncmp(msg, pre, strlen(pre)) == 0) memmove(msg, msg + strlen(pre), strlen(msg) - strlen(pre) + 1);
+  size_t n = strlen(msg), h = strlen(" (see --help)");
+  if (n >= h && strcmp(msg + n - h, " (see --help)") == 0) msg[n - h] = '\0';
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+/* Whether arg is option name ("--sync") or its "--sync=VALUE" form. */
+static int is_option(const char *arg, const char *name) {
+  size_t n = strlen(name);
+  return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
+}
+
 int cmd_syncswitch(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
     usage(argc < 2 ? stderr : stdout);
@@ -117,9 +184,16 @@ int cmd_syncswitch(int argc, char **argv) {
   int np = 0, ps = 0, steps = 4, json = 0, i;
   double tol = 0.5;
   const char *net = NULL;
+  static const char *const once[] = {"-np", "--ps", "--net", "--tolerance", "--steps", "--json"};
+  int seen[6] = {0};
   for (i = 2; i < argc; i++) {
     const char *a = argv[i];
     int has = i + 1 < argc;
+    for (int k = 0; k < 6; k++)
+      if (strcmp(a, once[k]) == 0 && seen[k]++) {
+        cli_error("syncswitch", "%s is given more than once", a);
+        return 2;
+      }
     if (strcmp(a, "--") == 0) {
       i++;
       break;
@@ -155,7 +229,7 @@ int cmd_syncswitch(int argc, char **argv) {
     } else if (strcmp(a, "--json") == 0) {
       json = 1;
     } else {
-      cli_error("syncswitch", "unknown option '%s' (see 'gradsync syncswitch --help')", a);
+      cli_error("syncswitch", "unknown option '%s'", a);
       return 2;
     }
   }
@@ -173,6 +247,24 @@ int cmd_syncswitch(int argc, char **argv) {
   self[n] = '\0';
   char **train_args = argv + i;
   int ntrain = argc - i;
+  /* The trials set these; one among the TRAIN OPTIONS was said to be
+   * "given more than once" by the first trial, which then "failed" (1). */
+  for (int k = 0; k < ntrain; k++) {
+    static const char *const ours[] = {"--ps", "--sync", "--json"};
+    for (int q = 0; q < 3; q++)
+      if (is_option(train_args[k], ours[q])) {
+        cli_error("syncswitch", "TRAIN OPTIONS: %s is set by syncswitch (--ps S before "
+                  "'--', --sync for each trial, --json to read its results)", ours[q]);
+        return 2;
+      }
+  }
+  /* Options the trainer refuses are refused here, before any run. */
+  char why[1024];
+  int crc = check_train_options(self, ps, train_args, ntrain, why, sizeof why);
+  if (crc != 0) {
+    cli_error("syncswitch", "TRAIN OPTIONS: %s", *why ? why : "refused by gradsync train");
+    return crc == 2 ? 2 : 1;
+  }
   trial bsp;
   if (run_trial(self, np, ps, net, "bsp", train_args, ntrain, &bsp) != 0) {
     cli_error("syncswitch", "the BSP run failed (see its output above)");

@@ -6,6 +6,7 @@
  * library (gradsync/train.h), which holds the loop, its checks and its
  * agreements between ranks; train_view.c shows its events.
  */
+#include <float.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -152,7 +153,6 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
   o->events = &events;
   gs_compress_spec_parse(NULL, zspec); /* off until --compress */
   int c;
-  double v;
   long n;
   optind = 1;
   opterr = 0; /* unknown options get one line in the verbs' format */
@@ -191,19 +191,20 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
       case 'D':
       {
         double hi = c == 'l' ? 100 : c == 'W' ? 1 : 0.999;
-        if (cli_parse_double(optarg, 0, hi, &v) || (c == 'l' && v == 0)) {
+        float f = 0;
+        if (cli_parse_float(optarg, 0, hi, &f) || (c == 'l' && f == 0)) {
           cli_error(VERB, "--%s '%s' must be a number %s 0 %s %g",
                     c == 'l' ? "lr" : c == 'M' ? "momentum" : c == 'W' ? "weight-decay"
                     : "dropout", optarg, c == 'l' ? "above" : "from",
                     c == 'l' ? "and at most" : "to", hi);
           return 2;
         }
-      }
-        if (c == 'l') o->lr = (float)v;
-        else if (c == 'M') { o->momentum = (float)v; momentum_given = 1; }
-        else if (c == 'W') o->weight_decay = (float)v;
-        else o->dropout = (float)v;
+        if (c == 'l') o->lr = f;
+        else if (c == 'M') { o->momentum = f; momentum_given = 1; }
+        else if (c == 'W') o->weight_decay = f;
+        else o->dropout = f;
         break;
+      }
       case 'N': o->nesterov = 1; break;
       case 'S':
         if (strcmp(optarg, "const") && strcmp(optarg, "step") && strcmp(optarg, "cosine")) {
@@ -237,16 +238,14 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
         o->compress = optarg;
         break;
       case 'E': o->no_ef = 1; break;
-      case 'F': {
-        double v;
-        if (cli_parse_double(optarg, 0, 1, &v) || v == 0) {
-          cli_error(VERB, "--ef-decay '%s' must be a number above 0 and at most 1",
-                    optarg);
+      case 'F':
+        /* A float: 1e-50 became 0, which reads as the kind's default. */
+        if (cli_parse_float(optarg, 0, 1, &o->ef_decay) || o->ef_decay == 0) {
+          cli_error(VERB, "--ef-decay '%s' must be a number above 0 (at least %g) and at "
+                    "most 1", optarg, (double)FLT_MIN);
           return 2;
         }
-        o->ef_decay = (float)v;
         break;
-      }
       case 'U':
         if (cli_parse_long(optarg, 0, 100000000, &n)) {
           cli_error(VERB, "--compress-warmup-steps '%s' must be an integer from 0 to "
@@ -347,11 +346,14 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
         else if (c == 'v') bad = cli_parse_int(optarg, 1, 1000000, &kfac.cov_every);
         else if (c == 'i') bad = cli_parse_int(optarg, 1, 1000000, &kfac.inv_every);
         else {
-          bad = cli_parse_double(optarg, 0, c == 'g' ? 1e6 : c == 'X' ? 1 : 1e6, &v) ||
-                (c == 'g' && v == 0) || (c == 'X' && v >= 1);
-          if (!bad && c == 'g') kfac.damping = (float)v;
-          if (!bad && c == 'X') kfac.decay = (float)v;
-          if (!bad && c == 'k') kfac.kl_clip = (float)v;
+          /* Floats: a damping of 1e-50 became 0 (refused by K-FAC on every
+           * rank, exit 1), a clip of 1e-50 no clip. */
+          float f = 0;
+          bad = cli_parse_float(optarg, 0, c == 'g' ? 1e6 : c == 'X' ? 1 : 1e6, &f) ||
+                (c == 'g' && f == 0) || (c == 'X' && f >= 1);
+          if (!bad && c == 'g') kfac.damping = f;
+          if (!bad && c == 'X') kfac.decay = f;
+          if (!bad && c == 'k') kfac.kl_clip = f;
         }
         if (bad) {
           static const char *const want[] = {
@@ -373,19 +375,17 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
         break;
       case 'G': o->straggler = optarg; break; /* checked below */
       case 'A':
-        if (cli_parse_double(optarg, 0, 1000, &v) || v == 0) {
+        if (cli_parse_float(optarg, 0, 1000, &o->async_lr_scale) || o->async_lr_scale == 0) {
           cli_error(VERB, "--async-lr-scale '%s' must be a number above 0 and at most 1000",
                     optarg);
           return 2;
         }
-        o->async_lr_scale = (float)v;
         break;
       case 'a':
-        if (cli_parse_double(optarg, 0, 0.999, &v)) {
+        if (cli_parse_float(optarg, 0, 0.999, &o->async_momentum)) {
           cli_error(VERB, "--async-momentum '%s' must be a number from 0 to 0.999", optarg);
           return 2;
         }
-        o->async_momentum = (float)v;
         break;
       case 'h': usage(stdout); return 1;
       default:

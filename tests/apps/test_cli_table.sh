@@ -382,6 +382,12 @@ t 0 "usage: gradsync run" train --help
 t 2 "--epochs" train --epochs 1.5
 t 2 "--batch" train --batch 0x10
 t 2 "" train --frobnicate
+# Values a float cannot hold apart from 0 became 0: the compressor's default
+# damping, a K-FAC damping refused on every rank (exit 1), no KL clip.
+t 2 "--ef-decay '1e-50' must be a number above 0" train --compress topk:0.01 --ef-decay 1e-50
+t 2 "--kfac-damping '1e-50' must be" train --optimizer kfac --kfac-damping 1e-50
+t 2 "--kfac-kl-clip '1e-50' must be" train --optimizer kfac --kfac-kl-clip 1e-50
+t 2 "--lr '1e-50' must be" train --lr 1e-50
 # Options that were silently unused, or ended the job late (a user tester,
 # 2026-12-01): K-FAC over parameter servers hung until the watchdog;
 # compression and policies under a sync mode with its own exchange did
@@ -403,6 +409,37 @@ timeout 120 "$gs" run -np 3 -- "$gs" train --model mlp --synthetic 512 --batch 1
 if strict_json "$tmp/out" && grep -q '"sync":"switch:offline:0.5"' "$tmp/out"; then
   ok "train --ps --sync switch: the JSON summary is strict (one \"sync\")"
 else bad "train --ps --sync switch: JSON not strict: $(tail -c 300 "$tmp/out") $(tail -2 "$tmp/err")"; fi
+
+echo "== syncswitch search"
+# TRAIN OPTIONS that it sets, or that the trainer refuses, are refused before
+# any run (the first trial failed: exit 1 and "--sync is given more than
+# once"); its own options once each; one line for an unknown one.
+SS=(syncswitch search -np 3 --ps 1 --steps 1)
+t 2 "TRAIN OPTIONS: --sync is set by syncswitch" "${SS[@]}" -- --model mlp --sync bsp
+t 2 "TRAIN OPTIONS: --json is set by syncswitch" "${SS[@]}" -- --model mlp --json
+t 2 "TRAIN OPTIONS: --ps is set by syncswitch" "${SS[@]}" -- --model mlp --ps=2
+t 2 "TRAIN OPTIONS: option '--bogus' is unknown" "${SS[@]}" -- --model mlp --bogus
+t 2 "TRAIN OPTIONS: --commit-every needs --checkpoint" "${SS[@]}" -- --model mlp --commit-every 2
+t 2 "--steps is given more than once" "${SS[@]}" --steps 2 -- --model mlp
+t 2 "unknown option 'extra' (see --help)" "${SS[@]}" extra
+if [ "$(grep -c "see --help" "$tmp/err")" = 1 ] && ! grep -q "see 'gradsync" "$tmp/err"; then
+  ok "syncswitch: an unknown option's line has one help hint"
+else bad "syncswitch: unknown option: $(cat "$tmp/err")"; fi
+# A search of one halving step: the BSP run and switch:offline:0.5, as JSON.
+timeout 200 "$gs" "${SS[@]}" --json -- --model mlp --synthetic 512 --batch 16 --max-steps 3 \
+  > "$tmp/out" 2> "$tmp/err"
+rc=$?
+if [ $rc = 0 ] && "$PY" - "$tmp/out" <<'EOF3'
+import json, sys
+o = json.load(open(sys.argv[1]))
+r = o["runs"]
+assert len(r) == 1 and r[0]["fraction"] == 0.5, r
+want = 0.5 if r[0]["accepted"] else 1
+assert o["fraction"] == want, (o["fraction"], want)
+assert 0 <= o["bsp_accuracy"] <= 100 and o["tolerance"] == 0.5
+EOF3
+then ok "syncswitch search --steps 1 --json: one trial at 0.5, the fraction it implies"
+else bad "syncswitch search: exit $rc: $(tail -c 300 "$tmp/out") $(tail -3 "$tmp/err")"; fi
 
 echo "$passes passed, $fails failed"
 [ "$fails" = 0 ]
