@@ -262,6 +262,35 @@ static int differs_str(const cJSON *m, const char *key, const char *mine, char *
   return 0;
 }
 
+/* The workers of the checkpoint's run against this run's: what fixes the
+ * global batch and each worker's data. Parameter servers are left out: a
+ * run resumed with another server count (the same workers) continues as
+ * the servers' shards are cut afresh (gs_ps_worker_resume); until
+ * 2026-12-01 it was refused as "the rank count". The checkpoint's workers
+ * are its global batch over its per-rank batch; "ranks" where it lacks
+ * them. */
+static int differs_workers(const cJSON *m, const train_ctx *t, char *why, size_t n) {
+  const gs_train_config *c = t->cfg;
+  int servers = c->ps_servers > 0 ? c->ps_servers : 0;
+  const cJSON *gb = cJSON_GetObjectItemCaseSensitive(m, "global_batch");
+  const cJSON *b = cJSON_GetObjectItemCaseSensitive(m, "batch");
+  const char *what = servers == 0
+      ? "the rank count (the global batch and each rank's data would change; a run with a "
+        "global batch or linear learning-rate scaling may change it)"
+      : "the worker count (ranks less --ps servers: the global batch and each worker's data "
+        "would change; a run with a global batch or linear learning-rate scaling may change "
+        "it)";
+  if (!cJSON_IsNumber(gb) || !cJSON_IsNumber(b) || b->valuedouble < 1)
+    return differs_num(m, "ranks", t->size, why, n, what);
+  double theirs = gb->valuedouble / b->valuedouble, mine = t->size - servers;
+  if (theirs != mine) {
+    snprintf(why, n, "%s: the checkpoint's run had %.17g, this run has %.17g", what, theirs,
+             mine);
+    return 1;
+  }
+  return 0;
+}
+
 gs_status train_meta_check_model(const train_ctx *t) {
   const gs_train_config *c = t->cfg;
   char path[4200], why[1024] = "";
@@ -322,11 +351,7 @@ gs_status train_meta_check(const train_ctx *t, const char *ckpt_path,
            ? differs_num(m, "global_batch", c->global_batch, why, sizeof why,
                          train_option(c, "global_batch"))
            : differs_num(m, "batch", t->batch, why, sizeof why, batch_label) ||
-                 (!c->scale_lr_linear &&
-                  differs_num(m, "ranks", t->size, why, sizeof why,
-                              "the rank count (the global batch and each rank's data would "
-                              "change; a run with a global batch or linear learning-rate "
-                              "scaling may change it)")));
+                 (!c->scale_lr_linear && differs_workers(m, t, why, sizeof why)));
   if (!bad && !cJSON_IsObject(d)) {
     snprintf(why, sizeof why, "it does not record the data set");
     bad = 1;

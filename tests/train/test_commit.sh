@@ -211,6 +211,29 @@ if "$gs" run -np 4 -- "$gs" train $sargs --checkpoint "$tmp/psgrow" --resume > "
 else
   bad "ps bsp resize 3 -> 4 ranks: $(cat "$tmp/psgrow.cmp" 2>/dev/null) $(tail -3 "$tmp/psgrow2.log" | cut -c1-300)"
 fi
+# With a per-rank batch, what must stay is the workers, not the ranks: the
+# same 2 workers beside 2 servers instead of 1 resume (refused until
+# 2026-12-01 as "the rank count"); 3 workers are refused, once, exit 2.
+bargs="--model mlp --synthetic 1024 --batch 24 --epochs 2 --ps 1 --sync bsp --json"
+"$gs" run -np 3 -- "$gs" train $bargs --checkpoint "$tmp/psb" > "$tmp/psb.log" 2>&1 ||
+  bad "ps: the uninterrupted run with --batch failed: $(tail -3 "$tmp/psb.log")"
+"$gs" run -np 3 -- "$gs" train $bargs --checkpoint "$tmp/psbs" --stop-at-step 30 \
+  > "$tmp/psbs1.log" 2>&1
+if "$gs" run -np 4 -- "$gs" train ${bargs/--ps 1/--ps 2} --checkpoint "$tmp/psbs" --resume \
+     > "$tmp/psbs2.log" 2>&1 &&
+   "$cmp_ckpt" mlp "$tmp/psb/checkpoint.gsck" "$tmp/psbs/checkpoint.gsck" 1e-5 \
+     > "$tmp/psbs.cmp" 2>&1; then
+  ok "ps bsp: 2 workers and 1 server stopped, resumed with 2 servers: within 1e-5 of the uninterrupted run"
+else
+  bad "ps bsp resumed with another server count: $(cat "$tmp/psbs.cmp" 2>/dev/null) $(tail -3 "$tmp/psbs2.log" | cut -c1-300)"
+fi
+"$gs" run -np 4 -- "$gs" train $bargs --checkpoint "$tmp/psbs" --resume > "$tmp/psbs3.log" 2>&1
+rc=$?
+if [ $rc = 2 ] && [ "$(grep -c "the worker count (ranks less --ps servers.*had 2, this run has 3" "$tmp/psbs3.log")" = 1 ]; then
+  ok "ps bsp: a resume on 3 workers with a per-rank batch is refused once, naming the worker count"
+else
+  bad "ps bsp resume on 3 workers: exit $rc: $(grep 'gradsync train' "$tmp/psbs3.log" | head -3 | cut -c1-300)"
+fi
 out=$("$gs" run -np 7 -- "$gs" train --model mlp --synthetic 1024 --global-batch 48 --ps 2 \
   --sync bsp 2>&1); rc=$?
 if [ $rc = 2 ] && echo "$out" | grep -q -- "--global-batch 48: 7 ranks less --ps 2 leave 5 workers" &&
