@@ -107,8 +107,25 @@ int cli_rank_connect(cli_rank *r, int flags, int startup_rc, const char *startup
      * environment that is malformed, or differs between ranks, is bad
      * input (2); anything else a failure (1). */
     int usage = st == GS_ERR_PARSE || st == GS_ERR_MISMATCH;
-    if (usage) cli_rank_usage_error(r, "%s", gs_last_error());
-    else cli_rank_error(r, "%s", gs_last_error());
+    /* The same message on every rank (a malformed setting they all read)
+     * is said once, by rank 0. */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", gs_last_error());
+    gs_agreement a;
+    int same = 0;
+    if (r->size > 1 &&
+        gs_agree(NULL, MPI_COMM_WORLD, "communicator", st, msg, NULL, 0, &a) == GS_OK) {
+      same = gs_agreement_unanimous(&a) && strlen(msg) < GS_VOTE_MESSAGE - 1;
+      gs_agreement_free(&a);
+    }
+    if (same) {
+      if (r->rank == 0 && usage) cli_error(r->verb, "%s (on every rank)", msg);
+      else if (r->rank == 0) cli_fail(r->verb, "%s (on every rank)", msg);
+    } else if (usage) {
+      cli_rank_usage_error(r, "%s", msg);
+    } else {
+      cli_rank_error(r, "%s", msg);
+    }
     r->comm = NULL;
     gs_finalize();
     return usage ? 2 : 1;

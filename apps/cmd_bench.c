@@ -403,7 +403,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
                     .max_bytes = 256u << 20, .step = 4, .dtype = GS_F32,
                     .redop = GS_SUM, .iters = 20, .warmup = 2, .budget = 3.0,
                     .calibrate = 1};
-  int c;
+  int c, redop_given = 0;
   cli_seen seen = {{0}};
   optind = 1;
   opterr = 0;
@@ -460,6 +460,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
           cli_error("bench", "--redop: %s", gs_last_error());
           return 2;
         }
+        redop_given = 1;
         break;
       case 'n':
       case 'w':
@@ -493,6 +494,12 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
   }
   if (optind < argc) {
     cli_error("bench", "unexpected argument '%s'", argv[optind]);
+    return 2;
+  }
+  /* The other collectives reduce nothing: it was accepted and ignored. */
+  if (redop_given && o->op != OP_ALLREDUCE && o->op != OP_REDUCE_SCATTER) {
+    cli_error("bench", "--redop applies to allreduce and reduce_scatter, not to --op %s",
+              op_info[o->op].name);
     return 2;
   }
   if (o->min_bytes > o->max_bytes) {

@@ -74,17 +74,29 @@ gs_status calibrate_setup(gs_comm *c) {
      * Every rank reads the same file; all must succeed or none uses it. */
     gs_cost_params loaded;
     gs_status lst = gs_cost_load(file, topo, &loaded);
-    int ok = lst == GS_OK, all_ok = 0;
-    MPI_TRY(&c->world, MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN,
-                                     c->world.mpi));
-    if (all_ok) {
+    /* 0 loaded; 1 measured on another topology (a job of another size
+     * given the same file: calibrated afresh, with a warning); 2 unusable
+     * (missing, malformed: the user's setting is wrong, and is refused as
+     * any malformed setting is; it used to be ignored with a warning). */
+    int mine = lst == GS_OK ? 0 : lst == GS_ERR_MISMATCH ? 1 : 2, worst = 0;
+    MPI_TRY(&c->world, MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, c->world.mpi));
+    if (worst == 0) {
       c->cost = loaded;
       c->cost_from_env = 1;
       gs_log(GS_LOG_INFO, "cost model loaded from %s", file);
       return GS_OK;
     }
+    if (worst == 2) {
+      if (mine == 2) {
+        char why[512];
+        gs__error_copy(why, sizeof why);
+        return gs_error(GS_ERR_PARSE, "GRADSYNC_COST_FILE=%s: %s", file, why);
+      }
+      return gs_error(GS_ERR_PARSE, "GRADSYNC_COST_FILE=%s: another rank could not load it",
+                      file);
+    }
     gs_log(GS_LOG_WARN, "GRADSYNC_COST_FILE ignored: %s",
-           ok ? "another rank could not load it" : gs_last_error());
+           mine ? gs_last_error() : "another rank could not load it");
   }
   gs_cost_preset("1GbE", &c->cost);
   /* The communicator's model is this network's, measured below or given

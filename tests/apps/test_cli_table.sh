@@ -132,6 +132,8 @@ t 2 "is larger than --max-bytes" bench --min-bytes 1M --max-bytes 4K
 t 2 "does not implement bcast" bench --op bcast --algo ring
 t 2 "unknown --op 'sum'" bench --op sum
 t 2 "alltoall, alltoallv)" bench --op alltoallw
+t 2 "--redop applies to allreduce and reduce_scatter, not to --op allgather" bench --op allgather --redop prod
+t 2 "--redop applies to allreduce and reduce_scatter, not to --op bcast" bench --op bcast --redop avg
 t 2 "--cost-out needs a file name" bench --cost-out ""
 echo "== bench: paths and environment, before any work"
 t 2 "--cost-out $tmp/none/x.json" bench "${B[@]}" --cost-out "$tmp/none/x.json"
@@ -140,6 +142,10 @@ t 2 "is not a directory" bench "${B[@]}" --cost-out "$prof/x.json"
 t 2 "--cost-out /proc/gradsync-x.json" bench "${B[@]}" --cost-out /proc/gradsync-x.json
 t 2 "GRADSYNC_ALPHA=nan" GRADSYNC_ALPHA=nan GRADSYNC_BETA=1e-9 bench "${B[@]}" --json
 t 2 "GRADSYNC_BETA=inf" GRADSYNC_ALPHA=1e-5 GRADSYNC_BETA=inf bench "${B[@]}" --json
+# A cost file every rank fails to read was ignored with a warning (exit 0).
+printf '{"a":' > "$tmp/badcost.json"
+t 2 "GRADSYNC_COST_FILE=$tmp/badcost.json: cost load: $tmp/badcost.json is not valid JSON" GRADSYNC_COST_FILE="$tmp/badcost.json" bench "${B[@]}"
+t 2 "GRADSYNC_COST_FILE=$tmp/nonexistent.json: cost load: cannot open" GRADSYNC_COST_FILE="$tmp/nonexistent.json" bench "${B[@]}"
 # One without the other was ignored, malformed or not (exit 0).
 t 2 "GRADSYNC_BETA=inf without GRADSYNC_ALPHA" GRADSYNC_BETA=inf bench "${B[@]}" --json
 t 2 "GRADSYNC_ALPHA=1e-5 without GRADSYNC_BETA" GRADSYNC_ALPHA=1e-5 bench "${B[@]}" --json
