@@ -244,7 +244,10 @@ typedef struct gs_compress_momentum {
  *     GS_ERR_INVALID_ARG instead when `compressor` was given too and
  *     differs from m (the message names both values), or when the
  *     optimizer's momentum is Nesterov's (nesterov != 0), which the
- *     compressor's plain momentum cannot take over.
+ *     compressor's plain momentum cannot take over, or when the spec is
+ *     "auto:SPEC": the plan keeps some groups dense, which need the
+ *     optimizer's momentum, so it can neither move nor stay (message naming
+ *     "auto:" and the spec without it).
  * optimizer: the optimizer's momentum (0 <= m < 1 where it moves).
  * compressor: the compressor momentum the user gave, 0 <= c < 1, or
  * negative for none. GS_ERR_INVALID_ARG for values out of range. */

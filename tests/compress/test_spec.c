@@ -146,8 +146,12 @@ static void test_dgc_momentum_rule(void **unused) {
   gs_compress_momentum m = rule_ok("dgc:0.001", 0.9, 0, -1);
   assert_true(m.moved);
   assert_true(m.compressor == 0.9f && m.optimizer == 0.0f);
-  m = rule_ok("auto:dgc:0.001", 0.5, 0, -1);
-  assert_true(m.moved && m.compressor == 0.5f && m.optimizer == 0.0f);
+  /* Under auto: the dense groups need the optimizer's momentum: refused
+   * rather than moved (it was moved, and the dense groups trained without
+   * momentum); with an optimizer momentum of 0 nothing moves. */
+  rule_fails("auto:dgc:0.001", 0.5, 0, -1, "auto:", "dgc:0.001'");
+  m = rule_ok("auto:dgc:0.001", 0, 0, -1);
+  assert_true(!m.moved && m.compressor == dflt && m.optimizer == 0.0f);
   /* An explicit compressor momentum equal to the optimizer's is the same move. */
   m = rule_ok("dgc:0.001", 0.9, 0, 0.9);
   assert_true(m.moved && m.compressor == 0.9f && m.optimizer == 0.0f);
@@ -168,7 +172,7 @@ static void test_dgc_momentum_rule(void **unused) {
   }
   /* Both given and different: an error naming both values. */
   rule_fails("dgc:0.001", 0.9, 0, 0.5, "0.9", "0.5");
-  rule_fails("auto:dgc:0.001", 0.9, 0, 0, "0.9", "differ");
+  rule_fails("dgc:0.001", 0.9, 0, 0, "0.9", "differ");
   /* Nesterov's momentum cannot become the compressor's plain one. */
   rule_fails("dgc:0.001", 0.9, 1, -1, "Nesterov", "0.9");
   /* Out of range. */
