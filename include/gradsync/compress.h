@@ -117,6 +117,9 @@ typedef struct gs_compressor_info {
   /* 1 where the kind warms its density up (gs_compress_opts.warmup_steps:
    * topk, mstopk, dgc); the others ignore warmup_steps. */
   int warmup;
+  /* 1 where the kind keeps its residual its own way (DGC, PowerSGD), which
+   * gs_compress_opts.ef_decay does not damp. */
+  int own_ef;
 } gs_compressor_info;
 
 /* Per-tensor options. Start from gs_compress_opts_default(). */
@@ -145,7 +148,9 @@ typedef struct gs_compress_opts {
    * cnn diverged in its first epoch; gamma < 1 bounds that burst to about
    * 1/(1 - gamma) steps' worth. 0 (default): the kind's own, 1 except
    * random-k's GS_COMPRESS_RANDOMK_EF_DECAY. Kinds with their own residual
-   * (DGC, PowerSGD) ignore it. */
+   * (DGC, PowerSGD; gs_compressor_info.own_ef) cannot apply it: for them
+   * gs_compress_state_create refuses a value other than 0 and 1, rather
+   * than take a damping it would not apply. */
   float ef_decay;
 } gs_compress_opts;
 
@@ -216,6 +221,7 @@ typedef struct gs_compress_spec {
   float ef_decay;
   int own_momentum;
   int warmup;             /* the kind warms its density up (0 when off) */
+  int own_ef;             /* its residual is its own: no ef_decay (0 when off) */
 } gs_compress_spec;
 
 /* Parses a compression spec (the forms above), kind names in any case as

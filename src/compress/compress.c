@@ -154,7 +154,7 @@ gs_status gs_compressor_info_get(const gs_compressor *c, gs_compressor_info *out
       .param = c->param, .compress_bytes_per_elem = k->cbytes,
       .decompress_bytes_per_elem = k->dbytes,
       .ef_decay = k->ef_decay > 0 ? k->ef_decay : 1.0f,
-      .own_momentum = k->own_momentum, .warmup = k->warmup};
+      .own_momentum = k->own_momentum, .warmup = k->warmup, .own_ef = k->own_ef};
   return GS_OK;
 }
 
@@ -292,6 +292,13 @@ gs_status gs_compress_state_create(const gs_compressor *c, size_t n,
     return gs_error(GS_ERR_INVALID_ARG,
                     "compressor %s: ef_decay %g (expected 0 < gamma <= 1, or 0 for "
                     "the compressor's default)", c->spec, (double)o.ef_decay);
+  /* 1 is what these kinds do anyway (and what a state's own opts hold once
+   * defaulted, so that a state can be made again from them). */
+  if (c->kind->own_ef && o.ef_decay != 0 && o.ef_decay != 1)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "compressor %s: ef_decay %g, but %s keeps its residual its own "
+                    "way and does not damp it", c->spec, (double)o.ef_decay,
+                    c->kind->name);
   if (o.ef_decay == 0) {
     gs_compressor_info info;
     gs_compressor_info_get(c, &info);

@@ -45,6 +45,7 @@ gs_status gs_compress_spec_parse(const char *spec, gs_compress_spec *out) {
   out->ef_decay = info.ef_decay;
   out->own_momentum = info.own_momentum;
   out->warmup = info.warmup;
+  out->own_ef = info.own_ef;
   gs_compressor_destroy(c);
   return GS_OK;
 }
