@@ -279,7 +279,9 @@ size_t gs_compress_capacity(const gs_compress_state *st, int round);
 /* Round 0 of a step: p = g (+ e), payload = C(p), and with error feedback
  * e = p - D(C(p)). grad holds n floats (n as at creation); payload has cap
  * bytes (>= gs_compress_capacity(st, 0)); *bytes receives the size written.
- * NaN in grad is GS_ERR_INVALID_ARG and leaves the state unchanged. Advances
+ * A NaN or an infinity in grad is GS_ERR_INVALID_ARG naming the element
+ * ("grad[i] is NaN", "grad[i] is infinite (+inf)") and leaves the state
+ * unchanged. Advances
  * the step counter (after the last round for multi-round compressors). */
 gs_status gs_compress(gs_compress_state *st, const float *grad, size_t n,
                       void *payload, size_t cap, size_t *bytes);

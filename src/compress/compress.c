@@ -6,6 +6,7 @@
  * keep its own residual.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -544,12 +545,21 @@ gs_status gs_compress(gs_compress_state *st, const float *grad, size_t n,
     return gs_error(GS_ERR_INVALID_ARG,
                     "gs_compress (compressor %s, n = %zu): payload buffer of %zu "
                     "bytes, expected at least %zu", st->c->spec, n, cap, need);
-  /* A NaN must not reach the residual, where it would stay forever. */
-  for (size_t i = 0; i < n; i++)
-    if (isnan(grad[i]))
-      return gs_error(GS_ERR_INVALID_ARG,
-                      "gs_compress (compressor %s): grad[%zu] is NaN", st->c->spec,
-                      i);
+  /* A NaN or an infinity must not reach the residual, where it would stay
+   * forever (an infinity turns into NaN at the first inf - inf, or saturates
+   * fp16, or zeroes TernGrad's scale). One pass that tests both at once
+   * (|g| <= FLT_MAX is false for NaN and +-Inf) without an early exit, so
+   * that the compiler can vectorise it; the element is found only when one
+   * is bad. */
+  int bad = 0;
+  for (size_t i = 0; i < n; i++) bad |= !(fabsf(grad[i]) <= FLT_MAX);
+  if (bad)
+    for (size_t i = 0; i < n; i++)
+      if (!(fabsf(grad[i]) <= FLT_MAX))
+        return gs_error(GS_ERR_INVALID_ARG, "gs_compress (compressor %s): grad[%zu] "
+                        "is %s", st->c->spec, i,
+                        isnan(grad[i]) ? "NaN" : grad[i] > 0 ? "infinite (+inf)"
+                                                             : "infinite (-inf)");
   st->last_step = st->step;
   if (st->kind->warmup)
     st->density = gs__warmup_density(st->c->param, st->step, st->opts.warmup_steps);
