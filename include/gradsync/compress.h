@@ -371,6 +371,10 @@ typedef struct gs_compress_memory {
   float *momentum;   /* n floats, the caller's; NULL: not asked for */
   uint64_t step;     /* the state's step counter (gs_compress_step) */
   double lr;         /* the rate the residual is scaled to; 0: none set */
+  uint32_t adapt;    /* a whole-state setting the kind adapts as it runs
+                        (SIDCo's stage count, 1-5): the message's, for every
+                        tensor of it; 0: none (other kinds, or memory saved
+                        before it was kept: the state then keeps its own) */
 } gs_compress_memory;
 
 /* The kinds of per-element memory a state keeps (GS_COMPRESS_MEM_* bits): a

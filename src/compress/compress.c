@@ -425,6 +425,8 @@ gs_status gs_compress_state_carry(gs_compress_state *dst, size_t dst_off,
   float *du = dst->kind->momentum ? dst->kind->momentum(dst) : NULL;
   const float *su = src->kind->momentum ? src->kind->momentum(src) : NULL;
   if (du != NULL && su != NULL) memcpy(du + dst_off, su + src_off, n * sizeof *du);
+  if (dst->kind->adapt_set != NULL && src->kind->adapt_get != NULL)
+    dst->kind->adapt_set(dst, src->kind->adapt_get(src));
   if (src->step > dst->step) dst->step = src->step;
   if (dst->lr == 0) dst->lr = src->lr;
   return GS_OK;
@@ -464,6 +466,7 @@ gs_status gs_compress_memory_get(const gs_compress_state *st, size_t off, size_t
   }
   out->step = st->step;
   out->lr = st->lr;
+  out->adapt = st->kind->adapt_get ? st->kind->adapt_get(st) : 0;
   return GS_OK;
 }
 
@@ -489,6 +492,10 @@ gs_status gs_compress_memory_put(gs_compress_state *st, size_t off, size_t n,
     return gs_error(GS_ERR_INVALID_ARG, "gs_compress_memory_put (compressor %s): "
                     "learning rate %g (expected finite and >= 0; 0: none)", st->c->spec,
                     in->lr);
+  if (in->adapt != 0 && st->kind->adapt_set != NULL && in->adapt > st->kind->adapt_max)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_compress_memory_put (compressor %s): "
+                    "adaptive setting %u (expected 1 to %u; 0: none)", st->c->spec,
+                    in->adapt, st->kind->adapt_max);
   /* A value that is not finite would stay in the residual forever. */
   for (int k = 0; k < 2; k++) {
     const float *x = k == 0 ? (res ? in->residual : NULL) : (mom ? in->momentum : NULL);
@@ -513,6 +520,7 @@ gs_status gs_compress_memory_put(gs_compress_state *st, size_t off, size_t n,
     memcpy(st->kind->momentum(st) + off, in->momentum, n * sizeof(float));
   if (in->step > st->step) st->step = in->step;
   if (st->lr == 0) st->lr = in->lr;
+  if (in->adapt != 0 && st->kind->adapt_set != NULL) st->kind->adapt_set(st, in->adapt);
   return GS_OK;
 }
 
