@@ -407,6 +407,11 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
               "SPEC");
     return 2;
   }
+  if (o->ef_decay > 0 && zspec->own_ef) {
+    cli_error(VERB, "--ef-decay does not apply to --compress %s: %s keeps its residual "
+              "its own way and does not damp it", zspec->normalised, zspec->kind);
+    return 2;
+  }
   if (o->no_ef && o->ef_decay > 0) {
     cli_error(VERB, "--ef-decay damps the error feedback that --no-ef turns off: "
               "give one of them");

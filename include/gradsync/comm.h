@@ -382,8 +382,11 @@ gs_status gs_isparse_allreduce(gs_comm *comm, const uint32_t *idx,
  * remainder ranks, folded in first, receive it at the end. Results on every
  * rank, identical: out_idx/out_val (capacity k) sorted by index, their number
  * in *out_count (< k only when fewer distinct indices were given). kept
- * (count flags, may be NULL): kept[i] = 1 if idx[i] is in the global set
- * (for error feedback, the caller puts back the entries not kept). */
+ * (count flags, may be NULL): kept[i] = 1 if this rank's value at idx[i]
+ * is part of the global sum (not merely idx[i] in the global set: an early
+ * merge may drop the value and a later one take the index back without
+ * it); for error feedback, the caller puts back the entries not kept, and
+ * the kept values of all ranks add up to the global set. */
 gs_status gs_igtopk(gs_comm *comm, const uint32_t *idx, const float *val,
                     size_t count, size_t k, size_t n, uint32_t *out_idx,
                     float *out_val, size_t *out_count, uint8_t *kept,

@@ -117,6 +117,9 @@ typedef struct gs_compressor_info {
   /* 1 where the kind warms its density up (gs_compress_opts.warmup_steps:
    * topk, mstopk, dgc); the others ignore warmup_steps. */
   int warmup;
+  /* 1 where the kind keeps its residual its own way (DGC, PowerSGD), which
+   * gs_compress_opts.ef_decay does not damp. */
+  int own_ef;
 } gs_compressor_info;
 
 /* Per-tensor options. Start from gs_compress_opts_default(). */
@@ -145,7 +148,9 @@ typedef struct gs_compress_opts {
    * cnn diverged in its first epoch; gamma < 1 bounds that burst to about
    * 1/(1 - gamma) steps' worth. 0 (default): the kind's own, 1 except
    * random-k's GS_COMPRESS_RANDOMK_EF_DECAY. Kinds with their own residual
-   * (DGC, PowerSGD) ignore it. */
+   * (DGC, PowerSGD; gs_compressor_info.own_ef) cannot apply it: for them
+   * gs_compress_state_create refuses a value other than 0 and 1, rather
+   * than take a damping it would not apply. */
   float ef_decay;
 } gs_compress_opts;
 
@@ -216,6 +221,7 @@ typedef struct gs_compress_spec {
   float ef_decay;
   int own_momentum;
   int warmup;             /* the kind warms its density up (0 when off) */
+  int own_ef;             /* its residual is its own: no ef_decay (0 when off) */
 } gs_compress_spec;
 
 /* Parses a compression spec (the forms above), kind names in any case as
@@ -244,7 +250,10 @@ typedef struct gs_compress_momentum {
  *     GS_ERR_INVALID_ARG instead when `compressor` was given too and
  *     differs from m (the message names both values), or when the
  *     optimizer's momentum is Nesterov's (nesterov != 0), which the
- *     compressor's plain momentum cannot take over.
+ *     compressor's plain momentum cannot take over, or when the spec is
+ *     "auto:SPEC": the plan keeps some groups dense, which need the
+ *     optimizer's momentum, so it can neither move nor stay (message naming
+ *     "auto:" and the spec without it).
  * optimizer: the optimizer's momentum (0 <= m < 1 where it moves).
  * compressor: the compressor momentum the user gave, 0 <= c < 1, or
  * negative for none. GS_ERR_INVALID_ARG for values out of range. */
@@ -270,7 +279,9 @@ size_t gs_compress_capacity(const gs_compress_state *st, int round);
 /* Round 0 of a step: p = g (+ e), payload = C(p), and with error feedback
  * e = p - D(C(p)). grad holds n floats (n as at creation); payload has cap
  * bytes (>= gs_compress_capacity(st, 0)); *bytes receives the size written.
- * NaN in grad is GS_ERR_INVALID_ARG and leaves the state unchanged. Advances
+ * A NaN or an infinity in grad is GS_ERR_INVALID_ARG naming the element
+ * ("grad[i] is NaN", "grad[i] is infinite (+inf)") and leaves the state
+ * unchanged. Advances
  * the step counter (after the last round for multi-round compressors). */
 gs_status gs_compress(gs_compress_state *st, const float *grad, size_t n,
                       void *payload, size_t cap, size_t *bytes);
@@ -360,6 +371,10 @@ typedef struct gs_compress_memory {
   float *momentum;   /* n floats, the caller's; NULL: not asked for */
   uint64_t step;     /* the state's step counter (gs_compress_step) */
   double lr;         /* the rate the residual is scaled to; 0: none set */
+  uint32_t adapt;    /* a whole-state setting the kind adapts as it runs
+                        (SIDCo's stage count, 1-5): the message's, for every
+                        tensor of it; 0: none (other kinds, or memory saved
+                        before it was kept: the state then keeps its own) */
 } gs_compress_memory;
 
 /* The kinds of per-element memory a state keeps (GS_COMPRESS_MEM_* bits): a

@@ -18,6 +18,18 @@
  * Every message has room for k pairs and a count, so the sizes of each step
  * are known in advance and a rank with fewer (or zero) pairs still sends
  * one message: no step waits on a size.
+ *
+ * Error feedback needs more than the global set: a rank's value at index i
+ * reached the global sum only if i survived every merge from the one that
+ * first took that value in, and a merge can drop i while a later one takes
+ * it back with other ranks' values alone. So each rank keeps the list of its
+ * own indices still carried by the set it holds (its "live" list), cut down
+ * after every merge; as both partners of a step hold the same set, that is
+ * exactly the list of its values the set contains. A folded-in rank never
+ * sees the merges, so the odd rank above it tracks that rank's list too and
+ * returns it, as a mask over the result, with the result. (Taking kept as
+ * "the index is in the global set", as a global mask does, loses the values
+ * an earlier merge dropped: they are neither summed nor put back.)
  */
 #include <math.h>
 #include <stddef.h>
@@ -114,15 +126,18 @@ typedef struct {
   uint64_t *buf;
   uint32_t *idx;
   float *val;
-  size_t bytes;
+  uint8_t *live; /* only in the result returned to a folded-in rank */
+  size_t bytes, ret_bytes;
 } gtopk_msg;
 
 static gs_status msg_init(gtopk_msg *m, size_t k) {
   m->bytes = sizeof(uint64_t) + k * (sizeof(uint32_t) + sizeof(float));
-  m->buf = gs_malloc(m->bytes);
+  m->ret_bytes = m->bytes + k;
+  m->buf = gs_malloc(m->ret_bytes);
   if (m->buf == NULL) return GS_ERR_NOMEM;
   m->idx = (uint32_t *)(m->buf + 1);
   m->val = (float *)(m->idx + k);
+  m->live = (uint8_t *)(m->val + k);
   return GS_OK;
 }
 
@@ -130,6 +145,10 @@ typedef struct {
   size_t k, m;            /* capacity; pairs in the current set */
   uint32_t *idx, *midx;   /* the current set (k), the merge's output (2k) */
   float *val, *mval, *keys;
+  /* This rank's indices whose values the current set still carries, and
+   * (on an odd rank of the fold) those of the rank folded into it; sorted. */
+  uint32_t *live, *flive;
+  size_t nlive, nflive;
   gtopk_msg out, in;
 } gtopk_state;
 
@@ -139,6 +158,8 @@ static void state_free(gtopk_state *st) {
   gs_free(st->val);
   gs_free(st->mval);
   gs_free(st->keys);
+  gs_free(st->live);
+  gs_free(st->flive);
   gs_free(st->out.buf);
   gs_free(st->in.buf);
 }
@@ -152,7 +173,10 @@ static gs_status state_init(gtopk_state *st, size_t k) {
   st->midx = gs_malloc(two * sizeof(uint32_t));
   st->mval = gs_malloc(two * sizeof(float));
   st->keys = gs_malloc(two * sizeof(float));
-  if (!st->idx || !st->val || !st->midx || !st->mval || !st->keys ||
+  st->live = gs_malloc((k + 1) * sizeof(uint32_t));
+  st->flive = gs_malloc((k + 1) * sizeof(uint32_t));
+  if (!st->idx || !st->val || !st->midx || !st->mval || !st->keys || !st->live ||
+      !st->flive ||
       msg_init(&st->out, k) != GS_OK || msg_init(&st->in, k) != GS_OK) {
     state_free(st);
     return GS_ERR_NOMEM;
@@ -178,8 +202,30 @@ static gs_status state_load(gtopk_state *st, const uint32_t *idx,
     }
   }
   st->m = m;
+  memcpy(st->live, st->idx, m * sizeof(uint32_t));
+  st->nlive = m;
   gs_free(tmp);
   return GS_OK;
+}
+
+static int contains(const uint32_t *sorted, size_t m, uint32_t v) {
+  size_t lo = 0, hi = m;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (sorted[mid] < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < m && sorted[lo] == v;
+}
+
+/* Keeps of live[0..*n) the indices the set (sorted) still holds. */
+static void live_cut(uint32_t *live, size_t *n, const uint32_t *set, size_t m) {
+  size_t w = 0, j = 0;
+  for (size_t i = 0; i < *n; i++) {
+    while (j < m && set[j] < live[i]) j++;
+    if (j < m && set[j] == live[i]) live[w++] = live[i];
+  }
+  *n = w;
 }
 
 static void state_pack(gtopk_state *st) {
@@ -200,6 +246,8 @@ static gs_status state_merge(gtopk_state *st, const coll_group *g, int from) {
   memcpy(st->idx, st->midx, w * sizeof(uint32_t));
   memcpy(st->val, st->mval, w * sizeof(float));
   st->m = w;
+  live_cut(st->live, &st->nlive, st->idx, w);
+  live_cut(st->flive, &st->nflive, st->idx, w);
   return GS_OK;
 }
 
@@ -211,6 +259,9 @@ static gs_status state_take(gtopk_state *st) {
   st->m = (size_t)m;
   memcpy(st->idx, st->in.idx, st->m * sizeof(uint32_t));
   memcpy(st->val, st->in.val, st->m * sizeof(float));
+  st->nlive = 0;
+  for (size_t t = 0; t < st->m; t++)
+    if (st->in.live[t]) st->live[st->nlive++] = st->idx[t];
   return GS_OK;
 }
 
@@ -232,6 +283,10 @@ static gs_status gtopk_tree(const coll_group *g, gtopk_state *st) {
     } else {
       GS_CHECK(p2p_sendrecv(g, NULL, 0, MPI_PROC_NULL, st->in.buf, bytes,
                             r - 1, TAG_SPARSE));
+      /* The folded-in rank's indices, as it sent them (sorted, distinct);
+       * state_merge checks the count before anything reads past k. */
+      st->nflive = st->in.buf[0] <= st->k ? (size_t)st->in.buf[0] : 0;
+      memcpy(st->flive, st->in.idx, st->nflive * sizeof(uint32_t));
       GS_CHECK(state_merge(st, g, r - 1));
     }
   }
@@ -247,27 +302,20 @@ static gs_status gtopk_tree(const coll_group *g, gtopk_state *st) {
   }
   /* And send them the result. */
   if (r < 2 * rem) {
+    size_t ret = st->out.ret_bytes;
     if (r % 2 == 1) {
       state_pack(st);
-      GS_CHECK(p2p_sendrecv(g, st->out.buf, bytes, r - 1, NULL, 0,
+      for (size_t t = 0; t < st->m; t++)
+        st->out.live[t] = (uint8_t)contains(st->flive, st->nflive, st->idx[t]);
+      GS_CHECK(p2p_sendrecv(g, st->out.buf, ret, r - 1, NULL, 0,
                             MPI_PROC_NULL, TAG_SPARSE));
     } else {
-      GS_CHECK(p2p_sendrecv(g, NULL, 0, MPI_PROC_NULL, st->in.buf, bytes,
+      GS_CHECK(p2p_sendrecv(g, NULL, 0, MPI_PROC_NULL, st->in.buf, ret,
                             r + 1, TAG_SPARSE));
       GS_CHECK(state_take(st));
     }
   }
   return GS_OK;
-}
-
-static int contains(const uint32_t *sorted, size_t m, uint32_t v) {
-  size_t lo = 0, hi = m;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (sorted[mid] < v) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo < m && sorted[lo] == v;
 }
 
 gs_status sparse_run_gtopk(gs_comm *c, sparse_args *s) {
@@ -282,7 +330,7 @@ gs_status sparse_run_gtopk(gs_comm *c, sparse_args *s) {
     *s->out_count = st.m;
     if (s->kept)
       for (size_t i = 0; i < s->count; i++)
-        s->kept[i] = (uint8_t)contains(st.idx, st.m, s->idx[i]);
+        s->kept[i] = (uint8_t)contains(st.live, st.nlive, s->idx[i]);
   }
   state_free(&st);
   return rc;

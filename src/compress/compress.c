@@ -6,6 +6,7 @@
  * keep its own residual.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,7 +155,7 @@ gs_status gs_compressor_info_get(const gs_compressor *c, gs_compressor_info *out
       .param = c->param, .compress_bytes_per_elem = k->cbytes,
       .decompress_bytes_per_elem = k->dbytes,
       .ef_decay = k->ef_decay > 0 ? k->ef_decay : 1.0f,
-      .own_momentum = k->own_momentum, .warmup = k->warmup};
+      .own_momentum = k->own_momentum, .warmup = k->warmup, .own_ef = k->own_ef};
   return GS_OK;
 }
 
@@ -292,6 +293,13 @@ gs_status gs_compress_state_create(const gs_compressor *c, size_t n,
     return gs_error(GS_ERR_INVALID_ARG,
                     "compressor %s: ef_decay %g (expected 0 < gamma <= 1, or 0 for "
                     "the compressor's default)", c->spec, (double)o.ef_decay);
+  /* 1 is what these kinds do anyway (and what a state's own opts hold once
+   * defaulted, so that a state can be made again from them). */
+  if (c->kind->own_ef && o.ef_decay != 0 && o.ef_decay != 1)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "compressor %s: ef_decay %g, but %s keeps its residual its own "
+                    "way and does not damp it", c->spec, (double)o.ef_decay,
+                    c->kind->name);
   if (o.ef_decay == 0) {
     gs_compressor_info info;
     gs_compressor_info_get(c, &info);
@@ -417,6 +425,8 @@ gs_status gs_compress_state_carry(gs_compress_state *dst, size_t dst_off,
   float *du = dst->kind->momentum ? dst->kind->momentum(dst) : NULL;
   const float *su = src->kind->momentum ? src->kind->momentum(src) : NULL;
   if (du != NULL && su != NULL) memcpy(du + dst_off, su + src_off, n * sizeof *du);
+  if (dst->kind->adapt_set != NULL && src->kind->adapt_get != NULL)
+    dst->kind->adapt_set(dst, src->kind->adapt_get(src));
   if (src->step > dst->step) dst->step = src->step;
   if (dst->lr == 0) dst->lr = src->lr;
   return GS_OK;
@@ -456,6 +466,7 @@ gs_status gs_compress_memory_get(const gs_compress_state *st, size_t off, size_t
   }
   out->step = st->step;
   out->lr = st->lr;
+  out->adapt = st->kind->adapt_get ? st->kind->adapt_get(st) : 0;
   return GS_OK;
 }
 
@@ -481,6 +492,10 @@ gs_status gs_compress_memory_put(gs_compress_state *st, size_t off, size_t n,
     return gs_error(GS_ERR_INVALID_ARG, "gs_compress_memory_put (compressor %s): "
                     "learning rate %g (expected finite and >= 0; 0: none)", st->c->spec,
                     in->lr);
+  if (in->adapt != 0 && st->kind->adapt_set != NULL && in->adapt > st->kind->adapt_max)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_compress_memory_put (compressor %s): "
+                    "adaptive setting %u (expected 1 to %u; 0: none)", st->c->spec,
+                    in->adapt, st->kind->adapt_max);
   /* A value that is not finite would stay in the residual forever. */
   for (int k = 0; k < 2; k++) {
     const float *x = k == 0 ? (res ? in->residual : NULL) : (mom ? in->momentum : NULL);
@@ -505,6 +520,7 @@ gs_status gs_compress_memory_put(gs_compress_state *st, size_t off, size_t n,
     memcpy(st->kind->momentum(st) + off, in->momentum, n * sizeof(float));
   if (in->step > st->step) st->step = in->step;
   if (st->lr == 0) st->lr = in->lr;
+  if (in->adapt != 0 && st->kind->adapt_set != NULL) st->kind->adapt_set(st, in->adapt);
   return GS_OK;
 }
 
@@ -537,12 +553,21 @@ gs_status gs_compress(gs_compress_state *st, const float *grad, size_t n,
     return gs_error(GS_ERR_INVALID_ARG,
                     "gs_compress (compressor %s, n = %zu): payload buffer of %zu "
                     "bytes, expected at least %zu", st->c->spec, n, cap, need);
-  /* A NaN must not reach the residual, where it would stay forever. */
-  for (size_t i = 0; i < n; i++)
-    if (isnan(grad[i]))
-      return gs_error(GS_ERR_INVALID_ARG,
-                      "gs_compress (compressor %s): grad[%zu] is NaN", st->c->spec,
-                      i);
+  /* A NaN or an infinity must not reach the residual, where it would stay
+   * forever (an infinity turns into NaN at the first inf - inf, or saturates
+   * fp16, or zeroes TernGrad's scale). One pass that tests both at once
+   * (|g| <= FLT_MAX is false for NaN and +-Inf) without an early exit, so
+   * that the compiler can vectorise it; the element is found only when one
+   * is bad. */
+  int bad = 0;
+  for (size_t i = 0; i < n; i++) bad |= !(fabsf(grad[i]) <= FLT_MAX);
+  if (bad)
+    for (size_t i = 0; i < n; i++)
+      if (!(fabsf(grad[i]) <= FLT_MAX))
+        return gs_error(GS_ERR_INVALID_ARG, "gs_compress (compressor %s): grad[%zu] "
+                        "is %s", st->c->spec, i,
+                        isnan(grad[i]) ? "NaN" : grad[i] > 0 ? "infinite (+inf)"
+                                                             : "infinite (-inf)");
   st->last_step = st->step;
   if (st->kind->warmup)
     st->density = gs__warmup_density(st->c->param, st->step, st->opts.warmup_steps);

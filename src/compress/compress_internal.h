@@ -60,6 +60,12 @@ typedef struct gs_compress_kind {
    * state; DGC's u), which gs_compress_state_carry and
    * gs_compress_memory_get/put move with the residual. NULL: none. */
   float *(*momentum)(const gs_compress_state *st);
+  /* A whole-state setting the kind adapts as it runs (SIDCo's stage count),
+   * part of gs_compress_memory.adapt so that a resumed run goes on from it:
+   * 1..adapt_max; NULL for kinds without one. */
+  uint32_t (*adapt_get)(const gs_compress_state *st);
+  void (*adapt_set)(gs_compress_state *st, uint32_t v);
+  uint32_t adapt_max;
   /* Round 0: p holds the n values to compress (g + e under the generic
    * error feedback, g otherwise; own_ef kinds get g). */
   gs_status (*compress)(gs_compress_state *st, const float *p, void *payload,

@@ -49,6 +49,16 @@ static gs_status sidco_init(gs_compress_state *st) {
 
 static void sidco_fini(gs_compress_state *st) { gs_free(st->priv); }
 
+/* The stage count is memory: it only grows as fits miss, and a resumed run
+ * that started again from the initial count would select differently. */
+static uint32_t sidco_adapt_get(const gs_compress_state *st) {
+  return (uint32_t)((const sidco_priv *)st->priv)->stages;
+}
+
+static void sidco_adapt_set(gs_compress_state *st, uint32_t v) {
+  ((sidco_priv *)st->priv)->stages = (int)v;
+}
+
 /* The regularised lower incomplete gamma function P(a, x) (series for
  * x < a + 1, Lentz's continued fraction otherwise; Numerical Recipes 6.2). */
 static double gamma_p(double a, double x) {
@@ -198,4 +208,5 @@ const gs_compress_kind gs__kind_sidco = {
     .name = "sidco", .param = GS_PARAM_DENSITY, .exchange = GS_EXCHANGE_SPARSE,
     .rounds = 1, .fixed_size = 0, .cbytes = 32, .dbytes = 0,
     .payload_bytes = sidco_bytes, .init = sidco_init, .fini = sidco_fini,
+    .adapt_get = sidco_adapt_get, .adapt_set = sidco_adapt_set, .adapt_max = 5,
     .compress = sidco_compress, .decompress_add = sidco_decompress_add};

@@ -45,6 +45,7 @@ gs_status gs_compress_spec_parse(const char *spec, gs_compress_spec *out) {
   out->ef_decay = info.ef_decay;
   out->own_momentum = info.own_momentum;
   out->warmup = info.warmup;
+  out->own_ef = info.own_ef;
   gs_compressor_destroy(c);
   return GS_OK;
 }
@@ -74,6 +75,18 @@ gs_status gs_compress_spec_momentum(const gs_compress_spec *z, double optimizer,
                     "inside the compressor (momentum correction), into which the "
                     "optimizer's Nesterov momentum %g cannot move: use plain momentum",
                     spec, z->kind, optimizer);
+  /* Under auto: the plan keeps some groups dense, where nothing but the
+   * optimizer applies momentum, and which groups those are changes with each
+   * replan; one optimizer momentum cannot be both moved and kept, so the
+   * combination is refused rather than training the dense groups without
+   * the momentum that was asked for. */
+  if (z->automatic)
+    return gs_error(GS_ERR_INVALID_ARG, "compression '%s': %s applies momentum inside "
+                    "the compressor (momentum correction), which would take the "
+                    "optimizer's momentum %g from the groups the plan keeps dense too: "
+                    "with auto:, give an optimizer momentum of 0 (the compressed groups "
+                    "then use the compressor's), or compress every group with '%s'",
+                    spec, z->kind, optimizer, z->compressor);
   if (given && (float)compressor != (float)optimizer)
     return gs_error(GS_ERR_INVALID_ARG, "compression '%s': the optimizer's momentum %g "
                     "and the compressor's momentum %g differ: %s applies momentum inside "

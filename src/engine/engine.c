@@ -1193,6 +1193,7 @@ gs_status gs_engine_memory_get(gs_engine *e, int id, gs_compress_memory *out) {
   out->have = 0;
   out->step = 0;
   out->lr = 0;
+  out->adapt = 0;
   if (e->zc == NULL || e->tensors[id].count == 0) return GS_OK;
   const eng_tensor *t = &e->tensors[id];
   size_t at = 0;

@@ -22,7 +22,9 @@ typedef struct {
 
 typedef struct {
   uint64_t count;
-  uint32_t have, reserved;
+  uint32_t have;
+  uint32_t adapt; /* gs_compress_memory.adapt; 0 in files of builds that did
+                     not keep it (then "reserved", always written 0) */
   uint64_t step; /* the compressor's step counter */
   double lr;
 } mem_tensor;
@@ -56,7 +58,7 @@ gs_status train_memory_write(const char *path, const train_memory *m, int rank, 
   for (size_t i = 0; st == GS_OK && i < m->ntensors; i++) {
     const gs_compress_memory *x = &m->mem[i];
     mem_tensor t = {.count = m->counts[i], .have = x->have & kinds_known, .step = x->step,
-                    .lr = x->lr};
+                    .lr = x->lr, .adapt = x->adapt};
     st = gs_nn_file_write(&f, &t, sizeof t);
     const size_t bytes = m->counts[i] * sizeof(float);
     if (st == GS_OK && (t.have & GS_COMPRESS_MEM_RESIDUAL))
@@ -212,9 +214,13 @@ gs_status train_memory_load(const char *dir, long step, int old_size, int rank,
         x->have = 0;
         x->step = 0;
         x->lr = t.lr;
+        x->adapt = 0;
         lr0 = t.lr;
       }
       if (t.step > x->step) x->step = t.step;
+      /* A rank's own, or on another world size the largest (the stages the
+       * fits needed somewhere). */
+      if (t.adapt > x->adapt) x->adapt = t.adapt;
       /* Each rank's residual is scaled to its own rate: to rank 0's. */
       const double f = lr0 > 0 && t.lr > 0 ? t.lr / lr0 : 1.0;
       for (int k = 0; k < 2; k++) {

@@ -328,10 +328,25 @@ static size_t ref_merge(const pv *a, size_t na, const pv *b, size_t nb, size_t k
   return m;
 }
 
+/* Keeps of live[0..*n) the indices set[0..m) (sorted) holds. */
+static void ref_cut(uint32_t *live, size_t *n, const pv *set, size_t m) {
+  size_t w = 0;
+  for (size_t i = 0; i < *n; i++) {
+    int in = 0;
+    for (size_t j = 0; j < m; j++) in |= set[j].idx == live[i];
+    if (in) live[w++] = live[i];
+  }
+  *n = w;
+}
+
 /* gTop-k's definition on p ranks: fold the remainder, recursive doubling
- * over the power-of-two core, as merges of sets. */
+ * over the power-of-two core, as merges of sets. live (k + 1 room) gets the
+ * indices of this rank whose values reached the global set: those that
+ * every merge after this rank's set went in kept (an index a merge dropped
+ * and a later one took back carries only other ranks' values). */
 static size_t ref_gtopk(uint64_t seed, size_t count_each, size_t k, size_t n,
-                        int dups, int zero, pv *out) {
+                        int dups, int zero, pv *out, uint32_t *live,
+                        size_t *nlive) {
   int p = g_size, q = 1;
   while (q * 2 <= p) q *= 2;
   int rem = p - q;
@@ -344,15 +359,24 @@ static size_t ref_gtopk(uint64_t seed, size_t count_each, size_t k, size_t n,
     for (size_t i = 0; i < e.count; i++) tmp[i] = (pv){e.idx[i], e.val[i]};
     set[r] = malloc((k + 1) * sizeof(pv));
     m[r] = ref_merge(tmp, e.count, NULL, 0, (size_t)-1, n, set[r]);
+    if (r == g_rank) {
+      for (size_t i = 0; i < m[r]; i++) live[i] = set[r][i].idx;
+      *nlive = m[r];
+    }
     free(tmp);
     free_pairs(&e);
   }
+  int holder = g_rank; /* whose set carries this rank's values */
   /* core member j is rank 2j+1 for j < rem, j + rem otherwise */
   pv *tmp = malloc((2 * k + 1) * sizeof(pv));
   for (int j = 0; j < rem; j++) {
     m[2 * j + 1] = ref_merge(set[2 * j + 1], m[2 * j + 1], set[2 * j], m[2 * j],
                              k, n, tmp);
     memcpy(set[2 * j + 1], tmp, m[2 * j + 1] * sizeof(pv));
+    if (g_rank / 2 == j) {
+      holder = 2 * j + 1;
+      ref_cut(live, nlive, set[holder], m[holder]);
+    }
   }
   int *core = malloc(sizeof(int) * (size_t)q);
   for (int j = 0; j < q; j++) core[j] = j < rem ? 2 * j + 1 : j + rem;
@@ -369,6 +393,7 @@ static size_t ref_gtopk(uint64_t seed, size_t count_each, size_t k, size_t n,
       m[core[j]] = nm[j];
       free(next[j]);
     }
+    ref_cut(live, nlive, set[holder], m[holder]);
     free(next);
     free(nm);
   }
@@ -396,7 +421,9 @@ static void test_gtopk(size_t n, size_t count, size_t k, int dups, int zero_rank
   CHECK_ST(gs_gtopk(g_comm, mine.idx, mine.val, mycount, k, n, oi, ov, &got, kept),
            GS_OK);
   pv *ref = malloc((k + 1) * sizeof(pv));
-  size_t m = ref_gtopk(seed, count, k, n, dups, zero_rank, ref);
+  uint32_t *live = malloc((count + 1) * sizeof(uint32_t));
+  size_t nlive = 0;
+  size_t m = ref_gtopk(seed, count, k, n, dups, zero_rank, ref, live, &nlive);
   CHECK(got == m, "%zu pairs, expected %zu", got, m);
   for (size_t i = 0; i < m && i < got && !g_case_failed; i++)
     CHECK(oi[i] == ref[i].idx && ov[i] == ref[i].val, "pair %zu is (%u, %g), "
@@ -408,14 +435,16 @@ static void test_gtopk(size_t n, size_t count, size_t k, int dups, int zero_rank
   CHECK_ST(gs_allreduce(g_comm, GS_IN_PLACE, &hmax, 1, GS_F64, GS_MAX, GS_ALGO_AUTO), GS_OK);
   CHECK_ST(gs_allreduce(g_comm, GS_IN_PLACE, &hmin, 1, GS_F64, GS_MIN, GS_ALGO_AUTO), GS_OK);
   CHECK(hmax == hmin, "the ranks' results differ");
-  /* kept says which of this rank's indices made it. */
+  /* kept says which of this rank's values made it: not the same as its
+   * index being in the global set, where a merge dropped it on the way. */
   for (size_t i = 0; i < mycount; i++) {
     int in = 0;
-    for (size_t j = 0; j < got; j++) in |= oi[j] == mine.idx[i];
+    for (size_t j = 0; j < nlive; j++) in |= live[j] == mine.idx[i];
     CHECK(kept[i] == in, "kept[%zu] = %d for index %u, expected %d", i, kept[i],
           mine.idx[i], in);
   }
   CHECK(oi[k] == 0xdeadbeef, "guard overwritten");
+  free(live);
   free(ref);
   free(oi);
   free(ov);
@@ -450,6 +479,47 @@ static void test_gtopk_exact(size_t n, size_t count) {
           oi[j], ov[j], sum[oi[j]]);
   free(sum);
   free(seen);
+  free(oi);
+  free(ov);
+  free_pairs(&mine);
+  end_case();
+}
+
+/* Error feedback's conservation: every value a rank gave is either in the
+ * global sum (kept) or not kept (and goes back to its residual), so the sum
+ * over ranks of the kept values is the global set exactly (the values are
+ * small integers), and zero off it. `tester` is the case a merge drops a
+ * value whose index a later merge takes back: rank 2's 0.9 at index 0 loses
+ * to rank 3's 0.95 and rank 0's 1 wins index 0 at the end. */
+static void test_gtopk_conserve(size_t n, size_t count, size_t k, int dups,
+                                int tester) {
+  begin_case("gtopk conserves n=%zu count=%zu k=%zu dups=%d tester=%d", n, count,
+             k, dups, tester);
+  pairs mine = make_pairs(g_rank, 900 + n + count + k, count, n, dups);
+  if (tester) {
+    static const uint32_t ti[4] = {0, 1, 0, 2};
+    static const float tv[4] = {4, 2, 3.5f, 3.75f};
+    mine.count = g_rank < 4 ? 1 : 0;
+    if (mine.count) mine.idx[0] = ti[g_rank], mine.val[0] = tv[g_rank];
+  }
+  uint32_t *oi = malloc((k + 1) * sizeof(uint32_t));
+  float *ov = malloc((k + 1) * sizeof(float));
+  uint8_t *kept = malloc(mine.count + 1);
+  size_t got = 0;
+  CHECK_ST(gs_gtopk(g_comm, mine.idx, mine.val, mine.count, k, n, oi, ov, &got,
+                    kept), GS_OK);
+  double *sent = calloc(n, sizeof(double)), *want = calloc(n, sizeof(double));
+  for (size_t i = 0; i < mine.count; i++)
+    if (kept[i]) sent[mine.idx[i]] += mine.val[i];
+  CHECK_ST(gs_allreduce(g_comm, GS_IN_PLACE, sent, n, GS_F64, GS_SUM, GS_ALGO_AUTO),
+           GS_OK);
+  for (size_t j = 0; j < got; j++) want[oi[j]] = ov[j];
+  for (size_t i = 0; i < n && !g_case_failed; i++)
+    CHECK(sent[i] == want[i], "index %zu: the kept values add up to %g, the global "
+          "set has %g", i, sent[i], want[i]);
+  free(sent);
+  free(want);
+  free(kept);
   free(oi);
   free(ov);
   free_pairs(&mine);
@@ -720,6 +790,12 @@ int main(int argc, char **argv) {
   test_gtopk(5, 5, 5, 0, -1);       /* k = n */
   test_gtopk_exact(30, 4);
   test_gtopk_exact(200, 31);
+  test_gtopk_conserve(4, 1, 1, 0, 1);
+  test_gtopk_conserve(16, 4, 4, 0, 0);
+  test_gtopk_conserve(12, 3, 3, 1, 0);
+  test_gtopk_conserve(40, 6, 6, 0, 0);
+  test_gtopk_conserve(6, 2, 2, 0, 0);
+  test_gtopk_conserve(10, 1, 1, 0, 0);
   if (g_uniform) {
     for (size_t n = 1; n <= 3000; n = n * 7 + 5) {
       test_hitopk(n, n / 10 + 1, GS_SPARSE_HITOPK, 0);

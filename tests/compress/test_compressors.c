@@ -1252,6 +1252,42 @@ static void test_determinism(void **unused) {
 
 /* ---- Failure paths ---------------------------------------------------------------- */
 
+/* An infinity is refused as a NaN is, by every kind, naming the element,
+ * with the state unchanged: before, topk kept -nan in its residual, qsgd
+ * and efsignsgd sent nan or inf, terngrad sent 0, fp16 sent 65504 and kept
+ * inf, powersgd failed in LAPACK. */
+static void test_non_finite(void **unused) {
+  (void)unused;
+  const size_t n = 64;
+  float g[64];
+  for (size_t k = 0; k < NSPECS; k++) {
+    gs_compressor *c = make(all_specs[k]);
+    gs_compress_state *st = state(c, n, 1, 0, 1);
+    size_t cap = gs_compress_capacity(st, 0), bytes = 0;
+    uint32_t *pay = malloc(cap + 4);
+    const float bad[3] = {INFINITY, -INFINITY, NAN};
+    const char *word[3] = {"grad[5] is infinite (+inf)", "grad[5] is infinite (-inf)",
+                           "grad[5] is NaN"};
+    for (int b = 0; b < 3; b++) {
+      for (size_t i = 0; i < n; i++) g[i] = (float)i - 20;
+      g[5] = bad[b];
+      assert_int_equal(gs_compress(st, g, n, pay, cap, &bytes), GS_ERR_INVALID_ARG);
+      if (strstr(gs_last_error(), word[b]) == NULL)
+        fail_msg("%s: '%s' not in: %s", all_specs[k], word[b], gs_last_error());
+      assert_int_equal(gs_compress_step(st), 0);
+      const float *e = gs_compress_residual(st);
+      for (size_t i = 0; e != NULL && i < n; i++)
+        if (e[i] != 0) fail_msg("%s: residual[%zu] = %g", all_specs[k], i, e[i]);
+    }
+    g[5] = 1;
+    if (gs_compress(st, g, n, pay, cap, &bytes) != GS_OK)
+      fail_msg("%s: a finite gradient after: %s", all_specs[k], gs_last_error());
+    free(pay);
+    gs_compress_state_destroy(st);
+    gs_compressor_destroy(c);
+  }
+}
+
 static void test_failures(void **unused) {
   (void)unused;
   const size_t n = 100;
@@ -1342,6 +1378,7 @@ int main(void) {
       cmocka_unit_test(test_ef_decay),
       cmocka_unit_test(test_determinism),
       cmocka_unit_test(test_failures),
+      cmocka_unit_test(test_non_finite),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -146,8 +146,12 @@ static void test_dgc_momentum_rule(void **unused) {
   gs_compress_momentum m = rule_ok("dgc:0.001", 0.9, 0, -1);
   assert_true(m.moved);
   assert_true(m.compressor == 0.9f && m.optimizer == 0.0f);
-  m = rule_ok("auto:dgc:0.001", 0.5, 0, -1);
-  assert_true(m.moved && m.compressor == 0.5f && m.optimizer == 0.0f);
+  /* Under auto: the dense groups need the optimizer's momentum: refused
+   * rather than moved (it was moved, and the dense groups trained without
+   * momentum); with an optimizer momentum of 0 nothing moves. */
+  rule_fails("auto:dgc:0.001", 0.5, 0, -1, "auto:", "dgc:0.001'");
+  m = rule_ok("auto:dgc:0.001", 0, 0, -1);
+  assert_true(!m.moved && m.compressor == dflt && m.optimizer == 0.0f);
   /* An explicit compressor momentum equal to the optimizer's is the same move. */
   m = rule_ok("dgc:0.001", 0.9, 0, 0.9);
   assert_true(m.moved && m.compressor == 0.9f && m.optimizer == 0.0f);
@@ -168,7 +172,7 @@ static void test_dgc_momentum_rule(void **unused) {
   }
   /* Both given and different: an error naming both values. */
   rule_fails("dgc:0.001", 0.9, 0, 0.5, "0.9", "0.5");
-  rule_fails("auto:dgc:0.001", 0.9, 0, 0, "0.9", "differ");
+  rule_fails("dgc:0.001", 0.9, 0, 0, "0.9", "differ");
   /* Nesterov's momentum cannot become the compressor's plain one. */
   rule_fails("dgc:0.001", 0.9, 1, -1, "Nesterov", "0.9");
   /* Out of range. */
@@ -179,12 +183,39 @@ static void test_dgc_momentum_rule(void **unused) {
   assert_int_equal(gs_compress_spec_momentum(NULL, 0.9, 0, -1, &m), GS_ERR_INVALID_ARG);
 }
 
+/* DGC and PowerSGD keep their own residual, which ef_decay does not damp:
+ * a damping other than 0 (the kind's) and 1 (what they do) is refused
+ * rather than taken and ignored; the spec and the info say so. */
+static void test_own_ef_refuses_decay(void **unused) {
+  (void)unused;
+  const char *own[] = {"dgc:0.01", "powersgd:2"};
+  for (size_t i = 0; i < 2; i++) {
+    gs_compress_spec z = parse_ok(own[i]);
+    assert_true(z.own_ef);
+    gs_compressor *c = NULL;
+    assert_int_equal(gs_compressor_create(own[i], &c), GS_OK);
+    gs_compress_opts o = gs_compress_opts_default();
+    gs_compress_state *st = NULL;
+    o.ef_decay = 0.5f;
+    assert_int_equal(gs_compress_state_create(c, 64, &o, &st), GS_ERR_INVALID_ARG);
+    if (strstr(gs_last_error(), "ef_decay 0.5") == NULL)
+      fail_msg("%s: %s", own[i], gs_last_error());
+    o.ef_decay = 1;
+    assert_int_equal(gs_compress_state_create(c, 64, &o, &st), GS_OK);
+    gs_compress_state_destroy(st);
+    gs_compressor_destroy(c);
+  }
+  assert_false(parse_ok("randomk:0.01").own_ef);
+  assert_false(parse_ok("topk:0.01").own_ef);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_off),
       cmocka_unit_test(test_forms),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_dgc_momentum_rule),
+      cmocka_unit_test(test_own_ef_refuses_decay),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,8 @@
 #   - same world size: a run stopped at a global step and resumed ends
 #     bitwise where the uninterrupted run ends, top-k with error feedback
 #     and a density warm-up (commits in the background) and DGC (momentum
-#     correction; commits in the foreground, GRADSYNC_COMMIT_SYNC); the
+#     correction; commits in the foreground, GRADSYNC_COMMIT_SYNC) and
+#     SIDCo (whose adaptive stage count is kept with the memory); the
 #     same commit resumed with its memory hidden from the description
 #     starts the memory at zero, says so, and ends elsewhere (so the
 #     bitwise check sees the memory); only the last commit's files remain;
@@ -23,9 +24,13 @@
 # 2048 samples, 2 ranks x 16: 64 steps per epoch, 2 epochs.
 args="--model mlp --synthetic 2048 --batch 16 --epochs 2 --policy wfbp --schedule cosine"
 
-for z in topk dgc; do
+for z in topk dgc sidco; do
   if [ $z = topk ]; then
     zargs="--compress topk:0.01 --compress-warmup-steps 50"
+    unset GRADSYNC_COMMIT_SYNC
+  elif [ $z = sidco ]; then
+    # SIDCo's stage count adapts as its fits miss: memory too.
+    zargs="--compress sidco:0.01"
     unset GRADSYNC_COMMIT_SYNC
   else
     zargs="--compress dgc:0.01"

@@ -25,8 +25,15 @@ expect 2 "need --compress" "$gs" train --ef-decay 0.9
 expect 2 "above 0 and at most 1" "$gs" train --compress randomk:0.01 --ef-decay 0
 expect 2 "above 0 and at most 1" "$gs" train --compress randomk:0.01 --ef-decay 1.5
 expect 2 "give one of them" "$gs" train --compress randomk:0.01 --no-ef --ef-decay 0.9
-# The damping in use is reported: random-k's default, --ef-decay's value.
 small="--model mlp --synthetic 256 --max-steps 1"
+# Kinds with their own residual do not damp it: refused, not reported.
+# shellcheck disable=SC2086
+expect 2 "ef-decay does not apply to --compress dgc:0.01: dgc" "$gs" train $small \
+  --compress dgc:0.01 --ef-decay 0.5
+# shellcheck disable=SC2086
+expect 2 "ef-decay does not apply to --compress powersgd:2: powersgd" "$gs" train \
+  $small --compress powersgd:2 --ef-decay 0.5
+# The damping in use is reported: random-k's default, --ef-decay's value.
 # shellcheck disable=SC2086
 expect 0 '"ef_decay":0.5,' "$gs" train $small --compress randomk:0.01 --json
 # shellcheck disable=SC2086
@@ -53,6 +60,11 @@ if printf '%s' "$out" | grep -q "moved into it"; then
   echo "FAIL: topk announced a move"; fail=1
 fi
 expect 2 "Nesterov momentum 0.9 cannot move" "$gs" train --compress dgc:0.01 --nesterov
+# Under auto: the groups the plan keeps dense need the optimizer's momentum:
+# not moved (it was, and dense groups trained without it) but refused.
+# shellcheck disable=SC2086
+expect 2 "auto:dgc:0.01.*give an optimizer momentum of 0" "$gs" train $small \
+  --compress auto:dgc:0.01 --momentum 0.9
 expect 2 "unknown compressor" "$gs" plan --profile "$prof" --net 1GbE --workers 4 --compress bogus
 expect 2 "expected auto:SPEC" "$gs" plan --profile "$prof" --net 1GbE --workers 4 --compress auto:
 # A spec on every group cannot go with dear: asked for alone, an error;
