@@ -87,6 +87,25 @@ if [ "$rc" -ne 0 ] || [ -z "$steps" ] || [ "$steps" -le 32 ] || [ "$steps" -gt 6
   fail "asp with a straggler: exit $rc, worker 0 ran '${steps}' steps, expected 33 to 64 (32 is its share)"
   echo "$out" | tail -3
 fi
+# Each epoch's "samples" under asp are the samples the servers applied, every
+# worker's: an epoch ends when they reach its budget (6 steps x 64), after
+# which each of the 2 workers pushes at most once more. So the epochs' running
+# total k x 384 <= total < k x 384 + 2 x 32 whoever ran more steps (worker 0,
+# slowed here, counted only its own steps before).
+out=$(timeout 200 "$gs" run -np 3 -- "$gs" train --synthetic 384 --epochs 2 --batch 32 --json \
+      --ps 1 --sync asp --straggler 0:+40ms 2>&1)
+rc=$?
+got=$(echo "$out" | sed -n 's/^{"epoch":.*"samples":\([0-9]*\).*/\1/p' | tr '\n' ' ')
+k=0 total=0
+for s in $got; do
+  k=$((k + 1)) total=$((total + s))
+  if [ "$total" -lt $((k * 384)) ] || [ "$total" -ge $((k * 384 + 64)) ]; then
+    fail "asp epochs' samples '$got': after epoch $k $total, expected $((k * 384)) to $((k * 384 + 63))"
+    break
+  fi
+done
+[ "$rc" -eq 0 ] && [ "$(echo $got | wc -w)" -eq 2 ] ||
+  fail "asp with worker 0 slowed: exit $rc, epochs' samples '$got'"
 run 3 '"sync":"delayed:2"' --sync delayed:2 --straggler 1:2:2-6
 # A fixed delay: 50 ms after each of global steps 2 to 5 on rank 0, 0.2 s.
 run 2 '"straggler_sleep_s":0.2[,}]' --straggler 0:+50ms:2-6
