@@ -109,6 +109,29 @@ done
 run 3 '"sync":"delayed:2"' --sync delayed:2 --straggler 1:2:2-6
 # A fixed delay: 50 ms after each of global steps 2 to 5 on rank 0, 0.2 s.
 run 2 '"straggler_sleep_s":0.2[,}]' --straggler 0:+50ms:2-6
+# A stop at step 9 and a resume end with the weights of an uninterrupted run,
+# bitwise: post-local's BSP phase is by the run's position (a resumed run
+# does not start it again: 3 BSP steps after the resume, 12 in all), and each
+# rank's own momentum (local SGD's stays on its rank) comes back, not rank 0's
+# for every rank.
+resumed() { # name np sync momentum summary-regex
+  A="--model mlp --synthetic 384 --epochs 2 --batch 16 --schedule cosine --warmup-epochs 0.5
+     --commit-every 3 --momentum $4 --sync $3 --json"
+  # shellcheck disable=SC2086
+  timeout 200 "$gs" run -np "$2" -- "$gs" train $A --checkpoint "$tmp/$1.ref" >/dev/null 2>&1 &&
+  timeout 200 "$gs" run -np "$2" -- "$gs" train $A --checkpoint "$tmp/$1" --stop-at-step 9 \
+    >/dev/null 2>&1 &&
+  out=$(timeout 200 "$gs" run -np "$2" -- "$gs" train $A --checkpoint "$tmp/$1" --resume 2>&1) ||
+    { fail "$1: a run failed: $(echo "$out" | tail -2)"; return; }
+  echo "$out" | grep '"summary"' | grep -Eq "$5" ||
+    fail "$1: the resumed run's summary does not match $5: $(echo "$out" | tail -1)"
+  "$cmp" mlp "$tmp/$1.ref/checkpoint.gsck" "$tmp/$1/checkpoint.gsck" ||
+    fail "$1: stop at step 9 and resume differs from the uninterrupted run"
+}
+resumed post 3 post-local:4:0.75 0 '"bsp_steps":3[,}]'
+resumed local 3 local:4 0.9 '"sync":"local:4"'
+resumed delayed 2 delayed:2 0.9 '"sync":"delayed:2"'
+resumed post_mom 2 post-local:2:0.25 0.9 '"bsp_steps":0[,}]'
 # The switch itself (issue 36, item 1): BSP for half of a 6-step budget,
 # then ASP pushes with a learning rate of 1e-9 of BSP's, end with the
 # weights of a BSP run stopped at step 3 (bitwise but for those pushes'
