@@ -132,6 +132,21 @@ resumed post 3 post-local:4:0.75 0 '"bsp_steps":3[,}]'
 resumed local 3 local:4 0.9 '"sync":"local:4"'
 resumed delayed 2 delayed:2 0.9 '"sync":"delayed:2"'
 resumed post_mom 2 post-local:2:0.25 0.9 '"bsp_steps":0[,}]'
+# A straggler's range counts a worker's own steps: under asp a worker past the
+# epoch's end is not at the epoch's last step again. Rank 1 sleeps 10 ms every
+# step (each rank reads its own --straggler: only the named rank acts on it),
+# so worker 0 runs more than the epoch's 6 steps; its range 5-6 is global step
+# 5 alone: slowed once at most (0.01 s), not once more for every step past it.
+out=$(timeout 200 "$gs" run -np 3 -- sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then
+  s=1:+10ms; else s=0:+10ms:5-6; fi; exec "$0" "$@" --straggler "$s"' "$gs" train \
+  --model mlp --synthetic 384 --epochs 2 --batch 32 --json --ps 1 --sync asp 2>&1)
+rc=$?
+slept=$(echo "$out" | sed -n 's/.*"straggler_sleep_s":\([0-9.]*\).*/\1/p')
+case "$rc:$slept" in
+  0:0|0:0.01) ;;
+  *) fail "asp, worker 0 slowed at global step 5 only: exit $rc, it slept '$slept' s, expected 0.01 at most"
+     echo "$out" | tail -3 ;;
+esac
 # The switch itself (issue 36, item 1): BSP for half of a 6-step budget,
 # then ASP pushes with a learning rate of 1e-9 of BSP's, end with the
 # weights of a BSP run stopped at step 3 (bitwise but for those pushes'
