@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "gradsync/nn.h"
+#include "gs_internal.h"
 #include "optim.h"
 #include "sync_ps.h"
 #include "train_ctx.h"
@@ -59,40 +60,24 @@ typedef struct local_sync {
   int kept_first, kept_upto, saved;
 } local_sync;
 
-static int parse_long(const char *s, long lo, long hi, long *out, const char **rest) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || v < lo || v > hi) return -1;
-  *out = v;
-  *rest = end;
-  return 0;
-}
-
 /* Parses "local:H", "post-local:H[:F]" or "delayed:D". */
 gs_status train_local_parse(const char *text, int *kind, long *h, double *frac) {
   const char *rest = NULL;
   *frac = 0.5;
   if (strncmp(text, "local:", 6) == 0) {
     *kind = LOCAL_SGD;
-    if (parse_long(text + 6, 1, 1000000, h, &rest) == 0 && *rest == '\0') return GS_OK;
+    if (gs__parse_long(text + 6, 1, 1000000, h, &rest) == 0 && *rest == '\0') return GS_OK;
   } else if (strncmp(text, "post-local:", 11) == 0) {
     *kind = LOCAL_POST;
-    if (parse_long(text + 11, 1, 1000000, h, &rest) == 0) {
+    if (gs__parse_long(text + 11, 1, 1000000, h, &rest) == 0) {
       if (*rest == '\0') return GS_OK;
       if (*rest == ':') {
-        char *end;
-        errno = 0;
-        double f = strtod(rest + 1, &end);
-        if (!errno && end != rest + 1 && *end == '\0' && f >= 0 && f <= 1) {
-          *frac = f;
-          return GS_OK;
-        }
+        if (gs__parse_double(rest + 1, 0.0, 1.0, frac, NULL) == 0) return GS_OK;
       }
     }
   } else if (strncmp(text, "delayed:", 8) == 0) {
     *kind = LOCAL_DELAYED;
-    if (parse_long(text + 8, 1, 1000000, h, &rest) == 0 && *rest == '\0') return GS_OK;
+    if (gs__parse_long(text + 8, 1, 1000000, h, &rest) == 0 && *rest == '\0') return GS_OK;
   }
   return gs_error(GS_ERR_PARSE,
                   "sync mode '%s': expected local:H, post-local:H[:F] or delayed:D with "

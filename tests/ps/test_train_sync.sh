@@ -44,6 +44,18 @@ for bad in "--sync bogus" "--sync ssp:x --ps 1" "--sync ssp --ps 1" "--sync swit
       echo "$msg" | grep -qF -- "$val" || fail "'$bad': message '$msg' does not name '$val'" ;;
   esac
 done
+# Numbers in a --sync spec follow the command line's rules (docs/CLI.md): no
+# '+', spaces, leading zero or hexadecimal (values with a space: one argument).
+for val in "ssp:+3" "ssp: 3" "ssp:03" "switch:offline:+0.5" "switch:offline: 0.5" \
+           "switch:offline:0x0.8" "local:+2" "local: 2" "local:02" "delayed:0x2" \
+           "post-local:2:+0.5" "post-local:2: 0.5" "post-local: 2"; do
+  case "$val" in local*|delayed*|post*) ps= ;; *) ps="--ps 1" ;; esac
+  # shellcheck disable=SC2086
+  msg=$("$gs" train --synthetic 384 --max-steps 1 $ps --sync "$val" 2>&1)
+  rc=$?
+  [ "$rc" -eq 2 ] && [ "$(echo "$msg" | wc -l)" -eq 1 ] &&
+    echo "$msg" | grep -qF -- "$val" || fail "--sync '$val': exit $rc, message '$msg'"
+done
 # Options that name ranks, against the job's size: usage errors (exit 2),
 # said once, without a rank prefix repeated (issue 36).
 sized() { # np expect-substring args...
