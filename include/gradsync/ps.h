@@ -120,7 +120,8 @@ int gs_ps_sync_lockstep(const gs_ps_sync *s);
  * = 0 and begin[servers] = the total. The cut points are the equal-bytes
  * points, each moved to the nearer tensor edge when the tensor it falls in is
  * small (under a quarter of a shard), so that large tensors are split and
- * small ones are not. */
+ * small ones are not. A shard may be empty (fewer parameters than servers,
+ * or none): its server still takes part in every step, with no data. */
 gs_status gs_ps_shard_plan(const size_t *counts, size_t n, int servers,
                            size_t *begin);
 

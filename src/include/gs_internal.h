@@ -93,4 +93,12 @@ double gs__median(double *v, size_t n);
  * policies' sums of the same times may differ in their last bit). */
 static inline int gs__faster(double a, double b) { return a < b - 1e-9 * (b > 0 ? b : -b); }
 
+/* A number at the start of s by the command line's rules (docs/CLI.md:
+ * decimal, no '+', spaces, leading zero or hexadecimal; a '-' only when min
+ * < 0; for a double also scientific, no nan or inf; an overflow refused),
+ * within [min, max]: 0 with *out, else -1. With end NULL the number must be
+ * all of s; else *end is where it stops (a spec's next ':'). */
+int gs__parse_long(const char *s, long min, long max, long *out, const char **end);
+int gs__parse_double(const char *s, double min, double max, double *out, const char **end);
+
 #endif /* GS_INTERNAL_H */

@@ -25,12 +25,7 @@ const char *gs_ps_mode_name(gs_ps_mode mode) {
 }
 
 static int parse_fraction(const char *s, double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || *end != '\0' || !(v >= 0.0 && v <= 1.0)) return -1;
-  *out = v;
-  return 0;
+  return gs__parse_double(s, 0.0, 1.0, out, NULL);
 }
 
 gs_status gs_ps_sync_parse(const char *text, gs_ps_sync *out) {
@@ -44,10 +39,8 @@ gs_status gs_ps_sync_parse(const char *text, gs_ps_sync *out) {
   } else if (strcmp(text, "asp") == 0) {
     s.mode = GS_PS_ASP;
   } else if (strncmp(text, "ssp:", 4) == 0) {
-    char *end;
-    errno = 0;
-    long v = strtol(text + 4, &end, 10);
-    if (errno || end == text + 4 || *end != '\0' || v < 0 || v > 1000000)
+    long v = 0;
+    if (gs__parse_long(text + 4, 0, 1000000, &v, NULL) != 0)
       return gs_error(GS_ERR_PARSE,
                       "sync mode '%s': ssp:S needs a staleness bound S, an "
                       "integer from 0 to 1000000", text);

@@ -399,8 +399,11 @@ static void push_paced(gs_ps *ps, const float *data, MPI_Request *reqs,
 
 static gs_status exchange(gs_ps *ps, ps_request *req, const float *data,
                           float *w, ps_reply *rep, const char *what) {
-  size_t nslots = request_slots(ps);
-  MPI_Request *sreq = gs_malloc(nslots * sizeof *sreq);
+  /* The sends are the S headers and push_paced's one request per server:
+   * not request_slots, whose chunk count is below S when a shard is empty
+   * (fewer parameters than servers). */
+  size_t nslots = request_slots(ps), S = (size_t)ps->servers;
+  MPI_Request *sreq = gs_malloc(2 * S * sizeof *sreq);
   MPI_Request *rreq = gs_malloc(nslots * sizeof *rreq);
   size_t *off = gs_malloc((size_t)ps->servers * sizeof *off);
   if (!sreq || !rreq || !off) {

@@ -106,13 +106,18 @@ static gs_status straggler_create(train_ctx *t, void **self) {
                                &s->to);
 }
 
-static int slowed(const straggler *s, long step) {
+/* Whether this rank sleeps after the step. Its position counts on past the
+ * epoch's end (an ASP or SSP worker may run more steps than the epoch has):
+ * the loop's global_step stays at the epoch's last step there, for the
+ * learning-rate schedule, and would slow every such step as that one. */
+static int slowed(const straggler *s, const train_step *st) {
+  const long step = st->epoch * st->steps_per_epoch + st->step;
   return s->rank == s->t->ranks->rank && step >= s->from && (s->to < 0 || step < s->to);
 }
 
 static gs_status straggler_before_forward(void *self, const train_step *st) {
   straggler *s = self;
-  if (!slowed(s, st->global_step)) return GS_OK;
+  if (!slowed(s, st)) return GS_OK;
   s->t0 = gs_now();
   s->wait0 = sync_wait(s->t);
   return GS_OK;
@@ -120,7 +125,7 @@ static gs_status straggler_before_forward(void *self, const train_step *st) {
 
 static gs_status straggler_after_backward(void *self, const train_step *st) {
   straggler *s = self;
-  if (!slowed(s, st->global_step)) return GS_OK;
+  if (!slowed(s, st)) return GS_OK;
   double compute = (gs_now() - s->t0) - (sync_wait(s->t) - s->wait0);
   double nap = s->delay_s + (s->factor - 1.0) * (compute > 0 ? compute : 0);
   if (nap > 0) {

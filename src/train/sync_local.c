@@ -16,7 +16,9 @@
  *
  * Every rank is a worker; the loop's optimizer steps on the local (or, in
  * post-local's BSP phase, averaged) gradient. Momentum buffers stay local,
- * as in Lin et al. The averages run on the loop's gs_comm; flush (before
+ * as in Lin et al., so each rank writes its own beside a checkpoint
+ * (DIR/local.rank<R>.step<S>.gsck) and a resumed run of the same size reads
+ * it back. The averages run on the loop's gs_comm; flush (before
  * evaluation, checkpoints and the end) completes what is in flight and
  * averages once more, so every replica evaluates the same weights. */
 #include <cjson/cJSON.h>
@@ -24,7 +26,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "gradsync/nn.h"
+#include "gs_internal.h"
+#include "optim.h"
 #include "sync_ps.h"
 #include "train_ctx.h"
 
@@ -39,24 +45,20 @@ typedef struct local_sync {
   float *w;          /* the net's flat weights */
   float *snap, *avg; /* delayed: the snapshot and its average in flight */
   gs_request *req;   /* delayed: the average in flight, or NULL */
-  long steps;        /* steps done */
+  long steps;        /* steps done by this launch */
   long since_avg;    /* steps since the last average started */
   int due;           /* average before the next forward */
   long bsp_steps;    /* post-local: BSP steps so far */
   long total_steps;  /* post-local: the run's steps (known at the first step) */
   gs_train_stats st;
   long averages;
+  /* The per-rank momentum files: the step of the one this rank wrote at the
+   * last commit (-1: none), and of the files the commit before left, of
+   * ranks kept_first, kept_first + size, ... below kept_upto, to remove once
+   * a newer checkpoint is in place. */
+  long written_step, kept_step;
+  int kept_first, kept_upto, saved;
 } local_sync;
-
-static int parse_long(const char *s, long lo, long hi, long *out, const char **rest) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || v < lo || v > hi) return -1;
-  *out = v;
-  *rest = end;
-  return 0;
-}
 
 /* Parses "local:H", "post-local:H[:F]" or "delayed:D". */
 gs_status train_local_parse(const char *text, int *kind, long *h, double *frac) {
@@ -64,24 +66,18 @@ gs_status train_local_parse(const char *text, int *kind, long *h, double *frac) 
   *frac = 0.5;
   if (strncmp(text, "local:", 6) == 0) {
     *kind = LOCAL_SGD;
-    if (parse_long(text + 6, 1, 1000000, h, &rest) == 0 && *rest == '\0') return GS_OK;
+    if (gs__parse_long(text + 6, 1, 1000000, h, &rest) == 0 && *rest == '\0') return GS_OK;
   } else if (strncmp(text, "post-local:", 11) == 0) {
     *kind = LOCAL_POST;
-    if (parse_long(text + 11, 1, 1000000, h, &rest) == 0) {
+    if (gs__parse_long(text + 11, 1, 1000000, h, &rest) == 0) {
       if (*rest == '\0') return GS_OK;
       if (*rest == ':') {
-        char *end;
-        errno = 0;
-        double f = strtod(rest + 1, &end);
-        if (!errno && end != rest + 1 && *end == '\0' && f >= 0 && f <= 1) {
-          *frac = f;
-          return GS_OK;
-        }
+        if (gs__parse_double(rest + 1, 0.0, 1.0, frac, NULL) == 0) return GS_OK;
       }
     }
   } else if (strncmp(text, "delayed:", 8) == 0) {
     *kind = LOCAL_DELAYED;
-    if (parse_long(text + 8, 1, 1000000, h, &rest) == 0 && *rest == '\0') return GS_OK;
+    if (gs__parse_long(text + 8, 1, 1000000, h, &rest) == 0 && *rest == '\0') return GS_OK;
   }
   return gs_error(GS_ERR_PARSE,
                   "sync mode '%s': expected local:H, post-local:H[:F] or delayed:D with "
@@ -104,6 +100,7 @@ static gs_status local_create(train_ctx *t, void **self) {
   gs_status st = train_local_parse(t->cfg->sync, &kind, &s->h, &s->bsp_frac);
   if (st != GS_OK) return st;
   s->kind = (local_kind)kind;
+  s->written_step = s->kept_step = -1;
   s->n = gs_nn_param_total(t->net);
   s->w = gs_nn_weights_flat(t->net);
   if (s->kind == LOCAL_DELAYED) {
@@ -176,7 +173,10 @@ static gs_status local_end_backward(void *self, const train_step *step) {
   local_sync *s = self;
   if (s->total_steps == 0) s->total_steps = step->steps_per_epoch * (long)s->t->cfg->epochs;
   s->steps++;
-  if (s->kind == LOCAL_POST && s->steps <= (long)(s->bsp_frac * (double)s->total_steps + 0.5)) {
+  /* The BSP phase is by the run's position (global_step, which a resumed
+   * run continues), not by this launch's steps. */
+  if (s->kind == LOCAL_POST &&
+      step->global_step + 1 <= (long)(s->bsp_frac * (double)s->total_steps + 0.5)) {
     /* BSP phase: the loop's update uses the gradients' average. */
     double t0 = gs_now();
     gs_status st = gs_allreduce(s->t->comm, GS_IN_PLACE, gs_nn_grads_flat(s->t->net), s->n,
@@ -205,6 +205,144 @@ static gs_status local_flush(void *self) {
   if (s->kind == LOCAL_DELAYED) st = delayed_apply(s);
   if (st == GS_OK) st = average_now(s);
   return st;
+}
+
+/* The per-rank momentum file: this header, the rank's n momentum floats and
+ * the crc32 of all that (gs_nn_file), in host byte order. */
+static const char MOMENTUM_MAGIC[8] = {'G', 'S', 'L', 'M', 'O', 'M', 0, 0};
+#define MOMENTUM_VERSION 1u
+
+typedef struct {
+  char magic[8];
+  uint32_t version;
+  int32_t rank, size;
+  uint32_t reserved;
+  int64_t step;
+  uint64_t count;
+} momentum_header;
+
+static void momentum_path(char *buf, size_t n, const char *dir, int rank, long step) {
+  snprintf(buf, n, "%s/local.rank%d.step%ld.gsck", dir, rank, step);
+}
+
+/* The loop's SGD momentum, which stays on its rank; NULL under another
+ * optimizer (K-FAC keeps its per-rank state itself). */
+static float *local_momentum(const local_sync *s) {
+  const train_ctx *t = s->t;
+  return t->optim.ops == &train_optim_sgd ? gs_nn_sgd_momentum_flat(t->optim.self) : NULL;
+}
+
+/* At a commit point (after flush): this rank's momentum, beside the
+ * checkpoint of step `step` that rank 0 writes next (with rank 0's). */
+static gs_status local_save_rank(void *self, const char *dir, long step, int *files) {
+  local_sync *s = self;
+  const train_ctx *t = s->t;
+  *files = 0;
+  s->written_step = -1;
+  s->saved = 1;
+  const float *m = local_momentum(s);
+  if (m == NULL) return GS_OK;
+  momentum_header h;
+  memset(&h, 0, sizeof h);
+  memcpy(h.magic, MOMENTUM_MAGIC, sizeof h.magic);
+  h.version = MOMENTUM_VERSION;
+  h.rank = t->rank;
+  h.size = t->size;
+  h.step = step;
+  h.count = s->n;
+  char path[4200];
+  momentum_path(path, sizeof path, dir, t->rank, step);
+  gs_nn_file f;
+  gs_status st = gs_nn_file_create(&f, path, "local momentum");
+  if (st != GS_OK) return st;
+  st = gs_nn_file_write(&f, &h, sizeof h);
+  if (st == GS_OK) st = gs_nn_file_write(&f, m, s->n * sizeof(float));
+  if (st != GS_OK) {
+    gs_nn_file_abort(&f);
+    return st;
+  }
+  st = gs_nn_file_commit(&f);
+  if (st != GS_OK) return st;
+  s->written_step = step;
+  *files = 1;
+  return GS_OK;
+}
+
+/* Once the checkpoint is in place: the files of the one before it go. */
+static void local_commit_rank(void *self) {
+  local_sync *s = self;
+  if (!s->saved) return;
+  s->saved = 0;
+  const int size = s->t->size;
+  for (int r = s->kept_first; s->kept_step >= 0 && r < s->kept_upto; r += size) {
+    if (s->kept_step == s->written_step && r == s->t->rank) continue;
+    char path[4200];
+    momentum_path(path, sizeof path, s->t->cfg->checkpoint_dir, r, s->kept_step);
+    (void)unlink(path);
+  }
+  s->kept_step = s->written_step;
+  s->kept_first = s->t->rank;
+  s->kept_upto = s->written_step >= 0 ? s->t->rank + 1 : 0;
+  s->written_step = -1;
+}
+
+/* On a resumed run (after the optimizer loaded the checkpoint's momentum,
+ * rank 0's): this rank's own, when the checkpoint's ranks were as many as
+ * this run's. On another world size the old ranks' momenta belong to no
+ * new rank, so every rank keeps rank 0's (as after a resize the engine's
+ * compressor memory is one for all ranks), and says so. */
+static gs_status local_load_rank(void *self, const char *dir, long step, int files_size) {
+  local_sync *s = self;
+  train_ctx *t = s->t;
+  float *m = local_momentum(s);
+  if (files_size > 0) {
+    s->kept_step = step;
+    s->kept_first = t->rank;
+    s->kept_upto = files_size;
+  }
+  if (m == NULL) return GS_OK;
+  if (files_size <= 0) {
+    train_note(t, "resume: the checkpoint in %s keeps one momentum, not each rank's: every "
+               "rank starts from rank 0's", dir);
+    return GS_OK;
+  }
+  if (files_size != t->size) {
+    train_note(t, "resume: the checkpoint in %s keeps the momenta of %d ranks, this run has "
+               "%d: every rank starts from rank 0's", dir, files_size, t->size);
+    return GS_OK;
+  }
+  char path[4200];
+  momentum_path(path, sizeof path, dir, t->rank, step);
+  const size_t want = sizeof(momentum_header) + s->n * sizeof(float) + sizeof(uint32_t);
+  unsigned char *data = NULL;
+  size_t size = 0;
+  gs_status st = gs_nn_file_read(path, "local momentum", want, &data, &size);
+  if (st != GS_OK) {
+    char what[900];
+    snprintf(what, sizeof what, "%s", gs_last_error());
+    return gs_error(st, "%s (the checkpoint at step %ld keeps each of its %d ranks' momentum "
+                    "in %s/local.rank<R>.step%ld.gsck; resuming needs it)", what, step,
+                    files_size, dir, step);
+  }
+  momentum_header h;
+  const char *why = NULL;
+  if (size != want) {
+    why = "of the wrong size (truncated, or another model)";
+  } else {
+    memcpy(&h, data, sizeof h);
+    if (memcmp(h.magic, MOMENTUM_MAGIC, sizeof h.magic) != 0 || h.version != MOMENTUM_VERSION)
+      why = "not a gradsync local momentum file of this version";
+    else if (!gs_nn_file_crc_ok(data, size))
+      why = "corrupt (checksum mismatch)";
+    else if (h.rank != t->rank || h.size != files_size || h.step != step || h.count != s->n)
+      why = "of another rank, world size, step or model";
+  }
+  if (why == NULL) memcpy(m, data + sizeof h, s->n * sizeof(float));
+  gs_free(data);
+  if (why != NULL)
+    return gs_error(GS_ERR_PARSE, "local momentum %s: %s (rank %d of %d at step %ld expected)",
+                    path, why, t->rank, files_size, step);
+  return GS_OK;
 }
 
 static void local_stats(void *self, gs_train_stats *out) { *out = ((local_sync *)self)->st; }
@@ -252,6 +390,9 @@ static gs_status local_check(const char *spec) {
                               .grad_ready = local_grad_ready,                          \
                               .end_backward = local_end_backward,                      \
                               .flush = local_flush,                                    \
+                              .save_rank = local_save_rank,                            \
+                              .commit_rank = local_commit_rank,                        \
+                              .load_rank = local_load_rank,                            \
                               .stats = local_stats,                                    \
                               .describe = local_describe,                              \
                               .destroy = local_destroy}

@@ -740,8 +740,6 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
       break;
     }
     done -= first;
-    const long epoch_samples = g0 + done * global;
-    g0 = 0;
     double epoch_s = gs_now() - e0;
     train_s += epoch_s;
     /* The samples of every worker (they may have run different steps). */
@@ -752,6 +750,11 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
     } else {
       all_seen *= t->size;
     }
+    /* The epoch's samples from every worker's count, not this one's steps
+     * times the global batch: under ASP and SSP the workers run different
+     * numbers of steps (done * global when they run the same). */
+    const long epoch_samples = g0 + (long)all_seen;
+    g0 = 0;
     images += all_seen;
     sync_stats(t, &s1);
     gs_train_stats d = stats_diff(&s0, &s1);

@@ -18,6 +18,11 @@
  *            worker count (gs_ps_worker_resume) exactly as one SGD run
  *            would; a resumed switch:offline:0.5 job whose samples done
  *            pass its BSP share goes to ASP at its first answer
+ *   empty_bsp, empty_asp  SERVERS servers over fewer parameters than
+ *            servers (2 parameters, then none), so that a server holds an
+ *            empty shard: the job runs, pushes and pulls to the end, and
+ *            (with parameters) BSP still equals all-reduce SGD, ASP with one
+ *            worker plain SGD
  *   badcfg   a configuration bad on one rank fails gs_ps_create on every
  *            rank (no hang), naming that rank
  *   fault    a plain BSP job, to be killed by GRADSYNC_PS_FAULT (the
@@ -520,6 +525,58 @@ static void case_asp_momentum(int servers, float offset, size_t chunk, const cha
   gs_ps_destroy(ps);
 }
 
+/* A server with an empty shard (fewer parameters than servers, or none at
+ * all) takes part in every exchange with no data: the job must neither
+ * crash nor hang, and the parameters must still be right. */
+static void case_empty(int servers, const char *sync) {
+  static const size_t two[] = {2};
+  for (int pass = 0; pass < 2; pass++) {
+    size_t nt = pass == 0 ? 1 : 0, n = pass == 0 ? 2 : 0;
+    gs_ps_config cfg = {.servers = servers};
+    gs_ps_sync_parse(sync, &cfg.sync);
+    gs_ps *ps = NULL;
+    if (gs_ps_create(MPI_COMM_WORLD, &cfg, nt ? two : NULL, nt, &ps) != GS_OK) {
+      EXPECT(0, "gs_ps_create with %zu parameters, %d servers: %s", n, servers,
+             gs_last_error());
+      return;
+    }
+    gs_nn_sgd_config plain = {.lr = 0.1f};
+    if (gs_ps_is_server(ps)) {
+      EXPECT(gs_ps_serve(ps, sgd_shard, &plain) == GS_OK, "serve: %s", gs_last_error());
+    } else {
+      int p = gs_ps_worker_index(ps), W = gs_ps_workers(ps);
+      MPI_Comm wc = gs_ps_worker_comm(ps);
+      float w[2] = {0.25f, -0.5f}, ref[2] = {0.25f, -0.5f}, g[2], gr[2], v[2] = {0, 0};
+      EXPECT(gs_ps_worker_init(ps, w, 0) == GS_OK, "init: %s", gs_last_error());
+      long steps = 6;
+      for (long t = 0; t < steps; t++) {
+        gradient(g, w, n, p, t);
+        gs_ps_step_info info = {.batch = 4, .lr = plain.lr, .momentum = 0};
+        EXPECT(gs_ps_step(ps, g, w, &info, NULL) == GS_OK, "step %ld: %s", t,
+               gs_last_error());
+        gradient(gr, ref, n, p, t);
+        if (strcmp(sync, "bsp") == 0) {
+          MPI_Allreduce(MPI_IN_PLACE, gr, (int)n, MPI_FLOAT, MPI_SUM, wc);
+          for (size_t i = 0; i < n; i++) gr[i] /= (float)W;
+        }
+        gs_nn_sgd_update(&plain, ref, gr, v, n);
+      }
+      if (strcmp(sync, "bsp") == 0 || W == 1)
+        for (size_t i = 0; i < n; i++)
+          EXPECT(fabsf(w[i] - ref[i]) <= 1e-6f * (1 + fabsf(ref[i])),
+                 "%s, %zu parameters, %d servers: w[%zu] %g, expected %g", sync, n,
+                 servers, i, (double)w[i], (double)ref[i]);
+      gs_ps_stats s;
+      gs_ps_get_stats(ps, &s);
+      EXPECT(s.pushes == steps, "%ld pushes, expected %ld", s.pushes, steps);
+      MPI_Barrier(wc);
+      EXPECT(gs_ps_finish(ps) == GS_OK, "finish: %s", gs_last_error());
+    }
+    gs_ps_destroy(ps);
+    if (rank == 0) printf("empty %s: %zu parameters over %d servers ok\n", sync, n, servers);
+  }
+}
+
 static void case_badcfg(int servers) {
   gs_ps_config cfg = {.servers = rank == 1 ? size : servers};
   gs_ps_sync_parse("bsp", &cfg.sync);
@@ -577,6 +634,8 @@ int main(int argc, char **argv) {
   else if (strcmp(c, "online") == 0) case_online(servers);
   else if (strcmp(c, "resume") == 0) case_resume(servers);
   else if (strcmp(c, "badcfg") == 0) case_badcfg(servers);
+  else if (strcmp(c, "empty_bsp") == 0) case_empty(servers, "bsp");
+  else if (strcmp(c, "empty_asp") == 0) case_empty(servers, "asp");
   else if (strcmp(c, "asp_momentum") == 0) {
     case_asp_momentum(servers, 0, 0, "asp");
     case_asp_momentum(servers, -1, 0, "asp");

@@ -124,7 +124,12 @@ static void test_parse(void) {
   const char *bad[] = {"", "BSP", "ssp", "ssp:", "ssp:-1", "ssp:2x",
                        "switch", "switch:offline", "switch:offline:1.5",
                        "switch:offline:-0.1", "switch:online:x", "local:4",
-                       "asp "};
+                       "asp ",
+                       /* the command line's number rules (docs/CLI.md) */
+                       "ssp:+3", "ssp: 3", "ssp:03", "ssp:0x3", "ssp:3e0",
+                       "switch:offline:+0.5", "switch:offline: 0.5",
+                       "switch:offline:0x0.8", "switch:offline:nan",
+                       "switch:online:00.5", "switch:online:inf"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     EXPECT(gs_ps_sync_parse(bad[i], &s) == GS_ERR_PARSE, "'%s' accepted",
            bad[i]);

@@ -44,6 +44,18 @@ for bad in "--sync bogus" "--sync ssp:x --ps 1" "--sync ssp --ps 1" "--sync swit
       echo "$msg" | grep -qF -- "$val" || fail "'$bad': message '$msg' does not name '$val'" ;;
   esac
 done
+# Numbers in a --sync spec follow the command line's rules (docs/CLI.md): no
+# '+', spaces, leading zero or hexadecimal (values with a space: one argument).
+for val in "ssp:+3" "ssp: 3" "ssp:03" "switch:offline:+0.5" "switch:offline: 0.5" \
+           "switch:offline:0x0.8" "local:+2" "local: 2" "local:02" "delayed:0x2" \
+           "post-local:2:+0.5" "post-local:2: 0.5" "post-local: 2"; do
+  case "$val" in local*|delayed*|post*) ps= ;; *) ps="--ps 1" ;; esac
+  # shellcheck disable=SC2086
+  msg=$("$gs" train --synthetic 384 --max-steps 1 $ps --sync "$val" 2>&1)
+  rc=$?
+  [ "$rc" -eq 2 ] && [ "$(echo "$msg" | wc -l)" -eq 1 ] &&
+    echo "$msg" | grep -qF -- "$val" || fail "--sync '$val': exit $rc, message '$msg'"
+done
 # Options that name ranks, against the job's size: usage errors (exit 2),
 # said once, without a rank prefix repeated (issue 36).
 sized() { # np expect-substring args...
@@ -87,9 +99,66 @@ if [ "$rc" -ne 0 ] || [ -z "$steps" ] || [ "$steps" -le 32 ] || [ "$steps" -gt 6
   fail "asp with a straggler: exit $rc, worker 0 ran '${steps}' steps, expected 33 to 64 (32 is its share)"
   echo "$out" | tail -3
 fi
+# Each epoch's "samples" under asp are the samples the servers applied, every
+# worker's: an epoch ends when they reach its budget (6 steps x 64), after
+# which each of the 2 workers pushes at most once more. So the epochs' running
+# total k x 384 <= total < k x 384 + 2 x 32 whoever ran more steps (worker 0,
+# slowed here, counted only its own steps before).
+out=$(timeout 200 "$gs" run -np 3 -- "$gs" train --synthetic 384 --epochs 2 --batch 32 --json \
+      --ps 1 --sync asp --straggler 0:+40ms 2>&1)
+rc=$?
+got=$(echo "$out" | sed -n 's/^{"epoch":.*"samples":\([0-9]*\).*/\1/p' | tr '\n' ' ')
+k=0 total=0
+for s in $got; do
+  k=$((k + 1)) total=$((total + s))
+  if [ "$total" -lt $((k * 384)) ] || [ "$total" -ge $((k * 384 + 64)) ]; then
+    fail "asp epochs' samples '$got': after epoch $k $total, expected $((k * 384)) to $((k * 384 + 63))"
+    break
+  fi
+done
+[ "$rc" -eq 0 ] && [ "$(echo $got | wc -w)" -eq 2 ] ||
+  fail "asp with worker 0 slowed: exit $rc, epochs' samples '$got'"
 run 3 '"sync":"delayed:2"' --sync delayed:2 --straggler 1:2:2-6
 # A fixed delay: 50 ms after each of global steps 2 to 5 on rank 0, 0.2 s.
 run 2 '"straggler_sleep_s":0.2[,}]' --straggler 0:+50ms:2-6
+# A stop at step 9 and a resume end with the weights of an uninterrupted run,
+# bitwise: post-local's BSP phase is by the run's position (a resumed run
+# does not start it again: 3 BSP steps after the resume, 12 in all), and each
+# rank's own momentum (local SGD's stays on its rank) comes back, not rank 0's
+# for every rank.
+resumed() { # name np sync momentum summary-regex
+  A="--model mlp --synthetic 384 --epochs 2 --batch 16 --schedule cosine --warmup-epochs 0.5
+     --commit-every 3 --momentum $4 --sync $3 --json"
+  # shellcheck disable=SC2086
+  timeout 200 "$gs" run -np "$2" -- "$gs" train $A --checkpoint "$tmp/$1.ref" >/dev/null 2>&1 &&
+  timeout 200 "$gs" run -np "$2" -- "$gs" train $A --checkpoint "$tmp/$1" --stop-at-step 9 \
+    >/dev/null 2>&1 &&
+  out=$(timeout 200 "$gs" run -np "$2" -- "$gs" train $A --checkpoint "$tmp/$1" --resume 2>&1) ||
+    { fail "$1: a run failed: $(echo "$out" | tail -2)"; return; }
+  echo "$out" | grep '"summary"' | grep -Eq "$5" ||
+    fail "$1: the resumed run's summary does not match $5: $(echo "$out" | tail -1)"
+  "$cmp" mlp "$tmp/$1.ref/checkpoint.gsck" "$tmp/$1/checkpoint.gsck" ||
+    fail "$1: stop at step 9 and resume differs from the uninterrupted run"
+}
+resumed post 3 post-local:4:0.75 0 '"bsp_steps":3[,}]'
+resumed local 3 local:4 0.9 '"sync":"local:4"'
+resumed delayed 2 delayed:2 0.9 '"sync":"delayed:2"'
+resumed post_mom 2 post-local:2:0.25 0.9 '"bsp_steps":0[,}]'
+# A straggler's range counts a worker's own steps: under asp a worker past the
+# epoch's end is not at the epoch's last step again. Rank 1 sleeps 10 ms every
+# step (each rank reads its own --straggler: only the named rank acts on it),
+# so worker 0 runs more than the epoch's 6 steps; its range 5-6 is global step
+# 5 alone: slowed once at most (0.01 s), not once more for every step past it.
+out=$(timeout 200 "$gs" run -np 3 -- sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then
+  s=1:+10ms; else s=0:+10ms:5-6; fi; exec "$0" "$@" --straggler "$s"' "$gs" train \
+  --model mlp --synthetic 384 --epochs 2 --batch 32 --json --ps 1 --sync asp 2>&1)
+rc=$?
+slept=$(echo "$out" | sed -n 's/.*"straggler_sleep_s":\([0-9.]*\).*/\1/p')
+case "$rc:$slept" in
+  0:0|0:0.01) ;;
+  *) fail "asp, worker 0 slowed at global step 5 only: exit $rc, it slept '$slept' s, expected 0.01 at most"
+     echo "$out" | tail -3 ;;
+esac
 # The switch itself (issue 36, item 1): BSP for half of a 6-step budget,
 # then ASP pushes with a learning rate of 1e-9 of BSP's, end with the
 # weights of a BSP run stopped at step 3 (bitwise but for those pushes'
