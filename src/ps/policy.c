@@ -200,7 +200,12 @@ gs_ps_mode ps_policy_decide(ps_policy *p) {
   gs_ps_mode m;
   int bsp_done = p->budget > 0 &&
                  (double)p->bsp_samples >= s->bsp_fraction * (double)p->budget;
-  if (bsp_done) {
+  if (bsp_done && ps_policy_stop(p)) {
+    /* The budget is spent (BSP's share is all of it: switch:offline:1):
+     * nothing is left to run under ASP, so no switch either (it reported
+     * one "after step 24 to asp" with no ASP step). */
+    m = p->current;
+  } else if (bsp_done) {
     m = GS_PS_ASP;
     p->straggler = -1; /* ASP because the BSP share is done */
   } else if (s->policy == GS_PS_POLICY_OFFLINE || p->rejoining) {

@@ -21,6 +21,7 @@
  * it; the asynchronous modes end an epoch by samples (epoch_done). */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -273,8 +274,13 @@ static void psm_describe(void *self, cJSON *json, char *text, size_t n) {
      * or their defaults), as a factor of --lr and as a momentum. */
     float alr, amu;
     gs_ps_async_hparams(s->ps, 1.0f, s->t->cfg->momentum, &alr, &amu);
-    cJSON_AddNumberToObject(json, "async_lr_scale", round(alr * 1e4) / 1e4);
-    cJSON_AddNumberToObject(json, "async_momentum", round(amu * 1e4) / 1e4);
+    /* Six significant digits, the float's own: four decimals showed
+     * --async-lr-scale 1e-9 as 0. */
+    char num[32];
+    snprintf(num, sizeof num, "%.6g", (double)alr);
+    cJSON_AddNumberToObject(json, "async_lr_scale", strtod(num, NULL));
+    snprintf(num, sizeof num, "%.6g", (double)amu);
+    cJSON_AddNumberToObject(json, "async_momentum", strtod(num, NULL));
   }
   if (text) {
     int len = snprintf(text, n,

@@ -175,4 +175,12 @@ echo "$out" | grep -q '"switch_log":\[{"step":3,"to":"asp"' ||
   fail "switch:offline:0.5 over 6 steps did not switch after step 3: $(echo "$out" | tail -1)"
 "$cmp" cnn "$tmp/bsp3/checkpoint.gsck" "$tmp/switch/checkpoint.gsck" 1e-6 ||
   fail "the weights after a switch to ASP at lr ~0 are not BSP's at the switch"
+# The summary shows that rate as it is (four decimals made it 0).
+echo "$out" | grep -q '"async_lr_scale":1e-09' ||
+  fail "--async-lr-scale 1e-9: the summary says $(echo "$out" | grep -o '"async_lr_scale":[^,]*')"
+# BSP's share all of the budget: no switch (it reported one, after the last
+# step, with no ASP step).
+sw all --sync switch:offline:1
+echo "$out" | grep -q '"asp_steps":0,.*"switches":0,"switch_log":\[\]' ||
+  fail "switch:offline:1 reported a switch: $(echo "$out" | tail -1 | cut -c1-400)"
 exit $fails
