@@ -407,3 +407,42 @@ gs_status train_meta_check(const train_ctx *t, const char *ckpt_path,
   cJSON_Delete(m);
   return st;
 }
+
+/* ---- A sync mode's per-rank files ---- */
+
+void train_rank_files_init(train_rank_files *f) {
+  memset(f, 0, sizeof *f);
+  f->kept_step = f->written_step = -1;
+}
+
+void train_rank_files_saving(train_rank_files *f) {
+  f->written_step = -1;
+  f->saved = 1;
+}
+
+void train_rank_files_written(train_rank_files *f, long step) { f->written_step = step; }
+
+void train_rank_files_commit(train_rank_files *f, const train_ctx *t, train_rank_path path) {
+  if (!f->saved) return;
+  f->saved = 0;
+  for (int r = f->kept_first; f->kept_step >= 0 && r < f->kept_upto; r += t->size) {
+    if (f->kept_step == f->written_step && r == t->rank) continue;
+    char file[4200];
+    path(file, sizeof file, t->cfg->checkpoint_dir, r, f->kept_step);
+    (void)unlink(file);
+  }
+  f->kept_step = f->written_step;
+  f->kept_first = t->rank;
+  f->kept_upto = f->written_step >= 0 ? t->rank + 1 : 0;
+  f->written_step = -1;
+}
+
+void train_rank_files_resumed(train_rank_files *f, const train_ctx *t, long step,
+                              int files_size) {
+  if (files_size <= 0) return;
+  /* The old files are this rank's to remove once a newer commit is in: its
+   * own, and after a resize every size-th from it. */
+  f->kept_step = step;
+  f->kept_first = t->rank;
+  f->kept_upto = files_size;
+}

@@ -16,6 +16,7 @@
 
 #include "sync_memory.h"
 #include "train_ctx.h"
+#include "train_internal.h"
 
 typedef struct engine_sync {
   train_ctx *t;
@@ -23,15 +24,7 @@ typedef struct engine_sync {
   int *ids;
   unsigned char *pending; /* per tensor: an update waits to be applied */
   uint64_t steps;
-  /* The compressor memory's files (sync_memory.h). This rank removes the
-   * files of the checkpoint on disk once a newer one is in place: those of
-   * step kept_step of ranks kept_first, kept_first + size, ... below
-   * kept_upto (after a resize, the new ranks share out the old ones'
-   * files); written_step is the step of the file just written (-1: none:
-   * no memory to keep); saved: a save since the last commit_rank. */
-  long kept_step, written_step;
-  int kept_first, kept_upto;
-  int saved;
+  train_rank_files files; /* the compressor memory's files (sync_memory.h) */
   /* How a resumed run's memory came back, for the summary: "own", "mean",
    * "zero" or "dropped"; "" when not resumed. from: the ranks it came from. */
   const char *resumed;
@@ -45,7 +38,7 @@ static gs_status engine_create(train_ctx *t, void **self) {
   if (s == NULL) return gs_error(GS_ERR_NOMEM, "out of memory for the engine sync mode");
   *self = s;
   s->t = t;
-  s->kept_step = s->written_step = -1;
+  train_rank_files_init(&s->files);
   s->resumed = "";
   gs_engine_config cfg;
   gs_engine_config_init(&cfg);
@@ -268,8 +261,7 @@ static gs_status engine_save_rank(void *self, const char *dir, long step, int *f
   engine_sync *s = self;
   *files = 0;
   const unsigned kinds = gs_engine_memory_kinds(s->engine);
-  s->written_step = -1;
-  s->saved = 1;
+  train_rank_files_saving(&s->files);
   if (kinds == 0) return GS_OK;
   train_memory m;
   size_t *counts;
@@ -286,7 +278,7 @@ static gs_status engine_save_rank(void *self, const char *dir, long step, int *f
   if (st == GS_OK) st = train_memory_write(path, &m, s->t->rank, s->t->size, step);
   memory_free(&m, counts, buf);
   if (st != GS_OK) return st;
-  s->written_step = step;
+  train_rank_files_written(&s->files, step);
   *files = 1;
   return GS_OK;
 }
@@ -295,32 +287,14 @@ static gs_status engine_save_rank(void *self, const char *dir, long step, int *f
  * loop settles a background commit that was not in flight. */
 static void engine_commit_rank(void *self) {
   engine_sync *s = self;
-  if (!s->saved) return;
-  s->saved = 0;
-  const int size = s->t->size;
-  for (int r = s->kept_first; s->kept_step >= 0 && r < s->kept_upto; r += size) {
-    if (s->kept_step == s->written_step && r == s->t->rank) continue;
-    char path[4200];
-    train_memory_path(path, sizeof path, s->t->cfg->checkpoint_dir, r, s->kept_step);
-    (void)unlink(path);
-  }
-  s->kept_step = s->written_step;
-  s->kept_first = s->t->rank;
-  s->kept_upto = s->written_step >= 0 ? s->t->rank + 1 : 0;
-  s->written_step = -1;
+  train_rank_files_commit(&s->files, s->t, train_memory_path);
 }
 
 static gs_status engine_load_rank(void *self, const char *dir, long step, int files_size) {
   engine_sync *s = self;
   train_ctx *t = s->t;
   const unsigned kinds = gs_engine_memory_kinds(s->engine);
-  if (files_size > 0) {
-    /* The old files are this rank's to remove once a newer commit is in:
-     * its own, and after a resize every size-th from it. */
-    s->kept_step = step;
-    s->kept_first = t->rank;
-    s->kept_upto = files_size;
-  }
+  train_rank_files_resumed(&s->files, t, step, files_size);
   if (files_size <= 0) {
     if (kinds != 0) {
       s->resumed = "zero";

@@ -33,6 +33,7 @@
 #include "optim.h"
 #include "sync_ps.h"
 #include "train_ctx.h"
+#include "train_internal.h"
 
 typedef enum { LOCAL_SGD, LOCAL_POST, LOCAL_DELAYED } local_kind;
 
@@ -52,12 +53,7 @@ typedef struct local_sync {
   long total_steps;  /* post-local: the run's steps (known at the first step) */
   gs_train_stats st;
   long averages;
-  /* The per-rank momentum files: the step of the one this rank wrote at the
-   * last commit (-1: none), and of the files the commit before left, of
-   * ranks kept_first, kept_first + size, ... below kept_upto, to remove once
-   * a newer checkpoint is in place. */
-  long written_step, kept_step;
-  int kept_first, kept_upto, saved;
+  train_rank_files files; /* the per-rank momentum files */
 } local_sync;
 
 /* Parses "local:H", "post-local:H[:F]" or "delayed:D". */
@@ -100,7 +96,7 @@ static gs_status local_create(train_ctx *t, void **self) {
   gs_status st = train_local_parse(t->cfg->sync, &kind, &s->h, &s->bsp_frac);
   if (st != GS_OK) return st;
   s->kind = (local_kind)kind;
-  s->written_step = s->kept_step = -1;
+  train_rank_files_init(&s->files);
   s->n = gs_nn_param_total(t->net);
   s->w = gs_nn_weights_flat(t->net);
   if (s->kind == LOCAL_DELAYED) {
@@ -238,8 +234,7 @@ static gs_status local_save_rank(void *self, const char *dir, long step, int *fi
   local_sync *s = self;
   const train_ctx *t = s->t;
   *files = 0;
-  s->written_step = -1;
-  s->saved = 1;
+  train_rank_files_saving(&s->files);
   const float *m = local_momentum(s);
   if (m == NULL) return GS_OK;
   momentum_header h;
@@ -263,7 +258,7 @@ static gs_status local_save_rank(void *self, const char *dir, long step, int *fi
   }
   st = gs_nn_file_commit(&f);
   if (st != GS_OK) return st;
-  s->written_step = step;
+  train_rank_files_written(&s->files, step);
   *files = 1;
   return GS_OK;
 }
@@ -271,19 +266,7 @@ static gs_status local_save_rank(void *self, const char *dir, long step, int *fi
 /* Once the checkpoint is in place: the files of the one before it go. */
 static void local_commit_rank(void *self) {
   local_sync *s = self;
-  if (!s->saved) return;
-  s->saved = 0;
-  const int size = s->t->size;
-  for (int r = s->kept_first; s->kept_step >= 0 && r < s->kept_upto; r += size) {
-    if (s->kept_step == s->written_step && r == s->t->rank) continue;
-    char path[4200];
-    momentum_path(path, sizeof path, s->t->cfg->checkpoint_dir, r, s->kept_step);
-    (void)unlink(path);
-  }
-  s->kept_step = s->written_step;
-  s->kept_first = s->t->rank;
-  s->kept_upto = s->written_step >= 0 ? s->t->rank + 1 : 0;
-  s->written_step = -1;
+  train_rank_files_commit(&s->files, s->t, momentum_path);
 }
 
 /* On a resumed run (after the optimizer loaded the checkpoint's momentum,
@@ -295,11 +278,7 @@ static gs_status local_load_rank(void *self, const char *dir, long step, int fil
   local_sync *s = self;
   train_ctx *t = s->t;
   float *m = local_momentum(s);
-  if (files_size > 0) {
-    s->kept_step = step;
-    s->kept_first = t->rank;
-    s->kept_upto = files_size;
-  }
+  train_rank_files_resumed(&s->files, t, step, files_size);
   if (m == NULL) return GS_OK;
   if (files_size <= 0) {
     train_note(t, "resume: the checkpoint in %s keeps one momentum, not each rank's: every "

@@ -15,6 +15,32 @@ struct cJSON;
  * does not fit the run), the command's usage exit; else 1. */
 int train_agree_outcome(const gs_train_ranks *r, gs_status st);
 
+/* ---- A sync mode's per-rank files beside checkpoints (resume.c) ---- */
+/* The bookkeeping of files each rank writes beside a checkpoint (the
+ * engine's compressor memory, the local SGD modes' momentum): this rank
+ * removes the files of the checkpoint on disk once a newer one is in place,
+ * those of step kept_step of ranks kept_first, kept_first + size, ...
+ * below kept_upto (after a resize the new ranks share out the old ones'
+ * files); written_step is the step of the file just written (-1: none);
+ * saved: a save since the last commit. */
+typedef struct train_rank_files {
+  long kept_step, written_step;
+  int kept_first, kept_upto;
+  int saved;
+} train_rank_files;
+/* The path of rank's file of step `step` in dir. */
+typedef void (*train_rank_path)(char *buf, size_t n, const char *dir, int rank, long step);
+void train_rank_files_init(train_rank_files *f);
+/* A save begins (nothing written yet), and one was written at step. */
+void train_rank_files_saving(train_rank_files *f);
+void train_rank_files_written(train_rank_files *f, long step);
+/* Once a checkpoint is in place (a no-op without a save since the last):
+ * the kept files go, the one just written is kept. */
+void train_rank_files_commit(train_rank_files *f, const train_ctx *t, train_rank_path path);
+/* A run resumed from the files of files_size ranks (0: none) at step. */
+void train_rank_files_resumed(train_rank_files *f, const train_ctx *t, long step,
+                              int files_size);
+
 /* ---- Data (data.c) ---- */
 gs_status train_load_data(const gs_train_config *c, gs_nn_dataset *train, gs_nn_dataset *test);
 /* A data set the model cannot take is an error before training: the image
