@@ -320,6 +320,12 @@ int cli_on_terminal(void);
  * interpreter, if any, is one too. cli_find_exe_why also says why not, in
  * why (n bytes): "is a directory", "its interpreter ... No such file ...". */
 int cli_find_exe(const char *name, char *out, size_t size);
+/* Runs `gradsync train ARGS` (this binary) with GRADSYNC_CHECK_ARGS=1: the
+ * trainer's own checks of its options, nothing run. Its exit status (2 for
+ * options it refuses; 0 also where it cannot be run: the run checks again),
+ * its message's first line in msg, without "gradsync train: " and
+ * "(see --help)", for the caller to say in its own voice. */
+int cli_check_train_args(char *const *args, int nargs, char *msg, size_t len);
 int cli_find_exe_why(const char *name, char *out, size_t size, char *why, size_t n);
 
 /* Starts MPI (gs_init) and learns the rank and size: cli_rank_error names

@@ -2,6 +2,7 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <getopt.h>
 #include <limits.h>
@@ -14,6 +15,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <mpi.h>
@@ -554,4 +556,57 @@ int cli_tables_load(const char *verb, const char *name, double scale, double poo
     return st == GS_ERR_NOMEM ? 1 : 2;
   }
   return 0;
+}
+
+int cli_check_train_args(char *const *args, int nargs, char *msg, size_t len) {
+  msg[0] = '\0';
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return 0; /* cannot check: the run will */
+  self[n] = '\0';
+  char **v = calloc((size_t)nargs + 3, sizeof *v);
+  if (!v) return 0;
+  v[0] = self;
+  v[1] = "train";
+  for (int i = 0; i < nargs; i++) v[i + 2] = args[i];
+  int p[2];
+  if (pipe(p) != 0) {
+    free(v);
+    return 0;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(p[0]);
+    dup2(p[1], 2);
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, 1);
+    setenv("GRADSYNC_CHECK_ARGS", "1", 1);
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    execv(self, v);
+    _exit(127);
+  }
+  free(v);
+  close(p[1]);
+  size_t got = 0;
+  for (;;) {
+    ssize_t k = read(p[0], msg + got, len - 1 - got);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    got += (size_t)k;
+    if (got == len - 1) break;
+  }
+  msg[got] = '\0';
+  close(p[0]);
+  if (pid < 0) return 0;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  /* "gradsync train: WHY (see --help)": WHY, for the caller to say. */
+  msg[strcspn(msg, "\n")] = '\0';
+  const char *pre = "gradsync train: ";
+  size_t lp = strlen(pre);
+  if (strncmp(msg, pre, lp) == 0) memmove(msg, msg + lp, strlen(msg) - lp + 1);
+  size_t m = strlen(msg), h = strlen(" (see --help)");
+  if (m >= h && strcmp(msg + m - h, " (see --help)") == 0) msg[m - h] = '\0';
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }

@@ -754,59 +754,25 @@ static int parse_after(const char *text, int *after, int *n) {
   return *n > 0 ? 0 : -1;
 }
 
-/* Runs `gradsync train ARGS` with GRADSYNC_CHECK_ARGS=1: its own checks,
- * nothing run. Its message (one line) comes back in msg. The options are
- * checked as the manager will run them: with a --checkpoint of the job's
- * own where they name none (so that --commit-every or --resume alone pass). */
+/* gradsync train's checks of a job's options (cli_check_train_args), as
+ * the manager will run them: with a --checkpoint of the job's own where
+ * they name none (so that --commit-every or --resume alone pass). */
 static int check_train_args(char **args, int nargs, char *msg, size_t len) {
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return 0;
-  self[n] = '\0';
-  int p[2];
-  if (pipe(p) != 0) return 0;
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    dup2(p[1], 2);
-    int null = open("/dev/null", O_WRONLY);
-    if (null >= 0) dup2(null, 1);
-    char **v = calloc((size_t)nargs + 5, sizeof *v);
-    if (!v) _exit(1);
-    v[0] = self;
-    v[1] = "train";
-    int has_ckpt = 0;
-    for (int i = 0; i < nargs; i++) {
-      v[i + 2] = args[i];
-      has_ckpt |=
-          strcmp(args[i], "--checkpoint") == 0 || strncmp(args[i], "--checkpoint=", 13) == 0;
-    }
-    if (!has_ckpt) {
-      v[nargs + 2] = "--checkpoint";
-      v[nargs + 3] = "job-checkpoint";
-    }
-    setenv("GRADSYNC_CHECK_ARGS", "1", 1);
-    unsetenv("OMPI_COMM_WORLD_SIZE");
-    execv(self, v);
-    _exit(127);
+  char **v = calloc((size_t)nargs + 3, sizeof *v);
+  if (!v) return 0;
+  int has_ckpt = 0;
+  for (int i = 0; i < nargs; i++) {
+    v[i] = args[i];
+    has_ckpt |= strcmp(args[i], "--checkpoint") == 0 || strncmp(args[i], "--checkpoint=", 13) == 0;
   }
-  close(p[1]);
-  size_t got = 0;
-  msg[0] = '\0';
-  for (;;) {
-    ssize_t k = read(p[0], msg + got, len - 1 - got);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) break;
-    got += (size_t)k;
-    if (got == len - 1) break;
+  int n = nargs;
+  if (!has_ckpt) {
+    v[n++] = "--checkpoint";
+    v[n++] = "job-checkpoint";
   }
-  msg[got] = '\0';
-  close(p[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  msg[strcspn(msg, "\n")] = '\0';
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  int rc = cli_check_train_args(v, n, msg, len);
+  free(v);
+  return rc;
 }
 
 int cmd_submit(int argc, char **argv) {
@@ -1045,12 +1011,8 @@ int cmd_submit(int argc, char **argv) {
     char msg[1024];
     int rc = check_train_args(args, nargs, msg, sizeof msg);
     if (rc != 0) {
-      char *m = msg;
-      if (strncmp(m, "gradsync train: ", 16) == 0) m += 16;
-      size_t ml = strlen(m), sl = strlen(" (see --help)");
-      if (ml >= sl && strcmp(m + ml - sl, " (see --help)") == 0) m[ml - sl] = '\0';
       char clean[1024];
-      cli_error("submit", "the job's options: %s", cli_clean_text(clean, sizeof clean, m));
+      cli_error("submit", "the job's options: %s", cli_clean_text(clean, sizeof clean, msg));
       return 2;
     }
   }

@@ -38,6 +38,20 @@ typedef struct {
   double train_s;
 } trial;
 
+/* A trial's options for gradsync train, from a: the TRAIN OPTIONS, then
+ * --ps S --sync SYNC --json (psbuf holds S); returns the next slot. */
+static int trial_options(char **argv, int a, char **train_args, int ntrain, const char *psbuf,
+                         const char *sync) {
+  for (int i = 0; i < ntrain; i++) argv[a++] = train_args[i];
+  argv[a++] = "--ps";
+  argv[a++] = (char *)psbuf;
+  argv[a++] = "--sync";
+  argv[a++] = (char *)sync;
+  argv[a++] = "--json";
+  argv[a] = NULL;
+  return a;
+}
+
 /* Runs one training job; returns 0 with its summary, or -1. */
 static int run_trial(const char *self, int np, int ps, const char *net, const char *sync,
                      char **train_args, int ntrain, trial *out) {
@@ -58,13 +72,7 @@ static int run_trial(const char *self, int np, int ps, const char *net, const ch
   argv[a++] = "--";
   argv[a++] = (char *)self;
   argv[a++] = "train";
-  for (int i = 0; i < ntrain; i++) argv[a++] = train_args[i];
-  argv[a++] = "--ps";
-  argv[a++] = psbuf;
-  argv[a++] = "--sync";
-  argv[a++] = (char *)sync;
-  argv[a++] = "--json";
-  argv[a] = NULL;
+  trial_options(argv, a, train_args, ntrain, psbuf, sync);
   int fd[2];
   if (pipe(fd) != 0) {
     free(argv);
@@ -104,66 +112,6 @@ static int run_trial(const char *self, int np, int ps, const char *net, const ch
   waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
   return found ? 0 : -1;
-}
-
-/* Checks the TRAIN OPTIONS as a trial will run them, with the trainer's
- * own checks (GRADSYNC_CHECK_ARGS=1: nothing run): its exit status (2 for
- * options it refuses), its message's first line in msg. */
-static int check_train_options(const char *self, int ps, char **train_args, int ntrain,
-                               char *msg, size_t len) {
-  char psbuf[16];
-  snprintf(psbuf, sizeof psbuf, "%d", ps);
-  msg[0] = '\0';
-  char **argv = calloc((size_t)ntrain + 10, sizeof *argv);
-  if (!argv) return 1;
-  int a = 0;
-  argv[a++] = (char *)self;
-  argv[a++] = "train";
-  for (int i = 0; i < ntrain; i++) argv[a++] = train_args[i];
-  argv[a++] = "--ps";
-  argv[a++] = psbuf;
-  argv[a++] = "--sync";
-  argv[a++] = "switch:offline:0.5";
-  argv[a++] = "--json";
-  argv[a] = NULL;
-  int p[2];
-  if (pipe(p) != 0) {
-    free(argv);
-    return 1;
-  }
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    dup2(p[1], 2);
-    int null = open("/dev/null", O_WRONLY);
-    if (null >= 0) dup2(null, 1);
-    setenv("GRADSYNC_CHECK_ARGS", "1", 1);
-    execv(self, argv);
-    _exit(127);
-  }
-  free(argv);
-  close(p[1]);
-  size_t got = 0;
-  for (;;) {
-    ssize_t k = read(p[0], msg + got, len - 1 - got);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) break;
-    got += (size_t)k;
-    if (got == len - 1) break;
-  }
-  msg[got] = '\0';
-  close(p[0]);
-  if (pid < 0) return 1;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  /* "gradsync train: WHY (see --help)" -> WHY: said again as ours. */
-  msg[strcspn(msg, "\n")] = '\0';
-  const char *pre = "gradsync train: ";
-  if (strncmp(msg, pre, strlen(pre)) == 0) memmove(msg, msg + strlen(pre), strlen(msg) - strlen(pre) + 1);
-  size_t n = strlen(msg), h = strlen(" (see --help)");
-  if (n >= h && strcmp(msg + n - h, " (see --help)") == 0) msg[n - h] = '\0';
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
 /* Whether arg is option name ("--sync") or its "--sync=VALUE" form. */
@@ -259,8 +207,16 @@ int cmd_syncswitch(int argc, char **argv) {
       }
   }
   /* Options the trainer refuses are refused here, before any run. */
-  char why[1024];
-  int crc = check_train_options(self, ps, train_args, ntrain, why, sizeof why);
+  char why[1024], psbuf[16];
+  snprintf(psbuf, sizeof psbuf, "%d", ps);
+  char **targs = calloc((size_t)ntrain + 8, sizeof *targs);
+  if (!targs) {
+    cli_fail("syncswitch", "out of memory");
+    return 1;
+  }
+  int nt = trial_options(targs, 0, train_args, ntrain, psbuf, "switch:offline:0.5");
+  int crc = cli_check_train_args(targs, nt, why, sizeof why);
+  free(targs);
   if (crc != 0) {
     cli_error("syncswitch", "TRAIN OPTIONS: %s", *why ? why : "refused by gradsync train");
     return crc == 2 ? 2 : 1;
