@@ -26,6 +26,8 @@
 #   (default 117, half an epoch).
 #   DGC=0 leaves out part 1's two DGC runs (top-k 1% with momentum
 #   correction, with and without the warm-up).
+#   TABLE_SPECS="gtopk:0.01 ..." runs part 2 for those compressors only
+#   (each with and without error feedback), beside its dense run.
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -107,8 +109,10 @@ table_net=${TABLE_NET:-100mbit}
 cap=(--max-steps "$table_steps")
 [ "$table_steps" = 0 ] && cap=()
 if [[ $skip != *,2,* ]]; then
-  for spec in topk:0.01 mstopk:0.01 gtopk:0.01 dgc:0.01 sidco:0.01 randomk:0.01 qsgd:16 \
-              terngrad efsignsgd powersgd:4 fp16 bf16; do
+  specs=(topk:0.01 mstopk:0.01 gtopk:0.01 dgc:0.01 sidco:0.01 randomk:0.01 qsgd:16
+         terngrad efsignsgd powersgd:4 fp16 bf16)
+  [ -n "${TABLE_SPECS:-}" ] && read -r -a specs <<< "$TABLE_SPECS"
+  for spec in "${specs[@]}"; do
     run table "$spec" "$table_net" "$table_epochs" --policy auto --compress "$spec" \
         "${cap[@]}"
     case $spec in fp16|bf16) continue ;; esac  # lossless enough: no residual kept
