@@ -1290,6 +1290,10 @@ static int attempt_ended(mgr *m, job *j, int status, double at) {
   j->ev_restarts = j->ev_resizes = 0;
   j->keeper_pid = 0;
   j->keeper_start = 0;
+  /* The next stop of the next attempt starts with SIGTERM: an earlier
+   * preemption's time left here made a later cancel or time limit SIGKILL
+   * the keeper at once (no commit, no exit status, no history). */
+  j->term_t = 0;
   j->actual_size = 0;
   memset(j->actual, 0, (size_t)m->nnode);
   j->status = status;
@@ -1796,7 +1800,9 @@ static int node_free(const mgr *m, int i, const job *for_job) {
   for (int k = 0; k < m->njob; k++) {
     const job *j = &m->job[k];
     if (j->assigned[i]) return 0;
-    if (job_active(j) && j->actual[i]) return 0;
+    /* A node still under another job's launch; the job's own launch may
+     * grow back onto it. */
+    if (j != for_job && job_active(j) && j->actual[i]) return 0;
   }
   return 1;
 }
@@ -1981,6 +1987,17 @@ static int policy_round(mgr *m) {
     for (int q = 0; q < n && rc == 0; q++) {
       job *j = &m->job[idx[q]];
       int cur = in[q].cur_nodes, want = size[q];
+      if (pass == 0 && want == 0 && cur == 0 && job_active(j) && !j->preempt) {
+        /* Running with no node left (every node of its partition drained or
+         * lost): preempted, as a job below its minimum is, to wait queued
+         * for nodes. It was skipped (0 wanted of 0 held), so its supervisor
+         * waited 30 s for slots, failed, and spent a restart (or, with no
+         * budget left, failed the job). */
+        j->preempt = 1;
+        mlog(m, "job %d: preempted (no node of its partition is left)", j->id);
+        rc = save_job(m, j);
+        continue;
+      }
       if (want == cur) continue;
       if (pass == 0 && want < cur) {
         if (want == 0) {

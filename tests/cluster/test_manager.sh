@@ -232,6 +232,30 @@ else
        "finished '$(cat "$scratch/K/finished" 2>/dev/null)'"
 fi
 
+echo "== every node of a running job drained: preempted and queued, no restart spent"
+# With no node left the policy skipped it (0 nodes wanted of 0 held): its
+# supervisor waited 30 s for slots, failed and spent a restart (or failed
+# the job with no budget left). Then a cancel after that preemption: the
+# preemption's SIGTERM time was kept, and the cancel SIGKILLed the keeper at
+# once (no exit status, no history) instead of stopping it.
+PR=$(submit --min 1 --max 1 --name PR --exec -- "$JOB" 400 "$scratch/PR" 0.1)
+wait_file "$scratch/PR/step" 20 || fail "PR did not start"
+for n in 127.0.1.1 127.0.1.2 127.0.1.3; do
+  "$G" cluster drain --spool "$spool" "$n" 2>"$err" || fail "cluster drain $n"
+done
+if wait_state "$PR" queued 10 && grep -q "job $PR: preempted (no node of its partition is left)" "$log" &&
+   [ "$(field "$PR" restarts)" = 0 ]; then
+  pass "PR, every node of the pool drained, preempted and queued within 10 s, 0 restarts"
+else fail "PR after the pool was drained: $(state "$PR"), restarts $(field "$PR" restarts)"; fi
+for n in 127.0.1.1 127.0.1.2 127.0.1.3; do "$G" cluster undrain --spool "$spool" "$n" 2>"$err"; done
+wait_state "$PR" running 20 || fail "PR did not start again: $(state "$PR")"
+wait_file "$scratch/PR/step" 5
+sleep 1
+"$G" cancel --spool "$spool" "$PR" 2>"$err" || fail "cancel PR: exit $?"
+if wait_state "$PR" cancelled 20 && ! grep -q "job $PR: its keeper (pid [0-9]*) is gone without an exit status" "$log"; then
+  pass "PR cancelled after its preemption with a SIGTERM: its keeper ended with a status"
+else fail "PR's cancel after a preemption: $(state "$PR"); $(grep "job $PR:" "$log" | tail -3 | tr '\n' ';')"; fi
+
 echo "== a job just submitted is listed at once, every time"
 # The manager takes a request file and writes its snapshot later in its
 # loop: until 2026-11-30 the job was in neither for that time (missed in 10
