@@ -569,6 +569,15 @@ static int cmd_down(int argc, char **argv) {
     return 2;
   }
   if (snprintf(dir, sizeof dir, "%s/emulated", spool) >= (int)sizeof dir) return 2;
+  /* Said as serve says it (the script's "names not found" read as a
+   * failure of down, exit 1). */
+  struct stat sst;
+  if (stat(spool, &sst) != 0 || !S_ISDIR(sst.st_mode)) {
+    cli_error("cluster down", "spool %s: %s", spool,
+              stat(spool, &sst) != 0 ? "no such directory: no emulated nodes were built there"
+                                     : "not a directory");
+    return 2;
+  }
   int mpid = 0;
   if (gs_cluster_manager_running(spool, &mpid)) {
     char who[32] = "";

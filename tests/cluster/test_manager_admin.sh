@@ -141,6 +141,12 @@ if grep -q "unknown node\|node --help" "$log"; then fail "a refused drain reache
 else pass "no request reached the manager from --help or a refused drain"; fi
 expect 2 "cluster down under a running manager" "a cluster manager (pid $serve_pid) serves $spool" \
   cluster down --spool "$spool"
+# A spool that is a file, or none: named as serve names it (it was the
+# script's "names not found", exit 1).
+expect 2 "cluster down of a file" "spool $scratch/nodes: not a directory" \
+  cluster down --spool "$scratch/nodes"
+expect 2 "cluster down of no spool" "spool $scratch/none: no such directory" \
+  cluster down --spool "$scratch/none"
 if kill -0 "$serve_pid" 2>/dev/null; then pass "the manager still runs after the refused down"
 else fail "the manager is gone after down"; fi
 # An undrain request for a node the manager does not know (a pool changed
