@@ -937,7 +937,7 @@ static int wait_for_slots(el *e, int cap, char *rule, size_t rule_len) {
            "to %.0f s for discovery to list more", size, size == 1 ? "" : "s", c->min_ranks,
            c->min_ranks == 1 ? "" : "s", c->min_wait_s);
   emit_text(e, GS_ELASTIC_WAIT, 0, msg);
-  double until = el_now(e) + c->min_wait_s;
+  double since = el_now(e), until = since + c->min_wait_s;
   while (!el_interrupt) {
     double next = e->last_discover + c->discover_every_s;
     while (!el_interrupt && el_now(e) < next && el_now(e) < until) nap_ms(50);
@@ -946,9 +946,11 @@ static int wait_for_slots(el *e, int cap, char *rule, size_t rule_len) {
     size = pick_size(e, cap, rule, rule_len);
     if (size >= c->min_ranks || readmit_suspects(e, cap, rule, rule_len, &size)) return size;
     if (el_now(e) >= until) {
-      snprintf(msg, sizeof msg, "waited %.0f s: %d usable slot%s, fewer than the minimum of %d "
-               "rank%s", c->min_wait_s, size, size == 1 ? "" : "s", c->min_ranks,
-               c->min_ranks == 1 ? "" : "s");
+      /* The time waited, not --min-wait: a discovery script that hangs
+       * holds the wait up to its own timeout past it. */
+      snprintf(msg, sizeof msg, "waited %.0f s (--min-wait %.0f s): %d usable slot%s, fewer "
+               "than the minimum of %d rank%s", el_now(e) - since, c->min_wait_s, size,
+               size == 1 ? "" : "s", c->min_ranks, c->min_ranks == 1 ? "" : "s");
       finish(e, 1, msg);
       return 0;
     }
