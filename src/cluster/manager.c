@@ -227,6 +227,10 @@ static int keeper_alive(const job *j) {
 
 /* Signals every live process of session sid (the keeper's: the supervisor,
  * mpirun and the local ranks). Returns how many there were. */
+/* How long a dead keeper's session is left to end by itself (its
+ * supervisor stopping at a commit) before the manager signals it. */
+#define KEEPER_GONE_GRACE_S 5.0
+
 static int session_signal(int sid, int sig) {
   if (sid <= 1) return 0;
   DIR *d = opendir("/proc");
@@ -243,9 +247,15 @@ static int session_signal(int sid, int sig) {
   return n;
 }
 
-/* Empties a dead keeper's session: SIGTERM, then SIGKILL after 10 s. */
-static void session_clear(int sid) {
+/* Empties a keeper's session: after grace_s seconds left alone, SIGTERM to
+ * every process, then SIGKILL after 10 s. A dead keeper's supervisor had
+ * SIGTERM when the keeper died (PR_SET_PDEATHSIG) and is stopping its job
+ * at a commit, mpirun still forwarding the ranks' last lines to out.log: a
+ * SIGTERM to every process at once cut them (24 committed epochs' lines of
+ * a job missing from its log). */
+static void session_clear(int sid, double grace_s) {
   if (session_signal(sid, 0) == 0) return;
+  for (int i = 0; i < (int)(grace_s * 10) && session_signal(sid, 0) > 0; i++) nap_ms(100);
   session_signal(sid, SIGTERM);
   for (int i = 0; i < 100 && session_signal(sid, 0) > 0; i++) nap_ms(100);
   while (session_signal(sid, SIGKILL) > 0) nap_ms(100);
@@ -1387,7 +1397,7 @@ static int follow(mgr *m, job *j) {
      * of its session goes first, then the job is relaunched. */
     nap_ms(200);
     if (read_exit(m, j, &status, &at) == 0) return attempt_ended(m, j, status, at);
-    session_clear(j->keeper_pid);
+    session_clear(j->keeper_pid, KEEPER_GONE_GRACE_S);
     mlog(m, "job %d: its keeper (pid %d) is gone without an exit status", j->id,
          j->keeper_pid);
     snprintf(j->message, sizeof j->message, "its keeper died");
@@ -2228,7 +2238,7 @@ static int recover(mgr *m) {
       /* A keeper of an older attempt that has not yet seen it is stale. */
       mlog(m, "job %d: a keeper of attempt %d holds its lock; waiting for it to end", j->id,
            attempt);
-      if (pid > 0) session_clear(pid);
+      if (pid > 0) session_clear(pid, 0); /* a live keeper: nothing signalled it */
     } else if (fd >= 0) {
       close(fd); /* unlocks: no keeper lives */
     }
@@ -2241,7 +2251,7 @@ static int recover(mgr *m) {
       rc = attempt_ended(m, j, status, at);
       continue;
     }
-    if (j->keeper_pid > 0) session_clear(j->keeper_pid);
+    if (j->keeper_pid > 0) session_clear(j->keeper_pid, KEEPER_GONE_GRACE_S);
     mlog(m, "job %d: its keeper is gone; relaunching from its last commit", j->id);
     if (j->keeper_pid > 0) j->restarts_base++; /* it had started: a restart */
     rc = launch(m, j);
