@@ -241,8 +241,8 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
       case 'F':
         /* A float: 1e-50 became 0, which reads as the kind's default. */
         if (cli_parse_float(optarg, 0, 1, &o->ef_decay) || o->ef_decay == 0) {
-          cli_error(VERB, "--ef-decay '%s' must be a number above 0 (at least %g) and at "
-                    "most 1", optarg, (double)FLT_MIN);
+          cli_error(VERB, "--ef-decay '%s' must be a number above 0 and at most 1 (a float: "
+                    "at least %g)", optarg, (double)FLT_MIN);
           return 2;
         }
         break;
