@@ -390,7 +390,18 @@ static void test_specs_file(void **state) {
   assert_int_equal(gs_embed_specs_load("/tmp", &t, &n), GS_ERR_IO);
 }
 
-/* 1,000 random tables on 64 ranks, planned (and checked) in under a second. */
+/* The time limit of plan_1000: the issue's second in a plain build (about
+ * 0.13 s measured), four under a sanitizer, which slows the planner several
+ * times (1.07 s under AddressSanitizer in a loaded full test run, where
+ * the limit was one second): a guard against a planner gone quadratic;
+ * the time itself is printed (docs/DLRM.md: about 40 ms unloaded). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PLAN_1000_LIMIT_S 4.0
+#else
+#define PLAN_1000_LIMIT_S 1.0
+#endif
+
+/* 1,000 random tables on 64 ranks, planned (and checked) within the limit. */
 static void plan_1000(const gs_shard_config *cfg, const char *how) {
   static gs_embed_spec t[1000];
   for (int i = 0; i < 1000; i++)
@@ -402,7 +413,9 @@ static void plan_1000(const gs_shard_config *cfg, const char *how) {
   double secs = gs_now() - t0;
   assert_int_equal(gs_shard_plan_check(p, t, 1000, 0), GS_OK);
   gs_shard_plan_free(p);
-  if (secs >= 1.0) fail_msg("1,000 tables on 64 ranks%s took %.3f s", how, secs);
+  if (secs >= PLAN_1000_LIMIT_S)
+    fail_msg("1,000 tables on 64 ranks%s took %.3f s (limit %.0f s)", how, secs,
+             PLAN_1000_LIMIT_S);
   printf("1,000 tables on 64 ranks planned%s in %.1f ms\n", how, secs * 1e3);
 }
 
