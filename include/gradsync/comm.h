@@ -56,7 +56,12 @@ typedef struct gs_request gs_request;
  * Initialises MPI with MPI_THREAD_MULTIPLE if the application has not done so
  * (gs_finalize then finalizes it). Either may be called with NULL args.
  * MPI cannot start twice in a process: gs_init (and gs_comm_create) after
- * MPI was finalized is GS_ERR_STATE. */
+ * MPI was finalized is GS_ERR_STATE.
+ *
+ * After a collective of this process failed (an MPI error, a watchdog
+ * abort), gs_finalize leaves MPI running and returns: MPI_Finalize waits for
+ * every rank, and the peers may be stuck in the failed call. The process
+ * should then exit (non-zero); the launcher ends the job when it does. */
 gs_status gs_init(int *argc, char ***argv);
 gs_status gs_finalize(void);
 

@@ -37,6 +37,15 @@ static void orphan_free_later(void *p) {
   pthread_mutex_unlock(&orphans_mu);
 }
 
+/* Set once a communicator of this process has failed (an MPI error inside
+ * a collective, or gs_comm_abort): see gs_finalize. */
+static atomic_int any_failed;
+
+void comm_mark_failed(gs_comm *c) {
+  atomic_store(&c->failed, 1);
+  atomic_store(&any_failed, 1);
+}
+
 static void orphans_free(void) {
   pthread_mutex_lock(&orphans_mu);
   for (int i = 0; i < norphans; i++) gs_free(orphans[i]);
@@ -93,8 +102,17 @@ gs_status gs_init(int *argc, char ***argv) {
   return GS_OK;
 }
 
+/* After a failed collective MPI is not finalized. Open MPI's MPI_Finalize is
+ * a fence over every rank: the rank whose call failed would wait there for
+ * peers still stuck in the call it left, until their watchdogs abort the
+ * job (never, without one), and mpirun itself deadlocked in its PMIx
+ * server's finalize in a third of such runs (5 of 15: every rank had ended,
+ * mpirun had not). Left running, MPI ends with the process, and mpirun ends
+ * the job as soon as it sees that rank exit. The failed communicators'
+ * scratch (orphans) is then kept: MPI may still write into it. */
 gs_status gs_finalize(void) {
   if (!mpi_inited_by_us) return GS_OK;
+  if (atomic_load(&any_failed)) return GS_OK;
   int fin = 0;
   MPI_Finalized(&fin);
   if (!fin) MPI_Finalize();
@@ -355,7 +373,7 @@ _Noreturn void gs_comm_abort(gs_comm *c, int code, const char *fmt, ...) {
   if (c) {
     /* No lock: the progress thread may hold it while stuck. A torn read of
      * this flag cannot matter, the job is ending. */
-    atomic_store(&c->failed, 1);
+    comm_mark_failed(c);
   }
   if (atomic_exchange(&abort_started, 1)) {
     /* Another thread is in MPI_Abort: let it end the job, and end this

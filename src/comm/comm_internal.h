@@ -162,6 +162,10 @@ gs_status comm_scratch(gs_comm *c, void **area, size_t *cap, size_t bytes,
 /* Queues a request for the progress thread. */
 gs_status comm_enqueue(gs_comm *c, gs_request *req);
 
+/* Marks c failed, and this process as one whose MPI gs_finalize leaves
+ * running (comm.c). */
+void comm_mark_failed(gs_comm *c);
+
 /* Turns an MPI error code into a gs_status with a message. */
 gs_status comm_mpi_error(const coll_group *g, const char *what, int rc);
 #define MPI_TRY(g, call)                                                  \

@@ -61,7 +61,7 @@ void *progress_main(void *arg) {
       if (st == GS_ERR_MPI) {
         /* The message streams between ranks may now be out of step. */
         snprintf(c->failure, sizeof c->failure, "%s", gs_last_error());
-        atomic_store(&c->failed, 1);
+        comm_mark_failed(c);
       }
     }
     watchdog_end(c);

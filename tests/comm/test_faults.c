@@ -286,10 +286,10 @@ static int cmd_mismatch(const char *algo_name) {
   }
   fprintf(stderr, "rank 0: the mismatched allreduce failed: %s\n", gs_last_error());
   gs_comm_destroy(c);
-  gs_finalize(); /* MPI's fence: it waits here for the others' end */
+  gs_finalize(); /* leaves MPI running: its fence would wait for the others */
   free(buf);
   free(out);
-  return 3;
+  return 3; /* mpirun ends the job when it sees this exit */
 }
 
 /* gs_init and gs_comm_create after gs_finalize are refused with

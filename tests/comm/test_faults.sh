@@ -110,15 +110,18 @@ case $case in
     expect_no 'SEGV|Segmentation|signal 11'
     expect_within $LIMIT ;;
   mismatch_np3) # rank 0 all-reduces fewer elements: its ring fails with
-    # receives pending; it destroys its communicator and finalizes (the
-    # pending receives' scratch outlives MPI: AddressSanitizer found MPI
-    # writing into it from MPI_Finalize); the others' watchdog ends the job
+    # receives pending; it destroys its communicator, calls gs_finalize and
+    # exits 3. gs_finalize leaves MPI running after the failure: in
+    # MPI_Finalize's fence rank 0 waited for the others' watchdog (5 s), and
+    # mpirun deadlocked after every rank had ended in 5 of 15 runs. Now
+    # mpirun ends the job on rank 0's exit, before any watchdog fires.
     job 3 "$bin" mismatch ring
     expect_rc nonzero
     expect_out 'rank 0: the mismatched allreduce failed: .*ring'
-    expect_out 'rank [12]: fatal: collective #1, allreduce\(count=3000'
+    expect_out 'Exit code: +3'
     expect_no 'FAIL rank'
-    expect_within $LIMIT ;;
+    expect_no 'fatal: collective'
+    expect_within 20 ;;
   after_finalize_np2) # gs_init and gs_comm_create after gs_finalize: GS_ERR_STATE
     job 2 "$bin" after_finalize
     expect_rc zero
