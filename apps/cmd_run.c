@@ -62,6 +62,7 @@ extern char **environ;
 #define NETNS_DIR "/var/run/netns"
 #define TBF_LATENCY "10ms"      /* queue bound: tens of ms at most, like a switch port */
 #define KILL_GRACE_S 10.0       /* how long mpirun gets to stop its ranks */
+#define MPIRUN_LINGER_S 10.0    /* how long mpirun may stay after its ranks ended */
 
 struct cluster {
   int pid;        /* the launcher's pid: part of every name */
@@ -789,23 +790,49 @@ static void free_margv(char **margv, int first_prog, char *host_list) {
 }
 
 /* Waits for mpirun. After a signal it gives mpirun KILL_GRACE_S to stop its
- * ranks, then kills it; orphaned ranks are killed by cluster_destroy. */
-static int wait_mpirun(pid_t pid, int *status) {
-  double deadline = 0;
+ * ranks, then kills it; orphaned ranks are killed by cluster_destroy. An
+ * mpirun still there MPIRUN_LINGER_S after every child it started (the
+ * ranks, or ssh clients) had ended has deadlocked in Open MPI's runtime (5
+ * in 15 jobs where one rank exited while the others called MPI_Abort): it
+ * is killed, *status becomes the first failed child's (0 if none failed)
+ * and *hung is set. */
+static int wait_mpirun(pid_t pid, int *status, int *hung) {
+  double deadline = 0, all_ended_since = 0, next_scan = 0;
+  *hung = 0;
   for (;;) {
-    pid_t r = waitpid(pid, status, got_signal ? WNOHANG : 0);
+    pid_t r = waitpid(pid, status, WNOHANG);
     if (r == pid) return 0;
     if (r < 0 && errno != EINTR) return -1;
+    double now = now_s();
     if (got_signal) {
       if (deadline == 0) {
-        deadline = now_s() + KILL_GRACE_S;
-      } else if (now_s() > deadline) {
+        deadline = now + KILL_GRACE_S;
+      } else if (now > deadline) {
         cli_fail("run", "mpirun did not stop within %.0f s; killing it", KILL_GRACE_S);
         kill(pid, SIGKILL);
-        deadline = now_s() + 1e9;
+        deadline = now + 1e9;
       }
-      nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    } else if (now >= next_scan) {
+      next_scan = now + 0.5;
+      gs_launch_children ch;
+      gs_launch_children_of(pid, &ch);
+      if (ch.children == 0 || ch.ended < ch.children) {
+        all_ended_since = 0;
+      } else if (all_ended_since == 0) {
+        all_ended_since = now;
+      } else if (now - all_ended_since > MPIRUN_LINGER_S) {
+        cli_fail("run", "mpirun did not exit within %.0f s of the end of all %d of its "
+                 "ranks (Open MPI's runtime deadlocked); killing it", MPIRUN_LINGER_S,
+                 ch.children);
+        kill(pid, SIGKILL);
+        while (waitpid(pid, status, 0) < 0 && errno == EINTR) {
+        }
+        *status = ch.bad_status;
+        *hung = 1;
+        return 0;
+      }
     }
+    nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
   }
 }
 
@@ -1455,13 +1482,16 @@ int cmd_run(int argc, char **argv) {
     } else {
       mpirun_pid = pid;
       if (got_signal) kill(pid, got_signal); /* arrived before mpirun_pid was set */
-      int status = 0;
-      if (wait_mpirun(pid, &status) != 0) {
+      int status = 0, hung = 0;
+      if (wait_mpirun(pid, &status, &hung) != 0) {
         cli_fail("run", "lost track of mpirun: %s", strerror(errno));
         rc = 2;
       } else if (got_signal) {
         cli_fail("run", "interrupted by signal %d; ranks stopped", (int)got_signal);
         rc = 128 + got_signal;
+      } else if (hung) {
+        rc = gs_launch_status_code(status);
+        if (rc != 0) cli_fail("run", "the first of them to fail ended with status %d", rc);
       } else if (WIFSIGNALED(status)) {
         cli_fail("run", "mpirun was killed by signal %d", WTERMSIG(status));
         rc = 128 + WTERMSIG(status);

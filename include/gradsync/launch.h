@@ -19,6 +19,8 @@
 #ifndef GRADSYNC_LAUNCH_H
 #define GRADSYNC_LAUNCH_H
 
+#include <sys/types.h>
+
 #include "gradsync/core.h"
 
 #ifdef __cplusplus
@@ -164,6 +166,19 @@ typedef struct gs_elastic_config {
   void (*on_event)(const gs_elastic_event *e, void *user);
   void *user;
 } gs_elastic_config;
+
+/* A launcher's children (mpirun's: the local ranks, or the ssh clients of
+ * remote daemons): how many there are, how many of them have ended without
+ * their parent reaping them, and the waitpid status of the first ended one
+ * that did not exit 0 (0: none). Every child ended and the parent still
+ * there for seconds: Open MPI's mpirun has deadlocked in its own finalize
+ * (seen with Open MPI 4.1 after MPI_Abort), and only killing it ends it. */
+typedef struct gs_launch_children {
+  int children, ended, bad_status;
+} gs_launch_children;
+void gs_launch_children_of(pid_t parent, gs_launch_children *out);
+/* A waitpid status as a shell's exit code: the code, or 128 + the signal. */
+int gs_launch_status_code(int status);
 
 /* Runs the job to its end (see the top). GS_OK with *res filled whatever
  * the job's fate (res->status); GS_ERR_INVALID_ARG for a bad configuration,

@@ -342,30 +342,6 @@ static int discover_background(el *e) {
   return r == 1;
 }
 
-/* Reads field 22 (start time) and the state of /proc/PID/stat. */
-static int proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start, char *state) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t k = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (k <= 0) return -1;
-  buf[k] = '\0';
-  char *p = strrchr(buf, ')'); /* the name may hold spaces */
-  if (!p) return -1;
-  int pp = 0;
-  unsigned long long st = 0;
-  /* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt
-   * cmajflt utime stime cutime cstime priority nice threads itrealvalue start */
-  if (sscanf(p + 2, "%c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
-                    "%*d %llu", state, &pp, &st) != 3)
-    return -1;
-  *ppid = pp;
-  *start = st;
-  return 0;
-}
-
 /* Records mpirun's children (the local ranks, or ssh clients) while they
  * live, so that those outliving a killed mpirun can be ended. */
 static void record_children(el *e, pid_t mpirun) {
@@ -373,25 +349,22 @@ static void record_children(el *e, pid_t mpirun) {
   if (!d) return;
   for (struct dirent *de; (de = readdir(d));) {
     if (!isdigit((unsigned char)de->d_name[0])) continue;
-    pid_t pid = (pid_t)atoi(de->d_name), ppid;
-    unsigned long long start;
-    char state;
-    if (proc_stat(pid, &ppid, &start, &state) != 0 || ppid != mpirun) continue;
+    pid_t pid = (pid_t)atoi(de->d_name);
+    launch_proc p;
+    if (launch_proc_stat(pid, &p) != 0 || p.ppid != mpirun) continue;
     int known = 0;
     for (int i = 0; i < e->nchild && !known; i++)
-      known = e->child[i].pid == pid && e->child[i].start == start;
-    if (!known && e->nchild < EL_MAX_CHILDREN) e->child[e->nchild++] = (el_child){pid, start};
+      known = e->child[i].pid == pid && e->child[i].start == p.start;
+    if (!known && e->nchild < EL_MAX_CHILDREN) e->child[e->nchild++] = (el_child){pid, p.start};
   }
   closedir(d);
 }
 
 /* Whether the recorded child still runs (not a zombie). */
 static int child_alive(const el_child *c) {
-  pid_t ppid;
-  unsigned long long start;
-  char state;
-  return proc_stat(c->pid, &ppid, &start, &state) == 0 && start == c->start && state != 'Z' &&
-         state != 'X';
+  launch_proc p;
+  return launch_proc_stat(c->pid, &p) == 0 && p.start == c->start && p.state != 'Z' &&
+         p.state != 'X';
 }
 
 /* After mpirun's exit: ranks it left behind get kill_grace_s to end by
@@ -638,7 +611,8 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
   w.sig_rank = w.exit_rank = w.exit_code = -1;
   int open_fds = 2, status = 0, exited = 0;
   double term_at = 0, kill_at = 0, stop_deadline = 0, next_scan = 0, next_commit = 0;
-  int stop_asked = 0, killed_stop = 0;
+  double all_ended_since = 0;
+  int stop_asked = 0, killed_stop = 0, stuck = 0;
   int interrupted_seen = 0;
   double interrupt_t = 0;
   while (!exited || open_fds > 0) {
@@ -677,6 +651,28 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
     if (now >= next_scan) {
       record_children(e, pid);
       next_scan = now + 0.5;
+      /* Every rank ended and mpirun still there: Open MPI's runtime has
+       * deadlocked (gs_launch_children_of). The launch ends as its ranks
+       * did: the first failed one's status, or 0. */
+      gs_launch_children ch;
+      gs_launch_children_of(pid, &ch);
+      if (ch.children == 0 || ch.ended < ch.children) {
+        all_ended_since = 0;
+      } else if (all_ended_since == 0) {
+        all_ended_since = now;
+      } else if (now - all_ended_since > c->kill_grace_s) {
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        status = ch.bad_status;
+        stuck = 1;
+        exited = 1;
+        el_mpirun = 0;
+        end->exit_t = now;
+        term_at = now + 2;
+        continue;
+      }
     }
     if (now >= next_commit) {
       watch_commits(e);
@@ -855,6 +851,11 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
                  h->listed ? " with its slots" : "");
       }
     }
+  }
+  if (stuck) {
+    used = strlen(r);
+    snprintf(r + used, rl - used, " (mpirun stayed %.0f s after its ranks had ended: "
+             "killed)", c->kill_grace_s);
   }
   /* The history's column: a longer reason is cut (its line has it whole). */
   snprintf(L->end, sizeof L->end, "%.*s%.41s", (int)sizeof L->end - 42,

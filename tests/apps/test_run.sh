@@ -59,6 +59,28 @@ else
 fi
 expect_rc 0 "run --help" -- "$G" run --help
 
+# An mpirun that stays after its ranks have ended (Open MPI's deadlocked so
+# in its PMIx server's finalize, its ranks left unreaped): gradsync run kills
+# it 10 s after the last rank ended, and exits with the failed rank's status
+# (it waited for it for good).
+cat >"$scratch/stuck_mpirun" <<'SH'
+#!/bin/sh
+( exit 0 ) &
+( exit 3 ) &
+exec sleep 60
+SH
+chmod +x "$scratch/stuck_mpirun"
+t0=$(date +%s)
+"$G" run -np 2 --mpirun "$scratch/stuck_mpirun" -- /bin/true >"$out" 2>&1
+rc=$? took=$(($(date +%s) - t0))
+if [ "$rc" = 3 ] && [ "$took" -le 40 ] &&
+   grep -q "mpirun did not exit within 10 s of the end of all 2 of its ranks" "$out" &&
+   grep -q "the first of them to fail ended with status 3" "$out"; then
+  pass "an mpirun stuck after its ranks ended is killed (exit 3 after $took s)"
+else
+  fail "an mpirun stuck after its ranks ended: exit $rc after $took s, wanted 3 and a message"
+fi
+
 echo "== ranks are not bound to a core"
 # Open MPI's default binds a launch's ranks to cores from core 0 when they
 # do not outnumber the cores, so that every one-rank job on a machine ran

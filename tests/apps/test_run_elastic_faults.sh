@@ -160,6 +160,28 @@ else
   fail "a program's own error: exit $rc (want 1), 'the restart budget (0) is spent', no node_lost"
 fi
 
+echo "== an mpirun that stays after its ranks ended"
+# Open MPI's mpirun deadlocked in its PMIx server's finalize after every
+# rank had ended, its ranks left unreaped; the supervisor waited for it for
+# good. A stand-in whose two ranks exit 0 and 1 and which then stays: the
+# launch ends 10 s (kill_grace_s) after the last rank did, with its status.
+new_case stuck
+printf '#!/bin/sh\n( exit 0 ) &\n( exit 1 ) &\nexec sleep 60\n' >"$scratch/stuck_mpirun"
+chmod +x "$scratch/stuck_mpirun"
+t0=$(now)
+"$G" run -np 2 --elastic 1:2 --max-restarts 0 --mpirun "$scratch/stuck_mpirun" \
+  -- /bin/true >"$out" 2>"$err" &
+sup=$!
+wait_bounded "$sup" 40
+rc=$?
+took=$(sub "$(now)" "$t0")
+if [ "$rc" = 1 ] && awk -v t="$took" 'BEGIN { exit !(t < 30) }' &&
+   grep -q 'mpirun exited with status 1' "$err"; then
+  pass "an mpirun stuck after its ranks ended: the launch ends with the rank's status 1 in $took s"
+else
+  fail "an mpirun stuck after its ranks ended: exit $rc after $took s (want 1, under 30 s)"
+fi
+
 echo "== resizes on request are not bounded in number"
 # A stand-in mpirun (tests/cluster/fake_mpirun.sh) and a program that flips
 # the listing between 1 and 2 slots as it starts and stops on SIGUSR1 with

@@ -1,0 +1,70 @@
+/*
+ * What became of a launcher's children, read from /proc: the supervisors
+ * (`gradsync run`, the elastic one) use it to notice an mpirun that stays
+ * after every rank it started has ended. Open MPI 4.1's mpirun was seen to
+ * deadlock so, in its PMIx server's finalize, with its ranks left unreaped
+ * (zombies) for good; a wait on it alone never ends.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "launch_internal.h"
+
+int launch_proc_stat(pid_t pid, launch_proc *out) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t k = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (k <= 0) return -1;
+  buf[k] = '\0';
+  char *p = strrchr(buf, ')'); /* the name may hold spaces */
+  if (p == NULL || p[1] != ' ') return -1;
+  /* After ") ": field 3 (state), 4 (ppid), ... 22 (start time), ...
+   * 52 (exit_code, in waitpid's form; Linux 3.5 and later). */
+  memset(out, 0, sizeof *out);
+  out->exit_status = -1;
+  char *s = p + 2, *end;
+  for (int field = 3; *s != '\0' && field <= 52; field++) {
+    if (field == 3) {
+      out->state = *s;
+    } else if (field == 4) {
+      out->ppid = (pid_t)strtol(s, &end, 10);
+    } else if (field == 22) {
+      out->start = strtoull(s, &end, 10);
+    } else if (field == 52) {
+      out->exit_status = (int)strtol(s, &end, 10);
+    }
+    while (*s != '\0' && *s != ' ') s++;
+    while (*s == ' ') s++;
+  }
+  return out->state != '\0' && out->ppid > 0 ? 0 : -1;
+}
+
+void gs_launch_children_of(pid_t parent, gs_launch_children *out) {
+  memset(out, 0, sizeof *out);
+  DIR *d = opendir("/proc");
+  if (d == NULL) return;
+  for (struct dirent *de; (de = readdir(d)) != NULL;) {
+    if (!isdigit((unsigned char)de->d_name[0])) continue;
+    launch_proc p;
+    if (launch_proc_stat((pid_t)atoi(de->d_name), &p) != 0 || p.ppid != parent) continue;
+    out->children++;
+    if (p.state != 'Z' && p.state != 'X') continue;
+    out->ended++;
+    int st = p.exit_status;
+    if (st > 0 && out->bad_status == 0) out->bad_status = st;
+  }
+  closedir(d);
+}
+
+int gs_launch_status_code(int status) {
+  if ((status & 0x7f) == 0) return (status >> 8) & 0xff; /* exited */
+  return 128 + (status & 0x7f);                           /* killed by a signal */
+}
