@@ -378,7 +378,7 @@ int cmd_replay(int argc, char **argv) {
       rc = run_policy(&cr, prof, bufs, specs[k], o.compress, o.warmup, o.iters, &r);
       if (rc != 0 || rank != 0) continue;
       if (o.json) {
-        print_json(specs[k], o.compress, &r, prof, bytes, o.scale, ranks, nodes, o.iters, o.warmup, round,
+        print_json(specs[k], o.compress ? z.normalised : NULL, &r, prof, bytes, o.scale, ranks, nodes, o.iters, o.warmup, round,
                    o.rounds);
       } else {
         printf("%-5d %-10s %-8s %6zu %10.1f %10.1f %7.3f %9.1f %9.1f %6.0f%% %10.3g "

@@ -633,6 +633,7 @@ int cmd_simulate(int argc, char **argv) {
     cli_error(VERB, "--compress: %s", gs_last_error());
     return 2;
   }
+  if (o.compress) o.compress = z.normalised; /* reported as "topk:0.01", whatever the case */
   if (nspecs == 1) {
     gs_plan_policy pp;
     if (gs_plan_policy_parse(specs[0], &pp) == GS_OK &&

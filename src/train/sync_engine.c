@@ -157,7 +157,7 @@ static void engine_describe(void *self, cJSON *json, char *text, size_t n) {
     cJSON_AddStringToObject(json, "policy", s->t->cfg->policy);
     cJSON_AddStringToObject(json, "chosen", chosen);
     cJSON_AddNumberToObject(json, "groups", (double)groups);
-    cJSON_AddStringToObject(json, "compress", zon ? z : "none");
+    cJSON_AddStringToObject(json, "compress", zon ? zs.normalised : "none");
     cJSON_AddBoolToObject(json, "error_feedback", zon && !s->t->cfg->no_ef);
     if (decay > 0) cJSON_AddNumberToObject(json, "ef_decay", decay);
     cJSON_AddNumberToObject(json, "compressed_groups", (double)es.compressed_groups);
@@ -173,7 +173,7 @@ static void engine_describe(void *self, cJSON *json, char *text, size_t n) {
   if (text && zon)
     snprintf(text, n, "policy %s (plan: %s, %zu messages per step), compression %s%s "
              "(%zu of %zu groups via %s): %.0f bytes sent per step, %.1fx fewer than "
-             "dense", s->t->cfg->policy, chosen, groups, z,
+             "dense", s->t->cfg->policy, chosen, groups, zs.normalised,
              s->t->cfg->no_ef ? " without error feedback" : damp, es.compressed_groups,
              groups, exch, per_step, ratio);
   else if (text)

@@ -114,9 +114,10 @@ grep -qE "plan optimal, .*measured, [1-9][0-9]* points" "$tmp/one.txt" \
 
 # --compress with a list of policies: each runs compressed in turn, its
 # bytes per step the payloads' (top-k at 1%: about 2% of the dense bytes
-# with indices), dear refused with a non-auto spec.
+# with indices), dear refused with a non-auto spec. The kind's name in any
+# case, the spec reported normalised.
 if "$gs" run -np 2 -- "$gs" replay --profile "$prof" --policy wfbp,mgwfbp --iters 2 --warmup 2 \
-     --compress topk:0.01 --json > "$tmp/z.jsonl" 2> "$tmp/z.err"; then
+     --compress TopK:0.01 --json > "$tmp/z.jsonl" 2> "$tmp/z.err"; then
   if python3 - "$tmp/z.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -126,7 +127,7 @@ for r in rows:
     assert 0 < r["bytes_per_step"] < 0.1 * r["grad_bytes"], r
     assert r["predicted_s"] is None, r  # no dense prediction of a compressed plan
 PY
-  then ok "--compress topk:0.01 with --policy wfbp,mgwfbp: compressed, payload bytes"
+  then ok "--compress TopK:0.01 with --policy wfbp,mgwfbp: compressed, payload bytes"
   else bad "--compress rows: $(cat "$tmp/z.jsonl")"; fi
 else
   bad "replay --compress failed: $(cat "$tmp/z.err")"

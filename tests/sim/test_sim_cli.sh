@@ -56,6 +56,7 @@ expect 0 "all-reduce 3.000e-04 s + 1.400e-08 s/B" -- --profile "$P" --workers 8 
 expect 2 "measured on 8 ranks" -- --profile "$P" --workers 16 --cost "$T/c8.json"
 expect 0 "hier" -- --profile "$P" --workers 16 --per-node 4 --intra 2e-6,2e-10 --inter 5e-5,8e-9
 expect 0 "topk" -- --profile "$P" --workers 8 --net 1GbE --policy wfbp --compress topk:0.01
+expect 0 '"compress":"topk:0.01"' -- --profile "$P" --workers 8 --net 1GbE --policy wfbp --compress TOPK:0.01 --json
 expect 0 "left out" -- --profile "$P" --workers 8 --net 1GbE --compress topk:0.01
 expect 2 "cannot be sent compressed" -- --profile "$P" --workers 8 --net 1GbE --policy dear --compress topk:0.01
 # --ar: the all-reduce's measured a + b*M (what replay reports), as plan --a --b.
