@@ -714,6 +714,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._gs_ids = [None] * n    # engine ids, by parameter index
         self._gs_bufs = [None] * n   # the registered gradient buffers
         self._gs_open = False        # a gradient arrived since the last synchronize
+        self._gs_synced = False      # synchronized, and step() has not run since
         self._gs_skip = False
         self._gs_closed = False
         self._gs_pending = [False] * n  # overlap: averaged, update not yet applied
@@ -973,8 +974,35 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _gs_synchronize(self, explicit):
         if self._gs_closed:
             raise _error("STATE", "gradsync: this DistributedOptimizer was closed")
-        if not self._gs_open and self._gs_engine is not None:
-            return  # nothing computed since the last synchronize
+        # Whether to exchange depends on calls every rank makes alike, never
+        # on this rank's backward passes: a rank that computed no gradient
+        # (no data this step) still exchanges, contributing zeros, as the
+        # others wait for it. The one skip: synchronize() was called and no
+        # gradient came since (step() after it, or synchronize() twice).
+        if self._gs_synced and not self._gs_open:
+            return
+        self._gs_exchange(explicit)
+        self._gs_synced = True
+        # A gradient replaced by a new tensor after its hook handed the
+        # buffer to the engine: its average was under way, and every rank
+        # has issued its collectives, so the new tensor can no longer be
+        # averaged. Say so rather than drop it silently.
+        replaced = [self._gs_names[i] for i, p in enumerate(self._gs_params)
+                    if p.grad is not self._gs_bufs[i]]
+        for i, p in enumerate(self._gs_params):
+            p.grad = self._gs_bufs[i]
+        if replaced:
+            more = f" (and {len(replaced) - 1} more)" if len(replaced) > 1 else ""
+            raise _error(
+                "STATE", f"gradsync: the gradient of '{replaced[0]}'{more} was replaced by a new "
+                f"tensor after backward() had handed it to the engine for averaging: the new "
+                f"tensor cannot be averaged any more and was dropped (p.grad holds the average "
+                f"of the gradients backward() computed). Change a gradient in place "
+                f"(p.grad.copy_(t), p.grad.mul_(s)), or replace it before backward() computes it")
+
+    def _gs_exchange(self, explicit):
+        """synchronize's exchange: every tensor not yet handed over goes now
+        (zeros for those without a gradient), then waits for the averages."""
         if self._gs_engine is None:
             self._gs_start()
         engine = self._gs_engine
@@ -985,15 +1013,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._gs_apply(range(len(self._gs_params)))
         k = self._gs_k
         for i, c in enumerate(self._gs_counts):
-            if 0 < c < k:  # step() before k passes: what was accumulated counts
-                if self._gs_params[i].grad is not self._gs_bufs[i]:
+            p = self._gs_params[i]
+            # step() before k passes: what was accumulated counts; a gradient
+            # assigned to a parameter backward did not reach counts too.
+            if 0 < c < k or (c == 0 and p.grad is not None and p.grad is not self._gs_bufs[i]):
+                if p.grad is not self._gs_bufs[i]:
                     self._gs_adopt(i)
                 engine.grad_ready(self._gs_ids[i])
         engine.wait()
-        for i, p in enumerate(self._gs_params):
+        for i in range(len(self._gs_params)):
             self._gs_counts[i] = 0
-            if p.grad is not self._gs_bufs[i]:
-                p.grad = self._gs_bufs[i]
         self._gs_open = False
         if self._gs_overlap and explicit:
             # The caller reads p.grad now: every all-gather is waited for,
@@ -1017,6 +1046,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def step(self, closure=None):
         if not self._gs_skip:
             self._gs_synchronize(explicit=False)
+        self._gs_synced = False
         if self._gs_overlap and self._gs_engine is not None and not self._gs_now:
             if closure is not None:
                 raise ValueError("gradsync: step(closure) is not available with policy='dear' "
