@@ -715,6 +715,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._gs_bufs = [None] * n   # the registered gradient buffers
         self._gs_open = False        # a gradient arrived since the last synchronize
         self._gs_synced = False      # synchronized, and step() has not run since
+        self._gs_failed = None       # the GradsyncError that failed this optimizer
         self._gs_skip = False
         self._gs_closed = False
         self._gs_pending = [False] * n  # overlap: averaged, update not yet applied
@@ -868,6 +869,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         counts = self._gs_counts
 
         def hook(*unused):
+            self._gs_usable()
             c = counts[i] + 1
             counts[i] = c
             opened = not self._gs_open
@@ -971,9 +973,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         once: that step gives up the overlap."""
         self._gs_synchronize(explicit=True)
 
-    def _gs_synchronize(self, explicit):
+    def _gs_usable(self):
+        """Raises if this optimizer was closed or failed: a failure of the
+        engine or of the first step's checks (ranks whose models differ) is
+        repeated by every later call, which cannot go on."""
         if self._gs_closed:
             raise _error("STATE", "gradsync: this DistributedOptimizer was closed")
+        if self._gs_failed is not None:
+            e = self._gs_failed
+            text = str(e).rsplit(" (", 1)[0]
+            raise _error(e.status, f"gradsync: this DistributedOptimizer failed at an earlier "
+                                   f"step and cannot go on (close() it): {text}")
+
+    def _gs_synchronize(self, explicit):
+        self._gs_usable()
         # Whether to exchange depends on calls every rank makes alike, never
         # on this rank's backward passes: a rank that computed no gradient
         # (no data this step) still exchanges, contributing zeros, as the
@@ -981,7 +994,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # gradient came since (step() after it, or synchronize() twice).
         if self._gs_synced and not self._gs_open:
             return
-        self._gs_exchange(explicit)
+        try:
+            self._gs_exchange(explicit)
+        except GradsyncError as e:
+            self._gs_failed = e
+            raise
         self._gs_synced = True
         # A gradient replaced by a new tensor after its hook handed the
         # buffer to the engine: its average was under way, and every rank
@@ -1046,6 +1063,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def step(self, closure=None):
         if not self._gs_skip:
             self._gs_synchronize(explicit=False)
+        elif not self._gs_closed:
+            self._gs_usable()
         self._gs_synced = False
         if self._gs_overlap and self._gs_engine is not None and not self._gs_now:
             if closure is not None:
@@ -1064,6 +1083,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """Zeros the gradients in place. set_to_none=True is honoured only for
         parameters gradsync does not synchronise: the engine averages into
         fixed buffers, and p.grad stays that buffer."""
+        if not self._gs_closed:
+            self._gs_usable()
         if self._gs_engine is None:  # first iteration: nothing handed over yet
             self._gs_counts[:] = [0] * len(self._gs_counts)
             self._gs_first.clear()
