@@ -26,6 +26,7 @@ gradsync.GradsyncError with its message.
 import atexit
 import contextlib
 import io
+import math
 import os
 import sys
 import warnings
@@ -238,13 +239,18 @@ def _op_of(average, op):
 def allreduce_async(tensor, average=None, name=None, op=Average):
     """Starts reducing `tensor` over every rank into a new tensor (the input
     is left as it is). Returns a handle; synchronize(handle) gives the result.
-    Average and Product need a floating-point dtype."""
-    del name  # accepted for Horovod compatibility; gradsync matches by order
-    op = _op_of(average, op)
-    code = _check(tensor, "allreduce's tensor", floats_only=op in (Average, Product))
-    src = tensor.contiguous()
+    Average and Product need a floating-point dtype. The ranks' dtypes,
+    shapes and ops are compared first (one small blocking exchange): a
+    difference raises GradsyncError (MISMATCH) on every rank."""
+    def prepare():
+        o = _op_of(average, op)
+        code = _check(tensor, "allreduce's tensor", floats_only=o in (Average, Product))
+        src = tensor.contiguous()
+        return (o, code, src), _signature(src, code, op=o)
+
+    o, code, src = _agree(_what("allreduce", name), prepare, _COLS_REDUCE)
     out = torch.empty_like(src, memory_format=torch.contiguous_format)
-    req = _C.iallreduce(_addr(src), _addr(out), src.numel(), code, op, (src, out))
+    req = _C.iallreduce(_addr(src), _addr(out), src.numel(), code, o, (src, out))
     return Handle(req, out)
 
 
@@ -255,11 +261,14 @@ def allreduce(tensor, average=None, name=None, op=Average):
 
 def allreduce_async_(tensor, average=None, name=None, op=Average):
     """Starts reducing `tensor` in place (it must be contiguous)."""
-    del name
-    op = _op_of(average, op)
-    code = _check(tensor, "allreduce_'s tensor", inplace=True,
-                  floats_only=op in (Average, Product))
-    req = _C.iallreduce(0, _addr(tensor), tensor.numel(), code, op, tensor)
+    def prepare():
+        o = _op_of(average, op)
+        code = _check(tensor, "allreduce_'s tensor", inplace=True,
+                      floats_only=o in (Average, Product))
+        return (o, code), _signature(tensor, code, op=o)
+
+    o, code = _agree(_what("allreduce_", name), prepare, _COLS_REDUCE)
+    req = _C.iallreduce(0, _addr(tensor), tensor.numel(), code, o, tensor)
     return Handle(req, tensor)
 
 
@@ -267,31 +276,99 @@ def allreduce_(tensor, average=None, name=None, op=Average):
     return synchronize(allreduce_async_(tensor, average, name, op))
 
 
-_SIG = 12  # ndim, dtype, dim0, rest numel, then up to 8 trailing dims
+# Agreement. Before a collective moves data, every rank's signature of
+# the call (its tensor's dtype and shape, the op, the root) goes to every
+# rank in one all-gather of _SIG integers, so that ranks that disagree, or a
+# rank that refused its own arguments, raise on every rank instead of
+# corrupting data or waiting for the watchdog.
+_SIG = 14  # ndim, dtype, dim0, rest numel, up to 8 trailing dims, op, root
+_REFUSED = -1  # a signature's ndim when this rank refused the call's arguments
+_COL_OP, _COL_ROOT = 12, 13
+_COLS_TENSOR = list(range(12))
+_COLS_REDUCE = _COLS_TENSOR + [_COL_OP]
+_COLS_BCAST = _COLS_TENSOR + [_COL_ROOT]
+_COLS_GATHER = [c for c in _COLS_TENSOR if c != 2]  # dimension 0 may differ
+_OP_NAMES = {Average: "Average", Sum: "Sum", Min: "Min", Max: "Max", Product: "Product"}
 
 
-def _signature(t, dim0, code):
+def _signature(t, code, dim0=None, op=-1, root=-1):
     shape = list(t.shape[1:])
-    sig = [t.dim(), code, dim0, int(torch.tensor(shape).prod().item()) if shape else 1]
-    sig += (shape + [-1] * 8)[:8]
+    if dim0 is None:
+        dim0 = t.shape[0] if t.dim() else 1
+    sig = [t.dim(), code, dim0, math.prod(shape)] + (shape + [-1] * 8)[:8] + [op, root]
     return torch.tensor(sig, dtype=torch.int64)
 
 
-def _gather_signatures(t, dim0, code):
-    """Every rank's (ndim, dtype, dim0, trailing shape), one all-gather."""
+def _describe(sig):
+    ndim, code, dim0 = int(sig[0]), int(sig[1]), int(sig[2])
+    rest = [int(x) for x in sig[4:4 + min(8, max(0, ndim - 1))]]
+    dtype = _DTYPE_OF_CODE.get(code, f"code {code}")
+    dims = [dim0] + rest if ndim > 0 else []
+    return f"{str(dtype).replace('torch.', '')}[{', '.join(str(d) for d in dims)}]"
+
+
+def _what(call, name):
+    return f"{call} of '{name}'" if name is not None else call
+
+
+def _gather_signatures(mine):
+    """Every rank's signature, one all-gather."""
     n = size()
-    mine = _signature(t, dim0, code)
     all_sigs = torch.empty(n * _SIG, dtype=torch.int64)
     _C.iallgatherv(mine.data_ptr(), _SIG, all_sigs.data_ptr(), [_SIG] * n, _C.I64,
                    (mine, all_sigs)).wait()
     return all_sigs.view(n, _SIG)
 
 
-def _describe(sig):
-    ndim, code, dim0 = int(sig[0]), int(sig[1]), int(sig[2])
-    rest = [int(x) for x in sig[4:4 + max(0, ndim - 1)]]
-    dtype = _DTYPE_OF_CODE.get(code, f"code {code}")
-    return f"{str(dtype).replace('torch.', '')}[{', '.join(str(d) for d in [dim0] + rest)}]"
+def _agree(what, prepare, cols):
+    """Runs the call's local checks, prepare() -> (result, signature), and
+    makes every rank learn their outcome: a rank whose checks fail raises
+    its own TypeError/ValueError, the others GradsyncError (INVALID_ARG)
+    naming it; ranks whose signatures differ in `cols` raise GradsyncError
+    (MISMATCH) naming the first rank that differs from rank 0 and both
+    values. Returns prepare()'s result."""
+    return _agree_sigs(what, prepare, cols)[0]
+
+
+def _agree_sigs(what, prepare, cols):
+    """_agree, returning (prepare()'s result, every rank's signature)."""
+    n = size()
+    error = None
+    try:
+        result, mine = prepare()
+    except (TypeError, ValueError) as e:
+        result, error = None, e
+        mine = torch.zeros(_SIG, dtype=torch.int64)
+        mine[0] = _REFUSED
+    sigs = _gather_signatures(mine) if n > 1 else mine.view(1, _SIG)
+    if error is not None:
+        raise error
+    refused = [q for q in range(n) if int(sigs[q, 0]) == _REFUSED]
+    if refused:
+        raise _error("INVALID_ARG", f"gradsync: {what}: rank {refused[0]} refused its "
+                                    f"arguments (its own error says why); no rank sent data")
+    ref = sigs[0, cols]
+    for q in range(1, n):
+        if torch.equal(sigs[q, cols], ref):
+            continue
+        a, b = sigs[q], sigs[0]
+        if not torch.equal(a[[c for c in cols if c < 12]], b[[c for c in cols if c < 12]]):
+            diff = f"rank {q}'s tensor is {_describe(a)}, rank 0's {_describe(b)}"
+        elif int(a[_COL_OP]) != int(b[_COL_OP]):
+            diff = (f"rank {q}'s op is {_OP_NAMES.get(int(a[_COL_OP]), int(a[_COL_OP]))}, "
+                    f"rank 0's {_OP_NAMES.get(int(b[_COL_OP]), int(b[_COL_OP]))}")
+        else:
+            diff = (f"rank {q}'s root_rank is {int(a[_COL_ROOT])}, "
+                    f"rank 0's {int(b[_COL_ROOT])}")
+        raise _error("MISMATCH", f"gradsync: {what}: ranks disagree: {diff}; no rank sent data")
+    return result, sigs
+
+
+def _root(root_rank):
+    """root_rank as an int; a bool, float or string is refused, not converted."""
+    if isinstance(root_rank, bool) or not hasattr(root_rank, "__index__"):
+        raise TypeError(f"gradsync: root_rank must be an int, not {root_rank!r}")
+    return root_rank.__index__()
 
 
 def allgather_async(tensor, name=None):
@@ -299,17 +376,15 @@ def allgather_async(tensor, name=None):
     first dimension may differ between ranks; the others and the dtype must
     not (a difference raises GradsyncError on every rank). The sizes are
     exchanged first (blocking); the data moves in the background."""
-    del name
-    code = _check(tensor, "allgather's tensor")
-    src = tensor.contiguous()
-    if src.dim() == 0:
-        src = src.reshape(1)
-    sigs = _gather_signatures(src, src.shape[0], code)
-    ref = sigs[:, [0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11]]
-    if not bool((ref == ref[0]).all()):
-        shapes = "; ".join(f"rank {r}: {_describe(s)}" for r, s in enumerate(sigs))
-        raise _error("MISMATCH", f"gradsync: allgather: ranks disagree on the dtype or the "
-                                 f"dimensions after the first ({shapes})")
+    def prepare():
+        code = _check(tensor, "allgather's tensor")
+        src = tensor.contiguous()
+        if src.dim() == 0:
+            src = src.reshape(1)
+        return (code, src), _signature(src, code)
+
+    (code, src), sigs = _agree_sigs(_what("allgather", name) + " (dimension 0 may differ)",
+                                    prepare, _COLS_GATHER)
     rest = src.numel() // src.shape[0] if src.shape[0] else int(sigs[0, 3])
     dim0s = [int(d) for d in sigs[:, 2]]
     out = torch.empty([sum(dim0s)] + list(src.shape[1:]), dtype=src.dtype)
@@ -323,10 +398,16 @@ def allgather(tensor, name=None):
 
 
 def broadcast_async_(tensor, root_rank, name=None):
-    """Starts overwriting `tensor` (contiguous) with root_rank's."""
-    del name
-    code = _check(tensor, "broadcast_'s tensor", inplace=True)
-    req = _C.ibcast(_addr(tensor), tensor.numel(), code, int(root_rank), tensor)
+    """Starts overwriting `tensor` (contiguous) with root_rank's. The ranks'
+    dtypes, shapes and roots are compared first (one small blocking
+    exchange): a difference raises GradsyncError (MISMATCH) on every rank."""
+    def prepare():
+        root = _root(root_rank)
+        code = _check(tensor, "broadcast_'s tensor", inplace=True)
+        return (code, root), _signature(tensor, code, root=root)
+
+    code, root = _agree(_what("broadcast_", name), prepare, _COLS_BCAST)
+    req = _C.ibcast(_addr(tensor), tensor.numel(), code, root, tensor)
     return Handle(req, tensor)
 
 
@@ -335,11 +416,16 @@ def broadcast_(tensor, root_rank, name=None):
 
 
 def broadcast_async(tensor, root_rank, name=None):
-    """Starts a broadcast into a new tensor (the input is not modified)."""
-    del name
-    code = _check(tensor, "broadcast's tensor")
+    """Starts a broadcast into a new tensor (the input is not modified);
+    checked as broadcast_async_."""
+    def prepare():
+        root = _root(root_rank)
+        code = _check(tensor, "broadcast's tensor")
+        return (code, root), _signature(tensor, code, root=root)
+
+    code, root = _agree(_what("broadcast", name), prepare, _COLS_BCAST)
     out = tensor.contiguous().clone()
-    req = _C.ibcast(_addr(out), out.numel(), code, int(root_rank), out)
+    req = _C.ibcast(_addr(out), out.numel(), code, root, out)
     return Handle(req, out)
 
 
@@ -351,37 +437,54 @@ def alltoall_async(tensor, splits=None, name=None):
     """Starts an all-to-all: the rows (dimension 0) of `tensor` are cut into
     size() blocks, block r going to rank r; the result stacks the blocks
     received from ranks 0, 1, ... `splits` gives each block's number of rows
-    (default: equal blocks, dimension 0 divisible by size()). The received
-    sizes are exchanged first (blocking), with the dtype and trailing shape,
-    whose difference raises GradsyncError on every rank."""
-    del name
-    code = _check(tensor, "alltoall's tensor")
+    (default: equal blocks, dimension 0 divisible by size()); each rank's
+    splits are its own. The received sizes are exchanged first (blocking),
+    with the dtype, the row size and each rank's verdict on its own
+    arguments: a difference, or a rank whose arguments were refused, raises
+    on every rank."""
+    what = _what("alltoall", name)
     n = size()
-    src = tensor.contiguous()
-    if src.dim() == 0:
-        raise ValueError("gradsync: alltoall needs a tensor with at least one dimension")
-    rows = src.shape[0]
-    if splits is None:
-        if rows % n:
-            raise ValueError(f"gradsync: alltoall: dimension 0 ({rows}) is not divisible by "
-                             f"the {n} ranks; pass splits=")
-        splits = [rows // n] * n
-    else:
-        splits = [int(s) for s in (splits.tolist() if isinstance(splits, torch.Tensor)
-                                   else splits)]
-        if len(splits) != n or any(s < 0 for s in splits) or sum(splits) != rows:
-            raise ValueError(f"gradsync: alltoall: splits {splits} must be {n} non-negative "
-                             f"row counts adding up to dimension 0 ({rows})")
-    rest = src.numel() // rows if rows else int(torch.tensor(src.shape[1:]).prod().item())
-    send = torch.tensor([[s, rest, code] for s in splits], dtype=torch.int64)
+    error = None
+    try:
+        code = _check(tensor, "alltoall's tensor")
+        src = tensor.contiguous()
+        if src.dim() == 0:
+            raise ValueError("gradsync: alltoall needs a tensor with at least one dimension")
+        rows = src.shape[0]
+        if splits is None:
+            if rows % n:
+                raise ValueError(f"gradsync: alltoall: dimension 0 ({rows}) is not divisible "
+                                 f"by the {n} ranks; pass splits=")
+            splits = [rows // n] * n
+        else:
+            splits = [int(s) for s in (splits.tolist() if isinstance(splits, torch.Tensor)
+                                       else splits)]
+            if len(splits) != n or any(s < 0 for s in splits) or sum(splits) != rows:
+                raise ValueError(f"gradsync: alltoall: splits {splits} must be {n} non-negative "
+                                 f"row counts adding up to dimension 0 ({rows})")
+        rest = math.prod(src.shape[1:])
+        send = torch.tensor([[s, rest, code, 0] for s in splits], dtype=torch.int64)
+    except (TypeError, ValueError) as e:
+        error = e
+        send = torch.tensor([[0, 0, 0, 1]] * n, dtype=torch.int64)
     recv = torch.empty_like(send)
-    _C.ialltoallv(send.data_ptr(), [3] * n, recv.data_ptr(), [3] * n, _C.I64,
+    _C.ialltoallv(send.data_ptr(), [4] * n, recv.data_ptr(), [4] * n, _C.I64,
                   (send, recv)).wait()
-    bad = [r for r in range(n) if int(recv[r, 1]) != rest or int(recv[r, 2]) != code]
+    if error is not None:
+        raise error
+    refused = [q for q in range(n) if int(recv[q, 3])]
+    if refused:
+        raise _error("INVALID_ARG", f"gradsync: {what}: rank {refused[0]} refused its "
+                                    f"arguments (its own error says why); no rank sent data")
+    bad = [q for q in range(n) if int(recv[q, 1]) != rest or int(recv[q, 2]) != code]
     if bad:
-        raise _error("MISMATCH", f"gradsync: alltoall: ranks {bad} send a dtype or row size "
-                                 f"different from rank {rank()}'s ({tensor.dtype}, {rest} "
-                                 "elements per row)")
+        q = bad[0]
+        theirs = _DTYPE_OF_CODE.get(int(recv[q, 2]), f"code {int(recv[q, 2])}")
+        raise _error("MISMATCH", f"gradsync: {what}: ranks disagree: rank {q} sends "
+                                 f"{str(theirs).replace('torch.', '')} rows of {int(recv[q, 1])} "
+                                 f"elements, rank {rank()}'s are "
+                                 f"{str(tensor.dtype).replace('torch.', '')} rows of {rest} "
+                                 "elements; no rank sent data")
     rsplits = [int(r) for r in recv[:, 0]]
     out = torch.empty([sum(rsplits)] + list(src.shape[1:]), dtype=src.dtype)
     req = _C.ialltoallv(_addr(src), [s * rest for s in splits], _addr(out),
@@ -611,6 +714,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._gs_ids = [None] * n    # engine ids, by parameter index
         self._gs_bufs = [None] * n   # the registered gradient buffers
         self._gs_open = False        # a gradient arrived since the last synchronize
+        self._gs_synced = False      # synchronized, and step() has not run since
+        self._gs_failed = None       # the GradsyncError that failed this optimizer
         self._gs_skip = False
         self._gs_closed = False
         self._gs_pending = [False] * n  # overlap: averaged, update not yet applied
@@ -764,6 +869,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         counts = self._gs_counts
 
         def hook(*unused):
+            self._gs_usable()
             c = counts[i] + 1
             counts[i] = c
             opened = not self._gs_open
@@ -867,11 +973,53 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         once: that step gives up the overlap."""
         self._gs_synchronize(explicit=True)
 
-    def _gs_synchronize(self, explicit):
+    def _gs_usable(self):
+        """Raises if this optimizer was closed or failed: a failure of the
+        engine or of the first step's checks (ranks whose models differ) is
+        repeated by every later call, which cannot go on."""
         if self._gs_closed:
             raise _error("STATE", "gradsync: this DistributedOptimizer was closed")
-        if not self._gs_open and self._gs_engine is not None:
-            return  # nothing computed since the last synchronize
+        if self._gs_failed is not None:
+            e = self._gs_failed
+            text = str(e).rsplit(" (", 1)[0]
+            raise _error(e.status, f"gradsync: this DistributedOptimizer failed at an earlier "
+                                   f"step and cannot go on (close() it): {text}")
+
+    def _gs_synchronize(self, explicit):
+        self._gs_usable()
+        # Whether to exchange depends on calls every rank makes alike, never
+        # on this rank's backward passes: a rank that computed no gradient
+        # (no data this step) still exchanges, contributing zeros, as the
+        # others wait for it. The one skip: synchronize() was called and no
+        # gradient came since (step() after it, or synchronize() twice).
+        if self._gs_synced and not self._gs_open:
+            return
+        try:
+            self._gs_exchange(explicit)
+        except GradsyncError as e:
+            self._gs_failed = e
+            raise
+        self._gs_synced = True
+        # A gradient replaced by a new tensor after its hook handed the
+        # buffer to the engine: its average was under way, and every rank
+        # has issued its collectives, so the new tensor can no longer be
+        # averaged. Say so rather than drop it silently.
+        replaced = [self._gs_names[i] for i, p in enumerate(self._gs_params)
+                    if p.grad is not self._gs_bufs[i]]
+        for i, p in enumerate(self._gs_params):
+            p.grad = self._gs_bufs[i]
+        if replaced:
+            more = f" (and {len(replaced) - 1} more)" if len(replaced) > 1 else ""
+            raise _error(
+                "STATE", f"gradsync: the gradient of '{replaced[0]}'{more} was replaced by a new "
+                f"tensor after backward() had handed it to the engine for averaging: the new "
+                f"tensor cannot be averaged any more and was dropped (p.grad holds the average "
+                f"of the gradients backward() computed). Change a gradient in place "
+                f"(p.grad.copy_(t), p.grad.mul_(s)), or replace it before backward() computes it")
+
+    def _gs_exchange(self, explicit):
+        """synchronize's exchange: every tensor not yet handed over goes now
+        (zeros for those without a gradient), then waits for the averages."""
         if self._gs_engine is None:
             self._gs_start()
         engine = self._gs_engine
@@ -882,15 +1030,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._gs_apply(range(len(self._gs_params)))
         k = self._gs_k
         for i, c in enumerate(self._gs_counts):
-            if 0 < c < k:  # step() before k passes: what was accumulated counts
-                if self._gs_params[i].grad is not self._gs_bufs[i]:
+            p = self._gs_params[i]
+            # step() before k passes: what was accumulated counts; a gradient
+            # assigned to a parameter backward did not reach counts too.
+            if 0 < c < k or (c == 0 and p.grad is not None and p.grad is not self._gs_bufs[i]):
+                if p.grad is not self._gs_bufs[i]:
                     self._gs_adopt(i)
                 engine.grad_ready(self._gs_ids[i])
         engine.wait()
-        for i, p in enumerate(self._gs_params):
+        for i in range(len(self._gs_params)):
             self._gs_counts[i] = 0
-            if p.grad is not self._gs_bufs[i]:
-                p.grad = self._gs_bufs[i]
         self._gs_open = False
         if self._gs_overlap and explicit:
             # The caller reads p.grad now: every all-gather is waited for,
@@ -914,6 +1063,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def step(self, closure=None):
         if not self._gs_skip:
             self._gs_synchronize(explicit=False)
+        elif not self._gs_closed:
+            self._gs_usable()
+        self._gs_synced = False
         if self._gs_overlap and self._gs_engine is not None and not self._gs_now:
             if closure is not None:
                 raise ValueError("gradsync: step(closure) is not available with policy='dear' "
@@ -931,6 +1083,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """Zeros the gradients in place. set_to_none=True is honoured only for
         parameters gradsync does not synchronise: the engine averages into
         fixed buffers, and p.grad stays that buffer."""
+        if not self._gs_closed:
+            self._gs_usable()
         if self._gs_engine is None:  # first iteration: nothing handed over yet
             self._gs_counts[:] = [0] * len(self._gs_counts)
             self._gs_first.clear()

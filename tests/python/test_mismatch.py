@@ -2,7 +2,9 @@
 MISMATCH) at the first step, none hangs. Case 1: rank 1 has one more layer
 (the parameter count differs); case 2: rank n-1's first layer is wider (a
 shape differs, caught by the engine's registration check); case 3: rank 0
-names a parameter differently."""
+names a parameter differently. After the mismatch, every later call of
+the optimizer repeats it (a tester saw "zero_grad() between backward() and
+step()" instead)."""
 import torch
 
 import gradsync
@@ -20,7 +22,16 @@ def first_step(model, prefix=""):
     opt = gs.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                   named_parameters=named, policy="wfbp")
     model(torch.randn(2, 4)).sum().backward()
-    return raises(gradsync.GradsyncError, opt.step)
+    e = raises(gradsync.GradsyncError, opt.step)
+    # The next iteration repeats the failure, with its status, on every rank.
+    text = str(e).rsplit(" (", 1)[0].split(": ", 1)[1]
+    for call in (opt.zero_grad, opt.step, opt.synchronize):
+        again = raises(gradsync.GradsyncError, call, contains="failed at an earlier step")
+        check(again.status == e.status and text in str(again), f"{call.__name__}: {again}")
+    raises(gradsync.GradsyncError, lambda: model(torch.randn(2, 4)).sum().backward(),
+           contains=text)
+    opt.close()
+    return e
 
 
 layers = [torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)]
