@@ -62,10 +62,17 @@ static double rab_allreduce(const gs_cost_params *c, int p, double n) {
 }
 
 /* Two-level: node-local ring reduce-scatter, cross-node ring allreduce of
- * the local shard, node-local ring allgather.
- * (L-1)a_l + (L-1)/L n b_l + (L-1)/L n g + RING_N(n/L) + (L-1)a_l + (L-1)/L n b_l
+ * the local shard, node-local ring allgather. Each of a node's L ranks runs
+ * its own cross-node ring on its shard of n/L bytes, all L at once; the
+ * node's ranks share its one link, so the L shards, n bytes in all, cross
+ * it: the rings cost one ring's latency, n bytes' transfer, and each rank
+ * reduces only its shard (on its own core).
+ * (L-1)a_l + (L-1)/L n b_l + (L-1)/L n g                  reduce-scatter
+ * + 2(N-1)a + 2(N-1)/N n b + (N-1)/N (n/L) g              cross-node rings
+ * + (L-1)a_l + (L-1)/L n b_l                              allgather
  * The cross-node step is the ring (not the best flat algorithm) so that the
- * formula stays affine in n, which calibration and T(M) = a + bM rely on. */
+ * formula stays affine in n, which calibration and T(M) = a + bM rely on.
+ * With every rank on one node (N = 1) it is the node-local ring. */
 static double hier_allreduce(const gs_cost_params *c, gs_cost_topo t, double n) {
   int nodes = t.nodes > 0 ? t.nodes : t.ranks;
   int local = t.ranks / nodes;
@@ -73,7 +80,10 @@ static double hier_allreduce(const gs_cost_params *c, gs_cost_topo t, double n) 
   double f = (double)(local - 1) / local;
   double intra = 2.0 * (local - 1) * c->alpha_local +
                  2.0 * f * n * c->beta_local + f * n * c->gamma;
-  return intra + ring_allreduce(c, nodes, n / local);
+  double fn = (double)(nodes - 1) / nodes;
+  double cross = 2.0 * (nodes - 1) * c->alpha + 2.0 * fn * n * c->beta +
+                 fn * (n / local) * c->gamma;
+  return intra + cross;
 }
 
 /* A calibrated preset's constants of one algorithm on a cluster of `nodes`

@@ -169,6 +169,33 @@ static void test_bandwidth_term(void **state) {
   }
 }
 
+/* The two-level all-reduce on nodes of one link each, shared by the node's
+ * L ranks: its L concurrent cross-node rings carry n bytes in all through
+ * every node's link, so with free node-local steps it costs what the ring
+ * between the N nodes costs (latency, bytes), whatever L is, and never
+ * less than the bandwidth term 2(N-1)/N n b. E.g. ResNet-50's 102 MB on 2
+ * nodes of 8 at 1e-7 s/B takes at least 10.2 s, not 1/8 of it. */
+static void test_hier_shares_node_link(void **state) {
+  (void)state;
+  gs_cost_params c = {.alpha = 1e-3, .beta = 1e-7};
+  const double m = 102.2e6;
+  for (int nodes = 2; nodes <= 8; nodes *= 2) {
+    double flat = gs_cost_allreduce(&c, (gs_cost_topo){nodes, nodes}, GS_ALGO_RING, m);
+    for (int local = 1; local <= 8; local *= 2) {
+      gs_cost_topo t = {nodes * local, nodes};
+      double hier = gs_cost_allreduce(&c, t, GS_ALGO_HIER, m);
+      double bound = 2.0 * (nodes - 1) / nodes * m * c.beta;
+      if (hier < bound * (1 - 1e-12))
+        fail_msg("hier %d nodes of %d: %g s < the link's %g s", nodes, local, hier, bound);
+      assert_close(hier, flat, 1e-12);
+      double a, b;
+      gs_cost_allreduce_linear(&c, t, GS_ALGO_HIER, &a, &b);
+      assert_close(b, 2.0 * (nodes - 1) / nodes * c.beta, 1e-9);
+      assert_close(a, 2.0 * (nodes - 1) * c.alpha, 1e-9);
+    }
+  }
+}
+
 static void test_p1_costs_zero(void **state) {
   (void)state;
   for (size_t i = 0; i < NPRESETS; i++) {
@@ -1007,6 +1034,7 @@ int main(void) {
       cmocka_unit_test(test_presets),
       cmocka_unit_test(test_net_names),
       cmocka_unit_test(test_bandwidth_term),
+      cmocka_unit_test(test_hier_shares_node_link),
       cmocka_unit_test(test_p1_costs_zero),
       cmocka_unit_test(test_costs_monotone),
       cmocka_unit_test(test_regimes_1gbe),
