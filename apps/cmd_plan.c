@@ -993,6 +993,8 @@ int cmd_plan(int argc, char **argv) {
       cli_error(VERB, "%s", gs_last_error());
       return 2;
     }
+    /* One worker has no all-reduce: the cost module prices one rank at 0. */
+    if (workers == 1) gs_plan_cost_from_ab(0, 0, &cost);
   } else {
     gs_cost_params params;
     gs_algo algo;

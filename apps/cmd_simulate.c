@@ -621,6 +621,9 @@ int cmd_simulate(int argc, char **argv) {
       cli_error(VERB, "--algo %s: %s", gs_algo_name(algo), gs_last_error());
     return 2;
   }
+  /* One worker has no all-reduce: whatever the measured cost, none is paid
+   * (as the cost module prices one rank). */
+  if (o.workers == 1) gs_plan_cost_from_ab(0, 0, &cost);
   /* Plans are made as the engine makes them: with a line a + b*M (its
    * default), or with the fit of --plan-ar. Messages cost `cost`. */
   gs_plan_cost plan_cost = cost;

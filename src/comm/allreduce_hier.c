@@ -3,7 +3,9 @@
  * allreduce of each rank's shard across nodes (between the ranks with the
  * same local rank), and
  * a ring allgather inside each node. Only 1/L of the vector crosses the
- * network from each of a node's L ranks. Requires the same L on every node.
+ * network from each of a node's L ranks, but the L cross-node rings run at
+ * once through the node's one link: it carries the whole vector's ring
+ * traffic, as the cost model prices it. Requires the same L on every node.
  */
 #include "comm_internal.h"
 

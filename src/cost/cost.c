@@ -62,10 +62,17 @@ static double rab_allreduce(const gs_cost_params *c, int p, double n) {
 }
 
 /* Two-level: node-local ring reduce-scatter, cross-node ring allreduce of
- * the local shard, node-local ring allgather.
- * (L-1)a_l + (L-1)/L n b_l + (L-1)/L n g + RING_N(n/L) + (L-1)a_l + (L-1)/L n b_l
+ * the local shard, node-local ring allgather. Each of a node's L ranks runs
+ * its own cross-node ring on its shard of n/L bytes, all L at once; the
+ * node's ranks share its one link, so the L shards, n bytes in all, cross
+ * it: the rings cost one ring's latency, n bytes' transfer, and each rank
+ * reduces only its shard (on its own core).
+ * (L-1)a_l + (L-1)/L n b_l + (L-1)/L n g                  reduce-scatter
+ * + 2(N-1)a + 2(N-1)/N n b + (N-1)/N (n/L) g              cross-node rings
+ * + (L-1)a_l + (L-1)/L n b_l                              allgather
  * The cross-node step is the ring (not the best flat algorithm) so that the
- * formula stays affine in n, which calibration and T(M) = a + bM rely on. */
+ * formula stays affine in n, which calibration and T(M) = a + bM rely on.
+ * With every rank on one node (N = 1) it is the node-local ring. */
 static double hier_allreduce(const gs_cost_params *c, gs_cost_topo t, double n) {
   int nodes = t.nodes > 0 ? t.nodes : t.ranks;
   int local = t.ranks / nodes;
@@ -73,7 +80,10 @@ static double hier_allreduce(const gs_cost_params *c, gs_cost_topo t, double n) 
   double f = (double)(local - 1) / local;
   double intra = 2.0 * (local - 1) * c->alpha_local +
                  2.0 * f * n * c->beta_local + f * n * c->gamma;
-  return intra + ring_allreduce(c, nodes, n / local);
+  double fn = (double)(nodes - 1) / nodes;
+  double cross = 2.0 * (nodes - 1) * c->alpha + 2.0 * fn * n * c->beta +
+                 fn * (n / local) * c->gamma;
+  return intra + cross;
 }
 
 /* A calibrated preset's constants of one algorithm on a cluster of `nodes`
@@ -94,14 +104,32 @@ static void calib_at(const gs_cost_params *c, int nodes, gs_algo algo, double *a
   *alpha_msg = (1 - w) * c->calib[lo].alpha_msg + w * c->calib[hi].alpha_msg;
 }
 
+/* Every rank on one node: no byte crosses a node, and the flat algorithms'
+ * steps are the node's (alpha_local, beta_local), not a network's. */
+static int one_node(gs_cost_topo t) { return t.nodes == 1 && t.ranks > 1; }
+
+/* The parameters of the links a flat algorithm's steps take: the node's
+ * when every rank is on one node, else the network's. */
+static gs_cost_params links_of(const gs_cost_params *c, gs_cost_topo t) {
+  gs_cost_params e = *c;
+  if (one_node(t)) {
+    e.alpha = c->alpha_local;
+    e.beta = c->beta_local;
+  }
+  return e;
+}
+
 /* The parameters an algorithm's formula is evaluated with: its own fit where
- * one was measured, else a calibrated preset's constants for the cluster's
+ * one was measured (on the topology it prices), else the node's with every
+ * rank on one node, else a calibrated preset's constants for the cluster's
  * size. */
 static gs_cost_params effective(const gs_cost_params *c, gs_cost_topo t, gs_algo algo) {
   gs_cost_params e = *c;
   if ((unsigned)algo < GS_ALGO_COUNT && c->fit[algo].beta > 0) {
     e.alpha = c->fit[algo].alpha;
     e.beta = c->fit[algo].beta;
+  } else if (one_node(t)) {
+    e = links_of(c, t);
   } else if ((unsigned)algo < GS_ALGO_COUNT && c->ncalib > 0) {
     double a, b, m;
     calib_at(c, t.nodes > 0 ? t.nodes : t.ranks, algo, &a, &b, &m);
@@ -114,29 +142,31 @@ static gs_cost_params effective(const gs_cost_params *c, gs_cost_topo t, gs_algo
   return e;
 }
 
-/* The formula of an allreduce algorithm (with its fitted alpha and beta). */
-static double model_allreduce(const gs_cost_params *craw, gs_cost_topo t,
-                              gs_algo algo, double bytes) {
+/* The formula of one allreduce algorithm with the parameters as given, or
+ * -1 for an algorithm without one. */
+static double formula(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
+                      double bytes) {
   int p = t.ranks;
-  if (algo != GS_ALGO_RING && algo != GS_ALGO_RD && algo != GS_ALGO_RABENSEIFNER &&
-      algo != GS_ALGO_HIER && algo != GS_ALGO_AUTO && algo != GS_ALGO_MPI)
-    return -1.0;
-  if (p <= 1) return 0.0;
-  gs_cost_params ce = effective(craw, t, algo);
-  const gs_cost_params *c = &ce;
   switch (algo) {
-    case GS_ALGO_RING: return ring_allreduce(c, p, bytes);
-    case GS_ALGO_RD: return rd_allreduce(c, p, bytes);
-    case GS_ALGO_RABENSEIFNER: return rab_allreduce(c, p, bytes);
-    case GS_ALGO_HIER: return hier_allreduce(c, t, bytes);
-    case GS_ALGO_AUTO:
-    case GS_ALGO_MPI: {
-      double best;
-      gs_cost_best_allreduce(c, t, bytes, &best);
-      return best;
-    }
+    case GS_ALGO_RING: return p <= 1 ? 0.0 : ring_allreduce(c, p, bytes);
+    case GS_ALGO_RD: return p <= 1 ? 0.0 : rd_allreduce(c, p, bytes);
+    case GS_ALGO_RABENSEIFNER: return p <= 1 ? 0.0 : rab_allreduce(c, p, bytes);
+    case GS_ALGO_HIER: return p <= 1 ? 0.0 : hier_allreduce(c, t, bytes);
     default: return -1.0;
   }
+}
+
+/* The formula of an allreduce algorithm with its effective parameters. */
+static double model_allreduce(const gs_cost_params *craw, gs_cost_topo t,
+                              gs_algo algo, double bytes) {
+  if (algo == GS_ALGO_AUTO || algo == GS_ALGO_MPI) {
+    double best;
+    gs_cost_best_allreduce(craw, t, bytes, &best);
+    return best;
+  }
+  if (formula(craw, t, algo, bytes) < 0) return -1.0;
+  gs_cost_params ce = effective(craw, t, algo);
+  return formula(&ce, t, algo, bytes);
 }
 
 /* Interpolating measurements, for the per-algorithm fits and for curves:
@@ -186,7 +216,9 @@ gs_algo gs_cost_best_allreduce(const gs_cost_params *c, gs_cost_topo t,
   int multi_node_local = t.nodes > 1 && t.nodes < t.ranks;
   for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
     /* The two-level algorithm only differs from a flat one when some node
-     * holds several ranks and there are several nodes. */
+     * holds several ranks and there are several nodes: on one node it is
+     * the node-local ring, and the flat algorithms are priced on the
+     * node's links (effective). */
     if (order[i] == GS_ALGO_HIER && !multi_node_local) continue;
     double v = gs_cost_allreduce(c, t, order[i], bytes);
     if (v < best_t) {
@@ -198,10 +230,12 @@ gs_algo gs_cost_best_allreduce(const gs_cost_params *c, gs_cost_topo t,
   return best;
 }
 
-/* The constants of the ring's reduce-scatter and all-gather: a calibrated
- * preset's ring (the same steps on the same links as the ring all-reduce's
- * two halves), else the shared ones. */
+/* The constants of the ring's reduce-scatter and all-gather: the node's
+ * with every rank on one node, a calibrated preset's ring (the same steps
+ * on the same links as the ring all-reduce's two halves), else the shared
+ * ones. */
 static gs_cost_params ring_half(const gs_cost_params *c, gs_cost_topo t) {
+  if (one_node(t)) return links_of(c, t);
   return c->ncalib > 0 ? effective(c, t, GS_ALGO_RING) : *c;
 }
 
@@ -230,9 +264,11 @@ double gs_cost_allgather(const gs_cost_params *craw, gs_cost_topo t, gs_algo alg
 
 /* Binomial: lg p (a + n b). Pipelined chain of s segments:
  * (p - 2 + s)(a + n/s b), minimised at s = sqrt((p-2) n b / a). */
-double gs_cost_bcast(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
+double gs_cost_bcast(const gs_cost_params *craw, gs_cost_topo t, gs_algo algo,
                      double bytes) {
   int p = t.ranks;
+  gs_cost_params links = links_of(craw, t);
+  const gs_cost_params *c = &links;
   if (algo != GS_ALGO_BINOMIAL && algo != GS_ALGO_PIPELINE && algo != GS_ALGO_AUTO &&
       algo != GS_ALGO_MPI)
     return -1.0;
@@ -252,9 +288,11 @@ double gs_cost_bcast(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
 }
 
 /* Pairwise exchange: (p-1)a + (p-1)/p n b, n = bytes one rank sends. */
-double gs_cost_alltoall(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
+double gs_cost_alltoall(const gs_cost_params *craw, gs_cost_topo t, gs_algo algo,
                         double bytes) {
   int p = t.ranks;
+  gs_cost_params links = links_of(craw, t);
+  const gs_cost_params *c = &links;
   if (algo != GS_ALGO_PAIRWISE && algo != GS_ALGO_AUTO && algo != GS_ALGO_MPI)
     return -1.0;
   if (p <= 1) return 0.0;
@@ -688,13 +726,30 @@ double gs_cost_curve_eval_hint(const gs_cost_curve *c, double bytes, int *hint) 
   return curve_at(c, lo, bytes);
 }
 
-static gs_status calibrate(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
-                           const double *bytes, const double *secs, size_t n);
+static gs_status fit_line(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
+                          const double *bytes, const double *secs, size_t n,
+                          double *alpha, double *beta);
 
+/* The fitted alpha and beta are those of the links the formula's steps take
+ * (links_of): the node's with every rank on one node. */
 gs_status gs_cost_calibrate_allreduce(gs_cost_params *c, gs_cost_topo t,
                                       gs_algo algo, const double *bytes,
                                       const double *secs, size_t n) {
-  return calibrate(c, t, algo, bytes, secs, n);
+  if (c == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "calibrate: NULL argument");
+  double alpha, beta;
+  GS_CHECK(fit_line(c, t, algo, bytes, secs, n, &alpha, &beta));
+  if (one_node(t) && algo != GS_ALGO_HIER) {
+    c->alpha_local = alpha;
+    c->beta_local = beta;
+  } else {
+    c->alpha = alpha;
+    c->beta = beta;
+  }
+  /* The fitted line replaces a calibrated preset's rows: left in place,
+   * they (not alpha and beta) would price every message. */
+  c->ncalib = 0;
+  return GS_OK;
 }
 
 /* Two regimes, fitted separately: beta by least squares over the larger
@@ -734,14 +789,13 @@ gs_status gs_cost_fit_algo(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
       }
   }
   gs_cost_params tmp = *c;
-  memset(tmp.fit, 0, sizeof tmp.fit);
-  tmp.ncalib = 0;
-  GS_CHECK(calibrate(&tmp, t, algo, bx, by, nb));
+  double fitted_alpha;
+  GS_CHECK(fit_line(&tmp, t, algo, bx, by, nb, &fitted_alpha, &tmp.beta));
   /* alpha from the smallest message, given the fitted beta. */
   gs_cost_params unit_a = {.alpha = 1}, no_alpha = tmp;
   no_alpha.alpha = 0;
-  double coef_a = model_allreduce(&unit_a, t, algo, 0.0);
-  double rest = model_allreduce(&no_alpha, t, algo, bytes[lo]);
+  double coef_a = formula(&unit_a, t, algo, 0.0);
+  double rest = formula(&no_alpha, t, algo, bytes[lo]);
   double alpha = coef_a > 0 ? (secs[lo] - rest) / coef_a : 0.0;
   c->fit[algo].alpha = GS_MAX(alpha, 0.0);
   c->fit[algo].beta = tmp.beta > 0 ? tmp.beta : 1e-15;
@@ -761,8 +815,11 @@ gs_status gs_cost_fit_algo(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
   return GS_OK;
 }
 
-static gs_status calibrate(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
-                           const double *bytes, const double *secs, size_t n) {
+/* The alpha and beta of algo's formula (as given, before effective) that
+ * fit the times, by least squares. */
+static gs_status fit_line(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
+                          const double *bytes, const double *secs, size_t n,
+                          double *alpha, double *beta) {
   if (c == NULL || bytes == NULL || secs == NULL)
     return gs_error(GS_ERR_INVALID_ARG, "calibrate: NULL argument");
   if (n < 2)
@@ -781,7 +838,7 @@ static gs_status calibrate(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
   rest.beta = 0;
   rest.ncalib = 0; /* the constants fitted here, not a preset's */
   memset(rest.fit, 0, sizeof rest.fit);
-  double coef_a = model_allreduce(&unit_a, t, algo, 0.0);
+  double coef_a = formula(&unit_a, t, algo, 0.0);
   if (coef_a < 0)
     return gs_error(GS_ERR_UNSUPPORTED, "calibrate: algorithm %s has no "
                     "allreduce cost", gs_algo_name(algo));
@@ -792,19 +849,16 @@ static gs_status calibrate(gs_cost_params *c, gs_cost_topo t, gs_algo algo,
     return GS_ERR_NOMEM;
   }
   for (size_t i = 0; i < n; i++) {
-    x[i] = model_allreduce(&unit_b, t, algo, bytes[i]);
-    y[i] = secs[i] - model_allreduce(&rest, t, algo, bytes[i]);
+    x[i] = formula(&unit_b, t, algo, bytes[i]);
+    y[i] = secs[i] - formula(&rest, t, algo, bytes[i]);
   }
   double fa, fb;
   gs_status st = gs_cost_fit_linear(x, y, n, &fa, &fb);
   gs_free(x);
   gs_free(y);
   GS_CHECK(st);
-  c->alpha = GS_MAX(fa / (coef_a > 0 ? coef_a : 1.0), 0.0);
-  c->beta = GS_MAX(fb, 0.0);
-  /* The fitted line replaces a calibrated preset's rows: left in place,
-   * they (not alpha and beta) would price every message. */
-  c->ncalib = 0;
+  *alpha = GS_MAX(fa / (coef_a > 0 ? coef_a : 1.0), 0.0);
+  *beta = GS_MAX(fb, 0.0);
   return GS_OK;
 }
 

@@ -169,6 +169,67 @@ static void test_bandwidth_term(void **state) {
   }
 }
 
+/* The two-level all-reduce on nodes of one link each, shared by the node's
+ * L ranks: its L concurrent cross-node rings carry n bytes in all through
+ * every node's link, so with free node-local steps it costs what the ring
+ * between the N nodes costs (latency, bytes), whatever L is, and never
+ * less than the bandwidth term 2(N-1)/N n b. E.g. ResNet-50's 102 MB on 2
+ * nodes of 8 at 1e-7 s/B takes at least 10.2 s, not 1/8 of it. */
+static void test_hier_shares_node_link(void **state) {
+  (void)state;
+  gs_cost_params c = {.alpha = 1e-3, .beta = 1e-7};
+  const double m = 102.2e6;
+  for (int nodes = 2; nodes <= 8; nodes *= 2) {
+    double flat = gs_cost_allreduce(&c, (gs_cost_topo){nodes, nodes}, GS_ALGO_RING, m);
+    for (int local = 1; local <= 8; local *= 2) {
+      gs_cost_topo t = {nodes * local, nodes};
+      double hier = gs_cost_allreduce(&c, t, GS_ALGO_HIER, m);
+      double bound = 2.0 * (nodes - 1) / nodes * m * c.beta;
+      if (hier < bound * (1 - 1e-12))
+        fail_msg("hier %d nodes of %d: %g s < the link's %g s", nodes, local, hier, bound);
+      assert_close(hier, flat, 1e-12);
+      double a, b;
+      gs_cost_allreduce_linear(&c, t, GS_ALGO_HIER, &a, &b);
+      assert_close(b, 2.0 * (nodes - 1) / nodes * c.beta, 1e-9);
+      assert_close(a, 2.0 * (nodes - 1) * c.alpha, 1e-9);
+    }
+  }
+}
+
+/* Every worker on one node: no byte crosses a node, so every algorithm is
+ * priced on the node's links (alpha_local, beta_local), the hierarchical
+ * formula is the node-local ring, and the best costs no more than it. */
+static void test_one_node_prices_node_links(void **state) {
+  (void)state;
+  gs_cost_params c = {.alpha = 1e-3, .beta = 1e-7, .alpha_local = 2e-6,
+                      .beta_local = 1e-10};
+  gs_cost_params node = {.alpha = c.alpha_local, .beta = c.beta_local};
+  const double m = 102.2e6;
+  for (int p = 2; p <= 16; p++) {
+    gs_cost_topo t = {p, 1}, flat = {p, p};
+    for (size_t a = 0; a < 3; a++)
+      assert_close(gs_cost_allreduce(&c, t, allreduce_algos[a], m),
+                   gs_cost_allreduce(&node, flat, allreduce_algos[a], m), 1e-12);
+    double hier = gs_cost_allreduce(&c, t, GS_ALGO_HIER, m);
+    assert_close(hier, gs_cost_allreduce(&node, flat, GS_ALGO_RING, m), 1e-12);
+    double best = -1;
+    gs_cost_best_allreduce(&c, t, m, &best);
+    if (best > hier * (1 + 1e-12)) fail_msg("p=%d on one node: best %g s > hier %g s", p, best, hier);
+    assert_close(gs_cost_allgather(&c, t, GS_ALGO_RING, m),
+                 gs_cost_allgather(&node, flat, GS_ALGO_RING, m), 1e-12);
+    assert_close(gs_cost_bcast(&c, t, GS_ALGO_AUTO, m),
+                 gs_cost_bcast(&node, flat, GS_ALGO_AUTO, m), 1e-12);
+  }
+  /* A line fitted on one node is the node's, and prices it back. */
+  gs_cost_topo t8 = {8, 1};
+  const double sz[2] = {1 << 20, 16 << 20};
+  double secs[2] = {gs_cost_allreduce(&c, t8, GS_ALGO_RING, sz[0]) * 2,
+                    gs_cost_allreduce(&c, t8, GS_ALGO_RING, sz[1]) * 2};
+  gs_cost_params f = c;
+  assert_int_equal(gs_cost_calibrate_allreduce(&f, t8, GS_ALGO_RING, sz, secs, 2), GS_OK);
+  assert_close(gs_cost_allreduce(&f, t8, GS_ALGO_RING, sz[1]), secs[1], 1e-9);
+}
+
 static void test_p1_costs_zero(void **state) {
   (void)state;
   for (size_t i = 0; i < NPRESETS; i++) {
@@ -1007,6 +1068,8 @@ int main(void) {
       cmocka_unit_test(test_presets),
       cmocka_unit_test(test_net_names),
       cmocka_unit_test(test_bandwidth_term),
+      cmocka_unit_test(test_hier_shares_node_link),
+      cmocka_unit_test(test_one_node_prices_node_links),
       cmocka_unit_test(test_p1_costs_zero),
       cmocka_unit_test(test_costs_monotone),
       cmocka_unit_test(test_regimes_1gbe),

@@ -39,4 +39,8 @@ expect 0 '"predicted_iter_s"' -- --profile "$P" --a 9.72e-4 --b 1.97e-9 --json -
 expect 0 '"groups":[[' -- --profile "$P" --net 25GbE --workers 8 --json --policy dear
 n=$("$G" plan --profile "$P" --a 9.72e-4 --b 1.97e-9 --json | grep -c '"policy"')
 if [ "$n" != 7 ]; then echo "FAIL: --json with all policies gave $n lines"; fail=1; fi
+# One worker has no all-reduce: --a/--b cost nothing at --workers 1.
+out=$("$G" plan --profile "$P" --a 1e-3 --b 1e-9 --workers 1 --policy single --json 2>&1)
+if printf '%s' "$out" | grep -q '"a": *0,'; then echo "ok: one worker, --a/--b: no communication"
+else echo "FAIL: one worker with --a/--b is charged communication: $out"; fail=1; fi
 exit $fail

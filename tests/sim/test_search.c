@@ -96,6 +96,10 @@ static void test_slow_network(void **state) {
   test_profile tp;
   three_tensors(&tp);
   gs_cost_params net = net_ab(1e-3, 1e-3);
+  /* As slow inside a node: 2 workers are one node of 2, priced on its
+   * links. */
+  net.alpha_local = net.alpha;
+  net.beta_local = net.beta;
   gs_search_config cfg = config(&net, 16, 2, 0.5);
   gs_search_result r;
   assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_OK);

@@ -211,4 +211,8 @@ for f in "$T/t.json" "$T/all.wfbp.json" "$T/all.dear.json" "$T/all.auto.json"; d
     || { echo "FAIL: $f is not a Chrome trace"; fail=1; }
 done
 [ $fail = 0 ] && echo "all ok"
+# One worker has no all-reduce: a measured --ar costs nothing, as --net does.
+out=$("$G" simulate --profile "$P" --workers 1 --ar 1e-3,1e-9 --policy single --json 2>&1)
+if printf '%s' "$out" | grep -q '"efficiency": *1[,}]'; then echo "ok: one worker, --ar: no communication"
+else echo "FAIL: one worker with --ar is charged communication: $out"; fail=1; fi
 exit $fail
