@@ -1035,9 +1035,9 @@ static gs_status parse_fit(const cJSON *it, const char *path, gs_cost_params *c,
     if (!cJSON_IsArray(pt) || cJSON_GetArraySize(pt) != 2 || !cJSON_IsNumber(x) ||
         !cJSON_IsNumber(y) || !(x->valuedouble >= 0 && x->valuedouble <= COST_MAX_BYTES) ||
         !(y->valuedouble >= 0 && y->valuedouble <= COST_MAX_SECONDS) ||
-        (k > 0 && x->valuedouble < c->fit[a].bytes[k - 1]))
+        (k > 0 && x->valuedouble <= c->fit[a].bytes[k - 1]))
       return gs_error(GS_ERR_PARSE, "%s: fit.%s.points[%d]: expected [bytes, "
-                      "seconds], non-negative, by increasing size", path,
+                      "seconds], non-negative, by strictly increasing size", path,
                       it->string, k);
     c->fit[a].bytes[k] = x->valuedouble + 0.0;
     c->fit[a].secs[k] = y->valuedouble + 0.0;

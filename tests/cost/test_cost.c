@@ -783,6 +783,10 @@ static void test_cost_load_hostile(void **state) {
                     GS_ERR_PARSE, "positive");
   expect_cost_error(COST_HEAD ", \"fit\": {\"ring\": {\"alpha\": 0, \"beta\": 1e-9, "
                     "\"points\": [[1, 1], [2]]}}}", GS_ERR_PARSE, "points[1]");
+  /* A size measured twice: which of its times is meant? */
+  expect_cost_error(COST_HEAD ", \"fit\": {\"ring\": {\"alpha\": 0, \"beta\": 1e-9, "
+                    "\"points\": [[4096, 1e-5], [4096, 2e-5]]}}}", GS_ERR_PARSE,
+                    "points[1]: expected [bytes, seconds], non-negative, by strictly increasing");
   expect_cost_error(COST_HEAD ", \"fit\": {\"ring\": {\"alpha\": 0, \"beta\": 1e-9, "
                     "\"points\": [[1,1],[2,1],[3,1],[4,1],[5,1],[6,1],[7,1],[8,1],"
                     "[9,1],[10,1],[11,1],[12,1],[13,1]]}}}", GS_ERR_PARSE, "at most");
