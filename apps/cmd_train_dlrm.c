@@ -120,7 +120,10 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
   opterr = 0; /* unknown options get one line in the verbs' format */
   int c;
   double x;
+  cli_seen seen = {{0}};
   while ((c = getopt_long(argc, argv, ":", longs, NULL)) != -1) {
+    /* An option given twice is refused, as the vision trainer does. */
+    if (c != '?' && c != ':' && c != 'h' && cli_once(VERB, &seen, c, longs)) return 2;
     switch (c) {
       case 'm':
         if (strcmp(optarg, "dlrm") != 0) {

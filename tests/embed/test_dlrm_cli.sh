@@ -374,5 +374,17 @@ if [ "$r1" = 2 ] && grep -q 'unknown key "whyy"' <<<"$o1" && [ "$r2" = 2 ] &&
   pass "plan files: an unknown key and est_s \"x\" refused; --pooling 0 refused"
 else fail "plan file keys: $r1 ($o1), est_s: $r2 ($o2), pooling 0: $r3 ($o3)"; fi
 
+# An option given twice is refused (the last one won, exit 0), as the
+# vision trainer refuses it: one line, exit 2.
+for a in "--batch 32 --batch 64" "--sharding rw --sharding tw" "--tables kaggle:0.001 --tables kaggle:0.002" \
+         "--plan x.json --plan x.json"; do
+  out=$(GRADSYNC_CHECK_ARGS=1 "$G" train --model dlrm --steps 2 --epochs 1 $a 2>&1)
+  rc=$?
+  name=${a%% *}
+  if [ "$rc" = 2 ] && grep -q "option $name given more than once" <<<"$out"; then
+    pass "train --model dlrm $a: refused, exit 2"
+  else fail "train --model dlrm $a: exit $rc: $out"; fi
+done
+
 echo "$fails failure(s)"
 [ "$fails" = 0 ]
