@@ -351,8 +351,10 @@ int cli_rank_connect(cli_rank *r, int flags, int startup_rc, const char *startup
  * (a collective failed inside the communicator before), no collective can
  * reach the others: the job is aborted (cli_rank_abort). */
 int cli_agree(cli_rank *r, int failed, const char *reason);
-/* cli_agree for a gs_status: on failure, this rank first prints
- * "gradsync VERB: rank R: <gs_last_error()>". */
+/* cli_agree for a gs_status, whose message (gs_last_error()) it prints:
+ * once, by rank 0 and ending "(on every rank)", when every rank failed with
+ * the same status and message; else "gradsync VERB: rank R: <message>" by
+ * each rank that failed (gs_train_agree_status). */
 int cli_agree_status(cli_rank *r, gs_status st);
 
 /* Agreement on values that must be equal on every rank (a step count, a

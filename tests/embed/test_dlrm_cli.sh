@@ -386,5 +386,27 @@ for a in "--batch 32 --batch 64" "--sharding rw --sharding tw" "--tables kaggle:
   else fail "train --model dlrm $a: exit $rc: $out"; fi
 done
 
+# Set-up failures every rank meets alike are said once, by rank 0, ending
+# "(on every rank)" (each rank said its own); exit 2 (bad input).
+for a in "--bottom-mlp 13-0-16" "--top-mlp 128-64-2" "--bottom-mlp 13-64-8" \
+         "--data $tmp/nonexistent" "--data $tmp/c64.tsv --pooling 3"; do
+  timeout 120 "$G" run -np 2 -- "$G" train --model dlrm $a --steps 2 --epochs 1 --batch 16 \
+    --eval 0 >"$tmp/alike" 2>&1
+  rc=$?
+  if [ "$rc" = 2 ] && [ "$(grep -c '^gradsync train:' "$tmp/alike")" = 1 ] &&
+     grep -q '^gradsync train: .*(on every rank)$' "$tmp/alike"; then
+    pass "train $a on 2 ranks: said once (on every rank), exit 2"
+  else fail "train $a on 2 ranks: exit $rc: $(grep '^gradsync train:' "$tmp/alike")"; fi
+done
+# Failures that differ between the ranks: each rank says its own.
+timeout 120 "$G" run -np 2 -- sh -c "exec \"$G\" train --model dlrm --steps 2 --epochs 1 \
+  --data $tmp/missing\$OMPI_COMM_WORLD_RANK" >"$tmp/differ" 2>&1
+rc=$?
+if [ "$rc" = 2 ] && grep -q "rank 0: --data $tmp/missing0: cannot read" "$tmp/differ" &&
+   grep -q "rank 1: --data $tmp/missing1: cannot read" "$tmp/differ" &&
+   ! grep -q "on every rank" "$tmp/differ"; then
+  pass "--data missing differently on 2 ranks: each rank says its own, exit 2"
+else fail "--data differing per rank: exit $rc: $(grep '^gradsync train:' "$tmp/differ")"; fi
+
 echo "$fails failure(s)"
 [ "$fails" = 0 ]
