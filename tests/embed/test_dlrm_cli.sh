@@ -52,11 +52,15 @@ if [ "$(cat "$tmp/r1")" = 10 ] && [ "$r2" = 500 ] && [ "$r3" = 1000 ]; then
 else
   fail "shard: rows of a: FILE:0.01 '$(cat "$tmp/r1")' (10), --scale 0.5 '$r2' (500), a:b '$r3'"
 fi
-train() { # out args...
-  local o=$1
+train() { # out args... (--steps 3 --epochs 1 --batch 16 --eval 64 unless given: an
+  # option given twice is refused)
+  local o=$1 k
   shift
-  timeout 300 "$G" run -np 2 -- "$G" train --model dlrm --steps 3 --epochs 1 --batch 16 \
-    --eval 64 "$@" >"$o" 2>&1
+  local d=()
+  for k in "--steps 3" "--epochs 1" "--batch 16" "--eval 64"; do
+    [[ " $* " == *" ${k% *} "* ]] || d+=($k)
+  done
+  timeout 300 "$G" run -np 2 -- "$G" train --model dlrm "${d[@]}" "$@" >"$o" 2>&1
 }
 train "$tmp/t3" --tables "$tmp/a:b/tables.json:0.5" --sharding tw --json
 rc=$?
