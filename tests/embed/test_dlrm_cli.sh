@@ -235,6 +235,19 @@ case "$m3" in "exit 2 "*"files[0].bytes"*) pass "bytes 1e18 refused, named" ;;
   *) fail "bytes 1e18: $m3" ;; esac
 case "$m4" in "exit "[12]" "*"longer than the manifest records"*) pass "an appended file: longer" ;;
   *) fail "appended file: $m4" ;; esac
+# Ranges too (epochs -5 was taken), and epoch and step_in_epoch agree
+# with step (2 of 4 steps an epoch: epoch 0, step 2 in it); files[r].rank is r.
+for e in 'm["epochs"] = -5:field epochs' 'm["epochs"] = 0:field epochs' \
+         'm["epoch"] = 1:field epoch is 1, but step 2' 'm["epoch"] = -1:field epoch' \
+         'm["step_in_epoch"] = 3:field step_in_epoch is 3, but step 2' \
+         'm["step_in_epoch"] = 2.5:field step_in_epoch' 'm["files"][1]["rank"] = 0:files[1].rank'; do
+  out=$(edit "${e%%:*}")
+  case "$out" in "exit 2 "*"${e#*:}"*) pass "manifest ${e%%:*}: refused, named" ;;
+    *) fail "manifest ${e%%:*}: $out" ;; esac
+done
+out=$(edit 'del m["epoch"], m["step_in_epoch"], m["epochs"]')
+case "$out" in "exit 0 "*) pass "a manifest without epoch, step_in_epoch, epochs resumes" ;;
+  *) fail "manifest without the derived fields: $out" ;; esac
 
 # 13. Plans: a label that its shards contradict; errors name the plan file.
 printf '{"tables": [{"name": "a", "rows": 100, "dim": 16}, {"name": "b", "rows": 50, "dim": 16}]}' \
