@@ -225,9 +225,11 @@ double cli_profile_bytes(const struct gs_profile *p);
 /* getopt_long's errors, reported in the verb's voice. Call with the value
  * getopt_long returned (':' for a missing value, '?' otherwise), with the
  * optstring starting with "+:" (no reordering, missing values reported as
- * ':'). Prints "option '--x' needs a value", "option '--x' takes no value"
- * or "unknown option '--x'" and returns 2. */
-int cli_getopt_error(const char *verb, int c, char *const *argv);
+ * ':'), and the verb's long options. Prints "option '--x' needs a value",
+ * "option '--x' takes no value", "option '--x' is ambiguous: --xa, --xb"
+ * (a prefix of several of longs) or "unknown option '--x'" and returns 2. */
+struct option;
+int cli_getopt_error(const char *verb, int c, char *const *argv, const struct option *longs);
 
 /* Repeated options are refused, as strict tools do (a value given twice is
  * more often a mistake in a script than a wish for the last one). seen is

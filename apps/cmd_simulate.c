@@ -270,7 +270,7 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
       case 'J': o->json = 1; break;
       case 't': o->trace = optarg; break;
       case 'h': usage(stdout); return -1;
-      default: return cli_getopt_error(VERB, c, argv);
+      default: return cli_getopt_error(VERB, c, argv, longs);
     }
   }
   if (optind < argc) {

@@ -248,7 +248,7 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
         o->resume = optarg ? GS_DLRM_RESUME_IF_ANY : GS_DLRM_RESUME;
         break;
       case 'h': usage(stdout); return 1;
-      default: return cli_getopt_error(VERB, c, argv);
+      default: return cli_getopt_error(VERB, c, argv, longs);
     }
   }
   if (optind < argc) {
