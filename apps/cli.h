@@ -225,9 +225,11 @@ double cli_profile_bytes(const struct gs_profile *p);
 /* getopt_long's errors, reported in the verb's voice. Call with the value
  * getopt_long returned (':' for a missing value, '?' otherwise), with the
  * optstring starting with "+:" (no reordering, missing values reported as
- * ':'). Prints "option '--x' needs a value", "option '--x' takes no value"
- * or "unknown option '--x'" and returns 2. */
-int cli_getopt_error(const char *verb, int c, char *const *argv);
+ * ':'), and the verb's long options. Prints "option '--x' needs a value",
+ * "option '--x' takes no value", "option '--x' is ambiguous: --xa, --xb"
+ * (a prefix of several of longs) or "unknown option '--x'" and returns 2. */
+struct option;
+int cli_getopt_error(const char *verb, int c, char *const *argv, const struct option *longs);
 
 /* Repeated options are refused, as strict tools do (a value given twice is
  * more often a mistake in a script than a wish for the last one). seen is
@@ -351,8 +353,10 @@ int cli_rank_connect(cli_rank *r, int flags, int startup_rc, const char *startup
  * (a collective failed inside the communicator before), no collective can
  * reach the others: the job is aborted (cli_rank_abort). */
 int cli_agree(cli_rank *r, int failed, const char *reason);
-/* cli_agree for a gs_status: on failure, this rank first prints
- * "gradsync VERB: rank R: <gs_last_error()>". */
+/* cli_agree for a gs_status, whose message (gs_last_error()) it prints:
+ * once, by rank 0 and ending "(on every rank)", when every rank failed with
+ * the same status and message; else "gradsync VERB: rank R: <message>" by
+ * each rank that failed (gs_train_agree_status). */
 int cli_agree_status(cli_rank *r, gs_status st);
 
 /* Agreement on values that must be equal on every rank (a step count, a

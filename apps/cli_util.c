@@ -404,9 +404,27 @@ void cli_fail(const char *verb, const char *fmt, ...) {
   va_end(ap);
 }
 
-int cli_getopt_error(const char *verb, int c, char *const *argv) {
+/* The long options of which name (without "--") is a prefix but none is
+ * name itself, listed "--a, --b" in buf: getopt_long's ambiguous option.
+ * Returns how many. */
+static int ambiguous_candidates(const char *name, const struct option *longs, char *buf,
+                                size_t cap) {
+  size_t n = strlen(name), len = 0;
+  int k = 0;
+  buf[0] = '\0';
+  for (const struct option *o = longs; o && o->name; o++) {
+    if (strcmp(o->name, name) == 0) return 0;
+    if (strncmp(o->name, name, n) != 0) continue;
+    int w = snprintf(buf + len, cap - len, "%s--%s", k ? ", " : "", o->name);
+    if (w > 0 && (size_t)w < cap - len) len += (size_t)w;
+    k++;
+  }
+  return k;
+}
+
+int cli_getopt_error(const char *verb, int c, char *const *argv, const struct option *longs) {
   const char *arg = optind > 0 ? argv[optind - 1] : "";
-  char name[128];
+  char name[128], cands[1024];
   if (strncmp(arg, "--", 2) == 0) {
     snprintf(name, sizeof name, "%.*s", (int)strcspn(arg, "="), arg);
   } else if (optopt > 0 && optopt < 256) {
@@ -418,6 +436,9 @@ int cli_getopt_error(const char *verb, int c, char *const *argv) {
     cli_error(verb, "option '%s' needs a value", name);
   else if (strncmp(arg, "--", 2) == 0 && optopt != 0 && strchr(arg, '='))
     cli_error(verb, "option '%s' takes no value", name);
+  else if (strncmp(arg, "--", 2) == 0 &&
+           ambiguous_candidates(name + 2, longs, cands, sizeof cands) > 1)
+    cli_error(verb, "option '%s' is ambiguous: %s", name, cands);
   else
     cli_error(verb, "unknown option '%s'", name);
   return 2;

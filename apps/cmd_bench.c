@@ -489,7 +489,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         o->cost_out = optarg;
         break;
       case 'h': usage(stdout); return 1;
-      default: return cli_getopt_error("bench", c, argv);
+      default: return cli_getopt_error("bench", c, argv, longs);
     }
   }
   if (optind < argc) {

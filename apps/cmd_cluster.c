@@ -231,7 +231,7 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
       case 'J': c->json = 1; break;
       case 't': c->trace_out = optarg; break;
       case 'h': usage(stdout); return -1;
-      default: return cli_getopt_error(VERB, ch, argv);
+      default: return cli_getopt_error(VERB, ch, argv, longs);
     }
   }
   if (optind < argc) {

@@ -892,7 +892,7 @@ int cmd_plan(int argc, char **argv) {
       case 'j': json = 1; break;
       case 'v': verbose = 1; break;
       case 'h': usage(stdout); return 0;
-      default: return cli_getopt_error(VERB, c, argv);
+      default: return cli_getopt_error(VERB, c, argv, longopts);
     }
   }
   if (optind < argc) {

@@ -203,7 +203,7 @@ static int parse_opts(int argc, char **argv, replay_opts *o) {
       case 'z': o->compress = optarg; break;
       case 'j': o->json = 1; break;
       case 'h': usage(stdout); return 1;
-      default: return cli_getopt_error(VERB, c, argv);
+      default: return cli_getopt_error(VERB, c, argv, longopts);
     }
   }
   if (optind < argc) {

@@ -206,7 +206,7 @@ static int parse_opts(int argc, char **argv, shard_opts *o) {
       case 'j': o->json = 1; break;
       case 'E': o->embed_sgd = 1; break;
       case 'h': usage(stdout); return 1;
-      default: return cli_getopt_error(VERB, c, argv);
+      default: return cli_getopt_error(VERB, c, argv, longs);
     }
   }
   if (optind < argc) {

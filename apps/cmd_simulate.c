@@ -270,7 +270,7 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
       case 'J': o->json = 1; break;
       case 't': o->trace = optarg; break;
       case 'h': usage(stdout); return -1;
-      default: return cli_getopt_error(VERB, c, argv);
+      default: return cli_getopt_error(VERB, c, argv, longs);
     }
   }
   if (optind < argc) {
@@ -409,6 +409,35 @@ static double row_bytes(const cJSON *row, const char *profile_path, named_bytes 
   return bytes;
 }
 
+/* The bounds of a replay row's fields: counts are whole numbers from 1;
+ * times finite seconds from 0 to a bound no iteration's communication
+ * nears (past it the fit's weights 1/time^2 vanish); bytes above 0 and at
+ * most 2^50 (a petabyte of gradients). */
+#define REPLAY_MAX_COUNT 1e9
+#define REPLAY_MAX_SECONDS 1e6
+#define REPLAY_MAX_BYTES 1125899906842624.0
+
+/* Checks a replay row's numeric field key (present and a number): whole
+ * (a count from 1), a time, or bytes. 0, or 2 after naming the file, the
+ * line, the field and what it accepts. */
+static int replay_field(const char *path, size_t lineno, const cJSON *row, const char *key,
+                        char kind) {
+  const cJSON *x = cJSON_GetObjectItem(row, key);
+  double v = x->valuedouble;
+  int ok = kind == 'c'   ? v >= 1 && v <= REPLAY_MAX_COUNT && v == floor(v)
+           : kind == 't' ? v >= 0 && v <= REPLAY_MAX_SECONDS
+                         : v > 0 && v <= REPLAY_MAX_BYTES;
+  if (ok) return 0;
+  char *text = cJSON_PrintUnformatted(x);
+  cli_error(VERB, "--replay: %s:%zu: field %s is %s: expected %s", path, lineno, key,
+            text ? text : "?",
+            kind == 'c'   ? "a whole number from 1 to 1e9"
+            : kind == 't' ? "a time in seconds from 0 to 1e6"
+                          : "bytes above 0 and at most 2^50");
+  cJSON_free(text);
+  return 2;
+}
+
 /* Reads the rows of one replay file measured on `ranks` ranks and `nodes`
  * nodes into ar (plans other than dear) and rsag (dear's); *other counts the
  * rows of other shapes. Returns 0, 1 (out of memory) or 2 (bad file). */
@@ -436,11 +465,19 @@ static int read_replay(const char *path, const char *profile_path, int ranks, in
       const cJSON *r = cJSON_GetObjectItem(row, "ranks"), *nd = cJSON_GetObjectItem(row, "nodes"),
                   *g = cJSON_GetObjectItem(row, "ngroups"), *c = cJSON_GetObjectItem(row, "comm_s"),
                   *ch = cJSON_GetObjectItem(row, "chosen");
+      const cJSON *gb = cJSON_GetObjectItem(row, "grad_bytes");
       double bytes = 0;
       if (!cJSON_IsNumber(r) || !cJSON_IsNumber(nd) || !cJSON_IsNumber(g) ||
-          !cJSON_IsNumber(c) || !cJSON_IsString(ch)) {
+          !cJSON_IsNumber(c) || !cJSON_IsString(ch) || (gb && !cJSON_IsNumber(gb))) {
         cli_error(VERB, "--replay: %s:%zu is not a row of 'gradsync replay --json' "
-                  "(ranks, nodes, ngroups, comm_s, chosen)", path, lineno);
+                  "(ranks, nodes, ngroups, comm_s, chosen; grad_bytes a number)", path,
+                  lineno);
+        rc = 2;
+      } else if (replay_field(path, lineno, row, "ranks", 'c') ||
+                 replay_field(path, lineno, row, "nodes", 'c') ||
+                 replay_field(path, lineno, row, "ngroups", 'c') ||
+                 replay_field(path, lineno, row, "comm_s", 't') ||
+                 (gb && replay_field(path, lineno, row, "grad_bytes", 'b'))) {
         rc = 2;
       } else if ((int)r->valuedouble != ranks || (int)nd->valuedouble != nodes) {
         (*other)++;
@@ -482,12 +519,13 @@ static int replay_cost(const sim_opts *o, gs_plan_cost *cost, size_t *nar, size_
   }
   if (rc == 0 && (gs_cost_fit_totals(ar.g, ar.bytes, ar.secs, ar.n, &a, &b) != GS_OK ||
                   gs_plan_cost_from_ab(a, b, cost) != GS_OK)) {
-    cli_error(VERB, "--replay: %s", gs_last_error());
+    cli_error(VERB, "--replay %s: the fit of %zu rows: %s", o->replay, ar.n, gs_last_error());
     rc = 2;
   }
   if (rc == 0 && rsag.n > 0) {
     if (gs_cost_fit_totals(rsag.g, rsag.bytes, rsag.secs, rsag.n, &ra, &rb) != GS_OK) {
-      cli_error(VERB, "--replay (dear's rows): %s", gs_last_error());
+      cli_error(VERB, "--replay %s: the fit of dear's %zu rows: %s", o->replay, rsag.n,
+                gs_last_error());
       rc = 2;
     } else {
       gs_cost_curve_affine(ra / 2, rb / 2, &cost->rs);

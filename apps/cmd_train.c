@@ -147,7 +147,7 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
   gs_train_kfac_options_init(&kfac);
   const char *kfac_opt = NULL; /* the first --kfac-* option given */
   int momentum_given = 0;
-  unsigned char seen[128] = {0};
+  cli_seen seen = {{0}};
   gs_train_config_init(o);
   cli_train_events(view, &events);
   o->events = &events;
@@ -159,13 +159,7 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
   while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
     /* An option given twice is a mistake to point out, not a silent
      * last-one-wins. */
-    if (c > 0 && c < 128 && c != '?' && c != 'h' && seen[c]++) {
-      const char *name = "?";
-      for (const struct option *l = longs; l->name; l++)
-        if (l->val == c) name = l->name;
-      cli_error(VERB, "--%s is given more than once", name);
-      return 2;
-    }
+    if (c > 0 && c != '?' && c != 'h' && cli_once(VERB, &seen, c, longs)) return 2;
     switch (c) {
       case 'm':
         if (gs_nn_model_parse(optarg, &o->model) != GS_OK) {
@@ -436,7 +430,7 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
     o->momentum = zmom->optimizer;
   }
   if (strcmp(o->optimizer, "kfac") == 0) o->kfac = &kfac;
-  if (o->global_batch > 0 && (seen['b'] || o->scale_lr_linear)) {
+  if (o->global_batch > 0 && (seen.seen['b'] || o->scale_lr_linear)) {
     cli_error(VERB, "--global-batch sets the batch per rank: not with --batch or --scale-lr");
     return 2;
   }
@@ -468,20 +462,20 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
   }
   /* The policy schedules the engine's messages: a sync mode with its own
    * exchange would leave --policy unused. */
-  if (seen['p'] && o->sync && strcmp(o->sync, "engine") != 0) {
+  if (seen.seen['p'] && o->sync && strcmp(o->sync, "engine") != 0) {
     cli_error(VERB, "--policy %s: the policy schedules the engine's messages, and --sync %s "
               "exchanges through its own %s: leave it out", o->policy, o->sync,
               o->ps_servers > 0 ? "parameter servers" : "averaging");
     return 2;
   }
-  if ((seen['A'] || seen['a']) &&
+  if ((seen.seen['A'] || seen.seen['a']) &&
       (o->ps_servers == 0 || (o->sync && strcmp(o->sync, "bsp") == 0))) {
     cli_error(VERB, "--async-lr-scale and --async-momentum apply to asynchronous parameter "
               "servers (--ps S with --sync asp, ssp:S or switch:...)%s",
               o->ps_servers > 0 ? ", not to bsp" : "");
     return 2;
   }
-  if (seen['a'] && o->async_momentum > o->momentum) {
+  if (seen.seen['a'] && o->async_momentum > o->momentum) {
     cli_error(VERB, "--async-momentum %g is above --momentum %g: asynchrony adds momentum, "
               "it cannot take the place of less", (double)o->async_momentum,
               (double)o->momentum);

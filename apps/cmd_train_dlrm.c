@@ -120,7 +120,10 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
   opterr = 0; /* unknown options get one line in the verbs' format */
   int c;
   double x;
+  cli_seen seen = {{0}};
   while ((c = getopt_long(argc, argv, ":", longs, NULL)) != -1) {
+    /* An option given twice is refused, as the vision trainer does. */
+    if (c != '?' && c != ':' && c != 'h' && cli_once(VERB, &seen, c, longs)) return 2;
     switch (c) {
       case 'm':
         if (strcmp(optarg, "dlrm") != 0) {
@@ -245,7 +248,7 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
         o->resume = optarg ? GS_DLRM_RESUME_IF_ANY : GS_DLRM_RESUME;
         break;
       case 'h': usage(stdout); return 1;
-      default: return cli_getopt_error(VERB, c, argv);
+      default: return cli_getopt_error(VERB, c, argv, longs);
     }
   }
   if (optind < argc) {
@@ -526,20 +529,17 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
   fflush(stdout);
 }
 
-/* --data, checked before MPI starts so that a missing file (or a
- * directory) is a usage error; the library reads it. Each rank looks on its
- * own host, so each says what it found. */
-static int check_data(const char *path) {
+/* --data, checked before the run so that a missing file (or a directory)
+ * is a usage error (GS_ERR_INVALID_ARG, its message in gs_last_error());
+ * the library reads it. Each rank looks on its own host: the ranks agree
+ * on what they found (said once when alike). */
+static gs_status check_data(const char *path) {
   struct stat sb;
-  if (access(path, R_OK) != 0) {
-    cli_error(VERB, "--data %s: cannot read it: %s", path, strerror(errno));
-    return 2;
-  }
-  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-    cli_error(VERB, "--data %s: a directory, not a Criteo TSV file", path);
-    return 2;
-  }
-  return 0;
+  if (access(path, R_OK) != 0)
+    return gs_error(GS_ERR_INVALID_ARG, "--data %s: cannot read it: %s", path, strerror(errno));
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+    return gs_error(GS_ERR_INVALID_ARG, "--data %s: a directory, not a Criteo TSV file", path);
+  return GS_OK;
 }
 
 int cmd_train_dlrm(int argc, char **argv) {
@@ -549,7 +549,6 @@ int cmd_train_dlrm(int argc, char **argv) {
   int rc = parse_opts(argc, argv, &o);
   cli_argv_errors(0);
   if (rc == 1) return 0;
-  if (rc == 0 && o.data) rc = check_data(o.data);
   gs_embed_spec *t = NULL;
   int nt = 0;
   if (rc == 0) rc = load_tables(&o, &t, &nt);
@@ -569,6 +568,10 @@ int cmd_train_dlrm(int argc, char **argv) {
   const char *check_only = getenv("GRADSYNC_CHECK_ARGS");
   if (check_only && strcmp(check_only, "1") == 0) {
     gs_shard_plan *p = NULL;
+    if (rc == 0 && o.data && check_data(o.data) != GS_OK) {
+      cli_error(VERB, "%s", gs_last_error());
+      rc = 2;
+    }
     if (rc == 0 && o.plan && gs_shard_plan_load(o.plan, t, nt, 0, &p) != GS_OK) {
       cli_error(VERB, "--plan: %s", gs_last_error());
       rc = 2;
@@ -596,6 +599,9 @@ int cmd_train_dlrm(int argc, char **argv) {
     gs_embed_specs_free(t);
     return rc;
   }
+  /* Set-up failures every rank may meet alike (a --data it cannot read)
+   * are agreed: said once by rank 0 when alike, else by each rank. */
+  if (o.data && cli_agree_status(&r, check_data(o.data))) rc = 2;
   /* The same decision on every rank: no agreement needed. */
   if (o.global_batch) {
     if (o.global_batch % r.size != 0) {
@@ -633,8 +639,15 @@ int cmd_train_dlrm(int argc, char **argv) {
             .tables = t};
   gs_status st = rc ? GS_OK : gs_dlrm_train_run(&cfg, r.comm, on_event, &v);
   if (st != GS_OK) {
-    if (!gs_last_error_shared()) cli_rank_error(&r, "%s", gs_last_error());
-    else if (r.rank == 0) cli_fail(VERB, "%s (on every rank)", gs_last_error());
+    /* Every rank returns the run's failure (gs_dlrm_train_run). One that
+     * every rank met alike (a bad MLP spec, data that does not fit the
+     * model) is said once, by rank 0; the ranks agree on it unless the
+     * library has marked it every rank's already. */
+    if (gs_last_error_shared()) {
+      if (r.rank == 0) cli_fail(VERB, "%s (on every rank)", gs_last_error());
+    } else {
+      cli_agree_status(&r, st);
+    }
     rc = st == GS_ERR_INVALID_ARG || st == GS_ERR_PARSE || st == GS_ERR_IO ? 2 : 1;
   }
   gs_embed_specs_free(t);

@@ -1089,6 +1089,14 @@ gs_status gs_cost_load(const char *path, gs_cost_topo t, gs_cost_params *out) {
   return st;
 }
 
+/* The least of n times (all positive). */
+static double min_positive(const double *x, size_t n) {
+  double m = x[0];
+  for (size_t i = 1; i < n; i++)
+    if (x[i] < m) m = x[i];
+  return m;
+}
+
 gs_status gs_cost_fit_totals(const double *msgs, const double *bytes,
                              const double *secs, size_t n, double *a, double *b) {
   if (msgs == NULL || bytes == NULL || secs == NULL || a == NULL || b == NULL)
@@ -1111,6 +1119,12 @@ gs_status gs_cost_fit_totals(const double *msgs, const double *bytes,
     t1 += w * g * y;
     t2 += w * B * y;
   }
+  /* Times so short that their weights overflow (or so long that they
+   * vanish) leave no fit: say so rather than return a NaN. */
+  if (!isfinite(s11) || !isfinite(s12) || !isfinite(s22) || !isfinite(t1) || !isfinite(t2))
+    return gs_error(GS_ERR_INVALID_ARG, "cost fit of totals: degenerate: the observations' "
+                    "weighted sums overflow (times as short as %g s weigh 1/time^2)",
+                    min_positive(secs, n));
   if (s22 <= 0)
     return gs_error(GS_ERR_INVALID_ARG, "cost fit of totals: no observation "
                     "carried any bytes");

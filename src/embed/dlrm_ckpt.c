@@ -44,6 +44,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -423,6 +424,10 @@ static gs_status read_checkpoint(dlrm_ckpt *c, int *found, uint32_t *text_crc,
   const cJSON *fmt = item(m, "format"), *run = item(m, "run"), *step = item(m, "step");
   const cJSON *ls = item(m, "epoch_loss_sum"), *id = item(m, "run_id"), *files = item(m, "files");
   const cJSON *pl = item(m, "plan"), *pcrc = item(m, "plan_crc32"), *ver = item(m, "version");
+  /* The position as the supervisor reads it (epoch, step_in_epoch: derived
+   * from step) and the run's length: older manifests lack epochs, so these
+   * three are checked where present. */
+  const cJSON *ep = item(m, "epoch"), *sie = item(m, "step_in_epoch"), *eps = item(m, "epochs");
   if (m == NULL || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, FORMAT) != 0) {
     st = gs_error(GS_ERR_PARSE, "resuming from %s: %s is not a DLRM checkpoint manifest "
                   "(\"format\": \"" FORMAT "\")", dir, path);
@@ -439,6 +444,10 @@ static gs_status read_checkpoint(dlrm_ckpt *c, int *found, uint32_t *text_crc,
                     : !cJSON_IsString(pl) || !pl->valuestring[0] || strchr(pl->valuestring, '/')
                         ? "plan (a file name in the directory)"
                     : !json_whole(pcrc, 4294967295.0) ? "plan_crc32 (a CRC-32)"
+                    : eps && (!json_whole(eps, INT_MAX) || eps->valuedouble < 1)
+                        ? "epochs (a whole number of at least 1)"
+                    : ep && !json_whole(ep, 9.0e15)  ? "epoch (a whole number)"
+                    : sie && !json_whole(sie, 9.0e15) ? "step_in_epoch (a whole number)"
                                                       : NULL;
   if (bad) {
     char key[32];
@@ -460,6 +469,19 @@ static gs_status read_checkpoint(dlrm_ckpt *c, int *found, uint32_t *text_crc,
   if (run_differs(run, mine, why, sizeof why)) {
     st = gs_error(GS_ERR_INVALID_ARG, "resuming: the checkpoint in %s (step %zu) does not fit "
                   "this run: %s", dir, c->step, why);
+    goto out;
+  }
+  /* epoch and step_in_epoch are step's, in the checkpoint's steps per
+   * epoch (this run's: run_differs checked it). */
+  size_t spe = c->cfg->steps;
+  const char *derived = ep && (size_t)ep->valuedouble != c->step / spe ? "epoch"
+                        : sie && (size_t)sie->valuedouble != c->step % spe ? "step_in_epoch"
+                                                                           : NULL;
+  if (derived) {
+    st = gs_error(GS_ERR_PARSE, "resuming from %s: %s: field %s is %.0f, but step %zu of %zu "
+                  "steps an epoch makes it %zu: not a DLRM checkpoint manifest of this "
+                  "version", dir, path, derived, item(m, derived)->valuedouble, c->step, spe,
+                  derived[0] == 'e' ? c->step / spe : c->step % spe);
     goto out;
   }
   size_t total = (size_t)c->cfg->epochs * c->cfg->steps;
@@ -490,6 +512,15 @@ static gs_status read_checkpoint(dlrm_ckpt *c, int *found, uint32_t *text_crc,
                     "%s: not a DLRM checkpoint manifest of this version", dir, path, r,
                     json_whole(fb, 9.0e15) ? "crc32" : "bytes", v ? v : "missing",
                     json_whole(fb, 9.0e15) ? "a CRC-32" : "a file size in bytes");
+      cJSON_free(v);
+      goto out;
+    }
+    const cJSON *fr = item(f, "rank");
+    if (fr && (!json_whole(fr, INT_MAX) || fr->valuedouble != r)) {
+      char *v = cJSON_PrintUnformatted(fr);
+      st = gs_error(GS_ERR_PARSE, "resuming from %s: %s: field files[%d].rank is %.100s, not "
+                    "%d: not a DLRM checkpoint manifest of this version", dir, path, r,
+                    v ? v : "?", r);
       cJSON_free(v);
       goto out;
     }

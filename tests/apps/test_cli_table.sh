@@ -93,6 +93,7 @@ t 2 "unknown option '-x'" bench -x
 t 2 "option '--step' needs a value" bench --step
 t 2 "option '--json' takes no value" bench --json=1
 t 2 "option --iters given more than once" bench --iters 2 --iters 3
+t 2 "option '--m' is ambiguous: --min-bytes, --max-bytes" bench --m 4K
 t 2 "option --json given more than once" bench --json --json
 t 2 "unexpected argument 'extra'" bench extra
 t 2 "must be a size from 1 to 64G" bench --min-bytes 0 --max-bytes 16
@@ -227,6 +228,8 @@ t 2 "--profile FILE is required" plan --a 0 --b 0
 t 2 "option --policy given more than once" plan --profile "$prof" --a 0 --b 0 --policy wfbp --policy all
 t 2 "option '--a' needs a value" plan --profile "$prof" --a
 t 2 "unknown option '--frob'" plan --frob
+# An ambiguous prefix says so and lists the candidates (was "unknown option").
+t 2 "option '--comp' is ambiguous: --compute-scale, --compress" plan --profile "$prof" --comp 1
 t 2 "--a: expected seconds from 0 to 3600" plan --profile "$prof" --a 1e9 --b 0
 t 2 "--a: expected seconds from 0 to 3600" plan --profile "$prof" --a nan --b 0
 t 2 "--b: expected seconds per byte from 0 to 1" plan --profile "$prof" --a 0 --b inf
@@ -282,6 +285,7 @@ t 0 "usage: gradsync simulate" simulate --help
 t 2 "--profile" simulate --workers 4 --net 1GbE
 t 2 "option --workers given more than once" simulate --profile "$prof" --workers 4 --workers 8 --net 1GbE
 t 2 "unknown option '--frob'" simulate --frob
+t 2 "option '--j' is ambiguous: --jitter, --jitter-dist, --json, --jitter-scope" simulate --profile "$prof" --j 0.1
 t 2 "--workers" simulate --profile "$prof" --workers 0 --net 1GbE
 t 2 "--workers" simulate --profile "$prof" --workers 2.5 --net 1GbE
 t 2 "must divide" simulate --profile "$prof" --workers 4 --per-node 3 --net 1GbE

@@ -52,11 +52,15 @@ if [ "$(cat "$tmp/r1")" = 10 ] && [ "$r2" = 500 ] && [ "$r3" = 1000 ]; then
 else
   fail "shard: rows of a: FILE:0.01 '$(cat "$tmp/r1")' (10), --scale 0.5 '$r2' (500), a:b '$r3'"
 fi
-train() { # out args...
-  local o=$1
+train() { # out args... (--steps 3 --epochs 1 --batch 16 --eval 64 unless given: an
+  # option given twice is refused)
+  local o=$1 k
   shift
-  timeout 300 "$G" run -np 2 -- "$G" train --model dlrm --steps 3 --epochs 1 --batch 16 \
-    --eval 64 "$@" >"$o" 2>&1
+  local d=()
+  for k in "--steps 3" "--epochs 1" "--batch 16" "--eval 64"; do
+    [[ " $* " == *" ${k% *} "* ]] || d+=($k)
+  done
+  timeout 300 "$G" run -np 2 -- "$G" train --model dlrm "${d[@]}" "$@" >"$o" 2>&1
 }
 train "$tmp/t3" --tables "$tmp/a:b/tables.json:0.5" --sharding tw --json
 rc=$?
@@ -231,6 +235,19 @@ case "$m3" in "exit 2 "*"files[0].bytes"*) pass "bytes 1e18 refused, named" ;;
   *) fail "bytes 1e18: $m3" ;; esac
 case "$m4" in "exit "[12]" "*"longer than the manifest records"*) pass "an appended file: longer" ;;
   *) fail "appended file: $m4" ;; esac
+# Ranges too (epochs -5 was taken), and epoch and step_in_epoch agree
+# with step (2 of 4 steps an epoch: epoch 0, step 2 in it); files[r].rank is r.
+for e in 'm["epochs"] = -5:field epochs' 'm["epochs"] = 0:field epochs' \
+         'm["epoch"] = 1:field epoch is 1, but step 2' 'm["epoch"] = -1:field epoch' \
+         'm["step_in_epoch"] = 3:field step_in_epoch is 3, but step 2' \
+         'm["step_in_epoch"] = 2.5:field step_in_epoch' 'm["files"][1]["rank"] = 0:files[1].rank'; do
+  out=$(edit "${e%%:*}")
+  case "$out" in "exit 2 "*"${e#*:}"*) pass "manifest ${e%%:*}: refused, named" ;;
+    *) fail "manifest ${e%%:*}: $out" ;; esac
+done
+out=$(edit 'del m["epoch"], m["step_in_epoch"], m["epochs"]')
+case "$out" in "exit 0 "*) pass "a manifest without epoch, step_in_epoch, epochs resumes" ;;
+  *) fail "manifest without the derived fields: $out" ;; esac
 
 # 13. Plans: a label that its shards contradict; errors name the plan file.
 printf '{"tables": [{"name": "a", "rows": 100, "dim": 16}, {"name": "b", "rows": 50, "dim": 16}]}' \
@@ -373,6 +390,40 @@ if [ "$r1" = 2 ] && grep -q 'unknown key "whyy"' <<<"$o1" && [ "$r2" = 2 ] &&
    grep -q '"est_s" must be a time' <<<"$o2" && [ "$r3" = 2 ] && grep -q "above 0" <<<"$o3"; then
   pass "plan files: an unknown key and est_s \"x\" refused; --pooling 0 refused"
 else fail "plan file keys: $r1 ($o1), est_s: $r2 ($o2), pooling 0: $r3 ($o3)"; fi
+
+# An option given twice is refused (the last one won, exit 0), as the
+# vision trainer refuses it: one line, exit 2.
+for a in "--batch 32 --batch 64" "--sharding rw --sharding tw" "--tables kaggle:0.001 --tables kaggle:0.002" \
+         "--plan x.json --plan x.json"; do
+  out=$(GRADSYNC_CHECK_ARGS=1 "$G" train --model dlrm --steps 2 --epochs 1 $a 2>&1)
+  rc=$?
+  name=${a%% *}
+  if [ "$rc" = 2 ] && grep -q "option $name given more than once" <<<"$out"; then
+    pass "train --model dlrm $a: refused, exit 2"
+  else fail "train --model dlrm $a: exit $rc: $out"; fi
+done
+
+# Set-up failures every rank meets alike are said once, by rank 0, ending
+# "(on every rank)" (each rank said its own); exit 2 (bad input).
+for a in "--bottom-mlp 13-0-16" "--top-mlp 128-64-2" "--bottom-mlp 13-64-8" \
+         "--data $tmp/nonexistent" "--data $tmp/c64.tsv --pooling 3"; do
+  timeout 120 "$G" run -np 2 -- "$G" train --model dlrm $a --steps 2 --epochs 1 --batch 16 \
+    --eval 0 >"$tmp/alike" 2>&1
+  rc=$?
+  if [ "$rc" = 2 ] && [ "$(grep -c '^gradsync train:' "$tmp/alike")" = 1 ] &&
+     grep -q '^gradsync train: .*(on every rank)$' "$tmp/alike"; then
+    pass "train $a on 2 ranks: said once (on every rank), exit 2"
+  else fail "train $a on 2 ranks: exit $rc: $(grep '^gradsync train:' "$tmp/alike")"; fi
+done
+# Failures that differ between the ranks: each rank says its own.
+timeout 120 "$G" run -np 2 -- sh -c "exec \"$G\" train --model dlrm --steps 2 --epochs 1 \
+  --data $tmp/missing\$OMPI_COMM_WORLD_RANK" >"$tmp/differ" 2>&1
+rc=$?
+if [ "$rc" = 2 ] && grep -q "rank 0: --data $tmp/missing0: cannot read" "$tmp/differ" &&
+   grep -q "rank 1: --data $tmp/missing1: cannot read" "$tmp/differ" &&
+   ! grep -q "on every rank" "$tmp/differ"; then
+  pass "--data missing differently on 2 ranks: each rank says its own, exit 2"
+else fail "--data differing per rank: exit $rc: $(grep '^gradsync train:' "$tmp/differ")"; fi
 
 echo "$fails failure(s)"
 [ "$fails" = 0 ]

@@ -179,6 +179,25 @@ printf '{"profile":"one","ranks":4}\n' > "$T/bad2.jsonl"
 expect 2 "bad2.jsonl:1 is not a row of 'gradsync replay --json'" -- --profile "$T/one.json" --workers 4 --replay "$T/bad2.jsonl"
 printf '{"profile":"nosuch","policy":"wfbp","chosen":"wfbp","ranks":4,"nodes":4,"ngroups":1,"comm_s":1}\n' > "$T/bad3.jsonl"
 expect 2 "bad3.jsonl:1 has no grad_bytes" -- --profile "$T/one.json" --workers 4 --replay "$T/bad3.jsonl"
+# A field out of range is refused naming the file, the line and the field
+# (a negative time was dropped, ngroups 0 "had no grad_bytes", 1e300 "carried
+# no bytes", 173.5 was taken); a fit that degenerates says so (was a NaN).
+row='{"profile":"one","policy":"wfbp","chosen":"wfbp","ranks":4,"nodes":4,'
+ok2='{"profile":"one","policy":"single","chosen":"single","ranks":4,"nodes":4,"ngroups":1,"grad_bytes":1e8,"comm_s":2.0008}'
+n=0
+for f in '"ngroups":161,"grad_bytes":1e8,"comm_s":-0.025|field comm_s is -0.025: expected a time in seconds' \
+         '"ngroups":0,"grad_bytes":0,"comm_s":2|field ngroups is 0: expected a whole number from 1' \
+         '"ngroups":161,"grad_bytes":0,"comm_s":2|field grad_bytes is 0: expected bytes above 0' \
+         '"ngroups":1e300,"grad_bytes":1e8,"comm_s":2|field ngroups is 1e+300' \
+         '"ngroups":161,"grad_bytes":1e300,"comm_s":2|field grad_bytes is 1e+300' \
+         '"ngroups":161,"grad_bytes":1e8,"comm_s":1e300|field comm_s is 1e+300' \
+         '"ngroups":173.5,"grad_bytes":1e8,"comm_s":2|field ngroups is 173.5'; do
+  n=$((n + 1))
+  printf '%s\n%s%s}\n' "$ok2" "$row" "${f%%|*}" > "$T/f$n.jsonl"
+  expect 2 "--replay: $T/f$n.jsonl:2: ${f#*|}" -- --profile "$T/one.json" --workers 4 --replay "$T/f$n.jsonl"
+done
+printf '%s\n%s"ngroups":161,"grad_bytes":1e8,"comm_s":1e-300}\n' "$ok2" "$row" > "$T/tiny.jsonl"
+expect 2 "--replay $T/tiny.jsonl: the fit of 2 rows: cost fit of totals: degenerate" -- --profile "$T/one.json" --workers 4 --replay "$T/tiny.jsonl"
 expect 2 "give one of" -- --profile "$T/one.json" --workers 4 --replay "$T/r.jsonl" --net 1gbit
 expect 2 "--replay gives the all-reduce's cost itself" -- --profile "$T/one.json" --workers 4 --replay "$T/r.jsonl" --algo ring
 
