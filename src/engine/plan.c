@@ -268,9 +268,9 @@ static int parse_mb(const char *s, const char *end, double *out) {
   if (n >= sizeof buf) return -1;
   memcpy(buf, s, n);
   buf[n] = '\0';
-  char *e;
-  double v = strtod(buf, &e);
-  if (*e != '\0' || !isfinite(v) || v <= 0 || v > 1e9) return -1;
+  /* Decimal, as every number of the command line (no hex, nan or inf). */
+  double v;
+  if (gs__parse_double(buf, 0.0, 1e9, &v, NULL) != 0 || v <= 0) return -1;
   *out = v;
   return 0;
 }

@@ -120,11 +120,13 @@ static gs_status parse_tensor(const cJSON *t, size_t i, const char *origin,
     return gs_error(GS_ERR_PARSE,
                     "%s: %snumel: missing (expected a positive integer)", origin,
                     where);
+  /* From 2^53 on, a double no longer tells neighbouring integers apart:
+   * 9007199254740993 would be read as 2^53 and planned as such. */
   if (!cJSON_IsNumber(n) || !isfinite(n->valuedouble) || n->valuedouble < 1 ||
       n->valuedouble != floor(n->valuedouble) ||
-      n->valuedouble > PROFILE_MAX_NUMEL)
+      n->valuedouble >= PROFILE_MAX_NUMEL)
     return gs_error(GS_ERR_PARSE,
-                    "%s: %snumel: expected a positive integer, got %s", origin,
+                    "%s: %snumel: expected a positive integer below 2^53, got %s", origin,
                     where, cJSON_IsNumber(n) ? "another number" : "a non-number");
   out->numel = (size_t)n->valuedouble;
   out->dtype = GS_F32;

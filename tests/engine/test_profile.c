@@ -137,6 +137,10 @@ static void test_bad_values(void **state) {
   expect_error("{\"name\":\"m\",\"forward_s\":0.1,\"tensors\":[{\"name\":\"x\","
                "\"numel\":2.5,\"backward_s\":0}]}", GS_ERR_PARSE,
                "tensors[0].numel");
+  /* 2^53 + 1 reads as 2^53: it was planned as that many u8 elements. */
+  expect_error("{\"name\":\"m\",\"forward_s\":0.1,\"tensors\":[{\"name\":\"x\","
+               "\"numel\":9007199254740993,\"dtype\":\"u8\",\"backward_s\":0}]}",
+               GS_ERR_PARSE, "tensors[0].numel: expected a positive integer below 2^53");
   expect_error("{\"name\":\"m\",\"forward_s\":0.1,\"tensors\":[{\"name\":\"x\","
                "\"numel\":\"7\",\"backward_s\":0}]}", GS_ERR_PARSE,
                "tensors[0].numel");
