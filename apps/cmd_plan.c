@@ -165,6 +165,9 @@ static char *row_json(const plan_row *r, const gs_profile *prof,
   cJSON_AddNumberToObject(o, "compute_scale", scale);
   cJSON_AddNumberToObject(o, "a", cost->ar.a);
   cJSON_AddNumberToObject(o, "b", cost->ar.b);
+  /* With points, each message is priced on the curve through them, not on
+   * a + b M: a and b then describe its ends only. */
+  cJSON_AddNumberToObject(o, "price_points", cost->ar.npoints);
   cJSON_AddNumberToObject(o, "ngroups", (double)pl->ngroups);
   cJSON *groups = cJSON_AddArrayToObject(o, "groups");
   for (size_t g = 0; g < pl->ngroups; g++) {
@@ -1137,6 +1140,12 @@ int cmd_plan(int argc, char **argv) {
   char assumes[1024];
   if (net && !cost_file && !have_a && gs_net_describe(net, assumes, sizeof assumes) == GS_OK)
     printf("\nnetwork %s", assumes);
+  if (cost.ar.npoints > 0)
+    printf("\nmessages priced %s (%d sizes, %.0f B to %.0f B), not on the line above",
+           net && !cost_file ? "at the fastest algorithm for their size, as the communicator "
+                               "chooses"
+                             : "at the all-reduce times measured",
+           cost.ar.npoints, cost.ar.bytes[0], cost.ar.bytes[cost.ar.npoints - 1]);
   if (zc) printf("\ncompression: %s", compress);
   printf("\n\n%-18s %7s %12s %8s %9s%s\n", "policy", "groups", "iter (ms)", "vs wfbp",
          "vs single", zc ? " compressed" : "");

@@ -39,6 +39,11 @@ expect 2 "unexpected argument" -- --profile "$P" --a 1e-3 --b 1e-9 extra
 expect 0 "mgwfbp" -- --profile "$P" --a 9.72e-4 --b 1.97e-9
 expect 0 "auto (" -- --profile "$P" --net 10GbE --workers 16 --policy all --verbose
 expect 0 '"predicted_iter_s"' -- --profile "$P" --a 9.72e-4 --b 1.97e-9 --json --policy optimal
+# A calibrated preset prices each message on its curve, not on a + b M:
+# the output says so (its a and b did not reproduce its predictions).
+expect 0 "not on the line above" -- --profile "$P" --net 1gbit --workers 8 --policy wfbp
+expect 0 '"price_points":27' -- --profile "$P" --net 1gbit --workers 8 --policy wfbp --json
+expect 0 '"price_points":0' -- --profile "$P" --a 9.72e-4 --b 1.97e-9 --json --policy wfbp
 expect 0 '"groups":[[' -- --profile "$P" --net 25GbE --workers 8 --json --policy dear
 n=$("$G" plan --profile "$P" --a 9.72e-4 --b 1.97e-9 --json | grep -c '"policy"')
 if [ "$n" != 7 ]; then echo "FAIL: --json with all policies gave $n lines"; fail=1; fi
