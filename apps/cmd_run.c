@@ -815,12 +815,7 @@ static int wait_mpirun(pid_t pid, int *status, int *hung) {
     } else if (now >= next_scan) {
       next_scan = now + 0.5;
       gs_launch_children ch;
-      gs_launch_children_of(pid, &ch);
-      if (ch.children == 0 || ch.ended < ch.children) {
-        all_ended_since = 0;
-      } else if (all_ended_since == 0) {
-        all_ended_since = now;
-      } else if (now - all_ended_since > MPIRUN_LINGER_S) {
+      if (gs_launch_stuck(pid, now, MPIRUN_LINGER_S, &all_ended_since, &ch)) {
         cli_fail("run", "mpirun did not exit within %.0f s of the end of all %d of its "
                  "ranks (Open MPI's runtime deadlocked); killing it", MPIRUN_LINGER_S,
                  ch.children);

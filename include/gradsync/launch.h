@@ -167,6 +167,17 @@ typedef struct gs_elastic_config {
   void *user;
 } gs_elastic_config;
 
+/* What /proc/PID/stat says of a process (Linux). 0, or -1 when there is
+ * no such process (or /proc is not mounted). */
+typedef struct gs_launch_proc {
+  char state;               /* R, S, ... Z: ended, not reaped by its parent */
+  pid_t ppid;
+  int session;
+  unsigned long long start; /* start time, in clock ticks after boot */
+  int exit_status;          /* waitpid's form, once ended; -1: unknown */
+} gs_launch_proc;
+int gs_launch_proc_stat(pid_t pid, gs_launch_proc *out);
+
 /* A launcher's children (mpirun's: the local ranks, or the ssh clients of
  * remote daemons): how many there are, how many of them have ended without
  * their parent reaping them, and the waitpid status of the first ended one
@@ -177,6 +188,11 @@ typedef struct gs_launch_children {
   int children, ended, bad_status;
 } gs_launch_children;
 void gs_launch_children_of(pid_t parent, gs_launch_children *out);
+/* The watch of such a parent, called every half second or so with the
+ * time now and *since (0 at first): 1 once every child has been ended
+ * for more than linger_s, with *ch filled (the children seen this call). */
+int gs_launch_stuck(pid_t parent, double now, double linger_s, double *since,
+                    gs_launch_children *ch);
 /* A waitpid status as a shell's exit code: the code, or 128 + the signal. */
 int gs_launch_status_code(int status);
 

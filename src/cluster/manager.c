@@ -191,29 +191,14 @@ static void nap_ms(int ms) {
 
 /* ---- Processes --------------------------------------------------------- */
 
-/* Fields of /proc/PID/stat: state, session, start time. */
+/* Fields of /proc/PID/stat (gs_launch_proc_stat): state, session, start
+ * time; any of them NULL. */
 static int proc_info(int pid, char *state, int *session, unsigned long long *start) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t k = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (k <= 0) return -1;
-  buf[k] = '\0';
-  char *p = strrchr(buf, ')');
-  if (!p) return -1;
-  int sid = 0;
-  unsigned long long st = 0;
-  char s = '?';
-  /* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
-   * utime stime cutime cstime priority nice threads itrealvalue start */
-  if (sscanf(p + 2, "%c %*d %*d %d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
-                    "%*d %llu", &s, &sid, &st) != 3)
-    return -1;
-  if (state) *state = s;
-  if (session) *session = sid;
-  if (start) *start = st;
+  gs_launch_proc p;
+  if (gs_launch_proc_stat((pid_t)pid, &p) != 0) return -1;
+  if (state) *state = p.state;
+  if (session) *session = p.session;
+  if (start) *start = p.start;
   return 0;
 }
 

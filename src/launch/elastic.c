@@ -350,8 +350,8 @@ static void record_children(el *e, pid_t mpirun) {
   for (struct dirent *de; (de = readdir(d));) {
     if (!isdigit((unsigned char)de->d_name[0])) continue;
     pid_t pid = (pid_t)atoi(de->d_name);
-    launch_proc p;
-    if (launch_proc_stat(pid, &p) != 0 || p.ppid != mpirun) continue;
+    gs_launch_proc p;
+    if (gs_launch_proc_stat(pid, &p) != 0 || p.ppid != mpirun) continue;
     int known = 0;
     for (int i = 0; i < e->nchild && !known; i++)
       known = e->child[i].pid == pid && e->child[i].start == p.start;
@@ -362,8 +362,8 @@ static void record_children(el *e, pid_t mpirun) {
 
 /* Whether the recorded child still runs (not a zombie). */
 static int child_alive(const el_child *c) {
-  launch_proc p;
-  return launch_proc_stat(c->pid, &p) == 0 && p.start == c->start && p.state != 'Z' &&
+  gs_launch_proc p;
+  return gs_launch_proc_stat(c->pid, &p) == 0 && p.start == c->start && p.state != 'Z' &&
          p.state != 'X';
 }
 
@@ -655,12 +655,7 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
        * deadlocked (gs_launch_children_of). The launch ends as its ranks
        * did: the first failed one's status, or 0. */
       gs_launch_children ch;
-      gs_launch_children_of(pid, &ch);
-      if (ch.children == 0 || ch.ended < ch.children) {
-        all_ended_since = 0;
-      } else if (all_ended_since == 0) {
-        all_ended_since = now;
-      } else if (now - all_ended_since > c->kill_grace_s) {
+      if (gs_launch_stuck(pid, now, c->kill_grace_s, &all_ended_since, &ch)) {
         kill(-pid, SIGKILL);
         kill(pid, SIGKILL);
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {

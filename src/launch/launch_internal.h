@@ -32,15 +32,5 @@ int launch_discover_step(launch_discovery *d, int wait_ms, gs_launch_host **host
 /* Ends a script still running (its process group) and reaps it. */
 void launch_discover_cancel(launch_discovery *d);
 
-/* What /proc/PID/stat says of a process (proc.c). */
-typedef struct launch_proc {
-  char state;               /* R, S, ... Z: ended, not reaped by its parent */
-  pid_t ppid;
-  unsigned long long start; /* start time, in clock ticks after boot */
-  int exit_status;          /* waitpid's form, once ended; -1: unknown */
-} launch_proc;
-/* 0, or -1 when there is no such process (or /proc is not mounted). */
-int launch_proc_stat(pid_t pid, launch_proc *out);
-
 
 #endif

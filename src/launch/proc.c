@@ -15,7 +15,7 @@
 
 #include "launch_internal.h"
 
-int launch_proc_stat(pid_t pid, launch_proc *out) {
+int gs_launch_proc_stat(pid_t pid, gs_launch_proc *out) {
   char path[64], buf[1024];
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -26,8 +26,8 @@ int launch_proc_stat(pid_t pid, launch_proc *out) {
   buf[k] = '\0';
   char *p = strrchr(buf, ')'); /* the name may hold spaces */
   if (p == NULL || p[1] != ' ') return -1;
-  /* After ") ": field 3 (state), 4 (ppid), ... 22 (start time), ...
-   * 52 (exit_code, in waitpid's form; Linux 3.5 and later). */
+  /* After ") ": field 3 (state), 4 (ppid), 6 (session), ... 22 (start
+   * time), ... 52 (exit_code, in waitpid's form; Linux 3.5 and later). */
   memset(out, 0, sizeof *out);
   out->exit_status = -1;
   char *s = p + 2, *end;
@@ -36,6 +36,8 @@ int launch_proc_stat(pid_t pid, launch_proc *out) {
       out->state = *s;
     } else if (field == 4) {
       out->ppid = (pid_t)strtol(s, &end, 10);
+    } else if (field == 6) {
+      out->session = (int)strtol(s, &end, 10);
     } else if (field == 22) {
       out->start = strtoull(s, &end, 10);
     } else if (field == 52) {
@@ -44,7 +46,7 @@ int launch_proc_stat(pid_t pid, launch_proc *out) {
     while (*s != '\0' && *s != ' ') s++;
     while (*s == ' ') s++;
   }
-  return out->state != '\0' && out->ppid > 0 ? 0 : -1;
+  return out->state != '\0' ? 0 : -1;
 }
 
 void gs_launch_children_of(pid_t parent, gs_launch_children *out) {
@@ -53,8 +55,8 @@ void gs_launch_children_of(pid_t parent, gs_launch_children *out) {
   if (d == NULL) return;
   for (struct dirent *de; (de = readdir(d)) != NULL;) {
     if (!isdigit((unsigned char)de->d_name[0])) continue;
-    launch_proc p;
-    if (launch_proc_stat((pid_t)atoi(de->d_name), &p) != 0 || p.ppid != parent) continue;
+    gs_launch_proc p;
+    if (gs_launch_proc_stat((pid_t)atoi(de->d_name), &p) != 0 || p.ppid != parent) continue;
     out->children++;
     if (p.state != 'Z' && p.state != 'X') continue;
     out->ended++;
@@ -62,6 +64,17 @@ void gs_launch_children_of(pid_t parent, gs_launch_children *out) {
     if (st > 0 && out->bad_status == 0) out->bad_status = st;
   }
   closedir(d);
+}
+
+int gs_launch_stuck(pid_t parent, double now, double linger_s, double *since,
+                    gs_launch_children *ch) {
+  gs_launch_children_of(parent, ch);
+  if (ch->children == 0 || ch->ended < ch->children) {
+    *since = 0;
+    return 0;
+  }
+  if (*since == 0) *since = now;
+  return now - *since > linger_s;
 }
 
 int gs_launch_status_code(int status) {
