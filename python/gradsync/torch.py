@@ -320,6 +320,14 @@ def _gather_signatures(mine):
     return all_sigs.view(n, _SIG)
 
 
+def _raise_refused(what, refused):
+    """On the ranks that accepted their arguments, when others refused theirs
+    (ranks `refused`): INVALID_ARG naming the first."""
+    if refused:
+        raise _error("INVALID_ARG", f"gradsync: {what}: rank {refused[0]} refused its "
+                                    f"arguments (its own error says why); no rank sent data")
+
+
 def _agree(what, prepare, cols):
     """Runs the call's local checks, prepare() -> (result, signature), and
     makes every rank learn their outcome: a rank whose checks fail raises
@@ -343,10 +351,7 @@ def _agree_sigs(what, prepare, cols):
     sigs = _gather_signatures(mine) if n > 1 else mine.view(1, _SIG)
     if error is not None:
         raise error
-    refused = [q for q in range(n) if int(sigs[q, 0]) == _REFUSED]
-    if refused:
-        raise _error("INVALID_ARG", f"gradsync: {what}: rank {refused[0]} refused its "
-                                    f"arguments (its own error says why); no rank sent data")
+    _raise_refused(what, [q for q in range(n) if int(sigs[q, 0]) == _REFUSED])
     ref = sigs[0, cols]
     for q in range(1, n):
         if torch.equal(sigs[q, cols], ref):
@@ -472,10 +477,7 @@ def alltoall_async(tensor, splits=None, name=None):
                   (send, recv)).wait()
     if error is not None:
         raise error
-    refused = [q for q in range(n) if int(recv[q, 3])]
-    if refused:
-        raise _error("INVALID_ARG", f"gradsync: {what}: rank {refused[0]} refused its "
-                                    f"arguments (its own error says why); no rank sent data")
+    _raise_refused(what, [q for q in range(n) if int(recv[q, 3])])
     bad = [q for q in range(n) if int(recv[q, 1]) != rest or int(recv[q, 2]) != code]
     if bad:
         q = bad[0]
@@ -1004,10 +1006,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # buffer to the engine: its average was under way, and every rank
         # has issued its collectives, so the new tensor can no longer be
         # averaged. Say so rather than drop it silently.
-        replaced = [self._gs_names[i] for i, p in enumerate(self._gs_params)
-                    if p.grad is not self._gs_bufs[i]]
+        replaced = []
         for i, p in enumerate(self._gs_params):
-            p.grad = self._gs_bufs[i]
+            if p.grad is not self._gs_bufs[i]:
+                replaced.append(self._gs_names[i])
+                p.grad = self._gs_bufs[i]
         if replaced:
             more = f" (and {len(replaced) - 1} more)" if len(replaced) > 1 else ""
             raise _error(
