@@ -334,12 +334,12 @@ int cmd_shard(int argc, char **argv) {
     for (int i = 0; i < n; i++)
       printf("%-16.16s %12zu %6zu  %-5s %s\n", t[i].name, t[i].rows, t[i].dim,
              gs_shard_kind_name(p->kind[i]), p->why[i]);
-    printf("\n%6s %10s %8s %12s %10s\n", "rank", "est ms", "shards", "memory MB", "sent MB");
+    printf("\n%6s %10s %8s %12s %10s\n", "rank", "est ms", "shards", "memory MiB", "sent MB");
     for (int r = 0; r < o.ranks && r < 256; r++) {
       int k = 0;
       for (size_t j = 0; j < p->nshards; j++) k += p->shards[j].rank == r;
       printf("%6d %10.3f %8d %12.1f %10.2f\n", r, p->rank_s[r] * 1e3, k,
-             p->rank_mem[r] / 1e6, p->rank_wire[r] / 1e6);
+             p->rank_mem[r] / 1048576.0, p->rank_wire[r] / 1e6);
     }
     if (o.ranks > 256) printf("   ... (%d ranks; --json lists all)\n", o.ranks);
     printf("\nworst rank %.3f ms, mean %.3f ms: imbalance %.3f; the reference's contiguous "

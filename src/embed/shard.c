@@ -38,6 +38,9 @@
 #include "gradsync/embed.h"
 #include "gs_internal.h"
 
+/* Sizes in messages are in MiB, the unit --mem-cap's M suffix reads. */
+#define MIB 1048576.0
+
 static const char *const kind_names[GS_SHARD_KIND_COUNT] = {"tw", "rw", "cw", "twrw", "dp"};
 
 const char *gs_shard_kind_name(gs_shard_kind k) {
@@ -397,13 +400,13 @@ static gs_status place(gs_shard_plan *p, const gs_embed_spec *tables,
       int roomy = 0;
       for (int r = 1; r < P; r++)
         if (p->rank_mem[r] < p->rank_mem[roomy]) roomy = r;
-      st = gs_error(GS_ERR_INVALID_ARG, "sharding plan: table '%s' (columns %zu-%zu, %.3g MB) "
-                    "fits on no rank under the memory cap of %.3g MB: the most room left is "
-                    "%.3g MB, on rank %d (%.3g MB already there)",
+      st = gs_error(GS_ERR_INVALID_ARG, "sharding plan: table '%s' (columns %zu-%zu, %.3g MiB) "
+                    "fits on no rank under the memory cap of %.3g MiB: the most room left is "
+                    "%.3g MiB, on rank %d (%.3g MiB already there)",
                     tables[s->table].name ? tables[s->table].name : "?", s->col_lo, s->col_hi,
-                    s->mem_bytes / 1e6, cfg->mem_cap / 1e6,
-                    fmax(0, cfg->mem_cap - p->rank_mem[roomy]) / 1e6, roomy,
-                    p->rank_mem[roomy] / 1e6);
+                    s->mem_bytes / MIB, cfg->mem_cap / MIB,
+                    fmax(0, cfg->mem_cap - p->rank_mem[roomy]) / MIB, roomy,
+                    p->rank_mem[roomy] / MIB);
       if (failed) *failed = s->table;
       break;
     }
@@ -496,8 +499,8 @@ static gs_status place_fitting(gs_shard_plan *p, const gs_embed_spec *tables,
       double room = 0;
       for (int r = 0; r < p->ranks; r++) room = fmax(room, cfg->mem_cap - p->rank_mem[r]);
       snprintf(why, sizeof why, "whole (or in column blocks) it fits in no rank's room under "
-               "the memory cap of %.3g MB (at most %.3g MB left), so its rows are split over "
-               "every rank", cfg->mem_cap / 1e6, fmax(0, room) / 1e6);
+               "the memory cap of %.3g MiB (at most %.3g MiB left), so its rows are split over "
+               "every rank", cfg->mem_cap / MIB, fmax(0, room) / MIB);
       GS_CHECK(to_row_wise(p, tables, cfg, cap, failed, why));
       continue;
     }
@@ -516,14 +519,15 @@ static gs_status place_fitting(gs_shard_plan *p, const gs_embed_spec *tables,
         big = s->table, big_mem = s->mem_bytes;
     }
     if (big < 0)
-      return gs_error(GS_ERR_INVALID_ARG, "sharding plan: rank %d holds %.3g MB, over the "
-                      "memory cap of %.3g MB, %s", over, p->rank_mem[over] / 1e6,
-                      cfg->mem_cap / 1e6, cfg->force >= 0 ? "with every table sharded as "
+      return gs_error(GS_ERR_INVALID_ARG, "sharding plan: rank %d holds %.3g MiB, over the "
+                      "memory cap of %.3g MiB, %s", over, p->rank_mem[over] / MIB,
+                      cfg->mem_cap / MIB, cfg->force >= 0 ? "with every table sharded as "
                       "forced" : "even with its tables split row-wise over every rank: no "
                       "plan fits");
-    snprintf(why, sizeof why, "as %s, rank %d would hold %.3g MB, over the memory cap of %.3g MB, "
+    snprintf(why, sizeof why,
+             "as %s, rank %d would hold %.3g MiB, over the memory cap of %.3g MiB, "
              "so its rows are split over every rank", kind_names[p->kind[big]], over,
-             p->rank_mem[over] / 1e6, cfg->mem_cap / 1e6);
+             p->rank_mem[over] / MIB, cfg->mem_cap / MIB);
     GS_CHECK(to_row_wise(p, tables, cfg, cap, big, why));
   }
 }
@@ -1423,8 +1427,8 @@ gs_status gs_shard_plan_check(const gs_shard_plan *p, const gs_embed_spec *table
   }
   for (int r = 0; st == GS_OK && mem_cap > 0 && r < p->ranks; r++)
     if (mem[r] > mem_cap)
-      st = gs_error(GS_ERR_INVALID_ARG, "sharding plan: rank %d holds %.4g MB, over the cap "
-                    "of %.4g MB", r, mem[r] / 1e6, mem_cap / 1e6);
+      st = gs_error(GS_ERR_INVALID_ARG, "sharding plan: rank %d holds %.4g MiB, over the cap "
+                    "of %.4g MiB", r, mem[r] / MIB, mem_cap / MIB);
   gs_free(mine);
   gs_free(mem);
   return st;

@@ -366,7 +366,9 @@ t 2 "expected A,B[,G[,AH,BH,C,GM[,AR,BR,GH]]]" shard --tables kaggle --ranks 4 \
   --lookup 4e-8,4e-10,9e-9,0,1.2e-10,17825792,2.3e-8,5e-9,1e-10
 t 2 "--zipf '11' must be a number from 0 to 10" shard --tables kaggle --ranks 4 --zipf 11
 t 2 "--precision 'fp8'" shard --tables kaggle --ranks 4 --precision fp8
-t 2 "fits on no rank under the memory cap" shard --tables kaggle --ranks 4 --mem-cap 1M --sharding tw "${L[@]}"
+t 2 "fits on no rank under the memory cap of 1 MiB" shard --tables kaggle --ranks 4 --mem-cap 1M --sharding tw "${L[@]}"
+# the cap is said in the unit it was given in (M is MiB): 200M, not "210 MB"
+t 2 "memory cap of 200 MiB" shard --tables kaggle --ranks 4 --mem-cap 200M --sharding tw "${L[@]}"
 t 2 "--net" shard --tables kaggle --ranks 4 --net 1xbit "${L[@]}"
 t 2 "option --ranks given more than once" shard --tables kaggle --ranks 4 --ranks 8
 t 0 "imbalance" shard --tables kaggle --ranks 8 --per-node 4 "${L[@]}"
