@@ -765,15 +765,25 @@ static int parse_after(const char *text, int *after, int *n) {
 
 /* gradsync train's checks of a job's options (cli_check_train_args), as
  * the manager will run them: with a --checkpoint of the job's own where
- * they name none (so that --commit-every or --resume alone pass). */
+ * they name none (so that --commit-every or --resume=auto alone pass). A
+ * plain --resume without --checkpoint is refused: the job's own directory
+ * is empty at its first launch, and the manager resumes its jobs itself. */
 static int check_train_args(char **args, int nargs, char *msg, size_t len) {
+  int has_ckpt = 0, plain_resume = 0;
+  for (int i = 0; i < nargs; i++) {
+    has_ckpt |= strcmp(args[i], "--checkpoint") == 0 || strncmp(args[i], "--checkpoint=", 13) == 0;
+    plain_resume |= strcmp(args[i], "--resume") == 0;
+  }
+  if (plain_resume && !has_ckpt) {
+    snprintf(msg, len, "--resume: a new job has no checkpoint to resume from, and the manager "
+                       "resumes its jobs from their own commits (it adds --resume=auto): leave "
+                       "--resume out, or give --checkpoint DIR holding the checkpoint to start "
+                       "from");
+    return 2;
+  }
   char **v = calloc((size_t)nargs + 3, sizeof *v);
   if (!v) return 0;
-  int has_ckpt = 0;
-  for (int i = 0; i < nargs; i++) {
-    v[i] = args[i];
-    has_ckpt |= strcmp(args[i], "--checkpoint") == 0 || strncmp(args[i], "--checkpoint=", 13) == 0;
-  }
+  for (int i = 0; i < nargs; i++) v[i] = args[i];
   int n = nargs;
   if (!has_ckpt) {
     v[n++] = "--checkpoint";

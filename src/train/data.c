@@ -33,6 +33,14 @@ gs_status train_load_data(const gs_train_config *c, gs_nn_dataset *train, gs_nn_
   }
   st = gs_nn_fashion_mnist_load(c->data_dir, 1, train);
   if (st == GS_OK) st = gs_nn_fashion_mnist_load(c->data_dir, 0, test);
+  /* A missing or unreadable data file is bad input, found before any work
+   * (exit 2, docs/CLI.md): an elastic job or the cluster manager must not
+   * relaunch it as if it were a failure of the run. */
+  if (st == GS_ERR_IO) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", gs_last_error());
+    st = gs_error(GS_ERR_INVALID_ARG, "%s", why);
+  }
   return st;
 }
 

@@ -856,6 +856,13 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
   /* GS_TRAIN_RESUME_IF_ANY: a first run starts afresh (every rank looks at
    * the same directory; the ranks then agree on the start). */
   int resume = c->resume == 1 || (c->resume == GS_TRAIN_RESUME_IF_ANY && access(path, F_OK) == 0);
+  /* A plain --resume with nothing to resume is bad input (exit 2): a
+   * restart would not cure it. */
+  if (st == GS_OK && c->resume == 1 && access(path, F_OK) != 0)
+    st = gs_error(GS_ERR_INVALID_ARG,
+                  "%s: there is no checkpoint to resume from (%s: %s); %s=auto starts "
+                  "afresh when there is none",
+                  train_option(c, "resume"), path, strerror(errno), train_option(c, "resume"));
   if (st == GS_OK && resume) {
     gs_nn_train_state ts;
     st = train_meta_check_model(t);

@@ -158,7 +158,7 @@ said_once() { # said_once PATTERN DESCRIPTION
   fi
 }
 said_once "diverged at epoch 1, step" "divergence on 2 ranks is said once"
-expect_error 1 "dataset-fashion-mnist" "missing data on 2 ranks exits 1" \
+expect_error 2 "dataset-fashion-mnist" "missing data on 2 ranks exits 2 (bad input)" \
   "$gs" run -np 2 -- "$gs" train --data "$tmp/nowhere"
 said_once "train-images-idx3-ubyte.gz is missing" "missing data on 2 ranks is said once"
 

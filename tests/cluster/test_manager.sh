@@ -106,6 +106,10 @@ expect_2 "a commit at a step of an asynchronous parameter-server job" \
 expect_2 "a bad --commit-every" "the job's options: --commit-every '0' must be" submit \
   --spool "$spool" -- --model mlp --commit-every 0
 expect_2 "an unknown train option" "the job's options" submit --spool "$spool" -- --bogus
+# A plain --resume: a new job's own directory holds no checkpoint (it
+# failed at every launch until its restart budget was spent).
+expect_2 "a plain --resume without --checkpoint" "the job's options: --resume: a new job has no" \
+  submit --spool "$spool" -- --model mlp --resume
 expect_2 "a program without --exec" "give gradsync train's options" submit --spool "$spool" -- \
   train --epochs 1
 expect_2 "--exec of a missing file" "not an executable file" submit --spool "$spool" --exec \
@@ -428,10 +432,10 @@ expect_2 "--after 1,1" "none twice" submit --spool "$spool" --after 1,1 -- --epo
 expect_2 "--after 2," "--after needs job ids" submit --spool "$spool" --after 2, -- --epochs 1
 expect_2 "--after a job not yet submitted" "--after 7: no job 7 on the manager" \
   submit --spool "$spool" --after 7 -- --epochs 1
-# D1 runs after L1 (3 s) though nodes are free, and starts once L1 is done;
+# D1 runs after L1 (8 s) though nodes are free, and starts once L1 is done;
 # E1 after F1, which fails: cancelled, and E2 after E1 with it; the jobs
 # kept across a SIGKILL of the manager.
-L1=$(submit --min 1 --max 1 --name L1 --exec -- "$JOB" 30 "$scratch/dep_L1" 0.1)
+L1=$(submit --min 1 --max 1 --name L1 --exec -- "$JOB" 80 "$scratch/dep_L1" 0.1)
 D1=$(submit --min 1 --max 1 --name D1 --after "$L1" --exec -- "$JOB" 5 "$scratch/dep_D1" 0.05)
 F1=$(submit --min 1 --max 1 --name F1 --exec -- "$JOB" 5 "$scratch/dep_F1" 0.05 1)
 E1=$(submit --min 1 --max 1 --name E1 --after "$F1,$L1" --exec -- "$JOB" 5 "$scratch/dep_E1" 0.05)

@@ -35,6 +35,14 @@ expect_error 2 "synthetic and --data" "--synthetic with --data is refused" \
   "$gs" train --synthetic 64 --data "$tmp"
 expect_error 2 "not with --synthetic" "--data-cache with --synthetic is refused" \
   "$gs" train --synthetic 64 --data-cache "$tmp"
+# Bad input that a restart would not cure is exit 2 (an elastic job or the
+# cluster manager ends it at once rather than spend its restarts).
+mkdir -p "$tmp/empty-ckpt"
+expect_error 2 "--resume: there is no checkpoint to resume from" \
+  "a plain --resume with no checkpoint is refused" \
+  "$gs" train --model mlp --synthetic 64 --epochs 1 --checkpoint "$tmp/empty-ckpt" --resume
+expect_error 2 "train-images-idx3-ubyte.gz is missing" "a missing data directory is bad input" \
+  "$gs" train --model mlp --data "$tmp/no-such-data" --epochs 1
 expect_error 2 "not to resnet" "--dropout with resnet is refused" \
   "$gs" train --model resnet --dropout 0.5
 expect_error 2 "needs a momentum" "--nesterov with --momentum 0 is refused" \
