@@ -1368,14 +1368,17 @@ int cmd_run(int argc, char **argv) {
        * (an ssh session's) and only what mpirun forwards: OMPI_* itself,
        * the rest by -x. gradsync's settings must reach every rank (the
        * ranks check that they agree), PATH and LD_LIBRARY_PATH so that
-       * a program found here is found there, as with a local run, and the
-       * sanitizers' settings (ASAN_OPTIONS, ...), which a local rank
-       * inherits too. */
+       * a program found here is found there, as with a local run, the
+       * sanitizers' settings (ASAN_OPTIONS, ...), and OpenBLAS's and
+       * OpenMP's (OPENBLAS_CORETYPE, which gradsync sets itself where
+       * OpenBLAS picks narrower kernels than the CPU has, OMP_NUM_THREADS,
+       * ...), all of which a local rank inherits too. */
       for (int j = 0; environ[j]; j++) {
         const char *e = environ[j];
         size_t len = strcspn(e, "=");
         int san = len >= 12 && strncmp(e + len - 11, "SAN_OPTIONS", 11) == 0;
-        if (strncmp(e, "GRADSYNC_", 9) == 0 || (len == 4 && strncmp(e, "PATH", 4) == 0) ||
+        if (strncmp(e, "GRADSYNC_", 9) == 0 || strncmp(e, "OPENBLAS_", 9) == 0 ||
+            strncmp(e, "OMP_", 4) == 0 || (len == 4 && strncmp(e, "PATH", 4) == 0) ||
             (len == 15 && strncmp(e, "LD_LIBRARY_PATH", 15) == 0) || san) {
           margv[m++] = "-x";
           margv[m] = strndup(e, len);
