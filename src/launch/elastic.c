@@ -6,7 +6,9 @@
  * pipes, and watch: the pipes (passed through unchanged, and read line by
  * line for Open MPI's account of a failure: "process rank R with PID P on
  * node H exited on signal S", "Process name: [[J,1],R] / Exit code: C",
- * "Remote daemon: ... on node H"), mpirun's exit, the program's commits
+ * "Remote daemon: ... on node H", and a rank's own end of the job:
+ * "MPI_ABORT was invoked on rank R", gs_comm_abort's "gradsync: rank R:
+ * fatal: ..."), mpirun's exit, the program's commits
  * (DIR/checkpoint.json's time and position) and the discovery script. Every
  * wait is bounded: after the first sign of a failure mpirun has
  * kill_grace_s to end the other ranks before it is terminated and then
@@ -438,6 +440,8 @@ typedef struct el_watch {
   char sig_node[GS_LAUNCH_HOST_MAX + 1];
   int exit_rank, exit_code;         /* a rank's non-zero exit (-1: none) */
   char lost_node[GS_LAUNCH_HOST_MAX + 1]; /* a daemon lost ("" none) */
+  int abort_rank;                   /* a rank that ended the job: MPI_ABORT, or
+                                     * gradsync's fatal error (-1: none) */
   double first_sign;                /* when the first of these was read (0: none) */
   char line[2][4096];               /* partial lines of stdout, stderr */
   size_t len[2];
@@ -463,6 +467,11 @@ static void parse_line(el *e, el_watch *w, const char *s) {
   } else if ((p = strstr(s, "Remote daemon:")) && (p = strstr(p, " on node ")) &&
              sscanf(p, " on node %253s", node) == 1) {
     if (!w->lost_node[0]) snprintf(w->lost_node, sizeof w->lost_node, "%s", node);
+  } else if (gs_launch_abort_line(s, &r)) {
+    /* A rank ended the job. mpirun may wait for good for a host cut off
+     * or frozen: the other ranks, and the ssh client to the lost host,
+     * stay up, so nothing else shows the failure. */
+    if (w->abort_rank < 0) w->abort_rank = r;
   } else {
     return;
   }
@@ -608,7 +617,7 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
   L->start_t = start;
   el_watch w;
   memset(&w, 0, sizeof w);
-  w.sig_rank = w.exit_rank = w.exit_code = -1;
+  w.sig_rank = w.exit_rank = w.exit_code = w.abort_rank = -1;
   int open_fds = 2, status = 0, exited = 0;
   double term_at = 0, kill_at = 0, stop_deadline = 0, next_scan = 0, next_commit = 0;
   double all_ended_since = 0;
@@ -803,6 +812,9 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
                h >= 0 && e->use_host_list ? e->host[h].name : w.sig_node, w.sig_num);
     } else if (w.lost_node[0])
       snprintf(r, rl, "lost the daemon on host %s", w.lost_node);
+    else if (w.abort_rank >= 0)
+      snprintf(r, rl, "rank %d ended the job (MPI_Abort; mpirun's status %d)", w.abort_rank,
+               end->status);
     else if (WIFSIGNALED(status))
       snprintf(r, rl, "mpirun killed by signal %d", WTERMSIG(status));
     else if (w.exit_rank >= 0)
