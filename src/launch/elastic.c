@@ -68,6 +68,7 @@ static void nap_ms(int ms) {
 typedef struct el_host {
   char name[GS_LAUNCH_HOST_MAX + 1];
   int slots, lost, banned, listed;
+  int checked; /* answered the host check before the job grew onto it */
 } el_host;
 
 /* A rank of the running job: its pid and start time (field 22 of
@@ -575,6 +576,44 @@ static pid_t start_mpirun(el *e, int pipes[2], char *why, size_t why_len) {
   return pid;
 }
 
+/* Before the running job is stopped to grow to best ranks: each host
+ * that the larger world would add, and that has not passed the check yet,
+ * is checked (the caller's host_ok: ssh, bounded by its own timeout), and
+ * one that fails is left out whole, as after a failed launch, with a
+ * warning: a healthy job is not stopped to grow onto a host that cannot be
+ * reached (until 2026-12-02 it was stopped, mpirun failed on the larger
+ * world, and only then was the host left out). Returns the size the job
+ * may grow to now. */
+static int check_growth_hosts(el *e, int best, char *rule, size_t rule_len) {
+  const gs_elastic_config *c = e->cfg;
+  if (!c->host_ok) return best;
+  for (int failed = 1; failed && best > e->size && !el_interrupt;) {
+    failed = 0;
+    int left = best;
+    for (int i = 0; i < e->nhost && left > 0; i++) {
+      el_host *h = &e->host[i];
+      int a = host_avail(h);
+      if (a <= 0) continue;
+      left -= a < left ? a : left;
+      int in_launch = 0;
+      for (int k = 0; k < e->nplace && !in_launch; k++) in_launch = e->place_host[k] == i;
+      if (in_launch || h->checked) continue;
+      if (c->host_ok(h->name, c->user)) {
+        h->checked = 1;
+        continue;
+      }
+      h->banned = 1;
+      failed = 1;
+      char msg[512];
+      snprintf(msg, sizeof msg, "host %s, listed by discovery, cannot be reached: left out, "
+               "the job not stopped to grow onto it", h->name);
+      emit_text(e, GS_ELASTIC_WARNING, 0, msg);
+    }
+    if (failed) best = pick_size(e, 0, rule, rule_len);
+  }
+  return best;
+}
+
 /* Relaunches after a lost host that spend no restart, at most. */
 #define EL_FREE_NODE_LOSSES 64
 
@@ -721,7 +760,8 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
           snprintf(end->reason, sizeof end->reason, "discovery no longer lists %s: "
                    "shrinking from %d", e->host[gone].name, e->size);
         kill(pid, SIGUSR1);
-      } else if (best > e->size && el_now(e) - start >= c->resize_interval_s) {
+      } else if (best > e->size && el_now(e) - start >= c->resize_interval_s &&
+                 (best = check_growth_hosts(e, best, rule, sizeof rule)) > e->size) {
         stop_asked = 1;
         end->stop_t = el_now(e);
         stop_deadline = end->stop_t + c->stop_wait_s;

@@ -19,6 +19,10 @@
 # ssh check and relaunches on hosts 1 and 2 within 90 s of the cut, free of
 # a restart, and the job finishes (until 2026-12-02 it hung for good).
 #
+# Last, discovery lists a host that cannot be reached beside hosts 1 and 2:
+# it is checked over ssh before the job is asked to stop for growth, left
+# out with a warning, and the job runs on undisturbed.
+#
 # usage: test_run_elastic_ssh.sh GRADSYNC
 # Exit status: 0 pass, 1 fail, 77 skip (not root, no ip or sshd).
 set -u
@@ -143,5 +147,43 @@ if [ "$took" != "?" ] && awk -v t="$took" 'BEGIN { exit !(t <= 90) }'; then
   pass "relaunched within 90 s of the cut"
 else
   fail "relaunch $took s after the cut (want <= 90)"
+fi
+
+# Growth onto a host that cannot be reached: discovery lists hosts 1 and 2,
+# then also an address of the subnet that no host holds. The supervisor
+# checks the new host over ssh before it asks the job to stop: the host is
+# left out with a warning, and the job is never stopped (until 2026-12-02
+# it was stopped, relaunched on 3, mpirun failed, and only then was the
+# host left out).
+echo "== discovery lists a host that cannot be reached"
+new_case grow
+nowhere=$(sed 's|\.0/24$|.200|' "$dir/subnet")
+disc=$scratch/discover.sh
+{
+  echo '#!/bin/sh'
+  echo "head -2 '$dir/hostfile' | cut -d' ' -f1 | sed 's/\$/:1/'"
+  echo "[ -f '$scratch/grow' ] && echo '$nowhere:1'"
+  echo 'exit 0'
+} >"$disc"
+chmod +x "$disc"
+tag=$(unique_tag)
+"$G" run --ssh-config "$dir/ssh_config" --iface "$(cat "$dir/subnet")" --discover "$disc" \
+  --discover-every 1 --resize-interval 0 --elastic 2:3 --max-restarts 0 --events "$ev" -- \
+  "$G" train --model mlp --synthetic 8192 --global-batch 48 --epochs 2 --commit-every 5 \
+  --resume=auto --json --straggler 0:+8ms --checkpoint "$ck" --seed "$tag" >"$out" 2>"$err" &
+sup=$!
+if ! wait_commit 90; then
+  fail "no commit within 90 s"
+  kill "$sup" 2>/dev/null
+  finish_tests
+fi
+touch "$scratch/grow"
+wait_bounded "$sup" 240
+rc=$?
+if [ "$rc" = 0 ] && grep -q "warning: host $nowhere, listed by discovery, cannot be reached: left out" "$err" &&
+   [ "$(grep -c '"event":"launch"' "$ev")" = 1 ] && ! grep -q "^gradsync run: resize" "$err" && epochs_once 2 8160; then
+  pass "$nowhere checked before growing: left out with a warning, the job never stopped, finished"
+else
+  fail "exit $rc (want 0), a warning for $nowhere, 1 launch (got $(grep -c '"event":"launch"' "$ev"))"
 fi
 finish_tests
