@@ -1597,7 +1597,19 @@ int cmd_run(int argc, char **argv) {
       mpirun_pid = pid;
       if (got_signal) kill(pid, got_signal); /* arrived before mpirun_pid was set */
       int status = 0, hung = 0;
-      if (wait_mpirun(pid, &status, &hung, &me) != 0) {
+      /* Our stderr closed (`2>&1 | head`) must not kill this process with a
+       * SIGPIPE while it passes mpirun's on: blocked (here only, after the
+       * fork: mpirun keeps its own), the write fails with EPIPE instead,
+       * and a SIGPIPE left pending is taken before the mask is restored. */
+      sigset_t pipe_set, old_mask;
+      sigemptyset(&pipe_set);
+      sigaddset(&pipe_set, SIGPIPE);
+      sigprocmask(SIG_BLOCK, &pipe_set, &old_mask);
+      int waited = wait_mpirun(pid, &status, &hung, &me);
+      while (sigtimedwait(&pipe_set, NULL, &(struct timespec){0, 0}) == SIGPIPE) {
+      }
+      sigprocmask(SIG_SETMASK, &old_mask, NULL);
+      if (waited != 0) {
         cli_fail("run", "lost track of mpirun: %s", strerror(errno));
         rc = 2;
       } else if (got_signal) {
