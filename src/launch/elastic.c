@@ -852,7 +852,7 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
                h >= 0 && e->use_host_list ? e->host[h].name : w.sig_node, w.sig_num);
     } else if (w.lost_node[0])
       snprintf(r, rl, "lost the daemon on host %s", w.lost_node);
-    else if (w.abort_rank >= 0)
+    else if (w.abort_rank >= 0 && w.exit_rank < 0) /* an exit is the cause, aborts follow */
       snprintf(r, rl, "rank %d ended the job (MPI_Abort; mpirun's status %d)", w.abort_rank,
                end->status);
     else if (WIFSIGNALED(status))
