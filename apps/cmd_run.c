@@ -33,6 +33,7 @@
 #include <limits.h>
 #include <linux/capability.h>
 #include <math.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <sched.h>
@@ -789,21 +790,128 @@ static void free_margv(char **margv, int first_prog, char *host_list) {
   free(host_list);
 }
 
+/* mpirun's stderr, when it comes through a pipe (a run with hosts): passed
+ * through unchanged and read line by line for a rank's end of the job
+ * (gs_launch_abort_line). */
+typedef struct mpirun_err {
+  int fd;                 /* -1: mpirun writes to our stderr itself */
+  char line[4096];
+  size_t len;
+  double abort_t;         /* when a rank's abort was read (0: none) */
+  int abort_rank;
+} mpirun_err;
+
+/* Reads what mpirun wrote to its stderr, waiting at most ms for it. */
+static void pump_mpirun_err(mpirun_err *me, int ms) {
+  if (me->fd < 0) {
+    nanosleep(&(struct timespec){0, (long)ms * 1000 * 1000}, NULL);
+    return;
+  }
+  struct pollfd p = {me->fd, POLLIN, 0};
+  if (poll(&p, 1, ms) <= 0) return;
+  char buf[8192];
+  ssize_t k = read(me->fd, buf, sizeof buf);
+  if (k < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (k <= 0) {
+    close(me->fd);
+    me->fd = -1;
+    return;
+  }
+  for (ssize_t off = 0; off < k;) {
+    ssize_t put = write(2, buf + off, (size_t)(k - off));
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) break; /* our stderr is gone: keep watching */
+    off += put;
+  }
+  for (ssize_t i = 0; i < k; i++) {
+    if (buf[i] == '\n' || me->len == sizeof me->line - 1) {
+      me->line[me->len] = '\0';
+      int rank;
+      if (me->abort_t == 0 && gs_launch_abort_line(me->line, &rank)) {
+        me->abort_t = now_s();
+        me->abort_rank = rank;
+      }
+      me->len = 0;
+      if (buf[i] == '\n') continue;
+    }
+    me->line[me->len++] = buf[i];
+  }
+}
+
+/* mpirun's children now (the ssh clients of remote daemons, local ranks),
+ * by pid and start time, so that a recycled pid is never killed. */
+typedef struct mpirun_children {
+  int n;
+  pid_t pid[256];
+  unsigned long long start[256];
+} mpirun_children;
+
+static void note_children(pid_t parent, mpirun_children *kids) {
+  kids->n = 0;
+  DIR *d = opendir("/proc");
+  if (!d) return;
+  for (struct dirent *de; (de = readdir(d)) && kids->n < 256;) {
+    if (!isdigit((unsigned char)de->d_name[0])) continue;
+    gs_launch_proc p;
+    pid_t pid = (pid_t)atoi(de->d_name);
+    if (gs_launch_proc_stat(pid, &p) != 0 || p.ppid != parent) continue;
+    kids->pid[kids->n] = pid;
+    kids->start[kids->n++] = p.start;
+  }
+  closedir(d);
+}
+
+static void kill_children(const mpirun_children *kids) {
+  for (int i = 0; i < kids->n; i++) {
+    gs_launch_proc p;
+    if (gs_launch_proc_stat(kids->pid[i], &p) == 0 && p.start == kids->start[i] &&
+        p.state != 'Z')
+      kill(kids->pid[i], SIGKILL);
+  }
+}
+
 /* Waits for mpirun. After a signal it gives mpirun KILL_GRACE_S to stop its
  * ranks, then kills it; orphaned ranks are killed by cluster_destroy. An
  * mpirun still there MPIRUN_LINGER_S after every child it started (the
  * ranks, or ssh clients) had ended has deadlocked in Open MPI's runtime (5
  * in 15 jobs where one rank exited while the others called MPI_Abort): it
  * is killed, *status becomes the first failed child's (0 if none failed)
- * and *hung is set. */
-static int wait_mpirun(pid_t pid, int *status, int *hung) {
-  double deadline = 0, all_ended_since = 0, next_scan = 0;
+ * and *hung is set (1). An mpirun still there KILL_GRACE_S after a rank's
+ * MPI_Abort was read on its stderr (me) gets SIGTERM, and 3 s later
+ * SIGKILL; its children of then (the ssh client to a host cut off) are
+ * killed with it, and *hung is 2. */
+static int wait_mpirun(pid_t pid, int *status, int *hung, mpirun_err *me) {
+  double deadline = 0, all_ended_since = 0, next_scan = 0, abort_kill_at = 0;
+  mpirun_children kids = {0};
   *hung = 0;
   for (;;) {
     pid_t r = waitpid(pid, status, WNOHANG);
-    if (r == pid) return 0;
+    if (r == pid) {
+      /* The children of an mpirun killed after an abort (the ssh client to
+       * a host cut off stays up) go with it; then what is left of its
+       * output, for 2 s at most: those children may hold the pipe open. */
+      if (abort_kill_at > 0) kill_children(&kids);
+      for (double until = now_s() + 2; me->fd >= 0 && now_s() < until;) pump_mpirun_err(me, 50);
+      return 0;
+    }
     if (r < 0 && errno != EINTR) return -1;
     double now = now_s();
+    /* A rank ended the job and mpirun is still there KILL_GRACE_S later:
+     * it waits for the daemon of a host cut off or frozen, which never
+     * answers (Open MPI 4.1), and would wait for good. */
+    if (me->abort_t > 0 && !got_signal && now > me->abort_t + KILL_GRACE_S) {
+      if (abort_kill_at == 0) {
+        cli_fail("run", "mpirun did not end within %.0f s of rank %d's MPI_Abort (a host cut "
+                 "off or frozen?); killing it", KILL_GRACE_S, me->abort_rank);
+        note_children(pid, &kids);
+        kill(pid, SIGTERM);
+        abort_kill_at = now + 3;
+        *hung = 2;
+      } else if (now > abort_kill_at) {
+        kill(pid, SIGKILL);
+        abort_kill_at = now + 1e9;
+      }
+    }
     if (got_signal) {
       if (deadline == 0) {
         deadline = now + KILL_GRACE_S;
@@ -827,7 +935,7 @@ static int wait_mpirun(pid_t pid, int *status, int *hung) {
         return 0;
       }
     }
-    nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    pump_mpirun_err(me, 50);
   }
 }
 
@@ -1368,14 +1476,17 @@ int cmd_run(int argc, char **argv) {
        * (an ssh session's) and only what mpirun forwards: OMPI_* itself,
        * the rest by -x. gradsync's settings must reach every rank (the
        * ranks check that they agree), PATH and LD_LIBRARY_PATH so that
-       * a program found here is found there, as with a local run, and the
-       * sanitizers' settings (ASAN_OPTIONS, ...), which a local rank
-       * inherits too. */
+       * a program found here is found there, as with a local run, the
+       * sanitizers' settings (ASAN_OPTIONS, ...), and OpenBLAS's and
+       * OpenMP's (OPENBLAS_CORETYPE, which gradsync sets itself where
+       * OpenBLAS picks narrower kernels than the CPU has, OMP_NUM_THREADS,
+       * ...), all of which a local rank inherits too. */
       for (int j = 0; environ[j]; j++) {
         const char *e = environ[j];
         size_t len = strcspn(e, "=");
         int san = len >= 12 && strncmp(e + len - 11, "SAN_OPTIONS", 11) == 0;
-        if (strncmp(e, "GRADSYNC_", 9) == 0 || (len == 4 && strncmp(e, "PATH", 4) == 0) ||
+        if (strncmp(e, "GRADSYNC_", 9) == 0 || strncmp(e, "OPENBLAS_", 9) == 0 ||
+            strncmp(e, "OMP_", 4) == 0 || (len == 4 && strncmp(e, "PATH", 4) == 0) ||
             (len == 15 && strncmp(e, "LD_LIBRARY_PATH", 15) == 0) || san) {
           margv[m++] = "-x";
           margv[m] = strndup(e, len);
@@ -1455,9 +1566,15 @@ int cmd_run(int argc, char **argv) {
      * gets SIGTERM from the kernel (PR_SET_PDEATHSIG, set after the change
      * of user, which clears it) and stops the ranks; the next run removes
      * the namespaces left behind. */
+    /* With hosts, mpirun's stderr comes through a pipe, read for a rank's
+     * MPI_Abort (wait_mpirun); its stdout and stdin stay ours. */
+    mpirun_err me = {.fd = -1};
+    int errp[2] = {-1, -1};
+    if (remote && pipe2(errp, O_CLOEXEC) != 0) errp[0] = errp[1] = -1;
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+      if (errp[1] >= 0) dup2(errp[1], 2);
       const char *what = NULL;
       if (as_user && become_user(&user, &what) != 0) {
         cli_fail("run", "cannot run mpirun as %s (uid %d): %s: %s", user.name, (int)user.uid,
@@ -1469,6 +1586,8 @@ int cmd_run(int argc, char **argv) {
       _exit(127);
     }
     int err = errno;
+    if (errp[1] >= 0) close(errp[1]);
+    me.fd = errp[0];
     free_margv(margv, first_prog, host_list);
     run_hosts_free(&hosts);
     if (pid < 0) {
@@ -1478,12 +1597,27 @@ int cmd_run(int argc, char **argv) {
       mpirun_pid = pid;
       if (got_signal) kill(pid, got_signal); /* arrived before mpirun_pid was set */
       int status = 0, hung = 0;
-      if (wait_mpirun(pid, &status, &hung) != 0) {
+      /* Our stderr closed (`2>&1 | head`) must not kill this process with a
+       * SIGPIPE while it passes mpirun's on: blocked (here only, after the
+       * fork: mpirun keeps its own), the write fails with EPIPE instead,
+       * and a SIGPIPE left pending is taken before the mask is restored. */
+      sigset_t pipe_set, old_mask;
+      sigemptyset(&pipe_set);
+      sigaddset(&pipe_set, SIGPIPE);
+      sigprocmask(SIG_BLOCK, &pipe_set, &old_mask);
+      int waited = wait_mpirun(pid, &status, &hung, &me);
+      while (sigtimedwait(&pipe_set, NULL, &(struct timespec){0, 0}) == SIGPIPE) {
+      }
+      sigprocmask(SIG_SETMASK, &old_mask, NULL);
+      if (waited != 0) {
         cli_fail("run", "lost track of mpirun: %s", strerror(errno));
         rc = 2;
       } else if (got_signal) {
         cli_fail("run", "interrupted by signal %d; ranks stopped", (int)got_signal);
         rc = 128 + got_signal;
+      } else if (hung == 2) {
+        cli_fail("run", "the job ended with rank %d's MPI_Abort; mpirun killed", me.abort_rank);
+        rc = 1;
       } else if (hung) {
         rc = gs_launch_status_code(status);
         if (rc != 0) cli_fail("run", "the first of them to fail ended with status %d", rc);
@@ -1500,6 +1634,7 @@ int cmd_run(int argc, char **argv) {
       }
       mpirun_pid = 0;
     }
+    if (me.fd >= 0) close(me.fd);
   } else if (rc == 0) {
     rc = 128 + got_signal;
   }

@@ -171,6 +171,30 @@ static void print_history(const gs_elastic_result *r) {
   }
 }
 
+/* The sizes from min to max that the program's --global-batch allows
+ * (gs_elastic_size_runs), as words for a line: "2", "2 and 4", "2, 3 and
+ * 6", or the first few and the last ("2, 3, 4, 6, 8, 12, ... and 96") when
+ * there are many. Returns how many there are. */
+static int list_sizes(int min, int max, int servers, long global_batch, char *out,
+                      size_t len) {
+  enum { SHOWN = 8 };
+  int n = 0, last = 0, shown[SHOWN];
+  for (int s = min; s <= max; s++)
+    if (gs_elastic_size_runs(s, servers, global_batch)) {
+      if (n < SHOWN) shown[n] = s;
+      last = s;
+      n++;
+    }
+  size_t w = 0;
+  out[0] = '\0';
+  int words = n <= SHOWN ? n : SHOWN - 1;
+  for (int i = 0; i < words && w < len; i++)
+    w += (size_t)snprintf(out + w, len - w, "%s%d",
+                          i == 0 ? "" : i + 1 == n ? " and " : ", ", shown[i]);
+  if (n > SHOWN && w < len) snprintf(out + w, len - w, ", ... and %d", last);
+  return n;
+}
+
 int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int nprog) {
   /* The program's global batch restricts the sizes; its checkpoint
    * directory tells which commit a relaunch resumes from. */
@@ -298,13 +322,18 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
   c.host_ok = o->host_ok;
   c.on_event = on_event;
   c.user = &v;
-  if (global_batch > 0 && servers > 0)
-    fprintf(stderr, "gradsync run: elastic: sizes %d to %d whose workers (all but the last "
-            "%ld ranks, the servers) divide the program's --global-batch %ld\n", min, max,
-            servers, global_batch);
-  else if (global_batch > 0)
-    fprintf(stderr, "gradsync run: elastic: sizes %d to %d that divide the program's "
-            "--global-batch %ld\n", min, max, global_batch);
+  if (global_batch > 0) {
+    char sizes[256];
+    int nsizes = list_sizes(min, max, (int)servers, global_batch, sizes, sizeof sizes);
+    if (servers > 0)
+      fprintf(stderr, "gradsync run: elastic: %s %s, those of %d to %d whose workers (all but "
+              "the last %ld ranks, the servers) divide the program's --global-batch %ld\n",
+              nsizes == 1 ? "size" : "sizes", sizes, min, max, servers, global_batch);
+    else
+      fprintf(stderr, "gradsync run: elastic: %s %s, those of %d to %d that divide the "
+              "program's --global-batch %ld\n", nsizes == 1 ? "size" : "sizes", sizes, min,
+              max, global_batch);
+  }
   gs_elastic_result r;
   gs_status st = gs_elastic_run(&c, &r);
   if (v.events) fclose(v.events);

@@ -6,8 +6,8 @@
  * (Open MPI's "host slots=N" and the shorter "host:N") reaches Open MPI in
  * the form every 4.x release reads. Everything is checked before anything
  * starts: a host name of other characters than letters, digits, '.', '-'
- * and '_' (IPv6 addresses and user@host are not accepted: the ':' separates
- * the slots), slots outside 1..RUN_MAX_RANKS, a host given twice (Open MPI
+ * and '_' (IPv6 addresses, bracketed or not, are refused with a message
+ * that says so, and user@host is not accepted: the ':' separates the slots), slots outside 1..RUN_MAX_RANKS, a host given twice (Open MPI
  * would silently add the slots up) and a hostfile without hosts are errors
  * that name the entry or the file's line. */
 #include <errno.h>
@@ -98,10 +98,25 @@ static int hosts_add(const char *verb, run_hosts *h, const char *where, const ch
   return 0;
 }
 
+/* "[addr]:slots", "fe80::1", "2001:db8:0:0:0:0:0:1": an IPv6 address,
+ * which the ':' before the slots cannot follow ("h1:4:5" is a host with
+ * bad slots, not one). */
+static int looks_ipv6(const char *word) {
+  int colons = 0;
+  for (const char *p = word; *p; p++) colons += *p == ':';
+  return word[0] == '[' || strstr(word, "::") != NULL || colons >= 3;
+}
+
 /* One "HOST" or "HOST:SLOTS" word. */
 static int host_word(const char *verb, run_hosts *h, const char *where, char *word, int line,
                      int *slots_out) {
   char *colon = strchr(word, ':');
+  if (looks_ipv6(word)) {
+    cli_error(verb, "%s: '%s' looks like an IPv6 address: not supported (Open MPI's host "
+              "list takes host names and IPv4 addresses); give the host a name that resolves "
+              "to it, in /etc/hosts or DNS", where, word);
+    return -1;
+  }
   int slots = 1;
   if (colon) {
     *colon = '\0';

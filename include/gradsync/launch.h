@@ -193,6 +193,13 @@ void gs_launch_children_of(pid_t parent, gs_launch_children *out);
  * for more than linger_s, with *ch filled (the children seen this call). */
 int gs_launch_stuck(pid_t parent, double now, double linger_s, double *since,
                     gs_launch_children *ch);
+/* Whether a line of mpirun's output says a rank ended the job: Open MPI's
+ * "MPI_ABORT was invoked on rank R", or the "gradsync: rank R: fatal: ..."
+ * that gs_comm_abort prints before it calls MPI_Abort (*rank = R; -1 when
+ * the line names none). After it mpirun kills every rank, but one on a host
+ * cut off or frozen never answers, and mpirun then waits for good: a
+ * launcher that sees this line bounds the wait. */
+int gs_launch_abort_line(const char *line, int *rank);
 /* A waitpid status as a shell's exit code: the code, or 128 + the signal. */
 int gs_launch_status_code(int status);
 

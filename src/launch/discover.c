@@ -51,6 +51,12 @@ static gs_status parse_line(char *s, int line, gs_launch_host *out, int *has) {
     if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
   char *colon = strchr(s, ':');
   long slots = 1;
+  int colons = 0;
+  for (const char *p = s; *p; p++) colons += *p == ':';
+  if (s[0] == '[' || strstr(s, "::") || colons >= 3) /* "h:4:5" is bad slots */
+    return gs_error(GS_ERR_PARSE, "line %d: '%s': an IPv6 address is not supported (host "
+                    "names and IPv4 addresses only: give the host a name that resolves to "
+                    "it)", line, shown);
   if (colon) {
     *colon = '\0';
     char *end = NULL;

@@ -6,7 +6,9 @@
  * pipes, and watch: the pipes (passed through unchanged, and read line by
  * line for Open MPI's account of a failure: "process rank R with PID P on
  * node H exited on signal S", "Process name: [[J,1],R] / Exit code: C",
- * "Remote daemon: ... on node H"), mpirun's exit, the program's commits
+ * "Remote daemon: ... on node H", and a rank's own end of the job:
+ * "MPI_ABORT was invoked on rank R", gs_comm_abort's "gradsync: rank R:
+ * fatal: ..."), mpirun's exit, the program's commits
  * (DIR/checkpoint.json's time and position) and the discovery script. Every
  * wait is bounded: after the first sign of a failure mpirun has
  * kill_grace_s to end the other ranks before it is terminated and then
@@ -66,6 +68,7 @@ static void nap_ms(int ms) {
 typedef struct el_host {
   char name[GS_LAUNCH_HOST_MAX + 1];
   int slots, lost, banned, listed;
+  int checked; /* answered the host check before the job grew onto it */
 } el_host;
 
 /* A rank of the running job: its pid and start time (field 22 of
@@ -438,6 +441,8 @@ typedef struct el_watch {
   char sig_node[GS_LAUNCH_HOST_MAX + 1];
   int exit_rank, exit_code;         /* a rank's non-zero exit (-1: none) */
   char lost_node[GS_LAUNCH_HOST_MAX + 1]; /* a daemon lost ("" none) */
+  int abort_rank;                   /* a rank that ended the job: MPI_ABORT, or
+                                     * gradsync's fatal error (-1: none) */
   double first_sign;                /* when the first of these was read (0: none) */
   char line[2][4096];               /* partial lines of stdout, stderr */
   size_t len[2];
@@ -463,6 +468,11 @@ static void parse_line(el *e, el_watch *w, const char *s) {
   } else if ((p = strstr(s, "Remote daemon:")) && (p = strstr(p, " on node ")) &&
              sscanf(p, " on node %253s", node) == 1) {
     if (!w->lost_node[0]) snprintf(w->lost_node, sizeof w->lost_node, "%s", node);
+  } else if (gs_launch_abort_line(s, &r)) {
+    /* A rank ended the job. mpirun may wait for good for a host cut off
+     * or frozen: the other ranks, and the ssh client to the lost host,
+     * stay up, so nothing else shows the failure. */
+    if (w->abort_rank < 0) w->abort_rank = r;
   } else {
     return;
   }
@@ -566,6 +576,44 @@ static pid_t start_mpirun(el *e, int pipes[2], char *why, size_t why_len) {
   return pid;
 }
 
+/* Before the running job is stopped to grow to best ranks: each host
+ * that the larger world would add, and that has not passed the check yet,
+ * is checked (the caller's host_ok: ssh, bounded by its own timeout), and
+ * one that fails is left out whole, as after a failed launch, with a
+ * warning: a healthy job is not stopped to grow onto a host that cannot be
+ * reached (until 2026-12-02 it was stopped, mpirun failed on the larger
+ * world, and only then was the host left out). Returns the size the job
+ * may grow to now. */
+static int check_growth_hosts(el *e, int best, char *rule, size_t rule_len) {
+  const gs_elastic_config *c = e->cfg;
+  if (!c->host_ok) return best;
+  for (int failed = 1; failed && best > e->size && !el_interrupt;) {
+    failed = 0;
+    int left = best;
+    for (int i = 0; i < e->nhost && left > 0; i++) {
+      el_host *h = &e->host[i];
+      int a = host_avail(h);
+      if (a <= 0) continue;
+      left -= a < left ? a : left;
+      int in_launch = 0;
+      for (int k = 0; k < e->nplace && !in_launch; k++) in_launch = e->place_host[k] == i;
+      if (in_launch || h->checked) continue;
+      if (c->host_ok(h->name, c->user)) {
+        h->checked = 1;
+        continue;
+      }
+      h->banned = 1;
+      failed = 1;
+      char msg[512];
+      snprintf(msg, sizeof msg, "host %s, listed by discovery, cannot be reached: left out, "
+               "the job not stopped to grow onto it", h->name);
+      emit_text(e, GS_ELASTIC_WARNING, 0, msg);
+    }
+    if (failed) best = pick_size(e, 0, rule, rule_len);
+  }
+  return best;
+}
+
 /* Relaunches after a lost host that spend no restart, at most. */
 #define EL_FREE_NODE_LOSSES 64
 
@@ -608,7 +656,7 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
   L->start_t = start;
   el_watch w;
   memset(&w, 0, sizeof w);
-  w.sig_rank = w.exit_rank = w.exit_code = -1;
+  w.sig_rank = w.exit_rank = w.exit_code = w.abort_rank = -1;
   int open_fds = 2, status = 0, exited = 0;
   double term_at = 0, kill_at = 0, stop_deadline = 0, next_scan = 0, next_commit = 0;
   double all_ended_since = 0;
@@ -712,7 +760,8 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
           snprintf(end->reason, sizeof end->reason, "discovery no longer lists %s: "
                    "shrinking from %d", e->host[gone].name, e->size);
         kill(pid, SIGUSR1);
-      } else if (best > e->size && el_now(e) - start >= c->resize_interval_s) {
+      } else if (best > e->size && el_now(e) - start >= c->resize_interval_s &&
+                 (best = check_growth_hosts(e, best, rule, sizeof rule)) > e->size) {
         stop_asked = 1;
         end->stop_t = el_now(e);
         stop_deadline = end->stop_t + c->stop_wait_s;
@@ -803,6 +852,9 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
                h >= 0 && e->use_host_list ? e->host[h].name : w.sig_node, w.sig_num);
     } else if (w.lost_node[0])
       snprintf(r, rl, "lost the daemon on host %s", w.lost_node);
+    else if (w.abort_rank >= 0 && w.exit_rank < 0) /* an exit is the cause, aborts follow */
+      snprintf(r, rl, "rank %d ended the job (MPI_Abort; mpirun's status %d)", w.abort_rank,
+               end->status);
     else if (WIFSIGNALED(status))
       snprintf(r, rl, "mpirun killed by signal %d", WTERMSIG(status));
     else if (w.exit_rank >= 0)

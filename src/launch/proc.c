@@ -81,3 +81,19 @@ int gs_launch_status_code(int status) {
   if ((status & 0x7f) == 0) return (status >> 8) & 0xff; /* exited */
   return 128 + (status & 0x7f);                           /* killed by a signal */
 }
+
+int gs_launch_abort_line(const char *line, int *rank) {
+  const char *p;
+  int r = -1, n = 0;
+  if ((p = strstr(line, "MPI_ABORT was invoked on rank ")) &&
+      sscanf(p, "MPI_ABORT was invoked on rank %d", &r) == 1) {
+    *rank = r;
+    return 1;
+  }
+  if ((p = strstr(line, "gradsync: rank ")) &&
+      sscanf(p, "gradsync: rank %d: fatal:%n", &r, &n) == 1 && n > 0) {
+    *rank = r;
+    return 1;
+  }
+  return 0;
+}

@@ -119,7 +119,7 @@ if [ "$WHICH" = ps ] || [ "$WHICH" = all ]; then
   if kill_rank3 ps; then
     if [ "$rc" = 0 ] &&
        grep -q '^gradsync run: resize 4 -> 3 ranks (rank 3 on .* killed by signal 9)' "$err" &&
-       grep -q 'elastic: sizes 3 to 4 whose workers' "$err" && epochs_once 3 "$FULL" &&
+       grep -q 'elastic: sizes 3 and 4, those of 3 to 4 whose workers' "$err" && epochs_once 3 "$FULL" &&
        grep -q '"servers":1' "$out"; then
       pass "kill -9 of the server: resized 4 -> 3 (2 workers, 1 server), 3 epochs of $FULL samples each"
     else

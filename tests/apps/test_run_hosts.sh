@@ -89,6 +89,8 @@ usage_error "a trailing comma" "entry 2 is empty" -- --hosts h1, -- /bin/true
 usage_error "no host name" "host name is empty" -- --hosts :4 -- /bin/true
 usage_error "a space in a name" "is not a host name" -- --hosts "a b" -- /bin/true
 usage_error "user@host" "is not a host name" -- --hosts root@h1 -- /bin/true
+usage_error "a bracketed IPv6 address" "looks like an IPv6 address: not supported" -- --hosts "[::1]:2" -- /bin/true
+usage_error "an IPv6 address" "looks like an IPv6 address: not supported" -- --hosts "fe80::1,h2" -- /bin/true
 usage_error "a duplicate host" "host 'H1' is also entry 1" -- --hosts h1:4,h2,H1:2 -- /bin/true
 usage_error "an empty --hosts" "--hosts needs" -- --hosts "" -- /bin/true
 

@@ -4,8 +4,9 @@
 # a key made for the test), and the ranks must start through Open MPI's ssh
 # launcher, one in each namespace; `gradsync bench` then all-reduces across
 # them. Failure paths: a host whose sshd is stopped ends the run within a
-# bounded time with a message naming the host, and a bad hostfile exits 2
-# naming the line. Everything is removed on exit, also after a failure.
+# bounded time with a message naming the host, a bad hostfile exits 2
+# naming the line, and a host cut off under a running job ends it (the
+# ranks' MPI_Abort seen, mpirun killed) within a bounded time. Everything is removed on exit, also after a failure.
 #
 # usage: test_run_ssh.sh GRADSYNC
 # Exit status: 0 pass, 1 fail, 77 skip (not root, or no `ip`).
@@ -91,14 +92,15 @@ else
   fail "--hostfile: exit $rc; ranks and namespaces '$(echo $seen)', wanted '$(echo $want)'"
 fi
 
-echo "== GRADSYNC_* reach the remote ranks"
-GRADSYNC_TEST_MARK=hello timeout 120 "${RUN[@]}" --hosts "$HOSTS" -- \
-  sh -c 'echo "mark=$GRADSYNC_TEST_MARK"' >"$out" 2>&1
+echo "== GRADSYNC_*, OPENBLAS_* and OMP_* reach the remote ranks"
+GRADSYNC_TEST_MARK=hello OPENBLAS_TEST_MARK=blas OMP_TEST_MARK=omp timeout 120 \
+  "${RUN[@]}" --hosts "$HOSTS" -- \
+  sh -c 'echo "mark=$GRADSYNC_TEST_MARK,$OPENBLAS_TEST_MARK,$OMP_TEST_MARK"' >"$out" 2>&1
 rc=$?
-if [ "$rc" = 0 ] && [ "$(grep -c '^mark=hello$' "$out")" = "$N" ]; then
-  pass "GRADSYNC_TEST_MARK forwarded to all $N ranks"
+if [ "$rc" = 0 ] && [ "$(grep -c '^mark=hello,blas,omp$' "$out")" = "$N" ]; then
+  pass "GRADSYNC_TEST_MARK, OPENBLAS_TEST_MARK and OMP_TEST_MARK forwarded to all $N ranks"
 else
-  fail "forwarding: exit $rc, wanted $N lines 'mark=hello'"
+  fail "forwarding: exit $rc, wanted $N lines 'mark=hello,blas,omp'"
 fi
 
 echo "== a rank's failure is the run's"
@@ -137,6 +139,35 @@ if [ "$rc" = 2 ] && grep -q "bad:2: slots 'two'" "$out"; then
   pass "bad hostfile: exit 2 naming line 2"
 else
   fail "bad hostfile: exit $rc, wanted 2 naming line 2"
+fi
+
+# A host cut off (its link down: no reset, its ssh client stays up) under a
+# training job on hosts 1 and 3: rank 0's watchdog (GRADSYNC_TIMEOUT=10)
+# calls MPI_Abort, and Open MPI's mpirun waits for good for the daemon it
+# cannot reach; the run must kill it and end (until 2026-12-02 it hung).
+echo "== a host cut off under a running job"
+cut_host=$(sed -n 3p "$dir/hostfile" | cut -d' ' -f1)
+ck=$scratch/cut.ckpt
+start=$SECONDS
+GRADSYNC_TIMEOUT=10 timeout 150 "${RUN[@]}" --hosts "$(head -1 "$dir/hostfile" | cut -d' ' -f1),$cut_host" -- \
+  "$G" train --model mlp --synthetic 8192 --global-batch 48 --epochs 50 --commit-every 5 \
+  --straggler 0:+8ms --checkpoint "$ck" >"$out" 2>&1 &
+job=$!
+for _ in $(seq 1 900); do
+  [ -f "$ck/checkpoint.json" ] && break
+  kill -0 "$job" 2>/dev/null || break
+  sleep 0.1
+done
+cut_at=$SECONDS
+ip -n "${NAMES[2]}" link set gsh0 down
+wait "$job"
+rc=$?
+took=$((SECONDS - cut_at))
+if [ "$rc" = 1 ] && grep -q "mpirun did not end within 10 s of rank [0-9]*'s MPI_Abort" "$out" &&
+   [ "$took" -le 60 ]; then
+  pass "$cut_host cut off: the run killed mpirun after the abort and exited 1, $took s after the cut"
+else
+  fail "$cut_host cut off: exit $rc (124: hung) $took s after the cut ($((cut_at - start)) s in), wanted 1 within 60 s and a message"
 fi
 
 if [ "$failures" -gt 0 ]; then
