@@ -838,38 +838,6 @@ static void pump_mpirun_err(mpirun_err *me, int ms) {
   }
 }
 
-/* mpirun's children now (the ssh clients of remote daemons, local ranks),
- * by pid and start time, so that a recycled pid is never killed. */
-typedef struct mpirun_children {
-  int n;
-  pid_t pid[256];
-  unsigned long long start[256];
-} mpirun_children;
-
-static void note_children(pid_t parent, mpirun_children *kids) {
-  kids->n = 0;
-  DIR *d = opendir("/proc");
-  if (!d) return;
-  for (struct dirent *de; (de = readdir(d)) && kids->n < 256;) {
-    if (!isdigit((unsigned char)de->d_name[0])) continue;
-    gs_launch_proc p;
-    pid_t pid = (pid_t)atoi(de->d_name);
-    if (gs_launch_proc_stat(pid, &p) != 0 || p.ppid != parent) continue;
-    kids->pid[kids->n] = pid;
-    kids->start[kids->n++] = p.start;
-  }
-  closedir(d);
-}
-
-static void kill_children(const mpirun_children *kids) {
-  for (int i = 0; i < kids->n; i++) {
-    gs_launch_proc p;
-    if (gs_launch_proc_stat(kids->pid[i], &p) == 0 && p.start == kids->start[i] &&
-        p.state != 'Z')
-      kill(kids->pid[i], SIGKILL);
-  }
-}
-
 /* Waits for mpirun. After a signal it gives mpirun KILL_GRACE_S to stop its
  * ranks, then kills it; orphaned ranks are killed by cluster_destroy. An
  * mpirun still there MPIRUN_LINGER_S after every child it started (the
@@ -882,7 +850,8 @@ static void kill_children(const mpirun_children *kids) {
  * killed with it, and *hung is 2. */
 static int wait_mpirun(pid_t pid, int *status, int *hung, mpirun_err *me) {
   double deadline = 0, all_ended_since = 0, next_scan = 0, abort_kill_at = 0;
-  mpirun_children kids = {0};
+  gs_launch_pid kids[256]; /* mpirun's children when it was killed after an abort */
+  int nkids = 0;
   *hung = 0;
   for (;;) {
     pid_t r = waitpid(pid, status, WNOHANG);
@@ -890,7 +859,7 @@ static int wait_mpirun(pid_t pid, int *status, int *hung, mpirun_err *me) {
       /* The children of an mpirun killed after an abort (the ssh client to
        * a host cut off stays up) go with it; then what is left of its
        * output, for 2 s at most: those children may hold the pipe open. */
-      if (abort_kill_at > 0) kill_children(&kids);
+      if (abort_kill_at > 0) gs_launch_kill_noted(kids, nkids);
       for (double until = now_s() + 2; me->fd >= 0 && now_s() < until;) pump_mpirun_err(me, 50);
       return 0;
     }
@@ -903,7 +872,7 @@ static int wait_mpirun(pid_t pid, int *status, int *hung, mpirun_err *me) {
       if (abort_kill_at == 0) {
         cli_fail("run", "mpirun did not end within %.0f s of rank %d's MPI_Abort (a host cut "
                  "off or frozen?); killing it", KILL_GRACE_S, me->abort_rank);
-        note_children(pid, &kids);
+        gs_launch_note_children(pid, kids, &nkids, 256);
         kill(pid, SIGTERM);
         abort_kill_at = now + 3;
         *hung = 2;

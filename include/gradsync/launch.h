@@ -193,6 +193,20 @@ void gs_launch_children_of(pid_t parent, gs_launch_children *out);
  * for more than linger_s, with *ch filled (the children seen this call). */
 int gs_launch_stuck(pid_t parent, double now, double linger_s, double *since,
                     gs_launch_children *ch);
+/* A process noted by pid and start time (field 22 of /proc/PID/stat), so
+ * that a recycled pid is never taken for it. gs_launch_note_children adds
+ * parent's children not yet in list[0..*n) (at most max in all);
+ * gs_launch_noted_alive says whether one still runs (not ended, not a
+ * zombie); gs_launch_kill_noted sends SIGKILL to each that still runs and
+ * returns how many it killed. */
+typedef struct gs_launch_pid {
+  pid_t pid;
+  unsigned long long start;
+} gs_launch_pid;
+void gs_launch_note_children(pid_t parent, gs_launch_pid *list, int *n, int max);
+int gs_launch_noted_alive(const gs_launch_pid *p);
+int gs_launch_kill_noted(const gs_launch_pid *list, int n);
+
 /* Whether a line of mpirun's output says a rank ended the job: Open MPI's
  * "MPI_ABORT was invoked on rank R", or the "gradsync: rank R: fatal: ..."
  * that gs_comm_abort prints before it calls MPI_Abort (*rank = R; -1 when

@@ -71,13 +71,6 @@ typedef struct el_host {
   int checked; /* answered the host check before the job grew onto it */
 } el_host;
 
-/* A rank of the running job: its pid and start time (field 22 of
- * /proc/PID/stat), so that a recycled pid is never killed. */
-typedef struct el_child {
-  pid_t pid;
-  unsigned long long start;
-} el_child;
-
 #define EL_MAX_CHILDREN 4096
 
 typedef struct el {
@@ -93,7 +86,7 @@ typedef struct el {
   int place_slots[1024];
   int nplace;
   char world[1024];
-  el_child child[EL_MAX_CHILDREN];
+  gs_launch_pid child[EL_MAX_CHILDREN]; /* mpirun's children: ranks or ssh clients */
   int nchild;
   /* commits seen: the last two during this launch */
   double commit_mtime;
@@ -347,29 +340,6 @@ static int discover_background(el *e) {
 
 /* Records mpirun's children (the local ranks, or ssh clients) while they
  * live, so that those outliving a killed mpirun can be ended. */
-static void record_children(el *e, pid_t mpirun) {
-  DIR *d = opendir("/proc");
-  if (!d) return;
-  for (struct dirent *de; (de = readdir(d));) {
-    if (!isdigit((unsigned char)de->d_name[0])) continue;
-    pid_t pid = (pid_t)atoi(de->d_name);
-    gs_launch_proc p;
-    if (gs_launch_proc_stat(pid, &p) != 0 || p.ppid != mpirun) continue;
-    int known = 0;
-    for (int i = 0; i < e->nchild && !known; i++)
-      known = e->child[i].pid == pid && e->child[i].start == p.start;
-    if (!known && e->nchild < EL_MAX_CHILDREN) e->child[e->nchild++] = (el_child){pid, p.start};
-  }
-  closedir(d);
-}
-
-/* Whether the recorded child still runs (not a zombie). */
-static int child_alive(const el_child *c) {
-  gs_launch_proc p;
-  return gs_launch_proc_stat(c->pid, &p) == 0 && p.start == c->start && p.state != 'Z' &&
-         p.state != 'X';
-}
-
 /* After mpirun's exit: ranks it left behind get kill_grace_s to end by
  * themselves (Open MPI's ranks notice their daemon's loss), then SIGKILL. */
 static int end_orphans(el *e) {
@@ -378,14 +348,10 @@ static int end_orphans(el *e) {
   for (;;) {
     int alive = 0;
     for (int i = 0; i < e->nchild; i++)
-      if (child_alive(&e->child[i])) alive++;
+      if (gs_launch_noted_alive(&e->child[i])) alive++;
     if (!alive) break;
     if (gs_now() > deadline) {
-      for (int i = 0; i < e->nchild; i++)
-        if (child_alive(&e->child[i])) {
-          kill(e->child[i].pid, SIGKILL);
-          killed++;
-        }
+      killed += gs_launch_kill_noted(e->child, e->nchild);
       nap_ms(100);
       deadline = gs_now() + 1e9;
       continue;
@@ -697,7 +663,7 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
     }
     if (exited) continue;
     if (now >= next_scan) {
-      record_children(e, pid);
+      gs_launch_note_children(pid, e->child, &e->nchild, EL_MAX_CHILDREN);
       next_scan = now + 0.5;
       /* Every rank ended and mpirun still there: Open MPI's runtime has
        * deadlocked (gs_launch_children_of). The launch ends as its ranks

@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,34 @@ int gs_launch_stuck(pid_t parent, double now, double linger_s, double *since,
   }
   if (*since == 0) *since = now;
   return now - *since > linger_s;
+}
+
+void gs_launch_note_children(pid_t parent, gs_launch_pid *list, int *n, int max) {
+  DIR *d = opendir("/proc");
+  if (d == NULL) return;
+  for (struct dirent *de; (de = readdir(d)) != NULL && *n < max;) {
+    if (!isdigit((unsigned char)de->d_name[0])) continue;
+    pid_t pid = (pid_t)atoi(de->d_name);
+    gs_launch_proc p;
+    if (gs_launch_proc_stat(pid, &p) != 0 || p.ppid != parent) continue;
+    int known = 0;
+    for (int i = 0; i < *n && !known; i++) known = list[i].pid == pid && list[i].start == p.start;
+    if (!known) list[(*n)++] = (gs_launch_pid){pid, p.start};
+  }
+  closedir(d);
+}
+
+int gs_launch_noted_alive(const gs_launch_pid *c) {
+  gs_launch_proc p;
+  return gs_launch_proc_stat(c->pid, &p) == 0 && p.start == c->start && p.state != 'Z' &&
+         p.state != 'X';
+}
+
+int gs_launch_kill_noted(const gs_launch_pid *list, int n) {
+  int killed = 0;
+  for (int i = 0; i < n; i++)
+    if (gs_launch_noted_alive(&list[i]) && kill(list[i].pid, SIGKILL) == 0) killed++;
+  return killed;
 }
 
 int gs_launch_status_code(int status) {
