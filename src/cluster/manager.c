@@ -96,6 +96,9 @@ typedef struct job {
                                    * (a rank killed there, unreachable): not
                                    * the job's again during this attempt */
   int actual_size;                /* its ranks (0 before the first launch) */
+  int actual_outside;             /* hosts of the current launch not in the pool
+                                   * (adopted after a restart with a smaller
+                                   * --nodes): its size is not count(actual) */
   int ev_restarts, ev_resizes;
   double progress;
   char commit[64];                /* "epoch E, sample S" */
@@ -556,17 +559,24 @@ static void job_path(const mgr *m, const job *j, char *out, size_t len, const ch
   snprintf(out, len, "%s/jobs/%d/%.64s", m->spool, j->id, leaf);
 }
 
-/* Writes the job's node list (what its discovery script prints). */
-static int write_nodes(mgr *m, job *j) {
-  char path[PATH_MAX], text[65536];
+/* The job's node list as its discovery script prints it ("host:slots"
+ * lines), in text (len bytes); returns its length. */
+static size_t nodes_text(const mgr *m, const job *j, char *text, size_t len) {
   size_t w = 0;
   text[0] = '\0';
   for (int i = 0; i < m->nnode; i++)
     if (j->assigned[i]) {
-      int k = snprintf(text + w, sizeof text - w, "%s:%d\n", m->node[i].spec.name,
+      int k = snprintf(text + w, len - w, "%s:%d\n", m->node[i].spec.name,
                        m->node[i].spec.slots);
-      if (k > 0 && (size_t)k < sizeof text - w) w += (size_t)k;
+      if (k > 0 && (size_t)k < len - w) w += (size_t)k;
     }
+  return w;
+}
+
+/* Writes the job's node list (what its discovery script prints). */
+static int write_nodes(mgr *m, job *j) {
+  char path[PATH_MAX], text[65536];
+  size_t w = nodes_text(m, j, text, sizeof text);
   job_path(m, j, path, sizeof path, "nodes");
   if (cluster_write_atomic(path, text, w) != 0) {
     snprintf(m->err, m->errlen, "job %d: cannot write %s: %s", j->id, path, strerror(errno));
@@ -731,6 +741,7 @@ static int launch(mgr *m, job *j) {
   j->ev_launches = 0;
   j->rs_launch = 0;
   j->actual_size = 0;
+  j->actual_outside = 0;
   memset(j->actual, 0, (size_t)m->nnode);
   memset(j->left_out, 0, (size_t)m->nnode); /* a new supervisor starts afresh */
   char **v = launch_argv(m, j);
@@ -1091,6 +1102,10 @@ static void measure_speed(mgr *m, job *j, const char *ckpt_json, double samples)
   double t = (double)sb.st_mtim.tv_sec + (double)sb.st_mtim.tv_nsec * 1e-9;
   int size = count(j->actual, m->nnode); /* the launch's nodes */
   if (t == j->obs_t) return; /* the same commit */
+  /* A launch on nodes no longer in the pool (adopted after a restart with
+   * a smaller --nodes) runs at a size the pool cannot name: nothing is
+   * measured until its supervisor relaunches it on the pool's nodes. */
+  if (j->actual_outside > 0) size = 0;
   measure_restart(j, t, samples, size, m->nnode);
   if (j->obs_t > 0 && j->obs_attempt == j->attempt && j->obs_launch == j->ev_launches &&
       j->obs_size == size && size >= 1 && size <= m->nnode && samples > j->obs_samples &&
@@ -1206,6 +1221,7 @@ static void read_events_q(mgr *m, job *j, int quiet) {
       j->rs_launch_t = lt;
       j->rs_t1 = j->rs_s1 = 0;
       memset(j->actual, 0, (size_t)m->nnode);
+      j->actual_outside = 0;
       const char *hosts = str(e, "hosts");
       char buf[4096];
       snprintf(buf, sizeof buf, "%s", hosts ? hosts : "");
@@ -1215,6 +1231,7 @@ static void read_events_q(mgr *m, job *j, int quiet) {
         if (colon) *colon = '\0';
         int k = node_find(m, h);
         if (k >= 0) j->actual[k] = 1;
+        else j->actual_outside++;
       }
       /* Hosts the supervisor will not use again (a rank killed there, or
        * unreachable): the policy round gives them back to the pool. The
@@ -1290,6 +1307,7 @@ static int attempt_ended(mgr *m, job *j, int status, double at) {
    * the keeper at once (no commit, no exit status, no history). */
   j->term_t = 0;
   j->actual_size = 0;
+  j->actual_outside = 0;
   memset(j->actual, 0, (size_t)m->nnode);
   j->status = status;
   /* when it ended: at (its exit file's mtime) when known, as when it ended
@@ -2191,6 +2209,33 @@ static int write_pool(mgr *m) {
   return rc;
 }
 
+/* An adopted job's nodes file against the nodes the replay gave it: a node
+ * no longer in the pool (a restart with a smaller --nodes) was dropped, and
+ * its supervisor learns so only from the file, as when a node is lost: it
+ * shrinks the job at its next commit. */
+static int adopt_nodes(mgr *m, job *j) {
+  char path[PATH_MAX], want[65536], had[65536];
+  size_t w = nodes_text(m, j, want, sizeof want);
+  job_path(m, j, path, sizeof path, "nodes");
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(had, 1, sizeof had - 1, f) : 0;
+  if (f) fclose(f);
+  had[n] = '\0';
+  if (n == w && memcmp(had, want, w) == 0) return 0;
+  char gone[1024] = "";
+  size_t g = 0;
+  for (char *save = NULL, *h = strtok_r(had, "\n", &save); h; h = strtok_r(NULL, "\n", &save)) {
+    char *colon = strrchr(h, ':');
+    if (colon) *colon = '\0';
+    if (node_find(m, h) >= 0) continue;
+    int k = snprintf(gone + g, sizeof gone - g, "%s%s", g ? "," : "", h);
+    if (k > 0 && (size_t)k < sizeof gone - g) g += (size_t)k;
+  }
+  mlog(m, "job %d: its nodes %s are not in the pool; it shrinks to %d node(s) at its next "
+       "commit", j->id, g ? gone : "(changed)", count(j->assigned, m->nnode));
+  return write_nodes(m, j);
+}
+
 /* After replay: each job that was running is adopted or relaunched. */
 static int recover(mgr *m) {
   int rc = 0;
@@ -2217,7 +2262,7 @@ static int recover(mgr *m) {
         j->keeper_pid = pid;
         j->keeper_start = start;
         mlog(m, "job %d: adopted (keeper pid %d, attempt %d)", j->id, pid, attempt);
-        if ((rc = save_job(m, j)) != 0) break;
+        if ((rc = save_job(m, j)) != 0 || (rc = adopt_nodes(m, j)) != 0) break;
         continue;
       }
       /* A keeper of an older attempt that has not yet seen it is stale. */

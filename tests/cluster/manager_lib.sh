@@ -41,7 +41,7 @@ fail() {
   sed 's/^/      log | /' "$log" 2>/dev/null | tail -25
   for d in "$spool"/jobs/*; do
     [ -f "$d/out.log" ] &&
-      grep -v '"epoch"' "$d/out.log" | tail -8 | sed "s|^|      job $(basename "$d") | |"
+      grep -v '"epoch"' "$d/out.log" | tail -8 | sed "s#^#      job $(basename "$d") | #"
   done
   failures=$((failures + 1))
 }
