@@ -234,6 +234,36 @@ int gs_cluster_manager_running(const char *spool, int *pid) {
   return held;
 }
 
+static int id_order(const void *a, const void *b) {
+  return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+
+int gs_cluster_jobs_kept(const char *spool, int *ids, int max) {
+  char path[PATH_MAX + 300];
+  snprintf(path, sizeof path, "%s/jobs", spool);
+  DIR *d = opendir(path);
+  if (!d) return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    char *end;
+    long id = strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end || id < 1 || id > INT_MAX) continue;
+    snprintf(path, sizeof path, "%s/jobs/%s/lock", spool, e->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    /* A shared lock fails only while a keeper holds its exclusive one. */
+    int held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd);
+    if (!held) continue;
+    if (n < max) ids[n] = (int)id;
+    n++;
+  }
+  closedir(d);
+  qsort(ids, (size_t)(n < max ? n : max), sizeof *ids, id_order);
+  return n;
+}
+
 int gs_cluster_drain(const char *spool, const char *node, int drain, char *err, size_t errlen) {
   int nodes;
   if (gs_cluster_pool(spool, &nodes, NULL, NULL, 0, err, errlen) != 0) return -1;
