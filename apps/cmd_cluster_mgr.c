@@ -1296,7 +1296,9 @@ int cmd_cancel(int argc, char **argv) {
   char spool[PATH_MAX], err[1024];
   if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
     printf("usage: gradsync cancel [--spool DIR] ID...\n\n"
-           "Cancels jobs: a queued job at once, a running one by stopping its ranks.\n");
+           "Cancels jobs: a queued job at once, a running one by stopping its ranks.\n"
+           "With no manager serving the spool the request waits until one does (said\n"
+           "on stderr; exit 0).\n");
     return 0;
   }
   int i = client_opts("cancel", argc, argv, spool, sizeof spool, NULL, 1);
@@ -1337,6 +1339,10 @@ int cmd_cancel(int argc, char **argv) {
     if (gs_cluster_cancel(spool, id, err, sizeof err) != 0) {
       cli_fail("cancel", "%s", err);
       rc = 1;
+    } else if (!gs_cluster_manager_running(spool, NULL)) {
+      /* A stopped manager's jobs keep running: the request waits. */
+      fprintf(stderr, "gradsync cancel: note: no manager serves %s now: the cancel of job %d "
+              "waits in %s/incoming until one does\n", spool, id, spool);
     }
   }
   cJSON_Delete(root);

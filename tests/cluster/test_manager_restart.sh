@@ -10,7 +10,8 @@
 #    the restart's time: run_s 19.7 s for a job of 10.7 s);
 #  - a submission no manager has taken yet is listed with the keys of every
 #    other job (nodes, submit_time, after, time_limit_s, run_s, message,
-#    dir, ...), its own values, and a message that says why it waits;
+#    dir, ...), its own values, and a message that says why it waits; a
+#    cancel of one says that it waits for a manager (exit 0);
 #  - a running job adopted by a manager restarted with a smaller --nodes
 #    pool: its nodes file drops the node no longer in the pool and the job
 #    shrinks onto the pool (until 2026-12-02 the file kept the node and the
@@ -109,8 +110,15 @@ if [ "$ck" = "$queued_keys" ] && [ "$vals" = "$want_vals" ] &&
   pass "job C not taken: the keys of a job, after/time/message its own ($vals)"
 else fail "job C: keys '$ck' (a job's: '$queued_keys'), values '$vals', submit_time $sub," \
   "text '$text'"; fi
+X=$(submit --min 1 --max 1 --name X --exec -- "$JOB" 1 "$scratch/X")
+"$G" cancel --spool "$spool" "$X" 2>"$err"
+rc=$?
+if [ "$rc" = 0 ] && grep -q "no manager serves $spool now: the cancel of job $X waits in" "$err"
+then pass "cancel with no manager: exit 0, '$(cat "$err")'"
+else fail "cancel with no manager: exit $rc, '$(cat "$err")'"; fi
 serve || { fail "the manager did not start again"; exit 1; }
 wait_state "$C" done 30 || fail "job C did not run once taken (state '$(state "$C")')"
+wait_state "$X" cancelled 30 || fail "job X not cancelled once served (state '$(state "$X")')"
 ck2=$(keys_of "$C" | tr ' ' '\n' | grep -v '^status$' | tr '\n' ' ' | sed 's/ $//')
 if [ "$ck2" = "$ck" ]; then pass "job C taken: the same keys"
 else fail "job C taken: keys '$ck2', before '$ck'"; fi
