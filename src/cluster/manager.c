@@ -2386,12 +2386,17 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
   m.nnode = c.nnodes;
   int rc = 1;
   snprintf(path, sizeof path, "%s/journal", m.spool);
-  long dropped = 0;
-  long good = cluster_journal_replay(path, replay_one, &m, &dropped, err, errlen);
+  cluster_journal_cut cut;
+  long good = cluster_journal_replay_cut(path, replay_one, &m, &cut, err, errlen);
   if (good < 0) goto out;
-  if (good > 0 || dropped > 0)
+  if (good > 0 || cut.bytes > 0)
     mlog(&m, "journal: %ld records replayed, %d jobs%s", good, m.njob,
-         dropped ? " (a torn last record cut off)" : "");
+         cut.torn ? " (a torn last record cut off)" : "");
+  /* Only a last record the manager did not finish writing is normal. */
+  if (cut.bytes > 0 && !cut.torn)
+    mlog(&m, "journal: a corrupt record at line %ld: it and the %ld record%s after it were "
+         "discarded (the journal as it was is kept in %s)", cut.line, cut.later,
+         cut.later == 1 ? "" : "s", cut.copy);
   if (cluster_journal_open(&m.jr, path, err, errlen) != 0) goto out;
   {
     /* Compaction: the journal becomes the states replay made. */
