@@ -1621,6 +1621,20 @@ static int take_requests(mgr *m) {
       char *text = spool_read_file(path, 1 << 20);
       cJSON *r = text ? cJSON_Parse(text) : NULL;
       gs_free(text);
+      char field[32], why[160];
+      if (r && spool_check_request(r, field, sizeof field, why, sizeof why) != 0) {
+        /* Set aside, not taken and not read again every round. */
+        char rej[PATH_MAX + 300];
+        snprintf(rej, sizeof rej, "%s/rejected", m->spool);
+        mkdir(rej, 0755);
+        snprintf(rej, sizeof rej, "%s/rejected/%s", m->spool, name);
+        int moved = rename(path, rej) == 0;
+        mlog(m, "request %s: refused: its %s is %s; %s%s", name, field, why,
+             moved ? "moved to " : "removed", moved ? rej : "");
+        if (!moved) unlink(path);
+        cJSON_Delete(r);
+        continue;
+      }
       if (r) rc = take_request(m, r);
       else mlog(m, "request %s: not JSON; removed", name);
       cJSON_Delete(r);
