@@ -1350,8 +1350,12 @@ static int attempt_ended(mgr *m, job *j, int status, double at) {
     /* The supervisor ended short (status 1, 3, a signal): relaunch from
      * the last commit on the job's nodes; it counts as a restart. */
     j->restarts_base++;
-    mlog(m, "job %d: its supervisor ended with status %d (%s): relaunching (restart %d of %d)",
-         j->id, status, j->message, job_restarts(j), m->cfg->restart_budget);
+    if (strncmp(j->message, "its keeper died", 15) == 0) /* (no status of its own) */
+      mlog(m, "job %d: %s: relaunching (restart %d of %d)", j->id, j->message,
+           job_restarts(j), m->cfg->restart_budget);
+    else
+      mlog(m, "job %d: its supervisor ended with status %d (%s): relaunching (restart %d of "
+           "%d)", j->id, status, j->message, job_restarts(j), m->cfg->restart_budget);
     int up = 0;
     for (int i = 0; i < m->nnode; i++) {
       if (j->assigned[i] && (m->node[i].down || m->node[i].drained)) j->assigned[i] = 0;
@@ -1403,7 +1407,18 @@ static int follow(mgr *m, job *j) {
     session_clear(j->keeper_pid, KEEPER_GONE_GRACE_S);
     mlog(m, "job %d: its keeper (pid %d) is gone without an exit status", j->id,
          j->keeper_pid);
-    snprintf(j->message, sizeof j->message, "its keeper died");
+    /* Its supervisor's last word (a finish event) is of the SIGTERM that
+     * session_clear sent it, not of the keeper's end: said as such (it was
+     * "status 137 (interrupted by signal 15; ranks stopped)"). */
+    j->message[0] = '\0';
+    read_events(m, j);
+    char said[sizeof j->message];
+    snprintf(said, sizeof said, "%s", j->message);
+    if (said[0])
+      snprintf(j->message, sizeof j->message, "its keeper died without an exit status; its "
+               "supervisor, stopped then, said: %.160s", said);
+    else
+      snprintf(j->message, sizeof j->message, "its keeper died without an exit status");
     return attempt_ended(m, j, 128 + SIGKILL, 0);
   }
   if (j->time_limit_s > 0 && !j->timeout && !j->cancel && j->launch_t > 0 &&
