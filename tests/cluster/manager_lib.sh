@@ -26,7 +26,7 @@ cleanup() {
   for s in "$scratch"/spool*; do
     if [ -f "$s/emulated/names" ]; then
       sleep 0.7
-      "$G" cluster down --spool "$s" >/dev/null 2>&1
+      "$G" cluster down --force --spool "$s" >/dev/null 2>&1 # (a keeper not yet gone)
     fi
   done
   rm -rf "$scratch"
