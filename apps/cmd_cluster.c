@@ -382,8 +382,12 @@ static int cmd_cluster_simulate(int argc, char **argv) {
   gs_csim_workload w;
   char err[1024];
   if (gs_csim_load(c.workload, c.tables, c.nodes, c.gpus, &w, err, sizeof err) != 0) {
-    /* The speed tables' errors name their file, from --tables. */
-    int tables = c.tables != NULL && strstr(err, c.tables) != NULL;
+    /* The speed tables' errors start with their file, from --tables; the
+     * workload's with its own (and may name a table: "not in the speed
+     * table T"). */
+    size_t wl = strlen(c.workload);
+    int in_workload = strncmp(err, c.workload, wl) == 0 && err[wl] == ':';
+    int tables = !in_workload && c.tables != NULL && strstr(err, c.tables) != NULL;
     cli_error(VERB, "%s: %s", tables ? "--tables" : "--workload", err);
     return 2;
   }

@@ -555,13 +555,22 @@ static int cmd_drain(int argc, char **argv) {
 static int cmd_down(int argc, char **argv) {
   char spool[PATH_MAX], dir[PATH_MAX + 16];
   if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-    printf("usage: gradsync cluster down [--spool DIR]\n"
+    printf("usage: gradsync cluster down [--spool DIR] [--force]\n"
            "  removes the --emulated nodes a manager built in DIR/emulated; refused\n"
            "  while a manager serves the spool (stop it first: its jobs run there)\n"
+           "  and while a job of the spool still runs (its keeper lives)\n"
            "  --spool DIR  the manager's spool (default $GRADSYNC_SPOOL, else\n"
-           "               /tmp/gradsync-cluster-UID)\n");
+           "               /tmp/gradsync-cluster-UID)\n"
+           "  --force      remove them under running jobs too (they fail)\n");
     return 0;
   }
+  /* --force anywhere; the rest as every client verb reads it */
+  int force = 0, n = 0;
+  for (int k = 0; k < argc; k++) {
+    if (k > 0 && strcmp(argv[k], "--force") == 0) force = 1;
+    else argv[n++] = argv[k]; /* (in place: n <= k) */
+  }
+  argc = n;
   int i = client_opts("cluster down", argc, argv, spool, sizeof spool, NULL, 1);
   if (i < 0) return 2;
   if (i != argc) {
@@ -585,6 +594,24 @@ static int cmd_down(int argc, char **argv) {
     cli_error("cluster down", "a cluster manager%s serves %s (it holds %s/manager.lock): its "
               "nodes are in use; stop it first (SIGINT or SIGTERM), then run down", who, spool,
               spool);
+    return 2;
+  }
+  /* A manager stopped with SIGTERM leaves its jobs running on the nodes. */
+  int ids[16], nkept = force ? 0 : gs_cluster_jobs_kept(spool, ids, 16);
+  if (nkept > 0) {
+    char list[256] = "";
+    size_t w = 0;
+    for (int k = 0; k < nkept && k < 16; k++) {
+      int c = snprintf(list + w, sizeof list - w, "%s%d", k ? ", " : "", ids[k]);
+      if (c > 0 && (size_t)c < sizeof list - w) w += (size_t)c;
+    }
+    int many = nkept > 1;
+    cli_error("cluster down", "job%s %s%s of %s still run%s on its nodes (%s keeper%s "
+              "live%s): let %s end or cancel %s (a `cluster serve` on the spool adopts %s), or "
+              "take the nodes down anyway with --force", many ? "s" : "", list,
+              nkept > 16 ? ", ..." : "", spool, many ? "" : "s", many ? "their" : "its",
+              many ? "s" : "", many ? "" : "s", many ? "them" : "it", many ? "them" : "it",
+              many ? "them" : "it");
     return 2;
   }
   char script[PATH_MAX], pidfile[PATH_MAX + 32];
@@ -1279,7 +1306,9 @@ int cmd_cancel(int argc, char **argv) {
   char spool[PATH_MAX], err[1024];
   if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
     printf("usage: gradsync cancel [--spool DIR] ID...\n\n"
-           "Cancels jobs: a queued job at once, a running one by stopping its ranks.\n");
+           "Cancels jobs: a queued job at once, a running one by stopping its ranks.\n"
+           "With no manager serving the spool the request waits until one does (said\n"
+           "on stderr; exit 0).\n");
     return 0;
   }
   int i = client_opts("cancel", argc, argv, spool, sizeof spool, NULL, 1);
@@ -1320,6 +1349,10 @@ int cmd_cancel(int argc, char **argv) {
     if (gs_cluster_cancel(spool, id, err, sizeof err) != 0) {
       cli_fail("cancel", "%s", err);
       rc = 1;
+    } else if (!gs_cluster_manager_running(spool, NULL)) {
+      /* A stopped manager's jobs keep running: the request waits. */
+      fprintf(stderr, "gradsync cancel: note: no manager serves %s now: the cancel of job %d "
+              "waits in %s/incoming until one does\n", spool, id, spool);
     }
   }
   cJSON_Delete(root);

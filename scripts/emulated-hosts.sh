@@ -16,6 +16,8 @@
 #   subnet      10.214.X.0/24, for --iface
 #   ssh_config  for --ssh-config: the generated key, no host-key checks
 #   names       the namespaces, one a line (node i is line i+1)
+# and its keys, sshd configurations and logs; `down` removes all of them (and
+# DIR, when nothing else is left in it), so that DIR can take an `up` again.
 # and then, for example:
 #   gradsync run --hosts "$(cat DIR/hosts)" --ssh-config DIR/ssh_config \
 #     --iface "$(cat DIR/subnet)" -- gradsync bench --max-bytes 1M
@@ -68,7 +70,15 @@ down() {
     "$ip_exe" netns del "$ns" 2>/dev/null || true
   done < "$dir/names"
   if [ -n "$bridge" ]; then "$ip_exe" link del "$bridge" 2>/dev/null || true; fi
+  # The files `up` made, so that DIR can take an `up` again (it refuses a
+  # directory with anything in it); DIR itself when nothing else is there.
+  rm -f "$dir"/{hosts,hostfile,subnet,bridge,ssh_config,authorized_keys} \
+    "$dir"/{host_key,id_ed25519}{,.pub} "$dir"/sshd_config.* "$dir"/sshd.*.log
+  for d in "$dir"/tmp.*; do
+    [[ $d =~ /tmp\.[0-9]+$ ]] && [ -d "$d" ] && rm -rf -- "$d"
+  done
   rm -f "$dir/names"
+  rmdir "$dir" 2>/dev/null || true
 }
 
 up() {

@@ -182,6 +182,10 @@ int gs_cluster_submit(const char *spool, const gs_cluster_submission *s, int *id
  * 0 when none does. */
 int gs_cluster_manager_running(const char *spool, int *pid);
 
+/* The jobs of spool whose keeper lives (it holds SPOOL/jobs/ID/lock):
+ * their count, and the first max of their ids in ids (ascending). */
+int gs_cluster_jobs_kept(const char *spool, int *ids, int max);
+
 /* Requests: cancel job id; drain (1) or return (0) a node, which must be
  * in the pool (-1 with err naming the pool's nodes otherwise). 0, or -1. */
 int gs_cluster_cancel(const char *spool, int id, char *err, size_t errlen);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gradsync/core.h"
@@ -89,7 +90,48 @@ static char *record_line(const cJSON *rec, size_t *len) {
 
 long cluster_journal_replay(const char *path, void (*fn)(const cJSON *rec, void *user),
                             void *user, long *dropped, char *err, size_t errlen) {
-  if (dropped) *dropped = 0;
+  cluster_journal_cut cut;
+  long good = cluster_journal_replay_cut(path, fn, user, &cut, err, errlen);
+  if (dropped) *dropped = cut.bytes;
+  return good;
+}
+
+/* Writes the journal as it was (buf, got bytes) to a new file beside it. */
+static int keep_copy(const char *path, const char *buf, size_t got, char *copy, size_t len,
+                     char *err, size_t errlen) {
+  time_t now = time(NULL);
+  struct tm tm;
+  char stamp[32];
+  strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", gmtime_r(&now, &tm));
+  int fd = -1;
+  for (int k = 0; k < 100 && fd < 0; k++) {
+    if (k == 0) snprintf(copy, len, "%s.corrupt-%s", path, stamp);
+    else snprintf(copy, len, "%s.corrupt-%s.%d", path, stamp, k);
+    fd = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  size_t w = 0;
+  while (fd >= 0 && w < got) {
+    ssize_t k = write(fd, buf + w, got - w);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    w += (size_t)k;
+  }
+  if (fd < 0 || w < got || fsync(fd) != 0) {
+    snprintf(err, errlen, "journal %s: a corrupt record; cannot keep a copy in %s before "
+             "cutting it: %s", path, copy, strerror(errno ? errno : EIO));
+    if (fd >= 0) close(fd);
+    copy[0] = '\0';
+    return -1;
+  }
+  close(fd);
+  return 0;
+}
+
+long cluster_journal_replay_cut(const char *path, void (*fn)(const cJSON *rec, void *user),
+                                void *user, cluster_journal_cut *cut, char *err,
+                                size_t errlen) {
+  memset(cut, 0, sizeof *cut);
   int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return 0;
@@ -121,16 +163,20 @@ long cluster_journal_replay(const char *path, void (*fn)(const cJSON *rec, void 
   size_t off = 0;
   while (off < got) {
     char *nl = memchr(buf + off, '\n', got - off);
-    if (!nl) break; /* torn: the last write did not finish */
+    if (!nl) { /* torn: the last write did not finish */
+      cut->torn = 1;
+      break;
+    }
     size_t n = (size_t)(nl - (buf + off));
     *nl = '\0';
     char *line = buf + off;
-    unsigned long crc;
+    unsigned long crc = 0;
     char *end = NULL;
-    if (n < 10 || line[8] != ' ') break;
-    crc = strtoul(line, &end, 16);
-    if (end != line + 8 || crc != cluster_crc32(line + 9, n - 9)) break;
-    cJSON *rec = cJSON_Parse(line + 9);
+    int ok = n >= 10 && line[8] == ' ';
+    if (ok) crc = strtoul(line, &end, 16);
+    ok = ok && end == line + 8 && crc == cluster_crc32(line + 9, n - 9);
+    cJSON *rec = ok ? cJSON_Parse(line + 9) : NULL;
+    *nl = '\n'; /* (the buffer stays the file's bytes, for a copy) */
     if (!rec) break;
     fn(rec, user);
     cJSON_Delete(rec);
@@ -138,7 +184,18 @@ long cluster_journal_replay(const char *path, void (*fn)(const cJSON *rec, void 
     off += n + 1;
   }
   if (off < got) {
-    if (dropped) *dropped = (long)(got - off);
+    cut->bytes = (long)(got - off);
+    cut->line = good + 1;
+    for (const char *p = buf + off; (p = memchr(p, '\n', (size_t)(buf + got - p))); p++)
+      cut->later++;
+    if (got > 0 && buf[got - 1] != '\n') cut->later++; /* a last line without its newline */
+    cut->later--; /* the bad record itself */
+    if (!cut->torn &&
+        keep_copy(path, buf, got, cut->copy, sizeof cut->copy, err, errlen) != 0) {
+      gs_free(buf);
+      close(fd);
+      return -1;
+    }
     if (ftruncate(fd, (off_t)off) != 0 || fsync(fd) != 0) {
       snprintf(err, errlen, "journal %s: cannot cut its torn tail: %s", path, strerror(errno));
       gs_free(buf);

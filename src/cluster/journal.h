@@ -26,6 +26,25 @@ typedef struct cluster_journal {
 long cluster_journal_replay(const char *path, void (*fn)(const struct cJSON *rec, void *user),
                             void *user, long *dropped, char *err, size_t errlen);
 
+/* What a replay cut off: bytes (0: nothing); line, the first bad record's
+ * line (from 1); later, the lines after it, discarded with it; torn, 1 when
+ * the bad record is a last line without its newline (a write the manager
+ * did not finish: the normal case) and nothing follows; copy, where the
+ * journal as it was is kept when it is not torn (PATH.corrupt-TIME; "" when
+ * none was made). */
+typedef struct cluster_journal_cut {
+  long bytes, line, later;
+  int torn;
+  char copy[4200];
+} cluster_journal_cut;
+
+/* cluster_journal_replay, saying in *cut (not NULL) what was cut off, and
+ * keeping a copy of the journal first when a record other than a torn last
+ * one is bad (a copy that cannot be made is an error: nothing is cut). */
+long cluster_journal_replay_cut(const char *path,
+                                void (*fn)(const struct cJSON *rec, void *user), void *user,
+                                cluster_journal_cut *cut, char *err, size_t errlen);
+
 /* Opens path for appending (creating it). 0, or -1 with err. */
 int cluster_journal_open(cluster_journal *j, const char *path, char *err, size_t errlen);
 

@@ -96,6 +96,9 @@ typedef struct job {
                                    * (a rank killed there, unreachable): not
                                    * the job's again during this attempt */
   int actual_size;                /* its ranks (0 before the first launch) */
+  int actual_outside;             /* hosts of the current launch not in the pool
+                                   * (adopted after a restart with a smaller
+                                   * --nodes): its size is not count(actual) */
   int ev_restarts, ev_resizes;
   double progress;
   char commit[64];                /* "epoch E, sample S" */
@@ -556,17 +559,24 @@ static void job_path(const mgr *m, const job *j, char *out, size_t len, const ch
   snprintf(out, len, "%s/jobs/%d/%.64s", m->spool, j->id, leaf);
 }
 
-/* Writes the job's node list (what its discovery script prints). */
-static int write_nodes(mgr *m, job *j) {
-  char path[PATH_MAX], text[65536];
+/* The job's node list as its discovery script prints it ("host:slots"
+ * lines), in text (len bytes); returns its length. */
+static size_t nodes_text(const mgr *m, const job *j, char *text, size_t len) {
   size_t w = 0;
   text[0] = '\0';
   for (int i = 0; i < m->nnode; i++)
     if (j->assigned[i]) {
-      int k = snprintf(text + w, sizeof text - w, "%s:%d\n", m->node[i].spec.name,
+      int k = snprintf(text + w, len - w, "%s:%d\n", m->node[i].spec.name,
                        m->node[i].spec.slots);
-      if (k > 0 && (size_t)k < sizeof text - w) w += (size_t)k;
+      if (k > 0 && (size_t)k < len - w) w += (size_t)k;
     }
+  return w;
+}
+
+/* Writes the job's node list (what its discovery script prints). */
+static int write_nodes(mgr *m, job *j) {
+  char path[PATH_MAX], text[65536];
+  size_t w = nodes_text(m, j, text, sizeof text);
   job_path(m, j, path, sizeof path, "nodes");
   if (cluster_write_atomic(path, text, w) != 0) {
     snprintf(m->err, m->errlen, "job %d: cannot write %s: %s", j->id, path, strerror(errno));
@@ -731,6 +741,7 @@ static int launch(mgr *m, job *j) {
   j->ev_launches = 0;
   j->rs_launch = 0;
   j->actual_size = 0;
+  j->actual_outside = 0;
   memset(j->actual, 0, (size_t)m->nnode);
   memset(j->left_out, 0, (size_t)m->nnode); /* a new supervisor starts afresh */
   char **v = launch_argv(m, j);
@@ -1091,6 +1102,10 @@ static void measure_speed(mgr *m, job *j, const char *ckpt_json, double samples)
   double t = (double)sb.st_mtim.tv_sec + (double)sb.st_mtim.tv_nsec * 1e-9;
   int size = count(j->actual, m->nnode); /* the launch's nodes */
   if (t == j->obs_t) return; /* the same commit */
+  /* A launch on nodes no longer in the pool (adopted after a restart with
+   * a smaller --nodes) runs at a size the pool cannot name: nothing is
+   * measured until its supervisor relaunches it on the pool's nodes. */
+  if (j->actual_outside > 0) size = 0;
   measure_restart(j, t, samples, size, m->nnode);
   if (j->obs_t > 0 && j->obs_attempt == j->attempt && j->obs_launch == j->ev_launches &&
       j->obs_size == size && size >= 1 && size <= m->nnode && samples > j->obs_samples &&
@@ -1206,6 +1221,7 @@ static void read_events_q(mgr *m, job *j, int quiet) {
       j->rs_launch_t = lt;
       j->rs_t1 = j->rs_s1 = 0;
       memset(j->actual, 0, (size_t)m->nnode);
+      j->actual_outside = 0;
       const char *hosts = str(e, "hosts");
       char buf[4096];
       snprintf(buf, sizeof buf, "%s", hosts ? hosts : "");
@@ -1215,6 +1231,7 @@ static void read_events_q(mgr *m, job *j, int quiet) {
         if (colon) *colon = '\0';
         int k = node_find(m, h);
         if (k >= 0) j->actual[k] = 1;
+        else j->actual_outside++;
       }
       /* Hosts the supervisor will not use again (a rank killed there, or
        * unreachable): the policy round gives them back to the pool. The
@@ -1290,6 +1307,7 @@ static int attempt_ended(mgr *m, job *j, int status, double at) {
    * the keeper at once (no commit, no exit status, no history). */
   j->term_t = 0;
   j->actual_size = 0;
+  j->actual_outside = 0;
   memset(j->actual, 0, (size_t)m->nnode);
   j->status = status;
   /* when it ended: at (its exit file's mtime) when known, as when it ended
@@ -1332,8 +1350,12 @@ static int attempt_ended(mgr *m, job *j, int status, double at) {
     /* The supervisor ended short (status 1, 3, a signal): relaunch from
      * the last commit on the job's nodes; it counts as a restart. */
     j->restarts_base++;
-    mlog(m, "job %d: its supervisor ended with status %d (%s): relaunching (restart %d of %d)",
-         j->id, status, j->message, job_restarts(j), m->cfg->restart_budget);
+    if (strncmp(j->message, "its keeper died", 15) == 0) /* (no status of its own) */
+      mlog(m, "job %d: %s: relaunching (restart %d of %d)", j->id, j->message,
+           job_restarts(j), m->cfg->restart_budget);
+    else
+      mlog(m, "job %d: its supervisor ended with status %d (%s): relaunching (restart %d of "
+           "%d)", j->id, status, j->message, job_restarts(j), m->cfg->restart_budget);
     int up = 0;
     for (int i = 0; i < m->nnode; i++) {
       if (j->assigned[i] && (m->node[i].down || m->node[i].drained)) j->assigned[i] = 0;
@@ -1385,7 +1407,18 @@ static int follow(mgr *m, job *j) {
     session_clear(j->keeper_pid, KEEPER_GONE_GRACE_S);
     mlog(m, "job %d: its keeper (pid %d) is gone without an exit status", j->id,
          j->keeper_pid);
-    snprintf(j->message, sizeof j->message, "its keeper died");
+    /* Its supervisor's last word (a finish event) is of the SIGTERM that
+     * session_clear sent it, not of the keeper's end: said as such (it was
+     * "status 137 (interrupted by signal 15; ranks stopped)"). */
+    j->message[0] = '\0';
+    read_events(m, j);
+    char said[sizeof j->message];
+    snprintf(said, sizeof said, "%s", j->message);
+    if (said[0])
+      snprintf(j->message, sizeof j->message, "its keeper died without an exit status; its "
+               "supervisor, stopped then, said: %.160s", said);
+    else
+      snprintf(j->message, sizeof j->message, "its keeper died without an exit status");
     return attempt_ended(m, j, 128 + SIGKILL, 0);
   }
   if (j->time_limit_s > 0 && !j->timeout && !j->cancel && j->launch_t > 0 &&
@@ -1603,6 +1636,20 @@ static int take_requests(mgr *m) {
       char *text = spool_read_file(path, 1 << 20);
       cJSON *r = text ? cJSON_Parse(text) : NULL;
       gs_free(text);
+      char field[32], why[160];
+      if (r && spool_check_request(r, field, sizeof field, why, sizeof why) != 0) {
+        /* Set aside, not taken and not read again every round. */
+        char rej[PATH_MAX + 300];
+        snprintf(rej, sizeof rej, "%s/rejected", m->spool);
+        mkdir(rej, 0755);
+        snprintf(rej, sizeof rej, "%s/rejected/%s", m->spool, name);
+        int moved = rename(path, rej) == 0;
+        mlog(m, "request %s: refused: its %s is %s; %s%s", name, field, why,
+             moved ? "moved to " : "removed", moved ? rej : "");
+        if (!moved) unlink(path);
+        cJSON_Delete(r);
+        continue;
+      }
       if (r) rc = take_request(m, r);
       else mlog(m, "request %s: not JSON; removed", name);
       cJSON_Delete(r);
@@ -2191,6 +2238,33 @@ static int write_pool(mgr *m) {
   return rc;
 }
 
+/* An adopted job's nodes file against the nodes the replay gave it: a node
+ * no longer in the pool (a restart with a smaller --nodes) was dropped, and
+ * its supervisor learns so only from the file, as when a node is lost: it
+ * shrinks the job at its next commit. */
+static int adopt_nodes(mgr *m, job *j) {
+  char path[PATH_MAX], want[65536], had[65536];
+  size_t w = nodes_text(m, j, want, sizeof want);
+  job_path(m, j, path, sizeof path, "nodes");
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(had, 1, sizeof had - 1, f) : 0;
+  if (f) fclose(f);
+  had[n] = '\0';
+  if (n == w && memcmp(had, want, w) == 0) return 0;
+  char gone[1024] = "";
+  size_t g = 0;
+  for (char *save = NULL, *h = strtok_r(had, "\n", &save); h; h = strtok_r(NULL, "\n", &save)) {
+    char *colon = strrchr(h, ':');
+    if (colon) *colon = '\0';
+    if (node_find(m, h) >= 0) continue;
+    int k = snprintf(gone + g, sizeof gone - g, "%s%s", g ? "," : "", h);
+    if (k > 0 && (size_t)k < sizeof gone - g) g += (size_t)k;
+  }
+  mlog(m, "job %d: its nodes %s are not in the pool; it shrinks to %d node(s) at its next "
+       "commit", j->id, g ? gone : "(changed)", count(j->assigned, m->nnode));
+  return write_nodes(m, j);
+}
+
 /* After replay: each job that was running is adopted or relaunched. */
 static int recover(mgr *m) {
   int rc = 0;
@@ -2217,7 +2291,7 @@ static int recover(mgr *m) {
         j->keeper_pid = pid;
         j->keeper_start = start;
         mlog(m, "job %d: adopted (keeper pid %d, attempt %d)", j->id, pid, attempt);
-        if ((rc = save_job(m, j)) != 0) break;
+        if ((rc = save_job(m, j)) != 0 || (rc = adopt_nodes(m, j)) != 0) break;
         continue;
       }
       /* A keeper of an older attempt that has not yet seen it is stale. */
@@ -2341,12 +2415,17 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
   m.nnode = c.nnodes;
   int rc = 1;
   snprintf(path, sizeof path, "%s/journal", m.spool);
-  long dropped = 0;
-  long good = cluster_journal_replay(path, replay_one, &m, &dropped, err, errlen);
+  cluster_journal_cut cut;
+  long good = cluster_journal_replay_cut(path, replay_one, &m, &cut, err, errlen);
   if (good < 0) goto out;
-  if (good > 0 || dropped > 0)
+  if (good > 0 || cut.bytes > 0)
     mlog(&m, "journal: %ld records replayed, %d jobs%s", good, m.njob,
-         dropped ? " (a torn last record cut off)" : "");
+         cut.torn ? " (a torn last record cut off)" : "");
+  /* Only a last record the manager did not finish writing is normal. */
+  if (cut.bytes > 0 && !cut.torn)
+    mlog(&m, "journal: a corrupt record at line %ld: it and the %ld record%s after it were "
+         "discarded (the journal as it was is kept in %s)", cut.line, cut.later,
+         cut.later == 1 ? "" : "s", cut.copy);
   if (cluster_journal_open(&m.jr, path, err, errlen) != 0) goto out;
   {
     /* Compaction: the journal becomes the states replay made. */

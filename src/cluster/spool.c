@@ -4,10 +4,12 @@
  * manager reads whole requests only; ids come from DIR/next_id under an
  * exclusive lock, so two clients never share one. */
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,6 +171,98 @@ int spool_put_request(const char *spool, cJSON *req, const char *tag, char *err,
   return rc;
 }
 
+/* A user's or account's name: 1 to 63 of letters, digits and ._@-. */
+static int request_name_ok(const char *u) {
+  size_t n = strlen(u);
+  if (n == 0 || n >= GS_CLUSTER_NAME_MAX) return 0;
+  for (const char *p = u; *p; p++)
+    if (!isalnum((unsigned char)*p) && !strchr("._@-", *p)) return 0;
+  return 1;
+}
+
+/* A whole number from lo to hi. */
+static int request_int_ok(const cJSON *x, double lo, double hi) {
+  return cJSON_IsNumber(x) && x->valuedouble == floor(x->valuedouble) &&
+         x->valuedouble >= lo && x->valuedouble <= hi;
+}
+
+#define REQUEST_ID_MAX (1 << 30) /* cancel's job ids */
+#define REQUEST_NODES_MAX 65536  /* submit --min, --max */
+
+int spool_check_request(const cJSON *r, char *field, size_t flen, char *why, size_t wlen) {
+#define BAD(f, ...)                          \
+  do {                                       \
+    snprintf(field, flen, "%s", f);          \
+    snprintf(why, wlen, __VA_ARGS__);        \
+    return -1;                               \
+  } while (0)
+  const cJSON *x;
+#define GET(k) (x = cJSON_GetObjectItemCaseSensitive(r, k))
+  if (!cJSON_IsObject(r)) BAD("(request)", "not a JSON object");
+  const char *op = cJSON_IsString(GET("op")) ? x->valuestring : NULL;
+  if (!op) BAD("op", "missing (submit, cancel, drain or resume)");
+  if (strcmp(op, "drain") == 0 || strcmp(op, "resume") == 0) {
+    if (!cJSON_IsString(GET("node")) || !*x->valuestring ||
+        strlen(x->valuestring) > GS_CLUSTER_NODE_MAX)
+      BAD("node", "not a node name (a string of 1 to %d characters)", GS_CLUSTER_NODE_MAX);
+    return 0;
+  }
+  int submit = strcmp(op, "submit") == 0;
+  if (!submit && strcmp(op, "cancel") != 0)
+    BAD("op", "not a request (submit, cancel, drain or resume): '%.32s'", op);
+  if (!request_int_ok(GET("id"), 1, REQUEST_ID_MAX))
+    BAD("id", "not a job id (a whole number from 1 to %d)", REQUEST_ID_MAX);
+  if (!submit) return 0;
+  /* (a name submit made from a long program's name is cut, not refused) */
+  if (GET("name") && !cJSON_IsString(x)) BAD("name", "not a string");
+  if (GET("user") && (!cJSON_IsString(x) || !request_name_ok(x->valuestring)))
+    BAD("user", "not a user (1 to %d letters, digits or ._@-)", GS_CLUSTER_NAME_MAX - 1);
+  if (GET("account") && (!cJSON_IsString(x) || !request_name_ok(x->valuestring)))
+    BAD("account", "not an account (1 to %d letters, digits or ._@-)", GS_CLUSTER_NAME_MAX - 1);
+  double min = 1;
+  if (GET("min")) {
+    if (!request_int_ok(x, 1, REQUEST_NODES_MAX))
+      BAD("min", "not a node count (a whole number from 1 to %d)", REQUEST_NODES_MAX);
+    min = x->valuedouble;
+  }
+  if (GET("max") && !request_int_ok(x, min, REQUEST_NODES_MAX))
+    BAD("max", "not a node count from min (%.0f) to %d", min, REQUEST_NODES_MAX);
+  if (GET("weight") && (!cJSON_IsNumber(x) || !(x->valuedouble >= 1e-6) ||
+                        !(x->valuedouble <= 1e6)))
+    BAD("weight", "not a weight from 1e-6 to 1e6");
+  if (GET("time_limit_s") && (!cJSON_IsNumber(x) || !(x->valuedouble > 0) ||
+                              !(x->valuedouble <= 366 * 86400.0)))
+    BAD("time_limit_s", "not a time limit (seconds above 0, at most 366 days)");
+  if (GET("after")) {
+    if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) > GS_CLUSTER_AFTER_MAX)
+      BAD("after", "not an array of at most %d job ids", GS_CLUSTER_AFTER_MAX);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, x) if (!request_int_ok(e, 1, REQUEST_ID_MAX))
+      BAD("after", "not an array of job ids (whole numbers from 1 to %d)", REQUEST_ID_MAX);
+  }
+  if (GET("exec") && !cJSON_IsBool(x)) BAD("exec", "not true or false");
+  if (GET("args")) {
+    if (!cJSON_IsArray(x)) BAD("args", "not an array of strings (the job's arguments)");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, x) if (!cJSON_IsString(e))
+      BAD("args", "not an array of strings (the job's arguments)");
+  }
+  if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "exec")) &&
+      (!cJSON_IsArray(GET("args")) || cJSON_GetArraySize(x) < 1))
+    BAD("args", "empty: an --exec job needs its program");
+  if (GET("cwd") && (!cJSON_IsString(x) || x->valuestring[0] != '/' ||
+                     strlen(x->valuestring) >= PATH_MAX))
+    BAD("cwd", "not an absolute directory");
+  /* its submission time: a Unix time, not ahead of this host's clock by
+   * more than a day (a client on another host may have another clock) */
+  if (GET("time") && (!cJSON_IsNumber(x) || !(x->valuedouble >= 1e9) ||
+                      !(x->valuedouble <= spool_wall_s() + 86400)))
+    BAD("time", "not a Unix time from 2001 to now");
+  return 0;
+#undef GET
+#undef BAD
+}
+
 int gs_cluster_submit(const char *spool, const gs_cluster_submission *s, int *id, char *err,
                       size_t errlen) {
   int nodes;
@@ -232,6 +326,36 @@ int gs_cluster_manager_running(const char *spool, int *pid) {
     cJSON_Delete(j);
   }
   return held;
+}
+
+static int id_order(const void *a, const void *b) {
+  return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+
+int gs_cluster_jobs_kept(const char *spool, int *ids, int max) {
+  char path[PATH_MAX + 300];
+  snprintf(path, sizeof path, "%s/jobs", spool);
+  DIR *d = opendir(path);
+  if (!d) return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    char *end;
+    long id = strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end || id < 1 || id > INT_MAX) continue;
+    snprintf(path, sizeof path, "%s/jobs/%s/lock", spool, e->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    /* A shared lock fails only while a keeper holds its exclusive one. */
+    int held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd);
+    if (!held) continue;
+    if (n < max) ids[n] = (int)id;
+    n++;
+  }
+  closedir(d);
+  qsort(ids, (size_t)(n < max ? n : max), sizeof *ids, id_order);
+  return n;
 }
 
 int gs_cluster_drain(const char *spool, const char *node, int drain, char *err, size_t errlen) {

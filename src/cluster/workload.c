@@ -709,13 +709,19 @@ static int load_table(csv *c, const char *tables, int nodes, gs_csim_workload *w
       r = -1;
       break;
     }
-    if (hi > nodes) hi = nodes;
     if (lo > hi) {
-      set_err(err, errlen, "%s:%d: job '%s': min_nodes %d above max_nodes %d (pool %d)",
-              c->path, c->line, j->name, lo, hi, nodes);
+      set_err(err, errlen, "%s:%d: job '%s': min_nodes %d above max_nodes %d", c->path,
+              c->line, j->name, lo, hi);
       r = -1;
       break;
     }
+    if (lo > nodes) { /* (not "above max_nodes 4": the row's max_nodes may be 8) */
+      set_err(err, errlen, "%s:%d: job '%s': min_nodes %d is above the pool's %d nodes",
+              c->path, c->line, j->name, lo, nodes);
+      r = -1;
+      break;
+    }
+    if (hi > nodes) hi = nodes;
     j->min_nodes = lo;
     j->max_nodes = hi;
     j->req_nodes = req < lo ? lo : req > hi ? hi : req;

@@ -26,7 +26,7 @@ cleanup() {
   for s in "$scratch"/spool*; do
     if [ -f "$s/emulated/names" ]; then
       sleep 0.7
-      "$G" cluster down --spool "$s" >/dev/null 2>&1
+      "$G" cluster down --force --spool "$s" >/dev/null 2>&1 # (a keeper not yet gone)
     fi
   done
   rm -rf "$scratch"
@@ -41,7 +41,7 @@ fail() {
   sed 's/^/      log | /' "$log" 2>/dev/null | tail -25
   for d in "$spool"/jobs/*; do
     [ -f "$d/out.log" ] &&
-      grep -v '"epoch"' "$d/out.log" | tail -8 | sed "s|^|      job $(basename "$d") | |"
+      grep -v '"epoch"' "$d/out.log" | tail -8 | sed "s#^#      job $(basename "$d") | #"
   done
   failures=$((failures + 1))
 }

@@ -73,6 +73,15 @@ t 1 "raise --interval" $sim --workload "$tmp/huge.csv" --tables "$tmp/speeds.csv
 # weight 1, so that B's fair share pays for A's restart).
 printf 'name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,200,1,2\nB,1,m,1,10,1,1\n' \
   > "$tmp/wm.csv"
+# A workload's model missing from the tables: the workload's row is named,
+# with --workload (until 2026-12-02 "--tables: nomodel.csv:2", the workload).
+printf 'name,time,model,nodes,samples\nA,0,nomodel,1,5\n' > "$tmp/nomodel.csv"
+t 2 "--workload: $tmp/nomodel.csv:2: column 'model'" $sim --workload "$tmp/nomodel.csv" \
+  --tables "$tmp/speeds.csv" --nodes 2
+# min_nodes above the pool: said so, not as max_nodes clipped to the pool
+printf 'name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,1,5,6,8\n' > "$tmp/big.csv"
+t 2 "min_nodes 6 is above the pool's 2 nodes" $sim --workload "$tmp/big.csv" \
+  --tables "$tmp/speeds.csv" --nodes 2
 t 0 '"resizes":2,' $sim --workload "$tmp/wm.csv" --tables "$tmp/speeds.csv" --nodes 2 \
   --restart-penalty 5 --interval 0 --policy dorm --fairness-weight 1 --json
 t 0 '"jct_mean_s":12.5,' $sim --workload "$tmp/wm.csv" --tables "$tmp/speeds.csv" --nodes 2 \

@@ -403,6 +403,10 @@ static void test_bad_workloads(void **state) {
   expect_load_error("name,time,model,nodes,samples\n", speeds, 2, "no jobs");
   expect_load_error("name,time,model,nodes,samples,min_nodes\nA,0,m,1,5,3\n", speeds, 2,
                     "min_nodes 3 above max_nodes 2");
+  /* the pool's size, not a max_nodes the row does not have (until 2026-12-02
+   * "min_nodes 3 above max_nodes 2 (pool 2)" for max_nodes 4) */
+  expect_load_error("name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,1,5,3,4\n", speeds,
+                    2, "bad.csv:2: job 'A': min_nodes 3 is above the pool's 2 nodes");
   expect_load_error("name,time,model,nodes,samples,commit_samples\nA,0,m,1,5,-1\n", speeds, 2,
                     "bad.csv:2: column 'commit_samples': '-1'");
   expect_load_error(two_jobs, speeds, 0, "0 nodes");

@@ -1,6 +1,7 @@
 /* The cluster manager's journal (src/cluster/journal.c) and its replay into
  * jobs (manager.c): records in order, a torn last record and a corrupt one
- * cut off (and the journal usable after), duplicate records changing
+ * cut off (and the journal usable after), a corrupt record in the middle
+ * reported with its line and the records after it, and a copy kept, duplicate records changing
  * nothing, compaction. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -131,6 +132,49 @@ static void test_corrupt_record(void **state) {
   assert_int_equal(file_size(path), whole);
 }
 
+/* A corrupt record in the middle: it and every record after it are cut
+ * off, and the cut says where and how many, with a copy of the journal as
+ * it was (until 2026-12-02 the manager called it "a torn last record" and
+ * kept nothing); a torn last record is no corruption and makes no copy. */
+static void test_corrupt_middle(void **state) {
+  (void)state;
+  char err[256];
+  cluster_journal j;
+  assert_int_equal(cluster_journal_open(&j, path, err, sizeof err), 0);
+  append_id(&j, 1);
+  long one = file_size(path);
+  for (int i = 2; i <= 5; i++) append_id(&j, i);
+  cluster_journal_close(&j);
+  long all = file_size(path);
+  int fd = open(path, O_RDWR);
+  assert_true(fd >= 0);
+  assert_int_equal(pwrite(fd, "x", 1, one + 12), 1); /* record 2's JSON */
+  close(fd);
+  seen s = {0};
+  cluster_journal_cut cut;
+  assert_int_equal(cluster_journal_replay_cut(path, collect, &s, &cut, err, sizeof err), 1);
+  assert_int_equal(s.ids[0], 1);
+  assert_int_equal(cut.line, 2);
+  assert_int_equal(cut.later, 3);
+  assert_int_equal(cut.torn, 0);
+  assert_int_equal(cut.bytes, all - one);
+  assert_int_equal(file_size(path), one);
+  assert_true(strstr(cut.copy, "/journal.corrupt-") != NULL);
+  assert_int_equal(file_size(cut.copy), all);
+  /* A torn last record: cut, no copy. */
+  assert_int_equal(cluster_journal_open(&j, path, err, sizeof err), 0);
+  append_id(&j, 2);
+  const char *torn = "1234abcd {\"id\":3";
+  assert_int_equal(write(j.fd, torn, strlen(torn)), (ssize_t)strlen(torn));
+  cluster_journal_close(&j);
+  memset(&s, 0, sizeof s);
+  assert_int_equal(cluster_journal_replay_cut(path, collect, &s, &cut, err, sizeof err), 2);
+  assert_int_equal(cut.torn, 1);
+  assert_int_equal(cut.line, 3);
+  assert_int_equal(cut.later, 0);
+  assert_string_equal(cut.copy, "");
+}
+
 static cJSON *job_rec(int id, const char *state, const char *node, int attempt) {
   cJSON *r = cJSON_CreateObject();
   cJSON *o = cJSON_AddObjectToObject(r, "job");
@@ -228,6 +272,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_in_order, setup, teardown),
       cmocka_unit_test_setup_teardown(test_torn_tail, setup, teardown),
       cmocka_unit_test_setup_teardown(test_corrupt_record, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_corrupt_middle, setup, teardown),
       cmocka_unit_test_setup_teardown(test_duplicates, setup, teardown),
       cmocka_unit_test_setup_teardown(test_rewrite, setup, teardown),
   };

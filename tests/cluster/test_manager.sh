@@ -162,6 +162,13 @@ else fail "A did not shrink: $(tr '\n' ';' <"$scratch/A/launches") resizes $(fie
 if [ "$(field 2 restarts)" = 1 ] && [ "$(wc -l <"$scratch/B/launches")" = 2 ]; then
   pass "B relaunched once after its keeper was killed"
 else fail "B: restarts $(field 2 restarts), launches $(wc -l <"$scratch/B/launches")"; fi
+# Said as it was: the keeper died; no status of the supervisor's with a
+# signal that is not its (until 2026-12-02 "status 137 (interrupted by
+# signal 15; ranks stopped)").
+if grep -q "job 2: its keeper died without an exit status" "$log" &&
+   ! grep -q "job 2: its supervisor ended with status 137" "$log"; then
+  pass "B's log: $(grep -o "job 2: its keeper died.*" "$log" | head -1)"
+else fail "B's log after its keeper was killed: $(grep "job 2: " "$log" | tail -3)"; fi
 for j in A B; do
   n=$([ "$j" = A ] && echo 60 || echo 50)
   if [ "$(cat "$scratch/$j/finished")" = "$n" ] && [ ! -e "$scratch/$j/errors" ]; then
@@ -466,8 +473,9 @@ if wait_state "$L1" done 30 && wait_state "$D1" done 30 &&
 else fail "L1 '$(state "$L1")', D1 '$(state "$D1")' (want both done, D1 after L1)"; fi
 # A request that names a job the manager does not know (written by hand,
 # as a client that skipped submit's check would): refused, with why.
-printf '{"op":"submit","id":90,"name":"orphan","min":1,"max":1,"exec":true,"args":["%s","5","%s"],"after":[88],"cwd":"/","time":1}' \
-  "$JOB" "$scratch/dep_orphan" >"$spool/incoming/.t" &&
+# (a real submission time: "time":1 is refused as no time since 2026-12-02)
+printf '{"op":"submit","id":90,"name":"orphan","min":1,"max":1,"exec":true,"args":["%s","5","%s"],"after":[88],"cwd":"/","time":%s}' \
+  "$JOB" "$scratch/dep_orphan" "$(date +%s)" >"$spool/incoming/.t" &&
   mv "$spool/incoming/.t" "$spool/incoming/0-orphan-submit-90.json"
 wait_state 90 failed 20 || true
 if [ "$(state 90)" = failed ] && [ "$(jval 90 message)" = "it runs after job 88, which this manager does not know" ] &&

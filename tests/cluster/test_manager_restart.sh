@@ -10,7 +10,12 @@
 #    the restart's time: run_s 19.7 s for a job of 10.7 s);
 #  - a submission no manager has taken yet is listed with the keys of every
 #    other job (nodes, submit_time, after, time_limit_s, run_s, message,
-#    dir, ...), its own values, and a message that says why it waits.
+#    dir, ...), its own values, and a message that says why it waits; a
+#    cancel of one says that it waits for a manager (exit 0);
+#  - a running job adopted by a manager restarted with a smaller --nodes
+#    pool: its nodes file drops the node no longer in the pool and the job
+#    shrinks onto the pool (until 2026-12-02 the file kept the node and the
+#    job trained on it to its end, its speed counted at the smaller size).
 # usage: test_manager_restart.sh GRADSYNC      Exit status: 0 pass, 1 fail.
 set -u
 G=${1:?usage: test_manager_restart.sh GRADSYNC}
@@ -20,7 +25,7 @@ G=$(cd "$(dirname "$G")" && pwd)/$(basename "$G")
 
 printf '127.0.1.1\n127.0.1.2\n127.0.1.3\n' >"$scratch/nodes"
 serve() {
-  "$G" cluster serve --nodes "$scratch/nodes" --spool "$spool" --interval 1 \
+  "$G" cluster serve --nodes "${NODES:-$scratch/nodes}" --spool "$spool" --interval 1 \
     --mpirun "$HERE/fake_mpirun.sh" "$@" >>"$log" 2>&1 &
   serve_pid=$!
   for _ in $(seq 1 50); do [ -f "$spool/pool.json" ] && return 0; sleep 0.1; done
@@ -105,11 +110,40 @@ if [ "$ck" = "$queued_keys" ] && [ "$vals" = "$want_vals" ] &&
   pass "job C not taken: the keys of a job, after/time/message its own ($vals)"
 else fail "job C: keys '$ck' (a job's: '$queued_keys'), values '$vals', submit_time $sub," \
   "text '$text'"; fi
+X=$(submit --min 1 --max 1 --name X --exec -- "$JOB" 1 "$scratch/X")
+"$G" cancel --spool "$spool" "$X" 2>"$err"
+rc=$?
+if [ "$rc" = 0 ] && grep -q "no manager serves $spool now: the cancel of job $X waits in" "$err"
+then pass "cancel with no manager: exit 0, '$(cat "$err")'"
+else fail "cancel with no manager: exit $rc, '$(cat "$err")'"; fi
 serve || { fail "the manager did not start again"; exit 1; }
 wait_state "$C" done 30 || fail "job C did not run once taken (state '$(state "$C")')"
+wait_state "$X" cancelled 30 || fail "job X not cancelled once served (state '$(state "$X")')"
 ck2=$(keys_of "$C" | tr ' ' '\n' | grep -v '^status$' | tr '\n' ' ' | sed 's/ $//')
 if [ "$ck2" = "$ck" ]; then pass "job C taken: the same keys"
 else fail "job C taken: keys '$ck2', before '$ck'"; fi
+
+echo "== a running job adopted by a manager with a smaller pool: shrinks onto the pool"
+P=$(submit --min 1 --max 3 --name P --exec -- "$JOB" 80 "$scratch/P" 0.2 progress)
+for _ in $(seq 1 100); do grep -q '^3 ' "$scratch/P/launches" 2>/dev/null && break; sleep 0.1; done
+grep -q '^3 ' "$scratch/P/launches" 2>/dev/null || fail "P did not start on 3 nodes: $(cat "$scratch/P/launches" 2>/dev/null)"
+kill "$serve_pid" # SIGTERM: its jobs keep running
+wait "$serve_pid" 2>/dev/null
+serve_pid=
+head -2 "$scratch/nodes" >"$scratch/nodes2"
+NODES=$scratch/nodes2 serve || { fail "the manager did not start on 2 nodes"; exit 1; }
+for _ in $(seq 1 150); do
+  grep -q '^2 127.0.1.1:1,127.0.1.2:1$' "$scratch/P/launches" && break
+  sleep 0.1
+done
+nodes=$(tr '\n' ' ' <"$spool/jobs/$P/nodes")
+if grep -q "job $P: adopted" "$log" && [ "$nodes" = "127.0.1.1:1 127.0.1.2:1 " ] &&
+   grep -q "job $P: its nodes 127.0.1.3 are not in the pool; it shrinks to 2" "$log" &&
+   grep -q '^2 127.0.1.1:1,127.0.1.2:1$' "$scratch/P/launches"; then
+  pass "P adopted, its nodes file '$nodes', relaunched on 2 nodes"
+else fail "P: nodes file '$nodes', launches $(tr '\n' ';' <"$scratch/P/launches")"; fi
+"$G" cancel --spool "$spool" "$P" 2>"$err"
+wait_state "$P" cancelled 30 || fail "P not cancelled (state '$(state "$P")')"
 
 [ "$failures" -eq 0 ] && echo "all passed" || echo "$failures failed"
 [ "$failures" -eq 0 ]
