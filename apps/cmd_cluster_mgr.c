@@ -272,7 +272,11 @@ static int user_opt_add(user_opt *o, const char *v) {
   if (colon && (size_t)(colon - v) < sizeof who)
     snprintf(who, sizeof who, "%.*s", (int)(colon - v), v);
   int star = o->star && strcmp(who, "*") == 0;
-  if (o->who && colon && !star && !account_path_ok(who, why, sizeof why)) {
+  if (colon && (size_t)(colon - v) >= sizeof who) {
+    snprintf(why, sizeof why, "longer than %d characters", (int)sizeof who - 2);
+    snprintf(who, sizeof who, "%.40s...", v);
+  }
+  if (o->who && colon && !star && (why[0] || !account_path_ok(who, why, sizeof why))) {
     /* an account's path: which level is wrong */
     cli_error("cluster serve", "%s %s: account '%s': %s (an account is a path of 1 to "
               "%d names of 1 to %d letters, digits or ._@-, '/'-separated, as "
@@ -1250,13 +1254,17 @@ int cmd_jobs(int argc, char **argv) {
   int who_w = 10;
   cJSON_ArrayForEach(j, jobs) {
     char who[GS_CLUSTER_NAME_MAX + GS_CLUSTER_ACCOUNT_MAX + 2];
+    int k = gs_cluster_state_index(jstr(j, "state"));
+    if ((only_user && strcmp(jstr(j, "user"), only_user) != 0) ||
+        (any_state && (k < 0 || !want[k])))
+      continue; /* not listed */
     int len = (int)strlen(job_who(j, who, sizeof who));
     if (len > who_w) who_w = len;
   }
   if (!json)
     printf("%4s  %-14s %-*s %-9s %4s %5s %8s %7s %8s %9s %7s %7s  %-18s %s\n", "ID", "NAME",
-           who_w, "USER", "STATE", "SIZE", "MIN:MAX", "PROGRESS", "RESIZES", "RESTARTS", "RESTART_S",
-           "WAIT_S", "RUN_S", "SAMPLES/S BY NODES", "NODES / MESSAGE");
+           who_w, "USER", "STATE", "SIZE", "MIN:MAX", "PROGRESS", "RESIZES", "RESTARTS",
+           "RESTART_S", "WAIT_S", "RUN_S", "SAMPLES/S BY NODES", "NODES / MESSAGE");
   cJSON_ArrayForEach(j, jobs) {
     if (only_user && strcmp(jstr(j, "user"), only_user) != 0) continue;
     if (any_state) {

@@ -56,6 +56,9 @@ typedef enum {
 } job_state;
 /* named by gs_cluster_state_names, in the same order */
 #define state_name gs_cluster_state_names
+/* an account path's levels are the policies' nested accounts */
+_Static_assert(GS_CLUSTER_ACCOUNT_LEVELS <= GS_CLUSTER_ACCOUNT_DEPTH,
+               "the policies take every level of an account's path");
 _Static_assert(J_TIMEOUT + 1 == GS_CLUSTER_NSTATES && J_DONE == GS_CLUSTER_FIRST_ENDED,
                "the job states and their names");
 

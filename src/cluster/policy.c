@@ -193,7 +193,8 @@ int gs_cluster_account_tree_weights(int n, const int *account, int naccounts,
     int acct = na && account[i] >= 0 && account[i] < na ? account[i] : -1;
     node[i] = i;
     for (int q = 0; q < i; q++)
-      if (user[q] == user[i] && (na && account[q] >= 0 && account[q] < na ? account[q] : -1) == acct) {
+      if (user[q] == user[i] && (na && account[q] >= 0 && account[q] < na ? account[q] : -1) ==
+                                    acct) {
         node[i] = node[q];
         break;
       }
