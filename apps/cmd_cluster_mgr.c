@@ -88,14 +88,18 @@ static void serve_usage(FILE *f) {
       "                   1; repeatable): with jobs submitted --account, the pool\n"
       "                   is shared among the accounts and the users without one\n"
       "                   by their shares, an account's part among its users\n"
+      "                   and its sub-accounts (ACCOUNT a path, science/physics:\n"
+      "                   physics's share of science's part)\n"
       "  --user-limit USER:N  user USER's jobs hold at most N nodes together\n"
       "                   (repeatable; USER * for every user not named; default\n"
       "                   none), as Slurm's MaxNodesPerUser: every policy keeps\n"
       "                   it, and a job whose --min is above it is refused\n"
-      "  --account-limit ACCOUNT:N  the jobs charged to ACCOUNT hold at most N\n"
-      "                   nodes together (repeatable; * for every account not\n"
-      "                   named), as Slurm's GrpTRES=node=N: kept with the users'\n"
-      "                   limits, and a job whose --min is above it is refused\n"
+      "  --account-limit ACCOUNT:N  the jobs charged to ACCOUNT or to an account\n"
+      "                   under it (ACCOUNT/...) hold at most N nodes together\n"
+      "                   (repeatable; * for every top-level account not named),\n"
+      "                   as Slurm's GrpTRES=node=N: kept with the users' limits,\n"
+      "                   and a job whose --min is above a limit on its account's\n"
+      "                   path is refused\n"
       "  --node-cooldown S  a node back from being lost gets no job for S seconds,\n"
       "                   doubled for each other loss within the hour, at most 16\n"
       "                   times (default 30; 0: at once); undrain ends it\n"
@@ -208,6 +212,42 @@ static int user_name_ok(const char *u) {
   return 1;
 }
 
+/* An account's path (science/physics/hep): 1 to GS_CLUSTER_ACCOUNT_LEVELS
+ * names as user_name_ok's, '/'-separated. 1, or 0 with why it is not one. */
+static int account_path_ok(const char *path, char *why, size_t whylen) {
+  int levels = 0;
+  why[0] = '\0';
+  if (!*path) {
+    snprintf(why, whylen, "an empty account");
+    return 0;
+  }
+  if (path[0] == '/' || path[strlen(path) - 1] == '/') {
+    snprintf(why, whylen, "a '/' at its %s", path[0] == '/' ? "start" : "end");
+    return 0;
+  }
+  for (const char *p = path; *p;) {
+    size_t n = strcspn(p, "/");
+    char name[GS_CLUSTER_NAME_MAX];
+    if (n == 0) {
+      snprintf(why, whylen, "an empty level (two '/' in a row)");
+      return 0;
+    }
+    if (++levels > GS_CLUSTER_ACCOUNT_LEVELS) {
+      snprintf(why, whylen, "more than %d levels", GS_CLUSTER_ACCOUNT_LEVELS);
+      return 0;
+    }
+    snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), p);
+    if (n >= GS_CLUSTER_NAME_MAX || !user_name_ok(name)) {
+      snprintf(why, whylen, "level %d ('%.*s') is not 1 to %d letters, digits or ._@-", levels,
+               n > 80 ? 80 : (int)n, p, GS_CLUSTER_NAME_MAX - 1);
+      return 0;
+    }
+    p += n;
+    if (*p == '/') p++;
+  }
+  return 1;
+}
+
 /* A repeatable USER:VALUE option of serve (--user-share, --user-limit). */
 enum { USER_OPT_MAX = 1024 };
 typedef struct user_opt {
@@ -219,26 +259,40 @@ typedef struct user_opt {
   const char *user[USER_OPT_MAX];
   double value[USER_OPT_MAX];
   int n;
-  char names[USER_OPT_MAX][GS_CLUSTER_NAME_MAX];
+  char names[USER_OPT_MAX][GS_CLUSTER_ACCOUNT_MAX]; /* a user's, or an account's path */
 } user_opt;
 
 /* Adds v ("USER:VALUE") to o; 2 with the message printed when it is not one,
  * names a user twice or one too many. */
 static int user_opt_add(user_opt *o, const char *v) {
   const char *colon = strrchr(v, ':');
-  char who[GS_CLUSTER_NAME_MAX + 1] = "";
+  char who[GS_CLUSTER_ACCOUNT_MAX + 1] = "", why[160] = "";
   double x = 0;
   int ix = 0;
   if (colon && (size_t)(colon - v) < sizeof who)
     snprintf(who, sizeof who, "%.*s", (int)(colon - v), v);
-  int ok = colon && (user_name_ok(who) || (o->star && strcmp(who, "*") == 0)) &&
+  int star = o->star && strcmp(who, "*") == 0;
+  if (colon && (size_t)(colon - v) >= sizeof who) {
+    snprintf(why, sizeof why, "longer than %d characters", (int)sizeof who - 2);
+    snprintf(who, sizeof who, "%.40s...", v);
+  }
+  if (o->who && colon && !star && (why[0] || !account_path_ok(who, why, sizeof why))) {
+    /* an account's path: which level is wrong */
+    cli_error("cluster serve", "%s %s: account '%s': %s (an account is a path of 1 to "
+              "%d names of 1 to %d letters, digits or ._@-, '/'-separated, as "
+              "science/physics/hep)", o->option, v, who, why, GS_CLUSTER_ACCOUNT_LEVELS,
+              GS_CLUSTER_NAME_MAX - 1);
+    return 2;
+  }
+  int ok = colon && (o->who || user_name_ok(who) || star) &&
            (o->whole ? cli_parse_int(colon + 1, (int)o->lo, (int)o->hi, &ix) == 0
                      : cli_parse_double(colon + 1, o->lo, o->hi, &x) == 0);
   if (!ok) {
-    cli_error("cluster serve", "%s needs %s:%s, %s of 1 to %d letters, digits or ._@-%s "
+    cli_error("cluster serve", "%s needs %s:%s, %s of 1 to %d letters, digits or ._@-%s%s "
               "and %s from %g to %g (got '%s')", o->option, o->who ? "ACCOUNT" : "USER",
               o->meta, o->who ? o->who : "a user", GS_CLUSTER_NAME_MAX - 1,
-              !o->star ? "" : o->who ? " (or * for every other account)"
+              o->who ? " ('/' between the levels of a sub-account, as science/physics)" : "",
+              !o->star ? "" : o->who ? " (or * for every other top-level account)"
                                      : " (or * for every other user)",
               o->what, o->lo, o->hi, v);
     return 2;
@@ -689,7 +743,9 @@ static void submit_usage(FILE *f) {
       "  --user USER   whose job, for the manager's per-user shares (default:\n"
       "                your login name)\n"
       "  --account A   the account it is charged to, for the manager's fair-share\n"
-      "                tree (default: none; the user shares at the root)\n"
+      "                tree (default: none; the user shares at the root); a\n"
+      "                sub-account by its path, as science/physics/hep (at most\n"
+      "                8 levels)\n"
       "  --after IDS   start only once each of these jobs (comma-separated ids,\n"
       "                at most 16) is done; cancelled if one fails or is\n"
       "                cancelled (Slurm's --dependency=afterok)\n"
@@ -876,10 +932,14 @@ int cmd_submit(int argc, char **argv) {
       }
       name = argv[++i];
     } else if (strcmp(a, "--account") == 0) {
+      char why[160];
       if (repeated("submit", a, &seen_account)) return 2;
-      if (!has || !user_name_ok(argv[i + 1])) {
-        cli_error("submit", "--account needs one account of 1 to %d letters, digits or ._@- "
-                  "(got '%s')", GS_CLUSTER_NAME_MAX - 1, has ? argv[i + 1] : "");
+      if (!has || !account_path_ok(argv[i + 1], why, sizeof why)) {
+        cli_error("submit", "--account needs one account of 1 to %d letters, digits or ._@-, "
+                  "or a sub-account's path of at most %d of them, '/'-separated, as "
+                  "science/physics/hep (got '%s'%s%s)", GS_CLUSTER_NAME_MAX - 1,
+                  GS_CLUSTER_ACCOUNT_LEVELS, has ? argv[i + 1] : "", has ? ": " : "",
+                  has ? why : "");
         return 2;
       }
       account = argv[++i];
@@ -963,11 +1023,14 @@ int cmd_submit(int argc, char **argv) {
               "--user-limit): the job could never start", min, who, lim, lim == 1 ? "" : "s");
     return 2;
   }
-  int alim = account ? gs_cluster_pool_account_limit(spool, account) : 0;
+  /* the smallest limit on its account's path: its own or an ancestor's */
+  char alim_at[GS_CLUSTER_ACCOUNT_MAX];
+  int alim = account ? gs_cluster_pool_account_limit(spool, account, alim_at, sizeof alim_at) : 0;
   if (alim > 0 && min > alim) {
     cli_error("submit", "--min %d is more than account %s's limit of %d node%s (cluster serve "
-              "--account-limit): the job could never start", min, account, alim,
-              alim == 1 ? "" : "s");
+              "--account-limit)%s%s: the job could never start", min, alim_at, alim,
+              alim == 1 ? "" : "s", strcmp(alim_at, account) ? ", which holds " : "",
+              strcmp(alim_at, account) ? account : "");
     return 2;
   }
   char **args = argv + dashes + 1;
@@ -1160,6 +1223,18 @@ static int parse_states(const char *text, int *want) {
   return 0;
 }
 
+/* A job's USER column: USER, or USER/ACCOUNT (its account's full path)
+ * when it is charged to one, cleaned of control characters. */
+static const char *job_who(const cJSON *j, char *who, size_t len) {
+  char uclean[GS_CLUSTER_NAME_MAX + 16], aclean[GS_CLUSTER_ACCOUNT_MAX + 16];
+  const char *acct = jstr(j, "account");
+  cli_clean_text(uclean, sizeof uclean, jstr(j, "user"));
+  if (acct && *acct)
+    snprintf(who, len, "%s/%s", uclean, cli_clean_text(aclean, sizeof aclean, acct));
+  else snprintf(who, len, "%s", uclean);
+  return who;
+}
+
 int cmd_jobs(int argc, char **argv) {
   int json, rc;
   /* squeue's filters, --user U and --state S[,S...], taken out before the
@@ -1211,10 +1286,22 @@ int cmd_jobs(int argc, char **argv) {
   const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(root, "jobs");
   const cJSON *j;
   double now = gs_wall_now(); /* to the ns: time() would put now below a start just stamped */
+  /* The USER column (USER/ACCOUNT, the account's full path) as wide as its
+   * widest entry, at least 10. */
+  int who_w = 10;
+  cJSON_ArrayForEach(j, jobs) {
+    char who[GS_CLUSTER_NAME_MAX + GS_CLUSTER_ACCOUNT_MAX + 2];
+    int k = gs_cluster_state_index(jstr(j, "state"));
+    if ((only_user && strcmp(jstr(j, "user"), only_user) != 0) ||
+        (any_state && (k < 0 || !want[k])))
+      continue; /* not listed */
+    int len = (int)strlen(job_who(j, who, sizeof who));
+    if (len > who_w) who_w = len;
+  }
   if (!json)
-    printf("%4s  %-14s %-10s %-9s %4s %5s %8s %7s %8s %9s %7s %7s  %-18s %s\n", "ID", "NAME",
-           "USER", "STATE", "SIZE", "MIN:MAX", "PROGRESS", "RESIZES", "RESTARTS", "RESTART_S",
-           "WAIT_S", "RUN_S", "SAMPLES/S BY NODES", "NODES / MESSAGE");
+    printf("%4s  %-14s %-*s %-9s %4s %5s %8s %7s %8s %9s %7s %7s  %-18s %s\n", "ID", "NAME",
+           who_w, "USER", "STATE", "SIZE", "MIN:MAX", "PROGRESS", "RESIZES", "RESTARTS",
+           "RESTART_S", "WAIT_S", "RUN_S", "SAMPLES/S BY NODES", "NODES / MESSAGE");
   cJSON_ArrayForEach(j, jobs) {
     if (only_user && strcmp(jstr(j, "user"), only_user) != 0) continue;
     if (any_state) {
@@ -1251,19 +1338,11 @@ int cmd_jobs(int argc, char **argv) {
     const char *msg = jstr(j, "message");
     char rs[16] = "-";
     if (jnum(j, "restart_s", -1) >= 0) snprintf(rs, sizeof rs, "%.1f", jnum(j, "restart_s", 0));
-    /* USER, or USER/ACCOUNT when it is charged to one */
-    char uclean[80], who[160];
-    const char *acct = jstr(j, "account");
-    cli_clean_text(uclean, sizeof uclean, jstr(j, "user"));
-    if (acct && *acct) {
-      char aclean[80];
-      snprintf(who, sizeof who, "%s/%s", uclean, cli_clean_text(aclean, sizeof aclean, acct));
-    } else {
-      snprintf(who, sizeof who, "%s", uclean);
-    }
-    printf("%4.0f  %-14.14s %-10.10s %-9s %4.0f %7s %8s %7.0f %8.0f %9s %7s %7s  %-18s %s\n",
+    char who[GS_CLUSTER_NAME_MAX + GS_CLUSTER_ACCOUNT_MAX + 2];
+    job_who(j, who, sizeof who);
+    printf("%4.0f  %-14.14s %-*s %-9s %4.0f %7s %8s %7.0f %8.0f %9s %7s %7s  %-18s %s\n",
            jnum(j, "id", 0), cli_clean_text(clean, sizeof clean, jstr(j, "name")),
-           who, state,
+           who_w, who, state,
            jnum(j, "size", 0), mm, pr, jnum(j, "resizes", 0), jnum(j, "restarts", 0), rs, wait,
            run, speed, nodes[0] ? nodes : msg);
   }

@@ -39,6 +39,11 @@ extern "C" {
 #define GS_CLUSTER_NODE_MAX 253 /* a DNS name's length */
 #define GS_CLUSTER_MAX_NODES 4096
 #define GS_CLUSTER_NAME_MAX 64
+/* An account's path (submit --account science/physics/hep): at most
+ * GS_CLUSTER_ACCOUNT_LEVELS names of 1 to GS_CLUSTER_NAME_MAX - 1
+ * characters, '/'-separated, and its NUL. */
+#define GS_CLUSTER_ACCOUNT_LEVELS 8
+#define GS_CLUSTER_ACCOUNT_MAX (GS_CLUSTER_ACCOUNT_LEVELS * GS_CLUSTER_NAME_MAX)
 
 typedef struct gs_cluster_node {
   char name[GS_CLUSTER_NODE_MAX + 1];
@@ -81,20 +86,25 @@ typedef struct gs_cluster_serve_config {
   const char *const *limit_user;
   const int *limit_nodes;
   int nlimit;
-  /* Accounts above the users (Slurm's fair-share tree of two levels):
-   * account account_name[k] has share account_w[k] (> 0), every other
-   * account 1. The pool is shared among the accounts and the users whose
-   * jobs name no account by their shares, an account's part among its
-   * users by theirs (gs_cluster_tree_weights). */
+  /* Accounts above the users (Slurm's fair-share tree), nested to any
+   * depth by their paths (science/physics/hep is physics's sub-account
+   * hep, physics science's): account account_name[k] (a path) has share
+   * account_w[k] (> 0), every other account 1. The pool is shared among
+   * the top-level accounts and the users whose jobs name no account by
+   * their shares, an account's part among its sub-accounts with jobs and
+   * the users charged to it directly by theirs
+   * (gs_cluster_account_tree_weights). */
   const char *const *account_name;
   const double *account_w;
   int naccount;
   /* Per-account limits (Slurm's GrpTRES=node=N): the jobs charged to
-   * account account_limit_name[k], whoever's, hold at most
-   * account_limit_nodes[k] nodes together (>= 1); "*" names every account
-   * not named (a job charged to none has no account limit). Kept with the
-   * users' by every policy; a submission whose --min is above its account's
-   * limit is refused. */
+   * account account_limit_name[k] (a path) or to any account under it,
+   * whoever's, hold at most account_limit_nodes[k] nodes together (>= 1);
+   * "*" names every top-level account not named (a sub-account not named
+   * has no limit of its own, only its ancestors'; a job charged to none
+   * has no account limit). Kept with the users' by every policy; a
+   * submission whose --min is above a limit on its account's path is
+   * refused. */
   const char *const *account_limit_name;
   const int *account_limit_nodes;
   int naccount_limit;
@@ -162,8 +172,17 @@ int gs_cluster_next_id(const char *spool);
 /* The most nodes user's jobs may hold together under the manager serving
  * spool (its --user-limit, from pool.json), or 0 for no limit. */
 int gs_cluster_pool_user_limit(const char *spool, const char *user);
-/* The same of an account's jobs (--account-limit). */
-int gs_cluster_pool_account_limit(const char *spool, const char *account);
+/* The same of an account's jobs (--account-limit): the smallest limit on
+ * its path, its own or an ancestor's (gs_cluster_account_path_limit);
+ * which (may be NULL) gets the account whose limit it is. */
+int gs_cluster_pool_account_limit(const char *spool, const char *account, char *which,
+                                  size_t which_len);
+/* The smallest limit of an account path's levels (science, then
+ * science/physics, then science/physics/hep) in the NAME:N list names,
+ * nodes (n entries), "*" standing for every top-level account not named;
+ * 0: none. which (may be NULL) gets the level whose limit it is. */
+int gs_cluster_account_path_limit(const char *const *names, const int *nodes, int n,
+                                  const char *path, char *which, size_t which_len);
 
 /* The submitter's user name: given when not NULL, else the login name of
  * the effective uid (uidN when it has none). */

@@ -56,6 +56,9 @@ typedef enum {
 } job_state;
 /* named by gs_cluster_state_names, in the same order */
 #define state_name gs_cluster_state_names
+/* an account path's levels are the policies' nested accounts */
+_Static_assert(GS_CLUSTER_ACCOUNT_LEVELS <= GS_CLUSTER_ACCOUNT_DEPTH,
+               "the policies take every level of an account's path");
 _Static_assert(J_TIMEOUT + 1 == GS_CLUSTER_NSTATES && J_DONE == GS_CLUSTER_FIRST_ENDED,
                "the job states and their names");
 
@@ -63,7 +66,7 @@ typedef struct job {
   int id;
   char name[GS_CLUSTER_NAME_MAX];
   char user[GS_CLUSTER_NAME_MAX]; /* whose (per-user shares) */
-  char account[GS_CLUSTER_NAME_MAX]; /* charged to ("": none; the fair-share tree) */
+  char account[GS_CLUSTER_ACCOUNT_MAX]; /* charged to, a path ("": none; the fair-share tree) */
   int after[GS_CLUSTER_AFTER_MAX]; /* jobs it starts after (submit --after) */
   int nafter;
   /* Its time limit (submit --time; 0: none) against the time it has held
@@ -1475,10 +1478,16 @@ static int user_limit(const mgr *m, const char *user) {
   return named_limit(m->cfg->limit_user, m->cfg->limit_nodes, m->cfg->nlimit, user);
 }
 
-/* An account's most nodes (serve's --account-limit, "*" for accounts not
- * named; 0: none, and for a job charged to no account). */
+/* An account's own most nodes (serve's --account-limit; "*" for top-level
+ * accounts not named; 0: none, and for a job charged to no account). */
 static int account_limit(const mgr *m, const char *account) {
   if (!account[0]) return 0;
+  if (strchr(account, '/')) { /* a sub-account: its own entry only */
+    for (int k = 0; k < m->cfg->naccount_limit; k++)
+      if (strcmp(m->cfg->account_limit_name[k], account) == 0)
+        return m->cfg->account_limit_nodes[k];
+    return 0;
+  }
   return named_limit(m->cfg->account_limit_name, m->cfg->account_limit_nodes,
                      m->cfg->naccount_limit, account);
 }
@@ -1515,7 +1524,13 @@ static int take_request(mgr *m, const cJSON *r) {
     j->state = J_QUEUED;
     int pool = 0;
     for (int i = 0; i < m->nnode; i++) pool += !m->node[i].down && !m->node[i].drained;
-    int lim = user_limit(m, j->user), alim = account_limit(m, j->account);
+    char alim_at[GS_CLUSTER_ACCOUNT_MAX]; /* the account on its path with the smallest */
+    int lim = user_limit(m, j->user);
+    int alim = j->account[0] ? gs_cluster_account_path_limit(m->cfg->account_limit_name,
+                                                             m->cfg->account_limit_nodes,
+                                                             m->cfg->naccount_limit, j->account,
+                                                             alim_at, sizeof alim_at)
+                             : 0;
     int slots = pool_slots(m);
     if (j->min > m->nnode || j->min < 1 || j->max < j->min) {
       j->state = J_FAILED;
@@ -1573,8 +1588,8 @@ static int take_request(mgr *m, const cJSON *r) {
     } else if (j->state == J_QUEUED && alim > 0 && j->min > alim) {
       j->state = J_FAILED;
       j->end_t = spool_wall_s();
-      snprintf(j->message, sizeof j->message, "--min %d is above account %s's limit of %d "
-               "nodes", j->min, j->account, alim);
+      snprintf(j->message, sizeof j->message, "--min %d is above account %.200s's limit of %d "
+               "nodes", j->min, alim_at, alim);
     }
     mlog(m, "job %d (%s, user %s): submitted, %d to %d nodes, weight %g%s%s", j->id, j->name,
          j->user, j->min, j->max, j->weight, j->state == J_FAILED ? ": refused: " : "",
@@ -1856,22 +1871,16 @@ static double user_share(const mgr *m, const char *user) {
   return 1;
 }
 
-/* The round's users and accounts: in[i].user, the index of the round's
- * first job of job i's user (the fair-share tree's user nodes, and the
- * per-user limits' index: lim[in[i].user] is that user's); in[i].account
- * the same of its account (-1: none; alim[in[i].account]). */
-static void round_users(const mgr *m, gs_cluster_job *in, const int *idx, int n, int *lim,
-                        int *alim) {
+/* The round's users: in[i].user, the index of the round's first job of
+ * job i's user (the fair-share tree's user nodes, and the per-user limits'
+ * index: lim[in[i].user] is that user's). */
+static void round_users(const mgr *m, gs_cluster_job *in, const int *idx, int n, int *lim) {
   for (int i = 0; i < n; i++) {
     const job *j = &m->job[idx[i]];
     in[i].user = i;
-    in[i].account = j->account[0] ? i : -1;
     for (int q = 0; q < i && in[i].user == i; q++)
       if (strcmp(m->job[idx[q]].user, j->user) == 0) in[i].user = in[q].user;
-    for (int q = 0; q < i && in[i].account == i; q++)
-      if (strcmp(m->job[idx[q]].account, j->account) == 0) in[i].account = in[q].account;
     lim[i] = in[i].user == i ? user_limit(m, j->user) : 0;
-    alim[i] = in[i].account == i ? account_limit(m, j->account) : 0;
   }
 }
 
@@ -1882,35 +1891,71 @@ static double account_share(const mgr *m, const char *account) {
   return 1;
 }
 
+/* The round's accounts: every account a job is charged to and each of its
+ * ancestors (science, science/physics, science/physics/hep), numbered as
+ * the round's jobs first name them, a parent before its sub-accounts.
+ * in[i].account is job i's (-1: none); account a's parent is aparent[a]
+ * (-1: top-level), its own limit alim[a] (account_limit) and its share
+ * ashare[a] (account_share). The arrays hold n * GS_CLUSTER_ACCOUNT_LEVELS
+ * entries; returns how many accounts. */
+static int round_accounts(const mgr *m, gs_cluster_job *in, const int *idx, int n,
+                          const char **apath, size_t *alen, int *aparent, int *alim,
+                          double *ashare) {
+  int na = 0;
+  char prefix[GS_CLUSTER_ACCOUNT_MAX];
+  for (int i = 0; i < n; i++) {
+    const char *path = m->job[idx[i]].account;
+    int at = -1, levels = 0;
+    for (size_t len = 0; path[len] && levels < GS_CLUSTER_ACCOUNT_LEVELS; levels++) {
+      len += strcspn(path + len, "/"); /* the prefix path[0..len): one level more */
+      int a = -1;
+      for (int q = 0; q < na && a < 0; q++)
+        if (alen[q] == len && aparent[q] == at && memcmp(apath[q], path, len) == 0) a = q;
+      if (a < 0) {
+        a = na++;
+        apath[a] = path;
+        alen[a] = len;
+        aparent[a] = at;
+        snprintf(prefix, sizeof prefix, "%.*s", (int)len, path);
+        alim[a] = account_limit(m, prefix);
+        ashare[a] = account_share(m, prefix);
+      }
+      at = a;
+      if (path[len] == '/') len++;
+    }
+    in[i].account = at;
+  }
+  return na;
+}
+
 /* The round's jobs' weights under the fair-share tree
- * (gs_cluster_tree_weights; the users from round_users): the pool among the accounts and the users
- * without one by their shares, an account's part among its users, a
- * user's part among its jobs by their weights. With one user and no
- * account the weights are the jobs' own. */
-static void user_weights(const mgr *m, gs_cluster_job *in, const int *idx, int n) {
+ * (gs_cluster_account_tree_weights; the users from round_users, the
+ * accounts from round_accounts): the pool among the top-level accounts and
+ * the users without one by their shares, an account's part among its
+ * sub-accounts and its users, a user's part among its jobs by their
+ * weights. With one user and no account the weights are the jobs' own. */
+static void user_weights(const mgr *m, gs_cluster_job *in, const int *idx, int n, int na,
+                         const int *aparent, const double *ashare) {
   int *user = gs_malloc((size_t)n * sizeof *user + 1);
   int *acct = gs_malloc((size_t)n * sizeof *acct + 1);
   double *share = gs_malloc((size_t)n * sizeof *share + 1);
-  double *ashare = gs_malloc((size_t)n * sizeof *ashare + 1);
   double *w = gs_malloc((size_t)n * sizeof *w + 1);
   double *out = gs_malloc((size_t)n * sizeof *out + 1);
-  if (user && acct && share && ashare && w && out) {
+  if (user && acct && share && w && out) {
     for (int i = 0; i < n; i++) {
       const job *j = &m->job[idx[i]];
-      user[i] = in[i].user; /* round_users */
-      acct[i] = in[i].account; /* round_users */
+      user[i] = in[i].user;    /* round_users */
+      acct[i] = in[i].account; /* round_accounts */
       share[i] = user_share(m, j->user);
-      ashare[i] = j->account[0] ? account_share(m, j->account) : 1;
       w[i] = in[i].weight;
     }
-    if (gs_cluster_tree_weights(n, acct, ashare, user, share, w, out) == 0)
+    if (gs_cluster_account_tree_weights(n, acct, na, aparent, ashare, user, share, w, out) == 0)
       for (int i = 0; i < n; i++) in[i].weight = out[i];
   }
   /* (Out of memory: the jobs' own weights, one user's rule.) */
   gs_free(user);
   gs_free(acct);
   gs_free(share);
-  gs_free(ashare);
   gs_free(w);
   gs_free(out);
 }
@@ -1944,13 +1989,22 @@ static int policy_round(mgr *m) {
   int *idx = gs_calloc((size_t)m->njob + 1, sizeof *idx);
   int *size = gs_calloc((size_t)m->njob + 1, sizeof *size);
   int *lim = gs_calloc((size_t)m->njob + 1, sizeof *lim);
-  int *alim = gs_calloc((size_t)m->njob + 1, sizeof *alim);
-  if (!in || !idx || !size || !lim || !alim) {
+  /* the round's accounts (round_accounts): at most a level of each job's */
+  size_t amax = (size_t)m->njob * GS_CLUSTER_ACCOUNT_LEVELS + 1;
+  int *alim = gs_calloc(amax, sizeof *alim), *aparent = gs_calloc(amax, sizeof *aparent);
+  const char **apath = gs_calloc(amax, sizeof *apath);
+  size_t *alen = gs_calloc(amax, sizeof *alen);
+  double *ashare = gs_calloc(amax, sizeof *ashare);
+  if (!in || !idx || !size || !lim || !alim || !aparent || !apath || !alen || !ashare) {
     gs_free(in);
     gs_free(idx);
     gs_free(size);
     gs_free(lim);
     gs_free(alim);
+    gs_free(aparent);
+    gs_free(apath);
+    gs_free(alen);
+    gs_free(ashare);
     snprintf(m->err, m->errlen, "out of memory");
     return -1;
   }
@@ -1991,8 +2045,9 @@ static int policy_round(mgr *m) {
                              .restart_at = j->restart_n > 0 ? j->restart_at : NULL};
     idx[n++] = k;
   }
-  round_users(m, in, idx, n, lim, alim);
-  user_weights(m, in, idx, n);
+  round_users(m, in, idx, n, lim);
+  int na = round_accounts(m, in, idx, n, apath, alen, aparent, alim, ashare);
+  user_weights(m, in, idx, n, na, aparent, ashare);
   /* The policies' own defaults (Dorm's weights 0.5 and 0.02: with weights
    * of 1 one resize cost as much as the whole utilisation term, and dorm
    * never resized a running job), re-solved every round of this manager. */
@@ -2006,8 +2061,9 @@ static int policy_round(mgr *m) {
     opts.user_max_nodes = lim;
   }
   if (c->naccount_limit > 0) {
-    opts.naccounts = n;
+    opts.naccounts = na;
     opts.account_max_nodes = alim;
+    opts.account_parent = aparent;
   }
   gs_cluster_policy_report rep;
   char why[512];
@@ -2086,6 +2142,10 @@ static int policy_round(mgr *m) {
   gs_free(size);
   gs_free(lim);
   gs_free(alim);
+  gs_free(aparent);
+  gs_free(apath);
+  gs_free(alen);
+  gs_free(ashare);
   return rc;
 }
 

@@ -154,24 +154,47 @@ int gs_cluster_user_weights(int n, const int *user, const double *share, const d
 int gs_cluster_tree_weights(int n, const int *account, const double *account_share,
                             const int *user, const double *share, const double *w, double *out) {
   if (n <= 0) return 0;
-  /* Each job's user node: (account, user) by the first job that has it. */
-  int *node = malloc((size_t)n * sizeof *node);
-  double *wu = calloc((size_t)n, sizeof *wu), *sa = calloc((size_t)n, sizeof *sa);
-  unsigned char *seen_a = calloc((size_t)n, 1);
-  if (node == NULL || wu == NULL || sa == NULL || seen_a == NULL) {
-    free(node);
-    free(wu);
-    free(sa);
-    free(seen_a);
+  if (account == NULL) return gs_cluster_account_tree_weights(n, NULL, 0, NULL, NULL, user, share,
+                                                              w, out);
+  /* Accounts 0..n-1, every one top-level, each its jobs' share. */
+  double *as = calloc((size_t)n, sizeof *as);
+  if (as == NULL) {
     memcpy(out, w, (size_t)n * sizeof *out);
     return -1;
   }
+  for (int i = 0; i < n; i++)
+    if (account[i] >= 0 && account[i] < n) as[account[i]] = account_share[i];
+  int rc = gs_cluster_account_tree_weights(n, account, n, NULL, as, user, share, w, out);
+  free(as);
+  return rc;
+}
+
+int gs_cluster_account_tree_weights(int n, const int *account, int naccounts,
+                                    const int *account_parent, const double *account_share,
+                                    const int *user, const double *share, const double *w,
+                                    double *out) {
+  if (n <= 0) return 0;
+  int na = account != NULL && naccounts > 0 ? naccounts : 0;
+  /* Each job's user node: (account, user) by the first job that has it.
+   * sa[a], the sum of account a's present children's shares; f[a], the
+   * part of the pool account a has (its ancestors' factors times its own). */
+  int *node = malloc((size_t)n * sizeof *node);
+  double *wu = calloc((size_t)n, sizeof *wu);
+  double *sa = calloc((size_t)na + 1, sizeof *sa), *f = calloc((size_t)na + 1, sizeof *f);
+  unsigned char *seen_a = calloc((size_t)na + 1, 1);
+  int rc = node && wu && sa && f && seen_a ? 0 : -1;
+  for (int a = 0; a < na && rc == 0; a++) { /* the chains end at the root, not too deep */
+    int depth = 0;
+    for (int v = a; v >= 0 && rc == 0; v = account_parent ? account_parent[v] : -1)
+      if (v >= na || ++depth > GS_CLUSTER_ACCOUNT_DEPTH) rc = -1;
+  }
   double wsum = 0, root = 0;
-  for (int i = 0; i < n; i++) {
-    int acct = account ? account[i] : -1;
+  for (int i = 0; i < n && rc == 0; i++) {
+    int acct = na && account[i] >= 0 && account[i] < na ? account[i] : -1;
     node[i] = i;
     for (int q = 0; q < i; q++)
-      if (user[q] == user[i] && (account ? account[q] : -1) == acct) {
+      if (user[q] == user[i] && (na && account[q] >= 0 && account[q] < na ? account[q] : -1) ==
+                                    acct) {
         node[i] = node[q];
         break;
       }
@@ -180,20 +203,45 @@ int gs_cluster_tree_weights(int n, const int *account, const double *account_sha
     if (node[i] != i) continue; /* the user node's first job counts its share */
     if (acct < 0) {
       root += share[i];
-    } else {
-      if (!seen_a[acct]) root += account_share[i];
-      seen_a[acct] = 1;
-      sa[acct] += share[i];
+      continue;
+    }
+    /* Its account and the ancestors not seen yet count in their parents'. */
+    for (int v = acct; v >= 0 && !seen_a[v]; v = account_parent ? account_parent[v] : -1) {
+      int p = account_parent ? account_parent[v] : -1;
+      seen_a[v] = 1;
+      if (p < 0) root += account_share[v];
+      else sa[p] += account_share[v];
+    }
+    sa[acct] += share[i];
+  }
+  if (rc != 0) {
+    free(node);
+    free(wu);
+    free(sa);
+    free(f);
+    free(seen_a);
+    memcpy(out, w, (size_t)n * sizeof *out);
+    return -1;
+  }
+  /* f[a] from the top down: a chain is at most GS_CLUSTER_ACCOUNT_DEPTH. */
+  for (int a = 0; a < na; a++) {
+    if (!seen_a[a]) continue;
+    int chain[GS_CLUSTER_ACCOUNT_DEPTH], k = 0;
+    for (int v = a; v >= 0; v = account_parent ? account_parent[v] : -1) chain[k++] = v;
+    for (int d = k - 1; d >= 0; d--) {
+      int v = chain[d], p = account_parent ? account_parent[v] : -1;
+      f[v] = p < 0 ? account_share[v] / root : f[p] * (account_share[v] / sa[p]);
     }
   }
   for (int i = 0; i < n; i++) {
-    int acct = account ? account[i] : -1;
-    double top = acct < 0 ? share[i] / root : (account_share[i] / root) * (share[i] / sa[acct]);
+    int acct = na && account[i] >= 0 && account[i] < na ? account[i] : -1;
+    double top = acct < 0 ? share[i] / root : f[acct] * (share[i] / sa[acct]);
     out[i] = wsum * top * (w[i] / wu[node[i]]);
   }
   free(node);
   free(wu);
   free(sa);
+  free(f);
   free(seen_a);
   return 0;
 }
@@ -293,12 +341,32 @@ int gs_cluster_user_limit(const gs_cluster_job *j, const gs_cluster_policy_opts 
   return l > 0 ? l : INT_MAX;
 }
 
+int gs_cluster_account_depth(const gs_cluster_policy_opts *o, int a) {
+  int depth = -1;
+  for (int v = a; v >= 0; v = o->account_parent ? o->account_parent[v] : -1)
+    if (v >= o->naccounts || ++depth >= GS_CLUSTER_ACCOUNT_DEPTH) return -1;
+  return depth;
+}
+
+/* The account limits' chain of job j: its account, then each ancestor
+ * (at most GS_CLUSTER_ACCOUNT_DEPTH; gs_cluster_allocate refuses deeper).
+ * Returns how many, 0 when o carries no account limits. */
+static int account_chain(const gs_cluster_job *j, const gs_cluster_policy_opts *o, int *chain) {
+  if (o == NULL || o->account_max_nodes == NULL || o->naccounts <= 0) return 0;
+  int k = 0;
+  for (int v = j->account; v >= 0 && v < o->naccounts && k < GS_CLUSTER_ACCOUNT_DEPTH;
+       v = o->account_parent ? o->account_parent[v] : -1)
+    chain[k++] = v;
+  return k;
+}
+
 int gs_cluster_account_limit(const gs_cluster_job *j, const gs_cluster_policy_opts *o) {
-  if (o == NULL || o->account_max_nodes == NULL || j->account < 0 ||
-      j->account >= o->naccounts)
-    return INT_MAX;
-  int l = o->account_max_nodes[j->account];
-  return l > 0 ? l : INT_MAX;
+  int chain[GS_CLUSTER_ACCOUNT_DEPTH], k = account_chain(j, o, chain), lim = INT_MAX;
+  for (int d = 0; d < k; d++) {
+    int l = o->account_max_nodes[chain[d]];
+    if (l > 0 && l < lim) lim = l;
+  }
+  return lim;
 }
 
 int gs_cluster_job_limit(const gs_cluster_job *j, const gs_cluster_policy_opts *o) {
@@ -319,33 +387,32 @@ int gs_cluster_limit_slots(const gs_cluster_policy_opts *o) {
 
 int gs_cluster_limit_room(const gs_cluster_job *j, const gs_cluster_policy_opts *o,
                           const int *held) {
-  int us, as, room = INT_MAX;
-  gs_cluster_limit_slots_of(j, o, &us, &as);
-  if (us >= 0) room = gs_cluster_limit_of_slot(o, us) - held[us];
-  if (as >= 0 && gs_cluster_limit_of_slot(o, as) - held[as] < room)
-    room = gs_cluster_limit_of_slot(o, as) - held[as];
+  int sl[GS_CLUSTER_JOB_SLOTS], ns = gs_cluster_limit_slots_of(j, o, sl), room = INT_MAX;
+  for (int k = 0; k < ns; k++)
+    if (gs_cluster_limit_of_slot(o, sl[k]) - held[sl[k]] < room)
+      room = gs_cluster_limit_of_slot(o, sl[k]) - held[sl[k]];
   return room;
 }
 
 void gs_cluster_limit_take(const gs_cluster_job *j, const gs_cluster_policy_opts *o, int *held,
                            int n) {
-  int us, as;
-  gs_cluster_limit_slots_of(j, o, &us, &as);
-  if (us >= 0) held[us] += n;
-  if (as >= 0) held[as] += n;
+  int sl[GS_CLUSTER_JOB_SLOTS], ns = gs_cluster_limit_slots_of(j, o, sl);
+  for (int k = 0; k < ns; k++) held[sl[k]] += n;
 }
 
-void gs_cluster_limit_slots_of(const gs_cluster_job *j, const gs_cluster_policy_opts *o,
-                               int *user_slot, int *account_slot) {
-  *user_slot = gs_cluster_user_limit(j, o) != INT_MAX ? j->user : -1;
-  *account_slot = gs_cluster_account_limit(j, o) != INT_MAX ? user_slots(o) + j->account : -1;
+int gs_cluster_limit_slots_of(const gs_cluster_job *j, const gs_cluster_policy_opts *o,
+                              int *slots) {
+  int ns = 0, chain[GS_CLUSTER_ACCOUNT_DEPTH], k = account_chain(j, o, chain);
+  if (gs_cluster_user_limit(j, o) != INT_MAX) slots[ns++] = j->user;
+  for (int d = 0; d < k; d++)
+    if (o->account_max_nodes[chain[d]] > 0) slots[ns++] = user_slots(o) + chain[d];
+  return ns;
 }
 
 int gs_cluster_limit_of_slot(const gs_cluster_policy_opts *o, int slot) {
   int nu = user_slots(o), l = slot < nu ? o->user_max_nodes[slot] : o->account_max_nodes[slot - nu];
   return l > 0 ? l : INT_MAX;
 }
-
 
 int gs_cluster_limits_kept(const gs_cluster_job *jobs, int njobs, const int *sizes,
                            const gs_cluster_policy_opts *o) {
@@ -359,13 +426,19 @@ int gs_cluster_limits_kept(const gs_cluster_job *jobs, int njobs, const int *siz
   return kept;
 }
 
-/* Adds v to job j's user's and account's entries of sum (where limited). */
+/* Adds v to job j's limits' entries of sum (its user's and accounts'). */
 static void add_share(const gs_cluster_job *j, const gs_cluster_policy_opts *o, double *sum,
                       double v) {
-  int us, as;
-  gs_cluster_limit_slots_of(j, o, &us, &as);
-  if (us >= 0) sum[us] += v;
-  if (as >= 0) sum[as] += v;
+  int sl[GS_CLUSTER_JOB_SLOTS], ns = gs_cluster_limit_slots_of(j, o, sl);
+  for (int k = 0; k < ns; k++) sum[sl[k]] += v;
+}
+
+/* Whether job j counts against limit slot g. */
+static int in_slot(const gs_cluster_job *j, const gs_cluster_policy_opts *o, int g) {
+  int sl[GS_CLUSTER_JOB_SLOTS], ns = gs_cluster_limit_slots_of(j, o, sl);
+  for (int k = 0; k < ns; k++)
+    if (sl[k] == g) return 1;
+  return 0;
 }
 
 /* Water-fills `amount` among the m jobs idx[0..m-1] (permuted) keeping the
@@ -373,12 +446,14 @@ static void add_share(const gs_cluster_job *j, const gs_cluster_policy_opts *o, 
  * jobs outside idx already hold, counted), those jobs get exactly what is
  * left of it, filled the same way among themselves (so that the limits
  * inside it hold too), and leave; the level of the others only rises as
- * they go. Accounts are looked at before users: an account's fill keeps
- * its users' limits. Adds the jobs' shares to held. Returns -1 without
- * memory (the shares as filled). */
+ * they go. The outermost limit over is taken first: accounts before users,
+ * a parent account before its sub-accounts (its fill keeps theirs; a
+ * limit reached at a lower level stays reached as the level rises). Adds
+ * the jobs' shares to held. Returns -1 without memory (the shares as
+ * filled). */
 static int capped_fill(const gs_cluster_job *jobs, int *idx, int m, double amount,
                        const gs_cluster_policy_opts *o, double *held, double *share) {
-  int ns = gs_cluster_limit_slots(o), rc = 0;
+  int ns = gs_cluster_limit_slots(o), nu = user_slots(o), rc = 0;
   double *sum = ns > 0 ? malloc((size_t)ns * sizeof *sum) : NULL;
   if (ns > 0 && sum == NULL) rc = -1;
   while (m > 0) {
@@ -386,16 +461,20 @@ static int capped_fill(const gs_cluster_job *jobs, int *idx, int m, double amoun
     if (ns == 0 || rc != 0) break;
     for (int g = 0; g < ns; g++) sum[g] = held[g];
     for (int k = 0; k < m; k++) add_share(&jobs[idx[k]], o, sum, share[idx[k]]);
-    int over = -1;
-    for (int g = ns - 1; g >= 0 && over < 0; g--)
-      if (sum[g] > gs_cluster_limit_of_slot(o, g) + 1e-9) over = g;
+    /* The account over at the smallest depth (the last such by index),
+     * else the last user over. */
+    int over = -1, over_depth = INT_MAX;
+    for (int g = ns - 1; g >= 0; g--) {
+      if (!(sum[g] > gs_cluster_limit_of_slot(o, g) + 1e-9)) continue;
+      int depth = g >= nu ? gs_cluster_account_depth(o, g - nu) : GS_CLUSTER_ACCOUNT_DEPTH;
+      if (depth < 0) depth = GS_CLUSTER_ACCOUNT_DEPTH;
+      if (depth < over_depth) over = g, over_depth = depth;
+    }
     if (over < 0) break;
     /* Its jobs to the end of idx (swapped: idx stays the caller's set). */
     int kept = 0;
     for (int k = 0; k < m; k++) {
-      int us, as;
-      gs_cluster_limit_slots_of(&jobs[idx[k]], o, &us, &as);
-      if (us != over && as != over) {
+      if (!in_slot(&jobs[idx[k]], o, over)) {
         int t = idx[kept];
         idx[kept++] = idx[k];
         idx[k] = t;
@@ -495,6 +574,13 @@ int gs_cluster_allocate(const char *name, const gs_cluster_job *jobs, int njobs,
       rep->status = -1;
       return -1;
     }
+    for (int a = 0; opts->account_parent != NULL && a < opts->naccounts; a++)
+      if (gs_cluster_account_depth(opts, a) < 0) {
+        set_err(err, errlen, "nested accounts: account %d's parents leave 0..%d or go deeper "
+                "than %d levels (a cycle?)", a, opts->naccounts - 1, GS_CLUSTER_ACCOUNT_DEPTH);
+        rep->status = -1;
+        return -1;
+      }
     for (int g = 0; g < opts->nusers + opts->naccounts; g++) {
       int u = g < opts->nusers, k = u ? g : g - opts->nusers;
       const int *lim = u ? opts->user_max_nodes : opts->account_max_nodes;

@@ -50,8 +50,9 @@ typedef struct gs_cluster_job {
                                limits; -1 (or any value while the options carry no
                                limits): none */
   int account;              /* its account's index in opts->account_max_nodes, for
-                               per-account limits; -1 (or any value while the
-                               options carry none): none */
+                               per-account limits (its account's and every
+                               ancestor's, opts->account_parent); -1 (or any value
+                               while the options carry none): none */
   const double *restart_at; /* restart_at[n], n = 0..max_nodes: what a restart onto n
                                nodes costs it, measured there or fitted over the sizes
                                measured (gs_cluster_restart_fit; 0: not known); NULL:
@@ -83,7 +84,20 @@ typedef struct gs_cluster_policy_opts {
    * Kept by every policy as the users' are, both where both apply. */
   const int *account_max_nodes;
   int naccounts;
+  /* Nested accounts (Slurm's parent accounts): account a's parent is
+   * account_parent[a] (in 0..naccounts-1), or -1 for a top-level account;
+   * at most GS_CLUSTER_ACCOUNT_DEPTH levels. A limit binds the jobs of its
+   * account and of every account under it (GrpTRES=node=N is inherited
+   * so): a job keeps its account's limit and every ancestor's. NULL: every
+   * account top-level. */
+  const int *account_parent;
 } gs_cluster_policy_opts;
+
+/* The most levels of nested accounts (science/physics/hep is 3), and the
+ * most limit slots a job counts against: its user's and one an account
+ * level (gs_cluster_limit_slots_of). */
+#define GS_CLUSTER_ACCOUNT_DEPTH 8
+#define GS_CLUSTER_JOB_SLOTS (1 + GS_CLUSTER_ACCOUNT_DEPTH)
 
 typedef struct gs_cluster_policy_report {
   double objective, gap; /* MILP objective and relative gap (0 when proven optimal) */
@@ -130,15 +144,17 @@ const char *gs_cluster_policy_names(void);
  * Sun et al. 2017, Sec. III-B) with weights. share[i] in nodes. With
  * limits in o (NULL: none), an account or a user whose jobs' shares would
  * sum above its limit gets its limit, shared among its own jobs the same
- * way (an account's keeping its users' limits), and the rest of the pool
- * is shared among the others. */
+ * way (an account's keeping its sub-accounts' and users' limits: the
+ * outermost limit is filled first), and the rest of the pool is shared
+ * among the others. */
 void gs_cluster_fair_share(const gs_cluster_job *jobs, int njobs, int nodes,
                            const gs_cluster_policy_opts *o, double *share);
 
 /* Job j's user's limit under o: its user_max_nodes entry, or INT_MAX when
  * o carries no limits, the job has no user or the user no limit;
- * gs_cluster_account_limit the same of its account's; gs_cluster_job_limit
- * the smaller of the two (the most job j can hold alone). */
+ * gs_cluster_account_limit the smallest of its account's and its ancestor
+ * accounts' (INT_MAX: none); gs_cluster_job_limit the smaller of the two
+ * (the most job j can hold alone). */
 int gs_cluster_user_limit(const gs_cluster_job *j, const gs_cluster_policy_opts *o);
 int gs_cluster_account_limit(const gs_cluster_job *j, const gs_cluster_policy_opts *o);
 int gs_cluster_job_limit(const gs_cluster_job *j, const gs_cluster_policy_opts *o);
@@ -147,23 +163,28 @@ int gs_cluster_job_limit(const gs_cluster_job *j, const gs_cluster_policy_opts *
  * then the accounts' (nusers..), when o carries them. gs_cluster_limit_slots
  * is how many entries such a count needs (0: no limits; gs_cluster_limit_room
  * and _take read none); gs_cluster_limit_of_slot slot g's limit (INT_MAX:
- * none); gs_cluster_limit_slots_of the slots job j counts against: its
- * user's and its account's where they are limited, else -1. */
+ * none); gs_cluster_limit_slots_of the slots job j counts against, written to
+ * slots (GS_CLUSTER_JOB_SLOTS entries at most), returning how many: its
+ * user's where limited, then its account's and each ancestor account's
+ * that is limited, the innermost first. gs_cluster_account_depth is
+ * account a's level (0: top-level), or -1 for a parent out of range or a
+ * chain deeper than GS_CLUSTER_ACCOUNT_DEPTH (a cycle). */
 int gs_cluster_limit_slots(const gs_cluster_policy_opts *o);
 int gs_cluster_limit_of_slot(const gs_cluster_policy_opts *o, int slot);
-void gs_cluster_limit_slots_of(const gs_cluster_job *j, const gs_cluster_policy_opts *o,
-                               int *user_slot, int *account_slot);
+int gs_cluster_limit_slots_of(const gs_cluster_job *j, const gs_cluster_policy_opts *o,
+                              int *slots);
+int gs_cluster_account_depth(const gs_cluster_policy_opts *o, int a);
 
-/* The nodes job j may still take under its user's and its account's limits
- * when each slot's jobs hold held[g] (INT_MAX: no limit applies);
- * gs_cluster_limit_take adds n to its user's and its account's held. */
+/* The nodes job j may still take under its user's and its accounts'
+ * limits when each slot's jobs hold held[g] (INT_MAX: no limit applies);
+ * gs_cluster_limit_take adds n to each of its slots' held. */
 int gs_cluster_limit_room(const gs_cluster_job *j, const gs_cluster_policy_opts *o,
                           const int *held);
 void gs_cluster_limit_take(const gs_cluster_job *j, const gs_cluster_policy_opts *o, int *held,
                            int n);
 
 /* Whether sizes keep every user's and account's limit (their jobs' sizes
- * summed). */
+ * summed, an account's over its sub-accounts' jobs too). */
 int gs_cluster_limits_kept(const gs_cluster_job *jobs, int njobs, const int *sizes,
                            const gs_cluster_policy_opts *o);
 
@@ -232,9 +253,27 @@ int gs_cluster_user_weights(int n, const int *user, const double *share, const d
  * names job i's account, or -1 for none; account_share[i] > 0 that
  * account's share (read where account[i] >= 0). user[i] and share[i] as
  * above; a user's jobs in two accounts are two nodes of the tree. With no
- * account this is gs_cluster_user_weights. Returns -1 without memory. */
+ * account this is gs_cluster_user_weights. Returns -1 without memory. It
+ * is gs_cluster_account_tree_weights with every account top-level. */
 int gs_cluster_tree_weights(int n, const int *account, const double *account_share,
                             const int *user, const double *share, const double *w, double *out);
+
+/* The fair-share tree of any depth (Slurm's parent accounts): accounts
+ * 0..naccounts-1, account a's parent account_parent[a] (-1: the root;
+ * NULL: every account top-level) and its share account_share[a] > 0. The
+ * root's children are the top-level accounts with jobs under them (at any
+ * depth) and the users whose jobs name no account; an account's children
+ * its sub-accounts with jobs under them and the users charged to it
+ * directly (account[i], -1 for none). Each node's part of its parent's is
+ * its share over the sum of its present siblings' shares, a user's part
+ * goes to its jobs by their weights:
+ *   out[i] = W (s_a1 / S_root) (s_a2 / S_a1) ... (s_u / S_ak) (w_i / W_u).
+ * user, share and w as above. Returns -1 (out = w) without memory or for an
+ * account chain deeper than GS_CLUSTER_ACCOUNT_DEPTH (a cycle). */
+int gs_cluster_account_tree_weights(int n, const int *account, int naccounts,
+                                    const int *account_parent, const double *account_share,
+                                    const int *user, const double *share, const double *w,
+                                    double *out);
 
 /* A job's speed on n nodes (speed[n], or n with speed NULL), n in 0..max. */
 double gs_cluster_speed(const gs_cluster_job *j, int n);

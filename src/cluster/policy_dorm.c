@@ -22,7 +22,7 @@
  *
  * subject to sum_i x_i <= N (and sum_{i of user u} x_i <= L_u for each
  * user limit, opts.user_max_nodes, and the same for each account's,
- * opts.account_max_nodes), where a = fairness_weight and b =
+ * opts.account_max_nodes, over its sub-accounts' jobs too), where a = fairness_weight and b =
  * adjust_weight. Dorm bounds the adjustment overhead with a constraint and
  * trades utilisation against fairness with weights; here both costs are in
  * the objective, so that one solve both trades them and stays feasible.
@@ -231,10 +231,12 @@ static int job_sizes(const dorm_model *m, int i, int top, int *size_s, double *s
  * FIFO order, on at most the limit gives the item's best on each number of
  * nodes, and the one above shares its nodes among its items (in the FIFO
  * order of their first jobs). The root is the pool; its items are the
- * jobs and the binding limits of accounts, and of users outside any; an
- * account's are its jobs and its users' binding limits. A user limited
- * across two accounts' limits (or inside one and out) is no tree: -1, and
- * the caller starts from the greedy allocation. */
+ * jobs and the binding limits of top-level accounts, and of users outside
+ * any; an account's are its jobs, its users' binding limits and its
+ * sub-accounts' binding limits (a job's binding limits, innermost first,
+ * each the parent of the one before). A user limited across two accounts'
+ * limits (or inside one and out) is no tree: -1, and the caller starts
+ * from the greedy allocation. */
 typedef struct dp_tree {
   const dorm_model *m;
   int N;
@@ -327,19 +329,22 @@ static int size_programme(const dorm_model *m, const int *order, int *x) {
     }
   }
   for (int i = 0; i < n; i++) {
-    int us, as;
-    gs_cluster_limit_slots_of(&m->jobs[i], m->o, &us, &as);
-    int a = as >= 0 ? node_of[as] : 0, u = us >= 0 ? node_of[us] : 0;
-    if (a) parent[a] = 0;
-    if (u) {
-      if (parent[u] >= 0 && parent[u] != a) { /* limited in two places */
+    /* Its binding limits, innermost first: each one's parent the next (the
+     * last's the root), each one's nodes at most the next's. */
+    int sl[GS_CLUSTER_JOB_SLOTS], nsl = gs_cluster_limit_slots_of(&m->jobs[i], m->o, sl);
+    int chain[GS_CLUSTER_JOB_SLOTS], depth = 0;
+    for (int k = 0; k < nsl; k++)
+      if (node_of[sl[k]]) chain[depth++] = node_of[sl[k]];
+    for (int d = depth - 1; d >= 0; d--) {
+      int v = chain[d], up = d + 1 < depth ? chain[d + 1] : 0;
+      if (parent[v] >= 0 && parent[v] != up) { /* limited in two places: no tree */
         rc = -1;
         goto out;
       }
-      parent[u] = a;
-      if (t.cap[u] > t.cap[a]) t.cap[u] = t.cap[a];
+      parent[v] = up;
+      if (t.cap[v] > t.cap[up]) t.cap[v] = t.cap[up];
     }
-    jparent[i] = u ? u : a;
+    jparent[i] = depth > 0 ? chain[0] : 0;
   }
   /* The items of each node in the FIFO order of their first jobs. */
   for (int k = 0; k < n; k++) {
@@ -354,8 +359,9 @@ static int size_programme(const dorm_model *m, const int *order, int *x) {
   memset(t.len, 0, (size_t)nn * sizeof *t.len);
   memset(placed, 0, (size_t)nn);
   for (int k = 0; k < n; k++) {
-    int i = order[k], chain[3], depth = 0;
-    for (int v = jparent[i]; v != 0 && !placed[v] && depth < 3; v = parent[v]) chain[depth++] = v;
+    int i = order[k], chain[GS_CLUSTER_JOB_SLOTS], depth = 0;
+    for (int v = jparent[i]; v != 0 && !placed[v] && depth < GS_CLUSTER_JOB_SLOTS; v = parent[v])
+      chain[depth++] = v;
     for (int d = depth - 1; d >= 0; d--) { /* outermost first */
       int v = chain[d];
       placed[v] = 1;
@@ -598,10 +604,9 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
                   .held = held, .gap = DBL_MAX};
   /* A limit binds when its jobs' largest sizes exceed it. */
   for (int i = 0; i < n; i++) {
-    int us, as, top = jobs[i].max_nodes < nodes ? jobs[i].max_nodes : nodes;
-    gs_cluster_limit_slots_of(&jobs[i], o, &us, &as);
-    if (us >= 0) want[us] += top;
-    if (as >= 0) want[as] += top;
+    int sl[GS_CLUSTER_JOB_SLOTS], top = jobs[i].max_nodes < nodes ? jobs[i].max_nodes : nodes;
+    int nsl = gs_cluster_limit_slots_of(&jobs[i], o, sl);
+    for (int k = 0; k < nsl; k++) want[sl[k]] += top;
   }
   for (int g = 0; g < nu; g++) {
     binds[g] = want[g] > gs_cluster_limit_of_slot(o, g);
@@ -652,8 +657,8 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
   }
   m.ncols = glp_get_num_cols(P);
   /* Rows: at most 1 + 8 per job, at most 2 entries each but the capacity and
-   * limit rows (a job in at most two of those). */
-  size_t cap_entries = (size_t)n * 19 + 2; /* + a user's and an account's row */
+   * limit rows (a job in at most GS_CLUSTER_JOB_SLOTS of those). */
+  size_t cap_entries = (size_t)n * (17 + GS_CLUSTER_JOB_SLOTS) + 2;
   ia = malloc(cap_entries * sizeof *ia);
   ja = malloc(cap_entries * sizeof *ja);
   ar = malloc(cap_entries * sizeof *ar);
@@ -668,9 +673,9 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
     row = glp_add_rows(P, 1);
     glp_set_row_bnds(P, row, GLP_UP, 0, gs_cluster_limit_of_slot(o, g));
     for (int i = 0; i < n; i++) {
-      int us, as;
-      gs_cluster_limit_slots_of(&jobs[i], o, &us, &as);
-      if (us == g || as == g) ENTRY(row, m.col_x[i], 1.0);
+      int sl[GS_CLUSTER_JOB_SLOTS], nsl = gs_cluster_limit_slots_of(&jobs[i], o, sl);
+      for (int k = 0; k < nsl; k++)
+        if (sl[k] == g) ENTRY(row, m.col_x[i], 1.0);
     }
   }
   for (int i = 0; i < n; i++) {

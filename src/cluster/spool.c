@@ -90,8 +90,48 @@ int gs_cluster_pool_user_limit(const char *spool, const char *user) {
   return pool_limit(spool, "user_limits", user);
 }
 
-int gs_cluster_pool_account_limit(const char *spool, const char *account) {
-  return pool_limit(spool, "account_limits", account);
+int gs_cluster_account_path_limit(const char *const *names, const int *nodes, int n,
+                                  const char *path, char *which, size_t which_len) {
+  int best = 0;
+  if (which && which_len) which[0] = '\0';
+  for (size_t len = 0; path[len];) {
+    len += strcspn(path + len, "/"); /* the prefix path[0..len): one level more */
+    int lim = 0, top = memchr(path, '/', len) == NULL;
+    for (int k = 0; k < n; k++) {
+      if (strlen(names[k]) == len && memcmp(names[k], path, len) == 0) {
+        lim = nodes[k];
+        break;
+      }
+      if (top && strcmp(names[k], "*") == 0) lim = nodes[k];
+    }
+    if (lim > 0 && (best == 0 || lim < best)) {
+      best = lim;
+      if (which && which_len) snprintf(which, which_len, "%.*s", (int)len, path);
+    }
+    if (path[len] == '/') len++;
+  }
+  return best;
+}
+
+int gs_cluster_pool_account_limit(const char *spool, const char *account, char *which,
+                                  size_t which_len) {
+  cJSON *j = read_pool(spool);
+  const cJSON *l = j ? cJSON_GetObjectItemCaseSensitive(j, "account_limits") : NULL, *v;
+  int n = cJSON_GetArraySize(l), k = 0, lim = 0;
+  const char **names = gs_calloc((size_t)n + 1, sizeof *names);
+  int *nodes = gs_calloc((size_t)n + 1, sizeof *nodes);
+  if (names && nodes) {
+    cJSON_ArrayForEach(v, l)
+      if (cJSON_IsNumber(v) && v->string && v->valuedouble >= 1 && k < n) {
+        names[k] = v->string;
+        nodes[k++] = v->valuedouble < 1e9 ? (int)v->valuedouble : 1000000000;
+      }
+    lim = gs_cluster_account_path_limit(names, nodes, k, account, which, which_len);
+  }
+  gs_free(names);
+  gs_free(nodes);
+  cJSON_Delete(j);
+  return lim;
 }
 
 void gs_cluster_user_name(const char *given, char *out, size_t len) {

@@ -336,6 +336,45 @@ static void test_tree_weights(void **state) {
   assert_int_equal(sizes[0] + sizes[1] + sizes[2], 2);
 }
 
+/* The fair-share tree of any depth: science (share 3) > physics (2) > hep
+ * (1), science > bio (1), eng (1) and idle (100, no jobs: not present) at
+ * the top, user 3 with no account. Root: science 3, eng 1, user 3 1 (S 5);
+ * science: physics 2, bio 1 (S 3); physics: hep 1, user 1 1 (S 2). W = 6:
+ * hep's user 0 has two jobs of 6 (3/5)(2/3)(1/2) / 2 = 0.6, the others 1.2
+ * each. */
+static void test_tree_weights_nested(void **state) {
+  (void)state;
+  int parent[6] = {-1, 0, 1, 0, -1, -1};
+  double ashare[6] = {3, 2, 1, 1, 100, 1};
+  int acct[6] = {2, 2, 1, 3, -1, 5}, user[6] = {0, 0, 1, 2, 3, 4};
+  double share[6] = {1, 1, 1, 1, 1, 1}, w[6] = {1, 1, 1, 1, 1, 1}, out[6];
+  assert_int_equal(
+      gs_cluster_account_tree_weights(6, acct, 6, parent, ashare, user, share, w, out), 0);
+  double want[6] = {0.6, 0.6, 1.2, 1.2, 1.2, 1.2};
+  for (int i = 0; i < 6; i++) assert_true(fabs(out[i] - want[i]) < 1e-12);
+  /* user 0's share does not matter while it is hep's only user; physics's
+   * user's does: 3 makes physics's part 1/4 hep's, 3/4 its user's
+   * (6 (3/5)(2/3) = 2.4 to share) */
+  share[0] = share[1] = 7;
+  share[2] = 3;
+  assert_int_equal(
+      gs_cluster_account_tree_weights(6, acct, 6, parent, ashare, user, share, w, out), 0);
+  assert_true(fabs(out[0] - 0.3) < 1e-12 && fabs(out[1] - 0.3) < 1e-12);
+  assert_true(fabs(out[2] - 1.8) < 1e-12 && fabs(out[3] - 1.2) < 1e-12);
+  /* two levels: the same numbers, bit for bit, as gs_cluster_tree_weights */
+  int a2[5] = {0, 0, 0, 3, -1}, u2[5] = {0, 0, 2, 3, 4};
+  double as2[5] = {2, 2, 2, 1, 1}, s2[5] = {1, 1, 3, 1, 1}, w2[5] = {1, 0.5, 2, 1, 3};
+  double o2[5], o3[5], per_acct[5] = {2, 0, 0, 1, 0};
+  assert_int_equal(gs_cluster_tree_weights(5, a2, as2, u2, s2, w2, o2), 0);
+  assert_int_equal(gs_cluster_account_tree_weights(5, a2, 5, NULL, per_acct, u2, s2, w2, o3), 0);
+  for (int i = 0; i < 5; i++) assert_true(o2[i] == o3[i]);
+  /* a cycle is refused: the jobs' own weights */
+  int cyc[6] = {1, 0, 1, 0, -1, -1};
+  assert_int_equal(gs_cluster_account_tree_weights(6, acct, 6, cyc, ashare, user, share, w, out),
+                   -1);
+  for (int i = 0; i < 6; i++) assert_true(out[i] == w[i]);
+}
+
 /* A resize's cost from its relaunch's first two commits. */
 static void test_restart_measure(void **state) {
   (void)state;
@@ -1153,6 +1192,182 @@ static void test_dorm_account_limits_vs_brute_force(void **state) {
   assert_true(exact_bound > 15);
 }
 
+/* ---- Nested accounts' limits --------------------------------------------- */
+
+/* science (limit 6) > physics (limit 4): physics's jobs p1, p2, science's
+ * own s1 and o1 outside, on 12. The flat shares (3 each) put 9 under
+ * science: its three jobs share its 6 (2 each; physics 4 keeps its limit),
+ * o1 6. physics limited to 3: within science's 6, physics 3 (1.5 each), s1
+ * 3. A parent's limit holds back a sub-account's job with room of its own:
+ * static starts no more of science's jobs once it holds 6. */
+static void test_nested_account_limits(void **state) {
+  (void)state;
+  gs_cluster_job jobs[4] = {
+      {.id = 1, .min_nodes = 1, .max_nodes = 12, .weight = 1, .user = -1, .account = 1},
+      {.id = 2, .min_nodes = 1, .max_nodes = 12, .weight = 1, .user = -1, .account = 1},
+      {.id = 3, .min_nodes = 1, .max_nodes = 12, .weight = 1, .user = -1, .account = 0},
+      {.id = 4, .min_nodes = 1, .max_nodes = 12, .weight = 1, .user = -1, .account = -1}};
+  int alim[2] = {6, 4}, parent[2] = {-1, 0};
+  gs_cluster_policy_opts o;
+  gs_cluster_policy_defaults(&o);
+  o.account_max_nodes = alim;
+  o.naccounts = 2;
+  o.account_parent = parent;
+  double f[4];
+  gs_cluster_fair_share(jobs, 4, 12, &o, f);
+  for (int i = 0; i < 3; i++) assert_true(fabs(f[i] - 2) < 1e-9);
+  assert_true(fabs(f[3] - 6) < 1e-9);
+  alim[1] = 3;
+  gs_cluster_fair_share(jobs, 4, 12, &o, f);
+  assert_true(fabs(f[0] - 1.5) < 1e-9 && fabs(f[1] - 1.5) < 1e-9);
+  assert_true(fabs(f[2] - 3) < 1e-9 && fabs(f[3] - 6) < 1e-9);
+  /* the limits on a job's path: its own account's and its ancestors' */
+  assert_int_equal(gs_cluster_account_limit(&jobs[0], &o), 3);
+  assert_int_equal(gs_cluster_account_limit(&jobs[2], &o), 6);
+  int sl[GS_CLUSTER_JOB_SLOTS];
+  assert_int_equal(gs_cluster_limit_slots_of(&jobs[0], &o, sl), 2);
+  assert_true(sl[0] == 1 && sl[1] == 0);
+  /* without the parent the sub-account is top-level: science's limit does
+   * not bind physics's jobs */
+  o.account_parent = NULL;
+  assert_int_equal(gs_cluster_account_limit(&jobs[0], &o), 3);
+  gs_cluster_fair_share(jobs, 4, 12, &o, f);
+  assert_true(fabs(f[0] + f[1] - 3) < 1e-9 && fabs(f[2] - 4.5) < 1e-9);
+  o.account_parent = parent;
+  /* static: s1 holds 5 of science's 6; physics's p1 (room 3 of its own)
+   * waits for science's, o1 behind it starts */
+  alim[1] = 4;
+  gs_cluster_job st[3] = {
+      {.id = 1, .min_nodes = 5, .max_nodes = 5, .weight = 1, .cur_nodes = 5, .user = -1,
+       .account = 0},
+      {.id = 2, .min_nodes = 2, .max_nodes = 2, .weight = 1, .submit_time = 1, .user = -1,
+       .account = 1},
+      {.id = 3, .min_nodes = 1, .max_nodes = 4, .weight = 1, .submit_time = 2, .user = -1,
+       .account = -1}};
+  int sizes[4];
+  char err[256];
+  assert_int_equal(gs_cluster_allocate("static", st, 3, 12, &o, sizes, NULL, err, sizeof err), 0);
+  assert_true(sizes[0] == 5 && sizes[1] == 0 && sizes[2] == 4);
+  for (const char *const *p = (const char *const[]){"dorm", "goodput", NULL}; *p; p++) {
+    assert_int_equal(gs_cluster_allocate(*p, st, 3, 12, &o, sizes, NULL, err, sizeof err), 0);
+    assert_true(sizes[0] + sizes[1] <= 6 && sizes[1] <= 4);
+  }
+  /* a cycle among the parents, or a parent out of range, is refused */
+  int cyc[2] = {1, 0}, out_of_range[2] = {-1, 2};
+  o.account_parent = cyc;
+  assert_int_equal(gs_cluster_allocate("dorm", st, 3, 12, &o, sizes, NULL, err, sizeof err), -1);
+  assert_non_null(strstr(err, "nested accounts"));
+  o.account_parent = out_of_range;
+  assert_int_equal(gs_cluster_allocate("static", st, 3, 12, &o, sizes, NULL, err, sizeof err), -1);
+}
+
+#define NEST_J 6
+#define NEST_A 5
+
+/* The nodes each account's subtree holds under sizes x, and whether they
+ * keep every account's limit (the check written out, apart from
+ * gs_cluster_limits_kept). */
+static int subtree_kept(const gs_cluster_job *jobs, int n, const double *x, const int *parent,
+                        const int *alim) {
+  double held[NEST_A] = {0};
+  for (int i = 0; i < n; i++)
+    for (int a = jobs[i].account; a >= 0; a = parent[a]) held[a] += x[i];
+  for (int a = 0; a < NEST_A; a++)
+    if (alim[a] > 0 && held[a] > alim[a] + 1e-9) return 0;
+  return 1;
+}
+
+/* dorm against enumeration with accounts nested 2 or 3 levels deep (each
+ * account's parent drawn among those before it), random limits on them and
+ * on two users; in two cases of three each user's jobs lie in one account
+ * (a tree of limits: the exact programme), in the third anywhere. Up to 6
+ * jobs on up to 8 nodes. The fair shares keep every limit; static and
+ * goodput keep them all. */
+static void test_dorm_nested_limits_vs_brute_force(void **state) {
+  (void)state;
+  static const double fw[] = {0, 0.5, 1};
+  int bound = 0, exact_bound = 0, deep = 0;
+  for (int it = 0; it < 300; it++) {
+    int n = rnd_int(1, NEST_J), nodes = rnd_int(1, 8), tree = it % 3 != 2;
+    gs_cluster_job jobs[NEST_J];
+    random_jobs(jobs, n, nodes, it % 4 != 0);
+    int parent[NEST_A], alim[NEST_A], ulim[2] = {rnd_int(0, 5), rnd_int(0, 6)};
+    int levels = 2 + it % 2; /* 2 or 3 */
+    for (int a = 0; a < NEST_A; a++) {
+      parent[a] = a == 0 ? -1 : rnd_int(-1, a - 1);
+      int depth = 0;
+      for (int v = parent[a]; v >= 0; v = parent[v]) depth++;
+      if (depth >= levels) parent[a] = -1;
+      alim[a] = rnd_int(0, 6);
+    }
+    int acct_of[2] = {rnd_int(-1, NEST_A - 1), rnd_int(-1, NEST_A - 1)};
+    for (int i = 0; i < n; i++) {
+      jobs[i].user = rnd_int(-1, 1);
+      jobs[i].account =
+          tree && jobs[i].user >= 0 ? acct_of[jobs[i].user] : rnd_int(-1, NEST_A - 1);
+    }
+    gs_cluster_policy_opts o;
+    gs_cluster_policy_defaults(&o);
+    o.fairness_weight = fw[rnd() % 3];
+    o.restart_penalty_s = rnd_int(0, 1) * 30;
+    o.time_limit_s = 10;
+    o.dorm_start = it % 5 == 1 ? 1 : 0;
+    o.user_max_nodes = ulim;
+    o.nusers = 2;
+    o.account_max_nodes = alim;
+    o.naccounts = NEST_A;
+    o.account_parent = parent;
+    /* running jobs that keep the limits, as the manager leaves them */
+    int held[2 + NEST_A] = {0};
+    for (int i = 0; i < n; i++) {
+      jobs[i].cur_nodes *= gs_cluster_limit_room(&jobs[i], &o, held) >= jobs[i].cur_nodes;
+      gs_cluster_limit_take(&jobs[i], &o, held, jobs[i].cur_nodes);
+    }
+    double share[NEST_J];
+    gs_cluster_fair_share(jobs, n, nodes, &o, share);
+    assert_true(subtree_kept(jobs, n, share, parent, alim));
+    int x[NEST_J] = {0}, sizes[NEST_J], flat_x[NEST_J];
+    double best = -INFINITY, flat = -INFINITY, dx[NEST_J];
+    gs_cluster_policy_opts fo = o; /* every account top-level: the parents' limits gone */
+    fo.account_parent = NULL;
+    brute(jobs, n, nodes, &o, share, 0, x, nodes, &best);
+    brute(jobs, n, nodes, &fo, share, 0, flat_x, nodes, &flat);
+    int binds = flat > best + 1e-9; /* an ancestor's limit costs the optimum */
+    bound += binds;
+    gs_cluster_policy_report rep;
+    char err[256];
+    assert_int_equal(gs_cluster_allocate("dorm", jobs, n, nodes, &o, sizes, &rep, err, sizeof err),
+                     0);
+    check_allocation(jobs, n, nodes, sizes);
+    for (int i = 0; i < n; i++) dx[i] = sizes[i];
+    assert_true(subtree_kept(jobs, n, dx, parent, alim));
+    exact_bound += binds && rep.exact;
+    deep += binds && levels == 3;
+    double got = gs_cluster_dorm_objective(jobs, n, nodes, &o, share, sizes);
+    if (fabs(got - best) > 1e-9) {
+      fprintf(stderr, "case %d (%s, %d levels): %d jobs on %d nodes, start %d, exact %d: dorm "
+              "%.12f, enumeration %.12f\n", it, tree ? "tree" : "no tree", levels, n, nodes,
+              o.dorm_start, rep.exact, got, best);
+      fail();
+    }
+    for (const char *const *p = (const char *const[]){"static", "goodput", NULL}; *p; p++) {
+      assert_int_equal(gs_cluster_allocate(*p, jobs, n, nodes, &o, sizes, &rep, err, sizeof err),
+                       0);
+      check_allocation(jobs, n, nodes, sizes);
+      for (int i = 0; i < n; i++) dx[i] = sizes[i];
+      assert_true(subtree_kept(jobs, n, dx, parent, alim));
+      assert_true(gs_cluster_limits_kept(jobs, n, sizes, &o));
+    }
+  }
+  /* the ancestors' limits bound the optimum often, the exact programme met
+   * them, three levels deep too */
+  fprintf(stderr, "nested limits: %d of 300 cases bound by an ancestor, %d solved by the exact "
+          "programme, %d three levels deep\n", bound, exact_bound, deep);
+  assert_true(bound > 20);
+  assert_true(exact_bound > 10);
+  assert_true(deep > 5);
+}
+
 /* ---- A job's curve before it is measured ----------------------------------- */
 
 /* The prediction is the planner's search, one count at a time: on one node
@@ -1302,6 +1517,7 @@ int main(void) {
       cmocka_unit_test(test_restart_measure),
       cmocka_unit_test(test_user_weights),
       cmocka_unit_test(test_tree_weights),
+      cmocka_unit_test(test_tree_weights_nested),
       cmocka_unit_test(test_dorm_time_alone),
       cmocka_unit_test(test_dorm_breakpoints),
       cmocka_unit_test(test_static_fifo),
@@ -1317,6 +1533,8 @@ int main(void) {
       cmocka_unit_test(test_limits_static_goodput),
       cmocka_unit_test(test_account_limits_fair_share),
       cmocka_unit_test(test_dorm_account_limits_vs_brute_force),
+      cmocka_unit_test(test_nested_account_limits),
+      cmocka_unit_test(test_dorm_nested_limits_vs_brute_force),
       cmocka_unit_test(test_prior_steps),
       cmocka_unit_test(test_speed_prior),
   };

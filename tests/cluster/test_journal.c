@@ -1,8 +1,9 @@
 /* The cluster manager's journal (src/cluster/journal.c) and its replay into
  * jobs (manager.c): records in order, a torn last record and a corrupt one
  * cut off (and the journal usable after), a corrupt record in the middle
- * reported with its line and the records after it, and a copy kept, duplicate records changing
- * nothing, compaction. */
+ * reported with its line and the records after it, and a copy kept,
+ * duplicate records changing nothing, compaction; accounts' paths kept
+ * whole, and the smallest limit on one. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -245,6 +246,62 @@ static void test_duplicates(void **state) {
   for (size_t i = 0; i < sizeof recs / sizeof recs[0]; i++) cJSON_Delete(recs[i]);
 }
 
+/* A job's account round-trips as its full path (8 levels of 63
+ * characters: the longest); a journal from before accounts nested (a plain
+ * name, or none) reads as it did. And the smallest limit on a path: its
+ * own or an ancestor's, "*" standing for top-level accounts only. */
+static void test_account_paths(void **state) {
+  (void)state;
+  char err[256], longest[GS_CLUSTER_ACCOUNT_MAX];
+  size_t w = 0;
+  for (int level = 0; level < GS_CLUSTER_ACCOUNT_LEVELS; level++) {
+    if (level) longest[w++] = '/';
+    for (int c = 0; c < GS_CLUSTER_NAME_MAX - 1; c++) longest[w++] = (char)('a' + level);
+  }
+  longest[w] = '\0';
+  assert_int_equal(w, GS_CLUSTER_ACCOUNT_MAX - 1);
+  const char *accounts[3] = {longest, "physics", NULL};
+  gs_cluster_node nodes[1] = {{"n1", 1}};
+  cluster_journal j;
+  assert_int_equal(cluster_journal_open(&j, path, err, sizeof err), 0);
+  for (int k = 0; k < 3; k++) {
+    cJSON *r = job_rec(k + 1, "queued", NULL, 0);
+    if (accounts[k])
+      cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(r, "job"), "account", accounts[k]);
+    assert_int_equal(cluster_journal_append(&j, r, err, sizeof err), 0);
+    cJSON_Delete(r);
+  }
+  cluster_journal_close(&j);
+  char *text = cluster_replay_snapshot(path, nodes, 1, NULL, NULL, err, sizeof err);
+  assert_non_null(text);
+  cJSON *snap = cJSON_Parse(text);
+  free(text);
+  cJSON *jobs = cJSON_GetObjectItemCaseSensitive(snap, "jobs");
+  assert_int_equal(cJSON_GetArraySize(jobs), 3);
+  for (int k = 0; k < 3; k++) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(jobs, k), "account");
+    if (accounts[k]) assert_string_equal(cJSON_GetStringValue(a), accounts[k]);
+    else assert_null(a);
+  }
+  cJSON_Delete(snap);
+  const char *names[4] = {"science", "*", "science/physics", "science/physics/hep"};
+  int limits[4] = {6, 2, 4, 9};
+  char which[GS_CLUSTER_ACCOUNT_MAX];
+  assert_int_equal(gs_cluster_account_path_limit(names, limits, 4, "science/physics/hep", which,
+                                                 sizeof which), 4);
+  assert_string_equal(which, "science/physics");
+  assert_int_equal(gs_cluster_account_path_limit(names, limits, 4, "science/bio", which,
+                                                 sizeof which), 6);
+  assert_string_equal(which, "science");
+  /* "*": a top-level account not named, not a sub-account of a named one */
+  assert_int_equal(gs_cluster_account_path_limit(names, limits, 4, "eng/web", which,
+                                                 sizeof which), 2);
+  assert_string_equal(which, "eng");
+  assert_int_equal(gs_cluster_account_path_limit(names + 2, limits + 2, 2, "eng", which,
+                                                 sizeof which), 0);
+  assert_int_equal(gs_cluster_account_path_limit(names, limits, 4, "sciences", NULL, 0), 2);
+}
+
 /* Compaction replaces the journal with the given records; appends go on. */
 static void test_rewrite(void **state) {
   (void)state;
@@ -275,6 +332,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_corrupt_middle, setup, teardown),
       cmocka_unit_test_setup_teardown(test_duplicates, setup, teardown),
       cmocka_unit_test_setup_teardown(test_rewrite, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_account_paths, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,9 @@
 #    for good, and the manager gives the node to a queued job at once;
 #  - per-user and per-account limits: submissions above them refused, static
 #    keeping them without a held job holding the line; a job's account;
+#  - nested accounts (science/physics/hep): bad paths refused, --min above an
+#    ancestor's limit refused, a parent's limit holding back a sub-account's
+#    job with room of its own, the full path in gradsync jobs;
 #  - dependencies (submit --after): a job waits for others to be done, and is
 #    cancelled when one fails; bad --after refused;
 #  - time limits (submit --time): a job stopped at its limit (timeout).
@@ -424,6 +427,51 @@ else fail "A1 on '$n1' nodes, A2 '$(state "$A2")', A3 '$(state "$A3")' (want 2, 
 if wait_state "$A1" done 30 && wait_state "$A2" done 30; then
   pass "A2 ran after A1"
 else fail "A1 '$(state "$A1")', A2 '$(state "$A2")' (want done)"; fi
+
+echo "== nested accounts (submit --account science/physics; limits on parents)"
+new_spool "$scratch/spool3n"
+expect_2 "serve with an empty level in an account's limit" \
+  "--account-limit science//hep:2: account 'science//hep': an empty level" cluster serve \
+  --spool "$spool" --nodes "$scratch/nodes" --account-limit science//hep:2
+expect_2 "serve with a '/' at an account share's end" "a '/' at its end" cluster serve \
+  --spool "$spool" --nodes "$scratch/nodes" --account-share science/:2
+serve --account-limit science:2 --account-limit science/physics:3 --account-share science:3 \
+  --account-share science/physics:2 || { fail "the manager did not start"; exit 1; }
+expect_2 "--account with an empty level" "got 'science//hep': an empty level" \
+  submit --spool "$spool" --account science//hep -- --epochs 1
+expect_2 "--account with a leading /" "got '/science': a '/' at its start" \
+  submit --spool "$spool" --account /science -- --epochs 1
+expect_2 "--account with a trailing /" "got 'science/': a '/' at its end" \
+  submit --spool "$spool" --account science/ -- --epochs 1
+expect_2 "--account 9 levels deep" "more than 8 levels" \
+  submit --spool "$spool" --account a/b/c/d/e/f/g/h/i -- --epochs 1
+expect_2 "--account with a bad level" "level 2 ('ph ys') is not" \
+  submit --spool "$spool" --account 'science/ph ys' -- --epochs 1
+expect_2 "--min above an ancestor's limit" \
+  "more than account science's limit of 2 nodes (cluster serve --account-limit), which holds science/physics/hep" \
+  submit --spool "$spool" --user bob --account science/physics/hep --min 3 --max 3 -- --epochs 1
+# static: alice's N1 (science's own) holds science's 2 nodes; bob's N2 in
+# science/physics, which has room of its own (3), waits on science's limit
+# without holding the line: carol's N3 (no account) starts.
+N1=$(submit --min 2 --max 2 --name N1 --user alice --account science --exec -- "$JOB" 30 \
+  "$scratch/N1" 0.1)
+N2=$(submit --min 1 --max 1 --name N2 --user bob --account science/physics/hep --exec -- \
+  "$JOB" 5 "$scratch/N2" 0.05)
+N3=$(submit --min 1 --max 1 --name N3 --user carol --exec -- "$JOB" 30 "$scratch/N3" 0.1)
+wait_file "$scratch/N1/step" 20 && wait_file "$scratch/N3/step" 20 ||
+  fail "jobs N1 and N3 did not start"
+n1=$(awk 'NR == 1 { print $1 }' "$scratch/N1/launches")
+if [ "$n1" = 2 ] && [ "$(state "$N2")" = queued ] && [ "$(state "$N3")" = running ]; then
+  pass "N1 on science's 2 nodes, N2 (science/physics/hep) queued on science's limit, N3 running"
+else fail "N1 on '$n1' nodes, N2 '$(state "$N2")', N3 '$(state "$N3")' (want 2, queued, running)"; fi
+acct=$(field "$N2" account)
+if [ "$acct" = '"science/physics/hep"' ] &&
+   "$G" jobs --spool "$spool" | grep -q ' bob/science/physics/hep  *queued'; then
+  pass "N2's account: $acct, in full in gradsync jobs (bob/science/physics/hep)"
+else fail "N2's account '$acct'; gradsync jobs: $("$G" jobs --spool "$spool" | grep N2)"; fi
+if wait_state "$N1" done 30 && wait_state "$N2" done 30; then
+  pass "N2 ran after N1"
+else fail "N1 '$(state "$N1")', N2 '$(state "$N2")' (want done)"; fi
 
 echo "== dependencies (submit --after, Slurm's --dependency=afterok)"
 jval() { # ID KEY: the job's value, as Python prints it
