@@ -203,51 +203,6 @@ static int emulated_cpus(const char *dir, int n, double cpus) {
   return 0;
 }
 
-/* A user's name for per-user shares: 1 to 63 of letters, digits and ._@-. */
-static int user_name_ok(const char *u) {
-  size_t n = strlen(u);
-  if (n == 0 || n >= GS_CLUSTER_NAME_MAX) return 0;
-  for (const char *p = u; *p; p++)
-    if (!isalnum((unsigned char)*p) && !strchr("._@-", *p)) return 0;
-  return 1;
-}
-
-/* An account's path (science/physics/hep): 1 to GS_CLUSTER_ACCOUNT_LEVELS
- * names as user_name_ok's, '/'-separated. 1, or 0 with why it is not one. */
-static int account_path_ok(const char *path, char *why, size_t whylen) {
-  int levels = 0;
-  why[0] = '\0';
-  if (!*path) {
-    snprintf(why, whylen, "an empty account");
-    return 0;
-  }
-  if (path[0] == '/' || path[strlen(path) - 1] == '/') {
-    snprintf(why, whylen, "a '/' at its %s", path[0] == '/' ? "start" : "end");
-    return 0;
-  }
-  for (const char *p = path; *p;) {
-    size_t n = strcspn(p, "/");
-    char name[GS_CLUSTER_NAME_MAX];
-    if (n == 0) {
-      snprintf(why, whylen, "an empty level (two '/' in a row)");
-      return 0;
-    }
-    if (++levels > GS_CLUSTER_ACCOUNT_LEVELS) {
-      snprintf(why, whylen, "more than %d levels", GS_CLUSTER_ACCOUNT_LEVELS);
-      return 0;
-    }
-    snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), p);
-    if (n >= GS_CLUSTER_NAME_MAX || !user_name_ok(name)) {
-      snprintf(why, whylen, "level %d ('%.*s') is not 1 to %d letters, digits or ._@-", levels,
-               n > 80 ? 80 : (int)n, p, GS_CLUSTER_NAME_MAX - 1);
-      return 0;
-    }
-    p += n;
-    if (*p == '/') p++;
-  }
-  return 1;
-}
-
 /* A repeatable USER:VALUE option of serve (--user-share, --user-limit). */
 enum { USER_OPT_MAX = 1024 };
 typedef struct user_opt {
@@ -276,7 +231,7 @@ static int user_opt_add(user_opt *o, const char *v) {
     snprintf(why, sizeof why, "longer than %d characters", (int)sizeof who - 2);
     snprintf(who, sizeof who, "%.40s...", v);
   }
-  if (o->who && colon && !star && (why[0] || !account_path_ok(who, why, sizeof why))) {
+  if (o->who && colon && !star && (why[0] || !gs_cluster_account_path_ok(who, why, sizeof why))) {
     /* an account's path: which level is wrong */
     cli_error("cluster serve", "%s %s: account '%s': %s (an account is a path of 1 to "
               "%d names of 1 to %d letters, digits or ._@-, '/'-separated, as "
@@ -284,7 +239,7 @@ static int user_opt_add(user_opt *o, const char *v) {
               GS_CLUSTER_NAME_MAX - 1);
     return 2;
   }
-  int ok = colon && (o->who || user_name_ok(who) || star) &&
+  int ok = colon && (o->who || gs_cluster_name_ok(who) || star) &&
            (o->whole ? cli_parse_int(colon + 1, (int)o->lo, (int)o->hi, &ix) == 0
                      : cli_parse_double(colon + 1, o->lo, o->hi, &x) == 0);
   if (!ok) {
@@ -934,7 +889,7 @@ int cmd_submit(int argc, char **argv) {
     } else if (strcmp(a, "--account") == 0) {
       char why[160];
       if (repeated("submit", a, &seen_account)) return 2;
-      if (!has || !account_path_ok(argv[i + 1], why, sizeof why)) {
+      if (!has || !gs_cluster_account_path_ok(argv[i + 1], why, sizeof why)) {
         cli_error("submit", "--account needs one account of 1 to %d letters, digits or ._@-, "
                   "or a sub-account's path of at most %d of them, '/'-separated, as "
                   "science/physics/hep (got '%s'%s%s)", GS_CLUSTER_NAME_MAX - 1,
@@ -967,7 +922,7 @@ int cmd_submit(int argc, char **argv) {
       i++;
     } else if (strcmp(a, "--user") == 0) {
       if (repeated("submit", a, &seen_user)) return 2;
-      if (!has || !user_name_ok(argv[i + 1])) {
+      if (!has || !gs_cluster_name_ok(argv[i + 1])) {
         cli_error("submit", "--user needs one user of 1 to %d letters, digits or ._@- (got '%s')",
                   GS_CLUSTER_NAME_MAX - 1, has ? argv[i + 1] : "");
         return 2;
@@ -1254,7 +1209,7 @@ int cmd_jobs(int argc, char **argv) {
         gs_free(rest);
         return 2;
       }
-      if (!v || (is_user ? !user_name_ok(v) : parse_states(v, want) != 0)) {
+      if (!v || (is_user ? !gs_cluster_name_ok(v) : parse_states(v, want) != 0)) {
         if (is_user)
           cli_error("jobs", "--user needs one user of 1 to %d letters, digits or ._@- (got "
                     "'%s')", GS_CLUSTER_NAME_MAX - 1, v ? v : "");

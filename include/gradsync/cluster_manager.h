@@ -45,6 +45,14 @@ extern "C" {
 #define GS_CLUSTER_ACCOUNT_LEVELS 8
 #define GS_CLUSTER_ACCOUNT_MAX (GS_CLUSTER_ACCOUNT_LEVELS * GS_CLUSTER_NAME_MAX)
 
+/* Whether u is a user's or an account level's name: 1 to
+ * GS_CLUSTER_NAME_MAX - 1 letters, digits or ._@-. */
+int gs_cluster_name_ok(const char *u);
+/* Whether path is an account's path (1 to GS_CLUSTER_ACCOUNT_LEVELS such
+ * names, '/'-separated): 1, or 0 with why it is not one in why. The
+ * submit command and the manager's check of a request both use it. */
+int gs_cluster_account_path_ok(const char *path, char *why, size_t whylen);
+
 typedef struct gs_cluster_node {
   char name[GS_CLUSTER_NODE_MAX + 1];
   int slots; /* ranks a job runs on the node */

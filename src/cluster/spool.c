@@ -211,12 +211,45 @@ int spool_put_request(const char *spool, cJSON *req, const char *tag, char *err,
   return rc;
 }
 
-/* A user's or account's name: 1 to 63 of letters, digits and ._@-. */
-static int request_name_ok(const char *u) {
+int gs_cluster_name_ok(const char *u) {
   size_t n = strlen(u);
   if (n == 0 || n >= GS_CLUSTER_NAME_MAX) return 0;
   for (const char *p = u; *p; p++)
     if (!isalnum((unsigned char)*p) && !strchr("._@-", *p)) return 0;
+  return 1;
+}
+
+int gs_cluster_account_path_ok(const char *path, char *why, size_t whylen) {
+  int levels = 0;
+  why[0] = '\0';
+  if (!*path) {
+    snprintf(why, whylen, "an empty account");
+    return 0;
+  }
+  if (path[0] == '/' || path[strlen(path) - 1] == '/') {
+    snprintf(why, whylen, "a '/' at its %s", path[0] == '/' ? "start" : "end");
+    return 0;
+  }
+  for (const char *p = path; *p;) {
+    size_t n = strcspn(p, "/");
+    char name[GS_CLUSTER_NAME_MAX];
+    if (n == 0) {
+      snprintf(why, whylen, "an empty level (two '/' in a row)");
+      return 0;
+    }
+    if (++levels > GS_CLUSTER_ACCOUNT_LEVELS) {
+      snprintf(why, whylen, "more than %d levels", GS_CLUSTER_ACCOUNT_LEVELS);
+      return 0;
+    }
+    snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), p);
+    if (n >= GS_CLUSTER_NAME_MAX || !gs_cluster_name_ok(name)) {
+      snprintf(why, whylen, "level %d ('%.*s') is not 1 to %d letters, digits or ._@-", levels,
+               n > 80 ? 80 : (int)n, p, GS_CLUSTER_NAME_MAX - 1);
+      return 0;
+    }
+    p += n;
+    if (*p == '/') p++;
+  }
   return 1;
 }
 
@@ -255,10 +288,14 @@ int spool_check_request(const cJSON *r, char *field, size_t flen, char *why, siz
   if (!submit) return 0;
   /* (a name submit made from a long program's name is cut, not refused) */
   if (GET("name") && !cJSON_IsString(x)) BAD("name", "not a string");
-  if (GET("user") && (!cJSON_IsString(x) || !request_name_ok(x->valuestring)))
+  if (GET("user") && (!cJSON_IsString(x) || !gs_cluster_name_ok(x->valuestring)))
     BAD("user", "not a user (1 to %d letters, digits or ._@-)", GS_CLUSTER_NAME_MAX - 1);
-  if (GET("account") && (!cJSON_IsString(x) || !request_name_ok(x->valuestring)))
-    BAD("account", "not an account (1 to %d letters, digits or ._@-)", GS_CLUSTER_NAME_MAX - 1);
+  if (GET("account")) {
+    char path_why[160] = "not a string";
+    if (!cJSON_IsString(x) ||
+        !gs_cluster_account_path_ok(x->valuestring, path_why, sizeof path_why))
+      BAD("account", "not an account path (%s)", path_why);
+  }
   double min = 1;
   if (GET("min")) {
     if (!request_int_ok(x, 1, REQUEST_NODES_MAX))

@@ -30,6 +30,7 @@ cases=(
   "min|{\"min\":-3,$sub,\"id\":103,\"time\":$now}"
   "max|{\"max\":0.5,$sub,\"id\":104,\"time\":$now}"
   "user|{\"user\":\"a b\",$sub,\"id\":105,\"time\":$now}"
+  "account|{\"account\":\"science//hep\",$sub,\"id\":107,\"time\":$now}"
   "after|{$sub,\"id\":106,\"time\":$now,\"after\":[\"1\"]}"
   "id|{\"op\":\"cancel\",\"id\":-1}"
   "op|{\"op\":\"explode\",\"id\":1}"
@@ -53,7 +54,9 @@ done
 if "$G" jobs --spool "$spool" --json | grep -q '"id":'; then
   fail "a job was made: $("$G" jobs --spool "$spool" --json)"
 else pass "no job made of them"; fi
-J=$("$G" submit --spool "$spool" --min 1 --max 1 --exec -- "$JOB" 2 "$scratch/J" 0.1 2>"$err")
+# (an account's path, as submit --account science/physics/hep writes it)
+J=$("$G" submit --spool "$spool" --min 1 --max 1 --account science/physics/hep --exec -- \
+  "$JOB" 2 "$scratch/J" 0.1 2>"$err")
 for _ in $(seq 1 100); do [ -s "$scratch/J/finished" ] && break; sleep 0.1; done
 if [ -s "$scratch/J/finished" ] && ! grep -q "request .*submit-$J.*refused" "$log"; then
   pass "a good submission (job $J) still runs"
