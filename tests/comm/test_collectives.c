@@ -522,16 +522,25 @@ static void test_barrier(void) {
   const gs_algo algos[] = {GS_ALGO_AUTO, GS_ALGO_DISSEMINATION, GS_ALGO_MPI};
   for (size_t a = 0; a < 3; a++) {
     begin_case("barrier algo=%s", gs_algo_name(algos[a]));
-    /* Rank 0 arrives 30 ms late: nobody may leave before it arrived. */
+    /* Rank 0 arrives 30 ms late: nobody may leave before it arrived. The
+     * ranks share one host's monotonic clock: each compares the time it
+     * left with rank 0's arrival (a start taken on each rank after
+     * MPI_Barrier differed by up to 9 ms under load, and failed). */
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = MPI_Wtime();
     if (g_rank == 0) {
       struct timespec ts = {0, 30 * 1000 * 1000};
       nanosleep(&ts, NULL);
     }
+    struct timespec ta, tl;
+    clock_gettime(CLOCK_MONOTONIC, &ta);
     CHECK_ST(gs_barrier(g_comm, algos[a]), GS_OK);
-    double dt = MPI_Wtime() - t0;
-    if (g_size > 1) CHECK(dt >= 0.025, "left the barrier after %.3f s", dt);
+    clock_gettime(CLOCK_MONOTONIC, &tl);
+    double arrived0 = (double)ta.tv_sec + 1e-9 * (double)ta.tv_nsec;
+    double left = (double)tl.tv_sec + 1e-9 * (double)tl.tv_nsec;
+    MPI_Bcast(&arrived0, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (g_size > 1)
+      CHECK(left >= arrived0, "left the barrier %.3f ms before rank 0 arrived",
+            (arrived0 - left) * 1e3);
     end_case();
   }
 }
