@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds gradsync, and runs every test:
 #   1. a Release build with -Werror: unit tests, multi-rank tests, CLI tests;
-#   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   2. the same tests but the long ones under AddressSanitizer +
+#      UndefinedBehaviorSanitizer;
 #   3. the threaded parts (progress thread, requests) under ThreadSanitizer.
 # Usage: scripts/test.sh [--quick]   (--quick: step 1 only)
 set -euo pipefail
@@ -29,7 +30,10 @@ run_suite() {
 
 run_suite build ""
 if [ $quick -eq 0 ]; then
-  run_suite build-asan "" -DGRADSYNC_SANITIZE=address,undefined \
+  # AddressSanitizer + UBSan: every test but those labelled "long" (minutes
+  # of process orchestration or a larger repeat of a path a shorter test
+  # covers; tests/CMakeLists.txt, gradsync_long_test), which step 1 ran.
+  run_suite build-asan "-LE long" -DGRADSYNC_SANITIZE=address,undefined \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo
   # ThreadSanitizer: the threaded parts (the communicator's progress thread
   # and requests, the engine's threads) on 2, 3, 4 and 8 ranks (races that

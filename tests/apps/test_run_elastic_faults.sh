@@ -249,18 +249,23 @@ if [ -e "$scratch/hang.ran" ]; then exec sleep 299.25; fi
 touch "$scratch/hang.ran"
 EOS
 chmod +x "$scratch/hang.sh"
-t0=$SECONDS
+t0=$(now)
 if start_job hang -np 2 --elastic 2:2 --discover "$scratch/hang.sh" --discover-every 0.5; then
   wait_bounded "$sup" 100
   rc=$?
-  took=$((SECONDS - t0))
+  took=$(sub "$(now)" "$t0")
   sleep 0.5
   left=$(pgrep -f "sleep 299.25" | wc -l)
-  # the job alone takes 3-4 s here; 10 s is the script's timeout
-  if [ "$rc" = 0 ] && [ "$left" = 0 ] && [ "$took" -lt 10 ] && epochs_once 2 "$FULL"; then
-    pass "a hanging discovery script: the job ended in $took s (< 10), no sleep left"
+  # How late the supervisor ended after its launch did (the history's
+  # end_s, from the supervisor's start): the job alone takes 3-4 s here (9 s
+  # under ASan on a loaded host); the script's timeout is 10 s.
+  end_s=$(awk '$1 == "1" && $NF == "done" { print $4 }' "$err")
+  late=$(awk -v t="$took" -v e="${end_s:-x}" 'BEGIN { if (e == "x") print "x"; else printf "%.1f", t - e }')
+  if [ "$rc" = 0 ] && [ "$left" = 0 ] && [ "$late" != x ] &&
+     awk -v l="$late" 'BEGIN { exit !(l < 5) }' && epochs_once 2 "$FULL"; then
+    pass "a hanging discovery script: the job ended $late s after its launch (< 5), no sleep left"
   else
-    fail "a hanging discovery script: exit $rc (want 0), $took s (want < 10), $left sleep(s) left"
+    fail "a hanging discovery script: exit $rc (want 0), ended $late s after its launch (want < 5; $took s in all), $left sleep(s) left"
   fi
 else
   fail "a hanging discovery script: no commit"
