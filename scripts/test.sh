@@ -17,15 +17,46 @@ quick=0
 # Open MPI refuses to run as root unless told; CI runs as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
+# suite_targets DIR REGEX: the targets of the programs that the tests whose
+# names match REGEX run from DIR (as DIR's CTestTestfile.cmake files name
+# them), or nothing when one of those tests runs none of its own.
+suite_targets() {
+  local dir=$1 re=$2 abs
+  abs=$(cd "$dir" && pwd)
+  find "$dir" -name CTestTestfile.cmake -exec grep -h '^add_test(' {} + |
+    awk -v re="$re" -v abs="$abs/" '{
+      name = substr($1, 10)
+      if (name !~ re) next
+      own = 0
+      for (i = 2; i <= NF; i++) {
+        t = $i; gsub(/[")]/, "", t)
+        if (index(t, abs) == 1) { n = split(t, p, "/"); print p[n]; own = 1 }
+      }
+      if (!own) { print "ALL"; exit }
+    }' | sort -u | sed 's/^gradsync$/gradsync_cli/' |
+    { l=$(cat); case " $(echo $l) " in *" ALL "*) ;; *) echo $l ;; esac; }
+}
+
 # run_suite DIR "CTEST ARGS" CMAKE ARGS...
 run_suite() {
-  local dir=$1 filter=$2; shift 2
+  local dir=$1 filter=$2 t0=$SECONDS; shift 2
   echo "=== $dir: configure and build ($*)"
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
-  cmake --build "$dir" -j"$jobs"
-  echo "=== $dir: tests"
+  # A suite chosen by name (-R) builds only its tests' programs and the
+  # tool; everything else builds all.
+  local targets=""
+  [[ "$filter" == "-R "* ]] && targets=$(suite_targets "$dir" "${filter#-R }")
+  if [ -n "$targets" ]; then
+    # shellcheck disable=SC2086
+    cmake --build "$dir" -j"$jobs" --target gradsync_cli $targets
+  else
+    cmake --build "$dir" -j"$jobs"
+  fi
+  echo "=== $dir: built in $((SECONDS - t0)) s; tests"
+  t0=$SECONDS
   # shellcheck disable=SC2086
   (cd "$dir" && ctest --output-on-failure --timeout 300 $filter)
+  echo "=== $dir: tests passed in $((SECONDS - t0)) s"
 }
 
 run_suite build ""
@@ -49,4 +80,4 @@ if [ $quick -eq 0 ]; then
   run_suite build-tsan "-R ^(comm_collectives_np[2348]|comm_collectives_hier_np4|comm_mismatch_np3|engine_np[2348]|cli_threads|comm_fault_(error|stall|healthy)_np2|engine_(stall|agree|dear_contract)_np2|comm_sparse_np[234]|comm_sparse_nodes_np4|nn_test_nn_optim|nn_test_nn_signal|xchg_engine_(regroup|resume)_np2|embed_dlrm_dist_np3)$" \
     -DGRADSYNC_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo
 fi
-echo "=== all test suites passed"
+echo "=== all test suites passed in $((SECONDS / 60)) min $((SECONDS % 60)) s"
