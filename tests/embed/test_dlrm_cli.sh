@@ -7,7 +7,8 @@
 # and what a second tester found: an explicit preset's rows, a stop at or
 # before the resumed step, data that runs out in training (exit 1), the
 # progress under gradsync run into a file, options said once, SGD's memory,
-# a forced twrw under a cap, plan files' unknown keys.
+# a forced twrw under a cap, plan files' unknown keys; and --lookup: the
+# cost given is the one printed and priced with, a bad one exit 2 naming it.
 # usage: test_dlrm_cli.sh GRADSYNC
 set -u
 G=${1:?usage: test_dlrm_cli.sh GRADSYNC}
@@ -354,7 +355,7 @@ if [ "$?" = 0 ] && ! grep -q $'\r' "$tmp/log" && grep -q "epoch 1" "$tmp/log"; t
 else fail "progress into a file: carriage returns or no epoch line: $(od -c "$tmp/log" | head -3)"; fi
 
 # Options every rank has alike are said once (three ranks said each).
-for a in "--bogus" "--global-batch 6" "--sharding foo"; do
+for a in "--bogus" "--global-batch 6" "--sharding foo" "--lookup 1e-8,-1e-10"; do
   timeout 120 "$G" run -np 4 -- "$G" train --model dlrm $a --steps 2 --epochs 1 >"$tmp/once" 2>&1
   rc=$?
   if [ "$rc" = 2 ] && [ "$(grep -c '^gradsync train:' "$tmp/once")" = 1 ]; then
@@ -424,6 +425,32 @@ if [ "$rc" = 2 ] && grep -q "rank 0: --data $tmp/missing0: cannot read" "$tmp/di
    ! grep -q "on every rank" "$tmp/differ"; then
   pass "--data missing differently on 2 ranks: each rank says its own, exit 2"
 else fail "--data differing per rank: exit $rc: $(grep '^gradsync train:' "$tmp/differ")"; fi
+
+# 17. --lookup: the cost given is printed (text and JSON, where it came
+# from) and prices the predicted lookup times (twice the cost, twice the
+# times); a bad one exits 2 naming --lookup, said once on 2 ranks.
+train "$tmp/l1" --tables kaggle:0.001 --sharding tw --eval 0 --lookup 1e-5,1e-7 --json
+train "$tmp/l2" --tables kaggle:0.001 --sharding tw --eval 0 --lookup 2e-5,2e-7 --json
+train "$tmp/l3" --tables kaggle:0.001 --sharding tw --eval 0 --lookup 1e-5,1e-7,3e-9
+if python3 -c 'import json, sys
+e = [[json.loads(l) for l in open(f) if l.startswith("{\"epoch\"")][0] for f in sys.argv[1:]]
+ok = [(x["lookup_from"], x["lookup_alpha_s"], x["lookup_beta_s_per_B"]) for x in e] == \
+    [("--lookup", 1e-5, 1e-7), ("--lookup", 2e-5, 2e-7)]
+p1, p2 = e[0]["rank_lookup_pred_ms"], e[1]["rank_lookup_pred_ms"]
+ok = ok and len(p1) == 2 and min(p1) > 1 and all(abs(b - 2 * a) <= 1e-3 * b for a, b in zip(p1, p2))
+sys.exit(not ok)' "$tmp/l1" "$tmp/l2" &&
+   grep -q "^lookup cost: 1e+04 ns + 100 ns per byte of row, 3 ns per bag a shard walks (--lookup)$" "$tmp/l3"; then
+  pass "--lookup: printed as given (text and JSON) and priced with (twice the cost, twice the times)"
+else
+  fail "--lookup: $(grep -ho '"lookup_from.*"rank_lookup_pred_ms": [^]]*]' "$tmp/l1" "$tmp/l2"); $(grep "lookup cost" "$tmp/l3")"
+fi
+for a in "x" "1e-8" "1e-8,nan" "1e-8,1e-10,1,2"; do
+  out=$("$G" train --model dlrm --lookup "$a" 2>&1)
+  rc=$?
+  if [ "$rc" = 2 ] && grep -qF "gradsync train: --lookup '$a': expected A,B[,G[,AH,BH,C,GM[,AR,BR,GH]]]" <<<"$out"; then
+    pass "train --lookup '$a': exit 2, naming --lookup"
+  else fail "train --lookup '$a': exit $rc: $out"; fi
+done
 
 echo "$fails failure(s)"
 [ "$fails" = 0 ]
