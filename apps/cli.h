@@ -65,6 +65,11 @@ int cli_parse_float(const char *s, double min, double max, float *out);
  * printing why (a scale out of range, a name too long). */
 int cli_tables_arg(const char *verb, const char *arg, char *buf, size_t n, double *scale,
                    int *has_scale);
+/* A lookup cost's argument, A,B[,G[,AH,BH,C,GM[,AR,BR,GH]]] (shard's and
+ * train --model dlrm's --lookup): 2, 3, 7 or 10 numbers, gs_cost_lookup's
+ * fields in order (the rest 0), each finite and >= 0
+ * (gs_cost_lookup_check). 0, or -1 after printing why. */
+int cli_lookup_arg(const char *verb, const char *arg, gs_cost_lookup *out);
 /* The tables of a set named as cli_tables_arg leaves it: a preset's, or a
  * file's (gs_embed_specs_load_scaled), rows times `scale`, `pooling` ids
  * per sample for every preset table and every file table that gives none.

@@ -550,6 +550,32 @@ int cli_tables_arg(const char *verb, const char *arg, char *buf, size_t n, doubl
   return 0;
 }
 
+int cli_lookup_arg(const char *verb, const char *arg, gs_cost_lookup *out) {
+  double v[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  int k = 0, ok = 1;
+  char *end = NULL;
+  while (k < 10 && ok) {
+    const char *at = k == 0 ? arg : end + 1;
+    v[k] = strtod(at, &end);
+    ok = end != at;
+    k++;
+    if (*end != ',') break;
+  }
+  gs_cost_lookup lk = {.alpha = v[0], .beta = v[1], .gamma = v[2], .alpha_hit = v[3],
+                       .beta_hit = v[4], .cache_bytes = v[5], .gamma_mixed = v[6],
+                       .alpha_row = v[7], .beta_row = v[8], .gamma_hit = v[9]};
+  if (!ok || *end != '\0' || !(k == 2 || k == 3 || k == 7 || k == 10) ||
+      gs_cost_lookup_check(&lk) != GS_OK) {
+    cli_error(verb, "--lookup '%s': expected A,B[,G[,AH,BH,C,GM[,AR,BR,GH]]], seconds "
+              "per lookup, per byte of row and per bag, a lookup's and a byte's in the "
+              "cache, the cache's bytes, a bag's among half empty ones, a distinct "
+              "row's update, a byte's of it and a bag's in the cache (numbers >= 0)", arg);
+    return -1;
+  }
+  *out = lk;
+  return 0;
+}
+
 int cli_tables_load(const char *verb, const char *name, double scale, double pooling,
                     gs_embed_spec **t, int *n) {
   *t = NULL;

@@ -172,30 +172,10 @@ static int parse_opts(int argc, char **argv, shard_opts *o) {
           return 2;
         }
         break;
-      case 'l': {
-        /* A,B[,G[,AH,BH,C,GM[,AR,BR,GH]]]: 2, 3, 7 or 10 numbers >= 0 */
-        double v[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-        int k = 0, ok = 1;
-        char *end = optarg;
-        while (k < 10 && ok) {
-          const char *at = k == 0 ? optarg : end + 1;
-          v[k] = strtod(at, &end);
-          ok = end != at && v[k] >= 0 && isfinite(v[k]);
-          k++;
-          if (*end != ',') break;
-        }
-        if (!ok || *end != '\0' || !(k == 2 || k == 3 || k == 7 || k == 10)) {
-          cli_error(VERB, "--lookup '%s': expected A,B[,G[,AH,BH,C,GM[,AR,BR,GH]]], seconds "
-                    "per lookup, per byte of row and per bag, a lookup's and a byte's in the "
-                    "cache, the cache's bytes, a bag's among half empty ones, a distinct "
-                    "row's update, a byte's of it and a bag's in the cache (numbers >= 0)",
-                    optarg);
-          return 2;
-        }
-        o->lookup = (gs_cost_lookup){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
+      case 'l':
+        if (cli_lookup_arg(VERB, optarg, &o->lookup)) return 2;
         o->have_lookup = 1;
         break;
-      }
       case 'z':
         if (cli_parse_double(optarg, 0, 10, &o->zipf)) {
           cli_error(VERB, "--zipf '%s' must be a number from 0 to 10", optarg);

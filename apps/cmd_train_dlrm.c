@@ -33,6 +33,11 @@ static void usage(FILE *f) {
     "                      that exists is a file whole, ':' in it or not)\n"
     "  --sharding S        auto (the planner, default), tw, rw, cw, twrw or dp\n"
     "  --plan FILE         a plan saved by gradsync shard --out instead\n"
+    "  --lookup A,B[,G[,AH,BH,C,GM[,AR,BR,GH]]]\n"
+    "                      this machine's lookup cost, as gradsync shard's\n"
+    "                      --lookup (a previous run's or shard's figures): not\n"
+    "                      measured at start (seconds on every rank); it prices\n"
+    "                      the auto plan and the predicted lookup times\n"
     "  --a2a-precision P   fp32 (default), fp16 (fp16 forward, bf16 backward)\n"
     "                      or bf16: the pooled vectors' all-to-alls\n"
     "  --no-prefetch       send each step's ids at its start, not under the\n"
@@ -90,6 +95,8 @@ typedef struct dlrm_opts {
   const char *checkpoint;
   long commit_every, stop_at_step, global_batch;
   int resume, batch_given;
+  int have_lookup;        /* --lookup: the cost given, not measured */
+  gs_cost_lookup lookup;
   int scale_given;  /* --tables T:SCALE */
   int tables_given; /* --tables: a preset's rows as Criteo's unless scaled; without
                      * --tables, kaggle:0.001 */
@@ -111,7 +118,7 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
       {"stop-at-step", required_argument, 0, 'X'}, {"resume", optional_argument, 0, 'r'},
       {"global-batch", required_argument, 0, 'G'}, {"data", required_argument, 0, 'D'},
       {"no-prefetch", no_argument, 0, 'F'},       {"policy", required_argument, 0, 'y'},
-      {0, 0, 0, 0}};
+      {"lookup", required_argument, 0, 'K'},      {0, 0, 0, 0}};
   *o = (dlrm_opts){.tables = "kaggle", .scale = 0.001, .lr = 0.1, .embed_lr = 0.05,
                    .zipf = 1.05, .sharding = -1, .epochs = 2, .pooling = 1, .batch = 256,
                    .steps = 100, .eval = 16384, .top = "128-64-1", .seed = 1,
@@ -146,6 +153,10 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
         }
         break;
       case 'p': o->plan = optarg; break;
+      case 'K':
+        if (cli_lookup_arg(VERB, optarg, &o->lookup)) return 2;
+        o->have_lookup = 1;
+        break;
       case 'P':
         if (gs_dlrm_a2a_precision_parse(optarg, &o->precision) != GS_OK) {
           cli_error(VERB, "--a2a-precision %s: expected fp32, fp16 or bf16", optarg);
@@ -303,6 +314,7 @@ typedef struct view {
   int rank, size, json, tty, epochs;
   int line_open; /* a progress line rewritten in place waits for its end */
   int asked;     /* stopped at a commit as SIGUSR1 asked */
+  int lookup_given; /* --lookup: the lookup cost given, not measured */
   const char *checkpoint, *policy;
   double bytes_ids, bytes_pooled, bytes_grad, bytes_dp, bytes_ar;
   const gs_embed_spec *tables; /* the model's, for the shards' names */
@@ -375,6 +387,20 @@ static const char *json_num(double x, int digits, char *buf, size_t n) {
   return buf;
 }
 
+/* The same in 4 significant digits, for figures of any size (seconds a lookup). */
+static const char *json_sig(double x, char *buf, size_t n) {
+  if (isfinite(x)) snprintf(buf, n, "%.4g", x);
+  else snprintf(buf, n, "null");
+  return buf;
+}
+
+/* Where the lookup cost the run prices with came from, in words. */
+static const char *lookup_from(const view *v) {
+  return v->lookup_given ? "--lookup"
+         : v->size > 1   ? "measured at start on every rank, their mean"
+                         : "measured at start";
+}
+
 static void on_event(const gs_dlrm_train_event *ev, void *user) {
   view *v = user;
   if (ev->kind == GS_DLRM_EV_COMMIT) v->asked = ev->stopped == 2; /* every rank's */
@@ -396,6 +422,10 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
                v->policy);
       else
         printf("MLP gradients: one fused all-reduce after the backward\n");
+      if (ev->lookup)
+        printf("lookup cost: %.3g ns + %.3g ns per byte of row, %.3g ns per bag a shard "
+               "walks (%s)\n", ev->lookup->alpha * 1e9, ev->lookup->beta * 1e9,
+               ev->lookup->gamma * 1e9, lookup_from(v));
     }
     return;
   }
@@ -468,6 +498,15 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
            s->dp_bytes / n, s->allreduce_bytes / n, ev->peak_rss_bytes, ev->eval_samples);
     printf(", \"ids_ms\": %.3f, \"pooled_ms\": %.3f, \"grads_ms\": %.3f, \"mlp_policy\": \"%s\"",
            1e3 * s->ids_s / n, 1e3 * s->pooled_s / n, 1e3 * s->grads_s / n, v->policy);
+    /* The lookup cost the predictions below are priced with (gradsync
+     * shard's keys), and where it came from: "--lookup" or "measured". */
+    if (ev->lookup) {
+      char a[32], b[32], g[32];
+      printf(", \"lookup_from\": \"%s\", \"lookup_alpha_s\": %s, \"lookup_beta_s_per_B\": %s, "
+             "\"lookup_gamma_s_per_bag\": %s", v->lookup_given ? "--lookup" : "measured",
+             json_sig(ev->lookup->alpha, a, sizeof a), json_sig(ev->lookup->beta, b, sizeof b),
+             json_sig(ev->lookup->gamma, g, sizeof g));
+    }
     /* Every rank's lookup time, measured and as the cost model predicts. */
     for (int k = 0; k < 2; k++) {
       const double *x = k ? ev->rank_lookup_pred_ms : ev->rank_lookup_ms;
@@ -629,14 +668,15 @@ int cmd_train_dlrm(int argc, char **argv) {
       .checkpoint_dir = o.checkpoint,
       .commit_every = (size_t)o.commit_every,
       .stop_at_step = (size_t)o.stop_at_step,
-      .resume = o.resume};
+      .resume = o.resume,
+      .lookup = o.have_lookup ? &o.lookup : NULL};
   cfg.data.zipf_s = o.zipf;
   cfg.criteo_file = o.data;
   cfg.data.pooling = o.pooling;
   cfg.data.table_pooling = 1; /* each table's, as the planner prices it */
   view v = {.rank = r.rank, .size = r.size, .epochs = o.epochs, .json = o.json,
             .tty = cli_on_terminal(), .checkpoint = o.checkpoint, .policy = o.policy,
-            .tables = t};
+            .tables = t, .lookup_given = o.have_lookup};
   gs_status st = rc ? GS_OK : gs_dlrm_train_run(&cfg, r.comm, on_event, &v);
   if (st != GS_OK) {
     /* Every rank returns the run's failure (gs_dlrm_train_run). One that

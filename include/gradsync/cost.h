@@ -348,6 +348,12 @@ typedef struct gs_cost_lookup {
                                * probability 1 - e^-cache_t. 0: gamma */
 } gs_cost_lookup;
 
+/* Checks that every field of *lk is finite and >= 0: the rule for a cost
+ * that is given rather than measured (gradsync shard's and train's --lookup,
+ * gs_dlrm_train_config's lookup). GS_ERR_INVALID_ARG names the first field
+ * that is not. */
+gs_status gs_cost_lookup_check(const gs_cost_lookup *lk);
+
 typedef struct gs_cost_shard_in {
   gs_shard_kind kind;
   double batch;           /* global batch: samples per step */

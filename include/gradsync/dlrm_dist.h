@@ -200,6 +200,15 @@ typedef struct gs_dlrm_train_config {
   const char *checkpoint_dir;
   size_t commit_every, stop_at_step;
   int resume;
+  /* This machine's lookup cost (e.g. a previous run's or `gradsync shard`'s
+   * figures), or NULL: measured at start on every rank
+   * (gs_embed_calibrate_job, seconds on a host with a large last-level
+   * cache) and priced at the ranks' mean. Given, it is not measured: every
+   * rank must be given the same (compared: another on any rank is refused
+   * on every rank), each figure finite and >= 0 (gs_cost_lookup_check). It
+   * prices the auto plan and the lookup times the epochs predict; borrowed
+   * for the call. */
+  const gs_cost_lookup *lookup;
 } gs_dlrm_train_config;
 
 enum { GS_DLRM_RESUME = 1, GS_DLRM_RESUME_IF_ANY = 2 };
@@ -226,8 +235,7 @@ typedef struct gs_dlrm_train_event {
   const double *rank_lookup_ms;      /* EPOCH: each rank's measured lookup ms a step
                                       * (stats.lookup_s's), valid during the call */
   const double *rank_lookup_pred_ms; /* EPOCH: the cost model's for each rank, from the
-                                      * plan's shards and the lookup cost rank 0 measured
-                                      * at start-up (gs_embed_calibrate) */
+                                      * plan's shards and the lookup cost (below) */
   size_t nshards;                    /* EPOCH: the plan's shards, the entries of: */
   const double *shard_lookup_ms;     /* EPOCH: each shard's measured lookup ms a step
                                       * (gs_dlrm_dist_shard_lookup_s), plan order */
@@ -242,6 +250,9 @@ typedef struct gs_dlrm_train_event {
   int from_ranks;             /* RESUME: the checkpoint's world size (another: re-sharded) */
   const char *auc_undefined;  /* EPOCH: why auc is NaN ("the held-out labels are all one
                                * class"), NULL when it is defined; static */
+  const gs_cost_lookup *lookup; /* PLAN, EPOCH: the lookup cost the run prices with: the
+                                 * config's, or the ranks' mean measured at start-up;
+                                 * valid during the call */
 } gs_dlrm_train_event;
 
 typedef void (*gs_dlrm_train_cb)(const gs_dlrm_train_event *ev, void *user);
@@ -257,7 +268,8 @@ void gs_dlrm_train_request_stop(void);
 /* Collective over comm. Every rank receives every event (cb may be NULL);
  * a failure on any rank is every rank's (the step's agreement, or gs_agree
  * around set-up). The auto plan uses the communicator's cost model and
- * rank 0's measured lookup cost, so every rank makes the same plan. */
+ * the lookup cost (cfg->lookup, or the mean of the ranks' measured at
+ * start-up), agreed, so every rank makes the same plan. */
 gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
                             gs_dlrm_train_cb cb, void *user);
 

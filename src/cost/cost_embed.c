@@ -61,6 +61,7 @@
  * rank's cache) and then each rank with its own (gradsync/embed.h).
  */
 #include <math.h>
+#include <stddef.h>
 
 #include "gradsync/cost.h"
 #include "gs_internal.h"
@@ -204,6 +205,33 @@ double gs_cost_cache_time(gs_cost_topo t, const gs_cost_shard_in *in, int n,
 static double a2a_row(const gs_cost_params *c, int p, double bytes) {
   if (p <= 1) return 0.0;
   return (p - 1) * c->alpha + (double)(p - 1) / p * bytes * c->beta;
+}
+
+gs_status gs_cost_lookup_check(const gs_cost_lookup *lk) {
+  static const struct {
+    size_t off;
+    const char *name, *unit;
+  } fields[] = {
+      {offsetof(gs_cost_lookup, alpha), "alpha", "s per lookup"},
+      {offsetof(gs_cost_lookup, beta), "beta", "s per byte of row"},
+      {offsetof(gs_cost_lookup, gamma), "gamma", "s per bag"},
+      {offsetof(gs_cost_lookup, alpha_hit), "alpha_hit", "s per lookup in the cache"},
+      {offsetof(gs_cost_lookup, beta_hit), "beta_hit", "s per byte of row in the cache"},
+      {offsetof(gs_cost_lookup, cache_bytes), "cache_bytes", "bytes"},
+      {offsetof(gs_cost_lookup, gamma_mixed), "gamma_mixed", "s per bag among half empty ones"},
+      {offsetof(gs_cost_lookup, alpha_row), "alpha_row", "s per distinct row"},
+      {offsetof(gs_cost_lookup, beta_row), "beta_row", "s per byte of a distinct row"},
+      {offsetof(gs_cost_lookup, gamma_hit), "gamma_hit", "s per bag in the cache"}};
+  _Static_assert(sizeof fields / sizeof fields[0] * sizeof(double) == sizeof(gs_cost_lookup),
+                 "gs_cost_lookup_check: every field of gs_cost_lookup named");
+  if (lk == NULL) return gs_error(GS_ERR_INVALID_ARG, "lookup cost: NULL");
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+    double v = *(const double *)((const char *)lk + fields[i].off);
+    if (!isfinite(v) || v < 0)
+      return gs_error(GS_ERR_INVALID_ARG, "lookup cost: %s (%s) is %g; every figure must be "
+                      "finite and >= 0", fields[i].name, fields[i].unit, v);
+  }
+  return GS_OK;
 }
 
 void gs_cost_shard(const gs_cost_params *cp, gs_cost_topo t, const gs_cost_lookup *lk,

@@ -81,6 +81,13 @@ static double step_bytes(const gs_dlrm_train_config *cfg, size_t D) {
   return 4.0 * (3.0 * params + 2.0 * B * acts + 4.0 * pooled);
 }
 
+/* What a rank brings to the lookup cost's agreement: its cost (measured,
+ * or the one it was given) and whether it was given. */
+typedef struct lookup_vote {
+  gs_cost_lookup lk;
+  double given; /* 1: cfg->lookup; 0: measured */
+} lookup_vote;
+
 /* The mean, field by field, of every rank's measured lookup cost (the
  * agreement's payloads, in rank order: every rank computes the same). */
 static gs_cost_lookup mean_lookup(const gs_agreement *a) {
@@ -88,8 +95,8 @@ static gs_cost_lookup mean_lookup(const gs_agreement *a) {
   _Static_assert(sizeof(gs_cost_lookup) == NF * sizeof(double), "gs_cost_lookup: doubles only");
   double sum[NF] = {0};
   for (int r = 0; r < a->size; r++) {
-    const double *f =
-        (const double *)((const char *)a->payloads + (size_t)r * sizeof(gs_cost_lookup));
+    const lookup_vote *v = (const lookup_vote *)a->payloads + r;
+    const double *f = (const double *)&v->lk;
     for (int k = 0; k < NF; k++) sum[k] += f[k];
   }
   gs_cost_lookup m;
@@ -98,16 +105,44 @@ static gs_cost_lookup mean_lookup(const gs_agreement *a) {
   return m;
 }
 
-/* The plan every rank makes alike. Every rank measures the lookup cost at
- * once (after an agreement on the plan file, so that they start together),
- * so that ranks sharing a host's memory and its shared cache measure each
- * other's traffic as their lookups meet it in training (measured alone,
- * rank 0's prices were 9-21% under 2 ranks' measured lookup times on one
- * host, within 8% for 1 rank); the price is the mean of the ranks', agreed
- * with the network's (the communicator's agreed cost model). A failure is
- * every rank's. The lookup cost is measured whatever the plan
- * (*lookup_out: the per-rank predictions the epochs report are priced
- * with it); a forced sharding is placed with a fixed one, as before. */
+/* A given lookup cost is every rank's alike, or the ranks would plan apart:
+ * the first rank whose cost (or its being given at all) differs from rank
+ * 0's. Every rank sees the same payloads, so every rank decides the same.
+ * GS_OK, or GS_ERR_INVALID_ARG naming that rank. */
+static gs_status same_given_lookup(const gs_agreement *a) {
+  const lookup_vote *v = a->payloads;
+  for (int r = 1; r < a->size; r++) {
+    if (v[r].given == v[0].given && (v[0].given == 0 || memcmp(&v[r].lk, &v[0].lk,
+                                                               sizeof v[0].lk) == 0))
+      continue;
+    gs_status st =
+        v[r].given != v[0].given
+            ? gs_error(GS_ERR_INVALID_ARG, "DLRM lookup cost: given to rank %d and not to "
+                       "rank %d (give it to every rank or to none)", v[r].given ? r : 0,
+                       v[r].given ? 0 : r)
+            : gs_error(GS_ERR_INVALID_ARG, "DLRM lookup cost: rank %d was given another than "
+                       "rank 0's (alpha %g and %g s, beta %g and %g s a byte, ...): every "
+                       "rank must be given the same", r, v[r].lk.alpha, v[0].lk.alpha,
+                       v[r].lk.beta, v[0].lk.beta);
+    gs__error_mark_shared(); /* every rank says the same */
+    return st;
+  }
+  return GS_OK;
+}
+
+/* The plan every rank makes alike. Unless the lookup cost is given
+ * (cfg->lookup), every rank measures it at once (after an agreement on the
+ * plan file, so that they start together), so that ranks sharing a host's
+ * memory and its shared cache measure each other's traffic as their
+ * lookups meet it in training (measured alone, rank 0's prices were 9-21%
+ * under 2 ranks' measured lookup times on one host, within 8% for 1 rank);
+ * the price is the mean of the ranks', agreed with the network's (the
+ * communicator's agreed cost model). A given cost is checked on every rank
+ * and agreed too (one small all-gather, no measurement): another on any
+ * rank, or one refused, fails every rank. A failure is every rank's. The
+ * lookup cost is had whatever the plan (*lookup_out: the per-rank
+ * predictions the epochs report are priced with it); a forced sharding is
+ * placed with a fixed one, as before. */
 static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
                            const gs_embed_spec *specs, gs_shard_plan **out,
                            gs_cost_lookup *lookup_out) {
@@ -127,13 +162,27 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
     gs__error_mark_shared(); /* one file, one message: said once */
   gs_agreement_free(&a);
   if (st == GS_OK) {
-    st = gs_embed_calibrate_job(specs, cfg->model.ntables, cfg->batch * (size_t)P, P, &lk);
+    lookup_vote mine = {.given = cfg->lookup != NULL};
+    if (cfg->lookup == NULL) {
+      st = gs_embed_calibrate_job(specs, cfg->model.ntables, cfg->batch * (size_t)P, P,
+                                  &mine.lk);
+    } else if (gs_cost_lookup_check(cfg->lookup) != GS_OK) {
+      char why[GS_VOTE_MESSAGE];
+      gs__error_copy(why, sizeof why);
+      st = gs_error(GS_ERR_INVALID_ARG, "the given %s (gs_dlrm_train_config's lookup)", why);
+    } else {
+      mine.lk = *cfg->lookup;
+    }
     if (st != GS_OK) gs__error_copy(msg, sizeof msg);
-    GS_CHECK(gs_agree(comm, gs_comm_mpi(comm), "DLRM lookup cost", st, msg, &lk, sizeof lk, &a));
+    GS_CHECK(gs_agree(comm, gs_comm_mpi(comm), "DLRM lookup cost", st, msg, &mine,
+                      sizeof mine, &a));
     if (st == GS_OK && a.failed)
       st = gs_error((gs_status)a.votes[a.first].status, "DLRM lookup cost on rank %d: %s",
                     a.first, a.votes[a.first].message);
-    if (st == GS_OK) lk = mean_lookup(&a);
+    else if (st != GS_OK && gs_agreement_unanimous(&a))
+      gs__error_mark_shared(); /* the same cost refused alike: said once */
+    if (st == GS_OK) st = same_given_lookup(&a);
+    if (st == GS_OK) lk = mine.given ? mine.lk : mean_lookup(&a);
     gs_agreement_free(&a);
   }
   *lookup_out = lk;
@@ -452,7 +501,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   double load_s = gs_now();
   if (resumed) GS_CHECK_GOTO(dlrm_ckpt_load(ck, d), st, out);
   load_s = gs_now() - load_s;
-  gs_dlrm_train_event ev = {.kind = GS_DLRM_EV_PLAN, .plan = plan};
+  gs_dlrm_train_event ev = {.kind = GS_DLRM_EV_PLAN, .plan = plan, .lookup = &lk};
   emit(cb, user, &ev);
   if (resumed) {
     gs_dlrm_train_event re = {.kind = GS_DLRM_EV_RESUME, .epoch = (int)(start / cfg->steps) + 1,
@@ -566,7 +615,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
     size_t ran = cfg->steps - first;
     gs_dlrm_train_event ee = {.kind = GS_DLRM_EV_EPOCH, .epoch = e, .steps = cfg->steps,
                               .loss = lsum / (double)cfg->steps, .epoch_s = dt,
-                              .samples_per_s = (double)(ran * P * B) / dt};
+                              .samples_per_s = (double)(ran * P * B) / dt, .lookup = &lk};
     gs_dlrm_dist_stats_get(d, &ee.stats);
     /* Every rank's measured lookup time a step (the median over the
      * epoch's steps), beside the cost model's. */

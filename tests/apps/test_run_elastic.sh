@@ -176,11 +176,13 @@ if [ "$WHICH" = all ] || [ "$WHICH" = dlrm ]; then
   # gradsync train's checkpoint.json: the resize line names the commit it
   # resumes from (until 2026-12-01: "from no known commit", and the cluster
   # manager could not see a DLRM job's progress); the 1-rank relaunch
-  # re-shards the 2-rank commit and trains both epochs to their end.
+  # re-shards the 2-rank commit and trains both epochs to their end. Each
+  # launch is given its lookup cost (--lookup): measuring it takes seconds
+  # where the caches are large, and this is not about it.
   new_case dlrm
   "$G" run -np 2 --elastic 1:2 --events "$ev" -- "$G" train --model dlrm --global-batch 64 \
-    --steps 5000 --epochs 2 --commit-every 50 --resume=auto --json --checkpoint "$ck" \
-    >"$out" 2>"$err" &
+    --steps 5000 --epochs 2 --commit-every 50 --resume=auto --json --lookup 4e-8,4e-10 \
+    --checkpoint "$ck" >"$out" 2>"$err" &
   sup=$!
   for _ in $(seq 1 300); do [ -s "$ck/dlrm.json" ] && break; sleep 0.1; done
   sleep 1

@@ -23,6 +23,14 @@
  * alone on a communicator of its own); no checkpoint (and auto starting
  * afresh); one rank's file missing or corrupted, which fails every rank
  * with that rank's message and leaves no rank waiting.
+ *
+ * Every run is given its lookup cost (gs_dlrm_train_config's lookup), as
+ * none of this is about measuring it (embed_train_dlrm_np3 measures it):
+ * the events carry the cost given, the predicted lookup times are priced
+ * with it (twice the cost, twice the times), and a cost refused (a negative
+ * or NaN figure, on every rank or one) or given differently on one rank
+ * (another, or none) fails every rank before a step, naming the figure or
+ * the rank.
  */
 #include <dirent.h>
 #include <math.h>
@@ -36,6 +44,7 @@
 
 #include "gradsync.h"
 #include "mrt.h"
+#include "test_lookup.h"
 
 #define EPOCHS 2
 #define STEPS 4
@@ -52,6 +61,9 @@ typedef struct record {
   double epoch_loss[EPOCHS + 1], auc[EPOCHS + 1], log_loss[EPOCHS + 1];
   int epochs_seen, commits, stopped, resumed_at;
   int ask_at; /* this rank asks for a stop (gs_dlrm_train_request_stop) after this step */
+  gs_cost_lookup lookup; /* the PLAN event's (lookup_seen: one was there) */
+  int lookup_seen;
+  double pred_ms; /* the last epoch's predicted lookup ms a step, summed over the ranks */
 } record;
 
 static void on_event(const gs_dlrm_train_event *ev, void *user) {
@@ -68,6 +80,12 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
     r->auc[ev->epoch] = ev->auc;
     r->log_loss[ev->epoch] = ev->log_loss;
     r->epochs_seen++;
+    r->pred_ms = 0;
+    for (int k = 0; ev->rank_lookup_pred_ms && k < ev->ranks; k++)
+      r->pred_ms += ev->rank_lookup_pred_ms[k];
+  } else if (ev->kind == GS_DLRM_EV_PLAN && ev->lookup) {
+    r->lookup = *ev->lookup;
+    r->lookup_seen = 1;
   } else if (ev->kind == GS_DLRM_EV_COMMIT) {
     r->commits++;
     r->stopped = ev->stopped;
@@ -76,7 +94,11 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
   }
 }
 
+/* The lookup cost every run is given (test_lookup.h's). */
+static gs_cost_lookup g_lookup;
+
 static gs_dlrm_train_config base_config(const char *dir, int sharding, int sgd) {
+  g_lookup = test_lookup();
   gs_dlrm_train_config c = {
       .model = {"13-16-8", "16-1", g_tables, 5, GS_DLRM_DOT, 0, 7},
       .optim = {0.1f, {sgd ? GS_EMBED_SGD : GS_EMBED_ROWWISE_ADAGRAD, 0.05f, 1e-8f}},
@@ -86,7 +108,8 @@ static gs_dlrm_train_config base_config(const char *dir, int sharding, int sgd) 
       .epochs = EPOCHS,
       .steps = STEPS,
       .eval_samples = 96,
-      .checkpoint_dir = dir};
+      .checkpoint_dir = dir,
+      .lookup = &g_lookup};
   c.data.pooling = 2;
   c.data.pooling_random = 1;
   return c;
@@ -536,6 +559,54 @@ static void asked_stop(void) {
   end_case();
 }
 
+/* The lookup cost given: carried by the events, pricing the predictions
+ * (linear in the cost without a cache model: twice the cost, twice the
+ * times); refused on every rank, naming the figure, when a figure is
+ * negative or NaN on every rank or on one; refused when one rank is given
+ * another cost or none (that rank alone measures one), naming it. */
+static void given_lookup(void) {
+  begin_case("a given lookup cost, %d ranks", g_size);
+  int last = g_size - 1;
+  gs_dlrm_train_config c = base_config(NULL, -1, 0);
+  c.epochs = 1;
+  c.steps = 2;
+  c.eval_samples = 0;
+  gs_cost_lookup lk = test_lookup(), twice = lk;
+  twice.alpha *= 2;
+  twice.beta *= 2;
+  record r1 = {0}, r2 = {0};
+  c.lookup = &lk;
+  check_all(gs_dlrm_train_run(&c, g_comm, on_event, &r1), GS_OK, "given a lookup cost");
+  CHECK(r1.lookup_seen && memcmp(&r1.lookup, &lk, sizeof lk) == 0,
+        "the plan's event carries alpha %g, beta %g, not the given %g, %g", r1.lookup.alpha,
+        r1.lookup.beta, lk.alpha, lk.beta);
+  c.lookup = &twice;
+  check_all(gs_dlrm_train_run(&c, g_comm, on_event, &r2), GS_OK, "given twice the cost");
+  CHECK(r1.pred_ms > 0 && fabs(r2.pred_ms - 2 * r1.pred_ms) <= 1e-9 * r2.pred_ms,
+        "predicted lookup ms a step: %.17g at the cost, %.17g at twice it (expected twice)",
+        r1.pred_ms, r2.pred_ms);
+
+  gs_cost_lookup bad = lk;
+  bad.beta = -1e-10;
+  c.lookup = &bad;
+  refused(&c, GS_ERR_INVALID_ARG, -1, "lookup cost: beta (s per byte of row) is -1e-10",
+          "a negative beta on every rank");
+  CHECK(strstr(gs_last_error(), "gs_dlrm_train_config's lookup") != NULL,
+        "the message '%s' does not name the config's lookup", gs_last_error());
+  bad = lk;
+  if (g_rank == last) bad.gamma = NAN;
+  refused(&c, GS_ERR_INVALID_ARG, last, "gamma (s per bag) is nan", "a NaN gamma on one rank");
+  bad = lk;
+  if (g_rank == last) bad.alpha = 41e-9;
+  char who[64];
+  snprintf(who, sizeof who, "rank %d was given another than rank 0's", last);
+  refused(&c, GS_ERR_INVALID_ARG, -1, who, "another cost on one rank");
+  c.lookup = g_rank == last ? NULL : &lk;
+  snprintf(who, sizeof who, "given to rank 0 and not to rank %d", last);
+  refused(&c, GS_ERR_INVALID_ARG, -1, who, "no cost on one rank");
+  end_case();
+}
+
 int main(int argc, char **argv) {
   mrt_init(&argc, &argv);
   make_root();
@@ -545,6 +616,7 @@ int main(int argc, char **argv) {
   refusals();
   resize();
   asked_stop();
+  given_lookup();
   MPI_Barrier(MPI_COMM_WORLD);
   if (g_rank == 0 && g_fail == 0) {
     char cmd[300];

@@ -7,7 +7,10 @@
 # and what a second tester found: an explicit preset's rows, a stop at or
 # before the resumed step, data that runs out in training (exit 1), the
 # progress under gradsync run into a file, options said once, SGD's memory,
-# a forced twrw under a cap, plan files' unknown keys.
+# a forced twrw under a cap, plan files' unknown keys; and --lookup: the
+# cost given is the one printed and priced with, a bad one exit 2 naming it.
+# Every training run here is given its lookup cost ($LK), as none of them
+# is about measuring it (embed_train_dlrm_np3 measures it).
 # usage: test_dlrm_cli.sh GRADSYNC
 set -u
 G=${1:?usage: test_dlrm_cli.sh GRADSYNC}
@@ -52,12 +55,12 @@ if [ "$(cat "$tmp/r1")" = 10 ] && [ "$r2" = 500 ] && [ "$r3" = 1000 ]; then
 else
   fail "shard: rows of a: FILE:0.01 '$(cat "$tmp/r1")' (10), --scale 0.5 '$r2' (500), a:b '$r3'"
 fi
-train() { # out args... (--steps 3 --epochs 1 --batch 16 --eval 64 unless given: an
-  # option given twice is refused)
+train() { # out args... (--steps 3 --epochs 1 --batch 16 --eval 64 and $LK unless
+  # given: an option given twice is refused)
   local o=$1 k
   shift
   local d=()
-  for k in "--steps 3" "--epochs 1" "--batch 16" "--eval 64"; do
+  for k in "--steps 3" "--epochs 1" "--batch 16" "--eval 64" "$LK"; do
     [[ " $* " == *" ${k% *} "* ]] || d+=($k)
   done
   timeout 300 "$G" run -np 2 -- "$G" train --model dlrm "${d[@]}" "$@" >"$o" 2>&1
@@ -86,7 +89,7 @@ fi
 # 4. All held-out labels of one class: the AUC is null in valid JSON, and
 # undefined in words.
 "$G" train --model dlrm --tables kaggle:0.001 --steps 1 --epochs 1 --batch 64 --eval 1024 \
-  --pooling 900 --lr 0 --embed-lr 0 --json >"$tmp/j4" 2>&1
+  --pooling 900 --lr 0 --embed-lr 0 $LK --json >"$tmp/j4" 2>&1
 if python3 -c 'import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{\"epoch\"")]
 sys.exit(not (len(lines) == 1 and lines[0]["auc"] is None))' "$tmp/j4"; then
@@ -95,14 +98,14 @@ else
   fail "JSON of one class: $(head -c 300 "$tmp/j4")"
 fi
 "$G" train --model dlrm --tables kaggle:0.001 --steps 1 --epochs 1 --batch 64 --eval 1024 \
-  --pooling 900 --lr 0 --embed-lr 0 >"$tmp/t4" 2>&1
+  --pooling 900 --lr 0 --embed-lr 0 $LK >"$tmp/t4" 2>&1
 if grep -q "held-out AUC undefined (the held-out labels are all one class)" "$tmp/t4"; then
   pass "text: the AUC undefined, all one class"
 else fail "text of one class: $(grep epoch "$tmp/t4")"; fi
 
 # 5. A diverged run: a runtime error (1), naming its phase.
 "$G" train --model dlrm --tables kaggle:0.001 --steps 5 --epochs 1 --batch 16 --eval 64 \
-  --lr 1000 >"$tmp/t5" 2>&1
+  --lr 1000 $LK >"$tmp/t5" 2>&1
 rc=$?
 if [ "$rc" = 1 ] && grep -Eq "(training step [0-9]+ of epoch 1|held-out evaluation)" "$tmp/t5"; then
   pass "a diverged run exits 1 naming its phase"
@@ -157,7 +160,7 @@ else
   fail "--eval: $(grep -h '^{"epoch"' "$tmp/e0" "$tmp/e1" "$tmp/e10" | cut -c1-120)"
 fi
 "$G" train --model dlrm --tables kaggle:0.001 --steps 1 --epochs 1 --batch 16 --eval 0 \
-  >"$tmp/e0t" 2>&1
+  $LK >"$tmp/e0t" 2>&1
 if grep -q "held-out evaluation skipped" "$tmp/e0t"; then pass "text: --eval 0 skipped"
 else fail "text --eval 0: $(grep epoch "$tmp/e0t")"; fi
 
@@ -340,7 +343,7 @@ else fail "--stop-at-step at the resumed step: exit $rc; $(grep 'gradsync train'
 import random; random.seed(1)
 print('\n'.join('\t'.join([str(random.randint(0, 1))] + [str(random.randint(0, 99)) for _ in range(13)] + ['%08x' % random.getrandbits(32) for _ in range(26)]) for _ in range(64)))" >"$tmp/c64.tsv"
 timeout 300 "$G" run -np 2 -- "$G" train --model dlrm --data "$tmp/c64.tsv" --steps 3 --epochs 1 \
-  --batch 16 --eval 0 >"$tmp/short" 2>&1
+  --batch 16 --eval 0 $LK >"$tmp/short" 2>&1
 rc=$?
 if [ "$rc" = 1 ] && grep -q "the data of training step 3 of epoch 1: .*fewer than the run needs" "$tmp/short"; then
   pass "a data file that runs out at step 3: exit 1, naming the step"
@@ -348,13 +351,13 @@ else fail "data running out in training: exit $rc (want 1); $(grep 'gradsync tra
 
 # Progress under gradsync run into a file: plain lines, no carriage returns.
 timeout 300 "$G" run -np 2 -- "$G" train --model dlrm --steps 40 --epochs 1 --batch 16 --eval 0 \
-  >"$tmp/log" 2>&1
+  $LK >"$tmp/log" 2>&1
 if [ "$?" = 0 ] && ! grep -q $'\r' "$tmp/log" && grep -q "epoch 1" "$tmp/log"; then
   pass "progress into a file under gradsync run: plain lines"
 else fail "progress into a file: carriage returns or no epoch line: $(od -c "$tmp/log" | head -3)"; fi
 
 # Options every rank has alike are said once (three ranks said each).
-for a in "--bogus" "--global-batch 6" "--sharding foo"; do
+for a in "--bogus" "--global-batch 6" "--sharding foo" "--lookup 1e-8,-1e-10"; do
   timeout 120 "$G" run -np 4 -- "$G" train --model dlrm $a --steps 2 --epochs 1 >"$tmp/once" 2>&1
   rc=$?
   if [ "$rc" = 2 ] && [ "$(grep -c '^gradsync train:' "$tmp/once")" = 1 ]; then
@@ -408,7 +411,7 @@ done
 for a in "--bottom-mlp 13-0-16" "--top-mlp 128-64-2" "--bottom-mlp 13-64-8" \
          "--data $tmp/nonexistent" "--data $tmp/c64.tsv --pooling 3"; do
   timeout 120 "$G" run -np 2 -- "$G" train --model dlrm $a --steps 2 --epochs 1 --batch 16 \
-    --eval 0 >"$tmp/alike" 2>&1
+    --eval 0 $LK >"$tmp/alike" 2>&1
   rc=$?
   if [ "$rc" = 2 ] && [ "$(grep -c '^gradsync train:' "$tmp/alike")" = 1 ] &&
      grep -q '^gradsync train: .*(on every rank)$' "$tmp/alike"; then
@@ -424,6 +427,32 @@ if [ "$rc" = 2 ] && grep -q "rank 0: --data $tmp/missing0: cannot read" "$tmp/di
    ! grep -q "on every rank" "$tmp/differ"; then
   pass "--data missing differently on 2 ranks: each rank says its own, exit 2"
 else fail "--data differing per rank: exit $rc: $(grep '^gradsync train:' "$tmp/differ")"; fi
+
+# 17. --lookup: the cost given is printed (text and JSON, where it came
+# from) and prices the predicted lookup times (twice the cost, twice the
+# times); a bad one exits 2 naming --lookup, said once on 2 ranks.
+train "$tmp/l1" --tables kaggle:0.001 --sharding tw --eval 0 --lookup 1e-5,1e-7 --json
+train "$tmp/l2" --tables kaggle:0.001 --sharding tw --eval 0 --lookup 2e-5,2e-7 --json
+train "$tmp/l3" --tables kaggle:0.001 --sharding tw --eval 0 --lookup 1e-5,1e-7,3e-9
+if python3 -c 'import json, sys
+e = [[json.loads(l) for l in open(f) if l.startswith("{\"epoch\"")][0] for f in sys.argv[1:]]
+ok = [(x["lookup_from"], x["lookup_alpha_s"], x["lookup_beta_s_per_B"]) for x in e] == \
+    [("--lookup", 1e-5, 1e-7), ("--lookup", 2e-5, 2e-7)]
+p1, p2 = e[0]["rank_lookup_pred_ms"], e[1]["rank_lookup_pred_ms"]
+ok = ok and len(p1) == 2 and min(p1) > 1 and all(abs(b - 2 * a) <= 1e-3 * b for a, b in zip(p1, p2))
+sys.exit(not ok)' "$tmp/l1" "$tmp/l2" &&
+   grep -q "^lookup cost: 1e+04 ns + 100 ns per byte of row, 3 ns per bag a shard walks (--lookup)$" "$tmp/l3"; then
+  pass "--lookup: printed as given (text and JSON) and priced with (twice the cost, twice the times)"
+else
+  fail "--lookup: $(grep -ho '"lookup_from.*"rank_lookup_pred_ms": [^]]*]' "$tmp/l1" "$tmp/l2"); $(grep "lookup cost" "$tmp/l3")"
+fi
+for a in "x" "1e-8" "1e-8,nan" "1e-8,1e-10,1,2"; do
+  out=$("$G" train --model dlrm --lookup "$a" 2>&1)
+  rc=$?
+  if [ "$rc" = 2 ] && grep -qF "gradsync train: --lookup '$a': expected A,B[,G[,AH,BH,C,GM[,AR,BR,GH]]]" <<<"$out"; then
+    pass "train --lookup '$a': exit 2, naming --lookup"
+  else fail "train --lookup '$a': exit $rc: $out"; fi
+done
 
 echo "$fails failure(s)"
 [ "$fails" = 0 ]

@@ -37,6 +37,7 @@
 #include "gradsync.h"
 
 #define TEST_RNG_SEED 4242
+#include "../common/test_lookup.h"
 #include "../common/test_rng.h"
 
 static gs_shard_config config(int ranks, int per_node) {
@@ -55,9 +56,7 @@ static gs_shard_config config(int ranks, int per_node) {
   c.net.ncalib = 0;
   c.net.alpha = 100e-6;
   c.net.beta = 8.0 / (0.85 * 1e9);
-  /* About what gs_embed_calibrate measures on the 2-core hosts. */
-  c.lookup.alpha = 40e-9;
-  c.lookup.beta = 0.4e-9;
+  c.lookup = test_lookup(); /* about what gs_embed_calibrate measures on the 2-core hosts */
   return c;
 }
 
@@ -451,6 +450,33 @@ static void test_speed(void **state) {
   plan_1000(&cfg, "");
 }
 
+/* A given lookup cost: every figure finite and >= 0, the first one that is
+ * not named; zeros (no cache model) are a cost. */
+static void test_lookup_check(void **state) {
+  (void)state;
+  gs_cost_lookup lk = test_lookup();
+  assert_int_equal(gs_cost_lookup_check(&lk), GS_OK);
+  lk = (gs_cost_lookup){0};
+  assert_int_equal(gs_cost_lookup_check(&lk), GS_OK);
+  assert_int_equal(gs_cost_lookup_check(NULL), GS_ERR_INVALID_ARG);
+  static const char *names[] = {"alpha",    "beta",        "gamma",       "alpha_hit",
+                                "beta_hit", "cache_bytes", "gamma_mixed", "alpha_row",
+                                "beta_row", "gamma_hit"};
+  enum { NF = sizeof(gs_cost_lookup) / sizeof(double) };
+  assert_int_equal(sizeof names / sizeof names[0], NF);
+  const double bad[] = {-1e-9, NAN, INFINITY};
+  for (int k = 0; k < NF; k++)
+    for (int b = 0; b < 3; b++) {
+      lk = test_lookup();
+      ((double *)&lk)[k] = bad[b];
+      assert_int_equal(gs_cost_lookup_check(&lk), GS_ERR_INVALID_ARG);
+      char want[40];
+      snprintf(want, sizeof want, "lookup cost: %s (", names[k]);
+      if (strstr(gs_last_error(), want) == NULL)
+        fail_msg("field %d = %g: '%s' does not name %s", k, bad[b], gs_last_error(), names[k]);
+    }
+}
+
 static void test_calibrate(void **state) {
   (void)state;
   gs_cost_lookup lk;
@@ -464,6 +490,8 @@ static void test_calibrate(void **state) {
   assert_true(isfinite(lk.alpha_row) && isfinite(lk.beta_row) && lk.alpha_row >= 0 &&
               lk.beta_row >= 0);
   assert_true(lk.gamma_hit > 0 && lk.gamma_hit <= lk.gamma);
+  /* what is measured passes what is given must */
+  assert_int_equal(gs_cost_lookup_check(&lk), GS_OK);
   /* the shape of the pooled matrix: any, within bounds; none refused */
   assert_int_equal(gs_embed_calibrate_shape(2048, 8, &lk), GS_OK);
   assert_true(lk.gamma_hit > 0 && lk.gamma_hit <= lk.gamma);
@@ -768,6 +796,7 @@ int main(void) {
       cmocka_unit_test(test_memory_cap),       cmocka_unit_test(test_memory_cap_fallback),
       cmocka_unit_test(test_save_load),
       cmocka_unit_test(test_speed),            cmocka_unit_test(test_calibrate),
+      cmocka_unit_test(test_lookup_check),
       cmocka_unit_test(test_specs_file),      cmocka_unit_test(test_row_sums),
       cmocka_unit_test(test_bag_cost),         cmocka_unit_test(test_cache_model),
       cmocka_unit_test(test_cache_price),      cmocka_unit_test(test_cache_plans),
