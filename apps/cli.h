@@ -70,6 +70,10 @@ int cli_tables_arg(const char *verb, const char *arg, char *buf, size_t n, doubl
  * fields in order (the rest 0), each finite and >= 0
  * (gs_cost_lookup_check). 0, or -1 after printing why. */
 int cli_lookup_arg(const char *verb, const char *arg, gs_cost_lookup *out);
+/* The lookup cost's first figures as one line ("PREFIXlookup cost: 40 ns +
+ * 0.4 ns per byte of row, 0 ns per bag a shard walks (FROM)") on stdout:
+ * shard's and train --model dlrm's. */
+void cli_lookup_print(const char *prefix, const gs_cost_lookup *lk, const char *from);
 /* The tables of a set named as cli_tables_arg leaves it: a preset's, or a
  * file's (gs_embed_specs_load_scaled), rows times `scale`, `pooling` ids
  * per sample for every preset table and every file table that gives none.

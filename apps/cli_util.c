@@ -576,6 +576,11 @@ int cli_lookup_arg(const char *verb, const char *arg, gs_cost_lookup *out) {
   return 0;
 }
 
+void cli_lookup_print(const char *prefix, const gs_cost_lookup *lk, const char *from) {
+  printf("%slookup cost: %.3g ns + %.3g ns per byte of row, %.3g ns per bag a shard walks "
+         "(%s)\n", prefix, lk->alpha * 1e9, lk->beta * 1e9, lk->gamma * 1e9, from);
+}
+
 int cli_tables_load(const char *verb, const char *name, double scale, double pooling,
                     gs_embed_spec **t, int *n) {
   *t = NULL;

@@ -294,9 +294,7 @@ int cmd_shard(int argc, char **argv) {
     printf("# gradsync shard: %d tables (%s) on %d ranks (%d per node), batch %.0f, --net %s, "
            "%s all-to-all\n", n, o.tables, o.ranks, o.per_node, o.batch, o.net,
            o.elem_bytes == 2 ? "16-bit" : "fp32");
-    printf("# lookup cost: %.3g ns + %.3g ns per byte of row, %.3g ns per bag a shard "
-           "walks (%s)\n", cfg.lookup.alpha * 1e9, cfg.lookup.beta * 1e9,
-           cfg.lookup.gamma * 1e9, o.have_lookup ? "--lookup" : "measured on this machine");
+    cli_lookup_print("# ", &cfg.lookup, o.have_lookup ? "--lookup" : "measured on this machine");
     if (cfg.lookup.cache_bytes > 0)
       printf("# in the cache: %.3g ns + %.3g ns per byte; %.1f MB of cache a rank, ids Zipf "
              "%.3g (Che's LRU approximation); %.3g ns a bag when half hold none of a "

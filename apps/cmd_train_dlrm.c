@@ -387,13 +387,6 @@ static const char *json_num(double x, int digits, char *buf, size_t n) {
   return buf;
 }
 
-/* The same in 4 significant digits, for figures of any size (seconds a lookup). */
-static const char *json_sig(double x, char *buf, size_t n) {
-  if (isfinite(x)) snprintf(buf, n, "%.4g", x);
-  else snprintf(buf, n, "null");
-  return buf;
-}
-
 /* Where the lookup cost the run prices with came from, in words. */
 static const char *lookup_from(const view *v) {
   return v->lookup_given ? "--lookup"
@@ -422,10 +415,7 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
                v->policy);
       else
         printf("MLP gradients: one fused all-reduce after the backward\n");
-      if (ev->lookup)
-        printf("lookup cost: %.3g ns + %.3g ns per byte of row, %.3g ns per bag a shard "
-               "walks (%s)\n", ev->lookup->alpha * 1e9, ev->lookup->beta * 1e9,
-               ev->lookup->gamma * 1e9, lookup_from(v));
+      if (ev->lookup) cli_lookup_print("", ev->lookup, lookup_from(v));
     }
     return;
   }
@@ -499,14 +489,13 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
     printf(", \"ids_ms\": %.3f, \"pooled_ms\": %.3f, \"grads_ms\": %.3f, \"mlp_policy\": \"%s\"",
            1e3 * s->ids_s / n, 1e3 * s->pooled_s / n, 1e3 * s->grads_s / n, v->policy);
     /* The lookup cost the predictions below are priced with (gradsync
-     * shard's keys), and where it came from: "--lookup" or "measured". */
-    if (ev->lookup) {
-      char a[32], b[32], g[32];
-      printf(", \"lookup_from\": \"%s\", \"lookup_alpha_s\": %s, \"lookup_beta_s_per_B\": %s, "
-             "\"lookup_gamma_s_per_bag\": %s", v->lookup_given ? "--lookup" : "measured",
-             json_sig(ev->lookup->alpha, a, sizeof a), json_sig(ev->lookup->beta, b, sizeof b),
-             json_sig(ev->lookup->gamma, g, sizeof g));
-    }
+     * shard's keys), and where it came from: "--lookup" or "measured".
+     * Finite: a given one is checked (gs_cost_lookup_check), a measured
+     * one is a fit of finite times. */
+    if (ev->lookup)
+      printf(", \"lookup_from\": \"%s\", \"lookup_alpha_s\": %.4g, \"lookup_beta_s_per_B\": "
+             "%.4g, \"lookup_gamma_s_per_bag\": %.4g", v->lookup_given ? "--lookup" : "measured",
+             ev->lookup->alpha, ev->lookup->beta, ev->lookup->gamma);
     /* Every rank's lookup time, measured and as the cost model predicts. */
     for (int k = 0; k < 2; k++) {
       const double *x = k ? ev->rank_lookup_pred_ms : ev->rank_lookup_ms;
