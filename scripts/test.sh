@@ -30,11 +30,12 @@ suite_targets() {
       own = 0
       for (i = 2; i <= NF; i++) {
         t = $i; gsub(/[")]/, "", t)
-        if (index(t, abs) == 1) { n = split(t, p, "/"); print p[n]; own = 1 }
+        if (index(t, abs) != 1) continue
+        n = split(t, p, "/"); own = 1
+        seen[p[n] == "gradsync" ? "gradsync_cli" : p[n]] = 1
       }
-      if (!own) { print "ALL"; exit }
-    }' | sort -u | sed 's/^gradsync$/gradsync_cli/' |
-    { l=$(cat); case " $(echo $l) " in *" ALL "*) ;; *) echo $l ;; esac; }
+      if (!own) all = 1
+    } END { if (!all) for (t in seen) printf "%s ", t }'
 }
 
 # run_suite DIR "CTEST ARGS" CMAKE ARGS...
