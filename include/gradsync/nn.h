@@ -317,11 +317,18 @@ typedef struct {
  * Pixels become (x / 255 - 0.2860) / 0.3530. */
 gs_status gs_nn_fashion_mnist_load(const char *dir, int train,
                                    gs_nn_dataset *out);
-/* A seeded, linearly separable data set: per-class random prototypes plus
- * Gaussian noise of standard deviation noise. */
+/* A seeded, linearly separable data set: per-class random prototypes (one
+ * standard normal draw per pixel) plus Gaussian noise of standard deviation
+ * noise. */
 gs_status gs_nn_dataset_synthetic(gs_nn_dataset *out, size_t n, int c, int h,
                                   int w, int classes, float noise,
                                   uint64_t seed);
+/* The same, one split of it: every split of a seed shares its prototypes;
+ * split 0 is gs_nn_dataset_synthetic's samples, and each other split
+ * (a test set: 1) draws samples of its own. */
+gs_status gs_nn_dataset_synthetic_split(gs_nn_dataset *out, size_t n, int c,
+                                        int h, int w, int classes, float noise,
+                                        uint64_t seed, int split);
 void gs_nn_dataset_free(gs_nn_dataset *ds);
 /* Copies samples idx[0..batch) into x and y. x must hold batch * c * h * w
  * floats of the data set's shape: gs_nn_dataset_gather_n checks that. */

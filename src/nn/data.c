@@ -299,13 +299,21 @@ fail:
 gs_status gs_nn_dataset_synthetic(gs_nn_dataset *out, size_t n, int c, int h,
                                   int w, int classes, float noise,
                                   uint64_t seed) {
+  return gs_nn_dataset_synthetic_split(out, n, c, h, w, classes, noise, seed, 0);
+}
+
+gs_status gs_nn_dataset_synthetic_split(gs_nn_dataset *out, size_t n, int c,
+                                        int h, int w, int classes, float noise,
+                                        uint64_t seed, int split) {
   if (!out)
     return gs_error(GS_ERR_INVALID_ARG, "gs_nn_dataset_synthetic: out is NULL");
   memset(out, 0, sizeof *out);
-  if (n == 0 || c <= 0 || h <= 0 || w <= 0 || classes <= 1 || !(noise >= 0.0f))
+  if (n == 0 || c <= 0 || h <= 0 || w <= 0 || classes <= 1 || !(noise >= 0.0f) ||
+      split < 0)
     return gs_error(GS_ERR_INVALID_ARG,
                     "gs_nn_dataset_synthetic: %zu samples of %dx%dx%d, %d "
-                    "classes, noise %g", n, c, h, w, classes, (double)noise);
+                    "classes, noise %g, split %d", n, c, h, w, classes, (double)noise,
+                    split);
   size_t px = (size_t)c * h * w, bytes;
   GS_CHECK(gs_mul_size(n, px * sizeof(float), &bytes));
   float *proto = gs_malloc((size_t)classes * px * sizeof(float));
@@ -319,6 +327,9 @@ gs_status gs_nn_dataset_synthetic(gs_nn_dataset *out, size_t n, int c, int h,
   uint64_t rng = seed;
   for (size_t i = 0; i < (size_t)classes * px; i++)
     proto[i] = (float)nn_rng_normal(&rng);
+  /* The samples: a stream of their own per split, so that a test split
+   * shares the prototypes and none of the training samples. */
+  if (split > 0) rng = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)split);
   for (size_t i = 0; i < n; i++) {
     int32_t y = (int32_t)nn_rng_below(&rng, (uint64_t)classes);
     out->labels[i] = y;

@@ -27,8 +27,9 @@ gs_status train_load_data(const gs_train_config *c, gs_nn_dataset *train, gs_nn_
     st = gs_nn_dataset_synthetic(train, (size_t)c->synthetic, GS_TRAIN_IN_C, GS_TRAIN_IN_H,
                                  GS_TRAIN_IN_W, GS_TRAIN_CLASSES, 1.0f, 7);
     if (st == GS_OK)
-      st = gs_nn_dataset_synthetic(test, (size_t)(c->synthetic / 5 + 1), GS_TRAIN_IN_C,
-                                   GS_TRAIN_IN_H, GS_TRAIN_IN_W, GS_TRAIN_CLASSES, 1.0f, 7);
+      st = gs_nn_dataset_synthetic_split(test, (size_t)(c->synthetic / 5 + 1), GS_TRAIN_IN_C,
+                                         GS_TRAIN_IN_H, GS_TRAIN_IN_W, GS_TRAIN_CLASSES, 1.0f,
+                                         7, 1);
     return st;
   }
   st = gs_nn_fashion_mnist_load(c->data_dir, 1, train);

@@ -225,6 +225,58 @@ static void test_synthetic(void **s) {
   gs_nn_dataset_free(&c);
 }
 
+/* A test split (1) of a seed: samples of its own (until 2026-12-02 the
+ * trainer's synthetic test set was the first fifth of its training set),
+ * the training split's classes (each test sample nearest its own class's
+ * training mean), pixels of variance 1 + noise^2. */
+static void test_synthetic_split(void **s) {
+  (void)s;
+  enum { N = 400, PX = 64, K = 4 };
+  gs_nn_dataset tr, te, tr2;
+  assert_int_equal(gs_nn_dataset_synthetic_split(&tr, N, 1, 8, 8, K, 1.0f, 7, 0), GS_OK);
+  assert_int_equal(gs_nn_dataset_synthetic_split(&te, N / 4, 1, 8, 8, K, 1.0f, 7, 1), GS_OK);
+  assert_int_equal(gs_nn_dataset_synthetic(&tr2, N, 1, 8, 8, K, 1.0f, 7), GS_OK);
+  assert_memory_equal(tr.images, tr2.images, (size_t)N * PX * sizeof(float));
+  for (size_t i = 0; i < te.n; i++)
+    for (size_t j = 0; j < tr.n; j++)
+      assert_memory_not_equal(te.images + i * PX, tr.images + j * PX, PX * sizeof(float));
+  double mean[K][PX] = {{0}}, sum = 0, sq = 0;
+  int cnt[K] = {0};
+  for (size_t i = 0; i < tr.n; i++) {
+    cnt[tr.labels[i]]++;
+    for (int p = 0; p < PX; p++) {
+      double v = tr.images[i * PX + p];
+      mean[tr.labels[i]][p] += v;
+      sum += v;
+      sq += v * v;
+    }
+  }
+  double var = sq / (N * PX) - (sum / (N * PX)) * (sum / (N * PX));
+  assert_true(var > 1.8 && var < 2.2);
+  for (int k = 0; k < K; k++)
+    for (int p = 0; p < PX; p++) mean[k][p] /= cnt[k] ? cnt[k] : 1;
+  int right = 0;
+  for (size_t i = 0; i < te.n; i++) {
+    int best = 0;
+    double bd = 1e300;
+    for (int k = 0; k < K; k++) {
+      double d = 0;
+      for (int p = 0; p < PX; p++) {
+        double e = te.images[i * PX + p] - mean[k][p];
+        d += e * e;
+      }
+      if (d < bd) bd = d, best = k;
+    }
+    right += best == te.labels[i];
+  }
+  assert_true(right >= (int)te.n * 95 / 100);
+  gs_nn_dataset_free(&tr);
+  assert_int_equal(gs_nn_dataset_synthetic_split(&tr, N, 1, 8, 8, K, 1.0f, 7, -1),
+                   GS_ERR_INVALID_ARG);
+  gs_nn_dataset_free(&te);
+  gs_nn_dataset_free(&tr2);
+}
+
 /* Shards of every rank count cover each epoch exactly once (or, with
  * drop_remainder, all but n % size samples with equal counts); all ranks
  * see the same permutation; epochs and seeds change it; the same (seed,
@@ -349,6 +401,7 @@ int main(void) {
       cmocka_unit_test(test_fashion_mnist_missing),
       cmocka_unit_test(test_fashion_mnist_real),
       cmocka_unit_test(test_synthetic),
+      cmocka_unit_test(test_synthetic_split),
       cmocka_unit_test(test_sampler),
       cmocka_unit_test(test_idx_hostile_headers),
   };
