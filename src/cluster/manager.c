@@ -1600,7 +1600,13 @@ static int take_request(mgr *m, const cJSON *r) {
   }
   if (strcmp(op, "cancel") == 0 && num(r, "id", &v) == 0) {
     job *j = job_find(m, (int)v);
-    if (!j || j->state >= J_DONE || j->cancel) return 0;
+    if (!j) {
+      /* gradsync cancel checks the id first; a request written by hand, or
+       * one that outlived its manager's spool, can still name none. */
+      mlog(m, "request to cancel unknown job %.0f: ignored", v);
+      return 0;
+    }
+    if (j->state >= J_DONE || j->cancel) return 0;
     j->cancel = 1;
     mlog(m, "job %d: cancel", j->id);
     if (j->state == J_QUEUED) {

@@ -156,6 +156,13 @@ printf '{"op":"resume","node":"ghost"}' >"$spool/incoming/.t" &&
 if wait_log "request to undrain unknown node ghost: ignored" 10; then
   pass "the log says undrain, not resume"
 else fail "no 'request to undrain' line"; fi
+# A cancel of a job the manager does not know (gradsync cancel refuses one;
+# a request written by hand gets here): logged, ignored (it left no line).
+printf '{"op":"cancel","id":4242}' >"$spool/incoming/.t" &&
+  mv "$spool/incoming/.t" "$spool/incoming/0-ghost-cancel.json"
+if wait_log "request to cancel unknown job 4242: ignored" 10; then
+  pass "a cancel of an unknown job is logged"
+else fail "no 'request to cancel unknown job' line"; fi
 
 echo "== a train job that cannot change size runs at one size"
 H=$(submit --min 1 --max 1 --name hold --exec -- "$JOB" 2000 "$scratch/hold" 0.1)
