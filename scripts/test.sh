@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds gradsync, and runs every test:
-#   1. a Release build with -Werror: unit tests, multi-rank tests, CLI tests;
+#   1. a Release build with -Werror: unit tests, multi-rank tests, CLI tests
+#      (but those labelled "once", which step 2 runs);
 #   2. the same tests but the long ones under AddressSanitizer +
 #      UndefinedBehaviorSanitizer;
 #   3. the threaded parts (progress thread, requests) under ThreadSanitizer.
@@ -60,7 +61,9 @@ run_suite() {
   echo "=== $dir: tests passed in $((SECONDS - t0)) s"
 }
 
-run_suite build ""
+# The full command runs the tests labelled "once" in step 2 only, under the
+# sanitizers (tests/CMakeLists.txt, gradsync_once_test); --quick runs all.
+if [ $quick -eq 1 ]; then run_suite build ""; else run_suite build "-LE once"; fi
 if [ $quick -eq 0 ]; then
   # AddressSanitizer + UBSan: every test but those labelled "long" (minutes
   # of process orchestration or a larger repeat of a path a shorter test
