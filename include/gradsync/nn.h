@@ -319,7 +319,8 @@ gs_status gs_nn_fashion_mnist_load(const char *dir, int train,
                                    gs_nn_dataset *out);
 /* A seeded, linearly separable data set: per-class random prototypes (one
  * standard normal draw per pixel) plus Gaussian noise of standard deviation
- * noise. */
+ * noise, scaled by 1 / sqrt(1 + noise^2) to unit variance per pixel, as a
+ * normalised real data set has. */
 gs_status gs_nn_dataset_synthetic(gs_nn_dataset *out, size_t n, int c, int h,
                                   int w, int classes, float noise,
                                   uint64_t seed);

@@ -327,6 +327,10 @@ gs_status gs_nn_dataset_synthetic_split(gs_nn_dataset *out, size_t n, int c,
   uint64_t rng = seed;
   for (size_t i = 0; i < (size_t)classes * px; i++)
     proto[i] = (float)nn_rng_normal(&rng);
+  /* Unit variance per pixel, as a normalised real data set has (at noise 1
+   * the pixels' variance was 2, and the trainer's CNN at its default
+   * learning rate reached 21% after two epochs of 4096 samples; 88% now). */
+  float scale = 1.0f / sqrtf(1.0f + noise * noise);
   /* The samples: a stream of their own per split, so that a test split
    * shares the prototypes and none of the training samples. */
   if (split > 0) rng = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)split);
@@ -336,7 +340,7 @@ gs_status gs_nn_dataset_synthetic_split(gs_nn_dataset *out, size_t n, int c,
     float *x = out->images + i * px;
     const float *p = proto + (size_t)y * px;
     for (size_t j = 0; j < px; j++)
-      x[j] = p[j] + noise * (float)nn_rng_normal(&rng);
+      x[j] = (p[j] + noise * (float)nn_rng_normal(&rng)) * scale;
   }
   gs_free(proto);
   out->n = n;

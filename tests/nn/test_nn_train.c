@@ -405,20 +405,34 @@ static void test_training_reduces_loss(void **s) {
   gs_nn_sgd_destroy(opt);
   gs_nn_net_destroy(net);
 
+  /* The CNN: eight epochs of the 512 samples at noise 1. Its loss over the
+   * last epoch under half the first's, and its accuracy there above half
+   * (here 15 against 75, and 72%). Until 2026-12-02 this was 12 steps at
+   * noise 2 whose loss fell from 7.6 to 2.31: a network that had stopped
+   * learning (ln 10) passed. At lr 0.02 and more, with momentum 0.9, this
+   * CNN stops so on white-noise images. */
+  gs_nn_dataset_free(&ds);
+  assert_int_equal(gs_nn_dataset_synthetic(&ds, 512, 1, 28, 28, 10, 1.0f, 3), GS_OK);
   net = model(GS_NN_MODEL_CNN, 32, 1);
-  assert_int_equal(gs_nn_sgd_create(&opt, net, &cfg), GS_OK);
-  float loss0 = 0, loss = 0;
+  gs_nn_sgd_config cnn_cfg = {.lr = 0.01f, .momentum = 0.9f};
+  assert_int_equal(gs_nn_sgd_create(&opt, net, &cnn_cfg), GS_OK);
+  double epoch_loss[8] = {0};
+  int epoch_right[8] = {0};
   size_t idx[32];
-  for (int step = 0; step < 12; step++) {
+  for (int step = 0; step < 8 * 16; step++) {
+    float loss;
+    int c;
     for (int i = 0; i < 32; i++) idx[i] = (size_t)((step * 32 + i) % 512);
     assert_int_equal(gs_nn_dataset_gather(&ds, idx, 32, x, y), GS_OK);
     assert_int_equal(gs_nn_forward(net, x, 32, NULL), GS_OK);
-    assert_int_equal(gs_nn_loss(net, y, &loss, NULL), GS_OK);
-    if (step == 0) loss0 = loss;
+    assert_int_equal(gs_nn_loss(net, y, &loss, &c), GS_OK);
+    epoch_loss[step / 16] += loss;
+    epoch_right[step / 16] += c;
     assert_int_equal(gs_nn_backward(net), GS_OK);
     assert_int_equal(gs_nn_sgd_step(opt), GS_OK);
   }
-  assert_true(loss < 0.5f * loss0);
+  assert_true(epoch_loss[7] < 0.5 * epoch_loss[0]);
+  assert_true(epoch_right[7] > 512 / 2);
   gs_nn_sgd_destroy(opt);
   gs_nn_net_destroy(net);
   gs_nn_dataset_free(&ds);
