@@ -276,11 +276,12 @@ static int cmd_serve(int argc, char **argv) {
   double interval = 10, discover_every = 1, node_cpus = 0, restart_penalty = 30, cooldown = 30;
   /* --user-share NAME:W and --user-limit NAME:N, repeatable */
   static user_opt shares = {.option = "--user-share", .meta = "SHARE", .what = "a share",
-                            .lo = 1e-6, .hi = 1e6},
+                            .lo = GS_CLUSTER_WEIGHT_MIN, .hi = GS_CLUSTER_WEIGHT_MAX},
                   limits = {.option = "--user-limit", .meta = "NODES", .what = "nodes", .lo = 1,
                             .hi = 1e6, .whole = 1, .star = 1},
                   accounts = {.option = "--account-share", .meta = "SHARE", .what = "a share",
-                              .lo = 1e-6, .hi = 1e6, .who = "an account"},
+                              .lo = GS_CLUSTER_WEIGHT_MIN, .hi = GS_CLUSTER_WEIGHT_MAX,
+                              .who = "an account"},
                   alimits = {.option = "--account-limit", .meta = "NODES", .what = "nodes",
                              .lo = 1, .hi = 1e6, .whole = 1, .star = 1, .who = "an account"};
   static int limit_nodes[USER_OPT_MAX], alimit_nodes[USER_OPT_MAX];
@@ -860,17 +861,18 @@ int cmd_submit(int argc, char **argv) {
       int *v = a[3] == 'i' ? &min : &max;
       int *seen = a[3] == 'i' ? &seen_min : &seen_max;
       if (repeated("submit", a, seen)) return 2;
-      if (!has || cli_parse_int(argv[i + 1], 1, 65536, v) != 0) {
-        cli_error("submit", "%s needs a node count from 1 to 65536 (got '%s')", a,
-                  has ? argv[i + 1] : "");
+      if (!has || cli_parse_int(argv[i + 1], 1, GS_CLUSTER_JOB_NODES_MAX, v) != 0) {
+        cli_error("submit", "%s needs a node count from 1 to %d (got '%s')", a,
+                  GS_CLUSTER_JOB_NODES_MAX, has ? argv[i + 1] : "");
         return 2;
       }
       i++;
     } else if (strcmp(a, "--weight") == 0) {
       if (repeated("submit", a, &seen_w)) return 2;
-      if (!has || cli_parse_double(argv[i + 1], 1e-6, 1e6, &weight) != 0) {
-        cli_error("submit", "--weight needs one number from 1e-06 to 1e+06 (got '%s')",
-                  has ? argv[i + 1] : "");
+      if (!has ||
+          cli_parse_double(argv[i + 1], GS_CLUSTER_WEIGHT_MIN, GS_CLUSTER_WEIGHT_MAX, &weight)) {
+        cli_error("submit", "--weight needs one number from %g to %g (got '%s')",
+                  GS_CLUSTER_WEIGHT_MIN, GS_CLUSTER_WEIGHT_MAX, has ? argv[i + 1] : "");
         return 2;
       }
       i++;

@@ -39,6 +39,12 @@ extern "C" {
 #define GS_CLUSTER_NODE_MAX 253 /* a DNS name's length */
 #define GS_CLUSTER_MAX_NODES 4096
 #define GS_CLUSTER_NAME_MAX 64
+/* A job's node counts (submit --min, --max) and weight (--weight), and a
+ * user's or account's share (serve --user-share, --account-share): what
+ * the commands take and what the manager's request check accepts. */
+#define GS_CLUSTER_JOB_NODES_MAX 65536
+#define GS_CLUSTER_WEIGHT_MIN 1e-6
+#define GS_CLUSTER_WEIGHT_MAX 1e6
 /* An account's path (submit --account science/physics/hep): at most
  * GS_CLUSTER_ACCOUNT_LEVELS names of 1 to GS_CLUSTER_NAME_MAX - 1
  * characters, '/'-separated, and its NUL. */

@@ -260,7 +260,6 @@ static int request_int_ok(const cJSON *x, double lo, double hi) {
 }
 
 #define REQUEST_ID_MAX (1 << 30) /* cancel's job ids */
-#define REQUEST_NODES_MAX 65536  /* submit --min, --max */
 
 int spool_check_request(const cJSON *r, char *field, size_t flen, char *why, size_t wlen) {
 #define BAD(f, ...)                          \
@@ -298,15 +297,15 @@ int spool_check_request(const cJSON *r, char *field, size_t flen, char *why, siz
   }
   double min = 1;
   if (GET("min")) {
-    if (!request_int_ok(x, 1, REQUEST_NODES_MAX))
-      BAD("min", "not a node count (a whole number from 1 to %d)", REQUEST_NODES_MAX);
+    if (!request_int_ok(x, 1, GS_CLUSTER_JOB_NODES_MAX))
+      BAD("min", "not a node count (a whole number from 1 to %d)", GS_CLUSTER_JOB_NODES_MAX);
     min = x->valuedouble;
   }
-  if (GET("max") && !request_int_ok(x, min, REQUEST_NODES_MAX))
-    BAD("max", "not a node count from min (%.0f) to %d", min, REQUEST_NODES_MAX);
-  if (GET("weight") && (!cJSON_IsNumber(x) || !(x->valuedouble >= 1e-6) ||
-                        !(x->valuedouble <= 1e6)))
-    BAD("weight", "not a weight from 1e-6 to 1e6");
+  if (GET("max") && !request_int_ok(x, min, GS_CLUSTER_JOB_NODES_MAX))
+    BAD("max", "not a node count from min (%.0f) to %d", min, GS_CLUSTER_JOB_NODES_MAX);
+  if (GET("weight") && (!cJSON_IsNumber(x) || !(x->valuedouble >= GS_CLUSTER_WEIGHT_MIN) ||
+                        !(x->valuedouble <= GS_CLUSTER_WEIGHT_MAX)))
+    BAD("weight", "not a weight from %g to %g", GS_CLUSTER_WEIGHT_MIN, GS_CLUSTER_WEIGHT_MAX);
   if (GET("time_limit_s") && (!cJSON_IsNumber(x) || !(x->valuedouble > 0) ||
                               !(x->valuedouble <= 366 * 86400.0)))
     BAD("time_limit_s", "not a time limit (seconds above 0, at most 366 days)");
