@@ -20,20 +20,25 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # suite_targets DIR REGEX: the targets of the programs that the tests whose
 # names match REGEX run from DIR (as DIR's CTestTestfile.cmake files name
-# them), or nothing when one of those tests runs none of its own.
+# them; a path under DIR that is no target, such as a directory, is not
+# one), or nothing when one of those tests runs none of its own.
 suite_targets() {
-  local dir=$1 re=$2 abs
+  local dir=$1 re=$2 abs known
   abs=$(cd "$dir" && pwd)
+  known=$(cmake --build "$dir" --target help 2>/dev/null | awk '/^\.\.\. /{printf "%s ", $2}')
   find "$dir" -name CTestTestfile.cmake -exec grep -h '^add_test(' {} + |
-    awk -v re="$re" -v abs="$abs/" '{
+    awk -v re="$re" -v abs="$abs/" -v known=" $known" '{
       name = substr($1, 10)
       if (name !~ re) next
       own = 0
       for (i = 2; i <= NF; i++) {
         t = $i; gsub(/[")]/, "", t)
         if (index(t, abs) != 1) continue
-        n = split(t, p, "/"); own = 1
-        seen[p[n] == "gradsync" ? "gradsync_cli" : p[n]] = 1
+        n = split(t, p, "/")
+        tg = p[n] == "gradsync" ? "gradsync_cli" : p[n]
+        if (index(known, " " tg " ") == 0) continue
+        own = 1
+        seen[tg] = 1
       }
       if (!own) all = 1
     } END { if (!all) for (t in seen) printf "%s ", t }'
