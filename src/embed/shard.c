@@ -1082,6 +1082,73 @@ static void core_caches(double *own, double *all, double *own_l2) {
 #endif
 }
 
+/* Seconds a load of a line of the first `bytes` of buf (zeroed) takes when
+ * its address is drawn at random, the next waiting for it (each address
+ * adds the value loaded, always 0): the latency of independent draws, as a
+ * table's lookups make them, whose lines stay cached with probability
+ * C / bytes (Che's LRU cache of C bytes under uniform draws). Writing the
+ * lines first leaves the last of them cached, so no warm-up is needed:
+ * any C bytes of the buffer are as likely to be asked for. */
+static double random_load_s(uint64_t *buf, size_t bytes, uint64_t *seed) {
+  const size_t lines = bytes / 64, steps = (size_t)1 << 16;
+  memset(buf, 0, lines * 64);
+  __asm__ volatile("" : : "r"(buf) : "memory"); /* the loads below are not known 0 */
+  uint64_t x = *seed, v = 0;
+  double t0 = gs_now();
+  for (size_t i = 0; i < steps; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    v = buf[((x + v) & (lines - 1)) * 8];
+  }
+  __asm__ volatile("" : : "r"(v) : "memory"); /* the loads done before the clock is read */
+  double t = (gs_now() - t0) / (double)steps;
+  *seed = x + v; /* v, always 0, kept alive */
+  return t;
+}
+
+/* The cache bytes one core gets, measured, or 0 where that fails: random
+ * loads (random_load_s) over 512 KB, 1 MB, ... until the latency settles
+ * on the memory's (a doubling adds under 20%, and it is 60 ns or more, 3x
+ * the first size's or more: a level 3's is under 50), 256 MB at most. With L_c the first two sizes' latency and L_m the last's,
+ * a size S of latency L holds S f bytes in the cache, f = (L_m - L) /
+ * (L_m - L_c); the largest such (of the sizes whose f is 1/4 or more)
+ * is the cache. The caches the machine reports
+ * can be far from what a core gets: a VM's sysconf gives the whole
+ * socket's level 3 (508 MB on the 2-core hosts, where a core gets 3 to 8
+ * MB), and other tenants share it. The ranks of a job measure at once, so
+ * each sees its share. It takes 0.1 to 0.5 s. The memory's latency still
+ * grows past the caches (page walks: 150 ns at 16 MB to 450 at 256 on the
+ * 2-core hosts), so a later stop would take a larger L_m and find a
+ * cache too large; where it settles slowly, the cache comes out small. */
+static double measured_cache(void) {
+  enum { NSIZE = 10 }; /* 512 KB to 256 MB */
+  const size_t first = (size_t)512 << 10;
+  uint64_t *buf = gs__malloc_table(first << (NSIZE - 1), 0);
+  if (buf == NULL) {
+    gs_clear_error();
+    return 0;
+  }
+  double lat[NSIZE];
+  uint64_t seed = 88172645463325252ull;
+  int n = 0;
+  for (; n < NSIZE; n++) {
+    lat[n] = INFINITY; /* the fastest of 3: other processes' loads add noise */
+    for (int rep = 0; rep < 3; rep++) lat[n] = fmin(lat[n], random_load_s(buf, first << n, &seed));
+    if (n >= 2 && lat[n] >= 3 * lat[0] && lat[n] >= 60e-9 && lat[n] < 1.2 * lat[n - 1]) {
+      n++;
+      break;
+    }
+  }
+  gs_free(buf);
+  double lc = fmin(lat[0], lat[1]), lm = lat[n - 1], cache = 0;
+  if (!(lm > 2 * lc)) return (double)(first << (n - 1)); /* no miss seen: all of it */
+  for (int k = 0; k < n; k++) {
+    /* where f is small, S f is mostly noise: sizes up to 4x the cache */
+    double f = fmin(1.0, fmax(0.0, (lm - lat[k]) / (lm - lc)));
+    if (f >= 0.25 || k == 0) cache = fmax(cache, (double)(first << k) * f);
+  }
+  return cache;
+}
+
 /* Evicts the caches: a sweep writing a line of every 64 bytes of flush. */
 static void sweep(float *flush, size_t n) {
   for (size_t i = 0; i < n; i += 16) flush[i] += 1.0f;
@@ -1176,7 +1243,8 @@ static void fit_lookups(const size_t *dims, const double *secs, int ndim, double
  *     block's), at 16 columns, over the cache's table, level 2 swept:
  *     what is left of the pass after its lookups' price, a bag, less
  *     gamma_hit, is the branches' misses, on top of gamma.
- * And the caches' sizes (core_caches). */
+ * And the cache a core gets: the caches' sizes (core_caches), or what
+ * random loads find (measured_cache) where that is less. */
 gs_status gs_embed_calibrate_shape(size_t bags, size_t width, gs_cost_lookup *out) {
   enum { NDIM = 4 };
   /* 2^17 rows (8 to 64 MB): the caches are swept before each phase, so
@@ -1191,6 +1259,13 @@ gs_status gs_embed_calibrate_shape(size_t bags, size_t width, gs_cost_lookup *ou
   if (width < dims[0]) width = dims[0]; /* the bags' passes pool 16 columns */
   double own = 0, all = 0, l2 = 0;
   core_caches(&own, &all, &l2);
+  /* What a core gets, where it is less than the machine says: the model's
+   * cache, and a sweep of 4x it evicts the rows (64 MB at least). */
+  double got = measured_cache();
+  if (got > 0) {
+    own = own > 0 ? fmin(own, got) : got;
+    all = all > 0 ? fmin(all, 4 * got) : 4 * got;
+  }
   calib c = {0};
   c.nflush = (size_t)(fmin(fmax(2.0 * all, 64e6), 1e9) / sizeof(float));
   /* out of level 2: twice it written (1 MB where it is not known) */
