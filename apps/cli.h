@@ -74,6 +74,16 @@ int cli_lookup_arg(const char *verb, const char *arg, gs_cost_lookup *out);
  * 0.4 ns per byte of row, 0 ns per bag a shard walks (FROM)") on stdout:
  * shard's and train --model dlrm's. */
 void cli_lookup_print(const char *prefix, const gs_cost_lookup *lk, const char *from);
+/* A lookup cost's figures under gradsync shard's JSON keys, in --lookup's
+ * order of them (the cache's bytes "%.0f", the rest "%.4g"): shard's
+ * output and train --model dlrm's epoch lines. */
+typedef struct cli_lookup_key {
+  const char *key;
+  size_t offset; /* of the double in gs_cost_lookup */
+  const char *fmt;
+} cli_lookup_key;
+enum { CLI_LOOKUP_NKEYS = 10 };
+extern const cli_lookup_key cli_lookup_keys[CLI_LOOKUP_NKEYS];
 /* The tables of a set named as cli_tables_arg leaves it: a preset's, or a
  * file's (gs_embed_specs_load_scaled), rows times `scale`, `pooling` ids
  * per sample for every preset table and every file table that gives none.

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -575,6 +576,19 @@ int cli_lookup_arg(const char *verb, const char *arg, gs_cost_lookup *out) {
   *out = lk;
   return 0;
 }
+
+const cli_lookup_key cli_lookup_keys[CLI_LOOKUP_NKEYS] = {
+    {"lookup_alpha_s", offsetof(gs_cost_lookup, alpha), "%.4g"},
+    {"lookup_beta_s_per_B", offsetof(gs_cost_lookup, beta), "%.4g"},
+    {"lookup_gamma_s_per_bag", offsetof(gs_cost_lookup, gamma), "%.4g"},
+    {"lookup_hit_alpha_s", offsetof(gs_cost_lookup, alpha_hit), "%.4g"},
+    {"lookup_hit_beta_s_per_B", offsetof(gs_cost_lookup, beta_hit), "%.4g"},
+    {"cache_bytes", offsetof(gs_cost_lookup, cache_bytes), "%.0f"},
+    {"lookup_gamma_mixed_s_per_bag", offsetof(gs_cost_lookup, gamma_mixed), "%.4g"},
+    {"lookup_row_alpha_s", offsetof(gs_cost_lookup, alpha_row), "%.4g"},
+    {"lookup_row_beta_s_per_B", offsetof(gs_cost_lookup, beta_row), "%.4g"},
+    {"lookup_gamma_hit_s_per_bag", offsetof(gs_cost_lookup, gamma_hit), "%.4g"},
+};
 
 void cli_lookup_print(const char *prefix, const gs_cost_lookup *lk, const char *from) {
   printf("%slookup cost: %.3g ns + %.3g ns per byte of row, %.3g ns per bag a shard walks "

@@ -254,16 +254,10 @@ int cmd_shard(int argc, char **argv) {
     cJSON_AddNumberToObject(j, "per_node", o.per_node);
     cJSON_AddNumberToObject(j, "batch", o.batch);
     cJSON_AddStringToObject(j, "net", o.net);
-    cli_json_add(j, "lookup_alpha_s", cfg.lookup.alpha, "%.4g");
-    cli_json_add(j, "lookup_beta_s_per_B", cfg.lookup.beta, "%.4g");
-    cli_json_add(j, "lookup_gamma_s_per_bag", cfg.lookup.gamma, "%.4g");
-    cli_json_add(j, "lookup_hit_alpha_s", cfg.lookup.alpha_hit, "%.4g");
-    cli_json_add(j, "lookup_hit_beta_s_per_B", cfg.lookup.beta_hit, "%.4g");
-    cli_json_add(j, "lookup_gamma_mixed_s_per_bag", cfg.lookup.gamma_mixed, "%.4g");
-    cli_json_add(j, "cache_bytes", cfg.lookup.cache_bytes, "%.0f");
-    cli_json_add(j, "lookup_row_alpha_s", cfg.lookup.alpha_row, "%.4g");
-    cli_json_add(j, "lookup_row_beta_s_per_B", cfg.lookup.beta_row, "%.4g");
-    cli_json_add(j, "lookup_gamma_hit_s_per_bag", cfg.lookup.gamma_hit, "%.4g");
+    for (int k = 0; k < CLI_LOOKUP_NKEYS; k++)
+      cli_json_add(j, cli_lookup_keys[k].key,
+                   *(const double *)((const char *)&cfg.lookup + cli_lookup_keys[k].offset),
+                   cli_lookup_keys[k].fmt);
     cli_json_add(j, "zipf", o.zipf, "%.4g");
     cli_json_add(j, "max_rank_s", mx, "%.6g");
     cli_json_add(j, "mean_rank_s", mean, "%.6g");

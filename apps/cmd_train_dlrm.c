@@ -492,10 +492,14 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
      * shard's keys), and where it came from: "--lookup" or "measured".
      * Finite: a given one is checked (gs_cost_lookup_check), a measured
      * one is a fit of finite times. */
-    if (ev->lookup)
-      printf(", \"lookup_from\": \"%s\", \"lookup_alpha_s\": %.4g, \"lookup_beta_s_per_B\": "
-             "%.4g, \"lookup_gamma_s_per_bag\": %.4g", v->lookup_given ? "--lookup" : "measured",
-             ev->lookup->alpha, ev->lookup->beta, ev->lookup->gamma);
+    if (ev->lookup) {
+      printf(", \"lookup_from\": \"%s\"", v->lookup_given ? "--lookup" : "measured");
+      for (int k = 0; k < CLI_LOOKUP_NKEYS; k++) {
+        printf(", \"%s\": ", cli_lookup_keys[k].key);
+        printf(cli_lookup_keys[k].fmt,
+               *(const double *)((const char *)ev->lookup + cli_lookup_keys[k].offset));
+      }
+    }
     /* Every rank's lookup time, measured and as the cost model predicts. */
     for (int k = 0; k < 2; k++) {
       const double *x = k ? ev->rank_lookup_pred_ms : ev->rank_lookup_ms;
