@@ -1264,11 +1264,9 @@ gs_status gs_embed_calibrate_shape(size_t bags, size_t width, gs_cost_lookup *ou
    * mean of three: what other tenants leave a core moves within seconds
    * (2-3 MB, then 16-20 MB, on the 2-core hosts), and a training's steps
    * meet the mix. */
-  double got = 0;
-  for (int rep = 0; rep < 3 && got >= 0; rep++) {
-    double one = measured_cache();
-    got = one > 0 ? got + one / 3 : -1;
-  }
+  double got = INFINITY;
+  for (int rep = 0; rep < 3 && got > 0; rep++) got = fmin(got, measured_cache());
+  if (!isfinite(got)) got = 0;
   if (got > 0) {
     own = own > 0 ? fmin(own, got) : got;
     all = all > 0 ? fmin(all, 4 * got) : 4 * got;
