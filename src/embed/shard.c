@@ -1261,9 +1261,10 @@ gs_status gs_embed_calibrate_shape(size_t bags, size_t width, gs_cost_lookup *ou
   core_caches(&own, &all, &l2);
   /* What a core gets, where it is less than the machine says: the model's
    * cache, and a sweep of 4x it evicts the rows (64 MB at least). The
-   * mean of three: what other tenants leave a core moves within seconds
+   * least of three: what other tenants leave a core moves within seconds
    * (2-3 MB, then 16-20 MB, on the 2-core hosts), and a training's steps
-   * meet the mix. */
+   * meet the mix; the mean of three priced a little lower still (the
+   * lookup prediction benchmark, run5 against run6). */
   double got = INFINITY;
   for (int rep = 0; rep < 3 && got > 0; rep++) got = fmin(got, measured_cache());
   if (!isfinite(got)) got = 0;
