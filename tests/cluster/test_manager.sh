@@ -210,7 +210,8 @@ wait_state "$D" cancelled 20 && pass "running D cancelled" || fail "D: $(state "
   pass "gradsync jobs prints the table" || fail "gradsync jobs"
 
 echo "== a rank killed on one node: its supervisor leaves the node out, the manager gives it back"
-F=$(submit --min 1 --max 2 --name F --exec -- "$JOB" 150 "$scratch/F" 0.1 kill:127.0.1.2)
+# F runs 6 s, G starts within a manager's interval (1 s) of F's relaunch.
+F=$(submit --min 1 --max 2 --name F --exec -- "$JOB" 60 "$scratch/F" 0.1 kill:127.0.1.2)
 wait_file "$scratch/F/step" 20 || fail "F did not start"
 G2=$(submit --min 2 --max 2 --name G --exec -- "$JOB" 20 "$scratch/G" 0.1)
 wait_file "$scratch/G/step" 30
@@ -225,8 +226,8 @@ else
 fi
 wait_state "$F" done 60 || fail "F did not finish: $(state "$F")"
 wait_state "$G2" done 60 || fail "G did not finish: $(state "$G2")"
-[ "$(cat "$scratch/F/finished" 2>/dev/null)" = 150 ] && [ ! -e "$scratch/F/errors" ] &&
-  pass "F finished once, at step 150" || fail "F: finished '$(cat "$scratch/F/finished" 2>/dev/null)'"
+[ "$(cat "$scratch/F/finished" 2>/dev/null)" = 60 ] && [ ! -e "$scratch/F/errors" ] &&
+  pass "F finished once, at step 60" || fail "F: finished '$(cat "$scratch/F/finished" 2>/dev/null)'"
 
 echo "== a rank killed in a one-node job: relaunched at once on its node"
 # Its supervisor leaves a killed rank's slot out; with no other slot it
