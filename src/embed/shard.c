@@ -1108,13 +1108,13 @@ static double random_load_s(uint64_t *buf, size_t bytes, uint64_t *seed) {
 /* The cache bytes one core gets, measured, or 0 where that fails: random
  * loads (random_load_s) over 512 KB, 1 MB, ... until the latency settles
  * on the memory's (a doubling adds under 20%, and it is 60 ns or more, 3x
- * the first size's or more: a level 3's is under 50), 256 MB at most. With L_c the first two sizes' latency and L_m the last's,
- * a size S of latency L holds S f bytes in the cache, f = (L_m - L) /
- * (L_m - L_c); the largest such (of the sizes whose f is 1/4 or more)
- * is the cache. The caches the machine reports
- * can be far from what a core gets: a VM's sysconf gives the whole
- * socket's level 3 (508 MB on the 2-core hosts, where a core gets 3 to 8
- * MB), and other tenants share it. The ranks of a job measure at once, so
+ * the first size's or more: a level 3's is under 50), 256 MB at most.
+ * With L_c the first two sizes' latency and L_m the last's, a size S of
+ * latency L holds S f bytes in the cache, f = (L_m - L) / (L_m - L_c); the
+ * largest such (of the sizes whose f is 1/4 or more) is the cache. The
+ * caches the machine reports can be far from what a core gets: a VM's
+ * sysconf gives the whole socket's level 3 (508 MB on the 2-core hosts,
+ * where a core gets 2 to 20 MB), and other tenants share it. The ranks of a job measure at once, so
  * each sees its share. It takes 0.1 to 0.6 s. The memory's latency still
  * grows past the caches (page walks: 150 ns at 16 MB to 450 at 256 on the
  * 2-core hosts), so a later stop would take a larger L_m and find a
@@ -1270,7 +1270,7 @@ gs_status gs_embed_calibrate_shape(size_t bags, size_t width, gs_cost_lookup *ou
   if (!isfinite(got)) got = 0;
   if (got > 0) {
     own = own > 0 ? fmin(own, got) : got;
-    all = all > 0 ? fmin(all, 4 * got) : 4 * got;
+    all = all > 0 ? fmin(all, 2 * got) : 2 * got; /* swept twice over, below */
   }
   calib c = {0};
   c.nflush = (size_t)(fmin(fmax(2.0 * all, 64e6), 1e9) / sizeof(float));
