@@ -39,6 +39,15 @@ static inline double dlrm_gauss(uint64_t *state) {
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+/* ---- The lookup calibration's cache (shard.c) ---- */
+
+/* The cache bytes that random loads' latencies lat[0..n) (seconds, n >= 2)
+ * at sizes first, 2 first, 4 first, ... say a core has (measured_cache's
+ * estimate: up to the size where the latency settles on the memory's, the
+ * largest S (L_m - L) / (L_m - L_c) over the sizes whose share is 3/4 or
+ * more; the largest size where no miss shows). */
+double embed_cache_estimate(const double *lat, int n, double first);
+
 /* ---- What the hybrid-parallel step (dlrm_dist.c) needs of dlrm.c ---- */
 
 #include <stddef.h>

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dlrm_internal.h"
 #include "gradsync/embed.h"
 #include "gs_internal.h"
 
@@ -1105,20 +1106,27 @@ static double random_load_s(uint64_t *buf, size_t bytes, uint64_t *seed) {
   return t;
 }
 
+/* Whether the latency of random loads has settled on the memory's at size
+ * k of the probe: a doubling adds under 20%, and it is 60 ns or more, 3x
+ * the first size's or more (a level 3's is under 50). */
+static int latency_settled(const double *lat, int k) {
+  return k >= 2 && lat[k] >= 3 * lat[0] && lat[k] >= 60e-9 && lat[k] < 1.2 * lat[k - 1];
+}
+
 /* The cache bytes one core gets, measured, or 0 where that fails: random
  * loads (random_load_s) over 512 KB, 1 MB, ... until the latency settles
  * on the memory's (a doubling adds under 20%, and it is 60 ns or more, 3x
  * the first size's or more: a level 3's is under 50), 256 MB at most.
  * With L_c the first two sizes' latency and L_m the last's, a size S of
  * latency L holds S f bytes in the cache, f = (L_m - L) / (L_m - L_c); the
- * largest such (of the sizes whose f is 1/4 or more) is the cache. The
+ * largest such (of the sizes whose f is 3/4 or more) is the cache. The
  * caches the machine reports can be far from what a core gets: a VM's
  * sysconf gives the whole socket's level 3 (508 MB on the 2-core hosts,
- * where a core gets 2 to 20 MB), and other tenants share it. The ranks of a job measure at once, so
- * each sees its share. It takes 0.1 to 0.6 s. The memory's latency still
- * grows past the caches (page walks: 150 ns at 16 MB to 450 at 256 on the
- * 2-core hosts), so a later stop would take a larger L_m and find a
- * cache too large; where it settles slowly, the cache comes out small. */
+ * where a core gets 2 to 20 MB), and other tenants share it. The ranks
+ * of a job measure at once, so each sees its share. It takes 0.1 to 0.6
+ * s. The memory's latency still grows past the caches (page walks: 150 ns
+ * at 16 MB to 450 at 256 on the 2-core hosts), so L_m comes out high;
+ * embed_cache_estimate says what that costs. */
 static double measured_cache(void) {
   enum { NSIZE = 10 }; /* 512 KB to 256 MB */
   const size_t first = (size_t)512 << 10;
@@ -1133,18 +1141,29 @@ static double measured_cache(void) {
   for (; n < NSIZE; n++) {
     lat[n] = INFINITY; /* the fastest of 3: other processes' loads add noise */
     for (int rep = 0; rep < 3; rep++) lat[n] = fmin(lat[n], random_load_s(buf, first << n, &seed));
-    if (n >= 2 && lat[n] >= 3 * lat[0] && lat[n] >= 60e-9 && lat[n] < 1.2 * lat[n - 1]) {
+    if (latency_settled(lat, n)) {
       n++;
       break;
     }
   }
   gs_free(buf);
+  return embed_cache_estimate(lat, n, (double)first);
+}
+
+double embed_cache_estimate(const double *lat, int n, double first) {
+  for (int k = 0; k < n; k++)
+    if (latency_settled(lat, k)) n = k + 1; /* the sizes the probe stops at */
+  if (n < 2) return 0;
   double lc = fmin(lat[0], lat[1]), lm = lat[n - 1], cache = 0;
-  if (!(lm > 2 * lc)) return (double)(first << (n - 1)); /* no miss seen: all of it */
+  if (!(lm > 2 * lc)) return ldexp(first, n - 1); /* no miss seen: all of it */
   for (int k = 0; k < n; k++) {
-    /* where f is small, S f is mostly noise: sizes up to 4x the cache */
+    /* Only the sizes up to 4/3 the cache: L_m, read where the latency
+     * settles, is too high where memory's latency still grows with the
+     * size, and S f grows with S; with sizes to 4x the cache (f >= 1/4)
+     * a 15% growth a doubling made it 1.5-3.4x too large, with 4/3 0.7-1.2x
+     * (test_shard's model LRU). */
     double f = fmin(1.0, fmax(0.0, (lm - lat[k]) / (lm - lc)));
-    if (f >= 0.25 || k == 0) cache = fmax(cache, (double)(first << k) * f);
+    if (f >= 0.75 || k == 0) cache = fmax(cache, ldexp(first, k) * f);
   }
   return cache;
 }

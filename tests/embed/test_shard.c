@@ -34,6 +34,7 @@
 
 #include <cmocka.h>
 
+#include "dlrm_internal.h"
 #include "gradsync.h"
 
 #define TEST_RNG_SEED 4242
@@ -477,6 +478,48 @@ static void test_lookup_check(void **state) {
     }
 }
 
+/* Latency of random loads over S bytes with an LRU cache of c bytes hit in
+ * lc seconds and memory in lm: every load hits where S <= c, else c / S of
+ * them (uniform draws); drift > 0 makes memory's latency grow by that share
+ * per doubling past 8 MB (page walks, as on the 2-core hosts). */
+static double lru_latency(double S, double c, double lc, double lm, double drift) {
+  if (S > 8e6) lm *= pow(1 + drift, log2(S / 8e6));
+  return S <= c ? lc : lm - (lm - lc) * c / S;
+}
+
+/* The calibration's cache estimate from its latencies (embed_cache_estimate):
+ * the cache of a model LRU, 1 to 40 MB, found within 0.69-1.18x (the sizes
+ * double: a cache just under 4/3 of one is read from the one below), also
+ * with memory's latency growing 15% a doubling (the 2-core hosts: 12-18%;
+ * 1.5-3.4x when the sizes up to 4x the cache counted); a noisy first size
+ * ignored; no knee read as all of the sizes. */
+static void test_cache_estimate(void **state) {
+  (void)state;
+  const double first = 512.0 * 1024;
+  double lat[10];
+  const double caches[] = {1e6, 2e6, 3e6, 4.5e6, 8e6, 18e6, 40e6};
+  for (int i = 0; i < 7; i++) {
+    /* every size probed: the estimate stops where a doubling adds under 20% */
+    for (int k = 0; k < 10; k++)
+      lat[k] = lru_latency(ldexp(first, k), caches[i], 10e-9, 200e-9, 0);
+    double got = embed_cache_estimate(lat, 10, first);
+    assert_true(got >= 0.65 * caches[i] && got <= 1.2 * caches[i]);
+    for (int k = 0; k < 10; k++)
+      lat[k] = lru_latency(ldexp(first, k), caches[i], 10e-9, 150e-9, 0.15);
+    got = embed_cache_estimate(lat, 10, first);
+    assert_true(got >= 0.65 * caches[i] && got <= 1.2 * caches[i]);
+  }
+  /* the first size's latency taken by another process's loads */
+  int n = 0;
+  for (; n < 7; n++) lat[n] = lru_latency(ldexp(first, n), 4e6, 10e-9, 200e-9, 0);
+  lat[0] = 60e-9;
+  assert_true(fabs(embed_cache_estimate(lat, n, first) - 4e6) <= 0.6e6);
+  /* no miss seen up to 256 MB: all of it */
+  for (int k = 0; k < 10; k++) lat[k] = 12e-9;
+  assert_true(embed_cache_estimate(lat, 10, first) == 256.0 * 1024 * 1024);
+  assert_true(embed_cache_estimate(lat, 1, first) == 0);
+}
+
 static void test_calibrate(void **state) {
   (void)state;
   gs_cost_lookup lk;
@@ -797,6 +840,7 @@ int main(void) {
       cmocka_unit_test(test_memory_cap),       cmocka_unit_test(test_memory_cap_fallback),
       cmocka_unit_test(test_save_load),
       cmocka_unit_test(test_speed),            cmocka_unit_test(test_calibrate),
+      cmocka_unit_test(test_cache_estimate),
       cmocka_unit_test(test_lookup_check),
       cmocka_unit_test(test_specs_file),      cmocka_unit_test(test_row_sums),
       cmocka_unit_test(test_bag_cost),         cmocka_unit_test(test_cache_model),
