@@ -1152,7 +1152,10 @@ static double measured_cache(void) {
 
 double embed_cache_estimate(const double *lat, int n, double first) {
   for (int k = 0; k < n; k++)
-    if (latency_settled(lat, k)) n = k + 1; /* the sizes the probe stops at */
+    if (latency_settled(lat, k)) { /* the sizes the probe stops at */
+      n = k + 1;
+      break;
+    }
   if (n < 2) return 0;
   double lc = fmin(lat[0], lat[1]), lm = lat[n - 1], cache = 0;
   if (!(lm > 2 * lc)) return ldexp(first, n - 1); /* no miss seen: all of it */
