@@ -389,9 +389,11 @@ void gs_cost_shard(const gs_cost_params *c, gs_cost_topo t, const gs_cost_lookup
                    const gs_cost_shard_in *in, gs_cost_shard_out *out);
 
 /* Che's characteristic time (steps) of an LRU cache of cache_bytes shared
- * by the n shards of in (one rank's) and other_bytes the rest of a step
- * touches once (the MLPs' weights and activations, the exchange's buffers):
- * the T at which the expected footprint, other_bytes (1 - e^-T) plus the sum
+ * by the n shards of in (one rank's) and what else a step touches once:
+ * each shard's pooled vectors, their gradients and the exchange's buffers
+ * (16 bytes a pooled element of every bag it walks), and other_bytes (the
+ * MLPs' weights and activations): the T at which the expected footprint,
+ * those bytes times min(T, 1) plus the sum
  * over rows of their bytes times 1 - e^(-r T) (r: the row's lookups a step
  * under the table's Zipf law), fills the cache. INFINITY when everything
  * fits; 0 when cache_bytes <= 0. in[i].cache_t is ignored. */

@@ -54,9 +54,11 @@
  * are taken in geometric buckets (a bucket's mass from the integral of
  * x^-s, as the sampler's rejection-inversion has it), so a table of 10^7
  * rows is ~90 terms. A row's footprint is its lines and, with row-wise
- * Adagrad, its accumulator's line. What else a step touches (the MLPs'
- * activations, the exchange's buffers) takes its share of the cache as
- * lines asked for once a step. The rank's shards share the cache: the
+ * Adagrad, its accumulator's line. What else a step touches takes its
+ * share of the cache as lines asked for once a step: each shard's pooled
+ * vectors and their gradients with the exchange's buffers (a row block's
+ * for the whole global batch), and the rest (the MLPs' weights and
+ * activations: the caller's other_bytes). The rank's shards share the cache: the
  * planner prices with the mean rank's T (every table's rows over every
  * rank's cache) and then each rank with its own (gradsync/embed.h).
  */
@@ -167,6 +169,17 @@ double gs_cost_shard_rows(gs_cost_topo t, const gs_cost_shard_in *in) {
   return rows;
 }
 
+/* The lines of the pooled matrix a shard writes and reads a step: each bag
+ * it walks, a vector of its columns out and its gradient back, with the
+ * exchange's send and receive buffers (4 floats a pooled element). A row
+ * block pools every sample of the global batch, so on P ranks it holds P
+ * times what a table-wise shard of a P-th of the tables does. */
+static double pooled_bytes(gs_cost_topo t, const gs_cost_shard_in *in) {
+  double ids, bags;
+  shard_load(in, t.ranks > 0 ? t.ranks : 1, &ids, &bags);
+  return bags * in->dim * 16.0;
+}
+
 /* What the n buckets and the rest of a step (other bytes, touched in turn
  * once a step) hold of the cache at characteristic time T. */
 static double footprint(const bucket *b, int n, double other, double T) {
@@ -180,7 +193,10 @@ double gs_cost_cache_time(gs_cost_topo t, const gs_cost_shard_in *in, int n,
   bucket *b = gs_malloc((size_t)n * MAX_BUCKETS * sizeof *b);
   if (b == NULL) return 0.0; /* out of memory: every lookup a miss, the model without caches */
   int nb = 0;
-  for (int i = 0; i < n; i++) nb += shard_buckets(t, &in[i], b + nb);
+  for (int i = 0; i < n; i++) {
+    nb += shard_buckets(t, &in[i], b + nb);
+    o += pooled_bytes(t, &in[i]);
+  }
   double T = INFINITY;
   if (footprint(b, nb, o, INFINITY) > cache_bytes) {
     /* The footprint grows with T: bracket it from a step by factors of 4

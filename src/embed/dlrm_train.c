@@ -59,11 +59,10 @@ static double ids_zipf(const gs_dlrm_train_config *cfg) {
  * (gs_shard_config.step_bytes): the MLPs' weights with their gradients and
  * the optimizer's copy (3 floats a parameter); for each of the rank's B
  * samples every layer's output and its gradient, the interaction's input
- * (T + 1 vectors of D) and output and their gradients (2 floats each); and
- * the pooled vectors of the rank's shards for the global batch, out and
- * back, with the exchange's buffers (4 floats a pooled element). An
- * estimate from the shapes: the caches see what is touched, not what is
- * allocated. */
+ * (T + 1 vectors of D) and output and their gradients (2 floats each). The
+ * pooled vectors of the rank's shards the cost model counts itself, shard
+ * by shard (gs_cost_cache_time). An estimate from the shapes: the caches
+ * see what is touched, not what is allocated. */
 static double step_bytes(const gs_dlrm_train_config *cfg, size_t D) {
   int bw[GS_DLRM_MAX_LAYERS + 1], tw[GS_DLRM_MAX_LAYERS + 1], nb = 0, nt = 0;
   if (gs_dlrm_mlp_parse(cfg->model.bottom_mlp, bw, GS_DLRM_MAX_LAYERS + 1, &nb) != GS_OK ||
@@ -75,10 +74,7 @@ static double step_bytes(const gs_dlrm_train_config *cfg, size_t D) {
   for (int i = 0; i + 1 < nb; i++) params += bw[i] * (bw[i + 1] + 1.0), acts += bw[i + 1];
   for (int i = 0; i < nt; i++) params += tw[i] * (tw[i + 1] + 1.0), acts += tw[i + 1];
   acts += (T + 1) * (double)D + tw[0];
-  /* a rank's shards pool the global batch (P B samples) for 1/P of the
-   * tables on average: B T D elements */
-  double pooled = B * T * (double)D;
-  return 4.0 * (3.0 * params + 2.0 * B * acts + 4.0 * pooled);
+  return 4.0 * (3.0 * params + 2.0 * B * acts);
 }
 
 /* What a rank brings to the lookup cost's agreement: its cost (measured,

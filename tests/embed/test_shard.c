@@ -615,19 +615,34 @@ static void test_cache_model(void **state) {
   (void)state;
   gs_cost_topo t = {1, 1};
   gs_cost_shard_in tiny = shard_in(3, 3, 8192, 0, 0), big = shard_in(1e7, 1e7, 8192, 0, 0);
-  /* No cache: never a hit; all of a small table fits: always. */
+  /* No cache: never a hit; all of a small table fits, with its pooled
+   * vectors (8192 bags of 16 columns, 16 bytes an element: 2 MiB): always. */
+  const double pooled = 8192 * 16 * 16.0;
   assert_true(gs_cost_cache_time(t, &big, 1, 0, 0) == 0);
-  assert_true(isinf(gs_cost_cache_time(t, &tiny, 1, 1e6, 0)));
-  assert_true(isinf(gs_cost_cache_time(t, &tiny, 1, 1e6, 5e5)));
+  assert_true(isinf(gs_cost_cache_time(t, &tiny, 1, 4e6, 0)));
+  assert_true(isinf(gs_cost_cache_time(t, &tiny, 1, 4e6, 5e5)));
+  /* The pooled vectors alone overflow 1 MB: lines asked for once a step,
+   * so T is under a step. */
+  double T0 = gs_cost_cache_time(t, &tiny, 1, 1e6, 0);
+  assert_true(T0 > 0 && T0 < 1.0);
+  /* A row block pools the whole global batch: on 2 ranks, its half of the
+   * rows with all 8192 bags' vectors; a dp replica (its dense gradient
+   * all-reduced) its own 4096. */
+  gs_cost_shard_in blk = tiny, rep = tiny;
+  blk.kind = GS_SHARD_RW, rep.kind = GS_SHARD_DP;
+  double Tb = gs_cost_cache_time((gs_cost_topo){2, 2}, &blk, 1, pooled * 0.75, 0),
+         Tr = gs_cost_cache_time((gs_cost_topo){2, 2}, &rep, 1, pooled * 0.75, 0);
+  if (!(Tb < 1.0 && isinf(Tr))) fail_msg("row block T %.4g, replica T %.4g", Tb, Tr);
   /* More cache keeps rows longer; the rest of a step takes its share. */
   double T1 = gs_cost_cache_time(t, &big, 1, 4e6, 0), T2 = gs_cost_cache_time(t, &big, 1, 16e6, 0);
   assert_true(isfinite(T1) && T1 > 0 && T2 > T1);
   double T3 = gs_cost_cache_time(t, &big, 1, 16e6, 15e6);
   assert_true(T3 < T2 && T3 < 1.0);
-  /* A row of 64 bytes and its accumulator's line: 16 MB holds 125,000 of
-   * them; uniform ids over 1e7 rows, 8192 a step: T = -ln(1 - 125000/1e7)
-   * / r, r = 8192/1e7 rows a step (the footprint 1e7 rows (1 - e^(-r T))). */
-  double r = 8192 / 1e7, want = -log1p(-16e6 / 128.0 / 1e7) / r;
+  /* A row of 64 bytes and its accumulator's line: 16 MB less the pooled
+   * vectors (T is over a step: all of them) holds 108,616 of them; uniform
+   * ids over 1e7 rows, 8192 a step: T = -ln(1 - 108616/1e7) / r, r =
+   * 8192/1e7 rows a step (the footprint 1e7 rows (1 - e^(-r T))). */
+  double r = 8192 / 1e7, want = -log1p(-(16e6 - pooled) / 128.0 / 1e7) / r;
   if (fabs(T2 - want) > 1e-3 * want) fail_msg("T %.6g steps, expected %.6g", T2, want);
   /* Below a step, a burst's repeats hit and nothing else: a 3-row table's
    * lookups all but its 3 first, a 1e7-row table's almost none. */
