@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "gradsync.h"
 #include "gradsync/cluster_sim.h"
+#include "cli_shares.h"
 
 #define VERB "cluster simulate"
 #define CSIM_MAX_NODES (1 << 20)
@@ -36,6 +37,9 @@ static void usage(FILE *f) {
           "                                 [--interval S]\n"
           "                                 [--time-limit S] [--fairness-weight A]\n"
           "                                 [--adjust-weight B] [--node-loss T:K]\n"
+          "                                 [--user-share USER:W] [--user-limit USER:N]\n"
+          "                                 [--account-share ACCOUNT:W]\n"
+          "                                 [--account-limit ACCOUNT:N]\n"
           "                                 [--json] [--trace-out FILE]\n"
           "\nReplays a trace of training jobs on a pool of N whole nodes, event by\n"
           "event (arrivals, completions, a re-allocation every --interval, a node\n"
@@ -45,8 +49,13 @@ static void usage(FILE *f) {
           "  --workload CSV       Pollux's workload (name,time,application,\n"
           "                       num_replicas,batch_size) or gradsync's\n"
           "                       (name,time,model,nodes,samples[,min_nodes,\n"
-          "                       max_nodes,weight,commit_samples]: a job's\n"
-          "                       own commit interval for --commit-work)\n"
+          "                       max_nodes,weight,commit_samples,user,account]:\n"
+          "                       commit_samples a job's own commit interval for\n"
+          "                       --commit-work); either may have the columns\n"
+          "                       user and account (a path, science/physics),\n"
+          "                       whose shares and limits the options below set\n"
+          "                       as serve's do, and a table of node-hours by\n"
+          "                       account (and by user where none) follows\n"
           "  --tables PATH        Pollux: the directory of step-time tables\n"
           "                       (APP/placements.csv, scalability.csv,\n"
           "                       validation-BATCH.csv; default ../traces beside\n"
@@ -96,17 +105,20 @@ static void usage(FILE *f) {
           "  --fairness-weight A  dorm: weight of the fairness loss (default 0.5)\n"
           "  --adjust-weight B    dorm: cost of resizing a running job (default 0.02)\n"
           "  --node-loss T:K      K nodes leave the pool at time T (seconds)\n"
+          "%s"
           "  --json               one JSON object per policy and line\n"
           "  --trace-out FILE     the run as CSV lines (node segments for a Gantt\n"
           "                       chart, utilisation over time, each job's times);\n"
           "                       with several policies FILE.POLICY.csv each\n"
           "  --help               this text\n",
-          CSIM_MAX_NODES);
+          CSIM_MAX_NODES, cli_shares_usage);
 }
 
 typedef struct csim_cli {
   const char *workload, *tables, *policy, *trace_out;
   int nodes, gpus, json;
+  int shares_given; /* a --user-share, --user-limit, --account-share or --account-limit */
+  gs_cluster_shares shares;
   gs_csim_opts o;
 } csim_cli;
 
@@ -140,6 +152,10 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
       {"node-loss", required_argument, 0, 'L'},
       {"json", no_argument, 0, 'J'},
       {"trace-out", required_argument, 0, 't'},
+      {"user-share", required_argument, 0, 'u'},
+      {"user-limit", required_argument, 0, 'U'},
+      {"account-share", required_argument, 0, 'A'},
+      {"account-limit", required_argument, 0, 'B'},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   memset(c, 0, sizeof *c);
@@ -151,8 +167,21 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
   cli_seen seen = {{0}};
   int ch, protocol_given = 0;
   while ((ch = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
-    if (ch != '?' && ch != ':' && cli_once(VERB, &seen, ch, longs)) return 2;
+    int repeats = ch == 'u' || ch == 'U' || ch == 'A' || ch == 'B';
+    if (ch != '?' && ch != ':' && !repeats && cli_once(VERB, &seen, ch, longs)) return 2;
     switch (ch) {
+      case 'u':
+      case 'U':
+      case 'A':
+      case 'B': {
+        const char *name = ch == 'u'   ? "--user-share"
+                           : ch == 'U' ? "--user-limit"
+                           : ch == 'A' ? "--account-share"
+                                       : "--account-limit";
+        if (cli_shares_add(VERB, name, optarg) != 0) return 2;
+        c->shares_given = 1;
+        break;
+      }
       case 'w': c->workload = optarg; break;
       case 'T': c->tables = optarg; break;
       case 'n':
@@ -298,8 +327,13 @@ static void print_text_row(const char *policy, const gs_csim_result *r) {
          r->policy_ms_max);
 }
 
+static void owner_table(const gs_csim_workload *w, const double *node_s, const double *fair_s,
+                        const double *jct, cJSON *json, const char *policy);
+
+/* per: the run's per-job figures (gs_csim_opts.job_node_s, then
+ * job_fair_node_s, then job_jct_s; NULL: no accounts' table). */
 static void print_json_row(const csim_cli *c, const gs_csim_workload *w, const char *policy,
-                           const gs_csim_result *r) {
+                           const gs_csim_result *r, const double *per) {
   cJSON *o = cJSON_CreateObject();
   char clean[512];
   cJSON_AddStringToObject(o, "workload", cli_clean_text(clean, sizeof clean, c->workload));
@@ -347,7 +381,83 @@ static void print_json_row(const csim_cli *c, const gs_csim_workload *w, const c
     cli_json_add(o, "adjust_weight", c->o.adjust_weight, "%.4g");
   }
   cli_json_add(o, "sim_s", r->sim_s, "%.3f");
+  if (per) owner_table(w, per, per + w->njobs, per + 2 * (size_t)w->njobs, o, policy);
   cli_print_json(stdout, o);
+}
+
+/* A job's row of the accounts' table: its account's path, or its user's
+ * name where it has no account ("user NAME"), or "-" for neither. */
+static void owner_key(const gs_csim_job *j, char *out, size_t cap) {
+  if (j->account[0]) snprintf(out, cap, "%s", j->account);
+  else if (j->user[0]) snprintf(out, cap, "user %s", j->user);
+  else snprintf(out, cap, "-");
+}
+
+static const gs_csim_workload *sort_w;
+static int cmp_owner(const void *a, const void *b) {
+  char x[GS_CLUSTER_ACCOUNT_MAX + 8], y[GS_CLUSTER_ACCOUNT_MAX + 8];
+  owner_key(&sort_w->jobs[*(const int *)a], x, sizeof x);
+  owner_key(&sort_w->jobs[*(const int *)b], y, sizeof y);
+  int c = strcmp(x, y);
+  return c ? c : *(const int *)a - *(const int *)b;
+}
+
+/* The accounts' table (the fair-share report): per account (by user where a
+ * job has none), its jobs, the node-hours its partitions held and their
+ * share of all held, the node-hours of its fair share (the weighted
+ * max-min share under the tree's weights and the limits, while its jobs
+ * were in the system) and their share, and its jobs' mean completion time
+ * (those done). JSON: an "accounts" array in the policy's object. */
+static void owner_table(const gs_csim_workload *w, const double *node_s, const double *fair_s,
+                        const double *jct, cJSON *json, const char *policy) {
+  int n = w->njobs;
+  int *idx = malloc((size_t)n * sizeof *idx + 1);
+  if (idx == NULL) return;
+  double used = 0, fair = 0;
+  for (int j = 0; j < n; j++) {
+    idx[j] = j;
+    used += node_s[j];
+    fair += fair_s[j];
+  }
+  sort_w = w;
+  qsort(idx, (size_t)n, sizeof *idx, cmp_owner);
+  cJSON *arr = json ? cJSON_AddArrayToObject(json, "accounts") : NULL;
+  if (!json)
+    printf("  %-28s %5s %10s %6s %10s %6s %9s   (policy %s)\n", "account (or user)", "jobs",
+           "node_h", "used", "fair_h", "fair", "jct_mean", policy);
+  char key[GS_CLUSTER_ACCOUNT_MAX + 8], next[GS_CLUSTER_ACCOUNT_MAX + 8];
+  for (int a = 0; a < n;) {
+    owner_key(&w->jobs[idx[a]], key, sizeof key);
+    int jobs = 0, done = 0;
+    double u = 0, f = 0, jsum = 0;
+    for (; a < n; a++) {
+      owner_key(&w->jobs[idx[a]], next, sizeof next);
+      if (strcmp(next, key) != 0) break;
+      jobs++;
+      u += node_s[idx[a]];
+      f += fair_s[idx[a]];
+      if (jct[idx[a]] >= 0) jsum += jct[idx[a]], done++;
+    }
+    double us = used > 0 ? u / used : 0, fs = fair > 0 ? f / fair : 0;
+    double jm = done ? jsum / done : 0;
+    if (arr) {
+      cJSON *o = cJSON_CreateObject();
+      char clean[GS_CLUSTER_ACCOUNT_MAX + 16];
+      cJSON_AddStringToObject(o, "account", cli_clean_text(clean, sizeof clean, key));
+      cJSON_AddNumberToObject(o, "jobs", jobs);
+      cJSON_AddNumberToObject(o, "done", done);
+      cli_json_add(o, "node_s", u, "%.1f");
+      cli_json_add(o, "used_share", us, "%.4f");
+      cli_json_add(o, "fair_node_s", f, "%.1f");
+      cli_json_add(o, "fair_share", fs, "%.4f");
+      if (done) cli_json_add(o, "jct_mean_s", jm, "%.2f");
+      cJSON_AddItemToArray(arr, o);
+    } else {
+      printf("  %-28.28s %5d %10.1f %6.3f %10.1f %6.3f %8.0fs\n", key, jobs, u / 3600, us,
+             f / 3600, fs, jm);
+    }
+  }
+  free(idx);
 }
 
 static int cmd_cluster_simulate(int argc, char **argv) {
@@ -391,12 +501,31 @@ static int cmd_cluster_simulate(int argc, char **argv) {
     cli_error(VERB, "%s: %s", tables ? "--tables" : "--workload", err);
     return 2;
   }
+  if (c.shares_given) {
+    c.shares = cli_shares_get();
+    c.o.shares = &c.shares;
+  }
+  /* The accounts' table: with jobs that name a user or an account, or
+   * shares given. */
+  int owners = c.shares_given;
+  for (int j = 0; j < w.njobs && !owners; j++) owners = w.jobs[j].user[0] || w.jobs[j].account[0];
+  double *per = owners ? malloc((size_t)w.njobs * 3 * sizeof *per + 1) : NULL;
+  if (owners && per == NULL) {
+    cli_fail(VERB, "out of memory for %d jobs' accounts", w.njobs);
+    gs_csim_workload_free(&w);
+    return 1;
+  }
   if (!c.json) print_text_header(&c, &w);
   rc = 0;
   for (int p = 0; p < npols && rc == 0; p++) {
     gs_csim_opts o = c.o;
     o.nodes = c.nodes;
     o.policy = pols[p];
+    if (per) {
+      o.job_node_s = per;
+      o.job_fair_node_s = per + w.njobs;
+      o.job_jct_s = per + 2 * (size_t)w.njobs;
+    }
     FILE *tf = NULL;
     if (c.trace_out != NULL) {
       trace_path(path, sizeof path, c.trace_out, pols[p], npols > 1);
@@ -427,14 +556,19 @@ static int cmd_cluster_simulate(int argc, char **argv) {
                 "the %d done): %s\n", pols[p], r.jobs - r.done, r.jobs, r.done,
                 cli_clean_text(clean, sizeof clean, r.unfinished));
       }
-      if (c.json) print_json_row(&c, &w, pols[p], &r);
-      else print_text_row(pols[p], &r);
+      if (c.json) {
+        print_json_row(&c, &w, pols[p], &r, per);
+      } else {
+        print_text_row(pols[p], &r);
+        if (per) owner_table(&w, o.job_node_s, o.job_fair_node_s, o.job_jct_s, NULL, pols[p]);
+      }
     }
     if (tf != NULL && fclose(tf) != 0 && rc == 0) {
       cli_fail(VERB, "cannot write the trace '%s'", path);
       rc = 1;
     }
   }
+  free(per);
   gs_csim_workload_free(&w);
   return rc;
 }

@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "cli_shares.h"
 #include "gradsync/cluster_manager.h"
 #include "gradsync/launch.h"
 
@@ -80,26 +81,9 @@ static void serve_usage(FILE *f) {
       "                   grows a job only when that pays back, dorm prices it\n"
       "                   against the job's remaining time (default 30; 0: no\n"
       "                   price at all, dorm's objective as Dorm's paper has it)\n"
-      "  --user-share USER:W  user USER's share of the pool (default 1 a user;\n"
-      "                   repeatable): the pool is shared among the users with\n"
-      "                   jobs by their shares, a user's part among its jobs by\n"
-      "                   their --weight\n"
-      "  --account-share ACCOUNT:W  account ACCOUNT's share of the pool (default\n"
-      "                   1; repeatable): with jobs submitted --account, the pool\n"
-      "                   is shared among the accounts and the users without one\n"
-      "                   by their shares, an account's part among its users\n"
-      "                   and its sub-accounts (ACCOUNT a path, science/physics:\n"
-      "                   physics's share of science's part)\n"
-      "  --user-limit USER:N  user USER's jobs hold at most N nodes together\n"
-      "                   (repeatable; USER * for every user not named; default\n"
-      "                   none), as Slurm's MaxNodesPerUser: every policy keeps\n"
-      "                   it, and a job whose --min is above it is refused\n"
-      "  --account-limit ACCOUNT:N  the jobs charged to ACCOUNT or to an account\n"
-      "                   under it (ACCOUNT/...) hold at most N nodes together\n"
-      "                   (repeatable; * for every top-level account not named),\n"
-      "                   as Slurm's GrpTRES=node=N: kept with the users' limits,\n"
-      "                   and a job whose --min is above a limit on its account's\n"
-      "                   path is refused\n"
+      "%s"
+      "                   (a job whose --min is above its user's or its\n"
+      "                   account path's limit is refused at submit)\n"
       "  --node-cooldown S  a node back from being lost gets no job for S seconds,\n"
       "                   doubled for each other loss within the hour, at most 16\n"
       "                   times (default 30; 0: at once); undrain ends it\n"
@@ -110,7 +94,7 @@ static void serve_usage(FILE *f) {
       "  --mpirun PATH    the jobs' mpirun\n"
       "  --help           this text\n\n"
       "SIGINT or SIGTERM stops the manager; its jobs keep running, and the next\n"
-      "serve on the spool adopts them.\n");
+      "serve on the spool adopts them.\n", cli_shares_usage);
 }
 
 /* SPOOL/emulated: the hosts scripts/emulated-hosts.sh built, reused when
@@ -203,88 +187,11 @@ static int emulated_cpus(const char *dir, int n, double cpus) {
   return 0;
 }
 
-/* A repeatable USER:VALUE option of serve (--user-share, --user-limit). */
-enum { USER_OPT_MAX = 1024 };
-typedef struct user_opt {
-  const char *option, *meta, *what; /* "--user-share", "SHARE", "a share" */
-  const char *who;                  /* what the name is (NULL: "a user") */
-  double lo, hi;                    /* the value's range */
-  int whole;                        /* the value is a whole number */
-  int star;                         /* "*" may stand for every user not named */
-  const char *user[USER_OPT_MAX];
-  double value[USER_OPT_MAX];
-  int n;
-  char names[USER_OPT_MAX][GS_CLUSTER_ACCOUNT_MAX]; /* a user's, or an account's path */
-} user_opt;
-
-/* Adds v ("USER:VALUE") to o; 2 with the message printed when it is not one,
- * names a user twice or one too many. */
-static int user_opt_add(user_opt *o, const char *v) {
-  const char *colon = strrchr(v, ':');
-  char who[GS_CLUSTER_ACCOUNT_MAX + 1] = "", why[160] = "";
-  double x = 0;
-  int ix = 0;
-  if (colon && (size_t)(colon - v) < sizeof who)
-    snprintf(who, sizeof who, "%.*s", (int)(colon - v), v);
-  int star = o->star && strcmp(who, "*") == 0;
-  if (colon && (size_t)(colon - v) >= sizeof who) {
-    snprintf(why, sizeof why, "longer than %d characters", (int)sizeof who - 2);
-    snprintf(who, sizeof who, "%.40s...", v);
-  }
-  if (o->who && colon && !star && (why[0] || !gs_cluster_account_path_ok(who, why, sizeof why))) {
-    /* an account's path: which level is wrong */
-    cli_error("cluster serve", "%s %s: account '%s': %s (an account is a path of 1 to "
-              "%d names of 1 to %d letters, digits or ._@-, '/'-separated, as "
-              "science/physics/hep)", o->option, v, who, why, GS_CLUSTER_ACCOUNT_LEVELS,
-              GS_CLUSTER_NAME_MAX - 1);
-    return 2;
-  }
-  int ok = colon && (o->who || gs_cluster_name_ok(who) || star) &&
-           (o->whole ? cli_parse_int(colon + 1, (int)o->lo, (int)o->hi, &ix) == 0
-                     : cli_parse_double(colon + 1, o->lo, o->hi, &x) == 0);
-  if (!ok) {
-    cli_error("cluster serve", "%s needs %s:%s, %s of 1 to %d letters, digits or ._@-%s%s "
-              "and %s from %g to %g (got '%s')", o->option, o->who ? "ACCOUNT" : "USER",
-              o->meta, o->who ? o->who : "a user", GS_CLUSTER_NAME_MAX - 1,
-              o->who ? " ('/' between the levels of a sub-account, as science/physics)" : "",
-              !o->star ? "" : o->who ? " (or * for every other top-level account)"
-                                     : " (or * for every other user)",
-              o->what, o->lo, o->hi, v);
-    return 2;
-  }
-  for (int k = 0; k < o->n; k++)
-    if (strcmp(o->user[k], who) == 0) {
-      cli_error("cluster serve", "%s: %s '%s' given twice", o->option,
-                o->who ? "account" : "user", who);
-      return 2;
-    }
-  if (o->n == USER_OPT_MAX) {
-    cli_error("cluster serve", "%s: at most %d names", o->option, USER_OPT_MAX);
-    return 2;
-  }
-  snprintf(o->names[o->n], sizeof o->names[o->n], "%.*s", (int)sizeof o->names[o->n] - 1,
-           who); /* (its length was checked above) */
-  o->user[o->n] = o->names[o->n];
-  o->value[o->n++] = o->whole ? ix : x;
-  return 0;
-}
-
 static int cmd_serve(int argc, char **argv) {
   const char *nodes_file = NULL, *policy = "static", *ssh_config = NULL, *iface = NULL,
              *mpirun = NULL, *rate = NULL, *spool_arg = NULL, *net = NULL;
   int emulated = 0, slurm = 0, restart_budget = 3, commit_every = 20, share_speeds = 0;
   double interval = 10, discover_every = 1, node_cpus = 0, restart_penalty = 30, cooldown = 30;
-  /* --user-share NAME:W and --user-limit NAME:N, repeatable */
-  static user_opt shares = {.option = "--user-share", .meta = "SHARE", .what = "a share",
-                            .lo = GS_CLUSTER_WEIGHT_MIN, .hi = GS_CLUSTER_WEIGHT_MAX},
-                  limits = {.option = "--user-limit", .meta = "NODES", .what = "nodes", .lo = 1,
-                            .hi = 1e6, .whole = 1, .star = 1},
-                  accounts = {.option = "--account-share", .meta = "SHARE", .what = "a share",
-                              .lo = GS_CLUSTER_WEIGHT_MIN, .hi = GS_CLUSTER_WEIGHT_MAX,
-                              .who = "an account"},
-                  alimits = {.option = "--account-limit", .meta = "NODES", .what = "nodes",
-                             .lo = 1, .hi = 1e6, .whole = 1, .star = 1, .who = "an account"};
-  static int limit_nodes[USER_OPT_MAX], alimit_nodes[USER_OPT_MAX];
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has = i + 1 < argc;
@@ -343,13 +250,8 @@ static int cmd_serve(int argc, char **argv) {
         return 2;
       }
       i++;
-    } else if (strcmp(a, "--user-share") == 0 || strcmp(a, "--user-limit") == 0 ||
-               strcmp(a, "--account-share") == 0 || strcmp(a, "--account-limit") == 0) {
-      user_opt *o = strcmp(a, "--account-share") == 0   ? &accounts
-                    : strcmp(a, "--account-limit") == 0 ? &alimits
-                    : strcmp(a, "--user-share") == 0    ? &shares
-                                                        : &limits;
-      if (user_opt_add(o, has ? argv[i + 1] : "") != 0) return 2;
+    } else if (cli_shares_option(a)) {
+      if (cli_shares_add("cluster serve", a, has ? argv[i + 1] : "") != 0) return 2;
       i++;
     } else if (strcmp(a, "--interval") == 0 || strcmp(a, "--discover-every") == 0) {
       double *v = a[2] == 'i' ? &interval : &discover_every;
@@ -382,8 +284,6 @@ static int cmd_serve(int argc, char **argv) {
       return 2;
     }
   }
-  for (int k = 0; k < limits.n; k++) limit_nodes[k] = (int)limits.value[k];
-  for (int k = 0; k < alimits.n; k++) alimit_nodes[k] = (int)alimits.value[k];
   if (net) {
     double bps;
     if (gs_net_rate(net, &bps) != GS_OK) {
@@ -481,12 +381,8 @@ static int cmd_serve(int argc, char **argv) {
       .mpirun = mpirun, .ssh_config = ssh_config, .iface = iface,
       .discover_every_s = discover_every, .commit_every = commit_every, .stop = &serve_stop,
       .on_log = serve_log, .restart_penalty_s = restart_penalty > 0 ? restart_penalty : -1,
-      .node_cooldown_s = cooldown, .share_user = shares.user, .share_w = shares.value,
-      .nshare = shares.n, .limit_user = limits.user, .limit_nodes = limit_nodes,
-      .nlimit = limits.n, .net = net, .share_speeds = share_speeds,
-      .account_name = accounts.user, .account_w = accounts.value, .naccount = accounts.n,
-      .account_limit_name = alimits.user, .account_limit_nodes = alimit_nodes,
-      .naccount_limit = alimits.n};
+      .node_cooldown_s = cooldown, .shares = cli_shares_get(), .net = net,
+      .share_speeds = share_speeds};
   char err[1024] = "";
   int rc = gs_cluster_serve(&c, err, sizeof err);
   if (rc == 2) cli_error("cluster serve", "%s", err);

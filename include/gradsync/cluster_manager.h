@@ -59,33 +59,10 @@ int gs_cluster_name_ok(const char *u);
  * submit command and the manager's check of a request both use it. */
 int gs_cluster_account_path_ok(const char *path, char *why, size_t whylen);
 
-typedef struct gs_cluster_node {
-  char name[GS_CLUSTER_NODE_MAX + 1];
-  int slots; /* ranks a job runs on the node */
-} gs_cluster_node;
-
-typedef struct gs_cluster_serve_config {
-  const char *spool;              /* the spool directory (created) */
-  const gs_cluster_node *nodes;   /* the pool */
-  int nnodes;
-  const char *policy;             /* gs_cluster_allocate's name ("static") */
-  double interval_s;              /* a policy round at least this often (default 10) */
-  int restart_budget;             /* a job's restarts before it is failed (default 3) */
-  const char *gradsync_exe;       /* the gradsync binary that runs the jobs */
-  const char *mpirun;             /* the jobs' mpirun (NULL: gradsync run's default) */
-  const char *ssh_config;         /* for the jobs' ssh (NULL: none) */
-  const char *iface;              /* the jobs' MPI traffic (NULL: Open MPI's choice) */
-  double discover_every_s;        /* the jobs' discovery period (default 1) */
-  int commit_every;               /* gradsync train jobs commit every N steps (default 20) */
-  volatile sig_atomic_t *stop;    /* the manager returns once *stop is non-zero */
-  void (*on_log)(const char *line, void *user);
-  void *user;
-  double restart_penalty_s;       /* what the policies charge a resize's restart (goodput's
-                                     payback, dorm's price): 0 the policies' default (30 s),
-                                     < 0 none (dorm: Dorm's own objective) */
-  double node_cooldown_s;         /* a node back from being lost gets no job for this
-                                     long, doubled for each other loss within the hour
-                                     (at most 16 times); 0: at once */
+/* Fair shares and limits of users and accounts: serve's --user-share,
+ * --user-limit, --account-share and --account-limit; `cluster simulate`
+ * takes the same. NULL arrays with a count of 0: none. */
+typedef struct gs_cluster_shares {
   /* Per-user fair shares: user share_user[k] has share share_w[k] (> 0);
    * every other user 1. The pool is shared among the users with jobs in
    * proportion to their shares, a user's part among its jobs by their
@@ -122,6 +99,37 @@ typedef struct gs_cluster_serve_config {
   const char *const *account_limit_name;
   const int *account_limit_nodes;
   int naccount_limit;
+} gs_cluster_shares;
+
+typedef struct gs_cluster_node {
+  char name[GS_CLUSTER_NODE_MAX + 1];
+  int slots; /* ranks a job runs on the node */
+} gs_cluster_node;
+
+typedef struct gs_cluster_serve_config {
+  const char *spool;              /* the spool directory (created) */
+  const gs_cluster_node *nodes;   /* the pool */
+  int nnodes;
+  const char *policy;             /* gs_cluster_allocate's name ("static") */
+  double interval_s;              /* a policy round at least this often (default 10) */
+  int restart_budget;             /* a job's restarts before it is failed (default 3) */
+  const char *gradsync_exe;       /* the gradsync binary that runs the jobs */
+  const char *mpirun;             /* the jobs' mpirun (NULL: gradsync run's default) */
+  const char *ssh_config;         /* for the jobs' ssh (NULL: none) */
+  const char *iface;              /* the jobs' MPI traffic (NULL: Open MPI's choice) */
+  double discover_every_s;        /* the jobs' discovery period (default 1) */
+  int commit_every;               /* gradsync train jobs commit every N steps (default 20) */
+  volatile sig_atomic_t *stop;    /* the manager returns once *stop is non-zero */
+  void (*on_log)(const char *line, void *user);
+  void *user;
+  double restart_penalty_s;       /* what the policies charge a resize's restart (goodput's
+                                     payback, dorm's price): 0 the policies' default (30 s),
+                                     < 0 none (dorm: Dorm's own objective) */
+  double node_cooldown_s;         /* a node back from being lost gets no job for this
+                                     long, doubled for each other loss within the hour
+                                     (at most 16 times); 0: at once */
+  /* The users' and accounts' fair shares and limits (gs_cluster_shares). */
+  gs_cluster_shares shares;
   /* The pool's links, a network name of `gradsync run --net` (1gbit,
    * 10GbE, ...): a gradsync train job's speed on sizes not yet measured is
    * predicted from its engine's profile and this network (the planner's

@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "gradsync/cluster_manager.h" /* gs_cluster_shares, GS_CLUSTER_ACCOUNT_MAX */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,6 +36,8 @@ typedef struct gs_csim_job {
   double work;        /* work units (iterations or samples) */
   int min_nodes, max_nodes, req_nodes;
   double weight;
+  char user[GS_CLUSTER_NAME_MAX];       /* its user ("": the one default user) */
+  char account[GS_CLUSTER_ACCOUNT_MAX]; /* its account's path ("": none) */
   double commit_work; /* > 0: this job commits every commit_work of its
                          work under the manager's protocol, in place of
                          gs_csim_opts.commit_work (0: the run's) */
@@ -58,12 +62,17 @@ typedef struct gs_csim_workload {
  *    APP/placements.csv, APP/scalability.csv, APP/validation-BATCH.csv;
  *    NULL: ../traces beside the workload's directory).
  *  - gradsync's (name,time,model,nodes,samples[,min_nodes,max_nodes,weight,
- *    commit_samples]): speeds from `tables`, a CSV model,nodes,step_time_s,samples_per_step
- *    [,start_s] (required; gpus_per_node is not used). start_s, where the
+ *    commit_samples,user,account]): speeds from `tables`, a CSV
+ *    model,nodes,step_time_s,samples_per_step[,start_s] (required;
+ *    gpus_per_node is not used). start_s, where the
  *    table has it, is a start's cost on that many nodes (interpolated as
  *    speeds are), in place of the simulator's penalties. commit_samples, a
  *    job's own commit interval (its --commit-every times its global batch;
  *    0 or empty: the run's --commit-work), sets its commit_work.
+ * Either format may have the columns user (a name as `gradsync submit
+ * --user` takes) and account (a path as --account takes, science/physics):
+ * the policies then share the pool by gs_csim_opts.shares' fair-share tree
+ * and limits, as the manager does. Empty: the default user, no account.
  * Returns 0, or -1 with a message naming the file, line and column. */
 int gs_csim_load(const char *workload, const char *tables, int nodes, int gpus_per_node,
                  gs_csim_workload *w, char *err, size_t errlen);
@@ -127,6 +136,20 @@ typedef struct gs_csim_opts {
   double loss_time_s;         /* node loss: at this time ... */
   int loss_nodes;             /* ... this many nodes leave the pool (0 = none) */
   FILE *trace;                /* optional: the run as CSV lines (below) */
+  /* The users' and accounts' shares and limits (serve's --user-share,
+   * --user-limit, --account-share, --account-limit); the jobs' user and
+   * account columns place them in the tree. NULL: every user and account
+   * a share of 1, no limits. Where no job names a user or an account and
+   * shares is NULL, the jobs' own weights, as before these existed. */
+  const gs_cluster_shares *shares;
+  /* Optional, w->njobs each (NULL: not written): a job's node-seconds (its
+   * partition's size over time, restarts included), and its fair share's
+   * node-seconds (the weighted max-min fair share of the pool,
+   * gs_cluster_fair_share, under the tree's weights and the limits, while
+   * it is in the system): what a fair-share report sums per account. */
+  double *job_node_s, *job_fair_node_s;
+  double *job_jct_s;          /* optional, w->njobs: each job's completion time
+                                 (finish - submit), -1 for one never done */
 } gs_csim_opts;
 
 /* Sets the defaults above (nodes, policy and trace left 0/NULL). */

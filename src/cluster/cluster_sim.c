@@ -118,6 +118,7 @@ typedef struct sim_job {
    * being launched (resizing 1), set by relaunch(). */
   double launch_cost, restart_sum, resize_ref, ask_t;
   int cost_pending, restart_n, resizing;
+  double fair;        /* its fair share at the last round (nodes) */
 } sim_job;
 
 typedef struct sim {
@@ -139,6 +140,8 @@ typedef struct sim {
   double *share;
   double fairness_now;
   FILE *trace;
+  int owners;           /* the users' and accounts' tree applies (gs_csim_opts.shares) */
+  const char **users, **accounts; /* a round's jobs' (scratch) */
 } sim;
 
 static double wall_s(void) {
@@ -463,11 +466,27 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
   po.fairness_weight = s->o->fairness_weight;
   po.adjust_weight = s->o->adjust_weight;
   if (s->o->interval_s > 0) po.interval_s = s->o->interval_s;
+  /* The users' and accounts' shares and limits, as the manager's rounds
+   * (gs_cluster_fairshare_round): the tree's weights for the policy and
+   * for the fair shares below. */
+  gs_cluster_fairshare fs = {0};
+  if (s->owners) {
+    for (int a = 0; a < n; a++) {
+      s->users[a] = s->w->jobs[s->active[a]].user;
+      s->accounts[a] = s->w->jobs[s->active[a]].account;
+    }
+    if (gs_cluster_fairshare_round(s->o->shares, s->pj, n, s->users, s->accounts, &fs, &po) !=
+        0) {
+      set_err(err, errlen, "out of memory for the fair-share tree at t=%.1f s", t);
+      return -1;
+    }
+  }
   gs_cluster_policy_report rep;
   char perr[512];
   if (gs_cluster_allocate(s->o->policy, s->pj, n, s->nodes, &po, s->sizes, &rep, perr,
                           sizeof perr) != 0) {
     set_err(err, errlen, "policy %s at t=%.1f s: %s", s->o->policy, t, perr);
+    gs_cluster_fairshare_free(&fs);
     return -1;
   }
   r->rounds++;
@@ -485,6 +504,7 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
       set_err(err, errlen, "policy %s at t=%.1f s gave job %s %d nodes, outside its %d to %d",
               s->o->policy, t, s->w->jobs[p->id].name, s->sizes[a], p->min_nodes,
               p->max_nodes);
+      gs_cluster_fairshare_free(&fs);
       return -1;
     }
   }
@@ -494,6 +514,8 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
   for (int a = 0; a < n; a++) s->sizes[a] = s->js[s->active[a]].size;
   gs_cluster_fair_share(s->pj, n, s->nodes, &po, s->share);
   s->fairness_now = gs_cluster_fairness_loss(s->sizes, s->share, n, s->nodes);
+  for (int a = 0; a < n; a++) s->js[s->active[a]].fair = s->share[a];
+  gs_cluster_fairshare_free(&fs);
   return 0;
 }
 
@@ -559,14 +581,22 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
   s.sizes = malloc((size_t)nj * sizeof *s.sizes);
   s.order = malloc((size_t)nj * sizeof *s.order);
   s.share = malloc((size_t)nj * sizeof *s.share);
+  s.users = malloc((size_t)nj * sizeof *s.users);
+  s.accounts = malloc((size_t)nj * sizeof *s.accounts);
   int *order = malloc((size_t)nj * sizeof *order);
   double *jct = malloc((size_t)nj * sizeof *jct);
   if (!s.js || !s.active || !s.rank || !s.node_job || !s.node_run || !s.node_since || !s.pj ||
-      !s.sizes || !s.order || !s.share || !order || !jct) {
+      !s.sizes || !s.order || !s.share || !s.users || !s.accounts || !order || !jct) {
     set_err(err, errlen, "out of memory simulating %d jobs on %d nodes", nj, o->nodes);
     goto done;
   }
   for (int k = 0; k < o->nodes; k++) s.node_job[k] = s.node_run[k] = -1;
+  s.owners = o->shares != NULL;
+  for (int j = 0; j < nj; j++) {
+    if (w->jobs[j].user[0] || w->jobs[j].account[0]) s.owners = 1;
+    if (o->job_node_s) o->job_node_s[j] = 0;
+    if (o->job_fair_node_s) o->job_fair_node_s[j] = 0;
+  }
   for (int j = 0; j < nj && o->learn_work > 0; j++) {
     s.js[j].known = calloc((size_t)w->jobs[j].max_nodes + 1, sizeof *s.js[j].known);
     s.js[j].curve = calloc((size_t)w->jobs[j].max_nodes + 1, sizeof *s.js[j].curve);
@@ -748,6 +778,8 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       int j = s.active[a];
       sim_job *js = &s.js[j];
       js->contention += s.nactive * dt;
+      if (o->job_node_s) o->job_node_s[j] += js->size * dt;
+      if (o->job_fair_node_s) o->job_fair_node_s[j] += js->fair * dt;
       if (js->run <= 0) continue;
       double from = js->restart_end > t ? js->restart_end : t;
       if (from < tn) {
@@ -782,6 +814,7 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
   double rho_sum = 0, rho_max = 0;
   for (int j = 0; j < nj; j++) {
     const sim_job *js = &s.js[j];
+    if (o->job_jct_s) o->job_jct_s[j] = js->done ? js->end - w->jobs[j].submit : -1;
     if (!js->done) continue;
     const gs_csim_job *g = &w->jobs[j];
     double c = js->end - g->submit;
@@ -862,6 +895,8 @@ done:
   free(s.sizes);
   free(s.order);
   free(s.share);
+  free(s.users);
+  free(s.accounts);
   free(order);
   free(jct);
   return rc;

@@ -1462,37 +1462,6 @@ static int by_name(const struct dirent **a, const struct dirent **b) {
   return strcmp((*a)->d_name, (*b)->d_name);
 }
 
-/* NAME's entry of a NAME:N list ("*" for names not in it; 0: none). */
-static int named_limit(const char *const *names, const int *nodes, int n, const char *name) {
-  int any = 0;
-  for (int k = 0; k < n; k++) {
-    if (strcmp(names[k], name) == 0) return nodes[k];
-    if (strcmp(names[k], "*") == 0) any = nodes[k];
-  }
-  return any;
-}
-
-/* A user's most nodes (serve's --user-limit, "*" for users not named; 0:
- * none). */
-static int user_limit(const mgr *m, const char *user) {
-  return named_limit(m->cfg->limit_user, m->cfg->limit_nodes, m->cfg->nlimit, user);
-}
-
-/* An account's own most nodes (serve's --account-limit; "*" for top-level
- * accounts not named; 0: none, and for a job charged to no account). */
-static int account_limit(const mgr *m, const char *account) {
-  if (!account[0]) return 0;
-  if (strchr(account, '/')) { /* a sub-account: its own entry only */
-    for (int k = 0; k < m->cfg->naccount_limit; k++)
-      if (strcmp(m->cfg->account_limit_name[k], account) == 0)
-        return m->cfg->account_limit_nodes[k];
-    return 0;
-  }
-  return named_limit(m->cfg->account_limit_name, m->cfg->account_limit_nodes,
-                     m->cfg->naccount_limit, account);
-}
-
-
 static int take_request(mgr *m, const cJSON *r) {
   const char *op = str(r, "op");
   double v;
@@ -1525,10 +1494,11 @@ static int take_request(mgr *m, const cJSON *r) {
     int pool = 0;
     for (int i = 0; i < m->nnode; i++) pool += !m->node[i].down && !m->node[i].drained;
     char alim_at[GS_CLUSTER_ACCOUNT_MAX]; /* the account on its path with the smallest */
-    int lim = user_limit(m, j->user);
-    int alim = j->account[0] ? gs_cluster_account_path_limit(m->cfg->account_limit_name,
-                                                             m->cfg->account_limit_nodes,
-                                                             m->cfg->naccount_limit, j->account,
+    const gs_cluster_shares *sh = &m->cfg->shares;
+    int lim = gs_cluster_shares_user_limit(sh, j->user);
+    int alim = j->account[0] ? gs_cluster_account_path_limit(sh->account_limit_name,
+                                                             sh->account_limit_nodes,
+                                                             sh->naccount_limit, j->account,
                                                              alim_at, sizeof alim_at)
                              : 0;
     int slots = pool_slots(m);
@@ -1870,102 +1840,6 @@ static int node_free(const mgr *m, int i, const job *for_job) {
   return 1;
 }
 
-/* A user's share (serve's --user-share; 1 for a user not named). */
-static double user_share(const mgr *m, const char *user) {
-  for (int k = 0; k < m->cfg->nshare; k++)
-    if (strcmp(m->cfg->share_user[k], user) == 0) return m->cfg->share_w[k];
-  return 1;
-}
-
-/* The round's users: in[i].user, the index of the round's first job of
- * job i's user (the fair-share tree's user nodes, and the per-user limits'
- * index: lim[in[i].user] is that user's). */
-static void round_users(const mgr *m, gs_cluster_job *in, const int *idx, int n, int *lim) {
-  for (int i = 0; i < n; i++) {
-    const job *j = &m->job[idx[i]];
-    in[i].user = i;
-    for (int q = 0; q < i && in[i].user == i; q++)
-      if (strcmp(m->job[idx[q]].user, j->user) == 0) in[i].user = in[q].user;
-    lim[i] = in[i].user == i ? user_limit(m, j->user) : 0;
-  }
-}
-
-/* An account's share (serve's --account-share; 1 for an account not named). */
-static double account_share(const mgr *m, const char *account) {
-  for (int k = 0; k < m->cfg->naccount; k++)
-    if (strcmp(m->cfg->account_name[k], account) == 0) return m->cfg->account_w[k];
-  return 1;
-}
-
-/* The round's accounts: every account a job is charged to and each of its
- * ancestors (science, science/physics, science/physics/hep), numbered as
- * the round's jobs first name them, a parent before its sub-accounts.
- * in[i].account is job i's (-1: none); account a's parent is aparent[a]
- * (-1: top-level), its own limit alim[a] (account_limit) and its share
- * ashare[a] (account_share). The arrays hold n * GS_CLUSTER_ACCOUNT_LEVELS
- * entries; returns how many accounts. */
-static int round_accounts(const mgr *m, gs_cluster_job *in, const int *idx, int n,
-                          const char **apath, size_t *alen, int *aparent, int *alim,
-                          double *ashare) {
-  int na = 0;
-  char prefix[GS_CLUSTER_ACCOUNT_MAX];
-  for (int i = 0; i < n; i++) {
-    const char *path = m->job[idx[i]].account;
-    int at = -1, levels = 0;
-    for (size_t len = 0; path[len] && levels < GS_CLUSTER_ACCOUNT_LEVELS; levels++) {
-      len += strcspn(path + len, "/"); /* the prefix path[0..len): one level more */
-      int a = -1;
-      for (int q = 0; q < na && a < 0; q++)
-        if (alen[q] == len && aparent[q] == at && memcmp(apath[q], path, len) == 0) a = q;
-      if (a < 0) {
-        a = na++;
-        apath[a] = path;
-        alen[a] = len;
-        aparent[a] = at;
-        snprintf(prefix, sizeof prefix, "%.*s", (int)len, path);
-        alim[a] = account_limit(m, prefix);
-        ashare[a] = account_share(m, prefix);
-      }
-      at = a;
-      if (path[len] == '/') len++;
-    }
-    in[i].account = at;
-  }
-  return na;
-}
-
-/* The round's jobs' weights under the fair-share tree
- * (gs_cluster_account_tree_weights; the users from round_users, the
- * accounts from round_accounts): the pool among the top-level accounts and
- * the users without one by their shares, an account's part among its
- * sub-accounts and its users, a user's part among its jobs by their
- * weights. With one user and no account the weights are the jobs' own. */
-static void user_weights(const mgr *m, gs_cluster_job *in, const int *idx, int n, int na,
-                         const int *aparent, const double *ashare) {
-  int *user = gs_malloc((size_t)n * sizeof *user + 1);
-  int *acct = gs_malloc((size_t)n * sizeof *acct + 1);
-  double *share = gs_malloc((size_t)n * sizeof *share + 1);
-  double *w = gs_malloc((size_t)n * sizeof *w + 1);
-  double *out = gs_malloc((size_t)n * sizeof *out + 1);
-  if (user && acct && share && w && out) {
-    for (int i = 0; i < n; i++) {
-      const job *j = &m->job[idx[i]];
-      user[i] = in[i].user;    /* round_users */
-      acct[i] = in[i].account; /* round_accounts */
-      share[i] = user_share(m, j->user);
-      w[i] = in[i].weight;
-    }
-    if (gs_cluster_account_tree_weights(n, acct, na, aparent, ashare, user, share, w, out) == 0)
-      for (int i = 0; i < n; i++) in[i].weight = out[i];
-  }
-  /* (Out of memory: the jobs' own weights, one user's rule.) */
-  gs_free(user);
-  gs_free(acct);
-  gs_free(share);
-  gs_free(w);
-  gs_free(out);
-}
-
 static int policy_round(mgr *m) {
   const gs_cluster_serve_config *c = m->cfg;
   /* Nodes lost or drained leave their jobs first. */
@@ -1994,23 +1868,15 @@ static int policy_round(mgr *m) {
   gs_cluster_job *in = gs_calloc((size_t)m->njob + 1, sizeof *in);
   int *idx = gs_calloc((size_t)m->njob + 1, sizeof *idx);
   int *size = gs_calloc((size_t)m->njob + 1, sizeof *size);
-  int *lim = gs_calloc((size_t)m->njob + 1, sizeof *lim);
-  /* the round's accounts (round_accounts): at most a level of each job's */
-  size_t amax = (size_t)m->njob * GS_CLUSTER_ACCOUNT_LEVELS + 1;
-  int *alim = gs_calloc(amax, sizeof *alim), *aparent = gs_calloc(amax, sizeof *aparent);
-  const char **apath = gs_calloc(amax, sizeof *apath);
-  size_t *alen = gs_calloc(amax, sizeof *alen);
-  double *ashare = gs_calloc(amax, sizeof *ashare);
-  if (!in || !idx || !size || !lim || !alim || !aparent || !apath || !alen || !ashare) {
+  /* each job's user and account, for the round's fair shares */
+  const char **users = gs_calloc((size_t)m->njob + 1, sizeof *users);
+  const char **accts = gs_calloc((size_t)m->njob + 1, sizeof *accts);
+  if (!in || !idx || !size || !users || !accts) {
     gs_free(in);
     gs_free(idx);
     gs_free(size);
-    gs_free(lim);
-    gs_free(alim);
-    gs_free(aparent);
-    gs_free(apath);
-    gs_free(alen);
-    gs_free(ashare);
+    gs_free(users);
+    gs_free(accts);
     snprintf(m->err, m->errlen, "out of memory");
     return -1;
   }
@@ -2051,26 +1917,22 @@ static int policy_round(mgr *m) {
                              .restart_at = j->restart_n > 0 ? j->restart_at : NULL};
     idx[n++] = k;
   }
-  round_users(m, in, idx, n, lim);
-  int na = round_accounts(m, in, idx, n, apath, alen, aparent, alim, ashare);
-  user_weights(m, in, idx, n, na, aparent, ashare);
   /* The policies' own defaults (Dorm's weights 0.5 and 0.02: with weights
    * of 1 one resize cost as much as the whole utilisation term, and dorm
-   * never resized a running job), re-solved every round of this manager. */
+   * never resized a running job), re-solved every round of this manager;
+   * the users' and accounts' shares and limits (gs_cluster_fairshare_round:
+   * out of memory, the jobs' own weights and no limits). */
   gs_cluster_policy_opts opts;
   gs_cluster_policy_defaults(&opts);
   if (c->interval_s > 0) opts.interval_s = c->interval_s;
   if (c->restart_penalty_s != 0) /* < 0: none */
     opts.restart_penalty_s = c->restart_penalty_s > 0 ? c->restart_penalty_s : 0;
-  if (c->nlimit > 0) {
-    opts.nusers = n;
-    opts.user_max_nodes = lim;
+  for (int q = 0; q < n; q++) {
+    users[q] = m->job[idx[q]].user;
+    accts[q] = m->job[idx[q]].account;
   }
-  if (c->naccount_limit > 0) {
-    opts.naccounts = na;
-    opts.account_max_nodes = alim;
-    opts.account_parent = aparent;
-  }
+  gs_cluster_fairshare fs;
+  (void)gs_cluster_fairshare_round(&c->shares, in, n, users, accts, &fs, &opts);
   gs_cluster_policy_report rep;
   char why[512];
   if (n > 0 && gs_cluster_allocate(c->policy, in, n, usable, &opts, size, &rep, why,
@@ -2143,15 +2005,12 @@ static int policy_round(mgr *m) {
         }
       }
     }
+  gs_cluster_fairshare_free(&fs);
   gs_free(in);
   gs_free(idx);
   gs_free(size);
-  gs_free(lim);
-  gs_free(alim);
-  gs_free(aparent);
-  gs_free(apath);
-  gs_free(alen);
-  gs_free(ashare);
+  gs_free(users);
+  gs_free(accts);
   return rc;
 }
 
@@ -2284,15 +2143,16 @@ static int write_pool(mgr *m) {
     cJSON_AddNumberToObject(o, "slots", m->node[i].spec.slots);
     cJSON_AddItemToArray(a, o);
   }
-  if (m->cfg->nlimit > 0) { /* clients check submissions against them */
+  if (m->cfg->shares.nlimit > 0) { /* clients check submissions against them */
     cJSON *l = cJSON_AddObjectToObject(p, "user_limits");
-    for (int k = 0; k < m->cfg->nlimit; k++)
-      cJSON_AddNumberToObject(l, m->cfg->limit_user[k], m->cfg->limit_nodes[k]);
+    for (int k = 0; k < m->cfg->shares.nlimit; k++)
+      cJSON_AddNumberToObject(l, m->cfg->shares.limit_user[k], m->cfg->shares.limit_nodes[k]);
   }
-  if (m->cfg->naccount_limit > 0) {
+  if (m->cfg->shares.naccount_limit > 0) {
     cJSON *l = cJSON_AddObjectToObject(p, "account_limits");
-    for (int k = 0; k < m->cfg->naccount_limit; k++)
-      cJSON_AddNumberToObject(l, m->cfg->account_limit_name[k], m->cfg->account_limit_nodes[k]);
+    for (int k = 0; k < m->cfg->shares.naccount_limit; k++)
+      cJSON_AddNumberToObject(l, m->cfg->shares.account_limit_name[k],
+                              m->cfg->shares.account_limit_nodes[k]);
   }
   char *text = cJSON_PrintUnformatted(p);
   cJSON_Delete(p);

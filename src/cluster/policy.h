@@ -112,6 +112,40 @@ typedef struct gs_cluster_policy_report {
                             leaves) */
 } gs_cluster_policy_report;
 
+/* ---- Fair shares of users and accounts (fairshare.c) ----------------------
+ * One round's users and accounts for the policies, shared by the manager
+ * and the simulator. A job of user users[i] ("" or "-": the default user)
+ * charged to account accounts[i] (a path, "" or NULL: none). */
+typedef struct gs_cluster_shares gs_cluster_shares;
+
+typedef struct gs_cluster_fairshare {
+  int *user_lim;      /* [n]: user slot i's limit (0: none) */
+  int *aparent, *alim; /* the round's accounts: parent (-1: top-level), own limit */
+  double *ashare;     /* and share */
+  const char **apath; /* an account's path is apath[a][0..alen[a]) */
+  size_t *alen;
+  int naccounts;
+} gs_cluster_fairshare;
+
+/* A user's most nodes (--user-limit, "*" for users not named; 0: none). */
+int gs_cluster_shares_user_limit(const gs_cluster_shares *c, const char *user);
+/* An account's own most nodes (--account-limit; "*" for top-level accounts
+ * not named; 0: none, and for "" ). */
+int gs_cluster_shares_account_limit(const gs_cluster_shares *c, const char *account);
+/* Sets in[i].user (the index of the round's first job of its user),
+ * in[i].account (the round's accounts: each job's and every ancestor,
+ * numbered as the jobs first name them, a parent before its sub-accounts)
+ * and in[i].weight (the fair-share tree's, gs_cluster_account_tree_weights:
+ * the jobs' own with one user and no account), and, where c has limits,
+ * opts' user and account limits (pointing into *fs). c may be NULL (no
+ * shares, no limits: only the users). *fs holds the round's arrays until
+ * gs_cluster_fairshare_free. Returns 0, or -1 out of memory (the jobs'
+ * own weights and no limits then). */
+int gs_cluster_fairshare_round(const gs_cluster_shares *c, gs_cluster_job *in, int n,
+                               const char *const *users, const char *const *accounts,
+                               gs_cluster_fairshare *fs, gs_cluster_policy_opts *opts);
+void gs_cluster_fairshare_free(gs_cluster_fairshare *fs);
+
 /* Defaults of the options: restart 30 s, time limit 0.05 s, fairness
  * weight 0.5, adjustment weight 0.02, interval 60 s. */
 void gs_cluster_policy_defaults(gs_cluster_policy_opts *o);

@@ -225,6 +225,33 @@ static void copy_name(char *dst, const char *src) {
   snprintf(dst, GS_CSIM_NAME_MAX, "%s", src);
 }
 
+/* The optional user and account columns (cu, ca; -1: absent) of the row
+ * into j: a user's name (gs_cluster_name_ok) and an account's path
+ * (gs_cluster_account_path_ok), or empty. */
+static int read_owner(const csv *c, int cu, int ca, gs_csim_job *j, char *err, size_t errlen) {
+  if (cu >= 0 && c->field[cu][0]) {
+    if (!gs_cluster_name_ok(c->field[cu])) {
+      set_err(err, errlen, "%s:%d: column 'user': '%s' is not a user's name (1 to %d "
+              "letters, digits or ._@-)", c->path, c->line, c->field[cu],
+              GS_CLUSTER_NAME_MAX - 1);
+      return -1;
+    }
+    snprintf(j->user, sizeof j->user, "%s", c->field[cu]);
+  }
+  if (ca >= 0 && c->field[ca][0]) {
+    char why[160];
+    if (!gs_cluster_account_path_ok(c->field[ca], why, sizeof why)) {
+      set_err(err, errlen, "%s:%d: column 'account': '%s': %s (a path of 1 to %d names, "
+              "'/'-separated, as science/physics)", c->path, c->line, c->field[ca], why,
+              GS_CLUSTER_ACCOUNT_LEVELS);
+      return -1;
+    }
+    snprintf(j->account, sizeof j->account, "%s", c->field[ca]);
+  }
+  return 0;
+}
+
+
 void gs_csim_workload_free(gs_csim_workload *w) {
   if (w == NULL) return;
   for (int i = 0; i < w->njobs; i++) {
@@ -452,6 +479,7 @@ static int load_pollux(csv *c, const char *tables, int nodes, int gpus, gs_csim_
   static const char *const names[] = {"name", "time", "application", "num_replicas",
                                       "batch_size"};
   if (csv_require(c, names, 5, col, err, errlen) != 0) return -1;
+  int cu = csv_col(c, "user"), ca = csv_col(c, "account");
   app_table *apps = NULL;
   int napps = 0, cap = 0, r;
   while ((r = csv_next(c, err, errlen)) == 1) {
@@ -500,6 +528,10 @@ static int load_pollux(csv *c, const char *tables, int nodes, int gpus, gs_csim_
     copy_name(j->name, c->field[col[0]]);
     copy_name(j->model, app);
     j->line = c->line;
+    if (read_owner(c, cu, ca, j, err, errlen) != 0) {
+      r = -1;
+      break;
+    }
     j->submit = submit;
     j->work = app_iters(t, batch);
     /* Sizes whose local batch was measured. */
@@ -655,19 +687,20 @@ static int load_table(csv *c, const char *tables, int nodes, gs_csim_workload *w
   static const char *const names[] = {"name", "time", "model", "nodes", "samples"};
   if (csv_require(c, names, 5, col, err, errlen) != 0) return -1;
   int cmin = csv_col(c, "min_nodes"), cmax = csv_col(c, "max_nodes"),
-      cw = csv_col(c, "weight"), ccw = csv_col(c, "commit_samples");
+      cw = csv_col(c, "weight"), ccw = csv_col(c, "commit_samples"),
+      cu = csv_col(c, "user"), ca = csv_col(c, "account");
   /* A column this reader does not know is a typo ("min_node") whose values
    * would be silently ignored. */
   static const char *const known[] = {"name",   "time",     "model",          "nodes",
                                       "samples", "min_nodes", "max_nodes", "weight",
-                                      "commit_samples"};
+                                      "commit_samples", "user", "account"};
   for (int i = 0; i < c->nhead; i++) {
     size_t k = 0;
     while (k < sizeof known / sizeof known[0] && strcmp(c->head[i], known[k]) != 0) k++;
     if (k == sizeof known / sizeof known[0]) {
       set_err(err, errlen, "%s:1: unknown column '%s' (a gradsync workload has name, time, "
               "model, nodes, samples, and optionally min_nodes, max_nodes, weight, "
-              "commit_samples)", c->path, c->head[i]);
+              "commit_samples, user, account)", c->path, c->head[i]);
       return -1;
     }
   }
@@ -693,6 +726,10 @@ static int load_table(csv *c, const char *tables, int nodes, gs_csim_workload *w
     copy_name(j->name, c->field[col[0]]);
     copy_name(j->model, s->model);
     j->line = c->line;
+    if (read_owner(c, cu, ca, j, err, errlen) != 0) {
+      r = -1;
+      break;
+    }
     int req;
     if (csv_num(c, col[1], 0, 1e12, &j->submit, err, errlen) != 0 ||
         csv_int(c, col[3], 1, 1 << 20, &req, err, errlen) != 0 ||

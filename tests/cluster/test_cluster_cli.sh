@@ -191,5 +191,35 @@ for p in "dorm" "goodput" "static" "dorm --learn-curves 10"; do
   fi
 done
 
+# Users and accounts: the workload's columns, serve's options, and the
+# accounts' table. physics at 3 shares under dorm: its two jobs (alice's,
+# and bob's in the sub-account hep) hold 6 of the 8 nodes and finish at
+# 4000 / 3 s; bio's at 2000 s (tests/cluster/test_cluster_sim.c).
+printf 'model,nodes,step_time_s,samples_per_step\nl,1,1,100\nl,2,1,200\nl,4,1,400\nl,8,1,800\n' > "$tmp/lin.csv"
+cat > "$tmp/owned.csv" <<'EOF'
+name,time,model,nodes,samples,min_nodes,max_nodes,user,account
+p1,0,l,8,400000,1,8,alice,physics
+p2,0,l,8,400000,1,8,bob,physics/hep
+b1,0,l,8,400000,1,8,carol,bio
+b2,0,l,8,400000,1,8,carol,bio
+EOF
+printf 'name,time,model,nodes,samples,account\nq,0,l,1,100,x//y\n' > "$tmp/badacct.csv"
+own="$sim --workload $tmp/owned.csv --tables $tmp/lin.csv --nodes 8 --interval 0 --restart-penalty 0"
+t 0 '"account":"physics/hep","jobs":1,"done":1,' $own --policy dorm --account-share physics:3 --json
+grep -qF '"account":"bio","jobs":2,"done":2,"node_s":8000,"used_share":0.5,"fair_node_s":8000,"fair_share":0.5,"jct_mean_s":2000}' "$tmp/out" &&
+  grep -qF '"account":"physics","jobs":1,"done":1,"node_s":4000,"used_share":0.25,"fair_node_s":4000,"fair_share":0.25,"jct_mean_s":1333.33}' "$tmp/out" &&
+  ok "--account-share physics:3: physics's jobs done at 1333 s, bio's at 2000 s" ||
+  bad "--account-share physics:3: $(cat "$tmp/out")"
+t 0 "account (or user)" $own --policy static
+# bio limited to 2 nodes: its jobs run on one node each, 4000 s.
+t 0 '"account":"bio","jobs":2,"done":2,"node_s":8000,' $own --policy goodput \
+  --account-limit bio:2 --json
+grep -qF '"jct_mean_s":4000}' "$tmp/out" && ok "--account-limit bio:2 holds bio to 2 nodes" ||
+  bad "--account-limit bio:2: $(cat "$tmp/out")"
+t 2 "--account-share needs ACCOUNT:SHARE" $own --account-share physics
+t 2 "account 'a//b'" $own --account-limit a//b:2
+t 2 "--user-limit: user 'carol' given twice" $own --user-limit carol:2 --user-limit carol:3
+t 2 "column 'account': 'x//y'" $sim --workload "$tmp/badacct.csv" --tables "$tmp/lin.csv" --nodes 8
+
 [ "$fails" = 0 ] || { echo "$fails failed"; exit 1; }
 echo "all passed"

@@ -439,6 +439,102 @@ static void test_bad_workloads(void **state) {
   gs_csim_workload_free(&w);
 }
 
+/* Users and accounts (the manager's fair-share tree, gs_cluster_shares):
+ * model l runs 100 samples/s a node on 1 to 8 nodes; four jobs of 400,000
+ * samples (4,000 node-seconds each) at 0 on 8 nodes: p1 (alice, physics),
+ * p2 (bob, physics/hep), b1 and b2 (carol, bio). */
+static const char *lin_speeds =
+    "model,nodes,step_time_s,samples_per_step\nl,1,1,100\nl,2,1,200\nl,4,1,400\nl,8,1,800\n";
+static const char *owned =
+    "name,time,model,nodes,samples,min_nodes,max_nodes,user,account\n"
+    "p1,0,l,8,400000,1,8,alice,physics\np2,0,l,8,400000,1,8,bob,physics/hep\n"
+    "b1,0,l,8,400000,1,8,carol,bio\nb2,0,l,8,400000,1,8,carol,bio\n";
+
+static void run_owned(const char *policy, const gs_cluster_shares *sh, double *jct,
+                      double *node_s, double *fair_s, gs_csim_result *r) {
+  char wp[512], sp[512], err[512];
+  write_file("w.csv", owned, wp, sizeof wp);
+  write_file("s.csv", lin_speeds, sp, sizeof sp);
+  gs_csim_workload w;
+  assert_int_equal(gs_csim_load(wp, sp, 8, 4, &w, err, sizeof err), 0);
+  assert_string_equal(w.jobs[1].user, "bob");
+  assert_string_equal(w.jobs[1].account, "physics/hep");
+  gs_csim_opts o;
+  gs_csim_defaults(&o);
+  o.nodes = 8;
+  o.policy = policy;
+  o.restart_penalty_s = 0;
+  o.interval_s = 0;
+  o.shares = sh;
+  o.job_jct_s = jct;
+  o.job_node_s = node_s;
+  o.job_fair_node_s = fair_s;
+  if (gs_csim_run(&w, &o, r, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    fail();
+  }
+  gs_csim_workload_free(&w);
+}
+
+/* dorm shares the pool by the tree. Accounts of share 1: bio 4 nodes (2 a
+ * job), physics 4 (alice's p1 2, its sub-account hep's p2 2): every job
+ * 2,000 s, each its fair 8,000 node-seconds. With physics 3: physics 6
+ * nodes (3 a job, done at 4000 / 3 = 1,333 s), bio 2 until then, then 4
+ * each (b1 and b2 at 1,333 + (4000 - 1333) / 4 = 2,000 s). bio limited to
+ * 2 nodes (goodput, which would give it more): its jobs 1 node each, 4,000
+ * s; no account's jobs ever hold more than its limit. */
+static void test_accounts(void **state) {
+  (void)state;
+  double jct[4], node_s[4], fair_s[4];
+  gs_csim_result r;
+  run_owned("dorm", NULL, jct, node_s, fair_s, &r);
+  for (int j = 0; j < 4; j++) {
+    NEAR(jct[j], 2000);
+    NEAR(node_s[j], 4000);
+    NEAR(fair_s[j], 4000);
+  }
+  NEAR(r.fairness_loss, 0);
+  const char *an[] = {"physics"};
+  const double aw[] = {3};
+  gs_cluster_shares sh = {0};
+  sh.account_name = an, sh.account_w = aw, sh.naccount = 1;
+  run_owned("dorm", &sh, jct, node_s, fair_s, &r);
+  NEAR(jct[0], 4000.0 / 3);
+  NEAR(jct[1], 4000.0 / 3);
+  NEAR(jct[2], 2000);
+  NEAR(jct[3], 2000);
+  NEAR(r.fairness_loss, 0);
+  /* carol's share 3: her jobs are bio's only ones, and a user's share
+   * counts within its account, so nothing moves. */
+  const char *un[] = {"carol"};
+  const double uw[] = {3};
+  gs_cluster_shares us = {0};
+  us.share_user = un, us.share_w = uw, us.nshare = 1;
+  run_owned("dorm", &us, jct, node_s, fair_s, &r);
+  for (int j = 0; j < 4; j++) NEAR(jct[j], 2000);
+  const char *ln[] = {"bio"};
+  const int lv[] = {2};
+  gs_cluster_shares ls = {0};
+  ls.account_limit_name = ln, ls.account_limit_nodes = lv, ls.naccount_limit = 1;
+  run_owned("goodput", &ls, jct, node_s, fair_s, &r);
+  NEAR(jct[2], 4000);
+  NEAR(jct[3], 4000);
+  assert_true(jct[0] < 4000 && jct[1] < 4000);
+  run_owned("goodput", NULL, jct, node_s, fair_s, &r);
+  assert_true(jct[2] < 4000 && jct[3] < 4000); /* (not the default's doing) */
+}
+
+/* Bad users and accounts are refused at load, naming the line and column. */
+static void test_bad_owners(void **state) {
+  (void)state;
+  expect_load_error("name,time,model,nodes,samples,user\nA,0,m,1,5,a b\n", speeds, 2,
+                    "bad.csv:2: column 'user': 'a b' is not a user's name");
+  expect_load_error("name,time,model,nodes,samples,account\nA,0,m,1,5,sci//hep\n", speeds, 2,
+                    "bad.csv:2: column 'account': 'sci//hep'");
+  expect_load_error("name,time,model,nodes,samples,acount\nA,0,m,1,5,sci\n", speeds, 2,
+                    "unknown column 'acount'");
+}
+
 /* Pollux's first workload, its first 40 jobs, on 16 nodes of 4 GPUs. */
 static void test_pollux(void **state) {
   (void)state;
@@ -565,6 +661,8 @@ int main(void) {
       cmocka_unit_test(test_long_jobs),
       cmocka_unit_test(test_bad_workloads),
       cmocka_unit_test(test_pollux),
+      cmocka_unit_test(test_accounts),
+      cmocka_unit_test(test_bad_owners),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
