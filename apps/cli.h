@@ -217,7 +217,7 @@ typedef struct run_elastic_opts {
   int shrink_on_discover;            /* --shrink-on-discover */
   double min_wait;                   /* --min-wait S */
   const char *events;                /* --events FILE */
-  int (*host_ok)(const char *host, void *user);
+  void (*hosts_ok)(const char *const *hosts, int n, int *ok, void *user);
 } run_elastic_opts;
 int run_elastic_parse_spec(const char *s, int *min, int *max);
 int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int nprog);

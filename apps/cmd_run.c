@@ -689,7 +689,9 @@ static int is_local_host(const char *host) {
  * which names no host, or hang in TCP's own connect timeout (minutes) for
  * a host that is down. horovodrun checks its hosts the same way. Returns
  * 0, or -1 after one message per host that failed. */
-static int check_ssh_hosts(const run_hosts *h, const char *origin, const char *ssh_config) {
+static int check_ssh_hosts(const run_hosts *h, const char *origin, const char *ssh_config,
+                           int *ok) {
+  for (int i = 0; ok && i < h->n; i++) ok[i] = 1;
   char words[1024], exe[PATH_MAX];
   const char *argv0[24];
   int na = 0;
@@ -767,12 +769,14 @@ static int check_ssh_hosts(const run_hosts *h, const char *origin, const char *s
           cli_fail("run", "host %s%s did not answer over ssh within %.0f s", h->host[i].name,
                    where, SSH_CHECK_DEADLINE_S);
           failed++;
+          if (ok) ok[i] = 0;
         } else if (!got_signal && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
           cli_fail("run", "cannot reach host %s%s over ssh (%s %s true: exit status %d, see "
                    "above); Open MPI starts its daemons over ssh and needs it to work "
                    "without a password (docs/CLUSTER.md)", h->host[i].name, where, base,
                    h->host[i].name, WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
           failed++;
+          if (ok) ok[i] = 0;
         }
       }
       if (running > 0) nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
@@ -908,19 +912,25 @@ static int wait_mpirun(pid_t pid, int *status, int *hung, mpirun_err *me) {
   }
 }
 
-/* --elastic's check of a host that took part in a failed launch: this
- * machine always passes; another must answer over ssh as before mpirun
- * starts (check_ssh_hosts prints why not). */
+/* --elastic's check of hosts (those of a failed launch, or those a growth
+ * would add), all at once: this machine always passes; another must answer
+ * over ssh as before mpirun starts (check_ssh_hosts prints why not), each
+ * within ssh's connect timeout. */
 static const char *elastic_ssh_config, *elastic_origin;
-static int elastic_host_ok(const char *host, void *user) {
+static void elastic_hosts_ok(const char *const *names, int n, int *ok, void *user) {
   (void)user;
-  if (is_local_host(host)) return 1;
-  run_host one;
-  memset(&one, 0, sizeof one);
-  snprintf(one.name, sizeof one.name, "%s", host);
-  one.slots = 1;
-  run_hosts h = {.host = &one, .n = 1, .cap = 1, .slots = 1};
-  return check_ssh_hosts(&h, elastic_origin, elastic_ssh_config) == 0;
+  run_host *list = calloc((size_t)n + 1, sizeof *list);
+  if (list == NULL) { /* cannot check: every host kept, as without the check */
+    for (int i = 0; i < n; i++) ok[i] = 1;
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    snprintf(list[i].name, sizeof list[i].name, "%s", names[i]);
+    list[i].slots = 1;
+  }
+  run_hosts h = {.host = list, .n = n, .cap = n, .slots = n};
+  (void)check_ssh_hosts(&h, elastic_origin, elastic_ssh_config, ok);
+  free(list);
 }
 
 /* Hands the job to the elastic supervisor: mpirun's fixed options are
@@ -960,7 +970,7 @@ static int run_elastic_job(run_elastic_opts *eo, const char *spec, const char *d
   eo->first = np;
   eo->discover = discover;
   eo->events = events;
-  eo->host_ok = remote || discover ? elastic_host_ok : NULL;
+  eo->hosts_ok = remote || discover ? elastic_hosts_ok : NULL;
   elastic_mode = 1;
   int rc = run_elastic(eo, fixed, margv + first_prog, nprog);
   elastic_mode = 0;
@@ -1510,7 +1520,7 @@ int cmd_run(int argc, char **argv) {
       }
       fputc('\n', f);
     }
-    if (dry_run || (remote && check_ssh_hosts(&hosts, hostfile, ssh_config) != 0)) {
+    if (dry_run || (remote && check_ssh_hosts(&hosts, hostfile, ssh_config, NULL) != 0)) {
       free_margv(margv, first_prog, host_list);
       run_hosts_free(&hosts);
       return dry_run ? 0 : got_signal ? 128 + got_signal : 2;

@@ -319,7 +319,7 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
   if (!ce || cli_parse_long(ce, 1, 1L << 40, &c.commit_every) != 0) c.commit_every = 0;
   c.mpirun_argv = mpirun_argv;
   c.prog_argv = prog;
-  c.host_ok = o->host_ok;
+  c.hosts_ok = o->hosts_ok;
   c.on_event = on_event;
   c.user = &v;
   if (global_batch > 0) {

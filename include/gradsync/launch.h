@@ -159,10 +159,12 @@ typedef struct gs_elastic_config {
   char *const *prog_argv;         /* the program and its arguments, NULL-ended */
   int out_fd, err_fd;             /* where the job's output goes (default 1 and 2; set
                                    * both, or leave both 0) */
-  /* Whether a host that took part in a failed launch may still start
-   * ranks (the caller checks ssh; 1 for this machine); NULL: always. A host
-   * that fails it is left out for the rest of the job. */
-  int (*host_ok)(const char *host, void *user);
+  /* Whether hosts may still start ranks: hosts[0..n) (those of a failed
+   * launch, or those a growth would add) checked at once, ok[i] set to 1
+   * or 0 (the caller checks ssh, in parallel, bounded by its timeout; 1
+   * for this machine); NULL: always. A host that fails it is left out for
+   * the rest of the job. */
+  void (*hosts_ok)(const char *const *hosts, int n, int *ok, void *user);
   void (*on_event)(const gs_elastic_event *e, void *user);
   void *user;
 } gs_elastic_config;
@@ -202,6 +204,7 @@ int gs_launch_stuck(pid_t parent, double now, double linger_s, double *since,
 typedef struct gs_launch_pid {
   pid_t pid;
   unsigned long long start;
+  int agent; /* an ssh, rsh or srun client (a remote daemon's link): 1 */
 } gs_launch_pid;
 void gs_launch_note_children(pid_t parent, gs_launch_pid *list, int *n, int max);
 int gs_launch_noted_alive(const gs_launch_pid *p);

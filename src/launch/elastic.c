@@ -16,7 +16,7 @@
  * outlive a killed mpirun (recorded by pid and start time while they run)
  * are killed before the next launch, so that two jobs never write one
  * checkpoint. Failed slots are left out: a rank killed by a signal costs its
- * host one slot; a host that fails the caller's host_ok check (ssh) is left
+ * host one slot; a host that fails the caller's hosts_ok check (ssh) is left
  * out whole. A rank that exits with an error of its own, or mpirun killed,
  * leaves the world as it was. */
 #include <ctype.h>
@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,9 @@ static void nap_ms(int ms) {
 /* A host the job may use: its slots as given or listed, those lost to
  * failures, whether it is left out whole, and whether the last discovery
  * listed it. */
+/* --host entries of a launch, at most. */
+#define EL_MAX_PLACES 1024
+
 typedef struct el_host {
   char name[GS_LAUNCH_HOST_MAX + 1];
   int slots, lost, banned, listed;
@@ -82,8 +86,8 @@ typedef struct el {
   int use_host_list; /* pass --host to mpirun */
   /* the current launch */
   int size;
-  int place_host[1024]; /* host index of each --host entry, in order */
-  int place_slots[1024];
+  int place_host[EL_MAX_PLACES]; /* host index of each --host entry, in order */
+  int place_slots[EL_MAX_PLACES];
   int nplace;
   char world[1024];
   gs_launch_pid child[EL_MAX_CHILDREN]; /* mpirun's children: ranks or ssh clients */
@@ -98,6 +102,12 @@ typedef struct el {
   double last_discover;
   launch_discovery disc; /* a discovery running while a launch is watched */
   char last_warning[1100]; /* a warning repeated unchanged is not sent again */
+  /* The check of the launch's hosts, started on a failure's first sign
+   * while mpirun ends (early_check_start): hosts early_idx[0..early_n),
+   * early_ok[k] their answers once joined. */
+  pthread_t early_thread;
+  int early_running, early_n;
+  int early_idx[EL_MAX_PLACES], early_ok[EL_MAX_PLACES];
 } el;
 
 static double el_now(const el *e) { return gs_now() - e->t0; }
@@ -225,7 +235,7 @@ static void place(el *e, int size) {
   e->world[0] = '\0';
   size_t w = 0;
   int left = size;
-  for (int i = 0; i < e->nhost && left > 0 && e->nplace < 1024; i++) {
+  for (int i = 0; i < e->nhost && left > 0 && e->nplace < EL_MAX_PLACES; i++) {
     int a = host_avail(&e->host[i]);
     if (a <= 0) continue;
     int take = a < left ? a : left;
@@ -341,14 +351,24 @@ static int discover_background(el *e) {
 /* Records mpirun's children (the local ranks, or ssh clients) while they
  * live, so that those outliving a killed mpirun can be ended. */
 /* After mpirun's exit: ranks it left behind get kill_grace_s to end by
- * themselves (Open MPI's ranks notice their daemon's loss), then SIGKILL. */
+ * themselves (Open MPI's ranks notice their daemon's loss), then SIGKILL.
+ * An ssh (rsh, srun) client to a remote daemon gets a second at most: with
+ * mpirun gone it carries nothing, and one to a host cut off would stay for
+ * good (until 2026-12-03 it held the relaunch for the whole grace, 10 s). */
 static int end_orphans(el *e) {
-  double deadline = gs_now() + e->cfg->kill_grace_s;
+  double t0 = gs_now(), deadline = t0 + e->cfg->kill_grace_s;
+  double agent_deadline = t0 + (e->cfg->kill_grace_s < 1 ? e->cfg->kill_grace_s : 1);
   int killed = 0;
   for (;;) {
     int alive = 0;
     for (int i = 0; i < e->nchild; i++)
-      if (gs_launch_noted_alive(&e->child[i])) alive++;
+      if (gs_launch_noted_alive(&e->child[i])) {
+        if (e->child[i].agent && gs_now() > agent_deadline) {
+          killed += kill(e->child[i].pid, SIGKILL) == 0;
+          continue;
+        }
+        alive++;
+      }
     if (!alive) break;
     if (gs_now() > deadline) {
       killed += gs_launch_kill_noted(e->child, e->nchild);
@@ -544,18 +564,62 @@ static pid_t start_mpirun(el *e, int pipes[2], char *why, size_t why_len) {
 
 /* Before the running job is stopped to grow to best ranks: each host
  * that the larger world would add, and that has not passed the check yet,
- * is checked (the caller's host_ok: ssh, bounded by its own timeout), and
+ * is checked (the caller's hosts_ok: ssh, all at once, each bounded by its
+ * own timeout), and
  * one that fails is left out whole, as after a failed launch, with a
  * warning: a healthy job is not stopped to grow onto a host that cannot be
  * reached (until 2026-12-02 it was stopped, mpirun failed on the larger
  * world, and only then was the host left out). Returns the size the job
  * may grow to now. */
+/* Checks hosts idx[0..n) at once (the caller's hosts_ok): ok[k] 1 or 0;
+ * with no check, or out of memory for the names, every one passes. */
+static void check_hosts(el *e, const int *idx, int n, int *ok) {
+  const gs_elastic_config *c = e->cfg;
+  const char **names = n > 0 && c->hosts_ok ? malloc((size_t)n * sizeof *names) : NULL;
+  for (int k = 0; k < n; k++) {
+    ok[k] = 1;
+    if (names) names[k] = e->host[idx[k]].name;
+  }
+  if (names) c->hosts_ok(names, n, ok, c->user);
+  free(names);
+}
+
+static void *early_check_main(void *arg) {
+  el *e = arg;
+  check_hosts(e, e->early_idx, e->early_n, e->early_ok);
+  return NULL;
+}
+
+/* On a failure's first sign (an abort, a lost daemon, a rank killed): the
+ * launch's hosts are checked in a thread while mpirun is given its grace
+ * and ended, so that a host cut off costs its check's timeout once, not
+ * after the rest (until 2026-12-03 the check began after mpirun's end:
+ * 10 s more per relaunch). Its answers are read by early_check_join. */
+static void early_check_start(el *e) {
+  if (!e->cfg->hosts_ok || e->early_running) return;
+  e->early_n = 0;
+  for (int i = 0; i < e->nplace && e->early_n < EL_MAX_PLACES; i++)
+    if (!e->host[e->place_host[i]].banned) e->early_idx[e->early_n++] = e->place_host[i];
+  e->early_running = e->early_n > 0 &&
+                     pthread_create(&e->early_thread, NULL, early_check_main, e) == 0;
+}
+
+/* Waits for the early check: 1 with its answers in e->early_*, 0 when none
+ * ran. */
+static int early_check_join(el *e) {
+  if (!e->early_running) return 0;
+  pthread_join(e->early_thread, NULL);
+  e->early_running = 0;
+  return 1;
+}
+
 static int check_growth_hosts(el *e, int best, char *rule, size_t rule_len) {
   const gs_elastic_config *c = e->cfg;
-  if (!c->host_ok) return best;
-  for (int failed = 1; failed && best > e->size && !el_interrupt;) {
+  if (!c->hosts_ok) return best;
+  int *idx = malloc((size_t)e->nhost * sizeof *idx + 1), *ok = malloc((size_t)e->nhost * sizeof *ok + 1);
+  for (int failed = 1; idx && ok && failed && best > e->size && !el_interrupt;) {
     failed = 0;
-    int left = best;
+    int left = best, n = 0;
     for (int i = 0; i < e->nhost && left > 0; i++) {
       el_host *h = &e->host[i];
       int a = host_avail(h);
@@ -563,8 +627,12 @@ static int check_growth_hosts(el *e, int best, char *rule, size_t rule_len) {
       left -= a < left ? a : left;
       int in_launch = 0;
       for (int k = 0; k < e->nplace && !in_launch; k++) in_launch = e->place_host[k] == i;
-      if (in_launch || h->checked) continue;
-      if (c->host_ok(h->name, c->user)) {
+      if (!in_launch && !h->checked) idx[n++] = i;
+    }
+    check_hosts(e, idx, n, ok);
+    for (int k = 0; k < n; k++) {
+      el_host *h = &e->host[idx[k]];
+      if (ok[k]) {
         h->checked = 1;
         continue;
       }
@@ -577,6 +645,8 @@ static int check_growth_hosts(el *e, int best, char *rule, size_t rule_len) {
     }
     if (failed) best = pick_size(e, 0, rule, rule_len);
   }
+  free(idx);
+  free(ok);
   return best;
 }
 
@@ -627,7 +697,7 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
   double term_at = 0, kill_at = 0, stop_deadline = 0, next_scan = 0, next_commit = 0;
   double all_ended_since = 0;
   int stop_asked = 0, killed_stop = 0, stuck = 0;
-  int interrupted_seen = 0;
+  int interrupted_seen = 0, early_tried = 0;
   double interrupt_t = 0;
   while (!exited || open_fds > 0) {
     struct pollfd p[2];
@@ -647,6 +717,10 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
         }
     } else {
       nap_ms(50);
+    }
+    if (w.first_sign > 0 && !early_tried) { /* the hosts checked while mpirun ends */
+      early_tried = 1;
+      early_check_start(e);
     }
     double now = el_now(e);
     if (!exited) {
@@ -835,9 +909,19 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
       int h = rank_host(e, w.sig_rank);
       if (h >= 0) e->host[h].lost++;
     }
-    for (int i = 0; i < e->nplace; i++) {
-      el_host *h = &e->host[e->place_host[i]];
-      if (!h->banned && c->host_ok && !c->host_ok(h->name, c->user)) {
+    /* the check begun at the first sign, or one now: every host at once,
+     * each bounded by its timeout */
+    int *idx = e->early_idx, *ok = e->early_ok, n = 0;
+    if (early_check_join(e)) {
+      n = e->early_n;
+    } else if (c->hosts_ok) {
+      for (int i = 0; i < e->nplace && n < EL_MAX_PLACES; i++)
+        if (!e->host[e->place_host[i]].banned) idx[n++] = e->place_host[i];
+      check_hosts(e, idx, n, ok);
+    }
+    for (int k = 0; k < n; k++) {
+      el_host *h = &e->host[idx[k]];
+      if (!ok[k] && !h->banned) {
         h->banned = 1;
         end->node_lost = 1;
         used = strlen(r);
@@ -877,6 +961,7 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
            end->how != END_GROW ? "" : early_exit ? " (mpirun exited 0 before the program ran)"
                                    : early_rank ? " (a rank killed by the request's signal)"
                                                 : "");
+  early_check_join(e); /* (a launch that did not fail: its answers unused) */
   return GS_OK;
 }
 

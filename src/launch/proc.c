@@ -78,6 +78,19 @@ int gs_launch_stuck(pid_t parent, double now, double linger_s, double *since,
   return now - *since > linger_s;
 }
 
+/* Whether pid runs a remote launch agent (/proc/PID/comm: ssh, rsh or
+ * srun), the link mpirun keeps to a daemon on another host. */
+static int launch_agent(pid_t pid) {
+  char path[64], comm[32] = "";
+  snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return 0;
+  if (fgets(comm, sizeof comm, f) == NULL) comm[0] = '\0';
+  fclose(f);
+  comm[strcspn(comm, "\n")] = '\0';
+  return strcmp(comm, "ssh") == 0 || strcmp(comm, "rsh") == 0 || strcmp(comm, "srun") == 0;
+}
+
 void gs_launch_note_children(pid_t parent, gs_launch_pid *list, int *n, int max) {
   DIR *d = opendir("/proc");
   if (d == NULL) return;
@@ -88,7 +101,7 @@ void gs_launch_note_children(pid_t parent, gs_launch_pid *list, int *n, int max)
     if (gs_launch_proc_stat(pid, &p) != 0 || p.ppid != parent) continue;
     int known = 0;
     for (int i = 0; i < *n && !known; i++) known = list[i].pid == pid && list[i].start == p.start;
-    if (!known) list[(*n)++] = (gs_launch_pid){pid, p.start};
+    if (!known) list[(*n)++] = (gs_launch_pid){pid, p.start, launch_agent(pid)};
   }
   closedir(d);
 }
