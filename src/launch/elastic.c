@@ -63,12 +63,12 @@ static void nap_ms(int ms) {
   nanosleep(&(struct timespec){ms / 1000, (long)(ms % 1000) * 1000000L}, NULL);
 }
 
-/* A host the job may use: its slots as given or listed, those lost to
- * failures, whether it is left out whole, and whether the last discovery
- * listed it. */
 /* --host entries of a launch, at most. */
 #define EL_MAX_PLACES 1024
 
+/* A host the job may use: its slots as given or listed, those lost to
+ * failures, whether it is left out whole, and whether the last discovery
+ * listed it. */
 typedef struct el_host {
   char name[GS_LAUNCH_HOST_MAX + 1];
   int slots, lost, banned, listed;
@@ -562,15 +562,6 @@ static pid_t start_mpirun(el *e, int pipes[2], char *why, size_t why_len) {
   return pid;
 }
 
-/* Before the running job is stopped to grow to best ranks: each host
- * that the larger world would add, and that has not passed the check yet,
- * is checked (the caller's hosts_ok: ssh, all at once, each bounded by its
- * own timeout), and
- * one that fails is left out whole, as after a failed launch, with a
- * warning: a healthy job is not stopped to grow onto a host that cannot be
- * reached (until 2026-12-02 it was stopped, mpirun failed on the larger
- * world, and only then was the host left out). Returns the size the job
- * may grow to now. */
 /* Checks hosts idx[0..n) at once (the caller's hosts_ok): ok[k] 1 or 0;
  * with no check, or out of memory for the names, every one passes. */
 static void check_hosts(el *e, const int *idx, int n, int *ok) {
@@ -613,10 +604,19 @@ static int early_check_join(el *e) {
   return 1;
 }
 
+/* Before the running job is stopped to grow to best ranks: each host
+ * that the larger world would add, and that has not passed the check yet,
+ * is checked (the caller's hosts_ok: ssh, all at once, each bounded by its
+ * own timeout), and one that fails is left out whole, as after a failed
+ * launch, with a warning: a healthy job is not stopped to grow onto a host
+ * that cannot be reached (until 2026-12-02 it was stopped, mpirun failed on
+ * the larger world, and only then was the host left out). Returns the size
+ * the job may grow to now. */
 static int check_growth_hosts(el *e, int best, char *rule, size_t rule_len) {
   const gs_elastic_config *c = e->cfg;
   if (!c->hosts_ok) return best;
-  int *idx = malloc((size_t)e->nhost * sizeof *idx + 1), *ok = malloc((size_t)e->nhost * sizeof *ok + 1);
+  int *idx = malloc((size_t)e->nhost * sizeof *idx + 1);
+  int *ok = malloc((size_t)e->nhost * sizeof *ok + 1);
   for (int failed = 1; idx && ok && failed && best > e->size && !el_interrupt;) {
     failed = 0;
     int left = best, n = 0;
