@@ -1282,7 +1282,7 @@ gs_status gs_embed_calibrate_shape(size_t bags, size_t width, gs_cost_lookup *ou
   double own = 0, all = 0, l2 = 0;
   core_caches(&own, &all, &l2);
   /* What a core gets, where it is less than the machine says: the model's
-   * cache, and a sweep of 4x it evicts the rows (64 MB at least). The
+   * cache, and a sweep of 4x it evicts the rows (256 MB at least). The
    * least of three: what other tenants leave a core moves within seconds
    * (2-3 MB, then 16-20 MB, on the 2-core hosts), and a training's steps
    * meet the mix; the mean of three priced a little lower still (the
@@ -1295,7 +1295,12 @@ gs_status gs_embed_calibrate_shape(size_t bags, size_t width, gs_cost_lookup *ou
     all = all > 0 ? fmin(all, 2 * got) : 2 * got; /* swept twice over, below */
   }
   calib c = {0};
-  c.nflush = (size_t)(fmin(fmax(2.0 * all, 64e6), 1e9) / sizeof(float));
+  /* At least 256 MB: a level 3 that is a victim cache (AMD's) is not LRU,
+   * and a sweep of twice its size left some of an 8 MB table in it (on a
+   * 2-core host with 32 MB of level 3, ten calibrations in a row priced a
+   * cold lookup of 16 columns 28-47 ns after 64 MB swept, 52-58 ns after
+   * 256 MB; a sweep of 256 MB takes 20-30 ms). */
+  c.nflush = (size_t)(fmin(fmax(2.0 * all, 256e6), 1e9) / sizeof(float));
   /* out of level 2: twice it written (1 MB where it is not known) */
   size_t l2_sweep =
       (size_t)fmin(2.0 * (l2 > 0 ? l2 : 512e3), 4.0 * (double)c.nflush) / sizeof(float);
