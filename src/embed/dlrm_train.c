@@ -55,6 +55,32 @@ static double ids_zipf(const gs_dlrm_train_config *cfg) {
   return cfg->criteo_file ? 0.0 : cfg->data.zipf_s;
 }
 
+/* The process's peak resident memory since reset_peak_rss (VmHWM of
+ * /proc/self/status; the whole life's ru_maxrss where that cannot be read). */
+static size_t peak_rss(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  size_t kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmHWM: %zu kB", &kb) == 1) break;
+  if (f) fclose(f);
+  if (kb > 0) return kb * 1024;
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return (size_t)ru.ru_maxrss * 1024; /* kilobytes on Linux */
+}
+
+/* Resets the peak (Linux 4.0 and later: "5" to /proc/self/clear_refs), so
+ * that the calibration's buffers (a 256 MB sweep and a 64 MB table, freed
+ * before training) do not count as the training's peak. Where it cannot,
+ * the peak is the process's. */
+static void reset_peak_rss(void) {
+  FILE *f = fopen("/proc/self/clear_refs", "w");
+  if (f == NULL) return;
+  fputs("5", f);
+  fclose(f);
+}
+
 /* What the rest of a step touches on a rank, for the cost model's cache
  * (gs_shard_config.step_bytes): the MLPs' weights with their gradients and
  * the optimizer's copy (3 floats a parameter); for each of the rank's B
@@ -162,6 +188,7 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
     if (cfg->lookup == NULL) {
       st = gs_embed_calibrate_job(specs, cfg->model.ntables, cfg->batch * (size_t)P, P,
                                   &mine.lk);
+      reset_peak_rss(); /* its buffers are freed: not the training's peak */
     } else if (gs_cost_lookup_check(cfg->lookup) != GS_OK) {
       char why[GS_VOTE_MESSAGE];
       gs__error_copy(why, sizeof why);
@@ -426,11 +453,6 @@ static gs_status commit(dlrm_ckpt *ck, gs_dlrm_dist *d, const gs_shard_plan *pla
   return GS_OK;
 }
 
-static size_t peak_rss(void) {
-  struct rusage ru;
-  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
-  return (size_t)ru.ru_maxrss * 1024; /* kilobytes on Linux */
-}
 
 gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
                             gs_dlrm_train_cb cb, void *user) {
