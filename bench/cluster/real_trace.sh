@@ -18,9 +18,11 @@
 #   BENCH_QUICK=1: 6 jobs, the same steps.
 #   CLUSTER_NODE_CPUS=C (0.25), CLUSTER_SEED=S (1), CLUSTER_SPAN=S (120: the
 #   arrivals' span; the same jobs in the same order, closer together when
-#   smaller, so that more work waits), CLUSTER_MIX=light|scaling (light:
-#   the small jobs above; scaling: trace.py's jobs that scale with their
-#   nodes, as Dorm's and Pollux's do, on 1 to 6 nodes, beside one-node mlp),
+#   smaller, so that more work waits), CLUSTER_MIX=light|scaling|uneven
+#   (light: the small jobs above; scaling: trace.py's jobs that scale with
+#   their nodes, as Dorm's and Pollux's do, on 1 to 6 nodes, beside one-node
+#   mlp; uneven: the same jobs asking for 3 or 6 nodes, sizes that do not
+#   tile the 8),
 #   CLUSTER_KEEP=DIR (the spools, every job's events and logs, kept there),
 #   CLUSTER_NET=NAME (serve --net NAME: train jobs' curves predicted from
 #   their profiles before they are measured; default none),

@@ -62,6 +62,21 @@ def summary_of(jobdir):
     return s
 
 
+def write_workload(trace, path):
+    """The simulator's workload CSV of a trace (trace.py's jobs)."""
+    with open(path, "w") as f:
+        f.write("name,time,model,nodes,samples,min_nodes,max_nodes,weight,commit_samples\n")
+        for j in trace:
+            kind = j["name"].rsplit("-", 1)[0]
+            f.write(f"{j['name']},{j['arrival_s']},{kind},{j['max']},"
+                    f"{steps_of(j['args']) * batch_of(j['args'])},{j['min']},{j['max']},1,"
+                    f"{commit_samples_of(j['args'])}\n")
+
+
+def workload(a):
+    write_workload([json.loads(l) for l in open(a.trace)], a.workload)
+
+
 def measure(a):
     snap = {j["id"]: j for j in json.load(open(os.path.join(a.spool, "jobs.json")))["jobs"]}
     trace = [json.loads(l) for l in open(a.trace)]
@@ -86,13 +101,7 @@ def measure(a):
             st = statistics.mean(x[0] for x in v)
             start = statistics.mean(x[1] for x in v)
             f.write(f"{kind},{n},{st:.6f},{batch_of(args_of[kind])},{start:.3f}\n")
-    with open(a.workload, "w") as f:
-        f.write("name,time,model,nodes,samples,min_nodes,max_nodes,weight,commit_samples\n")
-        for j in trace:
-            kind = j["name"].rsplit("-", 1)[0]
-            f.write(f"{j['name']},{j['arrival_s']},{kind},{j['max']},"
-                    f"{steps_of(j['args']) * batch_of(j['args'])},{j['min']},{j['max']},1,"
-                    f"{commit_samples_of(j['args'])}\n")
+    write_workload(trace, a.workload)
     with open(a.speeds + ".solo.jsonl", "w") as f:
         for r in solo:
             f.write(json.dumps(r) + "\n")
@@ -265,6 +274,9 @@ def main():
     m = sub.add_parser("measure")
     for k in ("--spool", "--solo", "--trace", "--speeds", "--workload"):
         m.add_argument(k, required=True)
+    w = sub.add_parser("workload")
+    for k in ("--trace", "--workload"):
+        w.add_argument(k, required=True)
     st = sub.add_parser("settings")
     st.add_argument("--speeds", required=True)
     st.add_argument("--real", nargs="+", required=True)
@@ -282,7 +294,7 @@ def main():
     r.add_argument("--node-cpus", type=float, default=0.25)
     r.add_argument("--interference", type=float, default=0)
     a = ap.parse_args()
-    {"measure": measure, "settings": settings, "report": report}[a.cmd](a)
+    {"measure": measure, "workload": workload, "settings": settings, "report": report}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -34,11 +34,14 @@
 #         the real runs had it
 #   CLUSTER_NODE_CPUS=C: each node's cores (default 0.25), as the real runs
 #         had them
-#   CLUSTER_MIX=light|scaling: the trace's mix (trace.py; default light), its
+#   CLUSTER_MIX=light|scaling|uneven: the trace's mix (trace.py; default light), its
 #         kinds measured on every size its jobs may run on, each job's own
 #         commit interval given to the simulator (commit_samples); its
 #         files named cluster_real_MIX_speeds.csv, cluster_sim_vs_real_MIX.md
 #         and so on, the real runs cluster_real_MIX*.jsonl
+#   CLUSTER_SPEEDS_MIX=MIX: with --sim-only, simulate on MIX's committed speed
+#         table (a mix of the same kinds on the same sizes: uneven on
+#         scaling's), the workload made from trace.py (CLUSTER_SEED, default 1)
 #   --sim-only (or SIM_ONLY=1): measures nothing; simulates on the committed
 #         tables (bench/results/cluster_real_speeds.csv, its .solo.jsonl and
 #         cluster_real_workload.csv, copied to BENCH_OUT), in seconds, as a
@@ -66,6 +69,11 @@ sfx=
 [ "$mix" = light ] || sfx=_$mix
 speeds=$BENCH_OUT/cluster_real${sfx}_speeds.csv
 workload=$BENCH_OUT/cluster_real${sfx}_workload.csv
+speeds_mix=${CLUSTER_SPEEDS_MIX:-}
+if [ -n "$speeds_mix" ] && [ "$sim_only" != 1 ]; then
+  echo "sim_vs_real: CLUSTER_SPEEDS_MIX is for --sim-only (a measuring run makes its own table)" >&2
+  exit 2
+fi
 
 # measure: each kind alone at each size under the manager, REPS times; writes
 # the speed table (and its .solo.jsonl, each run) and the workload.
@@ -131,7 +139,19 @@ PY
   manager_stop "$spool"
 }
 
-if [ "$sim_only" = 1 ]; then
+if [ "$sim_only" = 1 ] && [ -n "$speeds_mix" ]; then
+  # Another mix's speed table (the same kinds and sizes); this trace's
+  # workload made from trace.py.
+  ssfx=
+  [ "$speeds_mix" = light ] || ssfx=_$speeds_mix
+  for f in "cluster_real${ssfx}_speeds.csv" "cluster_real${ssfx}_speeds.csv.solo.jsonl"; do
+    [ -f "$committed/$f" ] || { echo "sim_vs_real: CLUSTER_SPEEDS_MIX=$speeds_mix needs $committed/$f" >&2; exit 2; }
+    [ "$committed/$f" -ef "$BENCH_OUT/$f" ] || cp "$committed/$f" "$BENCH_OUT/$f"
+  done
+  speeds=$BENCH_OUT/cluster_real${ssfx}_speeds.csv
+  python3 "$here/trace.py" --jobs 20 --seed "${CLUSTER_SEED:-1}" --mix "$mix" --span "$span" \
+    --cache unused | python3 "$here/sim_vs_real.py" workload --trace /dev/stdin --workload "$workload"
+elif [ "$sim_only" = 1 ]; then
   for f in "cluster_real${sfx}_speeds.csv" "cluster_real${sfx}_speeds.csv.solo.jsonl" \
     "cluster_real${sfx}_workload.csv"; do
     [ -f "$committed/$f" ] || { echo "sim_vs_real: --sim-only needs $committed/$f" >&2; exit 2; }
@@ -192,5 +212,5 @@ python3 "$here/sim_vs_real.py" report --mix "$mix" --span "$span" --node-cpus "$
   --real "${real[@]}" \
   >"$BENCH_OUT/cluster_sim_vs_real${sfx}.md"
 bench_stamp "$BENCH_OUT/cluster_sim_vs_real${sfx}.md" \
-  "${REAL_RUNS:+REAL_RUNS=\"$REAL_RUNS\" }CLUSTER_MIX=$mix CLUSTER_SPAN=$span CLUSTER_NODE_CPUS=$cpus CLUSTER_INTERFERENCE=${CLUSTER_INTERFERENCE:-0} bench/cluster/sim_vs_real.sh $given"
+  "${REAL_RUNS:+REAL_RUNS=\"$REAL_RUNS\" }${speeds_mix:+CLUSTER_SPEEDS_MIX=$speeds_mix }CLUSTER_MIX=$mix CLUSTER_SPAN=$span CLUSTER_NODE_CPUS=$cpus CLUSTER_INTERFERENCE=${CLUSTER_INTERFERENCE:-0} bench/cluster/sim_vs_real.sh $given"
 cat "$BENCH_OUT/cluster_sim_vs_real${sfx}.md"

@@ -13,7 +13,13 @@ of 1536 for 16 steps and the ResNet at 384 for 32 (each about 45 s of one
 quarter-core node, 2-3.3x faster on 4), committing every 4 and 8 steps so
 that a resize takes effect within seconds; 1 to 6 nodes (both batches divide
 by 1, 2, 3, 4 and 6); and mlp on Fashion-MNIST at a global batch of 48,
-which is bound by its all-reduce over 1 Gbit/s and so asks for one node."""
+which is bound by its all-reduce over 1 Gbit/s and so asks for one node.
+--mix uneven: the scaling mix's jobs (the same kinds, minimums and arrivals),
+each asking for 3 nodes where scaling's asks for 2 or 4 (6 stays 6: sizes
+the batches divide): sizes that do not
+tile a pool of 8, so that a partitioning manager that gives every job what
+it asked for leaves nodes idle that another job could use (the
+fragmentation behind Dorm's utilisation gain over static partitions)."""
 import argparse
 import json
 import random
@@ -23,7 +29,7 @@ ap.add_argument("--jobs", type=int, default=20)
 ap.add_argument("--seed", type=int, default=1)
 ap.add_argument("--span", type=float, default=120.0)
 ap.add_argument("--cache", required=True)
-ap.add_argument("--mix", choices=["light", "scaling"], default="light")
+ap.add_argument("--mix", choices=["light", "scaling", "uneven"], default="light")
 a = ap.parse_args()
 rng = random.Random(a.seed)
 
@@ -52,7 +58,7 @@ def light(rng):
     return name, lo, max(lo, hi), args + ["--global-batch", "48"]
 
 
-def scaling(rng):
+def scaling_sized(rng, sizes):
     fm = ["--epochs", "1", "--data-cache", a.cache]
     kinds = [
         ("cnn-big", 0.40, ["--model", "cnn", "--max-steps", "16", "--global-batch", "1536",
@@ -65,12 +71,21 @@ def scaling(rng):
     if name == "mlp-fm":
         return name, 1, 1, args
     lo = rng.choice([1, 1, 2])
-    return name, lo, rng.choice([2, 4, 4, 6]), args
+    return name, lo, sizes[rng.choice([2, 4, 4, 6])], args
+
+
+def scaling(rng):
+    return scaling_sized(rng, {2: 2, 4: 4, 6: 6})
+
+
+def uneven(rng):
+    # the same draws as scaling's, a size of 2 or 4 asked as 3
+    return scaling_sized(rng, {2: 3, 4: 3, 6: 6})
 
 
 t = 0.0
 for i in range(a.jobs):
-    name, lo, hi, args = (scaling if a.mix == "scaling" else light)(rng)
+    name, lo, hi, args = {"light": light, "scaling": scaling, "uneven": uneven}[a.mix](rng)
     row = {"arrival_s": round(t, 2), "name": f"{name}-{i + 1}", "min": lo, "max": hi,
            "args": args + ["--seed", str(i + 1), "--json"]}
     print(json.dumps(row))
