@@ -1,8 +1,11 @@
 /*
  * --user-share, --user-limit, --account-share and --account-limit, for
- * `gradsync cluster serve` and `gradsync cluster simulate` (cli_shares.h).
+ * `gradsync cluster serve` and `gradsync cluster simulate`, and the accounts'
+ * usage report of `cluster simulate` and `gradsync jobs --accounts`
+ * (cli_shares.h).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -131,4 +134,85 @@ gs_cluster_shares cli_shares_get(void) {
   return (gs_cluster_shares){shares.user,   shares.value,  shares.n,     limits.user,
                              limit_nodes,   limits.n,      accounts.user, accounts.value,
                              accounts.n,    alimits.user,  alimit_nodes, alimits.n};
+}
+
+/* A job's row of the accounts' report. */
+typedef struct owner_row {
+  char key[GS_CLUSTER_ACCOUNT_MAX + GS_CLUSTER_NAME_MAX + 8];
+  int job;
+} owner_row;
+
+static int cmp_owner(const void *a, const void *b) {
+  const owner_row *x = a, *y = b;
+  int c = strcmp(x->key, y->key);
+  return c ? c : x->job - y->job;
+}
+
+int cli_owner_table(const cli_owner_jobs *j, cJSON *json, const char *title) {
+  int n = j->n;
+  owner_row *row = malloc((size_t)n * sizeof *row + 1);
+  if (row == NULL) return -1;
+  double used = 0, fair = 0;
+  for (int q = 0; q < n; q++) {
+    row[q].job = q;
+    if (j->account[q][0]) snprintf(row[q].key, sizeof row[q].key, "%s", j->account[q]);
+    else if (j->user[q][0]) snprintf(row[q].key, sizeof row[q].key, "user %s", j->user[q]);
+    else snprintf(row[q].key, sizeof row[q].key, "-");
+    used += j->node_s[q];
+    fair += j->fair_s[q];
+  }
+  qsort(row, (size_t)n, sizeof *row, cmp_owner);
+  int live = j->nodes_now != NULL;
+  cJSON *arr = json ? cJSON_AddArrayToObject(json, "accounts") : NULL;
+  if (json && arr == NULL) {
+    free(row);
+    return -1;
+  }
+  if (!json) {
+    printf("  %-28s %5s", "account (or user)", "jobs");
+    if (live) printf(" %7s %5s", "running", "nodes");
+    printf(" %10s %6s %10s %6s %9s   (%s)\n", "node_h", "used", "fair_h", "fair", "jct_mean",
+           title);
+  }
+  for (int a = 0; a < n;) {
+    const char *key = row[a].key;
+    int jobs = 0, done = 0, running = 0, nodes = 0;
+    double u = 0, f = 0, jsum = 0;
+    for (; a < n && strcmp(row[a].key, key) == 0; a++) {
+      int q = row[a].job;
+      jobs++;
+      u += j->node_s[q];
+      f += j->fair_s[q];
+      if (j->jct_s[q] >= 0) jsum += j->jct_s[q], done++;
+      if (live && j->nodes_now[q] >= 0) running++, nodes += j->nodes_now[q];
+    }
+    double us = used > 0 ? u / used : 0, fs = fair > 0 ? f / fair : 0;
+    double jm = done ? jsum / done : 0;
+    char clean[sizeof row->key + 16];
+    cli_clean_text(clean, sizeof clean, key);
+    if (arr) {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "account", clean);
+      cJSON_AddNumberToObject(o, "jobs", jobs);
+      cJSON_AddNumberToObject(o, "done", done);
+      if (live) {
+        cJSON_AddNumberToObject(o, "running", running);
+        cJSON_AddNumberToObject(o, "nodes", nodes);
+      }
+      cli_json_add(o, "node_s", u, "%.1f");
+      cli_json_add(o, "used_share", us, "%.4f");
+      cli_json_add(o, "fair_node_s", f, "%.1f");
+      cli_json_add(o, "fair_share", fs, "%.4f");
+      if (done) cli_json_add(o, "jct_mean_s", jm, "%.2f");
+      cJSON_AddItemToArray(arr, o);
+    } else {
+      printf("  %-28.28s %5d", clean, jobs);
+      if (live) printf(" %7d %5d", running, nodes);
+      printf(" %10.3f %6.3f %10.3f %6.3f", u / 3600, us, f / 3600, fs);
+      if (done) printf(" %8.0fs\n", jm);
+      else printf(" %9s\n", "-");
+    }
+  }
+  free(row);
+  return 0;
 }

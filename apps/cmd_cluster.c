@@ -385,79 +385,23 @@ static void print_json_row(const csim_cli *c, const gs_csim_workload *w, const c
   cli_print_json(stdout, o);
 }
 
-/* A job's row of the accounts' table: its account's path, or its user's
- * name where it has no account ("user NAME"), or "-" for neither. */
-static void owner_key(const gs_csim_job *j, char *out, size_t cap) {
-  if (j->account[0]) snprintf(out, cap, "%s", j->account);
-  else if (j->user[0]) snprintf(out, cap, "user %s", j->user);
-  else snprintf(out, cap, "-");
-}
-
-static const gs_csim_workload *sort_w;
-static int cmp_owner(const void *a, const void *b) {
-  char x[GS_CLUSTER_ACCOUNT_MAX + 8], y[GS_CLUSTER_ACCOUNT_MAX + 8];
-  owner_key(&sort_w->jobs[*(const int *)a], x, sizeof x);
-  owner_key(&sort_w->jobs[*(const int *)b], y, sizeof y);
-  int c = strcmp(x, y);
-  return c ? c : *(const int *)a - *(const int *)b;
-}
-
-/* The accounts' table (the fair-share report): per account (by user where a
- * job has none), its jobs, the node-hours its partitions held and their
- * share of all held, the node-hours of its fair share (the weighted
- * max-min share under the tree's weights and the limits, while its jobs
- * were in the system) and their share, and its jobs' mean completion time
- * (those done). JSON: an "accounts" array in the policy's object. */
+/* The accounts' table of a run (cli_owner_table) from its per-job figures
+ * (gs_csim_opts.job_node_s, job_fair_node_s and job_jct_s). */
 static void owner_table(const gs_csim_workload *w, const double *node_s, const double *fair_s,
                         const double *jct, cJSON *json, const char *policy) {
-  int n = w->njobs;
-  int *idx = malloc((size_t)n * sizeof *idx + 1);
-  if (idx == NULL) return;
-  double used = 0, fair = 0;
-  for (int j = 0; j < n; j++) {
-    idx[j] = j;
-    used += node_s[j];
-    fair += fair_s[j];
+  const char **user = malloc((size_t)w->njobs * 2 * sizeof *user + 1);
+  if (user == NULL) return;
+  const char **account = user + w->njobs;
+  for (int j = 0; j < w->njobs; j++) {
+    user[j] = w->jobs[j].user;
+    account[j] = w->jobs[j].account;
   }
-  sort_w = w;
-  qsort(idx, (size_t)n, sizeof *idx, cmp_owner);
-  cJSON *arr = json ? cJSON_AddArrayToObject(json, "accounts") : NULL;
-  if (!json)
-    printf("  %-28s %5s %10s %6s %10s %6s %9s   (policy %s)\n", "account (or user)", "jobs",
-           "node_h", "used", "fair_h", "fair", "jct_mean", policy);
-  char key[GS_CLUSTER_ACCOUNT_MAX + 8], next[GS_CLUSTER_ACCOUNT_MAX + 8];
-  for (int a = 0; a < n;) {
-    owner_key(&w->jobs[idx[a]], key, sizeof key);
-    int jobs = 0, done = 0;
-    double u = 0, f = 0, jsum = 0;
-    for (; a < n; a++) {
-      owner_key(&w->jobs[idx[a]], next, sizeof next);
-      if (strcmp(next, key) != 0) break;
-      jobs++;
-      u += node_s[idx[a]];
-      f += fair_s[idx[a]];
-      if (jct[idx[a]] >= 0) jsum += jct[idx[a]], done++;
-    }
-    double us = used > 0 ? u / used : 0, fs = fair > 0 ? f / fair : 0;
-    double jm = done ? jsum / done : 0;
-    if (arr) {
-      cJSON *o = cJSON_CreateObject();
-      char clean[GS_CLUSTER_ACCOUNT_MAX + 16];
-      cJSON_AddStringToObject(o, "account", cli_clean_text(clean, sizeof clean, key));
-      cJSON_AddNumberToObject(o, "jobs", jobs);
-      cJSON_AddNumberToObject(o, "done", done);
-      cli_json_add(o, "node_s", u, "%.1f");
-      cli_json_add(o, "used_share", us, "%.4f");
-      cli_json_add(o, "fair_node_s", f, "%.1f");
-      cli_json_add(o, "fair_share", fs, "%.4f");
-      if (done) cli_json_add(o, "jct_mean_s", jm, "%.2f");
-      cJSON_AddItemToArray(arr, o);
-    } else {
-      printf("  %-28.28s %5d %10.1f %6.3f %10.1f %6.3f %8.0fs\n", key, jobs, u / 3600, us,
-             f / 3600, fs, jm);
-    }
-  }
-  free(idx);
+  cli_owner_jobs oj = {.n = w->njobs, .user = user, .account = account, .node_s = node_s,
+                       .fair_s = fair_s, .jct_s = jct};
+  char title[64];
+  snprintf(title, sizeof title, "policy %s", policy);
+  (void)cli_owner_table(&oj, json, title);
+  free(user);
 }
 
 static int cmd_cluster_simulate(int argc, char **argv) {

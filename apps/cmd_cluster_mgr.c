@@ -1088,17 +1088,86 @@ static const char *job_who(const cJSON *j, char *who, size_t len) {
   return who;
 }
 
+/* Whether job j is listed under --user and --state (want NULL: any state). */
+static int job_listed(const cJSON *j, const char *only_user, const int *want) {
+  if (only_user && strcmp(jstr(j, "user"), only_user) != 0) return 0;
+  if (want) {
+    int k = gs_cluster_state_index(jstr(j, "state"));
+    if (k < 0 || !want[k]) return 0;
+  }
+  return 1;
+}
+
+/* gradsync jobs --accounts: the listed jobs' usage by account
+ * (cli_owner_table), from the snapshot's node_s and fair_node_s. */
+static int accounts_report(const cJSON *root, const char *only_user, const int *want,
+                           int json) {
+  const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(root, "jobs"), *j;
+  int n = 0;
+  cJSON_ArrayForEach(j, jobs) n += job_listed(j, only_user, want);
+  const char **name = gs_calloc((size_t)n * 2 + 1, sizeof *name);
+  double *fig = gs_calloc((size_t)n * 3 + 1, sizeof *fig);
+  int *nodes = gs_calloc((size_t)n + 1, sizeof *nodes);
+  if (!name || !fig || !nodes) {
+    gs_free(name);
+    gs_free(fig);
+    gs_free(nodes);
+    cli_fail("jobs", "out of memory for %d jobs' accounts", n);
+    return 1;
+  }
+  int q = 0;
+  cJSON_ArrayForEach(j, jobs) {
+    if (!job_listed(j, only_user, want)) continue;
+    name[q] = jstr(j, "user");
+    name[n + q] = jstr(j, "account");
+    fig[q] = jnum(j, "node_s", 0);
+    fig[n + q] = jnum(j, "fair_node_s", 0);
+    double sub = jnum(j, "submit_time", 0), en = jnum(j, "end_time", 0);
+    fig[2 * n + q] = strcmp(jstr(j, "state"), "done") == 0 && en > 0 ? span(sub, en) : -1;
+    const char *st = jstr(j, "state");
+    nodes[q] = strcmp(st, "running") == 0 || strcmp(st, "resizing") == 0
+                   ? (int)jnum(j, "size", 0) : -1;
+    q++;
+  }
+  cli_owner_jobs oj = {.n = n, .user = name, .account = name + n, .node_s = fig,
+                       .fair_s = fig + n, .jct_s = fig + 2 * n, .nodes_now = nodes};
+  char title[96];
+  const cJSON *pol = cJSON_GetObjectItemCaseSensitive(root, "policy");
+  snprintf(title, sizeof title, "policy %.60s", cJSON_IsString(pol) ? pol->valuestring : "?");
+  cJSON *o = json ? cJSON_CreateObject() : NULL;
+  int rc = cli_owner_table(&oj, o, title);
+  if (rc == 0 && o) {
+    cli_print_json(stdout, o);
+    o = NULL;
+  }
+  cJSON_Delete(o);
+  gs_free(name);
+  gs_free(fig);
+  gs_free(nodes);
+  if (rc != 0) cli_fail("jobs", "out of memory for %d jobs' accounts", n);
+  return rc != 0;
+}
+
 int cmd_jobs(int argc, char **argv) {
   int json, rc;
   /* squeue's filters, --user U and --state S[,S...], taken out before the
    * listing's own options */
   const char *only_user = NULL;
-  int want[GS_CLUSTER_NSTATES] = {0}, any_state = 0;
+  int want[GS_CLUSTER_NSTATES] = {0}, any_state = 0, accounts = 0;
   char **rest = gs_calloc((size_t)argc + 1, sizeof *rest);
   if (!rest) return 1;
   int nrest = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
+    if (i > 0 && strcmp(a, "--accounts") == 0) {
+      if (accounts) {
+        cli_error("jobs", "option --accounts given more than once");
+        gs_free(rest);
+        return 2;
+      }
+      accounts = 1;
+      continue;
+    }
     if (i > 0 && (strcmp(a, "--user") == 0 || strcmp(a, "--state") == 0)) {
       int is_user = a[2] == 'u', seen = is_user ? only_user != NULL : any_state;
       const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -1125,7 +1194,8 @@ int cmd_jobs(int argc, char **argv) {
     rest[nrest++] = argv[i];
   }
   cJSON *root = listing("jobs",
-      "usage: gradsync jobs [--spool DIR] [--json] [--user USER] [--state S[,S...]]\n\n"
+      "usage: gradsync jobs [--spool DIR] [--json] [--user USER] [--state S[,S...]]\n"
+      "                     [--accounts]\n\n"
       "The cluster manager's jobs: id, name, user, state (queued, running,\n"
       "resizing, done, failed, cancelled, timeout), size in nodes, progress, resizes,\n"
       "restarts, what a resize cost it (the seconds from the stop request to its\n"
@@ -1133,9 +1203,22 @@ int cmd_jobs(int argc, char **argv) {
       "commits: the policies' price of resizing it again), the samples per\n"
       "second measured on each size it ran at, and times; --json: one JSON\n"
       "object a job. --user and --state list only that user's jobs and jobs in\n"
-      "those states (squeue's -u and -t).\n", nrest, rest, &json, &rc);
+      "those states (squeue's -u and -t).\n\n"
+      "--accounts: the usage by account instead (sshare's and sreport's view):\n"
+      "per account (per user for jobs charged to none) of the jobs listed, its\n"
+      "jobs, those running and the nodes they hold, the node-hours its jobs'\n"
+      "partitions held and their part of all held, the node-hours of its fair\n"
+      "share while its jobs were queued or running (the weighted max-min share\n"
+      "of the manager's rounds under serve's --user-share, --account-share and\n"
+      "limits) and their part, and its done jobs' mean completion time.\n",
+      nrest, rest, &json, &rc);
   gs_free(rest);
   if (!root) return rc;
+  if (accounts) {
+    rc = accounts_report(root, only_user, any_state ? want : NULL, json);
+    cJSON_Delete(root);
+    return rc;
+  }
   const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(root, "jobs");
   const cJSON *j;
   double now = gs_wall_now(); /* to the ns: time() would put now below a start just stamped */
@@ -1144,10 +1227,7 @@ int cmd_jobs(int argc, char **argv) {
   int who_w = 10;
   cJSON_ArrayForEach(j, jobs) {
     char who[GS_CLUSTER_NAME_MAX + GS_CLUSTER_ACCOUNT_MAX + 2];
-    int k = gs_cluster_state_index(jstr(j, "state"));
-    if ((only_user && strcmp(jstr(j, "user"), only_user) != 0) ||
-        (any_state && (k < 0 || !want[k])))
-      continue; /* not listed */
+    if (!job_listed(j, only_user, any_state ? want : NULL)) continue;
     int len = (int)strlen(job_who(j, who, sizeof who));
     if (len > who_w) who_w = len;
   }
@@ -1156,11 +1236,7 @@ int cmd_jobs(int argc, char **argv) {
            who_w, "USER", "STATE", "SIZE", "MIN:MAX", "PROGRESS", "RESIZES", "RESTARTS",
            "RESTART_S", "WAIT_S", "RUN_S", "SAMPLES/S BY NODES", "NODES / MESSAGE");
   cJSON_ArrayForEach(j, jobs) {
-    if (only_user && strcmp(jstr(j, "user"), only_user) != 0) continue;
-    if (any_state) {
-      int k = gs_cluster_state_index(jstr(j, "state"));
-      if (k < 0 || !want[k]) continue;
-    }
+    if (!job_listed(j, only_user, any_state ? want : NULL)) continue;
     if (json) {
       cli_print_json(stdout, cJSON_Duplicate(j, 1));
       continue;

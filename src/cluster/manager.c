@@ -75,6 +75,15 @@ typedef struct job {
    * and the job asked to stop. */
   double time_limit_s, run_s, launch_t;
   int timeout;
+  /* Its usage, for the accounts' report (gradsync jobs --accounts, Slurm's
+   * sshare and sreport): node_s the node-seconds its partitions held,
+   * fair_s the node-seconds of its fair share (fair_now nodes, the weighted
+   * max-min share of the last policy round under the users' and accounts'
+   * shares and limits) while it was queued or running, both counted up to
+   * acct_t (wall clock; 0: not yet counted). Journaled with its partition:
+   * after a restart of the manager the count goes on from acct_t, so the
+   * time the manager was away is charged as the job held its nodes. */
+  double node_s, fair_s, fair_now, acct_t;
   int min, max;
   double weight;
   int exec;
@@ -320,6 +329,23 @@ static int job_active(const job *j) {
   return j->state == J_RUNNING || j->state == J_RESIZING;
 }
 
+/* Charges job j's usage up to now (wall clock): the nodes its partition
+ * holds while it runs, and its fair share while it is queued or running.
+ * An ended job is not charged again. */
+static void charge_job(const mgr *m, job *j, double now) {
+  if (j->state >= J_DONE) return;
+  if (j->acct_t > 0 && now != j->acct_t) {
+    /* now < acct_t: a job found ended at an earlier time (its exit file's,
+     * after a restart of the manager) was charged past it; taken back */
+    double dt = now - j->acct_t;
+    if (job_active(j)) j->node_s += count(j->assigned, m->nnode) * dt;
+    j->fair_s += j->fair_now * dt;
+    if (j->node_s < 0) j->node_s = 0;
+    if (j->fair_s < 0) j->fair_s = 0;
+  }
+  j->acct_t = now;
+}
+
 /* The jobs it runs after, as "after": [ids] (none: absent). */
 static void add_after(cJSON *o, const job *j) {
   cJSON *a = cJSON_AddArrayToObject(o, "after"); /* every job has the key, [] for none */
@@ -407,6 +433,10 @@ static cJSON *job_record(const mgr *m, const job *j) {
   if (j->time_limit_s > 0) cJSON_AddNumberToObject(o, "time_limit_s", j->time_limit_s);
   cJSON_AddNumberToObject(o, "run_s", j->run_s);
   cJSON_AddNumberToObject(o, "launch_t", j->launch_t);
+  cJSON_AddNumberToObject(o, "node_s", j->node_s);
+  cJSON_AddNumberToObject(o, "fair_s", j->fair_s);
+  cJSON_AddNumberToObject(o, "fair_now", j->fair_now);
+  cJSON_AddNumberToObject(o, "acct_t", j->acct_t);
   cJSON_AddBoolToObject(o, "timeout", j->timeout);
   cJSON_AddNumberToObject(o, "status", j->status);
   cJSON_AddStringToObject(o, "message", j->message);
@@ -479,6 +509,10 @@ static void job_apply(mgr *m, const cJSON *o) {
   j->time_limit_s = num(o, "time_limit_s", &v) == 0 && v > 0 ? v : 0;
   j->run_s = num(o, "run_s", &v) == 0 && v > 0 ? v : 0;
   j->launch_t = num(o, "launch_t", &v) == 0 && v > 0 ? v : 0;
+  j->node_s = num(o, "node_s", &v) == 0 && v > 0 ? v : 0;
+  j->fair_s = num(o, "fair_s", &v) == 0 && v > 0 ? v : 0;
+  j->fair_now = num(o, "fair_now", &v) == 0 && v > 0 ? v : 0;
+  j->acct_t = num(o, "acct_t", &v) == 0 && v > 0 ? v : 0;
   j->timeout = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "timeout"));
   if (num(o, "status", &v) == 0) j->status = (int)v;
   if ((s = str(o, "message"))) snprintf(j->message, sizeof j->message, "%s", s);
@@ -1299,6 +1333,10 @@ static int job_resizes(const job *j) { return j->resizes_base + j->ev_resizes; }
 /* The attempt ended with status (the keeper's record): done, failed,
  * cancelled, queued again (preempted), or relaunched. */
 static int attempt_ended(mgr *m, job *j, int status, double at) {
+  /* charged to its end: at (its exit file's mtime) when known, as below */
+  double end = spool_wall_s();
+  if (at > 0 && at <= end && at >= j->launch_t) end = at;
+  charge_job(m, j, end);
   read_events(m, j);
   j->restarts_base += j->ev_restarts;
   j->resizes_base += j->ev_resizes;
@@ -1491,6 +1529,7 @@ static int take_request(mgr *m, const cJSON *r) {
     snprintf(j->cwd, sizeof j->cwd, "%s", s ? s : "/");
     j->submit_t = num(r, "time", &v) == 0 ? v : spool_wall_s();
     j->state = J_QUEUED;
+    j->acct_t = spool_wall_s(); /* its usage is charged from now (charge_job) */
     int pool = 0;
     for (int i = 0; i < m->nnode; i++) pool += !m->node[i].down && !m->node[i].drained;
     char alim_at[GS_CLUSTER_ACCOUNT_MAX]; /* the account on its path with the smallest */
@@ -1933,6 +1972,16 @@ static int policy_round(mgr *m) {
   }
   gs_cluster_fairshare fs;
   (void)gs_cluster_fairshare_round(&c->shares, in, n, users, accts, &fs, &opts);
+  /* Each job's fair share from now on (its usage report's fair node-hours;
+   * a job outside the round, waiting for another or being stopped, has
+   * none). */
+  double *share = gs_calloc((size_t)n + 1, sizeof *share);
+  if (share != NULL) {
+    for (int k = 0; k < m->njob; k++) m->job[k].fair_now = 0;
+    if (n > 0) gs_cluster_fair_share(in, n, usable, &opts, share);
+    for (int q = 0; q < n; q++) m->job[idx[q]].fair_now = share[q];
+    gs_free(share);
+  }
   gs_cluster_policy_report rep;
   char why[512];
   if (n > 0 && gs_cluster_allocate(c->policy, in, n, usable, &opts, size, &rep, why,
@@ -2101,6 +2150,8 @@ static char *snapshot_text(mgr *m) {
     cJSON_AddNumberToObject(o, "run_s", round((j->run_s + (job_active(j) && j->launch_t > 0
                                                                ? spool_wall_s() - j->launch_t
                                                                : 0)) * 10) / 10);
+    cJSON_AddNumberToObject(o, "node_s", round(j->node_s * 10) / 10);
+    cJSON_AddNumberToObject(o, "fair_node_s", round(j->fair_s * 10) / 10);
     const job *d = NULL;
     if (j->state == J_QUEUED && j->nafter > 0 && !j->message[0] && after_wait(m, j, &d) > 0) {
       char waiting[128];
@@ -2374,6 +2425,8 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
   m.last_health = -1e9;
   while (!*c.stop) {
     now = mono_s();
+    double wall = spool_wall_s();
+    for (int k = 0; k < m.njob; k++) charge_job(&m, &m.job[k], wall);
     if (take_requests(&m) != 0) goto out;
     for (int k = 0; k < m.njob; k++)
       if (job_active(&m.job[k]) && follow(&m, &m.job[k]) != 0) goto out;

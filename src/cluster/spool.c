@@ -505,6 +505,8 @@ static cJSON *pending_job(const char *spool, const cJSON *r, int served) {
                                                       : cJSON_CreateArray());
   copy_key(o, r, "time_limit_s");
   cJSON_AddNumberToObject(o, "run_s", 0);
+  cJSON_AddNumberToObject(o, "node_s", 0);
+  cJSON_AddNumberToObject(o, "fair_node_s", 0);
   cJSON_AddStringToObject(o, "message", served ? "submitted; the manager has not taken it yet"
                                                : "submitted; no manager has taken it yet");
   const cJSON *id = cJSON_GetObjectItemCaseSensitive(r, "id");

@@ -428,6 +428,42 @@ else fail "A1 on '$n1' nodes, A2 '$(state "$A2")', A3 '$(state "$A3")' (want 2, 
 if wait_state "$A1" done 30 && wait_state "$A2" done 30; then
   pass "A2 ran after A1"
 else fail "A1 '$(state "$A1")', A2 '$(state "$A2")' (want done)"; fi
+wait_state "$A3" done 30 || fail "A3 '$(state "$A3")' (want done)"
+sleep 1.2 # a snapshot after the ends
+# The usage by account (jobs --accounts): each job charged the nodes it held
+# for as long as it ran (A1: 2 nodes), physics its two jobs' node-seconds,
+# carol (no account) by user; the parts of all held add up to 1.
+"$G" jobs --spool "$spool" --json >"$scratch/acct_jobs"
+"$G" jobs --spool "$spool" --accounts --json >"$scratch/acct_json"
+"$G" jobs --spool "$spool" --accounts >"$scratch/acct_text"
+cat "$scratch/acct_text"
+if python3 - "$scratch/acct_jobs" "$scratch/acct_json" "$A1" "$A2" "$A3" <<'PY'
+import json, sys
+jobs = {j["id"]: j for j in map(json.loads, open(sys.argv[1]))}
+rep = {a["account"]: a for a in json.load(open(sys.argv[2]))["accounts"]}
+a1, a2, a3 = (jobs[int(x)] for x in sys.argv[3:6])
+ok = True
+for j, n in ((a1, 2), (a2, 1), (a3, 1)):  # node-seconds: nodes x run time
+    if abs(j["node_s"] - n * j["run_s"]) > 0.1 * n * j["run_s"] + 0.5 or j["fair_node_s"] <= 0:
+        print(f"job {j['id']}: node_s {j['node_s']}, {n} x run_s {j['run_s']}, "
+              f"fair {j['fair_node_s']}"); ok = False
+ph, ca = rep.get("physics"), rep.get("user carol")
+if not ph or not ca or ph["jobs"] != 2 or ph["done"] != 2 or ca["jobs"] != 1 \
+        or abs(ph["node_s"] - a1["node_s"] - a2["node_s"]) > 0.15 \
+        or abs(ph["used_share"] + ca["used_share"] - 1) > 1e-3 \
+        or ph["running"] != 0 or ph["nodes"] != 0:
+    print("report:", rep); ok = False
+sys.exit(0 if ok else 1)
+PY
+then
+  pass "jobs --accounts: physics $(grep -o '"account":"physics"[^}]*' "$scratch/acct_json")"
+else fail "jobs --accounts: $(cat "$scratch/acct_json")"; fi
+if grep -q '^  physics  *2  *0  *0 ' "$scratch/acct_text" && grep -q '^  user carol ' "$scratch/acct_text" &&
+   grep -q 'account (or user).*(policy static)' "$scratch/acct_text"; then
+  pass "jobs --accounts as a table: $(grep physics "$scratch/acct_text")"
+else fail "jobs --accounts as a table: $(cat "$scratch/acct_text")"; fi
+expect_2 "--accounts twice" "option --accounts given more than once" jobs --spool "$spool" \
+  --accounts --accounts
 
 echo "== nested accounts (submit --account science/physics; limits on parents)"
 new_spool "$scratch/spool3n"

@@ -7,7 +7,8 @@
 #    and started again (until 2026-12-01 they came back null and {});
 #  - a job that ends while no manager runs gets its keeper's exit file's
 #    time as its end, not the restart's, and its run_s stops there (it was
-#    the restart's time: run_s 19.7 s for a job of 10.7 s);
+#    the restart's time: run_s 19.7 s for a job of 10.7 s), and so do the
+#    node-seconds charged to it (jobs --accounts);
 #  - a submission no manager has taken yet is listed with the keys of every
 #    other job (nodes, submit_time, after, time_limit_s, run_s, message,
 #    dir, ...), its own values, and a message that says why it waits; a
@@ -83,11 +84,13 @@ en=$(field "$B" end_time)
 st=$(field "$B" start_time)
 rs=$(field "$B" run_s)
 pr=$(field "$B" progress)
-if python3 -c 'import sys; mt, en, st, rs = map(float, sys.argv[1:5])
-sys.exit(0 if abs(en - mt) < 0.5 and rs < 3.0 + 3 and rs <= en - st + 0.5 else 1)' \
-   "$mt" "$en" "$st" "$rs" && [ "$pr" = 1 ]; then
-  pass "job B: end_time $en (its exit file's $mt), run_s $rs, progress $pr"
-else fail "job B: end_time $en, its exit file's mtime $mt, run_s $rs, progress $pr"; fi
+ns=$(field "$B" node_s)
+if python3 -c 'import sys; mt, en, st, rs, ns = map(float, sys.argv[1:6])
+sys.exit(0 if abs(en - mt) < 0.5 and rs < 3.0 + 3 and rs <= en - st + 0.5 and
+         abs(ns - rs) < 0.6 else 1)' \
+   "$mt" "$en" "$st" "$rs" "$ns" && [ "$pr" = 1 ]; then
+  pass "job B: end_time $en (its exit file's $mt), run_s $rs, node_s $ns, progress $pr"
+else fail "job B: end_time $en, its exit file's mtime $mt, run_s $rs, node_s $ns, progress $pr"; fi
 
 echo "== a submission no manager has taken yet: the keys of every job"
 kill "$serve_pid"
