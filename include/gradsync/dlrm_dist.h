@@ -241,6 +241,13 @@ typedef struct gs_dlrm_train_event {
                                       * (gs_dlrm_dist_shard_lookup_s), plan order */
   const double *shard_lookup_pred_ms; /* EPOCH: the cost model's for each shard */
   size_t peak_rss_bytes;      /* EPOCH: this process's peak resident memory, 0 if unknown */
+  size_t base_rss_bytes;      /* EPOCH: its resident memory before its shards and model
+                               * were made (the process, MPI, the plan), 0 if unknown */
+  double shard_mem_bytes;     /* EPOCH: its shards' weights and row-wise state as the
+                               * planner prices them (gs_shard_plan.rank_mem) */
+  const double *rank_peak_rss, *rank_base_rss, *rank_shard_mem; /* EPOCH: every rank's
+                               * peak_rss_bytes, base_rss_bytes and shard_mem_bytes
+                               * (ranks entries each; 0: unknown), valid during the call */
   size_t global_step;         /* RESUME, COMMIT: global steps done (epochs x steps + step) */
   double commit_s;            /* COMMIT: its time on this rank, agreements included;
                                * RESUME: the load's */

@@ -55,20 +55,31 @@ static double ids_zipf(const gs_dlrm_train_config *cfg) {
   return cfg->criteo_file ? 0.0 : cfg->data.zipf_s;
 }
 
-/* The process's peak resident memory since reset_peak_rss (VmHWM of
- * /proc/self/status; the whole life's ru_maxrss where that cannot be read). */
-static size_t peak_rss(void) {
+/* A "KEY: N kB" line's bytes of /proc/self/status (0 if unknown). */
+static size_t status_bytes(const char *key) {
   FILE *f = fopen("/proc/self/status", "r");
   char line[256];
-  size_t kb = 0;
+  size_t kb = 0, len = strlen(key);
   while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "VmHWM: %zu kB", &kb) == 1) break;
+    if (strncmp(line, key, len) == 0 && line[len] == ':' &&
+        sscanf(line + len + 1, "%zu kB", &kb) == 1)
+      break;
   if (f) fclose(f);
-  if (kb > 0) return kb * 1024;
+  return kb * 1024;
+}
+
+/* The process's peak resident memory since reset_peak_rss (VmHWM; the
+ * whole life's ru_maxrss where that cannot be read). */
+static size_t peak_rss(void) {
+  size_t b = status_bytes("VmHWM");
+  if (b > 0) return b;
   struct rusage ru;
   if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
   return (size_t)ru.ru_maxrss * 1024; /* kilobytes on Linux */
 }
+
+/* The process's resident memory now (VmRSS; 0 if unknown). */
+static size_t rss_now(void) { return status_bytes("VmRSS"); }
 
 /* Resets the peak (Linux 4.0 and later: "5" to /proc/self/clear_refs), so
  * that the calibration's buffers (a 256 MB sweep and a 64 MB table, freed
@@ -475,11 +486,13 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   }
   gs_shard_plan *plan = NULL;
   gs_dlrm_dist *d = NULL;
+  size_t base_rss = 0; /* before the rank's tables and model exist */
   data_src src = {.path = cfg->criteo_file, .eval_first = EVAL_FIRST};
   gs_dlrm_batch b = {0}, b2 = {0}; /* this step's and the next's */
   float *all = NULL, *labels = NULL;
   dlrm_ckpt *ck = NULL;
   double *pred_ms = NULL, *meas_ms = NULL; /* per rank: lookup ms a step */
+  double *mem = NULL; /* per rank, 3 arrays: peak, base (resident bytes) and shards' */
   double *shard_pred = NULL, *shard_meas = NULL; /* per shard of the plan: the same */
   step_window win = {0};
   size_t start = 0;
@@ -506,13 +519,16 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   GS_CHECK_GOTO(make_plan(cfg, comm, specs, &plan, &lk), st, out);
   pred_ms = gs_calloc((size_t)P, sizeof *pred_ms);
   meas_ms = gs_calloc((size_t)P, sizeof *meas_ms);
+  mem = gs_calloc(3 * (size_t)P, sizeof *mem);
   shard_pred = gs_calloc(plan->nshards + 1, sizeof *shard_pred);
   shard_meas = gs_calloc(plan->nshards + 1, sizeof *shard_meas);
-  if (pred_ms == NULL || meas_ms == NULL || shard_pred == NULL || shard_meas == NULL)
+  if (pred_ms == NULL || meas_ms == NULL || mem == NULL || shard_pred == NULL ||
+      shard_meas == NULL)
     GS_CHECK_GOTO(gs_error(GS_ERR_NOMEM, "out of memory for %d ranks' lookup times", (int)P),
                   st, out);
   GS_CHECK_GOTO(predict_lookups(cfg, specs, plan, &lk, pred_ms, shard_pred), st, out);
   GS_CHECK_GOTO(window_init(&win, cfg->steps, plan->nshards), st, out);
+  base_rss = rss_now();
   GS_CHECK_GOTO(gs_dlrm_dist_create(&mc, plan, comm, &d), st, out);
   gs_dlrm_dist_set_precision(d, cfg->precision);
   GS_CHECK_GOTO(gs_dlrm_dist_set_mlp_policy(d, cfg->mlp_policy), st, out);
@@ -661,6 +677,18 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
       goto out;
     }
     ee.peak_rss_bytes = peak_rss();
+    ee.base_rss_bytes = base_rss;
+    ee.shard_mem_bytes = plan->rank_mem[gs_comm_rank(comm)];
+    /* every rank's memory, for the worst rank's */
+    memset(mem, 0, 3 * (size_t)P * sizeof *mem);
+    mem[gs_comm_rank(comm)] = (double)ee.peak_rss_bytes;
+    mem[P + gs_comm_rank(comm)] = (double)base_rss;
+    GS_CHECK_GOTO(gs_allreduce(comm, GS_IN_PLACE, mem, 2 * (size_t)P, GS_F64, GS_SUM,
+                               GS_ALGO_MPI), st, out);
+    for (size_t r = 0; r < P; r++) mem[2 * P + r] = plan->rank_mem[r];
+    ee.rank_peak_rss = mem;
+    ee.rank_base_rss = mem + P;
+    ee.rank_shard_mem = mem + 2 * P;
     emit(cb, user, &ee);
     if (ck) {
       size_t gstep = (size_t)e * cfg->steps;
@@ -674,6 +702,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
 out:
   gs_free(pred_ms);
   gs_free(meas_ms);
+  gs_free(mem);
   gs_free(shard_pred);
   gs_free(shard_meas);
   window_free(&win);
