@@ -321,18 +321,20 @@ typedef struct view {
   const gs_shard_plan *plan;   /* the plan's shards (valid from its event to the run's end) */
 } view;
 
-/* Rank r's training memory over its shards': (peak - base) / shards; -1
- * when a figure is unknown (no arrays, a zero). */
-static double mem_over(const double *peak, const double *base, const double *shards, int r) {
-  if (!peak || !base || !shards || peak[r] <= 0 || base[r] <= 0 || shards[r] <= 0) return -1;
-  return (peak[r] - base[r]) / shards[r];
+/* Rank r's training memory over what it holds: (peak - base) / by[r],
+ * by the bytes the library allocated or its shards'; -1 when a figure is
+ * unknown (no arrays, a zero). */
+static double mem_over(const gs_dlrm_train_event *ev, const double *by, int r) {
+  const double *peak = ev->rank_peak_rss, *base = ev->rank_base_rss;
+  if (!peak || !base || !by || peak[r] <= 0 || base[r] <= 0 || by[r] <= 0) return -1;
+  return (peak[r] - base[r]) / by[r];
 }
 
-/* The largest mem_over of the ranks with shards (-1: none), its rank in *at. */
-static double mem_worst(const gs_dlrm_train_event *ev, int *at) {
+/* The largest mem_over of the ranks (-1: none), its rank in *at. */
+static double mem_worst(const gs_dlrm_train_event *ev, const double *by, int *at) {
   double w = -1;
   for (int r = 0; r < ev->ranks; r++) {
-    double x = mem_over(ev->rank_peak_rss, ev->rank_base_rss, ev->rank_shard_mem, r);
+    double x = mem_over(ev, by, r);
     if (x > w) w = x, *at = r;
   }
   return w;
@@ -503,21 +505,24 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
            1e3 * s->total_s / n, 1e3 * s->lookup_s / n, 1e3 * s->mlp_s / n, 1e3 * s->a2a_s / n,
            1e3 * s->allreduce_s / n, s->id_bytes / n, s->pooled_bytes / n, s->grad_bytes / n,
            s->dp_bytes / n, s->allreduce_bytes / n, ev->peak_rss_bytes, ev->eval_samples);
-    /* the training's memory against its shards': (peak - base) / shards,
-     * rank 0's and the worst rank's, and every rank's figures */
-    printf(", \"base_rss_bytes\": %zu, \"shard_mem_bytes\": %.0f", ev->base_rss_bytes,
-           ev->shard_mem_bytes);
-    int worst = -1;
-    double r0 = mem_over(ev->rank_peak_rss, ev->rank_base_rss, ev->rank_shard_mem, 0),
-           rw = mem_worst(ev, &worst);
-    if (r0 >= 0) printf(", \"mem_over_shards\": %.4f", r0);
-    if (rw >= 0)
-      printf(", \"mem_over_shards_max\": %.4f, \"mem_over_shards_max_rank\": %d", rw, worst);
+    /* the training's memory (peak - base) over what it allocated and over
+     * its shards', rank 0's and the worst rank's, and every rank's figures */
+    printf(", \"base_rss_bytes\": %zu, \"alloc_bytes\": %zu, \"shard_mem_bytes\": %.0f",
+           ev->base_rss_bytes, ev->alloc_bytes, ev->shard_mem_bytes);
+    static const char *const over[2] = {"mem_over_alloc", "mem_over_shards"};
+    const double *by[2] = {ev->rank_alloc, ev->rank_shard_mem};
+    for (int k = 0; k < 2; k++) {
+      int worst = -1;
+      double r0 = mem_over(ev, by[k], 0), rw = mem_worst(ev, by[k], &worst);
+      if (r0 >= 0) printf(", \"%s\": %.4f", over[k], r0);
+      if (rw >= 0) printf(", \"%s_max\": %.4f, \"%s_max_rank\": %d", over[k], rw, over[k], worst);
+    }
     if (ev->rank_peak_rss) {
-      static const char *const key[3] = {"rank_peak_rss_bytes", "rank_base_rss_bytes",
-                                         "rank_shard_mem_bytes"};
-      const double *arr[3] = {ev->rank_peak_rss, ev->rank_base_rss, ev->rank_shard_mem};
-      for (int k = 0; k < 3; k++) {
+      static const char *const key[4] = {"rank_peak_rss_bytes", "rank_base_rss_bytes",
+                                         "rank_alloc_bytes", "rank_shard_mem_bytes"};
+      const double *arr[4] = {ev->rank_peak_rss, ev->rank_base_rss, ev->rank_alloc,
+                              ev->rank_shard_mem};
+      for (int k = 0; k < 4; k++) {
         printf(", \"%s\": [", key[k]);
         for (int r = 0; r < ev->ranks; r++) printf("%s%.0f", r ? ", " : "", arr[k][r]);
         printf("]");
@@ -595,17 +600,20 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
          human(s->allreduce_bytes / n, b5, sizeof b5));
   if (ev->peak_rss_bytes > 0 && ev->base_rss_bytes > 0) {
     /* What the training added to the process (its peak over the memory
-     * before its shards and model existed) against its shards and their
-     * row-wise state as the planner prices them: the rest is the MLPs,
-     * the exchange's and the batches' buffers. */
+     * before its shards and model existed) against what it allocated at
+     * most (its shards and their state, the MLPs, every buffer: the rest
+     * is MPI's buffers, the allocator's free pages, code) and against its
+     * shards as the planner prices them. */
     double added = (double)ev->peak_rss_bytes - (double)ev->base_rss_bytes;
     printf("  memory on rank 0: peak %s, %s before its tables; the training's %s against "
-           "%s of shards and state (planner)", human((double)ev->peak_rss_bytes, b1, sizeof b1),
+           "%s allocated (%s of it shards and state)",
+           human((double)ev->peak_rss_bytes, b1, sizeof b1),
            human((double)ev->base_rss_bytes, b2, sizeof b2), human(added, b3, sizeof b3),
-           human(ev->shard_mem_bytes, b4, sizeof b4));
-    if (ev->shard_mem_bytes > 0) printf(": %.2fx", added / ev->shard_mem_bytes);
+           human((double)ev->alloc_bytes, b4, sizeof b4),
+           human(ev->shard_mem_bytes, b5, sizeof b5));
+    if (ev->alloc_bytes > 0) printf(": %.2fx", added / (double)ev->alloc_bytes);
     int worst = -1;
-    double rw = mem_worst(ev, &worst);
+    double rw = mem_worst(ev, ev->rank_alloc, &worst);
     if (ev->ranks > 1 && rw >= 0) printf("; the most, rank %d: %.2fx", worst, rw);
     printf("\n");
   }

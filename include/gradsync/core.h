@@ -149,6 +149,14 @@ void *gs_malloc(size_t size);
 void *gs_calloc(size_t n, size_t size);
 void *gs_realloc(void *ptr, size_t size);
 void gs_free(void *ptr);
+/* The bytes these functions hold now (each block's usable size), and the
+ * most they held since the process started or gs_mem_reset_peak (Redis's
+ * used_memory and used_memory_peak): what the library allocated, beside
+ * what the process's resident memory counts (its libraries, MPI's buffers,
+ * the allocator's free pages). */
+size_t gs_mem_used(void);
+size_t gs_mem_peak(void);
+void gs_mem_reset_peak(void);
 /* size = a * b, or an error if it overflows size_t. */
 gs_status gs_mul_size(size_t a, size_t b, size_t *size);
 

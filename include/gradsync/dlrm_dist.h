@@ -245,9 +245,13 @@ typedef struct gs_dlrm_train_event {
                                * were made (the process, MPI, the plan), 0 if unknown */
   double shard_mem_bytes;     /* EPOCH: its shards' weights and row-wise state as the
                                * planner prices them (gs_shard_plan.rank_mem) */
-  const double *rank_peak_rss, *rank_base_rss, *rank_shard_mem; /* EPOCH: every rank's
-                               * peak_rss_bytes, base_rss_bytes and shard_mem_bytes
-                               * (ranks entries each; 0: unknown), valid during the call */
+  size_t alloc_bytes;         /* EPOCH: the most the library held (gs_mem_peak) over what
+                               * it held at base_rss_bytes: the shards, their state, the
+                               * MLPs and every buffer of the training */
+  const double *rank_peak_rss, *rank_base_rss, *rank_alloc, *rank_shard_mem; /* EPOCH:
+                               * every rank's peak_rss_bytes, base_rss_bytes, alloc_bytes
+                               * and shard_mem_bytes (ranks entries each; 0: unknown),
+                               * valid during the call */
   size_t global_step;         /* RESUME, COMMIT: global steps done (epochs x steps + step) */
   double commit_s;            /* COMMIT: its time on this rank, agreements included;
                                * RESUME: the load's */

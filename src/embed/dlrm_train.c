@@ -486,13 +486,13 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   }
   gs_shard_plan *plan = NULL;
   gs_dlrm_dist *d = NULL;
-  size_t base_rss = 0; /* before the rank's tables and model exist */
+  size_t base_rss = 0, base_alloc = 0; /* before the rank's tables and model exist */
   data_src src = {.path = cfg->criteo_file, .eval_first = EVAL_FIRST};
   gs_dlrm_batch b = {0}, b2 = {0}; /* this step's and the next's */
   float *all = NULL, *labels = NULL;
   dlrm_ckpt *ck = NULL;
   double *pred_ms = NULL, *meas_ms = NULL; /* per rank: lookup ms a step */
-  double *mem = NULL; /* per rank, 3 arrays: peak, base (resident bytes) and shards' */
+  double *mem = NULL; /* per rank, 4 arrays: peak, base (resident bytes), allocated, shards' */
   double *shard_pred = NULL, *shard_meas = NULL; /* per shard of the plan: the same */
   step_window win = {0};
   size_t start = 0;
@@ -519,7 +519,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   GS_CHECK_GOTO(make_plan(cfg, comm, specs, &plan, &lk), st, out);
   pred_ms = gs_calloc((size_t)P, sizeof *pred_ms);
   meas_ms = gs_calloc((size_t)P, sizeof *meas_ms);
-  mem = gs_calloc(3 * (size_t)P, sizeof *mem);
+  mem = gs_calloc(4 * (size_t)P, sizeof *mem);
   shard_pred = gs_calloc(plan->nshards + 1, sizeof *shard_pred);
   shard_meas = gs_calloc(plan->nshards + 1, sizeof *shard_meas);
   if (pred_ms == NULL || meas_ms == NULL || mem == NULL || shard_pred == NULL ||
@@ -529,6 +529,8 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   GS_CHECK_GOTO(predict_lookups(cfg, specs, plan, &lk, pred_ms, shard_pred), st, out);
   GS_CHECK_GOTO(window_init(&win, cfg->steps, plan->nshards), st, out);
   base_rss = rss_now();
+  base_alloc = gs_mem_used();
+  gs_mem_reset_peak();
   GS_CHECK_GOTO(gs_dlrm_dist_create(&mc, plan, comm, &d), st, out);
   gs_dlrm_dist_set_precision(d, cfg->precision);
   GS_CHECK_GOTO(gs_dlrm_dist_set_mlp_policy(d, cfg->mlp_policy), st, out);
@@ -679,16 +681,20 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
     ee.peak_rss_bytes = peak_rss();
     ee.base_rss_bytes = base_rss;
     ee.shard_mem_bytes = plan->rank_mem[gs_comm_rank(comm)];
+    size_t ap = gs_mem_peak();
+    ee.alloc_bytes = ap > base_alloc ? ap - base_alloc : 0;
     /* every rank's memory, for the worst rank's */
-    memset(mem, 0, 3 * (size_t)P * sizeof *mem);
+    memset(mem, 0, 4 * (size_t)P * sizeof *mem);
     mem[gs_comm_rank(comm)] = (double)ee.peak_rss_bytes;
     mem[P + gs_comm_rank(comm)] = (double)base_rss;
-    GS_CHECK_GOTO(gs_allreduce(comm, GS_IN_PLACE, mem, 2 * (size_t)P, GS_F64, GS_SUM,
+    mem[2 * P + gs_comm_rank(comm)] = (double)ee.alloc_bytes;
+    GS_CHECK_GOTO(gs_allreduce(comm, GS_IN_PLACE, mem, 3 * (size_t)P, GS_F64, GS_SUM,
                                GS_ALGO_MPI), st, out);
-    for (size_t r = 0; r < P; r++) mem[2 * P + r] = plan->rank_mem[r];
+    for (size_t r = 0; r < P; r++) mem[3 * P + r] = plan->rank_mem[r];
     ee.rank_peak_rss = mem;
     ee.rank_base_rss = mem + P;
-    ee.rank_shard_mem = mem + 2 * P;
+    ee.rank_alloc = mem + 2 * P;
+    ee.rank_shard_mem = mem + 3 * P;
     emit(cb, user, &ee);
     if (ck) {
       size_t gstep = (size_t)e * cfg->steps;

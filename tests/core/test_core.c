@@ -750,6 +750,46 @@ static void test_alloc(void **state) {
   gs_free(NULL);
 }
 
+/* The allocator's count (gs_mem_used, gs_mem_peak): a block's bytes (at
+ * least what was asked) added while it lives, its growth by realloc, the
+ * peak kept until reset; a thread's allocations counted (the count is
+ * atomic). */
+static void *alloc_many(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 10000; i++) gs_free(gs_malloc(64));
+  return NULL;
+}
+
+static void test_alloc_count(void **state) {
+  (void)state;
+  size_t u0 = gs_mem_used();
+  gs_mem_reset_peak();
+  assert_int_equal(gs_mem_peak(), u0);
+  char *a = gs_malloc(1 << 20);
+  assert_non_null(a);
+  size_t u1 = gs_mem_used();
+  assert_true(u1 >= u0 + (1 << 20) && u1 < u0 + (1 << 20) + 8192);
+  a = gs_realloc(a, 3 << 20);
+  assert_non_null(a);
+  size_t u2 = gs_mem_used();
+  assert_true(u2 >= u0 + (3 << 20) && u2 < u0 + (3 << 20) + 8192);
+  float *c = gs_calloc(1 << 18, sizeof(float));
+  assert_non_null(c);
+  assert_true(gs_mem_used() >= u2 + (1 << 20));
+  size_t peak = gs_mem_peak();
+  assert_true(peak >= gs_mem_used());
+  gs_free(a);
+  gs_free(c);
+  assert_int_equal(gs_mem_used(), u0);
+  assert_int_equal(gs_mem_peak(), peak); /* kept after the frees */
+  gs_mem_reset_peak();
+  assert_int_equal(gs_mem_peak(), u0);
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&t[i], NULL, alloc_many, NULL), 0);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  assert_int_equal(gs_mem_used(), u0);
+}
+
 /* ---- Logging and time --------------------------------------------------------- */
 
 static void test_log_level(void **state) {
@@ -802,6 +842,7 @@ int main(void) {
       cmocka_unit_test(test_scale_div_invalid),
       cmocka_unit_test(test_mul_size),
       cmocka_unit_test(test_alloc),
+      cmocka_unit_test(test_alloc_count),
       cmocka_unit_test(test_log_level),
       cmocka_unit_test(test_time_monotonic),
   };
