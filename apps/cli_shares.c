@@ -87,6 +87,8 @@ static user_opt shares = {.option = "--user-share", .meta = "SHARE", .what = "a 
                 alimits = {.option = "--account-limit", .meta = "NODES", .what = "nodes",
                            .lo = 1, .hi = 1e6, .whole = 1, .star = 1, .who = "an account"};
 static int limit_nodes[USER_OPT_MAX], alimit_nodes[USER_OPT_MAX];
+static double usage_halflife; /* --usage-halflife (0: none) */
+static int usage_halflife_given;
 
 const char cli_shares_usage[] =
     "  --user-share USER:W  user USER's share of the pool (default 1 a user;\n"
@@ -106,7 +108,14 @@ const char cli_shares_usage[] =
     "  --account-limit ACCOUNT:N  the jobs charged to ACCOUNT or to an account\n"
     "                   under it (ACCOUNT/...) hold at most N nodes together\n"
     "                   (repeatable; * for every top-level account not named),\n"
-    "                   as Slurm's GrpTRES=node=N: kept with the users' limits\n";
+    "                   as Slurm's GrpTRES=node=N: kept with the users' limits\n"
+    "  --usage-halflife S  the fair share counts usage (default: it does not):\n"
+    "                   the node-hours each user and account used, each worth\n"
+    "                   2^(-age/S), lower its share by 2^(-used/share) (used\n"
+    "                   and share: its parts of its parent's usage and shares),\n"
+    "                   as Slurm's PriorityDecayHalfLife and classic fair-share\n"
+    "                   factor: who used more than its share gets less until\n"
+    "                   its usage decays\n";
 
 static user_opt *which(const char *a) {
   return strcmp(a, "--user-share") == 0      ? &shares
@@ -116,9 +125,23 @@ static user_opt *which(const char *a) {
                                              : NULL;
 }
 
-int cli_shares_option(const char *a) { return which(a) != NULL; }
+int cli_shares_option(const char *a) {
+  return which(a) != NULL || strcmp(a, "--usage-halflife") == 0;
+}
 
 int cli_shares_add(const char *verb, const char *a, const char *v) {
+  if (strcmp(a, "--usage-halflife") == 0) {
+    if (usage_halflife_given) {
+      cli_error(verb, "--usage-halflife given twice");
+      return 2;
+    }
+    if (cli_parse_double(v, 1, 1e9, &usage_halflife) != 0) {
+      cli_error(verb, "--usage-halflife needs seconds from 1 to 1e9 (got '%s')", v);
+      return 2;
+    }
+    usage_halflife_given = 1;
+    return 0;
+  }
   user_opt *o = which(a);
   if (o == NULL) {
     cli_error(verb, "unknown option '%s'", a);
@@ -131,9 +154,19 @@ int cli_shares_add(const char *verb, const char *a, const char *v) {
 }
 
 gs_cluster_shares cli_shares_get(void) {
-  return (gs_cluster_shares){shares.user,   shares.value,  shares.n,     limits.user,
-                             limit_nodes,   limits.n,      accounts.user, accounts.value,
-                             accounts.n,    alimits.user,  alimit_nodes, alimits.n};
+  return (gs_cluster_shares){.share_user = shares.user,
+                             .share_w = shares.value,
+                             .nshare = shares.n,
+                             .limit_user = limits.user,
+                             .limit_nodes = limit_nodes,
+                             .nlimit = limits.n,
+                             .account_name = accounts.user,
+                             .account_w = accounts.value,
+                             .naccount = accounts.n,
+                             .account_limit_name = alimits.user,
+                             .account_limit_nodes = alimit_nodes,
+                             .naccount_limit = alimits.n,
+                             .usage_halflife_s = usage_halflife};
 }
 
 /* A job's row of the accounts' report. */
@@ -171,17 +204,19 @@ int cli_owner_table(const cli_owner_jobs *j, cJSON *json, const char *title) {
   if (!json) {
     printf("  %-28s %5s", "account (or user)", "jobs");
     if (live) printf(" %7s %5s", "running", "nodes");
-    printf(" %10s %6s %10s %6s %9s   (%s)\n", "node_h", "used", "fair_h", "fair", "jct_mean",
-           title);
+    printf(" %10s %6s %10s %6s", "node_h", "used", "fair_h", "fair");
+    if (j->usage_s) printf(" %9s", "decayed_h");
+    printf(" %9s   (%s)\n", "jct_mean", title);
   }
   for (int a = 0; a < n;) {
     const char *key = row[a].key;
     int jobs = 0, done = 0, running = 0, nodes = 0;
-    double u = 0, f = 0, jsum = 0;
+    double u = 0, f = 0, jsum = 0, dec = 0;
     for (; a < n && strcmp(row[a].key, key) == 0; a++) {
       int q = row[a].job;
       jobs++;
       u += j->node_s[q];
+      if (j->usage_s) dec += j->usage_s[q];
       f += j->fair_s[q];
       if (j->jct_s[q] >= 0) jsum += j->jct_s[q], done++;
       if (live && j->nodes_now[q] >= 0) running++, nodes += j->nodes_now[q];
@@ -203,12 +238,14 @@ int cli_owner_table(const cli_owner_jobs *j, cJSON *json, const char *title) {
       cli_json_add(o, "used_share", us, "%.4f");
       cli_json_add(o, "fair_node_s", f, "%.1f");
       cli_json_add(o, "fair_share", fs, "%.4f");
+      if (j->usage_s) cli_json_add(o, "usage_node_s", dec, "%.1f");
       if (done) cli_json_add(o, "jct_mean_s", jm, "%.2f");
       cJSON_AddItemToArray(arr, o);
     } else {
       printf("  %-28.28s %5d", clean, jobs);
       if (live) printf(" %7d %5d", running, nodes);
       printf(" %10.3f %6.3f %10.3f %6.3f", u / 3600, us, f / 3600, fs);
+      if (j->usage_s) printf(" %9.3f", dec / 3600);
       if (done) printf(" %8.0fs\n", jm);
       else printf(" %9s\n", "-");
     }

@@ -1,6 +1,6 @@
 /* The fair shares and limits of users and accounts that `gradsync cluster
  * serve` and `gradsync cluster simulate` take (--user-share, --user-limit,
- * --account-share, --account-limit; gs_cluster_shares): one parser, so the
+ * --account-share, --account-limit, --usage-halflife; gs_cluster_shares): one parser, so the
  * simulator reads them exactly as the manager does. The values live in
  * this file's static storage (one command a process). */
 #ifndef GRADSYNC_CLI_SHARES_H
@@ -13,7 +13,7 @@
 /* The options' help lines, for a command's usage. */
 extern const char cli_shares_usage[];
 
-/* Whether a is one of the four options. */
+/* Whether a is one of the five options (the four and --usage-halflife S). */
 int cli_shares_option(const char *a);
 
 /* Adds option a's value v (USER:W, USER:N, ACCOUNT:W or ACCOUNT:N): 0, or 2
@@ -30,7 +30,8 @@ gs_cluster_shares cli_shares_get(void);
  * neither), with its jobs, the node-hours its jobs' partitions held and
  * their part of all held, the node-hours of its fair share and their part,
  * and its done jobs' mean completion time; with nodes_now (a live view)
- * also its jobs running and the nodes they hold. */
+ * also its jobs running and the nodes they hold, with usage_s its decayed
+ * usage (what lowers its fair share). */
 typedef struct cli_owner_jobs {
   int n;                          /* jobs */
   const char *const *user;        /* [n]: each job's user ("" none) */
@@ -39,6 +40,8 @@ typedef struct cli_owner_jobs {
   const double *jct_s;            /* [n]: its completion time (< 0: not done) */
   const int *nodes_now;           /* [n]: nodes it holds now (-1: not running);
                                    * NULL: no such columns */
+  const double *usage_s;          /* [n]: its usage decayed by --usage-halflife
+                                   * (node-seconds); NULL: no such column */
 } cli_owner_jobs;
 
 /* Prints the report as a table under title (e.g. "policy dorm"), or adds

@@ -156,6 +156,7 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
       {"user-limit", required_argument, 0, 'U'},
       {"account-share", required_argument, 0, 'A'},
       {"account-limit", required_argument, 0, 'B'},
+      {"usage-halflife", required_argument, 0, 'H'},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   memset(c, 0, sizeof *c);
@@ -167,17 +168,19 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
   cli_seen seen = {{0}};
   int ch, protocol_given = 0;
   while ((ch = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
-    int repeats = ch == 'u' || ch == 'U' || ch == 'A' || ch == 'B';
+    int repeats = ch == 'u' || ch == 'U' || ch == 'A' || ch == 'B' || ch == 'H';
     if (ch != '?' && ch != ':' && !repeats && cli_once(VERB, &seen, ch, longs)) return 2;
     switch (ch) {
       case 'u':
       case 'U':
       case 'A':
-      case 'B': {
+      case 'B':
+      case 'H': {
         const char *name = ch == 'u'   ? "--user-share"
                            : ch == 'U' ? "--user-limit"
                            : ch == 'A' ? "--account-share"
-                                       : "--account-limit";
+                           : ch == 'B' ? "--account-limit"
+                                       : "--usage-halflife";
         if (cli_shares_add(VERB, name, optarg) != 0) return 2;
         c->shares_given = 1;
         break;
@@ -314,6 +317,8 @@ static void print_text_header(const csim_cli *c, const gs_csim_workload *w) {
     printf("; resizes at commits every %g work, discovery every %g s, launch after %g s",
            c->o.commit_work, c->o.discover_every_s, c->o.launch_delay_s);
   if (c->o.interference > 0) printf("; interference %g", c->o.interference);
+  if (c->o.shares && c->o.shares->usage_halflife_s > 0)
+    printf("; fair shares lowered by usage, half-life %g s", c->o.shares->usage_halflife_s);
   printf("\n");
   printf("%-8s %6s %6s %10s %10s %10s %6s %6s %8s %8s %7s %8s %9s\n", "policy", "done",
          "never", "jct_mean", "jct_p99", "makespan", "util", "busy", "fairloss", "rho_max",
@@ -352,6 +357,8 @@ static void print_json_row(const csim_cli *c, const gs_csim_workload *w, const c
     cli_json_add(o, "launch_delay_s", c->o.launch_delay_s, "%.3f");
   }
   cli_json_add(o, "interval_s", c->o.interval_s, "%.3f");
+  if (c->o.shares && c->o.shares->usage_halflife_s > 0)
+    cli_json_add(o, "usage_halflife_s", c->o.shares->usage_halflife_s, "%.6g");
   cJSON_AddNumberToObject(o, "jobs", r->jobs);
   cJSON_AddNumberToObject(o, "done", r->done);
   cJSON_AddNumberToObject(o, "unfinished", r->jobs - r->done);

@@ -1106,7 +1106,7 @@ static int accounts_report(const cJSON *root, const char *only_user, const int *
   int n = 0;
   cJSON_ArrayForEach(j, jobs) n += job_listed(j, only_user, want);
   const char **name = gs_calloc((size_t)n * 2 + 1, sizeof *name);
-  double *fig = gs_calloc((size_t)n * 3 + 1, sizeof *fig);
+  double *fig = gs_calloc((size_t)n * 4 + 1, sizeof *fig);
   int *nodes = gs_calloc((size_t)n + 1, sizeof *nodes);
   if (!name || !fig || !nodes) {
     gs_free(name);
@@ -1122,6 +1122,7 @@ static int accounts_report(const cJSON *root, const char *only_user, const int *
     name[n + q] = jstr(j, "account");
     fig[q] = jnum(j, "node_s", 0);
     fig[n + q] = jnum(j, "fair_node_s", 0);
+    fig[3 * n + q] = jnum(j, "usage_node_s", 0);
     double sub = jnum(j, "submit_time", 0), en = jnum(j, "end_time", 0);
     fig[2 * n + q] = strcmp(jstr(j, "state"), "done") == 0 && en > 0 ? span(sub, en) : -1;
     const char *st = jstr(j, "state");
@@ -1130,7 +1131,11 @@ static int accounts_report(const cJSON *root, const char *only_user, const int *
     q++;
   }
   cli_owner_jobs oj = {.n = n, .user = name, .account = name + n, .node_s = fig,
-                       .fair_s = fig + n, .jct_s = fig + 2 * n, .nodes_now = nodes};
+                       .fair_s = fig + n, .jct_s = fig + 2 * n, .nodes_now = nodes,
+                       /* with --usage-halflife, the decayed usage too */
+                       .usage_s = cJSON_GetObjectItemCaseSensitive(root, "usage_halflife_s")
+                                      ? fig + 3 * n
+                                      : NULL};
   char title[96];
   const cJSON *pol = cJSON_GetObjectItemCaseSensitive(root, "policy");
   snprintf(title, sizeof title, "policy %.60s", cJSON_IsString(pol) ? pol->valuestring : "?");

@@ -99,6 +99,12 @@ typedef struct gs_cluster_shares {
   const char *const *account_limit_name;
   const int *account_limit_nodes;
   int naccount_limit;
+  /* Usage-decayed fair share (Slurm's PriorityDecayHalfLife with its
+   * classic fair-share factor): > 0, every user's and account's share is
+   * lowered by the node-hours it used, each worth 2^(-age / this many
+   * seconds), against its share (gs_cluster_usage in src/cluster/policy.h);
+   * 0: shares as given, whatever was used (the default). */
+  double usage_halflife_s;
 } gs_cluster_shares;
 
 typedef struct gs_cluster_node {

@@ -142,6 +142,12 @@ typedef struct sim {
   FILE *trace;
   int owners;           /* the users' and accounts' tree applies (gs_csim_opts.shares) */
   const char **users, **accounts; /* a round's jobs' (scratch) */
+  /* With shares->usage_halflife_s: each job's owner (a user in an account),
+   * the owners' names, their decayed usage to now and the nodes their
+   * partitions hold (scratch). */
+  int *owner, nowner;
+  const char **ouser, **oacct;
+  double *ousage, *onodes;
 } sim;
 
 static double wall_s(void) {
@@ -475,8 +481,10 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
       s->users[a] = s->w->jobs[s->active[a]].user;
       s->accounts[a] = s->w->jobs[s->active[a]].account;
     }
-    if (gs_cluster_fairshare_round(s->o->shares, s->pj, n, s->users, s->accounts, &fs, &po) !=
-        0) {
+    gs_cluster_usage use = {.user = s->ouser, .account = s->oacct, .node_s = s->ousage,
+                            .n = s->ousage ? s->nowner : 0};
+    if (gs_cluster_fairshare_round(s->o->shares, s->pj, n, s->users, s->accounts, &use, &fs,
+                                   &po) != 0) {
       set_err(err, errlen, "out of memory for the fair-share tree at t=%.1f s", t);
       return -1;
     }
@@ -597,6 +605,29 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
     if (o->job_node_s) o->job_node_s[j] = 0;
     if (o->job_fair_node_s) o->job_fair_node_s[j] = 0;
   }
+  double halflife = o->shares ? o->shares->usage_halflife_s : 0;
+  if (halflife > 0) { /* the owners, as the workload first names them */
+    s.owner = malloc((size_t)nj * sizeof *s.owner);
+    s.ouser = malloc((size_t)nj * sizeof *s.ouser);
+    s.oacct = malloc((size_t)nj * sizeof *s.oacct);
+    s.ousage = calloc((size_t)nj, sizeof *s.ousage);
+    s.onodes = calloc((size_t)nj, sizeof *s.onodes);
+    if (!s.owner || !s.ouser || !s.oacct || !s.ousage || !s.onodes) {
+      set_err(err, errlen, "out of memory simulating %d jobs on %d nodes", nj, o->nodes);
+      goto done;
+    }
+    for (int j = 0; j < nj; j++) {
+      const char *u = w->jobs[j].user[0] ? w->jobs[j].user : "-", *a = w->jobs[j].account;
+      int k = 0;
+      while (k < s.nowner && (strcmp(s.ouser[k], u) != 0 || strcmp(s.oacct[k], a) != 0)) k++;
+      if (k == s.nowner) {
+        s.ouser[k] = u;
+        s.oacct[k] = a;
+        s.nowner++;
+      }
+      s.owner[j] = k;
+    }
+  }
   for (int j = 0; j < nj && o->learn_work > 0; j++) {
     s.js[j].known = calloc((size_t)w->jobs[j].max_nodes + 1, sizeof *s.js[j].known);
     s.js[j].curve = calloc((size_t)w->jobs[j].max_nodes + 1, sizeof *s.js[j].curve);
@@ -623,6 +654,8 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
    * that reads progress, or once a speed curve can be learned. Otherwise the
    * ticks are not events (a static job of 1e12 samples took 19 s of ticks). */
   int ticks_matter = gs_cluster_policy_reads_progress(o->policy) || o->learn_work > 0;
+  /* A decaying usage moves the shares between events as well. */
+  if (halflife > 0 && strcmp(o->policy, "static") != 0) ticks_matter = 1;
   long periodic = 0;
   int loss_pending = o->loss_nodes > 0;
   int protocol = o->commit_work > 0; /* the manager's resizes at commits */
@@ -774,6 +807,12 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
     if (tn < t) tn = t;
     /* Advance to tn. */
     double dt = tn - t;
+    if (halflife > 0 && dt > 0) { /* the owners' usage, decayed to tn */
+      for (int k = 0; k < s.nowner; k++) s.onodes[k] = 0;
+      for (int a = 0; a < s.nactive; a++) s.onodes[s.owner[s.active[a]]] += s.js[s.active[a]].size;
+      for (int k = 0; k < s.nowner; k++)
+        s.ousage[k] = gs_cluster_usage_decay(s.ousage[k], s.onodes[k], dt, halflife);
+    }
     for (int a = 0; a < s.nactive; a++) {
       int j = s.active[a];
       sim_job *js = &s.js[j];
@@ -897,6 +936,11 @@ done:
   free(s.share);
   free(s.users);
   free(s.accounts);
+  free(s.owner);
+  free(s.ouser);
+  free(s.oacct);
+  free(s.ousage);
+  free(s.onodes);
   free(order);
   free(jct);
   return rc;

@@ -3,9 +3,11 @@
  * (policy.h, "Fair shares of users and accounts"): the manager's rounds and
  * the simulator's read the same serve options (gs_cluster_shares) the same
  * way. The tree's arithmetic is gs_cluster_account_tree_weights (policy.c);
- * this file numbers the round's users and accounts and looks up their
- * shares and limits by name.
+ * this file numbers the round's users and accounts, looks up their shares
+ * and limits by name, and lowers the shares of those that used more than
+ * their share (the usage's decay and Slurm's classic factor 2^(-U/S)).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +95,103 @@ static int round_accounts(const gs_cluster_shares *c, gs_cluster_job *in, int n,
   return na;
 }
 
+double gs_cluster_usage_decay(double usage, double nodes, double dt, double halflife_s) {
+  double u;
+  if (!(halflife_s > 0)) {
+    u = usage + nodes * dt;
+  } else {
+    /* usage * 2^(-dt/H) + nodes * integral_0^dt 2^(-(dt-s)/H) ds */
+    double keep = exp2(-dt / halflife_s);
+    u = usage * keep + nodes * (halflife_s / 0.69314718055994530942) * (1 - keep);
+  }
+  return u > 0 && isfinite(u) ? u : 0;
+}
+
+/* Whether account path `path` is prefix[0..len) or under it. */
+static int path_under(const char *path, const char *prefix, size_t len) {
+  return strncmp(path, prefix, len) == 0 && (path[len] == '\0' || path[len] == '/');
+}
+
+static const char *usage_user(const gs_cluster_usage *u, int k) {
+  const char *s = u->user ? u->user[k] : NULL;
+  return s && *s ? s : "-";
+}
+
+static const char *usage_account(const gs_cluster_usage *u, int k) {
+  const char *s = u->account ? u->account[k] : NULL;
+  return s ? s : "";
+}
+
+/* Slurm's classic fair-share factor: an owner whose subtree used the part
+ * `used` of its parent's usage, with the part `share` of its parent's
+ * shares among the siblings with jobs. */
+static double usage_factor(double used, double share) {
+  if (!(used > 0) || !(share > 0)) return 1;
+  double f = exp2(-used / share);
+  return f > GS_CLUSTER_USAGE_FACTOR_MIN ? f : GS_CLUSTER_USAGE_FACTOR_MIN;
+}
+
+/* Lowers the round's account shares (fs->ashare) and the jobs' user shares
+ * (share[i]) by their owners' usage (struct gs_cluster_usage); returns -1
+ * out of memory (nothing changed). */
+static int apply_usage(const gs_cluster_usage *u, const gs_cluster_job *in, int n,
+                       const char *const *users, const char *const *accounts,
+                       gs_cluster_fairshare *fs, double *share) {
+  double total = 0;
+  for (int k = 0; k < u->n; k++)
+    if (u->node_s[k] > 0) total += u->node_s[k];
+  if (!(total > 0)) return 0;
+  int na = fs->naccounts;
+  /* ua[a]: account a's subtree's usage; sib[p + 1]: the shares of parent
+   * p's children with jobs (p = -1: the pool's); fa[a]: a's factor. */
+  double *ua = gs_calloc((size_t)na + 1, sizeof *ua);
+  double *sib = gs_calloc((size_t)na + 2, sizeof *sib);
+  double *fa = gs_calloc((size_t)na + 1, sizeof *fa);
+  double *fu = gs_calloc((size_t)n + 1, sizeof *fu);
+  if (!ua || !sib || !fa || !fu) {
+    gs_free(ua);
+    gs_free(sib);
+    gs_free(fa);
+    gs_free(fu);
+    return -1;
+  }
+  for (int a = 0; a < na; a++) {
+    for (int k = 0; k < u->n; k++)
+      if (u->node_s[k] > 0 && path_under(usage_account(u, k), fs->apath[a], fs->alen[a]))
+        ua[a] += u->node_s[k];
+    sib[fs->aparent[a] + 1] += fs->ashare[a];
+  }
+  /* A user node (a user in one account, or without one) is its first job. */
+  for (int i = 0; i < n; i++) {
+    int first = 1;
+    for (int q = 0; q < i && first; q++)
+      first = !(in[q].user == in[i].user && in[q].account == in[i].account);
+    if (first) sib[in[i].account + 1] += share[i];
+  }
+  for (int a = 0; a < na; a++) {
+    int p = fs->aparent[a];
+    double up = p < 0 ? total : ua[p];
+    fa[a] = up > 0 ? usage_factor(ua[a] / up, fs->ashare[a] / sib[p + 1]) : 1;
+  }
+  for (int i = 0; i < n; i++) {
+    const char *user = user_of(users, i), *acct = account_of(accounts, i);
+    int a = in[i].account;
+    double own = 0, up = a < 0 ? total : ua[a];
+    for (int k = 0; k < u->n; k++)
+      if (u->node_s[k] > 0 && strcmp(usage_user(u, k), user) == 0 &&
+          strcmp(usage_account(u, k), acct) == 0)
+        own += u->node_s[k];
+    fu[i] = up > 0 ? usage_factor(own / up, share[i] / sib[a + 1]) : 1;
+  }
+  for (int i = 0; i < n; i++) share[i] *= fu[i];
+  for (int a = 0; a < na; a++) fs->ashare[a] *= fa[a];
+  gs_free(ua);
+  gs_free(sib);
+  gs_free(fa);
+  gs_free(fu);
+  return 0;
+}
+
 void gs_cluster_fairshare_free(gs_cluster_fairshare *fs) {
   gs_free(fs->user_lim);
   gs_free(fs->aparent);
@@ -105,7 +204,8 @@ void gs_cluster_fairshare_free(gs_cluster_fairshare *fs) {
 
 int gs_cluster_fairshare_round(const gs_cluster_shares *c, gs_cluster_job *in, int n,
                                const char *const *users, const char *const *accounts,
-                               gs_cluster_fairshare *fs, gs_cluster_policy_opts *opts) {
+                               const gs_cluster_usage *usage, gs_cluster_fairshare *fs,
+                               gs_cluster_policy_opts *opts) {
   memset(fs, 0, sizeof *fs);
   size_t amax = (size_t)(n > 0 ? n : 0) * GS_CLUSTER_ACCOUNT_LEVELS + 1;
   fs->user_lim = gs_calloc((size_t)(n > 0 ? n : 0) + 1, sizeof *fs->user_lim);
@@ -146,6 +246,9 @@ int gs_cluster_fairshare_round(const gs_cluster_shares *c, gs_cluster_job *in, i
     share[i] = user_share(c, user_of(users, i));
     w[i] = in[i].weight;
   }
+  /* The usage lowers the shares of those that used more than theirs (out
+   * of memory: the shares as given). */
+  if (usage && usage->n > 0) (void)apply_usage(usage, in, n, users, accounts, fs, share);
   if (n > 0 && gs_cluster_account_tree_weights(n, acct, fs->naccounts, fs->aparent, fs->ashare,
                                                user, share, w, out) == 0)
     for (int i = 0; i < n; i++) in[i].weight = out[i];

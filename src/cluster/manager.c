@@ -82,8 +82,10 @@ typedef struct job {
    * shares and limits) while it was queued or running, both counted up to
    * acct_t (wall clock; 0: not yet counted). Journaled with its partition:
    * after a restart of the manager the count goes on from acct_t, so the
-   * time the manager was away is charged as the job held its nodes. */
-  double node_s, fair_s, fair_now, acct_t;
+   * time the manager was away is charged as the job held its nodes.
+   * usage_s: node_s decayed by the serve's --usage-halflife to acct_t
+   * (gs_cluster_usage_decay; 0 without one), for the decayed fair share. */
+  double node_s, fair_s, fair_now, acct_t, usage_s;
   int min, max;
   double weight;
   int exec;
@@ -337,8 +339,10 @@ static void charge_job(const mgr *m, job *j, double now) {
   if (j->acct_t > 0 && now != j->acct_t) {
     /* now < acct_t: a job found ended at an earlier time (its exit file's,
      * after a restart of the manager) was charged past it; taken back */
-    double dt = now - j->acct_t;
-    if (job_active(j)) j->node_s += count(j->assigned, m->nnode) * dt;
+    double dt = now - j->acct_t, held = job_active(j) ? count(j->assigned, m->nnode) : 0;
+    j->node_s += held * dt;
+    if (m->cfg->shares.usage_halflife_s > 0)
+      j->usage_s = gs_cluster_usage_decay(j->usage_s, held, dt, m->cfg->shares.usage_halflife_s);
     j->fair_s += j->fair_now * dt;
     if (j->node_s < 0) j->node_s = 0;
     if (j->fair_s < 0) j->fair_s = 0;
@@ -437,6 +441,7 @@ static cJSON *job_record(const mgr *m, const job *j) {
   cJSON_AddNumberToObject(o, "fair_s", j->fair_s);
   cJSON_AddNumberToObject(o, "fair_now", j->fair_now);
   cJSON_AddNumberToObject(o, "acct_t", j->acct_t);
+  cJSON_AddNumberToObject(o, "usage_s", j->usage_s);
   cJSON_AddBoolToObject(o, "timeout", j->timeout);
   cJSON_AddNumberToObject(o, "status", j->status);
   cJSON_AddStringToObject(o, "message", j->message);
@@ -513,6 +518,7 @@ static void job_apply(mgr *m, const cJSON *o) {
   j->fair_s = num(o, "fair_s", &v) == 0 && v > 0 ? v : 0;
   j->fair_now = num(o, "fair_now", &v) == 0 && v > 0 ? v : 0;
   j->acct_t = num(o, "acct_t", &v) == 0 && v > 0 ? v : 0;
+  j->usage_s = num(o, "usage_s", &v) == 0 && v > 0 && isfinite(v) ? v : 0;
   j->timeout = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "timeout"));
   if (num(o, "status", &v) == 0) j->status = (int)v;
   if ((s = str(o, "message"))) snprintf(j->message, sizeof j->message, "%s", s);
@@ -1970,8 +1976,31 @@ static int policy_round(mgr *m) {
     users[q] = m->job[idx[q]].user;
     accts[q] = m->job[idx[q]].account;
   }
+  /* With --usage-halflife, every job's decayed usage to now, the ended
+   * jobs' too (out of memory: the shares as given). */
+  gs_cluster_usage use = {0};
+  const char **uu = NULL, **ua = NULL;
+  double *un = NULL;
+  double hl = c->shares.usage_halflife_s, wall = spool_wall_s();
+  if (hl > 0) {
+    uu = gs_calloc((size_t)m->njob + 1, sizeof *uu);
+    ua = gs_calloc((size_t)m->njob + 1, sizeof *ua);
+    un = gs_calloc((size_t)m->njob + 1, sizeof *un);
+    if (uu && ua && un) {
+      for (int k = 0; k < m->njob; k++) {
+        const job *j = &m->job[k];
+        uu[k] = j->user;
+        ua[k] = j->account;
+        un[k] = j->acct_t > 0 ? gs_cluster_usage_decay(j->usage_s, 0, wall - j->acct_t, hl) : 0;
+      }
+      use = (gs_cluster_usage){.user = uu, .account = ua, .node_s = un, .n = m->njob};
+    }
+  }
   gs_cluster_fairshare fs;
-  (void)gs_cluster_fairshare_round(&c->shares, in, n, users, accts, &fs, &opts);
+  (void)gs_cluster_fairshare_round(&c->shares, in, n, users, accts, &use, &fs, &opts);
+  gs_free(uu);
+  gs_free(ua);
+  gs_free(un);
   /* Each job's fair share from now on (its usage report's fair node-hours;
    * a job outside the round, waiting for another or being stopped, has
    * none). */
@@ -2069,6 +2098,8 @@ static char *snapshot_text(mgr *m) {
   cJSON *root = cJSON_CreateObject();
   cJSON_AddNumberToObject(root, "time", spool_wall_s());
   cJSON_AddStringToObject(root, "policy", m->cfg->policy);
+  double hl = m->cfg->shares.usage_halflife_s;
+  if (hl > 0) cJSON_AddNumberToObject(root, "usage_halflife_s", hl);
   cJSON_AddNumberToObject(root, "manager_pid", (double)getpid());
   cJSON *ns = cJSON_AddArrayToObject(root, "nodes");
   for (int i = 0; i < m->nnode; i++) {
@@ -2152,6 +2183,11 @@ static char *snapshot_text(mgr *m) {
                                                                : 0)) * 10) / 10);
     cJSON_AddNumberToObject(o, "node_s", round(j->node_s * 10) / 10);
     cJSON_AddNumberToObject(o, "fair_node_s", round(j->fair_s * 10) / 10);
+    if (hl > 0) /* its usage decayed to now (--usage-halflife) */
+      cJSON_AddNumberToObject(
+          o, "usage_node_s",
+          round(gs_cluster_usage_decay(j->usage_s, 0, j->acct_t > 0 ? spool_wall_s() - j->acct_t : 0,
+                                       hl) * 10) / 10);
     const job *d = NULL;
     if (j->state == J_QUEUED && j->nafter > 0 && !j->message[0] && after_wait(m, j, &d) > 0) {
       char waiting[128];

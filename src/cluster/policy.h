@@ -141,10 +141,39 @@ int gs_cluster_shares_account_limit(const gs_cluster_shares *c, const char *acco
  * shares, no limits: only the users). *fs holds the round's arrays until
  * gs_cluster_fairshare_free. Returns 0, or -1 out of memory (the jobs'
  * own weights and no limits then). */
+typedef struct gs_cluster_usage gs_cluster_usage;
 int gs_cluster_fairshare_round(const gs_cluster_shares *c, gs_cluster_job *in, int n,
                                const char *const *users, const char *const *accounts,
-                               gs_cluster_fairshare *fs, gs_cluster_policy_opts *opts);
+                               const gs_cluster_usage *usage, gs_cluster_fairshare *fs,
+                               gs_cluster_policy_opts *opts);
 void gs_cluster_fairshare_free(gs_cluster_fairshare *fs);
+
+/* Usage decayed by a half-life (Slurm's PriorityDecayHalfLife and its
+ * classic fair-share factor). The owners' usage to now, node-seconds each
+ * worth 2^(-age / half-life): user[k] ("" or "-": the default user)
+ * charged to account[k] ("" or NULL: none) used node_s[k] (owners may
+ * repeat: their entries add up). Given to gs_cluster_fairshare_round (with
+ * n > 0), every share of the tree at one level (a top-level account, a
+ * sub-account, a user in an account or without one) is multiplied by
+ * 2^(-u/s), u the part of its parent's usage (the pool's: everyone's) its
+ * own subtree used, s its share of its parent's part among the siblings
+ * with jobs in the round, at least GS_CLUSTER_USAGE_FACTOR_MIN: an owner
+ * that used more than its share gets less of the pool until its usage
+ * decays, one that used nothing keeps its share. With no usage, or with
+ * every owner at its share, the tree's weights are as without. */
+struct gs_cluster_usage {
+  const char *const *user;
+  const char *const *account;
+  const double *node_s;
+  int n;
+};
+#define GS_CLUSTER_USAGE_FACTOR_MIN (1.0 / 1024)
+/* Decayed usage `usage` (node-seconds, worth 2^(-age / halflife_s)) after
+ * dt more seconds on `nodes` nodes: the usage it had, decayed by dt, plus
+ * the integral of the new nodes' decayed worth. Exact for constant nodes,
+ * so a negative dt takes back what the same positive dt added (never below
+ * 0). halflife_s <= 0: no decay (usage + nodes * dt). */
+double gs_cluster_usage_decay(double usage, double nodes, double dt, double halflife_s);
 
 /* Defaults of the options: restart 30 s, time limit 0.05 s, fairness
  * weight 0.5, adjustment weight 0.02, interval 60 s. */

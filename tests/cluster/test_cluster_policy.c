@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "gradsync/cluster_manager.h"
 #include "gradsync/core.h"
 #include "gradsync/cost.h"
 #include "gradsync/plan.h"
@@ -373,6 +374,114 @@ static void test_tree_weights_nested(void **state) {
   assert_int_equal(gs_cluster_account_tree_weights(6, acct, 6, cyc, ashare, user, share, w, out),
                    -1);
   for (int i = 0; i < 6; i++) assert_true(out[i] == w[i]);
+}
+
+/* The usage's decay (Slurm's PriorityDecayHalfLife): exact for constant
+ * nodes, undone by a negative time, linear without a half-life. */
+static void test_usage_decay(void **state) {
+  (void)state;
+  double h = 100, ln2 = log(2.0);
+  /* 8 nodes for one half-life from nothing: 8 H / ln 2 (1 - 1/2) */
+  double u = gs_cluster_usage_decay(0, 8, h, h);
+  assert_true(fabs(u - 4 * h / ln2) < 1e-9);
+  /* then idle for a half-life: half of it */
+  assert_true(fabs(gs_cluster_usage_decay(u, 0, h, h) - u / 2) < 1e-9);
+  /* in two steps as in one */
+  double a = gs_cluster_usage_decay(gs_cluster_usage_decay(10, 3, 30, h), 3, 70, h);
+  assert_true(fabs(a - gs_cluster_usage_decay(10, 3, 100, h)) < 1e-9);
+  /* a negative time takes it back; never below 0 */
+  assert_true(fabs(gs_cluster_usage_decay(a, 3, -70, h) - gs_cluster_usage_decay(10, 3, 30, h)) <
+              1e-9);
+  assert_true(gs_cluster_usage_decay(0, 3, -5, h) == 0);
+  /* no half-life: node-seconds */
+  assert_true(gs_cluster_usage_decay(10, 3, 5, 0) == 25);
+  /* a long-lived steady use tends to nodes * H / ln 2 */
+  assert_true(fabs(gs_cluster_usage_decay(0, 2, 1e5, h) - 2 * h / ln2) < 1e-9);
+}
+
+/* One round's weights under the tree and the owners' usage (jobs of weight
+ * 1; W the jobs' number). */
+static void usage_round(int n, const char *const *users, const char *const *accts,
+                        const gs_cluster_shares *sh, const gs_cluster_usage *use, double *out) {
+  gs_cluster_job in[8];
+  for (int i = 0; i < n; i++)
+    in[i] = (gs_cluster_job){.id = i + 1, .min_nodes = 1, .max_nodes = 8, .weight = 1,
+                             .progress = -1};
+  gs_cluster_fairshare fs;
+  gs_cluster_policy_opts o;
+  gs_cluster_policy_defaults(&o);
+  assert_int_equal(gs_cluster_fairshare_round(sh, in, n, users, accts, use, &fs, &o), 0);
+  for (int i = 0; i < n; i++) out[i] = in[i].weight;
+  gs_cluster_fairshare_free(&fs);
+}
+
+#define CLOSE(a, b) assert_true(fabs((a) - (b)) < 1e-9 * (1 + fabs(b)))
+
+/* The decayed usage in the fair-share tree: each level's share times
+ * 2^(-u/s), u its part of its parent's usage, s its part of the siblings'
+ * shares. */
+static void test_usage_fairshare(void **state) {
+  (void)state;
+  const char *users[3] = {"alice", "carol", "bob"};
+  const char *accts[3] = {"physics", "bio", "physics/hep"};
+  gs_cluster_shares sh = {0};
+  double w[3], base[3];
+  /* physics used 3,000 node-seconds, bio 1,000: physics 2^-1.5, bio
+   * 2^-0.5, a third and two thirds of W = 2 (each is its account's only
+   * user: their own factors, 1/2 each, cancel) */
+  const char *uu[2] = {"alice", "carol"}, *ua[2] = {"physics", "bio"};
+  double un[2] = {3000, 1000};
+  gs_cluster_usage use = {.user = uu, .account = ua, .node_s = un, .n = 2};
+  usage_round(2, users, accts, &sh, &use, w);
+  CLOSE(w[0], 2.0 / 3);
+  CLOSE(w[1], 4.0 / 3);
+  /* an owner with no job in the round counts in the pool's usage: dave
+   * (idle) 4,000: physics 2^-0.75, bio 2^-0.25 */
+  const char *uu2[3] = {"alice", "carol", "dave"}, *ua2[3] = {"physics", "bio", "idle"};
+  double un2[3] = {3000, 1000, 4000};
+  gs_cluster_usage use2 = {.user = uu2, .account = ua2, .node_s = un2, .n = 3};
+  usage_round(2, users, accts, &sh, &use2, w);
+  double fp = exp2(-0.75), fb = exp2(-0.25);
+  CLOSE(w[0], 2 * fp / (fp + fb));
+  CLOSE(w[1], 2 * fb / (fp + fb));
+  /* no usage, or everyone at its share: the weights without usage, bit
+   * for bit in the first case */
+  usage_round(2, users, accts, &sh, NULL, base);
+  double zero[2] = {0, 0}, even[2] = {500, 500};
+  gs_cluster_usage none = {.user = uu, .account = ua, .node_s = zero, .n = 2};
+  usage_round(2, users, accts, &sh, &none, w);
+  assert_true(w[0] == base[0] && w[1] == base[1]);
+  gs_cluster_usage at = {.user = uu, .account = ua, .node_s = even, .n = 2};
+  usage_round(2, users, accts, &sh, &at, w);
+  CLOSE(w[0], base[0]);
+  CLOSE(w[1], base[1]);
+  /* Nested: physics's 4,000 of 4,000 (alice 1,000 in physics itself, bob
+   * 3,000 in physics/hep): physics 2^-2, bio 1: physics 1/5 of W = 3;
+   * within physics, hep 2^-1.5 and alice's user node 2^-0.5: alice 2/3 of
+   * physics's part, bob 1/3 */
+  const char *uu3[2] = {"alice", "bob"}, *ua3[2] = {"physics", "physics/hep"};
+  double un3[2] = {1000, 3000};
+  gs_cluster_usage use3 = {.user = uu3, .account = ua3, .node_s = un3, .n = 2};
+  usage_round(3, users, accts, &sh, &use3, w);
+  CLOSE(w[0], 0.4);
+  CLOSE(w[2], 0.2);
+  CLOSE(w[1], 2.4);
+  /* the shares still count: physics at share 4 (s 0.8) keeps 2^-1.25 */
+  const char *an[1] = {"physics"};
+  double aw[1] = {4};
+  gs_cluster_shares sh4 = {.account_name = an, .account_w = aw, .naccount = 1};
+  usage_round(2, users, accts, &sh4, &use3, w);
+  double f4 = 4 * exp2(-1.25);
+  CLOSE(w[0], 2 * f4 / (f4 + 1));
+  CLOSE(w[1], 2 / (f4 + 1));
+  /* An owner far over a tiny share: its factor floors at
+   * GS_CLUSTER_USAGE_FACTOR_MIN, a weight above 0 */
+  double aw2[1] = {1e-3};
+  gs_cluster_shares tiny = {.account_name = an, .account_w = aw2, .naccount = 1};
+  usage_round(2, users, accts, &tiny, &use3, w);
+  double ft = 1e-3 * GS_CLUSTER_USAGE_FACTOR_MIN;
+  CLOSE(w[0], 2 * ft / (ft + 1));
+  assert_true(w[0] > 0 && isfinite(w[1]));
 }
 
 /* A resize's cost from its relaunch's first two commits. */
@@ -1518,6 +1627,8 @@ int main(void) {
       cmocka_unit_test(test_user_weights),
       cmocka_unit_test(test_tree_weights),
       cmocka_unit_test(test_tree_weights_nested),
+      cmocka_unit_test(test_usage_decay),
+      cmocka_unit_test(test_usage_fairshare),
       cmocka_unit_test(test_dorm_time_alone),
       cmocka_unit_test(test_dorm_breakpoints),
       cmocka_unit_test(test_static_fifo),

@@ -524,6 +524,58 @@ static void test_accounts(void **state) {
   assert_true(jct[2] < 4000 && jct[3] < 4000); /* (not the default's doing) */
 }
 
+/* The decayed usage (--usage-halflife) in the simulator. h1 (alice, hog)
+ * runs alone on 8 nodes from 0 to 1,000 s; b1 (bob, lab; 400,000 samples)
+ * arrives then. Without usage the accounts' shares are 4 and 4: b1 on 4
+ * nodes, 1,000 s. With a half-life of 1,000 s hog's usage is all there is
+ * (5,771 node-seconds): its share times 2^-(1/0.5) = 1/4, lab's 1: fair
+ * shares 1.6 and 6.4, dorm gives b1 6 nodes: 400,000 / 600 = 666.7 s. */
+static void run_hog(double halflife, double *jct, double *node_s) {
+  static const char *hog =
+      "name,time,model,nodes,samples,min_nodes,max_nodes,user,account\n"
+      "h1,0,l,8,1600000,1,8,alice,hog\nb1,1000,l,8,400000,1,8,bob,lab\n";
+  char wp[512], sp[512], err[512];
+  write_file("w.csv", hog, wp, sizeof wp);
+  write_file("s.csv", lin_speeds, sp, sizeof sp);
+  gs_csim_workload w;
+  assert_int_equal(gs_csim_load(wp, sp, 8, 4, &w, err, sizeof err), 0);
+  gs_cluster_shares sh = {.usage_halflife_s = halflife};
+  gs_csim_opts o;
+  gs_csim_defaults(&o);
+  o.nodes = 8;
+  o.policy = "dorm";
+  o.restart_penalty_s = 0;
+  o.interval_s = 0;
+  o.shares = &sh;
+  o.job_jct_s = jct;
+  o.job_node_s = node_s;
+  gs_csim_result r;
+  if (gs_csim_run(&w, &o, &r, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    fail();
+  }
+  gs_csim_workload_free(&w);
+}
+
+static void test_usage_halflife(void **state) {
+  (void)state;
+  double jct[2], node_s[2];
+  run_hog(0, jct, node_s);
+  NEAR(jct[1], 1000);
+  run_hog(1000, jct, node_s);
+  NEAR(jct[1], 2000.0 / 3);
+  NEAR(node_s[1], 4000); /* the same work, on more nodes for less time */
+  /* a half-life far longer than the trace: the usage is the node-seconds,
+   * the same 1/4 */
+  run_hog(1e9, jct, node_s);
+  NEAR(jct[1], 2000.0 / 3);
+  /* a half-life far shorter: hog's usage has decayed to its last seconds'
+   * but is still all the pool's: the same answer, so long as lab has used
+   * nothing when b1 arrives */
+  run_hog(1, jct, node_s);
+  NEAR(jct[1], 2000.0 / 3);
+}
+
 /* Bad users and accounts are refused at load, naming the line and column. */
 static void test_bad_owners(void **state) {
   (void)state;
@@ -663,6 +715,7 @@ int main(void) {
       cmocka_unit_test(test_pollux),
       cmocka_unit_test(test_accounts),
       cmocka_unit_test(test_bad_owners),
+      cmocka_unit_test(test_usage_halflife),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
