@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +109,15 @@ typedef struct el {
   pthread_t early_thread;
   int early_running, early_n;
   int early_idx[EL_MAX_PLACES], early_ok[EL_MAX_PLACES];
+  /* The check of the hosts a growth would add, in a thread while the
+   * launch runs (growth_check_start): grow_name[k] (copies: discovery may
+   * move the host table meanwhile), grow_ok[k] their answers once
+   * grow_done is set and the thread joined (growth_check_join). */
+  pthread_t grow_thread;
+  int grow_running, grow_n;
+  atomic_int grow_done;
+  char (*grow_name)[GS_LAUNCH_HOST_MAX + 1];
+  int *grow_ok;
 } el;
 
 static double el_now(const el *e) { return gs_now() - e->t0; }
@@ -604,6 +614,98 @@ static int early_check_join(el *e) {
   return 1;
 }
 
+/* The hosts that a growth to best ranks would add and that have not passed
+ * the check yet, into idx (room for e->nhost); returns how many (0 with no
+ * check). */
+static int growth_unchecked(const el *e, int best, int *idx) {
+  if (!e->cfg->hosts_ok) return 0;
+  int left = best, n = 0;
+  for (int i = 0; i < e->nhost && left > 0; i++) {
+    const el_host *h = &e->host[i];
+    int a = host_avail(h);
+    if (a <= 0) continue;
+    left -= a < left ? a : left;
+    int in_launch = 0;
+    for (int k = 0; k < e->nplace && !in_launch; k++) in_launch = e->place_host[k] == i;
+    if (!in_launch && !h->checked) idx[n++] = i;
+  }
+  return n;
+}
+
+/* A host that failed the check before a growth: left out whole, with a
+ * warning. */
+static void growth_refused(el *e, el_host *h) {
+  h->banned = 1;
+  char msg[512];
+  snprintf(msg, sizeof msg, "host %s, listed by discovery, cannot be reached: left out, "
+           "the job not stopped to grow onto it", h->name);
+  emit_text(e, GS_ELASTIC_WARNING, 0, msg);
+}
+
+static void *growth_check_main(void *arg) {
+  el *e = arg;
+  const char **names = malloc((size_t)e->grow_n * sizeof *names);
+  for (int k = 0; k < e->grow_n; k++) {
+    e->grow_ok[k] = 1;
+    if (names) names[k] = e->grow_name[k];
+  }
+  if (names) e->cfg->hosts_ok(names, e->grow_n, e->grow_ok, e->cfg->user);
+  free(names);
+  atomic_store_explicit(&e->grow_done, 1, memory_order_release);
+  return NULL;
+}
+
+static void growth_check_free(el *e) {
+  gs_free(e->grow_name);
+  gs_free(e->grow_ok);
+  e->grow_name = NULL;
+  e->grow_ok = NULL;
+  e->grow_n = 0;
+}
+
+/* Starts the check of hosts idx[0..n) in a thread, so that the launch's
+ * watch goes on meanwhile: its output read (a job that prints fills the
+ * pipe and stops), its commits seen, a failure or a signal noticed (an
+ * unreachable host's check takes ssh's connect timeout: until 2026-12-04
+ * the watch stopped for it). 0, or -1 when no thread could be started
+ * (the caller checks at once, as before). */
+static int growth_check_start(el *e, const int *idx, int n) {
+  e->grow_name = gs_malloc((size_t)n * sizeof *e->grow_name);
+  e->grow_ok = gs_malloc((size_t)n * sizeof *e->grow_ok);
+  if (!e->grow_name || !e->grow_ok) {
+    growth_check_free(e);
+    return -1;
+  }
+  for (int k = 0; k < n; k++)
+    snprintf(e->grow_name[k], sizeof e->grow_name[k], "%s", e->host[idx[k]].name);
+  e->grow_n = n;
+  atomic_store_explicit(&e->grow_done, 0, memory_order_relaxed);
+  if (pthread_create(&e->grow_thread, NULL, growth_check_main, e) != 0) {
+    growth_check_free(e);
+    return -1;
+  }
+  e->grow_running = 1;
+  return 0;
+}
+
+/* Joins the growth check (waiting for it when it has not finished) and
+ * takes its answers: a host that passed is marked checked, one that failed
+ * left out (growth_refused). Returns 1 when a check was joined, 0 when
+ * none ran. */
+static int growth_check_join(el *e) {
+  if (!e->grow_running) return 0;
+  pthread_join(e->grow_thread, NULL);
+  e->grow_running = 0;
+  for (int k = 0; k < e->grow_n; k++) {
+    int i = host_find(e, e->grow_name[k]);
+    if (i < 0) continue;
+    if (e->grow_ok[k]) e->host[i].checked = 1;
+    else if (!e->host[i].banned) growth_refused(e, &e->host[i]);
+  }
+  growth_check_free(e);
+  return 1;
+}
+
 /* Before the running job is stopped to grow to best ranks: each host
  * that the larger world would add, and that has not passed the check yet,
  * is checked (the caller's hosts_ok: ssh, all at once, each bounded by its
@@ -611,43 +713,42 @@ static int early_check_join(el *e) {
  * launch, with a warning: a healthy job is not stopped to grow onto a host
  * that cannot be reached (until 2026-12-02 it was stopped, mpirun failed on
  * the larger world, and only then was the host left out). Returns the size
- * the job may grow to now. */
+ * the job may grow to now. This is the check made here and now, when no
+ * thread can be started for growth_check_start's. */
 static int check_growth_hosts(el *e, int best, char *rule, size_t rule_len) {
-  const gs_elastic_config *c = e->cfg;
-  if (!c->hosts_ok) return best;
+  if (!e->cfg->hosts_ok) return best;
   int *idx = malloc((size_t)e->nhost * sizeof *idx + 1);
   int *ok = malloc((size_t)e->nhost * sizeof *ok + 1);
   for (int failed = 1; idx && ok && failed && best > e->size && !el_interrupt;) {
     failed = 0;
-    int left = best, n = 0;
-    for (int i = 0; i < e->nhost && left > 0; i++) {
-      el_host *h = &e->host[i];
-      int a = host_avail(h);
-      if (a <= 0) continue;
-      left -= a < left ? a : left;
-      int in_launch = 0;
-      for (int k = 0; k < e->nplace && !in_launch; k++) in_launch = e->place_host[k] == i;
-      if (!in_launch && !h->checked) idx[n++] = i;
-    }
+    int n = growth_unchecked(e, best, idx);
     check_hosts(e, idx, n, ok);
     for (int k = 0; k < n; k++) {
-      el_host *h = &e->host[idx[k]];
       if (ok[k]) {
-        h->checked = 1;
+        e->host[idx[k]].checked = 1;
         continue;
       }
-      h->banned = 1;
+      growth_refused(e, &e->host[idx[k]]);
       failed = 1;
-      char msg[512];
-      snprintf(msg, sizeof msg, "host %s, listed by discovery, cannot be reached: left out, "
-               "the job not stopped to grow onto it", h->name);
-      emit_text(e, GS_ELASTIC_WARNING, 0, msg);
     }
     if (failed) best = pick_size(e, 0, rule, rule_len);
   }
   free(idx);
   free(ok);
   return best;
+}
+
+/* The size the job may grow to now: best when every host it would add has
+ * passed the check; 0 (not now) while their check runs in the background
+ * (its answers come back through growth_check_join); without a thread,
+ * check_growth_hosts' answer. */
+static int grow_when_checked(el *e, int best, char *rule, size_t rule_len) {
+  int *idx = malloc((size_t)e->nhost * sizeof *idx + 1);
+  int n = idx ? growth_unchecked(e, best, idx) : 0, no_memory = idx == NULL;
+  int started = n > 0 && growth_check_start(e, idx, n) == 0;
+  free(idx);
+  if (started) return 0;
+  return no_memory || n > 0 ? check_growth_hosts(e, best, rule, rule_len) : best;
 }
 
 /* Relaunches after a lost host that spend no restart, at most. */
@@ -783,9 +884,14 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
       kill(pid, SIGKILL);
       kill_at = 0;
     }
-    /* Discovery, and growth when it lists more than the job has. */
+    /* Discovery, and growth when it lists more than the job has; the
+     * growth check's answers, once it has ended, are taken at once (a
+     * host left out: the size is chosen again). */
+    int grow_answered = e->grow_running &&
+                        atomic_load_explicit(&e->grow_done, memory_order_acquire) &&
+                        growth_check_join(e);
     if (c->discover && !stop_asked && !interrupted_seen && !w.first_sign &&
-        discover_background(e)) {
+        (discover_background(e) || grow_answered)) {
       char rule[256];
       int best = pick_size(e, 0, rule, sizeof rule);
       int gone = c->shrink_on_discover ? unlisted_host(e) : -1;
@@ -801,7 +907,8 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
                    "shrinking from %d", e->host[gone].name, e->size);
         kill(pid, SIGUSR1);
       } else if (best > e->size && el_now(e) - start >= c->resize_interval_s &&
-                 (best = check_growth_hosts(e, best, rule, sizeof rule)) > e->size) {
+                 !e->grow_running && (best = grow_when_checked(e, best, rule, sizeof rule)) >
+                                         e->size) {
         stop_asked = 1;
         end->stop_t = el_now(e);
         stop_deadline = end->stop_t + c->stop_wait_s;
@@ -814,6 +921,7 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
   for (int i = 0; i < 2; i++)
     if (pipes[i] >= 0) close(pipes[i]);
   launch_discover_cancel(&e->disc); /* the launch is over: its listing is moot */
+  growth_check_join(e); /* its answers stand: a host that failed stays out */
   if (!exited) { /* the pipes ended first: mpirun is ending */
     double deadline = el_now(e) + c->kill_grace_s;
     while (waitpid(pid, &status, WNOHANG) == 0) {
