@@ -83,4 +83,5 @@ for r in rows:
 print(f"\nWorst rank's ratio over every run: {max(worst):.3f} (the bound 1.2: "
       f"{'met' if max(worst) <= 1.2 else 'not met'}).")
 PY
+bench_stamp "$BENCH_OUT/dlrm_memory.md" "$cmd"
 cat "$BENCH_OUT/dlrm_memory.md"
