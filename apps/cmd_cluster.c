@@ -36,6 +36,7 @@ static void usage(FILE *f) {
           "                                 [--launch-delay S]]\n"
           "                                 [--interval S]\n"
           "                                 [--time-limit S] [--fairness-weight A]\n"
+          "                                 [--fairness-window S]\n"
           "                                 [--adjust-weight B] [--node-loss T:K]\n"
           "                                 [--user-share USER:W] [--user-limit USER:N]\n"
           "                                 [--account-share ACCOUNT:W]\n"
@@ -104,6 +105,10 @@ static void usage(FILE *f) {
           "  --time-limit S       dorm: GLPK's time limit per round (default 0.05)\n"
           "  --fairness-weight A  dorm: weight of the fairness loss (default 0.5)\n"
           "  --adjust-weight B    dorm: cost of resizing a running job (default 0.02)\n"
+          "  --fairness-window S  dorm: fairness over time: a job's target is its fair\n"
+          "                       share plus the node-seconds of share it was owed\n"
+          "                       and not given, paid back over S seconds (default:\n"
+          "                       none, the share now)\n"
           "  --node-loss T:K      K nodes leave the pool at time T (seconds)\n"
           "%s"
           "  --json               one JSON object per policy and line\n"
@@ -149,6 +154,7 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
       {"time-limit", required_argument, 0, 'l'},
       {"fairness-weight", required_argument, 0, 'f'},
       {"adjust-weight", required_argument, 0, 'a'},
+      {"fairness-window", required_argument, 0, 'V'},
       {"node-loss", required_argument, 0, 'L'},
       {"json", no_argument, 0, 'J'},
       {"trace-out", required_argument, 0, 't'},
@@ -243,6 +249,10 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
       case 'a':
         if (parse_double_opt("adjust-weight", optarg, 0, 1000, &c->o.adjust_weight)) return 2;
         break;
+      case 'V':
+        if (parse_double_opt("fairness-window", optarg, 1, 1e9, &c->o.fairness_window_s))
+          return 2;
+        break;
       case 'L': {
         const char *colon = strchr(optarg, ':');
         char first[64];
@@ -319,6 +329,8 @@ static void print_text_header(const csim_cli *c, const gs_csim_workload *w) {
   if (c->o.interference > 0) printf("; interference %g", c->o.interference);
   if (c->o.shares && c->o.shares->usage_halflife_s > 0)
     printf("; fair shares lowered by usage, half-life %g s", c->o.shares->usage_halflife_s);
+  if (c->o.fairness_window_s > 0)
+    printf("; dorm's fairness window %g s", c->o.fairness_window_s);
   printf("\n");
   printf("%-8s %6s %6s %10s %10s %10s %6s %6s %8s %8s %7s %8s %9s\n", "policy", "done",
          "never", "jct_mean", "jct_p99", "makespan", "util", "busy", "fairloss", "rho_max",
@@ -386,6 +398,8 @@ static void print_json_row(const csim_cli *c, const gs_csim_workload *w, const c
     cli_json_add(o, "time_limit_s", c->o.time_limit_s, "%.4g");
     cli_json_add(o, "fairness_weight", c->o.fairness_weight, "%.4g");
     cli_json_add(o, "adjust_weight", c->o.adjust_weight, "%.4g");
+    if (c->o.fairness_window_s > 0)
+      cli_json_add(o, "fairness_window_s", c->o.fairness_window_s, "%.6g");
   }
   cli_json_add(o, "sim_s", r->sim_s, "%.3f");
   if (per) owner_table(w, per, per + w->njobs, per + 2 * (size_t)w->njobs, o, policy);

@@ -84,6 +84,10 @@ static void serve_usage(FILE *f) {
       "%s"
       "                   (a job whose --min is above its user's or its\n"
       "                   account path's limit is refused at submit)\n"
+      "  --fairness-window S  dorm: fairness over time: a job's target is its fair\n"
+      "                   share plus the node-seconds of share it was owed and not\n"
+      "                   given (waiting, or on fewer nodes), paid back over S\n"
+      "                   seconds (default: none, the share now)\n"
       "  --node-cooldown S  a node back from being lost gets no job for S seconds,\n"
       "                   doubled for each other loss within the hour, at most 16\n"
       "                   times (default 30; 0: at once); undrain ends it\n"
@@ -192,6 +196,7 @@ static int cmd_serve(int argc, char **argv) {
              *mpirun = NULL, *rate = NULL, *spool_arg = NULL, *net = NULL;
   int emulated = 0, slurm = 0, restart_budget = 3, commit_every = 20, share_speeds = 0;
   double interval = 10, discover_every = 1, node_cpus = 0, restart_penalty = 30, cooldown = 30;
+  double fairness_window = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has = i + 1 < argc;
@@ -246,6 +251,13 @@ static int cmd_serve(int argc, char **argv) {
       double *v = a[2] == 'r' ? &restart_penalty : &cooldown;
       if (!has || cli_parse_double(argv[i + 1], 0, 86400, v) != 0) {
         cli_error("cluster serve", "%s needs seconds from 0 to 86400 (got '%s')", a,
+                  has ? argv[i + 1] : "");
+        return 2;
+      }
+      i++;
+    } else if (strcmp(a, "--fairness-window") == 0) {
+      if (!has || cli_parse_double(argv[i + 1], 1, 1e9, &fairness_window) != 0) {
+        cli_error("cluster serve", "--fairness-window needs seconds from 1 to 1e9 (got '%s')",
                   has ? argv[i + 1] : "");
         return 2;
       }
@@ -381,7 +393,8 @@ static int cmd_serve(int argc, char **argv) {
       .mpirun = mpirun, .ssh_config = ssh_config, .iface = iface,
       .discover_every_s = discover_every, .commit_every = commit_every, .stop = &serve_stop,
       .on_log = serve_log, .restart_penalty_s = restart_penalty > 0 ? restart_penalty : -1,
-      .node_cooldown_s = cooldown, .shares = cli_shares_get(), .net = net,
+      .node_cooldown_s = cooldown, .fairness_window_s = fairness_window,
+      .shares = cli_shares_get(), .net = net,
       .share_speeds = share_speeds};
   char err[1024] = "";
   int rc = gs_cluster_serve(&c, err, sizeof err);
@@ -1136,9 +1149,13 @@ static int accounts_report(const cJSON *root, const char *only_user, const int *
                        .usage_s = cJSON_GetObjectItemCaseSensitive(root, "usage_halflife_s")
                                       ? fig + 3 * n
                                       : NULL};
-  char title[96];
+  char title[128];
   const cJSON *pol = cJSON_GetObjectItemCaseSensitive(root, "policy");
-  snprintf(title, sizeof title, "policy %.60s", cJSON_IsString(pol) ? pol->valuestring : "?");
+  const cJSON *win = cJSON_GetObjectItemCaseSensitive(root, "fairness_window_s");
+  int len = snprintf(title, sizeof title, "policy %.60s",
+                     cJSON_IsString(pol) ? pol->valuestring : "?");
+  if (cJSON_IsNumber(win) && win->valuedouble > 0 && len > 0 && (size_t)len < sizeof title)
+    snprintf(title + len, sizeof title - (size_t)len, ", fairness window %g s", win->valuedouble);
   cJSON *o = json ? cJSON_CreateObject() : NULL;
   int rc = cli_owner_table(&oj, o, title);
   if (rc == 0 && o) {

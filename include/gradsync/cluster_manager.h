@@ -131,6 +131,11 @@ typedef struct gs_cluster_serve_config {
   double restart_penalty_s;       /* what the policies charge a resize's restart (goodput's
                                      payback, dorm's price): 0 the policies' default (30 s),
                                      < 0 none (dorm: Dorm's own objective) */
+  double fairness_window_s;       /* dorm: > 0, a job's target is its fair share plus the
+                                     node-seconds of share it was owed and not given
+                                     (its fair_s less its node_s) over this many seconds
+                                     (gs_cluster_policy_opts.fairness_window_s); 0: the
+                                     share now */
   double node_cooldown_s;         /* a node back from being lost gets no job for this
                                      long, doubled for each other loss within the hour
                                      (at most 16 times); 0: at once */

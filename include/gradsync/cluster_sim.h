@@ -133,6 +133,11 @@ typedef struct gs_csim_opts {
   double time_limit_s;        /* dorm's solver limit per round (default 0.05) */
   double fairness_weight;     /* dorm (default 0.5) */
   double adjust_weight;       /* dorm (default 0.02) */
+  double fairness_window_s;   /* dorm: > 0, fairness over time: a job's target is
+                                 its fair share plus the node-seconds of share it
+                                 was owed and not given over this many seconds
+                                 (gs_cluster_policy_opts.fairness_window_s);
+                                 0 (default): the share now */
   double loss_time_s;         /* node loss: at this time ... */
   int loss_nodes;             /* ... this many nodes leave the pool (0 = none) */
   FILE *trace;                /* optional: the run as CSV lines (below) */

@@ -119,6 +119,9 @@ typedef struct sim_job {
   double launch_cost, restart_sum, resize_ref, ask_t;
   int cost_pending, restart_n, resizing;
   double fair;        /* its fair share at the last round (nodes) */
+  double held_s, fair_s; /* node-seconds its partitions held and of its fair
+                            share, while in the system (the manager's node_s
+                            and fair_s): what it is owed (gs_cluster_job.owed_s) */
 } sim_job;
 
 typedef struct sim {
@@ -464,6 +467,7 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
     p->work = s->o->learn_work > 0 && !s->js[j].ncurve && !borrowed ? 0 : g->work;
     if (s->o->learn_work > 0 && s->js[j].restart_n > 0)
       p->restart_s = s->js[j].restart_sum / s->js[j].restart_n;
+    p->owed_s = s->js[j].fair_s - s->js[j].held_s;
   }
   gs_cluster_policy_opts po;
   gs_cluster_policy_defaults(&po);
@@ -471,6 +475,7 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
   po.time_limit_s = s->o->time_limit_s;
   po.fairness_weight = s->o->fairness_weight;
   po.adjust_weight = s->o->adjust_weight;
+  po.fairness_window_s = s->o->fairness_window_s;
   if (s->o->interval_s > 0) po.interval_s = s->o->interval_s;
   /* The users' and accounts' shares and limits, as the manager's rounds
    * (gs_cluster_fairshare_round): the tree's weights for the policy and
@@ -654,8 +659,12 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
    * that reads progress, or once a speed curve can be learned. Otherwise the
    * ticks are not events (a static job of 1e12 samples took 19 s of ticks). */
   int ticks_matter = gs_cluster_policy_reads_progress(o->policy) || o->learn_work > 0;
-  /* A decaying usage moves the shares between events as well. */
-  if (halflife > 0 && strcmp(o->policy, "static") != 0) ticks_matter = 1;
+  /* A decaying usage moves the shares between events as well, and a
+   * fairness window dorm's targets (what a job is owed grows as it waits):
+   * a round at every tick, as the manager's. */
+  int time_moves = strcmp(o->policy, "static") != 0 &&
+                   (halflife > 0 || (o->fairness_window_s > 0 && strcmp(o->policy, "dorm") == 0));
+  if (time_moves) ticks_matter = 1;
   long periodic = 0;
   int loss_pending = o->loss_nodes > 0;
   int protocol = o->commit_work > 0; /* the manager's resizes at commits */
@@ -742,7 +751,7 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
      * was learned; otherwise a round would repeat the last answer
      * (gs_cluster_policy_reads_progress). */
     if (t >= next_tick - eps) {
-      if (gs_cluster_policy_reads_progress(o->policy) || s.learned) changed = 1;
+      if (gs_cluster_policy_reads_progress(o->policy) || s.learned || time_moves) changed = 1;
       /* A tick every interval for as long as the jobs run: a job of 1e15
        * samples would take the replay years. Bounded, said. */
       if (ticks_matter) {
@@ -819,6 +828,8 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       js->contention += s.nactive * dt;
       if (o->job_node_s) o->job_node_s[j] += js->size * dt;
       if (o->job_fair_node_s) o->job_fair_node_s[j] += js->fair * dt;
+      js->held_s += js->size * dt;
+      js->fair_s += js->fair * dt;
       if (js->run <= 0) continue;
       double from = js->restart_end > t ? js->restart_end : t;
       if (from < tn) {

@@ -1960,6 +1960,11 @@ static int policy_round(mgr *m) {
                              .work = j->ncurve >= top ? j->work : 0,
                              .restart_s = job_restart_s(j),
                              .restart_at = j->restart_n > 0 ? j->restart_at : NULL};
+    /* What it is owed to now (dorm's --fairness-window): its fair share's
+     * node-seconds less its partitions', charged to acct_t and on since. */
+    double since = j->acct_t > 0 ? spool_wall_s() - j->acct_t : 0;
+    in[n].owed_s = j->fair_s - j->node_s + (j->fair_now - (job_active(j) ? in[n].cur_nodes : 0)) *
+                                               (since > 0 ? since : 0);
     idx[n++] = k;
   }
   /* The policies' own defaults (Dorm's weights 0.5 and 0.02: with weights
@@ -1970,6 +1975,7 @@ static int policy_round(mgr *m) {
   gs_cluster_policy_opts opts;
   gs_cluster_policy_defaults(&opts);
   if (c->interval_s > 0) opts.interval_s = c->interval_s;
+  opts.fairness_window_s = c->fairness_window_s;
   if (c->restart_penalty_s != 0) /* < 0: none */
     opts.restart_penalty_s = c->restart_penalty_s > 0 ? c->restart_penalty_s : 0;
   for (int q = 0; q < n; q++) {
@@ -2100,6 +2106,8 @@ static char *snapshot_text(mgr *m) {
   cJSON_AddStringToObject(root, "policy", m->cfg->policy);
   double hl = m->cfg->shares.usage_halflife_s;
   if (hl > 0) cJSON_AddNumberToObject(root, "usage_halflife_s", hl);
+  if (m->cfg->fairness_window_s > 0)
+    cJSON_AddNumberToObject(root, "fairness_window_s", m->cfg->fairness_window_s);
   cJSON_AddNumberToObject(root, "manager_pid", (double)getpid());
   cJSON *ns = cJSON_AddArrayToObject(root, "nodes");
   for (int i = 0; i < m->nnode; i++) {

@@ -82,6 +82,11 @@ int gs_cluster_jobs_check(const gs_cluster_job *jobs, int njobs, int nodes, char
               j->weight);
       return -1;
     }
+    if (!isfinite(j->owed_s)) {
+      set_err(err, errlen, "job %d: owed node-seconds %g; expected a finite number", j->id,
+              j->owed_s);
+      return -1;
+    }
     if (j->cur_nodes < 0 || j->cur_nodes > j->max_nodes) {
       set_err(err, errlen, "job %d: current size %d outside 0..%d", j->id, j->cur_nodes,
               j->max_nodes);
@@ -291,6 +296,10 @@ double gs_cluster_dorm_restart_price(const gs_cluster_job *j, int nodes,
   if (j->cur_nodes <= 0 || nodes <= 0 || !(p > 0)) return 0;
   double h = gs_cluster_remaining_s(j, j->cur_nodes, gs_cluster_unknown_horizon_s(o));
   if (!(h >= 1)) h = 1; /* a job at its end: every resize costs its partition's P s */
+  /* With a fairness window the deviations it prices are paid back over the
+   * window: a restart's node-seconds are too (else a debt swings the
+   * nodes back and forth faster than their restarts are worth). */
+  if (o->fairness_window_s > 0 && h > o->fairness_window_s) h = o->fairness_window_s;
   return p / (nodes * h);
 }
 
@@ -508,6 +517,16 @@ void gs_cluster_fair_share(const gs_cluster_job *jobs, int njobs, int nodes,
   }
   free(idx);
   free(held);
+}
+
+double gs_cluster_fair_target(const gs_cluster_job *j, double share, int nodes,
+                              const gs_cluster_policy_opts *o) {
+  if (o == NULL || !(o->fairness_window_s > 0)) return share;
+  double t = share + j->owed_s / o->fairness_window_s;
+  int top = j->max_nodes < nodes ? j->max_nodes : nodes, lim = gs_cluster_job_limit(j, o);
+  if (top > lim) top = lim;
+  if (t > top) t = top;
+  return t > 0 ? t : 0;
 }
 
 double gs_cluster_fairness_loss(const int *sizes, const double *share, int njobs, int nodes) {

@@ -57,6 +57,11 @@ typedef struct gs_cluster_job {
                                nodes costs it, measured there or fitted over the sizes
                                measured (gs_cluster_restart_fit; 0: not known); NULL:
                                restart_s whatever the size */
+  double owed_s;            /* the node-seconds of fair share it has been owed and
+                               not given while in the system (its fair share's
+                               node-seconds less its partitions'; < 0: it held more
+                               than its share), read by dorm with a fairness
+                               window (gs_cluster_policy_opts.fairness_window_s) */
 } gs_cluster_job;
 
 typedef struct gs_cluster_policy_opts {
@@ -91,6 +96,13 @@ typedef struct gs_cluster_policy_opts {
    * so): a job keeps its account's limit and every ancestor's. NULL: every
    * account top-level. */
   const int *account_parent;
+  /* dorm: > 0, fairness over time. A job's target is its fair share plus
+   * owed_s / fairness_window_s nodes (gs_cluster_fair_target): a job kept
+   * below its share, waiting because it needs more nodes than its share,
+   * is owed nodes and runs once its debt is worth running for; one that
+   * held more than its share owes them back. Over the window the
+   * node-seconds are paid back. 0 (default): the share now, Dorm's. */
+  double fairness_window_s;
 } gs_cluster_policy_opts;
 
 /* The most levels of nested accounts (science/physics/hep is 3), and the
@@ -193,7 +205,10 @@ int gs_cluster_policy_known(const char *name);
  * and those only rise as a job runs on at its size: when its last answer
  * was the current sizes, rising prices keep it optimal (policy_dorm.c),
  * until the jobs, their sizes, their curves or the pool change. (A resize
- * it asked for and that has not happened yet is not weighed again.) */
+ * it asked for and that has not happened yet is not weighed again.) With a
+ * fairness window dorm's targets move as time passes (what each job is
+ * owed): the simulator then runs every periodic round, as the manager
+ * always does. */
 int gs_cluster_policy_reads_progress(const char *name);
 /* The policies' names, "static, dorm, goodput", for messages. */
 const char *gs_cluster_policy_names(void);
@@ -212,6 +227,13 @@ const char *gs_cluster_policy_names(void);
  * among the others. */
 void gs_cluster_fair_share(const gs_cluster_job *jobs, int njobs, int nodes,
                            const gs_cluster_policy_opts *o, double *share);
+
+/* dorm's fairness target of job j with fair share `share`: the share, or
+ * with a fairness window (o->fairness_window_s > 0) the share plus
+ * j->owed_s / window, within [0, the most the job can hold: its
+ * max_nodes, its limits, the pool]. */
+double gs_cluster_fair_target(const gs_cluster_job *j, double share, int nodes,
+                              const gs_cluster_policy_opts *o);
 
 /* Job j's user's limit under o: its user_max_nodes entry, or INT_MAX when
  * o carries no limits, the job has no user or the user no limit;
@@ -353,7 +375,8 @@ double gs_cluster_unknown_horizon_s(const gs_cluster_policy_opts *o);
 /* dorm's price of a resize's restart, per node, in the objective's units:
  * P / (nodes * H), P the job's restart (gs_cluster_restart_s) and H the running job's remaining
  * time at its current size (gs_cluster_remaining_s; interval_s when not
- * known, 60 s when that is 0; at least 1 s). 0 for a job not running or
+ * known, 60 s when that is 0; at least 1 s; at most the fairness window
+ * when there is one, over which the deviations it weighs are paid back). 0 for a job not running or
  * with P = 0 (Dorm's own objective, a constant adjustment weight alone). */
 double gs_cluster_dorm_restart_price(const gs_cluster_job *j, int nodes,
                                      const gs_cluster_policy_opts *o);

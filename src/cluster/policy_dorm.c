@@ -6,7 +6,10 @@
  * dominant share is its share of the nodes).
  *
  * For jobs i = 1..n with sizes x_i in {0} or [min_i, max_i] (integers), fair
- * shares f_i (weighted max-min, gs_cluster_fair_share) and current sizes c_i,
+ * shares f_i (weighted max-min, gs_cluster_fair_share; with a fairness
+ * window W, f_i + owed_i / W, gs_cluster_fair_target: the share now plus
+ * the node-seconds of share the job was owed and not given, paid back over
+ * W) and current sizes c_i,
  * the MILP maximises
  *
  *     U - a * F - b * C
@@ -598,6 +601,7 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
     goto done;
   }
   gs_cluster_fair_share(jobs, n, nodes, o, share);
+  for (int i = 0; i < n; i++) share[i] = gs_cluster_fair_target(&jobs[i], share[i], nodes, o);
   dorm_model m = {.jobs = jobs, .n = n, .nodes = nodes, .o = o, .share = share,
                   .col_x = cols, .col_r = cols + n, .col_d = cols + 2 * n,
                   .col_y = cols + 3 * n, .col_g = cols + 4 * n, .start = start,

@@ -30,6 +30,8 @@
 #define MAXJ 4
 #define MAXN 8
 
+#define NEAR_TARGET(got, want) assert_true(fabs((got) - (want)) < 1e-12)
+
 static int rnd_int(int lo, int hi) { return lo + (int)(rnd() % (uint64_t)(hi - lo + 1)); }
 
 /* The policies' defaults with users 0..nusers-1 limited to lim[u] nodes. */
@@ -113,8 +115,13 @@ static void test_dorm_vs_brute_force(void **state) {
     o.interval_s = rnd_int(0, 2) * 30;
     o.time_limit_s = 10; /* proven optimal, not timed out */
     o.dorm_start = (it / 2) % 3; /* the MILP from the exact start, the greedy's, and alone */
+    if (it % 4 == 3) { /* a fairness window: the targets are the shares moved by what is owed */
+      o.fairness_window_s = rnd_int(1, 4) * 30;
+      for (int i = 0; i < n; i++) jobs[i].owed_s = rnd_int(-200, 200);
+    }
     double share[MAXJ];
     gs_cluster_fair_share(jobs, n, nodes, &o, share);
+    for (int i = 0; i < n; i++) share[i] = gs_cluster_fair_target(&jobs[i], share[i], nodes, &o);
     int x[MAXJ] = {0}, sizes[MAXJ];
     double best = -INFINITY;
     brute(jobs, n, nodes, &o, share, 0, x, nodes, &best);
@@ -159,6 +166,58 @@ static void test_dorm_adjustment(void **state) {
   assert_int_equal(gs_cluster_allocate("dorm", jobs, 2, 8, &o, sizes, NULL, NULL, 0), 0);
   assert_int_equal(sizes[0], 4);
   assert_int_equal(sizes[1], 4);
+}
+
+/* A fairness window: a 2-node job waiting behind four 1-node jobs on 4
+ * nodes (fair shares 0.8 each) keeps waiting with the shares alone (two
+ * 1-node jobs stopped for it deviate more from 0.8 than it does waiting),
+ * and also while it is owed little; once it is owed 60 node-seconds (and
+ * each of the others, on 1 node since, owes 12), its target is 1.8, theirs
+ * 0.6, and it runs in place of two of them. The targets are clamped to
+ * what a job can hold. */
+static void test_dorm_fairness_window(void **state) {
+  (void)state;
+  gs_cluster_job jobs[5];
+  for (int i = 0; i < 5; i++)
+    jobs[i] = (gs_cluster_job){.id = i + 1, .min_nodes = i < 4 ? 1 : 2,
+                               .max_nodes = i < 4 ? 1 : 2, .weight = 1,
+                               .cur_nodes = i < 4, .submit_time = i, .progress = -1};
+  gs_cluster_policy_opts o;
+  gs_cluster_policy_defaults(&o);
+  o.restart_penalty_s = 0; /* the adjustment weight alone, 0.02 a resize */
+  o.time_limit_s = 10;
+  int sizes[5];
+  static const double owed[] = {0, 12, 60};
+  for (int w = 0; w < 2; w++)
+    for (int k = 0; k < 3; k++) {
+      o.fairness_window_s = w ? 60 : 0;
+      for (int i = 0; i < 5; i++) jobs[i].owed_s = i < 4 ? -owed[k] / 5 : owed[k];
+      assert_int_equal(gs_cluster_allocate("dorm", jobs, 5, 4, &o, sizes, NULL, NULL, 0), 0);
+      int runs = w && k == 2, held = 0;
+      assert_int_equal(sizes[4], runs ? 2 : 0);
+      for (int i = 0; i < 4; i++) held += sizes[i];
+      assert_int_equal(held, runs ? 2 : 4);
+    }
+  o.fairness_window_s = 60;
+  jobs[4].owed_s = 1e6;
+  NEAR_TARGET(gs_cluster_fair_target(&jobs[4], 0.8, 4, &o), 2);
+  jobs[4].owed_s = -1e6;
+  NEAR_TARGET(gs_cluster_fair_target(&jobs[4], 0.8, 4, &o), 0);
+  jobs[4].owed_s = 30;
+  NEAR_TARGET(gs_cluster_fair_target(&jobs[4], 0.8, 4, &o), 1.3);
+  o.fairness_window_s = 0;
+  NEAR_TARGET(gs_cluster_fair_target(&jobs[4], 0.8, 4, &o), 0.8);
+  /* A restart is priced over the window where the job's remaining time is
+   * longer (its node-seconds paid back with the deviations): 1,000 s left
+   * on 1 node, a restart of 30 s, a pool of 4. */
+  jobs[0].work = 1000;
+  jobs[0].progress = 0;
+  o.restart_penalty_s = 30;
+  NEAR_TARGET(gs_cluster_dorm_restart_price(&jobs[0], 4, &o), 30.0 / (4 * 1000));
+  o.fairness_window_s = 100;
+  NEAR_TARGET(gs_cluster_dorm_restart_price(&jobs[0], 4, &o), 30.0 / (4 * 100));
+  o.fairness_window_s = 5000;
+  NEAR_TARGET(gs_cluster_dorm_restart_price(&jobs[0], 4, &o), 30.0 / (4 * 1000));
 }
 
 /* dorm's rounds on time alone are skipped (gs_cluster_policy_reads_progress):
@@ -1622,6 +1681,7 @@ int main(void) {
       cmocka_unit_test(test_fair_share),
       cmocka_unit_test(test_dorm_vs_brute_force),
       cmocka_unit_test(test_dorm_adjustment),
+      cmocka_unit_test(test_dorm_fairness_window),
       cmocka_unit_test(test_dorm_restart_price),
       cmocka_unit_test(test_restart_measure),
       cmocka_unit_test(test_user_weights),

@@ -576,6 +576,65 @@ static void test_usage_halflife(void **state) {
   NEAR(jct[1], 2000.0 / 3);
 }
 
+/* dorm's fairness window: four 1-node jobs of 1,000 s hold a pool of 4
+ * nodes from t = 0; e (2 nodes, 500 s) arrives at 10 s. Every fair share
+ * is then 0.8: without a window e waits until they end (its JCT 1,490 s).
+ * With a window of 100 s, e is owed 0.8 node-seconds a second and each of
+ * the others owes 0.2: at t its target is 0.8 + 0.008 (t - 10), theirs
+ * 0.8 - 0.002 (t - 10), and two of them stopped for e lower the deviation
+ * once e's target exceeds two of theirs by more than the adjustments'
+ * 0.32 (0.02 each, over the fairness weight 0.5 and the 4 nodes): after
+ * t = 90 s, at the 100 s round. Returns e's first start (from the trace's
+ * node segments) and its JCT; every job ends either way. */
+static void run_window(double window, double *start, double *jct_e) {
+  static const char *wl = "name,time,model,nodes,samples,min_nodes,max_nodes\n"
+                          "a,0,l,1,100000,1,1\nb,0,l,1,100000,1,1\nc,0,l,1,100000,1,1\n"
+                          "d,0,l,1,100000,1,1\ne,10,l,2,100000,2,2\n";
+  char wp[512], sp[512], err[512], line[256];
+  write_file("w.csv", wl, wp, sizeof wp);
+  write_file("s.csv", lin_speeds, sp, sizeof sp);
+  gs_csim_workload w;
+  assert_int_equal(gs_csim_load(wp, sp, 4, 4, &w, err, sizeof err), 0);
+  double jct[5];
+  gs_csim_opts o;
+  gs_csim_defaults(&o);
+  o.nodes = 4;
+  o.policy = "dorm";
+  o.restart_penalty_s = 0;
+  o.interval_s = 10;
+  o.fairness_window_s = window;
+  o.job_jct_s = jct;
+  o.trace = tmpfile();
+  assert_non_null(o.trace);
+  gs_csim_result r;
+  if (gs_csim_run(&w, &o, &r, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    fail();
+  }
+  assert_int_equal(r.done, 5);
+  *start = INFINITY;
+  rewind(o.trace);
+  int node, job;
+  double t0, t1;
+  while (fgets(line, sizeof line, o.trace) != NULL)
+    if (sscanf(line, "node,%d,%d,%lf,%lf", &node, &job, &t0, &t1) == 4 && job == 4 && t0 < *start)
+      *start = t0;
+  fclose(o.trace);
+  *jct_e = jct[4];
+  gs_csim_workload_free(&w);
+}
+
+static void test_fairness_window(void **state) {
+  (void)state;
+  double start, jct;
+  run_window(0, &start, &jct);
+  NEAR(start, 1000);
+  NEAR(jct, 1490);
+  run_window(100, &start, &jct);
+  NEAR(start, 100);
+  assert_true(jct < 1490 - 200);
+}
+
 /* Bad users and accounts are refused at load, naming the line and column. */
 static void test_bad_owners(void **state) {
   (void)state;
@@ -716,6 +775,7 @@ int main(void) {
       cmocka_unit_test(test_accounts),
       cmocka_unit_test(test_bad_owners),
       cmocka_unit_test(test_usage_halflife),
+      cmocka_unit_test(test_fairness_window),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
