@@ -293,6 +293,12 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
               "give --commit-work too");
     return 2;
   }
+  if (c->o.fairness_window_s > 0 && strcmp(c->policy, "dorm") != 0 &&
+      strcmp(c->policy, "all") != 0) {
+    cli_error(VERB, "--fairness-window moves dorm's targets: it needs --policy dorm (or all), "
+              "got '%s'", c->policy);
+    return 2;
+  }
   if (c->o.share_speeds && !(c->o.learn_work > 0)) {
     cli_error(VERB, "--share-speeds shares what jobs learn: give --learn-curves too");
     return 2;

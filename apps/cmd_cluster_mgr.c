@@ -321,6 +321,11 @@ static int cmd_serve(int argc, char **argv) {
               "policies there are; this build may lack some)", policy);
     return 2;
   }
+  if (fairness_window > 0 && strcmp(policy, "dorm") != 0) {
+    cli_error("cluster serve", "--fairness-window moves dorm's targets: it needs --policy dorm "
+              "(got '%s')", policy);
+    return 2;
+  }
   char spool[PATH_MAX];
   if (spool_arg) snprintf(spool, sizeof spool, "%s", spool_arg);
   else default_spool(spool, sizeof spool);

@@ -10,7 +10,7 @@
 #    more than two resizes cost, and D starts on 2 nodes in place of two of
 #    them;
 #  - `gradsync jobs --accounts` names the window;
-#  - a bad --fairness-window: exit 2.
+#  - a bad --fairness-window, or one under another policy: exit 2.
 # usage: test_manager_fairwin.sh GRADSYNC      Exit status: 0 pass, 1 fail.
 set -u
 G=${1:?usage: test_manager_fairwin.sh GRADSYNC}
@@ -42,6 +42,10 @@ expect_2 "--fairness-window soon" "--fairness-window needs seconds from 1" clust
   --spool "$spool" --nodes "$scratch/nodes" --fairness-window soon
 expect_2 "cluster simulate --fairness-window -1" "--fairness-window: expected a number" \
   cluster simulate --workload x.csv --nodes 2 --fairness-window -1
+expect_2 "--fairness-window under static" "it needs --policy dorm" cluster serve \
+  --spool "$spool" --nodes "$scratch/nodes" --policy static --fairness-window 60
+expect_2 "cluster simulate --fairness-window under goodput" "it needs --policy dorm" \
+  cluster simulate --workload x.csv --nodes 2 --policy goodput --fairness-window 60
 
 "$G" cluster serve --nodes "$scratch/nodes" --spool "$spool" --interval 0.5 --policy dorm \
   --restart-penalty 0 --fairness-window 5 --mpirun "$HERE/fake_mpirun.sh" >>"$log" 2>&1 &
