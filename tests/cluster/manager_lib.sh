@@ -45,3 +45,24 @@ fail() {
   done
   failures=$((failures + 1))
 }
+
+# Helpers a test may use (or define again its own way): a job's field in
+# `gradsync jobs --json`; polling; a job's size held and running; a command
+# that must exit 2 with a message.
+field() { "$G" jobs --spool "$spool" --json | grep "\"id\":$1," | sed -E "s/.*\"$2\":([^,}]*).*/\1/"; }
+wait_for() { # SECONDS COMMAND...: polls every 0.1 s
+  local n=$(($1 * 10))
+  shift
+  for _ in $(seq 1 $n); do "$@" && return 0; sleep 0.1; done
+  return 1
+}
+size_is() { [ "$(field "$1" size)" = "$2" ] && [ "$(field "$1" running_ranks)" = "$2" ]; }
+wait_file() { [ -s "$1" ]; }
+expect_2() { # WHAT WANT ARGS...: gradsync ARGS exits 2, its stderr holds WANT
+  local what=$1 want=$2
+  shift 2
+  "$G" "$@" >/dev/null 2>"$err"
+  local rc=$?
+  if [ $rc = 2 ] && grep -q -- "$want" "$err"; then pass "$what: exit 2, '$(head -1 "$err")'"
+  else fail "$what: exit $rc, wanted 2 and '$want'"; fi
+}

@@ -19,22 +19,6 @@ G=$(cd "$(dirname "$G")" && pwd)/$(basename "$G")
 . "$(dirname "$0")/manager_lib.sh"
 
 printf '127.0.1.1\n127.0.1.2\n127.0.1.3\n' >"$scratch/nodes"
-field() { "$G" jobs --spool "$spool" --json | grep "\"id\":$1," | sed -E "s/.*\"$2\":([^,}]*).*/\1/"; }
-wait_for() { # SECONDS COMMAND...: polls every 0.1 s
-  local n=$(($1 * 10))
-  shift
-  for _ in $(seq 1 $n); do "$@" && return 0; sleep 0.1; done
-  return 1
-}
-size_is() { [ "$(field "$1" size)" = "$2" ] && [ "$(field "$1" running_ranks)" = "$2" ]; }
-expect_2() { # what want ARGS...
-  local what=$1 want=$2
-  shift 2
-  "$G" "$@" >/dev/null 2>"$err"
-  local rc=$?
-  if [ $rc = 2 ] && grep -q -- "$want" "$err"; then pass "$what: exit 2, '$(head -1 "$err")'"
-  else fail "$what: exit $rc, wanted 2 and '$want'"; fi
-}
 
 expect_2 "--fairness-window 0" "--fairness-window needs seconds from 1" cluster serve \
   --spool "$spool" --nodes "$scratch/nodes" --fairness-window 0
@@ -50,7 +34,6 @@ expect_2 "cluster simulate --fairness-window under goodput" "it needs --policy d
 "$G" cluster serve --nodes "$scratch/nodes" --spool "$spool" --interval 0.5 --policy dorm \
   --restart-penalty 0 --fairness-window 5 --mpirun "$HERE/fake_mpirun.sh" >>"$log" 2>&1 &
 serve_pid=$!
-wait_file() { [ -s "$1" ]; }
 wait_for 5 wait_file "$spool/pool.json" || { fail "the manager did not start"; exit 1; }
 ids=()
 for name in A B C; do

@@ -28,22 +28,6 @@ serve() {
   for _ in $(seq 1 50); do [ -f "$spool/pool.json" ] && return 0; sleep 0.1; done
   return 1
 }
-field() { "$G" jobs --spool "$spool" --json | grep "\"id\":$1," | sed -E "s/.*\"$2\":([^,}]*).*/\1/"; }
-wait_for() { # SECONDS COMMAND...: polls every 0.1 s
-  local n=$(($1 * 10))
-  shift
-  for _ in $(seq 1 $n); do "$@" && return 0; sleep 0.1; done
-  return 1
-}
-size_is() { [ "$(field "$1" size)" = "$2" ] && [ "$(field "$1" running_ranks)" = "$2" ]; }
-expect_2() { # what want ARGS...
-  local what=$1 want=$2
-  shift 2
-  "$G" "$@" >/dev/null 2>"$err"
-  local rc=$?
-  if [ $rc = 2 ] && grep -q -- "$want" "$err"; then pass "$what: exit 2, '$(head -1 "$err")'"
-  else fail "$what: exit $rc, wanted 2 and '$want'"; fi
-}
 
 expect_2 "--usage-halflife 0" "--usage-halflife needs seconds from 1" cluster serve \
   --spool "$spool" --nodes "$scratch/nodes" --usage-halflife 0
@@ -60,7 +44,6 @@ wait_for 20 size_is "$H1" 3 && pass "hog's H1 alone on the 3 nodes" ||
 sleep 3
 B1=$("$G" submit --spool "$spool" --min 1 --max 3 --name B1 --user bob --account lab \
   --exec -- "$JOB" 2000 "$scratch/B1" 0.1)
-wait_file() { [ -s "$1" ]; }
 wait_for 20 wait_file "$scratch/B1/launches" || fail "B1 did not start"
 nb=$(awk 'NR == 1 { print $1 }' "$scratch/B1/launches")
 if [ "$nb" = 2 ]; then
