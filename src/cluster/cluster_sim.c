@@ -826,8 +826,6 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       int j = s.active[a];
       sim_job *js = &s.js[j];
       js->contention += s.nactive * dt;
-      if (o->job_node_s) o->job_node_s[j] += js->size * dt;
-      if (o->job_fair_node_s) o->job_fair_node_s[j] += js->fair * dt;
       js->held_s += js->size * dt;
       js->fair_s += js->fair * dt;
       if (js->run <= 0) continue;
@@ -930,6 +928,10 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
   r->sim_s = wall_s() - t_start;
   rc = 0;
 done:
+  for (int j = 0; s.js && j < nj; j++) { /* the node-seconds counted so far */
+    if (o->job_node_s) o->job_node_s[j] = s.js[j].held_s;
+    if (o->job_fair_node_s) o->job_fair_node_s[j] = s.js[j].fair_s;
+  }
   for (int j = 0; s.js && j < nj; j++) {
     free(s.js[j].known);
     free(s.js[j].curve);
