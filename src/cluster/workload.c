@@ -546,8 +546,12 @@ static int load_pollux(csv *c, const char *tables, int nodes, int gpus, gs_csim_
     if (lo == 0) {
       set_err(err, errlen,
               "%s:%d: job '%s': batch %d fits no size of 1 to %d nodes of %d GPUs (%s's local "
-              "batch was measured from %g to %g)",
-              c->path, c->line, j->name, batch, nodes, gpus, app, t->min_lbsz, t->max_lbsz);
+              "batch was measured from %g to %g)%s",
+              c->path, c->line, j->name, batch, nodes, gpus, app, t->min_lbsz, t->max_lbsz,
+              gpus > 1 && batch < gpus * t->min_lbsz
+                  ? "; its batch is too small to split over a whole node's GPUs: with "
+                    "--gpus-per-node 1 (and --nodes the GPUs) each GPU is a node"
+                  : "");
       r = -1;
       break;
     }

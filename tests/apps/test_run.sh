@@ -172,6 +172,39 @@ c = os.times(); print("cpu=%.3f wall=%.3f" % (c.user + c.system - c0.user - c0.s
   else
     pass "--node-cpus: no CPU group left behind"
   fi
+  # The CFS period: 10 ms (a rank that polls while it waits is not held for
+  # most of a 100 ms period once its node's quota is spent), longer where
+  # the quota would fall under the kernel's 1 ms; GRADSYNC_CPU_PERIOD_US
+  # sets another, and a bad one is refused before anything runs.
+  QUOTA='g=$(awk -F: "\$2 ~ /(^|,)cpu(,|\$)/ { print \$3; exit }" /proc/self/cgroup)
+if [ -n "$g" ] && [ -f "/sys/fs/cgroup/cpu$g/cpu.cfs_period_us" ]; then
+  echo "quota=$(cat "/sys/fs/cgroup/cpu$g/cpu.cfs_quota_us") period=$(cat "/sys/fs/cgroup/cpu$g/cpu.cfs_period_us")"
+else
+  g=$(awk -F: "\$1 == 0 { print \$3 }" /proc/self/cgroup)
+  set -- $(cat "/sys/fs/cgroup$g/cpu.max"); echo "quota=$1 period=$2"
+fi'
+  for want in "0.3 - quota=3000 period=10000" "0.05 - quota=1000 period=20000" \
+              "0.3 100000 quota=30000 period=100000"; do
+    read -r c p q <<<"$want"
+    if [ "$p" = - ]; then
+      "$G" run -np 1 --node-cpus "$c" -- sh -c "$QUOTA" >"$out" 2>&1
+    else
+      GRADSYNC_CPU_PERIOD_US=$p "$G" run -np 1 --node-cpus "$c" -- sh -c "$QUOTA" >"$out" 2>&1
+    fi
+    if [ "$(grep -o 'quota=.*' "$out")" = "$q" ]; then
+      pass "--node-cpus $c (GRADSYNC_CPU_PERIOD_US=$p): $q"
+    else
+      fail "--node-cpus $c (GRADSYNC_CPU_PERIOD_US=$p): wanted $q, got: $(cat "$out")"
+    fi
+  done
+  GRADSYNC_CPU_PERIOD_US=500 "$G" run -np 1 --node-cpus 0.3 -- sh -c 'echo ran' >"$out" 2>&1
+  rc=$?
+  if [ "$rc" != 0 ] && ! grep -q '^ran' "$out" &&
+     grep -q 'GRADSYNC_CPU_PERIOD_US=500: expected microseconds from 1000 to 1000000' "$out"; then
+    pass "GRADSYNC_CPU_PERIOD_US=500 refused (exit $rc)"
+  else
+    fail "GRADSYNC_CPU_PERIOD_US=500: exit $rc: $(cat "$out")"
+  fi
   # A launcher killed with SIGKILL leaves its groups: any later local launch
   # removes them (only a later --node-cpus run did). A dead pid's group,
   # made by hand as the killed launcher would have left it.

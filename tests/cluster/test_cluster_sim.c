@@ -698,6 +698,23 @@ static void test_pollux(void **state) {
   }
   assert_true(jct[1] < jct[0] && jct[2] < jct[0]);
   gs_csim_workload_free(&w);
+  /* A one-GPU job of Pollux's realistic workloads (batch 20 below
+   * deepspeech2's 4 x 10 measured on a node's GPUs): refused on nodes of 4
+   * GPUs with the way out, simulated with each GPU a node. */
+  out = fopen(wp, "w");
+  assert_non_null(out);
+  fputs("name,time,application,num_replicas,batch_size\nd,110,deepspeech2,1,20\n", out);
+  fclose(out);
+  assert_int_equal(gs_csim_load(wp, tables, 16, 4, &w, err, sizeof err), -1);
+  assert_non_null(strstr(err, "p40.csv:2: job 'd': batch 20 fits no size"));
+  assert_non_null(strstr(err, "with --gpus-per-node 1"));
+  if (gs_csim_load(wp, tables, 64, 1, &w, err, sizeof err) != 0) {
+    fprintf(stderr, "%s\n", err);
+    fail();
+  }
+  assert_int_equal(w.jobs[0].min_nodes, 1);
+  assert_int_equal(w.jobs[0].req_nodes, 1);
+  gs_csim_workload_free(&w);
 }
 
 static int setup(void **state) {
