@@ -34,10 +34,10 @@
  * a peer by polling, as MPI's progress loop does, spends it waiting, and
  * the node then stands still for the rest of the period, as no machine of
  * C cores would. Over 100 ms (the kernel's default, and Kubernetes') a
- * 3-node CNN job at 0.22 cores a node took 32 s from launch to exit, 18 s
- * of it starting (MPI's start-up and the cost model's exchanges, where
- * every rank polls), against 24 s and 10 s over 10 ms; 1- and 2-node jobs
- * and the steps themselves were alike (bench/cluster/node_cpus_period.sh).
+ * 3-node CNN job at 0.22 cores a node took 30.4 s from launch to exit, 15.8 s
+ * of it outside the program's clock (MPI's start-up and the cost model's
+ * exchanges, where every rank polls), against 25.7 s and 11.5 s over 10 ms;
+ * on 6 nodes 0.83x; the steps alike (bench/results/cluster_node_cpus_period.md).
  * 10 ms, or longer where C x 10 ms is below the kernel's least quota
  * (1 ms); GRADSYNC_CPU_PERIOD_US sets another (1000 to 1000000). */
 #define PERIOD_US 10000L
