@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # The CFS period of `gradsync run --node-cpus` (docs/EMULATED_CLUSTER.md):
 # the same job on 1, 2, 3 and 6 emulated nodes (one rank a node, 1 Gbit/s,
-# --node-cpus C) with the cgroups' period at 100 ms (the kernel's default,
-# the launcher's before 2026-12-04) and at 10 ms (its default since), set by
-# GRADSYNC_CPU_PERIOD_US. The job: `gradsync train --model cnn --max-steps 8
+# --node-cpus C) with the cgroups' period at 100 ms (the kernel's default and
+# the launcher's) and at 10 ms, set by GRADSYNC_CPU_PERIOD_US. The job: `gradsync train --model cnn --max-steps 8
 # --global-batch 1536`, the cluster traces' cnn-big at half its steps.
 # Per run: the launch to exit (total), the program's own wall time and its
 # steps' (train_s, from its summary); total less wall is what happens before
