@@ -32,19 +32,18 @@
 /* The CFS period. A node's ranks may spend its quota (C x period) at any
  * pace within a period and then stop until the next: a rank that waits on
  * a peer by polling, as MPI's progress loop does, spends it waiting, and
- * the node then stands still for the rest of the period. Over 100 ms (the
- * kernel's default, and Kubernetes') a 3-node CNN job at 0.22 cores a node
- * took 30.4 s from launch to exit, 15.8 s of it outside the program's clock
- * (MPI's start-up and the cost model's exchanges, where every rank polls),
- * against 25.7 s and 11.5 s over 10 ms; on 6 nodes 0.83x; the steps alike
- * (bench/results/cluster_node_cpus_period.md). But a one-node mlp job
- * under the cluster manager took 1.12x as long over 10 ms, and a crowded
- * pool's ranks change places ten times as often: 100 ms stays the default
- * (every measured cluster run used it) until a trace of the manager's is
- * measured under both on one host; GRADSYNC_CPU_PERIOD_US sets another
- * (1000 to 1000000), lengthened where C x period would be under the
- * kernel's least quota (1 ms). */
-#define PERIOD_US 100000L
+ * the node then stands still for the rest of the period, as no machine of
+ * C cores would. Over 100 ms (the kernel's default, and Kubernetes') a
+ * 3-node CNN job at 0.22 cores a node took 30.4 s from launch to exit, 15.8 s
+ * of it outside the program's clock (MPI's start-up and the cost model's
+ * exchanges, where every rank polls), against 25.7 s and 11.5 s over 10 ms;
+ * on 6 nodes 0.83x; the steps alike (bench/results/cluster_node_cpus_period.md);
+ * the uneven trace under the cluster manager, two runs each on one host:
+ * static's mean JCT 0.89x, dorm's and goodput's within their runs' spread
+ * (docs/EMULATED_CLUSTER.md). 10 ms, or longer where C x 10 ms is below the
+ * kernel's least quota (1 ms); GRADSYNC_CPU_PERIOD_US sets another (1000 to
+ * 1000000). */
+#define PERIOD_US 10000L
 #define QUOTA_MIN_US 1000L
 #define PERIOD_MAX_US 1000000L
 

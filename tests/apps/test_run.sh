@@ -172,10 +172,10 @@ c = os.times(); print("cpu=%.3f wall=%.3f" % (c.user + c.system - c0.user - c0.s
   else
     pass "--node-cpus: no CPU group left behind"
   fi
-  # The CFS period: 100 ms (the kernel's default), or GRADSYNC_CPU_PERIOD_US
-  # (10 ms starts multi-node jobs sooner, bench/cluster/node_cpus_period.sh),
-  # lengthened where the quota would fall under the kernel's 1 ms; a bad one
-  # is refused before anything runs.
+  # The CFS period: 10 ms (a rank that polls while it waits is not held for
+  # most of a 100 ms period once its node's quota is spent), or
+  # GRADSYNC_CPU_PERIOD_US, lengthened where the quota would fall under the
+  # kernel's 1 ms; a bad one is refused before anything runs.
   QUOTA='g=$(awk -F: "\$2 ~ /(^|,)cpu(,|\$)/ { print \$3; exit }" /proc/self/cgroup)
 if [ -n "$g" ] && [ -f "/sys/fs/cgroup/cpu$g/cpu.cfs_period_us" ]; then
   echo "quota=$(cat "/sys/fs/cgroup/cpu$g/cpu.cfs_quota_us") period=$(cat "/sys/fs/cgroup/cpu$g/cpu.cfs_period_us")"
@@ -183,8 +183,8 @@ else
   g=$(awk -F: "\$1 == 0 { print \$3 }" /proc/self/cgroup)
   set -- $(cat "/sys/fs/cgroup$g/cpu.max"); echo "quota=$1 period=$2"
 fi'
-  for want in "0.3 - quota=30000 period=100000" "0.3 10000 quota=3000 period=10000" \
-              "0.05 10000 quota=1000 period=20000"; do
+  for want in "0.3 - quota=3000 period=10000" "0.05 - quota=1000 period=20000" \
+              "0.3 100000 quota=30000 period=100000"; do
     read -r c p q <<<"$want"
     if [ "$p" = - ]; then
       "$G" run -np 1 --node-cpus "$c" -- sh -c "$QUOTA" >"$out" 2>&1
