@@ -307,6 +307,10 @@ typedef struct {
   int c, h, w, classes;
   float *images;   /* n * c * h * w, normalised */
   int32_t *labels; /* n */
+  /* 0: images and labels are heap memory the data set owns; else they lie
+   * in one read-only mapping of this many bytes from images on (a data
+   * cache's file), which gs_nn_dataset_free unmaps. */
+  size_t mapped;
 } gs_nn_dataset;
 
 /* Where Debian's dataset-fashion-mnist package puts the files. */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <zlib.h>
 
@@ -353,8 +354,12 @@ gs_status gs_nn_dataset_synthetic_split(gs_nn_dataset *out, size_t n, int c,
 
 void gs_nn_dataset_free(gs_nn_dataset *ds) {
   if (!ds) return;
-  gs_free(ds->images);
-  gs_free(ds->labels);
+  if (ds->mapped) {
+    munmap(ds->images, ds->mapped);
+  } else {
+    gs_free(ds->images);
+    gs_free(ds->labels);
+  }
   memset(ds, 0, sizeof *ds);
 }
 

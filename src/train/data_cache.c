@@ -6,8 +6,8 @@
  * returns them) in DIR/fashion-<key>.gsdc, where key is a CRC-32 of the
  * source's identity (the directory's real path, each file's name, size and
  * modification time, the loader's normalisation). A later run with the same
- * source reads the floats back; the ranks that share DIR (on one node)
- * share one copy.
+ * source maps the floats (below); the ranks that share DIR (on one node)
+ * share one file.
  *
  * Protocol (collective over the job's ranks, before any other
  * collective of the loop):
@@ -22,11 +22,21 @@
  *   4. the ranks agree on the writers' outcome; then the others that missed
  *      read the new file (or, if they cannot, the source).
  *
- * File layout (host byte order, like checkpoints):
- *   char magic[8] "GSDCACH1"; uint32 version 1; uint32 identity length;
+ * File layout (host byte order, like checkpoints), version 2:
+ *   char magic[8] "GSDCACH1"; uint32 version 2; uint32 identity length;
  *   char identity[len]; per split (train, test): uint64 n; int32 c, h, w,
- *   classes; float images[n*c*h*w]; int32 labels[n]; then uint32 CRC-32 of
- *   everything before it.
+ *   classes; uint64 offset; then zeros up to the first offset; per split at
+ *   its offset (a multiple of 4096): float images[n*c*h*w]; int32 labels[n];
+ *   zeros up to the next offset; after the last split's labels a uint32
+ *   CRC-32 of the header (magic to the last split's description) then of
+ *   each split's images and labels (the padding is not covered).
+ *
+ * A hit maps each split read-only (the data set then points into the page
+ * cache: no copy, and the ranks and jobs of one host share one copy), and
+ * checks the CRC over the mapping once; that pass also yields the train
+ * split's CRC-32 of images then labels, which a checkpoint identifies its
+ * data by (train_data_identify), so it is not computed a second time.
+ * Version 1 (the splits inline, read into memory) is rebuilt as corrupt.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -41,7 +52,7 @@
 #include "train_internal.h"
 
 static const char CACHE_MAGIC[8] = {'G', 'S', 'D', 'C', 'A', 'C', 'H', '1'};
-enum { CACHE_VERSION = 1, IDENTITY_MAX = 8192 };
+enum { CACHE_VERSION = 2, IDENTITY_MAX = 8192, CACHE_ALIGN = 4096 };
 /* The loader's normalisation (nn.h): a change makes old caches misses. */
 #define LOADER_ID "fashion-mnist (x/255-0.2860)/0.3530 v1"
 
@@ -83,124 +94,179 @@ static void cache_file(const gs_train_config *c, const char *identity, char *buf
   snprintf(buf, n, "%s/fashion-%08lx.gsdc", c->data_cache, (unsigned long)crc);
 }
 
+/* ---- The header ---------------------------------------------------------------- */
+
+/* A split as the header describes it. */
+typedef struct {
+  uint64_t n;
+  int32_t dims[4]; /* c, h, w, classes */
+  uint64_t offset;
+} split_desc;
+
+enum { SPLIT_DESC_BYTES = 8 + 16 + 8 };
+
+static size_t align_up(size_t v) { return (v + CACHE_ALIGN - 1) / CACHE_ALIGN * CACHE_ALIGN; }
+
+static size_t header_bytes(size_t idlen) { return 16 + idlen + 2 * SPLIT_DESC_BYTES; }
+
+/* A split's images and labels, in bytes (no overflow: the sizes are checked). */
+static size_t split_bytes(const split_desc *d) {
+  size_t px = (size_t)d->dims[0] * (size_t)d->dims[1] * (size_t)d->dims[2];
+  return (size_t)d->n * (px + 1) * 4;
+}
+
+static void desc_of(const gs_nn_dataset *ds, split_desc *d) {
+  d->n = ds->n;
+  d->dims[0] = ds->c;
+  d->dims[1] = ds->h;
+  d->dims[2] = ds->w;
+  d->dims[3] = ds->classes;
+}
+
+static void put_desc(unsigned char *p, const split_desc *d) {
+  memcpy(p, &d->n, 8);
+  memcpy(p + 8, d->dims, 16);
+  memcpy(p + 24, &d->offset, 8);
+}
+
 /* ---- Reading ------------------------------------------------------------------ */
 
-typedef struct {
-  FILE *f;
-  uLong crc;
-  off_t left; /* bytes of the file not yet read */
-} cache_reader;
-
-static int rd(cache_reader *r, void *buf, size_t n) {
-  if ((off_t)n > r->left || fread(buf, 1, n, r->f) != n) return -1;
-  r->crc = crc32(r->crc, buf, (uInt)n);
-  r->left -= (off_t)n;
+/* Checks a split's description against the file (no allocation or mapping
+ * from a corrupt header); `from` is where the split may begin. */
+static int check_desc(const split_desc *d, uint64_t from, uint64_t file_size, char *why,
+                      size_t wn) {
+  const int32_t *x = d->dims;
+  if (x[0] <= 0 || x[1] <= 0 || x[2] <= 0 || x[3] <= 0 || x[0] > 64 || x[1] > 4096 ||
+      x[2] > 4096 || x[3] > 1000000 || d->n == 0) {
+    snprintf(why, wn, "impossible sizes (%llu samples of %dx%dx%d)", (unsigned long long)d->n,
+             x[0], x[1], x[2]);
+    return -1;
+  }
+  uint64_t px = (uint64_t)x[0] * (uint64_t)x[1] * (uint64_t)x[2];
+  if (d->offset % CACHE_ALIGN != 0 || d->offset < from || d->offset > file_size ||
+      d->n > (file_size - d->offset) / ((px + 1) * 4)) {
+    snprintf(why, wn, "truncated (%llu samples announced at offset %llu of %llu bytes)",
+             (unsigned long long)d->n, (unsigned long long)d->offset,
+             (unsigned long long)file_size);
+    return -1;
+  }
   return 0;
 }
 
-/* Large arrays, in pieces (zlib's crc32 takes an unsigned int). */
-static int rd_big(cache_reader *r, void *buf, size_t n) {
-  unsigned char *p = buf;
+/* CRC-32 of n bytes at p (zlib's crc32 takes an unsigned int a call). */
+static uLong crc_big(uLong crc, const unsigned char *p, size_t n) {
   while (n > 0) {
-    size_t k = n > (1u << 30) ? (1u << 30) : n;
-    if (rd(r, p, k)) return -1;
+    uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+    crc = crc32(crc, p, k);
     p += k;
     n -= k;
   }
+  return crc;
+}
+
+/* Maps split d of fd read-only into ds. */
+static int map_split(int fd, const split_desc *d, gs_nn_dataset *ds, char *why, size_t wn) {
+  size_t bytes = split_bytes(d);
+  void *m = mmap(NULL, bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, (off_t)d->offset);
+  if (m == MAP_FAILED) {
+    snprintf(why, wn, "cannot map %zu bytes: %s", bytes, strerror(errno));
+    return -1;
+  }
+  size_t px = (size_t)d->dims[0] * (size_t)d->dims[1] * (size_t)d->dims[2];
+  ds->n = (size_t)d->n;
+  ds->c = d->dims[0];
+  ds->h = d->dims[1];
+  ds->w = d->dims[2];
+  ds->classes = d->dims[3];
+  ds->images = m;
+  ds->labels = (int32_t *)((char *)m + ds->n * px * sizeof(float));
+  ds->mapped = bytes;
   return 0;
 }
 
-static int read_split(cache_reader *r, gs_nn_dataset *ds, char *why, size_t wn) {
-  uint64_t n;
-  int32_t dims[4];
-  if (rd(r, &n, sizeof n) || rd(r, dims, sizeof dims)) {
-    snprintf(why, wn, "truncated");
-    return -1;
-  }
-  if (dims[0] <= 0 || dims[1] <= 0 || dims[2] <= 0 || dims[3] <= 0 || dims[0] > 64 ||
-      dims[1] > 4096 || dims[2] > 4096 || dims[3] > 1000000 || n == 0) {
-    snprintf(why, wn, "impossible sizes (%llu samples of %dx%dx%d)", (unsigned long long)n,
-             dims[0], dims[1], dims[2]);
-    return -1;
-  }
-  size_t px = (size_t)dims[0] * (size_t)dims[1] * (size_t)dims[2];
-  /* The samples must fit in what is left of the file: no allocation from
-   * a corrupt count. */
-  if (n > (uint64_t)r->left / ((px + 1) * 4)) {
-    snprintf(why, wn, "truncated (%llu samples announced)", (unsigned long long)n);
-    return -1;
-  }
-  ds->n = (size_t)n;
-  ds->c = dims[0];
-  ds->h = dims[1];
-  ds->w = dims[2];
-  ds->classes = dims[3];
-  ds->images = gs_malloc(ds->n * px * sizeof(float));
-  ds->labels = gs_malloc(ds->n * sizeof(int32_t));
-  if (!ds->images || !ds->labels) {
-    snprintf(why, wn, "out of memory for %zu samples", ds->n);
-    return -1;
-  }
-  if (rd_big(r, ds->images, ds->n * px * sizeof(float)) ||
-      rd_big(r, ds->labels, ds->n * sizeof(int32_t))) {
-    snprintf(why, wn, "truncated");
-    return -1;
-  }
-  return 0;
-}
-
-/* Reads path into train and test: CACHE_HIT, CACHE_MISS (no file) or
- * CACHE_CORRUPT with why filled (the data sets are then freed). */
+/* Reads path into train and test (mapped): CACHE_HIT, CACHE_MISS (no file)
+ * or CACHE_CORRUPT with why filled (nothing then stays mapped). On a hit
+ * *train_crc is the CRC-32 of train's images then labels. */
 static cache_outcome cache_read(const char *path, const char *identity, gs_nn_dataset *train,
-                                gs_nn_dataset *test, char *why, size_t wn) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) {
+                                gs_nn_dataset *test, uint32_t *train_crc, char *why,
+                                size_t wn) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     snprintf(why, wn, "%s", strerror(errno));
     return errno == ENOENT ? CACHE_MISS : CACHE_CORRUPT;
   }
   struct stat sb;
-  cache_reader r = {.f = f, .crc = crc32(0L, Z_NULL, 0)};
-  r.left = fstat(fileno(f), &sb) == 0 ? sb.st_size : 0;
-  char magic[8];
-  uint32_t version = 0, idlen = 0;
-  int bad = 0;
-  if (rd(&r, magic, 8) || memcmp(magic, CACHE_MAGIC, 8) != 0 || rd(&r, &version, 4) ||
-      version != CACHE_VERSION || rd(&r, &idlen, 4) || idlen > IDENTITY_MAX) {
-    snprintf(why, wn, "not a data cache of this version");
+  uint64_t size = fstat(fd, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+  size_t idlen = strlen(identity), hdr_len = header_bytes(idlen);
+  unsigned char *hdr = gs_malloc(hdr_len);
+  split_desc d[2];
+  int bad = hdr == NULL;
+  if (bad) snprintf(why, wn, "out of memory");
+  if (!bad && (size < 16 || pread(fd, hdr, 16, 0) != 16)) {
+    snprintf(why, wn, "truncated");
     bad = 1;
   }
-  char *id = bad ? NULL : gs_malloc((size_t)idlen + 1);
-  if (!bad && (id == NULL || rd(&r, id, idlen))) {
+  uint32_t version = 0, flen = 0;
+  if (!bad) {
+    memcpy(&version, hdr + 8, 4);
+    memcpy(&flen, hdr + 12, 4);
+    if (memcmp(hdr, CACHE_MAGIC, 8) != 0 || version != CACHE_VERSION) {
+      snprintf(why, wn, "not a data cache of this version");
+      bad = 1;
+    } else if (flen != idlen) {
+      snprintf(why, wn, "it holds another source (an identity of %u bytes)", flen);
+      bad = 1;
+    }
+  }
+  if (!bad && (size < hdr_len ||
+               pread(fd, hdr + 16, hdr_len - 16, 16) != (ssize_t)(hdr_len - 16))) {
+    snprintf(why, wn, "truncated");
+    bad = 1;
+  }
+  if (!bad && memcmp(hdr + 16, identity, idlen) != 0) {
+    snprintf(why, wn, "it holds another source (%.*s)", (int)(idlen < 200 ? idlen : 200),
+             (const char *)hdr + 16);
+    bad = 1;
+  }
+  for (int k = 0; k < 2 && !bad; k++) {
+    const unsigned char *p = hdr + 16 + idlen + k * SPLIT_DESC_BYTES;
+    memcpy(&d[k].n, p, 8);
+    memcpy(d[k].dims, p + 8, 16);
+    memcpy(&d[k].offset, p + 24, 8);
+    uint64_t from = k == 0 ? hdr_len : d[0].offset + split_bytes(&d[0]);
+    bad = check_desc(&d[k], from, size, why, wn);
+  }
+  if (!bad && size != d[1].offset + split_bytes(&d[1]) + 4) {
+    snprintf(why, wn, "%s", size < d[1].offset + split_bytes(&d[1]) + 4 ? "truncated"
+                                                                          : "trailing bytes");
+    bad = 1;
+  }
+  if (!bad) bad = map_split(fd, &d[0], train, why, wn) || map_split(fd, &d[1], test, why, wn);
+  uint32_t stored = 0;
+  if (!bad && pread(fd, &stored, 4, (off_t)(size - 4)) != 4) {
     snprintf(why, wn, "truncated");
     bad = 1;
   }
   if (!bad) {
-    id[idlen] = '\0';
-    if (strcmp(id, identity) != 0) {
-      snprintf(why, wn, "it holds another source (%.200s)", id);
-      bad = 1;
-    }
-  }
-  gs_free(id);
-  if (!bad) bad = read_split(&r, train, why, wn) || read_split(&r, test, why, wn);
-  if (!bad) {
-    uLong want = r.crc;
-    uint32_t stored;
-    if (r.left != 4 || fread(&stored, 1, 4, f) != 4) {
-      snprintf(why, wn, "%s", r.left < 4 ? "truncated" : "trailing bytes");
-      bad = 1;
-    } else if (stored != (uint32_t)want) {
+    uLong crc = crc32(crc32(0L, Z_NULL, 0), hdr, (uInt)hdr_len);
+    uLong c0 = crc_big(crc32(0L, Z_NULL, 0), (const unsigned char *)train->images,
+                       split_bytes(&d[0]));
+    uLong c1 = crc_big(crc32(0L, Z_NULL, 0), (const unsigned char *)test->images,
+                       split_bytes(&d[1]));
+    crc = crc32_combine(crc32_combine(crc, c0, (z_off_t)split_bytes(&d[0])), c1,
+                        (z_off_t)split_bytes(&d[1]));
+    if (stored != (uint32_t)crc) {
       snprintf(why, wn, "checksum mismatch (stored %08x, computed %08lx)", stored,
-               (unsigned long)want);
+               (unsigned long)crc);
       bad = 1;
     }
+    *train_crc = (uint32_t)c0;
   }
-  fclose(f);
+  gs_free(hdr);
+  close(fd); /* the mappings stay */
   if (bad) {
     gs_nn_dataset_free(train);
     gs_nn_dataset_free(test);
-    memset(train, 0, sizeof *train);
-    memset(test, 0, sizeof *test);
     return CACHE_CORRUPT;
   }
   return CACHE_HIT;
@@ -229,26 +295,50 @@ static int wr(cache_writer *w, const void *buf, size_t n) {
   return 0;
 }
 
-static int write_split(cache_writer *w, const gs_nn_dataset *ds) {
-  uint64_t n = ds->n;
-  int32_t dims[4] = {ds->c, ds->h, ds->w, ds->classes};
-  size_t px = (size_t)ds->c * ds->h * ds->w;
-  return wr(w, &n, sizeof n) || wr(w, dims, sizeof dims) ||
-         wr(w, ds->images, ds->n * px * sizeof(float)) ||
-         wr(w, ds->labels, ds->n * sizeof(int32_t));
+/* Zeros up to offset `to` (the writer is at `at`); not in the CRC. */
+static int pad_to(cache_writer *w, size_t at, size_t to) {
+  static const unsigned char zeros[CACHE_ALIGN];
+  while (at < to) {
+    size_t k = to - at < sizeof zeros ? to - at : sizeof zeros;
+    ssize_t r = write(w->fd, zeros, k);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    at += (size_t)r;
+  }
+  return 0;
 }
 
 static gs_status cache_write(const char *path, const char *identity,
                              const gs_nn_dataset *train, const gs_nn_dataset *test) {
   char tmp[PATH_MAX + 64];
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  cache_writer w = {.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644),
+  cache_writer w = {.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644),
                     .crc = crc32(0L, Z_NULL, 0)};
   if (w.fd < 0)
     return gs_error(GS_ERR_IO, "data cache: cannot create %s: %s", tmp, strerror(errno));
   uint32_t version = CACHE_VERSION, idlen = (uint32_t)strlen(identity);
+  const gs_nn_dataset *ds[2] = {train, test};
+  split_desc d[2];
+  unsigned char desc[2][SPLIT_DESC_BYTES];
+  size_t at = header_bytes(idlen);
+  for (int k = 0; k < 2; k++) {
+    desc_of(ds[k], &d[k]);
+    d[k].offset = align_up(at);
+    at = d[k].offset + split_bytes(&d[k]);
+    put_desc(desc[k], &d[k]);
+  }
   int bad = wr(&w, CACHE_MAGIC, 8) || wr(&w, &version, 4) || wr(&w, &idlen, 4) ||
-            wr(&w, identity, idlen) || write_split(&w, train) || write_split(&w, test);
+            wr(&w, identity, idlen) || wr(&w, desc, sizeof desc);
+  at = header_bytes(idlen);
+  for (int k = 0; k < 2 && !bad; k++) {
+    size_t px = (size_t)ds[k]->c * ds[k]->h * ds[k]->w;
+    bad = pad_to(&w, at, d[k].offset) ||
+          wr(&w, ds[k]->images, ds[k]->n * px * sizeof(float)) ||
+          wr(&w, ds[k]->labels, ds[k]->n * sizeof(int32_t));
+    at = d[k].offset + split_bytes(&d[k]);
+  }
   if (!bad) {
     uint32_t crc = (uint32_t)w.crc;
     bad = wr(&w, &crc, 4) || fsync(w.fd) != 0;
@@ -311,7 +401,8 @@ int train_data_cached(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *test,
   /* A failure here is this rank's: agreed before anything else. */
   if (gs_train_agree_status(ranks, st)) return 1;
   cache_file(c, identity, path, sizeof path);
-  cache_outcome mine = cache_read(path, identity, train, test, why, sizeof why);
+  uint32_t crc = 0;
+  cache_outcome mine = cache_read(path, identity, train, test, &crc, why, sizeof why);
   if (mine == CACHE_CORRUPT)
     gs_train_rank_error(ranks, "note: data cache %s is unusable (%s): rebuilding it", path,
                         why);
@@ -352,9 +443,13 @@ int train_data_cached(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *test,
     train_note(t, "data: rank %d read the source and %s the cache %s", writer,
                corrupt_seen ? "rebuilt" : "wrote", path);
   if (mine != CACHE_HIT && writer != ranks->rank) {
-    if (cache_read(path, identity, train, test, why, sizeof why) != CACHE_HIT)
+    if (cache_read(path, identity, train, test, &crc, why, sizeof why) != CACHE_HIT)
       *st_out = train_load_data(c, train, test); /* not shared after all: the source */
+    else
+      t->data_crc_known = 1;
   }
+  if (mine == CACHE_HIT) t->data_crc_known = 1;
+  t->data_crc = crc;
   t->data_origin = mine == CACHE_HIT ? "cache" : writer >= 0 && corrupt_seen ? "rebuilt cache"
                                                                             : "written cache";
   if (mine == CACHE_HIT) train_note(t, "data: read from the cache %s", path);

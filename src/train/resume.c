@@ -33,7 +33,8 @@ void train_meta_path(const gs_train_config *c, char *buf, size_t n) {
   snprintf(buf, n, "%s/checkpoint.json", c->checkpoint_dir);
 }
 
-void train_data_identify(const gs_train_config *c, const gs_nn_dataset *ds, train_data_id *id) {
+void train_data_identify(const gs_train_config *c, const gs_nn_dataset *ds,
+                         const uint32_t *known_crc, train_data_id *id) {
   memset(id, 0, sizeof *id);
   if (c->synthetic > 0) snprintf(id->source, sizeof id->source, "synthetic %ld", c->synthetic);
   else
@@ -44,6 +45,10 @@ void train_data_identify(const gs_train_config *c, const gs_nn_dataset *ds, trai
   id->samples = ds->n;
   snprintf(id->shape, sizeof id->shape, "%dx%dx%d", ds->c, ds->h, ds->w);
   id->classes = ds->classes;
+  if (known_crc) {
+    id->crc32 = *known_crc;
+    return;
+  }
   /* zlib's crc32 takes at most 4 GiB a call. */
   uLong crc = crc32(0L, Z_NULL, 0);
   const unsigned char *p = (const unsigned char *)ds->images;

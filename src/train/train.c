@@ -835,7 +835,8 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
   if (st == GS_OK && !loaded) st = train_load_data(c, train, test);
   if (st == GS_OK) st = train_check_data(c, train, 1);
   if (st == GS_OK) st = train_check_data(c, test, 0);
-  if (st == GS_OK && c->checkpoint_dir) train_data_identify(c, train, data);
+  if (st == GS_OK && c->checkpoint_dir)
+    train_data_identify(c, train, t->data_crc_known ? &t->data_crc : NULL, data);
   gs_nn_model_options mopt = {.c = GS_TRAIN_IN_C, .h = GS_TRAIN_IN_H, .w = GS_TRAIN_IN_W,
                               .classes = GS_TRAIN_CLASSES, .dropout = c->dropout};
   if (st == GS_OK) st = gs_nn_model_create(&t->net, c->model, t->batch, c->seed, &mopt);

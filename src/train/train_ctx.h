@@ -47,6 +47,8 @@ struct train_ctx {
   int nhooks;
   long steps_per_epoch;
   const char *data_origin; /* "source", "cache", "written cache", "rebuilt cache" */
+  int data_crc_known;     /* data_crc is the train split's CRC-32 (the cache's check) */
+  uint32_t data_crc;
   int batch;              /* samples per rank and step (global_batch / size, or batch) */
   int base_ranks;         /* the world size the learning rate is for (scale_lr_linear) */
   /* Commits (gs_train_config.commit_every): the epoch's position the next

@@ -63,7 +63,9 @@ typedef struct train_data_id {
   int classes;
   uint32_t crc32;   /* of the decoded images and labels */
 } train_data_id;
-void train_data_identify(const gs_train_config *c, const gs_nn_dataset *ds, train_data_id *id);
+/* known_crc: the data's CRC-32 if already computed (the data cache's check), or NULL. */
+void train_data_identify(const gs_train_config *c, const gs_nn_dataset *ds,
+                         const uint32_t *known_crc, train_data_id *id);
 /* Rank 0, after saving the next checkpoint to ckpt_path at the end of epoch
  * (1-based count done) and before renaming it into place: writes
  * DIR/checkpoint.json describing the run and that file, with the

@@ -4,6 +4,9 @@
 #     cache (atomically; the others read it);
 #   - a later run reads the cache, and its weights are bitwise those of a
 #     run without the cache;
+#   - a checkpoint of a run that read the cache resumes without it, and one
+#     of a run without it resumes with it (the cache's check gives the data's
+#     CRC a checkpoint names, as the source's would);
 #   - a corrupt cache (bytes overwritten, or truncated) is detected by its
 #     checksum, rebuilt, and the result is again bitwise the same;
 #   - another source gets another cache file;
@@ -52,6 +55,22 @@ if train second --data "$tmp/d28" --data-cache "$tmp/cache" &&
   ok "second run: read from the cache, bitwise the weights of the run without it ($(cat "$tmp/second.cmp"))"
 else
   bad "second run: $(grep -E "data|note" "$tmp/second.log"; cat "$tmp/second.cmp" 2>/dev/null; tail -3 "$tmp/second.log")"
+fi
+
+cp -r "$tmp/second" "$tmp/second_nocache" && cp -r "$tmp/ref" "$tmp/ref_cache"
+resume() { # resume NAME ARGS...: 3 more steps from NAME's checkpoint
+  local name=$1; shift
+  "$gs" run -np 3 -- "$gs" train ${args/--max-steps 5/--max-steps 8} --epochs 2 --checkpoint "$tmp/$name" \
+    --resume "$@" > "$tmp/$name.log" 2>&1
+}
+if resume second_nocache --data "$tmp/d28" && grep -q "epoch 2" "$tmp/second_nocache.log" &&
+   resume ref_cache --data "$tmp/d28" --data-cache "$tmp/cache" &&
+   grep -q "data: read from the cache" "$tmp/ref_cache.log" &&
+   "$cmp_ckpt" mlp "$tmp/second_nocache/checkpoint.gsck" "$tmp/ref_cache/checkpoint.gsck" \
+     > "$tmp/resume.cmp" 2>&1; then
+  ok "checkpoints resume across the cache both ways, to the same weights"
+else
+  bad "resume across the cache: $(tail -n 3 "$tmp/second_nocache.log" "$tmp/ref_cache.log"; cat "$tmp/resume.cmp" 2>/dev/null)"
 fi
 
 printf 'corrupt!' | dd of="$cache" bs=1 seek=200000 conv=notrunc 2>/dev/null
