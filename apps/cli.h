@@ -217,6 +217,8 @@ typedef struct run_elastic_opts {
   int shrink_on_discover;            /* --shrink-on-discover */
   double min_wait;                   /* --min-wait S */
   const char *events;                /* --events FILE */
+  const char *cost_cache;            /* --cost-cache DIR */
+  const char *cost_cache_desc;       /* the launch's fixed settings (its key's part) */
   void (*hosts_ok)(const char *const *hosts, int n, int *ok, void *user);
 } run_elastic_opts;
 int run_elastic_parse_spec(const char *s, int *min, int *max);

@@ -129,6 +129,10 @@ static void usage(FILE *f) {
       "                  subnet such as 10.0.0.0/24; a comma-separated list)\n"
       "  --ssh-config FILE  Open MPI's ssh reads FILE (ssh -F FILE)\n"
       "  --prefix DIR    Open MPI's installation prefix on the hosts (mpirun --prefix)\n"
+      "  --cost-cache DIR  keep each launch's calibration (the cost model gradsync's\n"
+      "                  ranks measure at start-up) in DIR, named by the launch's\n"
+      "                  settings, hosts and size: a later launch of the same shape\n"
+      "                  loads it instead (GRADSYNC_COST_CACHE; docs/CLUSTER.md)\n"
       "  --dry-run       print the mpirun command line and exit\n"
       "  --elastic MIN:MAX  supervise the job (docs/ELASTIC.md): when it fails,\n"
       "                  leave out what failed and relaunch on what is left (at\n"
@@ -992,7 +996,7 @@ int cmd_run(int argc, char **argv) {
              *prefix = NULL;
   int oversubscribe = 0, dry_run = 0;
   /* --elastic and its settings (docs/ELASTIC.md). */
-  const char *elastic = NULL, *discover = NULL, *events = NULL;
+  const char *elastic = NULL, *discover = NULL, *events = NULL, *cost_cache = NULL;
   run_elastic_opts eo = {.discover_every = 5, .max_restarts = 5, .resize_interval = 30,
                          .min_wait = 60};
   int seen_every = 0, seen_restarts = 0, seen_interval = 0, seen_wait = 0;
@@ -1090,6 +1094,13 @@ int cmd_run(int argc, char **argv) {
         return 2;
       }
       *slot = argv[++i];
+    } else if (strcmp(a, "--cost-cache") == 0) {
+      if (cost_cache) return run_repeated(a);
+      if (!has_value || argv[i + 1][0] == '\0') {
+        cli_error("run", "--cost-cache needs a directory");
+        return 2;
+      }
+      cost_cache = argv[++i];
     } else if (strcmp(a, "--elastic") == 0 || strcmp(a, "--discover") == 0 ||
                strcmp(a, "--events") == 0) {
       const char **slot = a[2] == 'e' && a[3] == 'l' ? &elastic
@@ -1152,6 +1163,48 @@ int cmd_run(int argc, char **argv) {
   }
   char **prog = argv + i;
   int nprog = argc - i;
+  /* --cost-cache DIR: the calibration of a launch kept in DIR under a key
+   * of the launch's settings (these options, less the ones that do not
+   * change where and how the ranks run), and, under --elastic, of each
+   * launch's hosts and size. */
+  char cost_desc[4096] = "", cost_var[PATH_MAX + 64];
+  if (cost_cache) {
+    /* Left out: what only the launcher or the supervisor reads (valued:
+     * 1), and under --elastic the hosts, which each launch's key takes
+     * from its world instead (so jobs on the same nodes share a file). */
+    static const struct {
+      const char *name;
+      int valued, elastic_only;
+    } skip[] = {{"--cost-cache", 1, 0},    {"--events", 1, 0},        {"-v", 0, 0},
+                {"--verbose", 0, 0},       {"--dry-run", 0, 0},       {"--", 0, 0},
+                {"--elastic", 1, 1},       {"--discover", 1, 1},      {"--discover-every", 1, 1},
+                {"--max-restarts", 1, 1},  {"--resize-interval", 1, 1}, {"--min-wait", 1, 1},
+                {"--shrink-on-discover", 0, 1}, {"--hosts", 1, 1},    {"--hostfile", 1, 1},
+                {"-np", 1, 1},             {"-n", 1, 1},              {"--np", 1, 1}};
+    size_t len = 0;
+    for (int j = 1; j < i && len < sizeof cost_desc; j++) {
+      const char *o = argv[j];
+      int skipped = 0;
+      for (size_t q = 0; q < sizeof skip / sizeof skip[0] && !skipped; q++)
+        if (strcmp(o, skip[q].name) == 0 && (!skip[q].elastic_only || elastic)) {
+          skipped = 1;
+          j += skip[q].valued;
+        }
+      if (!skipped) len += (size_t)snprintf(cost_desc + len, sizeof cost_desc - len, "%s ", o);
+    }
+    if (mkdir(cost_cache, 0777) != 0 && errno != EEXIST) {
+      cli_error("run", "--cost-cache %s: cannot create the directory: %s", cost_cache,
+                strerror(errno));
+      return 2;
+    }
+    /* Set now so that mpirun forwards it to other hosts (-x); an elastic
+     * launch names its own file in it. */
+    snprintf(cost_var, sizeof cost_var, "%s/cost-%016llx.json", cost_cache,
+             (unsigned long long)gs_launch_cost_key(cost_desc, "local", 0));
+    setenv("GRADSYNC_COST_CACHE", cost_var, 1);
+    eo.cost_cache = cost_cache;
+    eo.cost_cache_desc = cost_desc;
+  }
   /* Where the ranks run: here (with or without --net), on the hosts given,
    * or, inside a Slurm allocation with no hosts given, where Open MPI's
    * Slurm components place them. */

@@ -317,6 +317,8 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
   c.checkpoint_dir = ckpt;
   const char *ce = cli_option_value(prog + 1, nprog - 1, "--commit-every");
   if (!ce || cli_parse_long(ce, 1, 1L << 40, &c.commit_every) != 0) c.commit_every = 0;
+  c.cost_cache_dir = o->cost_cache;
+  c.cost_cache_desc = o->cost_cache_desc;
   c.mpirun_argv = mpirun_argv;
   c.prog_argv = prog;
   c.hosts_ok = o->hosts_ok;

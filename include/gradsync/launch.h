@@ -65,6 +65,11 @@ int gs_launch_commit_stat(const char *dir, char *path, size_t path_len, double *
  * read (*out zeroed). */
 int gs_launch_read_commit(const char *dir, gs_launch_commit *out);
 
+/* The key of a launch's calibration file (gs_elastic_config.cost_cache_dir,
+ * `gradsync run --cost-cache`): a 64-bit FNV-1a of the launch's fixed
+ * settings, its hosts ("h1:1,h2:1", or "local") and its size. */
+uint64_t gs_launch_cost_key(const char *desc, const char *hosts, int size);
+
 typedef enum gs_elastic_event_kind {
   GS_ELASTIC_LAUNCH,  /* mpirun started (launch numbers from 1) */
   GS_ELASTIC_FAILURE, /* the job failed: reason says what */
@@ -155,6 +160,12 @@ typedef struct gs_elastic_config {
   const char *checkpoint_dir;     /* the program's: DIR/checkpoint.json is read, or NULL */
   long commit_every;              /* the program's steps between commits (0: unknown):
                                    * the steps redone after a failure are at most this */
+  /* A directory of calibrations (or NULL): each launch's ranks get
+   * GRADSYNC_COST_CACHE=DIR/cost-<key>.json, key a hash of cost_cache_desc
+   * (the launch's fixed settings), its hosts and its size, so that a
+   * relaunch on hosts calibrated before skips the calibration. */
+  const char *cost_cache_dir;
+  const char *cost_cache_desc;
   char *const *mpirun_argv;       /* mpirun's path and fixed options, NULL-ended */
   char *const *prog_argv;         /* the program and its arguments, NULL-ended */
   int out_fd, err_fd;             /* where the job's output goes (default 1 and 2; set

@@ -1,10 +1,12 @@
 /*
  * The cost model at gs_comm_create (calibrate_setup: GRADSYNC_COST_FILE,
- * GRADSYNC_ALPHA/BETA, or ring exchanges timed on the world and node
- * groups) and the per-algorithm fit (gs_comm_calibrate). Every measurement
- * is agreed on by all ranks, so that every rank chooses the same algorithm.
+ * GRADSYNC_ALPHA/BETA, GRADSYNC_COST_CACHE, or ring exchanges timed on the
+ * world and node groups) and the per-algorithm fit (gs_comm_calibrate).
+ * Every measurement is agreed on by all ranks, so that every rank chooses
+ * the same algorithm.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "comm_internal.h"
 
@@ -66,8 +68,56 @@ static double measure_gamma(void) {
   return best / (N * sizeof(float));
 }
 
+/* Whether a loaded model covers a start-up fit up to `bytes`: some
+ * algorithm's measurements reach that size (0: no fit asked for). */
+static int cache_covers(const gs_cost_params *p, size_t bytes) {
+  if (bytes == 0) return 1;
+  for (int a = 0; a < GS_ALGO_COUNT; a++)
+    if (p->fit[a].npoints > 0 && p->fit[a].bytes[p->fit[a].npoints - 1] >= (double)bytes)
+      return 1;
+  return 0;
+}
+
+/* GRADSYNC_COST_CACHE=FILE: the calibration of an earlier job on the same
+ * hosts (a launcher such as `gradsync run --cost-cache` names the file by
+ * its host list). Rank 0 reads it and broadcasts it: the other ranks'
+ * hosts need not see the file. Returns 1 if it was used; otherwise the
+ * job calibrates, and rank 0 saves the result there (calibrate_cache_save). */
+static int cache_load(gs_comm *c, const char *path, gs_cost_topo topo) {
+  gs_cost_params loaded;
+  memset(&loaded, 0, sizeof loaded);
+  int hit = 0;
+  if (c->world.rank == 0) {
+    if (gs_cost_load(path, topo, &loaded) != GS_OK)
+      gs_log(GS_LOG_DEBUG, "GRADSYNC_COST_CACHE=%s: not used: %s", path, gs_last_error());
+    else if (!cache_covers(&loaded, c->calibrate_bytes))
+      gs_log(GS_LOG_DEBUG, "GRADSYNC_COST_CACHE=%s: not used: its fits end below %zu bytes",
+             path, c->calibrate_bytes);
+    else
+      hit = 1;
+  }
+  if (MPI_Bcast(&hit, 1, MPI_INT, 0, c->world.mpi) != MPI_SUCCESS) return 0;
+  if (hit && MPI_Bcast(&loaded, (int)sizeof loaded, MPI_BYTE, 0, c->world.mpi) != MPI_SUCCESS)
+    return 0;
+  if (!hit) return 0;
+  c->cost = loaded;
+  c->cost_from_env = 1;
+  gs_log(GS_LOG_INFO, "cost model from the cache %s (GRADSYNC_COST_CACHE): not calibrated",
+         path);
+  return 1;
+}
+
+void calibrate_cache_save(gs_comm *c) {
+  if (c->cost_cache == NULL || c->world.rank != 0) return;
+  gs_cost_topo topo = {c->world.size, c->nodes};
+  if (gs_cost_save(c->cost_cache, &c->cost, topo) != GS_OK)
+    gs_log(GS_LOG_WARN, "GRADSYNC_COST_CACHE=%s: the calibration was not saved: %s",
+           c->cost_cache, gs_last_error());
+}
+
 gs_status calibrate_setup(gs_comm *c) {
   const char *file = getenv("GRADSYNC_COST_FILE");
+  const char *cache = getenv("GRADSYNC_COST_CACHE");
   gs_cost_topo topo = {c->world.size, c->nodes};
   if (file && *file) {
     /* A calibration saved by `gradsync bench --cost-out` on this topology.
@@ -97,6 +147,10 @@ gs_status calibrate_setup(gs_comm *c) {
     }
     gs_log(GS_LOG_WARN, "GRADSYNC_COST_FILE ignored: %s",
            mine ? gs_last_error() : "another rank could not load it");
+  } else if (cache && *cache && c->world.size > 1 && !c->have_env_cost) {
+    /* The same on every rank (config_agree): every rank takes this branch. */
+    if (cache_load(c, cache, topo)) return GS_OK;
+    c->cost_cache = cache;
   }
   gs_cost_preset("1GbE", &c->cost);
   /* The communicator's model is this network's, measured below or given

@@ -300,6 +300,7 @@ static gs_status comm_create(MPI_Comm mpi_comm, const gs_comm *like, gs_comm **o
     st = gs_comm_calibrate(c, c->calibrate_bytes);
     if (st != GS_OK) return create_fail(c, st);
   }
+  if (like == NULL) calibrate_cache_save(c);
   if (c->world.size > 1 && like == NULL) {
     /* Rank 0's cost model for all: the measurements are maxima over ranks,
      * but one broadcast makes the algorithm choice agree by construction. */

@@ -95,9 +95,11 @@ struct gs_comm {
   double timeout_s;       /* GRADSYNC_TIMEOUT: 0 = never */
   double stall_warn_s;    /* GRADSYNC_STALL_WARN: 0 = never */
   int cost_from_env;      /* GRADSYNC_COST_FILE or GRADSYNC_ALPHA/BETA set it */
+  const char *cost_cache; /* GRADSYNC_COST_CACHE: rank 0 saves the calibration there */
   int have_env_cost;      /* GRADSYNC_ALPHA and GRADSYNC_BETA are both set */
   double env_alpha, env_beta;
   uint64_t cost_file_hash; /* FNV-1a of GRADSYNC_COST_FILE's bytes; 0 unset */
+  uint64_t cost_cache_hash; /* FNV-1a of GRADSYNC_COST_CACHE's path; 0 unset */
   int env_node;           /* GRADSYNC_NODE, or -1 */
   int thread_level;       /* MPI_Query_thread at gs_comm_create */
 
@@ -378,5 +380,8 @@ gs_status fault_inject(gs_comm *c, const coll_args *a, uint64_t seq);
 gs_status config_read(gs_comm *c);
 gs_status config_agree(gs_comm *c, gs_status local);
 gs_status calibrate_setup(gs_comm *c);
+/* GRADSYNC_COST_CACHE: rank 0 saves the model just calibrated (a warning
+ * if it cannot: the job goes on). */
+void calibrate_cache_save(gs_comm *c);
 
 #endif /* GS_COMM_INTERNAL_H */

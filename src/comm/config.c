@@ -45,6 +45,14 @@ static uint64_t file_hash(const char *path) {
   return h > 1 ? h : h + 2;
 }
 
+/* FNV-1a of a string (a setting that names a path), never 0 or 1. */
+static uint64_t str_hash(const char *str) {
+  uint64_t h = 1469598103934665603ull;
+  for (const unsigned char *p = (const unsigned char *)str; *p; p++)
+    h = (h ^ *p) * 1099511628211ull;
+  return h > 1 ? h : h + 2;
+}
+
 gs_status config_read(gs_comm *c) {
   const char *s = getenv("GRADSYNC_CHECK");
   c->check = s && *s && strcmp(s, "0") != 0;
@@ -122,6 +130,8 @@ gs_status config_read(gs_comm *c) {
   }
   s = getenv("GRADSYNC_COST_FILE");
   c->cost_file_hash = s && *s ? file_hash(s) : 0;
+  s = getenv("GRADSYNC_COST_CACHE");
+  c->cost_cache_hash = s && *s ? str_hash(s) : 0;
   GS_CHECK(fault_parse(c, getenv("GRADSYNC_FAULT")));
   c->segment_bytes = 256 * 1024;
   s = getenv("GRADSYNC_SEGMENT_BYTES");
@@ -147,7 +157,7 @@ gs_status config_read(gs_comm *c) {
  * values are then taken from rank 0 (gs_comm_create's last step). */
 enum {
   CFG_SEGMENT, CFG_ALGO, CFG_CALIBRATE, CFG_SPIN, CFG_CHECK, CFG_TIMEOUT,
-  CFG_STALL_WARN, CFG_ALPHA, CFG_BETA, CFG_COST_FILE, CFG_COUNT
+  CFG_STALL_WARN, CFG_ALPHA, CFG_BETA, CFG_COST_FILE, CFG_COST_CACHE, CFG_COUNT
 };
 
 static const struct {
@@ -164,6 +174,7 @@ static const struct {
     [CFG_ALPHA] = {"GRADSYNC_ALPHA", 'd'},
     [CFG_BETA] = {"GRADSYNC_BETA", 'd'},
     [CFG_COST_FILE] = {"GRADSYNC_COST_FILE (its contents)", 'h'},
+    [CFG_COST_CACHE] = {"GRADSYNC_COST_CACHE (its path)", 'h'},
 };
 
 #define CFG_UNSET UINT64_MAX
@@ -204,6 +215,7 @@ static void cfg_collect(const gs_comm *c, uint64_t *v) {
   v[CFG_ALPHA] = c->have_env_cost ? dbits(c->env_alpha) : CFG_UNSET;
   v[CFG_BETA] = c->have_env_cost ? dbits(c->env_beta) : CFG_UNSET;
   v[CFG_COST_FILE] = c->cost_file_hash;
+  v[CFG_COST_CACHE] = c->cost_cache_hash;
 }
 
 /* Agrees on `local` (this rank's status of its local set-up, with its

@@ -502,6 +502,50 @@ static int pump(el *e, el_watch *w, int which, int fd) {
   return 0;
 }
 
+uint64_t gs_launch_cost_key(const char *desc, const char *hosts, int size) {
+  uint64_t h = 1469598103934665603ull;
+  char sz[16];
+  snprintf(sz, sizeof sz, "%d", size);
+  const char *parts[3] = {desc ? desc : "", hosts ? hosts : "", sz};
+  for (int k = 0; k < 3; k++) {
+    for (const unsigned char *p = (const unsigned char *)parts[k]; *p; p++)
+      h = (h ^ *p) * 1099511628211ull;
+    h = (h ^ '|') * 1099511628211ull;
+  }
+  return h;
+}
+
+/* mpirun's environment: this process's, with GRADSYNC_COST_CACHE naming
+ * this launch's calibration where cost_cache_dir is set (built before the
+ * fork: the child only execs). NULL on failure; *owned: the variable. */
+static char **launch_env(el *e, char **owned) {
+  const gs_elastic_config *c = e->cfg;
+  *owned = NULL;
+  int n = 0;
+  while (environ[n]) n++;
+  char **env = calloc((size_t)n + 2, sizeof *env);
+  if (!env) return NULL;
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    if (!c->cost_cache_dir || strncmp(environ[i], "GRADSYNC_COST_CACHE=", 20) != 0)
+      env[m++] = environ[i];
+  if (c->cost_cache_dir) {
+    size_t len = strlen(c->cost_cache_dir) + 64;
+    *owned = malloc(len);
+    if (!*owned) {
+      free(env);
+      return NULL;
+    }
+    snprintf(*owned, len, "GRADSYNC_COST_CACHE=%s/cost-%016llx.json", c->cost_cache_dir,
+             (unsigned long long)gs_launch_cost_key(c->cost_cache_desc,
+                                                    e->use_host_list ? e->world : "local",
+                                                    e->size));
+    env[m++] = *owned;
+  }
+  env[m] = NULL;
+  return env;
+}
+
 /* Starts mpirun on the current world in its own process group, its output
  * into pipes[0] (stdout) and pipes[1] (stderr). */
 static pid_t start_mpirun(el *e, int pipes[2], char *why, size_t why_len) {
@@ -510,9 +554,11 @@ static pid_t start_mpirun(el *e, int pipes[2], char *why, size_t why_len) {
   while (c->mpirun_argv[nm]) nm++;
   while (c->prog_argv[np]) np++;
   char **argv = calloc((size_t)(nm + np + 8), sizeof *argv);
-  char npbuf[16];
-  if (!argv) {
+  char npbuf[16], *cost_var = NULL;
+  char **envp = argv ? launch_env(e, &cost_var) : NULL;
+  if (!argv || !envp) {
     snprintf(why, why_len, "out of memory");
+    free(argv);
     return -1;
   }
   int m = 0;
@@ -530,6 +576,8 @@ static pid_t start_mpirun(el *e, int pipes[2], char *why, size_t why_len) {
   if (pipe2(out, O_CLOEXEC) != 0) {
     snprintf(why, why_len, "cannot make a pipe: %s", strerror(errno));
     free(argv);
+    free(envp);
+    free(cost_var);
     return -1;
   }
   if (pipe2(err, O_CLOEXEC) != 0) {
@@ -537,6 +585,8 @@ static pid_t start_mpirun(el *e, int pipes[2], char *why, size_t why_len) {
     close(out[0]);
     close(out[1]);
     free(argv);
+    free(envp);
+    free(cost_var);
     return -1;
   }
   pid_t parent = getpid();
@@ -553,11 +603,13 @@ static pid_t start_mpirun(el *e, int pipes[2], char *why, size_t why_len) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    if (getppid() == parent) execv(argv[0], argv);
+    if (getppid() == parent) execve(argv[0], argv, envp);
     _exit(127);
   }
   int fork_err = errno;
   free(argv);
+  free(envp);
+  free(cost_var);
   close(out[1]);
   close(err[1]);
   if (pid < 0) {

@@ -199,6 +199,15 @@ case $case in
       "$bin" create MISMATCH "but unreadable on rank 1"
     expect_rc zero
     expect_count 2 'OK: ranks disagree' ;;
+  config_costcache_np2) # GRADSYNC_COST_CACHE names another file on one rank, or none
+    job 2 -x GRADSYNC_COST_CACHE="$out.a" "$wrap" 1 GRADSYNC_COST_CACHE="$out.b" -- \
+      "$bin" create MISMATCH "GRADSYNC_COST_CACHE (its path) is hash" "on rank 1"
+    expect_rc zero
+    expect_count 2 'OK: ranks disagree'
+    job 2 -x GRADSYNC_COST_CACHE="$out.a" "$wrap" 1 GRADSYNC_COST_CACHE= -- \
+      "$bin" create MISMATCH "GRADSYNC_COST_CACHE (its path) is hash" "unset on rank 1"
+    expect_rc zero
+    expect_count 2 'OK: ranks disagree' ;;
   config_same_np3) # the same settings everywhere: no error
     job 3 -x GRADSYNC_SEGMENT_BYTES=4096 -x GRADSYNC_ALLREDUCE_ALGO=ring "$bin" create OK
     expect_rc zero
