@@ -164,6 +164,12 @@ rb=$("$G" jobs --spool "$spool" --json | grep "\"id\":$J1," |
 if [[ $rb =~ ^\"[12]\":[0-9.]+(,\"[12]\":[0-9.]+)?$ ]]; then
   pass "job 1's restarts by size: $rb"
 else fail "job 1's restarts by size: '$rb' (want 1 or 2 nodes)"; fi
+# The calibration of the 2-node set, saved under the spool by the first
+# 2-node launch for the launches after it (run --cost-cache).
+ncost=$(ls "$spool/cost" 2>/dev/null | grep -c '^cost-[0-9a-f]\{16\}\.json$')
+if [ "$ncost" -ge 1 ] && grep -q '"ranks":[[:space:]]*2' "$spool"/cost/cost-*.json; then
+  pass "the 2-node calibration kept in the spool ($ncost file(s))"
+else fail "no calibration kept in $spool/cost: $(ls -a "$spool/cost" 2>&1)"; fi
 out1=$spool/jobs/$J1/out.log
 # Every epoch's samples once: the sampler by position (docs/TRAIN.md).
 epochs=0
