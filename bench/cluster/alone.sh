@@ -3,8 +3,9 @@
 # `gradsync run` (issue 39: within 5%), on the same 2 emulated nodes (network
 # namespaces with an sshd each, 1 Gbit/s links, built by `gradsync cluster
 # serve --emulated 2`): mlp on Fashion-MNIST, 2 epochs, global batch 48.
-# Plain: `gradsync run --hosts H1,H2 -- gradsync train ...`, timed from start
-# to exit. Managed: `gradsync submit --min 2 --max 2 -- ...`, timed from the
+# Plain: `gradsync run --hosts H1,H2 --cost-cache DIR -- gradsync train ...`,
+# timed from start to exit (with the calibration kept, as the manager keeps
+# its jobs': both calibrate in the first pair only). Managed: `gradsync submit --min 2 --max 2 -- ...`, timed from the
 # submission to the job's end as `gradsync jobs` records them (the manager
 # adds a commit every 20 steps and --resume=auto; the job runs under its
 # keeper and elastic supervisor). REPS pairs (default 3), alternating.
@@ -45,7 +46,8 @@ out=$BENCH_OUT/cluster_alone.jsonl
 now() { date +%s.%N; }
 for r in $(seq 1 "$reps"); do
   t0=$(now)
-  "$gs" run "${on_hosts[@]}" -- "$gs" train "${train[@]}" >"$tmp/plain.$r" 2>&1
+  "$gs" run "${on_hosts[@]}" --cost-cache "$tmp/cost" -- "$gs" train "${train[@]}" \
+    >"$tmp/plain.$r" 2>&1
   t1=$(now)
   acc=$(grep '"summary"' "$tmp/plain.$r" | sed -E 's/.*"test_accuracy":([0-9.]+).*/\1/')
   echo "{\"rep\":$r,\"how\":\"plain\",\"wall_s\":$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }'),\"test_accuracy\":$acc}" >>"$out"
@@ -74,10 +76,11 @@ p = [r["wall_s"] for r in rows if r["how"] == "plain"]
 m = [r["wall_s"] for r in rows if r["how"] == "managed"]
 print("# A job alone under the cluster manager against plain gradsync run\n")
 print(f"`gradsync train {sys.argv[2].split(' --data-cache')[0]}` on 2 emulated nodes (1 Gbit/s, "
-      "an sshd each): plain `gradsync run --hosts` (start to exit) against `gradsync submit "
+      "an sshd each): plain `gradsync run --hosts --cost-cache DIR` (start to exit) against `gradsync submit "
       "--min 2 --max 2` to the manager on the same nodes (submission to end, as `gradsync "
-      "jobs` records them; a commit every 20 steps, keeper and elastic supervisor). Pairs "
-      "alternate.\n")
+      "jobs` records them; a commit every 20 steps, keeper and elastic supervisor). Both keep "
+      "the calibration (the manager its spool's, plain its --cost-cache): only the first pair "
+      "calibrates. Pairs alternate.\n")
 print("| rep | plain (s) | managed (s) | managed / plain |")
 print("| --- | --- | --- | --- |")
 for a, b in zip([r for r in rows if r["how"] == "plain"], [r for r in rows if r["how"] == "managed"]):
