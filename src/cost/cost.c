@@ -869,6 +869,7 @@ static gs_status fit_line(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
 #include <limits.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 gs_status gs_cost_save(const char *path, const gs_cost_params *c, gs_cost_topo t) {
   if (path == NULL || c == NULL)
@@ -897,9 +898,11 @@ gs_status gs_cost_save(const char *path, const gs_cost_params *c, gs_cost_topo t
   char *text = cJSON_Print(root);
   cJSON_Delete(root);
   if (text == NULL) return gs_error(GS_ERR_NOMEM, "cost save: out of memory");
-  /* Written to a temporary file and renamed, so a reader never sees half. */
+  /* Written to a temporary file of this process and renamed, so a reader
+   * never sees half, and two writers of one path (GRADSYNC_COST_CACHE)
+   * leave one whole file. */
   char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
   FILE *f = fopen(tmp, "w");
   gs_status st = GS_OK;
   if (f == NULL) {
@@ -907,8 +910,10 @@ gs_status gs_cost_save(const char *path, const gs_cost_params *c, gs_cost_topo t
   } else {
     int bad = fputs(text, f) < 0 || fputc('\n', f) == EOF;
     bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0)
+    if (bad || rename(tmp, path) != 0) {
       st = gs_error(GS_ERR_IO, "cost save: cannot write %s: %s", path, strerror(errno));
+      unlink(tmp);
+    }
   }
   cJSON_free(text);
   return st;
