@@ -120,13 +120,16 @@ static void summary(void *user, const gs_train_summary *s) {
   printf("\nsummary: %s on %d rank(s), %d epoch(s), batch %d per rank\n"
          "  time        %.1f s training, %.1f s in all\n"
          "  throughput  %.0f images/s (%s, %s)\n"
-         "  accuracy    %.2f%% on the test set\n"
-         "  comm        %s, %llu collectives,\n"
-         "              %.1f s communicating, %.0f%% of it hidden behind compute\n",
+         "  accuracy    %.2f%% on the test set\n",
          s->model, s->ranks, s->epochs, s->batch, s->train_s, s->wall_s, s->samples_per_s,
-         s->backend, s->precision,
-         100 * s->test_accuracy, s->sync_text, (unsigned long long)s->comm.messages,
-         s->comm.comm_s, 100 * gs_train_hidden(&s->comm));
+         s->backend, s->precision, 100 * s->test_accuracy);
+  if (s->comm.messages > 0 || s->comm.comm_s > 0)
+    printf("  comm        %s, %llu collectives,\n"
+           "              %.1f s communicating, %.0f%% of it hidden behind compute\n",
+           s->sync_text, (unsigned long long)s->comm.messages, s->comm.comm_s,
+           100 * gs_train_hidden(&s->comm));
+  else
+    printf("  comm        %s\n", s->sync_text);
   if (s->commits > 0)
     printf("  commits     %ld inside epochs, %.2f s (%.1f%% of training)\n", s->commits,
            s->commit_s, s->train_s > 0 ? 100 * s->commit_s / s->train_s : 0);

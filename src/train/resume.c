@@ -174,7 +174,8 @@ void train_profile_save(train_ctx *t) {
   gs_profile *p = NULL;
   if (t->profile_saved || t->cfg->checkpoint_dir == NULL) return;
   /* The engine's profile, or the sync mode's own where there is no engine
-   * (a parameter-server worker's: t->size counts the workers). */
+   * (a parameter-server worker's: t->size counts the workers; one rank's
+   * alone, sync_engine.c's solo). */
   if (t->engine != NULL) {
     if (gs_engine_get_profile(t->engine, &p) != GS_OK) p = NULL;
   } else if (t->sync.ops != NULL && t->sync.ops->profile != NULL) {
@@ -182,9 +183,12 @@ void train_profile_save(train_ctx *t) {
   }
   if (p == NULL) return;
   char source[160], name[64], *own = p->source, *own_name = p->name;
+  const int servers = t->engine == NULL && t->sync.ops != NULL && t->sync.ops->servers;
   snprintf(source, sizeof source, "gradsync train's %s, rank 0 of %d%s, %d samples a rank",
-           t->engine ? "engine profiler" : "parameter-server worker", t->size,
-           t->engine ? "" : " workers", t->batch);
+           t->engine    ? "engine profiler"
+           : servers    ? "parameter-server worker"
+                        : "step timer (one rank, no engine)",
+           t->size, servers ? " workers" : "", t->batch);
   snprintf(name, sizeof name, "%s", gs_nn_model_name(t->cfg->model));
   p->batch_size = t->batch;
   p->source = source;

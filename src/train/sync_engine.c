@@ -7,20 +7,32 @@
  * (under DeAR the tensor's all-gather finishes there, gs_engine_wait_tensor).
  * That is the same arithmetic as stepping right after the wait, and lets
  * DeAR overlap its all-gathers with the next forward pass; flush applies
- * what is pending before evaluation, checkpoints and the end. */
+ * what is pending before evaluation, checkpoints and the end.
+ *
+ * One rank alone, uncompressed, has nothing to average: the mode then runs
+ * without the engine ("solo"), the updates applied in the same order with
+ * the same arithmetic (the average of one rank is its gradient, bitwise),
+ * with no threads to hand each gradient to. Under a CPU cap (run
+ * --node-cpus) each such hand-off could wait out the cgroup's period; a
+ * one-rank job spent half its steps there. The steps are profiled from the
+ * hooks' stamps (step_prof.h) for the cluster manager. GRADSYNC_TIMELINE
+ * (the engine's timeline) keeps the engine. */
 #include <math.h>
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "step_prof.h"
 #include "sync_memory.h"
 #include "train_ctx.h"
 #include "train_internal.h"
 
 typedef struct engine_sync {
   train_ctx *t;
-  gs_engine *engine;
+  gs_engine *engine; /* NULL: solo, one rank without the engine */
+  step_prof prof;    /* solo: the steps' profile */
   int *ids;
   unsigned char *pending; /* per tensor: an update waits to be applied */
   uint64_t steps;
@@ -33,6 +45,17 @@ typedef struct engine_sync {
 
 static gs_status engine_destroy(void *self);
 
+/* Whether a run needs no engine: one rank, no compression (whose error
+ * feedback would change the gradient even alone), no timeline asked for. */
+static int runs_solo(const train_ctx *t) {
+  if (t->size != 1) return 0;
+  gs_compress_spec z;
+  if (t->cfg->compress && (gs_compress_spec_parse(t->cfg->compress, &z) != GS_OK || !z.off))
+    return 0;
+  const char *tl = getenv("GRADSYNC_TIMELINE");
+  return tl == NULL || *tl == '\0';
+}
+
 static gs_status engine_create(train_ctx *t, void **self) {
   engine_sync *s = gs_calloc(1, sizeof *s);
   if (s == NULL) return gs_error(GS_ERR_NOMEM, "out of memory for the engine sync mode");
@@ -40,6 +63,9 @@ static gs_status engine_create(train_ctx *t, void **self) {
   s->t = t;
   train_rank_files_init(&s->files);
   s->resumed = "";
+  s->pending = gs_calloc(t->nparams ? t->nparams : 1, 1);
+  if (!s->pending) return gs_error(GS_ERR_NOMEM, "out of memory for %zu tensors", t->nparams);
+  if (runs_solo(t)) return step_prof_init(&s->prof, t->nparams);
   gs_engine_config cfg;
   gs_engine_config_init(&cfg);
   cfg.policy = t->cfg->policy;
@@ -58,9 +84,8 @@ static gs_status engine_create(train_ctx *t, void **self) {
   gs_status st = gs_engine_create(t->comm, &cfg, &s->engine);
   if (st != GS_OK) return st;
   t->engine = s->engine;
-  s->ids = gs_calloc(t->nparams, sizeof *s->ids);
-  s->pending = gs_calloc(t->nparams, 1);
-  if (!s->ids || !s->pending)
+  s->ids = gs_calloc(t->nparams ? t->nparams : 1, sizeof *s->ids);
+  if (!s->ids)
     return gs_error(GS_ERR_NOMEM, "out of memory for %zu tensors", t->nparams);
   for (size_t i = 0; i < t->nparams && st == GS_OK; i++) {
     const gs_nn_param *p = gs_nn_param_at(t->net, i);
@@ -71,26 +96,34 @@ static gs_status engine_create(train_ctx *t, void **self) {
 
 static gs_status engine_grad_ready(void *self, size_t i) {
   engine_sync *s = self;
+  if (s->engine == NULL) {
+    step_prof_ready(&s->prof, i);
+    return GS_OK;
+  }
   return gs_engine_grad_ready(s->engine, s->ids[i]);
 }
 
 /* Applies tensor i's pending update once its average is in place. */
 static gs_status apply_pending(engine_sync *s, size_t i) {
   if (!s->pending[i]) return GS_OK;
-  gs_status st = gs_engine_wait_tensor(s->engine, s->ids[i]);
+  gs_status st = s->engine ? gs_engine_wait_tensor(s->engine, s->ids[i]) : GS_OK;
   if (st == GS_OK) st = train_optim_step_param(&s->t->optim, i);
   if (st == GS_OK) s->pending[i] = 0;
   return st;
 }
 
 static gs_status engine_before_forward(void *self, size_t i) {
-  return apply_pending(self, i);
+  engine_sync *s = self;
+  if (s->engine == NULL) step_prof_forward(&s->prof, i);
+  return apply_pending(s, i);
 }
 
 static gs_status engine_end_backward(void *self, const train_step *step) {
   (void)step;
   engine_sync *s = self;
-  gs_status st = gs_engine_wait(s->engine);
+  gs_status st = GS_OK;
+  if (s->engine) st = gs_engine_wait(s->engine);
+  else step_prof_end(&s->prof);
   if (st != GS_OK) return st;
   memset(s->pending, 1, s->t->nparams);
   s->steps++;
@@ -108,7 +141,7 @@ static void engine_stats(void *self, gs_train_stats *out) {
   engine_sync *s = self;
   gs_engine_stats es;
   memset(out, 0, sizeof *out);
-  if (gs_engine_get_stats(s->engine, &es) != GS_OK) return;
+  if (s->engine == NULL || gs_engine_get_stats(s->engine, &es) != GS_OK) return;
   out->messages = es.messages;
   /* What went on the wire: payloads for compressed messages. */
   out->bytes = es.bytes_sent;
@@ -119,12 +152,13 @@ static void engine_stats(void *self, gs_train_stats *out) {
 static void engine_describe(void *self, cJSON *json, char *text, size_t n) {
   engine_sync *s = self;
   gs_plan *plan = NULL;
-  gs_engine_get_plan(s->engine, &plan);
-  const char *chosen = plan ? gs_plan_policy_name(plan->chosen) : "-";
+  if (s->engine) gs_engine_get_plan(s->engine, &plan);
+  /* Solo: one rank, nothing exchanged, no plan. */
+  const char *chosen = plan ? gs_plan_policy_name(plan->chosen) : s->engine ? "-" : "none";
   size_t groups = plan ? plan->ngroups : 0;
   gs_engine_stats es;
   memset(&es, 0, sizeof es);
-  gs_engine_get_stats(s->engine, &es);
+  if (s->engine) gs_engine_get_stats(s->engine, &es);
   const char *z = s->t->cfg->compress;
   /* The engine has parsed the same spec: it cannot fail here. */
   gs_compress_spec zs;
@@ -176,6 +210,9 @@ static void engine_describe(void *self, cJSON *json, char *text, size_t n) {
              "dense", s->t->cfg->policy, chosen, groups, zs.normalised,
              s->t->cfg->no_ef ? " without error feedback" : damp, es.compressed_groups,
              groups, exch, per_step, ratio);
+  else if (text && s->engine == NULL)
+    snprintf(text, n, "one rank: nothing to exchange (the engine not started, policy %s "
+             "unused)", s->t->cfg->policy);
   else if (text)
     snprintf(text, n, "policy %s (plan: %s, %zu messages per step), %.0f bytes sent "
              "per step", s->t->cfg->policy, chosen, groups, per_step);
@@ -357,6 +394,7 @@ static gs_status engine_destroy(void *self) {
   gs_status st = GS_OK;
   if (s->t->engine == s->engine) s->t->engine = NULL;
   if (s->engine) st = gs_engine_destroy(s->engine);
+  step_prof_free(&s->prof);
   gs_free(s->ids);
   gs_free(s->pending);
   gs_free(s);
@@ -366,6 +404,14 @@ static gs_status engine_destroy(void *self) {
 static gs_status engine_check(const char *spec) {
   if (strcmp(spec, "engine") == 0) return GS_OK;
   return gs_error(GS_ERR_PARSE, "sync mode '%s': engine takes no parameters", spec);
+}
+
+/* Solo's profile (with the engine the loop asks the engine for its own). */
+static gs_status engine_profile(void *self, gs_profile **out) {
+  engine_sync *s = self;
+  *out = NULL;
+  if (s->engine) return GS_OK;
+  return step_prof_make(&s->prof, s->t->net, "solo", out);
 }
 
 const train_sync_ops train_sync_engine = {
@@ -382,5 +428,6 @@ const train_sync_ops train_sync_engine = {
     .save_rank = engine_save_rank,
     .commit_rank = engine_commit_rank,
     .load_rank = engine_load_rank,
+    .profile = engine_profile,
     .destroy = engine_destroy,
 };

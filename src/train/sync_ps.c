@@ -27,6 +27,7 @@
 
 #include "gradsync/plan.h"
 #include "gradsync/ps.h"
+#include "step_prof.h"
 #include "sync_ps.h"
 #include "train_ctx.h"
 
@@ -63,19 +64,8 @@ typedef struct ps_sync {
                             of the whole run, a resumed one's before it
                             included */
   gs_train_stats st;
-  /* The worker's profile of its steps (psm_profile), as the engine's
-   * profiler measures one: the step's start, each gradient's ready time,
-   * and the sums over the steps measured. */
-  uint64_t prof_start, *prof_ready;
-  double prof_fwd, *prof_bwd;
-  long prof_n;
+  step_prof prof; /* the worker's profile of its steps (psm_profile) */
 } ps_sync;
-
-/* Steps a worker profiles (after the first PROF_SKIP, its warm-up) and the
- * fewest its profile needs. */
-#define PROF_SKIP 2
-#define PROF_STEPS 50
-#define PROF_MIN 5
 
 static void ps_update(void *ctx, float *w, const float *grad, float *state, size_t n, float lr,
                       float mu) {
@@ -118,10 +108,8 @@ static gs_status psm_create(train_ctx *t, void **self) {
   gs_free(counts);
   if (st != GS_OK) return st;
   if (gs_ps_is_server(s->ps)) return GS_OK;
-  s->prof_ready = gs_calloc(n ? n : 1, sizeof(uint64_t));
-  s->prof_bwd = gs_calloc(n ? n : 1, sizeof(double));
-  if (!s->prof_ready || !s->prof_bwd)
-    return gs_error(GS_ERR_NOMEM, "out of memory for the worker's profile of %zu tensors", n);
+  st = step_prof_init(&s->prof, n);
+  if (st != GS_OK) return st;
   /* The workers' own communicator: the loop's collectives leave the
    * servers out from here on. */
   st = gs_comm_create(gs_ps_worker_comm(s->ps), &s->workers);
@@ -140,32 +128,18 @@ static gs_status psm_serve(void *self) {
 }
 
 static gs_status psm_before_forward(void *self, size_t index) {
-  ps_sync *s = self;
-  if (index == 0) s->prof_start = gs_now_ns();
+  step_prof_forward(&((ps_sync *)self)->prof, index);
   return GS_OK;
 }
 
 static gs_status psm_grad_ready(void *self, size_t index) {
-  ps_sync *s = self;
-  if (s->prof_ready && index < s->t->nparams) s->prof_ready[index] = gs_now_ns();
+  step_prof_ready(&((ps_sync *)self)->prof, index);
   return GS_OK;
-}
-
-/* Folds one step's stamps into the profile (gs_profile_fold_step, as the
- * engine's profiler does). */
-static void prof_step(ps_sync *s) {
-  size_t L = s->t->nparams;
-  if (!s->prof_ready || L == 0 || s->prof_start == 0 || s->steps < PROF_SKIP ||
-      s->prof_n >= PROF_STEPS)
-    return;
-  if (s->prof_ready[L - 1] < s->prof_start) return; /* a step the hooks did not see whole */
-  s->prof_fwd += gs_profile_fold_step(s->prof_ready, L, s->prof_start, s->prof_bwd);
-  s->prof_n++;
 }
 
 static gs_status psm_end_backward(void *self, const train_step *step) {
   ps_sync *s = self;
-  prof_step(s);
+  step_prof_end(&s->prof);
   float *w = gs_nn_weights_flat(s->t->net);
   double t0 = gs_now();
   if (!s->started) {
@@ -315,35 +289,16 @@ static void psm_breakdown(void *self, gs_train_breakdown *b) {
 
 /* The worker's profile: its compute per step (the tensors' numbers and
  * names are the net's), for the cluster manager's prediction of the job on
- * other sizes (train_profile_save). NULL until PROF_MIN steps are in. */
+ * other sizes (train_profile_save). NULL until STEP_PROF_MIN steps are in. */
 static gs_status psm_profile(void *self, gs_profile **out) {
   ps_sync *s = self;
-  *out = NULL;
-  size_t L = s->t->nparams;
-  if (!s->prof_bwd || s->prof_n < PROF_MIN || L == 0) return GS_OK;
-  gs_profile_tensor *t = gs_calloc(L, sizeof *t);
-  if (!t) return gs_error(GS_ERR_NOMEM, "out of memory for a profile of %zu tensors", L);
-  double n = (double)s->prof_n;
-  for (size_t i = 0; i < L; i++) {
-    const gs_nn_param *p = gs_nn_param_at(s->t->net, i);
-    t[i] = (gs_profile_tensor){.name = (char *)p->name, .numel = p->count, .dtype = GS_F32,
-                               .backward_s = s->prof_bwd[i] / n};
-  }
-  gs_profile p = {.name = "ps", .device = "", .source = "", .forward_s = s->prof_fwd / n,
-                  .ntensors = L, .tensors = t};
-  char *text = gs_profile_to_json(&p);
-  gs_free(t);
-  if (!text) return gs_error(GS_ERR_NOMEM, "out of memory for a profile's text");
-  gs_status st = gs_profile_parse(text, "the worker's profile", out);
-  gs_free(text);
-  return st;
+  return step_prof_make(&s->prof, s->t->net, "ps", out);
 }
 
 static gs_status psm_destroy(void *self) {
   ps_sync *s = self;
   if (!s) return GS_OK;
-  gs_free(s->prof_ready);
-  gs_free(s->prof_bwd);
+  step_prof_free(&s->prof);
   gs_status st = GS_OK;
   if (s->ps && !gs_ps_is_server(s->ps) && s->started) st = gs_ps_finish(s->ps);
   if (s->workers) gs_comm_destroy(s->workers);

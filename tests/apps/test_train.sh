@@ -39,6 +39,44 @@ for pol in wfbp single bucket:0.05 mgwfbp optimal dear auto; do
     bad "2 ranks x batch 16 under $pol differ from 1 x 32: $(cat "$d.cmp" 2>/dev/null; tail -3 "$d.log")"
   fi
 done
+# One rank alone, uncompressed, trains without the engine (sync_engine.c's
+# solo: nothing to average, no threads to hand gradients to); the engine
+# (kept by GRADSYNC_TIMELINE) gives bitwise the same weights; solo sends
+# nothing and profiles its steps for the cluster manager (profile.json).
+train 1 "$tmp/solo" --model cnn --batch 32 --lr 0.01
+GRADSYNC_TIMELINE="$tmp/solo_tl.json" train 1 "$tmp/solo_eng" --model cnn --batch 32 --lr 0.01
+if "$cmp_ckpt" cnn "$tmp/solo/checkpoint.gsck" "$tmp/solo_eng/checkpoint.gsck" > "$tmp/solo.cmp"; then
+  ok "one rank: solo and the engine train bitwise alike"
+else
+  bad "one rank: solo differs from the engine: $(cat "$tmp/solo.cmp"; tail -2 "$tmp/solo.log")"
+fi
+solo=$(/usr/bin/python3 - "$tmp/solo.log" "$tmp/solo_eng.log" "$tmp/solo/profile.json" \
+  "$tmp/solo_eng/profile.json" <<'PYEOF2'
+import json, sys
+def summary(path):
+    for line in open(path):
+        if line.startswith('{"summary"'):
+            return json.loads(line)["summary"]
+    return {}
+s, e = summary(sys.argv[1]), summary(sys.argv[2])
+p, pe = json.load(open(sys.argv[3])), json.load(open(sys.argv[4]))
+names = lambda q: [(t["name"], t["numel"]) for t in q["tensors"]]
+ok = (s.get("chosen") == "none" and s.get("messages") == 0 and s.get("bytes_sent") == 0
+      and e.get("chosen") not in (None, "none") and e.get("messages", 0) > 0
+      and "step timer (one rank, no engine)" in p["source"] and p["batch_size"] == 32
+      and names(p) == names(pe) and p["forward_s"] > 0
+      and all(t["backward_s"] >= 0 for t in p["tensors"]))
+print("ok" if ok else f"solo {s.get('chosen')} {s.get('messages')} {s.get('bytes_sent')}, "
+      f"engine {e.get('chosen')} {e.get('messages')}, profile {p['source']!r} "
+      f"{len(p['tensors'])} tensors")
+PYEOF2
+)
+if [ "$solo" = ok ]; then
+  ok "one rank: solo sends nothing, says so, and writes its step profile"
+else
+  bad "one rank: $solo"
+fi
+
 # At the default learning rate this cnn diverges on synthetic data within the
 # 8 steps (loss about 50), and a diverging run magnifies rounding: with
 # OpenBLAS's AVX-512 kernels 1 x 32 and 4 x 8 then differ by 1.3e-3 (5.6e-6
