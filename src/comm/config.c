@@ -34,11 +34,10 @@ static gs_status env_seconds(const char *name, double def, double *out) {
 static uint64_t file_hash(const char *path) {
   FILE *f = fopen(path, "rb");
   if (f == NULL) return 1;
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = GS_FNV1A_BASIS;
   unsigned char buf[4096];
   size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-    for (size_t i = 0; i < n; i++) h = (h ^ buf[i]) * 1099511628211ull;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) h = gs_fnv1a(h, buf, n);
   int bad = ferror(f);
   fclose(f);
   if (bad) return 1;
@@ -47,9 +46,7 @@ static uint64_t file_hash(const char *path) {
 
 /* FNV-1a of a string (a setting that names a path), never 0 or 1. */
 static uint64_t str_hash(const char *str) {
-  uint64_t h = 1469598103934665603ull;
-  for (const unsigned char *p = (const unsigned char *)str; *p; p++)
-    h = (h ^ *p) * 1099511628211ull;
+  uint64_t h = gs_fnv1a_str(GS_FNV1A_BASIS, str);
   return h > 1 ? h : h + 2;
 }
 

@@ -202,7 +202,7 @@ static int cmp_band(const void *a, const void *b) {
 
 /* FNV-1a over the plan's shards: ranks compare plans by it. */
 static uint64_t plan_hash(const dist_shard *sh, size_t n, const int *is_dp, size_t T) {
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = GS_FNV1A_BASIS;
   uint64_t v[6];
   for (size_t i = 0; i < n; i++) {
     v[0] = (uint64_t)sh[i].table;
@@ -211,9 +211,9 @@ static uint64_t plan_hash(const dist_shard *sh, size_t n, const int *is_dp, size
     v[3] = sh[i].row_hi;
     v[4] = sh[i].col_lo;
     v[5] = sh[i].col_hi;
-    for (size_t k = 0; k < 6; k++) h = (h ^ v[k]) * 1099511628211ULL;
+    h = gs_fnv1a(h, v, sizeof v);
   }
-  for (size_t t = 0; t < T; t++) h = (h ^ (uint64_t)is_dp[t]) * 1099511628211ULL;
+  for (size_t t = 0; t < T; t++) h = gs_fnv1a(h, &is_dp[t], sizeof is_dp[t]);
   return h;
 }
 

@@ -26,21 +26,12 @@ typedef struct reg_rec {
   char name[56];
 } reg_rec;
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
-  const unsigned char *p = data;
-  for (size_t i = 0; i < n; i++) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 static void tensor_rec(const eng_tensor *t, reg_rec *r) {
   memset(r, 0, sizeof *r);
   uint64_t cnt = t->count, dt = (uint64_t)t->dtype;
-  uint64_t h = fnv1a(14695981039346656037ull, t->name, strlen(t->name) + 1);
-  h = fnv1a(h, &cnt, sizeof cnt);
-  r->hash = fnv1a(h, &dt, sizeof dt);
+  uint64_t h = gs_fnv1a(GS_FNV1A_BASIS, t->name, strlen(t->name) + 1);
+  h = gs_fnv1a(h, &cnt, sizeof cnt);
+  r->hash = gs_fnv1a(h, &dt, sizeof dt);
   r->count = cnt;
   r->dtype = dt;
   snprintf(r->name, sizeof r->name, "%s", t->name);
@@ -59,11 +50,11 @@ static void describe(char *dst, size_t n, const reg_rec *r) {
 gs_status eng_check_registration(gs_engine *e) {
   int p = e->size;
   if (p == 1) return GS_OK;
-  uint64_t h = 14695981039346656037ull;
+  uint64_t h = GS_FNV1A_BASIS;
   for (size_t i = 0; i < e->ntensors; i++) {
     reg_rec r;
     tensor_rec(&e->tensors[i], &r);
-    h = fnv1a(h, &r.hash, sizeof r.hash);
+    h = gs_fnv1a(h, &r.hash, sizeof r.hash);
   }
   uint64_t mine[2] = {e->ntensors, h};
   uint64_t *all = gs_malloc(2 * sizeof(uint64_t) * (size_t)p);

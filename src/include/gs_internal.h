@@ -9,6 +9,21 @@
 
 #include "gradsync/core.h"
 
+/* FNV-1a, 64 bits: the one hash of settings, plans and files that ranks
+ * compare, that names a cache file or that a checkpoint keeps. Start from
+ * GS_FNV1A_BASIS and fold each piece in (bytes, or a string without its
+ * terminator). Not a checksum against corruption (CRC-32 is that). */
+#define GS_FNV1A_BASIS 14695981039346656037ull
+static inline uint64_t gs_fnv1a(uint64_t h, const void *data, size_t n) {
+  const unsigned char *p = (const unsigned char *)data;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+static inline uint64_t gs_fnv1a_str(uint64_t h, const char *s) {
+  for (; s != NULL && *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
 /* Propagates a failing status, logging the call site at debug level so that
  * GRADSYNC_LOG=debug prints a poor man's backtrace (as NCCLCHECK does). */
 #define GS_CHECK(call)                                                    \

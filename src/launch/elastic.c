@@ -503,15 +503,11 @@ static int pump(el *e, el_watch *w, int which, int fd) {
 }
 
 uint64_t gs_launch_cost_key(const char *desc, const char *hosts, int size) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = GS_FNV1A_BASIS;
   char sz[16];
   snprintf(sz, sizeof sz, "%d", size);
-  const char *parts[3] = {desc ? desc : "", hosts ? hosts : "", sz};
-  for (int k = 0; k < 3; k++) {
-    for (const unsigned char *p = (const unsigned char *)parts[k]; *p; p++)
-      h = (h ^ *p) * 1099511628211ull;
-    h = (h ^ '|') * 1099511628211ull;
-  }
+  const char *parts[3] = {desc, hosts, sz};
+  for (int k = 0; k < 3; k++) h = gs_fnv1a_str(gs_fnv1a_str(h, parts[k]), "|");
   return h;
 }
 

@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include "gradsync/train.h"
+#include "gs_internal.h"
 #include "train_internal.h"
 
 /* The reason a failing rank gives the others: its first line, at most this
@@ -92,9 +93,7 @@ typedef struct {
 } outcome;
 
 static uint64_t message_hash(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; s && *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
+  return gs_fnv1a_str(GS_FNV1A_BASIS, s);
 }
 
 /* Whether every rank failed with one status and one whole message. */

@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "gs_internal.h"
 #include "train_internal.h"
 
 /* Descriptions are small; a larger file is not one. */
@@ -69,11 +70,10 @@ void train_data_identify(const gs_train_config *c, const gs_nn_dataset *ds,
 static gs_status file_hash(const char *path, char *out, size_t n) {
   FILE *f = fopen(path, "rb");
   if (f == NULL) return gs_error(GS_ERR_IO, "%s: %s", path, strerror(errno));
-  uint64_t h = 0xcbf29ce484222325ull;
+  uint64_t h = GS_FNV1A_BASIS;
   unsigned char buf[1 << 16];
   size_t k;
-  while ((k = fread(buf, 1, sizeof buf, f)) > 0)
-    for (size_t i = 0; i < k; i++) h = (h ^ buf[i]) * 0x100000001b3ull;
+  while ((k = fread(buf, 1, sizeof buf, f)) > 0) h = gs_fnv1a(h, buf, k);
   int err = ferror(f);
   fclose(f);
   if (err) return gs_error(GS_ERR_IO, "%s: read failed", path);
