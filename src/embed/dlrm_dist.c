@@ -213,8 +213,7 @@ static uint64_t plan_hash(const dist_shard *sh, size_t n, const int *is_dp, size
     v[5] = sh[i].col_hi;
     h = gs_fnv1a(h, v, sizeof v);
   }
-  for (size_t t = 0; t < T; t++) h = gs_fnv1a(h, &is_dp[t], sizeof is_dp[t]);
-  return h;
+  return gs_fnv1a(h, is_dp, T * sizeof *is_dp);
 }
 
 gs_status gs_dlrm_a2a_precision_parse(const char *s, gs_dlrm_a2a_precision *out) {
