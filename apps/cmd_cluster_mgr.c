@@ -91,7 +91,9 @@ static void serve_usage(FILE *f) {
       "  --node-cooldown S  a node back from being lost gets no job for S seconds,\n"
       "                   doubled for each other loss within the hour, at most 16\n"
       "                   times (default 30; 0: at once); undrain ends it\n"
-      "  --commit-every N  gradsync train jobs commit every N steps (default 20)\n"
+      "  --commit-every Ts  gradsync train jobs commit every T seconds (default\n"
+      "                   5s; a stop for a resize waits about 0.5 s), DLRM jobs\n"
+      "                   every 20 steps; N (steps): every job every N steps\n"
       "  --discover-every S  the jobs' discovery period (default 1)\n"
       "  --ssh-config FILE  the jobs' ssh configuration (with --nodes or --slurm)\n"
       "  --iface IFACE    the jobs' MPI traffic only through IFACE\n"
@@ -195,6 +197,7 @@ static int cmd_serve(int argc, char **argv) {
   const char *nodes_file = NULL, *policy = "static", *ssh_config = NULL, *iface = NULL,
              *mpirun = NULL, *rate = NULL, *spool_arg = NULL, *net = NULL;
   int emulated = 0, slurm = 0, restart_budget = 3, commit_every = 20, share_speeds = 0;
+  double commit_every_s = 5;
   double interval = 10, discover_every = 1, node_cpus = 0, restart_penalty = 30, cooldown = 30;
   double fairness_window = 0;
   for (int i = 1; i < argc; i++) {
@@ -232,8 +235,20 @@ static int cmd_serve(int argc, char **argv) {
         return 2;
       }
       i++;
+    } else if (strcmp(a, "--commit-every") == 0 && has && *argv[i + 1] &&
+               argv[i + 1][strlen(argv[i + 1]) - 1] == 's') {
+      char num[64];
+      snprintf(num, sizeof num, "%.*s", (int)strlen(argv[i + 1]) - 1, argv[i + 1]);
+      if (strlen(argv[i + 1]) >= sizeof num ||
+          cli_parse_double(num, 0.001, 1e9, &commit_every_s) != 0) {
+        cli_error("cluster serve", "--commit-every '%s': seconds must be a number from 0.001 "
+                  "to 1e9 (as 5s), or steps a whole number", argv[i + 1]);
+        return 2;
+      }
+      i++;
     } else if (strcmp(a, "--restart-budget") == 0 || strcmp(a, "--commit-every") == 0) {
       int *v = a[2] == 'r' ? &restart_budget : &commit_every;
+      if (a[2] == 'c') commit_every_s = -1; /* steps, for every job */
       if (!has || cli_parse_int(argv[i + 1], a[2] == 'r' ? 0 : 1, 1000000, v) != 0) {
         cli_error("cluster serve", "%s needs a whole number (got '%s')", a,
                   has ? argv[i + 1] : "");
@@ -396,7 +411,8 @@ static int cmd_serve(int argc, char **argv) {
       .spool = spool, .nodes = pool, .nnodes = hosts.n, .policy = policy,
       .interval_s = interval, .restart_budget = restart_budget, .gradsync_exe = self,
       .mpirun = mpirun, .ssh_config = ssh_config, .iface = iface,
-      .discover_every_s = discover_every, .commit_every = commit_every, .stop = &serve_stop,
+      .discover_every_s = discover_every, .commit_every = commit_every,
+      .commit_every_s = commit_every_s, .stop = &serve_stop,
       .on_log = serve_log, .restart_penalty_s = restart_penalty > 0 ? restart_penalty : -1,
       .node_cooldown_s = cooldown, .fairness_window_s = fairness_window,
       .shares = cli_shares_get(), .net = net,

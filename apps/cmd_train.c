@@ -74,7 +74,9 @@ static void usage(FILE *f) {
     "  --resume[=auto]     continue from DIR/checkpoint.gsck (an epoch's end, or\n"
     "                      a commit: from the step after it); auto: if it exists\n"
     "  --commit-every N    also commit to DIR every N global steps inside epochs\n"
-    "                      (weights, optimizer, position; atomic on disk)\n"
+    "                      (weights, optimizer, position; atomic on disk); Ts:\n"
+    "                      every T seconds (as 5s), at a step the ranks agree on\n"
+    "                      at checks about 0.5 s apart, where SIGUSR1 is taken\n"
     "  --stop-at-step N    commit after global step N and stop (exit 0); --resume\n"
     "                      continues exactly there. SIGUSR1 asks for a stop at the\n"
     "                      next commit (exit 3: an elastic supervisor resizes)\n"
@@ -265,6 +267,19 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
       case 'c': o->checkpoint_dir = optarg; break;
       case 'T':
       case 'z':
+        if (c == 'T' && *optarg && optarg[strlen(optarg) - 1] == 's') {
+          /* --commit-every 5s: by time (rank 0's clock), not steps. */
+          char num[64];
+          double sec = 0;
+          snprintf(num, sizeof num, "%.*s", (int)strlen(optarg) - 1, optarg);
+          if (strlen(optarg) >= sizeof num || cli_parse_double(num, 0.001, 1e9, &sec)) {
+            cli_error(VERB, "--commit-every '%s': seconds must be a number from 0.001 to "
+                      "1e9 (as 5s), or steps an integer", optarg);
+            return 2;
+          }
+          o->commit_every_s = sec;
+          break;
+        }
         if (cli_parse_long(optarg, 1, 1000000000, &n)) {
           cli_error(VERB, "--%s '%s' must be an integer from 1 to 1000000000",
                     c == 'T' ? "commit-every" : "stop-at-step", optarg);

@@ -315,6 +315,8 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
   c.global_batch = global_batch;
   c.fixed_ranks = (int)servers;
   c.checkpoint_dir = ckpt;
+  /* Steps; by time ("5s") the interval in steps is unknown (0): the widest
+   * gap between two commits seen stands for it. */
   const char *ce = cli_option_value(prog + 1, nprog - 1, "--commit-every");
   if (!ce || cli_parse_long(ce, 1, 1L << 40, &c.commit_every) != 0) c.commit_every = 0;
   c.cost_cache_dir = o->cost_cache;

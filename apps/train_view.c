@@ -165,7 +165,7 @@ static const char *option(void *user, const char *field) {
                {"seed", "--seed"},             {"sync", "--sync"},
                {"ps_servers", "--ps"},         {"straggler", "--straggler"},
                {"optimizer", "--optimizer"},   {"compress", "--compress"},
-               {"commit_every", "--commit-every"}, {"stop_at_step", "--stop-at-step"},
+               {"commit_every", "--commit-every"}, {"commit_every_s", "--commit-every"}, {"stop_at_step", "--stop-at-step"},
                {"max_steps", "--max-steps"},   {"global_batch", "--global-batch"},
                {"scale_lr_linear", "--scale-lr linear"}, {"precision", "--precision"},
                {"policy", "--policy"},

@@ -124,7 +124,10 @@ typedef struct gs_cluster_serve_config {
   const char *ssh_config;         /* for the jobs' ssh (NULL: none) */
   const char *iface;              /* the jobs' MPI traffic (NULL: Open MPI's choice) */
   double discover_every_s;        /* the jobs' discovery period (default 1) */
-  int commit_every;               /* gradsync train jobs commit every N steps (default 20) */
+  int commit_every;               /* jobs commit every N steps (default 20): DLRM
+                                   * jobs, and every job when commit_every_s < 0 */
+  double commit_every_s;          /* gradsync train jobs commit every this many
+                                   * seconds (default 5; < 0: by steps) */
   volatile sig_atomic_t *stop;    /* the manager returns once *stop is non-zero */
   void (*on_log)(const char *line, void *user);
   void *user;

@@ -285,6 +285,11 @@ typedef struct gs_train_config {
                               epochs too (needs checkpoint_dir; not with the
                               asynchronous sync modes, whose workers' steps
                               differ) */
+  double commit_every_s;   /* > 0 (instead of commit_every): commit once this
+                              many seconds of training have passed since the
+                              last commit, by rank 0's clock, at a step the
+                              ranks agree on at a check about every 0.5 s
+                              (where a stop asked is also taken) */
   long stop_at_step;       /* > 0: commit after this global step and return
                               (gs_train_result.stopped_at_step) */
   uint64_t seed;           /* 1: initialisation and shuffling */
@@ -323,9 +328,9 @@ void gs_train_config_init(gs_train_config *cfg);
 enum { GS_TRAIN_RESUME_IF_ANY = 2 };
 
 /* Asks the running job to stop at its next commit (gs_train_config
- * commit_every; or its epoch's end): async-signal-safe, for a SIGUSR1
- * handler. The ranks agree at the commit (one that was asked is enough),
- * commit and return with gs_train_result.stop_requested = 1. A supervisor
+ * commit_every; the next check of commit_every_s; or its epoch's end):
+ * async-signal-safe, for a SIGUSR1 handler. The ranks agree at the commit
+ * (one that was asked is enough), commit and return with gs_train_result.stop_requested = 1. A supervisor
  * resizing an elastic job uses it; --resume continues exactly there. */
 void gs_train_request_stop(void);
 

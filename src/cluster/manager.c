@@ -675,6 +675,7 @@ static void job_ckpt(const mgr *m, const job *j, char *out, size_t len) {
 }
 
 static int job_commits_at_steps(const job *j);
+static int job_is_dlrm(const job *j);
 
 /* The keeper's command line: gradsync cluster keep ... -- gradsync run
  * --elastic ... -- PROGRAM. */
@@ -758,8 +759,13 @@ static char **launch_argv(mgr *m, job *j) {
       ADD(buf);
     }
     if (!has_arg(j->args, "--commit-every") && job_commits_at_steps(j)) {
+      /* By time (gradsync train's checks take a stop within about 0.5 s
+       * whatever a step costs); a DLRM job by steps. */
       ADD("--commit-every");
-      snprintf(buf, sizeof buf, "%d", c->commit_every);
+      if (c->commit_every_s > 0 && !job_is_dlrm(j))
+        snprintf(buf, sizeof buf, "%gs", c->commit_every_s);
+      else
+        snprintf(buf, sizeof buf, "%d", c->commit_every);
       ADD(buf);
     }
     if (!has_arg(j->args, "--resume")) ADD("--resume=auto");
@@ -2352,6 +2358,7 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
   if (c.interval_s <= 0) c.interval_s = 10;
   if (c.discover_every_s <= 0) c.discover_every_s = 1;
   if (c.commit_every <= 0) c.commit_every = 20;
+  if (c.commit_every_s == 0) c.commit_every_s = 5;
   if (c.restart_budget < 0) c.restart_budget = 3;
   if (!c.spool || !c.nodes || c.nnodes < 1 || c.nnodes > GS_CLUSTER_MAX_NODES ||
       !c.gradsync_exe || !c.policy) {

@@ -48,6 +48,42 @@ static int agree_stop(train_ctx *t, long epoch, long step) {
   return any != 0;
 }
 
+/* The checks of timed commits (commit_every_s) aim at this many seconds
+ * apart: a stop asked waits about this long for its commit, and a check
+ * costs one small all-reduce. */
+#define TRAIN_CHECK_S 0.5
+
+/* Timed commits: at the global step t->next_check the workers agree, in
+ * one all-reduce, on a stop asked of any, on whether rank 0's clock says a
+ * commit is due (commit_every_s since the last), and on the step of the
+ * next check, which rank 0 sets about TRAIN_CHECK_S ahead at the rate of
+ * the steps since the last check. Every worker runs the same steps, so
+ * every one reaches the check. Returns 0 where there is none; 1 at a
+ * check, with *commit and *asked set. */
+static int timed_check(train_ctx *t, long epoch, long step, long global, int *commit,
+                       int *asked) {
+  if (global < t->next_check) return 0;
+  int32_t v[3] = {atomic_load(&stop_asked) ? 1 : 0, 0, 0};
+  if (t->rank == 0) {
+    const double every = t->cfg->commit_every_s, now = gs_now();
+    const double aim = every < TRAIN_CHECK_S ? every : TRAIN_CHECK_S;
+    const double per_step = (now - t->check_t) / (double)(global - t->check_step);
+    const double gap = per_step > 0 ? aim / per_step : 1;
+    v[1] = now - t->commit_t >= every;
+    v[2] = gap < 1 ? 1 : gap > 1e6 ? 1000000 : (int32_t)(gap + 0.5);
+    t->check_t = now;
+    t->check_step = global;
+  }
+  if (t->size > 1 &&
+      gs_allreduce(t->comm, GS_IN_PLACE, v, 3, GS_I32, GS_MAX, GS_ALGO_MPI) != GS_OK)
+    gs_train_rank_abort(t->ranks, "epoch %ld, step %ld: cannot agree on a commit: %s",
+                        epoch + 1, step + 1, gs_last_error());
+  t->next_check = global + (v[2] > 0 ? v[2] : 1);
+  *asked = v[0] != 0;
+  *commit = v[1] != 0;
+  return 1;
+}
+
 void gs_train_result_free(gs_train_result *r) {
   if (r == NULL) return;
   gs_free(r->weights);
@@ -443,18 +479,26 @@ gs_status gs_train_config_check(const gs_train_config *c) {
   if (c->precision && strcmp(c->precision, "fp32") && strcmp(c->precision, "bf16"))
     return gs_error(GS_ERR_PARSE, "%s '%s' must be fp32 or bf16",
                     train_option(c, "precision"), c->precision);
-  if ((c->commit_every > 0 || c->stop_at_step > 0) && !c->checkpoint_dir)
+  const int commits = c->commit_every > 0 || c->commit_every_s > 0;
+  const char *commit_field = c->commit_every > 0 ? "commit_every" : "commit_every_s";
+  if (c->commit_every > 0 && c->commit_every_s > 0)
+    return gs_error(GS_ERR_PARSE, "commit_every %ld and commit_every_s %g: give steps or "
+                    "seconds, not both", c->commit_every, c->commit_every_s);
+  if (!(c->commit_every_s >= 0) || c->commit_every_s > 1e9)
+    return gs_error(GS_ERR_PARSE, "%s %g: must be 0 (none) or seconds up to 1e9",
+                    train_option(c, "commit_every_s"), c->commit_every_s);
+  if ((commits || c->stop_at_step > 0) && !c->checkpoint_dir)
     return gs_error(GS_ERR_PARSE, "%s needs %s (where commits go)",
-                    train_option(c, c->commit_every > 0 ? "commit_every" : "stop_at_step"),
+                    train_option(c, commits ? commit_field : "stop_at_step"),
                     train_option(c, "checkpoint_dir"));
   const train_sync_ops *so = c->sync_ops ? c->sync_ops : train_sync_find(c->sync ? c->sync
                                                                                : "engine");
-  if ((c->commit_every > 0 || c->stop_at_step > 0) && so && so->epoch_done)
+  if ((commits || c->stop_at_step > 0) && so && so->epoch_done)
     return gs_error(GS_ERR_PARSE, "%s %s: its workers run different step counts, so no step "
                     "is common to %s at (it commits at epochs' ends: leave %s out)",
                     train_option(c, "sync"), c->sync_ops ? so->name : c->sync,
-                    c->commit_every > 0 ? "commit" : "stop",
-                    train_option(c, c->commit_every > 0 ? "commit_every" : "stop_at_step"));
+                    commits ? "commit" : "stop",
+                    train_option(c, commits ? commit_field : "stop_at_step"));
   /* What travels through the engine only: under a sync mode with its own
    * exchange (parameter servers, local SGD) it would be silently unused. */
   const int engine = so == NULL || so == &train_sync_engine;
@@ -522,7 +566,8 @@ static int commit_step(train_ctx *t, const train_data_id *data, long epoch, long
   }
   t->save_samples_in_epoch = 0;
   t->commits++;
-  t->commit_s += gs_now() - c0;
+  t->commit_t = gs_now();
+  t->commit_s += t->commit_t - c0;
   return rc;
 }
 
@@ -600,9 +645,16 @@ static gs_status run_epoch(train_ctx *t, train_batches *batches,
      * *stopped = -1. */
     const long global = epoch * steps + step + 1;
     int stop = c->stop_at_step > 0 && global >= c->stop_at_step;
-    const int commit_point = c->commit_every > 0 && global % c->commit_every == 0;
-    if (step + 1 < steps && c->checkpoint_dir && commit_point && !stop && agree_stop(t, epoch, step))
-      stop = 2; /* asked to (gs_train_request_stop) */
+    int commit_point = 0, asked = 0;
+    if (step + 1 < steps && c->checkpoint_dir && !stop) {
+      if (c->commit_every > 0) {
+        commit_point = global % c->commit_every == 0;
+        asked = commit_point && agree_stop(t, epoch, step);
+      } else if (c->commit_every_s > 0) {
+        timed_check(t, epoch, step, global, &commit_point, &asked);
+      }
+    }
+    if (asked) stop = 2; /* asked to (gs_train_request_stop) */
     if (step + 1 < steps && c->checkpoint_dir && (commit_point || stop)) {
       long g = g0 + (step + 1 - first) * (long)t->batch * t->size;
       if (commit_step(t, data, epoch, step, g)) {
@@ -709,6 +761,10 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
     rc = agreed;
     goto out;
   }
+  /* Timed commits count from here; the first check comes after one step. */
+  t->commit_t = t->check_t = gs_now();
+  t->check_step = resumed_at;
+  t->next_check = resumed_at + 1;
   gs_nn_lr_schedule sched = make_schedule(c, steps);
   if (c->scale_lr_linear) sched.base_lr *= (float)t->size / (float)t->base_ranks;
   double t_start = gs_now(), train_s = 0, last_acc = 0, compute_s = 0;
@@ -763,6 +819,7 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
     if (evaluate(t, test, &acc, &test_loss)) goto out;
     if (c->checkpoint_dir && save_checkpoint(t, data, epoch + 1, (epoch + 1) * steps))
       goto out;
+    t->commit_t = gs_now();
     last_acc = acc;
     res->epochs_done = epoch + 1;
     gs_train_progress p = {.epoch = (int)epoch, .epochs = c->epochs, .step = steps,

@@ -56,6 +56,11 @@ struct train_ctx {
    * and what a resumed checkpoint recorded (resume.c). */
   long save_samples_in_epoch;
   long resume_samples_in_epoch;
+  /* Timed commits (commit_every_s, timed_check): the global step of the
+   * next check, and rank 0's clock at the last commit and at the last
+   * check (at global step check_step). */
+  long next_check, check_step;
+  double commit_t, check_t;
   int resume_ranks;       /* the checkpoint's world size (0: none resumed) */
   long resume_step;       /* the resumed checkpoint's training step; -1: none */
   /* The sync mode's per-rank files (train_sync_ops.save_rank): the world

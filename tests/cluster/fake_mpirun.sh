@@ -3,6 +3,8 @@
 # runs the program once, here, with the world it was given in GS_FAKE_NP and
 # GS_FAKE_HOSTS, forwarding SIGUSR1 and SIGTERM to it, and exits with its
 # status. The supervisor puts "-np N --host H" just before the program.
+# GS_FAKE_ARGV set: each command line is appended to that file first.
+[ -n "${GS_FAKE_ARGV:-}" ] && echo "$*" >>"$GS_FAKE_ARGV"
 np=0 hosts=
 while [ $# -gt 0 ]; do
   case $1 in

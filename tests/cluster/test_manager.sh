@@ -363,6 +363,37 @@ if [ "$said" = 1 ] && { [ "$bprior" = null ] || [ "$bprior" = "{}" ]; }; then
   pass "a profile.json that is no profile: said once in the log, no prediction, the job done"
 else fail "a bad profile.json: said $said times, prior '$bprior'"; fi
 
+echo "== the commits asked of jobs: gradsync train's by time, DLRM's by steps"
+# gradsync train takes a stop at its checks (about 0.5 s apart) with time
+# commits, so a resize does not wait for 20 steps of a slow job (until
+# 2026-12-05 every job got --commit-every 20). The stand-in mpirun writes
+# each command it is given to GS_FAKE_ARGV.
+new_spool "$scratch/spool_commit"
+export GS_FAKE_ARGV=$scratch/argv
+serve || fail "the manager did not start"
+T=$(submit --min 1 --max 1 --name T -- --model mlp --synthetic 256 --batch 16 --epochs 1 \
+  --max-steps 2)
+D=$(submit --min 1 --max 1 --name D -- --model dlrm --tables kaggle:0.001 --epochs 1)
+wait_state "$T" done 60 || fail "job T: '$(state "$T")', not done"
+for _ in $(seq 1 100); do grep -q -- "--model dlrm" "$scratch/argv" 2>/dev/null && break; sleep 0.1; done
+"$G" cancel --spool "$spool" "$D" >/dev/null 2>&1
+if grep -- "--model mlp" "$scratch/argv" | grep -q -- "--commit-every 5s --resume=auto" &&
+   grep -- "--model dlrm" "$scratch/argv" | grep -q -- "--commit-every 20 --resume=auto"; then
+  pass "a train job was given --commit-every 5s, a DLRM job --commit-every 20"
+else fail "the commits asked: $(grep -o -- "--model [a-z]*\|--commit-every [0-9s]*" "$scratch/argv" | tr '\n' ' ')"; fi
+new_spool "$scratch/spool_commit2"
+: >"$scratch/argv"
+serve --commit-every 7 || fail "the manager with --commit-every 7 did not start"
+T2=$(submit --min 1 --max 1 --name T2 -- --model mlp --synthetic 256 --batch 16 --epochs 1 \
+  --max-steps 2)
+wait_state "$T2" done 60 || fail "job T2: '$(state "$T2")', not done"
+if grep -- "--model mlp" "$scratch/argv" | grep -q -- "--commit-every 7 --resume=auto"; then
+  pass "serve --commit-every 7: a train job commits every 7 steps"
+else fail "serve --commit-every 7: $(grep -o -- "--commit-every [0-9s]*" "$scratch/argv")"; fi
+unset GS_FAKE_ARGV
+expect_2 "serve --commit-every 0s" "--commit-every '0s': seconds must be" cluster serve \
+  --spool "$scratch/spool_x" --nodes "$scratch/nodes" --commit-every 0s
+
 echo "== per-user limits and accounts (serve --user-limit, --account-share; submit --account)"
 new_spool "$scratch/spool2"
 expect_2 "serve with an unknown network" "--net: unknown network 'bogus'" cluster serve \
