@@ -127,7 +127,7 @@ typedef struct gs_cluster_serve_config {
   int commit_every;               /* jobs commit every N steps (default 20): DLRM
                                    * jobs, and every job when commit_every_s < 0 */
   double commit_every_s;          /* gradsync train jobs commit every this many
-                                   * seconds (default 5; < 0: by steps) */
+                                   * seconds (default 2; < 0: by steps) */
   volatile sig_atomic_t *stop;    /* the manager returns once *stop is non-zero */
   void (*on_log)(const char *line, void *user);
   void *user;

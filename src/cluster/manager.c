@@ -737,6 +737,12 @@ static char **launch_argv(mgr *m, job *j) {
     ADD("--ssh-config");
     ADD(c->ssh_config);
   }
+  /* The supervisor's check of the hosts before each launch goes over the
+   * health checks' kept connections (0.3 s sooner on the emulated nodes). */
+  if (m->mux[0]) {
+    ADD("--ssh-control");
+    ADD(m->mux);
+  }
   if (c->iface) {
     ADD("--iface");
     ADD(c->iface);
@@ -2358,7 +2364,7 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
   if (c.interval_s <= 0) c.interval_s = 10;
   if (c.discover_every_s <= 0) c.discover_every_s = 1;
   if (c.commit_every <= 0) c.commit_every = 20;
-  if (c.commit_every_s == 0) c.commit_every_s = 5;
+  if (c.commit_every_s == 0) c.commit_every_s = 2;
   if (c.restart_budget < 0) c.restart_budget = 3;
   if (!c.spool || !c.nodes || c.nnodes < 1 || c.nnodes > GS_CLUSTER_MAX_NODES ||
       !c.gradsync_exe || !c.policy) {

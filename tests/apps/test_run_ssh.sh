@@ -3,7 +3,7 @@
 # builds 3 hosts (network namespaces on a bridge, each with its own sshd and
 # a key made for the test), and the ranks must start through Open MPI's ssh
 # launcher, one in each namespace; `gradsync bench` then all-reduces across
-# them. Failure paths: a host whose sshd is stopped ends the run within a
+# them; --ssh-control runs the hosts' check on a kept connection. Failure paths: a host whose sshd is stopped ends the run within a
 # bounded time with a message naming the host, a bad hostfile exits 2
 # naming the line, and a host cut off under a running job ends it (the
 # ranks' MPI_Abort seen, mpirun killed) within a bounded time. Everything is removed on exit, also after a failure.
@@ -91,6 +91,25 @@ if [ "$rc" = 0 ] && [ "$seen" = "$want" ]; then
 else
   fail "--hostfile: exit $rc; ranks and namespaces '$(echo $seen)', wanted '$(echo $want)'"
 fi
+
+echo "== --ssh-control: the hosts' check over a kept connection (the cluster manager's)"
+# A master connection to the first host (ssh -M, logging its sessions):
+# the check before mpirun runs its `true` as a session on it; with a
+# ControlPath where no master listens, the check connects anew.
+first=$(cut -d, -f1 <<<"$HOSTS" | cut -d: -f1)
+ssh -F "$dir/ssh_config" -o BatchMode=yes -o ControlMaster=yes -o "ControlPath=$scratch/m-%C" \
+  -o ControlPersist=60 -E "$scratch/master.log" -v -fN "$first" >/dev/null 2>&1
+timeout 120 "${RUN[@]}" --hosts "$first" --ssh-control "$scratch/m-%C" -- true >"$out" 2>&1
+rc=$?
+timeout 120 "${RUN[@]}" --hosts "$first" --ssh-control "$scratch/none-%C" -- true >>"$out" 2>&1
+rc2=$?
+if [ "$rc" = 0 ] && [ "$rc2" = 0 ] && grep -q "Sending command: true" "$scratch/master.log"; then
+  pass "--ssh-control: the check ran on the kept connection; with none there, on a new one"
+else
+  fail "--ssh-control: exit $rc and $rc2; the master's log: $(grep -c "Sending command" \
+    "$scratch/master.log" 2>/dev/null) sessions"
+fi
+ssh -F "$dir/ssh_config" -o "ControlPath=$scratch/m-%C" -O exit "$first" >/dev/null 2>&1
 
 echo "== GRADSYNC_*, OPENBLAS_* and OMP_* reach the remote ranks"
 GRADSYNC_TEST_MARK=hello OPENBLAS_TEST_MARK=blas OMP_TEST_MARK=omp timeout 120 \

@@ -377,9 +377,9 @@ D=$(submit --min 1 --max 1 --name D -- --model dlrm --tables kaggle:0.001 --epoc
 wait_state "$T" done 60 || fail "job T: '$(state "$T")', not done"
 for _ in $(seq 1 100); do grep -q -- "--model dlrm" "$scratch/argv" 2>/dev/null && break; sleep 0.1; done
 "$G" cancel --spool "$spool" "$D" >/dev/null 2>&1
-if grep -- "--model mlp" "$scratch/argv" | grep -q -- "--commit-every 5s --resume=auto" &&
+if grep -- "--model mlp" "$scratch/argv" | grep -q -- "--commit-every 2s --resume=auto" &&
    grep -- "--model dlrm" "$scratch/argv" | grep -q -- "--commit-every 20 --resume=auto"; then
-  pass "a train job was given --commit-every 5s, a DLRM job --commit-every 20"
+  pass "a train job was given --commit-every 2s, a DLRM job --commit-every 20"
 else fail "the commits asked: $(grep -o -- "--model [a-z]*\|--commit-every [0-9s]*" "$scratch/argv" | tr '\n' ' ')"; fi
 new_spool "$scratch/spool_commit2"
 : >"$scratch/argv"
