@@ -7,7 +7,7 @@
 # timed from start to exit (with the calibration kept, as the manager keeps
 # its jobs': both calibrate in the first pair only). Managed: `gradsync submit --min 2 --max 2 -- ...`, timed from the
 # submission to the job's end as `gradsync jobs` records them (the manager
-# adds a commit every 20 steps and --resume=auto; the job runs under its
+# adds its commits, every 2 s, and --resume=auto; the job runs under its
 # keeper and elastic supervisor). REPS pairs (default 3), alternating.
 # Writes $BENCH_OUT/cluster_alone.jsonl and cluster_alone.md. Needs root
 # and sshd.
@@ -50,7 +50,8 @@ for r in $(seq 1 "$reps"); do
     >"$tmp/plain.$r" 2>&1
   t1=$(now)
   acc=$(grep '"summary"' "$tmp/plain.$r" | sed -E 's/.*"test_accuracy":([0-9.]+).*/\1/')
-  echo "{\"rep\":$r,\"how\":\"plain\",\"wall_s\":$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }'),\"test_accuracy\":$acc}" >>"$out"
+  trs=$(grep '"summary"' "$tmp/plain.$r" | sed -E 's/.*"train_s":([0-9.]+).*/\1/')
+  echo "{\"rep\":$r,\"how\":\"plain\",\"wall_s\":$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }'),\"train_s\":$trs,\"test_accuracy\":$acc}" >>"$out"
   id=$("$gs" submit --spool "$spool" --min 2 --max 2 --name "alone-$r" -- "${train[@]}")
   for _ in $(seq 1 3600); do
     line=$("$gs" jobs --spool "$spool" --json | grep "\"id\":$id," || true)
@@ -60,12 +61,14 @@ for r in $(seq 1 "$reps"); do
   python3 - "$line" "$spool/jobs/$id/out.log" "$r" >>"$out" <<'PY'
 import json, sys
 j = json.loads(sys.argv[1])
-acc = None
+acc = train_s = commits = None
 for l in open(sys.argv[2]):
     if l.startswith('{"summary"'):
-        acc = json.loads(l)["summary"]["test_accuracy"]
+        s = json.loads(l)["summary"]
+        acc, train_s, commits = s["test_accuracy"], s["train_s"], s.get("commits", 0)
 print(json.dumps({"rep": int(sys.argv[3]), "how": "managed", "state": j["state"],
                   "wall_s": round(j["end_time"] - j["submit_time"], 3),
+                  "train_s": train_s, "commits": commits,
                   "resizes": j["resizes"], "restarts": j["restarts"], "test_accuracy": acc}))
 PY
 done
@@ -78,16 +81,21 @@ print("# A job alone under the cluster manager against plain gradsync run\n")
 print(f"`gradsync train {sys.argv[2].split(' --data-cache')[0]}` on 2 emulated nodes (1 Gbit/s, "
       "an sshd each): plain `gradsync run --hosts --cost-cache DIR` (start to exit) against `gradsync submit "
       "--min 2 --max 2` to the manager on the same nodes (submission to end, as `gradsync "
-      "jobs` records them; a commit every 20 steps, keeper and elastic supervisor). Both keep "
+      "jobs` records them; the manager's commits, keeper and elastic supervisor). Both keep "
       "the calibration (the manager its spool's, plain its --cost-cache): only the first pair "
-      "calibrates. Pairs alternate.\n")
-print("| rep | plain (s) | managed (s) | managed / plain |")
-print("| --- | --- | --- | --- |")
+      "calibrates. Pairs alternate. Training: the job's own `train_s` (its epochs, commits "
+      "included); the rest of each time is start-up and ending.\n")
+print("| rep | plain (s) | managed (s) | managed / plain | training: plain, managed (s) | commits |")
+print("| --- | --- | --- | --- | --- | --- |")
 for a, b in zip([r for r in rows if r["how"] == "plain"], [r for r in rows if r["how"] == "managed"]):
-    print(f"| {a['rep']} | {a['wall_s']:.2f} | {b['wall_s']:.2f} | {b['wall_s'] / a['wall_s']:.3f} |")
+    print(f"| {a['rep']} | {a['wall_s']:.2f} | {b['wall_s']:.2f} | {b['wall_s'] / a['wall_s']:.3f} | "
+          f"{a.get('train_s') or 0:.2f}, {b.get('train_s') or 0:.2f} | {b.get('commits')} |")
 if p and m:
+    tp = [r.get("train_s") or 0 for r in rows if r["how"] == "plain"]
+    tm = [r.get("train_s") or 0 for r in rows if r["how"] == "managed"]
     print(f"| median | {statistics.median(p):.2f} | {statistics.median(m):.2f} | "
-          f"{statistics.median(m) / statistics.median(p):.3f} |")
+          f"{statistics.median(m) / statistics.median(p):.3f} | "
+          f"{statistics.median(tp):.2f}, {statistics.median(tm):.2f} | |")
 PY
 bench_stamp "$out" "$(bench_quote bench/cluster/alone.sh "$@")"
 bench_stamp "$BENCH_OUT/cluster_alone.md" "$(bench_quote bench/cluster/alone.sh "$@")"
