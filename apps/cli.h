@@ -51,6 +51,10 @@ int cli_parse_int(const char *s, int min, int max, int *out);
 /* A finite decimal number in [min, max] ("0.5", ".5", "1e-3"; not "nan",
  * "inf" nor strtod's hexadecimal "0x1p3"). */
 int cli_parse_double(const char *s, double min, double max, double *out);
+/* "5s", "0.5s": seconds in [min, max] as cli_parse_double reads the number
+ * (--commit-every's by-time form). 0 and *out set; 1 without the "s" (the
+ * caller reads another form); -1 a bad number. */
+int cli_parse_seconds_suffix(const char *s, double min, double max, double *out);
 /* cli_parse_double for a value kept as a float: a number other than 0 that
  * a float cannot hold apart from 0 (below FLT_MIN, e.g. "1e-50") is
  * refused too, where it would have become 0 (which options often read as

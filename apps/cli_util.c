@@ -126,6 +126,16 @@ int cli_parse_double(const char *s, double min, double max, double *out) {
   return 0;
 }
 
+int cli_parse_seconds_suffix(const char *s, double min, double max, double *out) {
+  size_t n = strlen(s);
+  if (n == 0 || s[n - 1] != 's') return 1;
+  char num[64];
+  if (n >= sizeof num) return -1;
+  memcpy(num, s, n - 1);
+  num[n - 1] = '\0';
+  return cli_parse_double(num, min, max, out) ? -1 : 0;
+}
+
 int cli_parse_float(const char *s, double min, double max, float *out) {
   double v;
   if (cli_parse_double(s, min, max, &v)) return -1;

@@ -198,6 +198,7 @@ static int cmd_serve(int argc, char **argv) {
              *mpirun = NULL, *rate = NULL, *spool_arg = NULL, *net = NULL;
   int emulated = 0, slurm = 0, restart_budget = 3, commit_every = 20, share_speeds = 0;
   double commit_every_s = 2;
+  int by_time = 1; /* cli_parse_seconds_suffix's last answer */
   double interval = 10, discover_every = 1, node_cpus = 0, restart_penalty = 30, cooldown = 30;
   double fairness_window = 0;
   for (int i = 1; i < argc; i++) {
@@ -235,12 +236,10 @@ static int cmd_serve(int argc, char **argv) {
         return 2;
       }
       i++;
-    } else if (strcmp(a, "--commit-every") == 0 && has && *argv[i + 1] &&
-               argv[i + 1][strlen(argv[i + 1]) - 1] == 's') {
-      char num[64];
-      snprintf(num, sizeof num, "%.*s", (int)strlen(argv[i + 1]) - 1, argv[i + 1]);
-      if (strlen(argv[i + 1]) >= sizeof num ||
-          cli_parse_double(num, 0.001, 1e9, &commit_every_s) != 0) {
+    } else if (strcmp(a, "--commit-every") == 0 && has &&
+               (by_time = cli_parse_seconds_suffix(argv[i + 1], 0.001, 1e9,
+                                                   &commit_every_s)) != 1) {
+      if (by_time < 0) {
         cli_error("cluster serve", "--commit-every '%s': seconds must be a number from 0.001 "
                   "to 1e9 (as 5s), or steps a whole number", argv[i + 1]);
         return 2;

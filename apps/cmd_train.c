@@ -267,18 +267,13 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
       case 'c': o->checkpoint_dir = optarg; break;
       case 'T':
       case 'z':
-        if (c == 'T' && *optarg && optarg[strlen(optarg) - 1] == 's') {
-          /* --commit-every 5s: by time (rank 0's clock), not steps. */
-          char num[64];
-          double sec = 0;
-          snprintf(num, sizeof num, "%.*s", (int)strlen(optarg) - 1, optarg);
-          if (strlen(optarg) >= sizeof num || cli_parse_double(num, 0.001, 1e9, &sec)) {
-            cli_error(VERB, "--commit-every '%s': seconds must be a number from 0.001 to "
-                      "1e9 (as 5s), or steps an integer", optarg);
-            return 2;
-          }
-          o->commit_every_s = sec;
-          break;
+        /* --commit-every 5s: by time (rank 0's clock), not steps. */
+        if (c == 'T' && (n = cli_parse_seconds_suffix(optarg, 0.001, 1e9,
+                                                      &o->commit_every_s)) != 1) {
+          if (n == 0) break;
+          cli_error(VERB, "--commit-every '%s': seconds must be a number from 0.001 to "
+                    "1e9 (as 5s), or steps an integer", optarg);
+          return 2;
         }
         if (cli_parse_long(optarg, 1, 1000000000, &n)) {
           cli_error(VERB, "--%s '%s' must be an integer from 1 to 1000000000",
