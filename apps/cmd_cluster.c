@@ -486,6 +486,19 @@ static int cmd_cluster_simulate(int argc, char **argv) {
     gs_csim_workload_free(&w);
     return 1;
   }
+  /* What the replays refuse before they start is bad input, said before
+   * the table starts. */
+  for (int p = 0; p < npols; p++) {
+    gs_csim_opts o = c.o;
+    o.nodes = c.nodes;
+    o.policy = pols[p];
+    if (gs_csim_check(&w, &o, err, sizeof err) != 0) {
+      cli_error(VERB, "%s", err);
+      free(per);
+      gs_csim_workload_free(&w);
+      return 2;
+    }
+  }
   if (!c.json) print_text_header(&c, &w);
   rc = 0;
   for (int p = 0; p < npols && rc == 0; p++) {

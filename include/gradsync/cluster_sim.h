@@ -86,6 +86,9 @@ typedef struct gs_csim_opts {
                                  loading and set-up before its first step
                                  (default 0: free) */
   double interval_s;          /* periodic re-allocation (default 60; 0 = none) */
+  long max_periodic;          /* periodic rounds a replay may take, where they
+                                 are events, before it stops with an error
+                                 naming --interval (0, default: 10 million) */
   /* > 0: the policies see a job's speed curve only as the manager learns
    * it: a size's speed once the job has done learn_work of its work there
    * in one launch, after its start-up (the manager: two commits of one
@@ -183,15 +186,20 @@ typedef struct gs_csim_result {
   double sim_s;               /* wall time of the simulation */
 } gs_csim_result;
 
+/* What gs_csim_run refuses before it starts: the pool, the policy, a job
+ * that can never run (min_nodes above the pool), negative options, and a
+ * job that alone, at its best speed, needs more periodic rounds than
+ * o->max_periodic. Returns 0, or -1 with a message. */
+int gs_csim_check(const gs_csim_workload *w, const gs_csim_opts *o, char *err, size_t errlen);
+
 /* Runs the simulation. With o->trace, writes CSV lines:
  *   node,NODE,JOB,T0,T1        node NODE belonged to job JOB (an index in
  *                              the workload) from T0 to T1 (the Gantt chart)
  *   util,T,USED,BUSY,ACTIVE    from time T: nodes allocated, nodes allocated
  *                              outside restarts, jobs in the system
  *   job,JOB,NAME,SUBMIT,START,END,JCT,RESTARTS
- * Returns 0, or -1 with a message (a policy's error, no memory). A job that
- * can never run (min_nodes above the pool) is reported as an error before
- * the run starts. */
+ * Returns 0, or -1 with a message (a policy's error, no memory, what
+ * gs_csim_check refuses, before the run starts). */
 int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result *r, char *err,
                 size_t errlen);
 

@@ -64,8 +64,8 @@
 #include <string.h>
 #include <time.h>
 
-/* Periodic rounds a replay may take (goodput re-solves every interval
- * while jobs run): about 3 s of rounds for a few jobs; a trace of
+/* Periodic rounds a replay may take by default (goodput re-solves every
+ * interval while jobs run): about 3 s of rounds for a few jobs; a trace of
  * realistic jobs needs a few thousand. */
 #define CSIM_MAX_PERIODIC 10000000L
 
@@ -544,9 +544,29 @@ static int cmp_submit(const void *a, const void *b) {
   return *(const int *)a - *(const int *)b;
 }
 
-int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result *r, char *err,
-                size_t errlen) {
-  memset(r, 0, sizeof *r);
+/* A decaying usage moves the shares between events, and a fairness window
+ * dorm's targets (what a job is owed grows as it waits): a round at every
+ * tick, as the manager's. */
+static int time_moves_of(const gs_csim_opts *o) {
+  double halflife = o->shares ? o->shares->usage_halflife_s : 0;
+  return strcmp(o->policy, "static") != 0 &&
+         (halflife > 0 || (o->fairness_window_s > 0 && strcmp(o->policy, "dorm") == 0));
+}
+
+/* Whether a periodic round can ever change an answer: for a policy that
+ * reads progress, once a speed curve can be learned, or as time moves the
+ * shares. Otherwise the ticks are not events (a static job of 1e12 samples
+ * took 19 s of ticks). */
+static int ticks_are_events(const gs_csim_opts *o) {
+  return gs_cluster_policy_reads_progress(o->policy) || o->learn_work > 0 || time_moves_of(o);
+}
+
+/* The bound on periodic rounds where they are events (opts.max_periodic). */
+static long max_periodic_of(const gs_csim_opts *o) {
+  return o->max_periodic > 0 ? o->max_periodic : CSIM_MAX_PERIODIC;
+}
+
+int gs_csim_check(const gs_csim_workload *w, const gs_csim_opts *o, char *err, size_t errlen) {
   if (o->nodes < 1) {
     set_err(err, errlen, "the pool has %d nodes; expected 1 or more", o->nodes);
     return -1;
@@ -581,6 +601,42 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
             o->commit_work, o->discover_every_s, o->launch_delay_s);
     return -1;
   }
+  /* No job finishes sooner than at its best speed in the table, from its
+   * submission on: where that alone means more periodic rounds than the
+   * bound, said before the replay rather than after seconds of rounds. */
+  double interval = o->interval_s, t0 = INFINITY, end_lb = -INFINITY;
+  long max_periodic = max_periodic_of(o);
+  if (ticks_are_events(o) && interval > 0) {
+    int slow = 0;
+    for (int j = 0; j < nj; j++) {
+      const gs_csim_job *g = &w->jobs[j];
+      double best = 0;
+      for (int n = g->min_nodes; n <= g->max_nodes; n++)
+        if (g->speed[n] > best) best = g->speed[n];
+      double e = g->submit + g->work / best;
+      if (g->submit < t0) t0 = g->submit;
+      if (e > end_lb) {
+        end_lb = e;
+        slow = j;
+      }
+    }
+    if ((end_lb - t0) / interval > (double)max_periodic) {
+      set_err(err, errlen, "policy %s re-solves every --interval %g s: job '%s' (line %d) "
+              "alone at its best speed ends at t=%.4g s, more than %ld periodic rounds; "
+              "raise --interval (the replay of this trace would not end in reasonable "
+              "time), or check the jobs' samples", o->policy, interval, w->jobs[slow].name,
+              w->jobs[slow].line, end_lb - t0, max_periodic);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result *r, char *err,
+                size_t errlen) {
+  memset(r, 0, sizeof *r);
+  if (gs_csim_check(w, o, err, errlen) != 0) return -1;
+  int nj = w->njobs;
   double t_start = wall_s();
   int rc = -1;
   sim s = {.w = w, .o = o, .r = r, .nodes = o->nodes, .trace = o->trace};
@@ -655,17 +711,8 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
   int next_arrival = 0, finished = 0;
   double interval = o->interval_s;
   double next_tick = interval > 0 ? t + interval : INFINITY;
-  /* Whether a periodic round can ever change an answer: only for a policy
-   * that reads progress, or once a speed curve can be learned. Otherwise the
-   * ticks are not events (a static job of 1e12 samples took 19 s of ticks). */
-  int ticks_matter = gs_cluster_policy_reads_progress(o->policy) || o->learn_work > 0;
-  /* A decaying usage moves the shares between events as well, and a
-   * fairness window dorm's targets (what a job is owed grows as it waits):
-   * a round at every tick, as the manager's. */
-  int time_moves = strcmp(o->policy, "static") != 0 &&
-                   (halflife > 0 || (o->fairness_window_s > 0 && strcmp(o->policy, "dorm") == 0));
-  if (time_moves) ticks_matter = 1;
-  long periodic = 0;
+  int ticks_matter = ticks_are_events(o), time_moves = time_moves_of(o);
+  long periodic = 0, max_periodic = max_periodic_of(o);
   int loss_pending = o->loss_nodes > 0;
   int protocol = o->commit_work > 0; /* the manager's resizes at commits */
   double used_ns = 0, busy_ns = 0, avail_ns = 0, fair_int = 0, fair_time = 0;
@@ -755,11 +802,11 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       /* A tick every interval for as long as the jobs run: a job of 1e15
        * samples would take the replay years. Bounded, said. */
       if (ticks_matter) {
-        if (++periodic > CSIM_MAX_PERIODIC && finished < nj) {
+        if (++periodic > max_periodic && finished < nj) {
           set_err(err, errlen, "policy %s re-solves every --interval %g s: more than %.0f "
                   "periodic rounds by t=%.4g s, with %d of %d jobs not done; raise --interval "
                   "(the replay of this trace would not end in reasonable time), or check the "
-                  "jobs' samples", o->policy, interval, (double)CSIM_MAX_PERIODIC, t - t0,
+                  "jobs' samples", o->policy, interval, (double)max_periodic, t - t0,
                   nj - finished, nj);
           goto done;
         }

@@ -63,10 +63,12 @@ for p in static dorm goodput; do
 done
 t 0 "" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --node-loss 5:1
 # goodput re-solves every --interval while jobs run: a job of 1e15 samples
-# (1e14 s) is 1.7e12 rounds of 60 s. The replay stops after 1e7 rounds (a
-# few seconds) with an error naming --interval, instead of running for years.
+# (1e14 s) is 1.7e12 rounds of 60 s, more than the bound of 1e7: refused
+# before the replay as bad input (exit 2), naming the job and --interval,
+# instead of running for years (until 2026-12-05, after 1e7 rounds: a few
+# seconds, 45 under ASan; the bound inside a replay: test_cluster_sim.c).
 printf 'name,time,model,nodes,samples\nA,0,m,2,1e15\n' >"$tmp/huge.csv"
-t 1 "raise --interval" $sim --workload "$tmp/huge.csv" --tables "$tmp/speeds.csv" --nodes 2 \
+t 2 "job 'A' (line 2) alone at its best speed ends at t=5e+13 s, more than 10000000 periodic rounds; raise --interval" $sim --workload "$tmp/huge.csv" --tables "$tmp/speeds.csv" --nodes 2 \
   --policy goodput --interval 60
 # Resizes as the manager makes them: dorm's A moves once, not twice, and B
 # waits for its node (by hand in tests/cluster/test_cluster_sim.c; fairness

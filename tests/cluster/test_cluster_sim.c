@@ -121,6 +121,50 @@ static void test_long_jobs(void **state) {
  * A restarts until 6 (penalty 5), B starts free and ends at 11. A then has
  * 180 - 50 = 130 left: 13 s on 1 node, 6.5 on 2 after a 5 s restart, so it
  * grows (until 16) and ends at 22.5. JCTs 22.5 and 10; two restarts. */
+/* The bound on periodic rounds (opts.max_periodic, 100 here): a job that
+ * alone at its best speed needs more rounds is refused before the replay,
+ * named; jobs that need more only together (one node, one after the
+ * other) stop the replay at the bound, with the time it reached. */
+static void test_round_bound(void **state) {
+  (void)state;
+  char wp[512], sp[512], err[512];
+  write_file("s.csv", speeds, sp, sizeof sp);
+  const struct {
+    const char *workload, *want;
+  } cases[] = {
+      /* A: 2000 samples at 10/s, 200 s: 200 rounds of 1 s. */
+      {"name,time,model,nodes,samples\nB,0,m,1,10\nA,0,m,1,2000\n",
+       "job 'A' (line 3) alone at its best speed ends at t=200 s, more than 100 periodic"},
+      /* 60 s each alone; one after the other 120 s. */
+      {"name,time,model,nodes,samples\nA,0,m,1,600\nB,0,m,1,600\n",
+       "more than 100 periodic rounds by t=10"},
+  };
+  for (int c = 0; c < 2; c++) {
+    write_file("w.csv", cases[c].workload, wp, sizeof wp);
+    gs_csim_workload w;
+    assert_int_equal(gs_csim_load(wp, sp, 1, 4, &w, err, sizeof err), 0);
+    gs_csim_opts o;
+    gs_csim_defaults(&o);
+    o.nodes = 1;
+    o.policy = "goodput";
+    o.interval_s = 1;
+    o.max_periodic = 100;
+    gs_csim_result r;
+    err[0] = 0;
+    assert_int_equal(gs_csim_run(&w, &o, &r, err, sizeof err), -1);
+    if (strstr(err, cases[c].want) == NULL) {
+      fprintf(stderr, "case %d: %s\n", c, err);
+      fail();
+    }
+    assert_non_null(strstr(err, "raise --interval"));
+    /* The default bound lets both end. */
+    o.max_periodic = 0;
+    assert_int_equal(gs_csim_run(&w, &o, &r, err, sizeof err), 0);
+    assert_int_equal(r.done, 2);
+    gs_csim_workload_free(&w);
+  }
+}
+
 static void test_goodput_by_hand(void **state) {
   (void)state;
   gs_csim_result r;
@@ -787,6 +831,7 @@ int main(void) {
       cmocka_unit_test(test_node_loss),
       cmocka_unit_test(test_manager_resizes),
       cmocka_unit_test(test_long_jobs),
+      cmocka_unit_test(test_round_bound),
       cmocka_unit_test(test_bad_workloads),
       cmocka_unit_test(test_pollux),
       cmocka_unit_test(test_accounts),
