@@ -117,10 +117,6 @@ static void test_long_jobs(void **state) {
   interval = 0;
 }
 
-/* goodput: A alone takes 2 nodes; at 1 (20 done) B arrives and both get 1:
- * A restarts until 6 (penalty 5), B starts free and ends at 11. A then has
- * 180 - 50 = 130 left: 13 s on 1 node, 6.5 on 2 after a 5 s restart, so it
- * grows (until 16) and ends at 22.5. JCTs 22.5 and 10; two restarts. */
 /* The bound on periodic rounds (opts.max_periodic, 100 here): a job that
  * alone at its best speed needs more rounds is refused before the replay,
  * named; jobs that need more only together (one node, one after the
@@ -165,6 +161,10 @@ static void test_round_bound(void **state) {
   }
 }
 
+/* goodput: A alone takes 2 nodes; at 1 (20 done) B arrives and both get 1:
+ * A restarts until 6 (penalty 5), B starts free and ends at 11. A then has
+ * 180 - 50 = 130 left: 13 s on 1 node, 6.5 on 2 after a 5 s restart, so it
+ * grows (until 16) and ends at 22.5. JCTs 22.5 and 10; two restarts. */
 static void test_goodput_by_hand(void **state) {
   (void)state;
   gs_csim_result r;
