@@ -92,8 +92,9 @@ static void serve_usage(FILE *f) {
       "                   doubled for each other loss within the hour, at most 16\n"
       "                   times (default 30; 0: at once); undrain ends it\n"
       "  --commit-every Ts  gradsync train jobs commit every T seconds (default\n"
-      "                   2s; a stop for a resize waits about 0.5 s), DLRM jobs\n"
-      "                   every 20 steps; N (steps): every job every N steps\n"
+      "                   10s; a stop for a resize waits about 0.5 s, and the\n"
+      "                   jobs report progress at each check), DLRM jobs every\n"
+      "                   20 steps; N (steps): every job every N steps\n"
       "  --discover-every S  the jobs' discovery period (default 1)\n"
       "  --ssh-config FILE  the jobs' ssh configuration (with --nodes or --slurm)\n"
       "  --iface IFACE    the jobs' MPI traffic only through IFACE\n"
@@ -197,7 +198,7 @@ static int cmd_serve(int argc, char **argv) {
   const char *nodes_file = NULL, *policy = "static", *ssh_config = NULL, *iface = NULL,
              *mpirun = NULL, *rate = NULL, *spool_arg = NULL, *net = NULL;
   int emulated = 0, slurm = 0, restart_budget = 3, commit_every = 20, share_speeds = 0;
-  double commit_every_s = 2;
+  double commit_every_s = 0; /* the manager's default, GS_CLUSTER_COMMIT_EVERY_S */
   int by_time = 1; /* cli_parse_seconds_suffix's last answer */
   double interval = 10, discover_every = 1, node_cpus = 0, restart_penalty = 30, cooldown = 30;
   double fairness_window = 0;

@@ -7,7 +7,7 @@
 # timed from start to exit (with the calibration kept, as the manager keeps
 # its jobs': both calibrate in the first pair only). Managed: `gradsync submit --min 2 --max 2 -- ...`, timed from the
 # submission to the job's end as `gradsync jobs` records them (the manager
-# adds its commits, every 2 s, and --resume=auto; the job runs under its
+# adds its commits, by time at its default, and --resume=auto; the job runs under its
 # keeper and elastic supervisor). REPS pairs (default 3), alternating.
 # Writes $BENCH_OUT/cluster_alone.jsonl and cluster_alone.md. Needs root
 # and sshd.

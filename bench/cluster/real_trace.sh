@@ -27,7 +27,12 @@
 #   CLUSTER_NET=NAME (serve --net NAME: train jobs' curves predicted from
 #   their profiles before they are measured; default none),
 #   CLUSTER_SHARE_SPEEDS=1 (serve --share-speeds: a job starts from the
-#   speeds an earlier job of its kind measured; default off).
+#   speeds an earlier job of its kind measured; default off),
+#   CLUSTER_COMMITS=steps|time (steps, the runs until 2026-12-05: serve
+#   --commit-every 20 and the scaling jobs' own 4 and 8 steps; time: the
+#   manager's default commits by time, --commit-every 10s, and none of the
+#   jobs' own, so that a stop is taken at a check about 0.5 s on and the
+#   manager measures the jobs from their progress reports).
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -45,6 +50,13 @@ net=${CLUSTER_NET:-}
 share=${CLUSTER_SHARE_SPEEDS:-0}
 share_opt=() share_env=
 if [ "$share" = 1 ]; then share_opt=(--share-speeds) share_env="CLUSTER_SHARE_SPEEDS=1 "; fi
+commits=${CLUSTER_COMMITS:-steps}
+commit_opt=(--commit-every 20) trace_opt=() commits_env=
+case $commits in
+  steps) ;;
+  time) commit_opt=() trace_opt=(--time-commits) commits_env="CLUSTER_COMMITS=time " ;;
+  *) echo "real_trace.sh: CLUSTER_COMMITS=$commits: expected steps or time" >&2; exit 2 ;;
+esac
 njobs=20
 [ "$BENCH_QUICK" = 1 ] && njobs=6
 policies=("$@")
@@ -61,7 +73,7 @@ tmp=$(mktemp -d)
 . "$here/manager_lib.sh"
 trap manager_cleanup EXIT
 python3 "$here/trace.py" --jobs "$njobs" --seed "$seed" --span "$span" --mix "$mix" \
-  --cache "$tmp/cache" \
+  --cache "$tmp/cache" "${trace_opt[@]}" \
   >"$tmp/trace.jsonl"
 # The data cache is made once, before any clock starts.
 "$gs" train --model mlp --epochs 1 --max-steps 1 --data-cache "$tmp/cache" >/dev/null 2>&1
@@ -70,7 +82,7 @@ out=$BENCH_OUT/cluster_real.jsonl
 for policy in "${policies[@]}"; do
   spool=$tmp/spool-$policy
   manager_start "$spool" "$tmp/serve-$policy.log" --emulated 8 --rate 1gbit \
-    --node-cpus "$cpus" --policy "$policy" --interval 5 --commit-every 20 ${net:+--net "$net"} "${share_opt[@]}"
+    --node-cpus "$cpus" --policy "$policy" --interval 5 "${commit_opt[@]}" ${net:+--net "$net"} "${share_opt[@]}"
   t0=$(date +%s.%N)
   python3 "$here/submit_trace.py" "$gs" "$spool" "$tmp/trace.jsonl" "$t0"
   # every job ended (at most an hour)
@@ -86,7 +98,7 @@ done
 python3 "$here/summarize_trace.py" --markdown "$out" --node-cpus "$cpus" \
   --trace "$tmp/trace.jsonl" >"$BENCH_OUT/cluster_real.md"
 # The settings from the environment are part of the command that measured.
-cmd="CLUSTER_MIX=$mix CLUSTER_SPAN=$span CLUSTER_SEED=$seed CLUSTER_NODE_CPUS=$cpus ${net:+CLUSTER_NET=$net }$share_env\
+cmd="CLUSTER_MIX=$mix CLUSTER_SPAN=$span CLUSTER_SEED=$seed CLUSTER_NODE_CPUS=$cpus ${net:+CLUSTER_NET=$net }$share_env$commits_env\
 $(bench_quote "$here/real_trace.sh" "${policies[@]}")"
 bench_stamp "$out" "$cmd"
 bench_stamp "$BENCH_OUT/cluster_real.md" "$cmd"

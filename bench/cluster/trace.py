@@ -30,6 +30,9 @@ ap.add_argument("--seed", type=int, default=1)
 ap.add_argument("--span", type=float, default=120.0)
 ap.add_argument("--cache", required=True)
 ap.add_argument("--mix", choices=["light", "scaling", "uneven"], default="light")
+# The jobs' own --commit-every left out: they commit as the manager asks
+# (by time), and a stop is taken at their checks, not at their commits.
+ap.add_argument("--time-commits", action="store_true")
 a = ap.parse_args()
 rng = random.Random(a.seed)
 
@@ -88,5 +91,8 @@ for i in range(a.jobs):
     name, lo, hi, args = {"light": light, "scaling": scaling, "uneven": uneven}[a.mix](rng)
     row = {"arrival_s": round(t, 2), "name": f"{name}-{i + 1}", "min": lo, "max": hi,
            "args": args + ["--seed", str(i + 1), "--json"]}
+    if a.time_commits and "--commit-every" in row["args"]:
+        k = row["args"].index("--commit-every")
+        del row["args"][k:k + 2]
     print(json.dumps(row))
     t += rng.expovariate(a.jobs / 120.0) * a.span / 120.0

@@ -59,6 +59,13 @@ int gs_cluster_name_ok(const char *u);
  * submit command and the manager's check of a request both use it. */
 int gs_cluster_account_path_ok(const char *path, char *why, size_t whylen);
 
+/* The seconds between a gradsync train job's commits unless the manager or
+ * the job says: what a failure may cost it in work redone. A resize does
+ * not wait for a commit (the job's checks, about 0.5 s apart, take the stop
+ * and commit there), and the manager measures a job from its progress
+ * reports between commits (progress.json at each check). */
+#define GS_CLUSTER_COMMIT_EVERY_S 10.0
+
 /* Fair shares and limits of users and accounts: serve's --user-share,
  * --user-limit, --account-share and --account-limit; `cluster simulate`
  * takes the same. NULL arrays with a count of 0: none. */
@@ -127,7 +134,8 @@ typedef struct gs_cluster_serve_config {
   int commit_every;               /* jobs commit every N steps (default 20): DLRM
                                    * jobs, and every job when commit_every_s < 0 */
   double commit_every_s;          /* gradsync train jobs commit every this many
-                                   * seconds (default 2; < 0: by steps) */
+                                   * seconds (0: GS_CLUSTER_COMMIT_EVERY_S; < 0:
+                                   * by steps) */
   volatile sig_atomic_t *stop;    /* the manager returns once *stop is non-zero */
   void (*on_log)(const char *line, void *user);
   void *user;

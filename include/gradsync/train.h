@@ -289,7 +289,9 @@ typedef struct gs_train_config {
                               many seconds of training have passed since the
                               last commit, by rank 0's clock, at a step the
                               ranks agree on at a check about every 0.5 s
-                              (where a stop asked is also taken) */
+                              (where a stop asked is also taken, and rank 0
+                              writes the run's position to
+                              checkpoint_dir/progress.json) */
   long stop_at_step;       /* > 0: commit after this global step and return
                               (gs_train_result.stopped_at_step) */
   uint64_t seed;           /* 1: initialisation and shuffling */

@@ -1182,62 +1182,112 @@ static void measure_speed(mgr *m, job *j, const char *ckpt_json, double samples)
   j->obs_size = size;
 }
 
-/* The job's progress and speed from its last commit: a gradsync train
- * job's checkpoint.json (its epoch and sample, its data's size, its
- * --epochs), an --exec program's progress.json in its job directory
- * ($GRADSYNC_ELASTIC_DIR: {"epoch": E, "samples_in_epoch": S,
- * "epoch_samples": N, "epochs": T}, written at each commit by
- * gradsync.torch.elastic's State after set_progress, or by any program);
- * an --exec program that writes none stays unmeasured (linear). */
-static void read_progress(mgr *m, job *j) {
-  char dir[PATH_MAX], path[PATH_MAX + 32];
-  job_ckpt(m, j, dir, sizeof dir);
-  snprintf(path, sizeof path, "%s/progress.json", dir);
-  char *text = j->exec ? spool_read_file(path, 1 << 20) : NULL;
+/* A progress report ({"epoch": E, "samples_in_epoch": S, "epoch_samples":
+ * N, "epochs": T}) read from path: 1 with its numbers and *file = 1, or 0
+ * (*file says whether the file was there). */
+typedef struct {
+  double epoch, samples, epoch_samples, epochs;
+  double global_batch; /* gradsync train's reports (0: not said) */
+} progress_report;
+
+static int read_report(const char *path, progress_report *r, int *file) {
+  char *text = spool_read_file(path, 1 << 20);
+  *file = text != NULL;
   cJSON *c = text ? cJSON_Parse(text) : NULL;
-  int have_file = text != NULL;
   gs_free(text);
+  int ok = c && num(c, "epoch", &r->epoch) == 0 && num(c, "samples_in_epoch", &r->samples) == 0 &&
+           num(c, "epoch_samples", &r->epoch_samples) == 0 && num(c, "epochs", &r->epochs) == 0 &&
+           r->epoch >= 0 && r->samples >= 0 && r->epoch_samples > 0 && r->epochs > 0 &&
+           isfinite(r->epoch + r->samples + r->epoch_samples + r->epochs);
+  if (ok && (num(c, "global_batch", &r->global_batch) != 0 || !(r->global_batch > 0)))
+    r->global_batch = 0;
+  cJSON_Delete(c);
+  return ok;
+}
+
+/* A file's modification time in seconds, or -1. */
+static double mtime_s(const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) != 0) return -1;
+  return (double)sb.st_mtim.tv_sec + (double)sb.st_mtim.tv_nsec * 1e-9;
+}
+
+/* The job's progress and speed from its last report: a gradsync train
+ * job's checkpoint.json at each commit (its epoch and sample, its data's
+ * size, its --epochs), and its progress.json at each check between commits
+ * (gradsync train --commit-every Ts, about 0.5 s apart), the newer of the
+ * two counting (the commit names where a relaunch resumes); an --exec
+ * program's progress.json in its job directory ($GRADSYNC_ELASTIC_DIR,
+ * written at each commit by gradsync.torch.elastic's State after
+ * set_progress, or by any program); an --exec program that writes none
+ * stays unmeasured (linear). */
+static void read_progress(mgr *m, job *j) {
+  char dir[PATH_MAX], path[PATH_MAX + 32], report_path[PATH_MAX + 32];
+  job_ckpt(m, j, dir, sizeof dir);
+  snprintf(report_path, sizeof report_path, "%s/progress.json", dir);
+  progress_report r = {0};
+  int file, report = read_report(report_path, &r, &file);
   double e = 0, s = 0, total = 0, epochs = 0;
   int ok;
   if (j->exec) {
-    ok = c && num(c, "epoch", &e) == 0 && num(c, "samples_in_epoch", &s) == 0 &&
-         num(c, "epoch_samples", &total) == 0 && num(c, "epochs", &epochs) == 0 && e >= 0 &&
-         s >= 0 && total > 0 && epochs > 0 && isfinite(e + s + total + epochs);
+    ok = report;
+    snprintf(path, sizeof path, "%s", report_path);
+    e = r.epoch, s = r.samples, total = r.epoch_samples, epochs = r.epochs;
     /* said once: the program's author learns why the job is not measured */
-    if (!ok && have_file && !j->progress_warned) {
+    if (!ok && file && !j->progress_warned) {
       mlog(m, "job %d: %s is not a progress report (it needs the numbers epoch >= 0, "
            "samples_in_epoch >= 0, epoch_samples > 0 and epochs > 0): the job is not "
            "measured", j->id, path);
       j->progress_warned = 1;
     }
   } else {
-    /* gradsync train's checkpoint.json, or a DLRM job's dlrm.json */
+    /* gradsync train's checkpoint.json, or a DLRM job's dlrm.json; and a
+     * report at a check after the last commit (or before the first): of
+     * the same data, newer, and not behind the commit (a report of a
+     * launch that failed after its commit stays until the relaunch's
+     * first check: ahead of the commit, it is taken until then, and
+     * measure_speed starts a new measurement at each launch). */
     gs_launch_commit cm;
-    ok = gs_launch_read_commit(dir, &cm) == 0;
+    const int committed = gs_launch_read_commit(dir, &cm) == 0;
+    const int now = report && (!committed || (r.epoch_samples == (double)cm.epoch_samples &&
+                                              mtime_s(report_path) > cm.mtime &&
+                                              r.epoch * r.epoch_samples + r.samples >=
+                                                  (double)cm.epoch * r.epoch_samples +
+                                                      (double)cm.samples_in_epoch));
+    ok = committed || now;
+    if (committed) {
+      /* epochs counted from 1; a commit at an epoch's end names that epoch
+       * (not "epoch 3, sample 0" for a 2-epoch job that finished) */
+      if (cm.samples_in_epoch == 0 && cm.epoch >= 1)
+        snprintf(j->commit, sizeof j->commit, "end of epoch %ld", (long)cm.epoch);
+      else
+        snprintf(j->commit, sizeof j->commit, "epoch %ld, sample %ld", (long)cm.epoch + 1,
+                 (long)cm.samples_in_epoch);
+    }
     if (ok) {
-      snprintf(path, sizeof path, "%s", cm.path);
-      e = (double)cm.epoch;
-      s = (double)cm.samples_in_epoch;
-      total = (double)cm.epoch_samples;
+      snprintf(path, sizeof path, "%s", now ? report_path : cm.path);
+      e = now ? r.epoch : (double)cm.epoch;
+      s = now ? r.samples : (double)cm.samples_in_epoch;
+      total = now ? r.epoch_samples : (double)cm.epoch_samples;
       /* its --epochs, else what the run recorded (the DLRM trainer's
        * default is not gradsync train's) */
-      epochs = arg_value(j, "--epochs") || cm.epochs <= 0 ? job_epochs(j) : cm.epochs;
+      const double run_epochs = committed ? (double)cm.epochs : r.epochs;
+      epochs = arg_value(j, "--epochs") || run_epochs <= 0 ? job_epochs(j) : run_epochs;
       /* --max-steps N ends each epoch after N global batches: the epoch's
        * samples are those (else a speed across an epoch's end counted the
        * samples never trained). */
+      const double gb = committed ? (double)cm.global_batch : r.global_batch;
       const char *ms = arg_value(j, "--max-steps");
-      if (ms && atol(ms) > 0 && cm.global_batch > 0)
-        total = fmin(total, (double)atol(ms) * (double)cm.global_batch);
+      if (ms && atol(ms) > 0 && gb > 0) total = fmin(total, (double)atol(ms) * gb);
     }
   }
-  cJSON_Delete(c);
   if (ok) {
-    /* epochs counted from 1; a commit at an epoch's end names that epoch
-     * (not "epoch 3, sample 0" for a 2-epoch job that finished) */
-    if (s == 0 && e >= 1)
-      snprintf(j->commit, sizeof j->commit, "end of epoch %.0f", e);
-    else
-      snprintf(j->commit, sizeof j->commit, "epoch %.0f, sample %.0f", e + 1, s);
+    if (j->exec) { /* its report is written at its commits */
+      if (s == 0 && e >= 1)
+        snprintf(j->commit, sizeof j->commit, "end of epoch %.0f", e);
+      else
+        snprintf(j->commit, sizeof j->commit, "epoch %.0f, sample %.0f", e + 1, s);
+    }
     if (total > 0 && epochs > 0) {
       double p = (e + s / total) / epochs;
       j->progress = p > 1 ? 1 : p;
@@ -2364,7 +2414,7 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
   if (c.interval_s <= 0) c.interval_s = 10;
   if (c.discover_every_s <= 0) c.discover_every_s = 1;
   if (c.commit_every <= 0) c.commit_every = 20;
-  if (c.commit_every_s == 0) c.commit_every_s = 2;
+  if (c.commit_every_s == 0) c.commit_every_s = GS_CLUSTER_COMMIT_EVERY_S;
   if (c.restart_budget < 0) c.restart_budget = 3;
   if (!c.spool || !c.nodes || c.nnodes < 1 || c.nnodes > GS_CLUSTER_MAX_NODES ||
       !c.gradsync_exe || !c.policy) {

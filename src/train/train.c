@@ -84,6 +84,42 @@ static int timed_check(train_ctx *t, long epoch, long step, long global, int *co
   return 1;
 }
 
+/* At each timed check rank 0 reports the run's position in
+ * CHECKPOINT_DIR/progress.json, in the form an --exec program's progress
+ * takes ({"epoch", "samples_in_epoch", "epoch_samples", "epochs"}, and the
+ * global batch): a cluster manager reads the job's progress and speed from
+ * it between commits, which may then be minutes apart. Not a commit: no
+ * fsync, and a run resumes from checkpoint.json only. A report that cannot
+ * be written is said once; the training goes on. */
+static void report_progress(train_ctx *t, long epoch, long samples_in_epoch, long epoch_samples) {
+  const gs_train_config *c = t->cfg;
+  if (t->rank != 0 || c->checkpoint_dir == NULL) return;
+  char path[4096], tmp[4200];
+  snprintf(path, sizeof path, "%s/progress.json", c->checkpoint_dir);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  int ok = f != NULL;
+  if (ok)
+    ok = fprintf(f, "{\"epoch\": %ld, \"samples_in_epoch\": %ld, \"epoch_samples\": %ld, "
+                 "\"epochs\": %d, \"global_batch\": %ld}\n", epoch, samples_in_epoch,
+                 epoch_samples, c->epochs, (long)t->batch * t->size) > 0;
+  int err = errno;
+  if (f != NULL && fclose(f) != 0 && ok) {
+    ok = 0;
+    err = errno;
+  }
+  if (ok && rename(tmp, path) != 0) {
+    ok = 0;
+    err = errno;
+  }
+  if (!ok && !t->progress_warned) {
+    train_note(t, "warning: cannot write the progress report %s: %s (the training goes on)",
+               path, strerror(err));
+    t->progress_warned = 1;
+  }
+  if (!ok) unlink(tmp);
+}
+
 void gs_train_result_free(gs_train_result *r) {
   if (r == NULL) return;
   gs_free(r->weights);
@@ -650,8 +686,10 @@ static gs_status run_epoch(train_ctx *t, train_batches *batches,
       if (c->commit_every > 0) {
         commit_point = global % c->commit_every == 0;
         asked = commit_point && agree_stop(t, epoch, step);
-      } else if (c->commit_every_s > 0) {
-        timed_check(t, epoch, step, global, &commit_point, &asked);
+      } else if (c->commit_every_s > 0 &&
+                 timed_check(t, epoch, step, global, &commit_point, &asked)) {
+        report_progress(t, epoch, g0 + (step + 1 - first) * (long)t->batch * t->size,
+                        (long)data->samples);
       }
     }
     if (asked) stop = 2; /* asked to (gs_train_request_stop) */

@@ -61,6 +61,7 @@ struct train_ctx {
    * check (at global step check_step). */
   long next_check, check_step;
   double commit_t, check_t;
+  int progress_warned;    /* a progress report could not be written: said once */
   int resume_ranks;       /* the checkpoint's world size (0: none resumed) */
   long resume_step;       /* the resumed checkpoint's training step; -1: none */
   /* The sync mode's per-rank files (train_sync_ops.save_rank): the world

@@ -3,6 +3,7 @@
 # asks of its jobs), end to end on 2 ranks:
 #   - commits come by time, not at every step nor never, and leave the
 #     training as it is: the end bitwise the uninterrupted run's;
+#   - the checks report the run's position in progress.json between commits;
 #   - SIGUSR1 stops the job inside an epoch at the next check (about 0.5 s
 #     apart) even when no commit would be due for 1000 s, and that stop
 #     resumes bitwise to the uninterrupted run's end;
@@ -46,6 +47,18 @@ pid=$!
 # (whose stop would be an epoch's, not a check's).
 for _ in $(seq 1 300); do grep -q "loss" "$tmp/usr1.log" 2>/dev/null && break; sleep 0.1; done
 sleep 1
+# Its checks report its position in progress.json (what a cluster manager
+# reads between commits), and no commit is made yet.
+report=$(cat "$tmp/usr1/progress.json" 2>&1)
+if /usr/bin/python3 -c 'import json, sys
+r = json.loads(sys.argv[1])
+sys.exit(not (r["epoch"] == 0 and 0 < r["samples_in_epoch"] < 65536 and r["epoch_samples"] == 65536
+              and r["epochs"] == 100 and r["global_batch"] == 32))' "$report" 2>/dev/null &&
+   [ ! -e "$tmp/usr1/checkpoint.json" ]; then
+  ok "between commits, the checks' report: $report"
+else
+  bad "progress.json between commits: '$report'; $(ls "$tmp/usr1" 2>&1 | tr '\n' ' ')"
+fi
 t0=$(date +%s.%N)
 kill -USR1 $pid
 wait $pid
