@@ -67,6 +67,12 @@ static void usage(FILE *f) {
     "                      synthetic data: its first steps x global batch lines\n"
     "                      train, the next --eval are held out (26 tables:\n"
     "                      --tables kaggle, terabyte or mlperf)\n"
+    "  --frequency-threshold N  with --data: ids through a vocabulary of the\n"
+    "                      training lines (TorchRec's and MLPerf's): a value seen\n"
+    "                      N times or more there gets its own row, the rest one\n"
+    "                      row, an empty field another; each table's rows the\n"
+    "                      vocabulary's where --tables gives more (default: off,\n"
+    "                      each value modulo the table's rows, as the reference)\n"
     "  --seed S            model and data seed (default 1)\n"
     "  --checkpoint DIR    commit to DIR at every epoch's end: each rank its\n"
     "                      shards and their Adagrad state, rank 0 the MLPs, the\n"
@@ -84,6 +90,7 @@ static void usage(FILE *f) {
 
 typedef struct dlrm_opts {
   const char *tables, *plan, *bottom, *top, *data;
+  long min_count; /* --frequency-threshold (0: none) */
   double scale, lr, embed_lr, zipf;
   int sharding, epochs, pooling, json, embed_sgd;
   long batch, steps, eval;
@@ -118,7 +125,8 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
       {"stop-at-step", required_argument, 0, 'X'}, {"resume", optional_argument, 0, 'r'},
       {"global-batch", required_argument, 0, 'G'}, {"data", required_argument, 0, 'D'},
       {"no-prefetch", no_argument, 0, 'F'},       {"policy", required_argument, 0, 'y'},
-      {"lookup", required_argument, 0, 'K'},      {0, 0, 0, 0}};
+      {"lookup", required_argument, 0, 'K'},
+      {"frequency-threshold", required_argument, 0, 'Q'}, {0, 0, 0, 0}};
   *o = (dlrm_opts){.tables = "kaggle", .scale = 0.001, .lr = 0.1, .embed_lr = 0.05,
                    .zipf = 1.05, .sharding = -1, .epochs = 2, .pooling = 1, .batch = 256,
                    .steps = 100, .eval = 16384, .top = "128-64-1", .seed = 1,
@@ -218,6 +226,13 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
         }
         break;
       case 'D': o->data = optarg; break;
+      case 'Q':
+        if (cli_parse_long(optarg, 1, 4294967295L, &o->min_count)) {
+          cli_error(VERB, "--frequency-threshold %s: expected a whole number from 1 to "
+                    "4294967295", optarg);
+          return 2;
+        }
+        break;
       case 'z':
         if (cli_parse_double(optarg, 0, 10, &o->zipf)) {
           cli_error(VERB, "--zipf %s: expected 0 to 10", optarg);
@@ -278,6 +293,11 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
   }
   if (o->global_batch && o->batch_given) {
     cli_error(VERB, "--batch and --global-batch cannot be used together");
+    return 2;
+  }
+  if (o->min_count && !o->data) {
+    cli_error(VERB, "--frequency-threshold needs --data FILE (a vocabulary of a Criteo "
+              "file's values; the synthetic data's ids are drawn in range)");
     return 2;
   }
   if (o->plan && o->sharding >= 0) {
@@ -413,6 +433,31 @@ static const char *lookup_from(const view *v) {
                          : "measured at start";
 }
 
+/* The vocabulary of --frequency-threshold: its lines, and per table the
+ * distinct values, those kept and the rows trained. */
+static void vocab_print(const gs_dlrm_train_event *ev, int json) {
+  size_t lines, distinct, kept, all_d = 0, all_k = 0, rows = 0;
+  int capped = 0;
+  gs_criteo_vocab_stats(ev->vocab, 0, NULL, NULL, &lines);
+  if (json) printf("{\"vocabulary\": {\"lines\": %zu, \"tables\": [", lines);
+  for (int t = 0; t < GS_CRITEO_SPARSE; t++) {
+    gs_criteo_vocab_stats(ev->vocab, t, &distinct, &kept, NULL);
+    all_d += distinct;
+    all_k += kept;
+    rows += ev->tables[t].rows;
+    capped += ev->tables[t].rows < gs_criteo_vocab_rows(ev->vocab, t);
+    if (json)
+      printf("%s{\"distinct\": %zu, \"kept\": %zu, \"rows\": %zu}", t ? ", " : "", distinct,
+             kept, ev->tables[t].rows);
+  }
+  if (json)
+    printf("]}}\n");
+  else
+    printf("vocabulary of the first %zu lines: %zu distinct values, %zu kept; %zu rows in "
+           "all%s\n", lines, all_d, all_k, rows,
+           capped ? " (some tables at --tables' rows, ids modulo them)" : "");
+}
+
 static void on_event(const gs_dlrm_train_event *ev, void *user) {
   view *v = user;
   if (ev->kind == GS_DLRM_EV_COMMIT) v->asked = ev->stopped == 2; /* every rank's */
@@ -420,6 +465,7 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
   if (ev->kind == GS_DLRM_EV_PLAN) {
     const gs_shard_plan *p = ev->plan;
     v->plan = p;
+    if (ev->vocab) vocab_print(ev, v->json);
     int counts[GS_SHARD_KIND_COUNT] = {0};
     for (int t = 0; t < p->ntables; t++) counts[p->kind[t]]++;
     if (!v->json) {
@@ -726,6 +772,7 @@ int cmd_train_dlrm(int argc, char **argv) {
       .lookup = o.have_lookup ? &o.lookup : NULL};
   cfg.data.zipf_s = o.zipf;
   cfg.criteo_file = o.data;
+  cfg.criteo_min_count = (uint64_t)o.min_count;
   cfg.data.pooling = o.pooling;
   cfg.data.table_pooling = 1; /* each table's, as the planner prices it */
   view v = {.rank = r.rank, .size = r.size, .epochs = o.epochs, .json = o.json,

@@ -307,6 +307,29 @@ gs_status gs_criteo_rewind(gs_criteo_reader *r);
 size_t gs_criteo_line(const gs_criteo_reader *r);
 void gs_criteo_close(gs_criteo_reader *r);
 
+/* A vocabulary of the categorical values (TorchRec's and MLPerf's
+ * preprocessing, their "frequency threshold"): each feature's values
+ * counted over the file's first `lines` lines (0: all of them; the
+ * training set), those seen at least min_count times (1 to 2^32 - 1)
+ * numbered from 2 by falling count, ties by value; any other value (rare,
+ * or not in those lines) is id 1 and an empty field id 0. A reader given
+ * one (gs_criteo_set_vocab) takes a value's id from it, modulo the table's
+ * rows, instead of the value modulo the rows. A malformed line among those
+ * counted is GS_ERR_PARSE naming its line and field, as gs_criteo_read. */
+typedef struct gs_criteo_vocab gs_criteo_vocab;
+gs_status gs_criteo_vocab_build(const char *path, size_t lines, uint64_t min_count,
+                                gs_criteo_vocab **out);
+/* Feature t's ids: its kept values + 2 (the rows a table needs). */
+size_t gs_criteo_vocab_rows(const gs_criteo_vocab *v, int t);
+/* Feature t's distinct values counted, those kept, and the lines counted. */
+void gs_criteo_vocab_stats(const gs_criteo_vocab *v, int t, size_t *distinct, size_t *kept,
+                           size_t *lines);
+/* The id of one value as the file writes it (hex; "" is 0). */
+uint64_t gs_criteo_vocab_id(const gs_criteo_vocab *v, int t, const char *value);
+/* Borrowed: v must outlive r's reads (NULL: back to the value modulo the rows). */
+gs_status gs_criteo_set_vocab(gs_criteo_reader *r, const gs_criteo_vocab *v);
+void gs_criteo_vocab_free(gs_criteo_vocab *v);
+
 #ifdef __cplusplus
 }
 #endif

@@ -167,6 +167,14 @@ typedef struct gs_dlrm_train_config {
    * no teacher (teacher_auc NaN). Every rank reads the file (a path all
    * see) and parses its own slices, as the reference's loader does. */
   const char *criteo_file;
+  /* With criteo_file, > 0: the ids through a vocabulary of the training
+   * lines (gs_criteo_vocab_build, TorchRec's frequency threshold): values
+   * seen at least this many times there get their own rows, the rest one
+   * row for all; table t gets min(its vocabulary's ids, its rows here)
+   * rows, ids beyond taken modulo them. Every rank counts the lines itself
+   * (the same file: the same vocabulary). 0: each value modulo the rows,
+   * as the reference's --max-ind-range. */
+  uint64_t criteo_min_count;
   int sharding;               /* -1 auto (the planner), else a gs_shard_kind */
   const char *plan_file;      /* a saved plan instead (gs_shard_plan_load), or NULL */
   gs_dlrm_a2a_precision precision;
@@ -264,6 +272,10 @@ typedef struct gs_dlrm_train_event {
   const gs_cost_lookup *lookup; /* PLAN, EPOCH: the lookup cost the run prices with: the
                                  * config's, or the ranks' mean measured at start-up;
                                  * valid during the call */
+  const gs_criteo_vocab *vocab; /* PLAN: the Criteo file's vocabulary (criteo_min_count),
+                                 * or NULL; valid during the call */
+  const gs_embed_spec *tables;  /* PLAN: the tables trained (their rows the vocabulary's
+                                 * where it has fewer), cfg->model.ntables of them */
 } gs_dlrm_train_event;
 
 typedef void (*gs_dlrm_train_cb)(const gs_dlrm_train_event *ev, void *user);

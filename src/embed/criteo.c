@@ -8,8 +8,15 @@
  * its --max-ind-range does). Files compressed with gzip (the day files as
  * Criteo ships them) are read as they are, through zlib, which reads plain
  * files too.
+ *
+ * A vocabulary (gs_criteo_vocab_build) is the other way to ids, TorchRec's
+ * and MLPerf's preprocessing: each feature's values counted over the
+ * training lines, those seen at least a threshold of times numbered from 2
+ * by falling count (ties by value), the rest (rare, or first seen in the
+ * held-out lines) 1, an empty field 0.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,10 +30,26 @@
 
 #define CRITEO_CHUNK ((size_t)1 << 16)
 
+/* One feature's values: open addressing on the value, count 0 an empty
+ * slot; id: the value's id once the vocabulary is made. */
+typedef struct vocab_table {
+  uint64_t *key;
+  uint32_t *count, *id;
+  size_t cap, n;     /* slots (a power of two), values held */
+  size_t kept;       /* values at or above the threshold: ids 2 .. kept + 1 */
+} vocab_table;
+
+struct gs_criteo_vocab {
+  vocab_table t[GS_CRITEO_SPARSE];
+  uint64_t min_count;
+  size_t lines; /* counted */
+};
+
 struct gs_criteo_reader {
   gzFile f;
   char *path;
   size_t rows[GS_CRITEO_SPARSE];
+  const gs_criteo_vocab *vocab; /* borrowed, or NULL: the value modulo the rows */
   char *buf;           /* the bytes read and not yet consumed: [pos, len) */
   size_t cap, pos, len;
   int eof;
@@ -110,6 +133,36 @@ static gs_status split_line(const gs_criteo_reader *r, char *line, char **fields
   return GS_OK;
 }
 
+/* Categorical feature t's value (*empty: the field is empty, *v 0). */
+static gs_status parse_hex(const gs_criteo_reader *r, char **fields, int t, uint64_t *v,
+                           int *empty) {
+  const char *f = fields[1 + GS_CRITEO_DENSE + t];
+  size_t len = strlen(f);
+  if (len > 16 || strspn(f, "0123456789abcdefABCDEF") != len)
+    return bad_field(r, 1 + GS_CRITEO_DENSE + t, f, "a hex value of at most 16 digits");
+  *empty = len == 0;
+  *v = len ? (uint64_t)strtoull(f, NULL, 16) : 0;
+  return GS_OK;
+}
+
+static size_t vocab_slot(const vocab_table *vt, uint64_t v) {
+  uint64_t h = v + 0x9e3779b97f4a7c15ULL; /* splitmix64's finaliser */
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+  h ^= h >> 31;
+  size_t i = (size_t)h & (vt->cap - 1);
+  while (vt->count[i] != 0 && vt->key[i] != v) i = (i + 1) & (vt->cap - 1);
+  return i;
+}
+
+/* A value's id: 0 an empty field, 1 a value kept by no threshold. */
+static uint64_t vocab_id(const vocab_table *vt, uint64_t v, int empty) {
+  if (empty) return 0;
+  if (vt->cap == 0) return 1;
+  size_t i = vocab_slot(vt, v);
+  return vt->count[i] != 0 ? vt->id[i] : 1;
+}
+
 static gs_status parse_sample(const gs_criteo_reader *r, char **fields, gs_dlrm_batch *b,
                               size_t s) {
   const char *lab = fields[0];
@@ -130,15 +183,13 @@ static gs_status parse_sample(const gs_criteo_reader *r, char **fields, gs_dlrm_
     x[k] = (float)log1p((double)(v > 0 ? v : 0));
   }
   for (int t = 0; t < GS_CRITEO_SPARSE; t++) {
-    const char *f = fields[1 + GS_CRITEO_DENSE + t];
-    unsigned long long v = 0;
-    size_t len = strlen(f);
-    if (len > 16 || strspn(f, "0123456789abcdefABCDEF") != len)
-      return bad_field(r, 1 + GS_CRITEO_DENSE + t, f, "a hex value of at most 16 digits");
-    if (len) v = strtoull(f, NULL, 16);
+    uint64_t v = 0;
+    int empty = 1;
+    GS_CHECK(parse_hex(r, fields, t, &v, &empty));
+    uint64_t id = r->vocab ? vocab_id(&r->vocab->t[t], v, empty) : v;
     int64_t *off = b->offsets + (size_t)t * (b->max_n + 1);
     int32_t *ids = b->ids + (size_t)t * b->max_ids;
-    ids[off[s]] = (int32_t)(v % r->rows[t]);
+    ids[off[s]] = (int32_t)(id % r->rows[t]);
     off[s + 1] = off[s] + 1;
   }
   return GS_OK;
@@ -267,4 +318,160 @@ gs_status gs_criteo_read(gs_criteo_reader *r, gs_dlrm_batch *b, size_t *got) {
   r->samples += s;
   *got = s;
   return GS_OK;
+}
+
+/* ---- The vocabulary ------------------------------------------------------ */
+
+static int vocab_grow(vocab_table *vt) {
+  size_t cap = vt->cap ? 2 * vt->cap : 1024;
+  vocab_table n = {.cap = cap};
+  n.key = gs_malloc(cap * sizeof *n.key);
+  n.count = gs_calloc(cap, sizeof *n.count);
+  if (n.key == NULL || n.count == NULL) {
+    gs_free(n.key);
+    gs_free(n.count);
+    return -1;
+  }
+  for (size_t i = 0; i < vt->cap; i++)
+    if (vt->count[i] != 0) {
+      size_t j = vocab_slot(&n, vt->key[i]);
+      n.key[j] = vt->key[i];
+      n.count[j] = vt->count[i];
+    }
+  n.n = vt->n;
+  gs_free(vt->key);
+  gs_free(vt->count);
+  *vt = n;
+  return 0;
+}
+
+static int vocab_add(vocab_table *vt, uint64_t v) {
+  if (2 * (vt->n + 1) > vt->cap && vocab_grow(vt) != 0) return -1;
+  size_t i = vocab_slot(vt, v);
+  if (vt->count[i] == 0) {
+    vt->key[i] = v;
+    vt->n++;
+  }
+  if (vt->count[i] < UINT32_MAX) vt->count[i]++;
+  return 0;
+}
+
+typedef struct {
+  uint64_t key;
+  uint32_t count;
+  size_t slot;
+} vocab_entry;
+
+/* By falling count, then by value: the ids do not depend on the order of
+ * the slots (nor on the hash). */
+static int entry_cmp(const void *a, const void *b) {
+  const vocab_entry *x = a, *y = b;
+  if (x->count != y->count) return x->count > y->count ? -1 : 1;
+  return (x->key > y->key) - (x->key < y->key);
+}
+
+/* Numbers the values at or above the threshold from 2. */
+static int vocab_number(vocab_table *vt, uint64_t min_count) {
+  if (vt->cap == 0) return 0;
+  vt->id = gs_malloc(vt->cap * sizeof *vt->id);
+  vocab_entry *e = gs_malloc((vt->n ? vt->n : 1) * sizeof *e);
+  if (vt->id == NULL || e == NULL) {
+    gs_free(e);
+    return -1;
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < vt->cap; i++)
+    if (vt->count[i] != 0 && vt->count[i] >= min_count)
+      e[k++] = (vocab_entry){vt->key[i], vt->count[i], i};
+  qsort(e, k, sizeof *e, entry_cmp);
+  for (size_t i = 0; i < vt->cap; i++) vt->id[i] = 1;
+  for (size_t i = 0; i < k; i++) vt->id[e[i].slot] = (uint32_t)(i + 2);
+  vt->kept = k;
+  gs_free(e);
+  return 0;
+}
+
+gs_status gs_criteo_vocab_build(const char *path, size_t lines, uint64_t min_count,
+                                gs_criteo_vocab **out) {
+  if (path == NULL || out == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "Criteo vocabulary: NULL path or output");
+  *out = NULL;
+  if (min_count < 1 || min_count > UINT32_MAX)
+    return gs_error(GS_ERR_INVALID_ARG, "Criteo file '%s': a frequency threshold of %" PRIu64
+                    " (1 to 2^32 - 1)", path, min_count);
+  gs_embed_spec one[GS_CRITEO_SPARSE];
+  for (int t = 0; t < GS_CRITEO_SPARSE; t++) one[t] = (gs_embed_spec){.rows = 1};
+  gs_criteo_reader *r;
+  GS_CHECK(gs_criteo_open(path, one, GS_CRITEO_SPARSE, &r));
+  gs_criteo_vocab *v = gs_calloc(1, sizeof *v);
+  gs_status st = v ? GS_OK : gs_error(GS_ERR_NOMEM, "Criteo file '%s': out of memory", path);
+  char *fields[CRITEO_FIELDS];
+  while (st == GS_OK && (lines == 0 || v->lines < lines)) {
+    char *line;
+    size_t len;
+    st = next_line(r, &line, &len);
+    if (st != GS_OK || line == NULL) break;
+    if (memchr(line, '\0', len) != NULL) {
+      st = gs_error(GS_ERR_PARSE, "Criteo file '%s' line %zu: a NUL byte inside the line",
+                    r->path, r->lineno);
+      break;
+    }
+    st = split_line(r, line, fields);
+    for (int t = 0; t < GS_CRITEO_SPARSE && st == GS_OK; t++) {
+      uint64_t x = 0;
+      int empty = 1;
+      st = parse_hex(r, fields, t, &x, &empty);
+      if (st == GS_OK && !empty && vocab_add(&v->t[t], x) != 0)
+        st = gs_error(GS_ERR_NOMEM, "Criteo file '%s' line %zu: out of memory for feature "
+                      "C%d's %zu values", r->path, r->lineno, t + 1, v->t[t].n);
+    }
+    if (st == GS_OK) v->lines++;
+  }
+  for (int t = 0; t < GS_CRITEO_SPARSE && st == GS_OK; t++)
+    if (vocab_number(&v->t[t], min_count) != 0)
+      st = gs_error(GS_ERR_NOMEM, "Criteo file '%s': out of memory numbering feature C%d's "
+                    "%zu values", path, t + 1, v->t[t].n);
+  gs_criteo_close(r);
+  if (st != GS_OK) {
+    gs_criteo_vocab_free(v);
+    return st;
+  }
+  v->min_count = min_count;
+  *out = v;
+  return GS_OK;
+}
+
+size_t gs_criteo_vocab_rows(const gs_criteo_vocab *v, int t) {
+  return v && t >= 0 && t < GS_CRITEO_SPARSE ? v->t[t].kept + 2 : 0;
+}
+
+void gs_criteo_vocab_stats(const gs_criteo_vocab *v, int t, size_t *distinct, size_t *kept,
+                           size_t *lines) {
+  int ok = v && t >= 0 && t < GS_CRITEO_SPARSE;
+  if (distinct) *distinct = ok ? v->t[t].n : 0;
+  if (kept) *kept = ok ? v->t[t].kept : 0;
+  if (lines) *lines = v ? v->lines : 0;
+}
+
+uint64_t gs_criteo_vocab_id(const gs_criteo_vocab *v, int t, const char *value) {
+  if (v == NULL || t < 0 || t >= GS_CRITEO_SPARSE || value == NULL || *value == '\0') return 0;
+  size_t len = strlen(value);
+  if (len > 16 || strspn(value, "0123456789abcdefABCDEF") != len) return 1;
+  return vocab_id(&v->t[t], (uint64_t)strtoull(value, NULL, 16), 0);
+}
+
+gs_status gs_criteo_set_vocab(gs_criteo_reader *r, const gs_criteo_vocab *v) {
+  if (r == NULL) return gs_error(GS_ERR_INVALID_ARG, "Criteo reader: NULL reader");
+  r->vocab = v;
+  return GS_OK;
+}
+
+void gs_criteo_vocab_free(gs_criteo_vocab *v) {
+  if (v == NULL) return;
+  for (int t = 0; t < GS_CRITEO_SPARSE; t++) {
+    gs_free(v->t[t].key);
+    gs_free(v->t[t].count);
+    gs_free(v->t[t].id);
+  }
+  gs_free(v);
 }

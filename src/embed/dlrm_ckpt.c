@@ -218,6 +218,10 @@ static cJSON *describe_run(const dlrm_ckpt *c) {
     char *real = realpath(cfg->criteo_file, NULL);
     cJSON_AddStringToObject(d, "criteo_file", real ? real : cfg->criteo_file);
     free(real);
+    /* its vocabulary's threshold (none: the values modulo the rows, as
+     * every checkpoint before 2026-12-05) */
+    if (cfg->criteo_min_count > 0)
+      cJSON_AddNumberToObject(d, "frequency_threshold", (double)cfg->criteo_min_count);
   } else {
     cJSON_AddNumberToObject(d, "zipf", cfg->data.zipf_s);
     cJSON_AddNumberToObject(d, "pooling", cfg->data.pooling);
@@ -250,6 +254,9 @@ static int run_differs(const cJSON *saved, const cJSON *mine, char *why, size_t 
   static const struct {
     const char *key, *label;
   } fields[] = {{"ranks", NULL},
+                /* the data before the tables: a Criteo file's vocabulary
+                 * sets their rows, and its threshold is the cause to name */
+                {"data", "the data (the synthetic data's parameters, or the Criteo file)"},
                 {"tables", NULL},
                 {"dim", "the embedding dimension"},
                 {"bottom_mlp", "the bottom MLP"},
@@ -259,7 +266,6 @@ static int run_differs(const cJSON *saved, const cJSON *mine, char *why, size_t 
                 {"embed_optimizer", "the tables' optimizer"},
                 {"batch", "the batch per rank"},
                 {"steps_per_epoch", "the steps per epoch (where every step's samples start)"},
-                {"data", "the data (the synthetic data's parameters, or the Criteo file)"},
                 {"sharding", "the sharding"}};
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(saved, fields[i].key);
@@ -279,6 +285,20 @@ static int run_differs(const cJSON *saved, const cJSON *mine, char *why, size_t 
       char *real = realpath(sfile, NULL);
       int same = strcmp(real ? real : sfile, mfile) == 0;
       free(real);
+      /* the same ids: the same vocabulary threshold (0: none) */
+      double sth = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(s, "frequency_threshold"));
+      double mth = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(m, "frequency_threshold"));
+      sth = isnan(sth) ? 0 : sth;
+      mth = isnan(mth) ? 0 : mth;
+      if (same && sth != mth) {
+        snprintf(why, n, "the Criteo file's vocabulary: the checkpoint's run had %s, this run "
+                 "%s", sth > 0 ? "a frequency threshold" : "none (values modulo the rows)",
+                 mth > 0 ? "a frequency threshold" : "none (values modulo the rows)");
+        if (sth > 0 && mth > 0)
+          snprintf(why, n, "the Criteo file's vocabulary: the checkpoint's run had a frequency "
+                   "threshold of %.0f, this run %.0f", sth, mth);
+        return 1;
+      }
       if (same) continue;
       snprintf(why, n, "%s: the checkpoint's run read %.300s, this run %.300s",
                fields[i].label, sfile, mfile);

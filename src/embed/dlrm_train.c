@@ -477,12 +477,55 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   gs_dlrm_config mc = cfg->model;
   mc.max_batch = B;
   gs_embed_spec *specs = gs_calloc(T > 0 ? (size_t)T : 1, sizeof *specs);
-  if (specs == NULL) return gs_error(GS_ERR_NOMEM, "DLRM training: out of memory");
+  gs_embed_spec *tables = gs_calloc(T > 0 ? (size_t)T : 1, sizeof *tables);
+  if (specs == NULL || tables == NULL) {
+    gs_free(specs);
+    gs_free(tables);
+    return gs_error(GS_ERR_NOMEM, "DLRM training: out of memory");
+  }
   int widths[GS_DLRM_MAX_LAYERS + 1], nw = 0;
   gs_status st = gs_dlrm_mlp_parse(mc.bottom_mlp, widths, GS_DLRM_MAX_LAYERS + 1, &nw);
   for (int t = 0; t < T && st == GS_OK; t++) {
+    tables[t] = mc.tables[t];
     specs[t] = mc.tables[t];
     specs[t].dim = (size_t)widths[nw - 1];
+  }
+  mc.tables = tables;
+  /* A Criteo file's vocabulary, before anything is priced or sharded: it
+   * sets the tables' rows. */
+  gs_criteo_vocab *vocab = NULL;
+  if (st == GS_OK && cfg->criteo_file && cfg->criteo_min_count > 0) {
+    gs_status vst = T == GS_CRITEO_SPARSE
+                        ? gs_criteo_vocab_build(cfg->criteo_file, cfg->steps * P * B,
+                                                cfg->criteo_min_count, &vocab)
+                        : gs_error(GS_ERR_INVALID_ARG, "Criteo file '%s': %d tables, the file "
+                                   "has %d categorical features", cfg->criteo_file, T,
+                                   GS_CRITEO_SPARSE);
+    char vmsg[GS_VOTE_MESSAGE] = "";
+    if (vst != GS_OK) gs__error_copy(vmsg, sizeof vmsg);
+    gs_agreement va;
+    st = gs_agree(comm, gs_comm_mpi(comm), "the Criteo file's vocabulary", vst, vmsg, NULL, 0,
+                  &va);
+    if (st == GS_OK) {
+      if (vst != GS_OK) {
+        st = gs_error(vst, "%s", vmsg);
+        if (gs_agreement_unanimous(&va)) gs__error_mark_shared(); /* one file: said once */
+      } else if (va.failed) {
+        st = gs_error((gs_status)va.votes[va.first].status, "the Criteo file's vocabulary "
+                      "on rank %d: %s", va.first, va.votes[va.first].message);
+      }
+      gs_agreement_free(&va);
+    }
+    for (int t = 0; t < T && st == GS_OK; t++) {
+      size_t rows = gs_criteo_vocab_rows(vocab, t);
+      if (rows < specs[t].rows) specs[t].rows = tables[t].rows = rows;
+    }
+    if (st != GS_OK) {
+      gs_criteo_vocab_free(vocab);
+      gs_free(specs);
+      gs_free(tables);
+      return st;
+    }
   }
   gs_shard_plan *plan = NULL;
   gs_dlrm_dist *d = NULL;
@@ -537,7 +580,8 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   double load_s = gs_now();
   if (resumed) GS_CHECK_GOTO(dlrm_ckpt_load(ck, d), st, out);
   load_s = gs_now() - load_s;
-  gs_dlrm_train_event ev = {.kind = GS_DLRM_EV_PLAN, .plan = plan, .lookup = &lk};
+  gs_dlrm_train_event ev = {.kind = GS_DLRM_EV_PLAN, .plan = plan, .lookup = &lk,
+                            .vocab = vocab, .tables = specs};
   emit(cb, user, &ev);
   if (resumed) {
     gs_dlrm_train_event re = {.kind = GS_DLRM_EV_RESUME, .epoch = (int)(start / cfg->steps) + 1,
@@ -569,6 +613,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
                      sc.ndense, T, maxpool);
     else
       lst = gs_criteo_open(cfg->criteo_file, specs, T, &src.r);
+    if (lst == GS_OK) lst = gs_criteo_set_vocab(src.r, vocab);
   } else {
     lst = gs_dlrm_synth_create(&sc, &src.g);
   }
@@ -721,6 +766,8 @@ out:
   gs_dlrm_dist_destroy(d);
   gs_shard_plan_free(plan);
   dlrm_ckpt_close(ck);
+  gs_criteo_vocab_free(vocab);
   gs_free(specs);
+  gs_free(tables);
   return st;
 }

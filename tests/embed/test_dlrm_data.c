@@ -316,6 +316,90 @@ static void test_criteo_bad(void **state) {
   assert_int_equal(gs_criteo_open("/tmp", criteo_tables, 25, &r), GS_ERR_INVALID_ARG);
 }
 
+/* The vocabulary (--frequency-threshold): C1's values over the first 12
+ * of 15 lines: "a", "b" and "c" 3 times each, "d" and "e" once, an empty
+ * field once; the last 3 lines (not counted) "a", "e" and "f". At a
+ * threshold of 3: "a", "b", "c" ids 2, 3, 4 (a tie: by value), the rest
+ * (rare, or first seen after the counted lines) 1, the empty field 0; the
+ * reader takes the ids from it, modulo the rows. */
+static void test_criteo_vocab(void **state) {
+  (void)state;
+  criteo_specs();
+  static const char *c1[] = {"c", "a", "b", "", "a", "d", "c", "b", "e", "a", "b", "c", "a",
+                             "e", "f"};
+  char *path = temp_file();
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  for (size_t i = 0; i < sizeof c1 / sizeof c1[0]; i++) write_line(f, "0", "1", c1[i], 40);
+  fclose(f);
+  gs_criteo_vocab *v;
+  assert_int_equal(gs_criteo_vocab_build(path, 12, 3, &v), GS_OK);
+  size_t distinct, kept, lines;
+  gs_criteo_vocab_stats(v, 0, &distinct, &kept, &lines);
+  assert_int_equal(lines, 12);
+  assert_int_equal(distinct, 5);
+  assert_int_equal(kept, 3);
+  assert_int_equal(gs_criteo_vocab_rows(v, 0), 5);
+  assert_int_equal(gs_criteo_vocab_id(v, 0, "a"), 2);
+  assert_int_equal(gs_criteo_vocab_id(v, 0, "b"), 3);
+  assert_int_equal(gs_criteo_vocab_id(v, 0, "c"), 4);
+  assert_int_equal(gs_criteo_vocab_id(v, 0, "A"), 2); /* hex: the same value */
+  assert_int_equal(gs_criteo_vocab_id(v, 0, "d"), 1);
+  assert_int_equal(gs_criteo_vocab_id(v, 0, "f"), 1);
+  assert_int_equal(gs_criteo_vocab_id(v, 0, ""), 0);
+  /* C26: one value on every line (0x1000 + 39), kept; C2..C25 alike */
+  gs_criteo_vocab_stats(v, 25, &distinct, &kept, NULL);
+  assert_true(distinct == 1 && kept == 1);
+  char hex[16];
+  snprintf(hex, sizeof hex, "%x", 0x1000 + 39);
+  assert_int_equal(gs_criteo_vocab_id(v, 25, hex), 2);
+
+  /* The reader through it: line by line the ids above, modulo the rows
+   * (4 rows for C1: "c"'s id 4 becomes 0). */
+  criteo_tables[0].rows = 4;
+  gs_criteo_reader *r;
+  assert_int_equal(gs_criteo_open(path, criteo_tables, 26, &r), GS_OK);
+  assert_int_equal(gs_criteo_set_vocab(r, v), GS_OK);
+  gs_dlrm_batch b;
+  assert_int_equal(gs_dlrm_batch_alloc(&b, 16, 13, 26, 16), GS_OK);
+  size_t got;
+  assert_int_equal(gs_criteo_read(r, &b, &got), GS_OK);
+  assert_int_equal(got, 15);
+  static const int32_t want[] = {0, 2, 3, 0, 2, 1, 0, 3, 1, 2, 3, 0, 2, 1, 1};
+  const int32_t *ids = b.bags[0].ids;
+  for (int i = 0; i < 15; i++)
+    if (ids[i] != want[i]) fail_msg("line %d: C1's id %d, expected %d", i + 1, ids[i], want[i]);
+  assert_int_equal(((const int32_t *)b.bags[25].ids)[14], 2);
+  gs_criteo_close(r);
+  gs_dlrm_batch_free(&b);
+
+  /* Every line (0): "e" twice, below 3 still; at a threshold of 1 every
+   * value is kept, by count: a 4, b 3, c 3, e 2, d 1, f 1. */
+  gs_criteo_vocab_free(v);
+  assert_int_equal(gs_criteo_vocab_build(path, 0, 1, &v), GS_OK);
+  gs_criteo_vocab_stats(v, 0, &distinct, &kept, &lines);
+  assert_true(lines == 15 && distinct == 6 && kept == 6);
+  assert_int_equal(gs_criteo_vocab_id(v, 0, "e"), 5);
+  assert_int_equal(gs_criteo_vocab_id(v, 0, "d"), 6);
+  assert_int_equal(gs_criteo_vocab_id(v, 0, "f"), 7);
+  gs_criteo_vocab_free(v);
+
+  /* A bad line among those counted names its line and field; a threshold
+   * of 0 and a missing file are refused. */
+  f = fopen(path, "a");
+  assert_non_null(f);
+  write_line(f, "0", "1", "zz", 40);
+  fclose(f);
+  assert_int_equal(gs_criteo_vocab_build(path, 0, 3, &v), GS_ERR_PARSE);
+  assert_non_null(strstr(gs_last_error(), "line 16: field 15 (C1) 'zz'"));
+  assert_int_equal(gs_criteo_vocab_build(path, 15, 3, &v), GS_OK); /* not counted */
+  gs_criteo_vocab_free(v);
+  assert_int_equal(gs_criteo_vocab_build(path, 0, 0, &v), GS_ERR_INVALID_ARG);
+  assert_int_equal(gs_criteo_vocab_build("/nonexistent/day_0", 0, 3, &v), GS_ERR_IO);
+  assert_non_null(strstr(gs_last_error(), "/nonexistent/day_0"));
+  unlink(path);
+}
+
 /* A gzip-compressed file (as Criteo ships its days) of n lines whose I1 is
  * the line's index, the last without its newline; skip and rewind. */
 static void test_criteo_gzip(void **state) {
@@ -381,6 +465,7 @@ int main(void) {
       cmocka_unit_test(test_synth_hot_rows_and_teacher),
       cmocka_unit_test(test_criteo_good),
       cmocka_unit_test(test_criteo_bad),
+      cmocka_unit_test(test_criteo_vocab),
       cmocka_unit_test(test_criteo_gzip),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

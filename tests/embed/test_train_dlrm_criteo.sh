@@ -6,7 +6,8 @@
 # unpacked gives the same losses and AUC (the same samples); a file too
 # short for the run, or a bad line in one rank's slice, fails on every rank
 # naming the file (and the line), no rank left waiting; a missing file is
-# a usage error; a checkpoint of one file does not resume on another; each
+# a usage error; a checkpoint of one file does not resume on another; the
+# ids through a vocabulary (--frequency-threshold) train and resume; each
 # epoch reports every rank's and every shard's lookup time, measured and
 # predicted. The runs are given their lookup cost (--lookup, test_lookup.h's
 # figures), as none of this is about measuring it.
@@ -137,6 +138,67 @@ if [ "$rc" != 0 ] && grep -q "the data (the synthetic data's parameters, or the 
 else
   fail "resume on another file: exit $rc"
   tail -5 "$tmp/other.out"
+fi
+
+# --frequency-threshold 3: the ids through a vocabulary of the 3,840
+# training lines (each feature's values seen 3 times or more there, the
+# rest one row): the run says what it kept and trains (the integers carry
+# the labels); stopped at step 35 and resumed, the second epoch is the
+# uninterrupted run's (the vocabulary made again alike); a resume with
+# another threshold is refused, and the option without --data is a usage
+# error.
+train "$tmp/day.gz" "$tmp/vocab.out" --steps 30 --sharding tw --frequency-threshold 3
+rc=$?
+auc=$(grep '^{"epoch": 2' "$tmp/vocab.out" | sed -E 's/.*"auc": ([0-9.]+).*/\1/')
+# Each table's rows: its vocabulary's ids (kept + 2) or, where fewer,
+# kaggle:0.01's rows (the run without the vocabulary's tw shards), and the
+# shards trained of those rows.
+if [ "$rc" = 0 ] && /usr/bin/python3 -c '
+import json, sys
+lines = lambda f, k: [json.loads(l) for l in open(f) if l.startswith("{\"" + k + "\"")]
+v = lines(sys.argv[1], "vocabulary")[0]["vocabulary"]
+before = lines(sys.argv[2], "epoch")[0]["shard_rows"]
+after = lines(sys.argv[1], "epoch")[0]["shard_rows"]
+assert v["lines"] == 3840, v["lines"]
+t = v["tables"]
+assert len(t) == 26 and len(before) == 26, (len(t), len(before))
+want = [min(x["kept"] + 2, r) for x, r in zip(t, before)]
+assert [x["rows"] for x in t] == want == after, (want, after)
+assert all(0 < x["kept"] < x["distinct"] for x in t), t
+assert sum(x["kept"] + 2 < r for x, r in zip(t, before)) >= 8, (t, before)
+' "$tmp/vocab.out" "$tmp/gz.out" && awk -v a="${auc:-0}" 'BEGIN { exit !(a > 0.85) }'; then
+  pass "--frequency-threshold 3: the vocabulary's rows, held-out AUC $auc"
+else
+  fail "--frequency-threshold 3: exit $rc, AUC '${auc:-}' (want > 0.85), $(grep '^{"vocabulary"' "$tmp/vocab.out" | head -c 300)"
+  tail -5 "$tmp/vocab.out"
+fi
+train "$tmp/day.gz" "$tmp/vstop.out" --steps 30 --sharding tw --frequency-threshold 3 \
+  --checkpoint "$tmp/vck" --stop-at-step 35
+train "$tmp/day.gz" "$tmp/vres.out" --steps 30 --sharding tw --frequency-threshold 3 \
+  --checkpoint "$tmp/vck" --resume
+rc=$?
+e2() { grep '^{"epoch": 2' "$1" | grep -oE '"(train_loss|auc|log_loss)": [0-9.]+' | tr '\n' ' '; }
+if [ "$rc" = 0 ] && [ -n "$(e2 "$tmp/vocab.out")" ] && [ "$(e2 "$tmp/vocab.out")" = "$(e2 "$tmp/vres.out")" ]; then
+  pass "stopped at step 35 and resumed: epoch 2 as the uninterrupted run's"
+else
+  fail "resume with the vocabulary: exit $rc: '$(e2 "$tmp/vocab.out")' against '$(e2 "$tmp/vres.out")'"
+  tail -5 "$tmp/vres.out"
+fi
+train "$tmp/day.gz" "$tmp/vother.out" --steps 30 --sharding tw --frequency-threshold 2 \
+  --checkpoint "$tmp/vck" --resume
+rc=$?
+if [ "$rc" != 0 ] && grep -q "a frequency threshold of 3, this run 2" "$tmp/vother.out"; then
+  pass "a resume with another threshold refused (exit $rc)"
+else
+  fail "a resume with another threshold: exit $rc"
+  tail -5 "$tmp/vother.out"
+fi
+out=$("$G" train --model dlrm --frequency-threshold 3 2>&1)
+rc=$?
+if [ "$rc" = 2 ] && [[ $out == *"--frequency-threshold needs --data FILE"* ]]; then
+  pass "--frequency-threshold without --data: exit 2"
+else
+  fail "--frequency-threshold without --data: exit $rc: $out"
 fi
 
 [ "$fails" = 0 ] && echo "all passed" && exit 0
