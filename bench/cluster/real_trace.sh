@@ -32,7 +32,10 @@
 #   --commit-every 20 and the scaling jobs' own 4 and 8 steps; time: the
 #   manager's default commits by time, --commit-every 10s, and none of the
 #   jobs' own, so that a stop is taken at a check about 0.5 s on and the
-#   manager measures the jobs from their progress reports).
+#   manager measures the jobs from their progress reports),
+#   CLUSTER_RESTART_PENALTY=S (serve --restart-penalty S: what a resize's
+#   restart is priced at until the job's own is measured; default the
+#   manager's, 30).
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -50,6 +53,7 @@ net=${CLUSTER_NET:-}
 share=${CLUSTER_SHARE_SPEEDS:-0}
 share_opt=() share_env=
 if [ "$share" = 1 ]; then share_opt=(--share-speeds) share_env="CLUSTER_SHARE_SPEEDS=1 "; fi
+penalty=${CLUSTER_RESTART_PENALTY:-}
 commits=${CLUSTER_COMMITS:-steps}
 commit_opt=(--commit-every 20) trace_opt=() commits_env=
 case $commits in
@@ -82,7 +86,7 @@ out=$BENCH_OUT/cluster_real.jsonl
 for policy in "${policies[@]}"; do
   spool=$tmp/spool-$policy
   manager_start "$spool" "$tmp/serve-$policy.log" --emulated 8 --rate 1gbit \
-    --node-cpus "$cpus" --policy "$policy" --interval 5 "${commit_opt[@]}" ${net:+--net "$net"} "${share_opt[@]}"
+    --node-cpus "$cpus" --policy "$policy" --interval 5 "${commit_opt[@]}" ${penalty:+--restart-penalty "$penalty"} ${net:+--net "$net"} "${share_opt[@]}"
   t0=$(date +%s.%N)
   python3 "$here/submit_trace.py" "$gs" "$spool" "$tmp/trace.jsonl" "$t0"
   # every job ended (at most an hour)
@@ -98,7 +102,7 @@ done
 python3 "$here/summarize_trace.py" --markdown "$out" --node-cpus "$cpus" \
   --trace "$tmp/trace.jsonl" >"$BENCH_OUT/cluster_real.md"
 # The settings from the environment are part of the command that measured.
-cmd="CLUSTER_MIX=$mix CLUSTER_SPAN=$span CLUSTER_SEED=$seed CLUSTER_NODE_CPUS=$cpus ${net:+CLUSTER_NET=$net }$share_env$commits_env\
+cmd="CLUSTER_MIX=$mix CLUSTER_SPAN=$span CLUSTER_SEED=$seed CLUSTER_NODE_CPUS=$cpus ${net:+CLUSTER_NET=$net }$share_env$commits_env${penalty:+CLUSTER_RESTART_PENALTY=$penalty }\
 $(bench_quote "$here/real_trace.sh" "${policies[@]}")"
 bench_stamp "$out" "$cmd"
 bench_stamp "$BENCH_OUT/cluster_real.md" "$cmd"
