@@ -107,6 +107,8 @@ def run_line(a):
                      "jct_s": (j["end_time"] - j["submit_time"]) if j.get("end_time") else None,
                      "wait_s": (j["start_time"] - j["submit_time"]) if j.get("start_time") else None,
                      "resizes": j["resizes"], "restarts": j["restarts"],
+                     # the manager's measure of its resizes' cost (None: none measured)
+                     "restart_s": j.get("restart_s"),
                      "node_s": round(ns, 2),
                      "launches": [[round(a, 3), round(b, 3), n] for a, b, n in spans]})
     jcts = [x["jct_s"] for x in jobs if x["jct_s"] is not None]
@@ -144,13 +146,15 @@ def markdown(a):
               f"{r.get('fairness_loss', '-')} | {r['resizes']} | {r['restarts']} |")
     for r in runs:
         print(f"\n## {r['policy']}: every job\n")
-        print("| id | name | min:max | state | wait (s) | JCT (s) | node-s | resizes | restarts |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("| id | name | min:max | state | wait (s) | JCT (s) | node-s | resizes | restarts | "
+              "a resize's measured cost (s) |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for j in r["jobs"]:
             w = f"{j['wait_s']:.1f}" if j["wait_s"] is not None else "-"
             c = f"{j['jct_s']:.1f}" if j["jct_s"] is not None else "-"
             print(f"| {j['id']} | {j['name']} | {j['min']}:{j['max']} | {j['state']} | {w} | "
-                  f"{c} | {j['node_s']} | {j['resizes']} | {j['restarts']} |")
+                  f"{c} | {j['node_s']} | {j['resizes']} | {j['restarts']} | "
+                  f"{j['restart_s'] if j.get('restart_s') is not None else '-'} |")
 
 
 ap = argparse.ArgumentParser()
