@@ -23,6 +23,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "dlrm_internal.h"
 #include "gradsync/dlrm.h"
 #include "gs_internal.h"
 
@@ -146,11 +147,7 @@ static gs_status parse_hex(const gs_criteo_reader *r, char **fields, int t, uint
 }
 
 static size_t vocab_slot(const vocab_table *vt, uint64_t v) {
-  uint64_t h = v + 0x9e3779b97f4a7c15ULL; /* splitmix64's finaliser */
-  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
-  h ^= h >> 31;
-  size_t i = (size_t)h & (vt->cap - 1);
+  size_t i = (size_t)dlrm_mix(v) & (vt->cap - 1);
   while (vt->count[i] != 0 && vt->key[i] != v) i = (i + 1) & (vt->cap - 1);
   return i;
 }

@@ -291,12 +291,11 @@ static int run_differs(const cJSON *saved, const cJSON *mine, char *why, size_t 
       sth = isnan(sth) ? 0 : sth;
       mth = isnan(mth) ? 0 : mth;
       if (same && sth != mth) {
+        char a[48], b[48];
+        snprintf(a, sizeof a, sth > 0 ? "a frequency threshold of %.0f" : "none", sth);
+        snprintf(b, sizeof b, mth > 0 ? "%.0f" : "none (values modulo the rows)", mth);
         snprintf(why, n, "the Criteo file's vocabulary: the checkpoint's run had %s, this run "
-                 "%s", sth > 0 ? "a frequency threshold" : "none (values modulo the rows)",
-                 mth > 0 ? "a frequency threshold" : "none (values modulo the rows)");
-        if (sth > 0 && mth > 0)
-          snprintf(why, n, "the Criteo file's vocabulary: the checkpoint's run had a frequency "
-                   "threshold of %.0f, this run %.0f", sth, mth);
+                 "%s", a, b);
         return 1;
       }
       if (same) continue;
