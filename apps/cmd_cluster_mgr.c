@@ -79,7 +79,9 @@ static void serve_usage(FILE *f) {
       "  --restart-penalty S  what the policies charge a resize's restart until the\n"
       "                   job's own is measured (RESTART_S in gradsync jobs): goodput\n"
       "                   grows a job only when that pays back, dorm prices it\n"
-      "                   against the job's remaining time (default 30; 0: no\n"
+      "                   against the job's remaining time (default: the job's\n"
+      "                   measured start-up plus the pool's measured stops, \"~S\"\n"
+      "                   in RESTART_S; 30 before anything is measured; 0: no\n"
       "                   price at all, dorm's objective as Dorm's paper has it)\n"
       "%s"
       "                   (a job whose --min is above its user's or its\n"
@@ -200,7 +202,8 @@ static int cmd_serve(int argc, char **argv) {
   int emulated = 0, slurm = 0, restart_budget = 3, commit_every = 20, share_speeds = 0;
   double commit_every_s = 0; /* the manager's default, GS_CLUSTER_COMMIT_EVERY_S */
   int by_time = 1; /* cli_parse_seconds_suffix's last answer */
-  double interval = 10, discover_every = 1, node_cpus = 0, restart_penalty = 30, cooldown = 30;
+  double interval = 10, discover_every = 1, node_cpus = 0, restart_penalty = -1, cooldown = 30;
+  /* --restart-penalty: -1 not given (the measured prior), 0 no price */
   double fairness_window = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -413,7 +416,8 @@ static int cmd_serve(int argc, char **argv) {
       .mpirun = mpirun, .ssh_config = ssh_config, .iface = iface,
       .discover_every_s = discover_every, .commit_every = commit_every,
       .commit_every_s = commit_every_s, .stop = &serve_stop,
-      .on_log = serve_log, .restart_penalty_s = restart_penalty > 0 ? restart_penalty : -1,
+      .on_log = serve_log,
+      .restart_penalty_s = restart_penalty > 0 ? restart_penalty : restart_penalty == 0 ? -1 : 0,
       .node_cooldown_s = cooldown, .fairness_window_s = fairness_window,
       .shares = cli_shares_get(), .net = net,
       .share_speeds = share_speeds};
@@ -1309,7 +1313,10 @@ int cmd_jobs(int argc, char **argv) {
     const char *state = jstr(j, "state");
     const char *msg = jstr(j, "message");
     char rs[16] = "-";
+    /* measured, else "~P": what the policies charge until then */
     if (jnum(j, "restart_s", -1) >= 0) snprintf(rs, sizeof rs, "%.1f", jnum(j, "restart_s", 0));
+    else if (jnum(j, "restart_price_s", -1) >= 0)
+      snprintf(rs, sizeof rs, "~%.1f", jnum(j, "restart_price_s", 0));
     char who[GS_CLUSTER_NAME_MAX + GS_CLUSTER_ACCOUNT_MAX + 2];
     job_who(j, who, sizeof who);
     printf("%4.0f  %-14.14s %-*s %-9s %4.0f %7s %8s %7.0f %8.0f %9s %7s %7s  %-18s %s\n",

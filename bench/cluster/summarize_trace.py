@@ -109,6 +109,11 @@ def run_line(a):
                      "resizes": j["resizes"], "restarts": j["restarts"],
                      # the manager's measure of its resizes' cost (None: none measured)
                      "restart_s": j.get("restart_s"),
+                     # its start-up from nothing, measured, and the price the last
+                     # policy round charged a resize of it (None: not measured; the
+                     # fixed --restart-penalty)
+                     "startup_s": j.get("startup_s"),
+                     "restart_price_s": j.get("restart_price_s"),
                      "node_s": round(ns, 2),
                      "launches": [[round(a, 3), round(b, 3), n] for a, b, n in spans]})
     jcts = [x["jct_s"] for x in jobs if x["jct_s"] is not None]
@@ -123,6 +128,10 @@ def run_line(a):
         "utilisation": round(busy / (a.nodes * makespan), 4) if makespan else None,
         "fairness_loss": round(fairness(jobs, a.nodes, max(ends)), 4) if ends else None,
         "resizes": sum(x["resizes"] for x in jobs), "restarts": sum(x["restarts"] for x in jobs)}))
+
+
+def opt(j, key):
+    return j[key] if j.get(key) is not None else "-"
 
 
 def markdown(a):
@@ -147,14 +156,14 @@ def markdown(a):
     for r in runs:
         print(f"\n## {r['policy']}: every job\n")
         print("| id | name | min:max | state | wait (s) | JCT (s) | node-s | resizes | restarts | "
-              "a resize's measured cost (s) |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+              "a resize's measured cost (s) | start-up (s) | last price (s) |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for j in r["jobs"]:
             w = f"{j['wait_s']:.1f}" if j["wait_s"] is not None else "-"
             c = f"{j['jct_s']:.1f}" if j["jct_s"] is not None else "-"
             print(f"| {j['id']} | {j['name']} | {j['min']}:{j['max']} | {j['state']} | {w} | "
                   f"{c} | {j['node_s']} | {j['resizes']} | {j['restarts']} | "
-                  f"{j['restart_s'] if j.get('restart_s') is not None else '-'} |")
+                  f"{opt(j, 'restart_s')} | {opt(j, 'startup_s')} | {opt(j, 'restart_price_s')} |")
 
 
 ap = argparse.ArgumentParser()

@@ -140,7 +140,9 @@ typedef struct gs_cluster_serve_config {
   void (*on_log)(const char *line, void *user);
   void *user;
   double restart_penalty_s;       /* what the policies charge a resize's restart (goodput's
-                                     payback, dorm's price): 0 the policies' default (30 s),
+                                     payback, dorm's price) until the job's own is measured:
+                                     0 a prior from the pool's measured start-ups and resizes
+                                     (gs_cluster_restart_prior; 30 s while none is measured),
                                      < 0 none (dorm: Dorm's own objective) */
   double fairness_window_s;       /* dorm: > 0, a job's target is its fair share plus the
                                      node-seconds of share it was owed and not given

@@ -62,6 +62,16 @@ _Static_assert(GS_CLUSTER_ACCOUNT_LEVELS <= GS_CLUSTER_ACCOUNT_DEPTH,
 _Static_assert(J_TIMEOUT + 1 == GS_CLUSTER_NSTATES && J_DONE == GS_CLUSTER_FIRST_ENDED,
                "the job states and their names");
 
+/* A measurement of the seconds a launch lost (gs_cluster_restart_measure)
+ * from the reports after it: `launch` the launch event it waits for (its
+ * number in the attempt; 0: none, -1: the next one), ref_t where its
+ * clock starts (a stop request, or the launch itself), s0 the sample it
+ * resumes from, launch_t the launch, (t1, s1) its first report. */
+typedef struct lost_probe {
+  int launch;
+  double ref_t, s0, launch_t, t1, s1;
+} lost_probe;
+
 typedef struct job {
   int id;
   char name[GS_CLUSTER_NAME_MAX];
@@ -138,17 +148,23 @@ typedef struct job {
   double work;                    /* samples the job trains in all (0: unknown) */
   double epoch_samples;           /* samples in one of its epochs (0: unknown) */
   /* Its resizes' measured cost (not journaled either): a resize's stop
-   * request (rs_ref_t, resuming from sample rs_s0; rs_launch_t the
-   * relaunch) and the relaunch's first commit (rs_t1, rs_s1), measured at
+   * request (rs.ref_t, resuming from sample rs.s0; rs.launch_t the
+   * relaunch) and the relaunch's first report (rs.t1, rs.s1), measured at
    * its second (gs_cluster_restart_measure) into the mean restart_sum /
    * restart_n, and by the relaunch's nodes into rs_sum_at[n] / rs_n_at[n]
    * (restart_at: gs_cluster_restart_fit's price by size). */
-  int rs_launch;                  /* the launch being measured (0: none) */
-  double rs_ref_t, rs_s0, rs_launch_t, rs_t1, rs_s1;
+  lost_probe rs;
   double restart_sum;
   int restart_n;
   double *rs_sum_at, *restart_at;
   int *rs_n_at;
+  /* Its start-up from nothing (not journaled): its first launch (su.ref_t)
+   * to training at speed, measured as a resize is (startup_s, < 0: not
+   * yet); the pool's start-ups and resizes price the resizes of jobs not
+   * yet resized (gs_cluster_restart_prior, into restart_price). */
+  lost_probe su;
+  double startup_s;
+  double restart_price; /* what the last policy round charged a resize of it */
   int dirty;                      /* changed since the last snapshot */
 } job;
 
@@ -304,6 +320,7 @@ static job *job_add(mgr *m, int id) {
   j->rs_sum_at = gs_calloc((size_t)m->nnode + 1, sizeof *j->rs_sum_at);
   j->rs_n_at = gs_calloc((size_t)m->nnode + 1, sizeof *j->rs_n_at);
   j->restart_at = gs_calloc((size_t)m->nnode + 1, sizeof *j->restart_at);
+  j->startup_s = -1;
   if (!j->assigned || !j->actual || !j->left_out || !j->rate || !j->curve || !j->prior_step ||
       !j->prior_samples || !j->rs_sum_at || !j->rs_n_at || !j->restart_at) {
     job_free(j);
@@ -800,7 +817,8 @@ static int launch(mgr *m, job *j) {
   j->ev_off = 0;
   j->ev_restarts = j->ev_resizes = 0;
   j->ev_launches = 0;
-  j->rs_launch = 0;
+  j->rs.launch = 0;
+  j->su.launch = 0;
   j->actual_size = 0;
   j->actual_outside = 0;
   memset(j->actual, 0, (size_t)m->nnode);
@@ -864,28 +882,43 @@ static double job_restart_s(const job *j) {
   return j->restart_n > 0 ? j->restart_sum / j->restart_n : 0;
 }
 
-/* A resize's relaunch's first two commits give what the resize cost (its
- * stop request and relaunch in rs_*, set from its events by read_events_q),
- * counted for the relaunch's `size` nodes too (of a pool of nnode). */
-static void measure_restart(job *j, double t, double samples, int size, int nnode) {
-  if (j->rs_launch <= 0 || j->rs_launch != j->ev_launches || !(t > j->rs_launch_t)) return;
-  if (j->rs_t1 == 0) { /* its first commit */
-    j->rs_t1 = t;
-    j->rs_s1 = samples;
-    return;
+/* Feeds a report (its time t and global sample) to probe p of the launch
+ * `launch`: the seconds the launch lost once it has two reports after the
+ * launch (then the probe is done), else -1. */
+static double probe_report(lost_probe *p, int launch, double t, double samples) {
+  if (p->launch <= 0 || p->launch != launch || !(t > p->launch_t)) return -1;
+  if (p->t1 == 0) { /* its first report */
+    p->t1 = t;
+    p->s1 = samples;
+    return -1;
   }
-  double r = gs_cluster_restart_measure(j->rs_ref_t, j->rs_s0, j->rs_t1, j->rs_s1, t, samples);
+  p->launch = 0;
+  return gs_cluster_restart_measure(p->ref_t, p->s0, p->t1, p->s1, t, samples);
+}
+
+/* A resize's relaunch's first two reports give what the resize cost (its
+ * stop request and relaunch in rs, set from its events by read_events_q),
+ * counted for the relaunch's `size` nodes too (of a pool of nnode); a
+ * job's first launch's, its start-up. */
+static void measure_restart(mgr *m, job *j, double t, double samples, int size) {
+  double r = probe_report(&j->rs, j->ev_launches, t, samples);
   if (r >= 0) {
     j->restart_sum += r;
     j->restart_n++;
-    if (size >= 1 && size <= nnode) {
+    if (size >= 1 && size <= m->nnode) {
       j->rs_sum_at[size] += r;
       j->rs_n_at[size]++;
-      gs_cluster_restart_fit(j->rs_sum_at, j->rs_n_at, nnode, j->restart_at);
+      gs_cluster_restart_fit(j->rs_sum_at, j->rs_n_at, m->nnode, j->restart_at);
     }
+    mlog(m, "job %d: a resize to %d node(s) measured: %.1f s lost", j->id, size, r);
     j->dirty = 1;
   }
-  j->rs_launch = 0;
+  double su = probe_report(&j->su, j->ev_launches, t, samples);
+  if (su >= 0) {
+    j->startup_s = su;
+    mlog(m, "job %d: its start-up on %d node(s) measured: %.1f s lost", j->id, size, su);
+    j->dirty = 1;
+  }
 }
 
 /* The value of the job's last option `name`, as "--epochs 3" or
@@ -1167,7 +1200,7 @@ static void measure_speed(mgr *m, job *j, const char *ckpt_json, double samples)
    * a smaller --nodes) runs at a size the pool cannot name: nothing is
    * measured until its supervisor relaunches it on the pool's nodes. */
   if (j->actual_outside > 0) size = 0;
-  measure_restart(j, t, samples, size, m->nnode);
+  measure_restart(m, j, t, samples, size);
   if (j->obs_t > 0 && j->obs_attempt == j->attempt && j->obs_launch == j->ev_launches &&
       j->obs_size == size && size >= 1 && size <= m->nnode && samples > j->obs_samples &&
       t > j->obs_t) {
@@ -1328,9 +1361,14 @@ static void read_events_q(mgr *m, job *j, int quiet) {
        * a failure (its cost is the failure's). */
       double lt = 0;
       num(e, "time", &lt);
-      j->rs_launch = j->rs_launch == -1 && lt > 0 ? j->ev_launches : 0;
-      j->rs_launch_t = lt;
-      j->rs_t1 = j->rs_s1 = 0;
+      j->rs.launch = j->rs.launch == -1 && lt > 0 ? j->ev_launches : 0;
+      j->rs.launch_t = lt;
+      j->rs.t1 = j->rs.s1 = 0;
+      /* A job's launch from nothing (no sample trained, none measured):
+       * its start-up, from the launch on. */
+      j->su.launch = 0;
+      if (j->startup_s < 0 && lt > 0 && j->progress <= 0 && j->obs_t == 0)
+        j->su = (lost_probe){.launch = j->ev_launches, .ref_t = lt, .launch_t = lt};
       memset(j->actual, 0, (size_t)m->nnode);
       j->actual_outside = 0;
       const char *hosts = str(e, "hosts");
@@ -1372,17 +1410,17 @@ static void read_events_q(mgr *m, job *j, int quiet) {
        * stop request (seconds_lost before the event: from there the nodes
        * the job grows to idle, and the job trains on towards its commit
        * only to stop) and it resumes from its commit; the next launch event
-       * starts the measurement (rs_launch -1: this one's). */
+       * starts the measurement (rs.launch -1: this one's). */
       double et = 0, lost = 0, ce = -1, cs = 0;
       num(e, "time", &et);
       num(e, "seconds_lost", &lost);
       num(e, "commit_epoch", &ce);
       num(e, "commit_samples_in_epoch", &cs);
-      j->rs_launch = 0;
+      j->rs.launch = 0;
       if (why && strncmp(why, "discovery", 9) == 0 && et > 0 && ce >= 0 && j->epoch_samples > 0) {
-        j->rs_ref_t = et - lost;
-        j->rs_s0 = ce * j->epoch_samples + cs;
-        j->rs_launch = -1;
+        j->rs.ref_t = et - lost;
+        j->rs.s0 = ce * j->epoch_samples + cs;
+        j->rs.launch = -1;
       }
       if (!quiet) mlog(m, "job %d: relaunch: %s", j->id, why ? why : "");
       j->dirty = 1;
@@ -1953,8 +1991,36 @@ static int node_free(const mgr *m, int i, const job *for_job) {
   return 1;
 }
 
+/* What the policies charge each job's resize (restart_price): its own
+ * resizes' mean once one is measured; before that, by default, a prior from
+ * the pool's measured start-ups and resizes (gs_cluster_restart_prior; 30 s
+ * while nothing is measured), with --restart-penalty S, S (0 here: the
+ * policies' restart_penalty_s). A measured nothing is 10 ms, not 0: to the
+ * policies 0 is "not measured". */
+static void price_restarts(mgr *m) {
+  const int fixed = m->cfg->restart_penalty_s != 0;
+  double *r = fixed ? NULL : gs_calloc((size_t)m->njob + 1, sizeof *r);
+  double *su = fixed ? NULL : gs_calloc((size_t)m->njob + 1, sizeof *su);
+  gs_cluster_policy_opts d;
+  gs_cluster_policy_defaults(&d);
+  for (int k = 0; k < m->njob && r && su; k++) {
+    r[k] = m->job[k].restart_n > 0 ? job_restart_s(&m->job[k]) : -1;
+    su[k] = m->job[k].startup_s;
+  }
+  for (int k = 0; k < m->njob; k++) {
+    job *j = &m->job[k];
+    double p = j->restart_n > 0 ? job_restart_s(j)
+               : r && su    ? gs_cluster_restart_prior(r, su, m->njob, k, d.restart_penalty_s)
+                            : 0;
+    j->restart_price = j->restart_n > 0 || (r && su) ? fmax(p, 0.01) : 0;
+  }
+  gs_free(r);
+  gs_free(su);
+}
+
 static int policy_round(mgr *m) {
   const gs_cluster_serve_config *c = m->cfg;
+  price_restarts(m);
   /* Nodes lost or drained leave their jobs first. */
   for (int k = 0; k < m->njob; k++) {
     job *j = &m->job[k];
@@ -2026,7 +2092,7 @@ static int policy_round(mgr *m) {
                              .restarts = job_restarts(j),
                              /* in the curve's units (samples): without one, unknown */
                              .work = j->ncurve >= top ? j->work : 0,
-                             .restart_s = job_restart_s(j),
+                             .restart_s = j->restart_price,
                              .restart_at = j->restart_n > 0 ? j->restart_at : NULL};
     /* What it is owed to now (dorm's --fairness-window): its fair share's
      * node-seconds less its partitions', charged to acct_t and on since. */
@@ -2230,10 +2296,17 @@ static char *snapshot_text(mgr *m) {
           cJSON_AddNumberToObject(pr, key, round(j->prior_samples[q] / j->prior_step[q] * 10) / 10);
         }
     }
-    /* a restart's measured cost, the mean of those measured (null: none yet) */
+    /* a restart's measured cost, the mean of those measured (null: none
+     * yet), its start-up's, and what the last round charged (null: the
+     * fixed --restart-penalty) */
     if (j->restart_n > 0)
       cJSON_AddNumberToObject(o, "restart_s", round(job_restart_s(j) * 100) / 100);
     else cJSON_AddNullToObject(o, "restart_s");
+    if (j->startup_s >= 0) cJSON_AddNumberToObject(o, "startup_s", round(j->startup_s * 100) / 100);
+    else cJSON_AddNullToObject(o, "startup_s");
+    if (j->restart_price > 0)
+      cJSON_AddNumberToObject(o, "restart_price_s", round(j->restart_price * 100) / 100);
+    else cJSON_AddNullToObject(o, "restart_price_s");
     /* and by the nodes it restarted on, {"2": 4.1, ...} (measured sizes only) */
     cJSON *rb = cJSON_AddObjectToObject(o, "restart_s_by_size");
     for (int q = 1; q <= m->nnode; q++)

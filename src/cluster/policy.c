@@ -290,6 +290,24 @@ double gs_cluster_restart_measure(double t_ref, double s0, double t1, double s1,
   return lost > 0 ? lost : 0;
 }
 
+double gs_cluster_restart_prior(const double *restart, const double *startup, int n, int k,
+                                double fallback) {
+  double stop = 0, rs = 0, ss = 0;
+  int nstop = 0, nr = 0, ns = 0;
+  for (int i = 0; i < n; i++) {
+    const int r_ok = restart[i] >= 0 && isfinite(restart[i]);
+    const int s_ok = startup[i] >= 0 && isfinite(startup[i]);
+    if (r_ok) rs += restart[i], nr++;
+    if (s_ok) ss += startup[i], ns++;
+    if (r_ok && s_ok) stop += fmax(restart[i] - startup[i], 0), nstop++;
+  }
+  stop = nstop ? stop / nstop : 0;
+  if (k >= 0 && k < n && startup[k] >= 0 && isfinite(startup[k])) return startup[k] + stop;
+  if (nr) return rs / nr;
+  if (ns) return ss / ns + stop;
+  return fallback;
+}
+
 double gs_cluster_dorm_restart_price(const gs_cluster_job *j, int nodes,
                                      const gs_cluster_policy_opts *o) {
   double p = gs_cluster_restart_s(j, o);

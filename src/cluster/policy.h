@@ -316,6 +316,18 @@ int gs_cluster_restart_fit(const double *sum, const int *cnt, int top, double *o
 double gs_cluster_restart_measure(double t_ref, double s0, double t1, double s1, double t2,
                                   double s2);
 
+/* What a resize is expected to cost job k of a pool before its own is
+ * measured, from what the pool has measured (n jobs, the ended ones too;
+ * restart[i] the mean of job i's measured resizes, startup[i] its measured
+ * start-up from nothing, both by gs_cluster_restart_measure; < 0: not
+ * measured). A resize is a stop and a start: the stop's part o is the
+ * pool's mean of restart[i] - startup[i] (at least 0) over the jobs with
+ * both, 0 while none has both. Job k's prior is startup[k] + o; without its
+ * start-up, the pool's mean restart, else the pool's mean start-up + o,
+ * else `fallback` (nothing measured: --restart-penalty's default). */
+double gs_cluster_restart_prior(const double *restart, const double *startup, int n, int k,
+                                double fallback);
+
 /* Per-user fair shares (a fair-share tree of one level, as Slurm's users
  * under one account): the pool is shared among the users with jobs in the
  * round in proportion to their shares, and each user's part among its own

@@ -491,6 +491,8 @@ static cJSON *pending_job(const char *spool, const cJSON *r, int served) {
   cJSON_AddNullToObject(o, "commit");
   cJSON_AddObjectToObject(o, "speed");
   cJSON_AddNullToObject(o, "restart_s");
+  cJSON_AddNullToObject(o, "startup_s");
+  cJSON_AddNullToObject(o, "restart_price_s");
   cJSON_AddObjectToObject(o, "restart_s_by_size");
   cJSON_AddNumberToObject(o, "resizes", 0);
   cJSON_AddNumberToObject(o, "restarts", 0);

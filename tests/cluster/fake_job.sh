@@ -13,8 +13,9 @@
 # with FAIL=badprogress it writes one that is no report (no epoch_samples);
 # with FAIL=profile:FILE it reports its progress and puts FILE there as its
 # profile.json at its first commit, as gradsync.torch.elastic's State does.
-# usage: fake_job.sh STEPS DIR [STEP_S] [FAIL]
-steps=$1 dir=$2 step_s=${3:-0.1} fail=${4:-0}
+# STARTUP_S: a launch from step 0 sleeps that long first (its start-up).
+# usage: fake_job.sh STEPS DIR [STEP_S] [FAIL] [STARTUP_S]
+steps=$1 dir=$2 step_s=${3:-0.1} fail=${4:-0} startup_s=${5:-0}
 mkdir -p "$dir"
 if ! mkdir "$dir/running" 2>/dev/null; then
   echo "two copies at once (pid $$)" >>"$dir/errors"
@@ -27,6 +28,7 @@ trap 'exit 143' TERM
 echo "$GS_FAKE_NP $GS_FAKE_HOSTS" >>"$dir/launches"
 [ "$fail" = 1 ] && exit 1
 s=$(cat "$dir/step" 2>/dev/null || echo 0)
+[ "$s" = 0 ] && sleep "$startup_s"
 while [ "$s" -lt "$steps" ]; do
   sleep "$step_s"
   s=$((s + 1))

@@ -308,6 +308,31 @@ if [[ $mid =~ ^0\.[0-9]+$ ]] && [ "$(field "$P" progress)" = 1 ] &&
   pass "an --exec job's progress.json: progress $mid while running, 1 at the end, speed $speed"
 else fail "an --exec job's progress: '$mid' while running, '$(field "$P" progress)' at the end," \
   "speed '$speed', $(ls "$spool/jobs/$P/ckpt" 2>&1)"; fi
+# Its start-up measured from its launch's first two reports (the seconds
+# to training at speed, less the samples trained meanwhile), and the price
+# of a resize not yet measured (serve's default, no --restart-penalty): its
+# start-up plus the pool's measured stops (each job with both: its mean
+# resize less its start-up, at least 0), 30 s before any start-up
+# (gs_cluster_restart_prior; until 2026-12-05 a fixed 30 s). A job that
+# sleeps 2 s before its 30 steps of 0.1 s: a start-up of about 2 s.
+S=$(submit --min 1 --max 1 --name S --exec -- "$JOB" 30 "$scratch/S" 0.1 progress 2)
+wait_state "$S" done 30 || fail "job S: '$(state "$S")', not done"
+sleep 1.5 # a policy round after its end prices it too
+if "$G" jobs --spool "$spool" --json | python3 -c '
+import json, sys
+jobs = [json.loads(l) for l in sys.stdin if l.startswith("{")]
+jobs = jobs[0]["jobs"] if len(jobs) == 1 and "jobs" in jobs[0] else jobs
+s = [j for j in jobs if j["id"] == int(sys.argv[1])][0]
+both = [j for j in jobs if j.get("restart_s") is not None and j.get("startup_s") is not None]
+stop = sum(max(j["restart_s"] - j["startup_s"], 0) for j in both) / len(both) if both else 0
+su, price = s.get("startup_s"), s.get("restart_price_s")
+print("start-up", su, "price", price, "stop", round(stop, 2), "of", len(both), "job(s)")
+sys.exit(not (su is not None and 1.6 < su < 4 and s.get("restart_s") is None and
+              price is not None and abs(price - (su + stop)) < 0.05))
+' "$S" >"$err" 2>&1 &&
+   "$G" jobs --spool "$spool" | grep -Eq "^ *$S  S .* ~[0-9]+\.[0-9] "; then
+  pass "a job's start-up measured and its resize priced from it: $(cat "$err")"
+else fail "job S's start-up and price: $(cat "$err"); $("$G" jobs --spool "$spool" | grep -E "^ *$S ")"; fi
 # One whose progress.json is no report: the manager says so once, in its
 # log, and leaves the job unmeasured; the job itself runs to its end.
 Q=$(submit --min 1 --max 1 --name Q --exec -- "$JOB" 20 "$scratch/Q" 0.1 badprogress)

@@ -158,6 +158,12 @@ rs=$("$G" jobs --spool "$spool" --json | grep "\"id\":$J1," | sed -E 's/.*"resta
 if [[ $rs =~ ^[0-9.]+$ ]] && awk -v r="$rs" 'BEGIN { exit !(r > 0 && r < 60) }'; then
   pass "job 1's restarts measured: ${rs} s each"
 else fail "job 1's measured restart: '$rs' (want 0 < s < 60)"; fi
+# and its start-up (its first launch to training at speed, the prior of a
+# resize not yet measured when --restart-penalty is not given)
+su=$(field "$J1" startup_s)
+if [[ $su =~ ^[0-9.]+$ ]] && awk -v r="$su" 'BEGIN { exit !(r > 0 && r < 60) }'; then
+  pass "job 1's start-up measured: ${su} s"
+else fail "job 1's measured start-up: '$su' (want 0 < s < 60)"; fi
 # and by the nodes each relaunch started on (goodput's price of a growth)
 rb=$("$G" jobs --spool "$spool" --json | grep "\"id\":$J1," |
   sed -E 's/.*"restart_s_by_size":\{([^}]*)\}.*/\1/')
