@@ -439,7 +439,9 @@ static void vocab_print(const gs_dlrm_train_event *ev, int json) {
   size_t lines, distinct, kept, all_d = 0, all_k = 0, rows = 0;
   int capped = 0;
   gs_criteo_vocab_stats(ev->vocab, 0, NULL, NULL, &lines);
-  if (json) printf("{\"vocabulary\": {\"lines\": %zu, \"tables\": [", lines);
+  if (json)
+    printf("{\"vocabulary\": {\"lines\": %zu, \"seconds\": %.3f, \"tables\": [", lines,
+           ev->vocab_s);
   for (int t = 0; t < GS_CRITEO_SPARSE; t++) {
     gs_criteo_vocab_stats(ev->vocab, t, &distinct, &kept, NULL);
     all_d += distinct;
@@ -453,8 +455,8 @@ static void vocab_print(const gs_dlrm_train_event *ev, int json) {
   if (json)
     printf("]}}\n");
   else
-    printf("vocabulary of the first %zu lines: %zu distinct values, %zu kept; %zu rows in "
-           "all%s\n", lines, all_d, all_k, rows,
+    printf("vocabulary of the first %zu lines (%.2f s): %zu distinct values, %zu kept; %zu "
+           "rows in all%s\n", lines, ev->vocab_s, all_d, all_k, rows,
            capped ? " (some tables at --tables' rows, ids modulo them)" : "");
 }
 

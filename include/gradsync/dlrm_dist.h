@@ -274,6 +274,7 @@ typedef struct gs_dlrm_train_event {
                                  * valid during the call */
   const gs_criteo_vocab *vocab; /* PLAN: the Criteo file's vocabulary (criteo_min_count),
                                  * or NULL; valid during the call */
+  double vocab_s;               /* PLAN: the seconds it took (gs_criteo_vocab_build_comm) */
   const gs_embed_spec *tables;  /* PLAN: the tables trained (their rows the vocabulary's
                                  * where it has fewer), cfg->model.ntables of them */
 } gs_dlrm_train_event;
@@ -287,6 +288,17 @@ typedef void (*gs_dlrm_train_cb)(const gs_dlrm_train_event *ev, void *user);
  * a SIGUSR1 handler (an elastic supervisor's cue); the request is consumed
  * by the stop. */
 void gs_dlrm_train_request_stop(void);
+
+/* gs_criteo_vocab_build (gradsync/dlrm.h) over the ranks of comm,
+ * collective: rank r counts the lines whose index is r modulo the ranks
+ * (the others passed over unparsed),
+ * each value's counts are summed by one rank (by the value) and the kept
+ * values sent to every rank: every rank gets the vocabulary
+ * gs_criteo_vocab_build gives, for 1/P of the parsing and counting and of
+ * the counts' memory. A bad line is its counter's: every rank returns its
+ * error, in its words. */
+gs_status gs_criteo_vocab_build_comm(const char *path, size_t lines, uint64_t min_count,
+                                     gs_comm *comm, gs_criteo_vocab **out);
 
 /* Collective over comm. Every rank receives every event (cb may be NULL);
  * a failure on any rank is every rank's (the step's agreement, or gs_agree

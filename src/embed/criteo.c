@@ -25,6 +25,7 @@
 
 #include "dlrm_internal.h"
 #include "gradsync/dlrm.h"
+#include "gradsync/dlrm_dist.h"
 #include "gs_internal.h"
 
 #define CRITEO_FIELDS (1 + GS_CRITEO_DENSE + GS_CRITEO_SPARSE)
@@ -38,6 +39,8 @@ typedef struct vocab_table {
   uint32_t *count, *id;
   size_t cap, n;     /* slots (a power of two), values held */
   size_t kept;       /* values at or above the threshold: ids 2 .. kept + 1 */
+  size_t distinct;   /* values counted (n, or across the ranks: the table
+                      * then holds the kept ones alone) */
 } vocab_table;
 
 struct gs_criteo_vocab {
@@ -342,15 +345,24 @@ static int vocab_grow(vocab_table *vt) {
   return 0;
 }
 
-static int vocab_add(vocab_table *vt, uint64_t v) {
+/* Adds c (>= 1) to value v's count, at most UINT32_MAX. */
+static int vocab_add(vocab_table *vt, uint64_t v, uint64_t c) {
   if (2 * (vt->n + 1) > vt->cap && vocab_grow(vt) != 0) return -1;
   size_t i = vocab_slot(vt, v);
   if (vt->count[i] == 0) {
     vt->key[i] = v;
     vt->n++;
   }
-  if (vt->count[i] < UINT32_MAX) vt->count[i]++;
+  uint64_t sum = vt->count[i] + c;
+  vt->count[i] = sum < UINT32_MAX ? (uint32_t)sum : UINT32_MAX;
   return 0;
+}
+
+static void vocab_table_free(vocab_table *vt) {
+  gs_free(vt->key);
+  gs_free(vt->count);
+  gs_free(vt->id);
+  *vt = (vocab_table){0};
 }
 
 typedef struct {
@@ -388,26 +400,23 @@ static int vocab_number(vocab_table *vt, uint64_t min_count) {
   return 0;
 }
 
-gs_status gs_criteo_vocab_build(const char *path, size_t lines, uint64_t min_count,
-                                gs_criteo_vocab **out) {
-  if (path == NULL || out == NULL)
-    return gs_error(GS_ERR_INVALID_ARG, "Criteo vocabulary: NULL path or output");
-  *out = NULL;
-  if (min_count < 1 || min_count > UINT32_MAX)
-    return gs_error(GS_ERR_INVALID_ARG, "Criteo file '%s': a frequency threshold of %" PRIu64
-                    " (1 to 2^32 - 1)", path, min_count);
+/* Counts into v the values of the file's lines i < `lines` (0: all) with
+ * i % stride == offset; the others are passed over unparsed. v->lines: the
+ * lines passed over or counted, the range's whole. */
+static gs_status vocab_count(const char *path, size_t lines, size_t stride, size_t offset,
+                             gs_criteo_vocab *v) {
   gs_embed_spec one[GS_CRITEO_SPARSE];
   for (int t = 0; t < GS_CRITEO_SPARSE; t++) one[t] = (gs_embed_spec){.rows = 1};
   gs_criteo_reader *r;
   GS_CHECK(gs_criteo_open(path, one, GS_CRITEO_SPARSE, &r));
-  gs_criteo_vocab *v = gs_calloc(1, sizeof *v);
-  gs_status st = v ? GS_OK : gs_error(GS_ERR_NOMEM, "Criteo file '%s': out of memory", path);
+  gs_status st = GS_OK;
   char *fields[CRITEO_FIELDS];
   while (st == GS_OK && (lines == 0 || v->lines < lines)) {
     char *line;
     size_t len;
     st = next_line(r, &line, &len);
     if (st != GS_OK || line == NULL) break;
+    if (v->lines++ % stride != offset) continue;
     if (memchr(line, '\0', len) != NULL) {
       st = gs_error(GS_ERR_PARSE, "Criteo file '%s' line %zu: a NUL byte inside the line",
                     r->path, r->lineno);
@@ -418,17 +427,35 @@ gs_status gs_criteo_vocab_build(const char *path, size_t lines, uint64_t min_cou
       uint64_t x = 0;
       int empty = 1;
       st = parse_hex(r, fields, t, &x, &empty);
-      if (st == GS_OK && !empty && vocab_add(&v->t[t], x) != 0)
+      if (st == GS_OK && !empty && vocab_add(&v->t[t], x, 1) != 0)
         st = gs_error(GS_ERR_NOMEM, "Criteo file '%s' line %zu: out of memory for feature "
                       "C%d's %zu values", r->path, r->lineno, t + 1, v->t[t].n);
     }
-    if (st == GS_OK) v->lines++;
   }
+  gs_criteo_close(r);
+  for (int t = 0; t < GS_CRITEO_SPARSE; t++) v->t[t].distinct = v->t[t].n;
+  return st;
+}
+
+static gs_status vocab_check_args(const char *path, uint64_t min_count, gs_criteo_vocab **out) {
+  if (path == NULL || out == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "Criteo vocabulary: NULL path or output");
+  *out = NULL;
+  if (min_count < 1 || min_count > UINT32_MAX)
+    return gs_error(GS_ERR_INVALID_ARG, "Criteo file '%s': a frequency threshold of %" PRIu64
+                    " (1 to 2^32 - 1)", path, min_count);
+  return GS_OK;
+}
+
+/* Numbers every feature's values at or above the threshold; v's own on
+ * failure. */
+static gs_status vocab_finish(const char *path, uint64_t min_count, gs_criteo_vocab *v,
+                              gs_criteo_vocab **out) {
+  gs_status st = GS_OK;
   for (int t = 0; t < GS_CRITEO_SPARSE && st == GS_OK; t++)
     if (vocab_number(&v->t[t], min_count) != 0)
       st = gs_error(GS_ERR_NOMEM, "Criteo file '%s': out of memory numbering feature C%d's "
                     "%zu values", path, t + 1, v->t[t].n);
-  gs_criteo_close(r);
   if (st != GS_OK) {
     gs_criteo_vocab_free(v);
     return st;
@@ -438,6 +465,162 @@ gs_status gs_criteo_vocab_build(const char *path, size_t lines, uint64_t min_cou
   return GS_OK;
 }
 
+gs_status gs_criteo_vocab_build(const char *path, size_t lines, uint64_t min_count,
+                                gs_criteo_vocab **out) {
+  GS_CHECK(vocab_check_args(path, min_count, out));
+  gs_criteo_vocab *v = gs_calloc(1, sizeof *v);
+  if (v == NULL) return gs_error(GS_ERR_NOMEM, "Criteo file '%s': out of memory", path);
+  gs_status st = vocab_count(path, lines, 1, 0, v);
+  if (st != GS_OK) {
+    gs_criteo_vocab_free(v);
+    return st;
+  }
+  return vocab_finish(path, min_count, v, out);
+}
+
+/* Which rank sums value x's counts (not the slot's hash bits). */
+static size_t vocab_owner(uint64_t x, size_t P) { return (size_t)(dlrm_mix(x) >> 32) % P; }
+
+/* An entry on the wire: the value, and its feature and count. */
+#define VOCAB_PACK(t, c) ((int64_t)(((uint64_t)(t) << 32) | (uint64_t)(c)))
+
+/* Sends each counted value to its owner (by value), which sums the ranks'
+ * counts; the owners' values at or above the threshold go to every rank,
+ * and the features' distinct values are summed. v's tables are replaced by
+ * the kept values with their whole counts. */
+static gs_status vocab_merge(const char *path, uint64_t min_count, gs_comm *comm,
+                             gs_criteo_vocab *v) {
+  const size_t P = (size_t)gs_comm_size(comm);
+  size_t *sc = gs_calloc(4 * P, sizeof *sc), *sd = sc ? sc + P : NULL,
+         *rc = sc ? sc + 2 * P : NULL, *rd = sc ? sc + 3 * P : NULL;
+  int64_t *cnt = gs_calloc(2 * P, sizeof *cnt), *rcnt = cnt ? cnt + P : NULL;
+  int64_t *send = NULL, *recv = NULL, *kept = NULL, *all = NULL;
+  int64_t distinct[GS_CRITEO_SPARSE], dsum[GS_CRITEO_SPARSE];
+  vocab_table own[GS_CRITEO_SPARSE] = {{0}};
+  gs_status st = sc && cnt ? GS_OK : GS_ERR_NOMEM;
+  size_t n = 0, nr = 0, nk = 0, na = 0;
+  for (int t = 0; t < GS_CRITEO_SPARSE && st == GS_OK; t++) {
+    n += v->t[t].n;
+    for (size_t i = 0; i < v->t[t].cap; i++)
+      if (v->t[t].count[i] != 0) cnt[vocab_owner(v->t[t].key[i], P)]++;
+  }
+  if (st == GS_OK) send = gs_malloc(2 * (n ? n : 1) * sizeof *send);
+  if (st == GS_OK && send == NULL) st = GS_ERR_NOMEM;
+  if (st == GS_OK) {
+    for (size_t p = 0, at = 0; p < P; p++) {
+      sd[p] = at;
+      at += 2 * (size_t)cnt[p];
+      sc[p] = 0;
+    }
+    for (int t = 0; t < GS_CRITEO_SPARSE; t++)
+      for (size_t i = 0; i < v->t[t].cap; i++)
+        if (v->t[t].count[i] != 0) {
+          size_t p = vocab_owner(v->t[t].key[i], P), at = sd[p] + sc[p];
+          send[at] = (int64_t)v->t[t].key[i];
+          send[at + 1] = VOCAB_PACK(t, v->t[t].count[i]);
+          sc[p] += 2;
+        }
+    st = gs_alltoall(comm, cnt, rcnt, 1, GS_I64, GS_ALGO_AUTO);
+  }
+  if (st == GS_OK) {
+    for (size_t p = 0; p < P; p++) {
+      rd[p] = 2 * nr;
+      rc[p] = 2 * (size_t)rcnt[p];
+      nr += (size_t)rcnt[p];
+    }
+    recv = gs_malloc(2 * (nr ? nr : 1) * sizeof *recv);
+    st = recv ? gs_alltoallv(comm, send, sc, sd, recv, rc, rd, GS_I64, GS_ALGO_AUTO)
+              : GS_ERR_NOMEM;
+  }
+  /* The values this rank owns, summed over the ranks. */
+  for (size_t i = 0; i < nr && st == GS_OK; i++) {
+    uint64_t pk = (uint64_t)recv[2 * i + 1];
+    if (vocab_add(&own[pk >> 32], (uint64_t)recv[2 * i], pk & 0xffffffffu) != 0) st = GS_ERR_NOMEM;
+  }
+  if (st == GS_OK) {
+    for (int t = 0; t < GS_CRITEO_SPARSE; t++) {
+      distinct[t] = (int64_t)own[t].n;
+      for (size_t i = 0; i < own[t].cap; i++)
+        if (own[t].count[i] != 0 && own[t].count[i] >= min_count) nk++;
+    }
+    kept = gs_malloc(2 * (nk ? nk : 1) * sizeof *kept);
+    if (kept == NULL) st = GS_ERR_NOMEM;
+  }
+  if (st == GS_OK) {
+    size_t k = 0;
+    for (int t = 0; t < GS_CRITEO_SPARSE; t++)
+      for (size_t i = 0; i < own[t].cap; i++)
+        if (own[t].count[i] != 0 && own[t].count[i] >= min_count) {
+          kept[2 * k] = (int64_t)own[t].key[i];
+          kept[2 * k + 1] = VOCAB_PACK(t, own[t].count[i]);
+          k++;
+        }
+    int64_t mine = (int64_t)nk;
+    st = gs_allgather(comm, &mine, cnt, 1, GS_I64, GS_ALGO_AUTO);
+  }
+  if (st == GS_OK) st = gs_allreduce(comm, distinct, dsum, GS_CRITEO_SPARSE, GS_I64, GS_SUM,
+                                     GS_ALGO_AUTO);
+  if (st == GS_OK) {
+    for (size_t p = 0; p < P; p++) {
+      rd[p] = 2 * na;
+      rc[p] = 2 * (size_t)cnt[p];
+      na += (size_t)cnt[p];
+    }
+    all = gs_malloc(2 * (na ? na : 1) * sizeof *all);
+    st = all ? gs_allgatherv(comm, kept, 2 * nk, all, rc, rd, GS_I64, GS_ALGO_AUTO)
+             : GS_ERR_NOMEM;
+  }
+  /* Every rank's tables: the kept values with their whole counts. */
+  if (st == GS_OK)
+    for (int t = 0; t < GS_CRITEO_SPARSE; t++) vocab_table_free(&v->t[t]);
+  for (size_t i = 0; i < na && st == GS_OK; i++) {
+    uint64_t pk = (uint64_t)all[2 * i + 1];
+    if (vocab_add(&v->t[pk >> 32], (uint64_t)all[2 * i], pk & 0xffffffffu) != 0)
+      st = GS_ERR_NOMEM;
+  }
+  if (st == GS_OK)
+    for (int t = 0; t < GS_CRITEO_SPARSE; t++) v->t[t].distinct = (size_t)dsum[t];
+  for (int t = 0; t < GS_CRITEO_SPARSE; t++) vocab_table_free(&own[t]);
+  gs_free(sc);
+  gs_free(cnt);
+  gs_free(send);
+  gs_free(recv);
+  gs_free(kept);
+  gs_free(all);
+  if (st == GS_ERR_NOMEM)
+    return gs_error(st, "Criteo file '%s': out of memory merging the ranks' vocabularies",
+                    path);
+  return st; /* a collective's own error */
+}
+
+gs_status gs_criteo_vocab_build_comm(const char *path, size_t lines, uint64_t min_count,
+                                     gs_comm *comm, gs_criteo_vocab **out) {
+  GS_CHECK(vocab_check_args(path, min_count, out));
+  if (comm == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "Criteo file '%s': NULL communicator", path);
+  const size_t P = (size_t)gs_comm_size(comm), rank = (size_t)gs_comm_rank(comm);
+  gs_criteo_vocab *v = gs_calloc(1, sizeof *v);
+  gs_status mine = v ? vocab_count(path, lines, P, rank, v)
+                     : gs_error(GS_ERR_NOMEM, "Criteo file '%s': out of memory", path);
+  /* Every rank learns whether every rank counted its lines before any
+   * exchange (a bad line is its counter's alone): each returns the first
+   * failure's own words. */
+  char msg[GS_VOTE_MESSAGE] = "";
+  if (mine != GS_OK) gs__error_copy(msg, sizeof msg);
+  gs_agreement a = {0};
+  gs_status st = gs_agree(comm, gs_comm_mpi(comm), "the Criteo file's vocabulary", mine, msg,
+                          NULL, 0, &a);
+  if (st == GS_OK && a.failed)
+    st = gs_error((gs_status)a.votes[a.first].status, "%s", a.votes[a.first].message);
+  gs_agreement_free(&a);
+  if (st == GS_OK) st = vocab_merge(path, min_count, comm, v);
+  if (st != GS_OK) {
+    gs_criteo_vocab_free(v);
+    return st;
+  }
+  return vocab_finish(path, min_count, v, out);
+}
+
 size_t gs_criteo_vocab_rows(const gs_criteo_vocab *v, int t) {
   return v && t >= 0 && t < GS_CRITEO_SPARSE ? v->t[t].kept + 2 : 0;
 }
@@ -445,7 +628,7 @@ size_t gs_criteo_vocab_rows(const gs_criteo_vocab *v, int t) {
 void gs_criteo_vocab_stats(const gs_criteo_vocab *v, int t, size_t *distinct, size_t *kept,
                            size_t *lines) {
   int ok = v && t >= 0 && t < GS_CRITEO_SPARSE;
-  if (distinct) *distinct = ok ? v->t[t].n : 0;
+  if (distinct) *distinct = ok ? v->t[t].distinct : 0;
   if (kept) *kept = ok ? v->t[t].kept : 0;
   if (lines) *lines = v ? v->lines : 0;
 }
@@ -465,10 +648,6 @@ gs_status gs_criteo_set_vocab(gs_criteo_reader *r, const gs_criteo_vocab *v) {
 
 void gs_criteo_vocab_free(gs_criteo_vocab *v) {
   if (v == NULL) return;
-  for (int t = 0; t < GS_CRITEO_SPARSE; t++) {
-    gs_free(v->t[t].key);
-    gs_free(v->t[t].count);
-    gs_free(v->t[t].id);
-  }
+  for (int t = 0; t < GS_CRITEO_SPARSE; t++) vocab_table_free(&v->t[t]);
   gs_free(v);
 }

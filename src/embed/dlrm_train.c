@@ -494,10 +494,11 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   /* A Criteo file's vocabulary, before anything is priced or sharded: it
    * sets the tables' rows. */
   gs_criteo_vocab *vocab = NULL;
+  double vocab_s = gs_now();
   if (st == GS_OK && cfg->criteo_file && cfg->criteo_min_count > 0) {
     gs_status vst = T == GS_CRITEO_SPARSE
-                        ? gs_criteo_vocab_build(cfg->criteo_file, cfg->steps * P * B,
-                                                cfg->criteo_min_count, &vocab)
+                        ? gs_criteo_vocab_build_comm(cfg->criteo_file, cfg->steps * P * B,
+                                                     cfg->criteo_min_count, comm, &vocab)
                         : gs_error(GS_ERR_INVALID_ARG, "Criteo file '%s': %d tables, the file "
                                    "has %d categorical features", cfg->criteo_file, T,
                                    GS_CRITEO_SPARSE);
@@ -516,6 +517,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
       }
       gs_agreement_free(&va);
     }
+    vocab_s = gs_now() - vocab_s;
     for (int t = 0; t < T && st == GS_OK; t++) {
       size_t rows = gs_criteo_vocab_rows(vocab, t);
       if (rows < specs[t].rows) specs[t].rows = tables[t].rows = rows;
@@ -581,7 +583,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   if (resumed) GS_CHECK_GOTO(dlrm_ckpt_load(ck, d), st, out);
   load_s = gs_now() - load_s;
   gs_dlrm_train_event ev = {.kind = GS_DLRM_EV_PLAN, .plan = plan, .lookup = &lk,
-                            .vocab = vocab, .tables = specs};
+                            .vocab = vocab, .vocab_s = vocab_s, .tables = specs};
   emit(cb, user, &ev);
   if (resumed) {
     gs_dlrm_train_event re = {.kind = GS_DLRM_EV_RESUME, .epoch = (int)(start / cfg->steps) + 1,

@@ -20,10 +20,12 @@
  *     batch refused on one rank fails its own step on every rank, not the
  *     step that sent it; a prefetched batch not stepped is dropped.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gradsync.h"
 #include "mrt.h"
@@ -647,6 +649,96 @@ static void precision(void) {
   end_case();
 }
 
+/* A Criteo file of n lines, the same on every rank (its own copy): feature
+ * t's value on line i drawn from a Zipf-like set of (t + 3) * 7 values, an
+ * empty field every 11th; line bad_at (0-based; < 0: none) has a field
+ * that is no hex value. */
+static void criteo_file(const char *path, int n, int bad_at) {
+  FILE *f = fopen(path, "w");
+  CHECK(f != NULL, "cannot write %s", path);
+  if (f == NULL) return;
+  uint64_t x = 7;
+  for (int i = 0; i < n; i++) {
+    fprintf(f, "%d", i % 3 == 0);
+    for (int d = 0; d < GS_CRITEO_DENSE; d++) fprintf(f, "\t%d", (i + d) % 9);
+    for (int t = 0; t < GS_CRITEO_SPARSE; t++) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      uint64_t u = (x >> 33) % 1000, m = (uint64_t)(t + 3) * 7;
+      uint64_t v = (u * u) / (1000000 / m + 1); /* small values more often */
+      if (i == bad_at && t == 4) fprintf(f, "\tzz");
+      else if ((i + t) % 11 == 0) fprintf(f, "\t");
+      else fprintf(f, "\t%" PRIx64, (uint64_t)(v * 0x9e3779b1ull + (uint64_t)t));
+    }
+    fprintf(f, "\n");
+  }
+  fclose(f);
+}
+
+/* The vocabulary counted over the ranks (each its lines, the counts summed
+ * by the values' owners) is the one process's: every feature's counts and
+ * every value's id, with a line limit and without, at thresholds 1 and 3;
+ * a bad line counted by one rank fails every rank with its words. */
+static void vocab_dist(void) {
+  begin_case("the Criteo vocabulary over %d ranks", g_size);
+  const size_t mem0 = gs_mem_used();
+  char path[128];
+  snprintf(path, sizeof path, "/tmp/gs_vocab_dist_%d_%d.tsv", (int)getpid(), g_rank);
+  criteo_file(path, 300, -1);
+  const size_t limits[2] = {0, 220};
+  const uint64_t thresholds[2] = {1, 3};
+  for (int li = 0; li < 2; li++)
+    for (int ti = 0; ti < 2; ti++) {
+      gs_criteo_vocab *one = NULL, *dist = NULL;
+      CHECK_ST(gs_criteo_vocab_build(path, limits[li], thresholds[ti], &one), GS_OK);
+      CHECK_ST(gs_criteo_vocab_build_comm(path, limits[li], thresholds[ti], g_comm, &dist), GS_OK);
+      if (one == NULL || dist == NULL) {
+        gs_criteo_vocab_free(one);
+        gs_criteo_vocab_free(dist);
+        continue;
+      }
+      size_t kept_all = 0;
+      for (int t = 0; t < GS_CRITEO_SPARSE; t++) {
+        size_t d1, k1, l1, d2, k2, l2;
+        gs_criteo_vocab_stats(one, t, &d1, &k1, &l1);
+        gs_criteo_vocab_stats(dist, t, &d2, &k2, &l2);
+        CHECK(d1 == d2 && k1 == k2 && l1 == l2, "limit %zu, threshold %" PRIu64 ", C%d: "
+              "distinct %zu/%zu, kept %zu/%zu, lines %zu/%zu (one process/ranks)",
+              limits[li], thresholds[ti], t + 1, d1, d2, k1, k2, l1, l2);
+        CHECK(gs_criteo_vocab_rows(one, t) == gs_criteo_vocab_rows(dist, t), "C%d's rows", t + 1);
+        kept_all += k1;
+        /* every value the file can hold, and some it does not */
+        for (uint64_t v = 0; v < 200; v++) {
+          char hex[32];
+          snprintf(hex, sizeof hex, "%" PRIx64, (uint64_t)(v * 0x9e3779b1ull + (uint64_t)t));
+          uint64_t a = gs_criteo_vocab_id(one, t, hex), b = gs_criteo_vocab_id(dist, t, hex);
+          if (a != b) {
+            fail("limit %zu, threshold %" PRIu64 ", C%d: value %s is id %" PRIu64
+                 " in one process, %" PRIu64 " over the ranks", limits[li], thresholds[ti],
+                 t + 1, hex, a, b);
+            break;
+          }
+        }
+      }
+      /* thresholds that keep some values and not others */
+      CHECK(kept_all > 0, "no value kept at threshold %" PRIu64, thresholds[ti]);
+      gs_criteo_vocab_free(one);
+      gs_criteo_vocab_free(dist);
+    }
+  /* Line 2 (0-based 1, rank 1's when there are several) is bad: every rank
+   * fails with that line named. */
+  criteo_file(path, 300, 1);
+  gs_criteo_vocab *bad = NULL;
+  gs_status st = gs_criteo_vocab_build_comm(path, 0, 2, g_comm, &bad);
+  CHECK(st == GS_ERR_PARSE && bad == NULL && strstr(gs_last_error(), "line 2") != NULL &&
+            strstr(gs_last_error(), "zz") != NULL,
+        "a bad line 2: status %d, '%s'", (int)st, gs_last_error());
+  gs_criteo_vocab_free(bad);
+  unlink(path);
+  CHECK(gs_mem_used() == mem0, "%zu bytes held after the vocabularies were freed",
+        gs_mem_used() - mem0);
+  end_case();
+}
+
 int main(int argc, char **argv) {
   mrt_init(&argc, &argv);
   gs_dlrm_optim adagrad = {0.1f, {GS_EMBED_ROWWISE_ADAGRAD, 0.05f, 1e-8f}};
@@ -680,5 +772,6 @@ int main(int argc, char **argv) {
   bad_plan();
   precision();
   engine_policies(&adagrad);
+  vocab_dist();
   return mrt_finish();
 }
