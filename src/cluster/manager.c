@@ -2001,18 +2001,21 @@ static void price_restarts(mgr *m) {
   const int fixed = m->cfg->restart_penalty_s != 0;
   double *r = fixed ? NULL : gs_calloc((size_t)m->njob + 1, sizeof *r);
   double *su = fixed ? NULL : gs_calloc((size_t)m->njob + 1, sizeof *su);
+  const int prior = r && su;
+  gs_cluster_restart_pool pool = {0};
   gs_cluster_policy_opts d;
   gs_cluster_policy_defaults(&d);
-  for (int k = 0; k < m->njob && r && su; k++) {
+  for (int k = 0; k < m->njob && prior; k++) {
     r[k] = m->job[k].restart_n > 0 ? job_restart_s(&m->job[k]) : -1;
     su[k] = m->job[k].startup_s;
   }
+  if (prior) gs_cluster_restart_pool_fit(r, su, m->njob, &pool);
   for (int k = 0; k < m->njob; k++) {
     job *j = &m->job[k];
     double p = j->restart_n > 0 ? job_restart_s(j)
-               : r && su    ? gs_cluster_restart_prior(r, su, m->njob, k, d.restart_penalty_s)
+               : prior      ? gs_cluster_restart_prior(&pool, j->startup_s, d.restart_penalty_s)
                             : 0;
-    j->restart_price = j->restart_n > 0 || (r && su) ? fmax(p, 0.01) : 0;
+    j->restart_price = j->restart_n > 0 || prior ? fmax(p, 0.01) : 0;
   }
   gs_free(r);
   gs_free(su);

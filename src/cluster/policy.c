@@ -290,8 +290,8 @@ double gs_cluster_restart_measure(double t_ref, double s0, double t1, double s1,
   return lost > 0 ? lost : 0;
 }
 
-double gs_cluster_restart_prior(const double *restart, const double *startup, int n, int k,
-                                double fallback) {
+void gs_cluster_restart_pool_fit(const double *restart, const double *startup, int n,
+                                 gs_cluster_restart_pool *out) {
   double stop = 0, rs = 0, ss = 0;
   int nstop = 0, nr = 0, ns = 0;
   for (int i = 0; i < n; i++) {
@@ -301,10 +301,16 @@ double gs_cluster_restart_prior(const double *restart, const double *startup, in
     if (s_ok) ss += startup[i], ns++;
     if (r_ok && s_ok) stop += fmax(restart[i] - startup[i], 0), nstop++;
   }
-  stop = nstop ? stop / nstop : 0;
-  if (k >= 0 && k < n && startup[k] >= 0 && isfinite(startup[k])) return startup[k] + stop;
-  if (nr) return rs / nr;
-  if (ns) return ss / ns + stop;
+  *out = (gs_cluster_restart_pool){.restart = nr ? rs / nr : 0, .startup = ns ? ss / ns : 0,
+                                   .stop = nstop ? stop / nstop : 0, .nrestart = nr,
+                                   .nstartup = ns};
+}
+
+double gs_cluster_restart_prior(const gs_cluster_restart_pool *pool, double startup,
+                                double fallback) {
+  if (startup >= 0 && isfinite(startup)) return startup + pool->stop;
+  if (pool->nrestart) return pool->restart;
+  if (pool->nstartup) return pool->startup + pool->stop;
   return fallback;
 }
 

@@ -316,16 +316,24 @@ int gs_cluster_restart_fit(const double *sum, const int *cnt, int top, double *o
 double gs_cluster_restart_measure(double t_ref, double s0, double t1, double s1, double t2,
                                   double s2);
 
-/* What a resize is expected to cost job k of a pool before its own is
- * measured, from what the pool has measured (n jobs, the ended ones too;
- * restart[i] the mean of job i's measured resizes, startup[i] its measured
- * start-up from nothing, both by gs_cluster_restart_measure; < 0: not
- * measured). A resize is a stop and a start: the stop's part o is the
- * pool's mean of restart[i] - startup[i] (at least 0) over the jobs with
- * both, 0 while none has both. Job k's prior is startup[k] + o; without its
- * start-up, the pool's mean restart, else the pool's mean start-up + o,
- * else `fallback` (nothing measured: --restart-penalty's default). */
-double gs_cluster_restart_prior(const double *restart, const double *startup, int n, int k,
+/* What a pool has measured of its jobs' resizes (n jobs, the ended ones
+ * too; restart[i] the mean of job i's measured resizes, startup[i] its
+ * measured start-up from nothing, both by gs_cluster_restart_measure; < 0
+ * or not finite: not measured), made once a policy round: the means of the
+ * resizes and of the start-ups, and the stop's part of a resize (a resize
+ * is a stop and a start): the mean of restart[i] - startup[i] (at least 0)
+ * over the jobs with both, 0 while none has both. */
+typedef struct gs_cluster_restart_pool {
+  double restart, startup, stop;
+  int nrestart, nstartup;
+} gs_cluster_restart_pool;
+void gs_cluster_restart_pool_fit(const double *restart, const double *startup, int n,
+                                 gs_cluster_restart_pool *out);
+/* What a resize is expected to cost a job before its own is measured:
+ * its start-up (< 0: not measured) plus the pool's stop; without it, the
+ * pool's mean resize, else its mean start-up plus the stop, else
+ * `fallback` (nothing measured: --restart-penalty's default). */
+double gs_cluster_restart_prior(const gs_cluster_restart_pool *pool, double startup,
                                 double fallback);
 
 /* Per-user fair shares (a fair-share tree of one level, as Slurm's users

@@ -484,6 +484,16 @@ static size_t vocab_owner(uint64_t x, size_t P) { return (size_t)(dlrm_mix(x) >>
 /* An entry on the wire: the value, and its feature and count. */
 #define VOCAB_PACK(t, c) ((int64_t)(((uint64_t)(t) << 32) | (uint64_t)(c)))
 
+/* Adds n packed entries (value, then VOCAB_PACK(feature, count)) to the
+ * features' tables; -1 out of memory. */
+static int vocab_add_packed(vocab_table *tables, const int64_t *e, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint64_t pk = (uint64_t)e[2 * i + 1];
+    if (vocab_add(&tables[pk >> 32], (uint64_t)e[2 * i], pk & 0xffffffffu) != 0) return -1;
+  }
+  return 0;
+}
+
 /* Sends each counted value to its owner (by value), which sums the ranks'
  * counts; the owners' values at or above the threshold go to every rank,
  * and the features' distinct values are summed. v's tables are replaced by
@@ -532,28 +542,23 @@ static gs_status vocab_merge(const char *path, uint64_t min_count, gs_comm *comm
     st = recv ? gs_alltoallv(comm, send, sc, sd, recv, rc, rd, GS_I64, GS_ALGO_AUTO)
               : GS_ERR_NOMEM;
   }
-  /* The values this rank owns, summed over the ranks. */
-  for (size_t i = 0; i < nr && st == GS_OK; i++) {
-    uint64_t pk = (uint64_t)recv[2 * i + 1];
-    if (vocab_add(&own[pk >> 32], (uint64_t)recv[2 * i], pk & 0xffffffffu) != 0) st = GS_ERR_NOMEM;
+  /* The values this rank owns, summed over the ranks, and those kept
+   * (room for all it holds). */
+  if (st == GS_OK && vocab_add_packed(own, recv, nr) != 0) st = GS_ERR_NOMEM;
+  size_t held = 0;
+  for (int t = 0; t < GS_CRITEO_SPARSE; t++) {
+    distinct[t] = (int64_t)own[t].n;
+    held += own[t].n;
   }
+  if (st == GS_OK && (kept = gs_malloc(2 * (held ? held : 1) * sizeof *kept)) == NULL)
+    st = GS_ERR_NOMEM;
   if (st == GS_OK) {
-    for (int t = 0; t < GS_CRITEO_SPARSE; t++) {
-      distinct[t] = (int64_t)own[t].n;
-      for (size_t i = 0; i < own[t].cap; i++)
-        if (own[t].count[i] != 0 && own[t].count[i] >= min_count) nk++;
-    }
-    kept = gs_malloc(2 * (nk ? nk : 1) * sizeof *kept);
-    if (kept == NULL) st = GS_ERR_NOMEM;
-  }
-  if (st == GS_OK) {
-    size_t k = 0;
     for (int t = 0; t < GS_CRITEO_SPARSE; t++)
       for (size_t i = 0; i < own[t].cap; i++)
         if (own[t].count[i] != 0 && own[t].count[i] >= min_count) {
-          kept[2 * k] = (int64_t)own[t].key[i];
-          kept[2 * k + 1] = VOCAB_PACK(t, own[t].count[i]);
-          k++;
+          kept[2 * nk] = (int64_t)own[t].key[i];
+          kept[2 * nk + 1] = VOCAB_PACK(t, own[t].count[i]);
+          nk++;
         }
     int64_t mine = (int64_t)nk;
     st = gs_allgather(comm, &mine, cnt, 1, GS_I64, GS_ALGO_AUTO);
@@ -573,11 +578,7 @@ static gs_status vocab_merge(const char *path, uint64_t min_count, gs_comm *comm
   /* Every rank's tables: the kept values with their whole counts. */
   if (st == GS_OK)
     for (int t = 0; t < GS_CRITEO_SPARSE; t++) vocab_table_free(&v->t[t]);
-  for (size_t i = 0; i < na && st == GS_OK; i++) {
-    uint64_t pk = (uint64_t)all[2 * i + 1];
-    if (vocab_add(&v->t[pk >> 32], (uint64_t)all[2 * i], pk & 0xffffffffu) != 0)
-      st = GS_ERR_NOMEM;
-  }
+  if (st == GS_OK && vocab_add_packed(v->t, all, na) != 0) st = GS_ERR_NOMEM;
   if (st == GS_OK)
     for (int t = 0; t < GS_CRITEO_SPARSE; t++) v->t[t].distinct = (size_t)dsum[t];
   for (int t = 0; t < GS_CRITEO_SPARSE; t++) vocab_table_free(&own[t]);

@@ -558,31 +558,40 @@ static void test_restart_measure(void **state) {
   assert_true(gs_cluster_restart_measure(100, 1600, 112, 1500, 117, 2000) < 0);
 }
 
+/* Job k's prior in a pool of n (gs_cluster_restart_pool_fit, then
+ * gs_cluster_restart_prior). */
+static double restart_prior(const double *restart, const double *startup, int n, int k,
+                            double fallback) {
+  gs_cluster_restart_pool pool;
+  gs_cluster_restart_pool_fit(restart, startup, n, &pool);
+  return gs_cluster_restart_prior(&pool, startup[k], fallback);
+}
+
 /* The prior of a resize not yet measured, from the pool's measurements. */
 static void test_restart_prior(void **state) {
   (void)state;
   const double none[3] = {-1, -1, -1};
   /* Nothing measured: the fallback. */
-  assert_true(gs_cluster_restart_prior(none, none, 3, 0, 30) == 30);
+  assert_true(restart_prior(none, none, 3, 0, 30) == 30);
   /* Start-ups alone (no resize yet): the job's own, and for a job without
    * one the pool's mean; no stop is known (0). */
   const double su[3] = {4, 8, -1};
-  assert_true(fabs(gs_cluster_restart_prior(none, su, 3, 1, 30) - 8) < 1e-12);
-  assert_true(fabs(gs_cluster_restart_prior(none, su, 3, 2, 30) - 6) < 1e-12);
+  assert_true(fabs(restart_prior(none, su, 3, 1, 30) - 8) < 1e-12);
+  assert_true(fabs(restart_prior(none, su, 3, 2, 30) - 6) < 1e-12);
   /* Job 0 resized at 10 s (its start-up 4: a stop of 6): job 1's prior is
    * its start-up and that stop; job 2, without a start-up, the pool's mean
    * resize; job 0's own resize is the manager's, not the prior's. */
   const double rs[3] = {10, -1, -1};
-  assert_true(fabs(gs_cluster_restart_prior(rs, su, 3, 1, 30) - 14) < 1e-12);
-  assert_true(fabs(gs_cluster_restart_prior(rs, su, 3, 2, 30) - 10) < 1e-12);
+  assert_true(fabs(restart_prior(rs, su, 3, 1, 30) - 14) < 1e-12);
+  assert_true(fabs(restart_prior(rs, su, 3, 2, 30) - 10) < 1e-12);
   /* Stops averaged over the jobs with both; a resize cheaper than its
    * start-up is a stop of 0, not a negative one; a job with a resize but
    * no start-up counts for the mean resize only. */
   const double rs2[4] = {10, 3, 20, -1}, su2[4] = {4, 5, -1, 2};
-  assert_true(fabs(gs_cluster_restart_prior(rs2, su2, 4, 3, 30) - (2 + 3)) < 1e-12);
+  assert_true(fabs(restart_prior(rs2, su2, 4, 3, 30) - (2 + 3)) < 1e-12);
   /* not finite: not measured */
   const double bad[2] = {NAN, INFINITY};
-  assert_true(gs_cluster_restart_prior(bad, bad, 2, 0, 30) == 30);
+  assert_true(restart_prior(bad, bad, 2, 0, 30) == 30);
 }
 
 static void test_fair_share(void **state) {
