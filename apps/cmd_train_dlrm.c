@@ -512,8 +512,16 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
     v->line_open = 0;
     if (v->json)
       printf("{\"commit_step\": %zu, \"commit_ms\": %.3f, \"commit_bytes_rank0\": %zu, "
+             "\"published_step\": %zu, \"write_ms\": %.3f, \"background\": %s, "
              "\"stopped\": %s}\n", ev->global_step, 1e3 * ev->commit_s, ev->commit_bytes,
+             ev->published_step, 1e3 * ev->write_s,
+             ev->published_step != ev->global_step ? "true" : "false",
              ev->stopped ? "true" : "false");
+    else if (ev->published_step != ev->global_step)
+      printf("commit at step %zu to %s: %s on rank 0, in place after step %zu (written in the "
+             "background in %.1f ms; training stalled %.1f ms)\n", ev->global_step,
+             v->checkpoint, human((double)ev->commit_bytes, b1, sizeof b1), ev->published_step,
+             1e3 * ev->write_s, 1e3 * ev->commit_s);
     else
       printf("commit at step %zu to %s: %s on rank 0 in %.1f ms%s\n", ev->global_step,
              v->checkpoint, human((double)ev->commit_bytes, b1, sizeof b1), 1e3 * ev->commit_s,

@@ -204,10 +204,19 @@ typedef struct gs_dlrm_train_config {
    * samples may change. Another world size resumes when the global batch
    * (ranks x batch) stays the same: the same samples in the same steps,
    * the tables re-sharded under a new plan (equal within rounding, not
-   * bitwise: sums run in another order). */
+   * bitwise: sums run in another order). A commit the run goes on after
+   * is made durable in the background: its bytes are written at the
+   * commit point, and a thread checksums, fsyncs and renames them while
+   * training goes on; the ranks put it in place (the manifest) a few steps
+   * later, when the last one's measured writer time says it is done (the
+   * next commit point before anything is measured). The last commit and a
+   * stop's are made durable before the run returns. commit_foreground (or
+   * GRADSYNC_COMMIT_SYNC set in rank 0's environment): every commit in
+   * place before training goes on. */
   const char *checkpoint_dir;
   size_t commit_every, stop_at_step;
   int resume;
+  int commit_foreground;
   /* This machine's lookup cost (e.g. a previous run's or `gradsync shard`'s
    * figures), or NULL: measured at start on every rank
    * (gs_embed_calibrate_job, seconds on a host with a large last-level
@@ -261,11 +270,16 @@ typedef struct gs_dlrm_train_event {
                                * and shard_mem_bytes (ranks entries each; 0: unknown),
                                * valid during the call */
   size_t global_step;         /* RESUME, COMMIT: global steps done (epochs x steps + step) */
-  double commit_s;            /* COMMIT: its time on this rank, agreements included;
+  double commit_s;            /* COMMIT: the training it stalled on this rank, agreements
+                               * included (the whole commit in the foreground);
                                * RESUME: the load's */
   size_t commit_bytes;        /* COMMIT: the bytes this rank wrote */
   int stopped;                /* COMMIT: the run stops here: 1 stop_at_step, 2 asked
                                * (gs_dlrm_train_request_stop) */
+  size_t published_step;      /* COMMIT: the global step after which it was put in place
+                               * (global_step itself in the foreground) */
+  double write_s;             /* COMMIT: its background writer's seconds on this rank
+                               * (checksum, fsync, rename); 0 in the foreground */
   int from_ranks;             /* RESUME: the checkpoint's world size (another: re-sharded) */
   const char *auc_undefined;  /* EPOCH: why auc is NaN ("the held-out labels are all one
                                * class"), NULL when it is defined; static */

@@ -68,9 +68,34 @@ gs_status gs__state_file_write(gs__state_file *f, const void *buf, size_t n) {
     p += r;
     left -= (size_t)r;
   }
-  f->crc = crc_update(f->crc, buf, n);
+  if (!f->defer_crc) f->crc = crc_update(f->crc, buf, n);
   f->bytes += n;
   return GS_OK;
+}
+
+gs_status gs__state_file_crc_back(gs__state_file *f) {
+  enum { CHUNK = 1 << 20 };
+  unsigned char *buf = gs_malloc(CHUNK);
+  if (buf == NULL) return gs_error(GS_ERR_NOMEM, "%s %s: out of memory", f->what, f->path);
+  unsigned long crc = crc32(0L, Z_NULL, 0);
+  gs_status s = GS_OK;
+  for (size_t off = 0; off < f->bytes && s == GS_OK;) {
+    ssize_t r = pread(f->fd, buf, GS_MIN((size_t)CHUNK, f->bytes - off), (off_t)off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      s = gs_error(GS_ERR_IO, "%s %s: reading back %s failed: %s", f->what, f->path, f->tmp,
+                   r < 0 ? strerror(errno) : "cut short");
+    else {
+      crc = crc_update(crc, buf, (size_t)r);
+      off += (size_t)r;
+    }
+  }
+  gs_free(buf);
+  if (s == GS_OK) {
+    f->crc = crc;
+    f->defer_crc = 0;
+  }
+  return s;
 }
 
 void gs__state_file_abort(gs__state_file *f) {

@@ -29,6 +29,11 @@
  * files of older commits (and rank 0 older plans). A crash before the
  * manifest's rename leaves the previous manifest, whose files are still
  * there; a crash after it, stale files that the next commit removes.
+ * In the background (the default for a commit the run goes on after:
+ * "A commit: written, made durable ..., published" below), the rank's file
+ * is written at the commit and a thread checksums, fsyncs and renames it
+ * (and removes the older commits' files) while training goes on; the
+ * agreement and the manifest come at a later step every rank knows.
  *
  * Resuming: every rank reads the manifest and checks it against its run
  * (the world size, tables, MLPs, seed, optimizer, batch, steps per epoch,
@@ -46,6 +51,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +100,12 @@ struct dlrm_ckpt {
   uint32_t *file_crc;   /* the resumed commit's, per rank of it */
   uint64_t *file_bytes;
   gs_shard_plan *old_plan; /* its plan, when its world size is not this run's */
+  int background;        /* commits may go to the background (agreed at open) */
+  struct pending *pend;  /* a commit being written in the background, or NULL */
+  char *kept, *kept_plan; /* the last commit put in place in the background, whose
+                          * predecessors' files its successor's writer removes */
+  size_t lag;            /* steps from a background commit to its publication (0:
+                          * not measured: the next commit point) */
 };
 
 /* ---- Helpers ----------------------------------------------------------------- */
@@ -608,6 +620,7 @@ static uint64_t new_run_id(void) {
 typedef struct open_vote {
   uint64_t run_id;     /* rank 0's is the launch's */
   uint32_t found, crc; /* a manifest, and its CRC-32 */
+  uint32_t background; /* commits may go to the background (rank 0's word is the run's) */
 } open_vote;
 
 gs_status dlrm_ckpt_open(const gs_dlrm_train_config *cfg, gs_comm *comm,
@@ -642,7 +655,8 @@ gs_status dlrm_ckpt_open(const gs_dlrm_train_config *cfg, gs_comm *comm,
   uint32_t crc = 0;
   if (st == GS_OK && cfg->resume) st = read_checkpoint(c, &found, &crc, plan);
   /* Every rank must have read the same manifest: the directory is shared. */
-  open_vote mine = {c->rank == 0 ? new_run_id() : 0, (uint32_t)found, crc};
+  open_vote mine = {c->rank == 0 ? new_run_id() : 0, (uint32_t)found, crc,
+                    !cfg->commit_foreground && getenv("GRADSYNC_COMMIT_SYNC") == NULL};
   gs_agreement a;
   st = agree(c, "DLRM checkpoint", st, &mine, sizeof mine, &a);
   if (st == GS_OK) {
@@ -654,6 +668,7 @@ gs_status dlrm_ckpt_open(const gs_dlrm_train_config *cfg, gs_comm *comm,
                       v[r].found ? "sees another checkpoint" : "sees no checkpoint", dir);
     c->resumed = found;
     c->run_id = v[0].run_id; /* the new commits'; the checkpoint's is in its files' names */
+    c->background = (int)v[0].background;
     gs_agreement_free(&a);
   }
   if (st != GS_OK) {
@@ -675,8 +690,13 @@ int dlrm_ckpt_resumed(const dlrm_ckpt *c, size_t *step, double *epoch_loss_sum,
   return 1;
 }
 
+static void pending_drop(dlrm_ckpt *c);
+
 void dlrm_ckpt_close(dlrm_ckpt *c) {
   if (c == NULL) return;
+  pending_drop(c);
+  gs_free(c->kept);
+  gs_free(c->kept_plan);
   gs_shard_plan_free(c->old_plan);
   gs_free(c->file_crc);
   gs_free(c->file_bytes);
@@ -706,10 +726,13 @@ static uint32_t replica_crc(gs_dlrm_dist *d) {
   return crc;
 }
 
+/* This rank's file written into *f, a temporary file left open for
+ * pending_finish (closed and removed on a failure); defer_crc: its CRC-32
+ * taken from the file later, by pending_finish's thread. */
 static gs_status write_rank_file(dlrm_ckpt *c, gs_dlrm_dist *d, const char *path, size_t step,
-                                 uint32_t *crc, uint64_t *bytes) {
-  gs__state_file f;
-  GS_CHECK(gs__state_file_create(&f, path, "DLRM checkpoint"));
+                                 int defer_crc, gs__state_file *f) {
+  GS_CHECK(gs__state_file_create(f, path, "DLRM checkpoint"));
+  f->defer_crc = defer_crc;
   size_t n = gs_dlrm_dist_nshards(d), nsave = 0, nmlp;
   const float *mlp = gs_dlrm_mlp_weights(gs_dlrm_dist_model(d), &nmlp);
   int state = c->cfg->optim.embed.kind == GS_EMBED_ROWWISE_ADAGRAD;
@@ -722,26 +745,20 @@ static gs_status write_rank_file(dlrm_ckpt *c, gs_dlrm_dist *d, const char *path
                    .nshards = (uint32_t)nsave, .has_state = (uint32_t)state,
                    .mlp_floats = c->rank == 0 ? nmlp : 0};
   memcpy(h.magic, MAGIC, sizeof MAGIC);
-  gs_status st = gs__state_file_write(&f, &h, sizeof h);
+  gs_status st = gs__state_file_write(f, &h, sizeof h);
   for (size_t i = 0; i < n && st == GS_OK; i++) {
     gs_shard where;
     const gs_embed_table *e = gs_dlrm_dist_shard(d, i, &where);
     if (!saves(c, &where)) continue;
     shard_header sh = {(uint32_t)where.table, (uint32_t)where.kind, where.row_lo, where.row_hi,
                        where.col_lo, where.col_hi};
-    st = gs__state_file_write(&f, &sh, sizeof sh);
-    if (st == GS_OK) st = gs__state_file_write(&f, e->weights, e->rows * e->dim * sizeof(float));
-    if (st == GS_OK && state) st = gs__state_file_write(&f, e->state, e->rows * sizeof(float));
+    st = gs__state_file_write(f, &sh, sizeof sh);
+    if (st == GS_OK) st = gs__state_file_write(f, e->weights, e->rows * e->dim * sizeof(float));
+    if (st == GS_OK && state) st = gs__state_file_write(f, e->state, e->rows * sizeof(float));
   }
-  if (st == GS_OK && c->rank == 0) st = gs__state_file_write(&f, mlp, nmlp * sizeof(float));
-  *crc = (uint32_t)f.crc;
-  if (st == GS_OK) st = gs__state_file_finish(&f);
-  *bytes = f.bytes;
-  if (st != GS_OK) {
-    gs__state_file_abort(&f);
-    return st;
-  }
-  return gs__state_file_sync(&f);
+  if (st == GS_OK && c->rank == 0) st = gs__state_file_write(f, mlp, nmlp * sizeof(float));
+  if (st != GS_OK) gs__state_file_abort(f);
+  return st;
 }
 
 /* Reads exactly n bytes of f into buf, adding them to *crc. */
@@ -1025,7 +1042,8 @@ gs_status dlrm_ckpt_load(dlrm_ckpt *c, gs_dlrm_dist *d) {
  * (rank 0: also other plans and the manifest's temporary files); keep and
  * keep_plan are this commit's names. Best effort: a file left behind costs
  * space, not correctness. */
-static void remove_stale(const dlrm_ckpt *c, const char *keep, const char *keep_plan) {
+static void remove_stale(const dlrm_ckpt *c, const char *keep, const char *keep_plan,
+                         const char *pending, const char *pending_plan) {
   DIR *dh = opendir(c->cfg->checkpoint_dir);
   if (dh == NULL) return;
   char mine[64], mine_tmp[80];
@@ -1052,6 +1070,9 @@ static void remove_stale(const dlrm_ckpt *c, const char *keep, const char *keep_
     } else if (c->rank == 0 && strncmp(n, MANIFEST ".tmp.", sizeof MANIFEST + 4) == 0) {
       stale = 1;
     }
+    /* a commit being written (its temporary files too) */
+    if (pending && strncmp(n, pending, strlen(pending)) == 0) stale = 0;
+    if (pending_plan && strncmp(n, pending_plan, strlen(pending_plan)) == 0) stale = 0;
     if (!stale) continue;
     char *p = path_printf("%s/%s", c->cfg->checkpoint_dir, n);
     if (p && unlink(p) == 0) removed++;
@@ -1121,36 +1142,176 @@ static gs_status write_manifest(dlrm_ckpt *c, size_t step, double loss_sum, cons
   return st;
 }
 
+/* ---- A commit: written, made durable (now or in the background), published --
+ *
+ * dlrm_ckpt_commit writes this rank's file into the page cache (the state's
+ * bytes only: the part that must see the state as it is at the commit);
+ * the rest needs only the written file: its CRC-32 (read back), the fsync
+ * and the rename (and on rank 0 the plan). In the foreground that runs at
+ * once; in the background a thread runs it while training goes on, and the
+ * ranks publish the commit (agree that every file is on disk, rank 0's
+ * manifest) at a step they all know: dlrm_ckpt_due's, from the previous
+ * publication's measured times, or the next commit point. Until then the
+ * manifest names the commit before: a crash loses at most what it would
+ * have lost at that commit point. */
+typedef struct pending {
+  pthread_t thread;
+  int threaded;            /* a thread runs finish (else it ran inline) */
+  gs__state_file f;        /* this rank's file, written, not yet checksummed */
+  int open;                /* f holds a temporary file */
+  int tidy;                /* finish first removes the files older than c->kept's */
+  char *mine, *pfile;
+  const gs_shard_plan *plan;
+  size_t step;
+  double loss_sum;
+  uint32_t replicas;       /* replica_crc at the commit */
+  double t0, stall_s;      /* when the commit began; the training it stalled */
+  /* what finish leaves */
+  gs_status st;
+  char err[1024];
+  uint32_t crc, plan_crc;
+  uint64_t bytes;
+  size_t plan_bytes;
+  double write_s;
+} pending;
+
+/* The part of a commit that needs only the written file: its CRC-32, the
+ * checksum appended, fsync, rename; rank 0's plan. */
+static void *pending_finish(void *arg) {
+  dlrm_ckpt *c = arg;
+  pending *p = c->pend;
+  double t0 = gs_now();
+  if (p->tidy)
+    remove_stale(c, c->kept, c->kept_plan, basename_of(p->mine), basename_of(p->pfile));
+  gs_status st = p->f.defer_crc ? gs__state_file_crc_back(&p->f) : GS_OK;
+  p->crc = (uint32_t)p->f.crc;
+  if (st == GS_OK) st = gs__state_file_finish(&p->f);
+  p->bytes = p->f.bytes;
+  if (st == GS_OK) {
+    st = gs__state_file_sync(&p->f);
+  } else {
+    gs__state_file_abort(&p->f);
+  }
+  p->open = 0;
+  if (st == GS_OK && c->rank == 0) {
+    st = gs_shard_plan_save(p->plan, c->specs, p->pfile);
+    char *text = NULL;
+    size_t len = 0;
+    if (st == GS_OK) st = sync_file(p->pfile);
+    if (st == GS_OK) st = gs__read_text(p->pfile, "sharding plan", PLAN_MAX, &text, &len);
+    if (st == GS_OK) {
+      p->plan_crc = gs__crc32(0, text, len);
+      p->plan_bytes = len;
+    }
+    gs_free(text);
+  }
+  p->write_s = gs_now() - t0;
+  p->st = st;
+  if (st != GS_OK) snprintf(p->err, sizeof p->err, "%s", gs_last_error());
+  return NULL;
+}
+
+static void pending_free(dlrm_ckpt *c) {
+  pending *p = c->pend;
+  if (p == NULL) return;
+  if (p->open) gs__state_file_abort(&p->f);
+  gs_free(p->mine);
+  gs_free(p->pfile);
+  gs_free(p);
+  c->pend = NULL;
+}
+
+/* A commit that will not be published: its writer joined, its files gone. */
+static void pending_drop(dlrm_ckpt *c) {
+  pending *p = c->pend;
+  if (p == NULL) return;
+  if (p->threaded) pthread_join(p->thread, NULL);
+  p->threaded = 0;
+  if (p->mine) unlink(p->mine);
+  if (c->rank == 0 && p->pfile) unlink(p->pfile);
+  pending_free(c);
+}
+
 /* What each rank tells the others of its part of a commit. */
 typedef struct commit_vote {
   uint64_t bytes;          /* its file's size */
   uint32_t crc, replicas;  /* its file's CRC-32; replica_crc */
+  double write_s, step_s;  /* its writer's seconds; its seconds a step meanwhile (0: none) */
 } commit_vote;
 
 gs_status dlrm_ckpt_commit(dlrm_ckpt *c, gs_dlrm_dist *d, const gs_shard_plan *plan,
-                           size_t step, double epoch_loss_sum, size_t *bytes) {
-  *bytes = 0;
+                           size_t step, double epoch_loss_sum, int background,
+                           dlrm_ckpt_done *done) {
+  memset(done, 0, sizeof *done);
+  if (c->pend != NULL)
+    return gs_error(GS_ERR_STATE, "DLRM commit at step %zu: the commit at step %zu is still "
+                    "being written (dlrm_ckpt_publish first)", step, c->pend->step);
   GS_CHECK(dlrm_dist_settle(d));
-  char *mine = rank_file(c, c->run_id, step, c->rank);
-  char *pfile = plan_file(c, c->run_id, step);
-  commit_vote v = {0, 0, replica_crc(d)};
+  background = background && c->background;
+  pending *p = gs_calloc(1, sizeof *p);
+  if (p == NULL) return gs_error(GS_ERR_NOMEM, "DLRM checkpoint: out of memory");
+  c->pend = p;
+  p->t0 = gs_now();
+  p->plan = plan;
+  p->step = step;
+  p->loss_sum = epoch_loss_sum;
+  p->replicas = replica_crc(d);
+  p->mine = rank_file(c, c->run_id, step, c->rank);
+  p->pfile = plan_file(c, c->run_id, step);
   gs_status st = GS_OK;
-  if (mine == NULL || pfile == NULL) st = gs_error(GS_ERR_NOMEM, "DLRM checkpoint: out of memory");
-  if (st == GS_OK) st = write_rank_file(c, d, mine, step, &v.crc, &v.bytes);
-  int wrote = st == GS_OK;
-  uint32_t plan_crc = 0;
-  if (st == GS_OK && c->rank == 0) {
-    st = gs_shard_plan_save(plan, c->specs, pfile);
-    char *text = NULL;
-    size_t len = 0;
-    if (st == GS_OK) st = sync_file(pfile);
-    if (st == GS_OK) st = gs__read_text(pfile, "sharding plan", PLAN_MAX, &text, &len);
-    if (st == GS_OK) {
-      plan_crc = gs__crc32(0, text, len);
-      *bytes += len;
-    }
-    gs_free(text);
+  if (p->mine == NULL || p->pfile == NULL)
+    st = gs_error(GS_ERR_NOMEM, "DLRM checkpoint: out of memory");
+  if (st == GS_OK) st = write_rank_file(c, d, p->mine, step, background, &p->f);
+  p->open = st == GS_OK;
+  /* Started on every rank or on none. */
+  if (st == GS_OK && background) {
+    p->tidy = c->kept != NULL && c->kept_plan != NULL;
+    if (pthread_create(&p->thread, NULL, pending_finish, c) == 0)
+      p->threaded = 1;
+    else
+      st = gs_error(GS_ERR_INTERNAL, "DLRM commit at step %zu: cannot start the writer thread",
+                    step);
   }
+  if (background) {
+    gs_agreement a;
+    st = agree(c, "DLRM commit", st, NULL, 0, &a);
+    if (st == GS_OK) gs_agreement_free(&a);
+    if (st != GS_OK) {
+      pending_drop(c);
+      return st;
+    }
+    p->stall_s = gs_now() - p->t0;
+    return GS_OK;
+  }
+  if (st == GS_OK) {
+    pending_finish(c);
+  } else {
+    p->st = st;
+    snprintf(p->err, sizeof p->err, "%s", gs_last_error());
+  }
+  return dlrm_ckpt_publish(c, d, step, done);
+}
+
+size_t dlrm_ckpt_due(const dlrm_ckpt *c) {
+  if (c == NULL || c->pend == NULL || !c->pend->threaded || c->lag == 0) return 0;
+  return c->pend->step + c->lag;
+}
+
+gs_status dlrm_ckpt_publish(dlrm_ckpt *c, gs_dlrm_dist *d, size_t now, dlrm_ckpt_done *done) {
+  memset(done, 0, sizeof *done);
+  pending *p = c->pend;
+  if (p == NULL) return GS_OK;
+  double w0 = gs_now();
+  gs_status st = dlrm_dist_settle(d);
+  int background = p->threaded;
+  if (p->threaded) pthread_join(p->thread, NULL);
+  p->threaded = 0;
+  size_t step = p->step;
+  if (st == GS_OK && p->st != GS_OK)
+    st = gs_error(p->st, "DLRM commit at step %zu%s: %s", step,
+                  background ? ", written in the background" : "", p->err);
+  commit_vote v = {p->bytes, p->crc, p->replicas, p->write_s, 0};
+  if (background && now > step) v.step_s = (w0 - p->t0) / (double)(now - step);
   /* Every rank's file is on disk, and the replicas are alike. */
   gs_agreement a;
   st = agree(c, "DLRM commit", st, &v, sizeof v, &a);
@@ -1166,6 +1327,21 @@ gs_status dlrm_ckpt_commit(dlrm_ckpt *c, gs_dlrm_dist *d, const gs_shard_plan *p
                       " against %08" PRIx32 "): the replicas have diverged, so rank 0's alone "
                       "would not resume this run; not committed", step, r, all[r].replicas,
                       all[0].replicas);
+    /* The next background commit's publication: after the slowest writer
+     * (and a quarter more), in steps of the fastest rank (the same figures
+     * on every rank). */
+    if (st == GS_OK && background) {
+      double wmax = 0, smin = 0;
+      for (int r = 0; r < c->ranks; r++) {
+        if (all[r].write_s > wmax) wmax = all[r].write_s;
+        if (all[r].step_s > 0 && (smin == 0 || all[r].step_s < smin)) smin = all[r].step_s;
+      }
+      if (smin > 0 && isfinite(wmax / smin)) {
+        double lag = ceil(1.25 * wmax / smin) + 1; /* a margin: the writer's time varies */
+        size_t most = c->cfg->commit_every ? c->cfg->commit_every : c->cfg->steps;
+        c->lag = lag >= (double)most ? most : (size_t)lag;
+      }
+    }
     if (st == GS_OK && c->rank == 0) {
       fb = gs_calloc((size_t)c->ranks, sizeof *fb);
       fc = gs_calloc((size_t)c->ranks, sizeof *fc);
@@ -1180,22 +1356,36 @@ gs_status dlrm_ckpt_commit(dlrm_ckpt *c, gs_dlrm_dist *d, const gs_shard_plan *p
   /* Rank 0 publishes; every rank learns whether it did. */
   size_t mbytes = 0;
   if (c->rank == 0 && st == GS_OK && pst == GS_OK)
-    pst = write_manifest(c, step, epoch_loss_sum, pfile, plan_crc, fb, fc, &mbytes);
+    pst = write_manifest(c, step, p->loss_sum, p->pfile, p->plan_crc, fb, fc, &mbytes);
   if (st == GS_OK) {
     st = agree(c, "DLRM commit", pst, NULL, 0, &a);
     if (st == GS_OK) gs_agreement_free(&a);
   }
-  if (st == GS_OK) {
-    *bytes += (size_t)v.bytes + mbytes;
-    remove_stale(c, basename_of(mine), basename_of(pfile));
-  } else if (wrote) {
-    /* Not committed: the previous commit stays, and these are nobody's. */
-    unlink(mine);
-    if (c->rank == 0) unlink(pfile);
-  }
   gs_free(fb);
   gs_free(fc);
-  gs_free(mine);
-  gs_free(pfile);
-  return st;
+  if (st != GS_OK) {
+    /* Not committed: the previous commit stays, and these are nobody's. */
+    pending_drop(c);
+    return st;
+  }
+  if (background) {
+    /* The files it replaces go in the next writer's thread (unlinking a
+     * large file takes tens of ms); a foreground commit removes them. */
+    gs_free(c->kept);
+    gs_free(c->kept_plan);
+    c->kept = path_printf("%s", basename_of(p->mine));
+    c->kept_plan = path_printf("%s", basename_of(p->pfile));
+  } else {
+    remove_stale(c, basename_of(p->mine), basename_of(p->pfile), NULL, NULL);
+    gs_free(c->kept);
+    gs_free(c->kept_plan);
+    c->kept = c->kept_plan = NULL;
+  }
+  done->step = step;
+  done->published_step = background ? now : step;
+  done->bytes = (size_t)p->bytes + p->plan_bytes + mbytes;
+  done->write_s = background ? p->write_s : 0;
+  done->stall_s = p->stall_s + (gs_now() - (background ? w0 : p->t0));
+  pending_free(c);
+  return GS_OK;
 }

@@ -103,11 +103,42 @@ int dlrm_ckpt_resumed(const dlrm_ckpt *c, size_t *step, double *epoch_loss_sum, 
  * reads the rows of its shards from the files that hold them. A failure is
  * every rank's. */
 gs_status dlrm_ckpt_load(dlrm_ckpt *c, gs_dlrm_dist *d);
+/* A commit put in place (dlrm_ckpt_commit, dlrm_ckpt_publish): its global
+ * step; the global step after which it was put in place (step itself in
+ * the foreground); the bytes this rank wrote; the training this rank
+ * stalled for it (its state's write and its agreements; in the background
+ * also the wait for the writer, if any); the writer thread's seconds (0 in
+ * the foreground). step 0: nothing was put in place. */
+typedef struct dlrm_ckpt_done {
+  size_t step, published_step, bytes;
+  double stall_s, write_s;
+} dlrm_ckpt_done;
+
 /* Collective: commits the state after global step `step` (epoch_loss_sum:
- * the training losses of the unfinished epoch so far). *bytes: what this
- * rank wrote. A failure is every rank's and leaves the last commit. */
+ * the training losses of the unfinished epoch so far). The state's bytes
+ * are written now (into the page cache). In the foreground the commit is
+ * made durable and put in place before it returns, and *done says so. In
+ * the background (background != 0) a thread checksums what was written,
+ * fsyncs and renames it while training goes on, and dlrm_ckpt_publish puts
+ * it in place later (*done: nothing yet). A commit still in the background
+ * is published first (the caller's dlrm_ckpt_publish; refused otherwise).
+ * A failure is every rank's and leaves the last commit. */
 gs_status dlrm_ckpt_commit(dlrm_ckpt *c, gs_dlrm_dist *d, const gs_shard_plan *plan,
-                           size_t step, double epoch_loss_sum, size_t *bytes);
+                           size_t step, double epoch_loss_sum, int background,
+                           dlrm_ckpt_done *done);
+/* Collective: the commit in the background, if any, joined and put in
+ * place (the ranks agree that every rank's file is on disk, rank 0 writes
+ * the manifest) after global step `now`; *done says what was (step 0:
+ * none was pending). A failure (the writer's, on any rank) is every rank's
+ * and leaves the commit before it. */
+gs_status dlrm_ckpt_publish(dlrm_ckpt *c, gs_dlrm_dist *d, size_t now, dlrm_ckpt_done *done);
+/* The global step after which the commit in the background should be put
+ * in place: the same on every rank (from the last publication's agreed
+ * writer and step times: the writer's time over the step's, and one step
+ * more), or 0 (none pending, or nothing measured yet: the next commit
+ * point puts it in place). */
+size_t dlrm_ckpt_due(const dlrm_ckpt *c);
+/* Joins a writer still running and removes its unpublished files. */
 void dlrm_ckpt_close(dlrm_ckpt *c);
 /* Waits for a prefetched batch's exchange and drops it (dlrm_dist.c), so
  * that a commit's or load's collectives find nothing in flight. */

@@ -452,18 +452,37 @@ static gs_status in_phase(gs_status st, const char *fmt, ...) {
   return gs_error(input ? GS_ERR_STATE : st, "%s: %s", phase, msg);
 }
 
-/* A commit (dlrm_ckpt_commit) and its event; c0: when it began. */
-static gs_status commit(dlrm_ckpt *ck, gs_dlrm_dist *d, const gs_shard_plan *plan, size_t gstep,
-                        double lsum, int stop, double c0, gs_dlrm_train_cb cb, void *user) {
-  size_t bytes;
-  GS_CHECK(dlrm_ckpt_commit(ck, d, plan, gstep, lsum, &bytes));
-  gs_dlrm_train_event ce = {.kind = GS_DLRM_EV_COMMIT, .global_step = gstep,
-                            .commit_s = gs_now() - c0, .commit_bytes = bytes,
-                            .stopped = stop};
+/* A commit put in place: its event (stop: the run stops after it). */
+static void commit_event(const dlrm_ckpt_done *done, int stop, gs_dlrm_train_cb cb, void *user) {
+  if (done->step == 0) return;
+  gs_dlrm_train_event ce = {.kind = GS_DLRM_EV_COMMIT, .global_step = done->step,
+                            .commit_s = done->stall_s, .commit_bytes = done->bytes,
+                            .stopped = stop, .published_step = done->published_step,
+                            .write_s = done->write_s};
   emit(cb, user, &ce);
+}
+
+/* The commit in the background, if any, put in place after global step
+ * gstep (dlrm_ckpt_publish), and its event. */
+static gs_status publish(dlrm_ckpt *ck, gs_dlrm_dist *d, size_t gstep, gs_dlrm_train_cb cb,
+                         void *user) {
+  dlrm_ckpt_done done;
+  GS_CHECK(dlrm_ckpt_publish(ck, d, gstep, &done));
+  commit_event(&done, 0, cb, user);
   return GS_OK;
 }
 
+/* A commit after global step gstep: the one still in the background put in
+ * place first; this one in the background unless the run stops after it
+ * or it is the run's last (last). */
+static gs_status commit(dlrm_ckpt *ck, gs_dlrm_dist *d, const gs_shard_plan *plan, size_t gstep,
+                        double lsum, int stop, int last, gs_dlrm_train_cb cb, void *user) {
+  GS_CHECK(publish(ck, d, gstep, cb, user));
+  dlrm_ckpt_done done;
+  GS_CHECK(dlrm_ckpt_commit(ck, d, plan, gstep, lsum, !stop && !last, &done));
+  commit_event(&done, stop, cb, user);
+  return GS_OK;
+}
 
 gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
                             gs_dlrm_train_cb cb, void *user) {
@@ -660,7 +679,9 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
       int point = cfg->commit_every && gstep % cfg->commit_every == 0;
       /* The next step's ids go out under this step's updates, unless an
        * evaluation or a commit comes between. */
-      int ahead = !cfg->no_prefetch && s + 1 < cfg->steps && !(ck && (stop || point));
+      /* A background commit put in place here (a collective, as a commit). */
+      int due = ck && dlrm_ckpt_due(ck) == gstep && !(s + 1 < cfg->steps && (stop || point));
+      int ahead = !cfg->no_prefetch && s + 1 < cfg->steps && !(ck && (stop || point)) && !due;
       if (ahead && (st = fill_agreed(comm, &src, ((s + 1) * P + rank) * B, B, nxt,
                                      "DLRM training data")) != GS_OK) {
         st = in_phase(st, "the data of training step %zu of epoch %d", s + 2, e);
@@ -686,9 +707,14 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
       emit(cb, user, &se);
       if (ck && s + 1 < cfg->steps && point && !stop)
         GS_CHECK_GOTO(agree_stop(comm, &stop), st, out);
+      if (due) {
+        double c0 = gs_now();
+        GS_CHECK_GOTO(publish(ck, d, gstep, cb, user), st, out);
+        commit_s += gs_now() - c0;
+      }
       if (ck && s + 1 < cfg->steps && (stop || point)) {
         double c0 = gs_now();
-        GS_CHECK_GOTO(commit(ck, d, plan, gstep, lsum, stop, c0, cb, user), st, out);
+        GS_CHECK_GOTO(commit(ck, d, plan, gstep, lsum, stop, 0, cb, user), st, out);
         commit_s += gs_now() - c0;
         if (stop == 2) atomic_store(&stop_asked, 0);
         if (stop) goto out;
@@ -747,7 +773,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
       size_t gstep = (size_t)e * cfg->steps;
       int stop = cfg->stop_at_step == gstep;
       if (!stop && e < cfg->epochs) GS_CHECK_GOTO(agree_stop(comm, &stop), st, out);
-      GS_CHECK_GOTO(commit(ck, d, plan, gstep, 0, stop, gs_now(), cb, user), st, out);
+      GS_CHECK_GOTO(commit(ck, d, plan, gstep, 0, stop, e == cfg->epochs, cb, user), st, out);
       if (stop == 2) atomic_store(&stop_asked, 0);
       if (stop) goto out;
     }

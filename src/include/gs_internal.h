@@ -83,11 +83,16 @@ typedef struct gs__state_file {
   char *tmp;
   unsigned long crc;
   size_t bytes;
+  int defer_crc; /* set after create: write does not checksum; crc_back reads the bytes
+                  * back later (a writer that hands the checksum to another thread) */
 } gs__state_file;
 
 gs_status gs__state_file_create(gs__state_file *f, const char *path, const char *what);
 gs_status gs__state_file_write(gs__state_file *f, const void *buf, size_t n);
 gs_status gs__state_file_finish(gs__state_file *f);
+/* With defer_crc: the crc32 of the bytes written so far, read back from the
+ * file (the page cache), then checksums as usual. */
+gs_status gs__state_file_crc_back(gs__state_file *f);
 gs_status gs__state_file_sync(gs__state_file *f);
 gs_status gs__state_file_commit(gs__state_file *f);
 void gs__state_file_abort(gs__state_file *f);

@@ -10,7 +10,7 @@
 #include "nn_internal.h"
 
 static gs__state_file to_core(const gs_nn_file *f) {
-  return (gs__state_file){f->fd, f->path, f->what, f->tmp, f->crc, 0};
+  return (gs__state_file){f->fd, f->path, f->what, f->tmp, f->crc, 0, 0};
 }
 
 static void from_core(gs_nn_file *f, const gs__state_file *c) {

@@ -18,6 +18,13 @@
  * stop asked on one rank (gs_dlrm_train_request_stop, as SIGUSR1 does)
  * stops every rank at the next commit point.
  *
+ * Commits in the background (the default): each put in place after its
+ * step with its writer's time, the last in the foreground, the training
+ * bitwise the uninterrupted run's; a copy of the directory taken when one
+ * is put in place resumes bitwise; a writer failing on the last rank alone
+ * (its rename blocked) fails every rank, naming it, and leaves the commit
+ * before, from which the run resumes bitwise.
+ *
  * Refusals, on every rank and naming what differs: another seed, table, MLP,
  * sharding or batch than the checkpoint's; another world size (each rank
  * alone on a communicator of its own); no checkpoint (and auto starting
@@ -64,7 +71,19 @@ typedef struct record {
   gs_cost_lookup lookup; /* the PLAN event's (lookup_seen: one was there) */
   int lookup_seen;
   double pred_ms; /* the last epoch's predicted lookup ms a step, summed over the ranks */
+  /* every commit event: its step, the step after which it was put in place,
+   * its writer's seconds */
+  size_t commit_step[16], published[16];
+  double write_s[16];
+  /* background(): at the commit event of step copy_at, rank 0 copies dir to
+   * copy; at block_at's, the last rank blocks the file of the commit at
+   * block_step (a directory where its rename would put it) */
+  int copy_at, block_at, block_step;
+  const char *dir, *copy;
 } record;
+
+static void copy_dir(const record *r);
+static void block_next(const record *r);
 
 static void on_event(const gs_dlrm_train_event *ev, void *user) {
   record *r = user;
@@ -87,8 +106,15 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
     r->lookup = *ev->lookup;
     r->lookup_seen = 1;
   } else if (ev->kind == GS_DLRM_EV_COMMIT) {
+    if (r->commits < 16) {
+      r->commit_step[r->commits] = ev->global_step;
+      r->published[r->commits] = ev->published_step;
+      r->write_s[r->commits] = ev->write_s;
+    }
     r->commits++;
     r->stopped = ev->stopped;
+    if (r->copy_at && (size_t)r->copy_at == ev->global_step) copy_dir(r);
+    if (r->block_at && (size_t)r->block_at == ev->global_step) block_next(r);
   } else if (ev->kind == GS_DLRM_EV_RESUME) {
     r->resumed_at = (int)ev->global_step;
   }
@@ -607,6 +633,120 @@ static void given_lookup(void) {
   end_case();
 }
 
+/* rank 0 copies r->dir to r->copy, every rank waiting (called at a commit
+ * event, on every rank: no writer is running then). */
+static void copy_dir(const record *r) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (g_rank == 0) {
+    char cmd[800];
+    CHECK(snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", r->dir, r->copy) < (int)sizeof cmd &&
+              system(cmd) == 0,
+          "cannot copy %s", r->dir);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* The last rank makes a directory where the commit at r->block_step would
+ * put its file (the run's id from the manifest in place), so that the
+ * writer's rename fails there alone. */
+static void block_next(const record *r) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (g_rank == g_size - 1) {
+    char path[600], id[32] = "";
+    snprintf(path, sizeof path, "%s/dlrm.json", r->dir);
+    size_t n = 0;
+    unsigned char *m = slurp(path, &n);
+    const char *k = m ? strstr((const char *)m, "\"run_id\"") : NULL;
+    CHECK(k != NULL && sscanf(k, "\"run_id\":%*[ \t]\"%16[0-9a-f]\"", id) == 1,
+          "no run_id in %s", path);
+    free(m);
+    snprintf(path, sizeof path, "%s/dlrm-%s-step%d.rank%d.gsck", r->dir, id, r->block_step,
+             g_rank);
+    CHECK(mkdir(path, 0700) == 0, "cannot make %s", path);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Commits in the background (the default): commits every 2 steps, those
+ * the run goes on after put in place later (after their step, their
+ * writer's time measured), the last in the foreground; the training is the
+ * uninterrupted run's, bitwise. A copy of the directory taken when a
+ * background commit is put in place resumes bitwise as the uninterrupted
+ * run. A writer that fails on the last rank alone (its rename blocked)
+ * fails every rank where that commit is put in place, naming the rank,
+ * and leaves the commit before it, from which the run resumes bitwise. */
+static void background(void) {
+  begin_case("commits in the background, %d ranks", g_size);
+  char dir[300], copy[300], dir2[300];
+  subdir(dir, sizeof dir, "bg");
+  subdir(copy, sizeof copy, "bg_copy");
+  subdir(dir2, sizeof dir2, "bg_fail");
+  gs_dlrm_train_config c = base_config(dir, GS_SHARD_RW, 0);
+  c.commit_every = 2;
+  record r = {0};
+  r.copy_at = 4;
+  r.dir = dir;
+  r.copy = copy;
+  check_all(gs_dlrm_train_run(&c, g_comm, on_event, &r), GS_OK, "commits in the background");
+  CHECK(r.commits == 4, "%d commit events, expected 4 (steps 2, 4, 6, 8)", r.commits);
+  for (int k = 0; k < 4 && k < r.commits; k++) {
+    size_t want = 2 * (size_t)(k + 1);
+    int last = k == 3;
+    CHECK(r.commit_step[k] == want, "commit event %d is step %zu's, expected %zu", k,
+          r.commit_step[k], want);
+    CHECK(last ? r.published[k] == want && r.write_s[k] == 0
+               : r.published[k] > want && r.published[k] <= want + 2 && r.write_s[k] > 0,
+          "the commit at step %zu: put in place after step %zu, its writer %.6f s (expected %s)",
+          want, r.published[k], r.write_s[k],
+          last ? "the run's last: at once, in the foreground"
+               : "later, within the next commit point, in the background");
+  }
+  for (int g = 1; g <= MAXSTEPS; g++)
+    CHECK(memcmp(&r.loss[g], &g_whole_rw.loss[g], sizeof(double)) == 0,
+          "step %d's loss with background commits: %.17g, uninterrupted %.17g", g, r.loss[g],
+          g_whole_rw.loss[g]);
+
+  gs_dlrm_train_config cc = base_config(copy, GS_SHARD_RW, 0);
+  cc.resume = GS_DLRM_RESUME;
+  record s = {0};
+  check_all(gs_dlrm_train_run(&cc, g_comm, on_event, &s), GS_OK,
+            "resumed from the copy taken when step 4's commit was put in place");
+  CHECK(s.resumed_at == 4, "the copy resumed at %d, expected 4", s.resumed_at);
+  for (int g = 5; g <= MAXSTEPS; g++)
+    CHECK(memcmp(&s.loss[g], &g_whole_rw.loss[g], sizeof(double)) == 0,
+          "step %d's loss resumed from the copy: %.17g, uninterrupted %.17g", g, s.loss[g],
+          g_whole_rw.loss[g]);
+
+  c = base_config(dir2, GS_SHARD_RW, 0);
+  c.commit_every = 2;
+  record f = {0};
+  f.block_at = 2;
+  f.block_step = 4;
+  f.dir = dir2;
+  gs_status st = gs_dlrm_train_run(&c, g_comm, on_event, &f);
+  check_all(st, GS_ERR_IO, "a background writer failing on the last rank");
+  char who[32];
+  snprintf(who, sizeof who, "rank %d", g_size - 1);
+  if (st != GS_OK)
+    CHECK(strstr(gs_last_error(), "commit at step 4, written in the background") != NULL &&
+              (g_rank == g_size - 1 ? strstr(gs_last_error(), "rename") != NULL
+                                    : strstr(gs_last_error(), who) != NULL),
+          "the message '%s' does not name the background commit at step 4 and %s",
+          gs_last_error(), g_rank == g_size - 1 ? "its rename" : who);
+  CHECK(f.commits == 1 && f.epochs_seen <= 2, "%d commits put in place before the failure "
+        "(expected 1, step 2's)", f.commits);
+  c.resume = GS_DLRM_RESUME;
+  record g2 = {0};
+  check_all(gs_dlrm_train_run(&c, g_comm, on_event, &g2), GS_OK,
+            "resumed after the failed background commit");
+  CHECK(g2.resumed_at == 2, "resumed at %d after the failure, expected 2", g2.resumed_at);
+  for (int g = 3; g <= MAXSTEPS; g++)
+    CHECK(memcmp(&g2.loss[g], &g_whole_rw.loss[g], sizeof(double)) == 0,
+          "step %d's loss resumed after the failure: %.17g, uninterrupted %.17g", g,
+          g2.loss[g], g_whole_rw.loss[g]);
+  end_case();
+}
+
 int main(int argc, char **argv) {
   mrt_init(&argc, &argv);
   make_root();
@@ -616,6 +756,7 @@ int main(int argc, char **argv) {
   refusals();
   resize();
   asked_stop();
+  background();
   given_lookup();
   MPI_Barrier(MPI_COMM_WORLD);
   if (g_rank == 0 && g_fail == 0) {
