@@ -2,7 +2,7 @@
 # DLRM commits in the background against the foreground (issue 37; until
 # 2026-12-05 every DLRM commit was made durable before training went on).
 # `gradsync train --model dlrm --tables TABLES --sharding rw --checkpoint
-# DIR --commit-every 20` on P ranks, ROUNDS rounds, each round one run of
+# DIR --commit-every EVERY` (10 x EVERY steps) on P ranks, ROUNDS rounds, each round one run of
 # each mode back to back (the order alternating): the default (background)
 # and GRADSYNC_COMMIT_SYNC=1 (the foreground), the peer measured in the
 # same run. Per run, from its JSON lines: the training's seconds (its
@@ -10,10 +10,12 @@
 # commit's stall (commit_ms: the training the commit held up), the commits'
 # median stall, the writer thread's median time and how many steps after
 # its own each background commit was put in place. Writes
-# $BENCH_OUT/dlrm_commit.{jsonl,md}.
+# $BENCH_OUT/dlrm_commit.{jsonl,md} (dlrm_commit_everyN.* for EVERY N
+# other than 20).
 #
-# Usage: bench/embed/dlrm_commit.sh [TABLES] [RANKS] [ROUNDS]
-#   defaults: kaggle:0.05 (57.7 MB a rank on 2 ranks), 2 ranks, 3 rounds.
+# Usage: bench/embed/dlrm_commit.sh [TABLES] [RANKS] [ROUNDS] [EVERY]
+#   defaults: kaggle:0.05 (57.7 MB a rank on 2 ranks), 2 ranks, 3 rounds,
+#   a commit every 20 steps.
 #   BENCH_QUICK=1: kaggle:0.01, 1 round.
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
@@ -23,14 +25,16 @@ tables=${1:-kaggle:0.05}
 ranks=${2:-2}
 rounds=${3:-3}
 [ "$BENCH_QUICK" = 1 ] && tables=kaggle:0.01 && rounds=1
-steps=200
-every=20
+every=${4:-20}
+steps=$((10 * every))
+name=dlrm_commit
+[ "$every" != 20 ] && name=dlrm_commit_every$every
 bench_build gradsync_cli
 gs=$BENCH_BUILD/gradsync
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-out=$BENCH_OUT/dlrm_commit.jsonl
+out=$BENCH_OUT/$name.jsonl
 : >"$out"
 # one MODE ROUND: a run, its figures appended to $out
 one() {
@@ -74,7 +78,7 @@ for r in $(seq 1 "$rounds"); do
   if [ $((r % 2)) = 1 ]; then one background "$r"; one foreground "$r"
   else one foreground "$r"; one background "$r"; fi
 done
-python3 - "$out" >"$BENCH_OUT/dlrm_commit.md" <<'PY'
+python3 - "$out" >"$BENCH_OUT/$name.md" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{"mode"')]
 r0 = rows[0]
@@ -110,5 +114,5 @@ print(f"\nMedian training + commits: background {mb:.3f} s, foreground {mf:.3f} 
       f"foreground {statistics.median(r['stall_s'] for r in fg):.3f} s a run.")
 PY
 bench_stamp "$out" "$(bench_quote bench/embed/dlrm_commit.sh "$@")"
-bench_stamp "$BENCH_OUT/dlrm_commit.md" "$(bench_quote bench/embed/dlrm_commit.sh "$@")"
-cat "$BENCH_OUT/dlrm_commit.md"
+bench_stamp "$BENCH_OUT/$name.md" "$(bench_quote bench/embed/dlrm_commit.sh "$@")"
+cat "$BENCH_OUT/$name.md"
