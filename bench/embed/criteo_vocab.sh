@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The Criteo vocabulary (--frequency-threshold) counted over the ranks
 # against every rank counting every line (issue 37; until 2026-12-05 each
-# rank built the whole vocabulary itself). A Criteo-shaped file of LINES
+# rank built the whole vocabulary itself; until 2026-12-05 each rank read
+# the whole file and parsed every P-th line, now its byte range's). A
+# Criteo-shaped file of LINES
 # lines (awk, seeded: 13 integers, 26 hex values of a few thousand each)
 # is counted by `gradsync train --model dlrm --data FILE
 # --frequency-threshold 3` on P ranks (their training lines: steps x P x
@@ -83,9 +85,10 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{"ranks"')]
 print("# The Criteo vocabulary counted over the ranks\n")
 print(f"A Criteo-shaped file of {int(sys.argv[2]):,} lines, `--frequency-threshold 3`: the "
-      "vocabulary's seconds as `gradsync train` reports them (counted over the ranks: each "
-      "rank parses every P-th line, the counts summed by value over an all-to-all, the kept "
-      "values all-gathered) against each rank counting every line itself (P single-rank "
+      "vocabulary's seconds as `gradsync train` reports them (counted over the ranks: the "
+      "plain file split into P byte ranges, each rank reading and parsing its own range's "
+      "lines, the counts summed by value over an all-to-all, the kept values all-gathered) "
+      "against each rank counting every line itself (P single-rank "
       "counts at once, the slowest; what every rank did before). The same vocabulary either "
       "way (tests/embed/test_dlrm_dist.c). The host's cores are shared by the ranks.\n")
 print("| ranks | lines | distinct | kept | over the ranks (s) | every rank all (s) | speed-up |")

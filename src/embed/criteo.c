@@ -16,11 +16,14 @@
  * held-out lines) 1, an empty field 0.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "dlrm_internal.h"
@@ -400,15 +403,38 @@ static int vocab_number(vocab_table *vt, uint64_t min_count) {
   return 0;
 }
 
+/* Counts one line's values into v (r: the reader it came from, for its
+ * name and line number). */
+static gs_status count_line(gs_criteo_reader *r, char *line, size_t len, char **fields,
+                            gs_criteo_vocab *v) {
+  if (memchr(line, '\0', len) != NULL)
+    return gs_error(GS_ERR_PARSE, "Criteo file '%s' line %zu: a NUL byte inside the line",
+                    r->path, r->lineno);
+  gs_status st = split_line(r, line, fields);
+  for (int t = 0; t < GS_CRITEO_SPARSE && st == GS_OK; t++) {
+    uint64_t x = 0;
+    int empty = 1;
+    st = parse_hex(r, fields, t, &x, &empty);
+    if (st == GS_OK && !empty && vocab_add(&v->t[t], x, 1) != 0)
+      st = gs_error(GS_ERR_NOMEM, "Criteo file '%s' line %zu: out of memory for feature "
+                    "C%d's %zu values", r->path, r->lineno, t + 1, v->t[t].n);
+  }
+  return st;
+}
+
+static gs_status open_counter(const char *path, gs_criteo_reader **r) {
+  gs_embed_spec one[GS_CRITEO_SPARSE];
+  for (int t = 0; t < GS_CRITEO_SPARSE; t++) one[t] = (gs_embed_spec){.rows = 1};
+  return gs_criteo_open(path, one, GS_CRITEO_SPARSE, r);
+}
+
 /* Counts into v the values of the file's lines i < `lines` (0: all) with
  * i % stride == offset; the others are passed over unparsed. v->lines: the
  * lines passed over or counted, the range's whole. */
 static gs_status vocab_count(const char *path, size_t lines, size_t stride, size_t offset,
                              gs_criteo_vocab *v) {
-  gs_embed_spec one[GS_CRITEO_SPARSE];
-  for (int t = 0; t < GS_CRITEO_SPARSE; t++) one[t] = (gs_embed_spec){.rows = 1};
   gs_criteo_reader *r;
-  GS_CHECK(gs_criteo_open(path, one, GS_CRITEO_SPARSE, &r));
+  GS_CHECK(open_counter(path, &r));
   gs_status st = GS_OK;
   char *fields[CRITEO_FIELDS];
   while (st == GS_OK && (lines == 0 || v->lines < lines)) {
@@ -417,20 +443,95 @@ static gs_status vocab_count(const char *path, size_t lines, size_t stride, size
     st = next_line(r, &line, &len);
     if (st != GS_OK || line == NULL) break;
     if (v->lines++ % stride != offset) continue;
-    if (memchr(line, '\0', len) != NULL) {
-      st = gs_error(GS_ERR_PARSE, "Criteo file '%s' line %zu: a NUL byte inside the line",
-                    r->path, r->lineno);
+    st = count_line(r, line, len, fields, v);
+  }
+  gs_criteo_close(r);
+  for (int t = 0; t < GS_CRITEO_SPARSE; t++) v->t[t].distinct = v->t[t].n;
+  return st;
+}
+
+/* ---- A plain file split by bytes --------------------------------------------
+ *
+ * A file that is not gzip's is split into P byte ranges, and a line is
+ * counted by the rank whose range holds its first byte: each rank reads
+ * its range (and the rest of its last line) and no other, once to count
+ * its line starts (so that every rank learns, from one agreement, the
+ * index of its first line, which the line limit and the messages' line
+ * numbers need) and once to count their values, from the page cache. */
+
+/* Whether the file starts as gzip does (its first two bytes). */
+static gs_status is_gzip(const char *path, int fd, int *gz) {
+  unsigned char m[2];
+  ssize_t n = pread(fd, m, 2, 0);
+  if (n < 0)
+    return gs_error(GS_ERR_IO, "Criteo file '%s': cannot read it: %s", path, strerror(errno));
+  *gz = n == 2 && m[0] == 0x1f && m[1] == 0x8b;
+  return GS_OK;
+}
+
+/* In bytes [lo, hi) of the lines that start before byte `size` (the
+ * file's, or where the lines counted end): *first, where the first line
+ * that starts there starts (hi when none does), and *count, how many start
+ * there (a line starts at 0 and after every newline, but not at size). */
+static gs_status range_lines(const char *path, int fd, uint64_t lo, uint64_t hi,
+                             uint64_t size, uint64_t *first, uint64_t *count) {
+  enum { CHUNK = 1 << 20 };
+  *first = hi;
+  *count = 0;
+  if (lo >= hi) return GS_OK;
+  if (lo == 0) {
+    *first = 0;
+    *count = 1;
+  }
+  char *buf = gs_malloc(CHUNK);
+  if (buf == NULL) return gs_error(GS_ERR_NOMEM, "Criteo file '%s': out of memory", path);
+  gs_status st = GS_OK;
+  /* newlines at p in [lo - 1, hi - 1): a line starts at p + 1 in [lo, hi) */
+  uint64_t at = lo == 0 ? 0 : lo - 1;
+  while (at < hi - 1 && st == GS_OK) {
+    size_t want = (size_t)GS_MIN((uint64_t)CHUNK, hi - 1 - at);
+    ssize_t got = pread(fd, buf, want, (off_t)at);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      st = gs_error(GS_ERR_IO, "Criteo file '%s': reading bytes %" PRIu64 " on: %s", path, at,
+                    got < 0 ? strerror(errno) : "it is shorter than it was");
       break;
     }
-    st = split_line(r, line, fields);
-    for (int t = 0; t < GS_CRITEO_SPARSE && st == GS_OK; t++) {
-      uint64_t x = 0;
-      int empty = 1;
-      st = parse_hex(r, fields, t, &x, &empty);
-      if (st == GS_OK && !empty && vocab_add(&v->t[t], x, 1) != 0)
-        st = gs_error(GS_ERR_NOMEM, "Criteo file '%s' line %zu: out of memory for feature "
-                      "C%d's %zu values", r->path, r->lineno, t + 1, v->t[t].n);
+    for (const char *q = buf, *end = buf + got; (q = memchr(q, '\n', (size_t)(end - q)));
+         q++) {
+      uint64_t start = at + (uint64_t)(q - buf) + 1;
+      if (start >= size) break;
+      if (*first == hi) *first = start;
+      (*count)++;
     }
+    at += (uint64_t)got;
+  }
+  gs_free(buf);
+  return st;
+}
+
+/* Counts into v the values of the lines that start in [first, hi), whose
+ * first is the file's line `index` (0-based), those below `lines` (0:
+ * all). v->lines: the lines counted. */
+static gs_status vocab_count_range(const char *path, uint64_t first, uint64_t hi, size_t index,
+                                   size_t lines, gs_criteo_vocab *v) {
+  gs_criteo_reader *r;
+  GS_CHECK(open_counter(path, &r));
+  gs_status st = GS_OK;
+  /* gzdirect first: zlib then knows the file is plain and seeks there
+   * (before, its seek would read and drop every byte up to first) */
+  if (first > 0 && (!gzdirect(r->f) || gzseek(r->f, (z_off_t)first, SEEK_SET) != (z_off_t)first))
+    st = gs_error(GS_ERR_IO, "Criteo file '%s': cannot seek to byte %" PRIu64, path, first);
+  r->lineno = index; /* the messages name the file's line numbers */
+  char *fields[CRITEO_FIELDS];
+  for (uint64_t at = first; st == GS_OK && at < hi && (lines == 0 || index < lines); index++) {
+    char *line;
+    size_t len;
+    st = next_line(r, &line, &len);
+    if (st != GS_OK || line == NULL) break;
+    at += len + 1;
+    v->lines++;
+    st = count_line(r, line, len, fields, v);
   }
   gs_criteo_close(r);
   for (int t = 0; t < GS_CRITEO_SPARSE; t++) v->t[t].distinct = v->t[t].n;
@@ -594,6 +695,93 @@ static gs_status vocab_merge(const char *path, uint64_t min_count, gs_comm *comm
   return st; /* a collective's own error */
 }
 
+/* What each rank tells the others of its byte range. */
+typedef struct range_vote {
+  uint64_t size, lines; /* the file's size; the lines that start in the range */
+  uint64_t end;         /* where line `lines` starts, on the rank whose range holds it */
+  uint32_t gz, pad;     /* gzip (or not a regular file): no ranges */
+} range_vote;
+
+/* Collective: the agreement on every rank's vote (a failure's words on
+ * every rank); *all: the votes (gs_free), checked to be of one file. */
+static gs_status agree_ranges(const char *path, gs_comm *comm, gs_status mine,
+                              const range_vote *rv, range_vote **all) {
+  char msg[GS_VOTE_MESSAGE] = "";
+  if (mine != GS_OK) gs__error_copy(msg, sizeof msg);
+  gs_agreement a = {0};
+  *all = NULL;
+  gs_status st = gs_agree(comm, gs_comm_mpi(comm), "the Criteo file's vocabulary", mine, msg,
+                          rv, sizeof *rv, &a);
+  if (st == GS_OK && a.failed)
+    st = gs_error((gs_status)a.votes[a.first].status, "%s", a.votes[a.first].message);
+  const range_vote *v = a.payloads;
+  for (int q = 0; st == GS_OK && q < a.size; q++)
+    if (v[q].gz != v[0].gz || v[q].size != v[0].size)
+      st = gs_error(GS_ERR_MISMATCH, "Criteo file '%s': rank %d sees %s of %" PRIu64 " bytes, "
+                    "rank 0 %s of %" PRIu64 " (every rank must read the same file)", path, q,
+                    v[q].gz ? "a gzip file" : "a plain file", v[q].size,
+                    v[0].gz ? "a gzip file" : "a plain file", v[0].size);
+  if (st == GS_OK) {
+    *all = gs_malloc((size_t)a.size * sizeof **all);
+    if (*all == NULL) st = gs_error(GS_ERR_NOMEM, "Criteo file '%s': out of memory", path);
+    else memcpy(*all, v, (size_t)a.size * sizeof **all);
+  }
+  gs_agreement_free(&a);
+  return st;
+}
+
+/* Where line n (0-based) starts, counting from the line `index` that
+ * starts at byte first (the rank's range holds it). */
+static gs_status line_start(const char *path, int fd, uint64_t first, size_t index, size_t n,
+                            uint64_t *at) {
+  enum { CHUNK = 1 << 20 };
+  char *buf = gs_malloc(CHUNK);
+  if (buf == NULL) return gs_error(GS_ERR_NOMEM, "Criteo file '%s': out of memory", path);
+  gs_status st = GS_OK;
+  uint64_t pos = first;
+  *at = first;
+  while (index < n && st == GS_OK) {
+    ssize_t got = pread(fd, buf, CHUNK, (off_t)pos);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      st = gs_error(GS_ERR_IO, "Criteo file '%s': reading bytes %" PRIu64 " on: %s", path, pos,
+                    got < 0 ? strerror(errno) : "it is shorter than it was");
+      break;
+    }
+    for (const char *q = buf, *end = buf + got; index < n && (q = memchr(q, '\n',
+                                                   (size_t)(end - q))); q++) {
+      index++;
+      *at = pos + (uint64_t)(q - buf) + 1;
+    }
+    pos += (uint64_t)got;
+  }
+  gs_free(buf);
+  return st;
+}
+
+/* A plain file's lines among the ranks: bytes [0, end) split into P
+ * ranges; *first and *hi: this rank's lines start in [*first, *hi);
+ * *index: the first one's line number (0-based); *total: the lines in
+ * [0, end); *all: every rank's vote (gs_free). Collective. */
+static gs_status split_lines(const char *path, gs_comm *comm, int fd, uint64_t end,
+                             uint64_t *first, uint64_t *hi,
+                             size_t *index, uint64_t *total, range_vote *rv, range_vote **all) {
+  const uint64_t P = (uint64_t)gs_comm_size(comm), rank = (uint64_t)gs_comm_rank(comm);
+  uint64_t lo = end / P * rank + GS_MIN(rank, end % P);
+  *hi = lo + end / P + (rank < end % P);
+  *first = *hi;
+  rv->lines = 0;
+  gs_status mine = range_lines(path, fd, lo, *hi, end, first, &rv->lines);
+  GS_CHECK(agree_ranges(path, comm, mine, rv, all));
+  *index = 0;
+  *total = 0;
+  for (uint64_t q = 0; q < P; q++) {
+    if (q < rank) *index += (size_t)(*all)[q].lines;
+    *total += (*all)[q].lines;
+  }
+  return GS_OK;
+}
+
 gs_status gs_criteo_vocab_build_comm(const char *path, size_t lines, uint64_t min_count,
                                      gs_comm *comm, gs_criteo_vocab **out) {
   GS_CHECK(vocab_check_args(path, min_count, out));
@@ -601,19 +789,81 @@ gs_status gs_criteo_vocab_build_comm(const char *path, size_t lines, uint64_t mi
     return gs_error(GS_ERR_INVALID_ARG, "Criteo file '%s': NULL communicator", path);
   const size_t P = (size_t)gs_comm_size(comm), rank = (size_t)gs_comm_rank(comm);
   gs_criteo_vocab *v = gs_calloc(1, sizeof *v);
-  gs_status mine = v ? vocab_count(path, lines, P, rank, v)
-                     : gs_error(GS_ERR_NOMEM, "Criteo file '%s': out of memory", path);
-  /* Every rank learns whether every rank counted its lines before any
-   * exchange (a bad line is its counter's alone): each returns the first
-   * failure's own words. */
-  char msg[GS_VOTE_MESSAGE] = "";
-  if (mine != GS_OK) gs__error_copy(msg, sizeof msg);
-  gs_agreement a = {0};
-  gs_status st = gs_agree(comm, gs_comm_mpi(comm), "the Criteo file's vocabulary", mine, msg,
-                          NULL, 0, &a);
-  if (st == GS_OK && a.failed)
-    st = gs_error((gs_status)a.votes[a.first].status, "%s", a.votes[a.first].message);
-  gs_agreement_free(&a);
+  gs_status mine = v ? GS_OK : gs_error(GS_ERR_NOMEM, "Criteo file '%s': out of memory", path);
+  /* A plain file: each rank the lines that start in its byte range (the
+   * same file on every rank: its size and kind are checked against rank
+   * 0's). When the line limit ends the lines before the file does, the
+   * bytes up to the limit are split again, so that every rank counts its
+   * share of the lines counted. gzip: every rank reads the stream and
+   * parses every P-th line. */
+  range_vote rv = {0, 0, 0, 0, 0}, *all = NULL;
+  uint64_t first = 0, hi = 0, total = 0;
+  size_t index = 0;
+  int fd = -1;
+  struct stat sb;
+  if (mine == GS_OK) {
+    int gz = 0;
+    fd = open(path, O_RDONLY);
+    if (fd < 0 || fstat(fd, &sb) != 0)
+      mine = gs_error(GS_ERR_IO, "Criteo file '%s': %s", path, strerror(errno));
+    else
+      mine = is_gzip(path, fd, &gz);
+    if (mine == GS_OK) {
+      rv.gz = gz || !S_ISREG(sb.st_mode);
+      rv.size = rv.gz ? 0 : (uint64_t)sb.st_size;
+    }
+  }
+  gs_status st = GS_OK;
+  int by_bytes = 0;
+  if (mine != GS_OK) {
+    st = agree_ranges(path, comm, mine, &rv, &all); /* fails on every rank */
+  } else if (rv.gz) {
+    st = agree_ranges(path, comm, mine, &rv, &all);
+  } else {
+    by_bytes = 1;
+    st = split_lines(path, comm, fd, rv.size, &first, &hi, &index, &total, &rv, &all);
+    if (st == GS_OK && lines > 0 && total > lines) {
+      /* The rank whose range holds line `lines` finds where it starts; the
+       * bytes before it are split again. */
+      uint64_t end = 0;
+      gs_status f = GS_OK;
+      rv.end = 0;
+      if (index <= lines && lines < index + rv.lines)
+        f = line_start(path, fd, first, index, lines, &rv.end);
+      gs_free(all);
+      all = NULL;
+      st = agree_ranges(path, comm, f, &rv, &all);
+      for (size_t q = 0; st == GS_OK && q < P; q++)
+        if (all[q].end > end) end = all[q].end;
+      gs_free(all);
+      all = NULL;
+      if (st == GS_OK)
+        st = split_lines(path, comm, fd, end, &first, &hi, &index, &total, &rv, &all);
+    }
+  }
+  gs_free(all);
+  if (fd >= 0) close(fd);
+  if (st == GS_OK) {
+    mine = by_bytes ? vocab_count_range(path, first, hi, index, lines, v)
+                    : vocab_count(path, lines, P, rank, v);
+    /* Every rank learns whether every rank counted its lines before any
+     * exchange (a bad line is its counter's alone): each returns the first
+     * failure's own words. */
+    char msg[GS_VOTE_MESSAGE] = "";
+    if (mine != GS_OK) gs__error_copy(msg, sizeof msg);
+    gs_agreement a = {0};
+    st = gs_agree(comm, gs_comm_mpi(comm), "the Criteo file's vocabulary", mine, msg, NULL, 0,
+                  &a);
+    if (st == GS_OK && a.failed)
+      st = gs_error((gs_status)a.votes[a.first].status, "%s", a.votes[a.first].message);
+    gs_agreement_free(&a);
+  }
+  if (st == GS_OK && by_bytes) {
+    /* the lines counted: the ranks' sum (each counted its own) */
+    int64_t n = (int64_t)v->lines;
+    st = gs_allreduce(comm, GS_IN_PLACE, &n, 1, GS_I64, GS_SUM, GS_ALGO_MPI);
+    v->lines = (size_t)n;
+  }
   if (st == GS_OK) st = vocab_merge(path, min_count, comm, v);
   if (st != GS_OK) {
     gs_criteo_vocab_free(v);

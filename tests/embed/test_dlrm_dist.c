@@ -25,7 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "gradsync.h"
 #include "mrt.h"
@@ -674,58 +676,96 @@ static void criteo_file(const char *path, int n, int bad_at) {
   fclose(f);
 }
 
-/* The vocabulary counted over the ranks (each its lines, the counts summed
- * by the values' owners) is the one process's: every feature's counts and
- * every value's id, with a line limit and without, at thresholds 1 and 3;
- * a bad line counted by one rank fails every rank with its words. */
+/* The vocabulary over the ranks and one process's, compared: every
+ * feature's counts and every value's id; the kept values' count (*kept). */
+static void same_vocab(const char *path, size_t limit, uint64_t threshold, const char *what,
+                       size_t *kept) {
+  gs_criteo_vocab *one = NULL, *dist = NULL;
+  CHECK_ST(gs_criteo_vocab_build(path, limit, threshold, &one), GS_OK);
+  CHECK_ST(gs_criteo_vocab_build_comm(path, limit, threshold, g_comm, &dist), GS_OK);
+  *kept = 0;
+  if (one == NULL || dist == NULL) {
+    gs_criteo_vocab_free(one);
+    gs_criteo_vocab_free(dist);
+    return;
+  }
+  for (int t = 0; t < GS_CRITEO_SPARSE; t++) {
+    size_t d1, k1, l1, d2, k2, l2;
+    gs_criteo_vocab_stats(one, t, &d1, &k1, &l1);
+    gs_criteo_vocab_stats(dist, t, &d2, &k2, &l2);
+    CHECK(d1 == d2 && k1 == k2 && l1 == l2, "%s, limit %zu, threshold %" PRIu64 ", C%d: "
+          "distinct %zu/%zu, kept %zu/%zu, lines %zu/%zu (one process/ranks)", what, limit,
+          threshold, t + 1, d1, d2, k1, k2, l1, l2);
+    CHECK(gs_criteo_vocab_rows(one, t) == gs_criteo_vocab_rows(dist, t), "%s: C%d's rows", what,
+          t + 1);
+    *kept += k1;
+    /* every value the file can hold, and some it does not */
+    for (uint64_t v = 0; v < 200; v++) {
+      char hex[32];
+      snprintf(hex, sizeof hex, "%" PRIx64, (uint64_t)(v * 0x9e3779b1ull + (uint64_t)t));
+      uint64_t a = gs_criteo_vocab_id(one, t, hex), b = gs_criteo_vocab_id(dist, t, hex);
+      if (a != b) {
+        fail("%s, limit %zu, threshold %" PRIu64 ", C%d: value %s is id %" PRIu64
+             " in one process, %" PRIu64 " over the ranks", what, limit, threshold, t + 1, hex,
+             a, b);
+        break;
+      }
+    }
+  }
+  gs_criteo_vocab_free(one);
+  gs_criteo_vocab_free(dist);
+}
+
+/* path's bytes, gzip-compressed, into gz. */
+static void gzip_copy(const char *path, const char *gz) {
+  FILE *in = fopen(path, "rb");
+  gzFile out = gzopen(gz, "wb");
+  CHECK(in != NULL && out != NULL, "cannot copy %s to %s", path, gz);
+  char buf[4096];
+  size_t n;
+  while (in && out && (n = fread(buf, 1, sizeof buf, in)) > 0)
+    CHECK(gzwrite(out, buf, (unsigned)n) == (int)n, "gzwrite %s", gz);
+  if (in) fclose(in);
+  if (out) gzclose(out);
+}
+
+/* The vocabulary counted over the ranks is the one process's: a plain file
+ * (each rank the lines that start in its byte range; with a line limit the
+ * bytes before it split again) with limits of 220 and 5 lines of 300 and
+ * without, at thresholds 1 and 3, and a bad line past the limit unread; without its last newline; of fewer lines
+ * than ranks; gzip-compressed (each rank every P-th line of the stream). A
+ * bad line counted by one rank fails every rank with its words; the last
+ * rank reading another file (other bytes) fails every rank, naming it. */
 static void vocab_dist(void) {
   begin_case("the Criteo vocabulary over %d ranks", g_size);
   const size_t mem0 = gs_mem_used();
-  char path[128];
+  char path[128], gz[140];
   snprintf(path, sizeof path, "/tmp/gs_vocab_dist_%d_%d.tsv", (int)getpid(), g_rank);
+  snprintf(gz, sizeof gz, "%s.gz", path);
   criteo_file(path, 300, -1);
-  const size_t limits[2] = {0, 220};
+  const size_t limits[3] = {0, 220, 5};
   const uint64_t thresholds[2] = {1, 3};
-  for (int li = 0; li < 2; li++)
+  for (int li = 0; li < 3; li++)
     for (int ti = 0; ti < 2; ti++) {
-      gs_criteo_vocab *one = NULL, *dist = NULL;
-      CHECK_ST(gs_criteo_vocab_build(path, limits[li], thresholds[ti], &one), GS_OK);
-      CHECK_ST(gs_criteo_vocab_build_comm(path, limits[li], thresholds[ti], g_comm, &dist), GS_OK);
-      if (one == NULL || dist == NULL) {
-        gs_criteo_vocab_free(one);
-        gs_criteo_vocab_free(dist);
-        continue;
-      }
-      size_t kept_all = 0;
-      for (int t = 0; t < GS_CRITEO_SPARSE; t++) {
-        size_t d1, k1, l1, d2, k2, l2;
-        gs_criteo_vocab_stats(one, t, &d1, &k1, &l1);
-        gs_criteo_vocab_stats(dist, t, &d2, &k2, &l2);
-        CHECK(d1 == d2 && k1 == k2 && l1 == l2, "limit %zu, threshold %" PRIu64 ", C%d: "
-              "distinct %zu/%zu, kept %zu/%zu, lines %zu/%zu (one process/ranks)",
-              limits[li], thresholds[ti], t + 1, d1, d2, k1, k2, l1, l2);
-        CHECK(gs_criteo_vocab_rows(one, t) == gs_criteo_vocab_rows(dist, t), "C%d's rows", t + 1);
-        kept_all += k1;
-        /* every value the file can hold, and some it does not */
-        for (uint64_t v = 0; v < 200; v++) {
-          char hex[32];
-          snprintf(hex, sizeof hex, "%" PRIx64, (uint64_t)(v * 0x9e3779b1ull + (uint64_t)t));
-          uint64_t a = gs_criteo_vocab_id(one, t, hex), b = gs_criteo_vocab_id(dist, t, hex);
-          if (a != b) {
-            fail("limit %zu, threshold %" PRIu64 ", C%d: value %s is id %" PRIu64
-                 " in one process, %" PRIu64 " over the ranks", limits[li], thresholds[ti],
-                 t + 1, hex, a, b);
-            break;
-          }
-        }
-      }
+      size_t kept = 0;
+      same_vocab(path, limits[li], thresholds[ti], "plain", &kept);
       /* thresholds that keep some values and not others */
-      CHECK(kept_all > 0, "no value kept at threshold %" PRIu64, thresholds[ti]);
-      gs_criteo_vocab_free(one);
-      gs_criteo_vocab_free(dist);
+      CHECK(kept > 0 || limits[li] < 10, "no value kept at threshold %" PRIu64, thresholds[ti]);
     }
-  /* Line 2 (0-based 1, rank 1's when there are several) is bad: every rank
-   * fails with that line named. */
+  size_t kept;
+  gzip_copy(path, gz);
+  same_vocab(gz, 0, 3, "gzip", &kept);
+  same_vocab(gz, 220, 1, "gzip", &kept);
+  unlink(gz);
+  /* the last newline cut off: the last line is still a line */
+  criteo_file(path, 300, -1);
+  struct stat sb;
+  CHECK(stat(path, &sb) == 0 && truncate(path, sb.st_size - 1) == 0, "cutting %s", path);
+  same_vocab(path, 0, 1, "no last newline", &kept);
+  criteo_file(path, 2, -1);
+  same_vocab(path, 0, 1, "two lines", &kept);
+  /* Line 2 (0-based 1, rank 0's range's second or rank 1's line) is bad:
+   * every rank fails with that line named. */
   criteo_file(path, 300, 1);
   gs_criteo_vocab *bad = NULL;
   gs_status st = gs_criteo_vocab_build_comm(path, 0, 2, g_comm, &bad);
@@ -733,6 +773,26 @@ static void vocab_dist(void) {
             strstr(gs_last_error(), "zz") != NULL,
         "a bad line 2: status %d, '%s'", (int)st, gs_last_error());
   gs_criteo_vocab_free(bad);
+  /* a bad line in the last rank's range: named by its number in the file */
+  criteo_file(path, 300, 290);
+  st = gs_criteo_vocab_build_comm(path, 0, 2, g_comm, &bad);
+  CHECK(st == GS_ERR_PARSE && bad == NULL && strstr(gs_last_error(), "line 291") != NULL,
+        "a bad line 291: status %d, '%s'", (int)st, gs_last_error());
+  gs_criteo_vocab_free(bad);
+  /* beyond the line limit (220): not read as a training line */
+  CHECK_ST(gs_criteo_vocab_build_comm(path, 220, 2, g_comm, &bad), GS_OK);
+  gs_criteo_vocab_free(bad);
+  bad = NULL;
+  if (g_size > 1) {
+    criteo_file(path, g_rank == g_size - 1 ? 301 : 300, -1);
+    st = gs_criteo_vocab_build_comm(path, 0, 2, g_comm, &bad);
+    char who[32];
+    snprintf(who, sizeof who, "rank %d sees", g_size - 1);
+    CHECK(st == GS_ERR_MISMATCH && bad == NULL && strstr(gs_last_error(), who) != NULL &&
+              strstr(gs_last_error(), "the same file") != NULL,
+          "the last rank's file longer: status %d, '%s'", (int)st, gs_last_error());
+    gs_criteo_vocab_free(bad);
+  }
   unlink(path);
   CHECK(gs_mem_used() == mem0, "%zu bytes held after the vocabularies were freed",
         gs_mem_used() - mem0);
