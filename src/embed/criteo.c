@@ -469,44 +469,64 @@ static gs_status is_gzip(const char *path, int fd, int *gz) {
   return GS_OK;
 }
 
-/* In bytes [lo, hi) of the lines that start before byte `size` (the
- * file's, or where the lines counted end): *first, where the first line
- * that starts there starts (hi when none does), and *count, how many start
- * there (a line starts at 0 and after every newline, but not at size). */
-static gs_status range_lines(const char *path, int fd, uint64_t lo, uint64_t hi,
-                             uint64_t size, uint64_t *first, uint64_t *count) {
+/* Visits fd's newlines at bytes [from, to) in order: visit(pos, arg)
+ * returns 0 to go on, 1 to stop. */
+static gs_status each_newline(const char *path, int fd, uint64_t from, uint64_t to,
+                              int (*visit)(uint64_t pos, void *arg), void *arg) {
   enum { CHUNK = 1 << 20 };
-  *first = hi;
-  *count = 0;
-  if (lo >= hi) return GS_OK;
-  if (lo == 0) {
-    *first = 0;
-    *count = 1;
-  }
   char *buf = gs_malloc(CHUNK);
   if (buf == NULL) return gs_error(GS_ERR_NOMEM, "Criteo file '%s': out of memory", path);
   gs_status st = GS_OK;
-  /* newlines at p in [lo - 1, hi - 1): a line starts at p + 1 in [lo, hi) */
-  uint64_t at = lo == 0 ? 0 : lo - 1;
-  while (at < hi - 1 && st == GS_OK) {
-    size_t want = (size_t)GS_MIN((uint64_t)CHUNK, hi - 1 - at);
-    ssize_t got = pread(fd, buf, want, (off_t)at);
+  int stop = 0;
+  for (uint64_t at = from; at < to && !stop;) {
+    ssize_t got = pread(fd, buf, (size_t)GS_MIN((uint64_t)CHUNK, to - at), (off_t)at);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
       st = gs_error(GS_ERR_IO, "Criteo file '%s': reading bytes %" PRIu64 " on: %s", path, at,
                     got < 0 ? strerror(errno) : "it is shorter than it was");
       break;
     }
-    for (const char *q = buf, *end = buf + got; (q = memchr(q, '\n', (size_t)(end - q)));
-         q++) {
-      uint64_t start = at + (uint64_t)(q - buf) + 1;
-      if (start >= size) break;
-      if (*first == hi) *first = start;
-      (*count)++;
-    }
+    for (const char *q = buf, *end = buf + got;
+         !stop && (q = memchr(q, '\n', (size_t)(end - q))) != NULL; q++)
+      stop = visit(at + (uint64_t)(q - buf), arg);
     at += (uint64_t)got;
   }
   gs_free(buf);
+  return st;
+}
+
+typedef struct starts {
+  uint64_t size, hi, first, count; /* range_lines' */
+  size_t index, n;                 /* line_start's: the line counted to, the one sought */
+  uint64_t at;
+} starts;
+
+static int count_start(uint64_t pos, void *arg) {
+  starts *s = arg;
+  if (pos + 1 >= s->size) return 1;
+  if (s->first == s->hi) s->first = pos + 1;
+  s->count++;
+  return 0;
+}
+
+/* In bytes [lo, hi) of the lines that start before byte `size` (the
+ * file's, or where the lines counted end): *first, where the first line
+ * that starts there starts (hi when none does), and *count, how many start
+ * there (a line starts at 0 and after every newline, but not at size). */
+static gs_status range_lines(const char *path, int fd, uint64_t lo, uint64_t hi,
+                             uint64_t size, uint64_t *first, uint64_t *count) {
+  starts s = {.size = size, .hi = hi, .first = hi};
+  gs_status st = GS_OK;
+  if (lo < hi) {
+    if (lo == 0) {
+      s.first = 0;
+      s.count = 1;
+    }
+    /* newlines at p in [lo - 1, hi - 1): a line starts at p + 1 in [lo, hi) */
+    st = each_newline(path, fd, lo == 0 ? 0 : lo - 1, hi - 1, count_start, &s);
+  }
+  *first = s.first;
+  *count = s.count;
   return st;
 }
 
@@ -730,32 +750,19 @@ static gs_status agree_ranges(const char *path, gs_comm *comm, gs_status mine,
   return st;
 }
 
+static int find_start(uint64_t pos, void *arg) {
+  starts *s = arg;
+  s->at = pos + 1;
+  return ++s->index >= s->n;
+}
+
 /* Where line n (0-based) starts, counting from the line `index` that
- * starts at byte first (the rank's range holds it). */
-static gs_status line_start(const char *path, int fd, uint64_t first, size_t index, size_t n,
-                            uint64_t *at) {
-  enum { CHUNK = 1 << 20 };
-  char *buf = gs_malloc(CHUNK);
-  if (buf == NULL) return gs_error(GS_ERR_NOMEM, "Criteo file '%s': out of memory", path);
-  gs_status st = GS_OK;
-  uint64_t pos = first;
-  *at = first;
-  while (index < n && st == GS_OK) {
-    ssize_t got = pread(fd, buf, CHUNK, (off_t)pos);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      st = gs_error(GS_ERR_IO, "Criteo file '%s': reading bytes %" PRIu64 " on: %s", path, pos,
-                    got < 0 ? strerror(errno) : "it is shorter than it was");
-      break;
-    }
-    for (const char *q = buf, *end = buf + got; index < n && (q = memchr(q, '\n',
-                                                   (size_t)(end - q))); q++) {
-      index++;
-      *at = pos + (uint64_t)(q - buf) + 1;
-    }
-    pos += (uint64_t)got;
-  }
-  gs_free(buf);
+ * starts at byte first, n among the lines that start before hi. */
+static gs_status line_start(const char *path, int fd, uint64_t first, uint64_t hi, size_t index,
+                            size_t n, uint64_t *at) {
+  starts s = {.index = index, .n = n, .at = first};
+  gs_status st = index < n ? each_newline(path, fd, first, hi, find_start, &s) : GS_OK;
+  *at = s.at;
   return st;
 }
 
@@ -829,7 +836,7 @@ gs_status gs_criteo_vocab_build_comm(const char *path, size_t lines, uint64_t mi
       gs_status f = GS_OK;
       rv.end = 0;
       if (index <= lines && lines < index + rv.lines)
-        f = line_start(path, fd, first, index, lines, &rv.end);
+        f = line_start(path, fd, first, hi, index, lines, &rv.end);
       gs_free(all);
       all = NULL;
       st = agree_ranges(path, comm, f, &rv, &all);
