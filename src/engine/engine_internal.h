@@ -116,7 +116,7 @@ typedef struct eng_sample {
 
 #define ENG_SAMPLES 4096
 
-typedef struct eng_timeline eng_timeline;
+typedef gs__timeline eng_timeline;
 
 struct gs_engine {
   gs_comm *comm;
@@ -254,20 +254,17 @@ gs_status eng_xchg_costs(gs_engine *e, gs_plan_xchg *x);
 gs_status eng_agree_on(gs_comm *comm, gs_status mine, const char *what);
 gs_status eng_agree(gs_engine *e, gs_status mine, const char *what);
 
-/* timeline.c. Tracks: the compute, comm and wait rows of a rank. */
+/* The engine's timeline (src/core/timeline.c): the compute, comm and wait
+ * rows of a rank, then callers' (gs_engine_trace). */
 enum { TL_COMPUTE = 1, TL_COMM = 2, TL_WAIT = 3 };
-/* Opens the rank's trace file at once ("t.json" -> "t.rank3.json" when
- * size > 1), so that a path that cannot be written fails at the start. */
-gs_status tl_open(const char *path, int rank, int size, eng_timeline **out);
-void tl_free(eng_timeline *tl);
-/* Records a complete event; `name` and `args` (a JSON object's members
- * without braces, or NULL) are copied. Thread-safe. */
-void tl_event(eng_timeline *tl, int track, const char *name, uint64_t start_ns,
-              uint64_t end_ns, const char *args);
-gs_status tl_write(eng_timeline *tl, int rank, int size);
-/* The track id of a caller's track called name (made on first use, after
- * the engine's three; at most 8), or -1 (no timeline, or no room).
- * Thread-safe. */
-int tl_caller_track(eng_timeline *tl, const char *name);
+static inline gs_status tl_open(const char *path, int rank, int size, eng_timeline **out) {
+  static const char *const tracks[] = {"compute", "comm", "wait"};
+  return gs__timeline_open(path, rank, size, "gradsync engine",
+                           "GRADSYNC_TIMELINE or cfg.timeline", tracks, 3, out);
+}
+#define tl_free gs__timeline_free
+#define tl_event gs__timeline_event
+#define tl_write gs__timeline_write
+#define tl_caller_track gs__timeline_track
 
 #endif /* GS_ENGINE_INTERNAL_H */

@@ -105,6 +105,25 @@ int gs__state_file_crc_ok(const unsigned char *data, size_t size);
 uint32_t gs__crc32(uint32_t crc, const void *buf, size_t n);
 /* fsyncs the directory holding path (after a rename or unlink in it). */
 void gs__sync_dir_of(const char *path);
+/* ---- Timelines (src/core/timeline.c) ----------------------------------------
+ * A Chrome trace per rank, written at the end: one process (pid = rank)
+ * with the owner's tracks (tids 1 .. ntracks, named), then tracks made on
+ * first use by name (at most 16 in all). open creates the file at once
+ * ("t.json" -> "t.rank3.json" when size > 1), so a path that cannot be
+ * written fails at the start, naming who and how it was asked for; event
+ * records a complete event (name and args, a JSON object's members without
+ * braces or NULL, copied; thread-safe); track returns a named track's id,
+ * or -1 (no timeline, or no room); write writes and closes the file. */
+typedef struct gs__timeline gs__timeline;
+gs_status gs__timeline_open(const char *path, int rank, int size, const char *who,
+                            const char *how, const char *const *tracks, int ntracks,
+                            gs__timeline **out);
+void gs__timeline_free(gs__timeline *tl);
+void gs__timeline_event(gs__timeline *tl, int track, const char *name, uint64_t start_ns,
+                        uint64_t end_ns, const char *args);
+int gs__timeline_track(gs__timeline *tl, const char *name);
+gs_status gs__timeline_write(gs__timeline *tl, int rank, int size);
+
 /* The median of v[0 .. n-1], the mean of the middle two when n is even; 0
  * when n is 0. Sorts v in place. */
 double gs__median(double *v, size_t n);

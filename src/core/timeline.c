@@ -1,16 +1,18 @@
 /*
- * The engine's timeline: complete events ("ph":"X") in the Chrome trace
- * format (the "JSON Object Format" of the Trace Event Format document),
- * which Perfetto and chrome://tracing open. One process per rank (pid =
- * rank) with three threads: compute, comm and wait. Times are microseconds
- * of CLOCK_MONOTONIC, so files of ranks on one host line up.
+ * Timelines (gs_internal.h, gs__timeline_*): complete events ("ph":"X") in
+ * the Chrome trace format (the "JSON Object Format" of the Trace Event
+ * Format document), which Perfetto and chrome://tracing open. One process
+ * per rank (pid = rank) with the owner's named tracks (the engine's
+ * compute, comm and wait; DLRM training's), then callers' tracks made on
+ * first use. Times are microseconds of CLOCK_MONOTONIC, so files of ranks
+ * on one host line up.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "engine_internal.h"
+#include "gs_internal.h"
 
 /* Enough for hours of a 600-tensor model; events past it are counted. */
 #define TL_MAX_EVENTS (4u << 20)
@@ -21,13 +23,14 @@ typedef struct tl_ev {
   char *name, *args;
 } tl_ev;
 
-/* Caller tracks (gs_engine_trace) follow the engine's three. */
-#define TL_MAX_CALLER_TRACKS 8
+/* Callers' tracks (gs_engine_trace) follow the owner's. */
+#define TL_MAX_TRACKS 16
 
-struct eng_timeline {
+struct gs__timeline {
   pthread_mutex_t mu;
-  char *caller[TL_MAX_CALLER_TRACKS];
-  int ncaller;
+  char *track[TL_MAX_TRACKS]; /* the owner's, then callers' */
+  int ntrack, nbase;
+  char who[128];
   tl_ev *ev;
   size_t n, cap, dropped;
   FILE *f;
@@ -45,38 +48,6 @@ static void rank_path(char *dst, size_t n, const char *path, int rank) {
   snprintf(dst, n, "%.*s.rank%d%s", (int)(dot - path), path, rank, dot);
 }
 
-gs_status tl_open(const char *path, int rank, int size, eng_timeline **out) {
-  *out = NULL;
-  eng_timeline *tl = gs_calloc(1, sizeof *tl);
-  if (tl == NULL) return GS_ERR_NOMEM;
-  if (size > 1) rank_path(tl->file, sizeof tl->file, path, rank);
-  else snprintf(tl->file, sizeof tl->file, "%s", path);
-  tl->f = fopen(tl->file, "w");
-  if (tl->f == NULL) {
-    gs_status st = gs_error(GS_ERR_IO, "gradsync engine, rank %d: cannot write the "
-                            "timeline '%s' (GRADSYNC_TIMELINE or cfg.timeline): %s",
-                            rank, tl->file, strerror(errno));
-    gs_free(tl);
-    return st;
-  }
-  pthread_mutex_init(&tl->mu, NULL);
-  *out = tl;
-  return GS_OK;
-}
-
-void tl_free(eng_timeline *tl) {
-  if (tl == NULL) return;
-  if (tl->f) fclose(tl->f);
-  for (size_t i = 0; i < tl->n; i++) {
-    gs_free(tl->ev[i].name);
-    gs_free(tl->ev[i].args);
-  }
-  gs_free(tl->ev);
-  for (int i = 0; i < tl->ncaller; i++) gs_free(tl->caller[i]);
-  pthread_mutex_destroy(&tl->mu);
-  gs_free(tl);
-}
-
 static char *copy(const char *s) {
   if (s == NULL) return NULL;
   size_t n = strlen(s) + 1;
@@ -85,7 +56,46 @@ static char *copy(const char *s) {
   return d;
 }
 
-void tl_event(eng_timeline *tl, int track, const char *name, uint64_t start_ns,
+gs_status gs__timeline_open(const char *path, int rank, int size, const char *who,
+                            const char *how, const char *const *tracks, int ntracks,
+                            gs__timeline **out) {
+  *out = NULL;
+  gs__timeline *tl = gs_calloc(1, sizeof *tl);
+  if (tl == NULL) return gs_error(GS_ERR_NOMEM, "%s: out of memory for a timeline", who);
+  if (size > 1) rank_path(tl->file, sizeof tl->file, path, rank);
+  else snprintf(tl->file, sizeof tl->file, "%s", path);
+  snprintf(tl->who, sizeof tl->who, "%s", who);
+  for (int i = 0; i < ntracks && i < TL_MAX_TRACKS; i++) {
+    tl->track[i] = copy(tracks[i]);
+    tl->ntrack = tl->nbase = i + 1;
+  }
+  tl->f = fopen(tl->file, "w");
+  if (tl->f == NULL) {
+    gs_status st = gs_error(GS_ERR_IO, "%s, rank %d: cannot write the timeline '%s' (%s): %s",
+                            who, rank, tl->file, how, strerror(errno));
+    for (int i = 0; i < tl->ntrack; i++) gs_free(tl->track[i]);
+    gs_free(tl);
+    return st;
+  }
+  pthread_mutex_init(&tl->mu, NULL);
+  *out = tl;
+  return GS_OK;
+}
+
+void gs__timeline_free(gs__timeline *tl) {
+  if (tl == NULL) return;
+  if (tl->f) fclose(tl->f);
+  for (size_t i = 0; i < tl->n; i++) {
+    gs_free(tl->ev[i].name);
+    gs_free(tl->ev[i].args);
+  }
+  gs_free(tl->ev);
+  for (int i = 0; i < tl->ntrack; i++) gs_free(tl->track[i]);
+  pthread_mutex_destroy(&tl->mu);
+  gs_free(tl);
+}
+
+void gs__timeline_event(gs__timeline *tl, int track, const char *name, uint64_t start_ns,
               uint64_t end_ns, const char *args) {
   if (tl == NULL) return;
   char *n = copy(name), *a = copy(args);
@@ -109,17 +119,17 @@ void tl_event(eng_timeline *tl, int track, const char *name, uint64_t start_ns,
   pthread_mutex_unlock(&tl->mu);
 }
 
-int tl_caller_track(eng_timeline *tl, const char *name) {
+int gs__timeline_track(gs__timeline *tl, const char *name) {
   if (tl == NULL || name == NULL) return -1;
   int t = -1;
   pthread_mutex_lock(&tl->mu);
-  for (int i = 0; i < tl->ncaller && t < 0; i++)
-    if (strcmp(tl->caller[i], name) == 0) t = TL_WAIT + 1 + i;
-  if (t < 0 && tl->ncaller < TL_MAX_CALLER_TRACKS) {
+  for (int i = tl->nbase; i < tl->ntrack && t < 0; i++)
+    if (strcmp(tl->track[i], name) == 0) t = 1 + i;
+  if (t < 0 && tl->ntrack < TL_MAX_TRACKS) {
     char *c = copy(name);
     if (c) {
-      tl->caller[tl->ncaller] = c;
-      t = TL_WAIT + 1 + tl->ncaller++;
+      tl->track[tl->ntrack] = c;
+      t = 1 + tl->ntrack++;
     }
   }
   pthread_mutex_unlock(&tl->mu);
@@ -137,23 +147,19 @@ static void put_json_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-/* Writes the events to the file opened by tl_open and closes it. */
-gs_status tl_write(eng_timeline *tl, int rank, int size) {
+/* Writes the events to the file opened by gs__timeline_open and closes it. */
+gs_status gs__timeline_write(gs__timeline *tl, int rank, int size) {
   FILE *f = tl->f;
   tl->f = NULL;
   if (f == NULL) return GS_OK;
-  static const char *tracks[] = {"", "compute", "comm", "wait"};
   fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
   fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,"
           "\"args\":{\"name\":\"rank %d\"}}", rank, rank);
-  for (int t = 1; t <= 3; t++)
-    fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,"
-            "\"args\":{\"name\":\"%s\"}}", rank, t, tracks[t]);
   pthread_mutex_lock(&tl->mu);
-  for (int i = 0; i < tl->ncaller; i++) {
+  for (int i = 0; i < tl->ntrack; i++) {
     fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,"
-            "\"args\":{\"name\":", rank, TL_WAIT + 1 + i);
-    put_json_string(f, tl->caller[i]);
+            "\"args\":{\"name\":", rank, 1 + i);
+    put_json_string(f, tl->track[i]);
     fputs("}}", f);
   }
   for (size_t i = 0; i < tl->n; i++) {
@@ -170,7 +176,6 @@ gs_status tl_write(eng_timeline *tl, int rank, int size) {
   fprintf(f, "\n],\"otherData\":{\"rank\":%d,\"ranks\":%d,\"dropped_events\":%zu}}\n",
           rank, size, dropped);
   if (fclose(f) != 0)
-    return gs_error(GS_ERR_IO, "gradsync engine, rank %d: error writing '%s'", rank,
-                    tl->file);
+    return gs_error(GS_ERR_IO, "%s, rank %d: error writing '%s'", tl->who, rank, tl->file);
   return GS_OK;
 }
