@@ -182,6 +182,10 @@ typedef struct gs_dlrm_train_config {
                                * updates (gs_dlrm_dist_train_step_next) */
   const char *mlp_policy;     /* gs_dlrm_dist_set_mlp_policy's: NULL or "fused", or an
                                * engine policy */
+  const char *timeline;       /* a Chrome trace per rank ("t.json" -> "t.rank1.json"):
+                               * each step's phases (compute and comm tracks), the
+                               * steps, evaluations and commits, the checkpoint
+                               * writer; NULL: GRADSYNC_TIMELINE's, "" none */
   size_t batch;               /* per rank and step */
   int epochs;
   size_t steps;               /* per epoch (the training set: steps x ranks x batch) */

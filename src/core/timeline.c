@@ -71,8 +71,8 @@ gs_status gs__timeline_open(const char *path, int rank, int size, const char *wh
   }
   tl->f = fopen(tl->file, "w");
   if (tl->f == NULL) {
-    gs_status st = gs_error(GS_ERR_IO, "%s, rank %d: cannot write the timeline '%s' (%s): %s",
-                            who, rank, tl->file, how, strerror(errno));
+    gs_status st = gs_error(GS_ERR_IO, "%s: cannot write the timeline '%s' (%s): %s", who,
+                            tl->file, how, strerror(errno));
     for (int i = 0; i < tl->ntrack; i++) gs_free(tl->track[i]);
     gs_free(tl);
     return st;
@@ -176,6 +176,6 @@ gs_status gs__timeline_write(gs__timeline *tl, int rank, int size) {
   fprintf(f, "\n],\"otherData\":{\"rank\":%d,\"ranks\":%d,\"dropped_events\":%zu}}\n",
           rank, size, dropped);
   if (fclose(f) != 0)
-    return gs_error(GS_ERR_IO, "%s, rank %d: error writing '%s'", tl->who, rank, tl->file);
+    return gs_error(GS_ERR_IO, "%s: error writing the timeline '%s'", tl->who, tl->file);
   return GS_OK;
 }

@@ -101,6 +101,7 @@ struct dlrm_ckpt {
   uint64_t *file_bytes;
   gs_shard_plan *old_plan; /* its plan, when its world size is not this run's */
   int background;        /* commits may go to the background (agreed at open) */
+  gs__timeline *tl;      /* borrowed (dlrm_ckpt_set_timeline), or NULL */
   struct pending *pend;  /* a commit being written in the background, or NULL */
   char *kept, *kept_plan; /* the last commit put in place in the background, whose
                           * predecessors' files its successor's writer removes */
@@ -1160,6 +1161,7 @@ typedef struct pending {
   gs__state_file f;        /* this rank's file, written, not yet checksummed */
   int open;                /* f holds a temporary file */
   int tidy;                /* finish first removes the files older than c->kept's */
+  int threaded_run;        /* finish runs in the writer thread */
   char *mine, *pfile;
   const gs_shard_plan *plan;
   size_t step;
@@ -1205,7 +1207,14 @@ static void *pending_finish(void *arg) {
     }
     gs_free(text);
   }
-  p->write_s = gs_now() - t0;
+  double t1 = gs_now();
+  p->write_s = t1 - t0;
+  if (c->tl && p->threaded_run) {
+    char name[64];
+    snprintf(name, sizeof name, "commit %zu written", p->step);
+    gs__timeline_event(c->tl, gs__timeline_track(c->tl, "checkpoint writer"), name,
+                       (uint64_t)(t0 * 1e9), (uint64_t)(t1 * 1e9), NULL);
+  }
   p->st = st;
   if (st != GS_OK) snprintf(p->err, sizeof p->err, "%s", gs_last_error());
   return NULL;
@@ -1266,6 +1275,7 @@ gs_status dlrm_ckpt_commit(dlrm_ckpt *c, gs_dlrm_dist *d, const gs_shard_plan *p
   /* Started on every rank or on none. */
   if (st == GS_OK && background) {
     p->tidy = c->kept != NULL && c->kept_plan != NULL;
+    p->threaded_run = 1;
     if (pthread_create(&p->thread, NULL, pending_finish, c) == 0)
       p->threaded = 1;
     else
@@ -1290,6 +1300,10 @@ gs_status dlrm_ckpt_commit(dlrm_ckpt *c, gs_dlrm_dist *d, const gs_shard_plan *p
     snprintf(p->err, sizeof p->err, "%s", gs_last_error());
   }
   return dlrm_ckpt_publish(c, d, step, done);
+}
+
+void dlrm_ckpt_set_timeline(dlrm_ckpt *c, gs__timeline *tl) {
+  if (c) c->tl = tl;
 }
 
 size_t dlrm_ckpt_due(const dlrm_ckpt *c) {

@@ -144,6 +144,7 @@ struct gs_dlrm_dist {
 
   float *logits, *dlogits;
   gs_dlrm_dist_stats stats;
+  gs__timeline *tl; /* borrowed (dlrm_dist_set_timeline), or NULL */
 
   /* The MLP and dense dp gradients through the engine
    * (gs_dlrm_dist_set_mlp_policy), on a communicator of its own so that its
@@ -172,12 +173,39 @@ static gs_status grow(void *pp, size_t *cap, size_t n, size_t elem, const char *
   return GS_OK;
 }
 
+/* A span of this rank's work, from t0 to t1, on the timeline if one is
+ * set (dlrm_dist_set_timeline). */
+static void span(gs_dlrm_dist *d, int track, const char *name, double t0, double t1) {
+  if (d->tl) gs__timeline_event(d->tl, track, name, (uint64_t)(t0 * 1e9), (uint64_t)(t1 * 1e9),
+                                NULL);
+}
+
+/* Time since t0 into *acc, and on the timeline's compute (timed) or comm
+ * (timed_comm) track. */
+static void timed(gs_dlrm_dist *d, double *acc, const char *name, double t0) {
+  double t1 = gs_now();
+  *acc += t1 - t0;
+  span(d, DLRM_TL_COMPUTE, name, t0, t1);
+}
+
+static void timed_comm(gs_dlrm_dist *d, double *acc, const char *name, double t0) {
+  double t1 = gs_now();
+  *acc += t1 - t0;
+  span(d, DLRM_TL_COMM, name, t0, t1);
+}
+
 /* Time since t0 into the all-to-alls' total and one phase of it. */
 static void a2a_time(gs_dlrm_dist *d, double *phase, double t0) {
-  double dt = gs_now() - t0;
+  double t1 = gs_now(), dt = t1 - t0;
   d->stats.a2a_s += dt;
   *phase += dt;
+  span(d, DLRM_TL_COMM, phase == &d->stats.ids_s      ? "ids all-to-all"
+                        : phase == &d->stats.pooled_s ? "pooled all-to-all"
+                        : phase == &d->stats.grads_s  ? "gradients all-to-all"
+                                                      : "all-to-all", t0, t1);
 }
+
+void dlrm_dist_set_timeline(gs_dlrm_dist *d, gs__timeline *tl) { d->tl = tl; }
 
 static int cmp_shard(const void *a, const void *b) {
   const dist_shard *x = a, *y = b;
@@ -294,6 +322,9 @@ gs_status gs_dlrm_dist_set_mlp_policy(gs_dlrm_dist *d, const char *policy) {
   gs_engine_config cfg;
   gs_engine_config_init(&cfg);
   cfg.policy = policy;
+  /* The run's timeline is DLRM's (its phases, the all-reduce's wait
+   * among them), not a second file of the engine's at the same path. */
+  if (d->tl) cfg.timeline = "";
   st = gs_engine_create(d->ecomm, &cfg, &d->eng);
   if (st != GS_OK) {
     char why[GS_VOTE_MESSAGE];
@@ -935,7 +966,7 @@ static gs_status a2a_floats(gs_dlrm_dist *d, const float *send, float *recv, int
 static gs_status forward_bottom(gs_dlrm_dist *d, const gs_dlrm_batch *b) {
   double t0 = gs_now();
   GS_CHECK(gs_dlrm_forward_bottom(d->m, b));
-  d->stats.mlp_s += gs_now() - t0;
+  timed(d, &d->stats.mlp_s, "bottom MLP", t0);
   return GS_OK;
 }
 
@@ -965,7 +996,7 @@ static gs_status dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *lo
                 GS_CHECK(gs_embed_forward(&d->local[mine + (size_t)j], &bags, GS_EMBED_SUM,
                                           pooled, T * D, t * D)));
   }
-  d->stats.lookup_s += gs_now() - t0;
+  timed(d, &d->stats.lookup_s, "lookup", t0);
 
   /* Rank r's block of the owner's matrix goes to r; from owner k come n x
    * W[k] floats. */
@@ -1003,7 +1034,7 @@ static gs_status dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *lo
   }
   dlrm_mark_pooled(d->m);
   GS_CHECK(gs_dlrm_forward_top(d->m, n, logits));
-  d->stats.mlp_s += gs_now() - t0;
+  timed(d, &d->stats.mlp_s, "interaction, top MLP", t0);
   return GS_OK;
 }
 
@@ -1076,7 +1107,7 @@ static gs_status dp_update(gs_dlrm_dist *d, const gs_dlrm_batch *b, const gs_emb
   }
   GS_CHECK(gs_allgatherv(d->comm, d->dp_gsend, gcount, d->dp_grecv, d->rc, d->rd, GS_F32,
                          GS_ALGO_AUTO));
-  d->stats.a2a_s += gs_now() - t0;
+  timed_comm(d, &d->stats.a2a_s, "dp all-gather", t0);
   d->stats.dp_bytes += (double)((P - 1) * (cnt * 4 + gcount * 4));
 
   t0 = gs_now();
@@ -1108,7 +1139,7 @@ static gs_status dp_update(gs_dlrm_dist *d, const gs_dlrm_batch *b, const gs_emb
                                                           d->dp_grecv, ng * D, k * D, opt,
                                                           &d->work)));
   }
-  d->stats.lookup_s += gs_now() - t0;
+  timed(d, &d->stats.lookup_s, "dp update", t0);
   return GS_OK;
 }
 
@@ -1220,11 +1251,11 @@ static gs_status split_update(gs_dlrm_dist *d, const gs_embed_optim *opt) {
           memcpy(d->xsend + at, d->urows[j].sq + lo, (hi - lo) * sizeof(float));
           at += hi - lo;
         }
-  d->stats.lookup_s += gs_now() - t0;
+  timed(d, &d->stats.lookup_s, "column blocks' squares", t0);
   t0 = gs_now();
   gst = gs_alltoallv(d->comm, d->xsend, d->xc, d->xd, d->xrecv, d->xc, d->xd, GS_F32,
                      GS_ALGO_AUTO);
-  d->stats.a2a_s += gs_now() - t0;
+  timed_comm(d, &d->stats.a2a_s, "squares all-to-all", t0);
   d->stats.grad_bytes += (double)(tot - d->xc[me]) * 4;
   GS_CHECK(st);
   GS_CHECK(gst);
@@ -1258,7 +1289,7 @@ static gs_status split_update(gs_dlrm_dist *d, const gs_embed_optim *opt) {
     }
     SHARD_TIMED(d, j, GS_CHECK(gs_embed_rows_update(&d->local[j], u, d->xsum, d->D, opt)));
   }
-  d->stats.lookup_s += gs_now() - t0;
+  timed(d, &d->stats.lookup_s, "embedding update", t0);
   return GS_OK;
 }
 
@@ -1311,7 +1342,7 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
   GS_CHECK(dlrm_bce(d->logits, b->labels, n, (double)N, b->first_sample, &lsum, d->dlogits));
   GS_CHECK(gs_dlrm_backward_top(d->m, d->dlogits, eng ? mlp_ready : NULL, d));
   if (!eng) GS_CHECK(gs_dlrm_backward_bottom(d->m, NULL, NULL));
-  d->stats.mlp_s += gs_now() - t0;
+  timed(d, &d->stats.mlp_s, "loss, top MLP backward", t0);
 
   /* Each shard's gradient columns to its owner. */
   t0 = gs_now();
@@ -1333,7 +1364,7 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
     d->rc[r] = d->n_of[r] * Wm;
     d->rd[r] = d->n_first[r] * Wm;
   }
-  d->stats.mlp_s += gs_now() - t0;
+  timed(d, &d->stats.mlp_s, "interaction backward", t0);
 
   /* Fused: the sum of the MLP gradients and the dense dp tables' (one fused
    * message) and the loss's, issued before the gradients' all-to-all so
@@ -1343,7 +1374,7 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
    * (its gradients to the engine too). */
   t0 = gs_now();
   GS_CHECK(eng ? dense_grads_ready(d, b) : fuse_grads(d, b));
-  d->stats.lookup_s += gs_now() - t0;
+  timed(d, &d->stats.lookup_s, "dense gradients", t0);
   size_t nw;
   float *grads = gs_dlrm_mlp_grads(d->m, &nw);
   double loss_sum = lsum;
@@ -1361,7 +1392,7 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
   if (st == GS_OK && eng) {
     t0 = gs_now();
     st = gs_dlrm_backward_bottom(d->m, mlp_ready, d);
-    d->stats.mlp_s += gs_now() - t0;
+    timed(d, &d->stats.mlp_s, "bottom MLP backward", t0);
   }
   if (st == GS_OK || ga.req) { /* an issued exchange is always waited for */
     gs_status fst = a2a_finish(d, &ga);
@@ -1387,7 +1418,7 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
                                                     d->own_pooled, Wm, x->col, &opt->embed,
                                                     &d->work));
   }
-  d->stats.lookup_s += gs_now() - t0;
+  timed(d, &d->stats.lookup_s, "embedding update", t0);
   if (split) {
     gs_status sst = split_update(d, &opt->embed);
     if (st == GS_OK) st = sst;
@@ -1398,7 +1429,7 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
   gs_status wst = eng ? gs_engine_wait(d->eng) : gs_wait(ar);
   d->eopen = 0;
   gs_status lst = gs_wait(lr);
-  d->stats.allreduce_s += gs_now() - t0;
+  timed_comm(d, &d->stats.allreduce_s, "all-reduce wait", t0);
   GS_CHECK(st);
   GS_CHECK(wst);
   GS_CHECK(lst);
@@ -1409,11 +1440,11 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
       SHARD_TIMED(d, mine + (size_t)j,
                   GS_CHECK(gs_embed_update_dense(&d->local[mine + (size_t)j],
                                                  d->fused + d->dense_at[j], &opt->embed)));
-  d->stats.lookup_s += gs_now() - t0;
+  timed(d, &d->stats.lookup_s, "dp update", t0);
   t0 = gs_now();
   if (!eng) memcpy(grads, d->fused, nw * sizeof(float));
   gs_dlrm_update_mlp(d->m, opt->mlp_lr);
-  d->stats.mlp_s += gs_now() - t0;
+  timed(d, &d->stats.mlp_s, "MLP update", t0);
   if (loss) *loss = loss_sum / (double)N;
   if (logits) memcpy(logits, d->logits, n * sizeof(float));
   d->stats.steps++;

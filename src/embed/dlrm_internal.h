@@ -140,6 +140,16 @@ gs_status dlrm_ckpt_publish(dlrm_ckpt *c, gs_dlrm_dist *d, size_t now, dlrm_ckpt
 size_t dlrm_ckpt_due(const dlrm_ckpt *c);
 /* Joins a writer still running and removes its unpublished files. */
 void dlrm_ckpt_close(dlrm_ckpt *c);
+/* The timeline of a DLRM run (GRADSYNC_TIMELINE or the config's
+ * timeline: a Chrome trace per rank). dlrm_dist.c records each phase of a
+ * step on compute or comm; dlrm_train.c the steps, evaluations and
+ * commits; dlrm_ckpt.c the background writer on a track of its own. */
+enum { DLRM_TL_COMPUTE = 1, DLRM_TL_COMM = 2, DLRM_TL_STEPS = 3, DLRM_TL_CHECKPOINT = 4 };
+typedef struct gs__timeline gs__timeline;
+/* Sets (or clears, NULL) the timeline d's step records on; borrowed. */
+void dlrm_dist_set_timeline(gs_dlrm_dist *d, gs__timeline *tl);
+/* Sets the timeline the commits' writer records on; borrowed. */
+void dlrm_ckpt_set_timeline(dlrm_ckpt *c, gs__timeline *tl);
 /* Waits for a prefetched batch's exchange and drops it (dlrm_dist.c), so
  * that a commit's or load's collectives find nothing in flight. */
 gs_status dlrm_dist_settle(gs_dlrm_dist *d);

@@ -484,6 +484,49 @@ static gs_status commit(dlrm_ckpt *ck, gs_dlrm_dist *d, const gs_shard_plan *pla
   return GS_OK;
 }
 
+/* The run's timeline (cfg->timeline, else GRADSYNC_TIMELINE; none when
+ * empty), opened on every rank or none. Collective. */
+static gs_status open_timeline(const gs_dlrm_train_config *cfg, gs_comm *comm,
+                               gs__timeline **tl) {
+  const char *path = cfg->timeline ? cfg->timeline : getenv("GRADSYNC_TIMELINE");
+  gs_status mine = GS_OK;
+  *tl = NULL;
+  if (path && *path) {
+    static const char *const tracks[] = {"compute", "comm", "steps", "checkpoint"};
+    mine = gs__timeline_open(path, gs_comm_rank(comm), gs_comm_size(comm), "DLRM training",
+                             "GRADSYNC_TIMELINE or the config's timeline", tracks, 4, tl);
+  }
+  char msg[GS_VOTE_MESSAGE] = "";
+  if (mine != GS_OK) gs__error_copy(msg, sizeof msg);
+  gs_agreement a;
+  GS_CHECK(gs_agree(comm, gs_comm_mpi(comm), "DLRM timeline", mine, msg, NULL, 0, &a));
+  gs_status st = GS_OK;
+  if (a.failed)
+    st = mine != GS_OK ? gs_error(mine, "%s", msg)
+                       : gs_error((gs_status)a.votes[a.first].status, "rank %d: %s", a.first,
+                                  a.votes[a.first].message);
+  gs_agreement_free(&a);
+  if (st != GS_OK) {
+    gs__timeline_free(*tl);
+    *tl = NULL;
+  }
+  return st;
+}
+
+/* A span of the run's on the timeline (none: nothing). */
+static void trace(gs__timeline *tl, int track, double t0, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void trace(gs__timeline *tl, int track, double t0, const char *fmt, ...) {
+  if (tl == NULL) return;
+  double t1 = gs_now();
+  char name[96];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(name, sizeof name, fmt, ap);
+  va_end(ap);
+  gs__timeline_event(tl, track, name, (uint64_t)(t0 * 1e9), (uint64_t)(t1 * 1e9), NULL);
+}
+
 gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
                             gs_dlrm_train_cb cb, void *user) {
   if (cfg == NULL || comm == NULL)
@@ -555,6 +598,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   gs_dlrm_batch b = {0}, b2 = {0}; /* this step's and the next's */
   float *all = NULL, *labels = NULL;
   dlrm_ckpt *ck = NULL;
+  gs__timeline *tl = NULL;
   double *pred_ms = NULL, *meas_ms = NULL; /* per rank: lookup ms a step */
   double *mem = NULL; /* per rank, 4 arrays: peak, base (resident bytes), allocated, shards' */
   double *shard_pred = NULL, *shard_meas = NULL; /* per shard of the plan: the same */
@@ -597,6 +641,9 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   gs_mem_reset_peak();
   GS_CHECK_GOTO(gs_dlrm_dist_create(&mc, plan, comm, &d), st, out);
   gs_dlrm_dist_set_precision(d, cfg->precision);
+  GS_CHECK_GOTO(open_timeline(cfg, comm, &tl), st, out);
+  dlrm_dist_set_timeline(d, tl);
+  dlrm_ckpt_set_timeline(ck, tl);
   GS_CHECK_GOTO(gs_dlrm_dist_set_mlp_policy(d, cfg->mlp_policy), st, out);
   double load_s = gs_now();
   if (resumed) GS_CHECK_GOTO(dlrm_ckpt_load(ck, d), st, out);
@@ -687,7 +734,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
         st = in_phase(st, "the data of training step %zu of epoch %d", s + 2, e);
         goto out;
       }
-      double loss;
+      double loss, ts0 = gs_now();
       window_before(&win, d);
       st = gs_dlrm_dist_train_step_next(d, cur, ahead ? nxt : NULL, &cfg->optim, &loss, NULL);
       if (st != GS_OK) {
@@ -695,6 +742,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
         goto out;
       }
       window_after(&win, d);
+      trace(tl, DLRM_TL_STEPS, ts0, "step %zu", gstep);
       filled = ahead;
       if (ahead) {
         gs_dlrm_batch *x = cur;
@@ -711,11 +759,13 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
         double c0 = gs_now();
         GS_CHECK_GOTO(publish(ck, d, gstep, cb, user), st, out);
         commit_s += gs_now() - c0;
+        trace(tl, DLRM_TL_CHECKPOINT, c0, "put in place after step %zu", gstep);
       }
       if (ck && s + 1 < cfg->steps && (stop || point)) {
         double c0 = gs_now();
         GS_CHECK_GOTO(commit(ck, d, plan, gstep, lsum, stop, 0, cb, user), st, out);
         commit_s += gs_now() - c0;
+        trace(tl, DLRM_TL_CHECKPOINT, c0, "commit after step %zu", gstep);
         if (stop == 2) atomic_store(&stop_asked, 0);
         if (stop) goto out;
       }
@@ -744,6 +794,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
     ee.shard_lookup_pred_ms = shard_pred;
     ee.eval_samples = cfg->eval_samples;
     ee.auc = ee.log_loss = ee.teacher_auc = NAN; /* no evaluation asked for */
+    double ev0 = gs_now();
     if (rounds > 0)
       st = evaluate(cfg, comm, d, &src, &b, rounds, all, labels, &ee.auc, &ee.log_loss,
                     &ee.teacher_auc, &ee.auc_undefined);
@@ -751,6 +802,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
       st = in_phase(st, "the held-out evaluation after epoch %d", e);
       goto out;
     }
+    if (rounds > 0) trace(tl, DLRM_TL_STEPS, ev0, "evaluation after epoch %d", e);
     ee.peak_rss_bytes = peak_rss();
     ee.base_rss_bytes = base_rss;
     ee.shard_mem_bytes = plan->rank_mem[gs_comm_rank(comm)];
@@ -773,7 +825,9 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
       size_t gstep = (size_t)e * cfg->steps;
       int stop = cfg->stop_at_step == gstep;
       if (!stop && e < cfg->epochs) GS_CHECK_GOTO(agree_stop(comm, &stop), st, out);
+      double c0 = gs_now();
       GS_CHECK_GOTO(commit(ck, d, plan, gstep, 0, stop, e == cfg->epochs, cb, user), st, out);
+      trace(tl, DLRM_TL_CHECKPOINT, c0, "commit after step %zu", gstep);
       if (stop == 2) atomic_store(&stop_asked, 0);
       if (stop) goto out;
     }
@@ -793,7 +847,12 @@ out:
   gs_criteo_close(src.r);
   gs_dlrm_dist_destroy(d);
   gs_shard_plan_free(plan);
-  dlrm_ckpt_close(ck);
+  dlrm_ckpt_close(ck); /* its writer joined: nothing records on the timeline after */
+  if (tl) {
+    gs_status wst = gs__timeline_write(tl, (int)rank, (int)P);
+    if (st == GS_OK) st = wst;
+    gs__timeline_free(tl);
+  }
   gs_criteo_vocab_free(vocab);
   gs_free(specs);
   gs_free(tables);

@@ -683,12 +683,24 @@ static void background(void) {
   subdir(dir2, sizeof dir2, "bg_fail");
   gs_dlrm_train_config c = base_config(dir, GS_SHARD_RW, 0);
   c.commit_every = 2;
+  /* a timeline: the writer thread records on it beside the steps */
+  char tl[320], tl_rank[340];
+  subdir(tl, sizeof tl, "bg_timeline.json");
+  c.timeline = tl;
   record r = {0};
   r.copy_at = 4;
   r.dir = dir;
   r.copy = copy;
   check_all(gs_dlrm_train_run(&c, g_comm, on_event, &r), GS_OK, "commits in the background");
   CHECK(r.commits == 4, "%d commit events, expected 4 (steps 2, 4, 6, 8)", r.commits);
+  snprintf(tl_rank, sizeof tl_rank, "%.*s.rank%d.json", (int)strlen(tl) - 5, tl, g_rank);
+  size_t tn = 0;
+  unsigned char *tt = slurp(tl_rank, &tn);
+  CHECK(tt != NULL && strstr((const char *)tt, "\"commit 2 written\"") != NULL &&
+            strstr((const char *)tt, "\"checkpoint writer\"") != NULL,
+        "%s: no writer's span of the commit at step 2", tl_rank);
+  free(tt);
+  c.timeline = NULL;
   for (int k = 0; k < 4 && k < r.commits; k++) {
     size_t want = 2 * (size_t)(k + 1);
     int last = k == 3;
