@@ -192,12 +192,14 @@ new_case flips
 echo 0 >"$scratch/flips.n"
 echo localhost:2 >"$scratch/flips.list"
 printf '#!/bin/sh\ncat %s\n' "$scratch/flips.list" >"$scratch/flips.sh"
+# (The trap first: the supervisor stops the launch as soon as the listing
+# it flips changes, and a SIGUSR1 before the trap ended it with 138.)
 cat >"$scratch/flips_prog.sh" <<EOS
 #!/bin/bash
+trap 'exit 3' USR1
 n=\$(cat "$scratch/flips.n"); echo \$((n + 1)) >"$scratch/flips.n"
 [ "\$n" -ge 80 ] && exit 0
 if [ "\$GS_FAKE_NP" = 2 ]; then echo localhost:1; else echo localhost:2; fi >"$scratch/flips.list"
-trap 'exit 3' USR1
 for _ in \$(seq 1 200); do sleep 0.05; done
 exit 1
 EOS
