@@ -822,10 +822,8 @@ gs_status gs_criteo_vocab_build_comm(const char *path, size_t lines, uint64_t mi
   }
   gs_status st = GS_OK;
   int by_bytes = 0;
-  if (mine != GS_OK) {
-    st = agree_ranges(path, comm, mine, &rv, &all); /* fails on every rank */
-  } else if (rv.gz) {
-    st = agree_ranges(path, comm, mine, &rv, &all);
+  if (mine != GS_OK || rv.gz) {
+    st = agree_ranges(path, comm, mine, &rv, &all); /* a failure: every rank's */
   } else {
     by_bytes = 1;
     st = split_lines(path, comm, fd, rv.size, &first, &hi, &index, &total, &rv, &all);

@@ -1157,11 +1157,10 @@ static gs_status write_manifest(dlrm_ckpt *c, size_t step, double loss_sum, cons
  * have lost at that commit point. */
 typedef struct pending {
   pthread_t thread;
-  int threaded;            /* a thread runs finish (else it ran inline) */
+  int threaded;            /* a thread runs finish (else it runs inline); set before the
+                            * thread starts, cleared once it is joined */
   gs__state_file f;        /* this rank's file, written, not yet checksummed */
   int open;                /* f holds a temporary file */
-  int tidy;                /* finish first removes the files older than c->kept's */
-  int threaded_run;        /* finish runs in the writer thread */
   char *mine, *pfile;
   const gs_shard_plan *plan;
   size_t step;
@@ -1183,7 +1182,8 @@ static void *pending_finish(void *arg) {
   dlrm_ckpt *c = arg;
   pending *p = c->pend;
   double t0 = gs_now();
-  if (p->tidy)
+  /* in the background, the files older than the last commit in place */
+  if (p->threaded && c->kept && c->kept_plan)
     remove_stale(c, c->kept, c->kept_plan, basename_of(p->mine), basename_of(p->pfile));
   gs_status st = p->f.defer_crc ? gs__state_file_crc_back(&p->f) : GS_OK;
   p->crc = (uint32_t)p->f.crc;
@@ -1209,7 +1209,7 @@ static void *pending_finish(void *arg) {
   }
   double t1 = gs_now();
   p->write_s = t1 - t0;
-  if (c->tl && p->threaded_run) {
+  if (c->tl && p->threaded) {
     char name[64];
     snprintf(name, sizeof name, "commit %zu written", p->step);
     gs__timeline_event(c->tl, gs__timeline_track(c->tl, "checkpoint writer"), name,
@@ -1274,13 +1274,12 @@ gs_status dlrm_ckpt_commit(dlrm_ckpt *c, gs_dlrm_dist *d, const gs_shard_plan *p
   p->open = st == GS_OK;
   /* Started on every rank or on none. */
   if (st == GS_OK && background) {
-    p->tidy = c->kept != NULL && c->kept_plan != NULL;
-    p->threaded_run = 1;
-    if (pthread_create(&p->thread, NULL, pending_finish, c) == 0)
-      p->threaded = 1;
-    else
+    p->threaded = 1;
+    if (pthread_create(&p->thread, NULL, pending_finish, c) != 0) {
+      p->threaded = 0;
       st = gs_error(GS_ERR_INTERNAL, "DLRM commit at step %zu: cannot start the writer thread",
                     step);
+    }
   }
   if (background) {
     gs_agreement a;
