@@ -494,15 +494,23 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
              ev->global_step, v->epochs, ev->steps, ev->from_ranks, 1e3 * ev->commit_s);
     else if (v->json)
       printf("{\"resumed_at_step\": %zu, \"complete\": false, \"epoch\": %d, "
-             "\"step_in_epoch\": %zu, \"from_ranks\": %d, \"load_ms\": %.3f}\n",
-             ev->global_step, ev->epoch, ev->step, ev->from_ranks, 1e3 * ev->commit_s);
+             "\"step_in_epoch\": %zu, \"from_ranks\": %d, \"from_step\": %zu, "
+             "\"from_global_batch\": %zu, \"load_ms\": %.3f}\n",
+             ev->global_step, ev->epoch, ev->step, ev->from_ranks, ev->from_step,
+             ev->from_global_batch, 1e3 * ev->commit_s);
     else if (ev->epoch > v->epochs)
       printf("resumed from %s at step %zu: the run is complete (%d epochs of %zu steps)\n",
              v->checkpoint, ev->global_step, v->epochs, ev->steps);
-    else
-      printf("resumed from %s at step %zu (epoch %d, step %zu of %zu) in %.1f ms%s\n",
-             v->checkpoint, ev->global_step, ev->epoch, ev->step, ev->steps, 1e3 * ev->commit_s,
+    else {
+      char regroup[160] = "";
+      if (ev->from_step != ev->global_step)
+        snprintf(regroup, sizeof regroup, "; the commit at step %zu in steps of %zu samples",
+                 ev->from_step, ev->from_global_batch);
+      printf("resumed from %s at step %zu (epoch %d, step %zu of %zu%s) in %.1f ms%s\n",
+             v->checkpoint, ev->global_step, ev->epoch, ev->step, ev->steps, regroup,
+             1e3 * ev->commit_s,
              ev->from_ranks != v->size ? ", its tables re-sharded from another world size" : "");
+    }
     fflush(stdout);
     return;
   }

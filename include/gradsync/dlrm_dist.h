@@ -285,6 +285,10 @@ typedef struct gs_dlrm_train_event {
   double write_s;             /* COMMIT: its background writer's seconds on this rank
                                * (checksum, fsync, rename); 0 in the foreground */
   int from_ranks;             /* RESUME: the checkpoint's world size (another: re-sharded) */
+  size_t from_step;           /* RESUME: the commit's own global step, in its run's steps
+                               * (global_step where the global batch is the same) */
+  size_t from_global_batch;   /* RESUME: the checkpoint's global batch (another: its
+                               * position regrouped into this run's steps) */
   const char *auc_undefined;  /* EPOCH: why auc is NaN ("the held-out labels are all one
                                * class"), NULL when it is defined; static */
   const gs_cost_lookup *lookup; /* PLAN, EPOCH: the lookup cost the run prices with: the

@@ -94,8 +94,10 @@ struct dlrm_ckpt {
   uint64_t run_id;      /* this launch's, in the names of its commits' files */
   uint64_t ckpt_id;     /* the resumed commit's */
   int resumed;
-  size_t step;          /* the resumed commit's */
-  double loss_sum;
+  size_t step;          /* the resumed position: the global step in this run's steps */
+  size_t file_step;     /* the resumed commit's own step (in its files' names) */
+  size_t old_global_batch; /* the resumed commit's global batch */
+  double loss_sum;      /* the unfinished epoch's loss sum, in this run's steps */
   int old_ranks;        /* the resumed commit's world size */
   uint32_t *file_crc;   /* the resumed commit's, per rank of it */
   uint64_t *file_bytes;
@@ -280,6 +282,34 @@ static int run_differs(const cJSON *saved, const cJSON *mine, char *why, size_t 
                 {"batch", "the batch per rank"},
                 {"steps_per_epoch", "the steps per epoch (where every step's samples start)"},
                 {"sharding", "the sharding"}};
+  /* Another global batch (another world size with the same batch per
+   * rank, or another batch) takes the epoch's samples in other steps: it
+   * resumes when an epoch is the same samples (the steps per epoch times
+   * the global batch), at the same sample (dlrm_ckpt_open checks that the
+   * commit is at a step of this run's global batch). */
+  double sg = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(saved, "global_batch"));
+  double mg = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(mine, "global_batch"));
+  double ss = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(saved, "steps_per_epoch"));
+  double ms = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(mine, "steps_per_epoch"));
+  int regroup = !isnan(sg) && !isnan(ss) && sg >= 1 && ss >= 1 && sg != mg;
+  if (regroup && ss * sg != ms * mg) {
+    char fit[160];
+    double E = ss * sg;
+    if (E == floor(E / mg) * mg)
+      snprintf(fit, sizeof fit, "give --steps %.0f (%.0f samples an epoch in steps of %.0f)",
+               E / mg, E, mg);
+    else
+      snprintf(fit, sizeof fit, "and %.0f samples do not split into steps of %.0f", E, mg);
+    double sr = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(saved, "ranks"));
+    double mr = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(mine, "ranks"));
+    snprintf(why, n, "its global batch was %.0f (%.0f rank%s) and this run's is %.0f (%.0f "
+             "rank%s): another global batch resumes on the same samples an epoch, and the "
+             "checkpoint's epochs are %.0f steps of %.0f (%.0f samples), this run's %.0f "
+             "steps of %.0f (%.0f); %s",
+             sg, sr, sr == 1 ? "" : "s", mg, mr, mr == 1 ? "" : "s", ss, sg, E, ms, mg,
+             ms * mg, fit);
+    return 1;
+  }
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(saved, fields[i].key);
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(mine, fields[i].key);
@@ -289,6 +319,11 @@ static int run_differs(const cJSON *saved, const cJSON *mine, char *why, size_t 
       return 1;
     }
     if (cJSON_Compare(s, m, 1)) continue;
+    /* The batch per rank, the steps per epoch and the world size follow
+     * the global batch (checked above). */
+    if (regroup && (strcmp(fields[i].key, "ranks") == 0 || strcmp(fields[i].key, "batch") == 0 ||
+                    strcmp(fields[i].key, "steps_per_epoch") == 0))
+      continue;
     const char *mfile = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "criteo_file"));
     const char *sfile = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "criteo_file"));
     if (strcmp(fields[i].key, "data") == 0 && mfile && sfile) {
@@ -318,22 +353,12 @@ static int run_differs(const cJSON *saved, const cJSON *mine, char *why, size_t 
     }
     if (strcmp(fields[i].key, "ranks") == 0) {
       /* Another world size takes the same samples in the same steps when
-       * the global batch stays: the tables are re-sharded. */
-      const cJSON *sg = cJSON_GetObjectItemCaseSensitive(saved, "global_batch");
-      const cJSON *mg = cJSON_GetObjectItemCaseSensitive(mine, "global_batch");
-      double G = cJSON_GetNumberValue(sg), P = cJSON_GetNumberValue(m);
-      if (cJSON_Compare(sg, mg, 1)) continue;
-      char fit[128];
-      if (G == floor(G / P) * P)
-        snprintf(fit, sizeof fit, "give --global-batch %.0f (a batch of %.0f per rank here)",
-                 G, G / P);
-      else
-        snprintf(fit, sizeof fit, "and %.0f does not split evenly over this run's %.0f ranks",
-                 G, P);
-      snprintf(why, n, "it was written by %.0f ranks and this run has %.0f, with a global "
-               "batch of %.0f and this run %.0f: another world size resumes only with the "
-               "same global batch, which takes the same samples in the same steps; %s",
-               cJSON_GetNumberValue(s), P, G, cJSON_GetNumberValue(mg), fit);
+       * the global batch stays (the tables are re-sharded), and in other
+       * steps with another (above). A manifest without its global batch
+       * (none was written without it) resumes on its own world size. */
+      if (sg == mg) continue;
+      snprintf(why, n, "it was written by %.0f ranks and this run has %.0f, and it does not "
+               "record its global batch", cJSON_GetNumberValue(s), cJSON_GetNumberValue(m));
       return 1;
     }
     /* The batch per rank changes with the world size. */
@@ -504,8 +529,13 @@ static gs_status read_checkpoint(dlrm_ckpt *c, int *found, uint32_t *text_crc,
     goto out;
   }
   /* epoch and step_in_epoch are step's, in the checkpoint's steps per
-   * epoch (this run's: run_differs checked it). */
-  size_t spe = c->cfg->steps;
+   * epoch (this run's, or as many samples: run_differs checked it). */
+  c->file_step = c->step;
+  double sgb = cJSON_GetNumberValue(item(run, "global_batch"));
+  double sspe = cJSON_GetNumberValue(item(run, "steps_per_epoch"));
+  size_t G = c->cfg->batch * (size_t)c->ranks;
+  c->old_global_batch = isnan(sgb) ? G : (size_t)sgb;
+  size_t spe = isnan(sspe) || sspe < 1 ? c->cfg->steps : (size_t)sspe;
   const char *derived = ep && (size_t)ep->valuedouble != c->step / spe ? "epoch"
                         : sie && (size_t)sie->valuedouble != c->step % spe ? "step_in_epoch"
                                                                            : NULL;
@@ -515,6 +545,23 @@ static gs_status read_checkpoint(dlrm_ckpt *c, int *found, uint32_t *text_crc,
                   "version", dir, path, derived, item(m, derived)->valuedouble, c->step, spe,
                   derived[0] == 'e' ? c->step / spe : c->step % spe);
     goto out;
+  }
+  if (c->old_global_batch != G) {
+    /* The same sample in this run's steps: the commit must sit at one of
+     * them. The epoch's loss sum so far, a sum of per-step means, counts
+     * an old step as old/new steps of this run. */
+    size_t e = c->step / spe, done = (c->step % spe) * c->old_global_batch;
+    if (done % G != 0) {
+      st = gs_error(GS_ERR_INVALID_ARG, "resuming: the checkpoint in %s is at step %zu, %zu "
+                    "samples into epoch %zu (steps of %zu), which is not at a step of this "
+                    "run's global batch %zu (%zu ranks x %zu): resume with a global batch "
+                    "that divides %zu, or from a commit at an epoch's end", dir, c->step,
+                    done, e + 1, c->old_global_batch, G, (size_t)c->ranks, c->cfg->batch,
+                    done);
+      goto out;
+    }
+    c->step = e * c->cfg->steps + done / G;
+    c->loss_sum *= (double)c->old_global_batch / (double)G;
   }
   size_t total = (size_t)c->cfg->epochs * c->cfg->steps;
   if (c->step > total) {
@@ -683,9 +730,11 @@ gs_status dlrm_ckpt_open(const gs_dlrm_train_config *cfg, gs_comm *comm,
 }
 
 int dlrm_ckpt_resumed(const dlrm_ckpt *c, size_t *step, double *epoch_loss_sum,
-                      int *ranks) {
+                      int *ranks, size_t *from_step, size_t *from_global_batch) {
   if (c == NULL || !c->resumed) return 0;
   *step = c->step;
+  *from_step = c->file_step;
+  *from_global_batch = c->old_global_batch;
   *epoch_loss_sum = c->loss_sum;
   *ranks = c->old_ranks;
   return 1;
@@ -808,13 +857,13 @@ static gs_status read_rank_file(dlrm_ckpt *c, gs_dlrm_dist *d, const char *path)
   file_header h;
   if (st == GS_OK) st = read_exact(f, &h, sizeof h, &crc, path);
   if (st == GS_OK && (memcmp(h.magic, MAGIC, sizeof MAGIC) != 0 || h.rank != (uint32_t)c->rank ||
-                      h.ranks != (uint32_t)c->ranks || h.step != c->step ||
+                      h.ranks != (uint32_t)c->ranks || h.step != c->file_step ||
                       h.nshards != nsave || h.has_state != (uint32_t)state ||
                       h.mlp_floats != (c->rank == 0 ? nmlp : 0)))
     st = gs_error(GS_ERR_PARSE, "DLRM checkpoint %s: its header (rank %" PRIu32 " of %" PRIu32
                   ", step %" PRIu64 ", %" PRIu32 " shards) is not rank %d's of %d at step %zu "
                   "with %zu shards", path, h.rank, h.ranks, h.step, h.nshards, c->rank,
-                  c->ranks, c->step, nsave);
+                  c->ranks, c->file_step, nsave);
   for (size_t i = 0; i < n && st == GS_OK; i++) {
     gs_shard where;
     gs_embed_table *e = gs_dlrm_dist_shard(d, i, &where);
@@ -893,12 +942,12 @@ static gs_status reshard_file(dlrm_ckpt *c, int k, const char *path, want_block 
   file_header h;
   if (st == GS_OK) st = read_exact(f, &h, sizeof h, &crc, path);
   if (st == GS_OK && (memcmp(h.magic, MAGIC, sizeof MAGIC) != 0 || h.rank != (uint32_t)k ||
-                      h.ranks != (uint32_t)c->old_ranks || h.step != c->step ||
+                      h.ranks != (uint32_t)c->old_ranks || h.step != c->file_step ||
                       h.has_state != (uint32_t)state ||
                       h.mlp_floats != (k == 0 ? nmlp : 0)))
     st = gs_error(GS_ERR_PARSE, "DLRM checkpoint %s: its header (rank %" PRIu32 " of %" PRIu32
                   ", step %" PRIu64 ") is not rank %d's of %d at step %zu", path, h.rank,
-                  h.ranks, h.step, k, c->old_ranks, c->step);
+                  h.ranks, h.step, k, c->old_ranks, c->file_step);
   float *row = NULL;
   size_t *hit = gs_malloc((nw + 1) * sizeof *hit);
   if (st == GS_OK && hit == NULL) st = gs_error(GS_ERR_NOMEM, "DLRM checkpoint: out of memory");
@@ -989,7 +1038,7 @@ static gs_status reshard_load(dlrm_ckpt *c, gs_dlrm_dist *d) {
     for (size_t b = 0; b < nw && !need; b++)
       need = old_rank_holds(c, k, w[b].where.table, w[b].where.row_lo, w[b].where.row_hi);
     if (!need) continue;
-    char *path = rank_file(c, c->ckpt_id, c->step, k);
+    char *path = rank_file(c, c->ckpt_id, c->file_step, k);
     st = path ? reshard_file(c, k, path, w, nw, mlp, nmlp, state)
               : gs_error(GS_ERR_NOMEM, "DLRM checkpoint: out of memory");
     gs_free(path);
@@ -1015,7 +1064,7 @@ gs_status dlrm_ckpt_load(dlrm_ckpt *c, gs_dlrm_dist *d) {
   if (c->old_ranks != c->ranks) {
     st = reshard_load(c, d);
   } else {
-    char *path = rank_file(c, c->ckpt_id, c->step, c->rank);
+    char *path = rank_file(c, c->ckpt_id, c->file_step, c->rank);
     st = path ? read_rank_file(c, d, path)
               : gs_error(GS_ERR_NOMEM, "DLRM checkpoint: out of memory");
     gs_free(path);

@@ -97,7 +97,8 @@ gs_status dlrm_ckpt_open(const gs_dlrm_train_config *cfg, gs_comm *comm,
  * training losses' sum of its unfinished epoch and its world size. When
  * that is not this run's, open leaves *plan NULL (the caller makes this
  * run's) and load re-shards. */
-int dlrm_ckpt_resumed(const dlrm_ckpt *c, size_t *step, double *epoch_loss_sum, int *ranks);
+int dlrm_ckpt_resumed(const dlrm_ckpt *c, size_t *step, double *epoch_loss_sum, int *ranks,
+                      size_t *from_step, size_t *from_global_batch);
 /* Collective: every rank reads its own file into its shards; the MLPs and
  * the dp replicas come from rank 0's. On another world size each rank
  * reads the rows of its shards from the files that hold them. A failure is

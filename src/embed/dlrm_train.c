@@ -611,7 +611,8 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   if (st == GS_OK) st = pst;
   if (st != GS_OK) goto out;
   int from_ranks = 0;
-  int resumed = dlrm_ckpt_resumed(ck, &start, &resumed_lsum, &from_ranks);
+  size_t from_step = 0, from_gb = 0;
+  int resumed = dlrm_ckpt_resumed(ck, &start, &resumed_lsum, &from_ranks, &from_step, &from_gb);
   /* A stop at a step the checkpoint is at or past would never come (the
    * manifest is agreed: every rank refuses alike). */
   if (resumed && cfg->stop_at_step > 0 && start >= cfg->stop_at_step) {
@@ -655,6 +656,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
     gs_dlrm_train_event re = {.kind = GS_DLRM_EV_RESUME, .epoch = (int)(start / cfg->steps) + 1,
                               .step = start % cfg->steps, .steps = cfg->steps,
                               .global_step = start, .from_ranks = from_ranks,
+                              .from_step = from_step, .from_global_batch = from_gb,
                               .commit_s = load_s};
     emit(cb, user, &re);
   }

@@ -56,6 +56,7 @@
 #define EPOCHS 2
 #define STEPS 4
 #define MAXSTEPS (EPOCHS * STEPS)
+#define RECSTEPS 64 /* the steps a record keeps (regroup(): up to 2 x 4 x ranks) */
 
 static gs_embed_spec g_tables[] = {
     {"one", 1, 8, 2}, {"two", 2, 8, 2}, {"C3", 50, 8, 2}, {"C4", 300, 8, 2}, {"C5", 1000, 8, 2},
@@ -63,8 +64,8 @@ static gs_embed_spec g_tables[] = {
 
 /* What a run reports, by global step and epoch. */
 typedef struct record {
-  double loss[MAXSTEPS + 1];
-  int have[MAXSTEPS + 1];
+  double loss[RECSTEPS + 1];
+  int have[RECSTEPS + 1];
   double epoch_loss[EPOCHS + 1], auc[EPOCHS + 1], log_loss[EPOCHS + 1];
   int epochs_seen, commits, stopped, resumed_at;
   int ask_at; /* this rank asks for a stop (gs_dlrm_train_request_stop) after this step */
@@ -89,7 +90,7 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
   record *r = user;
   if (ev->kind == GS_DLRM_EV_STEP) {
     size_t g = (size_t)(ev->epoch - 1) * ev->steps + ev->step;
-    if (g <= MAXSTEPS) {
+    if (g <= RECSTEPS) {
       r->loss[g] = ev->loss;
       r->have[g] = 1;
     }
@@ -372,7 +373,7 @@ static void refusals(void) {
   refused(&x, GS_ERR_INVALID_ARG, -1, "the sharding", "no plan file");
   x = c;
   x.batch = 13;
-  refused(&x, GS_ERR_INVALID_ARG, -1, "the batch per rank", "another batch");
+  refused(&x, GS_ERR_INVALID_ARG, -1, "do not split into steps of", "another batch");
   x = c;
   x.optim.embed.kind = GS_EMBED_SGD;
   refused(&x, GS_ERR_INVALID_ARG, -1, "the tables' optimizer", "another optimizer");
@@ -401,9 +402,12 @@ static void refusals(void) {
   if (one) {
     record q = {0};
     gs_status st = gs_dlrm_train_run(&c, one, on_event, &q);
-    char want[64];
-    snprintf(want, sizeof want, "written by %d ranks and this run has 1, with a global batch",
-             g_size);
+    char want[256];
+    snprintf(want, sizeof want, "its global batch was %d (%d ranks) and this run's is 12 (1 "
+             "rank): another global batch resumes on the same samples an epoch, and the "
+             "checkpoint's epochs are 4 steps of %d (%d samples), this run's 4 steps of 12 "
+             "(48); give --steps %d", 12 * g_size, g_size, 12 * g_size, 48 * g_size,
+             4 * g_size);
     CHECK(st == GS_ERR_INVALID_ARG && strstr(gs_last_error(), want),
           "resuming 2 ranks' checkpoint on 1: %s (%s)", gs_strerror(st), gs_last_error());
     gs_comm_destroy(one);
@@ -561,6 +565,99 @@ static void resize(void) {
 /* A stop asked on the last rank alone (as SIGUSR1 does) after step 1: every
  * rank stops at the next commit point (step 2), and the resume continues
  * bitwise as the uninterrupted run. */
+/* Another global batch: resumed at the same sample, in this run's steps.
+ * With learning rates of 0 the model is its first one throughout, so a
+ * step's loss is a function of its samples alone: the resumed run's steps
+ * must be, bitwise, the steps of a run at the new global batch that was
+ * never stopped (the same world size, and 1 rank re-sharded from all),
+ * and its epoch's mean loss the same within the steps' float rounding (the
+ * steps before the commit, means over the old global batch, counted in
+ * the new one's: counted as one step each, it would be 3/8 off). A
+ * commit that is not at a step of the new global batch is refused. */
+static void regroup(void) {
+  begin_case("resume with another global batch, %d ranks", g_size);
+  char d1[300], d2[300];
+  subdir(d1, sizeof d1, "regroup");
+  subdir(d2, sizeof d2, "regroup_ref");
+  gs_dlrm_train_config c = base_config(d1, GS_SHARD_RW, 0);
+  c.optim.mlp_lr = 0;
+  c.optim.embed.lr = 0;
+  c.stop_at_step = 3; /* 36 x ranks samples into the first epoch */
+  record r = {0};
+  check_all(gs_dlrm_train_run(&c, g_comm, on_event, &r), GS_OK, "stopping at step 3");
+  char copy[340], cmd[800];
+  if (snprintf(copy, sizeof copy, "%s.orig", d1) >= (int)sizeof copy) fail("path too long");
+  if (g_rank == 0) {
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s'", d1, copy);
+    CHECK(system(cmd) == 0, "%s failed", cmd);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  /* Half the batch, twice the steps: step 3 of 4 is step 6 of 8. */
+  gs_dlrm_train_config h = c;
+  h.stop_at_step = 0;
+  h.resume = GS_DLRM_RESUME;
+  h.batch = 6;
+  h.steps = 2 * STEPS;
+  record s = {0};
+  check_all(gs_dlrm_train_run(&h, g_comm, on_event, &s), GS_OK, "resumed at half the batch");
+  gs_dlrm_train_config u = h;
+  u.checkpoint_dir = d2;
+  u.resume = 0;
+  record w = {0};
+  check_all(gs_dlrm_train_run(&u, g_comm, on_event, &w), GS_OK, "the half batch's run");
+  CHECK(s.resumed_at == 6, "resumed at step %d, expected 6 (of 8)", s.resumed_at);
+  for (int g = 7; g <= 2 * MAXSTEPS; g++)
+    CHECK(s.have[g] && memcmp(&s.loss[g], &w.loss[g], sizeof(double)) == 0,
+          "half the batch: step %d's loss %.17g, never stopped %.17g", g, s.loss[g], w.loss[g]);
+  for (int e = 1; e <= EPOCHS; e++)
+    CHECK(fabs(s.epoch_loss[e] - w.epoch_loss[e]) <= 1e-6 * w.epoch_loss[e],
+          "half the batch: epoch %d's loss %.17g, never stopped %.17g", e, s.epoch_loss[e],
+          w.epoch_loss[e]);
+
+  /* A step of twice the batch would start 1.5 steps in: refused. */
+  gs_dlrm_train_config b = h;
+  b.checkpoint_dir = copy;
+  b.batch = 24;
+  b.steps = STEPS / 2;
+  refused(&b, GS_ERR_INVALID_ARG, -1, "which is not at a step of this run's global batch",
+          "a commit between two steps of twice the batch");
+
+  /* Rank 0 alone, the same batch per rank: ranks x 4 steps of 12, from
+   * every rank's file. */
+  MPI_Comm solo;
+  MPI_Comm_split(MPI_COMM_WORLD, g_rank == 0 ? 0 : MPI_UNDEFINED, 0, &solo);
+  if (g_rank == 0) {
+    gs_comm *one = NULL;
+    CHECK_ST(gs_comm_create(solo, &one), GS_OK);
+    gs_dlrm_train_config o = c;
+    o.checkpoint_dir = copy;
+    o.stop_at_step = 0;
+    o.resume = GS_DLRM_RESUME;
+    o.steps = STEPS * (size_t)g_size;
+    record q = {0}, v = {0};
+    if (one) CHECK_ST(gs_dlrm_train_run(&o, one, on_event, &q), GS_OK);
+    char d3[300];
+    subdir(d3, sizeof d3, "regroup_ref1");
+    o.checkpoint_dir = d3;
+    o.resume = 0;
+    if (one) CHECK_ST(gs_dlrm_train_run(&o, one, on_event, &v), GS_OK);
+    CHECK(q.resumed_at == 3 * g_size, "1 rank: resumed at step %d, expected %d", q.resumed_at,
+          3 * g_size);
+    int last = 2 * STEPS * g_size < RECSTEPS ? 2 * STEPS * g_size : RECSTEPS;
+    for (int g = 3 * g_size + 1; g <= last; g++)
+      CHECK(q.have[g] && memcmp(&q.loss[g], &v.loss[g], sizeof(double)) == 0,
+            "1 rank: step %d's loss %.17g, never stopped %.17g", g, q.loss[g], v.loss[g]);
+    CHECK(fabs(q.epoch_loss[1] - v.epoch_loss[1]) <= 1e-6 * v.epoch_loss[1],
+          "1 rank: the first epoch's loss %.17g, never stopped %.17g", q.epoch_loss[1],
+          v.epoch_loss[1]);
+    if (one) gs_comm_destroy(one);
+    MPI_Comm_free(&solo);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  end_case();
+}
+
 static void asked_stop(void) {
   begin_case("a stop asked on one rank, %d ranks", g_size);
   char dir[300];
@@ -774,6 +871,7 @@ int main(int argc, char **argv) {
   exact_resume("tw_sgd", GS_SHARD_TW, 1, 0);
   refusals();
   resize();
+  regroup();
   asked_stop();
   background();
   given_lookup();

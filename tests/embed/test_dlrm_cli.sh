@@ -253,6 +253,26 @@ out=$(edit 'del m["epoch"], m["step_in_epoch"], m["epochs"]')
 case "$out" in "exit 0 "*) pass "a manifest without epoch, step_in_epoch, epochs resumes" ;;
   *) fail "manifest without the derived fields: $out" ;; esac
 
+# 12b. Another global batch: resumed at the same sample in this run's steps
+# (step 3 of 4 at 2 x 16 is step 6 of 8 at 1 x 16), said; without --steps
+# to match, refused with the steps that would.
+train "$tmp/g0" --tables kaggle:0.001 --steps 4 --epochs 2 --sharding rw \
+  --checkpoint "$tmp/ckg" --stop-at-step 3
+cp -r "$tmp/ckg" "$tmp/ckg.orig"
+"$G" train --model dlrm --tables kaggle:0.001 --steps 4 --epochs 2 --batch 16 --eval 64 $LK \
+  --sharding rw --checkpoint "$tmp/ckg" --resume >"$tmp/g1" 2>&1
+rc1=$?
+"$G" train --model dlrm --tables kaggle:0.001 --steps 8 --epochs 2 --batch 16 --eval 64 $LK \
+  --sharding rw --checkpoint "$tmp/ckg" --resume >"$tmp/g2" 2>&1
+rc2=$?
+if [ "$rc1" = 2 ] && grep -q "its global batch was 32 (2 ranks) and this run's is 16 (1 rank).*give --steps 8" "$tmp/g1" &&
+   [ "$rc2" = 0 ] && grep -q "at step 6 (epoch 1, step 6 of 8; the commit at step 3 in steps of 32 samples)" "$tmp/g2" &&
+   grep -q "^commit at step 16 " "$tmp/g2"; then
+  pass "another global batch: refused without --steps 8, resumed at step 6 of 8 with it"
+else
+  fail "another global batch: exit $rc1 and $rc2: $(grep -m1 "global batch" "$tmp/g1"); $(grep -m1 "resumed" "$tmp/g2")"
+fi
+
 # 13. Plans: a label that its shards contradict; errors name the plan file.
 printf '{"tables": [{"name": "a", "rows": 100, "dim": 16}, {"name": "b", "rows": 50, "dim": 16}]}' \
   >"$tmp/t2.json"
