@@ -38,7 +38,9 @@
  * Resuming: every rank reads the manifest and checks it against its run
  * (the world size, tables, MLPs, seed, optimizer, batch, steps per epoch,
  * the data's parameters and the sharding), and the ranks agree that they
- * read the same one; the plan is the checkpoint's. Each rank then reads its
+ * read the same one; the plan is the checkpoint's. Another global batch
+ * resumes at the same sample when an epoch is the same samples and the
+ * commit sits at one of this run's steps (read_checkpoint). Each rank then reads its
  * own file straight into its shards (checking its size, header, every
  * shard's block and both CRCs); rank 0's MLPs and dp replicas are
  * broadcast. Every check's failure is agreed on, so one rank failing alone

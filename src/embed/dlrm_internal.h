@@ -93,10 +93,12 @@ typedef struct dlrm_ckpt dlrm_ckpt;
  * no checkpoint_dir. */
 gs_status dlrm_ckpt_open(const gs_dlrm_train_config *cfg, gs_comm *comm,
                          const gs_embed_spec *specs, dlrm_ckpt **out, gs_shard_plan **plan);
-/* Whether open found a commit to resume from; its global step, the
- * training losses' sum of its unfinished epoch and its world size. When
- * that is not this run's, open leaves *plan NULL (the caller makes this
- * run's) and load re-shards. */
+/* Whether open found a commit to resume from; its position as this run's
+ * global step, the training losses' sum of its unfinished epoch (in this
+ * run's steps), its world size, its own step and its global batch (another
+ * global batch: the same sample in this run's steps). When the world size
+ * is not this run's, open leaves *plan NULL (the caller makes this run's)
+ * and load re-shards. */
 int dlrm_ckpt_resumed(const dlrm_ckpt *c, size_t *step, double *epoch_loss_sum, int *ranks,
                       size_t *from_step, size_t *from_global_batch);
 /* Collective: every rank reads its own file into its shards; the MLPs and
