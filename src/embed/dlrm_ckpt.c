@@ -130,9 +130,16 @@ static char *path_printf(const char *fmt, ...) {
   return p;
 }
 
+/* A rank's file of a commit, by name alone. */
+static char *rank_file_name(uint64_t id, size_t step, int rank) {
+  return path_printf("dlrm-%016" PRIx64 "-step%zu.rank%d.gsck", id, step, rank);
+}
+
 static char *rank_file(const dlrm_ckpt *c, uint64_t id, size_t step, int rank) {
-  return path_printf("%s/dlrm-%016" PRIx64 "-step%zu.rank%d.gsck", c->cfg->checkpoint_dir, id,
-                     step, rank);
+  char *n = rank_file_name(id, step, rank);
+  char *p = n ? path_printf("%s/%s", c->cfg->checkpoint_dir, n) : NULL;
+  gs_free(n);
+  return p;
 }
 
 static char *plan_file(const dlrm_ckpt *c, uint64_t id, size_t step) {
@@ -644,6 +651,15 @@ static gs_status read_checkpoint(dlrm_ckpt *c, int *found, uint32_t *text_crc,
       st = gs_error(GS_ERR_INVALID_ARG, "resuming: the plan in %s is not the checkpoint's "
                     "(%s): %s", c->cfg->plan_file, ppath, why);
   }
+  /* The commit in place until this launch puts one of its own there: a
+   * background writer removes the rest (a crash's unpublished files), not
+   * it (remove_stale). */
+  if (st == GS_OK) {
+    c->kept = rank_file_name(c->ckpt_id, c->file_step, c->rank);
+    c->kept_plan = path_printf("%s", pl->valuestring);
+    if (c->kept == NULL || c->kept_plan == NULL)
+      st = gs_error(GS_ERR_NOMEM, "DLRM checkpoint: out of memory");
+  }
 out:
   gs_shard_plan_free(theirs);
   if (st != GS_OK) {
@@ -1091,11 +1107,15 @@ gs_status dlrm_ckpt_load(dlrm_ckpt *c, gs_dlrm_dist *d) {
 /* ---- Commits ------------------------------------------------------------------ */
 
 /* Removes this rank's files of other commits and their temporary files
- * (rank 0: also other plans and the manifest's temporary files); keep and
- * keep_plan are this commit's names. Best effort: a file left behind costs
- * space, not correctness. */
+ * (rank 0: also other plans, the manifest's temporary files and the files
+ * of ranks this world lacks); keep and keep_plan are the commit in place's
+ * names (this rank's file: rank 0 keeps that commit's files of a larger
+ * world, which a resumed commit not yet replaced has), pending and
+ * pending_plan a commit's being written. Best effort: a file left behind
+ * costs space, not correctness. */
 static void remove_stale(const dlrm_ckpt *c, const char *keep, const char *keep_plan,
                          const char *pending, const char *pending_plan) {
+  const char *kr = strstr(keep, ".rank"); /* keep's commit: the name up to ".rank" */
   DIR *dh = opendir(c->cfg->checkpoint_dir);
   if (dh == NULL) return;
   char mine[64], mine_tmp[80];
@@ -1113,8 +1133,8 @@ static void remove_stale(const dlrm_ckpt *c, const char *keep, const char *keep_
     if (strncmp(n, "dlrm-", 5) == 0) {
       if ((len > ml && strcmp(n + len - ml, mine) == 0) || strstr(n, mine_tmp))
         stale = strcmp(n, keep) != 0;
-      else if (c->rank == 0 && r >= c->ranks) /* of a larger world before a resize */
-        stale = 1;
+      else if (c->rank == 0 && r >= c->ranks) /* of a larger world before a resize, */
+        stale = !kr || strncmp(n, keep, (size_t)(kr - keep) + 5) != 0; /* not keep's commit */
       else if (c->rank == 0 &&
                ((len > 10 && strcmp(n + len - 10, ".plan.json") == 0) ||
                 strstr(n, ".plan.json.tmp.")))

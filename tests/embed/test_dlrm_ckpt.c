@@ -81,7 +81,15 @@ typedef struct record {
    * block_step (a directory where its rename would put it) */
   int copy_at, block_at, block_step;
   const char *dir, *copy;
+  /* at the commit event of step look_at (every rank's writer done), what
+   * look_dir holds: rank 0's and rank 1's files, and a crash's leftovers
+   * (names with "deadbeef") */
+  int look_at, look_r0, look_r1, look_junk;
+  const char *look_dir;
 } record;
+
+static void look(record *r);
+static void plant_junk(const char *dir);
 
 static void copy_dir(const record *r);
 static void block_next(const record *r);
@@ -116,6 +124,7 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
     r->stopped = ev->stopped;
     if (r->copy_at && (size_t)r->copy_at == ev->global_step) copy_dir(r);
     if (r->block_at && (size_t)r->block_at == ev->global_step) block_next(r);
+    if (r->look_at && (size_t)r->look_at == ev->global_step) look(r);
   } else if (ev->kind == GS_DLRM_EV_RESUME) {
     r->resumed_at = (int)ev->global_step;
   }
@@ -266,26 +275,9 @@ static void exact_resume(const char *name, int sharding, int sgd, int same_plan)
   CHECK(s.stopped && s.have[3] && !s.have[4] && s.epochs_seen == 0,
         "stopping at step 3: stopped %d, steps 3 and 4 %d %d, %d epochs", s.stopped, s.have[3],
         s.have[4], s.epochs_seen);
-  /* What a crash during a later commit leaves: files of an unpublished
-   * step and temporary files. The manifest's commit resumes; the next
-   * commit removes them. */
-  MPI_Barrier(MPI_COMM_WORLD);
-  const char *junk[] = {"dlrm-00000000deadbeef-step9.rank%d.gsck",
-                        "dlrm-00000000deadbeef-step9.rank%d.gsck.tmp.Xa1b2c",
-                        "dlrm-00000000deadbeef-step9.plan.json", "dlrm.json.tmp.Yd3e4f"};
-  for (int j = 0; j < 4; j++) {
-    char name[128], path[500];
-    if (j >= 2 && g_rank != 0) break;
-    snprintf(name, sizeof name, junk[j], g_rank);
-    if (snprintf(path, sizeof path, "%s/%s", ds, name) >= (int)sizeof path) fail("path");
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL, "cannot write %s", path);
-    if (f) {
-      fputs("half a commit", f);
-      fclose(f);
-    }
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
+  /* What a crash during a later commit leaves. The manifest's commit
+   * resumes; the next commit removes them. */
+  plant_junk(ds);
   c.commit_every = 0;
   c.stop_at_step = 4;
   c.resume = GS_DLRM_RESUME;
@@ -315,7 +307,7 @@ static void exact_resume(const char *name, int sharding, int sgd, int same_plan)
   MPI_Barrier(MPI_COMM_WORLD);
   char left[400];
   CHECK(files_ending(ds, ".plan.json", left, sizeof left) == 1 &&
-            files_ending(ds, "Yd3e4f", left, sizeof left) == 0 &&
+            files_ending(ds, "dlrm.json.tmp.deadbeef", left, sizeof left) == 0 &&
             files_ending(ds, "Xa1b2c", left, sizeof left) == 0,
         "a crash's leftovers are still in %s", ds);
   int nu_files = rank_files(du, g_rank, fu, sizeof fu), ns_files = rank_files(ds, g_rank, fs,
@@ -527,8 +519,15 @@ static void resize(void) {
     c.resume = GS_DLRM_RESUME;
     c.batch = 12 * (size_t)g_size;
     record s = {0};
+    s.look_at = 4; /* the epoch's end: a commit in the background */
+    s.look_dir = d1;
     if (one) CHECK_ST(gs_dlrm_train_run(&c, one, on_event, &s), GS_OK);
     CHECK(s.resumed_at == 3, "resumed at %d, expected 3", s.resumed_at);
+    /* Its writer left the larger world's files of the commit in place
+     * until then (step 3's), which rank 0 alone removes the rest of. */
+    CHECK(s.look_r0 == 2 && s.look_r1 == 1, "when the commit at step 4 was put in place: %d "
+          "files of rank 0 (expected 2: steps 3 and 4) and %d of rank 1 (expected 1: step 3's)",
+          s.look_r0, s.look_r1);
     close_to_whole(&s, "shrunk to 1 rank");
     char f[400];
     CHECK(rank_files(d1, 0, f, sizeof f) == 1 && rank_files(d1, 1, f, sizeof f) == 0,
@@ -732,6 +731,39 @@ static void given_lookup(void) {
 
 /* rank 0 copies r->dir to r->copy, every rank waiting (called at a commit
  * event, on every rank: no writer is running then). */
+static void look(record *r) {
+  char f[400];
+  r->look_r0 = rank_files(r->look_dir, 0, f, sizeof f);
+  r->look_r1 = rank_files(r->look_dir, 1, f, sizeof f);
+  r->look_junk = 0;
+  DIR *d = opendir(r->look_dir);
+  struct dirent *e;
+  while (d && (e = readdir(d)) != NULL) r->look_junk += strstr(e->d_name, "deadbeef") != NULL;
+  if (d) closedir(d);
+}
+
+/* What a crash during a commit leaves in dir: files of an unpublished
+ * step and temporary files (rank 0 also a plan and a manifest's). */
+static void plant_junk(const char *dir) {
+  const char *junk[] = {"dlrm-00000000deadbeef-step9.rank%d.gsck",
+                        "dlrm-00000000deadbeef-step9.rank%d.gsck.tmp.Xa1b2c",
+                        "dlrm-00000000deadbeef-step9.plan.json", "dlrm.json.tmp.deadbeef"};
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int j = 0; j < 4; j++) {
+    char name[128], path[500];
+    if (j >= 2 && g_rank != 0) break;
+    snprintf(name, sizeof name, junk[j], g_rank);
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) fail("path");
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (f) {
+      fputs("half a commit", f);
+      fclose(f);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 static void copy_dir(const record *r) {
   MPI_Barrier(MPI_COMM_WORLD);
   if (g_rank == 0) {
@@ -815,12 +847,24 @@ static void background(void) {
           "step %d's loss with background commits: %.17g, uninterrupted %.17g", g, r.loss[g],
           g_whole_rw.loss[g]);
 
+  /* With a crash's leftovers beside it: the first background commit's
+   * writer removes them (until 2026-12-06 the second's), and keeps the
+   * resumed commit's files, which the manifest names until its own is in
+   * place. */
+  plant_junk(copy);
   gs_dlrm_train_config cc = base_config(copy, GS_SHARD_RW, 0);
   cc.resume = GS_DLRM_RESUME;
+  cc.commit_every = 2;
   record s = {0};
+  s.look_at = 6;
+  s.look_dir = copy;
   check_all(gs_dlrm_train_run(&cc, g_comm, on_event, &s), GS_OK,
             "resumed from the copy taken when step 4's commit was put in place");
   CHECK(s.resumed_at == 4, "the copy resumed at %d, expected 4", s.resumed_at);
+  CHECK(s.look_junk == 0 && s.look_r0 == 2 && s.look_r1 == 2,
+        "when the commit at step 6 (the first after the resume) was put in place: %d of a "
+        "crash's leftovers (expected 0), %d and %d files of ranks 0 and 1 (expected 2 each: "
+        "steps 4 and 6)", s.look_junk, s.look_r0, s.look_r1);
   for (int g = 5; g <= MAXSTEPS; g++)
     CHECK(memcmp(&s.loss[g], &g_whole_rw.loss[g], sizeof(double)) == 0,
           "step %d's loss resumed from the copy: %.17g, uninterrupted %.17g", g, s.loss[g],
