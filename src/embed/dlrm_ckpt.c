@@ -561,12 +561,31 @@ static gs_status read_checkpoint(dlrm_ckpt *c, int *found, uint32_t *text_crc,
      * an old step as old/new steps of this run. */
     size_t e = c->step / spe, done = (c->step % spe) * c->old_global_batch;
     if (done % G != 0) {
+      /* What would do on this world size: a batch per rank whose global
+       * batch divides both the samples done and the epoch's (largest
+       * first, at most three). */
+      size_t E = spe * c->old_global_batch, g = done, r = E, P = (size_t)c->ranks;
+      while (r) {
+        size_t t = g % r;
+        g = r;
+        r = t;
+      }
+      char opts[200] = "";
+      int k = 0;
+      for (size_t b = g / P; b >= 1 && k < 3; b--) {
+        if (g % (P * b) != 0) continue;
+        size_t at = strlen(opts);
+        snprintf(opts + at, sizeof opts - at, "%s--batch %zu --steps %zu", k ? ", " : "", b,
+                 E / (P * b));
+        k++;
+      }
       st = gs_error(GS_ERR_INVALID_ARG, "resuming: the checkpoint in %s is at step %zu, %zu "
                     "samples into epoch %zu (steps of %zu), which is not at a step of this "
                     "run's global batch %zu (%zu ranks x %zu): resume with a global batch "
-                    "that divides %zu, or from a commit at an epoch's end", dir, c->step,
-                    done, e + 1, c->old_global_batch, G, (size_t)c->ranks, c->cfg->batch,
-                    done);
+                    "that divides %zu and the epoch's %zu samples (on %zu rank%s: %s), or from "
+                    "a commit at an epoch's end", dir, c->step, done, e + 1,
+                    c->old_global_batch, G, P, c->cfg->batch, done, E, P, P == 1 ? "" : "s",
+                    k ? opts : "no batch per rank does");
       goto out;
     }
     c->step = e * c->cfg->steps + done / G;

@@ -572,7 +572,8 @@ static void resize(void) {
  * and its epoch's mean loss the same within the steps' float rounding (the
  * steps before the commit, means over the old global batch, counted in
  * the new one's: counted as one step each, it would be 3/8 off). A
- * commit that is not at a step of the new global batch is refused. */
+ * commit that is not at a step of the new global batch is refused, naming
+ * the batches that would do. */
 static void regroup(void) {
   begin_case("resume with another global batch, %d ranks", g_size);
   char d1[300], d2[300];
@@ -619,8 +620,12 @@ static void regroup(void) {
   b.checkpoint_dir = copy;
   b.batch = 24;
   b.steps = STEPS / 2;
-  refused(&b, GS_ERR_INVALID_ARG, -1, "which is not at a step of this run's global batch",
-          "a commit between two steps of twice the batch");
+  char hint[256];
+  snprintf(hint, sizeof hint, "which is not at a step of this run's global batch %d (%d ranks "
+           "x 24): resume with a global batch that divides %d and the epoch's %d samples (on "
+           "%d ranks: --batch 12 --steps 4, --batch 6 --steps 8, --batch 4 --steps 12)",
+           24 * g_size, g_size, 36 * g_size, 48 * g_size, g_size);
+  refused(&b, GS_ERR_INVALID_ARG, -1, hint, "a commit between two steps of twice the batch");
 
   /* Rank 0 alone, the same batch per rank: ranks x 4 steps of 12, from
    * every rank's file. */
