@@ -300,7 +300,7 @@ static int run_differs(const cJSON *saved, const cJSON *mine, char *why, size_t 
   double mg = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(mine, "global_batch"));
   double ss = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(saved, "steps_per_epoch"));
   double ms = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(mine, "steps_per_epoch"));
-  int regroup = !isnan(sg) && !isnan(ss) && sg >= 1 && ss >= 1 && sg != mg;
+  int regroup = sg >= 1 && ss >= 1 && sg == floor(sg) && ss == floor(ss) && sg != mg;
   if (regroup && ss * sg != ms * mg) {
     char fit[160];
     double E = ss * sg;
@@ -538,13 +538,13 @@ static gs_status read_checkpoint(dlrm_ckpt *c, int *found, uint32_t *text_crc,
     goto out;
   }
   /* epoch and step_in_epoch are step's, in the checkpoint's steps per
-   * epoch (this run's, or as many samples: run_differs checked it). */
+   * epoch (run_differs checked it: this run's, or as many samples in
+   * whole steps of its recorded global batch). */
   c->file_step = c->step;
   double sgb = cJSON_GetNumberValue(item(run, "global_batch"));
-  double sspe = cJSON_GetNumberValue(item(run, "steps_per_epoch"));
   size_t G = c->cfg->batch * (size_t)c->ranks;
-  c->old_global_batch = isnan(sgb) ? G : (size_t)sgb;
-  size_t spe = isnan(sspe) || sspe < 1 ? c->cfg->steps : (size_t)sspe;
+  c->old_global_batch = sgb >= 1 && sgb == floor(sgb) ? (size_t)sgb : G; /* as run_differs */
+  size_t spe = (size_t)cJSON_GetNumberValue(item(run, "steps_per_epoch"));
   const char *derived = ep && (size_t)ep->valuedouble != c->step / spe ? "epoch"
                         : sie && (size_t)sie->valuedouble != c->step % spe ? "step_in_epoch"
                                                                            : NULL;
@@ -564,12 +564,8 @@ static gs_status read_checkpoint(dlrm_ckpt *c, int *found, uint32_t *text_crc,
       /* What would do on this world size: a batch per rank whose global
        * batch divides both the samples done and the epoch's (largest
        * first, at most three). */
-      size_t E = spe * c->old_global_batch, g = done, r = E, P = (size_t)c->ranks;
-      while (r) {
-        size_t t = g % r;
-        g = r;
-        r = t;
-      }
+      size_t E = spe * c->old_global_batch, P = (size_t)c->ranks;
+      size_t g = (size_t)dlrm_gcd(done, E);
       char opts[200] = "";
       int k = 0;
       for (size_t b = g / P; b >= 1 && k < 3; b--) {

@@ -146,15 +146,6 @@ void gs_dlrm_synth_destroy(gs_dlrm_synth *g) {
   gs_free(g);
 }
 
-static uint64_t gcd_u64(uint64_t a, uint64_t b) {
-  while (b) {
-    uint64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
 /* Table t's ids per bag: its spec's pooling rounded, or the config's; 0
  * when out of range. */
 static size_t table_pool(const gs_dlrm_synth_config *cfg, int t) {
@@ -246,7 +237,7 @@ gs_status gs_dlrm_synth_create(const gs_dlrm_synth_config *cfg, gs_dlrm_synth **
     uint64_t mul = 1, add = 0;
     if (cfg->scramble && rows > 1) {
       mul = 1 + dlrm_rng_next(&prng) % (rows - 1);
-      while (gcd_u64(mul, rows) != 1) mul = mul % (rows - 1) + 1;
+      while (dlrm_gcd(mul, rows) != 1) mul = mul % (rows - 1) + 1;
       add = dlrm_rng_next(&prng) % rows;
     }
     g->perm_mul[t] = mul;

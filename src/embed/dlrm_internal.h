@@ -25,6 +25,16 @@ static inline uint64_t dlrm_mix(uint64_t x) {
   return dlrm_rng_next(&s);
 }
 
+/* The greatest common divisor (gcd(a, 0) = a). */
+static inline uint64_t dlrm_gcd(uint64_t a, uint64_t b) {
+  while (b) {
+    uint64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
 /* Uniform in [0, 1), 53 bits; uniform in (0, 1) for logarithms. */
 static inline double dlrm_unif(uint64_t *state) {
   return (double)(dlrm_rng_next(state) >> 11) * (1.0 / 9007199254740992.0);
