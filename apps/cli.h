@@ -347,6 +347,11 @@ int cli_on_terminal(void);
  * interpreter, if any, is one too. cli_find_exe_why also says why not, in
  * why (n bytes): "is a directory", "its interpreter ... No such file ...". */
 int cli_find_exe(const char *name, char *out, size_t size);
+/* Whether the directory DIR that option OPT names can be written, or made
+ * and written (its parent a writable directory), without making it: 0, or
+ * 2 after saying why (`gradsync VERB: OPT DIR: ...`). As access() tells: a
+ * run still probes by writing (root passes access() on /proc). */
+int cli_check_out_dir(const char *verb, const char *opt, const char *dir);
 /* Runs `gradsync train ARGS` (this binary) with GRADSYNC_CHECK_ARGS=1: the
  * trainer's own checks of its options, nothing run. Its exit status (2 for
  * options it refuses; 0 also where it cannot be run: the run checks again),

@@ -215,6 +215,40 @@ int cli_find_exe_why(const char *name, char *out, size_t size, char *why, size_t
   return -1;
 }
 
+int cli_check_out_dir(const char *verb, const char *opt, const char *dir) {
+  struct stat st;
+  const char *at = dir;
+  char parent[PATH_MAX];
+  if (stat(dir, &st) != 0) {
+    if (errno != ENOENT) {
+      cli_error(verb, "%s %s: %s", opt, dir, strerror(errno));
+      return 2;
+    }
+    /* To be made: its parent must be a directory it can be made in. */
+    snprintf(parent, sizeof parent, "%s", dir);
+    size_t n = strlen(parent);
+    while (n > 1 && parent[n - 1] == '/') parent[--n] = '\0';
+    char *slash = strrchr(parent, '/');
+    if (slash == NULL) snprintf(parent, sizeof parent, ".");
+    else if (slash == parent) parent[1] = '\0';
+    else *slash = '\0';
+    at = parent;
+    if (stat(parent, &st) != 0) {
+      cli_error(verb, "%s %s: cannot create the directory: %s", opt, dir, strerror(errno));
+      return 2;
+    }
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    cli_error(verb, "%s %s: %s is not a directory", opt, dir, at);
+    return 2;
+  }
+  if (access(at, W_OK | X_OK) != 0) {
+    cli_error(verb, "%s %s: cannot write in %s: %s", opt, dir, at, strerror(errno));
+    return 2;
+  }
+  return 0;
+}
+
 int cli_find_exe(const char *name, char *out, size_t size) {
   char why[320];
   return cli_find_exe_why(name, out, size, why, sizeof why);

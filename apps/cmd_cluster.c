@@ -173,6 +173,7 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
   opterr = 0;
   cli_seen seen = {{0}};
   int ch, protocol_given = 0;
+  const char *dorm_opt = NULL; /* the last of dorm's settings given */
   while ((ch = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
     int repeats = ch == 'u' || ch == 'U' || ch == 'A' || ch == 'B' || ch == 'H';
     if (ch != '?' && ch != ':' && !repeats && cli_once(VERB, &seen, ch, longs)) return 2;
@@ -241,13 +242,16 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
         break;
       case 'l':
         if (parse_double_opt("time-limit", optarg, 0.001, 3600, &c->o.time_limit_s)) return 2;
+        dorm_opt = "--time-limit";
         break;
       case 'f':
         if (parse_double_opt("fairness-weight", optarg, 0, 1000, &c->o.fairness_weight))
           return 2;
+        dorm_opt = "--fairness-weight";
         break;
       case 'a':
         if (parse_double_opt("adjust-weight", optarg, 0, 1000, &c->o.adjust_weight)) return 2;
+        dorm_opt = "--adjust-weight";
         break;
       case 'V':
         if (parse_double_opt("fairness-window", optarg, 1, 1e9, &c->o.fairness_window_s))
@@ -291,6 +295,13 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
   if (protocol_given && !(c->o.commit_work > 0)) {
     cli_error(VERB, "--discover-every and --launch-delay apply to the manager's resizes: "
               "give --commit-work too");
+    return 2;
+  }
+  /* dorm's own settings: accepted and ignored by another policy until
+   * 2026-12-06. */
+  if (dorm_opt && strcmp(c->policy, "dorm") != 0 && strcmp(c->policy, "all") != 0) {
+    cli_error(VERB, "%s is dorm's: it needs --policy dorm (or all), got '%s'", dorm_opt,
+              c->policy);
     return 2;
   }
   if (c->o.fairness_window_s > 0 && strcmp(c->policy, "dorm") != 0 &&

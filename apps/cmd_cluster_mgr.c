@@ -253,8 +253,12 @@ static int cmd_serve(int argc, char **argv) {
       int *v = a[2] == 'r' ? &restart_budget : &commit_every;
       if (a[2] == 'c') commit_every_s = -1; /* steps, for every job */
       if (!has || cli_parse_int(argv[i + 1], a[2] == 'r' ? 0 : 1, 1000000, v) != 0) {
-        cli_error("cluster serve", "%s needs a whole number (got '%s')", a,
-                  has ? argv[i + 1] : "");
+        if (a[2] == 'r')
+          cli_error("cluster serve", "--restart-budget needs restarts from 0 to 1000000 (got "
+                    "'%s')", has ? argv[i + 1] : "");
+        else
+          cli_error("cluster serve", "--commit-every needs steps from 1 to 1000000, or seconds "
+                    "as 5s (got '%s')", has ? argv[i + 1] : "");
         return 2;
       }
       i++;
@@ -343,6 +347,17 @@ static int cmd_serve(int argc, char **argv) {
     cli_error("cluster serve", "--fairness-window moves dorm's targets: it needs --policy dorm "
               "(got '%s')", policy);
     return 2;
+  }
+  /* The jobs' mpirun, found now: not at each job's launch, every job
+   * failing on it (the same search gradsync run makes). */
+  static char mpirun_path[PATH_MAX];
+  if (mpirun) {
+    char why[384];
+    if (cli_find_exe_why(mpirun, mpirun_path, sizeof mpirun_path, why, sizeof why) != 0) {
+      cli_error("cluster serve", "--mpirun %s: %s", mpirun, why);
+      return 2;
+    }
+    mpirun = mpirun_path;
   }
   char spool[PATH_MAX];
   if (spool_arg) snprintf(spool, sizeof spool, "%s", spool_arg);
@@ -711,8 +726,31 @@ static int parse_time_limit(const char *text, double *secs, char *why, size_t wh
     s += v[k] * mul[first + k];
   }
   if (!(s > 0)) return -1;
+  if (s > GS_CLUSTER_TIME_LIMIT_MAX_S) {
+    snprintf(why, whylen, "%.0f days in all; a limit is at most %.0f days", s / 86400,
+             GS_CLUSTER_TIME_LIMIT_MAX_S / 86400);
+    return -2;
+  }
   *secs = s;
   return 0;
+}
+
+/* A number or a string member of a parsed snapshot, else dflt or "". */
+static double jnum(const cJSON *o, const char *k, double dflt) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsNumber(x) ? x->valuedouble : dflt;
+}
+
+static const char *jstr(const cJSON *o, const char *k) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsString(x) ? x->valuestring : "";
+}
+
+/* The job of id `id` in a jobs.json's "jobs" array, or NULL. */
+static const cJSON *job_by_id(const cJSON *jobs, int id) {
+  const cJSON *j, *found = NULL;
+  cJSON_ArrayForEach(j, jobs) if ((int)jnum(j, "id", 0) == id) found = j;
+  return found;
 }
 
 /* "3,5,8" into after[] (*n of them): ids from 1, none twice, at most
@@ -906,6 +944,25 @@ int cmd_submit(int argc, char **argv) {
                 "is %d)", after[k], after[k], spool, next - 1);
       return 2;
     }
+  /* ... and not have ended other than done: the manager would cancel the
+   * job at once (as Slurm refuses a dependency that can never be met). */
+  if (nafter > 0) {
+    char *text = gs_cluster_jobs_json(spool, err, sizeof err);
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *jobs = root ? cJSON_GetObjectItemCaseSensitive(root, "jobs") : NULL;
+    int bad = 0;
+    for (int k = 0; k < nafter && !bad; k++) {
+      const char *state = jstr(job_by_id(jobs, after[k]), "state");
+      if (gs_cluster_state_index(state) > GS_CLUSTER_FIRST_ENDED) { /* past done */
+        cli_error("submit", "--after %d: job %d has ended (%s): a job after it would be "
+                  "cancelled at once", after[k], after[k], state);
+        bad = 1;
+      }
+    }
+    cJSON_Delete(root);
+    if (bad) return 2;
+  }
   char who[64];
   gs_cluster_user_name(user, who, sizeof who);
   int lim = gs_cluster_pool_user_limit(spool, who);
@@ -1035,11 +1092,6 @@ int cmd_submit(int argc, char **argv) {
 /* Seconds from a to b, never negative (another host's clock may be ahead). */
 static double span(double a, double b) { return b > a ? b - a : 0; }
 
-static double jnum(const cJSON *o, const char *k, double dflt) {
-  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
-  return cJSON_IsNumber(x) ? x->valuedouble : dflt;
-}
-
 /* Appends to buf (cap bytes, *w used): the first item without sep, the
  * rest after it; what does not fit is left out whole. */
 static void append(char *buf, size_t cap, size_t *w, const char *sep, const char *fmt, ...)
@@ -1053,11 +1105,6 @@ static void append(char *buf, size_t cap, size_t *w, const char *sep, const char
   int k = snprintf(buf + *w, cap - *w, "%s%s", *w ? sep : "", item);
   if (k > 0 && (size_t)k < cap - *w) *w += (size_t)k;
   else buf[*w] = '\0';
-}
-
-static const char *jstr(const cJSON *o, const char *k) {
-  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
-  return cJSON_IsString(x) ? x->valuestring : "";
 }
 
 /* The listing verbs' common part (jobs, cluster nodes): --help (help,
@@ -1269,6 +1316,16 @@ int cmd_jobs(int argc, char **argv) {
   const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(root, "jobs");
   const cJSON *j;
   double now = gs_wall_now(); /* to the ns: time() would put now below a start just stamped */
+  /* With no manager serving, the states are its last snapshot's: the
+   * times run to that snapshot, not to now (a job shown running may have
+   * ended since; a manager started on the spool finds out). */
+  int served = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "served"));
+  double snap = jnum(root, "time", 0), stale = 0;
+  int active = 0;
+  if (!served && snap > 0) {
+    stale = span(snap, now);
+    now = snap;
+  }
   /* The USER column (USER/ACCOUNT, the account's full path) as wide as its
    * widest entry, at least 10. */
   int who_w = 10;
@@ -1312,6 +1369,8 @@ int cmd_jobs(int argc, char **argv) {
         append(speed, sizeof speed, &w, " ", "%s:%.0f", sp->string, sp->valuedouble);
     const char *state = jstr(j, "state");
     const char *msg = jstr(j, "message");
+    int si = gs_cluster_state_index(state);
+    active |= si > 0 && si < GS_CLUSTER_FIRST_ENDED; /* running or resizing */
     char rs[16] = "-";
     /* measured, else "~P": what the policies charge until then */
     if (jnum(j, "restart_s", -1) >= 0) snprintf(rs, sizeof rs, "%.1f", jnum(j, "restart_s", 0));
@@ -1325,6 +1384,10 @@ int cmd_jobs(int argc, char **argv) {
            jnum(j, "size", 0), mm, pr, jnum(j, "resizes", 0), jnum(j, "restarts", 0), rs, wait,
            run, speed, nodes[0] ? nodes : msg);
   }
+  if (!json && !served && active)
+    fprintf(stderr, "gradsync jobs: note: no manager serves this spool now: the states and "
+            "times are as of its last snapshot, %.0f s ago (a manager started on the spool "
+            "finds its jobs again)\n", stale);
   cJSON_Delete(root);
   return 0;
 }
@@ -1383,22 +1446,30 @@ int cmd_cancel(int argc, char **argv) {
   cJSON *root = cJSON_Parse(text);
   free(text);
   const cJSON *jobs = root ? cJSON_GetObjectItemCaseSensitive(root, "jobs") : NULL;
+  /* Every id checked before any job is cancelled: a usage error cancels
+   * nothing. */
   int rc = 0;
-  for (; i < argc; i++) {
+  for (int k = i; k < argc; k++) {
     int id;
-    if (cli_parse_int(argv[i], 1, 1 << 30, &id) != 0) {
-      cli_error("cancel", "'%s' is not a job id (a whole number from 1)", argv[i]);
+    if (cli_parse_int(argv[k], 1, 1 << 30, &id) != 0) {
+      cli_error("cancel", "'%s' is not a job id (a whole number from 1)", argv[k]);
       rc = 2;
       continue;
     }
-    const cJSON *j, *found = NULL;
-    cJSON_ArrayForEach(j, jobs) if ((int)jnum(j, "id", 0) == id) found = j;
-    if (!found) {
+    if (!job_by_id(jobs, id)) {
       cli_error("cancel", "no job %d on the manager of %s", id, spool);
       rc = 2;
-      continue;
     }
-    const char *state = jstr(found, "state");
+  }
+  if (rc) {
+    fprintf(stderr, "gradsync cancel: nothing cancelled\n");
+    cJSON_Delete(root);
+    return rc;
+  }
+  for (; i < argc; i++) {
+    int id;
+    cli_parse_int(argv[i], 1, 1 << 30, &id);
+    const char *state = jstr(job_by_id(jobs, id), "state");
     if (gs_cluster_state_index(state) >= GS_CLUSTER_FIRST_ENDED) {
       cli_fail("cancel", "job %d has already ended (%s)", id, state);
       if (!rc) rc = 1;

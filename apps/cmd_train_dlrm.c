@@ -729,6 +729,7 @@ int cmd_train_dlrm(int argc, char **argv) {
       cli_error(VERB, "%s", gs_last_error());
       rc = 2;
     }
+    if (rc == 0 && o.checkpoint) rc = cli_check_out_dir(VERB, "--checkpoint", o.checkpoint);
     if (rc == 0 && o.plan && gs_shard_plan_load(o.plan, t, nt, 0, &p) != GS_OK) {
       cli_error(VERB, "--plan: %s", gs_last_error());
       rc = 2;

@@ -45,6 +45,8 @@ extern "C" {
 #define GS_CLUSTER_JOB_NODES_MAX 65536
 #define GS_CLUSTER_WEIGHT_MIN 1e-6
 #define GS_CLUSTER_WEIGHT_MAX 1e6
+/* A job's time limit (submit --time): above 0, at most 366 days. */
+#define GS_CLUSTER_TIME_LIMIT_MAX_S (366 * 86400.0)
 /* An account's path (submit --account science/physics/hep): at most
  * GS_CLUSTER_ACCOUNT_LEVELS names of 1 to GS_CLUSTER_NAME_MAX - 1
  * characters, '/'-separated, and its NUL. */
@@ -256,8 +258,9 @@ int gs_cluster_jobs_kept(const char *spool, int *ids, int max);
 int gs_cluster_cancel(const char *spool, int id, char *err, size_t errlen);
 int gs_cluster_drain(const char *spool, const char *node, int drain, char *err, size_t errlen);
 
-/* The jobs as the manager last wrote them (DIR/jobs.json), with the
- * submissions it has not read yet as queued; malloc'ed JSON text for the
+/* The jobs as the manager last wrote them (DIR/jobs.json, its "time"), with
+ * the submissions it has not read yet as queued (by id), and "served":
+ * whether a manager serves the spool now; malloc'ed JSON text for the
  * caller to free. NULL with err. */
 char *gs_cluster_jobs_json(const char *spool, char *err, size_t errlen);
 

@@ -307,7 +307,7 @@ int spool_check_request(const cJSON *r, char *field, size_t flen, char *why, siz
                         !(x->valuedouble <= GS_CLUSTER_WEIGHT_MAX)))
     BAD("weight", "not a weight from %g to %g", GS_CLUSTER_WEIGHT_MIN, GS_CLUSTER_WEIGHT_MAX);
   if (GET("time_limit_s") && (!cJSON_IsNumber(x) || !(x->valuedouble > 0) ||
-                              !(x->valuedouble <= 366 * 86400.0)))
+                              !(x->valuedouble <= GS_CLUSTER_TIME_LIMIT_MAX_S)))
     BAD("time_limit_s", "not a time limit (seconds above 0, at most 366 days)");
   if (GET("after")) {
     if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) > GS_CLUSTER_AFTER_MAX)
@@ -519,6 +519,13 @@ static cJSON *pending_job(const char *spool, const cJSON *r, int served) {
   return o;
 }
 
+static int cmp_request_id(const void *a, const void *b) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(*(const cJSON *const *)a, "id");
+  const cJSON *y = cJSON_GetObjectItemCaseSensitive(*(const cJSON *const *)b, "id");
+  double u = cJSON_IsNumber(x) ? x->valuedouble : 0, v = cJSON_IsNumber(y) ? y->valuedouble : 0;
+  return (u > v) - (u < v);
+}
+
 char *gs_cluster_jobs_json(const char *spool, char *err, size_t errlen) {
   int nodes;
   if (gs_cluster_pool(spool, &nodes, NULL, NULL, 0, err, errlen) != 0) return NULL;
@@ -551,8 +558,15 @@ char *gs_cluster_jobs_json(const char *spool, char *err, size_t errlen) {
     cJSON_DeleteItemFromObject(j, "jobs");
     jobs = cJSON_AddArrayToObject(j, "jobs");
   }
+  /* By id, as the snapshot lists its jobs (not in the directory's order). */
+  int np = cJSON_GetArraySize(pending);
+  const cJSON **by_id = np > 0 ? gs_calloc((size_t)np, sizeof *by_id) : NULL;
   const cJSON *r;
-  cJSON_ArrayForEach(r, pending) {
+  np = 0;
+  if (by_id) cJSON_ArrayForEach(r, pending) by_id[np++] = r;
+  if (np > 1) qsort(by_id, (size_t)np, sizeof *by_id, cmp_request_id);
+  for (int k = 0; k < np; k++) {
+    r = by_id[k];
     /* Taken already (in the snapshot, the file not yet removed): listed once. */
     const cJSON *rid = cJSON_GetObjectItemCaseSensitive(r, "id"), *known;
     int dup = 0;
@@ -563,7 +577,12 @@ char *gs_cluster_jobs_json(const char *spool, char *err, size_t errlen) {
     if (dup) continue;
     cJSON_AddItemToArray(jobs, pending_job(spool, r, served));
   }
+  gs_free(by_id);
   cJSON_Delete(pending);
+  /* Whether a manager serves the spool now: if not, the states are as of
+   * its last snapshot ("time"), whatever the jobs did since. */
+  cJSON_DeleteItemFromObject(j, "served");
+  cJSON_AddBoolToObject(j, "served", served);
   char *out = cJSON_PrintUnformatted(j);
   cJSON_Delete(j);
   if (!out) snprintf(err, errlen, "out of memory");

@@ -108,6 +108,10 @@ static int csv_open(csv *c, const char *path, const char *what, char *err, size_
     return -1;
   }
   c->line = 1;
+  /* A UTF-8 byte-order mark (a spreadsheet's export) is not the first
+   * column's name. */
+  if (memcmp(c->headbuf, "\xEF\xBB\xBF", 3) == 0)
+    memmove(c->headbuf, c->headbuf + 3, strlen(c->headbuf + 3) + 1);
   c->nhead = csv_split(c->headbuf, c->head);
   if (c->nhead < 0) {
     set_err(err, errlen, "%s:1: more than %d columns", path, CSV_MAX_FIELDS);

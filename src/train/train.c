@@ -390,25 +390,45 @@ static int save_checkpoint(train_ctx *t, const train_data_id *data, long epoch, 
   return 0;
 }
 
-/* Everything the run will write is checked before any work: the checkpoint
- * directory (rank 0 writes it; created here) and each rank's timeline. */
-static gs_status check_outputs(const train_ctx *t) {
+/* The checkpoint directory, on rank 0 (which writes it; created here). */
+static gs_status check_checkpoint_dir(const train_ctx *t) {
   const char *dir = t->cfg->checkpoint_dir;
   const char *opt = train_option(t->cfg, "checkpoint_dir");
-  if (dir && t->rank == 0) {
-    struct stat sb;
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-      return gs_error(GS_ERR_IO, "%s %s: cannot create the directory: %s", opt, dir,
-                      strerror(errno));
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-      return gs_error(GS_ERR_IO, "%s %s: not a directory", opt, dir);
-    if (access(dir, W_OK | X_OK) != 0)
-      return gs_error(GS_ERR_IO, "%s %s: cannot write there: %s", opt, dir, strerror(errno));
-    char what[4200];
-    snprintf(what, sizeof what, "%s %s", opt, dir);
-    gs_status st = gs_train_probe_dir(dir, what);
-    if (st != GS_OK) return st;
+  struct stat sb;
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+    return gs_error(GS_ERR_IO, "%s %s: cannot create the directory: %s", opt, dir,
+                    strerror(errno));
+  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    return gs_error(GS_ERR_IO, "%s %s: not a directory", opt, dir);
+  if (access(dir, W_OK | X_OK) != 0)
+    return gs_error(GS_ERR_IO, "%s %s: cannot write there: %s", opt, dir, strerror(errno));
+  char what[4200];
+  snprintf(what, sizeof what, "%s %s", opt, dir);
+  return gs_train_probe_dir(dir, what);
+}
+
+/* Everything the run will write is checked before any work: the checkpoint
+ * directory and each rank's timeline. Collective (every rank calls it, st
+ * its outcome so far): rank 0's verdict on the directory is every rank's,
+ * a usage error (exit 2: a relaunch would not cure it), said once. */
+static gs_status check_outputs(const train_ctx *t, gs_status st) {
+  if (t->cfg->checkpoint_dir) {
+    struct {
+      int32_t status;
+      char msg[1020];
+    } v = {GS_OK, ""};
+    if (t->rank == 0 && st == GS_OK && check_checkpoint_dir(t) != GS_OK) {
+      v.status = GS_ERR_INVALID_ARG;
+      snprintf(v.msg, sizeof v.msg, "%s", gs_last_error());
+    }
+    if (t->size > 1) {
+      gs_status bst = gs_bcast(t->comm, &v, sizeof v, GS_U8, 0, GS_ALGO_AUTO);
+      if (bst != GS_OK) return st != GS_OK ? st : bst;
+    }
+    if (st != GS_OK) return st; /* this rank's own failure first */
+    if (v.status != GS_OK) return gs_error(GS_ERR_INVALID_ARG, "%s", v.msg);
   }
+  if (st != GS_OK) return st;
   const char *timeline = getenv("GRADSYNC_TIMELINE");
   if (timeline && *timeline && t->sync.ops != &train_sync_engine) {
     /* The timeline is the engine's: a mode with its own exchange has none. */
@@ -977,8 +997,7 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
       t->resume_step = (long)ts.step;
     }
   }
-  if (st == GS_OK) st = check_outputs(t);
-  return st;
+  return check_outputs(t, st);
 }
 
 /* The ranks that train: the job's less its parameter servers (at least 1

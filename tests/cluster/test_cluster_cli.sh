@@ -135,6 +135,11 @@ t 2 "--launch-delay: expected a number from 0" $sim --workload "$tmp/w.csv" --no
   --commit-work 5 --launch-delay -1
 t 2 "--share-speeds shares what jobs learn: give --learn-curves too" $sim \
   --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --share-speeds
+# dorm's settings under another policy (ignored until 2026-12-06)
+t 2 "--fairness-weight is dorm's: it needs --policy dorm" $sim --workload "$tmp/w.csv" \
+  --tables "$tmp/speeds.csv" --nodes 2 --policy static --fairness-weight 0.3
+t 2 "--adjust-weight is dorm's" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" \
+  --nodes 2 --policy goodput --adjust-weight 0.1
 t 2 "option --nodes given more than once" $sim --workload "$tmp/w.csv" --nodes 2 --nodes 3
 t 2 "unknown option '--bogus'" $sim --bogus
 t 2 "--trace-out" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --trace-out /nonexistent/dir/t.csv

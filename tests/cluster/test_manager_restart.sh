@@ -77,6 +77,14 @@ for _ in $(seq 1 100); do ls "$spool/jobs/$B"/exit.* >/dev/null 2>&1 && break; s
 exitf=$(ls "$spool/jobs/$B"/exit.* 2>/dev/null | head -1)
 [ -n "$exitf" ] || fail "job B wrote no exit file"
 sleep 5 # down well after B ended: run_s taken at the restart would be 8 s or more
+# Meanwhile the listing says that its states are the last snapshot's, and
+# runs the times to it (until 2026-12-06 B's RUN_S grew as if it ran).
+"$G" jobs --spool "$spool" >"$scratch/stale.out" 2>"$err"
+brun=$(awk -v id="$B" '$1 == id {print $12}' "$scratch/stale.out")
+if grep -q "note: no manager serves this spool now: the states and times are as of its last snapshot" "$err" &&
+   [ -n "$brun" ] && [ "$brun" -le 4 ]; then
+  pass "jobs with no manager: the snapshot's states, B's RUN_S $brun ($(cut -c1-80 "$err"))"
+else fail "jobs with no manager: B's RUN_S '$brun', stderr '$(cat "$err")'"; fi
 serve || { fail "the manager did not start again"; exit 1; }
 wait_state "$B" done 30 || fail "job B not done after the restart (state '$(state "$B")')"
 mt=$(python3 -c 'import os,sys; print(os.stat(sys.argv[1]).st_mtime)' "$exitf")

@@ -2,8 +2,10 @@
 # gradsync train's checks before work (issue 14), end to end:
 #   - options that cannot apply together, repeated or unknown: exit 2, one
 #     line;
-#   - an unwritable checkpoint directory or timeline: exit 1 before any
-#     training (probed by creating a file: root passes access() on /proc);
+#   - an unwritable checkpoint directory: exit 2 (rank 0's verdict every
+#     rank's, said once), and one under a missing directory; a timeline:
+#     exit 1; before any training (probed by creating a file: root passes
+#     access() on /proc);
 #   - --resume with a checkpoint that does not fit the run (batch, ranks,
 #     model, data, seed, epochs under a schedule, beyond --epochs, another
 #     checkpoint's description): exit 2 (the usage exit: every rank refuses
@@ -54,9 +56,18 @@ expect_error 2 "'--bogus' is unknown" "an unknown option is one line" "$gs" trai
   bad "an unknown option printed $(wc -l < "$tmp/err.log") lines"
 # Where the run will write is checked before any work, by creating a file
 # there (as root, access() would say yes to /proc).
-expect_error 1 "checkpoint /proc: cannot create a file" "an unwritable checkpoint directory is refused" \
+# The checkpoint directory is rank 0's to write, its verdict the job's:
+# a usage error (2), which a relaunch would not cure (until 2026-12-06 exit
+# 1, and an elastic job or the cluster manager spent its restarts on it).
+expect_error 2 "checkpoint /proc: cannot create a file" "an unwritable checkpoint directory is refused" \
   "$gs" run -np 2 -- "$gs" train --synthetic 4096 --model mlp --batch 16 --max-steps 2 --checkpoint /proc
 grep -q "epoch 1" "$tmp/err.log" && bad "the unwritable checkpoint directory was found after training"
+[ "$(grep -c "cannot create a file" "$tmp/err.log")" = 1 ] ||
+  bad "the unwritable checkpoint directory was said $(grep -c "cannot create a file" "$tmp/err.log") times"
+expect_error 2 "checkpoint $tmp/no/ck: cannot create the directory: No such file" \
+  "a checkpoint directory under a missing one is refused" \
+  "$gs" run -np 2 -- "$gs" train --synthetic 4096 --model mlp --batch 16 --max-steps 2 \
+  --checkpoint "$tmp/no/ck"
 expect_error 1 "GRADSYNC_TIMELINE /proc/t.json: cannot create a file" "an unwritable timeline is refused" \
   env GRADSYNC_TIMELINE=/proc/t.json "$gs" train --synthetic 4096 --model mlp --batch 16 --max-steps 2
 grep -q "epoch 1" "$tmp/err.log" && bad "the unwritable timeline was found after training"
