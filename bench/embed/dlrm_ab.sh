@@ -2,8 +2,9 @@
 # DLRM training at this commit against the same training at BASE (an
 # earlier commit, built here from a clean worktree of it), in the same
 # rounds: the measure of a change to the DLRM step that has no switch of
-# its own (the pooled all-to-all running under the bottom MLP and the dp
-# lookups, 2026-12-06, against BASE = the commit before it). Configs: 2
+# its own (its first use: the pooled all-to-all run under the bottom MLP
+# and the dp lookups at 14d2764 against BASE 44b6c78, 2026-12-06, in
+# bench/results/dlrm_forward_overlap*.md; no gain, not kept). Configs: 2
 # ranks (a core each) on 2 emulated nodes at 100 Mbit/s, where the link is
 # the bottleneck, and 4 on 4 nodes at 1 Gbit/s, where this 2-core host's
 # CPU is; Kaggle's tables at 1/100 of their rows, every table whole on a

@@ -900,7 +900,7 @@ static void from_half(float *dst, const uint16_t *src, size_t n, int bf16) {
 /* An all-to-allv of floats (counts and displacements in floats in d->sc, sd,
  * rc, rd), on the wire as fp32, fp16 or bf16: a2a_start issues it (*req:
  * NULL when it completed at once), a2a_finish waits for it and widens what
- * came. In 16 bits, a rank's block to itself crosses no
+ * came; a2a_floats is both. In 16 bits, a rank's block to itself crosses no
  * wire: it is copied in fp32 (exact, and no conversion either way), and
  * only the other blocks are narrowed and widened. */
 typedef struct a2a_pending {
@@ -956,6 +956,13 @@ static gs_status a2a_finish(gs_dlrm_dist *d, a2a_pending *pd) {
   return st;
 }
 
+static gs_status a2a_floats(gs_dlrm_dist *d, const float *send, float *recv, int half,
+                            int bf16, double *bytes, double *phase) {
+  a2a_pending pd;
+  GS_CHECK(a2a_start(d, send, recv, half, bf16, bytes, phase, 0, &pd));
+  return a2a_finish(d, &pd);
+}
+
 static gs_status forward_bottom(gs_dlrm_dist *d, const gs_dlrm_batch *b) {
   double t0 = gs_now();
   GS_CHECK(gs_dlrm_forward_bottom(d->m, b));
@@ -963,12 +970,9 @@ static gs_status forward_bottom(gs_dlrm_dist *d, const gs_dlrm_batch *b) {
   return GS_OK;
 }
 
-/* The ids in place: owners pool; the vectors travel back, and under their
- * all-to-all this rank looks its dp tables up and, unless bottom_done, runs
- * its bottom MLP; then each rank assembles its pooled matrix, and the top
- * of the model. */
-static gs_status dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *logits,
-                              int bottom_done) {
+/* After the bottom MLP: owners pool; the vectors travel back; each rank
+ * assembles its pooled matrix. Then the top of the model. */
+static gs_status dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *logits) {
   size_t P = (size_t)d->size, me = (size_t)d->rank, n = b->n, N = d->N, D = d->D, T = d->T;
   size_t mine = d->count[me], Wm = d->W[me];
   double t0 = gs_now();
@@ -984,6 +988,14 @@ static gs_status dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *lo
     SHARD_TIMED(d, j, GS_CHECK(gs_embed_forward(&d->local[j], &bags, GS_EMBED_SUM,
                                                  d->own_pooled, Wm, x->col)));
   }
+  float *pooled = gs_dlrm_pooled(d->m);
+  for (int j = 0; j < d->ndp; j++) {
+    size_t t = (size_t)d->dp_table[j];
+    gs_embed_bags bags = dlrm_batch_bags(b, t);
+    SHARD_TIMED(d, mine + (size_t)j,
+                GS_CHECK(gs_embed_forward(&d->local[mine + (size_t)j], &bags, GS_EMBED_SUM,
+                                          pooled, T * D, t * D)));
+  }
   timed(d, &d->stats.lookup_s, "lookup", t0);
 
   /* Rank r's block of the owner's matrix goes to r; from owner k come n x
@@ -997,26 +1009,8 @@ static gs_status dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *lo
     at += d->rc[r];
   }
   int half = d->precision != GS_DLRM_A2A_FP32, bf16 = d->precision == GS_DLRM_A2A_BF16;
-  a2a_pending pa;
-  GS_CHECK(a2a_start(d, d->own_pooled, d->mine_pooled, half, bf16, &d->stats.pooled_bytes,
-                     &d->stats.pooled_s, 1, &pa));
-
-  /* Under the exchange: the bottom MLP and the dp tables, which write
-   * columns of the pooled matrix that the exchange does not bring. */
-  gs_status st = bottom_done ? GS_OK : forward_bottom(d, b);
-  float *pooled = gs_dlrm_pooled(d->m);
-  t0 = gs_now();
-  for (int j = 0; j < d->ndp && st == GS_OK; j++) {
-    size_t t = (size_t)d->dp_table[j];
-    gs_embed_bags bags = dlrm_batch_bags(b, t);
-    SHARD_TIMED(d, mine + (size_t)j,
-                st = gs_embed_forward(&d->local[mine + (size_t)j], &bags, GS_EMBED_SUM, pooled,
-                                      T * D, t * D));
-  }
-  if (d->ndp > 0) timed(d, &d->stats.lookup_s, "dp lookup", t0);
-  gs_status fst = a2a_finish(d, &pa); /* an issued exchange is always waited for */
-  GS_CHECK(st);
-  GS_CHECK(fst);
+  GS_CHECK(a2a_floats(d, d->own_pooled, d->mine_pooled, half, bf16, &d->stats.pooled_bytes,
+                      &d->stats.pooled_s));
 
   /* Assemble: the sharded tables' columns from zero, shards added in rank
    * order (a row-wise table's partial sums; otherwise one block each). */
@@ -1052,18 +1046,14 @@ gs_status dlrm_dist_settle(gs_dlrm_dist *d) {
 /* The header, the ids (exchanged now, or under the step before) and the
  * forward: everything a step and an evaluation share. */
 static gs_status dist_begin(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *logits) {
-  /* b's ids sent ahead (and b checked then) and still arriving: its bottom
-   * MLP runs while they do. Otherwise it runs under the pooled vectors'
-   * all-to-all (dist_forward), the larger exchange. The order changes no
-   * result: the bottom MLP reads b's dense features alone. */
-  int arriving = 0, done = 1, used;
-  if (d->next == b && d->nstatus == GS_OK && d->nreq != NULL &&
-      gs_test(d->nreq, &done) == GS_OK) /* a failure: prefetched reports it */
-    arriving = !done;
-  if (arriving) GS_CHECK(forward_bottom(d, b));
+  /* b's ids sent ahead (and b checked then): its bottom MLP runs while
+   * they finish arriving. */
+  int early = d->next == b && d->nstatus == GS_OK, used;
+  if (early) GS_CHECK(forward_bottom(d, b));
   GS_CHECK(prefetched(d, b, &used));
   if (!used) GS_CHECK(exchange_now(d, b, check_local(d, b)));
-  return dist_forward(d, b, logits, arriving);
+  if (!early) GS_CHECK(forward_bottom(d, b));
+  return dist_forward(d, b, logits);
 }
 
 gs_status gs_dlrm_dist_forward(gs_dlrm_dist *d, const gs_dlrm_batch *b, float *logits) {
