@@ -250,6 +250,7 @@ int cmd_shard(int argc, char **argv) {
   if (o.json) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "tables", o.tables);
+    cJSON_AddNumberToObject(j, "scale", o.scale);
     cJSON_AddNumberToObject(j, "ranks", o.ranks);
     cJSON_AddNumberToObject(j, "per_node", o.per_node);
     cJSON_AddNumberToObject(j, "batch", o.batch);
@@ -283,10 +284,19 @@ int cmd_shard(int argc, char **argv) {
       cli_json_add(e, "wire_bytes", p->rank_wire[r], "%.0f");
       cJSON_AddItemToArray(ra, e);
     }
+    /* The plan itself, as --out saves it (until 2026-12-06 the summary
+     * alone: no shard's place). */
+    char *text = gs_shard_plan_text(p, t);
+    cJSON *pj = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    if (pj) cJSON_AddItemToObject(j, "plan", pj);
+    else cJSON_AddNullToObject(j, "plan");
     cli_print_json(stdout, j);
   } else {
-    printf("# gradsync shard: %d tables (%s) on %d ranks (%d per node), batch %.0f, --net %s, "
-           "%s all-to-all\n", n, o.tables, o.ranks, o.per_node, o.batch, o.net,
+    char scale[48] = "";
+    if (o.scale != 1) snprintf(scale, sizeof scale, ", rows x %g", o.scale);
+    printf("# gradsync shard: %d tables (%s%s) on %d ranks (%d per node), batch %.0f, --net %s, "
+           "%s all-to-all\n", n, o.tables, scale, o.ranks, o.per_node, o.batch, o.net,
            o.elem_bytes == 2 ? "16-bit" : "fp32");
     cli_lookup_print("# ", &cfg.lookup, o.have_lookup ? "--lookup" : "measured on this machine");
     if (cfg.lookup.cache_bytes > 0)

@@ -176,8 +176,8 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
       case 'E': {
         int v;
         if (cli_parse_int(optarg, c == 'E' ? 0 : 1, 1 << 24, &v)) {
-          cli_error(VERB, "--%s %s: expected a whole number%s", c == 'b' ? "batch"
-                    : c == 'n' ? "steps" : "eval", optarg, c == 'E' ? "" : " of at least 1");
+          cli_error(VERB, "--%s %s: expected a whole number from %d to %d", c == 'b' ? "batch"
+                    : c == 'n' ? "steps" : "eval", optarg, c == 'E' ? 0 : 1, 1 << 24);
           return 2;
         }
         *(c == 'b' ? &o->batch : c == 'n' ? &o->steps : &o->eval) = v;
@@ -769,6 +769,15 @@ int cmd_train_dlrm(int argc, char **argv) {
       rc = 2;
     }
     o.batch = o.global_batch / r.size > 0 ? o.global_batch / r.size : 1;
+    /* (the cap of --batch: until 2026-12-06 a larger share ran out of
+     * memory in the MLPs instead) */
+    if (rc == 0 && o.batch > 1L << 24) {
+      if (r.rank == 0)
+        cli_error(VERB, "--global-batch %ld over %d rank%s is %ld samples a rank, more than "
+                  "the %d a rank takes (--batch's cap)", o.global_batch, r.size,
+                  r.size == 1 ? "" : "s", o.batch, 1 << 24);
+      rc = 2;
+    }
   }
   gs_dlrm_train_config cfg = {
       .model = {o.bottom ? o.bottom : bottom, o.top, t, nt, o.interaction, 0, o.seed},

@@ -76,7 +76,8 @@ typedef enum { GS_DLRM_DOT = 0, GS_DLRM_CAT } gs_dlrm_interaction;
 /* "dot" or "cat". */
 gs_status gs_dlrm_interaction_parse(const char *s, gs_dlrm_interaction *out);
 
-/* An MLP's widths, "13-512-256-64": at least 2, each 1 to 1,000,000. */
+/* An MLP's widths, "13-512-256-64" (or one, "1": a top MLP of one layer),
+ * each 1 to 1,000,000. */
 #define GS_DLRM_MAX_LAYERS 32
 gs_status gs_dlrm_mlp_parse(const char *spec, int *widths, int cap, int *n);
 

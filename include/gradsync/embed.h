@@ -273,6 +273,9 @@ void gs_shard_plan_balance(const gs_shard_plan *p, double *max_s, double *mean_s
  * or another world size is refused) and with gs_shard_plan_check. */
 gs_status gs_shard_plan_save(const gs_shard_plan *p, const gs_embed_spec *tables,
                              const char *path);
+/* The same JSON as one line, malloc'ed for the caller to free(); NULL when
+ * out of memory. */
+char *gs_shard_plan_text(const gs_shard_plan *p, const gs_embed_spec *tables);
 gs_status gs_shard_plan_load(const char *path, const gs_embed_spec *tables, int ntables,
                              int ranks, gs_shard_plan **out);
 /* (ranks <= 0: whatever world size the plan was made for, as a check

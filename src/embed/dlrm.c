@@ -86,9 +86,6 @@ gs_status gs_dlrm_mlp_parse(const char *spec, int *widths, int cap, int *n) {
                       "separated by '-')", spec, *p, (int)(p - spec));
     p++;
   }
-  if (k < 2)
-    return gs_error(GS_ERR_PARSE, "MLP spec '%s': at least two widths (input and output)",
-                    spec);
   *n = k;
   return GS_OK;
 }
@@ -209,6 +206,12 @@ gs_status dlrm_create(const gs_dlrm_config *cfg, int with_tables, gs_dlrm **out)
   *out = NULL;
   int bw[GS_DLRM_MAX_LAYERS + 1], tw[GS_DLRM_MAX_LAYERS + 1], nb, nt;
   GS_CHECK(gs_dlrm_mlp_parse(cfg->bottom_mlp, bw, GS_DLRM_MAX_LAYERS + 1, &nb));
+  /* The bottom spec names its input (the dense features) and its output
+   * (the tables' dim); the top spec only its layers' widths ("1": one
+   * layer from the interaction to the logit). */
+  if (nb < 2)
+    return gs_error(GS_ERR_PARSE, "MLP spec '%s': a bottom MLP needs at least two widths (the "
+                    "dense features and the tables' dim)", cfg->bottom_mlp);
   GS_CHECK(gs_dlrm_mlp_parse(cfg->top_mlp, tw + 1, GS_DLRM_MAX_LAYERS, &nt));
   if (tw[nt] != 1)
     return gs_error(GS_ERR_INVALID_ARG, "DLRM top MLP '%s': the last width must be 1 (the "

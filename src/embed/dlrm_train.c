@@ -527,13 +527,124 @@ static void trace(gs__timeline *tl, int track, double t0, const char *fmt, ...) 
   gs__timeline_event(tl, track, name, (uint64_t)(t0 * 1e9), (uint64_t)(t1 * 1e9), NULL);
 }
 
+/* ---- The options every rank must share ------------------------------------ */
+
+/* One option as a rank was given it: a whole number, a real (its bits) or
+ * a text's (or a set's) hash. */
+enum { OPT_WHOLE, OPT_REAL, OPT_HASH };
+typedef struct run_opt {
+  const char *label;
+  int kind;
+  uint64_t v;
+} run_opt;
+enum { NRUN_OPTS = 32 }; /* room for the options run_options lists */
+
+static uint64_t real_bits(double x) {
+  uint64_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+/* Every option that the ranks' collectives, plans or replicas depend on,
+ * in the order a difference is named. A launcher gives each rank its own
+ * command line (a wrapper, a host's own script): until 2026-12-06 another
+ * --steps or --batch hung the job, another --bottom-mlp failed inside MPI,
+ * and another --seed or --lr trained apart in silence. */
+static size_t run_options(const gs_dlrm_train_config *cfg, run_opt *o) {
+  size_t n = 0;
+  const gs_dlrm_config *m = &cfg->model;
+  uint64_t tables = GS_FNV1A_BASIS;
+  for (int t = 0; t < m->ntables && m->tables; t++) {
+    uint64_t v[2] = {m->tables[t].rows, real_bits(m->tables[t].pooling)};
+    tables = gs_fnv1a(gs_fnv1a_str(tables, m->tables[t].name), v, sizeof v);
+  }
+  const gs_dlrm_synth_config *g = &cfg->data;
+  double synth[] = {g->zipf_s, g->pooling, g->pooling_random, g->scramble,
+                    g->teacher_bias, g->dense_std, g->sparse_std, g->table_pooling};
+#define OPT(label, kind, v) o[n++] = (run_opt){label, kind, (uint64_t)(v)}
+  OPT("the batch per rank (--batch, or --global-batch over the ranks)", OPT_WHOLE, cfg->batch);
+  OPT("the steps per epoch (--steps)", OPT_WHOLE, cfg->steps);
+  OPT("the epochs (--epochs)", OPT_WHOLE, cfg->epochs);
+  OPT("the held-out samples (--eval)", OPT_WHOLE, cfg->eval_samples);
+  OPT("the seed (--seed)", OPT_WHOLE, m->seed);
+  OPT("the tables (--tables: their names, rows and pooling)", OPT_HASH, tables);
+  OPT("the tables' count (--tables)", OPT_WHOLE, m->ntables);
+  OPT("the bottom MLP (--bottom-mlp)", OPT_HASH, gs_fnv1a_str(GS_FNV1A_BASIS, m->bottom_mlp));
+  OPT("the top MLP (--top-mlp)", OPT_HASH, gs_fnv1a_str(GS_FNV1A_BASIS, m->top_mlp));
+  OPT("the interaction (--interaction, 0 dot, 1 cat)", OPT_WHOLE, m->interaction);
+  OPT("the MLPs' learning rate (--lr)", OPT_REAL, real_bits(cfg->optim.mlp_lr));
+  OPT("the tables' optimizer (--embed-sgd: 0 row-wise Adagrad, 1 SGD)", OPT_WHOLE,
+      cfg->optim.embed.kind != GS_EMBED_ROWWISE_ADAGRAD);
+  OPT("the tables' learning rate (--embed-lr)", OPT_REAL, real_bits(cfg->optim.embed.lr));
+  OPT("row-wise Adagrad's epsilon", OPT_REAL, real_bits(cfg->optim.embed.eps));
+  OPT("a Criteo file (--data: 1 given, 0 not)", OPT_WHOLE, cfg->criteo_file != NULL);
+  OPT("the vocabulary's threshold (--frequency-threshold)", OPT_WHOLE, cfg->criteo_min_count);
+  OPT("the synthetic data (--zipf, --pooling)", OPT_HASH,
+      cfg->criteo_file ? 0 : gs_fnv1a(GS_FNV1A_BASIS, synth, sizeof synth));
+  OPT("the sharding (--sharding)", OPT_WHOLE, cfg->sharding + 1);
+  OPT("the all-to-all's precision (--a2a-precision: 0 fp32, 1 fp16, 2 bf16)", OPT_WHOLE,
+      cfg->precision);
+  OPT("sending the next batch's ids ahead (--no-prefetch: 1 off)", OPT_WHOLE, cfg->no_prefetch);
+  OPT("the MLP gradients' policy (--policy)", OPT_HASH,
+      gs_fnv1a_str(GS_FNV1A_BASIS, cfg->mlp_policy ? cfg->mlp_policy : "fused"));
+  OPT("the commits (--commit-every)", OPT_WHOLE, cfg->checkpoint_dir ? cfg->commit_every : 0);
+  OPT("the stop (--stop-at-step)", OPT_WHOLE, cfg->checkpoint_dir ? cfg->stop_at_step : 0);
+  OPT("resuming (--resume: 1, =auto: 2)", OPT_WHOLE, cfg->checkpoint_dir ? cfg->resume : 0);
+#undef OPT
+  return n;
+}
+
+/* The first collective of a run: every rank's options against rank 0's
+ * (and each rank's own check of them), the first difference named alike
+ * on every rank (said once; a usage error, exit 2 on the command line). */
+static gs_status same_options(const gs_dlrm_train_config *cfg, gs_comm *comm, gs_status mine) {
+  run_opt o[NRUN_OPTS];
+  uint64_t v[NRUN_OPTS] = {0};
+  size_t n = run_options(cfg, o);
+  for (size_t i = 0; i < n; i++) v[i] = o[i].v;
+  char msg[GS_VOTE_MESSAGE] = "";
+  if (mine != GS_OK) gs__error_copy(msg, sizeof msg);
+  gs_agreement a;
+  GS_CHECK(gs_agree(comm, gs_comm_mpi(comm), "DLRM options", mine, msg, v, sizeof v, &a));
+  gs_status st = mine;
+  if (st == GS_OK && a.failed)
+    st = gs_error((gs_status)a.votes[a.first].status, "DLRM training on rank %d: %s", a.first,
+                  a.votes[a.first].message);
+  else if (st != GS_OK && gs_agreement_unanimous(&a))
+    gs__error_mark_shared();
+  const uint64_t *all = a.payloads;
+  for (size_t i = 0; i < n && st == GS_OK; i++)
+    for (int r = 1; r < a.size && st == GS_OK; r++) {
+      uint64_t x = all[i], y = all[(size_t)r * NRUN_OPTS + i];
+      if (x == y) continue;
+      char vals[96];
+      double dx, dy;
+      memcpy(&dx, &x, sizeof dx);
+      memcpy(&dy, &y, sizeof dy);
+      if (o[i].kind == OPT_WHOLE)
+        snprintf(vals, sizeof vals, "is %llu on rank 0 and %llu on rank %d",
+                 (unsigned long long)x, (unsigned long long)y, r);
+      else if (o[i].kind == OPT_REAL)
+        snprintf(vals, sizeof vals, "is %g on rank 0 and %g on rank %d", dx, dy, r);
+      else
+        snprintf(vals, sizeof vals, "differs between rank 0 and rank %d", r);
+      st = gs_error(GS_ERR_INVALID_ARG, "the ranks were given different options: %s %s "
+                    "(every rank must be given the same)", o[i].label, vals);
+      gs__error_mark_shared(); /* every rank finds the same first difference */
+    }
+  gs_agreement_free(&a);
+  return st;
+}
+
 gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
                             gs_dlrm_train_cb cb, void *user) {
   if (cfg == NULL || comm == NULL)
     return gs_error(GS_ERR_INVALID_ARG, "DLRM training: NULL config or communicator");
+  gs_status own = GS_OK;
   if (cfg->batch == 0 || cfg->epochs < 1 || cfg->steps == 0)
-    return gs_error(GS_ERR_INVALID_ARG, "DLRM training: batch %zu, %d epochs, %zu steps an "
-                    "epoch (each at least 1)", cfg->batch, cfg->epochs, cfg->steps);
+    own = gs_error(GS_ERR_INVALID_ARG, "DLRM training: batch %zu, %d epochs, %zu steps an "
+                   "epoch (each at least 1)", cfg->batch, cfg->epochs, cfg->steps);
+  GS_CHECK(same_options(cfg, comm, own));
   size_t P = (size_t)gs_comm_size(comm), rank = (size_t)gs_comm_rank(comm), B = cfg->batch;
   int T = cfg->model.ntables;
   gs_dlrm_config mc = cfg->model;
@@ -613,6 +724,16 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
   int from_ranks = 0;
   size_t from_step = 0, from_gb = 0;
   int resumed = dlrm_ckpt_resumed(ck, &start, &resumed_lsum, &from_ranks, &from_step, &from_gb);
+  /* A stop past the run's last step would never come (the options are
+   * agreed: every rank refuses alike). */
+  if (cfg->stop_at_step > (size_t)cfg->epochs * cfg->steps) {
+    st = gs_error(GS_ERR_INVALID_ARG, "the stop at global step %zu comes after the run's last, "
+                  "step %zu (%d epoch%s of %zu steps): give a step up to it, or none",
+                  cfg->stop_at_step, (size_t)cfg->epochs * cfg->steps, cfg->epochs,
+                  cfg->epochs == 1 ? "" : "s", cfg->steps);
+    gs__error_mark_shared();
+    goto out;
+  }
   /* A stop at a step the checkpoint is at or past would never come (the
    * manifest is agreed: every rank refuses alike). */
   if (resumed && cfg->stop_at_step > 0 && start >= cfg->stop_at_step) {
@@ -825,7 +946,9 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
     emit(cb, user, &ee);
     if (ck) {
       size_t gstep = (size_t)e * cfg->steps;
-      int stop = cfg->stop_at_step == gstep;
+      /* (at the run's last step the run is complete, not stopped: a
+       * resume would have nothing to continue) */
+      int stop = cfg->stop_at_step == gstep && e < cfg->epochs;
       if (!stop && e < cfg->epochs) GS_CHECK_GOTO(agree_stop(comm, &stop), st, out);
       double c0 = gs_now();
       GS_CHECK_GOTO(commit(ck, d, plan, gstep, 0, stop, e == cfg->epochs, cb, user), st, out);

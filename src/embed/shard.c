@@ -1701,8 +1701,8 @@ gs_status gs_embed_specs_load_scaled(const char *path, double scale, double pool
 
 /* ---- Saving and loading ---------------------------------------------------------- */
 
-gs_status gs_shard_plan_save(const gs_shard_plan *p, const gs_embed_spec *tables,
-                             const char *path) {
+/* The plan as its file holds it (gs_shard_plan_save, gs_shard_plan_text). */
+static cJSON *plan_json(const gs_shard_plan *p, const gs_embed_spec *tables) {
   cJSON *root = cJSON_CreateObject(), *ts = cJSON_AddArrayToObject(root, "tables");
   cJSON *ss = NULL;
   cJSON_AddNumberToObject(root, "ranks", p->ranks);
@@ -1729,7 +1729,20 @@ gs_status gs_shard_plan_save(const gs_shard_plan *p, const gs_embed_spec *tables
     cJSON_AddNumberToObject(o, "est_s", s->est_s);
     cJSON_AddItemToArray(ss, o);
   }
-  char *text = cJSON_Print(root);
+  return root;
+}
+
+char *gs_shard_plan_text(const gs_shard_plan *p, const gs_embed_spec *tables) {
+  cJSON *root = plan_json(p, tables);
+  char *text = root ? cJSON_PrintUnformatted(root) : NULL;
+  cJSON_Delete(root);
+  return text;
+}
+
+gs_status gs_shard_plan_save(const gs_shard_plan *p, const gs_embed_spec *tables,
+                             const char *path) {
+  cJSON *root = plan_json(p, tables);
+  char *text = root ? cJSON_Print(root) : NULL;
   cJSON_Delete(root);
   if (text == NULL) return gs_error(GS_ERR_NOMEM, "sharding plan: out of memory for JSON");
   FILE *f = fopen(path, "w");

@@ -363,8 +363,16 @@ static void test_bad_input(void **state) {
   cfg.top_mlp = "4x1";
   assert_int_equal(gs_dlrm_create(&cfg, &m), GS_ERR_PARSE);
   assert_non_null(strstr(gs_last_error(), "'4x1'"));
+  /* A top MLP of one layer (the interaction to the logit; refused until
+   * 2026-12-06, the bottom's rule of two widths); a bottom of one width
+   * names no layer. */
   cfg.top_mlp = "1";
+  assert_int_equal(gs_dlrm_create(&cfg, &m), GS_OK);
+  assert_int_equal(gs_dlrm_param_count(m), 2 + 2); /* the bottom's w, b; the top's */
+  gs_dlrm_destroy(m);
+  cfg.bottom_mlp = "3";
   assert_int_equal(gs_dlrm_create(&cfg, &m), GS_ERR_PARSE);
+  assert_non_null(strstr(gs_last_error(), "at least two widths"));
   cfg.top_mlp = "4-1";
   cfg.bottom_mlp = "3-0-8";
   assert_int_equal(gs_dlrm_create(&cfg, &m), GS_ERR_PARSE);

@@ -29,10 +29,21 @@ LK="--lookup 1e-8,1e-10"
 # 1. auto under a cap that all-rw fits: planned, every rank within it.
 "$G" shard --tables kaggle --scale 0.001 --ranks 3 $LK --mem-cap 800K --json >"$tmp/s1" 2>&1
 rc=$?
+# --json holds the plan as --out saves it (every shard's place; until
+# 2026-12-06 the summary alone) and the scale.
 if [ "$rc" = 0 ] && python3 -c 'import json, sys
 j = json.load(open(sys.argv[1]))
-sys.exit(not all(r["mem_bytes"] <= 800 * 1024 for r in j["per_rank"]))' "$tmp/s1"; then
-  pass "auto plans kaggle x 0.001 on 3 ranks under 800K"
+p = j["plan"]
+rows = {}
+for s in p["shards"]:
+    rows.setdefault(s["table"], 0)
+    rows[s["table"]] += (s["row_hi"] - s["row_lo"]) * (s["col_hi"] - s["col_lo"])
+ok = all(r["mem_bytes"] <= 800 * 1024 for r in j["per_rank"]) and j["scale"] == 0.001 and \
+     p["ranks"] == 3 and len(p["tables"]) == 26 and \
+     all(rows.get(i, 0) == t["rows"] * t["dim"] or t["sharding"] == "dp"
+         for i, t in enumerate(p["tables"]))
+sys.exit(not ok)' "$tmp/s1"; then
+  pass "auto plans kaggle x 0.001 on 3 ranks under 800K; --json holds the plan and the scale"
 else
   fail "auto under 800K: exit $rc"
   tail -3 "$tmp/s1"
@@ -358,6 +369,17 @@ if [ "$rc" = 2 ] && [ "$(grep -c 'the stop at global step 4 comes at or before t
    grep -q '(on every rank)' "$tmp/st2" && ! grep -q "commit at step" "$tmp/st2"; then
   pass "--stop-at-step 4 resuming at step 4: refused once, exit 2, nothing trained"
 else fail "--stop-at-step at the resumed step: exit $rc; $(grep 'gradsync train' "$tmp/st2" | head -3)"; fi
+# A stop past the run's last step never comes: refused; at the last step
+# the run is complete, not stopped (it said "--resume continues from
+# here", and a resume had nothing to do).
+train "$tmp/st3" "${A[@]}" --checkpoint "$tmp/ckst3" --stop-at-step 13
+rc=$?
+train "$tmp/st4" "${A[@]}" --checkpoint "$tmp/ckst4" --stop-at-step 12
+rc4=$?
+if [ "$rc" = 2 ] && grep -q -- "--stop-at-step 13: the run has 12 steps (2 epochs of 6)" "$tmp/st3" &&
+   [ "$rc4" = 0 ] && grep -q "commit at step 12" "$tmp/st4" && ! grep -q "stopped" "$tmp/st4"; then
+  pass "--stop-at-step past the end refused (exit 2); at the last step: complete, not stopped"
+else fail "--stop-at-step 13: exit $rc ($(grep -m1 'gradsync train' "$tmp/st3")); 12: exit $rc4 ($(grep 'commit at step 12' "$tmp/st4"))"; fi
 
 # Exit 1 for data that runs out in training (a failure of the run; was 2).
 /usr/bin/python3 -c "
@@ -503,6 +525,33 @@ then
 else
   fail "memory: exit $rc, $(cat "$tmp/mem.r"), $(tail -2 "$tmp/mem")"
 fi
+
+# 17. Ranks given different options (a wrapper gives rank 1 its own): the
+# first difference named once, exit 2, at the start (until 2026-12-06
+# another --steps hung the job, another --bottom-mlp failed inside MPI,
+# another --seed trained apart in silence, another --a2a-precision was
+# called another plan).
+cat >"$tmp/wrap.sh" <<WRAP
+#!/bin/bash
+if [ "\$OMPI_COMM_WORLD_RANK" = 1 ]; then X="\$X1"; else X="\$X0"; fi
+exec "$G" train --model dlrm --tables kaggle:0.001 --epochs 1 --batch 16 --eval 64 $LK "\$@" \$X
+WRAP
+chmod +x "$tmp/wrap.sh"
+differ() { # X0 X1 NEEDLE
+  X0=$1 X1=$2 timeout 60 "$G" run -np 2 -- "$tmp/wrap.sh" >"$tmp/differ" 2>&1
+  local rc=$? said
+  said=$(grep -c "the ranks were given different options" "$tmp/differ")
+  if [ "$rc" = 2 ] && [ "$said" = 1 ] && grep -qF -- "$3" "$tmp/differ" &&
+     ! grep -q "step 1" "$tmp/differ"; then
+    pass "rank 1 given '$2' against '$1': exit 2 before a step, '$3' said once"
+  else fail "rank 1 given '$2' against '$1': exit $rc, said $said times: $(grep -m2 -i "rank\|differ" "$tmp/differ")"; fi
+}
+differ "--steps 5" "--steps 6" "the steps per epoch (--steps) is 5 on rank 0 and 6 on rank 1"
+differ "--seed 1" "--seed 2" "the seed (--seed) is 1 on rank 0 and 2 on rank 1"
+differ "--steps 2 --bottom-mlp 13-64-16" "--steps 2 --bottom-mlp 13-32-16" \
+  "the bottom MLP (--bottom-mlp) differs between rank 0 and rank 1"
+differ "--steps 2 --lr 0.1" "--steps 2 --lr 0.2" "the MLPs' learning rate (--lr) is 0.1 on rank 0 and 0.2 on rank 1"
+differ "--steps 2 --a2a-precision fp16" "--steps 2" "the all-to-all's precision"
 
 echo "$fails failure(s)"
 [ "$fails" = 0 ]
