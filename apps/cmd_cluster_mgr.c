@@ -1467,8 +1467,8 @@ int cmd_cancel(int argc, char **argv) {
     return rc;
   }
   for (; i < argc; i++) {
-    int id;
-    cli_parse_int(argv[i], 1, 1 << 30, &id);
+    int id = 0;
+    (void)cli_parse_int(argv[i], 1, 1 << 30, &id); /* checked above */
     const char *state = jstr(job_by_id(jobs, id), "state");
     if (gs_cluster_state_index(state) >= GS_CLUSTER_FIRST_ENDED) {
       cli_fail("cancel", "job %d has already ended (%s)", id, state);
