@@ -471,7 +471,8 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
     int counts[GS_SHARD_KIND_COUNT] = {0};
     for (int t = 0; t < p->ntables; t++) counts[p->kind[t]]++;
     if (!v->json) {
-      printf("plan: %d tables on %d ranks:", p->ntables, p->ranks);
+      printf("plan: %d table%s on %d rank%s:", p->ntables, p->ntables == 1 ? "" : "s", p->ranks,
+             p->ranks == 1 ? "" : "s");
       for (int k = 0; k < GS_SHARD_KIND_COUNT; k++)
         if (counts[k]) printf(" %d %s", counts[k], gs_shard_kind_name((gs_shard_kind)k));
       double mx, mean;
@@ -813,7 +814,7 @@ int cmd_train_dlrm(int argc, char **argv) {
      * model) is said once, by rank 0; the ranks agree on it unless the
      * library has marked it every rank's already. */
     if (gs_last_error_shared()) {
-      if (r.rank == 0) cli_fail(VERB, "%s (on every rank)", gs_last_error());
+      if (r.rank == 0) cli_fail(VERB, "%s%s", gs_last_error(), r.size > 1 ? " (on every rank)" : "");
     } else {
       cli_agree_status(&r, st);
     }
