@@ -86,6 +86,7 @@ typedef struct record {
    * (names with "deadbeef") */
   int look_at, look_r0, look_r1, look_junk;
   const char *look_dir;
+  int look_world; /* 1: every rank of MPI_COMM_WORLD runs the job (look's barriers) */
 } record;
 
 static void look(record *r);
@@ -737,6 +738,11 @@ static void given_lookup(void) {
 /* rank 0 copies r->dir to r->copy, every rank waiting (called at a commit
  * event, on every rank: no writer is running then). */
 static void look(record *r) {
+  /* Every rank at this event before any looks, and none on to the next
+   * commit (whose writer adds a file) until all have: without the
+   * barriers rank 0 could be writing step 8's file while a slow rank
+   * looked at step 6's (seen once under ASan, 2026-12-06). */
+  if (r->look_world) MPI_Barrier(MPI_COMM_WORLD);
   char f[400];
   r->look_r0 = rank_files(r->look_dir, 0, f, sizeof f);
   r->look_r1 = rank_files(r->look_dir, 1, f, sizeof f);
@@ -745,6 +751,7 @@ static void look(record *r) {
   struct dirent *e;
   while (d && (e = readdir(d)) != NULL) r->look_junk += strstr(e->d_name, "deadbeef") != NULL;
   if (d) closedir(d);
+  if (r->look_world) MPI_Barrier(MPI_COMM_WORLD);
 }
 
 /* What a crash during a commit leaves in dir: files of an unpublished
@@ -863,6 +870,7 @@ static void background(void) {
   record s = {0};
   s.look_at = 6;
   s.look_dir = copy;
+  s.look_world = 1;
   check_all(gs_dlrm_train_run(&cc, g_comm, on_event, &s), GS_OK,
             "resumed from the copy taken when step 4's commit was put in place");
   CHECK(s.resumed_at == 4, "the copy resumed at %d, expected 4", s.resumed_at);
