@@ -256,6 +256,7 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
       case 'V':
         if (parse_double_opt("fairness-window", optarg, 1, 1e9, &c->o.fairness_window_s))
           return 2;
+        dorm_opt = "--fairness-window";
         break;
       case 'L': {
         const char *colon = strchr(optarg, ':');
@@ -297,17 +298,12 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
               "give --commit-work too");
     return 2;
   }
-  /* dorm's own settings: accepted and ignored by another policy until
-   * 2026-12-06. */
+  /* dorm's own settings (its weights, GLPK's time limit and the fairness
+   * window that moves its targets): until 2026-12-06 the first three were
+   * accepted and ignored by another policy. */
   if (dorm_opt && strcmp(c->policy, "dorm") != 0 && strcmp(c->policy, "all") != 0) {
     cli_error(VERB, "%s is dorm's: it needs --policy dorm (or all), got '%s'", dorm_opt,
               c->policy);
-    return 2;
-  }
-  if (c->o.fairness_window_s > 0 && strcmp(c->policy, "dorm") != 0 &&
-      strcmp(c->policy, "all") != 0) {
-    cli_error(VERB, "--fairness-window moves dorm's targets: it needs --policy dorm (or all), "
-              "got '%s'", c->policy);
     return 2;
   }
   if (c->o.share_speeds && !(c->o.learn_work > 0)) {

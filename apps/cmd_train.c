@@ -531,9 +531,11 @@ int cmd_train(int argc, char **argv) {
   /* `gradsync submit` checks a job's options before queueing it: with
    * GRADSYNC_CHECK_ARGS=1 the options are checked and nothing is run. */
   const char *check_only = getenv("GRADSYNC_CHECK_ARGS");
-  if (check_only && strcmp(check_only, "1") == 0)
-    return rc == 0 && cfg.checkpoint_dir ? cli_check_out_dir(VERB, "--checkpoint", cfg.checkpoint_dir)
-                                         : rc;
+  if (check_only && strcmp(check_only, "1") == 0) {
+    if (rc == 0 && cfg.checkpoint_dir)
+      rc = cli_check_out_dir(VERB, "--checkpoint", cfg.checkpoint_dir);
+    return rc;
+  }
   /* SIGUSR1 (which mpirun forwards to the ranks): stop at the next commit.
    * Routed to a thread of its own before any thread that computes starts:
    * a handler on a thread inside oneDNN's GEMM kernels corrupts the heap

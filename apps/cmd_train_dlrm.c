@@ -109,6 +109,10 @@ typedef struct dlrm_opts {
                      * --tables, kaggle:0.001 */
 } dlrm_opts;
 
+/* The most samples a rank takes a step (--batch, and --global-batch's
+ * share), and the most --steps and --eval. */
+enum { MAX_PER_RANK = 1 << 24 };
+
 static int parse_opts(int argc, char **argv, dlrm_opts *o) {
   static const struct option longs[] = {
       {"model", required_argument, 0, 'm'},       {"tables", required_argument, 0, 't'},
@@ -175,9 +179,9 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
       case 'n':
       case 'E': {
         int v;
-        if (cli_parse_int(optarg, c == 'E' ? 0 : 1, 1 << 24, &v)) {
+        if (cli_parse_int(optarg, c == 'E' ? 0 : 1, MAX_PER_RANK, &v)) {
           cli_error(VERB, "--%s %s: expected a whole number from %d to %d", c == 'b' ? "batch"
-                    : c == 'n' ? "steps" : "eval", optarg, c == 'E' ? 0 : 1, 1 << 24);
+                    : c == 'n' ? "steps" : "eval", optarg, c == 'E' ? 0 : 1, MAX_PER_RANK);
           return 2;
         }
         *(c == 'b' ? &o->batch : c == 'n' ? &o->steps : &o->eval) = v;
@@ -772,11 +776,11 @@ int cmd_train_dlrm(int argc, char **argv) {
     o.batch = o.global_batch / r.size > 0 ? o.global_batch / r.size : 1;
     /* (the cap of --batch: until 2026-12-06 a larger share ran out of
      * memory in the MLPs instead) */
-    if (rc == 0 && o.batch > 1L << 24) {
+    if (rc == 0 && o.batch > MAX_PER_RANK) {
       if (r.rank == 0)
         cli_error(VERB, "--global-batch %ld over %d rank%s is %ld samples a rank, more than "
                   "the %d a rank takes (--batch's cap)", o.global_batch, r.size,
-                  r.size == 1 ? "" : "s", o.batch, 1 << 24);
+                  r.size == 1 ? "" : "s", o.batch, (int)MAX_PER_RANK);
       rc = 2;
     }
   }
@@ -814,7 +818,8 @@ int cmd_train_dlrm(int argc, char **argv) {
      * model) is said once, by rank 0; the ranks agree on it unless the
      * library has marked it every rank's already. */
     if (gs_last_error_shared()) {
-      if (r.rank == 0) cli_fail(VERB, "%s%s", gs_last_error(), r.size > 1 ? " (on every rank)" : "");
+      if (r.rank == 0)
+        cli_fail(VERB, "%s%s", gs_last_error(), r.size > 1 ? " (on every rank)" : "");
     } else {
       cli_agree_status(&r, st);
     }

@@ -561,9 +561,15 @@ char *gs_cluster_jobs_json(const char *spool, char *err, size_t errlen) {
   /* By id, as the snapshot lists its jobs (not in the directory's order). */
   int np = cJSON_GetArraySize(pending);
   const cJSON **by_id = np > 0 ? gs_calloc((size_t)np, sizeof *by_id) : NULL;
+  if (np > 0 && by_id == NULL) {
+    cJSON_Delete(pending);
+    cJSON_Delete(j);
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
   const cJSON *r;
   np = 0;
-  if (by_id) cJSON_ArrayForEach(r, pending) by_id[np++] = r;
+  cJSON_ArrayForEach(r, pending) by_id[np++] = r;
   if (np > 1) qsort(by_id, (size_t)np, sizeof *by_id, cmp_request_id);
   for (int k = 0; k < np; k++) {
     r = by_id[k];

@@ -939,7 +939,9 @@ out:
 }
 
 /* Everything each rank does alone before the first collective phase:
- * data, model, optimizer, checkpoint, outputs. */
+ * data, model, optimizer, checkpoint; then the outputs, whose checkpoint
+ * directory rank 0 judges for every rank (check_outputs: one broadcast,
+ * which every rank reaches whatever failed before it). */
 static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *test,
                              int loaded, train_data_id *data, long *start_epoch) {
   const gs_train_config *c = t->cfg;
