@@ -224,6 +224,8 @@ typedef struct run_elastic_opts {
   const char *cost_cache;            /* --cost-cache DIR */
   const char *cost_cache_desc;       /* the launch's fixed settings (its key's part) */
   void (*hosts_ok)(const char *const *hosts, int n, int *ok, void *user);
+  const char *net;                   /* --net NAME: the ranks run on emulated nodes */
+  int per_node;                      /* --per-node K with --net */
 } run_elastic_opts;
 int run_elastic_parse_spec(const char *s, int *min, int *max);
 int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int nprog);

@@ -1604,6 +1604,8 @@ int cmd_run(int argc, char **argv) {
       /* The supervisor relaunches the program after first_prog: with the
        * emulated nodes, the wrapper that enters a rank's namespace too. */
       int wrapped = m - first_prog - nprog;
+      eo.net = net;
+      eo.per_node = per_node;
       rc = run_elastic_job(&eo, elastic, discover, events, np, remote, &hosts, margv,
                            first_prog, nprog + wrapped, hostfile, ssh_config);
       free_margv(margv, first_prog, host_list);

@@ -39,7 +39,19 @@ typedef struct view {
   FILE *events;
   const char *events_path;
   int events_failed;
+  const char *net; /* the emulated nodes' link, or NULL */
+  int per_node;
 } view;
+
+/* Where a launch of size ranks runs, for the lines and the history: its
+ * hosts ("h1:2,h2:2"), or with --net the emulated nodes that its ranks fill
+ * (the local world's one host is this machine, not a place to name). */
+static const char *where(const view *v, int size, const char *hosts, char *buf, size_t len) {
+  if (!v->net) return hosts;
+  int k = v->per_node > 0 ? v->per_node : 1, nodes = (size + k - 1) / k;
+  snprintf(buf, len, "%d emulated node%s", nodes, nodes == 1 ? "" : "s");
+  return buf;
+}
 
 
 static const char *kind_name(gs_elastic_event_kind k) {
@@ -56,7 +68,8 @@ static const char *kind_name(gs_elastic_event_kind k) {
 
 static void event_json(view *v, const gs_elastic_event *e) {
   if (!v->events || v->events_failed) return;
-  char clean[1024];
+  char clean[1024], nodes[48];
+  const char *hosts = where(v, e->new_size, e->hosts, nodes, sizeof nodes);
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "event", kind_name(e->kind));
   cli_json_add(j, "t", e->t, "%.3f");
@@ -65,7 +78,7 @@ static void event_json(view *v, const gs_elastic_event *e) {
   switch (e->kind) {
   case GS_ELASTIC_LAUNCH:
     cJSON_AddNumberToObject(j, "size", e->new_size);
-    cJSON_AddStringToObject(j, "hosts", cli_clean_text(clean, sizeof clean, e->hosts));
+    cJSON_AddStringToObject(j, "hosts", cli_clean_text(clean, sizeof clean, hosts));
     if (e->rule[0]) cJSON_AddStringToObject(j, "rule", e->rule);
     if (e->left_out && e->left_out[0])
       cJSON_AddStringToObject(j, "left_out", cli_clean_text(clean, sizeof clean, e->left_out));
@@ -74,7 +87,7 @@ static void event_json(view *v, const gs_elastic_event *e) {
     cJSON_AddNumberToObject(j, "from", e->old_size);
     cJSON_AddNumberToObject(j, "to", e->new_size);
     cJSON_AddStringToObject(j, "reason", cli_clean_text(clean, sizeof clean, e->reason));
-    cJSON_AddStringToObject(j, "hosts", cli_clean_text(clean, sizeof clean, e->hosts));
+    cJSON_AddStringToObject(j, "hosts", cli_clean_text(clean, sizeof clean, hosts));
     if (e->rule[0]) cJSON_AddStringToObject(j, "rule", e->rule);
     if (e->commit_epoch >= 0) {
       cJSON_AddNumberToObject(j, "commit_epoch", (double)e->commit_epoch);
@@ -114,14 +127,15 @@ static void event_json(view *v, const gs_elastic_event *e) {
 
 static void on_event(const gs_elastic_event *e, void *user) {
   view *v = user;
-  char reason[1024], commit[96], redone[64], sizes[64];
+  char reason[1024], commit[96], redone[64], sizes[64], nodes[48];
   event_json(v, e);
   cli_clean_text(reason, sizeof reason, e->reason ? e->reason : "");
   switch (e->kind) {
   case GS_ELASTIC_LAUNCH:
     if (e->launch == 1)
-      fprintf(stderr, "gradsync run: elastic: %d rank%s on %s%s%s\n", e->new_size,
-              e->new_size == 1 ? "" : "s", e->hosts, e->rule[0] ? "; " : "", e->rule);
+      fprintf(stderr, "gradsync run: elastic: %d rank%s on %s%s%s%s%s\n", e->new_size,
+              e->new_size == 1 ? "" : "s", where(v, e->new_size, e->hosts, nodes, sizeof nodes),
+              v->net ? " at " : "", v->net ? v->net : "", e->rule[0] ? "; " : "", e->rule);
     break;
   case GS_ELASTIC_RESIZE:
     if (e->commit_epoch >= 0)
@@ -154,7 +168,7 @@ static void on_event(const gs_elastic_event *e, void *user) {
   fflush(stderr);
 }
 
-static void print_history(const gs_elastic_result *r) {
+static void print_history(const view *v, const gs_elastic_result *r) {
   fprintf(stderr, "gradsync run: elastic job history: %d launch%s, %d restart%s after "
           "failures, %d resize%s on request, %d relaunch%s after a lost host\n", r->nlaunches,
           r->nlaunches == 1 ? "" : "es", r->restarts, r->restarts == 1 ? "" : "s", r->resizes,
@@ -163,8 +177,8 @@ static void print_history(const gs_elastic_result *r) {
           "status", "hosts", "end");
   for (int i = 0; i < r->nlaunches; i++) {
     const gs_elastic_launch *l = &r->launches[i];
-    char hosts[64], end[200];
-    snprintf(hosts, sizeof hosts, "%.24s", l->hosts);
+    char hosts[64], end[200], nodes[48];
+    snprintf(hosts, sizeof hosts, "%.24s", where(v, l->size, l->hosts, nodes, sizeof nodes));
     cli_clean_text(end, sizeof end, l->end);
     fprintf(stderr, "  %-6d %5d %8.1f %8.1f %6d  %-24s %s\n", i + 1, l->size, l->start_t,
             l->end_t, l->status, hosts, end);
@@ -283,6 +297,8 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
     }
   }
   view v = {0};
+  v.net = o->net;
+  v.per_node = o->per_node;
   if (o->events) {
     v.events = fopen(o->events, "w");
     if (!v.events) {
@@ -345,7 +361,7 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
     cli_fail("run", "elastic supervisor: %s", gs_last_error());
     return 1;
   }
-  print_history(&r);
+  print_history(&v, &r);
   int rc = r.status;
   if (rc != 0) cli_fail("run", "elastic job ended: %s", r.message);
   gs_elastic_result_free(&r);

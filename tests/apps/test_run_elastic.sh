@@ -111,10 +111,17 @@ if [ "$WHICH" = net ]; then
   echo "== kill -9 of a rank under --net 1gbit --elastic 2:4"
   if kill_rank3 net --net 1gbit; then
     left=$(ip netns list 2>/dev/null | grep -c "^gs-$sup-")
-    if resized_to_3 && [ "$left" = 0 ]; then
-      pass "emulated nodes: resized 4 -> 3, finished, 2 epochs of $KFULL samples each, namespaces removed"
+    # Where the ranks run: the emulated nodes, not this machine's name
+    # (the lines, the history and the events said "localhost:4").
+    named=0
+    grep -q '^gradsync run: elastic: 4 ranks on 4 emulated nodes at 1gbit' "$err" &&
+      grep -qE '^  2 +3 .* 3 emulated nodes ' "$err" &&
+      grep -q '"event":"resize".*"hosts":"3 emulated nodes"' "$ev" && named=1
+    if resized_to_3 && [ "$left" = 0 ] && [ $named = 1 ]; then
+      pass "emulated nodes: resized 4 -> 3, finished, 2 epochs of $KFULL samples each, namespaces removed, the nodes named"
     else
-      fail "--net --elastic: exit $rc (want 0), a resize line 4 -> 3, epochs of $KFULL samples, 3 ranks, $left namespace(s) left (want 0)"
+      fail "--net --elastic: exit $rc (want 0), a resize line 4 -> 3, epochs of $KFULL samples, 3 ranks, $left namespace(s) left (want 0), the emulated nodes named ($named)"
+      grep '^gradsync run: elastic\|emulated\|localhost' "$err" "$ev" | head -5
     fi
   fi
   finish_tests
