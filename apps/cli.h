@@ -237,6 +237,14 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
  * the same in both. A sequence that does not fit whole is dropped. Returns
  * out. */
 char *cli_clean_text(char *out, size_t cap, const char *in);
+/* A table's cell of width characters (code points, each taken as one
+ * column) from text, cleaned (cli_clean_text): cut to width characters at
+ * most (never inside one) and padded with spaces to width; printf's
+ * "%-14.14s" counts bytes, and cuts and pads a name in another script
+ * wrongly. Returns out. */
+char *cli_cell(char *out, size_t cap, const char *text, int width);
+/* The characters (code points) of valid UTF-8 text. */
+int cli_text_width(const char *s);
 /* Cleans a profile's model and tensor names in place (cli_clean_text), so
  * that every output made from them (tables, JSON lines, timelines, error
  * messages) is valid UTF-8: profiles are read as given, names included.

@@ -331,6 +331,31 @@ char *cli_clean_text(char *out, size_t cap, const char *in) {
   return out;
 }
 
+int cli_text_width(const char *s) {
+  int n = 0;
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) n += (*p & 0xC0) != 0x80;
+  return n;
+}
+
+char *cli_cell(char *out, size_t cap, const char *text, int width) {
+  if (cap == 0) return out;
+  char clean[1024];
+  cli_clean_text(clean, sizeof clean, text);
+  size_t len = 0;
+  int chars = 0;
+  for (const char *p = clean; *p && chars < width; chars++) {
+    size_t n = 1;
+    while (((unsigned char)p[n] & 0xC0) == 0x80) n++;
+    if (len + n >= cap) break;
+    memcpy(out + len, p, n);
+    len += n;
+    p += n;
+  }
+  for (; chars < width && len + 1 < cap; chars++) out[len++] = ' ';
+  out[len] = '\0';
+  return out;
+}
+
 /* Replaces *name by its cleaned copy (a gs_malloc'd string, as the profile
  * owns its names through gs_free). */
 static gs_status clean_name(char **name) {

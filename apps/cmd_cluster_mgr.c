@@ -1332,7 +1332,7 @@ int cmd_jobs(int argc, char **argv) {
   cJSON_ArrayForEach(j, jobs) {
     char who[GS_CLUSTER_NAME_MAX + GS_CLUSTER_ACCOUNT_MAX + 2];
     if (!job_listed(j, only_user, any_state ? want : NULL)) continue;
-    int len = (int)strlen(job_who(j, who, sizeof who));
+    int len = cli_text_width(job_who(j, who, sizeof who));
     if (len > who_w) who_w = len;
   }
   if (!json)
@@ -1376,11 +1376,11 @@ int cmd_jobs(int argc, char **argv) {
     if (jnum(j, "restart_s", -1) >= 0) snprintf(rs, sizeof rs, "%.1f", jnum(j, "restart_s", 0));
     else if (jnum(j, "restart_price_s", -1) >= 0)
       snprintf(rs, sizeof rs, "~%.1f", jnum(j, "restart_price_s", 0));
-    char who[GS_CLUSTER_NAME_MAX + GS_CLUSTER_ACCOUNT_MAX + 2];
+    char who[GS_CLUSTER_NAME_MAX + GS_CLUSTER_ACCOUNT_MAX + 2], whoc[4 * sizeof who];
     job_who(j, who, sizeof who);
-    printf("%4.0f  %-14.14s %-*s %-9s %4.0f %7s %8s %7.0f %8.0f %9s %7s %7s  %-18s %s\n",
-           jnum(j, "id", 0), cli_clean_text(clean, sizeof clean, jstr(j, "name")),
-           who_w, who, state,
+    printf("%4.0f  %s %s %-9s %4.0f %7s %8s %7.0f %8.0f %9s %7s %7s  %-18s %s\n",
+           jnum(j, "id", 0), cli_cell(clean, sizeof clean, jstr(j, "name"), 14),
+           cli_cell(whoc, sizeof whoc, who, who_w), state,
            jnum(j, "size", 0), mm, pr, jnum(j, "resizes", 0), jnum(j, "restarts", 0), rs, wait,
            run, speed, nodes[0] ? nodes : msg);
   }
@@ -1416,7 +1416,9 @@ static int cmd_nodes(int argc, char **argv) {
     if (jnum(n, "job", 0) > 0) snprintf(job, sizeof job, "%.0f", jnum(n, "job", 0));
     double until = jnum(n, "cool_until", 0);
     if (until > 0) snprintf(cool, sizeof cool, "%.0f", until > now ? until - now : 0);
-    printf("%-24s %-8s %5.0f %5s %6.0f %s\n", cli_clean_text(clean, sizeof clean, jstr(n, "name")),
+    int nw = cli_text_width(cli_clean_text(clean, sizeof clean, jstr(n, "name")));
+    printf("%s %-8s %5.0f %5s %6.0f %s\n", cli_cell(clean, sizeof clean, jstr(n, "name"),
+                                                   nw > 24 ? nw : 24),
            jstr(n, "state"), jnum(n, "slots", 1), job, jnum(n, "losses", 0), cool);
   }
   cJSON_Delete(root);

@@ -139,7 +139,8 @@ else fail "refused submissions were queued"; fi
 echo "== three jobs; the manager SIGKILLed and restarted; a keeper killed; a node lost"
 A=$(submit --min 1 --max 2 --name A --user alice --exec -- "$JOB" 60 "$scratch/A" 0.1)
 B=$(submit --min 1 --max 1 --name B --exec -- "$JOB" 50 "$scratch/B" 0.1)
-C=$(submit --min 1 --max 1 --name C --exec -- "$JOB" 10 "$scratch/C" 0.1 1)
+# C's name: longer than the NAME column, in letters of two bytes.
+C=$(submit --min 1 --max 1 --name "Ć-ćwiczenie-øvelse" --exec -- "$JOB" 10 "$scratch/C" 0.1 1)
 [ "$A" = 1 ] && [ "$B" = 2 ] && [ "$C" = 3 ] && pass "submit printed ids 1 2 3" ||
   fail "submit printed '$A' '$B' '$C'"
 ua=$(field "$A" user) ub=$(field "$B" user)
@@ -194,6 +195,16 @@ if [ "$(field 3 restarts)" = 2 ] && "$G" jobs --spool "$spool" --json | grep '"i
    grep -q 'restart budget (2) is spent'; then
   pass "C failed after its restart budget of 2, A and B unaffected"
 else fail "C: restarts $(field 3 restarts), $("$G" jobs --spool "$spool" --json | grep '"id":3,')"; fi
+# The table counts characters, not bytes: C's name cut to 14 of them and
+# its STATE under the header's (until 2026-12-06 cut and padded by bytes:
+# 4 columns short, and a letter split where the cut fell inside it).
+table=$("$G" jobs --spool "$spool")
+row=$(grep '^   3 ' <<<"$table") head=$(head -1 <<<"$table")
+at_row=$(LC_ALL=C.UTF-8 bash -c 'p=${1%%failed*}; echo ${#p}' _ "$row")
+at_head=$(LC_ALL=C.UTF-8 bash -c 'p=${1%%STATE*}; echo ${#p}' _ "$head")
+if grep -q "  Ć-ćwiczenie-øv " <<<"$row" && [ "$at_row" = "$at_head" ]; then
+  pass "jobs: a name of 18 letters in 27 bytes cut to 14 letters, its row aligned"
+else fail "jobs: C's row '$row' (its state at $at_row, the header's at $at_head)"; fi
 
 echo "== a request read twice (the manager died between journaling it and removing it)"
 printf '{"op":"submit","id":1,"name":"again","min":1,"max":1,"exec":true,"args":["%s","5","%s"],"cwd":"/","time":1}' \
