@@ -243,6 +243,10 @@ char *cli_clean_text(char *out, size_t cap, const char *in);
  * "%-14.14s" counts bytes, and cuts and pads a name in another script
  * wrongly. Returns out. */
 char *cli_cell(char *out, size_t cap, const char *text, int width);
+/* "14.50s": seconds to three significant digits or more, for tables (a
+ * time-compressed trace's jobs last seconds: whole seconds read 31 for
+ * 30.6). Returns buf. */
+const char *cli_secs(char *buf, size_t len, double s);
 /* The characters (code points) of valid UTF-8 text. */
 int cli_text_width(const char *s);
 /* Cleans a profile's model and tensor names in place (cli_clean_text), so

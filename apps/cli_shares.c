@@ -242,11 +242,13 @@ int cli_owner_table(const cli_owner_jobs *j, cJSON *json, const char *title) {
       if (done) cli_json_add(o, "jct_mean_s", jm, "%.2f");
       cJSON_AddItemToArray(arr, o);
     } else {
-      printf("  %-28.28s %5d", clean, jobs);
+      char cell[4 * 28 + 1];
+      printf("  %s %5d", cli_cell(cell, sizeof cell, clean, 28), jobs);
       if (live) printf(" %7d %5d", running, nodes);
       printf(" %10.3f %6.3f %10.3f %6.3f", u / 3600, us, f / 3600, fs);
       if (j->usage_s) printf(" %9.3f", dec / 3600);
-      if (done) printf(" %8.0fs\n", jm);
+      char jms[32];
+      if (done) printf(" %9s\n", cli_secs(jms, sizeof jms, jm));
       else printf(" %9s\n", "-");
     }
   }

@@ -331,6 +331,12 @@ char *cli_clean_text(char *out, size_t cap, const char *in) {
   return out;
 }
 
+const char *cli_secs(char *buf, size_t len, double s) {
+  double a = s < 0 ? -s : s;
+  snprintf(buf, len, "%.*fs", a >= 1000 ? 0 : a >= 100 ? 1 : 2, s);
+  return buf;
+}
+
 int cli_text_width(const char *s) {
   int n = 0;
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) n += (*p & 0xC0) != 0x80;

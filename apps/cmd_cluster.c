@@ -333,7 +333,7 @@ static void trace_path(char *out, size_t cap, const char *path, const char *poli
 }
 
 static void print_text_header(const csim_cli *c, const gs_csim_workload *w) {
-  printf("workload %s (%s, %d jobs) on %d nodes; restart %.0f s, start %.0f s, interval %.0f s",
+  printf("workload %s (%s, %d jobs) on %d nodes; restart %g s, start %g s, interval %g s",
          c->workload, w->kind, w->njobs, c->nodes, c->o.restart_penalty_s, c->o.start_penalty_s,
          c->o.interval_s);
   if (c->o.commit_work > 0)
@@ -351,8 +351,10 @@ static void print_text_header(const csim_cli *c, const gs_csim_workload *w) {
 }
 
 static void print_text_row(const char *policy, const gs_csim_result *r) {
-  printf("%-8s %6d %6d %9.0fs %9.0fs %9.0fs %6.3f %6.3f %8.3f %8.2f %7d %8.2f %9.2f\n",
-         policy, r->done, r->jobs - r->done, r->jct_mean_s, r->jct_p99_s, r->makespan_s,
+  char mean[32], p99[32], span[32];
+  printf("%-8s %6d %6d %10s %10s %10s %6.3f %6.3f %8.3f %8.2f %7d %8.2f %9.2f\n",
+         policy, r->done, r->jobs - r->done, cli_secs(mean, sizeof mean, r->jct_mean_s),
+         cli_secs(p99, sizeof p99, r->jct_p99_s), cli_secs(span, sizeof span, r->makespan_s),
          r->util, r->util_busy, r->fairness_loss, r->ftf_max, r->resizes, r->policy_ms_mean,
          r->policy_ms_max);
 }

@@ -313,9 +313,11 @@ int cmd_shard(int argc, char **argv) {
       printf("# a bag whose line of the pooled matrix is in the cache: %.3g ns\n",
              cfg.lookup.gamma_hit * 1e9);
     printf("\n%-16s %12s %6s  %-5s %s\n", "table", "rows", "dim", "shard", "why");
-    for (int i = 0; i < n; i++)
-      printf("%-16.16s %12zu %6zu  %-5s %s\n", t[i].name, t[i].rows, t[i].dim,
-             gs_shard_kind_name(p->kind[i]), p->why[i]);
+    for (int i = 0; i < n; i++) {
+      char cell[4 * 16 + 1];
+      printf("%s %12zu %6zu  %-5s %s\n", cli_cell(cell, sizeof cell, t[i].name, 16), t[i].rows,
+             t[i].dim, gs_shard_kind_name(p->kind[i]), p->why[i]);
+    }
     printf("\n%6s %10s %8s %12s %10s\n", "rank", "est ms", "shards", "memory MiB", "sent MB");
     for (int r = 0; r < o.ranks && r < 256; r++) {
       int k = 0;
