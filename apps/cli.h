@@ -365,6 +365,12 @@ int cli_find_exe(const char *name, char *out, size_t size);
  * and written (its parent a writable directory), without making it: 0, or
  * 2 after saying why (`gradsync VERB: OPT DIR: ...`). As access() tells: a
  * run still probes by writing (root passes access() on /proc). */
+/* Rank 0 of a run that starts afresh (no --resume) with --checkpoint DIR:
+ * a warning when DIR holds a commit of the kind the run makes already (a
+ * vision run's checkpoint.json; dlrm 1: a DLRM run's dlrm.json), naming it:
+ * this run's first commit replaces it, and --resume would have continued
+ * it (until 2026-12-06 it was replaced without a word). */
+void cli_warn_checkpoint_replaced(const char *verb, const char *dir, int dlrm);
 int cli_check_out_dir(const char *verb, const char *opt, const char *dir);
 /* Runs `gradsync train ARGS` (this binary) with GRADSYNC_CHECK_ARGS=1: the
  * trainer's own checks of its options, nothing run. Its exit status (2 for

@@ -215,6 +215,37 @@ int cli_find_exe_why(const char *name, char *out, size_t size, char *why, size_t
   return -1;
 }
 
+void cli_warn_checkpoint_replaced(const char *verb, const char *dir, int dlrm) {
+  const char *file = dlrm ? "dlrm.json" : "checkpoint.json";
+  char path[PATH_MAX], what[160] = "";
+  if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path) return;
+  if (access(path, F_OK) != 0) return;
+  /* Unreadable or not JSON: the commit is there all the same, unnamed. */
+  unsigned char *text = NULL;
+  size_t n = 0;
+  cJSON *j = NULL;
+  if (gs_nn_file_read(path, "checkpoint manifest", (size_t)64 << 20, &text, &n) == GS_OK)
+    j = cJSON_ParseWithLength((const char *)text, n);
+  gs_free(text);
+  const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
+  const cJSON *epoch = cJSON_GetObjectItemCaseSensitive(j, "epoch");
+  const cJSON *step = cJSON_GetObjectItemCaseSensitive(j, "step");
+  if (dlrm && cJSON_IsNumber(step))
+    snprintf(what, sizeof what, " (a DLRM run's, at step %.0f)", step->valuedouble);
+  else if (dlrm)
+    snprintf(what, sizeof what, " (a DLRM run's)");
+  else if (cJSON_IsString(model) && cJSON_IsNumber(epoch)) {
+    char m[130];
+    snprintf(what, sizeof what, " (model %.40s, epoch %.0f)",
+             cli_clean_text(m, sizeof m, model->valuestring), epoch->valuedouble);
+  }
+  cJSON_Delete(j);
+  char clean[PATH_MAX * 3];
+  fprintf(stderr, "gradsync %s: warning: --checkpoint %s holds a commit%s, in %s: without "
+          "--resume this run starts afresh and its first commit replaces it\n", verb,
+          cli_clean_text(clean, sizeof clean, dir), what, file);
+}
+
 int cli_check_out_dir(const char *verb, const char *opt, const char *dir) {
   struct stat st;
   const char *at = dir;

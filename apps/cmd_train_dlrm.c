@@ -811,6 +811,8 @@ int cmd_train_dlrm(int argc, char **argv) {
   view v = {.rank = r.rank, .size = r.size, .epochs = o.epochs, .json = o.json,
             .tty = cli_on_terminal(), .checkpoint = o.checkpoint, .policy = o.policy,
             .tables = t, .lookup_given = o.have_lookup};
+  if (rc == 0 && r.rank == 0 && o.checkpoint && !o.resume)
+    cli_warn_checkpoint_replaced(VERB, o.checkpoint, 1);
   gs_status st = rc ? GS_OK : gs_dlrm_train_run(&cfg, r.comm, on_event, &v);
   if (st != GS_OK) {
     /* Every rank returns the run's failure (gs_dlrm_train_run). One that

@@ -186,6 +186,14 @@ sys.exit(not (len(r) == 1 and r[0]["complete"] is True and "epoch" not in r[0]))
 then pass "JSON: resuming a complete run says complete"
 else fail "JSON resume of a complete run: $(cat "$tmp/k2" | head -3)"; fi
 
+# 10b. A fresh run (no --resume) over that commit: warned once, naming its
+# step (until 2026-12-06 replaced without a word); none with --resume.
+train "$tmp/k3" --tables kaggle:0.001 --steps 2 --epochs 1 --checkpoint "$tmp/ck10"
+if [ "$(grep -c "warning: --checkpoint $tmp/ck10 holds a commit (a DLRM run's, at step 18), in dlrm.json: without --resume" "$tmp/k3")" = 1 ] &&
+   ! grep -q "holds a commit" "$tmp/k1" "$tmp/k2"; then
+  pass "a fresh run over a commit: warned once, naming its step"
+else fail "a fresh run over a commit: $(grep -h "holds a commit" "$tmp/k1" "$tmp/k2" "$tmp/k3")"; fi
+
 # 11. A Criteo run resumes from the same file under another path, --zipf
 # (unused with --data) aside.
 awk 'BEGIN { srand(3); for (i = 0; i < 400; i++) { line = int(rand() * 2)

@@ -79,6 +79,16 @@ grep -q "epoch 1" "$tmp/err.log" && bad "the unwritable timeline was found after
 "$gs" run -np 2 -- "$gs" train --synthetic 4096 --epochs 1 --max-steps 8 --model mlp \
   --batch 16 --policy wfbp --checkpoint "$tmp/s1" --json > "$tmp/s1.log" 2>&1 ||
   bad "writing the second checkpoint failed: $(tail -3 "$tmp/s1.log")"
+# A fresh run (no --resume) into a directory holding a commit: said once,
+# naming it, then replaced (until 2026-12-06 without a word); none where
+# the directory was empty (s1's run).
+cp -r "$tmp/s1" "$tmp/again"
+"$gs" run -np 2 -- "$gs" train --synthetic 4096 --epochs 1 --max-steps 2 --model mlp \
+  --batch 16 --checkpoint "$tmp/again" > "$tmp/again.log" 2>&1
+rc=$? warned=$(grep -c "warning: --checkpoint $tmp/again holds a commit (model mlp, epoch 1), in checkpoint.json: without --resume this run starts afresh" "$tmp/again.log")
+if [ $rc = 0 ] && [ "$warned" = 1 ] && ! grep -q "holds a commit" "$tmp/s1.log"; then
+  ok "a fresh run over another run's commit: warned once, naming it"
+else bad "a fresh run over a commit: exit $rc, warned $warned times (want 1), s1's log: $(grep -c "holds a commit" "$tmp/s1.log")"; fi
 # --resume refuses a checkpoint that does not fit the run, naming what
 # differs: every rank finds it alike, so it is said once (by rank 0, "on
 # every rank" where there are several) and exits 2, as bad options do.
