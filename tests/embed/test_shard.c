@@ -235,6 +235,22 @@ static void test_forced_and_edges(void **state) {
   assert_int_equal(kp->nshards, (size_t)nk);
   for (int i = 0; i < nk; i++) assert_int_equal(kp->kind[i], GS_SHARD_TW);
   gs_shard_plan_free(kp);
+  /* Tables of fewer rows than ranks, row-wise: the rows spread over the
+   * ranks, not every table's on the last (8 tables of one row and 8 of 3
+   * on 4 ranks: 8 rows each). */
+  gs_embed_spec few[16];
+  for (int i = 0; i < 16; i++) few[i] = (gs_embed_spec){"few", i < 8 ? 1 : 3, 16, 1};
+  gs_shard_config fc = config(4, 1);
+  fc.force = GS_SHARD_RW;
+  gs_shard_plan *fp = NULL;
+  if (gs_shard_plan_make(few, 16, &fc, &fp) != GS_OK) fail_msg("few rows: %s", gs_last_error());
+  assert_int_equal(gs_shard_plan_check(fp, few, 16, 0), GS_OK);
+  size_t rows[4] = {0};
+  for (size_t j = 0; j < fp->nshards; j++)
+    rows[fp->shards[j].rank] += fp->shards[j].row_hi - fp->shards[j].row_lo;
+  for (int r = 0; r < 4; r++)
+    if (rows[r] != 8) fail_msg("few rows: rank %d holds %zu rows of 32 (want 8 each)", r, rows[r]);
+  gs_shard_plan_free(fp);
   int kind;
   assert_int_equal(gs_shard_kind_parse("twrw", &kind), GS_OK);
   assert_int_equal(kind, GS_SHARD_TWRW);
