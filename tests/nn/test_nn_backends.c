@@ -74,10 +74,24 @@ static void batch_data(int batch, uint64_t seed, float **x, int32_t **y) {
   gs_nn_dataset_free(&ds);
 }
 
+/* A pass in evaluation mode: its gradients within EVAL_GRAD_TOL (whole and
+ * input) and EVAL_TENSOR_TOL (a tensor). Batch-norm with running
+ * statistics (after 3 updates, near the identity) normalises nothing, so
+ * of a layer's 200,000 ReLU inputs some lie within the backends' rounding
+ * (1e-7) of 0 on some hosts' kernels: one mask flipped in the first layer
+ * moves the input gradient by 1 element in 200,000, 2.1e-3 in the 2-norm,
+ * and conv1's weight gradient by 1.0e-3 (the ResNet's, data seed 9, with
+ * OpenBLAS's SkylakeX or Sandybridge kernels; 6e-7 with its Haswell or Zen
+ * ones). Batch statistics where the running ones belong (one net in
+ * training mode) move them by 0.99 (the ResNet's); the logits and loss
+ * stay strict. */
+#define EVAL_GRAD_TOL 1e-2
+#define EVAL_TENSOR_TOL 3e-2
+
 /* One forward + loss + backward on both nets; compares logits, loss, every
  * gradient tensor and (if on) the input gradient. */
 static void compare_step(gs_nn_net *a, gs_nn_net *b, const float *x,
-                         const int32_t *y, int batch, const char *what) {
+                         const int32_t *y, int batch, const char *what, int eval) {
   ready_log ra = {0}, rb = {0};
   gs_nn_set_callbacks(a, on_ready, NULL, &ra);
   gs_nn_set_callbacks(b, on_ready, NULL, &rb);
@@ -111,9 +125,9 @@ static void compare_step(gs_nn_net *a, gs_nn_net *b, const float *x,
          what, dl, (double)lossa, (double)lossb, whole, worst, worst_name, dx);
   assert_true(dl <= REL_TOL);
   assert_true(fabs((double)lossa - (double)lossb) <= REL_TOL * fabs((double)lossa));
-  assert_true(whole <= REL_TOL);
-  assert_true(worst <= TENSOR_TOL);
-  assert_true(dx <= REL_TOL);
+  assert_true(whole <= (eval ? EVAL_GRAD_TOL : REL_TOL));
+  assert_true(worst <= (eval ? EVAL_TENSOR_TOL : TENSOR_TOL));
+  assert_true(dx <= (eval ? EVAL_GRAD_TOL : REL_TOL));
   /* The same tensors announced in the same (strictly decreasing) order. */
   assert_int_equal(ra.n, gs_nn_param_count(a));
   assert_int_equal(rb.n, ra.n);
@@ -131,13 +145,13 @@ static void compare_batches(gs_nn_net *a, gs_nn_net *b, const float *x, const in
                             int B, const char *label) {
   char what[64];
   snprintf(what, sizeof what, "%s batch %d", label, B);
-  compare_step(a, b, x, y, B, what);
+  compare_step(a, b, x, y, B, what, 0);
   snprintf(what, sizeof what, "%s batch 5", label);
-  compare_step(a, b, x, y, 5, what);
+  compare_step(a, b, x, y, 5, what, 0);
   gs_nn_set_input_grad(a, 1);
   gs_nn_set_input_grad(b, 1);
   snprintf(what, sizeof what, "%s batch %d, input grad", label, B);
-  compare_step(a, b, x, y, B, what);
+  compare_step(a, b, x, y, B, what, 0);
 }
 
 /* Three SGD steps (lr 0.05, momentum 0.9) on both nets: the weights and
@@ -190,7 +204,7 @@ static void check_model(gs_nn_model m) {
   gs_nn_set_training(dnnl, 0);
   char what[64];
   snprintf(what, sizeof what, "%s eval", gs_nn_model_name(m));
-  compare_step(blas, dnnl, x, y, B, what);
+  compare_step(blas, dnnl, x, y, B, what, 1);
   gs_nn_set_training(blas, 1);
   gs_nn_set_training(dnnl, 1);
   compare_sgd(blas, dnnl, x, y, B, "after 3 SGD steps");
