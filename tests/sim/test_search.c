@@ -122,6 +122,35 @@ static void test_slow_network(void **state) {
   gs_search_result_free(&r);
 }
 
+/* With the algorithm left to the cost module (auto), one all-reduce of
+ * every gradient at the pick is priced with its best algorithm, as the
+ * plans price it: 16 workers, 1 ms a message, 1 kB of gradients, where
+ * the ring's 30 steps cost 10 times recursive doubling's 4 (until
+ * 2026-12-06 the ring's line always). */
+static void test_allreduce_all_auto(void **state) {
+  (void)state;
+  test_profile tp;
+  tp_init(&tp, 0.01, 1, (double[]){0.02}, (size_t[]){256});
+  gs_cost_params net = net_ab(1e-3, 1e-9);
+  gs_search_config cfg = config(&net, 16, 1, 0);
+  cfg.algo = GS_ALGO_AUTO;
+  cfg.workers = 16;
+  cfg.max_workers = 0;
+  gs_search_result r;
+  assert_int_equal(gs_search_run(&tp.p, &cfg, &r), GS_OK);
+  assert_int_equal(r.points[r.pick].workers, 16);
+  gs_cost_topo topo = {16, 16};
+  double ring = gs_cost_allreduce(&net, topo, GS_ALGO_RING, 1024);
+  double best = INFINITY;
+  for (gs_algo a = GS_ALGO_RING; a <= GS_ALGO_RABENSEIFNER; a++) {
+    double v = gs_cost_allreduce(&net, topo, a, 1024);
+    if (v >= 0 && v < best) best = v;
+  }
+  assert_true(best < ring / 5);
+  NEAR(r.allreduce_all_s, best);
+  gs_search_result_free(&r);
+}
+
 /* One tensor, forward 10 ms, backward 20 ms, M*beta = 15 ms, alpha 0: the
  * ring all-reduce takes 2(p-1)/p * 15 ms after the backward, whatever the
  * policy, so the efficiency is 0.03 / (0.03 + 0.03 (p-1)/p):
@@ -531,7 +560,7 @@ static void test_compression_refusals(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_free_network),      cmocka_unit_test(test_slow_network),
-      cmocka_unit_test(test_target_crossing),   cmocka_unit_test(test_monotone_and_planner),
+      cmocka_unit_test(test_target_crossing),   cmocka_unit_test(test_allreduce_all_auto),   cmocka_unit_test(test_monotone_and_planner),
       cmocka_unit_test(test_batch),             cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_compression_slow_network),
       cmocka_unit_test(test_compression_compute_bound),
