@@ -560,7 +560,8 @@ static void test_compression_refusals(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_free_network),      cmocka_unit_test(test_slow_network),
-      cmocka_unit_test(test_target_crossing),   cmocka_unit_test(test_allreduce_all_auto),   cmocka_unit_test(test_monotone_and_planner),
+      cmocka_unit_test(test_target_crossing),   cmocka_unit_test(test_monotone_and_planner),
+      cmocka_unit_test(test_allreduce_all_auto),
       cmocka_unit_test(test_batch),             cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_compression_slow_network),
       cmocka_unit_test(test_compression_compute_bound),
