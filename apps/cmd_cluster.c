@@ -276,7 +276,13 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
         break;
       }
       case 'J': c->json = 1; break;
-      case 't': c->trace_out = optarg; break;
+      case 't':
+        if (!*optarg) { /* (else ".static" and the like in ".") */
+          cli_error(VERB, "--trace-out needs a file name");
+          return 2;
+        }
+        c->trace_out = optarg;
+        break;
       case 'h': usage(stdout); return -1;
       default: return cli_getopt_error(VERB, ch, argv, longs);
     }

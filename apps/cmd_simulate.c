@@ -268,7 +268,15 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
         }
         break;
       case 'J': o->json = 1; break;
-      case 't': o->trace = optarg; break;
+      case 't':
+        /* (an empty name passed the write check as "." and became
+         * ".wfbp" and the like there, one policy's after the work) */
+        if (!*optarg) {
+          cli_error(VERB, "--trace needs a file name");
+          return 2;
+        }
+        o->trace = optarg;
+        break;
       case 'h': usage(stdout); return -1;
       default: return cli_getopt_error(VERB, c, argv, longs);
     }

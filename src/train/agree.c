@@ -222,6 +222,10 @@ gs_status gs_train_probe_dir(const char *dir, const char *what) {
 }
 
 gs_status gs_train_check_writable(const char *path, const char *what) {
+  /* "" is no file (until 2026-12-06 it passed as one in ".", and the
+   * write failed after the work, or went to ".wfbp" and the like). */
+  if (path[0] == '\0')
+    return gs_error(GS_ERR_INVALID_ARG, "%s needs a file name, not an empty one", what);
   char dir[4096];
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');

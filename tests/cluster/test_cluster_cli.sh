@@ -60,6 +60,8 @@ t 0 '"jct_mean_s":16.25' $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv"
   --restart-penalty 5 --interval 0 --policy goodput --json
 t 0 '"policy":"dorm"' $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --json
 [ "$(wc -l < "$tmp/out")" = 3 ] && ok "--json: one line per policy" || bad "--json lines: $(cat "$tmp/out")"
+t 2 "--trace-out needs a file name" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" \
+  --nodes 2 --trace-out ""
 t 0 "" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --trace-out "$tmp/tr.csv"
 for p in static dorm goodput; do
   if grep -q '^node,0,0,0.000,' "$tmp/tr.$p.csv" && grep -q '^job,1,B,' "$tmp/tr.$p.csv" &&

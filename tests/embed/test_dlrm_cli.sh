@@ -316,6 +316,11 @@ if grep -q "this job has 1 rank and" "$tmp/p13c"; then pass "1 rank, singular"
 else fail "ranks plural: $(grep -m1 "plan" "$tmp/p13c")"; fi
 # A plan for 3 ranks on 2: refused on every rank, said once (it was said
 # once a rank).
+# An empty --out: refused at the start, exit 2 (it planned, then failed).
+"$G" shard --tables "$tmp/t2.json" --ranks 3 $LK --out "" >/dev/null 2>"$tmp/eo"
+if [ $? = 2 ] && grep -q -- "--out needs a file name, not an empty one" "$tmp/eo"; then
+  pass "shard --out '': exit 2"
+else fail "shard --out '': $(cat "$tmp/eo")"; fi
 "$G" shard --tables "$tmp/t2.json" --ranks 3 $LK --out "$tmp/p3.json" >/dev/null 2>&1
 train "$tmp/p13d" --tables "$tmp/t2.json" --plan "$tmp/p3.json"
 rc=$?

@@ -36,6 +36,9 @@ expect 2 "--cost" -- --profile "$P" --workers 8 --cost "$T/missing.json"
 expect 2 "/nonexistent.json" -- --profile /nonexistent.json --workers 8 --net 10GbE
 expect 2 "bad.json" -- --profile "$T/bad.json" --workers 8 --net 10GbE
 expect 2 "--trace" -- --profile "$P" --workers 8 --net 10GbE --policy wfbp --trace /nonexistent-dir/t.json
+# An empty name: refused before the work (it wrote ".wfbp" and the like in
+# the current directory, or failed after the simulation).
+expect 2 "--trace needs a file name" -- --profile "$P" --workers 8 --net 10GbE --trace ""
 expect 2 "--jitter: expected" -- --profile "$P" --workers 8 --net 10GbE --jitter -1
 expect 2 "--jitter-dist" -- --profile "$P" --workers 8 --net 10GbE --jitter-dist uniform
 expect 2 "--jitter-scope" -- --profile "$P" --workers 8 --net 10GbE --jitter-scope tensor
