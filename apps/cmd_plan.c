@@ -786,6 +786,7 @@ int cmd_plan(int argc, char **argv) {
   const char *profile_path = NULL, *policy = "all", *net = NULL, *algo_name = "auto";
   const char *cost_file = NULL;
   int policy_given = 0, search = 0, max_workers = 0, per_node = 1, max_global_batch = 0;
+  int per_node_given = 0, target_given = 0; /* search-only, whatever their value */
   int max_batch = 0;
   double target_eff = 0; /* 0: throughput */
   double a = -1, b = -1, scale = 1.0, coding_ns = -1;
@@ -825,6 +826,7 @@ int cmd_plan(int argc, char **argv) {
         }
         break;
       case 'K':
+        per_node_given = 1;
         if (cli_parse_int(optarg, 1, 1 << 24, &per_node) != 0) {
           cli_error(VERB, "--per-node: expected an integer from 1 to %d, got '%s'", 1 << 24,
                     optarg);
@@ -840,6 +842,7 @@ int cmd_plan(int argc, char **argv) {
         }
         break;
       case 'T':
+        target_given = 1;
         if (strcmp(optarg, "throughput") == 0) {
           target_eff = 0;
         } else if (strncmp(optarg, "efficiency:", 11) != 0 ||
@@ -914,9 +917,11 @@ int cmd_plan(int argc, char **argv) {
     cli_error(VERB, "--coding-rate applies only with --compress or --search");
     return 2;
   }
-  if (search || max_workers || per_node != 1 || max_global_batch || max_batch ||
+  /* (until 2026-12-06 --target, and --per-node 1, were taken without
+   * --search and ignored) */
+  if (search || max_workers || per_node_given || target_given || max_global_batch || max_batch ||
       search_compress || accuracy_table || loss_given || ps_sync) {
-    const char *why = !search ? "--max-workers, --per-node, --max-global-batch, "
+    const char *why = !search ? "--max-workers, --per-node, --target, --max-global-batch, "
                                 "--search-compress, --accuracy-table, "
                                 "--max-accuracy-loss and --ps-sync apply only with --search"
                       : max_batch && !max_global_batch
@@ -924,7 +929,10 @@ int cmd_plan(int argc, char **argv) {
                       : cost_file || have_a ? "--search needs --net NAME (a cost file or "
                                               "--a/--b describe one cluster size only)"
                       : !net ? "--search needs --net NAME"
-                      : (workers == 0) == (max_workers == 0)
+                      : workers && max_workers
+                          ? "--search takes --workers N (that count only) or --max-workers N, "
+                            "not both"
+                      : !workers && !max_workers
                           ? "--search needs one of --workers N or --max-workers N"
                       : (workers ? workers : max_workers) % per_node != 0
                           ? "--per-node must divide --workers / --max-workers"

@@ -221,7 +221,7 @@ expect2() {
 expect2 "needs --net" plan --search --profile "$P" --max-workers 8
 expect2 "a cost file" plan --search --profile "$P" --max-workers 8 --cost "$P"
 expect2 "one of --workers N or --max-workers N" plan --search --profile "$P" --net 1gbit
-expect2 "one of --workers N or --max-workers N" plan --search --profile "$P" --net 1gbit --workers 4 --max-workers 8
+expect2 "takes --workers N (that count only) or --max-workers N, not both" plan --search --profile "$P" --net 1gbit --workers 4 --max-workers 8
 expect2 "apply only with --search" plan --profile "$P" --net 1gbit --workers 4 --max-workers 8
 expect2 "--per-node must divide" plan --search --profile "$P" --net 1gbit --max-workers 6 --per-node 4
 expect2 "--target: expected" plan --search --profile "$P" --net 1gbit --max-workers 8 --target efficiency:1.5
@@ -244,6 +244,10 @@ expect2 "--max-accuracy-loss: expected" plan --search --profile "$P" --net 1gbit
 expect2 "--accuracy-table: .*nowhere.jsonl" plan --search --profile "$P" --net 1gbit --max-workers 4 --accuracy-table "$tmp/nowhere.jsonl"
 expect2 "--ps-sync: sync mode 'bogus'" plan --search --profile "$P" --net 1gbit --max-workers 4 --ps-sync bogus
 expect2 "apply only with --search" plan --profile "$P" --net 1gbit --workers 4 --ps-sync asp
+# --target and --per-node (its default value included) were taken without
+# --search and ignored.
+expect2 "apply only with --search" plan --profile "$P" --net 1gbit --workers 4 --target efficiency:0.9
+expect2 "apply only with --search" plan --profile "$P" --net 1gbit --workers 4 --per-node 1
 echo 'not json' >"$tmp/bad.jsonl"
 expect2 "--accuracy-table: .*bad.jsonl:1: not a JSON object" plan --search --profile "$P" --net 1gbit --max-workers 4 --accuracy-table "$tmp/bad.jsonl"
 
