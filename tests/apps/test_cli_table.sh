@@ -79,7 +79,7 @@ t 0 "usage: gradsync <command>" --help
 t 0 "usage: gradsync <command>" help
 t 0 "gradsync 0." --version
 t 0 "usage: gradsync run" help bench
-t 2 "no command given"
+t 2 "no command given (run, bench, plan, train, replay, simulate, syncswitch, shard, cluster, submit, jobs, cancel)"
 t 2 "unknown command 'frobnicate'" frobnicate
 t 2 "unknown option '--frob'" --frob
 t 2 "unexpected argument 'x'" --version x
