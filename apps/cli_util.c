@@ -122,7 +122,7 @@ int cli_parse_double(const char *s, double min, double max, double *out) {
   double v = strtod(s, &end);
   /* ERANGE (overflow, or underflow to 0) is refused. */
   if (errno || end == s || *end || !isfinite(v) || !(v >= min && v <= max)) return -1;
-  *out = v;
+  *out = v == 0 ? 0.0 : v; /* "-0" is 0 (it was printed back as "-0") */
   return 0;
 }
 

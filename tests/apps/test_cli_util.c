@@ -72,6 +72,9 @@ static void test_parse_double(void **state) {
   assert_true(v == 0.5);
   assert_int_equal(cli_parse_double("1e-3", 0, 1, &v), 0);
   assert_true(v == 1e-3);
+  /* "-0" is 0, its sign dropped (printed back as "-0" until 2026-12-06). */
+  assert_int_equal(cli_parse_double("-0", 0, 1, &v), 0);
+  assert_true(v == 0 && !signbit(v));
   v = 7;
   const char *bad[] = {"", "nan", "NaN", "inf", "-inf", "1e999", " 0.5", "+0.5",
                        "0.5s", "2", "-0.1", "1e-400", "0x1p-3", "00.5", "infinity"};
@@ -79,6 +82,23 @@ static void test_parse_double(void **state) {
     assert_int_equal(cli_parse_double(bad[i], 0, 1, &v), -1);
     assert_true(v == 7);
   }
+}
+
+/* Table cells count characters: "ü" is one (two bytes), cut whole and
+ * padded to the width; cli_secs keeps three significant digits or more. */
+static void test_cell_and_secs(void **state) {
+  (void)state;
+  char c[64];
+  assert_string_equal(cli_cell(c, sizeof c, "\xc3\xbc" "ber", 6), "\xc3\xbc" "ber  ");
+  assert_int_equal(cli_text_width(c), 6);
+  assert_string_equal(cli_cell(c, sizeof c, "\xc3\xa9\xc3\xa9\xc3\xa9", 2), "\xc3\xa9\xc3\xa9");
+  assert_string_equal(cli_cell(c, sizeof c, "a\tb", 3), "a\xef\xbf\xbd" "b");
+  char tiny[4]; /* room for one two-byte letter and a space */
+  assert_string_equal(cli_cell(tiny, sizeof tiny, "\xc3\xbc\xc3\xbc", 5), "\xc3\xbc ");
+  assert_string_equal(cli_secs(c, sizeof c, 14.5), "14.50s");
+  assert_string_equal(cli_secs(c, sizeof c, 136.25), "136.2s");
+  assert_string_equal(cli_secs(c, sizeof c, 1666.7), "1667s");
+  assert_string_equal(cli_secs(c, sizeof c, -2.5), "-2.50s");
 }
 
 /* Output text: valid UTF-8 kept, every invalid byte, surrogate, overlong
@@ -135,6 +155,7 @@ int main(void) {
       cmocka_unit_test(test_parse_bytes),  cmocka_unit_test(test_parse_int),
       cmocka_unit_test(test_parse_double), cmocka_unit_test(test_median),
       cmocka_unit_test(test_json_numbers), cmocka_unit_test(test_clean_text),
+      cmocka_unit_test(test_cell_and_secs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
