@@ -263,7 +263,8 @@ int cmd_shard(int argc, char **argv) {
     cli_json_add(j, "max_rank_s", mx, "%.6g");
     cli_json_add(j, "mean_rank_s", mean, "%.6g");
     cli_json_add(j, "imbalance", mean > 0 ? mx / mean : 1, "%.4f");
-    cli_json_add(j, "contiguous_max_rank_s", cont, "%.6g");
+    if (isfinite(cont)) cli_json_add(j, "contiguous_max_rank_s", cont, "%.6g");
+    else cJSON_AddNullToObject(j, "contiguous_max_rank_s");
     if (isfinite(torchrec)) cli_json_add(j, "torchrec_greedy_max_rank_s", torchrec, "%.6g");
     else cJSON_AddNullToObject(j, "torchrec_greedy_max_rank_s");
     cJSON_AddBoolToObject(j, "torchrec_plan_taken", p->torchrec);
@@ -326,14 +327,22 @@ int cmd_shard(int argc, char **argv) {
              p->rank_mem[r] / 1048576.0, p->rank_wire[r] / 1e6);
     }
     if (o.ranks > 256) printf("   ... (%d ranks; --json lists all)\n", o.ranks);
+    char ctext[96];
+    if (isfinite(cont))
+      snprintf(ctext, sizeof ctext, "worst %.3f ms (%.2fx this plan's)", cont * 1e3,
+               mx > 0 ? cont / mx : 1.0);
+    else /* (it was priced all the same, a table above the cap on a rank) */
+      snprintf(ctext, sizeof ctext, "a rank's tables miss --mem-cap");
     printf("\nworst rank %.3f ms, mean %.3f ms: imbalance %.3f; the reference's contiguous "
-           "slicing: worst %.3f ms (%.2fx this plan's); planned in %.1f ms\n", mx * 1e3,
-           mean * 1e3, mean > 0 ? mx / mean : 1.0, cont * 1e3, mx > 0 ? cont / mx : 1.0,
-           plan_s * 1e3);
+           "slicing: %s; planned in %.1f ms\n", mx * 1e3, mean * 1e3,
+           mean > 0 ? mx / mean : 1.0, ctext, plan_s * 1e3);
     if (isfinite(torchrec))
       printf("TorchRec's greedy rules (proposer and partitioner) on the same cost: worst %.3f ms "
              "(%.2fx this plan's)%s\n", torchrec * 1e3, mx > 0 ? torchrec / mx : 1.0,
              p->torchrec ? "; better than this planner's own, so it is this plan" : "");
+    else
+      printf("TorchRec's greedy rules (proposer and partitioner): no plan of theirs fits "
+             "--mem-cap\n");
   }
   if (o.out && gs_shard_plan_save(p, t, o.out) != GS_OK) {
     cli_fail(VERB, "--out: %s", gs_last_error());

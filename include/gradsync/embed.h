@@ -254,7 +254,8 @@ gs_status gs_shard_plan_check(const gs_shard_plan *p, const gs_embed_spec *table
 void gs_shard_plan_free(gs_shard_plan *p);
 /* The baseline of the DLRM reference: every table whole, dealt out in
  * contiguous blocks of index (its get_my_slice); the worst rank's estimated
- * time under the same cost as the planner's. */
+ * time under the same cost as the planner's (INFINITY where a rank's
+ * tables miss the memory cap, or out of memory). */
 double gs_shard_contiguous_max(const gs_embed_spec *tables, int ntables,
                                const gs_shard_config *cfg);
 /* The baseline of TorchRec's default planner: its greedy proposer (every

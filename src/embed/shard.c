@@ -806,8 +806,10 @@ double gs_shard_contiguous_max(const gs_embed_spec *tables, int ntables,
   gs_shard_config c = with_cache(cfg, tables, ntables);
   gs_shard_plan *q = NULL;
   if (plan_alloc(ntables, c.ranks, (size_t)ntables, &q) != GS_OK) return INFINITY;
-  contiguous_plan(tables, ntables, &c, q, (size_t)ntables);
-  double mx = rank_price(q, tables, &c);
+  /* A slicing that misses the memory cap is no plan to compare with (it
+   * was priced all the same, a rank holding a table above the cap). */
+  int fits = contiguous_plan(tables, ntables, &c, q, (size_t)ntables);
+  double mx = fits ? rank_price(q, tables, &c) : INFINITY;
   gs_shard_plan_free(q);
   return mx;
 }

@@ -309,6 +309,13 @@ static void test_memory_cap(void **state) {
   assert_true(p->kind[2] != GS_SHARD_TW && p->kind[2] != GS_SHARD_DP);
   for (int r = 0; r < 8; r++) assert_true(p->rank_mem[r] <= cfg.mem_cap);
   gs_shard_plan_free(p);
+  /* The reference's slicing keeps that table whole: no plan under the cap
+   * (it was priced all the same, and shown as a plan to beat), a finite
+   * one without the cap. */
+  assert_true(isinf(gs_shard_contiguous_max(t, n, &cfg)));
+  cfg.mem_cap = 0;
+  assert_true(isfinite(gs_shard_contiguous_max(t, n, &cfg)));
+  cfg.mem_cap = 500e6;
   /* Nothing fits 1 MB: refused, naming a table and the room left. */
   cfg.mem_cap = 1e6;
   cfg.force = GS_SHARD_TW;
