@@ -222,15 +222,15 @@ int cmd_shard(int argc, char **argv) {
     rc = 2;
     goto out;
   }
+  if (o.out && cli_check_writable(o.out, "--out") != GS_OK) {
+    cli_error(VERB, "%s", gs_last_error());
+    rc = 2;
+    goto out;
+  }
   if (o.have_lookup) cfg.lookup = o.lookup;
   else if (gs_embed_calibrate_job(t, n, (size_t)o.batch, o.ranks, &cfg.lookup) != GS_OK) {
     cli_fail(VERB, "measuring the lookup cost: %s", gs_last_error());
     rc = 1;
-    goto out;
-  }
-  if (o.out && cli_check_writable(o.out, "--out") != GS_OK) {
-    cli_error(VERB, "%s", gs_last_error());
-    rc = 2;
     goto out;
   }
   gs_shard_plan *p = NULL;
