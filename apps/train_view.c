@@ -2,6 +2,7 @@
  * (gs_train_events) as a progress bar or log lines, per-epoch lines and a
  * summary, in text or JSON lines; and the flags that name the library's
  * options in its messages. */
+#include <math.h>
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,12 +118,18 @@ static void summary(void *user, const gs_train_summary *s) {
     fflush(stdout);
     return;
   }
+  /* No image trained, or no epoch ended (the test set is evaluated at an
+   * epoch's end): "-", not 0. */
+  char thr[32] = "-", acc[48] = "- (no epoch ended here)";
+  if (isfinite(s->samples_per_s)) snprintf(thr, sizeof thr, "%.0f", s->samples_per_s);
+  if (isfinite(s->test_accuracy))
+    snprintf(acc, sizeof acc, "%.2f%% on the test set", 100 * s->test_accuracy);
   printf("\nsummary: %s on %d rank(s), %d epoch(s), batch %d per rank\n"
          "  time        %.1f s training, %.1f s in all\n"
-         "  throughput  %.0f images/s (%s, %s)\n"
-         "  accuracy    %.2f%% on the test set\n",
-         s->model, s->ranks, s->epochs, s->batch, s->train_s, s->wall_s, s->samples_per_s,
-         s->backend, s->precision, 100 * s->test_accuracy);
+         "  throughput  %s images/s (%s, %s)\n"
+         "  accuracy    %s\n",
+         s->model, s->ranks, s->epochs, s->batch, s->train_s, s->wall_s, thr, s->backend,
+         s->precision, acc);
   if (s->comm.messages > 0 || s->comm.comm_s > 0)
     printf("  comm        %s, %llu collectives,\n"
            "              %.1f s communicating, %.0f%% of it hidden behind compute\n",

@@ -1,5 +1,6 @@
 /* The run's events (gs_train_events): what the loop tells its caller, and
  * how messages name the caller's options. */
+#include <math.h>
 #include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,7 +69,8 @@ void train_summary(const train_ctx *t, double train_s, double wall_s, long image
                         .sync_json = json,
                         .train_s = train_s,
                         .wall_s = wall_s,
-                        .samples_per_s = train_s > 0 ? (double)images / train_s : 0,
+                        .samples_per_s = train_s > 0 && images > 0 ? (double)images / train_s
+                                                                   : NAN,
                         .test_accuracy = last_acc,
                         .commits = t->commits,
                         .commit_s = t->commit_s,

@@ -437,7 +437,10 @@ static gs_status check_outputs(const train_ctx *t, gs_status st) {
                  "it is: none is written", train_option(t->cfg, "sync"), t->sync.ops->name);
     return GS_OK;
   }
-  if (timeline && *timeline) return gs_train_check_writable(timeline, "GRADSYNC_TIMELINE");
+  /* A bad path is bad input, exit 2 as the checkpoint directory's and
+   * replay's (it was 1, an I/O failure, until 2026-12-06). */
+  if (timeline && *timeline && gs_train_check_writable(timeline, "GRADSYNC_TIMELINE") != GS_OK)
+    return gs_error(GS_ERR_INVALID_ARG, "%s", gs_last_error());
   return GS_OK;
 }
 
@@ -825,7 +828,9 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
   t->next_check = resumed_at + 1;
   gs_nn_lr_schedule sched = make_schedule(c, steps);
   if (c->scale_lr_linear) sched.base_lr *= (float)t->size / (float)t->base_ranks;
-  double t_start = gs_now(), train_s = 0, last_acc = 0, compute_s = 0;
+  /* No epoch's end, no evaluation: the accuracy is NAN (null, "-"), not 0
+   * (a stop inside the first epoch, a resume with nothing left). */
+  double t_start = gs_now(), train_s = 0, last_acc = NAN, compute_s = 0;
   long images = 0;
   gs_train_stats first_stats;
   sync_stats(t, &first_stats);
@@ -845,15 +850,6 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
                    &correct, &seen, &steps_s, e0, &s0);
     if (stopped < 0) goto out; /* a failed commit, agreed on */
     if (gs_train_agree_status(&t->workers, st)) goto out;
-    if (stopped) {
-      res->stopped_at_step = epoch * steps + done;
-      res->stop_requested = stopped == 2;
-      train_note(t, "stopped after global step %ld (committed in %s%s)", res->stopped_at_step,
-                 c->checkpoint_dir, stopped == 2 ? ", as asked" : "");
-      train_s += gs_now() - e0;
-      break;
-    }
-    done -= first;
     double epoch_s = gs_now() - e0;
     train_s += epoch_s;
     /* The samples of every worker (they may have run different steps). */
@@ -864,6 +860,20 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
     } else {
       all_seen *= t->size;
     }
+    if (stopped) {
+      /* The part of the epoch trained before the stop counts in the
+       * throughput and the compute (until 2026-12-06 its time did and
+       * its images did not). */
+      images += all_seen;
+      sync_stats(t, &s1);
+      compute_s += steps_s - stats_diff(&s0, &s1).wait_s;
+      res->stopped_at_step = epoch * steps + done;
+      res->stop_requested = stopped == 2;
+      train_note(t, "stopped after global step %ld (committed in %s%s)", res->stopped_at_step,
+                 c->checkpoint_dir, stopped == 2 ? ", as asked" : "");
+      break;
+    }
+    done -= first;
     /* The epoch's samples from every worker's count, not this one's steps
      * times the global batch: under ASP and SSP the workers run different
      * numbers of steps (done * global when they run the same). */
