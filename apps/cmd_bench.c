@@ -601,7 +601,11 @@ int cmd_bench(int argc, char **argv) {
          strcmp(argv[i + 1], "sparse_allreduce") == 0))
       return cmd_bench_sparse(argc, argv);
   bench_opts o;
+  /* The options are every rank's alike: rank 0 alone says what is wrong
+   * (each rank said it until 2026-12-06). */
+  cli_argv_errors(1);
   int rc = parse_opts(argc, argv, &o);
+  cli_argv_errors(0);
   if (rc == 1) return 0; /* --help */
   cli_rank cr;
   if (rc != 0 && !cli_under_launcher()) return rc; /* no other rank to tell */

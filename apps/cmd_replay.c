@@ -269,7 +269,11 @@ static int parse_opts(int argc, char **argv, replay_opts *o) {
 
 int cmd_replay(int argc, char **argv) {
   replay_opts o;
+  /* The options are every rank's alike: rank 0 alone says what is wrong
+   * (each rank said it until 2026-12-06). */
+  cli_argv_errors(1);
   int rc = parse_opts(argc, argv, &o);
+  cli_argv_errors(0);
   if (rc == 1) return 0; /* --help */
   if (rc != 0 && !cli_under_launcher()) return rc; /* no other rank to tell */
   static const char *all_specs[] = {"wfbp", "single", "bucket", "mgwfbp",

@@ -453,5 +453,21 @@ EOF3
 then ok "syncswitch search --steps 1 --json: one trial at 0.5, the fraction it implies"
 else bad "syncswitch search: exit $rc: $(tail -c 300 "$tmp/out") $(tail -3 "$tmp/err")"; fi
 
+# An option error of bench and replay under a launcher: said once, by rank
+# 0 (each rank said it until 2026-12-06), exit 2.
+once() { # once WHAT NEEDLE ARGS...
+  local what=$1 needle=$2
+  shift 2
+  "$gs" run -np 3 -- "$gs" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$? n
+  n=$(grep -c -- "$needle" "$tmp/err")
+  if [ $rc = 2 ] && [ "$n" = 1 ]; then ok "$what: said once on 3 ranks, exit 2"
+  else bad "$what: exit $rc, said $n times (want once): $(head -3 "$tmp/err")"; fi
+}
+once "bench --redop with bcast" "--redop applies to allreduce and reduce_scatter" \
+  bench --redop sum --op bcast
+once "bench --min-bytes 4x" "--min-bytes" bench --min-bytes 4x
+once "replay --policy foo" "unknown policy 'foo'" replay --profile "$prof" --policy foo
+
 echo "$passes passed, $fails failed"
 [ "$fails" = 0 ]

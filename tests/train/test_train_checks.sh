@@ -68,7 +68,7 @@ expect_error 2 "checkpoint $tmp/no/ck: cannot create the directory: No such file
   "a checkpoint directory under a missing one is refused" \
   "$gs" run -np 2 -- "$gs" train --synthetic 4096 --model mlp --batch 16 --max-steps 2 \
   --checkpoint "$tmp/no/ck"
-expect_error 1 "GRADSYNC_TIMELINE /proc/t.json: cannot create a file" "an unwritable timeline is refused" \
+expect_error 2 "GRADSYNC_TIMELINE /proc/t.json: cannot create a file" "an unwritable timeline is refused" \
   env GRADSYNC_TIMELINE=/proc/t.json "$gs" train --synthetic 4096 --model mlp --batch 16 --max-steps 2
 grep -q "epoch 1" "$tmp/err.log" && bad "the unwritable timeline was found after training"
 # The checkpoints to resume: half/ at epoch 2 of 2 (2 ranks, mlp, batch
