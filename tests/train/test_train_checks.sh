@@ -89,6 +89,25 @@ rc=$? warned=$(grep -c "warning: --checkpoint $tmp/again holds a commit (model m
 if [ $rc = 0 ] && [ "$warned" = 1 ] && ! grep -q "holds a commit" "$tmp/s1.log"; then
   ok "a fresh run over another run's commit: warned once, naming it"
 else bad "a fresh run over a commit: exit $rc, warned $warned times (want 1), s1's log: $(grep -c "holds a commit" "$tmp/s1.log")"; fi
+# A stop inside an epoch: the summary's throughput counts that epoch's
+# images (11 steps of 16: 176 over train_s; they were left out until
+# 2026-12-06); a stop inside the first epoch has no accuracy (null, not 0).
+"$gs" train --model mlp --synthetic 4096 --epochs 2 --max-steps 6 --batch 16 \
+  --checkpoint "$tmp/stop11" --stop-at-step 11 --json > "$tmp/stop11.log" 2>&1
+"$gs" train --model mlp --synthetic 4096 --epochs 2 --max-steps 6 --batch 16 \
+  --checkpoint "$tmp/stop3" --stop-at-step 3 --json > "$tmp/stop3.log" 2>&1
+if /usr/bin/python3 - "$tmp/stop11.log" "$tmp/stop3.log" <<'EOF2'
+import json, sys
+def summary(path):
+    return [json.loads(l)["summary"] for l in open(path) if l.startswith('{"summary"')][0]
+a, b = summary(sys.argv[1]), summary(sys.argv[2])
+assert abs(a["images_per_s"] * a["train_s"] - 176) <= 176 * 0.02 + 0.1 * a["images_per_s"] / 100, a
+assert a["test_accuracy"] is not None and a["stopped_at_step"] == 11, a
+assert b["test_accuracy"] is None and b["stopped_at_step"] == 3, b
+assert abs(b["images_per_s"] * b["train_s"] - 48) <= 48 * 0.02 + 0.1 * b["images_per_s"] / 100, b
+EOF2
+then ok "a stop inside an epoch: its images counted; inside the first: no accuracy"
+else bad "the summary after a stop: $(grep -h summary "$tmp/stop11.log" "$tmp/stop3.log" | cut -c1-400)"; fi
 # --resume refuses a checkpoint that does not fit the run, naming what
 # differs: every rank finds it alike, so it is said once (by rank 0, "on
 # every rank" where there are several) and exits 2, as bad options do.
