@@ -223,7 +223,7 @@ int cmd_syncswitch(int argc, char **argv) {
   }
   trial bsp;
   if (run_trial(self, np, ps, net, "bsp", train_args, ntrain, &bsp) != 0) {
-    cli_error("syncswitch", "the BSP run failed (see its output above)");
+    cli_fail("syncswitch", "the BSP run failed (see its output above)");
     return 1;
   }
   if (!json)
@@ -237,7 +237,7 @@ int cmd_syncswitch(int argc, char **argv) {
     snprintf(sync, sizeof sync, "switch:offline:%g", f);
     trial t;
     if (run_trial(self, np, ps, net, sync, train_args, ntrain, &t) != 0) {
-      cli_error("syncswitch", "the run with --sync %s failed (see its output above)", sync);
+      cli_fail("syncswitch", "the run with --sync %s failed (see its output above)", sync);
       cJSON_Delete(runs);
       return 1;
     }
