@@ -1416,9 +1416,9 @@ static int cmd_nodes(int argc, char **argv) {
     if (jnum(n, "job", 0) > 0) snprintf(job, sizeof job, "%.0f", jnum(n, "job", 0));
     double until = jnum(n, "cool_until", 0);
     if (until > 0) snprintf(cool, sizeof cool, "%.0f", until > now ? until - now : 0);
-    int nw = cli_text_width(cli_clean_text(clean, sizeof clean, jstr(n, "name")));
-    printf("%s %-8s %5.0f %5s %6.0f %s\n", cli_cell(clean, sizeof clean, jstr(n, "name"),
-                                                   nw > 24 ? nw : 24),
+    /* At least 24 characters wide, a longer name whole. */
+    int pad = 24 - cli_text_width(cli_clean_text(clean, sizeof clean, jstr(n, "name")));
+    printf("%s%*s %-8s %5.0f %5s %6.0f %s\n", clean, pad > 0 ? pad : 0, "",
            jstr(n, "state"), jnum(n, "slots", 1), job, jnum(n, "losses", 0), cool);
   }
   cJSON_Delete(root);

@@ -860,13 +860,14 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
     } else {
       all_seen *= t->size;
     }
+    /* A stop's part of the epoch counts in the throughput and the compute
+     * as a whole epoch does (until 2026-12-06 its time did, its images
+     * not). */
+    images += all_seen;
+    sync_stats(t, &s1);
+    gs_train_stats d = stats_diff(&s0, &s1);
+    compute_s += steps_s - d.wait_s;
     if (stopped) {
-      /* The part of the epoch trained before the stop counts in the
-       * throughput and the compute (until 2026-12-06 its time did and
-       * its images did not). */
-      images += all_seen;
-      sync_stats(t, &s1);
-      compute_s += steps_s - stats_diff(&s0, &s1).wait_s;
       res->stopped_at_step = epoch * steps + done;
       res->stop_requested = stopped == 2;
       train_note(t, "stopped after global step %ld (committed in %s%s)", res->stopped_at_step,
@@ -879,10 +880,6 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
      * numbers of steps (done * global when they run the same). */
     const long epoch_samples = g0 + (long)all_seen;
     g0 = 0;
-    images += all_seen;
-    sync_stats(t, &s1);
-    gs_train_stats d = stats_diff(&s0, &s1);
-    compute_s += steps_s - d.wait_s;
     double acc = 0, test_loss = 0;
     if (evaluate(t, test, &acc, &test_loss)) goto out;
     if (c->checkpoint_dir && save_checkpoint(t, data, epoch + 1, (epoch + 1) * steps))
