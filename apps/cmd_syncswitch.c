@@ -101,7 +101,7 @@ static int run_trial(const char *self, int np, int ps, const char *net, const ch
     cJSON *acc = s ? cJSON_GetObjectItem(s, "test_accuracy") : NULL;
     cJSON *ts = s ? cJSON_GetObjectItem(s, "train_s") : NULL;
     if (cJSON_IsNumber(acc) && cJSON_IsNumber(ts)) {
-      out->acc = acc->valuedouble * (acc->valuedouble <= 1.0 ? 100.0 : 1.0);
+      out->acc = 100.0 * acc->valuedouble; /* train's JSON: a fraction */
       out->train_s = ts->valuedouble;
       found = 1;
     }
@@ -247,7 +247,7 @@ int cmd_syncswitch(int argc, char **argv) {
              ok ? "within the tolerance" : "too far from BSP");
     cJSON *r = cJSON_CreateObject();
     cJSON_AddNumberToObject(r, "fraction", f);
-    cJSON_AddNumberToObject(r, "test_accuracy", t.acc);
+    cJSON_AddNumberToObject(r, "test_accuracy", t.acc / 100);
     cJSON_AddNumberToObject(r, "train_s", t.train_s);
     cJSON_AddBoolToObject(r, "accepted", ok);
     cJSON_AddItemToArray(runs, r);
@@ -261,11 +261,11 @@ int cmd_syncswitch(int argc, char **argv) {
   }
   if (json) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "bsp_accuracy", bsp.acc);
+    cJSON_AddNumberToObject(o, "bsp_accuracy", bsp.acc / 100);
     cJSON_AddNumberToObject(o, "bsp_train_s", bsp.train_s);
     cJSON_AddNumberToObject(o, "tolerance", tol);
     cJSON_AddNumberToObject(o, "fraction", best);
-    cJSON_AddNumberToObject(o, "accuracy", best_t.acc);
+    cJSON_AddNumberToObject(o, "accuracy", best_t.acc / 100);
     cJSON_AddNumberToObject(o, "train_s", best_t.train_s);
     cJSON_AddItemToObject(o, "runs", runs);
     cli_print_json(stdout, o);

@@ -28,11 +28,13 @@ if node_cpus:
           "straggler slows BSP as it would on a real cluster. Without the cap, the other ranks "
           "took the straggler's idle share and computed faster meanwhile.\n")
 if search:
-    trials = ", ".join(f"F={t['fraction']:g}: {t['test_accuracy']:.2f}%"
+    # syncswitch's JSON gives fractions (percent in results before 2026-12-06).
+    pct = lambda v: v if v > 1 else 100 * v
+    trials = ", ".join(f"F={t['fraction']:g}: {pct(t['test_accuracy']):.2f}%"
                        f"{' (accepted)' if t['accepted'] else ''}" for t in search["runs"])
     print(f"Sync-Switch offline's F = {search['fraction']:g} was searched first by `gradsync "
           f"syncswitch search` on this job (without the straggler): BSP over the servers "
-          f"{search['bsp_accuracy']:.2f}%, tolerance {search['tolerance']:g} points; trials {trials}.\n")
+          f"{pct(search['bsp_accuracy']):.2f}%, tolerance {search['tolerance']:g} points; trials {trials}.\n")
 else:
     print("Sync-Switch offline's F was given (`SYNC_F`), not searched in this run.\n")
 base = {}

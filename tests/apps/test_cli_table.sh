@@ -448,7 +448,11 @@ r = o["runs"]
 assert len(r) == 1 and r[0]["fraction"] == 0.5, r
 want = 0.5 if r[0]["accepted"] else 1
 assert o["fraction"] == want, (o["fraction"], want)
-assert 0 <= o["bsp_accuracy"] <= 100 and o["tolerance"] == 0.5
+# Accuracies are fractions, as train's JSON has them; the tolerance is in points.
+assert 0 <= o["bsp_accuracy"] <= 1 and 0 <= r[0]["test_accuracy"] <= 1, o
+assert o["tolerance"] == 0.5
+ok = r[0]["test_accuracy"] >= o["bsp_accuracy"] - o["tolerance"] / 100 - 1e-12
+assert r[0]["accepted"] == ok, (r[0], o["bsp_accuracy"])
 EOF3
 then ok "syncswitch search --steps 1 --json: one trial at 0.5, the fraction it implies"
 else bad "syncswitch search: exit $rc: $(tail -c 300 "$tmp/out") $(tail -3 "$tmp/err")"; fi
