@@ -22,7 +22,8 @@ extern char cli_mpi_version[MPI_MAX_LIBRARY_VERSION_STRING];
  * which the trainer uses without the command line: these are its verbs'
  * names for it. */
 static gs_train_ranks as_ranks(const cli_rank *r) {
-  return (gs_train_ranks){.job = r->verb, .comm = r->comm, .rank = r->rank, .size = r->size};
+  return (gs_train_ranks){.job = r->verb, .comm = r->comm, .rank = r->rank, .size = r->size,
+                          .usage_note = " (see --help)"};
 }
 
 /* The rank is named where there are several (its size is known from

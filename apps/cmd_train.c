@@ -554,7 +554,8 @@ int cmd_train(int argc, char **argv) {
             "optimizer's momentum is 0\n", VERB, cfg.compress, (double)zmom.compressor);
   if (r.rank == 0 && cfg.checkpoint_dir && !cfg.resume)
     cli_warn_checkpoint_replaced(VERB, cfg.checkpoint_dir, 0);
-  gs_train_ranks ranks = {.job = VERB, .comm = r.comm, .rank = r.rank, .size = r.size};
+  gs_train_ranks ranks = {.job = VERB, .comm = r.comm, .rank = r.rank, .size = r.size,
+                          .usage_note = " (see --help)"};
   gs_train_result res;
   rc = gs_train_run(&cfg, &ranks, &res);
   int asked = rc == 0 && res.stop_requested;

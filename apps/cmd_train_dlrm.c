@@ -819,13 +819,14 @@ int cmd_train_dlrm(int argc, char **argv) {
      * every rank met alike (a bad MLP spec, data that does not fit the
      * model) is said once, by rank 0; the ranks agree on it unless the
      * library has marked it every rank's already. */
+    rc = st == GS_ERR_INVALID_ARG || st == GS_ERR_PARSE || st == GS_ERR_IO ? 2 : 1;
     if (gs_last_error_shared()) {
       if (r.rank == 0)
-        cli_fail(VERB, "%s%s", gs_last_error(), r.size > 1 ? " (on every rank)" : "");
+        (rc == 2 ? cli_error : cli_fail)(VERB, "%s%s", gs_last_error(),
+                                         r.size > 1 ? " (on every rank)" : "");
     } else {
       cli_agree_status(&r, st);
     }
-    rc = st == GS_ERR_INVALID_ARG || st == GS_ERR_PARSE || st == GS_ERR_IO ? 2 : 1;
   }
   gs_embed_specs_free(t);
   rc = cli_rank_finish(&r, rc);

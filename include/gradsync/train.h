@@ -64,6 +64,9 @@ typedef struct gs_train_ranks {
   const char *job; /* the job's name in messages: "gradsync JOB: rank R: ..." */
   gs_comm *comm;   /* borrowed; NULL before the communicator exists */
   int rank, size;
+  /* Appended to a bad-input message that ends the job with status 2 (a
+   * front end's " (see --help)"); NULL for none. */
+  const char *usage_note;
 } gs_train_ranks;
 
 /* Prints "gradsync JOB: rank R: message" on stderr (no rank prefix while

@@ -111,7 +111,7 @@ static int failed_alike(const gs_agreement *all) {
  * rank 0 ("... (on every rank)"); otherwise each failed rank says its own
  * message and each other rank which ranks failed. */
 static void say_outcome(const gs_train_ranks *r, const gs_agreement *all, int failed,
-                        const char *mine) {
+                        const char *mine, int usage) {
   if (failed) {
     if (mine == NULL) return;
     if (!failed_alike(all)) {
@@ -119,7 +119,8 @@ static void say_outcome(const gs_train_ranks *r, const gs_agreement *all, int fa
     } else if (r->rank == 0) {
       gs_train_ranks whole = *r;
       whole.size = 0; /* no rank prefix: it is every rank's */
-      gs_train_rank_error(&whole, "%s%s", mine, all->size > 1 ? " (on every rank)" : "");
+      gs_train_rank_error(&whole, "%s%s%s", mine, all->size > 1 ? " (on every rank)" : "",
+                          usage && r->usage_note ? r->usage_note : "");
     }
     return;
   }
@@ -162,11 +163,11 @@ static int agree_outcome(const gs_train_ranks *r, int failed, gs_status st, cons
   }
   int rc = 0;
   if (all.failed > 0) {
-    say_outcome(r, &all, failed, said ? NULL : msg);
     const outcome *o = all.payloads;
     rc = failed_alike(&all) &&
                  (o[0].status == GS_ERR_INVALID_ARG || o[0].status == GS_ERR_PARSE)
              ? 2 : 1;
+    say_outcome(r, &all, failed, said ? NULL : msg, rc == 2);
   }
   gs_agreement_free(&all);
   return rc;

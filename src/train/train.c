@@ -813,9 +813,10 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
                   "or none)", train_option(c, "stop_at_step"), c->stop_at_step,
                   c->checkpoint_dir, resumed_at);
   if (st == GS_OK && c->stop_at_step > (long)c->epochs * steps)
-    st = gs_error(GS_ERR_INVALID_ARG, "%s %ld: the run has %ld steps (%d epochs of %ld at "
+    st = gs_error(GS_ERR_INVALID_ARG, "%s %ld: the run has %ld steps (%d epoch%s of %ld at "
                   "this world size): it would never stop there", train_option(c, "stop_at_step"),
-                  c->stop_at_step, (long)c->epochs * steps, c->epochs, steps);
+                  c->stop_at_step, (long)c->epochs * steps, c->epochs, c->epochs == 1 ? "" : "s",
+                  steps);
   /* Refused alike by every worker: said once, the usage exit (2). */
   int agreed = train_agree_outcome(&t->workers, st);
   if (agreed) {
@@ -1083,7 +1084,8 @@ int gs_train_run(const gs_train_config *cfg, const gs_train_ranks *ranks, gs_tra
     if (ranks->rank == 0) {
       gs_train_ranks whole = *ranks;
       whole.size = 0; /* the job's options: no rank prefix */
-      gs_train_rank_error(&whole, "%s", gs_last_error());
+      gs_train_rank_error(&whole, "%s%s", gs_last_error(),
+                          ranks->usage_note ? ranks->usage_note : "");
     }
     return 2;
   }
@@ -1137,7 +1139,7 @@ int gs_train_run(const gs_train_config *cfg, const gs_train_ranks *ranks, gs_tra
     st = t->sync.ops->load_rank(t->sync.self, cfg->checkpoint_dir, t->resume_step,
                                 t->resume_sync_files);
   t->workers = (gs_train_ranks){.job = ranks->job, .comm = t->comm, .rank = t->rank,
-                             .size = t->size};
+                                .size = t->size, .usage_note = ranks->usage_note};
   const train_hook_ops *hooks[GS_TRAIN_MAX_HOOKS];
   int nhooks = 0;
   if (st == GS_OK) st = list_hooks(cfg, t->optim.ops, hooks, &nhooks);

@@ -188,7 +188,7 @@ expect_error 1 "diverged at epoch 1, step" "divergence names the epoch, step and
 # Every rank diverges at the same step, and every rank misses the same data
 # directory: one message, by rank 0, not one per rank.
 said_once() { # said_once PATTERN DESCRIPTION
-  if [ "$(grep -c -- "$1" "$tmp/err.log")" = 1 ] && grep -q -- "$1.*(on every rank)$" "$tmp/err.log" &&
+  if [ "$(grep -c -- "$1" "$tmp/err.log")" = 1 ] && grep -q -- "$1.*(on every rank)\( (see --help)\)\?$" "$tmp/err.log" &&
      ! grep -q "rank [01]: .*$1" "$tmp/err.log"; then
     ok "$2"
   else

@@ -88,7 +88,7 @@ rc=$?
 "$gs" run -np 2 -- "$gs" train $largs --checkpoint "$tmp/lin" --resume --stop-at-step 3 \
   > "$tmp/stop_past2.log" 2>&1
 rc2=$?
-if [ $rc = 2 ] && [ "$(grep -c "stop-at-step 6: the checkpoint in .* resumes after global step 32, at or past it.*(on every rank)$" "$tmp/stop_past.log")" = 1 ] &&
+if [ $rc = 2 ] && [ "$(grep -c "stop-at-step 6: the checkpoint in .* resumes after global step 32, at or past it.*(on every rank) (see --help)$" "$tmp/stop_past.log")" = 1 ] &&
    [ $rc2 = 2 ] && ! grep -q "committed" "$tmp/stop_past.log"; then
   ok "--stop-at-step at or before the resumed step: refused once (exit 2), nothing trained"
 else

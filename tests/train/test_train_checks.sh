@@ -117,7 +117,7 @@ resume_mismatch() { # resume_mismatch PATTERN DESCRIPTION NP ARGS...
     > "$tmp/mm.log" 2>&1
   local rc=$? said every=1
   said=$(grep -c -- "does not fit this run: $pat" "$tmp/mm.log")
-  [ "$np" -gt 1 ] && ! grep -q -- "does not fit this run: $pat.*(on every rank)$" "$tmp/mm.log" &&
+  [ "$np" -gt 1 ] && ! grep -q -- "does not fit this run: $pat.*(on every rank) (see --help)$" "$tmp/mm.log" &&
     every=0
   if [ $rc -eq 2 ] && [ "$said" = 1 ] && [ $every = 1 ] && ! grep -q '"epoch"' "$tmp/mm.log"; then
     ok "--resume refuses $what, once (exit 2)"
