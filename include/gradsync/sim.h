@@ -20,7 +20,11 @@
  *
  * The event loop keeps one entity per worker plus one for the network
  * stream in a binary heap keyed by (time, entity): O(E log N) for E events
- * (about N * (L + 1) per iteration for L tensors).
+ * (about N * (L + 1) per iteration for L tensors). With one factor per
+ * worker and iteration (GS_SIM_SCOPE_ITERATION, also without jitter), the
+ * worker of the largest factor is the last to arrive at every message, so
+ * worker 0 and that worker stand for all N: O(N) draws and O(L) events per
+ * iteration, with results equal to the whole loop's (every_worker).
  */
 #ifndef GRADSYNC_SIM_H
 #define GRADSYNC_SIM_H
@@ -61,6 +65,9 @@ typedef struct gs_sim_config {
                             result whatever the event order */
   int trace;             /* 1: keep the spans of the last iteration for
                             worker 0 and the straggler (gs_sim_result.spans) */
+  int every_worker;      /* 1: run every worker's events even where two
+                            stand for all (scope ITERATION: the tests
+                            compare the two, the benchmark times the loop) */
 } gs_sim_config;
 
 /* One span of the trace: a compute operation of a worker, or a message on

@@ -149,7 +149,9 @@ typedef struct sim_worker {
 typedef struct sim {
   const gs_sim_config *cfg;
   sim_jitter jit;
-  int N;
+  int N;               /* workers simulated: every one, or two standing for all */
+  int all;             /* the job's workers */
+  int stand_in[2];     /* with two for all: the workers they are, this iteration */
   sim_op *ops;
   size_t nops;
   size_t op_base;      /* 1 for dear (its leading step), else 0 */
@@ -168,11 +170,38 @@ typedef struct sim {
   uint64_t events;
 } sim;
 
-static double op_duration(const sim *s, int w, size_t op) {
+/* The job's worker that entity w is. */
+static int worker_id(const sim *s, int w) {
+  return s->N < s->all ? s->stand_in[w] : w;
+}
+
+/* Operation op's time on the job's worker `worker`. */
+static double op_duration(const sim *s, int worker, size_t op) {
   double d = s->ops[op].dur;
   /* Keyed by the operation's place after DeAR's leading zero-time step, so
    * every policy draws the same factors for the same tensor's compute. */
-  return d > 0 ? d * jitter_factor(&s->jit, s->iter, w, op - s->op_base) : d;
+  return d > 0 ? d * jitter_factor(&s->jit, s->iter, worker, op - s->op_base) : d;
+}
+
+/* With one factor per worker and iteration, every time of a worker is a
+ * non-decreasing function of its factor (each operation's time is its
+ * factor times a constant, each wait ends at a message's end, the same for
+ * all; rounding is monotone), so the worker of the largest factor is the
+ * last to arrive at every message and the slowest: it and worker 0 (the
+ * trace's) give the iteration every worker would. The largest is found
+ * from the N draws, as the first of equals (worker 0 without jitter). */
+static void choose_stand_ins(sim *s) {
+  int top = 0;
+  double best = jitter_factor(&s->jit, s->iter, 0, 0);
+  for (int w = 1; w < s->all && s->jit.cv > 0; w++) {
+    double f = jitter_factor(&s->jit, s->iter, w, 0);
+    if (f > best) {
+      best = f;
+      top = w;
+    }
+  }
+  s->stand_in[0] = 0;
+  s->stand_in[1] = top;
 }
 
 static void stream_start(sim *s, size_t m, double t) {
@@ -197,7 +226,7 @@ static void advance(sim *s, int w, double t) {
   if (k->op == s->nops) {
     if (k->compute > s->slowest || (k->compute == s->slowest && t > s->slowest_end)) {
       s->slowest = k->compute;
-      s->straggler = w;
+      s->straggler = worker_id(s, w);
       s->slowest_end = t;
     }
     return;
@@ -211,12 +240,13 @@ static void advance(sim *s, int w, double t) {
   }
   k->op_start = t;
   if (op->arrive_start >= 0) arrive(s, op->arrive_start, t);
-  double d = op_duration(s, w, k->op);
+  double d = op_duration(s, worker_id(s, w), k->op);
   k->compute += d;
   heap_push(&s->heap, w, t + d);
 }
 
 static void start_iteration(sim *s, double t) {
+  if (s->N < s->all) choose_stand_ins(s);
   s->iter_start = t;
   s->stream_next = 0;
   s->stream_busy = 0;
@@ -410,7 +440,8 @@ gs_status gs_sim_run(const gs_profile *profile, const gs_plan_cost *cost,
   sim s;
   memset(&s, 0, sizeof s);
   s.cfg = cfg;
-  s.N = cfg->workers;
+  s.all = cfg->workers;
+  s.N = cfg->scope == GS_SIM_SCOPE_ITERATION && !cfg->every_worker ? GS_MIN(s.all, 2) : s.all;
   s.jit.cv = cfg->jitter_cv;
   s.jit.dist = cfg->jitter;
   s.jit.scope = cfg->scope;
@@ -434,7 +465,7 @@ gs_status gs_sim_run(const gs_profile *profile, const gs_plan_cost *cost,
      * jitter the straggler term is exactly 0. */
     double t1 = 0;
     for (size_t o = 0; o < s.nops; o++) t1 += s.ops[o].dur;
-    out->workers = s.N;
+    out->workers = s.all;
     out->iters = cfg->iters;
     out->compute_s = t1;
     out->iter_min_s = INFINITY;

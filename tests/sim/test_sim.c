@@ -66,7 +66,9 @@ static void test_one_tensor(void **state) {
   NEAR(r.efficiency, 0.03 / 0.035);
   assert_int_equal(r.messages, 1);
   NEAR(r.bytes, 4000);
-  assert_true(r.events >= 8 * 2); /* each worker's forward and backward */
+  /* Two workers stand for the 8: each one's forward and backward, and the
+   * message. */
+  assert_int_equal(r.events, 2 * 2 + 1);
   gs_sim_result_free(&r);
   NEAR(sim_time(&tp.p, &c, "single", &cfg, NULL), 0.035);
   cfg.iters = 5;
@@ -305,6 +307,53 @@ static void test_jitter(void **state) {
   }
 }
 
+/* One factor per worker and iteration: two workers (0 and the largest
+ * factor's) stand for all N, and every figure, the straggler and the trace
+ * equal those of the loop over every worker, for each distribution, policy
+ * (dear's waits included) and N; far fewer events. */
+static void test_stand_ins(void **state) {
+  (void)state;
+  test_profile tp;
+  size_t numel[4] = {1000, 50000, 20000, 100000};
+  tp_init(&tp, 0.02, 4, (double[]){0.01, 0.02, 0.005, 0.01}, numel);
+  gs_plan_cost c;
+  assert_int_equal(gs_plan_cost_from_ab(1e-3, 1e-8, &c), GS_OK);
+  static const char *specs[] = {"wfbp", "single", "mgwfbp", "dear"};
+  static const int ns[] = {1, 2, 3, 37, 500};
+  static const double cvs[] = {0, 0.1, 0.5};
+  int stragglers = 0;
+  for (size_t k = 0; k < sizeof specs / sizeof *specs; k++)
+    for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
+      for (size_t v = 0; v < sizeof cvs / sizeof *cvs; v++)
+        for (int dist = 0; dist < 2; dist++) {
+          gs_sim_config cfg = config(ns[i]);
+          cfg.jitter_cv = cvs[v];
+          cfg.jitter = (gs_sim_jitter)dist;
+          cfg.iters = 7;
+          cfg.trace = 1;
+          gs_sim_result a, b;
+          sim_time(&tp.p, &c, specs[k], &cfg, &a);
+          cfg.every_worker = 1;
+          sim_time(&tp.p, &c, specs[k], &cfg, &b);
+          assert_true(a.iter_s == b.iter_s && a.straggler_s == b.straggler_s);
+          assert_true(a.iter_min_s == b.iter_min_s && a.iter_max_s == b.iter_max_s);
+          assert_true(a.exposed_comm_s == b.exposed_comm_s);
+          assert_int_equal(a.workers, ns[i]);
+          assert_int_equal(a.straggler, b.straggler);
+          stragglers += a.straggler != 0;
+          assert_int_equal(a.nspans, b.nspans);
+          for (size_t j = 0; j < a.nspans; j++) {
+            assert_int_equal(a.spans[j].worker, b.spans[j].worker);
+            assert_true(a.spans[j].start_s == b.spans[j].start_s &&
+                        a.spans[j].end_s == b.spans[j].end_s);
+          }
+          if (ns[i] > 2) assert_true(a.events * (uint64_t)ns[i] <= 3 * b.events);
+          gs_sim_result_free(&a);
+          gs_sim_result_free(&b);
+        }
+  assert_true(stragglers > 0); /* jitter made another worker the slowest */
+}
+
 /* The trace: a Chrome trace JSON with worker 0, the straggler and every
  * message; an unwritable path is an error naming it. */
 static void test_trace(void **state) {
@@ -395,7 +444,8 @@ int main(void) {
       cmocka_unit_test(test_one_tensor),        cmocka_unit_test(test_two_tensors_overlap),
       cmocka_unit_test(test_hierarchical_ring), cmocka_unit_test(test_dear),
       cmocka_unit_test(test_compressed),        cmocka_unit_test(test_equals_prediction),
-      cmocka_unit_test(test_jitter),            cmocka_unit_test(test_trace),
+      cmocka_unit_test(test_jitter),            cmocka_unit_test(test_stand_ins),
+      cmocka_unit_test(test_trace),
       cmocka_unit_test(test_bad_arguments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
