@@ -181,9 +181,15 @@ int cmd_syncswitch(int argc, char **argv) {
       return 2;
     }
   }
-  if (np == 0 || ps == 0 || ps >= np) {
-    cli_error("syncswitch", "needs -np N and --ps S with 1 <= S < N (got -np %d --ps %d)", np,
-              ps);
+  if (np == 0 || ps == 0) {
+    cli_error("syncswitch", "needs %s", np == 0 && ps == 0
+              ? "-np N and --ps S (the job's ranks, and how many of them are servers)"
+              : np == 0 ? "-np N (the job's ranks)" : "--ps S (how many of the ranks are servers)");
+    return 2;
+  }
+  if (ps >= np) {
+    cli_error("syncswitch", "--ps %d on -np %d: at least one rank must be a worker (1 <= S < N)",
+              ps, np);
     return 2;
   }
   char self[PATH_MAX];
@@ -205,6 +211,12 @@ int cmd_syncswitch(int argc, char **argv) {
                   "'--', --sync for each trial, --json to read its results)", ours[q]);
         return 2;
       }
+  }
+  /* DLRM's training has no parameter servers, so no Sync-Switch. */
+  if (cli_option_is(train_args, ntrain, "--model", "dlrm")) {
+    cli_error("syncswitch", "TRAIN OPTIONS: --model dlrm has no parameter servers, so no "
+              "Sync-Switch to search (mlp, cnn or resnet)");
+    return 2;
   }
   /* Options the trainer refuses are refused here, before any run. */
   char why[1024], psbuf[16];

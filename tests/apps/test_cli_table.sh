@@ -430,6 +430,10 @@ SS=(syncswitch search -np 3 --ps 1 --steps 1)
 t 2 "TRAIN OPTIONS: --sync is set by syncswitch" "${SS[@]}" -- --model mlp --sync bsp
 t 2 "TRAIN OPTIONS: --json is set by syncswitch" "${SS[@]}" -- --model mlp --json
 t 2 "TRAIN OPTIONS: --ps is set by syncswitch" "${SS[@]}" -- --model mlp --ps=2
+t 2 "TRAIN OPTIONS: --model dlrm has no parameter servers" "${SS[@]}" -- --model=dlrm
+t 2 "needs -np N (the job's ranks) (see --help)" syncswitch search --ps 1 -- --model mlp
+t 2 "needs --ps S (how many" syncswitch search -np 3 -- --model mlp
+t 2 "--ps 3 on -np 3: at least one rank must be a worker" syncswitch search -np 3 --ps 3 -- --model mlp
 t 2 "TRAIN OPTIONS: option '--bogus' is unknown" "${SS[@]}" -- --model mlp --bogus
 t 2 "TRAIN OPTIONS: --commit-every needs --checkpoint" "${SS[@]}" -- --model mlp --commit-every 2
 t 2 "--steps is given more than once" "${SS[@]}" --steps 2 -- --model mlp
