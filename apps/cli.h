@@ -408,6 +408,10 @@ int cli_agree(cli_rank *r, int failed, const char *reason);
  * the same status and message; else "gradsync VERB: rank R: <message>" by
  * each rank that failed (gs_train_agree_status). */
 int cli_agree_status(cli_rank *r, gs_status st);
+/* cli_agree_status, telling how the ranks failed (gs_train_agree_outcome):
+ * 2 when every rank failed alike with bad input, its line ending
+ * "(see --help)"; 1 otherwise; 0 when none failed. */
+int cli_agree_outcome(cli_rank *r, gs_status st);
 
 /* Agreement on values that must be equal on every rank (a step count, a
  * parameter count, ...): returns 0 if every rank's vals[i] equals rank 0's,

@@ -59,6 +59,11 @@ int cli_agree_status(cli_rank *r, gs_status st) {
   return gs_train_agree_status(&tr, st);
 }
 
+int cli_agree_outcome(cli_rank *r, gs_status st) {
+  gs_train_ranks tr = as_ranks(r);
+  return gs_train_agree_outcome(&tr, st);
+}
+
 int cli_agree_equal(cli_rank *r, const int64_t *vals, const char *const *names, int n) {
   gs_train_ranks tr = as_ranks(r);
   return gs_train_agree_equal(&tr, vals, names, n);

@@ -764,7 +764,7 @@ int cmd_train_dlrm(int argc, char **argv) {
   }
   /* Set-up failures every rank may meet alike (a --data it cannot read)
    * are agreed: said once by rank 0 when alike, else by each rank. */
-  if (o.data && cli_agree_status(&r, check_data(o.data))) rc = 2;
+  if (o.data && cli_agree_outcome(&r, check_data(o.data))) rc = 2;
   /* The same decision on every rank: no agreement needed. */
   if (o.global_batch) {
     if (o.global_batch % r.size != 0) {
@@ -825,7 +825,7 @@ int cmd_train_dlrm(int argc, char **argv) {
         (rc == 2 ? cli_error : cli_fail)(VERB, "%s%s", gs_last_error(),
                                          r.size > 1 ? " (on every rank)" : "");
     } else {
-      cli_agree_status(&r, st);
+      cli_agree_outcome(&r, st);
     }
   }
   gs_embed_specs_free(t);

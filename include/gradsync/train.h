@@ -91,6 +91,13 @@ int gs_train_agree(const gs_train_ranks *r, int failed, const char *reason);
  * prints: once, by rank 0 and ending "(on every rank)", when every rank
  * failed with the same status and message; else by each rank that failed. */
 int gs_train_agree_status(const gs_train_ranks *r, gs_status st);
+/* gs_train_agree_status, telling how the ranks failed: 0 when none did; 2
+ * when every rank failed alike (one status, one message, said once by rank
+ * 0, ending with r->usage_note) with bad input (GS_ERR_INVALID_ARG,
+ * GS_ERR_PARSE: a checkpoint that does not fit the run), a command's usage
+ * exit; else 1. gs_train_agree_status's callers end with 1 whatever the
+ * failure, so it adds no usage note. */
+int gs_train_agree_outcome(const gs_train_ranks *r, gs_status st);
 /* Values that must be equal on every rank: 0 if every rank's vals[i]
  * equals rank 0's, else 1 on every rank, each naming the first difference
  * (names[i], the ranks and their values). */

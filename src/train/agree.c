@@ -147,12 +147,12 @@ static void say_outcome(const gs_train_ranks *r, const gs_agreement *all, int fa
                         first_reason);
 }
 
-/* The agreement behind gs_train_agree and train_agree_outcome. A failed
+/* The agreement behind gs_train_agree and gs_train_agree_outcome. A failed
  * rank gives its status st and whole message msg; said: it has printed msg
  * already. Returns 0 when no rank failed; 2 when every rank failed alike
  * with a status of bad input (GS_ERR_INVALID_ARG, GS_ERR_PARSE); else 1. */
 static int agree_outcome(const gs_train_ranks *r, int failed, gs_status st, const char *msg,
-                         int said) {
+                         int said, int may_note) {
   char why[REASON_MAX + 1];
   short_reason(why, failed ? msg : NULL);
   outcome me = {failed ? (int64_t)st : 0, failed ? message_hash(msg) : 0};
@@ -167,24 +167,28 @@ static int agree_outcome(const gs_train_ranks *r, int failed, gs_status st, cons
     rc = failed_alike(&all) &&
                  (o[0].status == GS_ERR_INVALID_ARG || o[0].status == GS_ERR_PARSE)
              ? 2 : 1;
-    say_outcome(r, &all, failed, said ? NULL : msg, rc == 2);
+    say_outcome(r, &all, failed, said ? NULL : msg, may_note && rc == 2);
   }
   gs_agreement_free(&all);
   return rc;
 }
 
 int gs_train_agree(const gs_train_ranks *r, int failed, const char *reason) {
-  return agree_outcome(r, failed, GS_ERR_STATE, reason ? reason : "", 1) != 0;
+  return agree_outcome(r, failed, GS_ERR_STATE, reason ? reason : "", 1, 0) != 0;
 }
 
-int train_agree_outcome(const gs_train_ranks *r, gs_status st) {
+static int agree_status(const gs_train_ranks *r, gs_status st, int may_note) {
   const char *msg = st != GS_OK ? gs_last_error() : NULL;
   if (st != GS_OK && (msg == NULL || *msg == '\0')) msg = gs_strerror(st);
-  return agree_outcome(r, st != GS_OK, st, msg, 0);
+  return agree_outcome(r, st != GS_OK, st, msg, 0, may_note);
+}
+
+int gs_train_agree_outcome(const gs_train_ranks *r, gs_status st) {
+  return agree_status(r, st, 1);
 }
 
 int gs_train_agree_status(const gs_train_ranks *r, gs_status st) {
-  return train_agree_outcome(r, st) != 0;
+  return agree_status(r, st, 0) != 0;
 }
 
 int gs_train_agree_equal(const gs_train_ranks *r, const int64_t *vals, const char *const *names,

@@ -818,7 +818,7 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
                   c->stop_at_step, (long)c->epochs * steps, c->epochs, c->epochs == 1 ? "" : "s",
                   steps);
   /* Refused alike by every worker: said once, the usage exit (2). */
-  int agreed = train_agree_outcome(&t->workers, st);
+  int agreed = gs_train_agree_outcome(&t->workers, st);
   if (agreed) {
     rc = agreed;
     goto out;
@@ -1108,7 +1108,7 @@ int gs_train_run(const gs_train_config *cfg, const gs_train_ranks *ranks, gs_tra
                                     &start_epoch);
   /* A checkpoint that does not fit the run is refused alike by every rank:
    * said once, and the usage exit (2). */
-  int agreed = train_agree_outcome(ranks, st);
+  int agreed = gs_train_agree_outcome(ranks, st);
   if (agreed) {
     rc = agreed;
     goto out;

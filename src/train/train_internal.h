@@ -9,11 +9,6 @@
 struct cJSON;
 
 /* ---- Agreement (agree.c) ---- */
-/* gs_train_agree_status, telling how the ranks failed: 0 when none did; 2
- * when every rank failed alike (one status, one message, said once by rank
- * 0) with bad input (GS_ERR_INVALID_ARG, GS_ERR_PARSE: a checkpoint that
- * does not fit the run), the command's usage exit; else 1. */
-int train_agree_outcome(const gs_train_ranks *r, gs_status st);
 
 /* ---- A sync mode's per-rank files beside checkpoints (resume.c) ---- */
 /* The bookkeeping of files each rank writes beside a checkpoint (the
