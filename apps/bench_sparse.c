@@ -79,8 +79,11 @@ static int parse(int argc, char **argv, sparse_opts *o) {
   o->warmup = 1;
   const char *comm = NULL;
   int c;
+  cli_seen seen = {{0}};
   optind = 1;
-  while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+  opterr = 0; /* unknown options get one line in the verbs' format */
+  while ((c = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
+    if (c != '?' && c != ':' && cli_once("bench", &seen, c, longs)) return 2;
     switch (c) {
       case 'o':
         if (strcmp(optarg, "sparse_allreduce") != 0) {
@@ -118,15 +121,14 @@ static int parse(int argc, char **argv, sparse_opts *o) {
       case 'w':
         if (cli_parse_int(optarg, c == 'i' ? 1 : 0, 100000,
                           c == 'i' ? &o->iters : &o->warmup)) {
-          cli_error("bench", "--%s '%s' must be a %s integer",
-                    c == 'i' ? "iters" : "warmup", optarg,
-                    c == 'i' ? "positive" : "non-negative");
+          cli_error("bench", "--%s '%s' must be an integer from %d to 100000",
+                    c == 'i' ? "iters" : "warmup", optarg, c == 'i' ? 1 : 0);
           return 2;
         }
         break;
       case 'j': o->json = 1; break;
       case 'h': usage(stdout); return 1;
-      default: usage(stderr); return 2;
+      default: return cli_getopt_error("bench", c, argv, longs);
     }
   }
   if (optind < argc) {
@@ -440,8 +442,13 @@ static long verify(ctx *c, int which) {
 
 int cmd_bench_sparse(int argc, char **argv) {
   sparse_opts o;
+  /* The options are every rank's alike: rank 0 alone says what is wrong
+   * (each rank said it until 2026-12-06). */
+  cli_argv_errors(1);
   int rc = parse(argc, argv, &o);
+  cli_argv_errors(0);
   if (rc == 1) return 0;
+  if (rc != 0 && !cli_under_launcher()) return rc; /* no other rank to tell */
   cli_rank cr;
   if (cli_rank_init(&cr, "bench", &argc, &argv)) return rc ? rc : 1;
   rc = cli_rank_connect(&cr, 0, rc, "bad options");

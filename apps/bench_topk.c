@@ -158,8 +158,11 @@ int cmd_bench_topk(int argc, char **argv) {
       {"only", required_argument, 0, 'O'},    {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   optind = 1;
+  opterr = 0; /* unknown options get one line in the verbs' format */
+  cli_seen seen = {{0}};
   int c;
-  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+    if (c != '?' && c != ':' && cli_once("bench", &seen, c, longopts)) return 2;
     switch (c) {
       case 'o':
         if (strcmp(optarg, "topk") != 0) {
@@ -209,7 +212,7 @@ int cmd_bench_topk(int argc, char **argv) {
                "one streaming pass (sum |x|), quickselect, a full radix sort.\n");
         return 0;
       default:
-        return 2;
+        return cli_getopt_error("bench", c, argv, longopts);
     }
   }
   if (optind < argc) {

@@ -476,6 +476,16 @@ once "bench --redop with bcast" "--redop applies to allreduce and reduce_scatter
   bench --redop sum --op bcast
 once "bench --min-bytes 4x" "--min-bytes" bench --min-bytes 4x
 once "replay --policy foo" "unknown policy 'foo'" replay --profile "$prof" --policy foo
+once "bench --op sparse_allreduce --compress dgc:0.01" "expected topk:D" \
+  bench --op sparse_allreduce --compress dgc:0.01
+once "bench --op sparse_allreduce --iters 0" "--iters '0' must be an integer from 1" \
+  bench --op sparse_allreduce --compress topk:0.01 --iters 0
+# The sparse and top-k benches' options in the verbs' one format, each once.
+t 2 "gradsync bench: unknown option '--bogus' (see --help)" \
+  bench --op sparse_allreduce --compress topk:0.01 --bogus
+t 2 "gradsync bench: unknown option '--bogus' (see --help)" bench --op topk --bogus
+t 2 "option --n given more than once" bench --op topk --n 1000 --n 1000
+t 2 "option --n given more than once" bench --op sparse_allreduce --compress topk:0.01 --n 9 --n 9
 
 echo "$passes passed, $fails failed"
 [ "$fails" = 0 ]
