@@ -362,12 +362,20 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
           if (!bad && c == 'k') kfac.kl_clip = f;
         }
         if (bad) {
+          /* The floats' limits as cli_parse_float checks them: nothing
+           * between 0 and the smallest normal float. */
+          char lim[96];
+          snprintf(lim, sizeof lim, "(a float: %s%g)", c == 'g' ? "at least " : "0 or from ",
+                   (double)FLT_MIN);
           static const char *const want[] = {
               ['K'] = "dkfac, spd or dp", ['I'] = "chol or eig",
               ['v'] = "an integer from 1 to 1000000", ['i'] = "an integer from 1 to 1000000",
-              ['g'] = "a number above 0", ['X'] = "a number from 0 to below 1",
-              ['k'] = "a number from 0 (no clip)"};
-          cli_error(VERB, "--%s '%s' must be %s", name, optarg, want[c]);
+              ['g'] = "a number above 0 and at most 1e6",
+              ['X'] = "a number from 0 to below 1",
+              ['k'] = "a number from 0 (no clip) to 1e6"};
+          cli_error(VERB, "--%s '%s' must be %s%s%s", name, optarg, want[c],
+                    c == 'g' || c == 'k' || c == 'X' ? " " : "",
+                    c == 'g' || c == 'k' || c == 'X' ? lim : "");
           return 2;
         }
         break;

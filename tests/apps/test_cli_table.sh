@@ -399,6 +399,10 @@ t 2 "" train --frobnicate
 t 2 "--ef-decay '1e-50' must be a number above 0" train --compress topk:0.01 --ef-decay 1e-50
 t 2 "--kfac-damping '1e-50' must be" train --optimizer kfac --kfac-damping 1e-50
 t 2 "--kfac-kl-clip '1e-50' must be" train --optimizer kfac --kfac-kl-clip 1e-50
+# Each names the limit it broke (they said "above 0" for 2e6 and 1e-40).
+t 2 "--kfac-damping '2e6' must be a number above 0 and at most 1e6" train --optimizer kfac --kfac-damping 2e6
+t 2 "(a float: at least 1.17549e-38)" train --optimizer kfac --kfac-damping 1e-40
+t 2 "--kfac-kl-clip '1e7' must be a number from 0 (no clip) to 1e6" train --optimizer kfac --kfac-kl-clip 1e7
 t 2 "--lr '1e-50' must be" train --lr 1e-50
 # Options that were silently unused, or ended the job late (a user tester,
 # 2026-12-01): K-FAC over parameter servers hung until the watchdog;
