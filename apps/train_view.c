@@ -175,7 +175,7 @@ static const char *option(void *user, const char *field) {
                {"commit_every", "--commit-every"}, {"commit_every_s", "--commit-every"}, {"stop_at_step", "--stop-at-step"},
                {"max_steps", "--max-steps"},   {"global_batch", "--global-batch"},
                {"scale_lr_linear", "--scale-lr linear"}, {"precision", "--precision"},
-               {"policy", "--policy"},
+               {"policy", "--policy"},         {"kfac_dist", "--kfac-dist"},
                {"compress_warmup_steps", "--compress-warmup-steps"}};
   for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
     if (strcmp(flags[i].field, field) == 0) return flags[i].flag;

@@ -81,6 +81,14 @@ static gs_status file_hash(const char *path, char *out, size_t n) {
   return GS_OK;
 }
 
+/* K-FAC's distribution scheme of a K-FAC run, NULL for another optimizer. */
+static const char *kfac_dist(const gs_train_config *c) {
+  if (c->optimizer == NULL || strcmp(c->optimizer, "kfac") != 0) return NULL;
+  gs_train_kfac_options o;
+  gs_train_kfac_options_init(&o);
+  return gs_kfac_dist_name(c->kfac ? c->kfac->dist : o.dist);
+}
+
 static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long epoch) {
   const gs_train_config *c = t->cfg;
   cJSON *m = cJSON_CreateObject();
@@ -110,6 +118,8 @@ static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long e
   cJSON_AddNumberToObject(m, "warmup_epochs", c->warmup_epochs);
   cJSON_AddStringToObject(m, "sync", t->sync.ops ? t->sync.ops->name : c->sync);
   cJSON_AddStringToObject(m, "optimizer", t->optim.ops ? t->optim.ops->name : c->optimizer);
+  const char *dist = kfac_dist(c);
+  if (dist) cJSON_AddStringToObject(m, "kfac_dist", dist);
   /* The sync mode's per-rank files beside the checkpoint (the compressor
    * memory): the world size that wrote them, 0 for none. */
   cJSON_AddNumberToObject(m, "sync_rank_files", t->sync_files);
@@ -379,6 +389,12 @@ gs_status train_meta_check(const train_ctx *t, const char *ckpt_path,
                       "the sync mode") ||
           differs_str(m, "optimizer", t->optim.ops->name, why, sizeof why,
                       train_option(c, "optimizer"));
+  /* Each rank's K-FAC state is its scheme's (dp's a share of the layers):
+   * another scheme is refused here, alike on every rank, not by each rank's
+   * state file. Checkpoints from before 2026-12-06 do not record it. */
+  if (!bad && kfac_dist(c) && cJSON_GetObjectItemCaseSensitive(m, "kfac_dist"))
+    bad = differs_str(m, "kfac_dist", kfac_dist(c), why, sizeof why,
+                      train_option(c, "kfac_dist"));
   /* More epochs continue a constant learning rate; a schedule that spans
    * the run (step, cosine, warm-up) would change under the finished part. */
   if (!bad && (strcmp(c->schedule, "const") != 0 || c->warmup_epochs > 0))
