@@ -408,6 +408,10 @@ int cli_agree(cli_rank *r, int failed, const char *reason);
  * the same status and message; else "gradsync VERB: rank R: <message>" by
  * each rank that failed (gs_train_agree_status). */
 int cli_agree_status(cli_rank *r, gs_status st);
+/* --compress's value: '' is refused (the library reads it as no
+ * compression, which the user did not ask for by naming the option); says
+ * so and returns -1, else 0. */
+int cli_compress_arg(const char *verb, const char *arg);
 /* cli_agree_status, telling how the ranks failed (gs_train_agree_outcome):
  * 2 when every rank failed alike with bad input, its line ending
  * "(see --help)"; 1 otherwise; 0 when none failed. */

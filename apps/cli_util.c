@@ -144,6 +144,12 @@ int cli_parse_float(const char *s, double min, double max, float *out) {
   return 0;
 }
 
+int cli_compress_arg(const char *verb, const char *arg) {
+  if (*arg != '\0') return 0;
+  cli_error(verb, "--compress '' names no compressor (leave the option out for none)");
+  return -1;
+}
+
 int cli_under_launcher(void) {
   return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL ||
          getenv("PMIX_RANK") != NULL;

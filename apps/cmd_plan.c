@@ -874,7 +874,10 @@ int cmd_plan(int argc, char **argv) {
         }
         break;
       case 'A': algo_name = optarg; have_algo = 1; break;
-      case 'z': compress = optarg; break;
+      case 'z':
+        if (cli_compress_arg("plan", optarg)) return 2;
+        compress = optarg;
+        break;
       case 'R':
         if (cli_parse_double(optarg, 0, 1e6, &coding_ns) != 0) {
           cli_error(VERB, "--coding-rate: expected ns per element from 0 to 1e6, got '%s'",

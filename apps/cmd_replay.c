@@ -200,7 +200,10 @@ static int parse_opts(int argc, char **argv, replay_opts *o) {
           return 2;
         }
         break;
-      case 'z': o->compress = optarg; break;
+      case 'z':
+        if (cli_compress_arg("replay", optarg)) return 2;
+        o->compress = optarg;
+        break;
       case 'j': o->json = 1; break;
       case 'h': usage(stdout); return 1;
       default: return cli_getopt_error(VERB, c, argv, longopts);

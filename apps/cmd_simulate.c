@@ -217,7 +217,10 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
       case 'c': o->cost_file = optarg; break;
       case 'Y': o->replay = optarg; break;
       case 'P': o->policy = optarg; break;
-      case 'z': o->compress = optarg; break;
+      case 'z':
+        if (cli_compress_arg("simulate", optarg)) return 2;
+        o->compress = optarg;
+        break;
       case 'i':
         if (cli_parse_int(optarg, 1, SIM_MAX_ITERS, &o->iters) != 0) {
           cli_error(VERB, "--iters: expected an integer from 1 to %d, got '%s'",

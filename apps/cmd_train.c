@@ -229,6 +229,7 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
       case 'Z':
         /* The spec is checked here (exit 2) and agreed between ranks by
          * the engine. */
+        if (cli_compress_arg(VERB, optarg)) return 2;
         if (gs_compress_spec_parse(optarg, zspec) != GS_OK) {
           cli_error(VERB, "--compress: %s", gs_last_error());
           return 2;

@@ -204,18 +204,25 @@ static void engine_describe(void *self, cJSON *json, char *text, size_t n) {
       cJSON_AddNumberToObject(r, "from_ranks", s->resumed_from);
     }
   }
+  /* The bytes cover the whole run; the groups the plan in use, which under
+   * auto:SPEC may send dense what earlier steps sent compressed. */
+  char vs[64];
+  if (ratio >= 1.05) snprintf(vs, sizeof vs, "%.1fx fewer than dense", ratio);
+  else if (ratio > 0 && ratio <= 0.95) snprintf(vs, sizeof vs, "%.1fx more than dense", 1 / ratio);
+  else snprintf(vs, sizeof vs, "as many as dense");
   if (text && zon)
-    snprintf(text, n, "policy %s (plan: %s, %zu messages per step), compression %s%s "
-             "(%zu of %zu groups via %s): %.0f bytes sent per step, %.1fx fewer than "
-             "dense", s->t->cfg->policy, chosen, groups, zs.normalised,
-             s->t->cfg->no_ef ? " without error feedback" : damp, es.compressed_groups,
-             groups, exch, per_step, ratio);
+    snprintf(text, n, "policy %s (plan: %s, %zu message%s per step), compression %s%s: "
+             "%.0f bytes sent per step over the run, %s; the plan in use sends %zu of %zu "
+             "group%s compressed (%s)", s->t->cfg->policy, chosen, groups,
+             groups == 1 ? "" : "s", zs.normalised,
+             s->t->cfg->no_ef ? " without error feedback" : damp, per_step, vs,
+             es.compressed_groups, groups, groups == 1 ? "" : "s", exch);
   else if (text && s->engine == NULL)
     snprintf(text, n, "one rank: nothing to exchange (the engine not started, policy %s "
              "unused)", s->t->cfg->policy);
   else if (text)
-    snprintf(text, n, "policy %s (plan: %s, %zu messages per step), %.0f bytes sent "
-             "per step", s->t->cfg->policy, chosen, groups, per_step);
+    snprintf(text, n, "policy %s (plan: %s, %zu message%s per step), %.0f bytes sent "
+             "per step", s->t->cfg->policy, chosen, groups, groups == 1 ? "" : "s", per_step);
   gs_plan_free(plan);
 }
 
