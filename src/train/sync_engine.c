@@ -387,9 +387,9 @@ static gs_status engine_load_rank(void *self, const char *dir, long step, int fi
     train_note(t, "resume: each rank's compressor memory restored from %s (step %ld)", dir,
                step);
   else
-    train_note(t, "resume: the compressor memory of %d ranks averaged onto %d (every rank "
+    train_note(t, "resume: the compressor memory of %d rank%s averaged onto %d (every rank "
                "starts from their mean, so the first step sends the old ranks' unsent "
-               "gradient summed)", files_size, t->size);
+               "gradient summed)", files_size, files_size == 1 ? "" : "s", t->size);
   return GS_OK;
 }
 

@@ -796,6 +796,12 @@ static int train_epochs(train_ctx *t, const gs_nn_dataset *train, const gs_nn_da
   static const char *const shared_names[] = {"the steps per epoch"};
   if (gs_train_agree_equal(&t->workers, shared, shared_names, 1)) goto out;
   t->steps_per_epoch = steps;
+  /* A density warm-up the run never finishes trains at lower densities
+   * throughout: allowed (a short trial of a long job's settings), said. */
+  if (t->rank == 0 && c->compress && c->compress_warmup_steps > (long)c->epochs * steps)
+    train_note(t, "%s %ld is longer than the run (%ld steps): the density never reaches "
+               "the spec's", train_option(c, "compress_warmup_steps"),
+               (long)c->compress_warmup_steps, (long)c->epochs * steps);
 
   /* A commit inside an epoch resumes at its position: the samples of the
    * permutation done (by whatever world size). */

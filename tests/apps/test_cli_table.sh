@@ -401,6 +401,8 @@ t 2 "--kfac-damping '1e-50' must be" train --optimizer kfac --kfac-damping 1e-50
 t 2 "--kfac-kl-clip '1e-50' must be" train --optimizer kfac --kfac-kl-clip 1e-50
 # Each names the limit it broke (they said "above 0" for 2e6 and 1e-40).
 t 2 "--compress '' names no compressor" train --compress ''
+t 0 "--compress-warmup-steps 1000000 is longer than the run (3 steps)" train --model mlp \
+  --synthetic 256 --batch 16 --max-steps 3 --compress topk:0.01 --compress-warmup-steps 1000000
 t 2 "gradsync plan: --compress '' names no compressor" plan --profile "$prof" --net 1gbit --workers 4 --compress ''
 t 2 "gradsync simulate: --compress '' names no compressor" simulate --profile "$prof" --net 1gbit --workers 4 --compress ''
 t 2 "--kfac-damping '2e6' must be a number above 0 and at most 1e6" train --optimizer kfac --kfac-damping 2e6
