@@ -561,6 +561,13 @@ int cmd_train(int argc, char **argv) {
     fprintf(stderr, "gradsync %s: --compress %s applies momentum inside the compressor "
             "(DGC's momentum correction): --momentum %g moved into it, and the "
             "optimizer's momentum is 0\n", VERB, cfg.compress, (double)zmom.compressor);
+  /* K-FAC preconditions the averaged gradient the exchange delivers: a
+   * lossy one (sparsified, quantised) is amplified along low curvature. */
+  if (r.rank == 0 && cfg.compress && cfg.optimizer && strcmp(cfg.optimizer, "kfac") == 0 &&
+      !zspec.off && strcmp(zspec.kind, "fp16") != 0 && strcmp(zspec.kind, "bf16") != 0)
+    fprintf(stderr, "gradsync %s: note: --optimizer kfac preconditions the gradient that "
+            "--compress %s delivers; with a lossy compressor it trained worse than either "
+            "alone (docs/KFAC.md): fp16 or bf16 keep K-FAC's accuracy\n", VERB, cfg.compress);
   if (r.rank == 0 && cfg.checkpoint_dir && !cfg.resume)
     cli_warn_checkpoint_replaced(VERB, cfg.checkpoint_dir, 0);
   gs_train_ranks ranks = {.job = VERB, .comm = r.comm, .rank = r.rank, .size = r.size,
