@@ -811,18 +811,30 @@ static gs_status create_local(gs_comm *comm, const gs_engine_config *cfg_in,
   return GS_OK;
 }
 
-/* Every rank must compress alike: one fixed-size all-gather of each rank's
- * normalised spec, error-feedback flag and selection; a difference fails every rank
- * with GS_ERR_MISMATCH naming the first rank that differs and both specs.
- * `all` (size * ENG_ZREC bytes) was allocated before the creation's
- * agreement, so that no rank can miss this exchange for want of memory. */
-#define ENG_ZREC 96
-static gs_status agree_compression(gs_engine *e, char *all) {
+/* Every rank must run the engine alike: one fixed-size all-gather of each
+ * rank's settings that change what it exchanges and when (the policy, the
+ * warm-up and replan intervals, the forward overlap; the normalised
+ * compression spec, error feedback, selection, density warm-up, DGC's
+ * momentum and the error-feedback damping); a difference fails every rank
+ * with GS_ERR_MISMATCH naming the first rank that differs and both. Until
+ * 2026-12-06 only the compression was compared, and ranks with other
+ * warm-ups waited for each other until the watchdog. `all` (size *
+ * ENG_ZREC bytes) was allocated before the creation's agreement, so that
+ * no rank can miss this exchange for want of memory. */
+#define ENG_ZREC 256
+static gs_status agree_settings(gs_engine *e, char *all) {
   char mine[ENG_ZREC] = {0};
   const char *norm = e->zc ? gs_compressor_spec(e->zc) : "none";
-  snprintf(mine, sizeof mine, "%s%s%s%s", e->zc && !e->zrequired ? "auto:" : "", norm,
-           e->zc && !e->zef ? " without error feedback" : "",
-           e->zc && e->zmerged ? ", merged selection" : "");
+  int n = snprintf(mine, sizeof mine, "policy %s, warm-up %d, replan every %d, "
+                   "forward overlap %d; compression %s%s%s%s", e->policy_spec,
+                   e->warmup_iters, e->replan_interval, e->forward_overlap,
+                   e->zc && !e->zrequired ? "auto:" : "", norm,
+                   e->zc && !e->zef ? " without error feedback" : "",
+                   e->zc && e->zmerged ? ", merged selection" : "");
+  if (e->zc && n > 0 && (size_t)n < sizeof mine)
+    snprintf(mine + n, sizeof mine - (size_t)n, ", density warm-up %llu, momentum %g, "
+             "ef decay %g", (unsigned long long)e->zopts.warmup_steps,
+             (double)e->zopts.momentum, (double)e->zopts.ef_decay);
   gs_status st = gs_allgather(e->comm, mine, all, ENG_ZREC, GS_U8, GS_ALGO_AUTO);
   if (st == GS_OK) {
     for (int r = 1; r < e->size; r++) {
@@ -832,10 +844,9 @@ static gs_status agree_compression(gs_engine *e, char *all) {
         memcpy(a, all, ENG_ZREC);
         memcpy(b, theirs, ENG_ZREC);
         a[ENG_ZREC] = b[ENG_ZREC] = '\0';
-        st = gs_error(GS_ERR_MISMATCH, "gs_engine_create on rank %d: rank %d's "
-                      "compression is '%s' where rank 0's is '%s': every rank must "
-                      "give the same compression spec and error feedback", e->rank, r,
-                      b, a);
+        st = gs_error(GS_ERR_MISMATCH, "gs_engine_create on rank %d: rank %d's engine "
+                      "settings are '%s' where rank 0's are '%s': every rank must give the "
+                      "same policy, warm-up, compression spec and options", e->rank, r, b, a);
         break;
       }
     }
@@ -861,7 +872,7 @@ gs_status gs_engine_create(gs_comm *comm, const gs_engine_config *cfg_in,
     st = gs_error(GS_ERR_NOMEM, "gs_engine_create on rank %d: no memory",
                   gs_comm_rank(comm));
   gs_status ag = eng_agree_on(comm, st, "create its engine");
-  if (ag == GS_OK) ag = agree_compression(e, zall);
+  if (ag == GS_OK) ag = agree_settings(e, zall);
   gs_free(zall);
   if (ag != GS_OK) {
     char msg[1024];
