@@ -687,7 +687,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
         all_params = [p for g in self.param_groups for p in g["params"]]
         if named_parameters is not None:
-            named = list(named_parameters)
+            named = list(named_parameters.items() if isinstance(named_parameters, dict)
+                         else named_parameters)
+            bad = [x for x in named if not (isinstance(x, (tuple, list)) and len(x) == 2
+                                            and isinstance(x[0], str)
+                                            and isinstance(x[1], torch.Tensor))]
+            if bad:
+                raise TypeError(f"gradsync: named_parameters must give (name, parameter) pairs "
+                                f"(model.named_parameters(), or a dict of them), not "
+                                f"{type(bad[0]).__name__}")
             names = [n for n, _ in named]
             dup = sorted({n for n in names if names.count(n) > 1})
             if dup:
@@ -700,39 +708,77 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                  f"{unnamed[:8]} of its parameter groups)")
         else:
             by_param = {id(p): f"param.{i}" for i, p in enumerate(all_params)}
-        seen = set()
+        self._gs_by_param = by_param
         self._gs_params = []
-        for p in all_params:
-            if p.requires_grad and id(p) not in seen:
-                seen.add(id(p))
-                self._gs_params.append(p)
-        for i, p in enumerate(self._gs_params):
-            _check(p.data, f"parameter '{by_param[id(p)]}'", floats_only=True)
-        self._gs_names = [by_param[id(p)] for p in self._gs_params]
-        n = len(self._gs_params)
-        self._gs_counts = [0] * n
+        self._gs_names = []
+        self._gs_counts = []
         self._gs_first = []          # first iteration: the order gradients arrive in
         self._gs_engine = None
-        self._gs_ids = [None] * n    # engine ids, by parameter index
-        self._gs_bufs = [None] * n   # the registered gradient buffers
+        self._gs_ids = []            # engine ids, by parameter index
+        self._gs_bufs = []           # the registered gradient buffers
+        self._gs_pending = []        # overlap: averaged, update not yet applied
+        self._gs_zero_later = []     # overlap: zero_grad() came before the update
+        self._gs_accs = []
+        self._gs_hooks = []
+        self._gs_unused = set()      # indices no rank computed a gradient for this step
         self._gs_open = False        # a gradient arrived since the last synchronize
         self._gs_synced = False      # synchronized, and step() has not run since
         self._gs_failed = None       # the GradsyncError that failed this optimizer
         self._gs_skip = False
         self._gs_closed = False
-        self._gs_pending = [False] * n  # overlap: averaged, update not yet applied
         self._gs_hyper = None  # overlap: the groups' hyper-parameters at that step()
         self._gs_now = False   # overlap: synchronize() was called: step() updates now
-        self._gs_zero_later = [False] * n  # overlap: zero_grad() came before the update
-        self._gs_accs = []
-        self._gs_hooks = []
-        for i, p in enumerate(self._gs_params):
+        self._gs_register(all_params)
+        _optimizers.add(self)
+
+    def _gs_register(self, params):
+        """Takes over the parameters that require a gradient among `params`
+        (once each): a hook after each gradient's accumulation and, with
+        DeAR's overlap, a forward pre-hook on its module. Before the first
+        step only: the engine registers every gradient then."""
+        seen = {id(p) for p in self._gs_params}
+        new = []
+        for p in params:
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                new.append(p)
+        first = len(self._gs_params)
+        for j, p in enumerate(new):
+            name = self._gs_by_param.get(id(p), f"param.{first + j}")
+            _check(p.data, f"parameter '{name}'", floats_only=True)
+        for j, p in enumerate(new):
+            i = first + j
+            self._gs_params.append(p)
+            self._gs_names.append(self._gs_by_param.get(id(p), f"param.{i}"))
+            self._gs_counts.append(0)
+            self._gs_ids.append(None)
+            self._gs_bufs.append(None)
+            self._gs_pending.append(False)
+            self._gs_zero_later.append(False)
             acc = p.expand_as(p).grad_fn.next_functions[0][0]
             self._gs_hooks.append(acc.register_hook(self._gs_make_hook(i)))
             self._gs_accs.append(acc)  # the node must outlive the hook
-        if self._gs_overlap:
-            self._gs_add_forward_hooks(model)
-        _optimizers.add(self)
+        if self._gs_overlap and new:
+            self._gs_add_forward_hooks(self._gs_model, range(first, len(self._gs_params)))
+
+    def add_param_group(self, param_group):
+        """torch.optim's add_param_group; the group's parameters are averaged
+        like the others. Before the first step() only: the engine registers
+        every gradient at the first step, on every rank alike."""
+        if "_gs_params" not in self.__dict__:  # torch.optim's __init__
+            return super(self.__class__, self).add_param_group(param_group)
+        self._gs_usable()
+        if self._gs_engine is not None:
+            raise _error("STATE", "gradsync: add_param_group() after the first step(): the "
+                                  "engine registered every gradient then; add the group "
+                                  "before the first step, or close() this optimizer and wrap "
+                                  "a new one")
+        super(self.__class__, self).add_param_group(param_group)
+        try:
+            self._gs_register(self.param_groups[-1]["params"])
+        except BaseException:
+            self.param_groups.pop()
+            raise
 
     def _gs_set_compress_options(self, policy, error_feedback, warmup_steps, momentum,
                                  ef_decay):
@@ -804,20 +850,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             f"into it (compress_momentum={zmomentum:g}), and the param groups' momentum "
             f"is now 0", stacklevel=4)
 
-    def _gs_add_forward_hooks(self, model):
+    def _gs_add_forward_hooks(self, model, indices):
         """A forward pre-hook on every module that owns synchronised
-        parameters: it waits for their averages and applies their update
-        just before the module uses them (DeAR's overlap of the all-gathers
-        with the forward pass)."""
-        index = {id(p): i for i, p in enumerate(self._gs_params)}
+        parameters `indices`: it waits for their averages and applies their
+        update just before the module uses them (DeAR's overlap of the
+        all-gathers with the forward pass). It runs before the module's
+        other pre-hooks, which may compute the weight from the parameters
+        (weight_norm, pruning's mask): they must see the updated ones."""
+        index = {id(self._gs_params[i]): i for i in indices}
         covered = set()
         for module in model.modules():
             mine = [index[id(p)] for p in module.parameters(recurse=False) if id(p) in index]
             if mine:
                 covered.update(mine)
-                self._gs_hooks.append(module.register_forward_pre_hook(
-                    self._gs_make_pre_hook(mine)))
-        missing = [self._gs_names[i] for i in range(len(self._gs_params)) if i not in covered]
+                h = module.register_forward_pre_hook(self._gs_make_pre_hook(mine))
+                # torch >= 2.0 has prepend=True; this is what it does.
+                module._forward_pre_hooks.move_to_end(h.id, last=False)
+                self._gs_hooks.append(h)
+        missing = [self._gs_names[i] for i in indices if i not in covered]
         if missing:
             raise ValueError(f"gradsync: policy='{self._gs_policy}' with model=: the optimizer's "
                              f"parameters {missing[:5]} are not in the model")
@@ -845,7 +895,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for g, hyper in zip(self.param_groups, self._gs_hyper or now):
                 g["params"] = [p for p in g["params"] if id(p) in subset]
                 g.update(hyper)  # those of the step() that asked for this update
-            super(self.__class__, self).step()
+            self._gs_without_unused(lambda: super(self.__class__, self).step(), set(indices))
         finally:
             for g, params, hyper in zip(self.param_groups, saved, now):
                 g["params"] = params
@@ -1032,15 +1082,25 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             # wait below writes their buffers again.
             self._gs_apply(range(len(self._gs_params)))
         k = self._gs_k
+        used = []
         for i, c in enumerate(self._gs_counts):
             p = self._gs_params[i]
             # step() before k passes: what was accumulated counts; a gradient
             # assigned to a parameter backward did not reach counts too.
+            used.append(1 if c > 0 or (p.grad is not None and p.grad is not self._gs_bufs[i])
+                        else 0)
             if 0 < c < k or (c == 0 and p.grad is not None and p.grad is not self._gs_bufs[i]):
                 if p.grad is not self._gs_bufs[i]:
                     self._gs_adopt(i)
                 engine.grad_ready(self._gs_ids[i])
         engine.wait()
+        # Which parameters some rank computed a gradient for: the others'
+        # p.grad is None at the optimizer's step, as torch (and DDP, with
+        # find_unused_parameters=True) leave a parameter no backward reached.
+        flags = torch.tensor(used, dtype=torch.int32)
+        if size() > 1 and flags.numel() > 0:
+            flags = allreduce(flags, op=Sum)
+        self._gs_unused = {i for i, u in enumerate(flags.tolist()) if u == 0}
         for i in range(len(self._gs_params)):
             self._gs_counts[i] = 0
         self._gs_open = False
@@ -1064,15 +1124,29 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._gs_skip = False
 
     def step(self, closure=None):
+        if closure is not None and self._gs_overlap:
+            raise ValueError("gradsync: step(closure) is not available with policy='dear' "
+                             "(or 'auto') and model=: the update happens in the next forward")
+        if closure is not None and not self._gs_skip:
+            # The closure computes the gradients inside step() (and LBFGS
+            # calls it again and again): each of its backward passes is
+            # averaged before the optimizer reads it. The gradients from
+            # before step() were averaged at the last step.
+            def averaged():
+                loss = closure()
+                self._gs_synchronize(explicit=False)
+                return loss
+            self._gs_usable()
+            try:
+                return self._gs_without_unused(lambda: super(self.__class__, self).step(averaged))
+            finally:
+                self._gs_synced = False
         if not self._gs_skip:
             self._gs_synchronize(explicit=False)
         elif not self._gs_closed:
             self._gs_usable()
         self._gs_synced = False
         if self._gs_overlap and self._gs_engine is not None and not self._gs_now:
-            if closure is not None:
-                raise ValueError("gradsync: step(closure) is not available with policy='dear' "
-                                 "and model=: the update happens in the next forward")
             # Each module's pre-hook applies its update, with the
             # hyper-parameters of now (a scheduler may change them before
             # the next forward).
@@ -1080,7 +1154,23 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               for g in self.param_groups]
             return None
         self._gs_now = False
-        return super(self.__class__, self).step(closure)
+        return self._gs_without_unused(lambda: super(self.__class__, self).step(closure))
+
+    def _gs_without_unused(self, run, indices=None):
+        """Runs the wrapped optimizer's step with p.grad None for the
+        parameters (among `indices`) that no rank computed a gradient for
+        at the last exchange, as torch and DDP leave them: weight decay and
+        momentum do not move them. p.grad is the engine's buffer again
+        after."""
+        hidden = [i for i in self._gs_unused if indices is None or i in indices]
+        for i in hidden:
+            self._gs_params[i].grad = None
+        try:
+            return run()
+        finally:
+            for i in hidden:
+                if self._gs_params[i].grad is None:
+                    self._gs_params[i].grad = self._gs_bufs[i]
 
     def zero_grad(self, set_to_none=False):
         """Zeros the gradients in place. set_to_none=True is honoured only for
@@ -1216,6 +1306,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, policy="auto", compre
     opt = cls(optimizer.param_groups, named_parameters, policy, compression,
               backward_passes_per_step, model, warmup_iters, timeline, error_feedback,
               compress_warmup_steps, compress_momentum, ef_decay)
+    # The wrapped optimizer's defaults (add_param_group fills a group from
+    # them): the class's own __init__ above saw only the groups.
+    opt.defaults = dict(optimizer.defaults)
     if optimizer.state:
         opt.load_state_dict(optimizer.state_dict())
     return opt
