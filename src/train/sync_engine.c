@@ -210,7 +210,11 @@ static void engine_describe(void *self, cJSON *json, char *text, size_t n) {
   if (ratio >= 1.05) snprintf(vs, sizeof vs, "%.1fx fewer than dense", ratio);
   else if (ratio > 0 && ratio <= 0.95) snprintf(vs, sizeof vs, "%.1fx more than dense", 1 / ratio);
   else snprintf(vs, sizeof vs, "as many as dense");
-  if (text && zon)
+  if (text && zon && s->t->size == 1)
+    snprintf(text, n, "one rank: compression %s%s runs as it would on several (its "
+             "messages would carry %.0f bytes a step, %s), and nothing leaves the process",
+             zs.normalised, s->t->cfg->no_ef ? " without error feedback" : damp, per_step, vs);
+  else if (text && zon)
     snprintf(text, n, "policy %s (plan: %s, %zu message%s per step), compression %s%s: "
              "%.0f bytes sent per step over the run, %s; the plan in use sends %zu of %zu "
              "group%s compressed (%s)", s->t->cfg->policy, chosen, groups,
