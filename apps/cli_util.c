@@ -183,6 +183,14 @@ static int exe_ok(const char *path, char *why, size_t n, int depth) {
   size_t got = fread(line, 1, sizeof line - 1, f);
   fclose(f);
   line[got] = '\0';
+  /* Neither an ELF program nor a #! script: execve fails (ENOEXEC), which
+   * mpirun reported as a rank's exit status 131. */
+  if (!(got >= 4 && memcmp(line, "\177ELF", 4) == 0) && !(got >= 2 && line[0] == '#' &&
+                                                          line[1] == '!')) {
+    snprintf(why, n, "is neither an ELF program nor a #! script (execve: %s)",
+             strerror(ENOEXEC));
+    return -1;
+  }
   if (got < 2 || line[0] != '#' || line[1] != '!') return 0;
   /* The interpreter: the first word after "#!" (the kernel's rule). */
   char *p = line + 2;

@@ -654,11 +654,13 @@ static const char *slurm_job(const char **nodes) {
 }
 
 /* Whether host names this machine, where mpirun starts ranks without ssh:
- * localhost, a loopback address, the host name (or its first label) or an
- * IPv4 address of one of its interfaces. */
+ * localhost, the host name (or its first label) or an IPv4 address of one
+ * of its interfaces (127.0.0.1 among them). */
 static int is_local_host(const char *host) {
   char self[256] = "";
-  if (strcasecmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0) return 1;
+  /* Not every 127.x: Open MPI starts ranks on 127.0.0.2 over ssh (the
+   * interfaces' own addresses below include 127.0.0.1). */
+  if (strcasecmp(host, "localhost") == 0) return 1;
   if (gethostname(self, sizeof self - 1) == 0) {
     size_t short_len = strcspn(self, ".");
     if (strcasecmp(host, self) == 0 ||
@@ -821,6 +823,7 @@ typedef struct mpirun_err {
   size_t len;
   double abort_t;         /* when a rank's abort was read (0: none) */
   int abort_rank;
+  int exec_failed;        /* mpirun said a host could not find or run the program */
 } mpirun_err;
 
 /* Reads what mpirun wrote to its stderr, waiting at most ms for it. */
@@ -853,6 +856,11 @@ static void pump_mpirun_err(mpirun_err *me, int ms) {
         me->abort_t = now_s();
         me->abort_rank = rank;
       }
+      /* Open MPI 4.1's words for an exec that failed on a host; its exit
+       * status then (131, 132) reads like a rank's or a signal's. */
+      if (strstr(me->line, "could not access or execute an executable") ||
+          strstr(me->line, "unable to find the specified executable"))
+        me->exec_failed = 1;
       me->len = 0;
       if (buf[i] == '\n') continue;
     }
@@ -997,8 +1005,109 @@ static int run_elastic_job(run_elastic_opts *eo, const char *spec, const char *d
   return rc;
 }
 
+/* run's long options, as the parser below spells them; valued ones take
+ * the next argument. */
+static const struct {
+  const char *name;
+  int valued;
+} run_longs[] = {
+    {"--help", 0},           {"--verbose", 0},        {"--np", 1},
+    {"--per-node", 1},       {"--net", 1},            {"--slow", 1},
+    {"--burst", 1},          {"--gso", 1},            {"--node-cpus", 1},
+    {"--hosts", 1},          {"--hostfile", 1},       {"--iface", 1},
+    {"--ssh-config", 1},     {"--prefix", 1},         {"--ssh-control", 1},
+    {"--cost-cache", 1},     {"--elastic", 1},        {"--discover", 1},
+    {"--events", 1},         {"--discover-every", 1}, {"--resize-interval", 1},
+    {"--min-wait", 1},       {"--max-restarts", 1},   {"--shrink-on-discover", 0},
+    {"--oversubscribe", 0},  {"--dry-run", 0},        {"--mpirun", 1}};
+
+/* The command line with run's own long options in the form the parser
+ * reads, as getopt_long takes them for every other verb: "--name=value"
+ * split in two and an unambiguous prefix ("--ne") completed, up to the
+ * program (after "--", or the first argument that is no option). Returns
+ * a new vector (its strings borrowed or from `keep`), or NULL after saying
+ * why (an ambiguous prefix, a value given to a flag). */
+static char **run_normalise(int argc, char **argv, int *nargc, char **keep, int *nkeep) {
+  char **v = calloc((size_t)2 * (size_t)argc + 1, sizeof *v);
+  if (v == NULL) {
+    cli_fail("run", "out of memory");
+    return NULL;
+  }
+  int n = 0, i = 0, nr = (int)(sizeof run_longs / sizeof run_longs[0]);
+  v[n++] = argv[i++];
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0 || a[0] != '-' || strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+      /* "--", the program, or a short option (-np, -n, -v, -h): as given,
+       * and a short option's value after it. */
+      if (strcmp(a, "--") == 0 || a[0] != '-') break;
+      v[n++] = argv[i];
+      if ((strcmp(a, "-np") == 0 || strcmp(a, "-n") == 0) && i + 1 < argc) v[n++] = argv[++i];
+      continue;
+    }
+    size_t len = strcspn(a, "=");
+    int exact = -1, found = -1, matches = 0;
+    char cands[512] = "";
+    for (int k = 0; k < nr; k++) {
+      if (strncmp(run_longs[k].name, a, len) != 0) continue;
+      if (strlen(run_longs[k].name) == len) exact = k;
+      size_t cl = strlen(cands);
+      snprintf(cands + cl, sizeof cands - cl, "%s%s", matches ? ", " : "", run_longs[k].name);
+      found = k;
+      matches++;
+    }
+    int k = exact >= 0 ? exact : matches == 1 ? found : -1;
+    if (k < 0 && matches > 1) {
+      cli_error("run", "option '%.*s' is ambiguous: %s", (int)len, a, cands);
+      free(v);
+      return NULL;
+    }
+    if (k < 0) { /* unknown: the parser says so */
+      v[n++] = argv[i];
+      continue;
+    }
+    v[n++] = (char *)run_longs[k].name;
+    if (a[len] == '=') {
+      if (!run_longs[k].valued) {
+        cli_error("run", "option '%s' takes no value", run_longs[k].name);
+        free(v);
+        return NULL;
+      }
+      keep[(*nkeep)++] = v[n++] = strdup(a + len + 1);
+      if (v[n - 1] == NULL) {
+        cli_fail("run", "out of memory");
+        free(v);
+        return NULL;
+      }
+    } else if (run_longs[k].valued && i + 1 < argc) {
+      v[n++] = argv[++i];
+    }
+  }
+  for (; i < argc; i++) v[n++] = argv[i];
+  v[n] = NULL;
+  *nargc = n;
+  return v;
+}
+
+static int cmd_run_parsed(int argc, char **argv);
+
 int cmd_run(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "--exec-in-netns") == 0) return exec_in_node(argc, argv);
+  char **keep = calloc((size_t)argc + 1, sizeof *keep);
+  int nkeep = 0, nargc = 0;
+  char **v = keep ? run_normalise(argc, argv, &nargc, keep, &nkeep) : NULL;
+  if (v == NULL) {
+    free(keep);
+    return 2;
+  }
+  int rc = cmd_run_parsed(nargc, v);
+  for (int k = 0; k < nkeep; k++) free(keep[k]);
+  free(keep);
+  free(v);
+  return rc;
+}
+
+static int cmd_run_parsed(int argc, char **argv) {
   int np = 0, per_node = 1, per_node_given = 0, i;
   /* Each option at most once, as for the other verbs (-np, -n and --np
    * are one option). */
@@ -1014,6 +1123,7 @@ int cmd_run(int argc, char **argv) {
   run_elastic_opts eo = {.discover_every = 5, .max_restarts = 5, .resize_interval = 30,
                          .min_wait = 60};
   int seen_every = 0, seen_restarts = 0, seen_interval = 0, seen_wait = 0;
+  int seen_slow = 0, seen_burst = 0, seen_gso = 0;
   for (i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has_value = i + 1 < argc;
@@ -1044,6 +1154,12 @@ int cmd_run(int argc, char **argv) {
       per_node_given = 1;
     } else if (strcmp(a, "--net") == 0) {
       if (seen_net++) return run_repeated(a);
+      if (has_value && strcasecmp(argv[i + 1], "shm") == 0) {
+        cli_error("run", "--net shm: shm is plan's and simulate's name for one machine's "
+                  "shared memory, not a link run builds; leave --net out to run the ranks "
+                  "over this machine's shared memory");
+        return 2;
+      }
       if (!has_value || gs_net_rate(argv[++i], &rate_bps) != GS_OK) {
         if (has_value)
           cli_error("run", "--net needs a rate from 1kbit to 1tbit such as 100mbit, 1gbit or "
@@ -1055,6 +1171,7 @@ int cmd_run(int argc, char **argv) {
       }
       net = argv[i];
     } else if (strcmp(a, "--slow") == 0) {
+      if (seen_slow++) return run_repeated(a); /* one slow node (the last one won) */
       const char *colon = has_value ? strchr(argv[i + 1], ':') : NULL;
       char node[16] = "";
       if (colon && colon - argv[i + 1] < (long)sizeof node)
@@ -1067,6 +1184,7 @@ int cmd_run(int argc, char **argv) {
       }
       i++;
     } else if (strcmp(a, "--burst") == 0) {
+      if (seen_burst++) return run_repeated(a);
       int b;
       if (!has_value || cli_parse_int(argv[i + 1], 1514, 1 << 26, &b) != 0) {
         cli_error("run", "--burst needs the bucket size in bytes, from 1514 to %d (got '%s')",
@@ -1076,6 +1194,7 @@ int cmd_run(int argc, char **argv) {
       burst_bytes = b;
       i++;
     } else if (strcmp(a, "--gso") == 0) {
+      if (seen_gso++) return run_repeated(a);
       if (!has_value || cli_parse_int(argv[i + 1], 1514, RUN_GSO_MAX, &gso_bytes) != 0) {
         cli_error("run", "--gso needs the largest packet in bytes, from 1514 to %d (got '%s')",
                   RUN_GSO_MAX, has_value ? argv[i + 1] : "");
@@ -1214,6 +1333,10 @@ int cmd_run(int argc, char **argv) {
         }
       if (!skipped) len += (size_t)snprintf(cost_desc + len, sizeof cost_desc - len, "%s ", o);
     }
+    /* A file in the way (or an unwritable directory) is refused now:
+     * mkdir's EEXIST passed it, and every launch warned it could not
+     * write there. */
+    if (cli_check_out_dir("run", "--cost-cache", cost_cache) != 0) return 2;
     if (mkdir(cost_cache, 0777) != 0 && errno != EEXIST) {
       cli_error("run", "--cost-cache %s: cannot create the directory: %s", cost_cache,
                 strerror(errno));
@@ -1252,6 +1375,11 @@ int cmd_run(int argc, char **argv) {
   }
   if (iface && net) {
     cli_error("run", "--iface: --net chooses the emulated cluster's interfaces itself");
+    return 2;
+  }
+  if (ssh_control && !remote && !discover) {
+    cli_error("run", "--ssh-control needs --hosts, --hostfile or --discover (only there does "
+              "run use ssh)");
     return 2;
   }
   if (ssh_config && !remote && !discover) {
@@ -1316,7 +1444,13 @@ int cmd_run(int argc, char **argv) {
   if (hosts_arg && run_hosts_parse(hosts_arg, &hosts) != 0) return 2;
   if (hostfile && run_hosts_read(hostfile, &hosts) != 0) return 2;
   if (remote) {
-    if (np == 0) np = hosts.slots > RUN_MAX_RANKS ? RUN_MAX_RANKS : (int)hosts.slots;
+    if (np == 0 && hosts.slots > RUN_MAX_RANKS) {
+      cli_error("run", "%s has %ld slots, more than the %d ranks a run takes: give -np",
+                hosts_arg ? "--hosts" : hostfile, hosts.slots, RUN_MAX_RANKS);
+      run_hosts_free(&hosts);
+      return 2;
+    }
+    if (np == 0) np = (int)hosts.slots;
     if (np > hosts.slots && !oversubscribe) {
       cli_error("run", "-np %d is more than the %ld slot%s of %s; give --oversubscribe to "
                 "place more ranks than slots", np, hosts.slots, hosts.slots == 1 ? "" : "s",
@@ -1534,7 +1668,17 @@ int cmd_run(int argc, char **argv) {
        * sanitizers' settings (ASAN_OPTIONS, ...), and OpenBLAS's and
        * OpenMP's (OPENBLAS_CORETYPE, which gradsync sets itself where
        * OpenBLAS picks narrower kernels than the CPU has, OMP_NUM_THREADS,
-       * ...), all of which a local rank inherits too. */
+       * ...), all of which a local rank inherits too. Open MPI refuses
+       * -x beside OMPI_MCA_mca_base_env_list (docs/CLUSTER.md's way to
+       * forward more): with it set, these names join its list instead. */
+      const char *env_list = getenv("OMPI_MCA_mca_base_env_list");
+      char *joined = NULL;
+      size_t jlen = 0;
+      if (env_list && *env_list) {
+        jlen = strlen(env_list);
+        joined = malloc(jlen + 1);
+        if (joined) memcpy(joined, env_list, jlen + 1);
+      }
       for (int j = 0; environ[j]; j++) {
         const char *e = environ[j];
         size_t len = strcspn(e, "=");
@@ -1542,6 +1686,20 @@ int cmd_run(int argc, char **argv) {
         if (strncmp(e, "GRADSYNC_", 9) == 0 || strncmp(e, "OPENBLAS_", 9) == 0 ||
             strncmp(e, "OMP_", 4) == 0 || (len == 4 && strncmp(e, "PATH", 4) == 0) ||
             (len == 15 && strncmp(e, "LD_LIBRARY_PATH", 15) == 0) || san) {
+          if (joined) {
+            char *more = realloc(joined, jlen + len + 2);
+            if (more == NULL) {
+              free(joined);
+              cli_fail("run", "out of memory building mpirun's environment list");
+              return 2;
+            }
+            joined = more;
+            joined[jlen++] = ';';
+            memcpy(joined + jlen, e, len);
+            jlen += len;
+            joined[jlen] = '\0';
+            continue;
+          }
           margv[m++] = "-x";
           margv[m] = strndup(e, len);
           if (!margv[m]) {
@@ -1550,6 +1708,10 @@ int cmd_run(int argc, char **argv) {
           }
           m++;
         }
+      }
+      if (joined) {
+        setenv("OMPI_MCA_mca_base_env_list", joined, 1); /* mpirun inherits it */
+        free(joined);
       }
     }
     if (net) {
@@ -1680,6 +1842,10 @@ int cmd_run(int argc, char **argv) {
       } else if (WIFSIGNALED(status)) {
         cli_fail("run", "mpirun was killed by signal %d", WTERMSIG(status));
         rc = 128 + WTERMSIG(status);
+      } else if (WEXITSTATUS(status) != 0 && me.exec_failed) {
+        cli_fail("run", "a host could not find or execute the program (mpirun's message "
+                 "above names it): exit 127, not mpirun's %d", WEXITSTATUS(status));
+        rc = 127;
       } else if (WEXITSTATUS(status) != 0 && (remote || slurm)) {
         cli_fail("run", "mpirun exited with status %d: a rank failed, or a host's daemon "
                  "could not start (see above)", WEXITSTATUS(status));

@@ -57,8 +57,8 @@ static long cpu_period_us(double cpus) {
     errno = 0;
     long v = strtol(s, &end, 10);
     if (errno || *end || v < QUOTA_MIN_US || v > PERIOD_MAX_US) {
-      cli_fail("run", "GRADSYNC_CPU_PERIOD_US=%s: expected microseconds from %ld to %ld", s,
-               QUOTA_MIN_US, PERIOD_MAX_US);
+      cli_error("run", "GRADSYNC_CPU_PERIOD_US=%s: expected microseconds from %ld to %ld", s,
+                QUOTA_MIN_US, PERIOD_MAX_US);
       return -1;
     }
     period = v;

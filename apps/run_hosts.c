@@ -210,6 +210,9 @@ int run_hosts_read_as(const char *verb, const char *opt, const char *path, run_h
       rc = -1;
       break;
     }
+    /* A byte-order mark some editors write first: not part of the name. */
+    if (line == 1 && n >= 3 && memcmp(buf, "\357\273\277", 3) == 0)
+      memmove(buf, buf + 3, (size_t)n - 2);
     char *hash = strchr(buf, '#');
     if (hash) *hash = '\0';
     char *nl = strchr(buf, '\n');

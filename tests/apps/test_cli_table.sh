@@ -336,6 +336,29 @@ t 2 "--events /proc/x.json: cannot write it" run -np 1 --elastic 1 --events /pro
 t 0 "elastic job history: 1 launch, 0 restarts" run -np 2 --elastic 1:2 -- /bin/true
 t 1 "the restart budget (0) is spent" run -np 1 --elastic 1 --max-restarts 0 -- /bin/false
 ONE_LINE=0 t 2 "the program refused its options (exit 2)" run -np 1 --elastic 1 -- sh -c "exit 2"
+# run's options as every verb's (until 2026-12-06 only the exact names):
+# --name=value, an unambiguous prefix; flags take no value.
+t 0 "" run --np=2 --per=1 -- /bin/true
+t 2 "option '--s' is ambiguous: --slow, --ssh-config" run -np 2 --s 1 -- /bin/true
+t 2 "option '--dry-run' takes no value" run -np 2 --dry-run=1 -- /bin/true
+# One slow node, one packet size and bucket: a repeat was taken, the last won.
+t 2 "option --slow given more than once" run -np 3 --net 1gbit --slow 1:100mbit --slow 0:10mbit -- /bin/true
+t 2 "option --gso given more than once" run -np 2 --net 1gbit --gso 2000 --gso 3000 -- /bin/true
+t 2 "--net shm: shm is plan's and simulate's name" run -np 2 --net shm -- /bin/true
+touch "$tmp/afile"
+t 2 "--cost-cache $tmp/afile: $tmp/afile is not a directory" run -np 2 --cost-cache "$tmp/afile" -- /bin/true
+printf 'not a program\n' > "$tmp/notelf"
+chmod +x "$tmp/notelf"
+t 2 "is neither an ELF program nor a #! script" run -np 2 -- "$tmp/notelf"
+t 2 "--ssh-control needs --hosts" run -np 2 --ssh-control "$tmp/ctl" -- /bin/true
+t 2 "--hosts has 131072 slots, more than the 65536 ranks" run --hosts a:65536,b:65536 -- /bin/true
+t 2 "GRADSYNC_CPU_PERIOD_US=abc: expected microseconds" GRADSYNC_CPU_PERIOD_US=abc run -np 2 --node-cpus 1 -- /bin/true
+# Variables forwarded by Open MPI's own list beside run's -x: Open MPI
+# refused the mix.
+ONE_LINE=0 t 0 "forwarded-by-env-list" MYVAR=forwarded-by-env-list OMPI_MCA_mca_base_env_list=MYVAR \
+  run --hosts localhost:1 -- sh -c 'echo $MYVAR'
+printf '\357\273\277localhost:1\n' > "$tmp/bom_hosts"
+t 0 "" run --hostfile "$tmp/bom_hosts" -- /bin/true
 # A rank's usage error is the run's exit status (mpirun adds its own lines).
 ONE_LINE=0 t 2 "unknown option '--frob'" run -np 1 -- "$gs" bench --frob
 
