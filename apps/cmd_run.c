@@ -1161,9 +1161,10 @@ static int cmd_run_parsed(int argc, char **argv) {
         return 2;
       }
       if (!has_value || gs_net_rate(argv[++i], &rate_bps) != GS_OK) {
-        if (has_value)
-          cli_error("run", "--net needs a rate from 1kbit to 1tbit such as 100mbit, 1gbit or "
-                    "10gbit: %s", gs_last_error());
+        if (has_value) /* gs_net_rate's list names shm, which run cannot build */
+          cli_error("run", "--net needs a rate from 1kbit to 1tbit (bit, kbit, mbit, gbit or "
+                    "tbit) such as 100mbit, 1gbit or 10gbit, or an alias 1GbE, 10GbE, 25GbE, "
+                    "100GbIB (got '%s')", argv[i]);
         else
           cli_error("run", "--net needs a rate from 1kbit to 1tbit such as 100mbit, 1gbit or "
                     "10gbit (got '')");

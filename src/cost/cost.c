@@ -435,7 +435,8 @@ static int parse_rate(const char *s, double *bps) {
   static const struct { const char *unit; double mult; } units[] = {
       {"bit", 1}, {"kbit", 1e3}, {"mbit", 1e6}, {"gbit", 1e9}, {"tbit", 1e12}};
   char *end;
-  if (!isdigit((unsigned char)*s)) return -1;
+  /* "1gbit", "1.5gbit", ".5gbit": the real numbers of docs/CLI.md. */
+  if (!isdigit((unsigned char)*s) && !(s[0] == '.' && isdigit((unsigned char)s[1]))) return -1;
   errno = 0;
   double v = strtod(s, &end);
   if (errno || end == s || !isfinite(v) || v <= 0) return -1;

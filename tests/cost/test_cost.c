@@ -68,9 +68,11 @@ static void test_net_names(void **state) {
   assert_true(fabs(c.beta / g.beta - 10) < 1e-12); /* the rate's bytes */
   assert_int_equal(gs_net_rate("2.5gbit", &r), GS_OK);
   assert_true(r == 2.5e9);
+  assert_int_equal(gs_net_rate(".5gbit", &r), GS_OK); /* docs/CLI.md's reals */
+  assert_true(r == 0.5e9);
   /* Unknown names fail with the list of names. */
   static const char *const bad[] = {"1gb", "gbit", "1e9bit", "0x10gbit", "0.5bit", "2tbit",
-                                    "-1gbit", "1 gbit", "", "shm2"};
+                                    "-1gbit", "1 gbit", "", "shm2", ".gbit", "..5gbit"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     assert_int_equal(gs_net_rate(bad[i], &r), GS_ERR_INVALID_ARG);
     assert_int_equal(gs_cost_preset(bad[i], &c), GS_ERR_INVALID_ARG);
