@@ -15,7 +15,7 @@ rounds=3 iters=5
 [ "$BENCH_QUICK" = 1 ] && n=${1:-2} rounds=1 iters=2
 bench_build gradsync_cli gradsync_python
 gs=$BENCH_BUILD/gradsync
-export PYTHONPATH=$PWD/$BENCH_BUILD/python${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$(cd "$BENCH_BUILD" && pwd)/python${PYTHONPATH:+:$PYTHONPATH} # relative or absolute
 out=$BENCH_OUT/torch_collective.jsonl
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT

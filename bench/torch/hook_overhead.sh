@@ -10,7 +10,7 @@ bench_init "$0" "$@"
 reps=${1:-300}
 [ "$BENCH_QUICK" = 1 ] && reps=${1:-30}
 bench_build gradsync_python
-export PYTHONPATH=$PWD/$BENCH_BUILD/python${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$(cd "$BENCH_BUILD" && pwd)/python${PYTHONPATH:+:$PYTHONPATH} # relative or absolute
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 argv=(/usr/bin/python3 bench/torch/hook_overhead.py "$reps")
 "${argv[@]}" > "$BENCH_OUT/torch_hook.jsonl"

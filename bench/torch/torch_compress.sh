@@ -20,7 +20,7 @@ nodes=${1:-4} epochs=${2:-4} images=${3:-60000} warm=${WARMUP:-1}
 if [ "$BENCH_QUICK" = 1 ]; then nodes=2 images=1024 epochs=1; fi
 [ -n "${GS:-}" ] || bench_build gradsync_cli gradsync_python
 gs=${GS:-$BENCH_BUILD/gradsync}
-export PYTHONPATH=$PWD/$BENCH_BUILD/python${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$(cd "$BENCH_BUILD" && pwd)/python${PYTHONPATH:+:$PYTHONPATH} # relative or absolute
 out=$BENCH_OUT/torch_compress.jsonl
 : > "$out.tmp"
 cmds=()

@@ -36,7 +36,7 @@ if [ "$BENCH_QUICK" = 1 ]; then
 fi
 [ -n "${GS:-}" ] || bench_build gradsync_cli gradsync_python
 gs=${GS:-$BENCH_BUILD/gradsync}
-export PYTHONPATH=$PWD/$BENCH_BUILD/python${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$(cd "$BENCH_BUILD" && pwd)/python${PYTHONPATH:+:$PYTHONPATH} # relative or absolute
 name=torch
 [ "${INTERLEAVE:-0}" = 1 ] && name=torch_interleaved
 out=$BENCH_OUT/$name.jsonl
