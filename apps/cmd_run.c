@@ -1758,7 +1758,45 @@ static int cmd_run_parsed(int argc, char **argv) {
       }
       fputc('\n', f);
     }
-    if (dry_run || (remote && check_ssh_hosts(&hosts, hostfile, ssh_config, NULL) != 0)) {
+    /* An elastic job starts on the hosts that answer, as long as they hold
+     * its fewest ranks (the supervisor leaves out a host that fails later
+     * the same way); until 2026-12-06 one host down refused the job. */
+    if (elastic && remote && !dry_run) {
+      int *ok = calloc((size_t)hosts.n, sizeof *ok);
+      if (ok && check_ssh_hosts(&hosts, hostfile, ssh_config, ok) != 0 && !got_signal) {
+        int k = 0, left = 0;
+        long slots = 0;
+        for (int j = 0; j < hosts.n; j++) {
+          if (!ok[j]) {
+            left++;
+            continue;
+          }
+          hosts.host[k++] = hosts.host[j];
+          slots += hosts.host[j].slots;
+        }
+        if (slots < eo.min) {
+          cli_fail("run", "--elastic %s: the hosts that answered hold %ld slot%s, fewer than "
+                   "the job's fewest ranks, %d", elastic, slots, slots == 1 ? "" : "s",
+                   eo.min);
+          free(ok);
+          free_margv(margv, first_prog, host_list);
+          run_hosts_free(&hosts);
+          return 2;
+        }
+        hosts.n = k;
+        hosts.slots = slots;
+        if (np > slots) np = (int)slots;
+        fprintf(stderr, "gradsync run: --elastic: starting on %d host%s (%ld slot%s) without "
+                "the %d %s above that did not answer\n", k, k == 1 ? "" : "s", slots,
+                slots == 1 ? "" : "s", left, left == 1 ? "host" : "hosts");
+      }
+      free(ok);
+      if (got_signal) {
+        free_margv(margv, first_prog, host_list);
+        run_hosts_free(&hosts);
+        return 128 + got_signal;
+      }
+    } else if (dry_run || (remote && check_ssh_hosts(&hosts, hostfile, ssh_config, NULL) != 0)) {
       free_margv(margv, first_prog, host_list);
       run_hosts_free(&hosts);
       return dry_run ? 0 : got_signal ? 128 + got_signal : 2;

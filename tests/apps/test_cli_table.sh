@@ -357,6 +357,12 @@ t 2 "GRADSYNC_CPU_PERIOD_US=abc: expected microseconds" GRADSYNC_CPU_PERIOD_US=a
 # refused the mix.
 ONE_LINE=0 t 0 "forwarded-by-env-list" MYVAR=forwarded-by-env-list OMPI_MCA_mca_base_env_list=MYVAR \
   run --hosts localhost:1 -- sh -c 'echo $MYVAR'
+# An elastic job starts without a host that does not answer, if the rest
+# hold its fewest ranks (one such host refused the job until 2026-12-06).
+ONE_LINE=0 t 0 "starting on 1 host (1 slot) without the 1 host above that did not answer" \
+  run --elastic 1:2 --hosts localhost:1,nohost.invalid:1 -- /bin/true
+ONE_LINE=0 t 2 "the hosts that answered hold 1 slot, fewer than the job's fewest ranks, 2" \
+  run --elastic 2:2 --hosts localhost:1,nohost.invalid:1 -- /bin/true
 printf '\357\273\277localhost:1\n' > "$tmp/bom_hosts"
 t 0 "" run --hostfile "$tmp/bom_hosts" -- /bin/true
 # A rank's usage error is the run's exit status (mpirun adds its own lines).
