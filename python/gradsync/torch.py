@@ -1100,9 +1100,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # The engine is idle here, so the flags' all-reduce cannot interleave
         # with its messages. Not under DeAR's overlap, where the all-gathers
         # are still to come on the same communicator: the all-reduce would
-        # wait behind them (it cost the overlap its gain: 1.09x DDP's images/s
-        # became 1.00x), so there a parameter no rank used gets zeros, as
-        # before 2026-12-06.
+        # wait behind them, and an all-reduce issued beside the engine's is
+        # an order the ranks must share; so there a parameter no rank used
+        # gets zeros, as before 2026-12-06.
         if not self._gs_overlap:
             flags = torch.tensor(used, dtype=torch.int32)
             if size() > 1 and flags.numel() > 0:
