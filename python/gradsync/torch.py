@@ -895,7 +895,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for g, hyper in zip(self.param_groups, self._gs_hyper or now):
                 g["params"] = [p for p in g["params"] if id(p) in subset]
                 g.update(hyper)  # those of the step() that asked for this update
-            self._gs_without_unused(lambda: super(self.__class__, self).step(), set(indices))
+            super(self.__class__, self).step()
         finally:
             for g, params, hyper in zip(self.param_groups, saved, now):
                 g["params"] = params
@@ -1087,8 +1087,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             p = self._gs_params[i]
             # step() before k passes: what was accumulated counts; a gradient
             # assigned to a parameter backward did not reach counts too.
-            used.append(1 if c > 0 or (p.grad is not None and p.grad is not self._gs_bufs[i])
-                        else 0)
+            if not self._gs_overlap:
+                used.append(1 if c > 0 or (p.grad is not None and p.grad is not self._gs_bufs[i])
+                            else 0)
             if 0 < c < k or (c == 0 and p.grad is not None and p.grad is not self._gs_bufs[i]):
                 if p.grad is not self._gs_bufs[i]:
                     self._gs_adopt(i)
@@ -1163,13 +1164,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._gs_now = False
         return self._gs_without_unused(lambda: super(self.__class__, self).step(closure))
 
-    def _gs_without_unused(self, run, indices=None):
+    def _gs_without_unused(self, run):
         """Runs the wrapped optimizer's step with p.grad None for the
-        parameters (among `indices`) that no rank computed a gradient for
-        at the last exchange, as torch and DDP leave them: weight decay and
-        momentum do not move them. p.grad is the engine's buffer again
-        after."""
-        hidden = [i for i in self._gs_unused if indices is None or i in indices]
+        parameters that no rank computed a gradient for at the last
+        exchange, as torch and DDP leave them: weight decay and momentum do
+        not move them. p.grad is the engine's buffer again after. (Never
+        under DeAR's overlap, whose updates run in _gs_apply: no flags are
+        exchanged there, see _gs_exchange.)"""
+        hidden = list(self._gs_unused)
         for i in hidden:
             self._gs_params[i].grad = None
         try:
