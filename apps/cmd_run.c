@@ -1164,9 +1164,9 @@ static int cmd_run_parsed(int argc, char **argv) {
       }
       if (!has_value || gs_net_rate(argv[++i], &rate_bps) != GS_OK) {
         if (has_value) /* gs_net_rate's list names shm, which run cannot build */
-          cli_error("run", "--net needs a rate from 1kbit to 1tbit (bit, kbit, mbit, gbit or "
-                    "tbit) such as 100mbit, 1gbit or 10gbit, or an alias 1GbE, 10GbE, 25GbE, "
-                    "100GbIB (got '%s')", argv[i]);
+          cli_error("run", "--net: unknown network '%s' (expected 100mbit, 1gbit, 10gbit, 25gbit, "
+                    "100gbit (or any rate from 1kbit to 1tbit in bit, kbit, mbit, gbit, tbit) "
+                    "or their aliases 1GbE, 10GbE, 25GbE, 100GbIB)", argv[i]);
         else
           cli_error("run", "--net needs a rate from 1kbit to 1tbit such as 100mbit, 1gbit or "
                     "10gbit (got '')");
