@@ -105,6 +105,23 @@ gs_status gs_comm_create_like(gs_comm *parent, gs_comm **out);
  * be read or written by MPI until then too. */
 gs_status gs_comm_destroy(gs_comm *comm);
 
+/* Says that this rank's program is ending: it will enqueue no collective on
+ * comm but those its own shutdown issues (each of which it reports too).
+ * A peer whose collective then makes no progress for 0.2 s, and which this
+ * rank left before issuing, ends the job at once with "gradsync: rank P:
+ * fatal: rank R has left (its program is ending: gs_comm_leave) after
+ * issuing N collectives, and this rank waits for it in collective #M ...",
+ * instead of waiting for GRADSYNC_TIMEOUT. A peer still busy elsewhere
+ * (evaluating, saving) is not disturbed; a healthy end, every rank leaving
+ * and then destroying, is unchanged. Call it where one rank may end while
+ * the others still run (the PyTorch binding does at exit), before the
+ * shutdown's own collective calls. Not collective; a second call is a
+ * no-op. It needs MPI_THREAD_MULTIPLE (the goodbyes are read by the
+ * watchdog while the progress thread is inside MPI) and a watchdog
+ * (GRADSYNC_TIMEOUT or GRADSYNC_STALL_WARN set): without them it does
+ * nothing, as on one rank and after a failure. */
+gs_status gs_comm_leave(gs_comm *comm);
+
 int gs_comm_rank(const gs_comm *comm);
 int gs_comm_size(const gs_comm *comm);
 /* The MPI communicator gs_comm_create was given: the ranks this gs_comm

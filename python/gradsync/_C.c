@@ -136,6 +136,18 @@ static PyObject *py_shutdown(PyObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+/* This rank's program is ending (gs_comm_leave): peers left waiting in a
+ * collective it never issues end the job at once, naming it. */
+static PyObject *py_leave(PyObject *self, PyObject *args) {
+  (void)self;
+  (void)args;
+  if (g_comm) {
+    gs_status st = gs_comm_leave(g_comm);
+    if (st != GS_OK) return raise_status(st);
+  }
+  Py_RETURN_NONE;
+}
+
 static PyObject *py_is_initialized(PyObject *self, PyObject *args) {
   (void)self;
   (void)args;
@@ -753,6 +765,8 @@ static PyTypeObject EngineType = {
 static PyMethodDef module_methods[] = {
     {"init", py_init, METH_NOARGS, "Initialise MPI and the communicator."},
     {"shutdown", py_shutdown, METH_NOARGS, "Destroy the communicator."},
+    {"leave", py_leave, METH_NOARGS,
+     "This rank's program is ending: peers waiting for it end the job at once."},
     {"is_initialized", py_is_initialized, METH_NOARGS, NULL},
     {"topology", py_topology, METH_NOARGS,
      "(rank, size, local_rank, local_size, node, nodes)"},

@@ -114,8 +114,15 @@ def _excepthook(etype, value, tb):
 def shutdown():
     """Destroys the engines of live DistributedOptimizers, then the
     communicator, and finalizes MPI if init() started it. Collective. Runs at
-    exit if the script does not call it."""
+    exit if the script does not call it.
+
+    It first tells the other ranks that this one is ending: a rank that
+    ends early (sys.exit, the script's end) while the others still train
+    makes them end the job at once, with a message naming it, instead of
+    waiting in their next collective for the watchdog's timeout."""
     global _topology
+    if _C.is_initialized():
+        _C.leave()
     for opt in list(_optimizers):
         opt.close()
     _C.shutdown()

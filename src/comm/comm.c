@@ -30,7 +30,7 @@ static void *orphans[ORPHANS_MAX];
 static int norphans;
 static pthread_mutex_t orphans_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void orphan_free_later(void *p) {
+void orphan_free_later(void *p) {
   if (p == NULL) return;
   pthread_mutex_lock(&orphans_mu);
   if (norphans < ORPHANS_MAX) orphans[norphans++] = p; /* beyond: kept for good */
@@ -218,6 +218,7 @@ static void comm_free_mpi(gs_comm *c) {
   if (c->cross.mpi != MPI_COMM_NULL) MPI_Comm_free(&c->cross.mpi);
   if (c->local.mpi != MPI_COMM_NULL) MPI_Comm_free(&c->local.mpi);
   if (c->world.mpi != MPI_COMM_NULL) MPI_Comm_free(&c->world.mpi);
+  if (c->ctrl != MPI_COMM_NULL) MPI_Comm_free(&c->ctrl);
 }
 
 
@@ -249,7 +250,8 @@ static gs_status comm_create(MPI_Comm mpi_comm, const gs_comm *like, gs_comm **o
     return gs_error(GS_ERR_INVALID_ARG, "gs_comm_create: MPI_COMM_NULL");
   gs_comm *c = gs_calloc(1, sizeof *c);
   if (c == NULL) return GS_ERR_NOMEM;
-  c->world.mpi = c->local.mpi = c->cross.mpi = MPI_COMM_NULL;
+  c->world.mpi = c->local.mpi = c->cross.mpi = c->ctrl = MPI_COMM_NULL;
+  pthread_mutex_init(&c->bye_mu, NULL);
   c->given = mpi_comm;
   atomic_store(&c->user_base, UINT64_MAX);
   gs_status st;
@@ -267,6 +269,16 @@ static gs_status comm_create(MPI_Comm mpi_comm, const gs_comm *like, gs_comm **o
   GS_CHECK_GOTO(config_agree(c, st), st, fail);
   GS_CHECK_GOTO(setup_nodes(c), st, fail);
   GS_CHECK_GOTO(shm_init(c), st, fail);
+  if (c->world.size > 1) {
+    /* Goodbyes (leave.c) on their own duplicate. Without the peers' table
+     * this rank cannot read them: leaving only loses its early ending. */
+    int drc = MPI_Comm_dup(c->world.mpi, &c->ctrl);
+    if (drc != MPI_SUCCESS) {
+      st = comm_mpi_error(&c->world, "MPI_Comm_dup (control)", drc);
+      goto fail;
+    }
+    c->peer_bye = gs_calloc((size_t)c->world.size, sizeof *c->peer_bye);
+  }
   GS_CHECK_GOTO(calibrate_setup(c), st, fail);
   c->wd_tick_s = watchdog_tick(c);
   pthread_mutex_init(&c->mu, NULL);
@@ -314,6 +326,8 @@ static gs_status comm_create(MPI_Comm mpi_comm, const gs_comm *like, gs_comm **o
   return GS_OK;
 fail:
   comm_free_mpi(c);
+  gs_free(c->peer_bye);
+  pthread_mutex_destroy(&c->bye_mu);
   gs_free(c);
   return st;
 }
@@ -341,6 +355,8 @@ gs_status gs_comm_destroy(gs_comm *c) {
   pthread_cond_destroy(&c->cv_done);
   pthread_cond_destroy(&c->cv_work);
   pthread_mutex_destroy(&c->mu);
+  leave_free(c);
+  pthread_mutex_destroy(&c->bye_mu);
   comm_free_mpi(c);
   if (atomic_load(&c->failed)) {
     orphan_free_later(c->scratch);

@@ -135,6 +135,17 @@ struct gs_comm {
   pthread_cond_t wd_cv;
   int wd_stop;                  /* guarded by wd_mu */
 
+  /* Leaving (leave.c): ctrl, a duplicate of the world's, carries goodbyes;
+   * enqueued counts the requests ever queued (the number of the last one);
+   * left and byes (what this rank sent) are guarded by mu, peer_bye (each
+   * peer's last count + 1, 0 = none yet) by bye_mu. */
+  MPI_Comm ctrl;
+  uint64_t enqueued;
+  int left;
+  struct bye_msg *byes;
+  uint64_t *peer_bye;
+  pthread_mutex_t bye_mu;
+
   /* GRADSYNC_FAULT: on rank fault_rank, the fault_call-th collective after
    * gs_comm_create fails (FAULT_ERROR) or never completes (FAULT_STALL). */
   fault_kind fault;
@@ -163,6 +174,19 @@ gs_status comm_scratch(gs_comm *c, void **area, size_t *cap, size_t bytes,
 
 /* Queues a request for the progress thread. */
 gs_status comm_enqueue(gs_comm *c, gs_request *req);
+
+/* Leaving (leave.c). leave_usable: the communicator can send and read
+ * goodbyes (a control duplicate, MPI_THREAD_MULTIPLE). leave_send_locked
+ * (c->mu held): tells every peer this rank's count of enqueued requests.
+ * leave_check: during a stall of request `seq` (described by `what`), ends
+ * the job if a peer has left without enqueuing it. leave_free: at destroy. */
+int leave_usable(const gs_comm *c);
+gs_status leave_send_locked(gs_comm *c, uint64_t count);
+void leave_check(gs_comm *c, uint64_t seq, const char *what);
+void leave_free(gs_comm *c);
+
+/* Keeps memory MPI may still touch until gs_finalize has finalized MPI. */
+void orphan_free_later(void *p);
 
 /* Marks c failed, and this process as one whose MPI gs_finalize leaves
  * running (comm.c). */

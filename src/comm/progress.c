@@ -89,6 +89,10 @@ gs_status comm_enqueue(gs_comm *c, gs_request *req) {
   if (c->tail) c->tail->next = req;
   else c->head = req;
   c->tail = req;
+  c->enqueued++;
+  /* A rank that has left tells its peers of every later request (a
+   * shutdown's own collectives), so that none of them is blamed on it. */
+  if (c->left) leave_send_locked(c, c->enqueued);
   atomic_fetch_add_explicit(&c->queued, 1, memory_order_release);
   if (c->thread_sleeping) pthread_cond_signal(&c->cv_work);
   pthread_mutex_unlock(&c->mu);

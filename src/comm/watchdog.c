@@ -29,6 +29,11 @@ void comm_describe_request(const gs_comm *c, uint64_t seq, coll_kind kind,
            gs_algo_name(algo));
 }
 
+/* How long a request must have made no progress before the goodbyes of
+ * peers that left are read (leave.c): a healthy collective rarely waits
+ * this long for a piece, and each look costs a few MPI calls. */
+#define LEAVE_LOOK_S 0.2
+
 /* Looks at the running request once; warns, or ends the job. Safe from any
  * thread: each request is warned about once, and one thread aborts. */
 void watchdog_check(gs_comm *c) {
@@ -45,9 +50,14 @@ void watchdog_check(gs_comm *c) {
   double stalled = now > last ? (double)(now - last) * 1e-9 : 0;
   int timed_out = c->timeout_s > 0 && stalled >= c->timeout_s;
   int warn = c->stall_warn_s > 0 && stalled >= c->stall_warn_s;
-  if (!timed_out && !warn) return;
+  /* A peer that has left (gs_comm_leave) never issues what this rank waits
+   * for: looked at after a short stall, long before the timeout. */
+  int leave_look = stalled >= LEAVE_LOOK_S && leave_usable(c);
+  if (!timed_out && !warn && !leave_look) return;
   char what[256];
   comm_describe_request(c, seq, kind, count, dtype, algo, what, sizeof what);
+  if (leave_look) leave_check(c, seq, what);
+  if (!timed_out && !warn) return;
   if (timed_out) {
     if (atomic_exchange(&c->aborting, 1)) return; /* another thread is at it */
     gs_comm_abort(c, 1, "%s made no progress for %.1f s (GRADSYNC_TIMEOUT=%g "

@@ -306,7 +306,7 @@ t 2 "option -np given more than once" run -np 1 -np 2 -- /bin/true
 t 2 "-np needs a rank count from 1 to 65536" run -np 1.5 -- /bin/true
 t 2 "-np needs a rank count from 1 to 65536" run -np 0 -- /bin/true
 t 2 "--per-node needs a number of ranks per node from 1" run -np 2 --per-node -1 -- /bin/true
-t 2 "--net needs a rate" run -np 1 --net 1e9bit -- /bin/true
+t 2 "--net: unknown network '1e9bit' (expected 100mbit" run -np 1 --net 1e9bit -- /bin/true
 t 2 "unknown option '--frob'" run --frob
 t 2 "missing -np N" run -- /bin/true
 t 2 "not divisible" run -np 3 --per-node 2 -- /bin/true

@@ -16,6 +16,9 @@
  *                                   LEVEL (single|funneled|serialized|
  *                                   multiple), on RANK only if given (the
  *                                   others: multiple)
+ *   test_faults leave ALGO RANK     RANK leaves (gs_comm_leave) after three
+ *                                   all-reduces; the others issue a fourth
+ *   test_faults leave_ok            healthy ends with gs_comm_leave
  *   test_faults abort2 RANK          two threads of RANK call gs_comm_abort at
  *                                   the same moment (as the engine's and the
  *                                   communicator's watchdogs can); the other
@@ -317,6 +320,73 @@ static int cmd_after_finalize(void) {
   return 0;
 }
 
+/* Rank `who` ends its program after three all-reduces (gs_comm_leave,
+ * destroy, finalize, exit 0: a Python rank's sys.exit), while the others
+ * issue a fourth: their watchdogs must end the job at once, naming it. */
+static int cmd_leave(const char *algo_name, int who) {
+  gs_algo algo;
+  if (gs_algo_parse(algo_name, &algo) != GS_OK) return 2;
+  int rank;
+  gs_comm *c = start(&rank);
+  if (c == NULL) return 2;
+  float buf[1024];
+  for (int i = 1; i <= 4; i++) {
+    if (i == 4 && rank == who) {
+      gs_status st = gs_comm_leave(c);
+      if (st != GS_OK) fprintf(stderr, "FAIL rank %d: gs_comm_leave: %s\n", rank, gs_last_error());
+      printf("rank %d: leaving after 3 collectives\n", rank);
+      fflush(stdout);
+      gs_comm_destroy(c);
+      gs_finalize();
+      return 0;
+    }
+    for (int j = 0; j < 1024; j++) buf[j] = 1;
+    if (gs_allreduce(c, GS_IN_PLACE, buf, 1024, GS_F32, GS_SUM, algo) != GS_OK) {
+      fprintf(stderr, "FAIL rank %d: allreduce #%d: %s\n", rank, i, gs_last_error());
+      return 1;
+    }
+  }
+  fprintf(stderr, "FAIL rank %d: the fourth allreduce completed without rank %d\n", rank, who);
+  return 1;
+}
+
+/* Healthy ends with gs_comm_leave, which must not end the job: rank 1
+ * leaves with its fourth collective issued but not waited for, then issues
+ * a barrier (a shutdown's own collective); rank 0 reaches both late, so
+ * rank 2 waits in each longer than a look at the goodbyes takes. */
+static int cmd_leave_ok(void) {
+  int rank;
+  gs_comm *c = start(&rank);
+  if (c == NULL) return 2;
+  float buf[1024];
+  gs_status st = GS_OK;
+  for (int i = 1; i <= 3 && st == GS_OK; i++)
+    st = gs_allreduce(c, GS_IN_PLACE, buf, 1024, GS_F32, GS_SUM, GS_ALGO_RING);
+  if (rank == 0) nap(1.5); /* evaluating, saving */
+  gs_request *req = NULL;
+  for (int j = 0; j < 1024; j++) buf[j] = 1;
+  if (st == GS_OK) st = gs_iallreduce(c, GS_IN_PLACE, buf, 1024, GS_F32, GS_SUM,
+                                      GS_ALGO_RING, &req);
+  if (st == GS_OK && rank == 1) st = gs_comm_leave(c);
+  if (st == GS_OK) st = gs_wait(req);
+  if (st == GS_OK && buf[0] != (float)gs_comm_size(c)) {
+    fprintf(stderr, "FAIL rank %d: allreduce #4 gave %g\n", rank, buf[0]);
+    return 1;
+  }
+  if (rank == 0) nap(1.5);
+  if (st == GS_OK) st = gs_barrier(c, GS_ALGO_AUTO);
+  if (st == GS_OK) st = gs_comm_leave(c);
+  if (st == GS_OK) st = gs_comm_leave(c); /* a second call: nothing */
+  if (st != GS_OK) {
+    fprintf(stderr, "FAIL rank %d: %s\n", rank, gs_last_error());
+    return 1;
+  }
+  printf("rank %d: OK: left after 5 collectives\n", rank);
+  gs_comm_destroy(c);
+  gs_finalize();
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 4 && strcmp(argv[1], "run") == 0)
     return cmd_run(argv[2], atoi(argv[3]), argc >= 5 ? argv[4] : "hang");
@@ -328,7 +398,10 @@ int main(int argc, char **argv) {
   if (argc >= 3 && strcmp(argv[1], "abort2") == 0) return cmd_abort2(atoi(argv[2]));
   if (argc >= 3 && strcmp(argv[1], "mismatch") == 0) return cmd_mismatch(argv[2]);
   if (argc >= 2 && strcmp(argv[1], "after_finalize") == 0) return cmd_after_finalize();
+  if (argc >= 4 && strcmp(argv[1], "leave") == 0) return cmd_leave(argv[2], atoi(argv[3]));
+  if (argc >= 2 && strcmp(argv[1], "leave_ok") == 0) return cmd_leave_ok();
   fprintf(stderr, "usage: test_faults run ALGO ITERS | healthy | create STATUS "
-          "TEXT... | thread LEVEL [RANK] | abort2 RANK | mismatch ALGO | after_finalize\n");
+          "TEXT... | thread LEVEL [RANK] | abort2 RANK | mismatch ALGO | after_finalize | "
+          "leave ALGO RANK | leave_ok\n");
   return 2;
 }

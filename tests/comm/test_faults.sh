@@ -122,6 +122,24 @@ case $case in
     expect_no 'FAIL rank'
     expect_no 'fatal: collective'
     expect_within 20 ;;
+  leave_np3|leave_np3_mpi) # rank 1's program ends (gs_comm_leave: what the
+    # binding does at exit) while ranks 0 and 2 issue another allreduce:
+    # they end the job at once, naming rank 1, not after GRADSYNC_TIMEOUT
+    algo=ring
+    [ "$case" = leave_np3_mpi ] && algo=mpi
+    job 3 "$bin" leave $algo 1
+    expect_rc nonzero
+    expect_out 'rank 1: leaving after 3 collectives'
+    expect_out "rank [02]: fatal: rank 1 has left \\(its program is ending: gs_comm_leave\\) after issuing 3 collectives, and this rank waits for it in collective #4, allreduce\\(count=1024, dtype=f32, algo=$algo\\), which it will never issue"
+    expect_no 'made no progress for'
+    expect_no 'FAIL rank'
+    expect_within 20 ;;
+  leave_ok_np3) # healthy ends with gs_comm_leave: nothing fires
+    job 3 "$bin" leave_ok
+    expect_rc zero
+    expect_count 3 'rank [012]: OK: left after 5 collectives'
+    expect_no 'fatal'
+    expect_no 'FAIL rank' ;;
   after_finalize_np2) # gs_init and gs_comm_create after gs_finalize: GS_ERR_STATE
     job 2 "$bin" after_finalize
     expect_rc zero

@@ -5,6 +5,9 @@
 #   raise:  rank 1 raises an exception in Python (the excepthook ends the job)
 #   fault:  rank 1's 12th collective fails inside the library
 #           (GRADSYNC_FAULT): a GradsyncError on rank 1, then the same
+#   exit0, exit3: rank 1 calls sys.exit(0) or sys.exit(3) at step 3 (no
+#           exception reaches the hook: the binding's exit tells the others,
+#           whose watchdogs end the job naming rank 1)
 #   healthy: no failure, exit 0 (the check above can fail)
 # Usage: test_fault.sh PYTHONPATH MPIEXEC CASE
 set -uo pipefail
@@ -18,6 +21,7 @@ export GRADSYNC_TIMEOUT=900 GRADSYNC_STALL_WARN=600
 mode=none
 case $case in
   raise) mode=raise ;;
+  exit0|exit3) mode=$case ;;
   fault) export GRADSYNC_FAULT="rank=1,call=12" ;;
   healthy) ;;
   *) echo "FAIL unknown case $case"; exit 1 ;;
@@ -40,6 +44,14 @@ fi
 [ $rc -ne 0 ] || { echo "FAIL the job exited 0 although rank 1 failed"; exit 1; }
 [ $took -lt 600 ] || { echo "FAIL the job took ${took}s to end: it waited for the watchdog"; exit 1; }
 grep -q "has made no progress" "$out" && { echo "FAIL the watchdog, not the failing rank, ended the job"; exit 1; }
+grep -q "finished 40 steps" "$out" && { echo "FAIL a rank finished training"; exit 1; }
+case $case in exit*)
+  grep -q "rank 1: sys.exit" "$out" || { echo "FAIL rank 1 did not reach sys.exit"; exit 1; }
+  grep -Eq "rank [02]: fatal: rank 1 has left \(its program is ending: gs_comm_leave\) after issuing [0-9]+ collectives, and this rank waits for it in collective #[0-9]+" "$out" ||
+    { echo "FAIL no 'rank 1 has left' message from rank 0 or 2"; exit 1; }
+  echo "case $case: every rank ended, non-zero, with the rank that left named"
+  exit 0 ;;
+esac
 grep -q "rank 1: fatal: uncaught Python exception on this rank" "$out" ||
   { echo "FAIL no 'rank 1: fatal' message"; exit 1; }
 if [ "$case" = raise ]; then
@@ -47,5 +59,4 @@ if [ "$case" = raise ]; then
 else
   grep -q "GradsyncError" "$out" || { echo "FAIL no GradsyncError"; exit 1; }
 fi
-grep -q "finished 40 steps" "$out" && { echo "FAIL a rank finished training"; exit 1; }
 echo "case $case: every rank ended, non-zero, with the failing rank named"

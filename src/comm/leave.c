@@ -1,0 +1,131 @@
+/*
+ * Leaving: a rank whose program ends while the others still run
+ * (gs_comm_leave). MPI offers no way to learn that a peer has stopped
+ * taking part: the others would wait in their next collective until their
+ * watchdog's GRADSYNC_TIMEOUT (300 s by default). A rank that leaves sends
+ * each peer, on the communicator's own control duplicate (ctrl), the number
+ * of requests it has enqueued so far, and again after each request it
+ * enqueues later (a shutdown may still issue collectives: DeAR's last
+ * all-gathers). MPI keeps one sender's messages in order, so the last one
+ * received is the peer's final count. A watchdog that sees a stall reads
+ * them: a peer that has left before enqueuing the stalled request never
+ * will, and the job ends at once with a message naming it. A peer that
+ * left after enqueuing it is not blamed (the stall is another rank's, and
+ * the timeout stays in charge).
+ *
+ * Threading: the sends are made by the thread that leaves or enqueues
+ * (under comm->mu), the reads by the watchdog or a waiting thread (one at a
+ * time, bye_mu), concurrently with the progress thread's MPI calls: only
+ * under MPI_THREAD_MULTIPLE. Below it, leaving does nothing.
+ */
+#include <stdio.h>
+
+#include "comm_internal.h"
+
+enum { BYE_TAG = 7 };
+
+struct bye_msg {
+  struct bye_msg *next;
+  uint64_t count;
+  MPI_Request req[]; /* one per rank; this rank's is MPI_REQUEST_NULL */
+};
+
+int leave_usable(const gs_comm *c) {
+  return c->ctrl != MPI_COMM_NULL && c->peer_bye != NULL &&
+         c->thread_level >= MPI_THREAD_MULTIPLE;
+}
+
+/* Sends `count` to every peer. Called with c->mu held. */
+gs_status leave_send_locked(gs_comm *c, uint64_t count) {
+  int n = c->world.size;
+  struct bye_msg *m = gs_malloc(sizeof *m + (size_t)n * sizeof(MPI_Request));
+  if (m == NULL) return GS_ERR_NOMEM;
+  m->count = count;
+  for (int p = 0; p < n; p++) m->req[p] = MPI_REQUEST_NULL;
+  m->next = c->byes;
+  c->byes = m;
+  for (int p = 0; p < n; p++) {
+    if (p == c->world.rank) continue;
+    int rc = MPI_Isend(&m->count, 1, MPI_UINT64_T, p, BYE_TAG, c->ctrl, &m->req[p]);
+    if (rc != MPI_SUCCESS) return comm_mpi_error(&c->world, "MPI_Isend (gs_comm_leave)", rc);
+  }
+  return GS_OK;
+}
+
+gs_status gs_comm_leave(gs_comm *c) {
+  if (c == NULL) return gs_error(GS_ERR_INVALID_ARG, "gs_comm_leave: comm is NULL");
+  if (!leave_usable(c) || atomic_load(&c->failed)) return GS_OK;
+  pthread_mutex_lock(&c->mu);
+  gs_status st = GS_OK;
+  if (!c->left) {
+    c->left = 1;
+    st = leave_send_locked(c, c->enqueued);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return st;
+}
+
+/* Reads the goodbyes that have arrived (the last one of a peer is its
+ * final count). Called with bye_mu held. */
+static void leave_drain(gs_comm *c) {
+  for (;;) {
+    int flag = 0;
+    MPI_Message msg;
+    MPI_Status status;
+    if (MPI_Improbe(MPI_ANY_SOURCE, BYE_TAG, c->ctrl, &flag, &msg, &status) != MPI_SUCCESS ||
+        !flag)
+      return;
+    uint64_t count = 0;
+    if (MPI_Mrecv(&count, 1, MPI_UINT64_T, &msg, &status) != MPI_SUCCESS) return;
+    if (status.MPI_SOURCE >= 0 && status.MPI_SOURCE < c->world.size)
+      c->peer_bye[status.MPI_SOURCE] = count + 1;
+  }
+}
+
+void leave_check(gs_comm *c, uint64_t seq, const char *what) {
+  if (!leave_usable(c)) return;
+  if (pthread_mutex_trylock(&c->bye_mu) != 0) return; /* another thread reads */
+  leave_drain(c);
+  int who = -1;
+  uint64_t issued = 0;
+  for (int p = 0; p < c->world.size; p++) {
+    uint64_t b = c->peer_bye[p];
+    if (b != 0 && b - 1 < seq && (who < 0 || b - 1 < issued)) {
+      who = p;
+      issued = b - 1;
+    }
+  }
+  pthread_mutex_unlock(&c->bye_mu);
+  if (who < 0) return;
+  if (atomic_exchange(&c->aborting, 1)) return; /* another thread is at it */
+  uint64_t base = atomic_load_explicit(&c->user_base, memory_order_relaxed);
+  unsigned long long done = (unsigned long long)(base != UINT64_MAX && issued > base
+                                                     ? issued - base : 0);
+  gs_comm_abort(c, 1, "rank %d has left (its program is ending: gs_comm_leave) after "
+                "issuing %llu collective%s, and this rank waits for it in %s, which it "
+                "will never issue; ending the job", who, done, done == 1 ? "" : "s", what);
+}
+
+void leave_free(gs_comm *c) {
+  if (c->ctrl != MPI_COMM_NULL && c->peer_bye != NULL && c->thread_level >= MPI_THREAD_MULTIPLE) {
+    pthread_mutex_lock(&c->bye_mu);
+    leave_drain(c); /* what has arrived; the rest MPI drops with the communicator */
+    pthread_mutex_unlock(&c->bye_mu);
+  }
+  while (c->byes) {
+    struct bye_msg *m = c->byes;
+    c->byes = m->next;
+    int done = 0;
+    /* Eight bytes go eagerly: complete at once unless the peer is gone.
+     * Otherwise MPI may still read the buffer: freed after MPI_Finalize. */
+    if (MPI_Testall(c->world.size, m->req, &done, MPI_STATUSES_IGNORE) == MPI_SUCCESS && done) {
+      gs_free(m);
+    } else {
+      for (int p = 0; p < c->world.size; p++)
+        if (m->req[p] != MPI_REQUEST_NULL) MPI_Request_free(&m->req[p]);
+      orphan_free_later(m);
+    }
+  }
+  gs_free(c->peer_bye);
+  c->peer_bye = NULL;
+}
