@@ -140,6 +140,7 @@ struct gs_comm {
    * left and byes (what this rank sent) are guarded by mu, peer_bye (each
    * peer's last count + 1, 0 = none yet) by bye_mu. */
   MPI_Comm ctrl;
+  uint64_t nonce;      /* rank 0's at config_agree: this communicator's identity */
   uint64_t enqueued;
   int left;
   struct bye_msg *byes;
@@ -335,6 +336,7 @@ enum {
   TAG_BARRIER,
   TAG_CALIB,
   TAG_SPARSE,
+  TAG_BYE, /* leave.c, on the control duplicate */
 };
 
 /* ---- Sparse collectives (sparse_coll.c) ---------------------------------- */

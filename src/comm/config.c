@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm_internal.h"
 
@@ -154,7 +155,9 @@ gs_status config_read(gs_comm *c) {
  * values are then taken from rank 0 (gs_comm_create's last step). */
 enum {
   CFG_SEGMENT, CFG_ALGO, CFG_CALIBRATE, CFG_SPIN, CFG_CHECK, CFG_TIMEOUT,
-  CFG_STALL_WARN, CFG_ALPHA, CFG_BETA, CFG_COST_FILE, CFG_COST_CACHE, CFG_COUNT
+  CFG_STALL_WARN, CFG_ALPHA, CFG_BETA, CFG_COST_FILE, CFG_COST_CACHE,
+  CFG_NONCE, /* not a setting: rank 0's becomes the communicator's identity */
+  CFG_COUNT
 };
 
 static const struct {
@@ -172,6 +175,7 @@ static const struct {
     [CFG_BETA] = {"GRADSYNC_BETA", 'd'},
     [CFG_COST_FILE] = {"GRADSYNC_COST_FILE (its contents)", 'h'},
     [CFG_COST_CACHE] = {"GRADSYNC_COST_CACHE (its path)", 'h'},
+    [CFG_NONCE] = {"(the communicator's identity)", 'u'},
 };
 
 #define CFG_UNSET UINT64_MAX
@@ -213,6 +217,9 @@ static void cfg_collect(const gs_comm *c, uint64_t *v) {
   v[CFG_BETA] = c->have_env_cost ? dbits(c->env_beta) : CFG_UNSET;
   v[CFG_COST_FILE] = c->cost_file_hash;
   v[CFG_COST_CACHE] = c->cost_cache_hash;
+  /* Differs between communicators that MPI may give the same context id
+   * (one freed, the next created): goodbyes carry it (leave.c). */
+  v[CFG_NONCE] = gs_now_ns() ^ ((uint64_t)(uintptr_t)c << 16) ^ (uint64_t)getpid() << 40;
 }
 
 /* Agrees on `local` (this rank's status of its local set-up, with its
@@ -254,7 +261,9 @@ gs_status config_agree(gs_comm *c, gs_status local) {
   }
 #define CFG_AT(r, f) all[(size_t)(r) * CFG_COUNT + (size_t)(f)]
   int bad_fields = 0;
+  c->nonce = CFG_AT(0, CFG_NONCE);
   for (int f = 0; f < CFG_COUNT; f++) {
+    if (f == CFG_NONCE) continue;
     int differ = 0;
     for (int r = 1; r < p; r++) differ |= CFG_AT(r, f) != CFG_AT(0, f);
     if (!differ) continue;

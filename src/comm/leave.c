@@ -4,7 +4,9 @@
  * taking part: the others would wait in their next collective until their
  * watchdog's GRADSYNC_TIMEOUT (300 s by default). A rank that leaves sends
  * each peer, on the communicator's own control duplicate (ctrl), the number
- * of requests it has enqueued so far, and again after each request it
+ * of requests it has enqueued so far (with the communicator's nonce, since
+ * a goodbye that arrives after a peer freed ctrl may be delivered to a
+ * communicator MPI creates later with the same context id), and again after each request it
  * enqueues later (a shutdown may still issue collectives: DeAR's last
  * all-gathers). MPI keeps one sender's messages in order, so the last one
  * received is the peer's final count. A watchdog that sees a stall reads
@@ -22,11 +24,9 @@
 
 #include "comm_internal.h"
 
-enum { BYE_TAG = 7 };
-
 struct bye_msg {
   struct bye_msg *next;
-  uint64_t count;
+  uint64_t body[2]; /* the communicator's nonce, the count */
   MPI_Request req[]; /* one per rank; this rank's is MPI_REQUEST_NULL */
 };
 
@@ -40,13 +40,14 @@ gs_status leave_send_locked(gs_comm *c, uint64_t count) {
   int n = c->world.size;
   struct bye_msg *m = gs_malloc(sizeof *m + (size_t)n * sizeof(MPI_Request));
   if (m == NULL) return GS_ERR_NOMEM;
-  m->count = count;
+  m->body[0] = c->nonce;
+  m->body[1] = count;
   for (int p = 0; p < n; p++) m->req[p] = MPI_REQUEST_NULL;
   m->next = c->byes;
   c->byes = m;
   for (int p = 0; p < n; p++) {
     if (p == c->world.rank) continue;
-    int rc = MPI_Isend(&m->count, 1, MPI_UINT64_T, p, BYE_TAG, c->ctrl, &m->req[p]);
+    int rc = MPI_Isend(m->body, 2, MPI_UINT64_T, p, TAG_BYE, c->ctrl, &m->req[p]);
     if (rc != MPI_SUCCESS) return comm_mpi_error(&c->world, "MPI_Isend (gs_comm_leave)", rc);
   }
   return GS_OK;
@@ -72,13 +73,19 @@ static void leave_drain(gs_comm *c) {
     int flag = 0;
     MPI_Message msg;
     MPI_Status status;
-    if (MPI_Improbe(MPI_ANY_SOURCE, BYE_TAG, c->ctrl, &flag, &msg, &status) != MPI_SUCCESS ||
+    if (MPI_Improbe(MPI_ANY_SOURCE, TAG_BYE, c->ctrl, &flag, &msg, &status) != MPI_SUCCESS ||
         !flag)
       return;
-    uint64_t count = 0;
-    if (MPI_Mrecv(&count, 1, MPI_UINT64_T, &msg, &status) != MPI_SUCCESS) return;
+    uint64_t body[2] = {0, 0};
+    int got = 0;
+    if (MPI_Mrecv(body, 2, MPI_UINT64_T, &msg, &status) != MPI_SUCCESS ||
+        MPI_Get_count(&status, MPI_UINT64_T, &got) != MPI_SUCCESS)
+      return;
+    /* Another communicator's, late (MPI reuses a freed one's context id
+     * for a new one): not this one's. */
+    if (got != 2 || body[0] != c->nonce) continue;
     if (status.MPI_SOURCE >= 0 && status.MPI_SOURCE < c->world.size)
-      c->peer_bye[status.MPI_SOURCE] = count + 1;
+      c->peer_bye[status.MPI_SOURCE] = body[1] + 1;
   }
 }
 
