@@ -179,11 +179,11 @@ gs_status comm_enqueue(gs_comm *c, gs_request *req);
 /* Leaving (leave.c). leave_usable: the communicator can send and read
  * goodbyes (a control duplicate, MPI_THREAD_MULTIPLE). leave_send_locked
  * (c->mu held): tells every peer this rank's count of enqueued requests.
- * leave_check: during a stall of request `seq` (described by `what`), ends
- * the job if a peer has left without enqueuing it. leave_free: at destroy. */
+ * leave_check: during a stall of request `seq` (described by `what`) for
+ * `stalled` seconds, ends the job if a peer has left without enqueuing it. leave_free: at destroy. */
 int leave_usable(const gs_comm *c);
 gs_status leave_send_locked(gs_comm *c, uint64_t count);
-void leave_check(gs_comm *c, uint64_t seq, const char *what);
+void leave_check(gs_comm *c, uint64_t seq, double stalled, const char *what);
 void leave_free(gs_comm *c);
 
 /* Keeps memory MPI may still touch until gs_finalize has finalized MPI. */

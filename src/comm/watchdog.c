@@ -56,7 +56,7 @@ void watchdog_check(gs_comm *c) {
   if (!timed_out && !warn && !leave_look) return;
   char what[256];
   comm_describe_request(c, seq, kind, count, dtype, algo, what, sizeof what);
-  if (leave_look) leave_check(c, seq, what);
+  if (leave_look) leave_check(c, seq, stalled, what);
   if (!timed_out && !warn) return;
   if (timed_out) {
     if (atomic_exchange(&c->aborting, 1)) return; /* another thread is at it */
