@@ -108,15 +108,20 @@ gs_status gs_comm_destroy(gs_comm *comm);
 /* Says that this rank's program is ending: it will enqueue no collective on
  * comm but those its own shutdown issues (each of which it reports too).
  * A peer whose collective then makes no progress for 0.2 s, and which this
- * rank left before issuing, ends the job at once with "gradsync: rank P:
+ * rank left before issuing (its last count a second old), ends the job
+ * (the lowest such peer at once, the others 5 s later) with "gradsync: rank P:
  * fatal: rank R has left (its program is ending: gs_comm_leave) after
  * issuing N collectives, and this rank waits for it in collective #M ...",
  * instead of waiting for GRADSYNC_TIMEOUT. A peer still busy elsewhere
  * (evaluating, saving) is not disturbed; a healthy end, every rank leaving
  * and then destroying, is unchanged. Call it where one rank may end while
  * the others still run (the PyTorch binding does at exit), before the
- * shutdown's own collective calls. Not collective; a second call is a
- * no-op. It needs MPI_THREAD_MULTIPLE (the goodbyes are read by the
+ * shutdown's own collective calls. A second call is a no-op. Not
+ * collective, but a program that calls it on one rank must call it on
+ * every rank before gs_comm_destroy: a rank that left waits in
+ * gs_comm_destroy for every peer's goodbye (where MPI_Finalize would wait
+ * for them anyway), so that a peer that ends the job finds it there and
+ * not in MPI_Finalize, where mpirun could hang. It needs MPI_THREAD_MULTIPLE (the goodbyes are read by the
  * watchdog while the progress thread is inside MPI) and a watchdog
  * (GRADSYNC_TIMEOUT or GRADSYNC_STALL_WARN set): without them it does
  * nothing, as on one rank and after a failure. */

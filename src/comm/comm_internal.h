@@ -137,14 +137,17 @@ struct gs_comm {
 
   /* Leaving (leave.c): ctrl, a duplicate of the world's, carries goodbyes;
    * enqueued counts the requests ever queued (the number of the last one);
-   * left and byes (what this rank sent) are guarded by mu, peer_bye (each
-   * peer's last count + 1, 0 = none yet) by bye_mu. */
+   * left and byes (what this rank sent) are guarded by mu, peer_bye (what
+   * each peer sent last, and when it came) by bye_mu. */
   MPI_Comm ctrl;
   uint64_t nonce;      /* rank 0's at config_agree: this communicator's identity */
   uint64_t enqueued;
   int left;
   struct bye_msg *byes;
-  uint64_t *peer_bye;
+  struct peer_bye {
+    uint64_t count; /* the peer's last count + 1; 0 = it has not left */
+    double at;      /* gs_now() when that count arrived */
+  } *peer_bye;
   pthread_mutex_t bye_mu;
 
   /* GRADSYNC_FAULT: on rank fault_rank, the fault_call-th collective after

@@ -13,7 +13,9 @@
  * them: a peer that has left before enqueuing the stalled request never
  * will, and the job ends at once with a message naming it. A peer that
  * left after enqueuing it is not blamed (the stall is another rank's, and
- * the timeout stays in charge).
+ * the timeout stays in charge), nor one whose count is younger than
+ * LEAVE_GRACE_S: a shutdown issues its own collectives just after leaving,
+ * and their counts may still be on the way.
  *
  * Threading: the sends are made by the thread that leaves or enqueues
  * (under comm->mu), the reads by the watchdog or a waiting thread (one at a
@@ -21,9 +23,11 @@
  * under MPI_THREAD_MULTIPLE. Below it, leaving does nothing.
  */
 #include <stdio.h>
+#include <time.h>
 
 #include "comm_internal.h"
 
+#define LEAVE_GRACE_S 1.0
 #define LEAVE_STAGGER_S 5.0
 
 struct bye_msg {
@@ -87,7 +91,7 @@ static void leave_drain(gs_comm *c) {
      * for a new one): not this one's. */
     if (got != 2 || body[0] != c->nonce) continue;
     if (status.MPI_SOURCE >= 0 && status.MPI_SOURCE < c->world.size)
-      c->peer_bye[status.MPI_SOURCE] = body[1] + 1;
+      c->peer_bye[status.MPI_SOURCE] = (struct peer_bye){body[1] + 1, gs_now()};
   }
 }
 
@@ -97,10 +101,14 @@ void leave_check(gs_comm *c, uint64_t seq, double stalled, const char *what) {
   leave_drain(c);
   int who = -1, first = -1;
   uint64_t issued = 0;
+  double now = gs_now();
   for (int p = 0; p < c->world.size; p++) {
-    uint64_t b = c->peer_bye[p];
+    uint64_t b = c->peer_bye[p].count;
     if (first < 0 && (b == 0 || p == c->world.rank)) first = p;
-    if (b != 0 && b - 1 < seq && (who < 0 || b - 1 < issued)) {
+    /* A count newer than LEAVE_GRACE_S may still be followed by the
+     * peer's shutdown collectives, issued just after it left. */
+    if (b != 0 && b - 1 < seq && now - c->peer_bye[p].at >= LEAVE_GRACE_S &&
+        (who < 0 || b - 1 < issued)) {
       who = p;
       issued = b - 1;
     }
@@ -122,10 +130,31 @@ void leave_check(gs_comm *c, uint64_t seq, double stalled, const char *what) {
                 "will never issue; ending the job", who, done, done == 1 ? "" : "s", what);
 }
 
+/* Whether every peer has said goodbye. Called with bye_mu held. */
+static int leave_all_gone(const gs_comm *c) {
+  for (int p = 0; p < c->world.size; p++)
+    if (p != c->world.rank && c->peer_bye[p].count == 0) return 0;
+  return 1;
+}
+
 void leave_free(gs_comm *c) {
-  if (c->ctrl != MPI_COMM_NULL && c->peer_bye != NULL && c->thread_level >= MPI_THREAD_MULTIPLE) {
+  if (leave_usable(c)) {
     pthread_mutex_lock(&c->bye_mu);
-    leave_drain(c); /* what has arrived; the rest MPI drops with the communicator */
+    leave_drain(c);
+    /* A rank that left waits here for every peer's goodbye, not in
+     * MPI_Finalize: a peer that ends the job instead (it waited for this
+     * one) would otherwise call MPI_Abort while this rank sits in
+     * MPI_Finalize's fence, and there mpirun hung (1 run in 2 of
+     * comm_fault_leave_np3). Killed here, this rank is any rank killed
+     * while it computes. So a program that leaves on one rank leaves on
+     * every rank before it destroys (the binding's shutdown does). */
+    long nap = 1000000;
+    while (c->left && !atomic_load(&c->failed) && !leave_all_gone(c)) {
+      struct timespec ts = {0, nap};
+      nanosleep(&ts, NULL);
+      if (nap < 20000000) nap *= 2;
+      leave_drain(c);
+    }
     pthread_mutex_unlock(&c->bye_mu);
   }
   while (c->byes) {
