@@ -79,7 +79,12 @@ def _error(status, message):
 
 
 _topology = None          # (rank, size, local_rank, local_size, node, nodes)
-_optimizers = weakref.WeakSet()  # live DistributedOptimizers (engines to close)
+# Live DistributedOptimizers (engines to close), by creation number: closing
+# is collective under DeAR's overlap (the last all-gathers), so every rank
+# closes them in the order every rank created them (a WeakSet's order
+# follows addresses, which differ between ranks).
+_optimizers = weakref.WeakValueDictionary()
+_optimizers_made = 0
 _hooks_installed = False
 _prev_excepthook = None
 
@@ -123,7 +128,7 @@ def shutdown():
     global _topology
     if _C.is_initialized():
         _C.leave()
-    for opt in list(_optimizers):
+    for _, opt in sorted(_optimizers.items()):
         opt.close()
     _C.shutdown()
     _topology = None
@@ -736,7 +741,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._gs_hyper = None  # overlap: the groups' hyper-parameters at that step()
         self._gs_now = False   # overlap: synchronize() was called: step() updates now
         self._gs_register(all_params)
-        _optimizers.add(self)
+        global _optimizers_made
+        _optimizers_made += 1
+        _optimizers[_optimizers_made] = self
 
     def _gs_register(self, params):
         """Takes over the parameters that require a gradient among `params`
@@ -916,7 +923,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def finish(self):
         """Overlap (policy "dear" with model=): applies every update still
         waiting for the next forward, e.g. before evaluating without a
-        forward pass, saving or comparing weights. A no-op otherwise."""
+        forward pass, saving or comparing weights. A no-op otherwise.
+
+        Collective under the overlap: it issues the all-gathers that the next
+        forward would, so call it on every rank at the same point (rank 0
+        alone before saving, then a collective, mismatched the ranks'
+        collectives and failed with "ring receive failed")."""
         if self._gs_engine is not None:
             self._gs_apply(range(len(self._gs_params)))
 
