@@ -104,7 +104,11 @@ void leave_check(gs_comm *c, uint64_t seq, double stalled, const char *what) {
   double now = gs_now();
   for (int p = 0; p < c->world.size; p++) {
     uint64_t b = c->peer_bye[p].count;
-    if (first < 0 && (b == 0 || p == c->world.rank)) first = p;
+    /* Gone: left before issuing what this rank waits for. The lowest rank
+     * not gone may wait for it too (one that left itself included: its
+     * shutdown's collectives can wait for the gone rank). */
+    int gone = b != 0 && b - 1 < seq && p != c->world.rank;
+    if (first < 0 && !gone) first = p;
     /* A count newer than LEAVE_GRACE_S may still be followed by the
      * peer's shutdown collectives, issued just after it left. */
     if (b != 0 && b - 1 < seq && now - c->peer_bye[p].at >= LEAVE_GRACE_S &&
@@ -117,9 +121,11 @@ void leave_check(gs_comm *c, uint64_t seq, double stalled, const char *what) {
   if (who < 0) return;
   /* Every rank left waiting sees the same goodbye within the same tick,
    * and MPI_Abort from several processes at one instant left mpirun
-   * hanging (under ASan, 1 run in 1). The lowest rank that has not left
+   * hanging (under ASan, 1 run in 1). The lowest rank that is not gone
    * ends the job; the others only if it has not done so LEAVE_STAGGER_S
-   * later (it may be busy elsewhere). */
+   * later (it may be busy elsewhere). (Until a tester's runs, "not gone"
+   * was "not left", and two ranks waiting in their own shutdown both
+   * ended the job, 7 runs in 7.) */
   if (first != c->world.rank && stalled < LEAVE_STAGGER_S) return;
   if (atomic_exchange(&c->aborting, 1)) return; /* another thread is at it */
   uint64_t base = atomic_load_explicit(&c->user_base, memory_order_relaxed);
