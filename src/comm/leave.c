@@ -6,9 +6,9 @@
  * each peer, on the communicator's own control duplicate (ctrl), the number
  * of requests it has enqueued so far (with the communicator's nonce, since
  * a goodbye that arrives after a peer freed ctrl may be delivered to a
- * communicator MPI creates later with the same context id), and again after each request it
- * enqueues later (a shutdown may still issue collectives: DeAR's last
- * all-gathers). MPI keeps one sender's messages in order, so the last one
+ * communicator MPI creates later with the same context id), and again
+ * after each request it enqueues later (a shutdown may still issue
+ * collectives: DeAR's last all-gathers). MPI keeps one sender's messages in order, so the last one
  * received is the peer's final count. A watchdog that sees a stall reads
  * them: a peer that has left before enqueuing the stalled request never
  * will, and the job ends at once with a message naming it. A peer that
@@ -103,16 +103,16 @@ void leave_check(gs_comm *c, uint64_t seq, double stalled, const char *what) {
   uint64_t issued = 0;
   double now = gs_now();
   for (int p = 0; p < c->world.size; p++) {
+    /* Gone: left before issuing what this rank waits for (this rank's own
+     * entry stays 0). The lowest rank not gone may wait for it too (one
+     * that left itself included: its shutdown's collectives can wait for
+     * the gone rank). */
     uint64_t b = c->peer_bye[p].count;
-    /* Gone: left before issuing what this rank waits for. The lowest rank
-     * not gone may wait for it too (one that left itself included: its
-     * shutdown's collectives can wait for the gone rank). */
-    int gone = b != 0 && b - 1 < seq && p != c->world.rank;
+    int gone = b != 0 && b - 1 < seq;
     if (first < 0 && !gone) first = p;
     /* A count newer than LEAVE_GRACE_S may still be followed by the
      * peer's shutdown collectives, issued just after it left. */
-    if (b != 0 && b - 1 < seq && now - c->peer_bye[p].at >= LEAVE_GRACE_S &&
-        (who < 0 || b - 1 < issued)) {
+    if (gone && now - c->peer_bye[p].at >= LEAVE_GRACE_S && (who < 0 || b - 1 < issued)) {
       who = p;
       issued = b - 1;
     }
@@ -167,7 +167,7 @@ void leave_free(gs_comm *c) {
     struct bye_msg *m = c->byes;
     c->byes = m->next;
     int done = 0;
-    /* Eight bytes go eagerly: complete at once unless the peer is gone.
+    /* Sixteen bytes go eagerly: complete at once unless the peer is gone.
      * Otherwise MPI may still read the buffer: freed after MPI_Finalize. */
     if (MPI_Testall(c->world.size, m->req, &done, MPI_STATUSES_IGNORE) == MPI_SUCCESS && done) {
       gs_free(m);
