@@ -43,9 +43,11 @@ static void usage(FILE *f) {
     "  --no-prefetch       send each step's ids at its start, not under the\n"
     "                      step before's embedding updates\n"
     "  --policy P          the MLP gradients' sum: fused (default: one\n"
-    "                      all-reduce after the backward) or an engine policy\n"
-    "                      (wfbp, single, bucket[:MB], mgwfbp, optimal, dear,\n"
-    "                      auto): each layer's as the backward makes it\n"
+    "                      all-reduce after the backward), an engine policy\n"
+    "                      (wfbp, single, bucket[:MB], mgwfbp, optimal, dear):\n"
+    "                      each layer's as the backward makes it, or auto:\n"
+    "                      the faster of fused and the engine's plan, timed\n"
+    "                      in turn over steps 7-22\n"
     "  --batch B           samples per rank and step (default 256)\n"
     "  --global-batch G    G samples a step over all ranks instead (G / ranks\n"
     "                      each): a run resumed on another world size keeps it\n"
@@ -371,6 +373,24 @@ static const char *human(double b, char *buf, size_t n) {
   return buf;
 }
 
+/* --policy auto's choice, or how far its measuring has come. */
+static void print_mlp_choice(const gs_dlrm_mlp_choice *c) {
+  if (!c->active) return;
+  if (!c->decided) {
+    printf("  MLP gradients (--policy auto): still measuring fused against the engine "
+           "(%llu steps so far)\n", (unsigned long long)c->step);
+    return;
+  }
+  char plan[48], under[64];
+  snprintf(plan, sizeof plan, "the engine's %s plan", c->plan);
+  snprintf(under, sizeof under, "under %s", plan);
+  printf("  MLP gradients (--policy auto): %s kept: %.2f ms a step, %.2f ms %s (the slowest "
+         "rank's median of 8 steps each, in turn; chosen after step %llu)\n",
+         c->engine ? plan : "fused", c->engine ? c->engine_ms : c->fused_ms,
+         c->engine ? c->fused_ms : c->engine_ms, c->engine ? "fused" : under,
+         (unsigned long long)c->step);
+}
+
 /* The busiest rank's lookup time against the cost model's for it, and
  * every rank's when there are few. */
 static void print_lookup_ranks(const gs_dlrm_train_event *ev) {
@@ -482,7 +502,10 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
       double mx, mean;
       gs_shard_plan_balance(p, &mx, &mean);
       printf("; estimated imbalance %.2fx\n", mean > 0 ? mx / mean : 1.0);
-      if (strcmp(v->policy, "fused") != 0)
+      if (strcmp(v->policy, "auto") == 0)
+        printf("MLP gradients: fused or the engine, whichever steps faster (timed in turn "
+               "over steps 7-22)\n");
+      else if (strcmp(v->policy, "fused") != 0)
         printf("MLP gradients: the engine, policy %s, each layer's as the backward makes it\n",
                v->policy);
       else
@@ -599,6 +622,14 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
     }
     printf(", \"ids_ms\": %.3f, \"pooled_ms\": %.3f, \"grads_ms\": %.3f, \"mlp_policy\": \"%s\"",
            1e3 * s->ids_s / n, 1e3 * s->pooled_s / n, 1e3 * s->grads_s / n, v->policy);
+    /* --policy auto's choice: "measuring" until made. */
+    const gs_dlrm_mlp_choice *c = &ev->mlp_choice;
+    if (c->active) {
+      printf(", \"mlp_chosen\": \"%s\", \"mlp_fused_ms\": %.3f, \"mlp_engine_ms\": %.3f, "
+             "\"mlp_engine_plan\": \"%s\", \"mlp_chosen_step\": %llu",
+             !c->decided ? "measuring" : c->engine ? "engine" : "fused", c->fused_ms,
+             c->engine_ms, c->plan, (unsigned long long)c->step);
+    }
     /* The lookup cost the predictions below are priced with (gradsync
      * shard's keys), and where it came from: "--lookup" or "measured".
      * Finite: a given one is checked (gs_cost_lookup_check), a measured
@@ -663,6 +694,7 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
          "%.2f, gradients %.2f), all-reduce (exposed) %.2f\n", 1e3 * s->total_s / n,
          1e3 * s->lookup_s / n, 1e3 * s->mlp_s / n, 1e3 * s->a2a_s / n, 1e3 * s->ids_s / n,
          1e3 * s->pooled_s / n, 1e3 * s->grads_s / n, 1e3 * s->allreduce_s / n);
+  print_mlp_choice(&ev->mlp_choice);
   printf("  sent per step: ids %s, pooled %s, gradients %s, dp %s, MLP all-reduce %s\n",
          human(s->id_bytes / n, b1, sizeof b1), human(s->pooled_bytes / n, b2, sizeof b2),
          human(s->grad_bytes / n, b3, sizeof b3), human(s->dp_bytes / n, b4, sizeof b4),

@@ -10,22 +10,25 @@
 # 1/100 of their rows, two MLP sizes: the Kaggle model's (13-128-64-16 /
 # 128-64-1, 0.27 MB of gradients) and a larger one (13-256-128-16 /
 # 512-512-256-1, 2.5 MB). ROUNDS rounds, the policies' order rotating.
+# Two epochs of STEPS steps; the second is reported (the engine's warm-up
+# and `--policy auto`'s trial of fused against the engine, steps 1-22, are
+# in the first), with auto's choice.
 # Writes $BENCH_OUT/dlrm_mlp_policy.{jsonl,md}. Needs root.
 #
 # Usage: bench/embed/dlrm_mlp_policy.sh [ROUNDS] [STEPS]
-#   defaults: 3 rounds, 30 steps. BENCH_QUICK=1: 1 round, 10 steps.
+#   defaults: 3 rounds, 30 steps. BENCH_QUICK=1: 1 round, 12 steps.
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
 bench_init "$0" "$@"
 rounds=${1:-3}
 steps=${2:-30}
-[ "$BENCH_QUICK" = 1 ] && rounds=1 steps=10
+[ "$BENCH_QUICK" = 1 ] && rounds=1 steps=12
 bench_build gradsync_cli
 gs=$BENCH_BUILD/gradsync
 out=$BENCH_OUT/dlrm_mlp_policy.jsonl
 : >"$out"
-argv=("$gs" train --model dlrm --tables kaggle:0.01 --sharding tw --epochs 1
+argv=("$gs" train --model dlrm --tables kaggle:0.01 --sharding tw --epochs 2
       --steps "$steps" --global-batch 2048 --eval 4096 --json)
 policies=(fused wfbp mgwfbp auto)
 for ((r = 1; r <= rounds; r++)); do
@@ -50,15 +53,18 @@ bench_stamp "$out" "$cmd"
 python3 - "$out" "$steps" <<'PY' >"$BENCH_OUT/dlrm_mlp_policy.md"
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-rows = [r for r in rows if "bench_policy" in r]
+rows = [r for r in rows if "bench_policy" in r and r["epoch"] == 2]
 print("# DLRM: the MLP gradients through the engine\n")
 print(f"`gradsync train --model dlrm --tables kaggle:0.01 --sharding tw --policy P` on "
-      f"`gradsync run -np N --net 1gbit`, {sys.argv[2]} steps at a global batch of 2048: "
+      f"`gradsync run -np N --net 1gbit`, two epochs of {sys.argv[2]} steps at a global batch "
+      f"of 2048, the second reported: "
       f"**fused** is one all-reduce of every MLP gradient after the backward (the default); "
       f"the others hand each layer's gradient to gradsync's engine as the backward makes it "
       f"(the top MLP's first, the bottom MLP's under the gradients' all-to-all), and the "
-      f"engine's plan (wfbp: a message a tensor; mgwfbp and auto: merged by the cost model "
-      f"after 5 profiled steps) runs them on its own communicator. MLPs: **kaggle** "
+      f"engine's plan (wfbp: a message a tensor; mgwfbp: merged by the cost model "
+      f"after 5 profiled steps) runs them on its own communicator; **auto** times fused "
+      f"and the engine's auto plan in turn over steps 7-22 (in the first epoch) and keeps "
+      f"the faster (`chose`: its choice, and the two medians it compared). MLPs: **kaggle** "
       f"13-128-64-16 / 128-64-1, **large** 13-256-128-16 / 512-512-256-1. On 2 nodes each "
       f"rank has a core of this 2-core host; on 4, two ranks share one, with the emulated "
       f"links' kernel work. `step ms`: rank 0's median over the rounds (range); `/ fused`: "
@@ -68,8 +74,8 @@ print(f"`gradsync train --model dlrm --tables kaggle:0.01 --sharding tw --policy
       f"(`bench/embed/dlrm_mlp_policy.sh`). Absolute times on this shared host vary from run "
       f"to run.\n")
 print("| nodes | MLPs | policy | step ms (range) | / fused by round | all-reduce exposed ms | "
-      "all-to-all ms | AUC |")
-print("|---:|---|---|---|---|---:|---:|---:|")
+      "all-to-all ms | AUC | chose (fused / engine ms) |")
+print("|---:|---|---|---|---|---:|---:|---:|---|")
 lines = []
 keys = list(dict.fromkeys((r["bench_nodes"], r["bench_mlp"]) for r in rows))
 for key in keys:
@@ -84,8 +90,13 @@ for key in keys:
         a2a = statistics.median(by[(p, k)]["a2a_ms"] for k in rounds if (p, k) in by)
         auc = statistics.median(by[(p, k)]["auc"] for k in rounds if (p, k) in by)
         rs = ", ".join(f"{x:.2f}x" for x in ratio) if p != "fused" else ""
+        chose = ", ".join(
+            f"{by[(p, k)]['mlp_chosen']} ({by[(p, k)]['mlp_fused_ms']:.1f} / "
+            f"{by[(p, k)]['mlp_engine_ms']:.1f})"
+            for k in rounds if (p, k) in by and "mlp_chosen" in by[(p, k)])
         print(f"| {key[0]} | {key[1]} | {p} | {statistics.median(st):.1f} "
-              f"({min(st):.1f}-{max(st):.1f}) | {rs} | {ar:.1f} | {a2a:.1f} | {auc:.4f} |")
+              f"({min(st):.1f}-{max(st):.1f}) | {rs} | {ar:.1f} | {a2a:.1f} | {auc:.4f} "
+              f"| {chose} |")
         if p != "fused" and ratio:
             lines.append(f"- {key[0]} nodes, {key[1]} MLPs, {p}: {min(ratio):.2f}-"
                          f"{max(ratio):.2f}x fused's speed (median {statistics.median(ratio):.2f}x)")

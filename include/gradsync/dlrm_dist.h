@@ -83,8 +83,10 @@ void gs_dlrm_dist_set_precision(gs_dlrm_dist *d, gs_dlrm_a2a_precision p);
 /* How the MLPs' gradients (and the dense dp tables') are summed. NULL or
  * "fused" (the default): one all-reduce of the flat buffer after the
  * backward, run under the gradients' all-to-all and the embedding updates.
- * Otherwise an engine policy (gradsync/engine.h, gs_plan_policy_parse:
- * wfbp, single, bucket[:...], mgwfbp, optimal, dear, auto): each tensor is
+ * "auto": whichever of fused and the engine's auto plan (below) steps
+ * faster here, measured over the first 22 steps (gs_dlrm_mlp_choice): the
+ * engine's overlap pays only where a rank has a core to spare for it. Otherwise an engine policy (gradsync/engine.h, gs_plan_policy_parse:
+ * wfbp, single, bucket[:...], mgwfbp, optimal, dear): each tensor is
  * handed to gradsync's engine as the backward makes it final (the top MLP's
  * first, then the dense dp tables', then the bottom MLP's, which runs under
  * the gradients' all-to-all), and the engine's plan merges and issues them
@@ -96,6 +98,26 @@ void gs_dlrm_dist_set_precision(gs_dlrm_dist *d, gs_dlrm_a2a_precision p);
  * single and bucket are). Collective; call between steps. A policy the
  * engine refuses is refused on every rank, naming it. */
 gs_status gs_dlrm_dist_set_mlp_policy(gs_dlrm_dist *d, const char *policy);
+
+/* Policy "auto"'s choice. The engine (its auto policy) is made at once and
+ * runs its warm-up and first planned step (6 steps); then 8 steps fused
+ * (the engine idle) and 8 under the engine's plan, in turn, so that a
+ * host's drift falls on both; then the slower way is dropped. Each way's
+ * time is the median of its steps on the slowest rank (an all-reduce of
+ * the ranks' medians), so every rank keeps the same; the engine is kept
+ * only if it is at least 2% faster (fused runs no second progress thread,
+ * and is bitwise repeatable). The steps are counted across epochs from
+ * set_mlp_policy("auto"); a resumed run measures afresh. */
+typedef struct gs_dlrm_mlp_choice {
+  int active;          /* 1: the policy is "auto" */
+  int decided;         /* 1: the choice below is made; 0: still measuring */
+  int engine;          /* 1: the engine kept, 0: fused */
+  double fused_ms;     /* median step, the slowest rank's (0 until decided) */
+  double engine_ms;    /* the same under the engine's plan */
+  char plan[16];       /* the engine plan's policy when timed ("mgwfbp", ...) */
+  uint64_t step;       /* steps since "auto" was set (then: the step it was made after) */
+} gs_dlrm_mlp_choice;
+void gs_dlrm_dist_mlp_choice_get(const gs_dlrm_dist *d, gs_dlrm_mlp_choice *out);
 
 /* One training step on this rank's batch b (1 to max_batch samples; the
  * ranks' n may differ). loss (may be NULL): the global batch's mean log
@@ -180,8 +202,8 @@ typedef struct gs_dlrm_train_config {
   gs_dlrm_a2a_precision precision;
   int no_prefetch;            /* 1: no step sends the next one's ids under its
                                * updates (gs_dlrm_dist_train_step_next) */
-  const char *mlp_policy;     /* gs_dlrm_dist_set_mlp_policy's: NULL or "fused", or an
-                               * engine policy */
+  const char *mlp_policy;     /* gs_dlrm_dist_set_mlp_policy's: NULL or "fused", "auto"
+                               * (measured), or an engine policy */
   const char *timeline;       /* a Chrome trace per rank ("t.json" -> "t.rank1.json"):
                                * each step's phases (compute and comm tracks), the
                                * steps, evaluations and commits, the checkpoint
@@ -252,6 +274,7 @@ typedef struct gs_dlrm_train_event {
   size_t eval_samples;        /* EPOCH: the held-out samples evaluated (0: none) */
   double epoch_s, samples_per_s;
   gs_dlrm_dist_stats stats;   /* EPOCH: this rank's, the epoch's training steps */
+  gs_dlrm_mlp_choice mlp_choice; /* EPOCH: policy "auto"'s choice so far */
   int ranks;                  /* EPOCH: the entries of the two arrays below */
   const double *rank_lookup_ms;      /* EPOCH: each rank's measured lookup ms a step
                                       * (stats.lookup_s's), valid during the call */

@@ -57,6 +57,12 @@ typedef struct dist_shard {
 
 /* Runs `call`, adding its seconds to local shard k's lookup time
  * (gs_dlrm_dist_shard_lookup_s). */
+/* Policy "auto" (gs_dlrm_mlp_choice): the steps timed each way, and how
+ * much faster the engine must be to be kept. */
+#define CHOOSE_TIMED 8
+#define CHOOSE_MARGIN 0.02
+enum choose_phase { CHOOSE_OFF = 0, CHOOSE_WARMUP, CHOOSE_TIMING, CHOOSE_DONE };
+
 #define SHARD_TIMED(d, k, call)          \
   do {                                   \
     double t_ = gs_now();                \
@@ -154,6 +160,13 @@ struct gs_dlrm_dist {
   gs_engine *eng;
   int *eid;    /* engine id: per MLP tensor (gs_dlrm_param_at's order), then per dp table */
   int eopen;   /* an iteration's grad_ready calls made, its wait not yet */
+
+  /* Policy "auto": the trial of fused against the engine (mlp_choose). */
+  int choose;                     /* a choose_phase */
+  int choose_n;                   /* steps of the phase so far */
+  int engine_off;                 /* 1: the next step is fused though eng exists */
+  double choose_fused[CHOOSE_TIMED], choose_engine[CHOOSE_TIMED]; /* seconds */
+  gs_dlrm_mlp_choice choice;
 };
 
 /* ---- Small helpers ----------------------------------------------------------- */
@@ -296,10 +309,8 @@ static gs_status mlp_engine_register(gs_dlrm_dist *d) {
   return GS_OK;
 }
 
-gs_status gs_dlrm_dist_set_mlp_policy(gs_dlrm_dist *d, const char *policy) {
-  if (d == NULL) return gs_error(GS_ERR_INVALID_ARG, "DLRM: NULL model");
-  mlp_engine_free(d);
-  if (policy == NULL || strcmp(policy, "fused") == 0) return GS_OK;
+/* The engine under policy (not "fused" or "auto"). Collective. */
+static gs_status mlp_engine_start(gs_dlrm_dist *d, const char *policy) {
   size_t np = gs_dlrm_param_count(d->m);
   gs_free(d->eid);
   d->eid = gs_calloc(np + (size_t)d->ndp + 1, sizeof *d->eid);
@@ -335,6 +346,76 @@ gs_status gs_dlrm_dist_set_mlp_policy(gs_dlrm_dist *d, const char *policy) {
   st = mlp_engine_register(d);
   if (st != GS_OK) mlp_engine_free(d);
   return st;
+}
+
+gs_status gs_dlrm_dist_set_mlp_policy(gs_dlrm_dist *d, const char *policy) {
+  if (d == NULL) return gs_error(GS_ERR_INVALID_ARG, "DLRM: NULL model");
+  mlp_engine_free(d);
+  memset(&d->choice, 0, sizeof d->choice);
+  d->choose = CHOOSE_OFF;
+  d->choose_n = 0;
+  d->engine_off = 0;
+  if (policy == NULL || strcmp(policy, "fused") == 0) return GS_OK;
+  if (strcmp(policy, "auto") != 0) return mlp_engine_start(d, policy);
+  GS_CHECK(mlp_engine_start(d, "auto"));
+  d->choose = CHOOSE_WARMUP;
+  d->choice.active = 1;
+  return GS_OK;
+}
+
+void gs_dlrm_dist_mlp_choice_get(const gs_dlrm_dist *d, gs_dlrm_mlp_choice *out) {
+  *out = d->choice;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median_ms(const double *t, int n) {
+  double v[CHOOSE_TIMED];
+  memcpy(v, t, (size_t)n * sizeof *v);
+  qsort(v, (size_t)n, sizeof v[0], cmp_double);
+  return 1e3 * (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+/* Policy "auto", after each step (step_s here): the engine's warm-up and
+ * first planned step, then CHOOSE_TIMED steps of each way in turn (fused
+ * steps leave the engine idle), then the slower way dropped (the comment
+ * of gs_dlrm_mlp_choice). The phases follow the step count alone, so every
+ * rank switches at the same step. */
+static gs_status mlp_choose(gs_dlrm_dist *d, double step_s) {
+  if (d->choose == CHOOSE_OFF || d->choose == CHOOSE_DONE) return GS_OK;
+  d->choice.step++;
+  if (d->choose == CHOOSE_WARMUP) {
+    gs_engine_config ec;
+    gs_engine_config_init(&ec);
+    if (++d->choose_n < ec.warmup_iters + 1) return GS_OK;
+    d->choose = CHOOSE_TIMING;
+    d->choose_n = 0;
+    d->engine_off = 1; /* the first timed step is fused */
+    return GS_OK;
+  }
+  int k = d->choose_n++ / 2;
+  (d->engine_off ? d->choose_fused : d->choose_engine)[k] = step_s;
+  if (d->choose_n < 2 * CHOOSE_TIMED) {
+    d->engine_off = !d->engine_off;
+    return GS_OK;
+  }
+  double med[2] = {median_ms(d->choose_fused, CHOOSE_TIMED),
+                   median_ms(d->choose_engine, CHOOSE_TIMED)};
+  GS_CHECK(gs_allreduce(d->comm, GS_IN_PLACE, med, 2, GS_F64, GS_MAX, GS_ALGO_AUTO));
+  d->choice.fused_ms = med[0];
+  d->choice.engine_ms = med[1];
+  gs_engine_stats es;
+  if (gs_engine_get_stats(d->eng, &es) == GS_OK)
+    snprintf(d->choice.plan, sizeof d->choice.plan, "%s", gs_plan_policy_name(es.chosen));
+  d->choose = CHOOSE_DONE;
+  d->choice.decided = 1;
+  d->choice.engine = med[1] < med[0] * (1.0 - CHOOSE_MARGIN);
+  d->engine_off = 0;
+  if (!d->choice.engine) mlp_engine_free(d);
+  return GS_OK;
 }
 
 static gs_status mlp_ready(void *arg, size_t param) {
@@ -1334,7 +1415,7 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
   if (next) GS_CHECK(prefetch_header(d, next));
   size_t P = (size_t)d->size, me = (size_t)d->rank, n = b->n, N = d->N, D = d->D, T = d->T;
   size_t mine = d->count[me], Wm = d->W[me];
-  int eng = d->eng != NULL;
+  int eng = d->eng != NULL && !d->engine_off;
 
   /* The loss of the global batch: gradients divided by N, losses summed.
    * With the engine, the top MLP's gradients go to it as they are made. */
@@ -1448,6 +1529,7 @@ gs_status gs_dlrm_dist_train_step_next(gs_dlrm_dist *d, const gs_dlrm_batch *b,
   if (loss) *loss = loss_sum / (double)N;
   if (logits) memcpy(logits, d->logits, n * sizeof(float));
   d->stats.steps++;
-  d->stats.total_s += gs_now() - t_start;
-  return GS_OK;
+  double step_s = gs_now() - t_start;
+  d->stats.total_s += step_s;
+  return mlp_choose(d, step_s);
 }

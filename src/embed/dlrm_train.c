@@ -899,6 +899,7 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
                               .loss = lsum / (double)cfg->steps, .epoch_s = dt,
                               .samples_per_s = (double)(ran * P * B) / dt, .lookup = &lk};
     gs_dlrm_dist_stats_get(d, &ee.stats);
+    gs_dlrm_dist_mlp_choice_get(d, &ee.mlp_choice);
     /* Every rank's measured lookup time a step (the median over the
      * epoch's steps), beside the cost model's. */
     memset(meas_ms, 0, (size_t)P * sizeof *meas_ms);

@@ -148,6 +148,7 @@ typedef struct run_out {
   float *shards; /* every local shard's weights and state, concatenated */
   size_t nshards;
   gs_dlrm_dist_stats stats;
+  gs_dlrm_mlp_choice choice;
 } run_out;
 
 static void run_out_free(run_out *o) {
@@ -214,6 +215,7 @@ static int run_dist(const gs_embed_spec *t, int nt, const gs_shard_plan *p,
     at += e->rows;
   }
   gs_dlrm_dist_stats_get(d, &o->stats);
+  gs_dlrm_dist_mlp_choice_get(d, &o->choice);
   gs_dlrm_batch_free(&bb[0]);
   gs_dlrm_batch_free(&bb[1]);
   gs_dlrm_dist_destroy(d);
@@ -581,6 +583,44 @@ static void engine_policies(const gs_dlrm_optim *opt) {
   }
   g_policy = "wfbp";
   equivalence("auto plan, engine (wfbp)", g_tables, g_ntables, -1, 1, opt, NULL);
+
+  /* Policy "auto" (above: it trains the one-process model through the
+   * switch) decides after step 22, from both ways' times, the same on
+   * every rank; the policies that name a way never choose. */
+  const char *ways[] = {"auto", "wfbp", "fused"};
+  for (size_t k = 0; k < sizeof ways / sizeof ways[0]; k++) {
+    begin_case("MLP policy %s: its choice, %d ranks", ways[k], g_size);
+    g_policy = ways[k];
+    run_out o = {0};
+    gs_shard_plan *p = NULL;
+    CHECK_ST(make_plan(g_tables, g_ntables, GS_SHARD_TW, 1, &p), GS_OK);
+    if (p && run_dist(g_tables, g_ntables, p, opt, GS_DLRM_A2A_FP32, &o) == 0) {
+      const gs_dlrm_mlp_choice *c = &o.choice;
+      if (k == 0) {
+        CHECK(c->active && c->decided && c->step == 22 && c->fused_ms > 0 &&
+                  c->engine_ms > 0 && c->plan[0] != 0 &&
+                  c->engine == (c->engine_ms < 0.98 * c->fused_ms),
+              "choice: active %d decided %d after step %llu, fused %.3f ms, engine %.3f ms "
+              "(%s), engine kept %d", c->active, c->decided, (unsigned long long)c->step,
+              c->fused_ms, c->engine_ms, c->plan, c->engine);
+        double mine[3] = {c->engine, c->fused_ms, c->engine_ms}, lo[3], hi[3];
+        CHECK_ST(gs_allreduce(g_comm, mine, lo, 3, GS_F64, GS_MIN, GS_ALGO_AUTO), GS_OK);
+        CHECK_ST(gs_allreduce(g_comm, mine, hi, 3, GS_F64, GS_MAX, GS_ALGO_AUTO), GS_OK);
+        CHECK(memcmp(lo, hi, sizeof lo) == 0,
+              "the ranks differ: engine kept %g-%g, fused %g-%g ms, engine %g-%g ms", lo[0],
+              hi[0], lo[1], hi[1], lo[2], hi[2]);
+        if (g_rank == 0)
+          printf("  auto on %d ranks: fused %.2f ms, engine (%s) %.2f ms: %s kept\n", g_size,
+                 c->fused_ms, c->plan, c->engine_ms, c->engine ? "the engine" : "fused");
+      } else {
+        CHECK(!c->active && !c->decided, "policy %s: a choice (active %d, decided %d)",
+              ways[k], c->active, c->decided);
+      }
+    }
+    run_out_free(&o);
+    gs_shard_plan_free(p);
+    end_case();
+  }
 
   begin_case("engine (wfbp): three runs bitwise identical, %d ranks", g_size);
   gs_shard_plan *p = NULL;
