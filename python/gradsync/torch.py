@@ -733,6 +733,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._gs_accs = []
         self._gs_hooks = []
         self._gs_unused = set()      # indices no rank computed a gradient for this step
+        self._gs_active = None       # the ranks that stepped at the last exchange (join)
+        self._gs_joining = False     # inside join()
+        self._gs_joined = False      # join(): this rank's data ended; it shadows the others
         self._gs_open = False        # a gradient arrived since the last synchronize
         self._gs_synced = False      # synchronized, and step() has not run since
         self._gs_failed = None       # the GradsyncError that failed this optimizer
@@ -1123,11 +1126,26 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # wait behind them, and an all-reduce issued beside the engine's is
         # an order the ranks must share; so there a parameter no rank used
         # gets zeros, as before 2026-12-06.
+        # The same all-reduce carries which ranks stepped (join(): a rank
+        # whose data ended contributes zeros and no step): the averages are
+        # over those ranks' gradients, as one process stepping on the
+        # samples this step had.
         if not self._gs_overlap:
-            flags = torch.tensor(used, dtype=torch.int32)
-            if size() > 1 and flags.numel() > 0:
+            nr = size()
+            stepped = [0] * nr
+            stepped[rank()] = 0 if self._gs_joined else 1
+            flags = torch.tensor(used + stepped, dtype=torch.int32)
+            if nr > 1:
                 flags = allreduce(flags, op=Sum)
-            self._gs_unused = {i for i, u in enumerate(flags.tolist()) if u == 0}
+            flags = flags.tolist()
+            n = len(used)
+            self._gs_unused = {i for i, u in enumerate(flags[:n]) if u == 0}
+            self._gs_active = [q for q, a in enumerate(flags[n:]) if a]
+            if 0 < len(self._gs_active) < nr:
+                scale = nr / len(self._gs_active)
+                for i, buf in enumerate(self._gs_bufs):
+                    if i not in self._gs_unused:
+                        buf.mul_(scale)
         for i in range(len(self._gs_params)):
             self._gs_counts[i] = 0
         self._gs_open = False
@@ -1139,6 +1157,69 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._gs_now = True
         elif self._gs_overlap:
             self._gs_pending[:] = [True] * len(self._gs_pending)
+
+    @contextlib.contextmanager
+    def join(self):
+        """Uneven inputs: a context manager around the training loop, on
+        every rank, for data that gives ranks different numbers of steps
+        (DDP's join(), Horovod's hvd.join()):
+
+            with opt.join():
+                for x, y in my_shard:      # 5 batches here, 7 there
+                    opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
+
+        A rank whose loop ends waits in join()'s exit and takes part in the
+        others' exchanges with zeros, stepping nothing, until every rank has
+        left its loop. Each step's average is over the ranks that stepped
+        (their gradients' mean, as one process on that step's samples), not
+        over the world size. On exit every rank has the parameters, the
+        optimizer state and the model's buffers (with model=) of a rank that
+        stepped last: it is broadcast to the ranks that ended early. Inside
+        the loop this optimizer's steps must be the only collectives.
+        Without join(), a rank whose loop ends while others step ends the
+        job naming it (docs/RELIABILITY.md). An exception in the loop is not
+        shadowed: it propagates, as without join(). Not with DeAR's forward
+        overlap (policy "dear" or "auto" with model=), which exchanges
+        nothing at the step to carry who stepped: GradsyncError (STATE)."""
+        self._gs_usable()
+        if self._gs_overlap:
+            raise _error("STATE", "gradsync: join() is not available with DeAR's forward "
+                                  "overlap (policy 'dear' or 'auto' with model=): give another "
+                                  "policy (such as 'mgwfbp'), or leave out model=")
+        if self._gs_joining:
+            raise _error("STATE", "gradsync: join() inside join() of the same optimizer")
+        self._gs_joining = True
+        try:
+            yield self
+            self._gs_join_shadow()
+        finally:
+            self._gs_joining = False
+            self._gs_joined = False
+
+    def _gs_join_shadow(self):
+        """join()'s exit: exchanges zeros, stepping nothing, while any rank
+        still steps; then the ranks that ended early take the parameters and
+        state of one that stepped last. Collective."""
+        if self._gs_open:
+            raise _error("STATE", "gradsync: join(): backward() ran after the last step() "
+                                  "on this rank: step() (or zero_grad()) before the loop ends")
+        self._gs_joined = True
+        last = self._gs_active
+        while True:
+            self._gs_synced = False
+            self._gs_synchronize(explicit=False)
+            self._gs_synced = False
+            if not self._gs_active:
+                break
+            last = self._gs_active
+        self._gs_joined = False
+        if last is None or len(last) == size():
+            return
+        root = last[0]
+        broadcast_parameters(list(zip(self._gs_names, self._gs_params)), root_rank=root)
+        broadcast_optimizer_state(self, root_rank=root)
+        if self._gs_model is not None:
+            broadcast_parameters(list(self._gs_model.named_buffers()), root_rank=root)
 
     @contextlib.contextmanager
     def skip_synchronize(self):

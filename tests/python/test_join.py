@@ -1,0 +1,143 @@
+"""join(): uneven inputs (DDP's join(), Horovod's hvd.join()). Rank r has
+its own number of batches (rank 0 none at all in one case); inside
+`with opt.join():` the ranks whose data ended exchange zeros until the last
+one ends. Checked against one process that steps, at each step, on the
+samples of the ranks that still have data (SGD with momentum, so the
+optimizer state counts): the parameters after every step on every rank that
+stepped, and after join() on every rank, bitwise the same on every rank
+(the early ones take the last one's parameters and momentum); then a normal
+epoch after it. Also: even inputs under join(), a BatchNorm model's buffers
+made equal, and join() refused under DeAR's overlap.
+
+Usage: test_join.py"""
+import torch
+import torch.nn.functional as F
+
+import gradsync.torch as gs
+from common import check, max_rel_diff, ok, raises
+
+BATCH, TOL = 8, 2e-5
+
+
+class Net(torch.nn.Module):
+    def __init__(self, bn=False):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(20, 32)
+        self.bn = torch.nn.BatchNorm1d(32) if bn else torch.nn.Identity()
+        self.fc2 = torch.nn.Linear(32, 5)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.bn(self.fc1(x))))
+
+
+def data(r, k):
+    """Rank r's batch k (the same wherever it is made)."""
+    g = torch.Generator().manual_seed(1000 * r + k)
+    return torch.randn(BATCH, 20, generator=g), torch.randint(0, 5, (BATCH,), generator=g)
+
+
+def same_everywhere(tensors):
+    """Every rank holds bitwise the same tensors."""
+    flat = torch.cat([t.detach().reshape(-1) for t in tensors])
+    every = gs.allgather(flat.unsqueeze(0))
+    return all(torch.equal(every[0], every[q]) for q in range(every.shape[0]))
+
+
+def uneven(name, counts, policy, model_arg=False, then_even=True):
+    r, n = gs.rank(), gs.size()
+    torch.manual_seed(7 + r)
+    model, ref = Net(), Net()
+    gs.broadcast_parameters(model.state_dict(), root_rank=0)
+    ref.load_state_dict(model.state_dict())
+    opt = gs.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
+                                  named_parameters=model.named_parameters(), policy=policy,
+                                  model=model if model_arg else None)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
+    steps = max(counts)
+    # One process: at step k, the samples of the ranks with a batch k.
+    ref_after = []
+    for k in range(steps):
+        xs, ys = zip(*[data(q, k) for q in range(n) if k < counts[q]])
+        ref_opt.zero_grad()
+        F.cross_entropy(ref(torch.cat(xs)), torch.cat(ys)).backward()
+        ref_opt.step()
+        ref_after.append([p.detach().clone() for p in ref.parameters()])
+    with opt.join():
+        for k in range(counts[r]):
+            x, y = data(r, k)
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+            d = max_rel_diff(list(model.parameters()), ref_after[k])
+            check(d < TOL, f"{name}: rank {r} after its step {k + 1} of {counts[r]}: the "
+                           f"parameters differ from one process's by {d:.2e}")
+    d = max_rel_diff(list(model.parameters()), ref_after[-1])
+    check(d < TOL, f"{name}: rank {r} after join() ({counts[r]} of {steps} steps its own): "
+                   f"the parameters differ from one process's after {steps} steps by {d:.2e}")
+    check(same_everywhere(list(model.parameters())),
+          f"{name}: after join() the ranks' parameters are not bitwise the same")
+    mom = [opt.state[p]["momentum_buffer"] for p in model.parameters()]
+    ref_mom = [ref_opt.state[p]["momentum_buffer"] for p in ref.parameters()]
+    d = max_rel_diff(mom, ref_mom)
+    check(d < TOL, f"{name}: rank {r}: after join() the momentum differs from one "
+                   f"process's by {d:.2e}")
+    if then_even:
+        # A normal epoch after it: every rank steps, the average over all.
+        for k in range(2):
+            xs, ys = zip(*[data(q, 100 + k) for q in range(n)])
+            ref_opt.zero_grad()
+            F.cross_entropy(ref(torch.cat(xs)), torch.cat(ys)).backward()
+            ref_opt.step()
+            x, y = data(r, 100 + k)
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+        d = max_rel_diff(list(model.parameters()), list(ref.parameters()))
+        check(d < TOL, f"{name}: rank {r}: two even steps after join(): {d:.2e} off")
+    opt.close()
+    ok(r, name)
+
+
+gs.init()
+r, n = gs.rank(), gs.size()
+torch.set_num_threads(1)
+counts = [3 + 2 * q for q in range(n)]  # 3, 5, 7: the last rank steps alone at the end
+for policy in ("wfbp", "mgwfbp", "auto"):
+    uneven(f"join, {policy}, batches {counts}", counts, policy)
+uneven(f"join, rank 0 without data, batches {[0] + counts[1:]}", [0] + counts[1:], "wfbp")
+uneven("join, even batches", [4] * n, "wfbp", then_even=False)
+uneven(f"join with model= (policy single), batches {counts[::-1]}", counts[::-1], "single",
+       model_arg=True)
+
+# A BatchNorm model: its buffers come from the rank that stepped last.
+torch.manual_seed(3)
+model = Net(bn=True)
+gs.broadcast_parameters(model.state_dict(), root_rank=0)
+opt = gs.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05),
+                              named_parameters=model.named_parameters(), policy="wfbp",
+                              model=model)
+with opt.join():
+    for k in range(2 + r):
+        x, y = data(r, k)
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+check(same_everywhere(list(model.buffers()) + list(model.parameters())),
+      "join with BatchNorm: the running statistics differ between ranks after join()")
+opt.close()
+ok(r, "join: BatchNorm's buffers the same on every rank")
+
+# DeAR's overlap exchanges nothing at the step: refused, on every rank.
+model = Net()
+opt = gs.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05), policy="dear",
+                              model=model)
+
+
+def enter():
+    with opt.join():
+        pass
+
+
+raises(gs.GradsyncError, enter, contains="join() is not available with DeAR's forward overlap")
+opt.close()
+ok(r, "join: refused under DeAR's overlap")
