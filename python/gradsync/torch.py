@@ -1131,32 +1131,44 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # over those ranks' gradients, as one process stepping on the
         # samples this step had.
         if not self._gs_overlap:
-            nr = size()
-            stepped = [0] * nr
-            stepped[rank()] = 0 if self._gs_joined else 1
-            flags = torch.tensor(used + stepped, dtype=torch.int32)
-            if nr > 1:
-                flags = allreduce(flags, op=Sum)
-            flags = flags.tolist()
-            n = len(used)
-            self._gs_unused = {i for i, u in enumerate(flags[:n]) if u == 0}
-            self._gs_active = [q for q, a in enumerate(flags[n:]) if a]
-            if 0 < len(self._gs_active) < nr:
-                scale = nr / len(self._gs_active)
-                for i, buf in enumerate(self._gs_bufs):
-                    if i not in self._gs_unused:
-                        buf.mul_(scale)
+            self._gs_flags(used)
         for i in range(len(self._gs_params)):
             self._gs_counts[i] = 0
         self._gs_open = False
-        if self._gs_overlap and explicit:
+        if self._gs_overlap and (explicit or self._gs_joining):
             # The caller reads p.grad now: every all-gather is waited for,
-            # and step() updates at once.
+            # and step() updates at once. Inside join() too: the engine is
+            # then idle for the flag of who stepped (join() gives up the
+            # all-gathers' overlap with the next forward).
             for i in range(len(self._gs_params)):
                 engine.wait_tensor(self._gs_ids[i])
             self._gs_now = True
+            if self._gs_joining:
+                self._gs_flags(None)
         elif self._gs_overlap:
             self._gs_pending[:] = [True] * len(self._gs_pending)
+
+    def _gs_flags(self, used):
+        """The all-reduce, after an exchange with the engine idle, of which
+        parameters some rank used (`used`, this rank's 0/1 per parameter;
+        None: not exchanged, under DeAR's overlap) and of which ranks
+        stepped; rescales the averages to the stepping ranks' mean."""
+        nr = size()
+        n = len(used) if used is not None else 0
+        stepped = [0] * nr
+        stepped[rank()] = 0 if self._gs_joined else 1
+        flags = torch.tensor((used or []) + stepped, dtype=torch.int32)
+        if nr > 1:
+            flags = allreduce(flags, op=Sum)
+        flags = flags.tolist()
+        if used is not None:
+            self._gs_unused = {i for i, u in enumerate(flags[:n]) if u == 0}
+        self._gs_active = [q for q, a in enumerate(flags[n:]) if a]
+        if 0 < len(self._gs_active) < nr:
+            scale = nr / len(self._gs_active)
+            for i, buf in enumerate(self._gs_bufs):
+                if i not in self._gs_unused:
+                    buf.mul_(scale)
 
     @contextlib.contextmanager
     def join(self):
@@ -1178,14 +1190,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         the loop this optimizer's steps must be the only collectives.
         Without join(), a rank whose loop ends while others step ends the
         job naming it (docs/RELIABILITY.md). An exception in the loop is not
-        shadowed: it propagates, as without join(). Not with DeAR's forward
-        overlap (policy "dear" or "auto" with model=), which exchanges
-        nothing at the step to carry who stepped: GradsyncError (STATE)."""
+        shadowed: it propagates, as without join(). Under DeAR's forward
+        overlap (policy "dear" or "auto" with model=) each step inside
+        join() waits for its all-gathers and updates at once, as after an
+        explicit synchronize(): the overlap with the next forward is given
+        up while in join(), so that the engine is idle for the flag."""
         self._gs_usable()
-        if self._gs_overlap:
-            raise _error("STATE", "gradsync: join() is not available with DeAR's forward "
-                                  "overlap (policy 'dear' or 'auto' with model=): give another "
-                                  "policy (such as 'mgwfbp'), or leave out model=")
         if self._gs_joining:
             raise _error("STATE", "gradsync: join() inside join() of the same optimizer")
         self._gs_joining = True
@@ -1213,6 +1223,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 break
             last = self._gs_active
         self._gs_joined = False
+        self._gs_now = False  # under the overlap: no step() consumes the last round's
         if last is None or len(last) == size():
             return
         root = last[0]

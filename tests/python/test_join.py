@@ -7,14 +7,15 @@ optimizer state counts): the parameters after every step on every rank that
 stepped, and after join() on every rank, bitwise the same on every rank
 (the early ones take the last one's parameters and momentum); then a normal
 epoch after it. Also: even inputs under join(), a BatchNorm model's buffers
-made equal, and join() refused under DeAR's overlap.
+made equal, and DeAR's overlap (model= with dear or auto), whose steps
+inside join() update at once.
 
 Usage: test_join.py"""
 import torch
 import torch.nn.functional as F
 
 import gradsync.torch as gs
-from common import check, max_rel_diff, ok, raises
+from common import check, max_rel_diff, ok
 
 BATCH, TOL = 8, 2e-5
 
@@ -92,6 +93,7 @@ def uneven(name, counts, policy, model_arg=False, then_even=True):
             opt.zero_grad()
             F.cross_entropy(model(x), y).backward()
             opt.step()
+        opt.finish()  # under DeAR's overlap the last update waits for a forward
         d = max_rel_diff(list(model.parameters()), list(ref.parameters()))
         check(d < TOL, f"{name}: rank {r}: two even steps after join(): {d:.2e} off")
     opt.close()
@@ -127,17 +129,8 @@ check(same_everywhere(list(model.buffers()) + list(model.parameters())),
 opt.close()
 ok(r, "join: BatchNorm's buffers the same on every rank")
 
-# DeAR's overlap exchanges nothing at the step: refused, on every rank.
-model = Net()
-opt = gs.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05), policy="dear",
-                              model=model)
-
-
-def enter():
-    with opt.join():
-        pass
-
-
-raises(gs.GradsyncError, enter, contains="join() is not available with DeAR's forward overlap")
-opt.close()
-ok(r, "join: refused under DeAR's overlap")
+# DeAR's overlap (model= with dear or auto): inside join() each step waits
+# for its all-gathers and updates at once; the same results.
+for policy in ("dear", "auto"):
+    uneven(f"join with model= (policy {policy}: DeAR's overlap), batches {counts}", counts,
+           policy, model_arg=True)
