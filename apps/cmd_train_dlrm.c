@@ -585,18 +585,20 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
   if (v->json) {
     /* An undefined metric (no teacher with a Criteo file, an AUC of one
      * class, a diverged loss) is null, not the "nan" JSON lacks. */
-    char loss[32], auc[32], ll[32], teacher[32];
+    char loss[32], auc[32], ll[32], teacher[32], ne[32], cal[32];
     printf("{\"epoch\": %d, \"train_loss\": %s, \"auc\": %s, \"log_loss\": %s, "
            "\"teacher_auc\": %s, \"samples_per_s\": %.1f, \"step_ms\": %.3f, "
            "\"lookup_ms\": %.3f, \"mlp_ms\": %.3f, \"a2a_ms\": %.3f, \"allreduce_ms\": %.3f, "
            "\"id_bytes\": %.0f, \"pooled_bytes\": %.0f, \"grad_bytes\": %.0f, "
            "\"dp_bytes\": %.0f, \"allreduce_bytes\": %.0f, \"peak_rss_bytes\": %zu, "
-           "\"eval_samples\": %zu", ev->epoch, json_num(ev->loss, 6, loss, sizeof loss),
+           "\"eval_samples\": %zu, \"ne\": %s, \"calibration\": %s", ev->epoch,
+           json_num(ev->loss, 6, loss, sizeof loss),
            json_num(ev->auc, 6, auc, sizeof auc), json_num(ev->log_loss, 6, ll, sizeof ll),
            json_num(ev->teacher_auc, 6, teacher, sizeof teacher), ev->samples_per_s,
            1e3 * s->total_s / n, 1e3 * s->lookup_s / n, 1e3 * s->mlp_s / n, 1e3 * s->a2a_s / n,
            1e3 * s->allreduce_s / n, s->id_bytes / n, s->pooled_bytes / n, s->grad_bytes / n,
-           s->dp_bytes / n, s->allreduce_bytes / n, ev->peak_rss_bytes, ev->eval_samples);
+           s->dp_bytes / n, s->allreduce_bytes / n, ev->peak_rss_bytes, ev->eval_samples,
+           json_num(ev->ne, 6, ne, sizeof ne), json_num(ev->calibration, 6, cal, sizeof cal));
     /* the training's memory (peak - base) over what it allocated and over
      * its shards', rank 0's and the worst rank's, and every rank's figures */
     printf(", \"base_rss_bytes\": %zu, \"alloc_bytes\": %zu, \"shard_mem_bytes\": %.0f",
@@ -675,7 +677,7 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
     return;
   }
   char b1[32], b2[32], b3[32], b4[32], b5[32];
-  char teacher[48] = "", auc[128], held[320];
+  char teacher[48] = "", auc[128], held[400];
   if (!isnan(ev->teacher_auc))
     snprintf(teacher, sizeof teacher, " (teacher %.4f)", ev->teacher_auc);
   if (isnan(ev->auc))
@@ -685,9 +687,16 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
     snprintf(auc, sizeof auc, "%.4f", ev->auc);
   if (ev->eval_samples == 0)
     snprintf(held, sizeof held, "held-out evaluation skipped (--eval 0)");
-  else
-    snprintf(held, sizeof held, "held-out AUC %s%s, log loss %.4f over %zu samples", auc,
-             teacher, ev->log_loss, ev->eval_samples);
+  else {
+    /* NE and calibration, each "undefined" where its labels allow none. */
+    char more[96] = "", ne[24] = "undefined", cal[24] = "undefined";
+    if (!isnan(ev->ne)) snprintf(ne, sizeof ne, "%.4f", ev->ne);
+    if (!isnan(ev->calibration)) snprintf(cal, sizeof cal, "%.3f", ev->calibration);
+    if (!isnan(ev->ne) || !isnan(ev->calibration))
+      snprintf(more, sizeof more, " (NE %s, calibration %s)", ne, cal);
+    snprintf(held, sizeof held, "held-out AUC %s%s, log loss %.4f over %zu samples%s", auc,
+             teacher, ev->log_loss, ev->eval_samples, more);
+  }
   printf("epoch %d: %s; train loss %.4f; %.0f samples/s\n", ev->epoch, held, ev->loss,
          ev->samples_per_s);
   printf("  step %.2f ms on rank 0: lookup %.2f, MLPs %.2f, all-to-all %.2f (ids %.2f, pooled "

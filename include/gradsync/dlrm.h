@@ -205,6 +205,19 @@ gs_status gs_metric_log_loss(const float *logits, const float *labels, size_t n,
  * other than 0 or 1, or a NaN score. */
 gs_status gs_metric_auc(const float *scores, const float *labels, size_t n, double *out);
 
+/* Normalized entropy (He et al., "Practical Lessons from Predicting Clicks
+ * on Ads at Facebook", ADKDD 2014; TorchRec's NE): the mean log loss over
+ * the entropy of the labels' mean p, -(p log p + (1 - p) log(1 - p)): 1 for
+ * a model that predicts p for every sample, lower is better. And the
+ * calibration: the sum of the predicted probabilities sigmoid(logit) over
+ * the sum of the labels (1: as many clicks predicted as there were).
+ * Labels in [0, 1]. Undefined when p is 0 or 1 (NE) or no label is
+ * positive (calibration): GS_ERR_INVALID_ARG saying so, that output NaN
+ * and the other still computed when it is defined; so too for n = 0, a
+ * label outside [0, 1] or a non-finite logit. Either output may be NULL. */
+gs_status gs_metric_ne(const float *logits, const float *labels, size_t n, double *ne,
+                       double *calibration);
+
 /* ---- Zipf ------------------------------------------------------------------- */
 
 /* A bounded Zipf law on ranks 1..n, P(k) proportional to k^-s (s >= 0; s = 0

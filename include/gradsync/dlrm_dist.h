@@ -271,6 +271,7 @@ typedef struct gs_dlrm_train_event {
   size_t step, steps;         /* STEP: within the epoch, from 1 */
   double loss;                /* STEP: the global batch's; EPOCH: the epoch's mean */
   double auc, log_loss, teacher_auc; /* EPOCH: on the held-out samples (NaN: none) */
+  double ne, calibration;     /* EPOCH: on them too (gs_metric_ne; NaN: undefined or none) */
   size_t eval_samples;        /* EPOCH: the held-out samples evaluated (0: none) */
   double epoch_s, samples_per_s;
   gs_dlrm_dist_stats stats;   /* EPOCH: this rank's, the epoch's training steps */

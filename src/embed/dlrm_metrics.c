@@ -1,6 +1,6 @@
 /*
- * The metrics of a click model (include/gradsync/dlrm.h): log loss and the
- * exact ROC AUC.
+ * The metrics of a click model (include/gradsync/dlrm.h): log loss, the
+ * exact ROC AUC, normalized entropy and calibration.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -60,5 +60,26 @@ gs_status gs_metric_auc(const float *scores, const float *labels, size_t n, doub
   gs_free(v);
   double P = (double)pos, N = (double)(n - pos);
   *out = (rank_sum - P * (P + 1.0) / 2.0) / (P * N);
+  return GS_OK;
+}
+
+gs_status gs_metric_ne(const float *logits, const float *labels, size_t n, double *ne,
+                       double *calibration) {
+  if (ne) *ne = NAN;
+  if (calibration) *calibration = NAN;
+  if (logits == NULL || labels == NULL || n == 0)
+    return gs_error(GS_ERR_INVALID_ARG, "NE: NULL input or no samples (%zu)", n);
+  double ll, clicks = 0, predicted = 0;
+  GS_CHECK(gs_dlrm_bce_with_logits(logits, labels, n, &ll, NULL)); /* checks both */
+  for (size_t i = 0; i < n; i++) {
+    clicks += labels[i];
+    predicted += 1.0 / (1.0 + exp(-(double)logits[i]));
+  }
+  double p = clicks / (double)n;
+  if (calibration && clicks > 0) *calibration = predicted / clicks;
+  if (p <= 0 || p >= 1)
+    return gs_error(GS_ERR_INVALID_ARG, "NE: undefined, every one of the %zu labels is %s", n,
+                    p > 0 ? "1" : "0");
+  if (ne) *ne = ll / -(p * log(p) + (1 - p) * log(1 - p));
   return GS_OK;
 }

@@ -392,12 +392,12 @@ static gs_status fill_agreed(gs_comm *comm, data_src *src, size_t first, size_t 
   return st;
 }
 
-/* AUC and log loss over the held-out samples: every rank evaluates its
+/* AUC, log loss, NE and calibration over the held-out samples: every rank evaluates its
  * slices, the logits and labels are gathered on every rank. */
 static gs_status evaluate(const gs_dlrm_train_config *cfg, gs_comm *comm, gs_dlrm_dist *d,
                           data_src *src, gs_dlrm_batch *b, size_t rounds, float *all,
                           float *labels, double *auc, double *ll, double *teacher,
-                          const char **auc_why) {
+                          const char **auc_why, double *ne, double *calibration) {
   size_t P = (size_t)gs_comm_size(comm), r = (size_t)gs_comm_rank(comm), B = cfg->batch;
   size_t R = rounds * P * B, N = cfg->eval_samples; /* read, and evaluated (N <= R) */
   float *mine = gs_malloc(2 * rounds * B * sizeof(float));
@@ -423,6 +423,7 @@ static gs_status evaluate(const gs_dlrm_train_config *cfg, gs_comm *comm, gs_dlr
       memcpy(labels + (k * P + q) * B, from + rounds * B, B * sizeof(float));
     }
   GS_CHECK(gs_metric_log_loss(logits, labels, N, ll));
+  (void)gs_metric_ne(logits, labels, N, ne, calibration); /* NaN where undefined */
   *auc_why = NULL;
   if (gs_metric_auc(logits, labels, N, auc) != GS_OK) {
     *auc = NAN;
@@ -917,11 +918,11 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
     ee.shard_lookup_ms = shard_meas;
     ee.shard_lookup_pred_ms = shard_pred;
     ee.eval_samples = cfg->eval_samples;
-    ee.auc = ee.log_loss = ee.teacher_auc = NAN; /* no evaluation asked for */
+    ee.auc = ee.log_loss = ee.teacher_auc = ee.ne = ee.calibration = NAN; /* none asked for */
     double ev0 = gs_now();
     if (rounds > 0)
       st = evaluate(cfg, comm, d, &src, &b, rounds, all, labels, &ee.auc, &ee.log_loss,
-                    &ee.teacher_auc, &ee.auc_undefined);
+                    &ee.teacher_auc, &ee.auc_undefined, &ee.ne, &ee.calibration);
     if (st != GS_OK) {
       st = in_phase(st, "the held-out evaluation after epoch %d", e);
       goto out;

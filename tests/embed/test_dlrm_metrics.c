@@ -7,7 +7,9 @@
  *   - AUC's refusals: every label one class (undefined: an error and NaN),
  *     no samples, a label other than 0 or 1, a NaN score;
  *   - log loss: log 2 at logit 0, stable at logits of +-100 and 1e30, its
- *     gradient (sigmoid(z) - y) / n, refusals.
+ *     gradient (sigmoid(z) - y) / n, refusals;
+ *   - NE and calibration: 1 and 1 at the base rate, a hand-computed case,
+ *     each undefined alone, refusals.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -129,12 +131,52 @@ static void test_log_loss(void **state) {
   assert_non_null(strstr(gs_last_error(), "sample 0"));
 }
 
+/* NE and calibration: 1 and 1 for a model that predicts the base rate for
+ * every sample; a hand-computed case; undefined when the labels are one
+ * class (NE) or have no click (calibration), the other still given. */
+static void test_ne(void **state) {
+  (void)state;
+  double ne = -1, cal = -1;
+  const float y[4] = {1, 0, 0, 0};
+  float base[4];
+  for (int i = 0; i < 4; i++) base[i] = (float)log(0.25 / 0.75); /* sigmoid = 0.25 */
+  assert_int_equal(gs_metric_ne(base, y, 4, &ne, &cal), GS_OK);
+  assert_true(fabs(ne - 1.0) < 1e-6 && fabs(cal - 1.0) < 1e-6);
+  /* logits 2, -1, 0, -3: log loss over H(0.25); predicted clicks over 1. */
+  const float z[4] = {2, -1, 0, -3};
+  assert_int_equal(gs_metric_ne(z, y, 4, &ne, &cal), GS_OK);
+  double ll = 0, pred = 0;
+  for (int i = 0; i < 4; i++) {
+    double p = 1.0 / (1.0 + exp(-(double)z[i]));
+    ll -= y[i] * log(p) + (1 - y[i]) * log(1 - p);
+    pred += p;
+  }
+  double h = -(0.25 * log(0.25) + 0.75 * log(0.75));
+  assert_true(fabs(ne - ll / 4.0 / h) < 1e-9);
+  assert_true(fabs(cal - pred) < 1e-9);
+  assert_true(ne < 1.0); /* it ranks the click first: better than the base rate */
+  /* Every label 1: NE undefined, calibration defined; every label 0:
+   * neither. NULL outputs are allowed. */
+  const float ones[2] = {1, 1}, zeros[2] = {0, 0}, z2[2] = {0, 0};
+  assert_int_equal(gs_metric_ne(z2, ones, 2, &ne, &cal), GS_ERR_INVALID_ARG);
+  assert_true(isnan(ne) && fabs(cal - 0.5) < 1e-12);
+  assert_non_null(strstr(gs_last_error(), "every one of the 2 labels is 1"));
+  assert_int_equal(gs_metric_ne(z2, zeros, 2, &ne, &cal), GS_ERR_INVALID_ARG);
+  assert_true(isnan(ne) && isnan(cal));
+  assert_int_equal(gs_metric_ne(z, y, 4, NULL, &cal), GS_OK);
+  assert_int_equal(gs_metric_ne(z, y, 0, &ne, NULL), GS_ERR_INVALID_ARG);
+  const float inf[1] = {INFINITY};
+  assert_int_equal(gs_metric_ne(inf, y, 1, &ne, &cal), GS_ERR_INVALID_ARG);
+  assert_true(isnan(ne) && isnan(cal));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_auc_cases),
       cmocka_unit_test(test_auc_brute),
       cmocka_unit_test(test_auc_refusals),
       cmocka_unit_test(test_log_loss),
+      cmocka_unit_test(test_ne),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
