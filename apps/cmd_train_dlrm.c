@@ -57,7 +57,10 @@ static void usage(FILE *f) {
     "                      epoch, exactly N (default 16384; 0: no evaluation)\n"
     "  --bottom-mlp SPEC   default 13-128-64-D (D: the tables' dim, 16 for kaggle)\n"
     "  --top-mlp SPEC      default 128-64-1\n"
-    "  --interaction I     dot (default) or cat\n"
+    "  --interaction I     dot (default), cat, or dcn: DCN-v2's low-rank cross\n"
+    "                      layers over [x, e_1 .. e_T] (MLPerf's DLRM-DCNv2)\n"
+    "  --dcn-layers L      dcn's cross layers (default 3)\n"
+    "  --dcn-rank R        their rank (default 512, at most (T + 1) D)\n"
     "  --lr LR             the MLPs' SGD rate (default 0.1)\n"
     "  --embed-lr LR       the tables' row-wise Adagrad rate (default 0.05)\n"
     "  --embed-sgd         plain SGD on the tables instead\n"
@@ -97,6 +100,7 @@ typedef struct dlrm_opts {
   int sharding, epochs, pooling, json, embed_sgd;
   long batch, steps, eval;
   gs_dlrm_interaction interaction;
+  int dcn_layers, dcn_rank; /* 0: the model's defaults */
   gs_dlrm_a2a_precision precision;
   int no_prefetch;
   const char *policy;
@@ -132,7 +136,9 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
       {"global-batch", required_argument, 0, 'G'}, {"data", required_argument, 0, 'D'},
       {"no-prefetch", no_argument, 0, 'F'},       {"policy", required_argument, 0, 'y'},
       {"lookup", required_argument, 0, 'K'},
-      {"frequency-threshold", required_argument, 0, 'Q'}, {0, 0, 0, 0}};
+      {"frequency-threshold", required_argument, 0, 'Q'},
+      {"dcn-layers", required_argument, 0, 'x'}, {"dcn-rank", required_argument, 0, 'R'},
+      {0, 0, 0, 0}};
   *o = (dlrm_opts){.tables = "kaggle", .scale = 0.001, .lr = 0.1, .embed_lr = 0.05,
                    .zipf = 1.05, .sharding = -1, .epochs = 2, .pooling = 1, .batch = 256,
                    .steps = 100, .eval = 16384, .top = "128-64-1", .seed = 1,
@@ -200,7 +206,19 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
       case 'T': o->top = optarg; break;
       case 'i':
         if (gs_dlrm_interaction_parse(optarg, &o->interaction) != GS_OK) {
-          cli_error(VERB, "--interaction %s: expected dot or cat", optarg);
+          cli_error(VERB, "--interaction %s: expected dot, cat or dcn", optarg);
+          return 2;
+        }
+        break;
+      case 'x':
+        if (cli_parse_int(optarg, 1, GS_DLRM_MAX_CROSS, &o->dcn_layers)) {
+          cli_error(VERB, "--dcn-layers %s: expected 1 to %d", optarg, GS_DLRM_MAX_CROSS);
+          return 2;
+        }
+        break;
+      case 'R':
+        if (cli_parse_int(optarg, 1, 1000000, &o->dcn_rank)) {
+          cli_error(VERB, "--dcn-rank %s: expected 1 to 1000000", optarg);
           return 2;
         }
         break;
@@ -295,6 +313,10 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
   if (o->stop_at_step && o->stop_at_step > (long)o->epochs * o->steps) {
     cli_error(VERB, "--stop-at-step %ld: the run has %ld steps (%d epochs of %ld)",
               o->stop_at_step, (long)o->epochs * o->steps, o->epochs, o->steps);
+    return 2;
+  }
+  if ((o->dcn_layers || o->dcn_rank) && o->interaction != GS_DLRM_DCN) {
+    cli_error(VERB, "--%s needs --interaction dcn", o->dcn_layers ? "dcn-layers" : "dcn-rank");
     return 2;
   }
   if (o->global_batch && o->batch_given) {
@@ -826,7 +848,8 @@ int cmd_train_dlrm(int argc, char **argv) {
     }
   }
   gs_dlrm_train_config cfg = {
-      .model = {o.bottom ? o.bottom : bottom, o.top, t, nt, o.interaction, 0, o.seed},
+      .model = {o.bottom ? o.bottom : bottom, o.top, t, nt, o.interaction, 0, o.seed,
+                o.dcn_layers, (size_t)o.dcn_rank},
       .optim = {(float)o.lr, {o.embed_sgd ? GS_EMBED_SGD : GS_EMBED_ROWWISE_ADAGRAD,
                               (float)o.embed_lr, 1e-8f}},
       .data = gs_dlrm_synth_defaults(),

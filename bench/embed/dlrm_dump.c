@@ -132,7 +132,7 @@ int main(int argc, char **argv) {
   char bottom_default[64];
   snprintf(bottom_default, sizeof bottom_default, "%zu-128-64-%zu", sc.ndense, spec[0].dim);
   gs_dlrm_config mc = {bottom ? bottom : bottom_default, top, spec, T, GS_DLRM_DOT, 1,
-                       (uint64_t)seed};
+                       (uint64_t)seed, 0, 0};
   gs_dlrm *m;
   if (gs_dlrm_create(&mc, &m) != GS_OK) {
     fprintf(stderr, "dlrm_dump: %s\n", gs_last_error());

@@ -6,7 +6,11 @@
  *   sparse bags   -> one embedding bag per table (sum)  -> e_t [n x D]
  *   interaction   -> dot: [x, the strictly lower triangle of Z Z^T] with
  *                    Z = (x, e_1 .. e_T) (width D + (T+1)T/2), or cat:
- *                    [x, e_1 .. e_T] (width (T+1)D)
+ *                    [x, e_1 .. e_T] (width (T+1)D), or dcn: DCN-v2's
+ *                    low-rank cross layers over that concatenation x0
+ *                    (Wang et al., WWW 2021; TorchRec's LowRankCrossNet,
+ *                    MLPerf's DLRM-DCNv2): x_{l+1} = x0 * (W_l (V_l x_l) +
+ *                    b_l) + x_l, elementwise *, width (T+1)D
  *   top MLP       -> ReLU on every layer but the last, which has 1 output:
  *                    the logit; sigmoid + binary cross-entropy (mean).
  *
@@ -71,9 +75,9 @@ void gs_dlrm_batch_free(gs_dlrm_batch *b);
 
 /* ---- The model -------------------------------------------------------------- */
 
-typedef enum { GS_DLRM_DOT = 0, GS_DLRM_CAT } gs_dlrm_interaction;
+typedef enum { GS_DLRM_DOT = 0, GS_DLRM_CAT, GS_DLRM_DCN } gs_dlrm_interaction;
 
-/* "dot" or "cat". */
+/* "dot", "cat" or "dcn". */
 gs_status gs_dlrm_interaction_parse(const char *s, gs_dlrm_interaction *out);
 
 /* An MLP's widths, "13-512-256-64" (or one, "1": a top MLP of one layer),
@@ -95,7 +99,13 @@ typedef struct gs_dlrm_config {
   gs_dlrm_interaction interaction;
   size_t max_batch;
   uint64_t seed;
+  /* dcn: the cross layers (0: 3, MLPerf's) and their rank r (0: 512,
+   * MLPerf's, at most (T+1)D: V_l is r x (T+1)D, W_l (T+1)D x r), at most
+   * GS_DLRM_MAX_CROSS layers. Ignored by dot and cat. */
+  int dcn_layers;
+  size_t dcn_rank;
 } gs_dlrm_config;
+#define GS_DLRM_MAX_CROSS 16
 
 typedef struct gs_dlrm gs_dlrm;
 
@@ -113,8 +123,10 @@ int gs_dlrm_ntables(const gs_dlrm *m);
 size_t gs_dlrm_interaction_width(const gs_dlrm *m); /* the top MLP's input */
 
 /* One MLP tensor: a slice of the flat buffers. The model owns the pointers;
- * they stay valid until gs_dlrm_destroy. Order: bottom layers then top
- * layers, each layer's weight ([out x in], row-major) then bias. */
+ * they stay valid until gs_dlrm_destroy. Order: bottom layers, then dcn's
+ * cross layers (each "cross.L.V" [r x (T+1)D], "cross.L.W" [(T+1)D x r],
+ * "cross.L.bias"), then top layers; an MLP layer's weight ([out x in],
+ * row-major) then bias. */
 typedef struct gs_dlrm_param {
   const char *name; /* "bottom.0.weight", "top.2.bias", ... */
   float *weights, *grad;

@@ -29,11 +29,21 @@ typedef struct mlp_layer {
   float *y;               /* max_batch x out: the activation (after ReLU) */
 } mlp_layer;
 
+/* A DCN-v2 cross layer: y = x0 * (W (V x) + b) + x, x its input. */
+typedef struct cross_layer {
+  size_t v_off, w_off, b_off;       /* in the flat buffers */
+  float *V, *W, *b, *dV, *dW, *db;  /* slices of them: V [r x d], W [d x r], b [d] */
+  float *u, *v, *y;                 /* max_batch x r, x d, x d: V x, W u + b, the output */
+} cross_layer;
+
 struct gs_dlrm {
   size_t F, D, T, width, max_batch, n;
   gs_dlrm_interaction interaction;
-  int nbot, ntop;
+  int nbot, ntop, ncross;
+  size_t rank;                      /* dcn: the cross layers' rank */
   mlp_layer bot[GS_DLRM_MAX_LAYERS], top[GS_DLRM_MAX_LAYERS];
+  cross_layer cross[GS_DLRM_MAX_CROSS];
+  float *x0, *gx0, *gcross[2], *dv, *du; /* dcn: max_batch x width (du: x rank) */
   float *weights, *grads;
   size_t nweights;
   gs_dlrm_param *params;
@@ -57,8 +67,9 @@ struct gs_dlrm {
 gs_status gs_dlrm_interaction_parse(const char *s, gs_dlrm_interaction *out) {
   if (s && strcmp(s, "dot") == 0) *out = GS_DLRM_DOT;
   else if (s && strcmp(s, "cat") == 0) *out = GS_DLRM_CAT;
+  else if (s && strcmp(s, "dcn") == 0) *out = GS_DLRM_DCN;
   else
-    return gs_error(GS_ERR_PARSE, "DLRM interaction '%s': expected dot or cat",
+    return gs_error(GS_ERR_PARSE, "DLRM interaction '%s': expected dot, cat or dcn",
                     s ? s : "(null)");
   return GS_OK;
 }
@@ -103,6 +114,13 @@ void gs_dlrm_destroy(gs_dlrm *m) {
   gs_free(m->table_names);
   for (int i = 0; i < m->nbot; i++) gs_free(m->bot[i].y);
   for (int i = 0; i < m->ntop; i++) gs_free(m->top[i].y);
+  for (int i = 0; i < m->ncross; i++) {
+    gs_free(m->cross[i].u);
+    gs_free(m->cross[i].v);
+    gs_free(m->cross[i].y);
+  }
+  float *dcn[] = {m->x0, m->gx0, m->gcross[0], m->gcross[1], m->dv, m->du};
+  for (size_t i = 0; i < sizeof dcn / sizeof dcn[0]; i++) gs_free(dcn[i]);
   gs_free(m->weights);
   gs_free(m->grads);
   gs_free(m->params);
@@ -170,12 +188,57 @@ static gs_status mlp_bind(gs_dlrm *m, mlp_layer *l, int nlayers, const char *pre
   return GS_OK;
 }
 
+/* dcn's cross layers: their slices of the flat buffers, their tensors
+ * (V, W, bias each) and activations, and the interaction's buffers. */
+static gs_status cross_bind(gs_dlrm *m, size_t *pi) {
+  gs_status st = GS_OK;
+  size_t W = m->width, r = m->rank, B = m->max_batch;
+  if (m->ncross == 0) return GS_OK;
+  for (int i = 0; i < m->ncross; i++) {
+    cross_layer *c = &m->cross[i];
+    c->V = m->weights + c->v_off, c->dV = m->grads + c->v_off;
+    c->W = m->weights + c->w_off, c->dW = m->grads + c->w_off;
+    c->b = m->weights + c->b_off, c->db = m->grads + c->b_off;
+    if (!(c->u = alloc_floats(B, r, "a cross layer's activation", &st)) ||
+        !(c->v = alloc_floats(B, W, "a cross layer's activation", &st)) ||
+        !(c->y = alloc_floats(B, W, "a cross layer's activation", &st)))
+      return st;
+    const char *what[3] = {"V", "W", "bias"};
+    float *w[3] = {c->V, c->W, c->b}, *g[3] = {c->dV, c->dW, c->db};
+    size_t count[3] = {r * W, W * r, W};
+    for (int k = 0; k < 3; k++) {
+      snprintf(m->param_names[*pi], sizeof m->param_names[0], "cross.%d.%s", i, what[k]);
+      m->params[*pi] = (gs_dlrm_param){m->param_names[*pi], w[k], g[k], count[k]};
+      (*pi)++;
+    }
+  }
+  if (!(m->x0 = alloc_floats(B, W, "the cross layers' input", &st)) ||
+      !(m->gx0 = alloc_floats(B, W, "the cross layers' gradient", &st)) ||
+      !(m->gcross[0] = alloc_floats(B, W, "the cross layers' gradient", &st)) ||
+      !(m->gcross[1] = alloc_floats(B, W, "the cross layers' gradient", &st)) ||
+      !(m->dv = alloc_floats(B, W, "the cross layers' gradient", &st)) ||
+      !(m->du = alloc_floats(B, r, "the cross layers' gradient", &st)))
+    return st;
+  return GS_OK;
+}
+
 /* The DLRM reference's create_mlp: W ~ N(0, sqrt(2 / (in + out))), b ~ N(0, sqrt(1 / out)). */
 static void mlp_init(mlp_layer *l, int nlayers, uint64_t *rng) {
   for (int i = 0; i < nlayers; i++) {
     double sw = sqrt(2.0 / (double)(l[i].in + l[i].out)), sb = sqrt(1.0 / (double)l[i].out);
     for (size_t k = 0; k < l[i].in * l[i].out; k++) l[i].w[k] = (float)(sw * dlrm_gauss(rng));
     for (size_t k = 0; k < l[i].out; k++) l[i].b[k] = (float)(sb * dlrm_gauss(rng));
+  }
+}
+
+/* TorchRec's LowRankCrossNet: V and W Xavier-normal
+ * (N(0, sqrt(2 / (fan_in + fan_out)))), the bias 0. */
+static void cross_init(cross_layer *c, int n, size_t d, size_t r, uint64_t *rng) {
+  double s = sqrt(2.0 / (double)(d + r));
+  for (int i = 0; i < n; i++) {
+    for (size_t k = 0; k < r * d; k++) c[i].V[k] = (float)(s * dlrm_gauss(rng));
+    for (size_t k = 0; k < d * r; k++) c[i].W[k] = (float)(s * dlrm_gauss(rng));
+    memset(c[i].b, 0, d * sizeof(float));
   }
 }
 
@@ -220,9 +283,23 @@ gs_status dlrm_create(const gs_dlrm_config *cfg, int with_tables, gs_dlrm **out)
     return gs_error(GS_ERR_INVALID_ARG, "DLRM: %d tables and no specs", cfg->ntables);
   if (cfg->max_batch == 0)
     return gs_error(GS_ERR_INVALID_ARG, "DLRM: max_batch 0");
-  if (cfg->interaction != GS_DLRM_DOT && cfg->interaction != GS_DLRM_CAT)
+  if (cfg->interaction != GS_DLRM_DOT && cfg->interaction != GS_DLRM_CAT &&
+      cfg->interaction != GS_DLRM_DCN)
     return gs_error(GS_ERR_INVALID_ARG, "DLRM: unknown interaction %d", (int)cfg->interaction);
   size_t D = (size_t)bw[nb - 1], T = (size_t)cfg->ntables;
+  int ncross = 0;
+  size_t crank = 0;
+  if (cfg->interaction == GS_DLRM_DCN) {
+    ncross = cfg->dcn_layers ? cfg->dcn_layers : 3;
+    crank = cfg->dcn_rank ? cfg->dcn_rank : GS_MIN((size_t)512, (T + 1) * D);
+    if (ncross < 1 || ncross > GS_DLRM_MAX_CROSS)
+      return gs_error(GS_ERR_INVALID_ARG, "DLRM dcn: %d cross layers (1 to %d)", ncross,
+                      GS_DLRM_MAX_CROSS);
+    if (crank > (T + 1) * D)
+      return gs_error(GS_ERR_INVALID_ARG, "DLRM dcn: rank %zu above the cross layers' width "
+                      "%zu ((T + 1) D = (%zu + 1) x %zu): a rank that high adds weights and "
+                      "no expressiveness", crank, (T + 1) * D, T, D);
+  }
   for (size_t t = 0; t < T; t++) {
     const gs_embed_spec *s = &cfg->tables[t];
     const char *name = s->name ? s->name : "(unnamed)";
@@ -246,8 +323,20 @@ gs_status dlrm_create(const gs_dlrm_config *cfg, int with_tables, gs_dlrm **out)
   tw[0] = (int)m->width;
   m->nbot = nb - 1;
   m->ntop = nt;
-  size_t off = 0;
+  m->ncross = ncross;
+  m->rank = crank;
+  size_t off = 0, W = m->width;
   mlp_layout(m->bot, m->nbot, bw, 1, &off, &m->nparams);
+  for (int i = 0; i < ncross; i++) {
+    cross_layer *c = &m->cross[i];
+    c->v_off = off;
+    off += crank * W;
+    c->w_off = off;
+    off += W * crank;
+    c->b_off = off;
+    off += W;
+    m->nparams += 3;
+  }
   mlp_layout(m->top, m->ntop, tw, 0, &off, &m->nparams);
   m->nweights = off;
   size_t widest = m->width;
@@ -266,6 +355,7 @@ gs_status dlrm_create(const gs_dlrm_config *cfg, int with_tables, gs_dlrm **out)
   }
   size_t pi = 0;
   GS_CHECK_GOTO(mlp_bind(m, m->bot, m->nbot, "bottom", &pi), st, fail);
+  GS_CHECK_GOTO(cross_bind(m, &pi), st, fail);
   GS_CHECK_GOTO(mlp_bind(m, m->top, m->ntop, "top", &pi), st, fail);
   if (!(m->dense = alloc_floats(m->max_batch, m->F, "the dense input", &st)) ||
       !(m->pooled = alloc_floats(m->max_batch, T * D + 1, "the pooled embeddings", &st)) ||
@@ -281,6 +371,7 @@ gs_status dlrm_create(const gs_dlrm_config *cfg, int with_tables, gs_dlrm **out)
   uint64_t rng = dlrm_mix(cfg->seed ^ 0x646c726dULL); /* "dlrm" */
   mlp_init(m->bot, m->nbot, &rng);
   mlp_init(m->top, m->ntop, &rng);
+  cross_init(m->cross, m->ncross, m->width, m->rank, &rng); /* after: dot's and cat's stay */
   for (size_t t = 0; t < T; t++) {
     const gs_embed_spec *s = &cfg->tables[t];
     char buf[32];
@@ -404,6 +495,32 @@ static inline const float *z_row(const gs_dlrm *m, const float *x, const float *
   return i == 0 ? x : e + (i - 1) * m->D;
 }
 
+/* dcn: x0 = inter (the concatenation), then each layer from the last's
+ * output (x0 for the first) to its own; inter = the last's. */
+static void cross_forward(gs_dlrm *m, size_t n) {
+  size_t W = m->width, r = m->rank;
+  memcpy(m->x0, m->inter, n * W * sizeof(float));
+  const float *x = m->x0;
+  for (int i = 0; i < m->ncross; i++) {
+    cross_layer *c = &m->cross[i];
+    /* u = x V^T [n x r]; v = u W^T + b [n x W]; y = x0 * v + x */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)r, (int)W, 1.0f, x,
+                (int)W, c->V, (int)W, 0.0f, c->u, (int)r);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)W, (int)r, 1.0f, c->u,
+                (int)r, c->W, (int)r, 0.0f, c->v, (int)W);
+    for (size_t s = 0; s < n; s++) {
+      float *restrict v = c->v + s * W, *restrict y = c->y + s * W;
+      const float *restrict x0 = m->x0 + s * W, *restrict xs = x + s * W;
+      for (size_t k = 0; k < W; k++) {
+        v[k] += c->b[k];
+        y[k] = x0[k] * v[k] + xs[k];
+      }
+    }
+    x = c->y;
+  }
+  memcpy(m->inter, x, n * W * sizeof(float));
+}
+
 static void interact_forward(gs_dlrm *m, size_t n) {
   const float *xb = m->bot[m->nbot - 1].y;
   size_t D = m->D, T = m->T, W = m->width;
@@ -411,7 +528,7 @@ static void interact_forward(gs_dlrm *m, size_t n) {
     const float *x = xb + s * D, *e = m->pooled + s * T * D;
     float *r = m->inter + s * W;
     memcpy(r, x, D * sizeof(float));
-    if (m->interaction == GS_DLRM_CAT) {
+    if (m->interaction != GS_DLRM_DOT) { /* cat, and dcn's x0 */
       memcpy(r + D, e, T * D * sizeof(float));
       continue;
     }
@@ -420,6 +537,7 @@ static void interact_forward(gs_dlrm *m, size_t n) {
     for (size_t i = 1; i <= T; i++)
       for (size_t j = 0; j < i; j++) r[k++] = dot(z_row(m, x, e, i), z_row(m, x, e, j), D);
   }
+  if (m->interaction == GS_DLRM_DCN) cross_forward(m, n);
 }
 
 gs_status gs_dlrm_forward_top(gs_dlrm *m, size_t n, float *logits) {
@@ -485,14 +603,62 @@ static inline void axpy(float *restrict y, float a, const float *restrict x, siz
   for (size_t k = 0; k < d; k++) y[k] += a * x[k];
 }
 
+/* dcn: from d inter (the last layer's output) back to d x0, left in
+ * m->gx0; each layer's V, W and bias handed to ready when final (bias, W,
+ * V, last layer first), as tensors first + 3i .. first + 3i + 2. */
+static gs_status cross_backward(gs_dlrm *m, size_t n, size_t first,
+                                gs_dlrm_grad_ready_fn ready, void *arg) {
+  size_t W = m->width, r = m->rank;
+  memset(m->gx0, 0, n * W * sizeof(float));
+  const float *g = m->dinter; /* d y of layer i */
+  for (int i = m->ncross - 1; i >= 0; i--) {
+    cross_layer *c = &m->cross[i];
+    const float *x = i > 0 ? m->cross[i - 1].y : m->x0;
+    /* d v = g * x0; d x0 += g * v; d b = sum of d v over the samples. */
+    memset(c->db, 0, W * sizeof(float));
+    for (size_t s = 0; s < n; s++) {
+      const float *restrict gs_ = g + s * W, *restrict x0 = m->x0 + s * W,
+                            *restrict v = c->v + s * W;
+      float *restrict dv = m->dv + s * W, *restrict gx0 = m->gx0 + s * W;
+      for (size_t k = 0; k < W; k++) {
+        dv[k] = gs_[k] * x0[k];
+        gx0[k] += gs_[k] * v[k];
+        c->db[k] += dv[k];
+      }
+    }
+    /* d W = d v^T u [W x r]; d u = d v W [n x r]; d V = d u^T x [r x W]. */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)W, (int)r, (int)n, 1.0f, m->dv,
+                (int)W, c->u, (int)r, 0.0f, c->dW, (int)r);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)r, (int)W, 1.0f, m->dv,
+                (int)W, c->W, (int)r, 0.0f, m->du, (int)r);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)r, (int)W, (int)n, 1.0f, m->du,
+                (int)r, x, (int)W, 0.0f, c->dV, (int)W);
+    if (ready) {
+      size_t at = first + 3 * (size_t)i;
+      GS_CHECK(ready(arg, at + 2));
+      GS_CHECK(ready(arg, at + 1));
+      GS_CHECK(ready(arg, at));
+    }
+    /* d x = g (the residual) + d u V: the next layer down's d y, or x0's. */
+    float *dx = m->gcross[i & 1];
+    memcpy(dx, g, n * W * sizeof(float));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)W, (int)r, 1.0f, m->du,
+                (int)r, c->V, (int)W, 1.0f, dx, (int)W);
+    g = dx;
+  }
+  for (size_t k = 0; k < n * W; k++) m->gx0[k] += g[k];
+  return GS_OK;
+}
+
 static void interact_backward(gs_dlrm *m, size_t n) {
   const float *xb = m->bot[m->nbot - 1].y;
   size_t D = m->D, T = m->T, W = m->width;
+  const float *dinter = m->interaction == GS_DLRM_DCN ? m->gx0 : m->dinter;
   for (size_t s = 0; s < n; s++) {
-    const float *x = xb + s * D, *e = m->pooled + s * T * D, *dr = m->dinter + s * W;
+    const float *x = xb + s * D, *e = m->pooled + s * T * D, *dr = dinter + s * W;
     float *dx = m->dbottom + s * D, *de = m->dpooled + s * T * D;
     memcpy(dx, dr, D * sizeof(float));
-    if (m->interaction == GS_DLRM_CAT) {
+    if (m->interaction != GS_DLRM_DOT) { /* cat, and dcn's x0 */
       memcpy(de, dr + D, T * D * sizeof(float));
       continue;
     }
@@ -517,8 +683,10 @@ gs_status gs_dlrm_backward_top(gs_dlrm *m, const float *dlogits, gs_dlrm_grad_re
   m->have_backward = 0;
   m->have_dbottom = 0;
   memcpy(m->scratch[0], dlogits, n * sizeof(float));
+  size_t first_cross = 2 * (size_t)m->nbot;
   GS_CHECK(mlp_backward(m, m->top, m->ntop, m->inter, n, m->scratch[0], m->dinter,
-                        2 * (size_t)m->nbot, ready, arg));
+                        first_cross + 3 * (size_t)m->ncross, ready, arg));
+  if (m->interaction == GS_DLRM_DCN) GS_CHECK(cross_backward(m, n, first_cross, ready, arg));
   interact_backward(m, n);
   m->have_dbottom = 1;
   return GS_OK;

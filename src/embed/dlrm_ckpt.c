@@ -227,7 +227,16 @@ static cJSON *describe_run(const dlrm_ckpt *c) {
   cJSON_AddStringToObject(r, "bottom_mlp", buf);
   mlp_text(cfg->model.top_mlp, buf, sizeof buf);
   cJSON_AddStringToObject(r, "top_mlp", buf);
-  cJSON_AddStringToObject(r, "interaction", cfg->model.interaction == GS_DLRM_CAT ? "cat" : "dot");
+  if (cfg->model.interaction == GS_DLRM_DCN) { /* with gs_dlrm_create's defaults */
+    size_t W = (size_t)(c->T + 1) * (c->T > 0 ? c->specs[0].dim : 0);
+    snprintf(buf, sizeof buf, "dcn, %d cross layers of rank %zu",
+             cfg->model.dcn_layers ? cfg->model.dcn_layers : 3,
+             cfg->model.dcn_rank ? cfg->model.dcn_rank : (W < 512 ? W : 512));
+    cJSON_AddStringToObject(r, "interaction", buf);
+  } else {
+    cJSON_AddStringToObject(r, "interaction",
+                            cfg->model.interaction == GS_DLRM_CAT ? "cat" : "dot");
+  }
   snprintf(buf, sizeof buf, "%" PRIu64, cfg->model.seed);
   cJSON_AddStringToObject(r, "seed", buf);
   cJSON_AddStringToObject(r, "embed_optimizer", cfg->optim.embed.kind == GS_EMBED_ROWWISE_ADAGRAD

@@ -284,7 +284,7 @@ static void mlp_engine_free(gs_dlrm_dist *d) {
 
 /* Registration in forward order, so that the engine's backward order is the
  * order the step marks them: the bottom MLP's tensors, the dense dp tables,
- * the top MLP's. */
+ * then the rest (dcn's cross layers, the top MLP's). */
 static gs_status mlp_engine_register(gs_dlrm_dist *d) {
   size_t np = gs_dlrm_param_count(d->m), nbot = 0;
   for (size_t i = 0; i < np; i++)

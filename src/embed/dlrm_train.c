@@ -111,6 +111,12 @@ static double step_bytes(const gs_dlrm_train_config *cfg, size_t D) {
   for (int i = 0; i + 1 < nb; i++) params += bw[i] * (bw[i + 1] + 1.0), acts += bw[i + 1];
   for (int i = 0; i < nt; i++) params += tw[i] * (tw[i + 1] + 1.0), acts += tw[i + 1];
   acts += (T + 1) * (double)D + tw[0];
+  if (cfg->model.interaction == GS_DLRM_DCN) { /* gs_dlrm_create's defaults */
+    double L = cfg->model.dcn_layers ? cfg->model.dcn_layers : 3, W = tw[0];
+    double r = cfg->model.dcn_rank ? (double)cfg->model.dcn_rank : fmin(512.0, W);
+    params += L * (2.0 * r * W + W);
+    acts += L * (r + 2.0 * W);
+  }
   return 4.0 * (3.0 * params + 2.0 * B * acts);
 }
 
@@ -572,7 +578,9 @@ static size_t run_options(const gs_dlrm_train_config *cfg, run_opt *o) {
   OPT("the tables' count (--tables)", OPT_WHOLE, m->ntables);
   OPT("the bottom MLP (--bottom-mlp)", OPT_HASH, gs_fnv1a_str(GS_FNV1A_BASIS, m->bottom_mlp));
   OPT("the top MLP (--top-mlp)", OPT_HASH, gs_fnv1a_str(GS_FNV1A_BASIS, m->top_mlp));
-  OPT("the interaction (--interaction, 0 dot, 1 cat)", OPT_WHOLE, m->interaction);
+  OPT("the interaction (--interaction, 0 dot, 1 cat, 2 dcn)", OPT_WHOLE, m->interaction);
+  OPT("dcn's cross layers (--dcn-layers; 0 the default)", OPT_WHOLE, m->dcn_layers);
+  OPT("dcn's rank (--dcn-rank; 0 the default)", OPT_WHOLE, m->dcn_rank);
   OPT("the MLPs' learning rate (--lr)", OPT_REAL, real_bits(cfg->optim.mlp_lr));
   OPT("the tables' optimizer (--embed-sgd: 0 row-wise Adagrad, 1 SGD)", OPT_WHOLE,
       cfg->optim.embed.kind != GS_EMBED_ROWWISE_ADAGRAD);

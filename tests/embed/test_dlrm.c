@@ -59,7 +59,8 @@ static int close_enough(double a, double n) {
 
 static void gradcheck(gs_dlrm_interaction inter) {
   const size_t F = 3, n = 6;
-  gs_dlrm_config cfg = {"3-5-4", "6-1", grad_tables, 3, inter, n, 42};
+  /* dcn: 2 cross layers of rank 3 over (3 + 1) x 4 = 16 columns. */
+  gs_dlrm_config cfg = {"3-5-4", "6-1", grad_tables, 3, inter, n, 42, 2, 3};
   gs_dlrm *m;
   assert_int_equal(gs_dlrm_create(&cfg, &m), GS_OK);
   gs_dlrm_synth *g = synth(grad_tables, 3, F, 3, 3);
@@ -169,6 +170,39 @@ static void test_gradcheck_cat(void **state) {
   gradcheck(GS_DLRM_CAT);
 }
 
+static void test_gradcheck_dcn(void **state) {
+  (void)state;
+  gradcheck(GS_DLRM_DCN);
+}
+
+/* dcn's shape: the cross layers' tensors between the MLPs', their
+ * defaults, and the refusals of a rank above the width or too many layers. */
+static void test_dcn_shape(void **state) {
+  (void)state;
+  gs_dlrm_config cfg = {"3-5-4", "6-1", grad_tables, 3, GS_DLRM_DCN, 4, 1, 0, 0};
+  gs_dlrm *m;
+  assert_int_equal(gs_dlrm_create(&cfg, &m), GS_OK);
+  /* 3 layers (the default) of rank 16 (min(512, (3 + 1) x 4)). */
+  assert_int_equal(gs_dlrm_interaction_width(m), 16);
+  assert_int_equal(gs_dlrm_param_count(m), 2 * 2 + 3 * 3 + 2 * 2);
+  const gs_dlrm_param *v = gs_dlrm_param_at(m, 4), *b = gs_dlrm_param_at(m, 12);
+  assert_string_equal(v->name, "cross.0.V");
+  assert_int_equal(v->count, 16 * 16);
+  assert_string_equal(b->name, "cross.2.bias");
+  assert_string_equal(gs_dlrm_param_at(m, 13)->name, "top.0.weight");
+  assert_int_equal(gs_dlrm_param_at(m, 13)->count, 6 * 16);
+  gs_dlrm_destroy(m);
+  cfg.dcn_rank = 17;
+  assert_int_equal(gs_dlrm_create(&cfg, &m), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "rank 17 above the cross layers' width 16"));
+  cfg.dcn_rank = 2;
+  cfg.dcn_layers = GS_DLRM_MAX_CROSS + 1;
+  assert_int_equal(gs_dlrm_create(&cfg, &m), GS_ERR_INVALID_ARG);
+  gs_dlrm_interaction it;
+  assert_int_equal(gs_dlrm_interaction_parse("dcn", &it), GS_OK);
+  assert_int_equal(it, GS_DLRM_DCN);
+}
+
 /* ---- Determinism ---------------------------------------------------------------- */
 
 static void train(gs_dlrm *m, gs_dlrm_synth *g, gs_dlrm_batch *b, int steps, size_t batch,
@@ -183,7 +217,7 @@ static void train(gs_dlrm *m, gs_dlrm_synth *g, gs_dlrm_batch *b, int steps, siz
 static void test_deterministic(void **state) {
   (void)state;
   gs_embed_spec t[4] = {{"a", 100, 0, 1}, {"b", 1000, 0, 1}, {"c", 10, 0, 1}, {"d", 300, 0, 1}};
-  gs_dlrm_config cfg = {"8-16-8", "16-8-1", t, 4, GS_DLRM_DOT, 64, 9};
+  gs_dlrm_config cfg = {"8-16-8", "16-8-1", t, 4, GS_DLRM_DOT, 64, 9, 0, 0};
   gs_dlrm *m[3];
   assert_int_equal(gs_dlrm_create(&cfg, &m[0]), GS_OK);
   assert_int_equal(gs_dlrm_create(&cfg, &m[1]), GS_OK);
@@ -236,7 +270,7 @@ static gs_status on_ready(void *arg, size_t param) {
 static void test_backward_halves(void **state) {
   (void)state;
   gs_embed_spec t[3] = {{"a", 50, 0, 2}, {"b", 20, 0, 2}, {"c", 9, 0, 2}};
-  gs_dlrm_config cfg = {"6-12-4", "10-8-5-1", t, 3, GS_DLRM_DOT, 32, 5};
+  gs_dlrm_config cfg = {"6-12-4", "10-8-5-1", t, 3, GS_DLRM_DOT, 32, 5, 0, 0};
   gs_dlrm *m[2];
   assert_int_equal(gs_dlrm_create(&cfg, &m[0]), GS_OK);
   assert_int_equal(gs_dlrm_create(&cfg, &m[1]), GS_OK);
@@ -307,7 +341,7 @@ static void learn(gs_dlrm_interaction inter) {
                         {"d", 500, 0, 1},  {"e", 40, 0, 1},   {"f", 5000, 0, 1}};
   const size_t F = 8, batch = 128, test_first = 1u << 30, test_n = 20000;
   const int steps = 600, P = 3;
-  gs_dlrm_config cfg = {"8-32-16", "32-16-1", t, 6, inter, batch, 2};
+  gs_dlrm_config cfg = {"8-32-16", "32-16-1", t, 6, inter, batch, 2, 0, 0};
   gs_dlrm *m;
   assert_int_equal(gs_dlrm_create(&cfg, &m), GS_OK);
   gs_dlrm_synth *g = synth(t, 6, F, P, 77);
@@ -327,8 +361,9 @@ static void learn(gs_dlrm_interaction inter) {
   double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   evaluate(m, g, &b, test_first, test_n, batch, &auc1, &loss1);
   print_message("%s: teacher AUC %.4f; model AUC %.4f -> %.4f, log loss %.4f -> %.4f after "
-                "%d steps of %zu (%.0f steps/s)\n", inter == GS_DLRM_DOT ? "dot" : "cat",
-                teacher, auc0, auc1, loss0, loss1, steps, batch, steps / secs);
+                "%d steps of %zu (%.0f steps/s)\n",
+                inter == GS_DLRM_DOT ? "dot" : inter == GS_DLRM_CAT ? "cat" : "dcn", teacher, auc0,
+                auc1, loss0, loss1, steps, batch, steps / secs);
   assert_true(auc1 >= teacher - 0.05);
   assert_true(auc1 > auc0 + 0.1);
   assert_true(loss1 < loss0 - 0.05);
@@ -347,12 +382,17 @@ static void test_learns_cat(void **state) {
   learn(GS_DLRM_CAT);
 }
 
+static void test_learns_dcn(void **state) {
+  (void)state;
+  learn(GS_DLRM_DCN);
+}
+
 /* ---- Refusals --------------------------------------------------------------------- */
 
 static void test_bad_input(void **state) {
   (void)state;
   gs_embed_spec t[2] = {{"A", 10, 0, 1}, {"B", 10, 4, 1}};
-  gs_dlrm_config cfg = {"3-8", "4-1", t, 2, GS_DLRM_DOT, 4, 1};
+  gs_dlrm_config cfg = {"3-8", "4-1", t, 2, GS_DLRM_DOT, 4, 1, 0, 0};
   gs_dlrm *m;
   assert_int_equal(gs_dlrm_create(&cfg, &m), GS_ERR_INVALID_ARG);
   assert_non_null(strstr(gs_last_error(), "table 1 'B': dim 4"));
@@ -402,7 +442,8 @@ static void test_bad_input(void **state) {
   gs_dlrm_interaction di;
   assert_int_equal(gs_dlrm_interaction_parse("cat", &di), GS_OK);
   assert_int_equal(di, GS_DLRM_CAT);
-  assert_int_equal(gs_dlrm_interaction_parse("dcn", &di), GS_ERR_PARSE);
+  assert_int_equal(gs_dlrm_interaction_parse("dcn2", &di), GS_ERR_PARSE);
+  assert_non_null(strstr(gs_last_error(), "expected dot, cat or dcn"));
 }
 
 int main(void) {
@@ -410,7 +451,8 @@ int main(void) {
       cmocka_unit_test(test_gradcheck_dot), cmocka_unit_test(test_gradcheck_cat),
       cmocka_unit_test(test_deterministic), cmocka_unit_test(test_learns_dot),
       cmocka_unit_test(test_learns_cat),    cmocka_unit_test(test_bad_input),
-      cmocka_unit_test(test_backward_halves),
+      cmocka_unit_test(test_backward_halves), cmocka_unit_test(test_gradcheck_dcn),
+      cmocka_unit_test(test_dcn_shape),     cmocka_unit_test(test_learns_dcn),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

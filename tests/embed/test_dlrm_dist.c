@@ -94,8 +94,10 @@ static size_t global_n(int size, size_t *first_of_me) {
   return N;
 }
 
+static gs_dlrm_interaction g_inter = GS_DLRM_DOT; /* dcn: 2 cross layers of rank 8 */
+
 static gs_dlrm_config model_config(const gs_embed_spec *t, int nt, size_t max_batch) {
-  gs_dlrm_config c = {"4-32-16", "32-1", t, nt, GS_DLRM_DOT, max_batch, 7};
+  gs_dlrm_config c = {"4-32-16", "32-1", t, nt, g_inter, max_batch, 7, 2, 8};
   return c;
 }
 
@@ -872,6 +874,16 @@ int main(int argc, char **argv) {
   bad_plan();
   precision();
   engine_policies(&adagrad);
+  /* DCN-v2's cross layers: their tensors in the MLPs' all-reduce, or handed
+   * to the engine between the top MLP's and the bottom's. */
+  g_inter = GS_DLRM_DCN;
+  equivalence("dcn, tw", g_tables, g_ntables, GS_SHARD_TW, 1, &adagrad, NULL);
+  equivalence("dcn, rw", g_tables, g_ntables, GS_SHARD_RW, 1, &adagrad, NULL);
+  g_policy = "wfbp";
+  equivalence("dcn, tw, MLP gradients by the engine (wfbp)", g_tables, g_ntables, GS_SHARD_TW,
+              1, &adagrad, NULL);
+  g_policy = NULL;
+  g_inter = GS_DLRM_DOT;
   vocab_dist();
   return mrt_finish();
 }
