@@ -6,8 +6,9 @@
  * held-out samples.
  *
  *   dlrm_dump --tables kaggle --scale 0.01 [--pooling L] [--zipf S]
- *             [--seed S] [--bottom SPEC] [--top SPEC] --train N --eval M
- *             --out FILE
+ *             [--seed S] [--bottom SPEC] [--top SPEC]
+ *             [--interaction dot|cat|dcn [--dcn-layers L] [--dcn-rank R]]
+ *             --train N --eval M --out FILE
  *
  * The training samples are 0 .. N-1 (gradsync's global step g covers
  * samples g*G .. (g+1)*G-1 of a global batch G, rank r the r-th slice of
@@ -41,7 +42,8 @@
 
 static int usage(void) {
   fprintf(stderr, "usage: dlrm_dump --tables kaggle|terabyte|mlperf [--scale F] [--pooling L] "
-                  "[--zipf S] [--seed S] --train N --eval M --out FILE\n");
+                  "[--zipf S] [--seed S] [--bottom SPEC] [--top SPEC] [--interaction dot|cat|dcn "
+                  "[--dcn-layers L] [--dcn-rank R]] --train N --eval M --out FILE\n");
   return 2;
 }
 
@@ -89,8 +91,9 @@ static int dump_set(FILE *f, const gs_dlrm_synth *g, size_t first, size_t n, siz
 
 int main(int argc, char **argv) {
   const char *tables = NULL, *out = NULL, *bottom = NULL, *top = "128-64-1";
+  const char *inter = "dot";
   double scale = 1, zipf = -1;
-  long pooling = 1, seed = 1, ntrain = 0, neval = 0;
+  long pooling = 1, seed = 1, ntrain = 0, neval = 0, dcn_layers = 0, dcn_rank = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (v == NULL) return usage();
@@ -104,6 +107,9 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--out") == 0) out = v;
     else if (strcmp(a, "--bottom") == 0) bottom = v;
     else if (strcmp(a, "--top") == 0) top = v;
+    else if (strcmp(a, "--interaction") == 0) inter = v;
+    else if (strcmp(a, "--dcn-layers") == 0) dcn_layers = atol(v);
+    else if (strcmp(a, "--dcn-rank") == 0) dcn_rank = atol(v);
     else return usage();
     i++;
   }
@@ -131,8 +137,14 @@ int main(int argc, char **argv) {
    * bottom 13-128-64-D by default). */
   char bottom_default[64];
   snprintf(bottom_default, sizeof bottom_default, "%zu-128-64-%zu", sc.ndense, spec[0].dim);
-  gs_dlrm_config mc = {bottom ? bottom : bottom_default, top, spec, T, GS_DLRM_DOT, 1,
-                       (uint64_t)seed, 0, 0};
+  gs_dlrm_interaction it;
+  if (gs_dlrm_interaction_parse(inter, &it) != GS_OK) {
+    fprintf(stderr, "dlrm_dump: --interaction: %s\n", gs_last_error());
+    gs_dlrm_synth_destroy(g);
+    return 2;
+  }
+  gs_dlrm_config mc = {bottom ? bottom : bottom_default, top, spec, T, it, 1,
+                       (uint64_t)seed, (int)dcn_layers, (size_t)dcn_rank};
   gs_dlrm *m;
   if (gs_dlrm_create(&mc, &m) != GS_OK) {
     fprintf(stderr, "dlrm_dump: %s\n", gs_last_error());
@@ -154,7 +166,8 @@ int main(int argc, char **argv) {
   for (int t = 0; t < T; t++)
     fprintf(f, "%s{\"name\":\"%s\",\"rows\":%zu,\"dim\":%zu}", t ? "," : "", spec[t].name,
             spec[t].rows, spec[t].dim);
-  fprintf(f, "],\"bottom\":\"%s\",\"top\":\"%s\",\"params\":[", mc.bottom_mlp, top);
+  fprintf(f, "],\"bottom\":\"%s\",\"top\":\"%s\",\"interaction\":\"%s\",\"params\":[",
+          mc.bottom_mlp, top, inter);
   for (size_t i = 0; i < gs_dlrm_param_count(m); i++) {
     const gs_dlrm_param *q = gs_dlrm_param_at(m, i);
     fprintf(f, "%s{\"name\":\"%s\",\"count\":%zu}", i ? "," : "", q->name, q->count);

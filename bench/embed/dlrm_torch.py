@@ -6,6 +6,8 @@ vectors exchanged with all_to_all_single over gloo (its backward the
 reverse all-to-all), the MLPs replicated under DistributedDataParallel
 (gloo, default buckets), the reference's dot interaction (the strictly
 lower triangle of the vectors' Gram matrix, then the bottom MLP's output),
+or cat, or DCN-v2's low-rank cross layers (TorchRec's LowRankCrossNet) as
+the dump's model has,
 SGD on the MLPs and the reference's row-wise Adagrad on the tables (one
 accumulator per row: acc += mean(g^2) over the row, w -= lr g / (sqrt(acc)
 + eps)).
@@ -117,13 +119,31 @@ class A2A(torch.autograd.Function):
         return back, None, None
 
 
-class Replicated(nn.Module):
-    """What DDP holds: the MLPs and the dp tables."""
+class CrossNet(nn.Module):
+    """DCN-v2's low-rank cross layers, as TorchRec's LowRankCrossNet:
+    x_{l+1} = x0 * (W_l (V_l x_l) + b_l) + x_l."""
 
-    def __init__(self, bottom, top, dp_tables, dim):
+    def __init__(self, width, layers, rank):
+        super().__init__()
+        self.V = nn.ModuleList(nn.Linear(width, rank, bias=False) for _ in range(layers))
+        self.W = nn.ModuleList(nn.Linear(rank, width) for _ in range(layers))
+
+    def forward(self, x0):
+        x = x0
+        for v, w in zip(self.V, self.W):
+            x = x0 * w(v(x)) + x
+        return x
+
+
+class Replicated(nn.Module):
+    """What DDP holds: the MLPs (and dcn's cross layers) and the dp tables."""
+
+    def __init__(self, bottom, top, dp_tables, dim, interaction="dot", cross=None):
         super().__init__()
         self.bottom = mlp(bottom, True)
         self.top = mlp(top, False)
+        self.interaction = interaction
+        self.cross = CrossNet(*cross) if interaction == "dcn" else None
         self.dp = nn.ModuleDict({str(t): make_bag(rows, dim, False) for t, rows in dp_tables})
 
     def forward(self, dense, pooled_mp, dp_ids, T, L):
@@ -134,6 +154,11 @@ class Replicated(nn.Module):
         for t, bag in self.dp.items():
             pooled[:, int(t)] = bag(dp_ids[int(t)], offs)
         z = torch.cat([x.unsqueeze(1), pooled], 1)  # B x (T+1) x D
+        if self.interaction != "dot":  # cat, and dcn's x0
+            inter = z.reshape(B, (T + 1) * D)
+            if self.cross is not None:
+                inter = self.cross(inter)
+            return self.top(inter).squeeze(1)
         gram = torch.bmm(z, z.transpose(1, 2))
         li, lj = torch.tril_indices(T + 1, T + 1, offset=-1)
         inter = torch.cat([x, gram[:, li, lj]], 1)
@@ -211,8 +236,15 @@ def main():
     width = [sum(hi - lo for q2, _, lo, hi in shards if q2 == q) for q in range(P)]
     torch.manual_seed(1)  # the same replicated MLPs on every rank
     bottom = [int(w) for w in head["bottom"].split("-")]
-    top = [bottom[-1] + (T + 1) * T // 2] + [int(w) for w in head["top"].split("-")]
-    rep = nn.parallel.DistributedDataParallel(Replicated(bottom, top, dp, dim))
+    inter = head.get("interaction", "dot")
+    iwidth = bottom[-1] + (T + 1) * T // 2 if inter == "dot" else (T + 1) * dim
+    top = [iwidth] + [int(w) for w in head["top"].split("-")]
+    cross = None
+    if inter == "dcn":  # its layers and rank from the dump's tensors
+        nl = sum(1 for q in head["params"] if q["name"].endswith(".V"))
+        rk = next(q["count"] for q in head["params"] if q["name"] == "cross.0.V") // iwidth
+        cross = (iwidth, nl, rk)
+    rep = nn.parallel.DistributedDataParallel(Replicated(bottom, top, dp, dim, inter, cross))
     torch.manual_seed(100 + rank)
     bags = {sh: make_bag(head["tables"][sh[0]]["rows"], sh[2] - sh[1], True) for sh in mine}
     acc = {sh: torch.zeros(head["tables"][sh[0]]["rows"]) for sh in mine}
@@ -224,6 +256,11 @@ def main():
             for i, lin in enumerate(linears):
                 lin.weight.copy_(init_params[f"{part}.{i}.weight"].view_as(lin.weight))
                 lin.bias.copy_(init_params[f"{part}.{i}.bias"])
+        if rep.module.cross is not None:
+            for i, (v, w) in enumerate(zip(rep.module.cross.V, rep.module.cross.W)):
+                v.weight.copy_(init_params[f"cross.{i}.V"].view_as(v.weight))
+                w.weight.copy_(init_params[f"cross.{i}.W"].view_as(w.weight))
+                w.bias.copy_(init_params[f"cross.{i}.bias"])
         for sh, bag in bags.items():
             bag.weight.copy_(init_tables[sh[0]][:, sh[1]:sh[2]])
         for t, m in rep.module.dp.items():

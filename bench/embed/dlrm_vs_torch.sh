@@ -18,6 +18,9 @@
 # Usage: bench/embed/dlrm_vs_torch.sh [NODES_LIST] [ROUNDS] [STEPS] [GLOBAL_BATCH]
 #   defaults: "4 8", 2 rounds, 2 epochs of 50 steps, global batch 2048.
 #   BENCH_QUICK=1: 2 nodes, 1 round, 10 steps.
+#   INTERACTION=cat|dcn (default dot; DCN_LAYERS, DCN_RANK for dcn): both
+#   models with that interaction, written to dlrm_vs_torch_INTERACTION.*,
+#   without the fp16 run.
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -35,8 +38,15 @@ py=/usr/bin/python3
 tables=kaggle scale=0.01 evaln=16384
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$dump" --tables "$tables" --scale "$scale" --train $((steps * G)) --eval "$evaln" --out "$tmp/data.bin"
-out=$BENCH_OUT/dlrm_vs_torch.jsonl
+inter=${INTERACTION:-dot}
+model=(--interaction "$inter")
+[ -n "${DCN_LAYERS:-}" ] && model+=(--dcn-layers "$DCN_LAYERS")
+[ -n "${DCN_RANK:-}" ] && model+=(--dcn-rank "$DCN_RANK")
+name=dlrm_vs_torch
+[ "$inter" = dot ] || name=dlrm_vs_torch_$inter
+"$dump" --tables "$tables" --scale "$scale" --train $((steps * G)) --eval "$evaln" "${model[@]}" \
+  --out "$tmp/data.bin"
+out=$BENCH_OUT/$name.jsonl
 : >"$out"
 common=(--epochs "$epochs" --steps "$steps" --global-batch "$G")
 for n in $nodes_list; do
@@ -51,7 +61,9 @@ for n in $nodes_list; do
     if ((r % 2 == 0)); then
       peers=(torch:tw gradsync:tw gradsync_fp16:auto torch:auto gradsync:auto)
     fi
+    [ "$inter" = dot ] || peers=("${peers[@]/gradsync_fp16:auto/}")
     for pp in "${peers[@]}"; do
+      [ -n "$pp" ] || continue
       p=${pp%%:*} plan=${pp#*:}
       pf=$tmp/plan.$n.$plan.json
       echo "== $n nodes, round $r/$rounds: $p, plan $plan ($(date +%T))" >&2
@@ -60,7 +72,7 @@ for n in $nodes_list; do
           prec=fp32
           [ "$p" = gradsync_fp16 ] && prec=fp16
           "$gs" run -np "$n" --net 1gbit -- "$gs" train --model dlrm --tables "$tables:$scale" \
-            --plan "$pf" --a2a-precision "$prec" --eval "$evaln" "${common[@]}" --json \
+            --plan "$pf" --a2a-precision "$prec" --eval "$evaln" "${common[@]}" "${model[@]}" --json \
             >"$tmp/run.out" ;;
         torch)
           # gloo's file-store rendezvous or teardown has hung once in a
@@ -90,9 +102,12 @@ PY
     done
   done
 done
-gs_cmd="$gs run -np N --net 1gbit -- $gs train --model dlrm --tables $tables:$scale --plan PLAN --a2a-precision fp32|fp16 --eval $evaln ${common[*]} --json"
+gs_cmd="$gs run -np N --net 1gbit -- $gs train --model dlrm --tables $tables:$scale --plan PLAN --a2a-precision fp32|fp16 --eval $evaln ${common[*]} ${model[*]} --json"
 py_cmd="$gs run -np N --net 1gbit -- $py bench/embed/dlrm_torch.py --data DATA --plan PLAN --eval $evaln ${common[*]} --store STORE"
-bench_stamp "$out" "$gs_cmd; $py_cmd; PLAN: $gs shard --tables $tables --scale $scale --ranks N --batch $G --net 1gbit [--sharding tw] --out PLAN; DATA: dlrm_dump --tables $tables --scale $scale --train $((steps * G)) --eval $evaln"
-"$py" bench/embed/summarize_dlrm_vs_torch.py "$out" "$tmp" "$steps" "$G" >"$BENCH_OUT/dlrm_vs_torch.md"
-bench_stamp "$BENCH_OUT/dlrm_vs_torch.md" "bench/embed/dlrm_vs_torch.sh $*"
-cat "$BENCH_OUT/dlrm_vs_torch.md"
+bench_stamp "$out" "$gs_cmd; $py_cmd; PLAN: $gs shard --tables $tables --scale $scale --ranks N --batch $G --net 1gbit [--sharding tw] --out PLAN; DATA: dlrm_dump --tables $tables --scale $scale --train $((steps * G)) --eval $evaln ${model[*]}"
+{
+  [ "$inter" = dot ] || echo "Interaction: \`${model[*]}\` in both models (INTERACTION=$inter)."
+  "$py" bench/embed/summarize_dlrm_vs_torch.py "$out" "$tmp" "$steps" "$G"
+} >"$BENCH_OUT/$name.md"
+bench_stamp "$BENCH_OUT/$name.md" "INTERACTION=$inter bench/embed/dlrm_vs_torch.sh $*"
+cat "$BENCH_OUT/$name.md"
