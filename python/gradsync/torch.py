@@ -1199,6 +1199,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._gs_joining:
             raise _error("STATE", "gradsync: join() inside join() of the same optimizer")
         self._gs_joining = True
+        self._gs_active = None  # who stepped, from this join()'s steps on
         try:
             yield self
             self._gs_join_shadow()
@@ -1212,7 +1213,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         state of one that stepped last. Collective."""
         if self._gs_open:
             raise _error("STATE", "gradsync: join(): backward() ran after the last step() "
-                                  "on this rank: step() (or zero_grad()) before the loop ends")
+                                  "on this rank: call step() before the loop ends")
         self._gs_joined = True
         last = self._gs_active
         while True:

@@ -55,14 +55,14 @@ typedef struct dist_shard {
   size_t plan_at; /* its index in the plan's shards */
 } dist_shard;
 
-/* Runs `call`, adding its seconds to local shard k's lookup time
- * (gs_dlrm_dist_shard_lookup_s). */
 /* Policy "auto" (gs_dlrm_mlp_choice): the steps timed each way, and how
  * much faster the engine must be to be kept. */
 #define CHOOSE_TIMED 8
 #define CHOOSE_MARGIN 0.02
 enum choose_phase { CHOOSE_OFF = 0, CHOOSE_WARMUP, CHOOSE_TIMING, CHOOSE_DONE };
 
+/* Runs `call`, adding its seconds to local shard k's lookup time
+ * (gs_dlrm_dist_shard_lookup_s). */
 #define SHARD_TIMED(d, k, call)          \
   do {                                   \
     double t_ = gs_now();                \

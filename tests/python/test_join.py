@@ -134,3 +134,25 @@ ok(r, "join: BatchNorm's buffers the same on every rank")
 for policy in ("dear", "auto"):
     uneven(f"join with model= (policy {policy}: DeAR's overlap), batches {counts}", counts,
            policy, model_arg=True)
+
+# Two join()s in a row on one optimizer, the second with no step on any
+# rank (an epoch without data): nothing is left over from the first.
+for policy, model_arg in (("wfbp", False), ("dear", True)):
+    torch.manual_seed(5)
+    model = Net()
+    gs.broadcast_parameters(model.state_dict(), root_rank=0)
+    opt = gs.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05),
+                                  named_parameters=model.named_parameters(), policy=policy,
+                                  model=model if model_arg else None)
+    for epoch, steps in enumerate((1 + r, 0)):
+        with opt.join():
+            for k in range(steps):
+                x, y = data(r, 10 * epoch + k)
+                opt.zero_grad()
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+    opt.finish()
+    check(same_everywhere(list(model.parameters())),
+          f"two join()s ({policy}): the ranks' parameters differ")
+    opt.close()
+    ok(r, f"join: twice, the second without steps ({policy}{', model=' if model_arg else ''})")
