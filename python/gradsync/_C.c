@@ -35,6 +35,11 @@
 
 static PyObject *GradsyncError;
 static gs_comm *g_comm;
+/* A second communicator on the same ranks (gs_comm_create_like), made by
+ * aux_init at first use: SyncBatchNorm's all-reduces, issued in forward and
+ * backward while the engine's gradient all-reduces run on g_comm, so that
+ * the two streams never interleave in an order the ranks do not share. */
+static gs_comm *g_aux;
 static int g_owns_mpi; /* gs_init started MPI here: shutdown finalizes it */
 
 static const char *status_name(gs_status st) {
@@ -120,6 +125,14 @@ static PyObject *py_shutdown(PyObject *self, PyObject *args) {
   (void)self;
   (void)args;
   gs_status st = GS_OK;
+  if (g_aux) {
+    gs_comm *aux = g_aux;
+    g_aux = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    st = gs_comm_destroy(aux);
+    Py_END_ALLOW_THREADS
+    if (st != GS_OK) return raise_status(st);
+  }
   if (g_comm) {
     gs_comm *comm = g_comm;
     g_comm = NULL;
@@ -143,8 +156,25 @@ static PyObject *py_leave(PyObject *self, PyObject *args) {
   (void)args;
   if (g_comm) {
     gs_status st = gs_comm_leave(g_comm);
+    if (st == GS_OK && g_aux) st = gs_comm_leave(g_aux);
     if (st != GS_OK) return raise_status(st);
   }
+  Py_RETURN_NONE;
+}
+
+/* aux_init(): makes g_aux (collective: every rank at the same point). */
+static PyObject *py_aux_init(PyObject *self, PyObject *args) {
+  (void)self;
+  (void)args;
+  if (need_comm()) return NULL;
+  if (g_aux) Py_RETURN_NONE;
+  gs_status st;
+  gs_comm *aux = NULL;
+  Py_BEGIN_ALLOW_THREADS
+  st = gs_comm_create_like(g_comm, &aux);
+  Py_END_ALLOW_THREADS
+  if (st != GS_OK) return raise_status(st);
+  g_aux = aux;
   Py_RETURN_NONE;
 }
 
@@ -293,16 +323,20 @@ static PyObject *issued(gs_status st, gs_request *req, PyObject *keep) {
   return request_new(req, keep);
 }
 
-/* iallreduce(send, recv, count, dtype, op, keep); send == 0 means in place. */
+/* iallreduce(send, recv, count, dtype, op, keep[, aux]); send == 0 means in
+ * place; aux 1: on g_aux (aux_init first). */
 static PyObject *py_iallreduce(PyObject *self, PyObject *args) {
   (void)self;
   unsigned long long send, recv;
   Py_ssize_t count;
-  int dtype, op;
+  int dtype, op, aux = 0;
   PyObject *keep;
-  if (!PyArg_ParseTuple(args, "KKniiO", &send, &recv, &count, &dtype, &op,
-                        &keep))
+  if (!PyArg_ParseTuple(args, "KKniiO|i", &send, &recv, &count, &dtype, &op,
+                        &keep, &aux))
     return NULL;
+  if (aux && !g_aux)
+    return raise_status(gs_error(GS_ERR_STATE, "gradsync: the second "
+                                 "communicator is not made (aux_init)"));
   gs_dtype dt;
   if (need_comm() || count_arg(count, "count") || dtype_arg(dtype, &dt))
     return NULL;
@@ -311,7 +345,7 @@ static PyObject *py_iallreduce(PyObject *self, PyObject *args) {
                         op);
   gs_request *req = NULL;
   gs_status st = gs_iallreduce(
-      g_comm, send ? (const void *)(uintptr_t)send : GS_IN_PLACE,
+      aux ? g_aux : g_comm, send ? (const void *)(uintptr_t)send : GS_IN_PLACE,
       (void *)(uintptr_t)recv, (size_t)count, dt, (gs_redop)op, GS_ALGO_AUTO,
       &req);
   return issued(st, req, keep);
@@ -772,6 +806,8 @@ static PyMethodDef module_methods[] = {
      "(rank, size, local_rank, local_size, node, nodes)"},
     {"timeouts", py_timeout, METH_NOARGS, "(GRADSYNC_TIMEOUT, STALL_WARN) s"},
     {"abort", py_abort, METH_VARARGS, "abort(message, code=1): end the job"},
+    {"aux_init", py_aux_init, METH_NOARGS,
+     "Make the second communicator (collective): SyncBatchNorm's."},
     {"iallreduce", py_iallreduce, METH_VARARGS, NULL},
     {"iallgatherv", py_iallgatherv, METH_VARARGS, NULL},
     {"ibcast", py_ibcast, METH_VARARGS, NULL},

@@ -54,7 +54,7 @@ __all__ = [
     "broadcast_async", "broadcast_async_", "alltoall", "alltoall_async",
     "synchronize", "poll", "barrier", "broadcast_object", "allgather_object",
     "broadcast_parameters", "broadcast_optimizer_state",
-    "Compression", "Compressor", "DistributedOptimizer", "elastic",
+    "Compression", "Compressor", "DistributedOptimizer", "SyncBatchNorm", "elastic",
 ]
 
 # Reduction operations (Horovod's names).
@@ -656,6 +656,134 @@ def _compression_spec(compression):
             f"not {compression!r}: the engine compresses inside its exchange, so "
             f"Horovod-style compressor classes with compress()/decompress() are not used")
     return None if spec == "none" else spec
+
+
+# ---- SyncBatchNorm -----------------------------------------------------------------
+
+def _aux_sum_(t):
+    """Sums a contiguous float64 tensor over every rank in place, on the
+    binding's second communicator (made at the first call, a collective):
+    SyncBatchNorm's all-reduces run in forward and backward while the
+    engine's gradient messages are under way on the first, and two streams
+    of collectives on one communicator would have to be issued in the same
+    order on every rank."""
+    _C.aux_init()
+    req = _C.iallreduce(0, _addr(t), t.numel(), _C.F64, Sum, t, 1)
+    Handle(req, t).wait()
+    return t
+
+
+class _SyncBatchNormFn(torch.autograd.Function):
+    """Batch normalisation over the samples of every rank: the channels'
+    sums and sums of squares (float64) summed over the ranks in forward,
+    the gradient's two channel sums in backward (torch.nn.SyncBatchNorm's
+    arithmetic; the weight's and bias's gradients are this rank's, which
+    DistributedOptimizer averages like any other)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, running_mean, running_var, eps, momentum):
+        C = x.shape[1]
+        dims = [0] + list(range(2, x.dim()))
+        shape = [1, C] + [1] * (x.dim() - 2)
+        stats = torch.empty(2 * C + 1, dtype=torch.float64)
+        stats[:C] = x.sum(dims, dtype=torch.float64)
+        stats[C:2 * C] = (x * x).sum(dims, dtype=torch.float64)
+        stats[2 * C] = x.numel() // max(C, 1)
+        _aux_sum_(stats)
+        n = float(stats[2 * C])
+        if n < 2:
+            raise ValueError(f"gradsync: SyncBatchNorm: expected more than 1 value per channel "
+                             f"over every rank's batch, got {n:.0f} (input shape "
+                             f"{list(x.shape)} here)")
+        mean = stats[:C] / n
+        var = (stats[C:2 * C] / n - mean * mean).clamp_min(0)
+        if running_mean is not None:
+            with torch.no_grad():
+                running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype),
+                                                     alpha=momentum)
+                running_var.mul_(1 - momentum).add_((var * (n / (n - 1))).to(running_var.dtype),
+                                                    alpha=momentum)
+        invstd = (var + eps).rsqrt().to(x.dtype)
+        xhat = (x - mean.to(x.dtype).view(shape)) * invstd.view(shape)
+        y = xhat if weight is None else xhat * weight.view(shape) + bias.view(shape)
+        ctx.save_for_backward(xhat, weight, invstd)
+        ctx.n = n
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        xhat, weight, invstd = ctx.saved_tensors
+        C = xhat.shape[1]
+        dims = [0] + list(range(2, xhat.dim()))
+        shape = [1, C] + [1] * (xhat.dim() - 2)
+        sum_dy = dy.sum(dims)
+        sum_dy_xhat = (dy * xhat).sum(dims)
+        g = torch.cat([sum_dy, sum_dy_xhat]).to(torch.float64)
+        _aux_sum_(g)
+        n = ctx.n
+        mean_dy = (g[:C] / n).to(dy.dtype).view(shape)
+        mean_dy_xhat = (g[C:] / n).to(dy.dtype).view(shape)
+        scale = invstd if weight is None else invstd * weight
+        dx = (dy - mean_dy - xhat * mean_dy_xhat) * scale.view(shape)
+        dw = sum_dy_xhat if weight is not None else None
+        db = sum_dy if weight is not None else None
+        return dx, dw, db, None, None, None, None
+
+
+class SyncBatchNorm(torch.nn.modules.batchnorm._BatchNorm):
+    """torch.nn.SyncBatchNorm (and Horovod's hvd.SyncBatchNorm) over
+    gradsync: in training, each channel's mean and variance are those of
+    the samples of every rank's batch (one all-reduce of 2C + 1 numbers in
+    forward, one of 2C in backward, on the binding's second communicator);
+    in evaluation, the running statistics, which every rank updates alike.
+    Any input of 2 or more dimensions (N, C, ...). One rank, or no
+    gradsync.torch.init(): plain batch normalisation. The first training
+    forward is collective (it makes the second communicator). Convert a
+    model's BatchNorm layers with SyncBatchNorm.convert_sync_batchnorm(model)."""
+
+    def _check_input_dim(self, x):
+        if x.dim() < 2:
+            raise ValueError(f"gradsync: SyncBatchNorm: expected an input of 2 or more "
+                             f"dimensions (N, C, ...), got {x.dim()}")
+
+    def forward(self, x):
+        self._check_input_dim(x)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+            if self.momentum is None:  # a cumulative average
+                factor = 1.0 / float(self.num_batches_tracked)
+        training = self.training or (self.running_mean is None and self.running_var is None)
+        rm = self.running_mean if not self.training or self.track_running_stats else None
+        rv = self.running_var if not self.training or self.track_running_stats else None
+        if not training or not is_initialized() or size() == 1:
+            return torch.nn.functional.batch_norm(x, rm, rv, self.weight, self.bias, training,
+                                                  factor, self.eps)
+        return _SyncBatchNormFn.apply(x.contiguous(), self.weight, self.bias, rm, rv, self.eps,
+                                      factor)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module):
+        """module with every BatchNorm1d/2d/3d (any _BatchNorm) inside it
+        replaced by a SyncBatchNorm with its parameters, running statistics
+        and settings; the module itself if it is one. Convert before
+        building the optimizer: the parameters are the same tensors."""
+        out = module
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and \
+                not isinstance(module, cls):
+            out = cls(module.num_features, module.eps, module.momentum, module.affine,
+                      module.track_running_stats)
+            if module.affine:
+                with torch.no_grad():
+                    out.weight = module.weight
+                    out.bias = module.bias
+            out.running_mean = module.running_mean
+            out.running_var = module.running_var
+            out.num_batches_tracked = module.num_batches_tracked
+            out.training = module.training
+        for name, child in module.named_children():
+            out.add_module(name, cls.convert_sync_batchnorm(child))
+        return out
 
 
 # ---- DistributedOptimizer --------------------------------------------------------
