@@ -290,8 +290,7 @@ gs_status dlrm_create(const gs_dlrm_config *cfg, int with_tables, gs_dlrm **out)
   int ncross = 0;
   size_t crank = 0;
   if (cfg->interaction == GS_DLRM_DCN) {
-    ncross = cfg->dcn_layers ? cfg->dcn_layers : 3;
-    crank = cfg->dcn_rank ? cfg->dcn_rank : GS_MIN((size_t)512, (T + 1) * D);
+    dlrm_dcn_shape(cfg, (T + 1) * D, &ncross, &crank);
     if (ncross < 1 || ncross > GS_DLRM_MAX_CROSS)
       return gs_error(GS_ERR_INVALID_ARG, "DLRM dcn: %d cross layers (1 to %d)", ncross,
                       GS_DLRM_MAX_CROSS);

@@ -227,11 +227,12 @@ static cJSON *describe_run(const dlrm_ckpt *c) {
   cJSON_AddStringToObject(r, "bottom_mlp", buf);
   mlp_text(cfg->model.top_mlp, buf, sizeof buf);
   cJSON_AddStringToObject(r, "top_mlp", buf);
-  if (cfg->model.interaction == GS_DLRM_DCN) { /* with gs_dlrm_create's defaults */
-    size_t W = (size_t)(c->T + 1) * (c->T > 0 ? c->specs[0].dim : 0);
-    snprintf(buf, sizeof buf, "dcn, %d cross layers of rank %zu",
-             cfg->model.dcn_layers ? cfg->model.dcn_layers : 3,
-             cfg->model.dcn_rank ? cfg->model.dcn_rank : (W < 512 ? W : 512));
+  if (cfg->model.interaction == GS_DLRM_DCN) {
+    int layers;
+    size_t rank;
+    dlrm_dcn_shape(&cfg->model, (size_t)(c->T + 1) * (c->T > 0 ? c->specs[0].dim : 0),
+                   &layers, &rank);
+    snprintf(buf, sizeof buf, "dcn, %d cross layers of rank %zu", layers, rank);
     cJSON_AddStringToObject(r, "interaction", buf);
   } else {
     cJSON_AddStringToObject(r, "interaction",

@@ -367,18 +367,6 @@ void gs_dlrm_dist_mlp_choice_get(const gs_dlrm_dist *d, gs_dlrm_mlp_choice *out)
   *out = d->choice;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median_ms(const double *t, int n) {
-  double v[CHOOSE_TIMED];
-  memcpy(v, t, (size_t)n * sizeof *v);
-  qsort(v, (size_t)n, sizeof v[0], cmp_double);
-  return 1e3 * (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
-}
-
 /* Policy "auto", after each step (step_s here): the engine's warm-up and
  * first planned step, then CHOOSE_TIMED steps of each way in turn (fused
  * steps leave the engine idle), then the slower way dropped (the comment
@@ -402,8 +390,9 @@ static gs_status mlp_choose(gs_dlrm_dist *d, double step_s) {
     d->engine_off = !d->engine_off;
     return GS_OK;
   }
-  double med[2] = {median_ms(d->choose_fused, CHOOSE_TIMED),
-                   median_ms(d->choose_engine, CHOOSE_TIMED)};
+  /* (gs__median sorts the phase's times: they are not read again.) */
+  double med[2] = {1e3 * gs__median(d->choose_fused, CHOOSE_TIMED),
+                   1e3 * gs__median(d->choose_engine, CHOOSE_TIMED)};
   GS_CHECK(gs_allreduce(d->comm, GS_IN_PLACE, med, 2, GS_F64, GS_MAX, GS_ALGO_AUTO));
   d->choice.fused_ms = med[0];
   d->choice.engine_ms = med[1];

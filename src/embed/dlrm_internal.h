@@ -73,6 +73,15 @@ static inline gs_embed_bags dlrm_batch_bags(const gs_dlrm_batch *b, size_t t) {
   return bags;
 }
 
+/* dcn's cross layers and their rank as gs_dlrm_create makes them from a
+ * config (its 0s the defaults: 3 layers, rank min(512, width)), width the
+ * cross layers' (T + 1) D. The one home of those defaults. */
+static inline void dlrm_dcn_shape(const gs_dlrm_config *c, size_t width, int *layers,
+                                  size_t *rank) {
+  *layers = c->dcn_layers ? c->dcn_layers : 3;
+  *rank = c->dcn_rank ? c->dcn_rank : (width < 512 ? width : 512);
+}
+
 /* gs_dlrm_create; with_tables 0 leaves every table's weights and state
  * NULL (their shards live elsewhere): forward_embed and update_embed then
  * refuse, and the caller fills gs_dlrm_pooled and calls dlrm_mark_pooled. */

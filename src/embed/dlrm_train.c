@@ -111,9 +111,11 @@ static double step_bytes(const gs_dlrm_train_config *cfg, size_t D) {
   for (int i = 0; i + 1 < nb; i++) params += bw[i] * (bw[i + 1] + 1.0), acts += bw[i + 1];
   for (int i = 0; i < nt; i++) params += tw[i] * (tw[i + 1] + 1.0), acts += tw[i + 1];
   acts += (T + 1) * (double)D + tw[0];
-  if (cfg->model.interaction == GS_DLRM_DCN) { /* gs_dlrm_create's defaults */
-    double L = cfg->model.dcn_layers ? cfg->model.dcn_layers : 3, W = tw[0];
-    double r = cfg->model.dcn_rank ? (double)cfg->model.dcn_rank : fmin(512.0, W);
+  if (cfg->model.interaction == GS_DLRM_DCN) {
+    int L;
+    size_t rank;
+    dlrm_dcn_shape(&cfg->model, (size_t)tw[0], &L, &rank);
+    double W = tw[0], r = (double)rank;
     params += L * (2.0 * r * W + W);
     acts += L * (r + 2.0 * W);
   }
