@@ -121,26 +121,25 @@ static PyObject *py_init(PyObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
-static PyObject *py_shutdown(PyObject *self, PyObject *args) {
-  (void)self;
-  (void)args;
+/* Destroys *slot's communicator (if any) without the GIL, *slot NULL first. */
+static gs_status comm_drop(gs_comm **slot) {
+  gs_comm *comm = *slot;
   gs_status st = GS_OK;
-  if (g_aux) {
-    gs_comm *aux = g_aux;
-    g_aux = NULL;
-    Py_BEGIN_ALLOW_THREADS
-    st = gs_comm_destroy(aux);
-    Py_END_ALLOW_THREADS
-    if (st != GS_OK) return raise_status(st);
-  }
-  if (g_comm) {
-    gs_comm *comm = g_comm;
-    g_comm = NULL;
+  *slot = NULL;
+  if (comm) {
     Py_BEGIN_ALLOW_THREADS
     st = gs_comm_destroy(comm);
     Py_END_ALLOW_THREADS
-    if (st != GS_OK) return raise_status(st);
   }
+  return st;
+}
+
+static PyObject *py_shutdown(PyObject *self, PyObject *args) {
+  (void)self;
+  (void)args;
+  gs_status st = comm_drop(&g_aux); /* the second first: made from g_comm */
+  if (st == GS_OK) st = comm_drop(&g_comm);
+  if (st != GS_OK) return raise_status(st);
   if (g_owns_mpi) {
     g_owns_mpi = 0;
     st = gs_finalize();
