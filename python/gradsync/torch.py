@@ -864,6 +864,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._gs_active = None       # the ranks that stepped at the last exchange (join)
         self._gs_joining = False     # inside join()
         self._gs_joined = False      # join(): this rank's data ended; it shadows the others
+        self._gs_join_throw = False  # join(throw_on_early_termination=True)
+        self._gs_join_world = False  # join(divide_by_initial_world_size=True)
+        self._gs_ended = None        # the ranks whose data ended, to raise (throw)
         self._gs_open = False        # a gradient arrived since the last synchronize
         self._gs_synced = False      # synchronized, and step() has not run since
         self._gs_failed = None       # the GradsyncError that failed this optimizer
@@ -1202,6 +1205,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._gs_failed = e
             raise
         self._gs_synced = True
+        if self._gs_ended:
+            ended, self._gs_ended = self._gs_ended, None
+            self._gs_now = False  # under the overlap: this step's update is not applied
+            who = ", ".join(str(q) for q in ended)
+            raise _error("JOINED", f"gradsync: join(throw_on_early_termination=True): the "
+                                   f"data of rank{'s' if len(ended) > 1 else ''} {who} ended "
+                                   f"before this step; every rank raises here and none applies "
+                                   f"it (rank {rank()})")
         # A gradient replaced by a new tensor after its hook handed the
         # buffer to the engine: its average was under way, and every rank
         # has issued its collectives, so the new tensor can no longer be
@@ -1292,14 +1303,19 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if used is not None:
             self._gs_unused = {i for i, u in enumerate(flags[:n]) if u == 0}
         self._gs_active = [q for q, a in enumerate(flags[n:]) if a]
-        if 0 < len(self._gs_active) < nr:
+        if 0 < len(self._gs_active) < nr and self._gs_join_throw:
+            # join(throw_on_early_termination=True): every rank raises at
+            # the end of this exchange, with no update applied.
+            self._gs_ended = [q for q in range(nr) if q not in self._gs_active]
+        if 0 < len(self._gs_active) < nr and not self._gs_join_world:
             scale = nr / len(self._gs_active)
             for i, buf in enumerate(self._gs_bufs):
                 if i not in self._gs_unused:
                     buf.mul_(scale)
 
     @contextlib.contextmanager
-    def join(self):
+    def join(self, enable=True, throw_on_early_termination=False,
+             divide_by_initial_world_size=False):
         """Uneven inputs: a context manager around the training loop, on
         every rank, for data that gives ranks different numbers of steps
         (DDP's join(), Horovod's hvd.join()):
@@ -1322,11 +1338,34 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         overlap (policy "dear" or "auto" with model=) each step inside
         join() waits for its all-gathers and updates at once, as after an
         explicit synchronize(): the overlap with the next forward is given
-        up while in join(), so that the engine is idle for the flag."""
+        up while in join(), so that the engine is idle for the flag.
+
+        DDP's keywords, with the same meaning (every rank must pass the
+        same): enable=False makes join() do nothing (the loop must then have
+        even inputs). throw_on_early_termination=True: at the first step
+        some rank does not take (its loop ended), every rank raises
+        GradsyncError (status "JOINED", a RuntimeError as DDP's), the
+        ranks still stepping from step() and the others from join()'s exit;
+        no rank applies that step, so every rank keeps the parameters of
+        the last step all took, and the optimizer stays usable (zero_grad()
+        and train on). divide_by_initial_world_size=True divides each
+        step's sum by the world size, as DDP does by default, instead of by
+        the ranks that stepped: the steps with fewer ranks are then
+        smaller."""
+        for key, v in (("enable", enable),
+                       ("throw_on_early_termination", throw_on_early_termination),
+                       ("divide_by_initial_world_size", divide_by_initial_world_size)):
+            if not isinstance(v, bool):
+                raise TypeError(f"join(): {key}={v!r} (True or False)")
         self._gs_usable()
+        if not enable:
+            yield self
+            return
         if self._gs_joining:
             raise _error("STATE", "gradsync: join() inside join() of the same optimizer")
         self._gs_joining = True
+        self._gs_join_throw = throw_on_early_termination
+        self._gs_join_world = divide_by_initial_world_size
         self._gs_active = None  # who stepped, from this join()'s steps on
         try:
             yield self
@@ -1334,6 +1373,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         finally:
             self._gs_joining = False
             self._gs_joined = False
+            self._gs_join_throw = False
+            self._gs_join_world = False
+            self._gs_ended = None
 
     def _gs_join_shadow(self):
         """join()'s exit: exchanges zeros, stepping nothing, while any rank

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import gradsync.torch as gs
-from common import check, max_rel_diff, ok
+from common import check, max_rel_diff, ok, raises
 
 BATCH, TOL = 8, 2e-5
 
@@ -44,7 +44,9 @@ def same_everywhere(tensors):
     return all(torch.equal(every[0], every[q]) for q in range(every.shape[0]))
 
 
-def uneven(name, counts, policy, model_arg=False, then_even=True):
+def uneven(name, counts, policy, model_arg=False, then_even=True, throw=False, world=False):
+    """counts[q] batches on rank q inside join(); throw and world: join()'s
+    throw_on_early_termination and divide_by_initial_world_size."""
     r, n = gs.rank(), gs.size()
     torch.manual_seed(7 + r)
     model, ref = Net(), Net()
@@ -54,24 +56,45 @@ def uneven(name, counts, policy, model_arg=False, then_even=True):
                                   named_parameters=model.named_parameters(), policy=policy,
                                   model=model if model_arg else None)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
-    steps = max(counts)
-    # One process: at step k, the samples of the ranks with a batch k.
+    # With throw, the steps every rank takes; the next one raises.
+    steps = min(counts) if throw else max(counts)
+    # One process: at step k, the samples of the ranks with a batch k (the
+    # sum over them divided by the world size with world=True).
     ref_after = []
     for k in range(steps):
         xs, ys = zip(*[data(q, k) for q in range(n) if k < counts[q]])
         ref_opt.zero_grad()
-        F.cross_entropy(ref(torch.cat(xs)), torch.cat(ys)).backward()
+        scale = len(xs) / n if world else 1.0
+        (scale * F.cross_entropy(ref(torch.cat(xs)), torch.cat(ys))).backward()
         ref_opt.step()
         ref_after.append([p.detach().clone() for p in ref.parameters()])
-    with opt.join():
-        for k in range(counts[r]):
-            x, y = data(r, k)
-            opt.zero_grad()
-            F.cross_entropy(model(x), y).backward()
-            opt.step()
-            d = max_rel_diff(list(model.parameters()), ref_after[k])
-            check(d < TOL, f"{name}: rank {r} after its step {k + 1} of {counts[r]}: the "
-                           f"parameters differ from one process's by {d:.2e}")
+    raised, k = None, None
+    expect = throw and min(counts) < max(counts)
+    try:
+        with opt.join(throw_on_early_termination=throw, divide_by_initial_world_size=world):
+            for k in range(counts[r]):
+                x, y = data(r, k)
+                opt.zero_grad()
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+                d = max_rel_diff(list(model.parameters()), ref_after[k])
+                check(d < TOL, f"{name}: rank {r} after its step {k + 1} of {counts[r]}: the "
+                               f"parameters differ from one process's by {d:.2e}")
+    except gs.GradsyncError as e:
+        if not expect:
+            raise
+        raised = (k if counts[r] > steps else None, e)
+    if expect:
+        # Every rank raises: those with more data at their step steps + 1,
+        # those whose data ended at join()'s exit.
+        check(raised is not None, f"{name}: rank {r} did not raise")
+        at, e = raised
+        check(at == (steps if counts[r] > steps else None),
+              f"{name}: rank {r} raised at its step {at} (expected "
+              f"{steps if counts[r] > steps else 'the exit'})")
+        ended = [q for q in range(n) if counts[q] == steps]
+        check(e.status == "JOINED" and f"{ended[0]}" in str(e),
+              f"{name}: rank {r}: the error does not say who ended: {e}")
     d = max_rel_diff(list(model.parameters()), ref_after[-1])
     check(d < TOL, f"{name}: rank {r} after join() ({counts[r]} of {steps} steps its own): "
                    f"the parameters differ from one process's after {steps} steps by {d:.2e}")
@@ -108,6 +131,32 @@ for policy in ("wfbp", "mgwfbp", "auto"):
     uneven(f"join, {policy}, batches {counts}", counts, policy)
 uneven(f"join, rank 0 without data, batches {[0] + counts[1:]}", [0] + counts[1:], "wfbp")
 uneven("join, even batches", [4] * n, "wfbp", then_even=False)
+# DDP's keywords: the sum over the stepping ranks divided by the world size;
+# every rank raising where the first data ends, none applying that step, and
+# training on after it.
+uneven(f"join(divide_by_initial_world_size=True), batches {counts}", counts, "wfbp", world=True)
+for policy, model_arg in (("wfbp", False), ("mgwfbp", False), ("dear", True)):
+    uneven(f"join(throw_on_early_termination=True), {policy}"
+           f"{', model=' if model_arg else ''}, batches {counts}", counts, policy,
+           model_arg=model_arg, throw=True)
+uneven(f"join(throw_on_early_termination=True), even batches", [3] * n, "wfbp", throw=True)
+# enable=False: join() does nothing (even inputs), and its keywords are checked.
+torch.manual_seed(9)
+model = Net()
+gs.broadcast_parameters(model.state_dict(), root_rank=0)
+opt = gs.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05),
+                              named_parameters=model.named_parameters(), policy="wfbp")
+with opt.join(enable=False):
+    check(not opt._gs_joining, "join(enable=False) joined")
+    x, y = data(r, 0)
+    opt.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    opt.step()
+raises(TypeError, lambda: opt.join(throw_on_early_termination=1).__enter__(),
+       contains="throw_on_early_termination=1")
+check(same_everywhere(list(model.parameters())), "join(enable=False): the ranks differ")
+opt.close()
+ok(r, "join(enable=False) and its keywords' checks")
 uneven(f"join with model= (policy single), batches {counts[::-1]}", counts[::-1], "single",
        model_arg=True)
 
