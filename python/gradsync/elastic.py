@@ -116,6 +116,20 @@ class State:
         pass
 
     # -- the API --
+    def sync(self):
+        """Collective: every rank takes rank 0's state (its objects and the
+        extra values), as Horovod's state.sync(). `run` calls it on a fresh
+        start (no commit to restore)."""
+        gs = _gs()
+        self._prepare()
+        self._sync_objects()
+        extra = gs.broadcast_object({k: getattr(self, k) for k in self._extra}, root_rank=0)
+        for k, v in extra.items():
+            setattr(self, k, v)
+
+    def _sync_objects(self):
+        """sync()'s part for the subclass's objects."""
+
     def register_reset_callbacks(self, callbacks):
         """Functions called (without arguments) after a restart restored a
         commit made on another world size: rescale the learning rate, rebuild
@@ -241,6 +255,10 @@ class State:
             raise gs.GradsyncError(err)
         blob = gs.broadcast_object(blob, root_rank=0)
         if blob is None:
+            # A fresh start: every rank takes rank 0's state, as Horovod's
+            # elastic run does (state.sync()); ranks that initialised their
+            # models with their own seeds would otherwise train apart.
+            self.sync()
             return False
         self._apply(blob["state"])
         for k, v in blob["extra"].items():
@@ -268,6 +286,13 @@ class TorchState(State):
         # deadlock.
         if self.optimizer is not None and hasattr(self.optimizer, "finish"):
             self.optimizer.finish()
+
+    def _sync_objects(self):
+        gs = _gs()
+        if self.model is not None:
+            gs.broadcast_parameters(self.model.state_dict(), root_rank=0)
+        if self.optimizer is not None:
+            gs.broadcast_optimizer_state(self.optimizer, root_rank=0)
 
     def _capture(self):
         out = {}

@@ -26,6 +26,7 @@ gradsync.GradsyncError with its message.
 import atexit
 import contextlib
 import io
+import inspect
 import math
 import os
 import sys
@@ -69,6 +70,9 @@ _FLOAT_DTYPES = {torch.float32: _C.F32, torch.float64: _C.F64,
 _INT_DTYPES = {torch.int32: _C.I32, torch.int64: _C.I64, torch.uint8: _C.U8}
 _DTYPES = {**_FLOAT_DTYPES, **_INT_DTYPES}
 _DTYPE_OF_CODE = {v: k for k, v in _DTYPES.items()}
+# torch.optim's zero_grad default (False in torch 1.x, True from 2.0).
+_SET_TO_NONE_DEFAULT = inspect.signature(
+    torch.optim.Optimizer.zero_grad).parameters["set_to_none"].default
 
 def _error(status, message):
     """A GradsyncError raised by the Python half, shaped like the library's:
@@ -556,11 +560,18 @@ def broadcast_parameters(params, root_rank=0):
         items = sorted(params.items())
     else:
         items = list(params)
+    items = [(name, p) for name, p in items if p is not None]
+    _agree_names("broadcast_parameters", [name for name, _ in items])
     pending = []
     for name, p in items:
-        if p is None:
-            continue
         t = p.data if isinstance(p, torch.nn.Parameter) else p
+        if isinstance(t, torch.Tensor) and t.dtype not in _DTYPES and \
+                t.layout == torch.strided and t.device.type == "cpu":
+            # bool masks, int8 quantisation buffers, ...: a broadcast
+            # copies bytes, whatever they mean.
+            tmp = t.contiguous().reshape(-1).view(torch.uint8)
+            pending.append((broadcast_async_(tmp, root_rank, name), t, tmp))
+            continue
         _check(t, f"parameter '{name}'")
         if t.is_contiguous():
             pending.append((broadcast_async_(t, root_rank), None, None))
@@ -570,7 +581,34 @@ def broadcast_parameters(params, root_rank=0):
     for handle, target, tmp in pending:
         handle.wait()
         if target is not None:
-            target.copy_(tmp)
+            target.copy_(tmp.view(target.dtype).reshape(target.shape)
+                         if tmp.dtype != target.dtype else tmp)
+
+
+def _agree_names(what, names):
+    """Every rank has the same names in the same order (one all-gather of
+    them), else GradsyncError (MISMATCH) on every rank naming the first
+    difference from rank 0: a rank with one tensor more would wait in a
+    broadcast the others never make."""
+    if size() == 1:
+        return
+    every = allgather_object(list(names))
+    ref = every[0]
+    for q, theirs in enumerate(every[1:], start=1):
+        if theirs == ref:
+            continue
+        extra = [n for n in theirs if n not in set(ref)]
+        missing = [n for n in ref if n not in set(theirs)]
+        if extra:
+            diff = f"rank {q} has '{extra[0]}', which rank 0 lacks"
+        elif missing:
+            diff = f"rank 0 has '{missing[0]}', which rank {q} lacks"
+        else:
+            k = next(i for i, (a, b) in enumerate(zip(ref, theirs)) if a != b)
+            diff = f"the order differs: at position {k} rank 0 has '{ref[k]}', rank {q} '{theirs[k]}'"
+        raise _error("MISMATCH", f"gradsync: {what}: ranks disagree on the tensors: {diff} "
+                                 f"({len(ref)} on rank 0, {len(theirs)} on rank {q}); no rank "
+                                 f"sent data")
 
 
 def broadcast_optimizer_state(optimizer, root_rank=0):
@@ -580,6 +618,8 @@ def broadcast_optimizer_state(optimizer, root_rank=0):
     state = broadcast_object(optimizer.state_dict() if rank() == root_rank else None,
                              root_rank)
     if rank() != root_rank:
+        # A DistributedOptimizer loads in place (its param_groups dicts,
+        # which a scheduler made before wrapping shares, stay).
         optimizer.load_state_dict(state)
 
 
@@ -861,6 +901,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._gs_accs = []
         self._gs_hooks = []
         self._gs_unused = set()      # indices no rank computed a gradient for this step
+        self._gs_hooked = set()      # id() of the parameters taken over
+        self._gs_none = []           # by index: torch's p.grad would be None (never
+                                     # computed, or zero_grad(set_to_none=True) since)
         self._gs_active = None       # the ranks that stepped at the last exchange (join)
         self._gs_joining = False     # inside join()
         self._gs_joined = False      # join(): this rank's data ended; it shadows the others
@@ -884,7 +927,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         (once each): a hook after each gradient's accumulation and, with
         DeAR's overlap, a forward pre-hook on its module. Before the first
         step only: the engine registers every gradient then."""
-        seen = {id(p) for p in self._gs_params}
+        seen = self._gs_hooked
         new = []
         for p in params:
             if p.requires_grad and id(p) not in seen:
@@ -903,6 +946,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._gs_bufs.append(None)
             self._gs_pending.append(False)
             self._gs_zero_later.append(False)
+            self._gs_none.append(p.grad is None)
             acc = p.expand_as(p).grad_fn.next_functions[0][0]
             self._gs_hooks.append(acc.register_hook(self._gs_make_hook(i)))
             self._gs_accs.append(acc)  # the node must outlive the hook
@@ -927,6 +971,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         except BaseException:
             self.param_groups.pop()
             raise
+
+    def load_state_dict(self, state_dict):
+        """torch.optim's load_state_dict, keeping this optimizer's
+        param_groups dicts and state mapping (updated in place): a scheduler
+        or a reference made on the optimizer before it was wrapped shares
+        them, and torch's own version would replace them (on the ranks that
+        load: broadcast_optimizer_state's non-root ranks)."""
+        groups, state = self.param_groups, self.state
+        super(self.__class__, self).load_state_dict(state_dict)
+        if groups is self.param_groups:
+            return
+        for mine, loaded in zip(groups, self.param_groups):
+            mine.update(loaded)
+        loaded_state = self.state
+        if loaded_state is not state:
+            state.clear()
+            state.update(loaded_state)
+        self.param_groups, self.state = groups, state
 
     def _gs_set_compress_options(self, policy, error_feedback, warmup_steps, momentum,
                                  ef_decay):
@@ -1118,7 +1180,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         or an assignment): move it into the registered buffer."""
         p, buf = self._gs_params[i], self._gs_bufs[i]
         if p.grad is not None:
-            buf.copy_(p.grad)
+            buf.copy_(p.grad.to_dense() if p.grad.is_sparse else p.grad)
         else:
             buf.zero_()
         p.grad = buf
@@ -1154,10 +1216,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for i in order:
             p = self._gs_params[i]
             g = p.grad
-            if g is None or not g.is_contiguous() or g.dtype != p.dtype:
+            if g is None or g.is_sparse or not g.is_contiguous() or g.dtype != p.dtype:
                 buf = torch.zeros_like(p, memory_format=torch.contiguous_format)
                 if g is not None:
-                    buf.copy_(g)
+                    # A sparse gradient (nn.Embedding(sparse=True)) is averaged
+                    # dense, as Horovod's sparse_as_dense=True.
+                    buf.copy_(g.to_dense() if g.is_sparse else g)
                 p.grad = buf
             self._gs_bufs[i] = p.grad
             buf = p.grad
@@ -1222,6 +1286,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if p.grad is not self._gs_bufs[i]:
                 replaced.append(self._gs_names[i])
                 p.grad = self._gs_bufs[i]
+        self._gs_check_unhooked()
         if replaced:
             more = f" (and {len(replaced) - 1} more)" if len(replaced) > 1 else ""
             raise _error(
@@ -1230,6 +1295,22 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 f"tensor cannot be averaged any more and was dropped (p.grad holds the average "
                 f"of the gradients backward() computed). Change a gradient in place "
                 f"(p.grad.copy_(t), p.grad.mul_(s)), or replace it before backward() computes it")
+
+    def _gs_check_unhooked(self):
+        """A parameter of the groups that has a gradient but no hook (it did
+        not require one when it was wrapped: frozen, then unfrozen) is never
+        averaged, and the ranks would drift apart: raise instead."""
+        hooked = self._gs_hooked
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is not None and id(p) not in hooked and p.requires_grad:
+                    name = self._gs_by_param.get(id(p), "a parameter")
+                    raise _error(
+                        "STATE", f"gradsync: '{name}' has a gradient, but it did not require "
+                        f"one when this DistributedOptimizer was made (frozen then, unfrozen "
+                        f"since), so no rank averages it; this step was not applied. Wrap the "
+                        f"optimizer again after unfreezing (gs.DistributedOptimizer(base, ...) "
+                        f"closes this one and keeps its state), or wrap after unfreezing")
 
     def _gs_exchange(self, explicit):
         """synchronize's exchange: every tensor not yet handed over goes now
@@ -1302,6 +1383,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         flags = flags.tolist()
         if used is not None:
             self._gs_unused = {i for i, u in enumerate(flags[:n]) if u == 0}
+            for i, u in enumerate(flags[:n]):
+                if u:
+                    self._gs_none[i] = False
         self._gs_active = [q for q, a in enumerate(flags[n:]) if a]
         if 0 < len(self._gs_active) < nr and self._gs_join_throw:
             # join(throw_on_early_termination=True): every rank raises at
@@ -1449,11 +1533,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _gs_without_unused(self, run):
         """Runs the wrapped optimizer's step with p.grad None for the
         parameters that no rank computed a gradient for at the last
-        exchange, as torch and DDP leave them: weight decay and momentum do
-        not move them. p.grad is the engine's buffer again after. (Never
+        exchange and whose gradient torch would have left None (never
+        computed, or zero_grad(set_to_none=True) since it last was), as
+        torch and DDP leave them: weight decay and momentum do not move
+        them. A parameter whose gradient was zeroed in place keeps zeros, as
+        in torch. p.grad is the engine's buffer again after. (Never
         under DeAR's overlap, whose updates run in _gs_apply: no flags are
         exchanged there, see _gs_exchange.)"""
-        hidden = list(self._gs_unused)
+        hidden = [i for i in self._gs_unused if self._gs_none[i]]
         for i in hidden:
             self._gs_params[i].grad = None
         try:
@@ -1463,10 +1550,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 if self._gs_params[i].grad is None:
                     self._gs_params[i].grad = self._gs_bufs[i]
 
-    def zero_grad(self, set_to_none=False):
-        """Zeros the gradients in place. set_to_none=True is honoured only for
-        parameters gradsync does not synchronise: the engine averages into
-        fixed buffers, and p.grad stays that buffer."""
+    def zero_grad(self, set_to_none=_SET_TO_NONE_DEFAULT):
+        """Zeros the gradients in place (set_to_none's default is this
+        torch's). set_to_none=True is honoured only for parameters gradsync
+        does not synchronise: the engine averages into fixed buffers, and
+        p.grad stays that buffer; but a parameter that then gets no gradient
+        on any rank before step() has p.grad None in step(), as torch would
+        leave it (with set_to_none=False, zeros, which momentum and weight
+        decay act on, as in torch)."""
         if not self._gs_closed:
             self._gs_usable()
         if self._gs_engine is None:  # first iteration: nothing handed over yet
@@ -1486,6 +1577,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 elif p.grad is not None:
                     p.grad.zero_()
             return None
+        if set_to_none:
+            self._gs_none[:] = [True] * len(self._gs_none)
         return super(self.__class__, self).zero_grad(
             set_to_none=set_to_none and self._gs_engine is None)
 
@@ -1531,6 +1624,28 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         engine, self._gs_engine = self._gs_engine, None
         if engine is not None:
             engine.destroy()
+
+
+def _close_earlier(optimizer):
+    """Closes, with a warning, each live DistributedOptimizer made earlier
+    over some of `optimizer`'s parameters: its hooks would still hand their
+    gradients to its engine, whose collectives the other ranks would meet
+    in the new one's (a stall until the watchdog's timeout, 2026-12-06).
+    Every rank wraps at the same point of the script, so every rank closes
+    the same ones, in the order they were made (close is collective under
+    DeAR's overlap)."""
+    mine = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    for _, old in sorted(_optimizers.items()):
+        if old._gs_closed:
+            continue
+        shared = [n for p, n in zip(old._gs_params, old._gs_names) if id(p) in mine]
+        if shared:
+            more = f" (and {len(shared) - 1} more)" if len(shared) > 1 else ""
+            warnings.warn(f"gradsync: DistributedOptimizer: '{shared[0]}'{more} is averaged "
+                          f"by an earlier DistributedOptimizer that was not closed: closing "
+                          f"it now (its hooks would hand the same gradients to its engine); "
+                          f"call close() on it before wrapping again", stacklevel=3)
+            old.close()
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, policy="auto", compression=None,
@@ -1591,7 +1706,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, policy="auto", compre
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"gradsync: DistributedOptimizer wraps a torch.optim.Optimizer, "
                         f"not {type(optimizer).__name__}")
+    if "_gs_params" in optimizer.__dict__:
+        raise TypeError("gradsync: DistributedOptimizer: this optimizer is a "
+                        "DistributedOptimizer already; wrap the torch.optim optimizer once")
     _topo()
+    _close_earlier(optimizer)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     opt = cls(optimizer.param_groups, named_parameters, policy, compression,
@@ -1600,6 +1719,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, policy="auto", compre
     # The wrapped optimizer's defaults (add_param_group fills a group from
     # them): the class's own __init__ above saw only the groups.
     opt.defaults = dict(optimizer.defaults)
-    if optimizer.state:
-        opt.load_state_dict(optimizer.state_dict())
+    # The same param_groups dicts (torch.optim's __init__ keeps the dicts it
+    # is given) and the same state: a scheduler made on `optimizer` before
+    # wrapping drives this one, and its momentum carries over. Until
+    # 2026-12-06 a load_state_dict here gave the wrapper new group dicts,
+    # which such a scheduler no longer reached.
+    opt.state = optimizer.state
     return opt
