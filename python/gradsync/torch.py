@@ -211,10 +211,11 @@ def _addr(t):
 class Handle:
     """A non-blocking collective in flight; finish it with synchronize()."""
 
-    __slots__ = ("_req", "_result", "_finish", "_done")
+    __slots__ = ("_req", "_result", "_finish", "_done", "_extra")
 
-    def __init__(self, req, result, finish=None):
+    def __init__(self, req, result, finish=None, extra=None):
         self._req, self._result, self._finish, self._done = req, result, finish, False
+        self._extra = extra  # allgather: every rank's rows; alltoall: the rows received
 
     def wait(self):
         if not self._done:
@@ -271,7 +272,10 @@ def allreduce_async(tensor, average=None, name=None, op=Average):
 
 
 def allreduce(tensor, average=None, name=None, op=Average):
-    """The reduction of `tensor` over every rank (a new tensor)."""
+    """The reduction of `tensor` over every rank (a new tensor).
+    Differentiable (see _differentiable)."""
+    if _differentiable(tensor):
+        return _AllreduceFn.apply(tensor, _op_of(average, op), name)
     return synchronize(allreduce_async(tensor, average, name, op))
 
 
@@ -411,10 +415,14 @@ def allgather_async(tensor, name=None):
     out = torch.empty([sum(dim0s)] + list(src.shape[1:]), dtype=src.dtype)
     req = _C.iallgatherv(_addr(src), src.numel(), _addr(out), [d * rest for d in dim0s],
                          code, (src, out))
-    return Handle(req, out)
+    return Handle(req, out, None, dim0s)
 
 
 def allgather(tensor, name=None):
+    """Every rank's `tensor` concatenated along dimension 0. Differentiable
+    (see _differentiable)."""
+    if _differentiable(tensor):
+        return _AllgatherFn.apply(tensor, name)
     return synchronize(allgather_async(tensor, name))
 
 
@@ -451,6 +459,10 @@ def broadcast_async(tensor, root_rank, name=None):
 
 
 def broadcast(tensor, root_rank, name=None):
+    """root_rank's `tensor` on every rank (a new tensor). Differentiable
+    (see _differentiable)."""
+    if _differentiable(tensor):
+        return _BroadcastFn.apply(tensor, root_rank, name)
     return synchronize(broadcast_async(tensor, root_rank, name))
 
 
@@ -507,11 +519,102 @@ def alltoall_async(tensor, splits=None, name=None):
     out = torch.empty([sum(rsplits)] + list(src.shape[1:]), dtype=src.dtype)
     req = _C.ialltoallv(_addr(src), [s * rest for s in splits], _addr(out),
                         [s * rest for s in rsplits], code, (src, out))
-    return Handle(req, out)
+    return Handle(req, out, None, rsplits)
 
 
 def alltoall(tensor, splits=None, name=None):
+    """The all-to-all of alltoall_async, blocking. Differentiable (see
+    _differentiable)."""
+    if _differentiable(tensor):
+        return _AlltoallFn.apply(tensor, splits, name)
     return synchronize(alltoall_async(tensor, splits, name))
+
+
+# ---- Autograd through the collectives -----------------------------------------------
+
+def _differentiable(tensor):
+    """Whether a blocking out-of-place collective records itself for
+    autograd: its input requires a gradient and grad mode is on (as
+    Horovod's allreduce, allgather, broadcast and alltoall, and
+    torch.distributed.nn's). The backward passes are collectives too, so
+    every rank must run backward through the same calls. The gradients are
+    those of the mean of the ranks' losses, the objective whose gradient
+    DistributedOptimizer's average gives: a rank's gradient for its input
+    is the sum, over the ranks, of the gradients their outputs received
+    for it (allgather and broadcast sum them; alltoall returns each block
+    to its sender; allreduce with Average or Sum reduces them with the same
+    op; with Min or Max the sum goes to the ranks that held the extreme,
+    split among ties; Product is not differentiable here)."""
+    return isinstance(tensor, torch.Tensor) and tensor.requires_grad and \
+        torch.is_grad_enabled()
+
+
+class _AllreduceFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, op, name):
+        out = synchronize(allreduce_async(tensor, None, name, op))
+        ctx.op, ctx.name = op, name
+        if op in (Min, Max):
+            ctx.save_for_backward((tensor.contiguous() == out).to(out.dtype))
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        op = ctx.op
+        if op in (Average, Sum):
+            return synchronize(allreduce_async(grad.contiguous(), None, ctx.name, op)), \
+                None, None
+        if op == Product:
+            raise _error("UNSUPPORTED", "gradsync: allreduce with op=Product is not "
+                                        "differentiable in gradsync.torch")
+        held, = ctx.saved_tensors
+        total = synchronize(allreduce_async(grad.contiguous(), None, ctx.name, Sum))
+        ties = synchronize(allreduce_async(held, None, ctx.name, Sum))
+        return total * held / ties.clamp_min(1), None, None
+
+
+class _AllgatherFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name):
+        handle = allgather_async(tensor, name)
+        out = synchronize(handle)
+        dim0s = handle._extra
+        ctx.offset, ctx.rows = sum(dim0s[:rank()]), dim0s[rank()]
+        ctx.shape, ctx.name = tensor.shape, name
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        total = synchronize(allreduce_async(grad.contiguous(), None, ctx.name, Sum))
+        return total.narrow(0, ctx.offset, ctx.rows).reshape(ctx.shape), None
+
+
+class _BroadcastFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name):
+        ctx.root, ctx.name = _root(root_rank), name
+        return synchronize(broadcast_async(tensor, root_rank, name))
+
+    @staticmethod
+    def backward(ctx, grad):
+        total = synchronize(allreduce_async(grad.contiguous(), None, ctx.name, Sum))
+        if rank() != ctx.root:
+            total.zero_()
+        return total, None, None
+
+
+class _AlltoallFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, splits, name):
+        handle = alltoall_async(tensor, splits, name)
+        out = synchronize(handle)
+        ctx.rsplits, ctx.shape, ctx.name = handle._extra, tensor.shape, name
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        back = synchronize(alltoall_async(grad.contiguous(), ctx.rsplits, ctx.name))
+        return back.reshape(ctx.shape), None, None
 
 
 def barrier():
