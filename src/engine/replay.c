@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine_internal.h"
 #include "gradsync/engine.h"
 #include "gs_internal.h"
 
@@ -149,16 +150,19 @@ gs_status gs_engine_replay_compress(gs_comm *comm, const gs_profile *prof, void 
     out->engine_predicted_s = s1.predicted_iter_s;
     out->bytes_per_step = (double)(s1.bytes_sent - bytes0) / iters;
     out->compressed_groups = s1.compressed_groups;
+    /* Compressed groups are priced by their exchange and coding as the
+     * engine prices them when it plans (its compressor's payload and
+     * measured coding rate); until 2026-12-06 a replay with --compress
+     * printed no prediction (nan). */
+    gs_plan_xchg x;
     gs_status pst = plan->chosen == GS_PLAN_DEAR
                         ? gs_plan_predict_dear(prof, &s1.cost, plan->tensors, plan->offsets,
                                                plan->ngroups, &out->predicted_s, NULL, NULL)
-                        : gs_plan_predict(prof, &s1.cost, plan->tensors, plan->offsets,
-                                          plan->ngroups, &out->predicted_s);
+                        : eng_xchg_costs(e, &x);
+    if (pst == GS_OK && plan->chosen != GS_PLAN_DEAR)
+      pst = gs_plan_predict_xchg(prof, &s1.cost, &x, plan->tensors, plan->offsets,
+                                 plan->ngroups, plan->group_xchg, &out->predicted_s);
     if (pst != GS_OK) out->predicted_s = NAN;
-    /* Compressed groups are priced by their exchange and coding, which
-     * gs_plan_predict does not know: no prediction rather than a dense
-     * one. */
-    if (s1.compressed_groups > 0) out->predicted_s = NAN;
     out->iter_s = gs__median(it_s, (size_t)iters);
     out->comm_s = gs__median(comm_s, (size_t)iters);
     out->exposed_s = gs__median(exp_s, (size_t)iters);

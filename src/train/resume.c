@@ -114,6 +114,8 @@ static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long e
   cJSON_AddNumberToObject(d, "crc32", data->crc32);
   cJSON_AddNumberToObject(m, "seed", (double)c->seed);
   cJSON_AddNumberToObject(m, "epochs", c->epochs);
+  /* An epoch's length when --max-steps cuts it (0: the whole set). */
+  cJSON_AddNumberToObject(m, "max_steps", (double)(c->max_steps > 0 ? c->max_steps : 0));
   cJSON_AddStringToObject(m, "schedule", c->schedule);
   cJSON_AddNumberToObject(m, "warmup_epochs", c->warmup_epochs);
   cJSON_AddStringToObject(m, "sync", t->sync.ops ? t->sync.ops->name : c->sync);
@@ -389,6 +391,14 @@ gs_status train_meta_check(const train_ctx *t, const char *ckpt_path,
                       "the sync mode") ||
           differs_str(m, "optimizer", t->optim.ops->name, why, sizeof why,
                       train_option(c, "optimizer"));
+  /* Another --max-steps gives the epochs another length: the position
+   * inside the epoch, and a schedule over the run's steps, would not mean
+   * what they meant (until 2026-12-06 a commit at sample 320 resumed with
+   * --max-steps 3 closed its epoch without a step). Checkpoints from before
+   * then do not record it. */
+  if (!bad && cJSON_GetObjectItemCaseSensitive(m, "max_steps"))
+    bad = differs_num(m, "max_steps", (double)(c->max_steps > 0 ? c->max_steps : 0), why,
+                      sizeof why, train_option(c, "max_steps"));
   /* Each rank's K-FAC state is its scheme's (dp's a share of the layers):
    * another scheme is refused here, alike on every rank, not by each rank's
    * state file. Checkpoints from before 2026-12-06 do not record it. */

@@ -115,7 +115,7 @@ grep -qE "plan optimal, .*measured, [1-9][0-9]* points" "$tmp/one.txt" \
 # --compress with a list of policies: each runs compressed in turn, its
 # bytes per step the payloads' (top-k at 1%: about 2% of the dense bytes
 # with indices), dear refused with a non-auto spec. The kind's name in any
-# case, the spec reported normalised.
+# case, the spec reported normalised; the compressed plan's prediction.
 if "$gs" run -np 2 -- "$gs" replay --profile "$prof" --policy wfbp,mgwfbp --iters 2 --warmup 2 \
      --compress TopK:0.01 --json > "$tmp/z.jsonl" 2> "$tmp/z.err"; then
   if python3 - "$tmp/z.jsonl" <<'PY'
@@ -125,9 +125,12 @@ assert [r["policy"] for r in rows] == ["wfbp", "mgwfbp"], rows
 for r in rows:
     assert r["compress"] == "topk:0.01" and r["compressed_groups"] > 0, r
     assert 0 < r["bytes_per_step"] < 0.1 * r["grad_bytes"], r
-    assert r["predicted_s"] is None, r  # no dense prediction of a compressed plan
+    # Priced as the engine prices compressed groups (payload and coding);
+    # until 2026-12-06 null (nan in the table).
+    p, e = r["predicted_s"], r["engine_predicted_s"]
+    assert isinstance(p, float) and p > 0 and 0.25 < p / e < 4, r
 PY
-  then ok "--compress TopK:0.01 with --policy wfbp,mgwfbp: compressed, payload bytes"
+  then ok "--compress TopK:0.01 with --policy wfbp,mgwfbp: compressed, payload bytes, predicted"
   else bad "--compress rows: $(cat "$tmp/z.jsonl")"; fi
 else
   bad "replay --compress failed: $(cat "$tmp/z.err")"

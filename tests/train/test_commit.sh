@@ -115,6 +115,19 @@ if [ $rc = 2 ] && [ "$(grep -c "stop-at-step 999: the run has 20 steps" "$tmp/eb
 else
   bad "--stop-at-step 999: exit $rc (want 2): $(grep 'gradsync train' "$tmp/ebig.log" | head -2)"
 fi
+# Another --max-steps gives the epochs another length: refused, naming both
+# (a commit at step 5 of 10 resumed with --max-steps 3 closed its epoch
+# without a step, exit 0, until 2026-12-06).
+"$gs" run -np 2 -- "$gs" train $eargs --checkpoint "$tmp/ems" --stop-at-step 5 > "$tmp/ems1.log" 2>&1
+"$gs" run -np 2 -- "$gs" train ${eargs/--max-steps 10/--max-steps 3} --checkpoint "$tmp/ems" \
+  --resume > "$tmp/ems2.log" 2>&1
+rc=$?
+if [ $rc = 2 ] &&
+   grep -q "max-steps: the checkpoint's run had 10, this run has 3" "$tmp/ems2.log"; then
+  ok "a resume with another --max-steps is refused, naming 10 and 3"
+else
+  bad "a resume with --max-steps 3 after 10: exit $rc (want 2): $(grep 'gradsync train' "$tmp/ems2.log" | head -2)"
+fi
 # Without an elastic rule the world size is part of the run.
 if ! "$gs" run -np 3 -- "$gs" train $args --checkpoint "$tmp/cut-sgd" --resume > "$tmp/fixed.log" 2>&1 &&
    grep -q "the rank count" "$tmp/fixed.log"; then
