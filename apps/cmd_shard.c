@@ -39,7 +39,8 @@ static void usage(FILE *f) {
           "                     tables that give no pooling (default 1)\n"
           "  --ranks N          ranks of the job (1 to 65536)\n"
           "  --per-node K       ranks per node (default 1; divides --ranks)\n"
-          "  --batch B          global batch (default 8192)\n"
+          "  --batch B          global batch (default 8192); given, it must split\n"
+          "                     evenly over --ranks, as train's --global-batch\n"
           "  --net NAME         the network, a name of `gradsync run --net`\n"
           "                     (default 1gbit; docs/NETWORK.md)\n"
           "  --mem-cap SIZE     bytes per rank for tables and row-wise Adagrad's\n"
@@ -70,6 +71,7 @@ typedef struct shard_opts {
   const char *tables, *net, *out;
   double scale, pooling, batch, mem_cap, zipf;
   int ranks, per_node, force, json, have_lookup, embed_sgd, scale_given;
+  int batch_given; /* --batch: it must split over --ranks */
   double elem_bytes;
   gs_cost_lookup lookup;
 } shard_opts;
@@ -141,6 +143,7 @@ static int parse_opts(int argc, char **argv, shard_opts *o) {
           cli_error(VERB, "--batch '%s' must be an integer from 1 to 1e9", optarg);
           return 2;
         }
+        o->batch_given = 1;
         break;
       case 'n': o->net = optarg; break;
       case 'm': {
@@ -195,6 +198,14 @@ static int parse_opts(int argc, char **argv, shard_opts *o) {
   }
   if (o->tables == NULL || o->ranks == 0) {
     cli_error(VERB, "--tables and --ranks are required");
+    return 2;
+  }
+  /* A global batch given is split over the ranks, as train's
+   * --global-batch (which refuses one that does not split); the default
+   * is a figure to price with, not a job's. */
+  if (o->batch_given && (long)o->batch % o->ranks != 0) {
+    cli_error(VERB, "--batch %.0f (the global batch) does not split evenly over --ranks %d",
+              o->batch, o->ranks);
     return 2;
   }
   if (o->ranks % o->per_node != 0) {

@@ -111,6 +111,7 @@ typedef struct dlrm_opts {
   int have_lookup;        /* --lookup: the cost given, not measured */
   gs_cost_lookup lookup;
   int scale_given;  /* --tables T:SCALE */
+  int zipf_given;   /* --zipf: the synthetic data's alone */
   int tables_given; /* --tables: a preset's rows as Criteo's unless scaled; without
                      * --tables, kaggle:0.001 */
 } dlrm_opts;
@@ -148,7 +149,7 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
   int c;
   double x;
   cli_seen seen = {{0}};
-  while ((c = getopt_long(argc, argv, ":", longs, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
     /* An option given twice is refused, as the vision trainer does. */
     if (c != '?' && c != ':' && c != 'h' && cli_once(VERB, &seen, c, longs)) return 2;
     switch (c) {
@@ -262,6 +263,7 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
           cli_error(VERB, "--zipf %s: expected 0 to 10", optarg);
           return 2;
         }
+        o->zipf_given = 1;
         break;
       case 'S':
         if (cli_parse_double(optarg, 0, 9007199254740992.0, &x) || x != floor(x)) {
@@ -311,8 +313,10 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
     return 2;
   }
   if (o->stop_at_step && o->stop_at_step > (long)o->epochs * o->steps) {
-    cli_error(VERB, "--stop-at-step %ld: the run has %ld steps (%d epochs of %ld)",
-              o->stop_at_step, (long)o->epochs * o->steps, o->epochs, o->steps);
+    cli_error(VERB, "--stop-at-step %ld: the run has %ld step%s (%d epoch%s of %ld)",
+              o->stop_at_step, (long)o->epochs * o->steps,
+              (long)o->epochs * o->steps == 1 ? "" : "s", o->epochs, o->epochs == 1 ? "" : "s",
+              o->steps);
     return 2;
   }
   if ((o->dcn_layers || o->dcn_rank) && o->interaction != GS_DLRM_DCN) {
@@ -321,6 +325,11 @@ static int parse_opts(int argc, char **argv, dlrm_opts *o) {
   }
   if (o->global_batch && o->batch_given) {
     cli_error(VERB, "--batch and --global-batch cannot be used together");
+    return 2;
+  }
+  if (o->zipf_given && o->data) {
+    cli_error(VERB, "--zipf and --data cannot be used together: a Criteo file's ids are its "
+              "own (--zipf skews the synthetic data's)");
     return 2;
   }
   if (o->min_count && !o->data) {
@@ -347,8 +356,10 @@ static int load_tables(const dlrm_opts *o, gs_embed_spec **t, int *n) {
   double scale = o->scale_given ? o->scale : preset && !o->tables_given ? 0.001 : 1.0;
   int rc = cli_tables_load(VERB, o->tables, scale, o->pooling, t, n);
   for (int i = 0; rc == 0 && i < *n; i++) {
+    /* Below 1 refused before rounding (0.5 rounded up to 1 id while the
+     * planner priced 0.5). */
     double p = round((*t)[i].pooling);
-    if (!(p >= 1 && p <= 1000)) {
+    if (!((*t)[i].pooling >= 1 && p <= 1000)) {
       cli_error(VERB, "--tables: table '%s' has pooling %g; the synthetic data draws 1 to "
                 "1000 ids per sample", (*t)[i].name, (*t)[i].pooling);
       rc = 2;
@@ -363,6 +374,7 @@ typedef struct view {
   int line_open; /* a progress line rewritten in place waits for its end */
   int asked;     /* stopped at a commit as SIGUSR1 asked */
   int lookup_given; /* --lookup: the lookup cost given, not measured */
+  double lr;        /* --lr, named in a diverged epoch's warning */
   const char *checkpoint, *policy;
   double bytes_ids, bytes_pooled, bytes_grad, bytes_dp, bytes_ar;
   const gs_embed_spec *tables; /* the model's, for the shards' names */
@@ -472,6 +484,37 @@ static const char *json_num(double x, int digits, char *buf, size_t n) {
   return buf;
 }
 
+/* The bound above which an epoch's mean training loss says the run has
+ * diverged: ten times the log loss of predicting 1/2 for every sample,
+ * ln 2, which is the most any labels' base-rate log loss (their entropy,
+ * -p ln p - (1 - p) ln(1 - p)) can be. A model that learnt nothing
+ * scores about that entropy; ten times the largest it can be is a model
+ * confidently wrong on most samples: its rate too large. A non-finite
+ * loss fails the run (the library's). */
+#define DIVERGED_LOSS (10 * 0.6931471805599453)
+
+/* Warns on stderr (rank 0, once an epoch) when the epoch's mean training
+ * loss is finite but above DIVERGED_LOSS: the run exits 0 all the same. */
+static void warn_diverged(const view *v, const gs_dlrm_train_event *ev) {
+  if (!isfinite(ev->loss) || ev->loss <= DIVERGED_LOSS) return;
+  fflush(stdout); /* after the progress lines before it */
+  fprintf(stderr, "gradsync %s: warning: epoch %d's mean training loss is %.4g, over %.2f "
+          "(10 ln 2: ten times the log loss of predicting 1/2, which no labels' base rate "
+          "exceeds): the training has likely diverged; try a lower --lr (this run's %g)\n",
+          VERB, ev->epoch, ev->loss, DIVERGED_LOSS, v->lr);
+}
+
+/* A JSON string of s (a table's name, from a file: any bytes but NUL). */
+static void json_string(const char *s) {
+  putchar('"');
+  for (const unsigned char *q = (const unsigned char *)(s ? s : ""); *q; q++) {
+    if (*q == '"' || *q == '\\') printf("\\%c", *q);
+    else if (*q < 0x20) printf("\\u%04x", *q);
+    else putchar(*q);
+  }
+  putchar('"');
+}
+
 /* Where the lookup cost the run prices with came from, in words. */
 static const char *lookup_from(const view *v) {
   return v->lookup_given ? "--lookup"
@@ -549,8 +592,9 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
              ev->global_step, ev->epoch, ev->step, ev->from_ranks, ev->from_step,
              ev->from_global_batch, 1e3 * ev->commit_s);
     else if (ev->epoch > v->epochs)
-      printf("resumed from %s at step %zu: the run is complete (%d epochs of %zu steps)\n",
-             v->checkpoint, ev->global_step, v->epochs, ev->steps);
+      printf("resumed from %s at step %zu: the run is complete (%d epoch%s of %zu step%s)\n",
+             v->checkpoint, ev->global_step, v->epochs, v->epochs == 1 ? "" : "s", ev->steps,
+             ev->steps == 1 ? "" : "s");
     else {
       char regroup[160] = "";
       if (ev->from_step != ev->global_step)
@@ -604,6 +648,7 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
   }
   const gs_dlrm_dist_stats *s = &ev->stats;
   double n = s->steps ? (double)s->steps : 1;
+  warn_diverged(v, ev);
   if (v->json) {
     /* An undefined metric (no teacher with a Criteo file, an AUC of one
      * class, a diverged loss) is null, not the "nan" JSON lacks. */
@@ -649,10 +694,12 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
     /* --policy auto's choice: "measuring" until made. */
     const gs_dlrm_mlp_choice *c = &ev->mlp_choice;
     if (c->active) {
+      char step[32] = "null"; /* no step chosen at while measuring */
+      if (c->decided) snprintf(step, sizeof step, "%llu", (unsigned long long)c->step);
       printf(", \"mlp_chosen\": \"%s\", \"mlp_fused_ms\": %.3f, \"mlp_engine_ms\": %.3f, "
-             "\"mlp_engine_plan\": \"%s\", \"mlp_chosen_step\": %llu",
+             "\"mlp_engine_plan\": \"%s\", \"mlp_chosen_step\": %s",
              !c->decided ? "measuring" : c->engine ? "engine" : "fused", c->fused_ms,
-             c->engine_ms, c->plan, (unsigned long long)c->step);
+             c->engine_ms, c->plan, step);
     }
     /* The lookup cost the predictions below are priced with (gradsync
      * shard's keys), and where it came from: "--lookup" or "measured".
@@ -695,6 +742,16 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
                k ? sh[i].row_hi - sh[i].row_lo : (size_t)sh[i].rank);
       printf("]");
     }
+    /* and its table's name and sharding */
+    for (int k = 0; k < 2; k++) {
+      printf(", \"%s\": [", k ? "shard_sharding" : "shard_table");
+      for (size_t i = 0; sh && i < ev->nshards; i++) {
+        printf("%s", i ? ", " : "");
+        if (k) printf("\"%s\"", gs_shard_kind_name(sh[i].kind));
+        else json_string(v->tables[sh[i].table].name);
+      }
+      printf("]");
+    }
     printf("}\n");
     return;
   }
@@ -716,8 +773,8 @@ static void on_event(const gs_dlrm_train_event *ev, void *user) {
     if (!isnan(ev->calibration)) snprintf(cal, sizeof cal, "%.3f", ev->calibration);
     if (!isnan(ev->ne) || !isnan(ev->calibration))
       snprintf(more, sizeof more, " (NE %s, calibration %s)", ne, cal);
-    snprintf(held, sizeof held, "held-out AUC %s%s, log loss %.4f over %zu samples%s", auc,
-             teacher, ev->log_loss, ev->eval_samples, more);
+    snprintf(held, sizeof held, "held-out AUC %s%s, log loss %.4f over %zu sample%s%s", auc,
+             teacher, ev->log_loss, ev->eval_samples, ev->eval_samples == 1 ? "" : "s", more);
   }
   printf("epoch %d: %s; train loss %.4f; %.0f samples/s\n", ev->epoch, held, ev->loss,
          ev->samples_per_s);
@@ -802,6 +859,13 @@ int cmd_train_dlrm(int argc, char **argv) {
       cli_error(VERB, "--plan: %s", gs_last_error());
       rc = 2;
     }
+    if (rc == 0 && p && !p->row_state && !o.embed_sgd) { /* as the run refuses it */
+      cli_error(VERB, "--plan: sharding plan %s: made for plain SGD on the tables "
+                "(\"row_state\": false: no Adagrad state priced), and this run trains them "
+                "with row-wise Adagrad: give --embed-sgd, or make the plan without "
+                "--embed-sgd", o.plan);
+      rc = 2;
+    }
     gs_shard_plan_free(p);
     gs_embed_specs_free(t);
     return rc;
@@ -874,7 +938,7 @@ int cmd_train_dlrm(int argc, char **argv) {
   cfg.data.table_pooling = 1; /* each table's, as the planner prices it */
   view v = {.rank = r.rank, .size = r.size, .epochs = o.epochs, .json = o.json,
             .tty = cli_on_terminal(), .checkpoint = o.checkpoint, .policy = o.policy,
-            .tables = t, .lookup_given = o.have_lookup};
+            .tables = t, .lookup_given = o.have_lookup, .lr = o.lr};
   if (rc == 0 && r.rank == 0 && o.checkpoint && !o.resume)
     cli_warn_checkpoint_replaced(VERB, o.checkpoint, 1);
   gs_status st = rc ? GS_OK : gs_dlrm_train_run(&cfg, r.comm, on_event, &v);

@@ -348,10 +348,13 @@ typedef struct gs_cost_lookup {
                                * probability 1 - e^-cache_t. 0: gamma */
 } gs_cost_lookup;
 
-/* Checks that every field of *lk is finite and >= 0: the rule for a cost
- * that is given rather than measured (gradsync shard's and train's --lookup,
- * gs_dlrm_train_config's lookup). GS_ERR_INVALID_ARG names the first field
- * that is not. */
+/* Checks that every field of *lk is finite and >= 0, each time below
+ * GS_COST_LOOKUP_MAX_S and the cache's bytes at most
+ * GS_COST_LOOKUP_MAX_CACHE: the rule for a cost that is given rather than
+ * measured (gradsync shard's and train's --lookup, gs_dlrm_train_config's
+ * lookup). GS_ERR_INVALID_ARG names the first field that is not. */
+#define GS_COST_LOOKUP_MAX_S 1e-3
+#define GS_COST_LOOKUP_MAX_CACHE 1125899906842624.0 /* 2^50 */
 gs_status gs_cost_lookup_check(const gs_cost_lookup *lk);
 
 typedef struct gs_cost_shard_in {

@@ -332,6 +332,12 @@ gs_status gs_criteo_rewind(gs_criteo_reader *r);
 /* The line number of the last line read (1-based). */
 size_t gs_criteo_line(const gs_criteo_reader *r);
 void gs_criteo_close(gs_criteo_reader *r);
+/* Counts the file's lines as the reader reads them (a last line without
+ * its newline counts), stopping at `limit` (0: all): *lines is the count,
+ * at most limit. A plain file is counted by its newlines alone (memchr
+ * over pread's chunks, no parsing); a gzip one is decompressed up to the
+ * limit. For a run's start: whether the file holds the lines it needs. */
+gs_status gs_criteo_count_lines(const char *path, size_t limit, size_t *lines);
 
 /* A vocabulary of the categorical values (TorchRec's and MLPerf's
  * preprocessing, their "frequency threshold"): each feature's values

@@ -243,9 +243,18 @@ gs_status gs_cost_lookup_check(const gs_cost_lookup *lk) {
   if (lk == NULL) return gs_error(GS_ERR_INVALID_ARG, "lookup cost: NULL");
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
     double v = *(const double *)((const char *)lk + fields[i].off);
+    int bytes = fields[i].off == offsetof(gs_cost_lookup, cache_bytes);
     if (!isfinite(v) || v < 0)
       return gs_error(GS_ERR_INVALID_ARG, "lookup cost: %s (%s) is %g; every figure must be "
                       "finite and >= 0", fields[i].name, fields[i].unit, v);
+    /* A lookup, a byte or a bag takes nanoseconds (a measured one: 1e-10
+     * to 1e-7 s); a millisecond is a figure in the wrong unit, and one
+     * that prices every plan alike. */
+    if (bytes ? v > GS_COST_LOOKUP_MAX_CACHE : v >= GS_COST_LOOKUP_MAX_S)
+      return gs_error(GS_ERR_INVALID_ARG, "lookup cost: %s (%s) is %g; %s", fields[i].name,
+                      fields[i].unit, v,
+                      bytes ? "a cache is at most 2^50 bytes (1 PiB)"
+                            : "a time must be below 1e-3 s (a lookup takes nanoseconds)");
   }
   return GS_OK;
 }

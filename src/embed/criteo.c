@@ -530,6 +530,72 @@ static gs_status range_lines(const char *path, int fd, uint64_t lo, uint64_t hi,
   return st;
 }
 
+/* Counts the newlines in buf[0, n) into *lines up to limit (0: none), and
+ * returns 1 once the limit is reached. */
+static int count_newlines(const char *buf, size_t n, size_t limit, size_t *lines) {
+  for (const char *q = buf, *end = buf + n; (q = memchr(q, '\n', (size_t)(end - q))) != NULL;
+       q++)
+    if (++*lines == limit) return 1;
+  return 0;
+}
+
+gs_status gs_criteo_count_lines(const char *path, size_t limit, size_t *lines) {
+  if (path == NULL || lines == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "Criteo line count: NULL path or count");
+  *lines = 0;
+  int fd = open(path, O_RDONLY);
+  if (fd < 0)
+    return gs_error(GS_ERR_IO, "Criteo file '%s': cannot read it: %s", path, strerror(errno));
+  struct stat sb;
+  int gz = 0;
+  gs_status st = fstat(fd, &sb) != 0
+                     ? gs_error(GS_ERR_IO, "Criteo file '%s': %s", path, strerror(errno))
+                     : is_gzip(path, fd, &gz);
+  char *buf = st == GS_OK ? gs_malloc(CRITEO_CHUNK) : NULL;
+  if (st == GS_OK && buf == NULL)
+    st = gs_error(GS_ERR_NOMEM, "Criteo file '%s': out of memory", path);
+  int done = 0;
+  char last = '\n'; /* the last byte seen: a line without its newline after it counts */
+  if (st == GS_OK && !gz && S_ISREG(sb.st_mode)) {
+    for (uint64_t at = 0; st == GS_OK && !done;) {
+      ssize_t got = pread(fd, buf, CRITEO_CHUNK, (off_t)at);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0)
+        st = gs_error(GS_ERR_IO, "Criteo file '%s': reading bytes %" PRIu64 " on: %s", path,
+                      at, strerror(errno));
+      if (got <= 0) break;
+      done = count_newlines(buf, (size_t)got, limit, lines);
+      last = buf[got - 1];
+      at += (uint64_t)got;
+    }
+  } else if (st == GS_OK) {
+    /* gzip (or a pipe): through zlib, as the reader reads it */
+    gzFile f = gzopen(path, "rb");
+    size_t plen = strlen(path);
+    if (f == NULL)
+      st = gs_error(GS_ERR_IO, "Criteo file '%s': cannot open it for reading", path);
+    while (st == GS_OK && !done) {
+      int got = gzread(f, buf, (unsigned)CRITEO_CHUNK);
+      int zerr = Z_OK;
+      const char *msg = got <= 0 ? gzerror(f, &zerr) : NULL;
+      /* zlib's message without the "PATH: " it puts first (as gz_message) */
+      if (msg && strncmp(msg, path, plen) == 0 && msg[plen] == ':' && msg[plen + 1] == ' ')
+        msg += plen + 2;
+      if (got < 0 || (got == 0 && zerr != Z_OK && zerr != Z_STREAM_END))
+        st = gs_error(GS_ERR_IO, "Criteo file '%s' after line %zu: %s", path, *lines,
+                      zerr == Z_ERRNO ? strerror(errno ? errno : EIO) : msg);
+      if (got <= 0) break;
+      done = count_newlines(buf, (size_t)got, limit, lines);
+      last = buf[got - 1];
+    }
+    if (f) gzclose(f);
+  }
+  if (st == GS_OK && !done && last != '\n') ++*lines;
+  gs_free(buf);
+  close(fd);
+  return st;
+}
+
 /* Counts into v the values of the lines that start in [first, hi), whose
  * first is the file's line `index` (0-based), those below `lines` (0:
  * all). v->lines: the lines counted. */

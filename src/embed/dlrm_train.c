@@ -193,6 +193,15 @@ static gs_status make_plan(const gs_dlrm_train_config *cfg, gs_comm *comm,
   gs_cost_lookup lk = {0};
   if (cfg->plan_file && *out == NULL)
     st = gs_shard_plan_load(cfg->plan_file, specs, cfg->model.ntables, P, out);
+  /* A plan made for plain SGD priced no row-wise Adagrad state: under a
+   * memory cap its ranks may not hold it. (One made for Adagrad serves
+   * SGD: it priced more than SGD keeps.) */
+  if (st == GS_OK && cfg->plan_file && !(*out)->row_state &&
+      cfg->optim.embed.kind == GS_EMBED_ROWWISE_ADAGRAD)
+    st = gs_error(GS_ERR_INVALID_ARG, "sharding plan %s: made for plain SGD on the tables "
+                  "(\"row_state\": false: no Adagrad state priced), and this run trains them "
+                  "with row-wise Adagrad: give --embed-sgd, or make the plan without "
+                  "--embed-sgd", cfg->plan_file);
   if (st != GS_OK) gs__error_copy(msg, sizeof msg);
   gs_agreement a;
   GS_CHECK(gs_agree(comm, gs_comm_mpi(comm), "DLRM plan", st, msg, NULL, 0, &a));
@@ -647,6 +656,54 @@ static gs_status same_options(const gs_dlrm_train_config *cfg, gs_comm *comm, gs
   return st;
 }
 
+/* Whether a Criteo file fits the model and holds the samples the run
+ * reads: its first steps x P x B lines train, and the held-out set follows
+ * in whole rounds of P x B (evaluate). The model's shape is the options',
+ * every rank's alike (agreed before): a mismatch is said once. The lines
+ * each rank counts on its own host (up to what the run needs: a plain file
+ * at memory speed), the outcome agreed. */
+static gs_status criteo_fits(const gs_dlrm_train_config *cfg, gs_comm *comm,
+                             const gs_embed_spec *specs, int ndense) {
+  size_t P = (size_t)gs_comm_size(comm), B = cfg->batch;
+  int T = cfg->model.ntables;
+  gs_dlrm_synth_config sc = cfg->data;
+  sc.tables = specs;
+  sc.ntables = T;
+  int maxpool = gs_dlrm_synth_max_pooling(&sc);
+  if (ndense != GS_CRITEO_DENSE || T != GS_CRITEO_SPARSE || maxpool != 1) {
+    gs_status st = gs_error(GS_ERR_INVALID_ARG, "Criteo file '%s': its samples have %d dense "
+                            "features, %d tables and one id per bag; this model has %d, %d "
+                            "and pooling %d", cfg->criteo_file, GS_CRITEO_DENSE,
+                            GS_CRITEO_SPARSE, ndense, T, maxpool);
+    gs__error_mark_shared();
+    return st;
+  }
+  size_t train = cfg->steps * P * B, rounds = (cfg->eval_samples + P * B - 1) / (P * B);
+  size_t need = train + rounds * P * B, lines = 0;
+  gs_status mine = gs_criteo_count_lines(cfg->criteo_file, need, &lines);
+  if (mine == GS_OK && lines < need) {
+    char held[160] = "";
+    if (rounds > 0)
+      snprintf(held, sizeof held, " and %zu held out (--eval %zu, read in whole steps of "
+               "%zu)", rounds * P * B, cfg->eval_samples, P * B);
+    mine = gs_error(GS_ERR_INVALID_ARG, "Criteo file '%s' has %zu line%s; the run needs %zu: "
+                    "%zu steps x %zu samples (the global batch) to train%s", cfg->criteo_file,
+                    lines, lines == 1 ? "" : "s", need, cfg->steps, P * B, held);
+  }
+  char msg[GS_VOTE_MESSAGE] = "";
+  if (mine != GS_OK) gs__error_copy(msg, sizeof msg);
+  gs_agreement a;
+  GS_CHECK(gs_agree(comm, gs_comm_mpi(comm), "the Criteo file's lines", mine, msg, NULL, 0, &a));
+  gs_status st = mine;
+  if (st == GS_OK && a.failed)
+    st = gs_error((gs_status)a.votes[a.first].status, "the Criteo file on rank %d: %s",
+                  a.first, a.votes[a.first].message);
+  else if (st != GS_OK && gs_agreement_unanimous(&a))
+    gs__error_mark_shared(); /* one file, one message: said once */
+  gs_agreement_free(&a);
+  return st;
+}
+
 gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
                             gs_dlrm_train_cb cb, void *user) {
   if (cfg == NULL || comm == NULL)
@@ -675,6 +732,10 @@ gs_status gs_dlrm_train_run(const gs_dlrm_train_config *cfg, gs_comm *comm,
     specs[t].dim = (size_t)widths[nw - 1];
   }
   mc.tables = tables;
+  /* A Criteo file that cannot feed this run is refused before anything is
+   * counted, priced or sharded (the plan and the lookup cost were printed
+   * before, and a file too short failed in the step that ran out). */
+  if (st == GS_OK && cfg->criteo_file) st = criteo_fits(cfg, comm, specs, widths[0]);
   /* A Criteo file's vocabulary, before anything is priced or sharded: it
    * sets the tables' rows. */
   gs_criteo_vocab *vocab = NULL;

@@ -1459,6 +1459,16 @@ static int cmp_shard_pos(const void *a, const void *b) {
   return 0;
 }
 
+/* Whether a table `dim` wide on `ranks` ranks is cut into column blocks
+ * when labelled cw: the planner's forced cw takes the most blocks of at
+ * least 8 columns, up to one a rank, that divide the width (one, the whole
+ * table, where none does). */
+static int cw_cuts(size_t dim, int ranks) {
+  for (size_t c = 2; c <= dim / 8 && c <= (size_t)ranks; c++)
+    if (dim % c == 0) return 1;
+  return 0;
+}
+
 gs_status gs_shard_plan_check(const gs_shard_plan *p, const gs_embed_spec *tables,
                               int ntables, double mem_cap) {
   if (p == NULL || tables == NULL || p->ntables != ntables)
@@ -1479,8 +1489,18 @@ gs_status gs_shard_plan_check(const gs_shard_plan *p, const gs_embed_spec *table
     }
     for (size_t j = 0; j < n && st == GS_OK; j++) {
       const gs_shard *s = mine[j];
-      if (s->rank < 0 || s->rank >= p->ranks || s->row_lo > s->row_hi || s->col_lo >= s->col_hi ||
-          s->row_hi > t->rows || s->col_hi > t->dim || s->kind != p->kind[i])
+      /* What is wrong with the shard, in words (the general line below
+       * where none of these is) */
+      const char *what = s->col_hi > t->dim ? "its columns exceed the table's width"
+                         : s->row_hi > t->rows ? "its rows exceed the table's rows"
+                         : s->col_lo >= s->col_hi ? "it has no columns"
+                         : s->row_lo > s->row_hi ? "its rows run backwards"
+                                                 : NULL;
+      if (what)
+        st = gs_error(GS_ERR_INVALID_ARG, "sharding plan: table '%s' (%zu x %zu) has a shard "
+                      "of rows %zu-%zu, columns %zu-%zu on rank %d: %s", name, t->rows, t->dim,
+                      s->row_lo, s->row_hi, s->col_lo, s->col_hi, s->rank, what);
+      else if (s->rank < 0 || s->rank >= p->ranks || s->kind != p->kind[i])
         st = gs_error(GS_ERR_INVALID_ARG, "sharding plan: table '%s' (%zu x %zu, %s) has a "
                       "shard of rows %zu-%zu, columns %zu-%zu, %s, on rank %d of %d", name,
                       t->rows, t->dim, gs_shard_kind_name(p->kind[i]), s->row_lo, s->row_hi,
@@ -1501,6 +1521,13 @@ gs_status gs_shard_plan_check(const gs_shard_plan *p, const gs_embed_spec *table
                             ? "one shard of the whole table"
                         : (k == GS_SHARD_RW || k == GS_SHARD_TWRW) && !whole_cols
                             ? "blocks of rows, each of every column"
+                        : k == GS_SHARD_RW && n != (size_t)p->ranks
+                            ? "one block of rows on each rank"
+                        : k == GS_SHARD_TWRW && (p->ranks % (int)n != 0 ||
+                                                 s->rank / (int)n != mine[0]->rank / (int)n)
+                            ? "one block of rows on each rank of one node"
+                        : k == GS_SHARD_CW && cw_cuts(t->dim, p->ranks) && whole_cols
+                            ? "blocks of columns, at least two"
                             : NULL;
       if (cut)
         st = gs_error(GS_ERR_INVALID_ARG, "sharding plan: table '%s' (%zu x %zu) is labelled "
@@ -1848,15 +1875,32 @@ gs_status gs_shard_plan_load(const char *path, const gs_embed_spec *tables, int 
   const cJSON *o;
   cJSON_ArrayForEach(o, ss) {
     if (st != GS_OK) break;
-    size_t tbl, rank, rl, rh, cl, ch;
-    if (json_size(o, "table", &tbl) || json_size(o, "rank", &rank) ||
-        json_size(o, "row_lo", &rl) || json_size(o, "row_hi", &rh) ||
-        json_size(o, "col_lo", &cl) || json_size(o, "col_hi", &ch) || tbl >= (size_t)ntables ||
-        rank >= (size_t)ranks) {
-      st = gs_error(GS_ERR_PARSE, "sharding plan %s: shard %zu: expected table, rank, "
-                    "row_lo, row_hi, col_lo, col_hi within the job", path, p->nshards);
+    size_t v[6];
+    /* Each field a whole number >= 0, table and rank within the job: the
+     * first that is not named with its value. */
+    static const char *const fields[6] = {"table", "rank", "row_lo", "row_hi", "col_lo",
+                                          "col_hi"};
+    int bad = -1;
+    for (int f = 0; f < 6 && bad < 0; f++)
+      if (json_size(o, fields[f], &v[f]) || (f == 0 && v[f] >= (size_t)ntables) ||
+          (f == 1 && v[f] >= (size_t)ranks))
+        bad = f;
+    if (bad >= 0) {
+      const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, fields[bad]);
+      char *text = x ? cJSON_PrintUnformatted(x) : NULL;
+      char want[96];
+      if (bad == 0)
+        snprintf(want, sizeof want, "a table's index, 0 to %d", ntables - 1);
+      else if (bad == 1)
+        snprintf(want, sizeof want, "a rank, 0 to %d", ranks - 1);
+      else
+        snprintf(want, sizeof want, "a whole number, 0 or more");
+      st = gs_error(GS_ERR_PARSE, "sharding plan %s: shard %zu: \"%s\" is %.40s; expected %s",
+                    path, p->nshards, fields[bad], text ? text : "missing", want);
+      cJSON_free(text);
       break;
     }
+    size_t tbl = v[0], rank = v[1], rl = v[2], rh = v[3], cl = v[4], ch = v[5];
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "est_s");
     if ((unknown = unknown_key(o, shard_keys)) != NULL) {
       st = gs_error(GS_ERR_PARSE, "sharding plan %s: shard %zu: unknown key \"%.64s\" (a "

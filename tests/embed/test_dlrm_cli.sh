@@ -194,8 +194,8 @@ if [ "$(grep -c "warning: --checkpoint $tmp/ck10 holds a commit (a DLRM run's, a
   pass "a fresh run over a commit: warned once, naming its step"
 else fail "a fresh run over a commit: $(grep -h "holds a commit" "$tmp/k1" "$tmp/k2" "$tmp/k3")"; fi
 
-# 11. A Criteo run resumes from the same file under another path, --zipf
-# (unused with --data) aside.
+# 11. A Criteo run resumes from the same file under another path; --zipf
+# with --data is refused (until 2026-12-08 accepted and ignored).
 awk 'BEGIN { srand(3); for (i = 0; i < 400; i++) { line = int(rand() * 2)
   for (k = 0; k < 13; k++) line = line "\t" int(rand() * 50)
   for (k = 0; k < 26; k++) line = line "\t" sprintf("%x", int(rand() * 2000))
@@ -209,8 +209,9 @@ rc1=$?
 rm -rf "$tmp/ckc" && cp -r "$tmp/ckc.orig" "$tmp/ckc"
 crit "$tmp/c11c" --data good.tsv --resume --zipf 0.5
 rc2=$?
-if [ "$rc1" = 0 ] && [ "$rc2" = 0 ] && grep -q "resumed from" "$tmp/c11b"; then
-  pass "a Criteo run resumes from ./good.tsv and with --zipf 0.5"
+if [ "$rc1" = 0 ] && [ "$rc2" = 2 ] && grep -q "resumed from" "$tmp/c11b" &&
+   grep -q -- "--zipf and --data cannot be used together" "$tmp/c11c"; then
+  pass "a Criteo run resumes from ./good.tsv; --zipf 0.5 with --data refused, exit 2"
 else
   fail "Criteo resume: ./good.tsv exit $rc1, --zipf exit $rc2: $(grep -h "does not fit" \
     "$tmp/c11b" "$tmp/c11c" | head -1)"
@@ -394,16 +395,19 @@ if [ "$rc" = 2 ] && grep -q -- "--stop-at-step 13: the run has 12 steps (2 epoch
   pass "--stop-at-step past the end refused (exit 2); at the last step: complete, not stopped"
 else fail "--stop-at-step 13: exit $rc ($(grep -m1 'gradsync train' "$tmp/st3")); 12: exit $rc4 ($(grep 'commit at step 12' "$tmp/st4"))"; fi
 
-# Exit 1 for data that runs out in training (a failure of the run; was 2).
+# A data file too short for the run: refused at the start, exit 2, naming
+# the file, its lines and what the run needs, before the plan and a step
+# (until 2026-12-08 it trained until the data ran out, exit 1).
 /usr/bin/python3 -c "
 import random; random.seed(1)
 print('\n'.join('\t'.join([str(random.randint(0, 1))] + [str(random.randint(0, 99)) for _ in range(13)] + ['%08x' % random.getrandbits(32) for _ in range(26)]) for _ in range(64)))" >"$tmp/c64.tsv"
 timeout 300 "$G" run -np 2 -- "$G" train --model dlrm --data "$tmp/c64.tsv" --steps 3 --epochs 1 \
   --batch 16 --eval 0 $LK >"$tmp/short" 2>&1
 rc=$?
-if [ "$rc" = 1 ] && grep -q "the data of training step 3 of epoch 1: .*fewer than the run needs" "$tmp/short"; then
-  pass "a data file that runs out at step 3: exit 1, naming the step"
-else fail "data running out in training: exit $rc (want 1); $(grep 'gradsync train' "$tmp/short" | head -2)"; fi
+if [ "$rc" = 2 ] && grep -q "Criteo file '$tmp/c64.tsv' has 64 lines; the run needs 96: 3 steps x 32 samples (the global batch) to train (on every rank)" "$tmp/short" &&
+   ! grep -Eq "^plan:|^lookup cost|step 1/" "$tmp/short"; then
+  pass "a data file of 64 lines for 96: refused at the start, exit 2, naming both"
+else fail "data too short: exit $rc (want 2); $(grep 'gradsync train' "$tmp/short" | head -2)"; fi
 
 # Progress under gradsync run into a file: plain lines, no carriage returns.
 timeout 300 "$G" run -np 2 -- "$G" train --model dlrm --steps 40 --epochs 1 --batch 16 --eval 0 \
@@ -565,6 +569,131 @@ differ "--steps 2 --bottom-mlp 13-64-16" "--steps 2 --bottom-mlp 13-32-16" \
   "the bottom MLP (--bottom-mlp) differs between rank 0 and rank 1"
 differ "--steps 2 --lr 0.1" "--steps 2 --lr 0.2" "the MLPs' learning rate (--lr) is 0.1 on rank 0 and 0.2 on rank 1"
 differ "--steps 2 --a2a-precision fp16" "--steps 2" "the all-to-all's precision"
+
+# 18. What a third user tester found (2026-12-08).
+# An empty file and one too short for its held-out samples: refused at the
+# start, gzip alike; one that holds them trains.
+: >"$tmp/empty.tsv"
+head -100 "$tmp/good.tsv" | gzip -c >"$tmp/g100.tsv.gz"
+o1=$("$G" train --model dlrm --data "$tmp/empty.tsv" --steps 2 --epochs 1 --batch 16 --eval 0 $LK 2>&1)
+r1=$?
+o2=$("$G" train --model dlrm --data "$tmp/g100.tsv.gz" --steps 4 --epochs 1 --batch 16 --eval 40 $LK 2>&1)
+r2=$?
+o3=$("$G" train --model dlrm --data "$tmp/g100.tsv.gz" --steps 4 --epochs 1 --batch 16 --eval 32 $LK 2>&1)
+r3=$?
+if [ "$r1" = 2 ] && grep -q "'$tmp/empty.tsv' has 0 lines; the run needs 32" <<<"$o1" &&
+   [ "$r2" = 2 ] && grep -q "has 100 lines; the run needs 112: 4 steps x 16 samples (the global batch) to train and 48 held out (--eval 40, read in whole steps of 16)" <<<"$o2" &&
+   ! grep -q "^plan:" <<<"$o2" && [ "$r3" = 0 ]; then
+  pass "an empty file and a short gzip one refused at the start; 100 lines for 96 train"
+else fail "short data: empty exit $r1 ($(tail -1 <<<"$o1")), gzip exit $r2 ($(tail -1 <<<"$o2")), fits exit $r3"; fi
+# --lookup figures out of range (a lookup of 1 s, an overflow): exit 2,
+# naming the option, the value and the figure, in train and shard.
+for a in "1,2,3,4,5,6,7" "1e300,1e-10" "1e-8,1e-3"; do
+  o1=$("$G" train --model dlrm --lookup "$a" 2>&1)
+  r1=$?
+  o2=$("$G" shard --tables kaggle:0.001 --ranks 2 --lookup "$a" 2>&1)
+  r2=$?
+  if [ "$r1" = 2 ] && [ "$r2" = 2 ] && grep -qF -- "--lookup '$a': expected" <<<"$o1" &&
+     grep -q "a time must be below 1e-3 s" <<<"$o1" && grep -qF -- "--lookup '$a': expected" <<<"$o2"; then
+    pass "--lookup '$a': exit 2 in train and shard"
+  else fail "--lookup '$a': train exit $r1 ($o1), shard exit $r2 ($o2)"; fi
+done
+# A run that diverges to a huge but finite loss: warned on stderr, exit 0;
+# a run that learns: no warning.
+"$G" train --model dlrm --tables mlperf:0.0001 --steps 10 --epochs 1 --batch 16 --eval 64 $LK \
+  --data "$tmp/good.tsv" --lr 1000 >"$tmp/dv.out" 2>"$tmp/dv.err"
+rc=$?
+"$G" train --model dlrm --tables kaggle:0.001 --steps 2 --epochs 1 --batch 16 --eval 1 $LK \
+  >"$tmp/ok.out" 2>"$tmp/ok.err"
+rc2=$?
+if [ "$rc" = 0 ] && grep -q "warning: epoch 1's mean training loss is .*over 6.93 .*try a lower --lr (this run's 1000)" "$tmp/dv.err" &&
+   [ "$rc2" = 0 ] && ! grep -q warning "$tmp/ok.err"; then
+  pass "a diverged run (finite loss): warned on stderr, exit 0; none when it learns"
+else fail "divergence warning: exit $rc: $(cat "$tmp/dv.err"); learning run: exit $rc2 $(cat "$tmp/ok.err")"; fi
+# Singular words; -h.
+if grep -q "over 1 sample;" "$tmp/ok.out"; then pass "over 1 sample: singular"
+else fail "singular sample: $(grep 'epoch 1:' "$tmp/ok.out")"; fi
+out=$("$G" train --model dlrm --steps 3 --epochs 1 --checkpoint "$tmp/cks" --stop-at-step 4 2>&1)
+if grep -q "the run has 3 steps (1 epoch of 3)" <<<"$out"; then pass "1 epoch of 3: singular"
+else fail "epochs singular: $out"; fi
+out=$("$G" train --model dlrm -h 2>&1)
+rc=$?
+if [ "$rc" = 0 ] && grep -q "^usage: gradsync run -np N -- gradsync train --model dlrm" <<<"$out"; then
+  pass "train --model dlrm -h: the usage, exit 0"
+else fail "-h: exit $rc: $(head -1 <<<"$out")"; fi
+# Model and data that do not fit: refused before the plan and the lookup
+# cost are printed.
+for a in "--pooling 3" "--bottom-mlp 12-64-16"; do
+  out=$("$G" train --model dlrm --data "$tmp/good.tsv" --steps 2 --epochs 1 --batch 16 --eval 0 $a 2>&1)
+  rc=$?
+  if [ "$rc" = 2 ] && grep -q "its samples have 13 dense features" <<<"$out" &&
+     ! grep -Eq "^plan:|^lookup cost" <<<"$out"; then
+    pass "--data with $a: refused before any plan output"
+  else fail "--data with $a: exit $rc: $(head -3 <<<"$out")"; fi
+done
+# A table file's pooling 0.5 is refused as 0.49 is (it trained with 1 id).
+for pl in 0.5 0.49; do
+  printf '{"tables": [{"name": "a", "rows": 100, "dim": 16, "pooling": %s}]}' "$pl" >"$tmp/pl.json"
+  out=$("$G" train --model dlrm --tables "$tmp/pl.json" --steps 1 --epochs 1 $LK 2>&1)
+  rc=$?
+  if [ "$rc" = 2 ] && grep -q "table 'a' has pooling $pl; the synthetic data draws 1 to 1000" <<<"$out"; then
+    pass "pooling $pl refused"
+  else fail "pooling $pl: exit $rc: $out"; fi
+done
+# JSON: mlp_chosen_step null while measuring; each shard's table and
+# sharding, as many as its ranks.
+"$G" train --model dlrm --tables kaggle:0.001 --steps 2 --epochs 1 --batch 16 --eval 0 $LK \
+  --policy auto --sharding rw --json >"$tmp/js" 2>&1
+if python3 -c 'import json, sys
+e = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{\"epoch\"")][0]
+ok = e["mlp_chosen"] == "measuring" and e["mlp_chosen_step"] is None
+ok = ok and len(e["shard_table"]) == len(e["shard_sharding"]) == len(e["shard_rank"]) == 26
+sys.exit(not (ok and e["shard_table"][2] == "C3" and set(e["shard_sharding"]) == {"rw"}))' "$tmp/js"; then
+  pass "JSON: mlp_chosen_step null while measuring; shard_table and shard_sharding"
+else fail "JSON fields: $(grep -o '"mlp_chosen[^,]*, \|"shard_table.*' "$tmp/js" | cut -c1-200)"; fi
+# shard: a given global batch that does not split over the ranks.
+out=$("$G" shard --tables kaggle:0.001 --ranks 4 --batch 3 $LK 2>&1)
+rc=$?
+if [ "$rc" = 2 ] && grep -q -- "--batch 3 (the global batch) does not split evenly over --ranks 4" <<<"$out"; then
+  pass "shard --ranks 4 --batch 3: exit 2"
+else fail "shard --batch 3 on 4 ranks: exit $rc: $out"; fi
+# Plan files: a label its shards contradict, columns past the width, a
+# field's bad value named with it, an SGD plan for Adagrad.
+"$G" shard --tables "$tmp/t2.json" --ranks 2 $LK --sharding tw --out "$tmp/tw2.json" >/dev/null 2>&1
+"$G" shard --tables "$tmp/t2.json" --ranks 2 $LK --sharding tw --embed-sgd --out "$tmp/sgd2.json" \
+  >/dev/null 2>&1
+plan_edit() { # name python-statement-on-p
+  python3 -c 'import json, sys
+p = json.load(open(sys.argv[1])); exec(sys.argv[2]); json.dump(p, open(sys.argv[3], "w"))' \
+    "$tmp/tw2.json" "$2" "$tmp/pe_$1.json"
+}
+plan_edit rw 'p["tables"][0]["sharding"] = "rw"'
+plan_edit cw 'p["tables"][0]["sharding"] = "cw"'
+plan_edit colhi 'p["shards"][0]["col_hi"] = 20'
+plan_edit f1 'p["shards"][0]["row_lo"] = 1.5'
+plan_edit f2 'p["shards"][0]["row_lo"] = "0"'
+plan_edit f3 'p["shards"][0]["rank"] = -1'
+plan_edit f4 'p["shards"][0]["table"] = 99'
+for c in "rw:is labelled rw (one block of rows on each rank), but it has 1 shard" \
+         "cw:is labelled cw (blocks of columns, at least two)" \
+         "colhi:columns 0-20 on rank 0: its columns exceed the table's width" \
+         'f1:shard 0: "row_lo" is 1.5; expected a whole number' \
+         'f2:shard 0: "row_lo" is "0"; expected a whole number' \
+         'f3:shard 0: "rank" is -1; expected a rank, 0 to 1' \
+         'f4:shard 0: "table" is 99; expected a table'"'"'s index, 0 to 1'; do
+  out=$(GRADSYNC_CHECK_ARGS=1 "$G" train --model dlrm --tables "$tmp/t2.json" --plan "$tmp/pe_${c%%:*}.json" 2>&1)
+  rc=$?
+  if [ "$rc" = 2 ] && grep -qF -- "${c#*:}" <<<"$out"; then pass "plan ${c%%:*}: refused, named"
+  else fail "plan ${c%%:*}: exit $rc: $out"; fi
+done
+train "$tmp/sgdp" --tables "$tmp/t2.json" --plan "$tmp/sgd2.json"
+rc=$?
+train "$tmp/sgdq" --tables "$tmp/t2.json" --plan "$tmp/sgd2.json" --embed-sgd
+rc2=$?
+if [ "$rc" = 2 ] && grep -q "sharding plan $tmp/sgd2.json: made for plain SGD .*row-wise Adagrad" "$tmp/sgdp" &&
+   [ "$rc2" = 0 ]; then
+  pass "an SGD plan refused for row-wise Adagrad, taken with --embed-sgd"
+else fail "SGD plan: Adagrad exit $rc ($(grep -m1 'gradsync train' "$tmp/sgdp")), SGD exit $rc2"; fi
 
 echo "$fails failure(s)"
 [ "$fails" = 0 ]

@@ -458,8 +458,48 @@ static void test_criteo_gzip(void **state) {
   unlink(path);
 }
 
+/* gs_criteo_count_lines counts the lines the reader reads (a last line
+ * without its newline too), stops at the limit, and reads gzip; an empty
+ * file has none, a missing one is an I/O error naming it. */
+static void test_criteo_count_lines(void **state) {
+  (void)state;
+  char *path = temp_file();
+  size_t n = 99;
+  assert_int_equal(gs_criteo_count_lines(path, 0, &n), GS_OK);
+  assert_int_equal(n, 0); /* empty */
+  /* 200000 lines (several of the counter's chunks), the last without '\n' */
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  for (int i = 0; i < 200000; i++) fprintf(f, i + 1 < 200000 ? "%d\n" : "%d", i);
+  fclose(f);
+  assert_int_equal(gs_criteo_count_lines(path, 0, &n), GS_OK);
+  assert_int_equal(n, 200000);
+  assert_int_equal(gs_criteo_count_lines(path, 1000, &n), GS_OK);
+  assert_int_equal(n, 1000);
+  assert_int_equal(gs_criteo_count_lines(path, 200001, &n), GS_OK);
+  assert_int_equal(n, 200000);
+  f = fopen(path, "w");
+  fputs("a\n\nb\n", f); /* an empty line is a line (the reader refuses it) */
+  fclose(f);
+  assert_int_equal(gs_criteo_count_lines(path, 0, &n), GS_OK);
+  assert_int_equal(n, 3);
+  gzFile z = gzopen(path, "wb");
+  assert_non_null(z);
+  for (int i = 0; i < 50000; i++) gzprintf(z, "%d\n", i);
+  gzputs(z, "last");
+  assert_int_equal(gzclose(z), Z_OK);
+  assert_int_equal(gs_criteo_count_lines(path, 0, &n), GS_OK);
+  assert_int_equal(n, 50001);
+  assert_int_equal(gs_criteo_count_lines(path, 7, &n), GS_OK);
+  assert_int_equal(n, 7);
+  unlink(path);
+  assert_int_equal(gs_criteo_count_lines(path, 0, &n), GS_ERR_IO);
+  assert_non_null(strstr(gs_last_error(), path));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_criteo_count_lines),
       cmocka_unit_test(test_zipf_shape),
       cmocka_unit_test(test_synth),
       cmocka_unit_test(test_synth_hot_rows_and_teacher),

@@ -509,6 +509,57 @@ static void test_lookup_check(void **state) {
       if (strstr(gs_last_error(), want) == NULL)
         fail_msg("field %d = %g: '%s' does not name %s", k, bad[b], gs_last_error(), names[k]);
     }
+  /* Too large: a time of 1 ms or more (a figure in the wrong unit, as
+   * --lookup 1,2 once was), a cache over 2^50 bytes; just under passes. */
+  for (int k = 0; k < NF; k++) {
+    int cache = k == 5;
+    lk = test_lookup();
+    ((double *)&lk)[k] = cache ? 1125899906842624.0 : 0.99e-3;
+    assert_int_equal(gs_cost_lookup_check(&lk), GS_OK);
+    ((double *)&lk)[k] = cache ? 2 * 1125899906842624.0 : 1e-3;
+    assert_int_equal(gs_cost_lookup_check(&lk), GS_ERR_INVALID_ARG);
+    assert_non_null(strstr(gs_last_error(), names[k]));
+  }
+}
+
+/* A plan's labels against its shards: one whole shard labelled rw on 2
+ * ranks (rw is a block on every rank) or cw where the width splits is
+ * refused, naming the label; columns past the width say so. twrw of one
+ * shard (one rank a node) and rw or cw of one whole shard on one rank are
+ * the planner's own: kept. */
+static void test_plan_labels(void **state) {
+  (void)state;
+  gs_embed_spec t[1] = {{"a", 100, 16, 1}};
+  gs_shard_config cfg = config(2, 1);
+  cfg.force = GS_SHARD_TW;
+  gs_shard_plan *p = NULL;
+  assert_int_equal(gs_shard_plan_make(t, 1, &cfg, &p), GS_OK);
+  assert_int_equal(gs_shard_plan_check(p, t, 1, 0), GS_OK);
+  const struct {
+    gs_shard_kind kind;
+    int ranks;
+    gs_status want;
+  } cases[] = {{GS_SHARD_RW, 2, GS_ERR_INVALID_ARG}, {GS_SHARD_CW, 2, GS_ERR_INVALID_ARG},
+               {GS_SHARD_TWRW, 2, GS_OK},            {GS_SHARD_RW, 1, GS_OK},
+               {GS_SHARD_CW, 1, GS_OK}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    p->kind[0] = p->shards[0].kind = cases[c].kind;
+    p->ranks = cases[c].ranks;
+    p->shards[0].rank = 0;
+    gs_status st = gs_shard_plan_check(p, t, 1, 0);
+    if (st != cases[c].want)
+      fail_msg("%s on %d ranks: %d (%s)", gs_shard_kind_name(cases[c].kind), cases[c].ranks,
+               st, st ? gs_last_error() : "accepted");
+    if (st != GS_OK && strstr(gs_last_error(), "is labelled") == NULL)
+      fail_msg("%s: '%s' names no label", gs_shard_kind_name(cases[c].kind), gs_last_error());
+  }
+  p->kind[0] = p->shards[0].kind = GS_SHARD_TW;
+  p->ranks = 2;
+  p->shards[0].col_hi = 20;
+  assert_int_equal(gs_shard_plan_check(p, t, 1, 0), GS_ERR_INVALID_ARG);
+  assert_non_null(strstr(gs_last_error(), "columns 0-20 on rank 0: its columns exceed the "
+                                          "table's width"));
+  gs_shard_plan_free(p);
 }
 
 /* Latency of random loads over S bytes with an LRU cache of c bytes hit in
@@ -890,6 +941,7 @@ int main(void) {
       cmocka_unit_test(test_speed),            cmocka_unit_test(test_calibrate),
       cmocka_unit_test(test_cache_estimate),
       cmocka_unit_test(test_lookup_check),
+      cmocka_unit_test(test_plan_labels),
       cmocka_unit_test(test_specs_file),      cmocka_unit_test(test_row_sums),
       cmocka_unit_test(test_bag_cost),         cmocka_unit_test(test_cache_model),
       cmocka_unit_test(test_cache_price),      cmocka_unit_test(test_cache_plans),
