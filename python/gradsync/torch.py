@@ -1000,6 +1000,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._gs_ids = []            # engine ids, by parameter index
         self._gs_bufs = []           # the registered gradient buffers
         self._gs_pending = []        # overlap: averaged, update not yet applied
+        self._gs_ver = []            # by index: p.grad's _version when handed to the
+                                     # engine (None: not handed since the last exchange)
+        self._gs_changed = None      # names of gradients changed in place while averaged
         self._gs_zero_later = []     # overlap: zero_grad() came before the update
         self._gs_accs = []
         self._gs_hooks = []
@@ -1048,6 +1051,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._gs_ids.append(None)
             self._gs_bufs.append(None)
             self._gs_pending.append(False)
+            self._gs_ver.append(None)
             self._gs_zero_later.append(False)
             self._gs_none.append(p.grad is None)
             acc = p.expand_as(p).grad_fn.next_functions[0][0]
@@ -1253,6 +1257,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     "pre-hook: with policy='dear' and model=, parameters must be used inside "
                     "their own module's forward (or call finish() before the forward)")
             if c > k:
+                # Said here: the exchange does not say it again (this pass
+                # has already added to the gradient being averaged).
+                self._gs_ver[i] = None
                 raise _error(
                     "STATE", f"gradsync: the gradient of '{self._gs_names[i]}' was computed "
                     f"{c} times before step(), more than backward_passes_per_step={k}")
@@ -1264,6 +1271,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._gs_adopt(i)
             if opened:
                 self._gs_send_lr(engine)
+            # An in-place change after this (clip_grad_norm_ between
+            # backward() and step(), as in a DDP script) races with the
+            # averaging: its version counter tells, at the exchange.
+            self._gs_ver[i] = p.grad._version
             engine.grad_ready(self._gs_ids[i])
 
         return hook
@@ -1390,14 +1401,32 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 replaced.append(self._gs_names[i])
                 p.grad = self._gs_bufs[i]
         self._gs_check_unhooked()
+        if self._gs_changed:
+            changed, self._gs_changed = self._gs_changed, None
+            # Under the overlap nothing is applied either: the all-gathers
+            # are waited for here, and no pre-hook applies them.
+            self._gs_now = False
+            for i, pending in enumerate(self._gs_pending):
+                if pending:
+                    self._gs_engine.wait_tensor(self._gs_ids[i])
+                    self._gs_pending[i] = False
+            more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+            raise _error(
+                "STATE", f"gradsync: the gradient of '{changed[0]}'{more} was changed in place "
+                f"after backward() handed it to the engine and before step() waited for its "
+                f"average (clip_grad_norm_ or p.grad.mul_() between backward() and step(), as "
+                f"in a DDP script): the change raced with the averaging, and the ranks would "
+                f"differ; this step was not applied. Call opt.synchronize() first, change the "
+                f"averaged gradients, then step() inside `with opt.skip_synchronize():`")
         if replaced:
             more = f" (and {len(replaced) - 1} more)" if len(replaced) > 1 else ""
             raise _error(
                 "STATE", f"gradsync: the gradient of '{replaced[0]}'{more} was replaced by a new "
                 f"tensor after backward() had handed it to the engine for averaging: the new "
                 f"tensor cannot be averaged any more and was dropped (p.grad holds the average "
-                f"of the gradients backward() computed). Change a gradient in place "
-                f"(p.grad.copy_(t), p.grad.mul_(s)), or replace it before backward() computes it")
+                f"of the gradients backward() computed). Change the averaged gradient after "
+                f"opt.synchronize() (then step() inside `with opt.skip_synchronize():`), or "
+                f"replace it before backward() computes it")
 
     def _gs_check_unhooked(self):
         """A parameter of the groups that has a gradient but no hook (it did
@@ -1440,6 +1469,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     self._gs_adopt(i)
                 engine.grad_ready(self._gs_ids[i])
         engine.wait()
+        changed = [self._gs_names[i] for i, v in enumerate(self._gs_ver)
+                   if v is not None and self._gs_bufs[i]._version != v]
+        self._gs_ver[:] = [None] * len(self._gs_ver)
+        if changed:
+            self._gs_changed = changed
         # Which parameters some rank computed a gradient for: the others'
         # p.grad is None at the optimizer's step, as torch (and DDP, with
         # find_unused_parameters=True) leave a parameter no backward reached.

@@ -18,7 +18,10 @@ job stalled until the watchdog):
      key one rank lacks raises MISMATCH on every rank;
   7. gradsync.elastic.run on a fresh start gives every rank rank 0's
      model and optimizer state (Horovod's state.sync());
-  8. wrapping a DistributedOptimizer again is a TypeError.
+  8. wrapping a DistributedOptimizer again is a TypeError;
+  9. clipping between backward() and step() without synchronize() (a DDP
+     script's habit) raced with the averaging: STATE on every rank, nothing
+     applied; with synchronize() and skip_synchronize(), one process's.
 Numerics are against one process stepping on the ranks' batches put
 together (the mean of the ranks' losses).
 
@@ -262,3 +265,46 @@ opt = gs.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.1))
 raises(TypeError, gs.DistributedOptimizer, opt, contains="already")
 opt.close()
 ok(r, "wrapping a DistributedOptimizer again is a TypeError")
+
+# 9. A DDP script's clipping between backward() and step(), without
+# synchronize(): it races with the averaging. STATE on every rank, nothing
+# applied (wfbp, and DeAR's overlap with model=); with synchronize() and
+# skip_synchronize(), as one process.
+for pol, with_model in (("wfbp", False), ("dear", True)):
+    ref, net = build(), build()
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    opt = gs.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.1),
+                                  named_parameters=net.named_parameters(), policy=pol,
+                                  model=net if with_model else None, warmup_iters=1)
+    for s in range(3):  # the engine made and planned
+        ref_step(ref, ref_opt, s)
+        opt.zero_grad()
+        loss_fn(net, *batch(s, r)).backward()
+        opt.step()
+    opt.finish()
+    before = [p.detach().clone() for p in net.parameters()]
+    opt.zero_grad()
+    loss_fn(net, *batch(3, r)).backward()
+    torch.nn.utils.clip_grad_norm_(net.parameters(), 0.01)
+    e = raises(gradsync.GradsyncError, opt.step, contains="changed in place")
+    check(e.status == "STATE", f"status {e.status}")
+    opt.finish()
+    check(all(torch.equal(a, b) for a, b in zip(before, net.parameters())),
+          f"{pol}: the refused step moved the parameters")
+    for s in range(3, 5):
+        ref_opt.zero_grad()
+        (sum(loss_fn(ref, *batch(s, q)) for q in range(n)) / n).backward()
+        torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5)
+        ref_opt.step()
+        opt.zero_grad()
+        loss_fn(net, *batch(s, r)).backward()
+        opt.synchronize()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 0.5)
+        with opt.skip_synchronize():
+            opt.step()
+    opt.finish()
+    d = max_rel_diff(list(net.parameters()), list(ref.parameters()))
+    check(d < TOL, f"{pol}: clipping after synchronize(): off one process's by {d:.3g}")
+    opt.close()
+    ok(r, f"clipping between backward() and step() without synchronize(): STATE ({pol}); "
+          f"with it, as one process")
