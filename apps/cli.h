@@ -412,6 +412,15 @@ int cli_agree_status(cli_rank *r, gs_status st);
  * compression, which the user did not ask for by naming the option); says
  * so and returns -1, else 0. */
 int cli_compress_arg(const char *verb, const char *arg);
+/* --coding-rate NS (plan, simulate): the compressors' coding time in ns per
+ * element, encode and decode, from 0 to 1e6, instead of a measurement on
+ * this machine (which differs from run to run). Sets *ns; says what is
+ * wrong and returns -1, else 0. */
+int cli_coding_rate_arg(const char *verb, const char *arg, double *ns);
+/* The coding time of zc in seconds per element: coding_ns (>= 0, from
+ * --coding-rate) in seconds, or (< 0) one measurement on this machine
+ * (gs_compressor_measure over 2^18 elements). */
+gs_status cli_coding_rate(gs_compressor *zc, double coding_ns, double *secs_per_elem);
 /* cli_agree_status, telling how the ranks failed (gs_train_agree_outcome):
  * 2 when every rank failed alike with bad input, its line ending
  * "(see --help)"; 1 otherwise; 0 when none failed. */

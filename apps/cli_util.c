@@ -150,6 +150,20 @@ int cli_compress_arg(const char *verb, const char *arg) {
   return -1;
 }
 
+int cli_coding_rate_arg(const char *verb, const char *arg, double *ns) {
+  if (cli_parse_double(arg, 0, 1e6, ns) == 0) return 0;
+  cli_error(verb, "--coding-rate: expected ns per element from 0 to 1e6, got '%s'", arg);
+  return -1;
+}
+
+gs_status cli_coding_rate(gs_compressor *zc, double coding_ns, double *secs_per_elem) {
+  if (coding_ns >= 0) {
+    *secs_per_elem = coding_ns * 1e-9;
+    return GS_OK;
+  }
+  return gs_compressor_measure(zc, (size_t)1 << 18, secs_per_elem);
+}
+
 int cli_under_launcher(void) {
   return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL ||
          getenv("PMIX_RANK") != NULL;

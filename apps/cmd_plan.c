@@ -682,11 +682,22 @@ static int plan_search(const search_opts *so) {
            "only %.3f at %.3f ms); compute dominates too little for this network\n",
            r->workers, target_eff, pts[0].workers, pts[0].pick_efficiency,
            pts[0].pick_iter_s * 1e3);
-  else if (target_eff > 0 && pick + 1 < n)
-    printf("  - workers %d: efficiency %.3f (%.3f ms) meets %.2f; at %d workers it falls to "
-           "%.3f (%.3f ms)\n", r->workers, r->pick_efficiency, r->pick_iter_s * 1e3,
-           target_eff, pts[pick + 1].workers, pts[pick + 1].pick_efficiency,
-           pts[pick + 1].pick_iter_s * 1e3);
+  else if (target_eff > 0 && pick + 1 < n) {
+    /* The fall below the target in as many digits as show it (3 to 6):
+     * 0.9996 against a target of 1 read "falls to 1.000" until 2026-12-06. */
+    const double next = pts[pick + 1].pick_efficiency;
+    char fall[64] = "";
+    for (int d = 3; d <= 6 && !fall[0]; d++) {
+      char a[32], b[32];
+      snprintf(a, sizeof a, "%.*f", d, next);
+      snprintf(b, sizeof b, "%.*f", d, target_eff);
+      if (strcmp(a, b) != 0) snprintf(fall, sizeof fall, "to %s", a);
+    }
+    if (!fall[0]) snprintf(fall, sizeof fall, "just below it");
+    printf("  - workers %d: efficiency %.3f (%.3f ms) meets %.2f; at %d workers it falls %s "
+           "(%.3f ms)\n", r->workers, r->pick_efficiency, r->pick_iter_s * 1e3,
+           target_eff, pts[pick + 1].workers, fall, pts[pick + 1].pick_iter_s * 1e3);
+  }
   else if (target_eff > 0)
     printf("  - workers %d: every count tried, up to %d, meets efficiency %.2f (%.3f at "
            "%.3f ms)\n", r->workers, r->workers, target_eff, r->pick_efficiency,
@@ -879,11 +890,7 @@ int cmd_plan(int argc, char **argv) {
         compress = optarg;
         break;
       case 'R':
-        if (cli_parse_double(optarg, 0, 1e6, &coding_ns) != 0) {
-          cli_error(VERB, "--coding-rate: expected ns per element from 0 to 1e6, got '%s'",
-                    optarg);
-          return 2;
-        }
+        if (cli_coding_rate_arg(VERB, optarg, &coding_ns)) return 2;
         break;
       case 'C': search_compress = optarg; break;
       case 'Y': accuracy_table = optarg; break;
@@ -1080,8 +1087,8 @@ int cmd_plan(int argc, char **argv) {
     /* With --a/--b the network's alpha and beta are fitted to the line. */
     if (have_a) gs_cost_preset("1GbE", &zparams);
     gs_cost_topo topo = {workers, nodes > 0 ? nodes : workers};
-    double spe = coding_ns * 1e-9;
-    if ((coding_ns < 0 && gs_compressor_measure(zc, (size_t)1 << 18, &spe) != GS_OK) ||
+    double spe = 0;
+    if (cli_coding_rate(zc, coding_ns, &spe) != GS_OK ||
         gs_plan_xchg_from_compressor(zc, spe, &zparams, topo, have_a ? &cost.ar : NULL,
                                      !z.automatic, &xchg) != GS_OK) {
       cli_error(VERB, "--compress %s: %s", compress, gs_last_error());

@@ -32,7 +32,8 @@ static void usage(FILE *f) {
           "                          --ar A,B [--rs A,B] [--ag A,B] |\n"
           "                          --replay FILE[,FILE...] |\n"
           "                          --cost FILE) [--plan-ar A,B] [--policy P|all]\n"
-          "                         [--compress [auto:]SPEC] [--iters I]\n"
+          "                         [--compress [auto:]SPEC [--coding-rate NS]]\n"
+          "                         [--iters I]\n"
           "                         [--jitter CV] [--jitter-dist lognormal|normal]\n"
           "                         [--jitter-scope iteration|op]\n"
           "                         [--seed S] [--algo A] [--compute-scale F]\n"
@@ -84,7 +85,12 @@ static void usage(FILE *f) {
           "                     optimal, dear, auto, or all of them (default all)\n"
           "  --compress SPEC    send every group compressed (topk:0.01, fp16,\n"
           "                     powersgd:4, ...); auto:SPEC lets each group choose\n"
-          "                     (coding rate measured on this machine)\n"
+          "                     (coding rate measured on this machine, which\n"
+          "                     differs from run to run)\n"
+          "  --coding-rate NS   with --compress: the compressor's coding time in ns\n"
+          "                     per element (encode and decode) instead of measuring\n"
+          "                     it: the device simulated, and the same output on\n"
+          "                     every run (as gradsync plan's)\n"
           "  --iters I          iterations simulated (default 1 without jitter,\n"
           "                     20 with)\n"
           "  --jitter CV        coefficient of variation of the workers' compute\n"
@@ -146,6 +152,8 @@ typedef struct sim_opts {
   double intra_a, intra_b, inter_a, inter_b, ar_a, ar_b, rs_a, rs_b, ag_a, ag_b;
   double plan_a, plan_b;
   double jitter, scale;
+  double coding_ns; /* --coding-rate; < 0: measured */
+  double coding_s;  /* the coding rate used with --compress, s per element */
   gs_sim_jitter dist;
   gs_sim_jitter_scope scope;
   uint64_t seed;
@@ -165,8 +173,10 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
       {"trace", required_argument, 0, 't'},    {"help", no_argument, 0, 'h'},
       {"ar", required_argument, 0, 'a'},       {"rs", required_argument, 0, 'R'},
       {"ag", required_argument, 0, 'G'},       {"replay", required_argument, 0, 'Y'},
-      {"plan-ar", required_argument, 0, 'L'},  {0, 0, 0, 0}};
+      {"plan-ar", required_argument, 0, 'L'},  {"coding-rate", required_argument, 0, 'r'},
+      {0, 0, 0, 0}};
   memset(o, 0, sizeof *o);
+  o->coding_ns = -1;
   o->policy = "all";
   o->scale = 1.0;
   o->per_node = 1;
@@ -215,6 +225,9 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
           return 2;
         break;
       case 'c': o->cost_file = optarg; break;
+      case 'r':
+        if (cli_coding_rate_arg(VERB, optarg, &o->coding_ns)) return 2;
+        break;
       case 'Y': o->replay = optarg; break;
       case 'P': o->policy = optarg; break;
       case 'z':
@@ -312,6 +325,10 @@ static int parse_opts(int argc, char **argv, sim_opts *o) {
   if ((o->have_ar || o->replay) && (o->algo || o->compress)) {
     cli_error(VERB, "--%s gives the all-reduce's cost itself: --%s does not apply",
               o->have_ar ? "ar" : "replay", o->algo ? "algo" : "compress");
+    return 2;
+  }
+  if (o->coding_ns >= 0 && !o->compress) {
+    cli_error(VERB, "--coding-rate applies only with --compress");
     return 2;
   }
   if ((o->have_rs || o->have_ag) && !o->have_ar) {
@@ -570,7 +587,11 @@ static void print_json(const gs_profile *prof, const sim_opts *o, const char *sp
   char assumes[1024];
   if (o->net && gs_net_describe(o->net, assumes, sizeof assumes) == GS_OK)
     cJSON_AddStringToObject(j, "network_assumes", assumes);
-  if (o->compress) cJSON_AddStringToObject(j, "compress", o->compress);
+  if (o->compress) {
+    cJSON_AddStringToObject(j, "compress", o->compress);
+    cli_json_add(j, "coding_ns_per_elem", o->coding_s * 1e9, "%.17g");
+    cJSON_AddBoolToObject(j, "coding_rate_measured", o->coding_ns < 0);
+  }
   cJSON_AddNumberToObject(j, "iters", r->iters);
   cli_json_add(j, "compute_scale", o->scale, "%.17g");
   cli_json_add(j, "jitter_cv", o->jitter, "%.17g");
@@ -701,9 +722,10 @@ int cmd_simulate(int argc, char **argv) {
       cli_fail(VERB, "--compress: %s", gs_last_error());
       return 1;
     }
-    double spe = 0;
-    if (gs_compressor_measure(zc, (size_t)1 << 18, &spe) != GS_OK ||
-        gs_plan_xchg_from_compressor(zc, spe, &params, topo, NULL, !z.automatic,
+    /* Given (--coding-rate, as plan's), or measured here: a measurement
+     * differs from run to run. */
+    if (cli_coding_rate(zc, o.coding_ns, &o.coding_s) != GS_OK ||
+        gs_plan_xchg_from_compressor(zc, o.coding_s, &params, topo, NULL, !z.automatic,
                                      &xchg) != GS_OK) {
       cli_fail(VERB, "--compress %s: %s", o.compress, gs_last_error());
       gs_compressor_destroy(zc);
@@ -764,12 +786,16 @@ int cmd_simulate(int argc, char **argv) {
     if (o.have_rs || o.have_ag || replay_rsag)
       printf("reduce-scatter %.3e s + %.3e s/B, all-gather %.3e s + %.3e s/B\n",
              cost.rs.a, cost.rs.b, cost.ag.a, cost.ag.b);
-    printf("%d iteration%s, jitter CV %g (%s, per %s), seed %llu%s%s\n\n", o.iters,
+    char coding[128] = "";
+    if (o.compress)
+      snprintf(coding, sizeof coding, ", compression %s (coding %.3g ns/element, %s)",
+               o.compress, o.coding_s * 1e9,
+               o.coding_ns >= 0 ? "--coding-rate" : "measured on this machine");
+    printf("%d iteration%s, jitter CV %g (%s, per %s), seed %llu%s\n\n", o.iters,
            o.iters == 1 ? "" : "s", o.jitter,
            o.dist == GS_SIM_JITTER_NORMAL ? "normal" : "lognormal",
            o.scope == GS_SIM_SCOPE_OPERATION ? "operation" : "worker and iteration",
-           (unsigned long long)o.seed, o.compress ? ", compression " : "",
-           o.compress ? o.compress : "");
+           (unsigned long long)o.seed, coding);
     printf("%-18s %6s %5s %10s %9s %9s %9s %7s %9s %10s\n", "policy", "groups", "msgs",
            "iter (ms)", "comp (ms)", "strag(ms)", "expo (ms)", "eff", "MB/iter",
            "model (ms)");

@@ -64,8 +64,8 @@ static void usage(FILE *f) {
     "  --data DIR          Fashion-MNIST's IDX files (default\n"
     "                      " GS_NN_FASHION_MNIST_DIR ")\n"
     "  --synthetic N       train on N synthetic samples instead (10 classes,\n"
-    "                      each a random image plus noise; N/5 test samples\n"
-    "                      of their own)\n"
+    "                      each a random image plus noise; N/5 + 1 test\n"
+    "                      samples of their own, N/5 rounded down)\n"
     "  --data-cache DIR    keep the decoded data set in DIR: later runs and the\n"
     "                      other ranks sharing DIR read it from there\n"
     "  --no-prefetch       gather each batch in the training thread (default:\n"
@@ -160,10 +160,12 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
   long n;
   optind = 1;
   opterr = 0; /* unknown options get one line in the verbs' format */
-  while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
+  /* ':' first: a missing value is told from an unknown option (until
+   * 2026-12-06 both said "is unknown or needs a value"). */
+  while ((c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
     /* An option given twice is a mistake to point out, not a silent
      * last-one-wins. */
-    if (c > 0 && c != '?' && c != 'h' && cli_once(VERB, &seen, c, longs)) return 2;
+    if (c > 0 && c != '?' && c != ':' && c != 'h' && cli_once(VERB, &seen, c, longs)) return 2;
     switch (c) {
       case 'm':
         if (gs_nn_model_parse(optarg, &o->model) != GS_OK) {
@@ -403,9 +405,7 @@ static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view 
         }
         break;
       case 'h': usage(stdout); return 1;
-      default:
-        cli_error(VERB, "option '%s' is unknown or needs a value", argv[optind - 1]);
-        return 2;
+      default: return cli_getopt_error(VERB, c, argv, longs);
     }
   }
   if (optind < argc) {

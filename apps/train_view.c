@@ -66,7 +66,11 @@ static void epoch(void *user, const gs_train_epoch *e) {
 static void summary_json(const gs_train_summary *s) {
   cJSON *m = cJSON_CreateObject();
   cJSON_AddStringToObject(m, "model", s->model);
+  /* The job's ranks, and which of them train: a parameter-server job's
+   * servers train on nothing (until 2026-12-06 "ranks" was the workers). */
   cJSON_AddNumberToObject(m, "ranks", s->ranks);
+  cJSON_AddNumberToObject(m, "workers", s->workers);
+  cJSON_AddNumberToObject(m, "servers", s->servers);
   cJSON_AddNumberToObject(m, "epochs", s->epochs);
   cJSON_AddNumberToObject(m, "batch_per_rank", s->batch);
   cJSON_AddStringToObject(m, "sync", s->sync);
@@ -124,12 +128,19 @@ static void summary(void *user, const gs_train_summary *s) {
   if (isfinite(s->samples_per_s)) snprintf(thr, sizeof thr, "%.0f", s->samples_per_s);
   if (isfinite(s->test_accuracy))
     snprintf(acc, sizeof acc, "%.2f%% on the test set", 100 * s->test_accuracy);
-  printf("\nsummary: %s on %d rank(s), %d epoch(s), batch %d per rank\n"
+  /* A parameter-server job: its ranks, and which of them train. */
+  char ranks[96];
+  if (s->servers > 0)
+    snprintf(ranks, sizeof ranks, "%d ranks (%d worker%s, %d server%s)", s->ranks, s->workers,
+             s->workers == 1 ? "" : "s", s->servers, s->servers == 1 ? "" : "s");
+  else
+    snprintf(ranks, sizeof ranks, "%d rank(s)", s->ranks);
+  printf("\nsummary: %s on %s, %d epoch(s), batch %d per %s\n"
          "  time        %.1f s training, %.1f s in all\n"
          "  throughput  %s images/s (%s, %s)\n"
          "  accuracy    %s\n",
-         s->model, s->ranks, s->epochs, s->batch, s->train_s, s->wall_s, thr, s->backend,
-         s->precision, acc);
+         s->model, ranks, s->epochs, s->batch, s->servers > 0 ? "worker" : "rank", s->train_s,
+         s->wall_s, thr, s->backend, s->precision, acc);
   if (s->comm.messages > 0 || s->comm.comm_s > 0)
     printf("  comm        %s, %llu collectives,\n"
            "              %.1f s communicating, %.0f%% of it hidden behind compute\n",

@@ -94,8 +94,9 @@ int gs_train_agree_status(const gs_train_ranks *r, gs_status st);
 /* gs_train_agree_status, telling how the ranks failed: 0 when none did; 2
  * when every rank failed alike (one status, one message, said once by rank
  * 0, ending with r->usage_note) with bad input (GS_ERR_INVALID_ARG,
- * GS_ERR_PARSE: a checkpoint that does not fit the run), a command's usage
- * exit; else 1. gs_train_agree_status's callers end with 1 whatever the
+ * GS_ERR_PARSE: a checkpoint that does not fit the run; gs_train_run makes
+ * a checkpoint file it cannot parse GS_ERR_IO), a command's usage exit;
+ * else 1. gs_train_agree_status's callers end with 1 whatever the
  * failure, so it adds no usage note. */
 int gs_train_agree_outcome(const gs_train_ranks *r, gs_status st);
 /* Values that must be equal on every rank: 0 if every rank's vals[i]
@@ -178,7 +179,10 @@ typedef struct gs_train_epoch {
 typedef struct gs_train_summary {
   const char *model, *sync, *optimizer, *data; /* data: "source", "cache", ... */
   const char *backend, *precision;             /* the layers' kernels: "dnnl", "fp32" */
-  int ranks, epochs, batch;                    /* ranks: the workers */
+  int ranks, epochs, batch;                    /* ranks: the job's, servers included */
+  int workers, servers;             /* the ranks that train, and the parameter
+                                       servers among ranks (0 without them);
+                                       until 2026-12-06 ranks was the workers */
   double momentum;
   const char *sync_text;            /* the sync mode's one-line description */
   const struct cJSON *sync_json;    /* its fields, for a JSON summary (or NULL) */

@@ -61,7 +61,9 @@ void train_summary(const train_ctx *t, double train_s, double wall_s, long image
                         .data = t->data_origin ? t->data_origin : "source",
                         .backend = gs_nn_backend(t->net),
                         .precision = gs_nn_precision(t->net),
-                        .ranks = t->size,
+                        .ranks = t->ranks->size,
+                        .workers = t->size, /* narrowed to the workers (sync_ps) */
+                        .servers = t->ranks->size - t->size,
                         .epochs = c->epochs,
                         .batch = t->batch,
                         .momentum = c->momentum,

@@ -952,6 +952,13 @@ out:
   return rc;
 }
 
+/* The ranks that train: the job's less its parameter servers (at least 1
+ * once check_job_size has passed). */
+static int train_workers(const gs_train_config *c, int size) {
+  int w = size - (c->ps_servers > 0 ? c->ps_servers : 0);
+  return w > 0 ? w : 1;
+}
+
 /* Everything each rank does alone before the first collective phase:
  * data, model, optimizer, checkpoint; then the outputs, whose checkpoint
  * directory rank 0 judges for every rank (check_outputs: one broadcast,
@@ -966,6 +973,19 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
   if (st == GS_OK && !loaded) st = train_load_data(c, train, test);
   if (st == GS_OK) st = train_check_data(c, train, 1);
   if (st == GS_OK) st = train_check_data(c, test, 0);
+  /* A training set without one full step is the inputs' fault: refused
+   * here, alike on every rank (exit 2, said once), not by the loop's
+   * agreement (exit 1 until 2026-12-06). t->size is still the job's. */
+  if (st == GS_OK) {
+    const int workers = train_workers(c, t->size);
+    const long global = (long)t->batch * workers;
+    if ((long)train->n < global)
+      st = gs_error(GS_ERR_INVALID_ARG, "%ld samples give no full step of %ld (%d %s x %d)",
+                    (long)train->n, global, workers,
+                    c->ps_servers > 0 ? (workers == 1 ? "worker" : "workers")
+                                      : (workers == 1 ? "rank" : "ranks"),
+                    t->batch);
+  }
   if (st == GS_OK && c->checkpoint_dir)
     train_data_identify(c, train, t->data_crc_known ? &t->data_crc : NULL, data);
   gs_nn_model_options mopt = {.c = GS_TRAIN_IN_C, .h = GS_TRAIN_IN_H, .w = GS_TRAIN_IN_W,
@@ -1012,15 +1032,15 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
       *start_epoch = ts.epoch;
       t->resume_step = (long)ts.step;
     }
+    /* A checkpoint or description that cannot be parsed (truncated,
+     * corrupt, not JSON) is a failure of the run's files, exit 1 as an
+     * unreadable one is, not the usage exit that the agreement gives
+     * GS_ERR_PARSE: the options are not at fault (until 2026-12-06 exit 2,
+     * "(see --help)"). A checkpoint that does not fit the run stays
+     * GS_ERR_INVALID_ARG, exit 2. */
+    if (st == GS_ERR_PARSE) st = gs_error(GS_ERR_IO, "%s", gs_last_error());
   }
   return check_outputs(t, st);
-}
-
-/* The ranks that train: the job's less its parameter servers (at least 1
- * once check_job_size has passed). */
-static int train_workers(const gs_train_config *c, int size) {
-  int w = size - (c->ps_servers > 0 ? c->ps_servers : 0);
-  return w > 0 ? w : 1;
 }
 
 /* Options that name ranks, checked against the job's size before anything

@@ -91,6 +91,9 @@ t 0 "usage: gradsync run" bench --help
 t 2 "unknown option '--frob'" bench --frob
 t 2 "unknown option '-x'" bench -x
 t 2 "option '--step' needs a value" bench --step
+# --step takes an integer, and its help says so (it said "size multiplier F").
+t 2 "--step '2.5' must be an integer from 2 to 1024" bench --step 2.5
+t 0 "--step K           each row's size is K times the last's: an integer" bench --help
 t 2 "option '--json' takes no value" bench --json=1
 t 2 "option --iters given more than once" bench --iters 2 --iters 3
 t 2 "option '--m' is ambiguous: --min-bytes, --max-bytes" bench --m 4K
@@ -423,6 +426,17 @@ t 0 "usage: gradsync run" train --help
 t 2 "--epochs" train --epochs 1.5
 t 2 "--batch" train --batch 0x10
 t 2 "" train --frobnicate
+# An unknown option and a missing value are told apart, as plan's and
+# simulate's are (both said "is unknown or needs a value" until 2026-12-06).
+t 2 "gradsync train: unknown option '--timeline' (see --help)" train --timeline tl.json
+t 2 "gradsync train: unknown option '--bogus' (see --help)" train --bogus
+t 2 "gradsync train: option '--batch' needs a value (see --help)" train --batch
+t 2 "gradsync train: option '--json' takes no value" train --json=1
+# A data set without one full step is refused as the inputs' (it was exit 1).
+t 2 "gradsync train: 10 samples give no full step of 64 (1 rank x 64) (see --help)" train \
+  --model mlp --synthetic 10 --batch 64
+# The help says the synthetic test set's size as the code makes it.
+t 0 "N/5 + 1 test" train --help
 # Values a float cannot hold apart from 0 became 0: the compressor's default
 # damping, a K-FAC damping refused on every rank (exit 1), no KL clip.
 t 2 "--ef-decay '1e-50' must be a number above 0" train --compress topk:0.01 --ef-decay 1e-50
@@ -459,6 +473,18 @@ timeout 120 "$gs" run -np 3 -- "$gs" train --model mlp --synthetic 512 --batch 1
 if strict_json "$tmp/out" && grep -q '"sync":"switch:offline:0.5"' "$tmp/out"; then
   ok "train --ps --sync switch: the JSON summary is strict (one \"sync\")"
 else bad "train --ps --sync switch: JSON not strict: $(tail -c 300 "$tmp/out") $(tail -2 "$tmp/err")"; fi
+# Its ranks are the job's, servers included, with which of them train
+# (until 2026-12-06 "ranks" was the workers, 2, and there was no "workers").
+if "$PY" -c 'import json, sys
+s = [json.loads(l)["summary"] for l in open(sys.argv[1]) if l.startswith("{\"summary\"")][0]
+assert (s["ranks"], s["workers"], s["servers"]) == (3, 2, 1), s' "$tmp/out"; then
+  ok "train --ps 1 on 3 ranks: the JSON summary's ranks 3, workers 2, servers 1"
+else bad "train --ps 1 on 3 ranks: the JSON summary: $(grep -o '"summary":{[^}]*' "$tmp/out" | head -c 300)"; fi
+timeout 120 "$gs" run -np 3 -- "$gs" train --model mlp --synthetic 512 --batch 16 --max-steps 4 \
+  --ps 1 --sync bsp > "$tmp/out" 2> "$tmp/err"
+if grep -q '^summary: mlp on 3 ranks (2 workers, 1 server), 1 epoch(s), batch 16 per worker$' "$tmp/out"; then
+  ok "train --ps 1 on 3 ranks: the summary says 3 ranks (2 workers, 1 server)"
+else bad "train --ps 1 on 3 ranks: the summary: $(grep '^summary' "$tmp/out") $(tail -2 "$tmp/err")"; fi
 
 echo "== syncswitch search"
 # TRAIN OPTIONS that it sets, or that the trainer refuses, are refused before
@@ -472,7 +498,7 @@ t 2 "TRAIN OPTIONS: --model dlrm has no parameter servers" "${SS[@]}" -- --model
 t 2 "needs -np N (the job's ranks) (see --help)" syncswitch search --ps 1 -- --model mlp
 t 2 "needs --ps S (how many" syncswitch search -np 3 -- --model mlp
 t 2 "--ps 3 on -np 3: at least one rank must be a worker" syncswitch search -np 3 --ps 3 -- --model mlp
-t 2 "TRAIN OPTIONS: option '--bogus' is unknown" "${SS[@]}" -- --model mlp --bogus
+t 2 "TRAIN OPTIONS: unknown option '--bogus'" "${SS[@]}" -- --model mlp --bogus
 t 2 "TRAIN OPTIONS: --commit-every needs --checkpoint" "${SS[@]}" -- --model mlp --commit-every 2
 t 2 "--steps is given more than once" "${SS[@]}" --steps 2 -- --model mlp
 t 2 "unknown option 'extra' (see --help)" "${SS[@]}" extra

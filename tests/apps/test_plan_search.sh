@@ -118,6 +118,20 @@ if grep -q "^recommendation: 1 workers" "$tmp/t" &&
 else
   fail "text output: $(cat "$tmp/t")"
 fi
+# A fall below the target shows in as many digits as it takes: 101 s of
+# compute and a 35 ms all-reduce give 2 workers 101 / 101.035 = 0.9997,
+# below a target of 1 (it read "falls to 1.000" until 2026-12-06).
+cat >"$tmp/long.json" <<'J'
+{"name": "long", "batch_size": 1, "forward_s": 100.0,
+ "tensors": [{"name": "w", "numel": 1000000, "dtype": "f32", "backward_s": 1.0}]}
+J
+"$G" plan --search --profile "$tmp/long.json" --net 1gbit --max-workers 8 \
+  --search-compress none --target efficiency:1 >"$tmp/t1" 2>&1
+if grep -q "workers 1: efficiency 1.000 (.* ms) meets 1.00; at 2 workers it falls to 0\.9997 (" "$tmp/t1"; then
+  pass "text output: a fall below a target of 1 is visible ($(grep -o 'falls to [0-9.]*' "$tmp/t1"))"
+else
+  fail "text output with --target efficiency:1: $(grep -m1 'workers 1:' "$tmp/t1")"
+fi
 
 # Compression. Half a second of forward and of backward and one 100 MB
 # gradient at 100 Mbit/s: dense's ring all-reduce on 4 workers moves

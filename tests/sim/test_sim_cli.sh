@@ -62,6 +62,23 @@ expect 0 "topk" -- --profile "$P" --workers 8 --net 1GbE --policy wfbp --compres
 expect 0 '"compress":"topk:0.01"' -- --profile "$P" --workers 8 --net 1GbE --policy wfbp --compress TOPK:0.01 --json
 expect 0 "left out" -- --profile "$P" --workers 8 --net 1GbE --compress topk:0.01
 expect 2 "cannot be sent compressed" -- --profile "$P" --workers 8 --net 1GbE --policy dear --compress topk:0.01
+# --coding-rate NS: the compressor's coding time given, as plan's (until
+# 2026-12-06 simulate measured it on every run, and two runs differed).
+expect 2 "--coding-rate applies only with --compress" -- --profile "$P" --workers 8 --net 1GbE --coding-rate 2
+expect 2 "--coding-rate: expected ns per element from 0 to 1e6, got '-1'" -- --profile "$P" --workers 8 --net 1GbE --compress topk:0.01 --coding-rate -1
+expect 2 "--coding-rate: expected ns per element from 0 to 1e6, got '2e6'" -- --profile "$P" --workers 8 --net 1GbE --compress topk:0.01 --coding-rate 2e6
+expect 0 "compression topk:0.01 (coding 2 ns/element, --coding-rate)" -- --profile "$P" --workers 8 --net 10GbE --compress topk:0.01 --coding-rate 2
+expect 0 '"coding_ns_per_elem":2,"coding_rate_measured":false' -- --profile "$P" --workers 8 --net 10GbE --policy wfbp --compress topk:0.01 --coding-rate 2 --json
+expect 0 '"coding_rate_measured":true' -- --profile "$P" --workers 8 --net 10GbE --policy wfbp --compress topk:0.01 --json
+a=$("$G" simulate --profile "$P" --workers 8 --net 10GbE --compress auto:topk:0.01 --coding-rate 0.7 2>&1)
+b=$("$G" simulate --profile "$P" --workers 8 --net 10GbE --compress auto:topk:0.01 --coding-rate 0.7 2>&1)
+c=$("$G" simulate --profile "$P" --workers 8 --net 10GbE --compress auto:topk:0.01 --coding-rate 0.7 --json | sed 's/"sim_wall_s":[^,}]*//')
+d=$("$G" simulate --profile "$P" --workers 8 --net 10GbE --compress auto:topk:0.01 --coding-rate 0.7 --json | sed 's/"sim_wall_s":[^,}]*//')
+if [ -n "$a" ] && [ "$a" = "$b" ] && [ -n "$c" ] && [ "$c" = "$d" ]; then
+  echo "ok: two runs with --coding-rate give the same table and JSON"
+else
+  echo "FAIL: two runs with --coding-rate differ: $a / $b"; fail=1
+fi
 # --ar: the all-reduce's measured a + b*M (what replay reports), as plan --a --b.
 expect 0 "all-reduce 2.000e-04 s + 1.500e-08 s/B" -- --profile "$P" --workers 4 --ar 2e-4,1.5e-8 --policy mgwfbp
 expect 2 "--ar: expected" -- --profile "$P" --workers 4 --ar 2e-4

@@ -10,7 +10,8 @@
 #     model, data, seed, epochs under a schedule, beyond --epochs, another
 #     checkpoint's description): exit 2 (the usage exit: every rank refuses
 #     alike), said once naming what differs, before training; a missing
-#     description: exit 1 naming the file.
+#     description, and a garbage, truncated or unparsable checkpoint or
+#     description: exit 1 naming the file, said once, no usage note.
 # Usage: test_train_checks.sh GRADSYNC
 set -u
 gs=$1
@@ -51,7 +52,7 @@ expect_error 2 "needs a momentum" "--nesterov with --momentum 0 is refused" \
   "$gs" train --nesterov --momentum 0
 expect_error 2 "longer than the run" "a warm-up longer than the run is refused" \
   "$gs" train --epochs 2 --warmup-epochs 3
-expect_error 2 "'--bogus' is unknown" "an unknown option is one line" "$gs" train --bogus
+expect_error 2 "unknown option '--bogus'" "an unknown option is one line" "$gs" train --bogus
 [ "$(wc -l < "$tmp/err.log")" -eq 1 ] && ok "an unknown option's message is one line" ||
   bad "an unknown option printed $(wc -l < "$tmp/err.log") lines"
 # Where the run will write is checked before any work, by creating a file
@@ -149,6 +150,45 @@ if [ $rc -eq 1 ] && grep -q "checkpoint.json: No such file" "$tmp/mm.log"; then
 else
   bad "--resume without checkpoint.json: exit $rc, $(head -c 400 "$tmp/mm.log")"
 fi
+# A checkpoint or description that cannot be parsed is a failure of the
+# run's files, exit 1 as a missing one is, said once and without the usage
+# note, on one rank and on several alike (until 2026-12-06 a truncated or
+# garbage checkpoint.gsck and an unparsable checkpoint.json exited 2 with
+# "(see --help)"). stop11/ is a 1-rank commit, half/ a 2-rank checkpoint.
+corrupt_resume() { # corrupt_resume NP DIR FILE CONTENT PATTERN DESCRIPTION ARGS...
+  local np=$1 dir=$2 file=$3 content=$4 pat=$5 what=$6; shift 6
+  rm -rf "$tmp/corrupt" && cp -r "$tmp/$dir" "$tmp/corrupt" ||
+    { bad "$what: cannot copy $dir"; return; }
+  if [ "$content" = truncate ]; then head -c 100 "$tmp/$dir/$file" > "$tmp/corrupt/$file"
+  else printf '%s' "$content" > "$tmp/corrupt/$file"; fi
+  "$gs" run -np "$np" -- "$gs" train "$@" --checkpoint "$tmp/corrupt" --resume \
+    > "$tmp/corrupt.log" 2>&1
+  local rc=$? said
+  said=$(grep -c -- "$pat" "$tmp/corrupt.log")
+  if [ $rc -eq 1 ] && [ "$said" = 1 ] && ! grep -q "see --help" "$tmp/corrupt.log" &&
+     ! grep -q '"epoch"' "$tmp/corrupt.log"; then
+    ok "--resume with $what on $np rank(s): a failure (exit 1), said once, no usage note"
+  else
+    bad "--resume with $what on $np rank(s): exit $rc, said $said times: $(grep -m2 'gradsync train' "$tmp/corrupt.log")"
+  fi
+}
+one="--model mlp --synthetic 4096 --epochs 2 --max-steps 6 --batch 16"
+corrupt_resume 1 stop11 checkpoint.gsck garbage \
+  "checkpoint $tmp/corrupt/checkpoint.gsck: truncated (7 bytes)$" "a garbage checkpoint.gsck" $one
+corrupt_resume 1 stop11 checkpoint.gsck truncate \
+  "checkpoint.gsck: 100 bytes, expected .* (truncated)$" "a truncated checkpoint.gsck" $one
+corrupt_resume 1 stop11 checkpoint.json '{bad' \
+  "checkpoint.json: not a valid checkpoint description (JSON object)$" \
+  "an unparsable checkpoint.json" $one
+corrupt_resume 2 half checkpoint.gsck garbage \
+  "checkpoint.gsck: truncated (7 bytes) (on every rank)$" "a garbage checkpoint.gsck" \
+  $mm --model mlp --batch 16 --max-steps 6
+corrupt_resume 2 half checkpoint.gsck truncate \
+  "checkpoint.gsck: 100 bytes, expected .* (truncated) (on every rank)$" \
+  "a truncated checkpoint.gsck" $mm --model mlp --batch 16 --max-steps 6
+corrupt_resume 2 half checkpoint.json '{bad' \
+  "not a valid checkpoint description (JSON object) (on every rank)$" \
+  "an unparsable checkpoint.json" $mm --model mlp --batch 16 --max-steps 6
 cp "$tmp/half/checkpoint.json" "$tmp/half_nometa/checkpoint.json"
 cp "$tmp/s1/checkpoint.gsck" "$tmp/half_nometa/checkpoint.gsck"
 "$gs" run -np 2 -- "$gs" train $mm --model mlp --batch 16 --max-steps 6 \
