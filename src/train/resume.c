@@ -391,12 +391,16 @@ gs_status train_meta_check(const train_ctx *t, const char *ckpt_path,
                       "the sync mode") ||
           differs_str(m, "optimizer", t->optim.ops->name, why, sizeof why,
                       train_option(c, "optimizer"));
-  /* Another --max-steps gives the epochs another length: the position
-   * inside the epoch, and a schedule over the run's steps, would not mean
-   * what they meant (until 2026-12-06 a commit at sample 320 resumed with
-   * --max-steps 3 closed its epoch without a step). Checkpoints from before
-   * then do not record it. */
-  if (!bad && cJSON_GetObjectItemCaseSensitive(m, "max_steps"))
+  /* Another --max-steps gives the epochs another length: a position inside
+   * an epoch, and a schedule over the run's steps, would not mean what they
+   * meant (until 2026-12-06 a commit at sample 320 resumed with --max-steps
+   * 3 closed its epoch without a step). At an epoch's end under a constant
+   * rate the next epochs may be longer or shorter, as more --epochs may
+   * follow. Checkpoints from before then do not record it. */
+  const cJSON *in_epoch = cJSON_GetObjectItemCaseSensitive(m, "samples_in_epoch");
+  if (!bad && cJSON_GetObjectItemCaseSensitive(m, "max_steps") &&
+      ((cJSON_IsNumber(in_epoch) && in_epoch->valuedouble > 0) ||
+       strcmp(c->schedule, "const") != 0 || c->warmup_epochs > 0))
     bad = differs_num(m, "max_steps", (double)(c->max_steps > 0 ? c->max_steps : 0), why,
                       sizeof why, train_option(c, "max_steps"));
   /* Each rank's K-FAC state is its scheme's (dp's a share of the layers):
