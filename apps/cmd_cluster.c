@@ -114,7 +114,9 @@ static void usage(FILE *f) {
           "  --json               one JSON object per policy and line\n"
           "  --trace-out FILE     the run as CSV lines (node segments for a Gantt\n"
           "                       chart, utilisation over time, each job's times);\n"
-          "                       with several policies FILE.POLICY.csv each\n"
+          "                       with several policies one file each, the\n"
+          "                       policy before FILE's extension (tr.csv:\n"
+          "                       tr.static.csv, tr.dorm.csv, tr.goodput.csv)\n"
           "  --help               this text\n",
           CSIM_MAX_NODES, cli_shares_usage);
 }

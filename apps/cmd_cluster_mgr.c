@@ -139,7 +139,11 @@ static int emulated_up(const char *spool, int n, const char *rate, char *dir, si
   mkdir(spool, 0755);
   pid_t pid = fork();
   if (pid == 0) {
-    dup2(2, 1);
+    /* Its stdout is the hosts' list (also in DIR/hosts, and the manager's
+     * log names the pool): not a line of serve's own; its errors go to
+     * stderr. */
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null >= 0 ? null : 2, 1);
     char nbuf[16];
     snprintf(nbuf, sizeof nbuf, "%d", n);
     if (rate) execl(script, script, "up", nbuf, dir, rate, (char *)NULL);
@@ -472,6 +476,9 @@ static int client_opts(const char *verb, int argc, char **argv, char *spool, siz
       snprintf(spool, len, "%s", argv[++i]);
     } else if (json && strcmp(argv[i], "--json") == 0) {
       *json = 1;
+    } else if (strcmp(argv[i], "--") == 0) { /* the end of the options */
+      i++;
+      break;
     } else {
       break;
     }
@@ -1428,7 +1435,7 @@ static int cmd_nodes(int argc, char **argv) {
 int cmd_cancel(int argc, char **argv) {
   char spool[PATH_MAX], err[1024];
   if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-    printf("usage: gradsync cancel [--spool DIR] ID...\n\n"
+    printf("usage: gradsync cancel [--spool DIR] [--] ID...\n\n"
            "Cancels jobs: a queued job at once, a running one by stopping its ranks.\n"
            "With no manager serving the spool the request waits until one does (said\n"
            "on stderr; exit 0).\n");

@@ -164,7 +164,12 @@ typedef struct job {
    * yet resized (gs_cluster_restart_prior, into restart_price). */
   lost_probe su;
   double startup_s;
-  double restart_price; /* what the last policy round charged a resize of it */
+  double restart_price; /* what the last policy round charged a resize of it (an
+                         * ended job's: fixed at its end, journaled) */
+  int end_priced;       /* an ended job's price is fixed */
+  char why[224];        /* the last round's reason it waits, or is not grown
+                         * onto idle nodes (not journaled; gradsync jobs'
+                         * MESSAGE where message is empty) */
   int dirty;                      /* changed since the last snapshot */
 } job;
 
@@ -467,8 +472,27 @@ static cJSON *job_record(const mgr *m, const job *j) {
      * nothing measures it again after a restart of the manager. */
     if (j->progress >= 0) cJSON_AddNumberToObject(o, "progress", j->progress);
     if (j->commit[0]) cJSON_AddStringToObject(o, "commit", j->commit);
-    add_speeds(o, m, j, 0);
+    cJSON_AddNumberToObject(o, "restart_price", j->restart_price);
   }
+  /* What is measured of it, whatever its state (journaled again as each
+   * size's speed, a resize's cost or its start-up is first measured): a
+   * job that ends while no manager runs, and every job across a restart of
+   * the manager, keep them (the pool's prior for resizes is made of them). */
+  add_speeds(o, m, j, 0);
+  if (j->restart_n > 0) {
+    cJSON_AddNumberToObject(o, "restart_sum", j->restart_sum);
+    cJSON_AddNumberToObject(o, "restart_n", j->restart_n);
+    cJSON *rb = cJSON_AddObjectToObject(o, "restart_by_size"); /* {"2": [sum, count]} */
+    for (int q = 1; q <= m->nnode; q++)
+      if (j->rs_n_at[q] > 0) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", q);
+        cJSON *pair = cJSON_AddArrayToObject(rb, key);
+        cJSON_AddItemToArray(pair, cJSON_CreateNumber(j->rs_sum_at[q]));
+        cJSON_AddItemToArray(pair, cJSON_CreateNumber(j->rs_n_at[q]));
+      }
+  }
+  if (j->startup_s >= 0) cJSON_AddNumberToObject(o, "startup_s", j->startup_s);
   cJSON_AddNumberToObject(r, "t", spool_wall_s());
   return r;
 }
@@ -484,6 +508,8 @@ static const char *str(const cJSON *o, const char *k) {
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
   return cJSON_IsString(x) ? x->valuestring : NULL;
 }
+
+static void refit(mgr *m, job *j);
 
 /* Applies a job record (replay): the record is the job's whole state. */
 static void job_apply(mgr *m, const cJSON *o) {
@@ -539,15 +565,46 @@ static void job_apply(mgr *m, const cJSON *o) {
   j->timeout = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "timeout"));
   if (num(o, "status", &v) == 0) j->status = (int)v;
   if ((s = str(o, "message"))) snprintf(j->message, sizeof j->message, "%s", s);
-  /* an ended job's progress, last commit and speeds (job_record) */
+  /* an ended job's progress and last commit; any job's speeds, resizes'
+   * and start-up's costs (job_record) */
   if (num(o, "progress", &v) == 0 && v >= 0) j->progress = v;
   if ((s = str(o, "commit"))) snprintf(j->commit, sizeof j->commit, "%s", s);
   const cJSON *sp = cJSON_GetObjectItemCaseSensitive(o, "speed"), *e;
   if (!cJSON_IsObject(sp)) sp = NULL;
+  int rates = 0;
   cJSON_ArrayForEach(e, sp) {
     int q = e->string ? atoi(e->string) : 0;
-    if (q >= 1 && q <= m->nnode && cJSON_IsNumber(e) && e->valuedouble > 0)
+    if (q >= 1 && q <= m->nnode && cJSON_IsNumber(e) && e->valuedouble > 0 &&
+        isfinite(e->valuedouble)) {
       j->rate[q] = e->valuedouble; /* a size no longer in the pool is dropped */
+      rates++;
+    }
+  }
+  if (rates > 0) refit(m, j);
+  if (num(o, "restart_n", &v) == 0 && v >= 1 && v < 1e9 && num(o, "restart_sum", &v) == 0 &&
+      v >= 0 && isfinite(v)) {
+    j->restart_sum = v;
+    j->restart_n = (int)cJSON_GetObjectItemCaseSensitive(o, "restart_n")->valuedouble;
+    memset(j->rs_sum_at, 0, ((size_t)m->nnode + 1) * sizeof *j->rs_sum_at);
+    memset(j->rs_n_at, 0, ((size_t)m->nnode + 1) * sizeof *j->rs_n_at);
+    const cJSON *rb = cJSON_GetObjectItemCaseSensitive(o, "restart_by_size");
+    if (!cJSON_IsObject(rb)) rb = NULL;
+    cJSON_ArrayForEach(e, rb) {
+      int q = e->string ? atoi(e->string) : 0;
+      const cJSON *a = cJSON_GetArrayItem(e, 0), *b = cJSON_GetArrayItem(e, 1);
+      if (q >= 1 && q <= m->nnode && cJSON_IsNumber(a) && cJSON_IsNumber(b) &&
+          a->valuedouble >= 0 && isfinite(a->valuedouble) && b->valuedouble >= 1 &&
+          b->valuedouble < 1e9) {
+        j->rs_sum_at[q] = a->valuedouble;
+        j->rs_n_at[q] = (int)b->valuedouble;
+      }
+    }
+    gs_cluster_restart_fit(j->rs_sum_at, j->rs_n_at, m->nnode, j->restart_at);
+  }
+  if (num(o, "startup_s", &v) == 0 && v >= 0 && isfinite(v)) j->startup_s = v;
+  if (j->state >= J_DONE && num(o, "restart_price", &v) == 0 && v >= 0 && isfinite(v)) {
+    j->restart_price = v; /* fixed at its end */
+    j->end_priced = 1;
   }
   j->dirty = 1;
 }
@@ -896,6 +953,14 @@ static double probe_report(lost_probe *p, int launch, double t, double samples) 
   return gs_cluster_restart_measure(p->ref_t, p->s0, p->t1, p->s1, t, samples);
 }
 
+/* Journals what was just measured of job j (a size's first speed, a
+ * resize's or its start-up's cost): kept across a restart of the manager
+ * and by a job that ends while none runs. A journal that cannot be written
+ * is said in the log; the measurement stays in memory. */
+static void journal_measured(mgr *m, job *j) {
+  if (save_job(m, j) != 0) mlog(m, "job %d: its measurement not journaled: %s", j->id, m->err);
+}
+
 /* A resize's relaunch's first two reports give what the resize cost (its
  * stop request and relaunch in rs, set from its events by read_events_q),
  * counted for the relaunch's `size` nodes too (of a pool of nnode); a
@@ -911,13 +976,13 @@ static void measure_restart(mgr *m, job *j, double t, double samples, int size) 
       gs_cluster_restart_fit(j->rs_sum_at, j->rs_n_at, m->nnode, j->restart_at);
     }
     mlog(m, "job %d: a resize to %d node(s) measured: %.1f s lost", j->id, size, r);
-    j->dirty = 1;
+    journal_measured(m, j);
   }
   double su = probe_report(&j->su, j->ev_launches, t, samples);
   if (su >= 0) {
     j->startup_s = su;
     mlog(m, "job %d: its start-up on %d node(s) measured: %.1f s lost", j->id, size, su);
-    j->dirty = 1;
+    journal_measured(m, j);
   }
 }
 
@@ -1205,8 +1270,10 @@ static void measure_speed(mgr *m, job *j, const char *ckpt_json, double samples)
       j->obs_size == size && size >= 1 && size <= m->nnode && samples > j->obs_samples &&
       t > j->obs_t) {
     double r = (samples - j->obs_samples) / (t - j->obs_t);
+    int first = !(j->rate[size] > 0);
     j->rate[size] = j->rate[size] > 0 ? 0.5 * (j->rate[size] + r) : r;
     refit(m, j);
+    if (first) journal_measured(m, j);
   }
   j->obs_t = t;
   j->obs_samples = samples;
@@ -2015,10 +2082,72 @@ static void price_restarts(mgr *m) {
     double p = j->restart_n > 0 ? job_restart_s(j)
                : prior      ? gs_cluster_restart_prior(&pool, j->startup_s, d.restart_penalty_s)
                             : 0;
+    /* An ended job keeps the price its last round charged (journaled) */
+    if (j->state >= J_DONE && (j->restart_price > 0 || j->end_priced)) continue;
     j->restart_price = j->restart_n > 0 || prior ? fmax(p, 0.01) : 0;
+    if (j->state >= J_DONE) j->end_priced = 1;
   }
   gs_free(r);
   gs_free(su);
+}
+
+/* Why each job of the round waits, or runs below its largest size beside
+ * idle nodes (Slurm's pending reasons), into j->why: the nodes it needs
+ * against those usable (down, drained, cooling), the jobs holding them and
+ * what the policy weighed. */
+static void explain_round(mgr *m, const gs_cluster_job *in, const int *idx, const int *size,
+                          int n, int usable) {
+  int given = 0, down = 0, drained = 0, cooling = 0;
+  for (int q = 0; q < n; q++) given += size[q];
+  for (int i = 0; i < m->nnode; i++) {
+    down += m->node[i].down;
+    drained += !m->node[i].down && m->node[i].drained;
+    cooling += !m->node[i].down && !m->node[i].drained && m->node[i].cool_until > 0;
+  }
+  for (int k = 0; k < m->njob; k++) m->job[k].why[0] = '\0';
+  for (int q = 0; q < n; q++) {
+    job *j = &m->job[idx[q]];
+    char *w = j->why;
+    size_t wl = sizeof j->why;
+    const char *pol = m->cfg->policy;
+    if (j->state == J_QUEUED && size[q] == 0) {
+      if (in[q].min_nodes > usable) {
+        snprintf(w, wl, "waiting: needs %d node%s, %d usable of %d (%d down, %d drained, %d "
+                 "cooling)", in[q].min_nodes, in[q].min_nodes == 1 ? "" : "s", usable, m->nnode,
+                 down, drained, cooling);
+        continue;
+      }
+      char held[96] = "";
+      size_t hl = 0;
+      int nheld = 0;
+      for (int r = 0; r < n; r++)
+        if (size[r] > 0 && r != q && hl + 16 < sizeof held) {
+          hl += (size_t)snprintf(held + hl, sizeof held - hl, "%s%d", nheld ? ", " : "",
+                                 m->job[idx[r]].id);
+          nheld++;
+        }
+      char how[128];
+      if (strcmp(pol, "static") == 0)
+        snprintf(how, sizeof how, "static: FIFO at its requested size, no resizing");
+      else if (strcmp(pol, "dorm") == 0 && j->fair_now + 1e-9 < in[q].min_nodes)
+        snprintf(how, sizeof how, "dorm: its fair share %.2g is below its --min %d", j->fair_now,
+                 in[q].min_nodes);
+      else if (strcmp(pol, "dorm") == 0)
+        snprintf(how, sizeof how, "dorm: the fairness gained does not pay their resizes "
+                 "(~%.0f s each)", j->restart_price);
+      else
+        snprintf(how, sizeof how, "%s: its minimum does not fit beside jobs ahead of it", pol);
+      snprintf(w, wl, "waiting: needs %d node%s, %d free; nodes held by job%s %s (policy %s)",
+               in[q].min_nodes, in[q].min_nodes == 1 ? "" : "s", usable - given,
+               nheld == 1 ? "" : "s", nheld ? held : "-", how);
+    } else if (job_active(j) && size[q] > 0 && size[q] == in[q].cur_nodes &&
+               size[q] < in[q].max_nodes && usable - given > 0) {
+      snprintf(w, wl, "not grown onto %d idle node%s: policy %s weighs a growth against its "
+               "restart (~%.0f s) over its expected remaining time (~%.0f s)", usable - given,
+               usable - given == 1 ? "" : "s", pol, j->restart_price,
+               gs_cluster_remaining_s(&in[q], in[q].cur_nodes, in[q].run_s));
+    }
+  }
 }
 
 static int policy_round(mgr *m) {
@@ -2096,7 +2225,12 @@ static int policy_round(mgr *m) {
                              /* in the curve's units (samples): without one, unknown */
                              .work = j->ncurve >= top ? j->work : 0,
                              .restart_s = j->restart_price,
-                             .restart_at = j->restart_n > 0 ? j->restart_at : NULL};
+                             .restart_at = j->restart_n > 0 ? j->restart_at : NULL,
+                             /* its time on nodes so far: an unknown remaining
+                              * time is expected to be as long again */
+                             .run_s = j->run_s + (job_active(j) && j->launch_t > 0
+                                                      ? spool_wall_s() - j->launch_t
+                                                      : 0)};
     /* What it is owed to now (dorm's --fairness-window): its fair share's
      * node-seconds less its partitions', charged to acct_t and on since. */
     double since = j->acct_t > 0 ? spool_wall_s() - j->acct_t : 0;
@@ -2169,6 +2303,7 @@ static int policy_round(mgr *m) {
   for (int q = 0; q < n; q++)
     while (size[q] > in[q].min_nodes && !job_size_runs(&m->job[idx[q]], size[q], slots))
       size[q]--;
+  explain_round(m, in, idx, size, n, usable);
   /* Shrinks first (they free nodes), then grows and starts from free nodes. */
   for (int pass = 0; pass < 2 && rc == 0; pass++)
     for (int q = 0; q < n && rc == 0; q++) {
@@ -2345,6 +2480,8 @@ static char *snapshot_text(mgr *m) {
       char waiting[128];
       snprintf(waiting, sizeof waiting, "waiting for job %d (%s)", d->id, state_name[d->state]);
       cJSON_AddStringToObject(o, "message", waiting);
+    } else if (!j->message[0] && j->why[0] && (j->state == J_QUEUED || job_active(j))) {
+      cJSON_AddStringToObject(o, "message", j->why); /* the last round's reason */
     } else {
       cJSON_AddStringToObject(o, "message", j->message);
     }
@@ -2485,6 +2622,45 @@ static int recover(mgr *m) {
 
 int gs_cluster_policy_exists(const char *name) { return gs_cluster_policy_known(name); }
 
+/* Removes dir's temporary files (NAME.tmp.PID, cluster_write_atomic's and
+ * the clients') whose writer is dead: a manager or a client killed between
+ * the write and its rename leaves one behind. Returns how many. */
+static int sweep_tmp(const char *dir) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  for (struct dirent *de; d && (de = readdir(d));) {
+    const char *t = strstr(de->d_name, ".tmp.");
+    char *end;
+    if (t == NULL) continue;
+    long pid = strtol(t + 5, &end, 10);
+    if (end == t + 5 || *end != '\0' || pid <= 0) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its writer lives */
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) < (int)sizeof path &&
+        unlink(path) == 0)
+      n++;
+  }
+  if (d) closedir(d);
+  return n;
+}
+
+/* sweep_tmp over the spool, its incoming requests and every job's directory. */
+static void sweep_spool_tmp(mgr *m) {
+  char path[PATH_MAX];
+  int n = sweep_tmp(m->spool);
+  snprintf(path, sizeof path, "%s/incoming", m->spool);
+  n += sweep_tmp(path);
+  snprintf(path, sizeof path, "%s/jobs", m->spool);
+  DIR *d = opendir(path);
+  for (struct dirent *de; d && (de = readdir(d));) {
+    if (!isdigit((unsigned char)de->d_name[0])) continue;
+    char sub[PATH_MAX];
+    if (snprintf(sub, sizeof sub, "%s/%s", path, de->d_name) < (int)sizeof sub) n += sweep_tmp(sub);
+  }
+  if (d) closedir(d);
+  if (n > 0) mlog(m, "removed %d temporary file%s of dead writers", n, n == 1 ? "" : "s");
+}
+
 int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errlen) {
   gs_cluster_serve_config c = *cfg;
   if (c.interval_s <= 0) c.interval_s = 10;
@@ -2579,6 +2755,7 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
   }
   for (int i = 0; i < c.nnodes; i++) m.node[i].spec = c.nodes[i];
   m.nnode = c.nnodes;
+  sweep_spool_tmp(&m); /* (the lock is held: no other manager writes here) */
   int rc = 1;
   snprintf(path, sizeof path, "%s/journal", m.spool);
   cluster_journal_cut cut;

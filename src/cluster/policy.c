@@ -151,6 +151,68 @@ double gs_cluster_unknown_horizon_s(const gs_cluster_policy_opts *o) {
   return o->interval_s > 0 ? o->interval_s : 60;
 }
 
+double gs_cluster_unknown_remaining_s(const gs_cluster_job *j, const gs_cluster_policy_opts *o) {
+  double h = gs_cluster_unknown_horizon_s(o);
+  return j->run_s > h && isfinite(j->run_s) ? j->run_s : h;
+}
+
+/* FIFO order of submission (gs_cluster_dorm_owed). */
+static const gs_cluster_job *owed_jobs;
+static int cmp_owed_fifo(const void *a, const void *b) {
+  const gs_cluster_job *x = &owed_jobs[*(const int *)a], *y = &owed_jobs[*(const int *)b];
+  if (x->submit_time != y->submit_time) return x->submit_time < y->submit_time ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
+int gs_cluster_dorm_owed(const gs_cluster_job *jobs, int njobs, int nodes,
+                         const gs_cluster_policy_opts *o, const double *share,
+                         unsigned char *owed) {
+  int nowed = 0, left = nodes;
+  memset(owed, 0, (size_t)(njobs > 0 ? njobs : 0));
+  /* Dorm's own objective (no restart price): its weights alone decide. */
+  if (njobs <= 0 || nodes <= 0 || !(o->restart_penalty_s > 0)) return 0;
+  int *order = malloc((size_t)njobs * sizeof *order);
+  int *held = calloc((size_t)gs_cluster_limit_slots(o) + 1, sizeof *held);
+  if (order == NULL || held == NULL) {
+    free(order);
+    free(held);
+    return 0; /* out of memory: no job is owed (dorm's own objective) */
+  }
+  int nw = 0;
+  for (int i = 0; i < njobs; i++) {
+    const gs_cluster_job *j = &jobs[i];
+    if (j->cur_nodes <= 0) {
+      order[nw++] = i;
+      continue;
+    }
+    /* shrunk toward its share: to max(min, ceil(share)), never grown; a
+     * job known to end before its restart would pay back keeps its nodes */
+    int f = (int)ceil(share[i] - 1e-9), keep = j->cur_nodes;
+    if (f < j->min_nodes) f = j->min_nodes;
+    if (f < keep && gs_cluster_remaining_s(j, j->cur_nodes, INFINITY) > gs_cluster_restart_s(j, o))
+      keep = f;
+    left -= keep;
+    gs_cluster_limit_take(j, o, held, keep);
+  }
+  owed_jobs = jobs;
+  qsort(order, (size_t)nw, sizeof *order, cmp_owed_fifo);
+  for (int k = 0; k < nw; k++) {
+    int i = order[k];
+    const gs_cluster_job *j = &jobs[i];
+    int lim = gs_cluster_job_limit(j, o);
+    if (j->min_nodes > share[i] + 1e-9 || j->min_nodes > left || j->min_nodes > j->max_nodes ||
+        j->min_nodes > lim || j->min_nodes > gs_cluster_limit_room(j, o, held))
+      continue;
+    owed[i] = 1;
+    nowed++;
+    left -= j->min_nodes;
+    gs_cluster_limit_take(j, o, held, j->min_nodes);
+  }
+  free(order);
+  free(held);
+  return nowed;
+}
+
 int gs_cluster_user_weights(int n, const int *user, const double *share, const double *w,
                             double *out) {
   return gs_cluster_tree_weights(n, NULL, NULL, user, share, w, out);
@@ -318,7 +380,7 @@ double gs_cluster_dorm_restart_price(const gs_cluster_job *j, int nodes,
                                      const gs_cluster_policy_opts *o) {
   double p = gs_cluster_restart_s(j, o);
   if (j->cur_nodes <= 0 || nodes <= 0 || !(p > 0)) return 0;
-  double h = gs_cluster_remaining_s(j, j->cur_nodes, gs_cluster_unknown_horizon_s(o));
+  double h = gs_cluster_remaining_s(j, j->cur_nodes, gs_cluster_unknown_remaining_s(j, o));
   if (!(h >= 1)) h = 1; /* a job at its end: every resize costs its partition's P s */
   /* With a fairness window the deviations it prices are paid back over the
    * window: a restart's node-seconds are too (else a debt swings the
@@ -565,10 +627,14 @@ double gs_cluster_dorm_objective(const gs_cluster_job *jobs, int njobs, int node
                                  const int *sizes) {
   if (nodes <= 0) return 0;
   double used = 0, changes = 0;
+  unsigned char *owed = njobs > 0 ? malloc((size_t)njobs) : NULL;
+  if (owed != NULL) gs_cluster_dorm_owed(jobs, njobs, nodes, o, share, owed);
   for (int i = 0; i < njobs; i++) {
     used += sizes[i];
     changes += gs_cluster_dorm_adjust_cost(&jobs[i], sizes[i], nodes, o);
+    if (owed != NULL && owed[i] && sizes[i] == 0) changes += GS_CLUSTER_DORM_OWED_PENALTY;
   }
+  free(owed);
   return used / nodes - o->fairness_weight * gs_cluster_fairness_loss(sizes, share, njobs, nodes) -
          changes;
 }

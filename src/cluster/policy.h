@@ -62,6 +62,10 @@ typedef struct gs_cluster_job {
                                node-seconds less its partitions'; < 0: it held more
                                than its share), read by dorm with a fairness
                                window (gs_cluster_policy_opts.fairness_window_s) */
+  double run_s;             /* the seconds it has run so far (its attained service;
+                               0: not known): a running job whose remaining time is
+                               not known is expected to run as long again
+                               (gs_cluster_unknown_remaining_s) */
 } gs_cluster_job;
 
 typedef struct gs_cluster_policy_opts {
@@ -279,10 +283,11 @@ int gs_cluster_limits_kept(const gs_cluster_job *jobs, int njobs, const int *siz
 double gs_cluster_fairness_loss(const int *sizes, const double *share, int njobs, int nodes);
 
 /* Dorm's objective for sizes (see policy_dorm.c):
- *   U - fairness_weight * F - C
+ *   U - fairness_weight * F - C - OWED_PENALTY * (owed jobs left at 0)
  * U = sum x_i / nodes, F the fairness loss above, C the sum of the running
- * jobs' adjustment costs (gs_cluster_dorm_adjust_cost). The MILP maximises
- * it; tests evaluate it directly on every allocation. */
+ * jobs' adjustment costs (gs_cluster_dorm_adjust_cost), the owed jobs
+ * gs_cluster_dorm_owed's. The MILP maximises it; tests evaluate it
+ * directly on every allocation. */
 double gs_cluster_dorm_objective(const gs_cluster_job *jobs, int njobs, int nodes,
                                  const gs_cluster_policy_opts *o, const double *share,
                                  const int *sizes);
@@ -391,11 +396,34 @@ double gs_cluster_remaining_s(const gs_cluster_job *j, int n, double otherwise);
 /* The horizon of a running job whose remaining time is not known: the time
  * to the next round, interval_s (60 s when that is 0). */
 double gs_cluster_unknown_horizon_s(const gs_cluster_policy_opts *o);
+/* The expected remaining time of running job j whose work or progress is
+ * not known: as long as it has run so far (j->run_s: least attained
+ * service, as Tiresias estimates an unknown duration; a job that ran an
+ * hour is not about to end), at least gs_cluster_unknown_horizon_s. */
+double gs_cluster_unknown_remaining_s(const gs_cluster_job *j, const gs_cluster_policy_opts *o);
+
+/* dorm's owed minimum: owed[i] = 1 for a waiting job (cur_nodes 0) whose
+ * --min fits within its fair share (share[i], the target dorm weighs) and
+ * within the nodes left when every running job is shrunk toward its share
+ * (to max(min_nodes, ceil(share)), never grown; not one whose known
+ * remaining time is shorter than its restart: it ends first) and the
+ * waiting jobs owed before it (FIFO) have their minimum, under the limits.
+ * None with restart_penalty_s 0 (Dorm's own objective: its weights alone
+ * decide). dorm gives each
+ * such job at least its minimum (gs_cluster_dorm_objective charges
+ * GS_CLUSTER_DORM_OWED_PENALTY for each left at 0), whatever its running
+ * neighbours' restarts cost: a job below its fair share never waits for
+ * jobs above theirs to end. Returns how many are owed. */
+#define GS_CLUSTER_DORM_OWED_PENALTY 1e6
+int gs_cluster_dorm_owed(const gs_cluster_job *jobs, int njobs, int nodes,
+                         const gs_cluster_policy_opts *o, const double *share,
+                         unsigned char *owed);
 
 /* dorm's price of a resize's restart, per node, in the objective's units:
  * P / (nodes * H), P the job's restart (gs_cluster_restart_s) and H the running job's remaining
- * time at its current size (gs_cluster_remaining_s; interval_s when not
- * known, 60 s when that is 0; at least 1 s; at most the fairness window
+ * time at its current size (gs_cluster_remaining_s; when not known,
+ * gs_cluster_unknown_remaining_s: as long as it has run, at least
+ * interval_s, 60 s when that is 0; at least 1 s; at most the fairness window
  * when there is one, over which the deviations it weighs are paid back). 0 for a job not running or
  * with P = 0 (Dorm's own objective, a constant adjustment weight alone). */
 double gs_cluster_dorm_restart_price(const gs_cluster_job *j, int nodes,

@@ -23,6 +23,11 @@
  *                                             checkpoint and a relaunch)
  *     k_i = P / (N H_i)                       the restart's price per node
  *
+ * A waiting job whose minimum fits in its fair share, with the running jobs
+ * shrunk toward theirs, is owed its minimum (gs_cluster_dorm_owed): x_i >=
+ * min_i, whatever the restarts cost (a large penalty in the objective, a
+ * bound on x_i in the MILP): a job below its share does not wait for jobs
+ * above theirs to end.
  * subject to sum_i x_i <= N (and sum_{i of user u} x_i <= L_u for each
  * user limit, opts.user_max_nodes, and the same for each account's,
  * opts.account_max_nodes, over its sub-accounts' jobs too), where a = fairness_weight and b =
@@ -32,7 +37,8 @@
  * Beyond Dorm, a resize is priced by what it costs: the job's larger
  * partition idles for the restart, P = restart_penalty_s seconds, and U is
  * a utilisation over the horizon H_i, the job's remaining time at its size
- * (interval_s when not known), so P max(c_i, x_i) node-seconds lost are
+ * (when not known, as long as it has run so far, at least interval_s:
+ * gs_cluster_unknown_remaining_s), so P max(c_i, x_i) node-seconds lost are
  * k_i max(c_i, x_i) of U (gs_cluster_dorm_adjust_cost). A job near its end
  * is left alone; a long one is resized when the utilisation and fairness
  * it gains outweigh its restart. With P = 0 the objective is Dorm's.
@@ -91,6 +97,7 @@ typedef struct dorm_model {
   int *held;         /* scratch: the nodes each limit's jobs hold (gs_cluster_limit_slots) */
   const unsigned char *binds; /* per limit slot: 1 when it is below its jobs' largest sizes */
   int limits;        /* 1 when some limit binds */
+  const unsigned char *owed; /* gs_cluster_dorm_owed: at least its minimum */
   double gap;        /* last gap GLPK reported (DBL_MAX before an incumbent) */
   int heur_given;
 } dorm_model;
@@ -98,6 +105,7 @@ typedef struct dorm_model {
 /* A job's part of the objective at size x. */
 static double job_gain(const dorm_model *m, int i, int x) {
   const gs_cluster_job *j = &m->jobs[i];
+  if (x == 0 && m->owed != NULL && m->owed[i]) return -GS_CLUSTER_DORM_OWED_PENALTY;
   return (x - m->o->fairness_weight * fabs(x - m->share[i])) / m->nodes -
          gs_cluster_dorm_adjust_cost(j, x, m->nodes, m->o);
 }
@@ -165,9 +173,22 @@ static void polish(const dorm_model *m, int *x) {
 static void greedy(const dorm_model *m, int *x) {
   int free_nodes = m->nodes;
   memset(m->held, 0, (size_t)gs_cluster_limit_slots(m->o) * sizeof *m->held);
+  /* The jobs owed their minimum first (gs_cluster_dorm_owed: they fit). */
+  for (int i = 0; i < m->n; i++) {
+    x[i] = 0;
+    if (m->owed != NULL && m->owed[i] && m->jobs[i].min_nodes <= free_nodes) {
+      x[i] = m->jobs[i].min_nodes;
+      free_nodes -= x[i];
+      gs_cluster_limit_take(&m->jobs[i], m->o, m->held, x[i]);
+    }
+  }
   for (int i = 0; i < m->n; i++) {
     int c = m->jobs[i].cur_nodes;
-    x[i] = 0;
+    if (x[i] > 0) continue;
+    /* a running job shrunk as far as the owed need, within its range */
+    int room = gs_cluster_limit_room(&m->jobs[i], m->o, m->held);
+    if (c > free_nodes) c = free_nodes;
+    if (c > room) c = room;
     if (c > 0 && c <= job_cap(m, i) && c >= m->jobs[i].min_nodes && c <= free_nodes &&
         c <= gs_cluster_limit_room(&m->jobs[i], m->o, m->held)) {
       x[i] = c;
@@ -589,11 +610,12 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
   int *held = calloc((size_t)nu + 1, sizeof *held);
   long *want = calloc((size_t)nu + 1, sizeof *want); /* each limit's jobs' largest sizes */
   unsigned char *binds = calloc((size_t)nu + 1, 1);
+  unsigned char *owed = malloc((size_t)n);
   int *ia = NULL, *ja = NULL;
   double *ar = NULL;
   glp_prob *P = NULL;
   if (share == NULL || cols == NULL || start == NULL || held == NULL || want == NULL ||
-      binds == NULL)
+      binds == NULL || owed == NULL)
     goto nomem;
   if (nodes == 0) { /* nothing to share: everyone waits */
     rep->objective = 0;
@@ -605,7 +627,8 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
   dorm_model m = {.jobs = jobs, .n = n, .nodes = nodes, .o = o, .share = share,
                   .col_x = cols, .col_r = cols + n, .col_d = cols + 2 * n,
                   .col_y = cols + 3 * n, .col_g = cols + 4 * n, .start = start,
-                  .held = held, .gap = DBL_MAX};
+                  .held = held, .gap = DBL_MAX, .owed = owed};
+  gs_cluster_dorm_owed(jobs, n, nodes, o, share, owed);
   /* A limit binds when its jobs' largest sizes exceed it. */
   for (int i = 0; i < n; i++) {
     int sl[GS_CLUSTER_JOB_SLOTS], top = jobs[i].max_nodes < nodes ? jobs[i].max_nodes : nodes;
@@ -634,12 +657,14 @@ int gs_cluster_policy_dorm(const gs_cluster_job *jobs, int njobs, int nodes,
     m.col_x[i] = c;
     glp_set_col_kind(P, c, GLP_IV);
     if (cap == 0) glp_set_col_bnds(P, c, GLP_FX, 0, 0);
-    else glp_set_col_bnds(P, c, GLP_DB, 0, cap);
+    else if (owed[i] && j->min_nodes == cap) glp_set_col_bnds(P, c, GLP_FX, cap, cap);
+    else glp_set_col_bnds(P, c, GLP_DB, owed[i] ? j->min_nodes : 0, cap);
     glp_set_obj_coef(P, c, 1.0 / nodes);
     if (cap > 0 && j->min_nodes > 1) {
       c = glp_add_cols(P, 1);
       m.col_r[i] = c;
       glp_set_col_kind(P, c, GLP_BV);
+      if (owed[i]) glp_set_col_bnds(P, c, GLP_FX, 1, 1);
     }
     c = glp_add_cols(P, 1);
     m.col_d[i] = c;
@@ -811,5 +836,6 @@ done:
   free(held);
   free(want);
   free(binds);
+  free(owed);
   return rc;
 }

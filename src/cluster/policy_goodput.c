@@ -26,7 +26,8 @@
  * 3. Restart penalty: a running job that would grow keeps its size unless
  *    the growth pays back its restart within the horizon H (the job's
  *    remaining time at its size when its work and progress are known, else
- *    interval_s): speed(new) * (H - P) > speed(cur) * H. The nodes it does
+ *    as long as it has run, at least interval_s: gs_cluster_unknown_remaining_s):
+ *    speed(new) * (H - P) > speed(cur) * H. The nodes it does
  *    not take are offered (step 2) to the jobs that start or change anyway.
  * Per-user limits: a job is admitted (step 1) and grown (step 2) only while
  * its user's jobs hold less than the user's limit.
@@ -166,14 +167,14 @@ int gs_cluster_policy_goodput(const gs_cluster_job *jobs, int njobs, int nodes,
     snprintf(err, errlen, "out of memory allocating among %d jobs", njobs);
     goto done;
   }
-  double interval = gs_cluster_unknown_horizon_s(o);
   for (int i = 0; i < n; i++) {
     const gs_cluster_job *j = &jobs[i];
     s.base[i] = gs_cluster_speed(j, j->min_nodes);
     s.cap[i] = j->max_nodes < nodes ? j->max_nodes : nodes;
     if (s.cap[i] > gs_cluster_job_limit(j, o)) s.cap[i] = gs_cluster_job_limit(j, o);
     int at = j->cur_nodes > 0 ? j->cur_nodes : j->min_nodes;
-    s.remain[i] = gs_cluster_remaining_s(j, at, j->cur_nodes > 0 ? interval : INFINITY);
+    s.remain[i] = gs_cluster_remaining_s(
+        j, at, j->cur_nodes > 0 ? gs_cluster_unknown_remaining_s(j, o) : INFINITY);
     sizes[i] = 0;
     order[i] = i;
   }

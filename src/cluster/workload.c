@@ -766,10 +766,17 @@ static int load_table(csv *c, const char *tables, int nodes, gs_csim_workload *w
       r = -1;
       break;
     }
+    if (req < lo || req > hi || req > nodes) { /* as a job that fits no size: refused */
+      set_err(err, errlen, "%s:%d: job '%s': nodes %d is outside %s [%d, %d]", c->path,
+              c->line, j->name, req, req > nodes && req <= hi ? "the pool's" : "its sizes",
+              req > nodes && req <= hi ? 1 : lo, req > nodes && req <= hi ? nodes : hi);
+      r = -1;
+      break;
+    }
     if (hi > nodes) hi = nodes;
     j->min_nodes = lo;
     j->max_nodes = hi;
-    j->req_nodes = req < lo ? lo : req > hi ? hi : req;
+    j->req_nodes = req;
     j->speed = model_curve(s, s->tput, lo, hi);
     const int has_start = s->start[0] >= 0; /* the column is there: every row has it */
     if (has_start) j->start_s = model_curve(s, s->start, lo, hi);

@@ -83,6 +83,15 @@ printf 'name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,200,1,2\nB,1,
   > "$tmp/wm.csv"
 # A workload's model missing from the tables: the workload's row is named,
 # with --workload (until 2026-12-02 "--tables: nomodel.csv:2", the workload).
+# a row's nodes outside its [min_nodes, max_nodes] or above --nodes: refused
+# with its line, as a job that fits no size (until 2026-12-10 clamped silently)
+printf 'name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,1,5,1,1\nB,0,m,3,5,1,2\n' \
+  > "$tmp/outside.csv"
+t 2 "outside.csv:3: job 'B': nodes 3 is outside its sizes [1, 2]" $sim --workload \
+  "$tmp/outside.csv" --tables "$tmp/speeds.csv" --nodes 2
+printf 'name,time,model,nodes,samples\nA,0,m,3,5\n' > "$tmp/above.csv"
+t 2 "above.csv:2: job 'A': nodes 3 is outside" $sim --workload "$tmp/above.csv" \
+  --tables "$tmp/speeds.csv" --nodes 2
 printf 'name,time,model,nodes,samples\nA,0,nomodel,1,5\n' > "$tmp/nomodel.csv"
 t 2 "--workload: $tmp/nomodel.csv:2: column 'model'" $sim --workload "$tmp/nomodel.csv" \
   --tables "$tmp/speeds.csv" --nodes 2

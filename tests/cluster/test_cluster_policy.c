@@ -146,6 +146,41 @@ static void test_dorm_vs_brute_force(void **state) {
   assert_true(with_changes > 0); /* the adjustment cost was exercised both ways */
 }
 
+/* A running job that writes no progress (its remaining time unknown) is
+ * not taken to end within one interval: under dorm a newcomer whose
+ * minimum fits in its fair share gets nodes at once (the manager's --interval
+ * 2 and the 30 s restart prior: it used to wait until the job ended); under
+ * goodput a job that ran long grows back onto a node left free. */
+static void test_unknown_remaining(void **state) {
+  (void)state;
+  gs_cluster_job jobs[2] = {
+      {.id = 1, .min_nodes = 1, .max_nodes = 2, .weight = 1, .cur_nodes = 2, .progress = -1,
+       .run_s = 5},
+      {.id = 2, .min_nodes = 1, .max_nodes = 2, .weight = 1, .submit_time = 5, .progress = -1}};
+  gs_cluster_policy_opts o;
+  gs_cluster_policy_defaults(&o);
+  o.interval_s = 2;
+  int sizes[2];
+  assert_int_equal(gs_cluster_allocate("dorm", jobs, 2, 2, &o, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[0], 1);
+  assert_int_equal(sizes[1], 1);
+  /* a newcomer above its fair share is owed nothing: min 2 of 2 nodes */
+  jobs[1].min_nodes = 2;
+  assert_int_equal(gs_cluster_allocate("dorm", jobs, 2, 2, &o, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[0], 2);
+  assert_int_equal(sizes[1], 0);
+  /* goodput: alone on 1 of 2 nodes after 10 minutes of running, the growth
+   * pays back its 30 s restart over the 600 s it is expected to run on */
+  gs_cluster_job one = {.id = 1, .min_nodes = 1, .max_nodes = 2, .weight = 1, .cur_nodes = 1,
+                        .progress = -1, .run_s = 600};
+  assert_int_equal(gs_cluster_allocate("goodput", &one, 1, 2, &o, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[0], 2);
+  /* after 10 s it is expected to end before the restart pays back */
+  one.run_s = 10;
+  assert_int_equal(gs_cluster_allocate("goodput", &one, 1, 2, &o, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[0], 1);
+}
+
 /* With a large adjustment weight, running jobs keep their sizes; with none,
  * the fair shares win. */
 static void test_dorm_adjustment(void **state) {
@@ -277,11 +312,27 @@ static void test_dorm_restart_price(void **state) {
   assert_int_equal(gs_cluster_allocate("dorm", jobs, 2, 8, &o, sizes, NULL, NULL, 0), 0);
   assert_int_equal(sizes[0], 4);
   assert_int_equal(sizes[1], 4);
-  /* Unknown remaining time: the horizon is the interval (60 s here), over
-   * which 30 s of restart on 8 nodes outweighs the fairness gained. */
+  /* Unknown remaining time: the horizon is as long as the job has run, at
+   * least the interval (60 s here). The newcomer's minimum fits in its fair
+   * share with the job shrunk toward its own: it is owed its minimum
+   * (gs_cluster_dorm_owed) whatever the restart costs; the rest is the
+   * objective's (before, it waited until the job ended). */
   jobs[0].work = 0;
+  unsigned char owed[2];
+  double fair[2] = {4, 4};
+  assert_int_equal(gs_cluster_dorm_owed(jobs, 2, 8, &o, fair, owed), 1);
+  assert_true(owed[1] && !owed[0]);
   assert_int_equal(gs_cluster_allocate("dorm", jobs, 2, 8, &o, sizes, NULL, NULL, 0), 0);
-  assert_int_equal(sizes[0], 8);
+  assert_true(sizes[1] >= 1 && sizes[0] + sizes[1] <= 8);
+  /* A job that ran 10 minutes is expected to run 10 more: a horizon of
+   * 600 s, not the interval's 60. */
+  assert_true(fabs(gs_cluster_dorm_restart_price(&jobs[0], 8, &o) - 30.0 / (8 * 60)) < 1e-12);
+  jobs[0].run_s = 600;
+  assert_true(fabs(gs_cluster_unknown_remaining_s(&jobs[0], &o) - 600) < 1e-12);
+  assert_true(fabs(gs_cluster_dorm_restart_price(&jobs[0], 8, &o) - 30.0 / (8 * 600)) < 1e-12);
+  assert_int_equal(gs_cluster_allocate("dorm", jobs, 2, 8, &o, sizes, NULL, NULL, 0), 0);
+  assert_int_equal(sizes[0], 4);
+  jobs[0].run_s = 0;
   o.interval_s = 600;
   assert_int_equal(gs_cluster_allocate("dorm", jobs, 2, 8, &o, sizes, NULL, NULL, 0), 0);
   assert_int_equal(sizes[0], 4);
@@ -878,13 +929,16 @@ static double dorm_dp(const gs_cluster_job *jobs, int n, int nodes,
   double *share = malloc((size_t)n * sizeof *share);
   double *best = malloc((size_t)(nodes + 1) * sizeof *best);
   double *next = malloc((size_t)(nodes + 1) * sizeof *next);
+  unsigned char *owed = malloc((size_t)n);
   gs_cluster_fair_share(jobs, n, nodes, o, share);
+  gs_cluster_dorm_owed(jobs, n, nodes, o, share, owed); /* at least their minimum */
   for (int c = 0; c <= nodes; c++) best[c] = 0;
   for (int i = 0; i < n; i++) {
     const gs_cluster_job *j = &jobs[i];
     for (int c = 0; c <= nodes; c++) {
       double v = best[c] - o->fairness_weight * share[i] / nodes -
-                 gs_cluster_dorm_adjust_cost(j, 0, nodes, o); /* x = 0 */
+                 gs_cluster_dorm_adjust_cost(j, 0, nodes, o) - /* x = 0 */
+                 (owed[i] ? GS_CLUSTER_DORM_OWED_PENALTY : 0);
       for (int x = j->min_nodes; x <= j->max_nodes && x <= c; x++) {
         double g = (x - o->fairness_weight * fabs(x - share[i])) / nodes -
                    gs_cluster_dorm_adjust_cost(j, x, nodes, o);
@@ -895,6 +949,7 @@ static double dorm_dp(const gs_cluster_job *jobs, int n, int nodes,
     memcpy(best, next, (size_t)(nodes + 1) * sizeof *best);
   }
   double v = best[nodes];
+  free(owed);
   free(share);
   free(best);
   free(next);
@@ -1719,6 +1774,7 @@ int main(void) {
       cmocka_unit_test(test_dorm_adjustment),
       cmocka_unit_test(test_dorm_fairness_window),
       cmocka_unit_test(test_dorm_restart_price),
+    cmocka_unit_test(test_unknown_remaining),
       cmocka_unit_test(test_restart_measure),
       cmocka_unit_test(test_restart_prior),
       cmocka_unit_test(test_user_weights),

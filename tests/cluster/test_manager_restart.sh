@@ -156,5 +156,33 @@ else fail "P: nodes file '$nodes', launches $(tr '\n' ';' <"$scratch/P/launches"
 "$G" cancel --spool "$spool" "$P" 2>"$err"
 wait_state "$P" cancelled 30 || fail "P not cancelled (state '$(state "$P")')"
 
+echo "== a job that ends while no manager runs keeps its measured speed"
+# (until 2026-12-10 only an ended job's speeds were journaled: one that ended
+# while no manager ran lost them; an ended job's RESTART_S went on changing
+# with the pool's prior)
+# E writes no progress: its price is the pool's prior, which D's start-up
+# of 2 s moves; E's, once it ended, stays as it was.
+E=$(submit --min 1 --max 1 --name E --exec -- "$JOB" 5 "$scratch/E" 0.1)
+wait_state "$E" done 30 || fail "job E not done (state '$(state "$E")')"
+sleep 1.2
+eprice=$(field "$E" restart_price_s)
+D=$(submit --min 1 --max 1 --name D --exec -- "$JOB" 40 "$scratch/D" 0.1 progress 2)
+for _ in $(seq 1 100); do [ "$(field "$D" speed)" != "{}" ] && break; sleep 0.1; done
+dspeed=$(field "$D" speed)
+kill -9 "$serve_pid"
+wait "$serve_pid" 2>/dev/null
+serve_pid=
+for _ in $(seq 1 100); do ls "$spool/jobs/$D"/exit.* >/dev/null 2>&1 && break; sleep 0.1; done
+NODES=$scratch/nodes2 serve || { fail "the manager did not start again"; exit 1; }
+wait_state "$D" done 30 || fail "job D not done after the restart (state '$(state "$D")')"
+sleep 1.2
+if [ "$dspeed" != "{}" ] && [ "$(field "$D" speed)" != "{}" ]; then
+  pass "job D: speed $dspeed while running, $(field "$D" speed) after ending with no manager"
+else fail "job D: speed '$dspeed' while running, '$(field "$D" speed)' after the restart"; fi
+if [ "$eprice" != null ] && [ "$(field "$E" restart_price_s)" = "$eprice" ]; then
+  pass "ended job E: its restart price fixed at its end ($eprice), D's start-up $(field "$D" startup_s) s"
+else fail "ended job E: restart_price_s $eprice at its end, $(field "$E" restart_price_s) later" \
+  "(D's start-up $(field "$D" startup_s))"; fi
+
 [ "$failures" -eq 0 ] && echo "all passed" || echo "$failures failed"
 [ "$failures" -eq 0 ]

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Jobs that write no progress (their remaining time unknown) under a
+# resizing manager, with stand-in jobs (fake_job.sh under fake_mpirun.sh)
+# on two local "nodes", --interval 2 and the 30 s restart prior:
+#  - dorm: X (1-2 nodes) holds both; Y (1-2 nodes) arrives: its minimum fits
+#    in its fair share, so X shrinks and Y starts within seconds (it used to
+#    wait until X ended: X's horizon was taken to be the 2 s interval);
+#  - Z (exactly 2 nodes, its fair share 2/3) waits, and `gradsync jobs` says
+#    why (needs, free nodes, the jobs holding them, the policy's reason);
+#  - cancel -- ID: `--` ends the options;
+#  - a temporary file of a dead writer is removed at the start;
+#  - goodput: X left alone on 1 of 2 nodes says why it is not grown.
+# usage: test_manager_pending.sh GRADSYNC      Exit status: 0 pass, 1 fail.
+set -u
+G=${1:?usage: test_manager_pending.sh GRADSYNC}
+G=$(cd "$(dirname "$G")" && pwd)/$(basename "$G")
+# shellcheck source=tests/cluster/manager_lib.sh
+. "$(dirname "$0")/manager_lib.sh"
+
+printf '127.0.1.1\n127.0.1.2\n' >"$scratch/nodes"
+msg() { "$G" jobs --spool "$spool" --json | grep -o "\"id\":$1,.*" | sed -E 's/.*"message":"([^"]*)".*/\1/'; }
+msg_has() { msg "$1" | grep -q -- "$2"; }
+serve() {
+  "$G" cluster serve --nodes "$scratch/nodes" --spool "$spool" --interval 2 --policy "$1" \
+    --mpirun "$HERE/fake_mpirun.sh" >>"$log" 2>&1 &
+  serve_pid=$!
+  wait_for 5 wait_file "$spool/pool.json" || { fail "the manager did not start"; exit 1; }
+}
+
+# Temporary files of dead writers (a manager SIGKILLed between a write and
+# its rename) go at the start; a live writer's stay.
+mkdir -p "$spool"
+dead=$(sh -c 'echo $$')
+: >"$spool/jobs.json.tmp.$dead"
+: >"$spool/jobs.json.tmp.$$"
+serve dorm
+if [ ! -e "$spool/jobs.json.tmp.$dead" ] && [ -e "$spool/jobs.json.tmp.$$" ]; then
+  pass "a dead writer's jobs.json.tmp.$dead removed at the start, a live one's kept"
+else fail "temporary files at the start: $(ls "$spool" | grep tmp | tr '\n' ' ')"; fi
+rm -f "$spool/jobs.json.tmp.$$"
+X=$("$G" submit --spool "$spool" --min 1 --max 2 --name X --exec -- "$JOB" 3000 "$scratch/X" 0.1)
+wait_for 20 size_is "$X" 2 || fail "X: size $(field "$X" size), wanted 2"
+Y=$("$G" submit --spool "$spool" --min 1 --max 2 --name Y --exec -- "$JOB" 3000 "$scratch/Y" 0.1)
+if wait_for 20 size_is "$Y" 1; then pass "dorm: Y started on 1 node beside X (no progress written)"
+else fail "dorm: Y size $(field "$Y" size), X $(field "$X" size) ('$(msg "$Y")'): Y waits for X"; fi
+Z=$("$G" submit --spool "$spool" --min 2 --max 2 --name Z --exec -- "$JOB" 30 "$scratch/Z" 0.1)
+if wait_for 10 msg_has "$Z" "waiting: needs 2 nodes, 0 free; nodes held by jobs $X, $Y (policy dorm: its fair share 0.67 is below its --min 2)"; then
+  pass "Z's pending reason: $(msg "$Z")"
+else fail "Z's message: '$(msg "$Z")'"; fi
+if "$G" cancel --spool "$spool" -- "$X" "$Y" "$Z" >/dev/null 2>"$err"; then pass "cancel -- IDS"
+else fail "cancel -- IDS: exit $?"; fi
+wait_for 20 eval '[ "$(field "$X" state)" = "\"cancelled\"" ]' || fail "X not cancelled"
+kill "$serve_pid" && wait "$serve_pid" 2>/dev/null
+serve_pid=
+stop_keepers "$spool"
+rm -rf "$spool"
+
+serve goodput
+X=$("$G" submit --spool "$spool" --min 1 --max 2 --name X2 --exec -- "$JOB" 3000 "$scratch/X2" 0.1)
+wait_for 20 size_is "$X" 2 || fail "X2: size $(field "$X" size), wanted 2"
+Y=$("$G" submit --spool "$spool" --min 1 --max 2 --name Y2 --exec -- "$JOB" 20 "$scratch/Y2" 0.1)
+wait_for 30 eval '[ "$(field "$Y" state)" = "\"done\"" ]' || fail "Y2 did not end"
+if wait_for 10 msg_has "$X" "not grown onto 1 idle node: policy goodput"; then
+  pass "goodput: X2 on $(field "$X" size) node(s) says why: $(msg "$X")"
+else fail "goodput: X2 size $(field "$X" size), message '$(msg "$X")'"; fi
+"$G" cancel --spool "$spool" "$X" >/dev/null
+
+if [ "$failures" = 0 ]; then echo "all passed"; exit 0; fi
+echo "$failures failed"
+exit 1
