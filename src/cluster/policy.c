@@ -156,12 +156,18 @@ double gs_cluster_unknown_remaining_s(const gs_cluster_job *j, const gs_cluster_
   return j->run_s > h && isfinite(j->run_s) ? j->run_s : h;
 }
 
-/* FIFO order of submission (gs_cluster_dorm_owed). */
-static const gs_cluster_job *owed_jobs;
-static int cmp_owed_fifo(const void *a, const void *b) {
-  const gs_cluster_job *x = &owed_jobs[*(const int *)a], *y = &owed_jobs[*(const int *)b];
+/* FIFO order of submission, ties by id (static's queue, dorm's owed
+ * minimums). qsort's comparator reads the jobs through this. */
+static const gs_cluster_job *fifo_jobs;
+static int cmp_fifo(const void *a, const void *b) {
+  const gs_cluster_job *x = &fifo_jobs[*(const int *)a], *y = &fifo_jobs[*(const int *)b];
   if (x->submit_time != y->submit_time) return x->submit_time < y->submit_time ? -1 : 1;
   return (x->id > y->id) - (x->id < y->id);
+}
+
+void gs_cluster_fifo_sort(const gs_cluster_job *jobs, int *order, int n) {
+  fifo_jobs = jobs;
+  qsort(order, (size_t)n, sizeof *order, cmp_fifo);
 }
 
 int gs_cluster_dorm_owed(const gs_cluster_job *jobs, int njobs, int nodes,
@@ -194,8 +200,7 @@ int gs_cluster_dorm_owed(const gs_cluster_job *jobs, int njobs, int nodes,
     left -= keep;
     gs_cluster_limit_take(j, o, held, keep);
   }
-  owed_jobs = jobs;
-  qsort(order, (size_t)nw, sizeof *order, cmp_owed_fifo);
+  gs_cluster_fifo_sort(jobs, order, nw);
   for (int k = 0; k < nw; k++) {
     int i = order[k];
     const gs_cluster_job *j = &jobs[i];

@@ -402,6 +402,11 @@ double gs_cluster_unknown_horizon_s(const gs_cluster_policy_opts *o);
  * hour is not about to end), at least gs_cluster_unknown_horizon_s. */
 double gs_cluster_unknown_remaining_s(const gs_cluster_job *j, const gs_cluster_policy_opts *o);
 
+/* Sorts order[0..n) (indices into jobs) by submission time, ties by id:
+ * the FIFO order of static's queue and of dorm's owed minimums. Not
+ * reentrant (qsort's comparator reads the jobs through a static). */
+void gs_cluster_fifo_sort(const gs_cluster_job *jobs, int *order, int n);
+
 /* dorm's owed minimum: owed[i] = 1 for a waiting job (cur_nodes 0) whose
  * --min fits within its fair share (share[i], the target dorm weighs) and
  * within the nodes left when every running job is shrunk toward its share

@@ -21,13 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static const gs_cluster_job *fifo_jobs;
-static int cmp_fifo(const void *a, const void *b) {
-  const gs_cluster_job *x = &fifo_jobs[*(const int *)a], *y = &fifo_jobs[*(const int *)b];
-  if (x->submit_time != y->submit_time) return x->submit_time < y->submit_time ? -1 : 1;
-  return (x->id > y->id) - (x->id < y->id);
-}
-
 int gs_cluster_policy_static(const gs_cluster_job *jobs, int njobs, int nodes,
                              const gs_cluster_policy_opts *o, int *sizes,
                              gs_cluster_policy_report *rep, char *err, size_t errlen) {
@@ -42,8 +35,7 @@ int gs_cluster_policy_static(const gs_cluster_job *jobs, int njobs, int nodes,
     return -1;
   }
   for (int i = 0; i < njobs; i++) order[i] = i;
-  fifo_jobs = jobs;
-  qsort(order, (size_t)njobs, sizeof *order, cmp_fifo);
+  gs_cluster_fifo_sort(jobs, order, njobs);
   int free_nodes = nodes;
   /* Running jobs first, in FIFO order: they keep their partitions (within
    * their users' and accounts' limits). Then one that lost nodes below its minimum (it
