@@ -74,6 +74,11 @@ _DTYPE_OF_CODE = {v: k for k, v in _DTYPES.items()}
 _SET_TO_NONE_DEFAULT = inspect.signature(
     torch.optim.Optimizer.zero_grad).parameters["set_to_none"].default
 
+def _and_more(names):
+    """The " (and N more)" after the first of `names` in a message, or ""."""
+    return f" (and {len(names) - 1} more)" if len(names) > 1 else ""
+
+
 def _error(status, message):
     """A GradsyncError raised by the Python half, shaped like the library's:
     the message ends with the status name, which .status holds."""
@@ -1057,6 +1062,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             acc = p.expand_as(p).grad_fn.next_functions[0][0]
             self._gs_hooks.append(acc.register_hook(self._gs_make_hook(i)))
             self._gs_accs.append(acc)  # the node must outlive the hook
+        # The groups' parameters left without a hook (frozen when wrapped):
+        # the only ones each step checks for a gradient (_gs_check_unhooked).
+        self._gs_frozen = [q for g in self.param_groups for q in g["params"]
+                           if id(q) not in seen]
         if self._gs_overlap and new:
             self._gs_add_forward_hooks(self._gs_model, range(first, len(self._gs_params)))
 
@@ -1410,7 +1419,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 if pending:
                     self._gs_engine.wait_tensor(self._gs_ids[i])
                     self._gs_pending[i] = False
-            more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+            more = _and_more(changed)
             raise _error(
                 "STATE", f"gradsync: the gradient of '{changed[0]}'{more} was changed in place "
                 f"after backward() handed it to the engine and before step() waited for its "
@@ -1419,7 +1428,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 f"differ; this step was not applied. Call opt.synchronize() first, change the "
                 f"averaged gradients, then step() inside `with opt.skip_synchronize():`")
         if replaced:
-            more = f" (and {len(replaced) - 1} more)" if len(replaced) > 1 else ""
+            more = _and_more(replaced)
             raise _error(
                 "STATE", f"gradsync: the gradient of '{replaced[0]}'{more} was replaced by a new "
                 f"tensor after backward() had handed it to the engine for averaging: the new "
@@ -1432,17 +1441,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """A parameter of the groups that has a gradient but no hook (it did
         not require one when it was wrapped: frozen, then unfrozen) is never
         averaged, and the ranks would drift apart: raise instead."""
-        hooked = self._gs_hooked
-        for g in self.param_groups:
-            for p in g["params"]:
-                if p.grad is not None and id(p) not in hooked and p.requires_grad:
-                    name = self._gs_by_param.get(id(p), "a parameter")
-                    raise _error(
-                        "STATE", f"gradsync: '{name}' has a gradient, but it did not require "
-                        f"one when this DistributedOptimizer was made (frozen then, unfrozen "
-                        f"since), so no rank averages it; this step was not applied. Wrap the "
-                        f"optimizer again after unfreezing (gs.DistributedOptimizer(base, ...) "
-                        f"closes this one and keeps its state), or wrap after unfreezing")
+        for p in self._gs_frozen:
+            if p.grad is not None and p.requires_grad:
+                name = self._gs_by_param.get(id(p), "a parameter")
+                raise _error(
+                    "STATE", f"gradsync: '{name}' has a gradient, but it did not require "
+                    f"one when this DistributedOptimizer was made (frozen then, unfrozen "
+                    f"since), so no rank averages it; this step was not applied. Wrap the "
+                    f"optimizer again after unfreezing (gs.DistributedOptimizer(base, ...) "
+                    f"closes this one and keeps its state), or wrap after unfreezing")
 
     def _gs_exchange(self, explicit):
         """synchronize's exchange: every tensor not yet handed over goes now
@@ -1777,7 +1784,7 @@ def _close_earlier(optimizer):
             continue
         shared = [n for p, n in zip(old._gs_params, old._gs_names) if id(p) in mine]
         if shared:
-            more = f" (and {len(shared) - 1} more)" if len(shared) > 1 else ""
+            more = _and_more(shared)
             warnings.warn(f"gradsync: DistributedOptimizer: '{shared[0]}'{more} is averaged "
                           f"by an earlier DistributedOptimizer that was not closed: closing "
                           f"it now (its hooks would hand the same gradients to its engine); "
