@@ -417,10 +417,17 @@ int cli_compress_arg(const char *verb, const char *arg);
  * this machine (which differs from run to run). Sets *ns; says what is
  * wrong and returns -1, else 0. */
 int cli_coding_rate_arg(const char *verb, const char *arg, double *ns);
-/* The coding time of zc in seconds per element: coding_ns (>= 0, from
- * --coding-rate) in seconds, or (< 0) one measurement on this machine
- * (gs_compressor_measure over 2^18 elements). */
-gs_status cli_coding_rate(gs_compressor *zc, double coding_ns, double *secs_per_elem);
+/* The coding time of zc (gs_cost_coding): coding_ns >= 0 (--coding-rate)
+ * is one rate at every size; < 0 measures it on this machine, `tries`
+ * times keeping the fastest at each size (a measurement on a shared host is
+ * only ever slowed), at the sizes of prof's messages: its f32 tensors,
+ * output side first, each its own segment, as the engine sends them
+ * (gs_compress_measure_coding). */
+gs_status cli_coding(gs_compressor *zc, double coding_ns, const gs_profile *prof, int tries,
+                     gs_cost_coding *out);
+/* The rate a coding time gives at its largest measured size, ns per
+ * element: what the verbs print. */
+double cli_coding_ns(const gs_cost_coding *m);
 /* cli_agree_status, telling how the ranks failed (gs_train_agree_outcome):
  * 2 when every rank failed alike with bad input, its line ending
  * "(see --help)"; 1 otherwise; 0 when none failed. */

@@ -156,12 +156,37 @@ int cli_coding_rate_arg(const char *verb, const char *arg, double *ns) {
   return -1;
 }
 
-gs_status cli_coding_rate(gs_compressor *zc, double coding_ns, double *secs_per_elem) {
-  if (coding_ns >= 0) {
-    *secs_per_elem = coding_ns * 1e-9;
-    return GS_OK;
+gs_status cli_coding(gs_compressor *zc, double coding_ns, const gs_profile *prof, int tries,
+                     gs_cost_coding *out) {
+  if (coding_ns >= 0) return gs_cost_coding_rate(coding_ns * 1e-9, out);
+  size_t *sizes = malloc((prof->ntensors ? prof->ntensors : 1) * sizeof *sizes);
+  if (sizes == NULL) return gs_error(GS_ERR_NOMEM, "out of memory");
+  size_t n = 0;
+  for (size_t i = prof->ntensors; i-- > 0;)
+    if (prof->tensors[i].dtype == GS_F32 && prof->tensors[i].numel > 0)
+      sizes[n++] = (size_t)prof->tensors[i].numel;
+  if (n == 0) sizes[n++] = GS_COMPRESS_MEASURE_MIN; /* nothing compressed */
+  gs_status st = GS_OK;
+  for (int t = 0; t < (tries > 0 ? tries : 1) && st == GS_OK; t++) {
+    gs_cost_coding m;
+    st = gs_compress_measure_coding(zc, sizes, n, 0, &m);
+    if (st != GS_OK) break;
+    if (t == 0) {
+      *out = m;
+      continue;
+    }
+    /* The same sizes each time, but the work bound may stop a slowed try
+     * early: the sizes both reached. */
+    if (m.npoints < out->npoints) out->npoints = m.npoints;
+    for (int i = 0; i < out->npoints; i++) out->secs[i] = fmin(out->secs[i], m.secs[i]);
   }
-  return gs_compressor_measure(zc, (size_t)1 << 18, secs_per_elem);
+  free(sizes);
+  return st;
+}
+
+double cli_coding_ns(const gs_cost_coding *m) {
+  const int last = m->npoints - 1;
+  return last < 0 ? 0 : m->secs[last] / m->elems[last] * 1e9;
 }
 
 int cli_under_launcher(void) {

@@ -91,11 +91,13 @@ static void usage(FILE *f) {
           "                     through its own exchange; auto:SPEC lets each\n"
           "                     group stay dense or go compressed through any\n"
           "                     exchange, whichever is predicted fastest.\n"
-          "                     The coding rate is measured here; with --a/--b\n"
+          "                     The coding time is measured here at the\n"
+          "                     profile's sizes; with --a/--b\n"
           "                     it needs --workers\n"
           "  --coding-rate NS   the compressors' coding time in ns per element\n"
-          "                     (encode and decode) instead of measuring it on\n"
-          "                     this machine: the device the plan is for\n"
+          "                     (encode and decode), the same at every size,\n"
+          "                     instead of measuring it on this machine: the\n"
+          "                     device the plan is for\n"
           "  --json             one JSON object per policy and line\n"
           "  --verbose          also print each plan's groups\n"
           "  --help             this text\n");
@@ -436,28 +438,23 @@ static int plan_search(const search_opts *so) {
     }
     nspecs = kept;
   }
-  /* The coding rates, measured on this machine (as `plan --compress`),
-   * each the fastest of SEARCH_RATE_TRIES: on a shared host a measurement
-   * is only ever slowed (preempted), and one measurement moved by 10-20x
-   * between runs of the grid under load, enough to change the compressor
-   * recommended (bench/results/search_grid.md). */
+  /* The coding times, measured on this machine at the profile's sizes (as
+   * `plan --compress`), each size the fastest of SEARCH_RATE_TRIES: on a
+   * shared host a measurement is only ever slowed (preempted), and one
+   * measurement moved by 10-20x between runs of the grid under load,
+   * enough to change the compressor recommended
+   * (bench/results/search_grid.md). */
   for (int k = 0; k < nspecs && rc == 0; k++) {
     gs_compress_spec z;
     gs_compressor *c = NULL;
     gs_compress_spec_parse(specs[k], &z); /* checked above */
-    if (gs_compressor_create(z.compressor, &c) != GS_OK) {
+    if (gs_compressor_create(z.compressor, &c) != GS_OK ||
+        cli_coding(c, so->coding_s >= 0 ? so->coding_s * 1e9 : -1, prof, SEARCH_RATE_TRIES,
+                   &cands[k].coding) != GS_OK) {
       cli_fail(VERB, "--search-compress %s: %s", specs[k], gs_last_error());
       rc = 1;
-    }
-    if (so->coding_s >= 0) cands[k].secs_per_elem = so->coding_s;
-    for (int t = 0; t < SEARCH_RATE_TRIES && rc == 0 && so->coding_s < 0; t++) {
-      double spe = 0;
-      if (gs_compressor_measure(c, (size_t)1 << 18, &spe) != GS_OK) {
-        cli_fail(VERB, "--search-compress %s: %s", specs[k], gs_last_error());
-        rc = 1;
-      } else if (t == 0 || spe < cands[k].secs_per_elem) {
-        cands[k].secs_per_elem = spe;
-      }
+    } else {
+      cands[k].secs_per_elem = cli_coding_ns(&cands[k].coding) * 1e-9;
     }
     gs_compressor_destroy(c);
   }
@@ -1082,21 +1079,6 @@ int cmd_plan(int argc, char **argv) {
     cli_fail(VERB, "--compress: %s", gs_last_error());
     return 1;
   }
-  gs_plan_xchg xchg = {0};
-  if (zc) {
-    /* With --a/--b the network's alpha and beta are fitted to the line. */
-    if (have_a) gs_cost_preset("1GbE", &zparams);
-    gs_cost_topo topo = {workers, nodes > 0 ? nodes : workers};
-    double spe = 0;
-    if (cli_coding_rate(zc, coding_ns, &spe) != GS_OK ||
-        gs_plan_xchg_from_compressor(zc, spe, &zparams, topo, have_a ? &cost.ar : NULL,
-                                     !z.automatic, &xchg) != GS_OK) {
-      cli_error(VERB, "--compress %s: %s", compress, gs_last_error());
-      gs_compressor_destroy(zc);
-      return 1;
-    }
-  }
-
   gs_profile *prof = NULL;
   /* Names are printed (and appear in errors) as valid UTF-8 whatever the
    * file holds. */
@@ -1104,12 +1086,30 @@ int cmd_plan(int argc, char **argv) {
   if (lst == GS_OK) lst = cli_clean_profile(prof);
   if (lst != GS_OK) {
     gs_profile_free(prof);
+    gs_compressor_destroy(zc);
     if (lst == GS_ERR_NOMEM) {
       cli_fail(VERB, "%s", gs_last_error());
       return 1;
     }
     cli_error(VERB, "%s", gs_last_error());
     return 2;
+  }
+  /* The compressed alternatives, their coding time measured at this
+   * profile's sizes (or --coding-rate's). */
+  gs_plan_xchg xchg = {0};
+  if (zc) {
+    /* With --a/--b the network's alpha and beta are fitted to the line. */
+    if (have_a) gs_cost_preset("1GbE", &zparams);
+    gs_cost_topo topo = {workers, nodes > 0 ? nodes : workers};
+    gs_cost_coding coding;
+    if (cli_coding(zc, coding_ns, prof, 1, &coding) != GS_OK ||
+        gs_plan_xchg_from_compressor(zc, &coding, &zparams, topo, have_a ? &cost.ar : NULL,
+                                     !z.automatic, &xchg) != GS_OK) {
+      cli_error(VERB, "--compress %s: %s", compress, gs_last_error());
+      gs_compressor_destroy(zc);
+      gs_profile_free(prof);
+      return 1;
+    }
   }
   /* The profile is ours to change: scale its compute times. */
   prof->forward_s *= scale;

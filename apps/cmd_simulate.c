@@ -85,12 +85,13 @@ static void usage(FILE *f) {
           "                     optimal, dear, auto, or all of them (default all)\n"
           "  --compress SPEC    send every group compressed (topk:0.01, fp16,\n"
           "                     powersgd:4, ...); auto:SPEC lets each group choose\n"
-          "                     (coding rate measured on this machine, which\n"
-          "                     differs from run to run)\n"
+          "                     (coding time measured on this machine at the\n"
+          "                     profile's sizes, which differs from run to run)\n"
           "  --coding-rate NS   with --compress: the compressor's coding time in ns\n"
-          "                     per element (encode and decode) instead of measuring\n"
-          "                     it: the device simulated, and the same output on\n"
-          "                     every run (as gradsync plan's)\n"
+          "                     per element (encode and decode), the same at every\n"
+          "                     message size, instead of measuring it: the device\n"
+          "                     simulated, and the same output on every run (as\n"
+          "                     gradsync plan's)\n"
           "  --iters I          iterations simulated (default 1 without jitter,\n"
           "                     20 with)\n"
           "  --jitter CV        coefficient of variation of the workers' compute\n"
@@ -153,7 +154,7 @@ typedef struct sim_opts {
   double plan_a, plan_b;
   double jitter, scale;
   double coding_ns; /* --coding-rate; < 0: measured */
-  double coding_s;  /* the coding rate used with --compress, s per element */
+  gs_cost_coding coding; /* the coding time used with --compress */
   gs_sim_jitter dist;
   gs_sim_jitter_scope scope;
   uint64_t seed;
@@ -589,8 +590,19 @@ static void print_json(const gs_profile *prof, const sim_opts *o, const char *sp
     cJSON_AddStringToObject(j, "network_assumes", assumes);
   if (o->compress) {
     cJSON_AddStringToObject(j, "compress", o->compress);
-    cli_json_add(j, "coding_ns_per_elem", o->coding_s * 1e9, "%.17g");
+    /* The rate at the largest size measured (the given one with
+     * --coding-rate), and when measured each size's time. */
+    cli_json_add(j, "coding_ns_per_elem", cli_coding_ns(&o->coding), "%.17g");
     cJSON_AddBoolToObject(j, "coding_rate_measured", o->coding_ns < 0);
+    if (o->coding_ns < 0) {
+      cJSON *pts = cJSON_AddArrayToObject(j, "coding_points");
+      for (int i = 0; pts && i < o->coding.npoints; i++) {
+        cJSON *pt = cJSON_CreateArray();
+        cJSON_AddItemToArray(pt, cJSON_CreateNumber(o->coding.elems[i]));
+        cJSON_AddItemToArray(pt, cJSON_CreateNumber(o->coding.secs[i]));
+        cJSON_AddItemToArray(pts, pt);
+      }
+    }
   }
   cJSON_AddNumberToObject(j, "iters", r->iters);
   cli_json_add(j, "compute_scale", o->scale, "%.17g");
@@ -717,20 +729,9 @@ int cmd_simulate(int argc, char **argv) {
   }
   gs_compressor *zc = NULL;
   gs_plan_xchg xchg = {0};
-  if (!z.off) {
-    if (gs_compressor_create(z.compressor, &zc) != GS_OK) {
-      cli_fail(VERB, "--compress: %s", gs_last_error());
-      return 1;
-    }
-    /* Given (--coding-rate, as plan's), or measured here: a measurement
-     * differs from run to run. */
-    if (cli_coding_rate(zc, o.coding_ns, &o.coding_s) != GS_OK ||
-        gs_plan_xchg_from_compressor(zc, o.coding_s, &params, topo, NULL, !z.automatic,
-                                     &xchg) != GS_OK) {
-      cli_fail(VERB, "--compress %s: %s", o.compress, gs_last_error());
-      gs_compressor_destroy(zc);
-      return 1;
-    }
+  if (!z.off && gs_compressor_create(z.compressor, &zc) != GS_OK) {
+    cli_fail(VERB, "--compress: %s", gs_last_error());
+    return 1;
   }
 
   gs_profile *prof = NULL;
@@ -745,6 +746,17 @@ int cmd_simulate(int argc, char **argv) {
     }
     cli_error(VERB, "%s", gs_last_error());
     return 2;
+  }
+  /* The coding time given (--coding-rate, as plan's: one rate), or
+   * measured here at the profile's sizes: a measurement differs from run
+   * to run. */
+  if (zc && (cli_coding(zc, o.coding_ns, prof, 1, &o.coding) != GS_OK ||
+             gs_plan_xchg_from_compressor(zc, &o.coding, &params, topo, NULL, !z.automatic,
+                                          &xchg) != GS_OK)) {
+    cli_fail(VERB, "--compress %s: %s", o.compress, gs_last_error());
+    gs_compressor_destroy(zc);
+    gs_profile_free(prof);
+    return 1;
   }
 
   /* The profile is ours to change: scale its compute times. */
@@ -786,11 +798,15 @@ int cmd_simulate(int argc, char **argv) {
     if (o.have_rs || o.have_ag || replay_rsag)
       printf("reduce-scatter %.3e s + %.3e s/B, all-gather %.3e s + %.3e s/B\n",
              cost.rs.a, cost.rs.b, cost.ag.a, cost.ag.b);
-    char coding[128] = "";
-    if (o.compress)
-      snprintf(coding, sizeof coding, ", compression %s (coding %.3g ns/element, %s)",
-               o.compress, o.coding_s * 1e9,
-               o.coding_ns >= 0 ? "--coding-rate" : "measured on this machine");
+    char coding[192] = "";
+    if (o.compress && o.coding_ns >= 0)
+      snprintf(coding, sizeof coding, ", compression %s (coding %.3g ns/element, "
+               "--coding-rate)", o.compress, cli_coding_ns(&o.coding));
+    else if (o.compress && o.coding.npoints > 0)
+      snprintf(coding, sizeof coding, ", compression %s (coding %.3g ns/element at %.0f "
+               "elements to %.3g at %.0f, measured on this machine)", o.compress,
+               o.coding.secs[0] / o.coding.elems[0] * 1e9, o.coding.elems[0],
+               cli_coding_ns(&o.coding), o.coding.elems[o.coding.npoints - 1]);
     printf("%d iteration%s, jitter CV %g (%s, per %s), seed %llu%s\n\n", o.iters,
            o.iters == 1 ? "" : "s", o.jitter,
            o.dist == GS_SIM_JITTER_NORMAL ? "normal" : "lognormal",

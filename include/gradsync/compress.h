@@ -47,6 +47,7 @@
 #include <stdint.h>
 
 #include "gradsync/core.h"
+#include "gradsync/cost.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -195,6 +196,31 @@ gs_status gs_compressor_payload_bytes(const gs_compressor *c, size_t n,
  * a cost model that prefers a measured rate to the traffic model. */
 gs_status gs_compressor_measure(const gs_compressor *c, size_t n,
                                 double *secs_per_elem);
+
+/* The coding time at the sizes a plan sends, for the cost model
+ * (gs_cost_coding, gradsync/cost.h): a rate measured on a message that fits
+ * in the caches underprices one that does not. `sizes` (count >= 1, each
+ * >= 1) are the tensors of the largest message the caller may send
+ * compressed, in the order a message fuses them; N is their sum. Measured:
+ * GS_COMPRESS_MEASURE_MIN elements (or N, if smaller), then 4 times more at
+ * each step, and last min(N, GS_COMPRESS_MEASURE_MAX); at most
+ * GS_COST_CODING_POINTS sizes. Each is the median of three runs of
+ * gs_compress (and its rounds) and one gs_decompress_add on seeded normal
+ * values, single thread, the message made of the first tensors of `sizes`
+ * (the last one cut), told to the state as its segments
+ * (gs_compress_set_segments) unless `merged` is 1, as the engine sends
+ * them. The work is bounded: the sizes stop at GS_COMPRESS_MEASURE_MAX
+ * elements, and before a size whose three runs would take more than
+ * GS_COMPRESS_MEASURE_BUDGET_S seconds at the last size's rate (a slow
+ * compressor on a large model measures fewer sizes). Times are made
+ * non-decreasing in the size (a run slowed by another process can
+ * otherwise make a larger message look cheaper). Rank-local; the caller
+ * shares the result where ranks must agree. */
+#define GS_COMPRESS_MEASURE_MIN ((size_t)1 << 18)
+#define GS_COMPRESS_MEASURE_MAX ((size_t)1 << 22)
+#define GS_COMPRESS_MEASURE_BUDGET_S 0.5
+gs_status gs_compress_measure_coding(const gs_compressor *c, const size_t *sizes,
+                                     size_t count, int merged, gs_cost_coding *out);
 
 /* ---- Compression specs ------------------------------------------------------- */
 

@@ -81,8 +81,9 @@ gs_status gs_compress_allreduce(gs_comm *comm, const gs_compressor *c,
                                 gs_xchg x, gs_xchg_ws *ws, gs_xchg_stats *stats);
 
 /* The cost model's figures for a compressor (gs_cost_compressed): the
- * payload ratio at n elements (n >= 1), and coding times from a measured
- * rate (secs_per_elem from gs_compressor_measure, compress + one decompress)
+ * payload ratio at n elements (n >= 1), and coding times from a rate
+ * (secs_per_elem: compress + one decompress, the rate of the message's
+ * size, gs_cost_coding_time / n of a gs_compress_measure_coding model)
  * split in proportion to the compressor's memory traffic model. */
 gs_status gs_compress_cost_figures(const gs_compressor *c, size_t n,
                                    double secs_per_elem, gs_cost_compress *out);

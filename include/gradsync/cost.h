@@ -299,6 +299,48 @@ gs_status gs_cost_compress_check(const gs_cost_compress *z);
 double gs_cost_compressed(const gs_cost_params *c, gs_cost_topo t, gs_xchg x,
                           const gs_cost_compress *z, double bytes);
 
+/* ---- Coding time of a compressed message ----------------------------------
+ *
+ * What compressing a message of n elements (error feedback included) and
+ * decoding one payload takes on one core. The time per element depends on
+ * the size: a message whose arrays fit in the caches codes faster than one
+ * that streams from memory, so a rate measured on 2^18 elements priced
+ * GoogleNet's fused 6.6 M-element message (top-k 1%, 2 ranks) at about a
+ * third of its measured time. The coding time is therefore known at a few
+ * measured sizes (gs_compress_measure_coding, gradsync/compress_comm.h, at
+ * the sizes the plan sends), and gs_cost_coding_time is the one formula
+ * between them:
+ *   n <= elems[0]:           secs[0] * n / elems[0]   (the smallest
+ *                            measurement's rate, down to 0)
+ *   elems[i] <= n <= elems[i+1]:  linear between the two measurements
+ *   n >= elems[last]:        secs[last] + r * (n - elems[last]), r the
+ *                            larger of the last measurement's rate and the
+ *                            slope between the last two (beyond the caches
+ *                            every further element costs at least as much
+ *                            as the average one).
+ * Piecewise linear and non-decreasing in n, so that a compressed
+ * exchange's price stays a cost curve the planner takes (gs_cost_curve).
+ * One point is a single rate at every size: gs_cost_coding_rate (a rate
+ * given for repeatable plans, `gradsync plan --coding-rate`). */
+#define GS_COST_CODING_POINTS 4
+
+typedef struct gs_cost_coding {
+  int npoints;                         /* 1 .. GS_COST_CODING_POINTS */
+  double elems[GS_COST_CODING_POINTS]; /* increasing, >= 1 */
+  double secs[GS_COST_CODING_POINTS];  /* finite, >= 0, non-decreasing */
+} gs_cost_coding;
+
+/* A single rate: secs_per_elem * n at every size (finite, >= 0). */
+gs_status gs_cost_coding_rate(double secs_per_elem, gs_cost_coding *out);
+
+/* Checks the points: count, sizes increasing from 1, times finite, >= 0
+ * and non-decreasing. GS_ERR_INVALID_ARG naming the first bad point. */
+gs_status gs_cost_coding_check(const gs_cost_coding *m);
+
+/* The coding time of a message of n >= 0 elements (the formula above);
+ * a negative value for an invalid model or n. */
+double gs_cost_coding_time(const gs_cost_coding *m, double n);
+
 /* ---- Embedding shards (DLRM; docs/DLRM.md) ------------------------------
  * The time per training step that one shard of an embedding table costs the
  * rank holding it: its lookups (the forward and the fused backward, priced

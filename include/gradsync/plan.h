@@ -277,15 +277,20 @@ gs_status gs_plan_make_xchg(const gs_profile *profile, const gs_plan_cost *cost,
 /* The alternatives a compressor offers on a network: with required, its
  * own exchange only (gs_compress_default_xchg: the exchange changes a
  * sparse result, which must not depend on timings); otherwise one per
- * exchange its payloads can travel through (gs_compress_xchg_check), each
- * priced by
- * gs_cost_compressed with the compressor's figures (gs_compress_cost_figures
- * with a measured coding rate secs_per_elem, gs_compressor_measure).
+ * exchange its payloads can travel through (gs_compress_xchg_check). Each
+ * is priced at every size M by gs_cost_compressed with the compressor's
+ * figures (gs_compress_cost_figures) at the coding rate of M / 4 elements
+ * (gs_cost_coding_time of `coding`: measured at the plan's sizes by
+ * gs_compress_measure_coding, or one rate, gs_cost_coding_rate). The curve
+ * holds the price at 0 and at each measured size, linear between them and
+ * beyond the last (one rate: the line a + b*M); its a and b, which the
+ * envelope of gs_plan_make_xchg takes, are the price at 0 and the slope
+ * beyond the measured sizes: the price of large messages.
  * `dense` (may be NULL) is the dense all-reduce's cost as the planner sees
  * it: params' alpha and beta are then refitted to its line (ring formula,
  * gs_cost_calibrate_allreduce) so that dense and compressed messages are
  * priced on the same network. required: see gs_plan_xchg. */
-gs_status gs_plan_xchg_from_compressor(const gs_compressor *c, double secs_per_elem,
+gs_status gs_plan_xchg_from_compressor(const gs_compressor *c, const gs_cost_coding *coding,
                                        const gs_cost_params *params, gs_cost_topo topo,
                                        const gs_cost_curve *dense, int required,
                                        gs_plan_xchg *out);

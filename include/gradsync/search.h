@@ -98,16 +98,20 @@ typedef struct gs_search_config {
  * accuracy that the prediction does not see. */
 #define GS_SEARCH_COMPRESS_MIN_GAIN 0.10
 
-/* A compressor the search may recommend. The coding rate comes in with it
- * (measured by the caller, gs_compressor_measure, or fixed by a test) so
- * that the search itself is deterministic. */
+/* A compressor the search may recommend. The coding time comes in with it
+ * (measured by the caller at the profile's sizes,
+ * gs_compress_measure_coding, or a rate fixed by a test) so that the
+ * search itself is deterministic. */
 typedef struct gs_search_compressor {
   const char *spec;      /* a compression spec (gs_compress_spec_parse):
                             "topk:0.01" sends every f32 group compressed
                             through the compressor's own exchange,
                             "auto:topk:0.01" lets each group choose dense
                             or any exchange; borrowed for the call */
-  double secs_per_elem;  /* >= 0: compressing and decoding one element */
+  double secs_per_elem;  /* >= 0: compressing and decoding one element, at
+                            every size (used when coding.npoints is 0) */
+  gs_cost_coding coding; /* npoints > 0: the coding time at each size
+                            (gradsync/cost.h), instead of secs_per_elem */
 } gs_search_compressor;
 
 /* One compression candidate at the pick's count, at its batch. */

@@ -644,30 +644,35 @@ gs_status gs_compress_return(gs_compress_state *st, const uint32_t *idx,
 
 /* ---- Measured rate ------------------------------------------------------------ */
 
-gs_status gs_compressor_measure(const gs_compressor *c, size_t n,
-                                double *secs_per_elem) {
-  if (c == NULL || secs_per_elem == NULL || n == 0)
-    return gs_error(GS_ERR_INVALID_ARG,
-                    "gs_compressor_measure: NULL argument or n = 0");
+/* Box-Muller normal values: gradients look like this. */
+static void fill_normal(float *g, size_t n, uint64_t seed) {
+  uint64_t rng = seed;
+  for (size_t i = 0; i < n; i++) {
+    float u = gs__rand_unit(&rng) + 1e-7f, v = gs__rand_unit(&rng);
+    g[i] = sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+  }
+}
+
+/* The median of three timings of compressing g[0..n) (every round) and
+ * decoding one payload, with the state told `nseg` segments `seg` (none
+ * when nseg <= 1). */
+static gs_status time_coding(const gs_compressor *c, const float *g, size_t n,
+                             const size_t *seg, size_t nseg, double *secs) {
   gs_status s = GS_OK;
   gs_compress_state *st = NULL;
-  float *g = gs_malloc(n * sizeof *g), *acc = gs_calloc(n, sizeof *acc);
+  float *acc = gs_calloc(n, sizeof *acc);
   void *buf[2] = {NULL, NULL};
   GS_CHECK_GOTO(gs_compress_state_create(c, n, NULL, &st), s, done);
+  if (nseg > 1) GS_CHECK_GOTO(gs_compress_set_segments(st, seg, nseg), s, done);
   size_t cap = 0;
   for (int r = 0; r < c->kind->rounds; r++)
     cap = GS_MAX(cap, gs_compress_capacity(st, r));
   buf[0] = gs_malloc(cap ? cap : 1);
   buf[1] = gs_malloc(cap ? cap : 1);
-  if (g == NULL || acc == NULL || buf[0] == NULL || buf[1] == NULL) {
-    s = GS_ERR_NOMEM;
+  if (acc == NULL || buf[0] == NULL || buf[1] == NULL) {
+    s = gs_error(GS_ERR_NOMEM, "measuring compressor %s on %zu elements: out of memory",
+                 c->spec, n);
     goto done;
-  }
-  uint64_t rng = 42;
-  for (size_t i = 0; i < n; i++) {
-    /* Box-Muller normal values: gradients look like this. */
-    float u = gs__rand_unit(&rng) + 1e-7f, v = gs__rand_unit(&rng);
-    g[i] = sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
   }
   double dt[3];
   for (int rep = 0; rep < 3; rep++) {
@@ -684,12 +689,96 @@ gs_status gs_compressor_measure(const gs_compressor *c, size_t n,
   }
   /* The median of three: one disturbed run does not move it. */
   const double lo = GS_MIN(dt[0], dt[1]), hi = GS_MAX(dt[0], dt[1]);
-  *secs_per_elem = GS_MAX(lo, GS_MIN(hi, dt[2])) / (double)n;
+  *secs = GS_MAX(lo, GS_MIN(hi, dt[2]));
 done:
   gs_compress_state_destroy(st);
-  gs_free(g);
   gs_free(acc);
   gs_free(buf[0]);
   gs_free(buf[1]);
+  return s;
+}
+
+gs_status gs_compressor_measure(const gs_compressor *c, size_t n,
+                                double *secs_per_elem) {
+  if (c == NULL || secs_per_elem == NULL || n == 0)
+    return gs_error(GS_ERR_INVALID_ARG,
+                    "gs_compressor_measure: NULL argument or n = 0");
+  float *g = gs_malloc(n * sizeof *g);
+  if (g == NULL) return GS_ERR_NOMEM;
+  fill_normal(g, n, 42);
+  double secs = 0;
+  gs_status s = time_coding(c, g, n, NULL, 0, &secs);
+  if (s == GS_OK) *secs_per_elem = secs / (double)n;
+  gs_free(g);
+  return s;
+}
+
+/* The segments of a message of the first n elements of `sizes`: the
+ * tensors that fit, then the first that does not, cut. Returns their
+ * number. */
+static size_t prefix_segments(const size_t *sizes, size_t count, size_t n, size_t *seg) {
+  size_t k = 0, sum = 0;
+  for (size_t i = 0; i < count && sum < n; i++) {
+    seg[k] = GS_MIN(sizes[i], n - sum);
+    sum += seg[k++];
+  }
+  return k;
+}
+
+gs_status gs_compress_measure_coding(const gs_compressor *c, const size_t *sizes,
+                                     size_t count, int merged, gs_cost_coding *out) {
+  if (c == NULL || sizes == NULL || count == 0 || out == NULL)
+    return gs_error(GS_ERR_INVALID_ARG, "gs_compress_measure_coding: NULL argument or "
+                    "no tensors");
+  size_t total = 0;
+  for (size_t i = 0; i < count; i++) {
+    if (sizes[i] == 0 || sizes[i] > SIZE_MAX - total)
+      return gs_error(GS_ERR_INVALID_ARG, "gs_compress_measure_coding: tensor %zu has "
+                      "%zu elements (expected >= 1, in all below 2^64)", i, sizes[i]);
+    total += sizes[i];
+  }
+  /* The sizes: 2^18, x4 each step, the last the message (capped). */
+  const size_t top = GS_MIN(total, GS_COMPRESS_MEASURE_MAX);
+  size_t ns[GS_COST_CODING_POINTS];
+  int np = 0;
+  for (size_t n = GS_COMPRESS_MEASURE_MIN; n < top && np < GS_COST_CODING_POINTS - 1; n *= 4)
+    ns[np++] = n;
+  ns[np++] = top;
+  /* The values once, at the largest size: the Box-Muller values of 2^18
+   * elements (those gs_compressor_measure times), and beyond them copies
+   * scaled by 1 + j/64 for the j-th, so that no two blocks are equal.
+   * Generating every value would cost more than the coding it times. */
+  float *g = gs_malloc(top * sizeof *g);
+  size_t *seg = gs_malloc(count * sizeof *seg);
+  gs_status s = GS_OK;
+  if (g == NULL || seg == NULL) {
+    s = gs_error(GS_ERR_NOMEM, "measuring compressor %s on %zu elements: out of memory",
+                 c->spec, top);
+    goto done;
+  }
+  const size_t block = GS_MIN(top, GS_COMPRESS_MEASURE_MIN);
+  fill_normal(g, block, 42);
+  for (size_t at = block, j = 1; at < top; at += block, j++) {
+    const float f = 1.0f + (float)j / 64.0f;
+    const size_t m = GS_MIN(block, top - at);
+    for (size_t i = 0; i < m; i++) g[at + i] = g[i] * f;
+  }
+  memset(out, 0, sizeof *out);
+  for (int i = 0; i < np; i++) {
+    if (i > 0) {
+      /* Three runs at this size, at the last size's rate. */
+      const double guess = 3.0 * out->secs[i - 1] * ((double)ns[i] / (double)ns[i - 1]);
+      if (guess > GS_COMPRESS_MEASURE_BUDGET_S) break;
+    }
+    const size_t nseg = merged ? 1 : prefix_segments(sizes, count, ns[i], seg);
+    double secs = 0;
+    GS_CHECK_GOTO(time_coding(c, g, ns[i], seg, nseg, &secs), s, done);
+    out->elems[i] = (double)ns[i];
+    out->secs[i] = i > 0 ? GS_MAX(secs, out->secs[i - 1]) : secs;
+    out->npoints = i + 1;
+  }
+done:
+  gs_free(g);
+  gs_free(seg);
   return s;
 }

@@ -2,9 +2,13 @@
  * The cost of a compressed message: coding time from the compressor's own
  * figures plus the collective that carries its payload, whose formula is the
  * one in cost.c (called, never restated). Every term is affine in the dense
- * size M, so the planner can read a compressed message's cost as a + b*M.
+ * size M at one coding rate; the rate of each size comes from the coding
+ * time measured at a few sizes (gs_cost_coding_time, the one formula
+ * between them), and the planner's curve of a compressed exchange is
+ * linear between those sizes (src/engine/plan_xchg.c).
  */
 #include <math.h>
+#include <string.h>
 
 #include "gradsync/cost.h"
 #include "gs_internal.h"
@@ -78,4 +82,49 @@ double gs_cost_compressed(const gs_cost_params *c, gs_cost_topo t, gs_xchg x,
   if (t.ranks == 1) comm = 0.0;
   return z->encode_s_per_byte * bytes + comm + z->decode_s_per_byte * decoded +
          z->decode_s_per_byte_dense * bytes;
+}
+
+/* ---- Coding time ------------------------------------------------------------ */
+
+gs_status gs_cost_coding_rate(double secs_per_elem, gs_cost_coding *out) {
+  if (out == NULL || !nonneg(secs_per_elem))
+    return gs_error(GS_ERR_INVALID_ARG, "coding time: a rate of %g s per element, "
+                    "expected finite and >= 0", secs_per_elem);
+  memset(out, 0, sizeof *out);
+  out->npoints = 1;
+  out->elems[0] = 1;
+  out->secs[0] = secs_per_elem;
+  return GS_OK;
+}
+
+gs_status gs_cost_coding_check(const gs_cost_coding *m) {
+  if (m == NULL) return gs_error(GS_ERR_INVALID_ARG, "coding time: NULL");
+  if (m->npoints < 1 || m->npoints > GS_COST_CODING_POINTS)
+    return gs_error(GS_ERR_INVALID_ARG, "coding time: %d measured sizes, expected 1 "
+                    "to %d", m->npoints, GS_COST_CODING_POINTS);
+  for (int i = 0; i < m->npoints; i++) {
+    const double lo = i ? m->elems[i - 1] : 0, prev = i ? m->secs[i - 1] : 0;
+    if (!isfinite(m->elems[i]) || m->elems[i] < 1 || m->elems[i] <= lo ||
+        !nonneg(m->secs[i]) || m->secs[i] < prev)
+      return gs_error(GS_ERR_INVALID_ARG, "coding time: point %d (%g elements, %g s): "
+                      "sizes must increase from 1 and times be finite, >= 0 and "
+                      "non-decreasing", i, m->elems[i], m->secs[i]);
+  }
+  return GS_OK;
+}
+
+/* The formula of gradsync/cost.h, above gs_cost_coding. */
+double gs_cost_coding_time(const gs_cost_coding *m, double n) {
+  if (!(n >= 0) || gs_cost_coding_check(m) != GS_OK) return -1.0;
+  const int last = m->npoints - 1;
+  const double *x = m->elems, *y = m->secs;
+  if (n <= x[0]) return y[0] * (n / x[0]);
+  if (n >= x[last]) {
+    double r = y[last] / x[last];
+    if (last > 0) r = fmax(r, (y[last] - y[last - 1]) / (x[last] - x[last - 1]));
+    return y[last] + r * (n - x[last]);
+  }
+  int i = 0;
+  while (n > x[i + 1]) i++;
+  return y[i] + (y[i + 1] - y[i]) * ((n - x[i]) / (x[i + 1] - x[i]));
 }

@@ -688,8 +688,9 @@ static char *str_dup(const char *s) {
 
 /* The compression of cfg (gs_compress_spec_parse): "auto:SPEC" lets the
  * plan choose per group, SPEC alone compresses every f32 group; "none" is
- * dense. Rank 0 measures the compressor's coding rate once, for the
- * planner's cost. */
+ * dense. The compressor's coding time, for the planner's cost, is measured
+ * by every rank at the first plan, when the tensors' sizes are known
+ * (engine_plan.c), not here. */
 static gs_status setup_compression(gs_engine *e, const gs_engine_config *cfg) {
   const char *spec = cfg->compress ? cfg->compress : "";
   e->zef = cfg->error_feedback != 0;
@@ -717,10 +718,6 @@ static gs_status setup_compression(gs_engine *e, const gs_engine_config *cfg) {
   GS_CHECK(gs_compress_state_create(e->zc, 1, &e->zopts, &probe));
   e->zkinds = gs_compress_memory_kinds(probe);
   gs_compress_state_destroy(probe);
-  if (e->rank == 0) {
-    st = gs_compressor_measure(e->zc, (size_t)1 << 18, &e->z_secs_per_elem);
-    if (st != GS_OK) return st;
-  }
   return GS_OK;
 }
 

@@ -197,7 +197,12 @@ struct gs_engine {
   char *zspec;                  /* as given, for messages */
   unsigned zkinds;              /* GS_COMPRESS_MEM_* its states keep */
   gs_xchg_ws *zws;              /* launch thread */
-  double z_secs_per_elem;       /* rank 0: measured coding rate */
+  gs_cost_coding zcoding;       /* the coding time the plan prices
+                                   (npoints 0 until the first plan): every
+                                   rank measures it then, at the model's
+                                   sizes, and keeps the slowest rank's
+                                   (eng_measure_coding): the same on every
+                                   rank */
 
   /* Agreement points (engine_plan.c): a per-rank status vector, summed. */
   double *plan_body;            /* launch thread: the plan broadcast's body */

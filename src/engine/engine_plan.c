@@ -291,14 +291,69 @@ static double predict(gs_engine *e, const gs_profile *p, const gs_plan_cost *c,
 /* The compressed alternatives under the engine's cost: the cost module's
  * parameters fitted to the dense all-reduce as measured (or modelled), so
  * that dense and compressed messages are priced on the same network, and
- * the compressor's payload ratio and measured coding rate. Which exchanges
+ * the compressor's payload ratio and measured coding time. Which exchanges
  * a payload can take is the exchange layer's word. */
 gs_status eng_xchg_costs(gs_engine *e, gs_plan_xchg *x) {
   memset(x, 0, sizeof *x);
   if (e->zc == NULL) return GS_OK;
+  if (e->zcoding.npoints == 0)
+    return gs_error(GS_ERR_STATE, "rank %d: the compressor's coding time is not "
+                    "known before the first plan", e->rank);
   gs_cost_topo topo = {e->size, gs_comm_nodes(e->comm)};
-  return gs_plan_xchg_from_compressor(e->zc, e->z_secs_per_elem, gs_comm_cost(e->comm),
-                                      topo, &e->cost.ar, e->zrequired, x);
+  return gs_plan_xchg_from_compressor(e->zc, &e->zcoding, gs_comm_cost(e->comm), topo,
+                                      &e->cost.ar, e->zrequired, x);
+}
+
+/* At the first plan, on every rank at once: the compressor's coding time
+ * at the sizes this model's messages can have (gs_compress_measure_coding).
+ * The largest compressed message is every f32 tensor fused (single), in
+ * launch order (the output side first), each its own segment unless
+ * selection is merged. Measured here rather than at gs_engine_create
+ * because only now are the sizes known (the registration check has just
+ * made them the same on every rank). Every rank measures at the same time,
+ * as every rank compresses at the same time in an exchange: ranks that
+ * share a host share its memory bandwidth, and on this 2-core host two
+ * ranks coding 2^22 elements at once took 2-4x the time one alone did
+ * (in the caches, at 2^18, hardly more). The slowest rank's times are
+ * kept (it holds the exchange up), at the sizes every rank reached (the
+ * work bound may stop a slowed rank early), so every rank prices alike.
+ * It costs each rank a bounded fraction of a second once
+ * (GS_COMPRESS_MEASURE_BUDGET_S per size). */
+static gs_status eng_measure_coding(gs_engine *e) {
+  size_t *sizes = gs_malloc((e->ncomm ? e->ncomm : 1) * sizeof *sizes);
+  gs_status st = sizes ? GS_OK : GS_ERR_NOMEM;
+  size_t n = 0;
+  for (size_t c = e->ncomm; sizes && c-- > 0;) {
+    const eng_tensor *t = &e->tensors[e->comm_ids[c]];
+    if (t->dtype == GS_F32) sizes[n++] = t->count;
+  }
+  /* No f32 tensor: nothing goes compressed; the smallest size prices it. */
+  if (sizes && n == 0) sizes[n++] = GS_COMPRESS_MEASURE_MIN;
+  gs_cost_coding m;
+  if (st == GS_OK) st = gs_compress_measure_coding(e->zc, sizes, n, e->zmerged, &m);
+  gs_free(sizes);
+  if (st != GS_OK) {
+    char why[900];
+    gs__error_copy(why, sizeof why);
+    st = gs_error(st, "rank %d: measuring compressor %s's coding time: %s", e->rank,
+                  e->zspec, why);
+  }
+  GS_CHECK(eng_agree(e, st, "measure the compressor's coding time"));
+  /* One MAX: -npoints gives the fewest sizes, the times the slowest. */
+  double v[1 + GS_COST_CODING_POINTS] = {-(double)m.npoints};
+  memcpy(v + 1, m.secs, sizeof m.secs);
+  GS_CHECK(gs_allreduce(e->comm, GS_IN_PLACE, v, 1 + GS_COST_CODING_POINTS, GS_F64, GS_MAX,
+                        GS_ALGO_AUTO));
+  m.npoints = (int)-v[0];
+  memcpy(m.secs, v + 1, sizeof m.secs);
+  e->zcoding = m;
+  const int last = m.npoints - 1;
+  if (e->rank == 0)
+    gs_log(GS_LOG_INFO, "gradsync engine: compressor %s codes %.3g ns/element at %.0f "
+           "elements, %.3g at %.0f (the slowest rank's)", e->zspec,
+           m.secs[0] / m.elems[0] * 1e9, m.elems[0], m.secs[last] / m.elems[last] * 1e9,
+           m.elems[last]);
+  return GS_OK;
 }
 
 /* The policy's plan. Without forward_overlap, auto chooses among the
@@ -663,6 +718,7 @@ gs_status eng_plan_step(gs_engine *e, uint64_t n) {
   int forced = n == 0 || (W > 0 && n == W);
   int check = e->needs_profile && n > W && (n - W) % I == 0;
   if (!forced && !check) return GS_OK;
+  if (e->zc != NULL && e->zcoding.npoints == 0) GS_CHECK(eng_measure_coding(e));
 
   double hdr[H_COUNT] = {0};
   gs_plan *plan = NULL;

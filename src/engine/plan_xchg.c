@@ -242,13 +242,65 @@ gs_status gs_plan_make_xchg(const gs_profile *profile, const gs_plan_cost *cost,
   return plan_auto_search(make_xchg_cb, &arg, skip, policy, out);
 }
 
-gs_status gs_plan_xchg_from_compressor(const gs_compressor *c, double secs_per_elem,
+/* The price of M dense bytes sent compressed through xk: the collective of
+ * its payload and the coding of M / 4 elements (gs_cost_coding_time) as
+ * gs_cost_compressed prices them with the rate of that size. */
+static double xchg_price(const gs_compressor *c, const gs_cost_coding *coding,
+                         const gs_cost_params *params, gs_cost_topo topo, gs_xchg xk,
+                         double bytes) {
+  const double n = bytes / 4.0;
+  /* A single rate is the same at every size (and exactly the rate given). */
+  double rate = coding->secs[0] / coding->elems[0];
+  if (coding->npoints > 1 && n > 0) rate = gs_cost_coding_time(coding, n) / n;
+  gs_cost_compress z;
+  /* Payloads are proportional to the dense size: 1 Mi elements stand for
+   * the ratio of any group. */
+  if (!(rate >= 0) || gs_compress_cost_figures(c, (size_t)1 << 20, rate, &z) != GS_OK)
+    return -1.0;
+  return gs_cost_compressed(params, topo, xk, &z, bytes);
+}
+
+/* One exchange's curve: its price at 0 and at each size where the coding
+ * time was measured, beyond the last with the slope that follows it. Both
+ * the collective (affine in M) and the coding time (linear between the
+ * measured sizes, gradsync/cost.h) are linear between these points, so the
+ * curve is the price at every size, not an approximation. A single rate
+ * gives the line a + b*M without points. The line the planner's envelope
+ * takes (a, b: the price at 0 and the slope beyond the measured sizes) is
+ * the price of large messages, which is never below the curve when the
+ * rate grows with the size. */
+static gs_status xchg_curve(const gs_compressor *c, const gs_cost_coding *coding,
+                            const gs_cost_params *params, gs_cost_topo topo, gs_xchg xk,
+                            gs_cost_curve *out) {
+  const int np = coding->npoints > 1 ? coding->npoints : 0; /* curve points - 1 */
+  double xs[GS_COST_CODING_POINTS + 1], ys[GS_COST_CODING_POINTS + 1];
+  xs[0] = 0;
+  ys[0] = xchg_price(c, coding, params, topo, xk, 0);
+  for (int i = 0; i < np; i++) {
+    xs[i + 1] = 4.0 * coding->elems[i];
+    ys[i + 1] = xchg_price(c, coding, params, topo, xk, xs[i + 1]);
+  }
+  const double far = xs[np] + fmax(1e6, xs[np]);
+  const double yfar = xchg_price(c, coding, params, topo, xk, far);
+  for (int i = 0; i <= np; i++)
+    if (ys[i] < 0 || (i > 0 && ys[i] < ys[i - 1])) return GS_ERR_UNSUPPORTED;
+  if (yfar < ys[np]) return GS_ERR_UNSUPPORTED;
+  GS_CHECK(gs_cost_curve_affine(ys[0], (yfar - ys[np]) / (far - xs[np]), out));
+  if (np == 0) return GS_OK;
+  out->npoints = np + 1;
+  memcpy(out->bytes, xs, (size_t)(np + 1) * sizeof *xs);
+  memcpy(out->secs, ys, (size_t)(np + 1) * sizeof *ys);
+  return GS_OK;
+}
+
+gs_status gs_plan_xchg_from_compressor(const gs_compressor *c, const gs_cost_coding *coding,
                                        const gs_cost_params *params_in, gs_cost_topo topo,
                                        const gs_cost_curve *dense, int required,
                                        gs_plan_xchg *x) {
-  if (c == NULL || params_in == NULL || x == NULL)
+  if (c == NULL || coding == NULL || params_in == NULL || x == NULL)
     return gs_error(GS_ERR_INVALID_ARG, "plan: compression costs: NULL argument");
   memset(x, 0, sizeof *x);
+  GS_CHECK(gs_cost_coding_check(coding));
   gs_compressor_info info;
   GS_CHECK(gs_compressor_info_get(c, &info));
   gs_cost_params params = *params_in;
@@ -260,10 +312,6 @@ gs_status gs_plan_xchg_from_compressor(const gs_compressor *c, double secs_per_e
     if (secs[1] > secs[0])
       GS_CHECK(gs_cost_calibrate_allreduce(&params, topo, GS_ALGO_RING, sz, secs, 2));
   }
-  /* Payloads are proportional to the dense size: 1 Mi elements stand for
-   * the ratio of any group. */
-  gs_cost_compress z;
-  GS_CHECK(gs_compress_cost_figures(c, (size_t)1 << 20, secs_per_elem, &z));
   x->required = required != 0;
   /* Required compression keeps the compressor's own exchange, whatever the
    * costs: which exchange carries a sparse payload changes the result
@@ -274,10 +322,7 @@ gs_status gs_plan_xchg_from_compressor(const gs_compressor *c, double secs_per_e
     gs_xchg xk = (gs_xchg)k;
     if (x->required && xk != own) continue;
     if (gs_compress_xchg_check(&info, xk) != GS_OK) continue;
-    double t0 = gs_cost_compressed(&params, topo, xk, &z, 0);
-    double t1 = gs_cost_compressed(&params, topo, xk, &z, 1e6);
-    if (t0 < 0 || t1 < t0) continue;
-    GS_CHECK(gs_cost_curve_affine(t0, (t1 - t0) / 1e6, &x->cost[x->n]));
+    if (xchg_curve(c, coding, &params, topo, xk, &x->cost[x->n]) != GS_OK) continue;
     x->kind[x->n++] = xk;
   }
   gs_clear_error();

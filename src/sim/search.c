@@ -67,9 +67,14 @@ static gs_status search_check(const gs_profile *profile, const gs_search_config 
     if (z.off)
       return gs_error(GS_ERR_INVALID_ARG, "search: compression candidate '%s' is dense (the "
                       "search always weighs dense)", c->spec);
-    if (!(c->secs_per_elem >= 0 && isfinite(c->secs_per_elem)))
+    if (c->coding.npoints == 0 && !(c->secs_per_elem >= 0 && isfinite(c->secs_per_elem)))
       return gs_error(GS_ERR_INVALID_ARG, "search: compression %s: coding rate %g s per "
                       "element must be finite and >= 0", c->spec, c->secs_per_elem);
+    if (c->coding.npoints != 0 && gs_cost_coding_check(&c->coding) != GS_OK) {
+      char why[512];
+      gs__error_copy(why, sizeof why);
+      return gs_error(GS_ERR_INVALID_ARG, "search: compression %s: %s", c->spec, why);
+    }
   }
   return GS_OK;
 }
@@ -203,9 +208,10 @@ static gs_status search_compressed(const gs_profile *profile, const gs_search_co
   gs_plan_policy pol;
   gs_plan *pl = NULL;
   gs_status st = gs_compressor_info_get(c, &info);
+  gs_cost_coding coding = cand->coding;
+  if (st == GS_OK && coding.npoints == 0) st = gs_cost_coding_rate(cand->secs_per_elem, &coding);
   if (st == GS_OK)
-    st = gs_plan_xchg_from_compressor(c, cand->secs_per_elem, cfg->net, topo, NULL,
-                                      !z.automatic, &x);
+    st = gs_plan_xchg_from_compressor(c, &coding, cfg->net, topo, NULL, !z.automatic, &x);
   /* auto's plan: the fastest policy with these alternatives (dear only
    * when groups may stay dense), the first in the planner's order on
    * ties. (A tie going to the fewest messages was tried and measured

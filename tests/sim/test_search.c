@@ -414,8 +414,9 @@ static void test_compression_slow_network(void **state) {
     gs_plan_policy pol;
     gs_plan *pl = NULL;
     assert_int_equal(gs_plan_cost_from_net(&net, topo, GS_ALGO_RING, &cost), GS_OK);
-    assert_int_equal(gs_plan_xchg_from_compressor(c, cand[i].secs_per_elem, &net, topo, NULL,
-                                                  1, &x), GS_OK);
+    gs_cost_coding coding;
+    assert_int_equal(gs_cost_coding_rate(cand[i].secs_per_elem, &coding), GS_OK);
+    assert_int_equal(gs_plan_xchg_from_compressor(c, &coding, &net, topo, NULL, 1, &x), GS_OK);
     assert_int_equal(gs_plan_policy_parse("auto", &pol), GS_OK);
     assert_int_equal(gs_plan_make_xchg(&tp.p, &cost, &x, &pol, 1, &pl), GS_OK);
     NEAR(e->iter_s, pl->predicted_iter_s);
