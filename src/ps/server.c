@@ -441,14 +441,37 @@ static int poll_peer(ps_server *s, int w) {
 
 /* A worker that neither asks nor is held for 1.5 x the timeout is gone:
  * end the job with its name. Longer than the workers' own timeout, so that
- * a worker stuck on another, dead server names that one first. */
+ * a worker stuck on another, dead server names that one first.
+ *
+ * But while this server holds another worker's answer (a BSP round, SSP's
+ * bound), that worker waits for the silent one and gives up after the
+ * timeout, naming this server: so a silent worker that has not begun the
+ * step (no request) is named after the timeout already, first, since its
+ * silence began before the held worker's wait. One whose push is on its
+ * way keeps the longer limit: another server that stalls may hold it up,
+ * and the workers name that server. (Until 2026-12-07 a worker stalled
+ * under BSP or SSP was never named: the others ended the job naming a
+ * server that only waited for it.) */
 static void check_silence(ps_server *s) {
   gs_ps *ps = s->ps;
   if (ps->timeout_s <= 0) return;
-  double now = gs_now(), limit = 1.5 * ps->timeout_s;
+  int held = -1;
+  for (int w = 0; w < ps->workers && held < 0; w++)
+    if (s->peer[w].state != PEER_DONE &&
+        (s->peer[w].pending == PEND_BSP || s->peer[w].pending == PEND_SSP))
+      held = w;
+  double now = gs_now();
   for (int w = 0; w < ps->workers; w++) {
     ps_peer *p = &s->peer[w];
     if (p->state == PEER_DONE || p->pending != PEND_NONE || p->parked) continue;
+    const int blamed = held >= 0 && p->state == PEER_WAIT_REQ;
+    const double limit = (blamed ? 1.0 : 1.5) * ps->timeout_s;
+    if (now - p->last_event > limit && blamed)
+      ps_abort(ps, "parameter server %d: worker %d (rank %d) sent nothing for "
+               "%.0f s (GRADSYNC_TIMEOUT %.0f s) while worker %d waits for it (%s): "
+               "it died or stalls", ps->server_index, w, w, now - p->last_event,
+               ps->timeout_s, held,
+               s->peer[held].pending == PEND_BSP ? "a BSP round" : "SSP's staleness bound");
     if (now - p->last_event > limit)
       ps_abort(ps, "parameter server %d: worker %d (rank %d) sent nothing for "
                "%.0f s (GRADSYNC_TIMEOUT %.0f s): it died or stalls",

@@ -7,6 +7,10 @@
 #                    ends non-zero and the launcher names the rank
 # worker_stall_asp   under ASP, worker 1 stops before its 6th push: the
 #                    server names it (the other workers go on until then)
+# worker_stall_bsp   under BSP and SSP:1, worker 1 stops before its 6th
+# worker_stall_ssp   push: the server names it, and the worker it holds
+#                    (until 2026-12-07 the held workers ended the job
+#                    first, naming the server as dead)
 # Each job runs under `timeout`, so a hang fails the case.
 set -u
 mpiexec=$1
@@ -49,6 +53,12 @@ case $case in
     job 4 -x PS_SYNC=asp -x GRADSYNC_PS_FAULT=rank=1,step=6,kind=stall "$bin" fault 1
     expect_out 'rank 1: injected fault'
     expect_out 'rank 3: fatal: parameter server 0: worker 1 \(rank 1\) sent nothing'
+    ;;
+  worker_stall_bsp|worker_stall_ssp)
+    if [ "$case" = worker_stall_bsp ]; then sync=bsp; else sync=ssp:1; fi
+    job 4 -x PS_SYNC=$sync -x GRADSYNC_PS_FAULT=rank=1,step=6,kind=stall "$bin" fault 1
+    expect_out 'rank 1: injected fault'
+    expect_out 'rank 3: fatal: parameter server 0: worker 1 \(rank 1\) sent nothing for [0-9]+ s \(GRADSYNC_TIMEOUT 5 s\) while worker [02] waits for it'
     ;;
   *) fail "unknown case" ;;
 esac
