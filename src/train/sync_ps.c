@@ -300,7 +300,12 @@ static gs_status psm_destroy(void *self) {
   if (!s) return GS_OK;
   step_prof_free(&s->prof);
   gs_status st = GS_OK;
-  if (s->ps && !gs_ps_is_server(s->ps) && s->started) st = gs_ps_finish(s->ps);
+  /* The servers serve once the set-up is agreed, and end when every worker
+   * has finished: also a worker that never started (a resume with nothing
+   * left to train; until 2026-12-07 the servers then waited for it, and
+   * the job ended at GRADSYNC_TIMEOUT, exit 1). */
+  if (s->ps && !gs_ps_is_server(s->ps) && (s->started || s->t->serving))
+    st = gs_ps_finish(s->ps);
   if (s->workers) gs_comm_destroy(s->workers);
   gs_ps_destroy(s->ps);
   gs_free(s);

@@ -1175,6 +1175,7 @@ int gs_train_run(const gs_train_config *cfg, const gs_train_ranks *ranks, gs_tra
     t->nhooks = i + 1;
   }
   if (gs_train_agree_status(ranks, st)) goto out;
+  t->serving = 1;
 
   if (t->sync.ops->is_worker && !t->sync.ops->is_worker(t->sync.self)) {
     /* Not a worker (a server): the mode runs this rank's part. */

@@ -45,6 +45,10 @@ struct train_ctx {
     void *self;
   } hooks[GS_TRAIN_MAX_HOOKS];
   int nhooks;
+  /* Set-up is agreed: from here a rank that is not a worker serves
+   * (train_sync_ops.serve) until every worker's mode has said it is done,
+   * whether or not that worker trains a step (a resume with nothing left). */
+  int serving;
   long steps_per_epoch;
   const char *data_origin; /* "source", "cache", "written cache", "rebuilt cache" */
   int data_crc_known;     /* data_crc is the train split's CRC-32 (the cache's check) */
