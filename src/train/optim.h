@@ -44,11 +44,16 @@ typedef struct train_optim_ops {
    * factors), in files of each rank's own beside the checkpoint in dir.
    * Every rank calls save_rank before rank 0 writes the checkpoint of
    * training step `step`, and commit_rank once that checkpoint is in (to
-   * drop the files of the previous one). load_rank runs on every rank after
-   * load and must find the state of load's step, or fail naming the file. */
+   * drop the files of the previous one). load_rank runs on every rank of
+   * `size` after load, with the world size that wrote the checkpoint's
+   * files (files_size): on the same size it must find the state of load's
+   * step, or fail naming the file; on another it loads nothing (the state
+   * starts afresh) and leaves the old files to commit_rank to remove, once
+   * a newer checkpoint is in: every size-th from its own rank's. */
   gs_status (*save_rank)(void *self, const char *dir, int rank, long step);
   void (*commit_rank)(void *self);
-  gs_status (*load_rank)(void *self, const char *dir, int rank, long step);
+  gs_status (*load_rank)(void *self, const char *dir, int rank, int size, long step,
+                         int files_size);
   /* Optional (may be NULL): adds the optimizer's own time buckets. */
   void (*breakdown)(void *self, gs_train_breakdown *b);
   void (*destroy)(void *self);

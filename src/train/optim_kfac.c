@@ -46,6 +46,12 @@ typedef struct kfac_train {
    * newer one is in), the one just written, and the one to resume from. */
   char kept[4096], written[4096], resume[4096];
   long resume_step;
+  /* Resumed on another world size: the old ranks' files of stale_step that
+   * this rank removes once a newer checkpoint is in (ranks stale_first,
+   * + stale_stride, ... below stale_upto; none when stale_upto is 0). */
+  const char *stale_dir;
+  long stale_step;
+  int stale_first, stale_stride, stale_upto;
 } kfac_train;
 
 static void state_path(char *buf, size_t n, const char *dir, int rank, long step) {
@@ -191,12 +197,32 @@ static void kt_commit_rank(void *self) {
   kfac_train *k = self;
   if (k->kept[0] && strcmp(k->kept, k->written) != 0) (void)unlink(k->kept);
   snprintf(k->kept, sizeof k->kept, "%s", k->written);
+  /* The files of another world size's checkpoint: no longer needed once
+   * this one is in (until 2026-12-07 they stayed for good, a whole set of
+   * factors for each resize of an elastic job). */
+  for (int r = k->stale_first; r < k->stale_upto; r += k->stale_stride) {
+    char old[4200];
+    state_path(old, sizeof old, k->stale_dir, r, k->stale_step);
+    if (strcmp(old, k->written) != 0) (void)unlink(old);
+  }
+  k->stale_upto = 0;
 }
 
 /* K-FAC does not exist yet (the step hook creates it): the file is checked
- * for now and read then. */
-static gs_status kt_load_rank(void *self, const char *dir, int rank, long step) {
+ * for now and read then. Another world size's files hold factors of other
+ * batches (dp: of other layers): the factors start afresh, and the files
+ * go at the next commit. */
+static gs_status kt_load_rank(void *self, const char *dir, int rank, int size, long step,
+                              int files_size) {
   kfac_train *k = self;
+  if (files_size != size) {
+    k->stale_dir = dir;
+    k->stale_step = step;
+    k->stale_first = rank;
+    k->stale_stride = size > 0 ? size : 1;
+    k->stale_upto = files_size;
+    return GS_OK;
+  }
   state_path(k->resume, sizeof k->resume, dir, rank, step);
   k->resume_step = step;
   if (access(k->resume, R_OK) != 0)

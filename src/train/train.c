@@ -1023,8 +1023,9 @@ static gs_status setup_local(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *
     /* Per-rank state (K-FAC's factors) is of the ranks that wrote it: on
      * another world size it starts afresh (the factors are recomputed from
      * the next steps). */
-    if (st == GS_OK && t->optim.ops->load_rank && t->resume_ranks == t->size)
-      st = t->optim.ops->load_rank(t->optim.self, c->checkpoint_dir, t->rank, (long)ts.step);
+    if (st == GS_OK && t->optim.ops->load_rank)
+      st = t->optim.ops->load_rank(t->optim.self, c->checkpoint_dir, t->rank, t->size,
+                                   (long)ts.step, t->resume_ranks);
     if (st == GS_OK && t->resume_ranks != t->size && t->optim.ops->load_rank)
       train_note(t, "resume: %s's per-rank state is of %d ranks, not %d: it starts afresh",
                  t->optim.ops->name, t->resume_ranks, t->size);
