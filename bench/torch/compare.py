@@ -182,6 +182,12 @@ def main():
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "gs0")
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=size)
     modes = a.modes.split(",")
+    if rank == 0:
+        # The allreduce algorithm of each size, drawn by the start-up fit for
+        # this whole launch: a slow draw explains a slow run.
+        print(json.dumps({"allreduce_algorithm": {
+            f"{b >> 10}K" if b < 1 << 20 else f"{b >> 20}M": gs._C.allreduce_algorithm(b)
+            for b in (1 << k for k in range(16, 27, 2))}}), flush=True)
 
     def emitter(example, batch, rnd):
         def emit(row):

@@ -13,6 +13,7 @@ import sys
 
 path, nodes = sys.argv[1], sys.argv[2]
 rows = [json.loads(l) for l in open(path) if l.startswith("{") and not l.startswith('{"stamp"')]
+rows = [r for r in rows if "example" in r]  # not the allreduce_algorithm row
 NETS = ("1gbit", "100mbit")
 EXAMPLES = ("fashion_mnist_cnn", "resnet18_synthetic")
 PEERS = ("auto", "auto-overlap", "single", "ddp")

@@ -91,6 +91,13 @@ plans = sorted({(n, e, l, r["chosen"], r["messages"]) for (n, e, l, c), r in run
 if plans:
     print("\nPlans in the last chunk (the engine's choice and its number of messages): " + "; ".join(
         f"{n} {e} {l}: {c}, {m}" for n, e, l, c, m in plans) + ".")
+algos = [(r["net"], r["allreduce_algorithm"]) for r in rows if "allreduce_algorithm" in r]
+if algos:
+    # The start-up fit draws the algorithm of every allreduce for the whole
+    # launch: a draw that took a slow one shows here.
+    print("\nThe allreduce algorithm that the start-up fit chose, by size (one draw per "
+          "launch; every gradsync peer of the launch uses it): " + "; ".join(
+              f"{n}: " + ", ".join(f"{k} {v}" for k, v in a.items()) for n, a in algos) + ".")
 if verdicts:
     print("\n## Against issue 12's dense target (never slower than DDP)\n")
     for net, ex, x, med, lo, hi, wins, n in verdicts:

@@ -200,6 +200,18 @@ static PyObject *py_timeout(PyObject *self, PyObject *args) {
                        gs_comm_stall_warn_s(g_comm));
 }
 
+/* allreduce_algorithm(nbytes): the algorithm an allreduce of that many
+ * bytes takes ('auto': the start-up fit's choice, or GRADSYNC_ALLREDUCE_ALGO),
+ * by name; benches record it beside their figures. */
+static PyObject *py_allreduce_algorithm(PyObject *self, PyObject *args) {
+  (void)self;
+  unsigned long long nbytes;
+  if (!PyArg_ParseTuple(args, "K", &nbytes)) return NULL;
+  if (need_comm()) return NULL;
+  return PyUnicode_FromString(gs_algo_name(gs_comm_choose_allreduce(g_comm,
+                                                                    (size_t)nbytes)));
+}
+
 /* abort(message, code): ends the whole job through gs_comm_abort (MPI_Abort
  * with "gradsync: rank R: fatal: message"); used for an uncaught exception
  * on one rank, which would otherwise leave the others waiting. Without a
@@ -805,6 +817,8 @@ static PyMethodDef module_methods[] = {
      "(rank, size, local_rank, local_size, node, nodes)"},
     {"timeouts", py_timeout, METH_NOARGS, "(GRADSYNC_TIMEOUT, STALL_WARN) s"},
     {"abort", py_abort, METH_VARARGS, "abort(message, code=1): end the job"},
+    {"allreduce_algorithm", py_allreduce_algorithm, METH_VARARGS,
+     "allreduce_algorithm(nbytes) -> the algorithm's name"},
     {"aux_init", py_aux_init, METH_NOARGS,
      "Make the second communicator (collective): SyncBatchNorm's."},
     {"iallreduce", py_iallreduce, METH_VARARGS, NULL},

@@ -5,6 +5,7 @@
  * Every measurement is agreed on by all ranks, so that every rank chooses
  * the same algorithm.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -199,24 +200,84 @@ static size_t pow_size(size_t b, int e) {
   return r;
 }
 
-/* Times one allreduce algorithm at one size: the minimum over reps of the
- * slowest rank, so every rank fits the same numbers. */
-static gs_status time_allreduce(gs_comm *c, gs_algo algo, float *buf,
-                                size_t count, int reps, double *secs) {
-  double t[8];
-  GS_CHECK(gs_allreduce(c, GS_IN_PLACE, buf, count, GS_F32, GS_SUM, algo));
-  for (int i = 0; i < reps; i++) {
-    GS_CHECK(gs_barrier(c, GS_ALGO_MPI));
-    double t0 = gs_now();
-    GS_CHECK(gs_allreduce(c, GS_IN_PLACE, buf, count, GS_F32, GS_SUM, algo));
-    t[i] = gs_now() - t0;
+#define CALIB_REPS 3
+
+static double median3(double a, double b, double c) {
+  return GS_MAX(GS_MIN(a, b), GS_MIN(GS_MAX(a, b), c));
+}
+
+/* Times every algorithm of algos at one size, interleaved: after a warm-up
+ * call of each, CALIB_REPS rounds in which each algorithm runs once, the
+ * order rotating. A disturbance of the host (another process, the shaper's
+ * bucket) then falls on all algorithms alike instead of on every size of
+ * the one being timed, which made a slow algorithm look fastest for a whole
+ * job. secs[a]: the median over rounds of the slowest rank, so that every
+ * rank fits the same numbers. */
+static gs_status time_allreduces(gs_comm *c, const gs_algo *algos, int nalgo,
+                                 float *buf, size_t count, double *secs) {
+  double t[CALIB_REPS * GS_ALGO_COUNT];
+  for (int a = 0; a < nalgo; a++)
+    GS_CHECK(gs_allreduce(c, GS_IN_PLACE, buf, count, GS_F32, GS_SUM, algos[a]));
+  for (int r = 0; r < CALIB_REPS; r++) {
+    for (int k = 0; k < nalgo; k++) {
+      int a = (k + r) % nalgo;
+      GS_CHECK(gs_barrier(c, GS_ALGO_MPI));
+      double t0 = gs_now();
+      GS_CHECK(gs_allreduce(c, GS_IN_PLACE, buf, count, GS_F32, GS_SUM, algos[a]));
+      t[r * nalgo + a] = gs_now() - t0;
+    }
   }
-  GS_CHECK(gs_allreduce(c, GS_IN_PLACE, t, (size_t)reps, GS_F64, GS_MAX,
-                        GS_ALGO_MPI));
-  double best = t[0];
-  for (int i = 1; i < reps; i++) best = GS_MIN(best, t[i]);
-  *secs = best;
+  GS_CHECK(gs_allreduce(c, GS_IN_PLACE, t, (size_t)(CALIB_REPS * nalgo), GS_F64,
+                        GS_MAX, GS_ALGO_MPI));
+  /* The median of the rounds: the minimum favoured the algorithm whose
+   * times scatter most (Rabenseifner's on 4 nodes at 100 Mbit/s took
+   * 1.10-1.32 s for 8 MB, the ring 1.06-1.09; its luckiest round won). */
+  for (int a = 0; a < nalgo; a++) {
+    double v[CALIB_REPS];
+    for (int r = 0; r < CALIB_REPS; r++) v[r] = t[r * nalgo + a];
+    secs[a] = median3(v[0], v[1], v[2]);
+  }
   return GS_OK;
+}
+
+/* "4K", "128M", "1G": a power of two's size as the logs show it. */
+static void size_label(char *out, size_t cap, size_t b) {
+  static const char unit[] = "BKMG";
+  int u = 0;
+  while (u < 3 && b >= 1024 && b % 1024 == 0) {
+    b /= 1024;
+    u++;
+  }
+  snprintf(out, cap, "%zu%c", b, unit[u]);
+}
+
+/* Logs (info) which algorithm 'auto' now takes for an allreduce, as size
+ * ranges from 4 KB to 1 GB ("ring 4K-64K, rd 128K-1G"): a user can see
+ * what the fit decided, and a draw that picked a slow algorithm shows. */
+static void log_choices(const gs_comm *c) {
+  if (gs_log_get_level() > GS_LOG_INFO) return;
+  char out[512];
+  size_t len = 0;
+  gs_algo run = GS_ALGO_AUTO;
+  size_t from = 0, last = 0;
+  for (size_t b = 4096;; b *= 2) {
+    int end = b > ((size_t)1 << 30);
+    gs_algo a = end ? GS_ALGO_AUTO : gs_comm_choose_allreduce(c, b);
+    if (a != run || end) {
+      if (run != GS_ALGO_AUTO && len < sizeof out) {
+        char f[24], l[24];
+        size_label(f, sizeof f, from);
+        size_label(l, sizeof l, last);
+        len += (size_t)snprintf(out + len, sizeof out - len, "%s%s %s-%s",
+                                len ? ", " : "", gs_algo_name(run), f, l);
+      }
+      run = a;
+      from = b;
+    }
+    if (end) break;
+    last = b;
+  }
+  gs_log(GS_LOG_INFO, "allreduce 'auto' chooses: %s", out);
 }
 
 gs_status gs_comm_calibrate(gs_comm *c, size_t max_bytes) {
@@ -243,11 +304,13 @@ gs_status gs_comm_calibrate(gs_comm *c, size_t max_bytes) {
   gs_cost_topo t = {c->world.size, c->nodes};
   gs_cost_params fitted = c->cost;
   gs_status st = GS_OK;
+  double secs_at[12][GS_ALGO_COUNT];
+  for (size_t i = 0; i < nsize && st == GS_OK; i++)
+    st = time_allreduces(c, algos, nalgo, buf, (size_t)bytes[i] / sizeof(float),
+                         secs_at[i]);
   for (int a = 0; a < nalgo && st == GS_OK; a++) {
-    for (size_t i = 0; i < nsize && st == GS_OK; i++)
-      st = time_allreduce(c, algos[a], buf, (size_t)bytes[i] / sizeof(float), 3,
-                          &secs[i]);
-    if (st == GS_OK) st = gs_cost_fit_algo(&fitted, t, algos[a], bytes, secs, nsize);
+    for (size_t i = 0; i < nsize; i++) secs[i] = secs_at[i][a];
+    st = gs_cost_fit_algo(&fitted, t, algos[a], bytes, secs, nsize);
     if (st == GS_OK)
       gs_log(GS_LOG_INFO, "calibrated %s: alpha %.3g s, beta %.3g s/B",
              gs_algo_name(algos[a]), fitted.fit[algos[a]].alpha,
@@ -255,5 +318,6 @@ gs_status gs_comm_calibrate(gs_comm *c, size_t max_bytes) {
   }
   gs_free(buf);
   if (st == GS_OK) c->cost = fitted;
+  if (st == GS_OK) log_choices(c);
   return st;
 }

@@ -526,6 +526,47 @@ static void test_calibrate_invalid(void **state) {
   assert_true(c.beta == 0.0 && c.alpha >= 0.0);
 }
 
+/* Past the largest size the fit measured, the choice keeps the algorithm
+ * measured fastest there unless another's line is more than 10% faster:
+ * ring and Rabenseifner's move the same bytes, and their lines' slopes
+ * differ by noise (a draw took Rabenseifner's for every large message of a
+ * job, 1.04-1.25x slower than the ring there). */
+static void test_best_past_measured_sizes(void **state) {
+  (void)state;
+  gs_cost_params c;
+  assert_int_equal(gs_cost_preset("1GbE", &c), GS_OK);
+  c.ncalib = 0;
+  gs_cost_topo t = {4, 4};
+  double bytes[3] = {262144, 1048576, 4194304};
+  /* 100 Mbit/s-like times. The ring faster at 4 MB; Rabenseifner's faster
+   * at 256 KB, its slope (1 MB to 4 MB) 3% lower, so that its line passes
+   * below the ring's past the measured sizes, by less than 10% at 64 MB.
+   * Recursive doubling's, twice the ring's, never competes. */
+  double ring[3] = {0.033, 0.132, 0.520};
+  double rab[3] = {0.030, 0.530 - 0.388 * 0.97, 0.530};
+  double rd[3] = {0.066, 0.264, 1.040};
+  assert_int_equal(gs_cost_fit_algo(&c, t, GS_ALGO_RING, bytes, ring, 3), GS_OK);
+  assert_int_equal(gs_cost_fit_algo(&c, t, GS_ALGO_RABENSEIFNER, bytes, rab, 3), GS_OK);
+  assert_int_equal(gs_cost_fit_algo(&c, t, GS_ALGO_RD, bytes, rd, 3), GS_OK);
+  double big = 64.0 * 1048576;
+  double tr = gs_cost_allreduce(&c, t, GS_ALGO_RING, big);
+  double tb = gs_cost_allreduce(&c, t, GS_ALGO_RABENSEIFNER, big);
+  /* The premise: Rabenseifner's line is the lower one at 64 MB, within 10%. */
+  assert_true(tb < tr && tb > 0.9 * tr);
+  assert_int_equal(gs_cost_best_allreduce(&c, t, 4194304, NULL), GS_ALGO_RING);
+  double best_t = -1;
+  assert_int_equal(gs_cost_best_allreduce(&c, t, big, &best_t), GS_ALGO_RING);
+  assert_close(best_t, tr, 1e-12);
+  assert_close(gs_cost_allreduce(&c, t, GS_ALGO_AUTO, big), tr, 1e-12);
+  /* Inside the measured sizes the measurements decide, margin or not. */
+  assert_int_equal(gs_cost_best_allreduce(&c, t, 262144, NULL), GS_ALGO_RABENSEIFNER);
+  /* A line clearly faster (a 20% lower slope) is taken past the sizes. */
+  rab[1] = 0.530 - 0.388 * 0.8;
+  assert_int_equal(gs_cost_fit_algo(&c, t, GS_ALGO_RABENSEIFNER, bytes, rab, 3), GS_OK);
+  assert_int_equal(gs_cost_best_allreduce(&c, t, 4194304, NULL), GS_ALGO_RING);
+  assert_int_equal(gs_cost_best_allreduce(&c, t, big, NULL), GS_ALGO_RABENSEIFNER);
+}
+
 /* Measured points are interpolated inside their range, the fitted formula
  * is used outside it, the affine T(M) = a + bM ignores the points, and the
  * whole model survives a save/load round trip. */
@@ -1088,6 +1129,7 @@ int main(void) {
       cmocka_unit_test(test_calibrate_hier),
       cmocka_unit_test(test_calibrate_invalid),
       cmocka_unit_test(test_fit_points_interpolate_and_persist),
+      cmocka_unit_test(test_best_past_measured_sizes),
       cmocka_unit_test(test_curve_fit),
       cmocka_unit_test(test_fit_totals),
       cmocka_unit_test(test_curve_isotonic),

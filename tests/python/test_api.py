@@ -16,6 +16,11 @@ r, n = gs.rank(), gs.size()
 check(0 <= r < n and 0 <= gs.local_rank() < gs.local_size() <= n, "topology")
 check(gs.is_initialized(), "is_initialized")
 ok(r, "topology")
+# The allreduce algorithm of a size: the same name on every rank (the choice
+# is agreed), one of the table's.
+algo = gs._C.allreduce_algorithm(1 << 20)
+check(algo in ("ring", "rd", "rabenseifner", "hier", "mpi"), f"allreduce_algorithm {algo}")
+check(gs.allgather_object(algo) == [algo] * n, "allreduce_algorithm agreed")
 
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 for dt in FLOATS:
