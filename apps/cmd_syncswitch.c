@@ -212,6 +212,21 @@ int cmd_syncswitch(int argc, char **argv) {
         return 2;
       }
   }
+  /* Every trial trains from scratch: trials sharing a checkpoint directory
+   * would resume one from another's run (with --resume=auto the second
+   * trial failed, "the checkpoint's run had 'bsp', this run has 'switch'"),
+   * or a trial from an old run's checkpoint. */
+  for (int k = 0; k < ntrain; k++) {
+    static const char *const fresh[] = {"--checkpoint", "--resume", "--commit-every",
+                                        "--stop-at-step"};
+    for (int q = 0; q < 4; q++)
+      if (is_option(train_args[k], fresh[q])) {
+        cli_error("syncswitch", "TRAIN OPTIONS: %s: every trial of the search trains "
+                  "from scratch, so it takes no checkpoint options (run the chosen "
+                  "--sync with gradsync train to checkpoint it)", fresh[q]);
+        return 2;
+      }
+  }
   /* DLRM's training has no parameter servers, so no Sync-Switch. */
   if (cli_option_is(train_args, ntrain, "--model", "dlrm")) {
     cli_error("syncswitch", "TRAIN OPTIONS: --model dlrm has no parameter servers, so no "

@@ -494,12 +494,15 @@ SS=(syncswitch search -np 3 --ps 1 --steps 1)
 t 2 "TRAIN OPTIONS: --sync is set by syncswitch" "${SS[@]}" -- --model mlp --sync bsp
 t 2 "TRAIN OPTIONS: --json is set by syncswitch" "${SS[@]}" -- --model mlp --json
 t 2 "TRAIN OPTIONS: --ps is set by syncswitch" "${SS[@]}" -- --model mlp --ps=2
+t 2 "TRAIN OPTIONS: --checkpoint: every trial of the search trains from scratch" "${SS[@]}" -- --model mlp --checkpoint /tmp/x
+t 2 "TRAIN OPTIONS: --resume: every trial" "${SS[@]}" -- --model mlp --resume=auto
+t 2 "TRAIN OPTIONS: --stop-at-step: every trial" "${SS[@]}" -- --model mlp --stop-at-step 3
 t 2 "TRAIN OPTIONS: --model dlrm has no parameter servers" "${SS[@]}" -- --model=dlrm
 t 2 "needs -np N (the job's ranks) (see --help)" syncswitch search --ps 1 -- --model mlp
 t 2 "needs --ps S (how many" syncswitch search -np 3 -- --model mlp
 t 2 "--ps 3 on -np 3: at least one rank must be a worker" syncswitch search -np 3 --ps 3 -- --model mlp
 t 2 "TRAIN OPTIONS: unknown option '--bogus'" "${SS[@]}" -- --model mlp --bogus
-t 2 "TRAIN OPTIONS: --commit-every needs --checkpoint" "${SS[@]}" -- --model mlp --commit-every 2
+t 2 "TRAIN OPTIONS: --momentum '2' must be a number from 0 to 0.999" "${SS[@]}" -- --model mlp --momentum 2
 t 2 "--steps is given more than once" "${SS[@]}" --steps 2 -- --model mlp
 t 2 "unknown option 'extra' (see --help)" "${SS[@]}" extra
 if [ "$(grep -c "see --help" "$tmp/err")" = 1 ] && ! grep -q "see 'gradsync" "$tmp/err"; then
