@@ -140,6 +140,14 @@ void ps_policy_resume(ps_policy *p, long samples_done) {
   p->samples = samples_done;
   double share = p->budget > 0 ? p->sync.bsp_fraction * (double)p->budget : 0;
   p->bsp_samples = (double)samples_done < share ? samples_done : (long)ceil(share);
+  /* The protocol the run was in: ASP once BSP's share is done, unless the
+   * budget is spent too (nothing is left to run). Until 2026-12-07 a run
+   * resumed past the switch began with one BSP step (answers to pulls
+   * carried the starting protocol). */
+  if (p->sync.policy != GS_PS_POLICY_FIXED && p->budget > 0 &&
+      (double)p->bsp_samples >= p->sync.bsp_fraction * (double)p->budget &&
+      !ps_policy_stop(p))
+    p->current = GS_PS_ASP;
 }
 
 void ps_policy_count(ps_policy *p, gs_ps_mode mode, int batch) {

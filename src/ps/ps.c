@@ -430,6 +430,9 @@ gs_status gs_ps_worker_init(gs_ps *ps, float *w, long sample_budget) {
   return gs_ps_worker_resume(ps, w, NULL, sample_budget, 0);
 }
 
+static gs_status pull_whole(gs_ps *ps, int type, float *out, const char *fn, const char *what,
+                            int *mode0);
+
 gs_status gs_ps_worker_resume(gs_ps *ps, float *w, const float *state, long sample_budget,
                               long samples_done) {
   GS_CHECK(need_worker(ps, "gs_ps_worker_resume"));
@@ -462,14 +465,19 @@ gs_status gs_ps_worker_resume(gs_ps *ps, float *w, const float *state, long samp
                "parameter servers within %.0f s", ps->timeout_s);
     gs_free(sreq);
   }
-  GS_CHECK(gs_ps_pull(ps, w));
+  /* A resumed run goes on in the protocol server 0's policy is in (past
+   * Sync-Switch's switch: ASP), not in the one a run starts with. */
+  int mode0 = (int)ps->mode;
+  GS_CHECK(pull_whole(ps, PS_MSG_PULL, w, "gs_ps_pull", "a pull", &mode0));
+  if (samples_done > 0 && mode0 >= 0 && mode0 < GS_PS_MODE_COUNT) ps->mode = (gs_ps_mode)mode0;
   ps->last_answer = gs_now();
   return GS_OK;
 }
 
 /* A pull of every server's shard (type PULL: the parameters; STATE: the
  * optimizer state) into out, gs_ps_total floats. */
-static gs_status pull_whole(gs_ps *ps, int type, float *out, const char *fn, const char *what) {
+static gs_status pull_whole(gs_ps *ps, int type, float *out, const char *fn, const char *what,
+                            int *mode0) {
   GS_CHECK(need_worker(ps, fn));
   if (!out && ps->total)
     return gs_error(GS_ERR_INVALID_ARG, "rank %d: %s: the output is NULL", ps->rank, fn);
@@ -477,17 +485,19 @@ static gs_status pull_whole(gs_ps *ps, int type, float *out, const char *fn, con
   ps_reply *rep = gs_calloc((size_t)ps->servers, sizeof *rep);
   if (!rep) return GS_ERR_NOMEM;
   gs_status st = exchange(ps, &req, NULL, out, rep, what);
+  if (st == GS_OK && mode0) *mode0 = rep[0].next_mode;
   gs_free(rep);
   ps->stats.bytes_pulled += (double)ps->total * sizeof(float);
   return st;
 }
 
 gs_status gs_ps_pull_state(gs_ps *ps, float *state) {
-  return pull_whole(ps, PS_MSG_STATE, state, "gs_ps_pull_state", "a pull of the optimizer state");
+  return pull_whole(ps, PS_MSG_STATE, state, "gs_ps_pull_state", "a pull of the optimizer state",
+                    NULL);
 }
 
 gs_status gs_ps_pull(gs_ps *ps, float *w) {
-  return pull_whole(ps, PS_MSG_PULL, w, "gs_ps_pull", "a pull");
+  return pull_whole(ps, PS_MSG_PULL, w, "gs_ps_pull", "a pull", NULL);
 }
 
 void gs_ps_async_hparams(const gs_ps *ps, float lr, float momentum, float *async_lr,

@@ -151,12 +151,18 @@ static void answer_from(ps_server *s, const float *src, int w, int next_mode) {
 
 static void answer(ps_server *s, int w, int next_mode) { answer_from(s, s->w, w, next_mode); }
 
+/* The mode an answer to a pull names: the policy's current protocol (a
+ * resumed run's, past its switch), else the fixed mode. */
+static int pull_mode(const ps_server *s) {
+  return s->has_policy ? (int)s->policy.current : (int)s->ps->mode;
+}
+
 /* Pulls held while the shard was not whole (a BSP round half applied, or
  * no initial values yet). */
 static void answer_held_pulls(ps_server *s) {
   for (int w = 0; w < s->ps->workers; w++) {
-    if (s->peer[w].pending == PEND_PULL) answer(s, w, (int)s->ps->mode);
-    if (s->peer[w].pending == PEND_STATE) answer_from(s, s->state, w, (int)s->ps->mode);
+    if (s->peer[w].pending == PEND_PULL) answer(s, w, pull_mode(s));
+    if (s->peer[w].pending == PEND_STATE) answer_from(s, s->state, w, pull_mode(s));
   }
 }
 
@@ -389,14 +395,14 @@ static int poll_peer(ps_server *s, int w) {
          * are updated one at a time, and a pull would see some of them
          * new, some old. */
         if (s->initialised && !s->round.active && !async_streaming(s))
-          answer(s, w, (int)s->ps->mode);
+          answer(s, w, pull_mode(s));
         else
           p->pending = PEND_PULL;
         post_request(s, w);
         break;
       case PS_MSG_STATE:
         if (s->initialised && !s->round.active && !async_streaming(s))
-          answer_from(s, s->state, w, (int)s->ps->mode);
+          answer_from(s, s->state, w, pull_mode(s));
         else
           p->pending = PEND_STATE;
         post_request(s, w);

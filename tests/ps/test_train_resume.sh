@@ -40,4 +40,17 @@ for spec in "3 1 bsp" "4 2 asp" "3 1 switch:offline:0.5"; do
     bad "--ps $servers --sync $sync: resumed with nothing left: exit $rc after $took s: $(tail -4 "$tmp/again.log")"
   fi
 done
+# Resumed past Sync-Switch's switch (1 epoch, BSP's half of it done, then 2
+# epochs: BSP's share is the first epoch), the run goes on under ASP from its
+# first step. Until 2026-12-07 it began with one BSP step ("bsp_steps":1):
+# the answer to its first pull named the protocol a run starts with.
+dir=$tmp/3-switch:offline:0.5
+# shellcheck disable=SC2086
+if timeout 120 "$gs" run -np 3 -- "$gs" train $args --ps 1 --sync switch:offline:0.5 \
+     --checkpoint "$dir" --resume --epochs 2 --json > "$tmp/past.log" 2>&1 &&
+   grep -q '"bsp_steps":0,"asp_steps":[1-9]' "$tmp/past.log"; then
+  ok "switch:offline:0.5 resumed past its switch: every step under ASP"
+else
+  bad "switch:offline:0.5 resumed past its switch: $(grep -o '"bsp_steps":[0-9]*,"asp_steps":[0-9]*' "$tmp/past.log") $(tail -2 "$tmp/past.log")"
+fi
 exit $fails
