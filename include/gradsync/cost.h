@@ -109,8 +109,12 @@ double gs_cost_bcast(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
 double gs_cost_alltoall(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
                         double bytes);
 
-/* The allreduce algorithm with the smallest predicted time; *time_s (may be
- * NULL) receives it. Ties go to the first in ring, rabenseifner, rd, hier. */
+/* The allreduce algorithm to run: the one with the smallest predicted time,
+ * ties to the first in ring, rabenseifner, rd, hier, except that the ring
+ * stays unless that one is faster by more than 10% (src/cost/cost.c,
+ * RING_MARGIN: the ring degrades least beside compute, and the others'
+ * times differ from its by noise where they move the same bytes); *time_s
+ * (may be NULL) receives its time. */
 gs_algo gs_cost_best_allreduce(const gs_cost_params *c, gs_cost_topo t,
                                double bytes, double *time_s);
 

@@ -232,32 +232,29 @@ static gs_algo argmin_allreduce(const gs_cost_params *c, gs_cost_topo t, double 
   return best;
 }
 
-/* Beyond the largest size the start-up fit measured, each algorithm's time
- * is its fitted line, and the lines of algorithms that move the same bytes
- * (ring and Rabenseifner's; all three on 2 ranks) differ by the noise of
- * their few points: one launch on 4 nodes at 100 Mbit/s chose the ring up
- * to 4 MB and Rabenseifner's from 16 MB, which took 1.10-1.32 s for 8 MB
- * where the ring took 1.06. A whole job lives with its start-up draw. So
- * past the measured sizes the choice stays the algorithm measured fastest
- * at the largest size unless another is predicted faster by more than
- * EXTRAPOLATE_MARGIN. */
-#define EXTRAPOLATE_MARGIN 0.10
+/* The ring unless another algorithm is predicted faster by more than
+ * RING_MARGIN. The ring is pipelined (segments in flight, constant memory)
+ * and degrades least when the ranks' cores are busy; the others send each
+ * step's whole block. Where they move the same bytes (Rabenseifner's; all
+ * on 2 ranks) their measured or fitted times differ from the ring's by
+ * noise, and a job lives with its start-up draw: one launch on 4 nodes at
+ * 100 Mbit/s drew Rabenseifner's from 4 MB (2-5% slower than the ring in
+ * `gradsync bench`), and gradsync.torch's CNN and ResNet-18, whose
+ * allreduces run beside the backward pass, trained at 0.75x and 0.84x
+ * DDP's rate with it, 0.98x with the ring (bench/results/
+ * torch_interleaved.md, 2026-12-07). Where latency rules (small messages:
+ * log p steps against 2(p-1)) the others win by far more than the margin. */
+#define RING_MARGIN 0.10
 
 gs_algo gs_cost_best_allreduce(const gs_cost_params *c, gs_cost_topo t,
                                double bytes, double *time_s) {
   double best_t;
   gs_algo best = argmin_allreduce(c, t, bytes, &best_t);
-  double measured = 0;
-  for (int a = 0; a < GS_ALGO_COUNT; a++)
-    if (c->fit[a].npoints >= 2)
-      measured = GS_MAX(measured, c->fit[a].bytes[c->fit[a].npoints - 1]);
-  if (t.ranks > 1 && measured > 0 && bytes > measured) {
-    double at_last;
-    gs_algo anchor = argmin_allreduce(c, t, measured, &at_last);
-    double anchor_t = gs_cost_allreduce(c, t, anchor, bytes);
-    if (anchor != best && anchor_t >= 0 && best_t > (1 - EXTRAPOLATE_MARGIN) * anchor_t) {
-      best = anchor;
-      best_t = anchor_t;
+  if (best != GS_ALGO_RING && t.ranks > 1) {
+    double ring_t = gs_cost_allreduce(c, t, GS_ALGO_RING, bytes);
+    if (ring_t >= 0 && best_t > (1 - RING_MARGIN) * ring_t) {
+      best = GS_ALGO_RING;
+      best_t = ring_t;
     }
   }
   if (time_s) *time_s = t.ranks <= 1 ? 0.0 : best_t;
@@ -394,8 +391,17 @@ double gs_cost_message(const gs_cost_params *c, gs_cost_topo t) {
 
 void gs_cost_allreduce_linear(const gs_cost_params *c, gs_cost_topo t,
                               gs_algo algo, double *a, double *b) {
-  if (algo == GS_ALGO_AUTO || algo == GS_ALGO_MPI)
-    algo = gs_cost_best_allreduce(c, t, 64.0 * 1024 * 1024, NULL);
+  /* AUTO's line: the formula of the fastest algorithm for large messages,
+   * without the ring's margin (gs_cost_best_allreduce). The line stands for
+   * every size, and small messages run the algorithms of fewer steps: of
+   * the ones that move the same bytes, the one with the smaller latency
+   * term is the closer (the ring's 2(p-1) steps priced 100GbIB's small
+   * groups above a top-k coded at 5 ns an element, and the planner sent
+   * them compressed; tests/xchg/test_cli_compress.sh). */
+  if (algo == GS_ALGO_AUTO || algo == GS_ALGO_MPI) {
+    double unused;
+    algo = argmin_allreduce(c, t, 64.0 * 1024 * 1024, &unused);
+  }
   /* Every formula is affine in the message size. */
   double t0 = model_allreduce(c, t, algo, 0.0);
   double t1 = model_allreduce(c, t, algo, 1e6);
