@@ -202,16 +202,12 @@ static size_t pow_size(size_t b, int e) {
 
 #define CALIB_REPS 3
 
-static double median3(double a, double b, double c) {
-  return GS_MAX(GS_MIN(a, b), GS_MIN(GS_MAX(a, b), c));
-}
-
 /* Times every algorithm of algos at one size, interleaved: after a warm-up
  * call of each, CALIB_REPS rounds in which each algorithm runs once, the
  * order rotating. A disturbance of the host (another process, the shaper's
  * bucket) then falls on all algorithms alike instead of on every size of
- * the one being timed, which made a slow algorithm look fastest for a whole
- * job. secs[a]: the median over rounds of the slowest rank, so that every
+ * the one being timed (this alone did not keep a draw from taking a slower
+ * algorithm: gs_cost_best_allreduce's margin for the ring does). secs[a]: the median over rounds of the slowest rank, so that every
  * rank fits the same numbers. */
 static gs_status time_allreduces(gs_comm *c, const gs_algo *algos, int nalgo,
                                  float *buf, size_t count, double *secs) {
@@ -232,11 +228,9 @@ static gs_status time_allreduces(gs_comm *c, const gs_algo *algos, int nalgo,
   /* The median of the rounds: the minimum favoured the algorithm whose
    * times scatter most (Rabenseifner's on 4 nodes at 100 Mbit/s took
    * 1.10-1.32 s for 8 MB, the ring 1.06-1.09; its luckiest round won). */
-  for (int a = 0; a < nalgo; a++) {
-    double v[CALIB_REPS];
-    for (int r = 0; r < CALIB_REPS; r++) v[r] = t[r * nalgo + a];
-    secs[a] = median3(v[0], v[1], v[2]);
-  }
+  _Static_assert(CALIB_REPS == 3, "the median below is of three rounds");
+  for (int a = 0; a < nalgo; a++)
+    secs[a] = gs__median3(t[a], t[nalgo + a], t[2 * nalgo + a]);
   return GS_OK;
 }
 

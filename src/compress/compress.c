@@ -687,9 +687,7 @@ static gs_status time_coding(const gs_compressor *c, const float *g, size_t n,
                                     acc, n), s, done);
     dt[rep] = gs_now() - t0;
   }
-  /* The median of three: one disturbed run does not move it. */
-  const double lo = GS_MIN(dt[0], dt[1]), hi = GS_MAX(dt[0], dt[1]);
-  *secs = GS_MAX(lo, GS_MIN(hi, dt[2]));
+  *secs = gs__median3(dt[0], dt[1], dt[2]);
 done:
   gs_compress_state_destroy(st);
   gs_free(acc);

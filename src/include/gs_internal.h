@@ -50,6 +50,11 @@ static inline uint64_t gs_fnv1a_str(uint64_t h, const char *s) {
 #define GS_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define GS_MAX(a, b) ((a) > (b) ? (a) : (b))
 
+/* The median of three (timings: one disturbed run does not move it). */
+static inline double gs__median3(double a, double b, double c) {
+  return GS_MAX(GS_MIN(a, b), GS_MIN(GS_MAX(a, b), c));
+}
+
 /* Copies the calling thread's last-error message into dst (size n). */
 void gs__error_copy(char *dst, size_t n);
 /* Marks the last error as every rank's alike (gs_last_error_shared). */
