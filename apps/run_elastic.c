@@ -331,6 +331,12 @@ int run_elastic(const run_elastic_opts *o, char **mpirun_argv, char **prog, int 
   c.global_batch = global_batch;
   c.fixed_ranks = (int)servers;
   c.checkpoint_dir = ckpt;
+  /* Another program (an --exec job of the cluster manager, whose
+   * gradsync.torch.elastic State commits to $GRADSYNC_ELASTIC_DIR) may
+   * report each commit there as progress.json: the resizes' events then say
+   * where it resumes, and the manager measures what a resize cost. */
+  const char *report_dir = getenv("GRADSYNC_ELASTIC_DIR");
+  if (!is_train && !ckpt && report_dir && report_dir[0]) c.report_dir = report_dir;
   /* Steps; by time ("5s") the interval in steps is unknown (0): the widest
    * gap between two commits seen stands for it. */
   const char *ce = cli_option_value(prog + 1, nprog - 1, "--commit-every");

@@ -65,6 +65,16 @@ int gs_launch_commit_stat(const char *dir, char *path, size_t path_len, double *
  * read (*out zeroed). */
 int gs_launch_read_commit(const char *dir, gs_launch_commit *out);
 
+/* Reads a progress report, PATH being a program's progress.json
+ * ({"epoch", "samples_in_epoch", "epoch_samples", "epochs"} and, from
+ * gradsync train, "global_batch"): what an --exec program under the cluster
+ * manager (gradsync.torch.elastic's State) writes at each commit, and
+ * gradsync train between its commits. Returns 0 with *out filled
+ * (global_step -1 without a global batch), -1 when there is no file or it
+ * cannot be read, -2 when the file is no report (a field missing, not a
+ * number or out of range); *out is zeroed unless 0. */
+int gs_launch_read_report(const char *path, gs_launch_commit *out);
+
 /* The key of a launch's calibration file (gs_elastic_config.cost_cache_dir,
  * `gradsync run --cost-cache`): a 64-bit FNV-1a of the launch's fixed
  * settings, its hosts ("h1:1,h2:1", or "local") and its size. */
@@ -158,6 +168,10 @@ typedef struct gs_elastic_config {
                                    * s - fixed_ranks >= 1 trainers, and they divide
                                    * global_batch; 1 <= fixed_ranks < min_ranks, or 0 */
   const char *checkpoint_dir;     /* the program's: DIR/checkpoint.json is read, or NULL */
+  /* A program with no checkpoint_dir whose commits are its progress
+   * reports, DIR/progress.json (gs_launch_read_report), or NULL: an --exec
+   * program under the cluster manager ($GRADSYNC_ELASTIC_DIR). */
+  const char *report_dir;
   long commit_every;              /* the program's steps between commits (0: unknown):
                                    * the steps redone after a failure are at most this */
   /* A directory of calibrations (or NULL): each launch's ranks get

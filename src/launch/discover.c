@@ -322,3 +322,39 @@ int gs_launch_read_commit(const char *dir, gs_launch_commit *out) {
   if (!ok) memset(out, 0, sizeof *out);
   return ok ? 0 : -1;
 }
+
+int gs_launch_read_report(const char *path, gs_launch_commit *out) {
+  memset(out, 0, sizeof *out);
+  char *text = NULL;
+  size_t len = 0;
+  double mtime = file_mtime(path);
+  if (mtime < 0 || gs__read_text(path, "progress report", 1 << 20, &text, &len) != GS_OK)
+    return -1;
+  cJSON *m = cJSON_Parse(text);
+  gs_free(text);
+  const char *keys[4] = {"epoch", "samples_in_epoch", "epoch_samples", "epochs"};
+  double v[4];
+  int ok = m != NULL;
+  for (int i = 0; i < 4 && ok; i++) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(m, keys[i]);
+    ok = cJSON_IsNumber(x) && isfinite(x->valuedouble) && x->valuedouble >= 0 &&
+         x->valuedouble < 1e15;
+    if (ok) v[i] = x->valuedouble;
+  }
+  ok = ok && v[2] >= 1 && v[3] > 0;
+  if (ok) {
+    out->epoch = (long)v[0];
+    out->samples_in_epoch = (long)v[1];
+    out->epoch_samples = (long)v[2];
+    out->epochs = v[3];
+    long gb = num_or(m, "global_batch", 0);
+    out->global_batch = gb > 0 ? gb : 0;
+    out->global_step = gb > 0 ? out->epoch * (out->epoch_samples / gb) + out->samples_in_epoch / gb
+                              : -1;
+    out->mtime = mtime;
+    snprintf(out->path, sizeof out->path, "%s", path);
+  }
+  cJSON_Delete(m);
+  if (!ok) memset(out, 0, sizeof *out);
+  return ok ? 0 : -2;
+}

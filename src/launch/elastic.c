@@ -392,21 +392,43 @@ static int end_orphans(el *e) {
   return killed;
 }
 
-/* Watches the commits: a new commit file (gs_launch_commit_stat: gradsync
- * train's checkpoint.json or the DLRM trainer's dlrm.json, by its
+/* The program's commit file and its modification time (0, or -1: none):
+ * gradsync train's checkpoint.json or the DLRM trainer's dlrm.json in its
+ * checkpoint directory (gs_launch_commit_stat), or the progress.json an
+ * --exec program writes at each commit (report_dir). */
+static int el_commit_stat(const gs_elastic_config *c, char *path, size_t len, double *mtime) {
+  if (c->checkpoint_dir) return gs_launch_commit_stat(c->checkpoint_dir, path, len, mtime);
+  struct stat st;
+  if (!c->report_dir) return -1;
+  snprintf(path, len, "%s/progress.json", c->report_dir);
+  if (stat(path, &st) != 0) return -1;
+  *mtime = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
+  return 0;
+}
+
+/* The program's last commit, read from the file el_commit_stat names: 0,
+ * or -1 (*cm zeroed). */
+static int el_read_commit(const gs_elastic_config *c, gs_launch_commit *cm) {
+  if (c->checkpoint_dir) return gs_launch_read_commit(c->checkpoint_dir, cm);
+  memset(cm, 0, sizeof *cm);
+  if (!c->report_dir) return -1;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/progress.json", c->report_dir);
+  return gs_launch_read_report(path, cm) == 0 ? 0 : -1;
+}
+
+/* Watches the commits: a new commit file (el_commit_stat, by its
  * modification time) during this launch gives a point of (time, global
  * step). */
 static void watch_commits(el *e) {
-  const char *dir = e->cfg->checkpoint_dir;
-  if (!dir) return;
   char path[4096];
   double m;
-  if (gs_launch_commit_stat(dir, path, sizeof path, &m) != 0) return;
+  if (el_commit_stat(e->cfg, path, sizeof path, &m) != 0) return;
   if (m == e->commit_mtime) return;
   e->commit_mtime = m;
   e->changed = 1;
   gs_launch_commit cm;
-  if (gs_launch_read_commit(dir, &cm) != 0 || cm.global_step < 0) return;
+  if (el_read_commit(e->cfg, &cm) != 0 || cm.global_step < 0) return;
   long step = cm.global_step;
   e->c_t[0] = e->c_t[1];
   e->c_step[0] = e->c_step[1];
@@ -827,10 +849,9 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
   e->c_gap = 0;
   e->changed = 0;
   /* The commit already on disk is the baseline, not a commit of this launch. */
-  if (c->checkpoint_dir) {
+  {
     char path[4096];
-    if (gs_launch_commit_stat(c->checkpoint_dir, path, sizeof path, &e->commit_mtime) != 0)
-      e->commit_mtime = 0;
+    if (el_commit_stat(c, path, sizeof path, &e->commit_mtime) != 0) e->commit_mtime = 0;
   }
   pid_t pid = start_mpirun(e, pipes, why, why_len);
   if (pid < 0) return GS_ERR_IO;
@@ -1330,7 +1351,7 @@ gs_status gs_elastic_run(const gs_elastic_config *cfg_in, gs_elastic_result *res
       ev.kind = GS_ELASTIC_RESIZE;
       ev.reason = last.reason;
       ev.node_lost = last.how == END_FAILED && last_free;
-      if (cfg.checkpoint_dir && gs_launch_read_commit(cfg.checkpoint_dir, &cm) == 0) {
+      if (el_read_commit(&cfg, &cm) == 0) {
         ev.commit_epoch = cm.epoch;
         ev.commit_samples = cm.samples_in_epoch;
       }

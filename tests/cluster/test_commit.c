@@ -1,7 +1,8 @@
 /* The commit a supervisor and the cluster manager read from a training
  * program's checkpoint directory (gs_launch_read_commit, src/launch):
  * gradsync train's checkpoint.json, the DLRM trainer's dlrm.json, the
- * newer of the two, and what is not a commit. */
+ * newer of the two, and what is not a commit; and an --exec program's
+ * progress report (gs_launch_read_report). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -105,12 +106,49 @@ static void test_dlrm_incomplete(void **state) {
   assert_int_equal(c.global_step, 0);
 }
 
+/* A progress report (gs_launch_read_report): an --exec program's commit;
+ * its global step only with a global batch; a file that is no report is
+ * told apart from none. */
+static void test_report(void **state) {
+  (void)state;
+  char path[320];
+  snprintf(path, sizeof path, "%s/progress.json", dir);
+  gs_launch_commit c;
+  assert_int_equal(gs_launch_read_report(path, &c), -1);
+  put("progress.json", "{\"epoch\": 1, \"samples_in_epoch\": 300, \"epoch_samples\": 800, "
+      "\"epochs\": 2}\n", 1000);
+  assert_int_equal(gs_launch_read_report(path, &c), 0);
+  assert_int_equal(c.epoch, 1);
+  assert_int_equal(c.samples_in_epoch, 300);
+  assert_int_equal(c.epoch_samples, 800);
+  assert_true(c.epochs == 2);
+  assert_int_equal(c.global_step, -1);
+  assert_true(c.mtime == 1000);
+  assert_string_equal(c.path, path);
+  put("progress.json", "{\"epoch\": 1, \"samples_in_epoch\": 300, \"epoch_samples\": 800, "
+      "\"epochs\": 2, \"global_batch\": 100}\n", 1001);
+  assert_int_equal(gs_launch_read_report(path, &c), 0);
+  assert_int_equal(c.global_batch, 100);
+  assert_int_equal(c.global_step, 8 + 3);
+  const char *bad[] = {"{\"epoch\": 0, \"samples_in_epoch\": 10, \"epochs\": 1}",
+                       "{\"epoch\": -1, \"samples_in_epoch\": 10, \"epoch_samples\": 80, \"epochs\": 1}",
+                       "{\"epoch\": 0, \"samples_in_epoch\": \"10\", \"epoch_samples\": 80, \"epochs\": 1}",
+                       "{\"epoch\": 0, \"samples_in_epoch\": 10, \"epoch_samples\": 80, \"epochs\": 0}",
+                       "{\"epoch\": 0, \"samples_in_epoch\": 10, \"epoch_samp", ""};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    put("progress.json", bad[i], 1002);
+    assert_int_equal(gs_launch_read_report(path, &c), -2);
+    assert_int_equal(c.epoch_samples, 0);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_none, setup, teardown),
       cmocka_unit_test_setup_teardown(test_train, setup, teardown),
       cmocka_unit_test_setup_teardown(test_dlrm_newer, setup, teardown),
       cmocka_unit_test_setup_teardown(test_dlrm_incomplete, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_report, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

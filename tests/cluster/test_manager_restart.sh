@@ -16,7 +16,10 @@
 #  - a running job adopted by a manager restarted with a smaller --nodes
 #    pool: its nodes file drops the node no longer in the pool and the job
 #    shrinks onto the pool (until 2026-12-02 the file kept the node and the
-#    job trained on it to its end, its speed counted at the smaller size).
+#    job trained on it to its end, its speed counted at the smaller size);
+#    that shrink of an --exec job is measured from its progress reports,
+#    and the measured cost is kept across a SIGKILL of the manager while
+#    the job runs.
 # usage: test_manager_restart.sh GRADSYNC      Exit status: 0 pass, 1 fail.
 set -u
 G=${1:?usage: test_manager_restart.sh GRADSYNC}
@@ -135,7 +138,7 @@ if [ "$ck2" = "$ck" ]; then pass "job C taken: the same keys"
 else fail "job C taken: keys '$ck2', before '$ck'"; fi
 
 echo "== a running job adopted by a manager with a smaller pool: shrinks onto the pool"
-P=$(submit --min 1 --max 3 --name P --exec -- "$JOB" 80 "$scratch/P" 0.2 progress)
+P=$(submit --min 1 --max 3 --name P --exec -- "$JOB" 150 "$scratch/P" 0.2 progress)
 for _ in $(seq 1 100); do grep -q '^3 ' "$scratch/P/launches" 2>/dev/null && break; sleep 0.1; done
 grep -q '^3 ' "$scratch/P/launches" 2>/dev/null || fail "P did not start on 3 nodes: $(cat "$scratch/P/launches" 2>/dev/null)"
 kill "$serve_pid" # SIGTERM: its jobs keep running
@@ -153,6 +156,27 @@ if grep -q "job $P: adopted" "$log" && [ "$nodes" = "127.0.1.1:1 127.0.1.2:1 " ]
    grep -q '^2 127.0.1.1:1,127.0.1.2:1$' "$scratch/P/launches"; then
   pass "P adopted, its nodes file '$nodes', relaunched on 2 nodes"
 else fail "P: nodes file '$nodes', launches $(tr '\n' ';' <"$scratch/P/launches")"; fi
+# What its shrink cost, measured from its progress reports (an --exec
+# program's progress.json, written at each commit, says where it stopped:
+# until 2026-12-07 the supervisor read only gradsync train's commits, its
+# resize events had no commit, and an --exec job's resizes were never
+# measured), and kept across a SIGKILL of the manager while it runs.
+for _ in $(seq 1 100); do [ "$(field "$P" restart_s)" != null ] && break; sleep 0.1; done
+prs=$(field "$P" restart_s) prb=$(field "$P" restart_s_by_size)
+ev=$(grep -h '"event":"resize"' "$spool/jobs/$P"/events.*.jsonl | tail -1)
+kill -9 "$serve_pid"
+wait "$serve_pid" 2>/dev/null
+serve_pid=
+NODES=$scratch/nodes2 serve || { fail "the manager did not start again"; exit 1; }
+sleep 1.2 # a snapshot of the restarted manager
+if [[ $ev == *'"commit_epoch":0,'* ]] && [ "$prs" != null ] &&
+   awk -v r="$prs" 'BEGIN { exit !(r >= 0 && r < 10) }' && [ "$prb" = '{"2": '"$prs"'}' ] &&
+   [ "$(field "$P" restart_s)" = "$prs" ] && [ "$(field "$P" restart_s_by_size)" = "$prb" ] &&
+   [ "$(state "$P")" = running ]; then
+  pass "P's shrink measured from its reports ($prs s, by size $prb), the same after a SIGKILL" \
+       "of the manager while P runs"
+else fail "P's shrink: restart_s '$prs' by size '$prb' (after the restart '$(field "$P" restart_s)'" \
+  "'$(field "$P" restart_s_by_size)', state $(state "$P")); its resize event: $ev"; fi
 "$G" cancel --spool "$spool" "$P" 2>"$err"
 wait_state "$P" cancelled 30 || fail "P not cancelled (state '$(state "$P")')"
 
