@@ -24,8 +24,10 @@
  * part in every collective, so no rank hangs; every rank then fails: after
  * an all-gather with a message naming the failing rank, after an
  * all-reduce (whose payload the failing rank fills with NaN) with a message
- * saying another rank failed. buf is then unspecified; the state is as
- * gs_compress left it.
+ * saying another rank failed. A summed payload that overflowed (half
+ * precision above 65504, at any element) is an error on every rank too,
+ * naming the element. buf is then unspecified; the state is as gs_compress
+ * left it.
  */
 #ifndef GRADSYNC_COMPRESS_COMM_H
 #define GRADSYNC_COMPRESS_COMM_H

@@ -383,6 +383,13 @@ size_t gs_compress_capacity(const gs_compress_state *st, int round) {
   return st->kind->payload_bytes(st->c, st, st->n, round, d);
 }
 
+size_t gs__compress_step_capacity(const gs_compress_state *st, int round) {
+  if (st == NULL || round < 0 || round >= st->kind->rounds) return 0;
+  double d = st->c->param;
+  if (st->kind->warmup) d = gs__warmup_density(d, st->step, st->opts.warmup_steps);
+  return st->kind->payload_bytes(st->c, st, st->n, round, d);
+}
+
 gs_status gs_compress_set_lr(gs_compress_state *st, double lr) {
   if (st == NULL) return gs_error(GS_ERR_INVALID_ARG, "gs_compress_set_lr: NULL state");
   if (!(lr > 0) || !isfinite(lr))

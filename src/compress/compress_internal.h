@@ -108,6 +108,11 @@ size_t gs__density_k(size_t n, double d);
 /* The density of `step` under opts.warmup_steps (exponential from 0.25). */
 double gs__warmup_density(double target, uint64_t step, uint64_t warmup);
 
+/* The most payload bytes the state's next step produces in round `round`:
+ * gs_compress_capacity's, at the density of that step's warm-up (gTop-k's k
+ * is this step's, not the warm-up's first). */
+size_t gs__compress_step_capacity(const gs_compress_state *st, int round);
+
 /* The selection's segments: [seg[i], seg[i + 1]) for i < count; the whole
  * message when set_segments was not called or the kind ignores it. */
 static inline size_t gs__segments(const gs_compress_state *st, size_t *one,

@@ -9,6 +9,7 @@
 
 #include "gradsync/compress_comm.h"
 #include "gs_internal.h"
+#include "compress_internal.h"
 
 /* ---- Which collective carries which payload ---------------------------------- */
 
@@ -118,17 +119,39 @@ static void fill_nan(void *payload, size_t bytes, gs_dtype dt) {
   }
 }
 
-static int first_is_nan(const void *payload, size_t bytes, gs_dtype dt) {
-  if (bytes < gs_dtype_size(dt)) return 0;
+/* The first element of a summed payload that is not finite (NaN or an
+ * infinity), or `bytes / size` when every one is; *nan says which. Every
+ * element is looked at: a sum that overflowed anywhere (a half-precision
+ * payload's, most often) is an error, not a result (until 2026-12-07 only
+ * the first element was, and an overflow elsewhere returned inf or NaN with
+ * GS_OK). */
+static size_t first_nonfinite(const void *payload, size_t bytes, gs_dtype dt, int *nan) {
+  const size_t n = bytes / gs_dtype_size(dt);
+  uint32_t expo = dt == GS_F32 ? 0x7F800000u : dt == GS_F16 ? 0x7C00u : 0x7F80u;
+  uint32_t frac = dt == GS_F32 ? 0x007FFFFFu : dt == GS_F16 ? 0x03FFu : 0x007Fu;
+  int bad = 0;
   if (dt == GS_F32) {
-    float f;
-    memcpy(&f, payload, sizeof f);
-    return isnan(f);
+    const uint32_t *w = payload;
+    for (size_t i = 0; i < n; i++) bad |= (w[i] & expo) == expo;
+  } else {
+    const uint16_t *h = payload;
+    for (size_t i = 0; i < n; i++) bad |= (h[i] & expo) == expo;
   }
-  uint16_t h;
-  memcpy(&h, payload, sizeof h);
-  if (dt == GS_F16) return (h & 0x7C00) == 0x7C00 && (h & 0x03FF) != 0;
-  return (h & 0x7F80) == 0x7F80 && (h & 0x007F) != 0;
+  if (!bad) return n;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t v;
+    if (dt == GS_F32) memcpy(&v, (const char *)payload + 4 * i, 4);
+    else {
+      uint16_t h;
+      memcpy(&h, (const char *)payload + 2 * i, 2);
+      v = h;
+    }
+    if ((v & expo) == expo) {
+      *nan = (v & frac) != 0;
+      return i;
+    }
+  }
+  return n;
 }
 
 /* ---- The exchange ------------------------------------------------------------------ */
@@ -151,7 +174,7 @@ static gs_status xchg_dense(gs_comm *comm, const gs_compressor *c,
     size_t cap = gs_compress_capacity(st, r), bytes = 0;
     GS_CHECK(grow(&ws->own, &ws->own_cap, cap));
     /* Round r >= 1 reads the previous sum while writing its payload. */
-    if (ws->red_cap < cap) {
+    if (ws->red == NULL || ws->red_cap < cap) { /* n = 0 too (cap 0) */
       void *nr = gs_malloc(cap ? cap : 8);
       if (nr == NULL) return GS_ERR_NOMEM;
       if (ws->red) memcpy(nr, ws->red, red_bytes);
@@ -181,11 +204,20 @@ static gs_status xchg_dense(gs_comm *comm, const gs_compressor *c,
                           GS_ALGO_AUTO));
     s->comm_s += since(t0);
     red_bytes = bytes;
-    if (mine == GS_OK && first_is_nan(ws->red, bytes, dt)) {
+    int nan = 0;
+    size_t bad = mine == GS_OK ? first_nonfinite(ws->red, bytes, dt, &nan) : bytes / es;
+    if (bad == 0 && nan) {
+      /* the failure signal: NaN in every element */
       mine = gs_error(GS_ERR_INVALID_ARG, "rank %d: compressed exchange (%s, %zu "
                       "elements): another rank failed to compress its payload "
                       "(its own error says why), or the sum overflowed", rank,
                       info->name, n);
+      snprintf(why, sizeof why, "%s", gs_last_error());
+    } else if (bad < bytes / es) {
+      mine = gs_error(GS_ERR_INVALID_ARG, "rank %d: compressed exchange (%s, %zu "
+                      "elements): the sum of the ranks' round-%d payloads overflowed %s "
+                      "at element %zu (%s): the values are too large for it", rank,
+                      info->name, n, r, gs_dtype_name(dt), bad, nan ? "NaN" : "infinite");
       snprintf(why, sizeof why, "%s", gs_last_error());
     }
   }
@@ -269,8 +301,12 @@ static gs_status xchg_gather(gs_comm *comm, const gs_compressor_info *info,
 static gs_status xchg_gtopk(gs_comm *comm, gs_compress_state *st, float *buf, size_t n,
                             gs_xchg_ws *ws, gs_xchg_stats *s) {
   uint64_t t0 = gs_now_ns();
-  size_t cap = gs_compress_capacity(st, 0), k = cap / 8, bytes = 0;
-  GS_CHECK(grow(&ws->own, &ws->own_cap, (k + 1) * 8));
+  /* k is this step's (under a density warm-up, the step's density: until
+   * 2026-12-07 the warm-up's first, 25%, for the whole run, so the global
+   * set held every rank's pairs and each message was sized for 25%). */
+  size_t cap = gs_compress_capacity(st, 0), k = gs__compress_step_capacity(st, 0) / 8;
+  size_t bytes = 0;
+  GS_CHECK(grow(&ws->own, &ws->own_cap, GS_MAX(cap, (k + 1) * 8)));
   GS_CHECK(grow(&ws->red, &ws->red_cap, (k + 1) * 8));
   const size_t koff = (k + 8) / 8 * 8; /* kept flags, then aligned pairs */
   GS_CHECK(grow(&ws->aux, &ws->aux_cap, koff + (k + 1) * 8));

@@ -385,6 +385,94 @@ static void test_gtopk_conserves(void) {
   end_case();
 }
 
+/* A half-precision sum that overflows anywhere is an error on every rank,
+ * naming the element, not inf or NaN returned with GS_OK (until 2026-12-07
+ * only element 0 was looked at); one that does not overflow is exact. */
+static void test_fp16_overflow(void) {
+  if (g_size < 2) return;
+  const size_t n = 8;
+  for (int pos = 0; pos < 2; pos++) {
+    begin_case("fp16 sum overflowing at element %d", pos ? 7 : 5);
+    gs_compressor *c = NULL;
+    gs_compress_state *st = NULL;
+    gs_compressor_create("fp16", &c);
+    gs_compress_state_create(c, n, NULL, &st);
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 0};
+    /* +-40000 on every rank: +-inf in half precision from 2 ranks on,
+     * whatever the order of the sum */
+    if (pos == 0) x[5] = 40000;
+    else x[7] = -40000;
+    gs_status s = gs_compress_allreduce(g_comm, c, st, x, n, GS_XCHG_ALLREDUCE, NULL, NULL);
+    CHECK(s != GS_OK, "an overflowed fp16 sum returned GS_OK: x[5] %g x[7] %g", x[5], x[7]);
+    char want[32];
+    snprintf(want, sizeof want, "element %d", pos ? 7 : 5);
+    CHECK(strstr(gs_last_error(), "overflowed") && strstr(gs_last_error(), want),
+          "message: %s", gs_last_error());
+    float y[8] = {1, 2, 3, 4, 5, 6, 7, 0};
+    CHECK(gs_compress_allreduce(g_comm, c, st, y, n, GS_XCHG_ALLREDUCE, NULL, NULL) == GS_OK,
+          "the next exchange failed: %s", gs_last_error());
+    gs_compress_state_destroy(st);
+    gs_compressor_destroy(c);
+    end_case();
+  }
+}
+
+/* gTop-k under a density warm-up: each step's global set has at most that
+ * step's k entries (until 2026-12-07 k stayed the warm-up's first, 25%,
+ * for the whole run: every rank's pairs were kept, 8000 where k was
+ * 2000). */
+static void test_gtopk_warmup(void) {
+  const size_t n = 20000;
+  begin_case("topk:0.001 through gtopk with a density warm-up of 2 steps");
+  gs_compressor *c = NULL;
+  gs_compress_state *st = NULL;
+  gs_compress_opts o = gs_compress_opts_default();
+  o.warmup_steps = 2;
+  CHECK(gs_compressor_create("topk:0.001", &c) == GS_OK, "%s", gs_last_error());
+  CHECK(gs_compress_state_create(c, n, &o, &st) == GS_OK, "%s", gs_last_error());
+  float *x = malloc(n * sizeof *x);
+  gs_xchg_stats stats = {0};
+  for (int step = 0; step < 5 && !g_case_failed; step++) {
+    fill(x, n, (uint64_t)g_rank * 31 + (uint64_t)step + 9);
+    uint64_t before = stats.payload_bytes;
+    CHECK(gs_compress_allreduce(g_comm, c, st, x, n, GS_XCHG_GTOPK, NULL, &stats) == GS_OK,
+          "step %d: %s", step, gs_last_error());
+    /* the warm-up's density: 0.25 down to 0.001 exponentially over 2 steps */
+    double d = step >= 2 ? 0.001 : 0.25 * pow(0.001 / 0.25, step / 2.0);
+    size_t nnz = 0, k = (size_t)(d * (double)n);
+    for (size_t i = 0; i < n; i++) nnz += x[i] != 0;
+    CHECK(nnz > 0 && nnz <= k, "step %d: %zu non-zeros, this step's k = %zu", step, nnz, k);
+    CHECK(stats.payload_bytes - before <= 8 * k, "step %d: a payload of %llu bytes, k = %zu",
+          step, (unsigned long long)(stats.payload_bytes - before), k);
+    CHECK(same_on_every_rank(x, n), "step %d: ranks differ", step);
+  }
+  free(x);
+  gs_compress_state_destroy(st);
+  gs_compressor_destroy(c);
+  end_case();
+}
+
+/* An empty tensor goes through every kind (PowerSGD's failed: its second
+ * round got no buffer). */
+static void test_empty(void) {
+  for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
+    begin_case("%s on 0 elements", specs[k]);
+    gs_compressor *c = NULL;
+    gs_compress_state *st = NULL;
+    gs_compressor_create(specs[k], &c);
+    gs_compressor_info info;
+    gs_compressor_info_get(c, &info);
+    CHECK(gs_compress_state_create(c, 0, NULL, &st) == GS_OK, "%s", gs_last_error());
+    float x[1] = {42};
+    CHECK(gs_compress_allreduce(g_comm, c, st, x, 0, gs_compress_default_xchg(&info), NULL,
+                                NULL) == GS_OK, "%s", gs_last_error());
+    CHECK(x[0] == 42, "an element past the end written: %g", x[0]);
+    gs_compress_state_destroy(st);
+    gs_compressor_destroy(c);
+    end_case();
+  }
+}
+
 int main(int argc, char **argv) {
   mrt_init(&argc, &argv);
   if (g_size > 16) {
@@ -396,6 +484,9 @@ int main(int argc, char **argv) {
   test_one_rank_fails();
   test_gtopk();
   test_gtopk_conserves();
+  test_fp16_overflow();
+  test_gtopk_warmup();
+  test_empty();
   gs_comm_destroy(g_comm);
   return mrt_finish();
 }
