@@ -54,7 +54,7 @@ struct gs_xchg_ws {
   size_t own_cap, red_cap;
   void *aux;            /* gTop-k: kept flags, returned pairs */
   size_t aux_cap;
-  int64_t *hdr;         /* per rank: status, bytes */
+  int64_t *hdr;         /* per rank: status, bytes, n, the compressor's hash */
   size_t *counts, *displs;
   int hdr_ranks;
 };
@@ -90,12 +90,14 @@ static gs_status grow(void **buf, size_t *cap, size_t n) {
   return GS_OK;
 }
 
+enum { XCHG_HDR = 4 }; /* xchg_gather's header: status, bytes, n, compressor */
+
 static gs_status grow_ranks(gs_xchg_ws *ws, int p) {
   if (ws->hdr_ranks >= p) return GS_OK;
   gs_free(ws->hdr);
   gs_free(ws->counts);
   gs_free(ws->displs);
-  ws->hdr = gs_malloc(2 * (size_t)p * sizeof *ws->hdr);
+  ws->hdr = gs_malloc(XCHG_HDR * (size_t)p * sizeof *ws->hdr);
   ws->counts = gs_malloc((size_t)p * sizeof *ws->counts);
   ws->displs = gs_malloc((size_t)p * sizeof *ws->displs);
   ws->hdr_ranks = (ws->hdr && ws->counts && ws->displs) ? p : 0;
@@ -234,7 +236,9 @@ static gs_status xchg_dense(gs_comm *comm, const gs_compressor *c,
 }
 
 /* Sparse and opaque payloads: every rank's status and size first (one small
- * all-gather, which also carries a failure to every rank), then the
+ * all-gather, which also carries a failure to every rank, and a tensor
+ * size or compressor that differs from rank 0's: until 2026-12-07 such a
+ * rank failed alone, or none did, with mixed payloads decoded), then the
  * payloads (all-gatherv of bytes, each at an 8-byte aligned place), decoded
  * in rank order. */
 static gs_status xchg_gather(gs_comm *comm, const gs_compressor_info *info,
@@ -253,18 +257,35 @@ static gs_status xchg_gather(gs_comm *comm, const gs_compressor_info *info,
   }
   s->compress_s += since(t0);
   t0 = gs_now_ns();
-  int64_t hdr[2] = {(int64_t)mine, (int64_t)bytes};
-  GS_CHECK(gs_allgather(comm, hdr, ws->hdr, 2, GS_I64, GS_ALGO_AUTO));
-  int failed = -1, nfailed = 0;
+  /* the compressor: its spec and its parameter's every bit (the spec's
+   * text rounds it) */
+  uint64_t sig = gs_fnv1a_str(GS_FNV1A_BASIS, st->c->spec);
+  sig = gs_fnv1a(sig, &st->c->param, sizeof st->c->param);
+  int64_t hdr[XCHG_HDR] = {(int64_t)mine, (int64_t)bytes, (int64_t)n, (int64_t)sig};
+  GS_CHECK(gs_allgather(comm, hdr, ws->hdr, XCHG_HDR, GS_I64, GS_ALGO_AUTO));
+  int failed = -1, nfailed = 0, other = -1;
   size_t total = 0;
   for (int r = 0; r < p; r++) {
-    if (ws->hdr[2 * r] != 0) {
+    const int64_t *h = ws->hdr + XCHG_HDR * r;
+    if (h[0] != 0) {
       if (failed < 0) failed = r;
       nfailed++;
     }
-    ws->counts[r] = (size_t)ws->hdr[2 * r + 1];
+    if (other < 0 && (h[2] != ws->hdr[2] || h[3] != ws->hdr[3])) other = r;
+    ws->counts[r] = (size_t)h[1];
     ws->displs[r] = total;
     total += (ws->counts[r] + 7) / 8 * 8;
+  }
+  if (other >= 0) {
+    s->comm_s += since(t0);
+    const int64_t *h = ws->hdr + XCHG_HDR * other;
+    if (h[2] != ws->hdr[2])
+      return gs_error(GS_ERR_MISMATCH, "rank %d: compressed exchange (%s): ranks disagree on "
+                      "the tensor size: rank 0 gives n = %lld, rank %d n = %lld", rank,
+                      info->name, (long long)ws->hdr[2], other, (long long)h[2]);
+    return gs_error(GS_ERR_MISMATCH, "rank %d: compressed exchange (%s here, %zu elements): "
+                    "rank %d uses another compressor or parameter than rank 0", rank,
+                    st->c->spec, n, other);
   }
   if (failed >= 0) {
     s->comm_s += since(t0);
@@ -272,7 +293,7 @@ static gs_status xchg_gather(gs_comm *comm, const gs_compressor_info *info,
       gs__error_set_message(why);
       return mine;
     }
-    return gs_error((gs_status)ws->hdr[2 * failed], "rank %d: compressed exchange "
+    return gs_error((gs_status)ws->hdr[XCHG_HDR * failed], "rank %d: compressed exchange "
                     "(%s, %zu elements): rank %d%s failed to compress its payload "
                     "(its own error says why)", rank, info->name, n, failed,
                     nfailed > 1 ? " and others" : "");

@@ -452,6 +452,45 @@ static void test_gtopk_warmup(void) {
   end_case();
 }
 
+/* Ranks that disagree on the tensor's size or the compressor through the
+ * all-gather exchange: every rank fails naming the rank, and the next
+ * exchange works (until 2026-12-07 some ranks failed and the others
+ * returned GS_OK, or all returned GS_OK with mixed payloads decoded). */
+static void test_gather_mismatch(void) {
+  if (g_size < 2) return;
+  const int odd = g_size - 1;
+  for (int what = 0; what < 3; what++) {
+    begin_case("all-gather exchange, rank %d with another %s", odd,
+               what == 0 ? "size" : what == 1 ? "density" : "density by 1e-8");
+    const char *spec = g_rank == odd && what == 1 ? "topk:0.2"
+                       : g_rank == odd && what == 2 ? "topk:0.10000001" : "topk:0.1";
+    size_t n = g_rank == odd && what == 0 ? 999 : 1000;
+    gs_compressor *c = NULL;
+    gs_compress_state *st = NULL;
+    CHECK(gs_compressor_create(spec, &c) == GS_OK, "%s", gs_last_error());
+    CHECK(gs_compress_state_create(c, n, NULL, &st) == GS_OK, "%s", gs_last_error());
+    float *x = malloc(1000 * sizeof *x);
+    fill(x, n, (uint64_t)g_rank + 3);
+    gs_status s = gs_compress_allreduce(g_comm, c, st, x, n, GS_XCHG_ALLGATHER, NULL, NULL);
+    char want[32];
+    snprintf(want, sizeof want, "rank %d", odd);
+    CHECK(s == GS_ERR_MISMATCH && strstr(gs_last_error(), want),
+          "status %d: %s", (int)s, s == GS_OK ? "(ok)" : gs_last_error());
+    gs_compress_state_destroy(st);
+    gs_compressor_destroy(c);
+    /* the communicator is still usable */
+    CHECK(gs_compressor_create("topk:0.1", &c) == GS_OK, "%s", gs_last_error());
+    CHECK(gs_compress_state_create(c, 1000, NULL, &st) == GS_OK, "%s", gs_last_error());
+    fill(x, 1000, (uint64_t)g_rank + 4);
+    CHECK(gs_compress_allreduce(g_comm, c, st, x, 1000, GS_XCHG_ALLGATHER, NULL, NULL) == GS_OK,
+          "the next exchange failed: %s", gs_last_error());
+    free(x);
+    gs_compress_state_destroy(st);
+    gs_compressor_destroy(c);
+    end_case();
+  }
+}
+
 /* An empty tensor goes through every kind (PowerSGD's failed: its second
  * round got no buffer). */
 static void test_empty(void) {
@@ -487,6 +526,7 @@ int main(int argc, char **argv) {
   test_fp16_overflow();
   test_gtopk_warmup();
   test_empty();
+  test_gather_mismatch();
   gs_comm_destroy(g_comm);
   return mrt_finish();
 }
