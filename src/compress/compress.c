@@ -74,7 +74,12 @@ gs_status gs_compressor_create(const char *spec, gs_compressor **out) {
     char *end;
     errno = 0;
     param = strtod(colon + 1, &end);
-    const int bad_number = end == colon + 1 || errno != 0 || !isfinite(param);
+    /* a decimal number: strtod alone also took " 0.1" and hexadecimal
+     * "0x1p-7" */
+    int decimal = end > colon + 1;
+    for (const char *q = colon + 1; q < end && decimal; q++)
+      decimal = strchr("0123456789.eE+-", *q) != NULL;
+    const int bad_number = !decimal || errno != 0 || !isfinite(param);
     const char *rest = end;
     if (!bad_number && *rest == ':' && kind == &gs__kind_sidco) {
       variant = -1;
@@ -119,6 +124,15 @@ gs_status gs_compressor_create(const char *spec, gs_compressor **out) {
   }
   gs_compressor *c = gs_calloc(1, sizeof *c);
   if (c == NULL) return GS_ERR_NOMEM;
+  /* The parameter in the normalised spec: the shortest text that reads back
+   * as the same double (until 2026-12-07 "%g", 6 digits, so that
+   * randomk:0.01000001 and randomk:0.01000004 were one spec to the engine's
+   * settings check, though their payloads differ). */
+  char pnum[32];
+  for (int digits = 6; digits <= 17; digits++) {
+    snprintf(pnum, sizeof pnum, "%.*g", digits, param);
+    if (strtod(pnum, NULL) == param) break;
+  }
   c->kind = kind;
   c->param = param;
   c->variant = variant;
@@ -127,14 +141,13 @@ gs_status gs_compressor_create(const char *spec, gs_compressor **out) {
     if (kind->param == GS_PARAM_NONE)
       snprintf(c->spec, sizeof c->spec, "%s:%zu", kind->name, bucket);
     else
-      snprintf(c->spec, sizeof c->spec, "%s:%g:%zu", kind->name, param, bucket);
+      snprintf(c->spec, sizeof c->spec, "%s:%s:%zu", kind->name, pnum, bucket);
   } else if (kind->param == GS_PARAM_NONE)
     snprintf(c->spec, sizeof c->spec, "%s", kind->name);
   else if (kind == &gs__kind_sidco && colon != NULL && strchr(colon + 1, ':'))
-    snprintf(c->spec, sizeof c->spec, "%s:%g:%s", kind->name, param,
-             sidco_fits[variant]);
+    snprintf(c->spec, sizeof c->spec, "%s:%s:%s", kind->name, pnum, sidco_fits[variant]);
   else
-    snprintf(c->spec, sizeof c->spec, "%s:%g", kind->name, param);
+    snprintf(c->spec, sizeof c->spec, "%s:%s", kind->name, pnum);
   *out = c;
   return GS_OK;
 }

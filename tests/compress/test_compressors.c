@@ -85,6 +85,14 @@ static void test_specs(void **unused) {
   gs_compressor *c = make("TopK:0.0010");
   assert_string_equal(gs_compressor_spec(c), "topk:0.001");
   gs_compressor_destroy(c);
+  /* The parameter's every digit that tells it apart (until 2026-12-07 "%g":
+   * randomk:0.01000001 and randomk:0.01000004 were one spec). */
+  c = make("randomk:0.01000001");
+  assert_string_equal(gs_compressor_spec(c), "randomk:0.01000001");
+  gs_compressor_destroy(c);
+  c = make("qsgd:16");
+  assert_string_equal(gs_compressor_spec(c), "qsgd:16");
+  gs_compressor_destroy(c);
   /* Buckets: the default is left out of the normalised spec. */
   const char *buckets[][2] = {{"qsgd:16:512", "qsgd:16"}, {"qsgd:16:0", "qsgd:16:0"},
                               {"terngrad:4096", "terngrad:4096"},
@@ -99,7 +107,8 @@ static void test_specs(void **unused) {
                        "qsgd:40000", "powersgd:0", "powersgd:", "fp16:3",
                        "none:1", "zip", "sidco:0.01:normal", "randomk:inf",
                        "qsgd:4:-1", "qsgd:4:x", "qsgd:4:2000000000", "terngrad:abc",
-                       "efsignsgd:1.5", "topk:0.1:512", "terngrad:"};
+                       "efsignsgd:1.5", "topk:0.1:512", "terngrad:", "topk: 0.1",
+                       "topk:0x1p-7", "qsgd:0x10"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     c = (gs_compressor *)0x1;
     assert_int_equal(gs_compressor_create(bad[i], &c), GS_ERR_INVALID_ARG);
