@@ -60,6 +60,14 @@ typedef struct train_sync_ops {
   gs_status (*grad_ready)(void *self, size_t index);
   gs_status (*end_backward)(void *self, const train_step *step);
   gs_status (*flush)(void *self);
+  /* Optional (NULL: flush): at a commit inside an epoch, in place of flush,
+   * for a mode whose flush would change the run (local SGD's extra
+   * average): the net holds the weights the checkpoint gets, and
+   * commit_done, once the checkpoint is written or failed, puts back what
+   * the run goes on from; save_rank keeps the rest, so that a resumed run
+   * equals the run never stopped. */
+  gs_status (*commit_flush)(void *self);
+  void (*commit_done)(void *self);
   void (*stats)(void *self, gs_train_stats *out);
   /* Optional: adds the mode's fields to the JSON summary (json) and writes
    * its one-line description for the text summary into text, e.g.

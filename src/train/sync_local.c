@@ -19,10 +19,20 @@
  * as in Lin et al., so each rank writes its own beside a checkpoint
  * (DIR/local.rank<R>.step<S>.gsck) and a resumed run of the same size reads
  * it back. The averages run on the loop's gs_comm; flush (before
- * evaluation, checkpoints and the end) completes what is in flight and
- * averages once more, so every replica evaluates the same weights. */
+ * evaluation, an epoch's end and the run's) completes what is in flight and
+ * averages once more, so every replica evaluates the same weights.
+ *
+ * A commit inside an epoch (--commit-every, a stop) changes nothing of the
+ * run: the checkpoint gets the replicas' average (the model a user takes
+ * from it), but every rank goes on from its own weights, its place in the
+ * averaging period and delayed averaging's snapshot and average, which its
+ * file keeps beside its momentum; a resumed run of the same size takes them
+ * back, so that it equals the run never stopped, bit for bit. Until
+ * 2026-12-07 a commit flushed: an extra average and a restarted period
+ * changed what the model learnt (tests/apps/test_train_local.sh). */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +56,10 @@ typedef struct local_sync {
   float *w;          /* the net's flat weights */
   float *snap, *avg; /* delayed: the snapshot and its average in flight */
   gs_request *req;   /* delayed: the average in flight, or NULL */
+  int have_avg;      /* delayed: avg holds a finished average not yet applied */
+  float *own;        /* at a commit: this rank's own weights, while the net
+                      * holds the replicas' average for the checkpoint */
+  int own_saved;
   long steps;        /* steps done by this launch */
   long since_avg;    /* steps since the last average started */
   int due;           /* average before the next forward */
@@ -123,13 +137,20 @@ static gs_status average_now(local_sync *s) {
 
 /* Delayed: waits for the average in flight and applies it with the local
  * progress since its snapshot. */
-static gs_status delayed_apply(local_sync *s) {
+static gs_status delayed_wait(local_sync *s) {
   if (!s->req) return GS_OK;
   double t0 = gs_now();
   gs_status st = gs_wait(s->req);
   s->req = NULL;
   s->st.wait_s += gs_now() - t0;
-  if (st != GS_OK) return st;
+  if (st == GS_OK) s->have_avg = 1;
+  return st;
+}
+
+static gs_status delayed_apply(local_sync *s) {
+  gs_status st = delayed_wait(s);
+  if (st != GS_OK || !s->have_avg) return st;
+  s->have_avg = 0;
   for (size_t i = 0; i < s->n; i++) s->w[i] = s->avg[i] + (s->w[i] - s->snap[i]);
   s->averages++;
   return GS_OK;
@@ -203,18 +224,54 @@ static gs_status local_flush(void *self) {
   return st;
 }
 
-/* The per-rank momentum file: this header, the rank's n momentum floats and
- * the crc32 of all that (gs_nn_file), in host byte order. */
+/* A commit inside an epoch: the net holds the replicas' average for the
+ * checkpoint, this rank's own weights wait in own (local_commit_done puts
+ * them back); delayed averaging's average in flight is finished, not
+ * applied (its values do not depend on when it is waited for). */
+static gs_status local_commit_flush(void *self) {
+  local_sync *s = self;
+  gs_status st = s->kind == LOCAL_DELAYED ? delayed_wait(s) : GS_OK;
+  if (st != GS_OK) return st;
+  if (s->own == NULL && (s->own = gs_malloc(s->n * sizeof(float))) == NULL)
+    return gs_error(GS_ERR_NOMEM, "out of memory for a commit's %zu weights", s->n);
+  memcpy(s->own, s->w, s->n * sizeof(float));
+  s->own_saved = 1;
+  double t0 = gs_now();
+  st = gs_allreduce(s->t->comm, GS_IN_PLACE, s->w, s->n, GS_F32, GS_AVG, GS_ALGO_AUTO);
+  double dt = gs_now() - t0;
+  s->st.messages++;
+  s->st.bytes += s->n * sizeof(float);
+  s->st.comm_s += dt;
+  s->st.wait_s += dt;
+  return st;
+}
+
+static void local_commit_done(void *self) {
+  local_sync *s = self;
+  if (!s->own_saved) return;
+  memcpy(s->w, s->own, s->n * sizeof(float));
+  s->own_saved = 0;
+}
+
+/* The per-rank file: this header, then n floats each of the rank's
+ * momentum (flag LOCAL_F_MOMENTUM), its own weights, delayed averaging's
+ * snapshot (LOCAL_F_SNAP) and its finished average not yet applied
+ * (LOCAL_F_AVG), and the crc32 of all that (gs_nn_file), in host byte
+ * order. Version 1 (until 2026-12-07) held the momentum alone. */
 static const char MOMENTUM_MAGIC[8] = {'G', 'S', 'L', 'M', 'O', 'M', 0, 0};
-#define MOMENTUM_VERSION 1u
+#define MOMENTUM_VERSION 2u
+enum { LOCAL_F_MOMENTUM = 1, LOCAL_F_SNAP = 2, LOCAL_F_AVG = 4 };
 
 typedef struct {
   char magic[8];
   uint32_t version;
   int32_t rank, size;
-  uint32_t reserved;
+  uint32_t flags;
   int64_t step;
   uint64_t count;
+  int64_t since_avg; /* steps into the averaging period */
+  int32_t due;       /* an average due before the next forward */
+  uint32_t reserved;
 } momentum_header;
 
 static void momentum_path(char *buf, size_t n, const char *dir, int rank, long step) {
@@ -228,30 +285,38 @@ static float *local_momentum(const local_sync *s) {
   return t->optim.ops == &train_optim_sgd ? gs_nn_sgd_momentum_flat(t->optim.self) : NULL;
 }
 
-/* At a commit point (after flush): this rank's momentum, beside the
- * checkpoint of step `step` that rank 0 writes next (with rank 0's). */
+/* At a commit point (after flush or commit_flush): this rank's momentum
+ * and its own state, beside the checkpoint of step `step` that rank 0
+ * writes next (with rank 0's momentum and the replicas' average). */
 static gs_status local_save_rank(void *self, const char *dir, long step, int *files) {
   local_sync *s = self;
   const train_ctx *t = s->t;
   *files = 0;
   train_rank_files_saving(&s->files);
   const float *m = local_momentum(s);
-  if (m == NULL) return GS_OK;
   momentum_header h;
   memset(&h, 0, sizeof h);
   memcpy(h.magic, MOMENTUM_MAGIC, sizeof h.magic);
   h.version = MOMENTUM_VERSION;
   h.rank = t->rank;
   h.size = t->size;
+  h.flags = (m ? LOCAL_F_MOMENTUM : 0) | (s->kind == LOCAL_DELAYED ? LOCAL_F_SNAP : 0) |
+            (s->have_avg ? LOCAL_F_AVG : 0);
   h.step = step;
   h.count = s->n;
+  h.since_avg = s->since_avg;
+  h.due = s->due;
   char path[4200];
   momentum_path(path, sizeof path, dir, t->rank, step);
   gs_nn_file f;
-  gs_status st = gs_nn_file_create(&f, path, "local momentum");
+  gs_status st = gs_nn_file_create(&f, path, "local SGD state");
   if (st != GS_OK) return st;
+  const size_t nb = s->n * sizeof(float);
   st = gs_nn_file_write(&f, &h, sizeof h);
-  if (st == GS_OK) st = gs_nn_file_write(&f, m, s->n * sizeof(float));
+  if (st == GS_OK && m) st = gs_nn_file_write(&f, m, nb);
+  if (st == GS_OK) st = gs_nn_file_write(&f, s->own_saved ? s->own : s->w, nb);
+  if (st == GS_OK && (h.flags & LOCAL_F_SNAP)) st = gs_nn_file_write(&f, s->snap, nb);
+  if (st == GS_OK && (h.flags & LOCAL_F_AVG)) st = gs_nn_file_write(&f, s->avg, nb);
   if (st != GS_OK) {
     gs_nn_file_abort(&f);
     return st;
@@ -279,47 +344,73 @@ static gs_status local_load_rank(void *self, const char *dir, long step, int fil
   train_ctx *t = s->t;
   float *m = local_momentum(s);
   train_rank_files_resumed(&s->files, t, step, files_size);
-  if (m == NULL) return GS_OK;
   if (files_size <= 0) {
+    if (m == NULL) return GS_OK;
     train_note(t, "resume: the checkpoint in %s keeps one momentum, not each rank's: every "
                "rank starts from rank 0's", dir);
     return GS_OK;
   }
   if (files_size != t->size) {
-    train_note(t, "resume: the checkpoint in %s keeps the momenta of %d ranks, this run has "
-               "%d: every rank starts from rank 0's", dir, files_size, t->size);
+    train_note(t, "resume: the checkpoint in %s keeps the local states of %d ranks, this run "
+               "has %d: every rank starts from the checkpoint's average and rank 0's momentum",
+               dir, files_size, t->size);
     return GS_OK;
   }
   char path[4200];
   momentum_path(path, sizeof path, dir, t->rank, step);
-  const size_t want = sizeof(momentum_header) + s->n * sizeof(float) + sizeof(uint32_t);
+  const size_t nb = s->n * sizeof(float), most = sizeof(momentum_header) + 4 * nb + 4;
   unsigned char *data = NULL;
   size_t size = 0;
-  gs_status st = gs_nn_file_read(path, "local momentum", want, &data, &size);
+  gs_status st = gs_nn_file_read(path, "local SGD state", most, &data, &size);
   if (st != GS_OK) {
     char what[900];
     snprintf(what, sizeof what, "%s", gs_last_error());
-    return gs_error(st, "%s (the checkpoint at step %ld keeps each of its %d ranks' momentum "
-                    "in %s/local.rank<R>.step%ld.gsck; resuming needs it)", what, step,
+    return gs_error(st, "%s (the checkpoint at step %ld keeps each of its %d ranks' local "
+                    "state in %s/local.rank<R>.step%ld.gsck; resuming needs it)", what, step,
                     files_size, dir, step);
   }
   momentum_header h;
+  memset(&h, 0, sizeof h);
   const char *why = NULL;
-  if (size != want) {
-    why = "of the wrong size (truncated, or another model)";
+  /* version 1: a shorter header (up to count) and the momentum alone */
+  const size_t h1 = offsetof(momentum_header, since_avg);
+  if (size >= h1) memcpy(&h, data, size >= sizeof h ? sizeof h : h1);
+  size_t want = 0;
+  if (size < h1 || memcmp(h.magic, MOMENTUM_MAGIC, sizeof h.magic) != 0 ||
+      (h.version != 1 && h.version != MOMENTUM_VERSION)) {
+    why = "not a gradsync local SGD state file of a known version";
   } else {
-    memcpy(&h, data, sizeof h);
-    if (memcmp(h.magic, MOMENTUM_MAGIC, sizeof h.magic) != 0 || h.version != MOMENTUM_VERSION)
-      why = "not a gradsync local momentum file of this version";
+    if (h.version == 1) h.flags = LOCAL_F_MOMENTUM;
+    int arrays = !!(h.flags & LOCAL_F_MOMENTUM) + (h.version == 1 ? 0 : 1) +
+                 !!(h.flags & LOCAL_F_SNAP) + !!(h.flags & LOCAL_F_AVG);
+    want = (h.version == 1 ? h1 : sizeof h) + (size_t)arrays * nb + sizeof(uint32_t);
+    if (size != want)
+      why = "of the wrong size (truncated, or another model)";
     else if (!gs_nn_file_crc_ok(data, size))
       why = "corrupt (checksum mismatch)";
     else if (h.rank != t->rank || h.size != files_size || h.step != step || h.count != s->n)
       why = "of another rank, world size, step or model";
+    else if ((h.flags & LOCAL_F_MOMENTUM) != (m ? LOCAL_F_MOMENTUM : 0u) ||
+             (h.version != 1 && !!(h.flags & LOCAL_F_SNAP) != (s->kind == LOCAL_DELAYED)) ||
+             h.since_avg < 0 || h.since_avg >= s->h || (h.due != 0 && h.due != 1))
+      why = "of another optimizer or sync mode";
   }
-  if (why == NULL) memcpy(m, data + sizeof h, s->n * sizeof(float));
+  if (why == NULL) {
+    const unsigned char *p = data + (h.version == 1 ? h1 : sizeof h);
+    if (h.flags & LOCAL_F_MOMENTUM) memcpy(m, p, nb), p += nb;
+    if (h.version != 1) {
+      /* this rank's own weights and place in the period (version 1: the
+       * checkpoint's, as its commit averaged them) */
+      memcpy(s->w, p, nb), p += nb;
+      s->since_avg = h.since_avg;
+      s->due = h.due;
+      if (h.flags & LOCAL_F_SNAP) memcpy(s->snap, p, nb), p += nb;
+      if (h.flags & LOCAL_F_AVG) memcpy(s->avg, p, nb), s->have_avg = 1;
+    }
+  }
   gs_free(data);
   if (why != NULL)
-    return gs_error(GS_ERR_PARSE, "local momentum %s: %s (rank %d of %d at step %ld expected)",
+    return gs_error(GS_ERR_PARSE, "local SGD state %s: %s (rank %d of %d at step %ld expected)",
                     path, why, t->rank, files_size, step);
   return GS_OK;
 }
@@ -349,6 +440,7 @@ static gs_status local_destroy(void *self) {
    * aborts instead). */
   gs_free(s->snap);
   gs_free(s->avg);
+  gs_free(s->own);
   gs_free(s);
   return GS_OK;
 }
@@ -369,6 +461,8 @@ static gs_status local_check(const char *spec) {
                               .grad_ready = local_grad_ready,                          \
                               .end_backward = local_end_backward,                      \
                               .flush = local_flush,                                    \
+                              .commit_flush = local_commit_flush,                      \
+                              .commit_done = local_commit_done,                        \
                               .save_rank = local_save_rank,                            \
                               .commit_rank = local_commit_rank,                        \
                               .load_rank = local_load_rank,                            \

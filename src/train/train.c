@@ -608,7 +608,9 @@ gs_status gs_train_config_check(const gs_train_config *c) {
 static int commit_step(train_ctx *t, const train_data_id *data, long epoch, long step,
                        long samples_in_epoch) {
   double c0 = gs_now();
-  if (t->sync.ops->flush && t->sync.ops->flush(t->sync.self) != GS_OK)
+  const train_sync_ops *y = t->sync.ops;
+  if (y->commit_flush ? y->commit_flush(t->sync.self) != GS_OK
+                      : y->flush && y->flush(t->sync.self) != GS_OK)
     step_failed(t, epoch, step);
   t->save_samples_in_epoch = samples_in_epoch;
   const long global = epoch * t->steps_per_epoch + step + 1;
@@ -623,6 +625,7 @@ static int commit_step(train_ctx *t, const train_data_id *data, long epoch, long
   } else {
     rc = save_checkpoint(t, data, epoch, global);
   }
+  if (y->commit_done) y->commit_done(t->sync.self);
   t->save_samples_in_epoch = 0;
   t->commits++;
   t->commit_t = gs_now();

@@ -124,16 +124,21 @@ done
 run 3 '"sync":"delayed:2"' --sync delayed:2 --straggler 1:2:2-6
 # A fixed delay: 50 ms after each of global steps 2 to 5 on rank 0, 0.2 s.
 run 2 '"straggler_sleep_s":0.2[,}]' --straggler 0:+50ms:2-6
-# A stop at step 9 and a resume end with the weights of an uninterrupted run,
+# A stop at step 9 and a resume, with commits every 3 steps, end with the
+# weights of an uninterrupted run that never committed inside an epoch,
 # bitwise: post-local's BSP phase is by the run's position (a resumed run
-# does not start it again: 3 BSP steps after the resume, 12 in all), and each
-# rank's own momentum (local SGD's stays on its rank) comes back, not rank 0's
-# for every rank.
+# does not start it again: 3 BSP steps after the resume, 12 in all), each
+# rank's own momentum (local SGD's stays on its rank) comes back, not rank
+# 0's for every rank, and a commit inside an averaging period (steps 3 and
+# 9 of periods of 4) neither averages nor restarts the period: each rank's
+# own weights and place in it come back (until 2026-12-07 a commit averaged
+# and restarted it, and the reference here committed at the same steps).
 resumed() { # name np sync momentum summary-regex
-  A="--model mlp --synthetic 384 --epochs 2 --batch 16 --schedule cosine --warmup-epochs 0.5
-     --commit-every 3 --momentum $4 --sync $3 --json"
+  B="--model mlp --synthetic 384 --epochs 2 --batch 16 --schedule cosine --warmup-epochs 0.5
+     --momentum $4 --sync $3 --json"
+  A="$B --commit-every 3"
   # shellcheck disable=SC2086
-  timeout 200 "$gs" run -np "$2" -- "$gs" train $A --checkpoint "$tmp/$1.ref" >/dev/null 2>&1 &&
+  timeout 200 "$gs" run -np "$2" -- "$gs" train $B --checkpoint "$tmp/$1.ref" >/dev/null 2>&1 &&
   timeout 200 "$gs" run -np "$2" -- "$gs" train $A --checkpoint "$tmp/$1" --stop-at-step 9 \
     >/dev/null 2>&1 &&
   out=$(timeout 200 "$gs" run -np "$2" -- "$gs" train $A --checkpoint "$tmp/$1" --resume 2>&1) ||
