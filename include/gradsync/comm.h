@@ -209,7 +209,7 @@ double gs_comm_stall_warn_s(const gs_comm *comm);
  * threads may call it at once: each prints its message, the first ends the
  * job, the others wait for that (and end the process after 10 s if it has
  * not). */
-_Noreturn void gs_comm_abort(gs_comm *comm, int code, const char *fmt, ...)
+GS_NORETURN void gs_comm_abort(gs_comm *comm, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* ---- Agreement points ------------------------------------------------------

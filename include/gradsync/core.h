@@ -12,6 +12,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Marks a function that never returns, in whichever language includes the
+ * header: C++ has no _Noreturn (until 2026-12-07 the headers used it and
+ * failed to compile as C++), C23 deprecates it in favour of [[noreturn]],
+ * and C before C11 has neither. */
+#if defined(__cplusplus) && __cplusplus >= 201103L
+#define GS_NORETURN [[noreturn]]
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 202311L
+#define GS_NORETURN [[noreturn]]
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define GS_NORETURN _Noreturn
+#elif defined(__GNUC__)
+#define GS_NORETURN __attribute__((noreturn))
+#else
+#define GS_NORETURN
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif

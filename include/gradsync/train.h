@@ -78,9 +78,9 @@ void gs_train_rank_verror(const gs_train_ranks *r, const char *fmt, va_list ap);
 /* Ends the job from any thread when the others cannot be told through a
  * collective: prints "gradsync: rank R: fatal: JOB: message" and aborts
  * every rank. */
-_Noreturn void gs_train_rank_abort(const gs_train_ranks *r, const char *fmt, ...)
+GS_NORETURN void gs_train_rank_abort(const gs_train_ranks *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-_Noreturn void gs_train_rank_vabort(const gs_train_ranks *r, const char *fmt, va_list ap);
+GS_NORETURN void gs_train_rank_vabort(const gs_train_ranks *r, const char *fmt, va_list ap);
 
 /* Collective: returns 0 if no rank failed, else 1 on every rank. A failed
  * rank has already printed its error; reason (its first line) is the short
