@@ -112,10 +112,24 @@ gs_status sparse_agree(gs_comm *c, const coll_group *g, const char *what,
                     "index %llu, not below n = %llu", what, me, r,
                     (unsigned long long)h[H_POS], (unsigned long long)h[H_VAL],
                     (unsigned long long)h[H_N]);
+    /* Exactly k + 1 pairs is how a rank whose own step failed before the
+     * exchange (a NaN in its gradient, say) still takes part in gTop-k
+     * (src/compress/exchange.c): the others say that it failed, its own
+     * error says why. Until 2026-12-07 they said it gave too many pairs. */
+    else if (h[H_BAD] == SPARSE_BAD_COUNT && h[H_COUNT] == h[H_K] + 1)
+      st = gs_error(GS_ERR_INVALID_ARG, "%s on rank %d: rank %d failed before "
+                    "the exchange (its own error says why): it gave k + 1 = "
+                    "%llu pairs, the sign of that failure (a caller gives at "
+                    "most k = %llu)", what, me, r,
+                    (unsigned long long)h[H_COUNT], (unsigned long long)h[H_K]);
     else if (h[H_BAD] == SPARSE_BAD_COUNT)
       st = gs_error(GS_ERR_INVALID_ARG, "%s on rank %d: rank %d gives %llu "
                     "pairs, more than k = %llu", what, me, r,
                     (unsigned long long)h[H_COUNT], (unsigned long long)h[H_K]);
+    else if (h[H_BAD] == SPARSE_BAD_K)
+      st = gs_error(GS_ERR_INVALID_ARG, "%s on rank %d: k = %llu exceeds the "
+                    "tensor's n = %llu", what, me, (unsigned long long)h[H_K],
+                    (unsigned long long)h[H_N]);
     if (counts) counts[r] = (size_t)h[H_COUNT];
     sum += (size_t)h[H_COUNT];
   }
@@ -312,7 +326,7 @@ gs_status gs_ihitopk(gs_comm *c, const float *sendbuf, float *recvbuf,
   if (!c->uniform_nodes)
     TRY(gs_error(GS_ERR_UNSUPPORTED, "hitopk on rank %d: HiTopKComm needs the "
                  "same number of ranks on every node", c->world.rank));
-  if (k > n) s->bad = SPARSE_BAD_COUNT;
+  if (k > n) s->bad = SPARSE_BAD_K;
   s->k = k;
   s->count = k;
   s->algo = algo;

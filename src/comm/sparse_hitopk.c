@@ -21,7 +21,7 @@
  * A selection that fails on one rank (NaN input, say) must not leave the
  * others waiting: that rank still takes part in every exchange (with pairs
  * of value zero), and a last all-reduce of every rank's status makes every
- * rank fail, naming it.
+ * rank fail, naming it, with its message (broadcast from it only then).
  */
 #include <math.h>
 #include <stdio.h>
@@ -39,18 +39,36 @@ static size_t shard_k(size_t k, size_t len, size_t n) {
 }
 
 /* Selects the shard's pairs; a failure is reported in *status (with its
- * message in *msg) while the pairs become harmless zeros. */
+ * message in *msg) while the pairs become harmless zeros. The shard is the
+ * node's sum of elements [first, first + len) of the tensor, selected on
+ * this rank, its owner: a NaN in it came from the input of some rank of the
+ * node, at the same element. So a NaN is named by its index in the whole
+ * tensor as the node's sum (until 2026-12-07 the message gave the
+ * selection's own words: an index within the shard, as if in this rank's
+ * input). */
 static void select_shard(const sparse_args *s, const float *shard, size_t len,
-                         size_t ks, uint32_t *idx, float *val, int rank,
-                         gs_status *status, char *msg, size_t msglen) {
+                         size_t first, size_t ks, uint32_t *idx, float *val,
+                         int rank, int node, gs_status *status, char *msg,
+                         size_t msglen) {
   gs_status st = GS_OK;
   if (ks > 0) {
     gs_clear_error();
     st = s->select(shard, len, ks, s->method, idx);
     if (st != GS_OK) {
-      snprintf(msg, msglen, "hitopk on rank %d: top-%zu selection (%s) of its "
-               "shard of %zu elements failed: %s", rank, ks, s->method, len,
-               gs_last_error());
+      size_t nan_at = len;
+      for (size_t i = 0; i < len && nan_at == len; i++)
+        if (isnan(shard[i])) nan_at = i;
+      if (nan_at < len)
+        snprintf(msg, msglen, "hitopk on rank %d: the sum over node %d of rank "
+                 "%d's shard (elements %zu to %zu) holds NaN at element %zu of "
+                 "the tensor (a NaN in the input of a rank of that node), and "
+                 "the top-%zu selection (%s) failed", rank, node, rank, first,
+                 first + len - 1, first + nan_at, ks, s->method);
+      else
+        snprintf(msg, msglen, "hitopk on rank %d: top-%zu selection (%s) of the "
+                 "sum over node %d of its shard (elements %zu to %zu) failed: %s",
+                 rank, ks, s->method, node, first, first + len - 1,
+                 gs_last_error());
     } else {
       for (size_t i = 0; i < ks; i++) {
         if (idx[i] >= len) {
@@ -97,8 +115,8 @@ static gs_status hitopk(gs_comm *c, const sparse_args *s, gs_status *sel_st,
   char *packed = NULL, *lpacked = NULL;
   size_t *boff = NULL, *lboff = NULL;
   if (st == GS_OK) {
-    select_shard(s, shard, len[lr], ks, idx, val, c->world.rank, sel_st, msg,
-                 msglen);
+    select_shard(s, shard, len[lr], off[lr], ks, idx, val, c->world.rank,
+                 c->node, sel_st, msg, msglen);
     /* Every rank of the cross-node group has local rank lr, hence the same
      * shard and the same k. */
     for (int r = 0; r < N; r++) counts[r] = ks;
@@ -157,10 +175,19 @@ gs_status sparse_run_hitopk(gs_comm *c, sparse_args *s) {
   MPI_TRY(&c->world, MPI_Allreduce(mine, any, 1, MPI_2INT, MPI_MAXLOC,
                                    c->world.mpi));
   comm_progress(&c->world);
+  if (any[0] == 0) return GS_OK;
+  /* The failed rank's message, to every rank: the selection that failed was
+   * of the node's sum of that rank's shard, so the element to look at is
+   * there, not in the named rank's input (until 2026-12-07 the others said
+   * only "failed on rank R"). */
+  char why[sizeof msg];
+  memcpy(why, msg, sizeof why);
+  MPI_TRY(&c->world, MPI_Bcast(why, (int)sizeof why, MPI_CHAR, any[1],
+                               c->world.mpi));
+  comm_progress(&c->world);
+  why[sizeof why - 1] = '\0';
   if (sel != GS_OK) return gs_error(sel, "%s", msg);
-  if (any[0] != 0)
-    return gs_error((gs_status)any[0], "hitopk on rank %d: the top-k selection "
-                    "failed on rank %d (%s); no rank's result is complete",
-                    c->world.rank, any[1], gs_strerror((gs_status)any[0]));
-  return GS_OK;
+  return gs_error((gs_status)any[0], "hitopk on rank %d: the top-k selection "
+                  "of rank %d's shard failed, so no rank's result is complete: "
+                  "%s", c->world.rank, any[1], why);
 }

@@ -28,13 +28,16 @@ typedef struct sparse_args {
   gs_topk_fn select;
   char method[64];
   /* What the caller's thread found wrong with this rank's pairs, told to
-   * every rank by the agreement: 0, SPARSE_BAD_INDEX or SPARSE_BAD_COUNT. */
+   * every rank by the agreement: 0, SPARSE_BAD_INDEX, SPARSE_BAD_COUNT or
+   * SPARSE_BAD_K. */
   int bad;
   size_t bad_pos;           /* the position of the bad index */
   uint64_t bad_value;       /* the bad index */
 } sparse_args;
 
-enum { SPARSE_BAD_INDEX = 1, SPARSE_BAD_COUNT = 2 };
+/* SPARSE_BAD_K: k above n (HiTopKComm), which until 2026-12-07 was told as
+ * SPARSE_BAD_COUNT and read "gives k pairs, more than k". */
+enum { SPARSE_BAD_INDEX = 1, SPARSE_BAD_COUNT = 2, SPARSE_BAD_K = 3 };
 
 /* The agreement every sparse collective starts with: one all-gather of each
  * rank's n, k, count, capacity and validity over `g`. Fails on every rank

@@ -617,19 +617,37 @@ static void test_hitopk_one_fails(void) {
   float *x = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float));
   for (size_t i = 0; i < n; i++) x[i] = input_at(g_rank, i, 3);
   int bad = g_size - 1;
-  if (g_rank == bad) {
-    /* A NaN in every shard of this rank's node reaches every local rank's
-     * selection on that node after the reduce-scatter. */
-    for (size_t i = 0; i < n; i++) x[i] = NAN;
-  }
+  /* One NaN in the last rank's input: after the reduce-scatter it is in the
+   * node's sum of one shard, selected on that shard's owner, which may be
+   * another rank of the node. Every rank's message names the element by
+   * its index in the whole tensor (until 2026-12-07 the owner's said the
+   * index within its shard, and the others named the lowest failing rank
+   * as if the NaN were its own). */
+  if (g_rank == bad) x[37] = NAN;
   gs_status st = gs_hitopk(g_comm, x, out, n, 8, test_select, "fail-on-nan",
                            GS_SPARSE_HITOPK);
   CHECK(st == GS_ERR_INVALID_ARG, "status %s, expected invalid argument on every "
         "rank: %s", gs_strerror(st), gs_last_error());
   CHECK(strstr(gs_last_error(), "selection") != NULL, "message: %s",
         gs_last_error());
+  CHECK(strstr(gs_last_error(), "NaN at element 37 of the tensor") != NULL &&
+            strstr(gs_last_error(), "'s shard") != NULL,
+        "message: %s", gs_last_error());
   free(x);
   free(out);
+  end_case();
+}
+
+/* k above n: the message says so (until 2026-12-07 it said "rank 0 gives
+ * 11 pairs, more than k = 11"). */
+static void test_hitopk_k_above_n(void) {
+  begin_case("hitopk k above n");
+  float b[10] = {0};
+  gs_status st = gs_hitopk(g_comm, b, b, 10, 11, test_select, "exact",
+                           GS_SPARSE_HITOPK);
+  CHECK(st == GS_ERR_INVALID_ARG && strstr(gs_last_error(), "k = 11 exceeds "
+                                           "the tensor's n = 10"),
+        "status %s: %s", gs_strerror(st), gs_last_error());
   end_case();
 }
 
@@ -680,8 +698,20 @@ static void test_mismatch(void) {
   end_case();
 
   begin_case("count above k on one rank");
+  st = gs_gtopk(g_comm, idx, val, last ? 4 : 2, 2, 10, oi, ov, &got, NULL);
+  CHECK(st == GS_ERR_INVALID_ARG && strstr(gs_last_error(), "more than k = 2"),
+        "status %s: %s", gs_strerror(st), gs_last_error());
+  end_case();
+
+  /* k + 1 pairs is the sign of a rank whose own step failed before the
+   * exchange (src/compress/exchange.c): the others say that rank failed,
+   * not that it gave too many pairs (until 2026-12-07 a NaN in its input
+   * read "gives 101 pairs, more than k = 100"). */
+  begin_case("k + 1 pairs on one rank");
   st = gs_gtopk(g_comm, idx, val, last ? 4 : 2, 3, 10, oi, ov, &got, NULL);
-  CHECK(st == GS_ERR_INVALID_ARG && strstr(gs_last_error(), "more than k = 3"),
+  snprintf(want, sizeof want, "rank %d failed before the exchange", g_size - 1);
+  CHECK(st == GS_ERR_INVALID_ARG && strstr(gs_last_error(), want) &&
+            strstr(gs_last_error(), "k + 1 = 4"),
         "status %s: %s", gs_strerror(st), gs_last_error());
   end_case();
 
@@ -804,6 +834,7 @@ int main(int argc, char **argv) {
     test_hitopk(1001, 37, GS_SPARSE_DENSE, 0);
     test_hitopk(1001, 37, GS_SPARSE_AUTO, 1);
     test_hitopk_one_fails();
+    test_hitopk_k_above_n();
   } else {
     begin_case("hitopk on nodes of different sizes");
     float b[8];
