@@ -19,6 +19,7 @@
  *
  * A separate code path from the collectives' bench: one process, no MPI.
  */
+#include <ctype.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -134,15 +135,50 @@ static int check(const char *what, const float *x, size_t k, const uint32_t *idx
   return 0;
 }
 
+/* --n: an integer count of elements from 1 to 2^32-1, plain (1000000, read
+ * by the verbs' shared integer parser) or with K, M or G as powers of 10
+ * (25.6M, exact: the digits with the point moved right). Until 2026-12-07
+ * it was read with strtod, which took 1.5 (run with n = 2), 0x10 and 010,
+ * numbers the verbs refuse everywhere else. */
 static int parse_count(const char *s, size_t *out) {
-  char *end;
-  double v = strtod(s, &end);
-  double mult = 1;
-  if (*end == 'K' || *end == 'k') mult = 1e3, end++;
-  else if (*end == 'M' || *end == 'm') mult = 1e6, end++;
-  else if (*end == 'G' || *end == 'g') mult = 1e9, end++;
-  if (end == s || *end != '\0' || !(v > 0) || v * mult >= 4294967295.0) return -1;
-  *out = (size_t)llround(v * mult);
+  const long max = 4294967295L;
+  size_t len = strlen(s);
+  char unit = len ? (char)(s[len - 1] | 0x20) : 0;
+  int zeros = unit == 'k' ? 3 : unit == 'm' ? 6 : unit == 'g' ? 9 : 0;
+  long v;
+  if (zeros == 0) {
+    if (cli_parse_long(s, 1, max, &v)) return -1;
+    *out = (size_t)v;
+    return 0;
+  }
+  char digits[32];
+  size_t nd = 0, body = len - 1, ints = 0;
+  int frac = -1; /* digits after the point; -1 before one */
+  for (size_t i = 0; i < body; i++) {
+    if (s[i] == '.' && frac < 0) {
+      frac = 0;
+      continue;
+    }
+    if (!isdigit((unsigned char)s[i])) return -1;
+    if (frac < 0) ints++;
+    else if (++frac > zeros) {
+      if (s[i] != '0') return -1; /* finer than one element: not an integer */
+      continue;
+    }
+    if (nd + 1 >= sizeof digits) return -1;
+    digits[nd++] = s[i];
+  }
+  /* No digits, a point with none after it, or a leading zero ("010K"). */
+  if (nd == 0 || frac == 0 || (ints > 1 && s[0] == '0')) return -1;
+  for (int z = frac < 0 ? 0 : frac; z < zeros; z++) {
+    if (nd + 1 >= sizeof digits) return -1;
+    digits[nd++] = '0';
+  }
+  digits[nd] = '\0';
+  const char *d = digits;
+  while (d[0] == '0' && d[1] != '\0') d++; /* "0.5K" is 0500 */
+  if (cli_parse_long(d, 1, max, &v)) return -1;
+  *out = (size_t)v;
   return 0;
 }
 
@@ -172,14 +208,17 @@ int cmd_bench_topk(int argc, char **argv) {
         break;
       case 'N':
         if (parse_count(optarg, &n) != 0) {
-          cli_error("bench", "--n: '%s' is not an element count in 1..2^32-1 "
-                    "(e.g. 25.6M, 1000000)", optarg);
+          cli_error("bench", "--n: '%s' is not an integer from 1 to 2^32-1 "
+                    "(e.g. 1000000, or 25.6M: K, M, G are powers of 10)", optarg);
           return 2;
         }
         break;
       case 'd':
+        /* The message states the bound the parser applies (until 2026-12-07
+         * it said "(0, 1]", of 1e-12 too). */
         if (cli_parse_double(optarg, 1e-9, 1.0, &density) != 0) {
-          cli_error("bench", "--density: '%s' is not in (0, 1]", optarg);
+          cli_error("bench", "--density: '%s' is not a number from 1e-09 to 1",
+                    optarg);
           return 2;
         }
         break;
@@ -202,11 +241,13 @@ int cmd_bench_topk(int argc, char **argv) {
         break;
       case 'h':
         printf("usage: gradsync bench --op topk [--n COUNT] [--density D] "
-               "[--iters N] [--only fast] [--dump FILE] [--json]\n"
-               "  --n COUNT      elements (default 25.6M; K, M, G are powers of 10)\n"
+               "[--iters N] [--only fast|exact|mstopk] [--dump FILE] [--json]\n"
+               "  --n COUNT      elements, an integer (default 25.6M; K, M, G are\n"
+               "                 powers of 10)\n"
                "  --density D    k = D * n (default 0.001)\n"
                "  --iters N      timed runs per method; medians reported (default 5)\n"
-               "  --only fast    stream, exact and mstopk only (skip nth and sort)\n"
+               "  --only fast    stream, exact and mstopk only (skip nth and sort);\n"
+               "                 exact or mstopk: stream and that one\n"
                "  --dump FILE    write the data as raw f32 for an external peer\n"
                "One thread, normal values from a fixed seed. Peers in the same run: "
                "one streaming pass (sum |x|), quickselect, a full radix sort.\n");

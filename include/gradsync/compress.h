@@ -169,6 +169,9 @@ gs_compress_opts gs_compress_opts_default(void);
  *   none | fp16 | bf16
  *   terngrad[:B] | efsignsgd[:B]
  *   topk:D | mstopk:D | gtopk:D | dgc:D | sidco:D | randomk:D   0 < D <= 1
+ *   sidco:D:exp | sidco:D:gpareto | sidco:D:gamma   SIDCo's fitted
+ *               distribution (exponential, the default; generalised Pareto;
+ *               gamma)
  *   qsgd:S[:B]  levels 1 <= S <= 32767
  *   powersgd:R  rank 1 <= R <= 1024
  * B: the scaled quantizers (QSGD, TernGrad, EF-signSGD) keep one scale per

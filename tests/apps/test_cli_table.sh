@@ -553,6 +553,28 @@ t 2 "gradsync bench: unknown option '--bogus' (see --help)" \
 t 2 "gradsync bench: unknown option '--bogus' (see --help)" bench --op topk --bogus
 t 2 "option --n given more than once" bench --op topk --n 1000 --n 1000
 t 2 "option --n given more than once" bench --op sparse_allreduce --compress topk:0.01 --n 9 --n 9
+# bench --op topk --n takes an integer count as every count does (until
+# 2026-12-07 it read strtod: 1.5 ran with n = 2, 0x10 and 010 were taken);
+# 25.6M, an integer written with a power of 10, still is one.
+t 2 "--n: '1.5' is not an integer from 1 to 2^32-1" bench --op topk --n 1.5
+t 2 "--n: '0x10' is not an integer from 1 to 2^32-1" bench --op topk --n 0x10
+t 2 "--n: '010' is not an integer from 1 to 2^32-1" bench --op topk --n 010
+t 2 "--n: '1.0005K' is not an integer from 1 to 2^32-1" bench --op topk --n 1.0005K
+t 2 "--n: '0x1K' is not an integer from 1 to 2^32-1" bench --op topk --n 0x1K
+t 2 "--n: '4294967296' is not an integer from 1 to 2^32-1" bench --op topk --n 4294967296
+t 0 "n = 1500, k = 15" bench --op topk --n 1.5K --density 0.01 --iters 1 --only fast
+t 0 "n = 1200, k = 12" bench --op topk --n 1200 --density 0.01 --iters 1 --only fast
+# --density's message states its real bound (it said "(0, 1]" of 1e-12).
+t 2 "--density: '1e-12' is not a number from 1e-09 to 1" bench --op topk --density 1e-12
+t 2 "--n '1.5' must be an integer from 1 to 2^32-1" \
+  bench --op sparse_allreduce --compress topk:0.01 --n 1.5
+t 2 "--n '0x10' must be an integer from 1 to 2^32-1" \
+  bench --op sparse_allreduce --compress topk:0.01 --n 0x10
+# The help lists both benches of their own and says what --compress SPEC
+# does (until 2026-12-07 bench's omitted topk, and train's said a plain SPEC
+# took the exchange the plan predicts fastest: only auto:SPEC chooses).
+t 0 "--op topk --help" bench --help
+t 0 "compressor's own exchange; auto:SPEC lets the plan" train --help
 
 echo "$passes passed, $fails failed"
 [ "$fails" = 0 ]
