@@ -65,8 +65,11 @@ static gs_status source_identity(const gs_train_config *c, char *id, size_t n) {
   if (!dir) dir = getenv("GRADSYNC_FASHION_MNIST_DIR");
   if (!dir || !*dir) dir = GS_NN_FASHION_MNIST_DIR;
   char real[PATH_MAX];
+  /* A data directory that is not there is bad input, as train_load_data
+   * makes it (exit 2: a relaunch would not cure it); until 2026-12-07 it
+   * was GS_ERR_IO here, and the job ended with 1. */
   if (realpath(dir, real) == NULL)
-    return gs_error(GS_ERR_IO, "%s %s: %s", train_option(c, "data_dir"), dir,
+    return gs_error(GS_ERR_INVALID_ARG, "%s %s: %s", train_option(c, "data_dir"), dir,
                     strerror(errno));
   size_t len = (size_t)snprintf(id, n, "%s|%s", LOADER_ID, real);
   static const char *const files[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
@@ -381,25 +384,36 @@ typedef struct {
   int32_t pad;
 } cache_rec;
 
+/* Whether st is bad input (gs_train_agree_outcome's usage exit). */
+static int bad_input(gs_status st) { return st == GS_ERR_INVALID_ARG || st == GS_ERR_PARSE; }
+
+/* Returns gs_train_agree_outcome's verdict on a failure (2: bad input,
+ * every rank alike; 1: else), 0 when the data are in train and test. */
 int train_data_cached(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *test,
                       gs_status *st_out) {
   const gs_train_config *c = t->cfg;
   const gs_train_ranks *ranks = t->ranks;
   char identity[IDENTITY_MAX], path[PATH_MAX + 64] = "", why[512] = "";
   *st_out = GS_OK;
-  /* 1. The directory, the source's identity, the cache file. */
+  /* 1. The directory, the source's identity, the cache file. A directory
+   * that cannot be created or written is bad input, refused at start-up
+   * like --checkpoint's (exit 2, said once with the usage note): until
+   * 2026-12-07 it was GS_ERR_IO, agreed as a failure of the run (exit 1),
+   * and an elastic job relaunched a job that could never succeed. */
   gs_status st = GS_OK;
   if (mkdir(c->data_cache, 0777) != 0 && errno != EEXIST)
-    st = gs_error(GS_ERR_IO, "%s %s: cannot create the directory: %s",
+    st = gs_error(GS_ERR_INVALID_ARG, "%s %s: cannot create the directory: %s",
                   train_option(c, "data_cache"), c->data_cache, strerror(errno));
   if (st == GS_OK) {
     char what[PATH_MAX + 32];
     snprintf(what, sizeof what, "%s %s", train_option(c, "data_cache"), c->data_cache);
     st = gs_train_probe_dir(c->data_cache, what);
+    if (st == GS_ERR_IO) st = gs_error(GS_ERR_INVALID_ARG, "%s", gs_last_error());
   }
   if (st == GS_OK) st = source_identity(c, identity, sizeof identity);
   /* A failure here is this rank's: agreed before anything else. */
-  if (gs_train_agree_status(ranks, st)) return 1;
+  int agreed = gs_train_agree_outcome(ranks, st);
+  if (agreed) return agreed;
   cache_file(c, identity, path, sizeof path);
   uint32_t crc = 0;
   cache_outcome mine = cache_read(path, identity, train, test, &crc, why, sizeof why);
@@ -437,8 +451,24 @@ int train_data_cached(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *test,
     if (st == GS_OK) st = train_check_data(c, test, 0);
     if (st == GS_OK) st = cache_write(path, identity, train, test);
   }
+  /* A source that a writer found bad (missing, truncated: bad input) is
+   * read by every other rank too, so that all fail alike: said once, the
+   * usage exit (2). Until 2026-12-07 only the writers failed, and the job
+   * ended with 1 (a failure of the run, which an elastic job relaunched). */
+  int32_t bad = writer == ranks->rank && bad_input(st), any_bad = 0;
+  gs_status ast = gs_allreduce(ranks->comm, &bad, &any_bad, 1, GS_I32, GS_MAX, GS_ALGO_MPI);
+  if (gs_train_agree_status(ranks, ast)) return 1;
+  if (any_bad && writer != ranks->rank) {
+    gs_nn_dataset src_train = {0}, src_test = {0};
+    st = train_load_data(c, &src_train, &src_test);
+    if (st == GS_OK) st = train_check_data(c, &src_train, 1);
+    if (st == GS_OK) st = train_check_data(c, &src_test, 0);
+    gs_nn_dataset_free(&src_train);
+    gs_nn_dataset_free(&src_test);
+  }
   /* 4. Agreement on the writers; then the others that missed read it. */
-  if (gs_train_agree_status(ranks, st)) return 1;
+  agreed = gs_train_agree_outcome(ranks, st);
+  if (agreed) return agreed;
   if (writer >= 0)
     train_note(t, "data: rank %d read the source and %s the cache %s", writer,
                corrupt_seen ? "rebuilt" : "wrote", path);

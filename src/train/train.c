@@ -1133,7 +1133,14 @@ int gs_train_run(const gs_train_config *cfg, const gs_train_ranks *ranks, gs_tra
 
   gs_status st = GS_OK;
   t->data_origin = "source";
-  if (cfg->data_cache && train_data_cached(t, &train, &test, &st)) goto out;
+  /* The cache's agreed failure is 2 for bad input (a directory it cannot
+   * use, a missing or truncated data set), as without the cache; until
+   * 2026-12-07 every failure there ended the run with 1. */
+  int cached = cfg->data_cache ? train_data_cached(t, &train, &test, &st) : 0;
+  if (cached) {
+    rc = cached;
+    goto out;
+  }
   if (st == GS_OK) st = setup_local(t, &train, &test, cfg->data_cache != NULL, &data,
                                     &start_epoch);
   /* A checkpoint that does not fit the run is refused alike by every rank:

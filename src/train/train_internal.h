@@ -44,7 +44,9 @@ gs_status train_check_data(const gs_train_config *c, const gs_nn_dataset *ds, in
 
 /* ---- The data cache (data_cache.c) ---- */
 /* --data-cache: fills train and test from the cache or the source
- * (collective over t->ranks). Returns 1 after an agreed failure; else 0,
+ * (collective over t->ranks). Returns the exit status of an agreed failure
+ * (2: bad input, a directory it cannot use or a missing or truncated data
+ * set, said once; 1: else); else 0,
  * with *st this rank's status of a fall-back read of the source (to be
  * agreed with the rest of the set-up). */
 int train_data_cached(train_ctx *t, gs_nn_dataset *train, gs_nn_dataset *test, gs_status *st);
