@@ -4,6 +4,7 @@
 #ifndef GRADSYNC_CLI_H
 #define GRADSYNC_CLI_H
 
+#include <getopt.h>
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -98,8 +99,20 @@ int cli_tables_load(const char *verb, const char *name, double scale, double poo
 
 /* The value of option NAME ("--ps") among another program's arguments
  * argv[0..argc), as "--ps V" or "--ps=V", up to a "--"; the last one wins,
- * as getopt's. NULL when it is not given. */
+ * as getopt's. NULL when it is not given. For one of gradsync train's long
+ * options (its DLRM trainer's with --model dlrm) the arguments are read as
+ * train's getopt_long reads them: an unambiguous prefix ("--global-b 48")
+ * counts, and another option's value is skipped. */
 const char *cli_option_value(char *const *argv, int argc, const char *name);
+/* gradsync train's long options and its DLRM trainer's (getopt_long's
+ * tables, {0} ended): train parses with them, cli_option_value reads a
+ * train command line by them. */
+extern const struct option cli_train_longs[];
+extern const struct option cli_train_dlrm_longs[];
+/* Whether option NAME is given among argv[0..argc), read as
+ * cli_option_value reads them (with or without a value: "--resume",
+ * "--res=auto"). */
+int cli_option_given(char *const *argv, int argc, const char *name);
 
 /* A DLRM training job's fixed world size: the ranks its --plan FILE was
  * made for, when argv[0..argc) (gradsync train's options) hold --model
@@ -297,6 +310,8 @@ typedef struct cli_train_view {
   int json;
   int terminal;     /* set by cli_train_events */
   double last_draw; /* when the bar was last drawn */
+  int bar_open;     /* a terminal's bar is drawn without its newline yet */
+  int epoch_seen;   /* an epoch's evaluation has been shown */
 } cli_train_view;
 void cli_train_events(cli_train_view *v, struct gs_train_events *e);
 

@@ -77,16 +77,141 @@ int cli_parse_int(const char *s, int min, int max, int *out) {
   return 0;
 }
 
-const char *cli_option_value(char *const *argv, int argc, const char *name) {
-  size_t len = strlen(name);
-  const char *v = NULL;
+/* gradsync train's long options, and those of its DLRM trainer: the one
+ * list, which train's getopt_long parses with (cmd_train.c,
+ * cmd_train_dlrm.c) and another verb reads a train command line by
+ * (train_option_scan below), so that a prefix means there what train takes
+ * it for. */
+const struct option cli_train_longs[] = {
+    {"model", required_argument, 0, 'm'},   {"epochs", required_argument, 0, 'e'},
+    {"batch", required_argument, 0, 'b'},   {"lr", required_argument, 0, 'l'},
+    {"momentum", required_argument, 0, 'M'}, {"nesterov", no_argument, 0, 'N'},
+    {"weight-decay", required_argument, 0, 'W'},
+    {"schedule", required_argument, 0, 'S'},
+    {"warmup-epochs", required_argument, 0, 'w'},
+    {"compress", required_argument, 0, 'Z'}, {"no-ef", no_argument, 0, 'E'},
+    {"compress-warmup-steps", required_argument, 0, 'U'},
+    {"ef-decay", required_argument, 0, 'F'},
+    {"policy", required_argument, 0, 'p'},  {"data", required_argument, 0, 'd'},
+    {"synthetic", required_argument, 0, 'y'},
+    {"checkpoint", required_argument, 0, 'c'}, {"resume", optional_argument, 0, 'r'},
+    {"global-batch", required_argument, 0, 'B'}, {"scale-lr", required_argument, 0, 'L'},
+    {"seed", required_argument, 0, 's'},    {"max-steps", required_argument, 0, 'x'},
+    {"dropout", required_argument, 0, 'D'}, {"json", no_argument, 0, 'j'},
+    {"data-cache", required_argument, 0, 'C'}, {"no-prefetch", no_argument, 0, 'P'},
+    {"optimizer", required_argument, 0, 'O'},
+    {"kfac-dist", required_argument, 0, 'K'}, {"kfac-inverse", required_argument, 0, 'I'},
+    {"kfac-cov-every", required_argument, 0, 'v'},
+    {"kfac-inv-every", required_argument, 0, 'i'},
+    {"kfac-damping", required_argument, 0, 'g'}, {"kfac-decay", required_argument, 0, 'X'},
+    {"kfac-kl-clip", required_argument, 0, 'k'},
+    {"sync", required_argument, 0, 'Y'},    {"ps", required_argument, 0, 'Q'},
+    {"straggler", required_argument, 0, 'G'},
+    {"async-lr-scale", required_argument, 0, 'A'},
+    {"async-momentum", required_argument, 0, 'a'},
+    {"commit-every", required_argument, 0, 'T'},
+    {"stop-at-step", required_argument, 0, 'z'},
+    {"precision", required_argument, 0, 'R'},
+    {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+
+const struct option cli_train_dlrm_longs[] = {
+    {"model", required_argument, 0, 'm'},       {"tables", required_argument, 0, 't'},
+    {"sharding", required_argument, 0, 's'},    {"plan", required_argument, 0, 'p'},
+    {"a2a-precision", required_argument, 0, 'P'}, {"batch", required_argument, 0, 'b'},
+    {"epochs", required_argument, 0, 'e'},      {"steps", required_argument, 0, 'n'},
+    {"eval", required_argument, 0, 'E'},        {"bottom-mlp", required_argument, 0, 'B'},
+    {"top-mlp", required_argument, 0, 'T'},     {"interaction", required_argument, 0, 'i'},
+    {"lr", required_argument, 0, 'l'},          {"embed-lr", required_argument, 0, 'L'},
+    {"embed-sgd", no_argument, 0, 'g'},         {"pooling", required_argument, 0, 'o'},
+    {"zipf", required_argument, 0, 'z'},        {"seed", required_argument, 0, 'S'},
+    {"json", no_argument, 0, 'j'},              {"help", no_argument, 0, 'h'},
+    {"checkpoint", required_argument, 0, 'c'},  {"commit-every", required_argument, 0, 'C'},
+    {"stop-at-step", required_argument, 0, 'X'}, {"resume", optional_argument, 0, 'r'},
+    {"global-batch", required_argument, 0, 'G'}, {"data", required_argument, 0, 'D'},
+    {"no-prefetch", no_argument, 0, 'F'},       {"policy", required_argument, 0, 'y'},
+    {"lookup", required_argument, 0, 'K'},
+    {"frequency-threshold", required_argument, 0, 'Q'},
+    {"dcn-layers", required_argument, 0, 'x'}, {"dcn-rank", required_argument, 0, 'R'},
+    {0, 0, 0, 0}};
+
+/* The option table argv is parsed with: the DLRM trainer's when "--model
+ * dlrm" or "--model=dlrm" is among them, as cmd_train dispatches. */
+static const struct option *train_table(char *const *argv, int argc) {
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--") == 0) break;
-    if (strncmp(argv[i], name, len) != 0) continue;
-    if (argv[i][len] == '=') v = argv[i] + len + 1;
-    else if (argv[i][len] == '\0' && i + 1 < argc) v = argv[++i];
+    if (strcmp(argv[i], "--model=dlrm") == 0 ||
+        (strcmp(argv[i], "--model") == 0 && i + 1 < argc && strcmp(argv[i + 1], "dlrm") == 0))
+      return cli_train_dlrm_longs;
+  }
+  return cli_train_longs;
+}
+
+/* The option "--word" (len characters after the dashes) resolves to, as
+ * getopt_long resolves it: an exact name, else the one name it is a
+ * prefix of; NULL when unknown or ambiguous. */
+static const struct option *train_resolve(const struct option *t, const char *word,
+                                          size_t len) {
+  const struct option *found = NULL;
+  int matches = 0;
+  for (; t->name; t++) {
+    if (strncmp(t->name, word, len) != 0) continue;
+    if (strlen(t->name) == len) return t;
+    found = t;
+    matches++;
+  }
+  return matches == 1 ? found : NULL;
+}
+
+/* Scans argv as train's getopt_long would: *given receives whether NAME
+ * ("--checkpoint") is given, in full, as an unambiguous prefix ("--checkp")
+ * or with "=value"; returns its last value (NULL when none). Until
+ * 2026-12-07 only the whole name counted, so `gradsync run --elastic` did
+ * not see "--global-b 48", which train takes as --global-batch. */
+static const char *train_option_scan(char *const *argv, int argc, const char *name,
+                                     int *given) {
+  const struct option *t = train_table(argv, argc);
+  const struct option *want = strncmp(name, "--", 2) == 0 ? train_resolve(t, name + 2,
+                                                                       strlen(name + 2))
+                                                       : NULL;
+  const char *v = NULL;
+  *given = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0) break;
+    if (strncmp(a, "--", 2) != 0 || a[2] == '\0') continue;
+    size_t len = strcspn(a + 2, "=");
+    const struct option *o = train_resolve(t, a + 2, len);
+    int eq = a[2 + len] == '=';
+    if (o == NULL || want == NULL) {
+      /* Not one of train's options (another program's, say): the whole
+       * name only, as before. */
+      if (strncmp(a, name, strlen(name)) == 0 && strlen(name) == len + 2) {
+        *given = 1;
+        if (eq) v = a + 2 + len + 1;
+        else if (i + 1 < argc) v = argv[++i];
+      }
+      continue;
+    }
+    const char *val = NULL;
+    if (eq) val = a + 2 + len + 1;
+    else if (o->has_arg == required_argument && i + 1 < argc) val = argv[++i];
+    if (o == want) {
+      *given = 1;
+      if (val) v = val;
+    }
   }
   return v;
+}
+
+const char *cli_option_value(char *const *argv, int argc, const char *name) {
+  int given;
+  return train_option_scan(argv, argc, name, &given);
+}
+
+int cli_option_given(char *const *argv, int argc, const char *name) {
+  int given;
+  train_option_scan(argv, argc, name, &given);
+  return given;
 }
 
 int cli_option_is(char *const *argv, int argc, const char *name, const char *value) {

@@ -114,37 +114,7 @@ static void usage(FILE *f) {
  * outcome (for the announcement of a move). */
 static int parse_opts(int argc, char **argv, gs_train_config *o, cli_train_view *view,
                       gs_compress_spec *zspec, gs_compress_momentum *zmom) {
-  static const struct option longs[] = {
-      {"model", required_argument, 0, 'm'},   {"epochs", required_argument, 0, 'e'},
-      {"batch", required_argument, 0, 'b'},   {"lr", required_argument, 0, 'l'},
-      {"momentum", required_argument, 0, 'M'}, {"nesterov", no_argument, 0, 'N'},
-      {"weight-decay", required_argument, 0, 'W'},
-      {"schedule", required_argument, 0, 'S'},
-      {"warmup-epochs", required_argument, 0, 'w'},
-      {"compress", required_argument, 0, 'Z'}, {"no-ef", no_argument, 0, 'E'},
-      {"compress-warmup-steps", required_argument, 0, 'U'},
-      {"ef-decay", required_argument, 0, 'F'},
-      {"policy", required_argument, 0, 'p'},  {"data", required_argument, 0, 'd'},
-      {"synthetic", required_argument, 0, 'y'},
-      {"checkpoint", required_argument, 0, 'c'}, {"resume", optional_argument, 0, 'r'},
-      {"global-batch", required_argument, 0, 'B'}, {"scale-lr", required_argument, 0, 'L'},
-      {"seed", required_argument, 0, 's'},    {"max-steps", required_argument, 0, 'x'},
-      {"dropout", required_argument, 0, 'D'}, {"json", no_argument, 0, 'j'},
-      {"data-cache", required_argument, 0, 'C'}, {"no-prefetch", no_argument, 0, 'P'},
-      {"optimizer", required_argument, 0, 'O'},
-      {"kfac-dist", required_argument, 0, 'K'}, {"kfac-inverse", required_argument, 0, 'I'},
-      {"kfac-cov-every", required_argument, 0, 'v'},
-      {"kfac-inv-every", required_argument, 0, 'i'},
-      {"kfac-damping", required_argument, 0, 'g'}, {"kfac-decay", required_argument, 0, 'X'},
-      {"kfac-kl-clip", required_argument, 0, 'k'},
-      {"sync", required_argument, 0, 'Y'},    {"ps", required_argument, 0, 'Q'},
-      {"straggler", required_argument, 0, 'G'},
-      {"async-lr-scale", required_argument, 0, 'A'},
-      {"async-momentum", required_argument, 0, 'a'},
-      {"commit-every", required_argument, 0, 'T'},
-      {"stop-at-step", required_argument, 0, 'z'},
-      {"precision", required_argument, 0, 'R'},
-      {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+  const struct option *longs = cli_train_longs; /* cli_util.c: train's and run's one list */
   /* K-FAC's options and the events outlive parse_opts: gs_train_run reads
    * them. */
   static gs_train_events events;

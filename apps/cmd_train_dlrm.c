@@ -121,25 +121,7 @@ typedef struct dlrm_opts {
 enum { MAX_PER_RANK = 1 << 24 };
 
 static int parse_opts(int argc, char **argv, dlrm_opts *o) {
-  static const struct option longs[] = {
-      {"model", required_argument, 0, 'm'},       {"tables", required_argument, 0, 't'},
-      {"sharding", required_argument, 0, 's'},    {"plan", required_argument, 0, 'p'},
-      {"a2a-precision", required_argument, 0, 'P'}, {"batch", required_argument, 0, 'b'},
-      {"epochs", required_argument, 0, 'e'},      {"steps", required_argument, 0, 'n'},
-      {"eval", required_argument, 0, 'E'},        {"bottom-mlp", required_argument, 0, 'B'},
-      {"top-mlp", required_argument, 0, 'T'},     {"interaction", required_argument, 0, 'i'},
-      {"lr", required_argument, 0, 'l'},          {"embed-lr", required_argument, 0, 'L'},
-      {"embed-sgd", no_argument, 0, 'g'},         {"pooling", required_argument, 0, 'o'},
-      {"zipf", required_argument, 0, 'z'},        {"seed", required_argument, 0, 'S'},
-      {"json", no_argument, 0, 'j'},              {"help", no_argument, 0, 'h'},
-      {"checkpoint", required_argument, 0, 'c'},  {"commit-every", required_argument, 0, 'C'},
-      {"stop-at-step", required_argument, 0, 'X'}, {"resume", optional_argument, 0, 'r'},
-      {"global-batch", required_argument, 0, 'G'}, {"data", required_argument, 0, 'D'},
-      {"no-prefetch", no_argument, 0, 'F'},       {"policy", required_argument, 0, 'y'},
-      {"lookup", required_argument, 0, 'K'},
-      {"frequency-threshold", required_argument, 0, 'Q'},
-      {"dcn-layers", required_argument, 0, 'x'}, {"dcn-rank", required_argument, 0, 'R'},
-      {0, 0, 0, 0}};
+  const struct option *longs = cli_train_dlrm_longs; /* cli_util.c: train's and run's one list */
   *o = (dlrm_opts){.tables = "kaggle", .scale = 0.001, .lr = 0.1, .embed_lr = 0.05,
                    .zipf = 1.05, .sharding = -1, .epochs = 2, .pooling = 1, .batch = 256,
                    .steps = 100, .eval = 16384, .top = "128-64-1", .seed = 1,

@@ -27,12 +27,11 @@ int run_elastic_parse_spec(const char *s, int *min, int *max) {
   return *min <= *max ? 0 : -1;
 }
 
+/* Whether the program's arguments hold option NAME, read as train's
+ * getopt_long reads them: "--res=auto" is --resume (until 2026-12-07 only
+ * the whole name counted, and the warning below was false). */
 static int prog_has(char **prog, int nprog, const char *name) {
-  size_t len = strlen(name);
-  for (int i = 1; i < nprog; i++)
-    if (strncmp(prog[i], name, len) == 0 && (prog[i][len] == '\0' || prog[i][len] == '='))
-      return 1;
-  return 0;
+  return cli_option_given(prog + 1, nprog - 1, name);
 }
 
 typedef struct view {
@@ -138,7 +137,15 @@ static void on_event(const gs_elastic_event *e, void *user) {
               v->net ? " at " : "", v->net ? v->net : "", e->rule[0] ? "; " : "", e->rule);
     break;
   case GS_ELASTIC_RESIZE:
-    if (e->commit_epoch >= 0)
+    /* commit_epoch counts from 0 (as --events gives it), the line from 1.
+     * A commit at sample 0 is the end of the epoch before, as the cluster
+     * manager says it: until 2026-12-07 a commit after a 2-epoch job's last
+     * epoch read "at epoch 3, sample 0 of the epoch", an epoch the job has
+     * not. */
+    if (e->commit_epoch > 0 && e->commit_samples == 0)
+      snprintf(commit, sizeof commit, "from the commit at the end of epoch %ld",
+               e->commit_epoch);
+    else if (e->commit_epoch >= 0)
       snprintf(commit, sizeof commit, "from the commit at epoch %ld, sample %ld of the epoch",
                e->commit_epoch + 1, e->commit_samples);
     else

@@ -150,12 +150,47 @@ static void test_json_numbers(void **state) {
   cJSON_Delete(o);
 }
 
+/* Another program's options, read as gradsync train's getopt_long reads
+ * them (until 2026-12-07 only whole names counted: `gradsync run --elastic`
+ * missed "--global-b 48", which train takes as --global-batch). */
+static void test_option_value(void **state) {
+  (void)state;
+  char *a[] = {"--model", "mlp", "--global-b", "48", "--checkp=ck", "--res=auto", "--ps",
+               "1", "--data", "--global-batch", "--", "--policy", "wfbp"};
+  int n = (int)(sizeof a / sizeof a[0]);
+  assert_string_equal(cli_option_value(a, n, "--global-batch"), "48");
+  assert_string_equal(cli_option_value(a, n, "--checkpoint"), "ck");
+  assert_string_equal(cli_option_value(a, n, "--resume"), "auto");
+  assert_string_equal(cli_option_value(a, n, "--ps"), "1");
+  /* --data's value is not an option; nothing after "--" counts. */
+  assert_string_equal(cli_option_value(a, n, "--data"), "--global-batch");
+  assert_null(cli_option_value(a, n, "--policy"));
+  assert_int_equal(cli_option_given(a, n, "--resume"), 1);
+  assert_int_equal(cli_option_given(a, n, "--policy"), 0);
+  /* An ambiguous prefix ("--s": --schedule, --seed, ...) is no option; a
+   * flag takes no value; the last one wins. */
+  char *b[] = {"--s", "1", "--res", "--checkpoint", "x", "--check", "y", "--json", "z"};
+  int nb = (int)(sizeof b / sizeof b[0]);
+  assert_null(cli_option_value(b, nb, "--seed"));
+  assert_int_equal(cli_option_given(b, nb, "--resume"), 1);
+  assert_null(cli_option_value(b, nb, "--resume"));
+  assert_string_equal(cli_option_value(b, nb, "--checkpoint"), "y");
+  /* --model dlrm: the DLRM trainer's options ("--pl" is its --plan). */
+  char *c[] = {"--model", "dlrm", "--pl", "p.json", "--global-b=64"};
+  assert_string_equal(cli_option_value(c, 5, "--plan"), "p.json");
+  assert_string_equal(cli_option_value(c, 5, "--global-batch"), "64");
+  assert_int_equal(cli_option_is(c, 5, "--model", "dlrm"), 1);
+  /* Not one of train's options: the whole name only, as before. */
+  char *d[] = {"--workers", "3", "--work", "4"};
+  assert_string_equal(cli_option_value(d, 4, "--workers"), "3");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_bytes),  cmocka_unit_test(test_parse_int),
       cmocka_unit_test(test_parse_double), cmocka_unit_test(test_median),
       cmocka_unit_test(test_json_numbers), cmocka_unit_test(test_clean_text),
-      cmocka_unit_test(test_cell_and_secs),
+      cmocka_unit_test(test_cell_and_secs), cmocka_unit_test(test_option_value),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
