@@ -13,6 +13,15 @@
 #include "gradsync.h"
 #include "gradsync/train.h"
 
+/* Ends a terminal's bar drawn without its newline, so that a line printed
+ * now starts on a line of its own (until 2026-12-07 a note was glued to the
+ * bar: "... comm hidden 100%stopped after global step 95"). */
+static void end_bar(cli_train_view *v) {
+  if (!v->bar_open) return;
+  putchar('\n');
+  v->bar_open = 0;
+}
+
 static void progress(void *user, const gs_train_progress *p) {
   cli_train_view *v = user;
   if (v->json) return;
@@ -31,6 +40,7 @@ static void progress(void *user, const gs_train_progress *p) {
            p->steps ? 100 * p->step / p->steps : 100, p->loss, 100 * p->accuracy,
            p->samples_per_s, 100 * p->comm_hidden);
     if (p->final) putchar('\n');
+    v->bar_open = !p->final;
   } else {
     printf("epoch %d/%d step %ld/%ld loss %.4f acc %.1f%% %.0f img/s comm hidden %.0f%%\n",
            p->epoch + 1, p->epochs, p->step, p->steps, p->loss, 100 * p->accuracy,
@@ -39,9 +49,29 @@ static void progress(void *user, const gs_train_progress *p) {
   fflush(stdout);
 }
 
+/* A run whose first evaluated epoch is at chance on the test set (at most
+ * 1/classes + 0.01) with a training loss not below ln(classes), a uniform
+ * guess's, has diverged rather than trained slowly: exit 0 with 10% said
+ * nothing of why (the CNN at the default --lr with --batch 32). One line on
+ * stderr, in text and JSON alike (since 2026-12-07). */
+static void warn_diverged(const gs_train_epoch *e) {
+  const double chance = 1.0 / GS_TRAIN_CLASSES, uniform = log((double)GS_TRAIN_CLASSES);
+  if (!(e->test_accuracy <= chance + 0.01) || e->train_loss < uniform) return;
+  fprintf(stderr, "gradsync train: warning: epoch %ld: test accuracy %.2f%% is chance (%d "
+          "classes) and the training loss %.4g is not below ln %d = %.4f: the run "
+          "diverged; try a smaller --lr (docs/TRAIN.md)\n", e->epoch, 100 * e->test_accuracy,
+          GS_TRAIN_CLASSES, e->train_loss, GS_TRAIN_CLASSES, uniform);
+  fflush(stderr);
+}
+
 static void epoch(void *user, const gs_train_epoch *e) {
   cli_train_view *v = user;
+  if (!v->epoch_seen) {
+    v->epoch_seen = 1;
+    warn_diverged(e);
+  }
   if (!v->json) {
+    end_bar(v);
     printf("epoch %ld: %.1f s, test accuracy %.2f%%, test loss %.4f\n", e->epoch, e->seconds,
            100 * e->test_accuracy, e->test_loss);
     fflush(stdout);
@@ -166,6 +196,7 @@ static void summary(void *user, const gs_train_summary *s) {
 static void note(void *user, const char *text) {
   cli_train_view *v = user;
   if (v->json) return;
+  end_bar(v);
   printf("%s\n", text);
   fflush(stdout);
 }

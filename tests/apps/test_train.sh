@@ -7,7 +7,9 @@
 #     uninterrupted run ends;
 #   - the checkpoint comparison treats NaN weights as a difference;
 #   - bad options, missing or corrupt data and divergence give a clear error
-#     and a non-zero exit.
+#     and a non-zero exit; a run left at chance after its first epoch, a
+#     warning naming --lr;
+#   - a note after a terminal's unfinished bar starts a line of its own.
 # Usage: test_train.sh GRADSYNC CKPT_COMPARE
 set -u
 gs=$1
@@ -199,6 +201,33 @@ said_once "diverged at epoch 1, step" "divergence on 2 ranks is said once"
 expect_error 2 "dataset-fashion-mnist" "missing data on 2 ranks exits 2 (bad input)" \
   "$gs" run -np 2 -- "$gs" train --data "$tmp/nowhere"
 said_once "train-images-idx3-ubyte.gz is missing" "missing data on 2 ranks is said once"
+
+# A run at chance after its first epoch, its training loss not below a
+# uniform guess's, has diverged: one warning on stderr naming --lr (the CNN
+# at the default --lr 0.05 with --batch 32; until 2026-12-07 it ended with
+# exit 0 and 10% said nothing). --lr 0.01 trains: no warning.
+"$gs" train --synthetic 2048 --model cnn --batch 32 --epochs 1 --max-steps 40 --json \
+  > "$tmp/chance.log" 2> "$tmp/chance.err"
+rc=$?
+"$gs" train --synthetic 2048 --model cnn --batch 32 --lr 0.01 --epochs 1 --max-steps 40 --json \
+  > "$tmp/trains.log" 2> "$tmp/trains.err"
+if [ $rc = 0 ] && [ "$(grep -c "warning: epoch 1: test accuracy .* is chance .*--lr" "$tmp/chance.err")" = 1 ] &&
+   ! grep -q warning "$tmp/chance.log" && ! grep -q "is chance" "$tmp/trains.err"; then
+  ok "a diverged run at chance is warned of once, naming --lr; one that trains is not"
+else
+  bad "diverged run's warning: exit $rc, $(cat "$tmp/chance.err" "$tmp/trains.err" | head -c 600)"
+fi
+
+# On a terminal the bar is redrawn with "\r" and no newline: a note printed
+# mid-epoch (a stop at a commit) starts a line of its own (until 2026-12-07
+# it was glued to the bar: "... comm hidden 100%stopped after ...").
+GRADSYNC_TTY=1 "$gs" train --synthetic 2048 --model mlp --batch 32 --epochs 2 \
+  --checkpoint "$tmp/tty" --commit-every 5 --stop-at-step 12 > "$tmp/tty.log" 2>&1
+if grep -q "^stopped after global step 12" "$tmp/tty.log" && ! grep -q "%stopped" "$tmp/tty.log"; then
+  ok "a note after the terminal's bar starts its own line"
+else
+  bad "a note after the terminal's bar: $(tr '\r' '|' < "$tmp/tty.log" | tail -c 400)"
+fi
 
 echo "$passes passed, $fails failed"
 [ $fails -eq 0 ]
