@@ -148,6 +148,7 @@ gs_status gs_compressor_create(const char *spec, gs_compressor **out) {
     snprintf(c->spec, sizeof c->spec, "%s:%s:%s", kind->name, pnum, sidco_fits[variant]);
   else
     snprintf(c->spec, sizeof c->spec, "%s:%s", kind->name, pnum);
+  c->sig = gs_fnv1a(gs_fnv1a_str(GS_FNV1A_BASIS, c->spec), &c->param, sizeof c->param);
   *out = c;
   return GS_OK;
 }
@@ -388,19 +389,22 @@ gs_status gs_compress_set_segments(gs_compress_state *st, const size_t *sizes,
   return GS_OK;
 }
 
-size_t gs_compress_capacity(const gs_compress_state *st, int round) {
+/* The most payload bytes of round `round` at the warm-up's density of
+ * step `step`. */
+static size_t capacity_at(const gs_compress_state *st, int round, uint64_t step) {
   if (st == NULL || round < 0 || round >= st->kind->rounds) return 0;
-  /* The warm-up only lowers the density, so its first step is the largest. */
   double d = st->c->param;
-  if (st->kind->warmup) d = gs__warmup_density(d, 0, st->opts.warmup_steps);
+  if (st->kind->warmup) d = gs__warmup_density(d, step, st->opts.warmup_steps);
   return st->kind->payload_bytes(st->c, st, st->n, round, d);
 }
 
+/* The warm-up only lowers the density, so its first step is the largest. */
+size_t gs_compress_capacity(const gs_compress_state *st, int round) {
+  return capacity_at(st, round, 0);
+}
+
 size_t gs__compress_step_capacity(const gs_compress_state *st, int round) {
-  if (st == NULL || round < 0 || round >= st->kind->rounds) return 0;
-  double d = st->c->param;
-  if (st->kind->warmup) d = gs__warmup_density(d, st->step, st->opts.warmup_steps);
-  return st->kind->payload_bytes(st->c, st, st->n, round, d);
+  return st ? capacity_at(st, round, st->step) : 0;
 }
 
 gs_status gs_compress_set_lr(gs_compress_state *st, double lr) {

@@ -84,6 +84,8 @@ struct gs_compressor {
   int variant;     /* a kind's sub-choice (SIDCo's fit) */
   size_t bucket;   /* bucketed kinds: elements per scale (0: the whole message) */
   char spec[64];
+  uint64_t sig;    /* FNV-1a of spec and param's bits: ranks' compressors
+                    * compared by the exchange (spec's text rounds param) */
 };
 
 struct gs_compress_state {

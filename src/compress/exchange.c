@@ -257,11 +257,7 @@ static gs_status xchg_gather(gs_comm *comm, const gs_compressor_info *info,
   }
   s->compress_s += since(t0);
   t0 = gs_now_ns();
-  /* the compressor: its spec and its parameter's every bit (the spec's
-   * text rounds it) */
-  uint64_t sig = gs_fnv1a_str(GS_FNV1A_BASIS, st->c->spec);
-  sig = gs_fnv1a(sig, &st->c->param, sizeof st->c->param);
-  int64_t hdr[XCHG_HDR] = {(int64_t)mine, (int64_t)bytes, (int64_t)n, (int64_t)sig};
+  int64_t hdr[XCHG_HDR] = {(int64_t)mine, (int64_t)bytes, (int64_t)n, (int64_t)st->c->sig};
   GS_CHECK(gs_allgather(comm, hdr, ws->hdr, XCHG_HDR, GS_I64, GS_ALGO_AUTO));
   int failed = -1, nfailed = 0, other = -1;
   size_t total = 0;
