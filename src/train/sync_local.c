@@ -123,7 +123,8 @@ static gs_status local_create(train_ctx *t, void **self) {
   return GS_OK;
 }
 
-static gs_status average_now(local_sync *s) {
+/* The replicas' average of the weights, in place, counted in the stats. */
+static gs_status average_weights(local_sync *s) {
   double t0 = gs_now();
   gs_status st = gs_allreduce(s->t->comm, GS_IN_PLACE, s->w, s->n, GS_F32, GS_AVG, GS_ALGO_AUTO);
   double dt = gs_now() - t0;
@@ -131,8 +132,14 @@ static gs_status average_now(local_sync *s) {
   s->st.bytes += s->n * sizeof(float);
   s->st.comm_s += dt;
   s->st.wait_s += dt;
-  s->averages++;
   return st;
+}
+
+/* One of the run's averages (a commit's, which the run does not go on
+ * from, is not counted among them). */
+static gs_status average_now(local_sync *s) {
+  s->averages++;
+  return average_weights(s);
 }
 
 /* Delayed: waits for the average in flight and applies it with the local
@@ -236,14 +243,7 @@ static gs_status local_commit_flush(void *self) {
     return gs_error(GS_ERR_NOMEM, "out of memory for a commit's %zu weights", s->n);
   memcpy(s->own, s->w, s->n * sizeof(float));
   s->own_saved = 1;
-  double t0 = gs_now();
-  st = gs_allreduce(s->t->comm, GS_IN_PLACE, s->w, s->n, GS_F32, GS_AVG, GS_ALGO_AUTO);
-  double dt = gs_now() - t0;
-  s->st.messages++;
-  s->st.bytes += s->n * sizeof(float);
-  s->st.comm_s += dt;
-  s->st.wait_s += dt;
-  return st;
+  return average_weights(s);
 }
 
 static void local_commit_done(void *self) {
