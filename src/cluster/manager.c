@@ -1282,34 +1282,6 @@ static void measure_speed(mgr *m, job *j, const char *ckpt_json, double samples)
   j->obs_size = size;
 }
 
-/* A progress report ({"epoch": E, "samples_in_epoch": S, "epoch_samples":
- * N, "epochs": T}) read from path: 1 with its numbers and *file = 1, or 0
- * (*file says whether the file was there). */
-typedef struct {
-  double epoch, samples, epoch_samples, epochs;
-  double global_batch; /* gradsync train's reports (0: not said) */
-} progress_report;
-
-static int read_report(const char *path, progress_report *r, int *file) {
-  gs_launch_commit c;
-  int rc = gs_launch_read_report(path, &c);
-  *file = rc != -1;
-  if (rc != 0) return 0;
-  r->epoch = (double)c.epoch;
-  r->samples = (double)c.samples_in_epoch;
-  r->epoch_samples = (double)c.epoch_samples;
-  r->epochs = c.epochs;
-  r->global_batch = (double)c.global_batch;
-  return 1;
-}
-
-/* A file's modification time in seconds, or -1. */
-static double mtime_s(const char *path) {
-  struct stat sb;
-  if (stat(path, &sb) != 0) return -1;
-  return (double)sb.st_mtim.tv_sec + (double)sb.st_mtim.tv_nsec * 1e-9;
-}
-
 /* The job's progress and speed from its last report: a gradsync train
  * job's checkpoint.json at each commit (its epoch and sample, its data's
  * size, its --epochs), and its progress.json at each check between commits
@@ -1323,14 +1295,16 @@ static void read_progress(mgr *m, job *j) {
   char dir[PATH_MAX], path[PATH_MAX + 32], report_path[PATH_MAX + 32];
   job_ckpt(m, j, dir, sizeof dir);
   snprintf(report_path, sizeof report_path, "%s/progress.json", dir);
-  progress_report r = {0};
-  int file, report = read_report(report_path, &r, &file);
+  /* the report (gs_launch_read_report: -1 no file, -2 no report) */
+  gs_launch_commit r;
+  const int rr = gs_launch_read_report(report_path, &r), report = rr == 0, file = rr != -1;
   double e = 0, s = 0, total = 0, epochs = 0;
   int ok;
   if (j->exec) {
     ok = report;
     snprintf(path, sizeof path, "%s", report_path);
-    e = r.epoch, s = r.samples, total = r.epoch_samples, epochs = r.epochs;
+    e = (double)r.epoch, s = (double)r.samples_in_epoch, total = (double)r.epoch_samples;
+    epochs = r.epochs;
     /* said once: the program's author learns why the job is not measured */
     if (!ok && file && !j->progress_warned) {
       mlog(m, "job %d: %s is not a progress report (it needs the numbers epoch >= 0, "
@@ -1347,11 +1321,11 @@ static void read_progress(mgr *m, job *j) {
      * measure_speed starts a new measurement at each launch). */
     gs_launch_commit cm;
     const int committed = gs_launch_read_commit(dir, &cm) == 0;
-    const int now = report && (!committed || (r.epoch_samples == (double)cm.epoch_samples &&
-                                              mtime_s(report_path) > cm.mtime &&
-                                              r.epoch * r.epoch_samples + r.samples >=
-                                                  (double)cm.epoch * r.epoch_samples +
-                                                      (double)cm.samples_in_epoch));
+    const int now = report && (!committed || (r.epoch_samples == cm.epoch_samples &&
+                                              r.mtime > cm.mtime &&
+                                              r.epoch * r.epoch_samples + r.samples_in_epoch >=
+                                                  cm.epoch * r.epoch_samples +
+                                                      cm.samples_in_epoch));
     ok = committed || now;
     if (committed) {
       /* epochs counted from 1; a commit at an epoch's end names that epoch
@@ -1364,9 +1338,10 @@ static void read_progress(mgr *m, job *j) {
     }
     if (ok) {
       snprintf(path, sizeof path, "%s", now ? report_path : cm.path);
-      e = now ? r.epoch : (double)cm.epoch;
-      s = now ? r.samples : (double)cm.samples_in_epoch;
-      total = now ? r.epoch_samples : (double)cm.epoch_samples;
+      const gs_launch_commit *from = now ? &r : &cm;
+      e = (double)from->epoch;
+      s = (double)from->samples_in_epoch;
+      total = (double)from->epoch_samples;
       /* its --epochs, else what the run recorded (the DLRM trainer's
        * default is not gradsync train's) */
       const double run_epochs = committed ? (double)cm.epochs : r.epochs;
@@ -1374,7 +1349,7 @@ static void read_progress(mgr *m, job *j) {
       /* --max-steps N ends each epoch after N global batches: the epoch's
        * samples are those (else a speed across an epoch's end counted the
        * samples never trained). */
-      const double gb = committed ? (double)cm.global_batch : r.global_batch;
+      const double gb = (double)(committed ? cm.global_batch : r.global_batch);
       const char *ms = arg_value(j, "--max-steps");
       if (ms && atol(ms) > 0 && gb > 0) total = fmin(total, (double)atol(ms) * gb);
     }
