@@ -310,7 +310,10 @@ size_t gs_compress_capacity(const gs_compress_state *st, int round);
  * bytes (>= gs_compress_capacity(st, 0)); *bytes receives the size written.
  * A NaN or an infinity in grad is GS_ERR_INVALID_ARG naming the element
  * ("grad[i] is NaN", "grad[i] is infinite (+inf)") and leaves the state
- * unchanged. Advances
+ * unchanged; so is a finite g whose sum with the residual (or DGC's momentum
+ * and accumulation) overflows float ("grad[i] + residual[i] ... overflows
+ * float"). QSGD codes a bucket whose norm passes FLT_MAX against FLT_MAX
+ * (its largest elements saturate; error feedback keeps the rest). Advances
  * the step counter (after the last round for multi-round compressors). */
 gs_status gs_compress(gs_compress_state *st, const float *grad, size_t n,
                       void *payload, size_t cap, size_t *bytes);

@@ -592,6 +592,21 @@ gs_status gs_compress(gs_compress_state *st, const float *grad, size_t n,
                         "is %s", st->c->spec, i,
                         isnan(grad[i]) ? "NaN" : grad[i] > 0 ? "infinite (+inf)"
                                                              : "infinite (-inf)");
+  if (st->residual != NULL && !st->kind->own_ef) {
+    const float *e = st->residual;
+    const float gamma = st->opts.ef_decay;
+    /* g + e may overflow where g alone did not: refused before the residual
+     * changes (one vectorisable pass, as above). */
+    bad = 0;
+    for (size_t i = 0; i < n; i++) bad |= !(fabsf(gamma * e[i] + grad[i]) <= FLT_MAX);
+    if (bad)
+      for (size_t i = 0; i < n; i++)
+        if (!(fabsf(gamma * e[i] + grad[i]) <= FLT_MAX))
+          return gs_error(GS_ERR_INVALID_ARG, "gs_compress (compressor %s): grad[%zu] "
+                          "+ residual[%zu] (%g + %g) overflows float; the residual "
+                          "is unchanged", st->c->spec, i, i, (double)grad[i],
+                          (double)(gamma * e[i]));
+  }
   st->last_step = st->step;
   if (st->kind->warmup)
     st->density = gs__warmup_density(st->c->param, st->step, st->opts.warmup_steps);

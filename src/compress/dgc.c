@@ -16,6 +16,7 @@
  * cleared after every step and the unsent momentum is all that carries
  * over.
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -77,6 +78,21 @@ static gs_status dgc_compress(gs_compress_state *st, const float *g,
     if (sqrt(ss) > limit) scale = (float)(limit / sqrt(ss));
   }
   const float m = st->opts.momentum;
+  /* u and v may overflow where g did not: refused before either changes
+   * (gs_compress refuses a g that is not finite). */
+  int bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    const float ui = m * u[i] + scale * g[i];
+    bad |= !(fabsf(ui) <= FLT_MAX) | !(fabsf(v[i] + ui) <= FLT_MAX);
+  }
+  for (size_t i = 0; bad && i < n; i++) {
+    const float ui = m * u[i] + scale * g[i];
+    if (!(fabsf(ui) <= FLT_MAX) || !(fabsf(v[i] + ui) <= FLT_MAX))
+      return gs_error(GS_ERR_INVALID_ARG, "gs_compress (compressor %s): grad[%zu] "
+                      "(%g) overflows float in the %s; the state is unchanged",
+                      st->c->spec, i, (double)g[i],
+                      !(fabsf(ui) <= FLT_MAX) ? "momentum" : "accumulated gradient");
+  }
   for (size_t i = 0; i < n; i++) {
     u[i] = m * u[i] + scale * g[i];
     v[i] += u[i];

@@ -16,6 +16,7 @@
  * sent unscaled and stays unbiased.
  * Payload (opaque.h): header, a norm per bucket, then n codes.
  */
+#include <float.h>
 #include <math.h>
 
 #include "opaque.h"
@@ -43,12 +44,17 @@ static gs_status qsgd_compress(gs_compress_state *st, const float *p,
     gs__opaque_range(n, B, b, &lo, &hi);
     double ss = 0;
     for (size_t i = lo; i < hi; i++) ss += (double)p[i] * p[i];
-    const float norm = (float)sqrt(ss);
+    /* The scale is a float: a bucket whose norm passes FLT_MAX is coded
+     * against FLT_MAX, so its largest elements saturate at s levels (error
+     * feedback keeps the rest) rather than decode to inf * 0. */
+    const double nd = sqrt(ss);
+    const float norm = nd > FLT_MAX ? FLT_MAX : (float)nd;
     double var = 0; /* sum of f (1 - f): the rounding variance in units^2 */
     for (size_t i = lo; i < hi; i++) {
       int q = 0;
       if (norm > 0) {
-        const float r = s * fabsf(p[i]) / norm;
+        /* |p_i| / norm <= 1 first: s |p_i| may overflow. */
+        const float r = fminf(fabsf(p[i]) / norm, 1.0f) * s;
         float l = floorf(r);
         const double f = r - l;
         var += f * (1 - f);

@@ -1297,6 +1297,61 @@ static void test_non_finite(void **unused) {
   }
 }
 
+/* Finite gradients near FLT_MAX: each step either succeeds with a finite
+ * payload and residual, or fails and leaves the state as it was (no NaN or
+ * infinity kept in the residual with GS_OK). The second step's g + e
+ * overflows float where the first sent little. */
+static void test_huge_finite(void **unused) {
+  (void)unused;
+  const size_t n = 64;
+  float g[64], before[64], out[64];
+  for (size_t k = 0; k < NSPECS; k++) {
+    gs_compressor *c = make(all_specs[k]);
+    gs_compress_state *st = state(c, n, 1, 0, 1);
+    size_t cap = gs_compress_capacity(st, 0), bytes = 0;
+    uint32_t *pay = malloc(cap + 4);
+    for (int step = 0; step < 3; step++) {
+      for (size_t i = 0; i < n; i++)
+        g[i] = (i % 3 == 0 ? 3.0e38f : 1.0f) * (i % 2 ? -1.0f : 1.0f);
+      const float *e = gs_compress_residual(st);
+      if (e != NULL) memcpy(before, e, sizeof before);
+      const int s0 = gs_compress_step(st);
+      gs_status s = gs_compress(st, g, n, pay, cap, &bytes);
+      e = gs_compress_residual(st);
+      if (s != GS_OK) {
+        if (strstr(gs_last_error(), all_specs[k]) == NULL)
+          fail_msg("%s: the error does not name the compressor: %s", all_specs[k],
+                   gs_last_error());
+        assert_int_equal(gs_compress_step(st), s0);
+        if (e != NULL && memcmp(before, e, sizeof before) != 0)
+          fail_msg("%s step %d: failed (%s) but changed the residual", all_specs[k],
+                   step, gs_last_error());
+        continue;
+      }
+      for (size_t i = 0; e != NULL && i < n; i++)
+        if (!isfinite(e[i]))
+          fail_msg("%s step %d: GS_OK but residual[%zu] = %g", all_specs[k], step, i,
+                   (double)e[i]);
+      gs_compressor_info info;
+      assert_int_equal(gs_compressor_info_get(c, &info), GS_OK);
+      if (info.rounds == 1) {
+        memset(out, 0, sizeof out);
+        if (gs_decompress_add(st, pay, bytes, out, n) == GS_OK)
+          for (size_t i = 0; i < n; i++)
+            if (!isfinite(out[i]))
+              fail_msg("%s step %d: GS_OK but decoded[%zu] = %g", all_specs[k], step,
+                       i, (double)out[i]);
+      }
+    }
+    for (size_t i = 0; i < n; i++) g[i] = 1.0f;
+    if (gs_compress(st, g, n, pay, cap, &bytes) != GS_OK)
+      fail_msg("%s: a small gradient after: %s", all_specs[k], gs_last_error());
+    free(pay);
+    gs_compress_state_destroy(st);
+    gs_compressor_destroy(c);
+  }
+}
+
 static void test_failures(void **unused) {
   (void)unused;
   const size_t n = 100;
@@ -1388,6 +1443,7 @@ int main(void) {
       cmocka_unit_test(test_determinism),
       cmocka_unit_test(test_failures),
       cmocka_unit_test(test_non_finite),
+      cmocka_unit_test(test_huge_finite),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
