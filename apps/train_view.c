@@ -218,7 +218,9 @@ static const char *option(void *user, const char *field) {
                {"max_steps", "--max-steps"},   {"global_batch", "--global-batch"},
                {"scale_lr_linear", "--scale-lr linear"}, {"precision", "--precision"},
                {"policy", "--policy"},         {"kfac_dist", "--kfac-dist"},
-               {"compress_warmup_steps", "--compress-warmup-steps"}};
+               {"compress_warmup_steps", "--compress-warmup-steps"},
+               {"momentum", "--momentum"},     {"weight_decay", "--weight-decay"},
+               {"dropout", "--dropout"}};
   for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
     if (strcmp(flags[i].field, field) == 0) return flags[i].flag;
   return NULL;

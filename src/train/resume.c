@@ -89,6 +89,30 @@ static const char *kfac_dist(const gs_train_config *c) {
   return gs_kfac_dist_name(c->kfac ? c->kfac->dist : o.dist);
 }
 
+/* The settings a resume may change, told in a note when it does. */
+static const char *const hyper[] = {"lr", "momentum", "weight_decay", "dropout"};
+
+static double hyper_value(const gs_train_config *c, size_t i) {
+  const float v[] = {c->lr, c->momentum, c->weight_decay, c->dropout};
+  return v[i];
+}
+
+/* "--lr 0.05 -> 0.01, --dropout 0 -> 0.5": what this run changes of the
+ * checkpoint's; "" when nothing (or the checkpoint predates recording it). */
+static void resume_changes(const cJSON *m, const gs_train_config *c, char *out, size_t n) {
+  size_t len = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < sizeof hyper / sizeof hyper[0] && len < n; i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, hyper[i]);
+    const double mine = hyper_value(c, i);
+    /* Floats: the JSON's 15 digits may not give back the same double. */
+    if (!cJSON_IsNumber(v) || (float)v->valuedouble == (float)mine) continue;
+    int k = snprintf(out + len, n - len, "%s%s %g -> %g", len ? ", " : "",
+                     train_option(c, hyper[i]), v->valuedouble, mine);
+    if (k > 0) len += (size_t)k;
+  }
+}
+
 static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long epoch) {
   const gs_train_config *c = t->cfg;
   cJSON *m = cJSON_CreateObject();
@@ -117,6 +141,10 @@ static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long e
   /* An epoch's length when --max-steps cuts it (0: the whole set). */
   cJSON_AddNumberToObject(m, "max_steps", (double)(c->max_steps > 0 ? c->max_steps : 0));
   cJSON_AddStringToObject(m, "schedule", c->schedule);
+  /* The optimizer's settings: a resume may change them (a lower rate to
+   * fine-tune), and is told what changed (resume_changes). */
+  for (size_t i = 0; i < sizeof hyper / sizeof hyper[0]; i++)
+    cJSON_AddNumberToObject(m, hyper[i], hyper_value(c, i));
   cJSON_AddNumberToObject(m, "warmup_epochs", c->warmup_epochs);
   cJSON_AddStringToObject(m, "sync", t->sync.ops ? t->sync.ops->name : c->sync);
   cJSON_AddStringToObject(m, "optimizer", t->optim.ops ? t->optim.ops->name : c->optimizer);
@@ -434,6 +462,11 @@ gs_status train_meta_check(const train_ctx *t, const char *ckpt_path,
     /* A checkpoint from before the files existed has none. */
     w->resume_sync_files =
         cJSON_IsNumber(sf) && sf->valuedouble >= 1 ? (int)sf->valuedouble : 0;
+    char changed[512];
+    resume_changes(m, c, changed, sizeof changed);
+    if (changed[0])
+      train_note(t, "resume: the checkpoint's run had other settings, this run goes on "
+                 "with its own: %s", changed);
   }
   if (bad) {
     const char *src =

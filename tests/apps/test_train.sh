@@ -131,6 +131,21 @@ else
   bad "resumed run differs: $(cat "$tmp/r.cmp"; tail -3 "$tmp/half2.log")"
 fi
 
+# A resume may change the optimizer's settings (a lower rate to fine-tune):
+# it goes on with this run's and says what changed; the same settings say
+# nothing.
+for e in 3 4; do
+  "$gs" run -np 2 -- "$gs" train --synthetic 4096 --epochs $e --max-steps 6 --model mlp \
+    --batch 16 --policy wfbp --checkpoint "$tmp/half" --resume --lr 0.01 > "$tmp/half$e.log" 2>&1 ||
+    bad "resume to epoch $e with --lr 0.01 failed: $(tail -3 "$tmp/half$e.log")"
+done
+if grep -q -- "other settings.*--lr 0.05 -> 0.01\$" "$tmp/half3.log" &&
+   ! grep -q "other settings" "$tmp/half4.log"; then
+  ok "a resume with another --lr says so, one with the same settings does not"
+else
+  bad "resume's note on changed settings: $(grep -h "other settings" "$tmp/half3.log" "$tmp/half4.log")"
+fi
+
 # A rank killed with kill -9 ends the run, non-zero, within 60 s; resuming
 # from the last checkpoint finishes it. The kill waits for epoch 1's
 # checkpoint (up to 240 s: under ASan on a loaded 2-core host an epoch of
