@@ -816,9 +816,11 @@ static void free_margv(char **margv, int first_prog, char *host_list) {
   free(host_list);
 }
 
-/* mpirun's stderr, when it comes through a pipe (a run with hosts): passed
- * through unchanged and read line by line for a rank's end of the job
- * (gs_launch_abort_line). */
+/* mpirun's stderr, through a pipe: passed through unchanged and read line
+ * by line for Open MPI's account of the job's end (gs_launch_end_line): a
+ * rank's abort bounds the wait for mpirun, and a rank's exit status is the
+ * run's when mpirun then crashes (Open MPI 4.1's mpirun was seen to die of
+ * SIGSEGV in its finalize after a rank failed, 1 run in 8). */
 typedef struct mpirun_err {
   int fd;                 /* -1: mpirun writes to our stderr itself */
   char line[4096];
@@ -826,6 +828,7 @@ typedef struct mpirun_err {
   double abort_t;         /* when a rank's abort was read (0: none) */
   int abort_rank;
   int exec_failed;        /* mpirun said a host could not find or run the program */
+  gs_launch_end end;
 } mpirun_err;
 
 /* Reads what mpirun wrote to its stderr, waiting at most ms for it. */
@@ -853,10 +856,10 @@ static void pump_mpirun_err(mpirun_err *me, int ms) {
   for (ssize_t i = 0; i < k; i++) {
     if (buf[i] == '\n' || me->len == sizeof me->line - 1) {
       me->line[me->len] = '\0';
-      int rank;
-      if (me->abort_t == 0 && gs_launch_abort_line(me->line, &rank)) {
+      gs_launch_end_line(&me->end, me->line);
+      if (me->abort_t == 0 && me->end.abort_rank >= 0) {
         me->abort_t = now_s();
-        me->abort_rank = rank;
+        me->abort_rank = me->end.abort_rank;
       }
       /* Open MPI 4.1's words for an exec that failed on a host; its exit
        * status then (131, 132) reads like a rank's or a signal's. */
@@ -1825,11 +1828,13 @@ static int cmd_run_parsed(int argc, char **argv) {
      * gets SIGTERM from the kernel (PR_SET_PDEATHSIG, set after the change
      * of user, which clears it) and stops the ranks; the next run removes
      * the namespaces left behind. */
-    /* With hosts, mpirun's stderr comes through a pipe, read for a rank's
-     * MPI_Abort (wait_mpirun); its stdout and stdin stay ours. */
+    /* mpirun's stderr comes through a pipe, read for a rank's MPI_Abort
+     * (wait_mpirun) and exit status (mpirun_err); its stdout and stdin stay
+     * ours. */
     mpirun_err me = {.fd = -1};
+    gs_launch_end_init(&me.end);
     int errp[2] = {-1, -1};
-    if (remote && pipe2(errp, O_CLOEXEC) != 0) errp[0] = errp[1] = -1;
+    if (pipe2(errp, O_CLOEXEC) != 0) errp[0] = errp[1] = -1;
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
@@ -1880,6 +1885,19 @@ static int cmd_run_parsed(int argc, char **argv) {
       } else if (hung) {
         rc = gs_launch_status_code(status);
         if (rc != 0) cli_fail("run", "the first of them to fail ended with status %d", rc);
+      } else if (WIFSIGNALED(status) && (me.end.exit_code > 0 || me.end.sig_rank >= 0)) {
+        /* mpirun died after it said a rank failed: the rank's status is
+         * the run's (the crash is Open MPI's, in its clean-up). */
+        const int code = me.end.exit_code > 0 ? me.end.exit_code : 128 + me.end.sig_num;
+        const int who = me.end.exit_code > 0 ? me.end.exit_rank : me.end.sig_rank;
+        if (who >= 0)
+          cli_fail("run", "rank %d %s %d; mpirun then died of signal %d", who,
+                   me.end.exit_code > 0 ? "exited with status" : "was killed by signal",
+                   me.end.exit_code > 0 ? code : me.end.sig_num, WTERMSIG(status));
+        else
+          cli_fail("run", "a rank exited with status %d; mpirun then died of signal %d", code,
+                   WTERMSIG(status));
+        rc = code;
       } else if (WIFSIGNALED(status)) {
         cli_fail("run", "mpirun was killed by signal %d", WTERMSIG(status));
         rc = 128 + WTERMSIG(status);

@@ -242,6 +242,22 @@ int gs_launch_kill_noted(const gs_launch_pid *list, int n);
  * cut off or frozen never answers, and mpirun then waits for good: a
  * launcher that sees this line bounds the wait. */
 int gs_launch_abort_line(const char *line, int *rank);
+/* What mpirun's output told of how a job ended: the first of each kind
+ * read. Open MPI 4.1's words: "process rank R with PID P on node H exited
+ * on signal S"; "Process name: [[J,1],R]" then "Exit code: C" (the first
+ * rank to exit non-zero); "Remote daemon: ... on node H" (a daemon lost);
+ * and gs_launch_abort_line's. -1 and "" where nothing was read. */
+typedef struct gs_launch_end {
+  int sig_rank, sig_num;
+  char sig_node[GS_LAUNCH_HOST_MAX + 1];
+  int exit_rank, exit_code;
+  char lost_node[GS_LAUNCH_HOST_MAX + 1];
+  int abort_rank;
+} gs_launch_end;
+void gs_launch_end_init(gs_launch_end *e);
+/* Reads one line (without its newline) into *e; 1 if it told something of
+ * the job's end, 0 if not. */
+int gs_launch_end_line(gs_launch_end *e, const char *line);
 /* A waitpid status as a shell's exit code: the code, or 128 + the signal. */
 int gs_launch_status_code(int status);
 

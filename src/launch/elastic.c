@@ -4,21 +4,17 @@
  * max_ranks, one that divides the global batch when the program keeps one),
  * start mpirun on it in its own process group with its output through two
  * pipes, and watch: the pipes (passed through unchanged, and read line by
- * line for Open MPI's account of a failure: "process rank R with PID P on
- * node H exited on signal S", "Process name: [[J,1],R] / Exit code: C",
- * "Remote daemon: ... on node H", and a rank's own end of the job:
- * "MPI_ABORT was invoked on rank R", gs_comm_abort's "gradsync: rank R:
- * fatal: ..."), mpirun's exit, the program's commits
- * (DIR/checkpoint.json's time and position) and the discovery script. Every
- * wait is bounded: after the first sign of a failure mpirun has
- * kill_grace_s to end the other ranks before it is terminated and then
- * killed; a job asked to stop for a resize has stop_wait_s; ranks that
- * outlive a killed mpirun (recorded by pid and start time while they run)
- * are killed before the next launch, so that two jobs never write one
- * checkpoint. Failed slots are left out: a rank killed by a signal costs its
- * host one slot; a host that fails the caller's hosts_ok check (ssh) is left
- * out whole. A rank that exits with an error of its own, or mpirun killed,
- * leaves the world as it was. */
+ * line for Open MPI's account of a failure: gs_launch_end_line), mpirun's
+ * exit, the program's commits (DIR/checkpoint.json's time and position) and
+ * the discovery script. Every wait is bounded: after the first sign of a
+ * failure mpirun has kill_grace_s to end the other ranks before it is
+ * terminated and then killed; a job asked to stop for a resize has
+ * stop_wait_s; ranks that outlive a killed mpirun (recorded by pid and start
+ * time while they run) are killed before the next launch, so that two jobs
+ * never write one checkpoint. Failed slots are left out: a rank killed by a
+ * signal costs its host one slot; a host that fails the caller's hosts_ok
+ * check (ssh) is left out whole. A rank that exits with an error of its own,
+ * or mpirun killed, leaves the world as it was. */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -455,46 +451,19 @@ static long steps_since_commit(const el *e, double t) {
 
 /* What one launch's output told about its end. */
 typedef struct el_watch {
-  int sig_rank, sig_num;            /* a rank killed by a signal (-1: none) */
-  char sig_node[GS_LAUNCH_HOST_MAX + 1];
-  int exit_rank, exit_code;         /* a rank's non-zero exit (-1: none) */
-  char lost_node[GS_LAUNCH_HOST_MAX + 1]; /* a daemon lost ("" none) */
-  int abort_rank;                   /* a rank that ended the job: MPI_ABORT, or
-                                     * gradsync's fatal error (-1: none) */
+  gs_launch_end end;                /* a rank killed, a rank's exit, a daemon
+                                     * lost, a rank that ended the job */
   double first_sign;                /* when the first of these was read (0: none) */
   char line[2][4096];               /* partial lines of stdout, stderr */
   size_t len[2];
 } el_watch;
 
+/* A line of mpirun's output into the account of the job's end. A rank that
+ * ended the job (abort_rank) matters most: mpirun may wait for good for a
+ * host cut off or frozen (the other ranks, and the ssh client to the lost
+ * host, stay up), so nothing else shows the failure. */
 static void parse_line(el *e, el_watch *w, const char *s) {
-  const char *p;
-  int r, sig, pid, a, b;
-  char node[GS_LAUNCH_HOST_MAX + 1];
-  if ((p = strstr(s, "process rank ")) &&
-      sscanf(p, "process rank %d with PID %d on node %253s exited on signal %d", &r, &pid, node,
-             &sig) == 4) {
-    if (w->sig_rank < 0) {
-      w->sig_rank = r;
-      w->sig_num = sig;
-      snprintf(w->sig_node, sizeof w->sig_node, "%s", node);
-    }
-  } else if ((p = strstr(s, "Process name:")) &&
-             sscanf(p, "Process name: [[%d,%d],%d]", &a, &b, &r) == 3) {
-    if (w->exit_rank < 0) w->exit_rank = r;
-  } else if ((p = strstr(s, "Exit code:")) && sscanf(p, "Exit code: %d", &a) == 1) {
-    if (w->exit_code < 0) w->exit_code = a;
-  } else if ((p = strstr(s, "Remote daemon:")) && (p = strstr(p, " on node ")) &&
-             sscanf(p, " on node %253s", node) == 1) {
-    if (!w->lost_node[0]) snprintf(w->lost_node, sizeof w->lost_node, "%s", node);
-  } else if (gs_launch_abort_line(s, &r)) {
-    /* A rank ended the job. mpirun may wait for good for a host cut off
-     * or frozen: the other ranks, and the ssh client to the lost host,
-     * stay up, so nothing else shows the failure. */
-    if (w->abort_rank < 0) w->abort_rank = r;
-  } else {
-    return;
-  }
-  if (w->first_sign == 0) w->first_sign = el_now(e);
+  if (gs_launch_end_line(&w->end, s) && w->first_sign == 0) w->first_sign = el_now(e);
 }
 
 /* Passes a chunk of mpirun's output through and feeds its lines to the
@@ -862,7 +831,7 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
   L->start_t = start;
   el_watch w;
   memset(&w, 0, sizeof w);
-  w.sig_rank = w.exit_rank = w.exit_code = w.abort_rank = -1;
+  gs_launch_end_init(&w.end);
   int open_fds = 2, status = 0, exited = 0;
   double term_at = 0, kill_at = 0, stop_deadline = 0, next_scan = 0, next_commit = 0;
   double all_ended_since = 0;
@@ -1018,7 +987,7 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
   size_t rl = sizeof end->reason;
   /* A rank killed or a daemon lost is a failure whatever the status says;
    * a rank's own exit status (Open MPI's "Exit code:" lines) is not. */
-  int hard = w.sig_rank >= 0 || w.lost_node[0];
+  int hard = w.end.sig_rank >= 0 || w.end.lost_node[0];
   /* A stop asked of a job whose program had not started yet. Open MPI
    * 4.1's mpirun, signalled before the daemons it starts over ssh have
    * called back, exits 0 without ever starting the program: a status 0
@@ -1031,7 +1000,7 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
    * neither its slot nor the program is at fault. */
   int asked = stop_asked && !killed_stop;
   int early_exit = asked && end->status == 0 && !hard && !e->changed;
-  int early_rank = asked && w.sig_rank >= 0 && w.sig_num == SIGUSR1 && !w.lost_node[0];
+  int early_rank = asked && w.end.sig_rank >= 0 && w.end.sig_num == SIGUSR1 && !w.end.lost_node[0];
   /* So may mpirun itself (status 138 once in 81 resizes 0.2 s apart under
    * ASan): the same guess. */
   int early_mpirun = asked && !early_rank && WIFSIGNALED(status) &&
@@ -1051,11 +1020,11 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
   } else if (end->status == 3 && stop_asked && !killed_stop) {
     end->how = END_GROW; /* reason set when asked */
   } else if (early_rank) {
-    int h = rank_host(e, w.sig_rank);
+    int h = rank_host(e, w.end.sig_rank);
     end->how = END_GROW;
     snprintf(r + used, rl - used, "; rank %d on %s was killed by the request's signal %d "
-             "before it could take it", w.sig_rank,
-             h >= 0 && e->use_host_list ? e->host[h].name : w.sig_node, w.sig_num);
+             "before it could take it", w.end.sig_rank,
+             h >= 0 && e->use_host_list ? e->host[h].name : w.end.sig_node, w.end.sig_num);
   } else if (early_mpirun) {
     end->how = END_GROW;
     snprintf(r + used, rl - used, "; mpirun was killed by the request's signal %d before it "
@@ -1071,27 +1040,27 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
     if (killed_stop)
       snprintf(r, rl, "the job did not commit and stop within %.0f s of the request",
                c->stop_wait_s);
-    else if (w.sig_rank >= 0) {
-      int h = rank_host(e, w.sig_rank);
-      snprintf(r, rl, "rank %d on %s killed by signal %d", w.sig_rank,
-               h >= 0 && e->use_host_list ? e->host[h].name : w.sig_node, w.sig_num);
-    } else if (w.lost_node[0])
-      snprintf(r, rl, "lost the daemon on host %s", w.lost_node);
-    else if (w.abort_rank >= 0 && w.exit_rank < 0) /* an exit is the cause, aborts follow */
-      snprintf(r, rl, "rank %d ended the job (MPI_Abort; mpirun's status %d)", w.abort_rank,
+    else if (w.end.sig_rank >= 0) {
+      int h = rank_host(e, w.end.sig_rank);
+      snprintf(r, rl, "rank %d on %s killed by signal %d", w.end.sig_rank,
+               h >= 0 && e->use_host_list ? e->host[h].name : w.end.sig_node, w.end.sig_num);
+    } else if (w.end.lost_node[0])
+      snprintf(r, rl, "lost the daemon on host %s", w.end.lost_node);
+    else if (w.end.abort_rank >= 0 && w.end.exit_rank < 0) /* an exit is the cause, aborts follow */
+      snprintf(r, rl, "rank %d ended the job (MPI_Abort; mpirun's status %d)", w.end.abort_rank,
                end->status);
     else if (WIFSIGNALED(status))
       snprintf(r, rl, "mpirun killed by signal %d", WTERMSIG(status));
-    else if (w.exit_rank >= 0)
-      snprintf(r, rl, "rank %d exited with status %d", w.exit_rank,
-               w.exit_code >= 0 ? w.exit_code : end->status);
+    else if (w.end.exit_rank >= 0)
+      snprintf(r, rl, "rank %d exited with status %d", w.end.exit_rank,
+               w.end.exit_code >= 0 ? w.end.exit_code : end->status);
     else
       snprintf(r, rl, "mpirun exited with status %d", end->status);
     /* Leave out what failed: a killed rank's slot, a host that cannot be
      * reached (every host of the launch is checked: a lost sshd shows no
      * other way). */
-    if (w.sig_rank >= 0 && !killed_stop) {
-      int h = rank_host(e, w.sig_rank);
+    if (w.end.sig_rank >= 0 && !killed_stop) {
+      int h = rank_host(e, w.end.sig_rank);
       if (h >= 0) e->host[h].lost++;
     }
     /* the check begun at the first sign, or one now: every host at once,
@@ -1117,9 +1086,9 @@ static gs_status run_launch(el *e, el_end *end, char *why, size_t why_len) {
      * lists (a manager took a lost node back) is a node loss too; a
      * program's own error is not, whatever the listing says. */
     int at = -1;
-    if (w.sig_rank >= 0) at = rank_host(e, w.sig_rank);
-    for (int k = 0; at < 0 && w.lost_node[0] && k < e->nhost; k++)
-      if (strcmp(e->host[k].name, w.lost_node) == 0) at = k;
+    if (w.end.sig_rank >= 0) at = rank_host(e, w.end.sig_rank);
+    for (int k = 0; at < 0 && w.end.lost_node[0] && k < e->nhost; k++)
+      if (strcmp(e->host[k].name, w.end.lost_node) == 0) at = k;
     if (at >= 0 && !killed_stop && !e->host[at].banned && c->discover) {
       discover(e);
       int placed = 0;

@@ -139,3 +139,36 @@ int gs_launch_abort_line(const char *line, int *rank) {
   }
   return 0;
 }
+
+void gs_launch_end_init(gs_launch_end *e) {
+  memset(e, 0, sizeof *e);
+  e->sig_rank = e->sig_num = e->exit_rank = e->exit_code = e->abort_rank = -1;
+}
+
+int gs_launch_end_line(gs_launch_end *e, const char *s) {
+  const char *p;
+  int r, sig, pid, a, b;
+  char node[GS_LAUNCH_HOST_MAX + 1];
+  if ((p = strstr(s, "process rank ")) &&
+      sscanf(p, "process rank %d with PID %d on node %253s exited on signal %d", &r, &pid, node,
+             &sig) == 4) {
+    if (e->sig_rank < 0) {
+      e->sig_rank = r;
+      e->sig_num = sig;
+      snprintf(e->sig_node, sizeof e->sig_node, "%s", node);
+    }
+  } else if ((p = strstr(s, "Process name:")) &&
+             sscanf(p, "Process name: [[%d,%d],%d]", &a, &b, &r) == 3) {
+    if (e->exit_rank < 0) e->exit_rank = r;
+  } else if ((p = strstr(s, "Exit code:")) && sscanf(p, "Exit code: %d", &a) == 1) {
+    if (e->exit_code < 0) e->exit_code = a;
+  } else if ((p = strstr(s, "Remote daemon:")) && (p = strstr(p, " on node ")) &&
+             sscanf(p, " on node %253s", node) == 1) {
+    if (!e->lost_node[0]) snprintf(e->lost_node, sizeof e->lost_node, "%s", node);
+  } else if (gs_launch_abort_line(s, &r)) {
+    if (e->abort_rank < 0) e->abort_rank = r;
+  } else {
+    return 0;
+  }
+  return 1;
+}
