@@ -98,22 +98,17 @@ MSG
 kill -SEGV $$
 SH
 chmod +x "$scratch/crash_mpirun"
-"$G" run -np 2 --mpirun "$scratch/crash_mpirun" -- /bin/true >"$out" 2>&1
-rc=$?
-if [ "$rc" = 3 ] && grep -q "rank 1 exited with status 3; mpirun then died of signal 11" "$out"; then
-  pass "an mpirun that crashes after a rank failed: the rank's status (exit 3)"
-else
-  fail "an mpirun that crashes after a rank failed: exit $rc, wanted 3: $(tail -2 "$out")"
-fi
+crash_case() { # crash_case STATUS MESSAGE WHAT
+  "$G" run -np 2 --mpirun "$scratch/crash_mpirun" -- /bin/true >"$out" 2>&1
+  local rc=$?
+  if [ "$rc" = "$1" ] && grep -q "$2" "$out"; then pass "$3 (exit $rc)"
+  else fail "$3: exit $rc, wanted $1: $(tail -2 "$out")"; fi
+}
+crash_case 3 "rank 1 exited with status 3; mpirun then died of signal 11" \
+  "an mpirun that crashes after a rank failed: the rank's status"
 # Without a failed rank said first, its crash is the run's status.
 printf '#!/bin/sh\nkill -SEGV $$\n' >"$scratch/crash_mpirun"
-"$G" run -np 2 --mpirun "$scratch/crash_mpirun" -- /bin/true >"$out" 2>&1
-rc=$?
-if [ "$rc" = 139 ] && grep -q "mpirun was killed by signal 11" "$out"; then
-  pass "an mpirun that crashes alone: exit 139"
-else
-  fail "an mpirun that crashes alone: exit $rc, wanted 139: $(tail -2 "$out")"
-fi
+crash_case 139 "mpirun was killed by signal 11" "an mpirun that crashes alone"
 
 echo "== ranks are not bound to a core"
 # Open MPI's default binds a launch's ranks to cores from core 0 when they
