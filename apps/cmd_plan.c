@@ -1027,8 +1027,14 @@ int cmd_plan(int argc, char **argv) {
       return 2;
     }
     gs_cost_topo topo = {workers, nodes > 0 ? nodes : workers};
-    if (gs_plan_cost_from_net(&params, topo, algo, &cost) != GS_OK) {
-      cli_error(VERB, "--algo %s: %s", algo_name, gs_last_error());
+    /* A cost file's measured points price the messages (the curve through
+     * them), as simulate prices them; a preset's calibrated curve, or its
+     * line, otherwise. */
+    if (gs_plan_cost_measured(&params, topo, algo, &cost) != GS_OK) {
+      if (cost_file)
+        cli_error(VERB, "--cost %s (--algo %s): %s", cost_file, algo_name, gs_last_error());
+      else
+        cli_error(VERB, "--algo %s: %s", algo_name, gs_last_error());
       return 2;
     }
     zparams = params;

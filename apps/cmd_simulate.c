@@ -467,11 +467,28 @@ static int replay_field(const char *path, size_t lineno, const cJSON *row, const
   return 2;
 }
 
+/* Rows read but not fitted: of another cluster shape, of a compressed plan
+ * (replay --compress: its groups moved the compressor's payload and spent
+ * its coding time, not grad_bytes through dense collectives), or of no
+ * communication. */
+typedef struct replay_left {
+  size_t other, compressed, idle;
+} replay_left;
+
+/* A row of a plan that sent some group compressed: compressed_groups > 0,
+ * or, in a row without that field, a compress spec other than "none". */
+static int row_compressed(const cJSON *row) {
+  const cJSON *cg = cJSON_GetObjectItem(row, "compressed_groups");
+  if (cJSON_IsNumber(cg)) return cg->valuedouble > 0;
+  const cJSON *z = cJSON_GetObjectItem(row, "compress");
+  return cJSON_IsString(z) && strcmp(z->valuestring, "none") != 0;
+}
+
 /* Reads the rows of one replay file measured on `ranks` ranks and `nodes`
- * nodes into ar (plans other than dear) and rsag (dear's); *other counts the
- * rows of other shapes. Returns 0, 1 (out of memory) or 2 (bad file). */
+ * nodes into ar (plans other than dear) and rsag (dear's); *left counts the
+ * rows not fitted. Returns 0, 1 (out of memory) or 2 (bad file). */
 static int read_replay(const char *path, const char *profile_path, int ranks, int nodes,
-                       obs *ar, obs *rsag, size_t *other) {
+                       obs *ar, obs *rsag, replay_left *left) {
   FILE *f = fopen(path, "r");
   if (f == NULL) {
     cli_error(VERB, "--replay: cannot open '%s': %s", path, strerror(errno));
@@ -509,13 +526,16 @@ static int read_replay(const char *path, const char *profile_path, int ranks, in
                  (gb && replay_field(path, lineno, row, "grad_bytes", 'b'))) {
         rc = 2;
       } else if ((int)r->valuedouble != ranks || (int)nd->valuedouble != nodes) {
-        (*other)++;
+        left->other++;
+      } else if (row_compressed(row)) {
+        left->compressed++;
+      } else if (c->valuedouble == 0) {
+        left->idle++;
       } else if ((bytes = row_bytes(row, profile_path, &last)) <= 0) {
         cli_error(VERB, "--replay: %s:%zu has no grad_bytes, and no profile of its name "
                   "is beside --profile", path, lineno);
         rc = 2;
-      } else if (c->valuedouble > 0 &&
-                 obs_add(strcmp(ch->valuestring, "dear") == 0 ? rsag : ar,
+      } else if (obs_add(strcmp(ch->valuestring, "dear") == 0 ? rsag : ar,
                          g->valuedouble, bytes, c->valuedouble) != 0) {
         rc = 1;
       }
@@ -528,22 +548,25 @@ static int read_replay(const char *path, const char *profile_path, int ranks, in
   return rc;
 }
 
-/* The costs of --replay FILE[,FILE...]: *nar and *nrsag are the rows fitted. */
-static int replay_cost(const sim_opts *o, gs_plan_cost *cost, size_t *nar, size_t *nrsag) {
+/* The costs of --replay FILE[,FILE...]: *nar and *nrsag are the rows fitted,
+ * *ncompressed the rows of compressed plans left out. */
+static int replay_cost(const sim_opts *o, gs_plan_cost *cost, size_t *nar, size_t *nrsag,
+                       size_t *ncompressed) {
   obs ar = {0}, rsag = {0};
-  size_t other = 0;
+  replay_left left = {0, 0, 0};
   int rc = 0, nodes = o->workers / o->per_node;
   char *list = strdup(o->replay), *save = NULL;
   if (list == NULL) rc = 1;
   for (char *p = list ? strtok_r(list, ",", &save) : NULL; p && rc == 0;
        p = strtok_r(NULL, ",", &save))
-    rc = read_replay(p, o->profile, o->workers, nodes, &ar, &rsag, &other);
+    rc = read_replay(p, o->profile, o->workers, nodes, &ar, &rsag, &left);
   free(list);
   double a = 0, b = 0, ra = 0, rb = 0;
   if (rc == 0 && ar.n == 0) {
     cli_error(VERB, "--replay %s: no row of a plan other than dear measured on %d ranks "
-              "on %d nodes (%zu rows of other shapes, %zu of dear)", o->replay,
-              o->workers, nodes, other, rsag.n);
+              "on %d nodes (%zu rows of other shapes, %zu of dear, %zu of a compressed "
+              "plan, %zu without communication)", o->replay, o->workers, nodes, left.other,
+              rsag.n, left.compressed, left.idle);
     rc = 2;
   }
   if (rc == 0 && (gs_cost_fit_totals(ar.g, ar.bytes, ar.secs, ar.n, &a, &b) != GS_OK ||
@@ -563,6 +586,7 @@ static int replay_cost(const sim_opts *o, gs_plan_cost *cost, size_t *nar, size_
   }
   *nar = ar.n;
   *nrsag = rsag.n;
+  *ncompressed = left.compressed;
   obs_free(&ar);
   obs_free(&rsag);
   return rc;
@@ -683,7 +707,7 @@ int cmd_simulate(int argc, char **argv) {
     return 2;
   }
   gs_plan_cost cost;
-  size_t replay_ar = 0, replay_rsag = 0;
+  size_t replay_ar = 0, replay_rsag = 0, replay_compressed = 0;
   if (o.have_ar) {
     if (gs_plan_cost_from_ab(o.ar_a, o.ar_b, &cost) != GS_OK) {
       cli_error(VERB, "--ar: %s", gs_last_error());
@@ -693,7 +717,8 @@ int cmd_simulate(int argc, char **argv) {
     if (o.have_rs) gs_cost_curve_affine(o.rs_a, o.rs_b, &cost.rs);
     if (o.have_ag) gs_cost_curve_affine(o.ag_a, o.ag_b, &cost.ag);
   } else if (o.replay) {
-    if ((rc = replay_cost(&o, &cost, &replay_ar, &replay_rsag)) != 0) return rc;
+    rc = replay_cost(&o, &cost, &replay_ar, &replay_rsag, &replay_compressed);
+    if (rc != 0) return rc;
   } else if (gs_plan_cost_measured(&params, topo, algo, &cost) != GS_OK) {
     /* An algorithm without a cost, or a cost file's point the loader let by. */
     if (o.cost_file)
@@ -795,6 +820,10 @@ int cmd_simulate(int argc, char **argv) {
       printf("costs fitted to %zu replayed plans' communication (%s)%s\n", replay_ar + replay_rsag,
              o.replay, replay_rsag ? "" : "; no dear rows: reduce-scatter and all-gather are "
              "halves of the all-reduce");
+    if (replay_compressed)
+      printf("%zu row%s of a compressed plan left out (its groups moved the compressor's "
+             "payload, not their bytes through all-reduces)\n", replay_compressed,
+             replay_compressed == 1 ? "" : "s");
     if (o.have_rs || o.have_ag || replay_rsag)
       printf("reduce-scatter %.3e s + %.3e s/B, all-gather %.3e s + %.3e s/B\n",
              cost.rs.a, cost.rs.b, cost.ag.a, cost.ag.b);
