@@ -44,20 +44,55 @@ static double ring_allreduce(const gs_cost_params *c, int p, double n) {
   return 2.0 * (p - 1) * c->alpha + 2.0 * f * n * c->beta + f * n * c->gamma;
 }
 
+/* The exchanges of recursive doubling and Rabenseifner pair rank r with
+ * r ^ mask. On N nodes of L ranks each (consecutive ranks on a node, as
+ * `gradsync run` and Open MPI's by-slot mapping place them), the lg L
+ * exchanges with mask < L stay inside a node (alpha_local, beta_local) and
+ * the other lg(p/L) cross it with all L of the node's ranks sending at
+ * once through its one link: each such step moves L times a rank's bytes
+ * through the link. Until 2026-12-07 every step was priced as if each rank
+ * had a link of its own, which made Rabenseifner look fastest on 64 ranks
+ * of 8 a node (where the two-level algorithm is). L is 1 with one rank a
+ * node, and with every rank on one node (whose links the caller gives:
+ * links_of); a count of ranks per node that is not a power of two is
+ * priced as if its lg_floor(L) smallest masks stayed inside it. */
+typedef struct xsteps {
+  int L, intra, cross; /* ranks sharing a link; exchanges inside, across nodes */
+} xsteps;
+
+static xsteps exchange_steps(gs_cost_topo t) {
+  xsteps x = {1, 0, lg_floor(floor_pow2(t.ranks))};
+  if (t.nodes > 1 && t.nodes < t.ranks) {
+    x.L = t.ranks / t.nodes;
+    x.intra = GS_MIN(lg_floor(x.L), x.cross);
+    x.cross -= x.intra;
+  }
+  return x;
+}
+
 /* Recursive doubling: lg p exchanges of the whole vector.
- * lg p (a + n b + n g) [Thakur et al. Sec. 4.4]. */
-static double rd_allreduce(const gs_cost_params *c, int p, double n) {
-  int q = floor_pow2(p);
-  return lg_floor(q) * (c->alpha + n * c->beta + n * c->gamma) +
+ * lg p (a + n b + n g) [Thakur et al. Sec. 4.4]; on nodes of L ranks
+ * lg L (a_l + n b_l) + lg(p/L) (a + L n b) + lg p n g. */
+static double rd_allreduce(const gs_cost_params *c, gs_cost_topo t, double n) {
+  int p = t.ranks, q = floor_pow2(p);
+  xsteps x = exchange_steps(t);
+  return x.cross * (c->alpha + x.L * n * c->beta) +
+         x.intra * (c->alpha_local + n * c->beta_local) + lg_floor(q) * n * c->gamma +
          fold_cost(c, p, n, 1);
 }
 
 /* Rabenseifner: recursive-halving reduce-scatter + recursive-doubling
- * allgather. 2 lg p a + 2(p-1)/p n b + (p-1)/p n g [Thakur et al. Sec. 4.4]. */
-static double rab_allreduce(const gs_cost_params *c, int p, double n) {
-  int q = floor_pow2(p);
-  double f = (double)(q - 1) / q;
-  return 2.0 * lg_floor(q) * c->alpha + 2.0 * f * n * c->beta +
+ * allgather. 2 lg p a + 2(p-1)/p n b + (p-1)/p n g [Thakur et al. Sec. 4.4].
+ * The halving starts at the largest mask, so on nodes of L ranks the first
+ * lg(p/L) steps (n/2, n/4, ... of each rank's bytes) cross nodes, L ranks
+ * at a time: 2 lg(p/L) a + 2 L (1 - L/p) n b + 2 lg L a_l
+ * + 2 (L/p - 1/p) n b_l + (p-1)/p n g. */
+static double rab_allreduce(const gs_cost_params *c, gs_cost_topo t, double n) {
+  int p = t.ranks, q = floor_pow2(p);
+  xsteps x = exchange_steps(t);
+  double f = (double)(q - 1) / q, kept = ldexp(1.0, -x.cross);
+  return 2.0 * x.cross * c->alpha + 2.0 * x.L * (1.0 - kept) * n * c->beta +
+         2.0 * x.intra * c->alpha_local + 2.0 * (kept - 1.0 / q) * n * c->beta_local +
          f * n * c->gamma + fold_cost(c, p, n, 1);
 }
 
@@ -149,8 +184,8 @@ static double formula(const gs_cost_params *c, gs_cost_topo t, gs_algo algo,
   int p = t.ranks;
   switch (algo) {
     case GS_ALGO_RING: return p <= 1 ? 0.0 : ring_allreduce(c, p, bytes);
-    case GS_ALGO_RD: return p <= 1 ? 0.0 : rd_allreduce(c, p, bytes);
-    case GS_ALGO_RABENSEIFNER: return p <= 1 ? 0.0 : rab_allreduce(c, p, bytes);
+    case GS_ALGO_RD: return p <= 1 ? 0.0 : rd_allreduce(c, t, bytes);
+    case GS_ALGO_RABENSEIFNER: return p <= 1 ? 0.0 : rab_allreduce(c, t, bytes);
     case GS_ALGO_HIER: return p <= 1 ? 0.0 : hier_allreduce(c, t, bytes);
     default: return -1.0;
   }

@@ -198,6 +198,54 @@ static void test_hier_shares_node_link(void **state) {
   }
 }
 
+/* Recursive doubling and Rabenseifner on N nodes of L ranks: the exchanges
+ * with mask < L stay inside a node, the others cross it with all L ranks
+ * sending through its one link. With free node-local steps, on 8 ranks of 2
+ * a node (2 of 3 exchanges across): recursive doubling 2 (a + 2 n b), not
+ * 3 (a + n b); Rabenseifner 4 a + 2 * 2 * (3/4) n b, not 6 a + 2 (7/8) n b.
+ * Until 2026-12-07 each rank was priced with a link of its own, so that
+ * Rabenseifner looked faster than the ring and the two-level algorithm
+ * on nodes of 8. */
+static void test_exchanges_share_node_link(void **state) {
+  (void)state;
+  gs_cost_params c = {.alpha = 1e-3, .beta = 1e-7};
+  const double n = 64e6;
+  gs_cost_topo t = {8, 4};
+  assert_close(gs_cost_allreduce(&c, t, GS_ALGO_RD, n), 2 * (c.alpha + 2 * n * c.beta), 1e-12);
+  assert_close(gs_cost_allreduce(&c, t, GS_ALGO_RABENSEIFNER, n), 4 * c.alpha + 3 * n * c.beta,
+               1e-12);
+  /* One rank a node: the textbook formulas. */
+  gs_cost_topo flat = {8, 8};
+  assert_close(gs_cost_allreduce(&c, flat, GS_ALGO_RD, n), 3 * (c.alpha + n * c.beta), 1e-12);
+  assert_close(gs_cost_allreduce(&c, flat, GS_ALGO_RABENSEIFNER, n),
+               6 * c.alpha + 2 * 0.875 * n * c.beta, 1e-12);
+  /* A node's link carries at least what the ring puts through it, on any
+   * split into nodes of L (the bandwidth term), and the node-local steps
+   * are priced on the node's links. */
+  gs_cost_params cl = c;
+  cl.alpha_local = 2e-6;
+  cl.beta_local = 1e-10;
+  for (int nodes = 2; nodes <= 16; nodes *= 2)
+    for (int local = 2; local <= 8; local *= 2) {
+      gs_cost_topo tl = {nodes * local, nodes};
+      double ring = 2.0 * (nodes * local - 1) / (nodes * local) * n * c.beta;
+      for (size_t a = 1; a < 3; a++) {
+        double v = gs_cost_allreduce(&cl, tl, allreduce_algos[a], n);
+        if (v < ring * (1 - 1e-12))
+          fail_msg("%s on %d nodes of %d: %g s, below the ring's bytes through a link (%g s)",
+                   gs_algo_name(allreduce_algos[a]), nodes, local, v, ring);
+      }
+    }
+  /* Nodes of 8 on 100GbIB: the fastest is not Rabenseifner. */
+  gs_cost_params ib;
+  assert_int_equal(gs_cost_preset("100GbIB", &ib), GS_OK);
+  gs_cost_topo t64 = {64, 8};
+  double best = -1;
+  gs_algo pick = gs_cost_best_allreduce(&ib, t64, 102.2e6, &best);
+  if (pick == GS_ALGO_RABENSEIFNER || pick == GS_ALGO_RD)
+    fail_msg("64 ranks, 8 a node, 100GbIB: %s chosen (%g s)", gs_algo_name(pick), best);
+}
+
 /* Every worker on one node: no byte crosses a node, so every algorithm is
  * priced on the node's links (alpha_local, beta_local), the hierarchical
  * formula is the node-local ring, and the best costs no more than it. */
@@ -507,6 +555,11 @@ static void test_calibrate_hier(void **state) {
   (void)state;
   check_calibration(GS_ALGO_HIER, (gs_cost_topo){8, 2});
   check_calibration(GS_ALGO_HIER, (gs_cost_topo){12, 4});
+  /* And the exchanges' formulas on nodes of several ranks, whose
+   * node-local steps the fit leaves to alpha_local and beta_local. */
+  check_calibration(GS_ALGO_RD, (gs_cost_topo){8, 2});
+  check_calibration(GS_ALGO_RABENSEIFNER, (gs_cost_topo){8, 2});
+  check_calibration(GS_ALGO_RABENSEIFNER, (gs_cost_topo){12, 4});
 }
 
 static void test_calibrate_invalid(void **state) {
@@ -1128,6 +1181,7 @@ int main(void) {
       cmocka_unit_test(test_net_names),
       cmocka_unit_test(test_bandwidth_term),
       cmocka_unit_test(test_hier_shares_node_link),
+      cmocka_unit_test(test_exchanges_share_node_link),
       cmocka_unit_test(test_one_node_prices_node_links),
       cmocka_unit_test(test_p1_costs_zero),
       cmocka_unit_test(test_costs_monotone),
