@@ -699,9 +699,12 @@ int cmd_simulate(int argc, char **argv) {
   gs_cost_topo topo = {o.workers, o.workers / o.per_node};
   gs_cost_params params;
   if ((rc = make_params(&o, topo, &params)) != 0) return rc;
-  /* Hierarchical between nodes of several workers; otherwise the best flat
-   * algorithm at large sizes. */
-  gs_algo algo = o.per_node > 1 && o.workers > o.per_node ? GS_ALGO_HIER : GS_ALGO_AUTO;
+  /* The communicator's choice (gs_cost_best_allreduce) unless --algo names
+   * one. Until 2026-12-07 nodes of several workers always took the
+   * hierarchical algorithm, where plan and the communicator take the
+   * fastest: the two disagreed on one cluster (ResNet-50 on 64 workers, 8
+   * a node, on 100GbIB: 21% apart). */
+  gs_algo algo = GS_ALGO_AUTO;
   if (o.algo && strcmp(o.algo, "auto") != 0 && gs_algo_parse(o.algo, &algo) != GS_OK) {
     cli_error(VERB, "--algo: %s", gs_last_error());
     return 2;
@@ -798,11 +801,21 @@ int cmd_simulate(int argc, char **argv) {
     printf("profile %s: %zu tensors, %.1f MB, forward %.1f ms, backward %.1f ms%s\n",
            prof->name, prof->ntensors, bytes / 1e6, prof->forward_s * 1e3, bwd * 1e3,
            o.scale != 1.0 ? " (times scaled)" : "");
+    /* The algorithm: none where the costs were measured as they ran; auto's
+     * choice for a message of all the gradients. */
+    char algo_label[64];
+    if (o.have_ar || o.replay)
+      snprintf(algo_label, sizeof algo_label, "as measured");
+    else if (algo == GS_ALGO_AUTO && o.workers > 1)
+      snprintf(algo_label, sizeof algo_label, "auto: %s for all %.1f MB",
+               gs_algo_name(gs_cost_best_allreduce(&params, topo, bytes, NULL)), bytes / 1e6);
+    else
+      snprintf(algo_label, sizeof algo_label, "%s", gs_algo_name(algo));
     printf("cluster: %d workers, %d per node, %s (%s); all-reduce %.3e s + %.3e s/B\n",
            o.workers, o.per_node,
            o.net ? o.net : o.cost_file ? o.cost_file : o.have_ar ? "--ar"
            : o.replay ? "--replay" : "--intra/--inter",
-           gs_algo_name(algo), cost.ar.a, cost.ar.b);
+           algo_label, cost.ar.a, cost.ar.b);
     char assumes[1024];
     if (o.net && gs_net_describe(o.net, assumes, sizeof assumes) == GS_OK)
       printf("network %s\n", assumes);

@@ -41,8 +41,11 @@ efficiency() {
   local from=${5:-4}
   for n in "${workers[@]}"; do
     [ "$n" -ge "$from" ] || continue
-    local k=$(( n < kmax ? n : kmax )) row="$n"
-    "$gs" simulate --profile "$prof" --workers "$n" --per-node "$k" --net 10GbE \
+    local k=$(( n < kmax ? n : kmax )) row="$n" algo=()
+    # Nodes of several workers: the hierarchical all-reduce, named (since
+    # 2026-12-07 simulate's default is the communicator's choice).
+    [ "$k" -gt 1 ] && algo=(--algo hier)
+    "$gs" simulate --profile "$prof" --workers "$n" --per-node "$k" --net 10GbE "${algo[@]}" \
       --compute-scale "$scale" --jitter "$jit" --iters "$iters" --seed 1 --json > "$tmp/e.jsonl"
     for p in "${policies[@]}"; do
       row="$row $(python3 -c "
@@ -64,7 +67,7 @@ efficiency sim_efficiency_jitter 8 0.05 20 16
 gnuplot -e "DATA='$out/sim_efficiency_jitter.dat'; OUT='$out/sim_efficiency_jitter'; TITLE='ResNet-50 (compute 0.1 s), 10GbE preset, 8 workers per node (hierarchical), jitter CV 0.05, 20 iterations'" bench/sim_efficiency.gp
 
 # The Gantt picture from the Chrome trace.
-"$gs" simulate --profile "$prof" --workers 64 --per-node 8 --net 10GbE --policy mgwfbp \
+"$gs" simulate --profile "$prof" --workers 64 --per-node 8 --net 10GbE --algo hier --policy mgwfbp \
   --compute-scale "$scale" \
   --jitter 0.05 --iters 3 --seed 1 --trace "$tmp/trace.json" > "$tmp/gantt.txt"
 rows=$(python3 - "$tmp/trace.json" "$out/sim_gantt.dat" <<'PY'
