@@ -666,8 +666,9 @@ static int plan_search(const search_opts *so) {
     snprintf(sync, sizeof sync, "parameter servers (%d, %s)", r->ps_servers, so->ps_sync);
   else
     snprintf(sync, sizeof sync, "all-reduce");
-  printf("\nrecommendation: %d workers (%d per node, %d nodes), %s, policy %s, %s", r->workers,
-         per_node, r->nodes, sync, res.sync == GS_SEARCH_PS ? "-" : rec_policy,
+  printf("\nrecommendation: %d worker%s (%d per node, %d node%s), %s, policy %s, %s",
+         r->workers, r->workers == 1 ? "" : "s", per_node, r->nodes, r->nodes == 1 ? "" : "s",
+         sync, res.sync == GS_SEARCH_PS ? "-" : rec_policy,
          zc ? zc->spec : "dense");
   if (max_global_batch) printf(", batch %d per worker", r->batch);
   printf(": iteration %.3f ms, efficiency %.3f, %.2f MB per step\n", rec_iter * 1e3, rec_eff,
@@ -705,7 +706,8 @@ static int plan_search(const search_opts *so) {
            max_global_batch ? "samples per second" : "iterations x workers per second",
            r->pick_iter_s * 1e3, r->pick_efficiency,
            r->compress_pick >= 0 ? ", compressed" : "");
-  printf("  - per node %d: as asked (--per-node); %d nodes\n", per_node, r->nodes);
+  printf("  - per node %d: as asked (--per-node); %d node%s\n", per_node, r->nodes,
+         r->nodes == 1 ? "" : "s");
   /* batch */
   if (max_global_batch)
     printf("  - batch %d per worker: the most within %d in all%s; compute taken as linear "
@@ -717,9 +719,9 @@ static int plan_search(const search_opts *so) {
            prof->batch_size);
   /* sync */
   printf("  - sync %s: %d parameter servers (the fewest whose links are not the bottleneck "
-         "against %d workers' pushes) would take %.3f ms under %s (efficiency %.3f), "
+         "against %d worker%s pushes) would take %.3f ms under %s (efficiency %.3f), "
          "all-reduce %.3f ms%s\n", res.sync == GS_SEARCH_PS ? "parameter servers" : "all-reduce",
-         r->ps_servers, r->workers, r->ps_iter_s * 1e3, so->ps_sync,
+         r->ps_servers, r->workers, r->workers == 1 ? "'s" : "s'", r->ps_iter_s * 1e3, so->ps_sync,
          r->ps_iter_s > 0 ? r->one_worker_s / r->ps_iter_s : 1.0, r->iter_s[r->best] * 1e3,
          res.sync == GS_SEARCH_PS ? " (on that many more machines)" : "");
   /* policy */

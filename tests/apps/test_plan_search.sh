@@ -111,7 +111,9 @@ fi
 # Text output says why.
 "$G" plan --search --profile "$tmp/comm.json" --net 1gbit --max-workers 8 \
   --target efficiency:0.8 >"$tmp/t" 2>&1
-if grep -q "^recommendation: 1 workers" "$tmp/t" &&
+if grep -q "^recommendation: 1 worker (1 per node, 1 node)," "$tmp/t" &&
+   grep -q "per node 1: as asked (--per-node); 1 node$" "$tmp/t" &&
+   grep -q "against 1 worker's pushes" "$tmp/t" &&
    grep -q "workers 1: efficiency 1.000 (.* ms) meets 0.80; at 2 workers it falls to" "$tmp/t" &&
    grep -q "^  - compression none" "$tmp/t"; then
   pass "text output: recommendation and why"
