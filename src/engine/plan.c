@@ -290,13 +290,13 @@ gs_status gs_plan_policy_parse(const char *spec, gs_plan_policy *out) {
     const char *s = spec + 7, *comma = strchr(s, ',');
     const char *end = comma ? comma : s + strlen(s);
     if (parse_mb(s, end, &out->bucket_mb) != 0)
-      return gs_error(GS_ERR_PARSE, "policy '%s': bucket size must be a positive "
-                      "number of MB", spec);
+      return gs_error(GS_ERR_PARSE, "policy '%s': bucket size must be a number of MB "
+                      "above 0, at most 1e9", spec);
     if (comma) {
       if (strncmp(comma + 1, "first=", 6) != 0 ||
           parse_mb(comma + 7, comma + 7 + strlen(comma + 7), &out->first_mb) != 0)
         return gs_error(GS_ERR_PARSE, "policy '%s': expected bucket:<MB>,first=<MB>"
-                        " with positive sizes", spec);
+                        " with sizes above 0, at most 1e9 MB", spec);
     }
     out->kind = GS_PLAN_BUCKET;
     return GS_OK;

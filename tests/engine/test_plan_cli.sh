@@ -32,7 +32,8 @@ expect 2 "--algo" -- --profile "$P" --net 10GbE --workers 8 --algo pipeline
 expect 2 "unknown policy 'fastest'" -- --profile "$P" --a 1e-3 --b 1e-9 --policy fastest
 expect 2 "bucket" -- --profile "$P" --a 1e-3 --b 1e-9 --policy bucket:-3
 # Numbers are decimal (docs/CLI.md): strtod read 0x10 as 16.
-expect 2 "bucket size must be a positive" -- --profile "$P" --a 1e-3 --b 1e-9 --policy bucket:0x10
+expect 2 "bucket size must be a number of MB above 0, at most 1e9" -- --profile "$P" --a 1e-3 --b 1e-9 --policy bucket:0x10
+expect 2 "at most 1e9" -- --profile "$P" --a 1e-3 --b 1e-9 --policy bucket:1e30
 expect 2 "first=" -- --profile "$P" --a 1e-3 --b 1e-9 --policy bucket:25,first=inf
 expect 2 "/nonexistent.json" -- --profile /nonexistent.json --a 1e-3 --b 1e-9
 expect 2 "unexpected argument" -- --profile "$P" --a 1e-3 --b 1e-9 extra
