@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Data-parallel training of torchvision's ResNet-18 (11.7 M parameters in
+"""Data-parallel training of torchvision's ResNet-18 (11.2 M parameters in
 62 tensors, 10 classes) on synthetic 32x32 images with gradsync.torch: a
 throughput example, for networks whose gradients are large.
 
