@@ -522,7 +522,9 @@ gs_status gs_sim_run(const gs_profile *profile, const gs_plan_cost *cost,
     else {
       out->iter_s = sum_iter / cfg->iters;
       out->straggler_s = sum_slow / cfg->iters - t1;
-      out->exposed_comm_s = out->iter_s - t1 - out->straggler_s;
+      /* An iteration ends after its slowest worker's compute, so what is
+       * left is never below 0 but by rounding (-2e-16 s with one worker). */
+      out->exposed_comm_s = GS_MAX(0.0, out->iter_s - t1 - out->straggler_s);
       out->efficiency = out->iter_s > 0 ? t1 / out->iter_s : 1.0;
       out->events = s.events;
       out->straggler = s.straggler;

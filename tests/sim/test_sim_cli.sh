@@ -42,6 +42,13 @@ expect 2 "--trace needs a file name" -- --profile "$P" --workers 8 --net 10GbE -
 expect 2 "--jitter: expected" -- --profile "$P" --workers 8 --net 10GbE --jitter -1
 expect 2 "--jitter-dist" -- --profile "$P" --workers 8 --net 10GbE --jitter-dist uniform
 expect 2 "--jitter-scope" -- --profile "$P" --workers 8 --net 10GbE --jitter-scope tensor
+# One worker with jitter: no communication is exposed, not -2e-16 s ("-0.000").
+if "$G" simulate --profile "$P" --workers 1 --net 1gbit --jitter 0.1 --iters 5 --json |
+   /usr/bin/python3 -c "import json,sys; sys.exit(any(json.loads(l)['exposed_comm_s'] != 0 for l in sys.stdin))"; then
+  echo "ok: one worker with jitter: exposed communication 0"
+else
+  echo "FAIL: one worker with jitter: exposed communication not 0"; fail=1
+fi
 expect 2 "--iters: expected" -- --profile "$P" --workers 8 --net 10GbE --iters 0
 expect 2 "more than once" -- --profile "$P" --workers 8 --workers 4 --net 10GbE
 expect 2 "unknown option" -- --profile "$P" --workers 8 --net 10GbE --bogus
