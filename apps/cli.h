@@ -427,6 +427,14 @@ int cli_agree_status(cli_rank *r, gs_status st);
  * compression, which the user did not ask for by naming the option); says
  * so and returns -1, else 0. */
 int cli_compress_arg(const char *verb, const char *arg);
+/* --policy A,B,... (replay, simulate): the policies in turn, as `all` runs
+ * every one; a "first=" item belongs to the bucket spec before it
+ * ("bucket:25,first=1"). The items are copied into buf (n bytes) and
+ * listed[0 .. *count) point into it, at most max of them; each must parse.
+ * Says what is wrong and returns -1, else 0. */
+#define CLI_MAX_POLICIES 16
+int cli_policy_list(const char *verb, const char *policy, char *buf, size_t n,
+                    const char **listed, size_t max, size_t *count);
 /* --coding-rate NS (plan, simulate): the compressors' coding time in ns per
  * element, encode and decode, from 0 to 1e6, instead of a measurement on
  * this machine (which differs from run to run). Sets *ns; says what is

@@ -275,6 +275,46 @@ int cli_compress_arg(const char *verb, const char *arg) {
   return -1;
 }
 
+int cli_policy_list(const char *verb, const char *policy, char *buf, size_t n,
+                    const char **listed, size_t max, size_t *count) {
+  *count = 0;
+  if (snprintf(buf, n, "%s", policy) >= (int)n) {
+    cli_error(verb, "--policy: the list is longer than %zu characters", n - 1);
+    return -1;
+  }
+  /* An empty item (",," or a comma at either end) is a typo, not skipped. */
+  size_t len = strlen(policy);
+  if (policy[0] == ',' || (len > 0 && policy[len - 1] == ',') || strstr(policy, ",,")) {
+    cli_error(verb, "--policy %s: an empty item in the list", policy);
+    return -1;
+  }
+  char *save = NULL, *prev_end = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (strncmp(tok, "first=", 6) == 0 && prev_end) {
+      *prev_end = ','; /* rejoin "bucket:25,first=1" */
+    } else {
+      if (*count == max) {
+        cli_error(verb, "--policy: more than %zu policies", max);
+        return -1;
+      }
+      listed[(*count)++] = tok;
+    }
+    prev_end = tok + strlen(tok);
+  }
+  if (*count == 0) {
+    cli_error(verb, "--policy: expected a policy, a list of them or all, got '%s'", policy);
+    return -1;
+  }
+  for (size_t k = 0; k < *count; k++) {
+    gs_plan_policy pp;
+    if (gs_plan_policy_parse(listed[k], &pp) != GS_OK) {
+      cli_error(verb, "--policy: %s", gs_last_error());
+      return -1;
+    }
+  }
+  return 0;
+}
+
 int cli_coding_rate_arg(const char *verb, const char *arg, double *ns) {
   if (cli_parse_double(arg, 0, 1e6, ns) == 0) return 0;
   cli_error(verb, "--coding-rate: expected ns per element from 0 to 1e6, got '%s'", arg);

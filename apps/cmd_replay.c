@@ -144,13 +144,11 @@ static void replay_fill(void *buf, size_t n, uint64_t seed) {
   }
 }
 
-#define REPLAY_MAX_POLICIES 16
-
 typedef struct replay_opts {
   const char *profile_path, *policy, *compress; /* compress: NULL when dense */
   /* --policy A,B,...: the policies in turn (pointers into list) */
   char list[512];
-  const char *listed[REPLAY_MAX_POLICIES];
+  const char *listed[CLI_MAX_POLICIES];
   size_t nlisted;
   int iters, warmup, json, rounds;
   double scale;
@@ -224,43 +222,12 @@ static int parse_opts(int argc, char **argv, replay_opts *o) {
   }
   if (z.off) o->compress = NULL;
   if (strcmp(o->policy, "all") != 0) {
-    /* A comma-separated list runs its policies in turn (as all does); a
-     * "first=" item belongs to the bucket spec before it. */
-    if (snprintf(o->list, sizeof o->list, "%s", o->policy) >= (int)sizeof o->list) {
-      cli_error(VERB, "--policy: the list is longer than %zu characters", sizeof o->list - 1);
+    if (cli_policy_list(VERB, o->policy, o->list, sizeof o->list, o->listed,
+                        CLI_MAX_POLICIES, &o->nlisted) != 0)
       return 2;
-    }
-    /* An empty item (",," or a comma at either end) is a typo, not skipped. */
-    size_t len = strlen(o->policy);
-    if (o->policy[0] == ',' || (len > 0 && o->policy[len - 1] == ',') ||
-        strstr(o->policy, ",,")) {
-      cli_error(VERB, "--policy %s: an empty item in the list", o->policy);
-      return 2;
-    }
-    char *save = NULL, *prev_end = NULL;
-    for (char *tok = strtok_r(o->list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-      if (strncmp(tok, "first=", 6) == 0 && prev_end) {
-        *prev_end = ','; /* rejoin "bucket:25,first=1" */
-      } else {
-        if (o->nlisted == REPLAY_MAX_POLICIES) {
-          cli_error(VERB, "--policy: more than %d policies", REPLAY_MAX_POLICIES);
-          return 2;
-        }
-        o->listed[o->nlisted++] = tok;
-      }
-      prev_end = tok + strlen(tok);
-    }
-    if (o->nlisted == 0) {
-      cli_error(VERB, "--policy: expected a policy, a list of them or all, got '%s'",
-                o->policy);
-      return 2;
-    }
     for (size_t k = 0; k < o->nlisted; k++) {
       gs_plan_policy pp;
-      if (gs_plan_policy_parse(o->listed[k], &pp) != GS_OK) {
-        cli_error(VERB, "--policy: %s", gs_last_error());
-        return 2;
-      }
+      gs_plan_policy_parse(o->listed[k], &pp); /* parsed above */
       if (gs_plan_policy_check_compress(&pp, &z) != GS_OK) {
         cli_error(VERB, "--compress: %s", gs_last_error());
         return 2;

@@ -82,7 +82,8 @@ static void usage(FILE *f) {
           "                     rd, rabenseifner, hier\n"
           "  --compute-scale F  multiply forward_s and every backward_s by F > 0\n"
           "  --policy P|all     wfbp, single, bucket[:<MB>[,first=<MB>]], mgwfbp,\n"
-          "                     optimal, dear, auto, or all of them (default all)\n"
+          "                     optimal, dear, auto, a comma-separated list of them\n"
+          "                     or all of them, in turn (default all)\n"
           "  --compress SPEC    send every group compressed (topk:0.01, fp16,\n"
           "                     powersgd:4, ...); auto:SPEC lets each group choose\n"
           "                     (coding time measured on this machine at the\n"
@@ -673,17 +674,16 @@ int cmd_simulate(int argc, char **argv) {
 
   static const char *all_specs[] = {"wfbp", "single", "bucket", "mgwfbp",
                                     "optimal", "dear", "auto"};
-  const char *one[1] = {o.policy};
+  /* --policy A,B,...: those in turn, as replay runs them. */
+  char list[512];
+  const char *listed[CLI_MAX_POLICIES];
   const char **specs = all_specs;
   size_t nspecs = sizeof all_specs / sizeof all_specs[0];
   if (strcmp(o.policy, "all") != 0) {
-    gs_plan_policy pp;
-    if (gs_plan_policy_parse(o.policy, &pp) != GS_OK) {
-      cli_error(VERB, "--policy: %s", gs_last_error());
+    if (cli_policy_list(VERB, o.policy, list, sizeof list, listed, CLI_MAX_POLICIES,
+                        &nspecs) != 0)
       return 2;
-    }
-    specs = one;
-    nspecs = 1;
+    specs = listed;
   }
   if (o.trace) {
     for (size_t k = 0; k < nspecs; k++) {

@@ -42,6 +42,16 @@ expect 2 "--trace needs a file name" -- --profile "$P" --workers 8 --net 10GbE -
 expect 2 "--jitter: expected" -- --profile "$P" --workers 8 --net 10GbE --jitter -1
 expect 2 "--jitter-dist" -- --profile "$P" --workers 8 --net 10GbE --jitter-dist uniform
 expect 2 "--jitter-scope" -- --profile "$P" --workers 8 --net 10GbE --jitter-scope tensor
+# A comma-separated list of policies, in turn, as replay takes it (a list
+# was refused until 2026-12-07); "first=" belongs to the bucket before it.
+out=$("$G" simulate --profile "$P" --workers 4 --net 1gbit --policy wfbp,bucket:25,first=1,dear --json)
+if [ "$(printf '%s\n' "$out" | /usr/bin/python3 -c "import json,sys; print(','.join(json.loads(l)['spec'] for l in sys.stdin))")" = "wfbp,bucket:25,first=1,dear" ]; then
+  echo "ok: --policy wfbp,bucket:25,first=1,dear simulates the three in turn"
+else
+  echo "FAIL: --policy list: $out"; fail=1
+fi
+expect 2 "--policy wfbp,,dear: an empty item in the list" -- --profile "$P" --workers 4 --net 1gbit --policy wfbp,,dear
+expect 2 "unknown policy 'fast'" -- --profile "$P" --workers 4 --net 1gbit --policy wfbp,fast
 # One worker with jitter: no communication is exposed, not -2e-16 s ("-0.000").
 if "$G" simulate --profile "$P" --workers 1 --net 1gbit --jitter 0.1 --iters 5 --json |
    /usr/bin/python3 -c "import json,sys; sys.exit(any(json.loads(l)['exposed_comm_s'] != 0 for l in sys.stdin))"; then
