@@ -175,6 +175,8 @@ static void kt_set_lr(void *self, float lr) {
 
 static gs_nn_sgd *kt_sgd(kfac_train *k) { return k->opt ? gs_nn_optim_sgd(k->opt) : k->boot; }
 
+float *train_optim_kfac_momentum(void *self) { return gs_nn_sgd_momentum_flat(kt_sgd(self)); }
+
 static gs_status kt_save(void *self, const char *path, const gs_nn_net *net,
                          const gs_nn_train_state *st) {
   return gs_nn_checkpoint_save(path, net, kt_sgd(self), st);

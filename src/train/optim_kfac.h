@@ -15,4 +15,10 @@
 extern const train_optim_ops train_optim_kfac;
 extern const train_hook_ops train_hook_kfac;
 
+/* The momentum buffer of K-FAC's update (the SGD on the preconditioned
+ * gradient), flat as gs_nn_weights_flat: before the hook has created K-FAC
+ * the one --resume loads, which the hook hands over. A sync mode whose
+ * ranks keep their own momentum (local SGD) saves and restores it. */
+float *train_optim_kfac_momentum(void *self);
+
 #endif /* GRADSYNC_TRAIN_OPTIM_KFAC_H */

@@ -41,6 +41,7 @@
 #include "gradsync/nn.h"
 #include "gs_internal.h"
 #include "optim.h"
+#include "optim_kfac.h"
 #include "sync_ps.h"
 #include "train_ctx.h"
 #include "train_internal.h"
@@ -278,11 +279,15 @@ static void momentum_path(char *buf, size_t n, const char *dir, int rank, long s
   snprintf(buf, n, "%s/local.rank%d.step%ld.gsck", dir, rank, step);
 }
 
-/* The loop's SGD momentum, which stays on its rank; NULL under another
- * optimizer (K-FAC keeps its per-rank state itself). */
+/* The loop's momentum, which stays on its rank: SGD's, or that of K-FAC's
+ * update (until 2026-12-07 K-FAC's was not kept here, and every rank of a
+ * resumed run went on with rank 0's, from the checkpoint); NULL under
+ * another optimizer. */
 static float *local_momentum(const local_sync *s) {
   const train_ctx *t = s->t;
-  return t->optim.ops == &train_optim_sgd ? gs_nn_sgd_momentum_flat(t->optim.self) : NULL;
+  if (t->optim.ops == &train_optim_sgd) return gs_nn_sgd_momentum_flat(t->optim.self);
+  if (t->optim.ops == &train_optim_kfac) return train_optim_kfac_momentum(t->optim.self);
+  return NULL;
 }
 
 /* At a commit point (after flush or commit_flush): this rank's momentum
@@ -390,7 +395,8 @@ static gs_status local_load_rank(void *self, const char *dir, long step, int fil
       why = "corrupt (checksum mismatch)";
     else if (h.rank != t->rank || h.size != files_size || h.step != step || h.count != s->n)
       why = "of another rank, world size, step or model";
-    else if ((h.flags & LOCAL_F_MOMENTUM) != (m ? LOCAL_F_MOMENTUM : 0u) ||
+    else if (((h.flags & LOCAL_F_MOMENTUM) && !m) ||
+             (!(h.flags & LOCAL_F_MOMENTUM) && m && t->optim.ops != &train_optim_kfac) ||
              (h.version != 1 && !!(h.flags & LOCAL_F_SNAP) != (s->kind == LOCAL_DELAYED)) ||
              h.since_avg < 0 || h.since_avg >= s->h || (h.due != 0 && h.due != 1))
       why = "of another optimizer or sync mode";
@@ -412,6 +418,10 @@ static gs_status local_load_rank(void *self, const char *dir, long step, int fil
   if (why != NULL)
     return gs_error(GS_ERR_PARSE, "local SGD state %s: %s (rank %d of %d at step %ld expected)",
                     path, why, t->rank, files_size, step);
+  /* K-FAC's files written before its momentum was kept here. */
+  if (m && !(h.flags & LOCAL_F_MOMENTUM))
+    train_note(t, "resume: the checkpoint in %s keeps no rank's own K-FAC momentum: every "
+               "rank starts from rank 0's", dir);
   return GS_OK;
 }
 
