@@ -427,6 +427,10 @@ int cli_agree_status(cli_rank *r, gs_status st);
  * compression, which the user did not ask for by naming the option); says
  * so and returns -1, else 0. */
 int cli_compress_arg(const char *verb, const char *arg);
+/* --net NAME of a run that builds links (run, syncswitch): a rate or an
+ * alias of gs_net_rate, not shm (plan's and simulate's name for one
+ * machine's memory). Sets *bps; says what is wrong and returns -1, else 0. */
+int cli_link_net_arg(const char *verb, const char *name, double *bps);
 /* --policy A,B,... (replay, simulate): the policies in turn, as `all` runs
  * every one; a "first=" item belongs to the bucket spec before it
  * ("bucket:25,first=1"). The items are copied into buf (n bytes) and

@@ -275,6 +275,24 @@ int cli_compress_arg(const char *verb, const char *arg) {
   return -1;
 }
 
+int cli_link_net_arg(const char *verb, const char *name, double *bps) {
+  if (strcasecmp(name, "shm") == 0) {
+    cli_error(verb, "--net shm: shm is plan's and simulate's name for one machine's shared "
+              "memory, not a link run builds; leave --net out to run the ranks over this "
+              "machine's shared memory");
+    return -1;
+  }
+  if (gs_net_rate(name, bps) == GS_OK) return 0;
+  if (*name == '\0')
+    cli_error(verb, "--net needs a rate from 1kbit to 1tbit such as 100mbit, 1gbit or "
+              "10gbit (got '')");
+  else /* not gs_net_rate's message: its list names shm, which run cannot build */
+    cli_error(verb, "--net: unknown network '%s' (expected 100mbit, 1gbit, 10gbit, 25gbit, "
+              "100gbit (or any rate from 1kbit to 1tbit in bit, kbit, mbit, gbit, tbit) or "
+              "their aliases 1GbE, 10GbE, 25GbE, 100GbIB)", name);
+  return -1;
+}
+
 int cli_policy_list(const char *verb, const char *policy, char *buf, size_t n,
                     const char **listed, size_t max, size_t *count) {
   *count = 0;

@@ -1159,22 +1159,7 @@ static int cmd_run_parsed(int argc, char **argv) {
       per_node_given = 1;
     } else if (strcmp(a, "--net") == 0) {
       if (seen_net++) return run_repeated(a);
-      if (has_value && strcasecmp(argv[i + 1], "shm") == 0) {
-        cli_error("run", "--net shm: shm is plan's and simulate's name for one machine's "
-                  "shared memory, not a link run builds; leave --net out to run the ranks "
-                  "over this machine's shared memory");
-        return 2;
-      }
-      if (!has_value || gs_net_rate(argv[++i], &rate_bps) != GS_OK) {
-        if (has_value) /* gs_net_rate's list names shm, which run cannot build */
-          cli_error("run", "--net: unknown network '%s' (expected 100mbit, 1gbit, 10gbit, 25gbit, "
-                    "100gbit (or any rate from 1kbit to 1tbit in bit, kbit, mbit, gbit, tbit) "
-                    "or their aliases 1GbE, 10GbE, 25GbE, 100GbIB)", argv[i]);
-        else
-          cli_error("run", "--net needs a rate from 1kbit to 1tbit such as 100mbit, 1gbit or "
-                    "10gbit (got '')");
-        return 2;
-      }
+      if (cli_link_net_arg("run", has_value ? argv[++i] : "", &rate_bps) != 0) return 2;
       net = argv[i];
     } else if (strcmp(a, "--slow") == 0) {
       if (seen_slow++) return run_repeated(a); /* one slow node (the last one won) */

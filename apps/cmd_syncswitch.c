@@ -29,7 +29,8 @@ static void usage(FILE *f) {
           "Finds the smallest BSP share F of --sync switch:offline:F whose test accuracy\n"
           "is within PTS points (default 0.5) of BSP's, for the training job given by\n"
           "TRAIN OPTIONS (as for gradsync train; --ps, --sync and --json are set here).\n"
-          "K halving steps (default 4) bisect F between 0 and 1 (resolution 1/2^K).\n"
+          "K halving steps (1 to 10, default 4) bisect F between 0 and 1 (resolution\n"
+          "1/2^K). --net RATE shapes the emulated links as gradsync run --net does.\n"
           "Each trial trains the whole job: K + 1 runs in all.\n");
 }
 
@@ -52,7 +53,9 @@ static int trial_options(char **argv, int a, char **train_args, int ntrain, cons
   return a;
 }
 
-/* Runs one training job; returns 0 with its summary, or -1. */
+/* Runs one training job; returns 0 with its summary, 2 when the job ended
+ * with the usage exit (gradsync train refused its options on this world
+ * size: checks no run before it could make), or -1. */
 static int run_trial(const char *self, int np, int ps, const char *net, const char *sync,
                      char **train_args, int ntrain, trial *out) {
   char npbuf[16], psbuf[16];
@@ -110,6 +113,7 @@ static int run_trial(const char *self, int np, int ps, const char *net, const ch
   if (f) fclose(f);
   int status = 0;
   waitpid(pid, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 2) return 2;
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
   return found ? 0 : -1;
 }
@@ -164,6 +168,10 @@ int cmd_syncswitch(int argc, char **argv) {
         return 2;
       }
       net = argv[++i];
+      /* Checked here as `gradsync run` checks it: a bad rate is usage (2),
+       * not a failed BSP trial (1). */
+      double bps;
+      if (cli_link_net_arg("syncswitch", net, &bps) != 0) return 2;
     } else if (strcmp(a, "--tolerance") == 0) {
       if (!has || cli_parse_double(argv[++i], 0, 100, &tol) != 0) {
         cli_error("syncswitch", "--tolerance needs accuracy points from 0 to 100");
@@ -249,7 +257,14 @@ int cmd_syncswitch(int argc, char **argv) {
     return crc == 2 ? 2 : 1;
   }
   trial bsp;
-  if (run_trial(self, np, ps, net, "bsp", train_args, ntrain, &bsp) != 0) {
+  int trc = run_trial(self, np, ps, net, "bsp", train_args, ntrain, &bsp);
+  if (trc == 2) {
+    /* Usage, as train's checks before the run (until 2026-12-07: exit 1). */
+    cli_error("syncswitch", "TRAIN OPTIONS: refused by gradsync train on -np %d --ps %d "
+              "(its reason above)", np, ps);
+    return 2;
+  }
+  if (trc != 0) {
     cli_fail("syncswitch", "the BSP run failed (see its output above)");
     return 1;
   }
@@ -263,10 +278,11 @@ int cmd_syncswitch(int argc, char **argv) {
     char sync[64];
     snprintf(sync, sizeof sync, "switch:offline:%g", f);
     trial t;
-    if (run_trial(self, np, ps, net, sync, train_args, ntrain, &t) != 0) {
+    trc = run_trial(self, np, ps, net, sync, train_args, ntrain, &t);
+    if (trc != 0) {
       cli_fail("syncswitch", "the run with --sync %s failed (see its output above)", sync);
       cJSON_Delete(runs);
-      return 1;
+      return trc == 2 ? 2 : 1;
     }
     int ok = t.acc >= bsp.acc - tol;
     if (!json)

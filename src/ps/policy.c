@@ -108,7 +108,8 @@ gs_status ps_policy_init(ps_policy *p, const gs_ps_sync *sync, int workers,
   p->times = gs_calloc((size_t)workers * (size_t)p->sync.window, sizeof(double));
   p->filled = gs_calloc((size_t)workers, sizeof(int));
   p->next = gs_calloc((size_t)workers, sizeof(int));
-  if (!p->times || !p->filled || !p->next) {
+  p->scratch = gs_calloc(2 * (size_t)workers + (size_t)p->sync.window, sizeof(double));
+  if (!p->times || !p->filled || !p->next || !p->scratch) {
     ps_policy_free(p);
     return GS_ERR_NOMEM;
   }
@@ -119,7 +120,8 @@ void ps_policy_free(ps_policy *p) {
   gs_free(p->times);
   gs_free(p->filled);
   gs_free(p->next);
-  p->times = NULL;
+  gs_free(p->scratch);
+  p->times = p->scratch = NULL;
   p->filled = p->next = NULL;
 }
 
@@ -168,24 +170,27 @@ static double median(double *v, int n) {
 
 /* A worker is a straggler when the median of its last `window` compute
  * times is more than straggler_ratio times the median of the other
- * workers' medians. Workers without a full window are not judged. */
+ * workers' medians. Workers without a full window are not judged. Every
+ * worker counts: until 2026-12-07 only the first 64 did, and a straggler
+ * among the others was never detected. */
 int ps_policy_straggler(ps_policy *p) {
   int W = p->workers, win = p->sync.window;
   if (W < 2) return -1;
-  double med[64], tmp[64], others[64];
-  int use = W <= 64 ? W : 64;
-  for (int w = 0; w < use; w++) {
+  double *med = p->scratch, *others = med + W, *tmp = others + W;
+  for (int w = 0; w < W; w++) {
     if (p->filled[w] < win) return -1;
     memcpy(tmp, p->times + (size_t)w * (size_t)win, (size_t)win * sizeof(double));
     med[w] = median(tmp, win);
   }
+  /* The others' lower median, from the medians sorted once: leaving out a
+   * value at or below the middle one (k) moves the middle up by one. */
+  memcpy(others, med, (size_t)W * sizeof(double));
+  qsort(others, (size_t)W, sizeof *others, cmp_double);
+  int k = (W - 2) / 2;
   int worst = -1;
   double worst_ratio = 0;
-  for (int w = 0; w < use; w++) {
-    int k = 0;
-    for (int q = 0; q < use; q++)
-      if (q != w) others[k++] = med[q];
-    double m = median(others, k);
+  for (int w = 0; w < W; w++) {
+    double m = med[w] <= others[k] ? others[k + 1] : others[k];
     double r = m > 0 ? med[w] / m : 0;
     if (r > worst_ratio) {
       worst_ratio = r;

@@ -469,7 +469,14 @@ gs_status gs_ps_worker_resume(gs_ps *ps, float *w, const float *state, long samp
    * Sync-Switch's switch: ASP), not in the one a run starts with. */
   int mode0 = (int)ps->mode;
   GS_CHECK(pull_whole(ps, PS_MSG_PULL, w, "gs_ps_pull", "a pull", &mode0));
-  if (samples_done > 0 && mode0 >= 0 && mode0 < GS_PS_MODE_COUNT) ps->mode = (gs_ps_mode)mode0;
+  if (samples_done > 0 && mode0 >= 0 && mode0 < GS_PS_MODE_COUNT) {
+    ps->mode = (gs_ps_mode)mode0;
+    /* Past the switch, the run it continues has switched already: its
+     * momentum ramp (step_hparams) is over, not started again (until
+     * 2026-12-07 every worker's first pushes after a resume took 1/W of
+     * ASP's momentum, doubling every momentum_ramp_steps pushes). */
+    if (ps->mode != GS_PS_BSP) ps->asp_since = 64L * ps->cfg.momentum_ramp_steps;
+  }
   ps->last_answer = gs_now();
   return GS_OK;
 }

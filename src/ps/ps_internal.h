@@ -52,6 +52,7 @@ typedef struct {
   double *times;        /* workers x window compute times, ring buffers */
   int *filled;          /* per worker: entries in its ring */
   int *next;            /* per worker: next slot */
+  double *scratch;      /* 2 x workers + window: the medians' work space */
   int straggler;        /* last detection: index, or -1 */
   int calm;             /* online, in ASP: decisions since the last one
                            that saw a straggler */

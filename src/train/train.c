@@ -1102,6 +1102,22 @@ static gs_status check_job_size(const gs_train_config *c, int size) {
   return GS_OK;
 }
 
+/* A parameter-server job's outcome on every rank, once the servers have
+ * served (every rank passes here, after the workers' gs_ps_finish): the
+ * workers' checks after the servers split off (a --stop-at-step past the
+ * run, a checkpoint's position) refuse the run as usage (2) on the workers
+ * alone, so a server that served well takes their 2. Until 2026-12-07 it
+ * ended with 1 ("stopping: ranks 0, 1 failed"), and the job's exit was 1 or
+ * 2 by whichever rank mpirun named first. */
+static int servers_outcome(const gs_train_ranks *ranks, int rc) {
+  const int32_t mine[2] = {rc != 0 && rc != 2, rc == 2};
+  int32_t any[2] = {0, 0};
+  if (ranks->comm == NULL) return rc;
+  if (gs_allreduce(ranks->comm, mine, any, 2, GS_I32, GS_MAX, GS_ALGO_AUTO) != GS_OK)
+    return rc ? rc : 1;
+  return rc == 0 && any[1] && !any[0] ? 2 : rc;
+}
+
 int gs_train_run(const gs_train_config *cfg, const gs_train_ranks *ranks, gs_train_result *result) {
   gs_train_result local_result;
   gs_train_result *res = result ? result : &local_result;
@@ -1218,5 +1234,6 @@ out:
   gs_nn_net_destroy(t->net);
   gs_nn_dataset_free(&train);
   gs_nn_dataset_free(&test);
+  if (t->serving && t->sync.ops && t->sync.ops->servers) rc = servers_outcome(ranks, rc);
   return rc;
 }
