@@ -220,7 +220,11 @@ static const char *option(void *user, const char *field) {
                {"policy", "--policy"},         {"kfac_dist", "--kfac-dist"},
                {"compress_warmup_steps", "--compress-warmup-steps"},
                {"momentum", "--momentum"},     {"weight_decay", "--weight-decay"},
-               {"dropout", "--dropout"}};
+               {"dropout", "--dropout"},       {"kfac_inverse", "--kfac-inverse"},
+               {"kfac_cov_every", "--kfac-cov-every"}, {"kfac_inv_every", "--kfac-inv-every"},
+               {"kfac_damping", "--kfac-damping"}, {"kfac_decay", "--kfac-decay"},
+               {"kfac_kl_clip", "--kfac-kl-clip"}, {"async_lr_scale", "--async-lr-scale"},
+               {"async_momentum", "--async-momentum"}};
   for (size_t i = 0; i < sizeof flags / sizeof *flags; i++)
     if (strcmp(flags[i].field, field) == 0) return flags[i].flag;
   return NULL;

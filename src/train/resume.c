@@ -89,26 +89,61 @@ static const char *kfac_dist(const gs_train_config *c) {
   return gs_kfac_dist_name(c->kfac ? c->kfac->dist : o.dist);
 }
 
-/* The settings a resume may change, told in a note when it does. */
-static const char *const hyper[] = {"lr", "momentum", "weight_decay", "dropout"};
+/* The settings a resume may change, told in a note when it does: the
+ * optimizer's, K-FAC's, the asynchronous pushes' and the sync mode's own
+ * (a Sync-Switch share, an SSP bound; the mode itself must match). */
+static const char *const hyper[] = {"lr", "momentum", "weight_decay", "dropout",
+                                    "kfac_cov_every", "kfac_inv_every", "kfac_damping",
+                                    "kfac_decay", "kfac_kl_clip", "async_lr_scale",
+                                    "async_momentum"};
+enum { NHYPER = sizeof hyper / sizeof hyper[0] };
+/* Two named ones: the keys in the description and the fields they name. */
+static const char *const hyper_text[][2] = {{"kfac_inverse", "kfac_inverse"},
+                                            {"sync_spec", "sync"}};
+enum { NHYPER_TEXT = sizeof hyper_text / sizeof hyper_text[0] };
+
+static gs_train_kfac_options kfac_of(const gs_train_config *c) {
+  gs_train_kfac_options k;
+  gs_train_kfac_options_init(&k);
+  return c->kfac ? *c->kfac : k;
+}
 
 static double hyper_value(const gs_train_config *c, size_t i) {
-  const float v[] = {c->lr, c->momentum, c->weight_decay, c->dropout};
+  const gs_train_kfac_options k = kfac_of(c);
+  const float v[NHYPER] = {c->lr,       c->momentum,         c->weight_decay,
+                           c->dropout,  (float)k.cov_every,  (float)k.inv_every,
+                           k.damping,   k.decay,             k.kl_clip,
+                           c->async_lr_scale, c->async_momentum};
   return v[i];
 }
 
-/* "--lr 0.05 -> 0.01, --dropout 0 -> 0.5": what this run changes of the
- * checkpoint's; "" when nothing (or the checkpoint predates recording it). */
+static const char *hyper_text_value(const gs_train_config *c, size_t i) {
+  return i == 0 ? gs_kfac_inverse_name(kfac_of(c).inverse) : c->sync ? c->sync : "";
+}
+
+/* "--lr 0.05 -> 0.01, --sync switch:offline:0.5 -> switch:offline:0.25":
+ * what this run changes of the checkpoint's; "" when nothing (or the
+ * checkpoint predates recording it). */
 static void resume_changes(const cJSON *m, const gs_train_config *c, char *out, size_t n) {
   size_t len = 0;
   out[0] = '\0';
-  for (size_t i = 0; i < sizeof hyper / sizeof hyper[0] && len < n; i++) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, hyper[i]);
-    const double mine = hyper_value(c, i);
-    /* Floats: the JSON's 15 digits may not give back the same double. */
-    if (!cJSON_IsNumber(v) || (float)v->valuedouble == (float)mine) continue;
-    int k = snprintf(out + len, n - len, "%s%s %g -> %g", len ? ", " : "",
-                     train_option(c, hyper[i]), v->valuedouble, mine);
+  for (size_t i = 0; i < NHYPER + NHYPER_TEXT && len < n; i++) {
+    int k = 0;
+    if (i < NHYPER) {
+      const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, hyper[i]);
+      const double mine = hyper_value(c, i);
+      /* Floats: the JSON's 15 digits may not give back the same double. */
+      if (!cJSON_IsNumber(v) || (float)v->valuedouble == (float)mine) continue;
+      k = snprintf(out + len, n - len, "%s%s %g -> %g", len ? ", " : "",
+                   train_option(c, hyper[i]), v->valuedouble, mine);
+    } else {
+      const size_t t = i - NHYPER;
+      const char *was = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, hyper_text[t][0]));
+      const char *mine = hyper_text_value(c, t);
+      if (was == NULL || strcmp(was, mine) == 0) continue;
+      k = snprintf(out + len, n - len, "%s%s %s -> %s", len ? ", " : "",
+                   train_option(c, hyper_text[t][1]), was, mine);
+    }
     if (k > 0) len += (size_t)k;
   }
 }
@@ -143,8 +178,9 @@ static cJSON *describe_run(const train_ctx *t, const train_data_id *data, long e
   cJSON_AddStringToObject(m, "schedule", c->schedule);
   /* The optimizer's settings: a resume may change them (a lower rate to
    * fine-tune), and is told what changed (resume_changes). */
-  for (size_t i = 0; i < sizeof hyper / sizeof hyper[0]; i++)
-    cJSON_AddNumberToObject(m, hyper[i], hyper_value(c, i));
+  for (size_t i = 0; i < NHYPER; i++) cJSON_AddNumberToObject(m, hyper[i], hyper_value(c, i));
+  for (size_t i = 0; i < NHYPER_TEXT; i++)
+    cJSON_AddStringToObject(m, hyper_text[i][0], hyper_text_value(c, i));
   cJSON_AddNumberToObject(m, "warmup_epochs", c->warmup_epochs);
   cJSON_AddStringToObject(m, "sync", t->sync.ops ? t->sync.ops->name : c->sync);
   cJSON_AddStringToObject(m, "optimizer", t->optim.ops ? t->optim.ops->name : c->optimizer);

@@ -146,6 +146,17 @@ else
   bad "resume's note on changed settings: $(grep -h "other settings" "$tmp/half3.log" "$tmp/half4.log")"
 fi
 
+# K-FAC's settings alike: another --kfac-damping goes on with it and says so.
+kf="--synthetic 4096 --max-steps 6 --model mlp --batch 16 --policy wfbp --optimizer kfac"
+"$gs" run -np 2 -- "$gs" train $kf --epochs 1 --checkpoint "$tmp/kf" > "$tmp/kf1.log" 2>&1
+"$gs" run -np 2 -- "$gs" train $kf --epochs 2 --checkpoint "$tmp/kf" --resume \
+  --kfac-damping 0.01 > "$tmp/kf2.log" 2>&1
+if grep -q -- "other settings.*--kfac-damping 0.003 -> 0.01\$" "$tmp/kf2.log"; then
+  ok "a resume with another --kfac-damping says so"
+else
+  bad "resume's note on K-FAC's settings: $(grep -h "other settings\|rror" "$tmp/kf1.log" "$tmp/kf2.log")"
+fi
+
 # A rank killed with kill -9 ends the run, non-zero, within 60 s; resuming
 # from the last checkpoint finishes it. The kill waits for epoch 1's
 # checkpoint (up to 240 s: under ASan on a loaded 2-core host an epoch of
