@@ -703,7 +703,7 @@ int cmd_simulate(int argc, char **argv) {
    * one. Until 2026-12-07 nodes of several workers always took the
    * hierarchical algorithm, where plan and the communicator take the
    * fastest: the two disagreed on one cluster (ResNet-50 on 64 workers, 8
-   * a node, on 100GbIB: 21% apart). */
+   * a node, on 100GbIB: 27% apart at compute x 0.05). */
   gs_algo algo = GS_ALGO_AUTO;
   if (o.algo && strcmp(o.algo, "auto") != 0 && gs_algo_parse(o.algo, &algo) != GS_OK) {
     cli_error(VERB, "--algo: %s", gs_last_error());

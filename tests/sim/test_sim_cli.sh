@@ -77,7 +77,7 @@ expect 2 "measured on 8 ranks" -- --profile "$P" --workers 16 --cost "$T/c8.json
 expect 0 "hier" -- --profile "$P" --workers 16 --per-node 4 --intra 2e-6,2e-10 --inter 5e-5,8e-9
 # On nodes of several workers simulate prices the all-reduce the
 # communicator's way, as plan does (until 2026-12-07 it always took the
-# hierarchical one: ResNet-50 on 64 workers of 8 a node on 100GbIB was 21%
+# hierarchical one: ResNet-50 on 64 workers of 8 a node on 100GbIB was 27%
 # above plan's prediction).
 for net in 100GbIB 10GbE 1gbit; do
   sim_s=$("$G" simulate --profile "$P" --net $net --workers 64 --per-node 8 \
