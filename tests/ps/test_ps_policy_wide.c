@@ -12,15 +12,7 @@
 #include "ps_internal.h"
 
 static int failures;
-#define EXPECT(cond, ...)                         \
-  do {                                            \
-    if (!(cond)) {                                \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-      failures++;                                 \
-    }                                             \
-  } while (0)
+#include "expect.h"
 
 /* W workers, one window of times each; worker `slow` takes factor x. */
 static int detect(int W, int slow, double factor) {

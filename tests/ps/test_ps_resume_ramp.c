@@ -22,16 +22,8 @@
 static int rank;
 static int failures;
 
-#define EXPECT(cond, ...)                                         \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      printf("FAIL rank %d %s:%d: ", rank, __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                                        \
-      printf("\n");                                               \
-      fflush(stdout);                                             \
-      failures++;                                                 \
-    }                                                             \
-  } while (0)
+#define EXPECT_RANK rank
+#include "expect.h"
 
 static const size_t counts[] = {300, 20};
 #define NT (sizeof counts / sizeof *counts)

@@ -12,15 +12,7 @@
 #include "ps_internal.h"
 
 static int failures;
-#define EXPECT(cond, ...)                     \
-  do {                                        \
-    if (!(cond)) {                            \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                    \
-      printf("\n");                           \
-      failures++;                             \
-    }                                         \
-  } while (0)
+#include "expect.h"
 
 /* Checks one plan; returns the largest shard's excess over the ideal. */
 static void check_plan(const size_t *counts, size_t n, int S) {
