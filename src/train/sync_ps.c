@@ -258,10 +258,11 @@ static void psm_describe(void *self, cJSON *json, char *text, size_t n) {
   }
   if (text) {
     int len = snprintf(text, n,
-                       "%d parameter servers, sync %s: this worker ran %ld BSP, %ld ASP, "
-                       "%ld SSP steps, %ld switches",
-                       s->t->cfg->ps_servers, sync, ps.bsp_steps, ps.asp_steps, ps.ssp_steps,
-                       ps.switches);
+                       "%d parameter server%s, sync %s: this worker ran %ld BSP, %ld ASP, "
+                       "%ld SSP steps, %ld switch%s",
+                       s->t->cfg->ps_servers, s->t->cfg->ps_servers == 1 ? "" : "s", sync,
+                       ps.bsp_steps, ps.asp_steps, ps.ssp_steps, ps.switches,
+                       ps.switches == 1 ? "" : "es");
     /* Where the first switches happened and why. */
     long shown = s->switches < PS_SWITCH_TEXT ? s->switches : PS_SWITCH_TEXT;
     for (long i = 0; i < shown && len > 0 && (size_t)len < n; i++) {

@@ -27,6 +27,14 @@ for spec in "3 1 bsp" "4 2 asp" "3 1 switch:offline:0.5"; do
     bad "--ps $servers --sync $sync: the first run failed: $(tail -3 "$tmp/first.log")"
     continue
   fi
+  # The summary's counts in the singular where they are one.
+  case $servers:$sync in
+    1:bsp) want="1 parameter server, sync bsp: .* 0 switches" ;;
+    1:switch*) want="1 parameter server, sync switch:offline:0.5: .* 1 switch:" ;;
+    *) want="$servers parameter servers, sync $sync: .* 0 switches" ;;
+  esac
+  grep -q "$want" "$tmp/first.log" ||
+    bad "--ps $servers --sync $sync: the summary lacks '$want': $(grep "parameter server" "$tmp/first.log")"
   start=$(date +%s)
   # shellcheck disable=SC2086
   timeout 120 "$gs" run -np "$np" -- "$gs" train $args --ps "$servers" --sync "$sync" \
