@@ -149,6 +149,10 @@ static const char *const agree_names[AGREE_COUNT] = {
     "servers", "parameter count", "tensor count", "policy",
     "mode", "staleness", "sample budget", "chunk bytes"};
 
+/* asp_since past every doubling of the momentum ramp (step_hparams): ASP's
+ * momentum whole, for W up to 2^64. */
+static long ramp_done(const gs_ps *ps) { return 64L * ps->cfg.momentum_ramp_steps; }
+
 gs_status gs_ps_create(MPI_Comm job, const gs_ps_config *cfg,
                        const size_t *counts, size_t n, gs_ps **out) {
   if (!cfg || !out)
@@ -229,6 +233,9 @@ gs_status gs_ps_create(MPI_Comm job, const gs_ps_config *cfg,
     ps->mode = s->mode;
   else
     ps->mode = s->bsp_fraction > 0 ? GS_PS_BSP : GS_PS_ASP;
+  /* A share of 0 starts in ASP with no switch to ramp after (until
+   * 2026-12-07 it ramped from its first push, unlike asp). */
+  if (ps->mode != GS_PS_BSP) ps->asp_since = ramp_done(ps);
   ps->begin = gs_calloc((size_t)ps->servers + 1, sizeof(size_t));
   if (!ps->begin) st = GS_ERR_NOMEM;
   if (st == GS_OK) st = gs_ps_shard_plan(counts, n, ps->servers, ps->begin);
@@ -475,7 +482,7 @@ gs_status gs_ps_worker_resume(gs_ps *ps, float *w, const float *state, long samp
      * momentum ramp (step_hparams) is over, not started again (until
      * 2026-12-07 every worker's first pushes after a resume took 1/W of
      * ASP's momentum, doubling every momentum_ramp_steps pushes). */
-    if (ps->mode != GS_PS_BSP) ps->asp_since = 64L * ps->cfg.momentum_ramp_steps;
+    if (ps->mode != GS_PS_BSP) ps->asp_since = ramp_done(ps);
   }
   ps->last_answer = gs_now();
   return GS_OK;

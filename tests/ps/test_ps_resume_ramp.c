@@ -9,6 +9,8 @@
  *            every push is ASP with mu_async itself. Until 2026-12-07 the
  *            ramp started again at the resume, as if the job had just
  *            switched.
+ *   share 0  switch:offline:0 starts in ASP and never switches: no ramp,
+ *            as under asp.
  * Prints "FAIL ..." and exits non-zero on a failed check.
  */
 #include <math.h>
@@ -42,11 +44,11 @@ static void sgd_shard(void *ctx, float *w, const float *g, float *v, size_t n, f
   gs_nn_sgd_update(&c, w, g, v, n);
 }
 
-/* One job of 1000 samples under switch:offline:0.5, from `done` samples;
- * returns on the server the momenta it applied (mus, nmu). */
-static void job(long done) {
+/* One job of 1000 samples under `spec`, from `done` samples; returns on
+ * the server the momenta it applied (mus, nmu). */
+static void job(const char *spec, long done) {
   gs_ps_config cfg = {.servers = 1, .sample_budget = 1000, .momentum_ramp_steps = 20};
-  if (gs_ps_sync_parse("switch:offline:0.5", &cfg.sync) != GS_OK) {
+  if (gs_ps_sync_parse(spec, &cfg.sync) != GS_OK) {
     EXPECT(0, "parse: %s", gs_last_error());
     return;
   }
@@ -82,7 +84,7 @@ int main(int argc, char **argv) {
   EXPECT(size == 3, "needs 3 ranks (2 workers, 1 server), not %d", size);
   const float async_mu = MU - (1.0f - 1.0f / 2); /* W = 2 */
   if (size == 3) {
-    job(0);
+    job("switch:offline:0.5", 0);
     if (rank == 2) {
       int bsp = 0, ramped = 0, other = 0;
       for (int i = 0; i < nmu; i++) {
@@ -93,7 +95,10 @@ int main(int argc, char **argv) {
       EXPECT(bsp > 0 && ramped > 0, "fresh: %d BSP updates, %d ramped ASP ones (mu %g), %d other",
              bsp, ramped, (double)(async_mu / 2), other);
     }
-    job(600); /* past the BSP share of 500 */
+    /* Past the BSP share of 500; and a share of 0, which never switches
+     * (it ramped from its first push until 2026-12-07, unlike asp). */
+    for (int c = 0; c < 2; c++) {
+    job(c == 0 ? "switch:offline:0.5" : "switch:offline:0", c == 0 ? 600 : 0);
     if (rank == 2) {
       int full = 0, other = 0;
       float odd = 0;
@@ -104,9 +109,10 @@ int main(int argc, char **argv) {
           odd = mus[i];
         }
       }
-      EXPECT(full > 0 && other == 0, "resumed past the switch: %d updates with ASP's momentum "
-             "%g, %d with another (%g): the ramp restarted", full, (double)async_mu, other,
-             (double)odd);
+      EXPECT(full > 0 && other == 0, "%s: %d updates with ASP's momentum %g, %d with "
+             "another (%g): a ramp without a switch", c == 0 ? "resumed past the switch" :
+             "switch:offline:0", full, (double)async_mu, other, (double)odd);
+    }
     }
   }
   int all = 0;
