@@ -825,8 +825,7 @@ typedef struct mpirun_err {
   int fd;                 /* -1: mpirun writes to our stderr itself */
   char line[4096];
   size_t len;
-  double abort_t;         /* when a rank's abort was read (0: none) */
-  int abort_rank;
+  double abort_t;         /* when a rank's abort (end.abort_rank) was read (0: none) */
   int exec_failed;        /* mpirun said a host could not find or run the program */
   gs_launch_end end;
 } mpirun_err;
@@ -857,10 +856,7 @@ static void pump_mpirun_err(mpirun_err *me, int ms) {
     if (buf[i] == '\n' || me->len == sizeof me->line - 1) {
       me->line[me->len] = '\0';
       gs_launch_end_line(&me->end, me->line);
-      if (me->abort_t == 0 && me->end.abort_rank >= 0) {
-        me->abort_t = now_s();
-        me->abort_rank = me->end.abort_rank;
-      }
+      if (me->abort_t == 0 && me->end.abort_rank >= 0) me->abort_t = now_s();
       /* Open MPI 4.1's words for an exec that failed on a host; its exit
        * status then (131, 132) reads like a rank's or a signal's. */
       if (strstr(me->line, "could not access or execute an executable") ||
@@ -906,7 +902,7 @@ static int wait_mpirun(pid_t pid, int *status, int *hung, mpirun_err *me) {
     if (me->abort_t > 0 && !got_signal && now > me->abort_t + KILL_GRACE_S) {
       if (abort_kill_at == 0) {
         cli_fail("run", "mpirun did not end within %.0f s of rank %d's MPI_Abort (a host cut "
-                 "off or frozen?); killing it", KILL_GRACE_S, me->abort_rank);
+                 "off or frozen?); killing it", KILL_GRACE_S, me->end.abort_rank);
         gs_launch_note_children(pid, kids, &nkids, 256);
         kill(pid, SIGTERM);
         abort_kill_at = now + 3;
@@ -1865,7 +1861,8 @@ static int cmd_run_parsed(int argc, char **argv) {
         cli_fail("run", "interrupted by signal %d; ranks stopped", (int)got_signal);
         rc = 128 + got_signal;
       } else if (hung == 2) {
-        cli_fail("run", "the job ended with rank %d's MPI_Abort; mpirun killed", me.abort_rank);
+        cli_fail("run", "the job ended with rank %d's MPI_Abort; mpirun killed",
+                 me.end.abort_rank);
         rc = 1;
       } else if (hung) {
         rc = gs_launch_status_code(status);
