@@ -580,47 +580,42 @@ gs_status gs_compress(gs_compress_state *st, const float *grad, size_t n,
   /* A NaN or an infinity must not reach the residual, where it would stay
    * forever (an infinity turns into NaN at the first inf - inf, or saturates
    * fp16, or zeroes TernGrad's scale). One pass that tests both at once
-   * (|g| <= FLT_MAX is false for NaN and +-Inf) without an early exit, so
+   * (|x| <= FLT_MAX is false for NaN and +-Inf) without an early exit, so
    * that the compiler can vectorise it; the element is found only when one
-   * is bad. */
+   * is bad. With a residual kept here the pass tests g + e: it is not
+   * finite wherever g is not (e always is), and where the sum overflows
+   * float though g does not, refused before the residual changes. */
+  const float *e = st->residual != NULL && !st->kind->own_ef ? st->residual : NULL;
+  const float gamma = st->opts.ef_decay;
   int bad = 0;
-  for (size_t i = 0; i < n; i++) bad |= !(fabsf(grad[i]) <= FLT_MAX);
-  if (bad)
-    for (size_t i = 0; i < n; i++)
-      if (!(fabsf(grad[i]) <= FLT_MAX))
-        return gs_error(GS_ERR_INVALID_ARG, "gs_compress (compressor %s): grad[%zu] "
-                        "is %s", st->c->spec, i,
-                        isnan(grad[i]) ? "NaN" : grad[i] > 0 ? "infinite (+inf)"
-                                                             : "infinite (-inf)");
-  if (st->residual != NULL && !st->kind->own_ef) {
-    const float *e = st->residual;
-    const float gamma = st->opts.ef_decay;
-    /* g + e may overflow where g alone did not: refused before the residual
-     * changes (one vectorisable pass, as above). */
-    bad = 0;
+  if (e)
     for (size_t i = 0; i < n; i++) bad |= !(fabsf(gamma * e[i] + grad[i]) <= FLT_MAX);
-    if (bad)
-      for (size_t i = 0; i < n; i++)
-        if (!(fabsf(gamma * e[i] + grad[i]) <= FLT_MAX))
-          return gs_error(GS_ERR_INVALID_ARG, "gs_compress (compressor %s): grad[%zu] "
-                          "+ residual[%zu] (%g + %g) overflows float; the residual "
-                          "is unchanged", st->c->spec, i, i, (double)grad[i],
-                          (double)(gamma * e[i]));
+  else
+    for (size_t i = 0; i < n; i++) bad |= !(fabsf(grad[i]) <= FLT_MAX);
+  for (size_t i = 0; bad && i < n; i++) {
+    if (!(fabsf(grad[i]) <= FLT_MAX))
+      return gs_error(GS_ERR_INVALID_ARG, "gs_compress (compressor %s): grad[%zu] is %s",
+                      st->c->spec, i,
+                      isnan(grad[i]) ? "NaN" : grad[i] > 0 ? "infinite (+inf)"
+                                                           : "infinite (-inf)");
+    if (e && !(fabsf(gamma * e[i] + grad[i]) <= FLT_MAX))
+      return gs_error(GS_ERR_INVALID_ARG, "gs_compress (compressor %s): grad[%zu] + "
+                      "residual[%zu] (%g + %g) overflows float; the residual is "
+                      "unchanged", st->c->spec, i, i, (double)grad[i], (double)(gamma * e[i]));
   }
   st->last_step = st->step;
   if (st->kind->warmup)
     st->density = gs__warmup_density(st->c->param, st->step, st->opts.warmup_steps);
   gs_status s;
-  if (st->residual != NULL && !st->kind->own_ef) {
-    float *e = st->residual;
-    const float gamma = st->opts.ef_decay;
+  if (e) {
+    float *r = st->residual;
     if (gamma == 1.0f) {
-      for (size_t i = 0; i < n; i++) e[i] += grad[i];
+      for (size_t i = 0; i < n; i++) r[i] += grad[i];
     } else {
-      for (size_t i = 0; i < n; i++) e[i] = gamma * e[i] + grad[i];
+      for (size_t i = 0; i < n; i++) r[i] = gamma * r[i] + grad[i];
     }
-    s = st->kind->compress(st, e, payload, cap, bytes);
-    if (s == GS_OK) s = st->kind->decompress_add(st, payload, *bytes, e, -1.0f);
+    s = st->kind->compress(st, r, payload, cap, bytes);
+    if (s == GS_OK) s = st->kind->decompress_add(st, payload, *bytes, r, -1.0f);
   } else {
     s = st->kind->compress(st, grad, payload, cap, bytes);
   }
