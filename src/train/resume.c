@@ -81,12 +81,17 @@ static gs_status file_hash(const char *path, char *out, size_t n) {
   return GS_OK;
 }
 
+/* The run's K-FAC settings: its own, or the defaults. */
+static gs_train_kfac_options kfac_of(const gs_train_config *c) {
+  gs_train_kfac_options k;
+  gs_train_kfac_options_init(&k);
+  return c->kfac ? *c->kfac : k;
+}
+
 /* K-FAC's distribution scheme of a K-FAC run, NULL for another optimizer. */
 static const char *kfac_dist(const gs_train_config *c) {
   if (c->optimizer == NULL || strcmp(c->optimizer, "kfac") != 0) return NULL;
-  gs_train_kfac_options o;
-  gs_train_kfac_options_init(&o);
-  return gs_kfac_dist_name(c->kfac ? c->kfac->dist : o.dist);
+  return gs_kfac_dist_name(kfac_of(c).dist);
 }
 
 /* The settings a resume may change, told in a note when it does: the
@@ -101,12 +106,6 @@ enum { NHYPER = sizeof hyper / sizeof hyper[0] };
 static const char *const hyper_text[][2] = {{"kfac_inverse", "kfac_inverse"},
                                             {"sync_spec", "sync"}};
 enum { NHYPER_TEXT = sizeof hyper_text / sizeof hyper_text[0] };
-
-static gs_train_kfac_options kfac_of(const gs_train_config *c) {
-  gs_train_kfac_options k;
-  gs_train_kfac_options_init(&k);
-  return c->kfac ? *c->kfac : k;
-}
 
 static double hyper_value(const gs_train_config *c, size_t i) {
   const gs_train_kfac_options k = kfac_of(c);
