@@ -104,38 +104,32 @@ fi
 # Bad paths are bad input, refused at start-up with the usage exit (2) and
 # "(see --help)", as without the cache: a relaunch would not cure them
 # (until 2026-12-07 they ended the job with 1).
-"$gs" run -np 2 -- "$gs" train $args --data "$tmp/d28" --data-cache /proc/gradsync-cache \
-  > "$tmp/nodir.log" 2>&1
-rc=$?
-if [ $rc -eq 2 ] && grep -q "data-cache /proc/gradsync-cache: cannot create the directory" "$tmp/nodir.log" &&
-   grep -q "see --help" "$tmp/nodir.log" && ! grep -q "epoch 1" "$tmp/nodir.log"; then
-  ok "an unusable cache directory is refused before training (exit 2)"
-else
-  bad "unusable cache directory: exit $rc, $(head -c 400 "$tmp/nodir.log")"
-fi
-
-"$gs" run -np 2 -- "$gs" train $args --data "$tmp/nonexistent" --data-cache "$tmp/cache" \
-  > "$tmp/nodata.log" 2>&1
-rc=$?
-if [ $rc -eq 2 ] && grep -q "see --help" "$tmp/nodata.log" && ! grep -q "epoch 1" "$tmp/nodata.log"; then
-  ok "a missing data directory with --data-cache is refused before training (exit 2)"
-else
-  bad "missing data directory with --data-cache: exit $rc, $(head -c 400 "$tmp/nodata.log")"
-fi
+# refused_early NAME PATTERN WHAT ARGS...: train ARGS on 2 ranks exits 2 with
+# PATTERN and "(see --help)" before any epoch.
+refused_early() {
+  local name=$1 pat=$2 what=$3
+  shift 3
+  "$gs" run -np 2 -- "$gs" train $args "$@" > "$tmp/$name.log" 2>&1
+  local rc=$?
+  if [ $rc -eq 2 ] && grep -q -- "$pat" "$tmp/$name.log" && grep -q "see --help" "$tmp/$name.log" &&
+     ! grep -q "epoch 1" "$tmp/$name.log"; then
+    ok "$what is refused before training (exit 2)"
+  else
+    bad "$what: exit $rc, $(head -c 600 "$tmp/$name.log")"
+  fi
+}
+refused_early nodir "data-cache /proc/gradsync-cache: cannot create the directory" \
+  "an unusable cache directory" --data "$tmp/d28" --data-cache /proc/gradsync-cache
+refused_early nodata "" "a missing data directory with --data-cache" \
+  --data "$tmp/nonexistent" --data-cache "$tmp/cache"
 
 # A truncated IDX file: found by the rank that reads the source (one of the
 # two ranks sharing the cache directory); the other must fail alike.
 mkdir -p "$tmp/trunc"
 cp "$tmp"/d28/* "$tmp/trunc/"
 zcat "$tmp/d28/train-images-idx3-ubyte.gz" | head -c 20000 | gzip > "$tmp/trunc/train-images-idx3-ubyte.gz"
-"$gs" run -np 2 -- "$gs" train $args --data "$tmp/trunc" --data-cache "$tmp/cache" \
-  > "$tmp/trunc.log" 2>&1
-rc=$?
-if [ $rc -eq 2 ] && grep -q "see --help" "$tmp/trunc.log" && ! grep -q "epoch 1" "$tmp/trunc.log"; then
-  ok "a truncated data file with --data-cache is refused before training (exit 2)"
-else
-  bad "truncated data file with --data-cache: exit $rc, $(head -c 600 "$tmp/trunc.log")"
-fi
+refused_early trunc "" "a truncated data file with --data-cache" \
+  --data "$tmp/trunc" --data-cache "$tmp/cache"
 
 echo "$passes passed, $fails failed"
 [ $fails -eq 0 ]
