@@ -30,10 +30,11 @@ static void usage(FILE *f) {
           "usage: gradsync cluster simulate --workload CSV --nodes N [--gpus-per-node G]\n"
           "                                 [--tables PATH] [--policy P|all]\n"
           "                                 [--restart-penalty S] [--start-penalty S]\n"
-          "                                 [--learn-curves W [--share-speeds]]\n"
+          "                                 [--learn-curves W|Ts [--share-speeds]]\n"
           "                                 [--interference K]\n"
-          "                                 [--commit-work W [--discover-every S]\n"
-          "                                 [--launch-delay S]]\n"
+          "                                 [--commit-work W | --commit-time S\n"
+          "                                 [--check-every S]] [--discover-every S]\n"
+          "                                 [--launch-delay S]\n"
           "                                 [--interval S]\n"
           "                                 [--time-limit S] [--fairness-weight A]\n"
           "                                 [--fairness-window S]\n"
@@ -69,10 +70,12 @@ static void usage(FILE *f) {
           "                       per resumption (default 30)\n"
           "  --start-penalty S    seconds without progress at a job's first start\n"
           "                       (its launch and set-up; default 0)\n"
-          "  --learn-curves W     the policies know a job's speed on N nodes only\n"
-          "                       after it did W work there in one launch, as the\n"
-          "                       manager measures it (default: the table's\n"
-          "                       curves from the start, an oracle)\n"
+          "  --learn-curves W|Ts  the policies know a job's speed on N nodes only\n"
+          "                       after it did W work (Ts: trained T seconds)\n"
+          "                       there in one launch, as the manager measures it\n"
+          "                       (with --commit-time: and two checks, its two\n"
+          "                       progress reports; default: the table's curves\n"
+          "                       from the start, an oracle)\n"
           "  --share-speeds       with --learn-curves: a job that learned nothing\n"
           "                       yet starts from the curve of the job of its\n"
           "                       model that learned the most (the manager's\n"
@@ -91,10 +94,19 @@ static void usage(FILE *f) {
           "                       first; a node is free once no launch uses it;\n"
           "                       a preempted job resumes from its last commit\n"
           "                       (default: resizes and nodes move at once)\n"
-          "  --discover-every S   with --commit-work: seconds between a\n"
-          "                       supervisor's discoveries (default 1, the\n"
-          "                       manager's; 0 = at once)\n"
-          "  --launch-delay S     with --commit-work: seconds from the manager's\n"
+          "  --commit-time S      the same with commits by time, the manager's\n"
+          "                       default for train jobs (serve --commit-every\n"
+          "                       10s): a job commits every S seconds of its\n"
+          "                       training, and moves at its next check, where it\n"
+          "                       commits, losing no work; the policies see its\n"
+          "                       progress as it is (its reports at each check)\n"
+          "  --check-every S      with --commit-time: seconds of training between\n"
+          "                       a job's checks, at least a step (the table's\n"
+          "                       samples_per_step; default 0.5, train's)\n"
+          "  --discover-every S   with --commit-work or --commit-time: seconds\n"
+          "                       between a supervisor's discoveries (default 1,\n"
+          "                       the manager's; 0 = at once)\n"
+          "  --launch-delay S     with either: seconds from the manager's\n"
           "                       start of a job to its supervisor's launch, part\n"
           "                       of its start-up: a new partition before then\n"
           "                       costs nothing, and a relaunch after a stop does\n"
@@ -150,6 +162,8 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
       {"share-speeds", no_argument, 0, 'S'},
       {"interference", required_argument, 0, 'K'},
       {"commit-work", required_argument, 0, 'W'},
+      {"commit-time", required_argument, 0, 'E'},
+      {"check-every", required_argument, 0, 'k'},
       {"discover-every", required_argument, 0, 'D'},
       {"launch-delay", required_argument, 0, 'Y'},
       {"interval", required_argument, 0, 'i'},
@@ -174,7 +188,7 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
   optind = 1;
   opterr = 0;
   cli_seen seen = {{0}};
-  int ch, protocol_given = 0;
+  int ch, protocol_given = 0, check_given = 0;
   const char *dorm_opt = NULL; /* the last of dorm's settings given */
   while ((ch = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
     int repeats = ch == 'u' || ch == 'U' || ch == 'A' || ch == 'B' || ch == 'H';
@@ -218,9 +232,26 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
         if (parse_double_opt("start-penalty", optarg, 0, 86400, &c->o.start_penalty_s))
           return 2;
         break;
-      case 'C':
-        if (parse_double_opt("learn-curves", optarg, 1e-9, 1e18, &c->o.learn_work)) return 2;
+      case 'C': {
+        size_t len = strlen(optarg);
+        if (len > 1 && optarg[len - 1] == 's') { /* Ts: seconds of training */
+          char num[64];
+          if (len < sizeof num) {
+            memcpy(num, optarg, len - 1);
+            num[len - 1] = '\0';
+          }
+          if (len >= sizeof num || cli_parse_double(num, 1e-9, 1e9, &c->o.learn_s) != 0) {
+            cli_error(VERB, "--learn-curves: expected work from 1e-09 to 1e+18 or seconds "
+                      "from 1e-09 to 1e+09 with an s (2s), got '%s'", optarg);
+            return 2;
+          }
+        } else if (cli_parse_double(optarg, 1e-9, 1e18, &c->o.learn_work) != 0) {
+          cli_error(VERB, "--learn-curves: expected work from 1e-09 to 1e+18 or seconds "
+                    "from 1e-09 to 1e+09 with an s (2s), got '%s'", optarg);
+          return 2;
+        }
         break;
+      }
       case 'S':
         c->o.share_speeds = 1;
         break;
@@ -229,6 +260,13 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
         break;
       case 'W':
         if (parse_double_opt("commit-work", optarg, 1e-9, 1e18, &c->o.commit_work)) return 2;
+        break;
+      case 'E':
+        if (parse_double_opt("commit-time", optarg, 1e-3, 1e9, &c->o.commit_every_s)) return 2;
+        break;
+      case 'k':
+        if (parse_double_opt("check-every", optarg, 0, 86400, &c->o.check_every_s)) return 2;
+        check_given = 1;
         break;
       case 'D':
         if (parse_double_opt("discover-every", optarg, 0, 86400, &c->o.discover_every_s))
@@ -301,9 +339,18 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
     cli_error(VERB, "--nodes is required");
     return 2;
   }
-  if (protocol_given && !(c->o.commit_work > 0)) {
+  if (protocol_given && !(c->o.commit_work > 0) && !(c->o.commit_every_s > 0)) {
     cli_error(VERB, "--discover-every and --launch-delay apply to the manager's resizes: "
-              "give --commit-work too");
+              "give --commit-work or --commit-time too");
+    return 2;
+  }
+  if (c->o.commit_work > 0 && c->o.commit_every_s > 0) {
+    cli_error(VERB, "--commit-work and --commit-time: the manager commits by work or by "
+              "time; give one");
+    return 2;
+  }
+  if (check_given && !(c->o.commit_every_s > 0)) {
+    cli_error(VERB, "--check-every is of commits by time: give --commit-time too");
     return 2;
   }
   /* dorm's own settings (its weights, GLPK's time limit and the fairness
@@ -314,7 +361,7 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
               c->policy);
     return 2;
   }
-  if (c->o.share_speeds && !(c->o.learn_work > 0)) {
+  if (c->o.share_speeds && !(c->o.learn_work > 0) && !(c->o.learn_s > 0)) {
     cli_error(VERB, "--share-speeds shares what jobs learn: give --learn-curves too");
     return 2;
   }
@@ -347,6 +394,11 @@ static void print_text_header(const csim_cli *c, const gs_csim_workload *w) {
   if (c->o.commit_work > 0)
     printf("; resizes at commits every %g work, discovery every %g s, launch after %g s",
            c->o.commit_work, c->o.discover_every_s, c->o.launch_delay_s);
+  if (c->o.commit_every_s > 0)
+    printf("; commits every %g s, resizes at checks every %g s (at least a step), discovery "
+           "every %g s, launch after %g s", c->o.commit_every_s, c->o.check_every_s,
+           c->o.discover_every_s, c->o.launch_delay_s);
+  if (c->o.learn_s > 0) printf("; speeds learned after %g s of training", c->o.learn_s);
   if (c->o.interference > 0) printf("; interference %g", c->o.interference);
   if (c->o.shares && c->o.shares->usage_halflife_s > 0)
     printf("; fair shares lowered by usage, half-life %g s", c->o.shares->usage_halflife_s);
@@ -384,10 +436,17 @@ static void print_json_row(const csim_cli *c, const gs_csim_workload *w, const c
   cli_json_add(o, "restart_penalty_s", c->o.restart_penalty_s, "%.3f");
   cli_json_add(o, "start_penalty_s", c->o.start_penalty_s, "%.3f");
   cli_json_add(o, "learn_work", c->o.learn_work, "%.6g");
+  if (c->o.learn_s > 0) cli_json_add(o, "learn_s", c->o.learn_s, "%.6g");
   cli_json_add(o, "share_speeds", (double)c->o.share_speeds, "%.0f");
   if (c->o.interference > 0) cli_json_add(o, "interference", c->o.interference, "%.4f");
   if (c->o.commit_work > 0) { /* the manager's resizes */
     cli_json_add(o, "commit_work", c->o.commit_work, "%.6g");
+    cli_json_add(o, "discover_every_s", c->o.discover_every_s, "%.3f");
+    cli_json_add(o, "launch_delay_s", c->o.launch_delay_s, "%.3f");
+  }
+  if (c->o.commit_every_s > 0) { /* the manager's resizes, commits by time */
+    cli_json_add(o, "commit_every_s", c->o.commit_every_s, "%.6g");
+    cli_json_add(o, "check_every_s", c->o.check_every_s, "%.3f");
     cli_json_add(o, "discover_every_s", c->o.discover_every_s, "%.3f");
     cli_json_add(o, "launch_delay_s", c->o.launch_delay_s, "%.3f");
   }

@@ -28,6 +28,7 @@ import statistics
 import sys
 
 COMMIT_EVERY = 20  # the manager's --commit-every in the real runs (real_trace.sh)
+COMMIT_EVERY_S = 10  # its default by time (CLUSTER_COMMITS=time: serve's own, 10 s)
 
 
 def opts(args):
@@ -48,9 +49,12 @@ def steps_of(args):
     return n * int(a.get("--epochs", "1"))
 
 
-def commit_samples_of(args):
+def commit_samples_of(args, commits="steps"):
     """The samples between a trace job's commits: its own --commit-every,
-    else the manager's, times its global batch."""
+    else the manager's, times its global batch; by time, none ("": the
+    simulator's --commit-time)."""
+    if commits == "time":
+        return ""
     return int(opts(args).get("--commit-every", COMMIT_EVERY)) * batch_of(args)
 
 
@@ -62,7 +66,7 @@ def summary_of(jobdir):
     return s
 
 
-def write_workload(trace, path):
+def write_workload(trace, path, commits="steps"):
     """The simulator's workload CSV of a trace (trace.py's jobs)."""
     with open(path, "w") as f:
         f.write("name,time,model,nodes,samples,min_nodes,max_nodes,weight,commit_samples\n")
@@ -70,11 +74,11 @@ def write_workload(trace, path):
             kind = j["name"].rsplit("-", 1)[0]
             f.write(f"{j['name']},{j['arrival_s']},{kind},{j['max']},"
                     f"{steps_of(j['args']) * batch_of(j['args'])},{j['min']},{j['max']},1,"
-                    f"{commit_samples_of(j['args'])}\n")
+                    f"{commit_samples_of(j['args'], commits)}\n")
 
 
 def workload(a):
-    write_workload([json.loads(l) for l in open(a.trace)], a.workload)
+    write_workload([json.loads(l) for l in open(a.trace)], a.workload, a.commits)
 
 
 def measure(a):
@@ -101,7 +105,7 @@ def measure(a):
             st = statistics.mean(x[0] for x in v)
             start = statistics.mean(x[1] for x in v)
             f.write(f"{kind},{n},{st:.6f},{batch_of(args_of[kind])},{start:.3f}\n")
-    write_workload(trace, a.workload)
+    write_workload(trace, a.workload, a.commits)
     with open(a.speeds + ".solo.jsonl", "w") as f:
         for r in solo:
             f.write(json.dumps(r) + "\n")
@@ -186,6 +190,30 @@ def report(a):
              for r in csv.DictReader(open(a.workload))}
     commits = ", ".join(f"{k}: {every[k] // batch[k]} steps of {batch[k]} samples"
                         for k in sorted(every))
+    if a.commits == "time":
+        protocol = (
+            f"(`--commit-time {COMMIT_EVERY_S}`: the manager's default since 2026-12-05, "
+            f"serve's own `--commit-every {COMMIT_EVERY_S}s`, the jobs without commits of "
+            "their own): a job whose partition changes is told so at its supervisor's next "
+            "discovery (every second) and stops at its next check (every 0.5 s of training, "
+            "at least a step: "
+            + ", ".join(f"{k} {batch[k]} samples" for k in sorted(batch))
+            + "; after its start-up if it is in one), where it commits, losing no work; it "
+            f"commits every {COMMIT_EVERY_S} s of training besides, what a preemption goes "
+            "back to")
+        learning = ("after two of its checks in one launch there (its progress reports, "
+                    "`--learn-curves 1s`: two checks and at least a second), as the manager "
+                    "measures it")
+        real_commits = "committing by time"
+    else:
+        protocol = (
+            "(`--commit-work 960`, and each job's own commits, the workload's "
+            "commit_samples): a job whose partition changes is told so at "
+            "its supervisor's next discovery (every second) and moves at its next commit "
+            "(every " + commits + ", after its start-up if it is in one)")
+        learning = ("after two of its commits in one launch there, as the manager measures it "
+                    "(`--learn-curves 1920`: two commits)")
+        real_commits = "their own commits"
     print(f"The real trace (bench/cluster/trace.py --mix {a.mix} --span {a.span:g}, seed 1: 20 "
           f"gradsync train jobs of {len(kinds)} kinds ({', '.join(kinds)}) on 1 to "
           f"{max(sizes)} of 8 emulated nodes at 1 Gbit/s, each capped at {a.node_cpus:g} core) replayed by "
@@ -201,24 +229,19 @@ def report(a):
           "speed table's start_s column gives it per kind and size, and the simulator "
           "charges it at every start and every resize on that many nodes (the mean, "
           f"{a.start:.1f} s, is the penalty where the table has none). The simulator resizes as "
-          "the manager does (`--commit-work 960`, and each job's own commits, the workload's "
-          "commit_samples): a job whose partition changes is told so at "
-          "its supervisor's next discovery (every second) and moves at its next commit (every "
-          + commits
-          + ", after its start-up if it is in one), running on its old "
+          "the manager does " + protocol + ", running on its old "
           "nodes until then, or ends first; the nodes it gives up are free only once it has "
           "relaunched, so a job given them waits; a change before a job's first launch "
           f"(`--launch-delay {a.launch:.1f}`: the manager's start to the supervisor's launch, "
           "the median over the real static runs' jobs of their run time less their launch's) "
           "costs nothing. The policies know a "
-          "job's speed on a size only after two of its commits in one launch there, as the "
-          "manager measures it (`--learn-curves 1920`: two commits), and "
+          "job's speed on a size only " + learning + ", and "
           "before that none (linear speed-up, unknown work); the oracle's column is the same "
           "simulation on the table's curves from the start, and the last the simulator's "
           "earlier model (a resize, and its nodes, move at once). The real runs: "
           + ", ".join(sorted({os.path.basename(p) for p in a.real if os.path.exists(p)}))
-          + " (bench/results; real_trace.sh, the same trace and settings, their own "
-          "commits)."
+          + " (bench/results; real_trace.sh, the same trace and settings, "
+          + real_commits + ")."
           + (f" The emulated nodes' interference, measured apart (bench/cluster/interference.sh, "
              f"cluster_interference.md): `--interference {a.interference:g}`, a job on n of the 8 "
              f"nodes running at 1 / (1 + {a.interference:g} (B - n) / (8 - n)) of the table's "
@@ -277,6 +300,8 @@ def main():
     w = sub.add_parser("workload")
     for k in ("--trace", "--workload"):
         w.add_argument(k, required=True)
+    for x in (m, w):
+        x.add_argument("--commits", choices=("steps", "time"), default="steps")
     st = sub.add_parser("settings")
     st.add_argument("--speeds", required=True)
     st.add_argument("--real", nargs="+", required=True)
@@ -293,6 +318,7 @@ def main():
     r.add_argument("--span", type=float, default=120)
     r.add_argument("--node-cpus", type=float, default=0.25)
     r.add_argument("--interference", type=float, default=0)
+    r.add_argument("--commits", choices=("steps", "time"), default="steps")
     a = ap.parse_args()
     {"measure": measure, "workload": workload, "settings": settings, "report": report}[a.cmd](a)
 

@@ -39,6 +39,14 @@
 #         commit interval given to the simulator (commit_samples); its
 #         files named cluster_real_MIX_speeds.csv, cluster_sim_vs_real_MIX.md
 #         and so on, the real runs cluster_real_MIX*.jsonl
+#   CLUSTER_COMMITS=steps|time: steps (default), the real runs until
+#         2026-12-05 (serve --commit-every 20, the scaling jobs' own 4 and 8
+#         steps; `--commit-work`); time: the manager's default since (serve's
+#         own --commit-every 10s, no commits of the jobs' own; real_trace.sh's
+#         CLUSTER_COMMITS=time), measured so and simulated with
+#         `--commit-time 10 --learn-curves 1s`; its files named
+#         cluster_real_MIX_time_speeds.csv, cluster_sim_vs_real_MIX_time.md,
+#         the real runs cluster_real_MIX_time_run{1,2,3}.jsonl
 #   CLUSTER_SPEEDS_MIX=MIX: with --sim-only, simulate on MIX's committed speed
 #         table (a mix of the same kinds on the same sizes: uneven on
 #         scaling's), the workload made from trace.py (CLUSTER_SEED, default 1)
@@ -64,9 +72,16 @@ committed=bench/results
 reps=${1:-2}
 commit_every=20 global_batch=48 # the real runs' (real_trace.sh; trace.py's light mix)
 mix=${CLUSTER_MIX:-light} span=${CLUSTER_SPAN:-120} cpus=${CLUSTER_NODE_CPUS:-0.25}
+commits=${CLUSTER_COMMITS:-steps}
+case $commits in
+  steps | time) ;;
+  *) echo "sim_vs_real: CLUSTER_COMMITS=$commits: expected steps or time" >&2; exit 2 ;;
+esac
 # Another mix's files carry its name: cluster_real_scaling_speeds.csv, ...
+# and commits by time _time after it.
 sfx=
 [ "$mix" = light ] || sfx=_$mix
+[ "$commits" = steps ] || sfx=${sfx}_time
 speeds=$BENCH_OUT/cluster_real${sfx}_speeds.csv
 workload=$BENCH_OUT/cluster_real${sfx}_workload.csv
 speeds_mix=${CLUSTER_SPEEDS_MIX:-}
@@ -86,8 +101,10 @@ measure() {
   # shellcheck source=bench/cluster/manager_lib.sh
   . "$here/manager_lib.sh"
   trap manager_cleanup EXIT
+  local trace_opt=() commit_opt=(--commit-every "$commit_every")
+  [ "$commits" = time ] && trace_opt=(--time-commits) commit_opt=()
   python3 "$here/trace.py" --jobs 20 --seed "$seed" --mix "$mix" --span "$span" \
-    --cache "$tmp/cache" \
+    --cache "$tmp/cache" "${trace_opt[@]}" \
     >"$tmp/trace.jsonl"
   "$gs" train --model mlp --epochs 1 --max-steps 1 --data-cache "$tmp/cache" >/dev/null 2>&1
   # One job of each kind (the trace's arguments, its first job of the kind)
@@ -114,7 +131,7 @@ PY
     "$tmp/kinds.jsonl")
   [ "$pool" -ge 4 ] || pool=4
   manager_start "$spool" "$tmp/serve.log" --emulated "$pool" --rate 1gbit --node-cpus "$cpus" \
-    --policy static --interval 5 --commit-every "$commit_every"
+    --policy static --interval 5 "${commit_opt[@]}"
   : >"$tmp/solo.txt"
   local line kind n k id args sizes
   while read -r line; do
@@ -135,7 +152,7 @@ PY
   done <"$tmp/kinds.jsonl"
   sleep 2 # jobs.json, the manager's snapshot, catches up
   python3 "$here/sim_vs_real.py" measure --spool "$spool" --solo "$tmp/solo.txt" \
-    --trace "$tmp/trace.jsonl" --speeds "$speeds" --workload "$workload"
+    --trace "$tmp/trace.jsonl" --speeds "$speeds" --workload "$workload" --commits "$commits"
   manager_stop "$spool"
 }
 
@@ -144,13 +161,15 @@ if [ "$sim_only" = 1 ] && [ -n "$speeds_mix" ]; then
   # workload made from trace.py.
   ssfx=
   [ "$speeds_mix" = light ] || ssfx=_$speeds_mix
+  [ "$commits" = steps ] || ssfx=${ssfx}_time
   for f in "cluster_real${ssfx}_speeds.csv" "cluster_real${ssfx}_speeds.csv.solo.jsonl"; do
     [ -f "$committed/$f" ] || { echo "sim_vs_real: CLUSTER_SPEEDS_MIX=$speeds_mix needs $committed/$f" >&2; exit 2; }
     [ "$committed/$f" -ef "$BENCH_OUT/$f" ] || cp "$committed/$f" "$BENCH_OUT/$f"
   done
   speeds=$BENCH_OUT/cluster_real${ssfx}_speeds.csv
   python3 "$here/trace.py" --jobs 20 --seed "${CLUSTER_SEED:-1}" --mix "$mix" --span "$span" \
-    --cache unused | python3 "$here/sim_vs_real.py" workload --trace /dev/stdin --workload "$workload"
+    --cache unused | python3 "$here/sim_vs_real.py" workload --trace /dev/stdin \
+    --workload "$workload" --commits "$commits"
 elif [ "$sim_only" = 1 ]; then
   for f in "cluster_real${sfx}_speeds.csv" "cluster_real${sfx}_speeds.csv.solo.jsonl" \
     "cluster_real${sfx}_workload.csv"; do
@@ -168,6 +187,8 @@ else
     cluster_real_goodput_curves.jsonl)
   [ "$mix" = light ] ||
     runs=("cluster_real${sfx}.jsonl" "cluster_real${sfx}_run2.jsonl" "cluster_real${sfx}_run3.jsonl")
+  [ "$commits" = steps ] ||
+    runs=("cluster_real${sfx}_run1.jsonl" "cluster_real${sfx}_run2.jsonl" "cluster_real${sfx}_run3.jsonl")
   for f in "${runs[@]}"; do
     if [ -f "$BENCH_OUT/$f" ]; then real+=("$BENCH_OUT/$f"); else real+=("$committed/$f"); fi
   done
@@ -198,6 +219,12 @@ base=("$gs" cluster simulate --workload "$workload" --tables "$speeds" --nodes 8
       --interval 5 --start-penalty "$start_s" --interference "$interference")
 manager=(--commit-work $((commit_every * global_batch)) --launch-delay "$launch_s")
 learn=(--learn-curves $((2 * commit_every * global_batch)))
+if [ "$commits" = time ]; then
+  # serve's own commits by time; the manager measures a speed from two
+  # progress reports (two checks), about a second
+  manager=(--commit-time 10 --launch-delay "$launch_s")
+  learn=(--learn-curves 1s)
+fi
 "${base[@]}" "${manager[@]}" "${learn[@]}" --json >"$out"
 # On the table's curves from the start (an oracle), and with resizes at
 # once (the simulator's model before the manager's), for comparison.
@@ -206,11 +233,11 @@ learn=(--learn-curves $((2 * commit_every * global_batch)))
 bench_stamp "$out" "$(bench_quote "${base[@]}" "${manager[@]}" "${learn[@]}"); the same without \
 ${learn[*]} (.oracle), and without ${manager[*]} (.at_once)"
 python3 "$here/sim_vs_real.py" report --mix "$mix" --span "$span" --node-cpus "$cpus" \
-  --interference "$interference" --sim "$out" --oracle "$out.oracle" \
+  --interference "$interference" --commits "$commits" --sim "$out" --oracle "$out.oracle" \
   --at-once "$out.at_once" \
   --speeds "$speeds" --workload "$workload" --start "$start_s" --launch "$launch_s" \
   --real "${real[@]}" \
   >"$BENCH_OUT/cluster_sim_vs_real${sfx}.md"
 bench_stamp "$BENCH_OUT/cluster_sim_vs_real${sfx}.md" \
-  "${REAL_RUNS:+REAL_RUNS=\"$REAL_RUNS\" }${speeds_mix:+CLUSTER_SPEEDS_MIX=$speeds_mix }CLUSTER_MIX=$mix CLUSTER_SPAN=$span CLUSTER_NODE_CPUS=$cpus CLUSTER_INTERFERENCE=${CLUSTER_INTERFERENCE:-0} bench/cluster/sim_vs_real.sh $given"
+  "${REAL_RUNS:+REAL_RUNS=\"$REAL_RUNS\" }${speeds_mix:+CLUSTER_SPEEDS_MIX=$speeds_mix }CLUSTER_COMMITS=$commits CLUSTER_MIX=$mix CLUSTER_SPAN=$span CLUSTER_NODE_CPUS=$cpus CLUSTER_INTERFERENCE=${CLUSTER_INTERFERENCE:-0} bench/cluster/sim_vs_real.sh $given"
 cat "$BENCH_OUT/cluster_sim_vs_real${sfx}.md"

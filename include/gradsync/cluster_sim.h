@@ -41,6 +41,10 @@ typedef struct gs_csim_job {
   double commit_work; /* > 0: this job commits every commit_work of its
                          work under the manager's protocol, in place of
                          gs_csim_opts.commit_work (0: the run's) */
+  double step_work;   /* the work of one step (a speed table's
+                         samples_per_step: the global batch; 0: not known),
+                         which spaces its checks under commits by time
+                         (gs_csim_opts.commit_every_s) */
   double *speed;      /* owned by the workload */
   double *start_s;    /* the seconds a start (first, or after a resize) on
                          n nodes makes no progress, [n]; NULL: the
@@ -124,11 +128,30 @@ typedef struct gs_csim_opts {
    * node, resumes from its last commit. 0 (default): a resize takes effect
    * at once and its nodes move at once (Pollux's simulator's model). */
   double commit_work;
-  double discover_every_s;    /* with commit_work: the supervisors' discovery
-                                 period, from each launch (default 1, the
-                                 manager's; 0: at once) */
-  double launch_delay_s;      /* with commit_work: from the manager's start of a
-                                 job (first, or a resumption) to its
+  /* > 0, in place of commit_work: the manager's protocol with commits by
+   * time, its default for gradsync train jobs since 2026-12-05 (`cluster
+   * serve --commit-every 10s`; docs/TRAIN.md, "By time"): a job commits
+   * every commit_every_s seconds of its launch's training, and its ranks
+   * meet at checks every check_every_s of training (at least one step:
+   * step_work at the table's speed), from the end of its start-up. A stop
+   * asked at a discovery is taken at the next check, with a commit there,
+   * so a resize loses no work; a preempted job, or one whose launch lost a
+   * node, resumes from its last commit by time. The policies see a job's
+   * progress as it is (its report at every check), and with learn_work or
+   * learn_s a size's speed is learned after two checks of one launch there
+   * (the manager's two reports), at least learn_s of training. The other
+   * settings of the protocol (discovery, launch delay) are commit_work's. */
+  double commit_every_s;
+  double check_every_s;       /* with commit_every_s: seconds of training between
+                                 a job's checks (default 0.5, train's) */
+  /* > 0: as learn_work, a size's speed learned after learn_s seconds of
+   * training in one launch (with commit_every_s: and two checks). */
+  double learn_s;
+  double discover_every_s;    /* with either protocol: the supervisors'
+                                 discovery period, from each launch (default 1,
+                                 the manager's; 0: at once) */
+  double launch_delay_s;      /* with either protocol: from the manager's start
+                                 of a job (first, or a resumption) to its
                                  supervisor's launch, part of the start-up: a
                                  change of its partition before then costs
                                  nothing, and a supervisor's relaunch after a

@@ -36,7 +36,13 @@
  *    manager's start of a job reaches its supervisor's launch
  *    launch_delay_s later (its keeper, the hosts' check): a change of the
  *    partition before then costs nothing, and a relaunch by the supervisor
- *    after a stop skips that part of the start-up.
+ *    after a stop skips that part of the start-up;
+ *  - commit_every_s > 0 (the manager's default for gradsync train jobs,
+ *    commits by time): the same, but the stop is taken at the job's next
+ *    check (every check_every_s of its training, at least a step), where
+ *    it commits, so a resize loses no work; it commits every
+ *    commit_every_s of a launch's training besides, what a preemption or a
+ *    lost node goes back to.
  *
  * Measures (gs_csim_result):
  *  - utilisation: allocated node-seconds over the pool's node-seconds
@@ -79,6 +85,17 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* Whether resizes follow the manager's protocol: commits by work
+ * (commit_work) or by time (commit_every_s). */
+static int protocol_of(const gs_csim_opts *o) {
+  return o->commit_work > 0 || o->commit_every_s > 0;
+}
+
+static int by_time(const gs_csim_opts *o) { return o->commit_every_s > 0; }
+
+/* Whether the policies learn the jobs' speeds as the manager does. */
+static int learns(const gs_csim_opts *o) { return o->learn_work > 0 || o->learn_s > 0; }
+
 void gs_csim_defaults(gs_csim_opts *o) {
   memset(o, 0, sizeof *o);
   gs_cluster_policy_opts p;
@@ -89,6 +106,7 @@ void gs_csim_defaults(gs_csim_opts *o) {
   o->fairness_weight = p.fairness_weight;
   o->adjust_weight = p.adjust_weight;
   o->discover_every_s = 1; /* the manager's supervisors' (--discover-every 1) */
+  o->check_every_s = 0.5;   /* train's checks under commits by time */
 }
 
 typedef struct sim_job {
@@ -100,6 +118,11 @@ typedef struct sim_job {
   double since;       /* when its start-up began (the manager's start, or the stop) */
   double restart_end; /* no progress before this time (the launch's start-up) */
   double stop_at;     /* asked: the work done at which it stops (a commit) */
+  double stop_t;      /* asked, commits by time: when it stops (a check) */
+  double committed;   /* commits by time: the work done at its last commit */
+  double commit_t;    /* commits by time: its launch's next commit */
+  double run_s;       /* seconds it has run (started by the manager, not
+                         queued): its attained service, gs_cluster_job.run_s */
   double start, end;  /* first start, finish (-1: not yet) */
   int restarts;
   int ever_ran, done, arrived, asked;
@@ -107,7 +130,7 @@ typedef struct sim_job {
   double contention;  /* integral of the number of jobs in the system */
   /* opts.learn_work: the work done in this launch since its start-up, the
    * speeds known per size (0: not yet) and the curve fitted to them. */
-  double launch_done;
+  double launch_done, launch_train_s;
   double *known, *curve;
   int ncurve;
   double *borrowed;   /* opts.share_speeds: the curve taken from a job of its model */
@@ -270,7 +293,9 @@ static void launch(sim *s, int j, double t) {
   js->run = js->size;
   js->launch_t = t;
   js->launch_done = 0;
+  js->launch_train_s = 0;
   js->pending = 0;
+  js->commit_t = js->restart_end + s->o->commit_every_s; /* (commits by time) */
 }
 
 /* Job j's launch follows its changed partition (a resize), the stop asked
@@ -289,7 +314,7 @@ static void manager_start(sim *s, int j, double t) {
   sim_job *js = &s->js[j];
   if (js->start < 0) js->start = t;
   js->since = t;
-  if (s->o->commit_work > 0 && s->o->launch_delay_s > 0) {
+  if (protocol_of(s->o) && s->o->launch_delay_s > 0) {
     js->pending = 1;
     js->launch_t = t + s->o->launch_delay_s;
   } else {
@@ -313,16 +338,17 @@ static double job_learn_work(const sim *s, int j) {
 }
 
 /* The work job j had done at its last commit (commit_work > 0: it commits
- * every commit_work of its work). */
+ * every commit_work of its work; commits by time: as recorded). */
 static double last_commit(const sim *s, int j) {
+  if (by_time(s->o)) return s->js[j].committed;
   double cw = job_commit_work(s, j);
   return floor((s->w->jobs[j].work - s->js[j].rem) / cw + 1e-9) * cw;
 }
 
-/* Under the manager's protocol (commit_work > 0), a job restarts from its
- * last commit: the work since is lost. */
+/* Under the manager's protocol, a job restarts from its last commit: the
+ * work since is lost. */
 static void back_to_commit(sim *s, int j) {
-  if (!(s->o->commit_work > 0)) return;
+  if (!protocol_of(s->o)) return;
   double kept = last_commit(s, j), work = s->w->jobs[j].work;
   if (kept < work - s->js[j].rem) s->js[j].rem = work - kept;
 }
@@ -344,6 +370,40 @@ static double next_commit(const sim *s, int j) {
   return c < work * (1 - 1e-9) ? c : INFINITY;
 }
 
+/* Commits by time: the spacing of job j's checks on its launch,
+ * check_every_s of training but at least one step at its table speed
+ * (rank 0 sets the next check about check_every_s of steps ahead). */
+static double check_every(const sim *s, int j) {
+  double iv = s->o->check_every_s, step = s->w->jobs[j].step_work;
+  double sp = job_speed(s, j, s->js[j].run);
+  if (step > 0 && sp > 0 && step / sp > iv) iv = step / sp;
+  return iv;
+}
+
+/* Commits by time: job j's first check after t, checks every
+ * check_every() from its launch's training start (after its start-up);
+ * where the stop asked at t is taken. */
+static double next_check(const sim *s, int j, double t) {
+  const sim_job *js = &s->js[j];
+  double iv = check_every(s, j);
+  if (!(iv > 0)) return t > js->restart_end ? t : js->restart_end;
+  double k = ceil((t - js->restart_end) / iv - 1e-9);
+  return js->restart_end + (k < 1 ? 1 : k) * iv;
+}
+
+/* Whether job j's launch has trained long enough for the manager to know
+ * its speed there: learn_work of its work (its own commits' share), or
+ * learn_s of training; by time, also two checks (two progress reports). */
+static int launch_measured(const sim *s, int j) {
+  const sim_job *js = &s->js[j];
+  if (s->o->learn_s > 0 || by_time(s->o)) {
+    double need = s->o->learn_s;
+    if (by_time(s->o) && 2 * check_every(s, j) > need) need = 2 * check_every(s, j);
+    return js->launch_train_s >= need - 1e-9;
+  }
+  return js->launch_done >= job_learn_work(s, j);
+}
+
 /* The round's positions in s->active, by submission (qsort has no
  * context argument: the simulator runs on one thread). */
 static const sim *sort_sim;
@@ -361,7 +421,7 @@ static int cmp_by_submission(const void *x, const void *y) {
  * job's supervisor notices the change at its next discovery (the event
  * loop). */
 static void apply_sizes(sim *s, double t) {
-  int n = s->nactive, at_once = !(s->o->commit_work > 0);
+  int n = s->nactive, at_once = !protocol_of(s->o);
   for (int a = 0; a < n; a++) {
     int j = s->active[a], want = s->sizes[a];
     sim_job *js = &s->js[j];
@@ -450,13 +510,15 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
     p->cur_nodes = s->js[j].size;
     p->submit_time = g->submit;
     p->progress = 1 - s->js[j].rem / g->work;
-    if (s->o->commit_work > 0) { /* the manager reads it from the job's last commit */
+    if (s->o->commit_work > 0) { /* the manager reads it from the job's last commit
+                                  * (by time: from its report at every check) */
       double c = last_commit(s, j);
       p->progress = c > 0 ? c / g->work : -1;
     }
     p->speed = g->speed;
+    p->run_s = s->js[j].run_s;
     int borrowed = 0;
-    if (s->o->learn_work > 0) { /* only what the manager would know by now */
+    if (learns(s->o)) { /* only what the manager would know by now */
       p->speed = s->js[j].ncurve ? s->js[j].curve : NULL;
       if (!s->js[j].ncurve && s->o->share_speeds && borrow(s, j)) {
         p->speed = s->js[j].borrowed;
@@ -464,8 +526,8 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
       }
     }
     p->restarts = s->js[j].restarts;
-    p->work = s->o->learn_work > 0 && !s->js[j].ncurve && !borrowed ? 0 : g->work;
-    if (s->o->learn_work > 0 && s->js[j].restart_n > 0)
+    p->work = learns(s->o) && !s->js[j].ncurve && !borrowed ? 0 : g->work;
+    if (learns(s->o) && s->js[j].restart_n > 0)
       p->restart_s = s->js[j].restart_sum / s->js[j].restart_n;
     p->owed_s = s->js[j].fair_s - s->js[j].held_s;
   }
@@ -558,7 +620,7 @@ static int time_moves_of(const gs_csim_opts *o) {
  * shares. Otherwise the ticks are not events (a static job of 1e12 samples
  * took 19 s of ticks). */
 static int ticks_are_events(const gs_csim_opts *o) {
-  return gs_cluster_policy_reads_progress(o->policy) || o->learn_work > 0 || time_moves_of(o);
+  return gs_cluster_policy_reads_progress(o->policy) || learns(o) || time_moves_of(o);
 }
 
 /* The bound on periodic rounds where they are events (opts.max_periodic). */
@@ -594,11 +656,19 @@ int gs_csim_check(const gs_csim_workload *w, const gs_csim_opts *o, char *err, s
       return -1;
     }
   }
-  if (!(o->commit_work >= 0) || !(o->discover_every_s >= 0) || !(o->launch_delay_s >= 0)) {
+  if (!(o->commit_work >= 0) || !(o->commit_every_s >= 0) || !(o->check_every_s >= 0) ||
+      !(o->discover_every_s >= 0) || !(o->launch_delay_s >= 0) || !(o->learn_work >= 0) ||
+      !(o->learn_s >= 0)) {
     set_err(err, errlen,
-            "commit every %g work units, discovery every %g s, launch delay %g s; expected "
-            ">= 0",
-            o->commit_work, o->discover_every_s, o->launch_delay_s);
+            "commit every %g work units or %g s, checks every %g s, discovery every %g s, "
+            "launch delay %g s, curves learned after %g work units or %g s; expected >= 0",
+            o->commit_work, o->commit_every_s, o->check_every_s, o->discover_every_s,
+            o->launch_delay_s, o->learn_work, o->learn_s);
+    return -1;
+  }
+  if (o->commit_work > 0 && o->commit_every_s > 0) {
+    set_err(err, errlen, "commits every %g work units and every %g s: the manager commits by "
+            "one or the other; give one", o->commit_work, o->commit_every_s);
     return -1;
   }
   /* No job finishes sooner than at its best speed in the table, from its
@@ -689,7 +759,7 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       s.owner[j] = k;
     }
   }
-  for (int j = 0; j < nj && o->learn_work > 0; j++) {
+  for (int j = 0; j < nj && learns(o); j++) {
     s.js[j].known = calloc((size_t)w->jobs[j].max_nodes + 1, sizeof *s.js[j].known);
     s.js[j].curve = calloc((size_t)w->jobs[j].max_nodes + 1, sizeof *s.js[j].curve);
     s.js[j].borrowed = calloc((size_t)w->jobs[j].max_nodes + 1, sizeof *s.js[j].borrowed);
@@ -714,7 +784,7 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
   int ticks_matter = ticks_are_events(o), time_moves = time_moves_of(o);
   long periodic = 0, max_periodic = max_periodic_of(o);
   int loss_pending = o->loss_nodes > 0;
-  int protocol = o->commit_work > 0; /* the manager's resizes at commits */
+  int protocol = protocol_of(o); /* the manager's resizes at commits or checks */
   double used_ns = 0, busy_ns = 0, avail_ns = 0, fair_int = 0, fair_time = 0;
   const double eps = 1e-9;
   if (s.trace) fprintf(s.trace, "# node,NODE,JOB,T0,T1 | util,T,USED,BUSY,ACTIVE | job,...\n");
@@ -780,9 +850,12 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
         if (fits) launch(&s, j, t);
         js->pending = 0; /* (a node lost left it short: a round starts it again) */
       } else if (js->run > 0 && js->asked &&
-                 w->jobs[j].work - js->rem >= js->stop_at - eps * w->jobs[j].work) {
+                 (by_time(o) ? t >= js->stop_t - eps
+                             : w->jobs[j].work - js->rem >= js->stop_at - eps * w->jobs[j].work)) {
         /* The supervisor relaunches it itself: of a start-up it skips the
-         * manager's part, launch_delay_s. */
+         * manager's part, launch_delay_s. By time, it stopped at a check
+         * and committed there. */
+        if (by_time(o)) js->committed = w->jobs[j].work - js->rem;
         js->since = t - o->launch_delay_s;
         if (fits) relaunch(&s, j, t, js->ask_t);
         else launch_end(&s, j, t); /* (a node lost left it short: it waits) */
@@ -791,7 +864,10 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
                  discovery_at(&s, js, t) <= t + eps) {
         js->asked = 1;
         js->ask_t = t;
-        js->stop_at = next_commit(&s, j);
+        if (by_time(o))
+          js->stop_t = next_check(&s, j, t);
+        else
+          js->stop_at = next_commit(&s, j);
       }
     }
     /* A periodic round: for a policy that reads progress, or after a curve
@@ -846,7 +922,9 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       double done_at = from + js->rem / sp;
       if (done_at < tn) tn = done_at;
       if (js->restart_end > t && js->restart_end < tn) tn = js->restart_end; /* busy changes */
-      if (protocol && js->asked && isfinite(js->stop_at)) {
+      if (protocol && js->asked && by_time(o)) {
+        if (js->stop_t < tn) tn = js->stop_t > t ? js->stop_t : t;
+      } else if (protocol && js->asked && isfinite(js->stop_at)) {
         double stop = from + (js->stop_at - (w->jobs[j].work - js->rem)) / sp;
         if (stop < tn) tn = stop;
       } else if (protocol && !js->asked && js->moved > 0) {
@@ -875,18 +953,26 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       js->contention += s.nactive * dt;
       js->held_s += js->size * dt;
       js->fair_s += js->fair * dt;
+      if (js->run > 0 || js->pending) js->run_s += dt;
       if (js->run <= 0) continue;
       double from = js->restart_end > t ? js->restart_end : t;
       if (from < tn) {
-        double sp = speed_now(&s, j, busy);
+        double sp = speed_now(&s, j, busy), done0 = w->jobs[j].work - js->rem;
         js->rem -= sp * (tn - from);
         if (js->rem < 0) js->rem = 0;
         busy_ns += js->run * (tn - from);
         js->launch_done += sp * (tn - from);
-        if (o->learn_work > 0 && js->launch_done >= job_learn_work(&s, j) &&
-            js->known[js->run] == 0)
-          learn(&s, j, js->run, sp);
-        if (o->learn_work > 0 && js->launch_done >= job_learn_work(&s, j) && js->cost_pending) {
+        js->launch_train_s += tn - from;
+        if (by_time(o) && js->commit_t <= tn + eps) { /* its last commit by time */
+          double c = o->commit_every_s;
+          double last = js->commit_t + floor((tn - js->commit_t) / c + eps) * c;
+          double at = done0 + sp * (last - from);
+          js->committed = at < w->jobs[j].work ? at : w->jobs[j].work;
+          js->commit_t = last + c;
+        }
+        int measured = learns(o) && launch_measured(&s, j);
+        if (measured && js->known[js->run] == 0) learn(&s, j, js->run, sp);
+        if (measured && js->cost_pending) {
           js->restart_sum += js->launch_cost;
           js->restart_n++;
           js->cost_pending = 0;

@@ -585,6 +585,7 @@ typedef struct model_speed {
   int n;
   int nodes[64];
   double tput[64]; /* samples per second */
+  double step[64]; /* samples per step */
   double start[64]; /* start_s, or -1 */
 } model_speed;
 
@@ -635,6 +636,7 @@ static int load_speeds(const char *path, model_speed **out, int *nout, char *err
     while (k > 0 && s->nodes[k - 1] > nodes) {
       s->nodes[k] = s->nodes[k - 1];
       s->tput[k] = s->tput[k - 1];
+      s->step[k] = s->step[k - 1];
       s->start[k] = s->start[k - 1];
       k--;
     }
@@ -646,6 +648,7 @@ static int load_speeds(const char *path, model_speed **out, int *nout, char *err
     }
     s->nodes[k] = nodes;
     s->tput[k] = sps / st;
+    s->step[k] = sps;
     s->start[k] = start;
   }
   csv_close(&c);
@@ -778,6 +781,7 @@ static int load_table(csv *c, const char *tables, int nodes, gs_csim_workload *w
     j->max_nodes = hi;
     j->req_nodes = req;
     j->speed = model_curve(s, s->tput, lo, hi);
+    j->step_work = model_at(s, s->step, req); /* (its global batch: the same on every size) */
     const int has_start = s->start[0] >= 0; /* the column is there: every row has it */
     if (has_start) j->start_s = model_curve(s, s->start, lo, hi);
     if (j->speed == NULL || (has_start && j->start_s == NULL)) {

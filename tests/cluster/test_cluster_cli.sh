@@ -109,6 +109,18 @@ grep -q '"commit_work":100,"discover_every_s":1,"launch_delay_s":0,' "$tmp/out" 
 t 0 "resizes at commits every 100 work, discovery every 0.5 s, launch after 1 s" $sim \
   --workload "$tmp/wm.csv" --tables "$tmp/speeds.csv" --nodes 2 --policy dorm --commit-work 100 \
   --discover-every 0.5 --launch-delay 1
+# Commits by time (the manager's default): the settings said, the stop at
+# a check (tests/cluster/test_cluster_sim.c works the figures by hand).
+t 0 '"jct_mean_s":11,' $sim --workload "$tmp/wm.csv" --tables "$tmp/speeds.csv" --nodes 2 \
+  --restart-penalty 5 --interval 0 --policy dorm --fairness-weight 1 --json --commit-time 3
+grep -q '"commit_every_s":3,"check_every_s":0.5,"discover_every_s":1,"launch_delay_s":0,' \
+  "$tmp/out" && grep -q '"resizes":2,' "$tmp/out" &&
+  ok "--commit-time: its settings and 2 resizes" || bad "--commit-time: $(cat "$tmp/out")"
+t 0 "commits every 3 s, resizes at checks every 0.25 s (at least a step), discovery every 1 s" \
+  $sim --workload "$tmp/wm.csv" --tables "$tmp/speeds.csv" --nodes 2 --policy dorm \
+  --commit-time 3 --check-every 0.25 --learn-curves 2s
+grep -q "speeds learned after 2 s of training" "$tmp/out" &&
+  ok "--learn-curves 2s: said" || bad "--learn-curves 2s: $(cat "$tmp/out")"
 # A job that can never run after a node loss (A needs both nodes) is
 # counted and named, not dropped from the table unseen.
 printf 'name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,200,2,2\nB,1,m,1,100,1,1\n' \
@@ -148,6 +160,15 @@ t 2 "--discover-every and --launch-delay apply to the manager's resizes" $sim \
 t 2 "--commit-work: expected a number from" $sim --workload "$tmp/w.csv" --nodes 2 --commit-work 0
 t 2 "--launch-delay: expected a number from 0" $sim --workload "$tmp/w.csv" --nodes 2 \
   --commit-work 5 --launch-delay -1
+t 2 "--commit-work and --commit-time: the manager commits by work or by time" $sim \
+  --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --commit-work 5 --commit-time 10
+t 2 "--check-every is of commits by time: give --commit-time too" $sim \
+  --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --commit-work 5 --check-every 1
+t 2 "--commit-time: expected a number from" $sim --workload "$tmp/w.csv" --nodes 2 --commit-time 0
+t 2 "--learn-curves: expected work from 1e-09 to 1e+18 or seconds" $sim --workload "$tmp/w.csv" \
+  --nodes 2 --learn-curves 3x
+t 2 "--learn-curves: expected work from 1e-09 to 1e+18 or seconds" $sim --workload "$tmp/w.csv" \
+  --nodes 2 --learn-curves -1s
 t 2 "--share-speeds shares what jobs learn: give --learn-curves too" $sim \
   --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --share-speeds
 # dorm's settings under another policy (ignored until 2026-12-06)

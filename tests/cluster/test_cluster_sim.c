@@ -41,6 +41,7 @@ static double start_penalty; /* 0 but in test_start_penalty */
 static double interference;  /* 0 but in test_interference */
 /* 0 (resizes at once) but in test_manager_resizes */
 static double commit_work, launch_delay;
+static double commit_every_s; /* 0 (none) but in test_time_commits */
 /* 0: the policies' default (0.5); 1 in test_manager_resizes */
 static double fairness_weight;
 static double interval; /* 0 (no periodic round) but in test_long_jobs */
@@ -67,6 +68,7 @@ static void run(const char *policy, const char *workload, int nodes, double loss
   o.loss_nodes = loss_k;
   o.commit_work = commit_work;
   o.launch_delay_s = launch_delay;
+  o.commit_every_s = commit_every_s;
   if (fairness_weight > 0) o.fairness_weight = fairness_weight;
   if (gs_csim_run(&w, &o, r, err, sizeof err) != 0) {
     fprintf(stderr, "%s\n", err);
@@ -426,6 +428,60 @@ static void test_manager_resizes(void **state) {
   assert_int_equal(r.done, 2);
   assert_int_equal(r.resizes, 1);
   NEAR(r.jct_mean_s, (20 + 2) / 2.0);
+}
+
+/* Resizes with commits by time (commit_every_s: the manager's default for
+ * train jobs): the stop is taken at the job's next check (every 0.5 s of
+ * training, at least one step: the table's samples_per_step, 20, at its
+ * speed: 1 s on 2 nodes, 2 s on 1), where it commits; a commit every 3 s of
+ * training besides. The workload of test_manager_resizes, dorm on 2 nodes:
+ *  - A (2 nodes at 0) is shrunk at 1 for B; its supervisor sees it at 1, a
+ *    check is due then (the checks of its launch at 1, 2, ...): it stops
+ *    at 1 with 20 done, relaunches on 1 node (no progress until 6). B runs
+ *    on the node it gave up, 1-2.
+ *  - At 2 A's partition grows back; its supervisor sees it at 2, and it
+ *    stops at its first check after its start-up, one step on 1 node in:
+ *    at 8, 40 done. On 2 nodes from 13, its 160 left take 8 s: it ends at
+ *    21. JCTs 21 and 1, 2 resizes. (By work, with commits every 100
+ *    samples, test_manager_resizes: 20 and 5, 1 resize.)
+ * A lost node: A alone (1 to 2 nodes) commits at 3 (60 done); at 4 (80
+ * done) a node is lost: it resumes from its commit at 60 on the node left
+ * (no progress until 9) and its 140 take 14 s: it ends at 23. Without the
+ * commits by time it would redo all 200 (29); and with checks every 0.5 s
+ * whatever a step costs, A's second stop above would come at 6.5, not 8. */
+static void test_time_commits(void **state) {
+  (void)state;
+  fairness_weight = 1;
+  commit_every_s = 3;
+  const char *wl = "name,time,model,nodes,samples,min_nodes,max_nodes\n"
+                   "A,0,m,2,200,1,2\nB,1,m,1,10,1,1\n";
+  gs_csim_result r;
+  run("dorm", wl, 2, 0, 0, &r);
+  assert_int_equal(r.done, 2);
+  assert_int_equal(r.resizes, 2);
+  NEAR(r.jct_mean_s, (21 + 1) / 2.0);
+  NEAR(r.makespan_s, 21);
+  run("static", "name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,200,1,2\n", 2, 4,
+      1, &r);
+  assert_int_equal(r.done, 1);
+  NEAR(r.jct_mean_s, 23);
+  commit_every_s = 0;
+  fairness_weight = 0;
+  /* By work and by time at once: refused, naming both. */
+  char wp[512], sp[512], err[512];
+  write_file("w.csv", two_jobs, wp, sizeof wp);
+  write_file("s.csv", speeds, sp, sizeof sp);
+  gs_csim_workload w;
+  assert_int_equal(gs_csim_load(wp, sp, 2, 4, &w, err, sizeof err), 0);
+  gs_csim_opts o;
+  gs_csim_defaults(&o);
+  o.nodes = 2;
+  o.policy = "dorm";
+  o.commit_work = 100;
+  o.commit_every_s = 10;
+  assert_int_equal(gs_csim_run(&w, &o, &r, err, sizeof err), -1);
+  assert_non_null(strstr(err, "every 100 work units and every 10 s"));
+  gs_csim_workload_free(&w);
 }
 
 static void expect_load_error(const char *workload, const char *speed_table, int nodes,
@@ -838,6 +894,7 @@ int main(void) {
       cmocka_unit_test(test_interference),
       cmocka_unit_test(test_node_loss),
       cmocka_unit_test(test_manager_resizes),
+      cmocka_unit_test(test_time_commits),
       cmocka_unit_test(test_long_jobs),
       cmocka_unit_test(test_round_bound),
       cmocka_unit_test(test_bad_workloads),
