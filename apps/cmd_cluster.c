@@ -30,7 +30,8 @@ static void usage(FILE *f) {
           "usage: gradsync cluster simulate --workload CSV --nodes N [--gpus-per-node G]\n"
           "                                 [--tables PATH] [--policy P|all]\n"
           "                                 [--restart-penalty S] [--start-penalty S]\n"
-          "                                 [--learn-curves W|Ts [--share-speeds]]\n"
+          "                                 [--learn-curves W|Ts [--share-speeds]\n"
+          "                                 [--restart-prior]]\n"
           "                                 [--interference K]\n"
           "                                 [--commit-work W | --commit-time S\n"
           "                                 [--check-every S]] [--discover-every S]\n"
@@ -80,6 +81,11 @@ static void usage(FILE *f) {
           "                       yet starts from the curve of the job of its\n"
           "                       model that learned the most (the manager's\n"
           "                       serve --share-speeds)\n"
+          "  --restart-prior      with --learn-curves: a resize is priced before a\n"
+          "                       job's own is measured as the manager prices it\n"
+          "                       by default: its measured start-up plus the\n"
+          "                       pool's measured stop, else the pool's mean\n"
+          "                       resize (default: --restart-penalty)\n"
           "  --interference K     nodes that share one machine (the emulated\n"
           "                       cluster): a job on n of N nodes runs at its\n"
           "                       table speed / (1 + K (B - n) / (N - n)) while B\n"
@@ -160,6 +166,7 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
       {"start-penalty", required_argument, 0, 's'},
       {"learn-curves", required_argument, 0, 'C'},
       {"share-speeds", no_argument, 0, 'S'},
+      {"restart-prior", no_argument, 0, 'p'},
       {"interference", required_argument, 0, 'K'},
       {"commit-work", required_argument, 0, 'W'},
       {"commit-time", required_argument, 0, 'E'},
@@ -254,6 +261,9 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
       }
       case 'S':
         c->o.share_speeds = 1;
+        break;
+      case 'p':
+        c->o.restart_prior = 1;
         break;
       case 'K':
         if (parse_double_opt("interference", optarg, 0, 100, &c->o.interference)) return 2;
@@ -365,6 +375,11 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
     cli_error(VERB, "--share-speeds shares what jobs learn: give --learn-curves too");
     return 2;
   }
+  if (c->o.restart_prior && !(c->o.learn_work > 0) && !(c->o.learn_s > 0)) {
+    cli_error(VERB, "--restart-prior prices from what the jobs measured: give "
+              "--learn-curves too");
+    return 2;
+  }
   if (c->o.loss_nodes >= c->nodes) {
     cli_error(VERB, "--node-loss: %d nodes lost from a pool of %d; at most %d", c->o.loss_nodes,
               c->nodes, c->nodes - 1);
@@ -399,6 +414,7 @@ static void print_text_header(const csim_cli *c, const gs_csim_workload *w) {
            "every %g s, launch after %g s", c->o.commit_every_s, c->o.check_every_s,
            c->o.discover_every_s, c->o.launch_delay_s);
   if (c->o.learn_s > 0) printf("; speeds learned after %g s of training", c->o.learn_s);
+  if (c->o.restart_prior) printf("; resizes priced by the pool's measured prior");
   if (c->o.interference > 0) printf("; interference %g", c->o.interference);
   if (c->o.shares && c->o.shares->usage_halflife_s > 0)
     printf("; fair shares lowered by usage, half-life %g s", c->o.shares->usage_halflife_s);
@@ -438,6 +454,7 @@ static void print_json_row(const csim_cli *c, const gs_csim_workload *w, const c
   cli_json_add(o, "learn_work", c->o.learn_work, "%.6g");
   if (c->o.learn_s > 0) cli_json_add(o, "learn_s", c->o.learn_s, "%.6g");
   cli_json_add(o, "share_speeds", (double)c->o.share_speeds, "%.0f");
+  if (c->o.restart_prior) cli_json_add(o, "restart_prior", 1.0, "%.0f");
   if (c->o.interference > 0) cli_json_add(o, "interference", c->o.interference, "%.4f");
   if (c->o.commit_work > 0) { /* the manager's resizes */
     cli_json_add(o, "commit_work", c->o.commit_work, "%.6g");

@@ -4,11 +4,17 @@
   sim_vs_real.py measure --spool DIR --solo FILE --trace TRACE --speeds CSV --workload CSV
       from the solo runs (FILE: "kind nodes job-id" lines) under the manager
       at SPOOL: the speed table (model,nodes,step_time_s,samples_per_step,
-      start_s: the job's wall_s inside the program over its steps, and the
-      rest of its completion time) and the real trace as the simulator's
+      start_s: the job's training time (its summary's train_s) over its
+      steps, and the rest of its completion time; until 2026-12-07 wall_s,
+      its whole time inside the program, which left the program's own
+      set-up out of the start-up a resize pays again) and the real trace as the simulator's
       workload (name,time,model,nodes,samples,min_nodes,max_nodes,weight,
       commit_samples), and
       each run beside the table (CSV.solo.jsonl).
+  sim_vs_real.py table --speeds CSV
+      rebuilds the speed table CSV from the solo runs beside it
+      (CSV.solo.jsonl; the kinds' samples per step from CSV itself), as
+      measure writes it.
   sim_vs_real.py settings --speeds CSV --real JSONL...
       prints the mean start-up of the solo runs (CSV.solo.jsonl) and the time
       from the manager's start of a job to its supervisor's launch, the
@@ -98,17 +104,36 @@ def measure(a):
         jct = j["end_time"] - j["submit_time"]
         solo.append({"kind": kind, "nodes": int(n), "jct_s": round(jct, 2),
                      "wall_s": s["wall_s"], "train_s": s["train_s"], "steps": steps})
-        rows.setdefault((kind, int(n)), []).append((s["wall_s"] / steps, jct - s["wall_s"]))
-    with open(a.speeds, "w") as f:
-        f.write("model,nodes,step_time_s,samples_per_step,start_s\n")
-        for (kind, n), v in rows.items():  # the mean of the runs
-            st = statistics.mean(x[0] for x in v)
-            start = statistics.mean(x[1] for x in v)
-            f.write(f"{kind},{n},{st:.6f},{batch_of(args_of[kind])},{start:.3f}\n")
+    write_table(a.speeds, solo, {k: batch_of(v) for k, v in args_of.items()})
     write_workload(trace, a.workload, a.commits)
     with open(a.speeds + ".solo.jsonl", "w") as f:
         for r in solo:
             f.write(json.dumps(r) + "\n")
+
+
+def write_table(path, solo, batch):
+    """The speed table from the solo runs, the mean of each kind's runs on a
+    size: a step is the training's time (train_s, its commits and checks
+    included) over the steps; everything else of the completion time, the
+    program's own set-up (data, model, the engine's calibration and
+    profiling) included, is the start-up, which every launch pays again,
+    a resize's relaunch too."""
+    rows = {}
+    for r in solo:
+        rows.setdefault((r["kind"], r["nodes"]), []).append(
+            (r["train_s"] / r["steps"], r["jct_s"] - r["train_s"]))
+    with open(path, "w") as f:
+        f.write("model,nodes,step_time_s,samples_per_step,start_s\n")
+        for (kind, n), v in rows.items():
+            st = statistics.mean(x[0] for x in v)
+            start = statistics.mean(x[1] for x in v)
+            f.write(f"{kind},{n},{st:.6f},{batch[kind]},{start:.3f}\n")
+
+
+def table(a):
+    batch = {r["model"]: int(r["samples_per_step"]) for r in csv.DictReader(open(a.speeds))}
+    solo = [json.loads(l) for l in open(a.speeds + ".solo.jsonl")]
+    write_table(a.speeds, solo, batch)
 
 
 def real_runs(paths):
@@ -135,7 +160,7 @@ def real_runs(paths):
 
 def settings(a):
     solo = [json.loads(l) for l in open(a.speeds + ".solo.jsonl")]
-    start = statistics.mean(r["jct_s"] - r["wall_s"] for r in solo)
+    start = statistics.mean(r["jct_s"] - r["train_s"] for r in solo)
     # static never resizes: each job one launch on its requested size (max)
     pre = [j["end"] - j["start"] - j["node_s"] / j["max"]
            for _, r in real_runs(a.real).get("static", []) for j in r["jobs"]
@@ -203,7 +228,9 @@ def report(a):
             "back to")
         learning = ("after two of its checks in one launch there (its progress reports, "
                     "`--learn-curves 1s`: two checks and at least a second), as the manager "
-                    "measures it")
+                    "measures it, and price a resize as the manager does before the job's own "
+                    "is measured (`--restart-prior`: its measured start-up plus the stop part "
+                    "of the pool's measured resizes, else the pool's mean resize)")
         real_commits = "committing by time"
     else:
         protocol = (
@@ -222,10 +249,13 @@ def report(a):
           f"(`--min N --max N` on {pool} "
           "emulated nodes, every size run twice and the two means taken; the table below lists "
           "each run; "
-          "the real runs' settings): a step's time is the job's time inside "
-          "the program (its summary's wall_s) over its steps; the rest of its completion time "
-          "(the manager's round, the launch over ssh, the data, the exit) is the start-up, "
-          "which grows with the nodes (an ssh launch and a rendezvous over more hosts); the "
+          "the real runs' settings): a step's time is the job's training time "
+          "(its summary's train_s) over its steps; the rest of its completion time "
+          "(the manager's round, the launch over ssh, the program's own set-up: the data, the "
+          "model, the engine's calibration and profiling; the exit) is the start-up, "
+          "which every launch pays again, a resize's relaunch too (until 2026-12-07 the step "
+          "was the whole time inside the program, wall_s, over the steps, and the "
+          "program's set-up was spread over the steps instead); the "
           "speed table's start_s column gives it per kind and size, and the simulator "
           "charges it at every start and every resize on that many nodes (the mean, "
           f"{a.start:.1f} s, is the penalty where the table has none). The simulator resizes as "
@@ -249,11 +279,13 @@ def report(a):
              if a.interference > 0 else
              " No interference between the emulated nodes is modelled (`--interference 0`).")
           + "\n")
-    print("| kind | nodes | completion s | in the program s | start-up s | step ms |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| kind | nodes | completion s | in the program s | training s | start-up s | "
+          "step ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for r in solo:
         print(f"| {r['kind']} | {r['nodes']} | {r['jct_s']:.1f} | {r['wall_s']:.1f} | "
-              f"{r['jct_s'] - r['wall_s']:.1f} | {1e3 * r['wall_s'] / r['steps']:.1f} |")
+              f"{r['train_s']:.1f} | {r['jct_s'] - r['train_s']:.1f} | "
+              f"{1e3 * r['train_s'] / r['steps']:.1f} |")
     print()
     print("| policy | simulated mean JCT s | real mean JCT s (runs) | real mean | simulated / real "
           "| within 10% | simulated resizes | real resizes (runs) | simulated makespan s "
@@ -302,6 +334,8 @@ def main():
         w.add_argument(k, required=True)
     for x in (m, w):
         x.add_argument("--commits", choices=("steps", "time"), default="steps")
+    tb = sub.add_parser("table")
+    tb.add_argument("--speeds", required=True)
     st = sub.add_parser("settings")
     st.add_argument("--speeds", required=True)
     st.add_argument("--real", nargs="+", required=True)
@@ -320,7 +354,8 @@ def main():
     r.add_argument("--interference", type=float, default=0)
     r.add_argument("--commits", choices=("steps", "time"), default="steps")
     a = ap.parse_args()
-    {"measure": measure, "workload": workload, "settings": settings, "report": report}[a.cmd](a)
+    {"measure": measure, "workload": workload, "table": table, "settings": settings,
+     "report": report}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@
 #         steps; `--commit-work`); time: the manager's default since (serve's
 #         own --commit-every 10s, no commits of the jobs' own; real_trace.sh's
 #         CLUSTER_COMMITS=time), measured so and simulated with
-#         `--commit-time 10 --learn-curves 1s`; its files named
+#         `--commit-time 10 --learn-curves 1s --restart-prior`; its files named
 #         cluster_real_MIX_time_speeds.csv, cluster_sim_vs_real_MIX_time.md,
 #         the real runs cluster_real_MIX_time_run{1,2,3}.jsonl
 #   CLUSTER_SPEEDS_MIX=MIX: with --sim-only, simulate on MIX's committed speed
@@ -223,7 +223,9 @@ if [ "$commits" = time ]; then
   # serve's own commits by time; the manager measures a speed from two
   # progress reports (two checks), about a second
   manager=(--commit-time 10 --launch-delay "$launch_s")
-  learn=(--learn-curves 1s)
+  # and prices a resize by the pool's measurements until the job's own
+  # (serve's default since 2026-12-05)
+  learn=(--learn-curves 1s --restart-prior)
 fi
 "${base[@]}" "${manager[@]}" "${learn[@]}" --json >"$out"
 # On the table's curves from the start (an oracle), and with resizes at

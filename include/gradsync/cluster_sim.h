@@ -108,6 +108,14 @@ typedef struct gs_csim_opts {
    * the most sizes (the manager's --share-speeds), and its work is known;
    * 0 (default): none. */
   int share_speeds;
+  /* With learn_work or learn_s: 1, a job's resize is priced, before one of
+   * its own is measured, as the manager prices it by default (its
+   * --restart-penalty not given): its measured start-up plus the stop part
+   * of the resizes measured in the pool, else the pool's mean resize,
+   * else its mean start-up plus the stop, else restart_penalty_s
+   * (gs_cluster_restart_prior); a job's start-up is measured at its first
+   * launch as its resizes are. 0 (default): restart_penalty_s. */
+  int restart_prior;
   /* >= 0: interference between nodes that share a machine (the emulated
    * cluster's, whose nodes time-share one host's cores and caches): a job
    * computing on n of the pool's N nodes while B nodes compute in all runs

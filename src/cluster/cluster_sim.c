@@ -141,6 +141,11 @@ typedef struct sim_job {
    * being launched (resizing 1), set by relaunch(). */
   double launch_cost, restart_sum, resize_ref, ask_t;
   int cost_pending, restart_n, resizing;
+  /* opts.restart_prior: its first launch's start-up as the manager
+   * measures it (from the launch to training; -1: not yet), pending until
+   * the launch is measured. */
+  double startup_s, startup_cost;
+  int startup_pending;
   double fair;        /* its fair share at the last round (nodes) */
   double held_s, fair_s; /* node-seconds its partitions held and of its fair
                             share, while in the system (the manager's node_s
@@ -164,6 +169,7 @@ typedef struct sim {
   int *sizes;
   int *order;           /* a round's jobs in the order of submission (scratch) */
   double *share;
+  double *prior_r, *prior_su; /* opts.restart_prior: the pool's measured (scratch) */
   double fairness_now;
   FILE *trace;
   int owners;           /* the users' and accounts' tree applies (gs_csim_opts.shares) */
@@ -287,6 +293,8 @@ static void launch(sim *s, int j, double t) {
     cost = st ? st[js->size] : s->o->start_penalty_s;
   }
   js->restart_end = js->since + cost > t ? js->since + cost : t;
+  js->startup_pending = js->restarts == 0 && js->startup_s < 0; /* its first launch */
+  js->startup_cost = js->restart_end - t;
   js->launch_cost = js->restart_end - js->resize_ref;
   js->cost_pending = js->resizing; /* a resize's, not a start's or a resumption's */
   js->resizing = 0;
@@ -529,7 +537,28 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
     p->work = learns(s->o) && !s->js[j].ncurve && !borrowed ? 0 : g->work;
     if (learns(s->o) && s->js[j].restart_n > 0)
       p->restart_s = s->js[j].restart_sum / s->js[j].restart_n;
+    else if (learns(s->o) && s->o->restart_prior)
+      p->restart_s = -1; /* the pool's prior, below */
     p->owed_s = s->js[j].fair_s - s->js[j].held_s;
+  }
+  if (learns(s->o) && s->o->restart_prior) {
+    /* The manager's prior (its price_restarts) from what it has measured of
+     * the jobs it knows, ended ones too. */
+    int m = 0;
+    for (int j = 0; j < s->w->njobs; j++) {
+      const sim_job *k = &s->js[j];
+      if (!k->arrived) continue;
+      s->prior_r[m] = k->restart_n > 0 ? k->restart_sum / k->restart_n : -1;
+      s->prior_su[m++] = k->startup_s;
+    }
+    gs_cluster_restart_pool pool;
+    gs_cluster_restart_pool_fit(s->prior_r, s->prior_su, m, &pool);
+    for (int a = 0; a < n; a++)
+      if (s->pj[a].restart_s < 0) {
+        double p = gs_cluster_restart_prior(&pool, s->js[s->active[a]].startup_s,
+                                            s->o->restart_penalty_s);
+        s->pj[a].restart_s = p > 0.01 ? p : 0.01; /* (0 is "not measured") */
+      }
   }
   gs_cluster_policy_opts po;
   gs_cluster_policy_defaults(&po);
@@ -720,12 +749,14 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
   s.sizes = malloc((size_t)nj * sizeof *s.sizes);
   s.order = malloc((size_t)nj * sizeof *s.order);
   s.share = malloc((size_t)nj * sizeof *s.share);
+  s.prior_r = malloc((size_t)nj * sizeof *s.prior_r);
+  s.prior_su = malloc((size_t)nj * sizeof *s.prior_su);
   s.users = malloc((size_t)nj * sizeof *s.users);
   s.accounts = malloc((size_t)nj * sizeof *s.accounts);
   int *order = malloc((size_t)nj * sizeof *order);
   double *jct = malloc((size_t)nj * sizeof *jct);
   if (!s.js || !s.active || !s.rank || !s.node_job || !s.node_run || !s.node_since || !s.pj ||
-      !s.sizes || !s.order || !s.share || !s.users || !s.accounts || !order || !jct) {
+      !s.sizes || !s.order || !s.share || !s.prior_r || !s.prior_su || !s.users || !s.accounts || !order || !jct) {
     set_err(err, errlen, "out of memory simulating %d jobs on %d nodes", nj, o->nodes);
     goto done;
   }
@@ -772,6 +803,7 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
     order[j] = j;
     s.js[j].rem = w->jobs[j].work;
     s.js[j].start = s.js[j].end = -1;
+    s.js[j].startup_s = -1;
   }
   sort_jobs = w->jobs;
   qsort(order, (size_t)nj, sizeof *order, cmp_submit);
@@ -972,6 +1004,11 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
         }
         int measured = learns(o) && launch_measured(&s, j);
         if (measured && js->known[js->run] == 0) learn(&s, j, js->run, sp);
+        if (measured && js->startup_pending) {
+          js->startup_s = js->startup_cost > 0 ? js->startup_cost : 0;
+          js->startup_pending = 0;
+          s.learned = 1;
+        }
         if (measured && js->cost_pending) {
           js->restart_sum += js->launch_cost;
           js->restart_n++;
@@ -1080,6 +1117,8 @@ done:
   free(s.sizes);
   free(s.order);
   free(s.share);
+  free(s.prior_r);
+  free(s.prior_su);
   free(s.users);
   free(s.accounts);
   free(s.owner);

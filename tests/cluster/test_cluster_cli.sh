@@ -169,6 +169,10 @@ t 2 "--learn-curves: expected work from 1e-09 to 1e+18 or seconds" $sim --worklo
   --nodes 2 --learn-curves 3x
 t 2 "--learn-curves: expected work from 1e-09 to 1e+18 or seconds" $sim --workload "$tmp/w.csv" \
   --nodes 2 --learn-curves -1s
+t 2 "--restart-prior prices from what the jobs measured: give --learn-curves too" $sim \
+  --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --restart-prior
+t 0 '"restart_prior":1,' $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 \
+  --learn-curves 1s --restart-prior --json
 t 2 "--share-speeds shares what jobs learn: give --learn-curves too" $sim \
   --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --share-speeds
 # dorm's settings under another policy (ignored until 2026-12-06)

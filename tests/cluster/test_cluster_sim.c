@@ -299,6 +299,43 @@ static void test_learn_restart(void **state) {
   }
 }
 
+/* The manager's prior for a resize not yet measured (restart_prior): its
+ * start-up, as measured, plus the pool's stop (none measured: 0). The
+ * option's price is 1000 s, the table's start-ups 1 s. A (1 or 2 nodes,
+ * 3000 samples) and B (1 node, 50) arrive at 0: one node each, working
+ * from 1 at 10/s. B ends at 6; growing A (295 s left on 1 node, 147.5 on
+ * 2) pays only for a restart under about 147 s. Priced at the option's
+ * 1000 s it stays: it ends at 301 (mean JCT 153.5). With the prior, A's
+ * start-up measured 1 s (its first launch, learned by 6): it grows at 6,
+ * works from 7 at 20/s and ends at 154.5 (mean 80.25). */
+static void test_restart_prior(void **state) {
+  (void)state;
+  char wp[512], sp[512], err[512];
+  write_file("w.csv",
+             "name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,3000,1,2\n"
+             "B,0,m,1,50,1,1\n", wp, sizeof wp);
+  write_file("s.csv",
+             "model,nodes,step_time_s,samples_per_step,start_s\nm,1,1,10,1\nm,2,1,20,1\n", sp,
+             sizeof sp);
+  for (int prior = 0; prior < 2; prior++) {
+    gs_csim_workload w;
+    assert_int_equal(gs_csim_load(wp, sp, 2, 4, &w, err, sizeof err), 0);
+    gs_csim_opts o;
+    gs_csim_defaults(&o);
+    o.nodes = 2;
+    o.policy = "goodput";
+    o.interval_s = 0;
+    o.restart_penalty_s = 1000;
+    o.learn_work = 10;
+    o.restart_prior = prior;
+    gs_csim_result r;
+    if (gs_csim_run(&w, &o, &r, err, sizeof err) != 0) fail_msg("%s", err);
+    gs_csim_workload_free(&w);
+    NEAR(r.jct_mean_s, prior ? 80.25 : 153.5);
+    assert_int_equal(r.resizes, prior);
+  }
+}
+
 /* Interference (nodes sharing a machine): A and B, 1 node and 100 samples
  * each at 10/s, on 2 nodes; B arrives at 5. Without it A ends at 10, B at
  * 15 (JCTs 10 and 10). With K = 1 each runs at half speed while the other
@@ -380,16 +417,24 @@ static void test_node_loss(void **state) {
  * Dorm's fairness weight is 1 here: at the default 0.5 the fairness B gains
  * (0.5) does not pay for A's restart (5 s on 2 nodes over its 10 s left:
  * 0.52) and A is never shrunk (test_cluster_policy's restart price). */
+/* A shrunk for B and grown back (test_manager_resizes, test_time_commits). */
+static const char *shrink_grow = "name,time,model,nodes,samples,min_nodes,max_nodes\n"
+                                 "A,0,m,2,200,1,2\nB,1,m,1,10,1,1\n";
+
+/* dorm on shrink_grow: both jobs done, `resizes` resizes, mean JCT `jct`. */
+static void run_shrink_grow(int resizes, double jct, gs_csim_result *r) {
+  run("dorm", shrink_grow, 2, 0, 0, r);
+  assert_int_equal(r->done, 2);
+  assert_int_equal(r->resizes, resizes);
+  NEAR(r->jct_mean_s, jct);
+}
+
 static void test_manager_resizes(void **state) {
   (void)state;
   fairness_weight = 1;
-  const char *wl = "name,time,model,nodes,samples,min_nodes,max_nodes\n"
-                   "A,0,m,2,200,1,2\nB,1,m,1,10,1,1\n";
+  const char *wl = shrink_grow;
   gs_csim_result r;
-  run("dorm", wl, 2, 0, 0, &r);
-  assert_int_equal(r.done, 2);
-  assert_int_equal(r.resizes, 2);
-  NEAR(r.jct_mean_s, (16 + 1) / 2.0);
+  run_shrink_grow(2, (16 + 1) / 2.0, &r);
   commit_work = 100;
   run("dorm", wl, 2, 0, 0, &r);
   assert_int_equal(r.done, 2);
@@ -453,13 +498,8 @@ static void test_time_commits(void **state) {
   (void)state;
   fairness_weight = 1;
   commit_every_s = 3;
-  const char *wl = "name,time,model,nodes,samples,min_nodes,max_nodes\n"
-                   "A,0,m,2,200,1,2\nB,1,m,1,10,1,1\n";
   gs_csim_result r;
-  run("dorm", wl, 2, 0, 0, &r);
-  assert_int_equal(r.done, 2);
-  assert_int_equal(r.resizes, 2);
-  NEAR(r.jct_mean_s, (21 + 1) / 2.0);
+  run_shrink_grow(2, (21 + 1) / 2.0, &r);
   NEAR(r.makespan_s, 21);
   run("static", "name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,200,1,2\n", 2, 4,
       1, &r);
@@ -890,6 +930,7 @@ int main(void) {
       cmocka_unit_test(test_start_from_table),
       cmocka_unit_test(test_learn_curves),
       cmocka_unit_test(test_learn_restart),
+      cmocka_unit_test(test_restart_prior),
       cmocka_unit_test(test_share_speeds),
       cmocka_unit_test(test_interference),
       cmocka_unit_test(test_node_loss),
