@@ -52,7 +52,8 @@
 #         scaling's), the workload made from trace.py (CLUSTER_SEED, default 1)
 #   --sim-only (or SIM_ONLY=1): measures nothing; simulates on the committed
 #         tables (bench/results/cluster_real_speeds.csv, its .solo.jsonl and
-#         cluster_real_workload.csv, copied to BENCH_OUT), in seconds, as a
+#         cluster_real_workload.csv, copied to BENCH_OUT; the speed table
+#         rebuilt from its solo runs by the current rule), in seconds, as a
 #         user without root can
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../lib.sh
@@ -167,6 +168,8 @@ if [ "$sim_only" = 1 ] && [ -n "$speeds_mix" ]; then
     [ "$committed/$f" -ef "$BENCH_OUT/$f" ] || cp "$committed/$f" "$BENCH_OUT/$f"
   done
   speeds=$BENCH_OUT/cluster_real${ssfx}_speeds.csv
+  # (the table from its solo runs by the current rule: a step is train_s)
+  python3 "$here/sim_vs_real.py" table --speeds "$speeds"
   python3 "$here/trace.py" --jobs 20 --seed "${CLUSTER_SEED:-1}" --mix "$mix" --span "$span" \
     --cache unused | python3 "$here/sim_vs_real.py" workload --trace /dev/stdin \
     --workload "$workload" --commits "$commits"
@@ -176,6 +179,9 @@ elif [ "$sim_only" = 1 ]; then
     [ -f "$committed/$f" ] || { echo "sim_vs_real: --sim-only needs $committed/$f" >&2; exit 2; }
     [ "$committed/$f" -ef "$BENCH_OUT/$f" ] || cp "$committed/$f" "$BENCH_OUT/$f"
   done
+  # The table from its solo runs by the current rule (a step is train_s;
+  # until 2026-12-07 wall_s, whose tables were committed so).
+  python3 "$here/sim_vs_real.py" table --speeds "$speeds"
 else
   measure
 fi
