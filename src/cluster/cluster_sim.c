@@ -162,6 +162,7 @@ typedef struct sim {
   int nodes;            /* the pool now */
   int *node_job;        /* the partition each node is in (-1: none) */
   int *node_run;        /* the launch each node is in (-1: none) */
+  char *part, *in_launch; /* a shrinking job's nodes (scratch) */
   double *node_since;   /* since when its holder (below) holds it */
   int held;             /* nodes in a partition or a launch */
   int learned;          /* a job's curve was learned since the last round */
@@ -439,8 +440,15 @@ static void apply_sizes(sim *s, double t) {
       launch_end(s, j, t);
       js->pending = 0;
     }
-    for (int k = s->nodes - 1; k >= 0 && js->size > want; k--)
-      if (s->node_job[k] == j) {
+    /* The manager's rule (gs_cluster_shrink_nodes): first the nodes its
+     * launch does not run on, then the last. */
+    for (int k = 0; k < s->nodes; k++) {
+      s->part[k] = s->node_job[k] == j;
+      s->in_launch[k] = s->node_run[k] == j;
+    }
+    gs_cluster_shrink_nodes(s->part, s->in_launch, s->nodes, js->size - want);
+    for (int k = 0; k < s->nodes; k++)
+      if (s->node_job[k] == j && !s->part[k]) {
         node_change(s, k, -1, s->node_run[k], t);
         js->size--;
       }
@@ -744,6 +752,8 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
   s.rank = malloc((size_t)nj * sizeof *s.rank);
   s.node_job = malloc((size_t)o->nodes * sizeof *s.node_job);
   s.node_run = malloc((size_t)o->nodes * sizeof *s.node_run);
+  s.part = malloc((size_t)o->nodes);
+  s.in_launch = malloc((size_t)o->nodes);
   s.node_since = calloc((size_t)o->nodes, sizeof *s.node_since);
   s.pj = malloc((size_t)nj * sizeof *s.pj);
   s.sizes = malloc((size_t)nj * sizeof *s.sizes);
@@ -755,7 +765,8 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
   s.accounts = malloc((size_t)nj * sizeof *s.accounts);
   int *order = malloc((size_t)nj * sizeof *order);
   double *jct = malloc((size_t)nj * sizeof *jct);
-  if (!s.js || !s.active || !s.rank || !s.node_job || !s.node_run || !s.node_since || !s.pj ||
+  if (!s.js || !s.active || !s.rank || !s.node_job || !s.node_run || !s.part || !s.in_launch ||
+      !s.node_since || !s.pj ||
       !s.sizes || !s.order || !s.share || !s.prior_r || !s.prior_su || !s.users || !s.accounts || !order || !jct) {
     set_err(err, errlen, "out of memory simulating %d jobs on %d nodes", nj, o->nodes);
     goto done;
@@ -1112,6 +1123,8 @@ done:
   free(s.rank);
   free(s.node_job);
   free(s.node_run);
+  free(s.part);
+  free(s.in_launch);
   free(s.node_since);
   free(s.pj);
   free(s.sizes);

@@ -2306,12 +2306,8 @@ static int policy_round(mgr *m) {
           }
           continue;
         }
-        /* Keep the first nodes, give back the last. */
-        for (int i = m->nnode - 1, drop = cur - want; i >= 0 && drop > 0; i--)
-          if (j->assigned[i]) {
-            j->assigned[i] = 0;
-            drop--;
-          }
+        /* Give back first what its launch does not run on, then the last. */
+        gs_cluster_shrink_nodes(j->assigned, j->actual, m->nnode, cur - want);
         mlog(m, "job %d: shrink %d -> %d nodes", j->id, cur, want);
         if ((rc = save_job(m, j)) == 0) rc = write_nodes(m, j);
       } else if (pass == 1 && want > cur) {

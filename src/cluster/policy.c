@@ -151,6 +151,17 @@ double gs_cluster_unknown_horizon_s(const gs_cluster_policy_opts *o) {
   return o->interval_s > 0 ? o->interval_s : 60;
 }
 
+int gs_cluster_shrink_nodes(char *part, const char *launch, int n, int drop) {
+  int given = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = n - 1; i >= 0 && given < drop; i--)
+      if (part[i] && (pass == 1 || launch == NULL || !launch[i])) {
+        part[i] = 0;
+        given++;
+      }
+  return given;
+}
+
 double gs_cluster_unknown_remaining_s(const gs_cluster_job *j, const gs_cluster_policy_opts *o) {
   double h = gs_cluster_unknown_horizon_s(o);
   return j->run_s > h && isfinite(j->run_s) ? j->run_s : h;

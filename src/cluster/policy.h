@@ -420,6 +420,17 @@ void gs_cluster_fifo_sort(const gs_cluster_job *jobs, int *order, int n);
  * neighbours' restarts cost: a job below its fair share never waits for
  * jobs above theirs to end. Returns how many are owed. */
 #define GS_CLUSTER_DORM_OWED_PENALTY 1e6
+/* The nodes a job shrinking by `drop` gives back (the manager's and the
+ * simulator's rule): of those in its partition (part[i] != 0, i < n), first
+ * those its launch does not run on (launch[i] == 0: given and not started
+ * on yet), then those it runs on, the highest first within each; each is
+ * taken out of part. A job grown and shrunk back before its supervisor
+ * relaunched it so keeps the nodes it runs on, and is not relaunched (until
+ * 2026-12-07 it gave back its highest nodes, and was relaunched onto the
+ * nodes it had just been given: a resize for nothing). Returns the number
+ * given back (less than drop when the partition is smaller). */
+int gs_cluster_shrink_nodes(char *part, const char *launch, int n, int drop);
+
 int gs_cluster_dorm_owed(const gs_cluster_job *jobs, int njobs, int nodes,
                          const gs_cluster_policy_opts *o, const double *share,
                          unsigned char *owed);

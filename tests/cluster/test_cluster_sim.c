@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "gradsync/cluster_sim.h"
+#include "policy.h" /* gs_cluster_shrink_nodes */
 
 static char dir[256];
 
@@ -524,6 +525,53 @@ static void test_time_commits(void **state) {
   gs_csim_workload_free(&w);
 }
 
+/* A job grown and shrunk back before its supervisor saw it keeps the node
+ * it runs on (gs_cluster_shrink_nodes). goodput on 2 nodes, commits by
+ * time, 1 s start-ups, discoveries and checks every second: Y (1 node, 96
+ * samples) takes node 0 and X (1 or 2 nodes, 1000) node 1 at 0; Y ends at
+ * 10.6 and X is given node 0 too; Z (1 node, 50 samples) arrives at 10.8,
+ * before X's supervisor's discovery at 11, and X shrinks back. It gives
+ * back node 0, which it never ran on: Z runs there from 10.8 to 16.8 (JCT
+ * 6), X grows again then (seen at 17, relaunched with 160 done, from 18 at
+ * 20/s: it ends at 60), 1 resize. Until 2026-12-07 X gave back its highest
+ * node, node 1, the one it ran on, and was relaunched onto node 0 at 11
+ * for nothing: Z ran 11-17 (6.2), X ended at 61, 2 resizes. */
+static void test_shrink_back(void **state) {
+  (void)state;
+  char wp[512], sp[512], err[512];
+  write_file("w.csv",
+             "name,time,model,nodes,samples,min_nodes,max_nodes\nY,0,m,1,96,1,1\n"
+             "X,0,m,2,1000,1,2\nZ,10.8,m,1,50,1,1\n", wp, sizeof wp);
+  write_file("s.csv",
+             "model,nodes,step_time_s,samples_per_step,start_s\nm,1,1,10,1\nm,2,1,20,1\n", sp,
+             sizeof sp);
+  gs_csim_workload w;
+  assert_int_equal(gs_csim_load(wp, sp, 2, 4, &w, err, sizeof err), 0);
+  gs_csim_opts o;
+  gs_csim_defaults(&o);
+  o.nodes = 2;
+  o.policy = "goodput";
+  o.interval_s = 0;
+  o.restart_penalty_s = 5;
+  o.commit_every_s = 10;
+  double jct[3];
+  o.job_jct_s = jct;
+  gs_csim_result r;
+  if (gs_csim_run(&w, &o, &r, err, sizeof err) != 0) fail_msg("%s", err);
+  gs_csim_workload_free(&w);
+  NEAR(jct[0], 10.6);
+  NEAR(jct[1], 60);
+  NEAR(jct[2], 6);
+  assert_int_equal(r.resizes, 1);
+  /* The rule itself: what the launch does not run on goes first, the
+   * highest first; then the nodes it runs on. */
+  char part[6] = {1, 1, 0, 1, 1, 1}, launch[6] = {1, 0, 0, 1, 0, 1};
+  assert_int_equal(gs_cluster_shrink_nodes(part, launch, 6, 3), 3);
+  assert_memory_equal(part, ((char[]){1, 0, 0, 1, 0, 0}), 6);
+  assert_int_equal(gs_cluster_shrink_nodes(part, launch, 6, 5), 2);
+  assert_memory_equal(part, ((char[]){0, 0, 0, 0, 0, 0}), 6);
+}
+
 static void expect_load_error(const char *workload, const char *speed_table, int nodes,
                               const char *needle) {
   char wp[512], sp[512], err[512];
@@ -936,6 +984,7 @@ int main(void) {
       cmocka_unit_test(test_node_loss),
       cmocka_unit_test(test_manager_resizes),
       cmocka_unit_test(test_time_commits),
+      cmocka_unit_test(test_shrink_back),
       cmocka_unit_test(test_long_jobs),
       cmocka_unit_test(test_round_bound),
       cmocka_unit_test(test_bad_workloads),
