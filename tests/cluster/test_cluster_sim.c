@@ -264,6 +264,36 @@ static void test_learn_curves(void **state) {
   }
 }
 
+/* goodput on 2 nodes, no periodic round, on `workload` and the table of
+ * 1 s start-ups (m: 10/s on 1 node, 20/s on 2), with the options given;
+ * per-job JCTs into jct (NULL: none). */
+typedef struct goodput2 {
+  double penalty, learn_work, commit_every_s;
+  int prior;
+} goodput2;
+
+static void run_goodput2(const char *workload, goodput2 g, double *jct, gs_csim_result *r) {
+  char wp[512], sp[512], err[512];
+  write_file("w.csv", workload, wp, sizeof wp);
+  write_file("s.csv",
+             "model,nodes,step_time_s,samples_per_step,start_s\nm,1,1,10,1\nm,2,1,20,1\n", sp,
+             sizeof sp);
+  gs_csim_workload w;
+  assert_int_equal(gs_csim_load(wp, sp, 2, 4, &w, err, sizeof err), 0);
+  gs_csim_opts o;
+  gs_csim_defaults(&o);
+  o.nodes = 2;
+  o.policy = "goodput";
+  o.interval_s = 0;
+  o.restart_penalty_s = g.penalty;
+  o.learn_work = g.learn_work;
+  o.restart_prior = g.prior;
+  o.commit_every_s = g.commit_every_s;
+  o.job_jct_s = jct;
+  if (gs_csim_run(&w, &o, r, err, sizeof err) != 0) fail_msg("%s", err);
+  gs_csim_workload_free(&w);
+}
+
 /* Learning the restart price (learn_work) as the manager measures it, from
  * a resize: the table's start-ups are 1 s, the option's price 1000 s. A (1
  * or 2 nodes, 3000 samples) starts alone at 0 on 2 nodes and works from 1
@@ -276,26 +306,11 @@ static void test_learn_curves(void **state) {
  * works from 17 at 20/s, 2770 samples: it ends at 155.5. */
 static void test_learn_restart(void **state) {
   (void)state;
-  char wp[512], sp[512], err[512];
-  write_file("w.csv",
-             "name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,3000,1,2\n"
-             "B,10,m,1,50,1,1\n", wp, sizeof wp);
-  write_file("s.csv",
-             "model,nodes,step_time_s,samples_per_step,start_s\nm,1,1,10,1\nm,2,1,20,1\n", sp,
-             sizeof sp);
   for (int learn = 0; learn < 2; learn++) {
-    gs_csim_workload w;
-    assert_int_equal(gs_csim_load(wp, sp, 2, 4, &w, err, sizeof err), 0);
-    gs_csim_opts o;
-    gs_csim_defaults(&o);
-    o.nodes = 2;
-    o.policy = "goodput";
-    o.interval_s = 0;
-    o.restart_penalty_s = 1000;
-    o.learn_work = learn ? 10 : 0;
     gs_csim_result r;
-    if (gs_csim_run(&w, &o, &r, err, sizeof err) != 0) fail_msg("%s", err);
-    gs_csim_workload_free(&w);
+    run_goodput2("name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,3000,1,2\n"
+                 "B,10,m,1,50,1,1\n",
+                 (goodput2){.penalty = 1000, .learn_work = learn ? 10 : 0}, NULL, &r);
     NEAR(r.jct_mean_s, ((learn ? 155.5 : 293) + 6) / 2);
   }
 }
@@ -311,27 +326,11 @@ static void test_learn_restart(void **state) {
  * works from 7 at 20/s and ends at 154.5 (mean 80.25). */
 static void test_restart_prior(void **state) {
   (void)state;
-  char wp[512], sp[512], err[512];
-  write_file("w.csv",
-             "name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,3000,1,2\n"
-             "B,0,m,1,50,1,1\n", wp, sizeof wp);
-  write_file("s.csv",
-             "model,nodes,step_time_s,samples_per_step,start_s\nm,1,1,10,1\nm,2,1,20,1\n", sp,
-             sizeof sp);
   for (int prior = 0; prior < 2; prior++) {
-    gs_csim_workload w;
-    assert_int_equal(gs_csim_load(wp, sp, 2, 4, &w, err, sizeof err), 0);
-    gs_csim_opts o;
-    gs_csim_defaults(&o);
-    o.nodes = 2;
-    o.policy = "goodput";
-    o.interval_s = 0;
-    o.restart_penalty_s = 1000;
-    o.learn_work = 10;
-    o.restart_prior = prior;
     gs_csim_result r;
-    if (gs_csim_run(&w, &o, &r, err, sizeof err) != 0) fail_msg("%s", err);
-    gs_csim_workload_free(&w);
+    run_goodput2("name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,3000,1,2\n"
+                 "B,0,m,1,50,1,1\n",
+                 (goodput2){.penalty = 1000, .learn_work = 10, .prior = prior}, NULL, &r);
     NEAR(r.jct_mean_s, prior ? 80.25 : 153.5);
     assert_int_equal(r.resizes, prior);
   }
@@ -538,27 +537,11 @@ static void test_time_commits(void **state) {
  * for nothing: Z ran 11-17 (6.2), X ended at 61, 2 resizes. */
 static void test_shrink_back(void **state) {
   (void)state;
-  char wp[512], sp[512], err[512];
-  write_file("w.csv",
-             "name,time,model,nodes,samples,min_nodes,max_nodes\nY,0,m,1,96,1,1\n"
-             "X,0,m,2,1000,1,2\nZ,10.8,m,1,50,1,1\n", wp, sizeof wp);
-  write_file("s.csv",
-             "model,nodes,step_time_s,samples_per_step,start_s\nm,1,1,10,1\nm,2,1,20,1\n", sp,
-             sizeof sp);
-  gs_csim_workload w;
-  assert_int_equal(gs_csim_load(wp, sp, 2, 4, &w, err, sizeof err), 0);
-  gs_csim_opts o;
-  gs_csim_defaults(&o);
-  o.nodes = 2;
-  o.policy = "goodput";
-  o.interval_s = 0;
-  o.restart_penalty_s = 5;
-  o.commit_every_s = 10;
   double jct[3];
-  o.job_jct_s = jct;
   gs_csim_result r;
-  if (gs_csim_run(&w, &o, &r, err, sizeof err) != 0) fail_msg("%s", err);
-  gs_csim_workload_free(&w);
+  run_goodput2("name,time,model,nodes,samples,min_nodes,max_nodes\nY,0,m,1,96,1,1\n"
+               "X,0,m,2,1000,1,2\nZ,10.8,m,1,50,1,1\n",
+               (goodput2){.penalty = 5, .commit_every_s = 10}, jct, &r);
   NEAR(jct[0], 10.6);
   NEAR(jct[1], 60);
   NEAR(jct[2], 6);
