@@ -10,6 +10,8 @@
  *     equal its block of the single-process tables; with bags of 0 to 3 ids (empty bags), a table of
  *     one row and one of two (empty row-wise shards on 3 and 4 ranks);
  *   - one table on every rank count (fewer tables than ranks);
+ *   - DCN-v2's cross layers the same, within 1e-5 over the first 60 steps
+ *     and 1e-3 over all 100 (DCN_STRICT_STEPS below);
  *   - three runs of one plan bitwise identical (losses, MLPs, shards);
  *   - an id out of range on one rank: every rank gets GS_ERR_INVALID_ARG,
  *     the others' message naming that rank, the table, the id and the
@@ -95,6 +97,16 @@ static size_t global_n(int size, size_t *first_of_me) {
 }
 
 static gs_dlrm_interaction g_inter = GS_DLRM_DOT; /* dcn: 2 cross layers of rank 8 */
+/* With DCN's cross layers the 1e-5 holds over the first 60 steps, 1e-3
+ * over all 100. The local batches' GEMMs round otherwise than the global
+ * batch's (their shapes, and the BLAS kernel the CPU gets), about 4e-8 of
+ * the loss; on AMD EPYC (OpenBLAS's Zen kernels) an activation near its
+ * kink flips at step 66 of tw's run, the gap jumps to 8e-6 and the
+ * training's own sensitivity grows it to 2e-4 by step 98 (2026-12-07; with
+ * OPENBLAS_CORETYPE=SkylakeX, the Intel hosts' kernels, 9e-8 throughout).
+ * A wrong exchange or update shows from the first steps, well above 1e-5. */
+#define DCN_STRICT_STEPS 60
+#define DCN_LOOSE_REL 1e-3
 
 static gs_dlrm_config model_config(const gs_embed_spec *t, int nt, size_t max_batch) {
   gs_dlrm_config c = {"4-32-16", "32-1", t, nt, g_inter, max_batch, 7, 2, 8};
@@ -255,16 +267,21 @@ static void equivalence(const char *name, const gs_embed_spec *t, int nt, int fo
     double ref[STEPS];
     run_single(t, nt, opt, ref);
     if (run_dist(t, nt, p, opt, GS_DLRM_A2A_FP32, &o) == 0) {
-      double worst = 0;
-      int at = 0;
+      double worst = 0, worst_late = 0;
+      int at = 0, at_late = 0;
+      int strict = g_inter == GS_DLRM_DCN ? DCN_STRICT_STEPS : STEPS;
       for (int s = 0; s < STEPS; s++) {
         double rel = fabs(o.loss[s] - ref[s]) / fabs(ref[s]);
-        if (rel > worst) worst = rel, at = s;
+        if (s < strict && rel > worst) worst = rel, at = s;
+        if (s >= strict && rel > worst_late) worst_late = rel, at_late = s;
         if (rel > 1e-5 && getenv("DEBUG_STEPS") && g_rank == 0)
           printf("step %d: %.9g vs %.9g\n", s, o.loss[s], ref[s]);
       }
       CHECK(worst <= 1e-5, "loss differs from single-process by %.3g relative at step %d "
             "(%.9g vs %.9g)", worst, at, o.loss[at], ref[at]);
+      CHECK(worst_late <= DCN_LOOSE_REL, "loss differs from single-process by %.3g relative "
+            "at step %d (%.9g vs %.9g), past the first %d", worst_late, at_late,
+            o.loss[at_late], ref[at_late], strict);
       CHECK(ref[STEPS - 1] < ref[0], "no learning: loss %.5f -> %.5f", ref[0], ref[STEPS - 1]);
       /* The all-to-alls' phases are parts of their total. */
       const gs_dlrm_dist_stats *x = &o.stats;
@@ -274,8 +291,9 @@ static void equivalence(const char *name, const gs_embed_spec *t, int nt, int fo
             "phases: ids %.6f + pooled %.6f + grads %.6f s against all-to-alls %.6f s",
             x->ids_s, x->pooled_s, x->grads_s, x->a2a_s);
       if (g_rank == 0)
-        printf("  %s on %d ranks: loss %.6f -> %.6f, worst relative difference %.2g\n", name,
-               g_size, ref[0], ref[STEPS - 1], worst);
+        printf("  %s on %d ranks: loss %.6f -> %.6f, worst relative difference %.2g "
+               "(%.2g after step %d)\n", name, g_size, ref[0], ref[STEPS - 1], worst,
+               worst_late, strict);
     }
     if (keep) *keep = o;
     else run_out_free(&o);
