@@ -239,20 +239,9 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
         if (parse_double_opt("start-penalty", optarg, 0, 86400, &c->o.start_penalty_s))
           return 2;
         break;
-      case 'C': {
-        size_t len = strlen(optarg);
-        if (len > 1 && optarg[len - 1] == 's') { /* Ts: seconds of training */
-          char num[64];
-          if (len < sizeof num) {
-            memcpy(num, optarg, len - 1);
-            num[len - 1] = '\0';
-          }
-          if (len >= sizeof num || cli_parse_double(num, 1e-9, 1e9, &c->o.learn_s) != 0) {
-            cli_error(VERB, "--learn-curves: expected work from 1e-09 to 1e+18 or seconds "
-                      "from 1e-09 to 1e+09 with an s (2s), got '%s'", optarg);
-            return 2;
-          }
-        } else if (cli_parse_double(optarg, 1e-9, 1e18, &c->o.learn_work) != 0) {
+      case 'C': { /* W work, or Ts seconds of training */
+        int rc = cli_parse_seconds_suffix(optarg, 1e-9, 1e9, &c->o.learn_s);
+        if (rc < 0 || (rc == 1 && cli_parse_double(optarg, 1e-9, 1e18, &c->o.learn_work))) {
           cli_error(VERB, "--learn-curves: expected work from 1e-09 to 1e+18 or seconds "
                     "from 1e-09 to 1e+09 with an s (2s), got '%s'", optarg);
           return 2;
