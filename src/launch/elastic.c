@@ -1276,6 +1276,13 @@ gs_status gs_elastic_run(const gs_elastic_config *cfg_in, gs_elastic_result *res
   int have_last = 0, last_free = 0; /* last_free: its relaunch spends no restart */
   for (;;) {
     int old = e->size;
+    /* A relaunch sizes itself by the listing as it is now. The last one
+     * taken may be seconds old: from the stop's request to the launch's
+     * end (reaching a commit, the ranks' exit) no listing is read, and a
+     * manager that resized the job again meanwhile cost a second relaunch
+     * (3 -> 2 -> 1 nodes where 1 was asked: a launch of 1-15 s thrown away
+     * in the cluster manager's runs until 2026-12-07). */
+    if (have_last && cfg.discover) discover(e);
     int size = wait_for_slots(e, cap, rule, sizeof rule);
     if (size == 0) break;
     if (el_interrupt) {

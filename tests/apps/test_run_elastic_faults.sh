@@ -11,6 +11,7 @@
 #   the discovery script fails  a warning naming the script, the job goes on
 #   the script hangs          the job's end, and a SIGTERM while it waits
 #                             for slots, are seen at once
+#   two shrinks in one stop   the relaunch takes the listing of its time
 #   SIGUSR1 to the supervisor passed on: the job commits, ends with 3
 #   SIGTERM to the supervisor forwarded, no relaunch, exit 143, no rank left
 #
@@ -214,6 +215,44 @@ if [ "$rc" = 0 ] && grep -q '^gradsync run: elastic job history: 81 launches, 0 
   pass "80 resizes on request: 81 launches, finished (exit 0)"
 else
   fail "80 resizes: exit $rc (want 0), $(grep 'job history\|job ended' "$err" | tr '\n' ' ')"
+fi
+
+echo "== a relaunch takes the listing as it is when it starts"
+# The listing shrinks from 3 slots to 2 (the supervisor asks the launch to
+# stop), and to 1 while the program is stopping (1.5 s, three discovery
+# periods, before its exit 3): the relaunch is on 1 rank, the listing of
+# its time. Until 2026-12-07 the relaunch took the listing of the stop's
+# request, 2 slots, and a second resize followed (the cluster manager's
+# 3 -> 2 -> 1 nodes where 1 was asked).
+new_case relist
+echo localhost:3 >"$scratch/relist.list"
+printf '#!/bin/sh\ncat %s\n' "$scratch/relist.list" >"$scratch/relist.sh"
+cat >"$scratch/relist_prog.sh" <<EOS
+#!/bin/bash
+stop=0
+trap 'stop=1' USR1
+[ "\$GS_FAKE_NP" = 3 ] || exit 0
+echo localhost:2 >"$scratch/relist.new" && mv "$scratch/relist.new" "$scratch/relist.list"
+for _ in \$(seq 1 400); do [ \$stop = 1 ] && break; sleep 0.05; done
+[ \$stop = 1 ] || exit 1
+echo localhost:1 >"$scratch/relist.new" && mv "$scratch/relist.new" "$scratch/relist.list"
+sleep 1.5
+exit 3
+EOS
+chmod +x "$scratch/relist.sh" "$scratch/relist_prog.sh"
+GS_FAKE_ARGV="$scratch/relist.argv" "$G" run -np 3 --elastic 1:3 --discover "$scratch/relist.sh" \
+  --discover-every 0.5 --resize-interval 0 --shrink-on-discover --max-restarts 0 \
+  --mpirun "$HERE/../cluster/fake_mpirun.sh" -- "$scratch/relist_prog.sh" >"$out" 2>"$err" &
+sup=$!
+wait_bounded "$sup" 60
+rc=$?
+sizes=$(grep -o -- '-np [0-9]*' "$scratch/relist.argv" 2>/dev/null | awk '{print $2}' | tr '\n' ' ')
+if [ "$rc" = 0 ] && [ "$sizes" = "3 1 " ] &&
+   grep -q '^gradsync run: resize 3 -> 1 rank' "$err"; then
+  pass "the listing shrank twice while the launch stopped: relaunched on 1 rank at once (launches: $sizes)"
+else
+  fail "relaunch after two shrinks: exit $rc (want 0), launches of '$sizes' ranks (want '3 1 ')"
+  tail -5 "$err"
 fi
 
 echo "== the discovery script fails"
