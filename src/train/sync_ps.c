@@ -43,7 +43,7 @@ static gs_status psm_check(const char *spec) {
 
 typedef struct {
   long step;            /* this worker's steps so far, the switching one's
-                           included */
+                           included, a resumed run's before it too */
   gs_ps_mode to;
   int straggler;        /* the reason for ASP: a straggler, or -1 */
 } ps_switch;
@@ -60,6 +60,7 @@ typedef struct ps_sync {
   double switch_step_s;  /* time of the steps at which the mode changed */
   double step_s;         /* time of all steps' exchanges */
   long steps;
+  long step0;            /* the global step this process began at (a resume's) */
   long samples;          /* the servers' count in the last answer: samples
                             of the whole run, a resumed one's before it
                             included */
@@ -157,6 +158,7 @@ static gs_status psm_end_backward(void *self, const train_step *step) {
     gs_status st = gs_ps_worker_resume(s->ps, w, state, budget, done);
     if (st != GS_OK) return st;
     s->started = 1;
+    s->step0 = step->global_step;
   }
   gs_ps_step_info info = {.batch = step->batch, .lr = step->lr,
                           .momentum = s->t->cfg->momentum};
@@ -168,7 +170,7 @@ static gs_status psm_end_backward(void *self, const train_step *step) {
   s->step_s += dt;
   if (st == GS_OK && res.switched) {
     if (s->switches < PS_SWITCH_LOG)
-      s->log[s->switches] = (ps_switch){.step = s->steps, .to = res.next_mode,
+      s->log[s->switches] = (ps_switch){.step = s->step0 + s->steps, .to = res.next_mode,
                                         .straggler = res.straggler};
     s->switches++;
     s->switch_step_s += dt;

@@ -186,6 +186,18 @@ echo "$out" | grep -q '"switch_log":\[{"step":3,"to":"asp"' ||
 # The summary shows that rate as it is (four decimals made it 0).
 echo "$out" | grep -q '"async_lr_scale":1e-09' ||
   fail "--async-lr-scale 1e-9: the summary says $(echo "$out" | grep -o '"async_lr_scale":[^,]*')"
+# A resumed run names the switch by the run's step: a run of one epoch (6
+# steps) resumed for two under switch:offline:0.75 is in BSP until step 9
+# of the run and switches there (until 2026-12-07 the log said step 3,
+# counting from the resume; a switch job commits at epochs' ends only).
+timeout 200 "$gs" run -np 3 -- "$gs" train --synthetic 384 --epochs 1 --batch 32 --lr 0.005 \
+  --json --ps 1 --checkpoint "$tmp/swres" --sync switch:offline:0.75 >/dev/null 2>&1 ||
+  fail "switch:offline:0.75, one epoch: exit $?"
+out=$(timeout 200 "$gs" run -np 3 -- "$gs" train --synthetic 384 --epochs 2 --batch 32 --lr 0.005 \
+      --json --ps 1 --checkpoint "$tmp/swres" --sync switch:offline:0.75 --resume 2>&1) ||
+  fail "switch:offline:0.75 resumed for a second epoch: exit $?"
+echo "$out" | grep -q '"switch_log":\[{"step":9,"to":"asp"' ||
+  fail "switch:offline:0.75 resumed after step 6: the log does not say step 9: $(echo "$out" | grep -o '"switch_log":[^]]*')"
 # BSP's share all of the budget: no switch (it reported one, after the last
 # step, with no ASP step).
 sw all --sync switch:offline:1
