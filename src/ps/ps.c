@@ -76,7 +76,9 @@ void ps_fault_check(gs_ps *ps, long count) {
   fprintf(stderr, "gradsync: rank %d: injected fault (GRADSYNC_PS_FAULT): %s\n",
           ps->rank, ps->fault_stall ? "stalling" : "exiting");
   fflush(stderr);
-  if (!ps->fault_stall) _exit(3);
+  /* 1, a failure: 3 is a stop as asked (SIGUSR1), which an elastic
+   * supervisor ends the job on instead of relaunching it. */
+  if (!ps->fault_stall) _exit(1);
   for (;;) sleep(1000);
 }
 
