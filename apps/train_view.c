@@ -193,9 +193,16 @@ static void summary(void *user, const gs_train_summary *s) {
   fflush(stdout);
 }
 
+/* A note (a resume's changed settings, a stop, a warning): on stdout with
+ * the progress, or on stderr under --json, whose stdout is JSON lines only
+ * (until 2026-12-07 a JSON run dropped its notes). */
 static void note(void *user, const char *text) {
   cli_train_view *v = user;
-  if (v->json) return;
+  if (v->json) {
+    fprintf(stderr, "gradsync train: %s\n", text);
+    fflush(stderr);
+    return;
+  }
   end_bar(v);
   printf("%s\n", text);
   fflush(stdout);

@@ -255,5 +255,17 @@ else
   bad "a note after the terminal's bar: $(tr '\r' '|' < "$tmp/tty.log" | tail -c 400)"
 fi
 
+# Under --json the note goes to stderr, stdout stays JSON lines (until
+# 2026-12-07 a JSON run dropped its notes: the stop, a resume's changed
+# settings, a warning).
+"$gs" train --synthetic 2048 --model mlp --batch 32 --epochs 2 --json \
+  --checkpoint "$tmp/jnote" --commit-every 5 --stop-at-step 12 > "$tmp/jnote.out" 2> "$tmp/jnote.err"
+if grep -q "^gradsync train: stopped after global step 12" "$tmp/jnote.err" &&
+   python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' "$tmp/jnote.out"; then
+  ok "--json: the stop's note on stderr, stdout JSON lines only"
+else
+  bad "--json's note: stderr $(head -c 300 "$tmp/jnote.err"); stdout $(head -c 300 "$tmp/jnote.out")"
+fi
+
 echo "$passes passed, $fails failed"
 [ $fails -eq 0 ]
