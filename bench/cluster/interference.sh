@@ -10,12 +10,14 @@
 # and resnet, their trace arguments) on n nodes alone and with the pool's
 # other 8 - n nodes busy (filler jobs of the resnet kind, one a node,
 # computing before the measured job is submitted and cancelled after it),
-# REPS times each, alternating; its time inside the program (the summary's
-# wall_s, what the speed table's step times are made of). K = busy / alone
-# - 1 at n = 1 is `gradsync cluster simulate --interference K` (a job on n of
-# N nodes runs at 1 / (1 + K (B - n) / (N - n)) of its speed alone while B
-# nodes compute); the n = 4 rows check that shape (it predicts 1 + K there
-# too: every other node busy).
+# REPS times each, alternating; its run under the manager (start to end: the
+# launch over ssh, the program, the exit; what the simulator's completion
+# times are made of) and its time inside the program (the summary's wall_s).
+# K = busy / alone - 1 of the run at n = 1 is `gradsync cluster simulate
+# --interference K` (a job on n of N nodes runs at 1 / (1 + K (B - n) /
+# (N - n)) of its speed alone while B nodes compute); the n = 4 rows check
+# that shape (it predicts 1 + K there too: every other node busy). Until
+# 2026-12-07 K was of wall_s, the launch and the exit left out.
 # Writes $BENCH_OUT/cluster_interference.{jsonl,md}. Needs root and sshd.
 # Usage: bench/cluster/interference.sh [REPS]   (default 2)
 set -euo pipefail
@@ -94,10 +96,20 @@ measure() {
   wait_end "$id" || { echo "interference: job $id did not end" >&2; exit 1; }
   [ ${#fill[@]} -gt 0 ] && "$gs" cancel --spool "$spool" "${fill[@]}" >/dev/null
   for f in "${fill[@]}"; do wait_end "$f" || true; done
-  local wall
+  local wall run
   wall=$(grep '"summary"' "$spool/jobs/$id/out.log" | tail -1 | sed -E 's/.*"wall_s":([0-9.]+).*/\1/')
   [ -n "$wall" ] || { echo "interference: job $id has no summary" >&2; exit 1; }
-  echo "{\"kind\":\"$kind\",\"nodes\":$n,\"others\":\"$([ "$busy" = 1 ] && echo busy || echo idle)\",\"rep\":$rep,\"job\":$id,\"wall_s\":$wall}" >>"$out"
+  # Its run under the manager: from its start to its end (the launch over
+  # ssh, the program, the exit), what the simulator's completion times are
+  # made of.
+  run=$("$gs" jobs --spool "$spool" --json | python3 -c '
+import json, sys
+for l in sys.stdin:
+    j = json.loads(l)
+    if j.get("id") == int(sys.argv[1]):
+        print(round(j["end_time"] - j["start_time"], 3))' "$id")
+  [ -n "$run" ] || { echo "interference: job $id has no start and end" >&2; exit 1; }
+  echo "{\"kind\":\"$kind\",\"nodes\":$n,\"others\":\"$([ "$busy" = 1 ] && echo busy || echo idle)\",\"rep\":$rep,\"job\":$id,\"wall_s\":$wall,\"run_s\":$run}" >>"$out"
 }
 for ((r = 1; r <= reps; r++)); do
   measure resnet 1 0 "$r" "${resnet[@]}"
@@ -114,28 +126,39 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{"kind"')]
 print("# The emulated nodes' interference\n")
 print(f"A job of the real trace's kinds under the manager on 8 emulated nodes (1 Gbit/s, "
       f"{sys.argv[2]} cores each, static), alone and with the pool's other nodes computing "
-      "(one filler job of the resnet kind a node), its time inside the program (its summary's "
-      "wall_s; every run listed). **K** = busy / alone - 1: `gradsync cluster simulate "
-      "--interference K`, a job on n of N nodes running at 1 / (1 + K (B - n) / (N - n)) of its "
-      "speed alone while B nodes compute. Absolute times on this shared host vary from run to "
-      "run.\n")
-print("| kind | nodes | alone s (runs) | others busy s (runs) | busy / alone |")
-print("| --- | ---: | --- | --- | ---: |")
-ks = []
+      "(one filler job of the resnet kind a node), its run under the manager (from its start "
+      "to its end: the launch over ssh, the program, the exit) and its time inside the "
+      "program (its summary's wall_s); every run listed. **K** = busy / alone - 1 of the "
+      "run, at one node: `gradsync cluster simulate --interference K`, a job on n of N nodes "
+      "running at 1 / (1 + K (B - n) / (N - n)) of its speed alone while B nodes compute "
+      "(until 2026-12-07 K was of wall_s: the launch and the exit, slowed too while the "
+      "other nodes compute, were left out). Absolute times on this shared host vary from "
+      "run to run.\n")
+print("| kind | nodes | run alone s (runs) | run, others busy s (runs) | busy / alone | "
+      "in the program: alone s | others busy s | busy / alone |")
+print("| --- | ---: | --- | --- | ---: | ---: | ---: | ---: |")
+ks, kw = [], []
 for kind, n in sorted({(r["kind"], r["nodes"]) for r in rows}, key=lambda x: (x[1], x[0])):
-    a = [r["wall_s"] for r in rows if (r["kind"], r["nodes"], r["others"]) == (kind, n, "idle")]
-    b = [r["wall_s"] for r in rows if (r["kind"], r["nodes"], r["others"]) == (kind, n, "busy")]
+    sel = lambda o: [r for r in rows if (r["kind"], r["nodes"], r["others"]) == (kind, n, o)]
+    a, b = sel("idle"), sel("busy")
     if not a or not b:
         continue
-    ratio = statistics.mean(b) / statistics.mean(a)
+    ra = [r["run_s"] for r in a]
+    rb = [r["run_s"] for r in b]
+    wa = statistics.mean(r["wall_s"] for r in a)
+    wb = statistics.mean(r["wall_s"] for r in b)
+    ratio = statistics.mean(rb) / statistics.mean(ra)
     if n == 1:
         ks.append(ratio - 1)
-    print(f"| {kind} | {n} | {statistics.mean(a):.1f} ({', '.join(f'{x:.1f}' for x in a)}) | "
-          f"{statistics.mean(b):.1f} ({', '.join(f'{x:.1f}' for x in b)}) | {ratio:.3f} |")
+        kw.append(wb / wa - 1)
+    print(f"| {kind} | {n} | {statistics.mean(ra):.1f} ({', '.join(f'{x:.1f}' for x in ra)}) | "
+          f"{statistics.mean(rb):.1f} ({', '.join(f'{x:.1f}' for x in rb)}) | {ratio:.3f} | "
+          f"{wa:.1f} | {wb:.1f} | {wb / wa:.3f} |")
 if ks:
     k = statistics.mean(ks)
-    print(f"\nK = {k:.3f} (the mean over the 1-node kinds: "
-          f"{', '.join(f'{x:.3f}' for x in ks)}).")
+    print(f"\nK = {k:.3f} (the mean over the 1-node kinds' runs: "
+          f"{', '.join(f'{x:.3f}' for x in ks)}; inside the program "
+          f"{statistics.mean(kw):.3f}).")
     print(f"\n<!-- interference {k:.4f} -->")
 PY
 bench_stamp "$out" "$(bench_quote bench/cluster/interference.sh "$@")"
