@@ -155,6 +155,7 @@ void split_blocks(size_t count, int parts, size_t *off, size_t *len) {
 static gs_status group_init(gs_comm *c, coll_group *g, MPI_Comm mpi) {
   g->mpi = mpi;
   g->progress = &c->progress_ns;
+  g->owner = c;
   MPI_Comm_set_errhandler(mpi, MPI_ERRORS_RETURN);
   MPI_Comm_rank(mpi, &g->rank);
   MPI_Comm_size(mpi, &g->size);

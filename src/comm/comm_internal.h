@@ -70,6 +70,9 @@ typedef struct coll_group {
    * complete store the time in it, so the watchdog can tell a long healthy
    * collective from a stalled one. */
   _Atomic uint64_t *progress;
+  /* The communicator the group belongs to, or NULL (agree.c's bare
+   * exchange): comm_waitall looks for peers that left on its behalf. */
+  struct gs_comm *owner;
 } coll_group;
 
 /* Stamps progress on a group's communicator: one clock read (vDSO, no
@@ -127,6 +130,10 @@ struct gs_comm {
   _Atomic size_t run_count;
   _Atomic uint64_t warned_seq;  /* the last request warned about */
   atomic_int aborting;
+  /* Set by the progress thread while it blocks inside MPI (MPI's own
+   * collectives, GRADSYNC_CHECK's allgather): only then does the watchdog
+   * read the goodbyes itself (see watchdog_leave_look). */
+  atomic_int in_mpi_block;
   _Atomic uint64_t user_base;   /* seq when gs_comm_create returned */
   double wd_tick_s;             /* how often the watchdog looks */
   pthread_t watchdog;
@@ -380,6 +387,14 @@ void *progress_main(void *arg);
 void watchdog_begin(gs_comm *c, const coll_args *a, uint64_t seq);
 void watchdog_end(gs_comm *c);
 void watchdog_check(gs_comm *c);
+/* Reads the peers' goodbyes during a stall of the running request and ends
+ * the job if one left without issuing it (leave_check). MPI is called only
+ * from the thread that runs the request (comm_waitall, on the progress
+ * thread), or from the watchdog while that thread blocks inside MPI: two
+ * threads of one process in Open MPI's progress engine at once can deadlock
+ * in its shared-memory transport (it takes two locks in both orders; see
+ * tests/tsan.supp), which hung comm_mismatch_np3 once under TSan. */
+void watchdog_leave_look(gs_comm *c);
 double watchdog_tick(const gs_comm *c);
 void *watchdog_main(void *arg);
 /* Stops the watchdog thread; after the progress thread, which it may have to

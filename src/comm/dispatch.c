@@ -251,11 +251,23 @@ size_t coll_algo_list(coll_kind kind, gs_algo *out, size_t max) {
   return n;
 }
 
+/* in_mpi_block: the check's allgather and MPI's own collectives block
+ * inside MPI, where comm_waitall cannot look for peers that left; the
+ * watchdog looks instead (watchdog_leave_look). */
 gs_status coll_execute(gs_comm *c, coll_args *a) {
-  if (c->check) GS_CHECK(check_signature(c, a));
+  if (c->check) {
+    atomic_store_explicit(&c->in_mpi_block, 1, memory_order_release);
+    gs_status st = check_signature(c, a);
+    atomic_store_explicit(&c->in_mpi_block, 0, memory_order_release);
+    GS_CHECK(st);
+  }
   const coll_algo_row *row = coll_algo_find(a->kind, a->algo);
   if (row == NULL)
     return gs_error(GS_ERR_INTERNAL, "%s: algorithm %s reached the progress "
                     "thread", coll_kind_name(a->kind), gs_algo_name(a->algo));
-  return row->run(c, a);
+  int blocks = a->algo == GS_ALGO_MPI;
+  if (blocks) atomic_store_explicit(&c->in_mpi_block, 1, memory_order_release);
+  gs_status st = row->run(c, a);
+  if (blocks) atomic_store_explicit(&c->in_mpi_block, 0, memory_order_release);
+  return st;
 }

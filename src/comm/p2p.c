@@ -43,6 +43,10 @@
 #define WAIT_SLEEP_MAX_NS 200000
 #define WAIT_NAP_SHARE 32
 #define WAIT_TIMER_SLACK_NS 5000UL
+/* How often a long wait reads the peers' goodbyes (watchdog_leave_look):
+ * on this thread, never beside it, so that one thread of the process is in
+ * MPI at a time. */
+#define WAIT_LEAVE_LOOK_S 0.1
 
 gs_status comm_waitall(const coll_group *g, int n, MPI_Request *reqs,
                        const char *what) {
@@ -53,7 +57,7 @@ gs_status comm_waitall(const coll_group *g, int n, MPI_Request *reqs,
     slack_set = 1;
   }
   double spin = last_wait > WAIT_LONG_S ? WAIT_SPIN_AFTER_LONG_S : WAIT_SPIN_S;
-  double t0 = gs_now();
+  double t0 = gs_now(), looked = t0;
   long nap = WAIT_SLEEP_MIN_NS;
   for (int first = 1;; first = 0) {
     int done = 0;
@@ -64,7 +68,11 @@ gs_status comm_waitall(const coll_group *g, int n, MPI_Request *reqs,
       comm_progress(g);
       return GS_OK;
     }
-    double waited = gs_now() - t0;
+    double now = gs_now(), waited = now - t0;
+    if (g->owner != NULL && now - looked >= WAIT_LEAVE_LOOK_S) {
+      watchdog_leave_look(g->owner);
+      looked = now;
+    }
     if (waited < spin) {
       sched_yield();
       continue;

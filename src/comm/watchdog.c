@@ -34,28 +34,49 @@ void comm_describe_request(const gs_comm *c, uint64_t seq, coll_kind kind,
  * this long for a piece, and each look costs a few MPI calls. */
 #define LEAVE_LOOK_S 0.2
 
-/* Looks at the running request once; warns, or ends the job. Safe from any
- * thread: each request is warned about once, and one thread aborts. */
-void watchdog_check(gs_comm *c) {
+/* The running request, read without locks: its number (0: none runs, or
+ * it ended while read), its description and how long it has made no
+ * progress. */
+static uint64_t running_request(gs_comm *c, double *stalled, char *what, size_t n) {
   uint64_t seq = atomic_load_explicit(&c->run_seq, memory_order_acquire);
-  if (seq == 0) return;
+  if (seq == 0) return 0;
   uint64_t last = atomic_load_explicit(&c->progress_ns, memory_order_relaxed);
   coll_kind kind = (coll_kind)atomic_load_explicit(&c->run_kind, memory_order_relaxed);
   size_t count = atomic_load_explicit(&c->run_count, memory_order_relaxed);
   gs_dtype dtype = (gs_dtype)atomic_load_explicit(&c->run_dtype, memory_order_relaxed);
   gs_algo algo = (gs_algo)atomic_load_explicit(&c->run_algo, memory_order_relaxed);
   /* A request that ended meanwhile may have left a mixed description. */
-  if (atomic_load_explicit(&c->run_seq, memory_order_acquire) != seq) return;
+  if (atomic_load_explicit(&c->run_seq, memory_order_acquire) != seq) return 0;
   uint64_t now = gs_now_ns();
-  double stalled = now > last ? (double)(now - last) * 1e-9 : 0;
+  *stalled = now > last ? (double)(now - last) * 1e-9 : 0;
+  comm_describe_request(c, seq, kind, count, dtype, algo, what, n);
+  return seq;
+}
+
+void watchdog_leave_look(gs_comm *c) {
+  if (!leave_usable(c)) return;
+  double stalled = 0;
+  char what[256];
+  uint64_t seq = running_request(c, &stalled, what, sizeof what);
+  if (seq != 0 && stalled >= LEAVE_LOOK_S) leave_check(c, seq, stalled, what);
+}
+
+/* Looks at the running request once; warns, or ends the job. Safe from any
+ * thread: each request is warned about once, and one thread aborts. */
+void watchdog_check(gs_comm *c) {
+  double stalled = 0;
+  char what[256];
+  uint64_t seq = running_request(c, &stalled, what, sizeof what);
+  if (seq == 0) return;
   int timed_out = c->timeout_s > 0 && stalled >= c->timeout_s;
   int warn = c->stall_warn_s > 0 && stalled >= c->stall_warn_s;
   /* A peer that has left (gs_comm_leave) never issues what this rank waits
-   * for: looked at after a short stall, long before the timeout. */
-  int leave_look = stalled >= LEAVE_LOOK_S && leave_usable(c);
+   * for: looked at after a short stall, long before the timeout; here only
+   * while the progress thread blocks inside MPI (otherwise comm_waitall
+   * looks, on the progress thread: see watchdog_leave_look). */
+  int leave_look = stalled >= LEAVE_LOOK_S && leave_usable(c) &&
+                   atomic_load_explicit(&c->in_mpi_block, memory_order_acquire);
   if (!timed_out && !warn && !leave_look) return;
-  char what[256];
-  comm_describe_request(c, seq, kind, count, dtype, algo, what, sizeof what);
   if (leave_look) leave_check(c, seq, stalled, what);
   if (!timed_out && !warn) return;
   if (timed_out) {

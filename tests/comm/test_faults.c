@@ -19,6 +19,12 @@
  *   test_faults leave ALGO RANK     RANK leaves (gs_comm_leave) after three
  *                                   all-reduces; the others issue a fourth
  *   test_faults leave_ok            healthy ends with gs_comm_leave
+ *   test_faults look_thread ALGO    rank 2 reaches an allreduce 1 s late;
+ *                                   the others' looks for goodbyes during
+ *                                   the wait (MPI_Improbe, counted by the
+ *                                   wrappers below) must come from the
+ *                                   thread that waits (MPI_Testall), never
+ *                                   from a second thread beside it
  *   test_faults abort2 RANK          two threads of RANK call gs_comm_abort at
  *                                   the same moment (as the engine's and the
  *                                   communicator's watchdogs can); the other
@@ -26,6 +32,7 @@
  * Each rank prints "rank R: OK ..." when its expectations hold.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -387,6 +394,72 @@ static int cmd_leave_ok(void) {
   return 0;
 }
 
+/* ---- Which threads call MPI (look_thread) ---------------------------------
+ * The test binary links the static library, so these definitions take the
+ * library's calls; they count while `watching` and pass on to PMPI. */
+static atomic_int watching;
+static atomic_int probes, foreign_probes;
+static _Atomic(pthread_t) waiter; /* the last thread in MPI_Testall */
+static atomic_int have_waiter;
+
+int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[]) {
+  if (atomic_load(&watching)) {
+    atomic_store(&waiter, pthread_self());
+    atomic_store(&have_waiter, 1);
+  }
+  return PMPI_Testall(count, reqs, flag, statuses);
+}
+
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
+                MPI_Status *status) {
+  if (atomic_load(&watching)) {
+    atomic_fetch_add(&probes, 1);
+    if (!atomic_load(&have_waiter) || !pthread_equal(atomic_load(&waiter), pthread_self()))
+      atomic_fetch_add(&foreign_probes, 1);
+  }
+  return PMPI_Improbe(source, tag, comm, flag, message, status);
+}
+
+/* Open MPI's shared-memory transport can deadlock with two threads of a
+ * process in its progress engine at once (comm_mismatch_np3 hung so under
+ * TSan): while a gradsync algorithm waits, the look for peers that left
+ * must run on the waiting thread itself. */
+static int cmd_look_thread(const char *algo_name) {
+  gs_algo algo;
+  if (gs_algo_parse(algo_name, &algo) != GS_OK) return 2;
+  int rank;
+  gs_comm *c = start(&rank);
+  if (c == NULL) return 2;
+  float buf[1024];
+  for (int j = 0; j < 1024; j++) buf[j] = 1;
+  gs_status st = gs_allreduce(c, GS_IN_PLACE, buf, 1024, GS_F32, GS_SUM, algo);
+  if (rank == 2) nap(1.0);
+  atomic_store(&watching, rank != 2);
+  if (st == GS_OK) st = gs_allreduce(c, GS_IN_PLACE, buf, 1024, GS_F32, GS_SUM, algo);
+  atomic_store(&watching, 0);
+  if (st != GS_OK) {
+    fprintf(stderr, "FAIL rank %d: allreduce: %s\n", rank, gs_last_error());
+    return 1;
+  }
+  int bad = 0;
+  if (rank != 2) {
+    int n = atomic_load(&probes), foreign = atomic_load(&foreign_probes);
+    if (n == 0) {
+      fprintf(stderr, "FAIL rank %d: no look for goodbyes in a wait of 1 s\n", rank);
+      bad = 1;
+    } else if (foreign != 0) {
+      fprintf(stderr, "FAIL rank %d: %d of %d looks for goodbyes came from a thread "
+              "other than the waiting one\n", rank, foreign, n);
+      bad = 1;
+    } else {
+      printf("rank %d: OK: %d looks, all on the waiting thread\n", rank, n);
+    }
+  }
+  gs_comm_destroy(c);
+  gs_finalize();
+  return bad;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 4 && strcmp(argv[1], "run") == 0)
     return cmd_run(argv[2], atoi(argv[3]), argc >= 5 ? argv[4] : "hang");
@@ -400,8 +473,9 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "after_finalize") == 0) return cmd_after_finalize();
   if (argc >= 4 && strcmp(argv[1], "leave") == 0) return cmd_leave(argv[2], atoi(argv[3]));
   if (argc >= 2 && strcmp(argv[1], "leave_ok") == 0) return cmd_leave_ok();
+  if (argc >= 3 && strcmp(argv[1], "look_thread") == 0) return cmd_look_thread(argv[2]);
   fprintf(stderr, "usage: test_faults run ALGO ITERS | healthy | create STATUS "
           "TEXT... | thread LEVEL [RANK] | abort2 RANK | mismatch ALGO | after_finalize | "
-          "leave ALGO RANK | leave_ok\n");
+          "leave ALGO RANK | leave_ok | look_thread ALGO\n");
   return 2;
 }

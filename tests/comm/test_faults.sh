@@ -140,6 +140,14 @@ case $case in
     expect_count 3 'rank [012]: OK: left after 5 collectives'
     expect_no 'fatal'
     expect_no 'FAIL rank' ;;
+  look_thread_np3) # a late rank: the others look for goodbyes on the
+    # thread that waits (ring, then recursive doubling), never beside it
+    for algo in ring rd; do
+      job 3 "$bin" look_thread $algo
+      expect_rc zero
+      expect_count 2 'rank [01]: OK: [0-9]+ looks, all on the waiting thread'
+      expect_no 'FAIL rank'
+    done ;;
   after_finalize_np2) # gs_init and gs_comm_create after gs_finalize: GS_ERR_STATE
     job 2 "$bin" after_finalize
     expect_rc zero
