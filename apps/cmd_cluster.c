@@ -135,12 +135,16 @@ static void usage(FILE *f) {
           "                       with several policies one file each, the\n"
           "                       policy before FILE's extension (tr.csv:\n"
           "                       tr.static.csv, tr.dorm.csv, tr.goodput.csv)\n"
+          "  --round-log FILE     each policy round as a JSON line: every job as the\n"
+          "                       policy saw it and the size it answered (as cluster\n"
+          "                       serve --round-log writes a real run's); several\n"
+          "                       policies: one file each, named as --trace-out's\n"
           "  --help               this text\n",
           CSIM_MAX_NODES, cli_shares_usage);
 }
 
 typedef struct csim_cli {
-  const char *workload, *tables, *policy, *trace_out;
+  const char *workload, *tables, *policy, *trace_out, *round_log;
   int nodes, gpus, json;
   int shares_given; /* a --user-share, --user-limit, --account-share or --account-limit */
   gs_cluster_shares shares;
@@ -181,6 +185,7 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
       {"node-loss", required_argument, 0, 'L'},
       {"json", no_argument, 0, 'J'},
       {"trace-out", required_argument, 0, 't'},
+      {"round-log", required_argument, 0, 'R'},
       {"user-share", required_argument, 0, 'u'},
       {"user-limit", required_argument, 0, 'U'},
       {"account-share", required_argument, 0, 'A'},
@@ -321,6 +326,13 @@ static int parse_opts(int argc, char **argv, csim_cli *c) {
           return 2;
         }
         c->trace_out = optarg;
+        break;
+      case 'R':
+        if (!*optarg) {
+          cli_error(VERB, "--round-log needs a file name");
+          return 2;
+        }
+        c->round_log = optarg;
         break;
       case 'h': usage(stdout); return -1;
       default: return cli_getopt_error(VERB, ch, argv, longs);
@@ -534,10 +546,12 @@ static int cmd_cluster_simulate(int argc, char **argv) {
     npols = 1;
   }
   char path[4096];
-  if (c.trace_out != NULL)
-    for (int p = 0; p < npols; p++) {
-      trace_path(path, sizeof path, c.trace_out, pols[p], npols > 1);
-      if (cli_check_writable(path, "--trace-out") != GS_OK) {
+  for (int p = 0; p < npols; p++)
+    for (int f = 0; f < 2; f++) {
+      const char *out = f ? c.round_log : c.trace_out;
+      if (out == NULL) continue;
+      trace_path(path, sizeof path, out, pols[p], npols > 1);
+      if (cli_check_writable(path, f ? "--round-log" : "--trace-out") != GS_OK) {
         cli_error(VERB, "%s", gs_last_error());
         return 2;
       }
@@ -592,7 +606,8 @@ static int cmd_cluster_simulate(int argc, char **argv) {
       o.job_fair_node_s = per + w.njobs;
       o.job_jct_s = per + 2 * (size_t)w.njobs;
     }
-    FILE *tf = NULL;
+    FILE *tf = NULL, *rf = NULL;
+    char rpath[4096];
     if (c.trace_out != NULL) {
       trace_path(path, sizeof path, c.trace_out, pols[p], npols > 1);
       tf = fopen(path, "w");
@@ -602,6 +617,17 @@ static int cmd_cluster_simulate(int argc, char **argv) {
         break;
       }
       o.trace = tf;
+    }
+    if (c.round_log != NULL) {
+      trace_path(rpath, sizeof rpath, c.round_log, pols[p], npols > 1);
+      rf = fopen(rpath, "w");
+      if (rf == NULL) {
+        cli_fail(VERB, "cannot write the round log '%s'", rpath);
+        if (tf != NULL) fclose(tf);
+        rc = 1;
+        break;
+      }
+      o.round_log = rf;
     }
     gs_csim_result r;
     if (gs_csim_run(&w, &o, &r, err, sizeof err) != 0) {
@@ -631,6 +657,10 @@ static int cmd_cluster_simulate(int argc, char **argv) {
     }
     if (tf != NULL && fclose(tf) != 0 && rc == 0) {
       cli_fail(VERB, "cannot write the trace '%s'", path);
+      rc = 1;
+    }
+    if (rf != NULL && fclose(rf) != 0 && rc == 0) {
+      cli_fail(VERB, "cannot write the round log '%s'", rpath);
       rc = 1;
     }
   }

@@ -74,6 +74,10 @@ static void serve_usage(FILE *f) {
       "                   (the same options but for its length, seed, commits\n"
       "                   and the optimizer's numbers)\n"
       "  --spool DIR      where requests, the journal and the jobs live\n"
+      "  --round-log FILE  append each policy round to FILE as a JSON line: every\n"
+      "                   job as the policy saw it (size, progress, time run,\n"
+      "                   restart price, speed curve) and the size it answered\n"
+      "                   (cluster simulate --round-log writes the same)\n"
       "  --interval S     a policy round at least every S seconds (default 10)\n"
       "  --restart-budget K  a job's restarts before it is failed (default 3)\n"
       "  --restart-penalty S  what the policies charge a resize's restart until the\n"
@@ -202,7 +206,7 @@ static int emulated_cpus(const char *dir, int n, double cpus) {
 
 static int cmd_serve(int argc, char **argv) {
   const char *nodes_file = NULL, *policy = "static", *ssh_config = NULL, *iface = NULL,
-             *mpirun = NULL, *rate = NULL, *spool_arg = NULL, *net = NULL;
+             *mpirun = NULL, *rate = NULL, *spool_arg = NULL, *net = NULL, *round_log = NULL;
   int emulated = 0, slurm = 0, restart_budget = 3, commit_every = 20, share_speeds = 0;
   double commit_every_s = 0; /* the manager's default, GS_CLUSTER_COMMIT_EVERY_S */
   int by_time = 1; /* cli_parse_seconds_suffix's last answer */
@@ -224,6 +228,7 @@ static int cmd_serve(int argc, char **argv) {
                       : strcmp(a, "--rate") == 0       ? &rate
                       : strcmp(a, "--spool") == 0      ? &spool_arg
                       : strcmp(a, "--net") == 0        ? &net
+                      : strcmp(a, "--round-log") == 0  ? &round_log
                                                        : NULL;
     if (sp) {
       if (!has || !*argv[i + 1]) {
@@ -439,7 +444,7 @@ static int cmd_serve(int argc, char **argv) {
       .restart_penalty_s = restart_penalty > 0 ? restart_penalty : restart_penalty == 0 ? -1 : 0,
       .node_cooldown_s = cooldown, .fairness_window_s = fairness_window,
       .shares = cli_shares_get(), .net = net,
-      .share_speeds = share_speeds};
+      .share_speeds = share_speeds, .round_log = round_log};
   char err[1024] = "";
   int rc = gs_cluster_serve(&c, err, sizeof err);
   if (rc == 2) cli_error("cluster serve", "%s", err);

@@ -10,7 +10,10 @@
 # completion time (JCT), resizes and restarts, and the mean and p99 JCT, the
 # makespan and the utilisation (node-seconds that ranks ran, from the
 # supervisors' launch events, over nodes x makespan).
-# Writes $BENCH_OUT/cluster_real.jsonl and cluster_real.md. Needs root,
+# Writes $BENCH_OUT/cluster_real.jsonl and cluster_real.md, and each
+# policy's rounds as cluster_real.rounds.POLICY.jsonl (serve --round-log,
+# timed from the trace's start; a copy of a run keeps the name's tail:
+# RUN.jsonl beside RUN.rounds.POLICY.jsonl). Needs root,
 # sshd, tc and a writable CPU cgroup.
 #
 # Usage: bench/cluster/real_trace.sh [POLICY...]   (default: every policy the
@@ -86,7 +89,8 @@ out=$BENCH_OUT/cluster_real.jsonl
 for policy in "${policies[@]}"; do
   spool=$tmp/spool-$policy
   manager_start "$spool" "$tmp/serve-$policy.log" --emulated 8 --rate 1gbit \
-    --node-cpus "$cpus" --policy "$policy" --interval 5 "${commit_opt[@]}" ${penalty:+--restart-penalty "$penalty"} ${net:+--net "$net"} "${share_opt[@]}"
+    --node-cpus "$cpus" --policy "$policy" --interval 5 "${commit_opt[@]}" ${penalty:+--restart-penalty "$penalty"} ${net:+--net "$net"} "${share_opt[@]}" \
+    --round-log "$tmp/rounds-$policy.jsonl"
   t0=$(date +%s.%N)
   python3 "$here/submit_trace.py" "$gs" "$spool" "$tmp/trace.jsonl" "$t0"
   # every job ended (at most an hour)
@@ -98,6 +102,16 @@ for policy in "${policies[@]}"; do
   python3 "$here/summarize_trace.py" --policy "$policy" --nodes 8 --start "$t0" \
     --spool "$spool" >>"$out"
   manager_stop "$spool"
+  # The manager's rounds, timed from the trace's start as the simulator's
+  # are (cluster simulate --round-log; bench/cluster/compare_rounds.py).
+  python3 -c '
+import json, sys
+t0 = float(sys.argv[1])
+for line in open(sys.argv[2]):
+    r = json.loads(line)
+    r["t"] = round(r["t"] - t0, 3)
+    print(json.dumps(r, ensure_ascii=False, separators=(",", ":")))
+' "$t0" "$tmp/rounds-$policy.jsonl" >"${out%.jsonl}.rounds.$policy.jsonl"
 done
 python3 "$here/summarize_trace.py" --markdown "$out" --node-cpus "$cpus" \
   --trace "$tmp/trace.jsonl" >"$BENCH_OUT/cluster_real.md"

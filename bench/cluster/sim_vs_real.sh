@@ -19,7 +19,9 @@
 # JCTs and resizes beside those of the committed real runs
 # (bench/results/cluster_real*.jsonl; BENCH_OUT's own copies first, where it
 # has them). Writes $BENCH_OUT/cluster_sim_vs_real.{md,jsonl} and the tables
-# it made (cluster_real_speeds.csv, its .solo.jsonl, cluster_real_workload.csv).
+# it made (cluster_real_speeds.csv, its .solo.jsonl, cluster_real_workload.csv),
+# and the simulation's rounds (cluster_sim_rounds.POLICY.jsonl), set beside
+# a real run's where it has them (bench/cluster/compare_rounds.py).
 # Needs root (the emulated nodes), but for --sim-only.
 #
 # Usage: bench/cluster/sim_vs_real.sh [--sim-only] [REPS]
@@ -233,7 +235,8 @@ if [ "$commits" = time ]; then
   # (serve's default since 2026-12-05)
   learn=(--learn-curves 1s --restart-prior)
 fi
-"${base[@]}" "${manager[@]}" "${learn[@]}" --json >"$out"
+"${base[@]}" "${manager[@]}" "${learn[@]}" --json \
+  --round-log "$BENCH_OUT/cluster_sim_rounds${sfx}.jsonl" >"$out"
 # On the table's curves from the start (an oracle), and with resizes at
 # once (the simulator's model before the manager's), for comparison.
 "${base[@]}" "${manager[@]}" --json >"$out.oracle"
@@ -246,6 +249,19 @@ python3 "$here/sim_vs_real.py" report --mix "$mix" --span "$span" --node-cpus "$
   --speeds "$speeds" --workload "$workload" --start "$start_s" --launch "$launch_s" \
   --real "${real[@]}" \
   >"$BENCH_OUT/cluster_sim_vs_real${sfx}.md"
+# Round by round where a real run's rounds were logged (real_trace.sh's
+# RUN.rounds.POLICY.jsonl beside RUN.jsonl, since 2026-12-07): each job's
+# answers beside the simulation's, and where the two first part.
+for r in "${real[@]}"; do
+  for p in static dorm goodput; do
+    rr=${r%.jsonl}.rounds.$p.jsonl
+    sr=$BENCH_OUT/cluster_sim_rounds${sfx}.$p.jsonl
+    [ -f "$rr" ] && [ -f "$sr" ] || continue
+    { printf '\n### Rounds of %s: %s against the simulation\n\n' "$p" "$(basename "$rr")"
+      python3 "$here/compare_rounds.py" --markdown "$rr" "$sr"; } \
+      >>"$BENCH_OUT/cluster_sim_vs_real${sfx}.md"
+  done
+done
 bench_stamp "$BENCH_OUT/cluster_sim_vs_real${sfx}.md" \
   "${REAL_RUNS:+REAL_RUNS=\"$REAL_RUNS\" }${speeds_mix:+CLUSTER_SPEEDS_MIX=$speeds_mix }CLUSTER_COMMITS=$commits CLUSTER_MIX=$mix CLUSTER_SPAN=$span CLUSTER_NODE_CPUS=$cpus CLUSTER_INTERFERENCE=${CLUSTER_INTERFERENCE:-0} bench/cluster/sim_vs_real.sh $given"
 cat "$BENCH_OUT/cluster_sim_vs_real${sfx}.md"

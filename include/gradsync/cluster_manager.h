@@ -166,6 +166,10 @@ typedef struct gs_cluster_serve_config {
    * from the curve of an earlier job of its kind (the same options but for
    * the run's length, seed, commits and the optimizer's numbers). */
   int share_speeds;
+  /* Each policy round appended to this file as one JSON line: what the
+   * policy was given and what it answered (gs_cluster_round_log; `cluster
+   * simulate --round-log` writes the simulator's alike). NULL: none. */
+  const char *round_log;
 } gs_cluster_serve_config;
 
 /* Whether this build knows policy name (gs_cluster_allocate's names). */

@@ -175,6 +175,9 @@ typedef struct gs_csim_opts {
   double loss_time_s;         /* node loss: at this time ... */
   int loss_nodes;             /* ... this many nodes leave the pool (0 = none) */
   FILE *trace;                /* optional: the run as CSV lines (below) */
+  FILE *round_log;            /* optional: each policy round as a JSON line
+                                 (gs_cluster_round_log, as cluster serve
+                                 --round-log writes the manager's) */
   /* The users' and accounts' shares and limits (serve's --user-share,
    * --user-limit, --account-share, --account-limit); the jobs' user and
    * account columns place them in the tree. NULL: every user and account

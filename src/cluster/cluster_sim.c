@@ -175,6 +175,7 @@ typedef struct sim {
   FILE *trace;
   int owners;           /* the users' and accounts' tree applies (gs_csim_opts.shares) */
   const char **users, **accounts; /* a round's jobs' (scratch) */
+  const char **names;   /* a round's jobs' names, for the round log (scratch) */
   /* With shares->usage_halflife_s: each job's owner (a user in an account),
    * the owners' names, their decayed usage to now and the nodes their
    * partitions hold (scratch). */
@@ -620,6 +621,15 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
       return -1;
     }
   }
+  if (s->o->round_log != NULL) {
+    for (int a = 0; a < n; a++) s->names[a] = s->w->jobs[s->pj[a].id].name;
+    if (gs_cluster_round_log(s->o->round_log, t, s->o->policy, s->nodes, s->pj, s->names, n,
+                             s->sizes, &rep, NULL) != 0) {
+      set_err(err, errlen, "cannot write the round log at t=%.1f s", t);
+      gs_cluster_fairshare_free(&fs);
+      return -1;
+    }
+  }
   apply_sizes(s, t);
   /* The fairness of the partitions as they are (a grow that waits for
    * nodes is not in them yet). */
@@ -763,11 +773,12 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
   s.prior_su = malloc((size_t)nj * sizeof *s.prior_su);
   s.users = malloc((size_t)nj * sizeof *s.users);
   s.accounts = malloc((size_t)nj * sizeof *s.accounts);
+  s.names = malloc((size_t)nj * sizeof *s.names);
   int *order = malloc((size_t)nj * sizeof *order);
   double *jct = malloc((size_t)nj * sizeof *jct);
   if (!s.js || !s.active || !s.rank || !s.node_job || !s.node_run || !s.part || !s.in_launch ||
       !s.node_since || !s.pj ||
-      !s.sizes || !s.order || !s.share || !s.prior_r || !s.prior_su || !s.users || !s.accounts || !order || !jct) {
+      !s.sizes || !s.order || !s.share || !s.prior_r || !s.prior_su || !s.users || !s.accounts || !s.names || !order || !jct) {
     set_err(err, errlen, "out of memory simulating %d jobs on %d nodes", nj, o->nodes);
     goto done;
   }
@@ -1134,6 +1145,7 @@ done:
   free(s.prior_su);
   free(s.users);
   free(s.accounts);
+  free(s.names);
   free(s.owner);
   free(s.ouser);
   free(s.oacct);

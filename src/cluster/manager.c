@@ -202,6 +202,7 @@ typedef struct mgr {
   char mux[PATH_MAX]; /* ssh's ControlPath for the checks ("" when too long) */
   gs_cost_params net; /* cfg->net's cost model (have_net) */
   int have_net;
+  FILE *round_log; /* cfg->round_log, appended to (NULL: none) */
   char *err;
   size_t errlen;
 } mgr;
@@ -2264,21 +2265,33 @@ static int policy_round(mgr *m) {
     for (int q = 0; q < n; q++) m->job[idx[q]].fair_now = share[q];
     gs_free(share);
   }
-  gs_cluster_policy_report rep;
+  gs_cluster_policy_report rep = {0};
   char why[512];
-  if (n > 0 && gs_cluster_allocate(c->policy, in, n, usable, &opts, size, &rep, why,
-                                   sizeof why) != 0) {
-    mlog(m, "policy %s: %s; nothing changed", c->policy, why);
-    n = 0;
-  }
+  int failed = n > 0 && gs_cluster_allocate(c->policy, in, n, usable, &opts, size, &rep, why,
+                                            sizeof why) != 0;
+  if (failed) mlog(m, "policy %s: %s; nothing changed", c->policy, why);
   /* A size a job does not run on (its workers do not divide its global
    * batch) would leave nodes idle (its supervisor runs on the largest size
    * that it runs on): such a size is rounded down to one that it runs on,
    * at least the job's minimum. */
   int slots = pool_slots(m);
-  for (int q = 0; q < n; q++)
+  for (int q = 0; q < n && !failed; q++)
     while (size[q] > in[q].min_nodes && !job_size_runs(&m->job[idx[q]], size[q], slots))
       size[q]--;
+  if (m->round_log != NULL && n > 0) {
+    const char **names = gs_calloc((size_t)n, sizeof *names);
+    for (int q = 0; names != NULL && q < n; q++) names[q] = m->job[idx[q]].name;
+    int lrc = gs_cluster_round_log(m->round_log, spool_wall_s(), c->policy, usable, in, names,
+                                   n, size, &rep, failed ? why : NULL);
+    gs_free(names);
+    if (lrc != 0) {
+      mlog(m, "--round-log %s: cannot write (%s): the log stops here", c->round_log,
+           strerror(errno));
+      fclose(m->round_log);
+      m->round_log = NULL;
+    }
+  }
+  if (failed) n = 0;
   explain_round(m, in, idx, size, n, usable);
   /* Shrinks first (they free nodes), then grows and starts from free nodes. */
   for (int pass = 0; pass < 2 && rc == 0; pass++)
@@ -2727,6 +2740,13 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
   }
   for (int i = 0; i < c.nnodes; i++) m.node[i].spec = c.nodes[i];
   m.nnode = c.nnodes;
+  if (c.round_log != NULL && (m.round_log = fopen(c.round_log, "a")) == NULL) {
+    snprintf(err, errlen, "--round-log %s: cannot open it: %s", c.round_log, strerror(errno));
+    gs_free(m.node);
+    gs_free(m.health_pid);
+    close(lock);
+    return 2;
+  }
   sweep_spool_tmp(&m); /* (the lock is held: no other manager writes here) */
   int rc = 1;
   snprintf(path, sizeof path, "%s/journal", m.spool);
@@ -2792,6 +2812,7 @@ int gs_cluster_serve(const gs_cluster_serve_config *cfg, char *err, size_t errle
   mlog(&m, "stopping; the jobs keep running and the next serve adopts them");
   rc = 0;
 out:
+  if (m.round_log != NULL) fclose(m.round_log);
   cluster_journal_close(&m.jr);
   for (int k = 0; k < m.njob; k++) {
     cJSON_Delete(m.job[k].args);

@@ -26,6 +26,7 @@
 #define GS_CLUSTER_POLICY_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct gs_cluster_job {
   int id;                   /* caller's id, unique */
@@ -202,6 +203,17 @@ int gs_cluster_allocate(const char *name, const gs_cluster_job *jobs, int njobs,
                         const gs_cluster_policy_opts *opts, int *sizes,
                         gs_cluster_policy_report *rep, char *err, size_t errlen);
 int gs_cluster_policy_known(const char *name);
+
+/* The policy rounds' log (round_log.c): appends to f one JSON line of the
+ * round at time t (the manager: the wall clock; the simulator: its own
+ * seconds) on `nodes` usable nodes: each job as the policy was given it
+ * (names[i] optional), its answer sizes[i], the report's solve time and
+ * gap; with `error` the policy's failure instead of an answer. f NULL:
+ * nothing. Returns 0, or -1 if the line could not be written. */
+int gs_cluster_round_log(FILE *f, double t, const char *policy, int nodes,
+                         const gs_cluster_job *jobs, const char *const *names, int n,
+                         const int *sizes, const gs_cluster_policy_report *rep,
+                         const char *error);
 /* Whether a policy's answer changes as the jobs progress, with nothing
  * else changed (goodput's: its admission order is the remaining time).
  * static's depends only on the jobs, their sizes and the pool. dorm reads

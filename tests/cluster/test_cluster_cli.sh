@@ -68,6 +68,25 @@ for p in static dorm goodput; do
      grep -q '^util,' "$tmp/tr.$p.csv"; then ok "trace $p"; else bad "trace $p: $(head -5 "$tmp/tr.$p.csv")"; fi
 done
 t 0 "" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --node-loss 5:1
+# The round log, static by hand: A (2 nodes asked) starts on both at t=0;
+# at B's arrival (t=1) A keeps them and B waits; at A's end (t=10, its 200
+# samples at 20 a second) B gets 1 node.
+t 0 "" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --interval 0 \
+  --policy static --round-log "$tmp/rounds.jsonl"
+r=$tmp/rounds.jsonl
+if grep -q '^{"t":0,"policy":"static","nodes":2,.*"name":"A","cur":0,"size":2,' "$r" &&
+   grep -q '^{"t":1,.*"name":"A","cur":2,"size":2,.*"name":"B","cur":0,"size":0,' "$r" &&
+   grep -q '^{"t":10,.*"name":"B","cur":0,"size":1,' "$r" &&
+   [ "$(grep -c '"name":"A"' "$r")" = 2 ]; then ok "--round-log: static's rounds by hand"
+else bad "--round-log: $(cat "$r")"; fi
+t 0 "" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --round-log "$tmp/rl.jsonl"
+for p in static dorm goodput; do
+  [ -s "$tmp/rl.$p.jsonl" ] && ok "round log $p" || bad "no round log $tmp/rl.$p.jsonl"
+done
+t 2 "--round-log needs a file name" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" \
+  --nodes 2 --round-log ""
+t 2 "--round-log" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 \
+  --round-log /nonexistent/dir/r.jsonl
 # goodput re-solves every --interval while jobs run: a job of 1e15 samples
 # (1e14 s) is 1.7e12 rounds of 60 s, more than the bound of 1e7: refused
 # before the replay as bad input (exit 2), naming the job and --interval,

@@ -81,7 +81,10 @@ expect_2 "serve with a user's share twice" "user 'alice' given twice" cluster se
 # 2026-12-06 the manager served and every job failed on it).
 expect_2 "serve with a missing --mpirun" "--mpirun $scratch/no-mpirun: is not found" cluster serve \
   --spool "$spool" --nodes "$scratch/nodes" --mpirun "$scratch/no-mpirun"
-serve || { fail "the manager did not start"; exit 1; }
+expect_2 "serve with an unwritable --round-log" \
+  "--round-log $scratch/none/rounds.jsonl: cannot open it" cluster serve --spool "$spool" \
+  --nodes "$scratch/nodes" --round-log "$scratch/none/rounds.jsonl"
+serve --round-log "$scratch/rounds.jsonl" || { fail "the manager did not start"; exit 1; }
 expect_2 "a second manager on one spool" "another manager serves it" cluster serve \
   --spool "$spool" --nodes "$scratch/nodes"
 expect_2 "--min above --max" "--min 3 is more than --max 2" submit --spool "$spool" --min 3 \
@@ -153,6 +156,13 @@ if grep -q '^2 127.0.1.1:1,127.0.1.2:1$' "$scratch/A/launches"; then
   pass "A started at its max on 2 nodes, B on the third; C waits (static, FIFO)"
 else fail "A's first launch: $(cat "$scratch/A/launches")"; fi
 [ "$(state 3)" = queued ] && pass "C queued" || fail "C is '$(state 3)'"
+# The round log: the rounds that started A on 2 nodes and kept C waiting,
+# each job as the policy saw it.
+if grep -q '"policy":"static","nodes":3,.*"name":"A","cur":0,"size":2,"min":1,"max":2' \
+     "$scratch/rounds.jsonl" &&
+   grep -q '"name":"Ć-ćwiczenie-øvelse","cur":0,"size":0,"min":1,"max":1' "$scratch/rounds.jsonl"
+then pass "--round-log: A given 2 nodes, C none, in the rounds' lines"
+else fail "--round-log: $(head -c 600 "$scratch/rounds.jsonl")"; fi
 exec 3>&2 2>/dev/null # not bash's "Killed" line
 kill -9 "$serve_pid"
 wait "$serve_pid"
