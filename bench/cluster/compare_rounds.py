@@ -7,10 +7,11 @@ and `cluster simulate --round-log`), and prints, for every job, the sizes
 the policy answered over time in each (a change of answer per entry,
 `t:size`), and the first place where the two part: the first job whose
 k-th change of answer differs in size, or comes more than TOL seconds
-apart. The answers, not the partitions: a grow that waits for nodes being
+apart; and the answers each took back (a job's answer a -> b -> a within
+WINDOW seconds: a stop and a restart for nothing). The answers, not the partitions: a grow that waits for nodes being
 given back is an answer before it is a partition.
 
-Usage: compare_rounds.py REAL.jsonl SIM.jsonl [--tol S] [--markdown]
+Usage: compare_rounds.py REAL.jsonl SIM.jsonl [--tol S] [--window S] [--markdown]
 """
 import argparse
 import json
@@ -39,6 +40,18 @@ def answers(path):
                 seen[name] = j["size"]
                 out.setdefault(name, []).append((r["t"], j["size"], j.get("progress", -1)))
     return out
+
+
+def taken_back(ans, window):
+    """Answers taken back: a job's answer going a -> b -> a, the second
+    change within `window` seconds of the first (a stop and a restart, or a
+    grow given and withdrawn, for nothing)."""
+    out = []
+    for name, s in ans.items():
+        for k in range(2, len(s)):
+            if s[k][1] == s[k - 2][1] and s[k][0] - s[k - 1][0] <= window:
+                out.append((s[k - 1][0], name, s[k - 2][1], s[k - 1][1], s[k][0] - s[k - 1][0]))
+    return sorted(out)
 
 
 def first_parting(real, sim, tol):
@@ -74,6 +87,9 @@ def main():
     ap.add_argument("--tol", type=float, default=5.0,
                     help="seconds two answers may lie apart and count as one (default 5)")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--window", type=float, default=10.0,
+                    help="seconds within which an answer changed back counts as taken back "
+                         "(default 10)")
     a = ap.parse_args()
     real, sim = answers(a.real), answers(a.sim)
     fmt = lambda xs: " ".join(f"{t:.0f}:{s}" for t, s, _ in xs) or "-"
@@ -86,6 +102,12 @@ def main():
     else:
         for name in sorted(set(real) | set(sim)):
             print(f"{name}\n  real: {fmt(real.get(name, []))}\n  sim:  {fmt(sim.get(name, []))}")
+    for label, ans in (("real", real), ("simulated", sim)):
+        tb = taken_back(ans, a.window)
+        print(f"Answers taken back within {a.window:g} s, {label}: {len(tb)}"
+              + ("" if not tb else " (" + ", ".join(
+                  f"{n} {x}->{y}->{x} at {t:.1f} s" for t, n, x, y, _ in tb[:6])
+                  + (", ..." if len(tb) > 6 else "") + ")") + ".")
     p = first_parting(real, sim, a.tol)
     if p is None:
         print(f"The answers agree throughout (within {a.tol:g} s).")
