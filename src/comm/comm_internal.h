@@ -393,7 +393,8 @@ void watchdog_check(gs_comm *c);
  * thread), or from the watchdog while that thread blocks inside MPI: two
  * threads of one process in Open MPI's progress engine at once can deadlock
  * in its shared-memory transport (it takes two locks in both orders; see
- * tests/tsan.supp), which hung comm_mismatch_np3 once under TSan. */
+ * tests/tsan.supp): the likeliest cause of comm_mismatch_np3's one hang
+ * under TSan, where the watchdog's reads were the only second caller. */
 void watchdog_leave_look(gs_comm *c);
 double watchdog_tick(const gs_comm *c);
 void *watchdog_main(void *arg);

@@ -421,9 +421,9 @@ int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *mess
 }
 
 /* Open MPI's shared-memory transport can deadlock with two threads of a
- * process in its progress engine at once (comm_mismatch_np3 hung so under
- * TSan): while a gradsync algorithm waits, the look for peers that left
- * must run on the waiting thread itself. */
+ * process in its progress engine at once (the likeliest cause of
+ * comm_mismatch_np3's one hang under TSan): while a gradsync algorithm
+ * waits, the look for peers that left must run on the waiting thread. */
 static int cmd_look_thread(const char *algo_name) {
   gs_algo algo;
   if (gs_algo_parse(algo_name, &algo) != GS_OK) return 2;
