@@ -120,6 +120,8 @@ typedef struct sim_job {
   double stop_at;     /* asked: the work done at which it stops (a commit) */
   double stop_t;      /* asked, commits by time: when it stops (a check) */
   double committed;   /* commits by time: the work done at its last commit */
+  int reported;       /* commits by time: it has trained (the manager has had a
+                         progress report of it; before, its progress is unknown) */
   double commit_t;    /* commits by time: its launch's next commit */
   double run_s;       /* seconds it has run (started by the manager, not
                          queued): its attained service, gs_cluster_job.run_s */
@@ -527,10 +529,13 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
     p->cur_nodes = s->js[j].size;
     p->submit_time = g->submit;
     p->progress = 1 - s->js[j].rem / g->work;
-    if (s->o->commit_work > 0) { /* the manager reads it from the job's last commit
-                                  * (by time: from its report at every check) */
+    if (s->o->commit_work > 0) { /* the manager reads it from the job's last commit */
       double c = last_commit(s, j);
       p->progress = c > 0 ? c / g->work : -1;
+    } else if (by_time(s->o)) { /* from its report at every check: none before it
+                                 * has trained (-1, as the manager's) */
+      if (s->js[j].rem < g->work) s->js[j].reported = 1;
+      if (!s->js[j].reported) p->progress = -1;
     }
     p->speed = g->speed;
     p->run_s = s->js[j].run_s;

@@ -140,6 +140,16 @@ t 0 "commits every 3 s, resizes at checks every 0.25 s (at least a step), discov
   --commit-time 3 --check-every 0.25 --learn-curves 2s
 grep -q "speeds learned after 2 s of training" "$tmp/out" &&
   ok "--learn-curves 2s: said" || bad "--learn-curves 2s: $(cat "$tmp/out")"
+# Progress as the manager knows it under commits by time: unknown (-1)
+# until a job has trained (its first report), then as trained (A: 0.1 at
+# t=1, 20 of its 200 samples); until 2026-12-07 the simulator gave 0 at
+# once, which no round of the manager sees.
+t 0 "" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --policy dorm \
+  --commit-time 3 --learn-curves 2s --round-log "$tmp/rp.jsonl"
+if grep -q '^{"t":0,.*"name":"A","cur":0,"size":2,"min":1,"max":2,"progress":-1,' "$tmp/rp.jsonl" &&
+   grep -q '^{"t":1,.*"name":"A","cur":2,.*"progress":0.1,.*"name":"B","cur":0,.*"progress":-1,' \
+     "$tmp/rp.jsonl"; then ok "--commit-time: progress unknown until a job has trained"
+else bad "--commit-time progress: $(head -3 "$tmp/rp.jsonl")"; fi
 # A job that can never run after a node loss (A needs both nodes) is
 # counted and named, not dropped from the table unseen.
 printf 'name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,200,2,2\nB,1,m,1,100,1,1\n' \
