@@ -34,39 +34,53 @@ void comm_describe_request(const gs_comm *c, uint64_t seq, coll_kind kind,
  * this long for a piece, and each look costs a few MPI calls. */
 #define LEAVE_LOOK_S 0.2
 
-/* The running request, read without locks: its number (0: none runs, or
- * it ended while read), its description and how long it has made no
- * progress. */
-static uint64_t running_request(gs_comm *c, double *stalled, char *what, size_t n) {
+/* The running request, read without locks. */
+typedef struct running {
+  uint64_t seq;   /* 0: none runs, or it ended while read */
+  double stalled; /* seconds without progress */
+  coll_kind kind;
+  size_t count;
+  gs_dtype dtype;
+  gs_algo algo;
+} running;
+
+static running running_request(gs_comm *c) {
+  running r = {0};
   uint64_t seq = atomic_load_explicit(&c->run_seq, memory_order_acquire);
-  if (seq == 0) return 0;
+  if (seq == 0) return r;
   uint64_t last = atomic_load_explicit(&c->progress_ns, memory_order_relaxed);
-  coll_kind kind = (coll_kind)atomic_load_explicit(&c->run_kind, memory_order_relaxed);
-  size_t count = atomic_load_explicit(&c->run_count, memory_order_relaxed);
-  gs_dtype dtype = (gs_dtype)atomic_load_explicit(&c->run_dtype, memory_order_relaxed);
-  gs_algo algo = (gs_algo)atomic_load_explicit(&c->run_algo, memory_order_relaxed);
+  r.kind = (coll_kind)atomic_load_explicit(&c->run_kind, memory_order_relaxed);
+  r.count = atomic_load_explicit(&c->run_count, memory_order_relaxed);
+  r.dtype = (gs_dtype)atomic_load_explicit(&c->run_dtype, memory_order_relaxed);
+  r.algo = (gs_algo)atomic_load_explicit(&c->run_algo, memory_order_relaxed);
   /* A request that ended meanwhile may have left a mixed description. */
-  if (atomic_load_explicit(&c->run_seq, memory_order_acquire) != seq) return 0;
+  if (atomic_load_explicit(&c->run_seq, memory_order_acquire) != seq) return r;
   uint64_t now = gs_now_ns();
-  *stalled = now > last ? (double)(now - last) * 1e-9 : 0;
-  comm_describe_request(c, seq, kind, count, dtype, algo, what, n);
-  return seq;
+  r.stalled = now > last ? (double)(now - last) * 1e-9 : 0;
+  r.seq = seq;
+  return r;
+}
+
+/* Described only when something is said or done about it. */
+static void running_describe(const gs_comm *c, const running *r, char *what, size_t n) {
+  comm_describe_request(c, r->seq, r->kind, r->count, r->dtype, r->algo, what, n);
 }
 
 void watchdog_leave_look(gs_comm *c) {
   if (!leave_usable(c)) return;
-  double stalled = 0;
+  running r = running_request(c);
+  if (r.seq == 0 || r.stalled < LEAVE_LOOK_S) return;
   char what[256];
-  uint64_t seq = running_request(c, &stalled, what, sizeof what);
-  if (seq != 0 && stalled >= LEAVE_LOOK_S) leave_check(c, seq, stalled, what);
+  running_describe(c, &r, what, sizeof what);
+  leave_check(c, r.seq, r.stalled, what);
 }
 
 /* Looks at the running request once; warns, or ends the job. Safe from any
  * thread: each request is warned about once, and one thread aborts. */
 void watchdog_check(gs_comm *c) {
-  double stalled = 0;
-  char what[256];
-  uint64_t seq = running_request(c, &stalled, what, sizeof what);
+  running r = running_request(c);
+  uint64_t seq = r.seq;
+  double stalled = r.stalled;
   if (seq == 0) return;
   int timed_out = c->timeout_s > 0 && stalled >= c->timeout_s;
   int warn = c->stall_warn_s > 0 && stalled >= c->stall_warn_s;
@@ -77,6 +91,8 @@ void watchdog_check(gs_comm *c) {
   int leave_look = stalled >= LEAVE_LOOK_S && leave_usable(c) &&
                    atomic_load_explicit(&c->in_mpi_block, memory_order_acquire);
   if (!timed_out && !warn && !leave_look) return;
+  char what[256];
+  running_describe(c, &r, what, sizeof what);
   if (leave_look) leave_check(c, seq, stalled, what);
   if (!timed_out && !warn) return;
   if (timed_out) {
