@@ -403,6 +403,17 @@ static void trace_path(char *out, size_t cap, const char *path, const char *poli
     snprintf(out, cap, "%s.%s", path, policy);
 }
 
+/* Opens policy's file of option value `out` (NULL: none, NULL returned),
+ * its name in path; says so and returns NULL where it cannot. */
+static FILE *open_output(const char *out, const char *what, const char *policy, int several,
+                         char *path, size_t cap) {
+  if (out == NULL) return NULL;
+  trace_path(path, cap, out, policy, several);
+  FILE *f = fopen(path, "w");
+  if (f == NULL) cli_fail(VERB, "cannot write %s '%s'", what, path);
+  return f;
+}
+
 static void print_text_header(const csim_cli *c, const gs_csim_workload *w) {
   printf("workload %s (%s, %d jobs) on %d nodes; restart %g s, start %g s, interval %g s",
          c->workload, w->kind, w->njobs, c->nodes, c->o.restart_penalty_s, c->o.start_penalty_s,
@@ -606,29 +617,18 @@ static int cmd_cluster_simulate(int argc, char **argv) {
       o.job_fair_node_s = per + w.njobs;
       o.job_jct_s = per + 2 * (size_t)w.njobs;
     }
-    FILE *tf = NULL, *rf = NULL;
     char rpath[4096];
-    if (c.trace_out != NULL) {
-      trace_path(path, sizeof path, c.trace_out, pols[p], npols > 1);
-      tf = fopen(path, "w");
-      if (tf == NULL) {
-        cli_fail(VERB, "cannot write the trace '%s'", path);
-        rc = 1;
-        break;
-      }
-      o.trace = tf;
+    FILE *tf = open_output(c.trace_out, "the trace", pols[p], npols > 1, path, sizeof path);
+    FILE *rf = open_output(c.round_log, "the round log", pols[p], npols > 1, rpath,
+                           sizeof rpath);
+    if ((c.trace_out != NULL && tf == NULL) || (c.round_log != NULL && rf == NULL)) {
+      if (tf != NULL) fclose(tf);
+      if (rf != NULL) fclose(rf);
+      rc = 1;
+      break;
     }
-    if (c.round_log != NULL) {
-      trace_path(rpath, sizeof rpath, c.round_log, pols[p], npols > 1);
-      rf = fopen(rpath, "w");
-      if (rf == NULL) {
-        cli_fail(VERB, "cannot write the round log '%s'", rpath);
-        if (tf != NULL) fclose(tf);
-        rc = 1;
-        break;
-      }
-      o.round_log = rf;
-    }
+    o.trace = tf;
+    o.round_log = rf;
     gs_csim_result r;
     if (gs_csim_run(&w, &o, &r, err, sizeof err) != 0) {
       /* What the run refuses before it starts (a job that can never fit) is
