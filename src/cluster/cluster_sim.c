@@ -111,6 +111,10 @@ void gs_csim_defaults(gs_csim_opts *o) {
 
 typedef struct sim_job {
   int size;           /* nodes in its partition (what the policy sees) */
+  int granted;        /* the last round's answer while its start or grow waits
+                         for nodes still in other launches (0: none waits);
+                         the policy sees it as the job's size, as the
+                         manager's rounds do (job.granted) */
   int run;            /* nodes its launch runs on (0: not running) */
   int moved;          /* nodes in its partition or its launch but not both */
   double rem;         /* work left */
@@ -466,7 +470,12 @@ static void apply_sizes(sim *s, double t) {
   for (int q = 0, k = 0; q < n; q++) {
     int j = s->active[s->order[q]], want = s->sizes[s->order[q]];
     sim_job *js = &s->js[j];
-    if (want <= js->size || want - js->size > s->nodes - s->held) continue;
+    js->granted = 0;
+    if (want <= js->size) continue;
+    if (want - js->size > s->nodes - s->held) {
+      js->granted = want; /* waits for nodes being given back */
+      continue;
+    }
     for (; js->size < want && k < s->nodes; k++)
       if (s->node_job[k] < 0 && s->node_run[k] < 0) {
         node_change(s, k, j, -1, t);
@@ -515,7 +524,7 @@ static int borrow(sim *s, int j) {
 /* One policy round at time t over the jobs in the system. */
 static int resolve(sim *s, double t, char *err, size_t errlen) {
   gs_csim_result *r = s->r;
-  int n = s->nactive;
+  int n = s->nactive, held = 0, granted = 0;
   for (int a = 0; a < n; a++) {
     int j = s->active[a];
     const gs_csim_job *g = &s->w->jobs[j];
@@ -527,6 +536,11 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
     p->req_nodes = g->req_nodes;
     p->weight = g->weight;
     p->cur_nodes = s->js[j].size;
+    if (s->js[j].granted > p->cur_nodes && s->js[j].granted <= g->max_nodes) {
+      p->cur_nodes = s->js[j].granted;
+      granted += p->cur_nodes - s->js[j].size;
+    }
+    held += s->js[j].size;
     p->submit_time = g->submit;
     p->progress = 1 - s->js[j].rem / g->work;
     if (s->o->commit_work > 0) { /* the manager reads it from the job's last commit */
@@ -555,6 +569,8 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
       p->restart_s = -1; /* the pool's prior, below */
     p->owed_s = s->js[j].fair_s - s->js[j].held_s;
   }
+  if (granted > 0 && held + granted > s->nodes) /* (a node lost): the sizes held */
+    for (int a = 0; a < n; a++) s->pj[a].cur_nodes = s->js[s->active[a]].size;
   if (learns(s->o) && s->o->restart_prior) {
     /* The manager's prior (its price_restarts) from what it has measured of
      * the jobs it knows, ended ones too. */

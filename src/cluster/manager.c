@@ -170,6 +170,12 @@ typedef struct job {
   char why[224];        /* the last round's reason it waits, or is not grown
                          * onto idle nodes (not journaled; gradsync jobs'
                          * MESSAGE where message is empty) */
+  /* The size the last policy round answered when its start or grow waits
+   * for nodes still being given back (0: none waits). The next rounds see
+   * it as the job's size, so that a change of it is priced as the resize
+   * it is and an answer is not taken back only because its nodes have not
+   * yet come free (not journaled: a restarted manager answers afresh). */
+  int granted;
   int dirty;                      /* changed since the last snapshot */
 } job;
 
@@ -2117,7 +2123,8 @@ static void explain_round(mgr *m, const gs_cluster_job *in, const int *idx, cons
       snprintf(w, wl, "waiting: needs %d node%s, %d free; nodes held by job%s %s (policy %s)",
                in[q].min_nodes, in[q].min_nodes == 1 ? "" : "s", usable - given,
                nheld == 1 ? "" : "s", nheld ? held : "-", how);
-    } else if (job_active(j) && size[q] > 0 && size[q] == in[q].cur_nodes &&
+    } else if (job_active(j) && size[q] > 0 && size[q] == count(j->assigned, m->nnode) &&
+               size[q] == in[q].cur_nodes &&
                size[q] < in[q].max_nodes && usable - given > 0) {
       snprintf(w, wl, "not grown onto %d idle node%s: policy %s weighs a growth against its "
                "restart (~%.0f s) over its expected remaining time (~%.0f s)", usable - given,
@@ -2154,7 +2161,9 @@ static int policy_round(mgr *m) {
   int usable = 0;
   for (int i = 0; i < m->nnode; i++) usable += node_usable(m, i);
   gs_cluster_job *in = gs_calloc((size_t)m->njob + 1, sizeof *in);
-  int *idx = gs_calloc((size_t)m->njob + 1, sizeof *idx);
+  /* idx[q]: the round's job q in m->job; held[q]: the nodes its partition
+   * holds (in[q].cur_nodes may be its waiting answer, job.granted) */
+  int *idx = gs_calloc(2 * ((size_t)m->njob + 1), sizeof *idx), *held = idx + m->njob + 1;
   int *size = gs_calloc((size_t)m->njob + 1, sizeof *size);
   /* each job's user and account, for the round's fair shares */
   const char **users = gs_calloc((size_t)m->njob + 1, sizeof *users);
@@ -2171,7 +2180,10 @@ static int policy_round(mgr *m) {
   int n = 0, rc = 0;
   for (int k = 0; k < m->njob; k++) {
     job *j = &m->job[k];
-    if (j->cancel || j->preempt || j->timeout) continue;
+    if (j->cancel || j->preempt || j->timeout) {
+      j->granted = 0; /* (being stopped: no answer waits) */
+      continue;
+    }
     if (j->state == J_QUEUED && j->nafter > 0) { /* submit --after */
       const job *d = NULL;
       if (after_wait(m, j, &d) > 0) continue;
@@ -2213,7 +2225,22 @@ static int policy_round(mgr *m) {
     double since = j->acct_t > 0 ? spool_wall_s() - j->acct_t : 0;
     in[n].owed_s = j->fair_s - j->node_s + (j->fair_now - (job_active(j) ? in[n].cur_nodes : 0)) *
                                                (since > 0 ? since : 0);
+    held[n] = in[n].cur_nodes;
     idx[n++] = k;
+  }
+  /* A start or grow that waits for nodes being given back is, to the
+   * policies, the size it was answered (job.granted), unless the pool no
+   * longer holds every such answer (a node lost or drained). */
+  int seen = 0, over = 0;
+  for (int q = 0; q < n; q++) {
+    const job *j = &m->job[idx[q]];
+    int g = j->granted > held[q] && j->granted <= in[q].max_nodes ? j->granted : held[q];
+    seen += g;
+    over |= g != held[q];
+  }
+  for (int q = 0; q < n && over && seen <= usable; q++) {
+    int g = m->job[idx[q]].granted;
+    if (g > held[q] && g <= in[q].max_nodes) in[q].cur_nodes = g;
   }
   /* The policies' own defaults (Dorm's weights 0.5 and 0.02: with weights
    * of 1 one resize cost as much as the whole utilisation term, and dorm
@@ -2297,7 +2324,8 @@ static int policy_round(mgr *m) {
   for (int pass = 0; pass < 2 && rc == 0; pass++)
     for (int q = 0; q < n && rc == 0; q++) {
       job *j = &m->job[idx[q]];
-      int cur = in[q].cur_nodes, want = size[q];
+      int cur = held[q], want = size[q];
+      if (pass == 1) j->granted = 0; /* (set again below while it waits) */
       if (pass == 0 && want == 0 && cur == 0 && job_active(j) && !j->preempt) {
         /* Running with no node left (every node of its partition drained or
          * lost): preempted, as a job below its minimum is, to wait queued
@@ -2327,7 +2355,8 @@ static int policy_round(mgr *m) {
         int nfree = 0;
         for (int i = 0; i < m->nnode; i++) nfree += node_free(m, i, j);
         if (nfree < want - cur) {
-          m->retry = 1; /* nodes still being given back: again in a second */
+          j->granted = want; /* its answer, kept in the rounds until it is done */
+          m->retry = 1;      /* nodes still being given back: again in a second */
           continue;
         }
         for (int i = 0, add = want - cur; i < m->nnode && add > 0; i++)

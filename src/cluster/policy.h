@@ -32,7 +32,12 @@ typedef struct gs_cluster_job {
   int id;                   /* caller's id, unique */
   int min_nodes, max_nodes; /* 1 <= min <= max */
   double weight;            /* fairness weight, > 0 (default 1) */
-  int cur_nodes;            /* current partition size; 0 = waiting/not running */
+  int cur_nodes;            /* current partition size; 0 = waiting/not running.
+                               A start or grow answered by an earlier round
+                               and waiting for nodes still being given back
+                               is given at the size answered (the manager's
+                               job.granted, the simulator's sim_job.granted):
+                               changing it is priced as a resize is */
   double submit_time;       /* seconds */
   double progress;          /* fraction done 0..1 (or -1 unknown) */
   const double *speed;      /* speed[n] for n = 0..max_nodes: work units/s on n nodes

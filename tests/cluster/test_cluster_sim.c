@@ -46,6 +46,7 @@ static double commit_every_s; /* 0 (none) but in test_time_commits */
 /* 0: the policies' default (0.5); 1 in test_manager_resizes */
 static double fairness_weight;
 static double interval; /* 0 (no periodic round) but in test_long_jobs */
+static FILE *round_log; /* NULL but in test_waiting_answer */
 
 static void run(const char *policy, const char *workload, int nodes, double loss_t, int loss_k,
                 gs_csim_result *r) {
@@ -71,6 +72,7 @@ static void run(const char *policy, const char *workload, int nodes, double loss
   o.launch_delay_s = launch_delay;
   o.commit_every_s = commit_every_s;
   if (fairness_weight > 0) o.fairness_weight = fairness_weight;
+  o.round_log = round_log;
   if (gs_csim_run(&w, &o, r, err, sizeof err) != 0) {
     fprintf(stderr, "%s\n", err);
     fail();
@@ -555,6 +557,62 @@ static void test_shrink_back(void **state) {
   assert_memory_equal(part, ((char[]){0, 0, 0, 0, 0, 0}), 6);
 }
 
+/* The round of round_log at time t (its JSON line, in line), or fails. */
+static void round_at(double t, char *line, size_t cap) {
+  char want[32];
+  snprintf(want, sizeof want, "{\"t\":%g,", t);
+  rewind(round_log);
+  while (fgets(line, (int)cap, round_log) != NULL)
+    if (strncmp(line, want, strlen(want)) == 0) return;
+  fprintf(stderr, "no round at t=%g in the round log\n", t);
+  fail();
+}
+
+/* A start that waits for nodes still being given back is, to the next
+ * rounds, the job at the size answered (as the manager's rounds see it).
+ * dorm on 2 nodes, commits by time (checks every step, 1 s on 2 nodes): A
+ * (1 to 2 nodes) runs on both from 0; B (1 node) arrives at 1.2, A is
+ * shrunk to 1 and B started on the node A gives back at its check at 2. C
+ * (1 node) arrives at 1.5, while B waits: that round sees B at 1 node (A at
+ * 1, C at 0) and keeps B's answer; until 2026-12-07 it saw B at 0, a job
+ * still to be placed, and B's answer could go to C. With node 1 lost at 1.5
+ * instead, the pool has no room for B's answer beside A: that round sees B
+ * at the 0 nodes it holds. */
+static void test_waiting_answer(void **state) {
+  (void)state;
+  char line[2048];
+  gs_csim_result r;
+  round_log = tmpfile();
+  assert_non_null(round_log);
+  fairness_weight = 1;
+  commit_every_s = 3;
+  const char *wl = "name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,200,1,2\n"
+                   "B,1.2,m,1,100,1,1\nC,1.5,m,1,100,1,1\n";
+  run("dorm", wl, 2, 0, 0, &r);
+  assert_int_equal(r.done, 3);
+  round_at(1.2, line, sizeof line);
+  assert_non_null(strstr(line, "\"name\":\"A\",\"cur\":2,\"size\":1,"));
+  assert_non_null(strstr(line, "\"name\":\"B\",\"cur\":0,\"size\":1,"));
+  round_at(1.5, line, sizeof line);
+  assert_non_null(strstr(line, "\"name\":\"A\",\"cur\":1,\"size\":1,"));
+  assert_non_null(strstr(line, "\"name\":\"B\",\"cur\":1,\"size\":1,"));
+  assert_non_null(strstr(line, "\"name\":\"C\",\"cur\":0,\"size\":0,"));
+  fclose(round_log);
+  round_log = tmpfile();
+  assert_non_null(round_log);
+  run("dorm", "name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,200,1,2\n"
+              "B,1.2,m,1,100,1,1\n", 2, 1.5, 1, &r);
+  assert_int_equal(r.done, 2);
+  round_at(1.5, line, sizeof line);
+  assert_non_null(strstr(line, "\"nodes\":1,"));
+  assert_non_null(strstr(line, "\"name\":\"A\",\"cur\":1,"));
+  assert_non_null(strstr(line, "\"name\":\"B\",\"cur\":0,"));
+  fclose(round_log);
+  round_log = NULL;
+  fairness_weight = 0;
+  commit_every_s = 0;
+}
+
 static void expect_load_error(const char *workload, const char *speed_table, int nodes,
                               const char *needle) {
   char wp[512], sp[512], err[512];
@@ -968,6 +1026,7 @@ int main(void) {
       cmocka_unit_test(test_manager_resizes),
       cmocka_unit_test(test_time_commits),
       cmocka_unit_test(test_shrink_back),
+      cmocka_unit_test(test_waiting_answer),
       cmocka_unit_test(test_long_jobs),
       cmocka_unit_test(test_round_bound),
       cmocka_unit_test(test_bad_workloads),
