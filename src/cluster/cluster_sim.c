@@ -64,6 +64,7 @@
 #include "gradsync/cluster_sim.h"
 #include "policy.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -646,7 +647,7 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
     for (int a = 0; a < n; a++) s->names[a] = s->w->jobs[s->pj[a].id].name;
     if (gs_cluster_round_log(s->o->round_log, t, s->o->policy, s->nodes, s->pj, s->names, n,
                              s->sizes, &rep, NULL) != 0) {
-      set_err(err, errlen, "cannot write the round log at t=%.1f s", t);
+      set_err(err, errlen, "cannot write the round log at t=%.1f s (%s)", t, strerror(errno));
       gs_cluster_fairshare_free(&fs);
       return -1;
     }

@@ -214,7 +214,8 @@ int gs_cluster_policy_known(const char *name);
  * seconds) on `nodes` usable nodes: each job as the policy was given it
  * (names[i] optional), its answer sizes[i], the report's solve time and
  * gap; with `error` the policy's failure instead of an answer. f NULL:
- * nothing. Returns 0, or -1 if the line could not be written. */
+ * nothing. Returns 0, or -1 with errno set (ENOMEM, or the write's) if the
+ * line could not be written. */
 int gs_cluster_round_log(FILE *f, double t, const char *policy, int nodes,
                          const gs_cluster_job *jobs, const char *const *names, int n,
                          const int *sizes, const gs_cluster_policy_report *rep,

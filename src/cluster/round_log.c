@@ -6,6 +6,7 @@
  * simulation's can be set side by side (bench/cluster/compare_rounds.py).
  */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,10 @@ int gs_cluster_round_log(FILE *f, double t, const char *policy, int nodes,
                          const char *error) {
   if (f == NULL) return 0;
   cJSON *o = cJSON_CreateObject();
-  if (o == NULL) return -1;
+  if (o == NULL) {
+    errno = ENOMEM;
+    return -1;
+  }
   cJSON_AddNumberToObject(o, "t", r3(t));
   cJSON_AddStringToObject(o, "policy", policy ? policy : "");
   cJSON_AddNumberToObject(o, "nodes", nodes);
@@ -58,8 +62,13 @@ int gs_cluster_round_log(FILE *f, double t, const char *policy, int nodes,
   }
   char *line = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
-  if (line == NULL) return -1;
+  if (line == NULL) {
+    errno = ENOMEM;
+    return -1;
+  }
   int rc = fprintf(f, "%s\n", line) < 0 || fflush(f) != 0 ? -1 : 0;
+  int e = errno; /* (the write's, for the caller's message) */
   cJSON_free(line);
+  errno = e;
   return rc;
 }

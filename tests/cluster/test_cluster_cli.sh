@@ -87,6 +87,13 @@ t 2 "--round-log needs a file name" $sim --workload "$tmp/w.csv" --tables "$tmp/
   --nodes 2 --round-log ""
 t 2 "--round-log" $sim --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 \
   --round-log /nonexistent/dir/r.jsonl
+# A log that opens but cannot be written (a full disk): an error naming the
+# round and why, not a replay that silently logs nothing.
+if [ -c /dev/full ]; then
+  t 1 "cannot write the round log at t=0.0 s (No space left on device)" $sim \
+    --workload "$tmp/w.csv" --tables "$tmp/speeds.csv" --nodes 2 --policy static \
+    --round-log /dev/full
+fi
 # goodput re-solves every --interval while jobs run: a job of 1e15 samples
 # (1e14 s) is 1.7e12 rounds of 60 s, more than the bound of 1e7: refused
 # before the replay as bad input (exit 2), naming the job and --interval,

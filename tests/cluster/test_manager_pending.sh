@@ -11,7 +11,9 @@
 #    why (needs, free nodes, the jobs holding them, the policy's reason);
 #  - cancel -- ID: `--` ends the options;
 #  - a temporary file of a dead writer is removed at the start;
-#  - goodput: X left alone on 1 of 2 nodes says why it is not grown.
+#  - goodput: X left alone on 1 of 2 nodes says why it is not grown;
+#  - a round log that cannot be written (/dev/full) ends the log, not the
+#    manager, saying why.
 # usage: test_manager_pending.sh GRADSYNC      Exit status: 0 pass, 1 fail.
 set -u
 G=${1:?usage: test_manager_pending.sh GRADSYNC}
@@ -78,7 +80,11 @@ serve_pid=
 stop_keepers "$spool"
 rm -rf "$spool"
 
-serve goodput
+# A round log that cannot be written (a full disk) ends the log, with a
+# line saying why, not the manager.
+full=
+[ -c /dev/full ] && full=/dev/full
+serve goodput ${full:+--round-log $full}
 X=$("$G" submit --spool "$spool" --min 1 --max 2 --name X2 --exec -- "$JOB" 3000 "$scratch/X2" 0.1)
 wait_for 20 size_is "$X" 2 || fail "X2: size $(field "$X" size), wanted 2"
 Y=$("$G" submit --spool "$spool" --min 1 --max 2 --name Y2 --exec -- "$JOB" 20 "$scratch/Y2" 0.1)
@@ -87,6 +93,10 @@ if wait_for 10 msg_has "$X" "not grown onto 1 idle node: policy goodput"; then
   pass "goodput: X2 on $(field "$X" size) node(s) says why: $(msg "$X")"
 else fail "goodput: X2 size $(field "$X" size), message '$(msg "$X")'"; fi
 "$G" cancel --spool "$spool" "$X" >/dev/null
+if [ -z "$full" ]; then pass "(no /dev/full here: a log's failed write not tried)"
+elif grep -q -- "--round-log /dev/full: cannot write (No space left on device): the log stops here" "$log"
+then pass "a round log that cannot be written: the log stops, the jobs went on"
+else fail "no line on the round log's failed write in the manager's log"; fi
 
 if [ "$failures" = 0 ]; then echo "all passed"; exit 0; fi
 echo "$failures failed"
