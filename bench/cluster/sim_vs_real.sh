@@ -212,16 +212,21 @@ out=$BENCH_OUT/cluster_sim_vs_real${sfx}.jsonl
 # left at the policies' default (30 s), which the manager's goodput weighs a
 # grow against too.
 # CLUSTER_INTERFERENCE=K: the emulated nodes' interference (measured apart by
-# bench/cluster/interference.sh; "measured": the K its committed result
-# cluster_interference.md gives; default 0, none).
+# bench/cluster/interference.sh; "measured": the K its result
+# cluster_interference.md gives, BENCH_OUT's first, else the committed one;
+# default 0, none). A K measured below 0 (none, within the runs' noise) is
+# simulated as 0. (Until 2026-12-07 a negative K was not read, and the
+# committed K of another host was taken in its place without a word.)
 interference=${CLUSTER_INTERFERENCE:-0}
 if [ "$interference" = measured ]; then
   interference=
   for f in "$BENCH_OUT/cluster_interference.md" "$committed/cluster_interference.md"; do
     [ -z "$interference" ] && [ -f "$f" ] &&
-      interference=$(sed -nE 's/^<!-- interference ([0-9.]+) -->$/\1/p' "$f" | head -1)
+      interference=$(sed -nE 's/^<!-- interference (-?[0-9.]+) -->$/\1/p' "$f" | head -1) &&
+      [ -n "$interference" ] && echo "sim_vs_real: the interference K = $interference of $f" >&2
   done
   [ -n "$interference" ] || { echo "sim_vs_real: no measured interference" >&2; exit 2; }
+  case $interference in -*) interference=0 ;; esac
 fi
 base=("$gs" cluster simulate --workload "$workload" --tables "$speeds" --nodes 8 --policy all
       --interval 5 --start-penalty "$start_s" --interference "$interference")
