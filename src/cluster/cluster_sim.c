@@ -525,7 +525,7 @@ static int borrow(sim *s, int j) {
 /* One policy round at time t over the jobs in the system. */
 static int resolve(sim *s, double t, char *err, size_t errlen) {
   gs_csim_result *r = s->r;
-  int n = s->nactive, held = 0, granted = 0;
+  int n = s->nactive;
   for (int a = 0; a < n; a++) {
     int j = s->active[a];
     const gs_csim_job *g = &s->w->jobs[j];
@@ -537,11 +537,7 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
     p->req_nodes = g->req_nodes;
     p->weight = g->weight;
     p->cur_nodes = s->js[j].size;
-    if (s->js[j].granted > p->cur_nodes && s->js[j].granted <= g->max_nodes) {
-      p->cur_nodes = s->js[j].granted;
-      granted += p->cur_nodes - s->js[j].size;
-    }
-    held += s->js[j].size;
+    s->sizes[a] = s->js[j].granted; /* (the answers' array, free until the policy's) */
     p->submit_time = g->submit;
     p->progress = 1 - s->js[j].rem / g->work;
     if (s->o->commit_work > 0) { /* the manager reads it from the job's last commit */
@@ -570,8 +566,9 @@ static int resolve(sim *s, double t, char *err, size_t errlen) {
       p->restart_s = -1; /* the pool's prior, below */
     p->owed_s = s->js[j].fair_s - s->js[j].held_s;
   }
-  if (granted > 0 && held + granted > s->nodes) /* (a node lost): the sizes held */
-    for (int a = 0; a < n; a++) s->pj[a].cur_nodes = s->js[s->active[a]].size;
+  /* A start or grow that waits for nodes is, to the policy, the size it was
+   * answered (the manager's rule). */
+  gs_cluster_keep_granted(s->pj, s->sizes, n, s->nodes);
   if (learns(s->o) && s->o->restart_prior) {
     /* The manager's prior (its price_restarts) from what it has measured of
      * the jobs it knows, ended ones too. */

@@ -2077,9 +2077,10 @@ static void price_restarts(mgr *m) {
 /* Why each job of the round waits, or runs below its largest size beside
  * idle nodes (Slurm's pending reasons), into j->why: the nodes it needs
  * against those usable (down, drained, cooling), the jobs holding them and
- * what the policy weighed. */
-static void explain_round(mgr *m, const gs_cluster_job *in, const int *idx, const int *size,
-                          int n, int usable) {
+ * what the policy weighed. holds[q]: the nodes job q holds (in[q].cur_nodes
+ * may be an answer that waits for nodes, gs_cluster_keep_granted). */
+static void explain_round(mgr *m, const gs_cluster_job *in, const int *idx, const int *holds,
+                          const int *size, int n, int usable) {
   int given = 0, down = 0, drained = 0, cooling = 0;
   for (int q = 0; q < n; q++) given += size[q];
   for (int i = 0; i < m->nnode; i++) {
@@ -2123,13 +2124,12 @@ static void explain_round(mgr *m, const gs_cluster_job *in, const int *idx, cons
       snprintf(w, wl, "waiting: needs %d node%s, %d free; nodes held by job%s %s (policy %s)",
                in[q].min_nodes, in[q].min_nodes == 1 ? "" : "s", usable - given,
                nheld == 1 ? "" : "s", nheld ? held : "-", how);
-    } else if (job_active(j) && size[q] > 0 && size[q] == count(j->assigned, m->nnode) &&
-               size[q] == in[q].cur_nodes &&
+    } else if (job_active(j) && size[q] > 0 && size[q] == holds[q] &&
                size[q] < in[q].max_nodes && usable - given > 0) {
       snprintf(w, wl, "not grown onto %d idle node%s: policy %s weighs a growth against its "
                "restart (~%.0f s) over its expected remaining time (~%.0f s)", usable - given,
                usable - given == 1 ? "" : "s", pol, j->restart_price,
-               gs_cluster_remaining_s(&in[q], in[q].cur_nodes, in[q].run_s));
+               gs_cluster_remaining_s(&in[q], holds[q], in[q].run_s));
     }
   }
 }
@@ -2162,8 +2162,10 @@ static int policy_round(mgr *m) {
   for (int i = 0; i < m->nnode; i++) usable += node_usable(m, i);
   gs_cluster_job *in = gs_calloc((size_t)m->njob + 1, sizeof *in);
   /* idx[q]: the round's job q in m->job; held[q]: the nodes its partition
-   * holds (in[q].cur_nodes may be its waiting answer, job.granted) */
-  int *idx = gs_calloc(2 * ((size_t)m->njob + 1), sizeof *idx), *held = idx + m->njob + 1;
+   * holds (in[q].cur_nodes may be its waiting answer, job.granted, kept in
+   * granted[q]) */
+  int *idx = gs_calloc(3 * ((size_t)m->njob + 1), sizeof *idx), *held = idx + m->njob + 1;
+  int *granted = held + m->njob + 1;
   int *size = gs_calloc((size_t)m->njob + 1, sizeof *size);
   /* each job's user and account, for the round's fair shares */
   const char **users = gs_calloc((size_t)m->njob + 1, sizeof *users);
@@ -2226,22 +2228,12 @@ static int policy_round(mgr *m) {
     in[n].owed_s = j->fair_s - j->node_s + (j->fair_now - (job_active(j) ? in[n].cur_nodes : 0)) *
                                                (since > 0 ? since : 0);
     held[n] = in[n].cur_nodes;
+    granted[n] = j->granted;
     idx[n++] = k;
   }
   /* A start or grow that waits for nodes being given back is, to the
-   * policies, the size it was answered (job.granted), unless the pool no
-   * longer holds every such answer (a node lost or drained). */
-  int seen = 0, over = 0;
-  for (int q = 0; q < n; q++) {
-    const job *j = &m->job[idx[q]];
-    int g = j->granted > held[q] && j->granted <= in[q].max_nodes ? j->granted : held[q];
-    seen += g;
-    over |= g != held[q];
-  }
-  for (int q = 0; q < n && over && seen <= usable; q++) {
-    int g = m->job[idx[q]].granted;
-    if (g > held[q] && g <= in[q].max_nodes) in[q].cur_nodes = g;
-  }
+   * policies, the size it was answered. */
+  gs_cluster_keep_granted(in, granted, n, usable);
   /* The policies' own defaults (Dorm's weights 0.5 and 0.02: with weights
    * of 1 one resize cost as much as the whole utilisation term, and dorm
    * never resized a running job), re-solved every round of this manager;
@@ -2319,7 +2311,7 @@ static int policy_round(mgr *m) {
     }
   }
   if (failed) n = 0;
-  explain_round(m, in, idx, size, n, usable);
+  explain_round(m, in, idx, held, size, n, usable);
   /* Shrinks first (they free nodes), then grows and starts from free nodes. */
   for (int pass = 0; pass < 2 && rc == 0; pass++)
     for (int q = 0; q < n && rc == 0; q++) {

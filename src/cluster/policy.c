@@ -162,6 +162,20 @@ int gs_cluster_shrink_nodes(char *part, const char *launch, int n, int drop) {
   return given;
 }
 
+int gs_cluster_keep_granted(gs_cluster_job *jobs, const int *granted, int n, int nodes) {
+  int sum = 0, kept = 0;
+  for (int i = 0; i < n; i++) {
+    int g = granted[i] > jobs[i].cur_nodes && granted[i] <= jobs[i].max_nodes;
+    sum += g ? granted[i] : jobs[i].cur_nodes;
+    kept += g;
+  }
+  if (kept == 0 || sum > nodes) return 0; /* (a node lost or drained: the sizes held) */
+  for (int i = 0; i < n; i++)
+    if (granted[i] > jobs[i].cur_nodes && granted[i] <= jobs[i].max_nodes)
+      jobs[i].cur_nodes = granted[i];
+  return kept;
+}
+
 double gs_cluster_unknown_remaining_s(const gs_cluster_job *j, const gs_cluster_policy_opts *o) {
   double h = gs_cluster_unknown_horizon_s(o);
   return j->run_s > h && isfinite(j->run_s) ? j->run_s : h;

@@ -449,6 +449,15 @@ void gs_cluster_fifo_sort(const gs_cluster_job *jobs, int *order, int n);
  * given back (less than drop when the partition is smaller). */
 int gs_cluster_shrink_nodes(char *part, const char *launch, int n, int drop);
 
+/* The rounds' view of answers that wait for nodes being given back, the
+ * manager's and the simulator's rule: jobs[i].cur_nodes holds the nodes job
+ * i holds, granted[i] the size an earlier round answered it that waits (0:
+ * none). Each job with granted[i] above what it holds (and within its max)
+ * is given at granted[i], unless `nodes` do not hold every job at its
+ * answer and the others at what they hold (a node lost or drained): then
+ * none is. Returns the number of jobs given at their answer. */
+int gs_cluster_keep_granted(gs_cluster_job *jobs, const int *granted, int n, int nodes);
+
 int gs_cluster_dorm_owed(const gs_cluster_job *jobs, int njobs, int nodes,
                          const gs_cluster_policy_opts *o, const double *share,
                          unsigned char *owed);

@@ -1736,6 +1736,29 @@ static void test_prior_steps(void **state) {
   gs_free(text);
 }
 
+/* Answers that wait for nodes (gs_cluster_keep_granted): given at the size
+ * answered where it is above what the job holds and within its max; none
+ * when the pool cannot hold every answer beside the others' nodes. */
+static void test_keep_granted(void **state) {
+  (void)state;
+  gs_cluster_job j[3] = {{.id = 1, .min_nodes = 1, .max_nodes = 4, .cur_nodes = 1},
+                         {.id = 2, .min_nodes = 1, .max_nodes = 2, .cur_nodes = 0},
+                         {.id = 3, .min_nodes = 1, .max_nodes = 2, .cur_nodes = 2}};
+  int granted[3] = {3, 5, 1}; /* 5 above job 2's max, 1 below job 3's holding */
+  assert_int_equal(gs_cluster_keep_granted(j, granted, 3, 5), 1);
+  assert_int_equal(j[0].cur_nodes, 3);
+  assert_int_equal(j[1].cur_nodes, 0);
+  assert_int_equal(j[2].cur_nodes, 2);
+  j[0].cur_nodes = 1;
+  granted[1] = 2; /* 3 + 2 + 2 = 7 nodes: more than 6 */
+  assert_int_equal(gs_cluster_keep_granted(j, granted, 3, 6), 0);
+  assert_int_equal(j[0].cur_nodes, 1);
+  assert_int_equal(j[1].cur_nodes, 0);
+  assert_int_equal(gs_cluster_keep_granted(j, granted, 3, 7), 2);
+  assert_int_equal(j[0].cur_nodes, 3);
+  assert_int_equal(j[1].cur_nodes, 2);
+}
+
 static void test_speed_prior(void **state) {
   (void)state;
   double step[5] = {0, 1.0, 0.6, 0.5, 0.45}, samples[5] = {0, 64, 64, 64, 64}, out[5];
@@ -1801,6 +1824,7 @@ int main(void) {
       cmocka_unit_test(test_dorm_nested_limits_vs_brute_force),
       cmocka_unit_test(test_prior_steps),
       cmocka_unit_test(test_speed_prior),
+      cmocka_unit_test(test_keep_granted),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
