@@ -64,6 +64,8 @@ static void usage(FILE *f) {
           "                       validation-BATCH.csv; default ../traces beside\n"
           "                       the workload's directory); gradsync: the speed\n"
           "                       table model,nodes,step_time_s,samples_per_step\n"
+          "                       [,start_s][,end_s] (a launch's start-up, every\n"
+          "                       launch; the end after the last step, once)\n"
           "  --nodes N            nodes in the pool, 1 to %d\n"
           "  --gpus-per-node G    GPUs per node for Pollux's tables (default 4)\n"
           "  --policy P|all       static, dorm, goodput, or all (default all)\n"

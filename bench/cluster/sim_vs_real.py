@@ -114,20 +114,26 @@ def measure(a):
 def write_table(path, solo, batch):
     """The speed table from the solo runs, the mean of each kind's runs on a
     size: a step is the training's time (train_s, its commits and checks
-    included) over the steps; everything else of the completion time, the
-    program's own set-up (data, model, the engine's calibration and
-    profiling) included, is the start-up, which every launch pays again,
-    a resize's relaunch too."""
+    included) over the steps; the time inside the program after the
+    training (wall_s - train_s: the final evaluation on the test set and
+    the last save) is the end, end_s, which a job pays once, at its end;
+    everything else of the completion time (jct_s - wall_s: the manager's
+    round, the launch, the program's own set-up: data, model, the engine's
+    calibration and profiling; the exit) is the start-up, start_s, which
+    every launch pays again, a resize's relaunch too. (Until 2026-12-08
+    the end was part of the start-up, so every resize paid the final
+    evaluation again: 6-35 s a resize of a resnet job.)"""
     rows = {}
     for r in solo:
         rows.setdefault((r["kind"], r["nodes"]), []).append(
-            (r["train_s"] / r["steps"], r["jct_s"] - r["train_s"]))
+            (r["train_s"] / r["steps"], r["jct_s"] - r["wall_s"], r["wall_s"] - r["train_s"]))
     with open(path, "w") as f:
-        f.write("model,nodes,step_time_s,samples_per_step,start_s\n")
+        f.write("model,nodes,step_time_s,samples_per_step,start_s,end_s\n")
         for (kind, n), v in rows.items():
             st = statistics.mean(x[0] for x in v)
             start = statistics.mean(x[1] for x in v)
-            f.write(f"{kind},{n},{st:.6f},{batch[kind]},{start:.3f}\n")
+            end = statistics.mean(x[2] for x in v)
+            f.write(f"{kind},{n},{st:.6f},{batch[kind]},{start:.3f},{end:.3f}\n")
 
 
 def table(a):
@@ -160,7 +166,7 @@ def real_runs(paths):
 
 def settings(a):
     solo = [json.loads(l) for l in open(a.speeds + ".solo.jsonl")]
-    start = statistics.mean(r["jct_s"] - r["train_s"] for r in solo)
+    start = statistics.mean(r["jct_s"] - r["wall_s"] for r in solo)
     # static never resizes: each job one launch on its requested size (max)
     pre = [j["end"] - j["start"] - j["node_s"] / j["max"]
            for _, r in real_runs(a.real).get("static", []) for j in r["jobs"]
@@ -250,12 +256,16 @@ def report(a):
           "emulated nodes, every size run twice and the two means taken; the table below lists "
           "each run; "
           "the real runs' settings): a step's time is the job's training time "
-          "(its summary's train_s) over its steps; the rest of its completion time "
+          "(its summary's train_s) over its steps; the time inside the program after the "
+          "training (wall_s less train_s: the final evaluation on the test set and the last "
+          "save) is the end, which a job pays once, when its last step is done, holding its "
+          "nodes and taking no stop (the table's end_s); the rest of its completion time "
           "(the manager's round, the launch over ssh, the program's own set-up: the data, the "
           "model, the engine's calibration and profiling; the exit) is the start-up, "
           "which every launch pays again, a resize's relaunch too (until 2026-12-07 the step "
           "was the whole time inside the program, wall_s, over the steps, and the "
-          "program's set-up was spread over the steps instead); the "
+          "program's set-up was spread over the steps instead; until 2026-12-08 the end was "
+          "part of the start-up, so every resize paid the final evaluation again); the "
           "speed table's start_s column gives it per kind and size, and the simulator "
           "charges it at every start and every resize on that many nodes (the mean, "
           f"{a.start:.1f} s, is the penalty where the table has none). The simulator resizes as "
@@ -280,12 +290,12 @@ def report(a):
              " No interference between the emulated nodes is modelled (`--interference 0`).")
           + "\n")
     print("| kind | nodes | completion s | in the program s | training s | start-up s | "
-          "step ms |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+          "end s | step ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in solo:
         print(f"| {r['kind']} | {r['nodes']} | {r['jct_s']:.1f} | {r['wall_s']:.1f} | "
-              f"{r['train_s']:.1f} | {r['jct_s'] - r['train_s']:.1f} | "
-              f"{1e3 * r['train_s'] / r['steps']:.1f} |")
+              f"{r['train_s']:.1f} | {r['jct_s'] - r['wall_s']:.1f} | "
+              f"{r['wall_s'] - r['train_s']:.1f} | {1e3 * r['train_s'] / r['steps']:.1f} |")
     print()
     print("| policy | simulated mean JCT s | real mean JCT s (runs) | real mean | simulated / real "
           "| within 10% | simulated resizes | real resizes (runs) | simulated makespan s "

@@ -49,6 +49,11 @@ typedef struct gs_csim_job {
   double *start_s;    /* the seconds a start (first, or after a resize) on
                          n nodes makes no progress, [n]; NULL: the
                          simulator's start and restart penalties */
+  double *end_s;      /* the seconds from its last step to its exit on n
+                         nodes (gradsync train's final evaluation and save:
+                         the program's time less its training's), [n],
+                         paid once, at its end, holding its nodes; a
+                         resize does not pay it. NULL: none */
   int line;           /* the workload file's line */
 } gs_csim_job;
 
@@ -67,10 +72,11 @@ typedef struct gs_csim_workload {
  *    NULL: ../traces beside the workload's directory).
  *  - gradsync's (name,time,model,nodes,samples[,min_nodes,max_nodes,weight,
  *    commit_samples,user,account]): speeds from `tables`, a CSV
- *    model,nodes,step_time_s,samples_per_step[,start_s] (required;
+ *    model,nodes,step_time_s,samples_per_step[,start_s,end_s] (required;
  *    gpus_per_node is not used). start_s, where the
  *    table has it, is a start's cost on that many nodes (interpolated as
- *    speeds are), in place of the simulator's penalties. commit_samples, a
+ *    speeds are), in place of the simulator's penalties; end_s the time
+ *    from a job's last step to its exit on that many nodes, paid once. commit_samples, a
  *    job's own commit interval (its --commit-every times its global batch;
  *    0 or empty: the run's --commit-work), sets its commit_work.
  * Either format may have the columns user (a name as `gradsync submit

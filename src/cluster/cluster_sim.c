@@ -17,7 +17,10 @@
  * a preemption or a node loss) costs restart_penalty_s without progress,
  * holding its nodes; the first costs start_penalty_s (0 by default: free);
  * a speed table with start_s gives each launch its cost on that many nodes
- * instead. When a partition changes, the launch follows it:
+ * instead. A table with end_s gives a job an end after its last step (its
+ * final evaluation and save), paid once, holding its launch's nodes, in
+ * which it takes no stop: a shrink or preemption answered then waits for
+ * its exit. When a partition changes, the launch follows it:
  *  - commit_work 0 (the default, Pollux's simulator's model): at once; a
  *    node taken from one job goes to another in the same round;
  *  - commit_work > 0 (the manager's, docs/CLUSTER_MANAGER.md "Resizing a
@@ -131,6 +134,12 @@ typedef struct sim_job {
   double run_s;       /* seconds it has run (started by the manager, not
                          queued): its attained service, gs_cluster_job.run_s */
   double start, end;  /* first start, finish (-1: not yet) */
+  double end_at;      /* in its end (gs_csim_job.end_s: its last step done,
+                         its final evaluation and save running, holding its
+                         launch's nodes): when it exits; -1: not in it. A
+                         job in its end takes no stop: a resize or a
+                         preemption answered then waits for its exit, as
+                         the manager's stop request does (no check comes) */
   int restarts;
   int ever_ran, done, arrived, asked;
   int pending;        /* started by the manager, not yet launched by its supervisor */
@@ -280,6 +289,16 @@ static void launch_end(sim *s, int j, double t) {
     if (s->node_run[k] == j) node_change(s, k, s->node_job[k], -1, t);
   s->js[j].run = 0;
   s->js[j].asked = 0;
+  s->js[j].end_at = -1;
+}
+
+static int in_end(const sim_job *js) { return js->end_at >= 0; }
+
+/* The seconds job j's end takes on the nodes it runs on (0: none). */
+static double end_cost(const sim *s, int j) {
+  const gs_csim_job *g = &s->w->jobs[j];
+  int n = s->js[j].run < g->max_nodes ? s->js[j].run : g->max_nodes;
+  return g->end_s != NULL && n > 0 ? g->end_s[n] : 0;
 }
 
 /* Job j's supervisor launches it at t on its partition, its start-up
@@ -443,7 +462,7 @@ static void apply_sizes(sim *s, double t) {
     int j = s->active[a], want = s->sizes[a];
     sim_job *js = &s->js[j];
     if (want >= js->size) continue;
-    if (want == 0) { /* preempted: resumes from its last commit */
+    if (want == 0 && !in_end(js)) { /* preempted: resumes from its last commit */
       back_to_commit(s, j);
       launch_end(s, j, t);
       js->pending = 0;
@@ -460,7 +479,7 @@ static void apply_sizes(sim *s, double t) {
         node_change(s, k, -1, s->node_run[k], t);
         js->size--;
       }
-    if (at_once && js->run > 0 && js->moved > 0) {
+    if (at_once && js->run > 0 && js->moved > 0 && !in_end(js)) {
       js->since = t;
       relaunch(s, j, t, t);
     }
@@ -492,7 +511,7 @@ static void apply_sizes(sim *s, double t) {
     if (js->size < s->w->jobs[j].min_nodes) continue;
     if (js->run == 0 && !js->pending) {
       manager_start(s, j, t);
-    } else if (at_once && js->moved > 0) {
+    } else if (at_once && js->moved > 0 && !in_end(js)) {
       js->since = t;
       relaunch(s, j, t, t);
     }
@@ -845,6 +864,7 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
     s.js[j].rem = w->jobs[j].work;
     s.js[j].start = s.js[j].end = -1;
     s.js[j].startup_s = -1;
+    s.js[j].end_at = -1;
   }
   sort_jobs = w->jobs;
   qsort(order, (size_t)nj, sizeof *order, cmp_submit);
@@ -874,7 +894,14 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
     for (int a = 0; a < s.nactive;) {
       int j = s.active[a];
       sim_job *js = &s.js[j];
-      if (js->run > 0 && js->rem <= eps * w->jobs[j].work) {
+      if (js->run > 0 && js->rem <= eps * w->jobs[j].work && !in_end(js) &&
+          end_cost(&s, j) > 0) { /* its last step: its end begins */
+        js->end_at = t + end_cost(&s, j);
+        a++;
+        continue;
+      }
+      if (js->run > 0 && js->rem <= eps * w->jobs[j].work &&
+          (!in_end(js) || t >= js->end_at - eps)) {
         js->done = 1;
         js->end = t;
         launch_end(&s, j, t);
@@ -922,7 +949,7 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       if (js->pending && js->launch_t <= t + eps) {
         if (fits) launch(&s, j, t);
         js->pending = 0; /* (a node lost left it short: a round starts it again) */
-      } else if (js->run > 0 && js->asked &&
+      } else if (js->run > 0 && js->asked && !in_end(js) &&
                  (by_time(o) ? t >= js->stop_t - eps
                              : w->jobs[j].work - js->rem >= js->stop_at - eps * w->jobs[j].work)) {
         /* The supervisor relaunches it itself: of a start-up it skips the
@@ -933,7 +960,7 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
         if (fits) relaunch(&s, j, t, js->ask_t);
         else launch_end(&s, j, t); /* (a node lost left it short: it waits) */
         changed = 1;
-      } else if (js->run > 0 && !js->asked && js->moved > 0 &&
+      } else if (js->run > 0 && !js->asked && js->moved > 0 && !in_end(js) &&
                  discovery_at(&s, js, t) <= t + eps) {
         js->asked = 1;
         js->ask_t = t;
@@ -983,6 +1010,10 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       const sim_job *js = &s.js[j];
       if (js->pending && js->launch_t < tn) tn = js->launch_t > t ? js->launch_t : t;
       if (js->run <= 0) continue;
+      if (in_end(js)) { /* its exit is the event */
+        if (js->end_at < tn) tn = js->end_at > t ? js->end_at : t;
+        continue;
+      }
       /* (one in its start-up computes from restart_end, an event of its own) */
       double sp = speed_now(&s, j, busy);
       if (!(sp > 0)) { /* a launch below the job's minimum: the simulator's defect */
@@ -1028,6 +1059,10 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
       js->fair_s += js->fair * dt;
       if (js->run > 0 || js->pending) js->run_s += dt;
       if (js->run <= 0) continue;
+      if (in_end(js)) { /* evaluating: busy, no work */
+        busy_ns += js->run * dt;
+        continue;
+      }
       double from = js->restart_end > t ? js->restart_end : t;
       if (from < tn) {
         double sp = speed_now(&s, j, busy), done0 = w->jobs[j].work - js->rem;

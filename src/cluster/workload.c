@@ -26,7 +26,9 @@
  * them a job may not run unless min_nodes/max_nodes say so, and then the
  * nearest measured throughput is held). An optional start_s column is a
  * start's cost on that many nodes (the launch over more hosts takes
- * longer), interpolated and held the same way.
+ * longer), interpolated and held the same way; an optional end_s column
+ * the time from a job's last step to its exit on that many nodes (its
+ * final evaluation and save), paid once, at its end, and not by a resize.
  */
 #include "gradsync/cluster_sim.h"
 
@@ -261,6 +263,7 @@ void gs_csim_workload_free(gs_csim_workload *w) {
   for (int i = 0; i < w->njobs; i++) {
     free(w->jobs[i].speed);
     free(w->jobs[i].start_s);
+    free(w->jobs[i].end_s);
   }
   free(w->jobs);
   memset(w, 0, sizeof *w);
@@ -587,6 +590,7 @@ typedef struct model_speed {
   double tput[64]; /* samples per second */
   double step[64]; /* samples per step */
   double start[64]; /* start_s, or -1 */
+  double end[64];   /* end_s, or -1 */
 } model_speed;
 
 static int load_speeds(const char *path, model_speed **out, int *nout, char *err,
@@ -599,16 +603,17 @@ static int load_speeds(const char *path, model_speed **out, int *nout, char *err
     csv_close(&c);
     return -1;
   }
-  int cstart = csv_col(&c, "start_s");
+  int cstart = csv_col(&c, "start_s"), cend = csv_col(&c, "end_s");
   model_speed *m = NULL;
   int n = 0, r;
   while ((r = csv_next(&c, err, errlen)) == 1) {
     int nodes;
-    double st, sps, start = -1;
+    double st, sps, start = -1, end = -1;
     if (csv_int(&c, col[1], 1, 1 << 20, &nodes, err, errlen) != 0 ||
         csv_num(&c, col[2], 1e-12, 1e9, &st, err, errlen) != 0 ||
         csv_num(&c, col[3], 1e-12, 1e15, &sps, err, errlen) != 0 ||
-        (cstart >= 0 && csv_num(&c, cstart, 0, 1e6, &start, err, errlen) != 0)) {
+        (cstart >= 0 && csv_num(&c, cstart, 0, 1e6, &start, err, errlen) != 0) ||
+        (cend >= 0 && csv_num(&c, cend, 0, 1e6, &end, err, errlen) != 0)) {
       r = -1;
       break;
     }
@@ -638,6 +643,7 @@ static int load_speeds(const char *path, model_speed **out, int *nout, char *err
       s->tput[k] = s->tput[k - 1];
       s->step[k] = s->step[k - 1];
       s->start[k] = s->start[k - 1];
+      s->end[k] = s->end[k - 1];
       k--;
     }
     if (k > 0 && s->nodes[k - 1] == nodes) {
@@ -650,6 +656,7 @@ static int load_speeds(const char *path, model_speed **out, int *nout, char *err
     s->tput[k] = sps / st;
     s->step[k] = sps;
     s->start[k] = start;
+    s->end[k] = end;
   }
   csv_close(&c);
   if (r < 0) {
@@ -784,7 +791,10 @@ static int load_table(csv *c, const char *tables, int nodes, gs_csim_workload *w
     j->step_work = model_at(s, s->step, req); /* (its global batch: the same on every size) */
     const int has_start = s->start[0] >= 0; /* the column is there: every row has it */
     if (has_start) j->start_s = model_curve(s, s->start, lo, hi);
-    if (j->speed == NULL || (has_start && j->start_s == NULL)) {
+    const int has_end = s->end[0] >= 0;
+    if (has_end) j->end_s = model_curve(s, s->end, lo, hi);
+    if (j->speed == NULL || (has_start && j->start_s == NULL) ||
+        (has_end && j->end_s == NULL)) {
       set_err(err, errlen, "out of memory reading %s", c->path);
       r = -1;
       break;

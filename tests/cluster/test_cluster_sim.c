@@ -238,6 +238,80 @@ static void test_start_from_table(void **state) {
   assert_non_null(strstr(err, "start_s"));
 }
 
+/* The end from the speed table (end_s: gradsync train's final evaluation
+ * and save after its last step, 5 s on 1 node, 3 on 2; start_s 1 s on
+ * both; m 10/s on 1 node, 20/s on 2), paid once, at the end, holding the
+ * nodes, and not by a resize (until 2026-12-08 the table had no end: it
+ * was part of start_s, and every resize paid it again). */
+static const char *end_table =
+    "model,nodes,step_time_s,samples_per_step,start_s,end_s\nm,1,1,10,1,5\nm,2,1,20,1,3\n";
+
+static void run_end(const char *workload, const char *policy, double commit_every_s,
+                    double *jct, gs_csim_result *r) {
+  char wp[512], sp[512], err[512];
+  write_file("w.csv", workload, wp, sizeof wp);
+  write_file("s.csv", end_table, sp, sizeof sp);
+  gs_csim_workload w;
+  assert_int_equal(gs_csim_load(wp, sp, 2, 4, &w, err, sizeof err), 0);
+  assert_non_null(w.jobs[0].end_s);
+  gs_csim_opts o;
+  gs_csim_defaults(&o);
+  o.nodes = 2;
+  o.policy = policy;
+  o.interval_s = 0;
+  o.restart_penalty_s = strcmp(policy, "dorm") == 0 ? 0 : 1000;
+  o.commit_every_s = commit_every_s;
+  o.job_jct_s = jct;
+  if (gs_csim_run(&w, &o, r, err, sizeof err) != 0) fail_msg("%s", err);
+  gs_csim_workload_free(&w);
+}
+
+static void test_end_from_table(void **state) {
+  (void)state;
+  double jct[2];
+  gs_csim_result r;
+  /* static: A (2 nodes, 100 samples) starts at 0, works from 1 at 20/s,
+   * its last step at 6, exits at 9; B (1 node, 50) waits for it, starts
+   * at 9, works from 10 at 10/s, its last step at 15, exits at 20. */
+  run_end("name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,100,2,2\n"
+          "B,0,m,1,50,1,1\n", "static", 0, jct, &r);
+  NEAR(jct[0], 9);
+  NEAR(jct[1], 20);
+  NEAR(r.makespan_s, 20);
+  /* A resize pays the start-up, not the end: goodput (a 1000 s price: no
+   * regrow) runs A (1-2 nodes, 3000) on 2 from 0, working from 1: 180 done
+   * by 10, when B (1 node, 50) arrives and A shrinks to 1; its relaunch
+   * costs 1 s, it works from 11 at 10/s, its last step at 293, exits at
+   * 298 (303 if the resize paid the end too). B runs 11-16, exits at 21. */
+  run_end("name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,3000,1,2\n"
+          "B,10,m,1,50,1,1\n", "goodput", 0, jct, &r);
+  NEAR(jct[0], 298);
+  NEAR(jct[1], 11);
+  assert_int_equal(r.resizes, 1);
+  /* A job in its end takes no stop: dorm (fair shares, no restart price)
+   * shrinks A (1-2 nodes, 200) to 1 node when B (1 node, 50) arrives at
+   * 12, in A's end (its last step at 11 on 2 nodes, its exit at 14). A is
+   * not relaunched (no resize) and exits at 14 on both nodes; B, answered
+   * 1 node, waits for it, starts at 14, works from 15, its last step at 20,
+   * exits at 25. The same when resizes wait for the job's checks (commits
+   * by time), and when they move at once. */
+  for (int by_time = 0; by_time < 2; by_time++) {
+    run_end("name,time,model,nodes,samples,min_nodes,max_nodes\nA,0,m,2,200,1,2\n"
+            "B,12,m,1,50,1,1\n", "dorm", by_time ? 10 : 0, jct, &r);
+    NEAR(jct[0], 14);
+    NEAR(jct[1], 13);
+    assert_int_equal(r.resizes, 0);
+  }
+  /* A negative end is refused, naming the column. */
+  char wp[512], sp[512], err[512];
+  gs_csim_workload w;
+  write_file("w.csv", two_jobs, wp, sizeof wp);
+  write_file("s.csv", "model,nodes,step_time_s,samples_per_step,end_s\nm,1,1,10,-1\n", sp,
+             sizeof sp);
+  assert_int_equal(gs_csim_load(wp, sp, 2, 4, &w, err, sizeof err), -1);
+  assert_non_null(strstr(err, "end_s"));
+}
+
 /* Learning the curves (learn_work): a model slower on 2 nodes (5/s) than
  * on 1 (10/s), one job of 100 samples that may take 1 or 2. goodput on the
  * table's curve (the oracle) runs it on 1 node: 10 s. Learning, it knows
@@ -1017,6 +1091,7 @@ int main(void) {
       cmocka_unit_test(test_goodput_by_hand),
       cmocka_unit_test(test_start_penalty),
       cmocka_unit_test(test_start_from_table),
+      cmocka_unit_test(test_end_from_table),
       cmocka_unit_test(test_learn_curves),
       cmocka_unit_test(test_learn_restart),
       cmocka_unit_test(test_restart_prior),
