@@ -894,14 +894,10 @@ int gs_csim_run(const gs_csim_workload *w, const gs_csim_opts *o, gs_csim_result
     for (int a = 0; a < s.nactive;) {
       int j = s.active[a];
       sim_job *js = &s.js[j];
-      if (js->run > 0 && js->rem <= eps * w->jobs[j].work && !in_end(js) &&
-          end_cost(&s, j) > 0) { /* its last step: its end begins */
+      int trained = js->run > 0 && js->rem <= eps * w->jobs[j].work;
+      if (trained && !in_end(js) && end_cost(&s, j) > 0) /* its last step: its end begins */
         js->end_at = t + end_cost(&s, j);
-        a++;
-        continue;
-      }
-      if (js->run > 0 && js->rem <= eps * w->jobs[j].work &&
-          (!in_end(js) || t >= js->end_at - eps)) {
+      if (trained && (!in_end(js) || t >= js->end_at - eps)) {
         js->done = 1;
         js->end = t;
         launch_end(&s, j, t);
